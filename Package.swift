@@ -1,0 +1,34 @@
+// swift-tools-version:6.0
+// Revue: a real-time media engine for Linux Swift programs. See docs/ and ../shared/DESIGN.md.
+import PackageDescription
+
+let package = Package(
+    name: "Revue",
+    products: [
+        .library(name: "RevueSDK", targets: ["RevueSDK"]),
+        .executable(name: "revue-media", targets: ["revue-media"]),
+        .executable(name: "revue-node", targets: ["revue-node"]),
+        .executable(name: "revue-bench", targets: ["revue-bench"]),
+    ],
+    targets: [
+        // C shims over the Debian -dev packages (see scripts/install-deps). libyuv ships no .pc file,
+        // so every library is linked by name.
+        .target(
+            name: "CMediaShims",
+            linkerSettings: [
+                .linkedLibrary("opus"), .linkedLibrary("vpx"), .linkedLibrary("yuv"),
+                .linkedLibrary("speexdsp"), .linkedLibrary("srtp2"), .linkedLibrary("sodium"),
+            ]
+        ),
+        .target(name: "MediaCore", dependencies: ["CMediaShims"]),
+        .target(name: "RevueSession", dependencies: ["MediaCore", "CMediaShims"]),
+        .target(name: "RevueSDK", dependencies: ["MediaCore", "RevueSession"]),
+        .executableTarget(name: "revue-media", dependencies: ["RevueSDK"]),
+        .executableTarget(name: "revue-node", dependencies: ["RevueSDK"]),
+        .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims"], path: "Benchmarks/revue-bench"),
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims"]),
+        .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims"]),
+        .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,16 @@
+// CMediaShims: the one C module MediaCore and RevueSession import (with `internal import`).
+// It includes the Debian media libraries' headers and adds one-line `static inline` shims, prefixed
+// `cms_`, for what Swift cannot import: variadic *_ctl calls, function-like macros and ABI-versioned
+// init macros. Each library has its own header below; each shim says why it exists.
+#ifndef CMEDIASHIMS_H
+#define CMEDIASHIMS_H
+
+#include "cms_opus.h"
+#include "cms_vpx.h"
+#include "cms_yuv.h"
+#include "cms_speex.h"
+#include "cms_srtp.h"
+#include "cms_sodium.h"
+#include "cms_net.h"
+
+#endif

@@ -1,0 +1,110 @@
+/// An I420 (4:2:0 planar) video frame that owns its pixel memory: the engine's internal frame.
+///
+/// One 64-byte-aligned allocation holds the three planes; strides are padded to 32 bytes so SIMD
+/// rows never straddle planes. Frames are made once (usually by a `FramePool`) and reused, so the
+/// per-frame path never allocates.
+/// Thread rule: not synchronised; one thread writes it at a time, and handing it over through a
+/// ring (release/acquire) publishes its contents. Cost: `init` allocates `width*height*1.5` bytes.
+public final class VideoFrame: @unchecked Sendable {
+    /// Width in pixels of the luma plane.
+    public let width: Int
+    /// Height in pixels of the luma plane.
+    public let height: Int
+    /// Bytes from one luma row to the next.
+    public let strideY: Int
+    /// Bytes from one chroma row to the next (same for U and V).
+    public let strideUV: Int
+    /// Width of each chroma plane: `(width + 1) / 2`.
+    public var chromaWidth: Int { (width + 1) / 2 }
+    /// Height of each chroma plane: `(height + 1) / 2`.
+    public var chromaHeight: Int { (height + 1) / 2 }
+    /// Capture time in nanoseconds on the caller's clock (monotonic recommended).
+    public var timestampNs: Int64 = 0
+    /// Rotation still to be applied by a renderer (0 once capture has rotated the pixels).
+    public var rotation: VideoRotation = .rotation0
+
+    /// Start of the luma plane.
+    public let y: UnsafeMutablePointer<UInt8>
+    /// Start of the U (Cb) plane.
+    public let u: UnsafeMutablePointer<UInt8>
+    /// Start of the V (Cr) plane.
+    public let v: UnsafeMutablePointer<UInt8>
+    private let storage: UnsafeMutableRawPointer
+    /// Total bytes owned by this frame.
+    public let byteCount: Int
+
+    /// Allocates a frame of `width` x `height` (both at least 1). Traps on a non-positive size:
+    /// sizes from files or the network are validated by their parsers before they get here.
+    public init(width: Int, height: Int) {
+        precondition(width > 0 && height > 0 && width <= 16384 && height <= 16384,
+                     "VideoFrame size \(width)x\(height) out of range")
+        self.width = width
+        self.height = height
+        strideY = (width + 31) & ~31
+        strideUV = (((width + 1) / 2) + 31) & ~31
+        let ySize = strideY * height
+        let uvSize = strideUV * ((height + 1) / 2)
+        byteCount = ySize + 2 * uvSize
+        storage = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 64)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: byteCount)
+        y = storage.assumingMemoryBound(to: UInt8.self)
+        u = y + ySize
+        v = u + uvSize
+    }
+
+    deinit { storage.deallocate() }
+
+    /// A read-only view of the planes, valid while this frame is alive and unchanged.
+    public var view: I420View {
+        I420View(width: width, height: height,
+                 y: UnsafePointer(y), strideY: strideY,
+                 u: UnsafePointer(u), strideU: strideUV,
+                 v: UnsafePointer(v), strideV: strideUV)
+    }
+
+    /// Copies `source` (same size) into this frame row by row. Cost: one pass over the pixels.
+    public func copy(from source: I420View) {
+        precondition(source.width == width && source.height == height, "copy between different sizes")
+        Self.copyPlane(source.y, source.strideY, y, strideY, width, height)
+        Self.copyPlane(source.u, source.strideU, u, strideUV, chromaWidth, chromaHeight)
+        Self.copyPlane(source.v, source.strideV, v, strideUV, chromaWidth, chromaHeight)
+    }
+
+    private static func copyPlane(_ src: UnsafePointer<UInt8>, _ srcStride: Int,
+                                  _ dst: UnsafeMutablePointer<UInt8>, _ dstStride: Int,
+                                  _ w: Int, _ h: Int) {
+        for row in 0..<h {
+            (dst + row * dstStride).update(from: src + row * srcStride, count: w)
+        }
+    }
+}
+
+/// A borrowed, read-only view of I420 planes: a decoder's output or a `VideoFrame`'s pixels.
+/// It does not own memory; it is valid only as long as its owner says (for a decoder, until the
+/// next decode call). Thread rule: a value type over memory someone else owns. Cost: none.
+public struct I420View: @unchecked Sendable {
+    public var width: Int
+    public var height: Int
+    public var y: UnsafePointer<UInt8>
+    public var strideY: Int
+    public var u: UnsafePointer<UInt8>
+    public var strideU: Int
+    public var v: UnsafePointer<UInt8>
+    public var strideV: Int
+
+    /// Creates a view over planes that someone else owns.
+    public init(width: Int, height: Int,
+                y: UnsafePointer<UInt8>, strideY: Int,
+                u: UnsafePointer<UInt8>, strideU: Int,
+                v: UnsafePointer<UInt8>, strideV: Int) {
+        self.width = width; self.height = height
+        self.y = y; self.strideY = strideY
+        self.u = u; self.strideU = strideU
+        self.v = v; self.strideV = strideV
+    }
+
+    /// Width of each chroma plane.
+    public var chromaWidth: Int { (width + 1) / 2 }
+    /// Height of each chroma plane.
+    public var chromaHeight: Int { (height + 1) / 2 }
+}
