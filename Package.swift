@@ -29,6 +29,11 @@ let package = Package(
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims"]),
         .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),
+        // The reference's Swift examples, compiled unchanged (they are written in Swift 5 style).
+        .testTarget(name: "ReferenceExampleTests", dependencies: ["RevueSDK"],
+                    swiftSettings: [.swiftLanguageMode(.v5)]),
+        // Interop against independent peers: GStreamer, ffmpeg, tshark, opus-tools.
+        .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims"]),
     ],
     swiftLanguageModes: [.v6]
 )

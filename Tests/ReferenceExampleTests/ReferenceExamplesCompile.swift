@@ -1,0 +1,8 @@
+// The reference's Swift examples (../shared/reference) are copied unchanged into this target, one
+// file per reference page, so a rename in the API breaks the build here first.
+import Testing
+import RevueSDK
+
+@Suite struct ReferenceExamplesCompile {
+    @Test func sdkModuleLoads() { #expect(revueProtocolVersion >= 1) }
+}
