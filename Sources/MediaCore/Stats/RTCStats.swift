@@ -1,0 +1,113 @@
+/// Statistics records shaped and named as the W3C "Identifiers for WebRTC's Statistics API"
+/// (webrtc-stats) names them, so numbers read the same as in a browser's `getStats()`.
+/// Each record is an immutable snapshot taken without stopping the pipeline (counters are atomics).
+/// Thread rule: value types, free to share. Cost: a snapshot copies a few dozen numbers.
+
+/// webrtc-stats §5.4 `RTCOutboundRtpStreamStats` (with the `RTCSentRtpStreamStats` and
+/// `RTCRtpStreamStats` fields it inherits).
+public struct OutboundRTPStreamStats: Sendable, Codable, Equatable {
+    public var ssrc: UInt32 = 0
+    /// "audio" or "video".
+    public var kind: String = "video"
+    /// Codec name as in SDP, e.g. "VP8", "VP9", "opus".
+    public var codec: String = ""
+    public var packetsSent: UInt64 = 0
+    public var bytesSent: UInt64 = 0
+    public var headerBytesSent: UInt64 = 0
+    public var retransmittedPacketsSent: UInt64 = 0
+    public var retransmittedBytesSent: UInt64 = 0
+    public var framesEncoded: UInt64 = 0
+    public var keyFramesEncoded: UInt64 = 0
+    /// Seconds spent encoding, summed over frames.
+    public var totalEncodeTime: Double = 0
+    public var framesPerSecond: Double = 0
+    public var frameWidth: Int = 0
+    public var frameHeight: Int = 0
+    /// Bits per second the encoder is currently configured for.
+    public var targetBitrate: Double = 0
+    /// Sum of the encoder's quantizer over encoded frames (VP8/VP9 0-127 scale).
+    public var qpSum: UInt64 = 0
+    public var nackCount: UInt64 = 0
+    public var pliCount: UInt64 = 0
+    public var firCount: UInt64 = 0
+    /// Frames the encoder skipped for rate control (not an error).
+    public var framesDroppedByEncoder: UInt64 = 0
+    public init() {}
+}
+
+/// webrtc-stats §5.10 `RTCAudioSourceStats`.
+public struct AudioSourceStats: Sendable, Codable, Equatable {
+    /// Linear 0...1 level of the most recent audio (RMS relative to full scale).
+    public var audioLevel: Double = 0
+    /// Sum over samples of level² × duration (the W3C definition), for average level computations.
+    public var totalAudioEnergy: Double = 0
+    /// Seconds of audio seen by the source.
+    public var totalSamplesDuration: Double = 0
+    public init() {}
+}
+
+/// What a capturer did with the buffers it was given: captured, or dropped and why.
+public struct CaptureStats: Sendable, Codable, Equatable {
+    /// Buffers accepted and queued for encoding.
+    public var captured: UInt64 = 0
+    /// Video frames replaced in a full ring by a newer frame (drop-oldest policy).
+    public var droppedRingFull: UInt64 = 0
+    /// Buffers dropped because every pooled frame was in use.
+    public var droppedPoolExhausted: UInt64 = 0
+    /// Buffers rejected as malformed (bad size, stride or format).
+    public var droppedInvalid: UInt64 = 0
+    /// Buffers dropped because the pipeline was stopped or the track muted.
+    public var droppedInactive: UInt64 = 0
+    public init() {}
+    /// Total dropped, all reasons together.
+    public var dropped: UInt64 { droppedRingFull + droppedPoolExhausted + droppedInvalid + droppedInactive }
+}
+
+/// webrtc-stats §5.3 `RTCInboundRtpStreamStats`.
+public struct InboundRTPStreamStats: Sendable, Codable, Equatable {
+    public var ssrc: UInt32 = 0
+    public var kind: String = "video"
+    public var codec: String = ""
+    public var packetsReceived: UInt64 = 0
+    /// Expected minus received (RFC 3550 §6.4.1); may be negative with duplicates.
+    public var packetsLost: Int64 = 0
+    /// Interarrival jitter in seconds (RFC 3550 §6.4.1).
+    public var jitter: Double = 0
+    public var bytesReceived: UInt64 = 0
+    public var headerBytesReceived: UInt64 = 0
+    public var packetsDiscarded: UInt64 = 0
+    public var framesReceived: UInt64 = 0
+    public var framesDecoded: UInt64 = 0
+    public var keyFramesDecoded: UInt64 = 0
+    public var framesDropped: UInt64 = 0
+    public var frameWidth: Int = 0
+    public var frameHeight: Int = 0
+    public var freezeCount: UInt64 = 0
+    /// Seconds.
+    public var totalFreezesDuration: Double = 0
+    public var totalSamplesReceived: UInt64 = 0
+    public var concealedSamples: UInt64 = 0
+    public var concealmentEvents: UInt64 = 0
+    /// Seconds, summed over emitted frames/samples.
+    public var jitterBufferDelay: Double = 0
+    public var jitterBufferEmittedCount: UInt64 = 0
+    public var nackCount: UInt64 = 0
+    public var pliCount: UInt64 = 0
+    public var firCount: UInt64 = 0
+    public var fecPacketsReceived: UInt64 = 0
+    public init() {}
+}
+
+/// webrtc-stats §5.5 `RTCRemoteInboundRtpStreamStats`: what the receiver said about our stream.
+public struct RemoteInboundRTPStreamStats: Sendable, Codable, Equatable {
+    public var ssrc: UInt32 = 0
+    /// Seconds, from the last receiver report's LSR/DLSR (RFC 3550 §6.4.1).
+    public var roundTripTime: Double = 0
+    public var totalRoundTripTime: Double = 0
+    public var roundTripTimeMeasurements: UInt64 = 0
+    /// Fraction of packets lost in the last report interval, 0...1.
+    public var fractionLost: Double = 0
+    public var packetsLost: Int64 = 0
+    public var jitter: Double = 0
+    public init() {}
+}
