@@ -1,0 +1,41 @@
+// The registry of benchmark suites; each suite file adds itself here.
+import MediaCore
+import Foundation
+
+/// A named group of cases.
+struct Suite: Sendable {
+    var name: String
+    var run: @Sendable (Reporter, BenchOptions) throws -> Void
+}
+
+enum Suites {
+    static let all: [Suite] = [
+        Suite(name: "speaking", run: SpeakingSuite.run),
+    ]
+}
+
+/// The speaking detector per 20 ms frame, against computing the level alone (its lower bound).
+enum SpeakingSuite {
+    static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
+        let frames = Int(20_000 * options.scale)
+        // 50 different frames so the optimiser cannot hoist the level out of the loop.
+        let samples = (0..<(960 * 50)).map { Float(sin(Double($0) * 0.05)) * Float(0.3 + 0.01 * Double($0 / 960)) }
+        var detector = SpeakingDetector()
+        var sink: Float = 0
+        try compare(reporter, options, suite: "speaking", case: "level+detector 20ms@48k", metric: "frames/s", unit: "1/s",
+                    higherIsBetter: true, anchorName: "level only") {
+            let t0 = nowNs()
+            samples.withUnsafeBufferPointer { buf in
+                for i in 0..<frames { _ = detector.process(levelDbov: AudioLevel.dbov(UnsafeBufferPointer(rebasing: buf[(i % 50) * 960 ..< (i % 50 + 1) * 960]))) }
+            }
+            return Double(frames) / (Double(nowNs() - t0) / 1e9)
+        } anchor: {
+            let t0 = nowNs()
+            samples.withUnsafeBufferPointer { buf in
+                for i in 0..<frames { sink += AudioLevel.dbov(UnsafeBufferPointer(rebasing: buf[(i % 50) * 960 ..< (i % 50 + 1) * 960])) }
+            }
+            return Double(frames) / (Double(nowNs() - t0) / 1e9)
+        }
+        if sink == .infinity { print("") }
+    }
+}
