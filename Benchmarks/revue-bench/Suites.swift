@@ -19,7 +19,11 @@ enum SpeakingSuite {
     static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
         let frames = Int(20_000 * options.scale)
         // 50 different frames so the optimiser cannot hoist the level out of the loop.
-        let samples = (0..<(960 * 50)).map { Float(sin(Double($0) * 0.05)) * Float(0.3 + 0.01 * Double($0 / 960)) }
+        var samples = [Float](repeating: 0, count: 960 * 50)
+        for i in samples.indices {
+            let gain = 0.3 + 0.01 * Double(i / 960)
+            samples[i] = Float(sin(Double(i) * 0.05) * gain)
+        }
         var detector = SpeakingDetector()
         var sink: Float = 0
         try compare(reporter, options, suite: "speaking", case: "level+detector 20ms@48k", metric: "frames/s", unit: "1/s",
