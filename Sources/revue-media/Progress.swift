@@ -1,0 +1,61 @@
+// Progress on stderr: a bar with percent, rate and ETA on a terminal; a line every few seconds
+// otherwise; nothing with --quiet. Results go to stdout.
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class Progress {
+    private let label: String
+    private let total: Int?
+    private let unit: String
+    private let enabled: Bool
+    private let isTTY: Bool
+    private let start = Date()
+    private var lastDraw = Date.distantPast
+    private var done = 0
+
+    init(label: String, total: Int?, unit: String, quiet: Bool) {
+        self.label = label
+        self.total = total
+        self.unit = unit
+        enabled = !quiet
+        isTTY = isatty(2) != 0
+    }
+
+    func update(_ done: Int) {
+        self.done = done
+        guard enabled else { return }
+        let now = Date()
+        let interval: TimeInterval = isTTY ? 0.1 : 3
+        guard now.timeIntervalSince(lastDraw) >= interval else { return }
+        lastDraw = now
+        draw(final: false)
+    }
+
+    func finish() {
+        guard enabled else { return }
+        draw(final: true)
+    }
+
+    private func draw(final: Bool) {
+        let elapsed = max(1e-3, Date().timeIntervalSince(start))
+        let rate = Double(done) / elapsed
+        var line = "\(label): \(done)"
+        if let total, total > 0 {
+            let fraction = min(1, Double(done) / Double(total))
+            let eta = rate > 0 ? Double(total - done) / rate : 0
+            if isTTY {
+                let width = 30, filled = Int(fraction * Double(width))
+                line = "\(label) [" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
+            } else {
+                line += "/\(total)"
+            }
+            line += String(format: " %3.0f%% %.1f %@/s ETA %.0fs", fraction * 100, rate, unit, final ? 0 : eta)
+        } else {
+            line += String(format: " %@ %.1f %@/s", unit, rate, unit)
+        }
+        let text = isTTY ? "\r\u{1B}[K" + line + (final ? "\n" : "") : line + "\n"
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+}
