@@ -47,6 +47,10 @@ static inline int cms_opus_encoder_get_max_bandwidth(OpusEncoder *st, opus_int32
 static inline int cms_opus_encoder_set_bandwidth(OpusEncoder *st, opus_int32 x) { return opus_encoder_ctl(st, OPUS_SET_BANDWIDTH(x)); }
 // Variadic opus_encoder_ctl(OPUS_GET_BANDWIDTH(x)): the bandwidth in use.
 static inline int cms_opus_encoder_get_bandwidth(OpusEncoder *st, opus_int32 *x) { return opus_encoder_ctl(st, OPUS_GET_BANDWIDTH(x)); }
+// Variadic opus_encoder_ctl(OPUS_SET_LSB_DEPTH(x)): significant bits of the input, 8-24.
+static inline int cms_opus_encoder_set_lsb_depth(OpusEncoder *st, opus_int32 x) { return opus_encoder_ctl(st, OPUS_SET_LSB_DEPTH(x)); }
+// Variadic opus_encoder_ctl(OPUS_GET_LSB_DEPTH(x)).
+static inline int cms_opus_encoder_get_lsb_depth(OpusEncoder *st, opus_int32 *x) { return opus_encoder_ctl(st, OPUS_GET_LSB_DEPTH(x)); }
 // Variadic opus_encoder_ctl(OPUS_GET_LOOKAHEAD(x)): codec delay in samples.
 static inline int cms_opus_encoder_get_lookahead(OpusEncoder *st, opus_int32 *x) { return opus_encoder_ctl(st, OPUS_GET_LOOKAHEAD(x)); }
 // Variadic opus_encoder_ctl(OPUS_GET_FINAL_RANGE(x)): range coder state after the last packet.

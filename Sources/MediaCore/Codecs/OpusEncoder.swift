@@ -11,6 +11,9 @@ public final class OpusEncoder {
     /// a packet buffer of this size never fails with `bufferTooSmall`.
     public static let maxPacketByteCount = 4000
 
+    /// The smallest packet buffer `encode` accepts: below 3 bytes libopus cannot code a frame.
+    public static let minPacketByteCount = 3
+
     /// Input sample rate.
     public let sampleRate: OpusSampleRate
     /// Interleaved channels in the input (1 or 2).
@@ -45,12 +48,14 @@ public final class OpusEncoder {
     ///
     /// `pcm.count / channels` must be the sample count of an `OpusFrameDuration` (traps
     /// otherwise). A result of 2 bytes or less means DTX silence (see `OpusPacket.isDTXSilence`):
-    /// the packet need not be sent. Throws `bufferTooSmall` when `packet` cannot hold the frame
-    /// (use `maxPacketByteCount`). Never allocates.
+    /// the packet need not be sent. A small `packet` buffer lowers the bitrate of this frame to
+    /// fit; under `minPacketByteCount` bytes it throws `bufferTooSmall` (libopus would silently
+    /// emit a TOC-only "lost frame" packet, indistinguishable from DTX). `maxPacketByteCount`
+    /// always suffices. Never allocates.
     public func encode(_ pcm: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
         let frameSize = validatedFrameSize(pcm.count)
-        guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count > 0 else {
-            throw OpusError(.bufferTooSmall, "Opus encode into an empty packet buffer")
+        guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count >= Self.minPacketByteCount else {
+            throw OpusError(.bufferTooSmall, "Opus encode into a packet buffer of \(packet.count) bytes (minimum \(Self.minPacketByteCount))")
         }
         let result = cms_opus_encode(state, input, Int32(frameSize), output, Int32(clamping: packet.count))
         try OpusError.check(result, "Opus encode of \(frameSize) samples into \(packet.count) bytes")
@@ -62,8 +67,8 @@ public final class OpusEncoder {
     /// identical input (`Float(x) / 32768`).
     public func encode(_ pcm: UnsafeBufferPointer<Float>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
         let frameSize = validatedFrameSize(pcm.count)
-        guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count > 0 else {
-            throw OpusError(.bufferTooSmall, "Opus encode into an empty packet buffer")
+        guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count >= Self.minPacketByteCount else {
+            throw OpusError(.bufferTooSmall, "Opus encode into a packet buffer of \(packet.count) bytes (minimum \(Self.minPacketByteCount))")
         }
         let result = cms_opus_encode_float(state, input, Int32(frameSize), output, Int32(clamping: packet.count))
         try OpusError.check(result, "Opus encode of \(frameSize) samples into \(packet.count) bytes")
@@ -157,6 +162,18 @@ public final class OpusEncoder {
     public var bandwidth: OpusBandwidth? {
         get { OpusBandwidth(rawValue: Int(getInt(cms_opus_encoder_get_bandwidth))) }
         set { setInt(cms_opus_encoder_set_bandwidth, newValue.map { Int32($0.rawValue) } ?? OPUS_AUTO, "bandwidth") }
+    }
+
+    /// Significant bits per input sample, 8...24 (`OPUS_SET_LSB_DEPTH`): below this the encoder
+    /// treats the signal as noise floor (affects DTX and bit allocation). libopus assumes 16 for
+    /// Int16 input whatever this says, and uses this value (default 24) for Float input; set 16 for
+    /// Float input converted from 16-bit audio. Traps outside 8...24.
+    public var inputBitDepth: Int {
+        get { Int(getInt(cms_opus_encoder_get_lsb_depth)) }
+        set {
+            precondition((8...24).contains(newValue), "Opus input bit depth \(newValue) outside 8...24")
+            setInt(cms_opus_encoder_set_lsb_depth, Int32(newValue), "LSB depth")
+        }
     }
 
     /// Codec delay in samples per channel at `sampleRate` (`OPUS_GET_LOOKAHEAD`): decoded audio lags
