@@ -4,10 +4,13 @@ internal import CMediaShims
 /// automatic gain control and a voice activity flag, applied in place to fixed-size mono Int16
 /// frames (one processor per channel).
 ///
-/// The VAD of speexdsp 1.2 is crude (a threshold on its own speech probability, easily fooled by
-/// steady noise); Revue's speaking detection comes from audio levels instead, so treat
-/// `Result.isSpeech` as a hint. Thread rule: one thread at a time (not `Sendable`). Cost: one FFT
-/// analysis and synthesis per frame; `process` never allocates.
+/// The VAD of speexdsp 1.2 is crude: a threshold (`vadStartPercent`/`vadContinuePercent`) on the
+/// preprocessor's speech probability, which sits near 50 % for plain noise, so with the default
+/// thresholds nearly every frame counts as speech (speexdsp also prints "The VAD has been replaced
+/// by a hack" to stderr when it is enabled). Revue's speaking detection comes from audio levels
+/// instead; treat `Result.isSpeech` as a hint. Output lags input by `latency` (one frame: the
+/// overlap-add of speexdsp's analysis window). Thread rule: one thread at a time (not `Sendable`).
+/// Cost: one FFT analysis and synthesis per frame; `process` never allocates.
 public final class AudioProcessor {
     /// What `process` reports about a frame.
     public struct Result: Sendable, Hashable {
@@ -47,6 +50,10 @@ public final class AudioProcessor {
         let vad = speex_preprocess_run(state, frame.baseAddress!)
         return Result(isSpeech: vad != 0, speechProbability: Double(getInt(SPEEX_PREPROCESS_GET_PROB)) / 100)
     }
+
+    /// Delay of the output behind the input, in samples: one frame (speexdsp synthesises the
+    /// previous frame by overlap-add while analysing the current one).
+    public var latency: Int { frameSize }
 
     // MARK: Settings
 
