@@ -234,4 +234,16 @@ import Glibc
         var exact = [Int16](repeating: 0, count: 960)
         #expect(try packet.withUnsafeBytes { bytes in try exact.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } } == 960)
     }
+
+    @Test func gainScalesTheOutput() throws {
+        let encoder = try OpusEncoder(sampleRate: .hz48000, channels: 1, application: .audio)
+        let packets = try opusEncodeAll(Self.speech(seconds: 0.5), encoder: encoder)
+        let plain = try opusDecodeAll(packets, decoder: OpusDecoder(sampleRate: .hz48000, channels: 1))
+        let louder = try OpusDecoder(sampleRate: .hz48000, channels: 1)
+        louder.gainDecibels = -6
+        #expect(louder.gainDecibels == -6)
+        let quiet = try opusDecodeAll(packets, decoder: louder)
+        let ratio = audioRMS(quiet[...]) / audioRMS(plain[...])
+        #expect(abs(20 * log10(ratio) + 6) < 0.1)
+    }
 }

@@ -124,7 +124,7 @@ public final class OpusDecoder {
         return OpusBandwidth(rawValue: Int(value))
     }
 
-    /// Output gain in dB, -128...128 (`OPUS_SET_GAIN`, applied after decoding). Default 0.
+    /// Output gain in dB, -128..<128 (`OPUS_SET_GAIN`, Q8 dB, applied after decoding). Default 0.
     public var gainDecibels: Double {
         get {
             var value: Int32 = 0
@@ -132,8 +132,8 @@ public final class OpusDecoder {
             return Double(value) / 256
         }
         set {
-            precondition((-128...128).contains(newValue), "Opus decoder gain \(newValue) dB outside -128...128")
-            _ = cms_opus_decoder_set_gain(state, Int32((newValue * 256).rounded()))
+            precondition((-128..<128).contains(newValue), "Opus decoder gain \(newValue) dB outside -128..<128")
+            _ = cms_opus_decoder_set_gain(state, Int32(max(-32768, min(32767, (newValue * 256).rounded()))))
         }
     }
 

@@ -55,8 +55,11 @@ public enum OpusFrameDuration: Int, CaseIterable, Sendable, CustomStringConverti
 
     /// The frame duration holding `samples` samples per channel at `sampleRate`, or nil if none does.
     public init?(samples: Int, sampleRate: OpusSampleRate) {
-        guard let match = Self.allCases.first(where: { $0.samples(at: sampleRate) == samples }) else { return nil }
-        self = match
+        // Arithmetic, not a search of allCases: this runs on every encode and must not allocate.
+        guard samples > 0, samples <= sampleRate.rawValue else { return nil }
+        let (microseconds, remainder) = (samples * 1_000_000).quotientAndRemainder(dividingBy: sampleRate.rawValue)
+        guard remainder == 0 else { return nil }
+        self.init(rawValue: microseconds)
     }
 
     public var description: String { rawValue % 1000 == 0 ? "\(rawValue / 1000) ms" : "\(Double(rawValue) / 1000) ms" }
