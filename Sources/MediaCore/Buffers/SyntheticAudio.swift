@@ -16,9 +16,10 @@ public struct SyntheticAudio: Sendable {
     public enum Pattern: Sendable, Hashable, CustomStringConvertible {
         /// A sine at `frequency` Hz with peak `amplitude`.
         case tone(frequency: Double)
-        /// Speech-like: syllables about 4 per second, each a harmonic series (pitch 100-220 Hz
-        /// with a rising or falling contour) shaped by three formant resonances and a smooth
-        /// envelope, alternating with pauses and short noise bursts (fricatives).
+        /// Speech-like: syllables about 4 per second, each a harmonic series (pitch about 70-240 Hz
+        /// with a rising or falling contour) shaped by three formant resonances, a smooth
+        /// envelope and a per-syllable loudness, alternating with pauses and short noise bursts
+        /// (fricatives).
         case speech
         /// Uniform white noise with peak `amplitude`.
         case whiteNoise
@@ -181,7 +182,9 @@ public struct SyntheticAudio: Sendable {
         // Smooth envelope: 25 ms attack, 50 ms release, plateau in between.
         let attack = min(1, local / 0.025), release = min(1, (duration - local) / 0.05)
         let envelope = sin(0.5 * Double.pi * attack) * sin(0.5 * Double.pi * release)
-        value += envelope * 0.45 * sum / (2 * energy).squareRoot()
+        // Syllables differ in loudness (stress): a per-syllable gain of 0.55-1.
+        let stress = 0.55 + 0.45 * unit(hash(seed &+ 0x57E5, slotKey))
+        value += stress * envelope * 0.45 * sum / (2 * energy).squareRoot()
         return max(-1, min(1, value))
     }
 
