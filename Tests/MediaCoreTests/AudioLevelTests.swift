@@ -1,0 +1,59 @@
+import Testing
+@testable import MediaCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite struct AudioLevelTests {
+    static func sine(amplitude: Double, frames: Int = 48_000) -> [Int16] {
+        var tone = SyntheticAudio(pattern: .tone(frequency: 1000), sampleRate: 48_000, amplitude: amplitude)
+        return tone.int16s(frames: frames)
+    }
+
+    @Test func knownAmplitudesGiveKnownLevels() {
+        // RFC 6465 Appendix A scale: a full-scale square wave is 0 dBov, a full-scale sine -3.01 dBov.
+        let square = (0..<4800).map { $0 % 2 == 0 ? Int16.max : Int16.min }
+        square.withUnsafeBufferPointer {
+            #expect(abs(AudioLevel.dBov($0)) < 0.01)
+            #expect(AudioLevel.rfc6464Level($0) == 0)
+        }
+        Self.sine(amplitude: 1).withUnsafeBufferPointer {
+            #expect(abs(AudioLevel.dBov($0) + 3.0103) < 0.01)
+            #expect(AudioLevel.rfc6464Level($0) == 3)
+        }
+        Self.sine(amplitude: 0.1).withUnsafeBufferPointer {
+            #expect(abs(AudioLevel.dBov($0) + 23.0103) < 0.01)
+            #expect(AudioLevel.rfc6464Level($0) == 23)
+        }
+        // A +-1 LSB square wave: 20 log10(1/32768) = -90.3 dBov.
+        let lsb = (0..<480).map { Int16($0 % 2 == 0 ? 1 : -1) }
+        lsb.withUnsafeBufferPointer {
+            #expect(abs(AudioLevel.dBov($0) + 90.309) < 0.01)
+            #expect(AudioLevel.rfc6464Level($0) == 90)
+        }
+    }
+
+    @Test func silenceIsLevel127() {
+        let zeros = [Int16](repeating: 0, count: 960)
+        zeros.withUnsafeBufferPointer {
+            #expect(AudioLevel.dBov($0) == -.infinity)
+            #expect(AudioLevel.rfc6464Level($0) == AudioLevel.silence)
+        }
+        let empty: [Float] = []
+        empty.withUnsafeBufferPointer { #expect(AudioLevel.rfc6464Level($0) == 127) }
+        #expect(AudioLevel.rfc6464Level(dBov: -127.4) == 127)
+        #expect(AudioLevel.rfc6464Level(dBov: -140) == 127)
+        #expect(AudioLevel.rfc6464Level(dBov: -126.6) == 127)
+        #expect(AudioLevel.rfc6464Level(dBov: -126.4) == 126)
+        #expect(AudioLevel.rfc6464Level(dBov: 2) == 0) // clipping input still reports 0
+    }
+
+    @Test func floatAndInt16Agree() {
+        var speech = SyntheticAudio(pattern: .speech, sampleRate: 16_000, amplitude: 0.6)
+        let floats = speech.floats(frames: 16_000)
+        let ints = floats.map { Int16(($0 * 32767).rounded()) }
+        let a = floats.withUnsafeBufferPointer { AudioLevel.dBov($0) }
+        let b = ints.withUnsafeBufferPointer { AudioLevel.dBov($0) }
+        #expect(abs(a - b) < 0.01)
+    }
+}

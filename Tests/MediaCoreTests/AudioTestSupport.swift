@@ -1,0 +1,94 @@
+// Helpers shared by the audio codec tests (Opus, Resampler, AudioProcessor, SyntheticAudio).
+import Testing
+@testable import MediaCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One Opus configuration exercised by round-trip tests.
+struct OpusSetting: CustomTestStringConvertible, Sendable {
+    var sampleRate: OpusSampleRate
+    var channels: Int
+    var application: OpusApplication
+    var bitrate: OpusBitrate
+    var frame: OpusFrameDuration = .ms20
+    var testDescription: String { "\(sampleRate.hertz / 1000)k \(channels)ch \(application) \(bitrate) \(frame)" }
+}
+
+/// Channel `channel` of interleaved `samples`.
+func audioChannel(_ samples: [Float], channel: Int, of channels: Int) -> [Float] {
+    stride(from: channel, to: samples.count, by: channels).map { samples[$0] }
+}
+
+/// Interleaves equal-length mono signals.
+func audioInterleave(_ signals: [[Float]]) -> [Float] {
+    var out = [Float](repeating: 0, count: signals[0].count * signals.count)
+    for (c, signal) in signals.enumerated() { for i in signal.indices { out[i * signals.count + c] = signal[i] } }
+    return out
+}
+
+/// SNR (dB) of mono `decoded` against `reference` when `decoded` lags by `delay` samples, ignoring
+/// the first `skip` reference samples (codec start-up); also searches `slack` samples around the
+/// delay and returns the lag found.
+func audioSNR(reference: [Float], decoded: [Float], delay: Int, skip: Int, slack: Int = 0) -> (snr: Double, lag: Int) {
+    let start = skip, lagStart = max(0, delay - slack)
+    let ref = Array(reference[start..<(reference.count - delay - slack)])
+    let dec = Array(decoded[(start + lagStart)...])
+    let result = Quality.snr(reference: ref, decoded: dec, maxLag: 2 * slack)
+    return (result.snr, result.lag + lagStart)
+}
+
+/// Encodes `signal` (interleaved Float) frame by frame and returns the packets.
+func opusEncodeAll(_ signal: [Float], encoder: OpusEncoder, frame: OpusFrameDuration = .ms20) throws -> [[UInt8]] {
+    let step = frame.samples(at: encoder.sampleRate) * encoder.channels
+    var packets: [[UInt8]] = []
+    var buffer = [UInt8](repeating: 0, count: OpusEncoder.maxPacketByteCount)
+    var offset = 0
+    while offset + step <= signal.count {
+        let n = try signal[offset..<(offset + step)].withUnsafeBufferPointer { pcm in
+            try buffer.withUnsafeMutableBytes { try encoder.encode(pcm, into: $0) }
+        }
+        packets.append(Array(buffer[0..<n]))
+        offset += step
+    }
+    return packets
+}
+
+/// Decodes `packets` one after the other into one interleaved Float signal.
+func opusDecodeAll(_ packets: [[UInt8]], decoder: OpusDecoder) throws -> [Float] {
+    var out: [Float] = []
+    var pcm = [Float](repeating: 0, count: decoder.maxFrameSize * decoder.channels)
+    for packet in packets {
+        let n = try packet.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+        out.append(contentsOf: pcm[0..<(n * decoder.channels)])
+    }
+    return out
+}
+
+/// Zero crossings (sign changes) of a mono signal.
+func audioZeroCrossings(_ signal: ArraySlice<Float>) -> Int {
+    var count = 0
+    var previous = signal.first ?? 0
+    for value in signal.dropFirst() {
+        if (previous < 0 && value >= 0) || (previous >= 0 && value < 0) { count += 1 }
+        previous = value
+    }
+    return count
+}
+
+/// RMS of a Float slice (full scale 1.0).
+func audioRMS(_ signal: ArraySlice<Float>) -> Double {
+    Array(signal).withUnsafeBufferPointer { AudioLevel.rms($0) }
+}
+
+/// A deterministic SplitMix64 generator for test randomness (chunk sizes, garbage bytes).
+struct TestRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
