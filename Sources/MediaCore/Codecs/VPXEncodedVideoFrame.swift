@@ -25,7 +25,8 @@ public struct EncodedVideoFrame {
     public let tl0PicIndex: UInt8
     /// RFC 7741 Y bit: a frame above layer 0 that references only buffers last written by
     /// base-layer frames, so a receiver may start decoding that layer here. Always false for
-    /// layer 0 frames (and for streams without temporal layers).
+    /// layer 0 frames (and for streams without temporal layers). Computed from the reference
+    /// flags the wrapper sets, for VP8 and VP9 alike.
     public let isLayerSync: Bool
     /// Whether no later frame references this one (libvpx's `VPX_FRAME_IS_DROPPABLE`).
     public let isDroppable: Bool
