@@ -120,7 +120,8 @@ public final class VPXDecoder {
         return result
     }
 
-    /// Quantizer index (0...63) of the last decoded frame (`VPXD_GET_LAST_QUANTIZER`), for stats.
+    /// Quantizer of the last decoded frame in the bitstream's scale (`VPXD_GET_LAST_QUANTIZER`:
+    /// VP8 0...127, VP9 0...255), what W3C webrtc-stats `qpSum` sums on the receiving side.
     public var lastQuantizer: Int {
         var q: Int32 = 0
         _ = cms_vpx_control_ptr(ctx, Int32(VPXD_GET_LAST_QUANTIZER.rawValue), &q)

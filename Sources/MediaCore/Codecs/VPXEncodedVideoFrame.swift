@@ -34,9 +34,13 @@ public struct EncodedVideoFrame {
     public let width: Int
     /// Frame height in pixels.
     public let height: Int
-    /// The quantizer index (0...63) the frame was coded with (`VP8E_GET_LAST_QUANTIZER_64`),
-    /// summed into W3C stats' `qpSum`.
+    /// The frame's quantizer in the bitstream's own scale (`VP8E_GET_LAST_QUANTIZER`): VP8
+    /// y_ac_qi 0...127 (RFC 6386 section 19.2), VP9 base_q_idx 0...255. This is what W3C
+    /// webrtc-stats `qpSum` sums, and what `VPXDecoder.lastQuantizer` reports for the same frame.
     public let quantizer: Int
+    /// The same quantizer on libvpx's 0...63 configuration scale (`VP8E_GET_LAST_QUANTIZER_64`),
+    /// comparable with `minQuantizer`/`maxQuantizer`.
+    public let quantizer63: Int
 
     /// Compressed size in bytes.
     public var size: Int { data.count }

@@ -24,8 +24,11 @@ public final class VPXEncoder {
     public private(set) var droppedFrameCount = 0
     /// Frames encoded and handed out so far.
     public private(set) var encodedFrameCount = 0
-    /// Quantizer index (0...63) of the last encoded frame.
+    /// Quantizer of the last encoded frame in the bitstream's scale (VP8 0...127, VP9 0...255);
+    /// see `EncodedVideoFrame.quantizer`.
     public private(set) var lastQuantizer = 0
+    /// Quantizer of the last encoded frame on libvpx's 0...63 configuration scale.
+    public private(set) var lastQuantizer63 = 0
 
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
     private let cfg: UnsafeMutablePointer<vpx_codec_enc_cfg_t>
@@ -212,8 +215,11 @@ public final class VPXEncoder {
             }
         }
         var q: Int32 = 0
-        if cms_vpx_control_ptr(ctx, Int32(VP8E_GET_LAST_QUANTIZER_64.rawValue), &q) == VPX_CODEC_OK {
+        if cms_vpx_control_ptr(ctx, Int32(VP8E_GET_LAST_QUANTIZER.rawValue), &q) == VPX_CODEC_OK {
             lastQuantizer = Int(q)
+        }
+        if cms_vpx_control_ptr(ctx, Int32(VP8E_GET_LAST_QUANTIZER_64.rawValue), &q) == VPX_CODEC_OK {
+            lastQuantizer63 = Int(q)
         }
 
         // Layer sync (RFC 7741 Y bit): every referenced buffer was last written by layer 0.
@@ -243,7 +249,8 @@ public final class VPXEncoder {
             temporalLayerId: layer, temporalLayerCount: conf.temporalLayers,
             tl0PicIndex: tl0PicIndex, isLayerSync: sync,
             isDroppable: f.flags & UInt32(VPX_FRAME_IS_DROPPABLE) != 0,
-            width: conf.width, height: conf.height, quantizer: lastQuantizer)
+            width: conf.width, height: conf.height, quantizer: lastQuantizer,
+            quantizer63: lastQuantizer63)
         body(out)
     }
 
