@@ -127,9 +127,10 @@ public enum SyntheticVideo {
     }
 
     /// Fills a BGRA buffer (bytes B, G, R, A; libyuv "ARGB") of `width` x `height` with frame `n`
-    /// directly, for capture and conversion benchmarks: the same gradient, checkerboard, box and
-    /// bar code in colour (no zone plate or digits). `stride` is bytes per row (>= 4 x width).
-    /// Cost: about one memcpy of the buffer per frame.
+    /// directly, for capture and conversion benchmarks: the same layout as `render` (gradient,
+    /// checkerboard, grey zone plate, box, digits, bar code) in other colours; converted to I420,
+    /// `frameIndex(in:)` reads it back. `stride` is bytes per row (>= 4 x width).
+    /// Cost: about one memcpy of the buffer plus per-pixel work on a quarter of it.
     public static func renderBGRA(frameIndex n: Int, width: Int, height: Int,
                                   into buffer: UnsafeMutableRawPointer, stride: Int) {
         precondition(n >= 0 && width > 0 && height > 0 && stride >= width * 4, "SyntheticVideo BGRA arguments invalid")
@@ -170,8 +171,27 @@ public enum SyntheticVideo {
                 }
             }
         }
+        let z = g.zone
+        if z.x1 > z.x0 && z.y1 > z.y0 {
+            let cx = (z.x0 + z.x1) / 2, cy = (z.y0 + z.y1) / 2
+            let scale = g.zoneScale, phase = (n &* 8) & 255
+            cosineTable.withUnsafeBufferPointer { lut in
+                for row in z.y0..<z.y1 {
+                    let p = (buffer + row * stride).assumingMemoryBound(to: UInt32.self)
+                    let dy = row - cy
+                    let dy2 = dy &* dy
+                    for col in z.x0..<z.x1 {
+                        let dx = col - cx
+                        let v = UInt32(lut[(((dx &* dx &+ dy2) &* scale) >> 16 &- phase) & 255])
+                        p[col] = (v | v << 8 | v << 16 | 0xFF00_0000).littleEndian
+                    }
+                }
+            }
+        }
         fillBGRA(g.box, pixel(0, 0, 0))
         fillBGRA(g.box.inset(g.border), pixel(40, 40, 235))
+        fillBGRA(g.digitPlate, pixel(0, 0, 0))
+        forEachSegment(g) { fillBGRA($0, pixel(255, 255, 255)) }
         forEachBarcodeCell(g) { rect, bit in fillBGRA(rect, bit ? pixel(255, 255, 255) : pixel(0, 0, 0)) }
     }
 
