@@ -82,6 +82,42 @@ import Foundation
         }
     }
 
+    // The base temporal layer alone (every 4th frame of a 3-layer stream) is a valid stream for
+    // ffmpeg's own decoder too, and its pictures equal ours bit for bit.
+    @Test(arguments: VPXCodec.allCases)
+    func baseLayerSubstreamDecodesIdenticallyInFFmpeg(_ codec: VPXCodec) throws {
+        let w = 320, h = 180
+        var config = VPXTestSupport.config(codec, w, h, bitrate: 500_000)
+        config.temporalLayers = 3
+        let encoder = try VPXEncoder(config)
+        let base = try VPXTestSupport.encode(encoder, frames: 0..<24).packets.filter { $0.layer == 0 }
+        #expect(base.map(\.index) == [0, 4, 8, 12, 16, 20])
+        let dir = try Self.makeTempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ivfURL = dir.appendingPathComponent("tl0.ivf"), out = dir.appendingPathComponent("tl0.yuv")
+        try Self.ivf(base, codec: codec, width: w, height: h).write(to: ivfURL)
+        #expect(try Self.run("/usr/bin/ffmpeg", ["-nostdin", "-loglevel", "error", "-i", ivfURL.path,
+                                                 "-fps_mode", "passthrough", "-f", "rawvideo",
+                                                 "-pix_fmt", "yuv420p", "-y", out.path]) == 0)
+        let theirs = try Data(contentsOf: out)
+        let frameSize = w * h * 3 / 2
+        #expect(theirs.count == frameSize * base.count)
+        let decoder = try VPXDecoder(codec: codec)
+        for (i, p) in base.enumerated() where theirs.count >= (i + 1) * frameSize {
+            let psnr = try p.data.withUnsafeBytes { bytes in
+                try decoder.decode(bytes) { ours in
+                    theirs.withUnsafeBytes { raw -> Double in
+                        let y = raw.baseAddress!.assumingMemoryBound(to: UInt8.self) + i * frameSize
+                        return Quality.psnr(ours, I420View(width: w, height: h, y: y, strideY: w,
+                                                           u: y + w * h, strideU: w / 2,
+                                                           v: y + w * h * 5 / 4, strideV: w / 2))
+                    }
+                }
+            }
+            #expect(psnr == 100, "base-layer frame \(p.index)")
+        }
+    }
+
     // A truncated frame, garbage, and an empty buffer are errors, never crashes; the decoder
     // then waits for a keyframe and recovers on it.
     @Test(arguments: VPXCodec.allCases)

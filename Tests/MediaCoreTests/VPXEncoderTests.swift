@@ -268,4 +268,18 @@ enum VPXTestSupport {
             #expect((psnr ?? 0) > 30)
         }
     }
+
+    @Test func encodingAVideoFrameTakesPtsFromItsTimestamp() throws {
+        let encoder = try VPXEncoder(VPXTestSupport.config(.vp8, 160, 96, bitrate: 200_000))
+        let frame = VideoFrame(width: 160, height: 96)
+        var pts: [Int64] = []
+        for (i, ns) in [Int64(1_000_000_000), 1_033_333_333, 1_066_666_666].enumerated() {
+            SyntheticVideo.render(frameIndex: i, into: frame)
+            frame.timestampNs = ns
+            try encoder.encode(frame) { pts.append($0.pts) }
+        }
+        #expect(pts == [90_000, 92_999, 95_999])
+        #expect(VPXEncoder.ticks(nanoseconds: .max) == Int64.max / 100_000 * 9 + (Int64.max % 100_000) * 9 / 100_000)
+    }
 }
+

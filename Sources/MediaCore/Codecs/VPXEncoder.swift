@@ -94,18 +94,12 @@ public final class VPXEncoder {
             try open()
             return
         }
-        if new.cumulativeLayerFractions != old.cumulativeLayerFractions {
-            pattern = TemporalPattern(layers: new.temporalLayers)
-        }
         try fillConfig()
         let err = vpx_codec_enc_config_set(ctx, cfg)
         guard err == VPX_CODEC_OK else {
             throw VPXError.from(err, ctx: ctx, context: "\(new.codec) encoder reconfiguration")
         }
         try applyControls()
-        if new.keyframeInterval < old.keyframeInterval && framesSinceKeyframe >= new.keyframeInterval {
-            keyframePending = true
-        }
     }
 
     /// Changes the frame size: re-creates the encoder (the next frame is a keyframe).
@@ -198,6 +192,20 @@ public final class VPXEncoder {
             }
             if !got { return }
         }
+    }
+
+    /// Encodes a `VideoFrame`, taking its presentation time from `timestampNs` (converted to
+    /// 90 kHz ticks). Otherwise as `encode(_:pts:duration:forceKeyframe:_:)`.
+    @discardableResult
+    public func encode(_ frame: VideoFrame, forceKeyframe: Bool = false,
+                       _ body: (EncodedVideoFrame) -> Void) throws(VPXError) -> VPXEncodeResult {
+        try encode(frame.view, pts: Self.ticks(nanoseconds: frame.timestampNs), forceKeyframe: forceKeyframe, body)
+    }
+
+    /// Nanoseconds to 90 kHz ticks, rounding down, without overflow for any Int64.
+    public static func ticks(nanoseconds ns: Int64) -> Int64 {
+        let (q, r) = ns.quotientAndRemainder(dividingBy: 100_000)
+        return q * 9 + (r * 9) / 100_000
     }
 
     // MARK: - Private
