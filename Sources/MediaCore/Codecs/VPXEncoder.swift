@@ -12,8 +12,8 @@ internal import CMediaShims
 /// reference/update flags per frame, so every keyframe starts the pattern at layer 0.
 ///
 /// Thread rule: not thread-safe; one thread at a time (it may move between threads).
-/// Cost: `init` and `reconfigure` with a new size allocate libvpx's state (a few MB at 720p);
-/// `encode` allocates nothing in Swift; libvpx's own cost dominates (see docs/).
+/// Cost: `init` and a `reconfigure` that re-creates the encoder allocate libvpx's state;
+/// `encode` allocates nothing in Swift; libvpx's encode dominates.
 public final class VPXEncoder {
     /// Ticks per second of `pts` and `duration`: the 90 kHz RTP video clock.
     public static let timebase: Int64 = 90_000
@@ -81,7 +81,9 @@ public final class VPXEncoder {
     /// Applies a changed configuration. Rate, quantizer, drop-threshold, speed and similar
     /// changes apply in place (`vpx_codec_enc_config_set` plus controls) without a keyframe.
     /// A new codec, size, thread count or layer count re-creates the encoder: the next frame is
-    /// a keyframe at layer 0. Cost: in place, small; re-creating allocates.
+    /// a keyframe at layer 0. When libvpx refuses an in-place change, the old configuration stays
+    /// in force; when re-creating fails, the encoder is unusable (every encode throws).
+    /// Cost: in place, small; re-creating allocates.
     public func reconfigure(_ new: VPXEncoderConfiguration) throws(VPXError) {
         new.validate()
         let old = configuration
@@ -94,12 +96,19 @@ public final class VPXEncoder {
             try open()
             return
         }
-        try fillConfig()
-        let err = vpx_codec_enc_config_set(ctx, cfg)
-        guard err == VPX_CODEC_OK else {
-            throw VPXError.from(err, ctx: ctx, context: "\(new.codec) encoder reconfiguration")
+        do throws(VPXError) {
+            try fillConfig()
+            let err = vpx_codec_enc_config_set(ctx, cfg)
+            guard err == VPX_CODEC_OK else {
+                throw VPXError.from(err, ctx: ctx, context: "\(new.codec) encoder reconfiguration")
+            }
+            try applyControls()
+        } catch {
+            // libvpx kept the old configuration; so does the wrapper.
+            configuration = old
+            try? fillConfig()
+            throw error
         }
-        try applyControls()
     }
 
     /// Changes the frame size: re-creates the encoder (the next frame is a keyframe).
@@ -148,8 +157,7 @@ public final class VPXEncoder {
         if key { patternIndex = 0 }
         let slot = patternIndex % pattern.period
         let layer = pattern.layerIds[slot]
-        var flags = key ? Int(VPX_EFLAG_FORCE_KF) : pattern.flags[slot]
-        if pattern.period == 1 && !key { flags = 0 }
+        let flags = key ? Int(VPX_EFLAG_FORCE_KF) : pattern.flags[slot]
         if conf.temporalLayers > 1 {
             try setLayerId(layer)
         }
