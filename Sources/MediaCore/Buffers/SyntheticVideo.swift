@@ -17,17 +17,12 @@ public enum SyntheticVideo {
         let w = frame.width, h = frame.height
         let g = Geometry(width: w, height: h, n: n)
 
-        // Luma background: a triangle-wave gradient along x + y/2, drifting 3 px per frame. One
-        // wide template row, copied per row at the row's offset.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: w + 512) { wide in
-            for i in 0..<(w + 512) {
-                let t = i & 511
-                let tri = t < 256 ? t : 511 - t
-                wide[i] = UInt8(40 + (tri * 11) >> 4)
-            }
+        // Luma background: a triangle-wave gradient along x + y/2, drifting 3 px per frame: each
+        // row is a window of one precomputed ramp.
+        lumaRamp.withUnsafeBufferPointer { ramp in
             for row in 0..<h {
                 let off = ((row >> 1) &+ 512 &- ((3 &* n) & 511)) & 511
-                (frame.y + row * frame.strideY).update(from: wide.baseAddress! + off, count: w)
+                (frame.y + row * frame.strideY).update(from: ramp.baseAddress! + off, count: w)
             }
         }
         // Checkerboard, top right quarter, scrolling 2 px right and 1 px down per frame.
@@ -64,15 +59,10 @@ public enum SyntheticVideo {
         }
         // Chroma: U a horizontal triangle wave drifting with n, V constant per row.
         let cw = frame.chromaWidth, ch = frame.chromaHeight
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: cw + 256) { wide in
-            for i in 0..<(cw + 256) {
-                let t = i & 255
-                let tri = t < 128 ? t : 255 - t
-                wide[i] = UInt8(96 + tri / 2)
-            }
+        chromaRamp.withUnsafeBufferPointer { ramp in
             let off = (n &* 2) & 255
             for row in 0..<ch {
-                (frame.u + row * frame.strideUV).update(from: wide.baseAddress! + off, count: cw)
+                (frame.u + row * frame.strideUV).update(from: ramp.baseAddress! + off, count: cw)
                 let t = (row &* 2 &+ n) & 255
                 let tri = t < 128 ? t : 255 - t
                 (frame.v + row * frame.strideUV).update(repeating: UInt8(96 + tri / 2), count: cw)
@@ -103,8 +93,7 @@ public enum SyntheticVideo {
     public static func frameIndex(in view: I420View) -> Int? {
         let g = Geometry(width: view.width, height: view.height, n: 0)
         guard g.cell >= 2 else { return nil }
-        var bits: [Bool] = []
-        bits.reserveCapacity(19)
+        var bits = 0, cells = 0
         forEachBarcodeCell(g) { rect, _ in
             // Mean of the cell's central half.
             let qx = max(0, (rect.x1 - rect.x0) / 4), qy = max(0, (rect.y1 - rect.y0) / 4)
@@ -114,15 +103,13 @@ public enum SyntheticVideo {
                     sum += Int(view.y[row * view.strideY + col]); count += 1
                 }
             }
-            bits.append(count > 0 && sum / count >= 128)
+            bits = bits << 1 | (count > 0 && sum / count >= 128 ? 1 : 0)
+            cells += 1
         }
-        guard bits.count == 19, bits[0], !bits[1] else { return nil }
-        var value = 0, ones = 0
-        for i in 2..<18 {
-            value = value << 1 | (bits[i] ? 1 : 0)
-            if bits[i] { ones += 1 }
-        }
-        guard (ones & 1 == 1) == bits[18] else { return nil }
+        // 19 cells: 1, 0, 16 value bits (MSB first), parity of the value bits.
+        guard cells == 19, bits >> 17 == 0b10 else { return nil }
+        let value = (bits >> 1) & 0xFFFF
+        guard value.nonzeroBitCount & 1 == bits & 1 else { return nil }
         return value
     }
 
@@ -138,17 +125,11 @@ public enum SyntheticVideo {
         func pixel(_ b: Int, _ gr: Int, _ r: Int) -> UInt32 {
             UInt32(b) | UInt32(gr) << 8 | UInt32(r) << 16 | 0xFF00_0000
         }
-        let wide = width + 512
-        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: wide) { tmpl in
-            for i in 0..<wide {
-                let t = i & 511
-                let tri = t < 256 ? t : 511 - t
-                tmpl[i] = pixel(255 - tri / 2, 40 + tri * 3 / 4, 60 + tri * 3 / 4).littleEndian
-            }
+        bgraRamp.withUnsafeBufferPointer { ramp in
             for row in 0..<height {
                 let off = ((row >> 1) &+ 512 &- ((3 &* n) & 511)) & 511
                 let p = (buffer + row * stride).assumingMemoryBound(to: UInt32.self)
-                p.update(from: tmpl.baseAddress! + off, count: width)
+                p.update(from: ramp.baseAddress! + off, count: width)
             }
         }
         func fillBGRA(_ r: Rect, _ value: UInt32) {
@@ -246,8 +227,36 @@ public enum SyntheticVideo {
         }
     }
 
+    /// The luma background profile: a triangle wave of period 512 over 40...215, long enough for
+    /// any width (16384) plus the largest row offset (511).
+    private static let lumaRamp = table(count: 16384 + 512) { i -> UInt8 in
+        let t = i & 511
+        return UInt8(40 + ((t < 256 ? t : 511 - t) * 11) >> 4)
+    }
+
+    /// The U profile: a triangle wave of period 256 over 96...159 (chroma widths up to 8192).
+    private static let chromaRamp = table(count: 8192 + 256) { i -> UInt8 in
+        let t = i & 255
+        return UInt8(96 + (t < 128 ? t : 255 - t) / 2)
+    }
+
+    /// The BGRA background profile (little-endian B, G, R, A words), as `lumaRamp` in colour.
+    private static let bgraRamp = table(count: 16384 + 512) { i -> UInt32 in
+        let t = i & 511
+        let tri = UInt32(t < 256 ? t : 511 - t)
+        return (UInt32(255 - tri / 2) | (40 + tri * 3 / 4) << 8 | (60 + tri * 3 / 4) << 16 | 0xFF00_0000).littleEndian
+    }
+
+    /// An array of `count` elements made by `f`, in one allocation.
+    private static func table<T>(count: Int, _ f: (Int) -> T) -> [T] {
+        [T](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for i in 0..<count { (buffer.baseAddress! + i).initialize(to: f(i)) }
+            initialized = count
+        }
+    }
+
     /// 128 + 100 cos(2 pi i / 256): the zone plate's ring profile.
-    private static let cosineTable: [UInt8] = (0..<256).map {
+    private static let cosineTable = table(count: 256) {
         UInt8(128 + Int((100 * cos(Double($0) * 2 * Double.pi / 256)).rounded()))
     }
 
@@ -263,16 +272,17 @@ public enum SyntheticVideo {
             let x = g.digitOrigin.x + d * (dw + dw / 2), y = g.digitOrigin.y
             let mask = sevenSegment[digit]
             let mid = y + dh / 2 - t / 2
-            let segs = [
-                Rect(x0: x, y0: y, x1: x + dw, y1: y + t),                 // a
-                Rect(x0: x + dw - t, y0: y, x1: x + dw, y1: y + dh / 2),    // b
-                Rect(x0: x + dw - t, y0: y + dh / 2, x1: x + dw, y1: y + dh), // c
-                Rect(x0: x, y0: y + dh - t, x1: x + dw, y1: y + dh),        // d
-                Rect(x0: x, y0: y + dh / 2, x1: x + t, y1: y + dh),         // e
-                Rect(x0: x, y0: y, x1: x + t, y1: y + dh / 2),              // f
-                Rect(x0: x, y0: mid, x1: x + dw, y1: mid + t),              // g
-            ]
-            for (i, r) in segs.enumerated() where mask & (1 << i) != 0 { body(r) }
+            for i in 0..<7 where mask & (1 << i) != 0 {
+                switch i {
+                case 0: body(Rect(x0: x, y0: y, x1: x + dw, y1: y + t))                    // a
+                case 1: body(Rect(x0: x + dw - t, y0: y, x1: x + dw, y1: y + dh / 2))       // b
+                case 2: body(Rect(x0: x + dw - t, y0: y + dh / 2, x1: x + dw, y1: y + dh))  // c
+                case 3: body(Rect(x0: x, y0: y + dh - t, x1: x + dw, y1: y + dh))           // d
+                case 4: body(Rect(x0: x, y0: y + dh / 2, x1: x + t, y1: y + dh))            // e
+                case 5: body(Rect(x0: x, y0: y, x1: x + t, y1: y + dh / 2))                 // f
+                default: body(Rect(x0: x, y0: mid, x1: x + dw, y1: mid + t))                // g
+                }
+            }
         }
     }
 
