@@ -136,7 +136,12 @@ public final class SRTPContext: Sendable {
     /// Throws `.badParam` if the SSRC already has a stream. Control-plane cost: allocates.
     public func addStream(ssrc: UInt32) throws(SRTPError) {
         let status = lock.withLock { _ in
-            Self.add(to: session, material: key, type: ssrc_specific, ssrc: ssrc, options: options)
+            // libsrtp 2.5 would silently add a second stream for the same SSRC; refuse instead.
+            var roc: UInt32 = 0
+            if srtp_get_stream_roc(session, ssrc, &roc) == srtp_err_status_ok {
+                return srtp_err_status_bad_param
+            }
+            return Self.add(to: session, material: key, type: ssrc_specific, ssrc: ssrc, options: options)
         }
         try status.check()
     }

@@ -1,0 +1,396 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+@testable import MediaCore
+
+/// Protects `packet` in a buffer with exactly the room the suite needs; returns the SRTP bytes.
+private func protect(_ context: SRTPContext, _ packet: [UInt8], rtcp: Bool = false) throws -> [UInt8] {
+    let room = rtcp ? context.maxProtectedSize(forRTCP: packet.count)
+                    : context.maxProtectedSize(forRTP: packet.count)
+    var buffer = packet + [UInt8](repeating: 0, count: room - packet.count)
+    let length = try buffer.withUnsafeMutableBytes { raw in
+        rtcp ? try context.protectRTCP(raw, length: packet.count)
+             : try context.protect(raw, length: packet.count)
+    }
+    return Array(buffer[..<length])
+}
+
+/// Unprotects `packet` in place in a copy; returns the RTP/RTCP bytes.
+private func unprotect(_ context: SRTPContext, _ packet: [UInt8], rtcp: Bool = false) throws -> [UInt8] {
+    var buffer = packet
+    let length = try buffer.withUnsafeMutableBytes { raw in
+        rtcp ? try context.unprotectRTCP(raw, length: packet.count)
+             : try context.unprotect(raw, length: packet.count)
+    }
+    return Array(buffer[..<length])
+}
+
+/// The error `body` throws, as an `SRTPError` (nil if it does not throw or throws something else).
+private func srtpError(_ body: () throws -> Void) -> SRTPError? {
+    do { try body() } catch let error as SRTPError { return error } catch { return nil }
+    return nil
+}
+
+/// An RTP packet: version 2, payload type 96, the given sequence number and SSRC, and a payload
+/// derived from both so every packet is distinct.
+private func rtpPacket(sequence: UInt16, ssrc: UInt32, payloadLength: Int = 160) -> [UInt8] {
+    var p: [UInt8] = [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xff),
+                      0, 0, UInt8(sequence >> 8), UInt8(sequence & 0xff),
+                      UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff)]
+    for i in 0..<payloadLength { p.append(UInt8(truncatingIfNeeded: i &* 7 &+ Int(sequence) &+ Int(ssrc))) }
+    return p
+}
+
+/// An RTCP receiver report (PT 201) with one report block, from `ssrc`.
+private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
+    var p: [UInt8] = [0x81, 201, 0x00, 0x07,
+                      UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff)]
+    p += [UInt8](repeating: fill, count: 24)
+    return p
+}
+
+@Suite struct SRTPContextTests {
+    // MARK: Known answers (libsrtp test/srtp_driver.c)
+
+    @Test(arguments: [nil, [UInt32(0xcafebabe)]] as [[UInt32]?])
+    func aesCM128HMACSHA1_80MatchesLibsrtpReferenceVectors(ssrcs: [UInt32]?) throws {
+        let key = try SRTPKeyMaterial(suite: .aesCM128HMACSHA1_80, keyAndSalt: LibsrtpVectors.aesCMKeyAndSalt)
+        let sender = try SRTPContext(material: key, direction: .outbound, ssrcs: ssrcs)
+        #expect(try protect(sender, LibsrtpVectors.rtpPlaintext) == LibsrtpVectors.aesCMSRTP)
+        #expect(try protect(sender, LibsrtpVectors.rtcpPlaintext, rtcp: true) == LibsrtpVectors.aesCMSRTCP)
+
+        let receiver = try SRTPContext(material: key, direction: .inbound, ssrcs: ssrcs)
+        #expect(try unprotect(receiver, LibsrtpVectors.aesCMSRTP) == LibsrtpVectors.rtpPlaintext)
+        #expect(try unprotect(receiver, LibsrtpVectors.aesCMSRTCP, rtcp: true) == LibsrtpVectors.rtcpPlaintext)
+    }
+
+    @Test(arguments: [nil, [UInt32(0xcafebabe)]] as [[UInt32]?])
+    func aeadAES128GCMMatchesLibsrtpReferenceVectors(ssrcs: [UInt32]?) throws {
+        let key = try SRTPKeyMaterial(suite: .aeadAES128GCM, keyAndSalt: LibsrtpVectors.gcmKeyAndSalt)
+        let sender = try SRTPContext(material: key, direction: .outbound, ssrcs: ssrcs)
+        #expect(try protect(sender, LibsrtpVectors.rtpPlaintext) == LibsrtpVectors.gcmSRTP)
+        #expect(try protect(sender, LibsrtpVectors.rtcpPlaintext, rtcp: true) == LibsrtpVectors.gcmSRTCP)
+
+        let receiver = try SRTPContext(material: key, direction: .inbound, ssrcs: ssrcs)
+        #expect(try unprotect(receiver, LibsrtpVectors.gcmSRTP) == LibsrtpVectors.rtpPlaintext)
+        #expect(try unprotect(receiver, LibsrtpVectors.gcmSRTCP, rtcp: true) == LibsrtpVectors.rtcpPlaintext)
+    }
+
+    // MARK: Round trips and sizes
+
+    @Test(arguments: SRTPSuite.allCases)
+    func roundTripsRTPAndRTCPWithTheSuiteOverhead(suite: SRTPSuite) throws {
+        let key = SRTPKeyMaterial.random(for: suite)
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        for sequence in UInt16(100)..<120 {
+            let packet = rtpPacket(sequence: sequence, ssrc: 0x1234_5678, payloadLength: Int(sequence) * 3)
+            let protected = try protect(sender, packet)
+            #expect(protected.count == packet.count + suite.rtpOverhead)
+            #expect(protected[..<12] == packet[..<12], "the RTP header stays in the clear")
+            #expect(protected[12..<packet.count] != packet[12...], "the payload is encrypted")
+            #expect(try unprotect(receiver, protected) == packet)
+        }
+        for round in 0..<5 {
+            let packet = rtcpPacket(ssrc: 0x1234_5678, fill: UInt8(round))
+            let protected = try protect(sender, packet, rtcp: true)
+            #expect(protected.count == packet.count + suite.rtcpOverhead)
+            #expect(try unprotect(receiver, protected, rtcp: true) == packet)
+        }
+    }
+
+    @Test func suiteSizesFollowTheRFCs() {
+        #expect(SRTPSuite.aesCM128HMACSHA1_80.rtpOverhead == 10)
+        #expect(SRTPSuite.aesCM128HMACSHA1_32.rtpOverhead == 4)
+        // RFC 4568 6.2.2: SRTCP keeps the 80-bit tag with the _32 suite; plus E flag and index.
+        #expect(SRTPSuite.aesCM128HMACSHA1_32.rtcpOverhead == 14)
+        #expect(SRTPSuite.aesCM128HMACSHA1_80.rtcpOverhead == 14)
+        #expect(SRTPSuite.aeadAES128GCM.rtpOverhead == 16)
+        #expect(SRTPSuite.aeadAES256GCM.rtcpOverhead == 20)
+        #expect(SRTPSuite.aeadAES128GCM.keyAndSaltLength == 28)
+        #expect(SRTPSuite.aeadAES256GCM.keyAndSaltLength == 44)
+        #expect(SRTPSuite.aesCM128HMACSHA1_80.keyAndSaltLength == 30)
+        #expect(SRTPContext.rtpOverhead(.aesCM128HMACSHA1_32) == 4)
+        #expect(SRTPContext.rtcpOverhead(.aeadAES128GCM) == 20)
+        #expect(SRTPSuite.default == .aeadAES128GCM)
+    }
+
+    @Test func suiteNamesParseAndPrint() {
+        for suite in SRTPSuite.allCases {
+            #expect(SRTPSuite(sdpName: suite.sdpName) == suite)
+            #expect("\(suite)" == suite.sdpName)
+        }
+        #expect(SRTPSuite(sdpName: "AEAD_AES_128_GCM") == .aeadAES128GCM)
+        #expect(SRTPSuite(sdpName: "AEAD_AES_256_GCM") == .aeadAES256GCM)
+        #expect(SRTPSuite(sdpName: "AES_CM_128_HMAC_SHA1_80") == .aesCM128HMACSHA1_80)
+        #expect(SRTPSuite(sdpName: "AES_CM_128_HMAC_SHA1_32") == .aesCM128HMACSHA1_32)
+        #expect(SRTPSuite(sdpName: "aes_cm_128_hmac_sha1_80") == nil)
+        #expect(SRTPSuite(sdpName: "F8_128_HMAC_SHA1_80") == nil)
+    }
+
+    // MARK: Tampering
+
+    @Test(arguments: SRTPSuite.allCases)
+    func everyFlippedBitOfAnRTPPacketFailsAuthentication(suite: SRTPSuite) throws {
+        let key = SRTPKeyMaterial.random(for: suite)
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        let packet = rtpPacket(sequence: 7, ssrc: 0xdead_beef, payloadLength: 40)
+        let protected = try protect(sender, packet)
+        for bit in 0..<(protected.count * 8) {
+            var tampered = protected
+            tampered[bit / 8] ^= UInt8(1 << (bit % 8))
+            let error = srtpError { _ = try unprotect(receiver, tampered) }
+            // Flipping the CSRC count or extension bit makes the header claim more bytes than the
+            // authenticated data; libsrtp then rejects it as malformed before checking the tag.
+            let structural = bit / 8 == 0 && (bit % 8 < 4 || bit % 8 == 4)
+            if structural {
+                #expect(error == .authFail || error == .badParam, "bit \(bit): \(String(describing: error))")
+            } else {
+                #expect(error == .authFail, "bit \(bit): \(String(describing: error))")
+            }
+        }
+        // Failed packets leave no trace: the genuine packet still verifies afterwards.
+        #expect(try unprotect(receiver, protected) == packet)
+    }
+
+    @Test(arguments: SRTPSuite.allCases)
+    func everyFlippedBitOfAnRTCPPacketFailsAuthentication(suite: SRTPSuite) throws {
+        let key = SRTPKeyMaterial.random(for: suite)
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        let packet = rtcpPacket(ssrc: 0x0bad_cafe)
+        let protected = try protect(sender, packet, rtcp: true)
+        for bit in 0..<(protected.count * 8) {
+            var tampered = protected
+            tampered[bit / 8] ^= UInt8(1 << (bit % 8))
+            let error = srtpError { _ = try unprotect(receiver, tampered, rtcp: true) }
+            // Clearing the E flag (RFC 3711 3.4) claims the packet is unencrypted; an AES-CM
+            // policy that requires encryption refuses it before the tag check (cant_check).
+            let eFlag = bit == packet.count * 8 + 7
+            if eFlag && suite != .aeadAES128GCM && suite != .aeadAES256GCM {
+                #expect(error == .cantCheck, "E flag: \(String(describing: error))")
+            } else {
+                #expect(error == .authFail, "bit \(bit): \(String(describing: error))")
+            }
+        }
+        #expect(try unprotect(receiver, protected, rtcp: true) == packet)
+    }
+
+    @Test func packetFromAnotherKeyFailsAuthentication() throws {
+        let sender = try SRTPContext(material: .random(), direction: .outbound)
+        let receiver = try SRTPContext(material: .random(), direction: .inbound)
+        let protected = try protect(sender, rtpPacket(sequence: 1, ssrc: 42))
+        #expect(srtpError { _ = try unprotect(receiver, protected) } == .authFail)
+    }
+
+    // MARK: Replay
+
+    @Test(arguments: SRTPSuite.allCases)
+    func replayedRTPPacketIsRejected(suite: SRTPSuite) throws {
+        let key = SRTPKeyMaterial.random(for: suite)
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        let first = try protect(sender, rtpPacket(sequence: 1000, ssrc: 9))
+        let second = try protect(sender, rtpPacket(sequence: 1001, ssrc: 9))
+        _ = try unprotect(receiver, first)
+        _ = try unprotect(receiver, second)
+        #expect(srtpError { _ = try unprotect(receiver, first) } == .replayFail)
+        #expect(srtpError { _ = try unprotect(receiver, second) } == .replayFail)
+    }
+
+    @Test func packetOlderThanTheReplayWindowIsReplayOld() throws {
+        let key = SRTPKeyMaterial.random()
+        var options = SRTPContext.Options()
+        options.replayWindowSize = 64
+        let sender = try SRTPContext(material: key, direction: .outbound, options: options)
+        let receiver = try SRTPContext(material: key, direction: .inbound, options: options)
+        let first = try protect(sender, rtpPacket(sequence: 9, ssrc: 5))
+        let late = try protect(sender, rtpPacket(sequence: 10, ssrc: 5))
+        let inWindow = try protect(sender, rtpPacket(sequence: 150, ssrc: 5))
+        let newest = try protect(sender, rtpPacket(sequence: 200, ssrc: 5))
+        _ = try unprotect(receiver, first)
+        _ = try unprotect(receiver, newest)
+        #expect(srtpError { _ = try unprotect(receiver, late) } == .replayOld)
+        // Reordered but inside the window: accepted once.
+        _ = try unprotect(receiver, inWindow)
+        #expect(srtpError { _ = try unprotect(receiver, inWindow) } == .replayFail)
+    }
+
+    @Test func replayedRTCPPacketIsRejected() throws {
+        let key = SRTPKeyMaterial.random(for: .aesCM128HMACSHA1_80)
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        let protected = try protect(sender, rtcpPacket(ssrc: 77), rtcp: true)
+        _ = try unprotect(receiver, protected, rtcp: true)
+        #expect(srtpError { _ = try unprotect(receiver, protected, rtcp: true) } == .replayFail)
+    }
+
+    @Test func senderRefusesToReuseAnIndexUnlessRepeatsAreAllowed() throws {
+        let key = SRTPKeyMaterial.random()
+        let packet = rtpPacket(sequence: 3, ssrc: 3)
+        let strict = try SRTPContext(material: key, direction: .outbound)
+        _ = try protect(strict, packet)
+        #expect(srtpError { _ = try protect(strict, packet) } == .replayFail)
+
+        var options = SRTPContext.Options()
+        options.allowRepeatTransmission = true
+        let lenient = try SRTPContext(material: key, direction: .outbound, options: options)
+        let once = try protect(lenient, packet)
+        let again = try protect(lenient, packet)
+        #expect(once == again, "a retransmission protects to the same bytes")
+    }
+
+    // MARK: Bad parameters
+
+    @Test func bufferWithoutRoomForTheTagThrows() throws {
+        let key = SRTPKeyMaterial.random(for: .aesCM128HMACSHA1_80)
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let packet = rtpPacket(sequence: 1, ssrc: 1)
+        var short = packet + [UInt8](repeating: 0, count: 9)
+        let rtpError = srtpError {
+            _ = try short.withUnsafeMutableBytes { try sender.protect($0, length: packet.count) }
+        }
+        #expect(rtpError == .bufferTooSmall)
+        #expect(short[..<packet.count] == packet[...], "nothing was written")
+
+        let report = rtcpPacket(ssrc: 1)
+        var shortRTCP = report + [UInt8](repeating: 0, count: 13)
+        let rtcpError = srtpError {
+            _ = try shortRTCP.withUnsafeMutableBytes { try sender.protectRTCP($0, length: report.count) }
+        }
+        #expect(rtcpError == .bufferTooSmall)
+        // Exactly enough room works.
+        #expect(try protect(sender, packet).count == packet.count + 10)
+    }
+
+    @Test func truncatedPacketIsABadParameter() throws {
+        let receiver = try SRTPContext(material: .random(), direction: .inbound)
+        let tooShort: [UInt8] = [0x80, 96, 0, 1, 0, 0]
+        #expect(srtpError { _ = try unprotect(receiver, tooShort) } == .badParam)
+        #expect(srtpError { _ = try unprotect(receiver, []) } == .badParam)
+        #expect(srtpError { _ = try unprotect(receiver, [0x81, 200, 0, 1], rtcp: true) } == .badParam)
+    }
+
+    @Test func replayWindowOutOfRangeIsABadParameter() {
+        var options = SRTPContext.Options()
+        options.replayWindowSize = 10
+        #expect(throws: SRTPError.badParam) {
+            _ = try SRTPContext(material: .random(), direction: .inbound, options: options)
+        }
+        options.replayWindowSize = 0x8000
+        #expect(throws: SRTPError.badParam) {
+            _ = try SRTPContext(material: .random(), direction: .inbound, options: options)
+        }
+    }
+
+    @Test func keyMaterialWithAnMKIIsRejected() throws {
+        var key = SRTPKeyMaterial.random(for: .aesCM128HMACSHA1_80)
+        key.mki = .init(value: 1, length: 4)
+        #expect(throws: SRTPError.badParam) { _ = try SRTPContext(material: key, direction: .outbound) }
+    }
+
+    @Test func errorsDescribeThemselves() {
+        #expect(SRTPError.authFail.description.contains("authentication"))
+        #expect(SRTPError.replayOld.description.contains("replay"))
+        #expect(SRTPError(rawValue: 7) == .authFail)
+        #expect(SRTPError(rawValue: 999).description == "SRTP error 999")
+    }
+
+    // MARK: Streams
+
+    @Test func specificSSRCContextAcceptsOnlyItsStreams() throws {
+        let key = SRTPKeyMaterial.random()
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound, ssrcs: [0xaaaa])
+        let known = try protect(sender, rtpPacket(sequence: 1, ssrc: 0xaaaa))
+        let unknown = try protect(sender, rtpPacket(sequence: 1, ssrc: 0xbbbb))
+        _ = try unprotect(receiver, known)
+        #expect(srtpError { _ = try unprotect(receiver, unknown) } == .noSuchSSRC)
+
+        try receiver.addStream(ssrc: 0xbbbb)
+        #expect(try unprotect(receiver, unknown) == rtpPacket(sequence: 1, ssrc: 0xbbbb))
+        #expect(throws: SRTPError.badParam) { try receiver.addStream(ssrc: 0xbbbb) }
+
+        try receiver.removeStream(ssrc: 0xbbbb)
+        let next = try protect(sender, rtpPacket(sequence: 2, ssrc: 0xbbbb))
+        #expect(srtpError { _ = try unprotect(receiver, next) } == .noSuchSSRC)
+        #expect(throws: SRTPError.noSuchSSRC) { try receiver.removeStream(ssrc: 0xcccc) }
+    }
+
+    @Test func rolloverCounterAdvancesWhenTheSequenceWraps() throws {
+        let key = SRTPKeyMaterial.random()
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        #expect(throws: SRTPError.self) { _ = try sender.rolloverCounter(ssrc: 0x77) }
+        for sequence: UInt16 in [65533, 65534, 65535, 0, 1] {
+            let packet = rtpPacket(sequence: sequence, ssrc: 0x77)
+            #expect(try unprotect(receiver, try protect(sender, packet)) == packet)
+        }
+        #expect(try sender.rolloverCounter(ssrc: 0x77) == 1)
+        #expect(try receiver.rolloverCounter(ssrc: 0x77) == 1)
+
+        // A receiver that joins late is told the ROC and can then decrypt.
+        let late = try SRTPContext(material: key, direction: .inbound, ssrcs: [0x77])
+        try late.setRolloverCounter(1, ssrc: 0x77)
+        let packet = rtpPacket(sequence: 2, ssrc: 0x77)
+        #expect(try unprotect(late, try protect(sender, packet)) == packet)
+    }
+
+    // MARK: Threads
+
+    @Test func senderAndReceiverOnDifferentThreadsInteroperate() throws {
+        let key = SRTPKeyMaterial.random()
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        let count = 5000
+        let received = Mutex((ok: 0, failed: 0))
+        let receiveQueue = DispatchQueue(label: "srtp-test-receiver")
+        let done = DispatchGroup()
+        done.enter()
+        let senderThread = Thread {
+            for i in 0..<count {
+                let packet = rtpPacket(sequence: UInt16(truncatingIfNeeded: 40000 + i), ssrc: 0x5151,
+                                       payloadLength: 20 + i % 1000)
+                guard let protected = try? protect(sender, packet) else {
+                    received.withLock { $0.failed += 1 }
+                    continue
+                }
+                receiveQueue.async {
+                    let ok = (try? unprotect(receiver, protected)) == packet
+                    received.withLock { if ok { $0.ok += 1 } else { $0.failed += 1 } }
+                }
+            }
+            receiveQueue.async { done.leave() }
+        }
+        senderThread.start()
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        let result = received.withLock { $0 }
+        #expect(result.ok == count)
+        #expect(result.failed == 0)
+    }
+
+    @Test func oneContextIsSafeToShareBetweenThreads() throws {
+        let key = SRTPKeyMaterial.random(for: .aesCM128HMACSHA1_80)
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        let threads = 4
+        let perThread = 500
+        let failures = Atomic<Int>(0)
+        // Four threads protect their own SSRCs on one context, then unprotect on another.
+        DispatchQueue.concurrentPerform(iterations: threads) { t in
+            let ssrc = UInt32(0x1000 + t)
+            for i in 0..<perThread {
+                let packet = rtpPacket(sequence: UInt16(i), ssrc: ssrc, payloadLength: 100 + t)
+                if (try? protect(sender, packet)).flatMap({ try? unprotect(receiver, $0) }) != packet {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        for t in 0..<threads {
+            #expect(try sender.rolloverCounter(ssrc: UInt32(0x1000 + t)) == 0)
+        }
+    }
+}
