@@ -285,10 +285,45 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
         }
     }
 
-    @Test func keyMaterialWithAnMKIIsRejected() throws {
-        var key = SRTPKeyMaterial.random(for: .aesCM128HMACSHA1_80)
-        key.mki = .init(value: 1, length: 4)
-        #expect(throws: SRTPError.badParam) { _ = try SRTPContext(material: key, direction: .outbound) }
+    @Test(arguments: SRTPSuite.allCases)
+    func mkiIsCarriedInEveryPacketAndChecked(suite: SRTPSuite) throws {
+        var key = SRTPKeyMaterial.random(for: suite)
+        key.mki = .init(value: 0x0102, length: 4)
+        if suite == .aesCM128HMACSHA1_32 {
+            // libsrtp 2.5 finds the MKI with the RTP tag length (4) even in SRTCP (tag 10), so this
+            // combination is refused up front rather than failing on every RTCP packet.
+            #expect(throws: SRTPError.badParam) { _ = try SRTPContext(material: key, direction: .outbound) }
+            return
+        }
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let receiver = try SRTPContext(material: key, direction: .inbound)
+        #expect(sender.rtpOverhead == suite.rtpOverhead + 4)
+        #expect(sender.rtcpOverhead == suite.rtcpOverhead + 4)
+        let aead = suite == .aeadAES128GCM || suite == .aeadAES256GCM
+        let mkiBytes: [UInt8] = [0, 0, 1, 2]
+
+        let packet = rtpPacket(sequence: 1, ssrc: 0x4d4b49)
+        let protected = try protect(sender, packet)
+        #expect(protected.count == packet.count + suite.rtpTagLength + 4)
+        // RFC 3711 3.1: MKI before the tag; RFC 7714 (AEAD): the tag is part of the ciphertext,
+        // the MKI follows it.
+        let rtpMKIAt = aead ? packet.count + suite.rtpTagLength : packet.count
+        #expect(Array(protected[rtpMKIAt..<rtpMKIAt + 4]) == mkiBytes)
+        #expect(try unprotect(receiver, protected) == packet)
+
+        let report = rtcpPacket(ssrc: 0x4d4b49)
+        let protectedReport = try protect(sender, report, rtcp: true)
+        #expect(protectedReport.count == report.count + suite.rtcpOverhead + 4)
+        // The MKI follows the E flag and SRTCP index word.
+        let rtcpMKIAt = aead ? report.count + suite.rtcpTagLength + 4 : report.count + 4
+        #expect(Array(protectedReport[rtcpMKIAt..<rtcpMKIAt + 4]) == mkiBytes)
+        #expect(try unprotect(receiver, protectedReport, rtcp: true) == report)
+
+        // Same key bytes under another MKI: the packet names a key the receiver does not have.
+        var otherMKI = key
+        otherMKI.mki = .init(value: 0x0103, length: 4)
+        let stranger = try SRTPContext(material: otherMKI, direction: .inbound)
+        #expect(srtpError { _ = try unprotect(stranger, protected) } == .badMKI)
     }
 
     @Test func errorsDescribeThemselves() {

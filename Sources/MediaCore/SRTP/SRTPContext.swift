@@ -15,7 +15,7 @@ private let srtpInitStatus: srtp_err_status_t = srtp_init()
 /// `addStream(ssrc:)` / `removeStream(ssrc:)`. Use one context per direction, as libsrtp requires.
 ///
 /// Packets are processed in the caller's buffer: `protect` appends the tag (and for RTCP the
-/// SRTCP index) after the packet, so the buffer needs `maxProtectedSize(forRTP:)` bytes;
+/// SRTCP index; and the MKI when the key material has one, RFC 3711 section 3.1) after the packet, so the buffer needs `maxProtectedSize(forRTP:)` bytes;
 /// `unprotect` shrinks the packet. Buffers should start 4-byte aligned, as libsrtp reads the header
 /// in 32-bit words.
 ///
@@ -54,6 +54,8 @@ public final class SRTPContext: Sendable {
     public let direction: Direction
     /// The options the context was created with.
     public let options: Options
+    /// Bytes of MKI carried in every packet (0 when the key material has no MKI).
+    public let mkiLength: Int
 
     /// Serialises every libsrtp call on `session`.
     private let lock = Mutex(())
@@ -64,14 +66,18 @@ public final class SRTPContext: Sendable {
 
     /// Creates a context for `material`'s suite and key. With `ssrcs` nil the context takes any SSRC
     /// in `direction`; otherwise only the listed SSRCs (more can be added with `addStream`).
-    /// Throws `.badParam` for an unusable option (such as a replay window outside 64-32767) or key
-    /// material carrying an MKI (not supported), `.initFail`/`.allocFail` when libsrtp cannot
-    /// start.
+    /// When `material` has an MKI, every packet carries it (RFC 3711 section 3.1) and incoming
+    /// packets must carry the same one (`.badMKI` otherwise). An MKI with `AES_CM_128_HMAC_SHA1_32`
+    /// throws `.badParam`: libsrtp 2.5 looks for the MKI using the RTP tag length, so SRTCP (which
+    /// keeps the 80-bit tag with that suite) could never be verified.
+    /// Throws `.badParam` for an unusable option (such as a replay window outside 64-32767),
+    /// `.initFail`/`.allocFail` when libsrtp cannot start.
     public init(material: SRTPKeyMaterial, direction: Direction, ssrcs: [UInt32]? = nil,
                 options: Options = Options()) throws(SRTPError) {
         try srtpInitStatus.check()
-        guard material.mki == nil else { throw .badParam }
+        if material.mki != nil && material.suite == .aesCM128HMACSHA1_32 { throw .badParam }
         suite = material.suite
+        mkiLength = material.mki?.length ?? 0
         self.direction = direction
         self.options = options
         key = material
@@ -116,12 +122,34 @@ public final class SRTPContext: Sendable {
             material.suite.setRTCPPolicy(&policy.rtcp)
             policy.ssrc.type = type
             policy.ssrc.value = ssrc
-            // libsrtp copies the key during srtp_create/srtp_add_stream and never writes through it.
-            policy.key = UnsafeMutablePointer(mutating: keyAndSalt.baseAddress!.assumingMemoryBound(to: UInt8.self))
             policy.window_size = UInt(options.replayWindowSize)
             policy.allow_repeat_tx = options.allowRepeatTransmission ? 1 : 0
             policy.next = nil
-            return body(&policy)
+            // libsrtp copies key and MKI during srtp_create/srtp_add_stream and never writes
+            // through these pointers.
+            let keyPointer = UnsafeMutablePointer(mutating: keyAndSalt.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            guard let mki = material.mki else {
+                policy.key = keyPointer
+                return body(&policy)
+            }
+            // RFC 3711 section 3.1: the MKI is written big-endian in `length` bytes.
+            var mkiBytes = [UInt8](repeating: 0, count: mki.length)
+            for i in 0..<min(mki.length, 8) {
+                mkiBytes[mki.length - 1 - i] = UInt8(truncatingIfNeeded: mki.value >> UInt64(8 * i))
+            }
+            return mkiBytes.withUnsafeMutableBufferPointer { mkiBuffer in
+                var master = srtp_master_key_t(key: keyPointer, mki_id: mkiBuffer.baseAddress,
+                                               mki_size: UInt32(mki.length))
+                return withUnsafeMutablePointer(to: &master) { masterPointer in
+                    var keys: UnsafeMutablePointer<srtp_master_key_t>? = masterPointer
+                    return withUnsafeMutablePointer(to: &keys) { keysPointer in
+                        policy.key = nil
+                        policy.keys = keysPointer
+                        policy.num_master_keys = 1
+                        return body(&policy)
+                    }
+                }
+            }
         }
     }
 
@@ -177,42 +205,52 @@ public final class SRTPContext: Sendable {
     /// Bytes `protectRTCP` adds to an RTCP packet with `suite`.
     public static func rtcpOverhead(_ suite: SRTPSuite) -> Int { suite.rtcpOverhead }
 
+    /// Bytes `protect` adds to each RTP packet: the suite's tag plus the MKI, if any.
+    public var rtpOverhead: Int { suite.rtpOverhead + mkiLength }
+    /// Bytes `protectRTCP` adds to each RTCP packet: E flag and index, tag, and the MKI, if any.
+    public var rtcpOverhead: Int { suite.rtcpOverhead + mkiLength }
+
     /// Buffer size `protect` needs for an RTP packet of `rtpLength` bytes.
-    public func maxProtectedSize(forRTP rtpLength: Int) -> Int { rtpLength + suite.rtpOverhead }
+    public func maxProtectedSize(forRTP rtpLength: Int) -> Int { rtpLength + rtpOverhead }
     /// Buffer size `protectRTCP` needs for an RTCP packet of `rtcpLength` bytes.
-    public func maxProtectedSize(forRTCP rtcpLength: Int) -> Int { rtcpLength + suite.rtcpOverhead }
+    public func maxProtectedSize(forRTCP rtcpLength: Int) -> Int { rtcpLength + rtcpOverhead }
 
     // MARK: Packets
 
     /// Protects the RTP packet in `buffer[0..<length]` in place (RFC 3711 section 3.3; RFC 7714
-    /// section 5 for AEAD) and returns the SRTP length (`length + suite.rtpOverhead`).
+    /// section 5 for AEAD) and returns the SRTP length (`length + rtpOverhead`).
     /// Throws `.bufferTooSmall` when `buffer` cannot take the tag, `.badParam` for a malformed RTP
     /// header, `.replayFail` when resending an index without `allowRepeatTransmission`,
     /// `.noSuchSSRC` when the SSRC has no stream, `.keyExpired` at the key's packet limit.
     /// `length` beyond `buffer.count` is a programmer error and traps.
     public func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try process(buffer, length: length, growth: suite.rtpOverhead, srtp_protect)
+        let useMKI: UInt32 = mkiLength > 0 ? 1 : 0
+        return try process(buffer, length: length, growth: rtpOverhead) { srtp_protect_mki($0, $1, $2, useMKI, 0) }
     }
 
     /// Verifies and decrypts the SRTP packet in `buffer[0..<length]` in place and returns the RTP
     /// length. Throws `.authFail` when the tag does not verify (tampered, or another key),
     /// `.replayFail` for an index already received, `.replayOld` for one older than the replay
-    /// window, `.badParam` for a malformed or too-short packet, `.noSuchSSRC` for an unknown SSRC.
+    /// window, `.badParam` for a malformed or too-short packet, `.noSuchSSRC` for an unknown SSRC,
+    /// `.badMKI` when the packet's MKI is not this context's.
     /// On error the buffer's contents are unspecified.
     public func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try process(buffer, length: length, growth: 0, srtp_unprotect)
+        let useMKI: UInt32 = mkiLength > 0 ? 1 : 0
+        return try process(buffer, length: length, growth: 0) { srtp_unprotect_mki($0, $1, $2, useMKI) }
     }
 
     /// Protects the (compound) RTCP packet in `buffer[0..<length]` in place (RFC 3711 section 3.4)
-    /// and returns the SRTCP length (`length + suite.rtcpOverhead`); errors as `protect`.
+    /// and returns the SRTCP length (`length + rtcpOverhead`); errors as `protect`.
     public func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try process(buffer, length: length, growth: suite.rtcpOverhead, srtp_protect_rtcp)
+        let useMKI: UInt32 = mkiLength > 0 ? 1 : 0
+        return try process(buffer, length: length, growth: rtcpOverhead) { srtp_protect_rtcp_mki($0, $1, $2, useMKI, 0) }
     }
 
     /// Verifies and decrypts the SRTCP packet in `buffer[0..<length]` in place and returns the
     /// RTCP length; errors as `unprotect` (replay uses the SRTCP index).
     public func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try process(buffer, length: length, growth: 0, srtp_unprotect_rtcp)
+        let useMKI: UInt32 = mkiLength > 0 ? 1 : 0
+        return try process(buffer, length: length, growth: 0) { srtp_unprotect_rtcp_mki($0, $1, $2, useMKI) }
     }
 
     @inline(__always)
@@ -220,11 +258,11 @@ public final class SRTPContext: Sendable {
                          _ call: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?) -> srtp_err_status_t)
         throws(SRTPError) -> Int
     {
-        precondition(length >= 0 && length <= buffer.count,
+        precondition(length >= 0 && length <= buffer.count && buffer.count <= Int32.max,
                      "SRTP packet length \(length) outside its buffer of \(buffer.count) bytes")
         guard buffer.count - length >= growth else { throw .bufferTooSmall }
         guard let base = buffer.baseAddress, length > 0 else { throw .badParam }
-        var octets = Int32(clamping: length)
+        var octets = Int32(length)
         let status = lock.withLock { _ in call(session, base, &octets) }
         try status.check()
         return Int(octets)

@@ -41,7 +41,9 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// SRTP default (2^48 for SRTP, 2^31 for SRTCP). Informational: `SRTPContext` lets libsrtp
     /// enforce its own limits.
     public var lifetime: UInt64?
-    /// The MKI signalled with this key, or nil (the usual case, and what WebRTC uses).
+    /// The MKI signalled with this key, or nil (the usual case, and what WebRTC uses). An
+    /// `SRTPContext` made from key material with an MKI writes it into every packet and requires
+    /// it on every packet it receives.
     public var mki: MKI?
 
     private let secret: SecretBytes
@@ -61,7 +63,11 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
         self.suite = suite
         self.lifetime = lifetime
         self.mki = mki
-        secret = SecretBytes(masterKey + masterSalt)
+        secret = SecretBytes(count: suite.keyAndSaltLength)
+        masterKey.withUnsafeBytes { secret.bytes.copyMemory(from: $0) }
+        masterSalt.withUnsafeBytes {
+            UnsafeMutableRawBufferPointer(rebasing: secret.bytes[suite.masterKeyLength...]).copyMemory(from: $0)
+        }
     }
 
     /// Key material from key||salt concatenated (the layout of `inline:` and of DTLS-SRTP exporters),

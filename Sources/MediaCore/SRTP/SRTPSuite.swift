@@ -68,11 +68,12 @@ public enum SRTPSuite: String, CaseIterable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Bytes that protecting an RTP packet adds (the tag; Revue uses no MKI).
+    /// Bytes that protecting an RTP packet adds: the tag (plus the MKI when one is used; see
+    /// `SRTPContext.rtpOverhead`).
     public var rtpOverhead: Int { rtpTagLength }
 
     /// Bytes that protecting an RTCP packet adds: the 4-byte E flag and SRTCP index
-    /// (RFC 3711 section 3.4) plus the tag.
+    /// (RFC 3711 section 3.4) plus the tag (plus the MKI when one is used).
     public var rtcpOverhead: Int { rtcpTagLength + 4 }
 
     /// Fills libsrtp's policy for RTP with this suite.
