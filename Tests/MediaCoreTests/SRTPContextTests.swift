@@ -265,6 +265,36 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
         #expect(try protect(sender, packet).count == packet.count + 10)
     }
 
+    @Test(arguments: SRTPSuite.allCases, [false, true])
+    func protectWritesNothingPastTheRoomItAsksFor(suite: SRTPSuite, withMKI: Bool) throws {
+        // libsrtp's header warns it may write up to SRTP_MAX_TRAILER_LEN past the packet; check
+        // that with these suites it writes only the overhead we reserve, by watching guard bytes.
+        var key = SRTPKeyMaterial.random(for: suite)
+        if withMKI {
+            guard suite != .aesCM128HMACSHA1_32 else { return }
+            key.mki = .init(value: 9, length: 3)
+        }
+        let sender = try SRTPContext(material: key, direction: .outbound)
+        let guardLength = 160
+        for rtcp in [false, true] {
+            for payload in [0, 1, 3, 17, 160, 1100] {
+                let packet = rtcp ? rtcpPacket(ssrc: 0x6a6a) + [UInt8](repeating: 1, count: payload & ~3)
+                                  : rtpPacket(sequence: UInt16(payload), ssrc: 0x6a6a, payloadLength: payload)
+                let room = rtcp ? sender.maxProtectedSize(forRTCP: packet.count)
+                                : sender.maxProtectedSize(forRTP: packet.count)
+                var memory = packet + [UInt8](repeating: 0, count: room - packet.count)
+                memory += [UInt8](repeating: 0xee, count: guardLength)
+                let length = try memory.withUnsafeMutableBytes { raw in
+                    let exact = UnsafeMutableRawBufferPointer(rebasing: raw[..<room])
+                    return rtcp ? try sender.protectRTCP(exact, length: packet.count)
+                                : try sender.protect(exact, length: packet.count)
+                }
+                #expect(length == room)
+                #expect(memory[room...].allSatisfy { $0 == 0xee }, "\(suite) rtcp \(rtcp) payload \(payload)")
+            }
+        }
+    }
+
     @Test func truncatedPacketIsABadParameter() throws {
         let receiver = try SRTPContext(material: .random(), direction: .inbound)
         let tooShort: [UInt8] = [0x80, 96, 0, 1, 0, 0]
