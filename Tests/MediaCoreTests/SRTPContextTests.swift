@@ -7,7 +7,7 @@ import Testing
 /// Protects `packet` in a buffer with exactly the room the suite needs; returns the SRTP bytes.
 private func protect(_ context: SRTPContext, _ packet: [UInt8], rtcp: Bool = false) throws -> [UInt8] {
     let room = rtcp ? context.maxProtectedSize(forRTCP: packet.count)
-                    : context.maxProtectedSize(forRTP: packet.count)
+                    : context.maxProtectedSize(for: packet.count)
     var buffer = packet + [UInt8](repeating: 0, count: room - packet.count)
     let length = try buffer.withUnsafeMutableBytes { raw in
         rtcp ? try context.protectRTCP(raw, length: packet.count)
@@ -111,7 +111,7 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
         #expect(SRTPSuite.aeadAES128GCM.keyAndSaltLength == 28)
         #expect(SRTPSuite.aeadAES256GCM.keyAndSaltLength == 44)
         #expect(SRTPSuite.aesCM128HMACSHA1_80.keyAndSaltLength == 30)
-        #expect(SRTPContext.rtpOverhead(.aesCM128HMACSHA1_32) == 4)
+        #expect(SRTPContext.overhead(.aesCM128HMACSHA1_32) == 4)
         #expect(SRTPContext.rtcpOverhead(.aeadAES128GCM) == 20)
         #expect(SRTPSuite.default == .aeadAES128GCM)
     }
@@ -281,7 +281,7 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
                 let packet = rtcp ? rtcpPacket(ssrc: 0x6a6a) + [UInt8](repeating: 1, count: payload & ~3)
                                   : rtpPacket(sequence: UInt16(payload), ssrc: 0x6a6a, payloadLength: payload)
                 let room = rtcp ? sender.maxProtectedSize(forRTCP: packet.count)
-                                : sender.maxProtectedSize(forRTP: packet.count)
+                                : sender.maxProtectedSize(for: packet.count)
                 var memory = packet + [UInt8](repeating: 0, count: room - packet.count)
                 memory += [UInt8](repeating: 0xee, count: guardLength)
                 let length = try memory.withUnsafeMutableBytes { raw in

@@ -15,7 +15,7 @@ private let srtpInitStatus: srtp_err_status_t = srtp_init()
 /// `addStream(ssrc:)` / `removeStream(ssrc:)`. Use one context per direction, as libsrtp requires.
 ///
 /// Packets are processed in the caller's buffer: `protect` appends the tag (and for RTCP the
-/// SRTCP index; and the MKI when the key material has one, RFC 3711 section 3.1) after the packet, so the buffer needs `maxProtectedSize(forRTP:)` bytes;
+/// SRTCP index; and the MKI when the key material has one, RFC 3711 section 3.1) after the packet, so the buffer needs `maxProtectedSize(for:)` bytes;
 /// `unprotect` shrinks the packet. Buffers should start 4-byte aligned, as libsrtp reads the header
 /// in 32-bit words.
 ///
@@ -200,9 +200,10 @@ public final class SRTPContext: Sendable {
 
     // MARK: Sizes
 
-    /// Bytes `protect` adds to an RTP packet with `suite`.
-    public static func rtpOverhead(_ suite: SRTPSuite) -> Int { suite.rtpOverhead }
-    /// Bytes `protectRTCP` adds to an RTCP packet with `suite`.
+    /// Bytes `protect` adds to an RTP packet with `suite` and no MKI: size buffers before a
+    /// context exists (an MTU budget, a pool of packet buffers).
+    public static func overhead(_ suite: SRTPSuite) -> Int { suite.rtpOverhead }
+    /// Bytes `protectRTCP` adds to an RTCP packet with `suite` and no MKI.
     public static func rtcpOverhead(_ suite: SRTPSuite) -> Int { suite.rtcpOverhead }
 
     /// Bytes `protect` adds to each RTP packet: the suite's tag plus the MKI, if any.
@@ -211,7 +212,7 @@ public final class SRTPContext: Sendable {
     public var rtcpOverhead: Int { suite.rtcpOverhead + mkiLength }
 
     /// Buffer size `protect` needs for an RTP packet of `rtpLength` bytes.
-    public func maxProtectedSize(forRTP rtpLength: Int) -> Int { rtpLength + rtpOverhead }
+    public func maxProtectedSize(for rtpLength: Int) -> Int { rtpLength + rtpOverhead }
     /// Buffer size `protectRTCP` needs for an RTCP packet of `rtcpLength` bytes.
     public func maxProtectedSize(forRTCP rtcpLength: Int) -> Int { rtcpLength + rtcpOverhead }
 

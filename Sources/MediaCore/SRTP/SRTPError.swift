@@ -60,7 +60,7 @@ public struct SRTPError: RawRepresentable, Error, Hashable, Sendable, CustomStri
     public static let packetIndexAdvanced = SRTPError(rawValue: 27)
 
     /// Revue's own check: the caller's buffer has no room for the authentication tag and trailer
-    /// that protecting the packet adds (see `SRTPContext.maxProtectedSize(forRTP:)`).
+    /// that protecting the packet adds (see `SRTPContext.maxProtectedSize(for:)`).
     public static let bufferTooSmall = SRTPError(rawValue: 1000)
 
     public var description: String {
