@@ -61,6 +61,13 @@ private func hex(_ bytes: [UInt8]) -> String {
         }
     }
 
+    @Test func keyMethodIsCaseInsensitiveLikeAllABNFLiterals() throws {
+        let upper = try SRTPKeyMaterial(suite: .aesCM128HMACSHA1_80,
+                                        inline: "INLINE:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz")
+        #expect(upper.keyAndSalt == Array("YS___semctl () {\t220;}\n}\nunles".utf8))
+        #expect(upper.inlineKeyParams.hasPrefix("inline:"))
+    }
+
     @Test func lifetimeAndMKIRoundTrip() throws {
         var key = SRTPKeyMaterial.random(for: .aesCM128HMACSHA1_80)
         key.lifetime = 1 << 31
@@ -140,7 +147,7 @@ private func hex(_ bytes: [UInt8]) -> String {
         let cases: [(String, SRTPKeyMaterialError.Code)] = [
             (base, .badKeyMethod),
             ("uri:" + base, .badKeyMethod),
-            ("INLINE:" + base, .badKeyMethod),
+            ("inlin:" + base, .badKeyMethod),
             ("inline:\(base)|2^20|1:4|extra", .badKeyMethod),
             ("inline:\(base)|2^20|1:4;inline:\(base)|2^20|2:4", .badKeyMethod),
             ("inline:\(base)|2^49", .badLifetime),

@@ -14,10 +14,10 @@ private let srtpInitStatus: srtp_err_status_t = srtp_init()
 /// `ssrcs:` instead to accept only those streams, and add or remove streams later with
 /// `addStream(ssrc:)` / `removeStream(ssrc:)`. Use one context per direction, as libsrtp requires.
 ///
-/// Packets are processed in the caller's buffer: `protect` appends the tag (and for RTCP the
-/// SRTCP index; and the MKI when the key material has one, RFC 3711 section 3.1) after the packet, so the buffer needs `maxProtectedSize(for:)` bytes;
-/// `unprotect` shrinks the packet. Buffers should start 4-byte aligned, as libsrtp reads the header
-/// in 32-bit words.
+/// Packets are processed in the caller's buffer: `protect` appends the tag after the packet (for
+/// RTCP also the E flag and SRTCP index, and the MKI when the key material has one, RFC 3711
+/// section 3.1), so the buffer needs `maxProtectedSize(for:)` bytes; `unprotect` shrinks the
+/// packet. Buffers should start 4-byte aligned, as libsrtp reads the header in 32-bit words.
 ///
 /// Thread rule: safe to use from several threads at once. libsrtp contexts are not thread-safe, so
 /// every call runs under an internal `Mutex`; uncontended (one sender thread, one receiver thread
@@ -56,6 +56,8 @@ public final class SRTPContext: Sendable {
     public let options: Options
     /// Bytes of MKI carried in every packet (0 when the key material has no MKI).
     public let mkiLength: Int
+    /// libsrtp's `use_mki` flag for the `*_mki` calls: 1 when packets carry an MKI.
+    private let useMKI: UInt32
 
     /// Serialises every libsrtp call on `session`.
     private let lock = Mutex(())
@@ -78,6 +80,7 @@ public final class SRTPContext: Sendable {
         if material.mki != nil && material.suite == .aesCM128HMACSHA1_32 { throw .badParam }
         suite = material.suite
         mkiLength = material.mki?.length ?? 0
+        useMKI = material.mki == nil ? 0 : 1
         self.direction = direction
         self.options = options
         key = material
@@ -127,7 +130,8 @@ public final class SRTPContext: Sendable {
             policy.next = nil
             // libsrtp copies key and MKI during srtp_create/srtp_add_stream and never writes
             // through these pointers.
-            let keyPointer = UnsafeMutablePointer(mutating: keyAndSalt.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            let keyPointer = UnsafeMutablePointer(
+                mutating: keyAndSalt.baseAddress!.assumingMemoryBound(to: UInt8.self))
             guard let mki = material.mki else {
                 policy.key = keyPointer
                 return body(&policy)
@@ -225,8 +229,7 @@ public final class SRTPContext: Sendable {
     /// `.noSuchSSRC` when the SSRC has no stream, `.keyExpired` at the key's packet limit.
     /// `length` beyond `buffer.count` is a programmer error and traps.
     public func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        let useMKI: UInt32 = mkiLength > 0 ? 1 : 0
-        return try process(buffer, length: length, growth: rtpOverhead) { srtp_protect_mki($0, $1, $2, useMKI, 0) }
+        try process(buffer, length: length, growth: rtpOverhead) { srtp_protect_mki($0, $1, $2, useMKI, 0) }
     }
 
     /// Verifies and decrypts the SRTP packet in `buffer[0..<length]` in place and returns the RTP
@@ -236,27 +239,27 @@ public final class SRTPContext: Sendable {
     /// `.badMKI` when the packet's MKI is not this context's.
     /// On error the buffer's contents are unspecified.
     public func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        let useMKI: UInt32 = mkiLength > 0 ? 1 : 0
-        return try process(buffer, length: length, growth: 0) { srtp_unprotect_mki($0, $1, $2, useMKI) }
+        try process(buffer, length: length, growth: 0) { srtp_unprotect_mki($0, $1, $2, useMKI) }
     }
 
     /// Protects the (compound) RTCP packet in `buffer[0..<length]` in place (RFC 3711 section 3.4)
     /// and returns the SRTCP length (`length + rtcpOverhead`); errors as `protect`.
     public func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        let useMKI: UInt32 = mkiLength > 0 ? 1 : 0
-        return try process(buffer, length: length, growth: rtcpOverhead) { srtp_protect_rtcp_mki($0, $1, $2, useMKI, 0) }
+        try process(buffer, length: length, growth: rtcpOverhead) {
+            srtp_protect_rtcp_mki($0, $1, $2, useMKI, 0)
+        }
     }
 
     /// Verifies and decrypts the SRTCP packet in `buffer[0..<length]` in place and returns the
     /// RTCP length; errors as `unprotect` (replay uses the SRTCP index).
     public func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        let useMKI: UInt32 = mkiLength > 0 ? 1 : 0
-        return try process(buffer, length: length, growth: 0) { srtp_unprotect_rtcp_mki($0, $1, $2, useMKI) }
+        try process(buffer, length: length, growth: 0) { srtp_unprotect_rtcp_mki($0, $1, $2, useMKI) }
     }
 
     @inline(__always)
     private func process(_ buffer: UnsafeMutableRawBufferPointer, length: Int, growth: Int,
-                         _ call: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?) -> srtp_err_status_t)
+                         _ call: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?)
+                             -> srtp_err_status_t)
         throws(SRTPError) -> Int
     {
         precondition(length >= 0 && length <= buffer.count && buffer.count <= Int32.max,

@@ -127,12 +127,13 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// Parses an RFC 4568 section 6.1 key parameter for `suite`:
     /// `inline:<base64 key||salt>[|<lifetime>][|<mki>:<length>]`, where lifetime is decimal or
     /// `2^n` (at most 2^48, RFC 3711 section 9.2) and the MKI length is 1-128 bytes. The `inline:`
-    /// prefix is required; padding of the base64 may be omitted. Throws an `SRTPKeyMaterialError`
+    /// prefix is required (in any letter case); padding of the base64 may be omitted. Throws an `SRTPKeyMaterialError`
     /// whose message names the part that is wrong (`.badKeyMethod`, `.badBase64`, `.wrongLength`,
     /// `.badLifetime`, `.badMKI`); messages never contain key bytes.
     public init(suite: SRTPSuite, inline text: String) throws(SRTPKeyMaterialError) {
         let prefix = "inline:"
-        guard text.hasPrefix(prefix) else {
+        // ABNF literals are case-insensitive (RFC 5234 section 2.3), so "INLINE:" is valid too.
+        guard text.prefix(prefix.count).lowercased() == prefix else {
             let method = text.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
             throw SRTPKeyMaterialError(.badKeyMethod,
                 "SRTP key parameter must use key method \"inline\", got \"\(method.prefix(16))\"")
