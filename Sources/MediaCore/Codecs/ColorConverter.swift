@@ -9,14 +9,15 @@ internal import CMediaShims
 /// `BGRAToI420`, `.rgba` -> `ABGRToI420`, `.abgr` -> `RGBAToI420`, `.rgb24` -> `RAWToI420`).
 ///
 /// One call converts, scales and rotates: with no scaling and no rotation the source is converted
-/// straight into the destination; NV12/NV21 rotate while converting (`NV12ToI420Rotate`); other
+/// straight into the destination; NV12/NV21 rotate by 90/270 while converting (`NV12ToI420Rotate`); other
 /// combinations go through preallocated scratch frames (convert -> scale -> rotate, scaling before
 /// rotating so rotation touches the smaller image when downscaling). Scratch frames are kept
 /// between calls and reallocated only when a size changes, so a warm converter allocates nothing
-/// itself. Note that libyuv's filtered scalers (`.linear`, `.bilinear`, `.box`) and its 180-degree
-/// plane rotation allocate a row buffer inside libyuv on each call; the tests count this exactly
-/// (see `ColorConverterTests.allocationsPerConversion`), and `ScaleFilter.none` plus rotations
-/// 0/90/270 are allocation-free.
+/// itself. Conversion, every rotation (180 degrees is done as a mirrored flip, because libyuv's
+/// own 180 rotation mallocs a row per plane), point scaling and exact 2x downscaling allocate
+/// nothing at all; libyuv's general filtered scalers (`.linear`, `.bilinear`, `.box` at other ratios) malloc
+/// one row buffer per plane inside libyuv on each call (3 small allocations per scaled frame,
+/// counted by `ColorConverterTests.allocationsPerConversion`).
 ///
 /// Thread rule: an instance owns scratch memory, so one thread at a time uses it; create one per
 /// capturer or stage (creation is cheap: nothing is allocated until a call needs scratch).
@@ -68,8 +69,9 @@ public final class ColorConverter {
         let out = Planes(destination)
         destination.rotation = .rotation0
 
-        // NV12 / NV21 rotate during conversion when no scaling is needed.
-        if !needsScale && rotation != .rotation0 && (source.format == .nv12 || source.format == .nv21) {
+        // NV12 / NV21 rotate by 90/270 during conversion when no scaling is needed (libyuv's
+        // NV12ToI420Rotate mallocs rows for 180, which therefore takes the scratch path below).
+        if !needsScale && swaps && (source.format == .nv12 || source.format == .nv21) {
             let swapUV = source.format == .nv21
             try check(NV12ToI420Rotate(
                 source.base(ofPlane: 0).assumingMemoryBound(to: UInt8.self), Int32(source.stride(ofPlane: 0)),
@@ -154,7 +156,7 @@ public final class ColorConverter {
 
     /// Scales I420 `source` to the size of `destination` with `filter` (default: `scaleFilter`).
     /// Throws `.invalidSize` or `.invalidStride` for a bad source view. Cost: one libyuv pass;
-    /// filtered modes allocate a row buffer inside libyuv.
+    /// filtered modes at ratios other than 2x allocate a row buffer per plane inside libyuv.
     public func scale(_ source: I420View, into destination: VideoFrame, filter: ScaleFilter? = nil) throws(ColorConversionError) {
         try Self.checkView(source, "I420 source")
         try Self.scale(source, Planes(destination), filter ?? scaleFilter)
@@ -228,6 +230,15 @@ public final class ColorConverter {
     }
 
     private static func rotate(_ s: I420View, _ d: Planes, _ rotation: VideoRotation) throws(ColorConversionError) {
+        if rotation == .rotation180 {
+            // 180 degrees = mirror each row + flip vertically. libyuv's RotatePlane180 mallocs a
+            // row buffer per plane per call; I420Mirror with a negative height (libyuv's flip
+            // convention) does the same job in place of it without allocating.
+            try check(I420Mirror(s.y, Int32(s.strideY), s.u, Int32(s.strideU), s.v, Int32(s.strideV),
+                                 d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV,
+                                 Int32(s.width), -Int32(s.height)), "I420Mirror")
+            return
+        }
         try check(I420Rotate(s.y, Int32(s.strideY), s.u, Int32(s.strideU), s.v, Int32(s.strideV),
                              d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV,
                              Int32(s.width), Int32(s.height), rotation.libyuv), "I420Rotate")
