@@ -9,15 +9,15 @@ internal import CMediaShims
 /// `BGRAToI420`, `.rgba` -> `ABGRToI420`, `.abgr` -> `RGBAToI420`, `.rgb24` -> `RAWToI420`).
 ///
 /// One call converts, scales and rotates: with no scaling and no rotation the source is converted
-/// straight into the destination; NV12/NV21 rotate by 90/270 while converting (`NV12ToI420Rotate`); other
-/// combinations go through preallocated scratch frames (convert -> scale -> rotate, scaling before
-/// rotating so rotation touches the smaller image when downscaling). Scratch frames are kept
+/// straight into the destination; NV12/NV21 rotate by 90/270 while converting
+/// (`NV12ToI420Rotate`); other combinations go through scratch frames (convert -> scale -> rotate,
+/// scaling first so rotation touches the smaller image when downscaling). Scratch frames are kept
 /// between calls and reallocated only when a size changes, so a warm converter allocates nothing
-/// itself. Conversion, every rotation (180 degrees is done as a mirrored flip, because libyuv's
-/// own 180 rotation mallocs a row per plane), point scaling and exact 2x downscaling allocate
-/// nothing at all; libyuv's general filtered scalers (`.linear`, `.bilinear`, `.box` at other ratios) malloc
-/// one row buffer per plane inside libyuv on each call (3 small allocations per scaled frame,
-/// counted by `ColorConverterTests.allocationsPerConversion`).
+/// itself. Conversion, every rotation, point scaling and exact 2x downscaling allocate nothing at
+/// all (180 degrees is done as a mirrored flip, because libyuv's 180 rotations malloc a row per
+/// plane). libyuv's general filtered scalers (`.linear`, `.bilinear`, `.box` at other ratios)
+/// malloc one row buffer per plane inside libyuv on each call: 3 small allocations per scaled
+/// frame, counted by `ColorConverterTests.allocationsPerConversion`.
 ///
 /// Thread rule: an instance owns scratch memory, so one thread at a time uses it; create one per
 /// capturer or stage (creation is cheap: nothing is allocated until a call needs scratch).

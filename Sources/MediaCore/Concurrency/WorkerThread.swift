@@ -13,7 +13,8 @@ import Synchronization
 /// `sleeping`. Nothing allocates after `start()`.
 ///
 /// Thread rule: `wake()` from any thread at any time (also before `start` and after `stop`);
-/// `start()` and `stop()` from one controlling thread. `body` runs only on the worker thread.
+/// `start()` and `stop()` from one controlling thread (not from `body`). `body` runs only on the
+/// worker thread. A started worker keeps itself alive until `stop()`, so always stop it.
 /// Cost: one thread (default stack) while running; `wake()` is one atomic exchange, plus a
 /// `sem_post` system call when the worker sleeps.
 public final class WorkerThread: @unchecked Sendable {
@@ -73,6 +74,9 @@ public final class WorkerThread: @unchecked Sendable {
     /// Asks the worker to finish (after its current `body` call and one final pass) and joins it.
     /// Blocks the caller until the thread has exited. Does nothing if not running.
     public func stop() {
+        if let handle = thread {
+            precondition(pthread_equal(handle, pthread_self()) == 0, "WorkerThread \(name) cannot stop itself from its body")
+        }
         guard running.exchange(false, ordering: .acquiringAndReleasing), let handle = thread else { return }
         state.store(Self.awake, ordering: .sequentiallyConsistent)
         sem_post(semaphore)
