@@ -58,8 +58,9 @@ public final class ColorConverter {
     /// Converts `source` into `destination`, rotating it clockwise by `rotation` and scaling it to
     /// the destination's size (after rotation: a 1280x720 source rotated 90 degrees fills a 720x1280
     /// destination without scaling). Sets `destination.rotation` to `.rotation0`; leaves its
-    /// timestamp alone. Throws `.invalidSize` for a destination over libyuv's limits; `source` was
-    /// validated when it was made. Cost: one to three libyuv passes (see the type's notes).
+    /// timestamp alone. `source` was validated when it was made and `VideoFrame` sizes are valid by
+    /// construction, so this throws only `.conversionFailed` if libyuv itself refuses.
+    /// Cost: one to three libyuv passes (see the type's notes).
     public func convert(_ source: PixelBufferView, into destination: VideoFrame,
                         rotation: VideoRotation = .rotation0) throws(ColorConversionError) {
         let swaps = rotation.swapsDimensions
