@@ -121,35 +121,64 @@ import Foundation
     // MARK: ffmpeg cross-check
 
     /// BGRA -> I420 against `ffmpeg -pix_fmt bgra ... -pix_fmt yuv420p` (swscale, BT.601 limited
-    /// range by default, like libyuv). Bound: PSNR > 40 dB over all planes (luma alone > 45 dB);
-    /// the small difference is swscale's chroma filter versus libyuv's 2x2 average.
+    /// range by default, like libyuv). Bound: PSNR > 45 dB over all planes, luma alone > 50 dB
+    /// (measured 54.7 and 59.7 dB); the small difference is fixed-point rounding and swscale's
+    /// chroma filter versus libyuv's 2x2 average.
     @Test func bgraToI420AgreesWithFFmpeg() throws {
         let (w, h) = (320, 240)
         let image = RGBImage.synthetic(width: w, height: h)
         let bgra = image.packed(.bgra, stride: w * 4)
         let ours = ReferenceI420(try convert(bgra, .bgra, w, h))
 
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-convert-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let input = dir.appendingPathComponent("in.bgra"), output = dir.appendingPathComponent("out.yuv")
-        try Data(bgra).write(to: input)
-        let ffmpeg = Process()
-        ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        ffmpeg.arguments = ["-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "bgra",
-                            "-s", "\(w)x\(h)", "-i", input.path, "-pix_fmt", "yuv420p", "-f", "rawvideo", output.path]
-        try ffmpeg.run()
-        ffmpeg.waitUntilExit()
-        #expect(ffmpeg.terminationStatus == 0)
-        let yuv = [UInt8](try Data(contentsOf: output))
+        let yuv = try runFFmpeg(input: bgra, inputFormat: "bgra", outputFormat: "yuv420p", width: w, height: h)
         #expect(yuv.count == w * h * 3 / 2)
         guard yuv.count == w * h * 3 / 2 else { return }
         let theirs = ReferenceI420(width: w, height: h, y: Array(yuv[0..<(w * h)]),
                                    u: Array(yuv[(w * h)..<(w * h * 5 / 4)]), v: Array(yuv[(w * h * 5 / 4)...]))
         let psnr = ours.psnr(theirs)
         let psnrY = ours.withView { a in theirs.withView { b in Quality.psnrY(a, b) } }
-        #expect(psnr > 40, "PSNR vs ffmpeg \(psnr) dB")
-        #expect(psnrY > 45, "luma PSNR vs ffmpeg \(psnrY) dB")
+        #expect(psnr > 45, "PSNR vs ffmpeg \(psnr) dB")
+        #expect(psnrY > 50, "luma PSNR vs ffmpeg \(psnrY) dB")
+    }
+
+    /// I420 -> BGRA against `ffmpeg -pix_fmt yuv420p ... -pix_fmt bgra` (BT.601 limited range on
+    /// both sides). Bound: PSNR of the RGB bytes > 40 dB, measured 46.4 dB (the two differ in
+    /// chroma upsampling: libyuv replicates each chroma sample, swscale interpolates).
+    @Test func i420ToBGRAAgreesWithFFmpeg() throws {
+        let (w, h) = (320, 240)
+        let i420 = RGBImage.synthetic(width: w, height: h).referenceI420()
+        var ours = [UInt8](repeating: 0, count: w * h * 4)
+        try i420.withView { view in
+            try ours.withUnsafeMutableBytes { try ColorConverter().convert(view, to: .bgra, into: $0, stride: w * 4) }
+        }
+        let theirs = try runFFmpeg(input: i420.packed(.i420), inputFormat: "yuv420p", outputFormat: "bgra", width: w, height: h)
+        #expect(theirs.count == w * h * 4)
+        guard theirs.count == w * h * 4 else { return }
+        var squared = 0.0, alphaOK = true
+        for i in 0..<ours.count {
+            if i % 4 == 3 { alphaOK = alphaOK && ours[i] == 255 && theirs[i] == 255; continue }
+            let d = Double(Int(ours[i]) - Int(theirs[i])); squared += d * d
+        }
+        let psnr = Quality.psnr(mse: squared / Double(w * h * 3))
+        #expect(psnr > 40, "I420->BGRA PSNR vs ffmpeg \(psnr) dB")
+        #expect(alphaOK)
+    }
+
+    /// Runs ffmpeg on a raw frame in a temporary directory (removed afterwards).
+    func runFFmpeg(input: [UInt8], inputFormat: String, outputFormat: String, width: Int, height: Int) throws -> [UInt8] {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-convert-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let inURL = dir.appendingPathComponent("in.raw"), outURL = dir.appendingPathComponent("out.raw")
+        try Data(input).write(to: inURL)
+        let ffmpeg = Process()
+        ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        ffmpeg.arguments = ["-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", inputFormat,
+                            "-s", "\(width)x\(height)", "-i", inURL.path, "-pix_fmt", outputFormat, "-f", "rawvideo", outURL.path]
+        try ffmpeg.run()
+        ffmpeg.waitUntilExit()
+        guard ffmpeg.terminationStatus == 0 else { return [] }
+        return [UInt8](try Data(contentsOf: outURL))
     }
 
     // MARK: Rotation
