@@ -3,7 +3,7 @@
 /// A frame starts at a packet with S=1 and PID=0 (RFC 7741 §4.2) and ends at the packet with
 /// the marker bit (§4.1). Sequence gaps make the frame being assembled incomplete; it is reported
 /// in `incompleteFrames` and packets are skipped until the next frame start. Key frames are
-/// recognised from the payload header's P bit (§4.3). Reordering is the jitter buffer's job:
+/// recognised from the payload header's P bit (§4.3; `VP8PayloadHeader` also reads the size). Reordering is the jitter buffer's job:
 /// packets behind the last one seen are ignored.
 /// Thread rule: one owner thread. Cost: one copy per payload byte into a buffer allocated once.
 public final class VP8Depacketizer {
@@ -29,7 +29,8 @@ public final class VP8Depacketizer {
         if d.startsFrame {
             if assembler.isAssembling { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
             assembler.begin(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp)
-            assembler.keyframe = (try? VP8PayloadHeader(parsing: data))?.isKeyframe ?? false
+            // RFC 7741 §4.3: the P bit (inverse key frame flag) is bit 0 of the first payload byte.
+            assembler.keyframe = data[0] & 0x01 == 0
             assembler.pictureID = d.pictureID
         } else if !assembler.isAssembling {
             assembler.dropContinuation(timestamp: h.timestamp, into: &result)
