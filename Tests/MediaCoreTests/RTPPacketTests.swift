@@ -2,6 +2,7 @@ import Testing
 @testable import MediaCore
 
 /// Parses `bytes` as RTP and hands the packet view to `body` while the bytes are alive.
+@discardableResult
 func withParsedRTP<R>(_ bytes: [UInt8], _ body: (RTPPacket) throws -> R) throws -> R {
     try bytes.withUnsafeBytes { raw in try body(try RTPPacket(parsing: raw)) }
 }
