@@ -25,7 +25,7 @@ import Testing
             var set: [UInt16] = []
             var s = start
             for k in 0..<count {
-                s &+= UInt16(1 + (Int(seed >> UInt64(k % 40)) & 7) * (k % 3 == 0 ? 5 : 1))
+                s &+= UInt16(1 + (Int(truncatingIfNeeded: seed >> UInt64(k % 40)) & 7) * (k % 3 == 0 ? 5 : 1))
                 set.append(s)
             }
             let nack = RTCPGenericNack(senderSSRC: 7, mediaSSRC: 8, lost: set.shuffled())

@@ -24,20 +24,28 @@ public struct RTCPGenericNack: Sendable, Equatable {
     }
 
     /// Makes a NACK for a list of lost sequence numbers (order free, duplicates ignored, wrap
-    /// handled by ordering them relative to the first).
+    /// handled as in `pairs(from:)`).
     public init(senderSSRC: UInt32, mediaSSRC: UInt32, lost: [UInt16]) {
         self.init(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC, pairs: Self.pairs(from: lost))
     }
 
     /// Compresses lost sequence numbers into the fewest (PID, BLP) pairs, greedily from the
-    /// oldest (RFC 4585 §6.2.1). Sequence numbers are ordered in wrap-around order starting from
-    /// the first element, so a list spanning 65535 -> 0 stays in order.
+    /// oldest (RFC 4585 §6.2.1). The list may be in any order; it is ordered in wrap-around order
+    /// starting after the largest gap between its numbers, so a list spanning 65535 -> 0 (and
+    /// covering less than half the sequence space) comes out oldest first.
     public static func pairs(from lost: [UInt16]) -> [Pair] {
-        guard let first = lost.first else { return [] }
-        // Order by distance from the first number, modulo 2^16 (wrap-aware for lists < 32768 long).
-        let sorted = Set(lost).sorted { ($0 &- first) < ($1 &- first) }
+        let unique = Set(lost).sorted()
+        guard !unique.isEmpty else { return [] }
+        // The oldest number follows the largest cyclic gap.
+        var start = 0
+        var widest = Int(unique[0]) + 65536 - Int(unique[unique.count - 1])
+        for i in 1..<unique.count where Int(unique[i]) - Int(unique[i - 1]) > widest {
+            widest = Int(unique[i]) - Int(unique[i - 1])
+            start = i
+        }
         var out: [Pair] = []
-        for s in sorted {
+        for k in 0..<unique.count {
+            let s = unique[(start + k) % unique.count]
             if var last = out.last {
                 let d = s &- last.packetID
                 if d >= 1 && d <= 16 {
@@ -48,7 +56,6 @@ public struct RTCPGenericNack: Sendable, Equatable {
             }
             out.append(Pair(packetID: s, lostBitmask: 0))
         }
-        // A number earlier than `first` in wrap order sorts last; the pairs are still correct.
         return out
     }
 
