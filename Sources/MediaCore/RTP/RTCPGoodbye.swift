@@ -1,0 +1,51 @@
+/// An RTCP goodbye (RFC 3550 §6.6, PT 203): sources leaving, with an optional reason.
+/// Thread rule: a value type. Cost: parse allocates (control path).
+public struct RTCPGoodbye: Sendable, Equatable {
+    /// SSRCs/CSRCs that leave, at most 31.
+    public var sources: [UInt32]
+    /// Optional reason text (at most 255 bytes of UTF-8).
+    public var reason: String?
+
+    /// Makes a BYE.
+    public init(sources: [UInt32], reason: String? = nil) { self.sources = sources; self.reason = reason }
+
+    /// Bytes on the wire.
+    public var marshalSize: Int {
+        let r = reason.map { 1 + $0.utf8.count } ?? 0
+        return 4 + 4 * sources.count + (r + 3) & ~3
+    }
+
+    /// Writes the packet; returns `marshalSize`.
+    @discardableResult
+    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+        let size = marshalSize
+        precondition(sources.count < 32 && b.count >= size && (reason?.utf8.count ?? 0) <= 255)
+        RTCPHeader(count: UInt8(sources.count), packetType: .goodbye, packetSize: size).marshal(into: b)
+        var at = 4
+        for s in sources { b.put32(at, s); at += 4 }
+        if let reason {
+            b[at] = UInt8(reason.utf8.count); at += 1
+            for ch in reason.utf8 { b[at] = ch; at += 1 }
+        }
+        b.zero(at, size - at)
+        return size
+    }
+
+    /// Parses one BYE packet. Throws `badRTCPLength` when the sources or reason do not fit.
+    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+        let (h, body) = try RTCPHeader.expect(bytes, .goodbye, minBody: 0, what: "goodbye")
+        let n = Int(h.count)
+        guard 4 * n <= body.count else {
+            throw RTPError(.badRTCPLength, "BYE announces \(n) sources but its body has \(body.count) bytes")
+        }
+        sources = (0..<n).map { body.u32(4 * $0) }
+        reason = nil
+        if body.count > 4 * n {
+            let len = Int(body[4 * n])
+            guard 4 * n + 1 + len <= body.count else {
+                throw RTPError(.badRTCPLength, "BYE reason of \(len) bytes runs past the packet")
+            }
+            if len > 0 { reason = String(decoding: body.view(4 * n + 1, len), as: UTF8.self) }
+        }
+    }
+}

@@ -1,0 +1,54 @@
+// Internal big-endian accessors shared by the RTP and RTCP parsers and writers (network byte
+// order, RFC 3550 §5.1). Bounds are the caller's job: every call site checks the length first.
+
+extension UnsafeRawBufferPointer {
+    @inline(__always) func u8(_ at: Int) -> UInt8 { self[at] }
+    @inline(__always) func u16(_ at: Int) -> UInt16 {
+        UInt16(self[at]) << 8 | UInt16(self[at + 1])
+    }
+    @inline(__always) func u24(_ at: Int) -> UInt32 {
+        UInt32(self[at]) << 16 | UInt32(self[at + 1]) << 8 | UInt32(self[at + 2])
+    }
+    @inline(__always) func u32(_ at: Int) -> UInt32 {
+        UInt32(bigEndian: loadUnaligned(fromByteOffset: at, as: UInt32.self))
+    }
+    @inline(__always) func u64(_ at: Int) -> UInt64 {
+        UInt64(bigEndian: loadUnaligned(fromByteOffset: at, as: UInt64.self))
+    }
+    /// A sub-view `[from, from+count)` sharing this buffer's memory (no copy).
+    @inline(__always) func view(_ from: Int, _ count: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: self[from..<(from + count)])
+    }
+}
+
+extension UnsafeMutableRawBufferPointer {
+    @inline(__always) func put8(_ at: Int, _ v: UInt8) { self[at] = v }
+    @inline(__always) func put16(_ at: Int, _ v: UInt16) {
+        self[at] = UInt8(truncatingIfNeeded: v >> 8); self[at + 1] = UInt8(truncatingIfNeeded: v)
+    }
+    @inline(__always) func put24(_ at: Int, _ v: UInt32) {
+        self[at] = UInt8(truncatingIfNeeded: v >> 16)
+        self[at + 1] = UInt8(truncatingIfNeeded: v >> 8)
+        self[at + 2] = UInt8(truncatingIfNeeded: v)
+    }
+    @inline(__always) func put32(_ at: Int, _ v: UInt32) {
+        storeBytes(of: v.bigEndian, toByteOffset: at, as: UInt32.self)
+    }
+    @inline(__always) func put64(_ at: Int, _ v: UInt64) {
+        storeBytes(of: v.bigEndian, toByteOffset: at, as: UInt64.self)
+    }
+    /// Copies `bytes` to offset `at` (the caller checked the room).
+    @inline(__always) func copy(_ bytes: UnsafeRawBufferPointer, to at: Int) {
+        guard bytes.count > 0 else { return }
+        UnsafeMutableRawBufferPointer(rebasing: self[at..<(at + bytes.count)]).copyMemory(from: bytes)
+    }
+    /// Zeroes `[at, at+count)`.
+    @inline(__always) func zero(_ at: Int, _ count: Int) {
+        guard count > 0 else { return }
+        UnsafeMutableRawBufferPointer(rebasing: self[at..<(at + count)]).initializeMemory(as: UInt8.self, repeating: 0)
+    }
+    /// A sub-view `[from, end)` sharing this buffer's memory.
+    @inline(__always) func tail(_ from: Int) -> UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(rebasing: self[from...])
+    }
+}

@@ -1,0 +1,122 @@
+/// One video frame reassembled from RTP packets by a depacketizer.
+///
+/// `data` points into the depacketizer's own buffer and is valid until its next `push`.
+/// Thread rule: borrowed memory, use on the depacketizer's thread. Cost: none (a view).
+public struct RTPAssembledFrame {
+    /// The frame's bytes in decoder format (payload descriptors removed).
+    public let data: UnsafeRawBufferPointer
+    /// RTP timestamp shared by the frame's packets.
+    public let timestamp: UInt32
+    /// Sequence number of the frame's first packet.
+    public let firstSequenceNumber: UInt16
+    /// Sequence number of the frame's last packet.
+    public let lastSequenceNumber: UInt16
+    /// Number of packets the frame came in.
+    public let packetCount: Int
+    /// True for an intra frame that a decoder can start from (payload-format specific rule).
+    public let isKeyframe: Bool
+    /// The 7- or 15-bit PictureID of the first packet, when the descriptor carries one.
+    public let pictureID: UInt16?
+}
+
+/// What one `push` to a depacketizer produced.
+/// Thread rule: a value type. Cost: none.
+public struct RTPDepacketizeResult {
+    /// A frame completed by this packet, if any.
+    public var frame: RTPAssembledFrame?
+    /// Frames given up by this packet because packets are missing (a sequence gap inside them,
+    /// a missing start or end) or because they exceeded the depacketizer's capacity.
+    public var incompleteFrames: Int = 0
+    /// Packets missing between the previous packet and this one (RFC 3550 sequence gap).
+    public var lostPackets: Int = 0
+    /// True when the packet was ignored as older than or equal to one already seen.
+    public var wasStaleOrDuplicate = false
+}
+
+/// The payload-independent core of frame reassembly from packets in sequence order: copies each
+/// packet's frame bytes into one preallocated buffer, detects sequence gaps, and reports frames
+/// that cannot be completed. Payload formats decide what starts and ends a frame.
+/// Thread rule: one owner thread. Cost: one copy of each payload byte; allocation only in `init`.
+final class RTPFrameAssembler {
+    let capacity: Int
+    private let storage: UnsafeMutableRawPointer
+    private var expected: UInt16?
+    private var assembling = false
+    private var length = 0
+    private var timestamp: UInt32 = 0
+    private var firstSeq: UInt16 = 0
+    private var packets = 0
+    private var lastGivenUp: UInt32?
+    private var lastCompleted: UInt32?
+    var keyframe = false
+    var pictureID: UInt16?
+
+    init(capacity: Int) {
+        precondition(capacity > 0)
+        self.capacity = capacity
+        storage = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64)
+    }
+
+    deinit { storage.deallocate() }
+
+    var isAssembling: Bool { assembling }
+
+    private func giveUp(_ ts: UInt32, _ result: inout RTPDepacketizeResult) {
+        if lastGivenUp != ts && lastCompleted != ts { result.incompleteFrames += 1 }
+        lastGivenUp = ts
+        assembling = false
+    }
+
+    /// Checks ordering: returns false (and marks the result) for a stale or duplicate packet.
+    func accept(sequenceNumber seq: UInt16, timestamp ts: UInt32, into result: inout RTPDepacketizeResult) -> Bool {
+        if let e = expected, seq != e {
+            let ahead = seq &- e
+            if ahead >= 0x8000 {  // behind what we have: reordered too late or duplicated
+                result.wasStaleOrDuplicate = true
+                return false
+            }
+            result.lostPackets = Int(ahead)
+            if assembling { giveUp(timestamp, &result) }
+        }
+        expected = seq &+ 1
+        if assembling && ts != timestamp { giveUp(timestamp, &result) }  // previous frame never ended
+        return true
+    }
+
+    /// Starts a new frame at this packet.
+    func begin(sequenceNumber seq: UInt16, timestamp ts: UInt32) {
+        assembling = true
+        length = 0
+        packets = 0
+        timestamp = ts
+        firstSeq = seq
+        keyframe = false
+        pictureID = nil
+    }
+
+    /// A packet that is not a frame start arrived while no frame is being assembled: its frame
+    /// lost its start.
+    func dropContinuation(timestamp ts: UInt32, into result: inout RTPDepacketizeResult) {
+        giveUp(ts, &result)
+    }
+
+    /// Appends frame bytes; completes the frame when `end`. Gives up when over capacity.
+    func append(_ data: UnsafeRawBufferPointer, sequenceNumber seq: UInt16, end: Bool,
+                into result: inout RTPDepacketizeResult) {
+        guard assembling else { return }
+        guard length + data.count <= capacity else { giveUp(timestamp, &result); return }
+        if data.count > 0 {
+            (storage + length).copyMemory(from: data.baseAddress!, byteCount: data.count)
+        }
+        length += data.count
+        packets += 1
+        if end {
+            assembling = false
+            lastCompleted = timestamp
+            result.frame = RTPAssembledFrame(
+                data: UnsafeRawBufferPointer(start: storage, count: length), timestamp: timestamp,
+                firstSequenceNumber: firstSeq, lastSequenceNumber: seq, packetCount: packets,
+                isKeyframe: keyframe, pictureID: pictureID)
+        }
+    }
+}

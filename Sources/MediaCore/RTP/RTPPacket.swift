@@ -1,0 +1,115 @@
+/// A parsed RTP packet (RFC 3550 §5.1): the header by value plus views into the caller's buffer
+/// for the payload and the raw header extension, so parsing never copies the payload.
+///
+/// The views are valid only while the caller's buffer is alive and unchanged.
+/// Thread rule: a value type holding borrowed pointers; use it on the thread that owns the buffer.
+/// Cost: parsing is O(header) and allocates only when the packet carries CSRCs.
+public struct RTPPacket {
+    /// The header fields (CSRCs, RFC 8285 elements).
+    public var header: RTPHeader
+    /// The whole datagram as given to the parser.
+    public let buffer: UnsafeRawBufferPointer
+    /// Bytes of fixed header + CSRCs + header extension.
+    public let headerSize: Int
+    /// The payload (after the header, before padding): a view into `buffer`.
+    public let payload: UnsafeRawBufferPointer
+    /// Number of padding bytes at the end (RFC 3550 §5.1 "P"), 0 without padding.
+    public let paddingSize: Int
+    /// The RFC 3550 §5.3.1 "defined by profile" field of the header extension, nil without one.
+    public let extensionProfile: UInt16?
+    /// The header extension body (after its 4-byte header): a view into `buffer`, empty without one.
+    public let extensionBody: UnsafeRawBufferPointer
+
+    /// Offsets of the payload within `buffer`.
+    public var payloadRange: Range<Int> { headerSize..<(headerSize + payload.count) }
+
+    /// Parses and validates an RTP packet. Rejects, with a message naming the field:
+    /// fewer than 12 bytes (`truncated`), version not 2 (`badVersion`), a CSRC count past the end
+    /// (`csrcOverrun`), an extension header or length past the end (`extensionOverrun`), a
+    /// malformed RFC 8285 element (`badExtensionElement`), a padding count of zero or larger than
+    /// what follows the header (`badPadding`).
+    public init(parsing buffer: UnsafeRawBufferPointer) throws(RTPError) {
+        let n = buffer.count
+        guard n >= RTPHeader.fixedSize else {
+            throw RTPError(.truncated, "RTP packet of \(n) bytes is shorter than the 12-byte fixed header (RFC 3550 §5.1)")
+        }
+        let b0 = buffer[0], b1 = buffer[1]
+        guard b0 >> 6 == 2 else {
+            throw RTPError(.badVersion, "RTP packet has version \(b0 >> 6), expected 2 (RFC 3550 §5.1)")
+        }
+        let cc = Int(b0 & 0x0F)
+        var at = RTPHeader.fixedSize + 4 * cc
+        guard at <= n else {
+            throw RTPError(.csrcOverrun, "RTP packet of \(n) bytes announces \(cc) CSRCs needing \(at) header bytes")
+        }
+        var csrcs: [UInt32] = []
+        if cc > 0 {
+            csrcs.reserveCapacity(cc)
+            for i in 0..<cc { csrcs.append(buffer.u32(12 + 4 * i)) }
+        }
+        var extensions = RTPHeaderExtensions()
+        var profile: UInt16? = nil
+        var body = UnsafeRawBufferPointer(rebasing: buffer[at..<at])
+        if b0 & 0x10 != 0 {
+            guard at + 4 <= n else {
+                throw RTPError(.extensionOverrun, "RTP packet of \(n) bytes has X set but no room for the 4-byte extension header at offset \(at)")
+            }
+            let p = buffer.u16(at)
+            let words = Int(buffer.u16(at + 2))
+            let end = at + 4 + 4 * words
+            guard end <= n else {
+                throw RTPError(.extensionOverrun, "RTP header extension of \(words) words at offset \(at) runs past the \(n)-byte packet")
+            }
+            body = buffer.view(at + 4, 4 * words)
+            profile = p
+            if let parsed = try RTPHeaderExtensions(profile: p, body: body) { extensions = parsed }
+            at = end
+        }
+        var padding = 0
+        if b0 & 0x20 != 0 {
+            guard n > at else {
+                throw RTPError(.badPadding, "RTP packet has P set but no byte after its \(at)-byte header")
+            }
+            padding = Int(buffer[n - 1])
+            guard padding > 0 && padding <= n - at else {
+                throw RTPError(.badPadding, "RTP padding count \(padding) is zero or exceeds the \(n - at) bytes after the header")
+            }
+        }
+        header = RTPHeader(padding: b0 & 0x20 != 0, marker: b1 & 0x80 != 0, payloadType: b1 & 0x7F,
+                           sequenceNumber: buffer.u16(2), timestamp: buffer.u32(4), ssrc: buffer.u32(8),
+                           csrcs: csrcs, extensions: extensions)
+        self.buffer = buffer
+        headerSize = at
+        paddingSize = padding
+        payload = buffer.view(at, n - at - padding)
+        extensionProfile = profile
+        extensionBody = body
+    }
+
+    /// Bytes `marshal(header:payload:paddingSize:into:)` writes.
+    public static func marshalSize(header: RTPHeader, payloadSize: Int, paddingSize: Int = 0) -> Int {
+        header.marshalSize + payloadSize + paddingSize
+    }
+
+    /// Writes a whole packet: header (P set when `paddingSize > 0`), payload copy, and RFC 3550
+    /// §5.1 padding (zeros ending with the count byte). Returns the bytes written.
+    /// Traps when the buffer is too small or `paddingSize` exceeds 255. Cost: one payload copy.
+    @discardableResult
+    public static func marshal(header: RTPHeader, payload: UnsafeRawBufferPointer, paddingSize: Int = 0,
+                               into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        precondition(paddingSize >= 0 && paddingSize <= 255, "RTP padding must be 0...255 bytes")
+        let size = marshalSize(header: header, payloadSize: payload.count, paddingSize: paddingSize)
+        precondition(buffer.count >= size, "buffer of \(buffer.count) bytes too small for a \(size)-byte RTP packet")
+        var h = header
+        h.padding = paddingSize > 0
+        var at = h.marshal(into: buffer)
+        buffer.copy(payload, to: at)
+        at += payload.count
+        if paddingSize > 0 {
+            buffer.zero(at, paddingSize - 1)
+            buffer[at + paddingSize - 1] = UInt8(paddingSize)
+            at += paddingSize
+        }
+        return at
+    }
+}

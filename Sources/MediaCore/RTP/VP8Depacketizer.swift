@@ -1,0 +1,42 @@
+/// Reassembles VP8 frames from RTP packets in sequence order (RFC 7741 §4).
+///
+/// A frame starts at a packet with S=1 and PID=0 (RFC 7741 §4.2) and ends at the packet with
+/// the marker bit (§4.1). Sequence gaps make the frame being assembled incomplete; it is reported
+/// in `incompleteFrames` and packets are skipped until the next frame start. Key frames are
+/// recognised from the payload header's P bit (§4.3; `VP8PayloadHeader` also reads the size). Reordering is the jitter buffer's job:
+/// packets behind the last one seen are ignored.
+/// Thread rule: one owner thread. Cost: one copy per payload byte into a buffer allocated once.
+public final class VP8Depacketizer {
+    private let assembler: RTPFrameAssembler
+
+    /// Makes a depacketizer whose frames may be up to `maxFrameSize` bytes (larger frames are
+    /// reported incomplete).
+    public init(maxFrameSize: Int = 2 << 20) {
+        assembler = RTPFrameAssembler(capacity: maxFrameSize)
+    }
+
+    /// Feeds one packet. The returned frame's bytes are valid until the next call.
+    /// Throws when the payload descriptor is malformed (the packet is then ignored; a frame
+    /// being assembled is kept and will be found incomplete only if a gap follows).
+    public func push(_ packet: RTPPacket) throws(RTPError) -> RTPDepacketizeResult {
+        let (d, size) = try VP8PayloadDescriptor.parse(packet.payload)
+        var result = RTPDepacketizeResult()
+        let h = packet.header
+        guard assembler.accept(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp, into: &result) else {
+            return result
+        }
+        let data = UnsafeRawBufferPointer(rebasing: packet.payload[size...])
+        if d.startsFrame {
+            if assembler.isAssembling { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
+            assembler.begin(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp)
+            // RFC 7741 §4.3: the P bit (inverse key frame flag) is bit 0 of the first payload byte.
+            assembler.keyframe = data[0] & 0x01 == 0
+            assembler.pictureID = d.pictureID
+        } else if !assembler.isAssembling {
+            assembler.dropContinuation(timestamp: h.timestamp, into: &result)
+            return result
+        }
+        assembler.append(data, sequenceNumber: h.sequenceNumber, end: h.marker, into: &result)
+        return result
+    }
+}

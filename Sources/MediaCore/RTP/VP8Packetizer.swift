@@ -1,0 +1,74 @@
+/// Splits VP8 frames into RTP payloads (RFC 7741 §4) with a 15-bit PictureID and, when temporal
+/// layers are on, TL0PICIDX/TID/Y (RFC 7741 §4.2).
+///
+/// Every packet of a frame carries the same descriptor (S=1 only on the first), so with the data
+/// spread evenly (`RTPEvenSplit`) all packets differ in size by at most one byte. The PictureID
+/// advances by one per frame and wraps at 2^15.
+/// Thread rule: a value type for the one packetizing thread. Cost: no allocation.
+public struct VP8Packetizer: Sendable {
+    /// Temporal layer information of one frame (RFC 7741 §4.2 L/T bits).
+    public struct TemporalLayer: Sendable, Equatable {
+        /// TID, 0...3.
+        public var id: UInt8
+        /// Y: the frame depends only on the base layer.
+        public var layerSync: Bool
+        /// TL0PICIDX of the base-layer frame this frame depends on (incremented by the caller on
+        /// every TID 0 frame).
+        public var tl0PicIdx: UInt8
+        /// Makes the layer info.
+        public init(id: UInt8, layerSync: Bool, tl0PicIdx: UInt8) {
+            self.id = id; self.layerSync = layerSync; self.tl0PicIdx = tl0PicIdx
+        }
+    }
+
+    /// The PictureID the next frame gets (15 bits).
+    public var pictureID: UInt16
+
+    /// Starts at `pictureID`, random in 0...32767 when nil.
+    public init(pictureID: UInt16? = nil) {
+        self.pictureID = (pictureID ?? UInt16.random(in: 0...0x7FFF)) & 0x7FFF
+    }
+
+    /// Plans the packets of one encoded frame whose payloads must each fit `maxPayloadSize`
+    /// (`header.maxPayloadSize(mtu:)`), and advances the PictureID. `frame` must stay valid until
+    /// the packets are written. Traps on an empty frame.
+    public mutating func packetize(frame: UnsafeRawBufferPointer, maxPayloadSize: Int,
+                                   temporalLayer: TemporalLayer? = nil,
+                                   nonReference: Bool = false) -> VP8FramePackets {
+        precondition(frame.count > 0, "empty VP8 frame")
+        var d = VP8PayloadDescriptor(nonReference: nonReference, startOfPartition: true, partitionIndex: 0,
+                                     pictureID: pictureID, longPictureID: true)
+        if let t = temporalLayer {
+            d.tl0PicIdx = t.tl0PicIdx
+            d.temporalLayerID = t.id
+            d.layerSync = t.layerSync
+        }
+        pictureID = (pictureID &+ 1) & 0x7FFF
+        let split = RTPEvenSplit(dataSize: frame.count, maxPayloadSize: maxPayloadSize, overhead: d.marshalSize)
+        return VP8FramePackets(descriptor: d, frame: frame, split: split)
+    }
+}
+
+/// The RTP payloads of one VP8 frame, made by `VP8Packetizer.packetize`.
+/// Thread rule: a value type borrowing the frame. Cost: writing copies the fragment once.
+public struct VP8FramePackets: RTPFramePayloads {
+    /// The descriptor of the first packet (later packets clear S).
+    public let descriptor: VP8PayloadDescriptor
+    /// The frame being split (borrowed).
+    public let frame: UnsafeRawBufferPointer
+    /// How the frame is spread over packets.
+    public let split: RTPEvenSplit
+
+    public var count: Int { split.count }
+    public func payloadSize(at index: Int) -> Int { split.payloadSize(at: index) }
+
+    public func writePayload(at index: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        var d = descriptor
+        d.startOfPartition = index == 0
+        let n = d.marshal(into: buffer)
+        let r = split.dataRange(at: index)
+        precondition(buffer.count >= n + r.count, "buffer too small for VP8 packet")
+        buffer.copy(UnsafeRawBufferPointer(rebasing: frame[r]), to: n)
+        return n + r.count
+    }
+}
