@@ -458,7 +458,8 @@ struct SDPParser {
                 }
             case "u", "e", "p", "r", "z", "k":
                 if current == nil { session.otherFields.append(SDPField(type: type, value: String(value))) }
-                else { current!.otherAttributes.append(SDPAttribute("\(type)=", String(value))) }
+                else if type != "k" { throw fail("\(type)= is not allowed in a media section") }
+                // k= (obsolete, RFC 8866 §5.12) in a media section is ignored.
             default:
                 throw fail("unknown line type \(type)=")
             }
