@@ -381,7 +381,8 @@ struct SDPParser {
         var session = SDPSessionDescription(origin: SDPOrigin(sessionID: 0, address: ""), sessionName: "")
         var sawVersion = false, sawOrigin = false, sawName = false, sawTiming = false
         var current: SDPMediaDescription?
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        // "\r\n" is one Character in Swift: split on it and on a bare "\n".
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
         for (i, rawLine) in lines.enumerated() {
             lineNumber = i + 1
             var line = rawLine
