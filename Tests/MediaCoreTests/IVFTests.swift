@@ -1,0 +1,102 @@
+import Testing
+@testable import MediaCore
+
+@Suite struct IVFTests {
+    @Test func roundTripsFramesAndFixesFrameCount() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let path = dir.file("a.ivf")
+        let w = try IVFWriter(path: path, codec: .vp9, width: 320, height: 240, timeBase: ContainerRational(1, 90_000))
+        let frames: [[UInt8]] = (0..<7).map { i in (0..<(i * 100 + 1)).map { UInt8(truncatingIfNeeded: $0 * 31 + i) } }
+        for (i, f) in frames.enumerated() { try w.write(f, pts: Int64(i) * 3000 + 1 << 33) }
+        try w.finish()
+        let bytes = dir.read("a.ivf")
+        #expect(bytes.count == 32 + frames.reduce(0) { $0 + 12 + $1.count })
+        #expect(Array(bytes[0..<12]) == Array("DKIF".utf8) + [0, 0, 32, 0] + Array("VP90".utf8))
+        #expect(le32(bytes, 24) == 7)
+
+        let r = try IVFReader(path: path)
+        #expect(r.header == IVFHeader(codec: .vp9, width: 320, height: 240, timeBase: ContainerRational(1, 90_000),
+                                      declaredFrameCount: 7))
+        var buffer: [UInt8] = []
+        for (i, f) in frames.enumerated() {
+            let h = try r.readFrame(into: &buffer)
+            #expect(h == IVFFrameHeader(size: f.count, pts: Int64(i) * 3000 + 1 << 33))
+            #expect(buffer == f)
+        }
+        #expect(try r.readFrame(into: &buffer) == nil)
+        #expect(r.framesRead == 7)
+    }
+
+    @Test func skipsPayloadsOnRequest() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let w = try IVFWriter(path: dir.file("s.ivf"), codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30))
+        try w.write([1, 2, 3], pts: 0); try w.write([4, 5], pts: 1)
+        try w.finish()
+        let r = try IVFReader(path: dir.file("s.ivf"))
+        _ = try r.nextFrameHeader(); try r.skipPayload()
+        var b: [UInt8] = []
+        #expect(try r.readFrame(into: &b)?.pts == 1 && b == [4, 5])
+    }
+
+    static func header(fourcc: String = "VP80", width: UInt16 = 64, height: UInt16 = 48,
+                       rate: UInt32 = 30, scale: UInt32 = 1, headerSize: UInt16 = 32) -> [UInt8] {
+        var h: [UInt8] = Array("DKIF".utf8)
+        h.appendLE16(0); h.appendLE16(headerSize); h.appendASCII(fourcc)
+        h.appendLE16(width); h.appendLE16(height); h.appendLE32(rate); h.appendLE32(scale)
+        h.appendLE32(0); h.appendLE32(0)
+        return h
+    }
+
+    static func frame(_ size: UInt32, _ payload: [UInt8]) -> [UInt8] {
+        var f: [UInt8] = []
+        f.appendLE32(size); f.appendLE64(0)
+        return f + payload
+    }
+
+    @Test func rejectsBadInputsWithMessagesNamingTheFile() {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let cases: [(String, [UInt8], ContainerError.Kind, String)] = [
+            ("empty.ivf", [], .truncated, "file is empty"),
+            ("magic.ivf", Array("RIFF0000000000000000000000000000".utf8), .badMagic, "not an IVF file"),
+            ("short.ivf", Array(Self.header().prefix(20)), .truncated, "IVF header is truncated (got 20 of 32 bytes)"),
+            ("av1.ivf", Self.header(fourcc: "AV01"), .unsupported, "unsupported codec fourcc 'AV01'"),
+            ("huge.ivf", Self.header(width: 65535, height: 65535), .tooLarge, "frame size 65535x65535 is too large"),
+            ("zero.ivf", Self.header(width: 0), .malformed, "empty frame size"),
+            ("tb.ivf", Self.header(rate: 0), .malformed, "invalid time base"),
+            ("hsize.ivf", Self.header(headerSize: 16), .malformed, "header size 16"),
+        ]
+        for (name, bytes, kind, text) in cases {
+            let path = dir.write(name, bytes)
+            let e = containerError { _ = try IVFReader(path: path) }
+            #expect(e?.kind == kind, "\(name): \(String(describing: e))")
+            #expect(e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true,
+                    "\(name): \(String(describing: e))")
+        }
+        let frameCases: [(String, [UInt8], ContainerError.Kind, String)] = [
+            ("fh.ivf", Self.header() + Self.frame(3, [1, 2, 3]) + [1, 2, 3, 4, 5], .truncated,
+             "frame 1 header is truncated (got 5 of 12 bytes)"),
+            ("payload.ivf", Self.header() + Self.frame(100, [1, 2, 3]), .truncated, "frame 0 is truncated (got 3 of 100 bytes)"),
+            ("absurd.ivf", Self.header() + Self.frame(0xFFFF_FFF0, [1]), .tooLarge,
+             "frame 0 declares 4294967280 bytes (limit 1048576 for 64x48)"),
+        ]
+        for (name, bytes, kind, text) in frameCases {
+            let path = dir.write(name, bytes)
+            let e = containerError {
+                let r = try IVFReader(path: path)
+                var b: [UInt8] = []
+                while try r.readFrame(into: &b) != nil {}
+            }
+            #expect(e?.kind == kind, "\(name): \(String(describing: e))")
+            #expect(e?.description == "\(path): \(text)", "\(name)")
+        }
+    }
+
+    @Test func writerLeavesNothingBehindWithoutFinish() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        do {
+            let w = try IVFWriter(path: dir.file("a.ivf"), codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30))
+            try w.write([1, 2, 3], pts: 0)
+        }
+        #expect(dir.contents.isEmpty)
+    }
+}
