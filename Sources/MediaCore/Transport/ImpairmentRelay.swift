@@ -120,7 +120,8 @@ public final class ImpairmentRelay: @unchecked Sendable {
             reverseLane.deliverDue(now: now)
             publish()
             var waitMs = Self.maxWaitMilliseconds
-            if let due = min(forwardLane.nextDue ?? .max, reverseLane.nextDue ?? .max) as UInt64?, due != .max {
+            let due = min(forwardLane.nextDue ?? .max, reverseLane.nextDue ?? .max)
+            if due != .max {
                 waitMs = min(waitMs, due <= now ? 0 : (due - now + 999_999) / 1_000_000)
             }
             fds[0].revents = 0
