@@ -26,8 +26,9 @@ extension PacketSink {
         packet.withUnsafeBytes { write($0) }
     }
 
-    /// Writes `packets` in order and flushes: one frame's worth in one call.
-    public func send(_ packets: UnsafeRawBufferPointer...) {
+    /// Writes `packets` in order and flushes: one frame's worth in one call (convenience for
+    /// tests and control traffic; the arguments are arrays, so not for the per-frame path).
+    public func send(_ packets: [UInt8]...) {
         for packet in packets { write(packet) }
         flush()
     }
