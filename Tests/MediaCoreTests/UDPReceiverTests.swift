@@ -23,6 +23,9 @@ private final class Collected: Sendable {
 
     var count: Int { entries.withLock { $0.count } }
 
+    /// Datagrams from `source` only (other tests' traffic may reach a reused ephemeral port).
+    func count(from source: SocketAddress) -> Int { entries.withLock { $0.filter { $0.source == source }.count } }
+
     /// Waits up to 5 s for `n` datagrams.
     func wait(for n: Int) -> Bool {
         let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
@@ -98,7 +101,7 @@ private final class Collected: Sendable {
         let sender = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         _ = try [UInt8]([1]).withUnsafeBytes { try sender.send($0, to: socket.localAddress()) }
         usleep(100_000)
-        #expect(collected.count == 0)
+        #expect(collected.count(from: try sender.localAddress()) == 0)
         receiver.stop()
         // The datagram is still queued in the socket for whoever reads next.
         let restarted = UDPReceiver(socket: socket) { collected.handle($0) }
@@ -117,6 +120,6 @@ private final class Collected: Sendable {
         let sender = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         _ = try [UInt8]([1]).withUnsafeBytes { try sender.send($0, to: socket.localAddress()) }
         usleep(100_000)
-        #expect(collected.count == 0)
+        #expect(collected.count(from: try sender.localAddress()) == 0)
     }
 }
