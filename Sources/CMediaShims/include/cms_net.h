@@ -1,10 +1,26 @@
-// Batched UDP I/O: sendmmsg/recvmmsg need _GNU_SOURCE, which Swift's Glibc module does not set.
+// Batched UDP I/O. glibc declares `struct mmsghdr`, sendmmsg(2) and recvmmsg(2) only under
+// _GNU_SOURCE, which Swift's Glibc module does not set (and defining it here is too late: the
+// umbrella's earlier headers have already pulled in <features.h>). So this header declares the
+// struct under its own name and reaches the two calls through syscall(2), which is variadic.
 #ifndef CMS_NET_H
 #define CMS_NET_H
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1
-#endif
 #include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+// Same layout as glibc's `struct mmsghdr` (<bits/socket.h>), which is hidden without _GNU_SOURCE.
+struct cms_mmsghdr {
+    struct msghdr msg_hdr;
+    unsigned int msg_len;
+};
+
+// sendmmsg(2) is hidden without _GNU_SOURCE; syscall(2) is variadic, which Swift cannot call.
+static inline int cms_sendmmsg(int fd, struct cms_mmsghdr *vec, unsigned int vlen, int flags) { return (int)syscall(SYS_sendmmsg, fd, vec, vlen, flags); }
+
+// recvmmsg(2) is hidden without _GNU_SOURCE; syscall(2) is variadic, which Swift cannot call.
+static inline int cms_recvmmsg(int fd, struct cms_mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout) { return (int)syscall(SYS_recvmmsg, fd, vec, vlen, flags, timeout); }
+
 #endif

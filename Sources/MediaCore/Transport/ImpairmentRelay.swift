@@ -1,0 +1,315 @@
+import Glibc
+import Synchronization
+
+/// A bidirectional UDP relay that impairs traffic like a bad network (the kernel here has no
+/// netem): datagrams arriving on `listen` go to `to`; replies from `to` (RTCP feedback, for
+/// example) go back to the last address that sent on `listen`. Each direction has its own seeded
+/// `ImpairmentModel`, so a run can be repeated. Delayed packets wait in a preallocated pool,
+/// ordered by a min-heap on the relay's own thread (no timer per packet).
+///
+/// Thread rule: `start()`/`stop()` from one controlling thread; the relay works on its own thread;
+/// `statistics` from any thread. Cost: one thread, two sockets, `2 x maxQueuedPackets x
+/// maxPacketSize` bytes of pool; per packet a copy, a heap insertion and removal; no allocation.
+public final class ImpairmentRelay: @unchecked Sendable {
+    /// Counters of one direction.
+    public struct DirectionStatistics: Sendable, Equatable {
+        /// Datagrams received from this direction's source.
+        public var received = 0
+        /// Bytes in them.
+        public var bytesReceived = 0
+        /// Datagrams sent on (copies included).
+        public var forwarded = 0
+        /// Bytes in them.
+        public var bytesForwarded = 0
+        /// Dropped by random or burst loss.
+        public var droppedByLoss = 0
+        /// Dropped by the rate limiter's full queue.
+        public var droppedByQueue = 0
+        /// Dropped because `maxQueuedPackets` were already waiting.
+        public var droppedByOverflow = 0
+        /// Replies dropped because no sender has been seen yet to return them to.
+        public var droppedWithoutPeer = 0
+        /// Extra copies sent.
+        public var duplicated = 0
+        /// Packets held back so later ones overtake them.
+        public var reordered = 0
+        /// Datagrams longer than `maxPacketSize` (relayed truncated).
+        public var truncated = 0
+        /// Datagrams the kernel refused to send (dropped).
+        public var sendErrors = 0
+        /// Failed receive calls (for example `ECONNREFUSED` after an ICMP unreachable).
+        public var receiveErrors = 0
+        /// Datagrams waiting for their delivery time now.
+        public var queued = 0
+    }
+
+    /// Counters of both directions.
+    public struct Statistics: Sendable, Equatable {
+        /// From the listen side to `to`.
+        public var forward = DirectionStatistics()
+        /// From `to` back to the last sender.
+        public var reverse = DirectionStatistics()
+    }
+
+    /// The configuration the relay was made with.
+    public let configuration: Configuration
+    /// The bound listen address (with the real port when the configuration asked for port 0).
+    public let listenAddress: SocketAddress
+
+    private let forwardLane: Lane
+    private let reverseLane: Lane
+    private let stopping = Atomic<Bool>(false)
+    private let published = Mutex(Statistics())
+    private var thread: TransportThread?
+    private var lastSource: SocketAddress?
+
+    /// Binds the listen socket and connects the upstream socket to `configuration.to`; traps on
+    /// invalid impairment settings (check `Settings.problem` for user input).
+    public init(configuration: Configuration) throws(SocketError) {
+        self.configuration = configuration
+        var options = UDPSocket.Options()
+        options.receiveBufferSize = 1 << 20
+        options.sendBufferSize = 1 << 20
+        let listenSocket = try UDPSocket(bindingTo: configuration.listen, options: options)
+        let upstream = try UDPSocket(family: configuration.to.family, options: options)
+        try upstream.connect(to: configuration.to)
+        listenAddress = try listenSocket.localAddress()
+        forwardLane = Lane(receiveOn: listenSocket, sendOn: upstream,
+                           model: ImpairmentModel(settings: configuration.forward, seed: configuration.seed),
+                           configuration: configuration)
+        reverseLane = Lane(receiveOn: upstream, sendOn: listenSocket,
+                           model: ImpairmentModel(settings: configuration.reverse,
+                                                  seed: configuration.seed ^ 0x5EED_0F_2E7E_25E0),
+                           configuration: configuration)
+    }
+
+    deinit {
+        stopping.store(true, ordering: .releasing)
+        thread?.join()
+    }
+
+    /// Starts relaying on the relay's thread. Calling it twice traps.
+    public func start() {
+        precondition(thread == nil, "ImpairmentRelay.start() called twice")
+        stopping.store(false, ordering: .releasing)
+        // unowned(unsafe): deinit joins the thread before the relay's memory goes away.
+        thread = TransportThread(name: "ImpairmentRelay") { [unowned(unsafe) self] in self.run() }
+    }
+
+    /// Stops and joins the relay's thread (within about 20 ms plus one batch). Packets still
+    /// waiting for their delivery time are discarded. Idempotent.
+    public func stop() {
+        stopping.store(true, ordering: .releasing)
+        thread?.join()
+        thread = nil
+    }
+
+    /// A snapshot of the counters (refreshed by the relay thread every loop, at least every 20 ms).
+    public var statistics: Statistics { published.withLock { $0 } }
+
+    // MARK: relay thread
+
+    private static let maxWaitMilliseconds: UInt64 = 20
+
+    private func run() {
+        var fds = [pollfd(fd: forwardLane.input.descriptor, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: reverseLane.input.descriptor, events: Int16(POLLIN), revents: 0)]
+        while !stopping.load(ordering: .acquiring) {
+            let now = UDPSocket.monotonicNanoseconds()
+            forwardLane.deliverDue(now: now)
+            reverseLane.deliverDue(now: now)
+            publish()
+            var waitMs = Self.maxWaitMilliseconds
+            let due = min(forwardLane.nextDue ?? .max, reverseLane.nextDue ?? .max)
+            if due != .max {
+                waitMs = min(waitMs, due <= now ? 0 : (due - now + 999_999) / 1_000_000)
+            }
+            fds[0].revents = 0
+            fds[1].revents = 0
+            let rc = poll(&fds, 2, Int32(waitMs))
+            if rc <= 0 { continue }
+            if fds[0].revents != 0 {
+                forwardLane.receive { datagram in
+                    lastSource = datagram.source
+                    return .connectedPeer
+                }
+            }
+            if fds[1].revents != 0 {
+                let peer = lastSource
+                reverseLane.receive { _ in peer.map { .address($0) } ?? .noPeer }
+            }
+        }
+        publish()
+    }
+
+    private func publish() {
+        let forward = forwardLane.snapshot
+        let reverse = reverseLane.snapshot
+        published.withLock { $0 = Statistics(forward: forward, reverse: reverse) }
+    }
+
+    /// One direction: its sockets, model, pool of packet slots and schedule. Used only on the
+    /// relay's thread.
+    private final class Lane {
+        struct Entry {
+            var due: UInt64
+            var order: UInt64
+            var slot: Int32
+            var length: Int32
+            var destination: SocketAddress?
+
+            func isBefore(_ other: Entry) -> Bool { due != other.due ? due < other.due : order < other.order }
+        }
+
+        let input: UDPSocket
+        let output: UDPSocket
+        var model: ImpairmentModel
+        var counters = DirectionStatistics()
+        let maxPacketSize: Int
+        let receiveBatch: UDPReceiveBatch
+        let sendBatch: UDPSendBatch
+        let pool: UnsafeMutableRawPointer
+        var freeSlots: [Int32]
+        var sendingSlots: [Int32]
+        var heap: [Entry]
+        var order: UInt64 = 0
+
+        init(receiveOn input: UDPSocket, sendOn output: UDPSocket, model: ImpairmentModel, configuration: Configuration) {
+            precondition(configuration.maxQueuedPackets > 0 && configuration.maxPacketSize > 0,
+                         "the relay needs room for at least one packet")
+            self.input = input
+            self.output = output
+            self.model = model
+            maxPacketSize = configuration.maxPacketSize
+            receiveBatch = UDPReceiveBatch(capacity: 64, bufferSize: maxPacketSize)
+            sendBatch = UDPSendBatch(capacity: 64)
+            pool = .allocate(byteCount: configuration.maxQueuedPackets * maxPacketSize, alignment: 64)
+            freeSlots = (0..<Int32(configuration.maxQueuedPackets)).reversed()
+            sendingSlots = []
+            sendingSlots.reserveCapacity(64)
+            heap = []
+            heap.reserveCapacity(configuration.maxQueuedPackets)
+        }
+
+        deinit { pool.deallocate() }
+
+        var nextDue: UInt64? { heap.first?.due }
+
+        var snapshot: DirectionStatistics {
+            var s = counters
+            s.droppedByLoss = model.counters.lost
+            s.droppedByQueue = model.counters.queueDropped
+            s.duplicated = model.counters.duplicated
+            s.reordered = model.counters.reordered
+            s.queued = heap.count
+            return s
+        }
+
+        /// Where a received datagram goes.
+        enum Route {
+            /// To the output socket's connected peer.
+            case connectedPeer
+            /// To this address.
+            case address(SocketAddress)
+            /// Nowhere yet: no sender has been seen (dropped and counted).
+            case noPeer
+        }
+
+        /// Receives one batch and schedules (or drops) each datagram; `route` says where it goes.
+        func receive(route: (UDPDatagram) -> Route) {
+            let count: Int
+            do {
+                count = try receiveBatch.receive(from: input, wait: false)
+            } catch {
+                counters.receiveErrors += 1
+                return
+            }
+            for i in 0..<count {
+                let datagram = receiveBatch[i]
+                counters.received += 1
+                counters.bytesReceived += datagram.bytes.count
+                if datagram.isTruncated { counters.truncated += 1 }
+                let destination: SocketAddress?
+                switch route(datagram) {
+                case .connectedPeer: destination = nil
+                case .noPeer:
+                    counters.droppedWithoutPeer += 1
+                    continue
+                case .address(let address): destination = address
+                }
+                switch model.decide(arrival: datagram.receivedAtNanoseconds, size: datagram.bytes.count) {
+                case .drop: break
+                case .deliver(let at):
+                    enqueue(datagram.bytes, at: at, to: destination)
+                case .deliverTwice(let at, let duplicateAt):
+                    enqueue(datagram.bytes, at: at, to: destination)
+                    enqueue(datagram.bytes, at: duplicateAt, to: destination)
+                }
+            }
+        }
+
+        private func enqueue(_ bytes: UnsafeRawBufferPointer, at due: UInt64, to destination: SocketAddress?) {
+            guard let slot = freeSlots.popLast() else {
+                counters.droppedByOverflow += 1
+                return
+            }
+            let length = min(bytes.count, maxPacketSize)
+            if let base = bytes.baseAddress { (pool + Int(slot) * maxPacketSize).copyMemory(from: base, byteCount: length) }
+            order += 1
+            push(Entry(due: due, order: order, slot: slot, length: Int32(length), destination: destination))
+        }
+
+        /// Sends every packet whose time has come, in `sendmmsg` batches.
+        func deliverDue(now: UInt64) {
+            while let top = heap.first, top.due <= now {
+                let entry = pop()
+                let bytes = UnsafeRawBufferPointer(start: pool + Int(entry.slot) * maxPacketSize, count: Int(entry.length))
+                sendBatch.append(bytes, to: entry.destination)
+                sendingSlots.append(entry.slot)
+                if sendBatch.isFull { flush() }
+            }
+            flush()
+        }
+
+        private func flush() {
+            guard sendBatch.count > 0 else { return }
+            let result = sendBatch.send(on: output)
+            counters.forwarded += result.sent
+            counters.bytesForwarded += result.bytesSent
+            counters.sendErrors += result.dropped
+            freeSlots.append(contentsOf: sendingSlots)
+            sendingSlots.removeAll(keepingCapacity: true)
+        }
+
+        // Binary min-heap on (due, order) in a preallocated array.
+        private func push(_ entry: Entry) {
+            heap.append(entry)
+            var child = heap.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard heap[child].isBefore(heap[parent]) else { break }
+                heap.swapAt(child, parent)
+                child = parent
+            }
+        }
+
+        private func pop() -> Entry {
+            let top = heap[0]
+            let last = heap.removeLast()
+            if !heap.isEmpty {
+                heap[0] = last
+                var parent = 0
+                while true {
+                    let left = 2 * parent + 1, right = left + 1
+                    var smallest = parent
+                    if left < heap.count && heap[left].isBefore(heap[smallest]) { smallest = left }
+                    if right < heap.count && heap[right].isBefore(heap[smallest]) { smallest = right }
+                    if smallest == parent { break }
+                    heap.swapAt(parent, smallest)
+                    parent = smallest
+                }
+            }
+            return top
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import Glibc
+import Synchronization
+
+/// Receives datagrams on its own thread with `recvmmsg` batches and hands each one (bytes, source,
+/// receive time) to a handler, synchronously on that thread. The thread waits in `poll` with a short
+/// timeout, so `stop()` returns promptly; `stop()` joins the thread.
+///
+/// Thread rule: `start()`/`stop()` from one controlling thread; the handler runs on the receiver's
+/// thread and must not block for long; `statistics` from any thread.
+/// Cost: one `recvmmsg` per batch of up to `batchCapacity` datagrams; no allocation per datagram.
+public final class UDPReceiver: @unchecked Sendable {
+    /// Counters since creation.
+    public struct Statistics: Sendable, Equatable {
+        /// Datagrams handed to the handler.
+        public var datagrams = 0
+        /// Bytes in them (truncated datagrams count what was kept).
+        public var bytes = 0
+        /// Datagrams longer than the buffer size (`MSG_TRUNC`); they are still handed over, flagged.
+        public var truncated = 0
+        /// `recvmmsg` calls that returned data.
+        public var batches = 0
+        /// Failed receive or poll calls (for example `ECONNREFUSED` after an ICMP unreachable).
+        public var errors = 0
+        /// The last failure.
+        public var lastError: SocketError? = nil
+    }
+
+    /// The socket datagrams come from.
+    public let socket: UDPSocket
+    /// How long the thread waits in `poll` before checking for `stop()`.
+    public let pollIntervalMilliseconds: Int
+
+    private let batch: UDPReceiveBatch
+    private let handler: (UDPDatagram) -> Void
+    private let stopping = Atomic<Bool>(false)
+    private let counters = Mutex(Statistics())
+    private var thread: TransportThread?
+
+    /// Prepares a receiver on `socket` with a ring of `batchCapacity` buffers of `bufferSize` bytes.
+    /// `handler` is called on the receiver's thread for every datagram; the datagram's bytes are
+    /// valid only during the call.
+    public init(socket: UDPSocket, batchCapacity: Int = 64, bufferSize: Int = 2048,
+                pollIntervalMilliseconds: Int = 50, handler: @escaping @Sendable (UDPDatagram) -> Void) {
+        precondition(pollIntervalMilliseconds > 0, "the poll interval must be positive")
+        self.socket = socket
+        self.pollIntervalMilliseconds = pollIntervalMilliseconds
+        batch = UDPReceiveBatch(capacity: batchCapacity, bufferSize: bufferSize)
+        self.handler = handler
+    }
+
+    deinit {
+        stopping.store(true, ordering: .releasing)
+        thread?.join()
+    }
+
+    /// True between `start()` and `stop()`.
+    public var isRunning: Bool { thread != nil }
+
+    /// Starts the receiving thread. Calling it twice traps.
+    public func start() {
+        precondition(thread == nil, "UDPReceiver.start() called twice")
+        stopping.store(false, ordering: .releasing)
+        thread = TransportThread(name: "UDPReceiver") { [unowned(unsafe) self] in self.run() }
+    }
+
+    /// Asks the thread to stop and joins it; returns within about one poll interval plus the
+    /// handler's time for the current batch. Idempotent.
+    public func stop() {
+        stopping.store(true, ordering: .releasing)
+        thread?.join()
+        thread = nil
+    }
+
+    /// A snapshot of the counters.
+    public var statistics: Statistics { counters.withLock { $0 } }
+
+    private func run() {
+        while !stopping.load(ordering: .acquiring) {
+            let ready: Bool
+            do {
+                ready = try socket.waitUntilReadable(timeoutMilliseconds: pollIntervalMilliseconds)
+            } catch {
+                record(error)
+                usleep(UInt32(pollIntervalMilliseconds * 1000))
+                continue
+            }
+            guard ready else { continue }
+            let count: Int
+            do {
+                count = try batch.receive(from: socket, wait: false)
+            } catch {
+                record(error)
+                continue
+            }
+            guard count > 0 else { continue }
+            var bytes = 0, truncated = 0
+            for i in 0..<count {
+                let datagram = batch[i]
+                bytes += datagram.bytes.count
+                if datagram.isTruncated { truncated += 1 }
+                handler(datagram)
+            }
+            counters.withLock { s in
+                s.batches += 1
+                s.datagrams += count
+                s.bytes += bytes
+                s.truncated += truncated
+            }
+        }
+    }
+
+    private func record(_ error: SocketError) {
+        counters.withLock { s in
+            s.errors += 1
+            s.lastError = error
+        }
+    }
+}

@@ -1,0 +1,181 @@
+internal import CMediaShims
+import Glibc
+
+/// A UDP socket (IPv4 or IPv6) that owns its file descriptor and closes it in `deinit`.
+/// Single datagrams go through `send(_:to:)`/`receive(into:)`; batches through `UDPSendBatch`
+/// (`sendmmsg`) and `UDPReceiveBatch` (`recvmmsg`).
+///
+/// Thread rule: the kernel serialises calls, so one thread may send while another receives;
+/// `close()` (and the last release) only when no other thread is inside a call.
+/// Cost: one system call per method (batches: one per batch).
+public final class UDPSocket: @unchecked Sendable {
+    /// How a socket is opened.
+    public struct Options: Sendable {
+        /// `O_NONBLOCK`: calls that would wait fail with `SocketErrno.wouldBlock` instead.
+        public var nonBlocking = false
+        /// `SO_RCVBUF` request in bytes (the kernel doubles it and caps it at `net.core.rmem_max`); nil keeps the default.
+        public var receiveBufferSize: Int? = nil
+        /// `SO_SNDBUF` request in bytes (doubled and capped at `net.core.wmem_max`); nil keeps the default.
+        public var sendBufferSize: Int? = nil
+        /// `SO_REUSEADDR`.
+        public var reuseAddress = false
+        /// Default options: blocking, kernel buffer sizes.
+        public init() {}
+    }
+
+    /// The descriptor; -1 once closed.
+    public private(set) var descriptor: Int32
+    /// The address family the socket was opened for.
+    public let family: SocketAddress.Family
+    /// The peer set by `connect(to:)`, if any.
+    public private(set) var connectedAddress: SocketAddress?
+
+    /// Opens an unbound UDP socket of `family`.
+    public init(family: SocketAddress.Family, options: Options = Options()) throws(SocketError) {
+        self.family = family
+        let type = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+            | (options.nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
+        descriptor = Glibc.socket(family == .ipv4 ? AF_INET : AF_INET6, type, 0)
+        guard descriptor >= 0 else { throw SocketError.last("socket") }
+        if family == .ipv6 { try setOption(Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, "setsockopt(IPV6_V6ONLY)") }
+        if options.reuseAddress { try setOption(SOL_SOCKET, SO_REUSEADDR, 1, "setsockopt(SO_REUSEADDR)") }
+        if let size = options.receiveBufferSize { try setReceiveBufferSize(size) }
+        if let size = options.sendBufferSize { try setSendBufferSize(size) }
+    }
+
+    /// Opens a socket of `address`'s family and binds it there (port 0 picks an ephemeral port;
+    /// read it back with `localAddress()`).
+    public convenience init(bindingTo address: SocketAddress, options: Options = Options()) throws(SocketError) {
+        try self.init(family: address.family, options: options)
+        try bind(to: address)
+    }
+
+    deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
+
+    /// Closes the descriptor now; later calls fail with `badFileDescriptor`. Idempotent.
+    public func close() {
+        if descriptor >= 0 { Glibc.close(descriptor) }
+        descriptor = -1
+    }
+
+    /// `bind(2)`.
+    public func bind(to address: SocketAddress) throws(SocketError) {
+        let rc = address.withSockaddr { Glibc.bind(descriptor, $0, $1) }
+        guard rc == 0 else { throw SocketError.last("bind", address) }
+    }
+
+    /// `connect(2)`: fixes the peer, so sends need no address and only its datagrams are received.
+    public func connect(to address: SocketAddress) throws(SocketError) {
+        let rc = address.withSockaddr { Glibc.connect(descriptor, $0, $1) }
+        guard rc == 0 else { throw SocketError.last("connect", address) }
+        connectedAddress = address
+    }
+
+    /// The bound local address (`getsockname(2)`).
+    public func localAddress() throws(SocketError) -> SocketAddress {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let rc = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard rc == 0 else { throw SocketError.last("getsockname") }
+        guard let address = withUnsafePointer(to: &storage, {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+        }) else { throw SocketError(.addressFamilyNotSupported, operation: "getsockname") }
+        return address
+    }
+
+    /// Sends one datagram to `destination` (nil on a connected socket). Returns the bytes sent.
+    @discardableResult
+    public func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress? = nil) throws(SocketError) -> Int {
+        while true {
+            let rc: Int
+            if let destination {
+                rc = destination.withSockaddr { sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, $1) }
+            } else {
+                rc = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+            }
+            if rc >= 0 { return rc }
+            if errno == EINTR { continue }
+            throw SocketError.last("sendto", destination ?? connectedAddress)
+        }
+    }
+
+    /// Receives one datagram into `buffer`: its length (clipped to the buffer), its source and
+    /// whether it was longer than the buffer (`MSG_TRUNC`).
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SocketError)
+        -> (count: Int, source: SocketAddress?, truncated: Bool) {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        while true {
+            let rc = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(descriptor, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC), $0, &length)
+                }
+            }
+            if rc < 0 {
+                if errno == EINTR { continue }
+                throw SocketError.last("recvfrom")
+            }
+            let source = withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+            }
+            return (min(rc, buffer.count), source, rc > buffer.count)
+        }
+    }
+
+    /// Waits up to `timeoutMilliseconds` (`poll(2)`) for a datagram; true when one is ready.
+    public func waitUntilReadable(timeoutMilliseconds: Int) throws(SocketError) -> Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let rc = poll(&entry, 1, Int32(clamping: timeoutMilliseconds))
+        if rc < 0 {
+            if errno == EINTR { return false }
+            throw SocketError.last("poll")
+        }
+        return rc > 0
+    }
+
+    /// `SO_RCVTIMEO`: a blocking receive fails with `wouldBlock` after this long; 0 waits forever.
+    public func setReceiveTimeout(nanoseconds: UInt64) throws(SocketError) {
+        var tv = timeval(tv_sec: Int(nanoseconds / 1_000_000_000), tv_usec: Int(nanoseconds % 1_000_000_000 / 1_000))
+        let rc = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        guard rc == 0 else { throw SocketError.last("setsockopt(SO_RCVTIMEO)") }
+    }
+
+    /// Requests a kernel receive buffer of `bytes` (`SO_RCVBUF`).
+    public func setReceiveBufferSize(_ bytes: Int) throws(SocketError) {
+        try setOption(SOL_SOCKET, SO_RCVBUF, Int32(clamping: bytes), "setsockopt(SO_RCVBUF)")
+    }
+
+    /// Requests a kernel send buffer of `bytes` (`SO_SNDBUF`).
+    public func setSendBufferSize(_ bytes: Int) throws(SocketError) {
+        try setOption(SOL_SOCKET, SO_SNDBUF, Int32(clamping: bytes), "setsockopt(SO_SNDBUF)")
+    }
+
+    /// The kernel's receive buffer in bytes (`SO_RCVBUF`, as the kernel reports it: twice the request).
+    public func receiveBufferSize() throws(SocketError) -> Int { Int(try getOption(SOL_SOCKET, SO_RCVBUF, "getsockopt(SO_RCVBUF)")) }
+
+    /// The kernel's send buffer in bytes (`SO_SNDBUF`, as the kernel reports it).
+    public func sendBufferSize() throws(SocketError) -> Int { Int(try getOption(SOL_SOCKET, SO_SNDBUF, "getsockopt(SO_SNDBUF)")) }
+
+    private func setOption(_ level: Int32, _ name: Int32, _ value: Int32, _ operation: String) throws(SocketError) {
+        var v = value
+        guard setsockopt(descriptor, level, name, &v, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            throw SocketError.last(operation)
+        }
+    }
+
+    private func getOption(_ level: Int32, _ name: Int32, _ operation: String) throws(SocketError) -> Int32 {
+        var v: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(descriptor, level, name, &v, &length) == 0 else { throw SocketError.last(operation) }
+        return v
+    }
+
+    /// `CLOCK_MONOTONIC` in nanoseconds: the clock of receive timestamps and relay schedules.
+    public static func monotonicNanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+}

@@ -1,0 +1,100 @@
+internal import CMediaShims
+import Glibc
+
+/// One received datagram, borrowed from a `UDPReceiveBatch`: valid until the batch receives again.
+/// Thread rule: use on the receiving thread, during the handler call. Cost: none (a view).
+public struct UDPDatagram {
+    /// The datagram's bytes (clipped to the batch's buffer size when truncated).
+    public let bytes: UnsafeRawBufferPointer
+    /// Who sent it; nil only for an address family other than IPv4/IPv6.
+    public let source: SocketAddress?
+    /// `CLOCK_MONOTONIC` nanoseconds when its batch was received (`UDPSocket.monotonicNanoseconds()`).
+    public let receivedAtNanoseconds: UInt64
+    /// True when the datagram was longer than the buffer (`MSG_TRUNC`); `bytes` holds its start.
+    public let isTruncated: Bool
+}
+
+/// A preallocated ring of `capacity` receive buffers of `bufferSize` bytes each, filled by one
+/// `recvmmsg(2)`. Datagrams are read in place through `self[i]` until the next `receive(from:wait:)`.
+///
+/// Thread rule: one thread at a time. Cost: one system call per batch, no allocation.
+public final class UDPReceiveBatch {
+    /// Datagrams one call can return.
+    public let capacity: Int
+    /// Bytes per receive buffer; longer datagrams are truncated and flagged.
+    public let bufferSize: Int
+    /// Datagrams from the last receive.
+    public private(set) var count = 0
+    /// `CLOCK_MONOTONIC` nanoseconds when the last batch returned.
+    public private(set) var receivedAtNanoseconds: UInt64 = 0
+
+    private let storage: UnsafeMutableRawPointer
+    private let headers: UnsafeMutablePointer<cms_mmsghdr>
+    private let vectors: UnsafeMutablePointer<iovec>
+    private let addresses: UnsafeMutablePointer<sockaddr_storage>
+
+    /// Preallocates `capacity` buffers of `bufferSize` bytes (default 64 x 2048 B).
+    public init(capacity: Int = 64, bufferSize: Int = 2048) {
+        precondition(capacity > 0 && capacity <= 1024, "recvmmsg batches hold 1...1024 datagrams")
+        precondition(bufferSize > 0, "receive buffers need at least one byte")
+        self.capacity = capacity
+        self.bufferSize = bufferSize
+        storage = .allocate(byteCount: capacity * bufferSize, alignment: 64)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: capacity * bufferSize)
+        headers = .allocate(capacity: capacity)
+        vectors = .allocate(capacity: capacity)
+        addresses = .allocate(capacity: capacity)
+        addresses.initialize(repeating: sockaddr_storage(), count: capacity)
+        for i in 0..<capacity {
+            vectors.advanced(by: i).initialize(to: iovec(iov_base: storage + i * bufferSize, iov_len: bufferSize))
+            var header = msghdr()
+            header.msg_iov = vectors + i
+            header.msg_iovlen = 1
+            header.msg_name = UnsafeMutableRawPointer(addresses + i)
+            headers.advanced(by: i).initialize(to: cms_mmsghdr(msg_hdr: header, msg_len: 0))
+        }
+    }
+
+    deinit {
+        storage.deallocate()
+        headers.deallocate()
+        vectors.deallocate()
+        addresses.deallocate()
+    }
+
+    /// Receives up to `capacity` datagrams with one `recvmmsg`. With `wait` the call blocks (per the
+    /// socket's mode and `SO_RCVTIMEO`) until one datagram arrives, then takes whatever else is
+    /// queued (`MSG_WAITFORONE`); without it the call never blocks and returns 0 when nothing is queued.
+    /// Errors other than `wouldBlock`/`interrupted` throw.
+    public func receive(from socket: UDPSocket, wait: Bool) throws(SocketError) -> Int {
+        count = 0
+        for i in 0..<capacity {
+            headers[i].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            headers[i].msg_hdr.msg_flags = 0
+            headers[i].msg_len = 0
+        }
+        let flags = wait ? Int32(MSG_WAITFORONE) : Int32(MSG_DONTWAIT)
+        let rc = cms_recvmmsg(socket.descriptor, headers, UInt32(capacity), flags, nil)
+        receivedAtNanoseconds = UDPSocket.monotonicNanoseconds()
+        if rc < 0 {
+            let code = SocketErrno.current
+            if code == .wouldBlock || code == .interrupted { return 0 }
+            throw SocketError(code, operation: "recvmmsg", address: try? socket.localAddress())
+        }
+        count = Int(rc)
+        return count
+    }
+
+    /// The `index`th datagram of the last receive.
+    public subscript(index: Int) -> UDPDatagram {
+        precondition(index >= 0 && index < count, "datagram index out of range")
+        let header = headers[index]
+        let length = min(Int(header.msg_len), bufferSize)
+        let source: SocketAddress? = header.msg_hdr.msg_namelen > 0
+            ? SocketAddress(sockaddr: UnsafeRawPointer(addresses + index).assumingMemoryBound(to: sockaddr.self))
+            : nil
+        return UDPDatagram(bytes: UnsafeRawBufferPointer(start: storage + index * bufferSize, count: length),
+                           source: source, receivedAtNanoseconds: receivedAtNanoseconds,
+                           isTruncated: header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0)
+    }
+}

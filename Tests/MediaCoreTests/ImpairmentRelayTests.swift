@@ -1,0 +1,236 @@
+import Glibc
+import Synchronization
+import Testing
+@testable import MediaCore
+
+private final class Inbox: Sendable {
+    let entries = Mutex<[(bytes: [UInt8], source: SocketAddress?)]>([])
+}
+
+/// A loopback endpoint that records every datagram it receives (on a `UDPReceiver` thread).
+private final class Endpoint: Sendable {
+    let socket: UDPSocket
+    let address: SocketAddress
+    let inbox = Inbox()
+    let receiver: UDPReceiver
+
+    init() throws {
+        var options = UDPSocket.Options()
+        options.receiveBufferSize = 1 << 20
+        socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options)
+        address = try socket.localAddress()
+        let inbox = self.inbox
+        receiver = UDPReceiver(socket: socket, pollIntervalMilliseconds: 10) { d in
+            let copy = [UInt8](d.bytes)
+            inbox.entries.withLock { $0.append((copy, d.source)) }
+        }
+        receiver.start()
+    }
+
+    var count: Int { inbox.entries.withLock { $0.count } }
+    var packets: [[UInt8]] { inbox.entries.withLock { $0.map(\.bytes) } }
+
+    func send(_ bytes: [UInt8], to destination: SocketAddress) throws {
+        _ = try bytes.withUnsafeBytes { try socket.send($0, to: destination) }
+    }
+
+    /// Returns as soon as `count` reaches `n`; otherwise once no datagram has arrived for `quiet`
+    /// ms (the relay has nothing left in flight), or after 10 s.
+    func settle(expecting n: Int = .max, quietMilliseconds quiet: UInt64 = 500) {
+        let deadline = UDPSocket.monotonicNanoseconds() + 10_000_000_000
+        var last = count
+        var stableSince = UDPSocket.monotonicNanoseconds()
+        while count < n && UDPSocket.monotonicNanoseconds() < deadline
+                && UDPSocket.monotonicNanoseconds() - stableSince < quiet * 1_000_000 {
+            usleep(2000)
+            if count != last { last = count; stableSince = UDPSocket.monotonicNanoseconds() }
+        }
+    }
+
+    deinit { receiver.stop() }
+}
+
+/// Packet `seq` of `size` bytes: a 4-byte big-endian sequence number, then a pattern.
+private func numbered(_ seq: Int, size: Int = 100) -> [UInt8] {
+    var p = withUnsafeBytes(of: UInt32(seq).bigEndian) { [UInt8]($0) }
+    p += (4..<max(4, size)).map { UInt8(truncatingIfNeeded: $0 &* 3 &+ seq) }
+    return p
+}
+
+private func sequenceNumber(_ p: [UInt8]) -> Int {
+    Int(p[0]) << 24 | Int(p[1]) << 16 | Int(p[2]) << 8 | Int(p[3])
+}
+
+/// Sends `count` numbered packets, `perTick` every `tickMicroseconds`, so socket buffers never overflow.
+private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: Int = 100,
+                       perTick: Int = 10, tickMicroseconds: UInt32 = 5000) throws {
+    for seq in 0..<count {
+        try from.send(numbered(seq, size: size), to: to)
+        if seq % perTick == perTick - 1 { usleep(tickMicroseconds) }
+    }
+}
+
+@Suite struct ImpairmentRelayTests {
+    @Test func withoutImpairmentForwardsBothDirectionsByteExact() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: destination.address))
+        relay.start()
+        let sizes = [1500, 1200, 4, 700] + (0..<95).map { 4 + ($0 * 37) % 1300 }
+        let forward = [[0x5a]] + sizes.enumerated().map { numbered($0.offset, size: $0.element) }
+        for p in forward { try sender.send(p, to: relay.listenAddress) }
+        destination.settle(expecting: 100)
+        #expect(destination.packets == forward)
+        // Replies go back through the relay to the sender, which sees them come from the listen port.
+        let upstream = try #require(destination.inbox.entries.withLock { $0.first?.source })
+        let backward = forward.reversed().map { Array($0.reversed()) }
+        for p in backward { try destination.send(p, to: upstream) }
+        sender.settle(expecting: 100)
+        #expect(sender.packets == backward)
+        #expect(sender.inbox.entries.withLock { $0.allSatisfy { $0.source == relay.listenAddress } })
+        relay.stop()
+        let stats = relay.statistics
+        #expect(stats.forward.received == 100 && stats.forward.forwarded == 100)
+        #expect(stats.reverse.received == 100 && stats.reverse.forwarded == 100)
+        #expect(stats.forward.bytesForwarded == forward.reduce(0) { $0 + $1.count })
+        #expect(stats.forward.droppedByLoss == 0 && stats.reverse.droppedWithoutPeer == 0)
+    }
+
+    @Test func tenPercentLossOver2000PacketsMatchesTheModel() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        let settings = ImpairmentModel.Settings(loss: 0.1)
+        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: destination.address,
+                                                             impairment: settings, seed: 2024))
+        relay.start()
+        try sendPaced(sender, to: relay.listenAddress, count: 2000)
+        destination.settle()
+        relay.stop()
+        let stats = relay.statistics.forward
+        let received = destination.count
+        #expect(received == stats.forwarded)
+        #expect(abs(received - 1800) <= 90, "received \(received) of 2000 at 10 % loss")
+        #expect(stats.droppedByLoss + stats.forwarded == stats.received)
+        // Loss depends only on the seed and the packet's position, so when the kernel dropped
+        // nothing on the way in, the relay lost exactly the packets the model loses offline.
+        if stats.received == 2000 {
+            var model = ImpairmentModel(settings: settings, seed: 2024)
+            let expectedLost = (0..<2000).filter { model.decide(arrival: UInt64($0), size: 100) == .drop(.loss) }
+            let seen = Set(destination.packets.map(sequenceNumber))
+            #expect(Set(0..<2000).subtracting(seen) == Set(expectedLost))
+        }
+    }
+
+    @Test func reorderingIsObservedAtTheDestination() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        let relay = try ImpairmentRelay(configuration: .init(
+            listen: .loopbackIPv4(port: 0), to: destination.address,
+            impairment: .init(delayMilliseconds: 5, reorder: 0.1, reorderDelayMilliseconds: 30), seed: 5))
+        relay.start()
+        try sendPaced(sender, to: relay.listenAddress, count: 600, perTick: 5, tickMicroseconds: 2000)
+        destination.settle(expecting: 600)
+        relay.stop()
+        let order = destination.packets.map(sequenceNumber)
+        #expect(Set(order) == Set(0..<600), "every packet arrives once")
+        var highest = -1, late = 0
+        for s in order { if s < highest { late += 1 } else { highest = s } }
+        let reordered = relay.statistics.forward.reordered
+        #expect(abs(Double(reordered) / 600 - 0.1) < 0.05, "\(reordered) held back")
+        // Held packets are overtaken unless the sender stalled for the whole 30 ms hold.
+        #expect(late >= reordered / 2 && late <= reordered, "\(late) arrived after a later packet")
+    }
+
+    @Test func duplicatesArriveTwice() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        let relay = try ImpairmentRelay(configuration: .init(
+            listen: .loopbackIPv4(port: 0), to: destination.address, impairment: .init(duplicate: 0.2), seed: 9))
+        relay.start()
+        try sendPaced(sender, to: relay.listenAddress, count: 300)
+        let duplicated = { relay.statistics.forward.duplicated }
+        destination.settle()
+        relay.stop()
+        let counts = Dictionary(grouping: destination.packets.map(sequenceNumber), by: { $0 }).mapValues(\.count)
+        #expect(counts.count == 300)
+        #expect(counts.values.filter { $0 == 2 }.count == duplicated())
+        #expect(abs(Double(duplicated()) / 300 - 0.2) < 0.08)
+    }
+
+    @Test func rateLimitDeliversAboutTheConfiguredBitRate() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        let relay = try ImpairmentRelay(configuration: .init(
+            listen: .loopbackIPv4(port: 0), to: destination.address,
+            impairment: .init(rateBitsPerSecond: 1_000_000, queueLimitMilliseconds: 100), seed: 1))
+        relay.start()
+        // Offer 5 Mbit/s: 1250-byte packets, 5 every 10 ms, for about a second.
+        let start = UDPSocket.monotonicNanoseconds()
+        var seq = 0
+        while UDPSocket.monotonicNanoseconds() - start < 1_000_000_000 {
+            let tick = start + UInt64(seq / 5) * 10_000_000
+            let now = UDPSocket.monotonicNanoseconds()
+            if now < tick { usleep(UInt32((tick - now) / 1000)) }
+            try sender.send(numbered(seq, size: 1250), to: relay.listenAddress)
+            seq += 1
+        }
+        let offeredSeconds = Double(UDPSocket.monotonicNanoseconds() - start) / 1e9
+        destination.settle()
+        relay.stop()
+        let stats = relay.statistics.forward
+        let deliveredBits = Double(destination.count * 1250 * 8)
+        // What a 1 Mbit/s link carries while traffic is offered, plus its 100 ms queue draining after.
+        let expected = 1_000_000 * (offeredSeconds + 0.1)
+        #expect(abs(deliveredBits - expected) <= 0.2 * expected,
+                "\(deliveredBits) bits delivered over \(offeredSeconds) s, \(seq) packets offered")
+        #expect(stats.droppedByQueue > 0)
+        #expect(stats.received == stats.forwarded + stats.droppedByQueue)
+    }
+
+    @Test func stopIsPromptWithPacketsStillScheduled() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        let relay = try ImpairmentRelay(configuration: .init(
+            listen: .loopbackIPv4(port: 0), to: destination.address, impairment: .init(delayMilliseconds: 10_000)))
+        relay.start()
+        for seq in 0..<10 { try sender.send(numbered(seq), to: relay.listenAddress) }
+        let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
+        while relay.statistics.forward.queued < 10 && UDPSocket.monotonicNanoseconds() < deadline { usleep(2000) }
+        #expect(relay.statistics.forward.queued == 10)
+        let begin = UDPSocket.monotonicNanoseconds()
+        relay.stop()
+        #expect(UDPSocket.monotonicNanoseconds() - begin < 1_000_000_000)
+        #expect(destination.count == 0)
+    }
+
+    @Test func configurationParsesTheCommandLineOptions() throws {
+        let c = try ImpairmentRelay.Configuration(arguments: [
+            "--listen", "5000", "--to", "127.0.0.1:6000", "--loss", "0.02", "--burst", "3", "--delay", "40",
+            "--jitter", "15", "--reorder", "0.01", "--duplicate", "0.005", "--rate", "2000000", "--seed", "77",
+        ])
+        #expect(c.listen == .anyIPv4(port: 5000))
+        #expect(c.to == .loopbackIPv4(port: 6000))
+        #expect(c.forward == ImpairmentModel.Settings(loss: 0.02, burst: 3, delayMilliseconds: 40, jitterMilliseconds: 15,
+                                                      reorder: 0.01, duplicate: 0.005, rateBitsPerSecond: 2_000_000))
+        #expect(c.reverse == c.forward)
+        #expect(c.seed == 77)
+        let oneWay = try ImpairmentRelay.Configuration(arguments: ["--listen", "[::1]:5000", "--to", "[::1]:6000",
+                                                                   "--loss", "0.1", "--forward-only"])
+        #expect(oneWay.listen == .loopbackIPv6(port: 5000))
+        #expect(oneWay.reverse.isTransparent && oneWay.forward.loss == 0.1)
+    }
+
+    @Test func configurationErrorsNameTheOption() {
+        let cases: [([String], String)] = [
+            (["--to", "127.0.0.1:1"], "--listen"),
+            (["--listen", "1"], "--to"),
+            (["--listen", "1", "--to", "127.0.0.1:1", "--loss", "lots"], "--loss"),
+            (["--listen", "1", "--to", "127.0.0.1:1", "--loss", "2"], "impairment"),
+            (["--listen", "1", "--to", "nowhere"], "--to"),
+            (["--listen", "1", "--to", "127.0.0.1:1", "--jitter"], "--jitter"),
+            (["--listen", "1", "--to", "127.0.0.1:1", "--wobble", "3"], "--wobble"),
+        ]
+        for (arguments, option) in cases {
+            do {
+                _ = try ImpairmentRelay.Configuration(arguments: arguments)
+                Issue.record("\(arguments) parsed")
+            } catch {
+                #expect(error.option == option, "\(arguments): \(error)")
+            }
+        }
+    }
+}
