@@ -40,6 +40,14 @@ public final class Revue {
         delegates.removeAll()
     }
 
+    /// Ends the instance the way a crash would (no goodbye to friends, no final save); tests use
+    /// it to check what survives and how fast friends notice.
+    func abandonForTesting() {
+        core?.abandon()
+        core = nil
+        delegates.removeAll()
+    }
+
     /// Your address to give to others (76 hexadecimal digits: key, nospam, checksum); "" before
     /// `initialize(_:)`.
     public var revueAddress: String { core?.address ?? "" }

@@ -136,6 +136,16 @@ final class SessionCore {
         store.close()
     }
 
+    /// Stops like a killed process: no goodbye, no final save, socket closed.
+    func abandon() {
+        for f in friends.values { failWaiters(f) }
+        timer?.cancel()
+        timer = nil
+        socket.close()
+        lanSocket?.close()
+        store.close()
+    }
+
     // MARK: - Identity and profile
 
     var address: String { RevueAddress(publicKey: identity.publicKey, nospam: profile.nospam).text }
@@ -435,10 +445,16 @@ final class SessionCore {
         return lastTimestamp
     }
 
+    // Test seams: observe every session datagram sent, and drop direct sends (to force the relay).
+    var sendTap: (([UInt8], Route) -> Void)?
+    var dropDirectSends = false
+
     /// Sends a datagram on a route (wrapping it for the relay when needed).
     private func send(_ packet: [UInt8], route: Route, friendKey: [UInt8]) {
+        sendTap?(packet, route)
         switch route {
         case .direct(let a):
+            if dropDirectSends { return }
             socket.send(packet, to: a)
         case .relay(let node):
             var w = ByteWriter(capacity: packet.count + 34)
