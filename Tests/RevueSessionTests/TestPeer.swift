@@ -49,6 +49,7 @@ final class TestPeer: RevueDelegate {
 
     func start() throws {
         try revue.initialize(configuration)
+        id = revue.revueId
         revue.delegates.add(delegate: self)
     }
 
@@ -59,7 +60,9 @@ final class TestPeer: RevueDelegate {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    var id: String { revue.revueId }
+    /// The identity, kept after destroy (revueId is "" then).
+    private(set) var id = ""
+
 
     func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) { events.append(.request(friendId, message)) }
     func revue(_ revue: Revue, friend friendId: String, didUpdateName name: String) { events.append(.name(friendId, name)) }

@@ -89,6 +89,8 @@ final class FriendState {
     var routes: [Route: RouteState] = [:]
     var lastReceived: Double = -.infinity
     var lastPing: Double = -.infinity
+    /// When direct candidates were last probed while only the relay worked.
+    var lastProbe: Double = -.infinity
     var emittedPaths = FriendConnectionPaths.offline
     var presence = PresenceStatus.offline
     var lastLookup: Double = -.infinity

@@ -772,6 +772,13 @@ final class SessionCore {
                     sendPing(f, route: route, now: now)
                 }
             }
+            // Only relayed: keep probing the direct candidates so a direct path is found again.
+            let hasDirect = f.routes.contains { if case .direct = $0.key { now - $0.value.lastReceived <= timeouts.connectionTimeout } else { false } }
+            if !hasDirect, now - f.lastProbe >= timeouts.handshakeRetryInterval {
+                f.lastProbe = now
+                let direct = f.candidates.filter { if case .direct = $0.key { true } else { false } }
+                for (route, _) in direct.sorted(by: { $0.value > $1.value }).prefix(4) { sendPing(f, route: route, now: now) }
+            }
             let age = now - c.created
             if f.pending == nil, age > timeouts.rekeyInterval * (c.isInitiator ? 1 : 1.1),
                now - f.lastInitiation >= timeouts.handshakeRetryInterval {
