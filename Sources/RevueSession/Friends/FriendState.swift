@@ -99,6 +99,8 @@ final class FriendState {
     var nextSeq: UInt32 = 1
     var waiters: [UInt32: MessageWaiter] = [:]
     var inboundBuffer: [UInt32: (ReliableKind, [UInt8])] = [:]
+    /// Highest inbound sequence both delivered to the App and saved: the most a receipt may claim.
+    var inboundAckable: UInt32 = 0
 
     var isConnected: Bool { current != nil }
     var queuedMessages: Int { outbound.count { $0.kind == .message } }
@@ -107,6 +109,7 @@ final class FriendState {
         self.key = key
         self.id = Hex.encode(key)
         self.stored = stored
+        self.inboundAckable = stored.inboundDelivered
     }
 
     func session(index: UInt32) -> TransportSession? {

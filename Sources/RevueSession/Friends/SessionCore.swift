@@ -194,12 +194,27 @@ final class SessionCore {
 
     // MARK: - Events
 
-    private var pendingEvents: [(Revue, any RevueDelegate) -> Void] = []
+    private enum Pending {
+        case event((Revue, any RevueDelegate) -> Void)
+        case action(() -> Void)
+    }
+
+    private var pending: [Pending] = []
     private var drainScheduled = false
 
     /// Queues a delegate event; events are delivered in order, after the current call returns.
     func emit(_ event: @escaping (Revue, any RevueDelegate) -> Void) {
-        pendingEvents.append(event)
+        schedule(.event(event))
+    }
+
+    /// Queues work to run after every event queued before it has reached the delegates (used to
+    /// acknowledge a message only once the App has it).
+    func afterEvents(_ action: @escaping () -> Void) {
+        schedule(.action(action))
+    }
+
+    private func schedule(_ item: Pending) {
+        pending.append(item)
         guard !drainScheduled else { return }
         drainScheduled = true
         let revue = self.revue
@@ -207,11 +222,14 @@ final class SessionCore {
             MainActor.assumeIsolated {
                 guard let self else { return }
                 self.drainScheduled = false
-                let events = self.pendingEvents
-                self.pendingEvents = []
+                let items = self.pending
+                self.pending = []
                 guard revue.core === self else { return }
-                for e in events {
-                    for d in revue.delegates.all { e(revue, d) }
+                for item in items {
+                    switch item {
+                    case .event(let e): for d in revue.delegates.all { e(revue, d) }
+                    case .action(let a): if revue.core === self { a() }
+                    }
                 }
             }
         }
@@ -315,6 +333,7 @@ final class SessionCore {
         if epoch != f.stored.inboundEpoch {
             f.stored.inboundEpoch = epoch
             f.stored.inboundDelivered = 0
+            f.inboundAckable = 0
             f.inboundBuffer = [:]
         }
         let delivered = f.stored.inboundDelivered
@@ -329,17 +348,29 @@ final class SessionCore {
                 f.stored.inboundDelivered += 1
             }
             if !ready.isEmpty {
-                for (k, b) in ready where k == .profile { applyProfile(f, b) }
-                // Persist before the receipt: an acknowledged message is never delivered twice,
-                // even across a crash.
-                save()
-                for (k, b) in ready where k == .message { deliverMessage(f, b) }
+                for (k, b) in ready {
+                    if k == .profile { applyProfile(f, b) } else { deliverMessage(f, b) }
+                }
+                // The receipt goes only after the App has the messages and the stream position is
+                // on disk: an acknowledged message was delivered, and a crash never loses it.
+                let delivered = f.stored.inboundDelivered
+                afterEvents { [weak self, weak f] in
+                    guard let self, let f, self.friends[f.id] === f else { return }
+                    self.save()
+                    if f.stored.inboundEpoch == epoch { f.inboundAckable = max(f.inboundAckable, delivered) }
+                    self.sendAck(f, epoch: epoch, seq: delivered)
+                }
+                return
             }
         }
+        sendAck(f, epoch: epoch, seq: f.inboundAckable)
+    }
+
+    private func sendAck(_ f: FriendState, epoch: UInt32, seq: UInt32) {
         var w = ByteWriter()
         w.u8(FrameType.ack.rawValue)
         w.u32(epoch)
-        w.u32(f.stored.inboundDelivered)
+        w.u32(seq)
         sendFrame(f, w.bytes)
     }
 
