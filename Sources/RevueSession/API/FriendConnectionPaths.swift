@@ -1,0 +1,47 @@
+/// The set of paths between your device and a friend's: the friend connection (reference: "Friend
+/// connection"). A value type; `RevueDelegate.revue(_:friend:didUpdatePaths:)` delivers a new one
+/// whenever a path appears or goes away.
+public struct FriendConnectionPaths: Sendable, Hashable {
+    /// Every path that carried authenticated traffic from the friend recently, best first.
+    public var paths: [FriendConnectionPath]
+
+    /// Whether at least one path works: the friend's device is reachable now.
+    public var isOnline: Bool { !paths.isEmpty }
+
+    /// No path: the friend is not reachable.
+    public static let offline = FriendConnectionPaths(paths: [])
+
+    /// Makes a value from its paths.
+    public init(paths: [FriendConnectionPath]) { self.paths = paths }
+}
+
+/// One route to a friend's device.
+public struct FriendConnectionPath: Sendable, Hashable {
+    /// How packets travel on this path.
+    public enum Kind: Sendable, Hashable {
+        /// Directly over UDP to an address on your local network (private, link-local or loopback).
+        case directLAN
+        /// Directly over UDP to a public address (possibly through NAT).
+        case directUDP
+        /// Through a rendezvous node's blind relay; it forwards encrypted packets it cannot read.
+        case relayed
+    }
+
+    /// How packets travel on this path.
+    public var kind: Kind
+    /// The friend's address as seen from here ("203.0.113.5:33445"), or the relay's for `.relayed`.
+    public var endpoint: String
+    /// Last measured round-trip time in seconds, nil until a keepalive came back. Not part of
+    /// equality: a new RTT alone does not produce `didUpdatePaths`.
+    public var roundTripTime: Double?
+
+    /// Makes a path.
+    public init(kind: Kind, endpoint: String, roundTripTime: Double? = nil) {
+        self.kind = kind
+        self.endpoint = endpoint
+        self.roundTripTime = roundTripTime
+    }
+
+    public static func == (a: Self, b: Self) -> Bool { a.kind == b.kind && a.endpoint == b.endpoint }
+    public func hash(into h: inout Hasher) { h.combine(kind); h.combine(endpoint) }
+}

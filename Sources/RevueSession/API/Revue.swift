@@ -1,0 +1,91 @@
+// The entry point of the session layer (reference: "Initialization and configuration", "Friends").
+
+/// One Revue peer: your identity, your friends and their events. Use `Revue.shared` in an App;
+/// tests and bots can make independent instances, each with its own data directory and UDP socket.
+/// Main actor only. Call `initialize(_:)` before anything else and `destroy()` when done.
+@MainActor
+public final class Revue {
+    /// The instance an App uses.
+    public static let shared = Revue()
+
+    /// The delegates that receive friend events; weak references. `destroy()` empties the list.
+    public let delegates = DelegateList<any RevueDelegate>()
+
+    /// Friend requests, the friend list and friend messages.
+    public private(set) lazy var friends = FriendManager(revue: self)
+
+    var core: SessionCore?
+
+    /// Makes an uninitialized instance.
+    public nonisolated init() {}
+
+    /// Whether `initialize(_:)` succeeded and `destroy()` has not run since.
+    public var isInitialized: Bool { core != nil }
+
+    /// Loads (or creates) the identity in the data directory, binds the UDP socket and starts
+    /// connecting to friends. Throws `RevueError` (data directory in use, corrupt profile, socket).
+    /// Cost: one file read, one socket; the first run also writes a new key pair.
+    public func initialize(_ configuration: RevueConfiguration) throws(RevueError) {
+        guard core == nil else { throw RevueError(.alreadyInitialized, "initialize(_:) called twice without destroy()") }
+        let core = try SessionCore(revue: self, configuration: configuration)
+        self.core = core
+        core.start()
+    }
+
+    /// Tells connected friends you are leaving, closes the socket and the data directory, and
+    /// removes every delegate. Pending `sendMessage` calls end with `.timeout`. Safe to call twice.
+    public func destroy() {
+        core?.shutdown()
+        core = nil
+        delegates.removeAll()
+    }
+
+    /// Ends the instance the way a crash would (no goodbye to friends, no final save); tests use
+    /// it to check what survives and how fast friends notice.
+    func abandonForTesting() {
+        core?.abandon()
+        core = nil
+        delegates.removeAll()
+    }
+
+    /// Your address to give to others (76 hexadecimal digits: key, nospam, checksum); "" before
+    /// `initialize(_:)`.
+    public var revueAddress: String { core?.address ?? "" }
+
+    /// Your identity: your public key (64 hexadecimal digits), the friend ID others see; "" before
+    /// `initialize(_:)`.
+    public var revueId: String { core?.ownId ?? "" }
+
+    /// The nospam part of your address. Setting it changes `revueAddress` (not your identity);
+    /// requests sent to an older address are then ignored.
+    public var nospam: UInt32 {
+        get { core?.profile.nospam ?? 0 }
+        set { core?.setNospam(newValue) }
+    }
+
+    /// The UDP port the instance listens on (0 before `initialize(_:)`).
+    public var port: UInt16 { core?.socket.localPort ?? 0 }
+
+    /// Whether others can find you now (see `RevueDelegate.revue(_:didUpdateIsDiscoverable:)`).
+    public var isDiscoverable: Bool { core?.isDiscoverable ?? false }
+
+    /// What the session layer dropped or handled so far.
+    public var counters: RevueCounters { core?.counters ?? RevueCounters() }
+
+    /// Your name as friends see it.
+    public var selfName: String { core?.profile.name ?? "" }
+    /// Your status message as friends see it.
+    public var selfStatusMessage: String { core?.profile.statusMessage ?? "" }
+    /// Your status as friends see it.
+    public var selfStatus: UserStatus { core.flatMap { UserStatus(rawValue: $0.profile.status) } ?? .none }
+
+    /// Sets your name; friends receive `didUpdateName`, and so do your own delegates, once, with
+    /// your own `revueId`. Setting the same name again does nothing.
+    public func setSelfName(_ name: String) { core?.setSelfName(name) }
+
+    /// Sets your status message; friends and your own delegates receive `didUpdateStatusMessage`.
+    public func setSelfStatusMessage(_ statusMessage: String) { core?.setSelfStatusMessage(statusMessage) }
+
+    /// Sets your status; friends and your own delegates receive `didUpdateStatus`.
+    public func setSelfStatus(_ status: UserStatus) { core?.setSelfStatus(status) }
+}

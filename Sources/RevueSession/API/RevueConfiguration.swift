@@ -1,0 +1,69 @@
+/// Settings for `Revue.initialize(_:)`. A value type; copy and change what you need.
+public struct RevueConfiguration: Sendable {
+    /// Where the identity, profile and friend list live (created with mode 0700 if missing).
+    public var dataDirectory: String
+    /// Local IPv4 address the UDP socket binds to ("0.0.0.0" for every interface).
+    public var bindHost: String = "0.0.0.0"
+    /// Local UDP port; 0 lets the system choose (read it back from `Revue.port`).
+    public var port: UInt16 = 0
+    /// Announce yourself to the local network and find friends there (UDP broadcast on
+    /// `lanDiscoveryPort`), only while you are discoverable.
+    public var lanDiscovery: Bool = false
+    /// The UDP port LAN announcements go to.
+    public var lanDiscoveryPort: UInt16 = 33_440
+    /// Rendezvous nodes ("host:port"): `revue-node --rendezvous` processes that let friends find
+    /// each other's endpoints, report presence, and relay encrypted traffic.
+    public var rendezvousNodes: [String] = []
+    /// Timers of the friend connection and of requests.
+    public var timeouts = RevueTimeouts()
+
+    /// A configuration with defaults for everything but the data directory.
+    public init(dataDirectory: String) { self.dataDirectory = dataDirectory }
+}
+
+/// Timers of the friend connection, in seconds. The defaults detect a friend coming or going on a
+/// LAN within 2 s.
+public struct RevueTimeouts: Sendable {
+    /// How often a connected friend is pinged (each ping measures RTT).
+    public var keepaliveInterval: Double = 0.5
+    /// A friend with no authenticated packet for this long is offline.
+    public var connectionTimeout: Double = 1.6
+    /// How often a handshake is retried while a friend is offline.
+    public var handshakeRetryInterval: Double = 1.0
+    /// Session keys are replaced by a new handshake after this long.
+    public var rekeyInterval: Double = 120
+    /// An unacknowledged friend message is sent again after this long.
+    public var retransmitInterval: Double = 0.4
+    /// How often rendezvous nodes are told where you are and asked where offline friends are.
+    public var rendezvousInterval: Double = 1.0
+    /// How long an invitation to a call waits for an answer (call layer).
+    public var invitationTimeout: Double = 30
+
+    /// The defaults.
+    public init() {}
+}
+
+/// Counters of what the session layer dropped or handled, for tests and operators. Read from
+/// `Revue.counters` on the main actor.
+public struct RevueCounters: Sendable, Equatable {
+    /// Datagrams too short, of unknown type or version, or otherwise unparsable.
+    public var droppedMalformed = 0
+    /// Datagrams whose authentication (Noise handshake or AEAD tag) failed.
+    public var droppedForged = 0
+    /// Transport packets or handshakes seen before (nonce window, handshake timestamp).
+    public var droppedReplayed = 0
+    /// Transport packets for a session index we do not have.
+    public var droppedUnknownSession = 0
+    /// Valid handshakes from someone who is not a friend and not asking to be one.
+    public var droppedNonFriend = 0
+    /// Friend requests carrying a nospam that is not the current one.
+    public var droppedWrongNospam = 0
+    /// Friend requests passed to the App (each sender once per run).
+    public var friendRequestsReceived = 0
+    /// Retransmitted friend messages recognised and not delivered again.
+    public var duplicatesSuppressed = 0
+    /// Messages in the SDK's reserved JSON format, kept from the App.
+    public var reservedMessagesSwallowed = 0
+    /// Completed Noise handshakes (either side).
+    public var handshakesCompleted = 0
+}

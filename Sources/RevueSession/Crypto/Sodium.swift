@@ -1,0 +1,170 @@
+// The few libsodium primitives the session layer is built from: X25519, ChaCha20-Poly1305 (IETF),
+// BLAKE2b, and the HMAC/HKDF constructions of the Noise specification (rev 34, section 4.3).
+internal import CMediaShims
+
+/// Thin, allocation-tolerant wrappers over libsodium. Control-plane only (handshakes, friend
+/// messages); every function is thread-safe because libsodium's are once `sodium_init` ran.
+enum Sodium {
+    /// Runs `sodium_init` once per process (idempotent in libsodium; cheap after the first call).
+    static let ready: Bool = { sodium_init() >= 0 }()
+
+    /// `count` bytes from the system CSPRNG (`randombytes_buf`).
+    static func random(_ count: Int) -> [UInt8] {
+        precondition(ready)
+        var out = [UInt8](repeating: 0, count: count)
+        out.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, count) }
+        return out
+    }
+
+    /// A uniformly random UInt32 (`randombytes_random`).
+    static func randomUInt32() -> UInt32 {
+        precondition(ready)
+        return randombytes_random()
+    }
+
+    /// X25519 public key of a 32-byte secret (`crypto_scalarmult_base`).
+    static func x25519Public(secret: [UInt8]) -> [UInt8] {
+        precondition(ready && secret.count == 32)
+        var out = [UInt8](repeating: 0, count: 32)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            secret.withUnsafeBufferPointer { crypto_scalarmult_base(o.baseAddress!, $0.baseAddress!) }
+        }
+        return out
+    }
+
+    /// X25519 shared secret (`crypto_scalarmult`); nil when the peer's point has small order
+    /// (libsodium returns -1 for an all-zero result), which the caller treats as a forged packet.
+    static func x25519(secret: [UInt8], peerPublic: [UInt8]) -> [UInt8]? {
+        precondition(ready && secret.count == 32)
+        guard peerPublic.count == 32 else { return nil }
+        var out = [UInt8](repeating: 0, count: 32)
+        let rc = out.withUnsafeMutableBufferPointer { o in
+            secret.withUnsafeBufferPointer { s in
+                peerPublic.withUnsafeBufferPointer { crypto_scalarmult(o.baseAddress!, s.baseAddress!, $0.baseAddress!) }
+            }
+        }
+        return rc == 0 ? out : nil
+    }
+
+    /// Unkeyed BLAKE2b with a 64-byte output (`crypto_generichash_blake2b`).
+    static func blake2b(_ parts: [UInt8]..., outputLength: Int = 64) -> [UInt8] {
+        let input = parts.count == 1 ? parts[0] : parts.flatMap { $0 }
+        var out = [UInt8](repeating: 0, count: outputLength)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            input.withUnsafeBufferPointer {
+                crypto_generichash_blake2b(o.baseAddress!, outputLength, $0.baseAddress, UInt64($0.count), nil, 0)
+            }
+        }
+        return out
+    }
+
+    /// HMAC-BLAKE2b as RFC 2104 defines it with BLAKE2b's 128-byte block (Noise section 4.3, not
+    /// BLAKE2b's own keyed mode).
+    static func hmac(key: [UInt8], _ data: [UInt8]) -> [UInt8] {
+        var k = key.count > 128 ? blake2b(key) : key
+        k += [UInt8](repeating: 0, count: 128 - k.count)
+        let inner = blake2b(k.map { $0 ^ 0x36 }, data)
+        return blake2b(k.map { $0 ^ 0x5c }, inner)
+    }
+
+    /// Noise HKDF (section 4.3): two or three 64-byte outputs chained from `chainingKey`.
+    static func hkdf(chainingKey: [UInt8], input: [UInt8], outputs: Int) -> [[UInt8]] {
+        let temp = hmac(key: chainingKey, input)
+        let o1 = hmac(key: temp, [1])
+        let o2 = hmac(key: temp, o1 + [2])
+        if outputs == 2 { return [o1, o2] }
+        return [o1, o2, hmac(key: temp, o2 + [3])]
+    }
+
+    /// ChaCha20-Poly1305 IETF nonce from a Noise counter: 4 zero bytes then the counter, little
+    /// endian (Noise section 12.3).
+    static func nonce(_ n: UInt64) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 12)
+        for i in 0..<8 { out[4 + i] = UInt8(truncatingIfNeeded: n >> (8 * UInt64(i))) }
+        return out
+    }
+
+    /// AEAD encrypt (`crypto_aead_chacha20poly1305_ietf_encrypt`): ciphertext plus 16-byte tag.
+    static func seal(key: [UInt8], nonce n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
+        precondition(key.count == 32)
+        var out = [UInt8](repeating: 0, count: plaintext.count + 16)
+        var outLen: UInt64 = 0
+        let nonce = nonce(n)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            plaintext.withUnsafeBufferPointer { p in
+                ad.withUnsafeBufferPointer { a in
+                    nonce.withUnsafeBufferPointer { nb in
+                        key.withUnsafeBufferPointer { k in
+                            crypto_aead_chacha20poly1305_ietf_encrypt(
+                                o.baseAddress!, &outLen, p.baseAddress, UInt64(p.count),
+                                a.baseAddress, UInt64(a.count), nil, nb.baseAddress!, k.baseAddress!)
+                        }
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    /// AEAD decrypt (`crypto_aead_chacha20poly1305_ietf_decrypt`); nil when the tag does not verify.
+    static func open(key: [UInt8], nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
+        precondition(key.count == 32)
+        let c = Array(ciphertext)
+        guard c.count >= 16 else { return nil }
+        var out = [UInt8](repeating: 0, count: c.count - 16)
+        var outLen: UInt64 = 0
+        let nonce = nonce(n)
+        let rc = out.withUnsafeMutableBufferPointer { o in
+            c.withUnsafeBufferPointer { cb in
+                ad.withUnsafeBufferPointer { a in
+                    nonce.withUnsafeBufferPointer { nb in
+                        key.withUnsafeBufferPointer { k in
+                            crypto_aead_chacha20poly1305_ietf_decrypt(
+                                o.baseAddress, &outLen, nil, cb.baseAddress!, UInt64(cb.count),
+                                a.baseAddress, UInt64(a.count), nb.baseAddress!, k.baseAddress!)
+                        }
+                    }
+                }
+            }
+        }
+        return rc == 0 ? out : nil
+    }
+
+    /// Constant-time comparison (`sodium_memcmp`).
+    static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { x in b.withUnsafeBytes { sodium_memcmp(x.baseAddress!, $0.baseAddress!, a.count) == 0 } }
+    }
+}
+
+/// Hex helpers for keys and addresses (upper case out, either case in).
+enum Hex {
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789ABCDEF".utf8)
+        var out = [UInt8]()
+        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func decode(_ text: String) -> [UInt8]? {
+        let u = Array(text.utf8)
+        guard u.count % 2 == 0 else { return nil }
+        func v(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 65...70: return c - 55
+            case 97...102: return c - 87
+            default: return nil
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(u.count / 2)
+        var i = 0
+        while i < u.count {
+            guard let h = v(u[i]), let l = v(u[i + 1]) else { return nil }
+            out.append(h << 4 | l)
+            i += 2
+        }
+        return out
+    }
+}

@@ -1,0 +1,142 @@
+// Per-friend connection and stream state, owned by SessionCore on the main actor.
+
+/// Where packets for a friend go: straight to an endpoint, or through a rendezvous node's relay.
+enum Route: Hashable, Sendable {
+    case direct(SocketAddress)
+    case relay(SocketAddress)
+
+    var kind: FriendConnectionPath.Kind {
+        switch self {
+        case .direct(let a): return a.isLocal ? .directLAN : .directUDP
+        case .relay: return .relayed
+        }
+    }
+
+    var endpoint: SocketAddress {
+        switch self {
+        case .direct(let a), .relay(let a): return a
+        }
+    }
+}
+
+/// One established Noise transport session (a pair of keys after the IK handshake).
+final class TransportSession {
+    let localIndex: UInt32
+    let remoteIndex: UInt32
+    let sendKey: [UInt8]
+    let receiveKey: [UInt8]
+    let isInitiator: Bool
+    let created: Double
+    var sendCounter: UInt64 = 0
+    var replay = ReplayWindow()
+
+    init(localIndex: UInt32, remoteIndex: UInt32, keys: (send: [UInt8], receive: [UInt8]), isInitiator: Bool, created: Double) {
+        self.localIndex = localIndex
+        self.remoteIndex = remoteIndex
+        self.sendKey = keys.send
+        self.receiveKey = keys.receive
+        self.isInitiator = isInitiator
+        self.created = created
+    }
+}
+
+/// A handshake we started and whose response we wait for.
+struct PendingHandshake {
+    var handshake: NoiseIKHandshake
+    let localIndex: UInt32
+    let started: Double
+}
+
+/// One queued reliable item of the outbound stream.
+struct OutboundItem {
+    let seq: UInt32
+    let kind: ReliableKind
+    let body: [UInt8]
+    let messageId: UInt32?
+    var lastSent: Double = -.infinity
+}
+
+/// A `sendMessage` call waiting for its receipt.
+struct MessageWaiter {
+    let continuation: CheckedContinuation<Result<UInt32, FriendMessageError>, Never>
+    let deadline: Double
+}
+
+/// State of a route that carried authenticated traffic.
+struct RouteState {
+    var lastReceived: Double
+    var rtt: Double?
+}
+
+/// Everything about one friend.
+final class FriendState {
+    let key: [UInt8]
+    let id: String
+    var stored: StoredProfile.Friend
+
+    /// Routes to try for handshakes, with when we last heard of each.
+    var candidates: [Route: Double] = [:]
+    var pending: PendingHandshake?
+    var lastInitiation: Double = -.infinity
+    var initiationAttempts = 0
+    var lastHandshakeTimestamp: UInt64 = 0
+
+    var current: TransportSession?
+    var previous: TransportSession?
+    /// A session we answered, unconfirmed until its first transport packet arrives.
+    var next: TransportSession?
+
+    var routes: [Route: RouteState] = [:]
+    var lastReceived: Double = -.infinity
+    var lastPing: Double = -.infinity
+    /// When direct candidates were last probed while only the relay worked.
+    var lastProbe: Double = -.infinity
+    var emittedPaths = FriendConnectionPaths.offline
+    var presence = PresenceStatus.offline
+    var lastLookup: Double = -.infinity
+
+    var outbound: [OutboundItem] = []
+    var nextSeq: UInt32 = 1
+    var waiters: [UInt32: MessageWaiter] = [:]
+    var inboundBuffer: [UInt32: (ReliableKind, [UInt8])] = [:]
+    /// Highest inbound sequence both delivered to the App and saved: the most a receipt may claim.
+    var inboundAckable: UInt32 = 0
+
+    var isConnected: Bool { current != nil }
+    var queuedMessages: Int { outbound.count { $0.kind == .message } }
+
+    init(key: [UInt8], stored: StoredProfile.Friend) {
+        self.key = key
+        self.id = Hex.encode(key)
+        self.stored = stored
+        self.inboundAckable = stored.inboundDelivered
+    }
+
+    func session(index: UInt32) -> TransportSession? {
+        if current?.localIndex == index { return current }
+        if next?.localIndex == index { return next }
+        if previous?.localIndex == index { return previous }
+        return nil
+    }
+
+    /// Live paths, best first: LAN, then public UDP, then relayed; lower RTT first within a kind.
+    func paths(now: Double, timeout: Double) -> FriendConnectionPaths {
+        guard isConnected else { return .offline }
+        func rank(_ k: FriendConnectionPath.Kind) -> Int { k == .directLAN ? 0 : k == .directUDP ? 1 : 2 }
+        let live = routes.filter { now - $0.value.lastReceived <= timeout }
+            .map { FriendConnectionPath(kind: $0.key.kind, endpoint: $0.key.endpoint.description, roundTripTime: $0.value.rtt) }
+            .sorted { (rank($0.kind), $0.roundTripTime ?? 9, $0.endpoint) < (rank($1.kind), $1.roundTripTime ?? 9, $1.endpoint) }
+        return FriendConnectionPaths(paths: live)
+    }
+
+    /// The route to send on: the best live one, else the most recently heard candidate.
+    func bestRoute(now: Double, timeout: Double) -> Route? {
+        func rank(_ r: Route) -> Int { r.kind == .directLAN ? 0 : r.kind == .directUDP ? 1 : 2 }
+        let live = routes.filter { now - $0.value.lastReceived <= timeout }
+        if let best = live.min(by: { (rank($0.key), $0.value.rtt ?? 9) < (rank($1.key), $1.value.rtt ?? 9) }) {
+            return best.key
+        }
+        return routes.max(by: { $0.value.lastReceived < $1.value.lastReceived })?.key
+            ?? candidates.max(by: { $0.value < $1.value })?.key
+    }
+}

@@ -1,0 +1,132 @@
+// The data directory: profile.json (keys, nospam, profile, friend list, per-friend stream state),
+// written atomically (temp file, fsync, rename, fsync of the directory) with mode 0600, and a
+// lock file so two processes never share one identity.
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What survives a restart. Codable; the file is JSON so an operator can read it.
+struct StoredProfile: Codable, Equatable {
+    struct Friend: Codable, Equatable {
+        var id: String
+        var name: String = ""
+        var statusMessage: String = ""
+        var status: UInt8 = 0
+        /// Last endpoint that carried authenticated traffic ("ip:port").
+        var endpoint: String?
+        /// Set while our friend request has not been answered by a connection.
+        var requestNospam: UInt32?
+        var requestMessage: String?
+        /// Inbound reliable stream: the sender's epoch and the last sequence delivered to the app.
+        var inboundEpoch: UInt32 = 0
+        var inboundDelivered: UInt32 = 0
+    }
+
+    var format: Int = 1
+    var secretKey: String
+    var nospam: UInt32
+    var name: String = ""
+    var statusMessage: String = ""
+    var status: UInt8 = 0
+    var friends: [Friend] = []
+}
+
+/// Reads and writes `profile.json` in the data directory. Main actor (called by the session core).
+final class ProfileStore {
+    let directory: String
+    private var lockFD: Int32 = -1
+    var path: String { directory + "/profile.json" }
+
+    /// Creates the directory if needed (mode 0700) and takes its lock.
+    init(directory: String) throws(RevueError) {
+        self.directory = directory
+        var isDir: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDir) {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw RevueError(.dataDirectory, "cannot create data directory \(directory): \(error)")
+            }
+        } else if !isDir.boolValue {
+            throw RevueError(.dataDirectory, "data directory \(directory) is a file")
+        }
+        let fd = open(directory + "/lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw RevueError(.dataDirectory, "cannot open \(directory)/lock: \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(fd)
+            throw RevueError(.dataDirectory, "data directory \(directory) is in use by another Revue instance")
+        }
+        lockFD = fd
+    }
+
+    /// Releases the lock.
+    func close() {
+        if lockFD >= 0 {
+            flock(lockFD, LOCK_UN)
+            Glibc.close(lockFD)
+            lockFD = -1
+        }
+    }
+
+    deinit { close() }
+
+    /// The stored profile, nil when there is none yet; throws `.corruptProfile` when a file exists
+    /// but is not a valid profile (never silently replaced).
+    func load() throws(RevueError) -> StoredProfile? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw RevueError(.corruptProfile, "\(path) exists but cannot be read")
+        }
+        let profile: StoredProfile
+        do {
+            profile = try JSONDecoder().decode(StoredProfile.self, from: data)
+        } catch {
+            throw RevueError(.corruptProfile, "\(path) is not a valid Revue profile (\(error)); move it away to start with a new identity")
+        }
+        guard profile.format == 1 else {
+            throw RevueError(.corruptProfile, "\(path) has format \(profile.format); this build reads format 1")
+        }
+        guard let key = Hex.decode(profile.secretKey), key.count == 32 else {
+            throw RevueError(.corruptProfile, "\(path): secretKey is not 64 hexadecimal digits")
+        }
+        for f in profile.friends where RevueAddress.parseFriendId(f.id) == nil {
+            throw RevueError(.corruptProfile, "\(path): friend id '\(f.id)' is not 64 hexadecimal digits")
+        }
+        return profile
+    }
+
+    /// Writes the profile atomically: temp file (0600), fsync, rename over profile.json, fsync of
+    /// the directory. Returns false (and leaves the old file) when any step fails.
+    @discardableResult
+    func save(_ profile: StoredProfile) -> Bool {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        guard let data = try? encoder.encode(profile) else { return false }
+        let tmp = path + ".tmp"
+        let fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        var ok = data.withUnsafeBytes { raw -> Bool in
+            var off = 0
+            while off < raw.count {
+                let n = write(fd, raw.baseAddress! + off, raw.count - off)
+                if n <= 0 { return false }
+                off += n
+            }
+            return true
+        }
+        ok = ok && fchmod(fd, 0o600) == 0 && fsync(fd) == 0
+        Glibc.close(fd)
+        guard ok, rename(tmp, path) == 0 else {
+            unlink(tmp)
+            return false
+        }
+        let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dfd >= 0 {
+            fsync(dfd)
+            Glibc.close(dfd)
+        }
+        return true
+    }
+}

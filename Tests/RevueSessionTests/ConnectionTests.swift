@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+@testable import RevueSession
+
+/// The friend connection: going and coming, keys rotating, the relay, the send queue.
+@MainActor
+@Suite(.serialized) struct ConnectionTests {
+    @Test func crashedFriendGoesOfflineWithin2sAndReturnsWithoutUserAction() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        let goneAt = monotonicNow()
+        bob.revue.abandonForTesting()
+        await alice.waitForEvent(.paths(bob.id, false), timeout: 3)
+        #expect(monotonicNow() - goneAt < 2.0)
+        let backAt = monotonicNow()
+        try bob.start()
+        await alice.wait("second online", timeout: 3) { alice.friendEvents.filter { $0 == .paths(bob.id, true) }.count == 2 }
+        #expect(monotonicNow() - backAt < 2.0)
+        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "welcome back")
+        await bob.waitForEvent(.message(alice.id, "welcome back"))
+        // Exactly one event per change: online, offline, online.
+        #expect(alice.friendEvents.filter { if case .paths = $0 { true } else { false } } == [.paths(bob.id, true), .paths(bob.id, false), .paths(bob.id, true)])
+    }
+
+    @Test func destroyTellsFriendsImmediately() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        let goneAt = monotonicNow()
+        bob.stop()
+        await alice.waitForEvent(.paths(bob.id, false), timeout: 2)
+        #expect(monotonicNow() - goneAt < 0.5)
+        #expect(bob.revue.delegates.count == 0)
+    }
+
+    @Test func sessionKeysRotateWithoutInterruption() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node) { $0.timeouts.rekeyInterval = 0.3 }
+        let bob = try TestPeer(rendezvous: node) { $0.timeouts.rekeyInterval = 0.3 }
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        let firstKey = alice.revue.core!.friends[bob.id]!.current!.sendKey
+        for i in 0..<15 {
+            _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "r\(i)")
+            await settle(0.1)
+        }
+        #expect(alice.revue.counters.handshakesCompleted >= 4)
+        #expect(alice.revue.core!.friends[bob.id]!.current!.sendKey != firstKey)
+        #expect(alice.friendEvents.filter { $0 == .paths(bob.id, false) }.isEmpty)
+        let got = bob.friendEvents.compactMap { if case .message(_, let m) = $0 { m } else { nil } }
+        #expect(got == (0..<15).map { "r\($0)" })
+    }
+
+    @Test func relayCarriesTrafficWhenDirectPathIsBlocked() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        alice.revue.core!.dropDirectSends = true
+        bob.revue.core!.dropDirectSends = true
+        try await befriend(alice, bob)
+        #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).paths.map(\.kind) == [.relayed])
+        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "through the relay")
+        await bob.waitForEvent(.message(alice.id, "through the relay"))
+        #expect(node.relayedPackets > 0)
+        // The direct path comes back when it works again, and is preferred.
+        alice.revue.core!.dropDirectSends = false
+        bob.revue.core!.dropDirectSends = false
+        await alice.wait("direct path", timeout: 5) {
+            alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .directLAN
+        }
+    }
+
+    @Test func queueFullAndTimeoutClampedToFiveSeconds() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        bob.revue.abandonForTesting()  // receipts never come
+        let started = monotonicNow()
+        var results: [Result<UInt32, FriendMessageError>] = []
+        for i in 0..<FriendManager.sendQueueCapacity {
+            Task { @MainActor in
+                do throws(FriendMessageError) {
+                    results.append(.success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "q\(i)", timeout: 1)))
+                } catch { results.append(.failure(error)) }
+            }
+        }
+        await settle(0.05)
+        await #expect(throws: FriendMessageError.sendQueueFull) {
+            try await alice.revue.friends.sendMessage(friendId: bob.id, message: "one too many")
+        }
+        await alice.wait("timeouts", timeout: 8) { results.count == FriendManager.sendQueueCapacity }
+        let elapsed = monotonicNow() - started
+        #expect(elapsed >= 4.9 && elapsed < 7, "timeout 1 s is clamped to 5 s")
+        #expect(results.allSatisfy { if case .failure(.timeout) = $0 { true } else { false } })
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+@testable import RevueSession
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@MainActor
+@Suite(.serialized) struct PersistenceTests {
+    @Test func identityProfileAndFriendsSurviveRestartAndMessagesAreNotRedelivered() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        alice.revue.setSelfName("Alice")
+        await bob.waitForEvent(.name(alice.id, "Alice"))
+        let address = bob.revue.revueAddress
+        for i in 0..<3 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "before \(i)") }
+
+        // Bob crashes and comes back: same identity, same friend, Alice's name known, no replay of
+        // the messages he already acknowledged.
+        bob.revue.abandonForTesting()
+        bob.events = []
+        try bob.start()
+        #expect(bob.revue.revueAddress == address)
+        #expect(bob.revue.friends.getFriendList() == [alice.id])
+        #expect(bob.revue.friends.getFriendName(friendId: alice.id) == "Alice")
+        await bob.waitForEvent(.paths(alice.id, true))
+        for i in 0..<3 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "after \(i)") }
+        let got = bob.friendEvents.compactMap { if case .message(_, let m) = $0 { m } else { nil } }
+        #expect(got == ["after 0", "after 1", "after 2"])
+        #expect(!bob.friendEvents.contains(.name(alice.id, "Alice")), "unchanged name is not announced again")
+
+        // Alice restarts (clean): her own profile is kept.
+        alice.stop()
+        try alice.start()
+        #expect(alice.revue.selfName == "Alice")
+        #expect(alice.revue.friends.getFriendList() == [bob.id])
+    }
+
+    @Test func messageInFlightWhenFriendCrashesArrivesAfterItsRestart() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        bob.revue.abandonForTesting()
+        var result: Result<UInt32, FriendMessageError>?
+        Task { @MainActor in
+            do throws(FriendMessageError) {
+                result = .success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "while you were out", timeout: 10))
+            } catch { result = .failure(error) }
+        }
+        await settle(0.3)
+        bob.events = []
+        try bob.start()
+        await bob.waitForEvent(.message(alice.id, "while you were out"), timeout: 5)
+        await alice.wait("receipt") { result != nil }
+        if case .success = result {} else { Issue.record("expected a receipt, got \(String(describing: result))") }
+    }
+
+    @Test func outageLosesNoQueuedMessage() async throws {
+        let alice = try TestPeer(), bob = try TestPeer()
+        defer { alice.remove(); bob.remove() }
+        // No rendezvous: Bob learns Alice's endpoint from her request, Alice from his handshake.
+        let aliceCore = alice.revue.core!
+        try alice.revue.friends.addFriend(address: bob.revue.revueAddress, message: "hi")
+        aliceCore.friends[bob.id]!.candidates[.direct(SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))] = monotonicNow()
+        await bob.waitForEvent(.request(alice.id, "hi"))
+        try bob.revue.friends.addFriendNorequest(friendId: alice.id)
+        await alice.waitForEvent(.paths(bob.id, true))
+        aliceCore.dropDirectSends = true
+        bob.revue.core!.dropDirectSends = true
+        var results: [Result<UInt32, FriendMessageError>] = []
+        for i in 0..<3 {
+            Task { @MainActor in
+                do throws(FriendMessageError) {
+                    results.append(.success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "o\(i)", timeout: 10)))
+                } catch { results.append(.failure(error)) }
+            }
+        }
+        await alice.waitForEvent(.paths(bob.id, false), timeout: 3)
+        aliceCore.dropDirectSends = false
+        bob.revue.core!.dropDirectSends = false
+        await alice.wait("receipts", timeout: 6) { results.count == 3 }
+        #expect(results.allSatisfy { if case .success = $0 { true } else { false } })
+        let got = bob.friendEvents.compactMap { if case .message(_, let m) = $0 { m } else { nil } }
+        #expect(got == ["o0", "o1", "o2"])
+    }
+
+    @Test func profileFileIsOwnerOnlyAndAtomicallyReplaced() throws {
+        let peer = try TestPeer()
+        defer { peer.remove() }
+        peer.revue.setSelfName("x")
+        var st = stat()
+        #expect(stat(peer.directory + "/profile.json", &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o600)
+        #expect(!FileManager.default.fileExists(atPath: peer.directory + "/profile.json.tmp"))
+        let text = try String(contentsOfFile: peer.directory + "/profile.json", encoding: .utf8)
+        #expect(text.contains("\"name\" : \"x\""))
+    }
+
+    @Test func corruptProfileIsAnErrorNeverANewIdentity() throws {
+        let peer = try TestPeer()
+        let dir = peer.directory
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        peer.stop()
+        let path = dir + "/profile.json"
+        let original = try Data(contentsOf: URL(fileURLWithPath: path))
+        for garbage in [Data("{\"format\":1,".utf8), Data(), original.prefix(original.count / 2), Data("{\"format\":1,\"secretKey\":\"zz\",\"nospam\":1}".utf8)] {
+            try garbage.write(to: URL(fileURLWithPath: path))
+            let r = Revue()
+            do {
+                try r.initialize(RevueConfiguration(dataDirectory: dir))
+                Issue.record("initialize accepted a corrupt profile")
+                r.destroy()
+            } catch {
+                #expect(error.code == .corruptProfile, "\(error)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == garbage, "the corrupt file is left as it was")
+        }
+    }
+
+    @Test func twoInstancesCannotShareADataDirectory() throws {
+        let peer = try TestPeer()
+        defer { peer.remove() }
+        let other = Revue()
+        #expect(throws: RevueError.self) { try other.initialize(peer.configuration) }
+        do { try other.initialize(peer.configuration) } catch { #expect(error.code == .dataDirectory) }
+        #expect(throws: RevueError.self) { try peer.revue.initialize(peer.configuration) }
+    }
+}

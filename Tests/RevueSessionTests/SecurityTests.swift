@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+@testable import RevueSession
+
+/// Hostile input on the session socket: none of it reaches the App, all of it is counted.
+@MainActor
+@Suite(.serialized) struct SecurityTests {
+    func counted(_ c: RevueCounters) -> Int {
+        c.droppedMalformed + c.droppedForged + c.droppedReplayed + c.droppedUnknownSession + c.droppedNonFriend + c.droppedWrongNospam
+    }
+
+    @Test func randomTruncatedForgedAndReplayedDatagramsAreDroppedAndCounted() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        var captured: [[UInt8]] = []
+        alice.revue.core!.sendTap = { packet, route in
+            if case .direct = route, packet.first == PacketType.transportData.rawValue || packet.first == PacketType.handshakeInitiation.rawValue {
+                captured.append(packet)
+            }
+        }
+        try await befriend(alice, bob)
+        for i in 0..<5 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "real \(i)") }
+        alice.revue.core!.sendTap = nil
+        let eventsBefore = bob.friendEvents
+        let attacker = try UDPSocket(host: "127.0.0.1", port: 0)
+        defer { attacker.close() }
+        let target = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
+        var sent = 0
+
+        // Random datagrams, including every session type byte with random content.
+        var rng = SystemRandomNumberGenerator()
+        for i in 0..<600 {
+            var d = (0..<Int.random(in: 0...300, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            if !d.isEmpty, i % 2 == 0 { d[0] = UInt8(0x50 + i % 16) }
+            if d.count > 1, i % 4 == 0 { d[1] = revueProtocolVersion }
+            attacker.send(d, to: target); sent += 1
+        }
+        // Captured packets: truncated at many lengths, one bit flipped, and replayed verbatim.
+        for p in captured {
+            for cut in stride(from: 0, to: p.count, by: 7) { attacker.send(Array(p.prefix(cut)), to: target); sent += 1 }
+            for bit in [9, 20, p.count - 1] {
+                var f = p
+                f[bit] ^= 0x40
+                attacker.send(f, to: target); sent += 1
+            }
+            attacker.send(p, to: target); sent += 1
+        }
+        let baseline = counted(bob.revue.counters)
+        await bob.wait("every datagram counted", timeout: 5) { counted(bob.revue.counters) - baseline >= sent - 10 }
+        await settle(0.3)
+        let c = bob.revue.counters
+        // A few random datagrams can be empty or carry an index of no session; all are counted.
+        #expect(counted(c) >= sent - 10, "\(c)")
+        #expect(c.droppedForged > 0 && c.droppedReplayed > 0 && c.droppedMalformed > 0, "\(c)")
+        #expect(bob.friendEvents == eventsBefore, "nothing hostile reached the App")
+        #expect(bob.friendEvents.filter { if case .message = $0 { true } else { false } }.count == 5)
+        // The real session still works.
+        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "after")
+        await bob.waitForEvent(.message(alice.id, "after"))
+    }
+
+    @Test func requestsToOldNospamAndNonFriendHandshakesNeverReachTheApp() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let bob = try TestPeer(rendezvous: node), carol = try TestPeer(rendezvous: node), dave = try TestPeer(rendezvous: node)
+        defer { bob.remove(); carol.remove(); dave.remove() }
+        let oldAddress = bob.revue.revueAddress
+        bob.revue.nospam = bob.revue.nospam &+ 1
+        #expect(bob.revue.revueAddress != oldAddress)
+        #expect(bob.revue.revueAddress.prefix(64) == oldAddress.prefix(64))
+        try carol.revue.friends.addFriend(address: oldAddress, message: "old address")
+        // Dave adds Bob without a request: his handshakes are a non-friend's.
+        try dave.revue.friends.addFriendNorequest(friendId: bob.id)
+        await bob.wait("wrong nospam and non-friend counted", timeout: 5) {
+            bob.revue.counters.droppedWrongNospam >= 2 && bob.revue.counters.droppedNonFriend >= 2
+        }
+        #expect(bob.friendEvents.isEmpty, "\(bob.events)")
+        #expect(carol.revue.friends.getFriendPaths(friendId: bob.id).isOnline == false)
+        // The current address works, and the request is shown once although it is retried.
+        try carol.revue.friends.deleteFriend(friendId: bob.id)
+        try carol.revue.friends.addFriend(address: bob.revue.revueAddress, message: "new address")
+        await bob.waitForEvent(.request(carol.id, "new address"))
+        await settle(0.6)
+        #expect(bob.friendEvents == [.request(carol.id, "new address")])
+        #expect(bob.revue.counters.friendRequestsReceived == 1)
+    }
+}
