@@ -115,35 +115,3 @@ public struct SpeakingDetector: Sendable {
         return sorted[index]
     }
 }
-
-/// Audio level measurement on the RFC 6464 scale.
-/// Thread rule: pure functions. Cost: one pass over the samples.
-public enum AudioLevel {
-    /// Level in dBov of interleaved Float32 samples in -1...1: 20*log10(rms), clamped to -127...0.
-    public static func dbov(_ samples: UnsafeBufferPointer<Float>) -> Float {
-        guard !samples.isEmpty else { return -127 }
-        var sum: Float = 0
-        for s in samples { sum += s * s }
-        return dbov(meanSquare: sum / Float(samples.count))
-    }
-
-    /// Level in dBov of interleaved Int16 samples.
-    public static func dbov(_ samples: UnsafeBufferPointer<Int16>) -> Float {
-        guard !samples.isEmpty else { return -127 }
-        var sum: Double = 0
-        for s in samples { let x = Double(s) / 32768; sum += x * x }
-        return dbov(meanSquare: Float(sum / Double(samples.count)))
-    }
-
-    /// Level in dBov for a mean square of normalised samples.
-    public static func dbov(meanSquare: Float) -> Float {
-        guard meanSquare > 1e-13 else { return -127 }
-        return max(-127, min(0, 10 * log10f(meanSquare)))
-    }
-
-    /// The RFC 6464 §3 header-extension value: the level as a positive number of dB below
-    /// overload, 0 (loudest) to 127 (silence).
-    public static func rfc6464Value(dbov: Float) -> UInt8 {
-        UInt8(max(0, min(127, (-dbov).rounded())))
-    }
-}
