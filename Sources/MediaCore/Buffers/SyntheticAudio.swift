@@ -57,7 +57,7 @@ public struct SyntheticAudio: Sendable {
     public let amplitude: Double
     /// Seed for the speech contour and noise: same seed, same signal.
     public let seed: UInt64
-    /// Index of the next frame `render` writes; advances with every call.
+    /// Index of the next frame `render` writes; advances with every call. Set it to seek.
     public var position: Int = 0
 
     /// Syllable slot length of `.speech`: 250 ms, i.e. a syllable rate of 4 Hz.
