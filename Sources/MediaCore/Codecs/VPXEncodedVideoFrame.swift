@@ -23,10 +23,10 @@ public struct EncodedVideoFrame {
     /// RFC 7741 TL0PICIDX: running 8-bit index of base-layer frames; for a frame above layer 0,
     /// the index of the base-layer frame it depends on. Counts 0, 1, 2... from the first frame.
     public let tl0PicIndex: UInt8
-    /// RFC 7741 Y bit: a frame above layer 0 that references only buffers last written by
-    /// base-layer frames, so a receiver may start decoding that layer here. Always false for
-    /// layer 0 frames (and for streams without temporal layers). Computed from the reference
-    /// flags the wrapper sets, for VP8 and VP9 alike.
+    /// RFC 7741 Y bit: with temporal layers, a keyframe, or a frame above layer 0 that references
+    /// only buffers last written by base-layer frames, so a receiver may start decoding that layer
+    /// here. False for other layer-0 frames and for streams without temporal layers. Computed
+    /// from the reference flags the wrapper sets, for VP8 and VP9 alike.
     public let isLayerSync: Bool
     /// Whether no later frame references this one (libvpx's `VPX_FRAME_IS_DROPPABLE`).
     public let isDroppable: Bool

@@ -241,6 +241,8 @@ public final class VPXEncoder {
         // Layer sync (RFC 7741 Y bit): every referenced buffer was last written by layer 0.
         var sync = false
         if isKey {
+            // Keyframes are always sync frames when there are layers (as in libwebrtc).
+            sync = conf.temporalLayers > 1
             bufferLayer = (0, 0, 0)
             framesSinceKeyframe = 1
             keyframePending = false
