@@ -37,11 +37,12 @@ public final class SRTPContext: Sendable {
     public struct Options: Sendable {
         /// Replay window in packets (RFC 3711 section 3.3.2), 64 to 32767; libsrtp rejects other
         /// values with `.badParam`. Larger windows tolerate more reordering. Default 1024, as
-        /// libwebrtc uses for video.
+        /// libwebrtc and Firefox use.
         public var replayWindowSize: Int = 1024
         /// Lets a sender protect the same sequence number again (RTP retransmission of an identical
         /// packet, libsrtp `allow_repeat_tx`). Retransmitting different payload under the same
-        /// index would reuse keystream: only enable it for byte-identical resends.
+        /// index would reuse keystream: only enable it for byte-identical resends. Off by default
+        /// (libwebrtc turns it on); a NACK responder can instead resend the protected bytes it kept.
         public var allowRepeatTransmission: Bool = false
 
         /// Default options.

@@ -112,7 +112,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// RFC 4648 section 4 with padding), then `|lifetime` (written `2^n` when a power of two) and
     /// `|mki:length` when set. Contains the key: send it only over an encrypted channel.
     public var inlineKeyParams: String {
-        var text = "inline:" + Base64.encode(secret.bytes)
+        var text = "inline:" + SRTPInlineBase64.encode(secret.bytes)
         if let lifetime {
             if lifetime != 0 && lifetime & (lifetime - 1) == 0 {
                 text += "|2^\(lifetime.trailingZeroBitCount)"
@@ -148,7 +148,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
             throw SRTPKeyMaterialError(.badKeyMethod,
                 "SRTP inline key has \(parts.count - 1) '|' fields; at most lifetime and MKI are allowed")
         }
-        let bytes = try Base64.decode(parts[0])
+        let bytes = try SRTPInlineBase64.decode(parts[0])
         try self.init(suite: suite, keyAndSalt: bytes)
         for field in parts.dropFirst() {
             if field.contains(":") {
@@ -309,7 +309,7 @@ private final class SecretBytes: @unchecked Sendable {
 }
 
 /// Standard base64 (RFC 4648 section 4), used for the RFC 4568 key-salt.
-enum Base64 {
+enum SRTPInlineBase64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// Encodes with `=` padding.
