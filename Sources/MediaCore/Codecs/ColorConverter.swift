@@ -19,10 +19,11 @@ internal import CMediaShims
 /// malloc one row buffer per plane inside libyuv on each call: 3 small allocations per scaled
 /// frame, counted by `ColorConverterTests.allocationsPerConversion`.
 ///
-/// Thread rule: an instance owns scratch memory, so one thread at a time uses it; create one per
-/// capturer or stage (creation is cheap: nothing is allocated until a call needs scratch).
+/// Thread rule: an instance owns scratch memory, so one thread at a time uses it (it may move
+/// between threads, hence `Sendable`); create one per capturer or stage (creation is cheap:
+/// nothing is allocated until a call needs scratch).
 /// Cost: one pass of libyuv SIMD per stage; a 720p BGRA -> I420 conversion takes ~0.2 ms here.
-public final class ColorConverter {
+public final class ColorConverter: @unchecked Sendable {
     /// How `scale` and scaling conversions filter, libyuv's `FilterMode`.
     public enum ScaleFilter: Sendable, Hashable, CaseIterable {
         /// Point sampling (libyuv kFilterNone): fastest, aliased.
