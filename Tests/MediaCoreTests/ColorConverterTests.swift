@@ -424,7 +424,12 @@ import Foundation
                 #expect(try count { try converter.convert(bv, into: smallRotated, rotation: .rotation90) } == 0)
                 #expect(try count { try converter.convert(bv, into: same, rotation: .rotation180) } == 0)
                 converter.scaleFilter = .box
-                #expect(try count { try converter.convert(bv, into: half) } == 0)  // exact 2x: libyuv's fixed-ratio kernel
+                // Exact 1/2, 1/4 and 3/4 ratios use libyuv's fixed-ratio kernels: no allocation.
+                #expect(try count { try converter.convert(bv, into: half) } == 0)
+                let quarter = VideoFrame(width: 16, height: 12)
+                #expect(try count { try converter.convert(bv, into: quarter) } == 0)
+                let threeQuarters = VideoFrame(width: 48, height: 36)
+                #expect(try count { try converter.convert(bv, into: threeQuarters) } == 0)
                 // libyuv-internal allocations, measured: its general filtered scalers malloc one row
                 // buffer per plane per call (3 per I420Scale, 30 in the 10 calls counted). Documented in ColorConverter.
                 let box = try count { try converter.convert(bv, into: small) }
