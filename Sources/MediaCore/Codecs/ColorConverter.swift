@@ -13,16 +13,18 @@ internal import CMediaShims
 /// (`NV12ToI420Rotate`); other combinations go through scratch frames (convert -> scale -> rotate,
 /// scaling first so rotation touches the smaller image when downscaling). Scratch frames are kept
 /// between calls and reallocated only when a size changes, so a warm converter allocates nothing
-/// itself. Conversion, every rotation, point scaling and exact 2x downscaling allocate nothing at
-/// all (180 degrees is done as a mirrored flip, because libyuv's 180 rotations malloc a row per
-/// plane). libyuv's general filtered scalers (`.linear`, `.bilinear`, `.box` at other ratios)
-/// malloc one row buffer per plane inside libyuv on each call: 3 small allocations per scaled
-/// frame, counted by `ColorConverterTests.allocationsPerConversion`.
+/// itself. Conversion, every rotation, point scaling and filtered downscaling by exactly 1/2, 1/4
+/// or 3/4 (libyuv's fixed-ratio kernels) allocate nothing at all (180 degrees is done as a
+/// mirrored flip, because libyuv's 180 rotations malloc a row per plane). libyuv's general
+/// filtered scalers (`.linear`, `.bilinear`, `.box` at other ratios, and upscaling) malloc one row
+/// buffer per plane inside libyuv on each call: 3 small allocations per scaled frame, counted by
+/// `ColorConverterTests.allocationsPerConversion`.
 ///
-/// Thread rule: an instance owns scratch memory, so one thread at a time uses it; create one per
-/// capturer or stage (creation is cheap: nothing is allocated until a call needs scratch).
+/// Thread rule: an instance owns scratch memory, so one thread at a time uses it (it may move
+/// between threads, hence `Sendable`); create one per capturer or stage (creation is cheap:
+/// nothing is allocated until a call needs scratch).
 /// Cost: one pass of libyuv SIMD per stage; a 720p BGRA -> I420 conversion takes ~0.2 ms here.
-public final class ColorConverter {
+public final class ColorConverter: @unchecked Sendable {
     /// How `scale` and scaling conversions filter, libyuv's `FilterMode`.
     public enum ScaleFilter: Sendable, Hashable, CaseIterable {
         /// Point sampling (libyuv kFilterNone): fastest, aliased.

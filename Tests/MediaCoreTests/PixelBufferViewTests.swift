@@ -1,0 +1,88 @@
+import Testing
+@testable import MediaCore
+
+@Suite struct PixelBufferViewTests {
+    @Test func contiguousBuffersGetDefaultStridesAndPlaneOffsets() throws {
+        let bytes = [UInt8](repeating: 0, count: PixelBufferView.byteCount(for: .i420, width: 33, height: 17))
+        #expect(bytes.count == 33 * 17 + 2 * 17 * 9)
+        try bytes.withUnsafeBytes { raw in
+            let base = raw.baseAddress!
+            let i420 = try PixelBufferView.contiguous(raw, format: .i420, width: 33, height: 17)
+            #expect(i420.planeCount == 3)
+            #expect(i420.stride(ofPlane: 0) == 33 && i420.stride(ofPlane: 1) == 17 && i420.stride(ofPlane: 2) == 17)
+            #expect(i420.base(ofPlane: 1) == base + 33 * 17)
+            #expect(i420.base(ofPlane: 2) == base + 33 * 17 + 17 * 9)
+            let nv12 = try PixelBufferView.contiguous(raw, format: .nv12, width: 33, height: 17)
+            #expect(nv12.stride(ofPlane: 1) == 34 && nv12.base(ofPlane: 1) == base + 33 * 17)
+        }
+        #expect(PixelBufferView.byteCount(for: .yuy2, width: 33, height: 2) == 68 * 2)
+        #expect(PixelBufferView.byteCount(for: .rgb24, width: 10, height: 3) == 90)
+        #expect(PixelBufferView.byteCount(for: .abgr, width: 10, height: 3) == 120)
+        #expect(PixelBufferView.defaultStrides(for: .uyvy, width: 7).0 == 16)
+    }
+
+    @Test func packedViewKeepsFormatSizeAndStride() throws {
+        let bytes = [UInt8](repeating: 0, count: 100 * 10)
+        try bytes.withUnsafeBytes { raw in
+            let view = try PixelBufferView.packed(format: .argb, width: 20, height: 10, data: raw, stride: 100)
+            #expect(view.format == .argb && view.width == 20 && view.height == 10)
+            #expect(view.planeCount == 1 && view.stride(ofPlane: 0) == 100 && view.base(ofPlane: 0) == raw.baseAddress!)
+            // The last row only needs its own bytes, not a whole stride.
+            _ = try PixelBufferView.packed(format: .argb, width: 20, height: 10,
+                                           data: UnsafeRawBufferPointer(rebasing: raw[0..<(9 * 100 + 80)]), stride: 100)
+        }
+    }
+
+    @Test func rejectsBadSizesStridesAndBuffers() throws {
+        let bytes = [UInt8](repeating: 0, count: 64 * 48 * 4)
+        try bytes.withUnsafeBytes { raw in
+            #expect(throws: ColorConversionError.invalidSize) {
+                try PixelBufferView.packed(format: .bgra, width: 0, height: 48, data: raw, stride: 256)
+            }
+            #expect(throws: ColorConversionError.invalidSize) {
+                try PixelBufferView.packed(format: .bgra, width: 64, height: -2, data: raw, stride: 256)
+            }
+            #expect(throws: ColorConversionError.invalidSize) {
+                try PixelBufferView.contiguous(raw, format: .i420, width: 20_000, height: 2)
+            }
+            #expect(throws: ColorConversionError.invalidStride) {
+                try PixelBufferView.packed(format: .bgra, width: 64, height: 48, data: raw, stride: 255)
+            }
+            #expect(throws: ColorConversionError.invalidStride) {
+                try PixelBufferView.packed(format: .yuy2, width: 63, height: 2, data: raw, stride: 126)  // needs 128
+            }
+            #expect(throws: ColorConversionError.bufferTooSmall) {
+                try PixelBufferView.packed(format: .bgra, width: 64, height: 48, data: raw, stride: 260)
+            }
+            #expect(throws: ColorConversionError.bufferTooSmall) {
+                try PixelBufferView.contiguous(UnsafeRawBufferPointer(rebasing: raw[0..<(64 * 48 * 3 / 2 - 1)]),
+                                               format: .nv12, width: 64, height: 48)
+            }
+            #expect(throws: ColorConversionError.missingPlane) {
+                try PixelBufferView.packed(format: .rgb24, width: 4, height: 4,
+                                           data: UnsafeRawBufferPointer(start: nil, count: 0), stride: 12)
+            }
+            #expect(throws: ColorConversionError.unsupportedFormat) {
+                try PixelBufferView.packed(format: .nv12, width: 64, height: 48, data: raw, stride: 64)
+            }
+            // Planar: U plane stride below the half width, V plane one byte short.
+            let y = UnsafeRawBufferPointer(rebasing: raw[0..<(16 * 16)])
+            let c = UnsafeRawBufferPointer(rebasing: raw[0..<64])
+            #expect(throws: ColorConversionError.invalidStride) {
+                try PixelBufferView.i420(width: 16, height: 16, y: y, strideY: 16, u: c, strideU: 7, v: c, strideV: 8)
+            }
+            #expect(throws: ColorConversionError.bufferTooSmall) {
+                try PixelBufferView.i420(width: 16, height: 16, y: y, strideY: 16, u: c, strideU: 8,
+                                         v: UnsafeRawBufferPointer(rebasing: raw[0..<63]), strideV: 8)
+            }
+            #expect(throws: ColorConversionError.bufferTooSmall) {
+                try PixelBufferView.nv21(width: 15, height: 15, y: UnsafeRawBufferPointer(rebasing: raw[0..<225]), strideY: 15,
+                                         vu: UnsafeRawBufferPointer(rebasing: raw[0..<127]), strideVU: 16)  // 8 rows x 16
+            }
+            // A valid odd-size NV21 is accepted.
+            _ = try PixelBufferView.nv21(width: 15, height: 15, y: UnsafeRawBufferPointer(rebasing: raw[0..<225]), strideY: 15,
+                                         vu: UnsafeRawBufferPointer(rebasing: raw[0..<128]), strideVU: 16)
+        }
+    }
+
+}
