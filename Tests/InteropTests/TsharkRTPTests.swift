@@ -186,5 +186,40 @@ struct TsharkRTPTests {
         let problems = Tshark.problems(try Tshark.verbose(file, decode: decode))
         #expect(problems.isEmpty, "tshark reported: \(problems.prefix(5))")
     }
+
+    @Test func opusPacketsMatchTshark() throws {
+        // One Opus packet per RTP packet (RFC 7587 §4.2): every TOC config, code 0 and code 1
+        // (two equal frames, so an even frame-data length), 48 kHz timestamps.
+        var seq = RTPSequencer(initial: 65_500)
+        var header = RTPHeader(payloadType: 111, timestamp: 0, ssrc: 77)
+        var datagrams: [[UInt8]] = [], configs: [Int] = [], samples: [Int] = []
+        var buf = [UInt8](repeating: 0, count: 1500)
+        for config in 0..<32 {
+            for code in 0..<2 {
+                let opus: [UInt8] = [UInt8(config << 3 | code)] + (0..<(code == 0 ? 61 : 80)).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+                let n = try opus.withUnsafeBytes { raw in
+                    samples.append(try OpusPayload.sampleCount(packet: raw))
+                    let plan = OpusPayload.packetize(frame: raw, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
+                    header.sequenceNumber = seq.next()
+                    return buf.withUnsafeMutableBytes { plan.writePacket(at: 0, header: &header, into: $0) }
+                }
+                header.timestamp &+= UInt32(samples.last!)
+                datagrams.append(Array(buf[0..<n]))
+                configs.append(config)
+            }
+        }
+        let (dir, file) = try Tshark.capture(datagrams, port: 5010)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let decode = ["udp.port==5010,rtp", "rtp.pt==111,opus"]
+        let rows = try Tshark.fields(file, decode: decode, ["rtp.seq", "opus.TOC.config", "opus.TOC.c", "opus.frame_data"])
+        try #require(rows.count == datagrams.count)
+        for (i, r) in rows.enumerated() {
+            #expect(r[1] == "\(configs[i])", "row \(i): \(r)")
+            #expect(r[2] == "\(i % 2)", "row \(i): \(r)")
+            #expect(r[3].split(separator: ",").count == (i % 2 == 0 ? 1 : 2), "row \(i): \(r)")
+        }
+        let problems = Tshark.problems(try Tshark.verbose(file, decode: decode))
+        #expect(problems.isEmpty, "tshark reported: \(problems.prefix(5))")
+    }
 }
 #endif
