@@ -88,9 +88,8 @@ public final class PcapWriter {
         fd = open(tempPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
         guard fd >= 0 else {
-            let e = errno
-            buffer.deallocate()
-            throw PcapWriterError(e, "open \(tempPath)")
+            // All stored properties are set, so deinit runs and frees the buffer (fd < 0: no unlink).
+            throw PcapWriterError(errno, "open \(tempPath)")
         }
         // Global header (pcap-savefile(5)): magic, version 2.4, thiszone, sigfigs, snaplen, linktype;
         // written in host (little-endian) order, which the magic number announces.
