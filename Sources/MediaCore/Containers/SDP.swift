@@ -640,3 +640,44 @@ extension String {
         return String(s)
     }
 }
+
+extension SDPCrypto {
+    /// GStreamer's `srtpenc`/`srtpdec` names for this suite's cipher and authentication
+    /// (`aes-128-icm` + `hmac-sha1-80`, `aes-128-gcm` + `null`), nil for suites GStreamer lacks.
+    public var gstreamerCipherAndAuth: (cipher: String, auth: String)? {
+        switch suite {
+        case "AES_CM_128_HMAC_SHA1_80": return ("aes-128-icm", "hmac-sha1-80")
+        case "AES_CM_128_HMAC_SHA1_32": return ("aes-128-icm", "hmac-sha1-32")
+        case "AES_256_CM_HMAC_SHA1_80": return ("aes-256-icm", "hmac-sha1-80")
+        case "AES_256_CM_HMAC_SHA1_32": return ("aes-256-icm", "hmac-sha1-32")
+        case "AEAD_AES_128_GCM": return ("aes-128-gcm", "null")
+        case "AEAD_AES_256_GCM": return ("aes-256-gcm", "null")
+        default: return nil
+        }
+    }
+}
+
+extension SDPMediaDescription {
+    /// The caps a GStreamer `udpsrc ! srtpdec` pipeline needs to receive this section's first
+    /// payload type (GStreamer's `sdpdemux` keys SRTP only from MIKEY, not from `a=crypto`, so a
+    /// receiver sets these caps by hand): `application/x-srtp, media=video, payload=96, ...,
+    /// srtp-key=(buffer)<hex>, srtp-cipher=aes-128-icm, ...`. `srtpdec` keys streams by SSRC, so
+    /// the section needs an `a=ssrc` line for SRTP caps to work. Without `a=crypto` it returns plain
+    /// `application/x-rtp` caps. Nil when there is no rtpmap or the suite is unknown to GStreamer.
+    public var gstreamerCaps: String? {
+        guard let pt = payloadTypes.first, let map = rtpMap(for: pt) else { return nil }
+        var caps = "media=(string)\(type), payload=(int)\(pt), clock-rate=(int)\(map.clockRate), "
+            + "encoding-name=(string)\(map.encoding.uppercased())"
+        if let ch = map.channels, type == "audio" { caps += ", encoding-params=(string)\(ch)" }
+        if let ssrc = ssrcs.first?.ssrc { caps += ", ssrc=(uint)\(ssrc)" }
+        guard let c = crypto.first else { return "application/x-rtp, " + caps }
+        guard let names = c.gstreamerCipherAndAuth, let key = c.keys.first else { return nil }
+        let hex = key.keyAndSalt.map { b -> String in
+            let s = String(b, radix: 16)
+            return s.count == 1 ? "0" + s : s
+        }.joined()
+        caps += ", srtp-key=(buffer)\(hex), srtp-cipher=(string)\(names.cipher), srtp-auth=(string)\(names.auth)"
+        caps += ", srtcp-cipher=(string)\(names.cipher), srtcp-auth=(string)\(names.auth)"
+        return "application/x-srtp, " + caps
+    }
+}
