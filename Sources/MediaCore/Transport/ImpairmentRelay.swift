@@ -55,6 +55,8 @@ public final class ImpairmentRelay: @unchecked Sendable {
     public let configuration: Configuration
     /// The bound listen address (with the real port when the configuration asked for port 0).
     public let listenAddress: SocketAddress
+    /// The local address packets to `to` leave from: where `to` sees them come from and replies to.
+    public let upstreamAddress: SocketAddress
 
     private let engine: Engine
     private var thread: TransportThread?
@@ -70,6 +72,7 @@ public final class ImpairmentRelay: @unchecked Sendable {
         let upstream = try UDPSocket(family: configuration.to.family, options: options)
         try upstream.connect(to: configuration.to)
         listenAddress = try listenSocket.localAddress()
+        upstreamAddress = try upstream.localAddress()
         let forward = Lane(receiveOn: listenSocket, sendOn: upstream,
                            model: ImpairmentModel(settings: configuration.forward, seed: configuration.seed),
                            configuration: configuration)
