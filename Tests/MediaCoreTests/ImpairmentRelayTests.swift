@@ -3,6 +3,10 @@ import Synchronization
 import Testing
 @testable import MediaCore
 
+private func ipv6LoopbackAvailable() -> Bool {
+    (try? UDPSocket(bindingTo: .loopbackIPv6(port: 0))) != nil
+}
+
 private final class Inbox: Sendable {
     let entries = Mutex<[(bytes: [UInt8], source: SocketAddress?)]>([])
 }
@@ -14,10 +18,10 @@ private final class Endpoint: Sendable {
     let inbox = Inbox()
     let receiver: UDPReceiver
 
-    init() throws {
+    init(_ bind: SocketAddress = .loopbackIPv4(port: 0)) throws {
         var options = UDPSocket.Options()
         options.receiveBufferSize = 1 << 20
-        socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options)
+        socket = try UDPSocket(bindingTo: bind, options: options)
         address = try socket.localAddress()
         let inbox = self.inbox
         receiver = UDPReceiver(socket: socket, pollIntervalMilliseconds: 10) { d in
@@ -93,6 +97,36 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
         #expect(stats.reverse.received == 100 && stats.reverse.forwarded == 100)
         #expect(stats.forward.bytesForwarded == forward.reduce(0) { $0 + $1.count })
         #expect(stats.forward.droppedByLoss == 0 && stats.reverse.droppedWithoutPeer == 0)
+    }
+
+    @Test func repliesBeforeAnySenderAreDroppedAndCounted() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: destination.address))
+        relay.start()
+        #expect(relay.upstreamAddress.family == .ipv4 && relay.upstreamAddress.port != 0)
+        try destination.send([1, 2, 3], to: relay.upstreamAddress)
+        let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
+        while relay.statistics.reverse.droppedWithoutPeer == 0 && UDPSocket.monotonicNanoseconds() < deadline { usleep(2000) }
+        #expect(relay.statistics.reverse.droppedWithoutPeer == 1)
+        // Once the sender has spoken, replies reach it.
+        try sender.send([9], to: relay.listenAddress)
+        destination.settle(expecting: 1)
+        try destination.send([4, 5], to: relay.upstreamAddress)
+        sender.settle(expecting: 1)
+        #expect(sender.packets == [[4, 5]])
+        #expect(destination.packets == [[9]])
+    }
+
+    @Test(.enabled(if: ipv6LoopbackAvailable(), "::1 is not configured on this machine"))
+    func relaysOverIPv6Loopback() throws {
+        let sender = try Endpoint(.loopbackIPv6(port: 0)), destination = try Endpoint(.loopbackIPv6(port: 0))
+        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv6(port: 0), to: destination.address))
+        relay.start()
+        let packets = (0..<20).map { numbered($0, size: 50 + $0) }
+        for p in packets { try sender.send(p, to: relay.listenAddress) }
+        destination.settle(expecting: 20)
+        #expect(destination.packets == packets)
+        #expect(relay.listenAddress.family == .ipv6)
     }
 
     @Test func tenPercentLossOver2000PacketsMatchesTheModel() throws {

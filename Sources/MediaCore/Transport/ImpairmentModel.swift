@@ -32,7 +32,8 @@ public struct ImpairmentModel: Sendable {
         public var reorderDelayMilliseconds: Double = 20
         /// `--duplicate P`: share of packets delivered twice.
         public var duplicate: Double = 0
-        /// `--rate BPS`: link rate in bits per second (IP payload bytes x 8); 0 means unlimited.
+        /// `--rate BPS`: link rate in bits per second, counting UDP payload bytes x 8 (headers are
+        /// not counted); 0 means unlimited.
         public var rateBitsPerSecond: Int = 0
         /// `--queue MS`: longest wait in the rate limiter's queue; a packet that would wait longer
         /// is dropped (tail drop). Only used with a rate limit.

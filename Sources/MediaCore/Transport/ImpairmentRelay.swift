@@ -55,13 +55,11 @@ public final class ImpairmentRelay: @unchecked Sendable {
     public let configuration: Configuration
     /// The bound listen address (with the real port when the configuration asked for port 0).
     public let listenAddress: SocketAddress
+    /// The local address packets to `to` leave from: where `to` sees them come from and replies to.
+    public let upstreamAddress: SocketAddress
 
-    private let forwardLane: Lane
-    private let reverseLane: Lane
-    private let stopping = Atomic<Bool>(false)
-    private let published = Mutex(Statistics())
+    private let engine: Engine
     private var thread: TransportThread?
-    private var lastSource: SocketAddress?
 
     /// Binds the listen socket and connects the upstream socket to `configuration.to`; traps on
     /// invalid impairment settings (check `Settings.problem` for user input).
@@ -74,78 +72,91 @@ public final class ImpairmentRelay: @unchecked Sendable {
         let upstream = try UDPSocket(family: configuration.to.family, options: options)
         try upstream.connect(to: configuration.to)
         listenAddress = try listenSocket.localAddress()
-        forwardLane = Lane(receiveOn: listenSocket, sendOn: upstream,
+        upstreamAddress = try upstream.localAddress()
+        let forward = Lane(receiveOn: listenSocket, sendOn: upstream,
                            model: ImpairmentModel(settings: configuration.forward, seed: configuration.seed),
                            configuration: configuration)
-        reverseLane = Lane(receiveOn: upstream, sendOn: listenSocket,
+        let reverse = Lane(receiveOn: upstream, sendOn: listenSocket,
                            model: ImpairmentModel(settings: configuration.reverse,
                                                   seed: configuration.seed ^ 0x5EED_0F_2E7E_25E0),
                            configuration: configuration)
+        engine = Engine(forward: forward, reverse: reverse)
     }
 
-    deinit {
-        stopping.store(true, ordering: .releasing)
-        thread?.join()
-    }
+    /// Releasing a running relay stops and joins its thread.
+    deinit { stop() }
 
     /// Starts relaying on the relay's thread. Calling it twice traps.
     public func start() {
         precondition(thread == nil, "ImpairmentRelay.start() called twice")
-        stopping.store(false, ordering: .releasing)
-        // unowned(unsafe): deinit joins the thread before the relay's memory goes away.
-        thread = TransportThread(name: "ImpairmentRelay") { [unowned(unsafe) self] in self.run() }
+        engine.stopping.store(false, ordering: .releasing)
+        // The thread owns the engine, never the relay, so releasing the relay stops it.
+        thread = TransportThread(name: "ImpairmentRelay") { [engine] in engine.run() }
     }
 
     /// Stops and joins the relay's thread (within about 20 ms plus one batch). Packets still
-    /// waiting for their delivery time are discarded. Idempotent.
+    /// waiting for their delivery time stay queued: a later `start()` sends them late, releasing the
+    /// relay discards them. Idempotent.
     public func stop() {
-        stopping.store(true, ordering: .releasing)
+        engine.stopping.store(true, ordering: .releasing)
         thread?.join()
         thread = nil
     }
 
     /// A snapshot of the counters (refreshed by the relay thread every loop, at least every 20 ms).
-    public var statistics: Statistics { published.withLock { $0 } }
+    public var statistics: Statistics { engine.published.withLock { $0 } }
 
-    // MARK: relay thread
+    /// What the relay's thread owns: both lanes and the last sender seen on the listen side.
+    private final class Engine: @unchecked Sendable {
+        static let maxWaitMilliseconds: UInt64 = 20
 
-    private static let maxWaitMilliseconds: UInt64 = 20
+        let forwardLane: Lane
+        let reverseLane: Lane
+        let stopping = Atomic<Bool>(false)
+        let published = Mutex(Statistics())
+        var lastSource: SocketAddress?
 
-    private func run() {
-        var fds = [pollfd(fd: forwardLane.input.descriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: reverseLane.input.descriptor, events: Int16(POLLIN), revents: 0)]
-        while !stopping.load(ordering: .acquiring) {
-            let now = UDPSocket.monotonicNanoseconds()
-            forwardLane.deliverDue(now: now)
-            reverseLane.deliverDue(now: now)
-            publish()
-            var waitMs = Self.maxWaitMilliseconds
-            let due = min(forwardLane.nextDue ?? .max, reverseLane.nextDue ?? .max)
-            if due != .max {
-                waitMs = min(waitMs, due <= now ? 0 : (due - now + 999_999) / 1_000_000)
-            }
-            fds[0].revents = 0
-            fds[1].revents = 0
-            let rc = poll(&fds, 2, Int32(waitMs))
-            if rc <= 0 { continue }
-            if fds[0].revents != 0 {
-                forwardLane.receive { datagram in
-                    lastSource = datagram.source
-                    return .connectedPeer
+        init(forward: Lane, reverse: Lane) {
+            forwardLane = forward
+            reverseLane = reverse
+        }
+
+        func run() {
+            var fds = [pollfd(fd: forwardLane.input.descriptor, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: reverseLane.input.descriptor, events: Int16(POLLIN), revents: 0)]
+            while !stopping.load(ordering: .acquiring) {
+                let now = UDPSocket.monotonicNanoseconds()
+                forwardLane.deliverDue(now: now)
+                reverseLane.deliverDue(now: now)
+                publish()
+                var waitMs = Self.maxWaitMilliseconds
+                let due = min(forwardLane.nextDue ?? .max, reverseLane.nextDue ?? .max)
+                if due != .max {
+                    waitMs = min(waitMs, due <= now ? 0 : (due - now + 999_999) / 1_000_000)
+                }
+                fds[0].revents = 0
+                fds[1].revents = 0
+                let rc = poll(&fds, 2, Int32(waitMs))
+                if rc <= 0 { continue }
+                if fds[0].revents != 0 {
+                    forwardLane.receive { datagram in
+                        lastSource = datagram.source
+                        return .connectedPeer
+                    }
+                }
+                if fds[1].revents != 0 {
+                    let peer = lastSource
+                    reverseLane.receive { _ in peer.map { .address($0) } ?? .noPeer }
                 }
             }
-            if fds[1].revents != 0 {
-                let peer = lastSource
-                reverseLane.receive { _ in peer.map { .address($0) } ?? .noPeer }
-            }
+            publish()
         }
-        publish()
-    }
 
-    private func publish() {
-        let forward = forwardLane.snapshot
-        let reverse = reverseLane.snapshot
-        published.withLock { $0 = Statistics(forward: forward, reverse: reverse) }
+        private func publish() {
+            let forward = forwardLane.snapshot
+            let reverse = reverseLane.snapshot
+            published.withLock { $0 = Statistics(forward: forward, reverse: reverse) }
+        }
     }
 
     /// One direction: its sockets, model, pool of packet slots and schedule. Used only on the

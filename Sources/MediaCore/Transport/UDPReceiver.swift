@@ -26,14 +26,11 @@ public final class UDPReceiver: @unchecked Sendable {
     }
 
     /// The socket datagrams come from.
-    public let socket: UDPSocket
+    public var socket: UDPSocket { worker.socket }
     /// How long the thread waits in `poll` before checking for `stop()`.
-    public let pollIntervalMilliseconds: Int
+    public var pollIntervalMilliseconds: Int { worker.pollIntervalMilliseconds }
 
-    private let batch: UDPReceiveBatch
-    private let handler: (UDPDatagram) -> Void
-    private let stopping = Atomic<Bool>(false)
-    private let counters = Mutex(Statistics())
+    private let worker: Worker
     private var thread: TransportThread?
 
     /// Prepares a receiver on `socket` with a ring of `batchCapacity` buffers of `bufferSize` bytes.
@@ -42,16 +39,12 @@ public final class UDPReceiver: @unchecked Sendable {
     public init(socket: UDPSocket, batchCapacity: Int = 64, bufferSize: Int = 2048,
                 pollIntervalMilliseconds: Int = 50, handler: @escaping @Sendable (UDPDatagram) -> Void) {
         precondition(pollIntervalMilliseconds > 0, "the poll interval must be positive")
-        self.socket = socket
-        self.pollIntervalMilliseconds = pollIntervalMilliseconds
-        batch = UDPReceiveBatch(capacity: batchCapacity, bufferSize: bufferSize)
-        self.handler = handler
+        worker = Worker(socket: socket, batch: UDPReceiveBatch(capacity: batchCapacity, bufferSize: bufferSize),
+                        pollIntervalMilliseconds: pollIntervalMilliseconds, handler: handler)
     }
 
-    deinit {
-        stopping.store(true, ordering: .releasing)
-        thread?.join()
-    }
+    /// Releasing a running receiver stops and joins its thread.
+    deinit { stop() }
 
     /// True between `start()` and `stop()`.
     public var isRunning: Bool { thread != nil }
@@ -59,60 +52,79 @@ public final class UDPReceiver: @unchecked Sendable {
     /// Starts the receiving thread. Calling it twice traps.
     public func start() {
         precondition(thread == nil, "UDPReceiver.start() called twice")
-        stopping.store(false, ordering: .releasing)
-        thread = TransportThread(name: "UDPReceiver") { [unowned(unsafe) self] in self.run() }
+        worker.stopping.store(false, ordering: .releasing)
+        // The thread owns the worker, never the receiver, so releasing the receiver stops it.
+        thread = TransportThread(name: "UDPReceiver") { [worker] in worker.run() }
     }
 
     /// Asks the thread to stop and joins it; returns within about one poll interval plus the
     /// handler's time for the current batch. Idempotent.
     public func stop() {
-        stopping.store(true, ordering: .releasing)
+        worker.stopping.store(true, ordering: .releasing)
         thread?.join()
         thread = nil
     }
 
     /// A snapshot of the counters.
-    public var statistics: Statistics { counters.withLock { $0 } }
+    public var statistics: Statistics { worker.counters.withLock { $0 } }
 
-    private func run() {
-        while !stopping.load(ordering: .acquiring) {
-            let ready: Bool
-            do {
-                ready = try socket.waitUntilReadable(timeoutMilliseconds: pollIntervalMilliseconds)
-            } catch {
-                record(error)
-                usleep(UInt32(pollIntervalMilliseconds * 1000))
-                continue
-            }
-            guard ready else { continue }
-            let count: Int
-            do {
-                count = try batch.receive(from: socket, wait: false)
-            } catch {
-                record(error)
-                continue
-            }
-            guard count > 0 else { continue }
-            var bytes = 0, truncated = 0
-            for i in 0..<count {
-                let datagram = batch[i]
-                bytes += datagram.bytes.count
-                if datagram.isTruncated { truncated += 1 }
-                handler(datagram)
-            }
-            counters.withLock { s in
-                s.batches += 1
-                s.datagrams += count
-                s.bytes += bytes
-                s.truncated += truncated
+    /// What the receiving thread owns.
+    private final class Worker: @unchecked Sendable {
+        let socket: UDPSocket
+        let batch: UDPReceiveBatch
+        let pollIntervalMilliseconds: Int
+        let handler: (UDPDatagram) -> Void
+        let stopping = Atomic<Bool>(false)
+        let counters = Mutex(Statistics())
+
+        init(socket: UDPSocket, batch: UDPReceiveBatch, pollIntervalMilliseconds: Int,
+             handler: @escaping @Sendable (UDPDatagram) -> Void) {
+            self.socket = socket
+            self.batch = batch
+            self.pollIntervalMilliseconds = pollIntervalMilliseconds
+            self.handler = handler
+        }
+
+        func run() {
+            while !stopping.load(ordering: .acquiring) {
+                let ready: Bool
+                do {
+                    ready = try socket.waitUntilReadable(timeoutMilliseconds: pollIntervalMilliseconds)
+                } catch {
+                    record(error)
+                    usleep(UInt32(pollIntervalMilliseconds * 1000))
+                    continue
+                }
+                guard ready else { continue }
+                let count: Int
+                do {
+                    count = try batch.receive(from: socket, wait: false)
+                } catch {
+                    record(error)
+                    continue
+                }
+                guard count > 0 else { continue }
+                var bytes = 0, truncated = 0
+                for i in 0..<count {
+                    let datagram = batch[i]
+                    bytes += datagram.bytes.count
+                    if datagram.isTruncated { truncated += 1 }
+                    handler(datagram)
+                }
+                counters.withLock { s in
+                    s.batches += 1
+                    s.datagrams += count
+                    s.bytes += bytes
+                    s.truncated += truncated
+                }
             }
         }
-    }
 
-    private func record(_ error: SocketError) {
-        counters.withLock { s in
-            s.errors += 1
-            s.lastError = error
+        private func record(_ error: SocketError) {
+            counters.withLock { s in
+                s.errors += 1
+                s.lastError = error
+            }
         }
     }
 }
