@@ -333,35 +333,33 @@ final class SessionCore {
         if epoch != f.stored.inboundEpoch {
             f.stored.inboundEpoch = epoch
             f.stored.inboundDelivered = 0
+            f.inboundReceived = 0
             f.inboundAckable = 0
             f.inboundBuffer = [:]
         }
-        let delivered = f.stored.inboundDelivered
-        if seq <= delivered {
+        let received = f.inboundReceived
+        if seq <= received {
             counters.duplicatesSuppressed += 1
-        } else if seq - delivered <= 1024 {
+        } else if seq - received <= 1024 {
             if f.inboundBuffer[seq] != nil { counters.duplicatesSuppressed += 1 }
             f.inboundBuffer[seq] = (kind, body)
-            var ready: [(ReliableKind, [UInt8])] = []
-            while let item = f.inboundBuffer.removeValue(forKey: f.stored.inboundDelivered + 1) {
-                ready.append(item)
-                f.stored.inboundDelivered += 1
-            }
-            if !ready.isEmpty {
-                for (k, b) in ready {
-                    if k == .profile { applyProfile(f, b) } else { deliverMessage(f, b) }
-                }
-                // The receipt goes only after the App has the messages and the stream position is
-                // on disk: an acknowledged message was delivered, and a crash never loses it.
-                let delivered = f.stored.inboundDelivered
+            var delivered = false
+            while let (k, b) = f.inboundBuffer.removeValue(forKey: f.inboundReceived + 1) {
+                f.inboundReceived += 1
+                delivered = true
+                if k == .profile { applyProfile(f, b) } else { deliverMessage(f, b) }
+                // The stream position is saved, and the receipt sent, only once the App has the
+                // message: an acknowledged message was delivered, and a crash never loses it.
+                let position = f.inboundReceived
                 afterEvents { [weak self, weak f] in
-                    guard let self, let f, self.friends[f.id] === f else { return }
+                    guard let self, let f, self.friends[f.id] === f, f.stored.inboundEpoch == epoch else { return }
+                    f.stored.inboundDelivered = max(f.stored.inboundDelivered, position)
                     self.save()
-                    if f.stored.inboundEpoch == epoch { f.inboundAckable = max(f.inboundAckable, delivered) }
-                    self.sendAck(f, epoch: epoch, seq: delivered)
+                    f.inboundAckable = max(f.inboundAckable, position)
+                    self.sendAck(f, epoch: epoch, seq: f.inboundAckable)
                 }
-                return
             }
+            if delivered { return }
         }
         sendAck(f, epoch: epoch, seq: f.inboundAckable)
     }
