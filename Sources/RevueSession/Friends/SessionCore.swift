@@ -23,6 +23,8 @@ final class SessionCore {
     static let maxRequestMessageLength = 921
     /// Friend messages waiting for a receipt per friend before `sendQueueFull`.
     static let sendQueueCapacity = 64
+    /// The LAN discovery multicast group, 239.255.77.77 (organization-local scope, RFC 2365).
+    nonisolated static let lanGroup: UInt32 = 0xEFFF_4D4D
     /// Reliable items in flight per friend.
     static let sendWindow = 32
 
@@ -92,8 +94,9 @@ final class SessionCore {
             store.close()
             throw error
         }
-        if configuration.lanDiscovery {
-            lanSocket = try? UDPSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true)
+        if configuration.lanDiscovery, let s = try? UDPSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
+           s.joinMulticast(group: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort)) {
+            lanSocket = s
         } else {
             lanSocket = nil
         }
@@ -776,16 +779,14 @@ final class SessionCore {
             for node in rendezvousNodes { socket.send(w.bytes, to: node) }
             updateDiscoverable()
         }
-        if configuration.lanDiscovery, now - lastAnnounce >= 1 {
+        if let lanSocket, isDiscoverable, now - lastAnnounce >= 1 {
             lastAnnounce = now
             var w = ByteWriter()
             w.u8(PacketType.lanAnnounce.rawValue)
             w.u8(revueProtocolVersion)
             w.append(identity.publicKey)
             w.u16(socket.localPort)
-            // Broadcast on the LAN, and on loopback for peers on this host.
-            socket.send(w.bytes, to: SocketAddress(ip: 0xFFFF_FFFF, port: configuration.lanDiscoveryPort))
-            socket.send(w.bytes, to: SocketAddress(ip: 0x7F00_0001, port: configuration.lanDiscoveryPort))
+            lanSocket.send(w.bytes, to: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort))
         }
     }
 
@@ -860,7 +861,7 @@ final class SessionCore {
             counters.droppedMalformed += 1
             return
         }
-        guard let f = friends[Hex.encode(key)] else { return }
+        guard key != identity.publicKey, let f = friends[Hex.encode(key)] else { return }
         let route = Route.direct(SocketAddress(ip: from.ip, port: port))
         let isNew = f.candidates[route] == nil
         f.candidates[route] = monotonicNow()
