@@ -103,3 +103,30 @@ import Testing
         #expect(results.allSatisfy { if case .failure(.timeout) = $0 { true } else { false } })
     }
 }
+
+/// LAN discovery by multicast: two friends find each other with no rendezvous node and no stored
+/// endpoint. Uses the real discovery port, so it runs alone.
+func multicastAvailable() -> Bool {
+    guard let s = try? UDPSocket(host: "0.0.0.0", port: 0) else { return false }
+    defer { s.close() }
+    return s.joinMulticast(group: SocketAddress(ip: 0xEFFF_4D4D, port: 0))
+}
+
+@MainActor
+@Suite(.serialized, .enabled(if: multicastAvailable(), "no IPv4 multicast route on this host"))
+struct LANDiscoveryTests {
+
+    @Test func friendsFindEachOtherByMulticast() async throws {
+        func lan(_ c: inout RevueConfiguration) {
+            c.bindHost = "0.0.0.0"
+            c.lanDiscovery = true
+            c.lanDiscoveryPort = 33_441
+        }
+        let alice = try TestPeer(tweak: lan), bob = try TestPeer(tweak: lan)
+        defer { alice.remove(); bob.remove() }
+        #expect(alice.revue.isDiscoverable)
+        #expect(alice.events.isEmpty || alice.events == [.discoverable(true)])
+        try await befriend(alice, bob)
+        #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .directLAN)
+    }
+}

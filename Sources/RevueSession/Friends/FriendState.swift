@@ -99,6 +99,9 @@ final class FriendState {
     var nextSeq: UInt32 = 1
     var waiters: [UInt32: MessageWaiter] = [:]
     var inboundBuffer: [UInt32: (ReliableKind, [UInt8])] = [:]
+    /// Highest contiguous inbound sequence received and queued for the App (in memory only; the
+    /// stored `inboundDelivered` follows once the App has it).
+    var inboundReceived: UInt32 = 0
     /// Highest inbound sequence both delivered to the App and saved: the most a receipt may claim.
     var inboundAckable: UInt32 = 0
 
@@ -110,6 +113,7 @@ final class FriendState {
         self.id = Hex.encode(key)
         self.stored = stored
         self.inboundAckable = stored.inboundDelivered
+        self.inboundReceived = stored.inboundDelivered
     }
 
     func session(index: UInt32) -> TransportSession? {

@@ -23,6 +23,8 @@ final class SessionCore {
     static let maxRequestMessageLength = 921
     /// Friend messages waiting for a receipt per friend before `sendQueueFull`.
     static let sendQueueCapacity = 64
+    /// The LAN discovery multicast group, 239.255.77.77 (organization-local scope, RFC 2365).
+    nonisolated static let lanGroup: UInt32 = 0xEFFF_4D4D
     /// Reliable items in flight per friend.
     static let sendWindow = 32
 
@@ -92,8 +94,9 @@ final class SessionCore {
             store.close()
             throw error
         }
-        if configuration.lanDiscovery {
-            lanSocket = try? UDPSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true)
+        if configuration.lanDiscovery, let s = try? UDPSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
+           s.joinMulticast(group: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort)) {
+            lanSocket = s
         } else {
             lanSocket = nil
         }
@@ -333,35 +336,33 @@ final class SessionCore {
         if epoch != f.stored.inboundEpoch {
             f.stored.inboundEpoch = epoch
             f.stored.inboundDelivered = 0
+            f.inboundReceived = 0
             f.inboundAckable = 0
             f.inboundBuffer = [:]
         }
-        let delivered = f.stored.inboundDelivered
-        if seq <= delivered {
+        let received = f.inboundReceived
+        if seq <= received {
             counters.duplicatesSuppressed += 1
-        } else if seq - delivered <= 1024 {
+        } else if seq - received <= 1024 {
             if f.inboundBuffer[seq] != nil { counters.duplicatesSuppressed += 1 }
             f.inboundBuffer[seq] = (kind, body)
-            var ready: [(ReliableKind, [UInt8])] = []
-            while let item = f.inboundBuffer.removeValue(forKey: f.stored.inboundDelivered + 1) {
-                ready.append(item)
-                f.stored.inboundDelivered += 1
-            }
-            if !ready.isEmpty {
-                for (k, b) in ready {
-                    if k == .profile { applyProfile(f, b) } else { deliverMessage(f, b) }
-                }
-                // The receipt goes only after the App has the messages and the stream position is
-                // on disk: an acknowledged message was delivered, and a crash never loses it.
-                let delivered = f.stored.inboundDelivered
+            var delivered = false
+            while let (k, b) = f.inboundBuffer.removeValue(forKey: f.inboundReceived + 1) {
+                f.inboundReceived += 1
+                delivered = true
+                if k == .profile { applyProfile(f, b) } else { deliverMessage(f, b) }
+                // The stream position is saved, and the receipt sent, only once the App has the
+                // message: an acknowledged message was delivered, and a crash never loses it.
+                let position = f.inboundReceived
                 afterEvents { [weak self, weak f] in
-                    guard let self, let f, self.friends[f.id] === f else { return }
+                    guard let self, let f, self.friends[f.id] === f, f.stored.inboundEpoch == epoch else { return }
+                    f.stored.inboundDelivered = max(f.stored.inboundDelivered, position)
                     self.save()
-                    if f.stored.inboundEpoch == epoch { f.inboundAckable = max(f.inboundAckable, delivered) }
-                    self.sendAck(f, epoch: epoch, seq: delivered)
+                    f.inboundAckable = max(f.inboundAckable, position)
+                    self.sendAck(f, epoch: epoch, seq: f.inboundAckable)
                 }
-                return
             }
+            if delivered { return }
         }
         sendAck(f, epoch: epoch, seq: f.inboundAckable)
     }
@@ -778,16 +779,14 @@ final class SessionCore {
             for node in rendezvousNodes { socket.send(w.bytes, to: node) }
             updateDiscoverable()
         }
-        if configuration.lanDiscovery, now - lastAnnounce >= 1 {
+        if let lanSocket, isDiscoverable, now - lastAnnounce >= 1 {
             lastAnnounce = now
             var w = ByteWriter()
             w.u8(PacketType.lanAnnounce.rawValue)
             w.u8(revueProtocolVersion)
             w.append(identity.publicKey)
             w.u16(socket.localPort)
-            // Broadcast on the LAN, and on loopback for peers on this host.
-            socket.send(w.bytes, to: SocketAddress(ip: 0xFFFF_FFFF, port: configuration.lanDiscoveryPort))
-            socket.send(w.bytes, to: SocketAddress(ip: 0x7F00_0001, port: configuration.lanDiscoveryPort))
+            lanSocket.send(w.bytes, to: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort))
         }
     }
 
@@ -862,7 +861,7 @@ final class SessionCore {
             counters.droppedMalformed += 1
             return
         }
-        guard let f = friends[Hex.encode(key)] else { return }
+        guard key != identity.publicKey, let f = friends[Hex.encode(key)] else { return }
         let route = Route.direct(SocketAddress(ip: from.ip, port: port))
         let isNew = f.candidates[route] == nil
         f.candidates[route] = monotonicNow()

@@ -14,12 +14,34 @@ struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         "\(ip >> 24).\(ip >> 16 & 255).\(ip >> 8 & 255).\(ip & 255):\(port)"
     }
 
-    /// Private (RFC 1918), link-local, loopback or CGNAT space: what a LAN path looks like.
+    /// Private (RFC 1918), link-local, loopback or CGNAT space, or inside the subnet of one of
+    /// this host's interfaces: what a LAN path looks like.
     var isLocal: Bool {
         let a = ip >> 24, b = ip >> 16 & 255
-        return a == 10 || a == 127 || (a == 172 && (16...31).contains(b)) || (a == 192 && b == 168)
-            || (a == 169 && b == 254) || (a == 100 && (64...127).contains(b))
+        if a == 10 || a == 127 || (a == 172 && (16...31).contains(b)) || (a == 192 && b == 168)
+            || (a == 169 && b == 254) || (a == 100 && (64...127).contains(b)) {
+            return true
+        }
+        return Self.localSubnets.contains { ip & $0.mask == $0.network }
     }
+
+    /// The IPv4 subnets of this host's interfaces (read once with getifaddrs).
+    static let localSubnets: [(network: UInt32, mask: UInt32)] = {
+        var result: [(UInt32, UInt32)] = []
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return [] }
+        defer { freeifaddrs(list) }
+        var p = list
+        while let i = p {
+            if let addr = i.pointee.ifa_addr, let mask = i.pointee.ifa_netmask, addr.pointee.sa_family == sa_family_t(AF_INET) {
+                let a = addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+                let m = mask.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+                result.append((a & m, m))
+            }
+            p = i.pointee.ifa_next
+        }
+        return result
+    }()
 
     /// Resolves "host:port" or a host plus port (numeric IPv4 or a name, via getaddrinfo).
     static func resolve(host: String, port: UInt16) -> SocketAddress? {
@@ -92,6 +114,21 @@ final class UDPSocket: @unchecked Sendable {
         }
         self.fd = fd
         self.localPort = UInt16(bigEndian: bound.sin_port)
+    }
+
+    /// Joins an IPv4 multicast group on the default interface, with loopback of our own sends so
+    /// peers on this host hear each other (IP_ADD_MEMBERSHIP, IP_MULTICAST_LOOP). False on failure.
+    @discardableResult
+    func joinMulticast(group: SocketAddress) -> Bool {
+        var mreq = ip_mreq()
+        mreq.imr_multiaddr.s_addr = group.ip.bigEndian
+        mreq.imr_interface.s_addr = 0
+        let joined = setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &mreq, socklen_t(MemoryLayout<ip_mreq>.size)) == 0
+        var loop: UInt8 = 1
+        setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_LOOP, &loop, socklen_t(1))
+        var ttl: UInt8 = 1
+        setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_TTL, &ttl, socklen_t(1))
+        return joined
     }
 
     /// Starts reading; `onReceive` runs on the main queue for each datagram, in arrival order.

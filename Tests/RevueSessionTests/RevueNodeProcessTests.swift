@@ -1,0 +1,276 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import RevueSession
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class LineBuffer: Sendable {
+    let lines = Mutex<[String]>([])
+    let closed = Atomic<Bool>(false)
+}
+
+/// One revue-node process: JSON commands in, JSON event lines out (collected by a reader thread).
+final class NodeProcess: @unchecked Sendable {
+    static var binary: String? {
+        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [dir, dir.deletingLastPathComponent(), URL(fileURLWithPath: FileManager.default.currentDirectoryPath + "/.build/debug")] {
+            let path = candidate.appendingPathComponent("revue-node").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return nil
+    }
+
+    let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private let buffer = LineBuffer()
+
+    /// Starts revue-node with `arguments`, inside network namespace `namespace` when given.
+    init(_ arguments: [String], namespace: String? = nil) throws {
+        if let namespace {
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+            process.arguments = ["netns", "exec", namespace, Self.binary!] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Self.binary!)
+            process.arguments = arguments
+        }
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let handle = output.fileHandleForReading
+        let lines = self.buffer
+        Thread.detachNewThread {
+            var buffer = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty {
+                    lines.closed.store(true, ordering: .releasing)
+                    break
+                }
+                buffer += chunk
+                while let nl = buffer.firstIndex(of: 0x0A) {
+                    let line = String(decoding: buffer[buffer.startIndex..<nl], as: UTF8.self)
+                    buffer = Data(buffer[(nl + 1)...])
+                    lines.lines.withLock { $0.append(line) }
+                }
+            }
+        }
+    }
+
+    /// Every parsed output line so far.
+    var events: [[String: Any]] {
+        buffer.lines.withLock { $0 }.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    func send(_ command: [String: Any]) {
+        let data = try! JSONSerialization.data(withJSONObject: command)
+        input.fileHandleForWriting.write(data + Data("\n".utf8))
+    }
+
+    /// Waits for the `nth` (1-based) line matching `match`; nil after `timeout`.
+    func wait(timeout: Double = 5, nth: Int = 1, _ match: @escaping ([String: Any]) -> Bool) async -> [String: Any]? {
+        let deadline = monotonicNow() + timeout
+        while monotonicNow() < deadline {
+            let hits = events.filter(match)
+            if hits.count >= nth { return hits[nth - 1] }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+
+    /// Kills the process and waits until everything it wrote has been read.
+    func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        let deadline = monotonicNow() + 2
+        while !buffer.closed.load(ordering: .acquiring) && monotonicNow() < deadline { usleep(5_000) }
+    }
+
+    func quit() {
+        send(["cmd": "quit"])
+        let deadline = monotonicNow() + 3
+        while process.isRunning && monotonicNow() < deadline { usleep(10_000) }
+        if process.isRunning { kill() }
+    }
+}
+
+func event(_ name: String, _ fields: [String: String] = [:]) -> ([String: Any]) -> Bool {
+    { e in e["event"] as? String == name && fields.allSatisfy { e[$0.key] as? String == $0.value } }
+}
+
+/// Two revue-node peers and a revue-node rendezvous node on loopback.
+@Suite(.serialized, .enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
+struct RevueNodeProcessTests {
+    @Test func twoPeersBefriendAndExchangeMessagesThroughRendezvous() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-node-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let rendezvous = try NodeProcess(["--rendezvous", "--host", "127.0.0.1"])
+        defer { rendezvous.kill() }
+        let ready = try #require(await rendezvous.wait(event("ready")))
+        let node = "127.0.0.1:\(ready["port"] as! Int)"
+        let alice = try NodeProcess(["--data", dir + "/alice", "--host", "127.0.0.1", "--name", "Alice", "--rendezvous", node])
+        var bob = try NodeProcess(["--data", dir + "/bob", "--host", "127.0.0.1", "--name", "Bob", "--rendezvous", node])
+        defer { alice.kill(); bob.kill() }
+        let aliceReady = try #require(await alice.wait(event("ready")))
+        let bobReady = try #require(await bob.wait(event("ready")))
+        let aliceId = aliceReady["revueId"] as! String, bobId = bobReady["revueId"] as! String
+
+        alice.send(["cmd": "add-friend", "address": bobReady["address"] as! String, "message": "hello Bob"])
+        #expect(await alice.wait(event("ok", ["cmd": "add-friend", "friendId": bobId])) != nil)
+        #expect(await bob.wait(event("didReceiveFriendRequest", ["friendId": aliceId, "message": "hello Bob"])) != nil)
+        bob.send(["cmd": "accept", "friendId": aliceId])
+        #expect(await alice.wait(event("didUpdateName", ["friendId": bobId, "name": "Bob"])) != nil)
+        #expect(await bob.wait(event("didUpdateName", ["friendId": aliceId, "name": "Alice"])) != nil)
+        #expect(await alice.wait { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true } != nil)
+
+        for i in 0..<5 { alice.send(["cmd": "message", "friendId": bobId, "message": "m\(i)", "id": i]) }
+        for i in 0..<5 {
+            #expect(await alice.wait { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" && $0["id"] as? Int == i } != nil)
+        }
+        var received = bob.events.filter(event("didReceiveMessage")).map { $0["message"] as! String }
+        #expect(received == (0..<5).map { "m\($0)" })
+
+        // Bob is killed and restarted with the same data directory.
+        bob.kill()
+        #expect(await alice.wait(timeout: 3) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == false } != nil)
+        bob = try NodeProcess(["--data", dir + "/bob", "--host", "127.0.0.1", "--rendezvous", node])
+        let again = try #require(await bob.wait(event("ready")))
+        #expect(again["revueId"] as? String == bobId)
+        #expect(await alice.wait(timeout: 5, nth: 2) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true } != nil)
+        alice.send(["cmd": "message", "friendId": bobId, "message": "after restart", "id": 99])
+        #expect(await alice.wait { $0["event"] as? String == "ok" && $0["id"] as? Int == 99 } != nil)
+        #expect(await bob.wait(event("didReceiveMessage", ["message": "after restart"])) != nil)
+        received = bob.events.filter(event("didReceiveMessage")).map { $0["message"] as! String }
+        #expect(received == ["after restart"], "nothing from before the restart is delivered again")
+
+        bob.send(["cmd": "list"])
+        let list = try #require(await bob.wait(event("ok", ["cmd": "list"])))
+        let friends = list["friends"] as? [[String: Any]] ?? []
+        #expect(friends.count == 1 && friends.first?["name"] as? String == "Alice")
+        alice.quit()
+        bob.quit()
+    }
+
+    @Test func sigkillWhileSavingLosesNothingAcknowledged() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-node-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let rendezvous = try NodeProcess(["--rendezvous", "--host", "127.0.0.1"])
+        defer { rendezvous.kill() }
+        let ready = try #require(await rendezvous.wait(event("ready")))
+        let node = "127.0.0.1:\(ready["port"] as! Int)"
+        let alice = try NodeProcess(["--data", dir + "/alice", "--host", "127.0.0.1", "--rendezvous", node])
+        var bob = try NodeProcess(["--data", dir + "/bob", "--host", "127.0.0.1", "--rendezvous", node])
+        defer { alice.kill(); bob.kill() }
+        let bobReady = try #require(await bob.wait(event("ready")))
+        let aliceId = try #require(await alice.wait(event("ready")))["revueId"] as! String
+        let bobId = bobReady["revueId"] as! String
+        alice.send(["cmd": "add-friend", "address": bobReady["address"] as! String, "message": "x"])
+        _ = await bob.wait(event("didReceiveFriendRequest"))
+        bob.send(["cmd": "accept", "friendId": aliceId])
+        _ = await alice.wait { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true }
+
+        // Every message makes Bob write his profile; kill him while that goes on.
+        let count = 40
+        for i in 0..<count { alice.send(["cmd": "message", "friendId": bobId, "message": "k\(i)", "id": i, "timeout": 30]) }
+        _ = await bob.wait(timeout: 5, nth: 8, event("didReceiveMessage"))
+        bob.kill()
+        let firstRun = bob.events.filter(event("didReceiveMessage")).map { $0["message"] as! String }
+        let ackedBeforeKill = Set(alice.events.filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" }.map { $0["id"] as! Int })
+        bob = try NodeProcess(["--data", dir + "/bob", "--host", "127.0.0.1", "--rendezvous", node])
+        #expect(await bob.wait(event("ready")) != nil, "the profile written during the kill still loads")
+        for i in 0..<count {
+            #expect(await alice.wait(timeout: 10) { $0["cmd"] as? String == "message" && $0["id"] as? Int == i } != nil)
+        }
+        let secondRun = bob.events.filter(event("didReceiveMessage")).map { $0["message"] as! String }
+        let acked = alice.events.filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" }.map { $0["id"] as! Int }
+        #expect(acked.count == count, "every message gets its receipt after the restart")
+        let all = firstRun + secondRun
+        for i in ackedBeforeKill { #expect(firstRun.contains("k\(i)"), "acknowledged k\(i) had been delivered") }
+        for i in 0..<count { #expect(all.contains("k\(i)"), "k\(i) delivered") }
+        // In order within each run; a duplicate is only possible for the one message in flight
+        // between delivery and the save the kill interrupted.
+        #expect(all.count <= count + 1, "\(all)")
+        alice.quit()
+        bob.quit()
+    }
+}
+
+/// Runs a shell script; returns its exit status and output.
+@discardableResult
+func shell(_ script: String) -> (status: Int32, output: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/bin/sh")
+    p.arguments = ["-c", script]
+    let out = Pipe()
+    p.standardOutput = out
+    p.standardError = out
+    do { try p.run() } catch { return (-1, "\(error)") }
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Three network namespaces: Alice's and Bob's, joined by a router namespace that runs the
+/// rendezvous node and whose nftables forward chain drops Alice-to-Bob traffic, so the only path
+/// between them is the rendezvous node's relay. Needs root (ip netns, nft); skipped otherwise.
+@Suite(.serialized, .enabled(if: getuid() == 0 && NodeProcess.binary != nil
+    && FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft"), "needs root, ip and nft (not root: skipped)"))
+struct RelayNamespaceTests {
+    @Test func blockedDirectPathFallsBackToRelay() async throws {
+        let p = "rvt\(getpid() % 100_000)"
+        let setup = """
+        set -e
+        ip netns add \(p)a; ip netns add \(p)b; ip netns add \(p)r
+        ip link add \(p)a0 type veth peer name \(p)a1
+        ip link add \(p)b0 type veth peer name \(p)b1
+        ip link set \(p)a0 netns \(p)r; ip link set \(p)a1 netns \(p)a
+        ip link set \(p)b0 netns \(p)r; ip link set \(p)b1 netns \(p)b
+        ip -n \(p)r addr add 10.77.1.1/24 dev \(p)a0; ip -n \(p)r link set \(p)a0 up
+        ip -n \(p)r addr add 10.77.2.1/24 dev \(p)b0; ip -n \(p)r link set \(p)b0 up
+        ip -n \(p)r link set lo up
+        ip -n \(p)a addr add 10.77.1.2/24 dev \(p)a1; ip -n \(p)a link set \(p)a1 up; ip -n \(p)a link set lo up
+        ip -n \(p)b addr add 10.77.2.2/24 dev \(p)b1; ip -n \(p)b link set \(p)b1 up; ip -n \(p)b link set lo up
+        ip -n \(p)a route add default via 10.77.1.1
+        ip -n \(p)b route add default via 10.77.2.1
+        ip netns exec \(p)r sysctl -qw net.ipv4.ip_forward=1
+        ip netns exec \(p)r nft add table inet revue
+        ip netns exec \(p)r nft add chain inet revue relayonly '{ type filter hook forward priority 0; policy accept; }'
+        ip netns exec \(p)r nft add rule inet revue relayonly ip saddr 10.77.1.0/24 ip daddr 10.77.2.0/24 counter drop
+        ip netns exec \(p)r nft add rule inet revue relayonly ip saddr 10.77.2.0/24 ip daddr 10.77.1.0/24 counter drop
+        """
+        let result = shell(setup)
+        defer { shell("ip netns del \(p)a; ip netns del \(p)b; ip netns del \(p)r") }
+        try #require(result.status == 0, "namespace setup failed: \(result.output)")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-ns-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+
+        let rendezvous = try NodeProcess(["--rendezvous", "--port", "33400"], namespace: p + "r")
+        defer { rendezvous.kill() }
+        _ = try #require(await rendezvous.wait(event("ready")))
+        let alice = try NodeProcess(["--data", dir + "/alice", "--rendezvous", "10.77.1.1:33400"], namespace: p + "a")
+        let bob = try NodeProcess(["--data", dir + "/bob", "--rendezvous", "10.77.2.1:33400"], namespace: p + "b")
+        defer { alice.kill(); bob.kill() }
+        let aliceId = try #require(await alice.wait(event("ready")))["revueId"] as! String
+        let bobReady = try #require(await bob.wait(event("ready")))
+        let bobId = bobReady["revueId"] as! String
+
+        alice.send(["cmd": "add-friend", "address": bobReady["address"] as! String, "message": "across namespaces"])
+        #expect(await bob.wait(timeout: 8, event("didReceiveFriendRequest", ["friendId": aliceId, "message": "across namespaces"])) != nil)
+        bob.send(["cmd": "accept", "friendId": aliceId])
+        let online = await alice.wait(timeout: 8) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true }
+        let paths = (online?["paths"] as? [[String: Any]]) ?? []
+        #expect(paths.map { $0["kind"] as? String } == ["relayed"], "\(String(describing: online))")
+        alice.send(["cmd": "message", "friendId": bobId, "message": "via relay", "id": 1])
+        #expect(await alice.wait(timeout: 8) { $0["event"] as? String == "ok" && $0["id"] as? Int == 1 } != nil)
+        #expect(await bob.wait(event("didReceiveMessage", ["friendId": aliceId, "message": "via relay"])) != nil)
+        let counters = shell("ip netns exec \(p)r nft list chain inet revue relayonly").output
+        let dropped = counters.split(separator: "\n").compactMap { line -> Int? in
+            guard let r = line.range(of: "packets ") else { return nil }
+            return Int(line[r.upperBound...].prefix { $0.isNumber })
+        }.reduce(0, +)
+        #expect(dropped > 0, "the direct path was tried and blocked: \(counters)")
+    }
+}
