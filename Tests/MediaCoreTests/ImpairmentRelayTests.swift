@@ -246,6 +246,11 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
                                                                    "--loss", "0.1", "--forward-only"])
         #expect(oneWay.listen == .loopbackIPv6(port: 5000))
         #expect(oneWay.reverse.isTransparent && oneWay.forward.loss == 0.1)
+        // Every option the parser accepts is in the help text.
+        for option in ["--listen", "--to", "--loss", "--burst", "--delay", "--jitter", "--reorder", "--reorder-delay",
+                       "--duplicate", "--rate", "--queue", "--seed", "--forward-only"] {
+            #expect(ImpairmentRelay.Configuration.usage.contains(option))
+        }
     }
 
     @Test func configurationErrorsNameTheOption() {

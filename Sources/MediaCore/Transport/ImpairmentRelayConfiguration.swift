@@ -32,6 +32,22 @@ extension ImpairmentRelay {
         /// Largest datagram relayed whole; longer ones are truncated and counted.
         public var maxPacketSize: Int = 2048
 
+        /// Help text for the options `init(arguments:)` accepts, for the CLI's `relay --help`.
+        public static let usage = """
+            relay --listen PORT|HOST:PORT --to HOST:PORT [options]
+              --loss P           share of packets lost (fraction, 0.02 = 2 %)
+              --burst N          mean loss burst length in packets (Gilbert model when > 1)
+              --delay MS         fixed one-way delay
+              --jitter MS        uniform delay variation of +/- MS (order is kept)
+              --reorder P        share of packets held back so later ones overtake them
+              --reorder-delay MS how long a reordered packet is held (default 20)
+              --duplicate P      share of packets delivered twice
+              --rate BPS         link rate in bit/s (UDP payload), 0 = unlimited
+              --queue MS         rate limiter queue before tail drop (default 100)
+              --seed N           random seed (default 1); same seed, same decisions
+              --forward-only     impair only listen -> to, not the replies
+            """
+
         /// A relay from `listen` to `to`, with `impairment` in both directions unless `reverse` is given.
         public init(listen: SocketAddress, to: SocketAddress, impairment: ImpairmentModel.Settings = .init(),
                     reverse: ImpairmentModel.Settings? = nil, seed: UInt64 = 1) {
