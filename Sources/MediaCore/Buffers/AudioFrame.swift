@@ -110,7 +110,7 @@ public final class AudioFramePool: Sendable {
     public func release(_ frame: AudioFrame) {
         precondition(frame.sampleFormat == sampleFormat && frame.channels == channels && frame.capacity == framesPerBuffer,
                      "AudioFramePool.release: frame does not belong to this pool")
-        let pushed = free.tryPush(frame)
+        let pushed = free.pushRetryingTransientFull(frame)
         precondition(pushed, "AudioFramePool.release: more frames returned than the pool owns (double release)")
     }
 

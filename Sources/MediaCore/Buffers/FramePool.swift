@@ -40,7 +40,7 @@ public final class FramePool: Sendable {
     public func release(_ frame: VideoFrame) {
         precondition(frame.width == width && frame.height == height,
                      "FramePool.release: \(frame.width)x\(frame.height) frame does not belong to a \(width)x\(height) pool")
-        let pushed = free.tryPush(frame)
+        let pushed = free.pushRetryingTransientFull(frame)
         precondition(pushed, "FramePool.release: more frames returned than the pool owns (double release)")
     }
 

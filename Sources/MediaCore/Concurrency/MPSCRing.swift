@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// A bounded lock-free FIFO that many producer threads push into and one consumer drains: the
@@ -64,6 +67,10 @@ public final class MPSCRing<Element>: @unchecked Sendable {
 
     /// Appends `element` if there is room. Returns false when the ring is full (the caller keeps
     /// `element`); never blocks. Any thread.
+    ///
+    /// With several consumers, "full" can be transient: a consumer that has claimed the slot one lap
+    /// behind but not yet marked it free makes the slot look occupied. Owners that know the ring
+    /// cannot really be full (a pool's free list) use `pushRetryingTransientFull`.
     public func tryPush(_ element: Element) -> Bool {
         var position = tail.load(ordering: .relaxed)
         while true {
@@ -86,6 +93,18 @@ public final class MPSCRing<Element>: @unchecked Sendable {
                 position = tail.load(ordering: .relaxed)  // another producer took it; retry
             }
         }
+    }
+
+    /// Pushes `element` into a ring that the caller knows has room (it holds fewer elements than
+    /// `capacity` by construction), retrying while a concurrent pop finishes freeing the slot.
+    /// Returns false only if the ring stayed full for `attempts` tries, which means the caller's
+    /// invariant is broken (e.g. an element returned twice). Never allocates; may spin briefly.
+    public func pushRetryingTransientFull(_ element: Element, attempts: Int = 1_000_000) -> Bool {
+        for attempt in 0..<attempts {
+            if tryPush(element) { return true }
+            if attempt >= 64 { sched_yield() }
+        }
+        return false
     }
 
     /// Removes and returns the oldest element, or nil when the ring is empty (or its oldest slot
