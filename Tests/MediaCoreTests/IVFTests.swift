@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct IVFTests {
@@ -98,5 +99,14 @@ import Testing
             try w.write([1, 2, 3], pts: 0)
         }
         #expect(dir.contents.isEmpty)
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.ivf"
+        let e = containerError { _ = try IVFWriter(path: path, codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30)) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct OggOpusTests {
@@ -163,6 +164,15 @@ import Testing
             try w.write(Self.packet(0), sampleCount: 960)
         }
         #expect(dir.contents.isEmpty)
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.opus"
+        let e = containerError { _ = try OggOpusWriter(path: path, channelCount: 1) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }
 

@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct SDPTests {
@@ -147,5 +148,14 @@ import Testing
         #expect(e?.description == "\(dir.file("e.sdp")): file is empty (no session description)")
         let bad = dir.write("b.sdp", Array("v=0\r\no=x\r\n".utf8))
         #expect(containerError { _ = try SDPSessionDescription.read(path: bad) }?.description == "\(bad): line 2: o= needs 6 fields, got 1")
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.sdp"
+        let e = containerError { try SDPTests.sample().write(to: path) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }

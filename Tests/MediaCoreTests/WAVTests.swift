@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct WAVTests {
@@ -166,5 +167,14 @@ import Testing
         #expect(dir.contents.isEmpty)
         let e = containerError { _ = try WAVWriter(path: dir.file("x/a.wav"), sampleRate: 8000, channelCount: 1, format: .int16) }
         #expect(e?.description == "\(dir.file("x/a.wav")): cannot create output file: No such file or directory")
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.wav"
+        let e = containerError { _ = try WAVWriter(path: path, sampleRate: 8000, channelCount: 1, format: .int16) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct Y4MTests {
@@ -146,5 +147,14 @@ import Testing
         try w.finish()
         #expect(dir.read("o.y4m").starts(with: Array("YUV4MPEG2 W2 H2".utf8)))
         #expect(dir.contents == ["o.y4m"])
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.y4m"
+        let e = containerError { _ = try Y4MWriter(path: path, width: 16, height: 16, frameRate: ContainerRational(25, 1)) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }
