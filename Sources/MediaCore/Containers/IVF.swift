@@ -48,8 +48,9 @@ public struct IVFFrameHeader: Hashable, Sendable {
 }
 
 /// Reads an IVF file (VP8/VP9 frames) frame by frame into caller buffers, streaming.
-/// Thread rule: one thread at a time. Cost: one copy of each payload from the page cache.
-public final class IVFReader {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: one copy of each payload from the page cache.
+public final class IVFReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
     public let header: IVFHeader
@@ -168,8 +169,9 @@ public final class IVFReader {
 
 /// Writes an IVF file atomically; `finish()` stores the frame count in the header, fsyncs and
 /// renames into place; `abort()` or deinit without `finish()` leaves nothing behind.
-/// Thread rule: one thread at a time. Cost: one buffered copy of each payload.
-public final class IVFWriter {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: one buffered copy of each payload.
+public final class IVFWriter: @unchecked Sendable {
     public let path: String
     public let header: IVFHeader
     /// Frames written so far.

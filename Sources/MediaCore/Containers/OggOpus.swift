@@ -139,8 +139,9 @@ public struct OggOpusPacket: Hashable, Sendable {
 /// Reads an Ogg Opus file (RFC 7845) packet by packet, streaming: finds the Opus logical stream,
 /// parses OpusHead and OpusTags, checks page CRCs, reassembles packets across pages and works out
 /// the pre-skip and end trimming of each packet from the granule positions (§4).
-/// Thread rule: one thread at a time. Cost: one copy of each packet into the caller's buffer.
-public final class OggOpusReader {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: one copy of each packet into the caller's buffer.
+public final class OggOpusReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
     public let head: OggOpusHead
@@ -311,8 +312,9 @@ public final class OggOpusReader {
 /// their own pages, granule positions counting 48 kHz samples including the pre-skip, pages
 /// flushed every `maximumPageDuration` samples (1 s by default), the end-of-stream flag and
 /// optional end trimming on the last page. The file appears under its name only after `finish()`.
-/// Thread rule: one thread at a time. Cost: each packet is copied once into its page.
-public final class OggOpusWriter {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: each packet is copied once into its page.
+public final class OggOpusWriter: @unchecked Sendable {
     public let path: String
     public let head: OggOpusHead
     public let tags: OggOpusTags

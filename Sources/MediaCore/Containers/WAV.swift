@@ -31,9 +31,10 @@ enum WAVConvert {
 /// data chunk (0xFFFFFFFF) that streaming writers leave. Accepts 1-2 channels of 16-bit PCM or 32-bit
 /// float, plain or WAVE_FORMAT_EXTENSIBLE, at any rate; rejects the rest with a clear error.
 /// Format: Microsoft "Multimedia Programming Interface and Data Specifications 1.0", WAVEFORMATEXTENSIBLE.
-/// Thread rule: one thread at a time. Cost: `read` copies from the page cache; converting between
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: `read` copies from the page cache; converting between
 /// Int16 and Float goes through a 16 KiB scratch buffer.
-public final class WAVReader {
+public final class WAVReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
     /// Sample frames per second.
@@ -254,9 +255,10 @@ public final class WAVReader {
 /// Writes a RIFF/WAVE file of 16-bit PCM or 32-bit float (with a `fact` chunk), 1-2 channels, any
 /// rate, atomically: sizes are fixed up and the file renamed into place by `finish()`; `abort()` or
 /// deinit without `finish()` leaves nothing behind.
-/// Thread rule: one thread at a time. Cost: buffered writes; converting sample types goes through a
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: buffered writes; converting sample types goes through a
 /// 16 KiB scratch buffer.
-public final class WAVWriter {
+public final class WAVWriter: @unchecked Sendable {
     /// The destination path.
     public let path: String
     public let sampleRate: Int

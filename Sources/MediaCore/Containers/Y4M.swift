@@ -121,8 +121,9 @@ public struct Y4MHeader: Hashable, Sendable {
 
 /// Reads a YUV4MPEG2 file frame by frame into caller-owned `VideoFrame`s, streaming (a frame at a
 /// time, never the whole file).
-/// Thread rule: one thread at a time. Cost: `readFrame` is a copy of the pixels from the page cache.
-public final class Y4MReader {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: `readFrame` is a copy of the pixels from the page cache.
+public final class Y4MReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
     /// The parsed stream header.
@@ -224,8 +225,9 @@ public final class Y4MReader {
 
 /// Writes a YUV4MPEG2 (4:2:0) file from I420 views, atomically: the file appears under its name
 /// only after `finish()`; `abort()` or deinit without `finish()` leaves nothing behind.
-/// Thread rule: one thread at a time. Cost: one buffered copy of each frame's pixels.
-public final class Y4MWriter {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: one buffered copy of each frame's pixels.
+public final class Y4MWriter: @unchecked Sendable {
     /// The destination path.
     public let path: String
     /// The header written at the top of the file.
