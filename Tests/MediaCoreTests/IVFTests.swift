@@ -13,7 +13,7 @@ import Foundation
         let bytes = dir.read("a.ivf")
         #expect(bytes.count == 32 + frames.reduce(0) { $0 + 12 + $1.count })
         #expect(Array(bytes[0..<12]) == Array("DKIF".utf8) + [0, 0, 32, 0] + Array("VP90".utf8))
-        #expect(le32(bytes, 24) == 7)
+        #expect(ContainerLE.u32(bytes, 24) == 7)
 
         let r = try IVFReader(path: path)
         #expect(r.header == IVFHeader(codec: .vp9, width: 320, height: 240, timeBase: ContainerRational(1, 90_000),
@@ -42,15 +42,15 @@ import Foundation
     static func header(fourcc: String = "VP80", width: UInt16 = 64, height: UInt16 = 48,
                        rate: UInt32 = 30, scale: UInt32 = 1, headerSize: UInt16 = 32) -> [UInt8] {
         var h: [UInt8] = Array("DKIF".utf8)
-        h.appendLE16(0); h.appendLE16(headerSize); h.appendASCII(fourcc)
-        h.appendLE16(width); h.appendLE16(height); h.appendLE32(rate); h.appendLE32(scale)
-        h.appendLE32(0); h.appendLE32(0)
+        h.appendContainerLE16(0); h.appendContainerLE16(headerSize); h.appendContainerASCII(fourcc)
+        h.appendContainerLE16(width); h.appendContainerLE16(height); h.appendContainerLE32(rate); h.appendContainerLE32(scale)
+        h.appendContainerLE32(0); h.appendContainerLE32(0)
         return h
     }
 
     static func frame(_ size: UInt32, _ payload: [UInt8]) -> [UInt8] {
         var f: [UInt8] = []
-        f.appendLE32(size); f.appendLE64(0)
+        f.appendContainerLE32(size); f.appendContainerLE64(0)
         return f + payload
     }
 

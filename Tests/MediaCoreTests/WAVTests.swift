@@ -7,22 +7,22 @@ import Foundation
     static func wav(_ chunks: [(String, [UInt8])], riffSize: UInt32? = nil) -> [UInt8] {
         var body: [UInt8] = Array("WAVE".utf8)
         for (id, data) in chunks {
-            body.appendASCII(id); body.appendLE32(UInt32(data.count)); body += data
+            body.appendContainerASCII(id); body.appendContainerLE32(UInt32(data.count)); body += data
             if data.count & 1 == 1 { body.append(0) }
         }
         var out: [UInt8] = Array("RIFF".utf8)
-        out.appendLE32(riffSize ?? UInt32(body.count))
+        out.appendContainerLE32(riffSize ?? UInt32(body.count))
         return out + body
     }
 
     static func fmt(tag: UInt16, channels: Int, rate: Int, bits: Int, extensibleSubformat: UInt16? = nil) -> [UInt8] {
         var f: [UInt8] = []
-        f.appendLE16(extensibleSubformat == nil ? tag : 0xFFFE); f.appendLE16(UInt16(channels))
-        f.appendLE32(UInt32(rate)); f.appendLE32(UInt32(rate * channels * bits / 8))
-        f.appendLE16(UInt16(channels * bits / 8)); f.appendLE16(UInt16(bits))
+        f.appendContainerLE16(extensibleSubformat == nil ? tag : 0xFFFE); f.appendContainerLE16(UInt16(channels))
+        f.appendContainerLE32(UInt32(rate)); f.appendContainerLE32(UInt32(rate * channels * bits / 8))
+        f.appendContainerLE16(UInt16(channels * bits / 8)); f.appendContainerLE16(UInt16(bits))
         if let sub = extensibleSubformat {
-            f.appendLE16(22); f.appendLE16(UInt16(bits)); f.appendLE32(channels == 1 ? 4 : 3)
-            f.appendLE16(sub)
+            f.appendContainerLE16(22); f.appendContainerLE16(UInt16(bits)); f.appendContainerLE32(channels == 1 ? 4 : 3)
+            f.appendContainerLE16(sub)
             f += [0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71]
         }
         return f
@@ -30,7 +30,7 @@ import Foundation
 
     static func pcm16(_ samples: [Int16]) -> [UInt8] {
         var d: [UInt8] = []
-        for s in samples { d.appendLE16(UInt16(bitPattern: s)) }
+        for s in samples { d.appendContainerLE16(UInt16(bitPattern: s)) }
         return d
     }
 
@@ -46,7 +46,7 @@ import Foundation
         try w.finish()
         let bytes = dir.read("a.wav")
         #expect(bytes.count == (format == .int16 ? 44 : 58) + frames * channels * format.bytesPerSample)
-        #expect(le32(bytes, 4) == UInt32(bytes.count - 8))
+        #expect(ContainerLE.u32(bytes, 4) == UInt32(bytes.count - 8))
 
         let r = try WAVReader(path: path)
         #expect(r.sampleRate == 44_100 && r.channelCount == channels && r.sampleFormat == format)
@@ -93,7 +93,7 @@ import Foundation
     @Test func readsWaveFormatExtensible() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
         var data: [UInt8] = []
-        for f: Float in [0.5, -0.25] { data.appendLE32(f.bitPattern) }
+        for f: Float in [0.5, -0.25] { data.appendContainerLE32(f.bitPattern) }
         let r = try WAVReader(path: dir.write("x.wav", Self.wav([
             ("fmt ", Self.fmt(tag: 3, channels: 2, rate: 96_000, bits: 32, extensibleSubformat: 3)), ("data", data)])))
         #expect(r.sampleFormat == .float32 && r.channelCount == 2 && r.sampleRate == 96_000)

@@ -633,7 +633,7 @@ public enum SDPBase64 {
 }
 
 extension String {
-    var trimmingWhitespace: String {
+    fileprivate var trimmingWhitespace: String {
         var s = Substring(self)
         while s.first == " " || s.first == "\t" { s.removeFirst() }
         while s.last == " " || s.last == "\t" { s.removeLast() }
