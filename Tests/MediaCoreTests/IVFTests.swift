@@ -101,6 +101,20 @@ import Foundation
         #expect(dir.contents.isEmpty)
     }
 
+    @Test func survivesEveryTruncationAndRandomCorruption() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let w = try IVFWriter(path: dir.file("s.ivf"), codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30))
+        for i in 0..<4 { try w.write([UInt8](repeating: UInt8(i), count: 10 + i), pts: Int64(i)) }
+        try w.finish()
+        let result = exerciseCorruptions(of: dir.read("s.ivf"), in: dir, mutations: 400) { path in
+            let r = try IVFReader(path: path)
+            var b: [UInt8] = []
+            while try r.readFrame(into: &b) != nil {}
+        }
+        #expect(result.errors > 0)
+        #expect(result.unnamed.isEmpty, "\(result.unnamed)")
+    }
+
     @Test func writerReportsReadOnlyOutputDirectory() {
         // /sys refuses new files even to root: the error names the output and nothing is created.
         let path = "/sys/revue-test.ivf"

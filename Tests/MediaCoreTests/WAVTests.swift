@@ -169,6 +169,19 @@ import Foundation
         #expect(e?.description == "\(dir.file("x/a.wav")): cannot create output file: No such file or directory")
     }
 
+    @Test func survivesEveryTruncationAndRandomCorruption() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let bytes = Self.wav([("LIST", [1, 2, 3]), ("fmt ", Self.fmt(tag: 3, channels: 2, rate: 8000, bits: 32, extensibleSubformat: 3)),
+                              ("data", [UInt8](repeating: 0x3F, count: 64))])
+        let result = exerciseCorruptions(of: bytes, in: dir, mutations: 400) { path in
+            let r = try WAVReader(path: path)
+            var out = [Float](repeating: 0, count: 6)
+            while try out.withUnsafeMutableBufferPointer({ try r.read(into: $0) }) > 0 {}
+        }
+        #expect(result.errors > 0)
+        #expect(result.unnamed.isEmpty, "\(result.unnamed)")
+    }
+
     @Test func writerReportsReadOnlyOutputDirectory() {
         // /sys refuses new files even to root: the error names the output and nothing is created.
         let path = "/sys/revue-test.wav"
