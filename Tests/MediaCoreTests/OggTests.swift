@@ -91,6 +91,21 @@ import Testing
         #expect(a.lostPages == 1 && a.droppedPackets == 2)
     }
 
+    @Test func assemblerIgnoresDuplicatedPages() {
+        var a = OggPacketAssembler(maximumPacketSize: 1 << 20)
+        var p = OggPage()
+        p.sequence = 5; p.lacing = [1]; p.body = [9]
+        _ = a.add(p)
+        p.sequence = 6; p.body = [10]
+        _ = a.add(p)
+        p.sequence = 5; p.body = [9] // sent again
+        _ = a.add(p)
+        #expect(a.packets.isEmpty && a.lostPages == 0)
+        p.sequence = 7; p.body = [11]
+        _ = a.add(p)
+        #expect(a.packets.count == 1 && a.bytes == [11] && a.lostPages == 0)
+    }
+
     @Test func assemblerRejectsOversizedPackets() {
         var a = OggPacketAssembler(maximumPacketSize: 300)
         var p = OggPage()

@@ -291,7 +291,9 @@ struct OggPacketAssembler {
         packets.removeAll(keepingCapacity: true)
         bytes.removeAll(keepingCapacity: true)
         if let e = expectedSequence, page.sequence != e {
-            lostPages += Int(page.sequence &- e)
+            let gap = page.sequence &- e
+            if gap >= 0x8000_0000 { return true } // an old or duplicated page: ignore it
+            lostPages += Int(gap)
             if hasPartial { droppedPackets += 1 }
             hasPartial = false
             partial.removeAll(keepingCapacity: true)

@@ -155,6 +155,8 @@ public final class Y4MReader: @unchecked Sendable {
         headerByteCount = file.offset
     }
 
+    private static let frameTag: [UInt8] = Array("FRAME".utf8)
+
     /// Width, height and frame rate from the header.
     public var width: Int { header.width }
     public var height: Int { header.height }
@@ -183,12 +185,12 @@ public final class Y4MReader: @unchecked Sendable {
         case .tooLong:
             throw ContainerError(.malformed, path: path, "frame \(index) header is longer than 1024 bytes")
         case .unterminated:
-            if line.starts(with: Array("FRAME".utf8)) || Array("FRAME".utf8).starts(with: line) {
+            if line.starts(with: Self.frameTag) || Self.frameTag.starts(with: line) {
                 throw ContainerError(.truncated, path: path, "frame \(index) is truncated (header without pixels)")
             }
             throw ContainerError(.malformed, path: path, "frame \(index) does not start with FRAME")
         case .line:
-            guard line.count >= 5, line.starts(with: Array("FRAME".utf8)),
+            guard line.count >= 5, line.starts(with: Self.frameTag),
                   line.count == 5 || line[5] == UInt8(ascii: " ") else {
                 throw ContainerError(.malformed, path: path,
                                      "frame \(index) does not start with FRAME (at byte \(file.offset - Int64(line.count) - 1))")
