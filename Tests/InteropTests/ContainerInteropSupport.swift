@@ -5,7 +5,7 @@ import Foundation
 @testable import MediaCore
 
 /// A temporary directory for one interop test, removed with `remove()`.
-struct InteropTempDir {
+struct ContainerInteropTempDir {
     let path: String
     init() {
         let base = NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
@@ -20,7 +20,7 @@ struct InteropTempDir {
 }
 
 /// Result of running an external tool.
-struct ToolRun {
+struct ContainerToolRun {
     var status: Int32
     var stdout: String
     var stderr: String
@@ -29,10 +29,10 @@ struct ToolRun {
 
 /// Runs `tool` (looked up in /usr/bin, /usr/local/bin, /bin) with `arguments`; kills it after
 /// `timeout` seconds.
-func runTool(_ tool: String, _ arguments: [String], timeout: Double = 60) throws -> ToolRun {
+func runContainerTool(_ tool: String, _ arguments: [String], timeout: Double = 60) throws -> ContainerToolRun {
     let dirs = ["/usr/bin", "/usr/local/bin", "/bin"]
     guard let dir = dirs.first(where: { FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)") }) else {
-        throw ToolMissing(tool: tool)
+        throw ContainerToolMissing(tool: tool)
     }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: "\(dir)/\(tool)")
@@ -57,18 +57,18 @@ func runTool(_ tool: String, _ arguments: [String], timeout: Double = 60) throws
     }
     p.waitUntilExit()
     group.wait()
-    return ToolRun(status: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+    return ContainerToolRun(status: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
                    stderr: String(decoding: errData, as: UTF8.self), timedOut: timedOut)
 }
 
-struct ToolMissing: Error, CustomStringConvertible {
+struct ContainerToolMissing: Error, CustomStringConvertible {
     var tool: String
     var description: String { "\(tool) is not installed: run scripts/install-deps" }
 }
 
 /// `ffprobe -show_streams -count_frames/packets` as key=value pairs of the first stream.
-func ffprobeStream(_ path: String, countPackets: Bool = false) throws -> [String: String] {
-    let r = try runTool("ffprobe", ["-v", "error", countPackets ? "-count_packets" : "-count_frames",
+func containerFFprobeStream(_ path: String, countPackets: Bool = false) throws -> [String: String] {
+    let r = try runContainerTool("ffprobe", ["-v", "error", countPackets ? "-count_packets" : "-count_frames",
                                     "-select_streams", "0", "-show_streams", "-show_format", "-of", "flat=s=_", path])
     var out: [String: String] = [:]
     for line in r.stdout.split(separator: "\n") {
@@ -85,14 +85,14 @@ func ffprobeStream(_ path: String, countPackets: Bool = false) throws -> [String
 }
 
 /// An external tool running in the background (a receiver waiting for packets).
-final class BackgroundTool: @unchecked Sendable {
+final class ContainerBackgroundTool: @unchecked Sendable {
     let process = Process()
     private let errPipe = Pipe()
     nonisolated(unsafe) private var errData = Data()
     private let group = DispatchGroup()
 
     init(_ tool: String, _ arguments: [String]) throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/\(tool)") else { throw ToolMissing(tool: tool) }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/\(tool)") else { throw ContainerToolMissing(tool: tool) }
         process.executableURL = URL(fileURLWithPath: "/usr/bin/\(tool)")
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
@@ -106,7 +106,7 @@ final class BackgroundTool: @unchecked Sendable {
 
     /// Waits up to `timeout` seconds, then kills the process. Returns exit status, stderr and
     /// whether it had to be killed.
-    func wait(timeout: Double) -> ToolRun {
+    func wait(timeout: Double) -> ContainerToolRun {
         let deadline = Date().addingTimeInterval(timeout)
         var timedOut = false
         while process.isRunning {
@@ -115,14 +115,14 @@ final class BackgroundTool: @unchecked Sendable {
         }
         process.waitUntilExit()
         group.wait()
-        return ToolRun(status: process.terminationStatus, stdout: "", stderr: String(decoding: errData, as: UTF8.self),
+        return ContainerToolRun(status: process.terminationStatus, stdout: "", stderr: String(decoding: errData, as: UTF8.self),
                        timedOut: timedOut)
     }
 }
 
 /// A UDP port that was free a moment ago (bound to port 0, then released); `count` consecutive
 /// ports are checked so RTP+RTCP pairs fit.
-func freeUDPPort(count: Int = 4) -> Int {
+func containerFreeUDPPort(count: Int = 4) -> Int {
     for _ in 0..<50 {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         var addr = sockaddr_in()
@@ -140,7 +140,7 @@ func freeUDPPort(count: Int = 4) -> Int {
 }
 
 /// The I420 planes of `frame` packed without padding, as rawvideo yuv420p.
-func packedI420(_ frame: VideoFrame) -> [UInt8] {
+func containerPackedI420(_ frame: VideoFrame) -> [UInt8] {
     var out: [UInt8] = []
     out.reserveCapacity(frame.width * frame.height * 3 / 2 + 4)
     for r in 0..<frame.height { out.append(contentsOf: UnsafeBufferPointer(start: frame.y + r * frame.strideY, count: frame.width)) }
@@ -153,7 +153,7 @@ func packedI420(_ frame: VideoFrame) -> [UInt8] {
 }
 
 /// Draws a deterministic moving gradient into `frame`.
-func drawInteropPattern(_ frame: VideoFrame, index: Int) {
+func drawContainerInteropPattern(_ frame: VideoFrame, index: Int) {
     for r in 0..<frame.height {
         for c in 0..<frame.width { frame.y[r * frame.strideY + c] = UInt8(truncatingIfNeeded: r * 3 + c * 2 + index * 7) }
     }

@@ -51,3 +51,44 @@ func drawContainerTestPattern(_ frame: VideoFrame, index: Int) {
         }
     }
 }
+
+/// A small deterministic generator for corruption tests (SplitMix64).
+struct ContainerTestRandom {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}
+
+/// Feeds `read` every truncation of `bytes` and `mutations` randomly corrupted copies: each must
+/// either succeed or throw a `ContainerError` that names the file. A crash fails the whole run.
+/// Returns how many variants threw.
+func exerciseCorruptions(of bytes: [UInt8], in dir: ContainerTempDir, mutations: Int = 200,
+                         truncationStep: Int = 1, read: (String) throws -> Void) -> (errors: Int, unnamed: [String]) {
+    var errors = 0
+    var unnamed: [String] = []
+    var variants: [[UInt8]] = stride(from: 0, to: bytes.count, by: truncationStep).map { Array(bytes.prefix($0)) }
+    var rng = ContainerTestRandom(state: 42)
+    for _ in 0..<mutations {
+        var b = bytes
+        for _ in 0..<(1 + rng.below(4)) {
+            let i = rng.below(b.count)
+            b[i] = rng.below(3) == 0 ? 0xFF : UInt8(truncatingIfNeeded: rng.next())
+        }
+        variants.append(b)
+    }
+    let path = dir.file("variant.bin")
+    for v in variants {
+        _ = dir.write("variant.bin", v)
+        do { try read(path) } catch {
+            errors += 1
+            if !"\(error)".hasPrefix("\(path): ") { unnamed.append("\(error)") }
+        }
+    }
+    return (errors, unnamed)
+}

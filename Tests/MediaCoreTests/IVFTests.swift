@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct IVFTests {
@@ -12,7 +13,7 @@ import Testing
         let bytes = dir.read("a.ivf")
         #expect(bytes.count == 32 + frames.reduce(0) { $0 + 12 + $1.count })
         #expect(Array(bytes[0..<12]) == Array("DKIF".utf8) + [0, 0, 32, 0] + Array("VP90".utf8))
-        #expect(le32(bytes, 24) == 7)
+        #expect(ContainerLE.u32(bytes, 24) == 7)
 
         let r = try IVFReader(path: path)
         #expect(r.header == IVFHeader(codec: .vp9, width: 320, height: 240, timeBase: ContainerRational(1, 90_000),
@@ -41,15 +42,15 @@ import Testing
     static func header(fourcc: String = "VP80", width: UInt16 = 64, height: UInt16 = 48,
                        rate: UInt32 = 30, scale: UInt32 = 1, headerSize: UInt16 = 32) -> [UInt8] {
         var h: [UInt8] = Array("DKIF".utf8)
-        h.appendLE16(0); h.appendLE16(headerSize); h.appendASCII(fourcc)
-        h.appendLE16(width); h.appendLE16(height); h.appendLE32(rate); h.appendLE32(scale)
-        h.appendLE32(0); h.appendLE32(0)
+        h.appendContainerLE16(0); h.appendContainerLE16(headerSize); h.appendContainerASCII(fourcc)
+        h.appendContainerLE16(width); h.appendContainerLE16(height); h.appendContainerLE32(rate); h.appendContainerLE32(scale)
+        h.appendContainerLE32(0); h.appendContainerLE32(0)
         return h
     }
 
     static func frame(_ size: UInt32, _ payload: [UInt8]) -> [UInt8] {
         var f: [UInt8] = []
-        f.appendLE32(size); f.appendLE64(0)
+        f.appendContainerLE32(size); f.appendContainerLE64(0)
         return f + payload
     }
 
@@ -98,5 +99,28 @@ import Testing
             try w.write([1, 2, 3], pts: 0)
         }
         #expect(dir.contents.isEmpty)
+    }
+
+    @Test func survivesEveryTruncationAndRandomCorruption() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let w = try IVFWriter(path: dir.file("s.ivf"), codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30))
+        for i in 0..<4 { try w.write([UInt8](repeating: UInt8(i), count: 10 + i), pts: Int64(i)) }
+        try w.finish()
+        let result = exerciseCorruptions(of: dir.read("s.ivf"), in: dir, mutations: 400) { path in
+            let r = try IVFReader(path: path)
+            var b: [UInt8] = []
+            while try r.readFrame(into: &b) != nil {}
+        }
+        #expect(result.errors > 0)
+        #expect(result.unnamed.isEmpty, "\(result.unnamed)")
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.ivf"
+        let e = containerError { _ = try IVFWriter(path: path, codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30)) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }

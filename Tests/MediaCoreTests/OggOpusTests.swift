@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct OggOpusTests {
@@ -163,6 +164,31 @@ import Testing
             try w.write(Self.packet(0), sampleCount: 960)
         }
         #expect(dir.contents.isEmpty)
+    }
+
+    @Test(arguments: [true, false])
+    func survivesEveryTruncationAndRandomCorruption(strict: Bool) throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let w = try OggOpusWriter(path: dir.file("s.opus"), channelCount: 2, comments: ["A=b"])
+        w.maximumPageDuration = 1920
+        for i in 0..<6 { try w.write(Self.packet(i * 40, samples: 960), sampleCount: 960) }
+        try w.finish(originalSampleCount: 5000)
+        let result = exerciseCorruptions(of: dir.read("s.opus"), in: dir, mutations: 400, truncationStep: 3) { path in
+            let r = try OggOpusReader(path: path, strict: strict)
+            var b: [UInt8] = []
+            while try r.readPacket(into: &b) != nil {}
+        }
+        #expect(result.errors > 0)
+        #expect(result.unnamed.isEmpty, "\(result.unnamed)")
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.opus"
+        let e = containerError { _ = try OggOpusWriter(path: path, channelCount: 1) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }
 

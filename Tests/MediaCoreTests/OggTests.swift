@@ -9,6 +9,23 @@ import Testing
         #expect(OggCRC.checksum([]) == 0)
     }
 
+    @Test func crcMatchesAPageWrittenByOpusenc() throws {
+        // The first page (OpusHead) of a file opusenc 0.2 wrote: serial 0x243e1211, CRC 0x12e8c300.
+        var page: [UInt8] = [
+            0x4f, 0x67, 0x67, 0x53, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x11, 0x12, 0x3e, 0x24, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc3,
+            0xe8, 0x12, 0x01, 0x13, 0x4f, 0x70, 0x75, 0x73, 0x48, 0x65, 0x61, 0x64,
+            0x01, 0x02, 0x38, 0x01, 0x80, 0xbb, 0x00, 0x00, 0x00, 0x00, 0x00]
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let reader = try OggPageReader(path: dir.write("h.opus", page), strict: true)
+        #expect(try reader.nextPage())
+        #expect(reader.page.serial == 0x243E_1211 && reader.page.flags == [.beginningOfStream])
+        let head = try OggOpusHead.parse(reader.page.body[...], path: "h.opus")
+        #expect(head == OggOpusHead(channelCount: 2, preSkip: 312, inputSampleRate: 48_000, outputGain: 0))
+        page[22] = 0; page[23] = 0; page[24] = 0; page[25] = 0
+        #expect(OggCRC.checksum(page) == 0x12E8_C300)
+    }
+
     /// Writes `sizes` packets through the page writer and reads them back with the page reader and
     /// assembler; returns the packets and the page lacing counts.
     func roundTrip(_ sizes: [Int], dir: ContainerTempDir) throws -> (packets: [[UInt8]], pages: [OggPage]) {
@@ -72,6 +89,21 @@ import Testing
         let added2 = a.add(p); #expect(added2)
         #expect(a.packets.count == 1 && Array(a.bytes[a.packets[0]]) == [4, 5, 6])
         #expect(a.lostPages == 1 && a.droppedPackets == 2)
+    }
+
+    @Test func assemblerIgnoresDuplicatedPages() {
+        var a = OggPacketAssembler(maximumPacketSize: 1 << 20)
+        var p = OggPage()
+        p.sequence = 5; p.lacing = [1]; p.body = [9]
+        _ = a.add(p)
+        p.sequence = 6; p.body = [10]
+        _ = a.add(p)
+        p.sequence = 5; p.body = [9] // sent again
+        _ = a.add(p)
+        #expect(a.packets.isEmpty && a.lostPages == 0)
+        p.sequence = 7; p.body = [11]
+        _ = a.add(p)
+        #expect(a.packets.count == 1 && a.bytes == [11] && a.lostPages == 0)
     }
 
     @Test func assemblerRejectsOversizedPackets() {

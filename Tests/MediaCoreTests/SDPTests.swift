@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct SDPTests {
@@ -127,6 +128,22 @@ import Testing
         }
     }
 
+    @Test func knowsWhichSuitesFFmpegAndGStreamerCanUse() {
+        let cm = SDPCrypto(suite: "AES_CM_128_HMAC_SHA1_80", keyAndSalt: Self.key)
+        #expect(cm.isSupportedByFFmpeg)
+        #expect(cm.gstreamerCipherAndAuth! == ("aes-128-icm", "hmac-sha1-80"))
+        let gcm = SDPCrypto(suite: "AEAD_AES_128_GCM", keyAndSalt: Array(Self.key.prefix(28)))
+        #expect(!gcm.isSupportedByFFmpeg)
+        #expect(gcm.gstreamerCipherAndAuth! == ("aes-128-gcm", "null"))
+        var withLifetime = cm
+        withLifetime.keys[0].lifetime = "2^31"
+        #expect(!withLifetime.isSupportedByFFmpeg)
+        let caps = Self.sample().media[1].gstreamerCaps!
+        #expect(caps == "application/x-srtp, media=(string)audio, payload=(int)111, clock-rate=(int)48000, "
+                + "encoding-name=(string)OPUS, encoding-params=(string)2, srtp-key=(buffer)\(Self.key.map { String(format: "%02x", $0) }.joined()), "
+                + "srtp-cipher=(string)aes-128-icm, srtp-auth=(string)hmac-sha1-80, srtcp-cipher=(string)aes-128-icm, srtcp-auth=(string)hmac-sha1-80")
+    }
+
     @Test func base64MatchesRFC4648Vectors() {
         let vectors = ["": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy"]
         for (plain, encoded) in vectors {
@@ -147,5 +164,23 @@ import Testing
         #expect(e?.description == "\(dir.file("e.sdp")): file is empty (no session description)")
         let bad = dir.write("b.sdp", Array("v=0\r\no=x\r\n".utf8))
         #expect(containerError { _ = try SDPSessionDescription.read(path: bad) }?.description == "\(bad): line 2: o= needs 6 fields, got 1")
+    }
+
+    @Test func survivesRandomCorruption() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let result = exerciseCorruptions(of: Array(Self.sample().text.utf8), in: dir, mutations: 400, truncationStep: 7) { path in
+            _ = try SDPSessionDescription.read(path: path)
+        }
+        #expect(result.errors > 0)
+        #expect(result.unnamed.isEmpty, "\(result.unnamed)")
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.sdp"
+        let e = containerError { try SDPTests.sample().write(to: path) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }

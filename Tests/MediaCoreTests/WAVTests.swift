@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct WAVTests {
@@ -6,22 +7,22 @@ import Testing
     static func wav(_ chunks: [(String, [UInt8])], riffSize: UInt32? = nil) -> [UInt8] {
         var body: [UInt8] = Array("WAVE".utf8)
         for (id, data) in chunks {
-            body.appendASCII(id); body.appendLE32(UInt32(data.count)); body += data
+            body.appendContainerASCII(id); body.appendContainerLE32(UInt32(data.count)); body += data
             if data.count & 1 == 1 { body.append(0) }
         }
         var out: [UInt8] = Array("RIFF".utf8)
-        out.appendLE32(riffSize ?? UInt32(body.count))
+        out.appendContainerLE32(riffSize ?? UInt32(body.count))
         return out + body
     }
 
     static func fmt(tag: UInt16, channels: Int, rate: Int, bits: Int, extensibleSubformat: UInt16? = nil) -> [UInt8] {
         var f: [UInt8] = []
-        f.appendLE16(extensibleSubformat == nil ? tag : 0xFFFE); f.appendLE16(UInt16(channels))
-        f.appendLE32(UInt32(rate)); f.appendLE32(UInt32(rate * channels * bits / 8))
-        f.appendLE16(UInt16(channels * bits / 8)); f.appendLE16(UInt16(bits))
+        f.appendContainerLE16(extensibleSubformat == nil ? tag : 0xFFFE); f.appendContainerLE16(UInt16(channels))
+        f.appendContainerLE32(UInt32(rate)); f.appendContainerLE32(UInt32(rate * channels * bits / 8))
+        f.appendContainerLE16(UInt16(channels * bits / 8)); f.appendContainerLE16(UInt16(bits))
         if let sub = extensibleSubformat {
-            f.appendLE16(22); f.appendLE16(UInt16(bits)); f.appendLE32(channels == 1 ? 4 : 3)
-            f.appendLE16(sub)
+            f.appendContainerLE16(22); f.appendContainerLE16(UInt16(bits)); f.appendContainerLE32(channels == 1 ? 4 : 3)
+            f.appendContainerLE16(sub)
             f += [0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71]
         }
         return f
@@ -29,7 +30,7 @@ import Testing
 
     static func pcm16(_ samples: [Int16]) -> [UInt8] {
         var d: [UInt8] = []
-        for s in samples { d.appendLE16(UInt16(bitPattern: s)) }
+        for s in samples { d.appendContainerLE16(UInt16(bitPattern: s)) }
         return d
     }
 
@@ -45,7 +46,7 @@ import Testing
         try w.finish()
         let bytes = dir.read("a.wav")
         #expect(bytes.count == (format == .int16 ? 44 : 58) + frames * channels * format.bytesPerSample)
-        #expect(le32(bytes, 4) == UInt32(bytes.count - 8))
+        #expect(ContainerLE.u32(bytes, 4) == UInt32(bytes.count - 8))
 
         let r = try WAVReader(path: path)
         #expect(r.sampleRate == 44_100 && r.channelCount == channels && r.sampleFormat == format)
@@ -92,7 +93,7 @@ import Testing
     @Test func readsWaveFormatExtensible() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
         var data: [UInt8] = []
-        for f: Float in [0.5, -0.25] { data.appendLE32(f.bitPattern) }
+        for f: Float in [0.5, -0.25] { data.appendContainerLE32(f.bitPattern) }
         let r = try WAVReader(path: dir.write("x.wav", Self.wav([
             ("fmt ", Self.fmt(tag: 3, channels: 2, rate: 96_000, bits: 32, extensibleSubformat: 3)), ("data", data)])))
         #expect(r.sampleFormat == .float32 && r.channelCount == 2 && r.sampleRate == 96_000)
@@ -166,5 +167,27 @@ import Testing
         #expect(dir.contents.isEmpty)
         let e = containerError { _ = try WAVWriter(path: dir.file("x/a.wav"), sampleRate: 8000, channelCount: 1, format: .int16) }
         #expect(e?.description == "\(dir.file("x/a.wav")): cannot create output file: No such file or directory")
+    }
+
+    @Test func survivesEveryTruncationAndRandomCorruption() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let bytes = Self.wav([("LIST", [1, 2, 3]), ("fmt ", Self.fmt(tag: 3, channels: 2, rate: 8000, bits: 32, extensibleSubformat: 3)),
+                              ("data", [UInt8](repeating: 0x3F, count: 64))])
+        let result = exerciseCorruptions(of: bytes, in: dir, mutations: 400) { path in
+            let r = try WAVReader(path: path)
+            var out = [Float](repeating: 0, count: 6)
+            while try out.withUnsafeMutableBufferPointer({ try r.read(into: $0) }) > 0 {}
+        }
+        #expect(result.errors > 0)
+        #expect(result.unnamed.isEmpty, "\(result.unnamed)")
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.wav"
+        let e = containerError { _ = try WAVWriter(path: path, sampleRate: 8000, channelCount: 1, format: .int16) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Testing
+import Foundation
 @testable import MediaCore
 
 @Suite struct Y4MTests {
@@ -146,5 +147,29 @@ import Testing
         try w.finish()
         #expect(dir.read("o.y4m").starts(with: Array("YUV4MPEG2 W2 H2".utf8)))
         #expect(dir.contents == ["o.y4m"])
+    }
+
+    @Test func survivesEveryTruncationAndRandomCorruption() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let w = try Y4MWriter(path: dir.file("s.y4m"), width: 6, height: 4, frameRate: ContainerRational(25, 1))
+        let f = VideoFrame(width: 6, height: 4)
+        for i in 0..<3 { drawContainerTestPattern(f, index: i); try w.write(f.view) }
+        try w.finish()
+        let result = exerciseCorruptions(of: dir.read("s.y4m"), in: dir) { path in
+            let r = try Y4MReader(path: path)
+            let frame = r.makeFrame()
+            while try r.readFrame(into: frame) {}
+        }
+        #expect(result.errors > 0)
+        #expect(result.unnamed.isEmpty, "\(result.unnamed)")
+    }
+
+    @Test func writerReportsReadOnlyOutputDirectory() {
+        // /sys refuses new files even to root: the error names the output and nothing is created.
+        let path = "/sys/revue-test.y4m"
+        let e = containerError { _ = try Y4MWriter(path: path, width: 16, height: 16, frameRate: ContainerRational(25, 1)) }
+        #expect(e?.kind == .permissionDenied)
+        #expect(e?.description == "\(path): cannot create output file: Permission denied")
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 }

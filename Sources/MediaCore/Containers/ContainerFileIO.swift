@@ -284,27 +284,25 @@ final class ContainerFileWriter {
     }
 }
 
-/// Little-endian field access for headers (containers are little-endian except Ogg's CRC field
-/// order, which is also little-endian).
-@inline(__always) func le16(_ p: UnsafeRawPointer, _ at: Int) -> UInt16 {
-    UInt16(p.load(fromByteOffset: at, as: UInt8.self)) | UInt16(p.load(fromByteOffset: at + 1, as: UInt8.self)) << 8
+/// Little-endian field access for container headers (Y4M/WAV/IVF/Ogg fields are little-endian).
+enum ContainerLE {
+    @inline(__always) static func u16(_ p: UnsafeRawPointer, _ at: Int) -> UInt16 {
+        UInt16(p.load(fromByteOffset: at, as: UInt8.self)) | UInt16(p.load(fromByteOffset: at + 1, as: UInt8.self)) << 8
+    }
+    @inline(__always) static func u32(_ p: UnsafeRawPointer, _ at: Int) -> UInt32 {
+        UInt32(u16(p, at)) | UInt32(u16(p, at + 2)) << 16
+    }
+    @inline(__always) static func u64(_ p: UnsafeRawPointer, _ at: Int) -> UInt64 {
+        UInt64(u32(p, at)) | UInt64(u32(p, at + 4)) << 32
+    }
+    @inline(__always) static func u16(_ a: [UInt8], _ at: Int) -> UInt16 { UInt16(a[at]) | UInt16(a[at + 1]) << 8 }
+    @inline(__always) static func u32(_ a: [UInt8], _ at: Int) -> UInt32 { UInt32(u16(a, at)) | UInt32(u16(a, at + 2)) << 16 }
+    @inline(__always) static func u64(_ a: [UInt8], _ at: Int) -> UInt64 { UInt64(u32(a, at)) | UInt64(u32(a, at + 4)) << 32 }
 }
-@inline(__always) func le32(_ p: UnsafeRawPointer, _ at: Int) -> UInt32 {
-    UInt32(le16(p, at)) | UInt32(le16(p, at + 2)) << 16
-}
-@inline(__always) func le64(_ p: UnsafeRawPointer, _ at: Int) -> UInt64 {
-    UInt64(le32(p, at)) | UInt64(le32(p, at + 4)) << 32
-}
-@inline(__always) func le16(_ a: [UInt8], _ at: Int) -> UInt16 { UInt16(a[at]) | UInt16(a[at + 1]) << 8 }
-@inline(__always) func le32(_ a: [UInt8], _ at: Int) -> UInt32 { UInt32(le16(a, at)) | UInt32(le16(a, at + 2)) << 16 }
-@inline(__always) func le64(_ a: [UInt8], _ at: Int) -> UInt64 { UInt64(le32(a, at)) | UInt64(le32(a, at + 4)) << 32 }
 
 extension Array where Element == UInt8 {
-    mutating func appendLE16(_ v: UInt16) { append(UInt8(v & 0xFF)); append(UInt8(v >> 8)) }
-    mutating func appendLE32(_ v: UInt32) { appendLE16(UInt16(v & 0xFFFF)); appendLE16(UInt16(v >> 16)) }
-    mutating func appendLE64(_ v: UInt64) { appendLE32(UInt32(v & 0xFFFF_FFFF)); appendLE32(UInt32(v >> 32)) }
-    mutating func appendASCII(_ s: String) { append(contentsOf: s.utf8) }
+    mutating func appendContainerLE16(_ v: UInt16) { append(UInt8(v & 0xFF)); append(UInt8(v >> 8)) }
+    mutating func appendContainerLE32(_ v: UInt32) { appendContainerLE16(UInt16(v & 0xFFFF)); appendContainerLE16(UInt16(v >> 16)) }
+    mutating func appendContainerLE64(_ v: UInt64) { appendContainerLE32(UInt32(v & 0xFFFF_FFFF)); appendContainerLE32(UInt32(v >> 32)) }
+    mutating func appendContainerASCII(_ s: String) { append(contentsOf: s.utf8) }
 }
-
-/// The last path component, for messages that talk about "the file".
-func containerDisplayName(_ path: String) -> String { path }

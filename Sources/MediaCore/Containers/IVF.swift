@@ -30,10 +30,10 @@ public struct IVFHeader: Hashable, Sendable {
     public var bytes: [UInt8] {
         var h: [UInt8] = []
         h.reserveCapacity(32)
-        h.appendASCII("DKIF"); h.appendLE16(0); h.appendLE16(32); h.appendASCII(codec.rawValue)
-        h.appendLE16(UInt16(width)); h.appendLE16(UInt16(height))
-        h.appendLE32(UInt32(timeBase.denominator)); h.appendLE32(UInt32(timeBase.numerator))
-        h.appendLE32(declaredFrameCount); h.appendLE32(0)
+        h.appendContainerASCII("DKIF"); h.appendContainerLE16(0); h.appendContainerLE16(32); h.appendContainerASCII(codec.rawValue)
+        h.appendContainerLE16(UInt16(width)); h.appendContainerLE16(UInt16(height))
+        h.appendContainerLE32(UInt32(timeBase.denominator)); h.appendContainerLE32(UInt32(timeBase.numerator))
+        h.appendContainerLE32(declaredFrameCount); h.appendContainerLE32(0)
         return h
     }
 }
@@ -48,8 +48,9 @@ public struct IVFFrameHeader: Hashable, Sendable {
 }
 
 /// Reads an IVF file (VP8/VP9 frames) frame by frame into caller buffers, streaming.
-/// Thread rule: one thread at a time. Cost: one copy of each payload from the page cache.
-public final class IVFReader {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: one copy of each payload from the page cache.
+public final class IVFReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
     public let header: IVFHeader
@@ -74,7 +75,7 @@ public final class IVFReader {
         guard h.count == 32 else {
             throw ContainerError(.truncated, path: path, "IVF header is truncated (got \(h.count) of 32 bytes)")
         }
-        let version = le16(h, 4), headerSize = Int(le16(h, 6))
+        let version = ContainerLE.u16(h, 4), headerSize = Int(ContainerLE.u16(h, 6))
         guard version == 0 else { throw ContainerError(.unsupported, path: path, "unsupported IVF version \(version)") }
         guard headerSize >= 32 else {
             throw ContainerError(.malformed, path: path, "IVF header size \(headerSize) is smaller than 32")
@@ -83,18 +84,18 @@ public final class IVFReader {
         guard let codec = IVFCodec(rawValue: fourcc) else {
             throw ContainerError(.unsupported, path: path, "unsupported codec fourcc '\(fourcc)' (only VP80 and VP90)")
         }
-        let w = Int(le16(h, 12)), hgt = Int(le16(h, 14))
+        let w = Int(ContainerLE.u16(h, 12)), hgt = Int(ContainerLE.u16(h, 14))
         guard w > 0, hgt > 0 else { throw ContainerError(.malformed, path: path, "IVF header has an empty frame size \(w)x\(hgt)") }
         guard w <= Y4MHeader.maximumDimension, hgt <= Y4MHeader.maximumDimension else {
             throw ContainerError(.tooLarge, path: path,
                                  "frame size \(w)x\(hgt) is too large (limit \(Y4MHeader.maximumDimension)x\(Y4MHeader.maximumDimension))")
         }
-        let rate = Int(le32(h, 16)), scale = Int(le32(h, 20))
+        let rate = Int(ContainerLE.u32(h, 16)), scale = Int(ContainerLE.u32(h, 20))
         guard rate > 0, scale > 0 else {
             throw ContainerError(.malformed, path: path, "IVF header has an invalid time base \(scale)/\(rate)")
         }
         header = IVFHeader(codec: codec, width: w, height: hgt, timeBase: ContainerRational(scale, rate),
-                           declaredFrameCount: le32(h, 24))
+                           declaredFrameCount: ContainerLE.u32(h, 24))
         maximumFrameSize = max(1 << 20, w * hgt * 4)
         if headerSize > 32, try file.skip(Int64(headerSize - 32)) < Int64(headerSize - 32) {
             throw ContainerError(.truncated, path: path, "IVF header is truncated (declares \(headerSize) bytes)")
@@ -114,7 +115,7 @@ public final class IVFReader {
         if got < 12 {
             throw ContainerError(.truncated, path: path, "frame \(index) header is truncated (got \(got) of 12 bytes)")
         }
-        let (size, pts) = withUnsafeBytes(of: &raw) { (Int(le32($0.baseAddress!, 0)), Int64(bitPattern: le64($0.baseAddress!, 4))) }
+        let (size, pts) = withUnsafeBytes(of: &raw) { (Int(ContainerLE.u32($0.baseAddress!, 0)), Int64(bitPattern: ContainerLE.u64($0.baseAddress!, 4))) }
         if size > maximumFrameSize {
             throw ContainerError(.tooLarge, path: path,
                                  "frame \(index) declares \(size) bytes (limit \(maximumFrameSize) for \(header.width)x\(header.height))")
@@ -168,8 +169,9 @@ public final class IVFReader {
 
 /// Writes an IVF file atomically; `finish()` stores the frame count in the header, fsyncs and
 /// renames into place; `abort()` or deinit without `finish()` leaves nothing behind.
-/// Thread rule: one thread at a time. Cost: one buffered copy of each payload.
-public final class IVFWriter {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: one buffered copy of each payload.
+public final class IVFWriter: @unchecked Sendable {
     public let path: String
     public let header: IVFHeader
     /// Frames written so far.
@@ -213,7 +215,7 @@ public final class IVFWriter {
     /// Stores the frame count in the header, fsyncs and renames the file into place.
     public func finish() throws(ContainerError) {
         var v: [UInt8] = []
-        v.appendLE32(UInt32(truncatingIfNeeded: framesWritten))
+        v.appendContainerLE32(UInt32(truncatingIfNeeded: framesWritten))
         try file.patch(v, at: 24)
         try file.finish()
     }

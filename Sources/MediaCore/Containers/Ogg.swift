@@ -120,13 +120,13 @@ final class OggPageWriter {
 
     private func emit(lacing: [UInt8], bodyRange: Range<Int>, flags: OggPageFlags, granule: Int64) throws(ContainerError) {
         page.removeAll(keepingCapacity: true)
-        page.appendASCII("OggS")
+        page.appendContainerASCII("OggS")
         page.append(0)
         page.append(flags.rawValue)
-        page.appendLE64(UInt64(bitPattern: granule))
-        page.appendLE32(serial)
-        page.appendLE32(sequence)
-        page.appendLE32(0)
+        page.appendContainerLE64(UInt64(bitPattern: granule))
+        page.appendContainerLE32(serial)
+        page.appendContainerLE32(sequence)
+        page.appendContainerLE32(0)
         page.append(UInt8(lacing.count))
         page.append(contentsOf: lacing)
         page.append(contentsOf: body[bodyRange])
@@ -240,7 +240,7 @@ final class OggPageReader {
                 return false
             }
             pagesRead += 1
-            let storedCRC = le32(header, 22)
+            let storedCRC = ContainerLE.u32(header, 22)
             header[22] = 0; header[23] = 0; header[24] = 0; header[25] = 0
             var crc = header.withUnsafeBytes { OggCRC.update(0, $0) }
             crc = page.lacing.withUnsafeBytes { OggCRC.update(crc, $0) }
@@ -252,9 +252,9 @@ final class OggPageReader {
                 continue
             }
             page.flags = OggPageFlags(rawValue: header[5])
-            page.granule = Int64(bitPattern: le64(header, 6))
-            page.serial = le32(header, 14)
-            page.sequence = le32(header, 18)
+            page.granule = Int64(bitPattern: ContainerLE.u64(header, 6))
+            page.serial = ContainerLE.u32(header, 14)
+            page.sequence = ContainerLE.u32(header, 18)
             page.offset = pageStart
             page.index = index
             return true
@@ -291,7 +291,9 @@ struct OggPacketAssembler {
         packets.removeAll(keepingCapacity: true)
         bytes.removeAll(keepingCapacity: true)
         if let e = expectedSequence, page.sequence != e {
-            lostPages += Int(page.sequence &- e)
+            let gap = page.sequence &- e
+            if gap >= 0x8000_0000 { return true } // an old or duplicated page: ignore it
+            lostPages += Int(gap)
             if hasPartial { droppedPackets += 1 }
             hasPartial = false
             partial.removeAll(keepingCapacity: true)

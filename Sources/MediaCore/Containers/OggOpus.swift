@@ -28,10 +28,10 @@ public struct OggOpusHead: Hashable, Sendable {
     /// The 19-byte packet.
     public var bytes: [UInt8] {
         var b: [UInt8] = []
-        b.appendASCII("OpusHead")
+        b.appendContainerASCII("OpusHead")
         b.append(version); b.append(UInt8(channelCount))
-        b.appendLE16(UInt16(preSkip)); b.appendLE32(UInt32(inputSampleRate))
-        b.appendLE16(UInt16(bitPattern: outputGain)); b.append(mappingFamily)
+        b.appendContainerLE16(UInt16(preSkip)); b.appendContainerLE32(UInt32(inputSampleRate))
+        b.appendContainerLE16(UInt16(bitPattern: outputGain)); b.append(mappingFamily)
         return b
     }
 
@@ -54,8 +54,8 @@ public struct OggOpusHead: Hashable, Sendable {
         guard channels <= 2 else {
             throw ContainerError(.malformed, path: path, "OpusHead declares \(channels) channels with mapping family 0 (at most 2)")
         }
-        var h = OggOpusHead(channelCount: channels, preSkip: Int(le16(b, 10)), inputSampleRate: Int(le32(b, 12)),
-                            outputGain: Int16(bitPattern: le16(b, 16)))
+        var h = OggOpusHead(channelCount: channels, preSkip: Int(ContainerLE.u16(b, 10)), inputSampleRate: Int(ContainerLE.u32(b, 12)),
+                            outputGain: Int16(bitPattern: ContainerLE.u16(b, 16)))
         h.version = b[8]
         h.mappingFamily = family
         return h
@@ -76,10 +76,10 @@ public struct OggOpusTags: Hashable, Sendable {
     /// The packet.
     public var bytes: [UInt8] {
         var b: [UInt8] = []
-        b.appendASCII("OpusTags")
-        b.appendLE32(UInt32(vendor.utf8.count)); b.appendASCII(vendor)
-        b.appendLE32(UInt32(comments.count))
-        for c in comments { b.appendLE32(UInt32(c.utf8.count)); b.appendASCII(c) }
+        b.appendContainerASCII("OpusTags")
+        b.appendContainerLE32(UInt32(vendor.utf8.count)); b.appendContainerASCII(vendor)
+        b.appendContainerLE32(UInt32(comments.count))
+        for c in comments { b.appendContainerLE32(UInt32(c.utf8.count)); b.appendContainerASCII(c) }
         return b
     }
 
@@ -97,17 +97,17 @@ public struct OggOpusTags: Hashable, Sendable {
         }
         guard b.count >= 16, b[0..<8].elementsEqual("OpusTags".utf8) else { throw bad("shorter than 16 bytes") }
         var at = 8
-        let vendorLength = Int(le32(b, at)); at += 4
+        let vendorLength = Int(ContainerLE.u32(b, at)); at += 4
         guard vendorLength <= b.count - at else { throw bad("vendor string runs past the packet") }
         let vendor = String(decoding: b[at..<(at + vendorLength)], as: UTF8.self); at += vendorLength
         guard b.count - at >= 4 else { throw bad("no comment count") }
-        let count = Int(le32(b, at)); at += 4
+        let count = Int(ContainerLE.u32(b, at)); at += 4
         guard count <= (b.count - at) / 4 else { throw bad("comment count \(count) does not fit in the packet") }
         var comments: [String] = []
         comments.reserveCapacity(count)
         for i in 0..<count {
             guard b.count - at >= 4 else { throw bad("comment \(i) has no length") }
-            let n = Int(le32(b, at)); at += 4
+            let n = Int(ContainerLE.u32(b, at)); at += 4
             guard n <= b.count - at else { throw bad("comment \(i) runs past the packet") }
             comments.append(String(decoding: b[at..<(at + n)], as: UTF8.self)); at += n
         }
@@ -139,8 +139,9 @@ public struct OggOpusPacket: Hashable, Sendable {
 /// Reads an Ogg Opus file (RFC 7845) packet by packet, streaming: finds the Opus logical stream,
 /// parses OpusHead and OpusTags, checks page CRCs, reassembles packets across pages and works out
 /// the pre-skip and end trimming of each packet from the granule positions (§4).
-/// Thread rule: one thread at a time. Cost: one copy of each packet into the caller's buffer.
-public final class OggOpusReader {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: one copy of each packet into the caller's buffer.
+public final class OggOpusReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
     public let head: OggOpusHead
@@ -311,8 +312,9 @@ public final class OggOpusReader {
 /// their own pages, granule positions counting 48 kHz samples including the pre-skip, pages
 /// flushed every `maximumPageDuration` samples (1 s by default), the end-of-stream flag and
 /// optional end trimming on the last page. The file appears under its name only after `finish()`.
-/// Thread rule: one thread at a time. Cost: each packet is copied once into its page.
-public final class OggOpusWriter {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: each packet is copied once into its page.
+public final class OggOpusWriter: @unchecked Sendable {
     public let path: String
     public let head: OggOpusHead
     public let tags: OggOpusTags

@@ -633,7 +633,7 @@ public enum SDPBase64 {
 }
 
 extension String {
-    var trimmingWhitespace: String {
+    fileprivate var trimmingWhitespace: String {
         var s = Substring(self)
         while s.first == " " || s.first == "\t" { s.removeFirst() }
         while s.last == " " || s.last == "\t" { s.removeLast() }
@@ -642,6 +642,14 @@ extension String {
 }
 
 extension SDPCrypto {
+    /// Whether ffmpeg 5.1's SDP demuxer can decrypt this line: only the AES_CM_128_HMAC_SHA1_80 and
+    /// _32 suites with a single bare `inline:` key (no lifetime, no MKI). It parses other lines
+    /// without complaint and then silently receives nothing, so writers should check this.
+    public var isSupportedByFFmpeg: Bool {
+        (suite == "AES_CM_128_HMAC_SHA1_80" || suite == "AES_CM_128_HMAC_SHA1_32")
+            && keys.count == 1 && keys[0].lifetime == nil && keys[0].mki == nil && keys[0].keyAndSalt.count == 30
+    }
+
     /// GStreamer's `srtpenc`/`srtpdec` names for this suite's cipher and authentication
     /// (`aes-128-icm` + `hmac-sha1-80`, `aes-128-gcm` + `null`), nil for suites GStreamer lacks.
     public var gstreamerCipherAndAuth: (cipher: String, auth: String)? {

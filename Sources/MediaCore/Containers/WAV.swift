@@ -31,9 +31,10 @@ enum WAVConvert {
 /// data chunk (0xFFFFFFFF) that streaming writers leave. Accepts 1-2 channels of 16-bit PCM or 32-bit
 /// float, plain or WAVE_FORMAT_EXTENSIBLE, at any rate; rejects the rest with a clear error.
 /// Format: Microsoft "Multimedia Programming Interface and Data Specifications 1.0", WAVEFORMATEXTENSIBLE.
-/// Thread rule: one thread at a time. Cost: `read` copies from the page cache; converting between
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: `read` copies from the page cache; converting between
 /// Int16 and Float goes through a 16 KiB scratch buffer.
-public final class WAVReader {
+public final class WAVReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
     /// Sample frames per second.
@@ -75,7 +76,7 @@ public final class WAVReader {
         guard riff[8...11].elementsEqual("WAVE".utf8) else {
             throw ContainerError(.badMagic, path: path, "not a WAV file (RIFF form type is not WAVE)")
         }
-        let riffSize = le32(riff, 4)
+        let riffSize = ContainerLE.u32(riff, 4)
         var format: (tag: UInt16, channels: Int, rate: Int, align: Int, bits: Int)?
         var ds64Data: Int64?
         while true {
@@ -87,7 +88,7 @@ public final class WAVReader {
             }
             let id = String(decoding: head.prefix(4).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") },
                             as: UTF8.self)
-            let size = Int64(le32(head, 4))
+            let size = Int64(ContainerLE.u32(head, 4))
             switch id {
             case "ds64" where magic == "RF64", "fmt ":
                 guard size >= (id == "ds64" ? 24 : 16), size <= 4096 else {
@@ -98,18 +99,18 @@ public final class WAVReader {
                     throw ContainerError(.truncated, path: path, "\(id.trimmingSpaces) chunk is truncated")
                 }
                 if size & 1 == 1 { _ = try file.skip(1) }
-                if id == "ds64" { ds64Data = Int64(bitPattern: le64(body, 8)); continue }
-                var tag = le16(body, 0)
-                let channels = Int(le16(body, 2)), rate = Int(le32(body, 4))
-                let align = Int(le16(body, 12)), bits = Int(le16(body, 14))
+                if id == "ds64" { ds64Data = Int64(bitPattern: ContainerLE.u64(body, 8)); continue }
+                var tag = ContainerLE.u16(body, 0)
+                let channels = Int(ContainerLE.u16(body, 2)), rate = Int(ContainerLE.u32(body, 4))
+                let align = Int(ContainerLE.u16(body, 12)), bits = Int(ContainerLE.u16(body, 14))
                 if tag == 0xFFFE {
-                    guard body.count >= 40, le16(body, 16) >= 22 else {
+                    guard body.count >= 40, ContainerLE.u16(body, 16) >= 22 else {
                         throw ContainerError(.malformed, path: path, "WAVE_FORMAT_EXTENSIBLE fmt chunk is too short")
                     }
                     guard body[26..<40].elementsEqual(Self.extensibleGUIDTail) else {
                         throw ContainerError(.unsupported, path: path, "WAVE_FORMAT_EXTENSIBLE with an unknown sub-format GUID")
                     }
-                    tag = le16(body, 24)
+                    tag = ContainerLE.u16(body, 24)
                 }
                 format = (tag, channels, rate, align, bits)
             case "data":
@@ -254,9 +255,10 @@ public final class WAVReader {
 /// Writes a RIFF/WAVE file of 16-bit PCM or 32-bit float (with a `fact` chunk), 1-2 channels, any
 /// rate, atomically: sizes are fixed up and the file renamed into place by `finish()`; `abort()` or
 /// deinit without `finish()` leaves nothing behind.
-/// Thread rule: one thread at a time. Cost: buffered writes; converting sample types goes through a
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: buffered writes; converting sample types goes through a
 /// 16 KiB scratch buffer.
-public final class WAVWriter {
+public final class WAVWriter: @unchecked Sendable {
     /// The destination path.
     public let path: String
     public let sampleRate: Int
@@ -281,23 +283,23 @@ public final class WAVWriter {
         file = try ContainerFileWriter(path: path)
         let align = channelCount * format.bytesPerSample
         var h: [UInt8] = []
-        h.appendASCII("RIFF"); h.appendLE32(0); h.appendASCII("WAVE")
-        h.appendASCII("fmt "); h.appendLE32(format == .int16 ? 16 : 18)
-        h.appendLE16(format == .int16 ? 1 : 3)
-        h.appendLE16(UInt16(channelCount)); h.appendLE32(UInt32(sampleRate))
-        h.appendLE32(UInt32(sampleRate * align)); h.appendLE16(UInt16(align))
-        h.appendLE16(UInt16(format.bytesPerSample * 8))
+        h.appendContainerASCII("RIFF"); h.appendContainerLE32(0); h.appendContainerASCII("WAVE")
+        h.appendContainerASCII("fmt "); h.appendContainerLE32(format == .int16 ? 16 : 18)
+        h.appendContainerLE16(format == .int16 ? 1 : 3)
+        h.appendContainerLE16(UInt16(channelCount)); h.appendContainerLE32(UInt32(sampleRate))
+        h.appendContainerLE32(UInt32(sampleRate * align)); h.appendContainerLE16(UInt16(align))
+        h.appendContainerLE16(UInt16(format.bytesPerSample * 8))
         if format == .float32 {
-            h.appendLE16(0) // cbSize
-            h.appendASCII("fact"); h.appendLE32(4)
+            h.appendContainerLE16(0) // cbSize
+            h.appendContainerASCII("fact"); h.appendContainerLE32(4)
             factOffset = Int64(h.count)
-            h.appendLE32(0)
+            h.appendContainerLE32(0)
         } else {
             factOffset = nil
         }
-        h.appendASCII("data")
+        h.appendContainerASCII("data")
         dataSizeOffset = Int64(h.count)
-        h.appendLE32(0)
+        h.appendContainerLE32(0)
         try file.write(h)
         scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchBytes, alignment: 16)
     }
@@ -375,12 +377,12 @@ public final class WAVWriter {
         if dataBytes & 1 == 1 { try file.write([0]) }
         let total = file.offset
         var v: [UInt8] = []
-        v.appendLE32(UInt32(total - 8))
+        v.appendContainerLE32(UInt32(total - 8))
         try file.patch(v, at: 4)
-        v.removeAll(); v.appendLE32(UInt32(dataBytes))
+        v.removeAll(); v.appendContainerLE32(UInt32(dataBytes))
         try file.patch(v, at: dataSizeOffset)
         if let fact = factOffset {
-            v.removeAll(); v.appendLE32(UInt32(truncatingIfNeeded: framesWritten))
+            v.removeAll(); v.appendContainerLE32(UInt32(truncatingIfNeeded: framesWritten))
             try file.patch(v, at: fact)
         }
         try file.finish()
@@ -391,7 +393,7 @@ public final class WAVWriter {
 }
 
 extension String {
-    var trimmingSpaces: String {
+    fileprivate var trimmingSpaces: String {
         var s = self
         while s.last == " " { s.removeLast() }
         return s

@@ -121,8 +121,9 @@ public struct Y4MHeader: Hashable, Sendable {
 
 /// Reads a YUV4MPEG2 file frame by frame into caller-owned `VideoFrame`s, streaming (a frame at a
 /// time, never the whole file).
-/// Thread rule: one thread at a time. Cost: `readFrame` is a copy of the pixels from the page cache.
-public final class Y4MReader {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: `readFrame` is a copy of the pixels from the page cache.
+public final class Y4MReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
     /// The parsed stream header.
@@ -154,6 +155,8 @@ public final class Y4MReader {
         headerByteCount = file.offset
     }
 
+    private static let frameTag: [UInt8] = Array("FRAME".utf8)
+
     /// Width, height and frame rate from the header.
     public var width: Int { header.width }
     public var height: Int { header.height }
@@ -182,12 +185,12 @@ public final class Y4MReader {
         case .tooLong:
             throw ContainerError(.malformed, path: path, "frame \(index) header is longer than 1024 bytes")
         case .unterminated:
-            if line.starts(with: Array("FRAME".utf8)) || Array("FRAME".utf8).starts(with: line) {
+            if line.starts(with: Self.frameTag) || Self.frameTag.starts(with: line) {
                 throw ContainerError(.truncated, path: path, "frame \(index) is truncated (header without pixels)")
             }
             throw ContainerError(.malformed, path: path, "frame \(index) does not start with FRAME")
         case .line:
-            guard line.count >= 5, line.starts(with: Array("FRAME".utf8)),
+            guard line.count >= 5, line.starts(with: Self.frameTag),
                   line.count == 5 || line[5] == UInt8(ascii: " ") else {
                 throw ContainerError(.malformed, path: path,
                                      "frame \(index) does not start with FRAME (at byte \(file.offset - Int64(line.count) - 1))")
@@ -224,8 +227,9 @@ public final class Y4MReader {
 
 /// Writes a YUV4MPEG2 (4:2:0) file from I420 views, atomically: the file appears under its name
 /// only after `finish()`; `abort()` or deinit without `finish()` leaves nothing behind.
-/// Thread rule: one thread at a time. Cost: one buffered copy of each frame's pixels.
-public final class Y4MWriter {
+/// Thread rule: one thread at a time; it may be handed to another thread between calls.
+/// Cost: one buffered copy of each frame's pixels.
+public final class Y4MWriter: @unchecked Sendable {
     /// The destination path.
     public let path: String
     /// The header written at the top of the file.
