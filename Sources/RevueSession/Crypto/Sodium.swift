@@ -58,6 +58,19 @@ enum Sodium {
         return out
     }
 
+    /// Keyed BLAKE2b (`crypto_generichash_blake2b` with a key): a MAC of `outputLength` bytes.
+    static func keyedBlake2b(key: [UInt8], _ data: [UInt8], outputLength: Int = 16) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: outputLength)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            data.withUnsafeBufferPointer { d in
+                key.withUnsafeBufferPointer { k in
+                    crypto_generichash_blake2b(o.baseAddress!, outputLength, d.baseAddress, UInt64(d.count), k.baseAddress, k.count)
+                }
+            }
+        }
+        return out
+    }
+
     /// HMAC-BLAKE2b as RFC 2104 defines it with BLAKE2b's 128-byte block (Noise section 4.3, not
     /// BLAKE2b's own keyed mode).
     static func hmac(key: [UInt8], _ data: [UInt8]) -> [UInt8] {

@@ -52,6 +52,8 @@ final class SessionCore {
     let rendezvousNodes: [SocketAddress]
     private var lastRegister: Double = -.infinity
     private var lastRegistered: [SocketAddress: Double] = [:]
+    /// Each rendezvous node's static key (from its replies) and our MAC key with it.
+    private var nodeMacKeys: [SocketAddress: (nodeKey: [UInt8], macKey: [UInt8])] = [:]
     private var lastAnnounce: Double = -.infinity
     private(set) var isDiscoverable = false
 
@@ -436,11 +438,18 @@ final class SessionCore {
         case .handshakeResponse: handleResponse(bytes, route: .direct(from))
         case .transportData: handleData(bytes, route: .direct(from))
         case .rendezvousRegistered:
-            guard rendezvousNodes.contains(from), bytes.count >= 8, bytes[1] == revueProtocolVersion else {
+            var r = ByteReader(bytes, offset: 1)
+            guard rendezvousNodes.contains(from), r.u8() == revueProtocolVersion, let accepted = r.u8(),
+                  r.u32() != nil, r.u16() != nil, let nodeKey = r.take(32) else {
                 counters.droppedMalformed += 1
                 return
             }
-            lastRegistered[from] = monotonicNow()
+            if nodeMacKeys[from]?.nodeKey != nodeKey {
+                // First contact, or the node restarted with a new key: register again now.
+                if let k = RendezvousAuth.key(secret: identity.secret, peerPublic: nodeKey) { nodeMacKeys[from] = (nodeKey, k) }
+                if accepted == 0 { sendRegistration(to: from) }
+            }
+            if accepted == 1 { lastRegistered[from] = monotonicNow() }
             updateDiscoverable()
         case .rendezvousLookupReply: handleLookupReply(bytes, from: from)
         case .relayDeliver:
@@ -771,12 +780,7 @@ final class SessionCore {
         }
         if !rendezvousNodes.isEmpty, now - lastRegister >= timeouts.rendezvousInterval {
             lastRegister = now
-            var w = ByteWriter()
-            w.u8(PacketType.rendezvousRegister.rawValue)
-            w.u8(revueProtocolVersion)
-            w.append(identity.publicKey)
-            w.u8(profile.status)
-            for node in rendezvousNodes { socket.send(w.bytes, to: node) }
+            for node in rendezvousNodes { sendRegistration(to: node) }
             updateDiscoverable()
         }
         if let lanSocket, isDiscoverable, now - lastAnnounce >= 1 {
@@ -836,6 +840,23 @@ final class SessionCore {
     }
 
     // MARK: - Rendezvous and LAN
+
+    /// Tells a rendezvous node where we are and our status, authenticated once its key is known.
+    private func sendRegistration(to node: SocketAddress) {
+        var w = ByteWriter(capacity: RendezvousAuth.registerLength)
+        w.u8(PacketType.rendezvousRegister.rawValue)
+        w.u8(revueProtocolVersion)
+        w.append(identity.publicKey)
+        w.u8(profile.status)
+        w.u64(nextTimestamp())
+        if let k = nodeMacKeys[node]?.macKey {
+            w.append(Sodium.keyedBlake2b(key: k, w.bytes))
+        } else {
+            w.append([UInt8](repeating: 0, count: 16))
+        }
+        sendTap?(w.bytes, .direct(node))
+        socket.send(w.bytes, to: node)
+    }
 
     private func handleLookupReply(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)

@@ -10,9 +10,12 @@ public final class RendezvousNode {
         var endpoint: SocketAddress
         var status: UInt8
         var lastSeen: Double
+        var timestamp: UInt64
     }
 
     private let socket: UDPSocket
+    private let identity = KeyPair()
+    private var macKeys: [[UInt8]: [UInt8]] = [:]
     private var entries: [[UInt8]: Entry] = [:]
     private var byEndpoint: [SocketAddress: [UInt8]] = [:]
 
@@ -20,6 +23,8 @@ public final class RendezvousNode {
     public private(set) var relayedPackets = 0
     /// Datagrams dropped as malformed or from unregistered senders.
     public private(set) var droppedPackets = 0
+    /// Registrations refused (unknown node key, bad MAC, replayed timestamp).
+    public private(set) var refusedRegistrations = 0
     /// Registrations older than this are forgotten (seconds).
     public var expiry: Double = 10
 
@@ -46,15 +51,29 @@ public final class RendezvousNode {
         let now = monotonicNow()
         switch type {
         case .rendezvousRegister:
-            guard let key = r.take(32), let status = r.u8() else { droppedPackets += 1; return }
-            if let old = entries[key], old.endpoint != from { byEndpoint[old.endpoint] = nil }
-            entries[key] = Entry(endpoint: from, status: status, lastSeen: now)
-            byEndpoint[from] = key
+            guard bytes.count == RendezvousAuth.registerLength, let key = r.take(32), let status = r.u8(),
+                  let timestamp = r.u64(), let mac = r.take(16) else { droppedPackets += 1; return }
+            if macKeys[key] == nil {
+                if macKeys.count > 100_000 { macKeys.removeAll() }
+                macKeys[key] = RendezvousAuth.key(secret: identity.secret, peerPublic: key)
+            }
+            var accepted: UInt8 = 0
+            if let k = macKeys[key], Sodium.equal(Sodium.keyedBlake2b(key: k, Array(bytes[0..<43])), mac),
+               timestamp > entries[key]?.timestamp ?? 0 {
+                if let old = entries[key], old.endpoint != from { byEndpoint[old.endpoint] = nil }
+                entries[key] = Entry(endpoint: from, status: status, lastSeen: now, timestamp: timestamp)
+                byEndpoint[from] = key
+                accepted = 1
+            } else {
+                refusedRegistrations += 1
+            }
             var w = ByteWriter()
             w.u8(PacketType.rendezvousRegistered.rawValue)
             w.u8(revueProtocolVersion)
+            w.u8(accepted)
             w.u32(from.ip)
             w.u16(from.port)
+            w.append(identity.publicKey)
             socket.send(w.bytes, to: from)
         case .rendezvousLookup:
             guard let key = r.take(32) else { droppedPackets += 1; return }

@@ -10,9 +10,11 @@ enum PacketType: UInt8 {
     case handshakeResponse = 0x52
     /// Transport data: [type][receiver index u32][counter u64][AEAD(frame)], header as AD.
     case transportData = 0x53
-    /// To a rendezvous node: [type][version][public key 32][status u8].
+    /// To a rendezvous node: [type][version][public key 32][status u8][timestamp u64][mac 16],
+    /// mac = keyed BLAKE2b over the bytes before it, key = `RendezvousAuth.key` (zeros while the
+    /// node's key is unknown).
     case rendezvousRegister = 0x58
-    /// From a rendezvous node: [type][version][observed ip u32][observed port u16].
+    /// From a rendezvous node: [type][version][accepted u8][observed ip u32][observed port u16][node key 32].
     case rendezvousRegistered = 0x59
     /// To a rendezvous node: [type][version][target key 32].
     case rendezvousLookup = 0x5A
@@ -119,5 +121,18 @@ struct ByteReader {
     mutating func rest() -> [UInt8] {
         defer { offset = bytes.count }
         return Array(bytes[offset...])
+    }
+}
+
+/// Authentication of rendezvous registrations: only the holder of a static key can register an
+/// endpoint for it. The MAC key comes from X25519 between the peer's static key and the node's
+/// (which the node sends in every reply), so an off-path sender cannot move someone's endpoint, and
+/// the increasing timestamp stops a captured registration from being replayed from elsewhere.
+enum RendezvousAuth {
+    static let registerLength = 1 + 1 + 32 + 1 + 8 + 16
+
+    static func key(secret: [UInt8], peerPublic: [UInt8]) -> [UInt8]? {
+        guard let shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
+        return Sodium.blake2b(shared, Array("revue rendezvous v1".utf8), outputLength: 32)
     }
 }
