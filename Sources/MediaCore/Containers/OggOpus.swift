@@ -357,12 +357,17 @@ public final class OggOpusWriter: @unchecked Sendable {
     }
 
     /// Appends one Opus packet lasting `sampleCount` samples at 48 kHz (what the encoder was given,
-    /// e.g. 960 for 20 ms). Traps when the packet is empty or its TOC says another duration.
+    /// e.g. 960 for 20 ms; for packets from the network, `OpusPacketInfo.sampleCount`). Throws,
+    /// writing nothing, when the packet is empty or its TOC says another duration (packets from the
+    /// network can be anything); traps on a duration outside 1...5760 (a programmer error).
     public func write(_ packet: UnsafeRawBufferPointer, sampleCount: Int) throws(ContainerError) {
-        precondition(packet.count >= 1, "OggOpusWriter: empty packet")
         precondition(sampleCount > 0 && sampleCount <= 5760, "OggOpusWriter: packet duration out of range")
-        if let toc = OpusPacketInfo.sampleCount(packet) {
-            precondition(toc == sampleCount, "OggOpusWriter: packet TOC says \(toc) samples, caller says \(sampleCount)")
+        guard packet.count >= 1 else {
+            throw ContainerError(.malformed, path: path, "packet \(packetsWritten) is empty (an Ogg Opus packet has at least a TOC byte)")
+        }
+        if let toc = OpusPacketInfo.sampleCount(packet), toc != sampleCount {
+            throw ContainerError(.malformed, path: path,
+                                 "packet \(packetsWritten) lasts \(toc) samples by its TOC, not \(sampleCount)")
         }
         if pages.hasPending && (pendingDuration >= maximumPageDuration
                                 || pages.pendingLacingCount + OggPageWriter.lacingCount(packet.count) > 255) {
