@@ -258,10 +258,13 @@ public final class Y4MWriter: @unchecked Sendable {
 
     private static let frameMarker: [UInt8] = Array("FRAME\n".utf8)
 
-    /// Appends one frame; `view` must have the header's size.
+    /// Appends one frame. A frame of another size throws (a decoded stream can change size
+    /// mid-way, which Y4M cannot represent) and writes nothing.
     public func write(_ view: I420View) throws(ContainerError) {
-        precondition(view.width == header.width && view.height == header.height,
-                     "Y4MWriter.write: frame is \(view.width)x\(view.height), file is \(header.width)x\(header.height)")
+        guard view.width == header.width && view.height == header.height else {
+            throw ContainerError(.unsupported, path: path,
+                                 "frame \(framesWritten) is \(view.width)x\(view.height) but the file is \(header.width)x\(header.height) (Y4M cannot change size)")
+        }
         try file.write(Self.frameMarker)
         func plane(_ src: UnsafePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) throws(ContainerError) {
             if stride == w { try file.write(src, count: w * h); return }
