@@ -104,6 +104,12 @@ final class FriendState {
     var inboundReceived: UInt32 = 0
     /// Highest inbound sequence both delivered to the App and saved: the most a receipt may claim.
     var inboundAckable: UInt32 = 0
+    /// Received in order, waiting to be handed to the App one at a time (each after the previous
+    /// one's position is on disk).
+    var deliveryQueue: [(seq: UInt32, kind: ReliableKind, body: [UInt8])] = []
+    var delivering = false
+    /// Bumped when the inbound stream restarts, so late completions of the old one do nothing.
+    var deliveryGeneration = 0
 
     var isConnected: Bool { current != nil }
     var queuedMessages: Int { outbound.count { $0.kind == .message } }

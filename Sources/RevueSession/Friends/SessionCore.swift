@@ -141,7 +141,8 @@ final class SessionCore {
         store.close()
     }
 
-    /// Stops like a killed process: no goodbye, no final save, socket closed.
+    /// Stops like a killed process: no goodbye, no final save (writes already queued finish),
+    /// socket closed.
     func abandon() {
         for f in friends.values { failWaiters(f) }
         timer?.cancel()
@@ -186,15 +187,22 @@ final class SessionCore {
     }
 
     private func profileChanged() {
-        save()
+        saveSoon()
         for f in friends.values where f.isConnected { enqueueProfile(f) }
     }
 
-    /// Writes the profile and friend list; false when the data directory refused it.
+    /// Writes the profile and friend list now; false when the data directory refused it.
     @discardableResult
     func save() -> Bool {
         profile.friends = friendOrder.compactMap { friends[$0]?.stored }
         return store.save(profile)
+    }
+
+    /// Queues a write of the profile and friend list off the main actor; `then` runs once it is on
+    /// disk (with false if the write failed).
+    func saveSoon(then: @escaping (Bool) -> Void = { _ in }) {
+        profile.friends = friendOrder.compactMap { friends[$0]?.stored }
+        store.saveSoon(profile, completion: then)
     }
 
     // MARK: - Events
@@ -341,6 +349,9 @@ final class SessionCore {
             f.inboundReceived = 0
             f.inboundAckable = 0
             f.inboundBuffer = [:]
+            f.deliveryQueue = []
+            f.delivering = false
+            f.deliveryGeneration += 1
         }
         let received = f.inboundReceived
         if seq <= received {
@@ -348,25 +359,38 @@ final class SessionCore {
         } else if seq - received <= 1024 {
             if f.inboundBuffer[seq] != nil { counters.duplicatesSuppressed += 1 }
             f.inboundBuffer[seq] = (kind, body)
-            var delivered = false
             while let (k, b) = f.inboundBuffer.removeValue(forKey: f.inboundReceived + 1) {
                 f.inboundReceived += 1
-                delivered = true
-                if k == .profile { applyProfile(f, b) } else { deliverMessage(f, b) }
-                // The stream position is saved, and the receipt sent, only once the App has the
-                // message: an acknowledged message was delivered, and a crash never loses it.
-                let position = f.inboundReceived
-                afterEvents { [weak self, weak f] in
-                    guard let self, let f, self.friends[f.id] === f, f.stored.inboundEpoch == epoch else { return }
-                    f.stored.inboundDelivered = max(f.stored.inboundDelivered, position)
-                    self.save()
-                    f.inboundAckable = max(f.inboundAckable, position)
-                    self.sendAck(f, epoch: epoch, seq: f.inboundAckable)
-                }
+                f.deliveryQueue.append((f.inboundReceived, k, b))
             }
-            if delivered { return }
+            pumpDelivery(f)
         }
         sendAck(f, epoch: epoch, seq: f.inboundAckable)
+    }
+
+    /// Hands the next received item to the App, then saves the stream position, then sends the
+    /// receipt, then goes on with the next item. So a receipt means the App had the message and
+    /// the position is on disk; a crash can at most deliver the one message in that window again
+    /// after the restart, and never loses one.
+    private func pumpDelivery(_ f: FriendState) {
+        guard !f.delivering, !f.deliveryQueue.isEmpty else { return }
+        let item = f.deliveryQueue.removeFirst()
+        f.delivering = true
+        let epoch = f.stored.inboundEpoch, generation = f.deliveryGeneration
+        if item.kind == .profile { applyProfile(f, item.body) } else { deliverMessage(f, item.body) }
+        afterEvents { [weak self, weak f] in
+            guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation else { return }
+            f.stored.inboundDelivered = max(f.stored.inboundDelivered, item.seq)
+            self.saveSoon { [weak self, weak f] ok in
+                guard let self, let f, self.revue.core === self, f.deliveryGeneration == generation else { return }
+                f.delivering = false
+                if ok {
+                    f.inboundAckable = max(f.inboundAckable, item.seq)
+                    self.sendAck(f, epoch: epoch, seq: f.inboundAckable)
+                }
+                self.pumpDelivery(f)
+            }
+        }
     }
 
     private func sendAck(_ f: FriendState, epoch: UInt32, seq: UInt32) {
@@ -620,7 +644,7 @@ final class SessionCore {
         if f.stored.requestNospam != nil {
             f.stored.requestNospam = nil
             f.stored.requestMessage = nil
-            save()
+            saveSoon()
         }
         enqueueProfile(f)
         for i in f.outbound.indices { f.outbound[i].lastSent = -.infinity }
@@ -693,7 +717,7 @@ final class SessionCore {
         f.candidates[route] = now
         if case .direct(let a) = route, f.stored.endpoint != a.description {
             f.stored.endpoint = a.description
-            save()
+            saveSoon()
         }
         updatePaths(f, now: now)
     }
@@ -773,8 +797,15 @@ final class SessionCore {
 
     // MARK: - Timers
 
+    private var lastTick = monotonicNow()
+    /// After the main actor was held up (a stall, a suspended process), friends get time to be
+    /// heard again before any is declared offline.
+    private var timeoutGraceUntil = -Double.infinity
+
     private func tick() {
         let now = monotonicNow()
+        if now - lastTick > timeouts.connectionTimeout / 2 { timeoutGraceUntil = now + 2 * timeouts.keepaliveInterval }
+        lastTick = now
         for id in friendOrder {
             if let f = friends[id] { tickFriend(f, now: now) }
         }
@@ -795,7 +826,7 @@ final class SessionCore {
     }
 
     private func tickFriend(_ f: FriendState, now: Double) {
-        if f.isConnected, now - f.lastReceived > timeouts.connectionTimeout {
+        if f.isConnected, now - f.lastReceived > timeouts.connectionTimeout, now >= timeoutGraceUntil {
             dropSessions(f)
         }
         updatePaths(f, now: now)
