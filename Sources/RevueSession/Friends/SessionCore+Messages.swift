@@ -117,10 +117,21 @@ extension SessionCore {
         let text = String(decoding: body, as: UTF8.self)
         if Self.isReserved(body) {
             counters.reservedMessagesSwallowed += 1
+            reservedMessageHandler?(f.id, text)
             return
         }
         let id = f.id
         emit { $1.revue($0, friend: id, didReceiveMessage: text) }
+    }
+
+    /// Sends one of the SDK's own messages (a JSON object whose "type" is msg, adr or track) on the
+    /// friend's reliable stream, outside the App's send queue; false when the friend is unknown or
+    /// offline. For the call layer.
+    @discardableResult
+    func sendReserved(friendId: String, text: String) -> Bool {
+        guard let f = friends[friendId], f.isConnected else { return false }
+        enqueue(f, kind: .message, body: Array(text.utf8), messageId: nil)
+        return true
     }
 
     /// Whether a message is one of the SDK's own: a JSON object whose "type" is msg, adr or track.

@@ -60,6 +60,11 @@ final class SessionCore {
     var sendTap: (([UInt8], Route) -> Void)?
     var dropDirectSends = false
 
+    // Hooks for the call layer (issue 8): the SDK's own messages (friend id, JSON text), and a
+    // friend about to be deleted (to end a call or an invitation first).
+    var reservedMessageHandler: ((String, String) -> Void)?
+    var friendWillBeDeleted: ((String) -> Void)?
+
     /// Friend requests already shown this run, and where each came from.
     var shownRequests: Set<String> = []
     var requestRoutes: [String: Route] = [:]
@@ -277,6 +282,7 @@ final class SessionCore {
 
     func deleteFriend(id: String) throws(FriendDeleteError) {
         guard let f = friends[id] else { throw .notFound }
+        friendWillBeDeleted?(id)
         friends[id] = nil
         let position = friendOrder.firstIndex(of: id)!
         friendOrder.remove(at: position)
