@@ -133,10 +133,15 @@ final class FriendState {
     func paths(now: Double, timeout: Double) -> FriendConnectionPaths {
         guard isConnected else { return .offline }
         func rank(_ k: FriendConnectionPath.Kind) -> Int { k == .directLAN ? 0 : k == .directUDP ? 1 : 2 }
-        let live = routes.filter { now - $0.value.lastReceived <= timeout }
+        var live = routes.filter { now - $0.value.lastReceived <= timeout }
+        if live.isEmpty, let last = routes.max(by: { $0.value.lastReceived < $1.value.lastReceived }) {
+            // Still connected (e.g. during the grace after a stall): show the last route heard.
+            live = [last.key: last.value]
+        }
+        let result = live
             .map { FriendConnectionPath(kind: $0.key.kind, endpoint: $0.key.endpoint.description, roundTripTime: $0.value.rtt) }
             .sorted { (rank($0.kind), $0.roundTripTime ?? 9, $0.endpoint) < (rank($1.kind), $1.roundTripTime ?? 9, $1.endpoint) }
-        return FriendConnectionPaths(paths: live)
+        return FriendConnectionPaths(paths: result)
     }
 
     /// The route to send on: the best live one, else the most recently heard candidate.

@@ -357,7 +357,9 @@ final class SessionCore {
                 initiate(f, now: now)
             }
             pumpOutbound(f, now: now)
-        } else if now - f.lastInitiation >= timeouts.handshakeRetryInterval {
+        } else if now - f.lastInitiation >= timeouts.handshakeRetryInterval * (f.initiationAttempts > 10 ? 4 : 1) {
+            // A friend long unreachable is tried less often; one that comes back initiates itself,
+            // and a new endpoint from a lookup or announcement triggers an attempt at once.
             initiate(f, now: now)
         }
         let lookupEvery = f.isConnected ? timeouts.rendezvousInterval * 3 : timeouts.rendezvousInterval
