@@ -91,6 +91,15 @@ extension SessionCore {
             counters.droppedMalformed += 1
             return
         }
+        // Each initiation costs four X25519 operations: a flood is cut off by a token bucket.
+        let now = monotonicNow()
+        handshakeTokens = min(Self.handshakeBurst, handshakeTokens + (now - handshakeTokensAt) * Self.handshakeRate)
+        handshakeTokensAt = now
+        guard handshakeTokens >= 1 else {
+            counters.droppedRateLimited += 1
+            return
+        }
+        handshakeTokens -= 1
         let prologue = Array(bytes[0..<6])
         var hs = NoiseIKHandshake(initiator: false, prologue: prologue, localStatic: identity, remoteStatic: nil)
         guard let payload = hs.readMessage1(r.rest()), let rs = hs.remoteStatic else {
@@ -149,7 +158,6 @@ extension SessionCore {
         w.u32(localIndex)
         w.u32(senderIndex)
         w.append(message2)
-        let now = monotonicNow()
         if let old = f.next { indices[old.localIndex] = nil }
         f.next = TransportSession(localIndex: localIndex, remoteIndex: senderIndex, keys: hs.transportKeys(), isInitiator: false, created: now)
         indices[localIndex] = id

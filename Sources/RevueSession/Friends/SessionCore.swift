@@ -25,6 +25,9 @@ final class SessionCore {
     static let sendQueueCapacity = 64
     /// The LAN discovery multicast group, 239.255.77.77 (organization-local scope, RFC 2365).
     nonisolated static let lanGroup: UInt32 = 0xEFFF_4D4D
+    /// Handshake initiations processed per second at most (and in one burst).
+    static let handshakeRate = 200.0
+    static let handshakeBurst = 400.0
     /// Reliable items in flight per friend.
     static let sendWindow = 32
 
@@ -56,6 +59,8 @@ final class SessionCore {
     var nodeMacKeys: [SocketAddress: (nodeKey: [UInt8], macKey: [UInt8])] = [:]
     var lastAnnounce: Double = -.infinity
     var isDiscoverable = false
+    var handshakeTokens = SessionCore.handshakeBurst
+    var handshakeTokensAt = monotonicNow()
     // Test seams: observe every session datagram sent, and drop direct sends (to force the relay).
     var sendTap: (([UInt8], Route) -> Void)?
     var dropDirectSends = false
