@@ -15,7 +15,7 @@ final class OtherSide: RevueDelegate {
 }
 
 @MainActor
-func eventually(_ timeout: Double = 5, _ condition: () -> Bool) async -> Bool {
+func eventually(_ timeout: Double = 10, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while !condition() {
         if Date() > deadline { return false }
@@ -63,7 +63,7 @@ func eventually(_ timeout: Double = 5, _ condition: () -> Bool) async -> Bool {
         try inbox.accept(other.revueId)
         #expect(inbox.requests.isEmpty)
         try inbox.accept(other.revueId)  // already friends: alreadyExists is caught by the example
-        #expect(await eventually { onlineChanges == [true] && otherSide.online })
+        #expect(await eventually { onlineChanges.last == true && otherSide.online }, "\(onlineChanges) \(otherSide.online)")
         let rows = loadFriendRows()
         #expect(rows.count == 1 && rows.first?.friendId == other.revueId && rows.first?.isOnline == true)
 
