@@ -38,5 +38,23 @@ struct VP9PayloadGStreamerTests {
         let firstBadFrame = GStreamerPayloadCheck.firstDifferingFrame(r.gst, r.reference, frameSize: frameSize)
         #expect(firstBadFrame == nil, "decoded frame \(firstBadFrame ?? -1) differs")
     }
+
+    @Test func ourDepacketizerRestoresGStreamerNonFlexibleVP9Frames() throws {
+        let (frames, packets) = try GStreamerPayloadCheck.gstreamerPackets(
+            encoder: "libvpx-vp9", payloader: ["rtpvp9pay", "mtu=1200", "picture-id-mode=15-bit"])
+        try #require(frames.count > 0)
+        #expect(packets.count > frames.count)
+        // GStreamer's payloader uses non-flexible mode (F=0).
+        let flexible = try packets[0].withUnsafeBytes { try VP9PayloadDescriptor.parse(try RTPPacket(parsing: $0).payload).0.flexibleMode }
+        #expect(!flexible)
+        let d = VP9Depacketizer()
+        let got = try GStreamerPayloadCheck.depacketize(packets) { try d.push($0) }
+        #expect(got.incomplete == 0)
+        #expect(got.frames.count == frames.count)
+        #expect(got.frames == frames)
+        // VP9 bitstream §6.2: frame_type bit after frame_marker, profile and show_existing_frame.
+        #expect(got.keys == frames.map { $0[0] & 0x04 == 0 })
+        #expect(d.scalabilityStructure?.width(layer: 0) == 640)
+    }
 }
 #endif
