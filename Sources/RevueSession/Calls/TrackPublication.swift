@@ -1,0 +1,59 @@
+/// What a track carries.
+public enum TrackKind: String, Sendable, Hashable {
+    case audio
+    case video
+}
+
+/// A track a participant publishes into the call: its ID, kind and mute state. Main actor.
+@MainActor
+public class TrackPublication {
+    /// The track ID, unique within its participant ("audio", "video").
+    public let sid: String
+    /// Audio or video.
+    public let kind: TrackKind
+    /// The track name ("microphone", "camera").
+    public let name: String
+    /// Whether the publisher muted it (no media flows while muted).
+    public internal(set) var isMuted: Bool
+    /// Who publishes it.
+    public internal(set) weak var participant: Participant?
+
+    init(sid: String, kind: TrackKind, name: String, isMuted: Bool, participant: Participant) {
+        self.sid = sid
+        self.kind = kind
+        self.name = name
+        self.isMuted = isMuted
+        self.participant = participant
+    }
+}
+
+/// One of your own publications. Main actor.
+@MainActor
+public final class LocalTrackPublication: TrackPublication {
+    /// Delegates told about your own mute changes; weak references.
+    public let delegates = DelegateList<any TrackDelegate>()
+
+    /// Mutes the track: media stops, participants receive `didUpdateIsMuted(true)`, your
+    /// `TrackDelegate` receives `track(_:didUpdateIsMuted:)`. Does nothing when already muted.
+    public func mute() { (participant?.room)?.setMuted(self, true) }
+
+    /// Unmutes the track (the reverse of `mute()`).
+    public func unmute() { (participant?.room)?.setMuted(self, false) }
+}
+
+/// A remote participant's publication. Subscribed automatically when you receive media; call
+/// `setSubscribed(false)` to stop receiving it. Main actor.
+@MainActor
+public final class RemoteTrackPublication: TrackPublication {
+    /// Whether you receive this track now.
+    public internal(set) var isSubscribed = false
+    /// Whether you want it (`setSubscribed`); auto-subscription honours it.
+    var wanted = true
+
+    /// Subscribes or unsubscribes: you receive `didSubscribeTrack`/`didUnsubscribeTrack` and the
+    /// publisher stops or resumes sending it to you.
+    public func setSubscribed(_ subscribed: Bool) {
+        wanted = subscribed
+        (participant?.room)?.updateSubscription(self)
+    }
+}
