@@ -34,7 +34,9 @@ public final class Room {
     /// Who is speaking now, loudest first.
     public internal(set) var activeSpeakers: [Participant] = []
     /// How you join the next call (mode, initial microphone and camera).
-    public var options = RoomOptions()
+    public var options = RoomOptions() {
+        didSet { if !joined { localParticipant.mode = options.mode } }
+    }
 
     unowned let revue: Revue
 
