@@ -146,6 +146,17 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         while step() {}
     }
 
+    /// Tests and benchmarks: opens the capturer without starting the worker thread, so the calling
+    /// thread drives the pipeline with `pump()` (same code as the worker runs). Stop with `stop()`.
+    func startWithoutWorker() {
+        precondition(!running.exchange(true, ordering: .acquiringAndReleasing), "stream started twice")
+        capturer.setAccepting(true)
+    }
+
+    /// Tests and benchmarks: runs the worker's steps on this thread until nothing is pending.
+    /// Only when started with `startWithoutWorker()`.
+    func pump() { while step() {} }
+
     /// Whether the stream is running.
     public var isRunning: Bool { running.load(ordering: .acquiring) }
 
