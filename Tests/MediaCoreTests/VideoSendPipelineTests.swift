@@ -23,6 +23,11 @@ func sendTestView(_ f: VideoFrame) -> PixelBufferView {
         v: UnsafeRawBufferPointer(start: f.v, count: f.strideUV * ch), strideV: f.strideUV)
 }
 
+/// Captures `frame` (kept alive for the call: a view does not own its pixels).
+func sendTestCapture(_ capturer: BufferCapturer, _ frame: VideoFrame, timeStampNs: Int64) {
+    withExtendedLifetime(frame) { capturer.capture(sendTestView(frame), timeStampNs: timeStampNs) }
+}
+
 /// One frame a receiver rebuilt from the sent packets.
 struct SendTestDecodedFrame {
     var rtpTimestamp: UInt32
@@ -97,7 +102,7 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         stream.startWithoutWorker()
         for i in first..<(first + count) {
             let f = sendTestFrame(i, width: config.encoder.width, height: config.encoder.height)
-            stream.capturer.capture(sendTestView(f), timeStampNs: 1_000_000_000 + Int64(i) * frameNs)
+            sendTestCapture(stream.capturer, f, timeStampNs: 1_000_000_000 + Int64(i) * frameNs)
             stream.pump()
             between?(stream, i)
         }
@@ -186,7 +191,7 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         let stream = try VideoSendStream(configuration: config, sink: sink)
         stream.startWithoutWorker()
         for i in 0..<3 {
-            stream.capturer.capture(sendTestView(sendTestFrame(i, width: 320, height: 240)), timeStampNs: Int64(i) * Self.frameNs)
+            sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240), timeStampNs: Int64(i) * Self.frameNs)
             stream.pump()
         }
         let sent = sink.takePackets()
@@ -199,7 +204,7 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         stream.handleNack([seqs[1], 12_345])  // resent once already (limit 1), and never sent
         stream.pump()
         #expect(sink.takePackets().isEmpty)
-        stream.capturer.capture(sendTestView(sendTestFrame(3, width: 320, height: 240)), timeStampNs: 3 * Self.frameNs)
+        sendTestCapture(stream.capturer, sendTestFrame(3, width: 320, height: 240), timeStampNs: 3 * Self.frameNs)
         stream.pump()
         stream.stop()
         let s = stream.statistics
@@ -214,7 +219,7 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         let stream = try VideoSendStream(configuration: config, sink: sink)
         stream.start()
         let small = sendTestFrame(0, width: 320, height: 240)
-        for i in 0..<5 { stream.capturer.capture(sendTestView(small), timeStampNs: Int64(i) * Self.frameNs) }
+        for i in 0..<5 { sendTestCapture(stream.capturer, small, timeStampNs: Int64(i) * Self.frameNs) }
         // Let the worker take the first frames (polling counters: they are atomics).
         for _ in 0..<500 {
             let s = stream.statistics
@@ -225,7 +230,7 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         stream.setFrameRate(15)
         stream.setResolution(width: 160, height: 120)
         #expect(stream.capturer.targetDimensions == VideoDimensions(width: 160, height: 120))
-        for i in 5..<10 { stream.capturer.capture(sendTestView(small), timeStampNs: Int64(i) * Self.frameNs) }
+        for i in 5..<10 { sendTestCapture(stream.capturer, small, timeStampNs: Int64(i) * Self.frameNs) }
         stream.stop()
         let s = stream.statistics
         #expect(s.outbound.targetBitrate == 300_000)
@@ -276,7 +281,7 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(), sink: sink)
         stream.startWithoutWorker()
         for i in 0..<3 {
-            stream.capturer.capture(sendTestView(sendTestFrame(i, width: 640, height: 480)), timeStampNs: Int64(i) * Self.frameNs)
+            sendTestCapture(stream.capturer, sendTestFrame(i, width: 640, height: 480), timeStampNs: Int64(i) * Self.frameNs)
             stream.pump()
         }
         stream.stop()
@@ -307,11 +312,11 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
     @Test func framesAfterStopCountAsInactive() throws {
         let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(), sink: MemoryPacketSink())
         let f = sendTestFrame(0, width: 320, height: 240)
-        stream.capturer.capture(sendTestView(f), timeStampNs: 0)
+        sendTestCapture(stream.capturer, f, timeStampNs: 0)
         stream.start()
-        stream.capturer.capture(sendTestView(f), timeStampNs: Self.frameNs)
+        sendTestCapture(stream.capturer, f, timeStampNs: Self.frameNs)
         stream.stop()
-        stream.capturer.capture(sendTestView(f), timeStampNs: 2 * Self.frameNs)
+        sendTestCapture(stream.capturer, f, timeStampNs: 2 * Self.frameNs)
         let s = stream.statistics
         #expect(s.capture.droppedInactive == 2 && s.capture.captured == 1 && s.outbound.framesEncoded == 1)
     }
