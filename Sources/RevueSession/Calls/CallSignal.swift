@@ -24,12 +24,21 @@ struct CallSignal: Codable, Sendable, Equatable {
     var kind: String?
     /// Whether the sender wants a track of the receiver (subscription).
     var subscribed: Bool?
+    /// Media: the sender's media UDP port, its SRTP suite and key (RFC 4568 inline form) for the
+    /// direction sender -> receiver of this call leg.
+    var port: Int?
+    var suite: String?
+    var key: String?
+    /// Speaking: whether the sender speaks, and its level (0...1).
+    var speaking: Bool?
+    var level: Double?
 
     enum Op {
         static let invite = "invite", cancel = "cancel", reject = "reject", end = "end", accept = "accept"
         static let connect = "connect", join = "join", joined = "joined", hangup = "hangup"
         static let chat = "chat", muteRequest = "mute-request", mode = "mode"
         static let publish = "publish", unpublish = "unpublish", mute = "mute", subscribe = "subscribe"
+        static let speaking = "speaking", media = "media"
     }
 
     init(type: String = "msg", op: String, inv: String? = nil) {

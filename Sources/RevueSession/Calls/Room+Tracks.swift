@@ -119,6 +119,8 @@ extension Room {
                  participant: { $0.participant(p, trackPublication: pub, didUpdateIsMuted: muted) })
         case CallSignal.Op.subscribe:
             remoteWantsTrack(p, sid: sid, wants: s.subscribed ?? false)
+        case CallSignal.Op.speaking:
+            remoteSpeaking(p, speaking: s.speaking ?? false, level: s.level ?? 0)
         default:
             break
         }

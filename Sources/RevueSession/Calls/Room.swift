@@ -13,6 +13,9 @@ public struct RoomOptions: Sendable, Hashable {
     public var micEnabled = true
     /// Whether your camera track is published likewise.
     public var cameraEnabled = true
+    /// Size your camera track is encoded at (VP8); frames of another size are scaled.
+    public var videoWidth = 640
+    public var videoHeight = 360
 
     /// The defaults: send and receive, microphone and camera on.
     public init() {}
@@ -65,6 +68,10 @@ public final class Room {
     var wantPublished: [TrackKind: Bool] = [:]
     /// Whether the local participant is in a call (joined with its first participant).
     var joined = false
+    /// Media of each call leg by friend ID, and of each local track.
+    var legs: [String: MediaLeg] = [:]
+    var localMedia: [TrackKind: LocalMedia] = [:]
+    var lastStatistics: Double = 0
 
     init(revue: Revue) {
         self.revue = revue
@@ -154,6 +161,7 @@ public final class Room {
             for id in remoteParticipants.keys { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
         }
         for p in remoteParticipants.values { p.disconnectReason = .destroyed }
+        stopAllMedia()
         remoteParticipants = [:]
         invitations = [:]
         pendingJoins = [:]

@@ -1,3 +1,5 @@
+public import MediaCore
+
 /// What a track carries.
 public enum TrackKind: String, Sendable, Hashable {
     case audio
@@ -32,6 +34,11 @@ public class TrackPublication {
 public final class LocalTrackPublication: TrackPublication {
     /// Delegates told about your own mute changes; weak references.
     public let delegates = DelegateList<any TrackDelegate>()
+    /// Where your camera frames go while the video track is published (nil otherwise): call
+    /// `capture` from your capture thread, never the main thread.
+    public internal(set) var videoCapturer: BufferCapturer?
+    /// Where your microphone PCM goes while the audio track is published (nil otherwise); any thread.
+    public internal(set) var audioCapturer: AudioBufferCapturer?
 
     /// Mutes the track: media stops, participants receive `didUpdateIsMuted(true)`, your
     /// `TrackDelegate` receives `track(_:didUpdateIsMuted:)`. Does nothing when already muted.
