@@ -333,6 +333,19 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         #expect(rx.frames.map(\.barcode) == (0..<9).map { Optional($0) })
     }
 
+    @Test func rateControlDropsAreCountedNotErrors() throws {
+        // 60 kbit/s for 320x240 moving pictures with a 30 % drop threshold: libvpx skips frames.
+        var config = sendTestVideoConfiguration()
+        config.encoder.bitrate = 60_000
+        config.encoder.frameDropThreshold = 30
+        let (stream, packets) = try Self.sendFrames(config, count: 40)
+        let s = stream.statistics
+        #expect(s.outbound.framesDroppedByEncoder > 0)
+        #expect(s.outbound.framesEncoded + s.outbound.framesDroppedByEncoder == 40)
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
+        #expect(UInt64(rx.frames.count) == s.outbound.framesEncoded && rx.incomplete == 0)
+    }
+
     @Test func framesAfterStopCountAsInactive() throws {
         let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(), sink: MemoryPacketSink())
         let f = sendTestFrame(0, width: 320, height: 240)
