@@ -74,6 +74,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
     private var playing = false
     private var expectedTimestamp: UInt32 = 0
     private var lastWasConcealed = false
+    private var underrunSamples = 0
     private var audioStats = InboundRTPStreamStats()
     private let published = Mutex(InboundRTPStreamStats())
     /// Samples recovered from FEC (audio thread).
@@ -258,6 +259,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
             }
             expectedTimestamp = p.timestamp &+ UInt32(n)
             lastWasConcealed = false
+            underrunSamples = 0
             audioStats.jitterBufferDelay += Double(n) * Double(nowNs &- p.arrivalNs) / 1e9
             audioStats.jitterBufferEmittedCount += UInt64(n)
             return n
@@ -281,7 +283,15 @@ public final class AudioReceiveStream: @unchecked Sendable {
             expectedTimestamp = expectedTimestamp &+ UInt32(n)
             return n
         }
-        // Underrun: nothing buffered.
+        // Underrun: nothing buffered. After `mutedAfterNs` of it the stream is treated as paused:
+        // silence, not concealment (NetEq's muted state).
+        underrunSamples += last
+        if underrunSamples > 48_000 / 5 {
+            room.baseAddress!.update(repeating: 0, count: last * settings.channels)
+            lastWasConcealed = false
+            playing = false  // prebuffer again when packets come back
+            return last
+        }
         return conceal(room, last)
     }
 
