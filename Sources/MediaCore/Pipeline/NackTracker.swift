@@ -52,6 +52,11 @@ public final class NackTracker {
         exts = [Int64](repeating: -1, count: capacity)
     }
 
+    /// Round-trip time measured from NACK to retransmission (smoothed, RFC 6298 style), in
+    /// nanoseconds; 0 before the first sample. A receive-only endpoint has no sender reports of its
+    /// own to measure RTT with (RFC 3550 §6.4.1), so this is what paces its retries.
+    public private(set) var roundTripEstimateNs: Double = 0
+
     /// Missing packets being tracked.
     public private(set) var missingCount = 0
 
@@ -82,6 +87,12 @@ public final class NackTracker {
                 since[s] = 0
                 missingCount -= 1
                 counters.recovered += 1
+                // A packet asked for exactly once and answered: a round-trip sample (the request
+                // and the retransmission, plus the sender's reaction time).
+                if tries[s] == 1 && lastSent[s] != 0 && nowNs > lastSent[s] {
+                    let sample = Double(nowNs - lastSent[s])
+                    roundTripEstimateNs = roundTripEstimateNs == 0 ? sample : 0.875 * roundTripEstimateNs + 0.125 * sample
+                }
             }
         }
     }

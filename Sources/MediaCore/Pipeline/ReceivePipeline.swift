@@ -135,10 +135,14 @@ public final class ReceivePipeline: @unchecked Sendable {
     /// The longest video freeze so far in seconds, over all streams (refreshed every tick).
     public var longestFreezeSeconds: Double { engine.published.withLock { $0.longestFreeze } }
 
+    /// The most packets any video jitter buffer held at once (at most its capacity: memory is bounded).
+    public var peakBufferedPackets: Int { engine.published.withLock { $0.peakBuffered } }
+
     struct Published {
         var counters = ReceivePipelineStatistics()
         var inbound: [InboundRTPStreamStats] = []
         var longestFreeze: Double = 0
+        var peakBuffered = 0
     }
 
     /// Everything the pipeline's thread owns.
@@ -269,8 +273,13 @@ public final class ReceivePipeline: @unchecked Sendable {
             }
         }
 
+        var peakBuffered = 0
+
         func tick(nowNs: UInt64) {
-            for v in videos { v.process(nowNs: nowNs) }
+            for v in videos {
+                peakBuffered = max(peakBuffered, v.jitterBuffer.count)
+                v.process(nowNs: nowNs)
+            }
             sendFeedback(nowNs: nowNs)
             if nowNs >= lastPublishNs + 20_000_000 || stopping.load(ordering: .relaxed) {
                 lastPublishNs = nowNs
@@ -281,8 +290,8 @@ public final class ReceivePipeline: @unchecked Sendable {
                     inbound.append(s)
                 }
                 let freeze = Double(videos.map(\.longestFreezeNs).max() ?? 0) / 1e9
-                let c = counters
-                published.withLock { $0 = Published(counters: c, inbound: inbound, longestFreeze: freeze) }
+                let c = counters, peak = peakBuffered
+                published.withLock { $0 = Published(counters: c, inbound: inbound, longestFreeze: freeze, peakBuffered: peak) }
             }
         }
 

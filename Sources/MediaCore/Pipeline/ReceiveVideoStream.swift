@@ -16,7 +16,7 @@ public struct VideoReceiveSettings: Sendable {
     /// `target delay + 1.5 x RTT` with NACK, `target delay` without.
     public var assumedRoundTripMilliseconds: Double = 100
     /// Shortest time between two keyframe requests (PLI), in milliseconds.
-    public var keyframeRequestIntervalMilliseconds: Double = 250
+    public var keyframeRequestIntervalMilliseconds: Double = 100
     /// When set, every decoded frame is also converted to this packed RGB format for the renderer
     /// (`.bgra` = libyuv ARGB).
     public var renderFormat: PixelFormat? = nil
@@ -121,7 +121,14 @@ public final class VideoReceiveStream {
         let target = jitterBuffer.targetDelayNs
         guard settings.nackEnabled else { return max(target, 5_000_000) }
         let maxNs = UInt64(settings.jitterBuffer.maximumDelayMilliseconds * 1e6)
-        return min(maxNs, target + roundTripNs * 3 / 2 + 10_000_000)
+        // Room for about three requests: the first and two retries a round trip apart.
+        return min(maxNs, target + currentRoundTripNs * 3 + 20_000_000)
+    }
+
+    /// The round trip used for NACK timing: measured from NACK to retransmission when known,
+    /// otherwise `roundTripNs` (set by the engine, or the configured assumption).
+    public var currentRoundTripNs: UInt64 {
+        nack.roundTripEstimateNs > 0 ? UInt64(nack.roundTripEstimateNs) : roundTripNs
     }
 
     /// Plays out what is ready at `nowNs`: decodes complete frames, skips holes waited for long
@@ -266,7 +273,7 @@ public final class VideoReceiveStream {
     public func takeNackList(nowNs: UInt64) -> [UInt16] {
         nackScratch.removeAll(keepingCapacity: true)
         guard settings.nackEnabled else { return nackScratch }
-        if nack.collect(nowNs: nowNs, rttNs: roundTripNs, into: &nackScratch) > 0 { nackGaveUp = true }
+        if nack.collect(nowNs: nowNs, rttNs: currentRoundTripNs, into: &nackScratch) > 0 { nackGaveUp = true }
         if !nackScratch.isEmpty { stats.nackCount += 1 }
         return nackScratch
     }
