@@ -30,7 +30,7 @@ public final class NackTracker {
     public private(set) var counters = Counters()
 
     private let mask: Int64
-    private var since: [UInt64]
+    private var missing: [Bool]
     private var lastSent: [UInt64]
     private var tries: [UInt8]
     private var exts: [Int64]
@@ -46,7 +46,7 @@ public final class NackTracker {
         self.maxTries = maxTries
         self.minimumRetryIntervalNs = minimumRetryIntervalNs
         mask = Int64(capacity - 1)
-        since = [UInt64](repeating: 0, count: capacity)
+        missing = [Bool](repeating: false, count: capacity)
         lastSent = [UInt64](repeating: 0, count: capacity)
         tries = [UInt8](repeating: 0, count: capacity)
         exts = [Int64](repeating: -1, count: capacity)
@@ -73,8 +73,8 @@ public final class NackTracker {
             var e = high
             while e < ext {
                 let s = Int(e & mask)
-                if exts[s] >= low && since[s] != 0 { missingCount -= 1 }  // stale entry being reused
-                exts[s] = e; since[s] = nowNs; lastSent[s] = 0; tries[s] = 0
+                if missing[s] { missingCount -= 1 }  // stale entry being reused
+                exts[s] = e; missing[s] = true; lastSent[s] = 0; tries[s] = 0
                 missingCount += 1
                 counters.missing += 1
                 e += 1
@@ -83,13 +83,13 @@ public final class NackTracker {
             if high - low > Int64(capacity) { forget(below: high - Int64(capacity)) }
         } else if ext >= low {
             let s = Int(ext & mask)
-            if exts[s] == ext && since[s] != 0 {
-                since[s] = 0
+            if exts[s] == ext && missing[s] {
+                missing[s] = false
                 missingCount -= 1
                 counters.recovered += 1
                 // A packet asked for exactly once and answered: a round-trip sample (the request
                 // and the retransmission, plus the sender's reaction time).
-                if tries[s] == 1 && lastSent[s] != 0 && nowNs > lastSent[s] {
+                if tries[s] == 1 && nowNs > lastSent[s] {
                     let sample = Double(nowNs - lastSent[s])
                     roundTripEstimateNs = roundTripEstimateNs == 0 ? sample : 0.875 * roundTripEstimateNs + 0.125 * sample
                 }
@@ -104,7 +104,7 @@ public final class NackTracker {
         let end = min(ext, high)
         while e < end {
             let s = Int(e & mask)
-            if exts[s] == e && since[s] != 0 { since[s] = 0; missingCount -= 1 }
+            if exts[s] == e && missing[s] { missing[s] = false; missingCount -= 1 }
             e += 1
         }
         low = ext
@@ -122,10 +122,10 @@ public final class NackTracker {
         var e = low
         while e < high {
             let s = Int(e & mask)
-            if exts[s] == e && since[s] != 0 {
-                if lastSent[s] == 0 || nowNs >= lastSent[s] + interval {
+            if exts[s] == e && missing[s] {
+                if tries[s] == 0 || nowNs >= lastSent[s] + interval {
                     if Int(tries[s]) >= maxTries {
-                        since[s] = 0
+                        missing[s] = false
                         missingCount -= 1
                         counters.givenUp += 1
                         gaveUp += 1
@@ -144,7 +144,7 @@ public final class NackTracker {
 
     /// Forgets everything (a stream restart).
     public func clear() {
-        for i in 0..<capacity { since[i] = 0; exts[i] = -1 }
+        for i in 0..<capacity { missing[i] = false; exts[i] = -1 }
         missingCount = 0
         started = false
     }
