@@ -181,8 +181,13 @@ public final class RTPJitterBuffer {
         if let n = next {
             ext = extend(seq)
             if ext < n {
-                counters.late += 1
-                return .late
+                // Before anything played, an earlier packet moves the start back (the first
+                // packets of a stream may arrive reordered too).
+                guard counters.played == 0 && counters.skipped == 0 && highest - ext <= mask else {
+                    counters.late += 1
+                    return .late
+                }
+                next = ext
             }
             if ext >= n + mask + 1 {
                 // A jump beyond the window: the sender restarted or we fell hopelessly behind.
