@@ -14,8 +14,12 @@ private final class RecordingHandler: RTCPFeedbackHandler {
     func setTargetBitrate(_ bitsPerSecond: Int) { bitrates.append(bitsPerSecond) }
 }
 
-private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt64 = 1, arrival: NTPTime? = nil) {
-    RTCPCompound.bytes(packets).withUnsafeBytes { s.handle($0, nowNs: nowNs, arrival: arrival ?? RTCPSenderSession.wallClock()) }
+nonisolated(unsafe) private var fakeClock: UInt64 = 0
+
+private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt64? = nil, arrival: NTPTime? = nil) {
+    fakeClock += 1_000_000_000
+    let now = nowNs ?? fakeClock
+    RTCPCompound.bytes(packets).withUnsafeBytes { s.handle($0, nowNs: now, arrival: arrival ?? RTCPSenderSession.wallClock()) }
 }
 
 @Suite struct RTCPSenderSessionTests {
@@ -43,6 +47,11 @@ private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt
         handle(s, [.fullIntraRequest(RTCPFullIntraRequest(senderSSRC: 1, entries: [.init(ssrc: 42, sequenceNumber: 7)]))])
         handle(s, [.fullIntraRequest(RTCPFullIntraRequest(senderSSRC: 1, entries: [.init(ssrc: 42, sequenceNumber: 8)]))])
         #expect(h.keyframes == 3 && s.counters.plisReceived == 1 && s.counters.firsReceived == 2)
+        // Requests in a burst get one keyframe.
+        for k: UInt64 in 0..<5 {
+            handle(s, [.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 42))], nowNs: 100_000_000_000 + k * 50_000_000)
+        }
+        #expect(h.keyframes == 4 && s.counters.keyframeRequestsThrottled == 4)
     }
 
     @Test func receiverReportsGiveRoundTripTimeAndLossAndDriveTheBitrate() {

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Synchronization
 @testable import MediaCore
@@ -8,7 +9,7 @@ import Synchronization
 /// answering the receiver's RTCP. Runs on the calling thread in wall-clock time.
 final class ReceiveTestSender: RTCPFeedbackHandler {
     let socket: UDPSocket
-    let destination: SocketAddress
+    var destination: SocketAddress
     let videoSSRC: UInt32 = 0x1111_2222
     let audioSSRC: UInt32 = 0x3333_4444
     let videoPT: UInt8 = 96
@@ -70,6 +71,9 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     func requestKeyframe(ssrc: UInt32) { if ssrc == videoSSRC { keyframePending = true } }
     func setTargetBitrate(_ bitsPerSecond: Int) {
         bitrateChanges.append(bitsPerSecond)
+        if ProcessInfo.processInfo.environment["RECV_DEBUG"] != nil {
+            print("t=\(UDPSocket.monotonicNanoseconds() / 1_000_000 % 100_000) target \(bitsPerSecond) remb \(session.estimator.remb ?? -1) loss \(session.estimator.lastFractionLost) lossBased \(Int(session.estimator.lossBasedBitrate))")
+        }
         encoder.bitrate = max(50_000, bitsPerSecond)
     }
 

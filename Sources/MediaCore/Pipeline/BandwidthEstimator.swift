@@ -3,7 +3,7 @@
 /// (draft-alvestrand-rmcat-remb-03), which carries the receiver's delay-based estimate.
 ///
 /// Loss below 2 % raises the rate by 8 % per second of feedback; loss above 10 % cuts it to
-/// `rate x (1 - 0.5 x loss)`; in between the rate holds. The target is the smaller of that and the
+/// `rate x (1 - 0.5 x loss)`, at most once per 300 ms; in between the rate holds. The target is the smaller of that and the
 /// latest REMB, clamped to `minimumBitrate...maximumBitrate`.
 /// Thread rule: one owner thread (where RTCP arrives). Cost: O(1), no allocation.
 public struct SendSideBandwidthEstimator: Sendable {
@@ -18,6 +18,7 @@ public struct SendSideBandwidthEstimator: Sendable {
     /// The last loss fraction reported (0...1).
     public private(set) var lastFractionLost: Double = 0
     private var lastIncreaseNs: UInt64 = 0
+    private var lastDecreaseNs: UInt64 = 0
 
     /// Starts at `startBitrate`.
     public init(startBitrate: Int, minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000) {
@@ -42,7 +43,12 @@ public struct SendSideBandwidthEstimator: Sendable {
             lossBasedBitrate *= 1 + 0.08 * dt
             lastIncreaseNs = nowNs
         } else if loss > 0.10 {
-            lossBasedBitrate *= 1 - 0.5 * loss
+            // At most one cut per 300 ms (GCC: 300 ms + RTT), so a burst of reports about the same
+            // congestion episode does not compound.
+            if lastDecreaseNs == 0 || nowNs >= lastDecreaseNs + 300_000_000 {
+                lossBasedBitrate *= 1 - 0.5 * loss
+                lastDecreaseNs = nowNs
+            }
             lastIncreaseNs = nowNs
         }
         // Never run far ahead of what the receiver says the path carries.
@@ -60,8 +66,9 @@ public struct SendSideBandwidthEstimator: Sendable {
 /// Congestion Control (draft-ietf-rmcat-gcc-02 §5; libwebrtc's trendline estimator). Packets are
 /// grouped by RTP timestamp (one video frame); the delay variation between groups is accumulated
 /// and smoothed, and the slope of a least-squares line through the last 20 points says whether
-/// queues grow. Growing queues (overuse) set the estimate to 85 % of the measured incoming rate;
-/// otherwise it grows by 8 % per second, never above 1.5 x the incoming rate.
+/// queues grow. Growing queues (overuse) set the estimate to 85 % of the measured incoming rate
+/// (at most once per 500 ms, and never below half the previous estimate); otherwise it grows by
+/// 8 % per second, never above 1.5 x the incoming rate.
 /// Thread rule: one owner thread (the receive engine). Cost: O(window) per frame, no allocation.
 public struct ReceiveSideBandwidthEstimator: Sendable {
     /// Detector state (draft-ietf-rmcat-gcc-02 §5.4).
@@ -92,6 +99,8 @@ public struct ReceiveSideBandwidthEstimator: Sendable {
     private var bucketStart: UInt64 = 0
     private var windowBytes = 0
     private var overuseSinceNs: UInt64 = 0
+    private var lastDecreaseNs: UInt64 = 0
+    private static let decreaseIntervalNs: UInt64 = 500_000_000
 
     /// Makes an estimator for timestamps at `clockRate`.
     public init(clockRate: Int = 90_000) { self.clockRate = clockRate }
@@ -166,7 +175,13 @@ public struct ReceiveSideBandwidthEstimator: Sendable {
         lastUpdateNs = nowNs
         switch usage {
         case .overusing:
-            estimate = estimate == 0 ? 0.85 * incoming : min(estimate, 0.85 * incoming)
+            // Decrease (draft-ietf-rmcat-gcc-02 §5.5), then hold: queues take a while to drain,
+            // so one cut per `decreaseIntervalNs` -- cutting on every overuse signal would spiral
+            // down with the incoming rate.
+            if estimate == 0 || nowNs >= lastDecreaseNs + Self.decreaseIntervalNs {
+                estimate = estimate == 0 ? 0.85 * incoming : max(0.5 * estimate, min(estimate, 0.85 * incoming))
+                lastDecreaseNs = nowNs
+            }
         case .underusing:
             if estimate == 0 { estimate = incoming }  // hold: queues drain
         case .normal:

@@ -20,7 +20,8 @@ public protocol RTCPFeedbackHandler: AnyObject {
 /// the receiver's RTCP into actions and statistics: receiver report blocks into round-trip time and
 /// loss (W3C remote-inbound-rtp) and the loss-based bandwidth estimate; generic NACK into
 /// retransmissions, with a keyframe request when a packet is gone or was resent too often; PLI and
-/// FIR into keyframe requests (a repeated FIR sequence number is ignored, RFC 5104 §4.3.1.2); REMB
+/// FIR into keyframe requests (a repeated FIR sequence number is ignored, RFC 5104 §4.3.1.2; at most
+/// one keyframe per `minimumKeyframeIntervalNs`); REMB
 /// into the estimate's cap.
 /// Thread rule: one owner thread. Cost: parsing RTCP allocates small arrays (a few per second).
 public final class RTCPSenderSession {
@@ -35,6 +36,7 @@ public final class RTCPSenderSession {
         public var firsReceived = 0
         public var rembsReceived = 0
         public var keyframesRequested = 0
+        public var keyframeRequestsThrottled = 0
         public var malformed = 0
     }
 
@@ -48,11 +50,14 @@ public final class RTCPSenderSession {
     public private(set) var remoteInbound: [UInt32: RemoteInboundRTPStreamStats] = [:]
     /// Gives up resending a packet after this many retransmissions (then asks for a keyframe).
     public var maxRetransmissions = 3
+    /// Keyframe requests closer than this to the previous one (per SSRC) are not passed on.
+    public var minimumKeyframeIntervalNs: UInt64 = 300_000_000
 
     private weak var handler: RTCPFeedbackHandler?
     private var sent: [UInt32: (packets: UInt32, octets: UInt32)] = [:]
     private var lastFIR: [UInt32: UInt8] = [:]
     private var lastTarget = 0
+    private var lastKeyframeRequestNs: [UInt32: UInt64] = [:]
 
     /// A session for `ssrcs` starting its estimate at `startBitrate`.
     public init(ssrcs: [UInt32], handler: RTCPFeedbackHandler?, startBitrate: Int,
@@ -106,16 +111,16 @@ public final class RTCPSenderSession {
                         keyframe = true
                     }
                 }
-                if keyframe { askKeyframe(nack.mediaSSRC) }
+                if keyframe { askKeyframe(nack.mediaSSRC, nowNs: nowNs) }
             case .pictureLossIndication(let pli) where ssrcs.contains(pli.mediaSSRC):
                 counters.plisReceived += 1
-                askKeyframe(pli.mediaSSRC)
+                askKeyframe(pli.mediaSSRC, nowNs: nowNs)
             case .fullIntraRequest(let fir):
                 for e in fir.entries where ssrcs.contains(e.ssrc) {
                     guard lastFIR[e.ssrc] != e.sequenceNumber else { continue }
                     lastFIR[e.ssrc] = e.sequenceNumber
                     counters.firsReceived += 1
-                    askKeyframe(e.ssrc)
+                    askKeyframe(e.ssrc, nowNs: nowNs)
                 }
             case .receiverEstimatedMaxBitrate(let remb):
                 counters.rembsReceived += 1
@@ -127,7 +132,14 @@ public final class RTCPSenderSession {
         }
     }
 
-    private func askKeyframe(_ ssrc: UInt32) {
+    private func askKeyframe(_ ssrc: UInt32, nowNs: UInt64) {
+        // Requests within `minimumKeyframeIntervalNs` of the last one are served by that keyframe:
+        // on a congested path a keyframe per PLI would only add to the congestion that lost it.
+        if let last = lastKeyframeRequestNs[ssrc], nowNs < last + minimumKeyframeIntervalNs {
+            counters.keyframeRequestsThrottled += 1
+            return
+        }
+        lastKeyframeRequestNs[ssrc] = nowNs
         counters.keyframesRequested += 1
         handler?.requestKeyframe(ssrc: ssrc)
     }

@@ -16,7 +16,7 @@ public struct VideoReceiveSettings: Sendable {
     /// `target delay + 1.5 x RTT` with NACK, `target delay` without.
     public var assumedRoundTripMilliseconds: Double = 100
     /// Shortest time between two keyframe requests (PLI), in milliseconds.
-    public var keyframeRequestIntervalMilliseconds: Double = 100
+    public var keyframeRequestIntervalMilliseconds: Double = 200
     /// When set, every decoded frame is also converted to this packed RGB format for the renderer
     /// (`.bgra` = libyuv ARGB).
     public var renderFormat: PixelFormat? = nil
