@@ -11,6 +11,7 @@ struct Suite: Sendable {
 enum Suites {
     static let all: [Suite] = [
         Suite(name: "speaking", run: SpeakingSuite.run),
+        Suite(name: "receive", run: ReceiveSuite.run),
     ]
 }
 
