@@ -1,3 +1,5 @@
+import Glibc
+import Synchronization
 import Testing
 @testable import MediaCore
 
@@ -116,5 +118,29 @@ private func play(_ packets: [[UInt8]], lost: Set<Int> = [], fec: Bool = true, o
         for pull in 0..<30 { buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, nowNs: 1_000_000_000 + UInt64(pull) * 10_000_000) } }
         // 300 ms played; packets beyond target + 60 ms were dropped rather than delaying playout.
         #expect(s.stats.packetsDiscarded >= 40, "\(s.stats.packetsDiscarded)")
+    }
+
+    @Test func networkAndAudioThreadsShareTheStreamSafely() throws {
+        let packets = try opusPackets(400)
+        let s = try AudioReceiveStream(ssrc: 5, settings: AudioReceiveSettings(payloadType: 111))
+        let pulls = Atomic<Int>(0)
+        runOnThreads(2) { thread in
+            if thread == 0 {
+                for (k, p) in packets.enumerated() {
+                    insert(s, p, seq: UInt16(k), ts: UInt32(k * 960), at: UInt64(k) * 20_000_000)
+                    if k % 8 == 0 { usleep(100) }
+                }
+            } else {
+                var buffer = [Int16](repeating: 0, count: 480)
+                for k in 0..<1000 {
+                    buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, nowNs: UInt64(k) * 10_000_000) }
+                    _ = s.stats
+                    pulls.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(pulls.load(ordering: .relaxed) == 1000)
+        #expect(s.statsSnapshot().packetsReceived == 400)
+        #expect(s.stats.totalSamplesReceived == 480_000)
     }
 }

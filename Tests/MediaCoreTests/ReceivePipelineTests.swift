@@ -124,6 +124,13 @@ func makeReceiver(key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
                 _ = r.withUnsafeBytes { try? attacker.send($0, to: target) }; random += 1
                 // Replayed: a genuine packet sent again by a third party (same key, same index).
                 _ = c.withUnsafeBytes { try? attacker.send($0, to: target) }; replayed += 1
+                // Forged SRTCP: a sender report with a made-up tag and index.
+                var rtcp = [UInt8](repeating: 0, count: 52)
+                rtcp.withUnsafeMutableBytes { b in
+                    _ = RTCPSenderReport(ssrc: sender.videoSSRC, ntpTime: NTPTime(rawValue: 1), rtpTime: 0, packetCount: 0, octetCount: 0).marshal(into: b)
+                }
+                for i in 28..<52 { rtcp[i] = UInt8.random(in: 0...255, using: &rng) }
+                _ = rtcp.withUnsafeBytes { try? attacker.send($0, to: target) }; forged += 1
             }
             sender.pollRTCP()
             usleep(1000)
@@ -134,6 +141,7 @@ func makeReceiver(key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
         // Every forged or replayed SRTP packet and every random RTP-looking packet is refused.
         #expect(s.authFailures + s.replays + s.srtpErrors + s.unknownStream + s.malformed + s.other >= forged + truncated + replayed)
         #expect(s.authFailures >= forged)
+        #expect(s.senderReportsReceived == 0, "no forged sender report got through")
         #expect(s.replays >= 1, "replays of the first frame are refused by the replay window")
         // The stream kept playing: every genuine frame decoded.
         let seen = renderer.indices
