@@ -68,8 +68,11 @@ func wantsHelp(_ args: [String]) -> Bool { args.contains("--help") || args.conta
 func checkOutputDirectory(_ path: String, option: String = "-o") throws {
     let dir = (path as NSString).deletingLastPathComponent
     var isDir: ObjCBool = false
-    if !dir.isEmpty && !(FileManager.default.fileExists(atPath: dir, isDirectory: &isDir) && isDir.boolValue) {
-        throw InputError(description: "\(path): directory \(dir) does not exist")
+    if !dir.isEmpty {
+        if !FileManager.default.fileExists(atPath: dir, isDirectory: &isDir) {
+            throw InputError(description: "\(path): directory \(dir) does not exist")
+        }
+        if !isDir.boolValue { throw InputError(description: "\(path): \(dir) is not a directory") }
     }
     if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue {
         throw InputError(description: "\(path): is a directory")
