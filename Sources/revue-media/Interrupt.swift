@@ -25,6 +25,12 @@ enum Interrupt {
         action.sa_flags = 0  // no SA_RESTART: a blocking read/recv returns EINTR and the loop looks at the flag
         sigaction(SIGINT, &action, nil)
         sigaction(SIGTERM, &action, nil)
+        // A parent (a test runner, a supervisor) may have left them blocked in the inherited mask.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        sigprocmask(SIG_UNBLOCK, &set, nil)
     }
 
     /// Whether the user asked to stop.

@@ -19,7 +19,7 @@ enum JSON {
         case .double(let v):
             guard v.isFinite else { return "null" }
             if v == v.rounded(), abs(v) < 1e15 { return String(format: "%.1f", v) }
-            return String(format: "%.6g", v)
+            return "\(v)"
         case .bool(let v): return v ? "true" : "false"
         case .null: return "null"
         case .array(let items):

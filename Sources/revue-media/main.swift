@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 let commands: [any Command.Type] = [
-    EncodeCommand.self, DecodeCommand.self, ProbeCommand.self, RelayCommand.self,
+    EncodeCommand.self, DecodeCommand.self, SendCommand.self, ReceiveCommand.self, ProbeCommand.self, RelayCommand.self,
 ]
 
 let usage = """
@@ -31,7 +31,8 @@ if args.isEmpty || args.first == "--help" || args.first == "-h" || args.first ==
     exit(0)
 }
 guard let command = commands.first(where: { $0.name == args[0] }) else {
-    Console.error("revue-media: unknown command '\(args[0])'\n\n\(usage)")
+    Console.error("revue-media: unknown command '\(args[0])' (commands: \(commands.map { $0.name }.joined(separator: ", ")))\n"
+                  + "run 'revue-media --help' for usage")
     exit(2)
 }
 let rest = Array(args.dropFirst())
