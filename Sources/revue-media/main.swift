@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 let commands: [any Command.Type] = [
-    EncodeCommand.self, DecodeCommand.self, SendCommand.self, ReceiveCommand.self, ProbeCommand.self, RelayCommand.self,
+    EncodeCommand.self, DecodeCommand.self, SendCommand.self, ReceiveCommand.self, ProbeCommand.self, RelayCommand.self, DemoCommand.self,
 ]
 
 let usage = """
