@@ -247,7 +247,7 @@ func run(_ line: String) {
         let c = revue.counters
         ok(["droppedMalformed": c.droppedMalformed, "droppedForged": c.droppedForged, "droppedReplayed": c.droppedReplayed,
             "droppedUnknownSession": c.droppedUnknownSession, "droppedNonFriend": c.droppedNonFriend,
-            "droppedWrongNospam": c.droppedWrongNospam, "friendRequestsReceived": c.friendRequestsReceived,
+            "droppedWrongNospam": c.droppedWrongNospam, "droppedRateLimited": c.droppedRateLimited, "friendRequestsReceived": c.friendRequestsReceived,
             "duplicatesSuppressed": c.duplicatesSuppressed, "reservedMessagesSwallowed": c.reservedMessagesSwallowed,
             "handshakesCompleted": c.handshakesCompleted])
     case "quit":

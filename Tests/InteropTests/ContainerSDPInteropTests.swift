@@ -41,7 +41,7 @@ import Foundation
         usleep(700_000)
         let srtp = "rtp-cipher=aes-128-icm rtp-auth=hmac-sha1-80 rtcp-cipher=aes-128-icm rtcp-auth=hmac-sha1-80"
         let pipeline = """
-            videotestsrc num-buffers=75 ! video/x-raw,width=160,height=120,framerate=30/1 ! vp8enc deadline=1 ! \
+            videotestsrc num-buffers=75 ! video/x-raw,width=160,height=120,framerate=30/1 ! vp8enc deadline=1 keyframe-max-dist=10 ! \
             rtpvp8pay pt=96 ssrc=1111 ! srtpenc key=\(Self.hex(Self.key(1))) \(srtp) ! udpsink host=127.0.0.1 port=\(port) sync=true \
             audiotestsrc num-buffers=125 samplesperbuffer=960 ! audio/x-raw,rate=48000,channels=2 ! opusenc ! \
             rtpopuspay pt=111 ssrc=2222 ! srtpenc key=\(Self.hex(Self.key(2))) \(srtp) ! udpsink host=127.0.0.1 port=\(port + 2) sync=true
@@ -71,7 +71,7 @@ import Foundation
         usleep(500_000)
         let key = SDPBase64.encode(video.crypto[0].keys[0].keyAndSalt)
         let ff = try runContainerTool("ffmpeg", ["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=30", "-t", "1",
-                                        "-c:v", "libvpx", "-deadline", "realtime", "-payload_type", "96", "-ssrc", "1111",
+                                        "-c:v", "libvpx", "-deadline", "realtime", "-g", "10", "-payload_type", "96", "-ssrc", "1111",
                                         "-f", "rtp", "-srtp_out_suite", "AES_CM_128_HMAC_SHA1_80", "-srtp_out_params", key,
                                         "srtp://127.0.0.1:\(port)?pkt_size=1200"], timeout: 15)
         #expect(ff.status == 0, "\(ff.stderr)")
@@ -107,7 +107,7 @@ import Foundation
                                                         "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10"])
         usleep(700_000)
         let send = try runContainerTool("gst-launch-1.0", ["-q", "videotestsrc", "num-buffers=45", "!",
-                                                  "video/x-raw,width=160,height=120,framerate=30/1", "!", "vp8enc", "deadline=1", "!",
+                                                  "video/x-raw,width=160,height=120,framerate=30/1", "!", "vp8enc", "deadline=1", "keyframe-max-dist=10", "!",
                                                   "rtpvp8pay", "pt=96", "ssrc=1111", "!", "udpsink", "host=127.0.0.1", "port=\(port)",
                                                   "sync=true"], timeout: 15)
         #expect(send.status == 0)

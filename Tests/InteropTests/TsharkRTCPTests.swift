@@ -63,6 +63,32 @@ struct TsharkRTCPTests {
         #expect(verbose.contains("call ended"))
     }
 
+    @Test func transportFeedbackMatchesTshark() throws {
+        typealias R = RTCPTransportFeedback.PacketResult
+        var packets: [R] = [R(receiveDelta: 10), R(receiveDelta: nil), R(receiveDelta: -40), R(receiveDelta: 1000)]
+        packets += [R](repeating: R(receiveDelta: 4), count: 30)  // run length chunk
+        packets += [0, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1, 1, 0].map { R(receiveDelta: $0 == 1 ? 20 : nil) }  // 1-bit vector
+        let fb = RTCPTransportFeedback(senderSSRC: 0x2222_2222, mediaSSRC: 0x1111_1111, baseSequenceNumber: 65_520,
+                                       referenceTime: 123_456, feedbackPacketCount: 17, packets: packets)
+        let rr = RTCPPacket.receiverReport(RTCPReceiverReport(ssrc: 0x2222_2222))
+        let (dir, file) = try Tshark.capture([Self.bytes([rr, .transportFeedback(fb)])], port: 5011)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let decode = ["udp.port==5011,rtcp"]
+        let rows = try Tshark.fields(file, decode: decode, [
+            "rtcp.pt", "rtcp.rtpfb.fmt", "rtcp.rtpfb.transportcc.baseseq", "rtcp.rtpfb.transportcc.statuscount",
+            "rtcp.rtpfb.transportcc.reftime", "rtcp.rtpfb.transportcc.pktcount", "rtcp.rtpfb.transportcc.recv_delta",
+        ])
+        try #require(rows.count == 1)
+        let r = rows[0]
+        #expect(r[0] == "201,205" && r[1] == "15")
+        #expect(r[2] == "65520" && r[3] == "\(packets.count)")
+        #expect(r[4] == "123456" && r[5] == "17", "\(r)")
+        // tshark lists one receive delta per received packet.
+        #expect(r[6].split(separator: ",").count == packets.filter { $0.receiveDelta != nil }.count, "\(r[6])")
+        let verbose = try Tshark.verbose(file, decode: decode)
+        #expect(Tshark.problems(verbose).isEmpty, "tshark reported: \(Tshark.problems(verbose).prefix(5))")
+    }
+
     @Test func problemDetectorFlagsABrokenPacket() throws {
         // Control for the checks above: an RR whose length field claims more than the datagram
         // holds must be flagged by tshark and by our parser.

@@ -157,6 +157,17 @@ import Foundation
         #expect(r.corruptPages == 1)
     }
 
+    @Test func writerRejectsPacketsWhoseTOCContradictsTheDuration() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let w = try OggOpusWriter(path: dir.file("w.opus"), channelCount: 1)
+        let e = containerError { try w.write(Self.packet(0, samples: 480), sampleCount: 960) }
+        #expect(e?.description == "\(dir.file("w.opus")): packet 0 lasts 480 samples by its TOC, not 960")
+        #expect(containerError { try w.write([], sampleCount: 960) }?.kind == .malformed)
+        try w.write(Self.packet(0), sampleCount: 960)
+        try w.finish()
+        #expect(w.packetsWritten == 1 && w.granule == 960)
+    }
+
     @Test func writerLeavesNothingBehindWithoutFinish() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
         do {

@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct OpusPayloadTests {
     @Test func onePacketPerFrameWithCallerMarker() throws {
-        let opus: [UInt8] = [0x78] + testBytes(80, seed: 2)  // TOC: config 15 (hybrid FB 20 ms), code 0
+        let opus: [UInt8] = [0x78] + rtpTestBytes(80, seed: 2)  // TOC: config 15 (hybrid FB 20 ms), code 0
         var header = RTPHeader(marker: true, payloadType: 111, timestamp: 48_000, ssrc: 3)
         var seq = RTPSequencer(initial: 65535)
         let packets = opus.withUnsafeBytes { writeRTPPackets(OpusPayload.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq) }

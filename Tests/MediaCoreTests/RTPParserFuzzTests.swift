@@ -27,6 +27,9 @@ import Testing
                 .receiverEstimatedMaxBitrate(RTCPReceiverEstimatedMaxBitrate(senderSSRC: 1, bitrate: 5000, ssrcs: [2])),
                 .goodbye(RTCPGoodbye(sources: [1], reason: "x")),
             ]),
+            rtcpBytes([.transportFeedback(RTCPTransportFeedback(
+                senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 3, referenceTime: 4, feedbackPacketCount: 5,
+                packets: [.init(receiveDelta: 1), .init(receiveDelta: nil), .init(receiveDelta: -300)] + Array(repeating: .init(receiveDelta: 2), count: 20)))]),
         ]
     }
 
@@ -54,6 +57,7 @@ import Testing
             _ = try? RTCPPictureLossIndication(parsing: raw)
             _ = try? RTCPFullIntraRequest(parsing: raw)
             _ = try? RTCPReceiverEstimatedMaxBitrate(parsing: raw)
+            _ = try? RTCPTransportFeedback(parsing: raw)
         }
     }
 

@@ -15,12 +15,12 @@ func writeRTPPackets(_ payloads: some RTPFramePayloads, header: inout RTPHeader,
 }
 
 /// Deterministic pseudo-random bytes.
-func testBytes(_ n: Int, seed: UInt64) -> [UInt8] {
+func rtpTestBytes(_ n: Int, seed: UInt64) -> [UInt8] {
     var x = seed | 1
     return (0..<n).map { _ in x ^= x << 13; x ^= x >> 7; x ^= x << 17; return UInt8(truncatingIfNeeded: x) }
 }
 
-func descriptorBytes(_ d: VP8PayloadDescriptor) -> [UInt8] {
+func vp8DescriptorBytes(_ d: VP8PayloadDescriptor) -> [UInt8] {
     var b = [UInt8](repeating: 0, count: d.marshalSize)
     _ = b.withUnsafeMutableBytes { d.marshal(into: $0) }
     return b
@@ -33,15 +33,15 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
 @Suite struct VP8PayloadTests {
     @Test func descriptorKnownBytes() throws {
         let d = VP8PayloadDescriptor(startOfPartition: true, pictureID: 0x1234)
-        #expect(descriptorBytes(d) == [0x90, 0x80, 0x92, 0x34])
+        #expect(vp8DescriptorBytes(d) == [0x90, 0x80, 0x92, 0x34])
         let t = VP8PayloadDescriptor(nonReference: true, startOfPartition: false, partitionIndex: 3, pictureID: 0x7FFF,
                                      tl0PicIdx: 5, temporalLayerID: 2, layerSync: true)
-        #expect(descriptorBytes(t) == [0xA3, 0xE0, 0xFF, 0xFF, 0x05, 0xA0])
-        #expect(descriptorBytes(VP8PayloadDescriptor(startOfPartition: true)) == [0x10])
+        #expect(vp8DescriptorBytes(t) == [0xA3, 0xE0, 0xFF, 0xFF, 0x05, 0xA0])
+        #expect(vp8DescriptorBytes(VP8PayloadDescriptor(startOfPartition: true)) == [0x10])
         let k = VP8PayloadDescriptor(pictureID: 0x55, longPictureID: false, keyIndex: 17)
-        #expect(descriptorBytes(k) == [0x80, 0x90, 0x55, 0x11])
+        #expect(vp8DescriptorBytes(k) == [0x80, 0x90, 0x55, 0x11])
         for x in [d, t, k] {
-            let (p, n) = try parseVP8Descriptor(descriptorBytes(x) + [0x00])
+            let (p, n) = try parseVP8Descriptor(vp8DescriptorBytes(x) + [0x00])
             #expect(p == x)
             #expect(n == x.marshalSize)
         }
@@ -71,11 +71,11 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
     }
 
     static let sizes: [Int] = [1, 2, 3, 7, 100, 1183, 1184, 1185, 1186, 2367, 2368, 2369, 5000, 12_345, 49_999, 50_000]
-        + (0..<40).map { 1 + Int(testBytes(4, seed: UInt64($0 + 9)).reduce(0) { $0 << 8 | Int($1) } % 50_000) }
+        + (0..<40).map { 1 + Int(rtpTestBytes(4, seed: UInt64($0 + 9)).reduce(0) { $0 << 8 | Int($1) } % 50_000) }
 
     @Test(arguments: sizes)
     func packetizeThenDepacketizeRestoresFrame(size: Int) throws {
-        var frame = testBytes(size, seed: UInt64(size))
+        var frame = rtpTestBytes(size, seed: UInt64(size))
         frame[0] = 0x10  // key frame P bit
         var packetizer = VP8Packetizer(pictureID: 0x7FFE)
         var header = RTPHeader(payloadType: 96, timestamp: 9000, ssrc: 0x1234)
@@ -111,7 +111,7 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
     }
 
     @Test func detectsMissingPacketsAndReportsIncompleteFrames() throws {
-        let frame = testBytes(5000, seed: 3)  // 5 packets
+        let frame = rtpTestBytes(5000, seed: 3)  // 5 packets
         var packetizer = VP8Packetizer(pictureID: 1)
         var header = RTPHeader(payloadType: 96, ssrc: 1)
         var seq = RTPSequencer(initial: 100)
@@ -141,7 +141,7 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
     }
 
     @Test func ignoresStaleAndDuplicatePackets() throws {
-        let frame = testBytes(3000, seed: 5)
+        let frame = rtpTestBytes(3000, seed: 5)
         var packetizer = VP8Packetizer()
         var header = RTPHeader(payloadType: 96, ssrc: 1)
         var seq = RTPSequencer(initial: 0)
@@ -162,7 +162,7 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         var packetizer = VP8Packetizer(pictureID: 10)
         var header = RTPHeader(payloadType: 96, ssrc: 1)
         var seq = RTPSequencer(initial: 0)
-        let frame = testBytes(2500, seed: 1)
+        let frame = rtpTestBytes(2500, seed: 1)
         let layer = VP8Packetizer.TemporalLayer(id: 1, layerSync: true, tl0PicIdx: 200)
         let packets = frame.withUnsafeBytes {
             writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: 1188, temporalLayer: layer, nonReference: true),

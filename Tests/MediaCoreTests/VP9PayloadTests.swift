@@ -70,7 +70,7 @@ func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
 
     @Test(arguments: [1, 2, 500, 1180, 1181, 1182, 1183, 2400, 7777, 30_000, 50_000])
     func packetizeThenDepacketizeRestoresFrame(size: Int) throws {
-        let frame = testBytes(size, seed: UInt64(size) + 77)
+        let frame = rtpTestBytes(size, seed: UInt64(size) + 77)
         var packetizer = VP9Packetizer(pictureID: 0x7FFF)
         var header = RTPHeader(payloadType: 98, ssrc: 9)
         var seq = RTPSequencer(initial: 65534)

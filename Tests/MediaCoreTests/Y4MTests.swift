@@ -138,6 +138,16 @@ import Foundation
         #expect(dir.contents.isEmpty)
     }
 
+    @Test func writerRejectsAFrameOfAnotherSize() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let w = try Y4MWriter(path: dir.file("s.y4m"), width: 4, height: 4, frameRate: ContainerRational(25, 1))
+        try w.write(VideoFrame(width: 4, height: 4).view)
+        let e = containerError { try w.write(VideoFrame(width: 8, height: 4).view) }
+        #expect(e?.description == "\(dir.file("s.y4m")): frame 1 is 8x4 but the file is 4x4 (Y4M cannot change size)")
+        try w.finish()
+        #expect(dir.read("s.y4m").count == "YUV4MPEG2 W4 H4 F25:1 Ip A1:1 C420jpeg\n".utf8.count + 6 + 24)
+    }
+
     @Test func finishReplacesAnExistingFileAtomically() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
         _ = dir.write("o.y4m", Array("old".utf8))

@@ -45,6 +45,11 @@ import Testing
         #expect(bob.revue.counters.reservedMessagesSwallowed == 1)
         #expect(!bob.events.contains(.message(alice.id, #"{"type":"msg","x":1}"#)))
 
+        // Keepalives measure each path's round-trip time.
+        await alice.wait("rtt") { alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.roundTripTime != nil }
+        let rtt = alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.roundTripTime ?? -1
+        #expect(rtt >= 0 && rtt < 1)
+
         // Presence comes from the rendezvous node.
         await alice.wait("presence") { alice.revue.friends.getFriendPresenceStatus(friendId: bob.id) == .online }
         await bob.wait("presence busy") { bob.revue.friends.getFriendPresenceStatus(friendId: alice.id) == .busy }

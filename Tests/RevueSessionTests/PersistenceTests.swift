@@ -89,10 +89,14 @@ import Glibc
         #expect(got == ["o0", "o1", "o2"])
     }
 
-    @Test func profileFileIsOwnerOnlyAndAtomicallyReplaced() throws {
+    @Test func profileFileIsOwnerOnlyAndAtomicallyReplaced() async throws {
         let peer = try TestPeer()
         defer { peer.remove() }
         peer.revue.setSelfName("x")
+        // The write happens off the main actor, soon after the change.
+        await peer.wait("name on disk", timeout: 3) {
+            (try? String(contentsOfFile: peer.directory + "/profile.json", encoding: .utf8))?.contains("\"name\" : \"x\"") == true
+        }
         var st = stat()
         #expect(stat(peer.directory + "/profile.json", &st) == 0)
         #expect(st.st_mode & 0o777 == 0o600)

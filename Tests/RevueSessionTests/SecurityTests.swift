@@ -7,6 +7,7 @@ import Testing
 @Suite(.serialized) struct SecurityTests {
     func counted(_ c: RevueCounters) -> Int {
         c.droppedMalformed + c.droppedForged + c.droppedReplayed + c.droppedUnknownSession + c.droppedNonFriend + c.droppedWrongNospam
+            + c.droppedRateLimited
     }
 
     @Test func randomTruncatedForgedAndReplayedDatagramsAreDroppedAndCounted() async throws {
@@ -85,5 +86,27 @@ import Testing
         await settle(0.6)
         #expect(bob.friendEvents == [.request(carol.id, "new address")])
         #expect(bob.revue.counters.friendRequestsReceived == 1)
+    }
+
+    @Test func handshakeFloodIsRateLimitedAndFriendsStillConnect() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        let attacker = try UDPSocket(host: "127.0.0.1", port: 0)
+        defer { attacker.close() }
+        let target = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
+        for _ in 0..<1500 {
+            var d = Sodium.random(140)
+            d[0] = PacketType.handshakeInitiation.rawValue
+            d[1] = revueProtocolVersion
+            attacker.send(d, to: target)
+        }
+        await bob.wait("flood counted", timeout: 5) {
+            bob.revue.counters.droppedForged + bob.revue.counters.droppedRateLimited >= 1400
+        }
+        #expect(bob.revue.counters.droppedRateLimited > 0, "\(bob.revue.counters)")
+        #expect(bob.friendEvents.isEmpty)
+        try await befriend(alice, bob)
     }
 }

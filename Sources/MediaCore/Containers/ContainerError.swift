@@ -10,6 +10,7 @@ public struct ContainerError: Error, CustomStringConvertible, Sendable, Equatabl
     /// The category of a container error, shaped like swift-system's `Errno`: match on it rather
     /// than on the message.
     public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The category number (not an errno).
         public var rawValue: Int32
         public init(rawValue: Int32) { self.rawValue = rawValue }
 
@@ -34,6 +35,7 @@ public struct ContainerError: Error, CustomStringConvertible, Sendable, Equatabl
         /// The writer's output would exceed the format's limits (a 4 GiB RIFF file).
         public static let limitExceeded = Kind(rawValue: 10)
 
+        /// The category name (`truncated`, `badMagic`...).
         public var description: String {
             switch self {
             case .notFound: return "notFound"
@@ -60,6 +62,7 @@ public struct ContainerError: Error, CustomStringConvertible, Sendable, Equatabl
     /// The C `errno` when a system call failed, else 0.
     public var errno: Int32
 
+    /// An error of `kind` in `path`; `message` says what is wrong without repeating the path.
     public init(_ kind: Kind, path: String, _ message: String, errno: Int32 = 0) {
         self.kind = kind; self.path = path; self.message = message; self.errno = errno
     }
@@ -83,8 +86,10 @@ public struct ContainerError: Error, CustomStringConvertible, Sendable, Equatabl
 /// An exact rational number (a frame rate `30000/1001`, a time base `1/90000`) as containers store it.
 /// Thread rule: a value type. Cost: none.
 public struct ContainerRational: Hashable, Sendable, CustomStringConvertible {
+    /// Numerator and denominator as stored (not reduced).
     public var numerator: Int
     public var denominator: Int
+    /// `numerator/denominator`, stored as given.
     public init(_ numerator: Int, _ denominator: Int) {
         self.numerator = numerator; self.denominator = denominator
     }

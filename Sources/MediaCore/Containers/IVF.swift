@@ -12,6 +12,7 @@ public enum IVFCodec: String, Sendable, CaseIterable {
 /// width, height, time base denominator ("rate"), numerator ("scale"), frame count.
 /// Thread rule: a value type. Cost: none.
 public struct IVFHeader: Hashable, Sendable {
+    /// The fourcc (VP80 or VP90), width and height of the stream.
     public var codec: IVFCodec
     public var width: Int
     public var height: Int
@@ -21,6 +22,7 @@ public struct IVFHeader: Hashable, Sendable {
     /// duration there). Readers must not trust it: count frames instead.
     public var declaredFrameCount: UInt32
 
+    /// A header with these fields; `bytes` serializes it.
     public init(codec: IVFCodec, width: Int, height: Int, timeBase: ContainerRational, declaredFrameCount: UInt32 = 0) {
         self.codec = codec; self.width = width; self.height = height
         self.timeBase = timeBase; self.declaredFrameCount = declaredFrameCount
@@ -172,6 +174,7 @@ public final class IVFReader: @unchecked Sendable {
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one buffered copy of each payload.
 public final class IVFWriter: @unchecked Sendable {
+    /// The destination path and the header written at the top of the file.
     public let path: String
     public let header: IVFHeader
     /// Frames written so far.

@@ -29,7 +29,9 @@ public enum OggCRC {
 
 /// Header-type flags of an Ogg page (RFC 3533 §6).
 public struct OggPageFlags: OptionSet, Hashable, Sendable {
+    /// The header-type byte.
     public var rawValue: UInt8
+    /// Flags from the header-type byte.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     /// The page's first packet continues one from the previous page.
     public static let continued = OggPageFlags(rawValue: 1)

@@ -20,6 +20,7 @@ public struct OggOpusHead: Hashable, Sendable {
     /// Channel mapping family: 0 (RTP mapping, 1-2 channels).
     public var mappingFamily: UInt8 = 0
 
+    /// A version 1, mapping family 0 header.
     public init(channelCount: Int, preSkip: Int = 312, inputSampleRate: Int = 48_000, outputGain: Int16 = 0) {
         self.channelCount = channelCount; self.preSkip = preSkip
         self.inputSampleRate = inputSampleRate; self.outputGain = outputGain
@@ -66,9 +67,11 @@ public struct OggOpusHead: Hashable, Sendable {
 /// `NAME=value` comments.
 /// Thread rule: a value type. Cost: none.
 public struct OggOpusTags: Hashable, Sendable {
+    /// The encoder (`libopus 1.3.1`, `Revue`) and the `NAME=value` comments.
     public var vendor: String
     public var comments: [String]
 
+    /// Tags with a vendor string and comments.
     public init(vendor: String = "Revue", comments: [String] = []) {
         self.vendor = vendor; self.comments = comments
     }
@@ -315,6 +318,7 @@ public final class OggOpusReader: @unchecked Sendable {
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: each packet is copied once into its page.
 public final class OggOpusWriter: @unchecked Sendable {
+    /// The destination path and the two headers written at the top of the file.
     public let path: String
     public let head: OggOpusHead
     public let tags: OggOpusTags
@@ -357,12 +361,17 @@ public final class OggOpusWriter: @unchecked Sendable {
     }
 
     /// Appends one Opus packet lasting `sampleCount` samples at 48 kHz (what the encoder was given,
-    /// e.g. 960 for 20 ms). Traps when the packet is empty or its TOC says another duration.
+    /// e.g. 960 for 20 ms; for packets from the network, `OpusPacketInfo.sampleCount`). Throws,
+    /// writing nothing, when the packet is empty or its TOC says another duration (packets from the
+    /// network can be anything); traps on a duration outside 1...5760 (a programmer error).
     public func write(_ packet: UnsafeRawBufferPointer, sampleCount: Int) throws(ContainerError) {
-        precondition(packet.count >= 1, "OggOpusWriter: empty packet")
         precondition(sampleCount > 0 && sampleCount <= 5760, "OggOpusWriter: packet duration out of range")
-        if let toc = OpusPacketInfo.sampleCount(packet) {
-            precondition(toc == sampleCount, "OggOpusWriter: packet TOC says \(toc) samples, caller says \(sampleCount)")
+        guard packet.count >= 1 else {
+            throw ContainerError(.malformed, path: path, "packet \(packetsWritten) is empty (an Ogg Opus packet has at least a TOC byte)")
+        }
+        if let toc = OpusPacketInfo.sampleCount(packet), toc != sampleCount {
+            throw ContainerError(.malformed, path: path,
+                                 "packet \(packetsWritten) lasts \(toc) samples by its TOC, not \(sampleCount)")
         }
         if pages.hasPending && (pendingDuration >= maximumPageDuration
                                 || pages.pendingLacingCount + OggPageWriter.lacingCount(packet.count) > 255) {

@@ -4,6 +4,7 @@ import Glibc
 
 /// `o=` (RFC 8866 §5.2): who made the session description and which version of it this is.
 public struct SDPOrigin: Hashable, Sendable {
+    /// `-` unless a user name matters.
     public var username: String = "-"
     public var sessionID: UInt64
     public var sessionVersion: UInt64
@@ -11,6 +12,7 @@ public struct SDPOrigin: Hashable, Sendable {
     public var addressType: String = "IP4"
     public var address: String
 
+    /// An origin; `sessionID` should be unique (a random or NTP-time number).
     public init(username: String = "-", sessionID: UInt64, sessionVersion: UInt64 = 1,
                 addressType: String = "IP4", address: String) {
         self.username = username; self.sessionID = sessionID; self.sessionVersion = sessionVersion
@@ -20,11 +22,13 @@ public struct SDPOrigin: Hashable, Sendable {
 
 /// `c=` (RFC 8866 §5.7): where media is sent: `IN IP4 127.0.0.1`, optionally `/ttl` for multicast.
 public struct SDPConnection: Hashable, Sendable {
+    /// `IN`, then `IP4` or `IP6`.
     public var networkType: String = "IN"
     public var addressType: String
     /// The address, with any `/ttl/count` suffix as written.
     public var address: String
 
+    /// A connection line for `address`.
     public init(addressType: String = "IP4", address: String) {
         self.addressType = addressType; self.address = address
     }
@@ -32,26 +36,32 @@ public struct SDPConnection: Hashable, Sendable {
 
 /// `b=` (RFC 8866 §5.8): `AS:2000` (kb/s) or `TIAS:...`.
 public struct SDPBandwidth: Hashable, Sendable {
+    /// `AS`, `TIAS`, `CT`; the bandwidth in the unit its type defines.
     public var type: String
     public var value: Int
+    /// A bandwidth line.
     public init(type: String, value: Int) { self.type = type; self.value = value }
 }
 
 /// A generic `a=name[:value]` attribute (RFC 8866 §5.13).
 public struct SDPAttribute: Hashable, Sendable {
+    /// Attribute name and optional value.
     public var name: String
     public var value: String?
+    /// `a=name` or `a=name:value`.
     public init(_ name: String, _ value: String? = nil) { self.name = name; self.value = value }
     var line: String { value.map { "a=\(name):\($0)" } ?? "a=\(name)" }
 }
 
 /// `a=rtpmap:<pt> <encoding>/<clock rate>[/<channels>]` (RFC 8866 §6.6): `96 VP8/90000`, `111 opus/48000/2`.
 public struct SDPRTPMap: Hashable, Sendable {
+    /// Payload type (0-127) and encoding name (`VP8`, `opus`).
     public var payloadType: Int
     public var encoding: String
     public var clockRate: Int
     /// Encoding parameters: the channel count for audio (`2` for Opus, RFC 7587 §7).
     public var channels: Int?
+    /// An rtpmap line.
     public init(payloadType: Int, encoding: String, clockRate: Int, channels: Int? = nil) {
         self.payloadType = payloadType; self.encoding = encoding; self.clockRate = clockRate; self.channels = channels
     }
@@ -59,9 +69,11 @@ public struct SDPRTPMap: Hashable, Sendable {
 
 /// `a=fmtp:<pt> <parameters>` (RFC 8866 §6.15): `111 minptime=10;useinbandfec=1`.
 public struct SDPFormatParameters: Hashable, Sendable {
+    /// Payload type the parameters apply to.
     public var payloadType: Int
     /// The parameters as written (after the payload type).
     public var parameters: String
+    /// An fmtp line.
     public init(payloadType: Int, parameters: String) { self.payloadType = payloadType; self.parameters = parameters }
 
     /// The `key=value` pairs of the usual `;`-separated form.
@@ -85,22 +97,29 @@ public struct SDPRTCPFeedback: Hashable, Sendable {
     public var type: String
     /// `pli` for `nack pli`, `fir` for `ccm fir`.
     public var parameter: String?
+    /// A feedback line; `nil` payload type means `*`.
     public init(payloadType: Int?, type: String, parameter: String? = nil) {
         self.payloadType = payloadType; self.type = type; self.parameter = parameter
     }
+    /// `nack` (RFC 4585 generic NACK).
     public static func nack(_ pt: Int?) -> SDPRTCPFeedback { .init(payloadType: pt, type: "nack") }
+    /// `nack pli` (picture loss indication).
     public static func pli(_ pt: Int?) -> SDPRTCPFeedback { .init(payloadType: pt, type: "nack", parameter: "pli") }
+    /// `ccm fir` (RFC 5104 full intra request).
     public static func fir(_ pt: Int?) -> SDPRTCPFeedback { .init(payloadType: pt, type: "ccm", parameter: "fir") }
+    /// `goog-remb` (receiver estimated maximum bitrate).
     public static func remb(_ pt: Int?) -> SDPRTCPFeedback { .init(payloadType: pt, type: "goog-remb") }
 }
 
 /// `a=extmap:<id>[/<direction>] <uri> [<attributes>]` (RFC 8285 §8): an RTP header extension and
 /// the local identifier it uses (1-14 for one-byte headers, up to 255 for two-byte).
 public struct SDPExtensionMap: Hashable, Sendable {
+    /// Local identifier, direction, extension URI and extension attributes.
     public var id: Int
     public var direction: SDPDirection?
     public var uri: String
     public var attributes: String?
+    /// An extmap line.
     public init(id: Int, direction: SDPDirection? = nil, uri: String, attributes: String? = nil) {
         self.id = id; self.direction = direction; self.uri = uri; self.attributes = attributes
     }
@@ -115,9 +134,11 @@ public struct SDPExtensionMap: Hashable, Sendable {
 
 /// `a=ssrc:<ssrc> <attribute>[:<value>]` (RFC 5576 §4.1): `a=ssrc:1234 cname:revue`.
 public struct SDPSSRCAttribute: Hashable, Sendable {
+    /// The SSRC, attribute name (`cname`, `msid`) and value.
     public var ssrc: UInt32
     public var attribute: String
     public var value: String?
+    /// An ssrc line.
     public init(ssrc: UInt32, attribute: String, value: String? = nil) {
         self.ssrc = ssrc; self.attribute = attribute; self.value = value
     }
@@ -140,6 +161,7 @@ public struct SDPCrypto: Hashable, Sendable {
         public var lifetime: String?
         /// `|1:4` MKI value and length, if any.
         public var mki: String?
+        /// An inline key; `lifetime` and `mki` as written (`2^31`, `1:4`).
         public init(keyAndSalt: [UInt8], lifetime: String? = nil, mki: String? = nil) {
             self.keyAndSalt = keyAndSalt; self.lifetime = lifetime; self.mki = mki
         }
@@ -151,6 +173,7 @@ public struct SDPCrypto: Hashable, Sendable {
         }
     }
 
+    /// The tag (a decimal number identifying this crypto line in an offer/answer).
     public var tag: Int
     /// `AES_CM_128_HMAC_SHA1_80`, `AES_CM_128_HMAC_SHA1_32`, `AEAD_AES_128_GCM`, `AEAD_AES_256_GCM`...
     public var suite: String
@@ -158,6 +181,7 @@ public struct SDPCrypto: Hashable, Sendable {
     /// Session parameters (`UNENCRYPTED_SRTCP`, `KDR=...`), as written.
     public var sessionParameters: [String]
 
+    /// A crypto line with any number of keys and session parameters.
     public init(tag: Int = 1, suite: String, keys: [InlineKey], sessionParameters: [String] = []) {
         self.tag = tag; self.suite = suite; self.keys = keys; self.sessionParameters = sessionParameters
     }
@@ -217,6 +241,7 @@ public struct SDPMediaDescription: Hashable, Sendable {
     /// Every other `a=` line, in order.
     public var otherAttributes: [SDPAttribute] = []
 
+    /// A media section with formats and no attributes.
     public init(type: String, port: Int, proto: String = "RTP/SAVP", formats: [String]) {
         self.type = type; self.port = port; self.proto = proto; self.formats = formats
     }
@@ -274,6 +299,7 @@ public struct SDPMediaDescription: Hashable, Sendable {
 /// their line number.
 /// Thread rule: a value type. Cost: parsing and serializing are linear in the text.
 public struct SDPSessionDescription: Hashable, Sendable {
+    /// `o=`.
     public var origin: SDPOrigin
     /// `s=`; RFC 8866 requires a non-empty name (`-` when there is none).
     public var sessionName: String
@@ -290,6 +316,7 @@ public struct SDPSessionDescription: Hashable, Sendable {
     public var otherFields: [SDPField] = []
     public var media: [SDPMediaDescription] = []
 
+    /// A description with `v=0`, `t=0 0` and the given lines.
     public init(origin: SDPOrigin, sessionName: String = "Revue", connection: SDPConnection? = nil,
                 media: [SDPMediaDescription] = []) {
         self.origin = origin; self.sessionName = sessionName; self.connection = connection; self.media = media
@@ -339,8 +366,10 @@ public struct SDPSessionDescription: Hashable, Sendable {
 
 /// A description line kept as it was: its one-letter type and value.
 public struct SDPField: Hashable, Sendable {
+    /// The line type letter and its value.
     public var type: Character
     public var value: String
+    /// A kept line.
     public init(type: Character, value: String) { self.type = type; self.value = value }
 }
 

@@ -261,6 +261,7 @@ public final class WAVReader: @unchecked Sendable {
 public final class WAVWriter: @unchecked Sendable {
     /// The destination path.
     public let path: String
+    /// Sample frames per second and channels (1 or 2) of the file.
     public let sampleRate: Int
     public let channelCount: Int
     /// The format stored in the file.
@@ -367,6 +368,7 @@ public final class WAVWriter: @unchecked Sendable {
     public func write(_ samples: [Int16]) throws(ContainerError) {
         try samples.withUnsafeBufferPointer { b in Result { () throws(ContainerError) in try write(b) } }.get()
     }
+    /// Array convenience for `write(_:)` of Float samples.
     public func write(_ samples: [Float]) throws(ContainerError) {
         try samples.withUnsafeBufferPointer { b in Result { () throws(ContainerError) in try write(b) } }.get()
     }

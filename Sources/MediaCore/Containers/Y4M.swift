@@ -27,6 +27,7 @@ public struct Y4MHeader: Hashable, Sendable {
     /// Largest width or height accepted from a file: anything larger is treated as corrupt.
     public static let maximumDimension = 16384
 
+    /// `W` and `H`: luma size in pixels.
     public var width: Int
     public var height: Int
     /// `F` tag; 25/1 when the file has none (ffmpeg's default).
@@ -36,6 +37,7 @@ public struct Y4MHeader: Hashable, Sendable {
     public var pixelAspect: ContainerRational
     public var chroma: Chroma
 
+    /// A header; defaults are progressive, square pixels, `C420jpeg`.
     public init(width: Int, height: Int, frameRate: ContainerRational,
                 interlacing: Interlacing = .progressive, pixelAspect: ContainerRational = ContainerRational(1, 1),
                 chroma: Chroma = .c420jpeg) {
@@ -157,9 +159,11 @@ public final class Y4MReader: @unchecked Sendable {
 
     private static let frameTag: [UInt8] = Array("FRAME".utf8)
 
-    /// Width, height and frame rate from the header.
+    /// Width from the header.
     public var width: Int { header.width }
+    /// Height from the header.
     public var height: Int { header.height }
+    /// Frame rate from the header.
     public var frameRate: ContainerRational { header.frameRate }
 
     /// Number of frames the file holds when it is a regular file without per-frame parameters
@@ -258,10 +262,13 @@ public final class Y4MWriter: @unchecked Sendable {
 
     private static let frameMarker: [UInt8] = Array("FRAME\n".utf8)
 
-    /// Appends one frame; `view` must have the header's size.
+    /// Appends one frame. A frame of another size throws (a decoded stream can change size
+    /// mid-way, which Y4M cannot represent) and writes nothing.
     public func write(_ view: I420View) throws(ContainerError) {
-        precondition(view.width == header.width && view.height == header.height,
-                     "Y4MWriter.write: frame is \(view.width)x\(view.height), file is \(header.width)x\(header.height)")
+        guard view.width == header.width && view.height == header.height else {
+            throw ContainerError(.unsupported, path: path,
+                                 "frame \(framesWritten) is \(view.width)x\(view.height) but the file is \(header.width)x\(header.height) (Y4M cannot change size)")
+        }
         try file.write(Self.frameMarker)
         func plane(_ src: UnsafePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) throws(ContainerError) {
             if stride == w { try file.write(src, count: w * h); return }

@@ -9,7 +9,8 @@ public enum RTCPPacket: Sendable, Equatable {
     case pictureLossIndication(RTCPPictureLossIndication)
     case fullIntraRequest(RTCPFullIntraRequest)
     case receiverEstimatedMaxBitrate(RTCPReceiverEstimatedMaxBitrate)
-    /// A packet of another type or FMT (APP, transport-cc, SLI...): header and a copy of its bytes.
+    case transportFeedback(RTCPTransportFeedback)
+    /// A packet of another type or FMT (APP, SLI, TMMBR...): header and a copy of its bytes.
     case other(header: RTCPHeader, bytes: [UInt8])
 
     /// Parses one packet (exactly the bytes of one packet, as `RTCPCompoundIterator` yields).
@@ -21,6 +22,7 @@ public enum RTCPPacket: Sendable, Equatable {
         case (.sourceDescription, _): self = .sourceDescription(try RTCPSourceDescription(parsing: bytes))
         case (.goodbye, _): self = .goodbye(try RTCPGoodbye(parsing: bytes))
         case (.transportFeedback, 1): self = .genericNack(try RTCPGenericNack(parsing: bytes))
+        case (.transportFeedback, 15): self = .transportFeedback(try RTCPTransportFeedback(parsing: bytes))
         case (.payloadFeedback, 1): self = .pictureLossIndication(try RTCPPictureLossIndication(parsing: bytes))
         case (.payloadFeedback, 4): self = .fullIntraRequest(try RTCPFullIntraRequest(parsing: bytes))
         case (.payloadFeedback, 15) where RTCPReceiverEstimatedMaxBitrate.isREMB(bytes):
@@ -41,6 +43,7 @@ public enum RTCPPacket: Sendable, Equatable {
         case .pictureLossIndication(let p): p.marshalSize
         case .fullIntraRequest(let p): p.marshalSize
         case .receiverEstimatedMaxBitrate(let p): p.marshalSize
+        case .transportFeedback(let p): p.marshalSize
         case .other(_, let bytes): bytes.count
         }
     }
@@ -57,6 +60,7 @@ public enum RTCPPacket: Sendable, Equatable {
         case .pictureLossIndication(let p): p.marshal(into: b)
         case .fullIntraRequest(let p): p.marshal(into: b)
         case .receiverEstimatedMaxBitrate(let p): p.marshal(into: b)
+        case .transportFeedback(let p): p.marshal(into: b)
         case .other(_, let bytes): bytes.withUnsafeBytes { b.copy($0, to: 0); return $0.count }
         }
     }

@@ -16,8 +16,8 @@ public final class VP8Depacketizer {
     }
 
     /// Feeds one packet. The returned frame's bytes are valid until the next call.
-    /// Throws when the payload descriptor is malformed (the packet is then ignored; a frame
-    /// being assembled is kept and will be found incomplete only if a gap follows).
+    /// Throws when the payload descriptor is malformed. The packet is then ignored as if lost:
+    /// the next packet shows a sequence gap, so the frame it belonged to is reported incomplete.
     public func push(_ packet: RTPPacket) throws(RTPError) -> RTPDepacketizeResult {
         let (d, size) = try VP8PayloadDescriptor.parse(packet.payload)
         var result = RTPDepacketizeResult()

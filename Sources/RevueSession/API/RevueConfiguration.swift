@@ -56,6 +56,8 @@ public struct RevueCounters: Sendable, Equatable {
     public var droppedUnknownSession = 0
     /// Valid handshakes from someone who is not a friend and not asking to be one.
     public var droppedNonFriend = 0
+    /// Handshake initiations beyond the rate limit (200/s, bursts of 400), dropped unread.
+    public var droppedRateLimited = 0
     /// Friend requests carrying a nospam that is not the current one.
     public var droppedWrongNospam = 0
     /// Friend requests passed to the App (each sender once per run).

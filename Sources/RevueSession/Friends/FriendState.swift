@@ -104,6 +104,12 @@ final class FriendState {
     var inboundReceived: UInt32 = 0
     /// Highest inbound sequence both delivered to the App and saved: the most a receipt may claim.
     var inboundAckable: UInt32 = 0
+    /// Received in order, waiting to be handed to the App one at a time (each after the previous
+    /// one's position is on disk).
+    var deliveryQueue: [(seq: UInt32, kind: ReliableKind, body: [UInt8])] = []
+    var delivering = false
+    /// Bumped when the inbound stream restarts, so late completions of the old one do nothing.
+    var deliveryGeneration = 0
 
     var isConnected: Bool { current != nil }
     var queuedMessages: Int { outbound.count { $0.kind == .message } }
@@ -127,10 +133,15 @@ final class FriendState {
     func paths(now: Double, timeout: Double) -> FriendConnectionPaths {
         guard isConnected else { return .offline }
         func rank(_ k: FriendConnectionPath.Kind) -> Int { k == .directLAN ? 0 : k == .directUDP ? 1 : 2 }
-        let live = routes.filter { now - $0.value.lastReceived <= timeout }
+        var live = routes.filter { now - $0.value.lastReceived <= timeout }
+        if live.isEmpty, let last = routes.max(by: { $0.value.lastReceived < $1.value.lastReceived }) {
+            // Still connected (e.g. during the grace after a stall): show the last route heard.
+            live = [last.key: last.value]
+        }
+        let result = live
             .map { FriendConnectionPath(kind: $0.key.kind, endpoint: $0.key.endpoint.description, roundTripTime: $0.value.rtt) }
             .sorted { (rank($0.kind), $0.roundTripTime ?? 9, $0.endpoint) < (rank($1.kind), $1.roundTripTime ?? 9, $1.endpoint) }
-        return FriendConnectionPaths(paths: live)
+        return FriendConnectionPaths(paths: result)
     }
 
     /// The route to send on: the best live one, else the most recently heard candidate.

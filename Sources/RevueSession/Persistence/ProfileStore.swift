@@ -1,6 +1,7 @@
 // The data directory: profile.json (keys, nospam, profile, friend list, per-friend stream state),
 // written atomically (temp file, fsync, rename, fsync of the directory) with mode 0600, and a
 // lock file so two processes never share one identity.
+import Dispatch
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -32,11 +33,19 @@ struct StoredProfile: Codable, Equatable {
     var friends: [Friend] = []
 }
 
-/// Reads and writes `profile.json` in the data directory. Main actor (called by the session core).
+/// Reads and writes `profile.json` in the data directory. Main actor (called by the session core);
+/// the writes themselves (with their fsyncs) run on a private serial queue, in order, so the main
+/// actor does not wait for the disk unless it asks to (`save`).
+@MainActor
 final class ProfileStore {
     let directory: String
     private var lockFD: Int32 = -1
-    var path: String { directory + "/profile.json" }
+    nonisolated var path: String { directory + "/profile.json" }
+    private let io = DispatchQueue(label: "revue.profile")
+    private var writing = false
+    private var nextData: Data?
+    private var nextCompletions: [(Bool) -> Void] = []
+    private var inFlightCompletions: [(Bool) -> Void] = []
 
     /// Creates the directory if needed (mode 0700) and takes its lock.
     init(directory: String) throws(RevueError) {
@@ -61,8 +70,9 @@ final class ProfileStore {
         lockFD = fd
     }
 
-    /// Releases the lock.
+    /// Waits for queued writes, then releases the lock.
     func close() {
+        io.sync {}
         if lockFD >= 0 {
             flock(lockFD, LOCK_UN)
             Glibc.close(lockFD)
@@ -70,7 +80,9 @@ final class ProfileStore {
         }
     }
 
-    deinit { close() }
+    isolated deinit {
+        if lockFD >= 0 { Glibc.close(lockFD) }
+    }
 
     /// The stored profile, nil when there is none yet; throws `.corruptProfile` when a file exists
     /// but is not a valid profile (never silently replaced).
@@ -97,20 +109,65 @@ final class ProfileStore {
         return profile
     }
 
-    /// Writes the profile atomically: temp file (0600), fsync, rename over profile.json, fsync of
-    /// the directory. Returns false (and leaves the old file) when any step fails.
-    @discardableResult
-    func save(_ profile: StoredProfile) -> Bool {
+    static func encode(_ profile: StoredProfile) -> Data? {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        guard let data = try? encoder.encode(profile) else { return false }
+        return try? encoder.encode(profile)
+    }
+
+    /// Writes the profile now and waits for the disk; false (old file kept) when any step fails.
+    /// Writes queued before it land first; a queued newer-than-disk snapshot is superseded.
+    @discardableResult
+    func save(_ profile: StoredProfile) -> Bool {
+        guard let data = Self.encode(profile) else { return false }
+        nextData = nil
+        let completions = nextCompletions
+        nextCompletions = []
+        let path = self.path, directory = self.directory
+        let ok = io.sync { Self.write(data, path: path, directory: directory) }
+        for c in completions { c(ok) }
+        return ok
+    }
+
+    /// Queues a write of the profile; `completion` runs on the main actor once a snapshot at least
+    /// this new is on disk. Bursts coalesce into one write.
+    func saveSoon(_ profile: StoredProfile, completion: @escaping (Bool) -> Void) {
+        guard let data = Self.encode(profile) else { return completion(false) }
+        nextData = data
+        nextCompletions.append(completion)
+        startWrite()
+    }
+
+    private func startWrite() {
+        guard !writing, let data = nextData else { return }
+        writing = true
+        nextData = nil
+        inFlightCompletions = nextCompletions
+        nextCompletions = []
+        let path = self.path, directory = self.directory
+        io.async {
+            let ok = Self.write(data, path: path, directory: directory)
+            DispatchQueue.main.async {
+                MainActor.assumeIsolated {
+                    self.writing = false
+                    let completions = self.inFlightCompletions
+                    self.inFlightCompletions = []
+                    for c in completions { c(ok) }
+                    self.startWrite()
+                }
+            }
+        }
+    }
+
+    /// The atomic write: temp file (0600), fsync, rename over profile.json, fsync of the directory.
+    nonisolated static func write(_ data: Data, path: String, directory: String) -> Bool {
         let tmp = path + ".tmp"
         let fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         var ok = data.withUnsafeBytes { raw -> Bool in
             var off = 0
             while off < raw.count {
-                let n = write(fd, raw.baseAddress! + off, raw.count - off)
+                let n = Glibc.write(fd, raw.baseAddress! + off, raw.count - off)
                 if n <= 0 { return false }
                 off += n
             }

@@ -1,0 +1,160 @@
+/// Per-source reception statistics for RTCP report blocks: sequence validation and extended
+/// highest sequence number (RFC 3550 Appendix A.1), packets lost and fraction lost (§6.4.1,
+/// Appendix A.3) and interarrival jitter (§6.4.1, Appendix A.8).
+///
+/// Feed every received packet of one SSRC to `update`, and call `makeReportBlock` when sending an
+/// SR or RR. Thread rule: a value type for one owner (the receive thread). Cost: O(1), no allocation.
+public struct RTPReceptionStatistics: Sendable {
+    /// RFC 3550 Appendix A.1 MAX_DROPOUT: a forward jump of up to this many counts as in order.
+    public static let maxDropout: UInt16 = 3000
+    /// RFC 3550 Appendix A.1 MAX_MISORDER: a backward step of up to this many is a late packet.
+    public static let maxMisorder: UInt16 = 100
+
+    /// SSRC of the source.
+    public let ssrc: UInt32
+    /// RTP clock rate of the source (for jitter).
+    public let clockRate: Int64
+
+    private var maxSeq: UInt16 = 0
+    private var cycles: UInt32 = 0  // count of wraps << 16
+    private var baseSeq: UInt32 = 0
+    private var badSeq: UInt32 = 0x1_0001
+    private var probation: Int
+    private var started = false
+    /// Packets accepted (duplicates included, as in RFC 3550 A.3).
+    public private(set) var received: UInt64 = 0
+    private var expectedPrior: UInt64 = 0
+    private var receivedPrior: UInt64 = 0
+    private var transit: Int32?
+    private var jitterQ4: Int64 = 0  // RFC 3550 A.8: jitter scaled by 16
+    private var firstArrivalNs: Int64?
+
+    /// Starts statistics for `ssrc`. `probation` is RFC 3550 A.1 MIN_SEQUENTIAL: the number of
+    /// sequential packets required before a source is valid (0 accepts the first packet at once,
+    /// fine when SRTP authenticates packets; RFC 3550 suggests 2).
+    public init(ssrc: UInt32, clockRate: Int64, probation: Int = 0) {
+        precondition(clockRate > 0 && probation >= 0)
+        self.ssrc = ssrc
+        self.clockRate = clockRate
+        self.probation = probation
+    }
+
+    private mutating func initSequence(_ seq: UInt16) {
+        baseSeq = UInt32(seq)
+        maxSeq = seq
+        badSeq = 0x1_0001
+        cycles = 0
+        received = 0
+        receivedPrior = 0
+        expectedPrior = 0
+    }
+
+    /// RFC 3550 Appendix A.1 `update_seq` plus the A.8 jitter update. Returns false when the
+    /// packet is not (yet) counted: still in probation, or a single large sequence jump (a second,
+    /// sequential packet after the jump restarts the statistics, as for a restarted sender).
+    /// `arrivalNs` is the arrival time on any monotonic clock. Jitter is updated only for packets
+    /// that advance the highest sequence number, so late and duplicate packets do not distort it.
+    @discardableResult
+    public mutating func update(sequenceNumber seq: UInt16, timestamp: UInt32, arrivalNs: Int64) -> Bool {
+        if !started {
+            started = true
+            initSequence(seq)
+            maxSeq = seq &- 1
+            if probation == 0 {
+                initSequence(seq)
+                received = 1
+                updateJitter(timestamp: timestamp, arrivalNs: arrivalNs)
+                return true
+            }
+        }
+        let udelta = seq &- maxSeq
+        var advanced = false
+        if probation > 0 {
+            if seq == maxSeq &+ 1 {
+                probation -= 1
+                maxSeq = seq
+                if probation == 0 {
+                    initSequence(seq)
+                    received += 1
+                    updateJitter(timestamp: timestamp, arrivalNs: arrivalNs)
+                    return true
+                }
+            } else {
+                probation = 1
+                maxSeq = seq
+            }
+            return false
+        } else if udelta < Self.maxDropout {
+            if seq < maxSeq { cycles &+= 0x1_0000 }  // wrapped
+            maxSeq = seq
+            advanced = udelta != 0
+        } else if udelta <= UInt16.max - Self.maxMisorder {
+            // A very large jump: accept only if the next packet continues from here.
+            if UInt32(seq) == badSeq {
+                initSequence(seq)
+                transit = nil
+                advanced = true
+            } else {
+                badSeq = (UInt32(seq) + 1) & 0xFFFF
+                return false
+            }
+        }
+        // else: duplicate or reordered packet, counted but not advancing.
+        received += 1
+        if advanced { updateJitter(timestamp: timestamp, arrivalNs: arrivalNs) }
+        return true
+    }
+
+    /// RFC 3550 Appendix A.8: J += (|D| - J) / 16 with D the change in relative transit time.
+    private mutating func updateJitter(timestamp: UInt32, arrivalNs: Int64) {
+        let origin = firstArrivalNs ?? arrivalNs
+        firstArrivalNs = origin
+        let dt = arrivalNs &- origin
+        let ticks = dt / 1_000_000_000 * clockRate + (dt % 1_000_000_000) * clockRate / 1_000_000_000
+        let t = Int32(truncatingIfNeeded: ticks &- Int64(timestamp))
+        if let prev = transit {
+            let d = Int64(abs(Int64(t &- prev)))
+            jitterQ4 += d - ((jitterQ4 + 8) >> 4)
+        }
+        transit = t
+    }
+
+    /// RFC 3550 §6.4.1 extended highest sequence number received (cycles << 16 | max seq).
+    public var extendedHighestSequence: UInt32 { cycles &+ UInt32(maxSeq) }
+
+    /// RFC 3550 A.3 packets expected: extended highest - base + 1.
+    public var expected: UInt64 {
+        guard started && probation == 0 else { return 0 }
+        return UInt64(extendedHighestSequence) &- UInt64(baseSeq) &+ 1
+    }
+
+    /// RFC 3550 A.3 cumulative packets lost (negative with duplicates), clamped to 24-bit signed.
+    public var cumulativeLost: Int32 {
+        let lost = Int64(expected) - Int64(received)
+        return Int32(max(-0x80_0000, min(0x7F_FFFF, lost)))
+    }
+
+    /// RFC 3550 A.8 interarrival jitter in timestamp units.
+    public var jitter: UInt32 { UInt32(clamping: jitterQ4 >> 4) }
+
+    /// RFC 3550 A.3 fraction lost since the previous call (in 1/256), and advances the interval.
+    public mutating func takeFractionLost() -> UInt8 {
+        let exp = expected
+        let expectedInterval = Int64(exp) - Int64(expectedPrior)
+        let receivedInterval = Int64(received) - Int64(receivedPrior)
+        expectedPrior = exp
+        receivedPrior = received
+        let lostInterval = expectedInterval - receivedInterval
+        guard expectedInterval > 0, lostInterval > 0 else { return 0 }
+        return UInt8(min(255, (lostInterval << 8) / expectedInterval))
+    }
+
+    /// A report block for this source (RFC 3550 §6.4.1); advances the fraction-lost interval.
+    /// `lastSenderReport` is the middle 32 bits of the NTP time of the last SR received from this
+    /// source (0 if none) and `delaySinceLastSenderReport` the time since, in 1/65536 s.
+    public mutating func makeReportBlock(lastSenderReport: UInt32 = 0, delaySinceLastSenderReport: UInt32 = 0) -> RTCPReportBlock {
+        RTCPReportBlock(ssrc: ssrc, fractionLost: takeFractionLost(), cumulativeLost: cumulativeLost,
+                        extendedHighestSequence: extendedHighestSequence, jitter: jitter,
+                        lastSenderReport: lastSenderReport, delaySinceLastSenderReport: delaySinceLastSenderReport)
+    }
+}

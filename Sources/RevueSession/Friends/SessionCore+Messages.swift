@@ -1,0 +1,174 @@
+// The reliable, ordered friend-message stream: queue, window, retransmission, receipts, in-order
+// delivery to the App (each message saved before its receipt), reserved SDK messages, profiles.
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension SessionCore {
+    func sendMessage(friendId: String, message: String, timeout: Double) async -> Result<UInt32, FriendMessageError> {
+        let body = Array(message.utf8)
+        guard let f = friends[friendId] else { return .failure(.friendNotFound) }
+        guard body.count <= Self.maxMessageLength else { return .failure(.messageTooLong) }
+        guard f.isConnected else { return .failure(.friendNotReachable) }
+        guard f.queuedMessages < Self.sendQueueCapacity else { return .failure(.sendQueueFull) }
+        let messageId = nextMessageId
+        nextMessageId = nextMessageId == UInt32.max ? 1 : nextMessageId + 1
+        enqueue(f, kind: .message, body: body, messageId: messageId)
+        let deadline = monotonicNow() + min(30, max(5, timeout))
+        return await withCheckedContinuation { c in
+            f.waiters[messageId] = MessageWaiter(continuation: c, deadline: deadline)
+        }
+    }
+
+    func enqueue(_ f: FriendState, kind: ReliableKind, body: [UInt8], messageId: UInt32?) {
+        f.outbound.append(OutboundItem(seq: f.nextSeq, kind: kind, body: body, messageId: messageId))
+        f.nextSeq &+= 1
+        pumpOutbound(f, now: monotonicNow())
+    }
+
+    func enqueueProfile(_ f: FriendState) {
+        var w = ByteWriter()
+        w.u8(profile.status)
+        let name = Array(profile.name.utf8.prefix(512))
+        w.u16(UInt16(name.count))
+        w.append(name)
+        w.append(profile.statusMessage.utf8.prefix(512))
+        enqueue(f, kind: .profile, body: w.bytes, messageId: nil)
+    }
+
+    /// Sends items of the window that were never sent or whose retransmission time came.
+    func pumpOutbound(_ f: FriendState, now: Double) {
+        guard f.isConnected else { return }
+        for i in f.outbound.indices.prefix(Self.sendWindow) where now - f.outbound[i].lastSent >= timeouts.retransmitInterval {
+            let item = f.outbound[i]
+            var w = ByteWriter(capacity: item.body.count + 16)
+            w.u8(FrameType.reliable.rawValue)
+            w.u32(streamEpoch)
+            w.u32(item.seq)
+            w.u8(item.kind.rawValue)
+            w.append(item.body)
+            sendFrame(f, w.bytes)
+            f.outbound[i].lastSent = now
+        }
+    }
+
+    func handleReliable(_ f: FriendState, epoch: UInt32, seq: UInt32, kind: ReliableKind, body: [UInt8]) {
+        if epoch != f.stored.inboundEpoch {
+            f.stored.inboundEpoch = epoch
+            f.stored.inboundDelivered = 0
+            f.inboundReceived = 0
+            f.inboundAckable = 0
+            f.inboundBuffer = [:]
+            f.deliveryQueue = []
+            f.delivering = false
+            f.deliveryGeneration += 1
+        }
+        let received = f.inboundReceived
+        if seq <= received {
+            counters.duplicatesSuppressed += 1
+        } else if seq - received <= 1024 {
+            if f.inboundBuffer[seq] != nil { counters.duplicatesSuppressed += 1 }
+            f.inboundBuffer[seq] = (kind, body)
+            while let (k, b) = f.inboundBuffer.removeValue(forKey: f.inboundReceived + 1) {
+                f.inboundReceived += 1
+                f.deliveryQueue.append((f.inboundReceived, k, b))
+            }
+            pumpDelivery(f)
+        }
+        sendAck(f, epoch: epoch, seq: f.inboundAckable)
+    }
+
+    /// Hands the next received item to the App, then saves the stream position, then sends the
+    /// receipt, then goes on with the next item. So a receipt means the App had the message and
+    /// the position is on disk; a crash can at most deliver the one message in that window again
+    /// after the restart, and never loses one.
+    func pumpDelivery(_ f: FriendState) {
+        guard !f.delivering, !f.deliveryQueue.isEmpty else { return }
+        let item = f.deliveryQueue.removeFirst()
+        f.delivering = true
+        let epoch = f.stored.inboundEpoch, generation = f.deliveryGeneration
+        if item.kind == .profile { applyProfile(f, item.body) } else { deliverMessage(f, item.body) }
+        afterEvents { [weak self, weak f] in
+            guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation else { return }
+            f.stored.inboundDelivered = max(f.stored.inboundDelivered, item.seq)
+            self.saveSoon { [weak self, weak f] ok in
+                guard let self, let f, self.revue.core === self, f.deliveryGeneration == generation else { return }
+                f.delivering = false
+                if ok {
+                    f.inboundAckable = max(f.inboundAckable, item.seq)
+                    self.sendAck(f, epoch: epoch, seq: f.inboundAckable)
+                }
+                self.pumpDelivery(f)
+            }
+        }
+    }
+
+    func sendAck(_ f: FriendState, epoch: UInt32, seq: UInt32) {
+        var w = ByteWriter()
+        w.u8(FrameType.ack.rawValue)
+        w.u32(epoch)
+        w.u32(seq)
+        sendFrame(f, w.bytes)
+    }
+
+    func deliverMessage(_ f: FriendState, _ body: [UInt8]) {
+        let text = String(decoding: body, as: UTF8.self)
+        if Self.isReserved(body) {
+            counters.reservedMessagesSwallowed += 1
+            reservedMessageHandler?(f.id, text)
+            return
+        }
+        let id = f.id
+        emit { $1.revue($0, friend: id, didReceiveMessage: text) }
+    }
+
+    /// Sends one of the SDK's own messages (a JSON object whose "type" is msg, adr or track) on the
+    /// friend's reliable stream, outside the App's send queue; false when the friend is unknown or
+    /// offline. For the call layer.
+    @discardableResult
+    func sendReserved(friendId: String, text: String) -> Bool {
+        guard let f = friends[friendId], f.isConnected else { return false }
+        enqueue(f, kind: .message, body: Array(text.utf8), messageId: nil)
+        return true
+    }
+
+    /// Whether a message is one of the SDK's own: a JSON object whose "type" is msg, adr or track.
+    static func isReserved(_ body: [UInt8]) -> Bool {
+        guard let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }), first == UInt8(ascii: "{"),
+              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let type = object["type"] as? String else { return false }
+        return type == "msg" || type == "adr" || type == "track"
+    }
+
+    func applyProfile(_ f: FriendState, _ body: [UInt8]) {
+        var r = ByteReader(body)
+        guard let status = r.u8(), let n = r.u16(), let nameBytes = r.take(Int(n)) else { return }
+        let name = String(decoding: nameBytes, as: UTF8.self)
+        let statusMessage = String(decoding: r.rest(), as: UTF8.self)
+        let id = f.id
+        if name != f.stored.name {
+            f.stored.name = name
+            emit { $1.revue($0, friend: id, didUpdateName: name) }
+        }
+        if statusMessage != f.stored.statusMessage {
+            f.stored.statusMessage = statusMessage
+            emit { $1.revue($0, friend: id, didUpdateStatusMessage: statusMessage) }
+        }
+        if status != f.stored.status, let s = UserStatus(rawValue: status) {
+            f.stored.status = status
+            emit { $1.revue($0, friend: id, didUpdateStatus: s) }
+        }
+    }
+
+    func handleAck(_ f: FriendState, epoch: UInt32, seq: UInt32) {
+        guard epoch == streamEpoch else { return }
+        while let first = f.outbound.first, first.seq <= seq {
+            f.outbound.removeFirst()
+            if let mid = first.messageId, let w = f.waiters.removeValue(forKey: mid) {
+                w.continuation.resume(returning: .success(mid))
+            }
+        }
+    }
+}
