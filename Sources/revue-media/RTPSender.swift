@@ -157,24 +157,31 @@ final class RTCPFeedbackListener: @unchecked Sendable {
                         return
                     }
                 }
-                guard let parsed = try? RTCPCompound.parse(UnsafeRawBufferPointer(rebasing: b[0..<length])) else {
-                    flags.rejected.add(1, ordering: .relaxed)
-                    return
-                }
-                flags.packets.add(1, ordering: .relaxed)
-                for p in parsed {
-                    switch p {
-                    case .pictureLossIndication(let pli):
-                        counters[pli.mediaSSRC]?.keyframeRequests.add(1, ordering: .relaxed)
+                // Walk the compound (RFC 3550 §6.1): each packet's length field is its size in
+                // 32-bit words minus one. Only the feedback headers matter here: PSFB (206) FMT 1
+                // PLI and FMT 4 FIR (media SSRC at bytes 8-11 / in the FCI), RTPFB (205) FMT 1 NACK.
+                var at = 0
+                var any = false
+                while at + 12 <= length {
+                    let first = b[at], type = b[at + 1]
+                    let words = Int(b[at + 2]) << 8 | Int(b[at + 3])
+                    let size = (words + 1) * 4
+                    guard first >> 6 == 2, at + size <= length else { break }
+                    let fmt = first & 0x1F
+                    func u32(_ o: Int) -> UInt32 { UInt32(b[o]) << 24 | UInt32(b[o + 1]) << 16 | UInt32(b[o + 2]) << 8 | UInt32(b[o + 3]) }
+                    any = true
+                    if type == 206 && fmt == 1 {
+                        counters[u32(at + 8)]?.keyframeRequests.add(1, ordering: .relaxed)
                         flags.keyframeRequested.store(true, ordering: .releasing)
-                    case .fullIntraRequest(let fir):
-                        for e in fir.entries { counters[e.ssrc]?.keyframeRequests.add(1, ordering: .relaxed) }
+                    } else if type == 206 && fmt == 4 && size >= 20 {
+                        counters[u32(at + 12)]?.keyframeRequests.add(1, ordering: .relaxed)
                         flags.keyframeRequested.store(true, ordering: .releasing)
-                    case .genericNack(let nack):
-                        counters[nack.mediaSSRC]?.nacks.add(1, ordering: .relaxed)
-                    default: break
+                    } else if type == 205 && fmt == 1 {
+                        counters[u32(at + 8)]?.nacks.add(1, ordering: .relaxed)
                     }
+                    at += size
                 }
+                if any { flags.packets.add(1, ordering: .relaxed) } else { flags.rejected.add(1, ordering: .relaxed) }
             }
         }
     }
