@@ -58,9 +58,12 @@ public struct CaptureStats: Sendable, Codable, Equatable {
     public var droppedInvalid: UInt64 = 0
     /// Buffers dropped because the pipeline was stopped or the track muted.
     public var droppedInactive: UInt64 = 0
+    /// Video frames skipped because they came faster than the target frame rate (only when the
+    /// stream limits its frame rate).
+    public var droppedFrameRate: UInt64 = 0
     public init() {}
     /// Total dropped, all reasons together.
-    public var dropped: UInt64 { droppedRingFull + droppedPoolExhausted + droppedInvalid + droppedInactive }
+    public var dropped: UInt64 { droppedRingFull + droppedPoolExhausted + droppedInvalid + droppedInactive + droppedFrameRate }
 }
 
 /// webrtc-stats §5.3 `RTCInboundRtpStreamStats`.

@@ -1,0 +1,306 @@
+// The video send pipeline from BGRA (capture -> libyuv -> ring -> worker: libvpx, RTP, SRTP ->
+// sink) against: a bare loop of the same libyuv + libvpx + libsrtp calls on one thread; `vpxenc
+// --rt` with the same encoder settings on the same frames; GStreamer's
+// `videoconvert ! vp8enc ! rtpvp8pay ! srtpenc ! fakesink`. Plus capture() call cost and
+// capture-to-packet latency at a real-time 30 fps pace.
+import MediaCore
+import CMediaShims
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A sink that only counts (so the network is not measured) and can time each frame's last packet.
+final class BenchCountingSink: PacketSink, @unchecked Sendable {
+    let packets = Atomic<Int>(0)
+    let bytes = Atomic<Int>(0)
+    /// Called with the RTP timestamp of each marker packet (the header stays clear under SRTP).
+    nonisolated(unsafe) var onFrameEnd: ((UInt32) -> Void)?
+    func write(_ packet: UnsafeRawBufferPointer) {
+        packets.add(1, ordering: .relaxed)
+        bytes.add(packet.count, ordering: .relaxed)
+        if let onFrameEnd, packet.count >= 12, packet[1] & 0x80 != 0 {
+            onFrameEnd(UInt32(packet[4]) << 24 | UInt32(packet[5]) << 16 | UInt32(packet[6]) << 8 | UInt32(packet[7]))
+        }
+    }
+    func flush() {}
+}
+
+/// A temporary directory removed by `remove()`.
+struct BenchTempDir {
+    let path: String
+    init() {
+        path = NSTemporaryDirectory() + "revue-bench-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    func file(_ name: String) -> String { "\(path)/\(name)" }
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+struct BenchToolFailed: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Runs a tool to completion and returns its wall time in seconds; throws when it fails.
+@discardableResult
+func benchRunTool(_ path: String, _ arguments: [String], stderr: UnsafeMutablePointer<String>? = nil) throws -> Double {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = arguments
+    p.standardOutput = FileHandle.nullDevice
+    let err = Pipe()
+    p.standardError = err
+    let t0 = nowNs()
+    try p.run()
+    let data = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    let t = Double(nowNs() - t0) / 1e9
+    let text = String(decoding: data, as: UTF8.self)
+    stderr?.pointee = text
+    guard p.terminationStatus == 0 else {
+        throw BenchToolFailed(description: "\(path) \(arguments.joined(separator: " ")) failed: \(text.suffix(500))")
+    }
+    return t
+}
+
+enum VideoSendSuite {
+    /// The anchor: one thread doing ARGBToI420, vpx_codec_encode (same configuration as
+    /// VPXEncoder's defaults), an even split into MTU-sized RTP packets and srtp_protect of each.
+    final class RawLoop {
+        let ctx = UnsafeMutablePointer<vpx_codec_ctx_t>.allocate(capacity: 1)
+        let image = UnsafeMutablePointer<vpx_image_t>.allocate(capacity: 1)
+        let frame: VideoFrame
+        let srtp: SRTPBenchSuite.RawSession
+        let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+        var seq: UInt16 = 0
+        let w: Int, h: Int
+
+        init(codec: VPXCodec, width: Int, height: Int, bitrate: Int, key: SRTPKeyMaterial) {
+            w = width; h = height
+            frame = VideoFrame(width: width, height: height)
+            srtp = SRTPBenchSuite.RawSession(key, outbound: true)
+            let defaults = VPXEncoderConfiguration(codec: codec, width: width, height: height)
+            var cfg = vpx_codec_enc_cfg_t()
+            let iface = codec == .vp8 ? vpx_codec_vp8_cx() : vpx_codec_vp9_cx()
+            vpx_codec_enc_config_default(iface, &cfg, 0)
+            cfg.g_w = UInt32(width); cfg.g_h = UInt32(height)
+            cfg.g_timebase = vpx_rational(num: 1, den: 90_000)
+            cfg.g_threads = 1; cfg.g_lag_in_frames = 0; cfg.g_pass = VPX_RC_ONE_PASS; cfg.g_error_resilient = 0
+            cfg.rc_end_usage = VPX_CBR; cfg.rc_target_bitrate = UInt32(bitrate / 1000)
+            cfg.rc_min_quantizer = UInt32(defaults.minQuantizer); cfg.rc_max_quantizer = UInt32(defaults.maxQuantizer)
+            cfg.rc_dropframe_thresh = 0; cfg.rc_resize_allowed = 0
+            cfg.rc_buf_initial_sz = 500; cfg.rc_buf_optimal_sz = 600; cfg.rc_buf_sz = 1000
+            cfg.rc_undershoot_pct = codec == .vp8 ? 100 : 50; cfg.rc_overshoot_pct = codec == .vp8 ? 15 : 50
+            cfg.kf_mode = VPX_KF_DISABLED; cfg.kf_min_dist = 0; cfg.kf_max_dist = 3000
+            ctx.initialize(to: vpx_codec_ctx_t())
+            precondition(cms_vpx_enc_init(ctx, iface, &cfg, 0) == VPX_CODEC_OK, "raw vpx init failed")
+            _ = cms_vpx_control_int(ctx, Int32(VP8E_SET_CPUUSED.rawValue), Int32(defaults.speed))
+            _ = cms_vpx_control_int(ctx, Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), 1)
+            _ = cms_vpx_control_int(ctx, Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), 900)
+            if codec == .vp8 {
+                _ = cms_vpx_control_int(ctx, Int32(VP8E_SET_NOISE_SENSITIVITY.rawValue), 0)
+                _ = cms_vpx_control_int(ctx, Int32(VP8E_SET_TOKEN_PARTITIONS.rawValue), 0)
+            } else {
+                _ = cms_vpx_control_int(ctx, Int32(VP9E_SET_NOISE_SENSITIVITY.rawValue), 0)
+                _ = cms_vpx_control_int(ctx, Int32(VP9E_SET_AQ_MODE.rawValue), 3)
+                _ = cms_vpx_control_int(ctx, Int32(VP9E_SET_FRAME_PARALLEL_DECODING.rawValue), 0)
+                _ = cms_vpx_control_int(ctx, Int32(VP9E_SET_TILE_COLUMNS.rawValue), 0)
+                _ = cms_vpx_control_int(ctx, Int32(VP9E_SET_ROW_MT.rawValue), 0)
+            }
+            image.initialize(to: vpx_image_t())
+            vpx_img_wrap(image, VPX_IMG_FMT_I420, UInt32(width), UInt32(height), 1, frame.y)
+            image.pointee.planes.1 = frame.u; image.pointee.planes.2 = frame.v
+            image.pointee.stride.0 = Int32(frame.strideY); image.pointee.stride.1 = Int32(frame.strideUV)
+            image.pointee.stride.2 = Int32(frame.strideUV)
+            packet.initializeMemory(as: UInt8.self, repeating: 0)
+        }
+
+        deinit {
+            vpx_codec_destroy(ctx)
+            ctx.deallocate(); image.deallocate(); packet.deallocate()
+        }
+
+        func encode(_ bgra: UnsafeRawPointer, index: Int, forceKey: Bool) -> Int {
+            _ = ARGBToI420(bgra.assumingMemoryBound(to: UInt8.self), Int32(w * 4), frame.y, Int32(frame.strideY),
+                           frame.u, Int32(frame.strideUV), frame.v, Int32(frame.strideUV), Int32(w), Int32(h))
+            _ = vpx_codec_encode(ctx, image, Int64(index) * 3000, 3000, forceKey ? vpx_enc_frame_flags_t(VPX_EFLAG_FORCE_KF) : 0,
+                                 UInt(VPX_DL_REALTIME))
+            var iter: vpx_codec_iter_t? = nil
+            var sent = 0
+            while let pkt = vpx_codec_get_cx_data(ctx, &iter) {
+                guard pkt.pointee.kind == VPX_CODEC_CX_FRAME_PKT else { continue }
+                let data = UnsafeRawBufferPointer(start: pkt.pointee.data.frame.buf, count: Int(pkt.pointee.data.frame.sz))
+                let room = 1200 - 12 - 8 - 16 - 6  // header, abs-send-time, GCM tag, VP8 descriptor
+                let n = max(1, (data.count + room - 1) / room)
+                for k in 0..<n {
+                    let from = k * data.count / n, to = (k + 1) * data.count / n
+                    packet[0] = 0x80; packet[1] = 96 | (k == n - 1 ? 0x80 : 0)
+                    packet[2] = UInt8(seq >> 8); packet[3] = UInt8(truncatingIfNeeded: seq); seq &+= 1
+                    UnsafeMutableRawBufferPointer(rebasing: packet[18..<(18 + to - from)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: data[from..<to]))
+                    var length = Int32(18 + to - from)
+                    _ = srtp_protect(srtp.session, packet.baseAddress, &length)
+                    sent += 1
+                }
+            }
+            return sent
+        }
+    }
+
+    static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
+        let externalReps = BenchOptions(repetitions: min(options.repetitions, 3), warmup: 0, scale: options.scale)
+        for (codec, w, h, bitrate) in [(VPXCodec.vp8, 1280, 720, 2_500_000), (.vp8, 1920, 1080, 4_000_000),
+                                       (.vp9, 1280, 720, 2_500_000), (.vp9, 1920, 1080, 4_000_000)] {
+            let frames = max(20, Int(Double(w == 1280 ? 150 : 90) * options.scale))
+            let name = "\(codec) \(h)p30 BGRA"
+            // 8 distinct BGRA pictures, cycled.
+            let distinct = 8
+            let bgra = UnsafeMutableRawBufferPointer.allocate(byteCount: distinct * w * h * 4, alignment: 64)
+            defer { bgra.deallocate() }
+            for i in 0..<distinct {
+                SyntheticVideo.renderBGRA(frameIndex: i, width: w, height: h, into: bgra.baseAddress! + i * w * h * 4, stride: w * 4)
+            }
+            let views = try (0..<distinct).map { i in
+                try PixelBufferView.packed(format: .bgra, width: w, height: h,
+                                           data: UnsafeRawBufferPointer(rebasing: bgra[(i * w * h * 4)..<((i + 1) * w * h * 4)]), stride: w * 4)
+            }
+            var config = VideoSendStream.Configuration(codec: codec, width: w, height: h)
+            config.encoder.bitrate = bitrate
+            config.srtp = .random(for: .aeadAES128GCM)
+
+            // Throughput: frames are fed as fast as the encoder takes them (never more than the ring
+            // holds, so nothing is dropped); the clock stops at the last frame's packets.
+            var captureCosts: [Double] = []
+            func ours() throws -> Double {
+                let sink = BenchCountingSink()
+                let stream = try VideoSendStream(configuration: config, sink: sink)
+                stream.start()
+                let t0 = nowNs()
+                for i in 0..<frames {
+                    while Int(stream.statistics.outbound.framesEncoded) < i - (config.ringCapacity - 1) { sched_yield() }
+                    let c0 = nowNs()
+                    stream.capturer.capture(views[i % distinct], timeStampNs: Int64(i) * 33_333_333)
+                    captureCosts.append(Double(nowNs() - c0) / 1000)
+                }
+                while stream.statistics.outbound.framesEncoded < UInt64(frames) { sched_yield() }
+                let elapsed = nowNs() - t0
+                stream.stop()
+                precondition(stream.statistics.capture.dropped == 0, "video bench dropped frames")
+                return Double(frames) / (Double(elapsed) / 1e9)
+            }
+            func raw() -> Double {
+                let loop = RawLoop(codec: codec, width: w, height: h, bitrate: bitrate, key: config.srtp!)
+                let t0 = nowNs()
+                for i in 0..<frames { _ = loop.encode(bgra.baseAddress! + (i % distinct) * w * h * 4, index: i, forceKey: i == 0) }
+                return Double(frames) / (Double(nowNs() - t0) / 1e9)
+            }
+            try compare(reporter, options, suite: "videosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
+                        anchorName: "libyuv+libvpx+libsrtp loop", ours: ours, anchor: raw)
+            if w == 1280 {
+                record(reporter, options, suite: "videosend", case: "capture() \(name)", metric: "call p50 (us)", unit: "us",
+                       higherIsBetter: false, values: [Summary(captureCosts).median])
+                record(reporter, options, suite: "videosend", case: "capture() \(name)", metric: "call p99 (us)", unit: "us",
+                       higherIsBetter: false, values: [Summary(captureCosts).p99])
+            }
+
+            // External tools on the same pictures (their times include process start and file I/O).
+            let dir = BenchTempDir()
+            defer { dir.remove() }
+            if codec == .vp8 || codec == .vp9, FileManager.default.isExecutableFile(atPath: "/usr/bin/vpxenc") {
+                let toolFrames = min(frames, w == 1280 ? 60 : 40)  // Y4M on disk: keep it small
+                let y4m = dir.file("in.y4m")
+                try writeY4M(views: views, frames: toolFrames, to: y4m)
+                let speed = VPXEncoderConfiguration(codec: codec, width: w, height: h).speed
+                let q = VPXEncoderConfiguration(codec: codec, width: w, height: h)
+                var args = ["--codec=\(codec)", "--rt", "--cpu-used=\(speed)", "--threads=1", "--end-usage=cbr",
+                            "--target-bitrate=\(bitrate / 1000)", "--min-q=\(q.minQuantizer)", "--max-q=\(q.maxQuantizer)",
+                            "--lag-in-frames=0", "--kf-max-dist=3000", "--static-thresh=1", "--buf-sz=1000",
+                            "--buf-initial-sz=500", "--buf-optimal-sz=600", "--drop-frame=0", "--resize-allowed=0",
+                            "--noise-sensitivity=0", "--timebase=1/90000", "--ivf", "-o", dir.file("out.ivf")]
+                args += codec == .vp8 ? ["--token-parts=0", "--undershoot-pct=100", "--overshoot-pct=15"]
+                                      : ["--aq-mode=3", "--tile-columns=0", "--row-mt=0", "--frame-parallel=0"]
+                try compare(reporter, externalReps, suite: "videosend", case: name, metric: "frames/s", unit: "1/s",
+                            higherIsBetter: true, anchorName: "vpxenc --rt (\(toolFrames) Y4M frames)", ours: ours) {
+                    Double(toolFrames) / (try benchRunTool("/usr/bin/vpxenc", args + ["--quiet", y4m]))
+                }
+            }
+            if codec == .vp8, FileManager.default.isExecutableFile(atPath: "/usr/bin/gst-launch-1.0") {
+                for i in 0..<distinct {
+                    try Data(UnsafeRawBufferPointer(rebasing: bgra[(i * w * h * 4)..<((i + 1) * w * h * 4)])).write(to: URL(fileURLWithPath: dir.file("f\(i).bgra")))
+                }
+                let hex = config.srtp!.keyAndSalt.map { String(format: "%02x", $0) }.joined()
+                let pipeline = ["-q", "multifilesrc", "location=\(dir.file("f%d.bgra"))", "index=0", "stop-index=\(distinct - 1)", "loop=true",
+                                "num-buffers=\(frames)", "caps=video/x-raw,format=BGRA,width=\(w),height=\(h),framerate=30/1", "!",
+                                "videoconvert", "!", "video/x-raw,format=I420", "!",
+                                "vp8enc", "deadline=1", "cpu-used=-8", "threads=1", "end-usage=cbr", "target-bitrate=\(bitrate)",
+                                "min-quantizer=2", "max-quantizer=56", "lag-in-frames=0", "keyframe-max-dist=3000",
+                                "static-threshold=1", "token-partitions=0", "buffer-size=1000", "buffer-initial-size=500",
+                                "buffer-optimal-size=600", "undershoot=100", "overshoot=15", "noise-sensitivity=0", "!",
+                                "rtpvp8pay", "mtu=1200", "!",
+                                "srtpenc", "key=\(hex)", "rtp-cipher=aes-128-gcm", "rtp-auth=null", "rtcp-cipher=aes-128-gcm",
+                                "rtcp-auth=null", "!", "fakesink", "sync=false"]
+                try compare(reporter, externalReps, suite: "videosend", case: name, metric: "frames/s", unit: "1/s",
+                            higherIsBetter: true, anchorName: "gst videoconvert!vp8enc!rtpvp8pay!srtpenc", ours: ours) {
+                    Double(frames) / (try benchRunTool("/usr/bin/gst-launch-1.0", pipeline))
+                }
+            }
+            if codec == .vp8 && w == 1280 { try latency(reporter, options, config: config, views: views, name: name) }
+        }
+    }
+
+    /// Capture-to-packet latency at a real-time 30 fps pace: from the capture() call to the sink
+    /// receiving the frame's last packet.
+    static func latency(_ reporter: Reporter, _ options: BenchOptions, config: VideoSendStream.Configuration,
+                        views: [PixelBufferView], name: String) throws {
+        let frames = max(30, Int(90 * options.scale))
+        var c = config
+        c.initialTimestamp = 0
+        let sink = BenchCountingSink()
+        let captured = UnsafeMutablePointer<UInt64>.allocate(capacity: frames)
+        let done = UnsafeMutablePointer<UInt64>.allocate(capacity: frames)
+        defer { captured.deallocate(); done.deallocate() }
+        done.initialize(repeating: 0, count: frames)
+        sink.onFrameEnd = { ts in
+            let i = Int(ts / 3000)  // 90 kHz ticks from the first capture, 3000 per 33.3 ms frame
+            if i < frames { done[i] = nowNs() }
+        }
+        let stream = try VideoSendStream(configuration: c, sink: sink)
+        stream.start()
+        let start = nowNs()
+        for i in 0..<frames {
+            let due = start + UInt64(i) * 33_333_333
+            while nowNs() < due { usleep(200) }
+            captured[i] = nowNs()
+            stream.capturer.capture(views[i % views.count], timeStampNs: Int64(i) * 33_333_333)
+        }
+        stream.stop()
+        let latencies = (0..<frames).compactMap { done[$0] > captured[$0] ? Double(done[$0] - captured[$0]) / 1e6 : nil }
+        guard latencies.count > frames / 2 else { return }
+        let s = Summary(latencies)
+        record(reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "p50 (ms)", unit: "ms",
+               higherIsBetter: false, values: [s.median])
+        record(reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "p99 (ms)", unit: "ms",
+               higherIsBetter: false, values: [s.p99])
+    }
+
+    static func writeY4M(views: [PixelBufferView], frames: Int, to path: String) throws {
+        let w = views[0].width, h = views[0].height
+        let frame = VideoFrame(width: w, height: h)
+        let converter = ColorConverter()
+        FileManager.default.createFile(atPath: path, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        handle.write(Data("YUV4MPEG2 W\(w) H\(h) F30:1 Ip A1:1 C420jpeg\n".utf8))
+        var planes = [Data]()
+        for v in views {
+            try converter.convert(v, into: frame)
+            var d = Data("FRAME\n".utf8)
+            for row in 0..<h { d.append(frame.y + row * frame.strideY, count: w) }
+            for row in 0..<frame.chromaHeight { d.append(frame.u + row * frame.strideUV, count: frame.chromaWidth) }
+            for row in 0..<frame.chromaHeight { d.append(frame.v + row * frame.strideUV, count: frame.chromaWidth) }
+            planes.append(d)
+        }
+        for i in 0..<frames { handle.write(planes[i % planes.count]) }
+    }
+}

@@ -1,0 +1,164 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// A borrowed buffer of interleaved PCM handed to `AudioBufferCapturer.capture(_:)`: Int16 (full
+/// scale 32767) or Float32 (full scale 1.0) samples, 1 or 2 channels, 8-96 kHz, any length.
+/// Thread rule: a value type over memory the caller keeps alive during the call. Cost: none.
+public struct PCMBufferView: @unchecked Sendable {
+    enum Samples {
+        case int16(UnsafeBufferPointer<Int16>)
+        case float32(UnsafeBufferPointer<Float>)
+    }
+    let samples: Samples
+    /// Sample rate in Hz.
+    public let sampleRate: Int
+    /// Interleaved channels.
+    public let channels: Int
+    /// Capture time of the first sample, ns on the caller's monotonic clock.
+    public let timeStampNs: Int64
+
+    /// Int16 samples. Validated by `capture` (bad rates, channel counts or lengths are dropped and counted).
+    public init(int16 samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+        self.samples = .int16(samples); self.sampleRate = sampleRate; self.channels = channels
+        self.timeStampNs = timeStampNs
+    }
+
+    /// Float32 samples. Validated by `capture`.
+    public init(float32 samples: UnsafeBufferPointer<Float>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+        self.samples = .float32(samples); self.sampleRate = sampleRate; self.channels = channels
+        self.timeStampNs = timeStampNs
+    }
+
+    /// Interleaved samples (frames x channels).
+    public var sampleCount: Int {
+        switch samples {
+        case .int16(let s): s.count
+        case .float32(let s): s.count
+        }
+    }
+
+    /// Frames (samples per channel).
+    public var frameCount: Int { channels > 0 ? sampleCount / channels : 0 }
+}
+
+/// Takes your own audio into an `AudioSendStream`: `capture` copies each buffer (converted to
+/// Float32 and mixed to the stream's channel count) into pooled `AudioFrame`s, at most 20 ms at
+/// 96 kHz each (longer buffers are split), and queues them for the audio worker, which resamples
+/// to 48 kHz and encodes.
+///
+/// Policy: when the ring to the worker is full the NEWEST buffer is dropped (audio keeps its
+/// continuity); when every pooled frame is in use likewise. Malformed buffers (rate outside
+/// 8-96 kHz, channels outside 1-2, a length not a whole number of frames) are dropped. Every drop
+/// is counted by reason in `statistics.capture`.
+///
+/// Thread rule: `capture` from any thread, several at once (their buffers interleave in ring
+/// order); never blocks, never takes a lock the pipeline holds, never allocates.
+/// Cost: one pass over the samples plus a few atomic operations per 20 ms chunk.
+public final class AudioBufferCapturer: @unchecked Sendable {
+    /// Frames (per channel) one pooled chunk holds: 20 ms at 96 kHz.
+    public static let chunkFrames = 1920
+    /// Accepted sample rates.
+    public static let sampleRateRange = 8_000...96_000
+
+    let ring: MPSCRing<AudioFrame>
+    let pool: AudioFramePool
+    let counters: SendCounters
+    /// The stream's channel count (buffers are mixed to it).
+    public let channels: Int
+    private let accepting = Atomic<Bool>(false)
+    private let inFlight = Atomic<Int>(0)
+    nonisolated(unsafe) var worker: WorkerThread?
+
+    init(channels: Int, ringCapacity: Int, counters: SendCounters) {
+        self.channels = channels
+        self.counters = counters
+        ring = MPSCRing(capacity: ringCapacity)
+        pool = AudioFramePool(sampleFormat: .float32, sampleRate: 48_000, channels: channels,
+                              framesPerBuffer: Self.chunkFrames, count: ringCapacity + 8)
+    }
+
+    /// Captures interleaved PCM. Returns at once; see the type's rules. Any thread.
+    public func capture(_ buffer: PCMBufferView) {
+        inFlight.add(1, ordering: .sequentiallyConsistent)
+        defer { inFlight.subtract(1, ordering: .releasing) }
+        guard accepting.load(ordering: .sequentiallyConsistent) else {
+            counters.add(counters.droppedInactive)
+            return
+        }
+        guard Self.sampleRateRange.contains(buffer.sampleRate), buffer.channels == 1 || buffer.channels == 2,
+              buffer.sampleCount % buffer.channels == 0 else {
+            counters.add(counters.droppedInvalid)
+            return
+        }
+        let frames = buffer.frameCount
+        var offset = 0
+        var queued = false
+        while offset < frames {
+            let n = min(Self.chunkFrames, frames - offset)
+            let ts = buffer.timeStampNs &+ Int64(offset) * 1_000_000_000 / Int64(buffer.sampleRate)
+            offset += n
+            guard let frame = pool.acquire() else {
+                counters.add(counters.droppedPoolExhausted)
+                continue
+            }
+            frame.sampleRate = buffer.sampleRate
+            frame.timestampNs = ts
+            frame.frameCount = n
+            let out = frame.float32Samples
+            switch buffer.samples {
+            case .int16(let s): Self.mix(s, from: offset - n, count: n, channels: buffer.channels, into: out, channels, scale: 1 / 32768)
+            case .float32(let s): Self.mix(s, from: offset - n, count: n, channels: buffer.channels, into: out, channels, scale: 1)
+            }
+            if ring.tryPush(frame) {
+                counters.add(counters.captured)
+                queued = true
+            } else {
+                pool.release(frame)
+                counters.add(counters.droppedRingFull)
+            }
+        }
+        if queued { worker?.wake() }
+    }
+
+    /// Captures Int16 interleaved samples taken at `timeStampNs`.
+    public func capture(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+        capture(PCMBufferView(int16: samples, sampleRate: sampleRate, channels: channels, timeStampNs: timeStampNs))
+    }
+
+    /// Captures Float32 interleaved samples taken at `timeStampNs`.
+    public func capture(_ samples: UnsafeBufferPointer<Float>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+        capture(PCMBufferView(float32: samples, sampleRate: sampleRate, channels: channels, timeStampNs: timeStampNs))
+    }
+
+    @inline(__always)
+    private static func mix(_ s: UnsafeBufferPointer<Int16>, from: Int, count: Int, channels inC: Int,
+                                              into out: UnsafeMutableBufferPointer<Float>, _ outC: Int, scale: Float) {
+        mixGeneric(count: count, inC: inC, outC: outC, out: out) { Float(s[(from + $0) * inC + $1]) * scale }
+    }
+
+    @inline(__always)
+    private static func mix(_ s: UnsafeBufferPointer<Float>, from: Int, count: Int, channels inC: Int,
+                            into out: UnsafeMutableBufferPointer<Float>, _ outC: Int, scale: Float) {
+        mixGeneric(count: count, inC: inC, outC: outC, out: out) { s[(from + $0) * inC + $1] }
+    }
+
+    @inline(__always)
+    private static func mixGeneric(count: Int, inC: Int, outC: Int, out: UnsafeMutableBufferPointer<Float>,
+                                   _ sample: (Int, Int) -> Float) {
+        if inC == outC {
+            for i in 0..<count { for c in 0..<inC { out[i * outC + c] = sample(i, c) } }
+        } else if inC == 2 {  // stereo -> mono: average
+            for i in 0..<count { out[i] = 0.5 * (sample(i, 0) + sample(i, 1)) }
+        } else {  // mono -> stereo: duplicate
+            for i in 0..<count { let v = sample(i, 0); out[2 * i] = v; out[2 * i + 1] = v }
+        }
+    }
+
+    /// Opens or closes the gate; closing waits until calls in progress have queued their chunks.
+    func setAccepting(_ on: Bool) {
+        accepting.store(on, ordering: .sequentiallyConsistent)
+        if !on { while inFlight.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() } }
+    }
+}

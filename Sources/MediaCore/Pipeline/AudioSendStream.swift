@@ -1,0 +1,346 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// A speaking detector decision of one send stream, for the session layer's
+/// `didUpdateIsSpeaking` and loudest-first `activeSpeakers`.
+/// Thread rule: a value type. Cost: none.
+public struct SpeakingEvent: Sendable, Equatable {
+    /// SSRC of the stream whose audio it is.
+    public var ssrc: UInt32
+    /// True when speaking started, false when it stopped.
+    public var isSpeaking: Bool
+    /// Smoothed level of recent speech in dBov (orders speakers loudest first); -127 when stopped.
+    public var levelDbov: Float
+    /// Capture time (caller's clock, ns) of the 48 kHz frame that caused the change.
+    public var captureNs: Int64
+}
+
+/// One outgoing audio track: buffers captured on any thread (`capturer`) are queued in a lock-free
+/// ring; the stream's worker resamples them to 48 kHz (speexdsp), cuts 20 ms frames (10/40/60
+/// configurable), measures the level (RFC 6464 scale) and runs the `SpeakingDetector`, encodes Opus
+/// (FEC and DTX optional), and sends one RTP packet per frame (RFC 7587) with RFC 8285 one-byte
+/// header extensions: RFC 6464 audio level and abs-send-time; SRTP-protected in place, kept for
+/// NACK, handed to the `PacketSink`.
+///
+/// RTP timestamps count 48 kHz samples from a random start (RFC 7587 §4.1); when the capture
+/// timestamps show a gap (the caller paused), the timestamp jumps by the gap and the next packet
+/// carries the marker bit, as after DTX silence (RFC 3551 §4.1).
+///
+/// Thread rule: `capturer.capture` any thread; `start`/`stop` one controlling thread; control,
+/// feedback and `statistics` any thread. `speakingEvents` may be iterated from any task; the
+/// `onSpeakingEvent` callback runs on the worker thread (keep it short, hop to your actor).
+/// Cost: per 20 ms frame one resampler pass, one level pass, one Opus encode (~0.3 ms at
+/// complexity 10 mono); no allocation once warm (a change of input rate re-creates the resampler).
+public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
+    /// Settings of an audio send stream.
+    public struct Configuration: Sendable {
+        /// 1 (mono, default) or 2 (stereo); captured buffers are mixed to it.
+        public var channels: Int = 1
+        /// Opus frame duration: 10, 20 (default), 40 or 60 ms.
+        public var frameDuration: OpusFrameDuration = .ms20
+        /// Opus target bitrate (bits per second).
+        public var bitrate: Int = 32_000
+        /// Opus complexity 0...10.
+        public var complexity: Int = 10
+        /// Opus application mode.
+        public var application: OpusApplication = .voip
+        /// In-band FEC (RFC 7587 §3.3; useful with `expectedPacketLossPercent` > 0).
+        public var inbandFEC = false
+        /// Expected loss 0...100 % (drives FEC).
+        public var expectedPacketLossPercent = 0
+        /// Discontinuous transmission: silent frames are not sent.
+        public var dtx = false
+        /// The stream's SSRC (random by default).
+        public var ssrc: UInt32 = RandomBytes.ssrc()
+        /// RTP payload type (111, as browsers offer Opus).
+        public var payloadType: UInt8 = 111
+        /// Largest datagram, SRTP tag included.
+        public var mtu: Int = 1200
+        /// SRTP key material; nil sends plain RTP.
+        public var srtp: SRTPKeyMaterial? = .random(for: .aeadAES128GCM)
+        /// RFC 8285 one-byte IDs: RFC 6464 audio level (1) and abs-send-time (3), libwebrtc's defaults.
+        public var audioLevelExtensionID: UInt8? = 1
+        public var absSendTimeExtensionID: UInt8? = 3
+        /// Chunks (up to 20 ms at 96 kHz each) that may wait for the worker (power of two).
+        public var ringCapacity: Int = 32
+        /// Speaking detector tuning (its frame duration is set from `frameDuration`).
+        public var speaking = SpeakingDetector.Configuration()
+        /// Resampler quality for non-48 kHz input.
+        public var resamplerQuality: Resampler.Quality = .voip
+        /// Packets kept for NACK (power of two).
+        public var historyCapacity: Int = 256
+        /// Times one packet may be resent.
+        public var maxRetransmissions: Int = 3
+        /// First RTP sequence number (random in 0...32767 when nil).
+        public var initialSequenceNumber: UInt16? = nil
+        /// First RTP timestamp (random when nil).
+        public var initialTimestamp: UInt32? = nil
+        /// Defaults.
+        public init() {}
+    }
+
+    /// What the stream has done.
+    public struct Statistics: Sendable, Equatable {
+        /// webrtc-stats `RTCOutboundRtpStreamStats` (framesEncoded counts Opus frames).
+        public var outbound: OutboundRTPStreamStats
+        /// webrtc-stats `RTCAudioSourceStats`.
+        public var source: AudioSourceStats
+        /// Buffers captured and dropped by reason.
+        public var capture: CaptureStats
+        /// Frames Opus coded as DTX silence and did not send.
+        public var dtxFramesSkipped: UInt64
+    }
+
+    /// Takes audio from your thread(s) into this stream.
+    public let capturer: AudioBufferCapturer
+    public let configuration: Configuration
+    public var ssrc: UInt32 { configuration.ssrc }
+    /// Speaking decisions, in order (a buffering stream: iterate it, or set `onSpeakingEvent`).
+    public let speakingEvents: AsyncStream<SpeakingEvent>
+    /// Called on the worker thread for each speaking decision. Set before `start`.
+    nonisolated(unsafe) public var onSpeakingEvent: (@Sendable (SpeakingEvent) -> Void)?
+
+    private let counters = SendCounters()
+    private let core: RTPSendCore
+    private let encoder: OpusEncoder
+    private var detector: SpeakingDetector
+    private let continuation: AsyncStream<SpeakingEvent>.Continuation
+    private var worker: WorkerThread!
+    private var resampler: Resampler?
+    private let frameSamples: Int           // per channel at 48 kHz
+    private let pcm: UnsafeMutableBufferPointer<Float>
+    private var filled = 0                  // frames in `pcm`
+    private let packet: UnsafeMutableRawBufferPointer
+    private let initialTimestamp: UInt32
+    private var samplesSent: Int64 = 0      // 48 kHz ticks since the first frame
+    private var frameCaptureNs: Int64 = 0   // capture time of pcm[0]
+    private var expectedInputNs: Int64 = .min
+    private var markNext = true
+    private let dtxSkipped = Atomic<UInt64>(0)
+    private let requestedBitrate = Atomic<Int>(0)
+    private let estimatedBitrate = Atomic<Int>(0)
+    private let running = Atomic<Bool>(false)
+    private var bitrate: Int
+    private var estimateCap = Int.max
+
+    /// Creates a stopped stream sending to `sink`. Throws `.audioEncoder` or `.srtp` when libopus
+    /// or libsrtp refuse; traps on out-of-range settings.
+    public init(configuration: Configuration, sink: PacketSink) throws(SendPipelineError) {
+        let c = configuration
+        precondition(c.channels == 1 || c.channels == 2, "audio channels \(c.channels) not 1 or 2")
+        precondition([.ms10, .ms20, .ms40, .ms60].contains(c.frameDuration), "audio frames are 10, 20, 40 or 60 ms")
+        self.configuration = c
+        do {
+            encoder = try OpusEncoder(sampleRate: .hz48000, channels: c.channels, application: c.application)
+        } catch {
+            throw SendPipelineError(.audioEncoder, "Opus encoder 48 kHz \(c.channels) ch: \(error)")
+        }
+        encoder.bitrate = OpusBitrate(bitsPerSecond: c.bitrate)
+        encoder.complexity = c.complexity
+        encoder.isInbandFECEnabled = c.inbandFEC
+        encoder.expectedPacketLossPercent = c.expectedPacketLossPercent
+        encoder.isDTXEnabled = c.dtx
+        bitrate = c.bitrate
+        core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
+                               historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
+                               absSendTimeID: c.absSendTimeExtensionID, audioLevelID: c.audioLevelExtensionID,
+                               initialSequenceNumber: c.initialSequenceNumber, counters: counters)
+        capturer = AudioBufferCapturer(channels: c.channels, ringCapacity: c.ringCapacity, counters: counters)
+        var speaking = c.speaking
+        speaking.frameDurationMs = c.frameDuration.rawValue / 1000
+        detector = SpeakingDetector(configuration: speaking)
+        (speakingEvents, continuation) = AsyncStream.makeStream(of: SpeakingEvent.self)
+        frameSamples = c.frameDuration.samples(at: .hz48000)
+        pcm = .allocate(capacity: frameSamples * c.channels)
+        pcm.initialize(repeating: 0)
+        packet = .allocate(byteCount: OpusEncoder.maxPacketByteCount, alignment: 16)
+        initialTimestamp = c.initialTimestamp ?? RandomBytes.uint32()
+        counters.targetBitrate.store(c.bitrate, ordering: .relaxed)
+        worker = WorkerThread(name: "revue.audio-send.\(c.ssrc)") { [unowned self] in self.step() }
+        capturer.worker = worker
+    }
+
+    deinit {
+        continuation.finish()
+        while let f = capturer.ring.tryPop() { capturer.pool.release(f) }
+        pcm.deallocate()
+        packet.deallocate()
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts the worker and opens the capturer. Traps if already running.
+    public func start() {
+        precondition(!running.exchange(true, ordering: .acquiringAndReleasing), "AudioSendStream started twice")
+        worker.start()
+        capturer.setAccepting(true)
+    }
+
+    /// Closes the capturer, encodes what was queued (a last partial frame is padded with silence
+    /// only if `flushPartialFrame`), and joins the worker. Blocks until done.
+    public func stop(flushPartialFrame: Bool = false) {
+        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        capturer.setAccepting(false)
+        worker.stop()
+        while step() {}
+        if flushPartialFrame && filled > 0 {
+            for i in (filled * configuration.channels)..<pcm.count { pcm[i] = 0 }
+            filled = frameSamples
+            emitFrame()
+        }
+    }
+
+    /// Tests and benchmarks: opens the capturer without starting the worker thread, so the calling
+    /// thread drives the pipeline with `pump()` (same code as the worker runs). Stop with `stop()`.
+    func startWithoutWorker() {
+        precondition(!running.exchange(true, ordering: .acquiringAndReleasing), "stream started twice")
+        capturer.setAccepting(true)
+    }
+
+    /// Tests and benchmarks: runs the worker's steps on this thread until nothing is pending.
+    /// Only when started with `startWithoutWorker()`.
+    func pump() { while step() {} }
+
+    /// Whether the stream is running.
+    public var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    // MARK: Control
+
+    /// Changes the Opus target bitrate (500...512 000 bit/s) at the next frame.
+    public func setTargetBitrate(_ bitsPerSecond: Int) {
+        precondition(OpusBitrate.validRange.contains(bitsPerSecond), "Opus bitrate \(bitsPerSecond) out of range")
+        requestedBitrate.store(bitsPerSecond, ordering: .releasing)
+    }
+
+    /// Counters as W3C records; never stops the pipeline.
+    public var statistics: Statistics {
+        Statistics(outbound: counters.outboundStats(ssrc: ssrc, kind: "audio", codec: "opus"),
+                   source: counters.audioSourceStats, capture: counters.captureStats,
+                   dtxFramesSkipped: dtxSkipped.load(ordering: .relaxed))
+    }
+
+    // MARK: RTPSendFeedbackTarget
+
+    public func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16 {
+        core.enqueueNacks(sequenceNumbers)
+        worker.wake()
+    }
+    /// Audio has no keyframes: counted only.
+    public func handlePictureLossIndication() { counters.add(counters.pliCount) }
+    /// Audio has no keyframes: counted only.
+    public func handleFullIntraRequest() { counters.add(counters.firCount) }
+    public func handleEstimatedBitrate(_ bitsPerSecond: Int) {
+        estimatedBitrate.store(max(6_000, bitsPerSecond), ordering: .releasing)
+    }
+    public var senderInfo: RTPSenderInfo { counters.senderInfo(ssrc: ssrc) }
+
+    // MARK: Worker
+
+    private func step() -> Bool {
+        let rate = requestedBitrate.exchange(0, ordering: .acquiring)
+        let estimate = estimatedBitrate.exchange(0, ordering: .acquiring)
+        if rate > 0 || estimate > 0 {
+            if rate > 0 { bitrate = rate }
+            if estimate > 0 { estimateCap = estimate }
+            let target = max(6_000, min(bitrate, estimateCap))
+            encoder.bitrate = OpusBitrate(bitsPerSecond: target)
+            counters.targetBitrate.store(target, ordering: .relaxed)
+        }
+        var did = core.serviceNacks().didWork
+        if let chunk = capturer.ring.tryPop() {
+            consume(chunk)
+            capturer.pool.release(chunk)
+            did = true
+        }
+        return did
+    }
+
+    /// Appends one captured chunk (any rate) to the 48 kHz frame buffer, emitting full frames.
+    private func consume(_ chunk: AudioFrame) {
+        let channels = configuration.channels
+        let frameNs = Int64(frameSamples) * 1_000_000_000 / 48_000
+        // A gap in capture time (the caller paused) advances the RTP clock and sets the marker.
+        if expectedInputNs != .min, chunk.timestampNs &- expectedInputNs > 2 * frameNs {
+            samplesSent += (chunk.timestampNs &- expectedInputNs) * 48_000 / 1_000_000_000
+            markNext = true
+        }
+        expectedInputNs = chunk.timestampNs &+ chunk.durationNs
+        var input = UnsafeBufferPointer(chunk.float32Samples)
+        if chunk.sampleRate == 48_000 {
+            while !input.isEmpty {
+                if filled == 0 { frameCaptureNs = chunk.timestampNs &+ Int64(chunk.frameCount - input.count / channels) * 1_000_000_000 / 48_000 }
+                let n = min(frameSamples - filled, input.count / channels)
+                UnsafeMutableBufferPointer(rebasing: pcm[(filled * channels)...])
+                    .baseAddress!.update(from: input.baseAddress!, count: n * channels)
+                filled += n
+                input = UnsafeBufferPointer(rebasing: input[(n * channels)...])
+                if filled == frameSamples { emitFrame() }
+            }
+            return
+        }
+        if resampler?.inputRate != chunk.sampleRate {
+            resampler = try? Resampler(channels: channels, inputRate: chunk.sampleRate, outputRate: 48_000,
+                                       quality: configuration.resamplerQuality)
+            resampler?.skipLatency()
+        }
+        guard let resampler else { counters.add(counters.droppedInvalid); return }
+        while true {
+            if filled == 0 {
+                let consumedFrames = chunk.frameCount - input.count / channels
+                frameCaptureNs = chunk.timestampNs &+ Int64(consumedFrames) * 1_000_000_000 / Int64(chunk.sampleRate)
+            }
+            let out = UnsafeMutableBufferPointer(rebasing: pcm[(filled * channels)...])
+            let (consumed, produced) = resampler.process(input, into: out)
+            filled += produced
+            input = UnsafeBufferPointer(rebasing: input[(consumed * channels)...])
+            if filled == frameSamples { emitFrame() }
+            if input.isEmpty || (consumed == 0 && produced == 0) { break }
+        }
+    }
+
+    /// Level, speaking detector, Opus, RTP for the full frame in `pcm`.
+    private func emitFrame() {
+        filled = 0
+        let samples = UnsafeBufferPointer(pcm)
+        let rms = AudioLevel.rms(samples)
+        let dBov = AudioLevel.dBov(rms: rms)
+        let duration = Double(frameSamples) / 48_000
+        counters.audioLevelBits.store(min(1, rms).bitPattern, ordering: .relaxed)
+        SendCounters.store(counters.totalAudioEnergyBits,
+                           SendCounters.double(counters.totalAudioEnergyBits) + min(1, rms * rms) * duration)
+        SendCounters.store(counters.totalSamplesDurationBits, SendCounters.double(counters.totalSamplesDurationBits) + duration)
+        if let change = detector.process(levelDbov: Float(dBov)) {
+            let event = SpeakingEvent(ssrc: ssrc, isSpeaking: change == .startedSpeaking,
+                                      levelDbov: change == .startedSpeaking ? detector.speechLevel : -127,
+                                      captureNs: frameCaptureNs)
+            continuation.yield(event)
+            onSpeakingEvent?(event)
+        }
+        let timestamp = initialTimestamp &+ UInt32(truncatingIfNeeded: samplesSent)
+        samplesSent += Int64(frameSamples)
+        let t0 = UDPSocket.monotonicNanoseconds()
+        let length: Int
+        do { length = try encoder.encode(samples, into: packet) } catch {
+            counters.add(counters.framesDroppedByEncoder)
+            return
+        }
+        counters.add(counters.encodeTimeNs, UDPSocket.monotonicNanoseconds() &- t0)
+        counters.add(counters.framesEncoded)
+        if length <= 2 {  // DTX silence (RFC 7587 §3.2): not sent
+            dtxSkipped.add(1, ordering: .relaxed)
+            markNext = true
+            return
+        }
+        if let id = configuration.audioLevelExtensionID {
+            core.header.extensions.setAudioLevel(
+                RTPAudioLevel(voiceActivity: detector.isSpeaking, level: Int(AudioLevel.rfc6464Level(dBov: dBov))), id: id)
+        }
+        core.header.marker = markNext
+        markNext = false
+        let payloads = OpusPayload.packetize(frame: UnsafeRawBufferPointer(start: packet.baseAddress, count: length),
+                                             maxPayloadSize: core.maxPayloadSize)
+        core.send(payloads, timestamp: timestamp, captureNs: frameCaptureNs)
+    }
+}

@@ -1,0 +1,164 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// The packet end of a send stream, shared by video and audio: writes RTP packets (RFC 3550 §5.1)
+/// of one SSRC into one preallocated buffer, stamps the RFC 8285 abs-send-time element, protects
+/// each packet in place with SRTP (RFC 3711 §3.3, RFC 7714 §5), keeps it in the `SendHistory`,
+/// hands it to the `PacketSink`, and answers NACKs from the history.
+///
+/// Thread rule: everything except `enqueueNacks` runs on the stream's worker thread (the single
+/// owner of the sequencer, buffer and history); `enqueueNacks` is any thread (an MPSC ring).
+/// Cost: per packet one header marshal, one payload copy, one SRTP protect, one history copy,
+/// one sink write; no allocation.
+final class RTPSendCore: @unchecked Sendable {
+    let ssrc: UInt32
+    let mtu: Int
+    let srtp: SRTPContext?
+    let sink: PacketSink
+    let history: SendHistory
+    let counters: SendCounters
+    let maxRetransmissions: Int
+    let absSendTimeID: UInt8?
+
+    /// The header of the next packet; `sequenceNumber`, `timestamp`, `marker` change per packet.
+    var header: RTPHeader
+    private var sequencer: RTPSequencer
+    private let buffer: UnsafeMutableRawBufferPointer
+    private let nacks: MPSCRing<UInt16>
+
+    init(ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
+         historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
+         initialSequenceNumber: UInt16?, counters: SendCounters) throws(SendPipelineError) {
+        precondition(mtu >= 200 && mtu <= 9000, "MTU \(mtu) out of 200...9000")
+        precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
+        self.ssrc = ssrc
+        self.mtu = mtu
+        self.sink = sink
+        self.counters = counters
+        self.maxRetransmissions = maxRetransmissions
+        self.absSendTimeID = absSendTimeID
+        if let material {
+            do { srtp = try SRTPContext(material: material, direction: .outbound) } catch {
+                throw SendPipelineError(.srtp, "SRTP context for SSRC \(ssrc) (\(material.suite)): \(error)")
+            }
+        } else {
+            srtp = nil
+        }
+        history = SendHistory(capacity: historyCapacity, maxPacketSize: mtu + 64)
+        sequencer = RTPSequencer(initial: initialSequenceNumber ?? RandomBytes.initialSequenceNumber())
+        header = RTPHeader(payloadType: payloadType, ssrc: ssrc)
+        // Reserve the elements now so the header size is known and stays fixed per packet.
+        if let id = audioLevelID { header.extensions.setAudioLevel(RTPAudioLevel(voiceActivity: false, level: 127), id: id) }
+        if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(rawValue: 0), id: id) }
+        buffer = .allocate(byteCount: mtu + 128, alignment: 16)
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        nacks = MPSCRing(capacity: 1024)
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// The largest RTP payload (descriptor included) that keeps a protected packet within `mtu`.
+    var maxPayloadSize: Int { mtu - header.marshalSize - (srtp?.rtpOverhead ?? 0) }
+
+    /// The sequence number the next packet gets.
+    var nextSequenceNumber: UInt16 { sequencer.nextSequenceNumber }
+
+    /// Stamps abs-send-time (once per frame: its packets leave together).
+    @inline(__always) func stampSendTime(_ nowNs: UInt64) {
+        if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(nanoseconds: nowNs), id: id) }
+    }
+
+    /// Sends every packet of `payloads` with RTP timestamp `timestamp`, then flushes the sink.
+    /// Returns (packets, payload bytes) sent. Worker thread only.
+    @discardableResult
+    func send<P: RTPFramePayloads>(_ payloads: P, timestamp: UInt32, captureNs: Int64) -> (Int, Int) {
+        let now = UDPSocket.monotonicNanoseconds()
+        stampSendTime(now)
+        header.timestamp = timestamp
+        var packets = 0, octets = 0
+        let headerSize = header.marshalSize
+        for i in 0..<payloads.count {
+            header.sequenceNumber = sequencer.next()
+            let length = payloads.writePacket(at: i, header: &header, into: buffer)
+            var wire = length
+            if let srtp {
+                do { wire = try srtp.protect(buffer, length: length) } catch {
+                    counters.add(counters.protectFailures)
+                    continue
+                }
+            }
+            let packet = UnsafeRawBufferPointer(start: buffer.baseAddress, count: wire)
+            history.store(seq: header.sequenceNumber, packet: packet, nowNs: Int64(bitPattern: now))
+            sink.write(packet)
+            packets += 1
+            octets += length - headerSize
+        }
+        sink.flush()
+        counters.add(counters.packetsSent, UInt64(packets))
+        counters.add(counters.bytesSent, UInt64(octets))
+        counters.add(counters.headerBytesSent, UInt64(packets * headerSize))
+        counters.publishSent(packets: UInt64(packets), payloadOctets: UInt64(octets), rtpTimestamp: timestamp,
+                             captureNs: captureNs, sendNs: now)
+        return (packets, octets)
+    }
+
+    /// Any thread: queues NACKed sequence numbers for the worker (RFC 4585 §6.2.1) and counts one
+    /// NACK. Numbers that do not fit the ring are dropped and counted.
+    func enqueueNacks<S: Sequence>(_ seqs: S) where S.Element == UInt16 {
+        counters.add(counters.nackCount)
+        for seq in seqs where !nacks.tryPush(seq) {
+            counters.add(counters.nackRequestsDropped)
+        }
+    }
+
+    /// Worker thread: resends what the queued NACKs ask for from the history. Returns whether any
+    /// request was handled and whether one could not be answered (missing, expired, or resent
+    /// `maxRetransmissions` times already): the caller then asks the encoder for a keyframe.
+    func serviceNacks() -> (didWork: Bool, unrecoverable: Bool) {
+        var did = false, unrecoverable = false, resent = 0
+        let now = Int64(bitPattern: UDPSocket.monotonicNanoseconds())
+        while let seq = nacks.tryPop() {
+            did = true
+            let result = history.retransmit(seq: seq, nowNs: now, maxRetransmissions: maxRetransmissions) { bytes in
+                sink.write(bytes)
+                counters.add(counters.retransmittedBytesSent, UInt64(max(0, bytes.count - header.marshalSize - (srtp?.rtpOverhead ?? 0))))
+            }
+            if case .found = result {
+                resent += 1
+            } else {
+                unrecoverable = true
+                counters.add(counters.retransmissionsRefused)
+            }
+        }
+        if resent > 0 {
+            sink.flush()
+            counters.add(counters.retransmittedPacketsSent, UInt64(resent))
+        }
+        return (did, unrecoverable)
+    }
+}
+
+/// What the receive side feeds back into a send stream (RTCP from the remote receiver, RFC 4585
+/// and RFC 5104) and reads from it for sender reports. `VideoSendStream` and `AudioSendStream`
+/// conform; the receive pipeline finds the stream by `ssrc`.
+/// Thread rule: every method may be called from any thread (the receive worker); none blocks the
+/// pipeline: requests go through rings and atomics. Cost: a ring push or an atomic store.
+public protocol RTPSendFeedbackTarget: AnyObject, Sendable {
+    /// The SSRC of the stream's media packets.
+    var ssrc: UInt32 { get }
+    /// A generic NACK (RFC 4585 §6.2.1) listing lost sequence numbers: resent from the send
+    /// history (at most `maxRetransmissions` times each); ones that cannot be resent lead to a
+    /// keyframe (video).
+    func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16
+    /// A Picture Loss Indication (RFC 4585 §6.3.1): next frame is a keyframe (video).
+    func handlePictureLossIndication()
+    /// A Full Intra Request (RFC 5104 §4.3.1): next frame is a keyframe (video).
+    func handleFullIntraRequest()
+    /// A receiver's bandwidth estimate (REMB or transport-cc), bits per second: the encoder's
+    /// target is clamped to it.
+    func handleEstimatedBitrate(_ bitsPerSecond: Int)
+    /// Packet and octet counts and the last RTP timestamp with its capture time.
+    var senderInfo: RTPSenderInfo { get }
+}

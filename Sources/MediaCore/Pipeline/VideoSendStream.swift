@@ -1,0 +1,331 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// One outgoing video track: frames captured on any thread (`capturer`) are converted into pooled
+/// I420 frames, queued in a lock-free ring, encoded (VP8 or VP9, real time) on the stream's own
+/// worker thread, packetized (RFC 7741 / RFC 9628, MTU 1200 by default, frames spread evenly over
+/// packets), SRTP-protected in place, kept for NACK retransmission and handed to a `PacketSink`,
+/// one flush per frame.
+///
+/// Control never stops the pipeline: bitrate, frame rate, resolution, keyframe requests and NACKs
+/// are atomics or ring pushes picked up by the worker between frames; `statistics` reads atomic
+/// counters. RTCP feedback arrives through `RTPSendFeedbackTarget`.
+///
+/// Thread rule: `capturer.capture` any thread; `start`/`stop` from one controlling thread; the
+/// feedback and control methods and `statistics` from any thread. Cost: the worker allocates
+/// nothing per frame once warm (libvpx's encode dominates); `init` allocates the pools, encoder,
+/// history and SRTP session.
+public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
+    /// Settings of a video send stream; every field has a real-time default.
+    public struct Configuration: Sendable {
+        /// Encoder settings: codec, size (the target resolution), frame rate, bitrate, speed,
+        /// temporal layers... Default VP8 640x360, 30 fps, 1 Mbit/s.
+        public var encoder: VPXEncoderConfiguration
+        /// The stream's SSRC (random by default).
+        public var ssrc: UInt32 = RandomBytes.ssrc()
+        /// RTP payload type (dynamic, 96 by default).
+        public var payloadType: UInt8 = 96
+        /// Largest datagram, SRTP tag included (1200 by default, what WebRTC stacks use).
+        public var mtu: Int = 1200
+        /// SRTP key material (default suite AEAD_AES_128_GCM); nil sends plain RTP.
+        public var srtp: SRTPKeyMaterial? = .random(for: .aeadAES128GCM)
+        /// RFC 8285 one-byte element IDs; video sends abs-send-time only.
+        public var absSendTimeExtensionID: UInt8? = 3
+        /// Frames that may wait for the encoder (power of two); a full ring drops the oldest.
+        public var ringCapacity: Int = 4
+        /// Threads that may convert at the same time (each gets its own `ColorConverter`).
+        public var maxConcurrentCaptures: Int = 4
+        /// libyuv filter when capture has to scale (`.box` default; `.none` never allocates).
+        public var scaleFilter: ColorConverter.ScaleFilter = .box
+        /// Packets kept for NACK (power of two).
+        public var historyCapacity: Int = 1024
+        /// Times one packet may be resent before a NACK for it asks for a keyframe instead.
+        public var maxRetransmissions: Int = 3
+        /// Skip frames arriving faster than the encoder's frame rate (counted as
+        /// `droppedFrameRate`). Off by default: every captured frame is encoded.
+        public var limitsFrameRate = false
+        /// First RTP sequence number (random in 0...32767 when nil).
+        public var initialSequenceNumber: UInt16? = nil
+        /// RTP timestamp of the first frame (random when nil).
+        public var initialTimestamp: UInt32? = nil
+
+        /// Defaults for `codec` at `width` x `height`.
+        public init(codec: VPXCodec = .vp8, width: Int = 640, height: Int = 360) {
+            encoder = VPXEncoderConfiguration(codec: codec, width: width, height: height)
+        }
+    }
+
+    /// What the stream has done: W3C outbound-rtp record plus the capture counters.
+    public struct Statistics: Sendable, Equatable {
+        /// webrtc-stats `RTCOutboundRtpStreamStats`.
+        public var outbound: OutboundRTPStreamStats
+        /// Frames captured and dropped by reason.
+        public var capture: CaptureStats
+        /// NACKed packets that could not be resent (missing, expired or resent too often).
+        public var retransmissionsRefused: UInt64
+        /// Packets SRTP refused to protect (not sent).
+        public var protectFailures: UInt64
+    }
+
+    /// Takes frames from your thread(s) into this stream.
+    public let capturer: BufferCapturer
+    /// The configuration the stream was made with (the live bitrate/frame rate/size may differ).
+    public let configuration: Configuration
+    public var ssrc: UInt32 { configuration.ssrc }
+
+    private let counters = SendCounters()
+    private let core: RTPSendCore
+    private let encoder: VPXEncoder
+    private var clock: RTPClock
+    private var lastTicks: Int64 = -1
+    private var lastEncodedNs: Int64 = .min
+    private var fpsEstimate = 0.0
+    private var vp8: VP8Packetizer
+    private var vp9: VP9Packetizer
+    private var worker: WorkerThread!
+    private var frameRate: Int
+    private var bitrate: Int
+    private var estimateCap = Int.max
+
+    private let keyframeRequested = Atomic<Bool>(false)
+    private let requestedBitrate = Atomic<Int>(0)
+    private let requestedFrameRate = Atomic<Int>(0)
+    private let estimatedBitrate = Atomic<Int>(0)
+    private let running = Atomic<Bool>(false)
+
+    /// Creates a stopped stream sending to `sink`. Throws `.encoder` or `.srtp` when libvpx or
+    /// libsrtp refuse the settings; traps on out-of-range settings (programmer errors).
+    public init(configuration: Configuration, sink: PacketSink) throws(SendPipelineError) {
+        let c = configuration
+        self.configuration = c
+        do { encoder = try VPXEncoder(c.encoder) } catch {
+            throw SendPipelineError(.encoder, "video encoder \(c.encoder.codec) \(c.encoder.width)x\(c.encoder.height): \(error)")
+        }
+        core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
+                               historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
+                               absSendTimeID: c.absSendTimeExtensionID, audioLevelID: nil,
+                               initialSequenceNumber: c.initialSequenceNumber, counters: counters)
+        capturer = BufferCapturer(width: c.encoder.width, height: c.encoder.height, ringCapacity: c.ringCapacity,
+                                  maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,
+                                  scaleFilter: c.scaleFilter)
+        clock = RTPClock(rate: RTPClock.videoRate, initialTimestamp: c.initialTimestamp)
+        vp8 = VP8Packetizer()
+        vp9 = VP9Packetizer()
+        frameRate = c.encoder.frameRate
+        bitrate = c.encoder.bitrate
+        counters.targetBitrate.store(bitrate, ordering: .relaxed)
+        counters.frameWidth.store(c.encoder.width, ordering: .relaxed)
+        counters.frameHeight.store(c.encoder.height, ordering: .relaxed)
+        worker = WorkerThread(name: "revue.video-send.\(c.ssrc)") { [unowned self] in self.step() }
+        capturer.worker = worker
+    }
+
+    deinit {
+        // A running worker keeps the stream alive (its body holds it), so a stream freed here is stopped.
+        for _ in 0..<capturer.ring.capacity { if let f = capturer.ring.tryPop() { capturer.recycle(f) } }
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts the worker and opens the capturer. Traps if already running.
+    public func start() {
+        precondition(!running.exchange(true, ordering: .acquiringAndReleasing), "VideoSendStream started twice")
+        worker.start()
+        capturer.setAccepting(true)
+    }
+
+    /// Closes the capturer (later frames count as `droppedInactive`), encodes and sends every frame
+    /// already queued, and joins the worker. Blocks until done. Does nothing if not running.
+    public func stop() {
+        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        capturer.setAccepting(false)
+        worker.stop()
+        // The worker has joined: this thread now owns the encoder; finish what was queued.
+        while step() {}
+    }
+
+    /// Tests and benchmarks: opens the capturer without starting the worker thread, so the calling
+    /// thread drives the pipeline with `pump()` (same code as the worker runs). Stop with `stop()`.
+    func startWithoutWorker() {
+        precondition(!running.exchange(true, ordering: .acquiringAndReleasing), "stream started twice")
+        capturer.setAccepting(true)
+    }
+
+    /// Tests and benchmarks: runs the worker's steps on this thread until nothing is pending.
+    /// Only when started with `startWithoutWorker()`.
+    func pump() { while step() {} }
+
+    /// Whether the stream is running.
+    public var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    // MARK: Control (any thread)
+
+    /// Makes the next encoded frame a keyframe (an API request; PLI/FIR count separately).
+    public func requestKeyframe() {
+        keyframeRequested.store(true, ordering: .releasing)
+        capturer.worker?.wake()
+    }
+
+    /// Changes the encoder's target bitrate (bits per second, 8 kbit/s...100 Mbit/s) at the next frame.
+    public func setTargetBitrate(_ bitsPerSecond: Int) {
+        precondition((8_000...100_000_000).contains(bitsPerSecond), "bitrate \(bitsPerSecond) out of range")
+        requestedBitrate.store(bitsPerSecond, ordering: .releasing)
+    }
+
+    /// Changes the encoder's frame rate (1...240) at the next frame; with `limitsFrameRate`, faster
+    /// captures are skipped.
+    public func setFrameRate(_ framesPerSecond: Int) {
+        precondition((1...240).contains(framesPerSecond), "frame rate \(framesPerSecond) out of 1...240")
+        requestedFrameRate.store(framesPerSecond, ordering: .releasing)
+    }
+
+    /// Changes the target resolution: frames captured from now on are scaled to it and the encoder
+    /// follows (with a keyframe). The first use of a size allocates its frame pool.
+    public func setResolution(width: Int, height: Int) {
+        capturer.setTargetDimensions(width: width, height: height)
+    }
+
+    /// Counters as W3C records; never stops the pipeline.
+    public var statistics: Statistics {
+        Statistics(outbound: counters.outboundStats(ssrc: ssrc, kind: "video",
+                                                    codec: configuration.encoder.codec == .vp8 ? "VP8" : "VP9"),
+                   capture: counters.captureStats,
+                   retransmissionsRefused: SendCounters.load(counters.retransmissionsRefused),
+                   protectFailures: SendCounters.load(counters.protectFailures))
+    }
+
+    // MARK: RTPSendFeedbackTarget
+
+    public func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16 {
+        core.enqueueNacks(sequenceNumbers)
+        capturer.worker?.wake()
+    }
+
+    public func handlePictureLossIndication() {
+        counters.add(counters.pliCount)
+        requestKeyframe()
+    }
+
+    public func handleFullIntraRequest() {
+        counters.add(counters.firCount)
+        requestKeyframe()
+    }
+
+    public func handleEstimatedBitrate(_ bitsPerSecond: Int) {
+        estimatedBitrate.store(max(8_000, bitsPerSecond), ordering: .releasing)
+    }
+
+    public var senderInfo: RTPSenderInfo { counters.senderInfo(ssrc: ssrc) }
+
+    /// RTP timestamp of the first frame (known once the stream is made).
+    public var initialRTPTimestamp: UInt32 { clock.initialTimestamp }
+
+    // MARK: Worker
+
+    /// One unit of work: pending control, NACKs, then at most one frame. Worker thread (or the
+    /// stopping thread after the join).
+    private func step() -> Bool {
+        applyControl()
+        var did = false
+        let (nackWork, unrecoverable) = core.serviceNacks()
+        if nackWork { did = true }
+        if unrecoverable { encoder.requestKeyframe() }
+        if let frame = capturer.ring.tryPop() {
+            encode(frame)
+            capturer.recycle(frame)
+            did = true
+        }
+        return did
+    }
+
+    private func applyControl() {
+        if keyframeRequested.exchange(false, ordering: .acquiring) { encoder.requestKeyframe() }
+        let fps = requestedFrameRate.exchange(0, ordering: .acquiring)
+        let rate = requestedBitrate.exchange(0, ordering: .acquiring)
+        let estimate = estimatedBitrate.exchange(0, ordering: .acquiring)
+        if rate > 0 { bitrate = rate }
+        if estimate > 0 { estimateCap = estimate }
+        if fps > 0 { frameRate = fps }
+        guard fps > 0 || rate > 0 || estimate > 0 else { return }
+        var c = encoder.configuration
+        c.frameRate = frameRate
+        c.bitrate = min(bitrate, max(8_000, estimateCap))
+        if c != encoder.configuration {
+            do { try encoder.reconfigure(c) } catch { /* libvpx kept the previous settings */ }
+        }
+        counters.targetBitrate.store(encoder.configuration.bitrate, ordering: .relaxed)
+    }
+
+    private func encode(_ frame: VideoFrame) {
+        let interval = 1_000_000_000 / Int64(frameRate)
+        if configuration.limitsFrameRate && lastEncodedNs != .min
+            && frame.timestampNs &- lastEncodedNs < interval - interval / 4 {
+            counters.add(counters.droppedFrameRate)
+            return
+        }
+        if frame.width != encoder.configuration.width || frame.height != encoder.configuration.height {
+            do { try encoder.resize(width: frame.width, height: frame.height) } catch {
+                counters.add(counters.framesDroppedByEncoder)
+                return
+            }
+            counters.frameWidth.store(frame.width, ordering: .relaxed)
+            counters.frameHeight.store(frame.height, ordering: .relaxed)
+        }
+        // 90 kHz ticks from the first capture time (RFC 7741 §4.1), strictly increasing even when
+        // several producers' timestamps interleave.
+        if clock.originNs == nil { _ = clock.timestamp(captureNs: frame.timestampNs) }
+        let ticks = max(clock.ticks(sinceOriginTo: frame.timestampNs), lastTicks + 1)
+        lastTicks = ticks
+        let rtpTimestamp = clock.initialTimestamp &+ UInt32(truncatingIfNeeded: ticks)
+        let captureNs = frame.timestampNs
+        let t0 = UDPSocket.monotonicNanoseconds()
+        let result: VPXEncodeResult
+        do {
+            result = try encoder.encode(frame.view, pts: ticks) { encoded in
+                let t1 = UDPSocket.monotonicNanoseconds()
+                counters.add(counters.encodeTimeNs, t1 &- t0)
+                packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs)
+            }
+        } catch {
+            counters.add(counters.framesDroppedByEncoder)
+            return
+        }
+        if result == .dropped {
+            counters.add(counters.framesDroppedByEncoder)
+            return
+        }
+        if lastEncodedNs != .min && captureNs > lastEncodedNs {
+            let instant = 1e9 / Double(captureNs - lastEncodedNs)
+            fpsEstimate = fpsEstimate == 0 ? instant : 0.9 * fpsEstimate + 0.1 * instant
+            SendCounters.store(counters.framesPerSecondBits, fpsEstimate)
+        }
+        lastEncodedNs = captureNs
+    }
+
+    private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, captureNs: Int64) {
+        counters.add(counters.framesEncoded)
+        if encoded.isKeyframe { counters.add(counters.keyFramesEncoded) }
+        counters.add(counters.qpSum, UInt64(encoded.quantizer))
+        let maxPayload = core.maxPayloadSize
+        switch encoded.codec {
+        case .vp8:
+            let layer = encoded.temporalLayerCount > 1
+                ? VP8Packetizer.TemporalLayer(id: UInt8(encoded.temporalLayerId), layerSync: encoded.isLayerSync,
+                                              tl0PicIdx: encoded.tl0PicIndex)
+                : nil
+            let packets = vp8.packetize(frame: encoded.data, maxPayloadSize: maxPayload, temporalLayer: layer,
+                                        nonReference: encoded.isDroppable)
+            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs)
+        case .vp9:
+            let layer = encoded.temporalLayerCount > 1
+                ? VP9PayloadDescriptor.Layer(temporalID: UInt8(encoded.temporalLayerId),
+                                             switchingUpPoint: encoded.isLayerSync)
+                : nil
+            let packets = vp9.packetize(frame: encoded.data, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
+                                        width: encoded.width, height: encoded.height, layer: layer)
+            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs)
+        }
+    }
+}

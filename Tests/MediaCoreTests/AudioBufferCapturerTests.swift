@@ -1,0 +1,67 @@
+import Testing
+import Foundation
+@testable import MediaCore
+
+@Suite struct AudioBufferCapturerTests {
+    @Test func dropsNewestBufferWhenRingFull() throws {
+        var config = sendTestAudioConfiguration()
+        config.ringCapacity = 4
+        let sink = MemoryPacketSink()
+        let stream = try AudioSendStream(configuration: config, sink: sink)
+        stream.startWithoutWorker()
+        // Four 20 ms buffers of tone, then six of silence, with nothing draining the ring.
+        var tone = SyntheticAudio(pattern: .tone(frequency: 440), sampleRate: 48_000, amplitude: 0.5)
+        let signal = tone.floats(frames: 3_840) + [Float](repeating: 0, count: 5_760)
+        for k in 0..<10 {
+            signal.withUnsafeBufferPointer { all in
+                stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(k * 960)..<((k + 1) * 960)]), sampleRate: 48_000,
+                                        channels: 1, timeStampNs: Int64(k) * 20_000_000)
+            }
+        }
+        let s = stream.statistics.capture
+        #expect(s.captured == 4 && s.droppedRingFull == 6)
+        stream.pump()
+        stream.stop()
+        let rx = try sendTestReceiveAudio(sink.takePackets(), channels: 1, key: nil)
+        #expect(rx.headers.count == 4)
+        // The oldest (tone) buffers were kept: the decoded audio is loud, not silence.
+        #expect(audioRMS(rx.pcm[960...]) > 0.2)
+        #expect(stream.capturer.pool.available == stream.capturer.pool.count)
+    }
+
+    @Test func rejectsMalformedBuffersAndCountsThem() throws {
+        let stream = try AudioSendStream(configuration: sendTestAudioConfiguration(), sink: MemoryPacketSink())
+        stream.startWithoutWorker()
+        let samples = [Int16](repeating: 0, count: 961)
+        samples.withUnsafeBufferPointer { p in
+            stream.capturer.capture(p, sampleRate: 7_999, channels: 1, timeStampNs: 0)      // rate too low
+            stream.capturer.capture(p, sampleRate: 192_000, channels: 1, timeStampNs: 0)    // rate too high
+            stream.capturer.capture(p, sampleRate: 48_000, channels: 3, timeStampNs: 0)     // 3 channels
+            stream.capturer.capture(p, sampleRate: 48_000, channels: 2, timeStampNs: 0)     // 961 not whole frames
+            stream.capturer.capture(p, sampleRate: 8_000, channels: 1, timeStampNs: 0)      // fine
+        }
+        stream.stop()
+        let s = stream.statistics.capture
+        #expect(s.droppedInvalid == 4 && s.captured == 1)
+    }
+
+    @Test func splitsLongBuffersIntoPooledChunks() throws {
+        var config = sendTestAudioConfiguration()
+        config.ringCapacity = 64
+        let stream = try AudioSendStream(configuration: config, sink: MemoryPacketSink())
+        stream.startWithoutWorker()
+        let samples = [Float](repeating: 0.1, count: 96_000)  // 1 s at 96 kHz in one call
+        samples.withUnsafeBufferPointer { stream.capturer.capture($0, sampleRate: 96_000, channels: 1, timeStampNs: 0) }
+        #expect(stream.statistics.capture.captured == 50)  // 1920-frame chunks
+        stream.pump()
+        stream.stop()
+        #expect(stream.statistics.outbound.framesEncoded >= 49)
+    }
+
+    @Test func buffersBeforeStartAreInactive() throws {
+        let stream = try AudioSendStream(configuration: sendTestAudioConfiguration(), sink: MemoryPacketSink())
+        let samples = [Float](repeating: 0, count: 960)
+        samples.withUnsafeBufferPointer { stream.capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: 0) }
+        #expect(stream.statistics.capture.droppedInactive == 1)
+    }
+}

@@ -1,0 +1,323 @@
+import Testing
+import Foundation
+@testable import MediaCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// MARK: Shared helpers of the send pipeline tests (prefixed to stay clear of other suites).
+
+/// A synthetic I420 frame `index` at `width` x `height`, and a view of it for `capture`.
+func sendTestFrame(_ index: Int, width: Int, height: Int) -> VideoFrame {
+    let f = VideoFrame(width: width, height: height)
+    SyntheticVideo.render(frameIndex: index, into: f)
+    return f
+}
+
+func sendTestView(_ f: VideoFrame) -> PixelBufferView {
+    let ch = f.chromaHeight
+    return try! PixelBufferView.i420(
+        width: f.width, height: f.height,
+        y: UnsafeRawBufferPointer(start: f.y, count: f.strideY * f.height), strideY: f.strideY,
+        u: UnsafeRawBufferPointer(start: f.u, count: f.strideUV * ch), strideU: f.strideUV,
+        v: UnsafeRawBufferPointer(start: f.v, count: f.strideUV * ch), strideV: f.strideUV)
+}
+
+/// Captures `frame` (kept alive for the call: a view does not own its pixels).
+func sendTestCapture(_ capturer: BufferCapturer, _ frame: VideoFrame, timeStampNs: Int64) {
+    withExtendedLifetime(frame) { capturer.capture(sendTestView(frame), timeStampNs: timeStampNs) }
+}
+
+/// One frame a receiver rebuilt from the sent packets.
+struct SendTestDecodedFrame {
+    var rtpTimestamp: UInt32
+    var barcode: Int?
+    var width: Int
+    var height: Int
+    var isKeyframe: Bool
+    var psnr: Double?
+}
+
+/// What our own receiver makes of a stream's packets: parsed headers and decoded frames.
+struct SendTestReceived {
+    var headers: [RTPHeader] = []
+    var sizes: [Int] = []
+    var frames: [SendTestDecodedFrame] = []
+    var incomplete = 0
+}
+
+/// Unprotects (when `key` is given), parses, depacketizes and decodes `packets` in order; PSNR is
+/// measured against `reference(barcode, width, height)` when given.
+func sendTestReceive(_ packets: [[UInt8]], codec: VPXCodec, key: SRTPKeyMaterial?,
+                     reference: ((_ ordinal: Int, _ barcode: Int?, _ width: Int, _ height: Int) -> VideoFrame?)? = nil)
+    throws -> SendTestReceived {
+    var out = SendTestReceived()
+    let srtp = try key.map { try SRTPContext(material: $0, direction: .inbound) }
+    let decoder = try VPXDecoder(codec: codec)
+    let vp8 = VP8Depacketizer()
+    let vp9 = VP9Depacketizer()
+    for var bytes in packets {
+        out.sizes.append(bytes.count)
+        if let srtp {
+            let n = try bytes.withUnsafeMutableBytes { try srtp.unprotect($0, length: $0.count) }
+            bytes.removeLast(bytes.count - n)
+        }
+        try bytes.withUnsafeBytes { raw in
+            let packet = try RTPPacket(parsing: raw)
+            out.headers.append(packet.header)
+            let result = codec == .vp8 ? try vp8.push(packet) : try vp9.push(packet)
+            out.incomplete += result.incompleteFrames
+            guard let frame = result.frame else { return }
+            let decoded: SendTestDecodedFrame? = try decoder.decode(frame.data) { view in
+                let code = SyntheticVideo.frameIndex(in: view)
+                var psnr: Double? = nil
+                if let ref = reference?(out.frames.count, code, view.width, view.height) { psnr = Quality.psnr(view, ref.view) }
+                return SendTestDecodedFrame(rtpTimestamp: frame.timestamp, barcode: code, width: view.width,
+                                            height: view.height, isKeyframe: frame.isKeyframe, psnr: psnr)
+            }
+            if let decoded { out.frames.append(decoded) }
+        }
+    }
+    return out
+}
+
+/// A plain-RTP (or SRTP) VP8 stream configuration for tests at `width` x `height`.
+func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height: Int = 240,
+                                srtp: SRTPKeyMaterial? = nil) -> VideoSendStream.Configuration {
+    var c = VideoSendStream.Configuration(codec: codec, width: width, height: height)
+    c.encoder.bitrate = 1_500_000
+    c.srtp = srtp
+    c.initialSequenceNumber = 65_530  // crosses the 16-bit rollover in every test
+    return c
+}
+
+@Suite struct VideoSendPipelineTests {
+    static let frameNs: Int64 = 33_333_333
+
+    /// Captures frames 0..<count (I420 source) into a stream driven on this thread, returns the packets.
+    static func sendFrames(_ config: VideoSendStream.Configuration, count: Int, first: Int = 0,
+                           between: ((VideoSendStream, Int) -> Void)? = nil) throws -> (VideoSendStream, [[UInt8]]) {
+        let sink = MemoryPacketSink()
+        let stream = try VideoSendStream(configuration: config, sink: sink)
+        stream.startWithoutWorker()
+        for i in first..<(first + count) {
+            let f = sendTestFrame(i, width: config.encoder.width, height: config.encoder.height)
+            sendTestCapture(stream.capturer, f, timeStampNs: 1_000_000_000 + Int64(i) * frameNs)
+            stream.pump()
+            between?(stream, i)
+        }
+        stream.stop()
+        return (stream, sink.takePackets())
+    }
+
+    @Test func sendsDecodableVP8WithRTPHeadersFromCaptureTimes() throws {
+        let config = sendTestVideoConfiguration()
+        let (stream, packets) = try Self.sendFrames(config, count: 20)
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil) { _, i, w, h in i.map { sendTestFrame($0, width: w, height: h) } }
+        #expect(rx.frames.count == 20)
+        #expect(rx.frames.map(\.barcode) == (0..<20).map { Optional($0) })
+        // Synthetic pictures at 1.5 Mbit/s, 320x240: measured ~38 dB; bound 30 dB.
+        for f in rx.frames { #expect((f.psnr ?? 0) > 30, "frame \(f.barcode ?? -1) PSNR \(f.psnr ?? 0)") }
+        #expect(rx.frames.first?.isKeyframe == true)
+        // RFC 3550: one SSRC, PT, sequence numbers contiguous across the 16-bit wrap.
+        for (i, h) in rx.headers.enumerated() {
+            #expect(h.ssrc == config.ssrc && h.payloadType == 96)
+            #expect(h.sequenceNumber == UInt16(truncatingIfNeeded: 65_530 + i))
+            #expect(h.extensions.absSendTime(id: 3) != nil)
+        }
+        // 90 kHz timestamps from capture times: 3000 ticks per 33.3 ms frame.
+        let ts = rx.frames.map(\.rtpTimestamp)
+        for k in 1..<ts.count { #expect(ts[k] &- ts[k - 1] == 3000) }
+        #expect(ts[0] == stream.initialRTPTimestamp)
+        // Marker exactly on each frame's last packet; at most 1200 bytes; packets of one frame even.
+        var byTimestamp: [UInt32: [Int]] = [:]
+        for (h, size) in zip(rx.headers, rx.sizes) { byTimestamp[h.timestamp, default: []].append(size) }
+        for (i, h) in rx.headers.enumerated() {
+            let last = i == rx.headers.count - 1 || rx.headers[i + 1].timestamp != h.timestamp
+            #expect(h.marker == last)
+        }
+        for sizes in byTimestamp.values {
+            #expect(sizes.allSatisfy { $0 <= 1200 })
+            #expect(sizes.max()! - sizes.min()! <= 1)
+        }
+        #expect(byTimestamp.values.contains { $0.count > 1 })  // the keyframe needs several packets
+        let s = stream.statistics
+        #expect(s.outbound.framesEncoded == 20 && s.outbound.keyFramesEncoded == 1)
+        #expect(s.outbound.packetsSent == UInt64(packets.count))
+        #expect(s.outbound.headerBytesSent == UInt64(packets.count * rx.headers[0].marshalSize))
+        #expect(s.outbound.bytesSent + s.outbound.headerBytesSent == UInt64(rx.sizes.reduce(0, +)))
+        #expect(s.outbound.frameWidth == 320 && s.outbound.frameHeight == 240)
+        #expect(s.outbound.qpSum > 0 && s.outbound.totalEncodeTime > 0)
+        #expect(abs(s.outbound.framesPerSecond - 30) < 1)
+        #expect(s.capture.captured == 20 && s.capture.dropped == 0)
+        let info = stream.senderInfo
+        #expect(info.packetCount == UInt64(packets.count) && info.octetCount == s.outbound.bytesSent)
+        #expect(info.lastRTPTimestamp == ts.last! && info.lastCaptureNs == 1_000_000_000 + 19 * Self.frameNs)
+    }
+
+    @Test func srtpGCMPacketsDecryptAndDecode() throws {
+        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
+        let (_, packets) = try Self.sendFrames(sendTestVideoConfiguration(srtp: key), count: 10)
+        #expect(packets.allSatisfy { $0.count <= 1200 })
+        let rx = try sendTestReceive(packets, codec: .vp8, key: key) { _, i, w, h in i.map { sendTestFrame($0, width: w, height: h) } }
+        #expect(rx.frames.map(\.barcode) == (0..<10).map { Optional($0) })
+        // A different key must not verify.
+        #expect(throws: SRTPError.self) { _ = try sendTestReceive(packets, codec: .vp8, key: .random(for: .aeadAES128GCM)) }
+    }
+
+    @Test func vp9FlexibleModeDecodes() throws {
+        let config = sendTestVideoConfiguration(codec: .vp9, srtp: .random(for: .aesCM128HMACSHA1_80))
+        let (_, packets) = try Self.sendFrames(config, count: 10)
+        let rx = try sendTestReceive(packets, codec: .vp9, key: config.srtp) { _, i, w, h in i.map { sendTestFrame($0, width: w, height: h) } }
+        #expect(rx.frames.map(\.barcode) == (0..<10).map { Optional($0) })
+        for f in rx.frames { #expect((f.psnr ?? 0) > 30) }
+    }
+
+    @Test func keyframeOnPictureLossAndFullIntraRequest() throws {
+        let (stream, packets) = try Self.sendFrames(sendTestVideoConfiguration(), count: 12) { s, i in
+            if i == 4 { s.handlePictureLossIndication() }
+            if i == 8 { s.handleFullIntraRequest() }
+        }
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
+        #expect(rx.frames.filter(\.isKeyframe).map(\.barcode) == [0, 5, 9])
+        let s = stream.statistics.outbound
+        #expect(s.keyFramesEncoded == 3 && s.pliCount == 1 && s.firCount == 1)
+    }
+
+    @Test func nackResendsStoredPacketsThenAsksForKeyframe() throws {
+        var config = sendTestVideoConfiguration(srtp: .random(for: .aeadAES128GCM))
+        config.maxRetransmissions = 1
+        let sink = MemoryPacketSink()
+        let stream = try VideoSendStream(configuration: config, sink: sink)
+        stream.startWithoutWorker()
+        for i in 0..<3 {
+            sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240), timeStampNs: Int64(i) * Self.frameNs)
+            stream.pump()
+        }
+        let sent = sink.takePackets()
+        let seqs = sent.map { UInt16($0[2]) << 8 | UInt16($0[3]) }
+        stream.handleNack([seqs[1], seqs[3]])
+        stream.pump()
+        let resent = sink.takePackets()
+        // Byte-identical protected packets (no second encryption, same SRTP index).
+        #expect(resent == [sent[1], sent[3]])
+        stream.handleNack([seqs[1], 12_345])  // resent once already (limit 1), and never sent
+        stream.pump()
+        #expect(sink.takePackets().isEmpty)
+        sendTestCapture(stream.capturer, sendTestFrame(3, width: 320, height: 240), timeStampNs: 3 * Self.frameNs)
+        stream.pump()
+        stream.stop()
+        let s = stream.statistics
+        #expect(s.outbound.nackCount == 2 && s.outbound.retransmittedPacketsSent == 2)
+        #expect(s.retransmissionsRefused == 2)
+        #expect(s.outbound.keyFramesEncoded == 2)  // frame 0 and, after the refused NACK, frame 3
+    }
+
+    @Test func bitrateFrameRateAndResolutionChangeWhileRunning() throws {
+        let config = sendTestVideoConfiguration()
+        let sink = MemoryPacketSink()
+        let stream = try VideoSendStream(configuration: config, sink: sink)
+        stream.start()
+        let small = sendTestFrame(0, width: 320, height: 240)
+        for i in 0..<5 { sendTestCapture(stream.capturer, small, timeStampNs: Int64(i) * Self.frameNs) }
+        // Let the worker take the first frames (polling counters: they are atomics).
+        for _ in 0..<500 {
+            let s = stream.statistics
+            if s.outbound.framesEncoded + s.capture.droppedRingFull == 5 { break }
+            usleep(10_000)
+        }
+        stream.setTargetBitrate(300_000)
+        stream.setFrameRate(15)
+        stream.setResolution(width: 160, height: 120)
+        #expect(stream.capturer.targetDimensions == VideoDimensions(width: 160, height: 120))
+        for i in 5..<10 { sendTestCapture(stream.capturer, small, timeStampNs: Int64(i) * Self.frameNs) }
+        stream.stop()
+        let s = stream.statistics
+        #expect(s.outbound.targetBitrate == 300_000)
+        #expect(s.outbound.frameWidth == 160 && s.outbound.frameHeight == 120)
+        let rx = try sendTestReceive(sink.takePackets(), codec: .vp8, key: nil)
+        #expect(rx.frames.last.map { ($0.width, $0.height) } ?? (0, 0) == (160, 120))
+        #expect(rx.frames.first.map { ($0.width, $0.height) } ?? (0, 0) == (320, 240))
+        #expect(UInt64(rx.frames.count) == s.outbound.framesEncoded)
+        #expect(s.capture.captured == 10 && UInt64(rx.frames.count) + s.capture.droppedRingFull == 10)
+    }
+
+    @Test func rotatesBGRAUprightInOnePass() throws {
+        // A landscape 320x240 picture stored as a 240x320 portrait buffer turned a quarter
+        // counter-clockwise; captured with rotation 90 it must come out upright (bar code readable)
+        // and match libyuv's own rotation of the buffer.
+        let lw = 320, lh = 240, w = 240, h = 320
+        var landscape = [UInt32](repeating: 0, count: lw * lh)
+        var portrait = [UInt32](repeating: 0, count: w * h)
+        let conv = ColorConverter()
+        let sink = MemoryPacketSink()
+        let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(), sink: sink)
+        stream.startWithoutWorker()
+        var refs: [Int: VideoFrame] = [:]
+        for i in 0..<5 {
+            landscape.withUnsafeMutableBytes { SyntheticVideo.renderBGRA(frameIndex: i, width: lw, height: lh, into: $0.baseAddress!, stride: lw * 4) }
+            for r in 0..<h { for c in 0..<w { portrait[r * w + c] = landscape[c * lw + (lw - 1 - r)] } }
+            try portrait.withUnsafeBytes { raw in
+                let view = try PixelBufferView.packed(format: .bgra, width: w, height: h, data: raw, stride: w * 4)
+                stream.capturer.capture(view, timeStampNs: Int64(i) * Self.frameNs, rotation: .rotation90)
+                let ref = VideoFrame(width: lw, height: lh)
+                try conv.convert(view, into: ref, rotation: .rotation90)
+                refs[i] = ref
+            }
+            stream.pump()
+        }
+        stream.stop()
+        let rx = try sendTestReceive(sink.takePackets(), codec: .vp8, key: nil) { n, _, _, _ in refs[n] }
+        #expect(rx.frames.map(\.barcode) == (0..<5).map { Optional($0) })
+        for f in rx.frames {
+            #expect(f.width == 320 && f.height == 240)
+            #expect((f.psnr ?? 0) > 30, "PSNR \(f.psnr ?? 0)")
+        }
+    }
+
+    @Test func scalesToTheTargetSize() throws {
+        // 640x480 I420 in, 320x240 stream: scaled during capture (box filter).
+        let sink = MemoryPacketSink()
+        let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(), sink: sink)
+        stream.startWithoutWorker()
+        for i in 0..<3 {
+            sendTestCapture(stream.capturer, sendTestFrame(i, width: 640, height: 480), timeStampNs: Int64(i) * Self.frameNs)
+            stream.pump()
+        }
+        stream.stop()
+        let rx = try sendTestReceive(sink.takePackets(), codec: .vp8, key: nil)
+        #expect(rx.frames.map(\.barcode) == [0, 1, 2])
+        #expect(rx.frames.allSatisfy { $0.width == 320 && $0.height == 240 })
+    }
+
+    @Test func everyPixelFormatIsEncoded() throws {
+        let w = 64, h = 48
+        let sink = MemoryPacketSink()
+        let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(width: w, height: h), sink: sink)
+        stream.startWithoutWorker()
+        var storage = [UInt8](repeating: 128, count: w * h * 4)
+        for (i, format) in PixelFormat.allCases.enumerated() {
+            try storage.withUnsafeBytes { raw in
+                let view = try PixelBufferView.contiguous(raw, format: format, width: w, height: h)
+                stream.capturer.capture(view, timeStampNs: Int64(i) * Self.frameNs)
+            }
+            stream.pump()
+        }
+        stream.stop()
+        let s = stream.statistics
+        #expect(s.capture.captured == UInt64(PixelFormat.allCases.count))
+        #expect(s.outbound.framesEncoded == UInt64(PixelFormat.allCases.count))
+    }
+
+    @Test func framesAfterStopCountAsInactive() throws {
+        let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(), sink: MemoryPacketSink())
+        let f = sendTestFrame(0, width: 320, height: 240)
+        sendTestCapture(stream.capturer, f, timeStampNs: 0)
+        stream.start()
+        sendTestCapture(stream.capturer, f, timeStampNs: Self.frameNs)
+        stream.stop()
+        sendTestCapture(stream.capturer, f, timeStampNs: 2 * Self.frameNs)
+        let s = stream.statistics
+        #expect(s.capture.droppedInactive == 2 && s.capture.captured == 1 && s.outbound.framesEncoded == 1)
+    }
+}
