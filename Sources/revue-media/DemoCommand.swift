@@ -168,8 +168,8 @@ enum DemoCommand: Command {
 
         let stats = JSON.object([
             ("seconds", JSON.rounded(elapsed, 3)), ("interrupted", .bool(interrupted)),
-            ("path", .object([("sender", .string("MediaSender (revue-media)")), ("relay", .string(relay.listenAddress.description)),
-                              ("receiver", .string(receiverAddress.description)), ("srtp", .string(key.suite.sdpName)),
+            ("path", .object([("sender", .string(sender.usePipelines ? "BufferCapturer + VideoSendStream, AudioBufferCapturer + AudioSendStream" : "revue-media MediaSender")), ("receiver", .string("revue-media MediaReceiver (low-level: depacketizer + decoder, no jitter buffer or NACK)")), ("relay", .string(relay.listenAddress.description)),
+                              ("receiverAddress", .string(receiverAddress.description)), ("srtp", .string(key.suite.sdpName)),
                               ("loss", .double(impairment.loss)), ("delayMs", .double(impairment.delayMilliseconds)),
                               ("jitterMs", .double(impairment.jitterMilliseconds)), ("seed", .int(Int(seed)))])),
             ("video", .object([
