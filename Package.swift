@@ -48,3 +48,5 @@ for name in fuzzTargets {
     package.products.append(.executable(name: name, targets: [name]))
     package.targets.append(.executableTarget(name: name, dependencies: ["FuzzEntries"], path: "Fuzz/\(name)"))
 }
+// Writes the seed corpora from our own writers and packetizers (scripts/make-fuzz-corpus).
+package.targets.append(.executableTarget(name: "fuzz-seeds", dependencies: ["FuzzEntries", "MediaCore"], path: "Fuzz/fuzz-seeds"))

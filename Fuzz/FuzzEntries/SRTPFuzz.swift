@@ -1,9 +1,9 @@
 import MediaCore
 
 extension FuzzEntries {
-    /// A fixed key per suite: the fuzzer cannot forge tags, so the unprotect paths past
+    /// A fixed key per suite (public so the seed writer can protect seeds with it): the fuzzer cannot forge tags, so the unprotect paths past
     /// authentication are reached by protecting the input first (modes 2 and 3).
-    private static let srtpKeys: [SRTPKeyMaterial] = SRTPSuite.allCases.map { suite in
+    public static let srtpKeys: [SRTPKeyMaterial] = SRTPSuite.allCases.map { suite in
         try! SRTPKeyMaterial(suite: suite, keyAndSalt: (0..<suite.keyAndSaltLength).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
     }
 
