@@ -41,6 +41,7 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) { self.room.append("message(\(n(participant.identity)),\(message))") }
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) { self.room.append("muteRequest(\(n(participant.identity)),\(isMuted))") }
     func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) { self.room.append("mode(\(n(participant.identity)),\(mode))") }
+    func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) { self.room.append("speakers(\(speakers.map { n($0.identity) }.joined(separator: ",")))") }
 
     func participant(_ participant: RemoteParticipant, didDisconnectWithReason reason: DisconnectReason) { self.participant.append("disconnected(\(n(participant.identity)),\(reason))") }
     func participant(_ participant: Participant, didUpdateName name: String?) { self.participant.append("name(\(n(participant.identity)),\(name ?? "nil"))") }

@@ -4,6 +4,7 @@
 // (`TrackFanOut`); speaking events from the engine's speaking detector. docs/session.md "Media".
 import Dispatch
 import Foundation
+import Synchronization
 internal import MediaCore
 
 /// One call leg's media state (main actor).
@@ -19,6 +20,19 @@ final class MediaLeg {
     var destination: MediaCore.SocketAddress?
     /// Which of our tracks the participant subscribed to.
     var wants: Set<TrackKind> = []
+    /// The engine's receive pipeline on `socket` (once the participant's key arrived), and where
+    /// its decoded video and audio go: the renderer and PCM sink the App attached.
+    var pipeline: ReceivePipeline?
+    let videoOut = RendererSwitch()
+    let audioOut = AudioSinkSwitch()
+    var playout: AudioPlayoutClock?
+
+    func stopReceiving() {
+        playout?.stop()
+        playout = nil
+        pipeline?.stop()
+        pipeline = nil
+    }
 
     init(bindHost: String) throws {
         let host = (try? MediaCore.SocketAddress(parsing: bindHost, defaultPort: 0)) ?? .anyIPv4(port: 0)
@@ -27,12 +41,45 @@ final class MediaLeg {
         sendKey = .random(for: .aeadAES128GCM)
     }
 
-    deinit { socket.close() }
+    deinit {
+        playout?.stop()
+        pipeline?.stop()
+        socket.close()
+    }
+}
+
+/// Forwards decoded video to the renderer the App attached to a remote video track (or nowhere).
+/// Thread rule: `render` on the receive engine's thread; `target` set from the main actor.
+final class RendererSwitch: VideoRenderer, @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    nonisolated(unsafe) private var _target: (any VideoRenderer)?
+    var target: (any VideoRenderer)? {
+        get { lock.withLock { _ in _target } }
+        set { lock.withLock { _ in _target = newValue } }
+    }
+    func render(_ frame: DecodedVideoFrame) {
+        lock.withLock { _ in _target?.render(frame) }
+    }
+}
+
+/// Forwards decoded PCM to the sink the App attached to a remote audio track (or nowhere).
+final class AudioSinkSwitch: AudioSink, @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    nonisolated(unsafe) private var _target: (any AudioSink)?
+    var target: (any AudioSink)? {
+        get { lock.withLock { _ in _target } }
+        set { lock.withLock { _ in _target = newValue } }
+    }
+    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+        lock.withLock { _ in _target?.play(samples, sampleRate: sampleRate, channels: channels) }
+    }
 }
 
 /// One local track's engine stream.
 final class LocalMedia {
     let fanOut = TrackFanOut()
+    /// The participants the track goes to now.
+    var targetIds: Set<String> = []
     var video: VideoSendStream?
     var audio: AudioSendStream?
 
@@ -49,6 +96,22 @@ extension Room {
               let suite = s.suite.flatMap(SRTPSuite.init(sdpName:)), let material = try? SRTPKeyMaterial(suite: suite, inline: key),
               let core, let f = core.friends[id] else { return }
         leg.remoteKey = material
+        if leg.pipeline == nil {
+            var c = ReceivePipelineConfiguration(remoteKey: material, localKey: leg.sendKey)
+            c.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
+            c.audio = AudioReceiveSettings(payloadType: 111)
+            if let pipeline = try? ReceivePipeline(socket: leg.socket, configuration: c, renderer: leg.videoOut) {
+                leg.pipeline = pipeline
+                pipeline.start()
+                if let stream = pipeline.audio {
+                    let clock = AudioPlayoutClock(stream: stream, sink: leg.audioOut)
+                    leg.playout = clock
+                    clock.start()
+                }
+            }
+        }
+        if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
+        keyframeSoon(for: id)
         // Media goes to the IP of the friend connection's best direct path (relayed paths carry no media).
         guard case .direct(let a)? = f.bestRoute(now: monotonicNow(), timeout: core.timeouts.connectionTimeout) else { return }
         leg.destination = MediaCore.SocketAddress(ipv4: UInt8(a.ip >> 24), UInt8(a.ip >> 16 & 255), UInt8(a.ip >> 8 & 255), UInt8(a.ip & 255),
@@ -67,7 +130,7 @@ extension Room {
     }
 
     func participantDisconnectedMedia(_ p: RemoteParticipant) {
-        legs[p.identity] = nil
+        legs.removeValue(forKey: p.identity)?.stopReceiving()
         updateTargets()
     }
 
@@ -112,7 +175,16 @@ extension Room {
         if pub.kind == .audio, pub.isMuted, localParticipant.isSpeaking { localSpeaking(false, levelDbov: -127) }
     }
 
-    func remoteSubscriptionChanged(_ pub: RemoteTrackPublication) {}
+    func remoteSubscriptionChanged(_ pub: RemoteTrackPublication) { updateSinks(pub) }
+
+    /// Connects the App's renderer / PCM sink of a remote publication while it is subscribed.
+    func updateSinks(_ pub: RemoteTrackPublication) {
+        guard let p = pub.participant, let leg = legs[p.identity] else { return }
+        switch pub.kind {
+        case .video: leg.videoOut.target = pub.isSubscribed ? pub.renderer : nil
+        case .audio: leg.audioOut.target = pub.isSubscribed ? pub.audioSink : nil
+        }
+    }
 
     func remoteMuteChanged(_ p: RemoteParticipant, _ pub: TrackPublication) {}
 
@@ -120,13 +192,25 @@ extension Room {
         guard let leg = legs[p.identity], let kind = TrackKind(rawValue: sid) else { return }
         if wants { leg.wants.insert(kind) } else { leg.wants.remove(kind) }
         updateTargets()
+        if wants, kind == .video { keyframeSoon(for: p.identity) }
+    }
+
+    /// Asks for keyframes a little later too: the first one can overtake the receiver's pipeline
+    /// start (the receive pipeline's PLIs do not reach our encoder; see updateTargets).
+    func keyframeSoon(for id: String) {
+        for delay in [0.3, 1.0] {
+            DispatchQueue.main.asyncAfter(deadline: .now() + delay) { [weak self] in
+                MainActor.assumeIsolated {
+                    guard let self, self.legs[id] != nil else { return }
+                    self.localMedia[.video]?.video?.requestKeyframe()
+                }
+            }
+        }
     }
 
     func remoteModeChanged(_ p: RemoteParticipant) {
-        if !p.mode.receives, let leg = legs[p.identity] {
-            leg.wants = []
-            updateTargets()
-        }
+        if !p.mode.receives, let leg = legs[p.identity] { leg.wants = [] }
+        updateTargets()
     }
 
     /// Points every local track's fan-out at the legs that want it.
@@ -141,6 +225,12 @@ extension Room {
                 targets.append(.init(participant: id, context: context, socket: leg.socket, destination: destination))
             }
             media.fanOut.setTargets(targets)
+            // A new receiver needs a keyframe to start decoding. (The receive pipeline sends PLI
+            // on its own, but it does not hand RTCP feedback it receives to our send streams yet,
+            // so the session asks the encoder itself.)
+            let ids = Set(targets.map(\.participant))
+            if !ids.subtracting(media.targetIds).isEmpty { media.video?.requestKeyframe() }
+            media.targetIds = ids
         }
     }
 
@@ -187,15 +277,37 @@ extension Room {
             post(local, room: { $1.room($0, participant: local, trackPublication: pub, didUpdateStatistics: stats) },
                  participant: { $0.participant(local, trackPublication: pub, didUpdateStatistics: stats) })
         }
+        for (id, leg) in legs {
+            guard let p = remoteParticipants[id], let inbound = leg.pipeline?.inboundStats else { continue }
+            for pub in p.remoteTrackPublications where pub.isSubscribed {
+                guard let s = inbound.first(where: { $0.kind == pub.kind.rawValue }) else { continue }
+                var stats = TrackStatistics()
+                stats.packetsReceived = s.packetsReceived
+                stats.bytesReceived = s.bytesReceived
+                stats.packetsLost = s.packetsLost
+                stats.jitter = s.jitter
+                stats.framesDecoded = s.framesDecoded
+                stats.roundTripTime = p.paths.paths.first?.roundTripTime
+                post(p, room: { $1.room($0, participant: p, trackPublication: pub, didUpdateStatistics: stats) },
+                     participant: { $0.participant(p, trackPublication: pub, didUpdateStatistics: stats) })
+            }
+        }
     }
 
-    /// Fraction of media packets lost from a participant recently (0 until the receive side lands).
-    func mediaLoss(_ p: RemoteParticipant) -> Double { 0 }
+    /// Fraction of media packets lost from a participant so far (RFC 3550 A.3 cumulative counts).
+    func mediaLoss(_ p: RemoteParticipant) -> Double {
+        guard let stats = legs[p.identity]?.pipeline?.inboundStats, !stats.isEmpty else { return 0 }
+        let lost = stats.reduce(Int64(0)) { $0 + max(0, $1.packetsLost) }
+        let received = stats.reduce(UInt64(0)) { $0 + $1.packetsReceived }
+        let expected = Double(received) + Double(lost)
+        return expected > 0 ? Double(lost) / expected : 0
+    }
 
     /// Ends every leg and stream (the call ended or the session goes away).
     func stopAllMedia() {
         for media in localMedia.values { media.stop() }
         localMedia = [:]
+        for leg in legs.values { leg.stopReceiving() }
         legs = [:]
     }
 

@@ -100,13 +100,14 @@ public final class Room {
         localParticipant.mode = mode
         if !joined { options.mode = mode }
         if joined {
+            // The mode first, so participants know what we receive before our subscriptions change.
+            var s = CallSignal(op: CallSignal.Op.mode)
+            s.mode = mode.rawValue
+            for id in remoteParticipants.keys { send(s, to: id) }
             applyPublishing()
             if mode.receives != old.receives {
                 for p in remoteParticipants.values { for pub in p.remoteTrackPublications { updateSubscription(pub) } }
             }
-            var s = CallSignal(op: CallSignal.Op.mode)
-            s.mode = mode.rawValue
-            for id in remoteParticipants.keys { send(s, to: id) }
         }
         let local = localParticipant
         post(local, room: { $1.room($0, participant: local, didUpdateMode: mode) },

@@ -56,6 +56,16 @@ public final class RemoteTrackPublication: TrackPublication {
     public internal(set) var isSubscribed = false
     /// Whether you want it (`setSubscribed`); auto-subscription honours it.
     var wanted = true
+    /// The App's renderer of this (video) track: decoded frames arrive on the engine's receive
+    /// thread while the track is subscribed. Set from the main actor.
+    public var renderer: (any VideoRenderer)? {
+        didSet { (participant?.room)?.updateSinks(self) }
+    }
+    /// The App's PCM sink of this (audio) track: 10 ms of 48 kHz PCM at a time on the playout
+    /// thread while subscribed. Revue opens no audio device: play it where you want.
+    public var audioSink: (any AudioSink)? {
+        didSet { (participant?.room)?.updateSinks(self) }
+    }
 
     /// Subscribes or unsubscribes: you receive `didSubscribeTrack`/`didUnsubscribeTrack` and the
     /// publisher stops or resumes sending it to you.
