@@ -25,7 +25,7 @@ extension FriendsExamplesBehaviour {
             c.rendezvousNodes = ["127.0.0.1:\(node.port)"]
             c.timeouts.rendezvousInterval = 0.2
             c.timeouts.handshakeRetryInterval = 0.2
-            c.timeouts.invitationTimeout = 1.5
+            c.timeouts.invitationTimeout = 3
             return c
         }
         try Revue.shared.initialize(config("me"))

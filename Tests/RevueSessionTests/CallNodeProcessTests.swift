@@ -30,7 +30,7 @@ struct CallNodeProcessTests {
         let ready = try #require(await rendezvous.wait(event("ready")))
         let node = "127.0.0.1:\(ready["port"] as! Int)"
         let nodes = try ["a", "b", "c"].map {
-            try NodeProcess(["--data", dir + "/" + $0, "--host", "127.0.0.1", "--name", $0, "--rendezvous", node, "--invitation-timeout", "2"])
+            try NodeProcess(["--data", dir + "/" + $0, "--host", "127.0.0.1", "--name", $0, "--rendezvous", node, "--invitation-timeout", "5"])
         }
         defer { for n in nodes { n.kill() } }
         var ids: [String] = []

@@ -47,7 +47,7 @@ final class SpeakingRecorder: ParticipantDelegate {
 /// Real media through a call: the engine's send streams, SRTP keys per leg agreed in the encrypted
 /// channel, speaking events from the engine's detector, mute stopping media.
 @MainActor
-@Suite(.serialized) struct MediaCallTests {
+@Suite(.serialized) struct CallMediaSendTests {
     @Test func sendStreamsCarrySRTPWithChannelKeysSpeakingFollowsTalkerMuteStopsMedia() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }

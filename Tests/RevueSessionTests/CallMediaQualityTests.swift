@@ -44,7 +44,7 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
 }
 
 @MainActor
-@Suite(.serialized) struct MediaQualityTests {
+@Suite(.serialized) struct CallMediaQualityTests {
     /// Feeds one participant's capturers in real time: a tone and the synthetic video at 15 fps.
     static func feed(_ pubs: [LocalTrackPublication], tone: Double, seconds: Double, startFrame: Int) -> Task<Void, Never> {
         let audio = pubs.first { $0.kind == .audio }?.audioCapturer

@@ -23,7 +23,7 @@ func residentKilobytes() -> Int {
 }
 
 @MainActor
-@Suite(.serialized) struct CallCycleLeakTests {
+@Suite(.serialized) struct CallMediaCycleTests {
     /// 20 calls with media (send streams with their worker threads, media sockets, SRTP contexts),
     /// each hung up: threads and RSS come back to where they were after the first calls.
     @Test func twentyCallCyclesLeakNoThreadsAndNoMemory() async throws {
