@@ -121,8 +121,14 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
             snrs.sort()
             #expect(!snrs.isEmpty && snrs[snrs.count / 2] >= 20, "side \(i): tone SNR \(snrs)")
         }
-        // Statistics arrive with W3C names.
-        await a.wait("stats") { a.room.legs[b.id]?.pipeline?.inboundStats.contains { $0.kind == "video" && $0.framesDecoded > 100 } == true }
+        // Statistics arrive on the room with W3C names, inbound for b's tracks, outbound for a's.
+        await a.wait("inbound stats") { (a.recorder.statistics["b/video"]?.framesDecoded ?? 0) > 100 }
+        await a.wait("outbound stats") { (a.recorder.statistics["a/video"]?.framesEncoded ?? 0) > 100 }
+        #expect((a.recorder.statistics["b/audio"]?.packetsReceived ?? 0) > 400)
+        #expect(a.recorder.statistics["b/audio"]?.packetsLost == 0)
+        #expect((a.recorder.statistics["a/audio"]?.packetsSent ?? 0) > 400)
+        // Loopback, no loss, sub-millisecond RTT: excellent.
+        await a.waitRoom("quality(b,excellent)")
 
         // b to signallingOnly: b neither sends nor receives; a still does its part, nothing flows.
         try await b.room.changeMode(.signallingOnly)

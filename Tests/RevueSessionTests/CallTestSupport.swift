@@ -41,6 +41,12 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) { self.room.append("message(\(n(participant.identity)),\(message))") }
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) { self.room.append("muteRequest(\(n(participant.identity)),\(isMuted))") }
     func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) { self.room.append("mode(\(n(participant.identity)),\(mode))") }
+    func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) { self.room.append("quality(\(n(participant.identity)),\(quality))") }
+    /// Last statistics per "participant/sid".
+    var statistics: [String: TrackStatistics] = [:]
+    func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics) {
+        self.statistics["\(n(participant.identity))/\(trackPublication.sid)"] = statistics
+    }
     func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) { self.room.append("speakers(\(speakers.map { n($0.identity) }.joined(separator: ",")))") }
 
     func participant(_ participant: RemoteParticipant, didDisconnectWithReason reason: DisconnectReason) { self.participant.append("disconnected(\(n(participant.identity)),\(reason))") }

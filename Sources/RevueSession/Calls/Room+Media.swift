@@ -287,7 +287,7 @@ extension Room {
                 stats.packetsLost = s.packetsLost
                 stats.jitter = s.jitter
                 stats.framesDecoded = s.framesDecoded
-                stats.roundTripTime = p.paths.paths.first?.roundTripTime
+                stats.roundTripTime = core?.friends[id]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?.roundTripTime
                 post(p, room: { $1.room($0, participant: p, trackPublication: pub, didUpdateStatistics: stats) },
                      participant: { $0.participant(p, trackPublication: pub, didUpdateStatistics: stats) })
             }

@@ -153,7 +153,9 @@ extension Room {
                 hangUp(p, reason: .connectionLost, notify: false)
                 continue
             }
-            let quality = ConnectionQuality.from(loss: mediaLoss(p), roundTripTime: p.paths.paths.first?.roundTripTime)
+            // The live RTT (a new RTT alone does not change the paths value the participant holds).
+            let rtt = core?.friends[p.identity]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?.roundTripTime
+            let quality = ConnectionQuality.from(loss: mediaLoss(p), roundTripTime: rtt)
             if quality != p.connectionQuality {
                 p.connectionQuality = quality
                 post(p, room: { $1.room($0, participant: p, didUpdateConnectionQuality: quality) },
