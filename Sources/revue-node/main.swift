@@ -167,6 +167,9 @@ final class EventPrinter: RevueDelegate {
 /// Turns RoomDelegate calls into JSON lines named after the methods, with `"layer":"room"`.
 @MainActor
 final class RoomPrinter: RoomDelegate {
+    /// Decoded video and audio per participant (by friend ID), for `media-stats`.
+    var renderers: [String: LatestFrameRenderer] = [:]
+    var audioSinks: [String: CountingAudioSink] = [:]
     func out(_ event: String, _ p: Participant?, _ extra: [String: Any] = [:]) {
         var o: [String: Any] = ["event": event, "layer": "room"]
         if let p { o["friendId"] = p.identity; o["isLocal"] = p is LocalParticipant }
@@ -193,6 +196,18 @@ final class RoomPrinter: RoomDelegate {
         out("didUnpublishTrack", localParticipant, ["sid": publication.sid, "kind": publication.kind.rawValue])
     }
     func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {
+        // Count what arrives, so `media-stats` can tell a script that media flows.
+        let key = participant.identity
+        switch publication.kind {
+        case .video:
+            let r = renderers[key] ?? LatestFrameRenderer()
+            renderers[key] = r
+            publication.renderer = r
+        case .audio:
+            let sink = audioSinks[key] ?? CountingAudioSink()
+            audioSinks[key] = sink
+            publication.audioSink = sink
+        }
         out("didSubscribeTrack", participant, ["sid": publication.sid, "kind": publication.kind.rawValue])
     }
     func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {
@@ -210,6 +225,46 @@ final class RoomPrinter: RoomDelegate {
 }
 
 let roomPrinter = RoomPrinter()
+
+
+/// Counts decoded PCM samples and their peak, on the playout thread.
+final class CountingAudioSink: AudioSink, @unchecked Sendable {
+    private let lock = NSLock()
+    private var samples = 0, loud = 0
+    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+        let peak = s.reduce(0) { max($0, abs(Int($1))) }
+        lock.lock(); samples += s.count; if peak > 1000 { loud += s.count }; lock.unlock()
+    }
+    var counts: (samples: Int, loud: Int) { lock.lock(); defer { lock.unlock() }; return (samples, loud) }
+}
+
+/// Feeds a tone and the synthetic test video into the local tracks in real time, off the main actor.
+func feedSynthetic(audio: AudioBufferCapturer?, video: BufferCapturer?, seconds: Double, tone: Double, done: @escaping @Sendable () -> Void) {
+    Thread.detachNewThread {
+        let frame = VideoFrame(width: 320, height: 180)
+        var pcm = [Int16](repeating: 0, count: 960)
+        let start = DispatchTime.now().uptimeNanoseconds
+        for chunk in 0..<Int(seconds * 50) {
+            for i in 0..<960 { pcm[i] = Int16(12_000 * sin(2 * Double.pi * tone * Double(chunk * 960 + i) / 48_000)) }
+            let ts = Int64(chunk) * 20_000_000
+            pcm.withUnsafeBufferPointer { audio?.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
+            if chunk % 3 == 0, let video {
+                SyntheticVideo.render(frameIndex: chunk / 3, into: frame)
+                let v = frame.view
+                if let view = try? PixelBufferView.i420(width: 320, height: 180,
+                        y: UnsafeRawBufferPointer(start: v.y, count: v.strideY * 180), strideY: v.strideY,
+                        u: UnsafeRawBufferPointer(start: v.u, count: v.strideU * 90), strideU: v.strideU,
+                        v: UnsafeRawBufferPointer(start: v.v, count: v.strideV * 90), strideV: v.strideV) {
+                    video.capture(view, timeStampNs: ts)
+                }
+            }
+            let due = start + UInt64(chunk + 1) * 20_000_000
+            let now = DispatchTime.now().uptimeNanoseconds
+            if due > now { usleep(UInt32((due - now) / 1000)) }
+        }
+        done()
+    }
+}
 
 let printer = EventPrinter()
 
@@ -381,6 +436,23 @@ func run(_ line: String) {
                 ok(["mode": mode.rawValue])
             } catch let e { error(errorName(e)) }
         }
+    case "feed":
+        let pubs = revue.room.localParticipant.localTrackPublications
+        let audio = pubs.first { $0.kind == .audio }?.audioCapturer
+        let video = pubs.first { $0.kind == .video }?.videoCapturer
+        guard audio != nil || video != nil else { return error("notPublished") }
+        let requestId = (object["id"] as? Int).map(String.init) ?? (object["id"] as? String)
+        feedSynthetic(audio: audio, video: video, seconds: (object["seconds"] as? Double) ?? 5, tone: (object["tone"] as? Double) ?? 440) {
+            var done: [String: Any] = ["event": "ok", "cmd": "feed"]
+            if let requestId { done["id"] = requestId }
+            emit(done)
+        }
+    case "media-stats":
+        let list: [[String: Any]] = revue.room.remoteParticipants.keys.sorted().map { id in
+            let audio = roomPrinter.audioSinks[id]?.counts ?? (samples: 0, loud: 0)
+            return ["friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples, "loudSamples": audio.loud]
+        }
+        ok(["participants": list])
     case "room":
         let room = revue.room
         func tracks(_ p: Participant) -> [[String: Any]] {

@@ -5,7 +5,7 @@ import Testing
 /// Calls scripted from the shell: three revue-node peers and a rendezvous node on loopback run the
 /// invitation matrix and a three-way mesh, each side's event sequence asserted.
 @Suite(.serialized, .enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
-struct CallNodeProcessTests {
+struct CallMediaNodeProcessTests {
     /// Invitation and room events of one node as short strings, in order.
     static func callEvents(_ node: NodeProcess, names: [String: String]) -> [String] {
         node.events.compactMap { e -> String? in
@@ -87,6 +87,17 @@ struct CallNodeProcessTests {
         #expect(await c.wait(timeout: 20) { $0["event"] as? String == "ok" && $0["id"] as? String == "m" } != nil)
         for n in [a, b] {
             #expect(await n.wait(timeout: 20) { $0["event"] as? String == "didReceiveMessage" && $0["layer"] as? String == "room" && $0["message"] as? String == "hello from c" } != nil)
+        }
+        // Media from the shell: a feeds 2 s of tone and test video; b and c decode both.
+        a.send(["cmd": "feed", "seconds": 2, "tone": 440, "id": "f"])
+        #expect(await a.wait(timeout: 30) { $0["event"] as? String == "ok" && $0["cmd"] as? String == "feed" } != nil)
+        try? await Task.sleep(for: .milliseconds(500))
+        for (n, tag) in [(b, "sb"), (c, "sc")] {
+            n.send(["cmd": "media-stats", "id": tag])
+            let stats = try #require(await n.wait(timeout: 20) { $0["event"] as? String == "ok" && $0["id"] as? String == tag })
+            let fromA = (stats["participants"] as? [[String: Any]])?.first { $0["friendId"] as? String == ids[0] }
+            #expect((fromA?["videoFrames"] as? Int ?? 0) > 5, "\(tag): \(stats)")
+            #expect((fromA?["loudSamples"] as? Int ?? 0) > 48_000, "\(tag): \(stats)")
         }
         // b leaves; a and c see it and stay together.
         b.send(["cmd": "hangup"])
