@@ -133,3 +133,55 @@ final class SpeakingRecorder: ParticipantDelegate {
         #expect(a.room.localMedia.isEmpty && a.room.legs.isEmpty && b.room.legs.isEmpty)
     }
 }
+
+extension CallMediaSendTests {
+    /// Feeds 20 ms buffers in real time: speech in `talking` (chunk indices), faint hiss elsewhere.
+    nonisolated static func feedSpeech(_ audio: AudioBufferCapturer, chunks: Int, talking: Range<Int>, seed: UInt64) -> Task<Void, Never> {
+        Task.detached {
+            let speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, amplitude: 0.5, seed: seed)
+            let hiss = SyntheticAudio(pattern: .whiteNoise, sampleRate: 48_000, amplitude: 0.0005, seed: seed)
+            var pcm = [Int16](repeating: 0, count: 960)
+            let start = DispatchTime.now().uptimeNanoseconds
+            for chunk in 0..<chunks {
+                for i in 0..<960 {
+                    let f = chunk * 960 + i
+                    pcm[i] = Int16(32767 * (talking.contains(chunk) ? speech.sample(atFrame: f) : hiss.sample(atFrame: f)))
+                }
+                pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(chunk) * 20_000_000) }
+                let due = start + UInt64(chunk + 1) * 20_000_000
+                let now = DispatchTime.now().uptimeNanoseconds
+                if due > now { usleep(UInt32((due - now) / 1000)) }
+            }
+        }
+    }
+
+    @Test func speakingEventsFollowWhoTalks() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
+        defer { a.peer.remove(); b.peer.remove() }
+        try await makeFriends([a, b])
+        for p in [a, b] { p.room.options.cameraEnabled = false }
+        try a.friends.sendInvitation(friendId: b.id, message: "talk")
+        await b.wait("invited") { b.room.invitations[a.id] != nil }
+        try b.friends.acceptInvitation(friendId: a.id)
+        for (me, other) in [(a, b), (b, a)] {
+            await me.wait("audio published") { me.room.localParticipant.localTrackPublications.first?.audioCapturer != nil }
+            await me.wait("other subscribed") { other.room.legs[me.id]?.wants.contains(.audio) == true }
+        }
+        let audioA = a.room.localParticipant.localTrackPublications.first!.audioCapturer!
+        let audioB = b.room.localParticipant.localTrackPublications.first!.audioCapturer!
+        // 1 s quiet, a talks 2 s, 1.5 s quiet, b talks 2 s, 1.5 s quiet (chunks of 20 ms).
+        let fa = Self.feedSpeech(audioA, chunks: 400, talking: 50..<150, seed: 1)
+        let fb = Self.feedSpeech(audioB, chunks: 400, talking: 225..<325, seed: 2)
+        await fa.value
+        await fb.value
+        await a.wait("quiet at the end") { a.room.activeSpeakers.isEmpty && b.room.activeSpeakers.isEmpty }
+        for p in [a, b] {
+            // Every list the room reported, collapsed: a alone, then nobody, then b alone, then nobody.
+            var lists = p.recorder.room.filter { $0.hasPrefix("speakers(") }
+            lists = lists.enumerated().filter { $0.offset == 0 || lists[$0.offset - 1] != $0.element }.map(\.element)
+            #expect(lists == ["speakers(a)", "speakers()", "speakers(b)", "speakers()"], "\(p.name): \(lists)")
+        }
+    }
+}
