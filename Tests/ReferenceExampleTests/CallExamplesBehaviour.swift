@@ -106,6 +106,33 @@ extension FriendsExamplesBehaviour {
         try await other.room.localParticipant.sendMessage(#"{"text":"hi from the call"}"#)
         #expect(await eventually { texts == ["hi from the call"] })
         let otherAudio = other.room.localParticipant.localTrackPublications.first { $0.kind == .audio }!
+        // Speaking: the friend talks (the engine's speaking detector on their side); the tile
+        // observer sees true then false, the speakers handler the list with them, then empty.
+        var speaking: [Bool] = []
+        tile.onSpeaking = { speaking.append($0) }
+        var speakerLists: [[String]] = []
+        speakers.onSpeakersChanged = { speakerLists.append($0.map(\.identity)) }
+        let capturer = otherAudio.audioCapturer!
+        let talk = Task.detached {
+            let speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, amplitude: 0.5)
+            let hiss = SyntheticAudio(pattern: .whiteNoise, sampleRate: 48_000, amplitude: 0.0005)
+            var pcm = [Int16](repeating: 0, count: 960)
+            let start = DispatchTime.now().uptimeNanoseconds
+            for chunk in 0..<200 {
+                for i in 0..<960 {
+                    let f = chunk * 960 + i
+                    pcm[i] = Int16(32767 * ((50..<125).contains(chunk) ? speech.sample(atFrame: f) : hiss.sample(atFrame: f)))
+                }
+                pcm.withUnsafeBufferPointer { capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(chunk) * 20_000_000) }
+                let due = start + UInt64(chunk + 1) * 20_000_000
+                let now = DispatchTime.now().uptimeNanoseconds
+                if due > now { usleep(UInt32((due - now) / 1000)) }
+            }
+        }
+        await talk.value
+        #expect(await eventually { speaking.count >= 2 && Room.shared.activeSpeakers.isEmpty })
+        #expect(speaking.prefix(2) == [true, false])
+        #expect(speakerLists.first == [friend] && speakerLists.last == [])
         otherAudio.mute()
         #expect(await eventually { mutes == [true] })
 
