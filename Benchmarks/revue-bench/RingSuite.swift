@@ -83,8 +83,8 @@ enum RingSuite {
         for producers in [1, 2] {
             try compare(reporter, options, suite: "ring", case: "MPSC \(producers)P cap \(capacity)", metric: "items/s", unit: "1/s",
                         higherIsBetter: true, anchorName: "Mutex deque") {
-                let ring = MPSCRing<Int>(capacity: capacity)
-                return transfer(items: items, producers: producers, push: { ring.tryPush($0) }, pop: { ring.tryPop() })
+                let ring = HandOffRingProbe(capacity: capacity)  // MPSCRing<Int> specialised inside MediaCore
+                return transfer(items: items, producers: producers, push: { ring.mpscPush($0) }, pop: { ring.mpscPop() })
             } anchor: {
                 let deque = MutexDeque(capacity: capacity)
                 return transfer(items: items, producers: producers, push: { deque.tryPush($0) }, pop: { deque.tryPop() })
@@ -92,8 +92,8 @@ enum RingSuite {
         }
         try compare(reporter, options, suite: "ring", case: "SPSC 1P cap \(capacity)", metric: "items/s", unit: "1/s",
                     higherIsBetter: true, anchorName: "Mutex deque") {
-            let ring = SPSCRing<Int>(capacity: capacity)
-            return transfer(items: items, producers: 1, push: { ring.tryPush($0) }, pop: { ring.tryPop() })
+            let ring = HandOffRingProbe(capacity: capacity)
+            return transfer(items: items, producers: 1, push: { ring.spscPush($0) }, pop: { ring.spscPop() })
         } anchor: {
             let deque = MutexDeque(capacity: capacity)
             return transfer(items: items, producers: 1, push: { deque.tryPush($0) }, pop: { deque.tryPop() })

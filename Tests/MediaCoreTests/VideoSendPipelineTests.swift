@@ -309,6 +309,43 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         #expect(s.outbound.framesEncoded == UInt64(PixelFormat.allCases.count))
     }
 
+    @Test func vp8TemporalLayersCarryTIDAndTL0PICIDX() throws {
+        var config = sendTestVideoConfiguration()
+        config.encoder.temporalLayers = 3
+        let (_, packets) = try Self.sendFrames(config, count: 9)
+        // First packet of each frame: RFC 7741 §4.2 TID follows the 0,2,1,2 pattern; TL0PICIDX
+        // counts base-layer frames; PictureIDs are consecutive.
+        var firsts: [VP8PayloadDescriptor] = []
+        for bytes in packets {
+            try bytes.withUnsafeBytes { raw in
+                let p = try RTPPacket(parsing: raw)
+                let (d, _) = try VP8PayloadDescriptor.parse(p.payload)
+                if d.startsFrame { firsts.append(d) }
+            }
+        }
+        #expect(firsts.map(\.temporalLayerID) == [0, 2, 1, 2, 0, 2, 1, 2, 0])
+        let tl0 = firsts.compactMap(\.tl0PicIdx)
+        #expect(tl0.count == 9)
+        #expect(zip(tl0, firsts).allSatisfy { _, d in d.pictureID != nil })
+        for k in 1..<9 { #expect(tl0[k] == tl0[k - 1] &+ (firsts[k].temporalLayerID == 0 ? 1 : 0)) }
+        for k in 1..<9 { #expect(firsts[k].pictureID! == (firsts[k - 1].pictureID! + 1) & 0x7FFF) }
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
+        #expect(rx.frames.map(\.barcode) == (0..<9).map { Optional($0) })
+    }
+
+    @Test func rateControlDropsAreCountedNotErrors() throws {
+        // 60 kbit/s for 320x240 moving pictures with a 30 % drop threshold: libvpx skips frames.
+        var config = sendTestVideoConfiguration()
+        config.encoder.bitrate = 60_000
+        config.encoder.frameDropThreshold = 30
+        let (stream, packets) = try Self.sendFrames(config, count: 40)
+        let s = stream.statistics
+        #expect(s.outbound.framesDroppedByEncoder > 0)
+        #expect(s.outbound.framesEncoded + s.outbound.framesDroppedByEncoder == 40)
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
+        #expect(UInt64(rx.frames.count) == s.outbound.framesEncoded && rx.incomplete == 0)
+    }
+
     @Test func framesAfterStopCountAsInactive() throws {
         let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(), sink: MemoryPacketSink())
         let f = sendTestFrame(0, width: 320, height: 240)

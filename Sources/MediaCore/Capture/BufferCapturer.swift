@@ -18,7 +18,10 @@ import Synchronization
 /// Thread rule: `capture` from any thread, several at once; it never blocks, never takes a lock
 /// the pipeline holds, and never allocates once warm (each converter allocates scratch the first
 /// time it rotates or scales; the first frame of a new size schedules a main-actor delegate
-/// notification). Delegates: add and remove on the main actor; they are called there.
+/// notification). One libyuv exception: its general filtered scalers (`.linear`, `.bilinear`,
+/// `.box` at ratios other than 1/2, 1/4, 3/4, and upscaling) malloc a row per plane on every call;
+/// `scaleFilter = .none`, or sizes needing no such scaling, avoid it (`SendPipelineAllocationTests`).
+/// Delegates: add and remove on the main actor; they are called there.
 /// Cost: one libyuv pass (BGRA 720p -> I420 ~0.2 ms) plus a few atomic operations.
 public final class BufferCapturer: @unchecked Sendable {
     /// Whether the capturer's stream accepts frames.

@@ -11,7 +11,8 @@ import Synchronization
 /// Thread rule: everything except `enqueueNacks` runs on the stream's worker thread (the single
 /// owner of the sequencer, buffer and history); `enqueueNacks` is any thread (an MPSC ring).
 /// Cost: per packet one header marshal, one payload copy, one SRTP protect, one history copy,
-/// one sink write; no allocation.
+/// one sink write; no allocation of ours (Debian's NSS-backed libsrtp itself mallocs inside
+/// `srtp_protect`: 5 times per GCM packet, 14 per AES-CM packet, measured by the allocation tests).
 final class RTPSendCore: @unchecked Sendable {
     let ssrc: UInt32
     let mtu: Int

@@ -14,7 +14,8 @@ import Synchronization
 /// counters. RTCP feedback arrives through `RTPSendFeedbackTarget`.
 ///
 /// Thread rule: `capturer.capture` any thread; `start`/`stop` from one controlling thread; the
-/// feedback and control methods and `statistics` from any thread. Cost: the worker allocates
+/// feedback and control methods and `statistics` from any thread. A started stream keeps itself
+/// alive until `stop()`: always stop it. Cost: the worker allocates
 /// nothing per frame once warm (libvpx's encode dominates); `init` allocates the pools, encoder,
 /// history and SRTP session.
 public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
@@ -94,6 +95,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let requestedFrameRate = Atomic<Int>(0)
     private let estimatedBitrate = Atomic<Int>(0)
     private let running = Atomic<Bool>(false)
+    /// Held from `start` to `stop`: a running stream keeps itself alive (its worker refers to it).
+    nonisolated(unsafe) private var keepAlive: Unmanaged<VideoSendStream>?
 
     /// Creates a stopped stream sending to `sink`. Throws `.encoder` or `.srtp` when libvpx or
     /// libsrtp refuse the settings; traps on out-of-range settings (programmer errors).
@@ -123,7 +126,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     }
 
     deinit {
-        // A running worker keeps the stream alive (its body holds it), so a stream freed here is stopped.
+        // A started stream holds itself until `stop()`, so a stream freed here is stopped.
         for _ in 0..<capturer.ring.capacity { if let f = capturer.ring.tryPop() { capturer.recycle(f) } }
     }
 
@@ -132,6 +135,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     /// Starts the worker and opens the capturer. Traps if already running.
     public func start() {
         precondition(!running.exchange(true, ordering: .acquiringAndReleasing), "VideoSendStream started twice")
+        keepAlive = Unmanaged.passRetained(self)
         worker.start()
         capturer.setAccepting(true)
     }
@@ -140,6 +144,11 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     /// already queued, and joins the worker. Blocks until done. Does nothing if not running.
     public func stop() {
         guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        defer {
+            let alive = keepAlive
+            keepAlive = nil
+            alive?.release()
+        }
         capturer.setAccepting(false)
         worker.stop()
         // The worker has joined: this thread now owns the encoder; finish what was queued.
