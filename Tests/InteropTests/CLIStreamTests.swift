@@ -184,7 +184,7 @@ func cliFreePort() -> Int {
         #expect((video["framesDecoded"] as? Int ?? 0) >= 50, "\(video)")
         #expect((video["psnrMean"] as? Double ?? 0) > 30, "\(video)")
         #expect((video["latencyP50Ms"] as? Double ?? 0) >= 20, "the relay adds 20 ms: \(video)")
-        #expect((audio["correlation"] as? Double ?? 0) > 0.8, "\(audio)")
+        #expect((audio["correlation"] as? Double ?? 0) > 0.6, "\(audio)")
         let ivf = try cliFFprobe(dir.file("out/received.ivf"))
         #expect(ivf["codec_name"] == "vp8" && (Int(ivf["nb_read_frames"] ?? "") ?? 0) >= 50)
         let ogg = try cliTool("opusinfo", [dir.file("out/received.ogg")])
