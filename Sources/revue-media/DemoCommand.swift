@@ -129,6 +129,7 @@ enum DemoCommand: Command {
         let interrupted = try sender.run(shouldStop: { Interrupt.requested }, progress: { progress.update(Int($0)) })
         // Let the last packets through the relay's delay.
         usleep(UInt32(min(1_000_000, (impairment.delayMilliseconds + impairment.jitterMilliseconds) * 1000 + 200_000)))
+        if !interrupted { progress.update(Int(seconds.rounded(.up))) }
         progress.finish()
         relay.stop()
         receiver.stop()
