@@ -35,7 +35,7 @@ enum MemorySuite {
                         higherIsBetter: false, anchorName: "vpxdec") {
                 mb(try CLIBench.run(rm, ["decode", "\(dir)/o.ivf", "-o", "\(dir)/o.y4m", "-q"]))
             } anchor: {
-                mb(try CLIBench.run(vpxdec, ["--i420", "-q", "-o", "\(dir)/r.y4m", "\(dir)/o.ivf"]))
+                mb(try CLIBench.run(vpxdec, ["-o", "\(dir)/r.y4m", "\(dir)/o.ivf"]))
             }
         }
     }
