@@ -185,6 +185,28 @@ func cliFreePort() -> Int {
         #expect((try cliFFprobe(dir.file("r.ivf")))["codec_name"] == "vp8")
     }
 
+    /// Ctrl-C ends `receive` normally: the files are finished and renamed into place, exit 0.
+    @Test func interruptFinishesTheReceivedFiles() throws {
+        let dir = CLITempDir(); defer { dir.remove() }
+        let port = cliFreePort()
+        let key = Data(Self.keyBytes.prefix(28)).base64EncodedString()
+        let recv = try CLIProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--key", key, "-o", "r.y4m", "-o", "r.ogg",
+                                                   "--json", "-q"], cwd: dir.path)
+        usleep(400_000)
+        let send = try revueMedia(["send", "--pattern", "moving", "--pattern", "tone", "--size", "160x120", "--seconds", "1.5",
+                                   "--to", "127.0.0.1:\(port)", "--key", key, "-q"])
+        #expect(send.status == 0, "\(send.stderr)")
+        usleep(300_000)
+        recv.signal(SIGINT)
+        let r = recv.wait(timeout: 15)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(dir.contents == ["r.ogg", "r.y4m"])
+        let frames = Int(try cliFFprobe(dir.file("r.y4m"))["nb_read_frames"] ?? "") ?? 0
+        #expect(frames >= 40, "\(frames) frames")
+        let ogg = try cliTool("opusinfo", [dir.file("r.ogg")])
+        #expect(ogg.status == 0, "\(ogg.stdout)")
+    }
+
     @Test func demoWritesReceivedMediaAndStats() throws {
         let dir = CLITempDir(); defer { dir.remove() }
         let r = try revueMedia(["demo", "--seconds", "2", "--out", "out", "--size", "320x180", "-q"], cwd: dir.path, timeout: 60)
