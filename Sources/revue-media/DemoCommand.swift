@@ -81,22 +81,26 @@ enum DemoCommand: Command {
         }
         let videoPath = "\(outDir)/received.ivf", audioPath = "\(outDir)/received.ogg", statsPath = "\(outDir)/stats.json"
 
-        // Receiver on two free loopback ports, relay in front of it, sender to the relay.
+        // Receive pipeline on a loopback port, relay in front of it, send pipelines to the relay.
         let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
-        var tracks = ReceiveTracks()
-        tracks.video = (videoOptions.codec, 96)
-        tracks.audio = (111, 1)
-        var receiver: MediaReceiver?
-        var lastError: Error?
-        for _ in 0..<20 {
-            let port = UInt16.random(in: 20_000...60_000) & ~1
-            do {
-                receiver = try MediaReceiver(listen: .loopbackIPv4(port: port), tracks: tracks, key: key, outputs: [videoPath, audioPath])
-                break
-            } catch { lastError = error }
+        let m = Measurements()
+        let reference = VideoFrame(width: size.width, height: size.height)
+        let receiver = try PipelineReceiver(key: key, codec: videoOptions.codec, width: size.width, height: size.height,
+                                            videoPath: videoPath, audioPath: audioPath) { view, _, decodedNs in
+            guard let index = SyntheticVideo.frameIndex(in: view) else { m.lock.lock(); m.framesUnidentified += 1; m.lock.unlock(); return }
+            var psnr = Double.nan
+            if view.width == reference.width && view.height == reference.height {
+                SyntheticVideo.render(frameIndex: index, into: reference)
+                psnr = Quality.psnr(reference.view, view)
+            }
+            m.lock.lock()
+            if let captured = m.captureNs[index], decodedNs >= captured { m.latenciesMs.append(Double(decodedNs - captured) / 1e6) }
+            if psnr.isFinite { m.psnr.append(psnr) }
+            if index <= m.lastIndex { m.framesOutOfOrder += 1 }
+            m.lastIndex = index
+            m.lock.unlock()
         }
-        guard let receiver else { throw lastError ?? InputError(description: "no free UDP ports on 127.0.0.1") }
-        let receiverAddress = try receiver.sockets[0].localAddress()
+        let receiverAddress = try receiver.socket.localAddress()
         let relay: ImpairmentRelay
         do {
             relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: receiverAddress, impairment: impairment,
@@ -111,27 +115,10 @@ enum DemoCommand: Command {
         wire.separateAudioPort = false  // one 5-tuple through the relay, demultiplexed by payload type
         let sender = try MediaSender(video: camera, audio: microphone, videoOptions: videoOptions, audioOptions: audioOptions, wire: wire)
 
-        // Measure what the receiver decodes.
-        let m = Measurements()
-        let reference = VideoFrame(width: size.width, height: size.height)
         sender.onVideoFrame = { index, ns in m.lock.lock(); m.captureNs[index] = ns; m.lock.unlock() }
-        receiver.setHandlers(video: { view, _, decodedNs in
-            guard let index = SyntheticVideo.frameIndex(in: view) else { m.lock.lock(); m.framesUnidentified += 1; m.lock.unlock(); return }
-            var psnr = Double.nan
-            if view.width == reference.width && view.height == reference.height {
-                SyntheticVideo.render(frameIndex: index, into: reference)
-                psnr = Quality.psnr(reference.view, view)
-            }
-            m.lock.lock()
-            if let captured = m.captureNs[index], decodedNs >= captured { m.latenciesMs.append(Double(decodedNs - captured) / 1e6) }
-            if psnr.isFinite { m.psnr.append(psnr) }
-            if index <= m.lastIndex { m.framesOutOfOrder += 1 }
-            m.lastIndex = index
-            m.lock.unlock()
-        }, audio: { pcm in m.lock.lock(); m.audio.append(contentsOf: pcm); m.lock.unlock() })
 
-        receiver.start()
         relay.start()
+        receiver.start()
         if !args.quiet {
             Console.error("demo: \(size.width)x\(size.height) \(videoOptions.codec.rawValue) + opus, SRTP \(key.suite), "
                           + "\(relay.listenAddress) -> relay (loss \(impairment.loss), delay \(impairment.delayMilliseconds) ms, "
@@ -142,6 +129,7 @@ enum DemoCommand: Command {
         let interrupted = try sender.run(shouldStop: { Interrupt.requested }, progress: { progress.update(Int($0)) })
         // Let the last packets through the relay's delay.
         usleep(UInt32(min(1_000_000, (impairment.delayMilliseconds + impairment.jitterMilliseconds) * 1000 + 200_000)))
+        if !interrupted { progress.update(Int(seconds.rounded(.up))) }
         progress.finish()
         relay.stop()
         receiver.stop()
@@ -153,10 +141,16 @@ enum DemoCommand: Command {
         // correlation over everything at that lag.
         var source = SyntheticAudio(pattern: .speech, sampleRate: 48_000, channels: 1, amplitude: 0.5)
         let reference48k = source.floats(frames: Int(seconds * 48_000))
-        let received = m.audio
-        let (lag, snr, correlation) = audioQuality(reference: reference48k, received: received, maxLag: 4800)
+        let received = receiver.audioSink?.playedSamples ?? []
+        let (lag, snr, correlation) = audioQuality(reference: reference48k, received: received, maxLag: 48_000)
 
-        let r = receiver.counters
+        let inbound = receiver.pipeline.inboundStats
+        let vin = inbound.first { $0.kind == "video" } ?? InboundRTPStreamStats()
+        let ain = inbound.first { $0.kind == "audio" } ?? receiver.pipeline.audio?.stats ?? InboundRTPStreamStats()
+        let pstats = receiver.pipeline.statistics
+        let vout = sender.videoPipeline?.statistics.outbound
+        let retransmitted = Int(vout?.retransmittedPacketsSent ?? 0)
+        let fecSamples = receiver.pipeline.audio?.fecRecoveredSamples ?? 0
         let relayStats = relay.statistics
         let v = sender.videoStream!.counters, a = sender.audioStream!.counters
         let lat = m.latenciesMs.sorted()
@@ -168,17 +162,19 @@ enum DemoCommand: Command {
 
         let stats = JSON.object([
             ("seconds", JSON.rounded(elapsed, 3)), ("interrupted", .bool(interrupted)),
-            ("path", .object([("sender", .string(sender.usePipelines ? "BufferCapturer + VideoSendStream, AudioBufferCapturer + AudioSendStream" : "revue-media MediaSender")), ("receiver", .string("revue-media MediaReceiver (low-level: depacketizer + decoder, no jitter buffer or NACK)")), ("relay", .string(relay.listenAddress.description)),
+            ("path", .object([("sender", .string(sender.usePipelines ? "BufferCapturer + VideoSendStream, AudioBufferCapturer + AudioSendStream" : "revue-media MediaSender")), ("receiver", .string("ReceivePipeline (jitter buffer, NACK, PLI, decode) + AudioPlayoutClock")), ("relay", .string(relay.listenAddress.description)),
                               ("receiverAddress", .string(receiverAddress.description)), ("srtp", .string(key.suite.sdpName)),
                               ("loss", .double(impairment.loss)), ("delayMs", .double(impairment.delayMilliseconds)),
                               ("jitterMs", .double(impairment.jitterMilliseconds)), ("seed", .int(Int(seed)))])),
             ("video", .object([
                 ("codec", .string(videoOptions.codec.rawValue)), ("width", .int(size.width)), ("height", .int(size.height)),
                 ("framesSent", .int(v.frames.load(ordering: .relaxed))), ("keyframesSent", .int(v.keyframes.load(ordering: .relaxed))),
-                ("packetsSent", .int(v.packets.load(ordering: .relaxed))), ("packetsReceived", .int(r.videoPackets)),
-                ("packetsLost", .int(r.videoPacketsLost)), ("framesDecoded", .int(r.framesDecodedTotal)),
-                ("framesIncomplete", .int(r.videoFramesIncomplete)), ("framesUndecodable", .int(r.videoFramesUndecodable)),
-                ("keyframesDecoded", .int(r.videoKeyframesDecoded)), ("pliSent", .int(r.pliSent)),
+                ("packetsSent", .int(v.packets.load(ordering: .relaxed))), ("packetsRetransmitted", .int(retransmitted)),
+                ("packetsReceived", .int(Int(vin.packetsReceived))), ("packetsLost", .int(Int(vin.packetsLost))),
+                ("framesDecoded", .int(Int(vin.framesDecoded))), ("framesDropped", .int(Int(vin.framesDropped))),
+                ("keyframesDecoded", .int(Int(vin.keyFramesDecoded))), ("freezeCount", .int(Int(vin.freezeCount))),
+                ("nackSent", .int(Int(vin.nackCount))), ("pliSent", .int(Int(vin.pliCount))),
+                ("jitterBufferDelayMs", JSON.rounded(vin.jitterBufferEmittedCount > 0 ? vin.jitterBufferDelay / Double(vin.jitterBufferEmittedCount) * 1000 : 0, 2)),
                 ("keyframeRequestsReceived", .int(v.keyframeRequests.load(ordering: .relaxed))),
                 ("framesIdentified", .int(m.psnr.count)), ("psnrMean", JSON.rounded(psnrMean, 2)), ("psnrMin", JSON.rounded(psnrMin, 2)),
                 ("latencyP50Ms", JSON.rounded(pct(0.5), 2)), ("latencyP99Ms", JSON.rounded(pct(0.99), 2)),
@@ -186,14 +182,18 @@ enum DemoCommand: Command {
             ])),
             ("audio", .object([
                 ("framesSent", .int(a.frames.load(ordering: .relaxed))), ("packetsSent", .int(a.packets.load(ordering: .relaxed))),
-                ("packetsReceived", .int(r.audioPackets)), ("packetsLost", .int(r.audioPacketsLost)),
-                ("recoveredFEC", .int(r.audioPacketsRecoveredFEC)), ("concealed", .int(r.audioPacketsConcealed)),
-                ("samplesDecoded", .int(r.audioSamplesDecoded)), ("lagSamples", .int(lag)),
+                ("packetsReceived", .int(Int(ain.packetsReceived))), ("packetsLost", .int(Int(ain.packetsLost))),
+                ("fecRecoveredSamples", .int(fecSamples)), ("concealedSamples", .int(Int(ain.concealedSamples))),
+                ("concealmentEvents", .int(Int(ain.concealmentEvents))), ("samplesPlayed", .int(received.count)),
+                ("lagSamples", .int(lag)),
                 ("snrDb", JSON.rounded(snr, 2)), ("correlation", JSON.rounded(correlation, 4)), ("bitrate", .int(Int(audioBitrate))),
             ])),
             ("relay", .object([("received", .int(relayStats.forward.received)), ("forwarded", .int(relayStats.forward.forwarded)),
                                ("lost", .int(relayStats.forward.droppedByLoss)), ("feedbackForwarded", .int(relayStats.reverse.forwarded))])),
-            ("rejectedPackets", .int(r.rejectedPackets)),
+            ("receivePipeline", .object([("datagrams", .int(pstats.datagrams)), ("authFailures", .int(pstats.authFailures)),
+                                         ("replays", .int(pstats.replays)), ("rtcpSent", .int(pstats.rtcpSent)),
+                                         ("nacksSent", .int(pstats.nacksSent)), ("plisSent", .int(pstats.plisSent)),
+                                         ("rembsSent", .int(pstats.rembsSent))])),
             ("files", .array(written.map { .string($0) } + [.string(statsPath)])),
         ])
         try writeAtomically(stats.rendered() + "\n", to: statsPath)
@@ -208,9 +208,9 @@ enum DemoCommand: Command {
             Console.out("""
                 demo: \(String(format: "%.1f", elapsed)) s call over loopback UDP, SRTP \(key.suite), relay loss \(impairment.loss * 100) %, delay \(Int(impairment.delayMilliseconds)) ms, jitter \(Int(impairment.jitterMilliseconds)) ms
                 \(row("", "sent", "received", "recovered / lost"))
-                \(row("video frames", "\(v.frames.load(ordering: .relaxed))", "\(r.framesDecodedTotal)", "\(r.videoKeyframesDecoded - 1 < 0 ? 0 : r.videoKeyframesDecoded - 1) keyframes on PLI / \(r.videoFramesIncomplete) incomplete"))
-                \(row("video packets", "\(v.packets.load(ordering: .relaxed))", "\(r.videoPackets)", "- / \(r.videoPacketsLost)"))
-                \(row("audio packets", "\(a.packets.load(ordering: .relaxed))", "\(r.audioPackets)", "\(r.audioPacketsRecoveredFEC) FEC / \(r.audioPacketsLost)"))
+                \(row("video frames", "\(v.frames.load(ordering: .relaxed))", "\(vin.framesDecoded)", "\(max(0, Int(vin.keyFramesDecoded) - 1)) keyframes on PLI, \(vin.freezeCount) freezes"))
+                \(row("video packets", "\(v.packets.load(ordering: .relaxed))", "\(vin.packetsReceived)", "\(retransmitted) resent on NACK / \(vin.packetsLost) lost"))
+                \(row("audio packets", "\(a.packets.load(ordering: .relaxed))", "\(ain.packetsReceived)", "\(fecSamples / 960) by FEC / \(ain.packetsLost) lost"))
                 video quality   PSNR \(String(format: "%.2f", psnrMean)) dB mean, \(String(format: "%.2f", psnrMin)) dB min over \(m.psnr.count) frames identified by bar code
                 audio quality   SNR \(String(format: "%.2f", snr)) dB, correlation \(String(format: "%.3f", correlation)) (lag \(lag) samples)
                 latency         capture to decoded frame p50 \(String(format: "%.1f", pct(0.5))) ms, p99 \(String(format: "%.1f", pct(0.99))) ms
@@ -223,30 +223,48 @@ enum DemoCommand: Command {
 
     /// Lag (received behind reference), SNR in dB and Pearson correlation of `received` against
     /// `reference` at the best lag within `maxLag`, found by cross-correlation on the first 2 s.
+    /// Lag (received behind reference), SNR in dB and correlation of `received` against
+    /// `reference`. Playout may drop or stretch audio (jitter buffer adaptation, concealment), so
+    /// each 200 ms segment of the reference is aligned on its own: a coarse search on 8x block averages
+    /// within `maxLag`, then within +-50 ms of the previous segment's lag, refined to the sample.
+    /// SNR sums signal and error over all segments; correlation is the mean of the segments'.
     static func audioQuality(reference: [Float], received: [Float], maxLag: Int) -> (Int, Double, Double) {
-        guard !reference.isEmpty, received.count > maxLag + 100 else { return (0, .nan, .nan) }
-        let window = min(96_000, reference.count, received.count - maxLag)
-        var bestLag = 0, best = -Double.infinity
-        reference.withUnsafeBufferPointer { ref in
-            received.withUnsafeBufferPointer { rec in
-                for lag in 0...maxLag {
+        guard reference.count >= 48_000, received.count > 4800 else { return (0, .nan, .nan) }
+        func decimate(_ x: [Float]) -> [Float] { stride(from: 0, to: x.count - 7, by: 8).map { i in (x[i..<(i + 8)].reduce(0, +)) / 8 } }
+        let dr = decimate(reference), dx = decimate(received)
+        /// The lag in `lags` maximising the dot product of a[from..<from+window] with b shifted by it.
+        func bestLag(_ a: [Float], _ b: [Float], from: Int, window: Int, _ lags: ClosedRange<Int>) -> Int? {
+            var best = -Float.infinity, lag: Int?
+            a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { b in
+                for l in lags where from + l >= 0 && from + l + window <= b.count {
                     var dot: Float = 0
-                    for i in 0..<window { dot += ref[i] * rec[i + lag] }
-                    if Double(dot) > best { best = Double(dot); bestLag = lag }
+                    for i in 0..<window { dot += a[from + i] * b[from + l + i] }
+                    if dot > best { best = dot; lag = l }
                 }
+            } }
+            return lag
+        }
+        let segment = 9_600
+        var previous: Int?
+        var signal = 0.0, noise = 0.0, correlations: [Double] = [], firstLag = 0
+        for start in stride(from: 0, to: reference.count - segment + 1, by: segment) {
+            let coarseRange = previous.map { ($0 / 8 - 300)...($0 / 8 + 300) } ?? 0...(maxLag / 8)
+            guard let coarse = bestLag(dr, dx, from: start / 8, window: segment / 8, coarseRange),
+                  let lag = bestLag(reference, received, from: start, window: segment, (coarse * 8 - 16)...(coarse * 8 + 16)) else { continue }
+            if previous == nil { firstLag = lag }
+            previous = lag
+            var sxy = 0.0, sxx = 0.0, syy = 0.0, sx = 0.0, sy = 0.0
+            for i in start..<(start + segment) {
+                let x = Double(reference[i]), y = Double(received[i + lag])
+                signal += x * x; noise += (x - y) * (x - y)
+                sxy += x * y; sxx += x * x; syy += y * y; sx += x; sy += y
             }
+            let n = Double(segment)
+            let den = (sxx / n - (sx / n) * (sx / n)).squareRoot() * (syy / n - (sy / n) * (sy / n)).squareRoot()
+            if den > 1e-9 { correlations.append((sxy / n - (sx / n) * (sy / n)) / den) }
         }
-        let n = min(reference.count, received.count - bestLag)
-        var signal = 0.0, noise = 0.0, sxy = 0.0, sxx = 0.0, syy = 0.0, sx = 0.0, sy = 0.0
-        for i in 0..<n {
-            let x = Double(reference[i]), y = Double(received[i + bestLag])
-            signal += x * x; noise += (x - y) * (x - y)
-            sxy += x * y; sxx += x * x; syy += y * y; sx += x; sy += y
-        }
-        let dn = Double(n)
-        let cov = sxy / dn - (sx / dn) * (sy / dn)
-        let corr = cov / max(1e-12, (sxx / dn - (sx / dn) * (sx / dn)).squareRoot() * (syy / dn - (sy / dn) * (sy / dn)).squareRoot())
-        return (bestLag, noise > 0 ? 10 * log10(signal / noise) : 100, corr)
+        guard !correlations.isEmpty else { return (0, .nan, .nan) }
+        return (firstLag, noise > 0 ? 10 * log10(signal / noise) : 100, correlations.reduce(0, +) / Double(correlations.count))
     }
 
     /// Writes `text` to a temporary name next to `path`, then renames it into place.

@@ -106,6 +106,10 @@ final class MediaSender {
                 throw InputError(description: "cannot create the audio send pipeline: \(error)")
             }
         } else { audioPipeline = nil }
+        feedback.targets.with { t in
+            if let v = videoPipeline { t[v.ssrc] = v }
+            if let a = audioPipeline { t[a.ssrc] = a }
+        }
     }
 
     /// Copies the pipelines' W3C counters into the streams' counters (what the commands report).

@@ -135,6 +135,8 @@ final class RTCPFeedbackListener: @unchecked Sendable {
         let rejected = Atomic<Int>(0)
     }
     let flags = Flags()
+    /// The send pipelines by SSRC: PLI/FIR and NACK go straight to them (any thread is fine).
+    let targets = Locked<[UInt32: any RTPSendFeedbackTarget]>([:])
 
     init(socket: UDPSocket, key: SRTPKeyMaterial?, streams: [RTPOutStream]) throws {
         let srtcp: SRTPContext?
@@ -146,6 +148,7 @@ final class RTCPFeedbackListener: @unchecked Sendable {
         let counters = Dictionary(streams.map { ($0.ssrc, $0.counters) }, uniquingKeysWith: { a, _ in a })
         let box = ScratchBuffer(2048)
         let flags = self.flags
+        let targets = self.targets
         receiver = UDPReceiver(socket: socket) { datagram in
             guard datagram.bytes.count <= box.bytes.count, RTPDemultiplexer.classify(datagram.bytes) == .rtcp else { return }
             box.bytes.withUnsafeMutableBytes { b in
@@ -171,13 +174,36 @@ final class RTCPFeedbackListener: @unchecked Sendable {
                     func u32(_ o: Int) -> UInt32 { UInt32(b[o]) << 24 | UInt32(b[o + 1]) << 16 | UInt32(b[o + 2]) << 8 | UInt32(b[o + 3]) }
                     any = true
                     if type == 206 && fmt == 1 {
-                        counters[u32(at + 8)]?.keyframeRequests.add(1, ordering: .relaxed)
-                        flags.keyframeRequested.store(true, ordering: .releasing)
+                        let media = u32(at + 8)
+                        counters[media]?.keyframeRequests.add(1, ordering: .relaxed)
+                        if let t = targets.with({ $0[media] }) { t.handlePictureLossIndication() } else {
+                            flags.keyframeRequested.store(true, ordering: .releasing)
+                        }
                     } else if type == 206 && fmt == 4 && size >= 20 {
-                        counters[u32(at + 12)]?.keyframeRequests.add(1, ordering: .relaxed)
-                        flags.keyframeRequested.store(true, ordering: .releasing)
+                        let media = u32(at + 12)
+                        counters[media]?.keyframeRequests.add(1, ordering: .relaxed)
+                        if let t = targets.with({ $0[media] }) { t.handleFullIntraRequest() } else {
+                            flags.keyframeRequested.store(true, ordering: .releasing)
+                        }
                     } else if type == 205 && fmt == 1 {
-                        counters[u32(at + 8)]?.nacks.add(1, ordering: .relaxed)
+                        // Generic NACK FCI (RFC 4585 §6.2.1): PID and a bitmask of the 16 after it.
+                        let media = u32(at + 8)
+                        counters[media]?.nacks.add(1, ordering: .relaxed)
+                        if let t = targets.with({ $0[media] }) {
+                            var lost: [UInt16] = []
+                            var o = at + 12
+                            while o + 4 <= at + size {
+                                let pid = UInt16(b[o]) << 8 | UInt16(b[o + 1]), blp = UInt16(b[o + 2]) << 8 | UInt16(b[o + 3])
+                                lost.append(pid)
+                                for bit in 0..<16 where blp & (1 << bit) != 0 { lost.append(pid &+ UInt16(bit + 1)) }
+                                o += 4
+                            }
+                            t.handleNack(lost)
+                        }
+                    } else if type == 206 && fmt == 15 && size >= 24 && b[at + 12] == 0x52 && b[at + 13] == 0x45 && b[at + 14] == 0x4D && b[at + 15] == 0x42 {
+                        // REMB (draft-alvestrand-rmcat-remb): exponent and mantissa after "REMB" and the SSRC count.
+                        let exp = Int(b[at + 17] >> 2), mantissa = Int(b[at + 17] & 3) << 16 | Int(b[at + 18]) << 8 | Int(b[at + 19])
+                        if exp < 40 { targets.with { $0.values.forEach { $0.handleEstimatedBitrate(mantissa << exp) } } }
                     }
                     at += size
                 }

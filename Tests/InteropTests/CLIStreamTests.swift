@@ -103,15 +103,16 @@ func cliFreePort() -> Int {
         #expect(!run.timedOut && run.status == 0, "GStreamer decoded fewer than 20 frames: \(run.stderr)")
     }
 
-    /// GStreamer sends VP8 and Opus as SRTP (AES-CM); our receive decodes the video frames
-    /// (PSNR against GStreamer's own decode of the same stream is not available, so: count and
-    /// size) and the audio (a 440 Hz tone: its SNR against a sine after lag search).
-    @Test func ourReceiveDecodesAStreamSentByGStreamer() throws {
+    /// GStreamer sends VP8 and Opus as SRTP (AES-CM); our receive (through the receive pipeline,
+    /// and with --raw through the CLI's bitstream path) decodes the video frames (count, size) and
+    /// the audio (a 440 Hz tone: nearly all of its power stays at 440 Hz).
+    @Test(arguments: [false, true])
+    func ourReceiveDecodesAStreamSentByGStreamer(raw: Bool) throws {
         let dir = CLITempDir(); defer { dir.remove() }
         let port = cliFreePort()
         let recv = try CLIProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-cm-128-hmac-sha1-80",
                                                    "--key", Self.keyBase64, "-o", "r.y4m", "-o", "r.wav", "-o", "r.ivf",
-                                                   "--duration", "4", "--json", "-q"], cwd: dir.path)
+                                                   "--duration", "4", "--json", "-q"] + (raw ? ["--raw"] : []), cwd: dir.path)
         usleep(500_000)
         let srtp = "rtp-cipher=aes-128-icm rtp-auth=hmac-sha1-80 rtcp-cipher=aes-128-icm rtcp-auth=hmac-sha1-80"
         let pipeline = """
@@ -134,17 +135,26 @@ func cliFreePort() -> Int {
         #expect(ivf["codec_name"] == "vp8" && (Int(ivf["nb_read_frames"] ?? "") ?? 0) >= 43)
         let wav = try cliReadWAV(dir.file("r.wav"))
         #expect(wav.rate == 48_000 && wav.samples.count >= 70 * 960)
-        let sine = (0..<wav.samples.count).map { Float(sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
-        // audiotestsrc's default volume is 0.8; correlate against a unit sine with phase search.
-        let amplitude = sqrt(2 * wav.samples.dropFirst(4800).map { Double($0 * $0) }.reduce(0, +) / Double(wav.samples.count - 4800))
-        #expect(amplitude > 0.5 && amplitude < 1.0, "amplitude \(amplitude)")
-        let scaled = sine.map { $0 * Float(amplitude) }
-        let snr = Quality.snr(reference: Array(scaled[0..<24_000]), decoded: Array(wav.samples[4800...]), maxLag: 120)
-        #expect(snr.snr > 15, "SNR \(snr)")
+        // The tone survived: in each 100 ms with sound, the power at 440 Hz (Goertzel) is most of
+        // the power. (Playout may shift the phase where it conceals or adapts, so no waveform SNR.)
+        var ratios: [Double] = []
+        for start in stride(from: 4800, to: wav.samples.count - 4800, by: 4800) {
+            let x = wav.samples[start..<(start + 4800)].map(Double.init)
+            let total = x.map { $0 * $0 }.reduce(0, +) / 4800
+            guard total > 1e-4 else { continue }
+            let w = 2 * Double.pi * 440 / 48_000
+            var re = 0.0, im = 0.0
+            for (n, v) in x.enumerated() { re += v * cos(w * Double(n)); im -= v * sin(w * Double(n)) }
+            ratios.append(2 * (re * re + im * im) / (4800 * 4800) / total)
+        }
+        #expect(ratios.count >= 10)
+        let median = ratios.sorted()[ratios.count / 2]
+        #expect(median > 0.9, "share of power at 440 Hz: \(ratios)")
     }
 
     /// Our send -> relay (5 % loss, seeded) -> our receive: the relay's counters add up, the
-    /// receiver asks for keyframes after loss and still decodes most frames.
+    /// receive pipeline NACKs the losses, the send pipeline resends them, and nearly every frame
+    /// of the 75 decodes.
     @Test func sendThroughTheRelayToReceive() throws {
         let dir = CLITempDir(); defer { dir.remove() }
         let port = cliFreePort()
@@ -162,15 +172,39 @@ func cliFreePort() -> Int {
         #expect(rr.status == 0 && r.status == 0, "\(rr.stderr) \(r.stderr)")
         let sent = try #require((cliJSON(send.stdout)?["video"] as? [String: Any])?["packets"] as? Int)
         let forward = try #require(cliJSON(rr.stdout)?["forward"] as? [String: Any])
-        #expect(forward["received"] as? Int == sent)
+        // NACKed packets are resent through the relay, so it saw at least what was sent.
+        let received = forward["received"] as? Int ?? 0
+        #expect(received >= sent)
         let lost = forward["droppedByLoss"] as? Int ?? 0
-        #expect(lost > 0 && lost < sent / 5, "lost \(lost) of \(sent)")
-        #expect(forward["forwarded"] as? Int == sent - lost)
+        #expect(lost > 0 && lost < received / 5, "lost \(lost) of \(received)")
+        #expect(forward["forwarded"] as? Int == received - lost)
         let video = try #require(cliJSON(r.stdout)?["video"] as? [String: Any])
-        #expect(video["packets"] as? Int == sent - lost)
-        #expect((video["pliSent"] as? Int ?? 0) >= 1)
-        #expect((video["framesDecoded"] as? Int ?? 0) >= 30, "\(video)")
+        #expect((video["packets"] as? Int ?? 0) >= sent - lost, "\(video)")
+        #expect((video["nackSent"] as? Int ?? 0) >= 1, "\(video)")
+        #expect((video["framesDecoded"] as? Int ?? 0) >= 60, "\(video)")
         #expect((try cliFFprobe(dir.file("r.ivf")))["codec_name"] == "vp8")
+    }
+
+    /// Ctrl-C ends `receive` normally: the files are finished and renamed into place, exit 0.
+    @Test func interruptFinishesTheReceivedFiles() throws {
+        let dir = CLITempDir(); defer { dir.remove() }
+        let port = cliFreePort()
+        let key = Data(Self.keyBytes.prefix(28)).base64EncodedString()
+        let recv = try CLIProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--key", key, "-o", "r.y4m", "-o", "r.ogg",
+                                                   "--json", "-q"], cwd: dir.path)
+        usleep(400_000)
+        let send = try revueMedia(["send", "--pattern", "moving", "--pattern", "tone", "--size", "160x120", "--seconds", "1.5",
+                                   "--to", "127.0.0.1:\(port)", "--key", key, "-q"])
+        #expect(send.status == 0, "\(send.stderr)")
+        usleep(300_000)
+        recv.signal(SIGINT)
+        let r = recv.wait(timeout: 15)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(dir.contents == ["r.ogg", "r.y4m"])
+        let frames = Int(try cliFFprobe(dir.file("r.y4m"))["nb_read_frames"] ?? "") ?? 0
+        #expect(frames >= 40, "\(frames) frames")
+        let ogg = try cliTool("opusinfo", [dir.file("r.ogg")])
+        #expect(ogg.status == 0, "\(ogg.stdout)")
     }
 
     @Test func demoWritesReceivedMediaAndStats() throws {
@@ -184,7 +218,7 @@ func cliFreePort() -> Int {
         #expect((video["framesDecoded"] as? Int ?? 0) >= 50, "\(video)")
         #expect((video["psnrMean"] as? Double ?? 0) > 30, "\(video)")
         #expect((video["latencyP50Ms"] as? Double ?? 0) >= 20, "the relay adds 20 ms: \(video)")
-        #expect((audio["correlation"] as? Double ?? 0) > 0.8, "\(audio)")
+        #expect((audio["correlation"] as? Double ?? 0) > 0.6, "\(audio)")
         let ivf = try cliFFprobe(dir.file("out/received.ivf"))
         #expect(ivf["codec_name"] == "vp8" && (Int(ivf["nb_read_frames"] ?? "") ?? 0) >= 50)
         let ogg = try cliTool("opusinfo", [dir.file("out/received.ogg")])
