@@ -14,13 +14,15 @@ demo: deps
 	$$($(SWIFT) build -c release --show-bin-path)/revue-media demo --seconds $(SECONDS) --out $(OUT)
 
 # The session tests assert timing (a friend offline within 2 s); they run first, on their own,
-# so the CPU-heavy codec tests running in parallel cannot starve them on a 2-core machine.
+# so the CPU-heavy codec and call-media tests running in parallel cannot starve them on a 2-core
+# machine; the call-media tests (real encoders in several peers) run next, then everything else.
 TIMED_TESTS = RevueSessionTests|ReferenceExampleTests
 
 ## make test: builds and runs the whole test suite
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)'
+	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip CallMedia
+	$(SWIFT) test --skip-build --filter CallMedia
 	$(SWIFT) test --skip-build --skip '$(TIMED_TESTS)'
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
