@@ -3,7 +3,7 @@ SWIFT ?= swift
 OUT ?= out
 SECONDS ?= 10
 
-.PHONY: deps demo test bench build release clean
+.PHONY: deps demo test bench build release clean fuzz fuzz-smoke test-sanitizers
 
 deps:
 	@scripts/install-deps
@@ -33,6 +33,29 @@ build: deps
 
 release: deps
 	$(SWIFT) build -c release
+
+## make fuzz: every libFuzzer target (Fuzz/, docs/robustness.md) for FUZZ_SECONDS each, one after
+## the other; crash inputs are kept in Fuzz/crashes/<target>/ (commit them: the tests replay them)
+FUZZ_SECONDS ?= 180
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
+
+## make fuzz-smoke: builds every fuzz target and runs each for a few seconds (a broken harness fails)
+FUZZ_SMOKE_SECONDS ?= 3
+fuzz-smoke: deps
+	FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/fuzz
+
+## make test-sanitizers: concurrency and pipeline tests under ThreadSanitizer, parser and codec tests
+## under AddressSanitizer, each in its own scratch path (.build-tsan, .build-asan)
+TSAN_TESTS ?= MediaCoreTests\.[A-Za-z]*(Ring|FramePool|Send|Receive|UDP|Relay|WorkerThread|PacketSink)[A-Za-z]*Tests
+ASAN_TESTS ?= MediaCoreTests\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|Y4M|WAV|IVF|Ogg|SDP|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
+test-sanitizers: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
+	SWIFT_BACKTRACE=enable=no TSAN_OPTIONS=halt_on_error=1 \
+		$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_TESTS)'
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
+	SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 \
+		$(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter '$(ASAN_TESTS)'
 
 clean:
 	rm -rf .build $(OUT)

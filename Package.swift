@@ -26,7 +26,7 @@ let package = Package(
         .executableTarget(name: "revue-media", dependencies: ["RevueSDK"]),
         .executableTarget(name: "revue-node", dependencies: ["RevueSDK"]),
         .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims"], path: "Benchmarks/revue-bench"),
-        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims"]),
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
         .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),
         // The reference's Swift examples, compiled unchanged (they are written in Swift 5 style).
@@ -37,3 +37,16 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Fuzzing (docs/robustness.md): one libFuzzer executable per parser, all calling the "fuzz one
+// input" functions of FuzzEntries, which the regression tests replay too. Built by scripts/fuzz
+// with `--sanitize=fuzzer --sanitize=address`.
+let fuzzTargets = ["fuzz-rtp", "fuzz-rtcp", "fuzz-vp8", "fuzz-vp9", "fuzz-opus", "fuzz-srtp", "fuzz-y4m", "fuzz-wav",
+                   "fuzz-ivf", "fuzz-oggopus", "fuzz-sdp", "fuzz-datagram"]
+package.targets.append(.target(name: "FuzzEntries", dependencies: ["MediaCore"], path: "Fuzz/FuzzEntries"))
+for name in fuzzTargets {
+    package.products.append(.executable(name: name, targets: [name]))
+    package.targets.append(.executableTarget(name: name, dependencies: ["FuzzEntries"], path: "Fuzz/\(name)"))
+}
+// Writes the seed corpora from our own writers and packetizers (scripts/make-fuzz-corpus).
+package.targets.append(.executableTarget(name: "fuzz-seeds", dependencies: ["FuzzEntries", "MediaCore"], path: "Fuzz/fuzz-seeds"))

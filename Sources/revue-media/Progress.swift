@@ -12,7 +12,8 @@ final class Progress {
     private let enabled: Bool
     private let isTTY: Bool
     private let start = Date()
-    private var lastDraw = Date.distantPast
+    private var lastDraw: Date
+    private var drawn = false
     private var done = 0
 
     init(label: String, total: Int?, unit: String, quiet: Bool) {
@@ -21,6 +22,9 @@ final class Progress {
         self.unit = unit
         enabled = !quiet
         isTTY = isatty(2) != 0
+        // On a terminal the bar appears at once; in a log the first line comes after a few
+        // seconds, so quick jobs print nothing but their result.
+        lastDraw = isTTY ? .distantPast : Date()
     }
 
     func update(_ done: Int) {
@@ -34,11 +38,12 @@ final class Progress {
     }
 
     func finish() {
-        guard enabled else { return }
+        guard enabled, drawn else { return }
         draw(final: true)
     }
 
     private func draw(final: Bool) {
+        drawn = true
         let elapsed = max(1e-3, Date().timeIntervalSince(start))
         let rate = Double(done) / elapsed
         var line = "\(label): \(done)"

@@ -1,26 +1,52 @@
 // revue-media: Revue's file-based command line (encode, decode, send, receive, probe, relay, demo).
+// Exit status: 0 success, 1 bad input (a file or stream that cannot be used), 2 bad usage.
 import RevueSDK
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
-let usage = """
-usage: revue-media COMMAND [options]
+let commands: [any Command.Type] = [
+    EncodeCommand.self, DecodeCommand.self, SendCommand.self, ReceiveCommand.self, ProbeCommand.self, RelayCommand.self, DemoCommand.self,
+]
 
-commands:
-  demo      run a full call in one process and report what was received
-  --help    show this text
-"""
+let usage = """
+    usage: revue-media COMMAND [options]
+
+    commands:
+    \(commands.map { "  " + $0.name.padding(toLength: 10, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
+
+    `revue-media COMMAND --help` describes a command. Numbers accept k and M suffixes (1500k).
+    Exit status: 0 success, 1 bad input, 2 bad usage.
+    """
 
 let args = Array(CommandLine.arguments.dropFirst())
-if args.isEmpty || args.first == "--help" || args.first == "-h" {
+if args.isEmpty || args.first == "--help" || args.first == "-h" || args.first == "help" {
+    if args.count >= 2, let command = commands.first(where: { $0.name == args[1] }) {
+        print(command.help)
+        exit(0)
+    }
+    if args.isEmpty { Console.error(usage); exit(2) }
     print(usage)
-    exit(args.isEmpty ? 2 : 0)
+    exit(0)
 }
-FileHandleStderr.write("revue-media: unknown command '\(args[0])'\n\(usage)\n")
-exit(2)
-
-enum FileHandleStderr {
-    static func write(_ s: String) { FileHandle.standardError.write(Data(s.utf8)) }
+guard let command = commands.first(where: { $0.name == args[0] }) else {
+    Console.error("revue-media: unknown command '\(args[0])' (commands: \(commands.map { $0.name }.joined(separator: ", ")))\n"
+                  + "run 'revue-media --help' for usage")
+    exit(2)
+}
+let rest = Array(args.dropFirst())
+if wantsHelp(rest) {
+    print(command.help)
+    exit(0)
+}
+Interrupt.install()
+do {
+    exit(try command.run(rest))
+} catch let error as UsageError {
+    Console.error("revue-media \(command.name): \(error)\nrun 'revue-media \(command.name) --help' for usage")
+    exit(2)
+} catch {
+    Console.error("revue-media \(command.name): \(error)")
+    exit(1)
 }

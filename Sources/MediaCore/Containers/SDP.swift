@@ -416,6 +416,9 @@ struct SDPParser {
             lineNumber = i + 1
             var line = rawLine
             if line.last == "\r" { line.removeLast() }
+            // RFC 8866 §9: a value never holds CR; a stray one (as in "\r\r\n") would be written
+            // back as a different line.
+            if line.contains("\r") { throw fail("stray carriage return inside the line") }
             if line.isEmpty {
                 if i == lines.count - 1 { break }
                 throw fail("empty line")

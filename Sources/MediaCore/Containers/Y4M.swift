@@ -222,7 +222,10 @@ public final class Y4MReader: @unchecked Sendable {
             throw ContainerError(.truncated, path: path, "frame \(index) is truncated (got \(got) of \(total) bytes)")
         }
         let rate = header.frameRate
-        frame.timestampNs = Int64(index) * 1_000_000_000 * Int64(rate.denominator) / Int64(rate.numerator)
+        // 128-bit, saturating: a header may declare any Int rate such as F1:99999999999, whose
+        // second frame's time overflows Int64 nanoseconds (found by fuzz-y4m).
+        let ns = Int128(index) * 1_000_000_000 * Int128(rate.denominator) / Int128(rate.numerator)
+        frame.timestampNs = ns > Int128(Int64.max) ? Int64.max : Int64(ns)
         frame.rotation = .rotation0
         framesRead += 1
         return true

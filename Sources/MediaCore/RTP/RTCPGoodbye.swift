@@ -31,7 +31,8 @@ public struct RTCPGoodbye: Sendable, Equatable {
         return size
     }
 
-    /// Parses one BYE packet. Throws `badRTCPLength` when the sources or reason do not fit.
+    /// Parses one BYE packet. Throws `badRTCPLength` when the sources or reason do not fit; a
+    /// reason that is not valid UTF-8 is left out (`reason` nil), the BYE itself still counts.
     public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (h, body) = try RTCPHeader.expect(bytes, .goodbye, minBody: 0, what: "goodbye")
         let n = Int(h.count)
@@ -45,7 +46,9 @@ public struct RTCPGoodbye: Sendable, Equatable {
             guard 4 * n + 1 + len <= body.count else {
                 throw RTPError(.badRTCPLength, "BYE reason of \(len) bytes runs past the packet")
             }
-            if len > 0 { reason = String(decoding: body.view(4 * n + 1, len), as: UTF8.self) }
+            // RFC 3550 §6.6: the reason is UTF-8. Invalid bytes are dropped with the reason rather
+            // than repaired: U+FFFD repairs can grow it past the 255 bytes `marshal` accepts.
+            if len > 0 { reason = String(validating: body.view(4 * n + 1, len), as: UTF8.self) }
         }
     }
 }

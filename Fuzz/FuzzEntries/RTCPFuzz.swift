@@ -1,0 +1,34 @@
+import MediaCore
+
+extension FuzzEntries {
+    /// Compound RTCP (RFC 3550 §6.1) and each packet type's own parser on every sub-packet;
+    /// a parsed compound re-marshals to bytes that parse back to the same packets.
+    @Sendable public static func rtcp(_ data: UnsafeRawBufferPointer) {
+        _ = try? RTCPCompound.parse(data, requireReportFirst: true)
+        var iterator = RTCPCompoundIterator(data)
+        var seen = 0
+        while seen < 64, let next = try? iterator.next() {
+            seen += 1
+            let bytes = next.bytes
+            _ = try? RTCPPacket(parsing: bytes)
+            _ = try? RTCPSenderReport(parsing: bytes)
+            _ = try? RTCPReceiverReport(parsing: bytes)
+            _ = try? RTCPSourceDescription(parsing: bytes)
+            _ = try? RTCPGoodbye(parsing: bytes)
+            _ = try? RTCPGenericNack(parsing: bytes)
+            _ = try? RTCPPictureLossIndication(parsing: bytes)
+            _ = try? RTCPFullIntraRequest(parsing: bytes)
+            _ = try? RTCPReceiverEstimatedMaxBitrate(parsing: bytes)
+        }
+        guard let packets = try? RTCPCompound.parse(data) else { return }
+        for case .genericNack(let nack) in packets { _ = nack.lostSequenceNumbers }
+        let size = RTCPCompound.marshalSize(packets)
+        let bytes = RTCPCompound.bytes(packets)
+        fuzzRequire(bytes.count == size, "RTCP bytes \(bytes.count) != marshalSize \(size)")
+        let again: [RTCPPacket]
+        do { again = try bytes.withUnsafeBytes { b throws(RTPError) in try RTCPCompound.parse(b) } } catch {
+            fuzzRequire(false, "re-marshalled RTCP does not parse: \(error)"); return
+        }
+        fuzzRequire(again == packets, "RTCP changed through marshal: \(packets) -> \(again)")
+    }
+}

@@ -1,0 +1,216 @@
+import Glibc
+
+/// What a send pipeline does when its receiver asks: resend, refresh, or change bitrate. The send
+/// pipeline adopts it (or wraps its `SendHistory` and encoder in one) and hands it to an
+/// `RTCPSenderSession`.
+/// Thread rule: called on the thread that calls `RTCPSenderSession.handle`, which is normally the
+/// send pipeline's own network thread.
+public protocol RTCPFeedbackHandler: AnyObject {
+    /// Resends packet `sequenceNumber` of `ssrc` from the send history (RFC 4585 §6.2.1) and
+    /// returns what the history found (`SendHistory.retransmit`).
+    func retransmit(ssrc: UInt32, sequenceNumber: UInt16) -> SendHistory.Lookup
+    /// The receiver lost the picture (PLI, RFC 4585 §6.3.1), asked for a refresh (FIR, RFC 5104
+    /// §4.3.1), or a NACKed packet can no longer be resent: encode a keyframe soon.
+    func requestKeyframe(ssrc: UInt32)
+    /// The bandwidth estimate changed: encode video at `bitsPerSecond` from now on.
+    func setTargetBitrate(_ bitsPerSecond: Int)
+}
+
+/// The sender's side of RTCP: counts what was sent for sender reports (RFC 3550 §6.4.1), and turns
+/// the receiver's RTCP into actions and statistics: receiver report blocks into round-trip time and
+/// loss (W3C remote-inbound-rtp) and the loss-based bandwidth estimate; generic NACK into
+/// retransmissions, with a keyframe request when a packet is gone or was resent too often; PLI and
+/// FIR into keyframe requests (a repeated FIR sequence number is ignored, RFC 5104 §4.3.1.2; at most
+/// one keyframe per `minimumKeyframeIntervalNs`); REMB
+/// into the estimate's cap.
+/// Thread rule: one owner thread. Cost: parsing RTCP allocates small arrays (a few per second).
+public final class RTCPSenderSession {
+    /// Counters since creation.
+    public struct Counters: Sendable, Equatable {
+        public var reportsReceived = 0
+        public var nacksReceived = 0
+        public var packetsRequested = 0
+        public var packetsRetransmitted = 0
+        public var packetsNotResent = 0
+        public var plisReceived = 0
+        public var firsReceived = 0
+        public var rembsReceived = 0
+        public var keyframesRequested = 0
+        public var keyframeRequestsThrottled = 0
+        public var malformed = 0
+    }
+
+    /// Our media SSRCs (RTCP about others is ignored).
+    public let ssrcs: [UInt32]
+    /// The bandwidth estimator fed by reports and REMB.
+    public private(set) var estimator: SendSideBandwidthEstimator
+    /// Counters.
+    public private(set) var counters = Counters()
+    /// W3C remote-inbound-rtp statistics per SSRC (RTT from LSR/DLSR, RFC 3550 §6.4.1).
+    public private(set) var remoteInbound: [UInt32: RemoteInboundRTPStreamStats] = [:]
+    /// Gives up resending a packet after this many retransmissions (then asks for a keyframe).
+    public var maxRetransmissions = 3
+    /// Keyframe requests closer than this to the previous one (per SSRC) are not passed on.
+    public var minimumKeyframeIntervalNs: UInt64 = 300_000_000
+
+    private weak var handler: RTCPFeedbackHandler?
+    private var targets: [UInt32: any RTPSendFeedbackTarget] = [:]
+    private var sent: [UInt32: (packets: UInt32, octets: UInt32)] = [:]
+    private var lastFIR: [UInt32: UInt8] = [:]
+    private var lastTarget = 0
+    private var lastKeyframeRequestNs: [UInt32: UInt64] = [:]
+
+    /// A session for `ssrcs` starting its estimate at `startBitrate`.
+    public init(ssrcs: [UInt32], handler: RTCPFeedbackHandler?, startBitrate: Int,
+                minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000) {
+        self.ssrcs = ssrcs
+        self.handler = handler
+        estimator = SendSideBandwidthEstimator(startBitrate: startBitrate, minimumBitrate: minimumBitrate,
+                                               maximumBitrate: maximumBitrate)
+        lastTarget = estimator.targetBitrate
+        for s in ssrcs { remoteInbound[s] = RemoteInboundRTPStreamStats(); remoteInbound[s]!.ssrc = s }
+    }
+
+    /// A session feeding the send pipeline's streams (`VideoSendStream`, `AudioSendStream`): NACKs
+    /// go to the stream (which resends from its history and asks its encoder for a keyframe when it
+    /// cannot), PLI/FIR become keyframe requests, and the bandwidth estimate caps the video
+    /// streams' bitrate (`handleEstimatedBitrate`). Sender reports come from `senderReports`.
+    public convenience init(targets: [any RTPSendFeedbackTarget], startBitrate: Int,
+                            minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000) {
+        self.init(ssrcs: targets.map(\.ssrc), handler: nil, startBitrate: startBitrate,
+                  minimumBitrate: minimumBitrate, maximumBitrate: maximumBitrate)
+        for t in targets { self.targets[t.ssrc] = t }
+    }
+
+    /// Sender reports (RFC 3550 §6.4.1) for every target stream at `ntpTime`, whose RTP timestamp
+    /// is the stream's last one advanced by the time since that packet left (`nowNs`, monotonic).
+    public func senderReports(ntpTime: NTPTime, nowNs: UInt64) -> [RTCPSenderReport] {
+        targets.values.sorted { $0.ssrc < $1.ssrc }.map { t in
+            let info = t.senderInfo
+            let clock: UInt64 = t is VideoSendStream ? 90_000 : 48_000
+            var rtp = info.lastRTPTimestamp
+            if info.lastSendNs > 0 && nowNs > info.lastSendNs {
+                rtp &+= UInt32(truncatingIfNeeded: (nowNs - info.lastSendNs) * clock / 1_000_000_000)
+            }
+            return RTCPSenderReport(ssrc: t.ssrc, ntpTime: ntpTime, rtpTime: rtp,
+                                    packetCount: UInt32(truncatingIfNeeded: info.packetCount),
+                                    octetCount: UInt32(truncatingIfNeeded: info.octetCount))
+        }
+    }
+
+    /// Counts a sent RTP packet for the next sender report.
+    public func packetSent(ssrc: UInt32, payloadBytes: Int) {
+        var s = sent[ssrc] ?? (0, 0)
+        s.packets &+= 1
+        s.octets &+= UInt32(truncatingIfNeeded: payloadBytes)
+        sent[ssrc] = s
+    }
+
+    /// The wall clock as NTP time (`CLOCK_REALTIME`).
+    public static func wallClock() -> NTPTime {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return NTPTime(unixNanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+    }
+
+    /// A sender report for `ssrc` (RFC 3550 §6.4.1): `rtpTimestamp` must be the media clock at the
+    /// same instant as `ntpTime`.
+    public func senderReport(ssrc: UInt32, rtpTimestamp: UInt32, ntpTime: NTPTime = RTCPSenderSession.wallClock()) -> RTCPSenderReport {
+        let s = sent[ssrc] ?? (0, 0)
+        return RTCPSenderReport(ssrc: ssrc, ntpTime: ntpTime, rtpTime: rtpTimestamp, packetCount: s.packets, octetCount: s.octets)
+    }
+
+    /// Handles one unprotected RTCP compound packet from the receiver. Malformed input is counted.
+    public func handle(_ rtcp: UnsafeRawBufferPointer, nowNs: UInt64, arrival: NTPTime = RTCPSenderSession.wallClock()) {
+        guard let packets = try? RTCPCompound.parse(rtcp) else { counters.malformed += 1; return }
+        for p in packets {
+            switch p {
+            case .receiverReport(let rr): reports(rr.reports, nowNs: nowNs, arrival: arrival)
+            case .senderReport(let sr): reports(sr.reports, nowNs: nowNs, arrival: arrival)
+            case .genericNack(let nack) where ssrcs.contains(nack.mediaSSRC):
+                counters.nacksReceived += 1
+                if let target = targets[nack.mediaSSRC] {
+                    let lost = nack.lostSequenceNumbers
+                    counters.packetsRequested += lost.count
+                    target.handleNack(lost)
+                    continue
+                }
+                var keyframe = false
+                for seq in nack.lostSequenceNumbers {
+                    counters.packetsRequested += 1
+                    switch handler?.retransmit(ssrc: nack.mediaSSRC, sequenceNumber: seq) ?? .missing {
+                    case .found: counters.packetsRetransmitted += 1
+                    case .missing, .expired, .exhausted:
+                        counters.packetsNotResent += 1
+                        keyframe = true
+                    }
+                }
+                if keyframe { askKeyframe(nack.mediaSSRC, nowNs: nowNs, fullIntra: false) }
+            case .pictureLossIndication(let pli) where ssrcs.contains(pli.mediaSSRC):
+                counters.plisReceived += 1
+                askKeyframe(pli.mediaSSRC, nowNs: nowNs, fullIntra: false)
+            case .fullIntraRequest(let fir):
+                for e in fir.entries where ssrcs.contains(e.ssrc) {
+                    guard lastFIR[e.ssrc] != e.sequenceNumber else { continue }
+                    lastFIR[e.ssrc] = e.sequenceNumber
+                    counters.firsReceived += 1
+                    askKeyframe(e.ssrc, nowNs: nowNs, fullIntra: true)
+                }
+            case .receiverEstimatedMaxBitrate(let remb):
+                counters.rembsReceived += 1
+                estimator.receiverEstimatedMaxBitrate(remb.bitrate)
+                publishTarget()
+            default:
+                break
+            }
+        }
+    }
+
+    private func askKeyframe(_ ssrc: UInt32, nowNs: UInt64, fullIntra: Bool) {
+        // Requests within `minimumKeyframeIntervalNs` of the last one are served by that keyframe:
+        // on a congested path a keyframe per PLI would only add to the congestion that lost it.
+        if let last = lastKeyframeRequestNs[ssrc], nowNs < last + minimumKeyframeIntervalNs {
+            counters.keyframeRequestsThrottled += 1
+            return
+        }
+        lastKeyframeRequestNs[ssrc] = nowNs
+        counters.keyframesRequested += 1
+        if let target = targets[ssrc] {
+            if fullIntra { target.handleFullIntraRequest() } else { target.handlePictureLossIndication() }
+        } else {
+            handler?.requestKeyframe(ssrc: ssrc)
+        }
+    }
+
+    private func reports(_ blocks: [RTCPReportBlock], nowNs: UInt64, arrival: NTPTime) {
+        var lossSeen = false
+        for b in blocks where ssrcs.contains(b.ssrc) {
+            counters.reportsReceived += 1
+            var s = remoteInbound[b.ssrc] ?? RemoteInboundRTPStreamStats()
+            s.ssrc = b.ssrc
+            s.fractionLost = Double(b.fractionLost) / 256
+            s.packetsLost = Int64(b.cumulativeLost)
+            if let rtt = NTPTime.roundTripTime(arrival: arrival, lastSenderReport: b.lastSenderReport,
+                                               delaySinceLastSenderReport: b.delaySinceLastSenderReport) {
+                s.roundTripTime = rtt
+                s.totalRoundTripTime += rtt
+                s.roundTripTimeMeasurements += 1
+            }
+            remoteInbound[b.ssrc] = s
+            if !lossSeen {
+                lossSeen = true
+                estimator.receiverReport(fractionLost: b.fractionLost, nowNs: nowNs)
+            }
+        }
+        publishTarget()
+    }
+
+    private func publishTarget() {
+        let t = estimator.targetBitrate
+        if t != lastTarget {
+            lastTarget = t
+            handler?.setTargetBitrate(t)
+            for target in targets.values where target is VideoSendStream { target.handleEstimatedBitrate(t) }
+        }
+    }
+}

@@ -1,0 +1,325 @@
+import Synchronization
+
+/// How an `AudioReceiveStream` plays out. Thread rule: a value type. Cost: none.
+public struct AudioReceiveSettings: Sendable {
+    /// RTP payload type of the Opus stream.
+    public var payloadType: UInt8
+    /// Output channels (1 or 2).
+    public var channels: Int = 1
+    /// Output sample rate of `pullAudio`: 48 000 (Opus native) or any rate the resampler takes.
+    public var outputSampleRate: Int = 48_000
+    /// Jitter buffer memory and delay range (the prebuffer and the level kept).
+    public var jitterBuffer = JitterBufferSettings(capacity: 256, maxPacketSize: 1500,
+                                                   minimumDelayMilliseconds: 40, maximumDelayMilliseconds: 300)
+    /// Recover a lost packet from the in-band FEC of the packet after it (RFC 7587 §3.3, Opus LBRR).
+    public var fecEnabled = true
+    /// Packets that may wait between the network thread and the next pull.
+    public var handoffCapacity = 256
+
+    /// Settings for an Opus stream on `payloadType`.
+    public init(payloadType: UInt8) { self.payloadType = payloadType }
+}
+
+/// One incoming Opus stream played at a steady cadence like NetEq's `GetAudio`: the network
+/// thread `insert`s packets, an audio thread `pullAudio`s 10 ms at a time.
+///
+/// Playout: the stream prebuffers up to the jitter buffer's adaptive target delay, then decodes one
+/// packet whenever its 10 ms output runs dry. A packet missing at its turn is recovered from the
+/// next packet's in-band FEC when that one is already here (`OpusDecoder.decodeFEC`), or concealed
+/// (`concealLoss`, counted in `concealedSamples`/`concealmentEvents`). A timestamp jump without a
+/// sequence gap is DTX (RFC 7587 §3.4): the silence is filled by the decoder's comfort noise and not
+/// counted as concealment. When more than the target plus 60 ms is buffered, one packet is dropped
+/// (the delay never grows without bound); packets whose turn has passed are dropped.
+///
+/// Thread rule: `insert` from one network thread, `pullAudio` from one audio thread; `stats` from
+/// any thread. Packets cross from one to the other through an SPSC ring of preallocated slots.
+/// Cost: one packet copy to the ring and one into the jitter buffer; the decode; no allocation after
+/// `init`.
+public final class AudioReceiveStream: @unchecked Sendable {
+    /// SSRC of the stream.
+    public let ssrc: UInt32
+    /// The settings.
+    public let settings: AudioReceiveSettings
+    /// Samples per channel one pull returns (10 ms at the output rate).
+    public var samplesPerPull: Int { settings.outputSampleRate / 100 }
+
+    final class Slot {
+        let buffer: UnsafeMutableRawBufferPointer
+        var length = 0
+        var sequence: UInt16 = 0
+        var timestamp: UInt32 = 0
+        var arrivalNs: UInt64 = 0
+        init(size: Int) { buffer = .allocate(byteCount: size, alignment: 16) }
+        deinit { buffer.deallocate() }
+    }
+
+    // Network side.
+    private let filled: SPSCRing<Slot>
+    private let free: SPSCRing<Slot>
+    /// RFC 3550 reception statistics (network thread).
+    public var receiveStatistics: RTCPReceiveStatistics
+    private var networkDiscarded = 0
+    private var firstExt: Int64?
+    private var highestExt: Int64 = 0
+
+    // Audio side.
+    private let jitterBuffer: RTPJitterBuffer
+    private let decoder: OpusDecoder
+    private let resampler: Resampler?
+    private let pcm: UnsafeMutableBufferPointer<Int16>          // decoded 48 kHz FIFO
+    private var pcmCount = 0
+    private let resampled: UnsafeMutableBufferPointer<Int16>    // output-rate FIFO
+    private var resampledCount = 0
+    private let scratch: UnsafeMutableBufferPointer<Int16>
+    private var playing = false
+    private var expectedTimestamp: UInt32 = 0
+    private var lastWasConcealed = false
+    private var underrunSamples = 0
+    private var audioStats = InboundRTPStreamStats()
+    private let published = Mutex(InboundRTPStreamStats())
+    /// Samples recovered from FEC (audio thread).
+    public private(set) var fecRecoveredSamples = 0
+
+    /// Creates the decoder, buffers and (for an output rate other than 48 kHz) the resampler.
+    public init(ssrc: UInt32, settings: AudioReceiveSettings) throws(OpusError) {
+        precondition(settings.channels == 1 || settings.channels == 2)
+        self.ssrc = ssrc
+        self.settings = settings
+        filled = SPSCRing(capacity: settings.handoffCapacity)
+        free = SPSCRing(capacity: settings.handoffCapacity)
+        for _ in 0..<(settings.handoffCapacity - 1) {
+            _ = free.tryPush(Slot(size: settings.jitterBuffer.maxPacketSize))
+        }
+        receiveStatistics = RTCPReceiveStatistics(ssrc: ssrc, clockRate: 48_000)
+        jitterBuffer = RTPJitterBuffer(settings: settings.jitterBuffer, clockRate: 48_000)
+        decoder = try OpusDecoder(sampleRate: .hz48000, channels: settings.channels)
+        if settings.outputSampleRate != 48_000 {
+            do {
+                resampler = try Resampler(channels: settings.channels, inputRate: 48_000,
+                                          outputRate: settings.outputSampleRate, quality: .voip)
+            } catch {
+                throw OpusError(.badArgument, "resampler 48000 -> \(settings.outputSampleRate) Hz: \(error)")
+            }
+        } else {
+            resampler = nil
+        }
+        let ch = settings.channels
+        pcm = .allocate(capacity: 5760 * 2 * ch)
+        pcm.initialize(repeating: 0)
+        resampled = .allocate(capacity: (settings.outputSampleRate / 100) * 4 * ch + 64)
+        resampled.initialize(repeating: 0)
+        scratch = .allocate(capacity: 5760 * ch)
+        scratch.initialize(repeating: 0)
+        audioStats.ssrc = ssrc
+        audioStats.kind = "audio"
+        audioStats.codec = "opus"
+    }
+
+    deinit {
+        while filled.tryPop() != nil {}
+        pcm.deallocate(); resampled.deallocate(); scratch.deallocate()
+    }
+
+    // MARK: Network thread
+
+    /// Takes one unprotected RTP packet of this stream. Network thread only; never blocks.
+    public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
+        let h = packet.header
+        let ext: Int64
+        if let _ = firstExt {
+            ext = highestExt + Int64(Int16(bitPattern: h.sequenceNumber &- UInt16(truncatingIfNeeded: highestExt)))
+        } else {
+            ext = 65536 + Int64(h.sequenceNumber); firstExt = ext; highestExt = ext
+        }
+        if ext > highestExt { highestExt = ext }
+        receiveStatistics.packetReceived(extendedSequence: ext, size: packet.buffer.count, headerSize: packet.headerSize,
+                                         timestamp: h.timestamp, arrivalNs: arrivalNs)
+        guard packet.buffer.count <= settings.jitterBuffer.maxPacketSize, let slot = free.tryPop() else {
+            networkDiscarded += 1
+            return
+        }
+        slot.buffer.copyMemory(from: packet.buffer)
+        slot.length = packet.buffer.count
+        slot.sequence = h.sequenceNumber
+        slot.timestamp = h.timestamp
+        slot.arrivalNs = arrivalNs
+        _ = filled.tryPush(slot)
+    }
+
+    // MARK: Audio thread
+
+    /// Writes the next 10 ms (`samplesPerPull` x channels interleaved samples at the output rate)
+    /// into `output` and returns the samples per channel written (always `samplesPerPull`): decoded
+    /// audio, FEC-recovered or concealed audio, or silence before playout starts. Audio thread only.
+    @discardableResult
+    public func pullAudio(into output: UnsafeMutableBufferPointer<Int16>, nowNs: UInt64 = UDPSocket.monotonicNanoseconds()) -> Int {
+        let ch = settings.channels
+        let need = samplesPerPull
+        precondition(output.count >= need * ch, "pullAudio needs room for \(need) x \(ch) samples")
+        drainHandoff()
+        if let resampler {
+            while resampledCount < need {
+                produce48k(frames: 480, nowNs: nowNs)
+                let input = UnsafeBufferPointer(rebasing: pcm[0..<(480 * ch)])
+                let room = UnsafeMutableBufferPointer(rebasing: resampled[(resampledCount * ch)...])
+                let r = resampler.process(input, into: room)
+                consume48k(frames: r.consumed)
+                resampledCount += r.produced
+                if r.produced == 0 && r.consumed == 0 { break }
+            }
+            let n = min(need, resampledCount)
+            output.baseAddress!.update(from: resampled.baseAddress!, count: n * ch)
+            if n < need { output.baseAddress!.advanced(by: n * ch).update(repeating: 0, count: (need - n) * ch) }
+            let rest = resampledCount - n
+            if rest > 0 { resampled.baseAddress!.update(from: resampled.baseAddress!.advanced(by: n * ch), count: rest * ch) }
+            resampledCount = rest
+        } else {
+            produce48k(frames: need, nowNs: nowNs)
+            output.baseAddress!.update(from: pcm.baseAddress!, count: need * ch)
+            consume48k(frames: need)
+        }
+        audioStats.totalSamplesReceived += UInt64(need)
+        published.withLock { $0 = audioStats }
+        return need
+    }
+
+    private func drainHandoff() {
+        while let slot = filled.tryPop() {
+            let r = jitterBuffer.insert(UnsafeRawBufferPointer(rebasing: slot.buffer[0..<slot.length]),
+                                        sequenceNumber: slot.sequence, timestamp: slot.timestamp, arrivalNs: slot.arrivalNs)
+            if r == .late || r == .duplicate || r == .tooLarge { audioStats.packetsDiscarded += 1 }
+            _ = free.tryPush(slot)
+        }
+    }
+
+    private func consume48k(frames: Int) {
+        let ch = settings.channels
+        let rest = pcmCount - frames
+        if rest > 0 { pcm.baseAddress!.update(from: pcm.baseAddress!.advanced(by: frames * ch), count: rest * ch) }
+        pcmCount = max(0, rest)
+    }
+
+    /// Fills the 48 kHz FIFO to at least `frames` frames.
+    private func produce48k(frames: Int, nowNs: UInt64) {
+        let ch = settings.channels
+        while pcmCount < frames {
+            let room = UnsafeMutableBufferPointer(rebasing: pcm[(pcmCount * ch)...])
+            if !playing {
+                // Prebuffer to the target delay before the first packet plays.
+                let target = UInt64(jitterBuffer.targetDelayNs) * 48_000 / 1_000_000_000
+                if jitterBuffer.count > 0 && UInt64(jitterBuffer.bufferedTimestampSpan) + 960 >= target {
+                    playing = true
+                    if jitterBuffer.peekNext == nil { jitterBuffer.skipToNextPresent() }
+                    expectedTimestamp = jitterBuffer.peekNext?.timestamp ?? 0
+                } else {
+                    room.baseAddress!.update(repeating: 0, count: (frames - pcmCount) * ch)
+                    pcmCount = frames
+                    return
+                }
+            }
+            // Keep the delay bounded: drop a packet when far more than the target is buffered.
+            let span = UInt64(jitterBuffer.bufferedTimestampSpan) * 1_000_000_000 / 48_000
+            if span > jitterBuffer.targetDelayNs + 60_000_000 && jitterBuffer.count > 2 {
+                if let p = jitterBuffer.popNext() {
+                    audioStats.packetsDiscarded += 1
+                    expectedTimestamp = p.timestamp &+ UInt32((try? OpusPayload.sampleCount(packet: payloadOf(p))) ?? 960)
+                    continue
+                }
+            }
+            let n = playOne(into: room, nowNs: nowNs)
+            pcmCount += n
+            if n == 0 { break }
+        }
+    }
+
+    private func payloadOf(_ p: JitterBufferPacket) -> UnsafeRawBufferPointer {
+        (try? RTPPacket(parsing: p.bytes))?.payload ?? UnsafeRawBufferPointer(start: nil, count: 0)
+    }
+
+    /// Produces the audio of one packet's turn: decoded, FEC-recovered, concealed or comfort noise.
+    private func playOne(into room: UnsafeMutableBufferPointer<Int16>, nowNs: UInt64) -> Int {
+        let last = max(480, min(5760, decoder.lastPacketDuration == 0 ? 960 : decoder.lastPacketDuration))
+        if let p = jitterBuffer.peekNext {
+            let gap = Int32(bitPattern: p.timestamp &- expectedTimestamp)
+            if gap >= 480 {
+                // A timestamp jump in sequence: DTX silence (RFC 7587 §3.4) -- comfort noise.
+                let n = min(Int(gap) / 480 * 480, 5760)
+                let done = (try? decoder.concealLoss(into: room, frameSize: min(n, last))) ?? 0
+                expectedTimestamp = expectedTimestamp &+ UInt32(done)
+                if done > 0 { return done }
+            }
+            _ = jitterBuffer.popNext()
+            let payload = payloadOf(p)
+            let n: Int
+            do {
+                n = try decoder.decode(payload, into: room)
+            } catch {
+                audioStats.packetsDiscarded += 1
+                return conceal(room, last)
+            }
+            expectedTimestamp = p.timestamp &+ UInt32(n)
+            lastWasConcealed = false
+            underrunSamples = 0
+            audioStats.jitterBufferDelay += Double(n) * Double(nowNs &- p.arrivalNs) / 1e9
+            audioStats.jitterBufferEmittedCount += UInt64(n)
+            return n
+        }
+        // The next packet is missing.
+        if jitterBuffer.count > 0, let next = jitterBuffer.next {
+            // Try in-band FEC from the packet right after the missing one.
+            if settings.fecEnabled, let following = jitterBuffer.packet(at: next + 1) {
+                let payload = payloadOf(following)
+                if !payload.isEmpty, OpusPacket.isDTXSilence(byteCount: payload.count) == false,
+                   let n = try? decoder.decodeFEC(nextPacket: payload, into: room, frameSize: last) {
+                    jitterBuffer.skipOne()
+                    expectedTimestamp = expectedTimestamp &+ UInt32(n)
+                    fecRecoveredSamples += n
+                    lastWasConcealed = false
+                    return n
+                }
+            }
+            jitterBuffer.skipOne()
+            let n = conceal(room, last)
+            expectedTimestamp = expectedTimestamp &+ UInt32(n)
+            return n
+        }
+        // Underrun: nothing buffered. After `mutedAfterNs` of it the stream is treated as paused:
+        // silence, not concealment (NetEq's muted state).
+        underrunSamples += last
+        if underrunSamples > 48_000 / 5 {
+            room.baseAddress!.update(repeating: 0, count: last * settings.channels)
+            lastWasConcealed = false
+            playing = false  // prebuffer again when packets come back
+            return last
+        }
+        return conceal(room, last)
+    }
+
+    private func conceal(_ room: UnsafeMutableBufferPointer<Int16>, _ frameSize: Int) -> Int {
+        let n = (try? decoder.concealLoss(into: room, frameSize: frameSize)) ?? 0
+        guard n > 0 else {
+            room.baseAddress!.update(repeating: 0, count: frameSize * settings.channels)
+            return frameSize
+        }
+        audioStats.concealedSamples += UInt64(n)
+        if !lastWasConcealed { audioStats.concealmentEvents += 1 }
+        lastWasConcealed = true
+        return n
+    }
+
+    /// The W3C inbound-rtp statistics of the stream (any thread): playout counters as of the last
+    /// pull, packet counters as of the last `statsSnapshot(receive:)` from the engine.
+    public var stats: InboundRTPStreamStats { published.withLock { $0 } }
+
+    /// Merges the network-side counters (engine thread) into a snapshot.
+    public func statsSnapshot() -> InboundRTPStreamStats {
+        var s = stats
+        s.packetsReceived = receiveStatistics.packetsReceived
+        s.bytesReceived = receiveStatistics.bytesReceived
+        s.headerBytesReceived = receiveStatistics.headerBytesReceived
+        s.packetsLost = receiveStatistics.cumulativeLost
+        s.jitter = receiveStatistics.jitterSeconds
+        s.packetsDiscarded += UInt64(networkDiscarded)
+        return s
+    }
+}

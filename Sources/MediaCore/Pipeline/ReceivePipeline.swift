@@ -1,0 +1,368 @@
+import Glibc
+import Synchronization
+
+/// What a `ReceivePipeline` receives and how it answers. Thread rule: a value type. Cost: none.
+public struct ReceivePipelineConfiguration: Sendable {
+    /// The sender's SRTP key (inbound SRTP/SRTCP). nil: plain RTP/RTCP (tests and tools only).
+    public var remoteKey: SRTPKeyMaterial?
+    /// Our key for the SRTCP we send (RR, NACK, PLI, FIR, REMB). nil: `remoteKey` is used.
+    public var localKey: SRTPKeyMaterial?
+    /// Video streams by payload type; a new SSRC with one of these payload types starts a stream.
+    public var video: [VideoReceiveSettings] = []
+    /// The audio stream's settings (one Opus stream), or nil.
+    public var audio: AudioReceiveSettings? = nil
+    /// SSRC of our RTCP.
+    public var localSSRC: UInt32 = UInt32.random(in: 1...UInt32.max)
+    /// CNAME in our RTCP (RFC 3550 §6.5.1).
+    public var cname = "revue-receiver"
+    /// Regular receiver report interval in milliseconds (feedback such as NACK goes out at once,
+    /// RFC 4585 §3.5.2 early RTCP).
+    public var reportIntervalMilliseconds: Double = 500
+    /// Where RTCP goes; nil: back to where the media comes from.
+    public var rtcpDestination: SocketAddress? = nil
+    /// Send REMB (receiver-side delay-based estimate) with reports.
+    public var sendREMB = true
+    /// Use FIR (RFC 5104) instead of PLI to ask for keyframes.
+    public var useFullIntraRequest = false
+    /// Largest number of SSRCs accepted (more are dropped and counted).
+    public var maxStreams = 8
+    /// Engine tick in milliseconds: the longest the engine sleeps waiting for packets.
+    public var tickMilliseconds = 5
+    /// recvmmsg batch size.
+    public var batchCapacity = 64
+
+    /// An empty configuration: add `video` and/or `audio`.
+    public init(remoteKey: SRTPKeyMaterial?, localKey: SRTPKeyMaterial? = nil) {
+        self.remoteKey = remoteKey
+        self.localKey = localKey
+    }
+}
+
+/// Counters of everything that reached the pipeline's socket. Thread rule: a value type.
+public struct ReceivePipelineStatistics: Sendable, Equatable {
+    /// Datagrams received.
+    public var datagrams = 0
+    /// Datagrams classified RTP / RTCP / other (RFC 7983).
+    public var rtp = 0, rtcp = 0, other = 0
+    /// SRTP/SRTCP packets that failed authentication (forged, corrupted, wrong key): dropped.
+    public var authFailures = 0
+    /// SRTP/SRTCP packets refused as replays (already received, or older than the window): dropped.
+    public var replays = 0
+    /// SRTP packets refused for another reason (too short, malformed header, bad MKI): dropped.
+    public var srtpErrors = 0
+    /// Packets that passed SRTP but are not valid RTP/RTCP: dropped.
+    public var malformed = 0
+    /// Packets with a payload type no stream is configured for, or beyond `maxStreams`: dropped.
+    public var unknownStream = 0
+    /// Truncated datagrams (larger than the receive buffers): dropped.
+    public var truncated = 0
+    /// RTCP compound packets sent, and how many NACK, PLI, FIR, REMB packets they carried.
+    public var rtcpSent = 0, nacksSent = 0, plisSent = 0, firsSent = 0, rembsSent = 0
+    /// Sender reports received.
+    public var senderReportsReceived = 0
+}
+
+/// The receive half of the engine: one UDP socket read in `recvmmsg` batches on the pipeline's own
+/// thread -> demultiplex by first byte (RFC 7983) and SSRC/payload type -> SRTP/SRTCP unprotect
+/// (failures counted and dropped, never passed on) -> per-SSRC `VideoReceiveStream` (jitter buffer,
+/// NACK, depacketize, decode, render) or the `AudioReceiveStream` (pulled by an audio thread) ->
+/// RTCP back to the sender: receiver reports (RFC 3550 §6.4.2), generic NACK (RFC 4585 §6.2.1),
+/// PLI (§6.3.1) or FIR (RFC 5104 §4.3.1), REMB.
+///
+/// Thread rule: `start`/`stop` from one controlling thread; `statistics`, `inboundStats` and
+/// `audio.pullAudio` (from one audio thread) at any time; renderers are called on the pipeline's
+/// thread. Cost: per packet one unprotect in place, one copy into the jitter buffer and one into the
+/// frame; no allocation in steady state (RTCP building allocates small arrays a few times a second).
+public final class ReceivePipeline: @unchecked Sendable {
+    /// The configuration.
+    public let configuration: ReceivePipelineConfiguration
+    /// The socket packets arrive on (and RTCP leaves from).
+    public let socket: UDPSocket
+    /// The audio stream, when configured: pull it with `pullAudio(into:)` or an `AudioPlayoutClock`.
+    public let audio: AudioReceiveStream?
+    /// Called on the pipeline's thread for datagrams that are neither RTP nor RTCP (STUN, session
+    /// packets); set before `start`.
+    public var otherDatagramHandler: (@Sendable (UDPDatagram) -> Void)?
+
+    private let engine: Engine
+    private var thread: TransportThread?
+
+    /// Prepares the pipeline on `socket` (bound by the caller). `renderer` receives every stream's
+    /// decoded video. Throws when an SRTP context or a codec cannot be created.
+    public init(socket: UDPSocket, configuration: ReceivePipelineConfiguration, renderer: VideoRenderer?) throws {
+        self.configuration = configuration
+        self.socket = socket
+        var inbound: SRTPContext? = nil
+        var outbound: SRTPContext? = nil
+        if let key = configuration.remoteKey {
+            var options = SRTPContext.Options()
+            options.replayWindowSize = 1024
+            inbound = try SRTPContext(material: key, direction: .inbound, options: options)
+            outbound = try SRTPContext(material: configuration.localKey ?? key, direction: .outbound)
+        }
+        if let a = configuration.audio {
+            audio = try AudioReceiveStream(ssrc: 0, settings: a)
+        } else {
+            audio = nil
+        }
+        engine = Engine(configuration: configuration, socket: socket, inbound: inbound, outbound: outbound,
+                        renderer: renderer, audio: audio)
+    }
+
+    deinit { stop() }
+
+    /// Starts the pipeline's thread. Calling it twice traps.
+    public func start() {
+        precondition(thread == nil, "ReceivePipeline.start() called twice")
+        engine.other = otherDatagramHandler
+        engine.stopping.store(false, ordering: .releasing)
+        thread = TransportThread(name: "ReceivePipeline") { [engine] in engine.run() }
+    }
+
+    /// Stops and joins the thread (within about one tick). Idempotent.
+    public func stop() {
+        engine.stopping.store(true, ordering: .releasing)
+        thread?.join()
+        thread = nil
+    }
+
+    /// Socket-level counters (refreshed every engine tick).
+    public var statistics: ReceivePipelineStatistics { engine.published.withLock { $0.counters } }
+
+    /// W3C inbound-rtp statistics of every stream (refreshed every engine tick).
+    public var inboundStats: [InboundRTPStreamStats] { engine.published.withLock { $0.inbound } }
+
+    /// The longest video freeze so far in seconds, over all streams (refreshed every tick).
+    public var longestFreezeSeconds: Double { engine.published.withLock { $0.longestFreeze } }
+
+    /// The most packets any video jitter buffer held at once (at most its capacity: memory is bounded).
+    public var peakBufferedPackets: Int { engine.published.withLock { $0.peakBuffered } }
+
+    struct Published {
+        var counters = ReceivePipelineStatistics()
+        var inbound: [InboundRTPStreamStats] = []
+        var longestFreeze: Double = 0
+        var peakBuffered = 0
+    }
+
+    /// Everything the pipeline's thread owns.
+    final class Engine: @unchecked Sendable {
+        let configuration: ReceivePipelineConfiguration
+        let socket: UDPSocket
+        let inbound: SRTPContext?
+        let outbound: SRTPContext?
+        let renderer: VideoRenderer?
+        let audio: AudioReceiveStream?
+        let stopping = Atomic<Bool>(false)
+        let published = Mutex(Published())
+        var other: (@Sendable (UDPDatagram) -> Void)?
+        var counters = ReceivePipelineStatistics()
+        var videos: [VideoReceiveStream] = []
+        var audioSSRC: UInt32?
+        var remote: SocketAddress?
+        var lastReportNs: UInt64 = 0
+        var lastPublishNs: UInt64 = 0
+        let batch: UDPReceiveBatch
+        let rtcpBuffer: UnsafeMutableRawBufferPointer
+
+        init(configuration: ReceivePipelineConfiguration, socket: UDPSocket, inbound: SRTPContext?,
+             outbound: SRTPContext?, renderer: VideoRenderer?, audio: AudioReceiveStream?) {
+            self.configuration = configuration
+            self.socket = socket
+            self.inbound = inbound
+            self.outbound = outbound
+            self.renderer = renderer
+            self.audio = audio
+            batch = UDPReceiveBatch(capacity: configuration.batchCapacity, bufferSize: 2048)
+            rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
+            videos.reserveCapacity(configuration.maxStreams)
+        }
+
+        deinit { rtcpBuffer.deallocate() }
+
+        func run() {
+            while !stopping.load(ordering: .acquiring) {
+                if (try? socket.waitUntilReadable(timeoutMilliseconds: configuration.tickMilliseconds)) == true {
+                    // Drain what is queued, a batch at a time, before playing out.
+                    var rounds = 0
+                    while rounds < 8, let n = try? batch.receive(from: socket, wait: false), n > 0 {
+                        for i in 0..<n { handle(batch[i]) }
+                        rounds += 1
+                    }
+                }
+                tick(nowNs: UDPSocket.monotonicNanoseconds())
+            }
+        }
+
+        func handle(_ d: UDPDatagram) {
+            counters.datagrams += 1
+            if d.isTruncated { counters.truncated += 1; return }
+            switch RTPDemultiplexer.classify(d.bytes) {
+            case .rtp:
+                counters.rtp += 1
+                handleRTP(d)
+            case .rtcp:
+                counters.rtcp += 1
+                handleRTCP(d)
+            default:
+                counters.other += 1
+                other?(d)
+            }
+        }
+
+        /// Unprotects in place; nil (counted) on failure.
+        private func unprotect(_ d: UDPDatagram, rtcp: Bool) -> UnsafeRawBufferPointer? {
+            guard let ctx = inbound else { return d.bytes }
+            let buffer = UnsafeMutableRawBufferPointer(mutating: d.bytes)
+            do {
+                let n = rtcp ? try ctx.unprotectRTCP(buffer, length: buffer.count)
+                             : try ctx.unprotect(buffer, length: buffer.count)
+                return UnsafeRawBufferPointer(rebasing: d.bytes[0..<n])
+            } catch {
+                switch error {
+                case .authFail: counters.authFailures += 1
+                case .replayFail, .replayOld: counters.replays += 1
+                default: counters.srtpErrors += 1
+                }
+                return nil
+            }
+        }
+
+        private func handleRTP(_ d: UDPDatagram) {
+            // Cheap checks before spending a decryption: the payload type must be one we take.
+            let pt = d.bytes[1] & 0x7F
+            let isVideo = configuration.video.contains { $0.payloadType == pt }
+            let isAudio = configuration.audio?.payloadType == pt
+            guard isVideo || isAudio else { counters.unknownStream += 1; return }
+            guard let bytes = unprotect(d, rtcp: false) else { return }
+            guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
+            if remote == nil || configuration.rtcpDestination == nil { remote = configuration.rtcpDestination ?? d.source }
+            let ssrc = packet.header.ssrc
+            if isAudio, let audio {
+                if audioSSRC == nil { audioSSRC = ssrc }
+                guard audioSSRC == ssrc else { counters.unknownStream += 1; return }
+                audio.insert(packet, arrivalNs: d.receivedAtNanoseconds)
+                return
+            }
+            guard let stream = videoStream(ssrc: ssrc, payloadType: pt) else { counters.unknownStream += 1; return }
+            stream.insert(packet, arrivalNs: d.receivedAtNanoseconds)
+        }
+
+        private func videoStream(ssrc: UInt32, payloadType: UInt8) -> VideoReceiveStream? {
+            for v in videos where v.ssrc == ssrc { return v.settings.payloadType == payloadType ? v : nil }
+            guard videos.count + (audioSSRC == nil ? 0 : 1) < configuration.maxStreams,
+                  let settings = configuration.video.first(where: { $0.payloadType == payloadType }),
+                  let stream = try? VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer) else { return nil }
+            videos.append(stream)
+            return stream
+        }
+
+        private func handleRTCP(_ d: UDPDatagram) {
+            guard let bytes = unprotect(d, rtcp: true) else { return }
+            guard let packets = try? RTCPCompound.parse(bytes) else { counters.malformed += 1; return }
+            for p in packets {
+                if case .senderReport(let sr) = p {
+                    counters.senderReportsReceived += 1
+                    for v in videos where v.ssrc == sr.ssrc {
+                        v.receiveStatistics.senderReportReceived(sr, arrivalNs: d.receivedAtNanoseconds)
+                    }
+                    if sr.ssrc == audioSSRC, let audio {
+                        audio.receiveStatistics.senderReportReceived(sr, arrivalNs: d.receivedAtNanoseconds)
+                    }
+                }
+            }
+        }
+
+        var peakBuffered = 0
+
+        func tick(nowNs: UInt64) {
+            for v in videos {
+                peakBuffered = max(peakBuffered, v.jitterBuffer.count)
+                v.process(nowNs: nowNs)
+            }
+            sendFeedback(nowNs: nowNs)
+            if nowNs >= lastPublishNs + 20_000_000 || stopping.load(ordering: .relaxed) {
+                lastPublishNs = nowNs
+                var inbound = videos.map { $0.statsSnapshot() }
+                if let audio, let ssrc = audioSSRC {
+                    var s = audio.statsSnapshot()
+                    s.ssrc = ssrc
+                    inbound.append(s)
+                }
+                let freeze = Double(videos.map(\.longestFreezeNs).max() ?? 0) / 1e9
+                let c = counters, peak = peakBuffered
+                published.withLock { $0 = Published(counters: c, inbound: inbound, longestFreeze: freeze, peakBuffered: peak) }
+            }
+        }
+
+        /// Builds and sends RTCP: feedback at once when due, the regular report on its interval.
+        private func sendFeedback(nowNs: UInt64) {
+            guard let remote else { return }
+            var feedback: [RTCPPacket] = []
+            let ssrc = configuration.localSSRC
+            var remb = false
+            for v in videos {
+                let lost = v.takeNackList(nowNs: nowNs)
+                if !lost.isEmpty {
+                    // A NACK packet carries at most what fits; 100 pairs is far below the MTU.
+                    let nack = RTCPGenericNack(senderSSRC: ssrc, mediaSSRC: v.ssrc, lost: Array(lost.prefix(400)))
+                    feedback.append(.genericNack(RTCPGenericNack(senderSSRC: ssrc, mediaSSRC: v.ssrc,
+                                                                 pairs: Array(nack.pairs.prefix(100)))))
+                    counters.nacksSent += 1
+                }
+                if v.takeKeyframeRequest(nowNs: nowNs) {
+                    if configuration.useFullIntraRequest {
+                        firSequence &+= 1
+                        feedback.append(.fullIntraRequest(RTCPFullIntraRequest(
+                            senderSSRC: ssrc, entries: [.init(ssrc: v.ssrc, sequenceNumber: firSequence)])))
+                        v.noteFullIntraRequestSent()
+                        counters.firsSent += 1
+                    } else {
+                        feedback.append(.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: ssrc, mediaSSRC: v.ssrc)))
+                        counters.plisSent += 1
+                    }
+                }
+                if v.bandwidth.usage == .overusing && nowNs >= lastRembNs + 200_000_000 { remb = true }
+            }
+            let reportDue = nowNs >= lastReportNs + UInt64(configuration.reportIntervalMilliseconds * 1e6)
+            guard reportDue || !feedback.isEmpty || remb else { return }
+            var blocks: [RTCPReportBlock] = []
+            if reportDue {
+                lastReportNs = nowNs
+                for v in videos { blocks.append(v.receiveStatistics.makeReportBlock(nowNs: nowNs)) }
+                if let audio, let a = audioSSRC {
+                    var b = audio.receiveStatistics.makeReportBlock(nowNs: nowNs)
+                    b.ssrc = a
+                    blocks.append(b)
+                }
+            }
+            var packets: [RTCPPacket] = [.receiverReport(RTCPReceiverReport(ssrc: ssrc, reports: Array(blocks.prefix(31))))]
+            if reportDue {
+                packets.append(.sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: configuration.cname)))
+            }
+            packets += feedback
+            if configuration.sendREMB && (reportDue || remb) {
+                let estimates = videos.map(\.bandwidth.estimate).filter { $0 > 0 }
+                if !estimates.isEmpty {
+                    packets.append(.receiverEstimatedMaxBitrate(RTCPReceiverEstimatedMaxBitrate(
+                        senderSSRC: ssrc, bitrate: UInt64(estimates.reduce(0, +)), ssrcs: videos.map(\.ssrc))))
+                    counters.rembsSent += 1
+                    lastRembNs = nowNs
+                }
+            }
+            var size = RTCPCompound.marshalSize(packets)
+            let room = rtcpBuffer.count - (outbound?.rtcpOverhead ?? 0)
+            while size > room && packets.count > 1 { packets.removeLast(); size = RTCPCompound.marshalSize(packets) }
+            RTCPCompound.marshal(packets, into: rtcpBuffer)
+            if let outbound {
+                guard let n = try? outbound.protectRTCP(rtcpBuffer, length: size) else { return }
+                size = n
+            }
+            _ = try? socket.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<size]), to: remote)
+            counters.rtcpSent += 1
+        }
+
+        var firSequence: UInt8 = 0
+        var lastRembNs: UInt64 = 0
+    }
+}

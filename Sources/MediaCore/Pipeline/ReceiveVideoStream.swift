@@ -1,0 +1,294 @@
+/// How a `VideoReceiveStream` repairs loss and plays out.
+/// Thread rule: a value type. Cost: none.
+public struct VideoReceiveSettings: Sendable {
+    /// VP8 or VP9.
+    public var codec: VPXCodec
+    /// RTP payload type of the stream.
+    public var payloadType: UInt8
+    /// Jitter buffer memory and delay range.
+    public var jitterBuffer = JitterBufferSettings(capacity: 1024, maxPacketSize: 1500,
+                                                   minimumDelayMilliseconds: 0, maximumDelayMilliseconds: 500)
+    /// Ask for retransmission of missing packets (RFC 4585 generic NACK).
+    public var nackEnabled = true
+    /// Requests per missing packet before giving up (then a keyframe is requested).
+    public var nackMaxTries = 10
+    /// Round-trip time assumed until one is measured, in milliseconds: a hole is waited for about
+    /// `target delay + 1.5 x RTT` with NACK, `target delay` without.
+    public var assumedRoundTripMilliseconds: Double = 100
+    /// Shortest time between two keyframe requests (PLI), in milliseconds.
+    public var keyframeRequestIntervalMilliseconds: Double = 200
+    /// When set, every decoded frame is also converted to this packed RGB format for the renderer
+    /// (`.bgra` = libyuv ARGB).
+    public var renderFormat: PixelFormat? = nil
+    /// Largest encoded frame accepted, in bytes.
+    public var maxFrameSize = 2 << 20
+    /// Decoder threads.
+    public var decoderThreads = 1
+
+    /// Settings for a stream of `codec` on `payloadType`.
+    public init(codec: VPXCodec, payloadType: UInt8) {
+        self.codec = codec
+        self.payloadType = payloadType
+    }
+}
+
+/// One incoming video stream: jitter buffer -> NACK -> depacketizer (RFC 7741 / RFC 9628) ->
+/// VPX decoder -> renderer, with keyframe requests after loss that cannot be repaired and the
+/// W3C inbound-rtp statistics of the stream.
+///
+/// The receive engine calls `insert` for each unprotected RTP packet of the stream and `process`
+/// after each batch and on its timer: packets play in sequence order as soon as they are there; a
+/// hole is waited for up to the adaptive delay (plus a retransmission's round trip with NACK), then
+/// skipped, which makes the frame incomplete, tells the decoder (`frameLost`) and requests a
+/// keyframe. Frames decoded are given to the renderer on the engine's thread.
+/// Thread rule: one owner thread (the engine). Cost: one packet copy into the jitter buffer, one
+/// into the frame buffer, the decode; no allocation in steady state.
+public final class VideoReceiveStream {
+    /// SSRC of the stream.
+    public let ssrc: UInt32
+    /// The settings.
+    public let settings: VideoReceiveSettings
+    /// The jitter buffer (for inspection).
+    public let jitterBuffer: RTPJitterBuffer
+    /// NACK bookkeeping.
+    public let nack: NackTracker
+    /// RFC 3550 reception statistics for RTCP reports.
+    public var receiveStatistics: RTCPReceiveStatistics
+    /// W3C inbound-rtp statistics (packet counters filled by `statsSnapshot`).
+    public private(set) var stats = InboundRTPStreamStats()
+    /// Receiver-side delay-based bandwidth estimate (for REMB).
+    public var bandwidth = ReceiveSideBandwidthEstimator(clockRate: 90_000)
+    /// Round-trip time in nanoseconds used for NACK timing.
+    public var roundTripNs: UInt64
+
+    private let renderer: VideoRenderer?
+    private let decoder: VPXDecoder
+    private let vp8: VP8Depacketizer?
+    private let vp9: VP9Depacketizer?
+    private let converter = ColorConverter()
+    private var packed: UnsafeMutableRawBufferPointer?
+    private var keyframeRequested = false
+    private var lastKeyframeRequestNs: UInt64 = 0
+    private var frameTimestamp: UInt32 = 0
+    private var frameFirstArrivalNs: UInt64 = 0
+    private var inFrame = false
+    private var lastRenderNs: UInt64 = 0
+    private var meanFrameIntervalNs: Double = 0
+    private var hasOutput = false
+    private var nackScratch: [UInt16] = []
+
+    /// Creates the stream's decoder and buffers. Throws when libvpx cannot create a decoder.
+    public init(ssrc: UInt32, settings: VideoReceiveSettings, renderer: VideoRenderer?) throws(VPXError) {
+        self.ssrc = ssrc
+        self.settings = settings
+        self.renderer = renderer
+        jitterBuffer = RTPJitterBuffer(settings: settings.jitterBuffer, clockRate: 90_000)
+        nack = NackTracker(capacity: settings.jitterBuffer.capacity, maxTries: settings.nackMaxTries)
+        receiveStatistics = RTCPReceiveStatistics(ssrc: ssrc, clockRate: 90_000)
+        decoder = try VPXDecoder(codec: settings.codec, threads: settings.decoderThreads)
+        vp8 = settings.codec == .vp8 ? VP8Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
+        vp9 = settings.codec == .vp9 ? VP9Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
+        roundTripNs = UInt64(settings.assumedRoundTripMilliseconds * 1e6)
+        stats.ssrc = ssrc
+        stats.kind = "video"
+        stats.codec = settings.codec == .vp8 ? "VP8" : "VP9"
+        nackScratch.reserveCapacity(256)
+    }
+
+    deinit { packed?.deallocate() }
+
+    /// Takes one unprotected RTP packet of this stream (parsed as `packet`) that arrived at `arrivalNs`.
+    public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
+        let h = packet.header
+        let ext = jitterBuffer.extend(h.sequenceNumber)
+        receiveStatistics.packetReceived(extendedSequence: jitterBuffer.next == nil ? 65536 + Int64(h.sequenceNumber) : ext,
+                                         size: packet.buffer.count, headerSize: packet.headerSize,
+                                         timestamp: h.timestamp, arrivalNs: arrivalNs)
+        _ = bandwidth.packetArrived(timestamp: h.timestamp, arrivalNs: arrivalNs, size: packet.buffer.count)
+        let result = jitterBuffer.insert(packet.buffer, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
+                                         arrivalNs: arrivalNs)
+        switch result {
+        case .stored, .reset:
+            if result == .reset { nack.clear() }
+            if settings.nackEnabled { nack.packetArrived(jitterBuffer.extend(h.sequenceNumber), nowNs: arrivalNs) }
+        case .duplicate, .late, .tooLarge:
+            stats.packetsDiscarded += 1
+        }
+    }
+
+    /// How long a hole is waited for before it is skipped.
+    public var holeWaitNs: UInt64 {
+        let target = jitterBuffer.targetDelayNs
+        guard settings.nackEnabled else { return max(target, 5_000_000) }
+        let maxNs = UInt64(settings.jitterBuffer.maximumDelayMilliseconds * 1e6)
+        // Room for about three requests: the first and two retries a round trip apart.
+        return min(maxNs, target + currentRoundTripNs * 3 + 20_000_000)
+    }
+
+    /// The round trip used for NACK timing: measured from NACK to retransmission when known,
+    /// otherwise `roundTripNs` (set by the engine, or the configured assumption).
+    public var currentRoundTripNs: UInt64 {
+        nack.roundTripEstimateNs > 0 ? UInt64(nack.roundTripEstimateNs) : roundTripNs
+    }
+
+    /// Plays out what is ready at `nowNs`: decodes complete frames, skips holes waited for long
+    /// enough. Returns the number of frames decoded.
+    @discardableResult
+    public func process(nowNs: UInt64) -> Int {
+        var decoded = 0
+        while true {
+            if let p = jitterBuffer.popNext() {
+                nack.forget(below: p.extendedSequence + 1)
+                decoded += play(p, nowNs: nowNs)
+                continue
+            }
+            guard jitterBuffer.hasHole, let first = jitterBuffer.firstPresent() else { break }
+            guard nowNs >= first.arrivalNs + holeWaitNs else { break }
+            jitterBuffer.skipToNextPresent()
+            if let n = jitterBuffer.next { nack.forget(below: n) }
+        }
+        updateFreeze(nowNs: nowNs, rendered: false)
+        return decoded
+    }
+
+    private func play(_ p: JitterBufferPacket, nowNs: UInt64) -> Int {
+        guard let packet = try? RTPPacket(parsing: p.bytes) else { return 0 }
+        if !inFrame || p.timestamp != frameTimestamp {
+            inFrame = true
+            frameTimestamp = p.timestamp
+            frameFirstArrivalNs = p.arrivalNs
+        } else if p.arrivalNs < frameFirstArrivalNs {
+            frameFirstArrivalNs = p.arrivalNs
+        }
+        let result: RTPDepacketizeResult
+        do {
+            if let vp8 { result = try vp8.push(packet) } else { result = try vp9!.push(packet) }
+        } catch {
+            stats.packetsDiscarded += 1
+            return 0
+        }
+        if result.incompleteFrames > 0 || result.lostPackets > 0 {
+            stats.framesDropped += UInt64(result.incompleteFrames)
+            decoder.frameLost()
+            requestKeyframe(nowNs: nowNs)
+        }
+        guard let frame = result.frame else { return 0 }
+        stats.framesReceived += 1
+        if decoder.awaitingKeyframe && !frame.isKeyframe {
+            stats.framesDropped += 1
+            requestKeyframe(nowNs: nowNs)
+            return 0
+        }
+        let firstArrival = frameFirstArrivalNs
+        var shown = false
+        do {
+            let r: Bool? = try decoder.decode(frame.data) { view in
+                let decodedNs = UDPSocket.monotonicNanoseconds()
+                self.deliver(view, frame: frame, firstArrival: firstArrival, decodedNs: decodedNs)
+                return true
+            }
+            shown = r ?? false
+        } catch {
+            stats.framesDropped += 1
+            requestKeyframe(nowNs: nowNs)
+            return 0
+        }
+        stats.framesDecoded += 1
+        if frame.isKeyframe {
+            stats.keyFramesDecoded += 1
+            keyframeRequested = false
+        }
+        stats.jitterBufferDelay += Double(nowNs &- firstArrival) / 1e9
+        stats.jitterBufferEmittedCount += 1
+        if shown { updateFreeze(nowNs: nowNs, rendered: true) }
+        return 1
+    }
+
+    private func deliver(_ view: I420View, frame: RTPAssembledFrame, firstArrival: UInt64, decodedNs: UInt64) {
+        stats.frameWidth = view.width
+        stats.frameHeight = view.height
+        guard let renderer else { return }
+        var packedView: UnsafeRawBufferPointer? = nil
+        var stride = 0
+        if let format = settings.renderFormat {
+            stride = view.width * format.bytesPerPixel
+            let need = stride * view.height
+            if packed == nil || packed!.count != need {
+                packed?.deallocate()
+                packed = .allocate(byteCount: need, alignment: 64)
+            }
+            if (try? converter.convert(view, to: format, into: packed!, stride: stride)) != nil {
+                packedView = UnsafeRawBufferPointer(packed!)
+            }
+        }
+        renderer.render(DecodedVideoFrame(view: view, packed: packedView, packedStride: stride,
+                                          rtpTimestamp: frame.timestamp, ssrc: ssrc, isKeyframe: frame.isKeyframe,
+                                          firstPacketArrivalNs: firstArrival, decodedNs: decodedNs))
+    }
+
+    /// W3C webrtc-stats freeze rule: an interval between rendered frames longer than
+    /// max(3 x mean interval, mean interval + 150 ms) is a freeze.
+    private func updateFreeze(nowNs: UInt64, rendered: Bool) {
+        guard rendered else { return }
+        defer { lastRenderNs = nowNs; hasOutput = true }
+        guard hasOutput, nowNs > lastRenderNs else { return }
+        let interval = Double(nowNs - lastRenderNs)
+        if meanFrameIntervalNs > 0 {
+            let limit = max(3 * meanFrameIntervalNs, meanFrameIntervalNs + 150_000_000)
+            if interval > limit {
+                stats.freezeCount += 1
+                stats.totalFreezesDuration += interval / 1e9
+                longestFreezeNs = max(longestFreezeNs, UInt64(interval))
+                return  // a freeze does not move the mean
+            }
+            meanFrameIntervalNs = 0.9 * meanFrameIntervalNs + 0.1 * interval
+        } else {
+            meanFrameIntervalNs = interval
+        }
+    }
+
+    /// The longest freeze so far, in nanoseconds.
+    public private(set) var longestFreezeNs: UInt64 = 0
+
+    private func requestKeyframe(nowNs: UInt64) {
+        keyframeRequested = true
+        _ = nowNs
+    }
+
+    /// True when a keyframe request (PLI) is due now; marks it sent. The engine calls this when
+    /// building feedback.
+    public func takeKeyframeRequest(nowNs: UInt64) -> Bool {
+        guard keyframeRequested || nackGaveUp else { return false }
+        let interval = UInt64(settings.keyframeRequestIntervalMilliseconds * 1e6)
+        guard lastKeyframeRequestNs == 0 || nowNs >= lastKeyframeRequestNs + interval else { return false }
+        lastKeyframeRequestNs = nowNs
+        nackGaveUp = false
+        stats.pliCount += 1
+        return true
+    }
+
+    private var nackGaveUp = false
+
+    /// Sequence numbers to NACK now (empty when NACK is off); valid until the next call.
+    public func takeNackList(nowNs: UInt64) -> [UInt16] {
+        nackScratch.removeAll(keepingCapacity: true)
+        guard settings.nackEnabled else { return nackScratch }
+        if nack.collect(nowNs: nowNs, rttNs: currentRoundTripNs, into: &nackScratch) > 0 { nackGaveUp = true }
+        if !nackScratch.isEmpty { stats.nackCount += 1 }
+        return nackScratch
+    }
+
+    /// Counts a FIR sent for this stream.
+    public func noteFullIntraRequestSent() { stats.firCount += 1 }
+
+    /// The stream's W3C statistics with packet counters and jitter filled in.
+    public func statsSnapshot() -> InboundRTPStreamStats {
+        var s = stats
+        s.packetsReceived = receiveStatistics.packetsReceived
+        s.bytesReceived = receiveStatistics.bytesReceived
+        s.headerBytesReceived = receiveStatistics.headerBytesReceived
+        s.packetsLost = receiveStatistics.cumulativeLost
+        s.jitter = receiveStatistics.jitterSeconds
+        return s
+    }
+}

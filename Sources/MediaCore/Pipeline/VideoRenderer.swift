@@ -1,0 +1,67 @@
+import Synchronization
+
+/// One decoded picture handed to a `VideoRenderer`: borrowed planes plus timing.
+/// Thread rule: valid only during the `render` call, on the receive engine's thread.
+/// Cost: none (views into the decoder's and the stream's buffers).
+public struct DecodedVideoFrame {
+    /// The I420 picture (libvpx's buffer; copy it to keep it).
+    public let view: I420View
+    /// The picture in the stream's `renderFormat` (packed RGB), when one was requested.
+    public let packed: UnsafeRawBufferPointer?
+    /// Bytes per row of `packed`.
+    public let packedStride: Int
+    /// RTP timestamp of the frame (90 kHz).
+    public let rtpTimestamp: UInt32
+    /// SSRC of the stream.
+    public let ssrc: UInt32
+    /// True for a keyframe.
+    public let isKeyframe: Bool
+    /// `CLOCK_MONOTONIC` nanoseconds when the frame's first packet arrived.
+    public let firstPacketArrivalNs: UInt64
+    /// `CLOCK_MONOTONIC` nanoseconds when decoding finished.
+    public let decodedNs: UInt64
+}
+
+/// Where a receive pipeline puts decoded video (like libwebrtc's `VideoSinkInterface`).
+/// Thread rule: `render` is called on the receive engine's thread, one frame at a time; it should
+/// copy what it needs and return quickly (it delays the next packet's processing).
+public protocol VideoRenderer: AnyObject {
+    /// Receives one decoded frame; its buffers are valid only during the call.
+    func render(_ frame: DecodedVideoFrame)
+}
+
+/// A renderer that keeps a copy of the latest frame and counts frames; for tests, tools and a UI
+/// that polls. Thread rule: `render` from the engine thread, the rest from any thread.
+/// Cost: one I420 copy per frame into a reused buffer (reallocated when the size changes).
+public final class LatestFrameRenderer: VideoRenderer, @unchecked Sendable {
+    private let lock = Mutex<State>(State())
+    private struct State {
+        var frame: VideoFrame?
+        var count = 0
+        var keyframes = 0
+        var rtpTimestamp: UInt32 = 0
+    }
+
+    /// Makes an empty renderer.
+    public init() {}
+
+    public func render(_ frame: DecodedVideoFrame) {
+        lock.withLock { s in
+            if s.frame == nil || s.frame!.width != frame.view.width || s.frame!.height != frame.view.height {
+                s.frame = VideoFrame(width: frame.view.width, height: frame.view.height)
+            }
+            s.frame!.copy(from: frame.view)
+            s.count += 1
+            if frame.isKeyframe { s.keyframes += 1 }
+            s.rtpTimestamp = frame.rtpTimestamp
+        }
+    }
+
+    /// Frames rendered so far.
+    public var frameCount: Int { lock.withLock { $0.count } }
+
+    /// Calls `body` with the latest frame (nil before the first), under the renderer's lock.
+    public func withLatestFrame<R>(_ body: (VideoFrame?) -> R) -> R {
+        lock.withLock { s in body(s.frame) }
+    }
+}

@@ -1,0 +1,286 @@
+// `revue-media demo`: a whole call in one process over real loopback UDP: a synthetic camera and
+// microphone, the sender, SRTP, the impairment relay at mild settings, the receiver; then what
+// arrived is measured against what was sent.
+import RevueSDK
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum DemoCommand: Command {
+    static let name = "demo"
+    static let summary = "run a full call in one process over loopback UDP and report what was received"
+    static let help = """
+        usage: revue-media demo [--seconds S] [--out DIR] [options]
+
+        A synthetic camera (640x360, 30 fps, a moving picture whose bar code tells each frame's
+        index) and microphone (a speech-like signal) are encoded (VP8 1 Mbit/s, Opus 32 kbit/s with
+        FEC), sent as SRTP (AEAD_AES_128_GCM) over UDP through the impairment relay (1 % loss,
+        20 ms delay, 5 ms jitter) to a receiver in the same process, which decodes and writes
+        DIR/received.ivf and DIR/received.ogg. DIR/stats.json holds the measurements; a table on
+        stdout sums them up: frames and packets sent, received and recovered, PSNR of the
+        received video against the source frames, SNR and correlation of the received audio
+        against the source, capture-to-decode latency p50/p99 and the bitrates.
+
+          --seconds S      length of the call (default 10)
+          --out DIR        where the files go (default out; created if missing)
+          --loss P         relay loss (default 0.01); --delay MS (20); --jitter MS (5); --seed N (1)
+          --size WxH       camera size (default 640x360); --bitrate BPS (default 1M)
+          --codec vp8|vp9  (default vp8)
+          --json           print stats.json instead of the table
+          --quiet, -q      no progress on stderr
+        """
+
+    static let valueOptions: Set<String> = ["--seconds", "--out", "--loss", "--delay", "--jitter", "--seed", "--size", "--bitrate", "--codec"]
+    static let flagOptions: Set<String> = ["--json", "--quiet", "-q"]
+
+    /// Capture times of sent video frames by index, and latencies/PSNR of decoded ones.
+    final class Measurements: @unchecked Sendable {
+        let lock = NSLock()
+        var captureNs: [Int: UInt64] = [:]
+        var latenciesMs: [Double] = []
+        var psnr: [Double] = []
+        var framesUnidentified = 0
+        var audio: [Float] = []
+        var lastIndex = -1
+        var framesOutOfOrder = 0
+    }
+
+    static func run(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments(argv, valueOptions: valueOptions, flagOptions: flagOptions)
+        guard args.positional.isEmpty else { throw UsageError(description: "unexpected argument \(args.positional[0])") }
+        let seconds = try args.double("--seconds", range: 0.5...600) ?? 10
+        let outDir = args.string("--out") ?? "out"
+        let size = try args.size("--size") ?? (640, 360)
+        var videoOptions = VideoEncodeOptions()
+        if let c = args.string("--codec") {
+            guard let codec = VPXCodec(rawValue: c.lowercased()) else { throw UsageError(description: "--codec \(c): expected vp8 or vp9") }
+            videoOptions.codec = codec
+        }
+        videoOptions.bitrate = try args.int("--bitrate", range: 50_000...20_000_000) ?? 1_000_000
+        videoOptions.keyframeInterval = 300
+        var audioOptions = AudioEncodeOptions()
+        audioOptions.fec = true
+        audioOptions.application = .voip
+        audioOptions.bitrate = 32_000
+        var impairment = ImpairmentModel.Settings()
+        impairment.loss = try args.double("--loss", range: 0...0.5) ?? 0.01
+        impairment.delayMilliseconds = try args.double("--delay", range: 0...1000) ?? 20
+        impairment.jitterMilliseconds = try args.double("--jitter", range: 0...500) ?? 5
+        let seed = UInt64(try args.int("--seed", range: 0...Int(Int32.max)) ?? 1)
+        if let problem = impairment.problem { throw UsageError(description: problem) }
+
+        // Output directory.
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: outDir, isDirectory: &isDir) {
+            guard isDir.boolValue else { throw InputError(description: "\(outDir): exists and is not a directory") }
+        } else {
+            do { try FileManager.default.createDirectory(atPath: outDir, withIntermediateDirectories: true) } catch {
+                throw InputError(description: "\(outDir): cannot create the output directory: \(error.localizedDescription)")
+            }
+        }
+        let videoPath = "\(outDir)/received.ivf", audioPath = "\(outDir)/received.ogg", statsPath = "\(outDir)/stats.json"
+
+        // Receive pipeline on a loopback port, relay in front of it, send pipelines to the relay.
+        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
+        let m = Measurements()
+        let reference = VideoFrame(width: size.width, height: size.height)
+        let receiver = try PipelineReceiver(key: key, codec: videoOptions.codec, width: size.width, height: size.height,
+                                            videoPath: videoPath, audioPath: audioPath) { view, _, decodedNs in
+            guard let index = SyntheticVideo.frameIndex(in: view) else { m.lock.lock(); m.framesUnidentified += 1; m.lock.unlock(); return }
+            var psnr = Double.nan
+            if view.width == reference.width && view.height == reference.height {
+                SyntheticVideo.render(frameIndex: index, into: reference)
+                psnr = Quality.psnr(reference.view, view)
+            }
+            m.lock.lock()
+            if let captured = m.captureNs[index], decodedNs >= captured { m.latenciesMs.append(Double(decodedNs - captured) / 1e6) }
+            if psnr.isFinite { m.psnr.append(psnr) }
+            if index <= m.lastIndex { m.framesOutOfOrder += 1 }
+            m.lastIndex = index
+            m.lock.unlock()
+        }
+        let receiverAddress = try receiver.socket.localAddress()
+        let relay: ImpairmentRelay
+        do {
+            relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: receiverAddress, impairment: impairment,
+                                                             reverse: ImpairmentModel.Settings(), seed: seed))
+        } catch { throw InputError(description: "cannot start the relay: \(error)") }
+
+        let camera = PatternVideoSource(name: "camera", width: size.width, height: size.height, frameRate: ContainerRational(30, 1),
+                                        frames: Int(seconds * 30))
+        let microphone = PatternAudioSource(pattern: .speech, name: "microphone", sampleRate: 48_000, channels: 1,
+                                            frames: Int64(seconds * 48_000))
+        var wire = SendWire(destination: relay.listenAddress, key: key)
+        wire.separateAudioPort = false  // one 5-tuple through the relay, demultiplexed by payload type
+        let sender = try MediaSender(video: camera, audio: microphone, videoOptions: videoOptions, audioOptions: audioOptions, wire: wire)
+
+        sender.onVideoFrame = { index, ns in m.lock.lock(); m.captureNs[index] = ns; m.lock.unlock() }
+
+        relay.start()
+        receiver.start()
+        if !args.quiet {
+            Console.error("demo: \(size.width)x\(size.height) \(videoOptions.codec.rawValue) + opus, SRTP \(key.suite), "
+                          + "\(relay.listenAddress) -> relay (loss \(impairment.loss), delay \(impairment.delayMilliseconds) ms, "
+                          + "jitter \(impairment.jitterMilliseconds) ms) -> \(receiverAddress)")
+        }
+        let progress = Progress(label: "demo", total: Int(seconds.rounded(.up)), unit: "s", quiet: args.quiet)
+        let started = Date()
+        let interrupted = try sender.run(shouldStop: { Interrupt.requested }, progress: { progress.update(Int($0)) })
+        // Let the last packets through the relay's delay.
+        usleep(UInt32(min(1_000_000, (impairment.delayMilliseconds + impairment.jitterMilliseconds) * 1000 + 200_000)))
+        if !interrupted { progress.update(Int(seconds.rounded(.up))) }
+        progress.finish()
+        relay.stop()
+        receiver.stop()
+        let elapsed = Date().timeIntervalSince(started)
+        let written = try receiver.finish()
+        try sender.finish()
+
+        // Audio quality: best lag by cross-correlation on the first seconds, then SNR and
+        // correlation over everything at that lag.
+        var source = SyntheticAudio(pattern: .speech, sampleRate: 48_000, channels: 1, amplitude: 0.5)
+        let reference48k = source.floats(frames: Int(seconds * 48_000))
+        let received = receiver.audioSink?.playedSamples ?? []
+        let (lag, snr, correlation) = audioQuality(reference: reference48k, received: received, maxLag: 48_000)
+
+        let inbound = receiver.pipeline.inboundStats
+        let vin = inbound.first { $0.kind == "video" } ?? InboundRTPStreamStats()
+        let ain = inbound.first { $0.kind == "audio" } ?? receiver.pipeline.audio?.stats ?? InboundRTPStreamStats()
+        let pstats = receiver.pipeline.statistics
+        let vout = sender.videoPipeline?.statistics.outbound
+        let retransmitted = Int(vout?.retransmittedPacketsSent ?? 0)
+        let fecSamples = receiver.pipeline.audio?.fecRecoveredSamples ?? 0
+        let relayStats = relay.statistics
+        let v = sender.videoStream!.counters, a = sender.audioStream!.counters
+        let lat = m.latenciesMs.sorted()
+        func pct(_ p: Double) -> Double { lat.isEmpty ? .nan : lat[min(lat.count - 1, Int(Double(lat.count - 1) * p + 0.5))] }
+        let psnrMean = m.psnr.isEmpty ? Double.nan : m.psnr.reduce(0, +) / Double(m.psnr.count)
+        let psnrMin = m.psnr.min() ?? .nan
+        let videoBitrate = Double(v.bytes.load(ordering: .relaxed) * 8) / max(elapsed, 0.001)
+        let audioBitrate = Double(a.bytes.load(ordering: .relaxed) * 8) / max(elapsed, 0.001)
+
+        let stats = JSON.object([
+            ("seconds", JSON.rounded(elapsed, 3)), ("interrupted", .bool(interrupted)),
+            ("path", .object([("sender", .string(sender.usePipelines ? "BufferCapturer + VideoSendStream, AudioBufferCapturer + AudioSendStream" : "revue-media MediaSender")), ("receiver", .string("ReceivePipeline (jitter buffer, NACK, PLI, decode) + AudioPlayoutClock")), ("relay", .string(relay.listenAddress.description)),
+                              ("receiverAddress", .string(receiverAddress.description)), ("srtp", .string(key.suite.sdpName)),
+                              ("loss", .double(impairment.loss)), ("delayMs", .double(impairment.delayMilliseconds)),
+                              ("jitterMs", .double(impairment.jitterMilliseconds)), ("seed", .int(Int(seed)))])),
+            ("video", .object([
+                ("codec", .string(videoOptions.codec.rawValue)), ("width", .int(size.width)), ("height", .int(size.height)),
+                ("framesSent", .int(v.frames.load(ordering: .relaxed))), ("keyframesSent", .int(v.keyframes.load(ordering: .relaxed))),
+                ("packetsSent", .int(v.packets.load(ordering: .relaxed))), ("packetsRetransmitted", .int(retransmitted)),
+                ("packetsReceived", .int(Int(vin.packetsReceived))), ("packetsLost", .int(Int(vin.packetsLost))),
+                ("framesDecoded", .int(Int(vin.framesDecoded))), ("framesDropped", .int(Int(vin.framesDropped))),
+                ("keyframesDecoded", .int(Int(vin.keyFramesDecoded))), ("freezeCount", .int(Int(vin.freezeCount))),
+                ("nackSent", .int(Int(vin.nackCount))), ("pliSent", .int(Int(vin.pliCount))),
+                ("jitterBufferDelayMs", JSON.rounded(vin.jitterBufferEmittedCount > 0 ? vin.jitterBufferDelay / Double(vin.jitterBufferEmittedCount) * 1000 : 0, 2)),
+                ("keyframeRequestsReceived", .int(v.keyframeRequests.load(ordering: .relaxed))),
+                ("framesIdentified", .int(m.psnr.count)), ("psnrMean", JSON.rounded(psnrMean, 2)), ("psnrMin", JSON.rounded(psnrMin, 2)),
+                ("latencyP50Ms", JSON.rounded(pct(0.5), 2)), ("latencyP99Ms", JSON.rounded(pct(0.99), 2)),
+                ("bitrate", .int(Int(videoBitrate))),
+            ])),
+            ("audio", .object([
+                ("framesSent", .int(a.frames.load(ordering: .relaxed))), ("packetsSent", .int(a.packets.load(ordering: .relaxed))),
+                ("packetsReceived", .int(Int(ain.packetsReceived))), ("packetsLost", .int(Int(ain.packetsLost))),
+                ("fecRecoveredSamples", .int(fecSamples)), ("concealedSamples", .int(Int(ain.concealedSamples))),
+                ("concealmentEvents", .int(Int(ain.concealmentEvents))), ("samplesPlayed", .int(received.count)),
+                ("lagSamples", .int(lag)),
+                ("snrDb", JSON.rounded(snr, 2)), ("correlation", JSON.rounded(correlation, 4)), ("bitrate", .int(Int(audioBitrate))),
+            ])),
+            ("relay", .object([("received", .int(relayStats.forward.received)), ("forwarded", .int(relayStats.forward.forwarded)),
+                               ("lost", .int(relayStats.forward.droppedByLoss)), ("feedbackForwarded", .int(relayStats.reverse.forwarded))])),
+            ("receivePipeline", .object([("datagrams", .int(pstats.datagrams)), ("authFailures", .int(pstats.authFailures)),
+                                         ("replays", .int(pstats.replays)), ("rtcpSent", .int(pstats.rtcpSent)),
+                                         ("nacksSent", .int(pstats.nacksSent)), ("plisSent", .int(pstats.plisSent)),
+                                         ("rembsSent", .int(pstats.rembsSent))])),
+            ("files", .array(written.map { .string($0) } + [.string(statsPath)])),
+        ])
+        try writeAtomically(stats.rendered() + "\n", to: statsPath)
+
+        if args.flag("--json") {
+            Console.out(stats.rendered())
+        } else {
+            func row(_ name: String, _ a: String, _ b: String, _ c: String) -> String {
+                name.padding(toLength: 16, withPad: " ", startingAt: 0) + a.padding(toLength: 14, withPad: " ", startingAt: 0)
+                    + b.padding(toLength: 14, withPad: " ", startingAt: 0) + c
+            }
+            Console.out("""
+                demo: \(String(format: "%.1f", elapsed)) s call over loopback UDP, SRTP \(key.suite), relay loss \(impairment.loss * 100) %, delay \(Int(impairment.delayMilliseconds)) ms, jitter \(Int(impairment.jitterMilliseconds)) ms
+                \(row("", "sent", "received", "recovered / lost"))
+                \(row("video frames", "\(v.frames.load(ordering: .relaxed))", "\(vin.framesDecoded)", "\(max(0, Int(vin.keyFramesDecoded) - 1)) keyframes on PLI, \(vin.freezeCount) freezes"))
+                \(row("video packets", "\(v.packets.load(ordering: .relaxed))", "\(vin.packetsReceived)", "\(retransmitted) resent on NACK / \(vin.packetsLost) lost"))
+                \(row("audio packets", "\(a.packets.load(ordering: .relaxed))", "\(ain.packetsReceived)", "\(fecSamples / 960) by FEC / \(ain.packetsLost) lost"))
+                video quality   PSNR \(String(format: "%.2f", psnrMean)) dB mean, \(String(format: "%.2f", psnrMin)) dB min over \(m.psnr.count) frames identified by bar code
+                audio quality   SNR \(String(format: "%.2f", snr)) dB, correlation \(String(format: "%.3f", correlation)) (lag \(lag) samples)
+                latency         capture to decoded frame p50 \(String(format: "%.1f", pct(0.5))) ms, p99 \(String(format: "%.1f", pct(0.99))) ms
+                bitrates        video \(Format.bitrate(videoBitrate)), audio \(Format.bitrate(audioBitrate))
+                files           \((written + [statsPath]).joined(separator: ", "))
+                """)
+        }
+        return interrupted ? 130 : 0
+    }
+
+    /// Lag (received behind reference), SNR in dB and Pearson correlation of `received` against
+    /// `reference` at the best lag within `maxLag`, found by cross-correlation on the first 2 s.
+    /// Lag (received behind reference), SNR in dB and correlation of `received` against
+    /// `reference`. Playout may drop or stretch audio (jitter buffer adaptation, concealment), so
+    /// each 200 ms segment of the reference is aligned on its own: a coarse search on 8x block averages
+    /// within `maxLag`, then within +-50 ms of the previous segment's lag, refined to the sample.
+    /// SNR sums signal and error over all segments; correlation is the mean of the segments'.
+    static func audioQuality(reference: [Float], received: [Float], maxLag: Int) -> (Int, Double, Double) {
+        guard reference.count >= 48_000, received.count > 4800 else { return (0, .nan, .nan) }
+        func decimate(_ x: [Float]) -> [Float] { stride(from: 0, to: x.count - 7, by: 8).map { i in (x[i..<(i + 8)].reduce(0, +)) / 8 } }
+        let dr = decimate(reference), dx = decimate(received)
+        /// The lag in `lags` maximising the dot product of a[from..<from+window] with b shifted by it.
+        func bestLag(_ a: [Float], _ b: [Float], from: Int, window: Int, _ lags: ClosedRange<Int>) -> Int? {
+            var best = -Float.infinity, lag: Int?
+            a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { b in
+                for l in lags where from + l >= 0 && from + l + window <= b.count {
+                    var dot: Float = 0
+                    for i in 0..<window { dot += a[from + i] * b[from + l + i] }
+                    if dot > best { best = dot; lag = l }
+                }
+            } }
+            return lag
+        }
+        let segment = 9_600
+        var previous: Int?
+        var signal = 0.0, noise = 0.0, correlations: [Double] = [], firstLag = 0
+        for start in stride(from: 0, to: reference.count - segment + 1, by: segment) {
+            let coarseRange = previous.map { ($0 / 8 - 300)...($0 / 8 + 300) } ?? 0...(maxLag / 8)
+            guard let coarse = bestLag(dr, dx, from: start / 8, window: segment / 8, coarseRange),
+                  let lag = bestLag(reference, received, from: start, window: segment, (coarse * 8 - 16)...(coarse * 8 + 16)) else { continue }
+            if previous == nil { firstLag = lag }
+            previous = lag
+            var sxy = 0.0, sxx = 0.0, syy = 0.0, sx = 0.0, sy = 0.0
+            for i in start..<(start + segment) {
+                let x = Double(reference[i]), y = Double(received[i + lag])
+                signal += x * x; noise += (x - y) * (x - y)
+                sxy += x * y; sxx += x * x; syy += y * y; sx += x; sy += y
+            }
+            let n = Double(segment)
+            let den = (sxx / n - (sx / n) * (sx / n)).squareRoot() * (syy / n - (sy / n) * (sy / n)).squareRoot()
+            if den > 1e-9 { correlations.append((sxy / n - (sx / n) * (sy / n)) / den) }
+        }
+        guard !correlations.isEmpty else { return (0, .nan, .nan) }
+        return (firstLag, noise > 0 ? 10 * log10(signal / noise) : 100, correlations.reduce(0, +) / Double(correlations.count))
+    }
+
+    /// Writes `text` to a temporary name next to `path`, then renames it into place.
+    static func writeAtomically(_ text: String, to path: String) throws {
+        let dir = (path as NSString).deletingLastPathComponent, name = (path as NSString).lastPathComponent
+        let tmp = (dir.isEmpty ? "" : dir + "/") + ".\(name).tmp-\(getpid())"
+        guard FileManager.default.createFile(atPath: tmp, contents: Data(text.utf8)) else {
+            throw InputError(description: "\(path): cannot write")
+        }
+        guard rename(tmp, path) == 0 else {
+            unlink(tmp)
+            throw InputError(description: "\(path): cannot rename into place: \(String(cString: strerror(errno)))")
+        }
+    }
+}
+
+extension ReceiveCounters {
+    var framesDecodedTotal: Int { videoFramesDecoded }
+}

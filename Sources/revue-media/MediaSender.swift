@@ -1,0 +1,254 @@
+// The sending end of `send` and `demo`: plays a video source and an audio source in real time,
+// encodes (VP8/VP9, Opus), packetizes (RFC 7741 / RFC 9628 / RFC 7587) and sends SRTP over UDP,
+// answering a receiver's PLI/FIR with a keyframe.
+import RevueSDK
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Wire settings of a sender.
+struct SendWire {
+    var destination: SocketAddress
+    var key: SRTPKeyMaterial?
+    var videoPayloadType: UInt8 = 96
+    var audioPayloadType: UInt8 = 111
+    var videoSSRC: UInt32 = RandomBytes.ssrc()
+    var audioSSRC: UInt32 = RandomBytes.ssrc()
+    var mtu = 1200
+    var pcapPath: String?
+    /// Audio goes to `destination.port + 2` when video is sent too (one port per m= line).
+    var separateAudioPort = true
+}
+
+final class MediaSender {
+    let socket: UDPSocket
+    let video: VideoSource?
+    let audio: AudioSource?
+    let videoStream: RTPOutStream?
+    let audioStream: RTPOutStream?
+    let videoEncoder: VideoStreamEncoder?
+    let audioEncoder: OpusStreamEncoder?
+    let codec: VPXCodec
+    let feedback: RTCPFeedbackListener
+    let pcap: PcapRecorder?
+    private var vp8 = VP8Packetizer()
+    private var vp9 = VP9Packetizer()
+    /// Called after each video frame is captured: its index and the monotonic time of capture.
+    var onVideoFrame: ((Int, UInt64) -> Void)?
+    /// The engine's send pipelines (capturer -> ring -> encode worker -> RTP -> SRTP -> sink),
+    /// used unless `usePipelines` is false; then this class encodes and packetizes itself.
+    let videoPipeline: VideoSendStream?
+    let audioPipeline: AudioSendStream?
+    let usePipelines: Bool
+
+    init(video: VideoSource?, audio: AudioSource?, videoOptions: VideoEncodeOptions, audioOptions: AudioEncodeOptions,
+         wire: SendWire, usePipelines: Bool = true) throws {
+        precondition(video != nil || audio != nil)
+        self.usePipelines = usePipelines
+        self.video = video
+        self.audio = audio
+        codec = videoOptions.codec
+        var options = UDPSocket.Options()
+        options.sendBufferSize = 4 << 20
+        let any: SocketAddress = wire.destination.family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0)
+        do { socket = try UDPSocket(bindingTo: any, options: options) } catch {
+            throw InputError(description: "cannot open a UDP socket: \(error)")
+        }
+        if let path = wire.pcapPath {
+            try checkOutputDirectory(path, option: "--pcap")
+            pcap = try PcapRecorder(path: path, source: (try? socket.localAddress()) ?? any)
+        } else { pcap = nil }
+        if let video {
+            videoEncoder = try VideoStreamEncoder(options: videoOptions, width: video.width, height: video.height, frameRate: video.frameRate)
+            videoStream = try RTPOutStream(socket: socket, destination: wire.destination, ssrc: wire.videoSSRC,
+                                           payloadType: wire.videoPayloadType, clockRate: 90_000, mtu: wire.mtu, key: wire.key, pcap: pcap)
+        } else { videoEncoder = nil; videoStream = nil }
+        if let audio {
+            audioEncoder = try OpusStreamEncoder(options: audioOptions, inputRate: audio.sampleRate, channels: audio.channels)
+            var to = wire.destination
+            if video != nil && wire.separateAudioPort { to.port = to.port &+ 2 }
+            audioStream = try RTPOutStream(socket: socket, destination: to, ssrc: wire.audioSSRC,
+                                           payloadType: wire.audioPayloadType, clockRate: 48_000, mtu: wire.mtu, key: wire.key, pcap: pcap)
+        } else { audioEncoder = nil; audioStream = nil }
+        feedback = try RTCPFeedbackListener(socket: socket, key: wire.key, streams: [videoStream, audioStream].compactMap { $0 })
+        guard usePipelines else { videoPipeline = nil; audioPipeline = nil; return }
+        if let video, let stream = videoStream {
+            var conf = VideoSendStream.Configuration(codec: videoOptions.codec, width: video.width, height: video.height)
+            conf.encoder = videoOptions.configuration(width: video.width, height: video.height, frameRate: video.frameRate)
+            conf.ssrc = stream.ssrc
+            conf.payloadType = stream.payloadType
+            conf.mtu = wire.mtu
+            conf.srtp = wire.key
+            conf.ringCapacity = 8
+            let sink = RecordingSink(socket: socket, destination: stream.destination, pcap: pcap)
+            do { videoPipeline = try VideoSendStream(configuration: conf, sink: sink) } catch {
+                throw InputError(description: "cannot create the video send pipeline: \(error)")
+            }
+        } else { videoPipeline = nil }
+        if let audio, let stream = audioStream {
+            var conf = AudioSendStream.Configuration()
+            conf.channels = audio.channels
+            conf.bitrate = audioOptions.bitrate ?? 32_000 * audio.channels
+            conf.complexity = audioOptions.complexity
+            conf.application = audioOptions.application
+            conf.inbandFEC = audioOptions.fec
+            conf.expectedPacketLossPercent = audioOptions.fec ? 10 : 0
+            conf.dtx = audioOptions.dtx
+            conf.frameDuration = audioOptions.frameDuration
+            conf.ssrc = stream.ssrc
+            conf.payloadType = stream.payloadType
+            conf.mtu = wire.mtu
+            conf.srtp = wire.key
+            conf.ringCapacity = 64
+            let sink = RecordingSink(socket: socket, destination: stream.destination, pcap: pcap)
+            do { audioPipeline = try AudioSendStream(configuration: conf, sink: sink) } catch {
+                throw InputError(description: "cannot create the audio send pipeline: \(error)")
+            }
+        } else { audioPipeline = nil }
+        feedback.targets.with { t in
+            if let v = videoPipeline { t[v.ssrc] = v }
+            if let a = audioPipeline { t[a.ssrc] = a }
+        }
+    }
+
+    /// Copies the pipelines' W3C counters into the streams' counters (what the commands report).
+    func collectPipelineStatistics() {
+        if let p = videoPipeline, let c = videoStream?.counters {
+            let o = p.statistics.outbound
+            c.frames.store(Int(o.framesEncoded), ordering: .relaxed)
+            c.keyframes.store(Int(o.keyFramesEncoded), ordering: .relaxed)
+            c.packets.store(Int(o.packetsSent), ordering: .relaxed)
+            c.bytes.store(Int(o.bytesSent + o.headerBytesSent), ordering: .relaxed)
+            c.keyframeRequests.store(Int(o.pliCount + o.firCount), ordering: .relaxed)
+        }
+        if let p = audioPipeline, let c = audioStream?.counters {
+            let o = p.statistics.outbound
+            c.frames.store(Int(o.framesEncoded), ordering: .relaxed)
+            c.packets.store(Int(o.packetsSent), ordering: .relaxed)
+            c.bytes.store(Int(o.bytesSent + o.headerBytesSent), ordering: .relaxed)
+        }
+    }
+
+    /// Plays both sources in real time until they end or `shouldStop()`; returns whether it was stopped.
+    @discardableResult
+    func run(shouldStop: () -> Bool, progress: ((Double) -> Void)? = nil) throws -> Bool {
+        feedback.start()
+        videoPipeline?.start()
+        audioPipeline?.start()
+        defer {
+            videoPipeline?.stop()
+            audioPipeline?.stop(flushPartialFrame: true)
+            feedback.stop()
+            collectPipelineStatistics()
+        }
+        let start = UDPSocket.monotonicNanoseconds()
+        let frame = video.map { VideoFrame(width: $0.width, height: $0.height) }
+        var videoIndex = 0, videoDone = video == nil
+        var audioTicks48k: Int64 = 0, audioChunks = 0, audioDone = audio == nil
+        let chunkFrames = audio.map { max(1, $0.sampleRate / 50) } ?? 0  // 20 ms of input
+        var pcm = [Float](repeating: 0, count: chunkFrames * (audio?.channels ?? 1))
+        var firstAudioPacket = true
+        var stopped = false
+
+        func videoDue() -> UInt64 {
+            guard let v = video else { return .max }
+            return start + UInt64(Double(videoIndex) * 1e9 / v.frameRate.doubleValue)
+        }
+        func audioDue() -> UInt64 { start + UInt64(audioChunks) * 20_000_000 }
+
+        while !(videoDone && audioDone) {
+            if shouldStop() { stopped = true; break }
+            let due = min(videoDone ? .max : videoDue(), audioDone ? .max : audioDue())
+            let now = UDPSocket.monotonicNanoseconds()
+            if due > now {
+                let wait = min(due - now, 50_000_000)
+                var ts = timespec(tv_sec: Int(wait / 1_000_000_000), tv_nsec: Int(wait % 1_000_000_000))
+                nanosleep(&ts, nil)
+                continue
+            }
+            if !videoDone && videoDue() <= due, let video, let frame, let encoder = videoEncoder, let stream = videoStream {
+                guard try video.next(into: frame) else { videoDone = true; continue }
+                let captured = UDPSocket.monotonicNanoseconds()
+                let key = feedback.takeKeyframeRequest()
+                if let pipeline = videoPipeline {
+                    if key { pipeline.handlePictureLossIndication() }
+                    let view = frame.view
+                    let cw = view.chromaWidth, ch = view.chromaHeight
+                    let buffer = try PixelBufferView.i420(
+                        width: view.width, height: view.height,
+                        y: UnsafeRawBufferPointer(start: view.y, count: view.strideY * (view.height - 1) + view.width), strideY: view.strideY,
+                        u: UnsafeRawBufferPointer(start: view.u, count: view.strideU * (ch - 1) + cw), strideU: view.strideU,
+                        v: UnsafeRawBufferPointer(start: view.v, count: view.strideV * (ch - 1) + cw), strideV: view.strideV)
+                    pipeline.capturer.capture(buffer, timeStampNs: Int64(captured))
+                } else {
+                    try encoder.encode(frame.view, forceKeyframe: key) { out, _ in
+                        self.sendVideo(out, stream: stream)
+                    }
+                }
+                onVideoFrame?(videoIndex, captured)
+                videoIndex += 1
+                progress?(Double(captured - start) / 1e9)
+            } else if let audio, let encoder = audioEncoder, let stream = audioStream {
+                let n = try pcm.withUnsafeMutableBufferPointer { try audio.read(into: $0) }
+                audioChunks += 1
+                if n == 0 { audioDone = true; continue }
+                if let pipeline = audioPipeline {
+                    let captured = Int64(start) + Int64(audioChunks - 1) * 20_000_000
+                    pcm.withUnsafeBufferPointer { p in
+                        pipeline.capturer.capture(UnsafeBufferPointer(rebasing: p[0..<(n * audio.channels)]), sampleRate: audio.sampleRate,
+                                                  channels: audio.channels, timeStampNs: captured)
+                    }
+                    continue
+                }
+                try pcm.withUnsafeBufferPointer { p in
+                    try encoder.feed(UnsafeBufferPointer(rebasing: p[0..<(n * audio.channels)])) { packet, samples in
+                        let payloads = OpusPayload.packetize(frame: packet, maxPayloadSize: stream.maxPayloadSize)
+                        stream.send(payloads, timestamp: stream.timestamp(ticks: audioTicks48k), marker: firstAudioPacket)
+                        stream.counters.frames.add(1, ordering: .relaxed)
+                        firstAudioPacket = false
+                        audioTicks48k += Int64(samples)
+                    }
+                }
+            }
+        }
+        return stopped
+    }
+
+    private func sendVideo(_ out: EncodedVideoFrame, stream: RTPOutStream) {
+        let ts = stream.timestamp(ticks: out.pts)
+        let max = stream.maxPayloadSize
+        if codec == .vp8 {
+            stream.send(vp8.packetize(frame: out.data, maxPayloadSize: max), timestamp: ts)
+        } else {
+            stream.send(vp9.packetize(frame: out.data, maxPayloadSize: max, keyframe: out.isKeyframe,
+                                      width: out.width, height: out.height), timestamp: ts)
+        }
+        stream.counters.frames.add(1, ordering: .relaxed)
+        if out.isKeyframe { stream.counters.keyframes.add(1, ordering: .relaxed) }
+    }
+
+    func finish() throws { try pcap?.finish() }
+}
+
+/// The send pipelines' sink: UDP in `sendmmsg` batches, each packet also recorded to the pcap
+/// file when `--pcap` asked for one.
+/// Thread rule: `write`/`flush` from one pipeline worker. Cost: the UDP sink's copy, plus the pcap copy.
+final class RecordingSink: PacketSink, @unchecked Sendable {
+    private let udp: UDPPacketSink
+    private let pcap: PcapRecorder?
+    private let destination: SocketAddress
+
+    init(socket: UDPSocket, destination: SocketAddress, pcap: PcapRecorder?) {
+        udp = UDPPacketSink(socket: socket, destination: destination)
+        self.pcap = pcap
+        self.destination = destination
+    }
+
+    func write(_ packet: UnsafeRawBufferPointer) {
+        udp.write(packet)
+        pcap?.record(packet, to: destination)
+    }
+
+    func flush() { udp.flush() }
+}

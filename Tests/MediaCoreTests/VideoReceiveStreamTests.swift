@@ -1,0 +1,152 @@
+import Testing
+@testable import MediaCore
+
+/// Encodes `count` SyntheticVideo frames of `codec` at 320x240 and packetizes them (MTU 600, so
+/// frames span several packets): the packets of each frame, in order.
+private func videoPackets(_ codec: VPXCodec, count: Int, keyframesAt: Set<Int> = [0]) throws -> [[[UInt8]]] {
+    var conf = VPXEncoderConfiguration(codec: codec, width: 320, height: 240)
+    conf.bitrate = 600_000
+    let encoder = try VPXEncoder(conf)
+    var vp8 = VP8Packetizer(pictureID: 1)
+    var vp9 = VP9Packetizer(pictureID: 1)
+    let frame = VideoFrame(width: 320, height: 240)
+    var seq: UInt16 = 65_500  // wraps during the stream
+    var out: [[[UInt8]]] = []
+    for i in 0..<count {
+        SyntheticVideo.render(frameIndex: i, into: frame)
+        var packets: [[UInt8]] = []
+        try encoder.encode(frame.view, pts: Int64(i) * 3000, forceKeyframe: keyframesAt.contains(i)) { e in
+            var header = RTPHeader(payloadType: 98, timestamp: UInt32(i * 3000), ssrc: 77)
+            let max = header.maxPayloadSize(mtu: 600)
+            let split: any RTPFramePayloads = codec == .vp8
+                ? vp8.packetize(frame: e.data, maxPayloadSize: max)
+                : vp9.packetize(frame: e.data, maxPayloadSize: max, keyframe: e.isKeyframe)
+            for p in 0..<split.count {
+                header.sequenceNumber = seq
+                seq &+= 1
+                var b = [UInt8](repeating: 0, count: 700)
+                let n = b.withUnsafeMutableBytes { split.writePacket(at: p, header: &header, into: $0) }
+                packets.append(Array(b[0..<n]))
+            }
+        }
+        out.append(packets)
+    }
+    return out
+}
+
+private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
+    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: ns) }
+}
+
+@Suite struct VideoReceiveStreamTests {
+    @Test(arguments: [VPXCodec.vp8, .vp9])
+    func decodesEveryFrameInOrderFromReorderedPackets(codec: VPXCodec) throws {
+        let frames = try videoPackets(codec, count: 20)
+        let renderer = IndexingRenderer(width: 320, height: 240)
+        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: codec, payloadType: 98), renderer: renderer)
+        var t: UInt64 = 1_000_000_000
+        for f in frames {
+            // Reverse each frame's packets: the jitter buffer puts them back in order.
+            for p in f.reversed() { feed(s, p, at: t) }
+            s.process(nowNs: t)
+            t += 33_333_333
+        }
+        #expect(renderer.indices == Set(0..<20))
+        #expect(renderer.minimumPSNR > 30)
+        let stats = s.statsSnapshot()
+        #expect(stats.framesDecoded == 20 && stats.keyFramesDecoded == 1 && stats.framesDropped == 0)
+        #expect(stats.codec == (codec == .vp8 ? "VP8" : "VP9"))
+        #expect(stats.frameWidth == 320 && stats.frameHeight == 240)
+    }
+
+    @Test(arguments: [VPXCodec.vp8, .vp9])
+    func unrepairableLossWaitsForAKeyframeAndAsksForOne(codec: VPXCodec) throws {
+        let frames = try videoPackets(codec, count: 30, keyframesAt: [0, 20])
+        let renderer = IndexingRenderer(width: 320, height: 240)
+        var settings = VideoReceiveSettings(codec: codec, payloadType: 98)
+        settings.nackEnabled = false
+        let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: renderer)
+        var t: UInt64 = 1_000_000_000
+        var plis = 0
+        for (i, f) in frames.enumerated() {
+            for (k, p) in f.enumerated() where !(i == 8 && k == 0) { feed(s, p, at: t) }  // frame 8 loses its first packet
+            s.process(nowNs: t)
+            if s.takeKeyframeRequest(nowNs: t) { plis += 1 }
+            t += 33_333_333
+        }
+        // Frames 0-7 decode; 8 is incomplete; 9-19 depend on it and are not decoded into garbage;
+        // the keyframe at 20 restarts the picture.
+        #expect(renderer.indices == Set(0..<8).union(20..<30), "\(renderer.indices.sorted())")
+        #expect(renderer.unreadable == 0)
+        #expect(plis >= 1)
+        let stats = s.statsSnapshot()
+        #expect(stats.framesDropped >= 12 && stats.keyFramesDecoded == 2)
+        #expect(stats.pliCount == UInt64(plis))
+        #expect(stats.freezeCount == 1, "one freeze from frame 7 to frame 20")
+        #expect(stats.totalFreezesDuration > 0.4)
+    }
+
+    @Test func nackListNamesTheMissingPacketsAndTheHoleIsWaitedForThenSkipped() throws {
+        let frames = try videoPackets(.vp8, count: 6)
+        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp8, payloadType: 98), renderer: nil)
+        var t: UInt64 = 1_000_000_000
+        for p in frames[0] + frames[1] { feed(s, p, at: t) }
+        s.process(nowNs: t)
+        // Frame 2's packets go missing; frame 3 arrives.
+        let missing = frames[2].map { (try! RTPHeader(parsing: $0.withUnsafeBytes { $0 })).sequenceNumber }
+        t += 66_666_666
+        for p in frames[3] { feed(s, p, at: t) }
+        s.process(nowNs: t)
+        #expect(s.takeNackList(nowNs: t) == missing)
+        #expect(s.statsSnapshot().framesDecoded == 2, "waits for the hole")
+        // The retransmissions arrive: frames 2 and 3 decode.
+        t += 30_000_000
+        for p in frames[2] { feed(s, p, at: t) }
+        s.process(nowNs: t)
+        #expect(s.statsSnapshot().framesDecoded == 4)
+        #expect(s.statsSnapshot().nackCount == 1)
+        // Frame 4 lost for good: after the hole wait, frame 5 is skipped to (and not decoded: its
+        // reference is gone), and a keyframe is requested.
+        for p in frames[5] { feed(s, p, at: t) }
+        s.process(nowNs: t + s.holeWaitNs - 1)
+        #expect(s.jitterBuffer.hasHole)
+        s.process(nowNs: t + s.holeWaitNs)
+        #expect(!s.jitterBuffer.hasHole)
+        #expect(s.statsSnapshot().framesDecoded == 4)
+        #expect(s.takeKeyframeRequest(nowNs: t + s.holeWaitNs))
+    }
+
+    @Test func steadyStateReceiveAllocatesNothingPerPacket() throws {
+        let frames = try videoPackets(.vp8, count: 70)
+        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)
+        settings.renderFormat = .bgra
+        let renderer = LatestFrameRenderer()
+        let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: renderer)
+        var t: UInt64 = 1_000_000_000
+        // Warm up: the keyframe (libvpx sizes its frame pool), the BGRA buffer, the renderer's copy.
+        for f in frames[0..<10] {
+            for p in f { feed(s, p, at: t) }
+            s.process(nowNs: t)
+            _ = s.takeNackList(nowNs: t)
+            t += 33_333_333
+        }
+        // Each packet's insert and each frame's playout (depacketize, decode, BGRA, render, NACK
+        // bookkeeping) measured on its own, so the test's own loop is not counted.
+        var allocations = 0
+        for f in frames[10..<70] {
+            for p in f {
+                allocations += p.withUnsafeBytes { bytes in
+                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrivalNs: t) }
+                }
+            }
+            allocations += AllocationCounter.count {
+                s.process(nowNs: t)
+                _ = s.takeNackList(nowNs: t)
+            }
+            t += 33_333_333
+        }
+        #expect(renderer.frameCount == 70)
+        #expect(allocations == 0, "\(allocations) allocations for 60 frames")
+    }
+}
+
