@@ -301,6 +301,11 @@ enum VideoSendSuite {
             stream.capturer.capture(views[i % views.count], timeStampNs: Int64(i) * 33_333_333)
         }
         stream.stop()
+        let st = stream.statistics.outbound
+        if st.framesEncoded > 0 {
+            record(reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "encode mean", unit: "ms",
+                   higherIsBetter: false, values: [st.totalEncodeTime * 1000 / Double(st.framesEncoded)])
+        }
         let latencies = (0..<frames).compactMap { done[$0] > captured[$0] ? Double(done[$0] - captured[$0]) / 1e6 : nil }
         guard latencies.count > frames / 2 else { return }
         let s = Summary(latencies)
