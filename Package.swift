@@ -25,7 +25,7 @@ let package = Package(
         .target(name: "RevueSDK", dependencies: ["MediaCore", "RevueSession"]),
         .executableTarget(name: "revue-media", dependencies: ["RevueSDK"]),
         .executableTarget(name: "revue-node", dependencies: ["RevueSDK"]),
-        .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims"], path: "Benchmarks/revue-bench"),
+        .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession"], path: "Benchmarks/revue-bench"),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
         .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),
