@@ -26,9 +26,12 @@ test: deps
 	$(SWIFT) test --skip-build --skip '$(TIMED_TESTS)'
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
+##   BENCH_ARGS passes options (e.g. BENCH_ARGS="ring --reps 9"); charts go to docs/performance/.
+BENCH_ARGS ?= all
 bench: deps
 	$(SWIFT) build -c release --product revue-bench
-	$$($(SWIFT) build -c release --show-bin-path)/revue-bench all --json $(OUT)/bench.json
+	$(SWIFT) build -c release --product revue-media
+	$$($(SWIFT) build -c release --show-bin-path)/revue-bench $(BENCH_ARGS) --json $(OUT)/bench.json --svg docs/performance
 
 build: deps
 	$(SWIFT) build

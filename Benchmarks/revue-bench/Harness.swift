@@ -17,6 +17,7 @@ struct Summary: Codable {
     var min: Double
     var median: Double
     var p99: Double
+    var max: Double
     var mean: Double
 
     init(_ values: [Double]) {
@@ -25,6 +26,7 @@ struct Summary: Codable {
         min = s[0]
         median = Summary.percentile(s, 0.5)
         p99 = Summary.percentile(s, 0.99)
+        max = s[s.count - 1]
         mean = s.reduce(0, +) / Double(s.count)
     }
 
@@ -66,6 +68,9 @@ struct BenchRecord: Codable {
     var anchorName: String?
     /// Median of per-pair ratios ours/anchor.
     var ratio: Double?
+    /// min/median/p99 of the per-pair ratios (each repetition of ours over the anchor run right
+    /// after it), nil without an anchor.
+    var ratioSummary: Summary?
     /// Whether a bigger figure is better (throughput) or worse (time).
     var higherIsBetter: Bool
     var repetitions: Int
@@ -92,13 +97,17 @@ final class Reporter {
     }
 
     func printHeader() {
-        print(pad("suite", 12) + pad("case", 34) + pad("metric", 16) + lpad("ours", 12) + lpad("anchor", 12) + lpad("ratio", 8) + "  anchor name")
+        print(pad("suite", 10) + pad("case", 40) + pad("metric", 18) + lpad("ours min", 10) + lpad("median", 10) + lpad("p99", 10)
+              + lpad("anchor", 10) + lpad("ratio", 7) + lpad("pairs min-max", 15) + "  anchor name")
     }
 
     private func printRow(_ r: BenchRecord) {
         let anchor = r.anchor.map { fmt($0) } ?? "-"
         let ratio = r.ratio.map { String(format: "%.3f", $0) } ?? "-"
-        print(pad(r.suite, 12) + pad(r.case, 34) + pad("\(r.metric) (\(r.unit))", 16) + lpad(fmt(r.ours), 12) + lpad(anchor, 12) + lpad(ratio, 8) + "  " + (r.anchorName ?? ""))
+        let spread = r.ratioSummary.map { String(format: "%.3f-%.3f", $0.min, $0.max) } ?? "-"
+        let metric = r.metric == r.unit ? r.metric : "\(r.metric) (\(r.unit))"
+        print(pad(r.suite, 10) + pad(r.case, 40) + pad(metric, 18) + lpad(fmt(r.oursSummary.min), 10) + lpad(fmt(r.ours), 10)
+              + lpad(fmt(r.oursSummary.p99), 10) + lpad(anchor, 10) + lpad(ratio, 7) + lpad(spread, 15) + "  " + (r.anchorName ?? ""))
         fflush(nil)
     }
 
@@ -145,7 +154,8 @@ func compare(_ reporter: Reporter, _ options: BenchOptions,
     reporter.add(BenchRecord(
         suite: suite, case: name, metric: metric, unit: unit,
         ours: sa.median, anchor: sb?.median, anchorName: anchor == nil ? nil : anchorName,
-        ratio: ratios.isEmpty ? nil : Summary(ratios).median, higherIsBetter: higherIsBetter,
+        ratio: ratios.isEmpty ? nil : Summary(ratios).median, ratioSummary: ratios.isEmpty ? nil : Summary(ratios),
+        higherIsBetter: higherIsBetter,
         repetitions: options.repetitions, oursSummary: sa, anchorSummary: sb, machine: .current))
 }
 
@@ -154,6 +164,6 @@ func record(_ reporter: Reporter, _ options: BenchOptions, suite: String, case n
             metric: String, unit: String, higherIsBetter: Bool, values: [Double]) {
     let s = Summary(values)
     reporter.add(BenchRecord(suite: suite, case: name, metric: metric, unit: unit, ours: s.median,
-                             anchor: nil, anchorName: nil, ratio: nil, higherIsBetter: higherIsBetter,
+                             anchor: nil, anchorName: nil, ratio: nil, ratioSummary: nil, higherIsBetter: higherIsBetter,
                              repetitions: values.count, oursSummary: s, anchorSummary: nil, machine: .current))
 }
