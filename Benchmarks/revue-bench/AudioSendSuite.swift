@@ -17,6 +17,7 @@ enum AudioSendSuite {
             for complexity in [5, 10] {
                 let name = "48k \(channels == 1 ? "mono" : "stereo") c\(complexity) 20ms"
                 var captureCosts: [Double] = []
+                let oursCPU = BenchReplay(), rawCPU = BenchReplay()
                 func ours() throws -> Double {
                     var config = AudioSendStream.Configuration()
                     config.channels = channels
@@ -25,19 +26,20 @@ enum AudioSendSuite {
                     let sink = BenchCountingSink()
                     let stream = try AudioSendStream(configuration: config, sink: sink)
                     stream.start()
-                    let t0 = nowNs()
+                    let t0 = nowNs(), cpu0 = benchProcessCPUNs()
                     pcm.withUnsafeBufferPointer { all in
                         for i in 0..<frames {
-                            // Keep the ring from overflowing: at most 16 buffers ahead of the encoder.
-                            while Int(stream.statistics.outbound.framesEncoded) < i - 16 { usleep(100) }
+                            // Keep the ring (32) from overflowing: at most 28 buffers ahead of the encoder.
+                            while Int(stream.statistics.outbound.framesEncoded) < i - 28 { usleep(1_000) }
                             let c0 = nowNs()
                             stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(i * 960 * channels)..<((i + 1) * 960 * channels)]),
                                                     sampleRate: 48_000, channels: channels, timeStampNs: Int64(i) * 20_000_000)
                             captureCosts.append(Double(nowNs() - c0) / 1000)
                         }
                     }
-                    while stream.statistics.outbound.framesEncoded < UInt64(frames) { usleep(100) }
+                    while stream.statistics.outbound.framesEncoded < UInt64(frames) { usleep(1_000) }
                     let elapsed = nowNs() - t0
+                    oursCPU.add(Double(frames) / (Double(benchProcessCPUNs() - cpu0) / 1e9))
                     stream.stop()
                     precondition(stream.statistics.capture.dropped == 0, "audio bench dropped buffers")
                     return Double(frames) / (Double(elapsed) / 1e9)
@@ -49,7 +51,7 @@ enum AudioSendSuite {
                     _ = cms_opus_encoder_set_bitrate(enc, Int32(32_000 * channels))
                     _ = cms_opus_encoder_set_complexity(enc, Int32(complexity))
                     var packet = [UInt8](repeating: 0, count: 4000)
-                    let t0 = nowNs()
+                    let t0 = nowNs(), cpu0 = benchProcessCPUNs()
                     pcm.withUnsafeBufferPointer { all in
                         packet.withUnsafeMutableBufferPointer { out in
                             for i in 0..<frames {
@@ -57,10 +59,14 @@ enum AudioSendSuite {
                             }
                         }
                     }
-                    return Double(frames) / (Double(nowNs() - t0) / 1e9)
+                    let elapsed = nowNs() - t0
+                    rawCPU.add(Double(frames) / (Double(benchProcessCPUNs() - cpu0) / 1e9))
+                    return Double(frames) / (Double(elapsed) / 1e9)
                 }
                 try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
                             anchorName: "opus_encode_float loop", ours: ours, anchor: raw)
+                try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
+                            anchorName: "opus_encode_float loop", ours: { oursCPU.pop() }, anchor: { rawCPU.pop() })
                 record(reporter, options, suite: "audiosend", case: "capture() 20ms \(channels)ch", metric: "call p50", unit: "us",
                        higherIsBetter: false, values: [Summary(captureCosts).median])
                 record(reporter, options, suite: "audiosend", case: "capture() 20ms \(channels)ch", metric: "call p99", unit: "us",

@@ -73,6 +73,76 @@ enum ReceiveSuite {
         }
 
         try latency(reporter, options)
+        try pipelineLatency(reporter, options)
+    }
+
+    /// A sink sending every packet to one address on one socket.
+    final class LoopbackSink: PacketSink, @unchecked Sendable {
+        let socket: UDPSocket
+        let destination: SocketAddress
+        init(socket: UDPSocket, destination: SocketAddress) { self.socket = socket; self.destination = destination }
+        func write(_ packet: UnsafeRawBufferPointer) { _ = try? socket.send(packet, to: destination) }
+        func flush() {}
+    }
+
+    /// Glass to glass through the engine's two halves: `BufferCapturer.capture` (BGRA, as a camera
+    /// delivers) -> VideoSendStream (convert, encode, packetize, SRTP) -> loopback UDP ->
+    /// ReceivePipeline -> renderer. Measured from the capture call to the renderer call.
+    static func pipelineLatency(_ reporter: Reporter, _ options: BenchOptions) throws {
+        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
+        var so = UDPSocket.Options()
+        so.receiveBufferSize = 1 << 22
+        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: so)
+        var conf = ReceivePipelineConfiguration(remoteKey: key)
+        conf.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
+        let renderer = LatencyRenderer()
+        let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: renderer)
+        receiver.start()
+        defer { receiver.stop() }
+        var vc = VideoSendStream.Configuration(codec: .vp8, width: 1280, height: 720)
+        vc.encoder.bitrate = 2_500_000
+        vc.srtp = key
+        vc.payloadType = 96
+        let tx = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let stream = try VideoSendStream(configuration: vc, sink: LoopbackSink(socket: tx, destination: try rxSocket.localAddress()))
+        stream.start()
+        defer { stream.stop() }
+        let frames = max(60, Int(300 * options.scale))
+        // Pre-rendered camera frames (BGRA), cycled, so rendering is not part of the latency.
+        let distinct = 30
+        let stride = 1280 * 4
+        let pictures = (0..<distinct).map { i -> UnsafeMutableRawBufferPointer in
+            let b = UnsafeMutableRawBufferPointer.allocate(byteCount: stride * 720, alignment: 64)
+            SyntheticVideo.renderBGRA(frameIndex: i, width: 1280, height: 720, into: b.baseAddress!, stride: stride)
+            return b
+        }
+        defer { pictures.forEach { $0.deallocate() } }
+        var captured = [UInt64](repeating: 0, count: distinct)
+        var latencies: [Double] = []
+        let start = nowNs()
+        for i in 0..<frames {
+            while nowNs() < start + UInt64(i) * 33_333_333 { usleep(500) }
+            let slot = i % distinct
+            // The previous use of this picture index has been shown (or lost) by now: collect it.
+            if i >= distinct, let shownAt = renderer.shown.withLock({ $0.removeValue(forKey: slot) }) {
+                latencies.append(Double(shownAt &- captured[slot]) / 1e6)
+            }
+            captured[slot] = nowNs()
+            let view = try PixelBufferView.packed(format: .bgra, width: 1280, height: 720,
+                                                  data: UnsafeRawBufferPointer(pictures[slot]), stride: stride)
+            stream.capturer.capture(view, timeStampNs: Int64(captured[slot]))
+        }
+        usleep(300_000)
+        for (slot, t) in renderer.shown.withLock({ $0 }) { latencies.append(Double(t &- captured[slot]) / 1e6) }
+        latencies.sort()
+        guard !latencies.isEmpty else { return }
+        let p50 = latencies[latencies.count / 2], p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
+        record(reporter, options, suite: "receive", case: "glass-to-glass 720p30 VP8 send+receive pipelines p50 (capture BGRA->rendered)",
+               metric: "latency", unit: "ms", higherIsBetter: false, values: [p50])
+        record(reporter, options, suite: "receive", case: "glass-to-glass 720p30 VP8 send+receive pipelines p99",
+               metric: "latency", unit: "ms", higherIsBetter: false, values: [p99])
+        record(reporter, options, suite: "receive", case: "glass-to-glass send+receive frames measured", metric: "frames", unit: "",
+               higherIsBetter: true, values: [Double(latencies.count)])
     }
 
     /// The same calls without the engine: srtp_unprotect, strip the VP8 descriptor, append to a

@@ -7,31 +7,51 @@ extension FuzzEntries {
         try! SRTPKeyMaterial(suite: suite, keyAndSalt: (0..<suite.keyAndSaltLength).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
     }
 
+    /// One inbound and one outbound context per suite, reused across inputs: creating them costs
+    /// about a millisecond. Each input's stream is removed afterwards, so no replay or rollover
+    /// state carries over and every input behaves as in a fresh context.
+    private static let srtpContexts: [(inbound: SRTPContext, outbound: SRTPContext)] = srtpKeys.map {
+        (try! SRTPContext(material: $0, direction: .inbound), try! SRTPContext(material: $0, direction: .outbound))
+    }
+
     /// SRTP/SRTCP unprotect entry (RFC 3711 §3.3-§3.4, RFC 7714): byte 0 picks the suite and
     /// mode; the rest is a datagram. Modes 0/1 unprotect it as SRTP/SRTCP as received; modes 2/3
     /// protect it as RTP/RTCP and unprotect the result, which must give the input back.
     @Sendable public static func srtp(_ data: UnsafeRawBufferPointer) {
         guard let selector = data.first else { return }
-        let key = srtpKeys[Int(selector >> 2) % srtpKeys.count]
+        let (inbound, outbound) = srtpContexts[Int(selector >> 2) % srtpContexts.count]
         let body = UnsafeRawBufferPointer(rebasing: data[1...])
-        guard let inbound = try? SRTPContext(material: key, direction: .inbound) else {
-            fuzzRequire(false, "SRTP inbound context for \(key.suite) failed"); return
-        }
         let rtcp = selector & 1 == 1
+        // The SSRC whose stream this input may create: RTP bytes 8-11, RTCP bytes 4-7.
+        let at = rtcp ? 4 : 8
+        let ssrc = body.count >= at + 4 ? (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(body[at + $1]) } : nil
+        defer {
+            if let ssrc {
+                try? inbound.removeStream(ssrc: ssrc)
+                try? outbound.removeStream(ssrc: ssrc)
+            }
+        }
+        srtpRun(body, rtcp: rtcp, roundTrip: selector & 2 != 0, inbound, outbound)
+    }
+
+    private static func srtpRun(_ body: UnsafeRawBufferPointer, rtcp: Bool, roundTrip: Bool,
+                                _ inbound: SRTPContext, _ outbound: SRTPContext) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: body.count + 64, alignment: 16)
         defer { buffer.deallocate() }
         buffer.copyMemory(from: body)
-        if selector & 2 == 0 {
+        if !roundTrip {
             let n = rtcp ? try? inbound.unprotectRTCP(buffer, length: body.count)
                          : try? inbound.unprotect(buffer, length: body.count)
             if let n { fuzzRequire(n >= 0 && n <= body.count, "unprotect returned \(n) for \(body.count) bytes") }
             return
         }
-        guard let outbound = try? SRTPContext(material: key, direction: .outbound) else {
-            fuzzRequire(false, "SRTP outbound context for \(key.suite) failed"); return
-        }
         let protected = rtcp ? try? outbound.protectRTCP(buffer, length: body.count)
                              : try? outbound.protect(buffer, length: body.count)
+        // A fresh stream must protect any RTP packet our parser accepts (a stale stream from an
+        // earlier input would fail here with a replay error).
+        if !rtcp, protected == nil, (try? RTPPacket(parsing: body)) != nil {
+            fuzzRequire(false, "libsrtp refused to protect a valid \(body.count)-byte RTP packet")
+        }
         guard let protected else { return }
         fuzzRequire(protected <= buffer.count, "protect wrote \(protected) bytes into \(buffer.count)")
         let n = rtcp ? try? inbound.unprotectRTCP(buffer, length: protected)

@@ -22,6 +22,7 @@ func fail(_ message: String) -> Never {
 
 let usage = """
 usage: revue-node --data DIR [--host ADDR] [--port N] [--name NAME] [--rendezvous HOST:PORT]... [--lan]
+                  [--invitation-timeout S] [--mode sendAndRecv|signallingOnly|recvOnly] [--no-mic] [--no-camera]
        revue-node --rendezvous [--host ADDR] [--port N]
 """
 
@@ -33,6 +34,10 @@ struct Options {
     var rendezvousNodes: [String] = []
     var serveRendezvous = false
     var lan = false
+    var invitationTimeout: Double?
+    var mode: ParticipantMode = .sendAndRecv
+    var mic = true
+    var camera = true
 }
 
 func parseOptions() -> Options {
@@ -52,6 +57,14 @@ func parseOptions() -> Options {
             o.port = p
         case "--name": o.name = value(a)
         case "--lan": o.lan = true
+        case "--invitation-timeout":
+            guard let t = Double(value(a)), t > 0 else { fail("--invitation-timeout needs seconds") }
+            o.invitationTimeout = t
+        case "--mode":
+            guard let m = ParticipantMode(rawValue: value(a)) else { fail("--mode is sendAndRecv, signallingOnly or recvOnly") }
+            o.mode = m
+        case "--no-mic": o.mic = false
+        case "--no-camera": o.camera = false
         case "--rendezvous":
             if let next = args.first, !next.hasPrefix("--") {
                 o.rendezvousNodes.append(args.removeFirst())
@@ -140,6 +153,117 @@ final class EventPrinter: RevueDelegate {
     func revue(_ revue: Revue, didUpdateIsDiscoverable isDiscoverable: Bool) {
         emit(["event": "didUpdateIsDiscoverable", "isDiscoverable": isDiscoverable])
     }
+    func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) {
+        emit(["event": "didSendInvitation", "friendId": friendId, "message": message ?? NSNull()])
+    }
+    func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) {
+        emit(["event": "didReceiveInvitation", "friendId": friendId, "message": message ?? NSNull()])
+    }
+    func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) {
+        emit(["event": "didEndInvitation", "friendId": friendId, "reason": "\(reason)"])
+    }
+}
+
+/// Turns RoomDelegate calls into JSON lines named after the methods, with `"layer":"room"`.
+@MainActor
+final class RoomPrinter: RoomDelegate {
+    /// Decoded video and audio per participant (by friend ID), for `media-stats`.
+    var renderers: [String: LatestFrameRenderer] = [:]
+    var audioSinks: [String: CountingAudioSink] = [:]
+    func out(_ event: String, _ p: Participant?, _ extra: [String: Any] = [:]) {
+        var o: [String: Any] = ["event": event, "layer": "room"]
+        if let p { o["friendId"] = p.identity; o["isLocal"] = p is LocalParticipant }
+        emit(o.merging(extra) { $1 })
+    }
+    func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {
+        out("participantDidConnect", participant, ["mode": participant.mode.rawValue])
+    }
+    func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {
+        out("participantDidDisconnect", participant, ["reason": participant.disconnectReason.map { "\($0)" } ?? NSNull()])
+    }
+    func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) {
+        out("didUpdateConnectionQuality", participant, ["quality": "\(quality)"])
+    }
+    func room(_ room: Room, participant: Participant, didUpdateName name: String?) { out("didUpdateName", participant, ["name": name ?? NSNull()]) }
+    func room(_ room: Room, participant: Participant, didUpdateStatusMessage statusMessage: String?) {
+        out("didUpdateStatusMessage", participant, ["statusMessage": statusMessage ?? NSNull()])
+    }
+    func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) { out("didUpdateStatus", participant, ["status": statusName(status)]) }
+    func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) {
+        out("didPublishTrack", localParticipant, ["sid": publication.sid, "kind": publication.kind.rawValue])
+    }
+    func room(_ room: Room, localParticipant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) {
+        out("didUnpublishTrack", localParticipant, ["sid": publication.sid, "kind": publication.kind.rawValue])
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {
+        // Count what arrives, so `media-stats` can tell a script that media flows.
+        let key = participant.identity
+        switch publication.kind {
+        case .video:
+            let r = renderers[key] ?? LatestFrameRenderer()
+            renderers[key] = r
+            publication.renderer = r
+        case .audio:
+            let sink = audioSinks[key] ?? CountingAudioSink()
+            audioSinks[key] = sink
+            publication.audioSink = sink
+        }
+        out("didSubscribeTrack", participant, ["sid": publication.sid, "kind": publication.kind.rawValue])
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {
+        out("didUnsubscribeTrack", participant, ["sid": publication.sid, "kind": publication.kind.rawValue])
+    }
+    func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {
+        out("didUpdateIsMuted", participant, ["sid": trackPublication.sid, "isMuted": isMuted])
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) { out("didReceiveMessage", participant, ["message": message]) }
+    func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) { out("didReceiveMuteRequest", participant, ["isMuted": isMuted]) }
+    func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) {
+        out("didUpdateSpeakingParticipants", nil, ["speakers": speakers.map(\.identity)])
+    }
+    func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) { out("didUpdateMode", participant, ["mode": mode.rawValue]) }
+}
+
+let roomPrinter = RoomPrinter()
+
+
+/// Counts decoded PCM samples and their peak, on the playout thread.
+final class CountingAudioSink: AudioSink, @unchecked Sendable {
+    private let lock = NSLock()
+    private var samples = 0, loud = 0
+    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+        let peak = s.reduce(0) { max($0, abs(Int($1))) }
+        lock.lock(); samples += s.count; if peak > 1000 { loud += s.count }; lock.unlock()
+    }
+    var counts: (samples: Int, loud: Int) { lock.lock(); defer { lock.unlock() }; return (samples, loud) }
+}
+
+/// Feeds a tone and the synthetic test video into the local tracks in real time, off the main actor.
+func feedSynthetic(audio: AudioBufferCapturer?, video: BufferCapturer?, seconds: Double, tone: Double, done: @escaping @Sendable () -> Void) {
+    Thread.detachNewThread {
+        let frame = VideoFrame(width: 320, height: 180)
+        var pcm = [Int16](repeating: 0, count: 960)
+        let start = DispatchTime.now().uptimeNanoseconds
+        for chunk in 0..<Int(seconds * 50) {
+            for i in 0..<960 { pcm[i] = Int16(12_000 * sin(2 * Double.pi * tone * Double(chunk * 960 + i) / 48_000)) }
+            let ts = Int64(chunk) * 20_000_000
+            pcm.withUnsafeBufferPointer { audio?.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
+            if chunk % 3 == 0, let video {
+                SyntheticVideo.render(frameIndex: chunk / 3, into: frame)
+                let v = frame.view
+                if let view = try? PixelBufferView.i420(width: 320, height: 180,
+                        y: UnsafeRawBufferPointer(start: v.y, count: v.strideY * 180), strideY: v.strideY,
+                        u: UnsafeRawBufferPointer(start: v.u, count: v.strideU * 90), strideU: v.strideU,
+                        v: UnsafeRawBufferPointer(start: v.v, count: v.strideV * 90), strideV: v.strideV) {
+                    video.capture(view, timeStampNs: ts)
+                }
+            }
+            let due = start + UInt64(chunk + 1) * 20_000_000
+            let now = DispatchTime.now().uptimeNanoseconds
+            if due > now { usleep(UInt32((due - now) / 1000)) }
+        }
+        done()
+    }
 }
 
 let printer = EventPrinter()
@@ -152,6 +276,7 @@ func startPeer() {
     config.port = options.port
     config.rendezvousNodes = options.rendezvousNodes
     config.lanDiscovery = options.lan
+    if let t = options.invitationTimeout { config.timeouts.invitationTimeout = t }
     let revue = Revue.shared
     do {
         try revue.initialize(config)
@@ -159,6 +284,10 @@ func startPeer() {
         fail("\(error)")
     }
     revue.delegates.add(delegate: printer)
+    revue.room.delegates.add(delegate: roomPrinter)
+    revue.room.options.mode = options.mode
+    revue.room.options.micEnabled = options.mic
+    revue.room.options.cameraEnabled = options.camera
     if let name = options.name { revue.setSelfName(name) }
     emit(["event": "ready", "mode": "peer", "address": revue.revueAddress, "revueId": revue.revueId, "port": Int(revue.port)])
 }
@@ -250,6 +379,95 @@ func run(_ line: String) {
             "droppedWrongNospam": c.droppedWrongNospam, "droppedRateLimited": c.droppedRateLimited, "friendRequestsReceived": c.friendRequestsReceived,
             "duplicatesSuppressed": c.duplicatesSuppressed, "reservedMessagesSwallowed": c.reservedMessagesSwallowed,
             "handshakesCompleted": c.handshakesCompleted])
+    case "invite", "accept-call", "reject-call", "cancel-call":
+        guard let friendId = string("friendId") else { return error("missingField", ["field": "friendId"]) }
+        do throws(FriendCallError) {
+            switch cmd {
+            case "invite": try friends.sendInvitation(friendId: friendId, message: string("message") ?? "")
+            case "accept-call": try friends.acceptInvitation(friendId: friendId)
+            case "reject-call": try friends.rejectInvitation(friendId: friendId)
+            default: try friends.cancelInvitation(friendId: friendId)
+            }
+            ok(["friendId": friendId])
+        } catch let e { error(errorName(e), ["friendId": friendId]) }
+    case "hangup":
+        if let friendId = string("friendId") {
+            guard let p = revue.room.remoteParticipants[friendId.uppercased()] else { return error("notInCall", ["friendId": friendId]) }
+            p.disconnect()
+        } else {
+            revue.room.disconnectAll()
+        }
+        ok()
+    case "call-message":
+        guard let message = string("message") else { return error("missingField", ["field": "message"]) }
+        let to = (object["to"] as? [String])?.compactMap { revue.room.remoteParticipants[$0.uppercased()] }
+        let timeout = (object["timeout"] as? Double) ?? 10
+        Task { @MainActor in
+            do throws(FriendMessageError) {
+                try await revue.room.localParticipant.sendMessage(message, to: to, timeout: timeout)
+                ok()
+            } catch let e { error(errorName(e)) }
+        }
+    case "mute-request":
+        guard let friendId = string("friendId"), let p = revue.room.remoteParticipants[friendId.uppercased()] else {
+            return error("notInCall")
+        }
+        p.sendMuteRequest(isMuted: (object["isMuted"] as? Bool) ?? true)
+        ok()
+    case "mic", "camera":
+        let enabled = (object["enabled"] as? Bool) ?? true
+        if cmd == "mic" { revue.room.localParticipant.setMicrophone(enabled: enabled) } else { revue.room.localParticipant.setCamera(enabled: enabled) }
+        ok()
+    case "mute", "unmute":
+        let sid = string("sid") ?? "audio"
+        guard let pub = revue.room.localParticipant.localTrackPublications.first(where: { $0.sid == sid }) else { return error("notPublished", ["sid": sid]) }
+        if cmd == "mute" { pub.mute() } else { pub.unmute() }
+        ok(["sid": sid])
+    case "subscribe":
+        guard let friendId = string("friendId"), let p = revue.room.remoteParticipants[friendId.uppercased()],
+              let pub = p.remoteTrackPublications.first(where: { $0.sid == (string("sid") ?? "") }) else { return error("notFound") }
+        pub.setSubscribed((object["subscribed"] as? Bool) ?? true)
+        ok()
+    case "mode":
+        guard let mode = string("mode").flatMap(ParticipantMode.init(rawValue:)) else { return error("invalidMode") }
+        Task { @MainActor in
+            do throws(RoomError) {
+                try await revue.room.changeMode(mode)
+                ok(["mode": mode.rawValue])
+            } catch let e { error(errorName(e)) }
+        }
+    case "feed":
+        let pubs = revue.room.localParticipant.localTrackPublications
+        let audio = pubs.first { $0.kind == .audio }?.audioCapturer
+        let video = pubs.first { $0.kind == .video }?.videoCapturer
+        guard audio != nil || video != nil else { return error("notPublished") }
+        let requestId = (object["id"] as? Int).map(String.init) ?? (object["id"] as? String)
+        feedSynthetic(audio: audio, video: video, seconds: (object["seconds"] as? Double) ?? 5, tone: (object["tone"] as? Double) ?? 440) {
+            var done: [String: Any] = ["event": "ok", "cmd": "feed"]
+            if let requestId { done["id"] = requestId }
+            emit(done)
+        }
+    case "media-stats":
+        let list: [[String: Any]] = revue.room.remoteParticipants.keys.sorted().map { id in
+            let audio = roomPrinter.audioSinks[id]?.counts ?? (samples: 0, loud: 0)
+            return ["friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples, "loudSamples": audio.loud]
+        }
+        ok(["participants": list])
+    case "room":
+        let room = revue.room
+        func tracks(_ p: Participant) -> [[String: Any]] {
+            p.trackPublications.values.sorted { $0.sid < $1.sid }.map { pub in
+                var o: [String: Any] = ["sid": pub.sid, "kind": pub.kind.rawValue, "isMuted": pub.isMuted]
+                if let r = pub as? RemoteTrackPublication { o["isSubscribed"] = r.isSubscribed }
+                return o
+            }
+        }
+        let participants: [[String: Any]] = room.remoteParticipants.values.sorted { $0.identity < $1.identity }.map { p in
+            ["friendId": p.identity, "name": p.name ?? NSNull(), "mode": p.mode.rawValue, "tracks": tracks(p),
+             "connectionQuality": "\(p.connectionQuality)", "isSpeaking": p.isSpeaking]
+        }
+        ok(["participants": participants, "mode": room.localParticipant.mode.rawValue, "tracks": tracks(room.localParticipant),
+            "activeSpeakers": room.activeSpeakers.map(\.identity)])
     case "quit":
         revue.destroy()
         ok()

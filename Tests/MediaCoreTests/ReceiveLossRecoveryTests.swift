@@ -52,7 +52,7 @@ func runThroughRelay(_ impairment: ImpairmentModel.Settings, reverse: Impairment
     relay.stop()
 
     var r = LossRunResult()
-    r.framesSent = Int(seconds * 30)
+    r.framesSent = sender.videoFramesSent
     // The last frames may still wait in the relay or the jitter buffer: count what was shown of
     // all but the last 10.
     r.framesSent -= 10

@@ -29,6 +29,10 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     var keyframesSent = 0
     var packetsSent = 0
     var retransmissions = 0
+    /// Video frames and audio packets the last `run` sent (fewer than asked when this machine
+    /// cannot keep real time, e.g. under ThreadSanitizer).
+    var videoFramesSent = 0
+    var audioFramesSent = 0
     let frame: VideoFrame
     var audioSource = SyntheticAudio(pattern: .speech, sampleRate: 48_000)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
@@ -167,6 +171,8 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
             usleep(1000)
         }
         pollRTCP()
+        videoFramesSent = v
+        audioFramesSent = a
     }
 }
 

@@ -115,4 +115,38 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         #expect(s.statsSnapshot().framesDecoded == 4)
         #expect(s.takeKeyframeRequest(nowNs: t + s.holeWaitNs))
     }
+
+    @Test func steadyStateReceiveAllocatesNothingPerPacket() throws {
+        let frames = try videoPackets(.vp8, count: 70)
+        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)
+        settings.renderFormat = .bgra
+        let renderer = LatestFrameRenderer()
+        let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: renderer)
+        var t: UInt64 = 1_000_000_000
+        // Warm up: the keyframe (libvpx sizes its frame pool), the BGRA buffer, the renderer's copy.
+        for f in frames[0..<10] {
+            for p in f { feed(s, p, at: t) }
+            s.process(nowNs: t)
+            _ = s.takeNackList(nowNs: t)
+            t += 33_333_333
+        }
+        // Each packet's insert and each frame's playout (depacketize, decode, BGRA, render, NACK
+        // bookkeeping) measured on its own, so the test's own loop is not counted.
+        var allocations = 0
+        for f in frames[10..<70] {
+            for p in f {
+                allocations += p.withUnsafeBytes { bytes in
+                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrivalNs: t) }
+                }
+            }
+            allocations += AllocationCounter.count {
+                s.process(nowNs: t)
+                _ = s.takeNackList(nowNs: t)
+            }
+            t += 33_333_333
+        }
+        #expect(renderer.frameCount == 70)
+        #expect(allocations == 0, "\(allocations) allocations for 60 frames")
+    }
 }
+

@@ -141,8 +141,11 @@ import Foundation
     @Test func writerRejectsAFrameOfAnotherSize() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
         let w = try Y4MWriter(path: dir.file("s.y4m"), width: 4, height: 4, frameRate: ContainerRational(25, 1))
-        try w.write(VideoFrame(width: 4, height: 4).view)
-        let e = containerError { try w.write(VideoFrame(width: 8, height: 4).view) }
+        // A view borrows its frame's planes: keep the frame alive while it is written (ASan found
+        // the temporary freed before the write read it).
+        let small = VideoFrame(width: 4, height: 4), large = VideoFrame(width: 8, height: 4)
+        try withExtendedLifetime(small) { try w.write(small.view) }
+        let e = containerError { try withExtendedLifetime(large) { try w.write(large.view) } }
         #expect(e?.description == "\(dir.file("s.y4m")): frame 1 is 8x4 but the file is 4x4 (Y4M cannot change size)")
         try w.finish()
         #expect(dir.read("s.y4m").count == "YUV4MPEG2 W4 H4 F25:1 Ip A1:1 C420jpeg\n".utf8.count + 6 + 24)
@@ -152,7 +155,8 @@ import Foundation
         let dir = ContainerTempDir(); defer { dir.remove() }
         _ = dir.write("o.y4m", Array("old".utf8))
         let w = try Y4MWriter(path: dir.file("o.y4m"), width: 2, height: 2, frameRate: ContainerRational(1, 1))
-        try w.write(VideoFrame(width: 2, height: 2).view)
+        let frame = VideoFrame(width: 2, height: 2)
+        try withExtendedLifetime(frame) { try w.write(frame.view) }
         #expect(dir.read("o.y4m") == Array("old".utf8))
         try w.finish()
         #expect(dir.read("o.y4m").starts(with: Array("YUV4MPEG2 W2 H2".utf8)))

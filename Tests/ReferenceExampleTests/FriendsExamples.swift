@@ -1,5 +1,5 @@
 // The Swift examples of the reference page "Friends" (../shared/reference/revue-friends.md), copied
-// unchanged, up to "Invite to a call" (the invitation examples belong to the call layer). The page's
+// unchanged, including the invitation examples of "Invite to a call" (call layer, issue 8). The page's
 // text lost its indentation; the code is otherwise verbatim. Compiled in Swift 5 language mode.
 
 import RevueSDK
@@ -137,5 +137,69 @@ final class FriendChatReceiver: RevueDelegate {
 var onChat: ((String, String) -> Void)?
 func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) {
 onChat?(friendId, message)
+}
+}
+
+// From "Invite to a call".
+
+import RevueSDK
+/// Invite a friend to a call.
+@MainActor
+func startCallWithFriend(_ friendId: String) throws {
+try Revue.shared.friends.sendInvitation(friendId: friendId, message: "video")
+}
+/// Accept an invitation you received. If this throws, keep the incoming-call screen so the user can retry.
+@MainActor
+func answerFriend(_ friendId: String) throws {
+try Revue.shared.friends.acceptInvitation(friendId: friendId)
+}
+/// Cancel the invitation you sent, before the friend accepts.
+@MainActor
+func cancelCallToFriend(_ friendId: String) {
+// .invalidState means the invitation has already ended, and didEndInvitation has already arrived.
+try? Revue.shared.friends.cancelInvitation(friendId: friendId)
+}
+
+// From "Why an invitation ended".
+
+import RevueSDK
+/// Follow every invitation from start to end. Each one ends exactly once:
+/// with didEndInvitation, or with participantDidConnect.
+final class InvitationTracker: RevueDelegate, RoomDelegate {
+enum Role { case caller, callee }
+private var roles: [String: Role] = [:]
+var onEnded: ((String, String) -> Void)?
+var onConnected: ((String) -> Void)?
+func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) {
+roles[friendId] = .caller
+}
+func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) {
+roles[friendId] = .callee
+}
+func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) {
+let role = roles.removeValue(forKey: friendId)
+onEnded?(friendId, Self.text(for: reason, role: role))
+}
+func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {
+roles[participant.identity] = nil
+onConnected?(participant.identity)
+}
+/// The reason is from your own side: what you did, or that the other side ended it.
+static func text(for reason: InvitationEndReason, role: Role?) -> String {
+switch reason {
+case .cancelled: return "You cancelled the call"
+case .rejected: return "You declined the call"
+case .timeout:
+switch role {
+case .callee: return "Lost contact with your friend"
+case .caller, nil: return "No answer"
+}
+case .finished:
+switch role {
+case .caller: return "Your friend declined"
+case .callee: return "Your friend cancelled or stopped waiting"
+case nil: return "The call ended"
+}
+}
 }
 }

@@ -54,6 +54,7 @@ public final class RTCPSenderSession {
     public var minimumKeyframeIntervalNs: UInt64 = 300_000_000
 
     private weak var handler: RTCPFeedbackHandler?
+    private var targets: [UInt32: any RTPSendFeedbackTarget] = [:]
     private var sent: [UInt32: (packets: UInt32, octets: UInt32)] = [:]
     private var lastFIR: [UInt32: UInt8] = [:]
     private var lastTarget = 0
@@ -68,6 +69,33 @@ public final class RTCPSenderSession {
                                                maximumBitrate: maximumBitrate)
         lastTarget = estimator.targetBitrate
         for s in ssrcs { remoteInbound[s] = RemoteInboundRTPStreamStats(); remoteInbound[s]!.ssrc = s }
+    }
+
+    /// A session feeding the send pipeline's streams (`VideoSendStream`, `AudioSendStream`): NACKs
+    /// go to the stream (which resends from its history and asks its encoder for a keyframe when it
+    /// cannot), PLI/FIR become keyframe requests, and the bandwidth estimate caps the video
+    /// streams' bitrate (`handleEstimatedBitrate`). Sender reports come from `senderReports`.
+    public convenience init(targets: [any RTPSendFeedbackTarget], startBitrate: Int,
+                            minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000) {
+        self.init(ssrcs: targets.map(\.ssrc), handler: nil, startBitrate: startBitrate,
+                  minimumBitrate: minimumBitrate, maximumBitrate: maximumBitrate)
+        for t in targets { self.targets[t.ssrc] = t }
+    }
+
+    /// Sender reports (RFC 3550 §6.4.1) for every target stream at `ntpTime`, whose RTP timestamp
+    /// is the stream's last one advanced by the time since that packet left (`nowNs`, monotonic).
+    public func senderReports(ntpTime: NTPTime, nowNs: UInt64) -> [RTCPSenderReport] {
+        targets.values.sorted { $0.ssrc < $1.ssrc }.map { t in
+            let info = t.senderInfo
+            let clock: UInt64 = t is VideoSendStream ? 90_000 : 48_000
+            var rtp = info.lastRTPTimestamp
+            if info.lastSendNs > 0 && nowNs > info.lastSendNs {
+                rtp &+= UInt32(truncatingIfNeeded: (nowNs - info.lastSendNs) * clock / 1_000_000_000)
+            }
+            return RTCPSenderReport(ssrc: t.ssrc, ntpTime: ntpTime, rtpTime: rtp,
+                                    packetCount: UInt32(truncatingIfNeeded: info.packetCount),
+                                    octetCount: UInt32(truncatingIfNeeded: info.octetCount))
+        }
     }
 
     /// Counts a sent RTP packet for the next sender report.
@@ -101,6 +129,12 @@ public final class RTCPSenderSession {
             case .senderReport(let sr): reports(sr.reports, nowNs: nowNs, arrival: arrival)
             case .genericNack(let nack) where ssrcs.contains(nack.mediaSSRC):
                 counters.nacksReceived += 1
+                if let target = targets[nack.mediaSSRC] {
+                    let lost = nack.lostSequenceNumbers
+                    counters.packetsRequested += lost.count
+                    target.handleNack(lost)
+                    continue
+                }
                 var keyframe = false
                 for seq in nack.lostSequenceNumbers {
                     counters.packetsRequested += 1
@@ -111,16 +145,16 @@ public final class RTCPSenderSession {
                         keyframe = true
                     }
                 }
-                if keyframe { askKeyframe(nack.mediaSSRC, nowNs: nowNs) }
+                if keyframe { askKeyframe(nack.mediaSSRC, nowNs: nowNs, fullIntra: false) }
             case .pictureLossIndication(let pli) where ssrcs.contains(pli.mediaSSRC):
                 counters.plisReceived += 1
-                askKeyframe(pli.mediaSSRC, nowNs: nowNs)
+                askKeyframe(pli.mediaSSRC, nowNs: nowNs, fullIntra: false)
             case .fullIntraRequest(let fir):
                 for e in fir.entries where ssrcs.contains(e.ssrc) {
                     guard lastFIR[e.ssrc] != e.sequenceNumber else { continue }
                     lastFIR[e.ssrc] = e.sequenceNumber
                     counters.firsReceived += 1
-                    askKeyframe(e.ssrc, nowNs: nowNs)
+                    askKeyframe(e.ssrc, nowNs: nowNs, fullIntra: true)
                 }
             case .receiverEstimatedMaxBitrate(let remb):
                 counters.rembsReceived += 1
@@ -132,7 +166,7 @@ public final class RTCPSenderSession {
         }
     }
 
-    private func askKeyframe(_ ssrc: UInt32, nowNs: UInt64) {
+    private func askKeyframe(_ ssrc: UInt32, nowNs: UInt64, fullIntra: Bool) {
         // Requests within `minimumKeyframeIntervalNs` of the last one are served by that keyframe:
         // on a congested path a keyframe per PLI would only add to the congestion that lost it.
         if let last = lastKeyframeRequestNs[ssrc], nowNs < last + minimumKeyframeIntervalNs {
@@ -141,7 +175,11 @@ public final class RTCPSenderSession {
         }
         lastKeyframeRequestNs[ssrc] = nowNs
         counters.keyframesRequested += 1
-        handler?.requestKeyframe(ssrc: ssrc)
+        if let target = targets[ssrc] {
+            if fullIntra { target.handleFullIntraRequest() } else { target.handlePictureLossIndication() }
+        } else {
+            handler?.requestKeyframe(ssrc: ssrc)
+        }
     }
 
     private func reports(_ blocks: [RTCPReportBlock], nowNs: UInt64, arrival: NTPTime) {
@@ -172,6 +210,7 @@ public final class RTCPSenderSession {
         if t != lastTarget {
             lastTarget = t
             handler?.setTargetBitrate(t)
+            for target in targets.values where target is VideoSendStream { target.handleEstimatedBitrate(t) }
         }
     }
 }

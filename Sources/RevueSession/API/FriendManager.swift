@@ -10,7 +10,7 @@ public final class FriendManager {
     /// How many messages to one friend may wait for their receipt at once.
     public static let sendQueueCapacity = SessionCore.sendQueueCapacity
 
-    private unowned let revue: Revue
+    unowned let revue: Revue
 
     init(revue: Revue) { self.revue = revue }
 

@@ -16,6 +16,10 @@ public final class Revue {
 
     var core: SessionCore?
 
+    /// The call of this instance (`Room.shared` for `Revue.shared`). Kept across
+    /// `initialize`/`destroy`; `destroy()` ends the call and empties its delegate lists.
+    public private(set) lazy var room = Room(revue: self)
+
     /// Makes an uninitialized instance.
     public nonisolated init() {}
 
@@ -29,12 +33,14 @@ public final class Revue {
         guard core == nil else { throw RevueError(.alreadyInitialized, "initialize(_:) called twice without destroy()") }
         let core = try SessionCore(revue: self, configuration: configuration)
         self.core = core
+        room.attach(core)
         core.start()
     }
 
     /// Tells connected friends you are leaving, closes the socket and the data directory, and
     /// removes every delegate. Pending `sendMessage` calls end with `.timeout`. Safe to call twice.
     public func destroy() {
+        if core != nil { room.detach(polite: true) }
         core?.shutdown()
         core = nil
         delegates.removeAll()
@@ -43,6 +49,7 @@ public final class Revue {
     /// Ends the instance the way a crash would (no goodbye to friends, no final save); tests use
     /// it to check what survives and how fast friends notice.
     func abandonForTesting() {
+        if core != nil { room.detach(polite: false) }
         core?.abandon()
         core = nil
         delegates.removeAll()

@@ -38,6 +38,8 @@ public struct RevueTimeouts: Sendable {
     public var rendezvousInterval: Double = 1.0
     /// How long an invitation to a call waits for an answer (call layer).
     public var invitationTimeout: Double = 30
+    /// A participant with no working path for this long leaves the call (`.connectionLost`).
+    public var callLostTimeout: Double = 10
 
     /// The defaults.
     public init() {}

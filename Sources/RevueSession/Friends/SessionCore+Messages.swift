@@ -151,14 +151,17 @@ extension SessionCore {
         if name != f.stored.name {
             f.stored.name = name
             emit { $1.revue($0, friend: id, didUpdateName: name) }
+            profileObserver?(id, .name)
         }
         if statusMessage != f.stored.statusMessage {
             f.stored.statusMessage = statusMessage
             emit { $1.revue($0, friend: id, didUpdateStatusMessage: statusMessage) }
+            profileObserver?(id, .statusMessage)
         }
         if status != f.stored.status, let s = UserStatus(rawValue: status) {
             f.stored.status = status
             emit { $1.revue($0, friend: id, didUpdateStatus: s) }
+            profileObserver?(id, .status)
         }
     }
 

@@ -288,6 +288,7 @@ extension SessionCore {
         f.emittedPaths = paths
         let id = f.id
         emit { $1.revue($0, friend: id, didUpdatePaths: paths) }
+        friendPathsChanged?(id, paths)
     }
 
     func dropSessions(_ f: FriendState) {

@@ -69,6 +69,13 @@ final class SessionCore {
     // friend about to be deleted (to end a call or an invitation first).
     var reservedMessageHandler: ((String, String) -> Void)?
     var friendWillBeDeleted: ((String) -> Void)?
+    /// Call layer: every housekeeping tick (monotonic now), a friend's paths changed, a friend's
+    /// (or, with your own id, your) name, status message or status changed.
+    var tickHook: ((Double) -> Void)?
+    var friendPathsChanged: ((String, FriendConnectionPaths) -> Void)?
+    var profileObserver: ((String, ProfileField) -> Void)?
+
+    enum ProfileField { case name, statusMessage, status }
 
     /// Friend requests already shown this run, and where each came from.
     var shownRequests: Set<String> = []
@@ -180,6 +187,7 @@ final class SessionCore {
         profileChanged()
         let id = ownId
         emit { $1.revue($0, friend: id, didUpdateName: name) }
+        profileObserver?(id, .name)
     }
 
     func setSelfStatusMessage(_ text: String) {
@@ -188,6 +196,7 @@ final class SessionCore {
         profileChanged()
         let id = ownId
         emit { $1.revue($0, friend: id, didUpdateStatusMessage: text) }
+        profileObserver?(id, .statusMessage)
     }
 
     func setSelfStatus(_ status: UserStatus) {
@@ -197,6 +206,7 @@ final class SessionCore {
         lastRegister = -.infinity  // tell the presence service now
         let id = ownId
         emit { $1.revue($0, friend: id, didUpdateStatus: status) }
+        profileObserver?(id, .status)
     }
 
     func profileChanged() {
@@ -321,6 +331,7 @@ final class SessionCore {
         for id in friendOrder {
             if let f = friends[id] { tickFriend(f, now: now) }
         }
+        tickHook?(now)
         if !rendezvousNodes.isEmpty, now - lastRegister >= timeouts.rendezvousInterval {
             lastRegister = now
             for node in rendezvousNodes { sendRegistration(to: node) }

@@ -1,0 +1,151 @@
+import Glibc
+import Synchronization
+
+/// The sender's RTCP on its own thread: reads the receiver's SRTCP from the send socket (batched
+/// `recvmmsg`), unprotects it (failures counted and dropped) and hands it to an `RTCPSenderSession`
+/// that drives the send streams (NACK retransmission, PLI/FIR keyframes, bandwidth estimate), and
+/// sends sender reports (RFC 3550 §6.4.1) plus SDES CNAME on a regular interval.
+///
+/// Thread rule: `start`/`stop` from one controlling thread; `counters` and `remoteInbound` from any
+/// thread. Cost: one thread; parsing RTCP allocates small arrays (a few per second).
+public final class RTCPSenderEndpoint: @unchecked Sendable {
+    /// Settings of the endpoint.
+    public struct Configuration: Sendable {
+        /// The receiver's key (its SRTCP); nil: plain RTCP.
+        public var remoteKey: SRTPKeyMaterial?
+        /// Our key for the sender reports; nil: plain RTCP.
+        public var localKey: SRTPKeyMaterial?
+        /// Where sender reports go; nil: to where the receiver's RTCP comes from (none before it).
+        public var destination: SocketAddress?
+        /// Sender report interval in milliseconds.
+        public var reportIntervalMilliseconds: Double = 500
+        /// Bandwidth estimate: start, floor and ceiling in bits per second.
+        public var startBitrate = 1_000_000, minimumBitrate = 50_000, maximumBitrate = 5_000_000
+        /// SSRC of our RTCP packets' SDES (the first stream's by default).
+        public var cname = "revue-sender"
+
+        /// Settings with the two keys.
+        public init(remoteKey: SRTPKeyMaterial?, localKey: SRTPKeyMaterial?) {
+            self.remoteKey = remoteKey
+            self.localKey = localKey
+        }
+    }
+
+    /// What the endpoint saw: the session's counters plus its own.
+    public struct Statistics: Sendable, Equatable {
+        public var session = RTCPSenderSession.Counters()
+        public var rtcpReceived = 0
+        public var authFailures = 0
+        public var otherDropped = 0
+        public var senderReportsSent = 0
+        public var targetBitrate = 0
+    }
+
+    private let worker: Worker
+    private var thread: TransportThread?
+
+    /// Prepares the endpoint on `socket` (the send pipeline's socket) for `targets`.
+    public init(socket: UDPSocket, configuration: Configuration, targets: [any RTPSendFeedbackTarget]) throws(SRTPError) {
+        let inbound = try configuration.remoteKey.map { k throws(SRTPError) in try SRTPContext(material: k, direction: .inbound) }
+        let outbound = try configuration.localKey.map { k throws(SRTPError) in try SRTPContext(material: k, direction: .outbound) }
+        let session = RTCPSenderSession(targets: targets, startBitrate: configuration.startBitrate,
+                                        minimumBitrate: configuration.minimumBitrate, maximumBitrate: configuration.maximumBitrate)
+        worker = Worker(socket: socket, configuration: configuration, session: session, inbound: inbound, outbound: outbound)
+    }
+
+    deinit { stop() }
+
+    /// Starts the thread. Calling it twice traps.
+    public func start() {
+        precondition(thread == nil, "RTCPSenderEndpoint.start() called twice")
+        worker.stopping.store(false, ordering: .releasing)
+        thread = TransportThread(name: "RTCPSenderEndpoint") { [worker] in worker.run() }
+    }
+
+    /// Stops and joins the thread. Idempotent.
+    public func stop() {
+        worker.stopping.store(true, ordering: .releasing)
+        thread?.join()
+        thread = nil
+    }
+
+    /// Counters (refreshed every 20 ms).
+    public var statistics: Statistics { worker.published.withLock { $0.0 } }
+    /// W3C remote-inbound-rtp per SSRC (refreshed every 20 ms).
+    public var remoteInbound: [UInt32: RemoteInboundRTPStreamStats] { worker.published.withLock { $0.1 } }
+
+    private final class Worker: @unchecked Sendable {
+        let socket: UDPSocket
+        let configuration: Configuration
+        let session: RTCPSenderSession
+        let inbound: SRTPContext?
+        let outbound: SRTPContext?
+        let stopping = Atomic<Bool>(false)
+        let published = Mutex((Statistics(), [UInt32: RemoteInboundRTPStreamStats]()))
+        let batch = UDPReceiveBatch(capacity: 16, bufferSize: 2048)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+        var stats = Statistics()
+        var remote: SocketAddress?
+        var lastReportNs: UInt64 = 0
+
+        init(socket: UDPSocket, configuration: Configuration, session: RTCPSenderSession, inbound: SRTPContext?, outbound: SRTPContext?) {
+            self.socket = socket
+            self.configuration = configuration
+            self.session = session
+            self.inbound = inbound
+            self.outbound = outbound
+            remote = configuration.destination
+        }
+
+        deinit { buffer.deallocate() }
+
+        func run() {
+            while !stopping.load(ordering: .acquiring) {
+                if (try? socket.waitUntilReadable(timeoutMilliseconds: 20)) == true,
+                   let n = try? batch.receive(from: socket, wait: false) {
+                    for i in 0..<n { handle(batch[i]) }
+                }
+                let now = UDPSocket.monotonicNanoseconds()
+                if remote != nil && now >= lastReportNs + UInt64(configuration.reportIntervalMilliseconds * 1e6) {
+                    lastReportNs = now
+                    sendReports(nowNs: now)
+                }
+                stats.session = session.counters
+                stats.targetBitrate = session.estimator.targetBitrate
+                let s = stats, r = session.remoteInbound
+                published.withLock { $0 = (s, r) }
+            }
+        }
+
+        private func handle(_ d: UDPDatagram) {
+            guard !d.isTruncated, RTPDemultiplexer.classify(d.bytes) == .rtcp else { stats.otherDropped += 1; return }
+            var bytes = d.bytes
+            if let inbound {
+                let b = UnsafeMutableRawBufferPointer(mutating: d.bytes)
+                guard let n = try? inbound.unprotectRTCP(b, length: b.count) else { stats.authFailures += 1; return }
+                bytes = UnsafeRawBufferPointer(rebasing: d.bytes[0..<n])
+            }
+            stats.rtcpReceived += 1
+            if configuration.destination == nil { remote = d.source }
+            session.handle(bytes, nowNs: d.receivedAtNanoseconds)
+        }
+
+        private func sendReports(nowNs: UInt64) {
+            guard let remote else { return }
+            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), nowNs: nowNs)
+            guard let first = reports.first else { return }
+            var packets: [RTCPPacket] = reports.map { .senderReport($0) }
+            packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: configuration.cname)))
+            var size = RTCPCompound.marshalSize(packets)
+            guard size + (outbound?.rtcpOverhead ?? 0) <= buffer.count else { return }
+            RTCPCompound.marshal(packets, into: buffer)
+            if let outbound {
+                guard let n = try? outbound.protectRTCP(buffer, length: size) else { return }
+                size = n
+            }
+            if (try? socket.send(UnsafeRawBufferPointer(rebasing: buffer[0..<size]), to: remote)) != nil {
+                stats.senderReportsSent += 1
+            }
+        }
+    }
+}

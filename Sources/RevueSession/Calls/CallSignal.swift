@@ -1,0 +1,60 @@
+// The call layer's wire messages: JSON objects in the SDK's reserved format (a "type" of msg, adr
+// or track), sent on the friend's reliable, ordered, Noise-encrypted message stream, so the other
+// side's SDK takes them and its App never sees them (reference: "Reserved message format").
+import Foundation
+
+/// One call-layer message. `type` is "msg" (invitations, membership, chat, mute requests, modes),
+/// "adr" (media endpoint and SRTP keys) or "track" (track announcements).
+struct CallSignal: Codable, Sendable, Equatable {
+    var type: String
+    /// What the message does (see `Op`).
+    var op: String
+    /// The invitation it belongs to (random, 16 hex digits).
+    var inv: String?
+    /// Invitation message, chat text, or track name.
+    var text: String?
+    /// Friend IDs of the sender's other participants (accept, connect, join, joined).
+    var members: [String]?
+    /// Participant mode ("sendAndRecv", "signallingOnly", "recvOnly").
+    var mode: String?
+    /// Mute state (mute request, track mute).
+    var muted: Bool?
+    /// Track ID and kind ("audio"/"video").
+    var sid: String?
+    var kind: String?
+    /// Whether the sender wants a track of the receiver (subscription).
+    var subscribed: Bool?
+    /// Media: the sender's media UDP port, its SRTP suite and key (RFC 4568 inline form) for the
+    /// direction sender -> receiver of this call leg.
+    var port: Int?
+    var suite: String?
+    var key: String?
+    /// Speaking: whether the sender speaks, and its level (0...1).
+    var speaking: Bool?
+    var level: Double?
+
+    enum Op {
+        static let invite = "invite", cancel = "cancel", reject = "reject", end = "end", accept = "accept"
+        static let connect = "connect", join = "join", joined = "joined", hangup = "hangup"
+        static let chat = "chat", muteRequest = "mute-request", mode = "mode"
+        static let publish = "publish", unpublish = "unpublish", mute = "mute", subscribe = "subscribe"
+        static let speaking = "speaking", media = "media"
+    }
+
+    init(type: String = "msg", op: String, inv: String? = nil) {
+        self.type = type
+        self.op = op
+        self.inv = inv
+    }
+
+    var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
+    }
+
+    /// Parses a reserved message; nil (counted and dropped by the caller) when it is not one of ours.
+    static func parse(_ text: String) -> CallSignal? {
+        try? JSONDecoder().decode(CallSignal.self, from: Data(text.utf8))
+    }
+}

@@ -1,0 +1,80 @@
+/// How a participant takes part in a call (reference: videosdk-roles.md, in RevueSDK's style).
+public enum ParticipantMode: String, Sendable, Hashable, CaseIterable {
+    /// Sends its own media and receives everyone's.
+    case sendAndRecv
+    /// Neither sends nor receives media; still sends and receives messages.
+    case signallingOnly
+    /// Receives everyone's media, sends none.
+    case recvOnly
+
+    /// Whether a participant in this mode publishes media.
+    public var sends: Bool { self == .sendAndRecv }
+    /// Whether a participant in this mode receives media.
+    public var receives: Bool { self != .signallingOnly }
+}
+
+/// Why `Room.changeMode(_:)` failed.
+public enum RoomError: Error, Sendable, Hashable {
+    /// The local participant is already in the requested mode.
+    case alreadyInRequestedState
+    /// `Revue.initialize(_:)` has not run, or `destroy()` has.
+    case notInitialized
+}
+
+/// Why a participant left the call (`ParticipantDelegate.participant(_:didDisconnectWithReason:)`).
+public enum DisconnectReason: Sendable, Hashable {
+    /// You hung up (`RemoteParticipant.disconnect()`, `Room.disconnectAll()`).
+    case localHangUp
+    /// The participant hung up.
+    case remoteHangUp
+    /// You deleted the friend (`FriendManager.deleteFriend(friendId:)`) or they deleted you.
+    case friendDeleted
+    /// No working path to the participant for `RevueTimeouts.callLostTimeout`.
+    case connectionLost
+    /// `Revue.destroy()` ended the call.
+    case destroyed
+}
+
+/// How well media reaches a participant, from loss and round-trip time.
+public enum ConnectionQuality: Int, Sendable, Hashable, Comparable {
+    /// No path, or nothing measured yet.
+    case unknown = 0
+    /// Loss above 10 % or RTT above 800 ms.
+    case poor = 1
+    /// Loss above 2 % or RTT above 300 ms.
+    case good = 2
+    /// Low loss and low RTT.
+    case excellent = 3
+
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+
+    /// Classifies a loss fraction (0...1) and a round-trip time in seconds.
+    public static func from(loss: Double, roundTripTime: Double?) -> ConnectionQuality {
+        guard let rtt = roundTripTime else { return .unknown }
+        if loss > 0.10 || rtt > 0.8 { return .poor }
+        if loss > 0.02 || rtt > 0.3 { return .good }
+        return .excellent
+    }
+}
+
+/// Statistics of one track, named like W3C webrtc-stats (`RTCInboundRtpStreamStats`,
+/// `RTCOutboundRtpStreamStats`). A value type.
+public struct TrackStatistics: Sendable, Hashable {
+    /// Outbound: RTP packets and payload bytes sent.
+    public var packetsSent: UInt64 = 0
+    public var bytesSent: UInt64 = 0
+    /// Inbound: RTP packets and payload bytes received, packets lost (RFC 3550 A.3).
+    public var packetsReceived: UInt64 = 0
+    public var bytesReceived: UInt64 = 0
+    public var packetsLost: Int64 = 0
+    /// Inbound interarrival jitter in seconds (RFC 3550 A.8).
+    public var jitter: Double = 0
+    /// Round-trip time in seconds, when measured.
+    public var roundTripTime: Double?
+    /// Video: frames encoded or decoded.
+    public var framesEncoded: UInt64 = 0
+    public var framesDecoded: UInt64 = 0
+
+    /// Empty statistics.
+    public init() {}
+}

@@ -1,0 +1,323 @@
+// The media side of a call: per call leg (pair of participants) a media UDP socket and an SRTP key
+// per direction, agreed only inside the friends' encrypted channel ("adr" message); per local
+// track one send stream of the engine whose plain RTP is fanned out to every subscribed leg
+// (`TrackFanOut`); speaking events from the engine's speaking detector. docs/session.md "Media".
+import Dispatch
+import Foundation
+import Synchronization
+internal import MediaCore
+
+/// One call leg's media state (main actor).
+final class MediaLeg {
+    let socket: MediaCore.UDPSocket
+    let port: UInt16
+    /// Our key for what we send on this leg; the participant receives it in an `adr` message.
+    let sendKey: SRTPKeyMaterial
+    /// One outbound context per local track (libsrtp contexts are not shared between threads).
+    var outbound: [TrackKind: SRTPContext] = [:]
+    /// The participant's key for what it sends us, and where its media socket is.
+    var remoteKey: SRTPKeyMaterial?
+    var destination: MediaCore.SocketAddress?
+    /// Which of our tracks the participant subscribed to.
+    var wants: Set<TrackKind> = []
+    /// The engine's receive pipeline on `socket` (once the participant's key arrived), and where
+    /// its decoded video and audio go: the renderer and PCM sink the App attached.
+    var pipeline: ReceivePipeline?
+    let videoOut = RendererSwitch()
+    let audioOut = AudioSinkSwitch()
+    var playout: AudioPlayoutClock?
+
+    func stopReceiving() {
+        playout?.stop()
+        playout = nil
+        pipeline?.stop()
+        pipeline = nil
+    }
+
+    init(bindHost: String) throws {
+        let host = (try? MediaCore.SocketAddress(parsing: bindHost, defaultPort: 0)) ?? .anyIPv4(port: 0)
+        socket = try MediaCore.UDPSocket(bindingTo: host)
+        port = try socket.localAddress().port
+        sendKey = .random(for: .aeadAES128GCM)
+    }
+
+    deinit {
+        playout?.stop()
+        pipeline?.stop()
+        socket.close()
+    }
+}
+
+/// Forwards decoded video to the renderer the App attached to a remote video track (or nowhere).
+/// Thread rule: `render` on the receive engine's thread; `target` set from the main actor.
+final class RendererSwitch: VideoRenderer, @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    nonisolated(unsafe) private var _target: (any VideoRenderer)?
+    var target: (any VideoRenderer)? {
+        get { lock.withLock { _ in _target } }
+        set { lock.withLock { _ in _target = newValue } }
+    }
+    func render(_ frame: DecodedVideoFrame) {
+        lock.withLock { _ in _target?.render(frame) }
+    }
+}
+
+/// Forwards decoded PCM to the sink the App attached to a remote audio track (or nowhere).
+final class AudioSinkSwitch: AudioSink, @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    nonisolated(unsafe) private var _target: (any AudioSink)?
+    var target: (any AudioSink)? {
+        get { lock.withLock { _ in _target } }
+        set { lock.withLock { _ in _target = newValue } }
+    }
+    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+        lock.withLock { _ in _target?.play(samples, sampleRate: sampleRate, channels: channels) }
+    }
+}
+
+/// One local track's engine stream.
+final class LocalMedia {
+    let fanOut = TrackFanOut()
+    /// The participants the track goes to now.
+    var targetIds: Set<String> = []
+    var video: VideoSendStream?
+    var audio: AudioSendStream?
+
+    func stop() {
+        video?.stop()
+        audio?.onSpeakingEvent = nil
+        audio?.stop()
+    }
+}
+
+extension Room {
+    func receiveMediaSignal(_ s: CallSignal, from id: String) {
+        guard s.op == CallSignal.Op.media, let leg = legs[id], let port = s.port, let key = s.key,
+              let suite = s.suite.flatMap(SRTPSuite.init(sdpName:)), let material = try? SRTPKeyMaterial(suite: suite, inline: key),
+              let core, let f = core.friends[id] else { return }
+        leg.remoteKey = material
+        if leg.pipeline == nil {
+            var c = ReceivePipelineConfiguration(remoteKey: material, localKey: leg.sendKey)
+            c.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
+            c.audio = AudioReceiveSettings(payloadType: 111)
+            if let pipeline = try? ReceivePipeline(socket: leg.socket, configuration: c, renderer: leg.videoOut) {
+                leg.pipeline = pipeline
+                pipeline.start()
+                if let stream = pipeline.audio {
+                    let clock = AudioPlayoutClock(stream: stream, sink: leg.audioOut)
+                    leg.playout = clock
+                    clock.start()
+                }
+            }
+        }
+        if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
+        keyframeSoon(for: id)
+        // Media goes to the IP of the friend connection's best direct path (relayed paths carry no media).
+        guard case .direct(let a)? = f.bestRoute(now: monotonicNow(), timeout: core.timeouts.connectionTimeout) else { return }
+        leg.destination = MediaCore.SocketAddress(ipv4: UInt8(a.ip >> 24), UInt8(a.ip >> 16 & 255), UInt8(a.ip >> 8 & 255), UInt8(a.ip & 255),
+                                                  port: UInt16(clamping: port))
+        updateTargets()
+    }
+
+    func participantConnectedMedia(_ p: RemoteParticipant) {
+        guard let core, let leg = try? MediaLeg(bindHost: core.configuration.bindHost) else { return }
+        legs[p.identity] = leg
+        var s = CallSignal(type: "adr", op: CallSignal.Op.media)
+        s.port = Int(leg.port)
+        s.suite = leg.sendKey.suite.sdpName
+        s.key = leg.sendKey.inlineKeyParams
+        send(s, to: p.identity)
+    }
+
+    func participantDisconnectedMedia(_ p: RemoteParticipant) {
+        legs.removeValue(forKey: p.identity)?.stopReceiving()
+        updateTargets()
+    }
+
+    func localTrackPublished(_ pub: LocalTrackPublication) {
+        let media = LocalMedia()
+        do {
+            switch pub.kind {
+            case .video:
+                var c = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight)
+                c.srtp = nil
+                let v = try VideoSendStream(configuration: c, sink: media.fanOut)
+                media.video = v
+                pub.videoCapturer = v.capturer
+                v.start()
+            case .audio:
+                var c = AudioSendStream.Configuration()
+                c.srtp = nil
+                let a = try AudioSendStream(configuration: c, sink: media.fanOut)
+                media.audio = a
+                pub.audioCapturer = a.capturer
+                a.onSpeakingEvent = { [weak self] e in
+                    DispatchQueue.main.async { MainActor.assumeIsolated { self?.localSpeaking(e.isSpeaking, levelDbov: e.levelDbov) } }
+                }
+                a.start()
+            }
+        } catch {
+            return
+        }
+        localMedia[pub.kind] = media
+        updateTargets()
+    }
+
+    func localTrackUnpublished(_ pub: LocalTrackPublication) {
+        localMedia.removeValue(forKey: pub.kind)?.stop()
+        pub.videoCapturer = nil
+        pub.audioCapturer = nil
+        if pub.kind == .audio, localParticipant.isSpeaking { localSpeaking(false, levelDbov: -127) }
+    }
+
+    func localTrackMuteChanged(_ pub: LocalTrackPublication) {
+        localMedia[pub.kind]?.fanOut.muted.store(pub.isMuted, ordering: .relaxed)
+        if pub.kind == .audio, pub.isMuted, localParticipant.isSpeaking { localSpeaking(false, levelDbov: -127) }
+    }
+
+    func remoteSubscriptionChanged(_ pub: RemoteTrackPublication) { updateSinks(pub) }
+
+    /// Connects the App's renderer / PCM sink of a remote publication while it is subscribed.
+    func updateSinks(_ pub: RemoteTrackPublication) {
+        guard let p = pub.participant, let leg = legs[p.identity] else { return }
+        switch pub.kind {
+        case .video: leg.videoOut.target = pub.isSubscribed ? pub.renderer : nil
+        case .audio: leg.audioOut.target = pub.isSubscribed ? pub.audioSink : nil
+        }
+    }
+
+    func remoteMuteChanged(_ p: RemoteParticipant, _ pub: TrackPublication) {}
+
+    func remoteWantsTrack(_ p: RemoteParticipant, sid: String, wants: Bool) {
+        guard let leg = legs[p.identity], let kind = TrackKind(rawValue: sid) else { return }
+        if wants { leg.wants.insert(kind) } else { leg.wants.remove(kind) }
+        updateTargets()
+        if wants, kind == .video { keyframeSoon(for: p.identity) }
+    }
+
+    /// Asks for keyframes a little later too: the first one can overtake the receiver's pipeline
+    /// start (the receive pipeline's PLIs do not reach our encoder; see updateTargets).
+    func keyframeSoon(for id: String) {
+        for delay in [0.3, 1.0] {
+            DispatchQueue.main.asyncAfter(deadline: .now() + delay) { [weak self] in
+                MainActor.assumeIsolated {
+                    guard let self, self.legs[id] != nil else { return }
+                    self.localMedia[.video]?.video?.requestKeyframe()
+                }
+            }
+        }
+    }
+
+    func remoteModeChanged(_ p: RemoteParticipant) {
+        if !p.mode.receives, let leg = legs[p.identity] { leg.wants = [] }
+        updateTargets()
+    }
+
+    /// Points every local track's fan-out at the legs that want it.
+    func updateTargets() {
+        for (kind, media) in localMedia {
+            var targets: [TrackFanOut.Target] = []
+            for (id, leg) in legs.sorted(by: { $0.key < $1.key }) {
+                guard let destination = leg.destination, leg.wants.contains(kind),
+                      let p = remoteParticipants[id], p.mode.receives else { continue }
+                if leg.outbound[kind] == nil { leg.outbound[kind] = try? SRTPContext(material: leg.sendKey, direction: .outbound) }
+                guard let context = leg.outbound[kind] else { continue }
+                targets.append(.init(participant: id, context: context, socket: leg.socket, destination: destination))
+            }
+            media.fanOut.setTargets(targets)
+            // A new receiver needs a keyframe to start decoding. (The receive pipeline sends PLI
+            // on its own, but it does not hand RTCP feedback it receives to our send streams yet,
+            // so the session asks the encoder itself.)
+            let ids = Set(targets.map(\.participant))
+            if !ids.subtracting(media.targetIds).isEmpty { media.video?.requestKeyframe() }
+            media.targetIds = ids
+        }
+    }
+
+    /// The engine's speaking detector decided (local audio track).
+    func localSpeaking(_ speaking: Bool, levelDbov: Float) {
+        let local = localParticipant
+        let level = speaking ? Float(pow(10, Double(levelDbov) / 20)) : 0
+        guard speaking != local.isSpeaking || (speaking && abs(level - local.audioLevel) > 0.05) else { return }
+        let changed = speaking != local.isSpeaking
+        local.isSpeaking = speaking
+        local.audioLevel = level
+        var s = CallSignal(type: "track", op: CallSignal.Op.speaking)
+        s.sid = TrackKind.audio.rawValue
+        s.speaking = speaking
+        s.level = Double(level)
+        for id in remoteParticipants.keys { send(s, to: id) }
+        if changed {
+            post(local, room: nil, participant: { $0.participant(local, didUpdateIsSpeaking: speaking) })
+        }
+        updateActiveSpeakers()
+    }
+
+    /// A participant's speaking detector decided (their `track speaking` message).
+    func remoteSpeaking(_ p: RemoteParticipant, speaking: Bool, level: Double) {
+        let changed = speaking != p.isSpeaking
+        p.isSpeaking = speaking
+        p.audioLevel = Float(level)
+        if changed {
+            post(p, room: nil, participant: { $0.participant(p, didUpdateIsSpeaking: speaking) })
+        }
+        updateActiveSpeakers()
+    }
+
+    func tickMedia(now: Double) {
+        guard now - lastStatistics >= 1 else { return }
+        lastStatistics = now
+        let local = localParticipant
+        for pub in local.localTrackPublications {
+            guard let media = localMedia[pub.kind] else { continue }
+            var stats = TrackStatistics()
+            stats.packetsSent = media.fanOut.packetsSent.load(ordering: .relaxed)
+            stats.bytesSent = media.fanOut.bytesSent.load(ordering: .relaxed)
+            if let v = media.video { stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded) }
+            post(local, room: { $1.room($0, participant: local, trackPublication: pub, didUpdateStatistics: stats) },
+                 participant: { $0.participant(local, trackPublication: pub, didUpdateStatistics: stats) })
+        }
+        for (id, leg) in legs {
+            guard let p = remoteParticipants[id], let inbound = leg.pipeline?.inboundStats else { continue }
+            for pub in p.remoteTrackPublications where pub.isSubscribed {
+                guard let s = inbound.first(where: { $0.kind == pub.kind.rawValue }) else { continue }
+                var stats = TrackStatistics()
+                stats.packetsReceived = s.packetsReceived
+                stats.bytesReceived = s.bytesReceived
+                stats.packetsLost = s.packetsLost
+                stats.jitter = s.jitter
+                stats.framesDecoded = s.framesDecoded
+                stats.roundTripTime = core?.friends[id]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?.roundTripTime
+                post(p, room: { $1.room($0, participant: p, trackPublication: pub, didUpdateStatistics: stats) },
+                     participant: { $0.participant(p, trackPublication: pub, didUpdateStatistics: stats) })
+            }
+        }
+    }
+
+    /// Fraction of media packets lost from a participant so far (RFC 3550 A.3 cumulative counts).
+    func mediaLoss(_ p: RemoteParticipant) -> Double {
+        guard let stats = legs[p.identity]?.pipeline?.inboundStats, !stats.isEmpty else { return 0 }
+        let lost = stats.reduce(Int64(0)) { $0 + max(0, $1.packetsLost) }
+        let received = stats.reduce(UInt64(0)) { $0 + $1.packetsReceived }
+        let expected = Double(received) + Double(lost)
+        return expected > 0 ? Double(lost) / expected : 0
+    }
+
+    /// Ends every leg and stream (the call ended or the session goes away).
+    func stopAllMedia() {
+        for media in localMedia.values { media.stop() }
+        localMedia = [:]
+        for leg in legs.values { leg.stopReceiving() }
+        legs = [:]
+    }
+
+    /// Recomputes the speakers list (loudest first) and tells the room when it changed.
+    func updateActiveSpeakers() {
+        var speakers: [Participant] = remoteParticipants.values.filter(\.isSpeaking)
+        if localParticipant.isSpeaking { speakers.append(localParticipant) }
+        speakers.sort { $0.audioLevel != $1.audioLevel ? $0.audioLevel > $1.audioLevel : $0.identity < $1.identity }
+        guard speakers.map(\.identity) != activeSpeakers.map(\.identity) else { return }
+        activeSpeakers = speakers
+        post(nil, room: { $1.room($0, didUpdateSpeakingParticipants: speakers) }, participant: nil)
+    }
+}

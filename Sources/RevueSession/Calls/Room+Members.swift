@@ -1,0 +1,210 @@
+// Membership of the mesh: participants connecting and leaving, group members joining each other,
+// in-call messages and mute requests, friend paths and profiles mirrored onto participants.
+
+extension Room {
+    /// Every reserved message from a friend arrives here (SessionCore's reservedMessageHandler).
+    func receive(_ text: String, from id: String) {
+        guard let s = CallSignal.parse(text) else { return }
+        switch s.type {
+        case "track": receiveTrackSignal(s, from: id)
+        case "adr": receiveMediaSignal(s, from: id)
+        default: break
+        }
+        guard s.type == "msg" else { return }
+        switch s.op {
+        case CallSignal.Op.invite, CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject,
+             CallSignal.Op.accept, CallSignal.Op.connect:
+            receiveInvitationSignal(s, from: id)
+        case CallSignal.Op.join:
+            let members = Set(s.members ?? [])
+            let introduced = remoteParticipants.keys.contains { members.contains($0) }
+            if remoteParticipants[id] == nil {
+                guard introduced, invitations[id] == nil else {
+                    send(CallSignal(op: CallSignal.Op.hangup), to: id)
+                    return
+                }
+                connectParticipant(id, inv: nil, mode: s.mode)
+            }
+            pendingJoins[id] = nil
+            var reply = CallSignal(op: CallSignal.Op.joined)
+            reply.members = remoteParticipants.keys.filter { $0 != id }.sorted()
+            reply.mode = localParticipant.mode.rawValue
+            send(reply, to: id)
+            joinMissing(s.members ?? [])
+        case CallSignal.Op.joined:
+            guard pendingJoins.removeValue(forKey: id) != nil || remoteParticipants[id] != nil else {
+                send(CallSignal(op: CallSignal.Op.hangup), to: id)
+                return
+            }
+            if remoteParticipants[id] == nil { connectParticipant(id, inv: nil, mode: s.mode) }
+            joinMissing(s.members ?? [])
+        case CallSignal.Op.hangup:
+            pendingJoins[id] = nil
+            if let p = remoteParticipants[id] { hangUp(p, reason: .remoteHangUp, notify: false) }
+        case CallSignal.Op.chat:
+            guard let p = remoteParticipants[id], let text = s.text else { return }
+            post(p, room: { $1.room($0, participant: p, didReceiveMessage: text) },
+                 participant: { $0.participant(p, didReceiveMessage: text) })
+        case CallSignal.Op.muteRequest:
+            guard let p = remoteParticipants[id], let muted = s.muted else { return }
+            post(p, room: { $1.room($0, participant: p, didReceiveMuteRequest: muted) },
+                 participant: { $0.participant(p, didReceiveMuteRequest: muted) })
+        case CallSignal.Op.mode:
+            guard let p = remoteParticipants[id], let mode = s.mode.flatMap(ParticipantMode.init(rawValue:)), mode != p.mode else { return }
+            p.mode = mode
+            modeChangedRemotely(p)
+            post(p, room: { $1.room($0, participant: p, didUpdateMode: mode) },
+                 participant: { $0.participant(p, didUpdateMode: mode) })
+        default:
+            break
+        }
+    }
+
+    /// Adds a friend to the call: participantDidConnect (room only), then your tracks to them.
+    func connectParticipant(_ id: String, inv: String?, mode: String?) {
+        guard remoteParticipants[id] == nil, let core, let f = core.friends[id] else { return }
+        let p = RemoteParticipant(identity: id, room: self)
+        p.name = f.stored.name.isEmpty ? nil : f.stored.name
+        p.statusMessage = f.stored.statusMessage.isEmpty ? nil : f.stored.statusMessage
+        p.status = UserStatus(rawValue: f.stored.status) ?? .none
+        p.mode = mode.flatMap(ParticipantMode.init(rawValue:)) ?? .sendAndRecv
+        p.paths = f.emittedPaths
+        remoteParticipants[id] = p
+        participantInvitations[id] = inv
+        pendingJoins[id] = nil
+        post(nil, room: { $1.room($0, participantDidConnect: p) }, participant: nil)
+        if !joined {
+            joined = true
+            localParticipant.mode = options.mode
+            wantPublished = [.audio: options.micEnabled, .video: options.cameraEnabled]
+            applyPublishing()
+        } else {
+            announceTracks(to: id)
+        }
+        participantConnectedMedia(p)
+    }
+
+    /// Removes a participant: tells them when `notify`, then participantDidDisconnect on the room
+    /// and didDisconnectWithReason on the participant (after their tracks were unsubscribed).
+    func hangUp(_ p: RemoteParticipant, reason: DisconnectReason, notify: Bool) {
+        let id = p.identity
+        guard remoteParticipants[id] === p else { return }
+        if notify { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
+        for pub in p.remoteTrackPublications where pub.isSubscribed {
+            pub.isSubscribed = false
+            post(p, room: { $1.room($0, participant: p, didUnsubscribeTrack: pub) },
+                 participant: { $0.participant(p, didUnsubscribeTrack: pub) })
+        }
+        participantDisconnectedMedia(p)
+        remoteParticipants[id] = nil
+        participantInvitations[id] = nil
+        p.disconnectReason = reason
+        if p.isSpeaking {
+            p.isSpeaking = false
+            updateActiveSpeakers()
+        }
+        post(p, room: { $1.room($0, participantDidDisconnect: p) },
+             participant: { $0.participant(p, didDisconnectWithReason: reason) })
+        if remoteParticipants.isEmpty { leaveCall() }
+    }
+
+    /// The last participant left: your tracks are unpublished and the next call starts afresh.
+    func leaveCall() {
+        for pub in localParticipant.localTrackPublications { unpublish(pub, tell: false) }
+        joined = false
+        pendingJoins = [:]
+        localParticipant.mode = options.mode
+        activeSpeakers = []
+    }
+
+    /// Asks every member of the other side's call that is not in ours to join (the mesh forms
+    /// pair by pair; both sides asking at once is fine: the second `join` finds them connected).
+    func joinMissing(_ members: [String]) {
+        guard let core, !remoteParticipants.isEmpty else { return }
+        let now = monotonicNow()
+        for m in members where m != core.ownId && remoteParticipants[m] == nil && invitations[m] == nil && pendingJoins[m] == nil {
+            guard let f = core.friends[m], f.isConnected else { continue }
+            var s = CallSignal(op: CallSignal.Op.join)
+            s.members = remoteParticipants.keys.sorted()
+            s.mode = localParticipant.mode.rawValue
+            if send(s, to: m) { pendingJoins[m] = now }
+        }
+    }
+
+    /// In-call messages: friend messages in the reserved format, with their receipts.
+    func sendChat(_ text: String, to participants: [RemoteParticipant], timeout: Double) async throws(FriendMessageError) {
+        guard let core else { throw .friendNotFound }
+        var s = CallSignal(op: CallSignal.Op.chat)
+        s.text = text
+        let json = s.json
+        guard json.utf8.count <= FriendManager.maxMessageLength else { throw .messageTooLong }
+        for p in participants {
+            try await core.sendMessage(friendId: p.identity, message: json, timeout: Revue.clampTimeout(timeout)).get()
+        }
+    }
+
+    /// Every 50 ms: invitation timers, stale joins, lost participants, connection quality.
+    func tick(now: Double) {
+        tickInvitations(now: now)
+        for (id, at) in pendingJoins where now - at > invitationTimeout { pendingJoins[id] = nil }
+        let lostAfter = core?.timeouts.callLostTimeout ?? 10
+        for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) {
+            if let since = p.offlineSince, now - since > lostAfter {
+                hangUp(p, reason: .connectionLost, notify: false)
+                continue
+            }
+            // The live RTT (a new RTT alone does not change the paths value the participant holds).
+            let rtt = core?.friends[p.identity]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?.roundTripTime
+            let quality = ConnectionQuality.from(loss: mediaLoss(p), roundTripTime: rtt)
+            if quality != p.connectionQuality {
+                p.connectionQuality = quality
+                post(p, room: { $1.room($0, participant: p, didUpdateConnectionQuality: quality) },
+                     participant: { $0.participant(p, didUpdateConnectionQuality: quality) })
+            }
+        }
+        tickMedia(now: now)
+    }
+
+    func pathsChanged(_ id: String, _ paths: FriendConnectionPaths) {
+        guard let p = remoteParticipants[id] else { return }
+        p.paths = paths
+        p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? monotonicNow())
+        post(p, room: { $1.room($0, participant: p, didUpdatePaths: paths) },
+             participant: { $0.participant(p, didUpdatePaths: paths) })
+    }
+
+    /// A friend's (or your own, with your id) name, status message or status changed.
+    func profileChanged(_ id: String, _ field: SessionCore.ProfileField) {
+        guard let core else { return }
+        let p: Participant
+        if id == core.ownId {
+            p = localParticipant
+            guard joined else { refreshLocalProfile(core); return }
+        } else {
+            guard let r = remoteParticipants[id], let f = core.friends[id] else { return }
+            p = r
+            _ = f
+        }
+        let stored: (name: String, statusMessage: String, status: UInt8)
+        if id == core.ownId {
+            stored = (core.profile.name, core.profile.statusMessage, core.profile.status)
+        } else {
+            let f = core.friends[id]!.stored
+            stored = (f.name, f.statusMessage, f.status)
+        }
+        switch field {
+        case .name:
+            let name: String? = stored.name.isEmpty ? nil : stored.name
+            p.name = name
+            post(p, room: { $1.room($0, participant: p, didUpdateName: name) }, participant: { $0.participant(p, didUpdateName: name) })
+        case .statusMessage:
+            let text: String? = stored.statusMessage.isEmpty ? nil : stored.statusMessage
+            p.statusMessage = text
+            post(p, room: { $1.room($0, participant: p, didUpdateStatusMessage: text) }, participant: { $0.participant(p, didUpdateStatusMessage: text) })
+        case .status:
+            let status = UserStatus(rawValue: stored.status) ?? .none
+            p.status = status
+            post(p, room: { $1.room($0, participant: p, didUpdateStatus: status) }, participant: { $0.participant(p, didUpdateStatus: status) })
+        }
+    }
+}

@@ -1,0 +1,193 @@
+// The call (reference: "Room and RemoteParticipant", revue-events.md): who is in it, their tracks,
+// and the events of both delegate layers. One Room per Revue instance; `Room.shared` is the one of
+// `Revue.shared`. Calls are meshes: every pair of participants is a pair of friends with its own
+// encrypted channel, over which the call layer's reserved messages travel (docs/session.md, "Calls").
+import Foundation
+
+/// Options the local participant joins a call with (reference: videosdk-roles.md `createRoom`).
+public struct RoomOptions: Sendable, Hashable {
+    /// The mode you join in.
+    public var mode: ParticipantMode = .sendAndRecv
+    /// Whether your microphone track is published when you join in `sendAndRecv` (or on your first
+    /// switch to `sendAndRecv` when you joined without media).
+    public var micEnabled = true
+    /// Whether your camera track is published likewise.
+    public var cameraEnabled = true
+    /// Size your camera track is encoded at (VP8); frames of another size are scaled.
+    public var videoWidth = 640
+    public var videoHeight = 360
+
+    /// The defaults: send and receive, microphone and camera on.
+    public init() {}
+}
+
+/// The call you are in: remote participants keyed by friend ID, yourself, the active speakers.
+/// Main actor. `Room.shared` belongs to `Revue.shared`; `Revue.room` to any instance.
+@MainActor
+public final class Room {
+    /// The room of `Revue.shared`.
+    public static var shared: Room { Revue.shared.room }
+
+    /// Delegates receiving every call event; weak references; `Revue.destroy()` empties it.
+    public let delegates = DelegateList<any RoomDelegate>()
+    /// The friends in the call, by friend ID.
+    public internal(set) var remoteParticipants: [String: RemoteParticipant] = [:]
+    /// You.
+    public let localParticipant: LocalParticipant
+    /// Who is speaking now, loudest first.
+    public internal(set) var activeSpeakers: [Participant] = []
+    /// How you join the next call (mode, initial microphone and camera).
+    public var options = RoomOptions() {
+        didSet { if !joined { localParticipant.mode = options.mode } }
+    }
+
+    unowned let revue: Revue
+
+    /// Invitations in progress, by friend ID.
+    enum InvitationState {
+        /// You invited; waiting for an answer until `deadline`. `sent` once it reached the stream.
+        case outgoing(inv: String, message: String, deadline: Double, sent: Bool)
+        /// You were invited; waiting for your answer until `deadline`.
+        case incoming(inv: String, deadline: Double)
+        /// You accepted; waiting for the inviter's `connect` until `deadline`.
+        case accepting(inv: String, deadline: Double)
+
+        var inv: String {
+            switch self {
+            case .outgoing(let i, _, _, _), .incoming(let i, _), .accepting(let i, _): return i
+            }
+        }
+    }
+
+    var invitations: [String: InvitationState] = [:]
+    /// `join` messages sent to group members, by friend ID, with when.
+    var pendingJoins: [String: Double] = [:]
+    /// The invitation each participant connected through (to match a late cancel/reject).
+    var participantInvitations: [String: String] = [:]
+    /// What you want published while you send (`setMicrophone`/`setCamera`, remembered across modes).
+    var wantPublished: [TrackKind: Bool] = [:]
+    /// Whether the local participant is in a call (joined with its first participant).
+    var joined = false
+    /// Media of each call leg by friend ID, and of each local track.
+    var legs: [String: MediaLeg] = [:]
+    var localMedia: [TrackKind: LocalMedia] = [:]
+    var lastStatistics: Double = 0
+
+    init(revue: Revue) {
+        self.revue = revue
+        localParticipant = LocalParticipant(identity: "", room: nil)
+        localParticipant.room = self
+    }
+
+    /// Whether you are in a call with at least one friend.
+    public var isConnected: Bool { !remoteParticipants.isEmpty }
+
+    /// Hangs up with every participant. Each side receives `participantDidDisconnect`.
+    @MainActor
+    public func disconnectAll() {
+        for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) { hangUp(p, reason: .localHangUp, notify: true) }
+    }
+
+    /// Changes your own mode (reference: videosdk-roles.md "Changing Participant's Mode"): to
+    /// `signallingOnly`/`recvOnly` stops publishing (microphone and camera off, remembered); back to
+    /// `sendAndRecv` publishes again what was on before, or, the first time after joining without
+    /// media, what `options` asks for. Every participant, you included, receives `didUpdateMode`.
+    /// Throws `.alreadyInRequestedState` when you are in that mode already.
+    public func changeMode(_ mode: ParticipantMode) async throws(RoomError) {
+        guard revue.core != nil else { throw .notInitialized }
+        let old = localParticipant.mode
+        guard mode != old else { throw .alreadyInRequestedState }
+        localParticipant.mode = mode
+        if !joined { options.mode = mode }
+        if joined {
+            // The mode first, so participants know what we receive before our subscriptions change.
+            var s = CallSignal(op: CallSignal.Op.mode)
+            s.mode = mode.rawValue
+            for id in remoteParticipants.keys { send(s, to: id) }
+            applyPublishing()
+            if mode.receives != old.receives {
+                for p in remoteParticipants.values { for pub in p.remoteTrackPublications { updateSubscription(pub) } }
+            }
+        }
+        let local = localParticipant
+        post(local, room: { $1.room($0, participant: local, didUpdateMode: mode) },
+             participant: { $0.participant(local, didUpdateMode: mode) })
+    }
+
+    // MARK: - Plumbing
+
+    var core: SessionCore? { revue.core }
+
+    /// Sends a call-layer message to a friend on the encrypted reliable stream; false when offline.
+    @discardableResult
+    func send(_ signal: CallSignal, to friendId: String) -> Bool {
+        core?.sendReserved(friendId: friendId, text: signal.json) ?? false
+    }
+
+    /// Queues an event for the room delegates and the participant's delegates, in order with every
+    /// other session event.
+    func post(_ p: Participant?, room roomEvent: ((Room, any RoomDelegate) -> Void)?,
+              participant participantEvent: ((any ParticipantDelegate) -> Void)?) {
+        core?.schedule(.action { [weak self, weak p] in
+            guard let self else { return }
+            if let participantEvent, let p { for d in p.delegates.all { participantEvent(d) } }
+            if let roomEvent { for d in self.delegates.all { roomEvent(self, d) } }
+        })
+    }
+
+    /// Queues a RevueDelegate event.
+    func emitRevue(_ e: @escaping (Revue, any RevueDelegate) -> Void) { core?.emit(e) }
+
+    /// Connects the room to a freshly initialized session.
+    func attach(_ core: SessionCore) {
+        localParticipant.identity = core.ownId
+        refreshLocalProfile(core)
+        localParticipant.mode = options.mode
+        core.reservedMessageHandler = { [weak self] id, text in self?.receive(text, from: id) }
+        core.friendWillBeDeleted = { [weak self] id in self?.endForDeletion(id) }
+        core.tickHook = { [weak self] now in self?.tick(now: now) }
+        core.friendPathsChanged = { [weak self] id, paths in self?.pathsChanged(id, paths) }
+        core.profileObserver = { [weak self] id, field in self?.profileChanged(id, field) }
+    }
+
+    /// Ends everything before the session goes away: friends are told when `polite`.
+    func detach(polite: Bool) {
+        if polite {
+            for (id, state) in invitations {
+                switch state {
+                case .outgoing(let inv, _, _, _): send(CallSignal(op: CallSignal.Op.cancel, inv: inv), to: id)
+                case .incoming(let inv, _), .accepting(let inv, _): send(CallSignal(op: CallSignal.Op.reject, inv: inv), to: id)
+                }
+            }
+            for id in remoteParticipants.keys { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
+        }
+        for p in remoteParticipants.values { p.disconnectReason = .destroyed }
+        stopAllMedia()
+        remoteParticipants = [:]
+        invitations = [:]
+        pendingJoins = [:]
+        participantInvitations = [:]
+        localParticipant.trackPublications = [:]
+        activeSpeakers = []
+        joined = false
+        wantPublished = [:]
+        delegates.removeAll()
+        localParticipant.delegates.removeAll()
+    }
+
+    func refreshLocalProfile(_ core: SessionCore) {
+        localParticipant.name = core.profile.name.isEmpty ? nil : core.profile.name
+        localParticipant.statusMessage = core.profile.statusMessage.isEmpty ? nil : core.profile.statusMessage
+        localParticipant.status = UserStatus(rawValue: core.profile.status) ?? .none
+    }
+
+    /// A 64-bit random identifier in hex.
+    static func randomId() -> String {
+        String(format: "%08X%08X", Sodium.randomUInt32(), Sodium.randomUInt32())
+    }
+}
+
+extension Revue {
+    /// Clamps a call-layer timeout the way friend messages are clamped.
+    static func clampTimeout(_ t: Double) -> Double { min(30, max(5, t)) }
+}

@@ -1,0 +1,68 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+@testable import RevueSession
+
+/// Threads of this process (entries of /proc/self/task).
+func processThreadCount() -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
+}
+
+/// Resident set size in kB (VmRSS of /proc/self/status), after glibc returned free memory of every
+/// arena to the system (`malloc_trim`), so freed-but-cached memory does not count as a leak.
+func residentKilobytes() -> Int {
+    // malloc_trim is not in the Glibc module map: look it up (RTLD_DEFAULT is a null handle).
+    if let sym = dlsym(nil, "malloc_trim") {
+        _ = unsafeBitCast(sym, to: (@convention(c) (Int) -> Int32).self)(0)
+    }
+    guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return -1 }
+    return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? -1
+}
+
+@MainActor
+@Suite(.serialized) struct CallMediaCycleTests {
+    /// 20 calls with media (send streams with their worker threads, media sockets, SRTP contexts),
+    /// each hung up: threads and RSS come back to where they were after the first calls.
+    @Test func twentyCallCyclesLeakNoThreadsAndNoMemory() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
+        defer { a.peer.remove(); b.peer.remove() }
+        try await makeFriends([a, b])
+        weak var lastParticipant: RemoteParticipant?
+        var threadsAfterWarmup = 0, rssAfterWarmup = 0
+        for cycle in 0..<20 {
+            let (caller, callee) = cycle % 2 == 0 ? (a, b) : (b, a)
+            try caller.friends.sendInvitation(friendId: callee.id, message: "\(cycle)")
+            await callee.wait("invited \(cycle)") { callee.room.invitations[caller.id] != nil }
+            try callee.friends.acceptInvitation(friendId: caller.id)
+            await caller.wait("media \(cycle)") { caller.room.localMedia.count == 2 && callee.room.localMedia.count == 2 }
+            await caller.wait("legs \(cycle)") { caller.room.legs[callee.id]?.destination != nil && callee.room.legs[caller.id]?.destination != nil }
+            lastParticipant = callee.room.remoteParticipants[caller.id]
+            weak var stream = caller.room.localMedia[.video]?.video
+            weak var leg = caller.room.legs[callee.id]
+            weak var pub = caller.room.localParticipant.localTrackPublications.first
+            defer { #expect(stream == nil && leg == nil && pub == nil, "cycle \(cycle): stream, leg or publication outlived the call") }
+            callee.room.disconnectAll()
+            await caller.wait("hung up \(cycle)") { caller.room.remoteParticipants.isEmpty && callee.room.remoteParticipants.isEmpty }
+            await settle(0.1)
+            if cycle == 3 {
+                threadsAfterWarmup = processThreadCount()
+                rssAfterWarmup = residentKilobytes()
+            }
+        }
+        await settle(0.5)
+        #expect(lastParticipant == nil, "a RemoteParticipant outlived its call")
+        #expect(a.room.localMedia.isEmpty && b.room.localMedia.isEmpty && a.room.legs.isEmpty && b.room.legs.isEmpty)
+        let threads = processThreadCount(), rss = residentKilobytes()
+        // Each call starts 4 worker threads (2 video, 2 audio send streams); a leak would add 4 per
+        // cycle, 64 in all. Dispatch's own pool may grow by a couple.
+        #expect(threads <= threadsAfterWarmup + 3, "threads \(threadsAfterWarmup) -> \(threads)")
+        // 16 more calls with two VP8 and two Opus encoders each: a leak of the encoders alone would
+        // be tens of MB; allow 8 MB of allocator noise.
+        #expect(rss - rssAfterWarmup < 8_000, "RSS \(rssAfterWarmup) kB -> \(rss) kB")
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import MediaCore
+import Synchronization
+import Testing
+@testable import RevueSession
+
+/// Counts what reaches one call leg's media socket, unprotected with the key that came through the
+/// encrypted friend channel. (Stands in for the engine's receive pipeline, which is not on main yet.)
+final class LegTap: @unchecked Sendable {
+    let audio = Atomic<Int>(0), video = Atomic<Int>(0), failures = Atomic<Int>(0)
+    let running = Atomic<Bool>(true)
+    let done = Atomic<Bool>(false)
+
+    init(socket: MediaCore.UDPSocket, key: SRTPKeyMaterial) throws {
+        let context = try SRTPContext(material: key, direction: .inbound)
+        try socket.setReceiveTimeout(nanoseconds: 50_000_000)
+        Thread.detachNewThread { [self] in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
+            defer { buffer.deallocate(); done.store(true, ordering: .releasing) }
+            while running.load(ordering: .acquiring) {
+                guard let r = try? socket.receive(into: buffer) else { continue }
+                let n = r.count
+                guard n >= 12, buffer[0] >> 6 == 2, (buffer[1] & 0x7F) < 64 || (buffer[1] & 0x7F) > 95 else { continue }
+                guard let plain = try? context.unprotect(buffer, length: n) else { failures.add(1, ordering: .relaxed); continue }
+                _ = plain
+                switch buffer[1] & 0x7F {
+                case 111: audio.add(1, ordering: .relaxed)
+                case 96: video.add(1, ordering: .relaxed)
+                default: break
+                }
+            }
+        }
+    }
+
+    func stop() {
+        running.store(false, ordering: .releasing)
+        while !done.load(ordering: .acquiring) { usleep(5_000) }
+    }
+}
+
+@MainActor
+final class SpeakingRecorder: ParticipantDelegate {
+    var speaking: [Bool] = []
+    func participant(_ participant: Participant, didUpdateIsSpeaking isSpeaking: Bool) { speaking.append(isSpeaking) }
+}
+
+/// Real media through a call: the engine's send streams, SRTP keys per leg agreed in the encrypted
+/// channel, speaking events from the engine's detector, mute stopping media.
+@MainActor
+@Suite(.serialized) struct CallMediaSendTests {
+    @Test func sendStreamsCarrySRTPWithChannelKeysSpeakingFollowsTalkerMuteStopsMedia() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
+        defer { a.peer.remove(); b.peer.remove() }
+        try await makeFriends([a, b])
+        b.room.options.mode = .recvOnly
+        try a.friends.sendInvitation(friendId: b.id, message: "media")
+        await b.wait("invited") { b.room.invitations[a.id] != nil }
+        try b.friends.acceptInvitation(friendId: a.id)
+        await a.wait("a publishes") { a.room.localParticipant.localTrackPublications.count == 2 }
+        await b.wait("b subscribed") { b.room.remoteParticipants[a.id]?.remoteTrackPublications.filter(\.isSubscribed).count == 2 }
+        await b.wait("key from a") { b.room.legs[a.id]?.remoteKey != nil }
+        let leg = try #require(b.room.legs[a.id])
+        // The key B uses to read A's media is A's per-leg send key, received over the friend channel.
+        #expect(leg.remoteKey == a.room.legs[b.id]?.sendKey)
+        #expect(leg.sendKey != a.room.legs[b.id]?.sendKey)
+        let tap = try LegTap(socket: leg.socket, key: try #require(leg.remoteKey))
+        defer { tap.stop() }
+        let remoteA = try #require(b.room.remoteParticipants[a.id])
+        let speakingOnB = SpeakingRecorder()
+        remoteA.delegates.add(delegate: speakingOnB)
+        let speakingOnA = SpeakingRecorder()
+        a.room.localParticipant.delegates.add(delegate: speakingOnA)
+
+        let audioPub = try #require(a.room.localParticipant.localTrackPublications.first { $0.kind == .audio })
+        let audio = try #require(audioPub.audioCapturer)
+        let video = try #require(a.room.localParticipant.localTrackPublications.first { $0.kind == .video }?.videoCapturer)
+        // 1 s near-silence, 2 s speech, 2 s near-silence at 48 kHz in 20 ms buffers; 15 fps video.
+        let feeder = Task.detached {
+            let speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, amplitude: 0.5)
+            let hiss = SyntheticAudio(pattern: .whiteNoise, sampleRate: 48_000, amplitude: 0.0005)
+            var pcm = [Int16](repeating: 0, count: 960)
+            let (w, h) = (320, 180)
+            let bgra = UnsafeMutableRawPointer.allocate(byteCount: w * h * 4, alignment: 32)
+            defer { bgra.deallocate() }
+            let start = DispatchTime.now().uptimeNanoseconds
+            for chunk in 0..<250 {
+                let talking = chunk >= 50 && chunk < 150
+                for i in 0..<960 {
+                    let f = chunk * 960 + i
+                    pcm[i] = Int16(32767 * (talking ? speech.sample(atFrame: f) : hiss.sample(atFrame: f)))
+                }
+                let ts = Int64(chunk) * 20_000_000
+                pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
+                if chunk % 3 == 0 {
+                    SyntheticVideo.renderBGRA(frameIndex: chunk / 3, width: w, height: h, into: bgra, stride: w * 4)
+                    if let view = try? PixelBufferView.packed(format: .bgra, width: w, height: h, data: UnsafeRawBufferPointer(start: bgra, count: w * h * 4), stride: w * 4) {
+                        video.capture(view, timeStampNs: ts)
+                    }
+                }
+                let due = start + UInt64(chunk + 1) * 20_000_000
+                let now = DispatchTime.now().uptimeNanoseconds
+                if due > now { usleep(UInt32((due - now) / 1000)) }
+            }
+        }
+        await b.wait("b hears a speaking", timeout: 15) { speakingOnB.speaking.first == true }
+        await b.waitRoom("speakers(a)")  // RoomDelegate: the list, loudest first
+        #expect(!b.recorder.participant.contains { $0.contains("Speaking") })
+        await b.wait("a stops speaking", timeout: 15) { speakingOnB.speaking.count >= 2 }
+        await feeder.value
+        #expect(speakingOnB.speaking.prefix(2) == [true, false])
+        #expect(speakingOnA.speaking.prefix(2) == [true, false])
+        await b.wait("no speakers") { b.room.activeSpeakers.isEmpty }
+        #expect(b.recorder.room.last { $0.hasPrefix("speakers") } == "speakers()")
+        #expect(tap.audio.load(ordering: .relaxed) > 150, "audio packets: \(tap.audio.load(ordering: .relaxed))")
+        #expect(tap.video.load(ordering: .relaxed) > 20, "video packets: \(tap.video.load(ordering: .relaxed))")
+        #expect(tap.failures.load(ordering: .relaxed) == 0)
+        // B is recvOnly: it sends A nothing.
+        #expect(b.room.localParticipant.trackPublications.isEmpty)
+
+        // Mute stops the audio and says so.
+        audioPub.mute()
+        await b.waitRoom("muted(a,audio,true)")
+        try await Task.sleep(for: .milliseconds(200))
+        let before = tap.audio.load(ordering: .relaxed)
+        let pcm = [Int16](repeating: 1000, count: 960)
+        for i in 0..<25 { pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(300 + i) * 20_000_000) } }
+        try await Task.sleep(for: .milliseconds(800))
+        #expect(tap.audio.load(ordering: .relaxed) == before)
+        a.room.disconnectAll()
+        await b.wait("ended") { b.room.remoteParticipants.isEmpty }
+        #expect(a.room.localMedia.isEmpty && a.room.legs.isEmpty && b.room.legs.isEmpty)
+    }
+}
