@@ -12,7 +12,7 @@ enum ReceiveCommand: Command {
         usage: revue-media receive --listen HOST:PORT (--sdp FILE | --key BASE64 --suite S) -o OUT... [options]
 
         Listens on PORT (video and audio) and PORT+2 (audio), accepts any SSRC, and routes packets
-        by payload type: from the SDP, or the defaults VP8 96, Opus 111 (--codec vp9 for VP9).
+        by payload type: from the SDP, or the defaults VP8 96, VP9 98 (with --codec vp9), Opus 111.
         Packets go through the engine's receive pipeline (SRTP, jitter buffer, NACK, PLI, decode,
         Opus FEC and concealment, 10 ms playout) and RTCP goes back to the sender. Decoded
         pictures go to .y4m, and re-encoded to .ivf; the played audio goes to .wav, and
@@ -26,7 +26,7 @@ enum ReceiveCommand: Command {
           --key BASE64        the sender's inline key (with --suite); --suite none for plain RTP
           --suite S           aes-128-gcm (default), aes-256-gcm, aes-cm-128-hmac-sha1-80, ...
           --codec vp8|vp9     video codec without an SDP (default vp8)
-          --pt N, --audio-pt N  payload types without an SDP (default 96, 111)
+          --pt N, --audio-pt N  payload types without an SDP (default 96 VP8 / 98 VP9, 111)
           --channels N        audio channels of a .wav output without an SDP (default 1)
           -o OUT              an output file (repeat for video and audio)
           --duration S        stop after S seconds (default: until Ctrl-C)
@@ -73,7 +73,7 @@ enum ReceiveCommand: Command {
                 guard let v = VPXCodec(rawValue: c.lowercased()) else { throw UsageError(description: "--codec \(c): expected vp8 or vp9") }
                 return v
             } ?? .vp8
-            tracks.video = (codec, UInt8(try args.int("--pt", range: 0...127) ?? 96))
+            tracks.video = (codec, UInt8(try args.int("--pt", range: 0...127) ?? (codec == .vp8 ? 96 : 98)))
             tracks.audio = (UInt8(try args.int("--audio-pt", range: 0...127) ?? 111), try args.int("--channels", range: 1...2) ?? 1)
         }
         let fps = try args.int("--fps", range: 1...240) ?? 30

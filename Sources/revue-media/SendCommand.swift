@@ -22,7 +22,7 @@ enum SendCommand: Command {
           --key BASE64       RFC 4568 inline key: base64 of master key + salt (generated and
                              printed when absent)
           --sdp FILE         write an SDP (RFC 8866, a=crypto per RFC 4568) for the receiver
-          --pt N             video payload type (default 96); --audio-pt N (default 111)
+          --pt N             video payload type (default 96 for VP8, 98 for VP9); --audio-pt N (default 111)
           --ssrc N           video SSRC (default random); --audio-ssrc N
           --mtu N            largest datagram (default 1200)
           --pcap FILE        also record the sent packets to a pcap file
@@ -116,7 +116,7 @@ enum SendCommand: Command {
         guard video != nil || audio != nil else { throw UsageError(description: "missing INPUT (a .y4m or .wav file, or --pattern NAME)") }
 
         var wire = SendWire(destination: destination, key: key)
-        wire.videoPayloadType = UInt8(try args.int("--pt", range: 0...127) ?? 96)
+        wire.videoPayloadType = UInt8(try args.int("--pt", range: 0...127) ?? (videoOptions.codec == .vp8 ? 96 : 98))
         wire.audioPayloadType = UInt8(try args.int("--audio-pt", range: 0...127) ?? 111)
         if let s = try args.int("--ssrc", range: 0...Int(UInt32.max)) { wire.videoSSRC = UInt32(s) }
         if let s = try args.int("--audio-ssrc", range: 0...Int(UInt32.max)) { wire.audioSSRC = UInt32(s) }

@@ -108,6 +108,9 @@ import Foundation
         #expect(dir.read("ff.raw").count == 48_000 * 2)
         r = try revueMedia(["decode", "a.opus", "-o", "d.wav", "--rate", "\(rate)", "-q"], cwd: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
+        // ffprobe reads our WAV with the exact length.
+        let wavInfo = try cliFFprobe(dir.file("d.wav"), count: false)
+        #expect(wavInfo["duration"] == "1.000000" && wavInfo["sample_rate"] == "\(rate)" && wavInfo["channels"] == "\(channels)", "\(wavInfo)")
         let source = try cliReadWAV(dir.file("src.wav")), decoded = try cliReadWAV(dir.file("d.wav"))
         #expect(decoded.rate == rate && decoded.channels == channels)
         #expect(decoded.samples.count == source.samples.count)
