@@ -97,7 +97,7 @@ enum FloodCommand {
         out("pipeline during the flood: \(dp.datagrams - bp.datagrams) datagrams read, \(shed) shed and counted "
             + "(auth failures \(dp.authFailures - bp.authFailures), malformed \(dp.malformed - bp.malformed), unknown stream \(dp.unknownStream - bp.unknownStream), "
             + "other \(dp.other - bp.other), SRTP errors \(dp.srtpErrors - bp.srtpErrors), truncated \(dp.truncated - bp.truncated)); "
-            + "kernel receive-buffer drops \(kernel)")
+            + "kernel receive-buffer drops \(kernel); datagrams read by kind: RTP \(dp.rtp - bp.rtp), RTCP \(dp.rtcp - bp.rtcp)")
         out(String(format: "video decoded: %.1f fps before, %.1f fps during (%.0f %%), %.1f fps after (%.0f %%); audio played: %.2f / %.2f / %.2f s per s",
                    before, during, 100 * during / before, after, 100 * after / before, aps(m0, m1), aps(m1, m2), aps(m2, m3)))
         out("threads at the end: \(threads)")
