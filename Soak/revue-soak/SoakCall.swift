@@ -146,16 +146,22 @@ final class SoakCall {
         return Probe.now() - t0
     }
 
-    /// One stream's accounting: unique packets sent against what the receiver counted.
+    /// One stream's accounting. The engine's `packetsSent` counts first transmissions only
+    /// (retransmissions are in `retransmittedPacketsSent`; NACK resends keep their sequence
+    /// number), so it equals the receiver's RFC 3550 "expected" (first to highest sequence number),
+    /// which is by definition `packetsReceived + packetsLost`: received counts every arrival
+    /// (retransmissions and duplicates included), lost is expected minus received (negative when
+    /// duplicates outnumber losses). Late packets (arrived after their frame was played or
+    /// skipped) are counted in received and, separately, in `packetsDiscarded`.
     struct Consistency {
         var kind: String
         var sent: Int64, retransmitted: Int64, received: Int64, lost: Int64, late: Int64, remoteLost: Int64
-        var unique: Int64 { sent - retransmitted }
-        /// sent (unique) - (received + lost): packets the receiver does not account for.
-        var difference: Int64 { unique - (received + lost) }
+        /// sent - (received + lost): packets the receiver does not account for.
+        var difference: Int64 { sent - (received + lost) }
         var line: String {
-            "\(kind): sent \(sent) (\(retransmitted) retransmissions, \(unique) unique) = received \(received) + lost \(lost) "
-                + "[late/discarded \(late), counted in received] -> difference \(difference); sender's RTCP view of lost: \(remoteLost)"
+            "\(kind): sent \(sent) = received \(received) + lost \(lost) -> difference \(difference) "
+                + "[retransmissions sent \(retransmitted), arrivals counted in received; late/discarded \(late), also in received; "
+                + "loss the sender last saw in RTCP receiver reports \(remoteLost)]"
         }
     }
 

@@ -27,7 +27,7 @@ do {
     let status: Int32
     switch mode {
     case "call":
-        status = try CallCommand.run(minutes: double("--minutes", 10), phaseSeconds: double("--phase-seconds", 45),
+        status = try CallCommand.run(minutes: double("--minutes", 10), phaseSeconds: double("--phase-seconds", min(45, max(15, double("--minutes", 10) * 60 / 8))),
                                      rssBoundMiB: double("--rss-bound-mib", 8))
     case "flood":
         guard let t = values("--target").last else { log(usage); exit(2) }
