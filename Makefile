@@ -64,3 +64,17 @@ test-sanitizers: deps
 
 clean:
 	rm -rf .build $(OUT)
+
+## make soak: the soak and fault runs of docs/soak.md (minutes; not part of CI): a SOAK_MINUTES
+## A/V call through the impairment relay with changing loss and jitter (RSS, threads, stats
+## consistency, a full capture ring), a flood of forged datagrams from a second process, and
+## kill -9 of a revue-node mid-call and mid-write. Debug build by default (SOAK_CONFIG=release).
+SOAK_MINUTES ?= 10
+SOAK_CONFIG ?= debug
+.PHONY: soak
+soak: deps
+	$(SWIFT) build -c $(SOAK_CONFIG) --product revue-node
+	$(SWIFT) build -c $(SOAK_CONFIG) --product revue-soak
+	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak call --minutes $(SOAK_MINUTES)
+	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak flood-test
+	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak kill-test

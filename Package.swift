@@ -50,3 +50,7 @@ for name in fuzzTargets {
 }
 // Writes the seed corpora from our own writers and packetizers (scripts/make-fuzz-corpus).
 package.targets.append(.executableTarget(name: "fuzz-seeds", dependencies: ["FuzzEntries", "MediaCore"], path: "Fuzz/fuzz-seeds"))
+
+// Soak and fault runs (docs/soak.md, `make soak`): long calls, floods, kill -9. Not part of `make test`.
+package.products.append(.executable(name: "revue-soak", targets: ["revue-soak"]))
+package.targets.append(.executableTarget(name: "revue-soak", dependencies: ["RevueSDK"], path: "Soak/revue-soak"))

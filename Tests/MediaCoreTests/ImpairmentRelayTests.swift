@@ -216,6 +216,41 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
         #expect(stats.received == stats.forwarded + stats.droppedByQueue)
     }
 
+    @Test func updateChangesTheImpairmentWhileRunningAndKeepsTheCounters() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: destination.address))
+        relay.start()
+        func burst(_ range: Range<Int>) throws { for i in range { try sender.send(numbered(i), to: relay.listenAddress) } }
+        try burst(0..<50)
+        destination.settle(expecting: 50)
+        #expect(destination.count == 50)
+        var lossy = relay.configuration
+        lossy.forward = ImpairmentModel.Settings(loss: 1)
+        relay.update(configuration: lossy)
+        // Wait until the relay thread has taken the new model: a probe is lost once it has.
+        var probes = 0
+        while relay.statistics.forward.droppedByLoss == 0 && probes < 500 {
+            try sender.send([0xff], to: relay.listenAddress); probes += 1; usleep(2000)
+        }
+        let droppedByProbes = relay.statistics.forward.droppedByLoss
+        #expect(droppedByProbes >= 1)
+        destination.settle(quietMilliseconds: 100)
+        let beforeLoss = destination.count
+        try burst(50..<100)
+        destination.settle(quietMilliseconds: 200)
+        #expect(destination.count == beforeLoss, "nothing passes at 100 % loss")
+        relay.update(configuration: relay.configuration)
+        usleep(100_000)  // more than the relay's 20 ms loop
+        try burst(100..<150)
+        destination.settle(expecting: beforeLoss + 50)
+        relay.stop()
+        #expect(destination.count == beforeLoss + 50)
+        #expect(destination.packets.suffix(50) == (100..<150).map { numbered($0) })
+        let stats = relay.statistics.forward
+        #expect(stats.droppedByLoss == droppedByProbes + 50, "the lossy model's drops survive the change back")
+        #expect(stats.received == 150 + probes && stats.forwarded == beforeLoss + 50)
+    }
+
     @Test func stopIsPromptWithPacketsStillScheduled() throws {
         let sender = try Endpoint(), destination = try Endpoint()
         let relay = try ImpairmentRelay(configuration: .init(

@@ -51,7 +51,8 @@ public final class ImpairmentRelay: @unchecked Sendable {
         public var reverse = DirectionStatistics()
     }
 
-    /// The configuration the relay was made with.
+    /// The configuration the relay was made with (`update(configuration:)` changes only the
+    /// impairment settings in use, not this value).
     public let configuration: Configuration
     /// The bound listen address (with the real port when the configuration asked for port 0).
     public let listenAddress: SocketAddress
@@ -103,6 +104,22 @@ public final class ImpairmentRelay: @unchecked Sendable {
         thread = nil
     }
 
+    /// Replaces both directions' impairment settings while the relay runs (a soak run cycles from
+    /// clean to lossy to jittery and back). `configuration.listen`, `to`, `maxQueuedPackets` and
+    /// `maxPacketSize` must be those the relay was made with (programmer error otherwise: traps),
+    /// so do the settings' `problem`s. Packets already waiting keep their delivery times; counters
+    /// keep counting across the change; the new models are seeded from `configuration.seed`.
+    ///
+    /// Thread rule: any thread. Cost: a lock; the relay thread swaps the models on its next loop
+    /// (within about 20 ms).
+    public func update(configuration new: Configuration) {
+        precondition(new.listen == configuration.listen && new.to == configuration.to
+                     && new.maxQueuedPackets == configuration.maxQueuedPackets && new.maxPacketSize == configuration.maxPacketSize,
+                     "ImpairmentRelay.update(configuration:) can change only the impairment settings and seed")
+        precondition(new.forward.problem == nil && new.reverse.problem == nil, "invalid impairment settings")
+        engine.pending.withLock { $0 = new }
+    }
+
     /// A snapshot of the counters (refreshed by the relay thread every loop, at least every 20 ms).
     public var statistics: Statistics { engine.published.withLock { $0 } }
 
@@ -114,6 +131,8 @@ public final class ImpairmentRelay: @unchecked Sendable {
         let reverseLane: Lane
         let stopping = Atomic<Bool>(false)
         let published = Mutex(Statistics())
+        /// Settings from `update(configuration:)` not yet applied.
+        let pending = Mutex<Configuration?>(nil)
         var lastSource: SocketAddress?
 
         init(forward: Lane, reverse: Lane) {
@@ -125,6 +144,10 @@ public final class ImpairmentRelay: @unchecked Sendable {
             var fds = [pollfd(fd: forwardLane.input.descriptor, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: reverseLane.input.descriptor, events: Int16(POLLIN), revents: 0)]
             while !stopping.load(ordering: .acquiring) {
+                if let new = pending.withLock({ c in defer { c = nil }; return c }) {
+                    forwardLane.replaceModel(ImpairmentModel(settings: new.forward, seed: new.seed))
+                    reverseLane.replaceModel(ImpairmentModel(settings: new.reverse, seed: new.seed ^ 0x5EED_0F_2E7E_25E0))
+                }
                 let now = UDPSocket.monotonicNanoseconds()
                 forwardLane.deliverDue(now: now)
                 reverseLane.deliverDue(now: now)
@@ -206,12 +229,24 @@ public final class ImpairmentRelay: @unchecked Sendable {
 
         var nextDue: UInt64? { heap.first?.due }
 
+        /// Counters of the models replaced by `replaceModel`.
+        var retired = ImpairmentModel.Counters()
+
+        /// Uses `new` from now on, keeping the old model's counts in `retired`.
+        func replaceModel(_ new: ImpairmentModel) {
+            retired.lost += model.counters.lost
+            retired.queueDropped += model.counters.queueDropped
+            retired.duplicated += model.counters.duplicated
+            retired.reordered += model.counters.reordered
+            model = new
+        }
+
         var snapshot: DirectionStatistics {
             var s = counters
-            s.droppedByLoss = model.counters.lost
-            s.droppedByQueue = model.counters.queueDropped
-            s.duplicated = model.counters.duplicated
-            s.reordered = model.counters.reordered
+            s.droppedByLoss = retired.lost + model.counters.lost
+            s.droppedByQueue = retired.queueDropped + model.counters.queueDropped
+            s.duplicated = retired.duplicated + model.counters.duplicated
+            s.reordered = retired.reordered + model.counters.reordered
             s.queued = heap.count
             return s
         }
