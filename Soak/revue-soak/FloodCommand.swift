@@ -90,13 +90,13 @@ enum FloodCommand {
         let before = fps(m0, m1), during = fps(m1, m2), after = fps(m2, m3)
         let dp = m2.p, bp = m1.p
         let shed = (dp.authFailures - bp.authFailures) + (dp.malformed - bp.malformed) + (dp.unknownStream - bp.unknownStream)
-            + (dp.other - bp.other) + (dp.srtpErrors - bp.srtpErrors) + (dp.truncated - bp.truncated)
+            + (dp.other - bp.other) + (dp.srtpErrors - bp.srtpErrors) + (dp.truncated - bp.truncated) + (dp.replays - bp.replays)
         let kernel = m2.kernel - m1.kernel
         out("== soak flood-test: call (320x240 VP8 + Opus, SRTP), receive socket \(call.receiveAddress) flooded for \(Int(flood)) s by a child process")
         out("flood sender: \(floodReport)")
         out("pipeline during the flood: \(dp.datagrams - bp.datagrams) datagrams read, \(shed) shed and counted "
             + "(auth failures \(dp.authFailures - bp.authFailures), malformed \(dp.malformed - bp.malformed), unknown stream \(dp.unknownStream - bp.unknownStream), "
-            + "other \(dp.other - bp.other), SRTP errors \(dp.srtpErrors - bp.srtpErrors), truncated \(dp.truncated - bp.truncated)); "
+            + "other \(dp.other - bp.other), replays \(dp.replays - bp.replays), SRTP errors \(dp.srtpErrors - bp.srtpErrors), truncated \(dp.truncated - bp.truncated)); "
             + "kernel receive-buffer drops \(kernel); datagrams read by kind: RTP \(dp.rtp - bp.rtp), RTCP \(dp.rtcp - bp.rtcp)")
         out(String(format: "video decoded: %.1f fps before, %.1f fps during (%.0f %%), %.1f fps after (%.0f %%); audio played: %.2f / %.2f / %.2f s per s",
                    before, during, 100 * during / before, after, 100 * after / before, aps(m0, m1), aps(m1, m2), aps(m2, m3)))

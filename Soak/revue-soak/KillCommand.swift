@@ -165,7 +165,7 @@ enum KillCommand {
         let hasAlice = friends.contains { $0["friendId"] as? String == aliceId }
         let back = bob.wait(10) { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == aliceId && $0["isOnline"] as? Bool == true }
         out("restart on the same data directory: revueId \(sameId ? "unchanged" : "CHANGED"), friends \(friends.count) (Alice \(hasAlice ? "present" : "MISSING")), "
-            + (back.map { String(format: "ready %.2f s and online with Alice again %.2f s after the restart", again.t - restartedAt, $0.t - restartedAt) } ?? "NOT online with Alice"))
+            + (back.map { String(format: "ready %.3f s and online with Alice again %.3f s after the restart", again.t - restartedAt, $0.t - restartedAt) } ?? "NOT online with Alice"))
         check(sameId && hasAlice && back != nil, "identity or friends lost after SIGKILL")
         bob.kill()
 
