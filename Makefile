@@ -13,10 +13,11 @@ demo: deps
 	$(SWIFT) build -c release --product revue-media
 	$$($(SWIFT) build -c release --show-bin-path)/revue-media demo --seconds $(SECONDS) --out $(OUT)
 
-## make test: builds and runs the whole test suite
+## make test: builds and runs the whole test suite, then a few seconds of every fuzz target
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/fuzz
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
 bench: deps
