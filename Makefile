@@ -18,12 +18,13 @@ demo: deps
 # machine; the call-media tests (real encoders in several peers) run next, then everything else.
 TIMED_TESTS = RevueSessionTests|ReferenceExampleTests
 
-## make test: builds and runs the whole test suite
+## make test: builds and runs the whole test suite, then a few seconds of every fuzz target
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip CallMedia
 	$(SWIFT) test --skip-build --filter CallMedia
 	$(SWIFT) test --skip-build --skip '$(TIMED_TESTS)'
+	FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/fuzz
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
 ##   BENCH_ARGS passes options (e.g. BENCH_ARGS="ring --reps 9"); charts go to docs/performance/.

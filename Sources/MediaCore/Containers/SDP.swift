@@ -602,6 +602,8 @@ struct SDPParser {
             }
             keys.append(key)
         }
+        // RFC 4568 §9.1: key-params = key-param *(";" key-param): at least one (";" alone has none).
+        guard !keys.isEmpty else { throw fail("a=crypto: no inline: key parameter") }
         return SDPCrypto(tag: tag, suite: suite, keys: keys, sessionParameters: f.dropFirst(3).map(String.init))
     }
 }
