@@ -165,9 +165,10 @@ public protocol RTPSendFeedbackTarget: AnyObject, Sendable {
     /// history (at most `maxRetransmissions` times each); ones that cannot be resent are counted
     /// (`retransmissionsRefused`), not answered with a keyframe: the receiver's PLI asks for one.
     func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16
-    /// A Picture Loss Indication (RFC 4585 §6.3.1): next frame is a keyframe (video).
+    /// A Picture Loss Indication (RFC 4585 §6.3.1): a keyframe soon (video: the next frame, or
+    /// the first after the stream's minimum keyframe interval; see `VideoSendStream`).
     func handlePictureLossIndication()
-    /// A Full Intra Request (RFC 5104 §4.3.1): next frame is a keyframe (video).
+    /// A Full Intra Request (RFC 5104 §4.3.1): a keyframe soon, as for PLI (video).
     func handleFullIntraRequest()
     /// A receiver's bandwidth estimate (REMB or transport-cc), bits per second: the encoder's
     /// target is clamped to it.
