@@ -23,7 +23,7 @@ private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt
 }
 
 @Suite struct RTCPSenderSessionTests {
-    @Test func nackResendsFromHistoryAndAsksForAKeyframeWhenAPacketIsGoneOrResentTooOften() {
+    @Test func nackResendsFromHistoryAndCountsButNeverKeyframesAPacketThatIsGoneOrResentTooOften() {
         let h = RecordingHandler()
         for s: UInt16 in 10...20 { [UInt8](repeating: UInt8(s), count: 50).withUnsafeBytes { _ = h.history.store(seq: s, packet: $0, nowNs: 0) } }
         let s = RTCPSenderSession(ssrcs: [42], handler: h, startBitrate: 500_000)
@@ -32,9 +32,10 @@ private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt
         handle(s, [.genericNack(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 42, lost: [12]))])
         handle(s, [.genericNack(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 42, lost: [12]))])  // third time: exhausted
         #expect(h.resent == [12, 14, 15, 12])
-        #expect(h.keyframes == 1)
+        // Refused, not keyframed: the receiver gives up on the packet and sends PLI itself.
+        #expect(h.keyframes == 0 && s.counters.packetsNotResent == 1)
         handle(s, [.genericNack(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 42, lost: [500]))])  // never stored
-        #expect(h.keyframes == 2)
+        #expect(h.keyframes == 0 && s.counters.packetsNotResent == 2 && s.counters.keyframesRequested == 0)
         handle(s, [.genericNack(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 99, lost: [12]))])  // not our stream
         #expect(s.counters.nacksReceived == 4 && s.counters.packetsRetransmitted == 4)
     }

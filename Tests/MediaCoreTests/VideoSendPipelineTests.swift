@@ -174,17 +174,45 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
     }
 
     @Test func keyframeOnPictureLossAndFullIntraRequest() throws {
-        let (stream, packets) = try Self.sendFrames(sendTestVideoConfiguration(), count: 12) { s, i in
-            if i == 4 { s.handlePictureLossIndication() }
-            if i == 8 { s.handleFullIntraRequest() }
+        let (stream, packets) = try Self.sendFrames(sendTestVideoConfiguration(), count: 30) { s, i in
+            if i == 14 { s.handlePictureLossIndication() }
+            if i == 24 { s.handleFullIntraRequest() }
         }
         let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
-        #expect(rx.frames.filter(\.isKeyframe).map(\.barcode) == [0, 5, 9])
-        let s = stream.statistics.outbound
-        #expect(s.keyFramesEncoded == 3 && s.pliCount == 1 && s.firCount == 1)
+        #expect(rx.frames.filter(\.isKeyframe).map(\.barcode) == [0, 15, 25])
+        let s = stream.statistics
+        #expect(s.outbound.keyFramesEncoded == 3 && s.outbound.pliCount == 1 && s.outbound.firCount == 1)
+        #expect(s.keyframeRequestsCoalesced == 0)
     }
 
-    @Test func nackResendsStoredPacketsThenAsksForKeyframe() throws {
+    @Test func keyframeRequestsFromEveryPathShareOneMinimumInterval() throws {
+        // 300 ms is just over 9 frames at 30 fps (capture clock): 10. Requests right after keyframe 0 wait for
+        // the interval and are served by one keyframe; a storm of PLI/FIR/API requests every frame
+        // gets one keyframe per interval, not one per request.
+        let (stream, packets) = try Self.sendFrames(sendTestVideoConfiguration(), count: 40) { s, i in
+            if i == 1 { s.handlePictureLossIndication(); s.requestKeyframe() }
+            if i == 3 { s.handleFullIntraRequest() }
+            if (20..<32).contains(i) { s.handlePictureLossIndication() }
+        }
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
+        let keyframes = rx.frames.filter(\.isKeyframe).compactMap(\.barcode)
+        #expect(keyframes == [0, 10, 21, 31], "\(keyframes)")
+        for (a, b) in zip(keyframes, keyframes.dropFirst()) { #expect(b - a >= 10) }
+        let s = stream.statistics
+        #expect(s.outbound.pliCount == 13 && s.outbound.firCount == 1)
+        #expect(s.keyframeRequestsCoalesced >= 10, "\(s.keyframeRequestsCoalesced)")
+    }
+
+    @Test func roundTripTimeLongerThanTheMinimumSpacesKeyframesFurther() throws {
+        let (_, packets) = try Self.sendFrames(sendTestVideoConfiguration(), count: 30) { s, i in
+            if i == 0 { s.handleRoundTripTime(0.5) }  // just over 15 frames: 16
+            if i == 1 { s.handlePictureLossIndication() }
+        }
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
+        #expect(rx.frames.filter(\.isKeyframe).compactMap(\.barcode) == [0, 16])
+    }
+
+    @Test func nackResendsStoredPacketsAndRefusesWithoutAKeyframe() throws {
         var config = sendTestVideoConfiguration(srtp: .random(for: .aeadAES128GCM))
         config.maxRetransmissions = 1
         let sink = MemoryPacketSink()
@@ -210,7 +238,9 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         let s = stream.statistics
         #expect(s.outbound.nackCount == 2 && s.outbound.retransmittedPacketsSent == 2)
         #expect(s.retransmissionsRefused == 2)
-        #expect(s.outbound.keyFramesEncoded == 2)  // frame 0 and, after the refused NACK, frame 3
+        // Only frame 0: a refused resend is the receiver's to repair (its NACK tracker gives up and
+        // sends PLI); keyframing per refused NACK made keyframe storms under loss.
+        #expect(s.outbound.keyFramesEncoded == 1)
     }
 
     @Test func bitrateFrameRateAndResolutionChangeWhileRunning() throws {

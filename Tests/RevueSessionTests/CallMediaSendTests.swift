@@ -5,9 +5,11 @@ import Testing
 @testable import RevueSession
 
 /// Counts what reaches one call leg's media socket, unprotected with the key that came through the
-/// encrypted friend channel. (Stands in for the engine's receive pipeline, which is not on main yet.)
+/// encrypted friend channel. It reads the socket beside the leg's receive pipeline, so each gets
+/// part of the packets: the pipeline NACKs what the tap took and the sender resends it, which the
+/// tap then sees again (an SRTP replay, counted apart from real failures).
 final class LegTap: @unchecked Sendable {
-    let audio = Atomic<Int>(0), video = Atomic<Int>(0), failures = Atomic<Int>(0)
+    let audio = Atomic<Int>(0), video = Atomic<Int>(0), failures = Atomic<Int>(0), replays = Atomic<Int>(0)
     let running = Atomic<Bool>(true)
     let done = Atomic<Bool>(false)
 
@@ -21,8 +23,10 @@ final class LegTap: @unchecked Sendable {
                 guard let r = try? socket.receive(into: buffer) else { continue }
                 let n = r.count
                 guard n >= 12, buffer[0] >> 6 == 2, (buffer[1] & 0x7F) < 64 || (buffer[1] & 0x7F) > 95 else { continue }
-                guard let plain = try? context.unprotect(buffer, length: n) else { failures.add(1, ordering: .relaxed); continue }
-                _ = plain
+                do throws(SRTPError) { _ = try context.unprotect(buffer, length: n) } catch {
+                    if error == .replayFail || error == .replayOld { replays.add(1, ordering: .relaxed) } else { failures.add(1, ordering: .relaxed) }
+                    continue
+                }
                 switch buffer[1] & 0x7F {
                 case 111: audio.add(1, ordering: .relaxed)
                 case 96: video.add(1, ordering: .relaxed)

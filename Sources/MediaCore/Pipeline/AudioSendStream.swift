@@ -236,6 +236,12 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         core.enqueueNacks(sequenceNumbers)
         worker.wake()
     }
+    /// A NACK from one receiver of a stream sent through a `RoutedPacketSink`: resent to `route`
+    /// only. Any thread; a ring push.
+    public func handleNack<S: Sequence>(_ sequenceNumbers: S, route: Int) where S.Element == UInt16 {
+        core.enqueueNacks(sequenceNumbers, route: route)
+        worker.wake()
+    }
     /// Audio has no keyframes: counted only.
     public func handlePictureLossIndication() { counters.add(counters.pliCount) }
     /// Audio has no keyframes: counted only.

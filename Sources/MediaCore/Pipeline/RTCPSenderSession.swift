@@ -9,8 +9,9 @@ public protocol RTCPFeedbackHandler: AnyObject {
     /// Resends packet `sequenceNumber` of `ssrc` from the send history (RFC 4585 §6.2.1) and
     /// returns what the history found (`SendHistory.retransmit`).
     func retransmit(ssrc: UInt32, sequenceNumber: UInt16) -> SendHistory.Lookup
-    /// The receiver lost the picture (PLI, RFC 4585 §6.3.1), asked for a refresh (FIR, RFC 5104
-    /// §4.3.1), or a NACKed packet can no longer be resent: encode a keyframe soon.
+    /// The receiver lost the picture (PLI, RFC 4585 §6.3.1) or asked for a refresh (FIR, RFC 5104
+    /// §4.3.1): encode a keyframe soon. (A NACKed packet that can no longer be resent does not
+    /// come here: the receiver gives up on it and sends PLI.)
     func requestKeyframe(ssrc: UInt32)
     /// The bandwidth estimate changed: encode video at `bitsPerSecond` from now on.
     func setTargetBitrate(_ bitsPerSecond: Int)
@@ -19,10 +20,12 @@ public protocol RTCPFeedbackHandler: AnyObject {
 /// The sender's side of RTCP: counts what was sent for sender reports (RFC 3550 §6.4.1), and turns
 /// the receiver's RTCP into actions and statistics: receiver report blocks into round-trip time and
 /// loss (W3C remote-inbound-rtp) and the loss-based bandwidth estimate; generic NACK into
-/// retransmissions, with a keyframe request when a packet is gone or was resent too often; PLI and
-/// FIR into keyframe requests (a repeated FIR sequence number is ignored, RFC 5104 §4.3.1.2; at most
-/// one keyframe per `minimumKeyframeIntervalNs`); REMB
-/// into the estimate's cap.
+/// retransmissions (a packet that is gone or was resent too often is counted, not keyframed: the
+/// receiver gives up on it and sends PLI, as with libwebrtc's sender); PLI and FIR into keyframe
+/// requests (a repeated FIR sequence number is ignored, RFC 5104 §4.3.1.2). Send-stream targets
+/// rate-limit keyframes themselves (one limiter per stream, shared by every session feeding it);
+/// with a `RTCPFeedbackHandler` the session passes at most one request per
+/// `minimumKeyframeIntervalNs`. REMB into the estimate's cap; round-trip times to the targets.
 /// Thread rule: one owner thread. Cost: parsing RTCP allocates small arrays (a few per second).
 public final class RTCPSenderSession {
     /// Counters since creation.
@@ -41,7 +44,7 @@ public final class RTCPSenderSession {
     }
 
     /// Our media SSRCs (RTCP about others is ignored).
-    public let ssrcs: [UInt32]
+    public private(set) var ssrcs: [UInt32]
     /// The bandwidth estimator fed by reports and REMB.
     public private(set) var estimator: SendSideBandwidthEstimator
     /// Counters.
@@ -50,7 +53,8 @@ public final class RTCPSenderSession {
     public private(set) var remoteInbound: [UInt32: RemoteInboundRTPStreamStats] = [:]
     /// Gives up resending a packet after this many retransmissions (then asks for a keyframe).
     public var maxRetransmissions = 3
-    /// Keyframe requests closer than this to the previous one (per SSRC) are not passed on.
+    /// Keyframe requests closer than this to the previous one (per SSRC) are not passed on to the
+    /// handler (targets limit themselves).
     public var minimumKeyframeIntervalNs: UInt64 = 300_000_000
 
     private weak var handler: RTCPFeedbackHandler?
@@ -82,12 +86,22 @@ public final class RTCPSenderSession {
         for t in targets { self.targets[t.ssrc] = t }
     }
 
+    /// Replaces the target streams (tracks published or unpublished); the estimate, counters and
+    /// statistics of SSRCs that stay are kept.
+    public func replaceTargets(_ newTargets: [any RTPSendFeedbackTarget]) {
+        targets = [:]
+        for t in newTargets { targets[t.ssrc] = t }
+        ssrcs = newTargets.map(\.ssrc)
+        for s in ssrcs where remoteInbound[s] == nil { remoteInbound[s] = RemoteInboundRTPStreamStats(); remoteInbound[s]!.ssrc = s }
+        for target in targets.values where target.carriesVideo { target.handleEstimatedBitrate(estimator.targetBitrate) }
+    }
+
     /// Sender reports (RFC 3550 §6.4.1) for every target stream at `ntpTime`, whose RTP timestamp
     /// is the stream's last one advanced by the time since that packet left (`nowNs`, monotonic).
     public func senderReports(ntpTime: NTPTime, nowNs: UInt64) -> [RTCPSenderReport] {
         targets.values.sorted { $0.ssrc < $1.ssrc }.map { t in
             let info = t.senderInfo
-            let clock: UInt64 = t is VideoSendStream ? 90_000 : 48_000
+            let clock: UInt64 = t.carriesVideo ? 90_000 : 48_000
             var rtp = info.lastRTPTimestamp
             if info.lastSendNs > 0 && nowNs > info.lastSendNs {
                 rtp &+= UInt32(truncatingIfNeeded: (nowNs - info.lastSendNs) * clock / 1_000_000_000)
@@ -135,17 +149,13 @@ public final class RTCPSenderSession {
                     target.handleNack(lost)
                     continue
                 }
-                var keyframe = false
                 for seq in nack.lostSequenceNumbers {
                     counters.packetsRequested += 1
                     switch handler?.retransmit(ssrc: nack.mediaSSRC, sequenceNumber: seq) ?? .missing {
                     case .found: counters.packetsRetransmitted += 1
-                    case .missing, .expired, .exhausted:
-                        counters.packetsNotResent += 1
-                        keyframe = true
+                    case .missing, .expired, .exhausted: counters.packetsNotResent += 1
                     }
                 }
-                if keyframe { askKeyframe(nack.mediaSSRC, nowNs: nowNs, fullIntra: false) }
             case .pictureLossIndication(let pli) where ssrcs.contains(pli.mediaSSRC):
                 counters.plisReceived += 1
                 askKeyframe(pli.mediaSSRC, nowNs: nowNs, fullIntra: false)
@@ -167,6 +177,12 @@ public final class RTCPSenderSession {
     }
 
     private func askKeyframe(_ ssrc: UInt32, nowNs: UInt64, fullIntra: Bool) {
+        if let target = targets[ssrc] {
+            // The stream's own limiter (shared by every receiver of a fanned-out stream) decides.
+            counters.keyframesRequested += 1
+            if fullIntra { target.handleFullIntraRequest() } else { target.handlePictureLossIndication() }
+            return
+        }
         // Requests within `minimumKeyframeIntervalNs` of the last one are served by that keyframe:
         // on a congested path a keyframe per PLI would only add to the congestion that lost it.
         if let last = lastKeyframeRequestNs[ssrc], nowNs < last + minimumKeyframeIntervalNs {
@@ -175,11 +191,7 @@ public final class RTCPSenderSession {
         }
         lastKeyframeRequestNs[ssrc] = nowNs
         counters.keyframesRequested += 1
-        if let target = targets[ssrc] {
-            if fullIntra { target.handleFullIntraRequest() } else { target.handlePictureLossIndication() }
-        } else {
-            handler?.requestKeyframe(ssrc: ssrc)
-        }
+        handler?.requestKeyframe(ssrc: ssrc)
     }
 
     private func reports(_ blocks: [RTCPReportBlock], nowNs: UInt64, arrival: NTPTime) {
@@ -195,6 +207,7 @@ public final class RTCPSenderSession {
                 s.roundTripTime = rtt
                 s.totalRoundTripTime += rtt
                 s.roundTripTimeMeasurements += 1
+                targets[b.ssrc]?.handleRoundTripTime(rtt)
             }
             remoteInbound[b.ssrc] = s
             if !lossSeen {
@@ -210,7 +223,7 @@ public final class RTCPSenderSession {
         if t != lastTarget {
             lastTarget = t
             handler?.setTargetBitrate(t)
-            for target in targets.values where target is VideoSendStream { target.handleEstimatedBitrate(t) }
+            for target in targets.values where target.carriesVideo { target.handleEstimatedBitrate(t) }
         }
     }
 }

@@ -18,6 +18,8 @@ final class RTPSendCore: @unchecked Sendable {
     let mtu: Int
     let srtp: SRTPContext?
     let sink: PacketSink
+    /// `sink` when it can resend to one receiver (looked up once).
+    private let routed: RoutedPacketSink?
     let history: SendHistory
     let counters: SendCounters
     let maxRetransmissions: Int
@@ -27,7 +29,9 @@ final class RTPSendCore: @unchecked Sendable {
     var header: RTPHeader
     private var sequencer: RTPSequencer
     private let buffer: UnsafeMutableRawBufferPointer
-    private let nacks: MPSCRing<UInt16>
+    /// Queued NACKed sequence numbers, each packed with the route that asked (`route + 1` in the
+    /// high bits; 0: no route, resend through `write`).
+    private let nacks: MPSCRing<UInt64>
 
     init(ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
          historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
@@ -37,6 +41,7 @@ final class RTPSendCore: @unchecked Sendable {
         self.ssrc = ssrc
         self.mtu = mtu
         self.sink = sink
+        routed = sink as? RoutedPacketSink
         self.counters = counters
         self.maxRetransmissions = maxRetransmissions
         self.absSendTimeID = absSendTimeID
@@ -55,7 +60,7 @@ final class RTPSendCore: @unchecked Sendable {
         if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(rawValue: 0), id: id) }
         buffer = .allocate(byteCount: mtu + 128, alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
-        nacks = MPSCRing(capacity: 1024)
+        nacks = MPSCRing<UInt64>(capacity: 1024)
     }
 
     deinit { buffer.deallocate() }
@@ -106,24 +111,31 @@ final class RTPSendCore: @unchecked Sendable {
     }
 
     /// Any thread: queues NACKed sequence numbers for the worker (RFC 4585 §6.2.1) and counts one
-    /// NACK. Numbers that do not fit the ring are dropped and counted.
-    func enqueueNacks<S: Sequence>(_ seqs: S) where S.Element == UInt16 {
+    /// NACK. With a `route` (and a `RoutedPacketSink`), the packets are resent to that receiver
+    /// only. Numbers that do not fit the ring are dropped and counted.
+    func enqueueNacks<S: Sequence>(_ seqs: S, route: Int? = nil) where S.Element == UInt16 {
+        precondition(route.map { (0..<Int(UInt32.max)).contains($0) } ?? true, "route \(route!) out of range")
         counters.add(counters.nackCount)
-        for seq in seqs where !nacks.tryPush(seq) {
+        let tag = UInt64(route.map { $0 + 1 } ?? 0) << 16
+        for seq in seqs where !nacks.tryPush(tag | UInt64(seq)) {
             counters.add(counters.nackRequestsDropped)
         }
     }
 
     /// Worker thread: resends what the queued NACKs ask for from the history. Returns whether any
     /// request was handled and whether one could not be answered (missing, expired, or resent
-    /// `maxRetransmissions` times already): the caller then asks the encoder for a keyframe.
+    /// `maxRetransmissions` times already; counted as `retransmissionsRefused`). A refused resend
+    /// does not ask for a keyframe: the receiver gives up on the packet and sends its own PLI
+    /// (as libwebrtc's sender does; see `VideoSendStream`).
     func serviceNacks() -> (didWork: Bool, unrecoverable: Bool) {
         var did = false, unrecoverable = false, resent = 0
         let now = Int64(bitPattern: UDPSocket.monotonicNanoseconds())
-        while let seq = nacks.tryPop() {
+        while let entry = nacks.tryPop() {
             did = true
+            let seq = UInt16(truncatingIfNeeded: entry)
+            let route = Int(entry >> 16) - 1
             let result = history.retransmit(seq: seq, nowNs: now, maxRetransmissions: maxRetransmissions) { bytes in
-                sink.write(bytes)
+                if route >= 0, let routed { routed.write(bytes, route: route) } else { sink.write(bytes) }
                 counters.add(counters.retransmittedBytesSent, UInt64(max(0, bytes.count - header.marshalSize - (srtp?.rtpOverhead ?? 0))))
             }
             if case .found = result {
@@ -150,16 +162,27 @@ public protocol RTPSendFeedbackTarget: AnyObject, Sendable {
     /// The SSRC of the stream's media packets.
     var ssrc: UInt32 { get }
     /// A generic NACK (RFC 4585 §6.2.1) listing lost sequence numbers: resent from the send
-    /// history (at most `maxRetransmissions` times each); ones that cannot be resent lead to a
-    /// keyframe (video).
+    /// history (at most `maxRetransmissions` times each); ones that cannot be resent are counted
+    /// (`retransmissionsRefused`), not answered with a keyframe: the receiver's PLI asks for one.
     func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16
-    /// A Picture Loss Indication (RFC 4585 §6.3.1): next frame is a keyframe (video).
+    /// A Picture Loss Indication (RFC 4585 §6.3.1): a keyframe soon (video: the next frame, or
+    /// the first after the stream's minimum keyframe interval; see `VideoSendStream`).
     func handlePictureLossIndication()
-    /// A Full Intra Request (RFC 5104 §4.3.1): next frame is a keyframe (video).
+    /// A Full Intra Request (RFC 5104 §4.3.1): a keyframe soon, as for PLI (video).
     func handleFullIntraRequest()
     /// A receiver's bandwidth estimate (REMB or transport-cc), bits per second: the encoder's
     /// target is clamped to it.
     func handleEstimatedBitrate(_ bitsPerSecond: Int)
     /// Packet and octet counts and the last RTP timestamp with its capture time.
     var senderInfo: RTPSenderInfo { get }
+    /// Whether the stream carries video (90 kHz clock; follows the bandwidth estimate). Default false.
+    var carriesVideo: Bool { get }
+    /// The latest round-trip time to the receiver (RFC 3550 §6.4.1 LSR/DLSR), seconds: a video
+    /// stream spaces forced keyframes at least this far apart. Default: ignored.
+    func handleRoundTripTime(_ seconds: Double)
+}
+
+extension RTPSendFeedbackTarget {
+    public var carriesVideo: Bool { false }
+    public func handleRoundTripTime(_ seconds: Double) {}
 }

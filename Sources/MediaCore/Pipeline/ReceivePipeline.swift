@@ -83,6 +83,12 @@ public final class ReceivePipeline: @unchecked Sendable {
     /// Called on the pipeline's thread for datagrams that are neither RTP nor RTCP (STUN, session
     /// packets); set before `start`.
     public var otherDatagramHandler: (@Sendable (UDPDatagram) -> Void)?
+    /// Called on the pipeline's thread with every RTCP compound packet that passed SRTCP (RFC 3711
+    /// §3.4), unprotected, and its arrival time (monotonic ns): when the socket also sends our
+    /// media (a call leg), this is the participant's feedback about it (NACK, PLI, FIR, REMB,
+    /// receiver reports) for an `RTCPSenderSession`. The bytes are valid only during the call.
+    /// Set before `start`.
+    public var rtcpFeedbackHandler: (@Sendable (UnsafeRawBufferPointer, _ arrivalNs: UInt64) -> Void)?
 
     private let engine: Engine
     private var thread: TransportThread?
@@ -115,6 +121,7 @@ public final class ReceivePipeline: @unchecked Sendable {
     public func start() {
         precondition(thread == nil, "ReceivePipeline.start() called twice")
         engine.other = otherDatagramHandler
+        engine.feedback = rtcpFeedbackHandler
         engine.stopping.store(false, ordering: .releasing)
         thread = TransportThread(name: "ReceivePipeline") { [engine] in engine.run() }
     }
@@ -156,6 +163,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         let stopping = Atomic<Bool>(false)
         let published = Mutex(Published())
         var other: (@Sendable (UDPDatagram) -> Void)?
+        var feedback: (@Sendable (UnsafeRawBufferPointer, UInt64) -> Void)?
         var counters = ReceivePipelineStatistics()
         var videos: [VideoReceiveStream] = []
         var audioSSRC: UInt32?
@@ -260,6 +268,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         private func handleRTCP(_ d: UDPDatagram) {
             guard let bytes = unprotect(d, rtcp: true) else { return }
             guard let packets = try? RTCPCompound.parse(bytes) else { counters.malformed += 1; return }
+            feedback?(bytes, d.receivedAtNanoseconds)
             for p in packets {
                 if case .senderReport(let sr) = p {
                     counters.senderReportsReceived += 1

@@ -13,6 +13,16 @@ import Synchronization
 /// are atomics or ring pushes picked up by the worker between frames; `statistics` reads atomic
 /// counters. RTCP feedback arrives through `RTPSendFeedbackTarget`.
 ///
+/// Keyframes: every request (API `requestKeyframe`, PLI, FIR, from any number of receivers) goes
+/// through one limiter on the worker: at most one forced keyframe per max(`minimumKeyframeInterval`,
+/// round-trip time) after the last keyframe; requests inside that window are coalesced into one
+/// keyframe at its end (times on the capture clock; deferred, never lost: a new receiver still gets its keyframe). A NACK the
+/// history cannot answer (missing, expired, resent too often) does NOT ask for a keyframe: the
+/// receiver's NACK tracker gives up on that packet and sends its own PLI, which comes through the
+/// limiter like any other (libwebrtc's sender behaves the same way). Keyframing on every refused
+/// NACK turned one lost burst into a keyframe per NACK, whose size added loss and collapsed the
+/// bandwidth estimate.
+///
 /// Thread rule: `capturer.capture` any thread; `start`/`stop` from one controlling thread; the
 /// feedback and control methods and `statistics` from any thread. A started stream keeps itself
 /// alive until `stop()`: always stop it. Cost: the worker allocates
@@ -42,8 +52,12 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var scaleFilter: ColorConverter.ScaleFilter = .box
         /// Packets kept for NACK (power of two).
         public var historyCapacity: Int = 1024
-        /// Times one packet may be resent before a NACK for it asks for a keyframe instead.
+        /// Times one packet may be resent; later NACKs for it are refused (the receiver then
+        /// sends PLI).
         public var maxRetransmissions: Int = 3
+        /// Shortest time between two keyframes forced by requests (API, PLI, FIR); the live
+        /// interval is the larger of this and the last round-trip time. 300 ms as libwebrtc.
+        public var minimumKeyframeIntervalMilliseconds: Int = 300
         /// Skip frames arriving faster than the encoder's frame rate (counted as
         /// `droppedFrameRate`). Off by default: every captured frame is encoded.
         public var limitsFrameRate = false
@@ -66,6 +80,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var capture: CaptureStats
         /// NACKed packets that could not be resent (missing, expired or resent too often).
         public var retransmissionsRefused: UInt64
+        /// Keyframe requests (API, PLI, FIR) served by a keyframe already sent or pending within
+        /// the minimum keyframe interval instead of a keyframe of their own.
+        public var keyframeRequestsCoalesced: UInt64
         /// Packets SRTP refused to protect (not sent).
         public var protectFailures: UInt64
     }
@@ -91,6 +108,11 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private var estimateCap = Int.max
 
     private let keyframeRequested = Atomic<Bool>(false)
+    private let keyframeRequestsCoalesced = Atomic<UInt64>(0)
+    private let roundTripTimeNs = Atomic<Int64>(0)
+    /// Worker: a request waits for the minimum interval to pass; when the last keyframe left.
+    private var keyframePending = false
+    private var lastKeyframeNs: Int64 = .min
     private let requestedBitrate = Atomic<Int>(0)
     private let requestedFrameRate = Atomic<Int>(0)
     private let estimatedBitrate = Atomic<Int>(0)
@@ -171,9 +193,12 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     // MARK: Control (any thread)
 
-    /// Makes the next encoded frame a keyframe (an API request; PLI/FIR count separately).
+    /// Asks for a keyframe: the next frame when none was sent within the minimum keyframe
+    /// interval, else the first frame after it (an API request; PLI/FIR count separately).
     public func requestKeyframe() {
-        keyframeRequested.store(true, ordering: .releasing)
+        if keyframeRequested.exchange(true, ordering: .acquiringAndReleasing) {
+            keyframeRequestsCoalesced.add(1, ordering: .relaxed)
+        }
         capturer.worker?.wake()
     }
 
@@ -202,6 +227,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                                                     codec: configuration.encoder.codec == .vp8 ? "VP8" : "VP9"),
                    capture: counters.captureStats,
                    retransmissionsRefused: SendCounters.load(counters.retransmissionsRefused),
+                   keyframeRequestsCoalesced: keyframeRequestsCoalesced.load(ordering: .relaxed),
                    protectFailures: SendCounters.load(counters.protectFailures))
     }
 
@@ -209,6 +235,13 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     public func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16 {
         core.enqueueNacks(sequenceNumbers)
+        capturer.worker?.wake()
+    }
+
+    /// A NACK from one receiver of a stream sent through a `RoutedPacketSink`: the packets are
+    /// resent to `route` only (the sink's id of that receiver). Any thread; a ring push.
+    public func handleNack<S: Sequence>(_ sequenceNumbers: S, route: Int) where S.Element == UInt16 {
+        core.enqueueNacks(sequenceNumbers, route: route)
         capturer.worker?.wake()
     }
 
@@ -228,6 +261,13 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     public var senderInfo: RTPSenderInfo { counters.senderInfo(ssrc: ssrc) }
 
+    public var carriesVideo: Bool { true }
+
+    public func handleRoundTripTime(_ seconds: Double) {
+        guard seconds.isFinite && seconds >= 0 else { return }
+        roundTripTimeNs.store(Int64(min(seconds, 10) * 1e9), ordering: .relaxed)
+    }
+
     /// RTP timestamp of the first frame (known once the stream is made).
     public var initialRTPTimestamp: UInt32 { clock.initialTimestamp }
 
@@ -238,9 +278,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private func step() -> Bool {
         applyControl()
         var did = false
-        let (nackWork, unrecoverable) = core.serviceNacks()
-        if nackWork { did = true }
-        if unrecoverable { encoder.requestKeyframe() }
+        // Refused resends are counted by the core; the receiver's PLI asks for the keyframe.
+        if core.serviceNacks().didWork { did = true }
         if let frame = capturer.ring.tryPop() {
             encode(frame)
             capturer.recycle(frame)
@@ -250,7 +289,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     }
 
     private func applyControl() {
-        if keyframeRequested.exchange(false, ordering: .acquiring) { encoder.requestKeyframe() }
+        if keyframeRequested.exchange(false, ordering: .acquiring) {
+            if keyframePending { keyframeRequestsCoalesced.add(1, ordering: .relaxed) }
+            keyframePending = true
+        }
         let fps = requestedFrameRate.exchange(0, ordering: .acquiring)
         let rate = requestedBitrate.exchange(0, ordering: .acquiring)
         let estimate = estimatedBitrate.exchange(0, ordering: .acquiring)
@@ -281,6 +323,17 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             }
             counters.frameWidth.store(frame.width, ordering: .relaxed)
             counters.frameHeight.store(frame.height, ordering: .relaxed)
+        }
+        if keyframePending {
+            // Measured on the capture clock (real time for live sources, deterministic in tests);
+            // a clock that went back counts as elapsed.
+            let interval = max(Int64(configuration.minimumKeyframeIntervalMilliseconds) * 1_000_000,
+                               roundTripTimeNs.load(ordering: .relaxed))
+            let now = frame.timestampNs
+            if lastKeyframeNs == .min || now < lastKeyframeNs || now - lastKeyframeNs >= interval {
+                encoder.requestKeyframe()
+                keyframePending = false
+            }
         }
         // 90 kHz ticks from the first capture time (RFC 7741 §4.1), strictly increasing even when
         // several producers' timestamps interleave.
@@ -315,7 +368,15 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, captureNs: Int64) {
         counters.add(counters.framesEncoded)
-        if encoded.isKeyframe { counters.add(counters.keyFramesEncoded) }
+        if encoded.isKeyframe {
+            counters.add(counters.keyFramesEncoded)
+            // Any keyframe (forced, periodic, resize) serves the requests made before it.
+            lastKeyframeNs = captureNs
+            if keyframePending {
+                keyframePending = false
+                keyframeRequestsCoalesced.add(1, ordering: .relaxed)
+            }
+        }
         counters.add(counters.qpSum, UInt64(encoded.quantizer))
         let maxPayload = core.maxPayloadSize
         switch encoded.codec {

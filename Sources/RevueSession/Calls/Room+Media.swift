@@ -1,15 +1,22 @@
 // The media side of a call: per call leg (pair of participants) a media UDP socket and an SRTP key
 // per direction, agreed only inside the friends' encrypted channel ("adr" message); per local
 // track one send stream of the engine whose plain RTP is fanned out to every subscribed leg
-// (`TrackFanOut`); speaking events from the engine's speaking detector. docs/session.md "Media".
+// (`TrackFanOut`); the participant's RTCP feedback about our media, read by the leg's receive
+// pipeline, drives our send streams (`CallLegFeedback`); speaking events from the engine's
+// speaking detector. docs/session.md "Media".
 import Dispatch
 import Foundation
 import Synchronization
 internal import MediaCore
 
+/// Ids of call legs in `TrackFanOut`s (unique in the process).
+private let legRoutes = Atomic<Int>(0)
+
 /// One call leg's media state (main actor).
 final class MediaLeg {
     let socket: MediaCore.UDPSocket
+    /// The leg's RTCP sender side: the participant's NACK/PLI/FIR/REMB/reports about our media.
+    let feedback: CallLegFeedback
     let port: UInt16
     /// Our key for what we send on this leg; the participant receives it in an `adr` message.
     let sendKey: SRTPKeyMaterial
@@ -34,7 +41,8 @@ final class MediaLeg {
         pipeline = nil
     }
 
-    init(bindHost: String) throws {
+    init(bindHost: String, videoBitrate: Int) throws {
+        feedback = CallLegFeedback(route: legRoutes.wrappingAdd(1, ordering: .relaxed).oldValue, videoBitrate: videoBitrate)
         let host = (try? MediaCore.SocketAddress(parsing: bindHost, defaultPort: 0)) ?? .anyIPv4(port: 0)
         socket = try MediaCore.UDPSocket(bindingTo: host)
         port = try socket.localAddress().port
@@ -102,6 +110,9 @@ extension Room {
             c.audio = AudioReceiveSettings(payloadType: 111)
             if let pipeline = try? ReceivePipeline(socket: leg.socket, configuration: c, renderer: leg.videoOut) {
                 leg.pipeline = pipeline
+                // The participant's RTCP about our media arrives on this socket too.
+                let feedback = leg.feedback
+                pipeline.rtcpFeedbackHandler = { rtcp, arrivalNs in feedback.handle(rtcp, arrivalNs: arrivalNs) }
                 pipeline.start()
                 if let stream = pipeline.audio {
                     let clock = AudioPlayoutClock(stream: stream, sink: leg.audioOut)
@@ -111,16 +122,17 @@ extension Room {
             }
         }
         if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
-        keyframeSoon(for: id)
         // Media goes to the IP of the friend connection's best direct path (relayed paths carry no media).
         guard case .direct(let a)? = f.bestRoute(now: monotonicNow(), timeout: core.timeouts.connectionTimeout) else { return }
-        leg.destination = MediaCore.SocketAddress(ipv4: UInt8(a.ip >> 24), UInt8(a.ip >> 16 & 255), UInt8(a.ip >> 8 & 255), UInt8(a.ip & 255),
-                                                  port: UInt16(clamping: port))
+        let direct = MediaCore.SocketAddress(ipv4: UInt8(a.ip >> 24), UInt8(a.ip >> 16 & 255), UInt8(a.ip >> 8 & 255), UInt8(a.ip & 255),
+                                             port: UInt16(clamping: port))
+        leg.destination = mediaPathForTests?(id, direct) ?? direct
         updateTargets()
     }
 
     func participantConnectedMedia(_ p: RemoteParticipant) {
-        guard let core, let leg = try? MediaLeg(bindHost: core.configuration.bindHost) else { return }
+        let bitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder.bitrate
+        guard let core, let leg = try? MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate) else { return }
         legs[p.identity] = leg
         var s = CallSignal(type: "adr", op: CallSignal.Op.media)
         s.port = Int(leg.port)
@@ -167,6 +179,7 @@ extension Room {
         localMedia.removeValue(forKey: pub.kind)?.stop()
         pub.videoCapturer = nil
         pub.audioCapturer = nil
+        updateTargets()  // the legs' feedback lets go of the stopped stream
         if pub.kind == .audio, localParticipant.isSpeaking { localSpeaking(false, levelDbov: -127) }
     }
 
@@ -192,20 +205,6 @@ extension Room {
         guard let leg = legs[p.identity], let kind = TrackKind(rawValue: sid) else { return }
         if wants { leg.wants.insert(kind) } else { leg.wants.remove(kind) }
         updateTargets()
-        if wants, kind == .video { keyframeSoon(for: p.identity) }
-    }
-
-    /// Asks for keyframes a little later too: the first one can overtake the receiver's pipeline
-    /// start (the receive pipeline's PLIs do not reach our encoder; see updateTargets).
-    func keyframeSoon(for id: String) {
-        for delay in [0.3, 1.0] {
-            DispatchQueue.main.asyncAfter(deadline: .now() + delay) { [weak self] in
-                MainActor.assumeIsolated {
-                    guard let self, self.legs[id] != nil else { return }
-                    self.localMedia[.video]?.video?.requestKeyframe()
-                }
-            }
-        }
     }
 
     func remoteModeChanged(_ p: RemoteParticipant) {
@@ -213,24 +212,43 @@ extension Room {
         updateTargets()
     }
 
-    /// Points every local track's fan-out at the legs that want it.
+    /// Points every local track's fan-out at the legs that want it, and every leg's RTCP feedback
+    /// at our send streams.
     func updateTargets() {
         for (kind, media) in localMedia {
             var targets: [TrackFanOut.Target] = []
             for (id, leg) in legs.sorted(by: { $0.key < $1.key }) {
                 guard let destination = leg.destination, leg.wants.contains(kind),
                       let p = remoteParticipants[id], p.mode.receives else { continue }
-                if leg.outbound[kind] == nil { leg.outbound[kind] = try? SRTPContext(material: leg.sendKey, direction: .outbound) }
+                if leg.outbound[kind] == nil {
+                    // A NACK resends the stream's plain RTP again through this context: the same
+                    // bytes under the same index, so the same ciphertext (RFC 3711 §3.3.1 keystream
+                    // reuse does not arise), which libsrtp allows only with allow_repeat_tx.
+                    var o = SRTPContext.Options()
+                    o.allowRepeatTransmission = true
+                    leg.outbound[kind] = try? SRTPContext(material: leg.sendKey, direction: .outbound, options: o)
+                }
                 guard let context = leg.outbound[kind] else { continue }
-                targets.append(.init(participant: id, context: context, socket: leg.socket, destination: destination))
+                targets.append(.init(participant: id, route: leg.feedback.route, context: context, socket: leg.socket,
+                                     destination: destination))
             }
             media.fanOut.setTargets(targets)
-            // A new receiver needs a keyframe to start decoding. (The receive pipeline sends PLI
-            // on its own, but it does not hand RTCP feedback it receives to our send streams yet,
-            // so the session asks the encoder itself.)
+            // A leg that left no longer holds the encoder down.
+            if let video = media.video, let lowest = media.fanOut.lowestEstimate() { video.handleEstimatedBitrate(lowest) }
+            // A new receiver needs a keyframe to start decoding: asked at once (the stream's
+            // limiter coalesces it with other requests). If it still misses it (the receiver's
+            // pipeline started late, or the keyframe was lost), its PLI reaches the encoder through
+            // the leg's RTCP feedback.
             let ids = Set(targets.map(\.participant))
             if !ids.subtracting(media.targetIds).isEmpty { media.video?.requestKeyframe() }
             media.targetIds = ids
+        }
+        for leg in legs.values {
+            var streams: [any RTPSendFeedbackTarget] = []
+            let route = leg.feedback.route
+            if let m = localMedia[.video], let v = m.video { streams.append(LegVideoFeedback(stream: v, fanOut: m.fanOut, route: route)) }
+            if let a = localMedia[.audio]?.audio { streams.append(LegAudioFeedback(stream: a, route: route)) }
+            leg.feedback.setTargets(streams)
         }
     }
 

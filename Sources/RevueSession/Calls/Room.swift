@@ -3,6 +3,7 @@
 // `Revue.shared`. Calls are meshes: every pair of participants is a pair of friends with its own
 // encrypted channel, over which the call layer's reserved messages travel (docs/session.md, "Calls").
 import Foundation
+internal import MediaCore
 
 /// Options the local participant joins a call with (reference: videosdk-roles.md `createRoom`).
 public struct RoomOptions: Sendable, Hashable {
@@ -71,6 +72,9 @@ public final class Room {
     /// Media of each call leg by friend ID, and of each local track.
     var legs: [String: MediaLeg] = [:]
     var localMedia: [TrackKind: LocalMedia] = [:]
+    /// Tests: where a leg's media goes instead of the participant's address (a lossy relay in
+    /// between); nil sends directly.
+    var mediaPathForTests: ((String, MediaCore.SocketAddress) -> MediaCore.SocketAddress)?
     var lastStatistics: Double = 0
 
     init(revue: Revue) {

@@ -5,24 +5,32 @@ import Synchronization
 /// The `PacketSink` of a local track's send stream (which itself sends plain RTP): each packet is
 /// copied into a preallocated buffer, protected with the SRTP context of each subscribed call leg
 /// (a key per leg and direction, RFC 3711 §3.3) and sent on that leg's media socket. One encode
-/// serves every participant of a mesh.
-/// Thread rule: `write` on the stream's worker thread only; `setTargets`/`isMuted` any thread.
-/// Cost: per packet and leg one copy, one SRTP protect, one `sendto`; no allocation.
-final class TrackFanOut: PacketSink, @unchecked Sendable {
+/// serves every participant of a mesh. A retransmission (a NACK from one leg, RFC 4585 §6.2.1)
+/// goes to that leg only (`RoutedPacketSink`); each leg's bandwidth estimate is kept here and the
+/// encoder follows the lowest of the legs the track goes to (one encode must fit every path).
+/// Thread rule: `write` on the stream's worker thread only; `setTargets`/`isMuted`/estimates any
+/// thread. Cost: per packet and leg one copy, one SRTP protect, one `sendto`; no allocation.
+final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
     struct Target: Sendable {
         let participant: String
+        /// The leg's id, as the leg's feedback passes it with NACKs (`MediaLeg.route`).
+        let route: Int
         let context: SRTPContext
         let socket: MediaCore.UDPSocket
         let destination: MediaCore.SocketAddress
     }
 
     private let targets = Mutex<[Target]>([])
+    /// The latest bandwidth estimate of each leg (by route), bits per second.
+    private let estimates = Mutex<[Int: Int]>([:])
     /// While true nothing is sent (a muted track).
     let muted = Atomic<Bool>(false)
     /// Packets sent (summed over legs), and dropped while muted.
     let packetsSent = Atomic<UInt64>(0)
     let bytesSent = Atomic<UInt64>(0)
     let packetsMuted = Atomic<UInt64>(0)
+    /// Retransmissions sent to one leg.
+    let packetsResent = Atomic<UInt64>(0)
     private let scratch: UnsafeMutableRawBufferPointer
 
     init() {
@@ -34,20 +42,47 @@ final class TrackFanOut: PacketSink, @unchecked Sendable {
     /// Replaces the legs the track goes to.
     func setTargets(_ t: [Target]) { targets.withLock { $0 = t } }
 
+    /// Records leg `route`'s estimate and returns the lowest estimate over the legs the track goes
+    /// to now (nil when none of them sent one).
+    func noteEstimate(_ bitsPerSecond: Int, route: Int) -> Int? {
+        estimates.withLock { $0[route] = bitsPerSecond }
+        return lowestEstimate()
+    }
+
+    /// The lowest estimate over the legs the track goes to now (nil: none known); forgets legs
+    /// that left.
+    func lowestEstimate() -> Int? {
+        let routes = Set(targets.withLock { $0.map(\.route) })
+        return estimates.withLock { e in
+            e = e.filter { routes.contains($0.key) }
+            return e.values.min()
+        }
+    }
+
     func write(_ packet: UnsafeRawBufferPointer) {
         if muted.load(ordering: .relaxed) {
             packetsMuted.add(1, ordering: .relaxed)
             return
         }
         let current = targets.withLock { $0 }
-        for t in current {
-            guard packet.count + t.context.rtpOverhead <= scratch.count else { continue }
-            scratch.copyMemory(from: packet)
-            guard let n = try? t.context.protect(scratch, length: packet.count),
-                  let sent = try? t.socket.send(UnsafeRawBufferPointer(rebasing: scratch[0..<n]), to: t.destination), sent > 0 else { continue }
+        for t in current where send(packet, to: t) {
             packetsSent.add(1, ordering: .relaxed)
             bytesSent.add(UInt64(packet.count), ordering: .relaxed)
         }
+    }
+
+    func write(_ packet: UnsafeRawBufferPointer, route: Int) {
+        guard !muted.load(ordering: .relaxed),
+              let t = targets.withLock({ $0.first { $0.route == route } }) else { return }
+        if send(packet, to: t) { packetsResent.add(1, ordering: .relaxed) }
+    }
+
+    private func send(_ packet: UnsafeRawBufferPointer, to t: Target) -> Bool {
+        guard packet.count + t.context.rtpOverhead <= scratch.count else { return false }
+        scratch.copyMemory(from: packet)
+        guard let n = try? t.context.protect(scratch, length: packet.count),
+              let sent = try? t.socket.send(UnsafeRawBufferPointer(rebasing: scratch[0..<n]), to: t.destination), sent > 0 else { return false }
+        return true
     }
 
     func flush() {}
