@@ -27,7 +27,7 @@ test: deps
 	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip CallMedia
 	$(SWIFT) test --skip-build --filter CallMedia
 	$(SWIFT) test --skip-build --no-parallel --skip '$(TIMED_TESTS)'
-	FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/fuzz
+	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
 ##   BENCH_ARGS passes options (e.g. BENCH_ARGS="ring --reps 9"); charts go to docs/performance/.
@@ -51,8 +51,10 @@ fuzz: deps
 
 ## make fuzz-smoke: builds every fuzz target and runs each for a few seconds (a broken harness fails)
 FUZZ_SMOKE_SECONDS ?= 3
+# The smoke in `make test`: a fixed number of inputs per target from a fixed seed (repeatable).
+FUZZ_SMOKE_RUNS ?= 20000
 fuzz-smoke: deps
-	FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/fuzz
+	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
 
 ## make test-sanitizers: concurrency and pipeline tests under ThreadSanitizer, parser and codec tests
 ## under AddressSanitizer, each in its own scratch path (.build-tsan, .build-asan)
