@@ -59,7 +59,7 @@ enum ReceiveSuite {
             let video = try VideoReceiveStream(ssrc: 0xABCD, settings: settings, renderer: nil)
             let t0 = nowNs()
             for p in stream.packets {
-                work.copyMemory(from: UnsafeRawBufferPointer(start: p, count: p.count))
+                p.withUnsafeBytes { work.copyMemory(from: $0) }
                 let n = try inbound.unprotect(work, length: p.count)
                 let packet = try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: work[0..<n]))
                 video.insert(packet, arrivalNs: t0)
@@ -169,7 +169,7 @@ enum ReceiveSuite {
         var decoded = 0
         let t0 = nowNs()
         for p in stream.packets {
-            work.copyMemory(from: UnsafeRawBufferPointer(start: p, count: p.count))
+            p.withUnsafeBytes { work.copyMemory(from: $0) }
             var octets = Int32(p.count)
             guard srtp_unprotect(session, work.baseAddress, &octets) == srtp_err_status_ok else { fatalError("srtp") }
             let b = work.baseAddress!.assumingMemoryBound(to: UInt8.self)
