@@ -88,7 +88,7 @@ import Glibc
 
     @Test(arguments: inputCases + usageCases)
     func failsCleanlyNamingTheProblem(_ c: Case) throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         for (name, bytes) in c.files { dir.write(name, bytes) }
         let before = dir.contents
         let r = try revueMedia(c.arguments + ["-q"], cwd: dir.path)
@@ -103,7 +103,7 @@ import Glibc
 
     /// Without root, a read-only directory refuses the output; as root, /proc does.
     @Test func unwritableOutputLeavesNothingBehind() throws {
-        let dir = CLITempDir(); defer { chmod(dir.path, 0o700); dir.remove() }
+        let dir = InteropTempDir(); defer { chmod(dir.path, 0o700); dir.remove() }
         dir.write("in.y4m", Self.good)
         let target: String
         if getuid() == 0 {
@@ -133,7 +133,7 @@ import Glibc
 
     /// k/M suffixes: `--bitrate 200k` is 200 000 bit/s (the encoder lands near it).
     @Test func numbersAcceptSuffixes() throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let r = try revueMedia(["encode", "--pattern", "moving", "--size", "160x120", "--seconds", "2", "--bitrate", "0.2M",
                                 "-o", "b.ivf", "--json", "-q"], cwd: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
@@ -144,8 +144,8 @@ import Glibc
     /// Ctrl-C during a long encode finishes the file cleanly: ffprobe reads exactly the frames the
     /// result line reports; exit status 130 says the work was cut short.
     @Test func interruptFinishesTheOutputCleanly() throws {
-        let dir = CLITempDir(); defer { dir.remove() }
-        let p = try CLIProcess(CLIBinary.path, ["encode", "--pattern", "moving", "--size", "320x240", "--seconds", "600",
+        let dir = InteropTempDir(); defer { dir.remove() }
+        let p = try ToolProcess(CLIBinary.path, ["encode", "--pattern", "moving", "--size", "320x240", "--seconds", "600",
                                                 "-o", "long.ivf", "--json", "-q"], cwd: dir.path)
         // Wait until the temporary output has grown a little, then interrupt.
         let deadline = Date().addingTimeInterval(20)
@@ -159,7 +159,7 @@ import Glibc
         let frames = try #require(cliJSON(r.stdout)?["frames"] as? Int)
         #expect(frames > 0)
         #expect(dir.contents == ["long.ivf"])
-        let info = try cliFFprobe(dir.file("long.ivf"))
+        let info = try ffprobeStream(dir.file("long.ivf"))
         #expect(info["nb_read_frames"] == "\(frames)")
     }
 
@@ -199,7 +199,7 @@ import Glibc
 
     /// A tiny Ogg Opus file with one flipped body byte on its audio page.
     static func badCRCOgg() -> [UInt8] {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let w = try! OggOpusWriter(path: dir.file("t.ogg"), channelCount: 1)
         let encoder = try! OpusEncoder(sampleRate: .hz48000, channels: 1, application: .audio)
         var packet = [UInt8](repeating: 0, count: 4000)

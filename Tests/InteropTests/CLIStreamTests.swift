@@ -43,16 +43,16 @@ func cliFreePort() -> Int {
     }
 
     @Test func ffmpegReceivesOurSendThroughOurSDPAndTsharkReadsThePcap() throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
-        let send = try CLIProcess(CLIBinary.path, ["send", "--pattern", "moving", "--pattern", "speech", "--size", "320x240",
+        let send = try ToolProcess(CLIBinary.path, ["send", "--pattern", "moving", "--pattern", "speech", "--size", "320x240",
                                                    "--seconds", "4", "--keyint", "10", "--to", "127.0.0.1:\(port)",
                                                    "--suite", "aes-cm-128-hmac-sha1-80", "--key", Self.keyBase64,
                                                    "--sdp", "s.sdp", "--pcap", "sent.pcap", "--json", "-q"], cwd: dir.path)
         // The SDP is written before the first packet; ffmpeg joins from it (keyframes every 10 frames).
         let deadline = Date().addingTimeInterval(10)
         while !FileManager.default.fileExists(atPath: dir.file("s.sdp")) && Date() < deadline { usleep(10_000) }
-        let ffmpeg = try CLIProcess("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", dir.file("s.sdp"),
+        let ffmpeg = try ToolProcess("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", dir.file("s.sdp"),
                                                "-map", "0:v", "-map", "0:a", "-c", "copy", "-t", "2", "-y", dir.file("ff.mkv")])
         let sent = send.wait(timeout: 30)
         #expect(sent.status == 0, "\(sent.stderr)")
@@ -63,19 +63,19 @@ func cliFreePort() -> Int {
         #expect(sdp.media.map(\.type) == ["video", "audio"])
         #expect(sdp.media.allSatisfy { $0.crypto.first?.isSupportedByFFmpeg == true && $0.crypto.first?.keys.first?.keyAndSalt == Self.keyBytes })
         // ffmpeg's file decodes: its frames are our source frames.
-        let dec = try cliTool("ffmpeg", ["-v", "error", "-i", dir.file("ff.mkv"), "-map", "0:v", "-pix_fmt", "yuv420p", dir.file("ff.y4m")])
+        let dec = try runTool("ffmpeg", ["-v", "error", "-i", dir.file("ff.mkv"), "-map", "0:v", "-pix_fmt", "yuv420p", dir.file("ff.y4m")])
         #expect(dec.status == 0, "\(dec.stderr)")
         let frames = try Self.identifiedFrames(dir.file("ff.y4m"))
         #expect(frames.frames >= 30, "\(frames)")
         #expect(frames.identified >= frames.frames - 2 && frames.psnr > 30, "\(frames)")
-        let audio = try cliTool("ffprobe", ["-v", "error", "-count_packets", "-select_streams", "a", "-show_entries",
+        let audio = try runTool("ffprobe", ["-v", "error", "-count_packets", "-select_streams", "a", "-show_entries",
                                             "stream=codec_name,nb_read_packets", "-of", "csv=p=0", dir.file("ff.mkv")])
         #expect(audio.stdout.hasPrefix("opus,") && (Int(audio.stdout.split(separator: ",").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0) >= 50,
                 "\(audio.stdout)")
         // tshark reads every sent packet from the pcap, none malformed.
         let result = try #require(cliJSON(sent.stdout))
         let packets = ((result["video"] as? [String: Any])?["packets"] as? Int ?? 0) + ((result["audio"] as? [String: Any])?["packets"] as? Int ?? 0)
-        let tshark = try cliTool("tshark", ["-r", dir.file("sent.pcap"), "-d", "udp.port==\(port),rtp", "-d", "udp.port==\(port + 2),rtp",
+        let tshark = try runTool("tshark", ["-r", dir.file("sent.pcap"), "-d", "udp.port==\(port),rtp", "-d", "udp.port==\(port + 2),rtp",
                                             "-T", "fields", "-e", "rtp.ssrc", "-e", "_ws.expert.message"])
         #expect(tshark.status == 0, "\(tshark.stderr)")
         let lines = tshark.stdout.split(separator: "\n")
@@ -85,7 +85,7 @@ func cliFreePort() -> Int {
 
     @Test(arguments: ["aes-cm-128-hmac-sha1-80", "aes-128-gcm"])
     func gstreamerDecodesOurSendWithCapsFromOurSDP(_ suite: String) throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
         // Write the SDP first with a short run to a discard port, then send for real with the same key.
         let key = suite == "aes-128-gcm" ? Data(Self.keyBytes.prefix(28)).base64EncodedString() : Self.keyBase64
@@ -94,7 +94,7 @@ func cliFreePort() -> Int {
         #expect(dry.status == 0, "\(dry.stderr)")
         let sdp = try SDPSessionDescription.read(path: dir.file("s.sdp"))
         let caps = try #require(sdp.media.first?.gstreamerCaps)
-        let gst = try CLIProcess("gst-launch-1.0", ["-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!", "rtpvp8depay",
+        let gst = try ToolProcess("gst-launch-1.0", ["-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!", "rtpvp8depay",
                                                     "!", "vp8dec", "!", "fakesink", "num-buffers=20"])
         usleep(700_000)
         let send = try revueMedia(["send", "--seconds", "2", "--to", "127.0.0.1:\(port)"] + common, cwd: dir.path)
@@ -108,9 +108,9 @@ func cliFreePort() -> Int {
     /// the audio (a 440 Hz tone: nearly all of its power stays at 440 Hz).
     @Test(arguments: [false, true])
     func ourReceiveDecodesAStreamSentByGStreamer(raw: Bool) throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
-        let recv = try CLIProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-cm-128-hmac-sha1-80",
+        let recv = try ToolProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-cm-128-hmac-sha1-80",
                                                    "--key", Self.keyBase64, "-o", "r.y4m", "-o", "r.wav", "-o", "r.ivf",
                                                    "--duration", "4", "--json", "-q"] + (raw ? ["--raw"] : []), cwd: dir.path)
         usleep(500_000)
@@ -121,7 +121,7 @@ func cliFreePort() -> Int {
             audiotestsrc freq=440 num-buffers=75 samplesperbuffer=960 ! audio/x-raw,rate=48000,channels=1 ! opusenc ! \
             rtpopuspay pt=111 ssrc=2222 ! srtpenc key=\(Self.keyHex) \(srtp) ! udpsink host=127.0.0.1 port=\(port + 2) sync=true
             """
-        let gst = try cliTool("gst-launch-1.0", ["-q"] + pipeline.split(separator: " ").map(String.init), timeout: 20)
+        let gst = try runTool("gst-launch-1.0", ["-q"] + pipeline.split(separator: " ").map(String.init), timeout: 20)
         #expect(gst.status == 0, "\(gst.stderr)")
         let r = recv.wait(timeout: 15)
         #expect(r.status == 0, "\(r.stderr)")
@@ -129,9 +129,9 @@ func cliFreePort() -> Int {
         let video = try #require(result["video"] as? [String: Any]), audio = try #require(result["audio"] as? [String: Any])
         #expect((video["framesDecoded"] as? Int ?? 0) >= 43, "\(video)")
         #expect((audio["packets"] as? Int ?? 0) >= 73, "\(audio)")
-        let info = try cliFFprobe(dir.file("r.y4m"))
+        let info = try ffprobeStream(dir.file("r.y4m"))
         #expect(info["width"] == "160" && (Int(info["nb_read_frames"] ?? "") ?? 0) >= 43)
-        let ivf = try cliFFprobe(dir.file("r.ivf"))
+        let ivf = try ffprobeStream(dir.file("r.ivf"))
         #expect(ivf["codec_name"] == "vp8" && (Int(ivf["nb_read_frames"] ?? "") ?? 0) >= 43)
         let wav = try cliReadWAV(dir.file("r.wav"))
         #expect(wav.rate == 48_000 && wav.samples.count >= 70 * 960)
@@ -156,13 +156,13 @@ func cliFreePort() -> Int {
     /// receive pipeline NACKs the losses, the send pipeline resends them, and nearly every frame
     /// of the 75 decodes.
     @Test func sendThroughTheRelayToReceive() throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
         let relayPort = cliFreePort()
-        let recv = try CLIProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-128-gcm",
+        let recv = try ToolProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-128-gcm",
                                                    "--key", Data(Self.keyBytes.prefix(28)).base64EncodedString(), "-o", "r.ivf",
                                                    "--duration", "4", "--json", "-q"], cwd: dir.path)
-        let relay = try CLIProcess(CLIBinary.path, ["relay", "--listen", "127.0.0.1:\(relayPort)", "--to", "127.0.0.1:\(port)",
+        let relay = try ToolProcess(CLIBinary.path, ["relay", "--listen", "127.0.0.1:\(relayPort)", "--to", "127.0.0.1:\(port)",
                                                     "--loss", "0.05", "--delay", "10", "--seed", "7", "--duration", "4", "--json", "-q"])
         usleep(400_000)
         let send = try revueMedia(["send", "--pattern", "moving", "--size", "160x120", "--seconds", "2.5", "--to", "127.0.0.1:\(relayPort)",
@@ -182,15 +182,15 @@ func cliFreePort() -> Int {
         #expect((video["packets"] as? Int ?? 0) >= sent - lost, "\(video)")
         #expect((video["nackSent"] as? Int ?? 0) >= 1, "\(video)")
         #expect((video["framesDecoded"] as? Int ?? 0) >= 60, "\(video)")
-        #expect((try cliFFprobe(dir.file("r.ivf")))["codec_name"] == "vp8")
+        #expect((try ffprobeStream(dir.file("r.ivf")))["codec_name"] == "vp8")
     }
 
     /// Ctrl-C ends `receive` normally: the files are finished and renamed into place, exit 0.
     @Test func interruptFinishesTheReceivedFiles() throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
         let key = Data(Self.keyBytes.prefix(28)).base64EncodedString()
-        let recv = try CLIProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--key", key, "-o", "r.y4m", "-o", "r.ogg",
+        let recv = try ToolProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--key", key, "-o", "r.y4m", "-o", "r.ogg",
                                                    "--json", "-q"], cwd: dir.path)
         usleep(400_000)
         let send = try revueMedia(["send", "--pattern", "moving", "--pattern", "tone", "--size", "160x120", "--seconds", "1.5",
@@ -201,14 +201,14 @@ func cliFreePort() -> Int {
         let r = recv.wait(timeout: 15)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(dir.contents == ["r.ogg", "r.y4m"])
-        let frames = Int(try cliFFprobe(dir.file("r.y4m"))["nb_read_frames"] ?? "") ?? 0
+        let frames = Int(try ffprobeStream(dir.file("r.y4m"))["nb_read_frames"] ?? "") ?? 0
         #expect(frames >= 40, "\(frames) frames")
-        let ogg = try cliTool("opusinfo", [dir.file("r.ogg")])
+        let ogg = try runTool("opusinfo", [dir.file("r.ogg")])
         #expect(ogg.status == 0, "\(ogg.stdout)")
     }
 
     @Test func demoWritesReceivedMediaAndStats() throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let r = try revueMedia(["demo", "--seconds", "2", "--out", "out", "--size", "320x180", "-q"], cwd: dir.path, timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("PSNR") && r.stdout.contains("p99"))
@@ -219,9 +219,9 @@ func cliFreePort() -> Int {
         #expect((video["psnrMean"] as? Double ?? 0) > 30, "\(video)")
         #expect((video["latencyP50Ms"] as? Double ?? 0) >= 20, "the relay adds 20 ms: \(video)")
         #expect((audio["correlation"] as? Double ?? 0) > 0.6, "\(audio)")
-        let ivf = try cliFFprobe(dir.file("out/received.ivf"))
+        let ivf = try ffprobeStream(dir.file("out/received.ivf"))
         #expect(ivf["codec_name"] == "vp8" && (Int(ivf["nb_read_frames"] ?? "") ?? 0) >= 50)
-        let ogg = try cliTool("opusinfo", [dir.file("out/received.ogg")])
+        let ogg = try runTool("opusinfo", [dir.file("out/received.ogg")])
         #expect(ogg.status == 0, "\(ogg.stdout)")
         #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir.file("out"))) == ["received.ivf", "received.ogg", "stats.json"])
     }

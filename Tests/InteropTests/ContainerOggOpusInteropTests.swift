@@ -35,18 +35,18 @@ import Foundation
 
     /// Samples (per channel) in the WAV ffprobe sees.
     static func probedSamples(_ path: String) throws -> Int? {
-        Int(try containerFFprobeStream(path, countPackets: true)["duration_ts"] ?? "")
+        Int(try ffprobeStream(path, count: .packets)["duration_ts"] ?? "")
     }
 
     @Test(arguments: [("opusenc", 48_000, 2), ("opusenc", 44_100, 1), ("ffmpeg", 48_000, 2), ("ffmpeg", 16_000, 1)])
     func readsForeignFilesAndRewritesThemForOpusTools(_ producer: String, _ rate: Int, _ channels: Int) throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let wav = dir.file("in.wav"), source = dir.file("src.opus")
         let inputFrames = rate * 13 / 10  // 1.3 s: the last packet is padded and must be trimmed
         try Self.writeTone(wav, rate: rate, channels: channels, frames: inputFrames)
         let enc = producer == "opusenc"
-            ? try runContainerTool("opusenc", ["--quiet", wav, source])
-            : try runContainerTool("ffmpeg", ["-v", "error", "-i", wav, "-c:a", "libopus", "-y", source])
+            ? try runTool("opusenc", ["--quiet", wav, source])
+            : try runTool("ffmpeg", ["-v", "error", "-i", wav, "-c:a", "libopus", "-y", source])
         #expect(enc.status == 0, "\(enc.stderr)")
         #expect(Self.verifyPageCRCs(dir.read("src.opus")) > 2)
 
@@ -68,7 +68,7 @@ import Foundation
         }
         #expect(r.finalGranule == Int64(total + r.preSkip) + r.startGranule)
         let decoded = dir.file("src.wav")
-        #expect(try runContainerTool("opusdec", ["--quiet", "--rate", "48000", "--float", source, decoded]).status == 0)
+        #expect(try runTool("opusdec", ["--quiet", "--rate", "48000", "--float", source, decoded]).status == 0)
         let reference = try #require(try Self.probedSamples(decoded))
         #expect(total == reference)
         // The original duration at 48 kHz, within the resampler's rounding.
@@ -81,7 +81,7 @@ import Foundation
         for (bytes, samples) in packets { try w.write(bytes, sampleCount: samples) }
         try w.finish(originalSampleCount: Int64(total))
         #expect(Self.verifyPageCRCs(dir.read("ours.opus")) >= 4)
-        let info = try runContainerTool("opusinfo", [ours])
+        let info = try runTool("opusinfo", [ours])
         #expect(info.status == 0)
         let report = (info.stdout + info.stderr).lowercased()
         #expect(!report.contains("warning") && !report.contains("error"), "\(info.stdout)\(info.stderr)")
@@ -89,22 +89,22 @@ import Foundation
 
         // opusdec decodes our file to exactly the same PCM as the original; ffmpeg to the same count.
         let again = dir.file("ours.wav")
-        #expect(try runContainerTool("opusdec", ["--quiet", "--rate", "48000", "--float", ours, again]).status == 0)
+        #expect(try runTool("opusdec", ["--quiet", "--rate", "48000", "--float", ours, again]).status == 0)
         #expect(try Self.probedSamples(again) == total)
         #expect(Array(dir.read("ours.wav").suffix(total * channels * 4)) == Array(dir.read("src.wav").suffix(total * channels * 4)))
-        let ff = try runContainerTool("ffmpeg", ["-v", "error", "-i", ours, "-f", "s16le", "-ac", "\(channels)", "-ar", "48000",
+        let ff = try runTool("ffmpeg", ["-v", "error", "-i", ours, "-f", "s16le", "-ac", "\(channels)", "-ar", "48000",
                                         "-y", dir.file("ff.pcm")])
         #expect(ff.status == 0 && ff.stderr.isEmpty, "\(ff.stderr)")
         #expect(dir.read("ff.pcm").count == total * channels * 2)
-        let probe = try containerFFprobeStream(ours, countPackets: true)
+        let probe = try ffprobeStream(ours, count: .packets)
         #expect(probe["codec_name"] == "opus" && probe["nb_read_packets"] == "\(packets.count)", "\(probe)")
     }
 
     @Test func decodersHonourThePreSkipWeWrite() throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let wav = dir.file("in.wav"), source = dir.file("src.opus")
         try Self.writeTone(wav, rate: 48_000, channels: 1, frames: 48_000)
-        #expect(try runContainerTool("opusenc", ["--quiet", wav, source]).status == 0)
+        #expect(try runTool("opusenc", ["--quiet", wav, source]).status == 0)
         let r = try OggOpusReader(path: source)
         var packets: [([UInt8], Int)] = []
         var buffer: [UInt8] = []
@@ -116,11 +116,11 @@ import Foundation
         w.maximumPageDuration = 9600  // 200 ms pages
         for (bytes, samples) in packets { try w.write(bytes, sampleCount: samples) }
         try w.finish(originalSampleCount: Int64(total - 960))
-        let info = try runContainerTool("opusinfo", [ours])
+        let info = try runTool("opusinfo", [ours])
         #expect(info.stdout.contains("Pre-skip: 1272"), "\(info.stdout)")
         #expect(info.stdout.contains("Page duration:    200.0ms (max)"), "\(info.stdout)")
         #expect(!(info.stdout + info.stderr).lowercased().contains("warning"))
-        #expect(try runContainerTool("opusdec", ["--quiet", "--rate", "48000", ours, dir.file("d.wav")]).status == 0)
+        #expect(try runTool("opusdec", ["--quiet", "--rate", "48000", ours, dir.file("d.wav")]).status == 0)
         #expect(try Self.probedSamples(dir.file("d.wav")) == total - 960)
         #expect(try OggOpusReader(path: ours).preSkip == 1272)
     }

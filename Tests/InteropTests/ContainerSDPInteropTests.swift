@@ -31,12 +31,12 @@ import Foundation
     }
 
     @Test func ffmpegReceivesSRTPFromGStreamerThroughOurSDP() throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = containerFreeUDPPort()
         let sdp = dir.file("stream.sdp")
         try Self.description(port: port).write(to: sdp)
         let out = dir.file("received.mkv")
-        let ffmpeg = try ContainerBackgroundTool("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", sdp,
+        let ffmpeg = try ToolProcess("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", sdp,
                                                    "-map", "0:v", "-map", "0:a", "-c", "copy", "-t", "1", "-y", out])
         usleep(700_000)
         let srtp = "rtp-cipher=aes-128-icm rtp-auth=hmac-sha1-80 rtcp-cipher=aes-128-icm rtcp-auth=hmac-sha1-80"
@@ -46,11 +46,11 @@ import Foundation
             audiotestsrc num-buffers=125 samplesperbuffer=960 ! audio/x-raw,rate=48000,channels=2 ! opusenc ! \
             rtpopuspay pt=111 ssrc=2222 ! srtpenc key=\(Self.hex(Self.key(2))) \(srtp) ! udpsink host=127.0.0.1 port=\(port + 2) sync=true
             """
-        let gst = try runContainerTool("gst-launch-1.0", ["-q"] + pipeline.split(separator: " ").map(String.init), timeout: 20)
+        let gst = try runTool("gst-launch-1.0", ["-q"] + pipeline.split(separator: " ").map(String.init), timeout: 20)
         #expect(gst.status == 0, "\(gst.stderr)")
         let ff = ffmpeg.wait(timeout: 10)
         #expect(!ff.timedOut && ff.status == 0, "\(ff.stderr)")
-        let probe = try runContainerTool("ffprobe", ["-v", "error", "-count_packets", "-show_entries", "stream=codec_name,nb_read_packets",
+        let probe = try runTool("ffprobe", ["-v", "error", "-count_packets", "-show_entries", "stream=codec_name,nb_read_packets",
                                             "-of", "csv=p=0", out])
         let streams = probe.stdout.split(separator: "\n").map { $0.split(separator: ",") }
         #expect(streams.count == 2, "\(probe.stdout)\(probe.stderr)")
@@ -66,11 +66,11 @@ import Foundation
         let video = Self.description(port: port).media[0]
         let caps = try #require(video.gstreamerCaps)
         #expect(caps.hasPrefix("application/x-srtp, media=(string)video, payload=(int)96, clock-rate=(int)90000"))
-        let gst = try ContainerBackgroundTool("gst-launch-1.0", ["-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!",
+        let gst = try ToolProcess("gst-launch-1.0", ["-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!",
                                                         "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10"])
         usleep(500_000)
         let key = SDPBase64.encode(video.crypto[0].keys[0].keyAndSalt)
-        let ff = try runContainerTool("ffmpeg", ["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=30", "-t", "1",
+        let ff = try runTool("ffmpeg", ["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=30", "-t", "1",
                                         "-c:v", "libvpx", "-deadline", "realtime", "-g", "10", "-payload_type", "96", "-ssrc", "1111",
                                         "-f", "rtp", "-srtp_out_suite", "AES_CM_128_HMAC_SHA1_80", "-srtp_out_params", key,
                                         "srtp://127.0.0.1:\(port)?pkt_size=1200"], timeout: 15)
@@ -80,10 +80,10 @@ import Foundation
     }
 
     @Test func parsesTheSDPFFmpegWritesForItsSRTPStream() throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = containerFreeUDPPort()
         let key = Self.key(7)
-        let run = try runContainerTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", "1",
+        let run = try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", "1",
                                          "-c:v", "libvpx", "-f", "rtp", "-srtp_out_suite", "AES_CM_128_HMAC_SHA1_32",
                                          "-srtp_out_params", SDPBase64.encode(key), "-sdp_file", dir.file("ff.sdp"),
                                          "srtp://127.0.0.1:\(port)"])
@@ -97,16 +97,16 @@ import Foundation
     }
 
     @Test func gstreamerSdpdemuxReceivesThroughOurPlainSDP() throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = containerFreeUDPPort()
         var s = Self.description(port: port, crypto: false)
         s.media.removeLast()
         let sdp = dir.file("plain.sdp")
         try s.write(to: sdp)
-        let gst = try ContainerBackgroundTool("gst-launch-1.0", ["-q", "filesrc", "location=\(sdp)", "!", "sdpdemux", "timeout=5000000", "!",
+        let gst = try ToolProcess("gst-launch-1.0", ["-q", "filesrc", "location=\(sdp)", "!", "sdpdemux", "timeout=5000000", "!",
                                                         "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10"])
         usleep(700_000)
-        let send = try runContainerTool("gst-launch-1.0", ["-q", "videotestsrc", "num-buffers=45", "!",
+        let send = try runTool("gst-launch-1.0", ["-q", "videotestsrc", "num-buffers=45", "!",
                                                   "video/x-raw,width=160,height=120,framerate=30/1", "!", "vp8enc", "deadline=1", "keyframe-max-dist=10", "!",
                                                   "rtpvp8pay", "pt=96", "ssrc=1111", "!", "udpsink", "host=127.0.0.1", "port=\(port)",
                                                   "sync=true"], timeout: 15)

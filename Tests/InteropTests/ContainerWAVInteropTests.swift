@@ -14,7 +14,7 @@ import Foundation
 
     @Test(arguments: [(WAVSampleFormat.int16, 1), (.int16, 2), (.float32, 1), (.float32, 2)])
     func ffmpegReadsOurWAVExactly(_ format: WAVSampleFormat, _ channels: Int) throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let path = dir.file("ours.wav")
         let frames = 22_050
         let samples = Self.tone(frames: frames, channels: channels)
@@ -22,14 +22,14 @@ import Foundation
         try w.write(samples)
         try w.finish()
 
-        let probe = try containerFFprobeStream(path, countPackets: true)
+        let probe = try ffprobeStream(path, count: .packets)
         #expect(probe["codec_name"] == (format == .int16 ? "pcm_s16le" : "pcm_f32le"), "\(probe)")
         #expect(probe["channels"] == "\(channels)" && probe["sample_rate"] == "22050")
         #expect(probe["duration_ts"] == "\(frames)", "\(probe)")
         #expect(probe["duration"] == "1.000000")
         #expect(probe["stderr"] == "")
 
-        let r = try runContainerTool("ffmpeg", ["-v", "error", "-i", path, "-f", "s16le", "-y", dir.file("raw.pcm")])
+        let r = try runTool("ffmpeg", ["-v", "error", "-i", path, "-f", "s16le", "-y", dir.file("raw.pcm")])
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
         let raw = dir.read("raw.pcm")
         var expected: [UInt8] = []
@@ -57,11 +57,11 @@ import Foundation
         ("pcm_s16le", 2, 48_000, ["-rf64", "always"]), // RF64 with ds64
     ])
     func readsFFmpegWAVs(_ codec: String, _ channels: Int, _ rate: Int, _ extra: [String]) throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let src = ["-v", "error", "-f", "lavfi", "-i", "sine=frequency=500:sample_rate=\(rate):duration=0.5",
                    "-ac", "\(channels)", "-metadata", "title=odd length title"]
-        #expect(try runContainerTool("ffmpeg", src + extra + ["-c:a", codec, "-y", dir.file("a.wav")]).status == 0)
-        #expect(try runContainerTool("ffmpeg", src + ["-f", "s16le", "-y", dir.file("a.pcm")]).status == 0)
+        #expect(try runTool("ffmpeg", src + extra + ["-c:a", codec, "-y", dir.file("a.wav")]).status == 0)
+        #expect(try runTool("ffmpeg", src + ["-f", "s16le", "-y", dir.file("a.pcm")]).status == 0)
         let (r, samples) = try Self.readAll(dir.file("a.wav"))
         #expect(r.channelCount == channels && r.sampleRate == rate)
         #expect(r.sampleFormat == (codec == "pcm_s16le" ? .int16 : .float32))
@@ -79,9 +79,9 @@ import Foundation
     }
 
     @Test func readsAWAVStreamedThroughAPipe() throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         // Written to a pipe, ffmpeg cannot seek back to fill in the sizes.
-        let r = try runContainerTool("sh", ["-c", "ffmpeg -v error -f lavfi -i sine=sample_rate=16000:duration=0.25 -f wav - > '\(dir.file("p.wav"))'"])
+        let r = try runTool("sh", ["-c", "ffmpeg -v error -f lavfi -i sine=sample_rate=16000:duration=0.25 -f wav - > '\(dir.file("p.wav"))'"])
         #expect(r.status == 0)
         let (reader, samples) = try Self.readAll(dir.file("p.wav"))
         #expect(samples.count == 4000)
@@ -92,9 +92,9 @@ import Foundation
                       ("pcm_u8", 1, "unsupported sample format: 8-bit PCM"),
                       ("pcm_s16le", 6, "6 channels are not supported (only mono and stereo)")])
     func rejectsWhatWeDoNotHandleClearly(_ codec: String, _ channels: Int, _ text: String) throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let path = dir.file("x.wav")
-        #expect(try runContainerTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "sine=duration=0.1", "-ac", "\(channels)",
+        #expect(try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "sine=duration=0.1", "-ac", "\(channels)",
                                        "-c:a", codec, "-y", path]).status == 0)
         do {
             _ = try WAVReader(path: path)

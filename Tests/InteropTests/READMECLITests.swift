@@ -29,10 +29,10 @@ import Foundation
 
     @Test(arguments: try examples())
     func exampleRunsAsWritten(_ script: String) throws {
-        let dir = CLITempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         var env = ProcessInfo.processInfo.environment
         env["PATH"] = CLIBinary.directory + ":" + (env["PATH"] ?? "/usr/bin:/bin")
-        let p = try CLIProcess("sh", ["-e", "-c", script], cwd: dir.path, environment: env)
+        let p = try ToolProcess("sh", ["-e", "-c", script], cwd: dir.path, environment: env)
         let r = p.wait(timeout: 60)
         #expect(r.status == 0 && !r.timedOut, "README example failed (\(r.status)):\n\(script)\nstdout: \(r.stdout)\nstderr: \(r.stderr)")
         #expect(!r.stdout.isEmpty)

@@ -50,7 +50,7 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
 @Suite(.serialized) struct ReceiveGStreamerInteropTests {
     @Test(arguments: [SRTPSuite.aesCM128HMACSHA1_80, .aeadAES128GCM])
     func gstreamerSendsSRTPVideoAndOpusAndWeDecodeEveryFrame(suite: SRTPSuite) throws {
-        let dir = ContainerInteropTempDir()
+        let dir = InteropTempDir()
         defer { dir.remove() }
         let key = SRTPKeyMaterial.random(for: suite)
         var options = UDPSocket.Options()
@@ -79,7 +79,7 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
             ! audio/x-raw,rate=48000,channels=1 ! opusenc frame-size=20 ! rtpopuspay pt=111 ssrc=2271560481 \
             ! \(srtp) ! udpsink host=127.0.0.1 port=\(port)
             """
-        let run = try runContainerTool("gst-launch-1.0", ["-q"] + pipeline.split(separator: " ").map(String.init), timeout: 30)
+        let run = try runTool("gst-launch-1.0", ["-q"] + pipeline.split(separator: " ").map(String.init), timeout: 30)
         #expect(run.status == 0, "gst-launch failed: \(run.stderr)")
         usleep(20_000)
         let playing = receiver.inboundStats
@@ -118,7 +118,7 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
 
     @Test(arguments: [SRTPSuite.aesCM128HMACSHA1_80, .aeadAES128GCM])
     func weSendSRTPVideoAndGStreamerDecodesEveryFrame(suite: SRTPSuite) throws {
-        let dir = ContainerInteropTempDir()
+        let dir = InteropTempDir()
         defer { dir.remove() }
         let key = SRTPKeyMaterial.random(for: suite)
         let port = containerFreeUDPPort()
@@ -155,7 +155,7 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
         }
         let total = packetsOfFrame.reduce(0) { $0 + $1.count }
 
-        let gst = try ContainerBackgroundTool("gst-launch-1.0", [
+        let gst = try ToolProcess("gst-launch-1.0", [
             "-q", "udpsrc", "port=\(port)", "address=127.0.0.1", "num-buffers=\(total)", "caps=\(caps)", "!", "srtpdec", "!",
             "rtpjitterbuffer", "latency=200", "!", "rtpvp8depay", "!", "vp8dec", "!",
             "video/x-raw,format=I420", "!", "filesink", "location=\(dir.file("out.yuv"))"])

@@ -34,7 +34,7 @@ struct SendGStreamerTests {
     static func receive(port: Int, caps: String, srtp: Bool, _ rest: [String], send: () throws -> Void) throws -> String? {
         var args = ["-q", "udpsrc", "port=\(port)", "buffer-size=4194304", "caps=\(caps)", "!"]
         if srtp { args += ["srtpdec", "!"] }
-        let gst = try ContainerBackgroundTool("gst-launch-1.0", args + rest + ["buffer-mode=2", "sync=false"])
+        let gst = try ToolProcess("gst-launch-1.0", args + rest + ["buffer-mode=2", "sync=false"])
         usleep(700_000)  // let udpsrc bind
         try send()
         usleep(700_000)  // let the last packets through the decoder
@@ -51,7 +51,7 @@ struct SendGStreamerTests {
 
     @Test(arguments: [(VPXCodec.vp8, SRTPSuite?.some(.aeadAES128GCM)), (.vp8, .aesCM128HMACSHA1_80), (.vp9, nil)])
     func gstreamerDecodesOurVideoWithPSNRAboveBound(_ codec: VPXCodec, _ suite: SRTPSuite?) throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = containerFreeUDPPort()
         let w = 320, h = 240, count = 30
         var config = VideoSendStream.Configuration(codec: codec, width: w, height: h)
@@ -114,7 +114,7 @@ struct SendGStreamerTests {
 
     @Test(arguments: [SRTPSuite?.some(.aeadAES128GCM), nil])
     func gstreamerDecodesOurOpus(_ suite: SRTPSuite?) throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let port = containerFreeUDPPort()
         var config = AudioSendStream.Configuration()
         config.bitrate = 64_000

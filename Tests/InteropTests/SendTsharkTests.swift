@@ -10,7 +10,7 @@ struct SendTsharkTests {
     static let port: UInt16 = 5_030
 
     /// Runs a VP8 and an Opus stream for 1 s of media into one pcap file; returns the file, the configs.
-    static func record(srtp: SRTPSuite?, in dir: ContainerInteropTempDir)
+    static func record(srtp: SRTPSuite?, in dir: InteropTempDir)
         throws -> (file: String, video: VideoSendStream.Configuration, audio: AudioSendStream.Configuration) {
         let file = dir.file("send.pcap")
         let sink = try PcapPacketSink(path: file, destination: PcapEndpoint(192, 0, 2, 2, port: port))
@@ -48,7 +48,7 @@ struct SendTsharkTests {
     }
 
     @Test func plainRTPParsesAsVP8AndOpusWithoutWarnings() throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let (file, vc, ac) = try Self.record(srtp: nil, in: dir)
         let decode = ["udp.port==\(Self.port),rtp", "rtp.pt==96,vp8", "rtp.pt==111,opus"]
         let problems = Tshark.problems(try Tshark.verbose(file, decode: decode))
@@ -81,7 +81,7 @@ struct SendTsharkTests {
     }
 
     @Test func srtpPacketsParseAsRTPWithoutWarnings() throws {
-        let dir = ContainerInteropTempDir(); defer { dir.remove() }
+        let dir = InteropTempDir(); defer { dir.remove() }
         let (file, vc, ac) = try Self.record(srtp: .aeadAES128GCM, in: dir)
         let decode = ["udp.port==\(Self.port),rtp"]
         let problems = Tshark.problems(try Tshark.verbose(file, decode: decode))

@@ -15,24 +15,9 @@ final class OtherCallSide: RevueDelegate {
 
 extension FriendsExamplesBehaviour {
     @Test func invitationAndEventExamplesBehaveAsThePagesSay() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("revue-ref-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: base) }
-        func config(_ name: String) -> RevueConfiguration {
-            var c = RevueConfiguration(dataDirectory: base + "/" + name)
-            c.bindHost = "127.0.0.1"
-            c.rendezvousNodes = ["127.0.0.1:\(node.port)"]
-            c.timeouts.rendezvousInterval = 0.2
-            c.timeouts.handshakeRetryInterval = 0.2
-            c.timeouts.invitationTimeout = 3
-            return c
-        }
-        try Revue.shared.initialize(config("me"))
-        defer { Revue.shared.destroy() }
-        let other = Revue()
-        try other.initialize(config("other"))
-        defer { other.destroy() }
+        let pair = try SharedAndOther(invitationTimeout: 3)
+        defer { pair.close() }
+        let other = pair.other
         let otherSide = OtherCallSide()
         other.delegates.add(delegate: otherSide)
         let otherTracker = InvitationTracker()

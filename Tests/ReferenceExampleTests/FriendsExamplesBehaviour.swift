@@ -24,26 +24,48 @@ func eventually(_ timeout: Double = 10, _ condition: () -> Bool) async -> Bool {
     return true
 }
 
+/// Revue.shared and a second, independent instance, both on loopback and told about one
+/// in-process rendezvous node, each with its own data directory; `close()` destroys both.
 @MainActor
-@Suite(.serialized) struct FriendsExamplesBehaviour {
-    @Test func inboxAcceptListChatAndRemove() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("revue-ref-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: base) }
+final class SharedAndOther {
+    let node: RendezvousNode
+    let base = FileManager.default.temporaryDirectory.appendingPathComponent("revue-ref-\(UUID().uuidString)").path
+    let other = Revue()
+
+    init(invitationTimeout: Double? = nil) throws {
+        node = try RendezvousNode(host: "127.0.0.1")
         func config(_ name: String) -> RevueConfiguration {
             var c = RevueConfiguration(dataDirectory: base + "/" + name)
             c.bindHost = "127.0.0.1"
             c.rendezvousNodes = ["127.0.0.1:\(node.port)"]
             c.timeouts.rendezvousInterval = 0.2
             c.timeouts.handshakeRetryInterval = 0.2
+            if let invitationTimeout { c.timeouts.invitationTimeout = invitationTimeout }
             return c
         }
-        try Revue.shared.initialize(config("me"))
-        defer { Revue.shared.destroy() }
-        let other = Revue()
-        try other.initialize(config("other"))
-        defer { other.destroy() }
+        do {
+            try Revue.shared.initialize(config("me"))
+            try other.initialize(config("other"))
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    func close() {
+        other.destroy()
+        Revue.shared.destroy()
+        node.stop()
+        try? FileManager.default.removeItem(atPath: base)
+    }
+}
+
+@MainActor
+@Suite(.serialized) struct FriendsExamplesBehaviour {
+    @Test func inboxAcceptListChatAndRemove() async throws {
+        let pair = try SharedAndOther()
+        defer { pair.close() }
+        let other = pair.other
         let otherSide = OtherSide()
         other.delegates.add(delegate: otherSide)
 
