@@ -6,8 +6,8 @@ public struct RevueConfiguration: Sendable {
     public var bindHost: String = "0.0.0.0"
     /// Local UDP port; 0 lets the system choose (read it back from `Revue.port`).
     public var port: UInt16 = 0
-    /// Announce yourself to the local network and find friends there (UDP broadcast on
-    /// `lanDiscoveryPort`), only while you are discoverable.
+    /// Announce yourself to the local network and find friends there (UDP multicast to
+    /// 239.255.77.77 on `lanDiscoveryPort`, TTL 1), only while you are discoverable.
     public var lanDiscovery: Bool = false
     /// The UDP port LAN announcements go to.
     public var lanDiscoveryPort: UInt16 = 33_440
