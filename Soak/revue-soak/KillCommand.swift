@@ -87,9 +87,11 @@ enum KillCommand {
     /// 1.6 s) plus one keepalive interval (0.5 s) plus 0.9 s for scheduling on a loaded 2-core
     /// machine: the bound on seeing a SIGKILLed peer go offline.
     static let offlineBound = 3.0
-    /// The call layer keeps an offline participant `RevueTimeouts.callLostTimeout` (10 s) for a
-    /// reconnection, then it leaves (`connectionLost`): offline bound + 10 s.
-    static let leaveBound = offlineBound + 10
+    /// The call layer removes a participant the moment its friend goes offline
+    /// (`RevueTimeouts.callLostTimeout` 0 by default, no grace period), so the participant leaves
+    /// (`connectionLost`) within the same keepalive-timeout bound: the offline bound plus one
+    /// 50 ms timer tick.
+    static let leaveBound = offlineBound + 0.05
 
     static func run(node binary: String, writeKills: Int) throws -> Int32 {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-soak-kill-\(getpid())").path
@@ -144,11 +146,13 @@ enum KillCommand {
         }
         out(String(format: "SIGKILL mid-call: Alice saw Bob offline after %.2f s (bound %.1f s: connection timeout 1.6 s + keepalive 0.5 s + 0.9 s scheduling)",
                    offline ?? -1, offlineBound))
-        out(String(format: "SIGKILL mid-call: Alice saw Bob leave the call after %.2f s (reason %@; bound %.1f s: offline + callLostTimeout 10 s)",
-                   leave ?? -1, (left?.json["reason"] as? String) ?? "none", leaveBound))
+        out(String(format: "SIGKILL mid-call: Alice saw Bob leave the call after %.2f s (reason %@; %.2f s after offline; bound %.2f s: the offline bound + one 50 ms tick, callLostTimeout 0)",
+                   leave ?? -1, (left?.json["reason"] as? String) ?? "none", (leave ?? -1) - (offline ?? 0), leaveBound))
         check(offline != nil && offline! <= offlineBound, "the peer was not offline within \(offlineBound) s")
         check(leave != nil && leave! <= leaveBound && left?.json["reason"] as? String == "connectionLost",
               "the participant did not leave (connectionLost) within \(leaveBound) s")
+        check(leave != nil && offline != nil && leave! >= offline!,
+              "the participant left before the friend went offline")
         usleep(500_000)
         let queueFull = alice.all { $0["error"] as? String == "sendQueueFull" }.count
         let notReachable = alice.all { $0["error"] as? String == "friendNotReachable" }.count

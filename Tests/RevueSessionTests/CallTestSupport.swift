@@ -15,6 +15,9 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
     var participant: [String] = []
     /// TrackDelegate events.
     var track: [String] = []
+    /// Paths, unsubscribe and disconnect events of all three layers in arrival order, each prefixed
+    /// with its layer ("friend:", "room:", "participant:"), for order checks.
+    var timeline: [String] = []
 
     func n(_ id: String) -> String { names[id] ?? String(id.prefix(6)) }
 
@@ -30,13 +33,26 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
     func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {
         calls.append("disconnect(\(n(participant.identity)))")
         self.room.append("disconnect(\(n(participant.identity)),\(participant.disconnectReason.map { "\($0)" } ?? "nil"))")
+        timeline.append("room:" + self.room.last!)
+    }
+    func revue(_ revue: Revue, friend friendId: String, didUpdatePaths paths: FriendConnectionPaths) {
+        timeline.append("friend:paths(\(n(friendId)),\(paths.isOnline))")
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didUpdatePaths paths: FriendConnectionPaths) {
+        timeline.append("room:paths(\(n(participant.identity)),\(paths.isOnline))")
+    }
+    func participant(_ participant: RemoteParticipant, didUpdatePaths paths: FriendConnectionPaths) {
+        timeline.append("participant:paths(\(n(participant.identity)),\(paths.isOnline))")
     }
     func room(_ room: Room, participant: Participant, didUpdateName name: String?) { self.room.append("name(\(n(participant.identity)),\(name ?? "nil"))") }
     func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) { self.room.append("status(\(n(participant.identity)),\(status))") }
     func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) { self.room.append("publish(\(publication.sid))") }
     func room(_ room: Room, localParticipant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) { self.room.append("unpublish(\(publication.sid))") }
     func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) { self.room.append("subscribe(\(n(participant.identity)),\(publication.sid))") }
-    func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) { self.room.append("unsubscribe(\(n(participant.identity)),\(publication.sid))") }
+    func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {
+        self.room.append("unsubscribe(\(n(participant.identity)),\(publication.sid))")
+        timeline.append("room:" + self.room.last!)
+    }
     func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) { self.room.append("muted(\(n(participant.identity)),\(trackPublication.sid),\(isMuted))") }
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) { self.room.append("message(\(n(participant.identity)),\(message))") }
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) { self.room.append("muteRequest(\(n(participant.identity)),\(isMuted))") }
@@ -49,11 +65,17 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
     }
     func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) { self.room.append("speakers(\(speakers.map { n($0.identity) }.joined(separator: ",")))") }
 
-    func participant(_ participant: RemoteParticipant, didDisconnectWithReason reason: DisconnectReason) { self.participant.append("disconnected(\(n(participant.identity)),\(reason))") }
+    func participant(_ participant: RemoteParticipant, didDisconnectWithReason reason: DisconnectReason) {
+        self.participant.append("disconnected(\(n(participant.identity)),\(reason))")
+        timeline.append("participant:" + self.participant.last!)
+    }
     func participant(_ participant: Participant, didUpdateName name: String?) { self.participant.append("name(\(n(participant.identity)),\(name ?? "nil"))") }
     func participant(_ participant: Participant, didUpdateStatus status: UserStatus) { self.participant.append("status(\(n(participant.identity)),\(status))") }
     func participant(_ participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) { self.participant.append("subscribe(\(n(participant.identity)),\(publication.sid))") }
-    func participant(_ participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) { self.participant.append("unsubscribe(\(n(participant.identity)),\(publication.sid))") }
+    func participant(_ participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {
+        self.participant.append("unsubscribe(\(n(participant.identity)),\(publication.sid))")
+        timeline.append("participant:" + self.participant.last!)
+    }
     func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) { self.participant.append("muted(\(n(participant.identity)),\(trackPublication.sid),\(isMuted))") }
     func participant(_ participant: RemoteParticipant, didReceiveMessage message: String) { self.participant.append("message(\(n(participant.identity)),\(message))") }
     func participant(_ participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) { self.participant.append("muteRequest(\(n(participant.identity)),\(isMuted))") }
@@ -73,9 +95,12 @@ final class CallPeer {
     var friends: FriendManager { peer.revue.friends }
     var id: String { peer.id }
 
-    init(_ name: String, node: RendezvousNode, invitationTimeout: Double = 30) throws {
+    init(_ name: String, node: RendezvousNode, invitationTimeout: Double = 30, tweak: (inout RevueConfiguration) -> Void = { _ in }) throws {
         self.name = name
-        peer = try TestPeer(rendezvous: node) { $0.timeouts.invitationTimeout = invitationTimeout }
+        peer = try TestPeer(rendezvous: node) {
+            $0.timeouts.invitationTimeout = invitationTimeout
+            tweak(&$0)
+        }
         attach()
     }
 

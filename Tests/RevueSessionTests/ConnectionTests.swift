@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import RevueSession
+import MediaCore
 
 /// The friend connection: going and coming, keys rotating, the relay, the send queue.
 @MainActor
@@ -107,7 +108,7 @@ import Testing
 /// LAN discovery by multicast: two friends find each other with no rendezvous node and no stored
 /// endpoint. Uses the real discovery port, so it runs alone.
 func multicastAvailable() -> Bool {
-    guard let s = try? UDPSocket(host: "0.0.0.0", port: 0) else { return false }
+    guard let s = try? SessionSocket(host: "0.0.0.0", port: 0) else { return false }
     defer { s.close() }
     return s.joinMulticast(group: SocketAddress(ip: 0xEFFF_4D4D, port: 0))
 }

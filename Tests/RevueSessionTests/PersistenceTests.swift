@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import RevueSession
+import MediaCore
 #if canImport(Glibc)
 import Glibc
 #endif

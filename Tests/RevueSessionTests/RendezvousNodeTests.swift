@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 @testable import RevueSession
+import MediaCore
 
 @MainActor
 @Suite(.serialized) struct RendezvousNodeTests {
     /// Asks the node where `key` is, from a raw socket; returns the endpoint it reports.
-    func lookup(_ key: [UInt8], node: RendezvousNode, from socket: UDPSocket, replies: @escaping () -> [[UInt8]]) async -> SocketAddress? {
+    func lookup(_ key: [UInt8], node: RendezvousNode, from socket: SessionSocket, replies: @escaping () -> [[UInt8]]) async -> SocketAddress? {
         var w = ByteWriter()
         w.u8(PacketType.rendezvousLookup.rawValue)
         w.u8(revueProtocolVersion)
@@ -34,7 +35,7 @@ import Testing
         let key = bob.revue.core!.identity.publicKey
         let bobEndpoint = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
 
-        let attacker = try UDPSocket(host: "127.0.0.1", port: 0)
+        let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
         defer { attacker.close() }
         var replies: [[UInt8]] = []
         attacker.start { bytes, _ in MainActor.assumeIsolated { if bytes.first == PacketType.rendezvousLookupReply.rawValue { replies.append(bytes) } } }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import RevueSession
+import MediaCore
 
 /// Hostile input on the session socket: none of it reaches the App, all of it is counted.
 @MainActor
@@ -25,7 +26,7 @@ import Testing
         for i in 0..<5 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "real \(i)") }
         alice.revue.core!.sendTap = nil
         let eventsBefore = bob.friendEvents
-        let attacker = try UDPSocket(host: "127.0.0.1", port: 0)
+        let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
         defer { attacker.close() }
         let target = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
         var sent = 0
@@ -93,7 +94,7 @@ import Testing
         defer { node.stop() }
         let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
-        let attacker = try UDPSocket(host: "127.0.0.1", port: 0)
+        let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
         defer { attacker.close() }
         let target = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
         for _ in 0..<1500 {

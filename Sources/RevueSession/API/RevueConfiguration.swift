@@ -6,8 +6,8 @@ public struct RevueConfiguration: Sendable {
     public var bindHost: String = "0.0.0.0"
     /// Local UDP port; 0 lets the system choose (read it back from `Revue.port`).
     public var port: UInt16 = 0
-    /// Announce yourself to the local network and find friends there (UDP broadcast on
-    /// `lanDiscoveryPort`), only while you are discoverable.
+    /// Announce yourself to the local network and find friends there (UDP multicast to
+    /// 239.255.77.77 on `lanDiscoveryPort`, TTL 1), only while you are discoverable.
     public var lanDiscovery: Bool = false
     /// The UDP port LAN announcements go to.
     public var lanDiscoveryPort: UInt16 = 33_440
@@ -38,8 +38,17 @@ public struct RevueTimeouts: Sendable {
     public var rendezvousInterval: Double = 1.0
     /// How long an invitation to a call waits for an answer (call layer).
     public var invitationTimeout: Double = 30
-    /// A participant with no working path for this long leaves the call (`.connectionLost`).
-    public var callLostTimeout: Double = 10
+    /// Grace period of the call layer: how long a participant whose friend connection went offline
+    /// (no authenticated packet for `connectionTimeout`, or a goodbye without a hang-up) stays in
+    /// the call before it leaves with `.connectionLost`.
+    ///
+    /// 0, the default: the participant leaves the moment the friend goes offline, right after
+    /// `didUpdatePaths` reports it, so a crashed or unplugged peer is out of the call within
+    /// `connectionTimeout` (plus one 50 ms timer tick). A positive value is an opt-in for apps that
+    /// would rather ride out short outages (a Wi-Fi handover): the participant stays, with offline
+    /// paths, and leaves only if the friend is still offline this many seconds later; a friend back
+    /// online in time keeps its place.
+    public var callLostTimeout: Double = 0
 
     /// The defaults.
     public init() {}

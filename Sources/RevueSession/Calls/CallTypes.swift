@@ -29,7 +29,8 @@ public enum DisconnectReason: Sendable, Hashable {
     case remoteHangUp
     /// You deleted the friend (`FriendManager.deleteFriend(friendId:)`) or they deleted you.
     case friendDeleted
-    /// No working path to the participant for `RevueTimeouts.callLostTimeout`.
+    /// The friend connection went offline (no packet for `RevueTimeouts.connectionTimeout`), and
+    /// stayed offline for the grace `RevueTimeouts.callLostTimeout` (none by default).
     case connectionLost
     /// `Revue.destroy()` ended the call.
     case destroyed

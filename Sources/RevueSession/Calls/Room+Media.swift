@@ -124,8 +124,8 @@ extension Room {
         if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
         // Media goes to the IP of the friend connection's best direct path (relayed paths carry no media).
         guard case .direct(let a)? = f.bestRoute(now: monotonicNow(), timeout: core.timeouts.connectionTimeout) else { return }
-        let direct = MediaCore.SocketAddress(ipv4: UInt8(a.ip >> 24), UInt8(a.ip >> 16 & 255), UInt8(a.ip >> 8 & 255), UInt8(a.ip & 255),
-                                             port: UInt16(clamping: port))
+        var direct = a
+        direct.port = UInt16(clamping: port)
         leg.destination = mediaPathForTests?(id, direct) ?? direct
         updateTargets()
     }

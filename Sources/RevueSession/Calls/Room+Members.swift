@@ -147,9 +147,10 @@ extension Room {
     func tick(now: Double) {
         tickInvitations(now: now)
         for (id, at) in pendingJoins where now - at > invitationTimeout { pendingJoins[id] = nil }
-        let lostAfter = core?.timeouts.callLostTimeout ?? 10
+        // A participant offline for the grace period leaves (without a grace, pathsChanged did).
+        let lostAfter = core?.timeouts.callLostTimeout ?? 0
         for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) {
-            if let since = p.offlineSince, now - since > lostAfter {
+            if let since = p.offlineSince, now - since >= lostAfter {
                 hangUp(p, reason: .connectionLost, notify: false)
                 continue
             }
@@ -165,12 +166,18 @@ extension Room {
         tickMedia(now: now)
     }
 
+    /// A friend's paths changed (the friend layer's didUpdatePaths was queued just before). A
+    /// participant going offline leaves the call at once (`.connectionLost`, after its
+    /// didUpdatePaths), unless `RevueTimeouts.callLostTimeout` gives it a grace period (`tick`).
     func pathsChanged(_ id: String, _ paths: FriendConnectionPaths) {
         guard let p = remoteParticipants[id] else { return }
         p.paths = paths
         p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? monotonicNow())
         post(p, room: { $1.room($0, participant: p, didUpdatePaths: paths) },
              participant: { $0.participant(p, didUpdatePaths: paths) })
+        if !paths.isOnline, (core?.timeouts.callLostTimeout ?? 0) <= 0 {
+            hangUp(p, reason: .connectionLost, notify: false)
+        }
     }
 
     /// A friend's (or your own, with your id) name, status message or status changed.

@@ -1,4 +1,5 @@
 // Per-friend connection and stream state, owned by SessionCore on the main actor.
+internal import MediaCore
 
 /// Where packets for a friend go: straight to an endpoint, or through a rendezvous node's relay.
 enum Route: Hashable, Sendable {

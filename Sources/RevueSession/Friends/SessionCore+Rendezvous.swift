@@ -4,6 +4,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+internal import MediaCore
 
 extension SessionCore {
     /// Tells a rendezvous node where we are and our status, authenticated once its key is known.

@@ -5,6 +5,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+internal import MediaCore
 
 extension SessionCore {
     /// Entry point for every datagram on the session socket.

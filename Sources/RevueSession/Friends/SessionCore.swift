@@ -7,6 +7,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+internal import MediaCore
 
 /// Monotonic seconds (CLOCK_MONOTONIC).
 func monotonicNow() -> Double {
@@ -38,9 +39,9 @@ final class SessionCore {
     let identity: KeyPair
     let ownId: String
     var profile: StoredProfile
-    let socket: UDPSocket
+    let socket: SessionSocket
     var timer: DispatchSourceTimer?
-    let lanSocket: UDPSocket?
+    let lanSocket: SessionSocket?
 
     var friends: [String: FriendState] = [:]
     var friendOrder: [String] = []
@@ -111,12 +112,12 @@ final class SessionCore {
         }
         ownId = Hex.encode(identity.publicKey)
         do {
-            socket = try UDPSocket(host: configuration.bindHost, port: configuration.port)
+            socket = try SessionSocket(host: configuration.bindHost, port: configuration.port)
         } catch {
             store.close()
             throw error
         }
-        if configuration.lanDiscovery, let s = try? UDPSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
+        if configuration.lanDiscovery, let s = try? SessionSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
            s.joinMulticast(group: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort)) {
             lanSocket = s
         } else {

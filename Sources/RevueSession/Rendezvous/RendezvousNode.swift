@@ -2,6 +2,7 @@
 // status, look up each other's endpoints, and relay Noise packets when no direct path works.
 // The node sees public keys and endpoints, never a session key: relayed packets stay encrypted
 // end to end. Run it with `revue-node --rendezvous`, or in process for tests.
+internal import MediaCore
 
 /// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram.
 @MainActor
@@ -13,7 +14,7 @@ public final class RendezvousNode {
         var timestamp: UInt64
     }
 
-    private let socket: UDPSocket
+    private let socket: SessionSocket
     private let identity = KeyPair()
     private var macKeys: [[UInt8]: [UInt8]] = [:]
     private var entries: [[UInt8]: Entry] = [:]
@@ -33,7 +34,7 @@ public final class RendezvousNode {
 
     /// Binds the node's socket (`port` 0 picks one) and starts serving.
     public init(host: String = "0.0.0.0", port: UInt16 = 0) throws(RevueError) {
-        socket = try UDPSocket(host: host, port: port)
+        socket = try SessionSocket(host: host, port: port)
         socket.start { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handle(bytes, from: from) }
         }

@@ -1,0 +1,91 @@
+// The session's UDP socket (IPv4): MediaCore's `UDPSocket`, nonblocking, read on a private
+// dispatch queue; datagrams hop to the main actor in arrival order.
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+internal import MediaCore
+
+/// One bound IPv4 UDP socket of a Revue instance (or of a rendezvous node, or the LAN discovery
+/// socket). `send` and `close` are called on the main actor; received datagrams are read on a
+/// private queue and handed to `onReceive` on the main queue. `close()` (or deinit) cancels the read
+/// source, whose cancel handler closes the descriptor, so no read ever runs on a closed one.
+final class SessionSocket: @unchecked Sendable {
+    private let socket: UDPSocket
+    /// The bound port.
+    let localPort: UInt16
+    private let queue = DispatchQueue(label: "revue.udp")
+    private var source: DispatchSourceRead?
+    private var closed = false
+
+    /// Creates and binds the socket (1 MiB receive buffer, broadcast allowed); `reusePort` lets
+    /// several instances on one host share the LAN discovery port. Throws `.invalidConfiguration`
+    /// for a host that is not IPv4, `.socket` with the kernel's reason otherwise.
+    init(host: String, port: UInt16, reusePort: Bool = false) throws(RevueError) {
+        guard let bindAddress = SocketAddress.sessionIPv4(host: host, port: port) else {
+            throw RevueError(.invalidConfiguration, "bind host '\(host)' is not an IPv4 address or resolvable name")
+        }
+        var options = UDPSocket.Options()
+        options.nonBlocking = true
+        options.receiveBufferSize = 1 << 20
+        options.reuseAddress = reusePort
+        do {
+            let s = try UDPSocket(family: .ipv4, options: options)
+            try s.setBroadcast(true)
+            if reusePort { try s.setReusePort(true) }
+            try s.bind(to: bindAddress)
+            socket = s
+            localPort = try s.localAddress().port
+        } catch {
+            throw RevueError(.socket, "\(error)")
+        }
+    }
+
+    /// Joins an IPv4 multicast group on the default interface, with loopback of our own sends so
+    /// peers on this host hear each other, TTL 1. False when the host cannot.
+    @discardableResult
+    func joinMulticast(group: SocketAddress) -> Bool {
+        (try? socket.joinMulticastGroup(group, loopback: true, timeToLive: 1)) != nil
+    }
+
+    /// Starts reading; `onReceive` runs on the main queue for each datagram, in arrival order
+    /// (datagrams longer than 2048 bytes arrive cut to 2048: none of the session's are).
+    func start(onReceive: @escaping @Sendable ([UInt8], SocketAddress) -> Void) {
+        let socket = self.socket
+        let source = DispatchSource.makeReadSource(fileDescriptor: socket.descriptor, queue: queue)
+        source.setEventHandler {
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            while true {
+                let received = buffer.withUnsafeMutableBytes { b in Result { () throws(SocketError) in try socket.receive(into: b) } }
+                guard case .success(let r) = received else { break }  // wouldBlock: drained
+                guard let address = r.source else { continue }
+                let data = Array(buffer[0..<r.count])
+                DispatchQueue.main.async { onReceive(data, address) }
+            }
+        }
+        source.setCancelHandler { socket.close() }
+        self.source = source
+        source.resume()
+    }
+
+    /// Sends one datagram; failures (no route, buffer full, closed) are ignored like a lost packet.
+    @discardableResult
+    func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool {
+        guard !closed else { return false }
+        return bytes.withUnsafeBytes { b in (try? socket.send(b, to: address)) == bytes.count }
+    }
+
+    /// Stops reading and closes the descriptor (asynchronously, on the read queue).
+    func close() {
+        guard !closed else { return }
+        closed = true
+        if let source {
+            source.cancel()
+            self.source = nil
+        } else {
+            socket.close()
+        }
+    }
+
+    deinit { close() }
+}
