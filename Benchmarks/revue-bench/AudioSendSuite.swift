@@ -1,5 +1,8 @@
 // The Opus send pipeline (capture -> ring -> worker: level, speaking detector, Opus, RTP, SRTP)
-// against a bare opus_encode_float loop and against opus-tools' `opusenc`.
+// against two single-thread loops of C calls: the same work (RFC 6464 level, opus_encode_float,
+// RTP header with the audio-level and abs-send-time extensions, srtp_protect AES-GCM) and a bare
+// opus_encode_float loop (encode only: no level, no RTP, no SRTP); and against opus-tools'
+// `opusenc`.
 import MediaCore
 import CMediaShims
 import Foundation
@@ -8,6 +11,65 @@ import Glibc
 #endif
 
 enum AudioSendSuite {
+    /// The same-work anchor: what one thread does with the C libraries to send the packets the
+    /// pipeline sends. Per 20 ms frame: the RMS level in Double (RFC 6465 Appendix A, as
+    /// `AudioLevel`), opus_encode_float straight into the packet after a 24-byte RTP header
+    /// (RFC 3550 §5.1 with an RFC 8285 one-byte extension block: RFC 6464 audio level, id 1, and
+    /// abs-send-time, id 3, read from the clock per packet), srtp_protect (AEAD_AES_128_GCM).
+    /// Not done here and done by the pipeline: the speaking detector, the NACK history copy, the
+    /// hand-off between the capture thread and the worker, statistics.
+    final class RawAudioLoop {
+        let encoder: OpaquePointer
+        let srtp: SRTPBenchSuite.RawSession
+        let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 16)
+        let channels: Int
+        var seq: UInt16 = 0
+        var bytes = 0
+        static let headerSize = 24
+
+        init(channels: Int, complexity: Int, bitrate: Int, key: SRTPKeyMaterial) {
+            var error: Int32 = 0
+            encoder = opus_encoder_create(48_000, Int32(channels), OPUS_APPLICATION_VOIP, &error)!
+            _ = cms_opus_encoder_set_bitrate(encoder, Int32(bitrate))
+            _ = cms_opus_encoder_set_complexity(encoder, Int32(complexity))
+            self.channels = channels
+            srtp = SRTPBenchSuite.RawSession(key, outbound: true)
+            packet.initializeMemory(as: UInt8.self, repeating: 0)
+            let fixed: [UInt8] = [0x90, 111, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56, 0x78,  // V=2 X=1, PT 111, SSRC
+                                  0xBE, 0xDE, 0, 2,                                      // one-byte extensions, 2 words
+                                  0x10, 0, 0x32, 0, 0, 0, 0, 0]                          // level (id 1), abs-send-time (id 3), pad
+            packet.copyBytes(from: fixed)
+        }
+
+        deinit { opus_encoder_destroy(encoder); packet.deallocate() }
+
+        /// Sends frame `index` (960 samples per channel at `pcm`).
+        func send(_ pcm: UnsafePointer<Float>, index: Int) {
+            let count = 960 * channels
+            var sum = 0.0
+            for k in 0..<count { let v = Double(pcm[k]); sum += v * v }
+            let rms = (sum / Double(count)).squareRoot()
+            let dBov = rms > 0 ? 20 * log10(rms) : -.infinity
+            let level = dBov.isFinite ? UInt8(min(127, max(0, (-dBov).rounded()))) : 127
+            let h = Self.headerSize
+            let length = opus_encode_float(encoder, pcm, 960, packet.baseAddress! + h, Int32(packet.count - h - 16))
+            guard length > 2 else { return }
+            let ts = UInt32(truncatingIfNeeded: index * 960)
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let abs = UInt32(truncatingIfNeeded: ((UInt64(now.tv_sec) << 18) | (UInt64(now.tv_nsec) << 18) / 1_000_000_000))
+            packet[2] = UInt8(seq >> 8); packet[3] = UInt8(truncatingIfNeeded: seq); seq &+= 1
+            packet[4] = UInt8(ts >> 24); packet[5] = UInt8(truncatingIfNeeded: ts >> 16)
+            packet[6] = UInt8(truncatingIfNeeded: ts >> 8); packet[7] = UInt8(truncatingIfNeeded: ts)
+            packet[17] = level  // V bit clear: no speaking detector here
+            packet[19] = UInt8(truncatingIfNeeded: abs >> 16); packet[20] = UInt8(truncatingIfNeeded: abs >> 8)
+            packet[21] = UInt8(truncatingIfNeeded: abs)
+            var wire = Int32(h) + length
+            _ = srtp_protect(srtp.session, packet.baseAddress, &wire)
+            bytes += Int(wire)
+        }
+    }
+
     static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
         let frames = max(100, Int(1000 * options.scale))  // 20 s of audio at scale 1
         let externalReps = BenchOptions(repetitions: min(options.repetitions, 2), warmup: 0, scale: options.scale)
@@ -17,7 +79,8 @@ enum AudioSendSuite {
             for complexity in [5, 10] {
                 let name = "48k \(channels == 1 ? "mono" : "stereo") c\(complexity) 20ms"
                 var captureCosts: [Double] = []
-                let oursCPU = BenchReplay(), rawCPU = BenchReplay()
+                let oursCPU = BenchReplay(), rawCPU = BenchReplay(), sameCPU = BenchReplay()
+                let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
                 func ours() throws -> Double {
                     var config = AudioSendStream.Configuration()
                     config.channels = channels
@@ -28,9 +91,16 @@ enum AudioSendSuite {
                     stream.start()
                     let t0 = nowNs(), cpu0 = benchProcessCPUNs()
                     pcm.withUnsafeBufferPointer { all in
+                        var encoded = 0
                         for i in 0..<frames {
                             // Keep the ring (32) from overflowing: at most 28 buffers ahead of the encoder.
-                            while Int(stream.statistics.outbound.framesEncoded) < i - 28 { usleep(1_000) }
+                            // The statistics are read only when the last figure says we may be that far
+                            // ahead (reading them every frame made this thread pull the worker's counter
+                            // cache lines once per frame).
+                            while encoded < i - 28 {
+                                encoded = Int(stream.statistics.outbound.framesEncoded)
+                                if encoded < i - 28 { usleep(1_000) }
+                            }
                             let c0 = nowNs()
                             stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(i * 960 * channels)..<((i + 1) * 960 * channels)]),
                                                     sampleRate: 48_000, channels: channels, timeStampNs: Int64(i) * 20_000_000)
@@ -63,10 +133,27 @@ enum AudioSendSuite {
                     rawCPU.add(Double(frames) / (Double(benchProcessCPUNs() - cpu0) / 1e9))
                     return Double(frames) / (Double(elapsed) / 1e9)
                 }
+                func same() -> Double {
+                    let loop = RawAudioLoop(channels: channels, complexity: complexity, bitrate: 32_000 * channels, key: key)
+                    let t0 = nowNs(), cpu0 = benchProcessCPUNs()
+                    pcm.withUnsafeBufferPointer { all in
+                        for i in 0..<frames { loop.send(all.baseAddress! + i * 960 * channels, index: i) }
+                    }
+                    let elapsed = nowNs() - t0
+                    sameCPU.add(Double(frames) / (Double(benchProcessCPUNs() - cpu0) / 1e9))
+                    precondition(loop.bytes > 0, "same-work anchor sent nothing")
+                    return Double(frames) / (Double(elapsed) / 1e9)
+                }
+                let sameName = "opus+level+RTP+SRTP loop"
                 try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
-                            anchorName: "opus_encode_float loop", ours: ours, anchor: raw)
+                            anchorName: sameName, ours: ours, anchor: same)
                 try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
-                            anchorName: "opus_encode_float loop", ours: { oursCPU.pop() }, anchor: { rawCPU.pop() })
+                            anchorName: sameName, ours: { oursCPU.pop() }, anchor: { sameCPU.pop() })
+                oursCPU.reset()
+                try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
+                            anchorName: "opus_encode_float loop (encode only)", ours: ours, anchor: raw)
+                try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
+                            anchorName: "opus_encode_float loop (encode only)", ours: { oursCPU.pop() }, anchor: { rawCPU.pop() })
                 record(reporter, options, suite: "audiosend", case: "capture() 20ms \(channels)ch", metric: "call p50", unit: "us",
                        higherIsBetter: false, values: [Summary(captureCosts).median])
                 record(reporter, options, suite: "audiosend", case: "capture() 20ms \(channels)ch", metric: "call p99", unit: "us",
