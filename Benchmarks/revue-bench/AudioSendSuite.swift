@@ -91,34 +91,34 @@ enum AudioSendSuite {
                     let stream = try AudioSendStream(configuration: config, sink: sink)
                     stream.start()
                     let t0 = nowNs(), cpu0 = benchProcessCPUNs(), thread0 = benchThreadCPUNs()
-                    // Sleeps until the worker has encoded `target` frames, for the time the frames left
-                    // should take at the pace measured so far: the feeding thread wakes about once per
-                    // 24 frames (1 ms naps woke it every ~8 frames and cost ~2 us of its CPU per frame),
-                    // and the wall clock does not overshoot the last frame by up to a millisecond.
-                    func waitUntil(encodedAtLeast target: Int) -> Int {
-                        var encoded = Int(stream.statistics.outbound.framesEncoded)
-                        while encoded < target {
-                            let perFrameNs = encoded > 0 ? Int(nowNs() - t0) / encoded : 100_000
-                            usleep(UInt32(clamping: max(50, perFrameNs * (target - encoded) / 1000)))
-                            encoded = Int(stream.statistics.outbound.framesEncoded)
-                        }
-                        return encoded
-                    }
                     pcm.withUnsafeBufferPointer { all in
                         var encoded = 0
                         for i in 0..<frames {
-                            // Keep the ring (32) from overflowing: at most 28 buffers ahead of the encoder.
-                            // The statistics are read only when the last figure says we may be that far
-                            // ahead (reading them every frame made this thread pull the worker's counter
-                            // cache lines once per frame).
-                            if encoded < i - 28 { encoded = waitUntil(encodedAtLeast: i - 4) }  // 4 left queued
+                            // Keep the ring (32) from overflowing: at most 28 buffers ahead of the encoder,
+                            // in 1 ms naps (longer naps, sized by the measured encode rate, starved the
+                            // worker when the machine was loaded: a late wake-up cost more than the
+                            // 3 ms of queued work). The statistics are read only when the last figure
+                            // says we may be that far ahead (reading them every frame made this thread
+                            // pull the worker's counter cache lines once per frame).
+                            while encoded < i - 28 {
+                                encoded = Int(stream.statistics.outbound.framesEncoded)
+                                if encoded < i - 28 { usleep(1_000) }
+                            }
                             let c0 = nowNs()
                             stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(i * 960 * channels)..<((i + 1) * 960 * channels)]),
                                                     sampleRate: 48_000, channels: channels, timeStampNs: Int64(i) * 20_000_000)
                             captureCosts.append(Double(nowNs() - c0) / 1000)
                         }
                     }
-                    _ = waitUntil(encodedAtLeast: frames)
+                    // The last frames: sleep for the time they should take at the rate so far, then
+                    // in 50 us naps (1 ms naps overshot the last frame by up to a millisecond of a
+                    // 100-400 ms run).
+                    var encoded = Int(stream.statistics.outbound.framesEncoded)
+                    while encoded < frames {
+                        let perFrameNs = encoded > 0 ? Int(nowNs() - t0) / encoded : 100_000
+                        usleep(UInt32(clamping: max(50, perFrameNs * (frames - encoded) / 1000)))
+                        encoded = Int(stream.statistics.outbound.framesEncoded)
+                    }
                     let elapsed = nowNs() - t0
                     oursCPU.add(Double(frames) / (Double(benchProcessCPUNs() - cpu0) / 1e9))
                     driverCPU.append(Double(benchThreadCPUNs() - thread0) / 1000 / Double(frames))
