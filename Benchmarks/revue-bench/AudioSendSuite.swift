@@ -68,8 +68,17 @@ enum AudioSendSuite {
             packet[19] = UInt8(truncatingIfNeeded: abs >> 16); packet[20] = UInt8(truncatingIfNeeded: abs >> 8)
             packet[21] = UInt8(truncatingIfNeeded: abs)
             var wire = Int32(h) + length
-            _ = srtp_protect(srtp.session, packet.baseAddress, &wire)
+            if index == 0 { checkHeader(Int(wire)) }
+            let status = srtp_protect(srtp.session, packet.baseAddress, &wire)
+            precondition(status == srtp_err_status_ok, "same-work anchor: srtp_protect failed (\(status))")
             bytes += Int(wire)
+        }
+
+        /// Once: the hand-written header parses as RTP with both extension elements.
+        private func checkHeader(_ length: Int) {
+            let parsed = try? RTPHeader(parsing: UnsafeRawBufferPointer(rebasing: packet[0..<length]))
+            precondition(parsed?.payloadType == 111 && parsed?.extensions.length(id: 1) == 1
+                         && parsed?.extensions.length(id: 3) == 3, "same-work anchor: bad RTP header")
         }
     }
 
