@@ -16,34 +16,72 @@ enum ReceiveSuite {
         let frames: Int
     }
 
-    static func makeStream(frames: Int) throws -> Stream {
-        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
-        let protect = try SRTPContext(material: key, direction: .outbound)
-        var conf = VPXEncoderConfiguration(codec: .vp8, width: 1280, height: 720)
-        conf.bitrate = 2_500_000
-        let encoder = try VPXEncoder(conf)
+    /// 720p30 VP8 at 2.5 Mbit/s from `SyntheticVideo`, packetized at MTU 1200 (SSRC 0xABCD, payload
+    /// type 96, sequence numbers from 1) and protected with `key`: one frame's packets at a time.
+    /// Shared by the throughput stream and the loopback latency loop.
+    final class VP8PacketSource {
+        let protect: SRTPContext
+        let encoder: VPXEncoder
         var packetizer = VP8Packetizer(pictureID: 1)
         let frame = VideoFrame(width: 1280, height: 720)
-        var packets: [[UInt8]] = []
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         var seq: UInt16 = 1
-        var buffer = [UInt8](repeating: 0, count: 1400)
-        for i in 0..<frames {
-            SyntheticVideo.render(frameIndex: i, into: frame)
-            try encoder.encode(frame.view, pts: Int64(i) * 3000) { e in
-                var header = RTPHeader(payloadType: 96, timestamp: UInt32(i * 3000), ssrc: 0xABCD)
+
+        init(key: SRTPKeyMaterial) throws {
+            protect = try SRTPContext(material: key, direction: .outbound)
+            var conf = VPXEncoderConfiguration(codec: .vp8, width: 1280, height: 720)
+            conf.bitrate = 2_500_000
+            encoder = try VPXEncoder(conf)
+        }
+
+        deinit { buffer.deallocate() }
+
+        /// Renders, encodes and packetizes frame `index`, calling `body` with each protected packet
+        /// (valid during the call).
+        func packets(frame index: Int, _ body: (UnsafeRawBufferPointer) -> Void) throws {
+            SyntheticVideo.render(frameIndex: index, into: frame)
+            try encoder.encode(frame.view, pts: Int64(index) * 3000) { e in
+                var header = RTPHeader(payloadType: 96, timestamp: UInt32(index * 3000), ssrc: 0xABCD)
                 let split = packetizer.packetize(frame: e.data, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
                 for p in 0..<split.count {
                     header.sequenceNumber = seq
                     seq &+= 1
-                    let n = buffer.withUnsafeMutableBytes { b in
-                        let m = split.writePacket(at: p, header: &header, into: b)
-                        return try! protect.protect(b, length: m)
-                    }
-                    packets.append(Array(buffer[0..<n]))
+                    let n = split.writePacket(at: p, header: &header, into: buffer)
+                    let m = try! protect.protect(buffer, length: n)
+                    body(UnsafeRawBufferPointer(rebasing: buffer[0..<m]))
                 }
             }
         }
+    }
+
+    static func makeStream(frames: Int) throws -> Stream {
+        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
+        let source = try VP8PacketSource(key: key)
+        var packets: [[UInt8]] = []
+        for i in 0..<frames { try source.packets(frame: i) { packets.append(Array($0)) } }
         return Stream(key: key, packets: packets, frames: frames)
+    }
+
+    /// A `ReceivePipeline` on a loopback socket with one VP8 track (payload type 96) keyed with a
+    /// fresh AEAD_AES_128_GCM key, rendering into a `LatencyRenderer`. Started: stop `pipeline`.
+    struct LoopbackReceiver {
+        let key: SRTPKeyMaterial
+        let socket: UDPSocket
+        let renderer: LatencyRenderer
+        let pipeline: ReceivePipeline
+    }
+
+    static func startLoopbackReceiver() throws -> LoopbackReceiver {
+        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
+        var so = UDPSocket.Options()
+        so.receiveBufferSize = 1 << 22
+        let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: so)
+        var conf = ReceivePipelineConfiguration(remoteKey: key)
+        conf.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
+        let renderer = LatencyRenderer()
+        let pipeline = try ReceivePipeline(socket: socket, configuration: conf, renderer: renderer)
+        pipeline.start()
+        return LoopbackReceiver(key: key, socket: socket, renderer: renderer, pipeline: pipeline)
     }
 
     static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
@@ -89,16 +127,9 @@ enum ReceiveSuite {
     /// delivers) -> VideoSendStream (convert, encode, packetize, SRTP) -> loopback UDP ->
     /// ReceivePipeline -> renderer. Measured from the capture call to the renderer call.
     static func pipelineLatency(_ reporter: Reporter, _ options: BenchOptions) throws {
-        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
-        var so = UDPSocket.Options()
-        so.receiveBufferSize = 1 << 22
-        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: so)
-        var conf = ReceivePipelineConfiguration(remoteKey: key)
-        conf.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
-        let renderer = LatencyRenderer()
-        let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: renderer)
-        receiver.start()
-        defer { receiver.stop() }
+        let rx = try startLoopbackReceiver()
+        defer { rx.pipeline.stop() }
+        let key = rx.key, rxSocket = rx.socket, renderer = rx.renderer
         var vc = VideoSendStream.Configuration(codec: .vp8, width: 1280, height: 720)
         vc.encoder.bitrate = 2_500_000
         vc.srtp = key
@@ -212,45 +243,19 @@ enum ReceiveSuite {
     /// Glass to glass in process: capture (render the picture) -> VP8 encode -> packetize -> SRTP
     /// -> loopback UDP -> ReceivePipeline (recvmmsg, unprotect, jitter buffer, decode) -> renderer.
     static func latency(_ reporter: Reporter, _ options: BenchOptions) throws {
-        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
-        var so = UDPSocket.Options()
-        so.receiveBufferSize = 1 << 22
-        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: so)
-        var conf = ReceivePipelineConfiguration(remoteKey: key)
-        conf.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
-        let renderer = LatencyRenderer()
-        let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: renderer)
-        receiver.start()
-        defer { receiver.stop() }
+        let rx = try startLoopbackReceiver()
+        defer { rx.pipeline.stop() }
+        let key = rx.key, rxSocket = rx.socket, renderer = rx.renderer
         let destination = try rxSocket.localAddress()
         let tx = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-        let protect = try SRTPContext(material: key, direction: .outbound)
-        var vc = VPXEncoderConfiguration(codec: .vp8, width: 1280, height: 720)
-        vc.bitrate = 2_500_000
-        let encoder = try VPXEncoder(vc)
-        var packetizer = VP8Packetizer(pictureID: 1)
-        let frame = VideoFrame(width: 1280, height: 720)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
-        defer { buffer.deallocate() }
+        let source = try VP8PacketSource(key: key)
         let frames = max(60, Int(300 * options.scale))
         var captured = [UInt64](repeating: 0, count: frames)
-        var seq: UInt16 = 1
         let start = nowNs()
         for i in 0..<frames {
             while nowNs() < start + UInt64(i) * 33_333_333 { usleep(500) }
             captured[i] = nowNs()
-            SyntheticVideo.render(frameIndex: i, into: frame)
-            try encoder.encode(frame.view, pts: Int64(i) * 3000) { e in
-                var header = RTPHeader(payloadType: 96, timestamp: UInt32(i * 3000), ssrc: 0xABCD)
-                let split = packetizer.packetize(frame: e.data, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
-                for p in 0..<split.count {
-                    header.sequenceNumber = seq
-                    seq &+= 1
-                    let n = split.writePacket(at: p, header: &header, into: buffer)
-                    let m = try! protect.protect(buffer, length: n)
-                    _ = try? tx.send(UnsafeRawBufferPointer(rebasing: buffer[0..<m]), to: destination)
-                }
-            }
+            try source.packets(frame: i) { _ = try? tx.send($0, to: destination) }
         }
         usleep(200_000)
         let shown = renderer.shown.withLock { $0 }

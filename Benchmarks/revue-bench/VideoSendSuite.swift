@@ -79,6 +79,8 @@ final class BenchReplay {
     func add(_ v: Double) { values.append(v) }
     func reset() { values.removeAll(); next = 0 }
     func pop() -> Double { defer { next += 1 }; return values[next] }
+    /// The figure added last.
+    var last: Double { values[values.count - 1] }
 }
 
 enum VideoSendSuite {

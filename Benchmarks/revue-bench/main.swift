@@ -1,5 +1,5 @@
 // revue-bench: every hot path measured side by side with its anchor (see docs/performance.md).
-//   revue-bench [SUITE ...|all] [--reps N] [--warmup N] [--json FILE] [--svg DIR] [--list]
+//   revue-bench [SUITE ...|all] [--reps N] [--warmup N] [--json FILE] [--svg DIR] [--svg-from FILE --svg DIR] [--list]
 import Foundation
 import MediaCore
 #if canImport(Glibc)
@@ -17,6 +17,7 @@ fail("refusing to report figures from a debug build; use `swift run -c release r
 var options = BenchOptions()
 var jsonPath: String?
 var svgDir: String?
+var svgFrom: String?
 var wanted: [String] = []
 var args = Array(CommandLine.arguments.dropFirst())[...]
 while let arg = args.popFirst() {
@@ -26,14 +27,25 @@ while let arg = args.popFirst() {
     case "--scale": guard let v = args.popFirst().flatMap(Double.init), v > 0 else { fail("--scale needs a positive number") }; options.scale = v
     case "--json": guard let v = args.popFirst() else { fail("--json needs a file") }; jsonPath = v
     case "--svg": guard let v = args.popFirst() else { fail("--svg needs a directory") }; svgDir = v
+    case "--svg-from":  // redraw the charts of an earlier --json run into the --svg directory, measuring nothing
+        guard let v = args.popFirst() else { fail("--svg-from needs a JSON file") }; svgFrom = v
     case "--list": print(Suites.all.map(\.name).joined(separator: "\n")); exit(0)
     case "-h", "--help":
-        print("usage: revue-bench [SUITE ...|all] [--reps N] [--warmup N] [--scale F] [--json FILE] [--svg DIR] [--list]\nsuites: \(Suites.all.map(\.name).joined(separator: ", "))")
+        print("usage: revue-bench [SUITE ...|all] [--reps N] [--warmup N] [--scale F] [--json FILE] [--svg DIR] [--svg-from FILE --svg DIR] [--list]\nsuites: \(Suites.all.map(\.name).joined(separator: ", "))")
         exit(0)
     default:
         if arg.hasPrefix("-") { fail("unknown option \(arg)") }
         wanted.append(arg)
     }
+}
+if let svgFrom {
+    guard let svgDir else { fail("--svg-from needs --svg DIR") }
+    do {
+        let records = try JSONDecoder().decode([BenchRecord].self, from: Data(contentsOf: URL(fileURLWithPath: svgFrom)))
+        let files = try SVGChart.write(records: records, to: svgDir)
+        print("wrote \(files.count) charts to \(svgDir) from \(svgFrom)")
+    } catch { fail("--svg-from \(svgFrom): \(error)") }
+    exit(0)
 }
 if wanted.isEmpty || wanted == ["all"] { wanted = Suites.all.map(\.name) }
 let reporter = Reporter()

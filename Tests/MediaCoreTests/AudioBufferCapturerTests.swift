@@ -29,6 +29,44 @@ import Foundation
         #expect(stream.capturer.pool.available == stream.capturer.pool.count)
     }
 
+    /// What the worker receives, sample for sample: Float copied, Int16 scaled by 1/32768,
+    /// stereo averaged to mono, mono duplicated to stereo (checked against the plain formulas).
+    @Test(arguments: [(1, 1), (1, 2), (2, 1), (2, 2)])
+    func convertsAndMixesSamplesExactly(_ streamChannels: Int, _ inputChannels: Int) throws {
+        let stream = try AudioSendStream(configuration: sendTestAudioConfiguration(channels: streamChannels), sink: MemoryPacketSink())
+        stream.startWithoutWorker()
+        defer { stream.stop() }
+        let frames = AudioBufferCapturer.chunkFrames + 481  // two chunks, the second odd-sized
+        let ints: [Int16] = (0..<(frames * inputChannels)).map { Int16(truncatingIfNeeded: $0 &* 7919 &- 30_000) }
+        let floats: [Float] = ints.map { Float($0) / 32768 * 1.5 }  // beyond full scale too: passed as is
+        for asInt in [false, true] {
+            if asInt {
+                ints.withUnsafeBufferPointer { stream.capturer.capture($0, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0) }
+            } else {
+                floats.withUnsafeBufferPointer { stream.capturer.capture($0, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0) }
+            }
+            func input(_ i: Int, _ c: Int) -> Float {
+                asInt ? Float(ints[i * inputChannels + c]) * (1 / 32768) : floats[i * inputChannels + c]
+            }
+            var first = 0, mismatches = 0
+            while first < frames {
+                let chunk = try #require(stream.capturer.ring.tryPop())
+                defer { stream.capturer.pool.release(chunk) }
+                #expect(chunk.frameCount == min(AudioBufferCapturer.chunkFrames, frames - first))
+                for i in 0..<chunk.frameCount {
+                    for c in 0..<streamChannels {
+                        let f = first + i
+                        let want: Float = inputChannels == streamChannels ? input(f, c)
+                            : inputChannels == 2 ? 0.5 * (input(f, 0) + input(f, 1)) : input(f, 0)
+                        if chunk.float32Samples[i * streamChannels + c] != want { mismatches += 1 }
+                    }
+                }
+                first += chunk.frameCount
+            }
+            #expect(mismatches == 0, "\(asInt ? "Int16" : "Float") \(inputChannels) ch into \(streamChannels) ch")
+        }
+    }
+
     @Test func rejectsMalformedBuffersAndCountsThem() throws {
         let stream = try AudioSendStream(configuration: sendTestAudioConfiguration(), sink: MemoryPacketSink())
         stream.startWithoutWorker()

@@ -48,6 +48,20 @@ import Glibc
         #expect(AudioLevel.rfc6464Level(dBov: 2) == 0) // clipping input still reports 0
     }
 
+    /// The vectorized Float RMS against a plain Double sum of squares, for lengths around the
+    /// vector width and the block size, and a long buffer.
+    @Test(arguments: [1, 7, 8, 9, 511, 512, 513, 960, 1921, 48_000])
+    func floatRMSMatchesAPlainDoubleSum(_ count: Int) {
+        var tone = SyntheticAudio(pattern: .tone(frequency: 997), sampleRate: 48_000, amplitude: 0.7)
+        let samples = Array(tone.floats(frames: count + 100).suffix(count))
+        var sum = 0.0
+        for s in samples { sum += Double(s) * Double(s) }
+        let want = (sum / Double(count)).squareRoot()
+        let got = samples.withUnsafeBufferPointer { AudioLevel.rms($0) }
+        #expect(want > 0)
+        #expect(abs(got - want) <= 1e-6 * want, "\(count) samples: \(got) vs \(want)")
+    }
+
     @Test func floatAndInt16Agree() {
         var speech = SyntheticAudio(pattern: .speech, sampleRate: 16_000, amplitude: 0.6)
         let floats = speech.floats(frames: 16_000)

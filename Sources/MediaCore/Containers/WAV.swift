@@ -210,19 +210,9 @@ public final class WAVReader: @unchecked Sendable {
             #endif
             return n
         }
-        var done = 0
-        let chunk = scratchBytes / blockAlign
-        while done < maxFrames {
-            let n = try readFrames(into: scratch, maxFrames: min(chunk, maxFrames - done))
-            if n == 0 { break }
-            let src = scratch.assumingMemoryBound(to: UInt32.self)
-            let dst = base + done * channelCount
-            for i in 0..<(n * channelCount) {
-                dst[i] = WAVConvert.toInt16(Float(bitPattern: UInt32(littleEndian: src[i])))
-            }
-            done += n
+        return try readConverting(from: UInt32.self, into: base, maxFrames: maxFrames) {
+            WAVConvert.toInt16(Float(bitPattern: UInt32(littleEndian: $0)))
         }
-        return done
     }
 
     /// Reads up to `buffer.count / channelCount` interleaved sample frames as Float (16-bit files
@@ -238,14 +228,24 @@ public final class WAVReader: @unchecked Sendable {
             #endif
             return n
         }
+        return try readConverting(from: Int16.self, into: base, maxFrames: maxFrames) {
+            WAVConvert.toFloat(Int16(littleEndian: $0))
+        }
+    }
+
+    /// Reads up to `maxFrames` frames of the file's sample type `Raw` (the one the caller did not
+    /// ask for) through the scratch buffer, a chunk at a time, writing `convert` of each
+    /// little-endian sample as read to `base`. Returns the frames read; 0 at the end of the data.
+    private func readConverting<Raw, Sample>(from _: Raw.Type, into base: UnsafeMutablePointer<Sample>, maxFrames: Int,
+                                             _ convert: (Raw) -> Sample) throws(ContainerError) -> Int {
         var done = 0
         let chunk = scratchBytes / blockAlign
         while done < maxFrames {
             let n = try readFrames(into: scratch, maxFrames: min(chunk, maxFrames - done))
             if n == 0 { break }
-            let src = scratch.assumingMemoryBound(to: Int16.self)
+            let src = scratch.assumingMemoryBound(to: Raw.self)
             let dst = base + done * channelCount
-            for i in 0..<(n * channelCount) { dst[i] = WAVConvert.toFloat(Int16(littleEndian: src[i])) }
+            for i in 0..<(n * channelCount) { dst[i] = convert(src[i]) }
             done += n
         }
         return done
