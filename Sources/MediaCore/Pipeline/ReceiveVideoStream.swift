@@ -114,6 +114,47 @@ public final class VideoReceiveStream {
         case .duplicate, .late, .tooLarge:
             stats.packetsDiscarded += 1
         }
+        if searchingStreamStart { findStreamStart() }
+    }
+
+    /// True until the packet the stream starts playing at is known to begin a frame.
+    private var searchingStreamStart = true
+    /// Packets looked for before the first one received, at most `maxStartSearch`.
+    private var startSearchSteps = 0
+    /// How far back the stream start is looked for (a keyframe's leading packets lost in a row).
+    private let maxStartSearch = 16
+
+    /// The first packets of a stream have nothing before them to reveal their loss: when the
+    /// first packet held does not begin a frame (VP8 S=1 and PID=0, RFC 7741 §4.2; VP9 B=1, RFC
+    /// 9628 §4.2), the one before it is made a hole, NACKed and waited for like any other, and so
+    /// on back to the frame's start. Without this a lost first packet costs the stream's first
+    /// keyframe and a PLI (libwebrtc's NackRequester, which starts at the first packet, has the
+    /// same blind spot). Stops once anything played or a hole was given up on.
+    private func findStreamStart() {
+        guard jitterBuffer.counters.played == 0, jitterBuffer.counters.skipped == 0 else {
+            searchingStreamStart = false
+            return
+        }
+        guard let head = jitterBuffer.peekNext else { return }  // already waiting for an earlier one
+        if startsFrame(head.bytes) || startSearchSteps >= maxStartSearch || !settings.nackEnabled {
+            searchingStreamStart = false
+            return
+        }
+        guard let ext = jitterBuffer.extendStartBack() else { searchingStreamStart = false; return }
+        startSearchSteps += 1
+        nack.expectBefore(ext)
+    }
+
+    /// Whether the RTP packet `bytes` carries the first bytes of a frame (or cannot be parsed:
+    /// then no search is worth it).
+    private func startsFrame(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let packet = try? RTPPacket(parsing: bytes) else { return true }
+        if settings.codec == .vp8 {
+            guard let (d, _) = try? VP8PayloadDescriptor.parse(packet.payload) else { return true }
+            return d.startsFrame
+        }
+        guard let (d, _) = try? VP9PayloadDescriptor.parse(packet.payload) else { return true }
+        return d.startOfFrame
     }
 
     /// How long a hole is waited for before it is skipped.
