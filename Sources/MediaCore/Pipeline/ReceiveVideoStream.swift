@@ -52,8 +52,8 @@ public final class VideoReceiveStream {
     public let jitterBuffer: RTPJitterBuffer
     /// NACK bookkeeping.
     public let nack: NackTracker
-    /// RFC 3550 reception statistics for RTCP reports.
-    public var receiveStatistics: RTCPReceiveStatistics
+    /// RFC 3550 reception statistics for RTCP reports and the W3C packet counters.
+    public var receiveStatistics: RTPReceptionStatistics
     /// W3C inbound-rtp statistics (packet counters filled by `statsSnapshot`).
     public private(set) var stats = InboundRTPStreamStats()
     /// Receiver-side delay-based bandwidth estimate (for REMB).
@@ -84,7 +84,7 @@ public final class VideoReceiveStream {
         self.renderer = renderer
         jitterBuffer = RTPJitterBuffer(settings: settings.jitterBuffer, clockRate: 90_000)
         nack = NackTracker(capacity: settings.jitterBuffer.capacity, maxTries: settings.nackMaxTries)
-        receiveStatistics = RTCPReceiveStatistics(ssrc: ssrc, clockRate: 90_000)
+        receiveStatistics = RTPReceptionStatistics(ssrc: ssrc, clockRate: 90_000)
         decoder = try VPXDecoder(codec: settings.codec, threads: settings.decoderThreads)
         vp8 = settings.codec == .vp8 ? VP8Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
         vp9 = settings.codec == .vp9 ? VP9Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
@@ -100,10 +100,9 @@ public final class VideoReceiveStream {
     /// Takes one unprotected RTP packet of this stream (parsed as `packet`) that arrived at `arrivalNs`.
     public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
         let h = packet.header
-        let ext = jitterBuffer.extend(h.sequenceNumber)
-        receiveStatistics.packetReceived(extendedSequence: jitterBuffer.next == nil ? 65536 + Int64(h.sequenceNumber) : ext,
-                                         size: packet.buffer.count, headerSize: packet.headerSize,
-                                         timestamp: h.timestamp, arrivalNs: arrivalNs)
+        receiveStatistics.update(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
+                                 arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
+                                 headerSize: packet.headerSize)
         _ = bandwidth.packetArrived(timestamp: h.timestamp, arrivalNs: arrivalNs, size: packet.buffer.count)
         let result = jitterBuffer.insert(packet.buffer, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
                                          arrivalNs: arrivalNs)
@@ -328,7 +327,7 @@ public final class VideoReceiveStream {
         s.packetsReceived = receiveStatistics.packetsReceived
         s.bytesReceived = receiveStatistics.bytesReceived
         s.headerBytesReceived = receiveStatistics.headerBytesReceived
-        s.packetsLost = receiveStatistics.cumulativeLost
+        s.packetsLost = receiveStatistics.packetsLost
         s.jitter = receiveStatistics.jitterSeconds
         return s
     }
