@@ -144,6 +144,19 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         #expect(s.statsSnapshot().framesDropped == 0)
     }
 
+    @Test func aVP9StreamJoinedInAPredictedFrameAsksForAKeyframeAtOnce() throws {
+        // The first packet received is the middle of a predicted frame (P=1, RFC 9628 §4.2): its
+        // start would not help without the key frame, so nothing is NACKed back.
+        let frames = try videoPackets(.vp9, count: 4)
+        try #require(frames[2].count > 1)
+        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp9, payloadType: 98), renderer: nil)
+        let t: UInt64 = 1_000_000_000
+        for p in frames[2].dropFirst() + frames[3] { feed(s, p, at: t) }
+        s.process(nowNs: t)
+        #expect(s.takeNackList(nowNs: t).isEmpty)
+        #expect(s.takeKeyframeRequest(nowNs: t))
+    }
+
     @Test func aStreamStartThatNeverComesIsGivenUpOnAfterTheHoleWait() throws {
         let frames = try videoPackets(.vp8, count: 3)
         let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp8, payloadType: 98), renderer: nil)

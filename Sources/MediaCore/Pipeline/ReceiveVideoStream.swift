@@ -135,7 +135,7 @@ public final class VideoReceiveStream {
             return
         }
         guard let head = jitterBuffer.peekNext else { return }  // already waiting for an earlier one
-        if startsFrame(head.bytes) || startSearchSteps >= maxStartSearch || !settings.nackEnabled {
+        if !startIsWorthSearching(head.bytes) || startSearchSteps >= maxStartSearch || !settings.nackEnabled {
             searchingStreamStart = false
             return
         }
@@ -144,16 +144,18 @@ public final class VideoReceiveStream {
         nack.expectBefore(ext)
     }
 
-    /// Whether the RTP packet `bytes` carries the first bytes of a frame (or cannot be parsed:
-    /// then no search is worth it).
-    private func startsFrame(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let packet = try? RTPPacket(parsing: bytes) else { return true }
+    /// Whether the packets before the RTP packet `bytes` are worth asking for: it does not begin
+    /// a frame, and (VP9, whose every packet carries the P bit, RFC 9628 §4.2) its frame is a key
+    /// frame; the start of a predicted frame is useless without the key frame before it, so a
+    /// stream joined mid-way asks for a key frame at once instead. False when it cannot be parsed.
+    private func startIsWorthSearching(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let packet = try? RTPPacket(parsing: bytes) else { return false }
         if settings.codec == .vp8 {
-            guard let (d, _) = try? VP8PayloadDescriptor.parse(packet.payload) else { return true }
-            return d.startsFrame
+            guard let (d, _) = try? VP8PayloadDescriptor.parse(packet.payload) else { return false }
+            return !d.startsFrame
         }
-        guard let (d, _) = try? VP9PayloadDescriptor.parse(packet.payload) else { return true }
-        return d.startOfFrame
+        guard let (d, _) = try? VP9PayloadDescriptor.parse(packet.payload) else { return false }
+        return !d.startOfFrame && !d.interPicturePredicted
     }
 
     /// How long a hole is waited for before it is skipped.
