@@ -18,6 +18,22 @@ import Testing
         #expect(t.counters.recovered == 1)
     }
 
+    @Test func aPacketBeforeTheFirstCanBeExpected() {
+        let t = NackTracker(capacity: 64, maxTries: 3, minimumRetryIntervalNs: 20_000_000)
+        t.packetArrived(100, nowNs: 0)
+        t.expectBefore(98)  // not adjacent: ignored
+        t.expectBefore(99)
+        var out: [UInt16] = []
+        t.collect(nowNs: 1_000_000, rttNs: 30_000_000, into: &out)
+        #expect(out == [99])
+        t.expectBefore(98)  // the next one back once 99 is expected
+        t.packetArrived(99, nowNs: 31_000_000)
+        out.removeAll()
+        t.collect(nowNs: 32_000_000, rttNs: 30_000_000, into: &out)
+        #expect(out == [98])
+        #expect(t.counters.recovered == 1 && t.roundTripEstimateNs == 30_000_000)
+    }
+
     @Test func givesUpAfterMaxTries() {
         let t = NackTracker(capacity: 64, maxTries: 2, minimumRetryIntervalNs: 1)
         t.packetArrived(0, nowNs: 0)

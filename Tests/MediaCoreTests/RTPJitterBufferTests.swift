@@ -31,6 +31,17 @@ extension RTPJitterBuffer {
         #expect(jb.count == 0)
     }
 
+    @Test func theStartMovesBackOnlyBeforeAnythingPlayed() {
+        let jb = RTPJitterBuffer(settings: JitterBufferSettings(capacity: 64), clockRate: 90_000)
+        jb.insert(jbPacket(0), seq: 0, at: 0)  // wraps: the packet before is 65535
+        let first = jb.next!
+        #expect(jb.extendStartBack() == first - 1)
+        #expect(jb.hasHole && jb.popNext() == nil, "the packet before the first is waited for")
+        jb.insert(jbPacket(65_535), seq: 65_535, at: 1)
+        #expect(jb.drainInOrder() == [65_535, 0])
+        #expect(jb.extendStartBack() == nil, "not once something played")
+    }
+
     @Test func removesDuplicatesAndDropsWhatComesAfterItsTurn() {
         let jb = RTPJitterBuffer(settings: JitterBufferSettings(capacity: 64), clockRate: 90_000)
         #expect(jb.insert(jbPacket(100), seq: 100, at: 0) == .stored)

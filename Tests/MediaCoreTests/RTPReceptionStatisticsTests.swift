@@ -100,4 +100,39 @@ import Testing
         }
         #expect(w.jitter <= 1)
     }
+
+    @Test func countsBytesAndPacketsForW3CStats() {
+        var s = RTPReceptionStatistics(ssrc: 9, clockRate: 90_000)
+        for k in 0..<100 where k % 10 != 5 {
+            s.update(sequenceNumber: UInt16(k), timestamp: UInt32(k * 3000), arrivalNs: Int64(k) * 33_333_333,
+                     size: 100, headerSize: 12)
+        }
+        #expect(s.packetsReceived == 90 && s.packetsLost == 10)
+        #expect(s.bytesReceived == 90 * 88 && s.headerBytesReceived == 90 * 12)
+        #expect(s.jitterSeconds < 0.000_1, "evenly paced: under one 90 kHz tick of rounding")
+    }
+
+    @Test func retransmissionsDoNotInflateJitter() {
+        // A NACKed packet resent 40 ms late with its original sequence number and timestamp is
+        // counted (the loss is repaired) but, being behind the highest sequence number, does not
+        // enter the A.8 estimate.
+        var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
+        for k in 0..<50 where k != 20 {
+            s.update(sequenceNumber: UInt16(k), timestamp: UInt32(k * 3000), arrivalNs: Int64(k) * 33_333_333)
+            if k == 21 { s.update(sequenceNumber: 20, timestamp: 20 * 3000, arrivalNs: 20 * 33_333_333 + 40_000_000) }
+        }
+        #expect(s.jitter == 0)
+        #expect(s.cumulativeLost == 0)
+    }
+
+    @Test func reportBlockTakesLSRAndDLSRFromTheLastSenderReport() {
+        var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
+        s.update(sequenceNumber: 1, timestamp: 0, arrivalNs: 0)
+        #expect(s.makeReportBlock(nowNs: 1_000_000_000).lastSenderReport == 0, "no SR yet")
+        let sr = RTCPSenderReport(ssrc: 1, ntpTime: NTPTime(rawValue: 0x0001_2345_6789_0000), rtpTime: 0, packetCount: 0, octetCount: 0)
+        s.senderReportReceived(sr, arrivalNs: 5_000_000_000)
+        let b = s.makeReportBlock(nowNs: 5_500_000_000)
+        #expect(b.lastSenderReport == 0x2345_6789)  // RFC 3550 §6.4.1: middle 32 bits of the NTP time
+        #expect(b.delaySinceLastSenderReport == 32768)  // 0.5 s in 1/65536 s
+    }
 }

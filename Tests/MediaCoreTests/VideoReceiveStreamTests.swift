@@ -116,6 +116,62 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         #expect(s.takeKeyframeRequest(nowNs: t + s.holeWaitNs))
     }
 
+    @Test(arguments: [(VPXCodec.vp8, 1), (.vp8, 2), (.vp9, 1), (.vp9, 2)])
+    func lostFirstPacketsOfTheStreamAreNackedInsteadOfCostingTheKeyframe(codec: VPXCodec, lostAtStart: Int) throws {
+        let frames = try videoPackets(codec, count: 5)
+        try #require(frames[0].count > lostAtStart + 1, "the keyframe spans several packets")
+        let renderer = IndexingRenderer(width: 320, height: 240)
+        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: codec, payloadType: 98), renderer: renderer)
+        let seq = { (p: [UInt8]) in (try! RTPHeader(parsing: p.withUnsafeBytes { $0 })).sequenceNumber }
+        var t: UInt64 = 1_000_000_000
+        // The keyframe's first packet(s) are lost: nothing before the first packet received tells
+        // the receiver they exist, except that it does not start a frame.
+        for p in frames[0].dropFirst(lostAtStart) + frames[1] { feed(s, p, at: t) }
+        s.process(nowNs: t)
+        #expect(s.statsSnapshot().framesDecoded == 0, "the stream waits for its start")
+        // One packet back at a time: each retransmission that does not start the frame either
+        // makes the one before it the next hole.
+        for k in (0..<lostAtStart).reversed() {
+            #expect(s.takeNackList(nowNs: t) == [seq(frames[0][k])])
+            t += 25_000_000
+            feed(s, frames[0][k], at: t)
+            s.process(nowNs: t)
+        }
+        #expect(s.takeNackList(nowNs: t).isEmpty, "nothing before the frame's start is asked for")
+        for f in frames[2...] { for p in f { feed(s, p, at: t) }; s.process(nowNs: t); t += 33_333_333 }
+        #expect(renderer.indices == Set(0..<5), "\(renderer.indices.sorted())")
+        #expect(!s.takeKeyframeRequest(nowNs: t), "no PLI: NACK repaired the start")
+        #expect(s.statsSnapshot().framesDropped == 0)
+    }
+
+    @Test func aVP9StreamJoinedInAPredictedFrameAsksForAKeyframeAtOnce() throws {
+        // The first packet received is the middle of a predicted frame (P=1, RFC 9628 §4.2): its
+        // start would not help without the key frame, so nothing is NACKed back.
+        let frames = try videoPackets(.vp9, count: 4)
+        try #require(frames[2].count > 1)
+        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp9, payloadType: 98), renderer: nil)
+        let t: UInt64 = 1_000_000_000
+        for p in frames[2].dropFirst() + frames[3] { feed(s, p, at: t) }
+        s.process(nowNs: t)
+        #expect(s.takeNackList(nowNs: t).isEmpty)
+        #expect(s.takeKeyframeRequest(nowNs: t))
+    }
+
+    @Test func aStreamStartThatNeverComesIsGivenUpOnAfterTheHoleWait() throws {
+        let frames = try videoPackets(.vp8, count: 3)
+        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp8, payloadType: 98), renderer: nil)
+        let t: UInt64 = 1_000_000_000
+        for p in frames[0].dropFirst() + frames[1] { feed(s, p, at: t) }
+        s.process(nowNs: t)
+        #expect(s.takeNackList(nowNs: t).count == 1)
+        s.process(nowNs: t + s.holeWaitNs - 1)
+        #expect(s.jitterBuffer.hasHole)
+        s.process(nowNs: t + s.holeWaitNs)
+        #expect(!s.jitterBuffer.hasHole)
+        #expect(s.statsSnapshot().framesDecoded == 0)
+        #expect(s.takeKeyframeRequest(nowNs: t + s.holeWaitNs), "then the keyframe is asked for")
+    }
+
     @Test func steadyStateReceiveAllocatesNothingPerPacket() throws {
         let frames = try videoPackets(.vp8, count: 70)
         var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)

@@ -237,6 +237,14 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         stream.stop()
         let s = stream.statistics
         #expect(s.outbound.nackCount == 2 && s.outbound.retransmittedPacketsSent == 2)
+        // webrtc-stats: packetsSent and bytesSent include the retransmissions.
+        let firstTransmissions = sent.count + sink.packets.count  // frames 0-2, then frame 3
+        #expect(s.outbound.packetsSent == UInt64(firstTransmissions) + 2)
+        let header = try RTPHeader(parsing: sent[1].withUnsafeBytes { $0 })
+        let resentPayload = UInt64(sent[1].count + sent[3].count - 2 * (header.marshalSize + 16))  // GCM tag 16
+        #expect(s.outbound.retransmittedBytesSent == resentPayload)
+        #expect(s.outbound.bytesSent == stream.senderInfo.octetCount + resentPayload,
+                "the sender report's octet count stays first transmissions only")
         #expect(s.retransmissionsRefused == 2)
         // Only frame 0: a refused resend is the receiver's to repair (its NACK tracker gives up and
         // sends PLI); keyframing per refused NACK made keyframe storms under loss.

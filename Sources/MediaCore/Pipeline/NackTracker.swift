@@ -97,6 +97,19 @@ public final class NackTracker {
         }
     }
 
+    /// Marks `ext`, just below the lowest sequence number tracked, as missing (the stream's first
+    /// received packet did not start a frame: the packets before it were lost). Ignored when `ext`
+    /// is not `low - 1` or the window is full.
+    public func expectBefore(_ ext: Int64) {
+        guard started, ext == low - 1, high - ext <= Int64(capacity) else { return }
+        let s = Int(ext & mask)
+        if missing[s] { missingCount -= 1 }
+        exts[s] = ext; missing[s] = true; lastSent[s] = 0; tries[s] = 0
+        missingCount += 1
+        counters.missing += 1
+        low = ext
+    }
+
     /// Stops tracking everything below `ext` (the jitter buffer played or gave up on it).
     public func forget(below ext: Int64) {
         guard ext > low else { return }

@@ -57,10 +57,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
     private let filled: SPSCRing<Slot>
     private let free: SPSCRing<Slot>
     /// RFC 3550 reception statistics (network thread).
-    public var receiveStatistics: RTCPReceiveStatistics
+    public var receiveStatistics: RTPReceptionStatistics
     private var networkDiscarded = 0
-    private var firstExt: Int64?
-    private var highestExt: Int64 = 0
 
     // Audio side.
     private let jitterBuffer: RTPJitterBuffer
@@ -90,7 +88,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
         for _ in 0..<(settings.handoffCapacity - 1) {
             _ = free.tryPush(Slot(size: settings.jitterBuffer.maxPacketSize))
         }
-        receiveStatistics = RTCPReceiveStatistics(ssrc: ssrc, clockRate: 48_000)
+        receiveStatistics = RTPReceptionStatistics(ssrc: ssrc, clockRate: 48_000)
         jitterBuffer = RTPJitterBuffer(settings: settings.jitterBuffer, clockRate: 48_000)
         decoder = try OpusDecoder(sampleRate: .hz48000, channels: settings.channels)
         if settings.outputSampleRate != 48_000 {
@@ -125,15 +123,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
     /// Takes one unprotected RTP packet of this stream. Network thread only; never blocks.
     public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
         let h = packet.header
-        let ext: Int64
-        if let _ = firstExt {
-            ext = highestExt + Int64(Int16(bitPattern: h.sequenceNumber &- UInt16(truncatingIfNeeded: highestExt)))
-        } else {
-            ext = 65536 + Int64(h.sequenceNumber); firstExt = ext; highestExt = ext
-        }
-        if ext > highestExt { highestExt = ext }
-        receiveStatistics.packetReceived(extendedSequence: ext, size: packet.buffer.count, headerSize: packet.headerSize,
-                                         timestamp: h.timestamp, arrivalNs: arrivalNs)
+        receiveStatistics.update(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
+                                 arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
+                                 headerSize: packet.headerSize)
         guard packet.buffer.count <= settings.jitterBuffer.maxPacketSize, let slot = free.tryPop() else {
             networkDiscarded += 1
             return
@@ -317,7 +309,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
         s.packetsReceived = receiveStatistics.packetsReceived
         s.bytesReceived = receiveStatistics.bytesReceived
         s.headerBytesReceived = receiveStatistics.headerBytesReceived
-        s.packetsLost = receiveStatistics.cumulativeLost
+        s.packetsLost = receiveStatistics.packetsLost
         s.jitter = receiveStatistics.jitterSeconds
         s.packetsDiscarded += UInt64(networkDiscarded)
         return s

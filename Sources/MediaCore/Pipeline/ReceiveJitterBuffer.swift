@@ -299,6 +299,17 @@ public final class RTPJitterBuffer {
         return skipped
     }
 
+    /// Before anything played, moves the start back by one sequence number, so that the packet
+    /// before the first one received becomes a hole to wait for (and NACK): for a stream whose
+    /// first received packet does not start a frame, the packets that did were lost. Returns the
+    /// new missing extended sequence number, or nil once anything played or was skipped, or when
+    /// the window is full.
+    public func extendStartBack() -> Int64? {
+        guard let n = next, counters.played == 0, counters.skipped == 0, highest - (n - 1) <= mask, n > 0 else { return nil }
+        next = n - 1
+        return n - 1
+    }
+
     /// Gives up on one packet (the next): it becomes late. For audio, which plays in time order.
     public func skipOne() {
         guard let n = next else { return }

@@ -273,10 +273,10 @@ public final class ReceivePipeline: @unchecked Sendable {
                 if case .senderReport(let sr) = p {
                     counters.senderReportsReceived += 1
                     for v in videos where v.ssrc == sr.ssrc {
-                        v.receiveStatistics.senderReportReceived(sr, arrivalNs: d.receivedAtNanoseconds)
+                        v.receiveStatistics.senderReportReceived(sr, arrivalNs: Int64(bitPattern: d.receivedAtNanoseconds))
                     }
                     if sr.ssrc == audioSSRC, let audio {
-                        audio.receiveStatistics.senderReportReceived(sr, arrivalNs: d.receivedAtNanoseconds)
+                        audio.receiveStatistics.senderReportReceived(sr, arrivalNs: Int64(bitPattern: d.receivedAtNanoseconds))
                     }
                 }
             }
@@ -338,9 +338,9 @@ public final class ReceivePipeline: @unchecked Sendable {
             var blocks: [RTCPReportBlock] = []
             if reportDue {
                 lastReportNs = nowNs
-                for v in videos { blocks.append(v.receiveStatistics.makeReportBlock(nowNs: nowNs)) }
+                for v in videos { blocks.append(v.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))) }
                 if let audio, let a = audioSSRC {
-                    var b = audio.receiveStatistics.makeReportBlock(nowNs: nowNs)
+                    var b = audio.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))
                     b.ssrc = a
                     blocks.append(b)
                 }

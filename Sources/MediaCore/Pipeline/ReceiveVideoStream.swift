@@ -52,8 +52,8 @@ public final class VideoReceiveStream {
     public let jitterBuffer: RTPJitterBuffer
     /// NACK bookkeeping.
     public let nack: NackTracker
-    /// RFC 3550 reception statistics for RTCP reports.
-    public var receiveStatistics: RTCPReceiveStatistics
+    /// RFC 3550 reception statistics for RTCP reports and the W3C packet counters.
+    public var receiveStatistics: RTPReceptionStatistics
     /// W3C inbound-rtp statistics (packet counters filled by `statsSnapshot`).
     public private(set) var stats = InboundRTPStreamStats()
     /// Receiver-side delay-based bandwidth estimate (for REMB).
@@ -84,7 +84,7 @@ public final class VideoReceiveStream {
         self.renderer = renderer
         jitterBuffer = RTPJitterBuffer(settings: settings.jitterBuffer, clockRate: 90_000)
         nack = NackTracker(capacity: settings.jitterBuffer.capacity, maxTries: settings.nackMaxTries)
-        receiveStatistics = RTCPReceiveStatistics(ssrc: ssrc, clockRate: 90_000)
+        receiveStatistics = RTPReceptionStatistics(ssrc: ssrc, clockRate: 90_000)
         decoder = try VPXDecoder(codec: settings.codec, threads: settings.decoderThreads)
         vp8 = settings.codec == .vp8 ? VP8Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
         vp9 = settings.codec == .vp9 ? VP9Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
@@ -100,10 +100,9 @@ public final class VideoReceiveStream {
     /// Takes one unprotected RTP packet of this stream (parsed as `packet`) that arrived at `arrivalNs`.
     public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
         let h = packet.header
-        let ext = jitterBuffer.extend(h.sequenceNumber)
-        receiveStatistics.packetReceived(extendedSequence: jitterBuffer.next == nil ? 65536 + Int64(h.sequenceNumber) : ext,
-                                         size: packet.buffer.count, headerSize: packet.headerSize,
-                                         timestamp: h.timestamp, arrivalNs: arrivalNs)
+        receiveStatistics.update(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
+                                 arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
+                                 headerSize: packet.headerSize)
         _ = bandwidth.packetArrived(timestamp: h.timestamp, arrivalNs: arrivalNs, size: packet.buffer.count)
         let result = jitterBuffer.insert(packet.buffer, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
                                          arrivalNs: arrivalNs)
@@ -114,6 +113,49 @@ public final class VideoReceiveStream {
         case .duplicate, .late, .tooLarge:
             stats.packetsDiscarded += 1
         }
+        if searchingStreamStart { findStreamStart() }
+    }
+
+    /// True until the packet the stream starts playing at is known to begin a frame.
+    private var searchingStreamStart = true
+    /// Packets looked for before the first one received, at most `maxStartSearch`.
+    private var startSearchSteps = 0
+    /// How far back the stream start is looked for (a keyframe's leading packets lost in a row).
+    private let maxStartSearch = 16
+
+    /// The first packets of a stream have nothing before them to reveal their loss: when the
+    /// first packet held does not begin a frame (VP8 S=1 and PID=0, RFC 7741 §4.2; VP9 B=1, RFC
+    /// 9628 §4.2), the one before it is made a hole, NACKed and waited for like any other, and so
+    /// on back to the frame's start. Without this a lost first packet costs the stream's first
+    /// keyframe and a PLI (libwebrtc's NackRequester, which starts at the first packet, has the
+    /// same blind spot). Stops once anything played or a hole was given up on.
+    private func findStreamStart() {
+        guard jitterBuffer.counters.played == 0, jitterBuffer.counters.skipped == 0 else {
+            searchingStreamStart = false
+            return
+        }
+        guard let head = jitterBuffer.peekNext else { return }  // already waiting for an earlier one
+        if !startIsWorthSearching(head.bytes) || startSearchSteps >= maxStartSearch || !settings.nackEnabled {
+            searchingStreamStart = false
+            return
+        }
+        guard let ext = jitterBuffer.extendStartBack() else { searchingStreamStart = false; return }
+        startSearchSteps += 1
+        nack.expectBefore(ext)
+    }
+
+    /// Whether the packets before the RTP packet `bytes` are worth asking for: it does not begin
+    /// a frame, and (VP9, whose every packet carries the P bit, RFC 9628 §4.2) its frame is a key
+    /// frame; the start of a predicted frame is useless without the key frame before it, so a
+    /// stream joined mid-way asks for a key frame at once instead. False when it cannot be parsed.
+    private func startIsWorthSearching(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let packet = try? RTPPacket(parsing: bytes) else { return false }
+        if settings.codec == .vp8 {
+            guard let (d, _) = try? VP8PayloadDescriptor.parse(packet.payload) else { return false }
+            return !d.startsFrame
+        }
+        guard let (d, _) = try? VP9PayloadDescriptor.parse(packet.payload) else { return false }
+        return !d.startOfFrame && !d.interPicturePredicted
     }
 
     /// How long a hole is waited for before it is skipped.
@@ -287,7 +329,7 @@ public final class VideoReceiveStream {
         s.packetsReceived = receiveStatistics.packetsReceived
         s.bytesReceived = receiveStatistics.bytesReceived
         s.headerBytesReceived = receiveStatistics.headerBytesReceived
-        s.packetsLost = receiveStatistics.cumulativeLost
+        s.packetsLost = receiveStatistics.packetsLost
         s.jitter = receiveStatistics.jitterSeconds
         return s
     }

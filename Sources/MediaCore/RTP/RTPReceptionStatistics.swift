@@ -1,9 +1,12 @@
-/// Per-source reception statistics for RTCP report blocks: sequence validation and extended
-/// highest sequence number (RFC 3550 Appendix A.1), packets lost and fraction lost (§6.4.1,
-/// Appendix A.3) and interarrival jitter (§6.4.1, Appendix A.8).
+/// Per-source reception statistics for RTCP report blocks and W3C inbound-rtp: sequence
+/// validation and extended highest sequence number (RFC 3550 Appendix A.1), packets lost and
+/// fraction lost (§6.4.1, Appendix A.3), interarrival jitter (§6.4.1, Appendix A.8), bytes
+/// received, and the last sender report for LSR/DLSR (§6.4.1).
 ///
-/// Feed every received packet of one SSRC to `update`, and call `makeReportBlock` when sending an
-/// SR or RR. Thread rule: a value type for one owner (the receive thread). Cost: O(1), no allocation.
+/// Feed every received packet of one SSRC to `update`, sender reports to
+/// `senderReportReceived`, and call `makeReportBlock` when sending an SR or RR. The receive
+/// streams (`VideoReceiveStream`, `AudioReceiveStream`) keep one each.
+/// Thread rule: a value type for one owner (the receive thread). Cost: O(1), no allocation.
 public struct RTPReceptionStatistics: Sendable {
     /// RFC 3550 Appendix A.1 MAX_DROPOUT: a forward jump of up to this many counts as in order.
     public static let maxDropout: UInt16 = 3000
@@ -28,6 +31,12 @@ public struct RTPReceptionStatistics: Sendable {
     private var transit: Int32?
     private var jitterQ4: Int64 = 0  // RFC 3550 A.8: jitter scaled by 16
     private var firstArrivalNs: Int64?
+    private var lastSR: UInt32 = 0
+    private var lastSRArrivalNs: Int64 = 0
+    /// Payload bytes of every packet given to `update` (W3C `bytesReceived`).
+    public private(set) var bytesReceived: UInt64 = 0
+    /// RTP header bytes of every packet given to `update` (W3C `headerBytesReceived`).
+    public private(set) var headerBytesReceived: UInt64 = 0
 
     /// Starts statistics for `ssrc`. `probation` is RFC 3550 A.1 MIN_SEQUENTIAL: the number of
     /// sequential packets required before a source is valid (0 accepts the first packet at once,
@@ -53,9 +62,14 @@ public struct RTPReceptionStatistics: Sendable {
     /// packet is not (yet) counted: still in probation, or a single large sequence jump (a second,
     /// sequential packet after the jump restarts the statistics, as for a restarted sender).
     /// `arrivalNs` is the arrival time on any monotonic clock. Jitter is updated only for packets
-    /// that advance the highest sequence number, so late and duplicate packets do not distort it.
+    /// that advance the highest sequence number, so late, duplicate and retransmitted packets
+    /// (resent with their original sequence number and timestamp) do not distort it.
+    /// `size` (the whole packet) and `headerSize` feed the byte counters, counted for every call.
     @discardableResult
-    public mutating func update(sequenceNumber seq: UInt16, timestamp: UInt32, arrivalNs: Int64) -> Bool {
+    public mutating func update(sequenceNumber seq: UInt16, timestamp: UInt32, arrivalNs: Int64,
+                                size: Int = 0, headerSize: Int = 0) -> Bool {
+        bytesReceived &+= UInt64(max(0, size - headerSize))
+        headerBytesReceived &+= UInt64(max(0, headerSize))
         if !started {
             started = true
             initSequence(seq)
@@ -134,8 +148,32 @@ public struct RTPReceptionStatistics: Sendable {
         return Int32(max(-0x80_0000, min(0x7F_FFFF, lost)))
     }
 
+    /// RFC 3550 A.3 cumulative packets lost, not clamped (W3C `packetsLost`).
+    public var packetsLost: Int64 { Int64(expected) - Int64(received) }
+
+    /// Packets counted (W3C `packetsReceived`; the same as `received`).
+    public var packetsReceived: UInt64 { received }
+
     /// RFC 3550 A.8 interarrival jitter in timestamp units.
     public var jitter: UInt32 { UInt32(clamping: jitterQ4 >> 4) }
+
+    /// Interarrival jitter in seconds (W3C `jitter`).
+    public var jitterSeconds: Double { Double(jitterQ4) / 16 / Double(clockRate) }
+
+    /// Notes a sender report from this source received at `arrivalNs` (monotonic), for the LSR and
+    /// DLSR fields of the next report blocks (RFC 3550 §6.4.1).
+    public mutating func senderReportReceived(_ sr: RTCPSenderReport, arrivalNs: Int64) {
+        lastSR = sr.ntpTime.middle32
+        lastSRArrivalNs = arrivalNs
+    }
+
+    /// A report block at `nowNs` (same clock as `senderReportReceived`) with LSR/DLSR from the
+    /// last sender report (0 when none); advances the fraction-lost interval.
+    public mutating func makeReportBlock(nowNs: Int64) -> RTCPReportBlock {
+        let dlsr: UInt32 = lastSR == 0 ? 0
+            : NTPTime.delaySinceLastSenderReport(nanoseconds: UInt64(max(0, nowNs &- lastSRArrivalNs)))
+        return makeReportBlock(lastSenderReport: lastSR, delaySinceLastSenderReport: dlsr)
+    }
 
     /// RFC 3550 A.3 fraction lost since the previous call (in 1/256), and advances the interval.
     public mutating func takeFractionLost() -> UInt8 {

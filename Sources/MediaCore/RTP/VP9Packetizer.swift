@@ -1,7 +1,16 @@
 /// Splits VP9 frames into RTP payloads in flexible mode (RFC 9628 §4.2, F=1) with a 15-bit
-/// PictureID, B/E bits, the P bit and a P_DIFF of 1 on predicted frames (each picture references
-/// the previous one), optional layer indices, and on key frames an optional scalability structure
-/// with the resolution (§4.2.1) in the first packet.
+/// PictureID, B/E bits, optional layer indices, and on key frames an optional scalability
+/// structure with the resolution (§4.2.1) in the first packet.
+///
+/// P and P_DIFF (§4.2: "P: Inter-picture predicted frame"; in flexible mode each P_DIFF names a
+/// picture the frame references, by PictureID difference) come from the encoder's frame info:
+/// a key frame has P=0 and no P_DIFF; every other frame has P=1 and lists the pictures it
+/// references, following `VPXEncoder`'s buffer use: the LAST buffer holds the latest key frame or
+/// base-layer (TID 0) picture, GOLDEN the latest key frame or TID 1 picture; TID 0 frames
+/// reference LAST, higher layers LAST and GOLDEN (libvpx's temporal-layer patterns, TID as
+/// reported by `VP9E_GET_SVC_LAYER_ID`). So no P_DIFF points at a higher layer than the frame's
+/// own, and a receiver or SFU dropping upper layers keeps every listed reference. Without layers
+/// every frame references the previous picture (P_DIFF 1).
 ///
 /// Data is spread evenly over packets counting every descriptor byte, so payload sizes differ by
 /// at most one byte. The marker bit ends the picture (§4.1; one spatial layer here).
@@ -12,13 +21,27 @@ public struct VP9Packetizer: Sendable {
     /// Send the scalability structure (with the resolution) on key frames.
     public var sendsScalabilityStructure = true
 
+    /// PictureID of the picture in the encoder's LAST buffer (latest key frame or TID 0 picture).
+    private var lastBasePictureID: UInt16?
+    /// PictureID of the picture in the encoder's GOLDEN buffer (latest key frame or TID 1 picture).
+    private var lastGoldenPictureID: UInt16?
+
+    /// P_DIFF from the next PictureID back to `earlier` (RFC 9628 §4.2: 1...127, modulo 2^15);
+    /// nil when unknown or out of range.
+    private func diff(to earlier: UInt16?) -> UInt8? {
+        guard let earlier else { return nil }
+        let d = (pictureID &- earlier) & 0x7FFF
+        return d >= 1 && d <= 127 ? UInt8(d) : nil
+    }
+
     /// Starts at `pictureID`, random in 0...32767 when nil.
     public init(pictureID: UInt16? = nil) {
         self.pictureID = (pictureID ?? UInt16.random(in: 0...0x7FFF)) & 0x7FFF
     }
 
     /// Plans the packets of one encoded frame (payloads fit `maxPayloadSize`) and advances the
-    /// PictureID. `keyframe` clears P; `width`/`height` feed the key frame's scalability structure.
+    /// PictureID. `keyframe` clears P (no P_DIFF); otherwise the P_DIFFs follow `layer`'s temporal
+    /// ID (see the type's comment); `width`/`height` feed the key frame's scalability structure.
     /// `frame` must stay valid until the packets are written. Traps on an empty frame.
     public mutating func packetize(frame: UnsafeRawBufferPointer, maxPayloadSize: Int, keyframe: Bool,
                                    width: Int = 0, height: Int = 0,
@@ -26,7 +49,18 @@ public struct VP9Packetizer: Sendable {
         precondition(frame.count > 0, "empty VP9 frame")
         var d = VP9PayloadDescriptor(interPicturePredicted: !keyframe, flexibleMode: true,
                                      pictureID: pictureID, longPictureID: true, layer: layer)
-        if !keyframe { d.setReference(1) }
+        let tid = layer?.temporalID ?? 0
+        if keyframe {
+            lastBasePictureID = pictureID
+            lastGoldenPictureID = pictureID
+        } else {
+            // LAST first; GOLDEN too above the base layer when it is another picture.
+            let last = diff(to: lastBasePictureID) ?? 1
+            d.setReference(last)
+            if tid > 0, let golden = diff(to: lastGoldenPictureID), golden != last { d.addReference(golden) }
+            if tid == 0 { lastBasePictureID = pictureID }
+            if tid == 1 { lastGoldenPictureID = pictureID }
+        }
         pictureID = (pictureID &+ 1) & 0x7FFF
         var ssSize = 0
         if keyframe && sendsScalabilityStructure && width > 0 && height > 0 {

@@ -57,6 +57,13 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
         referenceCount = 1
     }
 
+    /// Appends one P_DIFF entry (at most 3 in all; no allocation).
+    public mutating func addReference(_ diff: UInt8) {
+        precondition(diff > 0 && diff < 128 && referenceCount < 3, "bad VP9 P_DIFF")
+        referenceDiffs[referenceCount] = diff
+        referenceCount += 1
+    }
+
     public static func == (a: Self, b: Self) -> Bool {
         a.interPicturePredicted == b.interPicturePredicted && a.flexibleMode == b.flexibleMode
             && a.startOfFrame == b.startOfFrame && a.endOfFrame == b.endOfFrame

@@ -11,10 +11,16 @@ public struct OutboundRTPStreamStats: Sendable, Codable, Equatable {
     public var kind: String = "video"
     /// Codec name as in SDP, e.g. "VP8", "VP9", "opus".
     public var codec: String = ""
+    /// RTP packets sent, retransmissions included (webrtc-stats `RTCSentRtpStreamStats`); first
+    /// transmissions are `packetsSent - retransmittedPacketsSent`.
     public var packetsSent: UInt64 = 0
+    /// Payload bytes sent, retransmissions included (RFC 3550 §6.4.1 octets, webrtc-stats).
     public var bytesSent: UInt64 = 0
+    /// RTP header bytes of first transmissions.
     public var headerBytesSent: UInt64 = 0
+    /// NACK resends (same SSRC and sequence number, no RTX), also counted in `packetsSent`.
     public var retransmittedPacketsSent: UInt64 = 0
+    /// Payload bytes of the resends, also counted in `bytesSent`.
     public var retransmittedBytesSent: UInt64 = 0
     public var framesEncoded: UInt64 = 0
     public var keyFramesEncoded: UInt64 = 0

@@ -16,7 +16,9 @@ final class SendCounters: Sendable {
     let droppedInactive = Atomic<UInt64>(0)
     let droppedFrameRate = Atomic<UInt64>(0)
 
-    // Worker side (one writer).
+    // Worker side (one writer). `packetsSent`/`bytesSent`/`headerBytesSent` count first
+    // transmissions; the snapshot adds the retransmissions to packetsSent and bytesSent, as
+    // webrtc-stats defines them.
     let packetsSent = Atomic<UInt64>(0)
     let bytesSent = Atomic<UInt64>(0)
     let headerBytesSent = Atomic<UInt64>(0)
@@ -114,11 +116,15 @@ final class SendCounters: Sendable {
         s.ssrc = ssrc
         s.kind = kind
         s.codec = codec
-        s.packetsSent = Self.load(packetsSent)
-        s.bytesSent = Self.load(bytesSent)
-        s.headerBytesSent = Self.load(headerBytesSent)
+        // webrtc-stats RTCSentRtpStreamStats: packetsSent and bytesSent include retransmissions,
+        // which retransmittedPacketsSent/retransmittedBytesSent count again on their own. (Loaded
+        // retransmissions first: a resend is counted after its original, so the sum never shows
+        // a resend without the first transmission.)
         s.retransmittedPacketsSent = Self.load(retransmittedPacketsSent)
         s.retransmittedBytesSent = Self.load(retransmittedBytesSent)
+        s.packetsSent = Self.load(packetsSent) + s.retransmittedPacketsSent
+        s.bytesSent = Self.load(bytesSent) + s.retransmittedBytesSent
+        s.headerBytesSent = Self.load(headerBytesSent)
         s.framesEncoded = Self.load(framesEncoded)
         s.keyFramesEncoded = Self.load(keyFramesEncoded)
         s.totalEncodeTime = Double(Self.load(encodeTimeNs)) / 1e9
