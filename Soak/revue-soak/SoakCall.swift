@@ -146,9 +146,10 @@ final class SoakCall {
         return Probe.now() - t0
     }
 
-    /// One stream's accounting. The engine's `packetsSent` counts first transmissions only
-    /// (retransmissions are in `retransmittedPacketsSent`; NACK resends keep their sequence
-    /// number), so it equals the receiver's RFC 3550 "expected" (first to highest sequence number),
+    /// One stream's accounting. `sent` is first transmissions only: W3C's `packetsSent` includes
+    /// retransmissions, which `retransmittedPacketsSent` also counts separately, so `sent` is
+    /// `packetsSent - retransmittedPacketsSent` (NACK resends keep their sequence number). It equals
+    /// the receiver's RFC 3550 "expected" (first to highest sequence number),
     /// which is by definition `packetsReceived + packetsLost`: received counts every arrival
     /// (retransmissions and duplicates included), lost is expected minus received (negative when
     /// duplicates outnumber losses). Late packets (arrived after their frame was played or
@@ -170,7 +171,7 @@ final class SoakCall {
         let remote = endpoint.remoteInbound
         return [("video", video.statistics.outbound, video.ssrc), ("audio", audio.statistics.outbound, audio.ssrc)].map { kind, o, ssrc in
             let i = inbound.first { $0.ssrc == ssrc } ?? InboundRTPStreamStats()
-            return Consistency(kind: kind, sent: Int64(o.packetsSent), retransmitted: Int64(o.retransmittedPacketsSent),
+            return Consistency(kind: kind, sent: Int64(o.packetsSent - o.retransmittedPacketsSent), retransmitted: Int64(o.retransmittedPacketsSent),
                                received: Int64(i.packetsReceived), lost: i.packetsLost, late: Int64(i.packetsDiscarded),
                                remoteLost: remote[ssrc]?.packetsLost ?? -1)
         }
