@@ -29,6 +29,14 @@ extension FuzzEntries {
     /// directions, data packets with every frame type, relayed and rendezvous datagrams.
     /// Each element is one input (a name and its records).
     public static func sessionSeeds() -> [(String, [[UInt8]])] { SessionFixture.shared.seeds() }
+
+    /// How many of `datagrams` the fuzz-session receiver authenticates (handshakes and data
+    /// packets), so the seed writer can check that its seeds reach past authentication.
+    public static func sessionAccepted(_ datagrams: [[UInt8]]) -> Int {
+        var receiver = SessionReceiver(fixture: SessionFixture.shared)
+        for d in datagrams { receiver.receive(d, relayed: false) }
+        return receiver.accepted
+    }
 }
 
 /// Two fixed identities and the session between them, made once per process.
@@ -59,7 +67,8 @@ struct SessionFixture: Sendable {
         var payload = ByteWriter()
         payload.u8(HandshakeKind.connect.rawValue)
         payload.u64(1_700_000_000_000_000_000)
-        return (hs, header.bytes + hs.writeMessage1(payload: payload.bytes)!)
+        let message = header.bytes + hs.writeMessage1(payload: payload.bytes)!
+        return (hs, message)
     }
 
     /// The initiator's pending handshake (a fresh copy).
@@ -144,6 +153,8 @@ struct SessionReceiver {
     let fixture: SessionFixture
     /// Replay windows of the two sessions, by local index.
     var windows: [UInt32: ReplayWindow] = [:]
+    /// Datagrams that authenticated so far.
+    var accepted = 0
 
     init(fixture: SessionFixture) {
         self.fixture = fixture
@@ -188,8 +199,9 @@ struct SessionReceiver {
 
     /// Noise IK message 1 to the fixture's responder. Returns the authenticated initiator key.
     @discardableResult
-    func initiation(_ bytes: [UInt8]) -> [UInt8]? {
+    mutating func initiation(_ bytes: [UInt8]) -> [UInt8]? {
         guard let (payload, rs) = Self.readInitiation(bytes, responder: fixture.responder) else { return nil }
+        accepted += 1
         fuzzRequire(rs == fixture.initiator.publicKey, "initiation authenticated an unknown static key \(Hex.encode(rs))")
         var p = ByteReader(payload)
         if let kind = p.u8().flatMap(HandshakeKind.init(rawValue:)), p.u64() != nil, kind == .friendRequest, p.u32() != nil {
@@ -217,12 +229,13 @@ struct SessionReceiver {
     }
 
     /// Noise IK message 2 to the fixture initiator's pending handshake.
-    func response(_ bytes: [UInt8]) {
+    mutating func response(_ bytes: [UInt8]) {
         var r = ByteReader(bytes, offset: 1)
         guard r.u8() == revueProtocolVersion, r.u32() != nil, let receiverIndex = r.u32(),
               r.remaining >= NoiseIKHandshake.message2Overhead, receiverIndex == fixture.initiatorIndex else { return }
         var hs = fixture.pending()
         guard hs.readMessage2(r.rest()) != nil else { return }
+        accepted += 1
         let keys = hs.transportKeys()
         fuzzRequire(keys.send == fixture.initiatorToResponder && keys.receive == fixture.responderToInitiator,
                     "an accepted response gave transport keys other than the responder's")
@@ -243,6 +256,7 @@ struct SessionReceiver {
         fuzzRequire(Sodium.seal(key: key, nonce: counter, ad: ad, plaintext: plain) == Array(bytes[13...]),
                     "an accepted data packet does not re-seal to itself (counter \(counter))")
         window.record(counter)
+        accepted += 1
         fuzzRequire(!window.wouldAccept(counter), "counter \(counter) accepted again after it was recorded")
         fuzzRequire(window.highest >= counter, "replay window's highest \(window.highest) is below \(counter)")
         windows[receiverIndex] = window
