@@ -30,7 +30,7 @@ let package = Package(
         .executableTarget(name: "revue-node", dependencies: ["RevueSDK", "RevueNodeProtocol"]),
         .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession"], path: "Benchmarks/revue-bench"),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
-        .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims"]),
+        .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),
         // The reference's Swift examples, compiled unchanged (they are written in Swift 5 style).
         .testTarget(name: "ReferenceExampleTests", dependencies: ["RevueSDK"],
