@@ -24,10 +24,13 @@ let package = Package(
         .target(name: "RevueSession", dependencies: ["MediaCore", "CMediaShims"]),
         .target(name: "RevueSDK", dependencies: ["MediaCore", "RevueSession"]),
         .executableTarget(name: "revue-media", dependencies: ["RevueSDK"]),
-        .executableTarget(name: "revue-node", dependencies: ["RevueSDK"]),
+        // revue-node's command-line protocol (JSON lines to typed commands), a library so that
+        // fuzz-node-command can reach it.
+        .target(name: "RevueNodeProtocol", dependencies: ["RevueSession"]),
+        .executableTarget(name: "revue-node", dependencies: ["RevueSDK", "RevueNodeProtocol"]),
         .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession"], path: "Benchmarks/revue-bench"),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
-        .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims"]),
+        .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),
         // The reference's Swift examples, compiled unchanged (they are written in Swift 5 style).
         .testTarget(name: "ReferenceExampleTests", dependencies: ["RevueSDK"],
@@ -42,14 +45,17 @@ let package = Package(
 // input" functions of FuzzEntries, which the regression tests replay too. Built by scripts/fuzz
 // with `--sanitize=fuzzer --sanitize=address`.
 let fuzzTargets = ["fuzz-rtp", "fuzz-rtcp", "fuzz-vp8", "fuzz-vp9", "fuzz-opus", "fuzz-srtp", "fuzz-y4m", "fuzz-wav",
-                   "fuzz-ivf", "fuzz-oggopus", "fuzz-sdp", "fuzz-datagram"]
-package.targets.append(.target(name: "FuzzEntries", dependencies: ["MediaCore"], path: "Fuzz/FuzzEntries"))
+                   "fuzz-ivf", "fuzz-oggopus", "fuzz-sdp", "fuzz-datagram",
+                   "fuzz-address", "fuzz-session", "fuzz-node-command"]
+package.targets.append(.target(name: "FuzzEntries", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"],
+                               path: "Fuzz/FuzzEntries"))
 for name in fuzzTargets {
     package.products.append(.executable(name: name, targets: [name]))
     package.targets.append(.executableTarget(name: name, dependencies: ["FuzzEntries"], path: "Fuzz/\(name)"))
 }
 // Writes the seed corpora from our own writers and packetizers (scripts/make-fuzz-corpus).
-package.targets.append(.executableTarget(name: "fuzz-seeds", dependencies: ["FuzzEntries", "MediaCore"], path: "Fuzz/fuzz-seeds"))
+package.targets.append(.executableTarget(name: "fuzz-seeds", dependencies: ["FuzzEntries", "MediaCore", "RevueSession", "RevueNodeProtocol"],
+                                         path: "Fuzz/fuzz-seeds"))
 
 // Soak and fault runs (docs/soak.md, `make soak`): long calls, floods, kill -9. Not part of `make test`.
 package.products.append(.executable(name: "revue-soak", targets: ["revue-soak"]))

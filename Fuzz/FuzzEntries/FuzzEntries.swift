@@ -31,6 +31,9 @@ public enum FuzzEntries {
         Target(name: "fuzz-oggopus", run: oggOpus),
         Target(name: "fuzz-sdp", run: sdp),
         Target(name: "fuzz-datagram", run: datagram),
+        Target(name: "fuzz-address", run: address),
+        Target(name: "fuzz-session", run: session),
+        Target(name: "fuzz-node-command", run: nodeCommand),
     ]
 
     /// The target called `name`, nil when there is none.

@@ -8,6 +8,8 @@
 import Foundation
 import FuzzEntries
 import MediaCore
+import RevueNodeProtocol
+import RevueSession
 
 let args = CommandLine.arguments
 guard args.count == 4 else {
@@ -225,3 +227,52 @@ audioMedia.extensionMaps = [SDPExtensionMap(id: 1, direction: .sendonly, uri: SD
 audioMedia.rtcpMux = true
 session.media = [video, audioMedia]
 save("fuzz-sdp", "ours-audio-video.sdp", Array(session.text.utf8))
+
+// MARK: Revue addresses and friend IDs (RevueAddress.text, as `Revue.revueAddress` shows them)
+let seedKey = (0..<32).map { UInt8($0) &* 37 &+ 11 }
+let seedAddress = RevueAddress(publicKey: seedKey, nospam: 0xDEAD_BEEF).text
+save("fuzz-address", "address", Array(seedAddress.utf8))
+save("fuzz-address", "address-lowercase-spaces", Array(("  " + seedAddress.lowercased() + "\n\t").utf8))
+save("fuzz-address", "address-nospam-zero", Array(RevueAddress(publicKey: [UInt8](repeating: 0xFF, count: 32), nospam: 0).text.utf8))
+save("fuzz-address", "address-bad-checksum", Array((seedAddress.dropLast(4) + "0000").utf8))
+save("fuzz-address", "friend-id", Array(Hex.encode(seedKey).utf8))
+
+// MARK: Session datagrams from two real peers (FuzzEntries.SessionFixture), as record sequences
+for (name, datagrams) in FuzzEntries.sessionSeeds() {
+    // Every seed but the rendezvous one must get past authentication, or it only seeds rejections.
+    let accepted = FuzzEntries.sessionAccepted(datagrams)
+    print("fuzz-session/\(name): \(datagrams.count) datagrams, \(accepted) authenticated")
+    precondition(name.hasPrefix("rendezvous") || accepted > 0, "session seed \(name) authenticates nothing")
+    save("fuzz-session", name, records(datagrams))
+}
+
+// MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
+// the revue-node process tests send them
+let friendId = Hex.encode(seedKey)
+let commands: [NodeCommand] = [
+    .address, .addFriend(address: seedAddress, message: "hi"), .accept(friendId: friendId), .delete(friendId: friendId),
+    .setName("Alice"), .setStatusMessage("busy day"), .setStatus(.away), .setNospam(0xDEAD_BEEF),
+    .message(friendId: friendId, message: "hello", timeout: 30), .list, .counters,
+    .invite(friendId: friendId, message: "call?"), .acceptCall(friendId: friendId), .rejectCall(friendId: friendId),
+    .cancelCall(friendId: friendId), .hangup(friendId: nil), .hangup(friendId: friendId),
+    .callMessage(message: "hello from c", to: [friendId], timeout: 10), .muteRequest(friendId: friendId, isMuted: true),
+    .mic(enabled: false), .camera(enabled: true), .mute(sid: "audio"), .unmute(sid: "video"),
+    .subscribe(friendId: friendId, sid: "video", subscribed: false), .mode(.recvOnly), .feed(seconds: 2, tone: 440),
+    .mediaStats, .room, .quit,
+]
+let encoded = commands.enumerated().map { i, c in
+    NodeCommandLine.encode(NodeRequest(name: NodeCommandLine.name(of: c), id: i % 3 == 0 ? nil : NodeCommandID(i % 3 == 1 ? i as Any : "r\(i)" as Any), command: c))
+}
+save("fuzz-node-command", "every-command", Array(encoded.joined(separator: "\n").utf8))
+save("fuzz-node-command", "process-test-lines", Array("""
+{"cmd":"message","friendId":"\(friendId)","message":"k1","id":1,"timeout":30}
+{"cmd":"feed","seconds":2,"tone":440,"id":"f"}
+{"cmd":"call-message","message":"hello from c","id":"m"}
+{"cmd":"add-friend","friendId":"\(friendId)"}
+{"cmd":"set-status","status":"dnd"}
+{"cmd":"mode","mode":"sendAndRecv","id":[1,{"a":null}]}
+{"cmd":"set-nospam","nospam":4294967296}
+   
+not json
+{"cmd":"nope"}
+""".utf8))

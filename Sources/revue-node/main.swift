@@ -1,6 +1,7 @@
 // revue-node: a headless Revue peer driven by JSON lines on stdin, reporting every RevueDelegate
 // event as a JSON line on stdout; or, with a bare --rendezvous, a rendezvous node.
 // The protocol is documented in docs/revue-node.md.
+import RevueNodeProtocol
 import RevueSDK
 import Foundation
 #if canImport(Glibc)
@@ -297,61 +298,48 @@ func errorName(_ error: any Error) -> String {
     return text.split(separator: "(").first.map(String.init) ?? text
 }
 
-/// Runs one command line. Replies carry "cmd" and, when given, the command's "id".
+/// Runs one command line (parsed by RevueNodeProtocol's `NodeCommandLine`). Replies carry "cmd"
+/// and, when given, the command's "id".
 @MainActor
 func run(_ line: String) {
-    guard let data = line.data(using: .utf8), !line.trimmingCharacters(in: .whitespaces).isEmpty else { return }
-    guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let cmd = object["cmd"] as? String else {
-        emit(["event": "error", "error": "invalidCommand", "detail": "each line must be a JSON object with a \"cmd\" string"])
-        return
+    let request: NodeRequest
+    switch NodeCommandLine.parse(line) {
+    case .blank: return
+    case .error(let e): return emit(e.event)
+    case .request(let r): request = r
     }
     let revue = Revue.shared
     let friends = revue.friends
+    let cmd = request.name
     var reply: [String: Any] = ["cmd": cmd]
-    if let id = object["id"] { reply["id"] = id }
-    func string(_ key: String) -> String? { object[key] as? String }
+    if let id = request.id { reply["id"] = id.value }
     func ok(_ extra: [String: Any] = [:]) { emit(reply.merging(["event": "ok"]) { $1 }.merging(extra) { $1 }) }
     func error(_ name: String, _ extra: [String: Any] = [:]) { emit(reply.merging(["event": "error", "error": name]) { $1 }.merging(extra) { $1 }) }
-    switch cmd {
-    case "address":
+    switch request.command {
+    case .address:
         ok(["address": revue.revueAddress, "revueId": revue.revueId, "port": Int(revue.port), "nospam": Int(revue.nospam)])
-    case "add-friend":
-        guard let address = string("address") else { return error("missingField", ["field": "address"]) }
-        do { ok(["friendId": try friends.addFriend(address: address, message: string("message") ?? "")]) } catch let e { error(errorName(e)) }
-    case "accept":
-        guard let friendId = string("friendId") else { return error("missingField", ["field": "friendId"]) }
+    case .addFriend(let address, let message):
+        do { ok(["friendId": try friends.addFriend(address: address, message: message)]) } catch let e { error(errorName(e)) }
+    case .accept(let friendId):
         do { ok(["friendId": try friends.addFriendNorequest(friendId: friendId)]) } catch let e { error(errorName(e)) }
-    case "delete":
-        guard let friendId = string("friendId") else { return error("missingField", ["field": "friendId"]) }
+    case .delete(let friendId):
         do {
             try friends.deleteFriend(friendId: friendId)
             ok(["friendId": friendId])
         } catch .notFound { error("notFound") } catch let e { error("failed", ["code": -1, "detail": "\(e)"]) }
-    case "set-name":
-        revue.setSelfName(string("name") ?? "")
+    case .setName(let name):
+        revue.setSelfName(name)
         ok()
-    case "set-status-message":
-        revue.setSelfStatusMessage(string("statusMessage") ?? "")
+    case .setStatusMessage(let text):
+        revue.setSelfStatusMessage(text)
         ok()
-    case "set-status":
-        let status: UserStatus
-        switch string("status") ?? "none" {
-        case "none": status = .none
-        case "away": status = .away
-        case "busy": status = .busy
-        default: return error("invalidStatus")
-        }
+    case .setStatus(let status):
         revue.setSelfStatus(status)
         ok()
-    case "set-nospam":
-        guard let n = object["nospam"] as? Int, let v = UInt32(exactly: n) else { return error("missingField", ["field": "nospam"]) }
+    case .setNospam(let v):
         revue.nospam = v
         ok(["address": revue.revueAddress])
-    case "message":
-        guard let friendId = string("friendId"), let message = string("message") else {
-            return error("missingField", ["field": "friendId/message"])
-        }
-        let timeout = (object["timeout"] as? Double) ?? 10
+    case .message(let friendId, let message, let timeout):
         Task { @MainActor in
             do throws(FriendMessageError) {
                 let messageId = try await friends.sendMessage(friendId: friendId, message: message, timeout: timeout)
@@ -362,7 +350,7 @@ func run(_ line: String) {
                 error(errorName(e), ["friendId": friendId])
             }
         }
-    case "list":
+    case .list:
         let list: [[String: Any]] = friends.getFriendList().map { id in
             let paths = friends.getFriendPaths(friendId: id)
             return ["friendId": id, "name": friends.getFriendName(friendId: id),
@@ -372,88 +360,86 @@ func run(_ line: String) {
                     "presence": presenceName(friends.getFriendPresenceStatus(friendId: id))]
         }
         ok(["friends": list])
-    case "counters":
+    case .counters:
         let c = revue.counters
         ok(["droppedMalformed": c.droppedMalformed, "droppedForged": c.droppedForged, "droppedReplayed": c.droppedReplayed,
             "droppedUnknownSession": c.droppedUnknownSession, "droppedNonFriend": c.droppedNonFriend,
             "droppedWrongNospam": c.droppedWrongNospam, "droppedRateLimited": c.droppedRateLimited, "friendRequestsReceived": c.friendRequestsReceived,
             "duplicatesSuppressed": c.duplicatesSuppressed, "reservedMessagesSwallowed": c.reservedMessagesSwallowed,
             "handshakesCompleted": c.handshakesCompleted])
-    case "invite", "accept-call", "reject-call", "cancel-call":
-        guard let friendId = string("friendId") else { return error("missingField", ["field": "friendId"]) }
+    case .invite(let friendId, _), .acceptCall(let friendId), .rejectCall(let friendId), .cancelCall(let friendId):
         do throws(FriendCallError) {
-            switch cmd {
-            case "invite": try friends.sendInvitation(friendId: friendId, message: string("message") ?? "")
-            case "accept-call": try friends.acceptInvitation(friendId: friendId)
-            case "reject-call": try friends.rejectInvitation(friendId: friendId)
+            switch request.command {
+            case .invite(_, let message): try friends.sendInvitation(friendId: friendId, message: message)
+            case .acceptCall: try friends.acceptInvitation(friendId: friendId)
+            case .rejectCall: try friends.rejectInvitation(friendId: friendId)
             default: try friends.cancelInvitation(friendId: friendId)
             }
             ok(["friendId": friendId])
         } catch let e { error(errorName(e), ["friendId": friendId]) }
-    case "hangup":
-        if let friendId = string("friendId") {
+    case .hangup(let friendId):
+        if let friendId {
             guard let p = revue.room.remoteParticipants[friendId.uppercased()] else { return error("notInCall", ["friendId": friendId]) }
             p.disconnect()
         } else {
             revue.room.disconnectAll()
         }
         ok()
-    case "call-message":
-        guard let message = string("message") else { return error("missingField", ["field": "message"]) }
-        let to = (object["to"] as? [String])?.compactMap { revue.room.remoteParticipants[$0.uppercased()] }
-        let timeout = (object["timeout"] as? Double) ?? 10
+    case .callMessage(let message, let toIds, let timeout):
+        let to = toIds?.compactMap { revue.room.remoteParticipants[$0.uppercased()] }
         Task { @MainActor in
             do throws(FriendMessageError) {
                 try await revue.room.localParticipant.sendMessage(message, to: to, timeout: timeout)
                 ok()
             } catch let e { error(errorName(e)) }
         }
-    case "mute-request":
-        guard let friendId = string("friendId"), let p = revue.room.remoteParticipants[friendId.uppercased()] else {
+    case .muteRequest(let friendId, let isMuted):
+        guard let friendId, let p = revue.room.remoteParticipants[friendId.uppercased()] else {
             return error("notInCall")
         }
-        p.sendMuteRequest(isMuted: (object["isMuted"] as? Bool) ?? true)
+        p.sendMuteRequest(isMuted: isMuted)
         ok()
-    case "mic", "camera":
-        let enabled = (object["enabled"] as? Bool) ?? true
-        if cmd == "mic" { revue.room.localParticipant.setMicrophone(enabled: enabled) } else { revue.room.localParticipant.setCamera(enabled: enabled) }
+    case .mic(let enabled):
+        revue.room.localParticipant.setMicrophone(enabled: enabled)
         ok()
-    case "mute", "unmute":
-        let sid = string("sid") ?? "audio"
+    case .camera(let enabled):
+        revue.room.localParticipant.setCamera(enabled: enabled)
+        ok()
+    case .mute(let sid), .unmute(let sid):
         guard let pub = revue.room.localParticipant.localTrackPublications.first(where: { $0.sid == sid }) else { return error("notPublished", ["sid": sid]) }
-        if cmd == "mute" { pub.mute() } else { pub.unmute() }
+        if case .mute = request.command { pub.mute() } else { pub.unmute() }
         ok(["sid": sid])
-    case "subscribe":
-        guard let friendId = string("friendId"), let p = revue.room.remoteParticipants[friendId.uppercased()],
-              let pub = p.remoteTrackPublications.first(where: { $0.sid == (string("sid") ?? "") }) else { return error("notFound") }
-        pub.setSubscribed((object["subscribed"] as? Bool) ?? true)
+    case .subscribe(let friendId, let sid, let subscribed):
+        guard let friendId, let p = revue.room.remoteParticipants[friendId.uppercased()],
+              let pub = p.remoteTrackPublications.first(where: { $0.sid == sid }) else { return error("notFound") }
+        pub.setSubscribed(subscribed)
         ok()
-    case "mode":
-        guard let mode = string("mode").flatMap(ParticipantMode.init(rawValue:)) else { return error("invalidMode") }
+    case .mode(let mode):
         Task { @MainActor in
             do throws(RoomError) {
                 try await revue.room.changeMode(mode)
                 ok(["mode": mode.rawValue])
             } catch let e { error(errorName(e)) }
         }
-    case "feed":
+    case .feed(let seconds, let tone):
         let pubs = revue.room.localParticipant.localTrackPublications
         let audio = pubs.first { $0.kind == .audio }?.audioCapturer
         let video = pubs.first { $0.kind == .video }?.videoCapturer
         guard audio != nil || video != nil else { return error("notPublished") }
-        let requestId = (object["id"] as? Int).map(String.init) ?? (object["id"] as? String)
-        feedSynthetic(audio: audio, video: video, seconds: (object["seconds"] as? Double) ?? 5, tone: (object["tone"] as? Double) ?? 440) {
+        let idValue = request.id?.value
+        let requestId = (idValue as? Int).map(String.init) ?? (idValue as? String)
+        feedSynthetic(audio: audio, video: video, seconds: seconds, tone: tone) {
             var done: [String: Any] = ["event": "ok", "cmd": "feed"]
             if let requestId { done["id"] = requestId }
             emit(done)
         }
-    case "media-stats":
+    case .mediaStats:
         let list: [[String: Any]] = revue.room.remoteParticipants.keys.sorted().map { id in
             let audio = roomPrinter.audioSinks[id]?.counts ?? (samples: 0, loud: 0)
             return ["friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples, "loudSamples": audio.loud]
         }
         ok(["participants": list])
-    case "room":
+    case .room:
         let room = revue.room
         func tracks(_ p: Participant) -> [[String: Any]] {
             p.trackPublications.values.sorted { $0.sid < $1.sid }.map { pub in
@@ -468,12 +454,10 @@ func run(_ line: String) {
         }
         ok(["participants": participants, "mode": room.localParticipant.mode.rawValue, "tracks": tracks(room.localParticipant),
             "activeSpeakers": room.activeSpeakers.map(\.identity)])
-    case "quit":
+    case .quit:
         revue.destroy()
         ok()
         exit(0)
-    default:
-        error("unknownCommand")
     }
 }
 

@@ -4,7 +4,9 @@
 ///
 /// Packet status chunks (§3.1.3 run length, §3.1.4 status vector with 1- or 2-bit symbols) and
 /// receive deltas (§3.1.5: 1 byte unsigned for "small", 2 bytes signed for "large", both in
-/// 250 µs units) are chosen automatically when marshalling.
+/// 250 µs units) are chosen automatically when marshalling. The packet is aligned to 32 bits with
+/// the §3.1 "zero padding" inside its length, never with the RFC 3550 P bit: RFC 3550 §6.4.1 allows
+/// P only on the last packet of a compound, and a feedback packet may sit anywhere in one.
 /// Thread rule: a value type. Cost: parse and marshal allocate arrays (control path, a few per
 /// second).
 public struct RTCPTransportFeedback: Sendable, Equatable {
@@ -78,15 +80,16 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
         return 20 + 2 * chunks.count + deltas
     }
 
-    /// Bytes on the wire (padded to 32 bits).
+    /// Bytes on the wire (zero-padded to 32 bits).
     public var marshalSize: Int { (unpaddedSize + 3) & ~3 }
 
-    /// Writes the packet; padding to 32 bits uses the RFC 3550 P bit with the count in the last byte.
+    /// Writes the packet; returns `marshalSize`. Up to 3 zero bytes after the last receive delta
+    /// align it to 32 bits (draft §3.1 "zero padding"; the P bit stays clear, see the type's note).
     @discardableResult
     public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize, raw = unpaddedSize
         precondition(b.count >= size)
-        RTCPHeader(padding: size != raw, count: 15, packetType: .transportFeedback, packetSize: size).marshal(into: b)
+        RTCPHeader(count: 15, packetType: .transportFeedback, packetSize: size).marshal(into: b)
         b.put32(4, senderSSRC); b.put32(8, mediaSSRC)
         b.put16(12, baseSequenceNumber); b.put16(14, UInt16(packets.count))
         b.put24(16, UInt32(bitPattern: referenceTime) & 0xFF_FFFF); b[19] = feedbackPacketCount
@@ -99,14 +102,13 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
             default: break
             }
         }
-        if size != raw {
-            b.zero(at, size - at - 1)
-            b[size - 1] = UInt8(size - raw)
-        }
+        b.zero(at, size - raw)
         return size
     }
 
-    /// Parses one transport feedback packet. Throws `wrongPacketType`, `badRTCPLength` when chunks
+    /// Parses one transport feedback packet. Bytes after the last receive delta (the draft's zero
+    /// padding, or libwebrtc's RFC 3550 P-bit padding, which `RTCPHeader.body` strips) are ignored.
+    /// Throws `wrongPacketType`, `badRTCPLength` when chunks
     /// or deltas run past the packet, and `badRTCPPacket` for the reserved 2-bit symbol 11 or a
     /// zero status count.
     public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {

@@ -6,15 +6,15 @@
 //   <- e, ee, se
 
 /// An X25519 key pair. The secret stays inside this value; it is zeroed when the last copy goes.
-final class KeyPair: Sendable {
-    let secret: [UInt8]
-    let publicKey: [UInt8]
+package final class KeyPair: Sendable {
+    package let secret: [UInt8]
+    package let publicKey: [UInt8]
 
     /// A fresh key pair from the system CSPRNG.
     convenience init() { self.init(secret: Sodium.random(32)) }
 
     /// The key pair of a given 32-byte secret (clamping happens inside X25519).
-    init(secret: [UInt8]) {
+    package init(secret: [UInt8]) {
         precondition(secret.count == 32, "an X25519 secret is 32 bytes")
         self.secret = secret
         self.publicKey = Sodium.x25519Public(secret: secret)
@@ -80,23 +80,23 @@ struct NoiseSymmetricState {
 }
 
 /// One IK handshake, either side. Not thread-safe; a handshake lives for two messages.
-struct NoiseIKHandshake {
+package struct NoiseIKHandshake {
     static let protocolName = "Noise_IK_25519_ChaChaPoly_BLAKE2b"
     /// Bytes of message 1 without payload: e (32) + encrypted s (32 + 16) + payload tag (16).
-    static let message1Overhead = 32 + 48 + 16
+    package static let message1Overhead = 32 + 48 + 16
     /// Bytes of message 2 without payload: e (32) + payload tag (16).
-    static let message2Overhead = 32 + 16
+    package static let message2Overhead = 32 + 16
 
     let isInitiator: Bool
     private(set) var symmetric: NoiseSymmetricState
     private let s: KeyPair
     private var e: KeyPair?
-    private(set) var remoteStatic: [UInt8]?
+    package private(set) var remoteStatic: [UInt8]?
     private var remoteEphemeral: [UInt8]?
 
     /// Starts a handshake (section 5.3 Initialize). The initiator must know `remoteStatic`; the
     /// ephemeral key is random unless a test vector supplies it.
-    init(initiator: Bool, prologue: [UInt8], localStatic: KeyPair, remoteStatic: [UInt8]?, ephemeral: KeyPair? = nil) {
+    package init(initiator: Bool, prologue: [UInt8], localStatic: KeyPair, remoteStatic: [UInt8]?, ephemeral: KeyPair? = nil) {
         precondition(!initiator || remoteStatic?.count == 32, "the IK initiator knows the responder's key")
         isInitiator = initiator
         symmetric = NoiseSymmetricState(protocolName: Self.protocolName)
@@ -112,7 +112,7 @@ struct NoiseIKHandshake {
     var handshakeHash: [UInt8] { symmetric.h }
 
     /// Initiator: "-> e, es, s, ss" plus payload.
-    mutating func writeMessage1(payload: [UInt8]) -> [UInt8]? {
+    package mutating func writeMessage1(payload: [UInt8]) -> [UInt8]? {
         precondition(isInitiator)
         let e = self.e ?? KeyPair()
         self.e = e
@@ -129,7 +129,7 @@ struct NoiseIKHandshake {
 
     /// Responder: reads message 1; returns its payload, or nil when it does not authenticate.
     /// `remoteStatic` then holds the initiator's identity.
-    mutating func readMessage1(_ message: [UInt8]) -> [UInt8]? {
+    package mutating func readMessage1(_ message: [UInt8]) -> [UInt8]? {
         precondition(!isInitiator)
         guard message.count >= Self.message1Overhead else { return nil }
         let re = Array(message[0..<32])
@@ -145,7 +145,7 @@ struct NoiseIKHandshake {
     }
 
     /// Responder: "<- e, ee, se" plus payload.
-    mutating func writeMessage2(payload: [UInt8]) -> [UInt8]? {
+    package mutating func writeMessage2(payload: [UInt8]) -> [UInt8]? {
         precondition(!isInitiator)
         let e = self.e ?? KeyPair()
         self.e = e
@@ -160,7 +160,7 @@ struct NoiseIKHandshake {
     }
 
     /// Initiator: reads message 2; returns its payload, or nil when it does not authenticate.
-    mutating func readMessage2(_ message: [UInt8]) -> [UInt8]? {
+    package mutating func readMessage2(_ message: [UInt8]) -> [UInt8]? {
         precondition(isInitiator)
         guard message.count >= Self.message2Overhead, let e else { return nil }
         let re = Array(message[0..<32])
@@ -174,7 +174,7 @@ struct NoiseIKHandshake {
     }
 
     /// The transport keys after message 2: (send, receive) from this side's point of view.
-    func transportKeys() -> (send: [UInt8], receive: [UInt8]) {
+    package func transportKeys() -> (send: [UInt8], receive: [UInt8]) {
         let (i2r, r2i) = symmetric.split()
         return isInitiator ? (i2r, r2i) : (r2i, i2r)
     }

@@ -1,16 +1,19 @@
 /// Sliding anti-replay window over 64-bit packet counters (RFC 6479's bitmap idea, as WireGuard
 /// uses it): accepts each counter at most once and rejects anything older than `size` behind the
 /// highest counter seen. O(1) per packet, no allocation after init.
-struct ReplayWindow {
+package struct ReplayWindow {
     /// How far behind the highest counter a packet may still arrive (reordering tolerance).
-    static let size: UInt64 = 2048
+    package static let size: UInt64 = 2048
     private var bits = [UInt64](repeating: 0, count: Int(size / 64))
-    private(set) var highest: UInt64 = 0
+
+    /// An empty window.
+    package init() {}
+    package private(set) var highest: UInt64 = 0
     private var any = false
 
     /// Whether `counter` would be accepted; does not record it (call after authentication with
     /// `record`, so a forged packet cannot move the window).
-    func wouldAccept(_ counter: UInt64) -> Bool {
+    package func wouldAccept(_ counter: UInt64) -> Bool {
         if !any || counter > highest { return true }
         if highest - counter >= Self.size { return false }
         let i = Int(counter % Self.size)
@@ -18,7 +21,7 @@ struct ReplayWindow {
     }
 
     /// Marks `counter` as seen. Precondition: `wouldAccept(counter)`.
-    mutating func record(_ counter: UInt64) {
+    package mutating func record(_ counter: UInt64) {
         if !any || counter > highest {
             // Clear the slots between the old highest and the new one.
             let start = any ? highest + 1 : counter

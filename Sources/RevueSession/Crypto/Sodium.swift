@@ -4,9 +4,9 @@ internal import CMediaShims
 
 /// Thin, allocation-tolerant wrappers over libsodium. Control-plane only (handshakes, friend
 /// messages); every function is thread-safe because libsodium's are once `sodium_init` ran.
-enum Sodium {
+package enum Sodium {
     /// Runs `sodium_init` once per process (idempotent in libsodium; cheap after the first call).
-    static let ready: Bool = { sodium_init() >= 0 }()
+    package static let ready: Bool = { sodium_init() >= 0 }()
 
     /// `count` bytes from the system CSPRNG (`randombytes_buf`).
     static func random(_ count: Int) -> [UInt8] {
@@ -23,7 +23,7 @@ enum Sodium {
     }
 
     /// X25519 public key of a 32-byte secret (`crypto_scalarmult_base`).
-    static func x25519Public(secret: [UInt8]) -> [UInt8] {
+    package static func x25519Public(secret: [UInt8]) -> [UInt8] {
         precondition(ready && secret.count == 32)
         var out = [UInt8](repeating: 0, count: 32)
         _ = out.withUnsafeMutableBufferPointer { o in
@@ -98,7 +98,7 @@ enum Sodium {
     }
 
     /// AEAD encrypt (`crypto_aead_chacha20poly1305_ietf_encrypt`): ciphertext plus 16-byte tag.
-    static func seal(key: [UInt8], nonce n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
+    package static func seal(key: [UInt8], nonce n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
         precondition(key.count == 32)
         var out = [UInt8](repeating: 0, count: plaintext.count + 16)
         var outLen: UInt64 = 0
@@ -120,7 +120,7 @@ enum Sodium {
     }
 
     /// AEAD decrypt (`crypto_aead_chacha20poly1305_ietf_decrypt`); nil when the tag does not verify.
-    static func open(key: [UInt8], nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
+    package static func open(key: [UInt8], nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
         precondition(key.count == 32)
         let c = Array(ciphertext)
         guard c.count >= 16 else { return nil }
@@ -151,15 +151,15 @@ enum Sodium {
 }
 
 /// Hex helpers for keys and addresses (upper case out, either case in).
-enum Hex {
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+package enum Hex {
+    package static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789ABCDEF".utf8)
         var out = [UInt8]()
         for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
         return String(decoding: out, as: UTF8.self)
     }
 
-    static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         let u = Array(text.utf8)
         guard u.count % 2 == 0 else { return nil }
         func v(_ c: UInt8) -> UInt8? {

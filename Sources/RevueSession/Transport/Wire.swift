@@ -3,7 +3,7 @@
 // the byte layouts.
 
 /// The first byte of each session datagram.
-enum PacketType: UInt8 {
+package enum PacketType: UInt8 {
     /// Noise IK message 1: [type][version][sender index u32][e, s, payload].
     case handshakeInitiation = 0x51
     /// Noise IK message 2: [type][version][sender index u32][receiver index u32][e, payload].
@@ -29,7 +29,7 @@ enum PacketType: UInt8 {
 }
 
 /// Frames inside an encrypted transport packet (first plaintext byte).
-enum FrameType: UInt8 {
+package enum FrameType: UInt8 {
     /// [type][sender clock ns u64]: keepalive that asks for a pong (RTT).
     case ping = 0
     /// [type][echoed clock ns u64].
@@ -43,7 +43,7 @@ enum FrameType: UInt8 {
 }
 
 /// Kinds of reliable items.
-enum ReliableKind: UInt8 {
+package enum ReliableKind: UInt8 {
     /// A friend message (UTF-8 text).
     case message = 1
     /// The sender's profile: [status u8][name length u16][name][status message].
@@ -51,7 +51,7 @@ enum ReliableKind: UInt8 {
 }
 
 /// Handshake payload kinds (first plaintext byte of message 1's payload).
-enum HandshakeKind: UInt8 {
+package enum HandshakeKind: UInt8 {
     /// A friend reconnecting: [kind][timestamp u64].
     case connect = 0
     /// A friend request: [kind][timestamp u64][nospam u32][message].
@@ -59,44 +59,44 @@ enum HandshakeKind: UInt8 {
 }
 
 /// Appends little-endian integers to a byte array.
-struct ByteWriter {
-    var bytes: [UInt8] = []
+package struct ByteWriter {
+    package var bytes: [UInt8] = []
 
-    init(capacity: Int = 64) { bytes.reserveCapacity(capacity) }
+    package init(capacity: Int = 64) { bytes.reserveCapacity(capacity) }
 
-    mutating func u8(_ v: UInt8) { bytes.append(v) }
-    mutating func u16(_ v: UInt16) { bytes.append(UInt8(truncatingIfNeeded: v)); bytes.append(UInt8(v >> 8)) }
-    mutating func u32(_ v: UInt32) { for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) } }
-    mutating func u64(_ v: UInt64) { for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) } }
-    mutating func append(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
+    package mutating func u8(_ v: UInt8) { bytes.append(v) }
+    package mutating func u16(_ v: UInt16) { bytes.append(UInt8(truncatingIfNeeded: v)); bytes.append(UInt8(v >> 8)) }
+    package mutating func u32(_ v: UInt32) { for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) } }
+    package mutating func u64(_ v: UInt64) { for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) } }
+    package mutating func append(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
 }
 
 /// Reads little-endian integers from a byte array; every read returns nil past the end, so a
 /// truncated datagram is rejected, never read out of bounds.
-struct ByteReader {
-    let bytes: [UInt8]
-    var offset: Int
+package struct ByteReader {
+    package let bytes: [UInt8]
+    package var offset: Int
 
-    init(_ bytes: [UInt8], offset: Int = 0) {
+    package init(_ bytes: [UInt8], offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
     }
 
-    var remaining: Int { bytes.count - offset }
+    package var remaining: Int { bytes.count - offset }
 
-    mutating func u8() -> UInt8? {
+    package mutating func u8() -> UInt8? {
         guard remaining >= 1 else { return nil }
         defer { offset += 1 }
         return bytes[offset]
     }
 
-    mutating func u16() -> UInt16? {
+    package mutating func u16() -> UInt16? {
         guard remaining >= 2 else { return nil }
         defer { offset += 2 }
         return UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8
     }
 
-    mutating func u32() -> UInt32? {
+    package mutating func u32() -> UInt32? {
         guard remaining >= 4 else { return nil }
         var v: UInt32 = 0
         for i in 0..<4 { v |= UInt32(bytes[offset + i]) << (8 * UInt32(i)) }
@@ -104,7 +104,7 @@ struct ByteReader {
         return v
     }
 
-    mutating func u64() -> UInt64? {
+    package mutating func u64() -> UInt64? {
         guard remaining >= 8 else { return nil }
         var v: UInt64 = 0
         for i in 0..<8 { v |= UInt64(bytes[offset + i]) << (8 * UInt64(i)) }
@@ -112,13 +112,13 @@ struct ByteReader {
         return v
     }
 
-    mutating func take(_ n: Int) -> [UInt8]? {
+    package mutating func take(_ n: Int) -> [UInt8]? {
         guard n >= 0, remaining >= n else { return nil }
         defer { offset += n }
         return Array(bytes[offset..<offset + n])
     }
 
-    mutating func rest() -> [UInt8] {
+    package mutating func rest() -> [UInt8] {
         defer { offset = bytes.count }
         return Array(bytes[offset...])
     }
