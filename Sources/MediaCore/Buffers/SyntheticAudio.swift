@@ -37,6 +37,7 @@ public struct SyntheticAudio: Sendable {
             }
         }
 
+        /// A readable description, for logs and error messages.
         public var description: String {
             switch self {
             case .tone(let frequency): "tone \(frequency) Hz"

@@ -7,6 +7,7 @@ public struct VideoDimensions: Hashable, Sendable, CustomStringConvertible {
     public var height: Int
     /// Makes dimensions.
     public init(width: Int, height: Int) { self.width = width; self.height = height }
+    /// A readable description, for logs and error messages.
     public var description: String { "\(width)x\(height)" }
 }
 
@@ -24,7 +25,9 @@ public protocol VideoCapturerDelegate: AnyObject {
 }
 
 extension VideoCapturerDelegate {
+    /// Does nothing unless the delegate implements it.
     public func capturer(_ capturer: BufferCapturer, didUpdate dimensions: VideoDimensions?) {}
+    /// Does nothing unless the delegate implements it.
     public func capturer(_ capturer: BufferCapturer, didUpdate state: BufferCapturer.State) {}
 }
 

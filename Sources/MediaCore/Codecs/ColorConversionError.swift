@@ -31,9 +31,12 @@ public struct ColorConversionError: Error, RawRepresentable, Hashable, Sendable,
     /// libyuv itself returned its failure code -1 (it found the arguments invalid).
     public static let conversionFailed = ColorConversionError(rawValue: 6)
 
+    /// Equal when the codes (raw values) are equal.
     public static func == (a: ColorConversionError, b: ColorConversionError) -> Bool { a.rawValue == b.rawValue }
+    /// Hashes what `==` compares.
     public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 
+    /// A readable description, for logs and error messages.
     public var description: String {
         let name: String
         switch rawValue {

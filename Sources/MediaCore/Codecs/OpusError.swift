@@ -37,7 +37,9 @@ public struct OpusError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     /// `OPUS_ALLOC_FAIL`: libopus could not allocate memory.
     public static let allocationFailed = OpusError(rawValue: OPUS_ALLOC_FAIL)
 
+    /// Equal when the codes (raw values) are equal.
     public static func == (lhs: OpusError, rhs: OpusError) -> Bool { lhs.rawValue == rhs.rawValue }
+    /// Hashes what `==` compares.
     public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 
     /// Allows `catch OpusError.invalidPacket` patterns.

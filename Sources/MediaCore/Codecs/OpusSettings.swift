@@ -16,6 +16,7 @@ public enum OpusSampleRate: Int, CaseIterable, Sendable, CustomStringConvertible
     /// Samples per second per channel.
     public var hertz: Int { rawValue }
 
+    /// A readable description, for logs and error messages.
     public var description: String { "\(rawValue) Hz" }
 }
 
@@ -62,6 +63,7 @@ public enum OpusFrameDuration: Int, CaseIterable, Sendable, CustomStringConverti
         self.init(rawValue: microseconds)
     }
 
+    /// A readable description, for logs and error messages.
     public var description: String { rawValue % 1000 == 0 ? "\(rawValue / 1000) ms" : "\(Double(rawValue) / 1000) ms" }
 }
 
@@ -85,6 +87,7 @@ public struct OpusBitrate: Hashable, Sendable, ExpressibleByIntegerLiteral, Cust
         self.rawValue = Int32(bitsPerSecond)
     }
 
+    /// A literal in bits per second: `bitrate = 32_000`.
     public init(integerLiteral value: Int) { self.init(bitsPerSecond: value) }
 
     init(raw: Int32) { self.rawValue = raw }
@@ -92,6 +95,7 @@ public struct OpusBitrate: Hashable, Sendable, ExpressibleByIntegerLiteral, Cust
     /// Bits per second, or nil for `.auto` and `.max`.
     public var bitsPerSecond: Int? { rawValue > 0 ? Int(rawValue) : nil }
 
+    /// A readable description, for logs and error messages.
     public var description: String {
         switch rawValue {
         case OPUS_AUTO: "auto"
@@ -151,8 +155,10 @@ public enum OpusBandwidth: Int, Comparable, CaseIterable, Sendable, CustomString
         }
     }
 
+    /// Ordered by raw value.
     public static func < (lhs: OpusBandwidth, rhs: OpusBandwidth) -> Bool { lhs.rawValue < rhs.rawValue }
 
+    /// A readable description, for logs and error messages.
     public var description: String {
         switch self {
         case .narrowband: "narrowband"

@@ -27,6 +27,7 @@ public final class Resampler {
         public static let desktop = Quality(Int(SPEEX_RESAMPLER_QUALITY_DESKTOP))
         /// `SPEEX_RESAMPLER_QUALITY_MAX` (10): best and most expensive.
         public static let max = Quality(Int(SPEEX_RESAMPLER_QUALITY_MAX))
+        /// Ordered by raw value.
         public static func < (lhs: Quality, rhs: Quality) -> Bool { lhs.rawValue < rhs.rawValue }
     }
 

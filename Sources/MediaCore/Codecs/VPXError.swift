@@ -49,7 +49,9 @@ public struct VPXError: Error, RawRepresentable, Hashable, Sendable, CustomStrin
     /// (or a decode failed) and refuses inter frames until the next keyframe.
     public static let missingReference = VPXError(rawValue: 1001)
 
+    /// Equal when the codes (raw values) are equal.
     public static func == (lhs: VPXError, rhs: VPXError) -> Bool { lhs.rawValue == rhs.rawValue }
+    /// Hashes what `==` compares.
     public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 
     /// The libvpx name of the code (`vpx_codec_err_to_string`) and the detail.

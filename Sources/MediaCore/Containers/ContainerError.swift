@@ -12,6 +12,7 @@ public struct ContainerError: Error, CustomStringConvertible, Sendable, Equatabl
     public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         /// The category number (not an errno).
         public var rawValue: Int32
+        /// The value with this raw code.
         public init(rawValue: Int32) { self.rawValue = rawValue }
 
         /// The file does not exist (`ENOENT`).

@@ -46,6 +46,7 @@ public struct IVFFrameHeader: Hashable, Sendable {
     public var size: Int
     /// Presentation timestamp in `IVFHeader.timeBase` units.
     public var pts: Int64
+    /// A frame header for `size` payload bytes at `pts`.
     public init(size: Int, pts: Int64) { self.size = size; self.pts = pts }
 }
 

@@ -97,6 +97,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     /// Takes audio from your thread(s) into this stream.
     public let capturer: AudioBufferCapturer
     public let configuration: Configuration
+    /// The stream's SSRC (from its configuration).
     public var ssrc: UInt32 { configuration.ssrc }
     /// Speaking decisions, in order (a buffering stream: iterate it, or set `onSpeakingEvent`).
     public let speakingEvents: AsyncStream<SpeakingEvent>
@@ -232,6 +233,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     // MARK: RTPSendFeedbackTarget
 
+    /// Resends the requested packets from the send history (RFC 4585 §6.2.1); ones no longer held are counted. Any thread.
     public func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16 {
         core.enqueueNacks(sequenceNumbers)
         worker.wake()
@@ -246,9 +248,11 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public func handlePictureLossIndication() { counters.add(counters.pliCount) }
     /// Audio has no keyframes: counted only.
     public func handleFullIntraRequest() { counters.add(counters.firCount) }
+    /// A receiver's bitrate estimate (REMB): caps the encoder's target. Any thread.
     public func handleEstimatedBitrate(_ bitsPerSecond: Int) {
         estimatedBitrate.store(max(6_000, bitsPerSecond), ordering: .releasing)
     }
+    /// Packet and octet counts for the next sender report (RFC 3550 §6.4.1). Any thread.
     public var senderInfo: RTPSenderInfo { counters.senderInfo(ssrc: ssrc) }
 
     // MARK: Worker

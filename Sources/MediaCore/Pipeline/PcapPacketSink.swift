@@ -32,6 +32,7 @@ public final class PcapPacketSink: PacketSink, @unchecked Sendable {
         writer = try PcapWriter(path: path, linkType: linkType)
     }
 
+    /// Appends `packet` as one UDP datagram from `source` to `destination`, stamped with the current time. Sending threads; serialized inside.
     public func write(_ packet: UnsafeRawBufferPointer) {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)

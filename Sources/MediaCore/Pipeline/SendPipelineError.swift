@@ -8,11 +8,15 @@ public struct SendPipelineError: Error, RawRepresentable, Hashable, Sendable, Cu
     /// What failed, with the underlying library's words.
     public let message: String
 
+    /// The value with this raw code.
     public init(rawValue: Int) { self.rawValue = rawValue; message = "" }
     init(_ code: SendPipelineError, _ message: String) { rawValue = code.rawValue; self.message = message }
 
+    /// Equal when the codes (raw values) are equal.
     public static func == (a: Self, b: Self) -> Bool { a.rawValue == b.rawValue }
+    /// Hashes what `==` compares.
     public func hash(into h: inout Hasher) { h.combine(rawValue) }
+    /// A readable description, for logs and error messages.
     public var description: String { message.isEmpty ? "send pipeline error \(rawValue)" : message }
 
     /// libvpx refused the encoder configuration (`VPXError`).

@@ -45,6 +45,7 @@ public final class LatestFrameRenderer: VideoRenderer, @unchecked Sendable {
     /// Makes an empty renderer.
     public init() {}
 
+    /// Counts `frame` and keeps its size and timestamp. Decode thread; cheap (one lock).
     public func render(_ frame: DecodedVideoFrame) {
         lock.withLock { s in
             if s.frame == nil || s.frame!.width != frame.view.width || s.frame!.height != frame.view.height {

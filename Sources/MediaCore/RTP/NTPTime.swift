@@ -26,6 +26,7 @@ public struct NTPTime: RawRepresentable, Sendable, Hashable, Comparable {
     /// RFC 3550 §6.4.1 "LSR": the middle 32 bits (16.16 seconds) of this timestamp.
     public var middle32: UInt32 { UInt32(truncatingIfNeeded: rawValue >> 16) }
 
+    /// Ordered by raw value.
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 
     /// RFC 3550 §6.4.1 round-trip time from a receiver report block, seen by the sender of the

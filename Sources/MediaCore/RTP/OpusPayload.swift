@@ -64,7 +64,9 @@ public struct OpusFramePackets: RTPFramePayloads {
     public var count: Int { 1 }
     /// False: for audio the caller sets the marker (first packet after DTX, RFC 3551 §4.1).
     public var setsMarkerOnLastPacket: Bool { false }
+    /// Bytes of the one payload: the whole Opus packet (RFC 7587 §4.2).
     public func payloadSize(at index: Int) -> Int { frame.count }
+    /// Writes the Opus packet into `buffer`; returns its size. No allocation.
     public func writePayload(at index: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         precondition(index == 0 && buffer.count >= frame.count, "buffer too small for Opus packet")
         buffer.copy(frame, to: 0)

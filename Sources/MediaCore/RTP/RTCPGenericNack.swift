@@ -8,6 +8,7 @@ public struct RTCPGenericNack: Sendable, Equatable {
         public var packetID: UInt16
         /// Bitmask of following lost packets.
         public var lostBitmask: UInt16
+        /// One FCI entry: the first lost sequence number and the bitmask of the 16 after it.
         public init(packetID: UInt16, lostBitmask: UInt16) { self.packetID = packetID; self.lostBitmask = lostBitmask }
     }
 

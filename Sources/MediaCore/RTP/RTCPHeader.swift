@@ -55,6 +55,7 @@ public struct RTCPHeader: Sendable, Equatable {
 /// Thread rule: a value type. Cost: none.
 public struct RTCPPacketType: RawRepresentable, Sendable, Hashable {
     public var rawValue: UInt8
+    /// The value with this raw code.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     /// 200, sender report (RFC 3550 §6.4.1).
     public static let senderReport = RTCPPacketType(rawValue: 200)

@@ -37,6 +37,7 @@ public struct RTCPFullIntraRequest: Sendable, Equatable {
     public struct Entry: Sendable, Equatable {
         public var ssrc: UInt32
         public var sequenceNumber: UInt8
+        /// A FIR entry for the media source `ssrc` with command sequence number `sequenceNumber`.
         public init(ssrc: UInt32, sequenceNumber: UInt8) { self.ssrc = ssrc; self.sequenceNumber = sequenceNumber }
     }
 

@@ -4,6 +4,7 @@ public struct RTCPSourceDescription: Sendable, Equatable {
     /// RFC 3550 §6.5 item types.
     public struct ItemType: RawRepresentable, Sendable, Hashable {
         public var rawValue: UInt8
+        /// The value with this raw code.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
         /// 1, canonical name (RFC 3550 §6.5.1).
         public static let cname = ItemType(rawValue: 1)
@@ -30,6 +31,7 @@ public struct RTCPSourceDescription: Sendable, Equatable {
     public struct Chunk: Sendable, Equatable {
         public var ssrc: UInt32
         public var items: [Item]
+        /// A chunk for `ssrc` with `items` (RFC 3550 §6.5).
         public init(ssrc: UInt32, items: [Item]) { self.ssrc = ssrc; self.items = items }
         /// RFC 3550 §6.5: SSRC, items, then at least one null byte padding to a 32-bit boundary.
         var size: Int {

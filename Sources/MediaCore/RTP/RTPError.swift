@@ -17,9 +17,12 @@ public struct RTPError: RawRepresentable, Error, Hashable, Sendable, CustomStrin
     /// Makes an error with a code and a message.
     public init(_ code: RTPError, _ message: String) { self.rawValue = code.rawValue; self.message = message }
 
+    /// Equal when the codes (raw values) are equal.
     public static func == (a: RTPError, b: RTPError) -> Bool { a.rawValue == b.rawValue }
+    /// Hashes what `==` compares.
     public func hash(into h: inout Hasher) { h.combine(rawValue) }
 
+    /// A readable description, for logs and error messages.
     public var description: String {
         message.isEmpty ? "RTPError(\(rawValue)): \(name)" : "\(name): \(message)"
     }

@@ -226,6 +226,7 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
         }
     }
 
+    /// Equal when both hold the same extensions (same ids and bytes), in any order.
     public static func == (a: Self, b: Self) -> Bool {
         guard a.count == b.count else { return false }
         for i in 0..<a.count {

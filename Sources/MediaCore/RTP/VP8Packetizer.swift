@@ -59,9 +59,12 @@ public struct VP8FramePackets: RTPFramePayloads {
     /// How the frame is spread over packets.
     public let split: RTPEvenSplit
 
+    /// How many RTP payloads the frame is split into.
     public var count: Int { split.count }
+    /// Bytes of payload `index`, descriptor included.
     public func payloadSize(at index: Int) -> Int { split.payloadSize(at: index) }
 
+    /// Writes payload `index` (descriptor and data) into `buffer`; returns its size. No allocation.
     public func writePayload(at index: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         var d = descriptor
         d.startOfPartition = index == 0

@@ -64,6 +64,7 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
         referenceCount += 1
     }
 
+    /// Equal when every field the descriptor carries is equal.
     public static func == (a: Self, b: Self) -> Bool {
         a.interPicturePredicted == b.interPicturePredicted && a.flexibleMode == b.flexibleMode
             && a.startOfFrame == b.startOfFrame && a.endOfFrame == b.endOfFrame
@@ -232,6 +233,7 @@ public struct VP9ScalabilityStructure: Sendable, Equatable {
     /// Height of spatial layer `i` (0 when `hasResolutions` is false).
     public func height(layer i: Int) -> Int { Int(heights[i]) }
 
+    /// Equal when every field the descriptor carries is equal.
     public static func == (a: Self, b: Self) -> Bool {
         guard a.spatialLayers == b.spatialLayers, a.hasResolutions == b.hasResolutions,
               a.pictureGroupSize == b.pictureGroupSize else { return false }

@@ -63,6 +63,7 @@ public struct SRTPError: RawRepresentable, Error, Hashable, Sendable, CustomStri
     /// that protecting the packet adds (see `SRTPContext.maxProtectedSize(for:)`).
     public static let bufferTooSmall = SRTPError(rawValue: 1000)
 
+    /// A readable description, for logs and error messages.
     public var description: String {
         switch self {
         case .fail: "SRTP failure (srtp_err_status_fail)"

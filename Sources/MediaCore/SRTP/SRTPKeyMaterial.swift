@@ -261,6 +261,7 @@ public struct SRTPKeyMaterialError: Error, Sendable, Equatable, CustomStringConv
     /// The class of problem, to match on.
     public struct Code: RawRepresentable, Hashable, Sendable {
         public let rawValue: Int
+        /// The value with this raw code.
         public init(rawValue: Int) { self.rawValue = rawValue }
         /// Key, salt or key||salt has the wrong number of bytes for the suite.
         public static let wrongLength = Code(rawValue: 1)
@@ -284,6 +285,7 @@ public struct SRTPKeyMaterialError: Error, Sendable, Equatable, CustomStringConv
         self.message = message
     }
 
+    /// A readable description, for logs and error messages.
     public var description: String { message }
 }
 

@@ -30,6 +30,7 @@ public enum SRTPSuite: String, CaseIterable, Sendable, CustomStringConvertible {
     /// The SDP crypto-suite name, as written in `a=crypto` lines.
     public var sdpName: String { rawValue }
 
+    /// A readable description, for logs and error messages.
     public var description: String { rawValue }
 
     /// Master key length in bytes.

@@ -5,6 +5,7 @@ public struct ImpairmentRelayConfigurationError: Error, Hashable, Sendable, Cust
     public var option: String
     /// What is wrong.
     public var reason: String
+    /// A readable description, for logs and error messages.
     public var description: String { "\(option): \(reason)" }
 }
 

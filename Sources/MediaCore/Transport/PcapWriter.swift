@@ -11,10 +11,14 @@ public struct PcapWriterError: RawRepresentable, Error, Hashable, Sendable, Cust
     public let rawValue: Int32
     /// The file and the call that failed.
     public let message: String
+    /// The value with this raw code.
     public init(rawValue: Int32) { self.rawValue = rawValue; message = "" }
     init(_ code: Int32, _ message: String) { rawValue = code; self.message = message }
+    /// Equal when the codes (raw values) are equal.
     public static func == (a: Self, b: Self) -> Bool { a.rawValue == b.rawValue }
+    /// Hashes what `==` compares.
     public func hash(into h: inout Hasher) { h.combine(rawValue) }
+    /// A readable description, for logs and error messages.
     public var description: String { "\(message): \(String(cString: strerror(rawValue)))" }
     /// `ENOENT`: a directory of the path does not exist.
     public static let noSuchFile = PcapWriterError(rawValue: ENOENT)

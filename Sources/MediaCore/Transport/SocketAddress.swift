@@ -247,5 +247,6 @@ public struct SocketAddressParseError: Error, Hashable, Sendable, CustomStringCo
     public var input: String
     /// What is wrong with it.
     public var reason: String
+    /// A readable description, for logs and error messages.
     public var description: String { "invalid socket address '\(input)': \(reason)" }
 }

@@ -60,6 +60,7 @@ public struct SocketError: Error, Hashable, Sendable, CustomStringConvertible {
         SocketError(.current, operation: operation, address: address)
     }
 
+    /// A readable description, for logs and error messages.
     public var description: String {
         if let address { return "\(operation) \(address): \(code) (errno \(code.rawValue))" }
         return "\(operation): \(code) (errno \(code.rawValue))"

@@ -42,6 +42,8 @@ public struct FriendConnectionPath: Sendable, Hashable {
         self.roundTripTime = roundTripTime
     }
 
+    /// Equal when kind and endpoint are (round-trip time is a measurement, not identity).
     public static func == (a: Self, b: Self) -> Bool { a.kind == b.kind && a.endpoint == b.endpoint }
+    /// Hashes what `==` compares.
     public func hash(into h: inout Hasher) { h.combine(kind); h.combine(endpoint) }
 }

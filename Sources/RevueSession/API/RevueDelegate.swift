@@ -28,14 +28,24 @@ public protocol RevueDelegate: AnyObject {
 }
 
 extension RevueDelegate {
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, friend friendId: String, didUpdateName name: String) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, friend friendId: String, didUpdateStatusMessage statusMessage: String) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, friend friendId: String, didUpdateStatus status: UserStatus) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, friend friendId: String, didUpdatePaths paths: FriendConnectionPaths) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, didUpdateIsDiscoverable isDiscoverable: Bool) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) {}
+    /// Does nothing unless the delegate implements it.
     public func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) {}
 }

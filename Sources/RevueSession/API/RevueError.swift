@@ -4,6 +4,7 @@ public struct RevueError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kind of failure.
     public struct Code: RawRepresentable, Sendable, Hashable {
         public let rawValue: Int32
+        /// The value with this raw code.
         public init(rawValue: Int32) { self.rawValue = rawValue }
         /// `initialize(_:)` was called twice without `destroy()`.
         public static let alreadyInitialized = Code(rawValue: 1)
@@ -28,6 +29,7 @@ public struct RevueError: Error, Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
+    /// A readable description, for logs and error messages.
     public var description: String { "RevueError(\(code.rawValue)): \(message)" }
 
     /// Lets `catch RevueError.corruptProfile` style matching work on codes.

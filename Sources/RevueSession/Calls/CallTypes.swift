@@ -47,6 +47,7 @@ public enum ConnectionQuality: Int, Sendable, Hashable, Comparable {
     /// Low loss and low RTT.
     case excellent = 3
 
+    /// Ordered by raw value.
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 
     /// Classifies a loss fraction (0...1) and a round-trip time in seconds.

@@ -40,22 +40,39 @@ public protocol RoomDelegate: AnyObject {
 }
 
 extension RoomDelegate {
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: RemoteParticipant, didUpdatePaths paths: FriendConnectionPaths) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: Participant, didUpdateName name: String?) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: Participant, didUpdateStatusMessage statusMessage: String?) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, localParticipant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) {}
+    /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) {}
 }
 
@@ -99,21 +116,37 @@ public protocol ParticipantDelegate: AnyObject {
 }
 
 extension ParticipantDelegate {
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: RemoteParticipant, didDisconnectWithReason reason: DisconnectReason) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: RemoteParticipant, didUpdatePaths paths: FriendConnectionPaths) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, didUpdateName name: String?) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, didUpdateStatusMessage statusMessage: String?) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, didUpdateStatus status: UserStatus) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: RemoteParticipant, didReceiveMessage message: String) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, didUpdateIsSpeaking isSpeaking: Bool) {}
+    /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, didUpdateMode mode: ParticipantMode) {}
 }
 
@@ -126,5 +159,6 @@ public protocol TrackDelegate: AnyObject {
 }
 
 extension TrackDelegate {
+    /// Does nothing unless the delegate implements it.
     public func track(_ publication: LocalTrackPublication, didUpdateIsMuted isMuted: Bool) {}
 }
