@@ -36,6 +36,10 @@ extension FuzzEntries {
 
     /// YUV4MPEG2 reader: header, then frames until the end or an error.
     @Sendable public static func y4m(_ data: UnsafeRawBufferPointer) {
+        fuzzScratch.withLock { _ in y4mUnlocked(data) }
+    }
+
+    private static func y4mUnlocked(_ data: UnsafeRawBufferPointer) {
         guard let reader = try? Y4MReader(path: FuzzFile.write(data)) else { return }
         _ = reader.estimatedFrameCount
         guard reader.width * reader.height <= y4mPixelLimit else { return }
@@ -47,6 +51,10 @@ extension FuzzEntries {
 
     /// WAV reader: header and chunks, then samples as Int16 and as Float until the end.
     @Sendable public static func wav(_ data: UnsafeRawBufferPointer) {
+        fuzzScratch.withLock { _ in wavUnlocked(data) }
+    }
+
+    private static func wavUnlocked(_ data: UnsafeRawBufferPointer) {
         guard let reader = try? WAVReader(path: FuzzFile.write(data)) else { return }
         _ = reader.duration
         let ints = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 1024 * reader.channelCount)
@@ -70,6 +78,10 @@ extension FuzzEntries {
 
     /// IVF reader: header, then frames, alternating whole-frame reads and header-then-skip.
     @Sendable public static func ivf(_ data: UnsafeRawBufferPointer) {
+        fuzzScratch.withLock { _ in ivfUnlocked(data) }
+    }
+
+    private static func ivfUnlocked(_ data: UnsafeRawBufferPointer) {
         guard let reader = try? IVFReader(path: FuzzFile.write(data)) else { return }
         var buffer: [UInt8] = []
         var round = 0
@@ -88,6 +100,10 @@ extension FuzzEntries {
 
     /// Ogg Opus reader (RFC 7845, pages per RFC 3533), strict and lenient by the input's parity.
     @Sendable public static func oggOpus(_ data: UnsafeRawBufferPointer) {
+        fuzzScratch.withLock { _ in oggOpusUnlocked(data) }
+    }
+
+    private static func oggOpusUnlocked(_ data: UnsafeRawBufferPointer) {
         guard let reader = try? OggOpusReader(path: FuzzFile.write(data), strict: data.count & 1 == 0) else { return }
         _ = reader.tags.value(for: "TITLE")
         var buffer: [UInt8] = []

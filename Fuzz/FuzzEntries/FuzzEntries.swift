@@ -1,3 +1,4 @@
+import Synchronization
 /// The "fuzz one input" functions of every Revue fuzz target, shared by the libFuzzer executables
 /// (`Fuzz/fuzz-*`, built by `scripts/fuzz`) and the regression tests that replay
 /// `Fuzz/corpus` and `Fuzz/crashes` in a normal debug build (`FuzzRegressionTests`).
@@ -6,7 +7,9 @@
 /// input, then checks properties that must hold for every input (a parsed packet re-marshals and
 /// parses back to the same value, our TOC arithmetic agrees with libopus...). A violated property
 /// traps through `fuzzRequire`, so libFuzzer records the input like any other crash.
-/// Thread rule: each entry may keep per-process scratch state; call from one thread at a time.
+/// Thread rule: any thread; the entries that keep per-process scratch state (a decoder, SRTP
+/// contexts, the container file) take `fuzzScratch` for the input, so tests running in parallel
+/// can call them.
 /// Cost: per input, a handful of parses; the container entries write one temporary file.
 public enum FuzzEntries {
     /// One fuzz target: its executable/corpus name and the function that runs one input.
@@ -39,6 +42,9 @@ public enum FuzzEntries {
     /// The target called `name`, nil when there is none.
     public static func target(named name: String) -> Target? { targets.first { $0.name == name } }
 }
+
+/// Held by the entries that reuse per-process scratch state while they run one input.
+let fuzzScratch = Mutex(())
 
 /// Traps with `message` when a property every input must satisfy does not hold: libFuzzer then
 /// keeps the input as a crash, and the regression test replaying it fails.

@@ -8,6 +8,10 @@ extension FuzzEntries {
     /// `OpusPayload.sampleCount`) must agree with libopus (`OpusPacket`) on every packet libopus
     /// accepts, and decoding must produce exactly that many samples.
     @Sendable public static func opus(_ data: UnsafeRawBufferPointer) {
+        fuzzScratch.withLock { _ in opusUnlocked(data) }
+    }
+
+    private static func opusUnlocked(_ data: UnsafeRawBufferPointer) {
         let info = OpusPacketInfo.sampleCount(data)
         let payload = try? OpusPayload.sampleCount(packet: data)
         _ = OpusPacketInfo.frameCount(data)

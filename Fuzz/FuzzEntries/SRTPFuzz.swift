@@ -18,6 +18,10 @@ extension FuzzEntries {
     /// mode; the rest is a datagram. Modes 0/1 unprotect it as SRTP/SRTCP as received; modes 2/3
     /// protect it as RTP/RTCP and unprotect the result, which must give the input back.
     @Sendable public static func srtp(_ data: UnsafeRawBufferPointer) {
+        fuzzScratch.withLock { _ in srtpUnlocked(data) }
+    }
+
+    private static func srtpUnlocked(_ data: UnsafeRawBufferPointer) {
         guard let selector = data.first else { return }
         let (inbound, outbound) = srtpContexts[Int(selector >> 2) % srtpContexts.count]
         let body = UnsafeRawBufferPointer(rebasing: data[1...])
