@@ -62,5 +62,10 @@ import Testing
         // Keyframes the 60 % phase asked for (PLIs) are spaced by the stream's limiter: at most one
         // per 300 ms from the last forced one there (10), plus the first and the 5 % phase's (3).
         #expect(out.outbound.keyFramesEncoded <= 14, "\(out.outbound.keyFramesEncoded) keyframes in 10 s")
+        // Every keyframe after the first answers a PLI (no periodic ones at this length, nothing
+        // forced by refused NACKs); PLIs inside a window share one (coalesced). A PLI still waiting
+        // at the end has none yet, hence <=.
+        #expect(out.outbound.keyFramesEncoded - 1 <= out.outbound.pliCount - out.keyframeRequestsCoalesced,
+                "\(out.outbound.keyFramesEncoded) keyframes, \(out.outbound.pliCount) PLIs, \(out.keyframeRequestsCoalesced) coalesced")
     }
 }
