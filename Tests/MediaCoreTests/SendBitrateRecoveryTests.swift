@@ -60,7 +60,12 @@ import Testing
         #expect(last >= lowest * 5 / 4 && last <= configured, "\(afterLoss)")
         #expect(zip(fromLowest, fromLowest.dropFirst()).allSatisfy { $0 <= $1 }, "climbs steadily: \(afterLoss)")
         // Keyframes the 60 % phase asked for (PLIs) are spaced by the stream's limiter: at most one
-        // per 300 ms there (10), plus the first and the 5 % phase's (3).
+        // per 300 ms from the last forced one there (10), plus the first and the 5 % phase's (3).
         #expect(out.outbound.keyFramesEncoded <= 14, "\(out.outbound.keyFramesEncoded) keyframes in 10 s")
+        // Every keyframe after the first answers a PLI (no periodic ones at this length, nothing
+        // forced by refused NACKs); PLIs inside a window share one (coalesced). A PLI still waiting
+        // at the end has none yet, hence <=.
+        #expect(out.outbound.keyFramesEncoded - 1 + out.keyframeRequestsCoalesced <= out.outbound.pliCount,
+                "\(out.outbound.keyFramesEncoded) keyframes, \(out.outbound.pliCount) PLIs, \(out.keyframeRequestsCoalesced) coalesced")
     }
 }

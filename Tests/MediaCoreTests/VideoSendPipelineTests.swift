@@ -186,9 +186,11 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
     }
 
     @Test func keyframeRequestsFromEveryPathShareOneMinimumInterval() throws {
-        // 300 ms is just over 9 frames at 30 fps (capture clock): 10. Requests right after keyframe 0 wait for
-        // the interval and are served by one keyframe; a storm of PLI/FIR/API requests every frame
-        // gets one keyframe per interval, not one per request.
+        // 300 ms is just over 9 frames at 30 fps (capture clock): 10. The window runs from the last
+        // keyframe a request forced (libwebrtc's EncoderRtcpFeedback), not from keyframe 0: the
+        // PLI + API request after frame 1 force frame 2 at once; the FIR after frame 3 waits for
+        // frame 12; a storm of PLIs after frames 20...31 gets one keyframe per interval (22, 32),
+        // not one per request.
         let (stream, packets) = try Self.sendFrames(sendTestVideoConfiguration(), count: 40) { s, i in
             if i == 1 { s.handlePictureLossIndication(); s.requestKeyframe() }
             if i == 3 { s.handleFullIntraRequest() }
@@ -196,20 +198,74 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         }
         let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
         let keyframes = rx.frames.filter(\.isKeyframe).compactMap(\.barcode)
-        #expect(keyframes == [0, 10, 21, 31], "\(keyframes)")
-        for (a, b) in zip(keyframes, keyframes.dropFirst()) { #expect(b - a >= 10) }
+        #expect(keyframes == [0, 2, 12, 22, 32], "\(keyframes)")
+        for (a, b) in zip(keyframes.dropFirst(), keyframes.dropFirst(2)) { #expect(b - a >= 10) }
         let s = stream.statistics
+        #expect(s.outbound.keyFramesEncoded == 5)
         #expect(s.outbound.pliCount == 13 && s.outbound.firCount == 1)
-        #expect(s.keyframeRequestsCoalesced >= 10, "\(s.keyframeRequestsCoalesced)")
+        // The API request joining the PLI after frame 1, and 10 of the storm's 12 PLIs.
+        #expect(s.keyframeRequestsCoalesced == 11, "\(s.keyframeRequestsCoalesced)")
+    }
+
+    @Test func pictureLossRightAfterTheFirstKeyframeIsAnsweredAtOnceAndAStormGetsOne() throws {
+        // The receiver lost the first keyframe: its PLI must not wait out a window counted from
+        // that keyframe (the old limiter held it ~10 frames). A request made before the first frame
+        // (a new receiver) is served by the first keyframe, which the encoder makes anyway, so it
+        // starts no window either. Then five PLIs inside one window produce one keyframe.
+        let sink = MemoryPacketSink()
+        let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(), sink: sink)
+        stream.startWithoutWorker()
+        stream.requestKeyframe()
+        var delivered: [[UInt8]] = []
+        for i in 0..<20 {
+            sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240),
+                            timeStampNs: 1_000_000_000 + Int64(i) * Self.frameNs)
+            stream.pump()
+            let packets = sink.takePackets()
+            if i == 0 {
+                #expect(!packets.isEmpty)
+                stream.handlePictureLossIndication()  // frame 0 lost on the way
+            } else {
+                delivered += packets
+            }
+            if (2...6).contains(i) { stream.handlePictureLossIndication() }
+        }
+        stream.stop()
+        let rx = try sendTestReceive(delivered, codec: .vp8, key: nil) { _, i, w, h in i.map { sendTestFrame($0, width: w, height: h) } }
+        // Every frame from 1 decodes (the decoder starts on keyframe 1); keyframe 11 is frame 1 plus
+        // the 300 ms window (10 frames), serving the five PLIs after frames 2...6.
+        #expect(rx.frames.map(\.barcode) == (1..<20).map { Optional($0) })
+        #expect(rx.frames.filter(\.isKeyframe).compactMap(\.barcode) == [1, 11])
+        for f in rx.frames { #expect((f.psnr ?? 0) > 30, "frame \(f.barcode ?? -1) PSNR \(f.psnr ?? 0)") }
+        let s = stream.statistics
+        #expect(s.outbound.keyFramesEncoded == 3 && s.outbound.pliCount == 6)
+        #expect(s.keyframeRequestsCoalesced == 4, "\(s.keyframeRequestsCoalesced)")
+    }
+
+    @Test func periodicKeyframesNeitherDelayRequestsNorStartAWindow() throws {
+        // keyframeInterval 8: the encoder's own keyframes at 0 and 8. A PLI right after keyframe 8
+        // forces frame 9 (a periodic keyframe is not a request); the next periodic one is 8 frames
+        // after that, 17, and it serves the PLI after frame 10 that was waiting for 9's window
+        // (which would have ended at 19), so no keyframe is forced at 19.
+        var config = sendTestVideoConfiguration()
+        config.encoder.keyframeInterval = 8
+        let (stream, packets) = try Self.sendFrames(config, count: 30) { s, i in
+            if i == 8 || i == 10 { s.handlePictureLossIndication() }
+        }
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
+        #expect(rx.frames.count == 30)
+        #expect(rx.frames.filter(\.isKeyframe).compactMap(\.barcode) == [0, 8, 9, 17, 25])
+        #expect(stream.statistics.keyframeRequestsCoalesced == 1)
     }
 
     @Test func roundTripTimeLongerThanTheMinimumSpacesKeyframesFurther() throws {
         let (_, packets) = try Self.sendFrames(sendTestVideoConfiguration(), count: 30) { s, i in
             if i == 0 { s.handleRoundTripTime(0.5) }  // just over 15 frames: 16
-            if i == 1 { s.handlePictureLossIndication() }
+            if i == 1 || i == 3 { s.handlePictureLossIndication() }
         }
         let rx = try sendTestReceive(packets, codec: .vp8, key: nil)
-        #expect(rx.frames.filter(\.isKeyframe).compactMap(\.barcode) == [0, 16])
+        // The first PLI forces frame 2 at once; the second waits 16 frames from it.
+        #expect(rx.frames.filter(\.isKeyframe).compactMap(\.barcode) == [0, 2, 18])
     }
 
     @Test func nackResendsStoredPacketsAndRefusesWithoutAKeyframe() throws {
@@ -243,6 +299,12 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         let header = try RTPHeader(parsing: sent[1].withUnsafeBytes { $0 })
         let resentPayload = UInt64(sent[1].count + sent[3].count - 2 * (header.marshalSize + 16))  // GCM tag 16
         #expect(s.outbound.retransmittedBytesSent == resentPayload)
+        // webrtc-stats: headerBytesSent counts the resent headers too, so with bytesSent it adds
+        // up to every RTP byte handed to the transport (SRTP tags excluded).
+        #expect(s.outbound.headerBytesSent == s.outbound.packetsSent * UInt64(header.marshalSize))
+        let everyTransmission = sent + sink.packets + resent
+        #expect(s.outbound.bytesSent + s.outbound.headerBytesSent
+                == UInt64(everyTransmission.reduce(0) { $0 + $1.count - 16 }))
         #expect(s.outbound.bytesSent == stream.senderInfo.octetCount + resentPayload,
                 "the sender report's octet count stays first transmissions only")
         #expect(s.retransmissionsRefused == 2)

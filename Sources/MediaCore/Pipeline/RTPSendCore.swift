@@ -77,10 +77,13 @@ final class RTPSendCore: @unchecked Sendable {
     }
 
     /// Sends every packet of `payloads` with RTP timestamp `timestamp`, then flushes the sink.
-    /// Returns (packets, payload bytes) sent. Worker thread only.
+    /// `nowNs` (`CLOCK_MONOTONIC`) stamps abs-send-time, the history and the sender-report info: a
+    /// caller that has just read the clock (the video worker, right after the encode) passes it
+    /// rather than paying another read per frame. Returns (packets, payload bytes) sent. Worker
+    /// thread only.
     @discardableResult
-    func send<P: RTPFramePayloads>(_ payloads: P, timestamp: UInt32, captureNs: Int64) -> (Int, Int) {
-        let now = UDPSocket.monotonicNanoseconds()
+    func send<P: RTPFramePayloads>(_ payloads: P, timestamp: UInt32, captureNs: Int64,
+                                   nowNs now: UInt64 = UDPSocket.monotonicNanoseconds()) -> (Int, Int) {
         stampSendTime(now)
         header.timestamp = timestamp
         var packets = 0, octets = 0
@@ -129,8 +132,9 @@ final class RTPSendCore: @unchecked Sendable {
     /// (as libwebrtc's sender does; see `VideoSendStream`).
     func serviceNacks() -> (didWork: Bool, unrecoverable: Bool) {
         var did = false, unrecoverable = false, resent = 0
-        let now = Int64(bitPattern: UDPSocket.monotonicNanoseconds())
+        var now: Int64 = 0  // read once, and only when a NACK is queued (this runs every step)
         while let entry = nacks.tryPop() {
+            if !did { now = Int64(bitPattern: UDPSocket.monotonicNanoseconds()) }
             did = true
             let seq = UInt16(truncatingIfNeeded: entry)
             let route = Int(entry >> 16) - 1
@@ -148,6 +152,7 @@ final class RTPSendCore: @unchecked Sendable {
         if resent > 0 {
             sink.flush()
             counters.add(counters.retransmittedPacketsSent, UInt64(resent))
+            counters.add(counters.headerBytesSent, UInt64(resent * header.marshalSize))  // webrtc-stats: resends too
         }
         return (did, unrecoverable)
     }

@@ -14,9 +14,15 @@ import Synchronization
 /// counters. RTCP feedback arrives through `RTPSendFeedbackTarget`.
 ///
 /// Keyframes: every request (API `requestKeyframe`, PLI, FIR, from any number of receivers) goes
-/// through one limiter on the worker: at most one forced keyframe per max(`minimumKeyframeInterval`,
-/// round-trip time) after the last keyframe; requests inside that window are coalesced into one
-/// keyframe at its end (times on the capture clock; deferred, never lost: a new receiver still gets its keyframe). A NACK the
+/// through one limiter on the worker: a request forces a keyframe at once unless an earlier request
+/// forced one less than max(`minimumKeyframeInterval`, round-trip time) ago; requests inside that
+/// window are coalesced into one keyframe at its end (times on the capture clock; deferred, never
+/// lost: a new receiver still gets its keyframe). The window runs from the last keyframe a request
+/// forced, as libwebrtc's `EncoderRtcpFeedback` measures it from the last request it passed to the
+/// encoder, not from the last keyframe of any kind: the stream's first keyframe, one after a
+/// resize and the encoder's periodic ones (`keyframeInterval`) do not delay a request (a PLI right
+/// after a lost first keyframe is answered by the next frame), though each serves the requests
+/// waiting when it leaves. A storm of requests still gets one keyframe per window. A NACK the
 /// history cannot answer (missing, expired, resent too often) does NOT ask for a keyframe: the
 /// receiver's NACK tracker gives up on that packet and sends its own PLI, which comes through the
 /// limiter like any other (libwebrtc's sender behaves the same way). Keyframing on every refused
@@ -55,7 +61,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// Times one packet may be resent; later NACKs for it are refused (the receiver then
         /// sends PLI).
         public var maxRetransmissions: Int = 3
-        /// Shortest time between two keyframes forced by requests (API, PLI, FIR); the live
+        /// Shortest time between two keyframes forced by requests (API, PLI, FIR), measured from
+        /// the last forced one (keyframes the encoder makes anyway do not count); the live
         /// interval is the larger of this and the last round-trip time. 300 ms as libwebrtc.
         public var minimumKeyframeIntervalMilliseconds: Int = 300
         /// Skip frames arriving faster than the encoder's frame rate (counted as
@@ -110,9 +117,12 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let keyframeRequested = Atomic<Bool>(false)
     private let keyframeRequestsCoalesced = Atomic<UInt64>(0)
     private let roundTripTimeNs = Atomic<Int64>(0)
-    /// Worker: a request waits for the minimum interval to pass; when the last keyframe left.
+    /// Worker: a request waiting for the minimum interval to pass; the capture time of the frame
+    /// the last request forced to a keyframe (the limiter's window starts there); whether the
+    /// encoder's next frame is a keyframe anyway (its first, or the first after a resize).
     private var keyframePending = false
-    private var lastKeyframeNs: Int64 = .min
+    private var lastForcedKeyframeNs: Int64 = .min
+    private var encoderOwesKeyframe = true
     private let requestedBitrate = Atomic<Int>(0)
     private let requestedFrameRate = Atomic<Int>(0)
     private let estimatedBitrate = Atomic<Int>(0)
@@ -193,7 +203,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     // MARK: Control (any thread)
 
-    /// Asks for a keyframe: the next frame when none was sent within the minimum keyframe
+    /// Asks for a keyframe: the next frame when no request forced one within the minimum keyframe
     /// interval, else the first frame after it (an API request; PLI/FIR count separately).
     public func requestKeyframe() {
         if keyframeRequested.exchange(true, ordering: .acquiringAndReleasing) {
@@ -323,16 +333,27 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             }
             counters.frameWidth.store(frame.width, ordering: .relaxed)
             counters.frameHeight.store(frame.height, ordering: .relaxed)
+            encoderOwesKeyframe = true  // the re-created encoder starts with one
         }
         if keyframePending {
-            // Measured on the capture clock (real time for live sources, deterministic in tests);
-            // a clock that went back counts as elapsed.
-            let interval = max(Int64(configuration.minimumKeyframeIntervalMilliseconds) * 1_000_000,
-                               roundTripTimeNs.load(ordering: .relaxed))
-            let now = frame.timestampNs
-            if lastKeyframeNs == .min || now < lastKeyframeNs || now - lastKeyframeNs >= interval {
-                encoder.requestKeyframe()
+            if encoderOwesKeyframe {
+                // This frame is a keyframe anyway: it serves the request without forcing anything,
+                // so it does not start a window.
                 keyframePending = false
+            } else {
+                // The window runs from the last keyframe a request forced (libwebrtc's
+                // EncoderRtcpFeedback: from the last request it passed on), on the capture clock
+                // (real time for live sources, deterministic in tests); a clock that went back
+                // counts as elapsed.
+                let interval = max(Int64(configuration.minimumKeyframeIntervalMilliseconds) * 1_000_000,
+                                   roundTripTimeNs.load(ordering: .relaxed))
+                let now = frame.timestampNs
+                let last = lastForcedKeyframeNs
+                if last == .min || now < last || now - last >= interval {
+                    encoder.requestKeyframe()
+                    keyframePending = false
+                    lastForcedKeyframeNs = now
+                }
             }
         }
         // 90 kHz ticks from the first capture time (RFC 7741 §4.1), strictly increasing even when
@@ -346,9 +367,11 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         let result: VPXEncodeResult
         do {
             result = try encoder.encode(frame.view, pts: ticks) { encoded in
+                // The encode's end is also the packets' send time (abs-send-time, history, sender
+                // report): packetizing takes microseconds, so one clock read serves both.
                 let t1 = UDPSocket.monotonicNanoseconds()
                 counters.add(counters.encodeTimeNs, t1 &- t0)
-                packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs)
+                packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs, sendNs: t1)
             }
         } catch {
             counters.add(counters.framesDroppedByEncoder)
@@ -366,12 +389,14 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         lastEncodedNs = captureNs
     }
 
-    private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, captureNs: Int64) {
+    private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, captureNs: Int64,
+                                  sendNs: UInt64) {
         counters.add(counters.framesEncoded)
         if encoded.isKeyframe {
             counters.add(counters.keyFramesEncoded)
-            // Any keyframe (forced, periodic, resize) serves the requests made before it.
-            lastKeyframeNs = captureNs
+            encoderOwesKeyframe = false
+            // Any keyframe (forced, periodic, resize) serves the requests waiting for the window
+            // to end; only forced ones start a window (see `encode`).
             if keyframePending {
                 keyframePending = false
                 keyframeRequestsCoalesced.add(1, ordering: .relaxed)
@@ -387,7 +412,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 : nil
             let packets = vp8.packetize(frame: encoded.data, maxPayloadSize: maxPayload, temporalLayer: layer,
                                         nonReference: encoded.isDroppable)
-            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs)
+            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, nowNs: sendNs)
         case .vp9:
             let layer = encoded.temporalLayerCount > 1
                 ? VP9PayloadDescriptor.Layer(temporalID: UInt8(encoded.temporalLayerId),
@@ -395,7 +420,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 : nil
             let packets = vp9.packetize(frame: encoded.data, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
                                         width: encoded.width, height: encoded.height, layer: layer)
-            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs)
+            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, nowNs: sendNs)
         }
     }
 }

@@ -16,7 +16,8 @@ public struct OutboundRTPStreamStats: Sendable, Codable, Equatable {
     public var packetsSent: UInt64 = 0
     /// Payload bytes sent, retransmissions included (RFC 3550 §6.4.1 octets, webrtc-stats).
     public var bytesSent: UInt64 = 0
-    /// RTP header bytes of first transmissions.
+    /// RTP header bytes sent, retransmissions included (webrtc-stats: with `bytesSent`, the bytes
+    /// sent as RTP over the transport, SRTP tags excluded).
     public var headerBytesSent: UInt64 = 0
     /// NACK resends (same SSRC and sequence number, no RTX), also counted in `packetsSent`.
     public var retransmittedPacketsSent: UInt64 = 0

@@ -16,9 +16,9 @@ final class SendCounters: Sendable {
     let droppedInactive = Atomic<UInt64>(0)
     let droppedFrameRate = Atomic<UInt64>(0)
 
-    // Worker side (one writer). `packetsSent`/`bytesSent`/`headerBytesSent` count first
-    // transmissions; the snapshot adds the retransmissions to packetsSent and bytesSent, as
-    // webrtc-stats defines them.
+    // Worker side (one writer). `packetsSent`/`bytesSent` count first transmissions; the snapshot
+    // adds the retransmissions to them, as webrtc-stats defines them. `headerBytesSent` counts
+    // every transmission (the worker adds the resent headers).
     let packetsSent = Atomic<UInt64>(0)
     let bytesSent = Atomic<UInt64>(0)
     let headerBytesSent = Atomic<UInt64>(0)
