@@ -345,7 +345,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             counters.add(counters.framesDroppedByEncoder)
             return
         }
-        counters.add(counters.encodeTimeNs, UDPSocket.monotonicNanoseconds() &- t0)
+        let encodedNs = UDPSocket.monotonicNanoseconds()
+        counters.add(counters.encodeTimeNs, encodedNs &- t0)
         counters.add(counters.framesEncoded)
         if length <= 2 {  // DTX silence (RFC 7587 §3.2): not sent
             dtxSkipped.add(1, ordering: .relaxed)
@@ -360,6 +361,6 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         markNext = false
         let payloads = OpusPayload.packetize(frame: UnsafeRawBufferPointer(start: packet.baseAddress, count: length),
                                              maxPayloadSize: core.maxPayloadSize)
-        core.send(payloads, timestamp: timestamp, captureNs: frameCaptureNs)
+        core.send(payloads, timestamp: timestamp, captureNs: frameCaptureNs, nowNs: encodedNs)
     }
 }

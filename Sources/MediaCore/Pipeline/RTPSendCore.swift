@@ -188,6 +188,8 @@ public protocol RTPSendFeedbackTarget: AnyObject, Sendable {
 }
 
 extension RTPSendFeedbackTarget {
+    /// False: an audio stream by default.
     public var carriesVideo: Bool { false }
+    /// Ignores the round-trip time by default.
     public func handleRoundTripTime(_ seconds: Double) {}
 }

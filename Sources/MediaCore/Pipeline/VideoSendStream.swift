@@ -98,6 +98,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public let capturer: BufferCapturer
     /// The configuration the stream was made with (the live bitrate/frame rate/size may differ).
     public let configuration: Configuration
+    /// The stream's SSRC (from its configuration).
     public var ssrc: UInt32 { configuration.ssrc }
 
     private let counters = SendCounters()
@@ -243,6 +244,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     // MARK: RTPSendFeedbackTarget
 
+    /// Resends the requested packets from the send history (RFC 4585 §6.2.1); ones no longer held are counted and may force a keyframe. Any thread; queued for the send worker.
     public func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16 {
         core.enqueueNacks(sequenceNumbers)
         capturer.worker?.wake()
@@ -255,24 +257,30 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         capturer.worker?.wake()
     }
 
+    /// A receiver lost a picture (RFC 4585 §6.3.1): asks for a keyframe through the shared limiter. Any thread.
     public func handlePictureLossIndication() {
         counters.add(counters.pliCount)
         requestKeyframe()
     }
 
+    /// A full intra request (RFC 5104 §4.3.1): asks for a keyframe through the shared limiter. Any thread.
     public func handleFullIntraRequest() {
         counters.add(counters.firCount)
         requestKeyframe()
     }
 
+    /// A receiver's bitrate estimate (REMB): caps the encoder's target bitrate. Any thread.
     public func handleEstimatedBitrate(_ bitsPerSecond: Int) {
         estimatedBitrate.store(max(8_000, bitsPerSecond), ordering: .releasing)
     }
 
+    /// Packet and octet counts for the next sender report (RFC 3550 §6.4.1). Any thread.
     public var senderInfo: RTPSenderInfo { counters.senderInfo(ssrc: ssrc) }
 
+    /// True: keyframe requests apply.
     public var carriesVideo: Bool { true }
 
+    /// The latest round-trip time: forced keyframes are spaced at least max(300 ms, RTT) apart. Any thread.
     public func handleRoundTripTime(_ seconds: Double) {
         guard seconds.isFinite && seconds >= 0 else { return }
         roundTripTimeNs.store(Int64(min(seconds, 10) * 1e9), ordering: .relaxed)
