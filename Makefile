@@ -56,17 +56,49 @@ FUZZ_SMOKE_RUNS ?= 20000
 fuzz-smoke: deps
 	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
 
-## make test-sanitizers: concurrency and pipeline tests under ThreadSanitizer, parser and codec tests
-## under AddressSanitizer, each in its own scratch path (.build-tsan, .build-asan)
-TSAN_TESTS ?= MediaCoreTests\.[A-Za-z]*(Ring|FramePool|Send|Receive|UDP|Relay|WorkerThread|PacketSink)[A-Za-z]*Tests
-ASAN_TESTS ?= MediaCoreTests\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|Y4M|WAV|IVF|Ogg|SDP|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
+## make test-sanitizers: the concurrency and pipeline tests under ThreadSanitizer, the parser, codec
+## and container tests and the fuzz corpus replay under AddressSanitizer, each build in its own
+## scratch path (.build-tsan, .build-asan); docs/robustness.md says what runs and what it found.
+## `make test-sanitizers SANITIZE_SET=ci` is the shorter set .ci/run adds when CI=true.
+SANITIZE_SET ?= full
+# Only the test bundle and the libraries it links are built (not revue-media, revue-bench, the fuzz
+# executables...): nothing else runs under a sanitizer, and the builds take most of the time.
+SANITIZE_BUILD = $(SWIFT) build --product RevuePackageTests
+TSAN_TESTS_full = MediaCoreTests\.[A-Za-z]*(Ring|FramePool|Capturer|Send|Receive|UDP|Relay|WorkerThread|PacketSink)[A-Za-z]*Tests
+# Left out under TSan: these assert real-time media quality (audio concealed under 2-3 %, frames
+# shown, bitrate recovered within seconds) from a test sender that paces itself by the wall clock.
+# TSan makes encoding and decoding 5-20x slower, so sender and receiver fall behind real time and
+# audio is concealed for lateness, not for a race (measured: 9-51 % concealed, no TSan report).
+# Their bounds stay as they are; they run unsanitized in `make test`.
+TSAN_SKIP_full = ReceiveLossRecoveryTests|ReceiveBandwidthEstimationTests|SendBitrateRecoveryTests|decodesEveryFrameAndPlaysAudioFromOurSenderOverLoopback|sendPipelineThroughFivePercentLossIsRepairedByNackAndFEC
+ASAN_TESTS_full = MediaCoreTests\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|Y4M|WAV|IVF|Ogg|SDP|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
+ASAN_SKIP_full =
+# The CI set: the same suites without the exact allocation-count tests. Those count mallocs, which
+# the sanitizer runtimes replace, so they check nothing a sanitizer adds, and under TSan or ASan
+# they take a minute each (VideoReceiveStream's steady state: 52 s; ColorConverter's: 51 s).
+TSAN_TESTS_ci = $(TSAN_TESTS_full)
+TSAN_SKIP_ci = $(TSAN_SKIP_full)|Allocat
+ASAN_TESTS_ci = $(ASAN_TESTS_full)
+ASAN_SKIP_ci = Allocat
+TSAN_TESTS ?= $(TSAN_TESTS_$(SANITIZE_SET))
+TSAN_SKIP ?= $(TSAN_SKIP_$(SANITIZE_SET))
+ASAN_TESTS ?= $(ASAN_TESTS_$(SANITIZE_SET))
+ASAN_SKIP ?= $(ASAN_SKIP_$(SANITIZE_SET))
+# The TSan tests run one at a time, as in `make test`: the pipeline tests run real-time threads.
+# scripts/tsan-mutex.c tells TSan about Synchronization.Mutex's contended paths, which run in the
+# uninstrumented toolchain library: without it TSan reports false races on Mutex-protected data.
+TSAN_MUTEX = $(CURDIR)/.build-tsan/tsan-mutex.so
 test-sanitizers: deps
-	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
-	SWIFT_BACKTRACE=enable=no TSAN_OPTIONS=halt_on_error=1 \
-		$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_TESTS)'
-	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
+	@test -n '$(TSAN_TESTS)' || { echo "SANITIZE_SET must be full or ci" >&2; exit 2; }
+	$(SANITIZE_BUILD) --sanitize=thread --scratch-path .build-tsan
+	clang -shared -fPIC -O1 -o $(TSAN_MUTEX) scripts/tsan-mutex.c -ldl
+	LD_PRELOAD=$(TSAN_MUTEX) SWIFT_BACKTRACE=enable=no TSAN_OPTIONS=halt_on_error=1 \
+		$(SWIFT) test --skip-build --no-parallel --sanitize=thread --scratch-path .build-tsan \
+		--filter '$(TSAN_TESTS)' $(if $(TSAN_SKIP),--skip '$(TSAN_SKIP)')
+	$(SANITIZE_BUILD) --sanitize=address --scratch-path .build-asan
 	SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 \
-		$(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter '$(ASAN_TESTS)'
+		$(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan \
+		--filter '$(ASAN_TESTS)' $(if $(ASAN_SKIP),--skip '$(ASAN_SKIP)')
 
 clean:
 	rm -rf .build $(OUT)
