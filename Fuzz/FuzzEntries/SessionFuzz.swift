@@ -32,6 +32,10 @@ extension FuzzEntries {
     @Sendable public static func session(_ data: UnsafeRawBufferPointer) {
         let datagrams = fuzzRecords(data, limit: 64).map { [UInt8]($0) }
         _ = onMainActor { SessionHarness.shared.run(datagrams) }
+        // libFuzzer never returns to the main run loop: run it once, so the main-queue work this
+        // input left (the core's event drain, profile-write completions) runs and is freed now
+        // rather than piling up (libFuzzer would see every input leak and scan for leaks each time).
+        if Thread.isMainThread { _ = RunLoop.main.run(mode: .default, before: Date()) }
     }
 
     /// Seed datagrams for fuzz-session, made by the fixture's two real peers: the friend's
