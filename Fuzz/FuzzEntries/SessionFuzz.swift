@@ -14,8 +14,8 @@ extension FuzzEntries {
     /// socket on 127.0.0.1, one friend, and a rendezvous node at the address the datagrams come
     /// from so relayed datagrams are read too).
     ///
-    /// Before every input the friend is deleted and added again through `FriendManager`, and a
-    /// real Noise IK handshake (the fixture friend's initiation, then its first data packet) goes
+    /// For every input the friend is added through `FriendManager` (deleted again at the end), and
+    /// a real Noise IK handshake (the fixture friend's initiation, then its first data packet) goes
     /// through `handle`; the core's handshake ephemerals, indices and timestamps come from its
     /// fuzzing seams, so the session keys are the same in every process and stored inputs replay.
     /// Properties, checked on the core's `RevueCounters` and on the messages its delegates get,
@@ -34,7 +34,7 @@ extension FuzzEntries {
         _ = onMainActor { SessionHarness.shared.run(datagrams) }
         // libFuzzer never returns to the main run loop: run it once, so the main-queue work this
         // input left (the core's event drain, profile-write completions) runs and is freed now
-        // rather than piling up (libFuzzer would see every input leak and scan for leaks each time).
+        // rather than piling up (libFuzzer would see the input leak and run a leak check).
         if Thread.isMainThread { _ = RunLoop.main.run(mode: .default, before: Date()) }
     }
 
@@ -298,9 +298,20 @@ final class SessionHarness {
         core.timestampSeam = { [unowned self] in defer { timestamps += 1 }; return SessionFixture.timestampBase &+ UInt64(timestamps) }
         reset()
         precondition(core.counters.handshakesCompleted == 1, "fuzz-session: the reset handshake did not complete")
+        tearDown()
     }
 
-    /// The friend deleted and added again, then the friend's handshake and its first data packet.
+    /// Deletes the friend again (its `save()` waits for any profile write still in flight), so
+    /// what an input allocated is freed within it: libFuzzer runs a leak check on every input
+    /// that ends with more allocations than frees.
+    func tearDown() {
+        if revue.friends.getFriendList().contains(fixture.friendId) { try! revue.friends.deleteFriend(friendId: fixture.friendId) }
+        core.drainEvents()
+        deliveries.messages = []
+    }
+
+    /// The friend added (deleted first if an earlier input trapped half-way), then the friend's
+    /// handshake and its first data packet.
     func reset() {
         indices = 0; timestamps = 0
         if revue.friends.getFriendList().contains(fixture.friendId) { try! revue.friends.deleteFriend(friendId: fixture.friendId) }
@@ -419,6 +430,7 @@ final class SessionHarness {
                 fuzzRequire(deliveries.messages[delivered...].allSatisfy(bodies.contains), "a delivered message was never sent")
             }
         }
+        tearDown()
         return accepted
     }
 }
