@@ -1,103 +1,165 @@
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import MediaCore
 import RevueSession
 
 extension FuzzEntries {
-    /// Session transport datagrams (docs/session.md, `Transport/Wire.swift`): the input is a
-    /// sequence of datagrams (`[length: UInt16 BE][datagram]` records) received in order by one
-    /// peer that holds a fixed test identity and one established session, derived once per process
-    /// by a real Noise IK handshake between two fixed identities (`SessionFixture`).
+    /// Session transport datagrams (docs/session.md, `Transport/Wire.swift`) through the real
+    /// receive code: the input is a sequence of datagrams (`[length: UInt16 BE][datagram]`
+    /// records), each passed to `SessionCore.handle(_:from:)` of one real `Revue` instance
+    /// (`SessionHarness`, made once per process: fixed identity, temporary data directory, UDP
+    /// socket on 127.0.0.1, one friend, and a rendezvous node at the address the datagrams come
+    /// from so relayed datagrams are read too).
     ///
-    /// Each datagram goes through the steps of `SessionCore.handle` with the same parts it uses
-    /// (SessionCore itself needs a socket and the main actor): the type byte, the `ByteReader`
-    /// layouts, the Noise IK responder (`NoiseIKHandshake.readMessage1`) on an initiation, the
-    /// initiator's `readMessage2` on a response to its pending handshake, and on transport data
-    /// the replay window, the AEAD open and the frame parse. Properties:
-    /// - an accepted initiation authenticates the fixture's initiator, and the same datagram with
-    ///   any one byte changed is rejected;
-    /// - an accepted response gives exactly the fixture's transport keys;
-    /// - an accepted data packet re-seals to the same bytes, a forged one leaves the replay window
-    ///   as it was, and the same packet a second time is rejected as a replay.
-    /// The replay windows are fresh for every input, so inputs do not depend on each other.
+    /// For every input the friend is added through `FriendManager` (deleted again at the end), and
+    /// a real Noise IK handshake (the fixture friend's initiation, then its first data packet) goes
+    /// through `handle`; the core's handshake ephemerals, indices and timestamps come from its
+    /// fuzzing seams, so the session keys are the same in every process and stored inputs replay.
+    /// Properties, checked on the core's `RevueCounters` and on the messages its delegates get,
+    /// against what the fixture can authenticate independently (the keys of both sides):
+    /// - a datagram the fixture cannot authenticate (handshake or data) is counted as dropped;
+    /// - an initiation that authenticates is not counted as forged, and the same datagram with
+    ///   one byte changed is counted as forged or malformed;
+    /// - an authentic data packet is never counted as forged; received again after it was
+    ///   accepted, it is counted as dropped (replay or dropped session) and delivers nothing;
+    /// - a message is delivered at most once per (epoch, sequence), with the text that was sent,
+    ///   and the first in-order message of the stream is delivered exactly once.
+    /// Thread rule: runs on the main thread (libFuzzer calls from it); from another thread it
+    /// hops there with `DispatchQueue.main.sync` (the regression tests).
     @Sendable public static func session(_ data: UnsafeRawBufferPointer) {
-        let fixture = SessionFixture.shared
-        var receiver = SessionReceiver(fixture: fixture)
-        for record in fuzzRecords(data, limit: 64) {
-            receiver.receive([UInt8](record), relayed: false)
-        }
+        let datagrams = fuzzRecords(data, limit: 64).map { [UInt8]($0) }
+        _ = onMainActor { SessionHarness.shared.run(datagrams) }
+        // libFuzzer never returns to the main run loop: run it once, so the main-queue work this
+        // input left (the core's event drain, profile-write completions) runs and is freed now
+        // rather than piling up (libFuzzer would see the input leak and run a leak check).
+        if Thread.isMainThread { _ = RunLoop.main.run(mode: .default, before: Date()) }
     }
 
-    /// Seed datagrams for fuzz-session, made by the fixture's two real peers: a handshake in both
-    /// directions, data packets with every frame type, relayed and rendezvous datagrams.
-    /// Each element is one input (a name and its records).
+    /// Seed datagrams for fuzz-session, made by the fixture's two real peers: the friend's
+    /// data packets with every frame type, a new handshake from each side, relayed and rendezvous
+    /// datagrams. Each element is one input (a name and its records).
     public static func sessionSeeds() -> [(String, [[UInt8]])] { SessionFixture.shared.seeds() }
 
-    /// How many of `datagrams` the fuzz-session receiver authenticates (handshakes and data
-    /// packets), so the seed writer can check that its seeds reach past authentication.
+    /// How many of `datagrams` the real core accepted (authentic to the fixture and not counted as
+    /// dropped), so the seed writer can check that its seeds reach past authentication.
     public static func sessionAccepted(_ datagrams: [[UInt8]]) -> Int {
-        var receiver = SessionReceiver(fixture: SessionFixture.shared)
-        for d in datagrams { receiver.receive(d, relayed: false) }
-        return receiver.accepted
+        onMainActor { SessionHarness.shared.run(datagrams) }
     }
 }
 
-/// Two fixed identities and the session between them, made once per process.
+/// Runs `body` on the main actor: directly on the main thread, else through the main queue.
+func onMainActor<T: Sendable>(_ body: @MainActor () -> T) -> T {
+    if Thread.isMainThread { return MainActor.assumeIsolated(body) }
+    return DispatchQueue.main.sync { MainActor.assumeIsolated(body) }
+}
+
+/// The fixed keys, seam values and handshakes of both peers, computed without the core.
+/// The core is the responder of the friend's handshake; the core's own (pending) handshake to the
+/// friend, started when the friend is added, is answered by `coreResponse`.
 struct SessionFixture: Sendable {
     static let shared = SessionFixture()
 
-    let initiator = KeyPair(secret: (0..<32).map { UInt8($0) &* 7 &+ 1 })
-    let responder = KeyPair(secret: (0..<32).map { UInt8($0) &* 13 &+ 5 })
-    let initiatorIndex: UInt32 = 0x0102_0304
-    let responderIndex: UInt32 = 0x0A0B_0C0D
-    /// Message 1 as sent (header included).
-    let initiation: [UInt8]
-    /// Message 2 as sent.
-    let response: [UInt8]
-    /// Initiator to responder, and back.
-    let initiatorToResponder: [UInt8]
-    let responderToInitiator: [UInt8]
+    /// The core's identity, and the friend's.
+    let core = KeyPair(secret: (0..<32).map { UInt8($0) &* 13 &+ 5 })
+    let friend = KeyPair(secret: (0..<32).map { UInt8($0) &* 7 &+ 1 })
+    /// The friend's indices of its handshake and of the re-key.
+    let friendIndex: UInt32 = 0x0102_0304
+    let friendRekeyIndex: UInt32 = 0x0102_0305
+    /// The friend's index in its answer to the core's handshake.
+    let friendAnswerIndex: UInt32 = 0x0102_0306
+    /// The friend's handshake timestamp (the re-key uses the next one).
+    let friendTimestamp: UInt64 = 1_700_000_000_000_000_000
+    /// The core's seam values: indices `indexBase + n` and timestamps `timestampBase + n` for the
+    /// n-th call after a reset, always the same ephemeral key. So a session's keys depend only on
+    /// the friend's message 1, whatever order the datagrams before it came in.
+    static let indexBase: UInt32 = 0x0A0B_0C0C
+    static let timestampBase: UInt64 = 1_800_000_000_000_000_000
+    static let coreEphemeral = KeyPair(secret: [UInt8](repeating: 0x30, count: 32))
 
-    /// The initiator's handshake after writing message 1, and that message (header included).
-    /// The ephemeral key is fixed, so every call gives the same.
-    static func pending(initiator: KeyPair, responder: KeyPair, index: UInt32) -> (handshake: NoiseIKHandshake, message: [UInt8]) {
-        var header = ByteWriter()
-        header.u8(PacketType.handshakeInitiation.rawValue)
-        header.u8(revueProtocolVersion)
-        header.u32(index)
-        var hs = NoiseIKHandshake(initiator: true, prologue: header.bytes, localStatic: initiator,
-                                  remoteStatic: responder.publicKey, ephemeral: KeyPair(secret: [UInt8](repeating: 0x42, count: 32)))
-        var payload = ByteWriter()
-        payload.u8(HandshakeKind.connect.rawValue)
-        payload.u64(1_700_000_000_000_000_000)
-        let message = header.bytes + hs.writeMessage1(payload: payload.bytes)!
-        return (hs, message)
+    /// The core's pending handshake after the reset: index `indexBase` (seam call 0).
+    var pendingIndex: UInt32 { Self.indexBase }
+    /// The session of the reset handshake (seam call 1), and of the friend's re-key (seam call 2).
+    var sessionIndex: UInt32 { Self.indexBase + 1 }
+    var rekeyIndex: UInt32 { Self.indexBase + 2 }
+
+    /// The friend's initiation of the reset, and its keys (friend to core, core to friend).
+    let initiation: [UInt8]
+    let sessionKeys: (toCore: [UInt8], toFriend: [UInt8])
+    /// The friend's data packet (counter 0, a ping) that completes the reset handshake.
+    let confirmation: [UInt8]
+    /// A second initiation (next timestamp, seam call 2), and its keys.
+    let rekeyInitiation: [UInt8]
+    let rekeyKeys: (toCore: [UInt8], toFriend: [UInt8])
+    /// The friend's answer to the core's pending handshake, and its keys.
+    let coreResponse: [UInt8]
+    let answerKeys: (toCore: [UInt8], toFriend: [UInt8])
+
+    /// Every key a datagram to the core can be sealed with.
+    var receiveKeys: [[UInt8]] { [sessionKeys.toCore, rekeyKeys.toCore, answerKeys.toCore] }
+    var friendId: String { Hex.encode(friend.publicKey) }
+
+    /// Message 1 header: type, version, sender index.
+    static func header(_ index: UInt32) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(PacketType.handshakeInitiation.rawValue)
+        w.u8(revueProtocolVersion)
+        w.u32(index)
+        return w.bytes
     }
 
-    /// The initiator's pending handshake (a fresh copy).
-    func pending() -> NoiseIKHandshake { Self.pending(initiator: initiator, responder: responder, index: initiatorIndex).handshake }
-
-    init() {
-        precondition(Sodium.ready)
-        let (hs, message) = Self.pending(initiator: initiator, responder: responder, index: initiatorIndex)
-        initiation = message
-        let header = Array(message[0..<6])
-        var responderSide = NoiseIKHandshake(initiator: false, prologue: header, localStatic: responder, remoteStatic: nil,
-                                             ephemeral: KeyPair(secret: [UInt8](repeating: 0x24, count: 32)))
-        _ = responderSide.readMessage1(Array(initiation[6...]))!
+    /// One IK handshake between two fixed key pairs with fixed ephemerals: message 1 and 2 as
+    /// sent, and the transport keys (initiator to responder, back).
+    static func handshake(initiator: KeyPair, responder: KeyPair, initiatorIndex: UInt32, responderIndex: UInt32,
+                          initiatorEphemeral: KeyPair, responderEphemeral: KeyPair, timestamp: UInt64)
+        -> (message1: [UInt8], message2: [UInt8], toResponder: [UInt8], toInitiator: [UInt8]) {
+        let header = Self.header(initiatorIndex)
+        var i = NoiseIKHandshake(initiator: true, prologue: header, localStatic: initiator,
+                                 remoteStatic: responder.publicKey, ephemeral: initiatorEphemeral)
+        var payload = ByteWriter()
+        payload.u8(HandshakeKind.connect.rawValue)
+        payload.u64(timestamp)
+        let message1 = header + i.writeMessage1(payload: payload.bytes)!
+        var r = NoiseIKHandshake(initiator: false, prologue: header, localStatic: responder, remoteStatic: nil, ephemeral: responderEphemeral)
+        _ = r.readMessage1(Array(message1[6...]))!
         var w = ByteWriter()
         w.u8(PacketType.handshakeResponse.rawValue)
         w.u8(revueProtocolVersion)
         w.u32(responderIndex)
         w.u32(initiatorIndex)
-        w.append(responderSide.writeMessage2(payload: [])!)
-        response = w.bytes
-        var done = hs
-        _ = done.readMessage2(Array(response[10...]))!
-        initiatorToResponder = done.transportKeys().send
-        responderToInitiator = done.transportKeys().receive
-        precondition(responderSide.transportKeys().receive == initiatorToResponder, "fixture handshake disagrees")
+        w.append(r.writeMessage2(payload: [])!)
+        _ = i.readMessage2(Array(w.bytes[10...]))!
+        precondition(r.transportKeys().receive == i.transportKeys().send, "fixture handshake disagrees")
+        return (message1, w.bytes, i.transportKeys().send, i.transportKeys().receive)
+    }
+
+    init() {
+        precondition(Sodium.ready)
+        let first = Self.handshake(initiator: friend, responder: core, initiatorIndex: friendIndex, responderIndex: Self.indexBase + 1,
+                                   initiatorEphemeral: KeyPair(secret: [UInt8](repeating: 0x42, count: 32)),
+                                   responderEphemeral: Self.coreEphemeral, timestamp: friendTimestamp)
+        initiation = first.message1
+        sessionKeys = (first.toResponder, first.toInitiator)
+        let rekey = Self.handshake(initiator: friend, responder: core, initiatorIndex: friendRekeyIndex, responderIndex: Self.indexBase + 2,
+                                   initiatorEphemeral: KeyPair(secret: [UInt8](repeating: 0x43, count: 32)),
+                                   responderEphemeral: Self.coreEphemeral, timestamp: friendTimestamp + 1)
+        rekeyInitiation = rekey.message1
+        rekeyKeys = (rekey.toResponder, rekey.toInitiator)
+        let answer = Self.handshake(initiator: core, responder: friend, initiatorIndex: Self.indexBase, responderIndex: friendAnswerIndex,
+                                    initiatorEphemeral: Self.coreEphemeral, responderEphemeral: KeyPair(secret: [UInt8](repeating: 0x44, count: 32)),
+                                    timestamp: Self.timestampBase)
+        coreResponse = answer.message2
+        answerKeys = (answer.toInitiator, answer.toResponder)
+        var ping = ByteWriter()
+        ping.u8(FrameType.ping.rawValue)
+        ping.u64(0)
+        confirmation = Self.data(to: Self.indexBase + 1, key: first.toResponder, counter: 0, frame: ping.bytes)
     }
 
     /// A transport data packet as `SessionCore.sendFrame` writes it.
-    func data(to index: UInt32, key: [UInt8], counter: UInt64, frame: [UInt8]) -> [UInt8] {
+    static func data(to index: UInt32, key: [UInt8], counter: UInt64, frame: [UInt8]) -> [UInt8] {
         var w = ByteWriter()
         w.u8(PacketType.transportData.rawValue)
         w.u32(index)
@@ -105,6 +167,42 @@ struct SessionFixture: Sendable {
         let sealed = Sodium.seal(key: key, nonce: counter, ad: w.bytes, plaintext: frame)
         w.append(sealed)
         return w.bytes
+    }
+
+    /// The plaintext of a data packet to the core, when one of the fixture's keys opens it.
+    func open(_ bytes: [UInt8]) -> [UInt8]? {
+        var r = ByteReader(bytes, offset: 1)
+        guard bytes.first == PacketType.transportData.rawValue, r.u32() != nil, let counter = r.u64(), r.remaining >= 16 else { return nil }
+        for key in receiveKeys {
+            if let plain = Sodium.open(key: key, nonce: counter, ad: Array(bytes[0..<13]), ciphertext: bytes[13...]) { return plain }
+        }
+        return nil
+    }
+
+    /// Whether the core's identity authenticates `bytes` as the friend's Noise IK message 1.
+    func authenticInitiation(_ bytes: [UInt8]) -> Bool {
+        var r = ByteReader(bytes, offset: 1)
+        guard bytes.first == PacketType.handshakeInitiation.rawValue, r.u8() == revueProtocolVersion, r.u32() != nil,
+              r.remaining >= NoiseIKHandshake.message1Overhead + 9 else { return false }
+        var hs = NoiseIKHandshake(initiator: false, prologue: Array(bytes[0..<6]), localStatic: core, remoteStatic: nil)
+        guard hs.readMessage1(r.rest()) != nil, let rs = hs.remoteStatic else { return false }
+        fuzzRequire(rs == friend.publicKey, "initiation authenticated an unknown static key \(Hex.encode(rs))")
+        return true
+    }
+
+    /// Whether `bytes` is the friend's answer to the core's pending handshake of the reset.
+    func authenticResponse(_ bytes: [UInt8]) -> Bool {
+        var r = ByteReader(bytes, offset: 1)
+        guard bytes.first == PacketType.handshakeResponse.rawValue, r.u8() == revueProtocolVersion, r.u32() != nil,
+              r.u32() == pendingIndex, r.remaining >= NoiseIKHandshake.message2Overhead else { return false }
+        // The core's message 1 is deterministic (seam ephemeral 0, index and timestamp).
+        var hs = NoiseIKHandshake(initiator: true, prologue: Self.header(pendingIndex), localStatic: core,
+                                  remoteStatic: friend.publicKey, ephemeral: Self.coreEphemeral)
+        var payload = ByteWriter()
+        payload.u8(HandshakeKind.connect.rawValue)
+        payload.u64(Self.timestampBase)
+        _ = hs.writeMessage1(payload: payload.bytes)
+        return hs.readMessage2(r.rest()) != nil
     }
 
     func seeds() -> [(String, [[UInt8]])] {
@@ -118,170 +216,224 @@ struct SessionFixture: Sendable {
         }
         let ack = frame { $0.u8(FrameType.ack.rawValue); $0.u32(7); $0.u32(2) }
         let bye = frame { $0.u8(FrameType.bye.rawValue) }
-        let toResponder = [ping, message, profile, ack].enumerated().map {
-            data(to: responderIndex, key: initiatorToResponder, counter: UInt64($0.offset), frame: $0.element)
+        // Counter 0 of the reset session is the confirmation.
+        let toCore = [ping, message, profile, ack, pong].enumerated().map {
+            Self.data(to: sessionIndex, key: sessionKeys.toCore, counter: UInt64($0.offset + 1), frame: $0.element)
         }
-        let toInitiator = data(to: initiatorIndex, key: responderToInitiator, counter: 0, frame: pong)
-        func relayed(_ inner: [UInt8]) -> [UInt8] {
+        func relayed(_ inner: [UInt8], source: [UInt8]? = nil) -> [UInt8] {
             var w = ByteWriter()
-            w.u8(PacketType.relayDeliver.rawValue); w.u8(revueProtocolVersion); w.append(initiator.publicKey); w.append(inner)
+            w.u8(PacketType.relayDeliver.rawValue); w.u8(revueProtocolVersion); w.append(source ?? friend.publicKey); w.append(inner)
             return w.bytes
         }
         var registered = ByteWriter()
         registered.u8(PacketType.rendezvousRegistered.rawValue); registered.u8(revueProtocolVersion); registered.u8(1)
-        registered.u32(0x7F00_0001); registered.u16(33_445); registered.append(responder.publicKey)
+        registered.u32(0x7F00_0001); registered.u16(33_445); registered.append(friend.publicKey)
         var lookup = ByteWriter()
-        lookup.u8(PacketType.rendezvousLookupReply.rawValue); lookup.u8(revueProtocolVersion); lookup.append(initiator.publicKey)
+        lookup.u8(PacketType.rendezvousLookupReply.rawValue); lookup.u8(revueProtocolVersion); lookup.append(friend.publicKey)
         lookup.u8(1); lookup.u32(0x7F00_0001); lookup.u16(33_446); lookup.u8(0); lookup.u16(12)
         var lan = ByteWriter()
-        lan.u8(PacketType.lanAnnounce.rawValue); lan.u8(revueProtocolVersion); lan.append(initiator.publicKey); lan.u16(33_447)
+        lan.u8(PacketType.lanAnnounce.rawValue); lan.u8(revueProtocolVersion); lan.append(friend.publicKey); lan.u16(33_447)
+        let rekeyed = Self.data(to: rekeyIndex, key: rekeyKeys.toCore, counter: 0, frame: message)
+        let answered = Self.data(to: pendingIndex, key: answerKeys.toCore, counter: 0, frame: ping)
         return [
-            ("handshake-initiation", [initiation]),
-            ("handshake-response", [response]),
-            ("data-all-frames", toResponder),
-            ("data-replayed", [toResponder[1], toResponder[1]]),
-            ("data-out-of-order", [toResponder[2], toResponder[0], toResponder[3]]),
-            ("data-pong-bye", [toInitiator, data(to: initiatorIndex, key: responderToInitiator, counter: 1, frame: bye)]),
-            ("relayed-handshake-and-data", [relayed(initiation), relayed(response), relayed(toResponder[0])]),
+            ("handshake-rekey", [rekeyInitiation, rekeyed, toCore[0]]),
+            ("handshake-response", [coreResponse, answered]),
+            ("handshake-replayed", [initiation, rekeyInitiation, rekeyInitiation]),
+            ("data-all-frames", toCore),
+            ("data-replayed", [toCore[1], toCore[1], confirmation]),
+            ("data-out-of-order", [toCore[2], toCore[0], toCore[3], toCore[1]]),
+            ("data-bye", [toCore[0], Self.data(to: sessionIndex, key: sessionKeys.toCore, counter: 9, frame: bye), toCore[1]]),
+            ("relayed-handshake-and-data", [relayed(toCore[0]), relayed(rekeyInitiation), relayed(coreResponse),
+                                            relayed(rekeyInitiation, source: core.publicKey)]),
             ("rendezvous-and-lan", [registered.bytes, lookup.bytes, lan.bytes]),
         ]
     }
 }
 
-/// The receiving side of one fuzz input: what `SessionCore.handle` checks, in its order.
-struct SessionReceiver {
-    let fixture: SessionFixture
-    /// Replay windows of the two sessions, by local index.
-    var windows: [UInt32: ReplayWindow] = [:]
-    /// Datagrams that authenticated so far.
-    var accepted = 0
+/// Counts the messages the core delivers to the App.
+@MainActor
+final class SessionDeliveries: RevueDelegate {
+    var messages: [String] = []
+    func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) { messages.append(message) }
+}
 
-    init(fixture: SessionFixture) {
-        self.fixture = fixture
-        windows = [fixture.responderIndex: ReplayWindow(), fixture.initiatorIndex: ReplayWindow()]
+/// The real `Revue` instance the fuzz inputs go to (see `FuzzEntries.session`).
+@MainActor
+final class SessionHarness {
+    static let shared = SessionHarness()
+
+    let fixture = SessionFixture.shared
+    let revue = Revue()
+    let core: SessionCore
+    let deliveries = SessionDeliveries()
+    /// Where every datagram comes from: the friend's endpoint and the rendezvous node (port 9,
+    /// discard: nothing listens there, so the core's few sends to it go nowhere).
+    let peer = SocketAddress(ipv4: 127, 0, 0, 1, port: 9)
+    /// Seam calls since the last reset.
+    var indices = 0, timestamps = 0
+
+    init() {
+        let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
+        let dir = base + "/revue-fuzz-session-\(getpid())"
+        sessionDataDirectory = dir
+        atexit { if let d = sessionDataDirectory { try? FileManager.default.removeItem(atPath: d) } }
+        try? FileManager.default.removeItem(atPath: dir)
+        try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let profile = """
+            {"format":1,"secretKey":"\(Hex.encode(fixture.core.secret))","nospam":305419896,"name":"","statusMessage":"",\
+            "status":0,"friends":[]}
+            """
+        precondition(FileManager.default.createFile(atPath: dir + "/profile.json", contents: Data(profile.utf8),
+                                                    attributes: [.posixPermissions: 0o600]))
+        var configuration = RevueConfiguration(dataDirectory: dir)
+        configuration.bindHost = "127.0.0.1"
+        configuration.rendezvousNodes = ["127.0.0.1:9"]
+        do { try revue.initialize(configuration) } catch { fatalError("fuzz-session: cannot start the core: \(error)") }
+        core = revue.core!
+        precondition(revue.revueId == Hex.encode(fixture.core.publicKey), "the core did not load the fixed identity")
+        revue.delegates.add(delegate: deliveries)
+        core.dropDirectSends = true
+        core.ephemeralSeam = { SessionFixture.coreEphemeral }
+        core.indexSeam = { [unowned self] in defer { indices += 1 }; return SessionFixture.indexBase &+ UInt32(truncatingIfNeeded: indices) }
+        core.timestampSeam = { [unowned self] in defer { timestamps += 1 }; return SessionFixture.timestampBase &+ UInt64(timestamps) }
+        reset()
+        precondition(core.counters.handshakesCompleted == 1, "fuzz-session: the reset handshake did not complete")
+        tearDown()
     }
 
-    mutating func receive(_ bytes: [UInt8], relayed: Bool) {
-        guard let first = bytes.first, let type = PacketType(rawValue: first) else { return }
-        switch type {
-        case .handshakeInitiation: initiation(bytes)
-        case .handshakeResponse: response(bytes)
-        case .transportData: transportData(bytes)
-        case .rendezvousRegistered:
-            var r = ByteReader(bytes, offset: 1)
-            guard r.u8() == revueProtocolVersion, r.u8() != nil, r.u32() != nil, r.u16() != nil, let key = r.take(32) else { return }
-            fuzzRequire(key.count == 32, "node key of \(key.count) bytes")
-        case .rendezvousLookupReply:
-            var r = ByteReader(bytes, offset: 1)
-            guard r.u8() == revueProtocolVersion, let key = r.take(32), r.u8() != nil, r.u32() != nil, r.u16() != nil,
-                  r.u8() != nil, r.u16() != nil else { return }
-            _ = Hex.encode(key)
-        case .relayDeliver:
-            // Relayed datagrams carry one inner datagram; a relay inside a relay is dropped.
-            var r = ByteReader(bytes, offset: 1)
-            guard !relayed, r.u8() == revueProtocolVersion, r.take(32) != nil else { return }
-            let inner = r.rest()
-            switch inner.first.flatMap(PacketType.init(rawValue:)) {
+    /// Deletes the friend again (its `save()` waits for any profile write still in flight), so
+    /// what an input allocated is freed within it: libFuzzer runs a leak check on every input
+    /// that ends with more allocations than frees.
+    func tearDown() {
+        if revue.friends.getFriendList().contains(fixture.friendId) { try! revue.friends.deleteFriend(friendId: fixture.friendId) }
+        core.drainEvents()
+        deliveries.messages = []
+    }
+
+    /// The friend added (deleted first if an earlier input trapped half-way), then the friend's
+    /// handshake and its first data packet.
+    func reset() {
+        indices = 0; timestamps = 0
+        if revue.friends.getFriendList().contains(fixture.friendId) { try! revue.friends.deleteFriend(friendId: fixture.friendId) }
+        core.handshakeTokens = SessionCore.handshakeBurst
+        _ = try! revue.friends.addFriendNorequest(friendId: fixture.friendId)
+        let before = core.counters
+        core.handle(fixture.initiation, from: peer)
+        core.handle(fixture.confirmation, from: peer)
+        core.drainEvents()
+        deliveries.messages = []
+        fuzzRequire(core.counters.handshakesCompleted == before.handshakesCompleted + 1 && drops(core.counters) == drops(before),
+                    "the reset handshake failed: \(core.counters)")
+    }
+
+    func drops(_ c: RevueCounters) -> Int {
+        c.droppedMalformed + c.droppedForged + c.droppedReplayed + c.droppedUnknownSession + c.droppedNonFriend
+            + c.droppedRateLimited + c.droppedWrongNospam
+    }
+
+    /// One fuzz input; returns how many datagrams the core accepted.
+    func run(_ datagrams: [[UInt8]]) -> Int {
+        reset()
+        var accepted = 0
+        var acceptedData: Set<[UInt8]> = []
+        var reliable: Set<[UInt8]> = []  // (stream, epoch, seq) of accepted reliable message frames
+        var lastEpoch: UInt32 = 0, streams = 0
+        var bodies: [String] = []
+        var firstReliableSeen = false
+        for bytes in datagrams {
+            // What the fixture makes of it (a relayed datagram from the friend is judged by its
+            // inner datagram; a relay from another source key only passes for data packets).
+            var inner = bytes
+            var relaySource: [UInt8]?
+            if bytes.first == PacketType.relayDeliver.rawValue, bytes.count >= 34, bytes[1] == revueProtocolVersion {
+                relaySource = Array(bytes[2..<34])
+                inner = Array(bytes[34...])
+            }
+            let type = inner.first.flatMap(PacketType.init(rawValue:))
+            let plain = type == .transportData ? fixture.open(inner) : nil
+            let authentic: Bool
+            switch type {
             case .handshakeInitiation:
-                initiation(inner)
-            case .handshakeResponse: response(inner)
-            case .transportData: transportData(inner)
-            default: break
+                authentic = fixture.authenticInitiation(inner) && (relaySource == nil || relaySource == fixture.friend.publicKey)
+            case .handshakeResponse: authentic = fixture.authenticResponse(inner)
+            case .transportData: authentic = plain != nil
+            default: authentic = false
             }
-        case .lanAnnounce:
-            var r = ByteReader(bytes, offset: 1)
-            guard r.u8() == revueProtocolVersion, let key = r.take(32), r.u16() != nil else { return }
-            _ = Hex.encode(key)
-        default:
-            return  // to-node packets: a peer drops them
-        }
-    }
+            // Types the core only acts on once they authenticate.
+            let authenticated = type == .handshakeInitiation || type == .handshakeResponse || type == .transportData
+            // Types a peer reads without authentication (directly, not inside a relay).
+            let unauthenticated = relaySource == nil
+                && (type == .rendezvousRegistered || type == .rendezvousLookupReply || type == .lanAnnounce || type == .relayDeliver)
 
-    /// Noise IK message 1 to the fixture's responder. Returns the authenticated initiator key.
-    @discardableResult
-    mutating func initiation(_ bytes: [UInt8]) -> [UInt8]? {
-        guard let (payload, rs) = Self.readInitiation(bytes, responder: fixture.responder) else { return nil }
-        accepted += 1
-        fuzzRequire(rs == fixture.initiator.publicKey, "initiation authenticated an unknown static key \(Hex.encode(rs))")
-        var p = ByteReader(payload)
-        if let kind = p.u8().flatMap(HandshakeKind.init(rawValue:)), p.u64() != nil, kind == .friendRequest, p.u32() != nil {
-            _ = String(decoding: p.rest(), as: UTF8.self)
-        }
-        // Every byte is authenticated: the header through the prologue, e through the hash, the
-        // rest by the AEAD tags. Change one (chosen by the payload) and the responder must refuse.
-        let at = (payload.first.map(Int.init) ?? 0) &+ bytes.count / 2
-        var changed = bytes
-        changed[at % bytes.count] ^= 0x01
-        if at % bytes.count != 0 {  // byte 0 is the type: changed, it is not an initiation at all
-            fuzzRequire(Self.readInitiation(changed, responder: fixture.responder) == nil,
-                        "initiation still accepted with byte \(at % bytes.count) changed")
-        }
-        return rs
-    }
+            let before = core.counters
+            let delivered = deliveries.messages.count
+            core.handle(bytes, from: peer)
+            core.drainEvents()
+            let after = core.counters
+            let dropped = drops(after) - drops(before)
 
-    static func readInitiation(_ bytes: [UInt8], responder: KeyPair) -> (payload: [UInt8], initiator: [UInt8])? {
-        var r = ByteReader(bytes, offset: 1)
-        guard r.u8() == revueProtocolVersion, r.u32() != nil, r.remaining >= NoiseIKHandshake.message1Overhead + 9 else { return nil }
-        var hs = NoiseIKHandshake(initiator: false, prologue: Array(bytes[0..<6]), localStatic: responder, remoteStatic: nil)
-        guard let payload = hs.readMessage1(r.rest()), let rs = hs.remoteStatic else { return nil }
-        guard hs.writeMessage2(payload: []) != nil else { return nil }
-        return (payload, rs)
-    }
-
-    /// Noise IK message 2 to the fixture initiator's pending handshake.
-    mutating func response(_ bytes: [UInt8]) {
-        var r = ByteReader(bytes, offset: 1)
-        guard r.u8() == revueProtocolVersion, r.u32() != nil, let receiverIndex = r.u32(),
-              r.remaining >= NoiseIKHandshake.message2Overhead, receiverIndex == fixture.initiatorIndex else { return }
-        var hs = fixture.pending()
-        guard hs.readMessage2(r.rest()) != nil else { return }
-        accepted += 1
-        let keys = hs.transportKeys()
-        fuzzRequire(keys.send == fixture.initiatorToResponder && keys.receive == fixture.responderToInitiator,
-                    "an accepted response gave transport keys other than the responder's")
-    }
-
-    /// Transport data to one of the two sessions: replay check, AEAD open, frame.
-    mutating func transportData(_ bytes: [UInt8]) {
-        var r = ByteReader(bytes, offset: 1)
-        guard let receiverIndex = r.u32(), let counter = r.u64(), r.remaining >= 16,
-              var window = windows[receiverIndex] else { return }
-        let key = receiverIndex == fixture.responderIndex ? fixture.initiatorToResponder : fixture.responderToInitiator
-        guard window.wouldAccept(counter) else { return }
-        let ad = Array(bytes[0..<13])
-        guard let plain = Sodium.open(key: key, nonce: counter, ad: ad, ciphertext: bytes[13...]) else {
-            // Forged: nothing recorded, so it cannot move the window.
-            return
-        }
-        fuzzRequire(Sodium.seal(key: key, nonce: counter, ad: ad, plaintext: plain) == Array(bytes[13...]),
-                    "an accepted data packet does not re-seal to itself (counter \(counter))")
-        window.record(counter)
-        accepted += 1
-        fuzzRequire(!window.wouldAccept(counter), "counter \(counter) accepted again after it was recorded")
-        fuzzRequire(window.highest >= counter, "replay window's highest \(window.highest) is below \(counter)")
-        windows[receiverIndex] = window
-        Self.frame(plain)
-    }
-
-    /// The frame inside a transport packet (`SessionCore.handleFrame`, `applyProfile`).
-    static func frame(_ plain: [UInt8]) {
-        var r = ByteReader(plain)
-        guard let type = r.u8().flatMap(FrameType.init(rawValue:)) else { return }
-        switch type {
-        case .ping, .pong: _ = r.u64()
-        case .reliable:
-            guard r.u32() != nil, r.u32() != nil, let kind = r.u8().flatMap(ReliableKind.init(rawValue:)) else { return }
-            let body = r.rest()
-            switch kind {
-            case .message: _ = String(decoding: body, as: UTF8.self)
-            case .profile:
-                var p = ByteReader(body)
-                guard p.u8() != nil, let n = p.u16(), let name = p.take(Int(n)) else { return }
-                _ = String(decoding: name, as: UTF8.self)
-                _ = String(decoding: p.rest(), as: UTF8.self)
+            if authenticated && !authentic {
+                fuzzRequire(dropped > 0, "a datagram the fixture cannot authenticate was not counted as dropped (\(after))")
             }
-        case .ack: _ = (r.u32(), r.u32())
-        case .bye: break
+            if authentic {
+                fuzzRequire(after.droppedForged == before.droppedForged, "an authentic \(type!) datagram was counted as forged")
+            }
+            if !authenticated && !unauthenticated {
+                fuzzRequire(after.droppedMalformed > before.droppedMalformed, "a datagram of no type a peer reads was not counted as malformed")
+            }
+            // Accepted by the transport (a malformed frame inside may still be counted).
+            let transportAccepted = authentic && after.droppedReplayed == before.droppedReplayed
+                && after.droppedUnknownSession == before.droppedUnknownSession && after.droppedForged == before.droppedForged
+                && after.droppedRateLimited == before.droppedRateLimited && after.droppedNonFriend == before.droppedNonFriend
+            if transportAccepted { accepted += 1 }
+            if type == .handshakeInitiation, authentic {
+                // Every byte is authenticated: the header through the prologue, e through the
+                // hash, the rest by the AEAD tags. Change one: the core must refuse it.
+                let at = 1 + (Int(inner[inner.count - 1]) &+ inner.count / 2) % (inner.count - 1)
+                var changed = inner
+                changed[at] ^= 0x01
+                let c0 = core.counters
+                core.handle(relaySource == nil ? changed : Array(bytes[0..<34]) + changed, from: peer)
+                core.drainEvents()
+                let c1 = core.counters
+                fuzzRequire(c1.droppedForged + c1.droppedMalformed > c0.droppedForged + c0.droppedMalformed,
+                            "initiation still accepted with byte \(at) changed (\(c1))")
+            }
+            if let plain {
+                if acceptedData.contains(inner) {
+                    fuzzRequire(dropped > 0 && deliveries.messages.count == delivered,
+                                "an accepted data packet was accepted again (\(after))")
+                } else if transportAccepted {
+                    acceptedData.insert(inner)
+                    var r = ByteReader(plain)
+                    if r.u8() == FrameType.reliable.rawValue, let epoch = r.u32(), let seq = r.u32(),
+                       let kind = r.u8().flatMap(ReliableKind.init(rawValue:)) {
+                        let body = r.rest()
+                        // A new epoch restarts the friend's stream (a restarted peer).
+                        if epoch != lastEpoch { lastEpoch = epoch; streams += 1 }
+                        if kind == .message {
+                            reliable.insert([UInt8(truncatingIfNeeded: streams), UInt8(truncatingIfNeeded: streams >> 8)] + plain[1..<9])
+                            bodies.append(String(decoding: body, as: UTF8.self))
+                        }
+                        // The first item of a fresh stream is handed to the App at once.
+                        if !firstReliableSeen, seq == 1, kind == .message, !body.contains(UInt8(ascii: "{")) {
+                            fuzzRequire(deliveries.messages.count == delivered + 1 && deliveries.messages.last == bodies.last,
+                                        "the first message of the stream (epoch \(epoch)) was not delivered exactly once")
+                        }
+                        firstReliableSeen = true
+                    }
+                }
+            }
+            fuzzRequire(deliveries.messages.count <= reliable.count,
+                        "\(deliveries.messages.count) messages delivered from \(reliable.count) distinct ones")
+            if deliveries.messages.count > delivered {
+                fuzzRequire(deliveries.messages[delivered...].allSatisfy(bodies.contains), "a delivered message was never sent")
+            }
         }
+        tearDown()
+        return accepted
     }
 }
+
+/// The harness's data directory, removed at exit.
+nonisolated(unsafe) var sessionDataDirectory: String?

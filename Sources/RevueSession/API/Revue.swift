@@ -14,7 +14,7 @@ public final class Revue {
     /// Friend requests, the friend list and friend messages.
     public private(set) lazy var friends = FriendManager(revue: self)
 
-    var core: SessionCore?
+    package var core: SessionCore?
 
     /// The call of this instance (`Room.shared` for `Revue.shared`). Kept across
     /// `initialize`/`destroy`; `destroy()` ends the call and empties its delegate lists.

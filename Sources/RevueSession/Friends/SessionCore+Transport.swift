@@ -5,11 +5,11 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-internal import MediaCore
+package import MediaCore
 
 extension SessionCore {
-    /// Entry point for every datagram on the session socket.
-    func handle(_ bytes: [UInt8], from: SocketAddress) {
+    /// Entry point for every datagram on the session socket (and of the session fuzzer).
+    package func handle(_ bytes: [UInt8], from: SocketAddress) {
         guard let first = bytes.first, let type = PacketType(rawValue: first) else {
             counters.droppedMalformed += 1
             return
@@ -53,6 +53,7 @@ extension SessionCore {
     }
 
     func newIndex() -> UInt32 {
+        if let indexSeam { return indexSeam() }
         while true {
             let i = Sodium.randomUInt32()
             if i != 0 && indices[i] == nil { return i }
@@ -60,6 +61,7 @@ extension SessionCore {
     }
 
     func nextTimestamp() -> UInt64 {
+        if let timestampSeam { return timestampSeam() }
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let now = UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
@@ -102,7 +104,7 @@ extension SessionCore {
         }
         handshakeTokens -= 1
         let prologue = Array(bytes[0..<6])
-        var hs = NoiseIKHandshake(initiator: false, prologue: prologue, localStatic: identity, remoteStatic: nil)
+        var hs = NoiseIKHandshake(initiator: false, prologue: prologue, localStatic: identity, remoteStatic: nil, ephemeral: ephemeralSeam?())
         guard let payload = hs.readMessage1(r.rest()), let rs = hs.remoteStatic else {
             counters.droppedForged += 1
             return
@@ -330,7 +332,7 @@ extension SessionCore {
         header.u8(PacketType.handshakeInitiation.rawValue)
         header.u8(revueProtocolVersion)
         header.u32(localIndex)
-        var hs = NoiseIKHandshake(initiator: true, prologue: header.bytes, localStatic: identity, remoteStatic: f.key)
+        var hs = NoiseIKHandshake(initiator: true, prologue: header.bytes, localStatic: identity, remoteStatic: f.key, ephemeral: ephemeralSeam?())
         var payload = ByteWriter()
         if let nospam = f.stored.requestNospam {
             payload.u8(HandshakeKind.friendRequest.rawValue)

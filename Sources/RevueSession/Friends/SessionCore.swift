@@ -17,7 +17,7 @@ func monotonicNow() -> Double {
 }
 
 @MainActor
-final class SessionCore {
+package final class SessionCore {
     /// Largest friend message, in UTF-8 bytes (one datagram with headroom for headers).
     static let maxMessageLength = 1200
     /// Largest friend request message, in UTF-8 bytes.
@@ -28,7 +28,7 @@ final class SessionCore {
     nonisolated static let lanGroup: UInt32 = 0xEFFF_4D4D
     /// Handshake initiations processed per second at most (and in one burst).
     static let handshakeRate = 200.0
-    static let handshakeBurst = 400.0
+    package static let handshakeBurst = 400.0
     /// Reliable items in flight per friend.
     static let sendWindow = 32
 
@@ -47,7 +47,7 @@ final class SessionCore {
     var friendOrder: [String] = []
     /// Local session and handshake indices -> friend id.
     var indices: [UInt32: String] = [:]
-    var counters = RevueCounters()
+    package var counters = RevueCounters()
     /// Epoch of our outbound reliable streams for this run (a restart starts new streams).
     let streamEpoch: UInt32
     var nextMessageId: UInt32 = 1
@@ -60,11 +60,18 @@ final class SessionCore {
     var nodeMacKeys: [SocketAddress: (nodeKey: [UInt8], macKey: [UInt8])] = [:]
     var lastAnnounce: Double = -.infinity
     var isDiscoverable = false
-    var handshakeTokens = SessionCore.handshakeBurst
+    package var handshakeTokens = SessionCore.handshakeBurst
     var handshakeTokensAt = monotonicNow()
     // Test seams: observe every session datagram sent, and drop direct sends (to force the relay).
     var sendTap: (([UInt8], Route) -> Void)?
-    var dropDirectSends = false
+    package var dropDirectSends = false
+    // Fuzzing seams (FuzzEntries.session): when set, handshake ephemerals, new session and
+    // handshake indices, and handshake timestamps come from these instead of libsodium's random
+    // generator and the clock, so a session and the datagrams that reach it replay identically
+    // from a stored input. Nil in production.
+    package var ephemeralSeam: (() -> KeyPair)?
+    package var indexSeam: (() -> UInt32)?
+    package var timestampSeam: (() -> UInt64)?
 
     // Hooks for the call layer (issue 8): the SDK's own messages (friend id, JSON text), and a
     // friend about to be deleted (to end a call or an invitation first).
@@ -256,18 +263,22 @@ final class SessionCore {
         drainScheduled = true
         let revue = self.revue
         DispatchQueue.main.async { [weak self] in
-            MainActor.assumeIsolated {
-                guard let self else { return }
-                self.drainScheduled = false
-                let items = self.pending
-                self.pending = []
-                guard revue.core === self else { return }
-                for item in items {
-                    switch item {
-                    case .event(let e): for d in revue.delegates.all { e(revue, d) }
-                    case .action(let a): if revue.core === self { a() }
-                    }
-                }
+            MainActor.assumeIsolated { self?.drainEvents() }
+        }
+    }
+
+    /// Delivers the queued events and actions now, in order (normally run by the main queue after
+    /// `schedule`; the session fuzzer calls it after each datagram, as libFuzzer never returns to
+    /// the main queue).
+    package func drainEvents() {
+        drainScheduled = false
+        let items = pending
+        pending = []
+        guard revue.core === self else { return }
+        for item in items {
+            switch item {
+            case .event(let e): for d in revue.delegates.all { e(revue, d) }
+            case .action(let a): if revue.core === self { a() }
             }
         }
     }
