@@ -10,11 +10,7 @@ import Testing
 @Suite(.serialized) struct CallConnectionLostTests {
     /// Invites `b` from `a`, waits until both see each other and `a` receives `b`'s two tracks.
     func call(_ a: CallPeer, _ b: CallPeer) async throws {
-        try a.friends.sendInvitation(friendId: b.id, message: "call")
-        await b.wait("invitation") { b.room.invitations[a.id] != nil }
-        try b.friends.acceptInvitation(friendId: a.id)
-        await a.wait("b in a's room") { a.room.remoteParticipants[b.id] != nil }
-        await b.wait("a in b's room") { b.room.remoteParticipants[a.id] != nil }
+        try await startCall(a, b, message: "call")
         await a.wait("b's tracks subscribed") {
             a.room.remoteParticipants[b.id]?.remoteTrackPublications.filter(\.isSubscribed).count == 2
         }
@@ -91,10 +87,8 @@ struct CallNodeKillTests {
     @Test func sigkilledNodeLeavesTheCallWithinTheConnectionTimeout() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-kill-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let rendezvous = try NodeProcess(["--rendezvous", "--host", "127.0.0.1"])
+        let (rendezvous, node) = try await NodeProcess.rendezvous()
         defer { rendezvous.kill() }
-        let ready = try #require(await rendezvous.wait(event("ready")))
-        let node = "127.0.0.1:\(ready["port"] as! Int)"
         let a = try NodeProcess(["--data", dir + "/a", "--host", "127.0.0.1", "--rendezvous", node])
         let b = try NodeProcess(["--data", dir + "/b", "--host", "127.0.0.1", "--rendezvous", node])
         defer { a.kill(); b.kill() }

@@ -25,10 +25,8 @@ struct CallMediaNodeProcessTests {
     @Test func invitationMatrixAndThreeWayCallBetweenProcesses() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-call-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let rendezvous = try NodeProcess(["--rendezvous", "--host", "127.0.0.1"])
+        let (rendezvous, node) = try await NodeProcess.rendezvous()
         defer { rendezvous.kill() }
-        let ready = try #require(await rendezvous.wait(event("ready")))
-        let node = "127.0.0.1:\(ready["port"] as! Int)"
         let nodes = try ["a", "b", "c"].map {
             try NodeProcess(["--data", dir + "/" + $0, "--host", "127.0.0.1", "--name", $0, "--rendezvous", node, "--invitation-timeout", "5"])
         }

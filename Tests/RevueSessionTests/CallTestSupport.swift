@@ -139,3 +139,13 @@ func makeFriends(_ peers: [CallPeer]) async throws {
         for b in peers[(i + 1)...] { try await befriend(a.peer, b.peer) }
     }
 }
+
+/// Invites `b` from `a`, `b` accepts, and both wait until each sees the other in its room.
+@MainActor
+func startCall(_ a: CallPeer, _ b: CallPeer, message: String = "join us") async throws {
+    try a.friends.sendInvitation(friendId: b.id, message: message)
+    await b.wait("invitation") { b.room.invitations[a.id] != nil }
+    try b.friends.acceptInvitation(friendId: a.id)
+    await a.wait("\(b.name) in \(a.name)'s room") { a.room.remoteParticipants[b.id] != nil }
+    await b.wait("\(a.name) in \(b.name)'s room") { b.room.remoteParticipants[a.id] != nil }
+}

@@ -12,6 +12,9 @@ final class LineBuffer: Sendable {
 }
 
 /// One revue-node process: JSON commands in, JSON event lines out (collected by a reader thread).
+/// A revue-node process that did not behave as a test needs.
+struct NodeProcessError: Error { var message: String }
+
 final class NodeProcess: @unchecked Sendable {
     static var binary: String? {
         let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
@@ -82,6 +85,16 @@ final class NodeProcess: @unchecked Sendable {
     }
 
     /// Kills the process and waits until everything it wrote has been read.
+    /// Starts a rendezvous node on loopback and waits for it: the process and its "host:port".
+    static func rendezvous() async throws -> (NodeProcess, String) {
+        let process = try NodeProcess(["--rendezvous", "--host", "127.0.0.1"])
+        guard let ready = await process.wait(event("ready")), let port = ready["port"] as? Int else {
+            process.kill()
+            throw NodeProcessError(message: "the rendezvous node did not report ready")
+        }
+        return (process, "127.0.0.1:\(port)")
+    }
+
     func kill() {
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -107,10 +120,8 @@ struct RevueNodeProcessTests {
     @Test func twoPeersBefriendAndExchangeMessagesThroughRendezvous() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-node-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let rendezvous = try NodeProcess(["--rendezvous", "--host", "127.0.0.1"])
+        let (rendezvous, node) = try await NodeProcess.rendezvous()
         defer { rendezvous.kill() }
-        let ready = try #require(await rendezvous.wait(event("ready")))
-        let node = "127.0.0.1:\(ready["port"] as! Int)"
         let alice = try NodeProcess(["--data", dir + "/alice", "--host", "127.0.0.1", "--name", "Alice", "--rendezvous", node])
         var bob = try NodeProcess(["--data", dir + "/bob", "--host", "127.0.0.1", "--name", "Bob", "--rendezvous", node])
         defer { alice.kill(); bob.kill() }
@@ -157,10 +168,8 @@ struct RevueNodeProcessTests {
     @Test func sigkillWhileSavingLosesNothingAcknowledged() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-node-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let rendezvous = try NodeProcess(["--rendezvous", "--host", "127.0.0.1"])
+        let (rendezvous, node) = try await NodeProcess.rendezvous()
         defer { rendezvous.kill() }
-        let ready = try #require(await rendezvous.wait(event("ready")))
-        let node = "127.0.0.1:\(ready["port"] as! Int)"
         let alice = try NodeProcess(["--data", dir + "/alice", "--host", "127.0.0.1", "--rendezvous", node])
         var bob = try NodeProcess(["--data", dir + "/bob", "--host", "127.0.0.1", "--rendezvous", node])
         defer { alice.kill(); bob.kill() }

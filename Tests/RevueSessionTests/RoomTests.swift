@@ -7,13 +7,7 @@ import Testing
 @MainActor
 @Suite(.serialized) struct RoomTests {
     /// Invites `b` from `a` and waits until both see each other.
-    func call(_ a: CallPeer, _ b: CallPeer) async throws {
-        try a.friends.sendInvitation(friendId: b.id, message: "join us")
-        await b.wait("invitation") { b.room.invitations[a.id] != nil }
-        try b.friends.acceptInvitation(friendId: a.id)
-        await a.wait("\(b.name) in \(a.name)'s room") { a.room.remoteParticipants[b.id] != nil }
-        await b.wait("\(a.name) in \(b.name)'s room") { b.room.remoteParticipants[a.id] != nil }
-    }
+    func call(_ a: CallPeer, _ b: CallPeer) async throws { try await startCall(a, b) }
 
     @Test func fourPeersFormAMeshAndEveryoneSeesEveryoneJoinAndLeave() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
