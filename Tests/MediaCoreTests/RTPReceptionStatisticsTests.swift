@@ -37,6 +37,28 @@ import Testing
         #expect(s.cumulativeLost == 25)
     }
 
+    /// Resends keep their sequence numbers here (no RTX). With A.1's MAX_MISORDER of 100, two
+    /// consecutive resends 300 behind read as a restarted sender and the counts start over; with
+    /// the stream's NACK window as `lateWindow` they are late packets and nothing is lost.
+    @Test func consecutiveResendsFarBehindAreLateWithinTheLateWindow() {
+        func run(_ s: inout RTPReceptionStatistics) {
+            for seq in 1_000..<1_400 where seq != 1_050 && seq != 1_051 {
+                s.update(sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 3000), arrivalNs: Int64(seq) * 33_000_000)
+            }
+            s.update(sequenceNumber: 1_050, timestamp: 1_050 * 3000, arrivalNs: 1_400 * 33_000_000)
+            s.update(sequenceNumber: 1_051, timestamp: 1_051 * 3000, arrivalNs: 1_401 * 33_000_000)
+            for seq in 1_400..<1_500 {
+                s.update(sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 3000), arrivalNs: Int64(seq + 2) * 33_000_000)
+            }
+        }
+        var windowed = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000, lateWindow: 1024)
+        run(&windowed)
+        #expect(windowed.expected == 500 && windowed.received == 500 && windowed.packetsLost == 0)
+        var rfc = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
+        run(&rfc)
+        #expect(rfc.expected != 500, "A.1 restarts on the second resend: the RFC default is kept")
+    }
+
     @Test func duplicatesMakeCumulativeLostNegativeAndLateOnesAreCounted() {
         var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
         for seq: UInt16 in [10, 11, 12, 12, 12, 14, 13] { s.update(sequenceNumber: seq, timestamp: 0, arrivalNs: 0) }

@@ -84,7 +84,10 @@ public final class VideoReceiveStream {
         self.renderer = renderer
         jitterBuffer = RTPJitterBuffer(settings: settings.jitterBuffer, clockRate: 90_000)
         nack = NackTracker(capacity: settings.jitterBuffer.capacity, maxTries: settings.nackMaxTries)
-        receiveStatistics = RTPReceptionStatistics(ssrc: ssrc, clockRate: 90_000)
+        // Resends keep their sequence numbers (no RTX): anything the NACK window can ask for is late,
+        // not a restarted sender.
+        receiveStatistics = RTPReceptionStatistics(ssrc: ssrc, clockRate: 90_000,
+                                                   lateWindow: UInt16(min(settings.jitterBuffer.capacity, Int(RTPReceptionStatistics.maxDropout))))
         decoder = try VPXDecoder(codec: settings.codec, threads: settings.decoderThreads)
         vp8 = settings.codec == .vp8 ? VP8Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
         vp9 = settings.codec == .vp9 ? VP9Depacketizer(maxFrameSize: settings.maxFrameSize) : nil

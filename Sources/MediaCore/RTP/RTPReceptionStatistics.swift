@@ -13,6 +13,13 @@ public struct RTPReceptionStatistics: Sendable {
     /// RFC 3550 Appendix A.1 MAX_MISORDER: a backward step of up to this many is a late packet.
     public static let maxMisorder: UInt16 = 100
 
+    /// How far behind the highest sequence number a packet still counts as late rather than as a
+    /// jump (`maxMisorder` unless the stream says otherwise). A stream whose NACKed packets are
+    /// resent with their original sequence numbers (no RTX stream) sets it to its NACK window:
+    /// otherwise two consecutive resends more than 100 behind look like a restarted sender
+    /// (A.1's "two sequential packets" rule) and the statistics start over.
+    public let lateWindow: UInt16
+
     /// SSRC of the source.
     public let ssrc: UInt32
     /// RTP clock rate of the source (for jitter).
@@ -41,8 +48,10 @@ public struct RTPReceptionStatistics: Sendable {
     /// Starts statistics for `ssrc`. `probation` is RFC 3550 A.1 MIN_SEQUENTIAL: the number of
     /// sequential packets required before a source is valid (0 accepts the first packet at once,
     /// fine when SRTP authenticates packets; RFC 3550 suggests 2).
-    public init(ssrc: UInt32, clockRate: Int64, probation: Int = 0) {
-        precondition(clockRate > 0 && probation >= 0)
+    /// `lateWindow` (at most `maxDropout`) replaces A.1's MAX_MISORDER of 100 for this source.
+    public init(ssrc: UInt32, clockRate: Int64, probation: Int = 0, lateWindow: UInt16 = maxMisorder) {
+        precondition(clockRate > 0 && probation >= 0 && lateWindow <= Self.maxDropout)
+        self.lateWindow = lateWindow
         self.ssrc = ssrc
         self.clockRate = clockRate
         self.probation = probation
@@ -102,7 +111,7 @@ public struct RTPReceptionStatistics: Sendable {
             if seq < maxSeq { cycles &+= 0x1_0000 }  // wrapped
             maxSeq = seq
             advanced = udelta != 0
-        } else if udelta <= UInt16.max - Self.maxMisorder {
+        } else if udelta <= UInt16.max - lateWindow {
             // A very large jump: accept only if the next packet continues from here.
             if UInt32(seq) == badSeq {
                 initSequence(seq)
