@@ -28,7 +28,11 @@ let package = Package(
         // fuzz-node-command can reach it.
         .target(name: "RevueNodeProtocol", dependencies: ["RevueSession"]),
         .executableTarget(name: "revue-node", dependencies: ["RevueSDK", "RevueNodeProtocol"]),
-        .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession"], path: "Benchmarks/revue-bench"),
+        // Counting malloc-family wrappers defined in the revue-bench executable (heap allocations per
+        // frame in `videosend`). Only ever a dependency of revue-bench: it replaces malloc process-wide.
+        .target(name: "CBenchAlloc", path: "Benchmarks/CBenchAlloc"),
+        .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession", "CBenchAlloc"],
+                          path: "Benchmarks/revue-bench"),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
         .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),

@@ -1,5 +1,7 @@
 // Capture hand-off rings: MPSCRing with 1 and 2 producers and SPSCRing, against a Mutex-protected
-// fixed-capacity deque (what a lock-based queue costs), one consumer thread each.
+// fixed-capacity deque (what a lock-based queue costs), one consumer thread each; and MPSCRing with
+// one producer against SPSCRing (what the multi-producer protocol costs when only one thread
+// captures).
 import MediaCore
 import Foundation
 import Synchronization
@@ -97,6 +99,17 @@ enum RingSuite {
         } anchor: {
             let deque = MutexDeque(capacity: capacity)
             return transfer(items: items, producers: 1, push: { deque.tryPush($0) }, pop: { deque.tryPop() })
+        }
+        // The same single producer through both rings, interleaved: the MPSC ring's slot claiming
+        // (compare-exchange claims on tail and head, per-slot sequence numbers) against the SPSC ring's plain
+        // index stores.
+        try compare(reporter, options, suite: "ring", case: "MPSC 1P vs SPSC cap \(capacity)", metric: "items/s", unit: "1/s",
+                    higherIsBetter: true, anchorName: "SPSC ring") {
+            let ring = HandOffRingProbe(capacity: capacity)
+            return transfer(items: items, producers: 1, push: { ring.mpscPush($0) }, pop: { ring.mpscPop() })
+        } anchor: {
+            let ring = HandOffRingProbe(capacity: capacity)
+            return transfer(items: items, producers: 1, push: { ring.spscPush($0) }, pop: { ring.spscPop() })
         }
     }
 }
