@@ -1,10 +1,12 @@
 // The video send pipeline from BGRA (capture -> libyuv -> ring -> worker: libvpx, RTP, SRTP ->
 // sink) against: a bare loop of the same libyuv + libvpx + libsrtp calls on one thread; `vpxenc
 // --rt` with the same encoder settings on the same frames; GStreamer's
-// `videoconvert ! vp8enc ! rtpvp8pay ! srtpenc ! fakesink`. Plus capture() call cost and
-// capture-to-packet latency at a real-time 30 fps pace.
+// `videoconvert ! vp8enc ! rtpvp8pay ! srtpenc ! fakesink`. Plus capture() call cost,
+// capture-to-packet latency at a real-time 30 fps pace, and heap allocations per frame (counted by
+// CBenchAlloc's malloc-family wrappers, every thread of the process).
 import MediaCore
 import CMediaShims
+import CBenchAlloc
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -167,7 +169,48 @@ enum VideoSendSuite {
         }
     }
 
+    /// A frame counter bumped by the sink at each frame's last (marker) packet: waiting on it reads
+    /// no statistics, so the measuring thread allocates nothing while it waits.
+    final class FrameEnds: @unchecked Sendable { let count = Atomic<Int>(0) }
+
+    /// Frames fed before allocations are counted (encoder buffers, the SRTP stream clone, the
+    /// converter's scratch and the frame pool are made then), and frames counted.
+    static let allocationWarmFrames = 15, allocationMeasuredFrames = 30
+
+    /// Allocation calls one `srtp_protect` of a 1000-byte RTP payload makes (warm), by Debian's
+    /// NSS-backed libsrtp: a PKCS#11 context per packet. The tests measure the same figure
+    /// (`SendPipelineAllocationTests.libsrtpAllocationsPerPacket`). Also proves that calls made
+    /// inside libsrtp and NSS reach the counting wrappers.
+    static func libsrtpAllocationsPerPacket(_ key: SRTPKeyMaterial) -> Double {
+        let session = SRTPBenchSuite.RawSession(key, outbound: true)
+        let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+        defer { packet.deallocate() }
+        packet.initializeMemory(as: UInt8.self, repeating: 0x5A)
+        packet[0] = 0x80; packet[1] = 96
+        var seq: UInt16 = 0
+        func one() {
+            packet[2] = UInt8(seq >> 8); packet[3] = UInt8(truncatingIfNeeded: seq); seq &+= 1
+            var length = Int32(12 + 1000)
+            _ = srtp_protect(session.session, packet.baseAddress, &length)
+        }
+        for _ in 0..<5 { one() }
+        let a0 = cba_allocations()
+        for _ in 0..<100 { one() }
+        return Double(cba_allocations() - a0) / 100
+    }
+
+    /// Traps unless an allocation made inside libswiftCore (`swift_slowAlloc` calling `malloc`
+    /// through its PLT) reaches CBenchAlloc: without that every count would silently read 0.
+    static func checkAllocationCountingWorks() {
+        let a0 = cba_allocations()
+        let p = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+        let a1 = cba_allocations()
+        p.deallocate()
+        precondition(a1 > a0, "CBenchAlloc does not see libswiftCore's malloc calls: is malloc exported from revue-bench?")
+    }
+
     static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
+        checkAllocationCountingWorks()
         let externalReps = BenchOptions(repetitions: min(options.repetitions, 2), warmup: 0, scale: options.scale)
         for (codec, w, h, bitrate) in [(VPXCodec.vp8, 1280, 720, 2_500_000), (.vp8, 1920, 1080, 4_000_000),
                                        (.vp9, 1280, 720, 2_500_000), (.vp9, 1920, 1080, 4_000_000)] {
@@ -225,6 +268,7 @@ enum VideoSendSuite {
             // The same runs per CPU-second (all threads): what the pipeline costs, whatever the load.
             try compare(reporter, options, suite: "videosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
                         anchorName: "libyuv+libvpx+libsrtp loop", ours: { oursCPU.pop() }, anchor: { rawCPU.pop() })
+            try allocations(reporter, options, config: config, views: views, bgra: UnsafeRawBufferPointer(bgra), name: name)
             if w == 1280 {
                 record(reporter, options, suite: "videosend", case: "capture() \(name)", metric: "call p50", unit: "us",
                        higherIsBetter: false, values: [Summary(captureCosts).median])
@@ -274,6 +318,80 @@ enum VideoSendSuite {
                 }
             }
             if codec == .vp8 && w == 1280 { try latency(reporter, options, config: config, views: views, name: name) }
+        }
+    }
+
+    /// Heap allocation calls per frame once warm, of the whole pipeline (capture on this thread;
+    /// libvpx, RTP, SRTP and the sink on the worker) against the raw loop, counted over every
+    /// thread of the process by CBenchAlloc. Debian's libsrtp2 is built against NSS and mallocs
+    /// inside `srtp_protect` (a PKCS#11 context per packet), so neither figure is 0; the row
+    /// "beyond libsrtp" subtracts libsrtp's own count (measured here per packet) times the packets
+    /// sent, which is what `SendPipelineAllocationTests` asserts to be exactly 0.
+    static func allocations(_ reporter: Reporter, _ options: BenchOptions, config: VideoSendStream.Configuration,
+                            views: [PixelBufferView], bgra: UnsafeRawBufferPointer, name: String) throws {
+        let warm = allocationWarmFrames, measured = allocationMeasuredFrames
+        let w = config.encoder.width, h = config.encoder.height
+        let perPacket = libsrtpAllocationsPerPacket(config.srtp!)
+        if perPacket == 0 {
+            FileHandle.standardError.write(Data("revue-bench: srtp_protect made no heap allocation: libsrtp not NSS-backed, or its calls bypass CBenchAlloc\n".utf8))
+        }
+        var beyond: [Double] = [], oursPackets: [Double] = [], rawPackets: [Double] = []
+        func ours() throws -> Double {
+            let sink = BenchCountingSink()
+            let ends = FrameEnds()
+            sink.onFrameEnd = { _ in ends.count.add(1, ordering: .relaxed) }
+            let stream = try VideoSendStream(configuration: config, sink: sink)
+            stream.start()
+            // Feeds frames `range`, never more than the ring holds, and waits for their last packets.
+            func feed(_ range: Range<Int>) {
+                for i in range {
+                    while ends.count.load(ordering: .relaxed) < i - (config.ringCapacity - 1) { usleep(1_000) }
+                    stream.capturer.capture(views[i % views.count], timeStampNs: Int64(i) * 33_333_333)
+                }
+                var waited = 0
+                while ends.count.load(ordering: .relaxed) < range.upperBound {
+                    usleep(1_000)
+                    waited += 1
+                    precondition(waited < 10_000, "videosend allocations: frames \(range) never all reached the sink")
+                }
+            }
+            feed(0..<warm)
+            let a0 = cba_allocations(), p0 = sink.packets.load(ordering: .relaxed)
+            feed(warm..<(warm + measured))
+            let a1 = cba_allocations(), p1 = sink.packets.load(ordering: .relaxed)
+            stream.stop()
+            precondition(stream.statistics.capture.dropped == 0, "video bench dropped frames")
+            let allocations = Double(a1 - a0), packets = Double(p1 - p0)
+            beyond.append((allocations - perPacket * packets) / Double(measured))
+            oursPackets.append(packets / Double(measured))
+            return allocations / Double(measured)
+        }
+        func raw() -> Double {
+            let loop = RawLoop(codec: config.encoder.codec, width: w, height: h, bitrate: config.encoder.bitrate, key: config.srtp!)
+            func frame(_ i: Int) -> Int {
+                loop.encode(bgra.baseAddress! + (i % views.count) * w * h * 4, index: i, forceKey: i == 0)
+            }
+            for i in 0..<warm { _ = frame(i) }
+            let a0 = cba_allocations()
+            var packets = 0
+            for i in warm..<(warm + measured) { packets += frame(i) }
+            let allocations = Double(cba_allocations() - a0)
+            rawPackets.append(Double(packets) / Double(measured))
+            return allocations / Double(measured)
+        }
+        try compare(reporter, options, suite: "videosend", case: name, metric: "heap allocations/frame", unit: "calls",
+                    higherIsBetter: false, anchorName: "libyuv+libvpx+libsrtp loop", ours: ours, anchor: raw)
+        // The warm-up repetition is in the arrays too: keep the measured ones.
+        let keep = options.repetitions
+        record(reporter, options, suite: "videosend", case: name, metric: "heap allocations/frame beyond libsrtp", unit: "calls",
+               higherIsBetter: false, values: Array(beyond.suffix(keep)))
+        record(reporter, options, suite: "videosend", case: name, metric: "RTP packets/frame (ours)", unit: "packets",
+               higherIsBetter: false, values: Array(oursPackets.suffix(keep)))
+        record(reporter, options, suite: "videosend", case: name, metric: "RTP packets/frame (loop)", unit: "packets",
+               higherIsBetter: false, values: Array(rawPackets.suffix(keep)))
+        if config.encoder.codec == .vp8 && w == 1280 {  // the same figure for every case: one row
+            record(reporter, options, suite: "videosend", case: "srtp_protect 1000 B \(config.srtp!.suite.rawValue)",
+                   metric: "heap allocations/packet", unit: "calls", higherIsBetter: false, values: [perPacket])
         }
     }
 
