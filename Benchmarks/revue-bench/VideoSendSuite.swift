@@ -199,13 +199,16 @@ enum VideoSendSuite {
         return Double(cba_allocations() - a0) / 100
     }
 
+    nonisolated(unsafe) static var allocationProbe: UnsafeMutableRawPointer?
+
     /// Traps unless an allocation made inside libswiftCore (`swift_slowAlloc` calling `malloc`
     /// through its PLT) reaches CBenchAlloc: without that every count would silently read 0.
     static func checkAllocationCountingWorks() {
         let a0 = cba_allocations()
-        let p = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+        allocationProbe = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)  // a global: cannot be elided
         let a1 = cba_allocations()
-        p.deallocate()
+        allocationProbe?.deallocate()
+        allocationProbe = nil
         precondition(a1 > a0, "CBenchAlloc does not see libswiftCore's malloc calls: is malloc exported from revue-bench?")
     }
 
