@@ -306,11 +306,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
     /// Merges the network-side counters (engine thread) into a snapshot.
     public func statsSnapshot() -> InboundRTPStreamStats {
         var s = stats
-        s.packetsReceived = receiveStatistics.packetsReceived
-        s.bytesReceived = receiveStatistics.bytesReceived
-        s.headerBytesReceived = receiveStatistics.headerBytesReceived
-        s.packetsLost = receiveStatistics.packetsLost
-        s.jitter = receiveStatistics.jitterSeconds
+        receiveStatistics.fill(&s)
         s.packetsDiscarded += UInt64(networkDiscarded)
         return s
     }

@@ -329,11 +329,7 @@ public final class VideoReceiveStream {
     /// The stream's W3C statistics with packet counters and jitter filled in.
     public func statsSnapshot() -> InboundRTPStreamStats {
         var s = stats
-        s.packetsReceived = receiveStatistics.packetsReceived
-        s.bytesReceived = receiveStatistics.bytesReceived
-        s.headerBytesReceived = receiveStatistics.headerBytesReceived
-        s.packetsLost = receiveStatistics.packetsLost
-        s.jitter = receiveStatistics.jitterSeconds
+        receiveStatistics.fill(&s)
         return s
     }
 }

@@ -142,6 +142,16 @@ public struct RTPReceptionStatistics: Sendable {
         transit = t
     }
 
+    /// Copies the packet counters and jitter into W3C inbound-rtp statistics (`packetsReceived`,
+    /// `bytesReceived`, `headerBytesReceived`, `packetsLost`, `jitter`). Owner thread; O(1).
+    public func fill(_ s: inout InboundRTPStreamStats) {
+        s.packetsReceived = packetsReceived
+        s.bytesReceived = bytesReceived
+        s.headerBytesReceived = headerBytesReceived
+        s.packetsLost = packetsLost
+        s.jitter = jitterSeconds
+    }
+
     /// RFC 3550 §6.4.1 extended highest sequence number received (cycles << 16 | max seq).
     public var extendedHighestSequence: UInt32 { cycles &+ UInt32(maxSeq) }
 
