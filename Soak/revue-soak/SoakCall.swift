@@ -122,15 +122,7 @@ final class SoakCall {
     /// Captures one video frame now (the next index).
     func captureVideo() {
         SyntheticVideo.render(frameIndex: videoFrames, into: picture)
-        let v = picture.view
-        let ch = v.chromaHeight, cw = v.chromaWidth
-        if let buffer = try? PixelBufferView.i420(
-            width: v.width, height: v.height,
-            y: UnsafeRawBufferPointer(start: v.y, count: v.strideY * (v.height - 1) + v.width), strideY: v.strideY,
-            u: UnsafeRawBufferPointer(start: v.u, count: v.strideU * (ch - 1) + cw), strideU: v.strideU,
-            v: UnsafeRawBufferPointer(start: v.v, count: v.strideV * (ch - 1) + cw), strideV: v.strideV) {
-            video.capturer.capture(buffer, timeStampNs: Int64(start) + Int64(videoFrames) * 33_333_333)
-        }
+        video.capturer.capture(PixelBufferView(picture.view), timeStampNs: Int64(start) + Int64(videoFrames) * 33_333_333)
         videoFrames += 1
     }
 

@@ -173,14 +173,7 @@ final class MediaSender {
                 let key = feedback.takeKeyframeRequest()
                 if let pipeline = videoPipeline {
                     if key { pipeline.handlePictureLossIndication() }
-                    let view = frame.view
-                    let cw = view.chromaWidth, ch = view.chromaHeight
-                    let buffer = try PixelBufferView.i420(
-                        width: view.width, height: view.height,
-                        y: UnsafeRawBufferPointer(start: view.y, count: view.strideY * (view.height - 1) + view.width), strideY: view.strideY,
-                        u: UnsafeRawBufferPointer(start: view.u, count: view.strideU * (ch - 1) + cw), strideU: view.strideU,
-                        v: UnsafeRawBufferPointer(start: view.v, count: view.strideV * (ch - 1) + cw), strideV: view.strideV)
-                    pipeline.capturer.capture(buffer, timeStampNs: Int64(captured))
+                    pipeline.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(captured))
                 } else {
                     try encoder.encode(frame.view, forceKeyframe: key) { out, _ in
                         self.sendVideo(out, stream: stream)

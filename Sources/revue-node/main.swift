@@ -251,13 +251,7 @@ func feedSynthetic(audio: AudioBufferCapturer?, video: BufferCapturer?, seconds:
             pcm.withUnsafeBufferPointer { audio?.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
             if chunk % 3 == 0, let video {
                 SyntheticVideo.render(frameIndex: chunk / 3, into: frame)
-                let v = frame.view
-                if let view = try? PixelBufferView.i420(width: 320, height: 180,
-                        y: UnsafeRawBufferPointer(start: v.y, count: v.strideY * 180), strideY: v.strideY,
-                        u: UnsafeRawBufferPointer(start: v.u, count: v.strideU * 90), strideU: v.strideU,
-                        v: UnsafeRawBufferPointer(start: v.v, count: v.strideV * 90), strideV: v.strideV) {
-                    video.capture(view, timeStampNs: ts)
-                }
+                video.capture(PixelBufferView(frame.view), timeStampNs: ts)
             }
             let due = start + UInt64(chunk + 1) * 20_000_000
             let now = DispatchTime.now().uptimeNanoseconds

@@ -27,12 +27,7 @@ struct SendTsharkTests {
         let frame = VideoFrame(width: 320, height: 240)
         for i in 0..<30 {
             SyntheticVideo.render(frameIndex: i, into: frame)
-            let ch = frame.chromaHeight
-            let view = try PixelBufferView.i420(
-                width: 320, height: 240, y: UnsafeRawBufferPointer(start: frame.y, count: frame.strideY * 240), strideY: frame.strideY,
-                u: UnsafeRawBufferPointer(start: frame.u, count: frame.strideUV * ch), strideU: frame.strideUV,
-                v: UnsafeRawBufferPointer(start: frame.v, count: frame.strideUV * ch), strideV: frame.strideUV)
-            video.capturer.capture(view, timeStampNs: Int64(i) * 33_333_333)
+            video.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(i) * 33_333_333)
             pcm.withUnsafeBufferPointer { all in
                 let b = i * 1600
                 audio.capturer.capture(UnsafeBufferPointer(rebasing: all[b..<(b + 1600)]), sampleRate: 48_000, channels: 1,

@@ -15,12 +15,7 @@ func sendTestFrame(_ index: Int, width: Int, height: Int) -> VideoFrame {
 }
 
 func sendTestView(_ f: VideoFrame) -> PixelBufferView {
-    let ch = f.chromaHeight
-    return try! PixelBufferView.i420(
-        width: f.width, height: f.height,
-        y: UnsafeRawBufferPointer(start: f.y, count: f.strideY * f.height), strideY: f.strideY,
-        u: UnsafeRawBufferPointer(start: f.u, count: f.strideUV * ch), strideU: f.strideUV,
-        v: UnsafeRawBufferPointer(start: f.v, count: f.strideUV * ch), strideV: f.strideUV)
+    PixelBufferView(f.view)
 }
 
 /// Captures `frame` (kept alive for the call: a view does not own its pixels).

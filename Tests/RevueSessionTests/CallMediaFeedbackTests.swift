@@ -21,14 +21,8 @@ import Testing
                 let start = DispatchTime.now().uptimeNanoseconds
                 for i in 0..<frames {
                     SyntheticVideo.render(frameIndex: i, into: frame)
-                    let v = frame.view
-                    if let view = try? PixelBufferView.i420(
-                        width: w, height: h,
-                        y: UnsafeRawBufferPointer(start: v.y, count: v.strideY * h), strideY: v.strideY,
-                        u: UnsafeRawBufferPointer(start: v.u, count: v.strideU * frame.chromaHeight), strideU: v.strideU,
-                        v: UnsafeRawBufferPointer(start: v.v, count: v.strideV * frame.chromaHeight), strideV: v.strideV) {
-                        withExtendedLifetime(frame) { capturer.capture(view, timeStampNs: Int64(i) * 60_000_000) }
-                    }
+                    let view = PixelBufferView(frame.view)
+                    withExtendedLifetime(frame) { capturer.capture(view, timeStampNs: Int64(i) * 60_000_000) }
                     let due = start + UInt64(i + 1) * 60_000_000
                     let now = DispatchTime.now().uptimeNanoseconds
                     if due > now { usleep(UInt32((due - now) / 1000)) }

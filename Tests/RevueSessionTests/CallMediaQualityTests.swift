@@ -63,14 +63,8 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
                 pcm.withUnsafeBufferPointer { audio?.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
                 if chunk % 3 == 0, let video {
                     SyntheticVideo.render(frameIndex: (startFrame + chunk) / 3, into: frame)
-                    let v = frame.view
-                    if let view = try? PixelBufferView.i420(
-                        width: w, height: h,
-                        y: UnsafeRawBufferPointer(start: v.y, count: v.strideY * h), strideY: v.strideY,
-                        u: UnsafeRawBufferPointer(start: v.u, count: v.strideU * frame.chromaHeight), strideU: v.strideU,
-                        v: UnsafeRawBufferPointer(start: v.v, count: v.strideV * frame.chromaHeight), strideV: v.strideV) {
-                        video.capture(view, timeStampNs: ts)
-                    }
+                    let view = PixelBufferView(frame.view)
+                    video.capture(view, timeStampNs: ts)
                 }
                 let due = start + UInt64(chunk + 1) * 20_000_000
                 let now = DispatchTime.now().uptimeNanoseconds

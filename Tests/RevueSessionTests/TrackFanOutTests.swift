@@ -36,13 +36,7 @@ import Testing
         let frame = VideoFrame(width: 160, height: 120)
         for i in 0..<5 {
             SyntheticVideo.render(frameIndex: i, into: frame)
-            let v = frame.view
-            let view = try PixelBufferView.i420(
-                width: 160, height: 120,
-                y: UnsafeRawBufferPointer(start: v.y, count: v.strideY * 120), strideY: v.strideY,
-                u: UnsafeRawBufferPointer(start: v.u, count: v.strideU * frame.chromaHeight), strideU: v.strideU,
-                v: UnsafeRawBufferPointer(start: v.v, count: v.strideV * frame.chromaHeight), strideV: v.strideV)
-            withExtendedLifetime(frame) { stream.capturer.capture(view, timeStampNs: Int64(i) * 33_333_333) }
+            withExtendedLifetime(frame) { stream.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(i) * 33_333_333) }
             usleep(40_000)
         }
         let first = legs.map { Self.drain($0) }

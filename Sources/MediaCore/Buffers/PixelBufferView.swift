@@ -188,3 +188,17 @@ public struct PixelBufferView: @unchecked Sendable {
         return PixelBufferView(format: format, width: width, height: height, bases: (yb, cb, nil), strides: (strideY, strideC, 0))
     }
 }
+
+extension PixelBufferView {
+    /// The planes of an I420 frame we hold (a `VideoFrame`'s `view`), to feed it to a capturer.
+    /// Borrowed: valid while that frame is alive and unchanged. Any thread; O(1), no copy.
+    public init(_ frame: I420View) {
+        let ch = frame.chromaHeight, cw = frame.chromaWidth
+        // Cannot throw: every size comes from a well-formed I420 frame.
+        self = try! PixelBufferView.i420(
+            width: frame.width, height: frame.height,
+            y: UnsafeRawBufferPointer(start: frame.y, count: frame.strideY * (frame.height - 1) + frame.width), strideY: frame.strideY,
+            u: UnsafeRawBufferPointer(start: frame.u, count: frame.strideU * (ch - 1) + cw), strideU: frame.strideU,
+            v: UnsafeRawBufferPointer(start: frame.v, count: frame.strideV * (ch - 1) + cw), strideV: frame.strideV)
+    }
+}

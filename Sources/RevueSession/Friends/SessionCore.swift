@@ -261,7 +261,6 @@ package final class SessionCore {
         pending.append(item)
         guard !drainScheduled else { return }
         drainScheduled = true
-        let revue = self.revue
         DispatchQueue.main.async { [weak self] in
             MainActor.assumeIsolated { self?.drainEvents() }
         }
