@@ -33,7 +33,7 @@ private func insert(_ s: AudioReceiveStream, _ payload: [UInt8], seq: UInt16, ts
 /// Plays `packets` (nil = lost) through a stream in real cadence and returns the stream after
 /// `pulls` 10 ms pulls; `dropped` packets never arrive; `tsGap` adds timestamp jumps (DTX).
 private func play(_ packets: [[UInt8]], lost: Set<Int> = [], fec: Bool = true, outputRate: Int = 48_000,
-                  timestamps: [UInt32]? = nil) throws -> (AudioReceiveStream, [Int16]) {
+                  timestamps: [UInt32]? = nil, sequenceNumbers: [UInt16]? = nil) throws -> (AudioReceiveStream, [Int16]) {
     var settings = AudioReceiveSettings(payloadType: 111)
     settings.fecEnabled = fec
     settings.outputSampleRate = outputRate
@@ -46,7 +46,7 @@ private func play(_ packets: [[UInt8]], lost: Set<Int> = [], fec: Bool = true, o
         // A packet arrives every 20 ms.
         while next < packets.count && UInt64(next) * 20_000_000 + 1_000_000_000 <= now {
             if !lost.contains(next) {
-                insert(s, packets[next], seq: UInt16(next), ts: timestamps?[next] ?? UInt32(next * 960), at: now)
+                insert(s, packets[next], seq: sequenceNumbers?[next] ?? UInt16(next), ts: timestamps?[next] ?? UInt32(next * 960), at: now)
             }
             next += 1
         }
@@ -63,6 +63,23 @@ private func play(_ packets: [[UInt8]], lost: Set<Int> = [], fec: Bool = true, o
         #expect(s.stats.concealedSamples == 0 || s.stats.concealedSamples <= 960 * 10, "only the tail after the last packet")
         #expect(s.stats.totalSamplesReceived == UInt64(out.count))
         #expect(out.contains { abs(Int($0)) > 1000 })
+    }
+
+    @Test func aSenderThatRestartsBehindPlaysAgainAfterOnePacket() throws {
+        // 100 packets, then the same SSRC restarts 10,000 sequence numbers back with new
+        // timestamps (a process restart that kept its SSRC): RFC 3550 A.1 restart detection
+        // drops one packet, not every packet of the new run.
+        let packets = try opusPackets(200)
+        let sequences = (0..<200).map { UInt16(truncatingIfNeeded: $0 < 100 ? 20_000 + $0 : 10_000 + $0) }
+        let timestamps = (0..<200).map { UInt32(truncatingIfNeeded: $0 < 100 ? $0 * 960 : 7_000_000 + $0 * 960) }
+        let (s, out) = try play(packets, timestamps: timestamps, sequenceNumbers: sequences)
+        #expect(s.jitterBufferCounters.late == 1)
+        #expect(s.jitterBufferCounters.resets == 1)
+        #expect(s.stats.packetsDiscarded == 1, "\(s.jitterBufferCounters)")
+        // The restarted run is heard: the last second of output (before the tail) is not silence
+        // or concealment.
+        let restartedRun = out[(out.count - 48_000 * 3 / 2)..<(out.count - 48_000 / 2)]
+        #expect(restartedRun.filter { abs(Int($0)) > 1000 }.count > 4_800)
     }
 
     @Test func recoversASingleLossFromTheNextPacketsFEC() throws {

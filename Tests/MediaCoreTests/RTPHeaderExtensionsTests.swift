@@ -84,6 +84,15 @@ import Testing
         }
     }
 
+    @Test func oneByteID0WithALengthStopsProcessing() throws {
+        // 0x00 is a padding byte; 0x02 (ID 0, three bytes) is no element: parsing stops there, so
+        // the ID 2 element after it is not read and nothing is stored under ID 0.
+        let ext: [UInt8] = [0xBE, 0xDE, 0x00, 0x03, 0x10, 0x77, 0x00, 0x02, 0xAA, 0xBB, 0xCC, 0x20, 0x55, 0x00, 0x00, 0x00]
+        try withParsedRTP(Self.packet(withExtension: ext)) { p in
+            #expect(p.header.extensions.elementIDs == [1])
+        }
+    }
+
     @Test func audioLevelMatchesRFC6464Layout() {
         #expect(RTPAudioLevel(voiceActivity: true, level: 0x2A).byte == 0xAA)
         #expect(RTPAudioLevel(voiceActivity: false, level: 127).byte == 0x7F)

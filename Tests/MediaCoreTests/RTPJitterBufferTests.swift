@@ -96,6 +96,45 @@ extension RTPJitterBuffer {
         #expect(jb.insert(jbPacket(41, payload: 2000), seq: 41, at: 0) == .tooLarge)
     }
 
+    @Test func aSenderRestartFarBehindRestartsTheBufferAfterTwoSequentialPackets() {
+        let jb = RTPJitterBuffer(settings: JitterBufferSettings(capacity: 512), clockRate: 48_000)
+        var playedBefore = 0
+        for k in 0..<2000 {
+            let s = UInt16(truncatingIfNeeded: 30_000 + k)
+            jb.insert(jbPacket(s), seq: s, ts: UInt32(k * 960), at: UInt64(k) * 20_000_000)
+            playedBefore += jb.drainInOrder().count
+        }
+        #expect(playedBefore == 2000)
+        // The same SSRC starts again 10,000 sequence numbers back: the first packet is late (it
+        // could be a stray), the second confirms the restart, and the rest play.
+        var played = 0
+        for k in 0..<2000 {
+            let s = UInt16(truncatingIfNeeded: 22_000 + k)
+            let r = jb.insert(jbPacket(s), seq: s, ts: UInt32(k * 960), at: UInt64(2000 + k) * 20_000_000)
+            if k == 0 { #expect(r == .late) }
+            if k == 1 { #expect(r == .reset) }
+            played += jb.drainInOrder().count
+        }
+        #expect(played == 1999)
+        #expect(jb.counters.late == 1 && jb.counters.resets == 1)
+        #expect(jb.targetDelayNs < 100_000_000, "the new run's timestamps do not count as delay variation")
+    }
+
+    @Test func aSingleStrayPacketFarBehindDoesNotRestartTheBuffer() {
+        let jb = RTPJitterBuffer(settings: JitterBufferSettings(capacity: 64), clockRate: 48_000)
+        for s: UInt16 in 5000..<5100 {
+            jb.insert(jbPacket(s), seq: s, at: 0)
+            _ = jb.drainInOrder()
+        }
+        #expect(jb.insert(jbPacket(1000), seq: 1000, at: 0) == .late)
+        // Not the stray's successor: the stream goes on where it was.
+        #expect(jb.insert(jbPacket(5100), seq: 5100, at: 0) == .stored)
+        #expect(jb.insert(jbPacket(1001), seq: 1001, at: 0) == .late)
+        #expect(jb.insert(jbPacket(5101), seq: 5101, at: 0) == .stored)
+        #expect(jb.drainInOrder() == [5100, 5101])
+        #expect(jb.counters.resets == 0 && jb.counters.late == 2)
+    }
+
     @Test func targetDelayFollowsMeasuredJitterWithinItsBounds() {
         var settings = JitterBufferSettings(capacity: 512, minimumDelayMilliseconds: 20, maximumDelayMilliseconds: 150)
         settings.jitterFactor = 1

@@ -150,6 +150,32 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         #expect(info.lastRTPTimestamp == ts.last! && info.lastCaptureNs == 1_000_000_000 + 19 * Self.frameNs)
     }
 
+    @Test func senderReportTimeComesFromCaptureNotFromTheEndOfTheEncode() throws {
+        // A live source stamps frames with the monotonic clock at capture. The sender report's RTP
+        // time for "now" must be the capture clock's (libwebrtc maps from capture time); projecting
+        // from when the packets left would put it behind by the encode time.
+        let sink = MemoryPacketSink()
+        let config = sendTestVideoConfiguration(width: 640, height: 480)
+        let stream = try VideoSendStream(configuration: config, sink: sink)
+        stream.startWithoutWorker()
+        var firstCaptureNs: Int64?
+        for i in 0..<5 {
+            let f = sendTestFrame(i, width: 640, height: 480)
+            let ts = Int64(UDPSocket.monotonicNanoseconds())
+            if firstCaptureNs == nil { firstCaptureNs = ts }
+            sendTestCapture(stream.capturer, f, timeStampNs: ts)
+            stream.pump()
+        }
+        stream.stop()
+        let info = stream.senderInfo
+        #expect(info.lastCapturedAtNs > 0 && info.lastSendNs > info.lastCapturedAtNs, "the encode took time")
+        let now = UDPSocket.monotonicNanoseconds() + 7_000_000
+        let reported = info.rtpTimestamp(atNs: now, clockRate: 90_000)
+        let expected = stream.initialRTPTimestamp &+ UInt32((Int64(now) - firstCaptureNs!) * 90_000 / 1_000_000_000)
+        let error = abs(Int(Int32(bitPattern: reported &- expected)))
+        #expect(error <= 9, "sender report off the capture clock by \(error) ticks")
+    }
+
     @Test func srtpGCMPacketsDecryptAndDecode() throws {
         let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
         let (_, packets) = try Self.sendFrames(sendTestVideoConfiguration(srtp: key), count: 10)

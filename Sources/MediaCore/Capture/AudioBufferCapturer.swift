@@ -81,6 +81,7 @@ public final class AudioBufferCapturer: @unchecked Sendable {
 
     /// Captures interleaved PCM. Returns at once; see the type's rules. Any thread.
     public func capture(_ buffer: PCMBufferView) {
+        let arrivalNs = UDPSocket.monotonicNanoseconds()
         inFlight.add(1, ordering: .sequentiallyConsistent)
         defer { inFlight.subtract(1, ordering: .releasing) }
         guard accepting.load(ordering: .sequentiallyConsistent) else {
@@ -93,6 +94,9 @@ public final class AudioBufferCapturer: @unchecked Sendable {
             return
         }
         let frames = buffer.frameCount
+        // A live source hands over a buffer once its last sample is in: its first sample was
+        // captured one buffer duration before this call.
+        let firstSampleNs = arrivalNs &- UInt64(frames) * 1_000_000_000 / UInt64(max(1, buffer.sampleRate))
         var offset = 0
         var queued = false
         while offset < frames {
@@ -105,6 +109,7 @@ public final class AudioBufferCapturer: @unchecked Sendable {
             }
             frame.sampleRate = buffer.sampleRate
             frame.timestampNs = ts
+            frame.capturedAtNs = firstSampleNs &+ UInt64(offset - n) * 1_000_000_000 / UInt64(buffer.sampleRate)
             frame.frameCount = n
             let out = frame.float32Samples
             switch buffer.samples {

@@ -93,6 +93,7 @@ public final class BufferCapturer: @unchecked Sendable {
     /// timestamp follows it) that must be rotated clockwise by `rotation` to be upright.
     /// Returns at once: the frame is queued, or dropped and counted. Any thread; see the type's rules.
     public func capture(_ buffer: PixelBufferView, timeStampNs: Int64, rotation: VideoRotation = .rotation0) {
+        let arrivalNs = UDPSocket.monotonicNanoseconds()
         inFlight.add(1, ordering: .sequentiallyConsistent)
         defer { inFlight.subtract(1, ordering: .releasing) }
         guard accepting.load(ordering: .sequentiallyConsistent) else {
@@ -119,6 +120,7 @@ public final class BufferCapturer: @unchecked Sendable {
             return
         }
         frame.timestampNs = timeStampNs
+        frame.capturedAtNs = arrivalNs
         counters.add(counters.captured)
         ring.pushDroppingOldest(frame) { old in
             self.recycle(old)

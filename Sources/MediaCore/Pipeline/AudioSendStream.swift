@@ -118,6 +118,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let initialTimestamp: UInt32
     private var samplesSent: Int64 = 0      // 48 kHz ticks since the first frame
     private var frameCaptureNs: Int64 = 0   // capture time of pcm[0]
+    private var frameCapturedAtNs: UInt64 = 0   // the same instant on CLOCK_MONOTONIC (0: unknown)
     private var expectedInputNs: Int64 = .min
     private var markNext = true
     private let dtxSkipped = Atomic<UInt64>(0)
@@ -289,7 +290,10 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         var input = UnsafeBufferPointer(chunk.float32Samples)
         if chunk.sampleRate == 48_000 {
             while !input.isEmpty {
-                if filled == 0 { frameCaptureNs = chunk.timestampNs &+ Int64(chunk.frameCount - input.count / channels) * 1_000_000_000 / 48_000 }
+                if filled == 0 {
+                    frameCaptureNs = chunk.timestampNs &+ Int64(chunk.frameCount - input.count / channels) * 1_000_000_000 / 48_000
+                    noteFrameStart(chunk)
+                }
                 let n = min(frameSamples - filled, input.count / channels)
                 UnsafeMutableBufferPointer(rebasing: pcm[(filled * channels)...])
                     .baseAddress!.update(from: input.baseAddress!, count: n * channels)
@@ -309,6 +313,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             if filled == 0 {
                 let consumedFrames = chunk.frameCount - input.count / channels
                 frameCaptureNs = chunk.timestampNs &+ Int64(consumedFrames) * 1_000_000_000 / Int64(chunk.sampleRate)
+                noteFrameStart(chunk)
             }
             let out = UnsafeMutableBufferPointer(rebasing: pcm[(filled * channels)...])
             let (consumed, produced) = resampler.process(input, into: out)
@@ -317,6 +322,11 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             if filled == frameSamples { emitFrame() }
             if input.isEmpty || (consumed == 0 && produced == 0) { break }
         }
+    }
+
+    /// Places the frame's first sample (`frameCaptureNs`, inside `chunk`) on the monotonic clock.
+    private func noteFrameStart(_ chunk: AudioFrame) {
+        frameCapturedAtNs = chunk.capturedAtNs == 0 ? 0 : chunk.capturedAtNs &+ UInt64(max(0, frameCaptureNs &- chunk.timestampNs))
     }
 
     /// Level, speaking detector, Opus, RTP for the full frame in `pcm`.
@@ -361,6 +371,6 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         markNext = false
         let payloads = OpusPayload.packetize(frame: UnsafeRawBufferPointer(start: packet.baseAddress, count: length),
                                              maxPayloadSize: core.maxPayloadSize)
-        core.send(payloads, timestamp: timestamp, captureNs: frameCaptureNs, nowNs: encodedNs)
+        core.send(payloads, timestamp: timestamp, captureNs: frameCaptureNs, capturedAtNs: frameCapturedAtNs, nowNs: encodedNs)
     }
 }

@@ -17,7 +17,8 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         public var localKey: SRTPKeyMaterial?
         /// Where sender reports go; nil: to where the receiver's RTCP comes from (none before it).
         public var destination: SocketAddress?
-        /// Sender report interval in milliseconds.
+        /// Mean sender report interval in milliseconds; each interval is drawn from 0.5...1.5 times
+        /// it (RFC 3550 §6.3.1).
         public var reportIntervalMilliseconds: Double = 500
         /// Bandwidth estimate: start, floor and ceiling in bits per second.
         public var startBitrate = 1_000_000, minimumBitrate = 50_000, maximumBitrate = 5_000_000
@@ -86,7 +87,7 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         var stats = Statistics()
         var remote: SocketAddress?
-        var lastReportNs: UInt64 = 0
+        var reportSchedule: RTCPReportSchedule
 
         init(socket: UDPSocket, configuration: Configuration, session: RTCPSenderSession, inbound: SRTPContext?, outbound: SRTPContext?) {
             self.socket = socket
@@ -95,6 +96,7 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
             self.inbound = inbound
             self.outbound = outbound
             remote = configuration.destination
+            reportSchedule = RTCPReportSchedule(intervalMilliseconds: configuration.reportIntervalMilliseconds)
         }
 
         deinit { buffer.deallocate() }
@@ -106,8 +108,7 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
                     for i in 0..<n { handle(batch[i]) }
                 }
                 let now = UDPSocket.monotonicNanoseconds()
-                if remote != nil && now >= lastReportNs + UInt64(configuration.reportIntervalMilliseconds * 1e6) {
-                    lastReportNs = now
+                if remote != nil && reportSchedule.isDue(nowNs: now) {
                     sendReports(nowNs: now)
                 }
                 stats.session = session.counters

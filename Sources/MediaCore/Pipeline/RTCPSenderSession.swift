@@ -97,15 +97,13 @@ public final class RTCPSenderSession {
     }
 
     /// Sender reports (RFC 3550 §6.4.1) for every target stream at `ntpTime`, whose RTP timestamp
-    /// is the stream's last one advanced by the time since that packet left (`nowNs`, monotonic).
+    /// is the stream's last one advanced by the time since its media was captured (`nowNs`,
+    /// monotonic; `RTPSenderInfo.rtpTimestamp(atNs:clockRate:)`).
     public func senderReports(ntpTime: NTPTime, nowNs: UInt64) -> [RTCPSenderReport] {
         targets.values.sorted { $0.ssrc < $1.ssrc }.map { t in
             let info = t.senderInfo
             let clock: UInt64 = t.carriesVideo ? 90_000 : 48_000
-            var rtp = info.lastRTPTimestamp
-            if info.lastSendNs > 0 && nowNs > info.lastSendNs {
-                rtp &+= UInt32(truncatingIfNeeded: (nowNs - info.lastSendNs) * clock / 1_000_000_000)
-            }
+            let rtp = info.rtpTimestamp(atNs: nowNs, clockRate: clock)
             return RTCPSenderReport(ssrc: t.ssrc, ntpTime: ntpTime, rtpTime: rtp,
                                     packetCount: UInt32(truncatingIfNeeded: info.packetCount),
                                     octetCount: UInt32(truncatingIfNeeded: info.octetCount))

@@ -77,12 +77,14 @@ final class RTPSendCore: @unchecked Sendable {
     }
 
     /// Sends every packet of `payloads` with RTP timestamp `timestamp`, then flushes the sink.
-    /// `nowNs` (`CLOCK_MONOTONIC`) stamps abs-send-time, the history and the sender-report info: a
+    /// `capturedAtNs` (`CLOCK_MONOTONIC`, 0 when unknown) is when the media was captured: sender
+    /// reports map RTP time from it. `nowNs` (`CLOCK_MONOTONIC`) stamps abs-send-time, the history
+    /// and the sender-report info: a
     /// caller that has just read the clock (the video worker, right after the encode) passes it
     /// rather than paying another read per frame. Returns (packets, payload bytes) sent. Worker
     /// thread only.
     @discardableResult
-    func send<P: RTPFramePayloads>(_ payloads: P, timestamp: UInt32, captureNs: Int64,
+    func send<P: RTPFramePayloads>(_ payloads: P, timestamp: UInt32, captureNs: Int64, capturedAtNs: UInt64 = 0,
                                    nowNs now: UInt64 = UDPSocket.monotonicNanoseconds()) -> (Int, Int) {
         stampSendTime(now)
         header.timestamp = timestamp
@@ -109,7 +111,7 @@ final class RTPSendCore: @unchecked Sendable {
         counters.add(counters.bytesSent, UInt64(octets))
         counters.add(counters.headerBytesSent, UInt64(packets * headerSize))
         counters.publishSent(packets: UInt64(packets), payloadOctets: UInt64(octets), rtpTimestamp: timestamp,
-                             captureNs: captureNs, sendNs: now)
+                             captureNs: captureNs, capturedAtNs: capturedAtNs, sendNs: now)
         return (packets, octets)
     }
 

@@ -77,6 +77,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
     private let published = Mutex(InboundRTPStreamStats())
     /// Samples recovered from FEC (audio thread).
     public private(set) var fecRecoveredSamples = 0
+    /// The jitter buffer's counters (late, duplicate, restarts...). Thread rule: the audio thread,
+    /// like `pullAudio`, which moves packets into the buffer. Cost: a copy of a few integers.
+    public var jitterBufferCounters: RTPJitterBuffer.Counters { jitterBuffer.counters }
 
     /// Creates the decoder, buffers and (for an output rate other than 48 kHz) the resampler.
     public init(ssrc: UInt32, settings: AudioReceiveSettings) throws(OpusError) {
@@ -180,6 +183,10 @@ public final class AudioReceiveStream: @unchecked Sendable {
             let r = jitterBuffer.insert(UnsafeRawBufferPointer(rebasing: slot.buffer[0..<slot.length]),
                                         sequenceNumber: slot.sequence, timestamp: slot.timestamp, arrivalNs: slot.arrivalNs)
             if r == .late || r == .duplicate || r == .tooLarge { audioStats.packetsDiscarded += 1 }
+            // The buffer restarted (a jump, or a sender that restarted behind): its timestamps
+            // start anywhere, so playout prebuffers again and takes its timing from the new run
+            // instead of filling the distance to the new timestamps with comfort noise.
+            if r == .reset { playing = false }
             _ = free.tryPush(slot)
         }
     }

@@ -70,7 +70,8 @@ public final class RTPJitterBuffer {
         case late
         /// Larger than `maxPacketSize`: dropped.
         case tooLarge
-        /// So far ahead that the buffer restarted at this packet (everything held was discarded).
+        /// So far ahead, or (twice in sequence) so far behind, that the buffer restarted at this
+        /// packet: everything held was discarded (a sender restart, RFC 3550 A.1).
         case reset
     }
 
@@ -84,7 +85,8 @@ public final class RTPJitterBuffer {
         public var late = 0
         /// Oversized packets dropped.
         public var tooLarge = 0
-        /// Restarts after a jump.
+        /// Restarts after a jump forward, or after two sequential packets far behind (a sender that
+        /// restarted its sequence numbers).
         public var resets = 0
         /// Packets skipped as missing (`skipToNextPresent`).
         public var skipped = 0
@@ -120,6 +122,9 @@ public final class RTPJitterBuffer {
     private var lastPeakUpdateNs: UInt64 = 0
     private var unwrappedTimestamp: Int64 = 0
     private var lastTimestamp: UInt32 = 0
+    /// RFC 3550 A.1 `bad_seq`: the extended sequence number that, arriving next, confirms that a
+    /// packet far behind the window was the first of a restarted sender and not a stray.
+    private var restartCandidate: Int64?
 
     /// Preallocates `capacity * maxPacketSize` bytes. Traps on a capacity that is not a power of two in 16...32768.
     public init(settings: JitterBufferSettings = JitterBufferSettings(), clockRate: Int) {
@@ -181,13 +186,26 @@ public final class RTPJitterBuffer {
         if let n = next {
             ext = extend(seq)
             if ext < n {
-                // Before anything played, an earlier packet moves the start back (the first
-                // packets of a stream may arrive reordered too).
-                guard counters.played == 0 && counters.skipped == 0 && highest - ext <= mask else {
+                if n - ext > mask + 1 {
+                    // Further behind than the window can hold: no retransmission or reordering
+                    // explains it. As RFC 3550 A.1 does, one such packet is dropped as late and
+                    // remembered; if the next one follows it in sequence, the sender restarted
+                    // behind us (same SSRC, new sequence numbers) and playout restarts there.
+                    guard let candidate = restartCandidate, candidate == ext else {
+                        restartCandidate = ext + 1
+                        counters.late += 1
+                        return .late
+                    }
+                    restart(at: ext, timestamp: timestamp)
+                    result = .reset
+                } else if counters.played == 0 && counters.skipped == 0 && highest - ext <= mask {
+                    // Before anything played, an earlier packet moves the start back (the first
+                    // packets of a stream may arrive reordered too).
+                    next = ext
+                } else {
                     counters.late += 1
                     return .late
                 }
-                next = ext
             }
             if ext >= n + mask + 1 {
                 // A jump beyond the window: the sender restarted or we fell hopelessly behind.
@@ -197,6 +215,7 @@ public final class RTPJitterBuffer {
                 counters.resets += 1
                 result = .reset
             }
+            restartCandidate = nil
         } else {
             ext = 65536 + Int64(seq)  // start in cycle 1 so that reordered predecessors stay positive
             next = ext
@@ -219,6 +238,20 @@ public final class RTPJitterBuffer {
         counters.stored += 1
         measure(timestamp: timestamp, arrivalNs: arrivalNs)
         return result
+    }
+
+    /// Starts over at `ext` after a sender restart detected behind the window: drops what is held
+    /// and the transit-time baseline (the restarted sender's RTP timestamps start anywhere), keeps
+    /// the measured jitter.
+    private func restart(at ext: Int64, timestamp: UInt32) {
+        reset()
+        next = ext
+        highest = ext
+        counters.resets += 1
+        lastTransitNs = nil
+        minTransitNs = .max
+        lastTimestamp = timestamp
+        unwrappedTimestamp = 0
     }
 
     /// Updates RFC 3550 A.8 jitter and the peak of relative transit delay from one arrival.

@@ -15,8 +15,9 @@ public struct ReceivePipelineConfiguration: Sendable {
     public var localSSRC: UInt32 = UInt32.random(in: 1...UInt32.max)
     /// CNAME in our RTCP (RFC 3550 §6.5.1).
     public var cname = "revue-receiver"
-    /// Regular receiver report interval in milliseconds (feedback such as NACK goes out at once,
-    /// RFC 4585 §3.5.2 early RTCP).
+    /// Mean regular receiver report interval in milliseconds; each interval is drawn from
+    /// 0.5...1.5 times it (RFC 3550 §6.3.1). Feedback such as NACK goes out at once (RFC 4585
+    /// §3.5.2 early RTCP).
     public var reportIntervalMilliseconds: Double = 500
     /// Where RTCP goes; nil: back to where the media comes from.
     public var rtcpDestination: SocketAddress? = nil
@@ -168,7 +169,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         var videos: [VideoReceiveStream] = []
         var audioSSRC: UInt32?
         var remote: SocketAddress?
-        var lastReportNs: UInt64 = 0
+        var reportSchedule: RTCPReportSchedule
         var lastPublishNs: UInt64 = 0
         let batch: UDPReceiveBatch
         let rtcpBuffer: UnsafeMutableRawBufferPointer
@@ -181,6 +182,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             self.outbound = outbound
             self.renderer = renderer
             self.audio = audio
+            reportSchedule = RTCPReportSchedule(intervalMilliseconds: configuration.reportIntervalMilliseconds)
             batch = UDPReceiveBatch(capacity: configuration.batchCapacity, bufferSize: 2048)
             rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
             videos.reserveCapacity(configuration.maxStreams)
@@ -333,11 +335,10 @@ public final class ReceivePipeline: @unchecked Sendable {
                 }
                 if v.bandwidth.usage == .overusing && nowNs >= lastRembNs + 200_000_000 { remb = true }
             }
-            let reportDue = nowNs >= lastReportNs + UInt64(configuration.reportIntervalMilliseconds * 1e6)
+            let reportDue = reportSchedule.isDue(nowNs: nowNs)
             guard reportDue || !feedback.isEmpty || remb else { return }
             var blocks: [RTCPReportBlock] = []
             if reportDue {
-                lastReportNs = nowNs
                 for v in videos { blocks.append(v.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))) }
                 if let audio, let a = audioSSRC {
                     var b = audio.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))

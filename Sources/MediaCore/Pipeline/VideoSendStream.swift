@@ -370,7 +370,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         let ticks = max(clock.ticks(sinceOriginTo: frame.timestampNs), lastTicks + 1)
         lastTicks = ticks
         let rtpTimestamp = clock.initialTimestamp &+ UInt32(truncatingIfNeeded: ticks)
-        let captureNs = frame.timestampNs
+        let captureNs = frame.timestampNs, capturedAtNs = frame.capturedAtNs
         let t0 = UDPSocket.monotonicNanoseconds()
         let result: VPXEncodeResult
         do {
@@ -379,7 +379,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 // report): packetizing takes microseconds, so one clock read serves both.
                 let t1 = UDPSocket.monotonicNanoseconds()
                 counters.add(counters.encodeTimeNs, t1 &- t0)
-                packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs, sendNs: t1)
+                packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs,
+                                 sendNs: t1)
             }
         } catch {
             counters.add(counters.framesDroppedByEncoder)
@@ -398,7 +399,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     }
 
     private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, captureNs: Int64,
-                                  sendNs: UInt64) {
+                                  capturedAtNs: UInt64, sendNs: UInt64) {
         counters.add(counters.framesEncoded)
         if encoded.isKeyframe {
             counters.add(counters.keyFramesEncoded)
@@ -420,7 +421,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 : nil
             let packets = vp8.packetize(frame: encoded.data, maxPayloadSize: maxPayload, temporalLayer: layer,
                                         nonReference: encoded.isDroppable)
-            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, nowNs: sendNs)
+            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs, nowNs: sendNs)
         case .vp9:
             let layer = encoded.temporalLayerCount > 1
                 ? VP9PayloadDescriptor.Layer(temporalID: UInt8(encoded.temporalLayerId),
@@ -428,7 +429,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 : nil
             let packets = vp9.packetize(frame: encoded.data, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
                                         width: encoded.width, height: encoded.height, layer: layer)
-            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, nowNs: sendNs)
+            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs, nowNs: sendNs)
         }
     }
 }

@@ -197,7 +197,10 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
             let id: UInt8, length: Int, start: Int
             if form == .oneByte {
                 id = b >> 4
-                if id == 15 { break }  // RFC 8285 §4.2: ID 15 stops processing of the block
+                // RFC 8285 §4.2: ID 15 stops processing of the block. ID 0 is only ever a
+                // padding byte (0x00, skipped above); an ID 0 with a length is not a valid element
+                // and ends the block too, as libwebrtc does, rather than being read as one.
+                if id == 15 || id == 0 { break }
                 length = Int(b & 0x0F) + 1
                 start = i + 1
             } else {

@@ -54,6 +54,7 @@ final class SendCounters: Sendable {
     let srLastRTPTimestamp = Atomic<UInt32>(0)
     let srLastCaptureNs = Atomic<Int64>(0)
     let srLastSendNs = Atomic<UInt64>(0)
+    let srLastCapturedAtNs = Atomic<UInt64>(0)
 
     init() {}
 
@@ -70,7 +71,8 @@ final class SendCounters: Sendable {
     }
 
     /// Worker only: records a frame's (or audio packet's) media packets for sender reports.
-    func publishSent(packets: UInt64, payloadOctets: UInt64, rtpTimestamp: UInt32, captureNs: Int64, sendNs: UInt64) {
+    func publishSent(packets: UInt64, payloadOctets: UInt64, rtpTimestamp: UInt32, captureNs: Int64,
+                     capturedAtNs: UInt64, sendNs: UInt64) {
         let v = srVersion.load(ordering: .relaxed)
         srVersion.store(v &+ 1, ordering: .relaxed)              // odd: writing
         atomicMemoryFence(ordering: .releasing)
@@ -79,6 +81,7 @@ final class SendCounters: Sendable {
         srLastRTPTimestamp.store(rtpTimestamp, ordering: .relaxed)
         srLastCaptureNs.store(captureNs, ordering: .relaxed)
         srLastSendNs.store(sendNs, ordering: .relaxed)
+        srLastCapturedAtNs.store(capturedAtNs, ordering: .relaxed)
         srVersion.store(v &+ 2, ordering: .releasing)            // even: stable
     }
 
@@ -92,7 +95,8 @@ final class SendCounters: Sendable {
                                      octetCount: srOctetCount.load(ordering: .relaxed),
                                      lastRTPTimestamp: srLastRTPTimestamp.load(ordering: .relaxed),
                                      lastCaptureNs: srLastCaptureNs.load(ordering: .relaxed),
-                                     lastSendNs: srLastSendNs.load(ordering: .relaxed))
+                                     lastSendNs: srLastSendNs.load(ordering: .relaxed),
+                                     lastCapturedAtNs: srLastCapturedAtNs.load(ordering: .relaxed))
             atomicMemoryFence(ordering: .acquiring)
             if srVersion.load(ordering: .relaxed) == v0 { return info }
         }
@@ -168,4 +172,28 @@ public struct RTPSenderInfo: Sendable, Equatable {
     public var lastCaptureNs: Int64
     /// `CLOCK_MONOTONIC` ns when that packet was handed to the sink (0 before the first).
     public var lastSendNs: UInt64
+    /// `CLOCK_MONOTONIC` ns when the media that `lastRTPTimestamp` stands for was captured (0 when
+    /// its frames did not come through a capturer).
+    public var lastCapturedAtNs: UInt64 = 0
+
+    /// A snapshot of the given fields.
+    public init(ssrc: UInt32, packetCount: UInt64, octetCount: UInt64, lastRTPTimestamp: UInt32,
+                lastCaptureNs: Int64, lastSendNs: UInt64, lastCapturedAtNs: UInt64 = 0) {
+        self.ssrc = ssrc
+        self.packetCount = packetCount
+        self.octetCount = octetCount
+        self.lastRTPTimestamp = lastRTPTimestamp
+        self.lastCaptureNs = lastCaptureNs
+        self.lastSendNs = lastSendNs
+        self.lastCapturedAtNs = lastCapturedAtNs
+    }
+
+    /// The stream's RTP timestamp at `nowNs` (`CLOCK_MONOTONIC`) for a sender report (RFC 3550
+    /// §6.4.1): the last timestamp advanced by the time since its media was captured, or, for
+    /// media that did not come through a capturer, since its packet left.
+    public func rtpTimestamp(atNs nowNs: UInt64, clockRate: UInt64) -> UInt32 {
+        let reference = lastCapturedAtNs > 0 ? lastCapturedAtNs : lastSendNs
+        guard reference > 0 && nowNs > reference else { return lastRTPTimestamp }
+        return lastRTPTimestamp &+ UInt32(truncatingIfNeeded: (nowNs - reference) * clockRate / 1_000_000_000)
+    }
 }

@@ -1,0 +1,30 @@
+/// When the next regular RTCP report is due: RFC 3550 §6.3.1 randomizes each interval uniformly
+/// between 0.5 and 1.5 times the nominal one, so that participants that started together do not
+/// keep sending their reports in lockstep. (The §6.3.1 division by e - 3/2 belongs to timer
+/// reconsideration for large groups, which a two-party leg does not need; the mean interval
+/// stays the nominal one.)
+/// Thread rule: a value type owned by the thread that sends the reports. Cost: one random number
+/// per report.
+public struct RTCPReportSchedule: Sendable {
+    /// The mean interval between reports, in nanoseconds.
+    public let nominalIntervalNs: UInt64
+    /// When the next report is due (`CLOCK_MONOTONIC` nanoseconds); 0 before the first one, which
+    /// is due at once.
+    public private(set) var nextDueNs: UInt64 = 0
+
+    /// A schedule with the given mean interval.
+    public init(intervalMilliseconds: Double) {
+        precondition(intervalMilliseconds > 0, "RTCP report interval must be positive")
+        nominalIntervalNs = UInt64(intervalMilliseconds * 1e6)
+    }
+
+    /// True when a report is due at `nowNs`; it then draws the next interval from
+    /// [0.5, 1.5] x the nominal one.
+    public mutating func isDue(nowNs: UInt64) -> Bool {
+        guard nowNs >= nextDueNs else { return false }
+        var rng = SystemRandomNumberGenerator()
+        let interval = UInt64.random(in: nominalIntervalNs / 2...nominalIntervalNs + nominalIntervalNs / 2, using: &rng)
+        nextDueNs = nowNs + interval
+        return true
+    }
+}
