@@ -86,6 +86,98 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         #expect(stats.totalFreezesDuration > 0.4)
     }
 
+    /// Plays a temporally layered VP8 stream (one keyframe) without the packets `drop(frame,
+    /// packet)` names; returns the renderer, the stream, the keyframe requests made and each
+    /// frame's (temporal layer, non-reference bit).
+    private func playLayered(layers: Int, count: Int, mtu: Int = 1200, drop: (Int, Int) -> Bool = { _, _ in false })
+        throws -> (IndexingRenderer, VideoReceiveStream, Int, [(layer: UInt8, nonReference: Bool, packets: Int)]) {
+        var config = sendTestVideoConfiguration()
+        config.encoder.temporalLayers = layers
+        config.mtu = mtu
+        let (_, packets) = try VideoSendPipelineTests.sendFrames(config, count: count)
+        // Group the packets by frame (RTP timestamp) and read each frame's descriptor.
+        var frames: [[[UInt8]]] = []
+        var info: [(layer: UInt8, nonReference: Bool, packets: Int)] = []
+        var lastTimestamp: UInt32?
+        for p in packets {
+            let rtp = try p.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            if rtp.header.timestamp != lastTimestamp {
+                frames.append([])
+                let (d, _) = try VP8PayloadDescriptor.parse(rtp.payload)
+                info.append((d.temporalLayerID ?? 255, d.nonReference, 0))
+                lastTimestamp = rtp.header.timestamp
+            }
+            frames[frames.count - 1].append(p)
+            info[info.count - 1].packets += 1
+        }
+        let renderer = IndexingRenderer(width: 320, height: 240)
+        var settings = VideoReceiveSettings(codec: .vp8, payloadType: config.payloadType)
+        settings.nackEnabled = false
+        let s = try VideoReceiveStream(ssrc: config.ssrc, settings: settings, renderer: renderer)
+        var t: UInt64 = 1_000_000_000
+        var requests = 0
+        for (i, f) in frames.enumerated() {
+            for (k, p) in f.enumerated() where !drop(i, k) { feed(s, p, at: t) }
+            s.process(nowNs: t)
+            if s.takeKeyframeRequest(nowNs: t) { requests += 1 }
+            t += 33_333_333
+        }
+        s.process(nowNs: t + 1_000_000_000)
+        return (renderer, s, requests, info)
+    }
+
+    /// Every frame that played is exactly the lossless stream's frame (same PSNR to the last bit):
+    /// nothing was decoded from a missing reference.
+    private func expectIdenticalToLossless(_ renderer: IndexingRenderer, layers: Int, count: Int, mtu: Int = 1200) throws {
+        let (whole, _, _, _) = try playLayered(layers: layers, count: count, mtu: mtu)
+        let lossless = whole.lock.withLock { $0 }, withLoss = renderer.lock.withLock { $0 }
+        #expect(lossless.count == count)
+        for (index, psnr) in withLoss { #expect(lossless[index] == psnr, "frame \(index)") }
+    }
+
+    @Test(arguments: [false, true])
+    func aCutShortNonReferenceFrameCostsOnlyItself(losesLastPacket: Bool) throws {
+        // Three layers: the top layer's frames are marked non-reference. One loses a packet in its
+        // middle (the gap shows inside the same picture) or its last one (the next picture's
+        // PictureID follows it): only that frame is missing, and no keyframe is asked for. A small
+        // MTU makes frames span packets.
+        let probe = try playLayered(layers: 3, count: 24, mtu: 300)
+        guard let victim = probe.3.indices.first(where: { $0 > 4 && probe.3[$0].nonReference && probe.3[$0].packets >= 3 }) else {
+            Issue.record("no non-reference frame of 3 packets in \(probe.3)")
+            return
+        }
+        let lost = losesLastPacket ? probe.3[victim].packets - 1 : 1
+        let (renderer, s, requests, info) = try playLayered(layers: 3, count: 24, mtu: 300) { i, k in i == victim && k == lost }
+        #expect(info[victim].layer == 2)
+        #expect(renderer.indices == Set(0..<24).subtracting([victim]), "\(renderer.indices.sorted())")
+        #expect(requests == 0 && s.statsSnapshot().pliCount == 0)
+        try expectIdenticalToLossless(renderer, layers: 3, count: 24, mtu: 300)
+    }
+
+    @Test func aLostUpperLayerFrameKeepsTheBaseLayerPlaying() throws {
+        // Two layers: TL1 frames are references for later TL1 frames (libvpx's pattern), so after
+        // losing one, TL1 is skipped (never decoded into garbage) while TL0 plays on without a
+        // freeze; a keyframe is asked for to bring the full rate back.
+        let (renderer, s, requests, info) = try playLayered(layers: 2, count: 30) { i, _ in i == 5 }
+        #expect(info[5].layer == 1 && info[6].layer == 0)
+        let base = Set(info.indices.filter { info[$0].layer == 0 })
+        #expect(renderer.indices.isSuperset(of: base), "every base-layer frame plays: \(renderer.indices.sorted())")
+        #expect(!renderer.indices.contains(5) && renderer.unreadable == 0)
+        #expect(requests >= 1)
+        let stats = s.statsSnapshot()
+        #expect(stats.freezeCount == 0, "the base layer keeps the picture moving")
+        try expectIdenticalToLossless(renderer, layers: 2, count: 30)
+    }
+
+    @Test func aLostBaseLayerFrameStillAsksForAKeyframe() throws {
+        let (renderer, _, requests, info) = try playLayered(layers: 2, count: 30) { i, _ in i == 4 }
+        #expect(info[4].layer == 0)
+        // Nothing after the lost base-layer frame decodes into garbage; a keyframe is requested.
+        #expect(renderer.indices == Set(0..<4), "\(renderer.indices.sorted())")
+        #expect(renderer.unreadable == 0)
+        #expect(requests >= 1)
+    }
+
     @Test func nackListNamesTheMissingPacketsAndTheHoleIsWaitedForThenSkipped() throws {
         let frames = try videoPackets(.vp8, count: 6)
         let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp8, payloadType: 98), renderer: nil)

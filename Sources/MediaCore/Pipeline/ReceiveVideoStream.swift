@@ -40,7 +40,11 @@ public struct VideoReceiveSettings: Sendable {
 /// after each batch and on its timer: packets play in sequence order as soon as they are there; a
 /// hole is waited for up to the adaptive delay (plus a retransmission's round trip with NACK), then
 /// skipped, which makes the frame incomplete, tells the decoder (`frameLost`) and requests a
-/// keyframe. Frames decoded are given to the renderer on the engine's thread.
+/// keyframe -- unless nothing depends on what was lost: a frame marked non-reference, or, in a
+/// temporally layered stream (TL0PICIDX), frames above the base layer, which the next base-layer
+/// frame whose TL0PICIDX follows the last one decoded does not need (frames of upper layers before
+/// it are dropped without a keyframe request). Frames decoded are given to the renderer on the
+/// engine's thread.
 /// Thread rule: one owner thread (the engine). Cost: one packet copy into the jitter buffer, one
 /// into the frame buffer, the decode; no allocation in steady state.
 public final class VideoReceiveStream {
@@ -76,6 +80,14 @@ public final class VideoReceiveStream {
     private var meanFrameIntervalNs: Double = 0
     private var hasOutput = false
     private var nackScratch: [UInt16] = []
+    /// TL0PICIDX of the last base-layer (TID 0) frame decoded, in a temporally layered stream.
+    private var lastBaseTL0PicIdx: UInt8?
+    /// Packets were lost in a layered stream: the next frame's TL0PICIDX tells whether a
+    /// base-layer frame was among them.
+    private var baseLayerCheckPending = false
+    /// Bit k: layer k may reference a lost frame, so its frames are skipped until one of them is
+    /// a layer-sync frame (it references the base layer only).
+    private var brokenUpperLayers: UInt8 = 0
 
     /// Creates the stream's decoder and buffers. Throws when libvpx cannot create a decoder.
     public init(ssrc: UInt32, settings: VideoReceiveSettings, renderer: VideoRenderer?) throws(VPXError) {
@@ -214,11 +226,29 @@ public final class VideoReceiveStream {
         }
         if result.incompleteFrames > 0 || result.lostPackets > 0 {
             stats.framesDropped += UInt64(result.incompleteFrames)
-            decoder.frameLost()
-            requestKeyframe(nowNs: nowNs)
+            if result.lossWasOnlyNonReference {
+                // Only a frame nothing references was cut short: the decoder never sees it.
+            } else if lastBaseTL0PicIdx != nil && !decoder.awaitingKeyframe {
+                // A layered stream: whether the base layer is whole is told by the next frame's
+                // TL0PICIDX; upper layers wait for a layer-sync frame.
+                baseLayerCheckPending = true
+                brokenUpperLayers = 0xFE
+            } else {
+                decoder.frameLost()
+                requestKeyframe(nowNs: nowNs)
+            }
         }
         guard let frame = result.frame else { return 0 }
         stats.framesReceived += 1
+        if frame.isKeyframe {
+            baseLayerCheckPending = false
+            brokenUpperLayers = 0
+        } else if baseLayerCheckPending || brokenUpperLayers != 0 {
+            guard decodableAfterLoss(frame, nowNs: nowNs) else {
+                stats.framesDropped += 1
+                return 0
+            }
+        }
         if decoder.awaitingKeyframe && !frame.isKeyframe {
             stats.framesDropped += 1
             requestKeyframe(nowNs: nowNs)
@@ -239,6 +269,7 @@ public final class VideoReceiveStream {
             return 0
         }
         stats.framesDecoded += 1
+        if (frame.temporalLayerID ?? 0) == 0, let tl0 = frame.tl0PicIdx { lastBaseTL0PicIdx = tl0 }
         if frame.isKeyframe {
             stats.keyFramesDecoded += 1
             keyframeRequested = false
@@ -247,6 +278,41 @@ public final class VideoReceiveStream {
         stats.jitterBufferEmittedCount += 1
         if shown { updateFreeze(nowNs: nowNs, rendered: true) }
         return 1
+    }
+
+    /// After a loss in a temporally layered stream: whether `frame` decodes without the lost
+    /// frames. A lost base-layer frame means nothing does until a keyframe (the decoder then
+    /// awaits one and one is requested); a frame of a layer that may reference a lost frame is
+    /// skipped until that layer's next sync frame, and a keyframe is requested so the full frame
+    /// rate comes back sooner, while the base layer keeps playing.
+    private func decodableAfterLoss(_ frame: RTPAssembledFrame, nowNs: UInt64) -> Bool {
+        guard let tl0 = frame.tl0PicIdx, let last = lastBaseTL0PicIdx else {
+            baseLayerCheckPending = false
+            brokenUpperLayers = 0
+            decoder.frameLost()
+            requestKeyframe(nowNs: nowNs)
+            return false
+        }
+        let layer = frame.temporalLayerID ?? 0
+        if baseLayerCheckPending {
+            // The base frame this one belongs to (upper layers) or follows (base layer).
+            let intact = layer == 0 ? tl0 == last &+ 1 : tl0 == last
+            guard intact else {
+                baseLayerCheckPending = false
+                brokenUpperLayers = 0
+                decoder.frameLost()
+                requestKeyframe(nowNs: nowNs)
+                return false
+            }
+            baseLayerCheckPending = false
+        }
+        guard layer > 0, layer < 8, brokenUpperLayers & (1 << layer) != 0 else { return true }
+        if frame.isLayerSync {
+            brokenUpperLayers &= ~(1 << layer)
+            return true
+        }
+        requestKeyframe(nowNs: nowNs)
+        return false
     }
 
     private func deliver(_ view: I420View, frame: RTPAssembledFrame, firstArrival: UInt64, decodedNs: UInt64) {

@@ -17,6 +17,16 @@ public struct RTPAssembledFrame {
     public let isKeyframe: Bool
     /// The 7- or 15-bit PictureID of the first packet, when the descriptor carries one.
     public let pictureID: UInt16?
+    /// The temporal layer (TID) when the descriptor carries one.
+    public var temporalLayerID: UInt8? = nil
+    /// Layer sync (VP8 Y bit): the frame references only base-layer (TID 0) frames.
+    public var isLayerSync = false
+    /// TL0PICIDX (RFC 7741 §4.2, RFC 9628 §4.2): the running index of the base-layer frame this
+    /// frame belongs to, when the descriptor carries one.
+    public var tl0PicIdx: UInt8? = nil
+    /// True when the sender marked the frame as not used for reference (VP8 N bit): losing it
+    /// harms no other frame.
+    public var isNonReference = false
 }
 
 /// What one `push` to a depacketizer produced.
@@ -29,6 +39,13 @@ public struct RTPDepacketizeResult {
     public var incompleteFrames: Int = 0
     /// Packets missing between the previous packet and this one (RFC 3550 sequence gap).
     public var lostPackets: Int = 0
+    /// Of `incompleteFrames`, those whose first packet arrived and said nothing references them
+    /// (VP8 N bit): their loss needs no keyframe.
+    public var incompleteNonReferenceFrames: Int = 0
+    /// True when everything this packet revealed as lost lay inside one frame marked non-reference
+    /// (VP8 N bit) and this packet starts the picture right after it (PictureID + 1): no other
+    /// frame was lost, so the decoder can go on as if that frame had never been sent.
+    public var lossWasOnlyNonReference = false
     /// True when the packet was ignored as older than or equal to one already seen.
     public var wasStaleOrDuplicate = false
 }
@@ -50,6 +67,10 @@ final class RTPFrameAssembler {
     private var lastCompleted: UInt32?
     var keyframe = false
     var pictureID: UInt16?
+    var temporalLayerID: UInt8?
+    var tl0PicIdx: UInt8?
+    var nonReference = false
+    var layerSync = false
 
     init(capacity: Int) {
         precondition(capacity > 0)
@@ -60,9 +81,15 @@ final class RTPFrameAssembler {
     deinit { storage.deallocate() }
 
     var isAssembling: Bool { assembling }
+    /// RTP timestamp of the last frame given up as incomplete.
+    var lastGivenUpTimestamp: UInt32? { lastGivenUp }
 
     private func giveUp(_ ts: UInt32, _ result: inout RTPDepacketizeResult) {
-        if lastGivenUp != ts && lastCompleted != ts { result.incompleteFrames += 1 }
+        if lastGivenUp != ts && lastCompleted != ts {
+            result.incompleteFrames += 1
+            // Only the frame being assembled has known metadata; one that lost its start does not.
+            if assembling && ts == timestamp && nonReference { result.incompleteNonReferenceFrames += 1 }
+        }
         lastGivenUp = ts
         assembling = false
     }
@@ -92,6 +119,10 @@ final class RTPFrameAssembler {
         firstSeq = seq
         keyframe = false
         pictureID = nil
+        temporalLayerID = nil
+        tl0PicIdx = nil
+        nonReference = false
+        layerSync = false
     }
 
     /// A packet that is not a frame start arrived while no frame is being assembled: its frame
@@ -116,7 +147,8 @@ final class RTPFrameAssembler {
             result.frame = RTPAssembledFrame(
                 data: UnsafeRawBufferPointer(start: storage, count: length), timestamp: timestamp,
                 firstSequenceNumber: firstSeq, lastSequenceNumber: seq, packetCount: packets,
-                isKeyframe: keyframe, pictureID: pictureID)
+                isKeyframe: keyframe, pictureID: pictureID, temporalLayerID: temporalLayerID,
+                isLayerSync: layerSync, tl0PicIdx: tl0PicIdx, isNonReference: nonReference)
         }
     }
 }

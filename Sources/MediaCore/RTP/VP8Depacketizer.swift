@@ -22,17 +22,33 @@ public final class VP8Depacketizer {
         let (d, size) = try VP8PayloadDescriptor.parse(packet.payload)
         var result = RTPDepacketizeResult()
         let h = packet.header
+        let previousPictureID = assembler.pictureID
         guard assembler.accept(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp, into: &result) else {
             return result
         }
         let data = UnsafeRawBufferPointer(rebasing: packet.payload[size...])
         if d.startsFrame {
             if assembler.isAssembling { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
+            if result.incompleteFrames == 1 && result.incompleteNonReferenceFrames == 1,
+               let previous = previousPictureID, let current = d.pictureID {
+                let modulus: UInt16 = d.longPictureID ? 0x8000 : 0x80
+                result.lossWasOnlyNonReference = current == (previous &+ 1) % modulus
+            }
             assembler.begin(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp)
             // RFC 7741 §4.3: the P bit (inverse key frame flag) is bit 0 of the first payload byte.
             assembler.keyframe = data[0] & 0x01 == 0
             assembler.pictureID = d.pictureID
+            assembler.temporalLayerID = d.temporalLayerID
+            assembler.tl0PicIdx = d.tl0PicIdx
+            assembler.nonReference = d.nonReference
+            assembler.layerSync = d.layerSync
         } else if !assembler.isAssembling {
+            // A gap inside a non-reference frame, shown by a later packet of the same picture
+            // (same RTP timestamp): everything lost belonged to that frame.
+            if result.incompleteFrames == 1 && result.incompleteNonReferenceFrames == 1
+                && assembler.lastGivenUpTimestamp == h.timestamp {
+                result.lossWasOnlyNonReference = true
+            }
             assembler.dropContinuation(timestamp: h.timestamp, into: &result)
             return result
         }

@@ -34,6 +34,9 @@ public final class VP9Depacketizer {
             let dep = d.layer?.interLayerDependency ?? false
             assembler.keyframe = !d.interPicturePredicted && sid == 0 && !dep
             assembler.pictureID = d.pictureID
+            assembler.temporalLayerID = d.layer?.temporalID
+            assembler.tl0PicIdx = d.tl0PicIdx
+            assembler.layerSync = d.layer?.switchingUpPoint ?? false
         } else if !assembler.isAssembling {
             if data.count > 0 { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
             return result
