@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// Revue: a real-time media engine for Linux Swift programs. See docs/ and ../shared/DESIGN.md.
+// Revue: a real-time media engine for Linux Swift programs. See README.md and docs/architecture.md.
 import PackageDescription
 
 let package = Package(
@@ -36,9 +36,8 @@ let package = Package(
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
         .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),
-        // The reference's Swift examples, compiled unchanged (they are written in Swift 5 style).
-        .testTarget(name: "ReferenceExampleTests", dependencies: ["RevueSDK"],
-                    swiftSettings: [.swiftLanguageMode(.v5)]),
+        // Friend, invitation and call scenarios written against `import RevueSDK` alone, as an app would.
+        .testTarget(name: "SDKScenarioTests", dependencies: ["RevueSDK"]),
         // Interop against independent peers: GStreamer, ffmpeg, tshark, opus-tools.
         .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims"]),
     ],

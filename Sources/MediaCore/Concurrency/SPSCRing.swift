@@ -1,7 +1,9 @@
 import Synchronization
 
-/// A bounded lock-free FIFO for exactly one producer thread and one consumer thread: the hand-off
-/// between two pipeline stages (convert -> encode, encode -> packetize).
+/// A bounded lock-free FIFO for exactly one producer thread and one consumer thread. Its user is
+/// `ReceiveAudioStream`: received Opus packets go from the network thread to the playout thread in
+/// pre-allocated slots (one ring of filled slots, one of free ones). The send pipeline's stages use
+/// `MPSCRing`.
 ///
 /// Capacity is a power of two fixed at `init`; the ring never grows. Slots are addressed with
 /// `index & mask`; `head` (next to pop) and `tail` (next to push) are free-running `UInt64`
