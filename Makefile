@@ -3,7 +3,7 @@ SWIFT ?= swift
 OUT ?= out
 SECONDS ?= 10
 
-.PHONY: deps demo test bench build release clean fuzz fuzz-smoke test-sanitizers
+.PHONY: deps demo test bench build release clean fuzz fuzz-smoke test-sanitizers docs lint format api-surface
 
 deps:
 	@scripts/install-deps
@@ -115,3 +115,26 @@ soak: deps
 	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak call --minutes $(SOAK_MINUTES)
 	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak flood-test
 	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak kill-test
+
+## make docs: the DocC reference of RevueSDK and RevueMedia into $(OUT)/docs (static sites), from the
+## compiler's symbol graphs and the catalogs in Sources/*/*.docc; a broken symbol link fails it.
+docs: deps
+	$(SWIFT) build --target RevueSDK
+	$(SWIFT) build --target RevueMedia
+	scripts/build-docs $(OUT)/docs
+
+## make api-surface: counts the public types, declarations and Unsafe* signatures of each library.
+api-surface: deps
+	$(SWIFT) build --target RevueSDK
+	$(SWIFT) build --target RevueMedia
+	scripts/api-surface RevueSDK RevueMedia
+
+## make lint: swift-format (from the toolchain) checks every Swift file against .swift-format;
+## make format rewrites them in place.
+SWIFT_FORMAT ?= swift-format
+FORMAT_PATHS = Package.swift Sources Tests Benchmarks Soak Fuzz
+lint:
+	$(SWIFT_FORMAT) lint --strict --recursive --parallel $(FORMAT_PATHS)
+
+format:
+	$(SWIFT_FORMAT) format --in-place --recursive --parallel $(FORMAT_PATHS)

@@ -5,6 +5,7 @@
 import Foundation
 import Testing
 import RevueSDK
+import RevueMedia  // the synthetic speech-like test signal only
 
 extension SDKScenarios {
     @Test func everyInvitationEndIsReportedOnceOnEachSideThenACallCarriesEvents() async throws {

@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// Thread rule: `tryPush` from one thread at a time, `tryPop` (and `peekCount`) from one other
 /// thread at a time; `count` is an estimate from anywhere. Cost: a few loads and one store each.
-public final class SPSCRing<Element>: @unchecked Sendable {
+package final class SPSCRing<Element>: @unchecked Sendable {
     /// Number of slots (a power of two).
     public let capacity: Int
     private let mask: UInt64
