@@ -3,7 +3,7 @@ SWIFT ?= swift
 OUT ?= out
 SECONDS ?= 10
 
-.PHONY: deps demo test bench build release clean fuzz fuzz-smoke test-sanitizers
+.PHONY: deps demo test bench build release clean fuzz fuzz-smoke test-sanitizers docs lint format api-surface
 
 deps:
 	@scripts/install-deps
@@ -19,9 +19,9 @@ demo: deps
 # one test at a time: the end-to-end media tests run in real time and starve when a dozen codec
 # tests share the two cores, and the exact allocation counter (AllocationCounter.swift) crashed
 # walking the loader's object list while parallel tests ran.
-TIMED_TESTS = RevueSessionTests|ReferenceExampleTests
+TIMED_TESTS = RevueSessionTests|SDKScenarioTests
 
-## make test: builds and runs the whole test suite, then a few seconds of every fuzz target
+## make test: builds and runs the whole test suite, then FUZZ_SMOKE_RUNS inputs of every fuzz target
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip CallMedia
@@ -49,9 +49,8 @@ FUZZ_SECONDS ?= 180
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
 
-## make fuzz-smoke: builds every fuzz target and runs each for a few seconds (a broken harness fails)
-FUZZ_SMOKE_SECONDS ?= 3
-# The smoke in `make test`: a fixed number of inputs per target from a fixed seed (repeatable).
+## make fuzz-smoke: builds every fuzz target and runs each on FUZZ_SMOKE_RUNS inputs from a fixed
+## seed (repeatable; a broken harness fails). The same run ends `make test`.
 FUZZ_SMOKE_RUNS ?= 20000
 fuzz-smoke: deps
 	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
@@ -116,3 +115,26 @@ soak: deps
 	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak call --minutes $(SOAK_MINUTES)
 	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak flood-test
 	$$($(SWIFT) build -c $(SOAK_CONFIG) --show-bin-path)/revue-soak kill-test
+
+## make docs: the DocC reference of RevueSDK and RevueMedia into $(OUT)/docs (static sites), from the
+## compiler's symbol graphs and the catalogs in Sources/*/*.docc; a broken symbol link fails it.
+docs: deps
+	$(SWIFT) build --target RevueSDK
+	$(SWIFT) build --target RevueMedia
+	scripts/build-docs $(OUT)/docs
+
+## make api-surface: counts the public types, declarations and Unsafe* signatures of each library.
+api-surface: deps
+	$(SWIFT) build --target RevueSDK
+	$(SWIFT) build --target RevueMedia
+	scripts/api-surface RevueSDK RevueMedia
+
+## make lint: swift-format (from the toolchain) checks every Swift file against .swift-format;
+## make format rewrites them in place.
+SWIFT_FORMAT ?= swift-format
+FORMAT_PATHS = Package.swift Sources Tests Benchmarks Soak Fuzz
+lint:
+	$(SWIFT_FORMAT) lint --strict --recursive --parallel $(FORMAT_PATHS)
+
+format:
+	$(SWIFT_FORMAT) format --in-place --recursive --parallel $(FORMAT_PATHS)

@@ -1,14 +1,17 @@
 // swift-tools-version:6.0
-// Revue: a real-time media engine for Linux Swift programs. See docs/ and ../shared/DESIGN.md.
+// Revue: a real-time media engine for Linux Swift programs. See README.md and docs/architecture.md.
 import PackageDescription
 
 let package = Package(
     name: "Revue",
+    // What dependents see: the SDK for apps, the engine for programs that build their own media
+    // paths, and the two command-line tools. The benchmark, soak and fuzz executables below are
+    // this package's own tools (SwiftPM still builds and runs them here by name), not products.
     products: [
         .library(name: "RevueSDK", targets: ["RevueSDK"]),
+        .library(name: "RevueMedia", targets: ["RevueMedia"]),
         .executable(name: "revue-media", targets: ["revue-media"]),
         .executable(name: "revue-node", targets: ["revue-node"]),
-        .executable(name: "revue-bench", targets: ["revue-bench"]),
     ],
     targets: [
         // C shims over the Debian -dev packages (see scripts/install-deps). libyuv ships no .pc file,
@@ -22,12 +25,15 @@ let package = Package(
         ),
         .target(name: "MediaCore", dependencies: ["CMediaShims"]),
         .target(name: "RevueSession", dependencies: ["MediaCore", "CMediaShims"]),
+        // RevueSDK re-exports the session API and the few media types it hands to apps;
+        // RevueMedia re-exports the whole engine.
         .target(name: "RevueSDK", dependencies: ["MediaCore", "RevueSession"]),
-        .executableTarget(name: "revue-media", dependencies: ["RevueSDK"]),
+        .target(name: "RevueMedia", dependencies: ["MediaCore"]),
+        .executableTarget(name: "revue-media", dependencies: ["MediaCore", "RevueSession"]),
         // revue-node's command-line protocol (JSON lines to typed commands), a library so that
         // fuzz-node-command can reach it.
         .target(name: "RevueNodeProtocol", dependencies: ["RevueSession"]),
-        .executableTarget(name: "revue-node", dependencies: ["RevueSDK", "RevueNodeProtocol"]),
+        .executableTarget(name: "revue-node", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"]),
         // Counting malloc-family wrappers defined in the revue-bench executable (heap allocations per
         // frame in `videosend`). Only ever a dependency of revue-bench: it replaces malloc process-wide.
         .target(name: "CBenchAlloc", path: "Benchmarks/CBenchAlloc"),
@@ -35,10 +41,9 @@ let package = Package(
                           path: "Benchmarks/revue-bench"),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
         .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol"]),
-        .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK"]),
-        // The reference's Swift examples, compiled unchanged (they are written in Swift 5 style).
-        .testTarget(name: "ReferenceExampleTests", dependencies: ["RevueSDK"],
-                    swiftSettings: [.swiftLanguageMode(.v5)]),
+        .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK", "RevueMedia"]),
+        // Friend, invitation and call scenarios written against `import RevueSDK` alone, as an app would.
+        .testTarget(name: "SDKScenarioTests", dependencies: ["RevueSDK", "RevueMedia"]),
         // Interop against independent peers: GStreamer, ffmpeg, tshark, opus-tools.
         .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims"]),
     ],
@@ -54,7 +59,6 @@ let fuzzTargets = ["fuzz-rtp", "fuzz-rtcp", "fuzz-vp8", "fuzz-vp9", "fuzz-opus",
 package.targets.append(.target(name: "FuzzEntries", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"],
                                path: "Fuzz/FuzzEntries"))
 for name in fuzzTargets {
-    package.products.append(.executable(name: name, targets: [name]))
     package.targets.append(.executableTarget(name: name, dependencies: ["FuzzEntries"], path: "Fuzz/\(name)"))
 }
 // Writes the seed corpora from our own writers and packetizers (scripts/make-fuzz-corpus).
@@ -62,5 +66,4 @@ package.targets.append(.executableTarget(name: "fuzz-seeds", dependencies: ["Fuz
                                          path: "Fuzz/fuzz-seeds"))
 
 // Soak and fault runs (docs/soak.md, `make soak`): long calls, floods, kill -9. Not part of `make test`.
-package.products.append(.executable(name: "revue-soak", targets: ["revue-soak"]))
-package.targets.append(.executableTarget(name: "revue-soak", dependencies: ["RevueSDK"], path: "Soak/revue-soak"))
+package.targets.append(.executableTarget(name: "revue-soak", dependencies: ["MediaCore", "RevueSession"], path: "Soak/revue-soak"))

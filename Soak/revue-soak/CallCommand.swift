@@ -1,6 +1,7 @@
 // `revue-soak call`: a long A/V call through the impairment relay whose loss and jitter change
 // on a schedule; RSS and threads sampled; growth, thread count and stats consistency asserted.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 enum CallCommand {

@@ -1,6 +1,7 @@
 // `revue-soak flood`: forged datagrams at line rate; `revue-soak flood-test`: a call whose receive
 // socket is flooded by a child `revue-soak flood` process.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,8 @@
 // The soak call: our send pipelines (VideoSendStream + AudioSendStream, RTCPSenderEndpoint on the
 // send socket) -> ImpairmentRelay (both directions) -> our ReceivePipeline with an
 // AudioPlayoutClock, all in this process over loopback UDP, the same wiring as `revue-media demo`.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 import Synchronization
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 // revue-soak: long-running and fault runs of the engine (docs/soak.md). Not part of `make test`.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 #if canImport(Glibc)
 import Glibc

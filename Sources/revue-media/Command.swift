@@ -1,5 +1,6 @@
 // The command table and what every command shares: --help, --quiet, file kinds by extension.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 /// One `revue-media` command.

@@ -1,5 +1,6 @@
 // `revue-media decode`: IVF (VP8/VP9) to Y4M, Ogg Opus to WAV.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 enum DecodeCommand: Command {

@@ -1,7 +1,8 @@
 // `revue-media demo`: a whole call in one process over real loopback UDP: a synthetic camera and
 // microphone, the sender, SRTP, the impairment relay at mild settings, the receiver; then what
 // arrived is measured against what was sent.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 #if canImport(Glibc)
 import Glibc

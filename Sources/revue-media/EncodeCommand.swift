@@ -1,5 +1,6 @@
 // `revue-media encode`: Y4M or a video pattern to VP8/VP9 in IVF; WAV or an audio pattern to Ogg Opus.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 enum EncodeCommand: Command {

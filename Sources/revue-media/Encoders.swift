@@ -1,5 +1,6 @@
 // The encode stages shared by `encode` and `demo`: frames to VP8/VP9, samples to Opus packets.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 /// Video encoder settings from the command line.

@@ -2,7 +2,8 @@
 // convention; any stream on either), RFC 7983 demultiplexing, SRTP unprotect, routing by payload
 // type, VP8/VP9 depacketizing and decoding, Opus decoding with FEC/concealment, PLI feedback, and
 // the output files (.ivf/.y4m, .ogg/.wav) finished cleanly at the end.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 import Synchronization
 

@@ -1,7 +1,8 @@
 // The sending end of `send` and `demo`: plays a video source and an audio source in real time,
 // encodes (VP8/VP9, Opus), packetizes (RFC 7741 / RFC 9628 / RFC 7587) and sends SRTP over UDP,
 // answering a receiver's PLI/FIR with a keyframe.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 #if canImport(Glibc)
 import Glibc

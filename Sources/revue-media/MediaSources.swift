@@ -1,5 +1,6 @@
 // Where encode and send get their media: a Y4M or WAV file, or a built-in synthetic pattern.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 /// A source of I420 frames at a constant frame rate.

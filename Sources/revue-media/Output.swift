@@ -86,4 +86,5 @@ enum Format {
     }
 }
 
-import RevueSDK
+import MediaCore
+import RevueSession

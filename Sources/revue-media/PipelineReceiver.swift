@@ -4,7 +4,8 @@
 // measures and records. What was seen and heard is recorded to received.ivf (VP8, re-encoded at
 // a high bitrate from the decoded pictures) and received.ogg (Opus, re-encoded from the played
 // PCM), so the files are the call as the receiver played it.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 final class PipelineReceiver: @unchecked Sendable {

@@ -1,5 +1,6 @@
 // `revue-media probe`: what a media file holds (codec, size, rate, duration, counts, bitrate).
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 enum ProbeCommand: Command {

@@ -1,7 +1,8 @@
 // The packet end of `send` and `demo`: RTP packets of one SSRC (RFC 3550 §5.1) written into one
 // buffer, SRTP-protected in place (RFC 3711 §3.3, RFC 7714 §5), sent over UDP and optionally
 // recorded to a pcap file; and the RTCP listener that turns a receiver's PLI/FIR into keyframes.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 import Synchronization
 

@@ -1,5 +1,6 @@
 // `revue-media receive`: receives SRTP (VP8/VP9 + Opus) on HOST:PORT and writes files.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 #if canImport(Glibc)
 import Glibc

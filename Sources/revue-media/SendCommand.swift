@@ -1,6 +1,7 @@
 // `revue-media send`: plays files or patterns in real time as SRTP over UDP, with an SDP that
 // ffmpeg or GStreamer can receive with.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 enum SendCommand: Command {

@@ -1,5 +1,6 @@
 // Options shared by `send`, `receive` and `demo`: SRTP suites and keys, SDP in and out.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 
 enum StreamOptions {

@@ -1,6 +1,7 @@
 // revue-media: Revue's file-based command line (encode, decode, send, receive, probe, relay, demo).
 // Exit status: 0 success, 1 bad input (a file or stream that cannot be used), 2 bad usage.
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 #if canImport(Glibc)
 import Glibc

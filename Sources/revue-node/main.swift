@@ -2,7 +2,8 @@
 // event as a JSON line on stdout; or, with a bare --rendezvous, a rendezvous node.
 // The protocol is documented in docs/revue-node.md.
 import RevueNodeProtocol
-import RevueSDK
+import MediaCore
+import RevueSession
 import Foundation
 #if canImport(Glibc)
 import Glibc

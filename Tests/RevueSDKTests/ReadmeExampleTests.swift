@@ -1,6 +1,6 @@
 import Testing
 import Foundation
-import RevueSDK
+import RevueMedia
 
 /// The README's ten-line example, kept byte-identical to the README (checked below) and run.
 @Suite struct ReadmeExampleTests {
@@ -48,7 +48,7 @@ import RevueSDK
         let block = try #require(readme.range(of: "```swift\n", range: start.upperBound..<readme.endIndex))
         let close = try #require(readme.range(of: "```", range: block.upperBound..<readme.endIndex))
         let shown = normalise(readme[block.upperBound..<close.lowerBound].split(separator: "\n"))
-        #expect(shown.first == "import RevueSDK")
+        #expect(shown.first == "import RevueMedia")
         #expect(Array(shown.dropFirst()) == example)
     }
 }

@@ -1,10 +1,22 @@
 import Testing
 import RevueSDK
 
+/// What `import RevueSDK` brings of the media engine: the types a call hands an app work without
+/// importing RevueMedia (this file imports RevueSDK only).
 @Suite struct UmbrellaTests {
-    @Test func umbrellaReexportsMediaCore() {
-        let frame = VideoFrame(width: 2, height: 2)
-        #expect(frame.chromaWidth == 1)
+    @Test func frameAndPixelTypesComeWithTheSDK() {
+        let frame = VideoFrame(width: 4, height: 2)
+        #expect(frame.chromaWidth == 2)
+        #expect(frame.view.width == 4 && frame.view.height == 2)
         #expect(PixelFormat.bgra.bytesPerPixel == 4)
+        #expect(VideoDimensions(width: 640, height: 360).description == "640x360")
+        #expect(VideoRotation.allCases.count == 4)
+    }
+
+    @Test func latestFrameRendererStartsEmpty() {
+        let renderer: any VideoRenderer = LatestFrameRenderer()
+        let latest = renderer as! LatestFrameRenderer
+        #expect(latest.frameCount == 0)
+        #expect(latest.withLatestFrame { $0 == nil })
     }
 }

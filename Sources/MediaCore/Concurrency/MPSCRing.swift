@@ -21,7 +21,7 @@ import Synchronization
 ///
 /// Thread rule: every method may be called from any number of threads at once. Cost: one
 /// compare-exchange and two or three atomic loads/stores per call when uncontended.
-public final class MPSCRing<Element>: @unchecked Sendable {
+package final class MPSCRing<Element>: @unchecked Sendable {
     /// Number of slots (a power of two).
     public let capacity: Int
     private let mask: UInt64

@@ -1,7 +1,9 @@
 import Synchronization
 
-/// A bounded lock-free FIFO for exactly one producer thread and one consumer thread: the hand-off
-/// between two pipeline stages (convert -> encode, encode -> packetize).
+/// A bounded lock-free FIFO for exactly one producer thread and one consumer thread. Its user is
+/// `ReceiveAudioStream`: received Opus packets go from the network thread to the playout thread in
+/// pre-allocated slots (one ring of filled slots, one of free ones). The send pipeline's stages use
+/// `MPSCRing`.
 ///
 /// Capacity is a power of two fixed at `init`; the ring never grows. Slots are addressed with
 /// `index & mask`; `head` (next to pop) and `tail` (next to push) are free-running `UInt64`
@@ -11,7 +13,7 @@ import Synchronization
 ///
 /// Thread rule: `tryPush` from one thread at a time, `tryPop` (and `peekCount`) from one other
 /// thread at a time; `count` is an estimate from anywhere. Cost: a few loads and one store each.
-public final class SPSCRing<Element>: @unchecked Sendable {
+package final class SPSCRing<Element>: @unchecked Sendable {
     /// Number of slots (a power of two).
     public let capacity: Int
     private let mask: UInt64

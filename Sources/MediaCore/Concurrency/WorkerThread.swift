@@ -17,7 +17,7 @@ import Synchronization
 /// worker thread. A started worker keeps itself alive until `stop()`, so always stop it.
 /// Cost: one thread (default stack) while running; `wake()` is one atomic exchange, plus a
 /// `sem_post` system call when the worker sleeps.
-public final class WorkerThread: @unchecked Sendable {
+package final class WorkerThread: @unchecked Sendable {
     /// A name for diagnostics and precondition messages.
     public let name: String
     private let body: () -> Bool

@@ -5,7 +5,7 @@ import Glibc
 /// The Ogg page checksum (RFC 3533 §6): CRC-32 with polynomial 0x04c11db7, initial value 0, no
 /// bit reflection and no final XOR, computed over the whole page with its CRC field set to zero.
 /// Thread rule: pure functions. Cost: one table lookup per byte.
-public enum OggCRC {
+package enum OggCRC {
     static let table: [UInt32] = (0..<256).map { i -> UInt32 in
         var r = UInt32(i) << 24
         for _ in 0..<8 { r = (r & 0x8000_0000) != 0 ? (r << 1) ^ 0x04C1_1DB7 : r << 1 }

@@ -609,7 +609,7 @@ struct SDPParser {
 }
 
 /// Base64 (RFC 4648 §4, with padding) for SDES inline keys.
-public enum SDPBase64 {
+package enum SDPBase64 {
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// Encodes bytes as padded base64.

@@ -10,7 +10,7 @@ import Synchronization
 /// Thread rule: `write`/`flush` from the pipeline threads (a mutex lets an audio and a video
 /// stream share one file); `finish` once, after the streams stopped. Cost: one copy per packet
 /// into the writer's 64 KiB buffer, a `write` syscall per 64 KiB; no allocation after `init`.
-public final class PcapPacketSink: PacketSink, @unchecked Sendable {
+package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     private let lock = Mutex<Void>(())
     /// Guarded by `lock`.
     nonisolated(unsafe) private var writer: PcapWriter?

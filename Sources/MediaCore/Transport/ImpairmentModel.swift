@@ -11,7 +11,7 @@
 ///
 /// Thread rule: a value type; one thread mutates it. Cost: a few arithmetic operations and up to
 /// five random draws per packet; no allocation.
-public struct ImpairmentModel: Sendable {
+package struct ImpairmentModel: Sendable {
     /// What to do to packets. Probabilities are fractions (0.02 = 2 %); durations in milliseconds.
     /// The fields map 1:1 to `revue-media relay` options.
     public struct Settings: Sendable, Equatable {

@@ -10,7 +10,7 @@ import Synchronization
 /// Thread rule: `start()`/`stop()` from one controlling thread; the relay works on its own thread;
 /// `statistics` from any thread. Cost: one thread, two sockets, `2 x maxQueuedPackets x
 /// maxPacketSize` bytes of pool; per packet a copy, a heap insertion and removal; no allocation.
-public final class ImpairmentRelay: @unchecked Sendable {
+package final class ImpairmentRelay: @unchecked Sendable {
     /// Counters of one direction.
     public struct DirectionStatistics: Sendable, Equatable {
         /// Datagrams received from this direction's source.

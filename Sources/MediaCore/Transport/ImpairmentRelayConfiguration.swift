@@ -1,6 +1,6 @@
 /// Errors in relay options: names the option and what is wrong with its value.
 /// Thread rule: a value. Cost: none.
-public struct ImpairmentRelayConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct ImpairmentRelayConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The option (`--loss`) or argument at fault.
     public var option: String
     /// What is wrong.

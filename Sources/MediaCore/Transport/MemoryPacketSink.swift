@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// Thread rule: `write`/`flush` from the pipeline thread; `packets`, `takePackets()` and the counters
 /// from any thread (a mutex guards the state). Cost: one array allocation and copy per packet.
-public final class MemoryPacketSink: PacketSink {
+package final class MemoryPacketSink: PacketSink {
     private struct State {
         var ring: [[UInt8]] = []
         var head = 0          // index of the oldest packet once the ring is full

@@ -6,7 +6,7 @@ import Musl
 
 /// Why `PcapWriter` failed, shaped like swift-system's `Errno`: the C `errno` of the failing call
 /// plus a message naming the file and the call.
-public struct PcapWriterError: RawRepresentable, Error, Hashable, Sendable, CustomStringConvertible {
+package struct PcapWriterError: RawRepresentable, Error, Hashable, Sendable, CustomStringConvertible {
     /// The `errno` value of the failed system call.
     public let rawValue: Int32
     /// The file and the call that failed.
@@ -31,7 +31,7 @@ public struct PcapWriterError: RawRepresentable, Error, Hashable, Sendable, Cust
 }
 
 /// An IPv4 address and UDP port written into synthesized packet headers.
-public struct PcapEndpoint: Sendable, Equatable {
+package struct PcapEndpoint: Sendable, Equatable {
     /// IPv4 address in host order, e.g. `0x7F000001` for 127.0.0.1.
     public var address: UInt32
     /// UDP port.
@@ -55,7 +55,7 @@ public struct PcapEndpoint: Sendable, Equatable {
 /// released without `finish()` deletes its temporary file.
 /// Thread rule: one thread at a time (wrap in a `Mutex` to share). Cost: one copy per datagram
 /// into the buffer, a `write` syscall per 64 KiB; no allocation after `init`.
-public final class PcapWriter {
+package final class PcapWriter {
     /// The link-layer header synthesized in front of each IPv4 packet.
     public enum LinkType: Sendable {
         /// LINKTYPE_ETHERNET (1): 14-byte Ethernet II header with locally administered MACs.

@@ -1,5 +1,5 @@
-/// A list of delegates held by weak reference (reference: "The delegate lists hold weak
-/// references, so keep your delegates alive yourself"). Main actor; adding or removing is O(n).
+/// A list of delegates held by weak reference: whoever adds a delegate
+/// keeps it alive. Main actor; adding or removing is O(n).
 @MainActor
 public final class DelegateList<Delegate> {
     private struct Entry {

@@ -1,4 +1,4 @@
-/// Why an invitation call of `FriendManager` failed (reference: "Invite to a call"). An enum so
+/// Why an invitation call of `FriendManager` failed. An enum so
 /// that `catch FriendCallError.invalidState` works.
 public enum FriendCallError: Error, Sendable, Hashable {
     /// No invitation in the state the call needs: `cancelInvitation` with no invitation of yours

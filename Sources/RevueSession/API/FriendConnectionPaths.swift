@@ -1,5 +1,5 @@
-/// The set of paths between your device and a friend's: the friend connection (reference: "Friend
-/// connection"). A value type; `RevueDelegate.revue(_:friend:didUpdatePaths:)` delivers a new one
+/// The set of paths between your device and a friend's: the friend connection. A
+/// value type; `RevueDelegate.revue(_:friend:didUpdatePaths:)` delivers a new one
 /// whenever a path appears or goes away.
 public struct FriendConnectionPaths: Sendable, Hashable {
     /// Every path that carried authenticated traffic from the friend recently, best first.

@@ -1,5 +1,5 @@
 /// Why `FriendManager.addFriend(address:message:)` or `addFriendNorequest(friendId:)` failed.
-/// An enum so that `catch FriendAddError.alreadyExists` works as in the reference.
+/// An enum so that `catch FriendAddError.alreadyExists` works.
 public enum FriendAddError: Error, Sendable, Hashable {
     /// The two of you are already friends (or you already sent them a request).
     case alreadyExists

@@ -1,5 +1,5 @@
-/// Friend requests, the friend list and friend messages of one `Revue` instance (reference:
-/// "Friends"). Main actor only. Every call is O(1) or O(friends) in memory; adding and deleting
+/// Friend requests, the friend list and friend messages of one `Revue` instance.
+/// Main actor only. Every call is O(1) or O(friends) in memory; adding and deleting
 /// also write the friend list to the data directory.
 @MainActor
 public final class FriendManager {

@@ -1,4 +1,4 @@
-// The entry point of the session layer (reference: "Initialization and configuration", "Friends").
+// The entry point of the session layer: initialization, configuration and friends.
 
 /// One Revue peer: your identity, your friends and their events. Use `Revue.shared` in an App;
 /// tests and bots can make independent instances, each with its own data directory and UDP socket.

@@ -1,4 +1,4 @@
-/// Receives the friend events of a `Revue` instance (reference: "Events"): friend requests,
+/// Receives the friend events of a `Revue` instance: friend requests,
 /// invitations, each friend's connection, name and status, and whether you are discoverable.
 /// Always called on the main actor; every method has an empty default, so implement only the
 /// events you need. Add it with `revue.delegates.add(delegate:)`; the list holds it weakly.

@@ -1,5 +1,5 @@
-// RevueSession: friends, presence, messages, invitations and calls (the RevueSDK API of
-// ../shared/reference). Filled by the session issues; see docs/architecture.md.
+// RevueSession: friends, presence, messages, invitations and calls, the session API that RevueSDK
+// exports. How it works underneath: docs/session.md and docs/architecture.md.
 internal import MediaCore
 
 /// The version of the Revue session protocol this build speaks.

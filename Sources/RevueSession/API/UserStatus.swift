@@ -1,7 +1,7 @@
 /// The status you set with `Revue.setSelfStatus(_:)` and your friends receive with
 /// `RevueDelegate.revue(_:friend:didUpdateStatus:)`.
 public enum UserStatus: UInt8, Sendable, Hashable, Codable, CaseIterable {
-    /// Available (the reference calls it "none").
+    /// Available: no particular status (`none`).
     case none = 0
     /// Away from the device.
     case away = 1
@@ -30,8 +30,7 @@ public enum PresenceStatus: Sendable, Hashable {
     }
 }
 
-/// Why an invitation to a call ended, always from your own side (reference: "Why an invitation
-/// ended"). Declared here for `RevueDelegate`; invitations themselves arrive with the call layer.
+/// Why an invitation to a call ended, always from your own side. Declared here for `RevueDelegate`; invitations themselves arrive with the call layer.
 public enum InvitationEndReason: Sendable, Hashable {
     /// You cancelled the invitation you sent.
     case cancelled

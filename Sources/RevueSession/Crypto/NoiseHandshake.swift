@@ -5,7 +5,8 @@
 //   -> e, es, s, ss
 //   <- e, ee, se
 
-/// An X25519 key pair. The secret stays inside this value; it is zeroed when the last copy goes.
+/// An X25519 key pair. The secret is an ordinary `[UInt8]`: it is not wiped when freed, and copies
+/// of the array (for example in a handshake state) may outlive this value.
 package final class KeyPair: Sendable {
     package let secret: [UInt8]
     package let publicKey: [UInt8]

@@ -73,7 +73,7 @@ package final class SessionCore {
     package var indexSeam: (() -> UInt32)?
     package var timestampSeam: (() -> UInt64)?
 
-    // Hooks for the call layer (issue 8): the SDK's own messages (friend id, JSON text), and a
+    // Hooks for the call layer: the SDK's own messages (friend id, JSON text), and a
     // friend about to be deleted (to end a call or an invitation first).
     var reservedMessageHandler: ((String, String) -> Void)?
     var friendWillBeDeleted: ((String) -> Void)?
