@@ -122,7 +122,11 @@ final class FriendState {
     var presence = PresenceStatus.offline
     var lastLookup: Double = -.infinity
 
+    /// Reliable items waiting for a receipt: at most `sendQueueCapacity` App messages,
+    /// `reservedQueueCapacity` SDK messages and two profiles.
     var outbound: [OutboundItem] = []
+    /// A newer profile waits for room in `outbound`.
+    var profileDirty = false
     var nextSeq: UInt32 = 1
     var waiters: [UInt32: MessageWaiter] = [:]
     var inboundBuffer: [UInt32: (ReliableKind, [UInt8])] = [:]

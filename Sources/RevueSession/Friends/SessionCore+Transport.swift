@@ -507,8 +507,8 @@ extension SessionCore {
         now - s.created > hardSessionLifetime
     }
 
-    /// `rekeyInterval` * 1.5, at least `rekeyInterval` + 30 s.
-    var hardSessionLifetime: Double { max(timeouts.rekeyInterval * 1.5, timeouts.rekeyInterval + 30) }
+    /// `rekeyInterval` * 1.5, at least `rekeyInterval` + 30 s (tests may shorten it).
+    var hardSessionLifetime: Double { sessionLifetimeOverride ?? max(timeouts.rekeyInterval * 1.5, timeouts.rekeyInterval + 30) }
 
     /// Drops a friend's sessions that passed their hard lifetime or message limit; with none left
     /// the friend is offline until a new handshake completes.

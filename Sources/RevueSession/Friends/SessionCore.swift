@@ -94,8 +94,10 @@ package final class SessionCore {
     var cookieSecretAt = monotonicNow()
     /// Our own mac1 key (responder side), computed once.
     lazy var ownMac1Key = HandshakeMACs.mac1Key(identity.publicKey)
-    /// Hard limits of a transport session: messages sent or received on one set of keys.
+    /// Hard limits of a transport session: messages sent or received on one set of keys (a rekey
+    /// starts at half), and a lifetime replacing the default one (test seam; nil in production).
     package var sessionMessageLimit: UInt64 = 1 << 60
+    package var sessionLifetimeOverride: Double?
     // Test seams: observe every session datagram sent, and drop direct sends (to force the relay).
     var sendTap: (([UInt8], Route) -> Void)?
     package var dropDirectSends = false
