@@ -20,14 +20,17 @@ final class RendezvousClient {
     var token: [UInt8]?
     var timestamp: UInt64 = 1
 
-    init(nodePort: UInt16, keys: KeyPair = KeyPair()) throws {
-        socket = try SessionSocket(host: "127.0.0.1", port: 0)
+    let host: String
+
+    init(nodePort: UInt16, keys: KeyPair = KeyPair(), host: String = "127.0.0.1") throws {
+        socket = try SessionSocket(host: host, port: 0)
+        self.host = host
         self.keys = keys
         node = SocketAddress(ip: 0x7F00_0001, port: nodePort)
         socket.start { [weak self] bytes, _ in MainActor.assumeIsolated { self?.replies.append(bytes) } }
     }
 
-    var endpoint: SocketAddress { SocketAddress(ip: 0x7F00_0001, port: socket.localPort) }
+    var endpoint: SocketAddress { SocketAddress.sessionIPv4(host: host, port: socket.localPort)! }
 
     /// A registration datagram for `keys` with `cookie`, MAC'd with `macKey` (zeros when nil).
     static func registration(keys: KeyPair, status: UInt8 = 1, timestamp: UInt64, cookie: [UInt8], macKey: [UInt8]?) -> [UInt8] {

@@ -169,6 +169,42 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         }
     }
 
+    // Finding 3, in process: registrations expire and are swept, a /24 holds at most
+    // `maxEntriesPerPrefix`, and unknown keys cost X25519 only within a per-source rate.
+    @Test func rendezvousRegistrationsAreSweptCappedAndRateLimited() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        node.expiry = 0.5
+        var clients: [RendezvousClient] = []
+        defer { for c in clients { c.close() } }
+        for _ in 0..<5 {
+            let c = try RendezvousClient(nodePort: node.port)
+            clients.append(c)
+            #expect(await c.register())
+        }
+        #expect(node.entryCount == 5)
+        await settle(1.6)
+        _ = await clients[0].registerOnce()  // any datagram runs the sweep
+        #expect(node.sweptEntries >= 4 && node.entryCount <= 1, "swept \(node.sweptEntries), left \(node.entryCount)")
+        // One client with a valid cookie floods registrations of fresh keys with good MACs.
+        let flooder = clients[1]
+        let agreementsBefore = node.keyAgreements
+        let start = monotonicNow()
+        var sent = 0
+        for _ in 0..<400 {
+            let k = KeyPair()
+            let mac = RendezvousAuth.key(secret: k.secret, peerPublic: flooder.nodeKey!)!
+            flooder.socket.send(RendezvousClient.registration(keys: k, timestamp: 9, cookie: flooder.cookie, macKey: mac), to: flooder.node)
+            sent += 1
+        }
+        await settle(0.5)
+        let elapsed = monotonicNow() - start
+        let agreements = node.keyAgreements - agreementsBefore
+        #expect(Double(agreements) <= RendezvousNode.keyBurst + RendezvousNode.keyRate * elapsed + 1, "\(agreements) X25519 in \(elapsed) s")
+        #expect(node.refusedForLimits >= sent - agreements - 5)
+        #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
+    }
+
     // Finding 4: an attacker registering its key with a spoofed source equal to Alice's
     // endpoint, and relay sends spoofed from there, change nothing: Alice's relayed packets still
     // arrive under her key.
