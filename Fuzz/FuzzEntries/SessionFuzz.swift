@@ -121,9 +121,11 @@ struct SessionFixture: Sendable {
         var payload = ByteWriter()
         payload.u8(HandshakeKind.connect.rawValue)
         payload.u64(timestamp)
-        let message1 = header + i.writeMessage1(payload: payload.bytes)!
+        let body = header + i.writeMessage1(payload: payload.bytes)!
+        // mac1 for the responder, no cookie (mac2 zeros).
+        let message1 = body + Sodium.keyedBlake2b(key: HandshakeMACs.mac1Key(responder.publicKey), body) + [UInt8](repeating: 0, count: 16)
         var r = NoiseIKHandshake(initiator: false, prologue: header, localStatic: responder, remoteStatic: nil, ephemeral: responderEphemeral)
-        _ = r.readMessage1(Array(message1[6...]))!
+        _ = r.readMessage1(Array(body[6...]))!
         var w = ByteWriter()
         w.u8(PacketType.handshakeResponse.rawValue)
         w.u8(revueProtocolVersion)
@@ -183,9 +185,9 @@ struct SessionFixture: Sendable {
     func authenticInitiation(_ bytes: [UInt8]) -> Bool {
         var r = ByteReader(bytes, offset: 1)
         guard bytes.first == PacketType.handshakeInitiation.rawValue, r.u8() == revueProtocolVersion, r.u32() != nil,
-              r.remaining >= NoiseIKHandshake.message1Overhead + 9 else { return false }
+              r.remaining >= NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength else { return false }
         var hs = NoiseIKHandshake(initiator: false, prologue: Array(bytes[0..<6]), localStatic: core, remoteStatic: nil)
-        guard hs.readMessage1(r.rest()) != nil, let rs = hs.remoteStatic else { return false }
+        guard hs.readMessage1(Array(r.rest().dropLast(HandshakeMACs.trailerLength))) != nil, let rs = hs.remoteStatic else { return false }
         fuzzRequire(rs == friend.publicKey, "initiation authenticated an unknown static key \(Hex.encode(rs))")
         return true
     }
@@ -228,9 +230,11 @@ struct SessionFixture: Sendable {
         var registered = ByteWriter()
         registered.u8(PacketType.rendezvousRegistered.rawValue); registered.u8(revueProtocolVersion); registered.u8(1)
         registered.u32(0x7F00_0001); registered.u16(33_445); registered.append(friend.publicKey)
+        registered.append([UInt8](repeating: 7, count: 16)); registered.append([UInt8](repeating: 9, count: 16))
         var lookup = ByteWriter()
         lookup.u8(PacketType.rendezvousLookupReply.rawValue); lookup.u8(revueProtocolVersion); lookup.append(friend.publicKey)
         lookup.u8(1); lookup.u32(0x7F00_0001); lookup.u16(33_446); lookup.u8(0); lookup.u16(12)
+        lookup.u64(0); lookup.append([UInt8](repeating: 0, count: 16))
         var lan = ByteWriter()
         lan.u8(PacketType.lanAnnounce.rawValue); lan.u8(revueProtocolVersion); lan.append(friend.publicKey); lan.u16(33_447)
         let rekeyed = Self.data(to: rekeyIndex, key: rekeyKeys.toCore, counter: 0, frame: message)

@@ -361,7 +361,11 @@ func run(_ line: String) {
             "droppedUnknownSession": c.droppedUnknownSession, "droppedNonFriend": c.droppedNonFriend,
             "droppedWrongNospam": c.droppedWrongNospam, "droppedRateLimited": c.droppedRateLimited, "friendRequestsReceived": c.friendRequestsReceived,
             "duplicatesSuppressed": c.duplicatesSuppressed, "reservedMessagesSwallowed": c.reservedMessagesSwallowed,
-            "handshakesCompleted": c.handshakesCompleted])
+            "handshakesCompleted": c.handshakesCompleted, "droppedAnnounces": c.droppedAnnounces,
+            "initiationsThrottled": c.initiationsThrottled, "candidatesDropped": c.candidatesDropped,
+            "cookieRepliesSent": c.cookieRepliesSent, "droppedExpired": c.droppedExpired,
+            "droppedLookupReplies": c.droppedLookupReplies, "droppedOverload": c.droppedOverload,
+            "requestsForgotten": c.requestsForgotten])
     case .invite(let friendId, _), .acceptCall(let friendId), .rejectCall(let friendId), .cancelCall(let friendId):
         do throws(FriendCallError) {
             switch request.command {

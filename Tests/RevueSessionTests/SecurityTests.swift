@@ -8,7 +8,7 @@ import MediaCore
 @Suite(.serialized) struct SecurityTests {
     func counted(_ c: RevueCounters) -> Int {
         c.droppedMalformed + c.droppedForged + c.droppedReplayed + c.droppedUnknownSession + c.droppedNonFriend + c.droppedWrongNospam
-            + c.droppedRateLimited
+            + c.droppedRateLimited + c.droppedAnnounces + c.droppedLookupReplies + c.droppedExpired
     }
 
     @Test func randomTruncatedForgedAndReplayedDatagramsAreDroppedAndCounted() async throws {
@@ -89,24 +89,41 @@ import MediaCore
         #expect(bob.revue.counters.friendRequestsReceived == 1)
     }
 
-    @Test func handshakeFloodIsRateLimitedAndFriendsStillConnect() async throws {
+    @Test func handshakeFloodWithoutCookiesGetsCookieRepliesAndFriendsStillConnect() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
         let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
         let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
         defer { attacker.close() }
+        var cookieReplies = 0
+        attacker.start { bytes, _ in MainActor.assumeIsolated { if bytes.first == PacketType.cookieReply.rawValue { cookieReplies += 1 } } }
         let target = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
-        for _ in 0..<1500 {
-            var d = Sodium.random(140)
+        let mac1Key = HandshakeMACs.mac1Key(bob.revue.core!.identity.publicKey)
+        // Without mac1: one BLAKE2b each, dropped as forged, no answer.
+        for _ in 0..<300 {
+            var d = Sodium.random(160)
             d[0] = PacketType.handshakeInitiation.rawValue
             d[1] = revueProtocolVersion
             attacker.send(d, to: target)
         }
-        await bob.wait("flood counted", timeout: 5) {
-            bob.revue.counters.droppedForged + bob.revue.counters.droppedRateLimited >= 1400
+        await bob.wait("no-mac1 flood counted", timeout: 5) { bob.revue.counters.droppedForged >= 300 }
+        #expect(bob.revue.counters.cookieRepliesSent == 0)
+        // With a valid mac1 (anyone knowing Bob's key can make it): past half the load bucket
+        // each gets a 46-byte cookie reply instead of four X25519.
+        for _ in 0..<1500 {
+            var d = Sodium.random(111)
+            d[0] = PacketType.handshakeInitiation.rawValue
+            d[1] = revueProtocolVersion
+            d += Sodium.keyedBlake2b(key: mac1Key, d) + [UInt8](repeating: 0, count: 16)
+            attacker.send(d, to: target)
         }
-        #expect(bob.revue.counters.droppedRateLimited > 0, "\(bob.revue.counters)")
+        await bob.wait("mac1 flood counted", timeout: 5) {
+            bob.revue.counters.droppedForged + bob.revue.counters.droppedRateLimited >= 1700
+        }
+        let c = bob.revue.counters
+        #expect(c.droppedRateLimited >= 1000 && c.cookieRepliesSent == c.droppedRateLimited, "\(c)")
+        await bob.wait("cookie replies arrive", timeout: 3) { cookieReplies >= 1000 }
         #expect(bob.friendEvents.isEmpty)
         try await befriend(alice, bob)
     }

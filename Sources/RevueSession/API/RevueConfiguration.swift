@@ -16,6 +16,12 @@ public struct RevueConfiguration: Sendable {
     public var rendezvousNodes: [String] = []
     /// Timers of the friend connection and of requests.
     public var timeouts = RevueTimeouts()
+    /// For test labs where a rendezvous node on a public address serves peers on private
+    /// networks: accept loopback and private endpoints (127/8, 10/8, 172.16/12, 192.168/16,
+    /// 169.254/16) in lookup answers from a node whose own address is public. Off by default, as
+    /// such an answer from a public node is either a mistake or an attempt to aim our handshakes at
+    /// machines on our own network. Nodes on private or loopback addresses are always believed.
+    public var acceptPrivateEndpointsFromPublicNodes: Bool = false
 
     /// A configuration with defaults for everything but the data directory.
     public init(dataDirectory: String) { self.dataDirectory = dataDirectory }
@@ -79,4 +85,23 @@ public struct RevueCounters: Sendable, Equatable {
     public var reservedMessagesSwallowed = 0
     /// Completed Noise handshakes (either side).
     public var handshakesCompleted = 0
+    /// LAN announcements refused: arriving on the session socket, while LAN discovery is off, or
+    /// from outside the local subnets.
+    public var droppedAnnounces = 0
+    /// Handshake rounds not started because the friend's per-friend rate limit (one round a
+    /// second, however many new endpoints are claimed) was reached.
+    public var initiationsThrottled = 0
+    /// Candidate endpoints forgotten because a friend's table was full or they expired unheard.
+    public var candidatesDropped = 0
+    /// Cookie replies sent instead of answering a handshake initiation while under load.
+    public var cookieRepliesSent = 0
+    /// Transport packets or sends refused on a session past its hard lifetime (time or messages).
+    public var droppedExpired = 0
+    /// Lookup answers that were unauthenticated, stale, or named a private or loopback endpoint
+    /// while coming from a public node.
+    public var droppedLookupReplies = 0
+    /// Datagrams dropped at the socket because the main actor was too far behind (a flood).
+    public var droppedOverload = 0
+    /// Friend requests from strangers forgotten because the table of pending requests was full.
+    public var requestsForgotten = 0
 }

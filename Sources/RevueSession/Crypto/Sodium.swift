@@ -47,7 +47,7 @@ package enum Sodium {
     }
 
     /// Unkeyed BLAKE2b with a 64-byte output (`crypto_generichash_blake2b`).
-    static func blake2b(_ parts: [UInt8]..., outputLength: Int = 64) -> [UInt8] {
+    package static func blake2b(_ parts: [UInt8]..., outputLength: Int = 64) -> [UInt8] {
         let input = parts.count == 1 ? parts[0] : parts.flatMap { $0 }
         var out = [UInt8](repeating: 0, count: outputLength)
         _ = out.withUnsafeMutableBufferPointer { o in
@@ -59,7 +59,7 @@ package enum Sodium {
     }
 
     /// Keyed BLAKE2b (`crypto_generichash_blake2b` with a key): a MAC of `outputLength` bytes.
-    static func keyedBlake2b(key: [UInt8], _ data: [UInt8], outputLength: Int = 16) -> [UInt8] {
+    package static func keyedBlake2b(key: [UInt8], _ data: [UInt8], outputLength: Int = 16) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: outputLength)
         _ = out.withUnsafeMutableBufferPointer { o in
             data.withUnsafeBufferPointer { d in

@@ -46,6 +46,19 @@ struct PendingHandshake {
     var handshake: NoiseIKHandshake
     let localIndex: UInt32
     let started: Double
+    /// The initiation as sent, without its two MACs, and its mac1 (the cookie reply's AD).
+    let body: [UInt8]
+    let mac1: [UInt8]
+    /// Whether a cookie reply already made us send this initiation again (once per handshake).
+    var resentWithCookie = false
+}
+
+/// A cookie a friend's responder gave us under load (WireGuard section 5.4.7): valid for two
+/// minutes, for initiations sent to the endpoint it came from.
+struct HandshakeCookie {
+    let value: [UInt8]
+    let endpoint: SocketAddress
+    let received: Double
 }
 
 /// One queued reliable item of the outbound stream.
@@ -75,18 +88,31 @@ final class FriendState {
     let id: String
     var stored: StoredProfile.Friend
 
-    /// Routes to try for handshakes, with when we last heard of each.
+    /// Routes to try for handshakes, with when we last heard of each. At most
+    /// `SessionCore.maxCandidates`; unauthenticated ones expire after `SessionCore.candidateLifetime`.
     var candidates: [Route: Double] = [:]
+    /// The endpoint saved in the profile (the last one that carried authenticated traffic): tried
+    /// on every handshake round, never expired.
+    var storedRoute: Route?
     var pending: PendingHandshake?
+    /// The handshake `pending` replaced, still answerable, so a new round does not void a
+    /// response already on its way.
+    var previousPending: PendingHandshake?
+    var cookie: HandshakeCookie?
     var lastInitiation: Double = -.infinity
+    /// When a claimed new endpoint last started a handshake round (at most one a second).
+    var lastTriggered: Double = -.infinity
     var initiationAttempts = 0
-    var lastHandshakeTimestamp: UInt64 = 0
+    /// Highest handshake timestamp accepted from this friend (persisted: replays after a restart
+    /// are refused too).
+    var lastHandshakeTimestamp: UInt64 { get { stored.handshakeTimestamp ?? 0 } set { stored.handshakeTimestamp = newValue } }
 
     var current: TransportSession?
     var previous: TransportSession?
     /// A session we answered, unconfirmed until its first transport packet arrives.
     var next: TransportSession?
 
+    /// Routes that carried authenticated traffic; at most `SessionCore.maxRoutes`.
     var routes: [Route: RouteState] = [:]
     var lastReceived: Double = -.infinity
     var lastPing: Double = -.infinity
@@ -96,7 +122,11 @@ final class FriendState {
     var presence = PresenceStatus.offline
     var lastLookup: Double = -.infinity
 
+    /// Reliable items waiting for a receipt: at most `sendQueueCapacity` App messages,
+    /// `reservedQueueCapacity` SDK messages and two profiles.
     var outbound: [OutboundItem] = []
+    /// A newer profile waits for room in `outbound`.
+    var profileDirty = false
     var nextSeq: UInt32 = 1
     var waiters: [UInt32: MessageWaiter] = [:]
     var inboundBuffer: [UInt32: (ReliableKind, [UInt8])] = [:]

@@ -28,6 +28,9 @@ extension SessionCore {
         pumpOutbound(f, now: monotonicNow())
     }
 
+    /// Queues our profile for a friend. At most two profile items wait per friend: a newer profile
+    /// replaces one queued but never sent, and while two wait (a friend that never acknowledges)
+    /// the newest is sent once one is acknowledged, so reconnect cycles cannot grow the queue.
     func enqueueProfile(_ f: FriendState) {
         var w = ByteWriter()
         w.u8(profile.status)
@@ -35,6 +38,17 @@ extension SessionCore {
         w.u16(UInt16(name.count))
         w.append(name)
         w.append(profile.statusMessage.utf8.prefix(512))
+        let queued = f.outbound.indices.filter { f.outbound[$0].kind == .profile }
+        if let last = queued.last, f.outbound[last].lastSent == -.infinity {
+            let old = f.outbound[last]
+            f.outbound[last] = OutboundItem(seq: old.seq, kind: .profile, body: w.bytes, messageId: nil)
+            return
+        }
+        if queued.count >= 2 {
+            // Both may have arrived already: send the newest once an acknowledgement makes room.
+            f.profileDirty = true
+            return
+        }
         enqueue(f, kind: .profile, body: w.bytes, messageId: nil)
     }
 
@@ -68,7 +82,9 @@ extension SessionCore {
         let received = f.inboundReceived
         if seq <= received {
             counters.duplicatesSuppressed += 1
-        } else if seq - received <= 1024 {
+        } else if seq - f.inboundAckable <= Self.inboundWindow {
+            // Counted from what the App has and the disk holds, not from what arrived: received
+            // items waiting for delivery or reordering stay under `inboundWindow`.
             if f.inboundBuffer[seq] != nil { counters.duplicatesSuppressed += 1 }
             f.inboundBuffer[seq] = (kind, body)
             while let (k, b) = f.inboundBuffer.removeValue(forKey: f.inboundReceived + 1) {
@@ -125,11 +141,12 @@ extension SessionCore {
     }
 
     /// Sends one of the SDK's own messages (a JSON object whose "type" is msg, adr or track) on the
-    /// friend's reliable stream, outside the App's send queue; false when the friend is unknown or
-    /// offline. For the call layer.
+    /// friend's reliable stream, outside the App's send queue; false when the friend is unknown,
+    /// offline, or already has `reservedQueueCapacity` of them unacknowledged. For the call layer.
     @discardableResult
     func sendReserved(friendId: String, text: String) -> Bool {
-        guard let f = friends[friendId], f.isConnected else { return false }
+        guard let f = friends[friendId], f.isConnected,
+              f.outbound.count { $0.kind == .message && $0.messageId == nil } < Self.reservedQueueCapacity else { return false }
         enqueue(f, kind: .message, body: Array(text.utf8), messageId: nil)
         return true
     }
@@ -172,6 +189,10 @@ extension SessionCore {
             if let mid = first.messageId, let w = f.waiters.removeValue(forKey: mid) {
                 w.continuation.resume(returning: .success(mid))
             }
+        }
+        if f.profileDirty, f.outbound.count(where: { $0.kind == .profile }) < 2 {
+            f.profileDirty = false
+            enqueueProfile(f)
         }
     }
 }

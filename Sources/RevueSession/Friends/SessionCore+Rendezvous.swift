@@ -7,15 +7,18 @@ import Glibc
 internal import MediaCore
 
 extension SessionCore {
-    /// Tells a rendezvous node where we are and our status, authenticated once its key is known.
+    /// Tells a rendezvous node where we are and our status, with the node's cookie for our
+    /// endpoint and a MAC once its key is known (the node answers the first one with both).
     func sendRegistration(to node: SocketAddress) {
+        let state = nodeStates[node] ?? NodeState()
         var w = ByteWriter(capacity: RendezvousAuth.registerLength)
         w.u8(PacketType.rendezvousRegister.rawValue)
         w.u8(revueProtocolVersion)
         w.append(identity.publicKey)
         w.u8(profile.status)
         w.u64(nextTimestamp())
-        if let k = nodeMacKeys[node]?.macKey {
+        w.append(state.cookie)
+        if let k = state.macKey {
             w.append(Sodium.keyedBlake2b(key: k, w.bytes))
         } else {
             w.append([UInt8](repeating: 0, count: 16))
@@ -24,35 +27,104 @@ extension SessionCore {
         socket.send(w.bytes, to: node)
     }
 
+    /// A node's answer to a registration: its key, a cookie for our endpoint, and when accepted
+    /// the token that lets us use its relay.
+    func handleRegistered(_ bytes: [UInt8], from: SocketAddress) {
+        var r = ByteReader(bytes, offset: 1)
+        guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.registeredLength, r.u8() == revueProtocolVersion,
+              let accepted = r.u8(), r.u32() != nil, r.u16() != nil, let nodeKey = r.take(32), let cookie = r.take(16),
+              let token = r.take(16) else {
+            counters.droppedMalformed += 1
+            return
+        }
+        var state = nodeStates[from] ?? NodeState()
+        var again = false
+        if state.nodeKey != nodeKey {
+            // First contact, or the node restarted with a new key: register again now.
+            guard let k = RendezvousAuth.key(secret: identity.secret, peerPublic: nodeKey) else {
+                counters.droppedForged += 1
+                return
+            }
+            state.nodeKey = nodeKey
+            state.macKey = k
+            state.token = nil
+            again = true
+        }
+        if state.cookie != cookie {
+            state.cookie = cookie
+            again = true
+        }
+        if accepted == 1 {
+            state.token = token
+            lastRegistered[from] = monotonicNow()
+        }
+        nodeStates[from] = state
+        if accepted != 1 && again { sendRegistration(to: from) }
+        updateDiscoverable()
+    }
+
+    /// Asks a node where a friend is; the nonce and our MAC let us trust only the node's answer.
+    func sendLookup(_ key: [UInt8], to node: SocketAddress) {
+        guard let state = nodeStates[node], let macKey = state.macKey, state.token != nil else { return }
+        var w = ByteWriter(capacity: RendezvousAuth.lookupLength)
+        w.u8(PacketType.rendezvousLookup.rawValue)
+        w.u8(revueProtocolVersion)
+        w.append(identity.publicKey)
+        w.append(key)
+        w.u64(state.lookupNonce)
+        w.append(Sodium.keyedBlake2b(key: macKey, w.bytes))
+        socket.send(w.bytes, to: node)
+    }
+
     func handleLookupReply(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
-        guard rendezvousNodes.contains(from), r.u8() == revueProtocolVersion, let key = r.take(32), let found = r.u8(),
-              let ip = r.u32(), let port = r.u16(), let status = r.u8(), let age = r.u16() else {
+        guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.lookupReplyLength, r.u8() == revueProtocolVersion,
+              let key = r.take(32), let found = r.u8(), let ip = r.u32(), let port = r.u16(), let status = r.u8(), let age = r.u16(),
+              let nonce = r.u64() else {
             counters.droppedMalformed += 1
+            return
+        }
+        // Only the node (holder of our registration key) can answer, and only our recent asks.
+        guard let state = nodeStates[from], let macKey = state.macKey, nonce == state.lookupNonce || nonce == state.previousLookupNonce,
+              Sodium.equal(Sodium.keyedBlake2b(key: macKey, Array(bytes[0..<(bytes.count - 16)])), Array(bytes[(bytes.count - 16)...])) else {
+            counters.droppedLookupReplies += 1
             return
         }
         guard let f = friends[Hex.encode(key)] else { return }
         let fresh = found == 1 && Double(age) <= timeouts.rendezvousInterval * 4 + 1
         f.presence = fresh ? PresenceStatus(UserStatus(rawValue: status) ?? .none) : .offline
         guard found == 1 else { return }
-        let route = Route.direct(SocketAddress(ip: ip, port: port))
+        let endpoint = SocketAddress(ip: ip, port: port)
+        if endpoint.isPrivateOrLoopback, !from.isPrivateOrLoopback, !configuration.acceptPrivateEndpointsFromPublicNodes {
+            counters.droppedLookupReplies += 1
+            return
+        }
+        let route = Route.direct(endpoint)
+        let now = monotonicNow()
         let isNew = f.candidates[route] == nil
-        f.candidates[route] = monotonicNow()
-        if f.candidates.count > 8, let oldest = f.candidates.min(by: { $0.value < $1.value }) { f.candidates[oldest.key] = nil }
-        if isNew, !f.isConnected { initiate(f, now: monotonicNow()) }
+        addCandidate(f, route, now: now)
+        if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
     }
 
-    func handleLAN(_ bytes: [UInt8], from: SocketAddress) {
+    /// A LAN announcement: believed only on the multicast socket, with LAN discovery on, from a
+    /// source on one of our subnets; a new endpoint starts at most one handshake round a second.
+    func handleLAN(_ bytes: [UInt8], from: SocketAddress, onMulticastSocket: Bool) {
+        guard onMulticastSocket, lanSocket != nil, from.isOnLocalSubnet else {
+            counters.droppedAnnounces += 1
+            return
+        }
         var r = ByteReader(bytes, offset: 1)
-        guard bytes.first == PacketType.lanAnnounce.rawValue, r.u8() == revueProtocolVersion, let key = r.take(32), let port = r.u16() else {
+        guard bytes.first == PacketType.lanAnnounce.rawValue, r.u8() == revueProtocolVersion, let key = r.take(32), let port = r.u16(),
+              r.remaining == 0 else {
             counters.droppedMalformed += 1
             return
         }
         guard key != identity.publicKey, let f = friends[Hex.encode(key)] else { return }
         let route = Route.direct(SocketAddress(ip: from.ip, port: port))
+        let now = monotonicNow()
         let isNew = f.candidates[route] == nil
-        f.candidates[route] = monotonicNow()
-        if isNew, !f.isConnected { initiate(f, now: monotonicNow()) }
+        addCandidate(f, route, now: now)
+        if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
     }
 
     func updateDiscoverable() {

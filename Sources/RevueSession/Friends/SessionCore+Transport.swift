@@ -18,20 +18,8 @@ extension SessionCore {
         case .handshakeInitiation: handleInitiation(bytes, route: .direct(from), relayedFrom: nil)
         case .handshakeResponse: handleResponse(bytes, route: .direct(from))
         case .transportData: handleData(bytes, route: .direct(from))
-        case .rendezvousRegistered:
-            var r = ByteReader(bytes, offset: 1)
-            guard rendezvousNodes.contains(from), r.u8() == revueProtocolVersion, let accepted = r.u8(),
-                  r.u32() != nil, r.u16() != nil, let nodeKey = r.take(32) else {
-                counters.droppedMalformed += 1
-                return
-            }
-            if nodeMacKeys[from]?.nodeKey != nodeKey {
-                // First contact, or the node restarted with a new key: register again now.
-                if let k = RendezvousAuth.key(secret: identity.secret, peerPublic: nodeKey) { nodeMacKeys[from] = (nodeKey, k) }
-                if accepted == 0 { sendRegistration(to: from) }
-            }
-            if accepted == 1 { lastRegistered[from] = monotonicNow() }
-            updateDiscoverable()
+        case .cookieReply: handleCookieReply(bytes, route: .direct(from))
+        case .rendezvousRegistered: handleRegistered(bytes, from: from)
         case .rendezvousLookupReply: handleLookupReply(bytes, from: from)
         case .relayDeliver:
             var r = ByteReader(bytes, offset: 1)
@@ -44,9 +32,10 @@ extension SessionCore {
             case .handshakeInitiation: handleInitiation(inner, route: .relay(from), relayedFrom: source)
             case .handshakeResponse: handleResponse(inner, route: .relay(from))
             case .transportData: handleData(inner, route: .relay(from))
+            case .cookieReply: handleCookieReply(inner, route: .relay(from))
             default: counters.droppedMalformed += 1
             }
-        case .lanAnnounce: handleLAN(bytes, from: from)
+        case .lanAnnounce: handleLAN(bytes, from: from, onMulticastSocket: false)
         default:
             counters.droppedMalformed += 1
         }
@@ -77,9 +66,13 @@ extension SessionCore {
             if dropDirectSends { return }
             socket.send(packet, to: a)
         case .relay(let node):
-            var w = ByteWriter(capacity: packet.count + 34)
+            // The node forwards only with the token it gave our registration.
+            guard let token = nodeStates[node]?.token else { return }
+            var w = ByteWriter(capacity: packet.count + 82)
             w.u8(PacketType.relaySend.rawValue)
             w.u8(revueProtocolVersion)
+            w.append(identity.publicKey)
+            w.append(token)
             w.append(friendKey)
             w.append(packet)
             socket.send(w.bytes, to: node)
@@ -90,22 +83,56 @@ extension SessionCore {
     func handleInitiation(_ bytes: [UInt8], route: Route, relayedFrom: [UInt8]?) {
         var r = ByteReader(bytes, offset: 1)
         guard r.u8() == revueProtocolVersion, let senderIndex = r.u32(),
-              r.remaining >= NoiseIKHandshake.message1Overhead + 9 else {
+              r.remaining >= NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength else {
             counters.droppedMalformed += 1
             return
         }
-        // Each initiation costs four X25519 operations: a flood is cut off by a token bucket.
+        // mac1 first: a sender that does not know our public key costs one BLAKE2b, no X25519.
+        let macStart = bytes.count - HandshakeMACs.trailerLength
+        let mac1 = Array(bytes[macStart..<macStart + 16]), mac2 = Array(bytes[(macStart + 16)...])
+        guard Sodium.equal(Sodium.keyedBlake2b(key: ownMac1Key, Array(bytes[0..<macStart])), mac1) else {
+            counters.droppedForged += 1
+            return
+        }
+        // Each initiation costs four X25519 operations. Every one that passes mac1 takes a token
+        // of the load bucket (200/s, bursts of 400); with less than half of it left we are under
+        // load, and only initiations whose mac2 proves the sender receives at its address (with a
+        // cookie we sent there) get through, each source within its own small budget. The others
+        // get a cookie reply, smaller than what they sent.
         let now = monotonicNow()
         handshakeTokens = min(Self.handshakeBurst, handshakeTokens + (now - handshakeTokensAt) * Self.handshakeRate)
         handshakeTokensAt = now
-        guard handshakeTokens >= 1 else {
-            counters.droppedRateLimited += 1
-            return
+        handshakeTokens = max(0, handshakeTokens - 1)
+        if handshakeTokens < Self.handshakeBurst / 2 {
+            let source = route.endpoint
+            let cookieInput = HandshakeMACs.endpointBytes(source) + (relayedFrom ?? [])
+            let macInput = Array(bytes[0..<(macStart + 16)])
+            let valid = [cookieSecret, previousCookieSecret].contains { secret in
+                Sodium.equal(Sodium.keyedBlake2b(key: Sodium.keyedBlake2b(key: secret, cookieInput), macInput), mac2)
+            }
+            guard valid else {
+                counters.droppedRateLimited += 1
+                sendCookieReply(to: route, senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput, relayedFrom: relayedFrom)
+                return
+            }
+            guard sourceTokens.count < Self.maxSources || sourceTokens[source] != nil else {
+                counters.droppedRateLimited += 1
+                return
+            }
+            var bucket = sourceTokens[source] ?? (Self.perSourceBurst, now)
+            bucket.tokens = min(Self.perSourceBurst, bucket.tokens + (now - bucket.at) * Self.perSourceRate)
+            bucket.at = now
+            guard bucket.tokens >= 1 else {
+                sourceTokens[source] = bucket
+                counters.droppedRateLimited += 1
+                return
+            }
+            bucket.tokens -= 1
+            sourceTokens[source] = bucket
         }
-        handshakeTokens -= 1
         let prologue = Array(bytes[0..<6])
         var hs = NoiseIKHandshake(initiator: false, prologue: prologue, localStatic: identity, remoteStatic: nil, ephemeral: ephemeralSeam?())
-        guard let payload = hs.readMessage1(r.rest()), let rs = hs.remoteStatic else {
+        guard let payload = hs.readMessage1(Array(bytes[6..<macStart])), let rs = hs.remoteStatic else {
             counters.droppedForged += 1
             return
         }
@@ -136,6 +163,14 @@ extension SessionCore {
                 counters.droppedReplayed += 1
                 return
             }
+            if requestTimestamps[id] == nil, requestTimestamps.count >= Self.maxRequests {
+                // Full: forget the requests not shown to the App (they are retried) first.
+                let victim = requestTimestamps.keys.first { !shownRequests.contains($0) } ?? requestTimestamps.keys.first!
+                requestTimestamps[victim] = nil
+                requestRoutes[victim] = nil
+                shownRequests.remove(victim)
+                counters.requestsForgotten += 1
+            }
             requestTimestamps[id] = timestamp
             requestRoutes[id] = route
             let message = String(decoding: p.rest(), as: UTF8.self)
@@ -150,6 +185,7 @@ extension SessionCore {
             return
         }
         f.lastHandshakeTimestamp = timestamp
+        saveSoon()
         let localIndex = newIndex()
         guard let message2 = hs.writeMessage2(payload: []) else {
             counters.droppedForged += 1
@@ -164,7 +200,7 @@ extension SessionCore {
         if let old = f.next { indices[old.localIndex] = nil }
         f.next = TransportSession(localIndex: localIndex, remoteIndex: senderIndex, keys: hs.transportKeys(), isInitiator: false, created: now)
         indices[localIndex] = id
-        f.candidates[route] = now
+        addCandidate(f, route, now: now)
         send(w.bytes, route: route, friendKey: f.key)
     }
 
@@ -176,7 +212,13 @@ extension SessionCore {
             counters.droppedMalformed += 1
             return
         }
-        guard let id = indices[receiverIndex], let f = friends[id], var pending = f.pending, pending.localIndex == receiverIndex else {
+        guard let id = indices[receiverIndex], let f = friends[id],
+              var pending = [f.pending, f.previousPending].compactMap({ $0 }).first(where: { $0.localIndex == receiverIndex }) else {
+            counters.droppedUnknownSession += 1
+            return
+        }
+        // An answer to the replaced handshake counts only while no session came up since.
+        if pending.localIndex != f.pending?.localIndex, let c = f.current, c.created >= pending.started {
             counters.droppedUnknownSession += 1
             return
         }
@@ -184,7 +226,9 @@ extension SessionCore {
             counters.droppedForged += 1
             return
         }
+        for p in [f.pending, f.previousPending].compactMap({ $0 }) where p.localIndex != receiverIndex { indices[p.localIndex] = nil }
         f.pending = nil
+        f.previousPending = nil
         let now = monotonicNow()
         let session = TransportSession(localIndex: receiverIndex, remoteIndex: senderIndex,
                                        keys: pending.handshake.transportKeys(), isInitiator: true, created: now)
@@ -226,6 +270,10 @@ extension SessionCore {
         }
         guard session.replay.wouldAccept(counter) else {
             counters.droppedReplayed += 1
+            return
+        }
+        guard !isExpired(session, now: monotonicNow()), counter < sessionMessageLimit else {
+            counters.droppedExpired += 1
             return
         }
         guard let plain = Sodium.open(key: session.receiveKey, nonce: counter, ad: Array(bytes[0..<13]), ciphertext: bytes[13...]) else {
@@ -276,10 +324,15 @@ extension SessionCore {
 
     func noteAuthenticated(_ f: FriendState, route: Route, now: Double) {
         f.lastReceived = now
+        if f.routes[route] == nil, f.routes.count >= Self.maxRoutes,
+           let oldest = f.routes.min(by: { $0.value.lastReceived < $1.value.lastReceived }) {
+            f.routes[oldest.key] = nil
+        }
         f.routes[route, default: RouteState(lastReceived: now)].lastReceived = now
-        f.candidates[route] = now
+        addCandidate(f, route, now: now)
         if case .direct(let a) = route, f.stored.endpoint != a.description {
             f.stored.endpoint = a.description
+            f.storedRoute = route
             saveSoon()
         }
         updatePaths(f, now: now)
@@ -297,10 +350,12 @@ extension SessionCore {
     func dropSessions(_ f: FriendState) {
         for s in [f.current, f.previous, f.next].compactMap({ $0 }) { indices[s.localIndex] = nil }
         if let p = f.pending { indices[p.localIndex] = nil }
+        if let p = f.previousPending { indices[p.localIndex] = nil }
         f.current = nil
         f.previous = nil
         f.next = nil
         f.pending = nil
+        f.previousPending = nil
         f.routes = [:]
         f.lastInitiation = -.infinity
     }
@@ -308,6 +363,10 @@ extension SessionCore {
     /// Encrypts one frame on the current session and sends it on `route` (default: the best).
     func sendFrame(_ f: FriendState, _ frame: [UInt8], route: Route? = nil) {
         guard let s = f.current, let route = route ?? f.bestRoute(now: monotonicNow(), timeout: timeouts.connectionTimeout) else { return }
+        guard !isExpired(s, now: monotonicNow()), s.sendCounter < sessionMessageLimit else {
+            counters.droppedExpired += 1
+            return
+        }
         var w = ByteWriter(capacity: frame.count + 29)
         w.u8(PacketType.transportData.rawValue)
         w.u32(s.remoteIndex)
@@ -325,8 +384,31 @@ extension SessionCore {
         sendFrame(f, w.bytes, route: route)
     }
 
-    /// Starts an IK handshake with a friend, sent to every candidate route.
-    func initiate(_ f: FriendState, now: Double) {
+    /// Starts a handshake round because a new endpoint was claimed for a friend (a lookup answer
+    /// or a LAN announcement): sent to that endpoint only, and at most once a
+    /// `triggeredInitiationGap` per friend, so claims cannot make us send faster than they arrive.
+    func initiateTriggered(_ f: FriendState, route: Route, now: Double) {
+        guard now - f.lastTriggered >= Self.triggeredInitiationGap else {
+            counters.initiationsThrottled += 1
+            return
+        }
+        f.lastTriggered = now
+        initiate(f, now: now, only: route)
+    }
+
+    /// Records a candidate route for a friend, forgetting the oldest when the table is full.
+    func addCandidate(_ f: FriendState, _ route: Route, now: Double) {
+        if f.candidates[route] == nil, f.candidates.count >= Self.maxCandidates,
+           let oldest = f.candidates.min(by: { $0.value < $1.value }) {
+            f.candidates[oldest.key] = nil
+            counters.candidatesDropped += 1
+        }
+        f.candidates[route] = now
+    }
+
+    /// Starts an IK handshake with a friend, sent to the freshest candidate routes (and the stored
+    /// endpoint), or to `only`.
+    func initiate(_ f: FriendState, now: Double, only: Route? = nil) {
         let localIndex = newIndex()
         var header = ByteWriter()
         header.u8(PacketType.handshakeInitiation.rawValue)
@@ -344,18 +426,109 @@ extension SessionCore {
             payload.u64(nextTimestamp())
         }
         guard let message = hs.writeMessage1(payload: payload.bytes) else { return }
-        if let old = f.pending { indices[old.localIndex] = nil }
-        f.pending = PendingHandshake(handshake: hs, localIndex: localIndex, started: now)
+        var body = header.bytes
+        body += message
+        let mac1 = Sodium.keyedBlake2b(key: HandshakeMACs.mac1Key(f.key), body)
+        if let old = f.previousPending { indices[old.localIndex] = nil }
+        f.previousPending = f.pending
+        f.pending = PendingHandshake(handshake: hs, localIndex: localIndex, started: now, body: body, mac1: mac1)
         indices[localIndex] = f.id
         f.lastInitiation = now
         f.initiationAttempts += 1
-        var packet = header.bytes
-        packet += message
-        var routes = f.candidates.filter { if case .direct = $0.key { return true } else { return false } }
-            .sorted { $0.value > $1.value }.prefix(4).map(\.key)
-        if f.initiationAttempts >= 2 || routes.isEmpty {
-            routes += rendezvousNodes.map { Route.relay($0) }
+        var routes: [Route]
+        if let only {
+            routes = [only]
+        } else {
+            routes = f.candidates.filter { if case .direct = $0.key { return true } else { return false } }
+                .sorted { $0.value > $1.value }.prefix(4).map(\.key)
+            if let stored = f.storedRoute, !routes.contains(stored) { routes.append(stored) }
+            if f.initiationAttempts >= 2 || routes.isEmpty {
+                routes += rendezvousNodes.map { Route.relay($0) }
+            }
         }
-        for route in routes { send(packet, route: route, friendKey: f.key) }
+        for route in routes { sendInitiation(f, route: route, now: now) }
+    }
+
+    /// Sends the pending initiation on a route with its mac1, and a mac2 when we hold a fresh
+    /// cookie from that route's endpoint.
+    func sendInitiation(_ f: FriendState, route: Route, now: Double) {
+        guard let p = f.pending else { return }
+        var packet = p.body + p.mac1
+        if let c = f.cookie, c.endpoint == route.endpoint, now - c.received < Self.cookieSecretLifetime - 10 {
+            packet += Sodium.keyedBlake2b(key: c.value, packet)
+        } else {
+            packet += [UInt8](repeating: 0, count: 16)
+        }
+        send(packet, route: route, friendKey: f.key)
+    }
+
+    /// Under load: tells the sender of an initiation the cookie for its address, encrypted so
+    /// only a holder of our public key reads it. 46 bytes, a third of the initiation: no
+    /// amplification toward a spoofed source.
+    func sendCookieReply(to route: Route, senderIndex: UInt32, mac1: [UInt8], cookieInput: [UInt8], relayedFrom: [UInt8]?) {
+        let cookie = Sodium.keyedBlake2b(key: cookieSecret, cookieInput)
+        let nonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
+        var w = ByteWriter(capacity: 46)
+        w.u8(PacketType.cookieReply.rawValue)
+        w.u8(revueProtocolVersion)
+        w.u32(senderIndex)
+        w.u64(nonce)
+        w.append(Sodium.seal(key: HandshakeMACs.cookieKey(identity.publicKey), nonce: nonce, ad: mac1, plaintext: cookie))
+        counters.cookieRepliesSent += 1
+        send(w.bytes, route: route, friendKey: relayedFrom ?? [])
+    }
+
+    /// A responder under load sent us a cookie for our pending initiation: keep it and send the
+    /// initiation again with mac2, once.
+    func handleCookieReply(_ bytes: [UInt8], route: Route) {
+        var r = ByteReader(bytes, offset: 1)
+        guard r.u8() == revueProtocolVersion, let index = r.u32(), let nonce = r.u64(), let sealed = r.take(32), r.remaining == 0 else {
+            counters.droppedMalformed += 1
+            return
+        }
+        guard let id = indices[index], let f = friends[id], var p = f.pending, p.localIndex == index, !p.resentWithCookie else {
+            counters.droppedUnknownSession += 1
+            return
+        }
+        guard let cookie = Sodium.open(key: HandshakeMACs.cookieKey(f.key), nonce: nonce, ad: p.mac1, ciphertext: sealed) else {
+            counters.droppedForged += 1
+            return
+        }
+        let now = monotonicNow()
+        f.cookie = HandshakeCookie(value: cookie, endpoint: route.endpoint, received: now)
+        p.resentWithCookie = true
+        f.pending = p
+        sendInitiation(f, route: route, now: now)
+    }
+
+    /// Whether a session passed its hard lifetime: past `rekeyInterval` plus a margin for the
+    /// rekey to finish, its keys are never used again (WireGuard's REJECT_AFTER_TIME).
+    func isExpired(_ s: TransportSession, now: Double) -> Bool {
+        now - s.created > hardSessionLifetime
+    }
+
+    /// `rekeyInterval` * 1.5, at least `rekeyInterval` + 30 s (tests may shorten it).
+    var hardSessionLifetime: Double { sessionLifetimeOverride ?? max(timeouts.rekeyInterval * 1.5, timeouts.rekeyInterval + 30) }
+
+    /// Drops a friend's sessions that passed their hard lifetime or message limit; with none left
+    /// the friend is offline until a new handshake completes.
+    func expireSessions(_ f: FriendState, now: Double) {
+        func dead(_ s: TransportSession?) -> Bool {
+            guard let s else { return false }
+            return isExpired(s, now: now) || s.sendCounter >= sessionMessageLimit || s.replay.highest >= sessionMessageLimit
+        }
+        if dead(f.previous) { indices[f.previous!.localIndex] = nil; f.previous = nil }
+        if dead(f.next) { indices[f.next!.localIndex] = nil; f.next = nil }
+        if dead(f.current) {
+            let pending = f.pending, previousPending = f.previousPending
+            let attempt = f.lastInitiation
+            dropSessions(f)
+            // A rekey in flight stays answerable.
+            f.pending = pending
+            f.previousPending = previousPending
+            for p in [pending, previousPending].compactMap({ $0 }) { indices[p.localIndex] = f.id }
+            f.lastInitiation = attempt
+            updatePaths(f, now: now)
+        }
     }
 }

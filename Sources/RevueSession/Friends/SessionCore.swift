@@ -26,9 +26,32 @@ package final class SessionCore {
     static let sendQueueCapacity = 64
     /// The LAN discovery multicast group, 239.255.77.77 (organization-local scope, RFC 2365).
     nonisolated static let lanGroup: UInt32 = 0xEFFF_4D4D
-    /// Handshake initiations processed per second at most (and in one burst).
+    /// Handshake initiations processed per second at most (and in one burst). Past half the
+    /// burst the responder is under load: initiations then need a valid mac2 (a cookie) and pass a
+    /// per-source limit.
     static let handshakeRate = 200.0
     package static let handshakeBurst = 400.0
+    /// Initiations per second (and burst) one source with a valid cookie gets under load.
+    static let perSourceRate = 4.0
+    static let perSourceBurst = 8.0
+    /// Sources tracked for the per-source limit at once.
+    static let maxSources = 4096
+    /// Candidate endpoints per friend.
+    static let maxCandidates = 8
+    /// Authenticated routes kept per friend.
+    static let maxRoutes = 8
+    /// Candidates not heard of again for this long are forgotten (seconds).
+    static let candidateLifetime = 30.0
+    /// A new candidate starts a handshake round at most this often per friend (seconds).
+    static let triggeredInitiationGap = 1.0
+    /// Friend requests from strangers remembered at once (for replay checks and accepting).
+    static let maxRequests = 256
+    /// Items of the SDK's own messages (call signalling) queued per friend beyond the App's.
+    static let reservedQueueCapacity = 64
+    /// Received items waiting for delivery to the App (or reordering) per friend.
+    static let inboundWindow: UInt32 = 256
+    /// Cookies given under load are MACs with a secret replaced this often (seconds).
+    static let cookieSecretLifetime = 120.0
     /// Reliable items in flight per friend.
     static let sendWindow = 32
 
@@ -56,12 +79,25 @@ package final class SessionCore {
     let rendezvousNodes: [SocketAddress]
     var lastRegister: Double = -.infinity
     var lastRegistered: [SocketAddress: Double] = [:]
-    /// Each rendezvous node's static key (from its replies) and our MAC key with it.
-    var nodeMacKeys: [SocketAddress: (nodeKey: [UInt8], macKey: [UInt8])] = [:]
+    /// What we know of each rendezvous node: its static key (from its replies), our MAC key with
+    /// it, the cookie it gave our endpoint, our relay token, and the nonces of our lookups.
+    var nodeStates: [SocketAddress: NodeState] = [:]
     var lastAnnounce: Double = -.infinity
     var isDiscoverable = false
     package var handshakeTokens = SessionCore.handshakeBurst
     var handshakeTokensAt = monotonicNow()
+    /// Per-source token buckets used under load, keyed by endpoint.
+    var sourceTokens: [SocketAddress: (tokens: Double, at: Double)] = [:]
+    /// The secret cookies are MACs with, the one before it, and when it was made.
+    var cookieSecret = Sodium.random(32)
+    var previousCookieSecret = Sodium.random(32)
+    var cookieSecretAt = monotonicNow()
+    /// Our own mac1 key (responder side), computed once.
+    lazy var ownMac1Key = HandshakeMACs.mac1Key(identity.publicKey)
+    /// Hard limits of a transport session: messages sent or received on one set of keys (a rekey
+    /// starts at half), and a lifetime replacing the default one (test seam; nil in production).
+    package var sessionMessageLimit: UInt64 = 1 << 60
+    package var sessionLifetimeOverride: Double?
     // Test seams: observe every session datagram sent, and drop direct sends (to force the relay).
     var sendTap: (([UInt8], Route) -> Void)?
     package var dropDirectSends = false
@@ -84,6 +120,16 @@ package final class SessionCore {
     var profileObserver: ((String, ProfileField) -> Void)?
 
     enum ProfileField { case name, statusMessage, status }
+
+    /// Our view of one rendezvous node.
+    struct NodeState {
+        var nodeKey: [UInt8]? = nil
+        var macKey: [UInt8]? = nil
+        var cookie = [UInt8](repeating: 0, count: 16)
+        var token: [UInt8]? = nil
+        var lookupNonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
+        var previousLookupNonce: UInt64 = 0
+    }
 
     /// Friend requests already shown this run, and where each came from.
     var shownRequests: Set<String> = []
@@ -134,7 +180,7 @@ package final class SessionCore {
         for f in profile.friends {
             let key = RevueAddress.parseFriendId(f.id)!
             let state = FriendState(key: key, stored: f)
-            if let e = f.endpoint, let a = SocketAddress.parse(e) { state.candidates[.direct(a)] = monotonicNow() }
+            if let e = f.endpoint, let a = SocketAddress.parse(e) { state.storedRoute = .direct(a) }
             friends[state.id] = state
             friendOrder.append(state.id)
         }
@@ -146,7 +192,7 @@ package final class SessionCore {
             MainActor.assumeIsolated { self?.handle(bytes, from: from) }
         }
         lanSocket?.start { [weak self] bytes, from in
-            MainActor.assumeIsolated { self?.handleLAN(bytes, from: from) }
+            MainActor.assumeIsolated { self?.handleLAN(bytes, from: from, onMulticastSocket: true) }
         }
         let t = DispatchSource.makeTimerSource(queue: .main)
         t.schedule(deadline: .now(), repeating: .milliseconds(50))
@@ -293,6 +339,8 @@ package final class SessionCore {
         stored.requestMessage = message
         let f = FriendState(key: key, stored: stored)
         if let r = requestRoutes[id] { f.candidates[r] = monotonicNow() }
+        requestRoutes[id] = nil
+        requestTimestamps[id] = nil
         friends[id] = f
         friendOrder.append(id)
         guard save() else {
@@ -337,6 +385,15 @@ package final class SessionCore {
 
     func tick() {
         let now = monotonicNow()
+        if now - cookieSecretAt >= Self.cookieSecretLifetime {
+            previousCookieSecret = cookieSecret
+            cookieSecret = Sodium.random(32)
+            cookieSecretAt = now
+        }
+        if sourceTokens.count > Self.maxSources / 2 {
+            sourceTokens = sourceTokens.filter { now - $0.value.at < 2 }
+        }
+        counters.droppedOverload = socket.droppedOverload + (lanSocket?.droppedOverload ?? 0)
         if now - lastTick > timeouts.connectionTimeout / 2 { timeoutGraceUntil = now + 2 * timeouts.keepaliveInterval }
         lastTick = now
         for id in friendOrder {
@@ -345,6 +402,12 @@ package final class SessionCore {
         tickHook?(now)
         if !rendezvousNodes.isEmpty, now - lastRegister >= timeouts.rendezvousInterval {
             lastRegister = now
+            for node in rendezvousNodes {
+                var state = nodeStates[node] ?? NodeState()
+                state.previousLookupNonce = state.lookupNonce
+                state.lookupNonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
+                nodeStates[node] = state
+            }
             for node in rendezvousNodes { sendRegistration(to: node) }
             updateDiscoverable()
         }
@@ -363,6 +426,12 @@ package final class SessionCore {
         if f.isConnected, now - f.lastReceived > timeouts.connectionTimeout, now >= timeoutGraceUntil {
             dropSessions(f)
         }
+        expireSessions(f, now: now)
+        let stale = f.candidates.filter { now - $0.value > Self.candidateLifetime }
+        if !stale.isEmpty {
+            for (route, _) in stale { f.candidates[route] = nil }
+            counters.candidatesDropped += stale.count
+        }
         updatePaths(f, now: now)
         if let c = f.current {
             if now - f.lastPing >= timeouts.keepaliveInterval {
@@ -379,7 +448,8 @@ package final class SessionCore {
                 for (route, _) in direct.sorted(by: { $0.value > $1.value }).prefix(4) { sendPing(f, route: route, now: now) }
             }
             let age = now - c.created
-            if f.pending == nil, age > timeouts.rekeyInterval * (c.isInitiator ? 1 : 1.1),
+            let worn = c.sendCounter >= sessionMessageLimit / 2 || c.replay.highest >= sessionMessageLimit / 2
+            if f.pending == nil, age > timeouts.rekeyInterval * (c.isInitiator ? 1 : 1.1) || worn,
                now - f.lastInitiation >= timeouts.handshakeRetryInterval {
                 initiate(f, now: now)
             }
@@ -392,11 +462,7 @@ package final class SessionCore {
         let lookupEvery = f.isConnected ? timeouts.rendezvousInterval * 3 : timeouts.rendezvousInterval
         if !rendezvousNodes.isEmpty, now - f.lastLookup >= lookupEvery {
             f.lastLookup = now
-            var w = ByteWriter()
-            w.u8(PacketType.rendezvousLookup.rawValue)
-            w.u8(revueProtocolVersion)
-            w.append(f.key)
-            for node in rendezvousNodes { socket.send(w.bytes, to: node) }
+            for node in rendezvousNodes { sendLookup(f.key, to: node) }
         }
         if !f.waiters.isEmpty {
             for (mid, w) in f.waiters where now >= w.deadline {

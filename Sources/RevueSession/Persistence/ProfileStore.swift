@@ -22,6 +22,9 @@ struct StoredProfile: Codable, Equatable {
         /// Inbound reliable stream: the sender's epoch and the last sequence delivered to the app.
         var inboundEpoch: UInt32 = 0
         var inboundDelivered: UInt32 = 0
+        /// Highest handshake timestamp accepted from this friend, so a captured initiation cannot
+        /// be replayed after a restart.
+        var handshakeTimestamp: UInt64?
     }
 
     var format: Int = 1

@@ -4,7 +4,15 @@
 // end to end. Run it with `revue-node --rendezvous`, or in process for tests.
 internal import MediaCore
 
-/// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram.
+/// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram,
+/// plus a sweep of expired entries once a second.
+///
+/// What a stranger can make it keep is bounded: at most `maxEntries` registrations, at most
+/// `maxEntriesPerPrefix` from one IPv4 /24, and `maxSources` per-source rate buckets. A
+/// registration must carry a cookie (a MAC of the sender's address the node sent there) before
+/// the node spends an X25519 on an unknown key, so spoofed sources cost it one BLAKE2b and an
+/// answer no larger than the question. Relaying needs the token handed to an accepted
+/// registration and is rate limited per registration.
 @MainActor
 public final class RendezvousNode {
     private struct Entry {
@@ -12,20 +20,52 @@ public final class RendezvousNode {
         var status: UInt8
         var lastSeen: Double
         var timestamp: UInt64
+        let macKey: [UInt8]
+        var token: [UInt8]
+        var relayTokens: Double
+        var relayAt: Double
     }
 
     private let socket: SessionSocket
     private let identity = KeyPair()
-    private var macKeys: [[UInt8]: [UInt8]] = [:]
     private var entries: [[UInt8]: Entry] = [:]
-    private var byEndpoint: [SocketAddress: [UInt8]] = [:]
+    /// Entries per IPv4 /24 (key: address >> 8).
+    private var perPrefix: [UInt32: Int] = [:]
+    /// Per source address: tokens for X25519 work on unknown keys (rate `keyRate`).
+    private var sourceTokens: [UInt32: (tokens: Double, at: Double)] = [:]
+    private var cookieSecret = Sodium.random(32)
+    private var previousCookieSecret = Sodium.random(32)
+    private var cookieSecretAt = monotonicNow()
+    private var lastSweep = monotonicNow()
+
+    /// Registrations kept at most.
+    public static let maxEntries = 65_536
+    /// Registrations kept at most from one IPv4 /24.
+    public static let maxEntriesPerPrefix = 256
+    /// Source addresses with a rate bucket at most (more are refused until the next sweep).
+    public static let maxSources = 65_536
+    /// New keys one source address may have checked per second (each costs an X25519), and burst.
+    public static let keyRate = 20.0
+    public static let keyBurst = 40.0
+    /// Relayed datagrams per second one registration may send, and burst.
+    public static let relayRate = 2000.0
+    public static let relayBurst = 4000.0
 
     /// Datagrams forwarded by the relay so far.
     public private(set) var relayedPackets = 0
-    /// Datagrams dropped as malformed or from unregistered senders.
+    /// Datagrams dropped as malformed, unauthenticated (relay token, lookup MAC) or from
+    /// unregistered senders.
     public private(set) var droppedPackets = 0
-    /// Registrations refused (unknown node key, bad MAC, replayed timestamp).
+    /// Registrations refused (no valid cookie yet, unknown node key, bad MAC, replayed timestamp).
     public private(set) var refusedRegistrations = 0
+    /// Registrations, relayed datagrams and key checks refused by a cap or a rate limit.
+    public private(set) var refusedForLimits = 0
+    /// Expired registrations removed by the sweep so far.
+    public private(set) var sweptEntries = 0
+    /// X25519 operations done for unknown keys so far.
+    public private(set) var keyAgreements = 0
+    /// Registrations currently held.
+    public var entryCount: Int { entries.count }
     /// Registrations older than this are forgotten (seconds).
     public var expiry: Double = 10
 
@@ -43,42 +83,62 @@ public final class RendezvousNode {
     /// Closes the socket.
     public func stop() { socket.close() }
 
-    private func handle(_ bytes: [UInt8], from: SocketAddress) {
+    private func cookie(for a: SocketAddress, secret: [UInt8]) -> [UInt8] {
+        Sodium.keyedBlake2b(key: secret, HandshakeMACs.endpointBytes(a))
+    }
+
+    /// Removes expired registrations and idle rate buckets; rotates the cookie secret every
+    /// two minutes. O(entries), at most once a second.
+    private func sweep(now: Double) {
+        guard now - lastSweep >= 1 else { return }
+        lastSweep = now
+        if now - cookieSecretAt >= 120 {
+            previousCookieSecret = cookieSecret
+            cookieSecret = Sodium.random(32)
+            cookieSecretAt = now
+        }
+        let before = entries.count
+        entries = entries.filter { now - $0.value.lastSeen <= expiry }
+        sweptEntries += before - entries.count
+        if before != entries.count {
+            perPrefix = [:]
+            for e in entries.values { perPrefix[e.endpoint.ip >> 8, default: 0] += 1 }
+        }
+        sourceTokens = sourceTokens.filter { now - $0.value.at < Self.keyBurst / Self.keyRate }
+    }
+
+    /// Handles one datagram (the socket's callback).
+    func handle(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
         guard let first = bytes.first, let type = PacketType(rawValue: first), r.u8() == revueProtocolVersion else {
             droppedPackets += 1
             return
         }
         let now = monotonicNow()
+        sweep(now: now)
         switch type {
         case .rendezvousRegister:
             guard bytes.count == RendezvousAuth.registerLength, let key = r.take(32), let status = r.u8(),
-                  let timestamp = r.u64(), let mac = r.take(16) else { droppedPackets += 1; return }
-            if macKeys[key] == nil {
-                if macKeys.count > 100_000 { macKeys.removeAll() }
-                macKeys[key] = RendezvousAuth.key(secret: identity.secret, peerPublic: key)
-            }
-            var accepted: UInt8 = 0
-            if let k = macKeys[key], Sodium.equal(Sodium.keyedBlake2b(key: k, Array(bytes[0..<43])), mac),
-               timestamp > entries[key]?.timestamp ?? 0 {
-                if let old = entries[key], old.endpoint != from { byEndpoint[old.endpoint] = nil }
-                entries[key] = Entry(endpoint: from, status: status, lastSeen: now, timestamp: timestamp)
-                byEndpoint[from] = key
-                accepted = 1
-            } else {
-                refusedRegistrations += 1
-            }
-            var w = ByteWriter()
+                  let timestamp = r.u64(), let cookie = r.take(16), let mac = r.take(16) else { droppedPackets += 1; return }
+            let accepted = register(bytes, key: key, status: status, timestamp: timestamp, cookie: cookie, mac: mac, from: from, now: now)
+            var w = ByteWriter(capacity: RendezvousAuth.registeredLength)
             w.u8(PacketType.rendezvousRegistered.rawValue)
             w.u8(revueProtocolVersion)
-            w.u8(accepted)
+            w.u8(accepted ? 1 : 0)
             w.u32(from.ip)
             w.u16(from.port)
             w.append(identity.publicKey)
+            w.append(self.cookie(for: from, secret: cookieSecret))
+            w.append(accepted ? entries[key]!.token : [UInt8](repeating: 0, count: 16))
             socket.send(w.bytes, to: from)
         case .rendezvousLookup:
-            guard let key = r.take(32) else { droppedPackets += 1; return }
-            var w = ByteWriter()
+            guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let key = r.take(32), let nonce = r.u64(),
+                  let mac = r.take(16), let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
+                  Sodium.equal(Sodium.keyedBlake2b(key: a.macKey, Array(bytes[0..<(bytes.count - 16)])), mac) else {
+                droppedPackets += 1
+                return
+            }
+            var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength)
             w.u8(PacketType.rendezvousLookupReply.rawValue)
             w.u8(revueProtocolVersion)
             w.append(key)
@@ -91,10 +151,22 @@ public final class RendezvousNode {
             } else {
                 w.u8(0); w.u32(0); w.u16(0); w.u8(0); w.u16(0)
             }
+            w.u64(nonce)
+            w.append(Sodium.keyedBlake2b(key: a.macKey, w.bytes))
             socket.send(w.bytes, to: from)
         case .relaySend:
-            guard let target = r.take(32), let source = byEndpoint[from], let e = entries[target],
-                  now - e.lastSeen <= expiry, r.remaining > 0 else { droppedPackets += 1; return }
+            guard let source = r.take(32), let token = r.take(16), let target = r.take(32), r.remaining > 0,
+                  var s = entries[source], s.endpoint == from, now - s.lastSeen <= expiry, Sodium.equal(s.token, token),
+                  let e = entries[target], now - e.lastSeen <= expiry else { droppedPackets += 1; return }
+            s.relayTokens = min(Self.relayBurst, s.relayTokens + (now - s.relayAt) * Self.relayRate)
+            s.relayAt = now
+            guard s.relayTokens >= 1 else {
+                entries[source] = s
+                refusedForLimits += 1
+                return
+            }
+            s.relayTokens -= 1
+            entries[source] = s
             var w = ByteWriter(capacity: bytes.count)
             w.u8(PacketType.relayDeliver.rawValue)
             w.u8(revueProtocolVersion)
@@ -105,5 +177,67 @@ public final class RendezvousNode {
         default:
             droppedPackets += 1
         }
+    }
+
+    /// Checks and stores one registration; true when accepted.
+    private func register(_ bytes: [UInt8], key: [UInt8], status: UInt8, timestamp: UInt64, cookie: [UInt8], mac: [UInt8],
+                          from: SocketAddress, now: Double) -> Bool {
+        // The cookie first (one BLAKE2b): a spoofed source never saw it.
+        guard Sodium.equal(cookie, self.cookie(for: from, secret: cookieSecret))
+                || Sodium.equal(cookie, self.cookie(for: from, secret: previousCookieSecret)) else {
+            refusedRegistrations += 1
+            return false
+        }
+        let macKey: [UInt8]
+        if let e = entries[key] {
+            macKey = e.macKey
+        } else {
+            guard sourceTokens.count < Self.maxSources || sourceTokens[from.ip] != nil else {
+                refusedForLimits += 1
+                return false
+            }
+            var bucket = sourceTokens[from.ip] ?? (Self.keyBurst, now)
+            bucket.tokens = min(Self.keyBurst, bucket.tokens + (now - bucket.at) * Self.keyRate)
+            bucket.at = now
+            guard bucket.tokens >= 1 else {
+                sourceTokens[from.ip] = bucket
+                refusedForLimits += 1
+                return false
+            }
+            bucket.tokens -= 1
+            sourceTokens[from.ip] = bucket
+            keyAgreements += 1
+            guard let k = RendezvousAuth.key(secret: identity.secret, peerPublic: key) else {
+                refusedRegistrations += 1
+                return false
+            }
+            macKey = k
+        }
+        guard Sodium.equal(Sodium.keyedBlake2b(key: macKey, Array(bytes[0..<(bytes.count - 16)])), mac),
+              timestamp > entries[key]?.timestamp ?? 0 else {
+            refusedRegistrations += 1
+            return false
+        }
+        if var e = entries[key] {
+            if e.endpoint != from {
+                perPrefix[e.endpoint.ip >> 8, default: 1] -= 1
+                perPrefix[from.ip >> 8, default: 0] += 1
+                e.endpoint = from
+                e.token = Sodium.random(16)
+            }
+            e.status = status
+            e.lastSeen = now
+            e.timestamp = timestamp
+            entries[key] = e
+            return true
+        }
+        guard entries.count < Self.maxEntries, perPrefix[from.ip >> 8, default: 0] < Self.maxEntriesPerPrefix else {
+            refusedForLimits += 1
+            return false
+        }
+        perPrefix[from.ip >> 8, default: 0] += 1
+        entries[key] = Entry(endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
+                             token: Sodium.random(16), relayTokens: Self.relayBurst, relayAt: now)
+        return true
     }
 }

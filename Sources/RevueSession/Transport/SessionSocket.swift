@@ -1,6 +1,7 @@
 // The session's UDP socket (IPv4): MediaCore's `UDPSocket`, nonblocking, read on a private
 // dispatch queue; datagrams hop to the main actor in arrival order.
 import Dispatch
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,6 +18,19 @@ final class SessionSocket: @unchecked Sendable {
     private let queue = DispatchQueue(label: "revue.udp")
     private var source: DispatchSourceRead?
     private var closed = false
+    /// Datagrams handed to the main queue and not yet handled there; past `maxQueued` more are
+    /// dropped at the read, so a flood cannot grow the main queue without bound.
+    private let backlog = Backlog()
+    /// Most datagrams waiting for the main actor at once (about 8 MB at the 2048-byte read size).
+    static let maxQueued = 4096
+    /// Datagrams dropped so far because `maxQueued` were waiting. Any thread.
+    var droppedOverload: Int { backlog.drops.load(ordering: .relaxed) }
+
+    /// The counters shared with the read handler.
+    private final class Backlog: Sendable {
+        let queued = Atomic<Int>(0)
+        let drops = Atomic<Int>(0)
+    }
 
     /// Creates and binds the socket (1 MiB receive buffer, broadcast allowed); `reusePort` lets
     /// several instances on one host share the LAN discovery port. Throws `.invalidConfiguration`
@@ -52,6 +66,7 @@ final class SessionSocket: @unchecked Sendable {
     /// (datagrams longer than 2048 bytes arrive cut to 2048: none of the session's are).
     func start(onReceive: @escaping @Sendable ([UInt8], SocketAddress) -> Void) {
         let socket = self.socket
+        let backlog = self.backlog
         let source = DispatchSource.makeReadSource(fileDescriptor: socket.descriptor, queue: queue)
         source.setEventHandler {
             var buffer = [UInt8](repeating: 0, count: 2048)
@@ -59,8 +74,16 @@ final class SessionSocket: @unchecked Sendable {
                 let received = buffer.withUnsafeMutableBytes { b in Result { () throws(SocketError) in try socket.receive(into: b) } }
                 guard case .success(let r) = received else { break }  // wouldBlock: drained
                 guard let address = r.source else { continue }
+                guard backlog.queued.add(1, ordering: .relaxed).newValue <= Self.maxQueued else {
+                    backlog.queued.subtract(1, ordering: .relaxed)
+                    backlog.drops.add(1, ordering: .relaxed)
+                    continue
+                }
                 let data = Array(buffer[0..<r.count])
-                DispatchQueue.main.async { onReceive(data, address) }
+                DispatchQueue.main.async {
+                    backlog.queued.subtract(1, ordering: .relaxed)
+                    onReceive(data, address)
+                }
             }
         }
         source.setCancelHandler { socket.close() }

@@ -25,6 +25,20 @@ extension SocketAddress {
         return sessionIPv4(host: host.isEmpty ? "127.0.0.1" : host, port: port)
     }
 
+    /// Loopback, or inside the subnet of one of this host's interfaces: where a LAN announcement
+    /// may come from.
+    var isOnLocalSubnet: Bool {
+        ip >> 24 == 127 || Self.localSubnets.contains { ip & $0.mask == $0.network }
+    }
+
+    /// Loopback, private (RFC 1918), link-local or CGNAT space: addresses a public rendezvous node
+    /// has no business reporting.
+    var isPrivateOrLoopback: Bool {
+        let a = ip >> 24, b = ip >> 16 & 255
+        return a == 0 || a == 10 || a == 127 || (a == 172 && (16...31).contains(b)) || (a == 192 && b == 168)
+            || (a == 169 && b == 254) || (a == 100 && (64...127).contains(b))
+    }
+
     /// Private (RFC 1918), link-local, loopback or CGNAT space, or inside the subnet of one of
     /// this host's interfaces: what a LAN path looks like.
     var isLocal: Bool {

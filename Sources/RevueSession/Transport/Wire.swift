@@ -2,29 +2,41 @@
 // RFC 7983 demultiplexing ranges (STUN 0-3, DTLS 20-63, RTP/RTCP 128-191). docs/session.md has
 // the byte layouts.
 
+internal import MediaCore
+
 /// The first byte of each session datagram.
 package enum PacketType: UInt8 {
-    /// Noise IK message 1: [type][version][sender index u32][e, s, payload].
+    /// Noise IK message 1: [type][version][sender index u32][e, s, payload][mac1 16][mac2 16].
+    /// mac1 = keyed BLAKE2b (key `HandshakeMACs.mac1Key(responder public key)`) over the bytes
+    /// before it; mac2 = keyed BLAKE2b (key: a cookie from the responder) over the bytes before
+    /// it, or zeros without a cookie.
     case handshakeInitiation = 0x51
     /// Noise IK message 2: [type][version][sender index u32][receiver index u32][e, payload].
     case handshakeResponse = 0x52
     /// Transport data: [type][receiver index u32][counter u64][AEAD(frame)], header as AD.
     case transportData = 0x53
-    /// To a rendezvous node: [type][version][public key 32][status u8][timestamp u64][mac 16],
-    /// mac = keyed BLAKE2b over the bytes before it, key = `RendezvousAuth.key` (zeros while the
-    /// node's key is unknown).
+    /// Answer to an initiation while the responder is under load:
+    /// [type][version][receiver index u32][nonce u64][AEAD(cookie 16)], key
+    /// `HandshakeMACs.cookieKey(responder public key)`, AD the initiation's mac1.
+    case cookieReply = 0x54
+    /// To a rendezvous node: [type][version][public key 32][status u8][timestamp u64][cookie 16]
+    /// [mac 16]; mac = keyed BLAKE2b over the bytes before it, key = `RendezvousAuth.key` (zeros
+    /// while the node's key is unknown); cookie = the last one the node gave this endpoint.
     case rendezvousRegister = 0x58
-    /// From a rendezvous node: [type][version][accepted u8][observed ip u32][observed port u16][node key 32].
+    /// From a rendezvous node: [type][version][accepted u8][observed ip u32][observed port u16]
+    /// [node key 32][cookie 16][relay token 16] (token zeros unless accepted).
     case rendezvousRegistered = 0x59
-    /// To a rendezvous node: [type][version][target key 32].
+    /// To a rendezvous node: [type][version][own key 32][target key 32][nonce u64][mac 16], mac
+    /// keyed with the registration key.
     case rendezvousLookup = 0x5A
-    /// From a rendezvous node: [type][version][target key 32][found u8][ip u32][port u16][status u8][age s u16].
+    /// From a rendezvous node: [type][version][target key 32][found u8][ip u32][port u16][status u8]
+    /// [age s u16][nonce u64][mac 16], mac keyed with the asker's registration key.
     case rendezvousLookupReply = 0x5B
-    /// To a rendezvous node: [type][version][target key 32][inner datagram].
+    /// To a rendezvous node: [type][version][own key 32][relay token 16][target key 32][inner datagram].
     case relaySend = 0x5C
     /// From a rendezvous node: [type][version][source key 32][inner datagram].
     case relayDeliver = 0x5D
-    /// LAN discovery announcement: [type][version][public key 32][port u16].
+    /// LAN discovery announcement, on the multicast socket only: [type][version][public key 32][port u16].
     case lanAnnounce = 0x5E
 }
 
@@ -129,10 +141,39 @@ package struct ByteReader {
 /// (which the node sends in every reply), so an off-path sender cannot move someone's endpoint, and
 /// the increasing timestamp stops a captured registration from being replayed from elsewhere.
 enum RendezvousAuth {
-    static let registerLength = 1 + 1 + 32 + 1 + 8 + 16
+    static let registerLength = 1 + 1 + 32 + 1 + 8 + 16 + 16
+    static let registeredLength = 1 + 1 + 1 + 4 + 2 + 32 + 16 + 16
+    static let lookupLength = 1 + 1 + 32 + 32 + 8 + 16
+    static let lookupReplyLength = 1 + 1 + 32 + 1 + 4 + 2 + 1 + 2 + 8 + 16
 
     static func key(secret: [UInt8], peerPublic: [UInt8]) -> [UInt8]? {
         guard let shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
         return Sodium.blake2b(shared, Array("revue rendezvous v1".utf8), outputLength: 32)
+    }
+}
+
+/// WireGuard's handshake MACs (Donenfeld, "WireGuard", section 5.4.4 and 5.4.7), with BLAKE2b:
+/// mac1 proves the sender knows the responder's public key and is checked before any X25519;
+/// mac2 proves, under load, that the sender receives datagrams at its source address.
+package enum HandshakeMACs {
+    /// Length of mac1 plus mac2 at the end of an initiation.
+    package static let trailerLength = 32
+
+    /// The key of mac1 for a responder.
+    package static func mac1Key(_ responderPublic: [UInt8]) -> [UInt8] {
+        Sodium.blake2b(Array("revue mac1".utf8), responderPublic, outputLength: 32)
+    }
+
+    /// The key that encrypts cookies a responder sends.
+    package static func cookieKey(_ responderPublic: [UInt8]) -> [UInt8] {
+        Sodium.blake2b(Array("revue cookie".utf8), responderPublic, outputLength: 32)
+    }
+
+    /// The bytes an endpoint's cookie is a MAC of.
+    static func endpointBytes(_ a: SocketAddress) -> [UInt8] {
+        var w = ByteWriter(capacity: 6)
+        w.u32(a.ip)
+        w.u16(a.port)
+        return w.bytes
     }
 }

@@ -1,0 +1,145 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import RevueSession
+import MediaCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Sends `packets` (cycled) at `rate` datagrams a second for `seconds` from a detached thread;
+/// `source(i)` gives each one's address (spoofed through a raw socket when `raw` is set).
+final class Flood: Sendable {
+    let sent = Atomic<Int>(0)
+    let done = Atomic<Bool>(false)
+
+    init(packets: [[UInt8]], rate: Double, seconds: Double, count: Int = .max, to target: SocketAddress,
+         raw: RawUDPSender?, socket: SessionSocket?, source: @escaping @Sendable (Int) -> SocketAddress) {
+        let sentCounter = self
+        Thread.detachNewThread {
+            let start = monotonicNow()
+            var i = 0
+            while true {
+                let now = monotonicNow()
+                if now - start >= seconds || i >= count { break }
+                let due = min(count, Int((now - start) * rate))
+                while i < due {
+                    let p = packets[i % packets.count]
+                    if let raw { raw.send(p, from: source(i), to: target) } else { socket?.send(p, to: target) }
+                    i += 1
+                }
+                usleep(2_000)
+            }
+            sentCounter.sent.store(i, ordering: .relaxed)
+            sentCounter.done.store(true, ordering: .releasing)
+        }
+    }
+
+    var finished: Bool { done.load(ordering: .acquiring) }
+}
+
+/// Load-heavy attacks: a spoofed handshake flood at 50,000 datagrams a second, and a million
+/// fake registrations at a rendezvous node process. Each runs for seconds, on loopback only.
+@MainActor
+@Suite(.serialized) struct AttackLoadTests {
+    // Finding 5: friends reconnect within 3 s while 50,000 spoofed initiations a second (valid
+    // mac1, random sources in 127/8) hit the responder.
+    @Test func friendsConnectWithin3sDuringA50kppsSpoofedHandshakeFlood() async throws {
+        guard let raw = RawUDPSender() else {
+            print("skipped: spoofing sources needs a raw socket (root)")
+            return
+        }
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node) { $0.timeouts = RevueTimeouts(); $0.timeouts.rendezvousInterval = 0.5 }
+        let bob = try TestPeer(rendezvous: node) { $0.timeouts = RevueTimeouts(); $0.timeouts.rendezvousInterval = 0.5 }
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        let mac1Key = HandshakeMACs.mac1Key(bob.revue.core!.identity.publicKey)
+        let packets = (0..<256).map { _ -> [UInt8] in
+            var d = Sodium.random(111)
+            d[0] = PacketType.handshakeInitiation.rawValue
+            d[1] = revueProtocolVersion
+            return d + Sodium.keyedBlake2b(key: mac1Key, d) + [UInt8](repeating: 0, count: 16)
+        }
+        let seconds = 6.0
+        let flood = Flood(packets: packets, rate: 50_000, seconds: seconds, to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port),
+                          raw: raw, socket: nil) { i in
+            SocketAddress(ip: 0x7F00_0000 | UInt32(truncatingIfNeeded: i &* 2_654_435_761) & 0x00FF_FFFF | 0x0001_0000,
+                          port: UInt16(truncatingIfNeeded: 1024 + i % 60_000))
+        }
+        await settle(1)
+        // Alice restarts during the flood: a fresh handshake has to get through.
+        alice.stop()
+        let eventsBefore = bob.friendEvents.count
+        await bob.wait("Bob sees Alice offline", timeout: 3) { bob.friendEvents.dropFirst(eventsBefore).contains(.paths(alice.id, false)) }
+        let restart = monotonicNow()
+        try alice.start()
+        await alice.wait("Alice online again", timeout: 3) { alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline }
+        let connectTime = monotonicNow() - restart
+        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "through the flood")
+        await bob.waitForEvent(.message(alice.id, "through the flood"))
+        while !flood.finished { await settle(0.1) }
+        let c = bob.revue.counters
+        let sent = flood.sent.load(ordering: .relaxed)
+        print("flood: \(sent) spoofed initiations in \(seconds) s (\(Int(Double(sent) / seconds))/s); reconnect took \(String(format: "%.3f", connectTime)) s; Bob: cookie replies \(c.cookieRepliesSent), rate-limited \(c.droppedRateLimited), forged \(c.droppedForged), overload drops \(c.droppedOverload)")
+        #expect(Double(sent) >= 0.8 * 50_000 * seconds, "the flood ran at the rate asked")
+        #expect(connectTime < 3)
+        #expect(c.cookieRepliesSent > 10_000, "\(c)")
+        #expect(bob.friendEvents.filter { if case .request = $0 { true } else { false } }.count == 1, "only the real request")
+    }
+
+    // Finding 3: a million fake registrations leave the node's memory bounded (resident set
+    // grows by less than 16 MB) and its registrations capped, and it still serves.
+    @Test(.enabled(if: NodeProcess.binary != nil, "revue-node is not built"))
+    func aMillionFakeRegistrationsKeepTheRendezvousNodeBounded() async throws {
+        let (process, address) = try await NodeProcess.rendezvous()
+        defer { process.kill() }
+        let port = UInt16(address.split(separator: ":").last!)!
+        let pid = process.process.processIdentifier
+        let warm = try RendezvousClient(nodePort: port)
+        defer { warm.close() }
+        #expect(await warm.register())
+        await settle(0.3)
+        let before = try #require(residentKilobytes(pid: pid))
+
+        let attacker = try RendezvousClient(nodePort: port)
+        defer { attacker.close() }
+        #expect(await attacker.register())
+        let cookie = attacker.cookie, nodeKey = try #require(attacker.nodeKey)
+        // 2,000 real key pairs (valid MACs), the rest random keys with and without our cookie.
+        let real = (0..<2000).map { _ in KeyPair() }
+        let macKeys = real.map { RendezvousAuth.key(secret: $0.secret, peerPublic: nodeKey)! }
+        var packets: [[UInt8]] = []
+        packets.reserveCapacity(4096)
+        for i in 0..<4096 {
+            switch i % 8 {
+            case 0: let k = i / 8 % real.count
+                packets.append(RendezvousClient.registration(keys: real[k], timestamp: UInt64(i + 10), cookie: cookie, macKey: macKeys[k]))
+            case 1, 2, 3: packets.append(RendezvousClient.registration(keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: cookie, macKey: Sodium.random(32)))
+            default: packets.append(RendezvousClient.registration(keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: Sodium.random(16), macKey: nil))
+            }
+        }
+        let total = 1_000_000, rate = 100_000.0
+        let source = attacker.endpoint
+        let flood = Flood(packets: packets, rate: rate, seconds: 2 * Double(total) / rate, count: total, to: attacker.node, raw: nil, socket: attacker.socket) { _ in source }
+        var peak = before
+        while !flood.finished {
+            await settle(0.25)
+            peak = max(peak, residentKilobytes(pid: pid) ?? 0)
+        }
+        await settle(0.5)
+        let after = try #require(residentKilobytes(pid: pid))
+        peak = max(peak, after)
+        let sent = flood.sent.load(ordering: .relaxed)
+        print("rendezvous: \(sent) fake registrations; RSS \(before) kB before, \(peak) kB peak, \(after) kB after (bound: +16384 kB)")
+        #expect(sent >= total)
+        #expect(peak - before < 16_384)
+        // Still serving: a client from another /24 registers and finds the warm one.
+        let late = try RendezvousClient(nodePort: port, host: "127.1.0.1")
+        defer { late.close() }
+        #expect(await late.register())
+        #expect(await warm.register())
+        #expect(await late.lookup(warm.keys.publicKey) == warm.endpoint)
+    }
+}

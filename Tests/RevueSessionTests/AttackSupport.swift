@@ -1,0 +1,157 @@
+import Foundation
+import Testing
+@testable import RevueSession
+import MediaCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A hand-driven rendezvous client on its own loopback socket: the cookie round, registration,
+/// lookups and relay sends, byte by byte, so attack tests can forge, replay and flood.
+@MainActor
+final class RendezvousClient {
+    let socket: SessionSocket
+    let keys: KeyPair
+    let node: SocketAddress
+    var replies: [[UInt8]] = []
+    var nodeKey: [UInt8]?
+    var macKey: [UInt8]?
+    var cookie = [UInt8](repeating: 0, count: 16)
+    var token: [UInt8]?
+    var timestamp: UInt64 = 1
+
+    let host: String
+
+    init(nodePort: UInt16, keys: KeyPair = KeyPair(), host: String = "127.0.0.1") throws {
+        socket = try SessionSocket(host: host, port: 0)
+        self.host = host
+        self.keys = keys
+        node = SocketAddress(ip: 0x7F00_0001, port: nodePort)
+        socket.start { [weak self] bytes, _ in MainActor.assumeIsolated { self?.replies.append(bytes) } }
+    }
+
+    var endpoint: SocketAddress { SocketAddress.sessionIPv4(host: host, port: socket.localPort)! }
+
+    /// A registration datagram for `keys` with `cookie`, MAC'd with `macKey` (zeros when nil).
+    static func registration(keys: KeyPair, status: UInt8 = 1, timestamp: UInt64, cookie: [UInt8], macKey: [UInt8]?) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(PacketType.rendezvousRegister.rawValue)
+        w.u8(revueProtocolVersion)
+        w.append(keys.publicKey)
+        w.u8(status)
+        w.u64(timestamp)
+        w.append(cookie)
+        w.append(macKey.map { Sodium.keyedBlake2b(key: $0, w.bytes) } ?? [UInt8](repeating: 0, count: 16))
+        return w.bytes
+    }
+
+    /// Waits for the next reply of `type` after `count` replies; nil after 2 s.
+    func next(_ type: PacketType, after count: Int) async -> [UInt8]? {
+        let deadline = monotonicNow() + 2
+        while monotonicNow() < deadline {
+            if let r = replies.dropFirst(count).last(where: { $0.first == type.rawValue }) { return r }
+            await settle(0.005)
+        }
+        return nil
+    }
+
+    /// Sends one registration and reads the answer: the node key, cookie and token it carries.
+    @discardableResult
+    func registerOnce() async -> Bool {
+        let before = replies.count
+        timestamp += 1
+        socket.send(Self.registration(keys: keys, timestamp: timestamp, cookie: cookie, macKey: macKey), to: node)
+        guard let reply = await next(.rendezvousRegistered, after: before) else { return false }
+        var r = ByteReader(reply, offset: 2)
+        let accepted = r.u8() == 1
+        _ = r.u32(); _ = r.u16()
+        let key = r.take(32)!
+        if key != nodeKey {
+            nodeKey = key
+            macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: key)
+        }
+        cookie = r.take(16)!
+        let t = r.take(16)!
+        if accepted { token = t }
+        return accepted
+    }
+
+    /// The cookie round then the real registration; true when accepted.
+    func register() async -> Bool {
+        for _ in 0..<3 where await registerOnce() == false {}
+        return token != nil
+    }
+
+    /// Asks where `target` is; the endpoint from an answer whose MAC checks, nil otherwise.
+    func lookup(_ target: [UInt8]) async -> SocketAddress? {
+        guard let macKey else { return nil }
+        var w = ByteWriter()
+        w.u8(PacketType.rendezvousLookup.rawValue)
+        w.u8(revueProtocolVersion)
+        w.append(keys.publicKey)
+        w.append(target)
+        w.u64(42)
+        w.append(Sodium.keyedBlake2b(key: macKey, w.bytes))
+        let before = replies.count
+        socket.send(w.bytes, to: node)
+        guard let reply = await next(.rendezvousLookupReply, after: before),
+              Sodium.equal(Sodium.keyedBlake2b(key: macKey, Array(reply.dropLast(16))), Array(reply.suffix(16))) else { return nil }
+        var r = ByteReader(reply, offset: 2)
+        guard r.take(32) == target, r.u8() == 1, let ip = r.u32(), let port = r.u16() else { return nil }
+        return SocketAddress(ip: ip, port: port)
+    }
+
+    func close() { socket.close() }
+}
+
+/// Sends UDP datagrams with any IPv4 source address and port through a raw socket (root only):
+/// spoofed traffic to loopback for attack tests.
+final class RawUDPSender: @unchecked Sendable {
+    let fd: Int32
+
+    /// Nil when raw sockets are not allowed (not root).
+    init?() {
+        fd = socket(AF_INET, Int32(SOCK_RAW.rawValue), Int32(IPPROTO_RAW))
+        guard fd >= 0 else { return nil }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_IP), IP_HDRINCL, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    deinit { Glibc.close(fd) }
+
+    /// One datagram from `source` to `destination` (IPv4 and UDP headers built here; the kernel
+    /// fills the IP checksum, the UDP checksum is left 0 as IPv4 allows).
+    @discardableResult
+    func send(_ payload: [UInt8], from source: SocketAddress, to destination: SocketAddress) -> Bool {
+        let total = 28 + payload.count
+        var p = [UInt8](repeating: 0, count: total)
+        p[0] = 0x45
+        p[2] = UInt8(total >> 8); p[3] = UInt8(total & 255)
+        p[8] = 64; p[9] = 17
+        for i in 0..<4 {
+            p[12 + i] = UInt8(truncatingIfNeeded: source.ip >> (24 - 8 * UInt32(i)))
+            p[16 + i] = UInt8(truncatingIfNeeded: destination.ip >> (24 - 8 * UInt32(i)))
+        }
+        p[20] = UInt8(source.port >> 8); p[21] = UInt8(source.port & 255)
+        p[22] = UInt8(destination.port >> 8); p[23] = UInt8(destination.port & 255)
+        let udpLength = 8 + payload.count
+        p[24] = UInt8(udpLength >> 8); p[25] = UInt8(udpLength & 255)
+        p.replaceSubrange(28..., with: payload)
+        var to = sockaddr_in()
+        to.sin_family = sa_family_t(AF_INET)
+        to.sin_addr.s_addr = destination.ip.bigEndian
+        let n = p.withUnsafeBytes { b in
+            withUnsafePointer(to: &to) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, b.baseAddress, total, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
+        return n == total
+    }
+}
+
+/// Resident set size of a process in kB (VmRSS of /proc/PID/status); nil when unreadable.
+func residentKilobytes(pid: Int32) -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+          let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return nil }
+    return Int(line.split(separator: " ").dropFirst().first ?? "")
+}

@@ -1,0 +1,325 @@
+import Foundation
+import Testing
+@testable import RevueSession
+import MediaCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Loopback sockets that count every byte they receive: endpoints an attacker names.
+@MainActor
+final class ByteCounters {
+    let sockets: [SessionSocket]
+    var bytes = 0
+    var datagrams = 0
+
+    init(count: Int) throws {
+        sockets = try (0..<count).map { _ in try SessionSocket(host: "127.0.0.1", port: 0) }
+        for s in sockets {
+            s.start { [weak self] b, _ in MainActor.assumeIsolated { self?.bytes += b.count; self?.datagrams += 1 } }
+        }
+    }
+
+    var ports: [UInt16] { sockets.map(\.localPort) }
+    func close() { for s in sockets { s.close() } }
+}
+
+/// A LAN announcement claiming `key` at `port`.
+func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
+    var w = ByteWriter()
+    w.u8(PacketType.lanAnnounce.rawValue)
+    w.u8(revueProtocolVersion)
+    w.append(key)
+    w.u16(port)
+    return w.bytes
+}
+
+/// Each finding of the session-layer review, performed against running peers and nodes.
+@MainActor
+@Suite(.serialized) struct AttackTests {
+    // Finding 1, on the session socket: a real revue-node process with LAN discovery off
+    // refuses every announcement and sends nothing toward the claimed endpoints.
+    @Test(.enabled(if: NodeProcess.binary != nil, "revue-node is not built"))
+    func lanAnnouncesOnTheSessionSocketReflectNothing() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-attack-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let victim = try NodeProcess(["--data", dir, "--host", "127.0.0.1"])
+        defer { victim.kill() }
+        let ready = try #require(await victim.wait(event("ready")))
+        let port = UInt16(try #require(ready["port"] as? Int))
+        let friend = KeyPair()
+        victim.send(["cmd": "accept", "friendId": Hex.encode(friend.publicKey)])
+        _ = await victim.wait(event("ok", ["cmd": "accept"]))
+        let sinks = try ByteCounters(count: 40)
+        defer { sinks.close() }
+        let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
+        defer { attacker.close() }
+        var sent = 0
+        for p in sinks.ports {
+            let a = announce(friend.publicKey, port: p)
+            attacker.send(a, to: SocketAddress(ip: 0x7F00_0001, port: port))
+            sent += a.count
+        }
+        await settle(2)
+        victim.send(["cmd": "counters"])
+        let counters = try #require(await victim.wait(event("ok", ["cmd": "counters"])))
+        let factor = Double(sinks.bytes) / Double(sent)
+        print("announce reflection via the session socket: \(sent) B sent, \(sinks.bytes) B reflected, factor \(factor)")
+        #expect(counters["droppedAnnounces"] as? Int == 40, "\(counters)")
+        #expect(sinks.bytes == 0 && factor <= 1)
+    }
+
+    // Finding 1, on the LAN discovery socket (LAN discovery on, attacker on a local subnet):
+    // new claimed endpoints start at most one round a second and the candidate table stays at 8,
+    // so the victim sends fewer bytes toward them than the attacker spends.
+    @Test func lanAnnounceFloodIsRateLimitedBelowAmplificationOne() async throws {
+        let lanPort = UInt16.random(in: 40_000...49_000)
+        let victim = try TestPeer { c in
+            c.lanDiscovery = true
+            c.lanDiscoveryPort = lanPort
+            c.timeouts = RevueTimeouts()  // the defaults: one handshake round a second
+        }
+        defer { victim.remove() }
+        let friend = KeyPair()
+        try victim.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
+        let sinks = try ByteCounters(count: 40)
+        defer { sinks.close() }
+        let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
+        defer { attacker.close() }
+        await settle(0.2)
+        let baseline = sinks.bytes
+        var sent = 0
+        // 40 announces a second for 3 s, every one naming a new port.
+        for round in 0..<120 {
+            let a = announce(friend.publicKey, port: sinks.ports[round % 40])
+            attacker.send(a, to: SocketAddress(ip: 0x7F00_0001, port: lanPort))
+            sent += a.count
+            await settle(0.025)
+        }
+        await settle(1.5)
+        let reflected = sinks.bytes - baseline
+        let factor = Double(reflected) / Double(sent)
+        let c = victim.revue.counters
+        print("announce reflection via the LAN socket: \(sent) B sent, \(reflected) B reflected, factor \(factor); \(c)")
+        #expect(factor <= 1, "\(c)")
+        #expect(c.initiationsThrottled > 50 && c.candidatesDropped > 50, "\(c)")
+        #expect(victim.revue.core!.friends[Hex.encode(friend.publicKey)]!.candidates.count <= SessionCore.maxCandidates)
+    }
+
+    @Test func localSubnetTest() {
+        #expect(SocketAddress(ip: 0x7F00_0001, port: 1).isOnLocalSubnet)
+        #expect(!SocketAddress(ip: 0x0808_0808, port: 1).isOnLocalSubnet)
+        #expect(SocketAddress(ip: 0xC0A8_0101, port: 1).isPrivateOrLoopback)
+        #expect(!SocketAddress(ip: 0xC633_6407, port: 1).isPrivateOrLoopback)
+    }
+
+    // Finding 2: lookup answers spoofed from the node's address are dropped (no MAC), and a
+    // public node naming a private endpoint is not believed unless the lab flag says so.
+    @Test func spoofedAndPrivateLookupRepliesAreIgnored() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try bob.revue.friends.addFriendNorequest(friendId: alice.id)
+        await bob.waitForEvent(.discoverable(true))
+        let sinks = try ByteCounters(count: 1)
+        defer { sinks.close() }
+        // Off-path: a lookup answer with the node's source address (raw socket) and no valid MAC.
+        if let raw = RawUDPSender() {
+            var w = ByteWriter()
+            w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion)
+            w.append(alice.revue.core!.identity.publicKey)
+            w.u8(1); w.u32(0x7F00_0001); w.u16(sinks.ports[0]); w.u8(1); w.u16(0)
+            w.u64(bob.revue.core!.nodeStates.values.first!.lookupNonce)
+            w.append(Sodium.random(16))
+            for _ in 0..<20 {
+                raw.send(w.bytes, from: SocketAddress(ip: 0x7F00_0001, port: node.port), to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
+            }
+            await bob.wait("spoofed answers counted") { bob.revue.counters.droppedLookupReplies >= 20 }
+            await settle(0.5)
+            #expect(sinks.bytes == 0, "no handshake went to the claimed endpoint")
+        } else {
+            print("skipped the spoofed-source part: raw sockets need root")
+        }
+        // A public node (TEST-NET address) naming a private endpoint, correctly MAC'd.
+        for lab in [false, true] {
+            let peer = try TestPeer { c in
+                c.rendezvousNodes = ["203.0.113.5:9"]
+                c.acceptPrivateEndpointsFromPublicNodes = lab
+            }
+            defer { peer.remove() }
+            let core = peer.revue.core!
+            let nodeAddress = SocketAddress(ip: 0xCB00_7105, port: 9)
+            let macKey = Sodium.random(32)
+            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16), lookupNonce: 7)
+            let friend = KeyPair()
+            try peer.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
+            for ip: UInt32 in [0xC0A8_0107, 0xC633_6407] {
+                var w = ByteWriter()
+                w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion)
+                w.append(friend.publicKey)
+                w.u8(1); w.u32(ip); w.u16(4000); w.u8(1); w.u16(0); w.u64(7)
+                w.append(Sodium.keyedBlake2b(key: macKey, w.bytes))
+                core.handle(w.bytes, from: nodeAddress)
+            }
+            let candidates = Set(core.friends[Hex.encode(friend.publicKey)]!.candidates.keys.map(\.endpoint.ip))
+            #expect(candidates.contains(0xC633_6407))
+            #expect(candidates.contains(0xC0A8_0107) == lab)
+            #expect(core.counters.droppedLookupReplies == (lab ? 0 : 1))
+        }
+    }
+
+    // Finding 3, in process: registrations expire and are swept, a /24 holds at most
+    // `maxEntriesPerPrefix`, and unknown keys cost X25519 only within a per-source rate.
+    @Test func rendezvousRegistrationsAreSweptCappedAndRateLimited() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        node.expiry = 0.5
+        var clients: [RendezvousClient] = []
+        defer { for c in clients { c.close() } }
+        for _ in 0..<5 {
+            let c = try RendezvousClient(nodePort: node.port)
+            clients.append(c)
+            #expect(await c.register())
+        }
+        #expect(node.entryCount == 5)
+        await settle(1.6)
+        _ = await clients[0].registerOnce()  // any datagram runs the sweep
+        #expect(node.sweptEntries >= 4 && node.entryCount <= 1, "swept \(node.sweptEntries), left \(node.entryCount)")
+        // One client with a valid cookie floods registrations of fresh keys with good MACs.
+        let flooder = clients[1]
+        let agreementsBefore = node.keyAgreements
+        let start = monotonicNow()
+        var sent = 0
+        for _ in 0..<400 {
+            let k = KeyPair()
+            let mac = RendezvousAuth.key(secret: k.secret, peerPublic: flooder.nodeKey!)!
+            flooder.socket.send(RendezvousClient.registration(keys: k, timestamp: 9, cookie: flooder.cookie, macKey: mac), to: flooder.node)
+            sent += 1
+        }
+        await settle(0.5)
+        let elapsed = monotonicNow() - start
+        let agreements = node.keyAgreements - agreementsBefore
+        #expect(Double(agreements) <= RendezvousNode.keyBurst + RendezvousNode.keyRate * elapsed + 1, "\(agreements) X25519 in \(elapsed) s")
+        #expect(node.refusedForLimits >= sent - agreements - 5)
+        #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
+    }
+
+    // Finding 4: an attacker registering its key with a spoofed source equal to Alice's
+    // endpoint, and relay sends spoofed from there, change nothing: Alice's relayed packets still
+    // arrive under her key.
+    @Test func spoofedRegistrationAndRelaySendCannotHijackARelayedFriend() async throws {
+        guard let raw = RawUDPSender() else {
+            print("skipped: raw sockets need root")
+            return
+        }
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        alice.revue.core!.dropDirectSends = true
+        bob.revue.core!.dropDirectSends = true
+        try await befriend(alice, bob)
+        #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .relayed)
+        let aliceEndpoint = SocketAddress(ip: 0x7F00_0001, port: alice.revue.port)
+        let nodeAddress = SocketAddress(ip: 0x7F00_0001, port: node.port)
+        // The attacker does the cookie round for its own endpoint, then replays its registration
+        // (and a zero-cookie one) with Alice's endpoint as the source.
+        let attacker = try RendezvousClient(nodePort: node.port)
+        defer { attacker.close() }
+        #expect(await attacker.register())
+        let refused = node.refusedRegistrations, dropped = node.droppedPackets
+        for cookie in [attacker.cookie, [UInt8](repeating: 0, count: 16)] {
+            attacker.timestamp += 1
+            let r = RendezvousClient.registration(keys: attacker.keys, timestamp: attacker.timestamp, cookie: cookie, macKey: attacker.macKey)
+            raw.send(r, from: aliceEndpoint, to: nodeAddress)
+        }
+        // Relay sends claiming Alice's key from her endpoint, with a guessed token.
+        var w = ByteWriter()
+        w.u8(PacketType.relaySend.rawValue); w.u8(revueProtocolVersion)
+        w.append(alice.revue.core!.identity.publicKey); w.append(Sodium.random(16)); w.append(bob.revue.core!.identity.publicKey)
+        w.append([PacketType.transportData.rawValue] + Sodium.random(40))
+        for _ in 0..<10 { raw.send(w.bytes, from: aliceEndpoint, to: nodeAddress) }
+        await bob.wait("refused and dropped") { node.refusedRegistrations - refused >= 2 && node.droppedPackets - dropped >= 10 }
+        // Alice's relayed traffic still reaches Bob as hers.
+        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "still me")
+        await bob.waitForEvent(.message(alice.id, "still me"))
+        #expect(bob.revue.counters.droppedForged == 0)
+    }
+
+    // Finding 7: an initiation captured before a restart is refused after it (the handshake
+    // timestamp is on disk).
+    @Test func replayedInitiationAfterRestartIsRefused() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        var captured: [[UInt8]] = []
+        alice.revue.core!.sendTap = { p, route in
+            if case .direct = route, p.first == PacketType.handshakeInitiation.rawValue { captured.append(p) }
+        }
+        alice.revue.core!.initiate(alice.revue.core!.friends[bob.id]!, now: monotonicNow())
+        await alice.wait("an initiation captured") { !captured.isEmpty }
+        await bob.wait("the rekey answered") { bob.revue.core!.friends[alice.id]!.lastHandshakeTimestamp > 0 }
+        await settle(0.3)
+        alice.stop()
+        bob.stop()
+        try bob.start()
+        let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
+        defer { attacker.close() }
+        for p in captured { attacker.send(p, to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)) }
+        await bob.wait("replays refused") { bob.revue.counters.droppedReplayed >= captured.count }
+        #expect(bob.revue.counters.handshakesCompleted == 0)
+        #expect(bob.revue.core!.friends[alice.id]!.next == nil, "no session answered for the replay")
+    }
+
+    // Finding 6: keys have a hard lifetime. With a message limit the session is rekeyed at half
+    // of it and traffic goes on; with a lifetime shorter than the rekey interval the keys are
+    // dropped when it passes and a new handshake brings the friend back.
+    @Test func sessionsAreRekeyedBeforeTheirHardLimitAndRefusedAfterIt() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        for p in [alice, bob] { p.revue.core!.sessionMessageLimit = 60 }
+        let before = alice.revue.counters.handshakesCompleted
+        for i in 0..<40 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "m\(i)") }
+        await bob.waitForEvent(.message(alice.id, "m39"))
+        #expect(alice.revue.counters.handshakesCompleted > before, "rekeyed at half the limit")
+        for s in [alice.revue.core!.friends[bob.id]!.current!] { #expect(s.sendCounter < 60) }
+
+        for p in [alice, bob] { p.revue.core!.sessionMessageLimit = 1 << 60; p.revue.core!.sessionLifetimeOverride = 0.6 }
+        let eventsBefore = alice.friendEvents.count
+        await alice.wait("offline when the keys expire", timeout: 3) { alice.friendEvents.dropFirst(eventsBefore).contains(.paths(bob.id, false)) }
+        #expect(alice.revue.counters.droppedExpired + bob.revue.counters.droppedExpired > 0)
+        for p in [alice, bob] { p.revue.core!.sessionLifetimeOverride = nil }
+        await alice.wait("back online with new keys", timeout: 3) { alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline }
+        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "fresh keys")
+        await bob.waitForEvent(.message(alice.id, "fresh keys"))
+    }
+
+    // Finding 8: what a friend can make us queue is bounded.
+    @Test func perFriendQueuesAreBounded() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        bob.revue.abandonForTesting()  // never acknowledges again
+        let core = alice.revue.core!
+        var accepted = 0
+        for i in 0..<200 where core.sendReserved(friendId: bob.id, text: "{\"type\":\"msg\",\"n\":\(i)}") { accepted += 1 }
+        #expect(accepted <= SessionCore.reservedQueueCapacity)
+        for i in 0..<50 { core.setSelfName("name \(i)") }
+        let f = core.friends[bob.id]!
+        #expect(f.outbound.count { $0.kind == .profile } <= 2)
+        #expect(f.outbound.count <= SessionCore.sendQueueCapacity + SessionCore.reservedQueueCapacity + 2)
+        // Inbound: items far past what was delivered are not kept.
+        core.handleReliable(f, epoch: 99, seq: SessionCore.inboundWindow + 5, kind: .message, body: Array("far".utf8))
+        #expect(f.inboundBuffer.isEmpty && f.deliveryQueue.isEmpty)
+        core.handleReliable(f, epoch: 99, seq: 3, kind: .message, body: Array("near".utf8))
+        #expect(f.inboundBuffer.count == 1)
+    }
+}
