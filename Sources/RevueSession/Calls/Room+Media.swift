@@ -132,7 +132,15 @@ extension Room {
 
     func participantConnectedMedia(_ p: RemoteParticipant) {
         let bitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder.bitrate
-        guard let core, let leg = try? MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate) else { return }
+        guard let core else { return }
+        let leg: MediaLeg
+        do {
+            leg = try MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate)
+        } catch {
+            let id = p.identity, detail = "\(error)"
+            post(nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) }, participant: nil)
+            return
+        }
         legs[p.identity] = leg
         var s = CallSignal(type: "adr", op: CallSignal.Op.media)
         s.port = Int(leg.port)
@@ -146,8 +154,12 @@ extension Room {
         updateTargets()
     }
 
-    func localTrackPublished(_ pub: LocalTrackPublication) {
+    /// Starts the engine stream of a new local track (muted if the publication is); the error
+    /// when the stream could not be created.
+    func localTrackPublished(_ pub: LocalTrackPublication) -> TrackPublishError? {
+        if let publishFailureForTests, publishFailureForTests == pub.kind { return .mediaSetupFailed(detail: "forced by a test") }
         let media = LocalMedia()
+        media.fanOut.muted.store(pub.isMuted, ordering: .relaxed)
         do {
             switch pub.kind {
             case .video:
@@ -169,10 +181,12 @@ extension Room {
                 a.start()
             }
         } catch {
-            return
+            media.stop()
+            return .mediaSetupFailed(detail: "\(error)")
         }
         localMedia[pub.kind] = media
         updateTargets()
+        return nil
     }
 
     func localTrackUnpublished(_ pub: LocalTrackPublication) {

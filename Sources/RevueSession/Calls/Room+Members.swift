@@ -23,13 +23,16 @@ extension Room {
                     send(CallSignal(op: CallSignal.Op.hangup), to: id)
                     return
                 }
-                connectParticipant(id, inv: nil, mode: s.mode)
             }
             pendingJoins[id] = nil
+            // `joined` leaves before our track announcements and media keys: the joiner adds us
+            // as a participant when `joined` arrives and drops track and media messages from
+            // friends who are not participants, so the other order left that leg without media.
             var reply = CallSignal(op: CallSignal.Op.joined)
             reply.members = remoteParticipants.keys.filter { $0 != id }.sorted()
             reply.mode = localParticipant.mode.rawValue
             send(reply, to: id)
+            connectParticipant(id, inv: nil, mode: s.mode)
             joinMissing(s.members ?? [])
         case CallSignal.Op.joined:
             guard pendingJoins.removeValue(forKey: id) != nil || remoteParticipants[id] != nil else {
@@ -72,11 +75,13 @@ extension Room {
         remoteParticipants[id] = p
         participantInvitations[id] = inv
         pendingJoins[id] = nil
+        if !joined { post(nil, room: { $1.roomDidStartCall($0) }, participant: nil) }
         post(nil, room: { $1.room($0, participantDidConnect: p) }, participant: nil)
         if !joined {
             joined = true
             localParticipant.mode = options.mode
             wantPublished = [.audio: options.micEnabled, .video: options.cameraEnabled]
+            wantMuted = [:]
             applyPublishing()
         } else {
             announceTracks(to: id)
@@ -105,7 +110,11 @@ extension Room {
         }
         post(p, room: { $1.room($0, participantDidDisconnect: p) },
              participant: { $0.participant(p, didDisconnectWithReason: reason) })
-        if remoteParticipants.isEmpty { leaveCall() }
+        if remoteParticipants.isEmpty {
+            if reason == .connectionLost { post(nil, room: { $1.room($0, callDidFailWithError: .connectionLost) }, participant: nil) }
+            leaveCall()
+            post(nil, room: { $1.roomDidEndCall($0) }, participant: nil)
+        }
     }
 
     /// The last participant left: your tracks are unpublished and the next call starts afresh.

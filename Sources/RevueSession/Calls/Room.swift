@@ -67,6 +67,9 @@ public final class Room {
     var participantInvitations: [String: String] = [:]
     /// What you want published while you send (`setMicrophone`/`setCamera`, remembered across modes).
     var wantPublished: [TrackKind: Bool] = [:]
+    /// Whether each track was muted, so a track republished after a mode round trip comes back
+    /// muted if it was (cleared by `setMicrophone`/`setCamera` and when a call starts).
+    var wantMuted: [TrackKind: Bool] = [:]
     /// Whether the local participant is in a call (joined with its first participant).
     var joined = false
     /// Media of each call leg by friend ID, and of each local track.
@@ -76,6 +79,8 @@ public final class Room {
     /// between); nil sends directly.
     var mediaPathForTests: ((String, MediaCore.SocketAddress) -> MediaCore.SocketAddress)?
     var lastStatistics: Double = 0
+    /// Tests: publishing a track of this kind fails as if its encoder could not be created.
+    var publishFailureForTests: TrackKind?
 
     init(revue: Revue) {
         self.revue = revue
@@ -175,6 +180,7 @@ public final class Room {
         activeSpeakers = []
         joined = false
         wantPublished = [:]
+        wantMuted = [:]
         delegates.removeAll()
         localParticipant.delegates.removeAll()
     }
