@@ -383,7 +383,7 @@ func run(_ line: String) {
             "droppedUnknownSession": c.droppedUnknownSession, "droppedNonFriend": c.droppedNonFriend,
             "droppedWrongNospam": c.droppedWrongNospam, "droppedRateLimited": c.droppedRateLimited, "friendRequestsReceived": c.friendRequestsReceived,
             "duplicatesSuppressed": c.duplicatesSuppressed, "reservedMessagesSwallowed": c.reservedMessagesSwallowed,
-            "handshakesCompleted": c.handshakesCompleted])
+            "handshakesCompleted": c.handshakesCompleted, "callSignalsRefused": c.callSignalsRefused])
     case .invite(let friendId, _), .acceptCall(let friendId), .rejectCall(let friendId), .cancelCall(let friendId):
         do throws(FriendCallError) {
             switch request.command {

@@ -79,4 +79,7 @@ public struct RevueCounters: Sendable, Equatable {
     public var reservedMessagesSwallowed = 0
     /// Completed Noise handshakes (either side).
     public var handshakesCompleted = 0
+    /// Call signalling from a friend refused: a `join` without a valid, unused introduction for
+    /// that friend, an introduction from someone not in the call, an unasked-for `joined`.
+    public var callSignalsRefused = 0
 }

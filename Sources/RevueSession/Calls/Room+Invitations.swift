@@ -159,7 +159,6 @@ extension Room {
             reply.mode = localParticipant.mode.rawValue
             send(reply, to: id)
             connectParticipant(id, inv: inv, mode: s.mode)
-            joinMissing(s.members ?? [])
         case CallSignal.Op.connect:
             guard case .accepting(let mine, _) = state, mine == inv else {
                 send(CallSignal(op: CallSignal.Op.hangup), to: id)
@@ -167,7 +166,6 @@ extension Room {
             }
             invitations[id] = nil
             connectParticipant(id, inv: inv, mode: s.mode)
-            joinMissing(s.members ?? [])
         default:
             break
         }

@@ -15,32 +15,18 @@ extension Room {
         case CallSignal.Op.invite, CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject,
              CallSignal.Op.accept, CallSignal.Op.connect:
             receiveInvitationSignal(s, from: id)
+        case CallSignal.Op.introduce:
+            receiveIntroduction(s, from: id)
+        case CallSignal.Op.intros:
+            guard remoteParticipants[id] != nil else { return refuse(id, answer: false) }
+            joinIntroduced(s.intros ?? [:])
         case CallSignal.Op.join:
-            let members = Set(s.members ?? [])
-            let introduced = remoteParticipants.keys.contains { members.contains($0) }
-            if remoteParticipants[id] == nil {
-                guard introduced, invitations[id] == nil else {
-                    send(CallSignal(op: CallSignal.Op.hangup), to: id)
-                    return
-                }
-            }
-            pendingJoins[id] = nil
-            // `joined` leaves before our track announcements and media keys: the joiner adds us
-            // as a participant when `joined` arrives and drops track and media messages from
-            // friends who are not participants, so the other order left that leg without media.
-            var reply = CallSignal(op: CallSignal.Op.joined)
-            reply.members = remoteParticipants.keys.filter { $0 != id }.sorted()
-            reply.mode = localParticipant.mode.rawValue
-            send(reply, to: id)
-            connectParticipant(id, inv: nil, mode: s.mode)
-            joinMissing(s.members ?? [])
+            receiveJoin(from: id, token: s.inv, mode: s.mode)
         case CallSignal.Op.joined:
             guard pendingJoins.removeValue(forKey: id) != nil || remoteParticipants[id] != nil else {
-                send(CallSignal(op: CallSignal.Op.hangup), to: id)
-                return
+                return refuse(id, answer: true)
             }
             if remoteParticipants[id] == nil { connectParticipant(id, inv: nil, mode: s.mode) }
-            joinMissing(s.members ?? [])
         case CallSignal.Op.hangup:
             pendingJoins[id] = nil
             if let p = remoteParticipants[id] { hangUp(p, reason: .remoteHangUp, notify: false) }
@@ -87,6 +73,7 @@ extension Room {
             announceTracks(to: id)
         }
         participantConnectedMedia(p)
+        introduce(id)
     }
 
     /// Removes a participant: tells them when `notify`, then participantDidDisconnect on the room
@@ -103,6 +90,7 @@ extension Room {
         participantDisconnectedMedia(p)
         remoteParticipants[id] = nil
         participantInvitations[id] = nil
+        forgetIntroductions(of: id)
         p.disconnectReason = reason
         if p.isSpeaking {
             p.isSpeaking = false
@@ -122,22 +110,10 @@ extension Room {
         for pub in localParticipant.localTrackPublications { unpublish(pub, tell: false) }
         joined = false
         pendingJoins = [:]
+        introductions = [:]
+        heldJoins = [:]
         localParticipant.mode = options.mode
         activeSpeakers = []
-    }
-
-    /// Asks every member of the other side's call that is not in ours to join (the mesh forms
-    /// pair by pair; both sides asking at once is fine: the second `join` finds them connected).
-    func joinMissing(_ members: [String]) {
-        guard let core, !remoteParticipants.isEmpty else { return }
-        let now = monotonicNow()
-        for m in members where m != core.ownId && remoteParticipants[m] == nil && invitations[m] == nil && pendingJoins[m] == nil {
-            guard let f = core.friends[m], f.isConnected else { continue }
-            var s = CallSignal(op: CallSignal.Op.join)
-            s.members = remoteParticipants.keys.sorted()
-            s.mode = localParticipant.mode.rawValue
-            if send(s, to: m) { pendingJoins[m] = now }
-        }
     }
 
     /// In-call messages: friend messages in the reserved format, with their receipts.
@@ -156,6 +132,7 @@ extension Room {
     func tick(now: Double) {
         tickInvitations(now: now)
         for (id, at) in pendingJoins where now - at > invitationTimeout { pendingJoins[id] = nil }
+        tickIntroductions(now: now)
         // A participant offline for the grace period leaves (without a grace, pathsChanged did).
         let lostAfter = core?.timeouts.callLostTimeout ?? 0
         for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) {

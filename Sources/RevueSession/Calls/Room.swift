@@ -61,6 +61,28 @@ public final class Room {
     }
 
     var invitations: [String: InvitationState] = [:]
+
+    /// An introduction a participant sent us: `newcomer` may join the call with its token until
+    /// `deadline`, once.
+    struct Introduction {
+        var newcomer: String
+        var introducer: String
+        var deadline: Double
+    }
+    /// Introductions by token (at most `maxIntroductions`).
+    var introductions: [String: Introduction] = [:]
+    /// Tokens already used (the last 128), so a replayed `join` is refused at once.
+    var usedIntroductions: [String] = []
+    /// A `join` whose introduction has not arrived yet (it travels on another friend's channel),
+    /// kept for `introductionWait` seconds; one per friend.
+    struct HeldJoin {
+        var token: String
+        var mode: String?
+        var since: Double
+    }
+    var heldJoins: [String: HeldJoin] = [:]
+    static let maxIntroductions = 64
+    static let introductionWait = 3.0
     /// `join` messages sent to group members, by friend ID, with when.
     var pendingJoins: [String: Double] = [:]
     /// The invitation each participant connected through (to match a late cancel/reject).
@@ -175,6 +197,8 @@ public final class Room {
         remoteParticipants = [:]
         invitations = [:]
         pendingJoins = [:]
+        introductions = [:]
+        heldJoins = [:]
         participantInvitations = [:]
         localParticipant.trackPublications = [:]
         activeSpeakers = []
