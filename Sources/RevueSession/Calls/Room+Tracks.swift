@@ -113,6 +113,10 @@ extension Room {
             guard p.trackPublications[sid] == nil, let kind = s.kind.flatMap(TrackKind.init(rawValue:)) else { return }
             let pub = RemoteTrackPublication(sid: sid, kind: kind, name: s.text ?? sid, isMuted: s.muted ?? false, participant: p)
             p.trackPublications[sid] = pub
+            if kind == .audio {
+                if p.audioPublished { remoteAudioRepublished(p) }
+                p.audioPublished = true
+            }
             updateSubscription(pub)
         case CallSignal.Op.unpublish:
             guard let pub = p.trackPublications[sid] as? RemoteTrackPublication else { return }

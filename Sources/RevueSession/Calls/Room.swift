@@ -97,6 +97,9 @@ public final class Room {
     /// Media of each call leg by friend ID, and of each local track.
     var legs: [String: MediaLeg] = [:]
     var localMedia: [TrackKind: LocalMedia] = [:]
+    /// SSRCs used by our send streams and receive pipelines while the current legs exist
+    /// (`freshSSRC`).
+    var usedSSRCs: Set<UInt32> = []
     /// Tests: where a leg's media goes instead of the participant's address (a lossy relay in
     /// between); nil sends directly.
     var mediaPathForTests: ((String, MediaCore.SocketAddress) -> MediaCore.SocketAddress)?
