@@ -191,6 +191,18 @@ final class RoomPrinter: RoomDelegate {
     func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {
         out("participantDidConnect", participant, ["mode": participant.mode.rawValue])
     }
+    func roomDidStartCall(_ room: Room) { out("roomDidStartCall", nil) }
+    func roomDidEndCall(_ room: Room) { out("roomDidEndCall", nil) }
+    func room(_ room: Room, callDidFailWithError error: CallError) {
+        switch error {
+        case .connectionLost: out("callDidFailWithError", nil, ["error": "connectionLost"])
+        case .mediaSetupFailed(let id, let detail): out("callDidFailWithError", nil, ["error": "mediaSetupFailed", "friendId": id, "detail": detail])
+        }
+    }
+    func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {
+        guard case .mediaSetupFailed(let detail) = error else { return }
+        out("didFailToPublishTrack", localParticipant, ["kind": kind.rawValue, "error": "mediaSetupFailed", "detail": detail])
+    }
     func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {
         out("participantDidDisconnect", participant, ["reason": participant.disconnectReason.map { "\($0)" } ?? NSNull()])
     }

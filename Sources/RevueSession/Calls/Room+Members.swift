@@ -5,6 +5,7 @@ extension Room {
     /// Every reserved message from a friend arrives here (SessionCore's reservedMessageHandler).
     func receive(_ text: String, from id: String) {
         guard let s = CallSignal.parse(text) else { return }
+        answerUnknownCall(s, from: id)
         switch s.type {
         case "track": receiveTrackSignal(s, from: id)
         case "adr": receiveMediaSignal(s, from: id)
@@ -12,6 +13,8 @@ extension Room {
         }
         guard s.type == "msg" else { return }
         switch s.op {
+        case CallSignal.Op.hello:
+            receiveHello(s, from: id)
         case CallSignal.Op.invite, CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject,
              CallSignal.Op.accept, CallSignal.Op.connect:
             receiveInvitationSignal(s, from: id)
@@ -47,6 +50,32 @@ extension Room {
         default:
             break
         }
+    }
+
+    /// A friend's `hello`: a new epoch means the friend's process restarted, so a call leg with
+    /// it belongs to a run that is gone: it ends with `.connectionLost` (even when the restart was
+    /// quicker than the connection timeout, so the friend never looked offline).
+    func receiveHello(_ s: CallSignal, from id: String) {
+        guard let new = s.epoch, !new.isEmpty, new.utf8.count <= 32 else { return }
+        let old = friendEpochs.updateValue(new, forKey: id)
+        guard let old, old != new else { return }
+        if let p = remoteParticipants[id] { hangUp(p, reason: .connectionLost, notify: false) }
+        pendingJoins[id] = nil
+        heldJoins[id] = nil
+    }
+
+    /// Signalling about a call we do not have with this friend (our process restarted, or the call
+    /// ended here first) is answered with a hang-up, at most once a second per friend, so the
+    /// other side does not keep a participant that is not there.
+    func answerUnknownCall(_ s: CallSignal, from id: String) {
+        guard remoteParticipants[id] == nil, pendingJoins[id] == nil, invitations[id] == nil, heldJoins[id] == nil else { return }
+        let inCall = s.type == "track" || s.type == "adr"
+            || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
+        guard inCall else { return }
+        let now = monotonicNow()
+        if let last = unknownCallAnswered[id], now - last < 1 { return }
+        unknownCallAnswered[id] = now
+        send(CallSignal(op: CallSignal.Op.hangup), to: id)
     }
 
     /// Adds a friend to the call: participantDidConnect (room only), then your tracks to them.
@@ -156,6 +185,14 @@ extension Room {
     /// participant going offline leaves the call at once (`.connectionLost`, after its
     /// didUpdatePaths), unless `RevueTimeouts.callLostTimeout` gives it a grace period (`tick`).
     func pathsChanged(_ id: String, _ paths: FriendConnectionPaths) {
+        if paths.isOnline, onlineFriends.insert(id).inserted {
+            // Each time a friend comes online, tell it which run of ours it talks to.
+            var hello = CallSignal(op: CallSignal.Op.hello)
+            hello.epoch = epoch
+            send(hello, to: id)
+        } else if !paths.isOnline {
+            onlineFriends.remove(id)
+        }
         guard let p = remoteParticipants[id] else { return }
         p.paths = paths
         p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? monotonicNow())

@@ -81,6 +81,14 @@ public final class Room {
         var since: Double
     }
     var heldJoins: [String: HeldJoin] = [:]
+    /// This run's epoch (random 64-bit, hex, new at each `initialize`), sent in `hello` to each friend that comes online;
+    /// the last epoch heard from each friend; friends online now; when an unknown call was last
+    /// answered per friend.
+    var epoch = ""
+
+    var friendEpochs: [String: String] = [:]
+    var onlineFriends: Set<String> = []
+    var unknownCallAnswered: [String: Double] = [:]
     static let maxIntroductions = 64
     static let introductionWait = 3.0
     /// `join` messages sent to group members, by friend ID, with when.
@@ -175,6 +183,7 @@ public final class Room {
     /// Connects the room to a freshly initialized session.
     func attach(_ core: SessionCore) {
         localParticipant.identity = core.ownId
+        epoch = Self.randomId()
         refreshLocalProfile(core)
         localParticipant.mode = options.mode
         core.reservedMessageHandler = { [weak self] id, text in self?.receive(text, from: id) }
@@ -202,6 +211,9 @@ public final class Room {
         pendingJoins = [:]
         introductions = [:]
         heldJoins = [:]
+        onlineFriends = []
+        friendEpochs = [:]
+        unknownCallAnswered = [:]
         participantInvitations = [:]
         localParticipant.trackPublications = [:]
         activeSpeakers = []
