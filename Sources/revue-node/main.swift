@@ -25,6 +25,7 @@ func fail(_ message: String) -> Never {
 let usage = """
 usage: revue-node --data DIR [--host ADDR] [--port N] [--name NAME] [--rendezvous HOST:PORT]... [--lan]
                   [--invitation-timeout S] [--mode sendAndRecv|signallingOnly|recvOnly] [--no-mic] [--no-camera]
+                  [--video-size WxH] [--call-lost-timeout S]
        revue-node --rendezvous [--host ADDR] [--port N]
 """
 
@@ -40,6 +41,8 @@ struct Options {
     var mode: ParticipantMode = .sendAndRecv
     var mic = true
     var camera = true
+    var videoSize: (width: Int, height: Int)?
+    var callLostTimeout: Double?
 }
 
 func parseOptions() -> Options {
@@ -67,6 +70,15 @@ func parseOptions() -> Options {
             o.mode = m
         case "--no-mic": o.mic = false
         case "--no-camera": o.camera = false
+        case "--video-size":
+            let parts = value(a).split(separator: "x").compactMap { Int($0) }
+            guard parts.count == 2, (16...4096).contains(parts[0]), (16...4096).contains(parts[1]), parts[0] % 2 == 0, parts[1] % 2 == 0 else {
+                fail("--video-size is WxH, even numbers from 16 to 4096")
+            }
+            o.videoSize = (parts[0], parts[1])
+        case "--call-lost-timeout":
+            guard let t = Double(value(a)), t >= 0 else { fail("--call-lost-timeout needs seconds") }
+            o.callLostTimeout = t
         case "--rendezvous":
             if let next = args.first, !next.hasPrefix("--") {
                 o.rendezvousNodes.append(args.removeFirst())
@@ -180,6 +192,18 @@ final class RoomPrinter: RoomDelegate {
     func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {
         out("participantDidConnect", participant, ["mode": participant.mode.rawValue])
     }
+    func roomDidStartCall(_ room: Room) { out("roomDidStartCall", nil) }
+    func roomDidEndCall(_ room: Room) { out("roomDidEndCall", nil) }
+    func room(_ room: Room, callDidFailWithError error: CallError) {
+        switch error {
+        case .connectionLost: out("callDidFailWithError", nil, ["error": "connectionLost"])
+        case .mediaSetupFailed(let id, let detail): out("callDidFailWithError", nil, ["error": "mediaSetupFailed", "friendId": id, "detail": detail])
+        }
+    }
+    func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {
+        guard case .mediaSetupFailed(let detail) = error else { return }
+        out("didFailToPublishTrack", localParticipant, ["kind": kind.rawValue, "error": "mediaSetupFailed", "detail": detail])
+    }
     func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {
         out("participantDidDisconnect", participant, ["reason": participant.disconnectReason.map { "\($0)" } ?? NSNull()])
     }
@@ -241,24 +265,30 @@ final class CountingAudioSink: AudioSink, @unchecked Sendable {
 }
 
 /// Feeds a tone and the synthetic test video into the local tracks in real time, off the main actor.
-func feedSynthetic(audio: AudioBufferCapturer?, video: BufferCapturer?, seconds: Double, tone: Double, done: @escaping @Sendable () -> Void) {
+/// `done` receives how many video frames and audio samples were captured.
+func feedSynthetic(audio: AudioBufferCapturer?, video: BufferCapturer?, seconds: Double, tone: Double, done: @escaping @Sendable (Int, Int) -> Void) {
     Thread.detachNewThread {
+        var framesFed = 0, samplesFed = 0
         let frame = VideoFrame(width: 320, height: 180)
         var pcm = [Int16](repeating: 0, count: 960)
         let start = DispatchTime.now().uptimeNanoseconds
         for chunk in 0..<Int(seconds * 50) {
             for i in 0..<960 { pcm[i] = Int16(12_000 * sin(2 * Double.pi * tone * Double(chunk * 960 + i) / 48_000)) }
             let ts = Int64(chunk) * 20_000_000
-            pcm.withUnsafeBufferPointer { audio?.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
+            if let audio {
+                pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
+                samplesFed += pcm.count
+            }
             if chunk % 3 == 0, let video {
                 SyntheticVideo.render(frameIndex: chunk / 3, into: frame)
                 video.capture(PixelBufferView(frame.view), timeStampNs: ts)
+                framesFed += 1
             }
             let due = start + UInt64(chunk + 1) * 20_000_000
             let now = DispatchTime.now().uptimeNanoseconds
             if due > now { usleep(UInt32((due - now) / 1000)) }
         }
-        done()
+        done(framesFed, samplesFed)
     }
 }
 
@@ -273,6 +303,7 @@ func startPeer() {
     config.rendezvousNodes = options.rendezvousNodes
     config.lanDiscovery = options.lan
     if let t = options.invitationTimeout { config.timeouts.invitationTimeout = t }
+    if let t = options.callLostTimeout { config.timeouts.callLostTimeout = t }
     let revue = Revue.shared
     do {
         try revue.initialize(config)
@@ -284,6 +315,10 @@ func startPeer() {
     revue.room.options.mode = options.mode
     revue.room.options.micEnabled = options.mic
     revue.room.options.cameraEnabled = options.camera
+    if let size = options.videoSize {
+        revue.room.options.videoWidth = size.width
+        revue.room.options.videoHeight = size.height
+    }
     if let name = options.name { revue.setSelfName(name) }
     emit(["event": "ready", "mode": "peer", "address": revue.revueAddress, "revueId": revue.revueId, "port": Int(revue.port)])
 }
@@ -365,7 +400,7 @@ func run(_ line: String) {
             "initiationsThrottled": c.initiationsThrottled, "candidatesDropped": c.candidatesDropped,
             "cookieRepliesSent": c.cookieRepliesSent, "droppedExpired": c.droppedExpired,
             "droppedLookupReplies": c.droppedLookupReplies, "droppedOverload": c.droppedOverload,
-            "requestsForgotten": c.requestsForgotten])
+            "requestsForgotten": c.requestsForgotten, "callSignalsRefused": c.callSignalsRefused])
     case .invite(let friendId, _), .acceptCall(let friendId), .rejectCall(let friendId), .cancelCall(let friendId):
         do throws(FriendCallError) {
             switch request.command {
@@ -427,8 +462,8 @@ func run(_ line: String) {
         guard audio != nil || video != nil else { return error("notPublished") }
         let idValue = request.id?.value
         let requestId = (idValue as? Int).map(String.init) ?? (idValue as? String)
-        feedSynthetic(audio: audio, video: video, seconds: seconds, tone: tone) {
-            var done: [String: Any] = ["event": "ok", "cmd": "feed"]
+        feedSynthetic(audio: audio, video: video, seconds: seconds, tone: tone) { frames, samples in
+            var done: [String: Any] = ["event": "ok", "cmd": "feed", "videoFramesFed": frames, "audioSamplesFed": samples]
             if let requestId { done["id"] = requestId }
             emit(done)
         }

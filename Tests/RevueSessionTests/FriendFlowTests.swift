@@ -38,8 +38,12 @@ import Testing
         let received = bob.friendEvents.compactMap { if case .message(let id, let m) = $0, id == alice.id { m } else { nil } }
         #expect(received == (0..<20).map { "m\($0)" })
 
-        // Reserved SDK messages reach nothing but still get a receipt.
-        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: #"{"type":"msg","x":1}"#)
+        // The App cannot send the reserved format; one that arrives anyway (from another client)
+        // reaches nothing but still gets a receipt.
+        await #expect(throws: FriendMessageError.reservedFormat) {
+            _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: #" {"type":"track","op":"publish"}"#)
+        }
+        _ = try await alice.revue.core!.sendMessage(friendId: bob.id, message: #"{"type":"msg","x":1}"#, timeout: 10).get()
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: #"{"kind":"chat","type":"note"}"#)
         await bob.waitForEvent(.message(alice.id, #"{"kind":"chat","type":"note"}"#))
         #expect(bob.revue.counters.reservedMessagesSwallowed == 1)

@@ -40,4 +40,7 @@ public enum FriendMessageError: Error, Sendable, Hashable {
     case messageTooLong
     /// The friend ID is not in your friend list (or the SDK is not initialized).
     case friendNotFound
+    /// The message is in the SDK's reserved format (a JSON object whose "type" is msg, adr or
+    /// track, the call layer's signalling); nothing was sent. Use a key of your own, not "type".
+    case reservedFormat
 }

@@ -67,9 +67,11 @@ public final class FriendManager {
     /// Sends a text message and waits until the friend's device confirms it; returns its message
     /// ID. `timeout` is clamped to 5...30 s. Throws `.friendNotReachable` or `.sendQueueFull` when
     /// nothing left your device, `.timeout(messageId:)` when no receipt came in time (the SDK keeps
-    /// retrying in order, so it may still arrive), `.messageTooLong`, `.friendNotFound`.
+    /// retrying in order, so it may still arrive), `.messageTooLong`, `.friendNotFound`, and
+    /// `.reservedFormat` for a message the friend's SDK would take as call signalling.
     public func sendMessage(friendId: String, message: String, timeout: Double = 10) async throws(FriendMessageError) -> UInt32 {
         guard let core = revue.core else { throw .friendNotFound }
+        guard !SessionCore.isReserved(Array(message.utf8)) else { throw .reservedFormat }
         return try await core.sendMessage(friendId: normalize(friendId), message: message, timeout: timeout).get()
     }
 

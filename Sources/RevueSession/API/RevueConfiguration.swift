@@ -104,4 +104,7 @@ public struct RevueCounters: Sendable, Equatable {
     public var droppedOverload = 0
     /// Friend requests from strangers forgotten because the table of pending requests was full.
     public var requestsForgotten = 0
+    /// Call signalling from a friend refused: a `join` without a valid, unused introduction for
+    /// that friend, an introduction from someone not in the call, an unasked-for `joined`.
+    public var callSignalsRefused = 0
 }

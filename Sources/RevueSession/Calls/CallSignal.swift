@@ -32,6 +32,10 @@ struct CallSignal: Codable, Sendable, Equatable {
     /// Speaking: whether the sender speaks, and its level (0...1).
     var speaking: Bool?
     var level: Double?
+    /// Introductions handed to a newcomer (`intros`): the introduction token for each member.
+    var intros: [String: String]?
+    /// The sender's process epoch (`hello`): random per run, so a restarted friend is recognised.
+    var epoch: String?
 
     enum Op {
         static let invite = "invite", cancel = "cancel", reject = "reject", end = "end", accept = "accept"
@@ -39,6 +43,7 @@ struct CallSignal: Codable, Sendable, Equatable {
         static let chat = "chat", muteRequest = "mute-request", mode = "mode"
         static let publish = "publish", unpublish = "unpublish", mute = "mute", subscribe = "subscribe"
         static let speaking = "speaking", media = "media"
+        static let introduce = "introduce", intros = "intros", hello = "hello"
     }
 
     init(type: String = "msg", op: String, inv: String? = nil) {

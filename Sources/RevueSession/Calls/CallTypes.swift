@@ -21,6 +21,23 @@ public enum RoomError: Error, Sendable, Hashable {
     case notInitialized
 }
 
+/// Why publishing one of your tracks failed
+/// (`RoomDelegate.room(_:localParticipant:didFailToPublishTrack:error:)`).
+public enum TrackPublishError: Error, Sendable, Hashable {
+    /// The engine could not create the track's encoder or send stream; `detail` says what failed.
+    case mediaSetupFailed(detail: String)
+}
+
+/// Why a call failed (`RoomDelegate.room(_:callDidFailWithError:)`).
+public enum CallError: Error, Sendable, Hashable {
+    /// A call leg's media (its UDP socket) could not be set up with `participant` (a friend ID);
+    /// that participant stays in the call without media.
+    case mediaSetupFailed(participant: String, detail: String)
+    /// The last participant left because its connection was lost (`.connectionLost`); the call
+    /// ends right after this event.
+    case connectionLost
+}
+
 /// Why a participant left the call (`ParticipantDelegate.participant(_:didDisconnectWithReason:)`).
 public enum DisconnectReason: Sendable, Hashable {
     /// You hung up (`RemoteParticipant.disconnect()`, `Room.disconnectAll()`).

@@ -45,6 +45,9 @@ public final class RemoteParticipant: Participant {
     public internal(set) var paths = FriendConnectionPaths.offline
     /// When the friend connection was lost during the call (nil while a path works).
     var offlineSince: Double?
+    /// Whether it published audio before in this call (a second audio stream restarts the leg's
+    /// receive pipeline, `Room.remoteAudioRepublished`).
+    var audioPublished = false
 
     /// The participant's publications as remote publications.
     public var remoteTrackPublications: [RemoteTrackPublication] {

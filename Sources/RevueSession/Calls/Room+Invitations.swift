@@ -93,6 +93,9 @@ extension Room {
     /// An invitation that already ended (its event possibly still queued) is left alone, so its
     /// one didEndInvitation, with the real reason, arrives after the deletion.
     func endForDeletion(_ id: String) {
+        friendEpochs[id] = nil
+        onlineFriends.remove(id)
+        unknownCallAnswered[id] = nil
         if let p = remoteParticipants[id] { hangUp(p, reason: .friendDeleted, notify: true) }
         pendingJoins[id] = nil
         guard let state = invitations[id] else { return }
@@ -159,7 +162,6 @@ extension Room {
             reply.mode = localParticipant.mode.rawValue
             send(reply, to: id)
             connectParticipant(id, inv: inv, mode: s.mode)
-            joinMissing(s.members ?? [])
         case CallSignal.Op.connect:
             guard case .accepting(let mine, _) = state, mine == inv else {
                 send(CallSignal(op: CallSignal.Op.hangup), to: id)
@@ -167,7 +169,6 @@ extension Room {
             }
             invitations[id] = nil
             connectParticipant(id, inv: inv, mode: s.mode)
-            joinMissing(s.members ?? [])
         default:
             break
         }

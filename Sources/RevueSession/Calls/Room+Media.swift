@@ -104,23 +104,7 @@ extension Room {
               let suite = s.suite.flatMap(SRTPSuite.init(sdpName:)), let material = try? SRTPKeyMaterial(suite: suite, inline: key),
               let core, let f = core.friends[id] else { return }
         leg.remoteKey = material
-        if leg.pipeline == nil {
-            var c = ReceivePipelineConfiguration(remoteKey: material, localKey: leg.sendKey)
-            c.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
-            c.audio = AudioReceiveSettings(payloadType: 111)
-            if let pipeline = try? ReceivePipeline(socket: leg.socket, configuration: c, renderer: leg.videoOut) {
-                leg.pipeline = pipeline
-                // The participant's RTCP about our media arrives on this socket too.
-                let feedback = leg.feedback
-                pipeline.rtcpFeedbackHandler = { rtcp, arrivalNs in feedback.handle(rtcp, arrivalNs: arrivalNs) }
-                pipeline.start()
-                if let stream = pipeline.audio {
-                    let clock = AudioPlayoutClock(stream: stream, sink: leg.audioOut)
-                    leg.playout = clock
-                    clock.start()
-                }
-            }
-        }
+        if leg.pipeline == nil { startReceiving(leg) }
         if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
         // Media goes to the IP of the friend connection's best direct path (relayed paths carry no media).
         guard case .direct(let a)? = f.bestRoute(now: monotonicNow(), timeout: core.timeouts.connectionTimeout) else { return }
@@ -130,9 +114,60 @@ extension Room {
         updateTargets()
     }
 
+    /// Starts the leg's receive pipeline with the participant's key. The SRTCP it sends is
+    /// protected with our leg key, under an SSRC no other stream of ours has used with it.
+    func startReceiving(_ leg: MediaLeg) {
+        guard let material = leg.remoteKey else { return }
+        var c = ReceivePipelineConfiguration(remoteKey: material, localKey: leg.sendKey)
+        c.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
+        c.audio = AudioReceiveSettings(payloadType: 111)
+        c.localSSRC = freshSSRC()
+        guard let pipeline = try? ReceivePipeline(socket: leg.socket, configuration: c, renderer: leg.videoOut) else { return }
+        leg.pipeline = pipeline
+        // The participant's RTCP about our media arrives on this socket too.
+        let feedback = leg.feedback
+        pipeline.rtcpFeedbackHandler = { rtcp, arrivalNs in feedback.handle(rtcp, arrivalNs: arrivalNs) }
+        pipeline.start()
+        if let stream = pipeline.audio {
+            let clock = AudioPlayoutClock(stream: stream, sink: leg.audioOut)
+            leg.playout = clock
+            clock.start()
+        }
+    }
+
+    /// A participant published audio again (after a mode round trip or turning it off and on):
+    /// its new stream has a new SSRC, and the receive pipeline follows one audio stream, so the
+    /// leg's pipeline starts afresh (a few milliseconds; the video resumes with the next keyframe).
+    func remoteAudioRepublished(_ p: RemoteParticipant) {
+        guard let leg = legs[p.identity], leg.pipeline != nil else { return }
+        leg.stopReceiving()
+        startReceiving(leg)
+        for pub in p.remoteTrackPublications { updateSinks(pub) }
+    }
+
+    /// A random SSRC that no stream sent under one of our leg keys has used while those legs
+    /// exist. Every leg key protects all our streams, and AES-GCM's IV is built from the SSRC and
+    /// the packet index (RFC 7714 §8.1): two streams with one SSRC under one key would reuse
+    /// keystream. So audio, video, every republished track and every pipeline's SRTCP sender get
+    /// distinct SSRCs.
+    func freshSSRC() -> UInt32 {
+        while true {
+            let ssrc = Sodium.randomUInt32()
+            if ssrc != 0, usedSSRCs.insert(ssrc).inserted { return ssrc }
+        }
+    }
+
     func participantConnectedMedia(_ p: RemoteParticipant) {
         let bitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder.bitrate
-        guard let core, let leg = try? MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate) else { return }
+        guard let core else { return }
+        let leg: MediaLeg
+        do {
+            leg = try MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate)
+        } catch {
+            let id = p.identity, detail = "\(error)"
+            post(nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) }, participant: nil)
+            return
+        }
         legs[p.identity] = leg
         var s = CallSignal(type: "adr", op: CallSignal.Op.media)
         s.port = Int(leg.port)
@@ -144,15 +179,22 @@ extension Room {
     func participantDisconnectedMedia(_ p: RemoteParticipant) {
         legs.removeValue(forKey: p.identity)?.stopReceiving()
         updateTargets()
+        // With no leg left, no key remembers the SSRCs used under it.
+        if legs.isEmpty { usedSSRCs = Set(localMedia.values.compactMap { $0.video?.ssrc ?? $0.audio?.ssrc }) }
     }
 
-    func localTrackPublished(_ pub: LocalTrackPublication) {
+    /// Starts the engine stream of a new local track (muted if the publication is); the error
+    /// when the stream could not be created.
+    func localTrackPublished(_ pub: LocalTrackPublication) -> TrackPublishError? {
+        if let publishFailureForTests, publishFailureForTests == pub.kind { return .mediaSetupFailed(detail: "forced by a test") }
         let media = LocalMedia()
+        media.fanOut.muted.store(pub.isMuted, ordering: .relaxed)
         do {
             switch pub.kind {
             case .video:
                 var c = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight)
                 c.srtp = nil
+                c.ssrc = freshSSRC()
                 let v = try VideoSendStream(configuration: c, sink: media.fanOut)
                 media.video = v
                 pub.videoCapturer = v.capturer
@@ -160,6 +202,7 @@ extension Room {
             case .audio:
                 var c = AudioSendStream.Configuration()
                 c.srtp = nil
+                c.ssrc = freshSSRC()
                 let a = try AudioSendStream(configuration: c, sink: media.fanOut)
                 media.audio = a
                 pub.audioCapturer = a.capturer
@@ -169,10 +212,12 @@ extension Room {
                 a.start()
             }
         } catch {
-            return
+            media.stop()
+            return .mediaSetupFailed(detail: "\(error)")
         }
         localMedia[pub.kind] = media
         updateTargets()
+        return nil
     }
 
     func localTrackUnpublished(_ pub: LocalTrackPublication) {
@@ -327,6 +372,7 @@ extension Room {
         localMedia = [:]
         for leg in legs.values { leg.stopReceiving() }
         legs = [:]
+        usedSSRCs = []
     }
 
     /// Recomputes the speakers list (loudest first) and tells the room when it changed.

@@ -5,6 +5,7 @@ extension Room {
     /// Every reserved message from a friend arrives here (SessionCore's reservedMessageHandler).
     func receive(_ text: String, from id: String) {
         guard let s = CallSignal.parse(text) else { return }
+        answerUnknownCall(s, from: id)
         switch s.type {
         case "track": receiveTrackSignal(s, from: id)
         case "adr": receiveMediaSignal(s, from: id)
@@ -12,32 +13,23 @@ extension Room {
         }
         guard s.type == "msg" else { return }
         switch s.op {
+        case CallSignal.Op.hello:
+            receiveHello(s, from: id)
         case CallSignal.Op.invite, CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject,
              CallSignal.Op.accept, CallSignal.Op.connect:
             receiveInvitationSignal(s, from: id)
+        case CallSignal.Op.introduce:
+            receiveIntroduction(s, from: id)
+        case CallSignal.Op.intros:
+            guard remoteParticipants[id] != nil else { return refuse(id, answer: false) }
+            joinIntroduced(s.intros ?? [:])
         case CallSignal.Op.join:
-            let members = Set(s.members ?? [])
-            let introduced = remoteParticipants.keys.contains { members.contains($0) }
-            if remoteParticipants[id] == nil {
-                guard introduced, invitations[id] == nil else {
-                    send(CallSignal(op: CallSignal.Op.hangup), to: id)
-                    return
-                }
-                connectParticipant(id, inv: nil, mode: s.mode)
-            }
-            pendingJoins[id] = nil
-            var reply = CallSignal(op: CallSignal.Op.joined)
-            reply.members = remoteParticipants.keys.filter { $0 != id }.sorted()
-            reply.mode = localParticipant.mode.rawValue
-            send(reply, to: id)
-            joinMissing(s.members ?? [])
+            receiveJoin(from: id, token: s.inv, mode: s.mode)
         case CallSignal.Op.joined:
             guard pendingJoins.removeValue(forKey: id) != nil || remoteParticipants[id] != nil else {
-                send(CallSignal(op: CallSignal.Op.hangup), to: id)
-                return
+                return refuse(id, answer: true)
             }
             if remoteParticipants[id] == nil { connectParticipant(id, inv: nil, mode: s.mode) }
-            joinMissing(s.members ?? [])
         case CallSignal.Op.hangup:
             pendingJoins[id] = nil
             if let p = remoteParticipants[id] { hangUp(p, reason: .remoteHangUp, notify: false) }
@@ -60,6 +52,32 @@ extension Room {
         }
     }
 
+    /// A friend's `hello`: a new epoch means the friend's process restarted, so a call leg with
+    /// it belongs to a run that is gone: it ends with `.connectionLost` (even when the restart was
+    /// quicker than the connection timeout, so the friend never looked offline).
+    func receiveHello(_ s: CallSignal, from id: String) {
+        guard let new = s.epoch, !new.isEmpty, new.utf8.count <= 32 else { return }
+        let old = friendEpochs.updateValue(new, forKey: id)
+        guard let old, old != new else { return }
+        if let p = remoteParticipants[id] { hangUp(p, reason: .connectionLost, notify: false) }
+        pendingJoins[id] = nil
+        heldJoins[id] = nil
+    }
+
+    /// Signalling about a call we do not have with this friend (our process restarted, or the call
+    /// ended here first) is answered with a hang-up, at most once a second per friend, so the
+    /// other side does not keep a participant that is not there.
+    func answerUnknownCall(_ s: CallSignal, from id: String) {
+        guard remoteParticipants[id] == nil, pendingJoins[id] == nil, invitations[id] == nil, heldJoins[id] == nil else { return }
+        let inCall = s.type == "track" || s.type == "adr"
+            || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
+        guard inCall else { return }
+        let now = monotonicNow()
+        if let last = unknownCallAnswered[id], now - last < 1 { return }
+        unknownCallAnswered[id] = now
+        send(CallSignal(op: CallSignal.Op.hangup), to: id)
+    }
+
     /// Adds a friend to the call: participantDidConnect (room only), then your tracks to them.
     func connectParticipant(_ id: String, inv: String?, mode: String?) {
         guard remoteParticipants[id] == nil, let core, let f = core.friends[id] else { return }
@@ -72,16 +90,19 @@ extension Room {
         remoteParticipants[id] = p
         participantInvitations[id] = inv
         pendingJoins[id] = nil
+        if !joined { post(nil, room: { $1.roomDidStartCall($0) }, participant: nil) }
         post(nil, room: { $1.room($0, participantDidConnect: p) }, participant: nil)
         if !joined {
             joined = true
             localParticipant.mode = options.mode
             wantPublished = [.audio: options.micEnabled, .video: options.cameraEnabled]
+            wantMuted = [:]
             applyPublishing()
         } else {
             announceTracks(to: id)
         }
         participantConnectedMedia(p)
+        introduce(id)
     }
 
     /// Removes a participant: tells them when `notify`, then participantDidDisconnect on the room
@@ -98,6 +119,7 @@ extension Room {
         participantDisconnectedMedia(p)
         remoteParticipants[id] = nil
         participantInvitations[id] = nil
+        forgetIntroductions(of: id)
         p.disconnectReason = reason
         if p.isSpeaking {
             p.isSpeaking = false
@@ -105,7 +127,11 @@ extension Room {
         }
         post(p, room: { $1.room($0, participantDidDisconnect: p) },
              participant: { $0.participant(p, didDisconnectWithReason: reason) })
-        if remoteParticipants.isEmpty { leaveCall() }
+        if remoteParticipants.isEmpty {
+            if reason == .connectionLost { post(nil, room: { $1.room($0, callDidFailWithError: .connectionLost) }, participant: nil) }
+            leaveCall()
+            post(nil, room: { $1.roomDidEndCall($0) }, participant: nil)
+        }
     }
 
     /// The last participant left: your tracks are unpublished and the next call starts afresh.
@@ -113,22 +139,10 @@ extension Room {
         for pub in localParticipant.localTrackPublications { unpublish(pub, tell: false) }
         joined = false
         pendingJoins = [:]
+        introductions = [:]
+        heldJoins = [:]
         localParticipant.mode = options.mode
         activeSpeakers = []
-    }
-
-    /// Asks every member of the other side's call that is not in ours to join (the mesh forms
-    /// pair by pair; both sides asking at once is fine: the second `join` finds them connected).
-    func joinMissing(_ members: [String]) {
-        guard let core, !remoteParticipants.isEmpty else { return }
-        let now = monotonicNow()
-        for m in members where m != core.ownId && remoteParticipants[m] == nil && invitations[m] == nil && pendingJoins[m] == nil {
-            guard let f = core.friends[m], f.isConnected else { continue }
-            var s = CallSignal(op: CallSignal.Op.join)
-            s.members = remoteParticipants.keys.sorted()
-            s.mode = localParticipant.mode.rawValue
-            if send(s, to: m) { pendingJoins[m] = now }
-        }
     }
 
     /// In-call messages: friend messages in the reserved format, with their receipts.
@@ -147,6 +161,7 @@ extension Room {
     func tick(now: Double) {
         tickInvitations(now: now)
         for (id, at) in pendingJoins where now - at > invitationTimeout { pendingJoins[id] = nil }
+        tickIntroductions(now: now)
         // A participant offline for the grace period leaves (without a grace, pathsChanged did).
         let lostAfter = core?.timeouts.callLostTimeout ?? 0
         for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) {
@@ -170,6 +185,14 @@ extension Room {
     /// participant going offline leaves the call at once (`.connectionLost`, after its
     /// didUpdatePaths), unless `RevueTimeouts.callLostTimeout` gives it a grace period (`tick`).
     func pathsChanged(_ id: String, _ paths: FriendConnectionPaths) {
+        if paths.isOnline, onlineFriends.insert(id).inserted {
+            // Each time a friend comes online, tell it which run of ours it talks to.
+            var hello = CallSignal(op: CallSignal.Op.hello)
+            hello.epoch = epoch
+            send(hello, to: id)
+        } else if !paths.isOnline {
+            onlineFriends.remove(id)
+        }
         guard let p = remoteParticipants[id] else { return }
         p.paths = paths
         p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? monotonicNow())

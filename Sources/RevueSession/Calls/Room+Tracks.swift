@@ -21,16 +21,23 @@ extension Room {
             return
         }
         wantPublished[kind] = enabled
+        // Turning a track off and on again starts it unmuted; a mode round trip keeps its mute.
+        wantMuted[kind] = nil
         applyPublishing()
     }
 
     func publish(_ kind: TrackKind) {
         let local = localParticipant
         let pub = LocalTrackPublication(sid: kind.rawValue, kind: kind, name: kind == .audio ? "microphone" : "camera",
-                                        isMuted: false, participant: local)
+                                        isMuted: wantMuted[kind] ?? false, participant: local)
+        // The engine first: a track whose stream cannot be set up is never announced.
+        if let failure = localTrackPublished(pub) {
+            wantPublished[kind] = false
+            post(nil, room: { $1.room($0, localParticipant: local, didFailToPublishTrack: kind, error: failure) }, participant: nil)
+            return
+        }
         local.trackPublications[pub.sid] = pub
         for id in remoteParticipants.keys { send(publishSignal(pub), to: id) }
-        localTrackPublished(pub)
         post(local, room: { $1.room($0, localParticipant: local, didPublishTrack: pub) },
              participant: { $0.participant(local, didPublishTrack: pub) })
     }
@@ -66,6 +73,7 @@ extension Room {
     func setMuted(_ pub: LocalTrackPublication, _ muted: Bool) {
         guard pub.isMuted != muted, localParticipant.trackPublications[pub.sid] === pub else { return }
         pub.isMuted = muted
+        wantMuted[pub.kind] = muted
         localTrackMuteChanged(pub)
         var s = CallSignal(type: "track", op: CallSignal.Op.mute)
         s.sid = pub.sid
@@ -105,6 +113,10 @@ extension Room {
             guard p.trackPublications[sid] == nil, let kind = s.kind.flatMap(TrackKind.init(rawValue:)) else { return }
             let pub = RemoteTrackPublication(sid: sid, kind: kind, name: s.text ?? sid, isMuted: s.muted ?? false, participant: p)
             p.trackPublications[sid] = pub
+            if kind == .audio {
+                if p.audioPublished { remoteAudioRepublished(p) }
+                p.audioPublished = true
+            }
             updateSubscription(pub)
         case CallSignal.Op.unpublish:
             guard let pub = p.trackPublications[sid] as? RemoteTrackPublication else { return }

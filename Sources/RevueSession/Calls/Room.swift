@@ -61,21 +61,59 @@ public final class Room {
     }
 
     var invitations: [String: InvitationState] = [:]
+
+    /// An introduction a participant sent us: `newcomer` may join the call with its token until
+    /// `deadline`, once.
+    struct Introduction {
+        var newcomer: String
+        var introducer: String
+        var deadline: Double
+    }
+    /// Introductions by token (at most `maxIntroductions`).
+    var introductions: [String: Introduction] = [:]
+    /// Tokens already used (the last 128), so a replayed `join` is refused at once.
+    var usedIntroductions: [String] = []
+    /// A `join` whose introduction has not arrived yet (it travels on another friend's channel),
+    /// kept for `introductionWait` seconds; one per friend.
+    struct HeldJoin {
+        var token: String
+        var mode: String?
+        var since: Double
+    }
+    var heldJoins: [String: HeldJoin] = [:]
+    /// This run's epoch (random 64-bit, hex, new at each `initialize`), sent in `hello` to each friend that comes online;
+    /// the last epoch heard from each friend; friends online now; when an unknown call was last
+    /// answered per friend.
+    var epoch = ""
+
+    var friendEpochs: [String: String] = [:]
+    var onlineFriends: Set<String> = []
+    var unknownCallAnswered: [String: Double] = [:]
+    static let maxIntroductions = 64
+    static let introductionWait = 3.0
     /// `join` messages sent to group members, by friend ID, with when.
     var pendingJoins: [String: Double] = [:]
     /// The invitation each participant connected through (to match a late cancel/reject).
     var participantInvitations: [String: String] = [:]
     /// What you want published while you send (`setMicrophone`/`setCamera`, remembered across modes).
     var wantPublished: [TrackKind: Bool] = [:]
+    /// Whether each track was muted, so a track republished after a mode round trip comes back
+    /// muted if it was (cleared by `setMicrophone`/`setCamera` and when a call starts).
+    var wantMuted: [TrackKind: Bool] = [:]
     /// Whether the local participant is in a call (joined with its first participant).
     var joined = false
     /// Media of each call leg by friend ID, and of each local track.
     var legs: [String: MediaLeg] = [:]
     var localMedia: [TrackKind: LocalMedia] = [:]
+    /// SSRCs used by our send streams and receive pipelines while the current legs exist
+    /// (`freshSSRC`).
+    var usedSSRCs: Set<UInt32> = []
     /// Tests: where a leg's media goes instead of the participant's address (a lossy relay in
     /// between); nil sends directly.
     var mediaPathForTests: ((String, MediaCore.SocketAddress) -> MediaCore.SocketAddress)?
     var lastStatistics: Double = 0
+    /// Tests: publishing a track of this kind fails as if its encoder could not be created.
+    var publishFailureForTests: TrackKind?
 
     init(revue: Revue) {
         self.revue = revue
@@ -145,6 +183,7 @@ public final class Room {
     /// Connects the room to a freshly initialized session.
     func attach(_ core: SessionCore) {
         localParticipant.identity = core.ownId
+        epoch = Self.randomId()
         refreshLocalProfile(core)
         localParticipant.mode = options.mode
         core.reservedMessageHandler = { [weak self] id, text in self?.receive(text, from: id) }
@@ -170,11 +209,17 @@ public final class Room {
         remoteParticipants = [:]
         invitations = [:]
         pendingJoins = [:]
+        introductions = [:]
+        heldJoins = [:]
+        onlineFriends = []
+        friendEpochs = [:]
+        unknownCallAnswered = [:]
         participantInvitations = [:]
         localParticipant.trackPublications = [:]
         activeSpeakers = []
         joined = false
         wantPublished = [:]
+        wantMuted = [:]
         delegates.removeAll()
         localParticipant.delegates.removeAll()
     }

@@ -1,8 +1,23 @@
 /// Receives every event of a call (reference: "Events", "Two delegate layers"): participants
 /// joining and leaving, and every participant event, for all participants in one place. Main
 /// actor; every method has an empty default. Add it with `room.delegates.add(delegate:)` (weak).
+///
+/// Order of the call events: `roomDidStartCall` comes before the first `participantDidConnect` of
+/// a call; `room(_:callDidFailWithError:)` (when the call failed) and then `roomDidEndCall` come
+/// after the last `participantDidDisconnect`.
 @MainActor
 public protocol RoomDelegate: AnyObject {
+    /// Your call started: the first participant is about to be reported connected. Room only.
+    func roomDidStartCall(_ room: Room)
+    /// Your call ended: the last participant was reported disconnected. Not sent by `destroy()`,
+    /// which empties the delegate lists. Room only.
+    func roomDidEndCall(_ room: Room)
+    /// Something in the call failed (see `CallError`); `.connectionLost` is followed by
+    /// `roomDidEndCall`. Room only.
+    func room(_ room: Room, callDidFailWithError error: CallError)
+    /// A track you were publishing could not be set up: it is not published and no
+    /// `didPublishTrack` follows. Room only.
+    func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError)
     /// A friend joined the call (an invitation was accepted, or a group member joined). Room only.
     func room(_ room: Room, participantDidConnect participant: RemoteParticipant)
     /// A participant left the call; `participant.disconnectReason` says why.
@@ -40,6 +55,14 @@ public protocol RoomDelegate: AnyObject {
 }
 
 extension RoomDelegate {
+    /// Does nothing unless the delegate implements it.
+    public func roomDidStartCall(_ room: Room) {}
+    /// Does nothing unless the delegate implements it.
+    public func roomDidEndCall(_ room: Room) {}
+    /// Does nothing unless the delegate implements it.
+    public func room(_ room: Room, callDidFailWithError error: CallError) {}
+    /// Does nothing unless the delegate implements it.
+    public func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {}
     /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {}
     /// Does nothing unless the delegate implements it.

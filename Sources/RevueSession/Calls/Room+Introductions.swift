@@ -1,0 +1,117 @@
+// Introductions: how a newcomer joins the members of a call it was not invited by. The member
+// who connected the newcomer vouches for it to each of its other participants, on its own
+// encrypted channel to them (`introduce`: a fresh random token bound to the newcomer's friend ID),
+// and hands the newcomer the tokens (`intros`). The newcomer sends each member a `join` with its
+// token; a member connects it only with a valid introduction: made by one of its participants,
+// for this friend, not expired, not used before. docs/session.md "Introductions".
+
+extension Room {
+    /// Vouches for a participant that just connected to each of our other participants.
+    /// Cost: two small messages per other participant.
+    func introduce(_ newcomer: String) {
+        var tokens: [String: String] = [:]
+        for member in remoteParticipants.keys.sorted() where member != newcomer {
+            let token = Self.randomId()
+            var s = CallSignal(op: CallSignal.Op.introduce, inv: token)
+            s.text = newcomer
+            // The member first, so the introduction is usually there before the newcomer's join.
+            if send(s, to: member) { tokens[member] = token }
+        }
+        guard !tokens.isEmpty else { return }
+        var s = CallSignal(op: CallSignal.Op.intros)
+        s.intros = tokens
+        send(s, to: newcomer)
+    }
+
+    /// A participant vouches for a newcomer. Refused (and counted) from anyone not in our call.
+    func receiveIntroduction(_ s: CallSignal, from id: String) {
+        guard remoteParticipants[id] != nil, let token = s.inv, let newcomer = s.text, let core,
+              newcomer != core.ownId, newcomer != id, core.friends[newcomer] != nil else {
+            return refuse(id, answer: false)
+        }
+        // Already with us: nothing to allow (and nothing left for a later rejoin to use).
+        guard remoteParticipants[newcomer] == nil else { return }
+        if introductions.count >= Self.maxIntroductions,
+           let oldest = introductions.min(by: { $0.value.deadline < $1.value.deadline })?.key {
+            introductions[oldest] = nil
+        }
+        introductions[token] = Introduction(newcomer: newcomer, introducer: id, deadline: monotonicNow() + invitationTimeout)
+        if let held = heldJoins[newcomer], held.token == token {
+            heldJoins[newcomer] = nil
+            receiveJoin(from: newcomer, token: token, mode: held.mode)
+        }
+    }
+
+    /// A participant handed us introductions to its other members: join each we are not with.
+    func joinIntroduced(_ tokens: [String: String]) {
+        guard let core, !remoteParticipants.isEmpty else { return }
+        let now = monotonicNow()
+        for (member, token) in tokens.sorted(by: { $0.key < $1.key })
+        where member != core.ownId && remoteParticipants[member] == nil && invitations[member] == nil && pendingJoins[member] == nil {
+            guard let f = core.friends[member], f.isConnected else { continue }
+            var s = CallSignal(op: CallSignal.Op.join, inv: token)
+            s.members = remoteParticipants.keys.sorted()
+            s.mode = localParticipant.mode.rawValue
+            if send(s, to: member) { pendingJoins[member] = now }
+        }
+    }
+
+    /// A friend asks to join our call with an introduction token.
+    func receiveJoin(from id: String, token: String?, mode: String?) {
+        if remoteParticipants[id] == nil {
+            guard invitations[id] == nil, let token, !remoteParticipants.isEmpty else { return refuse(id, answer: true) }
+            guard let intro = introductions[token] else {
+                if usedIntroductions.contains(token) { return refuse(id, answer: true) }
+                // Its introduction may still be on its way from the introducer: wait for it. One
+                // per friend: a join held before is refused.
+                if heldJoins[id] != nil { refuse(id, answer: false) }
+                heldJoins[id] = HeldJoin(token: token, mode: mode, since: monotonicNow())
+                return
+            }
+            guard intro.newcomer == id, intro.deadline > monotonicNow(), remoteParticipants[intro.introducer] != nil else {
+                return refuse(id, answer: true)
+            }
+            useIntroduction(token)
+        } else if let token, introductions[token]?.newcomer == id {
+            useIntroduction(token)
+        }
+        pendingJoins[id] = nil
+        heldJoins[id] = nil
+        // `joined` leaves before our track announcements and media keys: the joiner adds us
+        // as a participant when `joined` arrives and drops track and media messages from
+        // friends who are not participants, so the other order left that leg without media.
+        var reply = CallSignal(op: CallSignal.Op.joined)
+        reply.members = remoteParticipants.keys.filter { $0 != id }.sorted()
+        reply.mode = localParticipant.mode.rawValue
+        send(reply, to: id)
+        connectParticipant(id, inv: nil, mode: mode)
+    }
+
+    func useIntroduction(_ token: String) {
+        introductions[token] = nil
+        usedIntroductions.append(token)
+        if usedIntroductions.count > 128 { usedIntroductions.removeFirst(usedIntroductions.count - 128) }
+    }
+
+    /// Counts refused call signalling; `answer` tells the friend with a hang-up.
+    func refuse(_ id: String, answer: Bool) {
+        core?.counters.callSignalsRefused += 1
+        if answer { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
+    }
+
+    /// A participant left: its introductions, and any for it, are void.
+    func forgetIntroductions(of id: String) {
+        introductions = introductions.filter { $0.value.introducer != id && $0.value.newcomer != id }
+    }
+
+    /// Every 50 ms: expired introductions go; a held join whose introduction never came is refused.
+    func tickIntroductions(now: Double) {
+        if introductions.contains(where: { $0.value.deadline <= now }) {
+            introductions = introductions.filter { $0.value.deadline > now }
+        }
+        for (id, held) in heldJoins.sorted(by: { $0.key < $1.key }) where now - held.since >= Self.introductionWait {
+            heldJoins[id] = nil
+            refuse(id, answer: true)
+        }
+    }
+}

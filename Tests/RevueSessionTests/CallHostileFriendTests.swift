@@ -1,0 +1,145 @@
+import Foundation
+import MediaCore
+import Testing
+@testable import RevueSession
+
+/// A friend that speaks the call protocol by hand: it records every reserved message it receives
+/// and sends whatever signalling a test gives it on its real, encrypted friend channel. While
+/// `honest` is true its own Room also sees what arrives and behaves like any peer.
+@MainActor
+final class HostileFriend {
+    let peer: CallPeer
+    /// Reserved messages received, with the sender's friend ID, in order.
+    var received: [(from: String, signal: CallSignal)] = []
+    var honest = true
+
+    init(_ peer: CallPeer) {
+        self.peer = peer
+        let room = peer.room
+        peer.revue.core!.reservedMessageHandler = { [weak self, weak room] id, text in
+            guard let self else { return }
+            if let s = CallSignal.parse(text) { self.received.append((id, s)) }
+            if self.honest { room?.receive(text, from: id) }
+        }
+    }
+
+    var id: String { peer.id }
+
+    /// Sends a call-layer message as-is.
+    func send(_ s: CallSignal, to friendId: String) {
+        #expect(peer.revue.core!.sendReserved(friendId: friendId, text: s.json))
+    }
+
+    func join(_ friendId: String, token: String?, members: [String]) {
+        var s = CallSignal(op: CallSignal.Op.join, inv: token)
+        s.members = members
+        s.mode = "sendAndRecv"
+        send(s, to: friendId)
+    }
+}
+
+/// Joins must be authorized by an introduction from a member; a friend who is not invited gets
+/// no participant, no key and no media, however it asks, and each attempt is counted.
+@MainActor
+@Suite(.serialized) struct CallHostileFriendTests {
+    @Test func uninvitedReplayedAndMisdirectedJoinsAreRefusedAndCounted() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node), c = try CallPeer("c", node: node)
+        let hp = try CallPeer("h", node: node)
+        defer { for p in [a, b, c, hp] { p.peer.remove() } }
+        try await makeFriends([a, b, c, hp])
+        let h = HostileFriend(hp)
+
+        // h is invited once, properly, and joins b with the introduction a gave it.
+        try await startCall(a, b)
+        try await startCall(a, hp)
+        await b.wait("h in b's room") { b.room.remoteParticipants[h.id] != nil }
+        await hp.wait("b in h's room") { hp.room.remoteParticipants[b.id] != nil }
+        let intros = h.received.filter { $0.from == a.id && $0.signal.op == CallSignal.Op.intros }
+        let used = try #require(intros.first?.signal.intros?[b.id])
+        // Everyone else in the call was told about h by a, with the token h used at b.
+        #expect(b.room.usedIntroductions.contains(used))
+
+        // h leaves and from now on only speaks by hand.
+        hp.room.disconnectAll()
+        await b.wait("h gone at b") { b.room.remoteParticipants[h.id] == nil }
+        await a.wait("h gone at a") { a.room.remoteParticipants[h.id] == nil }
+        h.honest = false
+        let refused0 = b.revue.counters.callSignalsRefused
+        let seen0 = h.received.count
+        #expect(b.recorder.calls.filter { $0 == "connect(h)" }.count == 1)
+
+        // b keeps talking to a all along, so there is media h could receive.
+        let audio = try #require(b.room.localParticipant.publication(.audio) as? LocalTrackPublication).audioCapturer!
+        let feeding = CallMediaSendTests.feedSpeech(audio, chunks: 300, talking: 0..<300, seed: 7)
+        defer { feeding.cancel() }
+        // h offers a media socket of its own, as a participant would.
+        let socket = try MediaCore.UDPSocket(bindingTo: MediaCore.SocketAddress(parsing: "127.0.0.1", defaultPort: 0))
+        defer { socket.close() }
+        var adr = CallSignal(type: "adr", op: CallSignal.Op.media)
+        adr.port = Int(try socket.localAddress().port)
+        adr.suite = SRTPSuite.aeadAES128GCM.sdpName
+        adr.key = SRTPKeyMaterial.random(for: .aeadAES128GCM).inlineKeyParams
+
+        // 1. The introduction h already used, replayed.
+        h.join(b.id, token: used, members: [a.id])
+        // 2. A join with no introduction at all, and one with a made-up token (held for the
+        //    introduction that never comes, then refused).
+        h.join(b.id, token: nil, members: [a.id])
+        h.join(b.id, token: "00112233445566FF", members: [a.id])
+        // 3. An introduction made for another friend: a vouches for c at b (c has not used it).
+        var forC = CallSignal(op: CallSignal.Op.introduce, inv: "C0FFEE00C0FFEE00")
+        forC.text = c.id
+        b.room.receiveIntroduction(forC, from: a.id)
+        #expect(b.room.introductions["C0FFEE00C0FFEE00"]?.newcomer == c.id)
+        h.join(b.id, token: "C0FFEE00C0FFEE00", members: [a.id])
+        // 4. h vouches for itself, not being in b's call, then uses that token.
+        var selfIntro = CallSignal(op: CallSignal.Op.introduce, inv: "BAD0BAD0BAD0BAD0")
+        selfIntro.text = h.id
+        h.send(selfIntro, to: b.id)
+        // 5. A `joined` nobody asked for, the media socket, a publication.
+        h.send(CallSignal(op: CallSignal.Op.joined), to: b.id)
+        h.send(adr, to: b.id)
+        var publish = CallSignal(type: "track", op: CallSignal.Op.publish)
+        publish.sid = "audio"; publish.kind = "audio"
+        h.send(publish, to: b.id)
+        // 6. Signalling smuggled in application text: the API refuses it, and a chat carrying a
+        //    join is only text (and h is not in the call, so it is not even delivered).
+        var joinText = CallSignal(op: CallSignal.Op.join, inv: used)
+        joinText.members = [a.id]
+        await #expect(throws: FriendMessageError.reservedFormat) {
+            _ = try await hp.friends.sendMessage(friendId: b.id, message: joinText.json)
+        }
+        var chat = CallSignal(op: CallSignal.Op.chat)
+        chat.text = joinText.json
+        h.send(chat, to: b.id)
+        await settle(0.5)
+        h.join(b.id, token: "BAD0BAD0BAD0BAD0", members: [a.id])
+
+        // The held joins are refused after Room.introductionWait.
+        await b.wait("every attempt refused", timeout: Room.introductionWait + 3) {
+            b.revue.counters.callSignalsRefused - refused0 >= 7
+        }
+        await settle(0.5)
+        // replay, no token, made-up token (replaced by the later held join), another's
+        // introduction, h's own introduction, unasked joined, h's self-made token.
+        #expect(b.revue.counters.callSignalsRefused - refused0 == 7)
+        #expect(b.recorder.calls.filter { $0 == "connect(h)" }.count == 1)
+        #expect(b.room.remoteParticipants[h.id] == nil && b.room.legs[h.id] == nil)
+        #expect(b.room.localMedia.values.allSatisfy { !$0.targetIds.contains(h.id) })
+        #expect(!b.recorder.room.contains { $0.hasPrefix("message(h") })
+        // The introduction for c is still c's to use.
+        #expect(b.room.introductions["C0FFEE00C0FFEE00"]?.newcomer == c.id)
+        // h got hang-ups (and perhaps b's hello), never a key, a track, a joined or introductions.
+        let after = h.received[seen0...].filter { $0.from == b.id }
+        #expect(after.allSatisfy { [CallSignal.Op.hangup, CallSignal.Op.hello].contains($0.signal.op) }, "\(after.map(\.signal.op))")
+        #expect(after.contains { $0.signal.op == CallSignal.Op.hangup })
+        // b's audio went to a the whole time, and not one packet to h's socket.
+        #expect((a.room.legs[b.id]?.pipeline?.inboundStats.first { $0.kind == "audio" }?.packetsReceived ?? 0) > 50)
+        #expect(try !socket.waitUntilReadable(timeoutMilliseconds: 200))
+        // a, who made the introductions, saw none of this.
+        #expect(a.revue.counters.callSignalsRefused == 0)
+        a.room.disconnectAll()
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import Testing
+@testable import RevueSession
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A room of `revue-node` processes on loopback, all friends of each other, driven from the test
+/// the way a script drives them: `invite`, `accept-call`, `feed`, `media-stats`.
+final class NodeMesh: @unchecked Sendable {
+    let rendezvous: NodeProcess
+    let nodes: [NodeProcess]
+    var ids: [String] = []
+    let dir: String
+
+    /// Starts `count` peers (encoding video at `videoSize`) and makes every pair friends.
+    init(count: Int, videoSize: String = "160x120", extra: [String] = []) async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-mesh-\(UUID().uuidString)").path
+        self.dir = dir
+        let (rendezvous, address) = try await NodeProcess.rendezvous()
+        self.rendezvous = rendezvous
+        nodes = try (0..<count).map {
+            try NodeProcess(["--data", "\(dir)/\($0)", "--host", "127.0.0.1", "--name", "n\($0)", "--rendezvous", address,
+                             "--video-size", videoSize] + extra)
+        }
+        var addresses: [String] = []
+        for n in nodes {
+            guard let r = await n.wait(timeout: 20, event("ready")) else { throw NodeProcessError(message: "a peer did not start") }
+            ids.append(r["revueId"] as! String)
+            addresses.append(r["address"] as! String)
+        }
+        for i in 0..<count {
+            for j in (i + 1)..<count {
+                nodes[i].send(["cmd": "add-friend", "address": addresses[j], "message": "hi"])
+                guard await nodes[j].wait(timeout: 20, event("didReceiveFriendRequest", ["friendId": ids[i]])) != nil else {
+                    throw NodeProcessError(message: "no friend request \(i) -> \(j)")
+                }
+                nodes[j].send(["cmd": "accept", "friendId": ids[i]])
+            }
+        }
+        for i in 0..<count {
+            for j in 0..<count where i != j {
+                guard await nodes[i].wait(timeout: 20, { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == self.ids[j] && $0["isOnline"] as? Bool == true }) != nil else {
+                    throw NodeProcessError(message: "\(j) never online at \(i)")
+                }
+            }
+        }
+    }
+
+    func stop() {
+        for n in nodes { n.kill() }
+        rendezvous.kill()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    private var serial = 0
+    /// Sends a command with a fresh id and waits for its `ok` (nil on error or timeout).
+    func call(_ i: Int, _ command: [String: Any], timeout: Double = 20) async -> [String: Any]? {
+        serial += 1
+        let tag = "t\(serial)"
+        nodes[i].send(command.merging(["id": tag]) { $1 })
+        let reply = await nodes[i].wait(timeout: timeout) { ($0["event"] as? String == "ok" || $0["event"] as? String == "error") && $0["id"] as? String == tag }
+        return reply?["event"] as? String == "ok" ? reply : nil
+    }
+
+    /// `inviter` invites `invitee`, who accepts once the invitation arrived.
+    func invite(_ inviter: Int, _ invitee: Int) async throws {
+        let before = nodes[invitee].events.filter(event("didReceiveInvitation", ["friendId": ids[inviter]])).count
+        guard await call(inviter, ["cmd": "invite", "friendId": ids[invitee], "message": "join"]) != nil,
+              await nodes[invitee].wait(timeout: 20, nth: before + 1, event("didReceiveInvitation", ["friendId": ids[inviter]])) != nil,
+              await call(invitee, ["cmd": "accept-call", "friendId": ids[inviter]]) != nil else {
+            throw NodeProcessError(message: "invitation \(inviter) -> \(invitee) failed")
+        }
+    }
+
+    /// Waits until each of `members` has every other member as a participant with both tracks
+    /// subscribed.
+    func waitForMesh(_ members: [Int], timeout: Double = 30) async -> Bool {
+        let deadline = monotonicNow() + timeout
+        while monotonicNow() < deadline {
+            var complete = true
+            for i in members {
+                guard let room = await call(i, ["cmd": "room"]), let ps = room["participants"] as? [[String: Any]] else { complete = false; break }
+                let want = Set(members.filter { $0 != i }.map { ids[$0] })
+                let subscribed = ps.filter { p in
+                    let tracks = p["tracks"] as? [[String: Any]] ?? []
+                    return tracks.count == 2 && tracks.allSatisfy { $0["isSubscribed"] as? Bool == true }
+                }
+                if Set(subscribed.compactMap { $0["friendId"] as? String }) != want || ps.count != want.count { complete = false; break }
+            }
+            if complete { return true }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        return false
+    }
+
+    /// Decoded video frames and loud audio samples per friend ID, as `media-stats` reports them.
+    func mediaStats(_ i: Int) async -> [String: (frames: Int, loud: Int)] {
+        guard let stats = await call(i, ["cmd": "media-stats"]), let ps = stats["participants"] as? [[String: Any]] else { return [:] }
+        var out: [String: (Int, Int)] = [:]
+        for p in ps { out[p["friendId"] as! String] = (p["videoFrames"] as? Int ?? 0, p["loudSamples"] as? Int ?? 0) }
+        return out
+    }
+
+    /// Every member feeds `seconds` of tone and test video at once; then every member must have
+    /// decoded >= 90 % of each other member's fed frames and heard it (loud samples for at least
+    /// half the fed time). Returns the failures (empty when every pair carried media both ways)
+    /// and the CPU seconds (user + system) the members used during the feed.
+    func checkMedia(_ members: [Int], seconds: Double = 3) async -> (failures: [String], cpu: Double, wall: Double) {
+        var before: [Int: [String: (frames: Int, loud: Int)]] = [:]
+        for i in members { before[i] = await mediaStats(i) }
+        let cpu0 = members.map { cpuSeconds(nodes[$0]) }.reduce(0, +)
+        let t0 = monotonicNow()
+        var tags: [Int: String] = [:]
+        for i in members {
+            serial += 1
+            tags[i] = "feed\(serial)"
+            nodes[i].send(["cmd": "feed", "seconds": seconds, "tone": 300 + 100 * i, "id": tags[i]!])
+        }
+        var fed: [Int: (frames: Int, samples: Int)] = [:]
+        for i in members {
+            let done = await nodes[i].wait(timeout: seconds + 30) { $0["event"] as? String == "ok" && $0["id"] as? String == tags[i] }
+            fed[i] = (done?["videoFramesFed"] as? Int ?? -1, done?["audioSamplesFed"] as? Int ?? -1)
+        }
+        // Let the last frames through the jitter buffers.
+        try? await Task.sleep(for: .milliseconds(1000))
+        let wall = monotonicNow() - t0
+        let cpu = members.map { cpuSeconds(nodes[$0]) }.reduce(0, +) - cpu0
+        var failures: [String] = []
+        for i in members {
+            let after = await mediaStats(i)
+            for j in members where j != i {
+                let id = ids[j]
+                let frames = (after[id]?.frames ?? 0) - (before[i]?[id]?.frames ?? 0)
+                let loud = (after[id]?.loud ?? 0) - (before[i]?[id]?.loud ?? 0)
+                let needFrames = Int((Double(fed[j]!.frames) * 0.9).rounded(.up))
+                let needLoud = fed[j]!.samples / 2
+                if fed[j]!.frames <= 0 || frames < needFrames || loud < needLoud {
+                    failures.append("\(i) from \(j): \(frames) of \(fed[j]!.frames) frames, \(loud) loud of \(fed[j]!.samples) samples")
+                }
+            }
+        }
+        return (failures, cpu, wall)
+    }
+
+    /// Everyone hangs up; waits until every room is empty.
+    func hangUpAll() async -> Bool {
+        for i in nodes.indices { _ = await call(i, ["cmd": "hangup"]) }
+        let deadline = monotonicNow() + 20
+        while monotonicNow() < deadline {
+            var empty = true
+            for i in nodes.indices {
+                let room = await call(i, ["cmd": "room"])
+                if (room?["participants"] as? [Any])?.isEmpty != true { empty = false }
+            }
+            if empty { return true }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        return false
+    }
+
+    /// User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15).
+    func cpuSeconds(_ node: NodeProcess) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(node.process.processIdentifier)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // Fields after the command: state is field 3, so utime (14) is at index 11, stime at 12.
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
+
+/// Media on every leg of a mesh of real processes, however the mesh formed: each peer feeds a
+/// tone and test video, and every peer must decode >= 90 % of the frames and hear the tone of
+/// every other peer.
+@Suite(.serialized, .enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
+struct CallMediaMeshNodeTests {
+    @Test func fourPeersCarryMediaOnEveryLegHoweverTheMeshFormed() async throws {
+        let mesh = try await NodeMesh(count: 4)
+        defer { mesh.stop() }
+        let all = [0, 1, 2, 3]
+
+        // 1. The host invites everyone.
+        for i in 1...3 { try await mesh.invite(0, i) }
+        #expect(await mesh.waitForMesh(all), "host invites all: the mesh did not complete")
+        var r = await mesh.checkMedia(all)
+        #expect(r.failures.isEmpty, "host invites all: \(r.failures)")
+        #expect(await mesh.hangUpAll())
+
+        // 2. A member who is not the host invites a newcomer.
+        try await mesh.invite(0, 1)
+        try await mesh.invite(0, 2)
+        #expect(await mesh.waitForMesh([0, 1, 2]))
+        try await mesh.invite(1, 3)
+        #expect(await mesh.waitForMesh(all), "member invites: the mesh did not complete")
+        r = await mesh.checkMedia(all)
+        #expect(r.failures.isEmpty, "member invites: \(r.failures)")
+        #expect(await mesh.hangUpAll())
+
+        // 3. Two running calls merge.
+        try await mesh.invite(0, 1)
+        try await mesh.invite(2, 3)
+        #expect(await mesh.waitForMesh([0, 1]))
+        #expect(await mesh.waitForMesh([2, 3]))
+        try await mesh.invite(0, 2)
+        #expect(await mesh.waitForMesh(all), "merge: the mesh did not complete")
+        r = await mesh.checkMedia(all)
+        #expect(r.failures.isEmpty, "merge: \(r.failures)")
+        #expect(await mesh.hangUpAll())
+        for n in mesh.nodes { n.quit() }
+    }
+
+    @Test func sixPeersInvitedByOneHostCarryMediaOnEveryLeg() async throws {
+        let mesh = try await NodeMesh(count: 6)
+        defer { mesh.stop() }
+        let all = Array(0..<6)
+        for i in 1..<6 { try await mesh.invite(0, i) }
+        #expect(await mesh.waitForMesh(all), "the mesh did not complete")
+        let r = await mesh.checkMedia(all, seconds: 4)
+        #expect(r.failures.isEmpty, "\(r.failures)")
+        // The figure docs/session.md quotes: CPU of the six processes over the feed, in cores.
+        print("six-peer room at 160x120: \(String(format: "%.2f", r.cpu)) CPU s over \(String(format: "%.2f", r.wall)) s = \(String(format: "%.2f", r.cpu / r.wall)) cores")
+        #expect(await mesh.hangUpAll())
+        for n in mesh.nodes { n.quit() }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+@testable import RevueSession
+
+/// A revue-node in a call is SIGKILLed and started again on the same data and port quicker than
+/// the connection timeout, so its friend never sees it offline: the new run's epoch ends the stale
+/// participant with `.connectionLost` within the timeout, and a new call between them works.
+@Suite(.serialized, .enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
+struct CallNodeRestartTests {
+    @Test func restartWithinTheConnectionTimeoutEndsTheStaleParticipantAndANewCallWorks() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-restart-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (rendezvous, node) = try await NodeProcess.rendezvous()
+        defer { rendezvous.kill() }
+        let args = ["--host", "127.0.0.1", "--rendezvous", node, "--video-size", "160x120"]
+        let a = try NodeProcess(["--data", dir + "/a"] + args)
+        var b = try NodeProcess(["--data", dir + "/b"] + args)
+        defer { a.kill(); b.kill() }
+        let ra = try #require(await a.wait(timeout: 20, event("ready")))
+        let rb = try #require(await b.wait(timeout: 20, event("ready")))
+        let aId = ra["revueId"] as! String, bId = rb["revueId"] as! String
+        let bPort = rb["port"] as! Int
+        a.send(["cmd": "add-friend", "address": rb["address"] as! String, "message": "hi"])
+        _ = try #require(await b.wait(timeout: 20, event("didReceiveFriendRequest", ["friendId": aId])))
+        b.send(["cmd": "accept", "friendId": aId])
+        a.send(["cmd": "invite", "friendId": bId, "message": "call"])
+        _ = try #require(await b.wait(timeout: 20, event("didReceiveInvitation", ["friendId": aId])))
+        b.send(["cmd": "accept-call", "friendId": aId])
+        _ = try #require(await a.wait(timeout: 20, event("participantDidConnect", ["friendId": bId])))
+
+        let timeouts = RevueTimeouts()  // revue-node runs with the defaults
+        let killedAt = monotonicNow()
+        b.kill()
+        b = try NodeProcess(["--data", dir + "/b", "--port", "\(bPort)"] + args)
+        _ = try #require(await b.wait(timeout: 5, event("ready")))
+        let restartedAfter = monotonicNow() - killedAt
+        #expect(restartedAfter < 1, "restarted after \(restartedAfter) s")
+        let left = await a.wait(timeout: timeouts.connectionTimeout + 5, event("participantDidDisconnect", ["friendId": bId]))
+        let leftAfter = monotonicNow() - killedAt
+        #expect(left?["reason"] as? String == "connectionLost")
+        #expect(leftAfter < timeouts.connectionTimeout, "left after \(leftAfter) s")
+        // a never saw b offline: the epoch, not the keepalive timeout, ended the leg.
+        #expect(!a.events.contains { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == false })
+        #expect(a.events.filter(event("roomDidEndCall")).count == 1)
+
+        // A new call: both connected, and b's media reaches a.
+        a.send(["cmd": "invite", "friendId": bId, "message": "again"])
+        _ = try #require(await b.wait(timeout: 20, event("didReceiveInvitation", ["friendId": aId])))
+        b.send(["cmd": "accept-call", "friendId": aId])
+        _ = try #require(await a.wait(timeout: 20, nth: 2, event("participantDidConnect", ["friendId": bId])))
+        _ = try #require(await b.wait(timeout: 20, event("participantDidConnect", ["friendId": aId])))
+        _ = try #require(await a.wait(timeout: 20, nth: 2) { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == bId })
+        try? await Task.sleep(for: .milliseconds(300))
+        b.send(["cmd": "feed", "seconds": 1.5, "tone": 500, "id": "f"])
+        _ = try #require(await b.wait(timeout: 20) { $0["event"] as? String == "ok" && $0["cmd"] as? String == "feed" })
+        try? await Task.sleep(for: .milliseconds(500))
+        a.send(["cmd": "media-stats", "id": "s"])
+        let stats = try #require(await a.wait(timeout: 20) { $0["event"] as? String == "ok" && $0["id"] as? String == "s" })
+        let fromB = (stats["participants"] as? [[String: Any]])?.first { $0["friendId"] as? String == bId }
+        #expect((fromB?["videoFrames"] as? Int ?? 0) > 10, "\(stats)")
+        #expect((fromB?["loudSamples"] as? Int ?? 0) > 24_000, "\(stats)")
+        a.quit()
+        b.quit()
+    }
+}
