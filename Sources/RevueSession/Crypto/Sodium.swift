@@ -143,6 +143,61 @@ package enum Sodium {
         return rc == 0 ? out : nil
     }
 
+    /// A 32-byte key from a passphrase (`crypto_pwhash`, Argon2id, libsodium's "moderate" limits:
+    /// about 256 MiB and a second or so). Nil when the system refuses the memory.
+    static func passphraseKey(_ passphrase: String, salt: [UInt8], opsLimit: UInt64, memLimit: Int) -> [UInt8]? {
+        precondition(ready && salt.count == Int(crypto_pwhash_saltbytes()))
+        var out = [UInt8](repeating: 0, count: 32)
+        let length = UInt64(passphrase.utf8.count)
+        let rc = out.withUnsafeMutableBufferPointer { o in
+            salt.withUnsafeBufferPointer { sb in
+                passphrase.withCString { pc in
+                    crypto_pwhash(o.baseAddress!, 32, pc, length, sb.baseAddress!, opsLimit, memLimit, crypto_pwhash_alg_argon2id13())
+                }
+            }
+        }
+        return rc == 0 ? out : nil
+    }
+
+    /// libsodium's "moderate" Argon2id limits (operations, bytes).
+    static var passphraseLimits: (ops: UInt64, mem: Int) {
+        (UInt64(crypto_pwhash_opslimit_moderate()), Int(crypto_pwhash_memlimit_moderate()))
+    }
+
+    /// Salt length of `passphraseKey`.
+    static var passphraseSaltLength: Int { Int(crypto_pwhash_saltbytes()) }
+
+    /// `crypto_secretbox_easy` (XSalsa20-Poly1305) with a fresh random 24-byte nonce: nonce + box.
+    static func secretbox(key: [UInt8], _ plaintext: [UInt8]) -> [UInt8] {
+        precondition(ready && key.count == 32)
+        let nonce = random(24)
+        var out = [UInt8](repeating: 0, count: plaintext.count + 16)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            plaintext.withUnsafeBufferPointer { p in
+                nonce.withUnsafeBufferPointer { n in
+                    key.withUnsafeBufferPointer { crypto_secretbox_easy(o.baseAddress!, p.baseAddress, UInt64(p.count), n.baseAddress!, $0.baseAddress!) }
+                }
+            }
+        }
+        return nonce + out
+    }
+
+    /// Opens what `secretbox` made; nil when the key is wrong or the box was altered.
+    static func secretboxOpen(key: [UInt8], _ sealed: [UInt8]) -> [UInt8]? {
+        precondition(ready && key.count == 32)
+        guard sealed.count >= 24 + 16 else { return nil }
+        let nonce = Array(sealed[0..<24]), box = Array(sealed[24...])
+        var out = [UInt8](repeating: 0, count: box.count - 16)
+        let rc = out.withUnsafeMutableBufferPointer { o in
+            box.withUnsafeBufferPointer { b in
+                nonce.withUnsafeBufferPointer { n in
+                    key.withUnsafeBufferPointer { crypto_secretbox_open_easy(o.baseAddress, b.baseAddress!, UInt64(b.count), n.baseAddress!, $0.baseAddress!) }
+                }
+            }
+        }
+        return rc == 0 ? out : nil
+    }
+
     /// Constant-time comparison (`sodium_memcmp`).
     static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }

@@ -149,7 +149,7 @@ package final class SessionCore {
             nodes.append(a)
         }
         rendezvousNodes = nodes
-        store = try ProfileStore(directory: configuration.dataDirectory)
+        store = try ProfileStore(directory: configuration.dataDirectory, passphrase: configuration.profilePassphrase)
         let loaded: StoredProfile?
         do { loaded = try store.load() } catch { store.close(); throw error }
         if let loaded {
