@@ -80,7 +80,7 @@ import Glibc
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = try initialize(dir, passphrase: "correct horse").get()
         let id = r.revueId
-        let secretHex = Hex.encode(r.core!.identity.secret)
+        let secretHex = Hex.encode(r.core!.identity.secret.exposedCopy)
         r.destroy()
         let text = try String(contentsOfFile: dir + "/profile.json", encoding: .utf8)
         #expect(!text.lowercased().contains(secretHex.lowercased()), "no clear secret on disk")
@@ -98,7 +98,7 @@ import Glibc
         let clearDir = freshDirectory()
         defer { try? FileManager.default.removeItem(atPath: clearDir) }
         let clear = try initialize(clearDir).get()
-        let clearSecret = Hex.encode(clear.core!.identity.secret)
+        let clearSecret = Hex.encode(clear.core!.identity.secret.exposedCopy)
         clear.destroy()
         #expect(try String(contentsOfFile: clearDir + "/profile.json", encoding: .utf8).lowercased().contains(clearSecret.lowercased()))
         let sealing = try initialize(clearDir, passphrase: "p").get()

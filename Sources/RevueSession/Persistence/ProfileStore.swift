@@ -63,6 +63,8 @@ final class ProfileStore {
     private var inFlightCompletions: [(Bool) -> Void] = []
     /// The passphrase the secret key is sealed with at rest; nil keeps it in clear (the default).
     private let passphrase: String?
+    /// The identity's secret, written into each save (the in-memory profile keeps no copy).
+    var secret: SecretKeyBytes?
     /// The sealed secret written instead of the clear one (made once per run: Argon2id is slow).
     private var sealed: StoredProfile.SealedSecret?
     /// Argon2id limits for newly sealed keys: libsodium's "moderate" ones (256 MiB, about a second).
@@ -171,14 +173,16 @@ final class ProfileStore {
     /// The file's bytes: with a passphrase, the secret key only in its sealed form.
     func encode(_ profile: StoredProfile) -> Data? {
         var profile = profile
+        if profile.secretKey.isEmpty, let secret { profile.secretKey = Hex.encode(secret.exposedCopy) }
         if let passphrase {
             if sealed == nil {
                 let salt = Sodium.random(Sodium.passphraseSaltLength)
                 let limits = Self.sealingLimits
-                guard let secret = Hex.decode(profile.secretKey),
+                guard var secret = Hex.decode(profile.secretKey),
                       let key = Sodium.passphraseKey(passphrase, salt: salt, opsLimit: limits.ops, memLimit: limits.mem) else { return nil }
                 sealed = StoredProfile.SealedSecret(salt: Hex.encode(salt), box: Hex.encode(Sodium.secretbox(key: key, secret)),
                                                     opsLimit: limits.ops, memLimit: limits.mem)
+                Sodium.wipe(&secret)
             }
             profile.secretKey = ""
             profile.sealedSecretKey = sealed
