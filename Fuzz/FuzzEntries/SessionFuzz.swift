@@ -284,7 +284,7 @@ final class SessionHarness {
         try? FileManager.default.removeItem(atPath: dir)
         try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let profile = """
-            {"format":1,"secretKey":"\(Hex.encode(fixture.core.secret))","nospam":305419896,"name":"","statusMessage":"",\
+            {"format":1,"secretKey":"\(Hex.encode(fixture.core.secret.exposedCopy))","nospam":305419896,"name":"","statusMessage":"",\
             "status":0,"friends":[]}
             """
         precondition(FileManager.default.createFile(atPath: dir + "/profile.json", contents: Data(profile.utf8),

@@ -300,6 +300,29 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         await bob.waitForEvent(.message(alice.id, "fresh keys"))
     }
 
+    // Finding 9: keys live in zeroing storage and no hex copy of the secret stays in memory.
+    @Test func keysAreHeldInZeroingStorage() async throws {
+        let peer = try TestPeer()
+        defer { peer.remove() }
+        let id = peer.id
+        #expect(peer.revue.core!.profile.secretKey.isEmpty, "new profile: no hex secret kept")
+        peer.stop()
+        try peer.start()
+        #expect(peer.id == id, "the secret was written from the zeroing storage")
+        #expect(peer.revue.core!.profile.secretKey.isEmpty, "loaded profile: no hex secret kept")
+        var source = Sodium.random(32)
+        let copy = source
+        let key = SecretKeyBytes(wiping: &source)
+        #expect(source.allSatisfy { $0 == 0 } && key.exposedCopy == copy)
+        key.wipe()
+        #expect(key.isZero)
+        // DH results and chaining keys are wiped by MixKey.
+        var symmetric = NoiseSymmetricState(protocolName: NoiseIKHandshake.protocolName)
+        var dh = Sodium.random(32)
+        symmetric.mixKey(&dh)
+        #expect(dh.allSatisfy { $0 == 0 })
+    }
+
     // Finding 8: what a friend can make us queue is bounded.
     @Test func perFriendQueuesAreBounded() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")

@@ -22,6 +22,13 @@ public struct RevueConfiguration: Sendable {
     /// such an answer from a public node is either a mistake or an attempt to aim our handshakes at
     /// machines on our own network. Nodes on private or loopback addresses are always believed.
     public var acceptPrivateEndpointsFromPublicNodes: Bool = false
+    /// Seals the secret key in `profile.json` with this passphrase (Argon2id via libsodium's
+    /// `crypto_pwhash`, then `crypto_secretbox`); nil, the default, stores it in clear in an
+    /// owner-only file. A clear profile opened with a passphrase is sealed at once; a sealed one
+    /// needs the same passphrase (else `initialize` fails with `.corruptProfile` and the file is
+    /// left as is). Deriving the key costs about a second and 256 MiB at `initialize`. The rest of
+    /// the profile (friends, names) stays readable.
+    public var profilePassphrase: String? = nil
 
     /// A configuration with defaults for everything but the data directory.
     public init(dataDirectory: String) { self.dataDirectory = dataDirectory }

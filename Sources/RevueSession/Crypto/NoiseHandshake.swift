@@ -5,17 +5,27 @@
 //   -> e, es, s, ss
 //   <- e, ee, se
 
-/// An X25519 key pair. The secret is an ordinary `[UInt8]`: it is not wiped when freed, and copies
-/// of the array (for example in a handshake state) may outlive this value.
+/// An X25519 key pair. The secret lives in a `SecretKeyBytes`, zeroed when the last reference to
+/// it goes. Immutable; any thread.
 package final class KeyPair: Sendable {
-    package let secret: [UInt8]
+    package let secret: SecretKeyBytes
     package let publicKey: [UInt8]
 
-    /// A fresh key pair from the system CSPRNG.
-    convenience init() { self.init(secret: Sodium.random(32)) }
+    /// A fresh key pair from the system CSPRNG (the random bytes are zeroed after the copy).
+    convenience init() {
+        var bytes = Sodium.random(32)
+        self.init(secret: SecretKeyBytes(wiping: &bytes))
+    }
 
-    /// The key pair of a given 32-byte secret (clamping happens inside X25519).
-    package init(secret: [UInt8]) {
+    /// The key pair of a given 32-byte secret (clamping happens inside X25519). The caller's array
+    /// is copied, not zeroed.
+    package convenience init(secret: [UInt8]) {
+        precondition(secret.count == 32, "an X25519 secret is 32 bytes")
+        self.init(secret: SecretKeyBytes(secret))
+    }
+
+    /// The key pair of a secret already held in `SecretKeyBytes`.
+    package init(secret: SecretKeyBytes) {
         precondition(secret.count == 32, "an X25519 secret is 32 bytes")
         self.secret = secret
         self.publicKey = Sodium.x25519Public(secret: secret)
@@ -55,10 +65,15 @@ struct NoiseSymmetricState {
 
     mutating func mixHash(_ data: [UInt8]) { h = Sodium.blake2b(h, data) }
 
-    mutating func mixKey(_ ikm: [UInt8]) {
-        let out = Sodium.hkdf(chainingKey: ck, input: ikm, outputs: 2)
+    /// MixKey; the old chaining and cipher keys and the input (a DH result) are zeroed.
+    mutating func mixKey(_ ikm: inout [UInt8]) {
+        var out = Sodium.hkdf(chainingKey: ck, input: ikm, outputs: 2)
+        Sodium.wipe(&ikm)
+        Sodium.wipe(&ck)
+        if var old = cipher.key { cipher.key = nil; Sodium.wipe(&old) }
         ck = out[0]
         cipher = NoiseCipherState(key: Array(out[1].prefix(32)), nonce: 0)
+        Sodium.wipe(&out[1])
     }
 
     mutating func encryptAndHash(_ plaintext: [UInt8]) -> [UInt8] {
@@ -75,7 +90,8 @@ struct NoiseSymmetricState {
 
     /// Split (section 5.2): the two transport keys, initiator-to-responder first.
     func split() -> (initiatorToResponder: [UInt8], responderToInitiator: [UInt8]) {
-        let out = Sodium.hkdf(chainingKey: ck, input: [], outputs: 2)
+        var out = Sodium.hkdf(chainingKey: ck, input: [], outputs: 2)
+        defer { Sodium.wipe(&out[0]); Sodium.wipe(&out[1]) }
         return (Array(out[0].prefix(32)), Array(out[1].prefix(32)))
     }
 }
@@ -119,11 +135,11 @@ package struct NoiseIKHandshake {
         self.e = e
         var out = e.publicKey
         symmetric.mixHash(e.publicKey)
-        guard let es = Sodium.x25519(secret: e.secret, peerPublic: remoteStatic!) else { return nil }
-        symmetric.mixKey(es)
+        guard var es = Sodium.x25519(secret: e.secret, peerPublic: remoteStatic!) else { return nil }
+        symmetric.mixKey(&es)
         out += symmetric.encryptAndHash(s.publicKey)
-        guard let ss = Sodium.x25519(secret: s.secret, peerPublic: remoteStatic!) else { return nil }
-        symmetric.mixKey(ss)
+        guard var ss = Sodium.x25519(secret: s.secret, peerPublic: remoteStatic!) else { return nil }
+        symmetric.mixKey(&ss)
         out += symmetric.encryptAndHash(payload)
         return out
     }
@@ -136,12 +152,12 @@ package struct NoiseIKHandshake {
         let re = Array(message[0..<32])
         remoteEphemeral = re
         symmetric.mixHash(re)
-        guard let es = Sodium.x25519(secret: s.secret, peerPublic: re) else { return nil }
-        symmetric.mixKey(es)
+        guard var es = Sodium.x25519(secret: s.secret, peerPublic: re) else { return nil }
+        symmetric.mixKey(&es)
         guard let rs = symmetric.decryptAndHash(Array(message[32..<80])) else { return nil }
         remoteStatic = rs
-        guard let ss = Sodium.x25519(secret: s.secret, peerPublic: rs) else { return nil }
-        symmetric.mixKey(ss)
+        guard var ss = Sodium.x25519(secret: s.secret, peerPublic: rs) else { return nil }
+        symmetric.mixKey(&ss)
         return symmetric.decryptAndHash(Array(message[80...]))
     }
 
@@ -152,10 +168,10 @@ package struct NoiseIKHandshake {
         self.e = e
         var out = e.publicKey
         symmetric.mixHash(e.publicKey)
-        guard let ee = Sodium.x25519(secret: e.secret, peerPublic: remoteEphemeral!),
-              let se = Sodium.x25519(secret: e.secret, peerPublic: remoteStatic!) else { return nil }
-        symmetric.mixKey(ee)
-        symmetric.mixKey(se)
+        guard var ee = Sodium.x25519(secret: e.secret, peerPublic: remoteEphemeral!),
+              var se = Sodium.x25519(secret: e.secret, peerPublic: remoteStatic!) else { return nil }
+        symmetric.mixKey(&ee)
+        symmetric.mixKey(&se)
         out += symmetric.encryptAndHash(payload)
         return out
     }
@@ -167,16 +183,24 @@ package struct NoiseIKHandshake {
         let re = Array(message[0..<32])
         remoteEphemeral = re
         symmetric.mixHash(re)
-        guard let ee = Sodium.x25519(secret: e.secret, peerPublic: re),
-              let se = Sodium.x25519(secret: s.secret, peerPublic: re) else { return nil }
-        symmetric.mixKey(ee)
-        symmetric.mixKey(se)
+        guard var ee = Sodium.x25519(secret: e.secret, peerPublic: re),
+              var se = Sodium.x25519(secret: s.secret, peerPublic: re) else { return nil }
+        symmetric.mixKey(&ee)
+        symmetric.mixKey(&se)
         return symmetric.decryptAndHash(Array(message[32...]))
     }
 
-    /// The transport keys after message 2: (send, receive) from this side's point of view.
+    /// The transport keys after message 2: (send, receive) from this side's point of view, as
+    /// plain arrays (test vectors and the fuzzer).
     package func transportKeys() -> (send: [UInt8], receive: [UInt8]) {
         let (i2r, r2i) = symmetric.split()
         return isInitiator ? (i2r, r2i) : (r2i, i2r)
+    }
+
+    /// The transport keys held in `SecretKeyBytes`, the intermediate arrays zeroed.
+    func transportSecrets() -> (send: SecretKeyBytes, receive: SecretKeyBytes) {
+        var (i2r, r2i) = symmetric.split()
+        let a = SecretKeyBytes(wiping: &i2r), b = SecretKeyBytes(wiping: &r2i)
+        return isInitiator ? (a, b) : (b, a)
     }
 }

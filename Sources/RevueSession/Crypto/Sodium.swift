@@ -23,24 +23,30 @@ package enum Sodium {
     }
 
     /// X25519 public key of a 32-byte secret (`crypto_scalarmult_base`).
-    package static func x25519Public(secret: [UInt8]) -> [UInt8] {
+    package static func x25519Public(secret: SecretKeyBytes) -> [UInt8] {
         precondition(ready && secret.count == 32)
         var out = [UInt8](repeating: 0, count: 32)
         _ = out.withUnsafeMutableBufferPointer { o in
-            secret.withUnsafeBufferPointer { crypto_scalarmult_base(o.baseAddress!, $0.baseAddress!) }
+            secret.withUnsafeBytes { crypto_scalarmult_base(o.baseAddress!, $0.bindMemory(to: UInt8.self).baseAddress!) }
         }
         return out
     }
 
+    /// Zeroes an array's bytes in place (`sodium_memzero`). Only this array's buffer: copies that
+    /// share it are copied first by Swift and keep their bytes.
+    static func wipe(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { if let b = $0.baseAddress { sodium_memzero(b, $0.count) } }
+    }
+
     /// X25519 shared secret (`crypto_scalarmult`); nil when the peer's point has small order
     /// (libsodium returns -1 for an all-zero result), which the caller treats as a forged packet.
-    static func x25519(secret: [UInt8], peerPublic: [UInt8]) -> [UInt8]? {
+    static func x25519(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
         precondition(ready && secret.count == 32)
         guard peerPublic.count == 32 else { return nil }
         var out = [UInt8](repeating: 0, count: 32)
         let rc = out.withUnsafeMutableBufferPointer { o in
-            secret.withUnsafeBufferPointer { s in
-                peerPublic.withUnsafeBufferPointer { crypto_scalarmult(o.baseAddress!, s.baseAddress!, $0.baseAddress!) }
+            secret.withUnsafeBytes { s in
+                peerPublic.withUnsafeBufferPointer { crypto_scalarmult(o.baseAddress!, s.bindMemory(to: UInt8.self).baseAddress!, $0.baseAddress!) }
             }
         }
         return rc == 0 ? out : nil
@@ -135,6 +141,107 @@ package enum Sodium {
                             crypto_aead_chacha20poly1305_ietf_decrypt(
                                 o.baseAddress, &outLen, nil, cb.baseAddress!, UInt64(cb.count),
                                 a.baseAddress, UInt64(a.count), nb.baseAddress!, k.baseAddress!)
+                        }
+                    }
+                }
+            }
+        }
+        return rc == 0 ? out : nil
+    }
+
+    /// A 32-byte key from a passphrase (`crypto_pwhash`, Argon2id, libsodium's "moderate" limits:
+    /// about 256 MiB and a second or so). Nil when the system refuses the memory.
+    static func passphraseKey(_ passphrase: String, salt: [UInt8], opsLimit: UInt64, memLimit: Int) -> [UInt8]? {
+        precondition(ready && salt.count == Int(crypto_pwhash_saltbytes()))
+        var out = [UInt8](repeating: 0, count: 32)
+        let length = UInt64(passphrase.utf8.count)
+        let rc = out.withUnsafeMutableBufferPointer { o in
+            salt.withUnsafeBufferPointer { sb in
+                passphrase.withCString { pc in
+                    crypto_pwhash(o.baseAddress!, 32, pc, length, sb.baseAddress!, opsLimit, memLimit, crypto_pwhash_alg_argon2id13())
+                }
+            }
+        }
+        return rc == 0 ? out : nil
+    }
+
+    /// libsodium's "moderate" Argon2id limits (operations, bytes).
+    static var passphraseLimits: (ops: UInt64, mem: Int) {
+        (UInt64(crypto_pwhash_opslimit_moderate()), Int(crypto_pwhash_memlimit_moderate()))
+    }
+
+    /// Salt length of `passphraseKey`.
+    static var passphraseSaltLength: Int { Int(crypto_pwhash_saltbytes()) }
+
+    /// `crypto_secretbox_easy` (XSalsa20-Poly1305) with a fresh random 24-byte nonce: nonce + box.
+    static func secretbox(key: [UInt8], _ plaintext: [UInt8]) -> [UInt8] {
+        precondition(ready && key.count == 32)
+        let nonce = random(24)
+        var out = [UInt8](repeating: 0, count: plaintext.count + 16)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            plaintext.withUnsafeBufferPointer { p in
+                nonce.withUnsafeBufferPointer { n in
+                    key.withUnsafeBufferPointer { crypto_secretbox_easy(o.baseAddress!, p.baseAddress, UInt64(p.count), n.baseAddress!, $0.baseAddress!) }
+                }
+            }
+        }
+        return nonce + out
+    }
+
+    /// Opens what `secretbox` made; nil when the key is wrong or the box was altered.
+    static func secretboxOpen(key: [UInt8], _ sealed: [UInt8]) -> [UInt8]? {
+        precondition(ready && key.count == 32)
+        guard sealed.count >= 24 + 16 else { return nil }
+        let nonce = Array(sealed[0..<24]), box = Array(sealed[24...])
+        var out = [UInt8](repeating: 0, count: box.count - 16)
+        let rc = out.withUnsafeMutableBufferPointer { o in
+            box.withUnsafeBufferPointer { b in
+                nonce.withUnsafeBufferPointer { n in
+                    key.withUnsafeBufferPointer { crypto_secretbox_open_easy(o.baseAddress, b.baseAddress!, UInt64(b.count), n.baseAddress!, $0.baseAddress!) }
+                }
+            }
+        }
+        return rc == 0 ? out : nil
+    }
+
+    /// `seal` with a key held in `SecretKeyBytes` (transport keys).
+    package static func seal(key: SecretKeyBytes, nonce n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
+        precondition(key.count == 32)
+        var out = [UInt8](repeating: 0, count: plaintext.count + 16)
+        var outLen: UInt64 = 0
+        let nonce = nonce(n)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            plaintext.withUnsafeBufferPointer { p in
+                ad.withUnsafeBufferPointer { a in
+                    nonce.withUnsafeBufferPointer { nb in
+                        key.withUnsafeBytes { k in
+                            crypto_aead_chacha20poly1305_ietf_encrypt(
+                                o.baseAddress!, &outLen, p.baseAddress, UInt64(p.count),
+                                a.baseAddress, UInt64(a.count), nil, nb.baseAddress!, k.bindMemory(to: UInt8.self).baseAddress!)
+                        }
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    /// `open` with a key held in `SecretKeyBytes` (transport keys).
+    package static func open(key: SecretKeyBytes, nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
+        precondition(key.count == 32)
+        let c = Array(ciphertext)
+        guard c.count >= 16 else { return nil }
+        var out = [UInt8](repeating: 0, count: c.count - 16)
+        var outLen: UInt64 = 0
+        let nonce = nonce(n)
+        let rc = out.withUnsafeMutableBufferPointer { o in
+            c.withUnsafeBufferPointer { cb in
+                ad.withUnsafeBufferPointer { a in
+                    nonce.withUnsafeBufferPointer { nb in
+                        key.withUnsafeBytes { k in
+                            crypto_aead_chacha20poly1305_ietf_decrypt(
+                                o.baseAddress, &outLen, nil, cb.baseAddress!, UInt64(cb.count),
+                                a.baseAddress, UInt64(a.count), nb.baseAddress!, k.bindMemory(to: UInt8.self).baseAddress!)
                         }
                     }
                 }

@@ -20,18 +20,19 @@ enum Route: Hashable, Sendable {
     }
 }
 
-/// One established Noise transport session (a pair of keys after the IK handshake).
+/// One established Noise transport session (a pair of keys after the IK handshake, zeroed when
+/// the session is released).
 final class TransportSession {
     let localIndex: UInt32
     let remoteIndex: UInt32
-    let sendKey: [UInt8]
-    let receiveKey: [UInt8]
+    let sendKey: SecretKeyBytes
+    let receiveKey: SecretKeyBytes
     let isInitiator: Bool
     let created: Double
     var sendCounter: UInt64 = 0
     var replay = ReplayWindow()
 
-    init(localIndex: UInt32, remoteIndex: UInt32, keys: (send: [UInt8], receive: [UInt8]), isInitiator: Bool, created: Double) {
+    init(localIndex: UInt32, remoteIndex: UInt32, keys: (send: SecretKeyBytes, receive: SecretKeyBytes), isInitiator: Bool, created: Double) {
         self.localIndex = localIndex
         self.remoteIndex = remoteIndex
         self.sendKey = keys.send

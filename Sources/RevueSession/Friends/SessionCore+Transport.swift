@@ -198,7 +198,7 @@ extension SessionCore {
         w.u32(senderIndex)
         w.append(message2)
         if let old = f.next { indices[old.localIndex] = nil }
-        f.next = TransportSession(localIndex: localIndex, remoteIndex: senderIndex, keys: hs.transportKeys(), isInitiator: false, created: now)
+        f.next = TransportSession(localIndex: localIndex, remoteIndex: senderIndex, keys: hs.transportSecrets(), isInitiator: false, created: now)
         indices[localIndex] = id
         addCandidate(f, route, now: now)
         send(w.bytes, route: route, friendKey: f.key)
@@ -231,7 +231,7 @@ extension SessionCore {
         f.previousPending = nil
         let now = monotonicNow()
         let session = TransportSession(localIndex: receiverIndex, remoteIndex: senderIndex,
-                                       keys: pending.handshake.transportKeys(), isInitiator: true, created: now)
+                                       keys: pending.handshake.transportSecrets(), isInitiator: true, created: now)
         install(f, session, now: now)
         noteAuthenticated(f, route: route, now: now)
         sendPing(f, route: route, now: now)  // confirms the session to the responder

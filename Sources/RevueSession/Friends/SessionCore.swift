@@ -149,15 +149,20 @@ package final class SessionCore {
             nodes.append(a)
         }
         rendezvousNodes = nodes
-        store = try ProfileStore(directory: configuration.dataDirectory)
+        store = try ProfileStore(directory: configuration.dataDirectory, passphrase: configuration.profilePassphrase)
         let loaded: StoredProfile?
         do { loaded = try store.load() } catch { store.close(); throw error }
-        if let loaded {
+        if var loaded {
+            var secret = Hex.decode(loaded.secretKey)!
+            identity = KeyPair(secret: SecretKeyBytes(wiping: &secret))
+            // The store writes the secret from `identity`; no hex copy stays in the profile.
+            loaded.secretKey = ""
             profile = loaded
-            identity = KeyPair(secret: Hex.decode(loaded.secretKey)!)
+            store.secret = identity.secret
         } else {
             identity = KeyPair()
-            profile = StoredProfile(secretKey: Hex.encode(identity.secret), nospam: Sodium.randomUInt32())
+            store.secret = identity.secret
+            profile = StoredProfile(secretKey: "", nospam: Sodium.randomUInt32())
             guard store.save(profile) else {
                 store.close()
                 throw RevueError(.dataDirectory, "cannot write \(store.path)")

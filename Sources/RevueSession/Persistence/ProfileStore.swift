@@ -27,8 +27,20 @@ struct StoredProfile: Codable, Equatable {
         var handshakeTimestamp: UInt64?
     }
 
+    /// The secret key sealed with a passphrase (`RevueConfiguration.profilePassphrase`): Argon2id
+    /// (`crypto_pwhash`) of the passphrase with `salt` is the key of an XSalsa20-Poly1305 box
+    /// (`crypto_secretbox`) holding the 32-byte secret. `secretKey` is empty then.
+    struct SealedSecret: Codable, Equatable {
+        var salt: String
+        var box: String
+        var opsLimit: UInt64
+        var memLimit: Int
+    }
+
     var format: Int = 1
+    /// The X25519 secret in hexadecimal; empty in the file when `sealedSecretKey` holds it.
     var secretKey: String
+    var sealedSecretKey: SealedSecret?
     var nospam: UInt32
     var name: String = ""
     var statusMessage: String = ""
@@ -49,10 +61,22 @@ final class ProfileStore {
     private var nextData: Data?
     private var nextCompletions: [(Bool) -> Void] = []
     private var inFlightCompletions: [(Bool) -> Void] = []
+    /// The passphrase the secret key is sealed with at rest; nil keeps it in clear (the default).
+    private let passphrase: String?
+    /// The identity's secret, written into each save (the in-memory profile keeps no copy).
+    var secret: SecretKeyBytes?
+    /// The sealed secret written instead of the clear one (made once per run: Argon2id is slow).
+    private var sealed: StoredProfile.SealedSecret?
+    /// Argon2id limits for newly sealed keys: libsodium's "moderate" ones (256 MiB, about a second).
+    /// Tests lower them.
+    static var sealingLimits = Sodium.passphraseLimits
 
-    /// Creates the directory if needed (mode 0700) and takes its lock.
-    init(directory: String) throws(RevueError) {
+    /// Creates the directory if needed (mode 0700) and takes its lock. An existing directory must
+    /// belong to this user and not be writable by others; read or search permission for others is
+    /// removed (the profile holds the secret key).
+    init(directory: String, passphrase: String? = nil) throws(RevueError) {
         self.directory = directory
+        self.passphrase = passphrase
         var isDir: ObjCBool = false
         if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDir) {
             do {
@@ -64,6 +88,17 @@ final class ProfileStore {
         } else if !isDir.boolValue {
             throw RevueError(.dataDirectory, "data directory \(directory) is a file")
         }
+        var st = stat()
+        guard stat(directory, &st) == 0 else {
+            throw RevueError(.dataDirectory, "cannot stat \(directory): \(String(cString: strerror(errno)))")
+        }
+        guard st.st_uid == geteuid() else {
+            throw RevueError(.dataDirectory, "data directory \(directory) belongs to another user (uid \(st.st_uid))")
+        }
+        guard st.st_mode & 0o022 == 0 else {
+            throw RevueError(.dataDirectory, "data directory \(directory) is writable by other users (mode \(String(st.st_mode & 0o777, radix: 8))); chmod 700 it")
+        }
+        if st.st_mode & 0o077 != 0 { chmod(directory, 0o700) }
         let fd = open(directory + "/lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw RevueError(.dataDirectory, "cannot open \(directory)/lock: \(String(cString: strerror(errno)))") }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
@@ -94,7 +129,7 @@ final class ProfileStore {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw RevueError(.corruptProfile, "\(path) exists but cannot be read")
         }
-        let profile: StoredProfile
+        var profile: StoredProfile
         do {
             profile = try JSONDecoder().decode(StoredProfile.self, from: data)
         } catch {
@@ -103,16 +138,57 @@ final class ProfileStore {
         guard profile.format == 1 else {
             throw RevueError(.corruptProfile, "\(path) has format \(profile.format); this build reads format 1")
         }
+        if let box = profile.sealedSecretKey {
+            guard let passphrase else {
+                throw RevueError(.corruptProfile, "\(path) is sealed with a passphrase; set RevueConfiguration.profilePassphrase")
+            }
+            guard let salt = Hex.decode(box.salt), salt.count == Sodium.passphraseSaltLength, let sealedBytes = Hex.decode(box.box),
+                  box.opsLimit >= 1, box.memLimit >= 8192, box.memLimit <= 1 << 32 else {
+                throw RevueError(.corruptProfile, "\(path): sealedSecretKey is malformed")
+            }
+            guard let key = Sodium.passphraseKey(passphrase, salt: salt, opsLimit: box.opsLimit, memLimit: box.memLimit) else {
+                throw RevueError(.corruptProfile, "\(path): not enough memory to derive the passphrase key")
+            }
+            guard let secret = Sodium.secretboxOpen(key: key, sealedBytes), secret.count == 32 else {
+                throw RevueError(.corruptProfile, "\(path): the passphrase does not open the sealed secret key")
+            }
+            profile.secretKey = Hex.encode(secret)
+            sealed = box
+        }
         guard let key = Hex.decode(profile.secretKey), key.count == 32 else {
             throw RevueError(.corruptProfile, "\(path): secretKey is not 64 hexadecimal digits")
         }
         for f in profile.friends where RevueAddress.parseFriendId(f.id) == nil {
             throw RevueError(.corruptProfile, "\(path): friend id '\(f.id)' is not 64 hexadecimal digits")
         }
+        if passphrase != nil, profile.sealedSecretKey == nil {
+            // A clear profile opened with a passphrase is sealed now.
+            guard save(profile) else { throw RevueError(.dataDirectory, "cannot rewrite \(path) sealed") }
+        } else if passphrase == nil, profile.sealedSecretKey == nil {
+            chmod(path, 0o600)
+        }
         return profile
     }
 
-    static func encode(_ profile: StoredProfile) -> Data? {
+    /// The file's bytes: with a passphrase, the secret key only in its sealed form.
+    func encode(_ profile: StoredProfile) -> Data? {
+        var profile = profile
+        if profile.secretKey.isEmpty, let secret { profile.secretKey = Hex.encode(secret.exposedCopy) }
+        if let passphrase {
+            if sealed == nil {
+                let salt = Sodium.random(Sodium.passphraseSaltLength)
+                let limits = Self.sealingLimits
+                guard var secret = Hex.decode(profile.secretKey),
+                      let key = Sodium.passphraseKey(passphrase, salt: salt, opsLimit: limits.ops, memLimit: limits.mem) else { return nil }
+                sealed = StoredProfile.SealedSecret(salt: Hex.encode(salt), box: Hex.encode(Sodium.secretbox(key: key, secret)),
+                                                    opsLimit: limits.ops, memLimit: limits.mem)
+                Sodium.wipe(&secret)
+            }
+            profile.secretKey = ""
+            profile.sealedSecretKey = sealed
+        } else {
+            profile.sealedSecretKey = nil
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         return try? encoder.encode(profile)
@@ -122,7 +198,7 @@ final class ProfileStore {
     /// Writes queued before it land first; a queued newer-than-disk snapshot is superseded.
     @discardableResult
     func save(_ profile: StoredProfile) -> Bool {
-        guard let data = Self.encode(profile) else { return false }
+        guard let data = encode(profile) else { return false }
         nextData = nil
         let completions = nextCompletions
         nextCompletions = []
@@ -135,7 +211,7 @@ final class ProfileStore {
     /// Queues a write of the profile; `completion` runs on the main actor once a snapshot at least
     /// this new is on disk. Bursts coalesce into one write.
     func saveSoon(_ profile: StoredProfile, completion: @escaping (Bool) -> Void) {
-        guard let data = Self.encode(profile) else { return completion(false) }
+        guard let data = encode(profile) else { return completion(false) }
         nextData = data
         nextCompletions.append(completion)
         startWrite()
@@ -162,10 +238,13 @@ final class ProfileStore {
         }
     }
 
-    /// The atomic write: temp file (0600), fsync, rename over profile.json, fsync of the directory.
+    /// The atomic write: a new temp file (0600, `O_EXCL | O_NOFOLLOW`, so a file or symlink planted
+    /// under its name is never written through), fsync, rename over profile.json, fsync of the
+    /// directory.
     nonisolated static func write(_ data: Data, path: String, directory: String) -> Bool {
         let tmp = path + ".tmp"
-        let fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o600)
+        unlink(tmp)  // a leftover of a crash, or something planted: removed, never followed
+        let fd = open(tmp, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         var ok = data.withUnsafeBytes { raw -> Bool in
             var off = 0

@@ -146,8 +146,9 @@ enum RendezvousAuth {
     static let lookupLength = 1 + 1 + 32 + 32 + 8 + 16
     static let lookupReplyLength = 1 + 1 + 32 + 1 + 4 + 2 + 1 + 2 + 8 + 16
 
-    static func key(secret: [UInt8], peerPublic: [UInt8]) -> [UInt8]? {
-        guard let shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
+    static func key(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
+        guard var shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
+        defer { Sodium.wipe(&shared) }
         return Sodium.blake2b(shared, Array("revue rendezvous v1".utf8), outputLength: 32)
     }
 }

@@ -1,0 +1,50 @@
+// Key material of the session layer (X25519 secrets, transport keys) in its own heap buffer,
+// zeroed with sodium_memzero when its last reference goes, so released keys do not linger in
+// freed memory the way the buffers of plain byte arrays do.
+internal import CMediaShims
+
+/// Secret bytes that are zeroed when released. Immutable after init, so any thread may read it;
+/// creating one costs one allocation and a copy.
+package final class SecretKeyBytes: @unchecked Sendable, Equatable {
+    private let buffer: UnsafeMutableRawBufferPointer
+
+    /// Length in bytes.
+    package var count: Int { buffer.count }
+
+    /// Copies `bytes` (the caller's array is not changed; prefer `init(wiping:)`).
+    package init(_ bytes: [UInt8]) {
+        buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 16)
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+    }
+
+    /// Copies `bytes`, then zeroes the caller's array in place.
+    package convenience init(wiping bytes: inout [UInt8]) {
+        self.init(bytes)
+        Sodium.wipe(&bytes)
+    }
+
+    /// Reads the bytes without copying them out.
+    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(buffer))
+    }
+
+    /// A plain copy, for writing the profile and for tests: that copy is not zeroed for you.
+    package var exposedCopy: [UInt8] { Array(UnsafeRawBufferPointer(buffer)) }
+
+    /// Zeroes the bytes now (also done when released).
+    package func wipe() { sodium_memzero(buffer.baseAddress!, buffer.count) }
+
+    /// Whether every byte is zero (tests of `wipe`).
+    package var isZero: Bool { buffer.allSatisfy { $0 == 0 } }
+
+    /// Constant-time equality (`sodium_memcmp`).
+    package static func == (a: SecretKeyBytes, b: SecretKeyBytes) -> Bool {
+        a.count == b.count && sodium_memcmp(a.buffer.baseAddress!, b.buffer.baseAddress!, a.count) == 0
+    }
+
+    deinit {
+        wipe()
+        buffer.deallocate()
+    }
+}
