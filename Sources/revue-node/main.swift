@@ -423,8 +423,15 @@ func run(_ line: String) {
         let to = toIds?.compactMap { revue.room.remoteParticipants[$0.uppercased()] }
         Task { @MainActor in
             do throws(FriendMessageError) {
-                try await revue.room.localParticipant.sendMessage(message, to: to, timeout: timeout)
-                ok()
+                let results = try await revue.room.localParticipant.sendMessage(message, to: to, timeout: timeout)
+                var perRecipient: [String: String] = [:]
+                for (id, result) in results {
+                    switch result {
+                    case .success: perRecipient[id] = "delivered"
+                    case .failure(let e): perRecipient[id] = errorName(e)
+                    }
+                }
+                ok(["results": perRecipient])
             } catch let e { error(errorName(e)) }
         }
     case .muteRequest(let friendId, let isMuted):

@@ -46,6 +46,16 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
     }
     func room(_ room: Room, participant: Participant, didUpdateName name: String?) { self.room.append("name(\(n(participant.identity)),\(name ?? "nil"))") }
     func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) { self.room.append("status(\(n(participant.identity)),\(status))") }
+    func room(_ room: Room, participant: Participant, didUpdateStatusMessage statusMessage: String?) {
+        self.room.append("statusMessage(\(n(participant.identity)),\(statusMessage ?? "nil"))")
+    }
+    /// The call as a whole, in `room` (to check its order with the participant events).
+    func roomDidStartCall(_ room: Room) { self.room.append("started") }
+    func roomDidEndCall(_ room: Room) { self.room.append("ended") }
+    func room(_ room: Room, callDidFailWithError error: CallError) { self.room.append("failed(\(error))") }
+    func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {
+        self.room.append("publishFailed(\(kind))")
+    }
     func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) { self.room.append("publish(\(publication.sid))") }
     func room(_ room: Room, localParticipant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) { self.room.append("unpublish(\(publication.sid))") }
     func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) { self.room.append("subscribe(\(n(participant.identity)),\(publication.sid))") }

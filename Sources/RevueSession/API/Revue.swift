@@ -87,10 +87,12 @@ public final class Revue {
     public var selfStatus: UserStatus { core.flatMap { UserStatus(rawValue: $0.profile.status) } ?? .none }
 
     /// Sets your name; friends receive `didUpdateName`, and so do your own delegates, once, with
-    /// your own `revueId`. Setting the same name again does nothing.
+    /// your own `revueId`. Setting the same name again does nothing. Friends receive at most the
+    /// first 512 UTF-8 bytes, cut between characters (never inside one).
     public func setSelfName(_ name: String) { core?.setSelfName(name) }
 
     /// Sets your status message; friends and your own delegates receive `didUpdateStatusMessage`.
+    /// Friends receive at most the first 512 UTF-8 bytes, cut between characters.
     public func setSelfStatusMessage(_ statusMessage: String) { core?.setSelfStatusMessage(statusMessage) }
 
     /// Sets your status; friends and your own delegates receive `didUpdateStatus`.

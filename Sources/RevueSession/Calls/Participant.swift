@@ -97,11 +97,15 @@ public final class LocalParticipant: Participant {
     /// Publishes or unpublishes your camera track (as `setMicrophone(enabled:)`).
     public func setCamera(enabled: Bool) { room?.setPublished(.video, enabled) }
 
-    /// Sends an in-call message to every remote participant (or to `participants`) and waits until
-    /// each device confirmed it. `timeout` is clamped to 5...30 s like friend messages. Throws the
-    /// first `FriendMessageError` of any recipient.
-    public func sendMessage(_ message: String, to participants: [RemoteParticipant]? = nil, timeout: Double = 10) async throws(FriendMessageError) {
+    /// Sends an in-call message to every remote participant (or to `participants`), to all of them
+    /// at once, and waits until each device confirmed it or failed: the result has, per friend ID,
+    /// the message ID or that recipient's `FriendMessageError` (a slow or offline recipient holds
+    /// up no other). `timeout` is clamped to 5...30 s like friend messages. Throws only when
+    /// nothing was sent: `.messageTooLong`, `.friendNotFound` (not initialized).
+    @discardableResult
+    public func sendMessage(_ message: String, to participants: [RemoteParticipant]? = nil,
+                            timeout: Double = 10) async throws(FriendMessageError) -> [String: Result<UInt32, FriendMessageError>] {
         guard let room else { throw .friendNotFound }
-        try await room.sendChat(message, to: participants ?? Array(room.remoteParticipants.values), timeout: timeout)
+        return try await room.sendChat(message, to: participants ?? Array(room.remoteParticipants.values), timeout: timeout)
     }
 }

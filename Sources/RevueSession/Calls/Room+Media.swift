@@ -33,6 +33,10 @@ final class MediaLeg {
     let videoOut = RendererSwitch()
     let audioOut = AudioSinkSwitch()
     var playout: AudioPlayoutClock?
+    /// Packets received on the participant's expected tracks at the last change, and when
+    /// (`Room.mediaStarved`).
+    var packetsSeen: UInt64 = 0
+    var packetsSeenAt = monotonicNow()
 
     func stopReceiving() {
         playout?.stop()
@@ -355,6 +359,21 @@ extension Room {
                      participant: { $0.participant(p, trackPublication: pub, didUpdateStatistics: stats) })
             }
         }
+    }
+
+    /// Whether a participant's subscribed, unmuted tracks delivered no packet for
+    /// `mediaStarvedAfter` seconds (its connection quality is then `.poor`, whatever the friend
+    /// channel's RTT). Called every tick; cheap (one statistics read).
+    func mediaStarved(_ p: RemoteParticipant, now: Double) -> Bool {
+        guard let leg = legs[p.identity] else { return false }
+        let kinds = Set(p.remoteTrackPublications.filter { $0.isSubscribed && !$0.isMuted }.map(\.kind.rawValue))
+        let received = leg.pipeline?.inboundStats.filter { kinds.contains($0.kind) }.reduce(UInt64(0)) { $0 + $1.packetsReceived } ?? 0
+        if kinds.isEmpty || received != leg.packetsSeen {
+            leg.packetsSeen = received
+            leg.packetsSeenAt = now
+            return false
+        }
+        return now - leg.packetsSeenAt >= Self.mediaStarvedAfter
     }
 
     /// Fraction of media packets lost from a participant so far (RFC 3550 A.3 cumulative counts).

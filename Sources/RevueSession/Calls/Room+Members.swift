@@ -146,15 +146,23 @@ extension Room {
     }
 
     /// In-call messages: friend messages in the reserved format, with their receipts.
-    func sendChat(_ text: String, to participants: [RemoteParticipant], timeout: Double) async throws(FriendMessageError) {
+    /// Sends to every recipient concurrently; one result per friend ID.
+    func sendChat(_ text: String, to participants: [RemoteParticipant], timeout: Double) async throws(FriendMessageError)
+        -> [String: Result<UInt32, FriendMessageError>] {
         guard let core else { throw .friendNotFound }
         var s = CallSignal(op: CallSignal.Op.chat)
         s.text = text
         let json = s.json
         guard json.utf8.count <= FriendManager.maxMessageLength else { throw .messageTooLong }
-        for p in participants {
-            try await core.sendMessage(friendId: p.identity, message: json, timeout: Revue.clampTimeout(timeout)).get()
+        let ids = Set(participants.map(\.identity))
+        let clamped = Revue.clampTimeout(timeout)
+        // All queued at once (each task enqueues on the main actor before the first await ends).
+        let sends = ids.sorted().map { id in
+            (id, Task { @MainActor in await core.sendMessage(friendId: id, message: json, timeout: clamped) })
         }
+        var results: [String: Result<UInt32, FriendMessageError>] = [:]
+        for (id, task) in sends { results[id] = await task.value }
+        return results
     }
 
     /// Every 50 ms: invitation timers, stale joins, lost participants, connection quality.
@@ -171,7 +179,7 @@ extension Room {
             }
             // The live RTT (a new RTT alone does not change the paths value the participant holds).
             let rtt = core?.friends[p.identity]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?.roundTripTime
-            let quality = ConnectionQuality.from(loss: mediaLoss(p), roundTripTime: rtt)
+            let quality = mediaStarved(p, now: now) ? .poor : ConnectionQuality.from(loss: mediaLoss(p), roundTripTime: rtt)
             if quality != p.connectionQuality {
                 p.connectionQuality = quality
                 post(p, room: { $1.room($0, participant: p, didUpdateConnectionQuality: quality) },

@@ -90,6 +90,9 @@ public final class Room {
     var onlineFriends: Set<String> = []
     var unknownCallAnswered: [String: Double] = [:]
     static let maxIntroductions = 64
+    /// Seconds without a packet on a subscribed, unmuted track after which a participant's
+    /// connection quality is `.poor`.
+    static let mediaStarvedAfter = 2.0
     static let introductionWait = 3.0
     /// `join` messages sent to group members, by friend ID, with when.
     var pendingJoins: [String: Double] = [:]
@@ -204,7 +207,10 @@ public final class Room {
             }
             for id in remoteParticipants.keys { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
         }
-        for p in remoteParticipants.values { p.disconnectReason = .destroyed }
+        for p in remoteParticipants.values {
+            p.disconnectReason = .destroyed
+            p.delegates.removeAll()
+        }
         stopAllMedia()
         remoteParticipants = [:]
         invitations = [:]

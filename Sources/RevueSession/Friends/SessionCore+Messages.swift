@@ -34,10 +34,10 @@ extension SessionCore {
     func enqueueProfile(_ f: FriendState) {
         var w = ByteWriter()
         w.u8(profile.status)
-        let name = Array(profile.name.utf8.prefix(512))
+        let name = Self.utf8Prefix(profile.name, maxBytes: 512)
         w.u16(UInt16(name.count))
         w.append(name)
-        w.append(profile.statusMessage.utf8.prefix(512))
+        w.append(Self.utf8Prefix(profile.statusMessage, maxBytes: 512))
         let queued = f.outbound.indices.filter { f.outbound[$0].kind == .profile }
         if let last = queued.last, f.outbound[last].lastSent == -.infinity {
             let old = f.outbound[last]
@@ -50,6 +50,19 @@ extension SessionCore {
             return
         }
         enqueue(f, kind: .profile, body: w.bytes, messageId: nil)
+    }
+
+    /// The longest prefix of whole characters of `text` within `maxBytes` UTF-8 bytes (never half
+    /// a character or half a grapheme cluster).
+    static func utf8Prefix(_ text: String, maxBytes: Int) -> [UInt8] {
+        guard text.utf8.count > maxBytes else { return Array(text.utf8) }
+        var bytes: [UInt8] = []
+        for c in text {
+            let u = c.utf8
+            guard bytes.count + u.count <= maxBytes else { break }
+            bytes.append(contentsOf: u)
+        }
+        return bytes
     }
 
     /// Sends items of the window that were never sent or whose retransmission time came.
