@@ -66,6 +66,9 @@ final class HostileFriend {
         await b.wait("h gone at b") { b.room.remoteParticipants[h.id] == nil }
         await a.wait("h gone at a") { a.room.remoteParticipants[h.id] == nil }
         h.honest = false
+        // What b said to h while h was still a member (an unsubscribe on leaving) may still be on
+        // its way: let it arrive before counting what h gets from now on.
+        await settle(0.5)
         let refused0 = b.revue.counters.callSignalsRefused
         let seen0 = h.received.count
         #expect(b.recorder.calls.filter { $0 == "connect(h)" }.count == 1)
