@@ -21,6 +21,7 @@ let package = Package(
             linkerSettings: [
                 .linkedLibrary("opus"), .linkedLibrary("vpx"), .linkedLibrary("yuv"),
                 .linkedLibrary("speexdsp"), .linkedLibrary("srtp2"), .linkedLibrary("sodium"),
+                .linkedLibrary("crypto"),
             ]
         ),
         .target(name: "MediaCore", dependencies: ["CMediaShims"]),

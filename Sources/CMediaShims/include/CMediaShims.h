@@ -12,5 +12,6 @@
 #include "cms_srtp.h"
 #include "cms_sodium.h"
 #include "cms_net.h"
+#include "cms_crypto.h"
 
 #endif
