@@ -2,7 +2,7 @@
 // status, look up each other's endpoints, and relay Noise packets when no direct path works.
 // The node sees public keys and endpoints, never a session key: relayed packets stay encrypted
 // end to end. Run it with `revue-node --rendezvous`, or in process for tests.
-internal import MediaCore
+package import MediaCore
 
 /// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram,
 /// plus a sweep of expired entries once a second.
@@ -26,7 +26,10 @@ public final class RendezvousNode {
         var relayAt: Double
     }
 
-    private let socket: SessionSocket
+    /// Nil for the fuzzing node, which only answers through `sendTap`.
+    private let socket: SessionSocket?
+    /// Sees every datagram the node sends (fuzzing and tests); nil in production.
+    package var sendTap: (([UInt8], SocketAddress) -> Void)?
     private let identity = KeyPair()
     private var entries: [[UInt8]: Entry] = [:]
     /// Entries per IPv4 /24 (key: address >> 8).
@@ -70,18 +73,30 @@ public final class RendezvousNode {
     public var expiry: Double = 10
 
     /// The UDP port the node listens on.
-    public var port: UInt16 { socket.localPort }
+    public var port: UInt16 { socket?.localPort ?? 0 }
 
     /// Binds the node's socket (`port` 0 picks one) and starts serving.
     public init(host: String = "0.0.0.0", port: UInt16 = 0) throws(RevueError) {
-        socket = try SessionSocket(host: host, port: port)
-        socket.start { [weak self] bytes, from in
+        let s = try SessionSocket(host: host, port: port)
+        socket = s
+        s.start { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handle(bytes, from: from) }
         }
     }
 
+    /// A node without a socket, for the rendezvous fuzzer: datagrams go in through `handle`,
+    /// answers come out through `sendTap`.
+    package init(socketless: Void) {
+        socket = nil
+    }
+
     /// Closes the socket.
-    public func stop() { socket.close() }
+    public func stop() { socket?.close() }
+
+    private func send(_ bytes: [UInt8], to address: SocketAddress) {
+        sendTap?(bytes, address)
+        socket?.send(bytes, to: address)
+    }
 
     private func cookie(for a: SocketAddress, secret: [UInt8]) -> [UInt8] {
         Sodium.keyedBlake2b(key: secret, HandshakeMACs.endpointBytes(a))
@@ -107,8 +122,8 @@ public final class RendezvousNode {
         sourceTokens = sourceTokens.filter { now - $0.value.at < Self.keyBurst / Self.keyRate }
     }
 
-    /// Handles one datagram (the socket's callback).
-    func handle(_ bytes: [UInt8], from: SocketAddress) {
+    /// Handles one datagram (the socket's callback; also the rendezvous fuzzer's entry).
+    package func handle(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
         guard let first = bytes.first, let type = PacketType(rawValue: first), r.u8() == revueProtocolVersion else {
             droppedPackets += 1
@@ -130,7 +145,7 @@ public final class RendezvousNode {
             w.append(identity.publicKey)
             w.append(self.cookie(for: from, secret: cookieSecret))
             w.append(accepted ? entries[key]!.token : [UInt8](repeating: 0, count: 16))
-            socket.send(w.bytes, to: from)
+            send(w.bytes, to: from)
         case .rendezvousLookup:
             guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let key = r.take(32), let nonce = r.u64(),
                   let mac = r.take(16), let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
@@ -153,7 +168,7 @@ public final class RendezvousNode {
             }
             w.u64(nonce)
             w.append(Sodium.keyedBlake2b(key: a.macKey, w.bytes))
-            socket.send(w.bytes, to: from)
+            send(w.bytes, to: from)
         case .relaySend:
             guard let source = r.take(32), let token = r.take(16), let target = r.take(32), r.remaining > 0,
                   var s = entries[source], s.endpoint == from, now - s.lastSeen <= expiry, Sodium.equal(s.token, token),
@@ -172,7 +187,7 @@ public final class RendezvousNode {
             w.u8(revueProtocolVersion)
             w.append(source)
             w.append(r.rest())
-            socket.send(w.bytes, to: e.endpoint)
+            send(w.bytes, to: e.endpoint)
             relayedPackets += 1
         default:
             droppedPackets += 1

@@ -140,13 +140,13 @@ package struct ByteReader {
 /// endpoint for it. The MAC key comes from X25519 between the peer's static key and the node's
 /// (which the node sends in every reply), so an off-path sender cannot move someone's endpoint, and
 /// the increasing timestamp stops a captured registration from being replayed from elsewhere.
-enum RendezvousAuth {
-    static let registerLength = 1 + 1 + 32 + 1 + 8 + 16 + 16
-    static let registeredLength = 1 + 1 + 1 + 4 + 2 + 32 + 16 + 16
-    static let lookupLength = 1 + 1 + 32 + 32 + 8 + 16
-    static let lookupReplyLength = 1 + 1 + 32 + 1 + 4 + 2 + 1 + 2 + 8 + 16
+package enum RendezvousAuth {
+    package static let registerLength = 1 + 1 + 32 + 1 + 8 + 16 + 16
+    package static let registeredLength = 1 + 1 + 1 + 4 + 2 + 32 + 16 + 16
+    package static let lookupLength = 1 + 1 + 32 + 32 + 8 + 16
+    package static let lookupReplyLength = 1 + 1 + 32 + 1 + 4 + 2 + 1 + 2 + 8 + 16
 
-    static func key(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
+    package static func key(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
         guard var shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
         defer { Sodium.wipe(&shared) }
         return Sodium.blake2b(shared, Array("revue rendezvous v1".utf8), outputLength: 32)
