@@ -106,6 +106,28 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(victim.revue.core!.friends[Hex.encode(friend.publicKey)]!.candidates.count <= SessionCore.maxCandidates)
     }
 
+    // Finding 12, in part: the long-term key is announced once a second only while someone may
+    // be looking (eager window after start or a new friend, or a friend offline), else every 15 s.
+    @Test func lanAnnouncementsSlowDownWhenEveryFriendIsConnected() async throws {
+        let lanPort = UInt16.random(in: 50_000...59_000)
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node) { $0.lanDiscovery = true; $0.lanDiscoveryPort = lanPort }
+        let bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        let core = alice.revue.core!
+        #expect(core.announceInterval(now: monotonicNow()) == 1, "eager after start")
+        core.lanEagerWindow = 0
+        core.lanEagerUntil = 0
+        #expect(core.announceInterval(now: monotonicNow()) == SessionCore.lanQuietInterval, "no friend: quiet")
+        try await befriend(alice, bob)
+        core.lanEagerUntil = 0
+        #expect(core.announceInterval(now: monotonicNow()) == SessionCore.lanQuietInterval, "every friend connected: quiet")
+        bob.stop()
+        await alice.waitForEvent(.paths(bob.id, false))
+        #expect(core.announceInterval(now: monotonicNow()) == 1, "a friend offline: eager")
+    }
+
     @Test func localSubnetTest() {
         #expect(SocketAddress(ip: 0x7F00_0001, port: 1).isOnLocalSubnet)
         #expect(!SocketAddress(ip: 0x0808_0808, port: 1).isOnLocalSubnet)

@@ -83,6 +83,12 @@ package final class SessionCore {
     /// it, the cookie it gave our endpoint, our relay token, and the nonces of our lookups.
     var nodeStates: [SocketAddress: NodeState] = [:]
     var lastAnnounce: Double = -.infinity
+    /// Announce once a second until then (see `announceInterval`).
+    var lanEagerUntil = -Double.infinity
+    /// How long after start or a new friend announcements stay at one a second (seconds).
+    package var lanEagerWindow = 60.0
+    /// Announcement interval when every friend is connected and the eager window passed.
+    static let lanQuietInterval = 15.0
     var isDiscoverable = false
     package var handshakeTokens = SessionCore.handshakeBurst
     var handshakeTokensAt = monotonicNow()
@@ -191,8 +197,16 @@ package final class SessionCore {
         }
     }
 
+    /// LAN announcements broadcast our long-term key, so they go out once a second only while
+    /// someone may be looking: during `lanEagerWindow` after start or after adding a friend, or
+    /// while a friend is offline; else every `lanQuietInterval`.
+    func announceInterval(now: Double) -> Double {
+        now < lanEagerUntil || friends.values.contains(where: { !$0.isConnected }) ? 1 : Self.lanQuietInterval
+    }
+
     /// Starts receiving and the 50 ms housekeeping timer.
     func start() {
+        lanEagerUntil = monotonicNow() + lanEagerWindow
         socket.start { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handle(bytes, from: from) }
         }
@@ -355,6 +369,7 @@ package final class SessionCore {
         }
         f.lastInitiation = -.infinity
         f.lastLookup = -.infinity
+        lanEagerUntil = max(lanEagerUntil, monotonicNow() + lanEagerWindow)
         tickFriend(f, now: monotonicNow())
         return id
     }
@@ -416,7 +431,7 @@ package final class SessionCore {
             for node in rendezvousNodes { sendRegistration(to: node) }
             updateDiscoverable()
         }
-        if let lanSocket, isDiscoverable, now - lastAnnounce >= 1 {
+        if let lanSocket, isDiscoverable, now - lastAnnounce >= announceInterval(now: now) {
             lastAnnounce = now
             var w = ByteWriter()
             w.u8(PacketType.lanAnnounce.rawValue)
