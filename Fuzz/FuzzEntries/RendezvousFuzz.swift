@@ -15,8 +15,9 @@ extension FuzzEntries {
     /// - no amplification: the node's answers to one datagram total no more bytes than it;
     /// - a registration is accepted only for one of the clients (nobody else holds a key it can
     ///   MAC for), from an endpoint the node had given the cookie it carries;
-    /// - a lookup is answered only to a client, with a MAC under that client's key, and "found"
-    ///   names exactly the endpoint of the target's last accepted registration;
+    /// - a lookup is answered only to a client, sealed under that client's key with the lookup's
+    ///   nonce (top bit set), and "found" names exactly the endpoint of the target's last
+    ///   accepted registration;
     /// - a relayed datagram is delivered only for a relay send carrying a token the node handed
     ///   to that source key at that source endpoint, only to the target's registered endpoint, and
     ///   carries the sender's key.
@@ -48,6 +49,7 @@ final class RendezvousHarness {
     var registered: [[UInt8]: SocketAddress] = [:]
     var sent: [([UInt8], SocketAddress)] = []
     var history: [[UInt8]] = []
+    var lookupNonce: UInt64 = 0
 
     func run(_ records: [[UInt8]]) {
         node.sendTap = { [unowned self] bytes, to in sent.append((bytes, to)) }
@@ -68,10 +70,12 @@ final class RendezvousHarness {
                 w.append(clients[c].macKey.map { Sodium.keyedBlake2b(key: $0, w.bytes) } ?? [UInt8](repeating: 0, count: 16))
                 deliver(w.bytes, from: clients[c].endpoint)
             case 2:
+                lookupNonce += 1
                 var w = ByteWriter()
                 w.u8(PacketType.rendezvousLookup.rawValue); w.u8(revueProtocolVersion)
-                w.append(clients[c].keys.publicKey); w.append(clients[d].keys.publicKey); w.u64(UInt64(rest.count))
-                w.append(clients[c].macKey.map { Sodium.keyedBlake2b(key: $0, w.bytes) } ?? [UInt8](repeating: 0, count: 16))
+                w.append(clients[c].keys.publicKey); w.u64(lookupNonce)
+                let key = clients[c].macKey ?? [UInt8](repeating: 0, count: 32)
+                w.append(Sodium.seal(key: key, nonce: lookupNonce, ad: w.bytes, plaintext: clients[d].keys.publicKey))
                 deliver(w.bytes, from: clients[c].endpoint)
             case 3:
                 var w = ByteWriter()
@@ -125,10 +129,16 @@ final class RendezvousHarness {
         case .rendezvousLookupReply:
             let i = client(at: to)
             fuzzRequire(to == from && i != nil, "a lookup answered to \(to), not a client")
-            guard let i, let macKey = clients[i].macKey, let key = r.take(32), let found = r.u8(), let ip = r.u32(), let port = r.u16() else {
-                return fuzzRequire(false, "lookup answered before the client could MAC")
+            var q = ByteReader(request, offset: 34)
+            guard let i, let macKey = clients[i].macKey, let nonce = r.u64(), request.count == RendezvousAuth.lookupLength,
+                  let asked = q.u64(), nonce == asked | 1 << 63,
+                  let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(reply[0..<10]), ciphertext: reply[10...]) else {
+                return fuzzRequire(false, "a lookup answer that its asker cannot open")
             }
-            fuzzRequire(Sodium.keyedBlake2b(key: macKey, Array(reply.dropLast(16))) == Array(reply.suffix(16)), "lookup answer MAC")
+            var p = ByteReader(plain)
+            guard let key = p.take(32), let found = p.u8(), let ip = p.u32(), let port = p.u16() else {
+                return fuzzRequire(false, "short lookup answer")
+            }
             if found == 1 {
                 fuzzRequire(registered[key] == SocketAddress(ipv4Address: ip, port: port), "lookup named an endpoint never registered for that key")
             }

@@ -148,12 +148,15 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         defer { sinks.close() }
         // Off-path: a lookup answer with the node's source address (raw socket) and no valid MAC.
         if let raw = RawUDPSender() {
+            // An open lookup's nonce (seen on path would be the best case for the attacker), an
+            // answer sealed under a key it does not have.
             var w = ByteWriter()
             w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion)
-            w.append(alice.revue.core!.identity.publicKey)
-            w.u8(1); w.u32(0x7F00_0001); w.u16(sinks.ports[0]); w.u8(1); w.u16(0)
-            w.u64(bob.revue.core!.nodeStates.values.first!.lookupNonce)
-            w.append(Sodium.random(16))
+            w.u64((bob.revue.core!.nodeStates.values.first!.pendingLookups.last ?? 0) | 1 << 63)
+            var plain = ByteWriter()
+            plain.append(alice.revue.core!.identity.publicKey)
+            plain.u8(1); plain.u32(0x7F00_0001); plain.u16(sinks.ports[0]); plain.u8(1); plain.u16(0)
+            w.append(Sodium.seal(key: Sodium.random(32), nonce: 1, ad: w.bytes, plaintext: plain.bytes))
             for _ in 0..<20 {
                 raw.send(w.bytes, from: SocketAddress(ip: 0x7F00_0001, port: node.port), to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
             }
@@ -173,15 +176,17 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
             let core = peer.revue.core!
             let nodeAddress = SocketAddress(ip: 0xCB00_7105, port: 9)
             let macKey = Sodium.random(32)
-            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16), lookupNonce: 7)
+            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16),
+                                                                 pendingLookups: [7, 8])
             let friend = KeyPair()
             try peer.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
-            for ip: UInt32 in [0xC0A8_0107, 0xC633_6407] {
+            for (nonce, ip): (UInt64, UInt32) in [(7, 0xC0A8_0107), (8, 0xC633_6407)] {
                 var w = ByteWriter()
-                w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion)
-                w.append(friend.publicKey)
-                w.u8(1); w.u32(ip); w.u16(4000); w.u8(1); w.u16(0); w.u64(7)
-                w.append(Sodium.keyedBlake2b(key: macKey, w.bytes))
+                w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion); w.u64(nonce | 1 << 63)
+                var plain = ByteWriter()
+                plain.append(friend.publicKey)
+                plain.u8(1); plain.u32(ip); plain.u16(4000); plain.u8(1); plain.u16(0)
+                w.append(Sodium.seal(key: macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: plain.bytes))
                 core.handle(w.bytes, from: nodeAddress)
             }
             let candidates = Set(core.friends[Hex.encode(friend.publicKey)]!.candidates.keys.map(\.endpoint.ip))

@@ -80,7 +80,7 @@ package final class SessionCore {
     var lastRegister: Double = -.infinity
     var lastRegistered: [SocketAddress: Double] = [:]
     /// What we know of each rendezvous node: its static key (from its replies), our MAC key with
-    /// it, the cookie it gave our endpoint, our relay token, and the nonces of our lookups.
+    /// it, the cookie it gave our endpoint, our relay token, and the nonces of our open lookups.
     var nodeStates: [SocketAddress: NodeState] = [:]
     var lastAnnounce: Double = -.infinity
     /// Announce once a second until then (see `announceInterval`).
@@ -133,8 +133,8 @@ package final class SessionCore {
         var macKey: [UInt8]? = nil
         var cookie = [UInt8](repeating: 0, count: 16)
         var token: [UInt8]? = nil
-        var lookupNonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
-        var previousLookupNonce: UInt64 = 0
+        /// Nonces of our last 64 lookups (their answers carry them with the top bit set).
+        var pendingLookups: [UInt64] = []
     }
 
     /// Friend requests already shown this run, and where each came from.
@@ -422,12 +422,6 @@ package final class SessionCore {
         tickHook?(now)
         if !rendezvousNodes.isEmpty, now - lastRegister >= timeouts.rendezvousInterval {
             lastRegister = now
-            for node in rendezvousNodes {
-                var state = nodeStates[node] ?? NodeState()
-                state.previousLookupNonce = state.lookupNonce
-                state.lookupNonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
-                nodeStates[node] = state
-            }
             for node in rendezvousNodes { sendRegistration(to: node) }
             updateDiscoverable()
         }

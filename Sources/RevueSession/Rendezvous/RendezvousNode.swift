@@ -147,27 +147,28 @@ public final class RendezvousNode {
             w.append(accepted ? entries[key]!.token : [UInt8](repeating: 0, count: 16))
             send(w.bytes, to: from)
         case .rendezvousLookup:
-            guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let key = r.take(32), let nonce = r.u64(),
-                  let mac = r.take(16), let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
-                  Sodium.equal(Sodium.keyedBlake2b(key: a.macKey, Array(bytes[0..<(bytes.count - 16)])), mac) else {
+            guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let nonce = r.u64(), nonce >> 63 == 0,
+                  let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
+                  let key = Sodium.open(key: a.macKey, nonce: nonce, ad: Array(bytes[0..<42]), ciphertext: bytes[42...]) else {
                 droppedPackets += 1
                 return
+            }
+            var p = ByteWriter(capacity: 42)
+            p.append(key)
+            if let e = entries[key], now - e.lastSeen <= expiry {
+                p.u8(1)
+                p.u32(e.endpoint.ip)
+                p.u16(e.endpoint.port)
+                p.u8(e.status)
+                p.u16(UInt16(min(65_535, now - e.lastSeen)))
+            } else {
+                p.u8(0); p.u32(0); p.u16(0); p.u8(0); p.u16(0)
             }
             var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength)
             w.u8(PacketType.rendezvousLookupReply.rawValue)
             w.u8(revueProtocolVersion)
-            w.append(key)
-            if let e = entries[key], now - e.lastSeen <= expiry {
-                w.u8(1)
-                w.u32(e.endpoint.ip)
-                w.u16(e.endpoint.port)
-                w.u8(e.status)
-                w.u16(UInt16(min(65_535, now - e.lastSeen)))
-            } else {
-                w.u8(0); w.u32(0); w.u16(0); w.u8(0); w.u16(0)
-            }
-            w.u64(nonce)
-            w.append(Sodium.keyedBlake2b(key: a.macKey, w.bytes))
+            w.u64(nonce | 1 << 63)
+            w.append(Sodium.seal(key: a.macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: p.bytes))
             send(w.bytes, to: from)
         case .relaySend:
             guard let source = r.take(32), let token = r.take(16), let target = r.take(32), r.remaining > 0,

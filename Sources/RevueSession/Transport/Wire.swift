@@ -26,11 +26,12 @@ package enum PacketType: UInt8 {
     /// From a rendezvous node: [type][version][accepted u8][observed ip u32][observed port u16]
     /// [node key 32][cookie 16][relay token 16] (token zeros unless accepted).
     case rendezvousRegistered = 0x59
-    /// To a rendezvous node: [type][version][own key 32][target key 32][nonce u64][mac 16], mac
-    /// keyed with the registration key.
+    /// To a rendezvous node: [type][version][own key 32][nonce u64][AEAD(target key 32)], key =
+    /// the registration key, AD = the 42 bytes before, nonce < 2^63 never reused (a clock).
     case rendezvousLookup = 0x5A
-    /// From a rendezvous node: [type][version][target key 32][found u8][ip u32][port u16][status u8]
-    /// [age s u16][nonce u64][mac 16], mac keyed with the asker's registration key.
+    /// From a rendezvous node: [type][version][nonce u64 = the lookup's + 2^63][AEAD([target key 32]
+    /// [found u8][ip u32][port u16][status u8][age s u16])], key = the asker's registration key,
+    /// AD = the 10 bytes before.
     case rendezvousLookupReply = 0x5B
     /// To a rendezvous node: [type][version][own key 32][relay token 16][target key 32][inner datagram].
     case relaySend = 0x5C
@@ -143,8 +144,8 @@ package struct ByteReader {
 package enum RendezvousAuth {
     package static let registerLength = 1 + 1 + 32 + 1 + 8 + 16 + 16
     package static let registeredLength = 1 + 1 + 1 + 4 + 2 + 32 + 16 + 16
-    package static let lookupLength = 1 + 1 + 32 + 32 + 8 + 16
-    package static let lookupReplyLength = 1 + 1 + 32 + 1 + 4 + 2 + 1 + 2 + 8 + 16
+    package static let lookupLength = 1 + 1 + 32 + 8 + 32 + 16
+    package static let lookupReplyLength = 1 + 1 + 8 + 32 + 1 + 4 + 2 + 1 + 2 + 16
 
     package static func key(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
         guard var shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
