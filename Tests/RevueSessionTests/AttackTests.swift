@@ -317,10 +317,14 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(alice.revue.counters.handshakesCompleted > before, "rekeyed at half the limit")
         for s in [alice.revue.core!.friends[bob.id]!.current!] { #expect(s.sendCounter < 60) }
 
-        for p in [alice, bob] { p.revue.core!.sessionMessageLimit = 1 << 60; p.revue.core!.sessionLifetimeOverride = 0.6 }
         let eventsBefore = alice.friendEvents.count
+        let core = alice.revue.core!, f = core.friends[bob.id]!
+        for p in [alice, bob] { p.revue.core!.sessionMessageLimit = 1 << 60; p.revue.core!.sessionLifetimeOverride = 0.0001 }
+        // Before the next tick drops it: a send on the expired session is refused.
+        let sentBefore = f.current!.sendCounter
+        core.sendPing(f, route: f.bestRoute(now: monotonicNow(), timeout: 2)!, now: monotonicNow())
+        #expect(core.counters.droppedExpired == 1 && f.current?.sendCounter == sentBefore)
         await alice.wait("offline when the keys expire", timeout: 3) { alice.friendEvents.dropFirst(eventsBefore).contains(.paths(bob.id, false)) }
-        #expect(alice.revue.counters.droppedExpired + bob.revue.counters.droppedExpired > 0)
         for p in [alice, bob] { p.revue.core!.sessionLifetimeOverride = nil }
         await alice.wait("back online with new keys", timeout: 3) { alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline }
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "fresh keys")
