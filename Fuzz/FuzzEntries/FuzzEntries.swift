@@ -37,6 +37,7 @@ public enum FuzzEntries {
         Target(name: "fuzz-address", run: address),
         Target(name: "fuzz-session", run: session),
         Target(name: "fuzz-node-command", run: nodeCommand),
+        Target(name: "fuzz-rendezvous", run: rendezvous),
     ]
 
     /// The target called `name`, nil when there is none.

@@ -391,9 +391,10 @@ final class SessionHarness {
                 && after.droppedRateLimited == before.droppedRateLimited && after.droppedNonFriend == before.droppedNonFriend
             if transportAccepted { accepted += 1 }
             if type == .handshakeInitiation, authentic {
-                // Every byte is authenticated: the header through the prologue, e through the
-                // hash, the rest by the AEAD tags. Change one: the core must refuse it.
-                let at = 1 + (Int(inner[inner.count - 1]) &+ inner.count / 2) % (inner.count - 1)
+                // Every byte but mac2 (read only under load) is authenticated: the header through the
+                // prologue and mac1, e through the hash, the rest by the AEAD tags and mac1. Change
+                // one: the core must refuse it.
+                let at = 1 + (Int(inner[inner.count - 1]) &+ inner.count / 2) % (inner.count - 1 - 16)
                 var changed = inner
                 changed[at] ^= 0x01
                 let c0 = core.counters

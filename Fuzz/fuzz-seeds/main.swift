@@ -246,6 +246,17 @@ for (name, datagrams) in FuzzEntries.sessionSeeds() {
     save("fuzz-session", name, records(datagrams))
 }
 
+// MARK: Rendezvous node actions (FuzzEntries.rendezvous): the cookie round and registration of
+// every client, lookups, relay sends, raw and replayed datagrams
+func action(_ op: UInt8, _ bytes: [UInt8]) -> [UInt8] { [op] + bytes }
+let register = (0..<3).flatMap { c in [action(1, [UInt8(c), 1]), action(1, [UInt8(c), 1])] }
+save("fuzz-rendezvous", "register-all", records(register))
+save("fuzz-rendezvous", "lookups", records(register + [action(2, [0, 1]), action(2, [1, 2]), action(2, [2, 2])]))
+save("fuzz-rendezvous", "relay", records(register + [action(3, [0, 1] + [0x53] + Array(repeating: 7, count: 40)),
+                                                     action(3, [1, 0, 0x51] + Array(repeating: 9, count: 140))]))
+save("fuzz-rendezvous", "raw-and-replayed", records(register + [action(0, [0, 0x58, revueProtocolVersion] + Array(repeating: 1, count: 73)),
+                                                                action(4, [1, 1]), action(4, [2, 3]), action(0, [3, 0x5C, revueProtocolVersion])]))
+
 // MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
 // the revue-node process tests send them
 let friendId = Hex.encode(seedKey)

@@ -82,21 +82,24 @@ final class RendezvousClient {
         return token != nil
     }
 
-    /// Asks where `target` is; the endpoint from an answer whose MAC checks, nil otherwise.
+    var lookupNonce: UInt64 = 100
+
+    /// Asks where `target` is (sealed under the registration key); the endpoint from an answer
+    /// that opens with that key, nil otherwise.
     func lookup(_ target: [UInt8]) async -> SocketAddress? {
         guard let macKey else { return nil }
+        lookupNonce += 1
         var w = ByteWriter()
         w.u8(PacketType.rendezvousLookup.rawValue)
         w.u8(revueProtocolVersion)
         w.append(keys.publicKey)
-        w.append(target)
-        w.u64(42)
-        w.append(Sodium.keyedBlake2b(key: macKey, w.bytes))
+        w.u64(lookupNonce)
+        w.append(Sodium.seal(key: macKey, nonce: lookupNonce, ad: w.bytes, plaintext: target))
         let before = replies.count
         socket.send(w.bytes, to: node)
-        guard let reply = await next(.rendezvousLookupReply, after: before),
-              Sodium.equal(Sodium.keyedBlake2b(key: macKey, Array(reply.dropLast(16))), Array(reply.suffix(16))) else { return nil }
-        var r = ByteReader(reply, offset: 2)
+        guard let reply = await next(.rendezvousLookupReply, after: before), reply.count == RendezvousAuth.lookupReplyLength,
+              let plain = Sodium.open(key: macKey, nonce: lookupNonce | 1 << 63, ad: Array(reply[0..<10]), ciphertext: reply[10...]) else { return nil }
+        var r = ByteReader(plain)
         guard r.take(32) == target, r.u8() == 1, let ip = r.u32(), let port = r.u16() else { return nil }
         return SocketAddress(ip: ip, port: port)
     }

@@ -106,6 +106,28 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(victim.revue.core!.friends[Hex.encode(friend.publicKey)]!.candidates.count <= SessionCore.maxCandidates)
     }
 
+    // Finding 12, in part: the long-term key is announced once a second only while someone may
+    // be looking (eager window after start or a new friend, or a friend offline), else every 15 s.
+    @Test func lanAnnouncementsSlowDownWhenEveryFriendIsConnected() async throws {
+        let lanPort = UInt16.random(in: 50_000...59_000)
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node) { $0.lanDiscovery = true; $0.lanDiscoveryPort = lanPort }
+        let bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        let core = alice.revue.core!
+        #expect(core.announceInterval(now: monotonicNow()) == 1, "eager after start")
+        core.lanEagerWindow = 0
+        core.lanEagerUntil = 0
+        #expect(core.announceInterval(now: monotonicNow()) == SessionCore.lanQuietInterval, "no friend: quiet")
+        try await befriend(alice, bob)
+        core.lanEagerUntil = 0
+        #expect(core.announceInterval(now: monotonicNow()) == SessionCore.lanQuietInterval, "every friend connected: quiet")
+        bob.stop()
+        await alice.waitForEvent(.paths(bob.id, false))
+        #expect(core.announceInterval(now: monotonicNow()) == 1, "a friend offline: eager")
+    }
+
     @Test func localSubnetTest() {
         #expect(SocketAddress(ip: 0x7F00_0001, port: 1).isOnLocalSubnet)
         #expect(!SocketAddress(ip: 0x0808_0808, port: 1).isOnLocalSubnet)
@@ -126,12 +148,15 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         defer { sinks.close() }
         // Off-path: a lookup answer with the node's source address (raw socket) and no valid MAC.
         if let raw = RawUDPSender() {
+            // An open lookup's nonce (seen on path would be the best case for the attacker), an
+            // answer sealed under a key it does not have.
             var w = ByteWriter()
             w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion)
-            w.append(alice.revue.core!.identity.publicKey)
-            w.u8(1); w.u32(0x7F00_0001); w.u16(sinks.ports[0]); w.u8(1); w.u16(0)
-            w.u64(bob.revue.core!.nodeStates.values.first!.lookupNonce)
-            w.append(Sodium.random(16))
+            w.u64((bob.revue.core!.nodeStates.values.first!.pendingLookups.last ?? 0) | 1 << 63)
+            var plain = ByteWriter()
+            plain.append(alice.revue.core!.identity.publicKey)
+            plain.u8(1); plain.u32(0x7F00_0001); plain.u16(sinks.ports[0]); plain.u8(1); plain.u16(0)
+            w.append(Sodium.seal(key: Sodium.random(32), nonce: 1, ad: w.bytes, plaintext: plain.bytes))
             for _ in 0..<20 {
                 raw.send(w.bytes, from: SocketAddress(ip: 0x7F00_0001, port: node.port), to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
             }
@@ -151,15 +176,17 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
             let core = peer.revue.core!
             let nodeAddress = SocketAddress(ip: 0xCB00_7105, port: 9)
             let macKey = Sodium.random(32)
-            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16), lookupNonce: 7)
+            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16),
+                                                                 pendingLookups: [7, 8])
             let friend = KeyPair()
             try peer.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
-            for ip: UInt32 in [0xC0A8_0107, 0xC633_6407] {
+            for (nonce, ip): (UInt64, UInt32) in [(7, 0xC0A8_0107), (8, 0xC633_6407)] {
                 var w = ByteWriter()
-                w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion)
-                w.append(friend.publicKey)
-                w.u8(1); w.u32(ip); w.u16(4000); w.u8(1); w.u16(0); w.u64(7)
-                w.append(Sodium.keyedBlake2b(key: macKey, w.bytes))
+                w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion); w.u64(nonce | 1 << 63)
+                var plain = ByteWriter()
+                plain.append(friend.publicKey)
+                plain.u8(1); plain.u32(ip); plain.u16(4000); plain.u8(1); plain.u16(0)
+                w.append(Sodium.seal(key: macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: plain.bytes))
                 core.handle(w.bytes, from: nodeAddress)
             }
             let candidates = Set(core.friends[Hex.encode(friend.publicKey)]!.candidates.keys.map(\.endpoint.ip))
@@ -290,10 +317,14 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(alice.revue.counters.handshakesCompleted > before, "rekeyed at half the limit")
         for s in [alice.revue.core!.friends[bob.id]!.current!] { #expect(s.sendCounter < 60) }
 
-        for p in [alice, bob] { p.revue.core!.sessionMessageLimit = 1 << 60; p.revue.core!.sessionLifetimeOverride = 0.6 }
         let eventsBefore = alice.friendEvents.count
+        let core = alice.revue.core!, f = core.friends[bob.id]!
+        for p in [alice, bob] { p.revue.core!.sessionMessageLimit = 1 << 60; p.revue.core!.sessionLifetimeOverride = 0.0001 }
+        // Before the next tick drops it: a send on the expired session is refused.
+        let sentBefore = f.current!.sendCounter
+        core.sendPing(f, route: f.bestRoute(now: monotonicNow(), timeout: 2)!, now: monotonicNow())
+        #expect(core.counters.droppedExpired == 1 && f.current?.sendCounter == sentBefore)
         await alice.wait("offline when the keys expire", timeout: 3) { alice.friendEvents.dropFirst(eventsBefore).contains(.paths(bob.id, false)) }
-        #expect(alice.revue.counters.droppedExpired + bob.revue.counters.droppedExpired > 0)
         for p in [alice, bob] { p.revue.core!.sessionLifetimeOverride = nil }
         await alice.wait("back online with new keys", timeout: 3) { alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline }
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "fresh keys")

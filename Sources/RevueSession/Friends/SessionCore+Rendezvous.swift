@@ -63,31 +63,43 @@ extension SessionCore {
         updateDiscoverable()
     }
 
-    /// Asks a node where a friend is; the nonce and our MAC let us trust only the node's answer.
+    /// Asks a node where a friend is. The friend's key travels encrypted under our registration
+    /// key (nonce: our handshake timestamp clock, never reused), so only the node learns whom we
+    /// look for, and only the node can answer.
     func sendLookup(_ key: [UInt8], to node: SocketAddress) {
-        guard let state = nodeStates[node], let macKey = state.macKey, state.token != nil else { return }
+        guard var state = nodeStates[node], let macKey = state.macKey, state.token != nil else { return }
+        let nonce = nextTimestamp() & ~(1 << 63)
         var w = ByteWriter(capacity: RendezvousAuth.lookupLength)
         w.u8(PacketType.rendezvousLookup.rawValue)
         w.u8(revueProtocolVersion)
         w.append(identity.publicKey)
-        w.append(key)
-        w.u64(state.lookupNonce)
-        w.append(Sodium.keyedBlake2b(key: macKey, w.bytes))
+        w.u64(nonce)
+        w.append(Sodium.seal(key: macKey, nonce: nonce, ad: w.bytes, plaintext: key))
+        state.pendingLookups.append(nonce)
+        if state.pendingLookups.count > 64 { state.pendingLookups.removeFirst() }
+        nodeStates[node] = state
         socket.send(w.bytes, to: node)
     }
 
     func handleLookupReply(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
         guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.lookupReplyLength, r.u8() == revueProtocolVersion,
-              let key = r.take(32), let found = r.u8(), let ip = r.u32(), let port = r.u16(), let status = r.u8(), let age = r.u16(),
               let nonce = r.u64() else {
             counters.droppedMalformed += 1
             return
         }
-        // Only the node (holder of our registration key) can answer, and only our recent asks.
-        guard let state = nodeStates[from], let macKey = state.macKey, nonce == state.lookupNonce || nonce == state.previousLookupNonce,
-              Sodium.equal(Sodium.keyedBlake2b(key: macKey, Array(bytes[0..<(bytes.count - 16)])), Array(bytes[(bytes.count - 16)...])) else {
+        // Only the node (holder of our registration key) can answer, and only our open lookups.
+        guard var state = nodeStates[from], let macKey = state.macKey, nonce >> 63 == 1,
+              let open = state.pendingLookups.firstIndex(of: nonce & ~(1 << 63)),
+              let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(bytes[0..<10]), ciphertext: bytes[10...]) else {
             counters.droppedLookupReplies += 1
+            return
+        }
+        state.pendingLookups.remove(at: open)
+        nodeStates[from] = state
+        var p = ByteReader(plain)
+        guard let key = p.take(32), let found = p.u8(), let ip = p.u32(), let port = p.u16(), let status = p.u8(), let age = p.u16() else {
+            counters.droppedMalformed += 1
             return
         }
         guard let f = friends[Hex.encode(key)] else { return }

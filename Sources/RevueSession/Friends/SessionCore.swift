@@ -80,9 +80,15 @@ package final class SessionCore {
     var lastRegister: Double = -.infinity
     var lastRegistered: [SocketAddress: Double] = [:]
     /// What we know of each rendezvous node: its static key (from its replies), our MAC key with
-    /// it, the cookie it gave our endpoint, our relay token, and the nonces of our lookups.
+    /// it, the cookie it gave our endpoint, our relay token, and the nonces of our open lookups.
     var nodeStates: [SocketAddress: NodeState] = [:]
     var lastAnnounce: Double = -.infinity
+    /// Announce once a second until then (see `announceInterval`).
+    var lanEagerUntil = -Double.infinity
+    /// How long after start or a new friend announcements stay at one a second (seconds).
+    package var lanEagerWindow = 60.0
+    /// Announcement interval when every friend is connected and the eager window passed.
+    static let lanQuietInterval = 15.0
     var isDiscoverable = false
     package var handshakeTokens = SessionCore.handshakeBurst
     var handshakeTokensAt = monotonicNow()
@@ -127,8 +133,8 @@ package final class SessionCore {
         var macKey: [UInt8]? = nil
         var cookie = [UInt8](repeating: 0, count: 16)
         var token: [UInt8]? = nil
-        var lookupNonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
-        var previousLookupNonce: UInt64 = 0
+        /// Nonces of our last 64 lookups (their answers carry them with the top bit set).
+        var pendingLookups: [UInt64] = []
     }
 
     /// Friend requests already shown this run, and where each came from.
@@ -191,8 +197,16 @@ package final class SessionCore {
         }
     }
 
+    /// LAN announcements broadcast our long-term key, so they go out once a second only while
+    /// someone may be looking: during `lanEagerWindow` after start or after adding a friend, or
+    /// while a friend is offline; else every `lanQuietInterval`.
+    func announceInterval(now: Double) -> Double {
+        now < lanEagerUntil || friends.values.contains(where: { !$0.isConnected }) ? 1 : Self.lanQuietInterval
+    }
+
     /// Starts receiving and the 50 ms housekeeping timer.
     func start() {
+        lanEagerUntil = monotonicNow() + lanEagerWindow
         socket.start { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handle(bytes, from: from) }
         }
@@ -355,6 +369,7 @@ package final class SessionCore {
         }
         f.lastInitiation = -.infinity
         f.lastLookup = -.infinity
+        lanEagerUntil = max(lanEagerUntil, monotonicNow() + lanEagerWindow)
         tickFriend(f, now: monotonicNow())
         return id
     }
@@ -407,16 +422,10 @@ package final class SessionCore {
         tickHook?(now)
         if !rendezvousNodes.isEmpty, now - lastRegister >= timeouts.rendezvousInterval {
             lastRegister = now
-            for node in rendezvousNodes {
-                var state = nodeStates[node] ?? NodeState()
-                state.previousLookupNonce = state.lookupNonce
-                state.lookupNonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
-                nodeStates[node] = state
-            }
             for node in rendezvousNodes { sendRegistration(to: node) }
             updateDiscoverable()
         }
-        if let lanSocket, isDiscoverable, now - lastAnnounce >= 1 {
+        if let lanSocket, isDiscoverable, now - lastAnnounce >= announceInterval(now: now) {
             lastAnnounce = now
             var w = ByteWriter()
             w.u8(PacketType.lanAnnounce.rawValue)

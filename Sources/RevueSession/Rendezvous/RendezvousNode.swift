@@ -2,7 +2,7 @@
 // status, look up each other's endpoints, and relay Noise packets when no direct path works.
 // The node sees public keys and endpoints, never a session key: relayed packets stay encrypted
 // end to end. Run it with `revue-node --rendezvous`, or in process for tests.
-internal import MediaCore
+package import MediaCore
 
 /// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram,
 /// plus a sweep of expired entries once a second.
@@ -26,7 +26,10 @@ public final class RendezvousNode {
         var relayAt: Double
     }
 
-    private let socket: SessionSocket
+    /// Nil for the fuzzing node, which only answers through `sendTap`.
+    private let socket: SessionSocket?
+    /// Sees every datagram the node sends (fuzzing and tests); nil in production.
+    package var sendTap: (([UInt8], SocketAddress) -> Void)?
     private let identity = KeyPair()
     private var entries: [[UInt8]: Entry] = [:]
     /// Entries per IPv4 /24 (key: address >> 8).
@@ -70,18 +73,30 @@ public final class RendezvousNode {
     public var expiry: Double = 10
 
     /// The UDP port the node listens on.
-    public var port: UInt16 { socket.localPort }
+    public var port: UInt16 { socket?.localPort ?? 0 }
 
     /// Binds the node's socket (`port` 0 picks one) and starts serving.
     public init(host: String = "0.0.0.0", port: UInt16 = 0) throws(RevueError) {
-        socket = try SessionSocket(host: host, port: port)
-        socket.start { [weak self] bytes, from in
+        let s = try SessionSocket(host: host, port: port)
+        socket = s
+        s.start { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handle(bytes, from: from) }
         }
     }
 
+    /// A node without a socket, for the rendezvous fuzzer: datagrams go in through `handle`,
+    /// answers come out through `sendTap`.
+    package init(socketless: Void) {
+        socket = nil
+    }
+
     /// Closes the socket.
-    public func stop() { socket.close() }
+    public func stop() { socket?.close() }
+
+    private func send(_ bytes: [UInt8], to address: SocketAddress) {
+        sendTap?(bytes, address)
+        socket?.send(bytes, to: address)
+    }
 
     private func cookie(for a: SocketAddress, secret: [UInt8]) -> [UInt8] {
         Sodium.keyedBlake2b(key: secret, HandshakeMACs.endpointBytes(a))
@@ -107,8 +122,8 @@ public final class RendezvousNode {
         sourceTokens = sourceTokens.filter { now - $0.value.at < Self.keyBurst / Self.keyRate }
     }
 
-    /// Handles one datagram (the socket's callback).
-    func handle(_ bytes: [UInt8], from: SocketAddress) {
+    /// Handles one datagram (the socket's callback; also the rendezvous fuzzer's entry).
+    package func handle(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
         guard let first = bytes.first, let type = PacketType(rawValue: first), r.u8() == revueProtocolVersion else {
             droppedPackets += 1
@@ -130,30 +145,31 @@ public final class RendezvousNode {
             w.append(identity.publicKey)
             w.append(self.cookie(for: from, secret: cookieSecret))
             w.append(accepted ? entries[key]!.token : [UInt8](repeating: 0, count: 16))
-            socket.send(w.bytes, to: from)
+            send(w.bytes, to: from)
         case .rendezvousLookup:
-            guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let key = r.take(32), let nonce = r.u64(),
-                  let mac = r.take(16), let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
-                  Sodium.equal(Sodium.keyedBlake2b(key: a.macKey, Array(bytes[0..<(bytes.count - 16)])), mac) else {
+            guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let nonce = r.u64(), nonce >> 63 == 0,
+                  let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
+                  let key = Sodium.open(key: a.macKey, nonce: nonce, ad: Array(bytes[0..<42]), ciphertext: bytes[42...]) else {
                 droppedPackets += 1
                 return
+            }
+            var p = ByteWriter(capacity: 42)
+            p.append(key)
+            if let e = entries[key], now - e.lastSeen <= expiry {
+                p.u8(1)
+                p.u32(e.endpoint.ip)
+                p.u16(e.endpoint.port)
+                p.u8(e.status)
+                p.u16(UInt16(min(65_535, now - e.lastSeen)))
+            } else {
+                p.u8(0); p.u32(0); p.u16(0); p.u8(0); p.u16(0)
             }
             var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength)
             w.u8(PacketType.rendezvousLookupReply.rawValue)
             w.u8(revueProtocolVersion)
-            w.append(key)
-            if let e = entries[key], now - e.lastSeen <= expiry {
-                w.u8(1)
-                w.u32(e.endpoint.ip)
-                w.u16(e.endpoint.port)
-                w.u8(e.status)
-                w.u16(UInt16(min(65_535, now - e.lastSeen)))
-            } else {
-                w.u8(0); w.u32(0); w.u16(0); w.u8(0); w.u16(0)
-            }
-            w.u64(nonce)
-            w.append(Sodium.keyedBlake2b(key: a.macKey, w.bytes))
-            socket.send(w.bytes, to: from)
+            w.u64(nonce | 1 << 63)
+            w.append(Sodium.seal(key: a.macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: p.bytes))
+            send(w.bytes, to: from)
         case .relaySend:
             guard let source = r.take(32), let token = r.take(16), let target = r.take(32), r.remaining > 0,
                   var s = entries[source], s.endpoint == from, now - s.lastSeen <= expiry, Sodium.equal(s.token, token),
@@ -172,7 +188,7 @@ public final class RendezvousNode {
             w.u8(revueProtocolVersion)
             w.append(source)
             w.append(r.rest())
-            socket.send(w.bytes, to: e.endpoint)
+            send(w.bytes, to: e.endpoint)
             relayedPackets += 1
         default:
             droppedPackets += 1

@@ -26,11 +26,12 @@ package enum PacketType: UInt8 {
     /// From a rendezvous node: [type][version][accepted u8][observed ip u32][observed port u16]
     /// [node key 32][cookie 16][relay token 16] (token zeros unless accepted).
     case rendezvousRegistered = 0x59
-    /// To a rendezvous node: [type][version][own key 32][target key 32][nonce u64][mac 16], mac
-    /// keyed with the registration key.
+    /// To a rendezvous node: [type][version][own key 32][nonce u64][AEAD(target key 32)], key =
+    /// the registration key, AD = the 42 bytes before, nonce < 2^63 never reused (a clock).
     case rendezvousLookup = 0x5A
-    /// From a rendezvous node: [type][version][target key 32][found u8][ip u32][port u16][status u8]
-    /// [age s u16][nonce u64][mac 16], mac keyed with the asker's registration key.
+    /// From a rendezvous node: [type][version][nonce u64 = the lookup's + 2^63][AEAD([target key 32]
+    /// [found u8][ip u32][port u16][status u8][age s u16])], key = the asker's registration key,
+    /// AD = the 10 bytes before.
     case rendezvousLookupReply = 0x5B
     /// To a rendezvous node: [type][version][own key 32][relay token 16][target key 32][inner datagram].
     case relaySend = 0x5C
@@ -140,13 +141,13 @@ package struct ByteReader {
 /// endpoint for it. The MAC key comes from X25519 between the peer's static key and the node's
 /// (which the node sends in every reply), so an off-path sender cannot move someone's endpoint, and
 /// the increasing timestamp stops a captured registration from being replayed from elsewhere.
-enum RendezvousAuth {
-    static let registerLength = 1 + 1 + 32 + 1 + 8 + 16 + 16
-    static let registeredLength = 1 + 1 + 1 + 4 + 2 + 32 + 16 + 16
-    static let lookupLength = 1 + 1 + 32 + 32 + 8 + 16
-    static let lookupReplyLength = 1 + 1 + 32 + 1 + 4 + 2 + 1 + 2 + 8 + 16
+package enum RendezvousAuth {
+    package static let registerLength = 1 + 1 + 32 + 1 + 8 + 16 + 16
+    package static let registeredLength = 1 + 1 + 1 + 4 + 2 + 32 + 16 + 16
+    package static let lookupLength = 1 + 1 + 32 + 8 + 32 + 16
+    package static let lookupReplyLength = 1 + 1 + 8 + 32 + 1 + 4 + 2 + 1 + 2 + 16
 
-    static func key(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
+    package static func key(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
         guard var shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
         defer { Sodium.wipe(&shared) }
         return Sodium.blake2b(shared, Array("revue rendezvous v1".utf8), outputLength: 32)

@@ -1,0 +1,155 @@
+import Dispatch
+import Foundation
+import MediaCore
+import RevueSession
+
+extension FuzzEntries {
+    /// A rendezvous node's `handle` (docs/session.md, Rendezvous nodes) driven by a sequence of
+    /// actions (`[length: UInt16 BE][op][bytes]` records) against a fresh socketless node per input.
+    /// Three fixed clients at 127.0.0.1:50001-50003 learn the node's key, cookies and relay tokens
+    /// from its answers (seen through `sendTap`), so actions can be correct (a registration with
+    /// the right cookie and MAC, a MAC'd lookup, a relay send with the token) or hostile (any
+    /// bytes from any source, a client's datagram replayed from another client's address).
+    ///
+    /// Properties checked after every datagram, against what the harness knows independently:
+    /// - no amplification: the node's answers to one datagram total no more bytes than it;
+    /// - a registration is accepted only for one of the clients (nobody else holds a key it can
+    ///   MAC for), from an endpoint the node had given the cookie it carries;
+    /// - a lookup is answered only to a client, sealed under that client's key with the lookup's
+    ///   nonce (top bit set), and "found" names exactly the endpoint of the target's last
+    ///   accepted registration;
+    /// - a relayed datagram is delivered only for a relay send carrying a token the node handed
+    ///   to that source key at that source endpoint, only to the target's registered endpoint, and
+    ///   carries the sender's key.
+    /// Thread rule: as `session` (main thread, or hops there). Cost: three X25519 per input.
+    @Sendable public static func rendezvous(_ data: UnsafeRawBufferPointer) {
+        let records = fuzzRecords(data, limit: 64).map { [UInt8]($0) }
+        onMainActor { RendezvousHarness().run(records) }
+    }
+}
+
+@MainActor
+final class RendezvousHarness {
+    struct Client {
+        let keys: KeyPair
+        let endpoint: SocketAddress
+        var macKey: [UInt8]?
+        var cookie = [UInt8](repeating: 0, count: 16)
+        var token: [UInt8]?
+        var timestamp: UInt64 = 0
+    }
+
+    static let keys = (1...3).map { KeyPair(secret: [UInt8](repeating: UInt8($0), count: 32)) }
+    let node = RendezvousNode(socketless: ())
+    var clients = (0..<3).map { Client(keys: RendezvousHarness.keys[$0], endpoint: .loopbackIPv4(port: UInt16(50_001 + $0))) }
+    var nodeKey: [UInt8]?
+    /// Cookies the node sent, per endpoint; tokens per (key, endpoint); accepted endpoints per key.
+    var cookiesGiven: [SocketAddress: [[UInt8]]] = [:]
+    var tokens: [[UInt8]: (token: [UInt8], endpoint: SocketAddress)] = [:]
+    var registered: [[UInt8]: SocketAddress] = [:]
+    var sent: [([UInt8], SocketAddress)] = []
+    var history: [[UInt8]] = []
+    var lookupNonce: UInt64 = 0
+
+    func run(_ records: [[UInt8]]) {
+        node.sendTap = { [unowned self] bytes, to in sent.append((bytes, to)) }
+        for record in records {
+            guard let op = record.first else { continue }
+            let rest = Array(record.dropFirst())
+            let c = Int(rest.first ?? 0) % 3, d = Int(rest.dropFirst().first ?? 1) % 3
+            switch op % 5 {
+            case 0:
+                let sources = clients.map(\.endpoint) + [.loopbackIPv4(port: 9), SocketAddress(ipv4: 10, 1, 2, 3, port: 4000)]
+                deliver(Array(rest.dropFirst()), from: sources[Int(rest.first ?? 0) % sources.count])
+            case 1:
+                clients[c].timestamp += 1
+                var w = ByteWriter()
+                w.u8(PacketType.rendezvousRegister.rawValue); w.u8(revueProtocolVersion)
+                w.append(clients[c].keys.publicKey); w.u8(rest.dropFirst().first ?? 1); w.u64(clients[c].timestamp)
+                w.append(clients[c].cookie)
+                w.append(clients[c].macKey.map { Sodium.keyedBlake2b(key: $0, w.bytes) } ?? [UInt8](repeating: 0, count: 16))
+                deliver(w.bytes, from: clients[c].endpoint)
+            case 2:
+                lookupNonce += 1
+                var w = ByteWriter()
+                w.u8(PacketType.rendezvousLookup.rawValue); w.u8(revueProtocolVersion)
+                w.append(clients[c].keys.publicKey); w.u64(lookupNonce)
+                let key = clients[c].macKey ?? [UInt8](repeating: 0, count: 32)
+                w.append(Sodium.seal(key: key, nonce: lookupNonce, ad: w.bytes, plaintext: clients[d].keys.publicKey))
+                deliver(w.bytes, from: clients[c].endpoint)
+            case 3:
+                var w = ByteWriter()
+                w.u8(PacketType.relaySend.rawValue); w.u8(revueProtocolVersion)
+                w.append(clients[c].keys.publicKey); w.append(clients[c].token ?? [UInt8](repeating: 0, count: 16))
+                w.append(clients[d].keys.publicKey); w.append(rest.dropFirst(2))
+                deliver(w.bytes, from: clients[c].endpoint)
+            default:
+                // A datagram sent before, replayed from another client's endpoint.
+                guard !history.isEmpty else { continue }
+                deliver(history[Int(rest.dropFirst().first ?? 0) % history.count], from: clients[c].endpoint)
+            }
+        }
+        node.sendTap = nil
+    }
+
+    func deliver(_ bytes: [UInt8], from: SocketAddress) {
+        history.append(bytes)
+        sent = []
+        node.handle(bytes, from: from)
+        let total = sent.reduce(0) { $0 + $1.0.count }
+        fuzzRequire(total <= bytes.count, "\(total) bytes answered \(bytes.count)")
+        for (reply, to) in sent { check(reply, to: to, request: bytes, from: from) }
+    }
+
+    func client(at endpoint: SocketAddress) -> Int? { clients.firstIndex { $0.endpoint == endpoint } }
+
+    func check(_ reply: [UInt8], to: SocketAddress, request: [UInt8], from: SocketAddress) {
+        var r = ByteReader(reply, offset: 2)
+        switch reply.first.flatMap(PacketType.init(rawValue:)) {
+        case .rendezvousRegistered:
+            fuzzRequire(to == from && request.count == RendezvousAuth.registerLength, "registered answer to something else")
+            guard let accepted = r.u8(), r.u32() != nil, r.u16() != nil, let key = r.take(32), let cookie = r.take(16),
+                  let token = r.take(16) else { return fuzzRequire(false, "short registered answer") }
+            if nodeKey == nil {
+                nodeKey = key
+                for i in clients.indices { clients[i].macKey = RendezvousAuth.key(secret: clients[i].keys.secret, peerPublic: key) }
+            }
+            fuzzRequire(key == nodeKey, "the node key changed within a run")
+            let registeredKey = Array(request[2..<34]), carried = Array(request[43..<59])
+            if accepted == 1 {
+                let i = clients.firstIndex { $0.keys.publicKey == registeredKey }
+                fuzzRequire(i != nil, "a registration accepted for a key nobody here can MAC for")
+                fuzzRequire(cookiesGiven[from, default: []].contains(carried), "accepted without a cookie given to that endpoint")
+                tokens[registeredKey] = (token, from)
+                registered[registeredKey] = from
+                if let i, clients[i].endpoint == from { clients[i].token = token }
+            }
+            cookiesGiven[to, default: []].append(cookie)
+            if let i = client(at: to) { clients[i].cookie = cookie }
+        case .rendezvousLookupReply:
+            let i = client(at: to)
+            fuzzRequire(to == from && i != nil, "a lookup answered to \(to), not a client")
+            var q = ByteReader(request, offset: 34)
+            guard let i, let macKey = clients[i].macKey, let nonce = r.u64(), request.count == RendezvousAuth.lookupLength,
+                  let asked = q.u64(), nonce == asked | 1 << 63,
+                  let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(reply[0..<10]), ciphertext: reply[10...]) else {
+                return fuzzRequire(false, "a lookup answer that its asker cannot open")
+            }
+            var p = ByteReader(plain)
+            guard let key = p.take(32), let found = p.u8(), let ip = p.u32(), let port = p.u16() else {
+                return fuzzRequire(false, "short lookup answer")
+            }
+            if found == 1 {
+                fuzzRequire(registered[key] == SocketAddress(ipv4Address: ip, port: port), "lookup named an endpoint never registered for that key")
+            }
+        case .relayDeliver:
+            guard request.first == PacketType.relaySend.rawValue, request.count > 82 else { return fuzzRequire(false, "relay deliver without a relay send") }
+            let source = Array(request[2..<34]), token = Array(request[34..<50]), target = Array(request[50..<82])
+            fuzzRequire(tokens[source]?.token == token && tokens[source]?.endpoint == from, "relayed without the token of that source")
+            fuzzRequire(registered[target] == to, "relayed to an endpoint not registered for the target")
+            fuzzRequire(r.take(32) == source, "relayed under another key")
+        default:
+            fuzzRequire(false, "the node sent type \(reply.first ?? 0)")
+        }
+    }
+}
