@@ -66,6 +66,7 @@ final class HostileFriend {
         await b.wait("h gone at b") { b.room.remoteParticipants[h.id] == nil }
         await a.wait("h gone at a") { a.room.remoteParticipants[h.id] == nil }
         h.honest = false
+        await settle(0.5)  // what b sent before it saw h leave has arrived
         let refused0 = b.revue.counters.callSignalsRefused
         let seen0 = h.received.count
         #expect(b.recorder.calls.filter { $0 == "connect(h)" }.count == 1)

@@ -161,7 +161,14 @@ import Testing
         try await startCall(a, b)
         // The friend list cannot be written: a directory where the temporary file would go.
         let blocker = a.peer.directory + "/profile.json.tmp"
-        try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
+        // (A save in flight may hold the file a moment: try until the directory is in place.)
+        var blocked = false
+        for _ in 0..<100 where !blocked {
+            try? FileManager.default.removeItem(atPath: blocker)
+            blocked = (try? FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)) != nil
+            if !blocked { await settle(0.01) }
+        }
+        try #require(blocked)
         #expect(throws: FriendDeleteError.failed(code: -1)) { try a.friends.deleteFriend(friendId: b.id) }
         try FileManager.default.removeItem(atPath: blocker)
         #expect(a.friends.getFriendList().contains(b.id))
