@@ -28,6 +28,7 @@ import Testing
         defer { for p in peers { p.peer.remove() } }
         let (a, b, c) = (peers[0], peers[1], peers[2])
         try await makeFriends(peers)
+        for p in peers { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
         let second = CallEvents()
         a.room.delegates.add(delegate: second)
 
@@ -57,6 +58,7 @@ import Testing
         let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
         defer { a.peer.remove(); b.peer.remove() }
         try await makeFriends([a, b])
+        for p in [a, b] { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
         try await startCall(a, b)
         b.revue.abandonForTesting()
         await a.wait("a ended", timeout: 6) { Self.order(a).last == "ended" }
@@ -92,6 +94,7 @@ import Testing
         let b = try CallPeer("b", node: node), c = try CallPeer("c", node: node)
         defer { for p in [a, b, c] { p.peer.remove() } }
         try await makeFriends([a, b, c])
+        for p in [a, b, c] { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
         try await startCall(a, b)
         try await startCall(a, c)
         // c vanishes without a word; a keeps it in the call (grace) and cannot reach it.
@@ -120,6 +123,7 @@ import Testing
         let b = try CallPeer("b", node: node)
         defer { a.peer.remove(); b.peer.remove() }
         try await makeFriends([a, b])
+        for p in [a, b] { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
         try await startCall(a, b)
         b.revue.abandonForTesting()  // no receipt will come: each waiter stays until its deadline
         let f = try #require(a.revue.core?.friends[b.id])
@@ -158,10 +162,18 @@ import Testing
         let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
         defer { a.peer.remove(); b.peer.remove() }
         try await makeFriends([a, b])
+        for p in [a, b] { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
         try await startCall(a, b)
         // The friend list cannot be written: a directory where the temporary file would go.
         let blocker = a.peer.directory + "/profile.json.tmp"
-        try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
+        // (A save in flight may hold the file a moment: try until the directory is in place.)
+        var blocked = false
+        for _ in 0..<100 where !blocked {
+            try? FileManager.default.removeItem(atPath: blocker)
+            blocked = (try? FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)) != nil
+            if !blocked { await settle(0.01) }
+        }
+        try #require(blocked)
         #expect(throws: FriendDeleteError.failed(code: -1)) { try a.friends.deleteFriend(friendId: b.id) }
         try FileManager.default.removeItem(atPath: blocker)
         #expect(a.friends.getFriendList().contains(b.id))
@@ -177,6 +189,7 @@ import Testing
         let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
         defer { a.peer.remove(); b.peer.remove() }
         try await makeFriends([a, b])
+        for p in [a, b] { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
         try await startCall(a, b)
         b.revue.setSelfName("Bob")
         b.revue.setSelfStatusMessage("busy day")

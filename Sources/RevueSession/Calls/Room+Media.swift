@@ -25,6 +25,8 @@ final class MediaLeg {
     /// The participant's key for what it sends us, and where its media socket is.
     var remoteKey: SRTPKeyMaterial?
     var destination: MediaCore.SocketAddress?
+    /// The participant's media port (from its `adr`); the IP follows its friend connection.
+    var remotePort: UInt16?
     /// Which of our tracks the participant subscribed to.
     var wants: Set<TrackKind> = []
     /// The engine's receive pipeline on `socket` (once the participant's key arrived), and where
@@ -110,12 +112,32 @@ extension Room {
         leg.remoteKey = material
         if leg.pipeline == nil { startReceiving(leg) }
         if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
-        // Media goes to the IP of the friend connection's best direct path (relayed paths carry no media).
-        guard case .direct(let a)? = f.bestRoute(now: monotonicNow(), timeout: core.timeouts.connectionTimeout) else { return }
+        leg.remotePort = UInt16(clamping: port)
+        _ = f
+        followPath(id, resumed: false)
+    }
+
+    /// Points the leg's media at the IP of the friend connection's best direct path now (relayed
+    /// paths carry no media), so media follows the friend when its address changes. After an
+    /// outage (`resumed`) every video track sends a keyframe at once, so the participant decodes
+    /// again without waiting for its own PLI. If the friend's address changed, the receive
+    /// pipeline starts afresh, since it sends its RTCP where the first packet came from.
+    func followPath(_ id: String, resumed: Bool) {
+        guard let core, let f = core.friends[id], let leg = legs[id], let port = leg.remotePort,
+              case .direct(let a)? = f.bestRoute(now: monotonicNow(), timeout: core.timeouts.connectionTimeout) else { return }
         var direct = a
-        direct.port = UInt16(clamping: port)
-        leg.destination = mediaPathForTests?(id, direct) ?? direct
-        updateTargets()
+        direct.port = port
+        let destination = mediaPathForTests?(id, direct) ?? direct
+        if let old = leg.destination, old != destination, leg.pipeline != nil {
+            leg.stopReceiving()
+            startReceiving(leg)
+            if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
+        }
+        if leg.destination != destination {
+            leg.destination = destination
+            updateTargets()
+        }
+        if resumed { localMedia[.video]?.video?.requestKeyframe() }
     }
 
     /// Starts the leg's receive pipeline with the participant's key. The SRTCP it sends is

@@ -203,7 +203,10 @@ extension Room {
         }
         guard let p = remoteParticipants[id] else { return }
         p.paths = paths
+        let resumed = paths.isOnline && p.offlineSince != nil
         p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? monotonicNow())
+        // Back online within the grace, or on another path: media goes where the friend is now.
+        if paths.isOnline { followPath(id, resumed: resumed) }
         post(p, room: { $1.room($0, participant: p, didUpdatePaths: paths) },
              participant: { $0.participant(p, didUpdatePaths: paths) })
         if !paths.isOnline, (core?.timeouts.callLostTimeout ?? 0) <= 0 {

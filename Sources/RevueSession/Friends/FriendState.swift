@@ -144,7 +144,9 @@ final class FriendState {
     var deliveryGeneration = 0
 
     var isConnected: Bool { current != nil }
-    var queuedMessages: Int { outbound.count { $0.kind == .message } }
+    /// The App's messages waiting for a receipt (the SDK's own reserved messages, which have no
+    /// message ID, do not take the App's places).
+    var queuedMessages: Int { outbound.count { $0.kind == .message && $0.messageId != nil } }
 
     init(key: [UInt8], stored: StoredProfile.Friend) {
         self.key = key
