@@ -39,7 +39,13 @@ let package = Package(
         .target(name: "CBenchAlloc", path: "Benchmarks/CBenchAlloc"),
         .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession", "CBenchAlloc"],
                           path: "Benchmarks/revue-bench"),
-        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
+        // MediaCoreTests: parsers, codecs, containers, SRTP, SDP; no threads, no wall clock, so they
+        // run in parallel. MediaRealtimeTests: the rings, capture, send and receive pipelines, UDP,
+        // the relay and the exact allocation counts, run one at a time (Makefile). MediaTestSupport
+        // holds what both use: the allocation counter and a few signal measures.
+        .target(name: "MediaTestSupport", dependencies: ["MediaCore"], path: "Tests/MediaTestSupport"),
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries", "MediaTestSupport"]),
+        .testTarget(name: "MediaRealtimeTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),
         .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK", "RevueMedia"]),
         // Friend, invitation and call scenarios written against `import RevueSDK` alone, as an app would.
