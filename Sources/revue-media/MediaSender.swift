@@ -4,6 +4,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 #if canImport(Glibc)
 import Glibc
 #endif

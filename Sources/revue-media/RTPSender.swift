@@ -4,6 +4,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 import Synchronization
 
 /// Counters of one outgoing stream. Thread rule: written by the sending thread, read anywhere.
@@ -159,7 +160,9 @@ final class ScratchBuffer: @unchecked Sendable {
     init(_ count: Int) { bytes = [UInt8](repeating: 0, count: count) }
 }
 
-/// A value behind an `NSLock`, for state several threads touch off the hot path.
+/// A value behind an `NSLock`, for state several threads touch off the hot path. (A `Mutex` needs
+/// `sending` values in and out, which the receivers' closures over non-Sendable state cannot give.)
+/// Thread rule: any thread; `with` holds the lock while `body` runs. Cost: one uncontended lock.
 final class Locked<T>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: T
