@@ -16,11 +16,14 @@ demo: deps
 # The session tests assert timing (a friend offline within 2 s); they run first, on their own,
 # so the CPU-heavy codec and call-media tests running in parallel cannot starve them on a 2-core
 # machine; the call-media tests (real encoders in several peers) run next, then the load attacks
-# (a spoofed handshake flood, a million fake registrations), alone, then everything else
-# one test at a time: the end-to-end media tests run in real time and starve when a dozen codec
-# tests share the two cores, and the exact allocation counter (AllocationCounter.swift) crashed
-# walking the loader's object list while parallel tests ran.
+# (a spoofed handshake flood, a million fake registrations) alone. Then, one test at a
+# time: the real-time media tests (MediaRealtimeTests: pipelines paced by the wall clock, threads,
+# UDP, the relay), the interop tests (external encoders and decoders), and every test whose name
+# contains "allocat" (the exact allocation counter crashed walking the loader's object list while
+# parallel tests ran). Last, everything else in parallel: the parser, codec, container, SRTP and
+# SDP tests, which use neither threads nor the clock.
 TIMED_TESTS = RevueSessionTests|SDKScenarioTests
+SERIAL_TESTS = MediaRealtimeTests|InteropTests|[Aa]llocat
 
 ## make test: builds and runs the whole test suite, then FUZZ_SMOKE_RUNS inputs of every fuzz target
 test: deps
@@ -28,7 +31,8 @@ test: deps
 	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip 'CallMedia|AttackLoad'
 	$(SWIFT) test --skip-build --filter CallMedia
 	$(SWIFT) test --skip-build --filter AttackLoad
-	$(SWIFT) test --skip-build --no-parallel --skip '$(TIMED_TESTS)'
+	$(SWIFT) test --skip-build --no-parallel --filter '$(SERIAL_TESTS)' --skip '$(TIMED_TESTS)|CallMedia|AttackLoad'
+	$(SWIFT) test --skip-build --skip '$(TIMED_TESTS)|CallMedia|AttackLoad|$(SERIAL_TESTS)'
 	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
@@ -65,14 +69,14 @@ SANITIZE_SET ?= full
 # Only the test bundle and the libraries it links are built (not revue-media, revue-bench, the fuzz
 # executables...): nothing else runs under a sanitizer, and the builds take most of the time.
 SANITIZE_BUILD = $(SWIFT) build --product RevuePackageTests
-TSAN_TESTS_full = MediaCoreTests\.[A-Za-z]*(Ring|FramePool|Capturer|Send|Receive|UDP|Relay|WorkerThread|PacketSink)[A-Za-z]*Tests
+TSAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(Ring|FramePool|Capturer|Send|Receive|UDP|Relay|WorkerThread|PacketSink)[A-Za-z]*Tests
 # Left out under TSan: these assert real-time media quality (audio concealed under 2-3 %, frames
 # shown, bitrate recovered within seconds) from a test sender that paces itself by the wall clock.
 # TSan makes encoding and decoding 5-20x slower, so sender and receiver fall behind real time and
 # audio is concealed for lateness, not for a race (measured: 9-51 % concealed, no TSan report).
 # Their bounds stay as they are; they run unsanitized in `make test`.
 TSAN_SKIP_full = ReceiveLossRecoveryTests|ReceiveBandwidthEstimationTests|SendBitrateRecoveryTests|decodesEveryFrameAndPlaysAudioFromOurSenderOverLoopback|sendPipelineThroughFivePercentLossIsRepairedByNackAndFEC
-ASAN_TESTS_full = MediaCoreTests\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|Y4M|WAV|IVF|Ogg|SDP|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
+ASAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|Y4M|WAV|IVF|Ogg|SDP|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
 ASAN_SKIP_full =
 # The CI set: the same suites without the exact allocation-count tests. Those count mallocs, which
 # the sanitizer runtimes replace, so they check nothing a sanitizer adds, and under TSan or ASan

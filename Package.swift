@@ -30,19 +30,28 @@ let package = Package(
         // RevueMedia re-exports the whole engine.
         .target(name: "RevueSDK", dependencies: ["MediaCore", "RevueSession"]),
         .target(name: "RevueMedia", dependencies: ["MediaCore"]),
-        .executableTarget(name: "revue-media", dependencies: ["MediaCore", "RevueSession"]),
+        // The argument parser, help text and exit statuses shared by the four executables.
+        .target(name: "RevueCommandLine"),
+        .executableTarget(name: "revue-media", dependencies: ["MediaCore", "RevueSession", "RevueCommandLine"]),
         // revue-node's command-line protocol (JSON lines to typed commands), a library so that
         // fuzz-node-command can reach it.
         .target(name: "RevueNodeProtocol", dependencies: ["RevueSession"]),
-        .executableTarget(name: "revue-node", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"]),
+        .executableTarget(name: "revue-node", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol", "RevueCommandLine"]),
         // Counting malloc-family wrappers defined in the revue-bench executable (heap allocations per
         // frame in `videosend`). Only ever a dependency of revue-bench: it replaces malloc process-wide.
         .target(name: "CBenchAlloc", path: "Benchmarks/CBenchAlloc"),
-        .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession", "CBenchAlloc"],
+        .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession", "CBenchAlloc", "RevueCommandLine"],
                           path: "Benchmarks/revue-bench"),
-        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries"]),
+        // MediaCoreTests: parsers, codecs, containers, SRTP, SDP; no threads, no wall clock, so they
+        // run in parallel. MediaRealtimeTests: the rings, capture, send and receive pipelines, UDP,
+        // the relay and the exact allocation counts, run one at a time (Makefile). MediaTestSupport
+        // holds what both use: the allocation counter and a few signal measures.
+        .target(name: "MediaTestSupport", dependencies: ["MediaCore"], path: "Tests/MediaTestSupport"),
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries", "MediaTestSupport"]),
+        .testTarget(name: "MediaRealtimeTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),
         .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK", "RevueMedia"]),
+        .testTarget(name: "RevueCommandLineTests", dependencies: ["RevueCommandLine"]),
         // Friend, invitation and call scenarios written against `import RevueSDK` alone, as an app would.
         .testTarget(name: "SDKScenarioTests", dependencies: ["RevueSDK", "RevueMedia"]),
         // Interop against independent peers: GStreamer, ffmpeg, tshark, opus-tools.
@@ -67,4 +76,4 @@ package.targets.append(.executableTarget(name: "fuzz-seeds", dependencies: ["Fuz
                                          path: "Fuzz/fuzz-seeds"))
 
 // Soak and fault runs (docs/soak.md, `make soak`): long calls, floods, kill -9. Not part of `make test`.
-package.targets.append(.executableTarget(name: "revue-soak", dependencies: ["MediaCore", "RevueSession"], path: "Soak/revue-soak"))
+package.targets.append(.executableTarget(name: "revue-soak", dependencies: ["MediaCore", "RevueSession", "RevueCommandLine"], path: "Soak/revue-soak"))

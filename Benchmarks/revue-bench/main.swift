@@ -1,7 +1,8 @@
 // revue-bench: every hot path measured side by side with its anchor (see docs/performance.md).
-//   revue-bench [SUITE ...|all] [--reps N] [--warmup N] [--json FILE] [--svg DIR] [--svg-from FILE --svg DIR] [--list]
+//   revue-bench --help lists the options.
 import Foundation
 import MediaCore
+import RevueCommandLine
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,40 +12,55 @@ func fail(_ message: String, status: Int32 = 2) -> Never {
     exit(status)
 }
 
-#if DEBUG
-fail("refusing to report figures from a debug build; use `swift run -c release revue-bench`")
-#else
+let spec = CommandSpec(
+    invocation: "revue-bench", summary: "Measures every hot path side by side with its anchor (docs/performance.md).",
+    positionals: "[SUITE ...|all]",
+    options: [
+        OptionSpec("--reps", value: "N", help: "repetitions of each case, interleaved with the anchor"),
+        OptionSpec("--warmup", value: "N", help: "unmeasured repetitions first"),
+        OptionSpec("--scale", value: "F", help: "multiplies each case's work (0.2: a fifth)"),
+        OptionSpec("--json", value: "FILE", help: "write every record as JSON"),
+        OptionSpec("--svg", value: "DIR", help: "draw the charts into DIR"),
+        OptionSpec("--svg-from", value: "FILE", help: "redraw the charts of an earlier --json run into --svg DIR, measuring nothing"),
+        OptionSpec("--list", help: "print the suite names"),
+    ],
+    epilogue: "suites: \(Suites.all.map(\.name).joined(separator: ", "))")
+
 var options = BenchOptions()
 var jsonPath: String?
 var svgDir: String?
 var svgFrom: String?
 var wanted: [String] = []
-var args = Array(CommandLine.arguments.dropFirst())[...]
-while let arg = args.popFirst() {
-    switch arg {
-    case "--reps": guard let v = args.popFirst().flatMap(Int.init), v > 0 else { fail("--reps needs a positive number") }; options.repetitions = v
-    case "--warmup": guard let v = args.popFirst().flatMap(Int.init), v >= 0 else { fail("--warmup needs a number") }; options.warmup = v
-    case "--scale": guard let v = args.popFirst().flatMap(Double.init), v > 0 else { fail("--scale needs a positive number") }; options.scale = v
-    case "--json": guard let v = args.popFirst() else { fail("--json needs a file") }; jsonPath = v
-    case "--svg": guard let v = args.popFirst() else { fail("--svg needs a directory") }; svgDir = v
-    case "--svg-from":  // redraw the charts of an earlier --json run into the --svg directory, measuring nothing
-        guard let v = args.popFirst() else { fail("--svg-from needs a JSON file") }; svgFrom = v
-    case "--list": print(Suites.all.map(\.name).joined(separator: "\n")); exit(0)
-    case "-h", "--help":
-        print("usage: revue-bench [SUITE ...|all] [--reps N] [--warmup N] [--scale F] [--json FILE] [--svg DIR] [--svg-from FILE --svg DIR] [--list]\nsuites: \(Suites.all.map(\.name).joined(separator: ", "))")
-        exit(0)
-    default:
-        if arg.hasPrefix("-") { fail("unknown option \(arg)") }
-        wanted.append(arg)
+do {
+    let a = try spec.parse(Array(CommandLine.arguments.dropFirst()))
+    if a.flag("--list") { print(Suites.all.map(\.name).joined(separator: "\n")); exit(0) }
+    if let v = try a.int("--reps", range: 1...1_000_000) { options.repetitions = v }
+    if let v = try a.int("--warmup", range: 0...1_000_000) { options.warmup = v }
+    if let v = try a.double("--scale") {
+        guard v > 0 else { throw UsageError(description: "--scale needs a positive number") }
+        options.scale = v
     }
+    jsonPath = a.string("--json")
+    svgDir = a.string("--svg")
+    svgFrom = a.string("--svg-from")
+    if svgFrom != nil && svgDir == nil { throw UsageError(description: "--svg-from needs --svg DIR") }
+    wanted = a.positional
+    for name in wanted where name != "all" && !Suites.all.contains(where: { $0.name == name }) {
+        throw UsageError(description: "unknown suite '\(name)'; try --list")
+    }
+} catch {
+    runTool("revue-bench") { throw error }
 }
+#if DEBUG
+fail("refusing to report figures from a debug build; use `swift run -c release revue-bench`")
+#else
 if let svgFrom {
-    guard let svgDir else { fail("--svg-from needs --svg DIR") }
+    guard let svgDir else { fail("--svg-from needs --svg DIR") }  // checked above
     do {
         let records = try JSONDecoder().decode([BenchRecord].self, from: Data(contentsOf: URL(fileURLWithPath: svgFrom)))
         let files = try SVGChart.write(records: records, to: svgDir)
         print("wrote \(files.count) charts to \(svgDir) from \(svgFrom)")
-    } catch { fail("--svg-from \(svgFrom): \(error)") }
+    } catch { fail("--svg-from \(svgFrom): \(error)", status: 1) }
     exit(0)
 }
 if wanted.isEmpty || wanted == ["all"] { wanted = Suites.all.map(\.name) }

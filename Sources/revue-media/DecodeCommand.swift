@@ -2,6 +2,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 
 enum DecodeCommand: Command {
     static let name = "decode"

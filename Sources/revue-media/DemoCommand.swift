@@ -4,6 +4,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -163,7 +164,7 @@ enum DemoCommand: Command {
 
         let stats = JSON.object([
             ("seconds", JSON.rounded(elapsed, 3)), ("interrupted", .bool(interrupted)),
-            ("path", .object([("sender", .string(sender.usePipelines ? "BufferCapturer + VideoSendStream, AudioBufferCapturer + AudioSendStream" : "revue-media MediaSender")), ("receiver", .string("ReceivePipeline (jitter buffer, NACK, PLI, decode) + AudioPlayoutClock")), ("relay", .string(relay.listenAddress.description)),
+            ("path", .object([("sender", .string("BufferCapturer + VideoSendStream, AudioBufferCapturer + AudioSendStream")), ("receiver", .string("ReceivePipeline (jitter buffer, NACK, PLI, decode) + AudioPlayoutClock")), ("relay", .string(relay.listenAddress.description)),
                               ("receiverAddress", .string(receiverAddress.description)), ("srtp", .string(key.suite.sdpName)),
                               ("loss", .double(impairment.loss)), ("delayMs", .double(impairment.delayMilliseconds)),
                               ("jitterMs", .double(impairment.jitterMilliseconds)), ("seed", .int(Int(seed)))])),
@@ -268,18 +269,13 @@ enum DemoCommand: Command {
         return (firstLag, noise > 0 ? 10 * log10(signal / noise) : 100, correlations.reduce(0, +) / Double(correlations.count))
     }
 
-    /// Writes `text` to a temporary name next to `path`, then renames it into place.
+    /// Writes `text` to `path` through the engine's atomic writer (temporary file, fsync, rename).
     static func writeAtomically(_ text: String, to path: String) throws {
-        let dir = (path as NSString).deletingLastPathComponent, name = (path as NSString).lastPathComponent
-        let tmp = (dir.isEmpty ? "" : dir + "/") + ".\(name).tmp-\(getpid())"
-        guard FileManager.default.createFile(atPath: tmp, contents: Data(text.utf8)) else {
-            throw InputError(description: "\(path): cannot write")
-        }
-        guard rename(tmp, path) == 0 else {
-            unlink(tmp)
-            throw InputError(description: "\(path): cannot rename into place: \(String(cString: strerror(errno)))")
+        do { try AtomicFileWriter.write(Array(text.utf8), to: path) } catch {
+            throw InputError(description: error.description)
         }
     }
+
 }
 
 extension ReceiveCounters {

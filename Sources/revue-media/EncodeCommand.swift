@@ -2,6 +2,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 
 enum EncodeCommand: Command {
     static let name = "encode"

@@ -2,6 +2,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 
 /// Video encoder settings from the command line.
 struct VideoEncodeOptions {

@@ -5,6 +5,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 import Synchronization
 
 /// What the receiver expects on the wire.

@@ -1,9 +1,10 @@
-// The sending end of `send` and `demo`: plays a video source and an audio source in real time,
-// encodes (VP8/VP9, Opus), packetizes (RFC 7741 / RFC 9628 / RFC 7587) and sends SRTP over UDP,
+// The sending end of `send` and `demo`: plays a video source and an audio source in real time into
+// the engine's send pipelines (VideoSendStream, AudioSendStream: encode, packetize, SRTP, UDP),
 // answering a receiver's PLI/FIR with a keyframe.
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -28,25 +29,18 @@ final class MediaSender {
     let audio: AudioSource?
     let videoStream: RTPOutStream?
     let audioStream: RTPOutStream?
-    let videoEncoder: VideoStreamEncoder?
-    let audioEncoder: OpusStreamEncoder?
     let codec: VPXCodec
     let feedback: RTCPFeedbackListener
     let pcap: PcapRecorder?
-    private var vp8 = VP8Packetizer()
-    private var vp9 = VP9Packetizer()
     /// Called after each video frame is captured: its index and the monotonic time of capture.
     var onVideoFrame: ((Int, UInt64) -> Void)?
-    /// The engine's send pipelines (capturer -> ring -> encode worker -> RTP -> SRTP -> sink),
-    /// used unless `usePipelines` is false; then this class encodes and packetizes itself.
+    /// The engine's send pipelines (capturer -> ring -> encode worker -> RTP -> SRTP -> sink).
     let videoPipeline: VideoSendStream?
     let audioPipeline: AudioSendStream?
-    let usePipelines: Bool
 
     init(video: VideoSource?, audio: AudioSource?, videoOptions: VideoEncodeOptions, audioOptions: AudioEncodeOptions,
-         wire: SendWire, usePipelines: Bool = true) throws {
+         wire: SendWire) throws {
         precondition(video != nil || audio != nil)
-        self.usePipelines = usePipelines
         self.video = video
         self.audio = audio
         codec = videoOptions.codec
@@ -60,20 +54,15 @@ final class MediaSender {
             try checkOutputDirectory(path, option: "--pcap")
             pcap = try PcapRecorder(path: path, source: (try? socket.localAddress()) ?? any)
         } else { pcap = nil }
-        if let video {
-            videoEncoder = try VideoStreamEncoder(options: videoOptions, width: video.width, height: video.height, frameRate: video.frameRate)
-            videoStream = try RTPOutStream(socket: socket, destination: wire.destination, ssrc: wire.videoSSRC,
-                                           payloadType: wire.videoPayloadType, clockRate: 90_000, mtu: wire.mtu, key: wire.key, pcap: pcap)
-        } else { videoEncoder = nil; videoStream = nil }
-        if let audio {
-            audioEncoder = try OpusStreamEncoder(options: audioOptions, inputRate: audio.sampleRate, channels: audio.channels)
+        if video != nil {
+            videoStream = RTPOutStream(destination: wire.destination, ssrc: wire.videoSSRC, payloadType: wire.videoPayloadType)
+        } else { videoStream = nil }
+        if audio != nil {
             var to = wire.destination
             if video != nil && wire.separateAudioPort { to.port = to.port &+ 2 }
-            audioStream = try RTPOutStream(socket: socket, destination: to, ssrc: wire.audioSSRC,
-                                           payloadType: wire.audioPayloadType, clockRate: 48_000, mtu: wire.mtu, key: wire.key, pcap: pcap)
-        } else { audioEncoder = nil; audioStream = nil }
+            audioStream = RTPOutStream(destination: to, ssrc: wire.audioSSRC, payloadType: wire.audioPayloadType)
+        } else { audioStream = nil }
         feedback = try RTCPFeedbackListener(socket: socket, key: wire.key, streams: [videoStream, audioStream].compactMap { $0 })
-        guard usePipelines else { videoPipeline = nil; audioPipeline = nil; return }
         if let video, let stream = videoStream {
             var conf = VideoSendStream.Configuration(codec: videoOptions.codec, width: video.width, height: video.height)
             conf.encoder = videoOptions.configuration(width: video.width, height: video.height, frameRate: video.frameRate)
@@ -146,10 +135,9 @@ final class MediaSender {
         let start = UDPSocket.monotonicNanoseconds()
         let frame = video.map { VideoFrame(width: $0.width, height: $0.height) }
         var videoIndex = 0, videoDone = video == nil
-        var audioTicks48k: Int64 = 0, audioChunks = 0, audioDone = audio == nil
+        var audioChunks = 0, audioDone = audio == nil
         let chunkFrames = audio.map { max(1, $0.sampleRate / 50) } ?? 0  // 20 ms of input
         var pcm = [Float](repeating: 0, count: chunkFrames * (audio?.channels ?? 1))
-        var firstAudioPacket = true
         var stopped = false
 
         func videoDue() -> UInt64 {
@@ -168,58 +156,30 @@ final class MediaSender {
                 nanosleep(&ts, nil)
                 continue
             }
-            if !videoDone && videoDue() <= due, let video, let frame, let encoder = videoEncoder, let stream = videoStream {
+            if !videoDone && videoDue() <= due, let video, let frame, let pipeline = videoPipeline {
                 guard try video.next(into: frame) else { videoDone = true; continue }
                 let captured = UDPSocket.monotonicNanoseconds()
-                let key = feedback.takeKeyframeRequest()
-                if let pipeline = videoPipeline {
-                    if key { pipeline.handlePictureLossIndication() }
-                    pipeline.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(captured))
-                } else {
-                    try encoder.encode(frame.view, forceKeyframe: key) { out, _ in
-                        self.sendVideo(out, stream: stream)
-                    }
-                }
+                if feedback.takeKeyframeRequest() { pipeline.handlePictureLossIndication() }
+                pipeline.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(captured))
                 onVideoFrame?(videoIndex, captured)
                 videoIndex += 1
                 progress?(Double(captured - start) / 1e9)
-            } else if let audio, let encoder = audioEncoder, let stream = audioStream {
+            } else if let audio, let pipeline = audioPipeline {
                 let n = try pcm.withUnsafeMutableBufferPointer { try audio.read(into: $0) }
                 audioChunks += 1
                 if n == 0 { audioDone = true; continue }
-                if let pipeline = audioPipeline {
-                    let captured = Int64(start) + Int64(audioChunks - 1) * 20_000_000
-                    pcm.withUnsafeBufferPointer { p in
-                        pipeline.capturer.capture(UnsafeBufferPointer(rebasing: p[0..<(n * audio.channels)]), sampleRate: audio.sampleRate,
-                                                  channels: audio.channels, timeStampNs: captured)
-                    }
-                    continue
+                let captured = Int64(start) + Int64(audioChunks - 1) * 20_000_000
+                pcm.withUnsafeBufferPointer { p in
+                    pipeline.capturer.capture(UnsafeBufferPointer(rebasing: p[0..<(n * audio.channels)]), sampleRate: audio.sampleRate,
+                                              channels: audio.channels, timeStampNs: captured)
                 }
-                try pcm.withUnsafeBufferPointer { p in
-                    try encoder.feed(UnsafeBufferPointer(rebasing: p[0..<(n * audio.channels)])) { packet, samples in
-                        let payloads = OpusPayload.packetize(frame: packet, maxPayloadSize: stream.maxPayloadSize)
-                        stream.send(payloads, timestamp: stream.timestamp(ticks: audioTicks48k), marker: firstAudioPacket)
-                        stream.counters.frames.add(1, ordering: .relaxed)
-                        firstAudioPacket = false
-                        audioTicks48k += Int64(samples)
-                    }
-                }
+            } else {
+                // A source without its pipeline cannot happen (both are made together); stop it.
+                videoDone = videoDone || videoPipeline == nil
+                audioDone = audioDone || audioPipeline == nil
             }
         }
         return stopped
-    }
-
-    private func sendVideo(_ out: EncodedVideoFrame, stream: RTPOutStream) {
-        let ts = stream.timestamp(ticks: out.pts)
-        let max = stream.maxPayloadSize
-        if codec == .vp8 {
-            stream.send(vp8.packetize(frame: out.data, maxPayloadSize: max), timestamp: ts)
-        } else {
-            stream.send(vp9.packetize(frame: out.data, maxPayloadSize: max, keyframe: out.isKeyframe,
-                                      width: out.width, height: out.height), timestamp: ts)
-        }
-        stream.counters.frames.add(1, ordering: .relaxed)
-        if out.isKeyframe { stream.counters.keyframes.add(1, ordering: .relaxed) }
     }
 
     func finish() throws { try pcap?.finish() }

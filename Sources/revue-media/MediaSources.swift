@@ -2,6 +2,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 
 /// A source of I420 frames at a constant frame rate.
 protocol VideoSource: AnyObject {

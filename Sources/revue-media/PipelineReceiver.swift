@@ -7,6 +7,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 
 final class PipelineReceiver: @unchecked Sendable {
     let socket: UDPSocket

@@ -2,6 +2,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 
 enum ProbeCommand: Command {
     static let name = "probe"

@@ -3,6 +3,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 #if canImport(Glibc)
 import Glibc
 #endif

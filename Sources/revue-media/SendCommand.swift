@@ -3,6 +3,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 
 enum SendCommand: Command {
     static let name = "send"

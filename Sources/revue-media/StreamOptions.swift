@@ -2,6 +2,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 
 enum StreamOptions {
     /// `--suite` names: the CLI's lower-case spelling or the SDP name.

@@ -3,6 +3,7 @@
 import MediaCore
 import RevueSession
 import Foundation
+import RevueCommandLine
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,12 +43,4 @@ if wantsHelp(rest) {
     exit(0)
 }
 Interrupt.install()
-do {
-    exit(try command.run(rest))
-} catch let error as UsageError {
-    Console.error("revue-media \(command.name): \(error)\nrun 'revue-media \(command.name) --help' for usage")
-    exit(2)
-} catch {
-    Console.error("revue-media \(command.name): \(error)")
-    exit(1)
-}
+runTool("revue-media \(command.name)") { try command.run(rest) }

@@ -2,6 +2,7 @@
 // event as a JSON line on stdout; or, with a bare --rendezvous, a rendezvous node.
 // The protocol is documented in docs/revue-node.md.
 import RevueNodeProtocol
+import RevueCommandLine
 import MediaCore
 import RevueSession
 import Foundation
@@ -17,17 +18,34 @@ func emit(_ object: [String: Any]) {
     FileHandle.standardOutput.write(data + Data("\n".utf8))
 }
 
-func fail(_ message: String) -> Never {
+/// Prints `message` on stderr and exits: status 2 for bad usage (the default), 1 for a failure.
+func fail(_ message: String, status: Int32 = 2) -> Never {
     FileHandle.standardError.write(Data("revue-node: \(message)\n".utf8))
-    exit(2)
+    exit(status)
 }
 
-let usage = """
-usage: revue-node --data DIR [--host ADDR] [--port N] [--name NAME] [--rendezvous HOST:PORT]... [--lan]
-                  [--invitation-timeout S] [--mode sendAndRecv|signallingOnly|recvOnly] [--no-mic] [--no-camera]
-                  [--video-size WxH] [--call-lost-timeout S]
-       revue-node --rendezvous [--host ADDR] [--port N]
-"""
+let spec = CommandSpec(
+    invocation: "revue-node",
+    summary: """
+    A headless Revue peer: reads commands as JSON lines on stdin and writes every event as a JSON
+    line on stdout (docs/revue-node.md). With a bare --rendezvous it serves as a rendezvous node.
+    """,
+    options: [
+        OptionSpec("--data", value: "DIR", help: "data directory (identity, friends); required for a peer"),
+        OptionSpec("--host", value: "ADDR", help: "address to bind (default 0.0.0.0)"),
+        OptionSpec("--port", value: "N", help: "UDP port to bind, 0-65535 (default 0: any free port)"),
+        OptionSpec("--name", value: "NAME", help: "your display name"),
+        OptionSpec("--rendezvous", value: "HOST:PORT", valueIsOptional: true,
+                   help: "a rendezvous node to register with (repeatable); alone: be one"),
+        OptionSpec("--lan", help: "discover peers on the local network"),
+        OptionSpec("--invitation-timeout", value: "S", help: "seconds an invitation waits for an answer"),
+        OptionSpec("--mode", value: "MODE", help: "sendAndRecv, signallingOnly or recvOnly (default sendAndRecv)"),
+        OptionSpec("--no-mic", help: "join calls without an audio track"),
+        OptionSpec("--no-camera", help: "join calls without a video track"),
+        OptionSpec("--video-size", value: "WxH", help: "camera test pattern size, even numbers from 16 to 4096 (default 320x240)"),
+        OptionSpec("--call-lost-timeout", value: "S",
+                   help: "seconds an offline participant may stay in a call before it leaves (default 0)"),
+    ])
 
 struct Options {
     var data: String?
@@ -45,56 +63,45 @@ struct Options {
     var callLostTimeout: Double?
 }
 
-func parseOptions() -> Options {
+func parseOptions() throws -> Options {
+    let a = try spec.parse(Array(CommandLine.arguments.dropFirst()))
+    if let extra = a.positional.first { throw UsageError(description: "unexpected argument \(extra)") }
     var o = Options()
-    var args = Array(CommandLine.arguments.dropFirst())
-    func value(_ flag: String) -> String {
-        guard !args.isEmpty else { fail("\(flag) needs a value\n\(usage)") }
-        return args.removeFirst()
+    o.data = a.string("--data")
+    o.host = a.string("--host") ?? o.host
+    if let p = try a.int("--port", range: 0...65_535) { o.port = UInt16(p) }
+    o.name = a.string("--name")
+    o.rendezvousNodes = a.strings("--rendezvous")
+    o.serveRendezvous = a.flag("--rendezvous")
+    o.lan = a.flag("--lan")
+    if let t = try a.double("--invitation-timeout") {
+        guard t > 0 else { throw UsageError(description: "--invitation-timeout needs seconds above 0") }
+        o.invitationTimeout = t
     }
-    while !args.isEmpty {
-        let a = args.removeFirst()
-        switch a {
-        case "--data": o.data = value(a)
-        case "--host": o.host = value(a)
-        case "--port":
-            guard let p = UInt16(value(a)) else { fail("--port needs a number 0-65535") }
-            o.port = p
-        case "--name": o.name = value(a)
-        case "--lan": o.lan = true
-        case "--invitation-timeout":
-            guard let t = Double(value(a)), t > 0 else { fail("--invitation-timeout needs seconds") }
-            o.invitationTimeout = t
-        case "--mode":
-            guard let m = ParticipantMode(rawValue: value(a)) else { fail("--mode is sendAndRecv, signallingOnly or recvOnly") }
-            o.mode = m
-        case "--no-mic": o.mic = false
-        case "--no-camera": o.camera = false
-        case "--video-size":
-            let parts = value(a).split(separator: "x").compactMap { Int($0) }
-            guard parts.count == 2, (16...4096).contains(parts[0]), (16...4096).contains(parts[1]), parts[0] % 2 == 0, parts[1] % 2 == 0 else {
-                fail("--video-size is WxH, even numbers from 16 to 4096")
-            }
-            o.videoSize = (parts[0], parts[1])
-        case "--call-lost-timeout":
-            guard let t = Double(value(a)), t >= 0 else { fail("--call-lost-timeout needs seconds") }
-            o.callLostTimeout = t
-        case "--rendezvous":
-            if let next = args.first, !next.hasPrefix("--") {
-                o.rendezvousNodes.append(args.removeFirst())
-            } else {
-                o.serveRendezvous = true
-            }
-        case "-h", "--help":
-            print(usage)
-            exit(0)
-        default: fail("unknown option \(a)\n\(usage)")
+    if let m = a.string("--mode") {
+        guard let mode = ParticipantMode(rawValue: m) else {
+            throw UsageError(description: "--mode is sendAndRecv, signallingOnly or recvOnly")
         }
+        o.mode = mode
+    }
+    o.mic = !a.flag("--no-mic")
+    o.camera = !a.flag("--no-camera")
+    if let size = a.string("--video-size") {
+        let parts = size.split(separator: "x").compactMap { Int($0) }
+        guard parts.count == 2, (16...4096).contains(parts[0]), (16...4096).contains(parts[1]), parts[0] % 2 == 0, parts[1] % 2 == 0 else {
+            throw UsageError(description: "--video-size is WxH, even numbers from 16 to 4096")
+        }
+        o.videoSize = (parts[0], parts[1])
+    }
+    if let t = try a.double("--call-lost-timeout") {
+        guard t >= 0 else { throw UsageError(description: "--call-lost-timeout needs seconds, 0 or more") }
+        o.callLostTimeout = t
     }
     return o
 }
 
-let options = parseOptions()
+let options: Options
+do { options = try parseOptions() } catch { runTool("revue-node") { throw error } }
 
 // MARK: - Rendezvous mode
 
@@ -105,7 +112,7 @@ func runRendezvous() {
         nodeKeeper = node
         emit(["event": "ready", "mode": "rendezvous", "port": Int(node.port)])
     } catch {
-        fail("\(error)")
+        fail("\(error)", status: 1)
     }
 }
 
@@ -296,7 +303,7 @@ let printer = EventPrinter()
 
 @MainActor
 func startPeer() {
-    guard let data = options.data else { fail("--data DIR is required\n\(usage)") }
+    guard let data = options.data else { fail("--data DIR is required\nrun 'revue-node --help' for usage") }
     var config = RevueConfiguration(dataDirectory: data)
     config.bindHost = options.host
     config.port = options.port
@@ -308,7 +315,7 @@ func startPeer() {
     do {
         try revue.initialize(config)
     } catch {
-        fail("\(error)")
+        fail("\(error)", status: 1)
     }
     revue.delegates.add(delegate: printer)
     revue.room.delegates.add(delegate: roomPrinter)

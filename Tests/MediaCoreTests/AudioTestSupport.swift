@@ -15,11 +15,6 @@ struct OpusSetting: CustomTestStringConvertible, Sendable {
     var testDescription: String { "\(sampleRate.hertz / 1000)k \(channels)ch \(application) \(bitrate) \(frame)" }
 }
 
-/// Channel `channel` of interleaved `samples`.
-func audioChannel(_ samples: [Float], channel: Int, of channels: Int) -> [Float] {
-    stride(from: channel, to: samples.count, by: channels).map { samples[$0] }
-}
-
 /// Interleaves equal-length mono signals.
 func audioInterleave(_ signals: [[Float]]) -> [Float] {
     var out = [Float](repeating: 0, count: signals[0].count * signals.count)
@@ -63,22 +58,6 @@ func opusDecodeAll(_ packets: [[UInt8]], decoder: OpusDecoder) throws -> [Float]
         out.append(contentsOf: pcm[0..<(n * decoder.channels)])
     }
     return out
-}
-
-/// Zero crossings (sign changes) of a mono signal.
-func audioZeroCrossings(_ signal: ArraySlice<Float>) -> Int {
-    var count = 0
-    var previous = signal.first ?? 0
-    for value in signal.dropFirst() {
-        if (previous < 0 && value >= 0) || (previous >= 0 && value < 0) { count += 1 }
-        previous = value
-    }
-    return count
-}
-
-/// RMS of a Float slice (full scale 1.0).
-func audioRMS(_ signal: ArraySlice<Float>) -> Double {
-    Array(signal).withUnsafeBufferPointer { AudioLevel.rms($0) }
 }
 
 /// A deterministic SplitMix64 generator for test randomness (chunk sizes, garbage bytes).

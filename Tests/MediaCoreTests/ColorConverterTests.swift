@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 @testable import MediaCore
+import MediaTestSupport
 
 /// Conversions checked against the pure-Swift BT.601 reference in ReferenceColor.swift and
 /// against ffmpeg; rotation and scaling against exact reference rotations and area averages.

@@ -1,5 +1,6 @@
 import Testing
 @testable import MediaCore
+import MediaTestSupport
 
 @Suite struct OpusEncoderTests {
     /// Round-trip configurations with the waveform SNR each must keep, for a 440 Hz tone and for the

@@ -1,5 +1,6 @@
 import Testing
 @testable import MediaCore
+import MediaTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -21,7 +21,7 @@ import Synchronization
 ///
 /// Thread rule: every method may be called from any number of threads at once. Cost: one
 /// compare-exchange and two or three atomic loads/stores per call when uncontended.
-package final class MPSCRing<Element>: @unchecked Sendable {
+package final class MPSCRing<Element> {
     /// Number of slots (a power of two).
     public let capacity: Int
     private let mask: UInt64
@@ -160,3 +160,8 @@ package final class MPSCRing<Element>: @unchecked Sendable {
     /// Whether the ring looks empty (an estimate while other threads push or pop).
     public var isEmpty: Bool { count == 0 }
 }
+
+/// The ring hands elements from one thread to another, so it is Sendable only when its elements
+/// are. Unchecked because the slots live behind a raw pointer; the acquire/release protocol on
+/// `head` and `tail` (above) is what makes a slot visible to exactly one thread at a time.
+extension MPSCRing: @unchecked Sendable where Element: Sendable {}

@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// Thread rule: `tryPush` from one thread at a time, `tryPop` (and `peekCount`) from one other
 /// thread at a time; `count` is an estimate from anywhere. Cost: a few loads and one store each.
-package final class SPSCRing<Element>: @unchecked Sendable {
+package final class SPSCRing<Element> {
     /// Number of slots (a power of two).
     public let capacity: Int
     private let mask: UInt64
@@ -90,3 +90,8 @@ package final class SPSCRing<Element>: @unchecked Sendable {
     /// Whether the ring looks empty (exact on the consumer thread).
     public var isEmpty: Bool { count == 0 }
 }
+
+/// The ring hands elements from one thread to another, so it is Sendable only when its elements
+/// are. Unchecked because the slots live behind a raw pointer; the acquire/release protocol on
+/// `head` and `tail` (above) is what makes a slot visible to exactly one thread at a time.
+extension SPSCRing: @unchecked Sendable where Element: Sendable {}

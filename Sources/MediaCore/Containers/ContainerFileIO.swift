@@ -148,140 +148,58 @@ final class ContainerFileReader {
     }
 }
 
-/// A buffered writer that writes to a temporary file next to its destination
-/// (`dir/.name.tmp-XXXXXX`) and only `finish()` makes it appear under its real name (fsync, then an
-/// atomic rename): a failure, `abort()` or deinit without `finish()` removes the temporary file, so
-/// no half-written output is ever left behind.
-/// Thread rule: one thread at a time. Cost: one 64 KiB buffer; one `write(2)` per 64 KiB.
+/// The containers' output file: an `AtomicFileWriter` (temporary file, fsync, rename; nothing
+/// half-written is ever left behind) whose failures are reported as `ContainerError`s naming the
+/// file, like every other container error.
+/// Thread rule: one thread at a time. Cost: the atomic writer's 64 KiB buffer.
 final class ContainerFileWriter {
-    let path: String
-    let temporaryPath: String
-    private var fd: Int32
-    private let buffer: UnsafeMutableRawPointer
-    private let capacity = 1 << 16
-    private var count = 0
-    /// Bytes written so far (buffered or not): the offset of the next byte.
-    private(set) var offset: Int64 = 0
-    private(set) var isFinished = false
+    private let file: AtomicFileWriter
+    /// The destination.
+    var path: String { file.path }
+    /// The temporary file until `finish()`.
+    var temporaryPath: String { file.temporaryPath }
+    /// Bytes written so far: the offset of the next byte.
+    var offset: Int64 { file.offset }
+    /// True after `finish()` or `abort()`.
+    var isFinished: Bool { file.isFinished }
 
     init(path: String) throws(ContainerError) {
-        self.path = path
-        let slash = path.lastIndex(of: "/")
-        let dir = slash.map { String(path[...$0]) } ?? ""
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        if name.isEmpty || name == "." || name == ".." {
-            throw ContainerError(.io, path: path, "is not a file name", errno: EISDIR)
-        }
-        var template = Array("\(dir).\(name).tmp-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        if fd < 0 {
-            throw .system("cannot create output file", path: path, errno: Glibc.errno)
-        }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        fchmod(fd, 0o644)
-        self.fd = fd
-        temporaryPath = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64)
+        do { file = try AtomicFileWriter(path: path) } catch { throw Self.containerError(error) }
     }
 
-    deinit {
-        if !isFinished { abort() }
-        buffer.deallocate()
-    }
-
-    private func sysWrite(_ src: UnsafeRawPointer, _ n: Int, at position: Int64? = nil) throws(ContainerError) {
-        var done = 0
-        while done < n {
-            let r = position.map { pwrite(fd, src + done, n - done, off_t($0) + off_t(done)) }
-                ?? Glibc.write(fd, src + done, n - done)
-            if r < 0 {
-                let e = Glibc.errno
-                if e == EINTR { continue }
-                throw .system("write failed", path: path, errno: e)
-            }
-            done += r
-        }
+    private static func containerError(_ error: AtomicFileError) -> ContainerError {
+        error.code == EISDIR && error.step == "is not a file name"
+            ? ContainerError(.io, path: error.path, error.step, errno: EISDIR)
+            : .system(error.step, path: error.path, errno: error.code)
     }
 
     /// Appends `n` bytes.
     func write(_ src: UnsafeRawPointer, count n: Int) throws(ContainerError) {
-        precondition(!isFinished && fd >= 0, "write after finish or abort")
-        if count + n > capacity {
-            try flush()
-            if n >= capacity {
-                try sysWrite(src, n)
-                offset += Int64(n)
-                return
-            }
-        }
-        (buffer + count).copyMemory(from: src, byteCount: n)
-        count += n
-        offset += Int64(n)
+        do { try file.write(src, count: n) } catch { throw Self.containerError(error) }
     }
 
     /// Appends bytes.
     func write(_ bytes: [UInt8]) throws(ContainerError) {
-        try bytes.withUnsafeBytes { raw in
-            Result { () throws(ContainerError) in
-                if raw.count > 0 { try write(raw.baseAddress!, count: raw.count) }
-            }
-        }.get()
+        do { try file.write(bytes) } catch { throw Self.containerError(error) }
     }
 
     /// Hands buffered bytes to the kernel.
     func flush() throws(ContainerError) {
-        if count > 0 {
-            let n = count
-            count = 0
-            try sysWrite(buffer, n)
-        }
+        do { try file.flush() } catch { throw Self.containerError(error) }
     }
 
     /// Overwrites bytes already written at `position` (size fields fixed up at the end).
     func patch(_ bytes: [UInt8], at position: Int64) throws(ContainerError) {
-        precondition(position + Int64(bytes.count) <= offset, "patch beyond what was written")
-        try flush()
-        try bytes.withUnsafeBytes { raw in
-            Result { () throws(ContainerError) in try sysWrite(raw.baseAddress!, raw.count, at: position) }
-        }.get()
+        do { try file.patch(bytes, at: position) } catch { throw Self.containerError(error) }
     }
 
-    /// Flushes, fsyncs and atomically renames the temporary file to `path`. On failure the
-    /// temporary file is removed and the error names `path`.
+    /// Flushes, fsyncs and atomically renames the temporary file to `path`.
     func finish() throws(ContainerError) {
-        precondition(!isFinished, "finish called twice")
-        do throws(ContainerError) {
-            try flush()
-            if fsync(fd) != 0 { throw ContainerError.system("fsync failed", path: path, errno: Glibc.errno) }
-            if close(fd) != 0 {
-                fd = -1
-                throw ContainerError.system("close failed", path: path, errno: Glibc.errno)
-            }
-            fd = -1
-            if rename(temporaryPath, path) != 0 {
-                throw ContainerError.system("cannot rename \(temporaryPath) into place", path: path, errno: Glibc.errno)
-            }
-        } catch {
-            abort()
-            throw error
-        }
-        isFinished = true
-        // Make the rename durable too (best effort: some file systems refuse fsync on directories).
-        let slash = path.lastIndex(of: "/")
-        let dir = slash.map { String(path[...$0]) } ?? "."
-        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 { _ = fsync(dfd); close(dfd) }
+        do { try file.finish() } catch { throw Self.containerError(error) }
     }
 
-    /// Drops the output: closes and removes the temporary file. Safe to call more than once.
-    func abort() {
-        if fd >= 0 { close(fd); fd = -1 }
-        if !isFinished {
-            unlink(temporaryPath)
-            isFinished = true
-        }
-        count = 0
-    }
+    /// Drops the output. Safe to call more than once.
+    func abort() { file.abort() }
 }
 
 /// Little-endian field access for container headers (Y4M/WAV/IVF/Ogg fields are little-endian).

@@ -50,8 +50,8 @@ package struct PcapEndpoint: Sendable, Equatable {
 /// read, synthesizing Ethernet (LINKTYPE_ETHERNET = 1) or bare IPv4 (LINKTYPE_RAW = 101) and
 /// UDP headers with correct lengths and checksums (RFC 791 §3.1, RFC 768).
 ///
-/// Output goes through a 64 KiB buffer into a temporary file next to `path`; `finish()` flushes,
-/// closes and renames it to `path`, so readers never see a half-written capture. A writer that is
+/// Output goes through a 64 KiB buffer into an `AtomicFileWriter`: `finish()` flushes, fsyncs and
+/// renames the capture to `path`, so readers never see a half-written one. A writer that is
 /// released without `finish()` deletes its temporary file.
 /// Thread rule: one thread at a time (wrap in a `Mutex` to share). Cost: one copy per datagram
 /// into the buffer, a `write` syscall per 64 KiB; no allocation after `init`.
@@ -71,8 +71,7 @@ package final class PcapWriter {
     public let path: String
     /// The link type written in the file header.
     public let linkType: LinkType
-    private let tempPath: String
-    private var fd: Int32
+    private var file: AtomicFileWriter?
     private let buffer: UnsafeMutableRawBufferPointer
     private var used = 0
     private var ipID: UInt16 = 0
@@ -88,13 +87,10 @@ package final class PcapWriter {
     public init(path: String, linkType: LinkType = .ethernet) throws(PcapWriterError) {
         self.path = path
         self.linkType = linkType
-        tempPath = "\(path).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        fd = open(tempPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
-        guard fd >= 0 else {
-            // All stored properties are set, so deinit runs and frees the buffer (fd < 0: no unlink).
-            throw PcapWriterError(errno, "open \(tempPath)")
+        do { file = try AtomicFileWriter(path: path, bufferCapacity: 0) } catch {
+            throw PcapWriterError(error.code, error.description)
         }
+        buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
         // Global header (pcap-savefile(5)): magic, version 2.4, thiszone, sigfigs, snaplen, linktype;
         // written in host (little-endian) order, which the magic number announces.
         putLE32(0xA1B2_C3D4, at: 0)
@@ -106,10 +102,7 @@ package final class PcapWriter {
     }
 
     deinit {
-        if fd >= 0 {
-            close(fd)
-            unlink(tempPath)
-        }
+        file?.abort()
         buffer.deallocate()
     }
 
@@ -117,16 +110,10 @@ package final class PcapWriter {
     private func putLE32(_ v: UInt32, at o: Int) { buffer.storeBytes(of: v.littleEndian, toByteOffset: o, as: UInt32.self) }
 
     private func flush() throws(PcapWriterError) {
-        var off = 0
-        while off < used {
-            let n = Glibc.write(fd, buffer.baseAddress! + off, used - off)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw PcapWriterError(errno, "write \(tempPath)")
-            }
-            off += n
-        }
+        guard let file else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
+        let n = used
         used = 0
+        do { try file.write(buffer.baseAddress!, count: n) } catch { throw PcapWriterError(error.code, error.description) }
     }
 
     /// Appends one UDP datagram sent from `source` to `destination` at `timestampNs` (Unix-epoch
@@ -134,7 +121,7 @@ package final class PcapWriter {
     /// `maxDatagramSize` bytes. Throws the `errno` of a failed `write`.
     public func write(_ datagram: UnsafeRawBufferPointer, from source: PcapEndpoint, to destination: PcapEndpoint,
                       timestampNs: UInt64) throws(PcapWriterError) {
-        guard fd >= 0 else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
+        guard file != nil else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
         precondition(datagram.count <= Self.maxDatagramSize, "datagram of \(datagram.count) bytes too large for IPv4")
         let l2 = linkType.headerSize
         let recordSize = 16 + l2 + 20 + 8 + datagram.count
@@ -151,15 +138,8 @@ package final class PcapWriter {
     }
 
     private func writeDirect(_ d: UnsafeRawBufferPointer) throws(PcapWriterError) {
-        var off = 0
-        while off < d.count {
-            let n = Glibc.write(fd, d.baseAddress! + off, d.count - off)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw PcapWriterError(errno, "write \(tempPath)")
-            }
-            off += n
-        }
+        guard let file else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
+        do { try file.write(d.baseAddress!, count: d.count) } catch { throw PcapWriterError(error.code, error.description) }
     }
 
     private func writeRecord(_ d: UnsafeRawBufferPointer, _ src: PcapEndpoint, _ dst: PcapEndpoint,
@@ -229,21 +209,17 @@ package final class PcapWriter {
 
     static func checksum(_ b: UnsafeRawBufferPointer, initial: UInt32) -> UInt16 { fold(sum(b, initial)) }
 
-    /// Flushes, closes and atomically renames the temporary file to `path`. Further writes throw
-    /// `finished`. Throws the `errno` of `write`, `close` or `rename`.
+    /// Flushes, fsyncs and atomically renames the temporary file to `path`. Further writes throw
+    /// `finished`. Throws the `errno` of `write`, `fsync`, `close` or `rename`.
     public func finish() throws(PcapWriterError) {
-        guard fd >= 0 else { throw PcapWriterError(EBADF, "pcap \(path) already finished") }
+        guard let file else { throw PcapWriterError(EBADF, "pcap \(path) already finished") }
+        defer { self.file = nil }
         do {
             try flush()
         } catch {
-            close(fd); fd = -1; unlink(tempPath)
+            file.abort()
             throw error
         }
-        let r = close(fd)
-        fd = -1
-        guard r == 0 else { let e = errno; unlink(tempPath); throw PcapWriterError(e, "close \(tempPath)") }
-        guard rename(tempPath, path) == 0 else {
-            let e = errno; unlink(tempPath); throw PcapWriterError(e, "rename \(tempPath) to \(path)")
-        }
+        do { try file.finish() } catch { throw PcapWriterError(error.code, error.description) }
     }
 }

@@ -1,5 +1,6 @@
 import Testing
 @testable import MediaCore
+import MediaTestSupport
 
 /// Encodes `count` SyntheticVideo frames of `codec` at 320x240 and packetizes them (MTU 600, so
 /// frames span several packets): the packets of each frame, in order.

@@ -1,4 +1,5 @@
 import Testing
+import MediaTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
 import Testing
 import Synchronization
 @testable import MediaCore
+import MediaTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 @testable import MediaCore
+import MediaTestSupport
 
 @Suite struct AudioBufferCapturerTests {
     @Test func dropsNewestBufferWhenRingFull() throws {

@@ -19,12 +19,14 @@ import Synchronization
 /// because they are net byte counts over all threads (a malloc+free pair nets zero, and tcache
 /// reuse hides it entirely). Measurements are serialised by a process-wide lock.
 /// Known gap: with other tests running in parallel in the same process, walking the loader's object
-/// list crashed (a bad `l_ld`/symbol-table pointer, cause not yet found), so `make test` runs the
-/// suites that use this counter alone with `--no-parallel`, and the walk skips any object whose
-/// tables do not lie inside its loaded segments.
-enum AllocationCounter {
+/// list crashed (a bad `l_ld`/symbol-table pointer, cause not yet found), so `make test` runs every
+/// test whose name contains "allocat" in its one-at-a-time phase, and the walk skips any object
+/// whose tables do not lie inside its loaded segments.
+/// Lives in its own target (MediaTestSupport) so that both MediaCoreTests and MediaRealtimeTests
+/// use this one counter.
+package enum AllocationCounter {
     /// Runs `body` on this thread and returns how many allocation calls it made.
-    static func count(_ body: () throws -> Void) rethrows -> Int {
+    package static func count(_ body: () throws -> Void) rethrows -> Int {
         try lock.withLock { _ in
             prepare()
             let patched = patchAll()

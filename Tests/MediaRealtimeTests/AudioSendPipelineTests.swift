@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import Synchronization
 @testable import MediaCore
+import MediaTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
