@@ -23,4 +23,9 @@ static inline int cms_sendmmsg(int fd, struct cms_mmsghdr *vec, unsigned int vle
 // recvmmsg(2) is hidden without _GNU_SOURCE; syscall(2) is variadic, which Swift cannot call.
 static inline int cms_recvmmsg(int fd, struct cms_mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout) { return (int)syscall(SYS_recvmmsg, fd, vec, vlen, flags, timeout); }
 
+// setns(2) for a network namespace (CLONE_NEWNET), hidden without _GNU_SOURCE: moves the calling
+// thread into the namespace of `fd` (an open /var/run/netns/NAME); sockets it creates afterwards
+// live there. Used by tests that place our endpoints behind a NAT they build.
+static inline int cms_setns_net(int fd) { return (int)syscall(SYS_setns, fd, 0x40000000 /* CLONE_NEWNET */); }
+
 #endif
