@@ -67,12 +67,12 @@ final class HandshakeGate: @unchecked Sendable {
     /// True when the datagram should go on to the main actor. Direct initiations with a bad mac1
     /// are dropped here; past half the load bucket, those without a valid mac2 get a cookie reply
     /// and are dropped. Everything else passes.
-    func screen(_ bytes: [UInt8], from: SocketAddress) -> Bool {
+    func screen(_ bytes: UnsafeRawBufferPointer, from: SocketAddress) -> Bool {
         guard bytes.count >= 2, bytes[0] == PacketType.handshakeInitiation.rawValue, bytes[1] == revueProtocolVersion,
               bytes.count >= 6 + NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength else { return true }
         let macStart = bytes.count - HandshakeMACs.trailerLength
         let mac1 = Array(bytes[macStart..<macStart + 16])
-        guard Sodium.equal(Sodium.keyedBlake2b(key: mac1Key, Array(bytes[0..<macStart])), mac1) else {
+        guard Sodium.equal(Sodium.keyedBlake2b(key: mac1Key, UnsafeRawBufferPointer(rebasing: bytes[0..<macStart])), mac1) else {
             badMac1.add(1, ordering: .relaxed)
             return false
         }
@@ -82,9 +82,10 @@ final class HandshakeGate: @unchecked Sendable {
         tokens = max(0, tokens - 1)
         guard tokens < burst / 2 else { return true }
         let cookieInput = HandshakeMACs.endpointBytes(from)
-        if mac2Valid(Array(bytes[(macStart + 16)...]), macInput: Array(bytes[0..<(macStart + 16)]), cookieInput: cookieInput) { return true }
-        var r = ByteReader(bytes, offset: 2)
-        let reply = cookieReply(senderIndex: r.u32() ?? 0, mac1: mac1, cookieInput: cookieInput)
+        let mac2 = Array(bytes[(macStart + 16)...])
+        if mac2.contains(where: { $0 != 0 }), mac2Valid(mac2, macInput: Array(bytes[0..<(macStart + 16)]), cookieInput: cookieInput) { return true }
+        let senderIndex = UInt32(bytes[2]) | UInt32(bytes[3]) << 8 | UInt32(bytes[4]) << 16 | UInt32(bytes[5]) << 24
+        let reply = cookieReply(senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput)
         cookieReplies.add(1, ordering: .relaxed)
         socket?.sendFromReadQueue(reply, to: from)
         return false
