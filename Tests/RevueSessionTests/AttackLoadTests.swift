@@ -45,7 +45,7 @@ final class Flood: Sendable {
 /// fake registrations at a rendezvous node process. Each runs for seconds, on loopback only.
 @MainActor
 @Suite(.serialized) struct AttackLoadTests {
-    // Finding 5: friends reconnect within 3 s while 50,000 spoofed initiations a second (valid
+    // Handshake flood: friends reconnect within 3 s while 50,000 spoofed initiations a second (valid
     // mac1, random sources in 127/8) hit the responder.
     @Test func friendsConnectWithin3sDuringA50kppsSpoofedHandshakeFlood() async throws {
         guard let raw = RawUDPSender() else {
@@ -98,7 +98,7 @@ final class Flood: Sendable {
         #expect(bob.friendEvents.filter { if case .request = $0 { true } else { false } }.count == 1, "only the real request")
     }
 
-    // Finding 3: a million fake registrations leave the node's memory bounded (resident set
+    // Rendezvous state: a million fake registrations leave the node's memory bounded (resident set
     // grows by less than 16 MB) and its registrations capped, and it still serves.
     @Test(.enabled(if: NodeProcess.binary != nil, "revue-node is not built"))
     func aMillionFakeRegistrationsKeepTheRendezvousNodeBounded() async throws {
