@@ -232,6 +232,51 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
     }
 
+    // A spoofed "registered" answer with another node key does not make a registered peer switch
+    // keys (and so stop being accepted).
+    @Test func spoofedNodeKeyIsIgnoredWhileTheNodeAcceptsUs() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let bob = try TestPeer(rendezvous: node)
+        defer { bob.remove() }
+        await bob.waitForEvent(.discoverable(true))
+        let core = bob.revue.core!
+        let nodeAddress = SocketAddress(ip: 0x7F00_0001, port: node.port)
+        let known = try #require(core.nodeStates[nodeAddress]?.nodeKey)
+        var w = ByteWriter()
+        w.u8(PacketType.rendezvousRegistered.rawValue); w.u8(revueProtocolVersion); w.u8(0)
+        w.u32(0x7F00_0001); w.u16(bob.revue.port); w.append(KeyPair().publicKey); w.append(Sodium.random(16)); w.append([UInt8](repeating: 0, count: 16))
+        let forged = core.counters.droppedForged
+        core.handle(w.bytes, from: nodeAddress)
+        #expect(core.nodeStates[nodeAddress]?.nodeKey == known)
+        #expect(core.counters.droppedForged == forged + 1)
+        await settle(0.5)
+        #expect(bob.revue.isDiscoverable)
+    }
+
+    // A node that really restarted (new key) stops accepting us; after three registration
+    // intervals without acceptance its new key is adopted and we are registered again.
+    @Test func aRestartedNodeIsAdoptedAfterItStopsAcceptingUs() async throws {
+        var node = try RendezvousNode(host: "127.0.0.1")
+        let port = node.port
+        let bob = try TestPeer(rendezvous: node)
+        defer { bob.remove() }
+        await bob.waitForEvent(.discoverable(true))
+        let nodeAddress = SocketAddress(ip: 0x7F00_0001, port: port)
+        let oldKey = try #require(bob.revue.core!.nodeStates[nodeAddress]?.nodeKey)
+        node.stop()
+        var restarted: RendezvousNode?
+        for _ in 0..<50 where restarted == nil {
+            await settle(0.05)
+            restarted = try? RendezvousNode(host: "127.0.0.1", port: port)
+        }
+        node = try #require(restarted)
+        defer { node.stop() }
+        await bob.wait("registered with the new key", timeout: 5) {
+            bob.revue.core!.nodeStates[nodeAddress]?.nodeKey != oldKey && node.entryCount == 1
+        }
+    }
+
     // Relay hijack: an attacker registering its key with a spoofed source equal to Alice's
     // endpoint, and relay sends spoofed from there, change nothing: Alice's relayed packets still
     // arrive under her key.
