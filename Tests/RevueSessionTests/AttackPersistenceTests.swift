@@ -6,7 +6,7 @@ import MediaCore
 import Glibc
 #endif
 
-/// Finding 10: the data directory and the profile file against another local user, and the
+/// Persistence: the data directory and the profile file against another local user, and the
 /// secret key sealed at rest with a passphrase.
 @MainActor
 @Suite(.serialized) struct AttackPersistenceTests {

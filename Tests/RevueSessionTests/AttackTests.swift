@@ -34,10 +34,10 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
     return w.bytes
 }
 
-/// Each finding of the session-layer review, performed against running peers and nodes.
+/// Attacks on the session layer, performed against running peers and nodes.
 @MainActor
 @Suite(.serialized) struct AttackTests {
-    // Finding 1, on the session socket: a real revue-node process with LAN discovery off
+    // Announce reflection, on the session socket: a real revue-node process with LAN discovery off
     // refuses every announcement and sends nothing toward the claimed endpoints.
     @Test(.enabled(if: NodeProcess.binary != nil, "revue-node is not built"))
     func lanAnnouncesOnTheSessionSocketReflectNothing() async throws {
@@ -69,7 +69,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(sinks.bytes == 0 && factor <= 1)
     }
 
-    // Finding 1, on the LAN discovery socket (LAN discovery on, attacker on a local subnet):
+    // Announce reflection, on the LAN discovery socket (LAN discovery on, attacker on a local subnet):
     // new claimed endpoints start at most one round a second and the candidate table stays at 8,
     // so the victim sends fewer bytes toward them than the attacker spends.
     @Test func lanAnnounceFloodIsRateLimitedBelowAmplificationOne() async throws {
@@ -106,7 +106,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(victim.revue.core!.friends[Hex.encode(friend.publicKey)]!.candidates.count <= SessionCore.maxCandidates)
     }
 
-    // Finding 12, in part: the long-term key is announced once a second only while someone may
+    // Privacy, in part: the long-term key is announced once a second only while someone may
     // be looking (eager window after start or a new friend, or a friend offline), else every 15 s.
     @Test func lanAnnouncementsSlowDownWhenEveryFriendIsConnected() async throws {
         let lanPort = UInt16.random(in: 50_000...59_000)
@@ -135,7 +135,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(!SocketAddress(ip: 0xC633_6407, port: 1).isPrivateOrLoopback)
     }
 
-    // Finding 2: lookup answers spoofed from the node's address are dropped (no MAC), and a
+    // Spoofed lookup answers: lookup answers spoofed from the node's address are dropped (no MAC), and a
     // public node naming a private endpoint is not believed unless the lab flag says so.
     @Test func spoofedAndPrivateLookupRepliesAreIgnored() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
@@ -196,7 +196,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         }
     }
 
-    // Finding 3, in process: registrations expire and are swept, a /24 holds at most
+    // Rendezvous state, in process: registrations expire and are swept, a /24 holds at most
     // `maxEntriesPerPrefix`, and unknown keys cost X25519 only within a per-source rate.
     @Test func rendezvousRegistrationsAreSweptCappedAndRateLimited() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
@@ -232,7 +232,52 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
     }
 
-    // Finding 4: an attacker registering its key with a spoofed source equal to Alice's
+    // A spoofed "registered" answer with another node key does not make a registered peer switch
+    // keys (and so stop being accepted).
+    @Test func spoofedNodeKeyIsIgnoredWhileTheNodeAcceptsUs() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let bob = try TestPeer(rendezvous: node)
+        defer { bob.remove() }
+        await bob.waitForEvent(.discoverable(true))
+        let core = bob.revue.core!
+        let nodeAddress = SocketAddress(ip: 0x7F00_0001, port: node.port)
+        let known = try #require(core.nodeStates[nodeAddress]?.nodeKey)
+        var w = ByteWriter()
+        w.u8(PacketType.rendezvousRegistered.rawValue); w.u8(revueProtocolVersion); w.u8(0)
+        w.u32(0x7F00_0001); w.u16(bob.revue.port); w.append(KeyPair().publicKey); w.append(Sodium.random(16)); w.append([UInt8](repeating: 0, count: 16))
+        let forged = core.counters.droppedForged
+        core.handle(w.bytes, from: nodeAddress)
+        #expect(core.nodeStates[nodeAddress]?.nodeKey == known)
+        #expect(core.counters.droppedForged == forged + 1)
+        await settle(0.5)
+        #expect(bob.revue.isDiscoverable)
+    }
+
+    // A node that really restarted (new key) stops accepting us; after three registration
+    // intervals without acceptance its new key is adopted and we are registered again.
+    @Test func aRestartedNodeIsAdoptedAfterItStopsAcceptingUs() async throws {
+        var node = try RendezvousNode(host: "127.0.0.1")
+        let port = node.port
+        let bob = try TestPeer(rendezvous: node)
+        defer { bob.remove() }
+        await bob.waitForEvent(.discoverable(true))
+        let nodeAddress = SocketAddress(ip: 0x7F00_0001, port: port)
+        let oldKey = try #require(bob.revue.core!.nodeStates[nodeAddress]?.nodeKey)
+        node.stop()
+        var restarted: RendezvousNode?
+        for _ in 0..<50 where restarted == nil {
+            await settle(0.05)
+            restarted = try? RendezvousNode(host: "127.0.0.1", port: port)
+        }
+        node = try #require(restarted)
+        defer { node.stop() }
+        await bob.wait("registered with the new key", timeout: 5) {
+            bob.revue.core!.nodeStates[nodeAddress]?.nodeKey != oldKey && node.entryCount == 1
+        }
+    }
+
+    // Relay hijack: an attacker registering its key with a spoofed source equal to Alice's
     // endpoint, and relay sends spoofed from there, change nothing: Alice's relayed packets still
     // arrive under her key.
     @Test func spoofedRegistrationAndRelaySendCannotHijackARelayedFriend() async throws {
@@ -274,7 +319,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(bob.revue.counters.droppedForged == 0)
     }
 
-    // Finding 7: an initiation captured before a restart is refused after it (the handshake
+    // Handshake replay: an initiation captured before a restart is refused after it (the handshake
     // timestamp is on disk).
     @Test func replayedInitiationAfterRestartIsRefused() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
@@ -301,7 +346,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(bob.revue.core!.friends[alice.id]!.next == nil, "no session answered for the replay")
     }
 
-    // Finding 6: keys have a hard lifetime. With a message limit the session is rekeyed at half
+    // Session lifetime: keys have a hard lifetime. With a message limit the session is rekeyed at half
     // of it and traffic goes on; with a lifetime shorter than the rekey interval the keys are
     // dropped when it passes and a new handshake brings the friend back.
     @Test func sessionsAreRekeyedBeforeTheirHardLimitAndRefusedAfterIt() async throws {
@@ -331,7 +376,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         await bob.waitForEvent(.message(alice.id, "fresh keys"))
     }
 
-    // Finding 9: keys live in zeroing storage and no hex copy of the secret stays in memory.
+    // Key hygiene: keys live in zeroing storage and no hex copy of the secret stays in memory.
     @Test func keysAreHeldInZeroingStorage() async throws {
         let peer = try TestPeer()
         defer { peer.remove() }
@@ -354,7 +399,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(dh.allSatisfy { $0 == 0 })
     }
 
-    // Finding 8: what a friend can make us queue is bounded.
+    // Hostile friend: what a friend can make us queue is bounded.
     @Test func perFriendQueuesAreBounded() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }

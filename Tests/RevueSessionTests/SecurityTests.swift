@@ -127,4 +127,34 @@ import MediaCore
         #expect(bob.friendEvents.isEmpty)
         try await befriend(alice, bob)
     }
+
+    @Test func readQueueScreenDropsBadMac1AnswersUnderLoadAndPassesCookieHolders() {
+        let me = KeyPair()
+        let gate = HandshakeGate(publicKey: me.publicKey, rate: 0, burst: 4)  // rate 0: the bucket only drains
+        let mac1Key = HandshakeMACs.mac1Key(me.publicKey)
+        let from = SocketAddress(ip: 0x7F00_0001, port: 4242)
+        func initiation(cookie: [UInt8]? = nil, badMac1: Bool = false) -> [UInt8] {
+            var d = Sodium.random(111)
+            d[0] = PacketType.handshakeInitiation.rawValue
+            d[1] = revueProtocolVersion
+            var mac1 = Sodium.keyedBlake2b(key: mac1Key, d)
+            if badMac1 { mac1[0] ^= 1 }
+            d += mac1
+            return d + (cookie.map { Sodium.keyedBlake2b(key: $0, d) } ?? [UInt8](repeating: 0, count: 16))
+        }
+        func screen(_ d: [UInt8]) -> Bool { d.withUnsafeBytes { gate.screen($0, from: from) } }
+        #expect(!screen(initiation(badMac1: true)) && gate.badMac1.load(ordering: .relaxed) == 1)
+        #expect(screen(initiation()) && screen(initiation()), "not under load: passes")
+        #expect(!screen(initiation()) && gate.cookieReplies.load(ordering: .relaxed) == 1, "under load: a cookie reply instead")
+        let cookie = gate.cookie(for: HandshakeMACs.endpointBytes(from))
+        #expect(screen(initiation(cookie: cookie)), "a valid mac2 passes under load")
+        #expect(!screen(initiation(cookie: Sodium.random(16))), "a made-up cookie does not")
+        gate.rotate()
+        #expect(screen(initiation(cookie: cookie)), "the previous cookie stays valid once")
+        gate.rotate()
+        #expect(!screen(initiation(cookie: cookie)), "and not twice")
+        // Other datagrams pass untouched.
+        #expect([PacketType.transportData.rawValue, 0x00, 0x80].allSatisfy { b in screen([b] + Sodium.random(60)) })
+        #expect(gate.cookieReply(senderIndex: 1, mac1: Sodium.random(16), cookieInput: [1]).count == 46, "smaller than any initiation (143)")
+    }
 }

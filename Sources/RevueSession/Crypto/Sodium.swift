@@ -77,6 +77,18 @@ package enum Sodium {
         return out
     }
 
+    /// Keyed BLAKE2b over bytes in place (no copy): the read-queue screen's mac1 check.
+    static func keyedBlake2b(key: [UInt8], _ data: UnsafeRawBufferPointer, outputLength: Int = 16) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: outputLength)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            key.withUnsafeBufferPointer { k in
+                crypto_generichash_blake2b(o.baseAddress!, outputLength, data.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                           UInt64(data.count), k.baseAddress, k.count)
+            }
+        }
+        return out
+    }
+
     /// HMAC-BLAKE2b as RFC 2104 defines it with BLAKE2b's 128-byte block (Noise section 4.3, not
     /// BLAKE2b's own keyed mode).
     static func hmac(key: [UInt8], _ data: [UInt8]) -> [UInt8] {

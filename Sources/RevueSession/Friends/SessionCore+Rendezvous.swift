@@ -39,6 +39,13 @@ extension SessionCore {
         }
         var state = nodeStates[from] ?? NodeState()
         var again = false
+        // A different node key while the node accepts us under the one we know is a spoofed
+        // answer (a restarted node stops accepting first): it does not make us switch.
+        if let known = state.nodeKey, known != nodeKey, let last = lastRegistered[from],
+           monotonicNow() - last <= timeouts.rendezvousInterval * 3 + 0.5 {
+            counters.droppedForged += 1
+            return
+        }
         if state.nodeKey != nodeKey {
             // First contact, or the node restarted with a new key: register again now.
             guard let k = RendezvousAuth.key(secret: identity.secret, peerPublic: nodeKey) else {

@@ -107,9 +107,7 @@ extension SessionCore {
             let source = route.endpoint
             let cookieInput = HandshakeMACs.endpointBytes(source) + (relayedFrom ?? [])
             let macInput = Array(bytes[0..<(macStart + 16)])
-            let valid = [cookieSecret, previousCookieSecret].contains { secret in
-                Sodium.equal(Sodium.keyedBlake2b(key: Sodium.keyedBlake2b(key: secret, cookieInput), macInput), mac2)
-            }
+            let valid = gate.mac2Valid(mac2, macInput: macInput, cookieInput: cookieInput)
             guard valid else {
                 counters.droppedRateLimited += 1
                 sendCookieReply(to: route, senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput, relayedFrom: relayedFrom)
@@ -466,16 +464,8 @@ extension SessionCore {
     /// only a holder of our public key reads it. 46 bytes, a third of the initiation: no
     /// amplification toward a spoofed source.
     func sendCookieReply(to route: Route, senderIndex: UInt32, mac1: [UInt8], cookieInput: [UInt8], relayedFrom: [UInt8]?) {
-        let cookie = Sodium.keyedBlake2b(key: cookieSecret, cookieInput)
-        let nonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
-        var w = ByteWriter(capacity: 46)
-        w.u8(PacketType.cookieReply.rawValue)
-        w.u8(revueProtocolVersion)
-        w.u32(senderIndex)
-        w.u64(nonce)
-        w.append(Sodium.seal(key: HandshakeMACs.cookieKey(identity.publicKey), nonce: nonce, ad: mac1, plaintext: cookie))
         counters.cookieRepliesSent += 1
-        send(w.bytes, route: route, friendKey: relayedFrom ?? [])
+        send(gate.cookieReply(senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput), route: route, friendKey: relayedFrom ?? [])
     }
 
     /// A responder under load sent us a cookie for our pending initiation: keep it and send the

@@ -94,9 +94,8 @@ package final class SessionCore {
     var handshakeTokensAt = monotonicNow()
     /// Per-source token buckets used under load, keyed by endpoint.
     var sourceTokens: [SocketAddress: (tokens: Double, at: Double)] = [:]
-    /// The secret cookies are MACs with, the one before it, and when it was made.
-    var cookieSecret = Sodium.random(32)
-    var previousCookieSecret = Sodium.random(32)
+    /// The read-queue screen of initiations; it also holds the cookie secrets (made when).
+    let gate: HandshakeGate
     var cookieSecretAt = monotonicNow()
     /// Our own mac1 key (responder side), computed once.
     lazy var ownMac1Key = HandshakeMACs.mac1Key(identity.publicKey)
@@ -175,6 +174,7 @@ package final class SessionCore {
             }
         }
         ownId = Hex.encode(identity.publicKey)
+        gate = HandshakeGate(publicKey: identity.publicKey, rate: Self.handshakeRate, burst: Self.handshakeBurst)
         do {
             socket = try SessionSocket(host: configuration.bindHost, port: configuration.port)
         } catch {
@@ -207,7 +207,9 @@ package final class SessionCore {
     /// Starts receiving and the 50 ms housekeeping timer.
     func start() {
         lanEagerUntil = monotonicNow() + lanEagerWindow
-        socket.start { [weak self] bytes, from in
+        gate.socket = socket
+        let gate = self.gate
+        socket.start(screen: { gate.screen($0, from: $1) }) { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handle(bytes, from: from) }
         }
         lanSocket?.start { [weak self] bytes, from in
@@ -406,10 +408,13 @@ package final class SessionCore {
     func tick() {
         let now = monotonicNow()
         if now - cookieSecretAt >= Self.cookieSecretLifetime {
-            previousCookieSecret = cookieSecret
-            cookieSecret = Sodium.random(32)
+            gate.rotate()
             cookieSecretAt = now
         }
+        let screened = gate.cookieReplies.exchange(0, ordering: .relaxed)
+        counters.cookieRepliesSent += screened
+        counters.droppedRateLimited += screened
+        counters.droppedForged += gate.badMac1.exchange(0, ordering: .relaxed)
         if sourceTokens.count > Self.maxSources / 2 {
             sourceTokens = sourceTokens.filter { now - $0.value.at < 2 }
         }
@@ -434,6 +439,15 @@ package final class SessionCore {
             w.u16(socket.localPort)
             lanSocket.send(w.bytes, to: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort))
         }
+    }
+
+    /// How long to wait before the next handshake round with an offline friend: the retry interval
+    /// (4x after 10 attempts), but at most 0.25 s while its responder is under load (it sent us a
+    /// cookie in the last 10 s), as each round then has to get through a flood.
+    func retryInterval(_ f: FriendState, now: Double) -> Double {
+        let base = timeouts.handshakeRetryInterval * (f.initiationAttempts > 10 ? 4 : 1)
+        if let c = f.cookie, now - c.received < 10 { return min(base, 0.25) }
+        return base
     }
 
     func tickFriend(_ f: FriendState, now: Double) {
@@ -468,7 +482,7 @@ package final class SessionCore {
                 initiate(f, now: now)
             }
             pumpOutbound(f, now: now)
-        } else if now - f.lastInitiation >= timeouts.handshakeRetryInterval * (f.initiationAttempts > 10 ? 4 : 1) {
+        } else if now - f.lastInitiation >= retryInterval(f, now: now) {
             // A friend long unreachable is tried less often; one that comes back initiates itself,
             // and a new endpoint from a lookup or announcement triggers an attempt at once.
             initiate(f, now: now)

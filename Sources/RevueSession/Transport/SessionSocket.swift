@@ -63,28 +63,40 @@ final class SessionSocket: @unchecked Sendable {
     }
 
     /// Starts reading; `onReceive` runs on the main queue for each datagram, in arrival order
-    /// (datagrams longer than 2048 bytes arrive cut to 2048: none of the session's are).
-    func start(onReceive: @escaping @Sendable ([UInt8], SocketAddress) -> Void) {
+    /// (datagrams longer than 2048 bytes arrive cut to 2048: none of the session's are), up to 64
+    /// per main-queue block. `screen`, when given, runs first on the read queue for every datagram
+    /// and drops those it returns false for.
+    func start(screen: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Bool)? = nil, onReceive: @escaping @Sendable ([UInt8], SocketAddress) -> Void) {
         let socket = self.socket
         let backlog = self.backlog
         let source = DispatchSource.makeReadSource(fileDescriptor: socket.descriptor, queue: queue)
         source.setEventHandler {
             var buffer = [UInt8](repeating: 0, count: 2048)
+            // Up to 64 datagrams hop to the main queue together (one block, not one each).
+            var batch: [([UInt8], SocketAddress)] = []
+            func flush() {
+                guard !batch.isEmpty else { return }
+                let items = batch
+                batch = []
+                DispatchQueue.main.async {
+                    backlog.queued.subtract(items.count, ordering: .relaxed)
+                    for (data, address) in items { onReceive(data, address) }
+                }
+            }
             while true {
                 let received = buffer.withUnsafeMutableBytes { b in Result { () throws(SocketError) in try socket.receive(into: b) } }
                 guard case .success(let r) = received else { break }  // wouldBlock: drained
                 guard let address = r.source else { continue }
+                if let screen, !buffer.withUnsafeBytes({ screen(UnsafeRawBufferPointer(rebasing: $0[0..<r.count]), address) }) { continue }
                 guard backlog.queued.add(1, ordering: .relaxed).newValue <= Self.maxQueued else {
                     backlog.queued.subtract(1, ordering: .relaxed)
                     backlog.drops.add(1, ordering: .relaxed)
                     continue
                 }
-                let data = Array(buffer[0..<r.count])
-                DispatchQueue.main.async {
-                    backlog.queued.subtract(1, ordering: .relaxed)
-                    onReceive(data, address)
-                }
+                batch.append((Array(buffer[0..<r.count]), address))
+                if batch.count == 64 { flush() }
             }
+            flush()
         }
         source.setCancelHandler { socket.close() }
         self.source = source
@@ -96,6 +108,12 @@ final class SessionSocket: @unchecked Sendable {
     func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool {
         guard !closed else { return false }
         return bytes.withUnsafeBytes { b in (try? socket.send(b, to: address)) == bytes.count }
+    }
+
+    /// Sends from the read queue (a `screen` answering); ignored failures as `send`. The read
+    /// handler never runs after `close`, so no closed check is needed.
+    func sendFromReadQueue(_ bytes: [UInt8], to address: SocketAddress) {
+        _ = bytes.withUnsafeBytes { b in try? socket.send(b, to: address) }
     }
 
     /// Stops reading and closes the descriptor (asynchronously, on the read queue).
