@@ -12,14 +12,17 @@ final class HostileFriend {
     /// Reserved messages received, with the sender's friend ID, in order.
     var received: [(from: String, signal: CallSignal)] = []
     var honest = true
+    /// Operations its own Room does not get even while honest.
+    var withheld: Set<String> = []
 
     init(_ peer: CallPeer) {
         self.peer = peer
         let room = peer.room
         peer.revue.core!.reservedMessageHandler = { [weak self, weak room] id, text in
             guard let self else { return }
-            if let s = CallSignal.parse(text) { self.received.append((id, s)) }
-            if self.honest { room?.receive(text, from: id) }
+            let s = CallSignal.parse(text)
+            if let s { self.received.append((id, s)) }
+            if self.honest, !self.withheld.contains(s?.op ?? "") { room?.receive(text, from: id) }
         }
     }
 
@@ -63,6 +66,17 @@ final class HostileFriend {
         // Everyone else in the call was told about h by a, with the token h used at b.
         #expect(b.room.usedIntroductions.contains(used))
 
+        // c is invited by a too, but never uses its introductions, so b keeps a real, unused one
+        // for c; c hands its token for b to h (a stolen or shared introduction).
+        let cw = HostileFriend(c)
+        cw.withheld = [CallSignal.Op.intros]
+        try await startCall(a, c)
+        await c.wait("c's introductions") { cw.received.contains { $0.from == a.id && $0.signal.op == CallSignal.Op.intros } }
+        let forC = try #require(cw.received.first { $0.signal.op == CallSignal.Op.intros }?.signal.intros?[b.id])
+        await b.wait("a's introduction of c at b") { b.room.introductions[forC] != nil }
+        #expect(b.room.introductions[forC]?.newcomer == c.id && b.room.introductions[forC]?.introducer == a.id)
+        #expect(b.room.remoteParticipants[c.id] == nil)
+
         // h leaves and from now on only speaks by hand.
         hp.room.disconnectAll()
         await b.wait("h gone at b") { b.room.remoteParticipants[h.id] == nil }
@@ -74,7 +88,7 @@ final class HostileFriend {
         #expect(b.recorder.calls.filter { $0 == "connect(h)" }.count == 1)
 
         // b keeps talking to a all along, so there is media h could receive.
-        let audio = try #require(b.room.localParticipant.publication(.audio) as? LocalTrackPublication).audioCapturer!
+        let audio = try #require(b.room.localParticipant.publication(.audio)?.audioCapturer)
         let feeding = CallMediaSendTests.feedSpeech(audio, chunks: 300, talking: 0..<300, seed: 7)
         defer { feeding.cancel() }
         // h offers a media socket of its own, as a participant would.
@@ -91,12 +105,8 @@ final class HostileFriend {
         //    introduction that never comes, then refused).
         h.join(b.id, token: nil, members: [a.id])
         h.join(b.id, token: "00112233445566FF", members: [a.id])
-        // 3. An introduction made for another friend: a vouches for c at b (c has not used it).
-        var forC = CallSignal(op: CallSignal.Op.introduce, inv: "C0FFEE00C0FFEE00")
-        forC.text = c.id
-        b.room.receiveIntroduction(forC, from: a.id)
-        #expect(b.room.introductions["C0FFEE00C0FFEE00"]?.newcomer == c.id)
-        h.join(b.id, token: "C0FFEE00C0FFEE00", members: [a.id])
+        // 3. The introduction a made for c at b, in h's hands.
+        h.join(b.id, token: forC, members: [a.id])
         // 4. h vouches for itself, not being in b's call, then uses that token.
         var selfIntro = CallSignal(op: CallSignal.Op.introduce, inv: "BAD0BAD0BAD0BAD0")
         selfIntro.text = h.id
@@ -125,15 +135,15 @@ final class HostileFriend {
             b.revue.counters.callSignalsRefused - refused0 >= 7
         }
         await settle(0.5)
-        // replay, no token, made-up token (replaced by the later held join), another's
-        // introduction, h's own introduction, unasked joined, h's self-made token.
+        // replay, no token, made-up token (replaced by the later held join), c's introduction,
+        // h's own introduction, unasked joined, h's self-made token.
         #expect(b.revue.counters.callSignalsRefused - refused0 == 7)
         #expect(b.recorder.calls.filter { $0 == "connect(h)" }.count == 1)
         #expect(b.room.remoteParticipants[h.id] == nil && b.room.legs[h.id] == nil)
         #expect(b.room.localMedia.values.allSatisfy { !$0.targetIds.contains(h.id) })
         #expect(!b.recorder.room.contains { $0.hasPrefix("message(h") })
         // The introduction for c is still c's to use.
-        #expect(b.room.introductions["C0FFEE00C0FFEE00"]?.newcomer == c.id)
+        #expect(b.room.introductions[forC]?.newcomer == c.id)
         // h got hang-ups (and perhaps b's hello), never a key, a track, a joined or introductions.
         let after = h.received[seen0...].filter { $0.from == b.id }
         #expect(after.allSatisfy { [CallSignal.Op.hangup, CallSignal.Op.hello].contains($0.signal.op) }, "\(after.map(\.signal.op))")
@@ -144,5 +154,31 @@ final class HostileFriend {
         // a, who made the introductions, saw none of this.
         #expect(a.revue.counters.callSignalsRefused == 0)
         a.room.disconnectAll()
+    }
+
+    @Test func signallingForACallThePeerDoesNotHaveIsAnsweredWithOneHangUp() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
+        defer { a.peer.remove(); b.peer.remove() }
+        try await makeFriends([a, b])
+        // a believes it is in a call with b (b restarted, say); b has no call.
+        let stale = HostileFriend(a)
+        stale.honest = false
+        var mute = CallSignal(type: "track", op: CallSignal.Op.mute)
+        mute.sid = "audio"; mute.muted = true
+        stale.send(mute, to: b.id)
+        var mode = CallSignal(op: CallSignal.Op.mode)
+        mode.mode = "recvOnly"
+        stale.send(mode, to: b.id)
+        await a.wait("hang-up from b") { stale.received.contains { $0.from == b.id && $0.signal.op == CallSignal.Op.hangup } }
+        await settle(0.3)
+        // One answer for the burst (at most one a second), nothing reported at b.
+        #expect(stale.received.filter { $0.from == b.id && $0.signal.op == CallSignal.Op.hangup }.count == 1)
+        #expect(b.recorder.room.isEmpty)
+        // A second later it is answered again.
+        await settle(0.8)
+        stale.send(mute, to: b.id)
+        await a.wait("second hang-up") { stale.received.filter { $0.from == b.id && $0.signal.op == CallSignal.Op.hangup }.count == 2 }
     }
 }

@@ -7,7 +7,8 @@ import Glibc
 
 /// Call resume with a grace period (`--call-lost-timeout`): b's network goes away for 3 s (an
 /// nftables rule in b's network namespace drops everything on its link), a sees b offline but
-/// keeps it in the call, and b's media decodes again at a within a second of b being back online.
+/// keeps it in the call, and b's media decodes again at a soon after b is back online (0.2 s
+/// measured alone; the bound is 2 s for a loaded machine).
 /// Needs root (ip netns, nft); skipped otherwise.
 @Suite(.serialized, .enabled(if: getuid() == 0 && NodeProcess.binary != nil
     && FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft"), "needs root, ip and nft (not root: skipped)"))
@@ -65,11 +66,14 @@ struct CallMediaResumeNamespaceTests {
             return fromB?["videoFrames"] as? Int ?? -1
         }
 
-        b.send(["cmd": "feed", "seconds": 14, "tone": 500, "id": "f"])
+        b.send(["cmd": "feed", "seconds": 40, "tone": 500, "id": "f"])  // outlasts the test (quit ends it)
         try? await Task.sleep(for: .seconds(2))
         let before = await framesFromB()
         #expect(before > 10, "media before the outage: \(before) frames")
 
+        func onlineEvents() -> Int {
+            a.events.filter { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true }.count
+        }
         // b's link goes dark for 3 s.
         let cut = shell("""
         ip netns exec \(p)b nft add table inet cut
@@ -83,19 +87,25 @@ struct CallMediaResumeNamespaceTests {
         #expect(offline != nil, "a never saw b offline")
         try? await Task.sleep(for: .seconds(1.2))
         let during = await framesFromB()
+        let onlineBefore = onlineEvents()
         shell("ip netns exec \(p)b nft delete table inet cut")
 
-        let online = await a.wait(timeout: 8, nth: 2) { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true }
+        // The first online event after the outage (paths may have changed before it, online too).
+        let online = await a.wait(timeout: 10, nth: onlineBefore + 1) { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true }
         let backAt = monotonicNow()
         #expect(online != nil, "b never came back")
         let atReturn = await framesFromB()
         var resumedAfter = Double.infinity
-        while monotonicNow() - backAt < 5 {
-            if await framesFromB() >= atReturn + 3 { resumedAfter = monotonicNow() - backAt; break }
+        var last = atReturn
+        while monotonicNow() - backAt < 8 {
+            last = await framesFromB()
+            if last >= atReturn + 3 { resumedAfter = monotonicNow() - backAt; break }
             try? await Task.sleep(for: .milliseconds(50))
         }
         print("resume: video decoded again \(String(format: "%.2f", resumedAfter)) s after b was back online")
-        #expect(resumedAfter < 1.0, "video resumed \(resumedAfter) s after b was back online (frames \(before) before, \(during) during)")
+        // Measured from outside (event polling and media-stats round trips through the node), so
+        // the bound carries slack for a loaded machine: alone it measures about 0.2 s.
+        #expect(resumedAfter < 2.0, "video resumed \(resumedAfter) s after b was back online (frames \(before) before, \(during) during, \(atReturn) at return, \(last) last)")
         // b never left the call on either side.
         #expect(!a.events.contains(where: event("participantDidDisconnect")))
         #expect(!b.events.contains(where: event("participantDidDisconnect")))

@@ -25,10 +25,12 @@ extension Room {
 
     /// A participant vouches for a newcomer. Refused (and counted) from anyone not in our call.
     func receiveIntroduction(_ s: CallSignal, from id: String) {
-        guard remoteParticipants[id] != nil, let token = s.inv, let newcomer = s.text, let core,
-              newcomer != core.ownId, newcomer != id, core.friends[newcomer] != nil else {
+        guard let core, remoteParticipants[id] != nil, let token = s.inv, token.utf8.count <= 32,
+              let newcomer = s.text, newcomer != core.ownId, newcomer != id else {
             return refuse(id, answer: false)
         }
+        // A newcomer who is not our friend cannot reach us anyway (members need not all be friends).
+        guard core.friends[newcomer] != nil else { return }
         // Already with us: nothing to allow (and nothing left for a later rejoin to use).
         guard remoteParticipants[newcomer] == nil else { return }
         if introductions.count >= Self.maxIntroductions,
