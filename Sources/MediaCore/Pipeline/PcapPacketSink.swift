@@ -33,7 +33,11 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     }
 
     /// Appends `packet` as one UDP datagram from `source` to `destination`, stamped with the current time. Sending threads; serialized inside.
-    public func write(_ packet: UnsafeRawBufferPointer) {
+    public func write(_ packet: UnsafeRawBufferPointer) { write(packet, to: destination) }
+
+    /// Appends `packet` as one UDP datagram from `source` to another destination: for one file
+    /// shared by streams sent to different ports. Sending threads; serialized inside.
+    package func write(_ packet: UnsafeRawBufferPointer, to destination: PcapEndpoint) {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let now = UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
