@@ -12,7 +12,9 @@ import Synchronization
 /// into the writer's 64 KiB buffer, a `write` syscall per 64 KiB; no allocation after `init`.
 package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     private let lock = Mutex<Void>(())
-    /// Guarded by `lock`.
+    /// Guarded by `lock`: read and written only inside `lock.withLock`. Not a `Mutex<PcapWriter?>`
+    /// because `write` hands the caller's (non-Sendable) packet buffer to the writer inside the
+    /// lock, which region checking rejects for a value that lives in the mutex.
     nonisolated(unsafe) private var writer: PcapWriter?
     private let failures = Atomic<Int>(0)
     private let written = Atomic<Int>(0)
