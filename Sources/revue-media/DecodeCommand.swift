@@ -12,6 +12,7 @@ enum DecodeCommand: Command {
 
         INPUT .ivf (VP8 or VP9) -> OUTPUT .y4m; INPUT .ogg/.opus (Ogg Opus) -> OUTPUT .wav.
         The input's type is read from its first bytes, the output's from its extension.
+        -o and --output are the same option.
 
         video:
           --fps N            frame rate written in the .y4m header (default: from the IVF time

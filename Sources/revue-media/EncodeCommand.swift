@@ -13,7 +13,7 @@ enum EncodeCommand: Command {
 
         INPUT is a .y4m (4:2:0) or .wav (16-bit PCM or 32-bit float, any rate, 1-2 channels) file.
         OUTPUT is .ivf (VP8 or VP9) for video, .ogg or .opus (Ogg Opus, RFC 7845) for audio.
-        Numbers accept k and M suffixes (1500k, 1.5M).
+        Numbers accept k and M suffixes (1500k, 1.5M). -o and --output are the same option.
 
         input:
           --pattern NAME     a built-in source instead of INPUT: video `moving` (a moving picture

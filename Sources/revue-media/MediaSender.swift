@@ -31,7 +31,8 @@ final class MediaSender {
     let audioStream: RTPOutStream?
     let codec: VPXCodec
     let feedback: RTCPFeedbackListener
-    let pcap: PcapRecorder?
+    /// The engine's pcap sink, shared by both streams, when `--pcap` asked for one.
+    let pcap: PcapPacketSink?
     /// Called after each video frame is captured: its index and the monotonic time of capture.
     var onVideoFrame: ((Int, UInt64) -> Void)?
     /// The engine's send pipelines (capturer -> ring -> encode worker -> RTP -> SRTP -> sink).
@@ -52,7 +53,9 @@ final class MediaSender {
         }
         if let path = wire.pcapPath {
             try checkOutputDirectory(path, option: "--pcap")
-            pcap = try PcapRecorder(path: path, source: (try? socket.localAddress()) ?? any)
+            do { pcap = try PcapPacketSink(path: path, source: PcapEndpoint((try? socket.localAddress()) ?? any)) } catch {
+                throw InputError(description: "\(error)")
+            }
         } else { pcap = nil }
         if video != nil {
             videoStream = RTPOutStream(destination: wire.destination, ssrc: wire.videoSSRC, payloadType: wire.videoPayloadType)
@@ -182,7 +185,9 @@ final class MediaSender {
         return stopped
     }
 
-    func finish() throws { try pcap?.finish() }
+    func finish() throws {
+        do { try pcap?.finish() } catch { throw InputError(description: "\(error)") }
+    }
 }
 
 /// The send pipelines' sink: UDP in `sendmmsg` batches, each packet also recorded to the pcap
@@ -190,18 +195,20 @@ final class MediaSender {
 /// Thread rule: `write`/`flush` from one pipeline worker. Cost: the UDP sink's copy, plus the pcap copy.
 final class RecordingSink: PacketSink, @unchecked Sendable {
     private let udp: UDPPacketSink
-    private let pcap: PcapRecorder?
+    private let pcap: PcapPacketSink?
+    private let pcapDestination: PcapEndpoint
     private let destination: SocketAddress
 
-    init(socket: UDPSocket, destination: SocketAddress, pcap: PcapRecorder?) {
+    init(socket: UDPSocket, destination: SocketAddress, pcap: PcapPacketSink?) {
         udp = UDPPacketSink(socket: socket, destination: destination)
         self.pcap = pcap
         self.destination = destination
+        pcapDestination = PcapEndpoint(destination)
     }
 
     func write(_ packet: UnsafeRawBufferPointer) {
         udp.write(packet)
-        pcap?.record(packet, to: destination)
+        pcap?.write(packet, to: pcapDestination)
     }
 
     func flush() { udp.flush() }

@@ -1,5 +1,5 @@
 // The packet end of `send` and `demo`: what the sender keeps of each outgoing stream, the pcap
-// recording of what it sends, and the RTCP listener that turns a receiver's PLI/FIR into keyframes.
+// endpoints of its addresses, and the RTCP listener that turns a receiver's PLI/FIR into keyframes.
 // Packets themselves are made, protected and sent by the engine's send pipelines.
 import MediaCore
 import RevueSession
@@ -34,36 +34,13 @@ final class RTPOutStream: Sendable {
     }
 }
 
-/// Records sent datagrams into a pcap file (shared by the streams of one sender).
-final class PcapRecorder: @unchecked Sendable {
-    private let writer: Locked<PcapWriter?>
-    private let source: PcapEndpoint
-    let path: String
-
-    init(path: String, source: SocketAddress) throws {
-        self.path = path
-        do { writer = Locked(try PcapWriter(path: path)) } catch { throw InputError(description: "\(error)") }
-        self.source = PcapRecorder.endpoint(source)
-    }
-
-    static func endpoint(_ a: SocketAddress) -> PcapEndpoint {
+extension PcapEndpoint {
+    /// The pcap endpoint of a socket address: IPv4 as is; IPv6 and the wildcard address as
+    /// 127.0.0.1 (the capture synthesizes IPv4 headers).
+    init(_ a: SocketAddress) {
         let b = a.family == .ipv4 ? a.addressBytes : [127, 0, 0, 1]
         let ip = b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] == 0 ? [127, 0, 0, 1] : b
-        return PcapEndpoint(ip[0], ip[1], ip[2], ip[3], port: a.port)
-    }
-
-    func record(_ datagram: UnsafeRawBufferPointer, to destination: SocketAddress) {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        let ns = UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-        writer.with { w in try? w?.write(datagram, from: source, to: PcapRecorder.endpoint(destination), timestampNs: ns) }
-    }
-
-    func finish() throws {
-        try writer.with { w in
-            defer { w = nil }
-            do { try w?.finish() } catch { throw InputError(description: "\(error)") }
-        }
+        self.init(ip[0], ip[1], ip[2], ip[3], port: a.port)
     }
 }
 

@@ -30,7 +30,7 @@ enum ReceiveCommand: Command {
           --codec vp8|vp9     video codec without an SDP (default vp8)
           --pt N, --audio-pt N  payload types without an SDP (default 96 VP8 / 98 VP9, 111)
           --channels N        audio channels of a .wav output without an SDP (default 1)
-          -o OUT              an output file (repeat for video and audio)
+          -o, --output OUT    an output file (repeat for video and audio)
           --duration S        stop after S seconds (default: until Ctrl-C)
           --fps N             frame rate of a .y4m output (default 30; gaps repeat frames)
           --json              print the result as JSON

@@ -330,10 +330,59 @@ func startPeer() {
     emit(["event": "ready", "mode": "peer", "address": revue.revueAddress, "revueId": revue.revueId, "port": Int(revue.port)])
 }
 
-func errorName(_ error: any Error) -> String {
-    let text = "\(error)"
-    return text.split(separator: "(").first.map(String.init) ?? text
+/// The name revue-node reports for one of the SDK's typed errors (docs/revue-node.md): its case
+/// name, without associated values. Exhaustive, so a new case cannot go unnamed.
+protocol NodeErrorName: Error {
+    var nodeName: String { get }
 }
+
+extension FriendAddError: NodeErrorName {
+    var nodeName: String {
+        switch self {
+        case .alreadyExists: "alreadyExists"
+        case .invalidAddress: "invalidAddress"
+        case .badChecksum: "badChecksum"
+        case .ownAddress: "ownAddress"
+        case .messageTooLong: "messageTooLong"
+        case .notInitialized: "notInitialized"
+        case .storageFailed: "storageFailed"
+        }
+    }
+}
+
+extension FriendMessageError: NodeErrorName {
+    var nodeName: String {
+        switch self {
+        case .friendNotReachable: "friendNotReachable"
+        case .sendQueueFull: "sendQueueFull"
+        case .timeout: "timeout"
+        case .messageTooLong: "messageTooLong"
+        case .friendNotFound: "friendNotFound"
+        }
+    }
+}
+
+extension FriendCallError: NodeErrorName {
+    var nodeName: String {
+        switch self {
+        case .invalidState: "invalidState"
+        case .friendNotFound: "friendNotFound"
+        case .friendNotReachable: "friendNotReachable"
+        case .messageTooLong: "messageTooLong"
+        }
+    }
+}
+
+extension RoomError: NodeErrorName {
+    var nodeName: String {
+        switch self {
+        case .alreadyInRequestedState: "alreadyInRequestedState"
+        case .notInitialized: "notInitialized"
+        }
+    }
+}
+
+func errorName(_ error: some NodeErrorName) -> String { error.nodeName }
 
 /// Runs one command line (parsed by RevueNodeProtocol's `NodeCommandLine`). Replies carry "cmd"
 /// and, when given, the command's "id".
@@ -356,9 +405,9 @@ func run(_ line: String) {
     case .address:
         ok(["address": revue.revueAddress, "revueId": revue.revueId, "port": Int(revue.port), "nospam": Int(revue.nospam)])
     case .addFriend(let address, let message):
-        do { ok(["friendId": try friends.addFriend(address: address, message: message)]) } catch let e { error(errorName(e)) }
+        do throws(FriendAddError) { ok(["friendId": try friends.addFriend(address: address, message: message)]) } catch let e { error(errorName(e)) }
     case .accept(let friendId):
-        do { ok(["friendId": try friends.addFriendNorequest(friendId: friendId)]) } catch let e { error(errorName(e)) }
+        do throws(FriendAddError) { ok(["friendId": try friends.addFriendNorequest(friendId: friendId)]) } catch let e { error(errorName(e)) }
     case .delete(let friendId):
         do {
             try friends.deleteFriend(friendId: friendId)

@@ -69,6 +69,8 @@ public final class AudioBufferCapturer: @unchecked Sendable {
     public let channels: Int
     private let accepting = Atomic<Bool>(false)
     private let inFlight = Atomic<Int>(0)
+    /// The worker to wake after a push. Unchecked but safe: set once by the stream before it
+    /// starts the capturer (the `accepting` flag's release/acquire orders it before any capture).
     nonisolated(unsafe) var worker: WorkerThread?
 
     init(channels: Int, ringCapacity: Int, counters: SendCounters) {

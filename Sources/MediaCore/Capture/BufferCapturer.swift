@@ -48,9 +48,11 @@ public final class BufferCapturer: @unchecked Sendable {
     private let inFlight = Atomic<Int>(0)
     private let lastDimensions = Atomic<UInt64>(0)
     private let control = Mutex<Void>(())
-    /// The worker to wake after a push; set once by the stream before it starts.
+    /// The worker to wake after a push; set once by the stream before it starts (the `accepting`
+    /// flag's release/acquire orders that write before any capture reads it).
     nonisolated(unsafe) var worker: WorkerThread?
-    /// Main-actor only.
+    /// Main-actor only: `add`/`remove` are `@MainActor` and notifications hop to the main actor,
+    /// so no two threads touch it.
     nonisolated(unsafe) private var delegateList: [WeakVideoCapturerDelegate] = []
 
     /// Makes a capturer producing `width` x `height` frames; `ringCapacity` (power of two) frames

@@ -101,7 +101,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public var ssrc: UInt32 { configuration.ssrc }
     /// Speaking decisions, in order (a buffering stream: iterate it, or set `onSpeakingEvent`).
     public let speakingEvents: AsyncStream<SpeakingEvent>
-    /// Called on the worker thread for each speaking decision. Set before `start`.
+    /// Called on the worker thread for each speaking decision. Set before `start` (starting the
+    /// worker orders the write before the worker's reads), never while running.
     nonisolated(unsafe) public var onSpeakingEvent: (@Sendable (SpeakingEvent) -> Void)?
 
     private let counters = SendCounters()
@@ -126,6 +127,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let estimatedBitrate = Atomic<Int>(0)
     private let running = Atomic<Bool>(false)
     /// Held from `start` to `stop`: a running stream keeps itself alive (its worker refers to it).
+    /// Only `start` and `stop` touch it, and both run on the one controlling thread.
     nonisolated(unsafe) private var keepAlive: Unmanaged<AudioSendStream>?
     private var bitrate: Int
     private var estimateCap = Int.max

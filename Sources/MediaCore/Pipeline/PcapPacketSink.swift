@@ -12,7 +12,9 @@ import Synchronization
 /// into the writer's 64 KiB buffer, a `write` syscall per 64 KiB; no allocation after `init`.
 package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     private let lock = Mutex<Void>(())
-    /// Guarded by `lock`.
+    /// Guarded by `lock`: read and written only inside `lock.withLock`. Not a `Mutex<PcapWriter?>`
+    /// because `write` hands the caller's (non-Sendable) packet buffer to the writer inside the
+    /// lock, which region checking rejects for a value that lives in the mutex.
     nonisolated(unsafe) private var writer: PcapWriter?
     private let failures = Atomic<Int>(0)
     private let written = Atomic<Int>(0)
@@ -33,7 +35,11 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     }
 
     /// Appends `packet` as one UDP datagram from `source` to `destination`, stamped with the current time. Sending threads; serialized inside.
-    public func write(_ packet: UnsafeRawBufferPointer) {
+    public func write(_ packet: UnsafeRawBufferPointer) { write(packet, to: destination) }
+
+    /// Appends `packet` as one UDP datagram from `source` to another destination: for one file
+    /// shared by streams sent to different ports. Sending threads; serialized inside.
+    package func write(_ packet: UnsafeRawBufferPointer, to destination: PcapEndpoint) {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let now = UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)

@@ -129,6 +129,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let estimatedBitrate = Atomic<Int>(0)
     private let running = Atomic<Bool>(false)
     /// Held from `start` to `stop`: a running stream keeps itself alive (its worker refers to it).
+    /// Only `start` and `stop` touch it, and both run on the one controlling thread.
     nonisolated(unsafe) private var keepAlive: Unmanaged<VideoSendStream>?
 
     /// Creates a stopped stream sending to `sink`. Throws `.encoder` or `.srtp` when libvpx or

@@ -88,7 +88,7 @@ package final class PcapWriter {
         self.path = path
         self.linkType = linkType
         do { file = try AtomicFileWriter(path: path, bufferCapacity: 0) } catch {
-            throw PcapWriterError(error.code, error.description)
+            throw PcapWriterError(error.code, "\(error.path): \(error.step)")
         }
         buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
         // Global header (pcap-savefile(5)): magic, version 2.4, thiszone, sigfigs, snaplen, linktype;
@@ -113,7 +113,7 @@ package final class PcapWriter {
         guard let file else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
         let n = used
         used = 0
-        do { try file.write(buffer.baseAddress!, count: n) } catch { throw PcapWriterError(error.code, error.description) }
+        do { try file.write(buffer.baseAddress!, count: n) } catch { throw PcapWriterError(error.code, "\(error.path): \(error.step)") }
     }
 
     /// Appends one UDP datagram sent from `source` to `destination` at `timestampNs` (Unix-epoch
@@ -139,7 +139,7 @@ package final class PcapWriter {
 
     private func writeDirect(_ d: UnsafeRawBufferPointer) throws(PcapWriterError) {
         guard let file else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
-        do { try file.write(d.baseAddress!, count: d.count) } catch { throw PcapWriterError(error.code, error.description) }
+        do { try file.write(d.baseAddress!, count: d.count) } catch { throw PcapWriterError(error.code, "\(error.path): \(error.step)") }
     }
 
     private func writeRecord(_ d: UnsafeRawBufferPointer, _ src: PcapEndpoint, _ dst: PcapEndpoint,
@@ -220,6 +220,6 @@ package final class PcapWriter {
             file.abort()
             throw error
         }
-        do { try file.finish() } catch { throw PcapWriterError(error.code, error.description) }
+        do { try file.finish() } catch { throw PcapWriterError(error.code, "\(error.path): \(error.step)") }
     }
 }
