@@ -358,6 +358,7 @@ extension FriendMessageError: NodeErrorName {
         case .timeout: "timeout"
         case .messageTooLong: "messageTooLong"
         case .friendNotFound: "friendNotFound"
+        case .reservedFormat: "reservedFormat"
         }
     }
 }
