@@ -1,6 +1,6 @@
 // The call layer's wire messages: JSON objects in the SDK's reserved format (a "type" of msg, adr
 // or track), sent on the friend's reliable, ordered, Noise-encrypted message stream, so the other
-// side's SDK takes them and its App never sees them (reference: "Reserved message format").
+// side's SDK takes them and its App never sees them.
 import Foundation
 
 /// One call-layer message. `type` is "msg" (invitations, membership, chat, mute requests, modes),

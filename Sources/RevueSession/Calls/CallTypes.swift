@@ -1,4 +1,4 @@
-/// How a participant takes part in a call (reference: videosdk-roles.md, in RevueSDK's style).
+/// How a participant takes part in a call.
 public enum ParticipantMode: String, Sendable, Hashable, CaseIterable {
     /// Sends its own media and receives everyone's.
     case sendAndRecv

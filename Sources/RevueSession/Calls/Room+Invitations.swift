@@ -1,5 +1,5 @@
-// Invitations (reference: revue-friends.md "Invite to a call", "Inviting", "Why an invitation
-// ended", "Delete a friend"). Each invitation ends exactly once, with didEndInvitation or
+// Invitations: sending, answering, cancelling and ending them, and what deleting a friend does
+// to them. Each invitation ends exactly once, with didEndInvitation or
 // participantDidConnect: every transition removes the state before queueing its one event, and a
 // message for an invitation no longer in progress is answered (or ignored), never reported.
 
@@ -89,7 +89,7 @@ extension Room {
         emitRevue { $1.revue($0, friend: id, didEndInvitation: reason) }
     }
 
-    /// `deleteFriend` ends a call or invitation first (reference table): hang up, cancel, or reject.
+    /// `deleteFriend` ends a call or invitation first: hang up, cancel, or reject.
     /// An invitation that already ended (its event possibly still queued) is left alone, so its
     /// one didEndInvitation, with the real reason, arrives after the deletion.
     func endForDeletion(_ id: String) {

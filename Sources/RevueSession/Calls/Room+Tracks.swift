@@ -1,5 +1,5 @@
 // Track publications and subscriptions, announced with the reserved "track" messages; the modes'
-// effect on them (reference: videosdk-roles.md "Changing Participant's Mode").
+// effect on them.
 
 extension Room {
     /// Publishes or unpublishes what the local participant wants, given its mode.

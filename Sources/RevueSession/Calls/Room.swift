@@ -1,11 +1,11 @@
-// The call (reference: "Room and RemoteParticipant", revue-events.md): who is in it, their tracks,
+// The call: who is in it, their tracks,
 // and the events of both delegate layers. One Room per Revue instance; `Room.shared` is the one of
 // `Revue.shared`. Calls are meshes: every pair of participants is a pair of friends with its own
 // encrypted channel, over which the call layer's reserved messages travel (docs/session.md, "Calls").
 import Foundation
 internal import MediaCore
 
-/// Options the local participant joins a call with (reference: videosdk-roles.md `createRoom`).
+/// Options the local participant joins a call with.
 public struct RoomOptions: Sendable, Hashable {
     /// The mode you join in.
     public var mode: ParticipantMode = .sendAndRecv
@@ -133,7 +133,7 @@ public final class Room {
         for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) { hangUp(p, reason: .localHangUp, notify: true) }
     }
 
-    /// Changes your own mode (reference: videosdk-roles.md "Changing Participant's Mode"): to
+    /// Changes your own mode: to
     /// `signallingOnly`/`recvOnly` stops publishing (microphone and camera off, remembered); back to
     /// `sendAndRecv` publishes again what was on before, or, the first time after joining without
     /// media, what `options` asks for. Every participant, you included, receives `didUpdateMode`.

@@ -1,4 +1,4 @@
-/// Receives every event of a call (reference: "Events", "Two delegate layers"): participants
+/// Receives every event of a call: participants
 /// joining and leaving, and every participant event, for all participants in one place. Main
 /// actor; every method has an empty default. Add it with `room.delegates.add(delegate:)` (weak).
 ///
@@ -99,7 +99,7 @@ extension RoomDelegate {
     public func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) {}
 }
 
-/// Receives the events of one participant (reference: "Two delegate layers"), for example to drive
+/// Receives the events of one participant, for example to drive
 /// their video tile. The same events as `RoomDelegate` minus `participantDidConnect` and the
 /// speakers list, plus `didUpdateIsSpeaking`. Main actor; empty defaults; held weakly.
 @MainActor
