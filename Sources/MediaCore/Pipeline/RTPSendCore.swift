@@ -6,7 +6,10 @@ import Synchronization
 /// The packet end of a send stream, shared by video and audio: writes RTP packets (RFC 3550 §5.1)
 /// of one SSRC into one preallocated buffer, stamps the RFC 8285 abs-send-time element, protects
 /// each packet in place with SRTP (RFC 3711 §3.3, RFC 7714 §5), keeps it in the `SendHistory`,
-/// hands it to the `PacketSink`, and answers NACKs from the history.
+/// hands it to the `PacketSink`, and answers NACKs from the history: by resending the protected
+/// packet as it was, or, with `rtx`, as an RFC 4588 retransmission on its own SSRC and payload type
+/// (the history then keeps the unprotected packet, and each retransmission is protected anew on
+/// the RTX SSRC, whose sequence numbers and SRTP index are its own).
 ///
 /// Thread rule: everything except `enqueueNacks` runs on the stream's worker thread (the single
 /// owner of the sequencer, buffer and history); `enqueueNacks` is any thread (an MPSC ring).
@@ -24,6 +27,8 @@ final class RTPSendCore: @unchecked Sendable {
     let counters: SendCounters
     let maxRetransmissions: Int
     let absSendTimeID: UInt8?
+    /// RFC 4588 retransmission payload type and SSRC; nil: NACKs resend the original packet.
+    let rtx: (payloadType: UInt8, ssrc: UInt32)?
 
     /// The header of the next packet; `sequenceNumber`, `timestamp`, `marker` change per packet.
     var header: RTPHeader
@@ -32,10 +37,14 @@ final class RTPSendCore: @unchecked Sendable {
     /// Queued NACKed sequence numbers, each packed with the route that asked (`route + 1` in the
     /// high bits; 0: no route, resend through `write`).
     private let nacks: MPSCRing<UInt64>
+    /// RTX: the retransmission's sequence numbers and the buffer it is built in.
+    private var rtxSequencer: RTPSequencer
+    private let rtxBuffer: UnsafeMutableRawBufferPointer
 
     init(ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
          historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
-         initialSequenceNumber: UInt16?, counters: SendCounters) throws(SendPipelineError) {
+         initialSequenceNumber: UInt16?, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil,
+         counters: SendCounters) throws(SendPipelineError) {
         precondition(mtu >= 200 && mtu <= 9000, "MTU \(mtu) out of 200...9000")
         precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
         self.ssrc = ssrc
@@ -45,6 +54,12 @@ final class RTPSendCore: @unchecked Sendable {
         self.counters = counters
         self.maxRetransmissions = maxRetransmissions
         self.absSendTimeID = absSendTimeID
+        if let rtx {
+            precondition(rtx.payloadType < 128 && rtx.payloadType != payloadType,
+                         "RTX payload type \(rtx.payloadType) must be 7 bits and differ from \(payloadType)")
+            precondition(rtx.ssrc != ssrc, "the RTX SSRC must differ from the media SSRC \(ssrc)")
+        }
+        self.rtx = rtx
         if let material {
             do { srtp = try SRTPContext(material: material, direction: .outbound) } catch {
                 throw SendPipelineError(.srtp, "SRTP context for SSRC \(ssrc) (\(material.suite)): \(error)")
@@ -61,12 +76,17 @@ final class RTPSendCore: @unchecked Sendable {
         buffer = .allocate(byteCount: mtu + 128, alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
         nacks = MPSCRing<UInt64>(capacity: 1024)
+        rtxSequencer = RTPSequencer(initial: RandomBytes.initialSequenceNumber())
+        rtxBuffer = .allocate(byteCount: rtx == nil ? 0 : mtu + 128, alignment: 16)
     }
 
-    deinit { buffer.deallocate() }
+    deinit { buffer.deallocate(); rtxBuffer.deallocate() }
 
-    /// The largest RTP payload (descriptor included) that keeps a protected packet within `mtu`.
-    var maxPayloadSize: Int { mtu - header.marshalSize - (srtp?.rtpOverhead ?? 0) }
+    /// The largest RTP payload (descriptor included) that keeps a protected packet within `mtu`
+    /// (and, with RTX, its retransmission too: the OSN adds 2 bytes).
+    var maxPayloadSize: Int {
+        mtu - header.marshalSize - (srtp?.rtpOverhead ?? 0) - (rtx == nil ? 0 : RTXPacket.overhead)
+    }
 
     /// The sequence number the next packet gets.
     var nextSequenceNumber: UInt16 { sequencer.nextSequenceNumber }
@@ -94,6 +114,11 @@ final class RTPSendCore: @unchecked Sendable {
             header.sequenceNumber = sequencer.next()
             let length = payloads.writePacket(at: i, header: &header, into: buffer)
             var wire = length
+            // RTX rebuilds retransmissions from the unprotected packet.
+            if rtx != nil {
+                history.store(seq: header.sequenceNumber, packet: UnsafeRawBufferPointer(rebasing: buffer[0..<length]),
+                              nowNs: Int64(bitPattern: now))
+            }
             if let srtp {
                 do { wire = try srtp.protect(buffer, length: length) } catch {
                     counters.add(counters.protectFailures)
@@ -101,7 +126,7 @@ final class RTPSendCore: @unchecked Sendable {
                 }
             }
             let packet = UnsafeRawBufferPointer(start: buffer.baseAddress, count: wire)
-            history.store(seq: header.sequenceNumber, packet: packet, nowNs: Int64(bitPattern: now))
+            if rtx == nil { history.store(seq: header.sequenceNumber, packet: packet, nowNs: Int64(bitPattern: now)) }
             sink.write(packet)
             packets += 1
             octets += length - headerSize
@@ -140,9 +165,24 @@ final class RTPSendCore: @unchecked Sendable {
             did = true
             let seq = UInt16(truncatingIfNeeded: entry)
             let route = Int(entry >> 16) - 1
-            let result = history.retransmit(seq: seq, nowNs: now, maxRetransmissions: maxRetransmissions) { bytes in
+            let result = history.retransmit(seq: seq, nowNs: now, maxRetransmissions: maxRetransmissions) { stored in
+                var bytes = stored
+                var payload = stored.count - header.marshalSize - (srtp?.rtpOverhead ?? 0)
+                if let rtx {
+                    guard let n = RTXPacket.wrap(stored, payloadType: rtx.payloadType, sequenceNumber: rtxSequencer.next(),
+                                                 ssrc: rtx.ssrc, into: rtxBuffer) else { return }
+                    payload = stored.count - header.marshalSize
+                    var wire = n
+                    if let srtp {
+                        do { wire = try srtp.protect(rtxBuffer, length: n) } catch {
+                            counters.add(counters.protectFailures)
+                            return
+                        }
+                    }
+                    bytes = UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire])
+                }
                 if route >= 0, let routed { routed.write(bytes, route: route) } else { sink.write(bytes) }
-                counters.add(counters.retransmittedBytesSent, UInt64(max(0, bytes.count - header.marshalSize - (srtp?.rtpOverhead ?? 0))))
+                counters.add(counters.retransmittedBytesSent, UInt64(max(0, payload)))
             }
             if case .found = result {
                 resent += 1

@@ -57,6 +57,10 @@ public struct ReceivePipelineStatistics: Sendable, Equatable {
     public var unknownStream = 0
     /// Truncated datagrams (larger than the receive buffers): dropped.
     public var truncated = 0
+    /// RFC 4588 retransmissions unwrapped into their original stream.
+    public var rtxUnwrapped = 0
+    /// RTX packets dropped: no OSN (padding only), or no single stream they can belong to.
+    public var rtxDropped = 0
     /// RTCP compound packets sent, and how many NACK, PLI, FIR, REMB packets they carried.
     public var rtcpSent = 0, nacksSent = 0, plisSent = 0, firsSent = 0, rembsSent = 0
     /// Sender reports received.
@@ -173,6 +177,8 @@ public final class ReceivePipeline: @unchecked Sendable {
         var lastPublishNs: UInt64 = 0
         let batch: UDPReceiveBatch
         let rtcpBuffer: UnsafeMutableRawBufferPointer
+        /// Where an RTX packet's original is rebuilt before it enters its stream's jitter buffer.
+        let rtxBuffer: UnsafeMutableRawBufferPointer
 
         init(configuration: ReceivePipelineConfiguration, socket: UDPSocket, inbound: SRTPContext?,
              outbound: SRTPContext?, renderer: VideoRenderer?, audio: AudioReceiveStream?) {
@@ -185,10 +191,11 @@ public final class ReceivePipeline: @unchecked Sendable {
             reportSchedule = RTCPReportSchedule(intervalMilliseconds: configuration.reportIntervalMilliseconds)
             batch = UDPReceiveBatch(capacity: configuration.batchCapacity, bufferSize: 2048)
             rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
+            rtxBuffer = .allocate(byteCount: 2048, alignment: 16)
             videos.reserveCapacity(configuration.maxStreams)
         }
 
-        deinit { rtcpBuffer.deallocate() }
+        deinit { rtcpBuffer.deallocate(); rtxBuffer.deallocate() }
 
         func run() {
             while !stopping.load(ordering: .acquiring) {
@@ -243,6 +250,10 @@ public final class ReceivePipeline: @unchecked Sendable {
             let pt = d.bytes[1] & 0x7F
             let isVideo = configuration.video.contains { $0.payloadType == pt }
             let isAudio = configuration.audio?.payloadType == pt
+            if !isVideo && !isAudio && configuration.video.contains(where: { $0.rtxPayloadType == pt }) {
+                handleRTX(d, payloadType: pt)
+                return
+            }
             guard isVideo || isAudio else { counters.unknownStream += 1; return }
             guard let bytes = unprotect(d, rtcp: false) else { return }
             guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
@@ -255,6 +266,29 @@ public final class ReceivePipeline: @unchecked Sendable {
                 return
             }
             guard let stream = videoStream(ssrc: ssrc, payloadType: pt) else { counters.unknownStream += 1; return }
+            stream.insert(packet, arrivalNs: d.receivedAtNanoseconds)
+        }
+
+        /// An RFC 4588 retransmission (its own SSRC and payload type): unprotected on its SSRC (its
+        /// own SRTP index and replay window), rebuilt as the original packet (RFC 4588 §4: the OSN
+        /// becomes the sequence number) and inserted into the one stream whose payload type the RTX
+        /// payload type is associated with (`apt`). It does not start a stream: RTX for a stream not
+        /// yet seen, or shared by several streams of that payload type, is dropped and counted.
+        private func handleRTX(_ d: UDPDatagram, payloadType pt: UInt8) {
+            guard let bytes = unprotect(d, rtcp: false) else { return }
+            var target: VideoReceiveStream?
+            var matches = 0
+            for v in videos where v.settings.rtxPayloadType == pt { target = v; matches += 1 }
+            guard matches == 1, let stream = target,
+                  let n = RTXPacket.unwrap(bytes, payloadType: stream.settings.payloadType, ssrc: stream.ssrc, into: rtxBuffer) else {
+                counters.rtxDropped += 1
+                return
+            }
+            guard let packet = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<n])) else {
+                counters.malformed += 1
+                return
+            }
+            counters.rtxUnwrapped += 1
             stream.insert(packet, arrivalNs: d.receivedAtNanoseconds)
         }
 

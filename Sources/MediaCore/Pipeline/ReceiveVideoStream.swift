@@ -10,6 +10,10 @@ public struct VideoReceiveSettings: Sendable {
                                                    minimumDelayMilliseconds: 0, maximumDelayMilliseconds: 500)
     /// Ask for retransmission of missing packets (RFC 4585 generic NACK).
     public var nackEnabled = true
+    /// The RFC 4588 retransmission payload type the sender resends on (its own SSRC, `apt=` this
+    /// stream's payload type): such packets are unwrapped into this stream. Plain resends on the
+    /// media SSRC are taken with or without it. nil: RTX packets are dropped as unknown.
+    public var rtxPayloadType: UInt8? = nil
     /// Requests per missing packet before giving up (then a keyframe is requested).
     public var nackMaxTries = 10
     /// Round-trip time assumed until one is measured, in milliseconds: a hole is waited for about

@@ -68,6 +68,18 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// Skip frames arriving faster than the encoder's frame rate (counted as
         /// `droppedFrameRate`). Off by default: every captured frame is encoded.
         public var limitsFrameRate = false
+        /// RFC 4588 retransmission payload type (`a=rtpmap:<pt> rtx/90000` with `apt=` the media
+        /// payload type): NACKed packets are resent as RTX packets on `rtxSSRC`. nil (default):
+        /// resent as they were, for receivers that do not negotiate RTX.
+        public var rtxPayloadType: UInt8? = nil
+        /// The SSRC of the retransmission stream (RFC 4588 §8, `a=ssrc-group:FID <media> <rtx>`);
+        /// random by default, used only with `rtxPayloadType`.
+        public var rtxSSRC: UInt32 = RandomBytes.ssrc()
+        /// Pacing (libwebrtc's `PacingController` manner): packets leave spread at 2.5x the target
+        /// bitrate in bursts of one 5 ms interval's budget, from the pacer's own thread, so a
+        /// keyframe no longer leaves as one burst. nil: each frame's packets leave together from
+        /// the worker.
+        public var pacer: PacerSettings? = PacerSettings()
         /// First RTP sequence number (random in 0...32767 when nil).
         public var initialSequenceNumber: UInt16? = nil
         /// RTP timestamp of the first frame (random when nil).
@@ -92,6 +104,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var keyframeRequestsCoalesced: UInt64
         /// Packets SRTP refused to protect (not sent).
         public var protectFailures: UInt64
+        /// What the pacer did (nil without pacing).
+        public var pacer: PacerStatistics?
     }
 
     /// Takes frames from your thread(s) into this stream.
@@ -103,6 +117,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     private let counters = SendCounters()
     private let core: RTPSendCore
+    private let pacer: RTPPacer?
     private let encoder: VPXEncoder
     private var clock: RTPClock
     private var lastTicks: Int64 = -1
@@ -139,10 +154,12 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         do { encoder = try VPXEncoder(c.encoder) } catch {
             throw SendPipelineError(.encoder, "video encoder \(c.encoder.codec) \(c.encoder.width)x\(c.encoder.height): \(error)")
         }
-        core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
+        pacer = c.pacer.map { RTPPacer(sink: sink, maxPacketSize: c.mtu + 128, targetBitrate: c.encoder.bitrate, settings: $0) }
+        core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: pacer ?? sink,
                                historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
                                absSendTimeID: c.absSendTimeExtensionID, audioLevelID: nil,
-                               initialSequenceNumber: c.initialSequenceNumber, counters: counters)
+                               initialSequenceNumber: c.initialSequenceNumber,
+                               rtx: c.rtxPayloadType.map { (payloadType: $0, ssrc: c.rtxSSRC) }, counters: counters)
         capturer = BufferCapturer(width: c.encoder.width, height: c.encoder.height, ringCapacity: c.ringCapacity,
                                   maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,
                                   scaleFilter: c.scaleFilter)
@@ -169,6 +186,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public func start() {
         precondition(!running.exchange(true, ordering: .acquiringAndReleasing), "VideoSendStream started twice")
         keepAlive = Unmanaged.passRetained(self)
+        pacer?.start()
         worker.start()
         capturer.setAccepting(true)
     }
@@ -186,6 +204,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         worker.stop()
         // The worker has joined: this thread now owns the encoder; finish what was queued.
         while step() {}
+        pacer?.stop()  // sends what still waits
     }
 
     /// Tests and benchmarks: opens the capturer without starting the worker thread, so the calling
@@ -239,7 +258,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                    capture: counters.captureStats,
                    retransmissionsRefused: SendCounters.load(counters.retransmissionsRefused),
                    keyframeRequestsCoalesced: keyframeRequestsCoalesced.load(ordering: .relaxed),
-                   protectFailures: SendCounters.load(counters.protectFailures))
+                   protectFailures: SendCounters.load(counters.protectFailures),
+                   pacer: pacer?.statistics)
     }
 
     // MARK: RTPSendFeedbackTarget
@@ -325,6 +345,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             do { try encoder.reconfigure(c) } catch { /* libvpx kept the previous settings */ }
         }
         counters.targetBitrate.store(encoder.configuration.bitrate, ordering: .relaxed)
+        pacer?.setTargetBitrate(encoder.configuration.bitrate)
     }
 
     private func encode(_ frame: VideoFrame) {
