@@ -99,6 +99,7 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         var vc = VideoSendStream.Configuration(codec: .vp8, width: Self.width, height: Self.height)
         vc.encoder.bitrate = Self.bitrate
         vc.srtp = nil
+        vc.pacer = PacerSettings()
         var ac = AudioSendStream.Configuration()
         ac.srtp = nil
         ac.initialTimestamp = 0

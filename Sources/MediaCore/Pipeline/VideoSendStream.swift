@@ -78,8 +78,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// Pacing (libwebrtc's `PacingController` manner): packets leave spread at 2.5x the target
         /// bitrate in bursts of one 5 ms interval's budget, from the pacer's own thread, so a
         /// keyframe no longer leaves as one burst. nil: each frame's packets leave together from
-        /// the worker.
-        public var pacer: PacerSettings? = PacerSettings()
+        /// the worker (the default: the receive side's delay-based estimate reads RTP timestamps,
+        /// so packets held back by pacing would look like a queue building up on the path).
+        public var pacer: PacerSettings? = nil
         /// First RTP sequence number (random in 0...32767 when nil).
         public var initialSequenceNumber: UInt16? = nil
         /// RTP timestamp of the first frame (random when nil).
