@@ -164,7 +164,7 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
     @Test func aPacerWithoutItsThreadSendsOnFlush() {
         let sink = MemoryPacketSink()
         let pacer = RTPPacer(sink: sink, maxPacketSize: 1500, targetBitrate: 100_000)
-        for i in 0..<5 { pacer.write([UInt8](repeating: UInt8(i), count: 100 + i)) }
+        for i in 0..<5 { [UInt8](repeating: UInt8(i), count: 100 + i).withUnsafeBytes { pacer.write($0) } }
         #expect(pacer.queuedPackets == 5 && sink.takePackets().isEmpty)
         pacer.flush()
         let out = sink.takePackets()
@@ -172,7 +172,7 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         #expect(out.map { $0[0] } == [0, 1, 2, 3, 4])
         #expect(pacer.statistics.packetsPaced == 5 && pacer.queuedPackets == 0)
         // Oversized packets and a full queue are dropped and counted.
-        pacer.write([UInt8](repeating: 0, count: 1501))
+        [UInt8](repeating: 0, count: 1501).withUnsafeBytes { pacer.write($0) }
         #expect(pacer.statistics.overflows == 1)
     }
 
@@ -184,7 +184,7 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         pacer.start()
         var packet = [UInt8](repeating: 0, count: 1000)
         packet[0] = 0x80
-        for _ in 0..<100 { pacer.write(packet) }
+        for _ in 0..<100 { packet.withUnsafeBytes { pacer.write($0) } }
         pacer.flush()
         let start = UDPSocket.monotonicNanoseconds()
         while pacer.queuedPackets > 0 && UDPSocket.monotonicNanoseconds() - start < 3_000_000_000 { usleep(5000) }

@@ -37,24 +37,40 @@ public struct PacerStatistics: Sendable, Equatable {
     public var pacingRate: Int = 0
 }
 
-/// Spreads one send stream's packets in time: the stream's worker writes packets (already
+/// Where a pacer's packets go when they leave: the send stream's egress stamps the send time,
+/// protects, keeps the packet for NACK and writes it to the socket (`RTPSendCore`). Called only
+/// on the pacer's thread (or the thread driving a pacer without one).
+protocol RTPPacerEgress: AnyObject {
+    /// Sends one unprotected packet held in `packet` (with room for the SRTP tag after `length`)
+    /// at `nowNs`; returns the bytes that went on the wire (0: dropped).
+    func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int
+    /// Flushes the socket after a batch of egresses.
+    func egressFlush()
+    /// Answers queued NACKs (retransmissions leave before queued media).
+    func egressServiceNacks()
+}
+
+/// Spreads one send stream's packets in time: the stream's worker writes its packets (not yet
 /// protected) into a fixed queue instead of the socket, and the pacer's own thread releases them
 /// interval by interval, each interval sending while its byte budget (pacing rate x elapsed time,
-/// at most one interval's worth saved up) is positive, then flushing the sink once. A keyframe
-/// thus leaves in bursts of about rate x 5 ms instead of all at once, and the first packets of a
-/// frame still leave at once (the producer wakes the thread). Retransmissions go through the same
-/// queue, in order. Audio streams are not paced: their packets never wait behind video.
+/// at most one interval's worth saved up) is positive, then flushing once. A keyframe thus leaves
+/// in bursts of about rate x 5 ms instead of all at once, and the first packets of a frame still
+/// leave at once (the producer wakes the thread). Packets are stamped (abs-send-time), protected
+/// and kept for NACK when they leave (`RTPPacerEgress`), so the receiver's delay estimate sees
+/// when they really left; retransmissions leave from the same thread, before queued media. Audio
+/// streams are not paced: their packets never wait behind video.
 ///
-/// Conforms to `RoutedPacketSink` so the stream writes to it as to any sink; routed packets keep
-/// their route. Thread rule: `write`/`flush` from the one producer (the stream's worker); the
-/// pacer's thread is the only one writing to the downstream sink while running; `setTargetBitrate`
-/// and `statistics` from any thread. Without `start()` (tests driving the stream by hand) `flush`
-/// sends everything at once. Cost: one copy per packet into a preallocated slot; no allocation
-/// after `init`; one thread waking every interval while packets wait, sleeping otherwise.
-final class RTPPacer: RoutedPacketSink, @unchecked Sendable {
+/// Thread rule: `write`/`flush` from the one producer (the stream's worker); the pacer's thread is
+/// the only one sending while it runs; `setTargetBitrate`, `wake` and `statistics` from any
+/// thread. Without `start()` (tests driving the stream by hand) `flush` sends everything at once.
+/// Cost: one copy per packet into a preallocated slot; no allocation after `init`; one thread
+/// waking every interval while packets wait, sleeping otherwise.
+final class RTPPacer: @unchecked Sendable {
     let settings: PacerSettings
-    private let sink: PacketSink
-    private let routed: RoutedPacketSink?
+    /// Without an egress target (tests), packets are written to `sink` as they are.
+    private let sink: PacketSink?
+    /// Set once by the owner before `start`; it outlives the pacer's thread (see `stop`).
+    unowned(unsafe) var target: RTPPacerEgress?
     private let slotSize: Int
     private let mask: UInt64
     private let storage: UnsafeMutableRawPointer
@@ -80,13 +96,12 @@ final class RTPPacer: RoutedPacketSink, @unchecked Sendable {
 
     /// A pacer in front of `sink` for packets of at most `maxPacketSize` bytes, pacing at
     /// `settings.pacingFactor` x `targetBitrate`. Allocates the queue once.
-    init(sink: PacketSink, maxPacketSize: Int, targetBitrate: Int, settings: PacerSettings = PacerSettings()) {
+    init(sink: PacketSink?, maxPacketSize: Int, targetBitrate: Int, settings: PacerSettings = PacerSettings()) {
         precondition(settings.capacity > 0 && settings.capacity & (settings.capacity - 1) == 0,
                      "pacer capacity \(settings.capacity) is not a power of two")
         precondition(settings.pacingFactor > 0 && settings.intervalMilliseconds > 0, "pacer rate and interval must be positive")
         self.settings = settings
         self.sink = sink
-        routed = sink as? RoutedPacketSink
         slotSize = maxPacketSize
         mask = UInt64(settings.capacity - 1)
         storage = .allocate(byteCount: settings.capacity * maxPacketSize, alignment: 64)
@@ -101,7 +116,7 @@ final class RTPPacer: RoutedPacketSink, @unchecked Sendable {
     }
 
     deinit {
-        stop()
+        // The owner stops the pacer before it goes (a running thread holds no reference to it).
         sem_destroy(&semaphore)
         storage.deallocate(); lengths.deallocate(); routes.deallocate(); enqueuedAt.deallocate()
     }
@@ -128,6 +143,12 @@ final class RTPPacer: RoutedPacketSink, @unchecked Sendable {
     /// Counters (updated by the pacer's thread once per interval). Any thread.
     var statistics: PacerStatistics { stats.withLock { $0 } }
 
+    /// Whether the pacer's thread runs (it then owns the egress).
+    var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    /// Wakes the thread (NACKs are queued). Any thread.
+    func wake() { if running.load(ordering: .acquiring) { sem_post(&semaphore) } }
+
     /// Packets waiting.
     var queuedPackets: Int {
         Int(tail.load(ordering: .acquiring) &- head.load(ordering: .acquiring))
@@ -135,12 +156,10 @@ final class RTPPacer: RoutedPacketSink, @unchecked Sendable {
 
     // MARK: Producer
 
+    /// Queues one packet (copied); a full queue or an oversized packet drops it (counted).
     func write(_ packet: UnsafeRawBufferPointer) { enqueue(packet, route: -1) }
 
-    func write(_ packet: UnsafeRawBufferPointer, route: Int) { enqueue(packet, route: route) }
-
-    /// Wakes the pacer's thread (a frame or a batch of resends is queued); without a thread,
-    /// sends everything queued now.
+    /// Wakes the pacer's thread (a frame is queued); without a thread, sends everything queued now.
     func flush() {
         if running.load(ordering: .acquiring) { sem_post(&semaphore) } else { drain() }
     }
@@ -166,6 +185,7 @@ final class RTPPacer: RoutedPacketSink, @unchecked Sendable {
     private func run() {
         let intervalNs = UInt64(settings.intervalMilliseconds * 1e6)
         while running.load(ordering: .acquiring) {
+            target?.egressServiceNacks()
             let now = UDPSocket.monotonicNanoseconds()
             process(nowNs: now)
             if queuedPackets == 0 {
@@ -214,6 +234,7 @@ final class RTPPacer: RoutedPacketSink, @unchecked Sendable {
 
     /// Sends everything queued at once (no thread, or stopping).
     private func drain() {
+        target?.egressServiceNacks()
         var h = head.load(ordering: .relaxed)
         let t = tail.load(ordering: .acquiring)
         let now = UDPSocket.monotonicNanoseconds()
@@ -227,20 +248,25 @@ final class RTPPacer: RoutedPacketSink, @unchecked Sendable {
 
     private func send(slot: Int, nowNs: UInt64) -> Int {
         let n = lengths[slot]
-        let bytes = UnsafeRawBufferPointer(start: storage + slot * slotSize, count: n)
-        if routes[slot] >= 0, let routed { routed.write(bytes, route: routes[slot]) } else { sink.write(bytes) }
+        var wire = n
+        if let target {
+            wire = target.egress(UnsafeMutableRawBufferPointer(start: storage + slot * slotSize, count: slotSize),
+                                 length: n, nowNs: nowNs)
+        } else {
+            sink?.write(UnsafeRawBufferPointer(start: storage + slot * slotSize, count: n))
+        }
         queuedBytes.subtract(n, ordering: .relaxed)
         let delay = nowNs &- min(nowNs, enqueuedAt[slot])
         local.packetsPaced += 1
         local.totalQueueDelayNs &+= delay
         local.maxQueueDelayNs = max(local.maxQueueDelayNs, delay)
         sentSinceFlush += 1
-        return n
+        return wire
     }
 
     private func finishInterval(rate: Int) {
         if sentSinceFlush > 0 {
-            sink.flush()
+            if let target { target.egressFlush() } else { sink?.flush() }
             sentSinceFlush = 0
         }
         local.pacingRate = rate

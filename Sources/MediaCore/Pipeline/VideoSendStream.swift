@@ -77,10 +77,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var rtxSSRC: UInt32 = RandomBytes.ssrc()
         /// Pacing (libwebrtc's `PacingController` manner): packets leave spread at 2.5x the target
         /// bitrate in bursts of one 5 ms interval's budget, from the pacer's own thread, so a
-        /// keyframe no longer leaves as one burst. nil: each frame's packets leave together from
-        /// the worker (the default: the receive side's delay-based estimate reads RTP timestamps,
-        /// so packets held back by pacing would look like a queue building up on the path).
-        public var pacer: PacerSettings? = nil
+        /// keyframe no longer leaves as one burst; abs-send-time is stamped as each packet leaves.
+        /// nil: each frame's packets leave together from the worker.
+        public var pacer: PacerSettings? = PacerSettings()
         /// First RTP sequence number (random in 0...32767 when nil).
         public var initialSequenceNumber: UInt16? = nil
         /// RTP timestamp of the first frame (random when nil).
@@ -155,12 +154,13 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         do { encoder = try VPXEncoder(c.encoder) } catch {
             throw SendPipelineError(.encoder, "video encoder \(c.encoder.codec) \(c.encoder.width)x\(c.encoder.height): \(error)")
         }
-        pacer = c.pacer.map { RTPPacer(sink: sink, maxPacketSize: c.mtu + 128, targetBitrate: c.encoder.bitrate, settings: $0) }
-        core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: pacer ?? sink,
+        pacer = c.pacer.map { RTPPacer(sink: nil, maxPacketSize: c.mtu + 128, targetBitrate: c.encoder.bitrate, settings: $0) }
+        core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
                                historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
                                absSendTimeID: c.absSendTimeExtensionID, audioLevelID: nil,
                                initialSequenceNumber: c.initialSequenceNumber,
-                               rtx: c.rtxPayloadType.map { (payloadType: $0, ssrc: c.rtxSSRC) }, counters: counters)
+                               rtx: c.rtxPayloadType.map { (payloadType: $0, ssrc: c.rtxSSRC) }, pacer: pacer,
+                               counters: counters)
         capturer = BufferCapturer(width: c.encoder.width, height: c.encoder.height, ringCapacity: c.ringCapacity,
                                   maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,
                                   scaleFilter: c.scaleFilter)
@@ -269,6 +269,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16 {
         core.enqueueNacks(sequenceNumbers)
         capturer.worker?.wake()
+        pacer?.wake()
     }
 
     /// A NACK from one receiver of a stream sent through a `RoutedPacketSink`: the packets are
@@ -276,6 +277,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public func handleNack<S: Sequence>(_ sequenceNumbers: S, route: Int) where S.Element == UInt16 {
         core.enqueueNacks(sequenceNumbers, route: route)
         capturer.worker?.wake()
+        pacer?.wake()
     }
 
     /// A receiver lost a picture (RFC 4585 §6.3.1): asks for a keyframe through the shared limiter. Any thread.
