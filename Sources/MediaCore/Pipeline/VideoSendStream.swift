@@ -6,8 +6,9 @@ import Synchronization
 /// One outgoing video track: frames captured on any thread (`capturer`) are converted into pooled
 /// I420 frames, queued in a lock-free ring, encoded (VP8 or VP9, real time) on the stream's own
 /// worker thread, packetized (RFC 7741 / RFC 9628, MTU 1200 by default, frames spread evenly over
-/// packets), SRTP-protected in place, kept for NACK retransmission and handed to a `PacketSink`,
-/// one flush per frame.
+/// packets), paced (`RTPPacer`, on by default: 2.5x the target bitrate in 5 ms bursts, from the
+/// pacer's thread), SRTP-protected in place, kept for NACK retransmission (as RFC 4588 RTX when
+/// configured) and handed to a `PacketSink`.
 ///
 /// Control never stops the pipeline: bitrate, frame rate, resolution, keyframe requests and NACKs
 /// are atomics or ring pushes picked up by the worker between frames; `statistics` reads atomic
