@@ -47,10 +47,13 @@ final class RTPSendCore: @unchecked Sendable {
     private let rtxBuffer: UnsafeMutableRawBufferPointer
     /// Pacing: `send` queues here and the pacer's thread calls the egress.
     let pacer: RTPPacer?
+    /// Transport-wide sequence numbers: the element's ID and the transport's counter.
+    let transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)?
 
     init(ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
          historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
          initialSequenceNumber: UInt16?, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil, pacer: RTPPacer? = nil,
+         transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil,
          counters: SendCounters) throws(SendPipelineError) {
         precondition(mtu >= 200 && mtu <= 9000, "MTU \(mtu) out of 200...9000")
         precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
@@ -80,6 +83,8 @@ final class RTPSendCore: @unchecked Sendable {
         // Reserve the elements now so the header size is known and stays fixed per packet.
         if let id = audioLevelID { header.extensions.setAudioLevel(RTPAudioLevel(voiceActivity: false, level: 127), id: id) }
         if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(rawValue: 0), id: id) }
+        if let t = transportSequence { header.extensions.setTransportSequenceNumber(0, id: t.id) }
+        self.transportSequence = transportSequence
         buffer = .allocate(byteCount: mtu + 128, alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
         nacks = MPSCRing<UInt64>(capacity: 1024)
@@ -144,6 +149,7 @@ final class RTPSendCore: @unchecked Sendable {
     /// 0 when SRTP refused it (counted). Egress thread.
     private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
+        stampTransportSequence(packet, length: length)
         // RTX rebuilds retransmissions from the unprotected packet.
         if rtx != nil {
             history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), nowNs: Int64(bitPattern: nowNs))
@@ -159,6 +165,13 @@ final class RTPSendCore: @unchecked Sendable {
         if rtx == nil { history.store(seq: seq, packet: bytes, nowNs: Int64(bitPattern: nowNs)) }
         sink.write(bytes)
         return wire
+    }
+
+    /// Gives the packet the transport's next transport-wide sequence number, when configured.
+    @inline(__always) private func stampTransportSequence(_ packet: UnsafeMutableRawBufferPointer, length: Int) {
+        if let t = transportSequence, let at = Self.elementOffset(id: t.id, in: packet, length: length) {
+            packet.put16(at, t.numbers.take())
+        }
     }
 
     /// Offset of the data of one-byte header extension element `id` (RFC 8285 §4.2) in an RTP
@@ -217,6 +230,7 @@ final class RTPSendCore: @unchecked Sendable {
                     guard let n = RTXPacket.wrap(stored, payloadType: rtx.payloadType, sequenceNumber: rtxSequencer.next(),
                                                  ssrc: rtx.ssrc, into: rtxBuffer) else { return }
                     payload = stored.count - header.marshalSize
+                    stampTransportSequence(rtxBuffer, length: n)
                     var wire = n
                     if let srtp {
                         do { wire = try srtp.protect(rtxBuffer, length: n) } catch {

@@ -81,6 +81,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// keyframe no longer leaves as one burst; abs-send-time is stamped as each packet leaves.
         /// nil: each frame's packets leave together from the worker.
         public var pacer: PacerSettings? = PacerSettings()
+        /// Transport-wide sequence numbers (draft-holmer-rmcat-transport-wide-cc-extensions-01):
+        /// the RFC 8285 element ID and the counter shared by every stream on the transport; each
+        /// packet (and each RTX retransmission) is numbered as it leaves. nil (default): none.
+        public var transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil
         /// First RTP sequence number (random in 0...32767 when nil).
         public var initialSequenceNumber: UInt16? = nil
         /// RTP timestamp of the first frame (random when nil).
@@ -161,7 +165,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                                absSendTimeID: c.absSendTimeExtensionID, audioLevelID: nil,
                                initialSequenceNumber: c.initialSequenceNumber,
                                rtx: c.rtxPayloadType.map { (payloadType: $0, ssrc: c.rtxSSRC) }, pacer: pacer,
-                               counters: counters)
+                               transportSequence: c.transportSequence, counters: counters)
         capturer = BufferCapturer(width: c.encoder.width, height: c.encoder.height, ringCapacity: c.ringCapacity,
                                   maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,
                                   scaleFilter: c.scaleFilter)
