@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import Testing
 @testable import MediaCore
 
@@ -104,5 +106,57 @@ import Testing
         let numbered = try all.map { p in try p.withUnsafeBytes { try #require(RTPPacket(parsing: $0).header.extensions.transportSequenceNumber(id: 5)) } }
         #expect(numbered == (0..<all.count).map { UInt16(truncatingIfNeeded: 65_534 + $0) }, "\(numbered)")
         #expect(numbers.take() == UInt16(truncatingIfNeeded: 65_534 + all.count))
+    }
+
+    /// A paced video stream numbering its packets, a receive pipeline sending transport feedback
+    /// back over loopback: the feedback, parsed, reports every packet sent, with arrival times
+    /// that advance with the packets'.
+    @Test func theReceivePipelineSendsTransportFeedbackCoveringEveryPacket() throws {
+        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        var conf = ReceivePipelineConfiguration(remoteKey: nil)
+        conf.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
+        conf.transportSequenceNumberExtensionID = 5
+        let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: nil)
+        let txSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let sink = UDPPacketSink(socket: txSocket, destination: try rxSocket.localAddress())
+        var config = sendTestVideoConfiguration()
+        config.transportSequence = (id: 5, numbers: TransportSequenceNumbers(initial: 65_500))
+        let stream = try VideoSendStream(configuration: config, sink: sink)
+        receiver.start(); stream.start()
+        let start = UDPSocket.monotonicNanoseconds()
+        for i in 0..<20 {
+            while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(1000) }
+            sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240), timeStampNs: Int64(i) * 33_333_333)
+        }
+        usleep(300_000)
+        stream.stop()
+        usleep(200_000)
+        receiver.stop()
+        let sent = Int(stream.statistics.outbound.packetsSent)
+        var feedback: [RTCPTransportFeedback] = []
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        while (try? txSocket.waitUntilReadable(timeoutMilliseconds: 0)) == true {
+            let n = try buffer.withUnsafeMutableBytes { try txSocket.receive(into: $0).count }
+            let packets = try buffer.withUnsafeBytes { try RTCPCompound.parse(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            for case .transportFeedback(let f) in packets { feedback.append(f) }
+        }
+        var reported: [UInt16: Int64] = [:]
+        for f in feedback {
+            for (k, t) in Self.arrivals(f).enumerated() {
+                if let t { reported[f.baseSequenceNumber &+ UInt16(k)] = t }
+            }
+        }
+        print("transport feedback: \(feedback.count) packets for \(sent) RTP packets, \(reported.count) reported received")
+        #expect(receiver.statistics.transportFeedbackSent == feedback.count)
+        #expect(feedback.count >= 5, "one per 100 ms over ~1 s")
+        #expect(feedback.map(\.feedbackPacketCount) == (0..<feedback.count).map { UInt8($0) })
+        #expect(reported.count == sent, "every packet reported received on loopback")
+        let expected = Set((0..<sent).map { UInt16(truncatingIfNeeded: 65_500 + $0) })
+        #expect(Set(reported.keys) == expected)
+        // Arrival times follow the numbering (packets are sent in order on one socket), within a
+        // tick of reordering noise.
+        let times = expected.sorted { ($0 &- 65_500) < ($1 &- 65_500) }.map { reported[$0]! }
+        #expect(zip(times, times.dropFirst()).allSatisfy { $1 >= $0 - 250_000 })
+        #expect(times.last! - times.first! > 500_000_000, "20 frames at 30 fps span over half a second")
     }
 }

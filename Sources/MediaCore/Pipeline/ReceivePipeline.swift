@@ -23,6 +23,13 @@ public struct ReceivePipelineConfiguration: Sendable {
     public var rtcpDestination: SocketAddress? = nil
     /// Send REMB (receiver-side delay-based estimate) with reports.
     public var sendREMB = true
+    /// The RFC 8285 ID of the transport-wide sequence number in the sender's packets: when set,
+    /// every RTP packet carrying it (audio, video, RTX) is recorded and transport feedback
+    /// (draft-holmer-rmcat-transport-wide-cc-extensions-01 §3.1) goes out every
+    /// `transportFeedbackIntervalMilliseconds`. nil (default): none.
+    public var transportSequenceNumberExtensionID: UInt8? = nil
+    /// Interval between transport feedback packets (libwebrtc: 100 ms).
+    public var transportFeedbackIntervalMilliseconds = 100
     /// Use FIR (RFC 5104) instead of PLI to ask for keyframes.
     public var useFullIntraRequest = false
     /// Largest number of SSRCs accepted (more are dropped and counted).
@@ -63,6 +70,8 @@ public struct ReceivePipelineStatistics: Sendable, Equatable {
     public var rtxDropped = 0
     /// RTCP compound packets sent, and how many NACK, PLI, FIR, REMB packets they carried.
     public var rtcpSent = 0, nacksSent = 0, plisSent = 0, firsSent = 0, rembsSent = 0
+    /// Transport feedback packets sent.
+    public var transportFeedbackSent = 0
     /// Sender reports received.
     public var senderReportsReceived = 0
 }
@@ -259,6 +268,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
             if remote == nil || configuration.rtcpDestination == nil { remote = configuration.rtcpDestination ?? d.source }
             let ssrc = packet.header.ssrc
+            recordTransportSequence(packet, arrivalNs: d.receivedAtNanoseconds)
             if isAudio, let audio {
                 if audioSSRC == nil { audioSSRC = ssrc }
                 guard audioSSRC == ssrc else { counters.unknownStream += 1; return }
@@ -289,6 +299,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 return
             }
             counters.rtxUnwrapped += 1
+            recordTransportSequence(packet, arrivalNs: d.receivedAtNanoseconds)
             stream.insert(packet, arrivalNs: d.receivedAtNanoseconds)
         }
 
@@ -369,6 +380,13 @@ public final class ReceivePipeline: @unchecked Sendable {
                 }
                 if v.bandwidth.usage == .overusing && nowNs >= lastRembNs + 200_000_000 { remb = true }
             }
+            if transportFeedback.hasPending,
+               nowNs >= lastTransportFeedbackNs + UInt64(configuration.transportFeedbackIntervalMilliseconds) * 1_000_000,
+               let tcc = transportFeedback.makeFeedback(senderSSRC: ssrc, mediaSSRC: videos.first?.ssrc ?? audioSSRC ?? 0) {
+                lastTransportFeedbackNs = nowNs
+                feedback.append(.transportFeedback(tcc))
+                counters.transportFeedbackSent += 1
+            }
             let reportDue = reportSchedule.isDue(nowNs: nowNs)
             guard reportDue || !feedback.isEmpty || remb else { return }
             var blocks: [RTCPReportBlock] = []
@@ -408,5 +426,15 @@ public final class ReceivePipeline: @unchecked Sendable {
 
         var firSequence: UInt8 = 0
         var lastRembNs: UInt64 = 0
+        var transportFeedback = TransportFeedbackBuilder()
+        var lastTransportFeedbackNs: UInt64 = 0
+
+        /// Records the packet's transport-wide sequence number, when configured.
+        @inline(__always) func recordTransportSequence(_ packet: RTPPacket, arrivalNs: UInt64) {
+            if let id = configuration.transportSequenceNumberExtensionID,
+               let seq = packet.header.extensions.transportSequenceNumber(id: id) {
+                transportFeedback.packetArrived(sequenceNumber: seq, arrivalNs: arrivalNs)
+            }
+        }
     }
 }
