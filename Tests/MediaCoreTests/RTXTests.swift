@@ -214,6 +214,74 @@ struct RTXCall {
         #expect(!call.renderer.indices.isEmpty)
     }
 
+    /// An independent parser: GStreamer's `rtprtxreceive` (RFC 4588 receiver) takes our stream
+    /// with holes plus our RTX packets for them from a pcap and gives back the original packets,
+    /// byte for byte. Skips when gst-launch-1.0 is not installed.
+    @Test func gstreamerRtxReceiveRestoresOurRTXPacketsToTheOriginals() throws {
+        guard GStreamerPayloadCheck.tool("gst-launch-1.0") != nil else {
+            print("gst-launch-1.0 not installed: skipping the GStreamer RTX check")
+            return
+        }
+        var config = sendTestVideoConfiguration()
+        config.ssrc = 0x1111_2222
+        config.rtxPayloadType = 97
+        config.rtxSSRC = 0x3333_4444
+        let sink = MemoryPacketSink()
+        let stream = try VideoSendStream(configuration: config, sink: sink)
+        stream.startWithoutWorker()
+        for i in 0..<4 {
+            sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240), timeStampNs: Int64(i) * 33_333_333)
+            stream.pump()
+        }
+        let media = sink.takePackets()
+        let seqs = try media.map { p in try p.withUnsafeBytes { try RTPPacket(parsing: $0).header.sequenceNumber } }
+        let lost = [1, 4, media.count - 2].map { seqs[$0] }
+        stream.handleNack(lost)
+        stream.pump()
+        let rtx = sink.takePackets()
+        stream.stop()
+        #expect(rtx.count == 3)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-rtx-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let pcap = dir + "/in.pcap", out = dir + "/out.rtpstream"
+        let w = try PcapWriter(path: pcap)
+        let from = PcapEndpoint(192, 0, 2, 1, port: 40_000), to = PcapEndpoint(192, 0, 2, 2, port: 50_000)
+        var ns: UInt64 = 1_000_000_000
+        for (p, seq) in zip(media, seqs) where !lost.contains(seq) {
+            try p.withUnsafeBytes { try w.write($0, from: from, to: to, timestampNs: ns) }
+            ns += 1_000_000
+        }
+        for p in rtx {
+            try p.withUnsafeBytes { try w.write($0, from: from, to: to, timestampNs: ns) }
+            ns += 1_000_000
+        }
+        try w.finish()
+        let status = try GStreamerPayloadCheck.run("gst-launch-1.0", [
+            "-q", "filesrc", "location=\(pcap)", "!",
+            "pcapparse", "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=VP8,payload=96", "!",
+            "rtprtxreceive", "payload-type-map=application/x-rtp-pt-map,96=(uint)97",
+            "ssrc-map=application/x-rtp-ssrc-map,\(config.ssrc)=(uint)\(config.rtxSSRC)", "!",
+            "rtpstreampay", "!", "filesink", "location=\(out)",
+        ])
+        #expect(status == 0)
+        // rtpstreampay: RFC 4571 framing, a 16-bit length before each packet.
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: out)))
+        var restored: [UInt16: [UInt8]] = [:]
+        var at = 0
+        while at + 2 <= bytes.count {
+            let n = Int(bytes[at]) << 8 | Int(bytes[at + 1])
+            let p = Array(bytes[(at + 2)..<(at + 2 + n)])
+            at += 2 + n
+            let seq = UInt16(p[2]) << 8 | UInt16(p[3])
+            if lost.contains(seq) { restored[seq] = p }
+        }
+        #expect(restored.count == 3, "GStreamer restored \(restored.count) of 3")
+        for (seq, original) in zip(seqs, media) where lost.contains(seq) {
+            #expect(restored[seq] == original, "packet \(seq) as GStreamer restored it from our RTX")
+        }
+    }
+
     @Test func sdpNegotiatesRTXWithAptAndAnFIDGroup() throws {
         var m = SDPMediaDescription(type: "video", port: 5004, proto: "RTP/SAVPF", payloadType: 96, encoding: "VP8", clockRate: 90_000)
         m.ssrcs = [SDPSSRCAttribute(ssrc: 1111, attribute: "cname", value: "revue")]
