@@ -74,9 +74,8 @@ final class RTPPacer: @unchecked Sendable {
     private let slotSize: Int
     private let mask: UInt64
     private let storage: UnsafeMutableRawPointer
-    /// Per slot: length, route (-1: none), enqueue time.
+    /// Per slot: length, enqueue time.
     private let lengths: UnsafeMutablePointer<Int>
-    private let routes: UnsafeMutablePointer<Int>
     private let enqueuedAt: UnsafeMutablePointer<UInt64>
     /// Next slot to send (consumer) and next slot to fill (producer).
     private let head = Atomic<UInt64>(0)
@@ -107,8 +106,6 @@ final class RTPPacer: @unchecked Sendable {
         storage = .allocate(byteCount: settings.capacity * maxPacketSize, alignment: 64)
         lengths = .allocate(capacity: settings.capacity)
         lengths.initialize(repeating: 0, count: settings.capacity)
-        routes = .allocate(capacity: settings.capacity)
-        routes.initialize(repeating: -1, count: settings.capacity)
         enqueuedAt = .allocate(capacity: settings.capacity)
         enqueuedAt.initialize(repeating: 0, count: settings.capacity)
         self.targetBitrate.store(targetBitrate, ordering: .relaxed)
@@ -118,7 +115,7 @@ final class RTPPacer: @unchecked Sendable {
     deinit {
         // The owner stops the pacer before it goes (a running thread holds no reference to it).
         sem_destroy(&semaphore)
-        storage.deallocate(); lengths.deallocate(); routes.deallocate(); enqueuedAt.deallocate()
+        storage.deallocate(); lengths.deallocate(); enqueuedAt.deallocate()
     }
 
     /// Starts the pacer's thread. From the controlling thread.
@@ -157,14 +154,14 @@ final class RTPPacer: @unchecked Sendable {
     // MARK: Producer
 
     /// Queues one packet (copied); a full queue or an oversized packet drops it (counted).
-    func write(_ packet: UnsafeRawBufferPointer) { enqueue(packet, route: -1) }
+    func write(_ packet: UnsafeRawBufferPointer) { enqueue(packet) }
 
     /// Wakes the pacer's thread (a frame is queued); without a thread, sends everything queued now.
     func flush() {
         if running.load(ordering: .acquiring) { sem_post(&semaphore) } else { drain() }
     }
 
-    private func enqueue(_ packet: UnsafeRawBufferPointer, route: Int) {
+    private func enqueue(_ packet: UnsafeRawBufferPointer) {
         let t = tail.load(ordering: .relaxed)
         guard packet.count <= slotSize, let base = packet.baseAddress,
               t &- head.load(ordering: .acquiring) < UInt64(settings.capacity) else {
@@ -174,7 +171,6 @@ final class RTPPacer: @unchecked Sendable {
         let slot = Int(t & mask)
         (storage + slot * slotSize).copyMemory(from: base, byteCount: packet.count)
         lengths[slot] = packet.count
-        routes[slot] = route
         enqueuedAt[slot] = UDPSocket.monotonicNanoseconds()
         queuedBytes.add(packet.count, ordering: .relaxed)
         tail.store(t &+ 1, ordering: .releasing)

@@ -270,7 +270,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     // MARK: RTPSendFeedbackTarget
 
-    /// Resends the requested packets from the send history (RFC 4585 §6.2.1); ones no longer held are counted and may force a keyframe. Any thread; queued for the send worker.
+    /// Resends the requested packets from the send history (RFC 4585 §6.2.1), as RTX packets when
+    /// configured; ones no longer held are counted (the receiver's PLI asks for the keyframe). Any
+    /// thread; queued for the egress (the worker, or the pacer's thread).
     public func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16 {
         core.enqueueNacks(sequenceNumbers)
         capturer.worker?.wake()
