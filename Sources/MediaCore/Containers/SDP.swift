@@ -144,6 +144,17 @@ public struct SDPSSRCAttribute: Hashable, Sendable {
     }
 }
 
+/// `a=ssrc-group:<semantics> <ssrc>...` (RFC 5576 §4.2): SSRCs of one media section that belong
+/// together; `FID` (RFC 5576 §4.2, RFC 4588 §8) pairs a media SSRC with its retransmission SSRC.
+public struct SDPSSRCGroup: Hashable, Sendable {
+    /// `FID`, `FEC`, `SIM`...
+    public var semantics: String
+    /// The SSRCs in order (for `FID`: the media SSRC, then the RTX SSRC).
+    public var ssrcs: [UInt32]
+    /// An ssrc-group line.
+    public init(semantics: String, ssrcs: [UInt32]) { self.semantics = semantics; self.ssrcs = ssrcs }
+}
+
 /// Media direction attributes (RFC 8866 §6.7).
 public enum SDPDirection: String, Hashable, Sendable, CaseIterable {
     case sendrecv, sendonly, recvonly, inactive
@@ -233,6 +244,8 @@ public struct SDPMediaDescription: Hashable, Sendable {
     public var crypto: [SDPCrypto] = []
     public var extensionMaps: [SDPExtensionMap] = []
     public var ssrcs: [SDPSSRCAttribute] = []
+    /// `a=ssrc-group:` lines (RFC 5576 §4.2).
+    public var ssrcGroups: [SDPSSRCGroup] = []
     public var direction: SDPDirection?
     /// `a=rtcp-mux` (RFC 5761): RTCP on the RTP port.
     public var rtcpMux = false
@@ -265,6 +278,38 @@ public struct SDPMediaDescription: Hashable, Sendable {
         formatParameters.first { $0.payloadType == payloadType }
     }
 
+    /// Adds RFC 4588 retransmission for payload type `apt`: payload type `rtx` in the formats,
+    /// `a=rtpmap:<rtx> rtx/<apt's clock rate>`, `a=fmtp:<rtx> apt=<apt>` and, with SSRCs,
+    /// `a=ssrc-group:FID <media> <rtx>` (RFC 4588 §8) plus the RTX SSRC's `cname` (copied from
+    /// the media SSRC's). Traps when `apt` has no rtpmap (programmer error).
+    public mutating func addRetransmission(payloadType rtx: Int, for apt: Int, mediaSSRC: UInt32? = nil,
+                                           rtxSSRC: UInt32? = nil) {
+        guard let map = rtpMap(for: apt) else { preconditionFailure("no rtpmap for payload type \(apt)") }
+        precondition((0...127).contains(rtx) && rtx != apt, "RTX payload type \(rtx) out of range or equal to \(apt)")
+        formats.append(String(rtx))
+        rtpMaps.append(SDPRTPMap(payloadType: rtx, encoding: "rtx", clockRate: map.clockRate))
+        formatParameters.append(SDPFormatParameters(payloadType: rtx, parameters: "apt=\(apt)"))
+        if let mediaSSRC, let rtxSSRC {
+            ssrcGroups.append(SDPSSRCGroup(semantics: "FID", ssrcs: [mediaSSRC, rtxSSRC]))
+            if let cname = ssrcs.first(where: { $0.ssrc == mediaSSRC && $0.attribute == "cname" }) {
+                ssrcs.append(SDPSSRCAttribute(ssrc: rtxSSRC, attribute: "cname", value: cname.value))
+            }
+        }
+    }
+
+    /// The RFC 4588 retransmission payload type negotiated for `apt` (an `rtx` rtpmap whose fmtp
+    /// says `apt=<apt>`), if any.
+    public func retransmissionPayloadType(for apt: Int) -> Int? {
+        rtpMaps.first { m in
+            m.encoding.lowercased() == "rtx" && formatParameters(for: m.payloadType)?.value(for: "apt") == String(apt)
+        }?.payloadType
+    }
+
+    /// The retransmission SSRC paired with `mediaSSRC` by `a=ssrc-group:FID`, if any.
+    public func retransmissionSSRC(for mediaSSRC: UInt32) -> UInt32? {
+        ssrcGroups.first { $0.semantics == "FID" && $0.ssrcs.count == 2 && $0.ssrcs[0] == mediaSSRC }?.ssrcs[1]
+    }
+
     var lines: [String] {
         var out: [String] = []
         let portText = portCount.map { "\(port)/\($0)" } ?? "\(port)"
@@ -287,6 +332,7 @@ public struct SDPMediaDescription: Hashable, Sendable {
         if let d = direction { out.append("a=\(d.rawValue)") }
         if rtcpMux { out.append("a=rtcp-mux") }
         if let m = mid { out.append("a=mid:\(m)") }
+        for g in ssrcGroups { out.append("a=ssrc-group:\(g.semantics) " + g.ssrcs.map(String.init).joined(separator: " ")) }
         for s in ssrcs { out.append("a=ssrc:\(s.ssrc) \(s.attribute)" + (s.value.map { ":\($0)" } ?? "")) }
         for a in otherAttributes { out.append(a.line) }
         return out
@@ -568,6 +614,15 @@ struct SDPParser {
             guard f.count == 2 else { throw fail("a=ssrc needs <ssrc> <attribute>[:<value>]") }
             let (attr, val) = Self.splitAttribute(f[1])
             m.ssrcs.append(SDPSSRCAttribute(ssrc: ssrc, attribute: String(attr), value: val.map(String.init)))
+        case "ssrc-group":
+            let f = try need().split(separator: " ", omittingEmptySubsequences: true)
+            guard !f.isEmpty else { throw fail("a=ssrc-group needs <semantics> [<ssrc>...]") }
+            var group = SDPSSRCGroup(semantics: String(f[0]), ssrcs: [])
+            for t in f.dropFirst() {
+                guard let ssrc = UInt32(t) else { throw fail("a=ssrc-group: \"\(t)\" is not a 32-bit SSRC") }
+                group.ssrcs.append(ssrc)
+            }
+            m.ssrcGroups.append(group)
         case "sendrecv", "sendonly", "recvonly", "inactive":
             m.direction = SDPDirection(rawValue: String(name))
         case "rtcp-mux":

@@ -74,8 +74,14 @@ public struct ReceiveSideBandwidthEstimator: Sendable {
     /// Detector state (draft-ietf-rmcat-gcc-02 §5.4).
     public enum Usage: Sendable, Equatable { case normal, overusing, underusing }
 
-    /// Clock rate of the RTP timestamps fed in.
+    /// Clock rate of the timestamps fed in (90 kHz RTP, or 2^26 Hz for abs-send-time shifted
+    /// left by 8 bits).
     public let clockRate: Int
+    /// Packets whose send times lie within this many ticks of their group's first packet belong
+    /// to that group (0: one group per timestamp, as for RTP timestamps; libwebrtc groups
+    /// abs-send-times over 5 ms). The delay between groups runs from the last packet of one
+    /// to the first of the next.
+    public var groupSpanTicks: UInt32 = 0
     /// The current estimate in bits per second (0 until enough data).
     public private(set) var estimate: Double = 0
     /// The last detector state.
@@ -90,6 +96,7 @@ public struct ReceiveSideBandwidthEstimator: Sendable {
     private var accumulated: Double = 0
     private var smoothed: Double = 0
     private var groupTimestamp: UInt32 = 0
+    private var groupLastTimestamp: UInt32 = 0
     private var groupArrivalNs: UInt64 = 0
     private var haveGroup = false
     private var firstArrivalNs: UInt64 = 0
@@ -111,18 +118,21 @@ public struct ReceiveSideBandwidthEstimator: Sendable {
         addBytes(size, at: arrivalNs)
         if firstArrivalNs == 0 { firstArrivalNs = arrivalNs }
         if !haveGroup {
-            haveGroup = true; groupTimestamp = timestamp; groupArrivalNs = arrivalNs
+            haveGroup = true; groupTimestamp = timestamp; groupLastTimestamp = timestamp; groupArrivalNs = arrivalNs
             return false
         }
         let dts = Int32(bitPattern: timestamp &- groupTimestamp)
-        if dts <= 0 {  // same frame or reordered: the group's arrival is its last packet's
-            if dts == 0 && arrivalNs > groupArrivalNs { groupArrivalNs = arrivalNs }
+        if dts <= Int32(clamping: groupSpanTicks) {
+            // Same frame (or send burst) or reordered: the group's arrival is its last packet's.
+            if dts >= 0 && arrivalNs > groupArrivalNs { groupArrivalNs = arrivalNs }
+            if Int32(bitPattern: timestamp &- groupLastTimestamp) > 0 { groupLastTimestamp = timestamp }
             return false
         }
         // A new group: delay variation between the previous group and this one's first packet.
-        let sendDeltaMs = Double(dts) * 1000 / Double(clockRate)
+        let sendDeltaMs = Double(Int32(bitPattern: timestamp &- groupLastTimestamp)) * 1000 / Double(clockRate)
         let arrivalDeltaMs = (Double(arrivalNs) - Double(groupArrivalNs)) / 1e6
         groupTimestamp = timestamp
+        groupLastTimestamp = timestamp
         groupArrivalNs = arrivalNs
         accumulated += arrivalDeltaMs - sendDeltaMs
         smoothed = 0.9 * smoothed + 0.1 * accumulated

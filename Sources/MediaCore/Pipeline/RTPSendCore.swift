@@ -6,10 +6,18 @@ import Synchronization
 /// The packet end of a send stream, shared by video and audio: writes RTP packets (RFC 3550 §5.1)
 /// of one SSRC into one preallocated buffer, stamps the RFC 8285 abs-send-time element, protects
 /// each packet in place with SRTP (RFC 3711 §3.3, RFC 7714 §5), keeps it in the `SendHistory`,
-/// hands it to the `PacketSink`, and answers NACKs from the history.
+/// hands it to the `PacketSink`, and answers NACKs from the history: by resending the protected
+/// packet as it was, or, with `rtx`, as an RFC 4588 retransmission on its own SSRC and payload type
+/// (the history then keeps the unprotected packet, and each retransmission is protected anew on
+/// the RTX SSRC, whose sequence numbers and SRTP index are its own).
 ///
-/// Thread rule: everything except `enqueueNacks` runs on the stream's worker thread (the single
-/// owner of the sequencer, buffer and history); `enqueueNacks` is any thread (an MPSC ring).
+/// With a `pacer`, `send` only writes the unprotected packets into the pacer's queue; stamping
+/// abs-send-time, protection, the history and the socket move to the pacer's thread
+/// (`RTPPacerEgress`), which also answers the NACKs.
+///
+/// Thread rule: `send` runs on the stream's worker thread (the owner of the sequencer and
+/// buffer); the egress (protect, history, sink, NACK answers) on the worker too, or on the
+/// pacer's thread while a pacer runs; `enqueueNacks` is any thread (an MPSC ring).
 /// Cost: per packet one header marshal, one payload copy, one SRTP protect, one history copy,
 /// one sink write; no allocation of ours (Debian's NSS-backed libsrtp itself mallocs inside
 /// `srtp_protect`: 5 times per GCM packet, 14 per AES-CM packet, measured by the allocation tests).
@@ -24,6 +32,8 @@ final class RTPSendCore: @unchecked Sendable {
     let counters: SendCounters
     let maxRetransmissions: Int
     let absSendTimeID: UInt8?
+    /// RFC 4588 retransmission payload type and SSRC; nil: NACKs resend the original packet.
+    let rtx: (payloadType: UInt8, ssrc: UInt32)?
 
     /// The header of the next packet; `sequenceNumber`, `timestamp`, `marker` change per packet.
     var header: RTPHeader
@@ -32,10 +42,19 @@ final class RTPSendCore: @unchecked Sendable {
     /// Queued NACKed sequence numbers, each packed with the route that asked (`route + 1` in the
     /// high bits; 0: no route, resend through `write`).
     private let nacks: MPSCRing<UInt64>
+    /// RTX: the retransmission's sequence numbers and the buffer it is built in.
+    private var rtxSequencer: RTPSequencer
+    private let rtxBuffer: UnsafeMutableRawBufferPointer
+    /// Pacing: `send` queues here and the pacer's thread calls the egress.
+    let pacer: RTPPacer?
+    /// Transport-wide sequence numbers: the element's ID and the transport's counter.
+    let transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)?
 
     init(ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
          historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
-         initialSequenceNumber: UInt16?, counters: SendCounters) throws(SendPipelineError) {
+         initialSequenceNumber: UInt16?, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil, pacer: RTPPacer? = nil,
+         transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil,
+         counters: SendCounters) throws(SendPipelineError) {
         precondition(mtu >= 200 && mtu <= 9000, "MTU \(mtu) out of 200...9000")
         precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
         self.ssrc = ssrc
@@ -45,6 +64,12 @@ final class RTPSendCore: @unchecked Sendable {
         self.counters = counters
         self.maxRetransmissions = maxRetransmissions
         self.absSendTimeID = absSendTimeID
+        if let rtx {
+            precondition(rtx.payloadType < 128 && rtx.payloadType != payloadType,
+                         "RTX payload type \(rtx.payloadType) must be 7 bits and differ from \(payloadType)")
+            precondition(rtx.ssrc != ssrc, "the RTX SSRC must differ from the media SSRC \(ssrc)")
+        }
+        self.rtx = rtx
         if let material {
             do { srtp = try SRTPContext(material: material, direction: .outbound) } catch {
                 throw SendPipelineError(.srtp, "SRTP context for SSRC \(ssrc) (\(material.suite)): \(error)")
@@ -58,15 +83,24 @@ final class RTPSendCore: @unchecked Sendable {
         // Reserve the elements now so the header size is known and stays fixed per packet.
         if let id = audioLevelID { header.extensions.setAudioLevel(RTPAudioLevel(voiceActivity: false, level: 127), id: id) }
         if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(rawValue: 0), id: id) }
+        if let t = transportSequence { header.extensions.setTransportSequenceNumber(0, id: t.id) }
+        self.transportSequence = transportSequence
         buffer = .allocate(byteCount: mtu + 128, alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
         nacks = MPSCRing<UInt64>(capacity: 1024)
+        rtxSequencer = RTPSequencer(initial: RandomBytes.initialSequenceNumber())
+        rtxBuffer = .allocate(byteCount: rtx == nil ? 0 : mtu + 128, alignment: 16)
+        self.pacer = pacer
+        pacer?.target = self
     }
 
-    deinit { buffer.deallocate() }
+    deinit { buffer.deallocate(); rtxBuffer.deallocate() }
 
-    /// The largest RTP payload (descriptor included) that keeps a protected packet within `mtu`.
-    var maxPayloadSize: Int { mtu - header.marshalSize - (srtp?.rtpOverhead ?? 0) }
+    /// The largest RTP payload (descriptor included) that keeps a protected packet within `mtu`
+    /// (and, with RTX, its retransmission too: the OSN adds 2 bytes).
+    var maxPayloadSize: Int {
+        mtu - header.marshalSize - (srtp?.rtpOverhead ?? 0) - (rtx == nil ? 0 : RTXPacket.overhead)
+    }
 
     /// The sequence number the next packet gets.
     var nextSequenceNumber: UInt16 { sequencer.nextSequenceNumber }
@@ -93,26 +127,70 @@ final class RTPSendCore: @unchecked Sendable {
         for i in 0..<payloads.count {
             header.sequenceNumber = sequencer.next()
             let length = payloads.writePacket(at: i, header: &header, into: buffer)
-            var wire = length
-            if let srtp {
-                do { wire = try srtp.protect(buffer, length: length) } catch {
-                    counters.add(counters.protectFailures)
-                    continue
-                }
+            if let pacer {
+                pacer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
+            } else if store(buffer, length: length, nowNs: now) == 0 {
+                continue
             }
-            let packet = UnsafeRawBufferPointer(start: buffer.baseAddress, count: wire)
-            history.store(seq: header.sequenceNumber, packet: packet, nowNs: Int64(bitPattern: now))
-            sink.write(packet)
             packets += 1
             octets += length - headerSize
         }
-        sink.flush()
+        if let pacer { pacer.flush() } else { sink.flush() }
         counters.add(counters.packetsSent, UInt64(packets))
         counters.add(counters.bytesSent, UInt64(octets))
         counters.add(counters.headerBytesSent, UInt64(packets * headerSize))
         counters.publishSent(packets: UInt64(packets), payloadOctets: UInt64(octets), rtpTimestamp: timestamp,
                              captureNs: captureNs, capturedAtNs: capturedAtNs, sendNs: now)
         return (packets, octets)
+    }
+
+    /// Protects the unprotected packet in `packet` in place, keeps it in the history (RTX: the
+    /// unprotected bytes, before protection) and writes it to the sink. Returns the wire length,
+    /// 0 when SRTP refused it (counted). Egress thread.
+    private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
+        let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
+        stampTransportSequence(packet, length: length)
+        // RTX rebuilds retransmissions from the unprotected packet.
+        if rtx != nil {
+            history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), nowNs: Int64(bitPattern: nowNs))
+        }
+        var wire = length
+        if let srtp {
+            do { wire = try srtp.protect(packet, length: length) } catch {
+                counters.add(counters.protectFailures)
+                return 0
+            }
+        }
+        let bytes = UnsafeRawBufferPointer(start: packet.baseAddress, count: wire)
+        if rtx == nil { history.store(seq: seq, packet: bytes, nowNs: Int64(bitPattern: nowNs)) }
+        sink.write(bytes)
+        return wire
+    }
+
+    /// Gives the packet the transport's next transport-wide sequence number, when configured.
+    @inline(__always) private func stampTransportSequence(_ packet: UnsafeMutableRawBufferPointer, length: Int) {
+        if let t = transportSequence, let at = Self.elementOffset(id: t.id, in: packet, length: length) {
+            packet.put16(at, t.numbers.take())
+        }
+    }
+
+    /// Offset of the data of one-byte header extension element `id` (RFC 8285 §4.2) in an RTP
+    /// packet, or nil when absent.
+    static func elementOffset(id: UInt8, in packet: UnsafeMutableRawBufferPointer, length: Int) -> Int? {
+        guard length >= 12, packet[0] & 0x10 != 0 else { return nil }
+        var at = 12 + 4 * Int(packet[0] & 0x0F)
+        guard at + 4 <= length, packet[at] == 0xBE, packet[at + 1] == 0xDE else { return nil }
+        let end = min(length, at + 4 + 4 * (Int(packet[at + 2]) << 8 | Int(packet[at + 3])))
+        at += 4
+        while at < end {
+            let b = packet[at]
+            if b == 0 { at += 1; continue }
+            let elementID = b >> 4, size = Int(b & 0x0F) + 1
+            if elementID == 15 { return nil }
+            if elementID == id { return at + 1 + size <= end ? at + 1 : nil }
+            at += 1 + size
+        }
+        return nil
     }
 
     /// Any thread: queues NACKed sequence numbers for the worker (RFC 4585 §6.2.1) and counts one
@@ -133,6 +211,11 @@ final class RTPSendCore: @unchecked Sendable {
     /// does not ask for a keyframe: the receiver gives up on the packet and sends its own PLI
     /// (as libwebrtc's sender does; see `VideoSendStream`).
     func serviceNacks() -> (didWork: Bool, unrecoverable: Bool) {
+        if let pacer, pacer.isRunning { return (false, false) }  // the pacer's thread answers them
+        return answerNacks()
+    }
+
+    private func answerNacks() -> (didWork: Bool, unrecoverable: Bool) {
         var did = false, unrecoverable = false, resent = 0
         var now: Int64 = 0  // read once, and only when a NACK is queued (this runs every step)
         while let entry = nacks.tryPop() {
@@ -140,9 +223,25 @@ final class RTPSendCore: @unchecked Sendable {
             did = true
             let seq = UInt16(truncatingIfNeeded: entry)
             let route = Int(entry >> 16) - 1
-            let result = history.retransmit(seq: seq, nowNs: now, maxRetransmissions: maxRetransmissions) { bytes in
+            let result = history.retransmit(seq: seq, nowNs: now, maxRetransmissions: maxRetransmissions) { stored in
+                var bytes = stored
+                var payload = stored.count - header.marshalSize - (srtp?.rtpOverhead ?? 0)
+                if let rtx {
+                    guard let n = RTXPacket.wrap(stored, payloadType: rtx.payloadType, sequenceNumber: rtxSequencer.next(),
+                                                 ssrc: rtx.ssrc, into: rtxBuffer) else { return }
+                    payload = stored.count - header.marshalSize
+                    stampTransportSequence(rtxBuffer, length: n)
+                    var wire = n
+                    if let srtp {
+                        do { wire = try srtp.protect(rtxBuffer, length: n) } catch {
+                            counters.add(counters.protectFailures)
+                            return
+                        }
+                    }
+                    bytes = UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire])
+                }
                 if route >= 0, let routed { routed.write(bytes, route: route) } else { sink.write(bytes) }
-                counters.add(counters.retransmittedBytesSent, UInt64(max(0, bytes.count - header.marshalSize - (srtp?.rtpOverhead ?? 0))))
+                counters.add(counters.retransmittedBytesSent, UInt64(max(0, payload)))
             }
             if case .found = result {
                 resent += 1
@@ -194,4 +293,21 @@ extension RTPSendFeedbackTarget {
     public var carriesVideo: Bool { false }
     /// Ignores the round-trip time by default.
     public func handleRoundTripTime(_ seconds: Double) {}
+}
+
+extension RTPSendCore: RTPPacerEgress {
+    /// Stamps abs-send-time with the moment the packet leaves (what the receiver's delay estimate
+    /// needs), then protects, keeps and writes it. Pacer's thread.
+    func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
+        if let id = absSendTimeID, let at = Self.elementOffset(id: id, in: packet, length: length) {
+            packet.put24(at, RTPAbsSendTime(nanoseconds: nowNs).rawValue)
+        }
+        return store(packet, length: length, nowNs: nowNs)
+    }
+
+    /// Flushes the sink. Pacer's thread.
+    func egressFlush() { sink.flush() }
+
+    /// Answers queued NACKs from the history. Pacer's thread.
+    func egressServiceNacks() { _ = answerNacks() }
 }

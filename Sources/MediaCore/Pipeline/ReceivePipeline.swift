@@ -23,6 +23,13 @@ public struct ReceivePipelineConfiguration: Sendable {
     public var rtcpDestination: SocketAddress? = nil
     /// Send REMB (receiver-side delay-based estimate) with reports.
     public var sendREMB = true
+    /// The RFC 8285 ID of the transport-wide sequence number in the sender's packets: when set,
+    /// every RTP packet carrying it (audio, video, RTX) is recorded and transport feedback
+    /// (draft-holmer-rmcat-transport-wide-cc-extensions-01 §3.1) goes out every
+    /// `transportFeedbackIntervalMilliseconds`. nil (default): none.
+    public var transportSequenceNumberExtensionID: UInt8? = nil
+    /// Interval between transport feedback packets (libwebrtc: 100 ms).
+    public var transportFeedbackIntervalMilliseconds = 100
     /// Use FIR (RFC 5104) instead of PLI to ask for keyframes.
     public var useFullIntraRequest = false
     /// Largest number of SSRCs accepted (more are dropped and counted).
@@ -57,8 +64,14 @@ public struct ReceivePipelineStatistics: Sendable, Equatable {
     public var unknownStream = 0
     /// Truncated datagrams (larger than the receive buffers): dropped.
     public var truncated = 0
+    /// RFC 4588 retransmissions unwrapped into their original stream.
+    public var rtxUnwrapped = 0
+    /// RTX packets dropped: no OSN (padding only), or no single stream they can belong to.
+    public var rtxDropped = 0
     /// RTCP compound packets sent, and how many NACK, PLI, FIR, REMB packets they carried.
     public var rtcpSent = 0, nacksSent = 0, plisSent = 0, firsSent = 0, rembsSent = 0
+    /// Transport feedback packets sent.
+    public var transportFeedbackSent = 0
     /// Sender reports received.
     public var senderReportsReceived = 0
 }
@@ -173,6 +186,8 @@ public final class ReceivePipeline: @unchecked Sendable {
         var lastPublishNs: UInt64 = 0
         let batch: UDPReceiveBatch
         let rtcpBuffer: UnsafeMutableRawBufferPointer
+        /// Where an RTX packet's original is rebuilt before it enters its stream's jitter buffer.
+        let rtxBuffer: UnsafeMutableRawBufferPointer
 
         init(configuration: ReceivePipelineConfiguration, socket: UDPSocket, inbound: SRTPContext?,
              outbound: SRTPContext?, renderer: VideoRenderer?, audio: AudioReceiveStream?) {
@@ -185,10 +200,11 @@ public final class ReceivePipeline: @unchecked Sendable {
             reportSchedule = RTCPReportSchedule(intervalMilliseconds: configuration.reportIntervalMilliseconds)
             batch = UDPReceiveBatch(capacity: configuration.batchCapacity, bufferSize: 2048)
             rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
+            rtxBuffer = .allocate(byteCount: 2048, alignment: 16)
             videos.reserveCapacity(configuration.maxStreams)
         }
 
-        deinit { rtcpBuffer.deallocate() }
+        deinit { rtcpBuffer.deallocate(); rtxBuffer.deallocate() }
 
         func run() {
             while !stopping.load(ordering: .acquiring) {
@@ -243,11 +259,16 @@ public final class ReceivePipeline: @unchecked Sendable {
             let pt = d.bytes[1] & 0x7F
             let isVideo = configuration.video.contains { $0.payloadType == pt }
             let isAudio = configuration.audio?.payloadType == pt
+            if !isVideo && !isAudio && configuration.video.contains(where: { $0.rtxPayloadType == pt }) {
+                handleRTX(d, payloadType: pt)
+                return
+            }
             guard isVideo || isAudio else { counters.unknownStream += 1; return }
             guard let bytes = unprotect(d, rtcp: false) else { return }
             guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
             if remote == nil || configuration.rtcpDestination == nil { remote = configuration.rtcpDestination ?? d.source }
             let ssrc = packet.header.ssrc
+            recordTransportSequence(packet, arrivalNs: d.receivedAtNanoseconds)
             if isAudio, let audio {
                 if audioSSRC == nil { audioSSRC = ssrc }
                 guard audioSSRC == ssrc else { counters.unknownStream += 1; return }
@@ -255,6 +276,30 @@ public final class ReceivePipeline: @unchecked Sendable {
                 return
             }
             guard let stream = videoStream(ssrc: ssrc, payloadType: pt) else { counters.unknownStream += 1; return }
+            stream.insert(packet, arrivalNs: d.receivedAtNanoseconds)
+        }
+
+        /// An RFC 4588 retransmission (its own SSRC and payload type): unprotected on its SSRC (its
+        /// own SRTP index and replay window), rebuilt as the original packet (RFC 4588 §4: the OSN
+        /// becomes the sequence number) and inserted into the one stream whose payload type the RTX
+        /// payload type is associated with (`apt`). It does not start a stream: RTX for a stream not
+        /// yet seen, or shared by several streams of that payload type, is dropped and counted.
+        private func handleRTX(_ d: UDPDatagram, payloadType pt: UInt8) {
+            guard let bytes = unprotect(d, rtcp: false) else { return }
+            var target: VideoReceiveStream?
+            var matches = 0
+            for v in videos where v.settings.rtxPayloadType == pt { target = v; matches += 1 }
+            guard matches == 1, let stream = target,
+                  let n = RTXPacket.unwrap(bytes, payloadType: stream.settings.payloadType, ssrc: stream.ssrc, into: rtxBuffer) else {
+                counters.rtxDropped += 1
+                return
+            }
+            guard let packet = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<n])) else {
+                counters.malformed += 1
+                return
+            }
+            counters.rtxUnwrapped += 1
+            recordTransportSequence(packet, arrivalNs: d.receivedAtNanoseconds)
             stream.insert(packet, arrivalNs: d.receivedAtNanoseconds)
         }
 
@@ -335,6 +380,13 @@ public final class ReceivePipeline: @unchecked Sendable {
                 }
                 if v.bandwidth.usage == .overusing && nowNs >= lastRembNs + 200_000_000 { remb = true }
             }
+            if transportFeedback.hasPending,
+               nowNs >= lastTransportFeedbackNs + UInt64(configuration.transportFeedbackIntervalMilliseconds) * 1_000_000,
+               let tcc = transportFeedback.makeFeedback(senderSSRC: ssrc, mediaSSRC: videos.first?.ssrc ?? audioSSRC ?? 0) {
+                lastTransportFeedbackNs = nowNs
+                feedback.append(.transportFeedback(tcc))
+                counters.transportFeedbackSent += 1
+            }
             let reportDue = reportSchedule.isDue(nowNs: nowNs)
             guard reportDue || !feedback.isEmpty || remb else { return }
             var blocks: [RTCPReportBlock] = []
@@ -374,5 +426,15 @@ public final class ReceivePipeline: @unchecked Sendable {
 
         var firSequence: UInt8 = 0
         var lastRembNs: UInt64 = 0
+        var transportFeedback = TransportFeedbackBuilder()
+        var lastTransportFeedbackNs: UInt64 = 0
+
+        /// Records the packet's transport-wide sequence number, when configured.
+        @inline(__always) func recordTransportSequence(_ packet: RTPPacket, arrivalNs: UInt64) {
+            if let id = configuration.transportSequenceNumberExtensionID,
+               let seq = packet.header.extensions.transportSequenceNumber(id: id) {
+                transportFeedback.packetArrived(sequenceNumber: seq, arrivalNs: arrivalNs)
+            }
+        }
     }
 }

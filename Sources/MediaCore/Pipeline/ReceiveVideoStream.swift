@@ -10,6 +10,10 @@ public struct VideoReceiveSettings: Sendable {
                                                    minimumDelayMilliseconds: 0, maximumDelayMilliseconds: 500)
     /// Ask for retransmission of missing packets (RFC 4585 generic NACK).
     public var nackEnabled = true
+    /// The RFC 4588 retransmission payload type the sender resends on (its own SSRC, `apt=` this
+    /// stream's payload type): such packets are unwrapped into this stream. Plain resends on the
+    /// media SSRC are taken with or without it. nil: RTX packets are dropped as unknown.
+    public var rtxPayloadType: UInt8? = nil
     /// Requests per missing packet before giving up (then a keyframe is requested).
     public var nackMaxTries = 10
     /// Round-trip time assumed until one is measured, in milliseconds: a hole is waited for about
@@ -20,6 +24,11 @@ public struct VideoReceiveSettings: Sendable {
     /// When set, every decoded frame is also converted to this packed RGB format for the renderer
     /// (`.bgra` = libyuv ARGB).
     public var renderFormat: PixelFormat? = nil
+    /// The RFC 8285 ID of abs-send-time in the sender's packets (3, as our send streams and
+    /// libwebrtc use it by default; nil: not read). When the stream's first packet carries it, the
+    /// delay-based estimate (REMB) measures send times from it rather than from RTP timestamps, so
+    /// a paced sender's queue is not taken for the path's.
+    public var absSendTimeExtensionID: UInt8? = 3
     /// Largest encoded frame accepted, in bytes.
     public var maxFrameSize = 2 << 20
     /// Decoder threads.
@@ -118,7 +127,23 @@ public final class VideoReceiveStream {
         receiveStatistics.update(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
                                  arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
                                  headerSize: packet.headerSize)
-        _ = bandwidth.packetArrived(timestamp: h.timestamp, arrivalNs: arrivalNs, size: packet.buffer.count)
+        if sendTimeSource == .undecided {
+            if let id = settings.absSendTimeExtensionID, h.extensions.absSendTime(id: id) != nil {
+                sendTimeSource = .absSendTime
+                bandwidth = ReceiveSideBandwidthEstimator(clockRate: 1 << 26)
+                bandwidth.groupSpanTicks = 5 << 26 / 1000  // 5 ms
+            } else {
+                sendTimeSource = .rtpTimestamp
+            }
+        }
+        if sendTimeSource == .absSendTime {
+            // 6.18 fixed-point seconds shifted to 32 bits: wraps every 64 s like a 2^26 Hz clock.
+            if let id = settings.absSendTimeExtensionID, let t = h.extensions.absSendTime(id: id) {
+                _ = bandwidth.packetArrived(timestamp: t.rawValue << 8, arrivalNs: arrivalNs, size: packet.buffer.count)
+            }
+        } else {
+            _ = bandwidth.packetArrived(timestamp: h.timestamp, arrivalNs: arrivalNs, size: packet.buffer.count)
+        }
         let result = jitterBuffer.insert(packet.buffer, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
                                          arrivalNs: arrivalNs)
         switch result {
@@ -130,6 +155,10 @@ public final class VideoReceiveStream {
         }
         if searchingStreamStart { findStreamStart() }
     }
+
+    /// Which send time feeds the delay-based estimate, decided by the first packet.
+    private enum SendTimeSource { case undecided, rtpTimestamp, absSendTime }
+    private var sendTimeSource = SendTimeSource.undecided
 
     /// True until the packet the stream starts playing at is known to begin a frame.
     private var searchingStreamStart = true

@@ -1,9 +1,10 @@
 /// The packets a sender sent recently, kept so that a generic NACK (RFC 4585 §6.2.1) can be
 /// answered by resending them.
 ///
-/// Packets are stored as sent on the wire (already SRTP-protected), so a retransmission costs a
-/// copy and a send, not a second encryption; the receiver accepts it because its replay window never
-/// saw the lost original. Storage is preallocated: `capacity` slots (a power of two) of
+/// A send stream stores packets as sent on the wire (already SRTP-protected), so a plain
+/// retransmission costs a copy and a send, not a second encryption; the receiver accepts it because
+/// its replay window never saw the lost original. With RFC 4588 RTX the stream stores them
+/// unprotected instead and protects each retransmission anew on the RTX SSRC. Storage is preallocated: `capacity` slots (a power of two) of
 /// `maxPacketSize` bytes each, indexed by sequence number `& mask`, so a store never allocates.
 /// A packet also expires after `maxAgeNs`, so a NACK for stale media is refused.
 /// Thread rule: owned by one thread (the send worker); NACKs reach it through a ring.

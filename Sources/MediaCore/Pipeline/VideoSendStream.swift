@@ -6,8 +6,9 @@ import Synchronization
 /// One outgoing video track: frames captured on any thread (`capturer`) are converted into pooled
 /// I420 frames, queued in a lock-free ring, encoded (VP8 or VP9, real time) on the stream's own
 /// worker thread, packetized (RFC 7741 / RFC 9628, MTU 1200 by default, frames spread evenly over
-/// packets), SRTP-protected in place, kept for NACK retransmission and handed to a `PacketSink`,
-/// one flush per frame.
+/// packets), paced (`RTPPacer`, on by default: 2.5x the target bitrate in 5 ms bursts, from the
+/// pacer's thread), SRTP-protected in place, kept for NACK retransmission (as RFC 4588 RTX when
+/// configured) and handed to a `PacketSink`.
 ///
 /// Control never stops the pipeline: bitrate, frame rate, resolution, keyframe requests and NACKs
 /// are atomics or ring pushes picked up by the worker between frames; `statistics` reads atomic
@@ -68,6 +69,22 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// Skip frames arriving faster than the encoder's frame rate (counted as
         /// `droppedFrameRate`). Off by default: every captured frame is encoded.
         public var limitsFrameRate = false
+        /// RFC 4588 retransmission payload type (`a=rtpmap:<pt> rtx/90000` with `apt=` the media
+        /// payload type): NACKed packets are resent as RTX packets on `rtxSSRC`. nil (default):
+        /// resent as they were, for receivers that do not negotiate RTX.
+        public var rtxPayloadType: UInt8? = nil
+        /// The SSRC of the retransmission stream (RFC 4588 §8, `a=ssrc-group:FID <media> <rtx>`);
+        /// random by default, used only with `rtxPayloadType`.
+        public var rtxSSRC: UInt32 = RandomBytes.ssrc()
+        /// Pacing (libwebrtc's `PacingController` manner): packets leave spread at 2.5x the target
+        /// bitrate in bursts of one 5 ms interval's budget, from the pacer's own thread, so a
+        /// keyframe no longer leaves as one burst; abs-send-time is stamped as each packet leaves.
+        /// nil: each frame's packets leave together from the worker.
+        public var pacer: PacerSettings? = PacerSettings()
+        /// Transport-wide sequence numbers (draft-holmer-rmcat-transport-wide-cc-extensions-01):
+        /// the RFC 8285 element ID and the counter shared by every stream on the transport; each
+        /// packet (and each RTX retransmission) is numbered as it leaves. nil (default): none.
+        public var transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil
         /// First RTP sequence number (random in 0...32767 when nil).
         public var initialSequenceNumber: UInt16? = nil
         /// RTP timestamp of the first frame (random when nil).
@@ -92,6 +109,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var keyframeRequestsCoalesced: UInt64
         /// Packets SRTP refused to protect (not sent).
         public var protectFailures: UInt64
+        /// What the pacer did (nil without pacing).
+        public var pacer: PacerStatistics?
     }
 
     /// Takes frames from your thread(s) into this stream.
@@ -103,6 +122,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     private let counters = SendCounters()
     private let core: RTPSendCore
+    private let pacer: RTPPacer?
     private let encoder: VPXEncoder
     private var clock: RTPClock
     private var lastTicks: Int64 = -1
@@ -140,10 +160,13 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         do { encoder = try VPXEncoder(c.encoder) } catch {
             throw SendPipelineError(.encoder, "video encoder \(c.encoder.codec) \(c.encoder.width)x\(c.encoder.height): \(error)")
         }
+        pacer = c.pacer.map { RTPPacer(sink: nil, maxPacketSize: c.mtu + 128, targetBitrate: c.encoder.bitrate, settings: $0) }
         core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
                                historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
                                absSendTimeID: c.absSendTimeExtensionID, audioLevelID: nil,
-                               initialSequenceNumber: c.initialSequenceNumber, counters: counters)
+                               initialSequenceNumber: c.initialSequenceNumber,
+                               rtx: c.rtxPayloadType.map { (payloadType: $0, ssrc: c.rtxSSRC) }, pacer: pacer,
+                               transportSequence: c.transportSequence, counters: counters)
         capturer = BufferCapturer(width: c.encoder.width, height: c.encoder.height, ringCapacity: c.ringCapacity,
                                   maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,
                                   scaleFilter: c.scaleFilter)
@@ -170,6 +193,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public func start() {
         precondition(!running.exchange(true, ordering: .acquiringAndReleasing), "VideoSendStream started twice")
         keepAlive = Unmanaged.passRetained(self)
+        pacer?.start()
         worker.start()
         capturer.setAccepting(true)
     }
@@ -187,6 +211,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         worker.stop()
         // The worker has joined: this thread now owns the encoder; finish what was queued.
         while step() {}
+        pacer?.stop()  // sends what still waits
     }
 
     /// Tests and benchmarks: opens the capturer without starting the worker thread, so the calling
@@ -240,15 +265,19 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                    capture: counters.captureStats,
                    retransmissionsRefused: SendCounters.load(counters.retransmissionsRefused),
                    keyframeRequestsCoalesced: keyframeRequestsCoalesced.load(ordering: .relaxed),
-                   protectFailures: SendCounters.load(counters.protectFailures))
+                   protectFailures: SendCounters.load(counters.protectFailures),
+                   pacer: pacer?.statistics)
     }
 
     // MARK: RTPSendFeedbackTarget
 
-    /// Resends the requested packets from the send history (RFC 4585 §6.2.1); ones no longer held are counted and may force a keyframe. Any thread; queued for the send worker.
+    /// Resends the requested packets from the send history (RFC 4585 §6.2.1), as RTX packets when
+    /// configured; ones no longer held are counted (the receiver's PLI asks for the keyframe). Any
+    /// thread; queued for the egress (the worker, or the pacer's thread).
     public func handleNack<S: Sequence>(_ sequenceNumbers: S) where S.Element == UInt16 {
         core.enqueueNacks(sequenceNumbers)
         capturer.worker?.wake()
+        pacer?.wake()
     }
 
     /// A NACK from one receiver of a stream sent through a `RoutedPacketSink`: the packets are
@@ -256,6 +285,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public func handleNack<S: Sequence>(_ sequenceNumbers: S, route: Int) where S.Element == UInt16 {
         core.enqueueNacks(sequenceNumbers, route: route)
         capturer.worker?.wake()
+        pacer?.wake()
     }
 
     /// A receiver lost a picture (RFC 4585 §6.3.1): asks for a keyframe through the shared limiter. Any thread.
@@ -326,6 +356,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             do { try encoder.reconfigure(c) } catch { /* libvpx kept the previous settings */ }
         }
         counters.targetBitrate.store(encoder.configuration.bitrate, ordering: .relaxed)
+        pacer?.setTargetBitrate(encoder.configuration.bitrate)
     }
 
     private func encode(_ frame: VideoFrame) {

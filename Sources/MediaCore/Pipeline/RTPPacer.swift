@@ -1,0 +1,276 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// How a video send stream's packets are spread in time (in the manner of libwebrtc's
+/// `PacingController`). Thread rule: a value type. Cost: none.
+public struct PacerSettings: Sendable, Equatable {
+    /// Pacing rate as a multiple of the encoder's target bitrate (libwebrtc: 2.5): an average
+    /// frame leaves in well under a frame interval, a keyframe is spread over several.
+    public var pacingFactor: Double = 2.5
+    /// Length of one pacing interval in milliseconds: each interval may send the rate's share of
+    /// it (5 ms, libwebrtc's process interval), so packets leave in bursts of about
+    /// rate x 5 ms. Unused budget does not build up beyond one interval.
+    public var intervalMilliseconds: Double = 5
+    /// Packets the queue holds (a power of two); a packet that does not fit is dropped and counted
+    /// (`PacerStatistics.overflows`): NACK repairs it like a packet lost on the path.
+    public var capacity: Int = 1024
+    /// The queue never holds more than this much time at the pacing rate: when it would, the rate
+    /// rises to drain it in that time (libwebrtc's 2 s queue-time limit).
+    public var maxQueueTimeMilliseconds: Double = 2000
+
+    /// libwebrtc's defaults.
+    public init() {}
+}
+
+/// What a pacer did. Thread rule: a value type. Cost: none.
+public struct PacerStatistics: Sendable, Equatable {
+    /// Packets that went through the queue (and left).
+    public var packetsPaced: UInt64 = 0
+    /// Packets dropped because the queue was full.
+    public var overflows: UInt64 = 0
+    /// The longest time a packet waited in the queue, and the sum over all packets, nanoseconds.
+    public var maxQueueDelayNs: UInt64 = 0
+    public var totalQueueDelayNs: UInt64 = 0
+    /// The pacing rate last used, bits per second.
+    public var pacingRate: Int = 0
+}
+
+/// Where a pacer's packets go when they leave: the send stream's egress stamps the send time,
+/// protects, keeps the packet for NACK and writes it to the socket (`RTPSendCore`). Called only
+/// on the pacer's thread (or the thread driving a pacer without one).
+protocol RTPPacerEgress: AnyObject {
+    /// Sends one unprotected packet held in `packet` (with room for the SRTP tag after `length`)
+    /// at `nowNs`; returns the bytes that went on the wire (0: dropped).
+    func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int
+    /// Flushes the socket after a batch of egresses.
+    func egressFlush()
+    /// Answers queued NACKs (retransmissions leave before queued media).
+    func egressServiceNacks()
+}
+
+/// Spreads one send stream's packets in time: the stream's worker writes its packets (not yet
+/// protected) into a fixed queue instead of the socket, and the pacer's own thread releases them
+/// interval by interval, each interval sending while its byte budget (pacing rate x elapsed time,
+/// at most one interval's worth saved up) is positive, then flushing once. A keyframe thus leaves
+/// in bursts of about rate x 5 ms instead of all at once, and the first packets of a frame still
+/// leave at once (the producer wakes the thread). Packets are stamped (abs-send-time), protected
+/// and kept for NACK when they leave (`RTPPacerEgress`), so the receiver's delay estimate sees
+/// when they really left; retransmissions leave from the same thread, before queued media. Audio
+/// streams are not paced: their packets never wait behind video.
+///
+/// Thread rule: `write`/`flush` from the one producer (the stream's worker); the pacer's thread is
+/// the only one sending while it runs; `setTargetBitrate`, `wake` and `statistics` from any
+/// thread. Without `start()` (tests driving the stream by hand) `flush` sends everything at once.
+/// Cost: one copy per packet into a preallocated slot; no allocation after `init`; one thread
+/// waking every interval while packets wait, sleeping otherwise.
+final class RTPPacer: @unchecked Sendable {
+    let settings: PacerSettings
+    /// Without an egress target (tests), packets are written to `sink` as they are.
+    private let sink: PacketSink?
+    /// Set once by the owner before `start`; it outlives the pacer's thread (see `stop`).
+    unowned(unsafe) var target: RTPPacerEgress?
+    private let slotSize: Int
+    private let mask: UInt64
+    private let storage: UnsafeMutableRawPointer
+    /// Per slot: length, enqueue time.
+    private let lengths: UnsafeMutablePointer<Int>
+    private let enqueuedAt: UnsafeMutablePointer<UInt64>
+    /// Next slot to send (consumer) and next slot to fill (producer).
+    private let head = Atomic<UInt64>(0)
+    private let tail = Atomic<UInt64>(0)
+    /// Bytes in the queue (producer adds, consumer subtracts).
+    private let queuedBytes = Atomic<Int>(0)
+    private let targetBitrate = Atomic<Int>(0)
+    private let running = Atomic<Bool>(false)
+    private let stats = Mutex(PacerStatistics())
+    private var semaphore = sem_t()
+    private var thread: TransportThread?
+    /// Consumer state.
+    private var budget = 0
+    private var lastProcessNs: UInt64 = 0
+    private var sentSinceFlush = 0
+    private var local = PacerStatistics()
+
+    /// A pacer in front of `sink` for packets of at most `maxPacketSize` bytes, pacing at
+    /// `settings.pacingFactor` x `targetBitrate`. Allocates the queue once.
+    init(sink: PacketSink?, maxPacketSize: Int, targetBitrate: Int, settings: PacerSettings = PacerSettings()) {
+        precondition(settings.capacity > 0 && settings.capacity & (settings.capacity - 1) == 0,
+                     "pacer capacity \(settings.capacity) is not a power of two")
+        precondition(settings.pacingFactor > 0 && settings.intervalMilliseconds > 0, "pacer rate and interval must be positive")
+        self.settings = settings
+        self.sink = sink
+        slotSize = maxPacketSize
+        mask = UInt64(settings.capacity - 1)
+        storage = .allocate(byteCount: settings.capacity * maxPacketSize, alignment: 64)
+        lengths = .allocate(capacity: settings.capacity)
+        lengths.initialize(repeating: 0, count: settings.capacity)
+        enqueuedAt = .allocate(capacity: settings.capacity)
+        enqueuedAt.initialize(repeating: 0, count: settings.capacity)
+        self.targetBitrate.store(targetBitrate, ordering: .relaxed)
+        sem_init(&semaphore, 0, 0)
+    }
+
+    deinit {
+        // The owner stops the pacer before it goes (a running thread holds no reference to it).
+        sem_destroy(&semaphore)
+        storage.deallocate(); lengths.deallocate(); enqueuedAt.deallocate()
+    }
+
+    /// Starts the pacer's thread. From the controlling thread.
+    func start() {
+        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        lastProcessNs = UDPSocket.monotonicNanoseconds()
+        thread = TransportThread(name: "revue.pacer") { [unowned self] in self.run() }
+    }
+
+    /// Stops the thread after it has sent what was queued. From the controlling thread.
+    func stop() {
+        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        sem_post(&semaphore)
+        thread?.join()
+        thread = nil
+        drain()
+    }
+
+    /// The encoder's target bitrate: the pacing rate follows it. Any thread.
+    func setTargetBitrate(_ bitsPerSecond: Int) { targetBitrate.store(bitsPerSecond, ordering: .relaxed) }
+
+    /// Counters (updated by the pacer's thread once per interval). Any thread.
+    var statistics: PacerStatistics { stats.withLock { $0 } }
+
+    /// Whether the pacer's thread runs (it then owns the egress).
+    var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    /// Wakes the thread (NACKs are queued). Any thread.
+    func wake() { if running.load(ordering: .acquiring) { sem_post(&semaphore) } }
+
+    /// Packets waiting.
+    var queuedPackets: Int {
+        Int(tail.load(ordering: .acquiring) &- head.load(ordering: .acquiring))
+    }
+
+    // MARK: Producer
+
+    /// Queues one packet (copied); a full queue or an oversized packet drops it (counted).
+    func write(_ packet: UnsafeRawBufferPointer) { enqueue(packet) }
+
+    /// Wakes the pacer's thread (a frame is queued); without a thread, sends everything queued now.
+    func flush() {
+        if running.load(ordering: .acquiring) { sem_post(&semaphore) } else { drain() }
+    }
+
+    private func enqueue(_ packet: UnsafeRawBufferPointer) {
+        let t = tail.load(ordering: .relaxed)
+        guard packet.count <= slotSize, let base = packet.baseAddress,
+              t &- head.load(ordering: .acquiring) < UInt64(settings.capacity) else {
+            stats.withLock { $0.overflows += 1 }  // rare: a full queue or an oversized packet
+            return
+        }
+        let slot = Int(t & mask)
+        (storage + slot * slotSize).copyMemory(from: base, byteCount: packet.count)
+        lengths[slot] = packet.count
+        enqueuedAt[slot] = UDPSocket.monotonicNanoseconds()
+        queuedBytes.add(packet.count, ordering: .relaxed)
+        tail.store(t &+ 1, ordering: .releasing)
+    }
+
+    // MARK: Consumer
+
+    private func run() {
+        let intervalNs = UInt64(settings.intervalMilliseconds * 1e6)
+        while running.load(ordering: .acquiring) {
+            target?.egressServiceNacks()
+            let now = UDPSocket.monotonicNanoseconds()
+            process(nowNs: now)
+            if queuedPackets == 0 {
+                // Nothing waits: sleep until the producer flushes (or 100 ms pass).
+                wait(untilNs: now + 100_000_000)
+            } else {
+                wait(untilNs: now + intervalNs)
+            }
+        }
+    }
+
+    private func wait(untilNs: UInt64) {
+        var realtime = timespec()
+        clock_gettime(CLOCK_REALTIME, &realtime)
+        let delta = untilNs &- min(untilNs, UDPSocket.monotonicNanoseconds())
+        let total = UInt64(realtime.tv_nsec) + delta
+        var deadline = timespec(tv_sec: realtime.tv_sec + Int(total / 1_000_000_000), tv_nsec: Int(total % 1_000_000_000))
+        _ = sem_timedwait(&semaphore, &deadline)
+    }
+
+    /// The pacing rate now: the factor times the target, raised when the queue would otherwise
+    /// hold more than `maxQueueTimeMilliseconds`.
+    private func pacingRate() -> Int {
+        let base = Int(Double(max(8_000, targetBitrate.load(ordering: .relaxed))) * settings.pacingFactor)
+        let drain = Int(Double(queuedBytes.load(ordering: .relaxed) * 8) / (settings.maxQueueTimeMilliseconds / 1000))
+        return max(base, drain)
+    }
+
+    /// One interval: adds the budget earned since the last one (at most one interval's worth
+    /// beyond zero), sends while it is positive, flushes once.
+    private func process(nowNs: UInt64) {
+        let rate = pacingRate()
+        let intervalBytes = Int(Double(rate) * settings.intervalMilliseconds / 8000)
+        let elapsed = nowNs &- min(nowNs, lastProcessNs)
+        lastProcessNs = nowNs
+        budget = min(intervalBytes, budget + Int(Double(rate) * Double(elapsed) / 8e9))
+        var h = head.load(ordering: .relaxed)
+        let t = tail.load(ordering: .acquiring)
+        while h != t && budget > 0 {
+            budget -= send(slot: Int(h & mask), nowNs: nowNs)
+            h &+= 1
+            head.store(h, ordering: .releasing)
+        }
+        finishInterval(rate: rate)
+    }
+
+    /// Sends everything queued at once (no thread, or stopping).
+    private func drain() {
+        target?.egressServiceNacks()
+        var h = head.load(ordering: .relaxed)
+        let t = tail.load(ordering: .acquiring)
+        let now = UDPSocket.monotonicNanoseconds()
+        while h != t {
+            _ = send(slot: Int(h & mask), nowNs: now)
+            h &+= 1
+            head.store(h, ordering: .releasing)
+        }
+        finishInterval(rate: pacingRate())
+    }
+
+    private func send(slot: Int, nowNs: UInt64) -> Int {
+        let n = lengths[slot]
+        var wire = n
+        if let target {
+            wire = target.egress(UnsafeMutableRawBufferPointer(start: storage + slot * slotSize, count: slotSize),
+                                 length: n, nowNs: nowNs)
+        } else {
+            sink?.write(UnsafeRawBufferPointer(start: storage + slot * slotSize, count: n))
+        }
+        queuedBytes.subtract(n, ordering: .relaxed)
+        let delay = nowNs &- min(nowNs, enqueuedAt[slot])
+        local.packetsPaced += 1
+        local.totalQueueDelayNs &+= delay
+        local.maxQueueDelayNs = max(local.maxQueueDelayNs, delay)
+        sentSinceFlush += 1
+        return wire
+    }
+
+    private func finishInterval(rate: Int) {
+        if sentSinceFlush > 0 {
+            if let target { target.egressFlush() } else { sink?.flush() }
+            sentSinceFlush = 0
+        }
+        local.pacingRate = rate
+        let snapshot = local
+        stats.withLock { s in
+            let overflows = s.overflows
+            s = snapshot
+            s.overflows = overflows
+        }
+    }
+}
