@@ -2,28 +2,18 @@
 import Testing
 import Foundation
 @testable import MediaCore
+import MediaTestSupport
 
 /// Helpers for checking our payload formats against GStreamer's depayloaders: encode a clip with
 /// ffmpeg (libvpx) into IVF, packetize its frames into a pcap with `PcapWriter`, depayload and
 /// decode the pcap with `pcapparse ! rtpvp8depay|rtpvp9depay ! vp8dec|vp9dec`, and compare the
 /// decoded pixels with ffmpeg decoding the IVF directly (both decoders are libvpx: bit-exact).
 enum GStreamerPayloadCheck {
-    static func tool(_ name: String) -> String? {
-        ["/usr/bin", "/usr/local/bin"].map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    static func tool(_ name: String) -> String? { ExternalTool.path(name) }
     static var available: Bool { tool("ffmpeg") != nil && tool("gst-launch-1.0") != nil }
 
     @discardableResult
-    static func run(_ exe: String, _ args: [String]) throws -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool(exe)!)
-        p.arguments = args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        return p.terminationStatus
-    }
+    static func run(_ exe: String, _ args: [String]) throws -> Int32 { try ExternalTool.run(exe, args) }
 
     /// Index of the first frame whose bytes differ (nil when all frames are equal).
     static func firstDifferingFrame(_ a: [UInt8], _ b: [UInt8], frameSize: Int) -> Int? {

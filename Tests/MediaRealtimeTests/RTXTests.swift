@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import MediaCore
+import MediaTestSupport
 
 /// A video send stream with RTX through an impairment relay to a receive pipeline that unwraps it,
 /// the sender's RTCP endpoint answering the receiver's NACKs.
@@ -218,7 +219,7 @@ struct RTXCall {
     /// with holes plus our RTX packets for them from a pcap and gives back the original packets,
     /// byte for byte. Skips when gst-launch-1.0 is not installed.
     @Test func gstreamerRtxReceiveRestoresOurRTXPacketsToTheOriginals() throws {
-        guard GStreamerPayloadCheck.tool("gst-launch-1.0") != nil else {
+        guard ExternalTool.path("gst-launch-1.0") != nil else {
             print("gst-launch-1.0 not installed: skipping the GStreamer RTX check")
             return
         }
@@ -257,7 +258,7 @@ struct RTXCall {
             ns += 1_000_000
         }
         try w.finish()
-        let status = try GStreamerPayloadCheck.run("gst-launch-1.0", [
+        let status = try ExternalTool.run("gst-launch-1.0", [
             "-q", "filesrc", "location=\(pcap)", "!",
             "pcapparse", "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=VP8,payload=96", "!",
             "rtprtxreceive", "payload-type-map=application/x-rtp-pt-map,96=(uint)97",
