@@ -330,9 +330,13 @@ final class SessionHarness {
                     "the reset handshake failed: \(core.counters)")
     }
 
+    /// Every counter that records a datagram refused: malformed, forged, replayed, unknown session,
+    /// stranger, over a rate, wrong nospam, on a session past its hard lifetime, an announce or
+    /// lookup answer refused, the backlog full, or an initiation answered with a cookie instead.
     func drops(_ c: RevueCounters) -> Int {
         c.droppedMalformed + c.droppedForged + c.droppedReplayed + c.droppedUnknownSession + c.droppedNonFriend
-            + c.droppedRateLimited + c.droppedWrongNospam
+            + c.droppedRateLimited + c.droppedWrongNospam + c.droppedExpired + c.droppedAnnounces
+            + c.droppedLookupReplies + c.droppedOverload + c.cookieRepliesSent
     }
 
     /// One fuzz input; returns how many datagrams the core accepted.
