@@ -175,54 +175,61 @@ final class NodeMesh: @unchecked Sendable {
 /// every other peer.
 @Suite(.serialized, .enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
 struct CallMediaMeshNodeTests {
-    @Test func fourPeersCarryMediaOnEveryLegHoweverTheMeshFormed() async throws {
-        let mesh = try await NodeMesh(count: 4)
-        defer { mesh.stop() }
-        let all = [0, 1, 2, 3]
+    /// The three ways a mesh of `mesh.nodes` forms, each followed by the media check on every leg
+    /// and a hang-up: the host invites everyone; a member who is not the host invites the last
+    /// newcomer; two running calls (the first half and the second half) merge. Returns the CPU
+    /// cores the first formation used (for the figure in docs/session.md).
+    @discardableResult
+    static func everyFormationCarriesMedia(_ mesh: NodeMesh, seconds: Double) async throws -> Double {
+        let n = mesh.nodes.count
+        let all = Array(0..<n)
 
         // 1. The host invites everyone.
-        for i in 1...3 { try await mesh.invite(0, i) }
+        for i in 1..<n { try await mesh.invite(0, i) }
         #expect(await mesh.waitForMesh(all), "host invites all: the mesh did not complete")
-        var r = await mesh.checkMedia(all)
+        var r = await mesh.checkMedia(all, seconds: seconds)
         #expect(r.failures.isEmpty, "host invites all: \(r.failures)")
+        let cores = r.cpu / r.wall
         #expect(await mesh.hangUpAll())
 
         // 2. A member who is not the host invites a newcomer.
-        try await mesh.invite(0, 1)
-        try await mesh.invite(0, 2)
-        #expect(await mesh.waitForMesh([0, 1, 2]))
-        try await mesh.invite(1, 3)
+        for i in 1..<(n - 1) { try await mesh.invite(0, i) }
+        #expect(await mesh.waitForMesh(Array(0..<(n - 1))))
+        try await mesh.invite(1, n - 1)
         #expect(await mesh.waitForMesh(all), "member invites: the mesh did not complete")
-        r = await mesh.checkMedia(all)
+        r = await mesh.checkMedia(all, seconds: seconds)
         #expect(r.failures.isEmpty, "member invites: \(r.failures)")
         #expect(await mesh.hangUpAll())
 
-        // 3. Two running calls merge.
-        try await mesh.invite(0, 1)
-        try await mesh.invite(2, 3)
-        #expect(await mesh.waitForMesh([0, 1]))
-        #expect(await mesh.waitForMesh([2, 3]))
-        try await mesh.invite(0, 2)
+        // 3. Two running calls merge: 0 hosts the first half, h the second, then 0 invites h.
+        let h = n / 2
+        for i in 1..<h { try await mesh.invite(0, i) }
+        for i in (h + 1)..<n { try await mesh.invite(h, i) }
+        #expect(await mesh.waitForMesh(Array(0..<h)))
+        #expect(await mesh.waitForMesh(Array(h..<n)))
+        try await mesh.invite(0, h)
         #expect(await mesh.waitForMesh(all), "merge: the mesh did not complete")
-        r = await mesh.checkMedia(all)
+        r = await mesh.checkMedia(all, seconds: seconds)
         #expect(r.failures.isEmpty, "merge: \(r.failures)")
         #expect(await mesh.hangUpAll())
+        return cores
+    }
+
+    @Test func fourPeersCarryMediaOnEveryLegHoweverTheMeshFormed() async throws {
+        let mesh = try await NodeMesh(count: 4)
+        defer { mesh.stop() }
+        try await Self.everyFormationCarriesMedia(mesh, seconds: 3)
         for n in mesh.nodes { n.quit() }
     }
 
-    @Test func sixPeersInvitedByOneHostCarryMediaOnEveryLeg() async throws {
+    @Test func sixPeersCarryMediaOnEveryLegHoweverTheMeshFormed() async throws {
         // REVUE_MESH_VIDEO_SIZE (for example 320x180, the feed's own size) measures another size.
         let size = ProcessInfo.processInfo.environment["REVUE_MESH_VIDEO_SIZE"] ?? "160x120"
         let mesh = try await NodeMesh(count: 6, videoSize: size)
         defer { mesh.stop() }
-        let all = Array(0..<6)
-        for i in 1..<6 { try await mesh.invite(0, i) }
-        #expect(await mesh.waitForMesh(all), "the mesh did not complete")
-        let r = await mesh.checkMedia(all, seconds: 4)
-        #expect(r.failures.isEmpty, "\(r.failures)")
+        let cores = try await Self.everyFormationCarriesMedia(mesh, seconds: 4)
         // The figure docs/session.md quotes: CPU of the six processes over the feed, in cores.
-        print("six-peer room at \(size): \(String(format: "%.2f", r.cpu)) CPU s over \(String(format: "%.2f", r.wall)) s = \(String(format: "%.2f", r.cpu / r.wall)) cores")
-        #expect(await mesh.hangUpAll())
+        print("six-peer room at \(size): \(String(format: "%.2f", cores)) cores while every peer feeds")
         for n in mesh.nodes { n.quit() }
     }
 }
