@@ -186,6 +186,11 @@ struct SessionFixture: Sendable {
         var r = ByteReader(bytes, offset: 1)
         guard bytes.first == PacketType.handshakeInitiation.rawValue, r.u8() == revueProtocolVersion, r.u32() != nil,
               r.remaining >= NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength else { return false }
+        // mac1 (keyed by the core's public key) is part of what makes an initiation authentic: the
+        // core refuses, as forged, one whose Noise message is valid but whose mac1 is not.
+        let macStart = bytes.count - HandshakeMACs.trailerLength
+        guard Sodium.keyedBlake2b(key: HandshakeMACs.mac1Key(core.publicKey), Array(bytes[0..<macStart]))
+                == Array(bytes[macStart..<(macStart + 16)]) else { return false }
         var hs = NoiseIKHandshake(initiator: false, prologue: Array(bytes[0..<6]), localStatic: core, remoteStatic: nil)
         guard hs.readMessage1(Array(r.rest().dropLast(HandshakeMACs.trailerLength))) != nil, let rs = hs.remoteStatic else { return false }
         fuzzRequire(rs == friend.publicKey, "initiation authenticated an unknown static key \(Hex.encode(rs))")
