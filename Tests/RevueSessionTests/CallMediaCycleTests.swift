@@ -49,7 +49,9 @@ func residentKilobytes() -> Int {
             callee.room.disconnectAll()
             await caller.wait("hung up \(cycle)") { caller.room.remoteParticipants.isEmpty && callee.room.remoteParticipants.isEmpty }
             await settle(0.1)
-            if cycle == 3 {
+            // Measured after a longer warm-up: the allocator's arenas and glibc's cache of thread
+            // stacks (each call starts and ends six threads, pacers included) settle by then.
+            if cycle == 7 {
                 threadsAfterWarmup = processThreadCount()
                 rssAfterWarmup = residentKilobytes()
             }
@@ -58,10 +60,10 @@ func residentKilobytes() -> Int {
         #expect(lastParticipant == nil, "a RemoteParticipant outlived its call")
         #expect(a.room.localMedia.isEmpty && b.room.localMedia.isEmpty && a.room.legs.isEmpty && b.room.legs.isEmpty)
         let threads = processThreadCount(), rss = residentKilobytes()
-        // Each call starts 4 worker threads (2 video, 2 audio send streams); a leak would add 4 per
-        // cycle, 64 in all. Dispatch's own pool may grow by a couple.
+        // Each call starts 6 send threads (2 video workers, their 2 pacers, 2 audio workers); a
+        // leak would add 6 per cycle, 72 in all. Dispatch's own pool may grow by a couple.
         #expect(threads <= threadsAfterWarmup + 3, "threads \(threadsAfterWarmup) -> \(threads)")
-        // 16 more calls with two VP8 and two Opus encoders each: a leak of the encoders alone would
+        // 12 more calls with two VP8 and two Opus encoders each: a leak of the encoders alone would
         // be tens of MB; allow 8 MB of allocator noise.
         #expect(rss - rssAfterWarmup < 8_000, "RSS \(rssAfterWarmup) kB -> \(rss) kB")
     }

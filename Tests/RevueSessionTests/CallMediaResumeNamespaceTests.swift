@@ -103,9 +103,10 @@ struct CallMediaResumeNamespaceTests {
             try? await Task.sleep(for: .milliseconds(50))
         }
         print("resume: video decoded again \(String(format: "%.2f", resumedAfter)) s after b was back online")
-        // Measured from outside (event polling and media-stats round trips through the node), so
-        // the bound carries slack for a loaded machine: alone it measures about 0.2 s.
-        #expect(resumedAfter < 2.0, "video resumed \(resumedAfter) s after b was back online (frames \(before) before, \(during) during, \(atReturn) at return, \(last) last)")
+        // Measured from outside (event polling and media-stats round trips through the node); it
+        // runs alone in `make test` (beside the other call tests it measured up to 2.1 s), where
+        // it measures 0.2-0.4 s.
+        #expect(resumedAfter < 1.0, "video resumed \(resumedAfter) s after b was back online (frames \(before) before, \(during) during, \(atReturn) at return, \(last) last)")
         // b never left the call on either side.
         #expect(!a.events.contains(where: event("participantDidDisconnect")))
         #expect(!b.events.contains(where: event("participantDidDisconnect")))

@@ -74,6 +74,7 @@ final class RTPPacer: @unchecked Sendable {
     private let slotSize: Int
     private let mask: UInt64
     private let storage: UnsafeMutableRawPointer
+    private let storageBytes: Int
     /// Per slot: length, enqueue time.
     private let lengths: UnsafeMutablePointer<Int>
     private let enqueuedAt: UnsafeMutablePointer<UInt64>
@@ -103,7 +104,16 @@ final class RTPPacer: @unchecked Sendable {
         self.sink = sink
         slotSize = maxPacketSize
         mask = UInt64(settings.capacity - 1)
-        storage = .allocate(byteCount: settings.capacity * maxPacketSize, alignment: 64)
+        // The slots come straight from mmap: pages become resident only when a burst reaches
+        // them, and munmap gives them back to the system when the stream goes. (From malloc, a
+        // block this size, 1.5 MB by default, stays in the allocator's arenas after a call ends,
+        // so each call left RSS behind.)
+        storageBytes = settings.capacity * maxPacketSize
+        guard let mapped = mmap(nil, storageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+              mapped != MAP_FAILED else {
+            fatalError("RTPPacer: cannot map \(storageBytes) bytes for its queue (errno \(errno))")
+        }
+        storage = mapped
         lengths = .allocate(capacity: settings.capacity)
         lengths.initialize(repeating: 0, count: settings.capacity)
         enqueuedAt = .allocate(capacity: settings.capacity)
@@ -115,7 +125,7 @@ final class RTPPacer: @unchecked Sendable {
     deinit {
         // The owner stops the pacer before it goes (a running thread holds no reference to it).
         sem_destroy(&semaphore)
-        storage.deallocate(); lengths.deallocate(); enqueuedAt.deallocate()
+        munmap(storage, storageBytes); lengths.deallocate(); enqueuedAt.deallocate()
     }
 
     /// Starts the pacer's thread. From the controlling thread.
