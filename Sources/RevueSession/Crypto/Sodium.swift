@@ -118,6 +118,17 @@ package enum Sodium {
     /// AEAD encrypt (`crypto_aead_chacha20poly1305_ietf_encrypt`): ciphertext plus 16-byte tag.
     package static func seal(key: [UInt8], nonce n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
         precondition(key.count == 32)
+        return key.withUnsafeBufferPointer { seal(keyPointer: $0.baseAddress!, nonce: n, ad: ad, plaintext: plaintext) }
+    }
+
+    /// AEAD decrypt (`crypto_aead_chacha20poly1305_ietf_decrypt`); nil when the tag does not verify.
+    package static func open(key: [UInt8], nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
+        precondition(key.count == 32)
+        return key.withUnsafeBufferPointer { open(keyPointer: $0.baseAddress!, nonce: n, ad: ad, ciphertext: ciphertext) }
+    }
+
+    /// The AEAD encryption both `seal`s share, with the 32-byte key behind `keyPointer`.
+    private static func seal(keyPointer: UnsafePointer<UInt8>, nonce n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: plaintext.count + 16)
         var outLen: UInt64 = 0
         let nonce = nonce(n)
@@ -125,11 +136,9 @@ package enum Sodium {
             plaintext.withUnsafeBufferPointer { p in
                 ad.withUnsafeBufferPointer { a in
                     nonce.withUnsafeBufferPointer { nb in
-                        key.withUnsafeBufferPointer { k in
-                            crypto_aead_chacha20poly1305_ietf_encrypt(
-                                o.baseAddress!, &outLen, p.baseAddress, UInt64(p.count),
-                                a.baseAddress, UInt64(a.count), nil, nb.baseAddress!, k.baseAddress!)
-                        }
+                        crypto_aead_chacha20poly1305_ietf_encrypt(
+                            o.baseAddress!, &outLen, p.baseAddress, UInt64(p.count),
+                            a.baseAddress, UInt64(a.count), nil, nb.baseAddress!, keyPointer)
                     }
                 }
             }
@@ -137,9 +146,8 @@ package enum Sodium {
         return out
     }
 
-    /// AEAD decrypt (`crypto_aead_chacha20poly1305_ietf_decrypt`); nil when the tag does not verify.
-    package static func open(key: [UInt8], nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
-        precondition(key.count == 32)
+    /// The AEAD decryption both `open`s share, with the 32-byte key behind `keyPointer`.
+    private static func open(keyPointer: UnsafePointer<UInt8>, nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
         let c = Array(ciphertext)
         guard c.count >= 16 else { return nil }
         var out = [UInt8](repeating: 0, count: c.count - 16)
@@ -149,11 +157,9 @@ package enum Sodium {
             c.withUnsafeBufferPointer { cb in
                 ad.withUnsafeBufferPointer { a in
                     nonce.withUnsafeBufferPointer { nb in
-                        key.withUnsafeBufferPointer { k in
-                            crypto_aead_chacha20poly1305_ietf_decrypt(
-                                o.baseAddress, &outLen, nil, cb.baseAddress!, UInt64(cb.count),
-                                a.baseAddress, UInt64(a.count), nb.baseAddress!, k.baseAddress!)
-                        }
+                        crypto_aead_chacha20poly1305_ietf_decrypt(
+                            o.baseAddress, &outLen, nil, cb.baseAddress!, UInt64(cb.count),
+                            a.baseAddress, UInt64(a.count), nb.baseAddress!, keyPointer)
                     }
                 }
             }
@@ -219,47 +225,13 @@ package enum Sodium {
     /// `seal` with a key held in `SecretKeyBytes` (transport keys).
     package static func seal(key: SecretKeyBytes, nonce n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
         precondition(key.count == 32)
-        var out = [UInt8](repeating: 0, count: plaintext.count + 16)
-        var outLen: UInt64 = 0
-        let nonce = nonce(n)
-        _ = out.withUnsafeMutableBufferPointer { o in
-            plaintext.withUnsafeBufferPointer { p in
-                ad.withUnsafeBufferPointer { a in
-                    nonce.withUnsafeBufferPointer { nb in
-                        key.withUnsafeBytes { k in
-                            crypto_aead_chacha20poly1305_ietf_encrypt(
-                                o.baseAddress!, &outLen, p.baseAddress, UInt64(p.count),
-                                a.baseAddress, UInt64(a.count), nil, nb.baseAddress!, k.bindMemory(to: UInt8.self).baseAddress!)
-                        }
-                    }
-                }
-            }
-        }
-        return out
+        return key.withUnsafeBytes { seal(keyPointer: $0.bindMemory(to: UInt8.self).baseAddress!, nonce: n, ad: ad, plaintext: plaintext) }
     }
 
     /// `open` with a key held in `SecretKeyBytes` (transport keys).
     package static func open(key: SecretKeyBytes, nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
         precondition(key.count == 32)
-        let c = Array(ciphertext)
-        guard c.count >= 16 else { return nil }
-        var out = [UInt8](repeating: 0, count: c.count - 16)
-        var outLen: UInt64 = 0
-        let nonce = nonce(n)
-        let rc = out.withUnsafeMutableBufferPointer { o in
-            c.withUnsafeBufferPointer { cb in
-                ad.withUnsafeBufferPointer { a in
-                    nonce.withUnsafeBufferPointer { nb in
-                        key.withUnsafeBytes { k in
-                            crypto_aead_chacha20poly1305_ietf_decrypt(
-                                o.baseAddress, &outLen, nil, cb.baseAddress!, UInt64(cb.count),
-                                a.baseAddress, UInt64(a.count), nb.baseAddress!, k.bindMemory(to: UInt8.self).baseAddress!)
-                        }
-                    }
-                }
-            }
-        }
-        return rc == 0 ? out : nil
+        return key.withUnsafeBytes { open(keyPointer: $0.bindMemory(to: UInt8.self).baseAddress!, nonce: n, ad: ad, ciphertext: ciphertext) }
     }
 
     /// Constant-time comparison (`sodium_memcmp`).
