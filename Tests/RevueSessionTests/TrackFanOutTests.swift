@@ -26,7 +26,7 @@ import Testing
         fanOut.setTargets(try legs.enumerated().map { k, leg in
             TrackFanOut.Target(participant: "p\(k)", route: 10 + k,
                                context: try SRTPContext(material: .random(for: .aeadAES128GCM), direction: .outbound, options: o),
-                               socket: out, destination: try leg.localAddress())
+                               socket: out, path: ICESendPath(.direct(try leg.localAddress())))
         })
         var c = VideoSendStream.Configuration(codec: .vp8, width: 160, height: 120)
         c.srtp = nil

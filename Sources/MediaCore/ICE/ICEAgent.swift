@@ -93,6 +93,13 @@ package final class ICEAgent: @unchecked Sendable {
     package var selectedPair: (local: ICECandidate, remote: ICECandidate)? { nil }
     package var statistics: ICEAgentStatistics { ICEAgentStatistics() }
 
+    /// Reads the socket on the agent's queue (before a receive pipeline takes it over, and in
+    /// tests): STUN/TURN datagrams to `handleDatagram`, the rest to `otherDatagram`.
+    package func startReading(otherDatagram: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)? = nil) {}
+
+    /// Stops `startReading`'s reader (the socket stays open).
+    package func stopReading() {}
+
     /// Stops checks and timers and releases TURN allocations. Idempotent.
     package func close() {}
 }

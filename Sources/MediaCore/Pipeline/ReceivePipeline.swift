@@ -74,6 +74,8 @@ public struct ReceivePipelineStatistics: Sendable, Equatable {
     public var transportFeedbackSent = 0
     /// Sender reports received.
     public var senderReportsReceived = 0
+    /// Datagrams handed to `inject` (media relayed over TURN TCP) dropped because too many waited.
+    public var injectedDropped = 0
 }
 
 /// The receive half of the engine: one UDP socket read in `recvmmsg` batches on the pipeline's own
@@ -103,6 +105,12 @@ public final class ReceivePipeline: @unchecked Sendable {
     /// receiver reports) for an `RTCPSenderSession`. The bytes are valid only during the call.
     /// Set before `start`.
     public var rtcpFeedbackHandler: (@Sendable (UnsafeRawBufferPointer, _ arrivalNs: UInt64) -> Void)?
+    /// Where our RTCP goes when set (an ICE agent's selected pair, direct or through a TURN
+    /// relay); nil: back to where the media comes from, or `rtcpDestination`. Set before `start`.
+    package var sendPath: ICESendPath?
+
+    /// Most injected datagrams waiting for the pipeline's thread; more are dropped.
+    package static let maxInjected = 512
 
     private let engine: Engine
     private var thread: TransportThread?
@@ -136,6 +144,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         precondition(thread == nil, "ReceivePipeline.start() called twice")
         engine.other = otherDatagramHandler
         engine.feedback = rtcpFeedbackHandler
+        engine.sendPath = sendPath
         engine.stopping.store(false, ordering: .releasing)
         thread = TransportThread(name: "ReceivePipeline") { [engine] in engine.run() }
     }
@@ -145,6 +154,17 @@ public final class ReceivePipeline: @unchecked Sendable {
         engine.stopping.store(true, ordering: .releasing)
         thread?.join()
         thread = nil
+    }
+
+    /// Hands the pipeline a datagram that did not arrive on its socket (media relayed over a TURN
+    /// TCP connection, or in a TURN Data indication); it is handled on the pipeline's thread within
+    /// one tick, as if received now. Thread rule: any thread. Cost: one copy and one allocation;
+    /// beyond `maxInjected` waiting, dropped (counted in `statistics.injectedDropped`).
+    package func inject(_ bytes: UnsafeRawBufferPointer) {
+        let copy = Array(bytes)
+        engine.injected.withLock { q in
+            if q.queue.count < Self.maxInjected { q.queue.append(copy) } else { q.drops += 1 }
+        }
     }
 
     /// Socket-level counters (refreshed every engine tick).
@@ -178,6 +198,9 @@ public final class ReceivePipeline: @unchecked Sendable {
         let published = Mutex(Published())
         var other: (@Sendable (UDPDatagram) -> Void)?
         var feedback: (@Sendable (UnsafeRawBufferPointer, UInt64) -> Void)?
+        var sendPath: ICESendPath?
+        /// Datagrams from `inject`, and how many did not fit (read under the lock).
+        let injected = Mutex<(queue: [[UInt8]], drops: Int)>(([], 0))
         var counters = ReceivePipelineStatistics()
         var videos: [VideoReceiveStream] = []
         var audioSSRC: UInt32?
@@ -216,7 +239,25 @@ public final class ReceivePipeline: @unchecked Sendable {
                         rounds += 1
                     }
                 }
+                drainInjected()
                 tick(nowNs: UDPSocket.monotonicNanoseconds())
+            }
+        }
+
+        private func drainInjected() {
+            let items: [[UInt8]] = injected.withLock { q in
+                counters.injectedDropped = q.drops
+                guard !q.queue.isEmpty else { return [] }
+                defer { q.queue.removeAll(keepingCapacity: true) }
+                return q.queue
+            }
+            guard !items.isEmpty else { return }
+            let now = UDPSocket.monotonicNanoseconds()
+            for item in items {
+                var copy = item
+                copy.withUnsafeMutableBytes { b in
+                    handle(UDPDatagram(bytes: UnsafeRawBufferPointer(b), source: remote, receivedAtNanoseconds: now, isTruncated: false))
+                }
             }
         }
 
@@ -230,6 +271,24 @@ public final class ReceivePipeline: @unchecked Sendable {
             case .rtcp:
                 counters.rtcp += 1
                 handleRTCP(d)
+            case .turnChannel:
+                // TURN ChannelData (RFC 8656 §12.4) from our relay: RTP/RTCP inside is handled
+                // here, in place; anything else (checks through the relay) goes to `other`.
+                let b = d.bytes
+                if b.count >= 4 {
+                    let length = Int(b[2]) << 8 | Int(b[3])
+                    if length <= b.count - 4 {
+                        let inner = UnsafeRawBufferPointer(rebasing: b[4..<(4 + length)])
+                        let kind = RTPDemultiplexer.classify(inner)
+                        if kind == .rtp || kind == .rtcp {
+                            let unwrapped = UDPDatagram(bytes: inner, source: d.source, receivedAtNanoseconds: d.receivedAtNanoseconds, isTruncated: false)
+                            if kind == .rtp { counters.rtp += 1; handleRTP(unwrapped) } else { counters.rtcp += 1; handleRTCP(unwrapped) }
+                            return
+                        }
+                    }
+                }
+                counters.other += 1
+                other?(d)
             default:
                 counters.other += 1
                 other?(d)
@@ -353,7 +412,7 @@ public final class ReceivePipeline: @unchecked Sendable {
 
         /// Builds and sends RTCP: feedback at once when due, the regular report on its interval.
         private func sendFeedback(nowNs: UInt64) {
-            guard let remote else { return }
+            guard remote != nil || sendPath != nil else { return }
             var feedback: [RTCPPacket] = []
             let ssrc = configuration.localSSRC
             var remb = false
@@ -420,7 +479,12 @@ public final class ReceivePipeline: @unchecked Sendable {
                 guard let n = try? outbound.protectRTCP(rtcpBuffer, length: size) else { return }
                 size = n
             }
-            _ = try? socket.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<size]), to: remote)
+            let bytes = UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<size])
+            if let sendPath {
+                sendPath.send(bytes, on: socket)
+            } else if let remote {
+                _ = try? socket.send(bytes, to: remote)
+            }
             counters.rtcpSent += 1
         }
 

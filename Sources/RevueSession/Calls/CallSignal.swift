@@ -29,6 +29,12 @@ struct CallSignal: Codable, Sendable, Equatable {
     var port: Int?
     var suite: String?
     var key: String?
+    /// ICE (RFC 8445) of the leg's media socket: the sender's ufrag and password (`media`), and
+    /// its candidates in SDP attribute form (RFC 8839 §5.1), sent as they are gathered
+    /// (`media`, then `candidates`).
+    var ufrag: String?
+    var pwd: String?
+    var cands: [String]?
     /// Speaking: whether the sender speaks, and its level (0...1).
     var speaking: Bool?
     var level: Double?
@@ -42,7 +48,7 @@ struct CallSignal: Codable, Sendable, Equatable {
         static let connect = "connect", join = "join", joined = "joined", hangup = "hangup"
         static let chat = "chat", muteRequest = "mute-request", mode = "mode"
         static let publish = "publish", unpublish = "unpublish", mute = "mute", subscribe = "subscribe"
-        static let speaking = "speaking", media = "media"
+        static let speaking = "speaking", media = "media", candidates = "candidates"
         static let introduce = "introduce", intros = "intros", hello = "hello"
     }
 

@@ -12,6 +12,16 @@ internal import MediaCore
 /// Ids of call legs in `TrackFanOut`s (unique in the process).
 private let legRoutes = Atomic<Int>(0)
 
+/// The receive pipeline running on a leg now, for media the ICE agent receives through a TURN
+/// relay outside UDP ChannelData (TCP, Data indications). Thread rule: any thread.
+final class PipelineSlot: Sendable {
+    private let slot = Mutex<ReceivePipeline?>(nil)
+    var pipeline: ReceivePipeline? {
+        get { slot.withLock { $0 } }
+        set { slot.withLock { $0 = newValue } }
+    }
+}
+
 /// One call leg's media state (main actor).
 final class MediaLeg {
     let socket: MediaCore.UDPSocket
@@ -20,18 +30,24 @@ final class MediaLeg {
     let port: UInt16
     /// Our key for what we send on this leg; the participant receives it in an `adr` message.
     let sendKey: SRTPKeyMaterial
+    /// Finds and keeps the path to the participant's media socket (RFC 8445): direct, through
+    /// NATs, or through a TURN relay; checks, consent and failover share `socket` with the media.
+    let agent: ICEAgent
+    /// What our media and RTCP on this leg go out on: the agent's selected pair (copied on the
+    /// main actor, through `Room.mediaPathForTests` in tests).
+    let sendPath = ICESendPath()
     /// One outbound context per local track (libsrtp contexts are not shared between threads).
     var outbound: [TrackKind: SRTPContext] = [:]
-    /// The participant's key for what it sends us, and where its media socket is.
+    /// The participant's key for what it sends us.
     var remoteKey: SRTPKeyMaterial?
-    var destination: MediaCore.SocketAddress?
-    /// The participant's media port (from its `adr`); the IP follows its friend connection.
-    var remotePort: UInt16?
+    /// Where our media goes now (the selected pair's remote address; nil before a pair works).
+    var destination: MediaCore.SocketAddress? { sendPath.route?.peer }
     /// Which of our tracks the participant subscribed to.
     var wants: Set<TrackKind> = []
     /// The engine's receive pipeline on `socket` (once the participant's key arrived), and where
     /// its decoded video and audio go: the renderer and PCM sink the App attached.
     var pipeline: ReceivePipeline?
+    let running = PipelineSlot()
     let videoOut = RendererSwitch()
     let audioOut = AudioSinkSwitch()
     var playout: AudioPlayoutClock?
@@ -43,21 +59,30 @@ final class MediaLeg {
     func stopReceiving() {
         playout?.stop()
         playout = nil
+        running.pipeline = nil
         pipeline?.stop()
         pipeline = nil
     }
 
-    init(bindHost: String, videoBitrate: Int) throws {
+    init(bindHost: String, videoBitrate: Int, ice: ICEAgentConfiguration) throws {
         feedback = CallLegFeedback(route: legRoutes.wrappingAdd(1, ordering: .relaxed).oldValue, videoBitrate: videoBitrate)
         let host = (try? MediaCore.SocketAddress(parsing: bindHost, defaultPort: 0)) ?? .anyIPv4(port: 0)
         socket = try MediaCore.UDPSocket(bindingTo: host)
         port = try socket.localAddress().port
         sendKey = .random(for: .aeadAES128GCM)
+        agent = ICEAgent(socket: socket, configuration: ice)
+    }
+
+    /// Ends the leg: the pipeline, the agent (and its TURN allocations), the socket.
+    func close() {
+        stopReceiving()
+        agent.close()
     }
 
     deinit {
         playout?.stop()
         pipeline?.stop()
+        agent.close()
         socket.close()
     }
 }
@@ -105,39 +130,59 @@ final class LocalMedia {
 }
 
 extension Room {
+    /// Most candidates taken from one `adr` message.
+    static let maxCandidatesPerSignal = 16
+
     func receiveMediaSignal(_ s: CallSignal, from id: String) {
-        guard s.op == CallSignal.Op.media, let leg = legs[id], let port = s.port, let key = s.key,
-              let suite = s.suite.flatMap(SRTPSuite.init(sdpName:)), let material = try? SRTPKeyMaterial(suite: suite, inline: key),
-              let core, let f = core.friends[id] else { return }
-        leg.remoteKey = material
-        if leg.pipeline == nil { startReceiving(leg) }
-        if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
-        leg.remotePort = UInt16(clamping: port)
-        _ = f
-        followPath(id, resumed: false)
+        guard let leg = legs[id] else { return }
+        switch s.op {
+        case CallSignal.Op.media:
+            guard let key = s.key, let suite = s.suite.flatMap(SRTPSuite.init(sdpName:)),
+                  let material = try? SRTPKeyMaterial(suite: suite, inline: key),
+                  let ufrag = s.ufrag, let pwd = s.pwd else { return }
+            leg.remoteKey = material
+            if leg.pipeline == nil { startReceiving(leg) }
+            if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
+            leg.agent.setRemoteCredentials(ufrag: ufrag, password: pwd)
+            addRemoteCandidates(s.cands, to: leg)
+        case CallSignal.Op.candidates:
+            addRemoteCandidates(s.cands, to: leg)
+        default:
+            break
+        }
     }
 
-    /// Points the leg's media at the IP of the friend connection's best direct path now (relayed
-    /// paths carry no media), so media follows the friend when its address changes. After an
-    /// outage (`resumed`) every video track sends a keyframe at once, so the participant decodes
-    /// again without waiting for its own PLI. If the friend's address changed, the receive
-    /// pipeline starts afresh, since it sends its RTCP where the first packet came from.
+    private func addRemoteCandidates(_ texts: [String]?, to leg: MediaLeg) {
+        for text in (texts ?? []).prefix(Self.maxCandidatesPerSignal) {
+            if let c = ICECandidate(sdpValue: text) { leg.agent.addRemoteCandidate(c) }
+        }
+    }
+
+    /// A participant's friend connection is back after an outage (`resumed`): every video track
+    /// sends a keyframe at once, so the participant decodes again without waiting for its PLI.
+    /// (The media path itself is the leg's ICE agent's: it fails over and recovers on its own.)
     func followPath(_ id: String, resumed: Bool) {
-        guard let core, let f = core.friends[id], let leg = legs[id], let port = leg.remotePort,
-              case .direct(let a)? = f.bestRoute(now: monotonicNow(), timeout: core.timeouts.connectionTimeout) else { return }
-        var direct = a
-        direct.port = port
-        let destination = mediaPathForTests?(id, direct) ?? direct
-        if let old = leg.destination, old != destination, leg.pipeline != nil {
-            leg.stopReceiving()
-            startReceiving(leg)
-            if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
-        }
-        if leg.destination != destination {
-            leg.destination = destination
-            updateTargets()
-        }
-        if resumed { localMedia[.video]?.video?.requestKeyframe() }
+        if resumed, legs[id] != nil { localMedia[.video]?.video?.requestKeyframe() }
+        syncMediaPath(id)
+    }
+
+    /// Copies the leg's selected ICE pair to what its media is sent on (main actor).
+    func syncMediaPath(_ id: String) {
+        guard let leg = legs[id] else { return }
+        var route = leg.agent.path.route
+        if case .direct(let a)? = route, let map = mediaPathForTests { route = .direct(map(id, a)) }
+        let before = leg.sendPath.route
+        guard before?.description != route?.description else { return }
+        leg.sendPath.route = route
+        if (before == nil) != (route == nil) { updateTargets() }
+    }
+
+    /// Our local ICE candidate for a leg, trickled to the participant as it is gathered.
+    func sendLocalCandidate(_ c: ICECandidate, to id: String) {
+        guard legs[id] != nil else { return }
+        var s = CallSignal(type: "adr", op: CallSignal.Op.candidates)
+        s.cands = [c.sdpValue]
+        send(s, to: id)
     }
 
     /// Starts the leg's receive pipeline with the participant's key. The SRTCP it sends is
@@ -150,10 +195,18 @@ extension Room {
         c.localSSRC = freshSSRC()
         guard let pipeline = try? ReceivePipeline(socket: leg.socket, configuration: c, renderer: leg.videoOut) else { return }
         leg.pipeline = pipeline
-        // The participant's RTCP about our media arrives on this socket too.
-        let feedback = leg.feedback
+        // The participant's RTCP about our media arrives on this socket too, and so do the ICE
+        // agent's checks and TURN traffic (RFC 7983: first byte 0-3 and 64-79), which the pipeline
+        // hands on; its own RTCP leaves on the selected pair.
+        let feedback = leg.feedback, agent = leg.agent
         pipeline.rtcpFeedbackHandler = { rtcp, arrivalNs in feedback.handle(rtcp, arrivalNs: arrivalNs) }
+        pipeline.otherDatagramHandler = { d in
+            if let source = d.source { agent.handleDatagram(d.bytes, from: source) }
+        }
+        pipeline.sendPath = leg.sendPath
+        agent.stopReading()
         pipeline.start()
+        leg.running.pipeline = pipeline
         if let stream = pipeline.audio {
             let clock = AudioPlayoutClock(stream: stream, sink: leg.audioOut)
             leg.playout = clock
@@ -186,24 +239,40 @@ extension Room {
     func participantConnectedMedia(_ p: RemoteParticipant) {
         let bitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder.bitrate
         guard let core else { return }
+        let id = p.identity
+        // One side of each leg controls ICE (RFC 8445 §6.1.1): the one with the smaller ID.
+        var ice = ICEAgentConfiguration(controlling: core.ownId < id)
+        ice.servers = core.rendezvousNodes.map { ICEServer(kind: .stun, address: $0) } + core.configuration.resolvedICEServers
         let leg: MediaLeg
         do {
-            leg = try MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate)
+            leg = try MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate, ice: ice)
         } catch {
-            let id = p.identity, detail = "\(error)"
+            let detail = "\(error)"
             post(nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) }, participant: nil)
             return
         }
-        legs[p.identity] = leg
+        legs[id] = leg
+        leg.agent.onCandidate = { [weak self] c in
+            DispatchQueue.main.async { MainActor.assumeIsolated { self?.sendLocalCandidate(c, to: id) } }
+        }
+        leg.agent.onSelectedPairChange = { [weak self] _, _ in
+            DispatchQueue.main.async { MainActor.assumeIsolated { self?.syncMediaPath(id) } }
+        }
+        let running = leg.running
+        leg.agent.onRelayedMedia = { bytes in running.pipeline?.inject(bytes) }
         var s = CallSignal(type: "adr", op: CallSignal.Op.media)
         s.port = Int(leg.port)
         s.suite = leg.sendKey.suite.sdpName
         s.key = leg.sendKey.inlineKeyParams
-        send(s, to: p.identity)
+        s.ufrag = leg.agent.localUfrag
+        s.pwd = leg.agent.localPassword
+        send(s, to: id)
+        leg.agent.startReading()
+        leg.agent.start()
     }
 
     func participantDisconnectedMedia(_ p: RemoteParticipant) {
-        legs.removeValue(forKey: p.identity)?.stopReceiving()
+        legs.removeValue(forKey: p.identity)?.close()
         updateTargets()
         // With no leg left, no key remembers the SSRCs used under it.
         if legs.isEmpty { usedSSRCs = Set(localMedia.values.compactMap { $0.video?.ssrc ?? $0.audio?.ssrc }) }
@@ -289,7 +358,7 @@ extension Room {
         for (kind, media) in localMedia {
             var targets: [TrackFanOut.Target] = []
             for (id, leg) in legs.sorted(by: { $0.key < $1.key }) {
-                guard let destination = leg.destination, leg.wants.contains(kind),
+                guard leg.destination != nil, leg.wants.contains(kind),
                       let p = remoteParticipants[id], p.mode.receives else { continue }
                 if leg.outbound[kind] == nil {
                     // A NACK resends the stream's plain RTP again through this context: the same
@@ -301,7 +370,7 @@ extension Room {
                 }
                 guard let context = leg.outbound[kind] else { continue }
                 targets.append(.init(participant: id, route: leg.feedback.route, context: context, socket: leg.socket,
-                                     destination: destination))
+                                     path: leg.sendPath))
             }
             media.fanOut.setTargets(targets)
             // A leg that left no longer holds the encoder down.
@@ -354,6 +423,7 @@ extension Room {
     }
 
     func tickMedia(now: Double) {
+        for id in legs.keys { syncMediaPath(id) }
         guard now - lastStatistics >= 1 else { return }
         lastStatistics = now
         let local = localParticipant
@@ -411,7 +481,7 @@ extension Room {
     func stopAllMedia() {
         for media in localMedia.values { media.stop() }
         localMedia = [:]
-        for leg in legs.values { leg.stopReceiving() }
+        for leg in legs.values { leg.close() }
         legs = [:]
         usedSSRCs = []
     }
@@ -425,4 +495,9 @@ extension Room {
         activeSpeakers = speakers
         post(nil, room: { $1.room($0, didUpdateSpeakingParticipants: speakers) }, participant: nil)
     }
+}
+
+// TEMPORARY until the configuration's ICE servers land.
+extension RevueConfiguration {
+    var resolvedICEServers: [ICEServer] { [] }
 }

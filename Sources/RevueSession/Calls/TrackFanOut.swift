@@ -4,7 +4,8 @@ import Synchronization
 
 /// The `PacketSink` of a local track's send stream (which itself sends plain RTP): each packet is
 /// copied into a preallocated buffer, protected with the SRTP context of each subscribed call leg
-/// (a key per leg and direction, RFC 3711 §3.3) and sent on that leg's media socket. One encode
+/// (a key per leg and direction, RFC 3711 §3.3) and sent on that leg's media socket along its
+/// selected ICE pair (straight to the participant, or through a TURN relay). One encode
 /// serves every participant of a mesh. A retransmission (a NACK from one leg, RFC 4585 §6.2.1)
 /// goes to that leg only (`RoutedPacketSink`); each leg's bandwidth estimate is kept here and the
 /// encoder follows the lowest of the legs the track goes to (one encode must fit every path).
@@ -17,7 +18,8 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
         let route: Int
         let context: SRTPContext
         let socket: MediaCore.UDPSocket
-        let destination: MediaCore.SocketAddress
+        /// The leg's selected path (direct or through TURN), read per packet.
+        let path: ICESendPath
     }
 
     private let targets = Mutex<[Target]>([])
@@ -81,7 +83,7 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
         guard packet.count + t.context.rtpOverhead <= scratch.count else { return false }
         scratch.copyMemory(from: packet)
         guard let n = try? t.context.protect(scratch, length: packet.count),
-              let sent = try? t.socket.send(UnsafeRawBufferPointer(rebasing: scratch[0..<n]), to: t.destination), sent > 0 else { return false }
+              t.path.send(UnsafeRawBufferPointer(rebasing: scratch[0..<n]), on: t.socket) else { return false }
         return true
     }
 
