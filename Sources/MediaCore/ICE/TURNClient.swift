@@ -229,6 +229,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// The counters so far.
     package var statistics: TURNClientStatistics { locked { stats } }
 
+    /// Requests sent and not yet answered or timed out.
+    package var pendingTransactions: Int { locked { transactions.count } }
+
     /// The timers; set before `allocate()` (later changes apply to the next timer set).
     package var timing: TURNClientTiming {
         get { locked { settings } }
