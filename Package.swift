@@ -55,7 +55,7 @@ let package = Package(
         // Friend, invitation and call scenarios written against `import RevueSDK` alone, as an app would.
         .testTarget(name: "SDKScenarioTests", dependencies: ["RevueSDK", "RevueMedia"]),
         // Interop against independent peers: GStreamer, ffmpeg, tshark, opus-tools.
-        .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims"]),
+        .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,6 +8,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import MediaCore
+import MediaTestSupport
 
 /// Reads a UDP socket on its own thread and hands every datagram to `handle` (by default the
 /// client's `handleDatagram`), until `stop()`.
@@ -145,6 +146,13 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
             #expect(r.0 == payload && r.1 == relayed)
         }
         #expect(client.statistics.channelDataSent == sentBefore + 7)
+        // The hot path allocates nothing: 20 sends of 1001 bytes (padded over TCP), all delivered.
+        let media = [UInt8](repeating: 0xAB, count: 1001)
+        let allocations = media.withUnsafeBytes { p in
+            AllocationCounter.count { for _ in 0..<20 { _ = client.sendChannelData(p, channel: channel) } }
+        }
+        #expect(allocations == 0)
+        for _ in 0..<20 { #expect(try Self.receive(peer)?.0 == media) }
         for size in [7, 998] {
             let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 ^ 0x5A) }
             _ = try payload.withUnsafeBytes { try peer.send($0, to: relayed) }
