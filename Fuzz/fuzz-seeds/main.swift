@@ -257,6 +257,9 @@ save("fuzz-rendezvous", "relay", records(register + [action(3, [0, 1] + [0x53] +
 save("fuzz-rendezvous", "raw-and-replayed", records(register + [action(0, [0, 0x58, revueProtocolVersion] + Array(repeating: 1, count: 73)),
                                                                 action(4, [1, 1]), action(4, [2, 3]), action(0, [3, 0x5C, revueProtocolVersion])]))
 
+// MARK: STUN messages and TURN client scripts (FuzzEntries.stun)
+for (name, bytes) in FuzzEntries.stunSeeds() { save("fuzz-stun", name, bytes) }
+
 // MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
 // the revue-node process tests send them
 let friendId = Hex.encode(seedKey)
