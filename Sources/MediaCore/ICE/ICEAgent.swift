@@ -225,6 +225,35 @@ package final class ICEAgent: @unchecked Sendable {
     /// The counters now.
     package var statistics: ICEAgentStatistics { shared.withLock { $0.stats } }
 
+    /// One candidate pair as the agent sees it. Thread rule: a value type.
+    package struct PairSnapshot: Sendable, CustomStringConvertible {
+        package var local: ICECandidate
+        package var remote: ICECandidate
+        /// RFC 8445 §6.1.2.3 pair priority for the current role.
+        package var priority: UInt64
+        /// In the valid list (a check succeeded).
+        package var valid: Bool
+        /// Failed over (silent too long) and not answered since.
+        package var failed: Bool
+        package var selected: Bool
+        package var description: String {
+            "\(local) -> \(remote) prio \(priority)\(valid ? " valid" : "")\(failed ? " failed" : "")\(selected ? " selected" : "")"
+        }
+    }
+
+    /// The candidate pairs now, for diagnostics and tests. Thread rule: any thread (waits for the
+    /// agent's queue). Cost: one copy of the check list.
+    package var pairSnapshots: [PairSnapshot] {
+        var out: [PairSnapshot] = []
+        onQueue {
+            out = self.pairs.map {
+                PairSnapshot(local: $0.local.candidate, remote: $0.remote, priority: $0.priority, valid: $0.valid,
+                             failed: $0.failedOver || $0.state == .failed, selected: $0 === self.selected)
+            }
+        }
+        return out
+    }
+
     /// Stops checks and timers and releases TURN allocations. Idempotent.
     package func close() {
         onQueue {
