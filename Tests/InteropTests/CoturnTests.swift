@@ -9,58 +9,6 @@ import Testing
 @testable import MediaCore
 internal import CMediaShims
 
-/// A coturn `turnserver` for one test: listens on `ip`:`port` (127.0.0.1 by default, or an address
-/// inside the network namespace `namespace`), relays from `ip`, one long-term user. Stopped with
-/// `stop()`.
-final class CoturnServer {
-    static let realm = "revue.test", user = "alice", password = "wonderland"
-    let ip: String
-    let port: Int
-    let process: ToolProcess
-    let dir = InteropTempDir()
-
-    init(ip: String = "127.0.0.1", namespace: String? = nil) throws {
-        self.ip = ip
-        port = cliFreePort()
-        let relayBase = cliFreePort()
-        let config = """
-            listening-ip=\(ip)
-            listening-port=\(port)
-            relay-ip=\(ip)
-            min-port=\(relayBase)
-            max-port=\(relayBase + 3)
-            realm=\(Self.realm)
-            lt-cred-mech
-            user=\(Self.user):\(Self.password)
-            fingerprint
-            allow-loopback-peers
-            no-tls
-            no-dtls
-            no-cli
-            no-tcp-relay
-            log-file=stdout
-            simple-log
-            pidfile=\(dir.file("turnserver.pid"))
-            userdb=\(dir.file("turndb"))
-            """
-        dir.write("turnserver.conf", Array(config.utf8))
-        if let namespace {
-            process = try ToolProcess("ip", ["netns", "exec", namespace, "turnserver", "-c", dir.file("turnserver.conf")], cwd: dir.path)
-        } else {
-            process = try ToolProcess("turnserver", ["-c", dir.file("turnserver.conf")], cwd: dir.path)
-        }
-    }
-
-    var address: SocketAddress { try! SocketAddress(parsing: ip, defaultPort: UInt16(port)) }
-
-    func stop() -> ToolRun {
-        process.signal(SIGTERM)
-        let run = process.wait(timeout: 5)
-        dir.remove()
-        return run
-    }
-}
-
 /// Sends `request` from `socket` to `server` and returns the response with its transaction ID
 /// (raw bytes and parsed), retransmitting every 250 ms for up to `seconds`.
 func stunTransaction(_ socket: UDPSocket, _ request: [UInt8], to server: SocketAddress, seconds: Double = 3) throws -> ([UInt8], STUNMessage)? {

@@ -1,0 +1,103 @@
+// A real coturn `turnserver` for the STUN and TURN tests, started from a generated configuration
+// on a free port and stopped at the end of the test.
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+@testable import MediaCore
+
+/// A coturn `turnserver` for one test: listens on `ip`:`port` over UDP and TCP (127.0.0.1 by
+/// default, or an address inside the network namespace `namespace`), relays UDP from `ip`, one
+/// long-term user. With `verbose`, coturn logs every message (read it from `stop()`'s stdout).
+/// Stopped with `stop()`.
+final class CoturnServer {
+    static let realm = "revue.test", user = "alice", password = "wonderland"
+    let ip: String
+    let port: Int
+    let process: ToolProcess
+    let dir = InteropTempDir()
+
+    init(ip: String = "127.0.0.1", namespace: String? = nil, verbose: Bool = false) throws {
+        self.ip = ip
+        port = cliFreePort()
+        let relayBase = cliFreePort()
+        // `no-tcp-relay` refuses TCP relays (RFC 6062); clients may still reach the server over TCP.
+        let config = """
+            listening-ip=\(ip)
+            listening-port=\(port)
+            relay-ip=\(ip)
+            min-port=\(relayBase)
+            max-port=\(relayBase + 3)
+            realm=\(Self.realm)
+            lt-cred-mech
+            user=\(Self.user):\(Self.password)
+            fingerprint
+            allow-loopback-peers
+            no-tls
+            no-dtls
+            no-cli
+            no-tcp-relay
+            log-file=stdout
+            simple-log
+            pidfile=\(dir.file("turnserver.pid"))
+            userdb=\(dir.file("turndb"))
+            """ + (verbose ? "\nverbose\n" : "\n")
+        dir.write("turnserver.conf", Array(config.utf8))
+        if let namespace {
+            process = try ToolProcess("ip", ["netns", "exec", namespace, "turnserver", "-c", dir.file("turnserver.conf")], cwd: dir.path)
+        } else {
+            process = try ToolProcess("turnserver", ["-c", dir.file("turnserver.conf")], cwd: dir.path)
+        }
+    }
+
+    var address: SocketAddress { try! SocketAddress(parsing: ip, defaultPort: UInt16(port)) }
+
+    /// Waits until coturn answers a Binding request over UDP and accepts a TCP connection; throws
+    /// with coturn's output when it does not within `seconds`.
+    func waitUntilReady(seconds: Double = 8) throws {
+        let probe = try UDPSocket(bindingTo: SocketAddress(ipv4: 127, 0, 0, 1, port: 0))
+        let binding = STUNMessage(method: .binding, class: .request).encode(fingerprint: true)
+        guard try stunTransaction(probe, binding, to: address, seconds: seconds) != nil, tcpAccepts() else {
+            let run = stop()
+            throw CoturnNotReady(detail: "coturn on \(ip):\(port) did not come up: \(run.stdout.suffix(2000)) \(run.stderr.suffix(2000))")
+        }
+    }
+
+    /// True when a TCP connection to the listening port succeeds.
+    private func tcpAccepts() -> Bool {
+        for _ in 0..<40 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = UInt16(port).bigEndian
+            inet_pton(AF_INET, ip, &sin.sin_addr)
+            let rc = withUnsafePointer(to: &sin) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            close(fd)
+            if rc == 0 { return true }
+            usleep(100_000)
+        }
+        return false
+    }
+
+    private var finished: ToolRun?
+
+    /// Stops coturn (SIGTERM, then SIGKILL after 5 s) and returns its output. Idempotent.
+    @discardableResult
+    func stop() -> ToolRun {
+        if let finished { return finished }
+        process.signal(SIGTERM)
+        let run = process.wait(timeout: 5)
+        dir.remove()
+        finished = run
+        return run
+    }
+}
+
+/// coturn did not start or answer.
+struct CoturnNotReady: Error, CustomStringConvertible {
+    var detail: String
+    var description: String { detail }
+}
