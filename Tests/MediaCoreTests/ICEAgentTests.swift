@@ -276,6 +276,51 @@ import Testing
         #expect(Set(candidates.map(\.foundation)).count == candidates.count)
     }
 
+    /// Garbage (random bytes in the STUN range, truncations, bit flips and bad lengths of a signed
+    /// request and response) fed to a connected agent, through `handleDatagram` from another
+    /// thread and over the socket: nothing crashes, nothing forged is answered, the call goes on.
+    @Test func garbageIsDroppedAndTheCallGoesOn() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
+        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
+        defer { a.close(); b.close() }
+        iceConnect(a, b)
+        #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        let raw = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let rawAddress = try raw.localAddress()
+        let request = iceBindingRequest(username: "\(a.agent.localUfrag):\(b.agent.localUfrag)", password: a.agent.localPassword).bytes
+        var response = STUNMessage(method: .binding, class: .successResponse)
+        response.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, a.address)
+        let responseBytes = response.encode(integrity: STUNMessage.shortTermKey(password: b.agent.localPassword), fingerprint: true)
+        var rng = SystemRandomNumberGenerator()
+        for i in 0..<4000 {
+            var bytes = i % 2 == 0 ? request : responseBytes
+            switch i % 5 {
+            case 0:
+                for _ in 0..<Int.random(in: 1...4, using: &rng) { bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= UInt8.random(in: 1...255, using: &rng) }
+            case 1:
+                bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &rng)))
+            case 2:
+                bytes = (0..<Int.random(in: 1...120, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                bytes[0] &= 0x03
+            case 3:
+                let at = 20 + 4 * Int.random(in: 0..<((bytes.count - 20) / 4), using: &rng)
+                bytes[at + 2] = 0xFF; bytes[at + 3] = UInt8.random(in: 0...255, using: &rng)
+            default:
+                bytes[2] = UInt8.random(in: 0...255, using: &rng); bytes[3] = UInt8.random(in: 0...255, using: &rng)
+            }
+            if i % 3 == 0 {
+                _ = try? bytes.withUnsafeBytes { try raw.send($0, to: a.address) }
+            } else {
+                bytes.withUnsafeBytes { a.agent.handleDatagram($0, from: rawAddress) }
+            }
+        }
+        let answers = iceReceiveAll(raw, seconds: 0.5)
+        #expect(answers.isEmpty, "\(answers.count) answers to garbage")
+        #expect(a.agent.statistics.checksAnswered > 0 && a.agent.selectedPair?.remote.address == b.address)
+        a.sendMedia([0x80, 0xF1])
+        #expect(iceWait(1) { b.received(tagged: [0x80, 0xF1]).count == 5 })
+    }
+
     /// A and B on 127.0.0.1 with a forwarding socket as a second path between them, offered to each
     /// as the other's server-reflexive candidate (lower priority than the host one).
     static func twoPaths() throws -> (ICETestPeer, ICETestPeer, ICEForwarder) {

@@ -30,6 +30,9 @@ package struct ICEAgentConfiguration: Sendable {
     package var maxPairs = 100
     /// Binding requests answered per second (bursts of twice this); the rest are dropped and counted.
     package var bindingRequestsPerSecond = 200
+    /// Offer and use only relayed candidates (a TURN allocation each): the peer never learns our
+    /// addresses, at the cost of every packet going through the relay (WebRTC's "relay" policy).
+    package var relayOnly = false
 
     package init(controlling: Bool) { self.controlling = controlling }
 }
@@ -148,6 +151,7 @@ package final class ICEAgent: @unchecked Sendable {
     deinit {
         timer?.cancel()
         readSource?.cancel()
+        for t in turns { t.close() }
     }
 
     /// Each local candidate as it is gathered (trickle, RFC 8838).
@@ -272,7 +276,8 @@ package final class ICEAgent: @unchecked Sendable {
     /// Reads the socket on the agent's queue until `stopReading`: STUN and TURN datagrams (first
     /// byte 0-3 or 64-79, RFC 7983) go to the agent, the others to `otherDatagram` (called on the
     /// agent's queue). For before a media receive pipeline owns the socket, and for tests.
-    /// Cost: one read source; a `recvfrom` per datagram.
+    /// Thread rule: any thread (waits for the agent's queue). Cost: one read source; a `recvfrom`
+    /// and a copy per datagram.
     package func startReading(otherDatagram: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)? = nil) {
         onQueue {
             guard !self.closed, self.readSource == nil else { return }
@@ -284,6 +289,7 @@ package final class ICEAgent: @unchecked Sendable {
     }
 
     /// Stops the reader of `startReading`; when it returns, the agent reads the socket no more.
+    /// Thread rule: any thread (waits for the agent's queue). Cost: none.
     package func stopReading() {
         onQueue {
             self.readSource?.cancel()

@@ -86,7 +86,7 @@ extension ICEAgent {
     /// After an authenticated request: the remote candidate (peer-reflexive if new, §7.3.1.3),
     /// the pair, a triggered check (§7.3.1.4) and, on the controlled side, the nomination.
     func learnFromRequest(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool) {
-        guard !closed, from.family == socket.family else { return }
+        guard !closed, from.family == socket.family, relay != nil || !configuration.relayOnly else { return }
         let now = Self.now()
         var remote = remotes.first { $0.address == from }
         if remote == nil {
@@ -257,7 +257,7 @@ extension ICEAgent {
     func channelKey(_ relay: Int, _ peer: SocketAddress) -> String { "\(relay) \(peer)" }
 
     func keepaliveInterval() -> UInt64 {
-        UInt64(Double(configuration.keepaliveIntervalMilliseconds) * Double.random(in: 0.8...1.2) * 1e6)
+        UInt64(Double(max(10, configuration.keepaliveIntervalMilliseconds)) * Double.random(in: 0.8...1.2) * 1e6)
     }
 
     // MARK: Selection and nomination
@@ -298,7 +298,7 @@ extension ICEAgent {
 
     /// Usable now: valid, not failed over, and answered within the failover time.
     func isUsable(_ p: ICECandidatePair, now: UInt64) -> Bool {
-        p.valid && !p.failedOver && now &- p.lastResponseAt < UInt64(configuration.failoverAfterMilliseconds) * 1_000_000
+        p.valid && !p.failedOver && now &- p.lastResponseAt < UInt64(max(1, configuration.failoverAfterMilliseconds)) * 1_000_000
     }
 
     /// Controlling side: nominates the best usable pair when none is selected (after the first
@@ -385,7 +385,7 @@ extension ICEAgent {
             return
         }
         guard let s = selected else { return }
-        let limit = UInt64(configuration.failoverAfterMilliseconds) * 1_000_000
+        let limit = UInt64(max(1, configuration.failoverAfterMilliseconds)) * 1_000_000
         guard now &- max(s.lastResponseAt, s.selectedAt) > limit else { return }
         s.failedOver = true
         s.state = .failed

@@ -14,8 +14,8 @@ extension ICEAgent {
         started = true
         let now = Self.now()
         gatheringDeadline = now + 8_000_000_000
-        gatherHost()
-        for server in configuration.servers where server.kind == .stun && server.address.family == socket.family {
+        if !configuration.relayOnly { gatherHost() }
+        for server in configuration.servers where server.kind == .stun && server.address.family == socket.family && !configuration.relayOnly {
             var m = STUNMessage(method: .binding, class: .request)
             let name = "Revue ICE"
             m.appendText(STUNMessage.AttributeType.software, name + String(repeating: " ", count: Self.serverRequestSoftwareLength - name.count))
@@ -130,7 +130,7 @@ extension ICEAgent {
                                  priority: ICECandidate.priority(type: .relay, localPreference: lp),
                                  address: relayed, type: .relay, relatedAddress: mapped)
             addLocal(ICELocalCandidate(candidate: c, base: relayed, relay: index))
-            if mapped.family == socket.family { addServerReflexive(mapped, server: server) }
+            if mapped.family == socket.family && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
             turnDone[index] = true
         case .failed, .closed:
             turnDone[index] = true
