@@ -154,6 +154,13 @@ import Testing
         #expect(a.changes.withLock { $0.allSatisfy { $0.remote?.address != attackerAddress } })
         #expect(a.agent.pairSnapshots.filter { $0.remote.address == attackerAddress }.allSatisfy { !$0.valid })
         #expect(b.agent.statistics.droppedResponses == 0)
+
+        // Control: the same answer from the address the check went to, signed with the peer's
+        // key, is accepted, so it was the checks above that kept the planted candidate out.
+        let accepted = a.agent.statistics.responsesReceived
+        _ = try rightButElsewhere.withUnsafeBytes { try attacker.send($0, to: a.address) }
+        #expect(iceWait(1) { a.agent.pairSnapshots.contains { $0.remote.address == attackerAddress && $0.valid } })
+        #expect(a.agent.statistics.responsesReceived > accepted)
     }
 
     /// Requests without the right credentials (no MESSAGE-INTEGRITY, a wrong password, a wrong
