@@ -4,6 +4,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import Glibc
 
 /// Settings of an `ICEAgent`. Thread rule: a value type.
 package struct ICEAgentConfiguration: Sendable {
@@ -29,6 +30,9 @@ package struct ICEAgentConfiguration: Sendable {
     package var maxPairs = 100
     /// Binding requests answered per second (bursts of twice this); the rest are dropped and counted.
     package var bindingRequestsPerSecond = 200
+    /// Offer and use only relayed candidates (a TURN allocation each): the peer never learns our
+    /// addresses, at the cost of every packet going through the relay (WebRTC's "relay" policy).
+    package var relayOnly = false
 
     package init(controlling: Bool) { self.controlling = controlling }
 }
@@ -48,6 +52,10 @@ package struct ICEAgentStatistics: Sendable, Equatable {
     package var droppedRemoteCandidates = 0
     /// Times the selected pair changed.
     package var selectedPairChanges = 0
+    /// Datagrams handed to `handleDatagram` while too many were already waiting for the queue: dropped.
+    package var droppedBacklog = 0
+    /// Role switches after a conflict (RFC 8445 §7.3.1.1).
+    package var roleSwitches = 0
 }
 
 /// One ICE agent (see the file comment). Thread rule: every method from any thread; callbacks
@@ -61,37 +69,194 @@ package final class ICEAgent: @unchecked Sendable {
     /// The route media takes now; the agent updates it as pairs are selected or fail.
     package let path = ICESendPath()
 
+    // MARK: Shared with other threads (under `shared`)
+
+    /// What other threads read or set: callbacks, counters and snapshots.
+    struct Shared {
+        var stats = ICEAgentStatistics()
+        var localCandidates: [ICECandidate] = []
+        var selected: (local: ICECandidate, remote: ICECandidate)?
+        var controlling = false
+        var onCandidate: (@Sendable (ICECandidate) -> Void)?
+        var onGatheringComplete: (@Sendable () -> Void)?
+        var onSelectedPairChange: (@Sendable (ICECandidate?, ICECandidate?) -> Void)?
+        var onRelayedMedia: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+        var dropFilter: (@Sendable (SocketAddress) -> Bool)?
+    }
+    let shared = Mutex<Shared>(Shared())
+    /// Datagrams copied by `handleDatagram` and not yet handled on the queue.
+    let backlog = Atomic<Int>(0)
+    static let maxBacklog = 512
+
+    // MARK: Queue state (only on `queue`)
+
+    let socket: UDPSocket
+    let queue: DispatchQueue
+    let queueKey = DispatchSpecificKey<UInt8>()
+    /// Our 64-bit tie-breaker (RFC 8445 §7.1.1).
+    let tieBreaker: UInt64
+    let localKey: [UInt8]
+    var controlling: Bool
+    var started = false
+    var closed = false
+    var remoteUfrag: String?
+    var remotePassword: String?
+    var remoteKey: [UInt8] = []
+    var locals: [ICELocalCandidate] = []
+    var remotes: [ICECandidate] = []
+    var pairs: [ICECandidatePair] = []
+    var triggeredQueue: [ICECandidatePair] = []
+    var transactions: [[UInt8]: ICECheckTransaction] = [:]
+    var serverTransactions: [ICEServerTransaction] = []
+    var turns: [TURNClient] = []
+    var turnDone: [Bool] = []
+    var gatheringComplete = false
+    var gatheringDeadline: UInt64 = 0
+    var foundations: [String: String] = [:]
+    var selected: ICECandidatePair?
+    /// Controlling side: the pair our latest USE-CANDIDATE check is for.
+    var nominationTarget: ICECandidatePair?
+    var nominationStartedAt: UInt64?
+    var firstValidAt: UInt64 = 0
+    var bucket: ICETokenBucket
+    /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
+    var earlyRequests: [(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
+    static let maxEarlyRequests = 16
+    static let maxLocalCandidates = 64
+    static let maxOutstandingPerPair = 8
+    var channels: [String: UInt16] = [:]
+    var timer: DispatchSourceTimer?
+    var readSource: DispatchSourceRead?
+    var readBuffer = [UInt8](repeating: 0, count: 65536)
+    var prflxCount = 0
+
     /// `socket`: the bound UDP socket every check and all media use; its datagrams that are not
     /// RTP/RTCP must reach `handleDatagram`.
     package init(socket: UDPSocket, configuration: ICEAgentConfiguration) {
         self.configuration = configuration
-        localUfrag = ""
-        localPassword = ""
+        self.socket = socket
+        localUfrag = Self.randomICEString(8)
+        localPassword = Self.randomICEString(24)
+        localKey = STUNMessage.shortTermKey(password: localPassword)
+        var t: UInt64 = 0
+        withUnsafeMutableBytes(of: &t) { RandomBytes.fill($0) }
+        tieBreaker = t
+        controlling = configuration.controlling
+        queue = DispatchQueue(label: "revue.ice-agent")
+        bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: UDPSocket.monotonicNanoseconds())
+        queue.setSpecific(key: queueKey, value: 1)
+        shared.withLock { $0.controlling = configuration.controlling }
+    }
+
+    deinit {
+        timer?.cancel()
+        readSource?.cancel()
+        for t in turns { t.close() }
     }
 
     /// Each local candidate as it is gathered (trickle, RFC 8838).
-    package var onCandidate: (@Sendable (ICECandidate) -> Void)?
+    package var onCandidate: (@Sendable (ICECandidate) -> Void)? {
+        get { shared.withLock { $0.onCandidate } }
+        set { shared.withLock { $0.onCandidate = newValue } }
+    }
     /// Gathering finished (every server answered or timed out).
-    package var onGatheringComplete: (@Sendable () -> Void)?
+    package var onGatheringComplete: (@Sendable () -> Void)? {
+        get { shared.withLock { $0.onGatheringComplete } }
+        set { shared.withLock { $0.onGatheringComplete = newValue } }
+    }
     /// The selected pair changed (nil: no working pair).
-    package var onSelectedPairChange: (@Sendable (_ local: ICECandidate?, _ remote: ICECandidate?) -> Void)?
+    package var onSelectedPairChange: (@Sendable (_ local: ICECandidate?, _ remote: ICECandidate?) -> Void)? {
+        get { shared.withLock { $0.onSelectedPairChange } }
+        set { shared.withLock { $0.onSelectedPairChange = newValue } }
+    }
     /// RTP/RTCP that arrived through a TURN relay other than as UDP ChannelData (TCP, or Data
     /// indications), unwrapped, for the receive pipeline.
-    package var onRelayedMedia: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+    package var onRelayedMedia: (@Sendable (UnsafeRawBufferPointer) -> Void)? {
+        get { shared.withLock { $0.onRelayedMedia } }
+        set { shared.withLock { $0.onRelayedMedia = newValue } }
+    }
+
+    /// Tests only: datagrams whose source this returns true for are dropped on arrival, as if the
+    /// network lost them (a path dying). Thread rule: any thread.
+    package var dropFilterForTests: (@Sendable (SocketAddress) -> Bool)? {
+        get { shared.withLock { $0.dropFilter } }
+        set { shared.withLock { $0.dropFilter = newValue } }
+    }
+
+    /// Whether the agent is controlling now (it may change after a role conflict, RFC 8445 §7.3.1.1).
+    /// Thread rule: any thread. Cost: a lock.
+    package var isControlling: Bool { shared.withLock { $0.controlling } }
 
     /// Starts gathering (host candidates at once) and, once remote credentials are set, checks.
-    package func start() {}
+    package func start() {
+        queue.async { self.startOnQueue() }
+    }
 
-    package func setRemoteCredentials(ufrag: String, password: String) {}
+    /// The peer's ufrag and password (from its offer or answer); checks start once they are known.
+    package func setRemoteCredentials(ufrag: String, password: String) {
+        queue.async { self.setRemoteCredentialsOnQueue(ufrag: ufrag, password: password) }
+    }
 
-    package func addRemoteCandidate(_ candidate: ICECandidate) {}
+    /// A candidate of the peer (trickled, any order, before or after `start`). Beyond
+    /// `maxRemoteCandidates`, dropped and counted.
+    package func addRemoteCandidate(_ candidate: ICECandidate) {
+        queue.async { self.addRemoteCandidateOnQueue(candidate) }
+    }
 
     /// A datagram from the socket that is not RTP/RTCP (STUN, TURN ChannelData/control).
-    package func handleDatagram(_ bytes: UnsafeRawBufferPointer, from: SocketAddress) {}
+    /// Copies it and handles it on the agent's queue (a bounded backlog; beyond it, dropped and counted).
+    package func handleDatagram(_ bytes: UnsafeRawBufferPointer, from: SocketAddress) {
+        if DispatchQueue.getSpecific(key: queueKey) != nil {
+            process(Array(bytes), from: from)
+            return
+        }
+        guard backlog.add(1, ordering: .relaxed).newValue <= Self.maxBacklog else {
+            backlog.subtract(1, ordering: .relaxed)
+            shared.withLock { $0.stats.droppedBacklog += 1 }
+            return
+        }
+        let copy = Array(bytes)
+        queue.async {
+            self.backlog.subtract(1, ordering: .relaxed)
+            self.process(copy, from: from)
+        }
+    }
 
-    package var localCandidates: [ICECandidate] { [] }
-    package var selectedPair: (local: ICECandidate, remote: ICECandidate)? { nil }
-    package var statistics: ICEAgentStatistics { ICEAgentStatistics() }
+    /// Our candidates gathered so far (host, server-reflexive, relayed).
+    package var localCandidates: [ICECandidate] { shared.withLock { $0.localCandidates } }
+    /// The selected pair now (nil: none yet, or consent expired).
+    package var selectedPair: (local: ICECandidate, remote: ICECandidate)? { shared.withLock { $0.selected } }
+    /// The counters now.
+    package var statistics: ICEAgentStatistics { shared.withLock { $0.stats } }
+
+    /// One candidate pair as the agent sees it. Thread rule: a value type.
+    package struct PairSnapshot: Sendable, CustomStringConvertible {
+        package var local: ICECandidate
+        package var remote: ICECandidate
+        /// RFC 8445 §6.1.2.3 pair priority for the current role.
+        package var priority: UInt64
+        /// In the valid list (a check succeeded).
+        package var valid: Bool
+        /// Failed over (silent too long) and not answered since.
+        package var failed: Bool
+        package var selected: Bool
+        package var description: String {
+            "\(local) -> \(remote) prio \(priority)\(valid ? " valid" : "")\(failed ? " failed" : "")\(selected ? " selected" : "")"
+        }
+    }
+
+    /// The candidate pairs now, for diagnostics and tests. Thread rule: any thread (waits for the
+    /// agent's queue). Cost: one copy of the check list.
+    package var pairSnapshots: [PairSnapshot] {
+        var out: [PairSnapshot] = []
+        onQueue {
+            out = self.pairs.map {
+                PairSnapshot(local: $0.local.candidate, remote: $0.remote, priority: $0.priority, valid: $0.valid,
+                             failed: $0.failedOver || $0.state == .failed, selected: $0 === self.selected)
+            }
+        }
+        return out
+    }
 
     /// Reads the socket on the agent's queue (before a receive pipeline takes it over, and in
     /// tests): STUN/TURN datagrams to `handleDatagram`, the rest to `otherDatagram`.
@@ -101,5 +266,87 @@ package final class ICEAgent: @unchecked Sendable {
     package func stopReading() {}
 
     /// Stops checks and timers and releases TURN allocations. Idempotent.
-    package func close() {}
+    package func close() {
+        onQueue {
+            guard !self.closed else { return }
+            self.closed = true
+            self.timer?.cancel()
+            self.timer = nil
+            self.readSource?.cancel()
+            self.readSource = nil
+            for t in self.turns { t.close() }
+            self.transactions.removeAll()
+            self.triggeredQueue.removeAll()
+        }
+    }
+
+    /// Reads the socket on the agent's queue until `stopReading`: STUN and TURN datagrams (first
+    /// byte 0-3 or 64-79, RFC 7983) go to the agent, the others to `otherDatagram` (called on the
+    /// agent's queue). For before a media receive pipeline owns the socket, and for tests.
+    /// Thread rule: any thread (waits for the agent's queue). Cost: one read source; a `recvfrom`
+    /// and a copy per datagram.
+    package func startReading(otherDatagram: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)? = nil) {
+        onQueue {
+            guard !self.closed, self.readSource == nil else { return }
+            let source = DispatchSource.makeReadSource(fileDescriptor: self.socket.descriptor, queue: self.queue)
+            source.setEventHandler { [weak self] in self?.readAvailable(otherDatagram) }
+            self.readSource = source
+            source.resume()
+        }
+    }
+
+    /// Stops the reader of `startReading`; when it returns, the agent reads the socket no more.
+    /// Thread rule: any thread (waits for the agent's queue). Cost: none.
+    package func stopReading() {
+        onQueue {
+            self.readSource?.cancel()
+            self.readSource = nil
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// Runs `body` on the queue now: directly when already on it, else with `sync`.
+    func onQueue(_ body: () -> Void) {
+        if DispatchQueue.getSpecific(key: queueKey) != nil { body() } else { queue.sync(execute: body) }
+    }
+
+    private func readAvailable(_ other: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)?) {
+        guard readSource != nil else { return }
+        let fd = socket.descriptor
+        guard fd >= 0 else { return }
+        for _ in 0..<64 {
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let n = readBuffer.withUnsafeMutableBytes { buf in
+                withUnsafeMutablePointer(to: &storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        recvfrom(fd, buf.baseAddress, buf.count, Int32(MSG_DONTWAIT), $0, &length)
+                    }
+                }
+            }
+            guard n > 0 else { return }
+            guard let from = withUnsafePointer(to: &storage, {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+            }) else { continue }
+            if let drop = shared.withLock({ $0.dropFilter }), drop(from) { continue }
+            let first = readBuffer[0]
+            if first < 4 || (64...79).contains(first) {
+                process(Array(readBuffer[0..<n]), from: from)
+            } else if let other {
+                readBuffer.withUnsafeBytes { other(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from) }
+            }
+        }
+    }
+
+    static func randomICEString(_ count: Int) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        return String(RandomBytes.bytes(count).map { alphabet[Int($0 & 63)] })
+    }
+
+    static func now() -> UInt64 { UDPSocket.monotonicNanoseconds() }
+
+    func bump(_ counter: WritableKeyPath<ICEAgentStatistics, Int>) {
+        shared.withLock { $0.stats[keyPath: counter] += 1 }
+    }
 }

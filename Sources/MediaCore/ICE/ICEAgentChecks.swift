@@ -1,0 +1,400 @@
+// ICE agent: connectivity checks (RFC 8445 §7), answering the peer's checks, nomination,
+// keepalives and consent (RFC 7675), failover. Runs on the agent's queue.
+import Dispatch
+import Foundation
+
+extension ICEAgent {
+    // MARK: Datagrams in
+
+    /// A datagram from the socket (STUN, or anything from a TURN server).
+    func process(_ bytes: [UInt8], from: SocketAddress) {
+        guard !closed, !bytes.isEmpty else { return }
+        if let drop = shared.withLock({ $0.dropFilter }), drop(from) { return }
+        for client in turns where client.server.transport == .udp && client.server.address == from {
+            if bytes.withUnsafeBytes({ client.handleDatagram($0, from: from) }) { return }
+        }
+        guard STUNMessage.mayBeSTUN(firstByte: bytes[0]) else { return }
+        handleSTUN(bytes, from: from, relay: nil)
+    }
+
+    /// A peer's datagram relayed by TURN client `index`: STUN checks on the relayed candidate, or media.
+    func handlePeerData(_ index: Int, peer: SocketAddress, _ bytes: [UInt8]) {
+        guard !closed, let first = bytes.first else { return }
+        if STUNMessage.mayBeSTUN(firstByte: first) {
+            handleSTUN(bytes, from: peer, relay: index)
+        } else if (128...191).contains(first), let cb = shared.withLock({ $0.onRelayedMedia }) {
+            bytes.withUnsafeBytes { cb($0) }
+        }
+    }
+
+    func handleSTUN(_ bytes: [UInt8], from: SocketAddress, relay: Int?) {
+        guard let m = try? STUNMessage(parsing: bytes), m.method == .binding else { return }
+        switch m.messageClass {
+        case .request: handleRequest(m, bytes: bytes, from: from, relay: relay)
+        case .successResponse, .errorResponse: handleResponse(m, bytes: bytes, from: from, relay: relay)
+        case .indication: break
+        }
+    }
+
+    // MARK: Requests to us (RFC 8445 §7.3)
+
+    func handleRequest(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?) {
+        guard STUNMessage.hasValidFingerprint(bytes), let user = m.text(STUNMessage.AttributeType.username),
+              let colon = user.firstIndex(of: ":"), user[..<colon] == localUfrag,
+              remoteUfrag == nil || user[user.index(after: colon)...] == remoteUfrag!,
+              STUNMessage.hasValidIntegrity(bytes, key: localKey) else {
+            bump(\.droppedRequests)
+            return
+        }
+        let now = Self.now()
+        guard bucket.take(now: now) else {
+            bump(\.rateLimitedRequests)
+            return
+        }
+        // Role conflict (RFC 8445 §7.3.1.1).
+        var conflict = false
+        if controlling, let theirs = m.uint64(STUNMessage.AttributeType.iceControlling) {
+            if tieBreaker >= theirs { conflict = true } else { switchRole(controlling: false) }
+        } else if !controlling, let theirs = m.uint64(STUNMessage.AttributeType.iceControlled) {
+            if tieBreaker >= theirs { switchRole(controlling: true) } else { conflict = true }
+        }
+        var answer = STUNMessage(method: .binding, class: conflict ? .errorResponse : .successResponse, transactionID: m.transactionID)
+        if conflict {
+            answer.appendErrorCode(487, reason: "Role Conflict")
+        } else {
+            answer.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, from)
+        }
+        let out = answer.encode(integrity: localKey, fingerprint: true)
+        guard out.count <= bytes.count else {
+            bump(\.rateLimitedRequests)
+            return
+        }
+        transmit(out, to: from, relay: relay)
+        bump(\.checksAnswered)
+        guard !conflict else { return }
+        let priority = m.uint32(STUNMessage.AttributeType.priority) ?? 0
+        let useCandidate = m.value(STUNMessage.AttributeType.useCandidate) != nil
+        guard remoteUfrag != nil, started else {
+            earlyRequests.removeAll { $0.from == from && $0.relay == relay }
+            if earlyRequests.count >= Self.maxEarlyRequests { earlyRequests.removeFirst() }
+            earlyRequests.append((from, relay, priority, useCandidate))
+            return
+        }
+        learnFromRequest(from: from, relay: relay, priority: priority, useCandidate: useCandidate)
+    }
+
+    /// After an authenticated request: the remote candidate (peer-reflexive if new, §7.3.1.3),
+    /// the pair, a triggered check (§7.3.1.4) and, on the controlled side, the nomination.
+    func learnFromRequest(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool) {
+        guard !closed, from.family == socket.family, relay != nil || !configuration.relayOnly else { return }
+        let now = Self.now()
+        var remote = remotes.first { $0.address == from }
+        if remote == nil {
+            guard remotes.count < configuration.maxRemoteCandidates, priority != 0 else {
+                bump(\.droppedRemoteCandidates)
+                return
+            }
+            prflxCount += 1
+            let c = ICECandidate(foundation: "p\(prflxCount)", priority: priority, address: from, type: .prflx)
+            remotes.append(c)
+            remote = c
+        }
+        guard let remote else { return }
+        let pair: ICECandidatePair?
+        if let relay {
+            pair = pairs.first { $0.local.relay == relay && $0.remote.address == from }
+                ?? locals.first(where: { $0.relay == relay && $0.candidate.type == .relay }).flatMap { addPair(local: $0, remote: remote) }
+        } else {
+            let direct = pairs.filter { $0.local.relay == nil && $0.remote.address == from }
+            pair = direct.first { $0.valid && !$0.failedOver } ?? direct.max { $0.priority < $1.priority }
+                ?? locals.first(where: { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family })
+                    .flatMap { addPair(local: $0, remote: remote) }
+        }
+        guard let pair else { return }
+        if useCandidate && !controlling {
+            pair.peerNominatedAt = now
+            if pair.valid && !pair.failedOver { select(pair, now: now) }
+        }
+        switch pair.state {
+        case .waiting, .failed:
+            if !pair.valid || pair.failedOver { trigger(pair) }
+        case .inProgress, .succeeded:
+            break
+        }
+    }
+
+    func trigger(_ pair: ICECandidatePair) {
+        pair.state = .waiting
+        guard !pair.triggered else { return }
+        pair.triggered = true
+        triggeredQueue.append(pair)
+    }
+
+    func switchRole(controlling new: Bool) {
+        guard new != controlling else { return }
+        controlling = new
+        nominationTarget = nil
+        recomputePriorities()
+        shared.withLock {
+            $0.controlling = new
+            $0.stats.roleSwitches += 1
+        }
+    }
+
+    // MARK: Checks out (RFC 8445 §7.2)
+
+    func transmit(_ bytes: [UInt8], to: SocketAddress, relay: Int?) {
+        if let relay {
+            turns[relay].send(bytes, to: to)
+        } else {
+            bytes.withUnsafeBytes { _ = try? socket.send($0, to: to) }
+        }
+    }
+
+    func sendCheck(_ pair: ICECandidatePair, kind: ICECheckTransaction.Kind, nominate: Bool, now: UInt64) {
+        guard let ru = remoteUfrag else { return }
+        var m = STUNMessage(method: .binding, class: .request)
+        m.appendText(STUNMessage.AttributeType.username, "\(ru):\(localUfrag)")
+        let lp = (pair.local.candidate.priority >> 8) & 0xFFFF
+        let prflx = ICECandidate.priority(type: .prflx, localPreference: lp)
+        m.appendUInt32(STUNMessage.AttributeType.priority, prflx)
+        if controlling {
+            m.appendUInt64(STUNMessage.AttributeType.iceControlling, tieBreaker)
+            if nominate { m.attributes.append(.init(type: STUNMessage.AttributeType.useCandidate, value: [])) }
+        } else {
+            m.appendUInt64(STUNMessage.AttributeType.iceControlled, tieBreaker)
+        }
+        let bytes = m.encode(integrity: remoteKey, fingerprint: true)
+        let outstanding = transactions.filter { $0.value.pair === pair }
+        if outstanding.count >= Self.maxOutstandingPerPair, let oldest = outstanding.min(by: { $0.value.startedAt < $1.value.startedAt }) {
+            transactions[oldest.key] = nil
+        }
+        let rto: UInt64 = kind == .check ? 100_000_000 : 2_000_000_000
+        transactions[m.transactionID] = ICECheckTransaction(
+            pair: pair, bytes: bytes, destination: pair.remote.address, relay: pair.local.relay, kind: kind,
+            nominate: nominate && controlling, sentControlling: controlling, prflxPriority: prflx,
+            rtoNanoseconds: rto, nextAt: now + rto, startedAt: now)
+        if kind == .check && !pair.valid { pair.state = .inProgress }
+        transmit(bytes, to: pair.remote.address, relay: pair.local.relay)
+        bump(\.checksSent)
+    }
+
+    // MARK: Responses (RFC 8445 §7.2.5)
+
+    func handleResponse(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?) {
+        if relay == nil, let i = serverTransactions.firstIndex(where: { $0.transactionID == m.transactionID }) {
+            if serverTransactions[i].server.address == from {
+                handleServerResponse(i, m, bytes: bytes)
+            } else {
+                bump(\.droppedResponses)
+            }
+            return
+        }
+        guard let t = transactions[m.transactionID], t.destination == from, t.relay == relay,
+              STUNMessage.hasValidFingerprint(bytes), STUNMessage.hasValidIntegrity(bytes, key: remoteKey) else {
+            bump(\.droppedResponses)
+            return
+        }
+        transactions[m.transactionID] = nil
+        bump(\.responsesReceived)
+        let now = Self.now()
+        let pair = t.pair
+        guard pairs.contains(where: { $0 === pair }) else { return }
+        if m.messageClass == .errorResponse {
+            if m.errorCode?.code == 487 {
+                if t.sentControlling == controlling { switchRole(controlling: !t.sentControlling) }
+                trigger(pair)
+            } else if !pair.valid {
+                pair.state = .failed
+            }
+            return
+        }
+        guard let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress) else {
+            if !pair.valid { pair.state = .failed }
+            return
+        }
+        // The valid pair (§7.2.5.3.2): the local candidate whose address the peer saw.
+        var validPair = pair
+        if pair.local.relay == nil && mapped != pair.local.candidate.address {
+            var local = locals.first { $0.relay == nil && $0.candidate.address == mapped }
+            if local == nil {
+                let c = ICECandidate(foundation: foundation(.prflx, base: pair.local.base, server: nil), priority: t.prflxPriority,
+                                     address: mapped, type: .prflx, relatedAddress: pair.local.base)
+                let l = ICELocalCandidate(candidate: c, base: pair.local.base, relay: nil)
+                addLocal(l, signal: false)
+                local = locals.first { $0.relay == nil && $0.candidate.address == mapped }
+            }
+            if let local, let p = addPair(local: local, remote: pair.remote) { validPair = p }
+        }
+        pair.state = .succeeded
+        validPair.state = .succeeded
+        let wasUsable = validPair.valid && !validPair.failedOver
+        validPair.valid = true
+        validPair.failedOver = false
+        validPair.lastResponseAt = now
+        if validPair !== pair {
+            pair.lastResponseAt = now
+            pair.failedOver = false
+        }
+        if validPair.nextKeepaliveAt == 0 { validPair.nextKeepaliveAt = now + keepaliveInterval() }
+        if firstValidAt == 0 { firstValidAt = now }
+        if let r = validPair.local.relay, channels[channelKey(r, validPair.remote.address)] == nil,
+           let ch = turns[r].bindChannel(validPair.remote.address) {
+            channels[channelKey(r, validPair.remote.address)] = ch
+        }
+        if controlling {
+            if t.nominate, nominationTarget === pair || nominationTarget === validPair { select(validPair, now: now) }
+        } else {
+            let nominatedAt = max(pair.peerNominatedAt, validPair.peerNominatedAt)
+            if nominatedAt > 0 && (selected == nil || selected === validPair || nominatedAt >= selected!.peerNominatedAt) {
+                validPair.peerNominatedAt = nominatedAt
+                select(validPair, now: now)
+            }
+        }
+        if !wasUsable { updateNomination(now: now) }
+    }
+
+    func channelKey(_ relay: Int, _ peer: SocketAddress) -> String { "\(relay) \(peer)" }
+
+    func keepaliveInterval() -> UInt64 {
+        UInt64(Double(max(10, configuration.keepaliveIntervalMilliseconds)) * Double.random(in: 0.8...1.2) * 1e6)
+    }
+
+    // MARK: Selection and nomination
+
+    func select(_ pair: ICECandidatePair, now: UInt64) {
+        guard pair !== selected else { return }
+        let route: ICESendPath.Route
+        if let r = pair.local.relay {
+            let key = channelKey(r, pair.remote.address)
+            guard let ch = channels[key] ?? turns[r].bindChannel(pair.remote.address) else { return }
+            channels[key] = ch
+            route = .relay(turns[r], channel: ch, peer: pair.remote.address)
+        } else {
+            route = .direct(pair.remote.address)
+        }
+        selected = pair
+        pair.selectedAt = now
+        path.route = route
+        let cb = shared.withLock { s -> (@Sendable (ICECandidate?, ICECandidate?) -> Void)? in
+            s.selected = (pair.local.candidate, pair.remote)
+            s.stats.selectedPairChanges += 1
+            return s.onSelectedPairChange
+        }
+        cb?(pair.local.candidate, pair.remote)
+    }
+
+    func deselect() {
+        guard selected != nil else { return }
+        selected = nil
+        path.route = nil
+        let cb = shared.withLock { s -> (@Sendable (ICECandidate?, ICECandidate?) -> Void)? in
+            s.selected = nil
+            s.stats.selectedPairChanges += 1
+            return s.onSelectedPairChange
+        }
+        cb?(nil, nil)
+    }
+
+    /// Usable now: valid, not failed over, and answered within the failover time.
+    func isUsable(_ p: ICECandidatePair, now: UInt64) -> Bool {
+        p.valid && !p.failedOver && now &- p.lastResponseAt < UInt64(max(1, configuration.failoverAfterMilliseconds)) * 1_000_000
+    }
+
+    /// Controlling side: nominates the best usable pair when none is selected (after the first
+    /// valid pair, once higher-priority pairs are done or 200 ms passed), or when a better one than
+    /// the selected pair works (renomination).
+    func updateNomination(now: UInt64) {
+        guard controlling, remoteUfrag != nil else { return }
+        guard let best = pairs.filter({ isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
+        if let s = selected, isUsable(s, now: now), !best.isBetter(than: s) { return }
+        if best === selected { return }
+        if selected == nil {
+            let pending = pairs.contains { !$0.valid && ($0.state == .waiting || $0.state == .inProgress) && $0.priority > best.priority }
+            if pending && now &- firstValidAt < 200_000_000 { return }
+        }
+        if nominationTarget === best, let started = nominationStartedAt, now &- started < 1_000_000_000 { return }
+        nominationTarget = best
+        nominationStartedAt = now
+        sendCheck(best, kind: .check, nominate: true, now: now)
+    }
+
+    // MARK: Timer
+
+    func tick() {
+        guard !closed else { return }
+        let now = Self.now()
+        // Retransmissions and timeouts.
+        for (id, t) in transactions where t.nextAt <= now {
+            if t.kind == .keepalive || t.sends >= 6 {
+                transactions[id] = nil
+                if t.kind == .check, t.pair.state == .inProgress, !transactions.values.contains(where: { $0.pair === t.pair }) {
+                    t.pair.state = .failed
+                }
+                continue
+            }
+            var u = t
+            u.sends += 1
+            u.rtoNanoseconds = min(u.rtoNanoseconds * 2, 1_600_000_000)
+            u.nextAt = now + u.rtoNanoseconds
+            transactions[id] = u
+            transmit(t.bytes, to: t.destination, relay: t.relay)
+        }
+        for i in serverTransactions.indices where !serverTransactions[i].done && serverTransactions[i].nextAt <= now {
+            if serverTransactions[i].sends >= 4 {
+                serverTransactions[i].done = true
+                continue
+            }
+            serverTransactions[i].sends += 1
+            serverTransactions[i].rtoNanoseconds *= 2
+            serverTransactions[i].nextAt = now + serverTransactions[i].rtoNanoseconds
+            let s = serverTransactions[i]
+            s.bytes.withUnsafeBytes { _ = try? socket.send($0, to: s.server.address) }
+        }
+        checkGatheringComplete(now: now)
+        guard remoteUfrag != nil else { return }
+        // One new check per Ta: triggered first, then the best waiting pair.
+        var next: ICECandidatePair?
+        while next == nil, !triggeredQueue.isEmpty {
+            let p = triggeredQueue.removeFirst()
+            p.triggered = false
+            if p.state == .waiting { next = p }
+        }
+        if next == nil {
+            next = pairs.filter { $0.state == .waiting && !$0.valid }.max { $0.priority < $1.priority }
+        }
+        if let next { sendCheck(next, kind: .check, nominate: false, now: now) }
+        // Keepalives / consent checks on every valid pair (failed-over ones too, so they can recover).
+        for p in pairs where p.valid && p.nextKeepaliveAt <= now {
+            p.nextKeepaliveAt = now + keepaliveInterval()
+            sendCheck(p, kind: .keepalive, nominate: controlling && p === selected, now: now)
+        }
+        superviseSelection(now: now)
+        updateNomination(now: now)
+    }
+
+    /// Failover and consent: a selected pair silent for `failoverAfterMilliseconds` is marked
+    /// failed and replaced at once by the best usable pair; with no answer on any pair for
+    /// `consentExpirySeconds`, the route goes away (RFC 7675 §5.1).
+    func superviseSelection(now: UInt64) {
+        let latest = pairs.map(\.lastResponseAt).max() ?? 0
+        if selected != nil, latest > 0, Double(now &- latest) / 1e9 > configuration.consentExpirySeconds {
+            for p in pairs where p.valid { p.failedOver = true }
+            nominationTarget = nil
+            deselect()
+            return
+        }
+        guard let s = selected else { return }
+        let limit = UInt64(max(1, configuration.failoverAfterMilliseconds)) * 1_000_000
+        guard now &- max(s.lastResponseAt, s.selectedAt) > limit else { return }
+        s.failedOver = true
+        s.state = .failed
+        guard let next = pairs.filter({ $0 !== s && isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
+        select(next, now: now)
+        if controlling {
+            nominationTarget = next
+            nominationStartedAt = now
+            sendCheck(next, kind: .check, nominate: true, now: now)
+        }
+    }
+}

@@ -1,0 +1,217 @@
+// ICE agent: gathering host, server-reflexive and relayed candidates (RFC 8445 §5.1), remote
+// credentials and candidates, and pair formation (§6.1.2). Runs on the agent's queue.
+import Dispatch
+import Foundation
+
+extension ICEAgent {
+    /// Binding requests to STUN servers carry a SOFTWARE attribute this long, so the answer (an
+    /// XOR-MAPPED-ADDRESS and a few more attributes) is never larger than the request: servers
+    /// that refuse to amplify answer it, and nothing we send can be amplified.
+    static let serverRequestSoftwareLength = 120
+
+    func startOnQueue() {
+        guard !started, !closed else { return }
+        started = true
+        let now = Self.now()
+        gatheringDeadline = now + 8_000_000_000
+        if !configuration.relayOnly { gatherHost() }
+        for server in configuration.servers where server.kind == .stun && server.address.family == socket.family && !configuration.relayOnly {
+            var m = STUNMessage(method: .binding, class: .request)
+            let name = "Revue ICE"
+            m.appendText(STUNMessage.AttributeType.software, name + String(repeating: " ", count: Self.serverRequestSoftwareLength - name.count))
+            let bytes = m.encode(fingerprint: true)
+            serverTransactions.append(ICEServerTransaction(server: server, transactionID: m.transactionID, bytes: bytes,
+                                                           nextAt: now + 250_000_000, rtoNanoseconds: 250_000_000))
+            bytes.withUnsafeBytes { _ = try? socket.send($0, to: server.address) }
+        }
+        for server in configuration.servers where server.kind == .turn
+            && (server.transport == .tcp || server.address.family == socket.family) {
+            let index = turns.count
+            let client = TURNClient(server: server, socket: socket, queue: queue)
+            client.onStateChange = { [weak self] state in self?.onQueueAsync { $0.turnStateChanged(index, state) } }
+            client.onPeerData = { [weak self] peer, payload in
+                let copy = Array(payload)
+                self?.onQueueAsync { $0.handlePeerData(index, peer: peer, copy) }
+            }
+            turns.append(client)
+            turnDone.append(false)
+            client.allocate()
+        }
+        let tick = max(5, min(100, configuration.checkIntervalMilliseconds))
+        let t = DispatchSource.makeTimerSource(queue: queue)
+        t.schedule(deadline: .now() + .milliseconds(tick), repeating: .milliseconds(tick), leeway: .milliseconds(2))
+        t.setEventHandler { [weak self] in self?.tick() }
+        timer = t
+        t.resume()
+        checkGatheringComplete()
+        if remoteUfrag != nil { processEarlyRequests() }
+    }
+
+    /// Runs `body` on the queue: at once when already on it (TURN callbacks on our queue), else async.
+    func onQueueAsync(_ body: @escaping @Sendable (ICEAgent) -> Void) {
+        if DispatchQueue.getSpecific(key: queueKey) != nil { body(self) } else { queue.async { body(self) } }
+    }
+
+    /// RFC 8445 §5.1.2.1 local preference: IPv6 above IPv4 (RFC 8421), then the order of the
+    /// addresses (each interface address its own value).
+    func hostLocalPreference(_ address: SocketAddress, index: Int) -> UInt32 {
+        (address.family == .ipv6 ? 0xFFFF : 0x7FFF) - UInt32(min(index, 0x3FFF))
+    }
+
+    func foundation(_ type: ICECandidateType, base: SocketAddress, server: SocketAddress?) -> String {
+        let key = "\(type.rawValue)|\(base.host)|\(server?.description ?? "")"
+        if let f = foundations[key] { return f }
+        let f = String(foundations.count + 1)
+        foundations[key] = f
+        return f
+    }
+
+    private func gatherHost() {
+        let bound = (try? socket.localAddress()) ?? (socket.family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0))
+        var addresses: [SocketAddress]
+        if let given = configuration.hostAddresses {
+            addresses = given.filter { $0.family == socket.family }.map { var a = $0; a.port = bound.port; return a }
+        } else {
+            addresses = ICEHostAddresses.addresses(bound: bound, includeLoopback: ICEHostAddresses.isLoopback(bound))
+        }
+        var seen = Set<SocketAddress>()
+        addresses = addresses.filter { seen.insert($0).inserted }
+        for (i, a) in addresses.enumerated() {
+            let c = ICECandidate(foundation: foundation(.host, base: a, server: nil),
+                                 priority: ICECandidate.priority(type: .host, localPreference: hostLocalPreference(a, index: i)),
+                                 address: a, type: .host)
+            addLocal(ICELocalCandidate(candidate: c, base: a, relay: nil))
+        }
+    }
+
+    /// The base a server-reflexive address is reported with: the first host candidate.
+    private var reflexiveBase: ICELocalCandidate? { locals.first { $0.candidate.type == .host } }
+
+    func addLocal(_ l: ICELocalCandidate, signal: Bool = true) {
+        guard locals.count < Self.maxLocalCandidates,
+              !locals.contains(where: { $0.candidate.address == l.candidate.address && $0.relay == l.relay }) else { return }
+        locals.append(l)
+        if l.pairs { for r in remotes { addPair(local: l, remote: r) } }
+        guard signal else { return }
+        let cb = shared.withLock { s -> (@Sendable (ICECandidate) -> Void)? in
+            s.localCandidates.append(l.candidate)
+            return s.onCandidate
+        }
+        cb?(l.candidate)
+    }
+
+    func addServerReflexive(_ mapped: SocketAddress, server: SocketAddress) {
+        guard !locals.contains(where: { $0.candidate.address == mapped }), let base = reflexiveBase else { return }
+        let lp = (base.candidate.priority >> 8) & 0xFFFF
+        let c = ICECandidate(foundation: foundation(.srflx, base: base.base, server: server),
+                             priority: ICECandidate.priority(type: .srflx, localPreference: lp),
+                             address: mapped, type: .srflx, relatedAddress: base.base)
+        addLocal(ICELocalCandidate(candidate: c, base: base.base, relay: nil))
+    }
+
+    func handleServerResponse(_ index: Int, _ m: STUNMessage, bytes: [UInt8]) {
+        let t = serverTransactions[index]
+        guard !t.done else { return }
+        serverTransactions[index].done = true
+        if m.messageClass == .successResponse, let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress),
+           mapped.family == socket.family {
+            addServerReflexive(mapped, server: t.server.address)
+        }
+        checkGatheringComplete()
+    }
+
+    func turnStateChanged(_ index: Int, _ state: TURNClient.State) {
+        guard !closed, index < turns.count else { return }
+        switch state {
+        case .allocated(let relayed, let mapped):
+            let server = turns[index].server.address
+            let lp = 0xFFFF - UInt32(min(index, 0xFF))
+            let c = ICECandidate(foundation: foundation(.relay, base: relayed, server: server),
+                                 priority: ICECandidate.priority(type: .relay, localPreference: lp),
+                                 address: relayed, type: .relay, relatedAddress: mapped)
+            addLocal(ICELocalCandidate(candidate: c, base: relayed, relay: index))
+            if mapped.family == socket.family && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
+            turnDone[index] = true
+        case .failed, .closed:
+            turnDone[index] = true
+        case .idle, .allocating:
+            break
+        }
+        checkGatheringComplete()
+    }
+
+    func checkGatheringComplete(now: UInt64 = 0) {
+        guard !gatheringComplete, started else { return }
+        let serversDone = serverTransactions.allSatisfy(\.done) && turnDone.allSatisfy { $0 }
+        guard serversDone || (now != 0 && now >= gatheringDeadline) else { return }
+        gatheringComplete = true
+        shared.withLock { $0.onGatheringComplete }?()
+    }
+
+    // MARK: Remote side
+
+    func setRemoteCredentialsOnQueue(ufrag: String, password: String) {
+        guard !closed, !ufrag.isEmpty, !password.isEmpty else { return }
+        if let old = remoteUfrag, old == ufrag, remotePassword == password { return }
+        remoteUfrag = ufrag
+        remotePassword = password
+        remoteKey = STUNMessage.shortTermKey(password: password)
+        if started { processEarlyRequests() }
+    }
+
+    func processEarlyRequests() {
+        let early = earlyRequests
+        earlyRequests.removeAll()
+        for r in early { learnFromRequest(from: r.from, relay: r.relay, priority: r.priority, useCandidate: r.useCandidate) }
+    }
+
+    func addRemoteCandidateOnQueue(_ c: ICECandidate) {
+        guard !closed else { return }
+        if let i = remotes.firstIndex(where: { $0.address == c.address }) {
+            // A peer-reflexive candidate learned from a check, now signalled: keep the signalled form.
+            if remotes[i].type == .prflx && c.type != .prflx {
+                remotes[i] = c
+                for p in pairs where p.remote.address == c.address { p.updateRemote(c) }
+                recomputePriorities()
+            }
+            return
+        }
+        guard c.component == 1, c.address.port != 0, !ICEHostAddresses.isWildcard(c.address),
+              remotes.count < configuration.maxRemoteCandidates else {
+            bump(\.droppedRemoteCandidates)
+            return
+        }
+        remotes.append(c)
+        for l in locals where l.pairs { addPair(local: l, remote: c) }
+    }
+
+    /// Forms a pair (same family; replacing the lowest-priority idle pair when at `maxPairs`).
+    @discardableResult
+    func addPair(local: ICELocalCandidate, remote: ICECandidate) -> ICECandidatePair? {
+        guard local.candidate.address.family == remote.address.family else { return nil }
+        if let p = pairs.first(where: { $0.local.candidate.address == local.candidate.address && $0.local.relay == local.relay
+            && $0.remote.address == remote.address }) { return p }
+        let p = ICECandidatePair(local: local, remote: remote)
+        p.priority = ICECandidatePair.priority(local: local.candidate.priority, remote: remote.priority, controlling: controlling)
+        if pairs.count >= max(1, configuration.maxPairs) {
+            guard let worst = pairs.enumerated().filter({ !$0.element.valid && $0.element.state != .inProgress && $0.element !== selected })
+                .min(by: { $0.element.priority < $1.element.priority }), worst.element.priority < p.priority else { return nil }
+            removePair(at: worst.offset)
+        }
+        pairs.append(p)
+        if let r = local.relay { turns[r].createPermission(remote.address) }
+        return p
+    }
+
+    private func removePair(at i: Int) {
+        let p = pairs.remove(at: i)
+        triggeredQueue.removeAll { $0 === p }
+        transactions = transactions.filter { $0.value.pair !== p }
+    }
+
+    func recomputePriorities() {
+        for p in pairs {
+            p.priority = ICECandidatePair.priority(local: p.local.candidate.priority, remote: p.remote.priority, controlling: controlling)
+        }
+    }
+}

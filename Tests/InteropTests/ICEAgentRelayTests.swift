@@ -1,0 +1,140 @@
+// The ICE agent through a real coturn relay: two agents that offer only relayed candidates connect
+// through their allocations, select a relayed pair (ChannelData route) and carry media both ways.
+import Foundation
+import Synchronization
+import Testing
+@testable import MediaCore
+
+@Suite(.serialized) struct ICEAgentRelayTests {
+    /// One side: a loopback socket, an agent with only relayed candidates, the media it got back
+    /// through the relay.
+    final class Side: Sendable {
+        let socket: UDPSocket
+        let agent: ICEAgent
+        let media = Mutex<[[UInt8]]>([])
+        let candidates = Mutex<[ICECandidate]>([])
+
+        init(server: SocketAddress, controlling: Bool, relayOnly: Bool = true) throws {
+            socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+            var c = ICEAgentConfiguration(controlling: controlling)
+            c.servers = [ICEServer(kind: .turn, address: server, username: CoturnServer.user, password: CoturnServer.password)]
+            c.relayOnly = relayOnly
+            agent = ICEAgent(socket: socket, configuration: c)
+            agent.onRelayedMedia = { [weak self] bytes in self?.media.withLock { $0.append(Array(bytes)) } }
+        }
+
+        /// Media that arrived straight on the socket (not through our own allocation).
+        let direct = Mutex<[(bytes: [UInt8], from: SocketAddress)]>([])
+
+        func startReading() {
+            agent.startReading { [weak self] bytes, from in self?.direct.withLock { $0.append((Array(bytes), from)) } }
+        }
+
+        /// Media tagged `tag` that arrived by either way.
+        func arrived(tagged tag: UInt8) -> Int {
+            received(tagged: tag) + direct.withLock { $0.filter { $0.bytes.count > 1 && $0.bytes[1] == tag }.count }
+        }
+
+        func received(tagged tag: UInt8) -> Int { media.withLock { $0.filter { $0.count > 1 && $0[1] == tag }.count } }
+
+        func send(tag: UInt8, count: Int) {
+            for i in 0..<count {
+                let bytes: [UInt8] = [0x80, tag, 0, UInt8(i)] + [UInt8](repeating: 0xAB, count: 100)
+                bytes.withUnsafeBytes { _ = agent.path.send($0, on: socket) }
+            }
+        }
+    }
+
+    @Test func relayOnlyAgentsConnectThroughCoturn() throws {
+        let server = try CoturnServer()
+        defer { _ = server.stop() }
+        try server.waitUntilReady()
+        let a = try Side(server: server.address, controlling: true)
+        let b = try Side(server: server.address, controlling: false)
+        defer { a.agent.close(); b.agent.close() }
+        a.agent.onCandidate = { [weak a, weak b] c in a?.candidates.withLock { $0.append(c) }; b?.agent.addRemoteCandidate(c) }
+        b.agent.onCandidate = { [weak a, weak b] c in b?.candidates.withLock { $0.append(c) }; a?.agent.addRemoteCandidate(c) }
+        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        a.startReading()
+        b.startReading()
+        a.agent.start()
+        b.agent.start()
+
+        let deadline = Date().addingTimeInterval(8)
+        while Date() < deadline && (a.agent.selectedPair == nil || b.agent.selectedPair == nil) { usleep(20_000) }
+        let run = (a.agent.selectedPair == nil || b.agent.selectedPair == nil) ? server.stop() : nil
+        #expect(a.agent.selectedPair != nil && b.agent.selectedPair != nil,
+                "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots) coturn: \(run?.stdout.suffix(3000) ?? "")")
+        for side in [a, b] {
+            #expect(side.candidates.withLock { $0.count == 1 && $0[0].type == .relay })
+            #expect(side.agent.selectedPair?.local.type == .relay)
+            #expect(side.agent.path.route?.isRelayed == true)
+        }
+        #expect(a.agent.selectedPair?.remote.address == b.candidates.withLock { $0.first?.address })
+        #expect(b.agent.selectedPair?.remote.address == a.candidates.withLock { $0.first?.address })
+
+        // Media both ways, as ChannelData on the bound channels, reaching the other's receive side.
+        let until = Date().addingTimeInterval(5)
+        while Date() < until && (b.received(tagged: 0xA1) < 5 || a.received(tagged: 0xB1) < 5) {
+            if b.received(tagged: 0xA1) < 5 { a.send(tag: 0xA1, count: 1) }
+            if a.received(tagged: 0xB1) < 5 { b.send(tag: 0xB1, count: 1) }
+            usleep(50_000)
+        }
+        #expect(b.received(tagged: 0xA1) >= 5 && a.received(tagged: 0xB1) >= 5)
+        #expect(a.agent.statistics.droppedResponses == 0 && b.agent.statistics.droppedResponses == 0)
+    }
+
+    /// Two agents with host and relayed candidates: they select the direct pair; when the direct
+    /// path dies, within 2 s they go through the relay and media keeps flowing; when it comes back,
+    /// the controlling agent renominates the direct pair and both return to it.
+    @Test func directPathDiesAndTheRelayCarriesTheCall() throws {
+        let server = try CoturnServer()
+        defer { _ = server.stop() }
+        try server.waitUntilReady()
+        let a = try Side(server: server.address, controlling: true, relayOnly: false)
+        let b = try Side(server: server.address, controlling: false, relayOnly: false)
+        defer { a.agent.close(); b.agent.close() }
+        a.agent.onCandidate = { [weak b] c in b?.agent.addRemoteCandidate(c) }
+        b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
+        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        a.startReading()
+        b.startReading()
+        a.agent.start()
+        b.agent.start()
+        let aHost = try a.socket.localAddress(), bHost = try b.socket.localAddress()
+
+        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline { if condition() { return true }; usleep(10_000) }
+            return condition()
+        }
+        // Direct first, with relayed pairs valid as well (they keep being checked).
+        #expect(wait(8) {
+            a.agent.selectedPair?.remote.address == bHost && b.agent.selectedPair?.remote.address == aHost
+                && a.agent.pairSnapshots.contains { $0.valid && ($0.local.type == .relay || $0.remote.type == .relay) }
+        }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
+
+        // The direct path dies: nothing from the other's host address arrives any more.
+        a.agent.dropFilterForTests = { $0 == bHost }
+        b.agent.dropFilterForTests = { $0 == aHost }
+        let relayedRoute = { (s: Side) -> Bool in
+            guard let p = s.agent.selectedPair else { return false }
+            return p.local.type == .relay || p.remote.type == .relay
+        }
+        #expect(wait(2) { relayedRoute(a) && relayedRoute(b) }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
+        #expect(wait(3) {
+            a.send(tag: 0xC1, count: 1)
+            b.send(tag: 0xC2, count: 1)
+            return b.arrived(tagged: 0xC1) >= 3 && a.arrived(tagged: 0xC2) >= 3
+        })
+
+        // It comes back: the direct pair answers again and is renominated.
+        a.agent.dropFilterForTests = nil
+        b.agent.dropFilterForTests = nil
+        #expect(wait(4) { a.agent.path.route?.peer == bHost && b.agent.path.route?.peer == aHost },
+                "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
+        #expect(a.agent.path.route?.isRelayed == false && b.agent.path.route?.isRelayed == false)
+    }
+}
