@@ -214,7 +214,9 @@ final class NetworkLab: @unchecked Sendable {
             if !options.udpBlocked.isEmpty { try run(udpBlockScript(), "UDP block") }
             if options.turn { try await startCoturn() }
             if options.rendezvous {
-                let node = try NodeProcess(["--rendezvous", "--port", "\(Self.rendezvousPort)"], namespace: internet)
+                // Bound to the services' address: bound to 0.0.0.0 its answers would leave from
+                // the address of the link they go out on, which no NAT's conntrack expects.
+                let node = try NodeProcess(["--rendezvous", "--host", "203.0.113.1", "--port", "\(Self.rendezvousPort)"], namespace: internet)
                 rendezvous = node
                 guard await node.wait(timeout: 10, event("ready")) != nil else {
                     throw NetworkLabError(description: "the rendezvous node in \(internet) did not report ready: \(node.events)")

@@ -39,7 +39,8 @@ final class LabCall: @unchecked Sendable {
         bId = br["revueId"] as! String
         a.send(["cmd": "add-friend", "address": br["address"] as! String, "message": "lab"])
         guard await b.wait(timeout: 20, event("didReceiveFriendRequest", ["friendId": aId])) != nil else {
-            throw NodeProcessError(message: "b never got a's friend request\n\(diagnosis())")
+            let ca = await call(a, ["cmd": "counters"]) ?? [:], cb = await call(b, ["cmd": "counters"]) ?? [:]
+            throw NodeProcessError(message: "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\na counters \(ca)\nb counters \(cb)\n\(diagnosis())")
         }
         let accepted = monotonicNow()
         b.send(["cmd": "accept", "friendId": aId])
@@ -144,7 +145,28 @@ final class LabCall: @unchecked Sendable {
             ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError", "didFailToPublishTrack"].contains($0["event"] as? String ?? "")
         }
         if !ended.isEmpty { lines.append("call events: \(ended)") }
+        if let cause = likelyCause() { lines.append("likely cause: " + cause) }
         return lines.joined(separator: "\n")
+    }
+
+    /// What the observations point at when media did not flow; nil when nothing stands out.
+    func likelyCause() -> String? {
+        func kinds(_ p: NodeProcess, _ id: String) -> [String] {
+            let e = p.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == id }
+            return (e?["paths"] as? [[String: Any]])?.compactMap { $0["kind"] as? String } ?? []
+        }
+        let lastStats = (a.events + b.events).filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "media-stats" }
+        let pathReported = lastStats.contains { (($0["participants"] as? [[String: Any]]) ?? []).contains { $0["path"] is [String: Any] } }
+        var causes: [String] = []
+        let relayedOnly = [kinds(a, bId), kinds(b, aId)].allSatisfy { !$0.isEmpty && $0.allSatisfy { $0 == "relayed" } }
+        if relayedOnly && !pathReported {
+            causes.append("the friend connection is relayed through the rendezvous node only, and call media follows only a "
+                + "direct friend path (media-stats reports no ICE path: call legs do not run ICE yet), so media has no route")
+        }
+        if lab.options.turn && lab.turnAllocations().isEmpty {
+            causes.append("coturn granted no allocation: nothing used the --turn server")
+        }
+        return causes.isEmpty ? nil : causes.joined(separator: "; ")
     }
 
     /// The call leg's selected path as media-stats reports it (`path`), nil while unreported.
@@ -279,7 +301,7 @@ struct NetworkLabScenarioTests {
         defer { lab.teardown() }
         // The rendezvous node on the services' IPv6 address; its start-up is part of what IPv6 needs.
         let node = try LabProcess(namespace: lab.internet, NodeProcess.binary!,
-                                  ["--rendezvous", "--host", "::", "--port", "\(NetworkLab.rendezvousPort)"])
+                                  ["--rendezvous", "--host", lab.serviceHost, "--port", "\(NetworkLab.rendezvousPort)"])
         defer { node.stop() }
         let nodeReady = await node.waitForLine(containing: "\"ready\"", timeout: 5)
         // A peer started the way the call needs it, stderr captured.
@@ -287,7 +309,7 @@ struct NetworkLabScenarioTests {
                                    ["--data", lab.directory + "/v6probe", "--host", "::", "--rendezvous", lab.rendezvousEndpoint] + LabCall.iceArguments(lab))
         let peerReady = await probe.waitForLine(containing: "\"ready\"", timeout: 5)
         probe.stop()
-        let missing = (nodeReady ? [] : ["rendezvous node on [::]: \(node.output.joined(separator: " "))"])
+        let missing = (nodeReady ? [] : ["rendezvous node on [\(lab.serviceHost)]: \(node.output.joined(separator: " "))"])
             + (peerReady ? [] : ["peer with --host :: and an IPv6 rendezvous node: \(probe.output.joined(separator: " "))"])
         print("IPv6 only: \(missing.isEmpty ? "peers and rendezvous node start" : missing.joined(separator: "; "))")
         await withKnownIssue("the session layer is IPv4-only (SessionSocket binds AF_INET; rendezvous endpoints and the wire format carry IPv4)") {
