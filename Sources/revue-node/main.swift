@@ -37,6 +37,9 @@ let spec = CommandSpec(
         OptionSpec("--name", value: "NAME", help: "your display name"),
         OptionSpec("--rendezvous", value: "HOST:PORT", valueIsOptional: true,
                    help: "a rendezvous node to register with (repeatable); alone: be one"),
+        OptionSpec("--stun", value: "HOST:PORT", help: "a STUN server for call media (repeatable)"),
+        OptionSpec("--turn", value: "USER:PASS@HOST:PORT[?transport=tcp]",
+                   help: "a TURN server for call media, over UDP or TCP (repeatable)"),
         OptionSpec("--lan", help: "discover peers on the local network"),
         OptionSpec("--invitation-timeout", value: "S", help: "seconds an invitation waits for an answer"),
         OptionSpec("--mode", value: "MODE", help: "sendAndRecv, signallingOnly or recvOnly (default sendAndRecv)"),
@@ -54,6 +57,7 @@ struct Options {
     var name: String?
     var rendezvousNodes: [String] = []
     var serveRendezvous = false
+    var iceServers: [RevueICEServer] = []
     var lan = false
     var invitationTimeout: Double?
     var mode: ParticipantMode = .sendAndRecv
@@ -73,6 +77,7 @@ func parseOptions() throws -> Options {
     o.name = a.string("--name")
     o.rendezvousNodes = a.strings("--rendezvous")
     o.serveRendezvous = a.flag("--rendezvous")
+    o.iceServers = try iceServers(stun: a.strings("--stun"), turn: a.strings("--turn"))
     o.lan = a.flag("--lan")
     if let t = try a.double("--invitation-timeout") {
         guard t > 0 else { throw UsageError(description: "--invitation-timeout needs seconds above 0") }
@@ -98,6 +103,26 @@ func parseOptions() throws -> Options {
         o.callLostTimeout = t
     }
     return o
+}
+
+/// The `--stun` and `--turn` values as servers: every `--stun` must be `HOST:PORT` and every
+/// `--turn` `USER:PASS@HOST:PORT[?transport=tcp]`, else a usage error naming the option.
+func iceServers(stun: [String], turn: [String]) throws -> [RevueICEServer] {
+    var out: [RevueICEServer] = []
+    for (option, values, kind) in [("--stun", stun, RevueICEServer.Kind.stun), ("--turn", turn, .turn)] {
+        for text in values {
+            let server: RevueICEServer
+            do { server = try RevueICEServer(parsing: text) } catch {
+                throw UsageError(description: "\(option) \(text): \(error.message)")
+            }
+            guard server.kind == kind else {
+                throw UsageError(description: kind == .stun ? "--stun takes HOST:PORT (a TURN server goes in --turn)"
+                                                            : "--turn takes USER:PASS@HOST:PORT[?transport=tcp]")
+            }
+            out.append(server)
+        }
+    }
+    return out
 }
 
 let options: Options
@@ -301,6 +326,15 @@ func feedSynthetic(audio: AudioBufferCapturer?, video: BufferCapturer?, seconds:
 
 let printer = EventPrinter()
 
+/// The path media of the call leg with `friendId` takes now, for `media-stats`: the selected ICE
+/// pair as `{"local": "<type> <address>", "remote": "<type> <address>", "relayed": Bool}`.
+/// Always nil today: the call layer does not report a leg's selected pair yet. When it does,
+/// this is the one place to read it; `media-stats` already carries the `path` field (null).
+@MainActor
+func callLegPath(_ room: Room, friendId: String) -> [String: Any]? {
+    nil
+}
+
 @MainActor
 func startPeer() {
     guard let data = options.data else { fail("--data DIR is required\nrun 'revue-node --help' for usage") }
@@ -308,6 +342,7 @@ func startPeer() {
     config.bindHost = options.host
     config.port = options.port
     config.rendezvousNodes = options.rendezvousNodes
+    config.iceServers = options.iceServers
     config.lanDiscovery = options.lan
     if let t = options.invitationTimeout { config.timeouts.invitationTimeout = t }
     if let t = options.callLostTimeout { config.timeouts.callLostTimeout = t }
@@ -534,7 +569,8 @@ func run(_ line: String) {
     case .mediaStats:
         let list: [[String: Any]] = revue.room.remoteParticipants.keys.sorted().map { id in
             let audio = roomPrinter.audioSinks[id]?.counts ?? (samples: 0, loud: 0)
-            return ["friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples, "loudSamples": audio.loud]
+            return ["friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples, "loudSamples": audio.loud,
+                    "path": callLegPath(revue.room, friendId: id) ?? NSNull()]
         }
         ok(["participants": list])
     case .room:

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import RevueNodeProtocol
 import RevueSession
 import Testing
@@ -70,5 +71,82 @@ import Testing
             #expect(!line.contains("\n"))
             #expect(try request(line) == r, "\(line)")
         }
+    }
+}
+
+/// `--stun` and `--turn`: the text forms `RevueICEServer(parsing:)` reads, what they resolve to,
+/// and the usage errors revue-node gives for bad values (exit status 2, the option named).
+@Suite struct ICEServerOptionTests {
+    @Test func stunAndTurnFormsParse() throws {
+        let stun = try RevueICEServer(parsing: "203.0.113.1:3478")
+        #expect(stun == .stun("203.0.113.1:3478") && stun.kind == .stun && stun.username.isEmpty)
+        let turn = try RevueICEServer(parsing: "alice:wonder@land@203.0.113.1:3478")
+        #expect(turn == .turn("203.0.113.1:3478", username: "alice", password: "wonder@land"))
+        #expect(turn.transport == .udp && turn.description == "turn:alice@203.0.113.1:3478")
+        let tcp = try RevueICEServer(parsing: "u:p@[2001:db8::1]:3478?transport=tcp")
+        #expect(tcp == .turn("[2001:db8::1]:3478", username: "u", password: "p", transport: .tcp))
+        #expect(try RevueICEServer(parsing: "u:p@h:1?transport=udp").transport == .udp)
+        #expect(try RevueICEServer(parsing: "turn.example.net:443").address == "turn.example.net:443")
+    }
+
+    @Test func malformedFormsAreInvalidConfiguration() {
+        let bad = ["", "203.0.113.1", "203.0.113.1:0", "203.0.113.1:70000", ":3478", "2001:db8::1:3478", "[2001:db8::1:3478",
+                   "u@h:1", ":p@h:1", "u:@h:1", "u:p@h:1?transport=sctp", "u:p@h:1?relay=1", "h:1?transport=tcp", "a b:1"]
+        for text in bad {
+            #expect(throws: RevueError.self, "\(text)") { try RevueICEServer(parsing: text) }
+            do { _ = try RevueICEServer(parsing: text) } catch {
+                #expect(error.code == .invalidConfiguration && error.message.contains("'\(text)'"), "\(error)")
+            }
+        }
+    }
+
+    @Test func resolvedServersKeepOrderAndAddRendezvousNodesAsSTUN() throws {
+        #expect(RevueICEServer.turn("localhost:3478", username: "u", password: "p", transport: .tcp).resolved()
+            == ICEServer(kind: .turn, address: .loopbackIPv4(port: 3478), username: "u", password: "p", transport: .tcp))
+        #expect(RevueICEServer.stun("[::1]:19302").resolved() == ICEServer(kind: .stun, address: .loopbackIPv6(port: 19302)))
+        #expect(RevueICEServer.stun("no port").resolved() == nil)
+        var config = RevueConfiguration(dataDirectory: "/nonexistent")
+        config.rendezvousNodes = ["127.0.0.1:33400", "203.0.113.1:3478"]
+        config.iceServers = [.turn("203.0.113.1:3478", username: "u", password: "p"), .stun("203.0.113.1:3478"), .stun("x:")]
+        let stunAt = { (a: String) in ICEServer(kind: .stun, address: try! SocketAddress(parsing: a)) }
+        #expect(config.resolvedICEServers == [
+            ICEServer(kind: .turn, address: try SocketAddress(parsing: "203.0.113.1:3478"), username: "u", password: "p"),
+            stunAt("203.0.113.1:3478"), stunAt("127.0.0.1:33400"),
+        ])
+    }
+
+    /// Runs revue-node with `arguments` (stdin empty); its exit status, standard output and
+    /// standard error (small: read one after the other).
+    func runNode(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try #require(NodeProcess.binary))
+        p.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        p.standardError = err
+        p.standardOutput = out
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    }
+
+    @Test(.enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
+    func badValuesAreUsageErrorsNamingTheOption() throws {
+        let cases: [([String], String)] = [
+            (["--stun", "203.0.113.1"], "--stun 203.0.113.1: ICE server '203.0.113.1': missing :PORT"),
+            (["--stun", "u:p@203.0.113.1:3478"], "--stun takes HOST:PORT"),
+            (["--turn", "203.0.113.1:3478"], "--turn takes USER:PASS@HOST:PORT"),
+            (["--turn", "u:@203.0.113.1:3478"], "empty TURN password"),
+            (["--turn", "u:p@203.0.113.1:3478?transport=quic"], "?transport=udp or ?transport=tcp"),
+            (["--stun"], "--stun"),
+        ]
+        for (arguments, message) in cases {
+            let run = try runNode(["--data", "/nonexistent/revue-node-usage"] + arguments)
+            #expect(run.status == 2 && run.stderr.contains(message), "\(arguments): \(run.status) \(run.stderr)")
+        }
+        let help = try runNode(["--help"])
+        #expect(help.status == 0 && help.stdout.contains("--stun HOST:PORT") && help.stdout.contains("--turn USER:PASS@HOST:PORT[?transport=tcp]"))
     }
 }

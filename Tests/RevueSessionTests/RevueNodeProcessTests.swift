@@ -222,45 +222,17 @@ func shell(_ script: String) -> (status: Int32, output: String) {
     return (p.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
-/// Three network namespaces: Alice's and Bob's, joined by a router namespace that runs the
-/// rendezvous node and whose nftables forward chain drops Alice-to-Bob traffic, so the only path
-/// between them is the rendezvous node's relay. Needs root (ip netns, nft); skipped otherwise.
-@Suite(.serialized, .enabled(if: getuid() == 0 && NodeProcess.binary != nil
-    && FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft"), "needs root, ip and nft (not root: skipped)"))
+/// Alice and Bob in two homes of a `NetworkLab` (no NAT, routed addresses), the rendezvous node
+/// in its internet namespace, whose forward chain drops UDP between the two homes, so the only
+/// path between them is the rendezvous node's relay. Needs root (ip netns, nft); skipped otherwise.
+@Suite(.serialized, .enabled(if: networkLabAvailable, "needs root, ip and nft (not root: skipped)"))
 struct RelayNamespaceTests {
     @Test func blockedDirectPathFallsBackToRelay() async throws {
-        let p = "rvt\(getpid() % 100_000)"
-        let setup = """
-        set -e
-        ip netns add \(p)a; ip netns add \(p)b; ip netns add \(p)r
-        ip link add \(p)a0 type veth peer name \(p)a1
-        ip link add \(p)b0 type veth peer name \(p)b1
-        ip link set \(p)a0 netns \(p)r; ip link set \(p)a1 netns \(p)a
-        ip link set \(p)b0 netns \(p)r; ip link set \(p)b1 netns \(p)b
-        ip -n \(p)r addr add 10.77.1.1/24 dev \(p)a0; ip -n \(p)r link set \(p)a0 up
-        ip -n \(p)r addr add 10.77.2.1/24 dev \(p)b0; ip -n \(p)r link set \(p)b0 up
-        ip -n \(p)r link set lo up
-        ip -n \(p)a addr add 10.77.1.2/24 dev \(p)a1; ip -n \(p)a link set \(p)a1 up; ip -n \(p)a link set lo up
-        ip -n \(p)b addr add 10.77.2.2/24 dev \(p)b1; ip -n \(p)b link set \(p)b1 up; ip -n \(p)b link set lo up
-        ip -n \(p)a route add default via 10.77.1.1
-        ip -n \(p)b route add default via 10.77.2.1
-        ip netns exec \(p)r sysctl -qw net.ipv4.ip_forward=1
-        ip netns exec \(p)r nft add table inet revue
-        ip netns exec \(p)r nft add chain inet revue relayonly '{ type filter hook forward priority 0; policy accept; }'
-        ip netns exec \(p)r nft add rule inet revue relayonly ip saddr 10.77.1.0/24 ip daddr 10.77.2.0/24 counter drop
-        ip netns exec \(p)r nft add rule inet revue relayonly ip saddr 10.77.2.0/24 ip daddr 10.77.1.0/24 counter drop
-        """
-        let result = shell(setup)
-        defer { shell("ip netns del \(p)a; ip netns del \(p)b; ip netns del \(p)r") }
-        try #require(result.status == 0, "namespace setup failed: \(result.output)")
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-ns-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-
-        let rendezvous = try NodeProcess(["--rendezvous", "--port", "33400"], namespace: p + "r")
-        defer { rendezvous.kill() }
-        _ = try #require(await rendezvous.wait(event("ready")))
-        let alice = try NodeProcess(["--data", dir + "/alice", "--rendezvous", "10.77.1.1:33400"], namespace: p + "a")
-        let bob = try NodeProcess(["--data", dir + "/bob", "--rendezvous", "10.77.2.1:33400"], namespace: p + "b")
+        let lab = try await NetworkLab(.init(home1: .none, home2: .none, turn: false))
+        defer { lab.teardown() }
+        try lab.killDirectPath()
+        let alice = try lab.peer(home: 1, name: "alice")
+        let bob = try lab.peer(home: 2, name: "bob")
         defer { alice.kill(); bob.kill() }
         let aliceId = try #require(await alice.wait(event("ready")))["revueId"] as! String
         let bobReady = try #require(await bob.wait(event("ready")))
@@ -275,11 +247,7 @@ struct RelayNamespaceTests {
         alice.send(["cmd": "message", "friendId": bobId, "message": "via relay", "id": 1])
         #expect(await alice.wait(timeout: 8) { $0["event"] as? String == "ok" && $0["id"] as? Int == 1 } != nil)
         #expect(await bob.wait(event("didReceiveMessage", ["friendId": aliceId, "message": "via relay"])) != nil)
-        let counters = shell("ip netns exec \(p)r nft list chain inet revue relayonly").output
-        let dropped = counters.split(separator: "\n").compactMap { line -> Int? in
-            guard let r = line.range(of: "packets ") else { return nil }
-            return Int(line[r.upperBound...].prefix { $0.isNumber })
-        }.reduce(0, +)
-        #expect(dropped > 0, "the direct path was tried and blocked: \(counters)")
+        let dropped = lab.directPathDrops()
+        #expect(dropped > 0, "the direct path was tried and blocked: \(lab.counters(in: lab.internet, table: "labobs"))")
     }
 }

@@ -14,6 +14,11 @@ public struct RevueConfiguration: Sendable {
     /// Rendezvous nodes ("host:port"): `revue-node --rendezvous` processes that let friends find
     /// each other's endpoints, report presence, and relay encrypted traffic.
     public var rendezvousNodes: [String] = []
+    /// STUN and TURN servers call media may use to find a path through NATs (a TURN server
+    /// relays media when no direct path works). Rendezvous nodes also answer STUN Binding
+    /// requests, so they serve as STUN servers too without being listed here. Empty by default:
+    /// media then only takes host and rendezvous-learned addresses.
+    public var iceServers: [RevueICEServer] = []
     /// Timers of the friend connection and of requests.
     public var timeouts = RevueTimeouts()
     /// For test labs where a rendezvous node on a public address serves peers on private

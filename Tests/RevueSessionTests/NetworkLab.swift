@@ -1,0 +1,594 @@
+// A network lab on one machine, built from Linux network namespaces, veth links and nftables:
+// an "internet" namespace holding a rendezvous node and a coturn TURN server, and two homes, each
+// behind its own NAT namespace (or both on one LAN). Root only (ip netns, nft, turnserver).
+//
+// Topology (IPv4; every name below is a namespace, `<p>` the lab's prefix):
+//
+//   <p>h1 10.0.1.2 ── eth0|lan 10.0.1.1 <p>n1 192.0.2.2 wan ── w1 192.0.2.1 ┐
+//                                                                          <p>i  lo 203.0.113.1
+//   <p>h2 10.0.2.2 ── eth0|lan 10.0.2.1 <p>n2 198.51.100.2 wan ── w2 198.51.100.1 ┘  (rendezvous :33400,
+//                                                                              coturn :3478, relays 49160-49200)
+//
+// - NAT `.cone`: `masquerade` on the NAT's wan. Linux keeps the source port when it can and
+//   reuses the mapping for every destination (endpoint-independent mapping); an inbound packet
+//   is only let in when it answers a conntrack entry, i.e. comes from an address and port the
+//   home sent to (endpoint-dependent filtering): a port-restricted cone in effect.
+// - NAT `.symmetric`: `masquerade random`: each new destination gets its own randomly chosen
+//   source port (a conntrack entry per flow), which is what makes it symmetric. `probeMapping`
+//   checks this on the running lab; `NetworkLabScenarioTests` records the result.
+// - NAT `.none`: the NAT namespace only routes; the home's LAN is then 198.18.<n>.0/24 (routed,
+//   not private space), so the home's addresses are seen as they are.
+// - `sameLAN`: home 2 sits on home 1's LAN (10.0.1.3), behind home 1's NAT. The LAN is a set of
+//   macvlans in bridge mode on one veth in <p>n1 (this kernel lets no bridge or dummy device be
+//   made in a namespace; macvlan works).
+// - `ipv6Only`: homes and their links get only IPv6, routed without NAT: home n has
+//   2001:db8:<n>::2/64, NAT n's wan 2001:db8:a<n>::2/64, the services 2001:db8:ff::1.
+// - `udpBlocked` homes: the NAT's forward chain drops all UDP to the internet and all TCP but
+//   to coturn's port; `signallingHole` keeps UDP to the rendezvous node's port open (the session
+//   layer's friend connection is UDP only, so without it no call can be set up at all).
+// - `killDirectPath()`: the internet's forward chain drops UDP between the two homes' public
+//   addresses; the rendezvous node and coturn stay reachable.
+//
+// Observations: `relayBytes()` (nft counters in the internet namespace on coturn's relay port
+// range, both directions), `turnClientTraffic()` (counters on coturn's UDP and TCP listening
+// port), `turnAllocations()` (coturn's log lines for successful allocations), and
+// `directPathDrops()` (packets `killDirectPath()` dropped).
+import Foundation
+import MediaCore
+import Synchronization
+import Testing
+@testable import RevueSession
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A process the lab started inside a namespace, its output lines collected by a reader thread.
+/// Thread rule: any thread (lines behind a lock). Cost: one reader thread per process.
+final class LabProcess: @unchecked Sendable {
+    let process = Process()
+    private let lines = LineBuffer()
+
+    /// Runs `executable` with `arguments` inside network namespace `namespace`; stdout and stderr
+    /// both go to `output`.
+    init(namespace: String, _ executable: String, _ arguments: [String], cwd: String? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+        process.arguments = ["netns", "exec", namespace, executable] + arguments
+        if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let handle = pipe.fileHandleForReading
+        let buffer = lines
+        Thread.detachNewThread {
+            var pending = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { buffer.closed.store(true, ordering: .releasing); break }
+                pending += chunk
+                while let nl = pending.firstIndex(of: 0x0A) {
+                    let line = String(decoding: pending[pending.startIndex..<nl], as: UTF8.self)
+                    pending = Data(pending[(nl + 1)...])
+                    buffer.lines.withLock { $0.append(line) }
+                }
+            }
+        }
+    }
+
+    /// Every output line so far.
+    var output: [String] { lines.lines.withLock { $0 } }
+
+    /// Waits until a line contains `text`; false after `timeout` seconds or when the process ended.
+    func waitForLine(containing text: String, timeout: Double) async -> Bool {
+        let deadline = monotonicNow() + timeout
+        while monotonicNow() < deadline {
+            if output.contains(where: { $0.contains(text) }) { return true }
+            if !process.isRunning { return output.contains(where: { $0.contains(text) }) }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    /// SIGTERM, then SIGKILL after 2 s; waits for the exit.
+    func stop() {
+        guard process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGTERM)
+        let deadline = monotonicNow() + 2
+        while process.isRunning && monotonicNow() < deadline { usleep(10_000) }
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
+
+/// A lab failed to build: the command that failed and what it printed.
+struct NetworkLabError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// The lab: namespaces, links, NAT rules, the rendezvous node and coturn. Built by `init`,
+/// removed by `teardown()` (also safe after a failed `init`, which tears down itself).
+/// Thread rule: one test drives it. Cost: about a dozen `ip`/`nft` commands to build, a second
+/// for coturn to start.
+final class NetworkLab: @unchecked Sendable {
+    /// How a home reaches the internet.
+    enum NAT: String, Sendable {
+        /// Routed, no translation (the home's LAN is 198.18.<n>.0/24).
+        case none
+        /// `masquerade`: a port-restricted cone with port preservation.
+        case cone
+        /// `masquerade random`: a new public port per destination.
+        case symmetric
+    }
+
+    /// What to build.
+    struct Options: Sendable {
+        /// Home 1's NAT.
+        var home1: NAT = .cone
+        /// Home 2's NAT (ignored with `sameLAN`).
+        var home2: NAT = .cone
+        /// Home 2 on home 1's LAN, behind home 1's NAT.
+        var sameLAN = false
+        /// Homes (1, 2) whose NAT lets no UDP out and TCP only to coturn's port.
+        var udpBlocked: Set<Int> = []
+        /// With `udpBlocked`: UDP to the rendezvous node's port stays open.
+        var signallingHole = true
+        /// Homes and their links get only IPv6 (routed, no NAT).
+        var ipv6Only = false
+        /// Start a rendezvous node in the internet namespace.
+        var rendezvous = true
+        /// Start coturn in the internet namespace.
+        var turn = true
+    }
+
+    static let rendezvousPort: UInt16 = 33_400
+    static let turnPort: UInt16 = 3478
+    static let relayPorts: ClosedRange<UInt16> = 49_160...49_200
+    static let turnUser = "lab", turnPassword = "labpass", turnRealm = "revue.lab"
+
+    let options: Options
+    /// The namespace name prefix (unique per process and lab).
+    let prefix: String
+    /// A directory for coturn's files and the peers' data directories.
+    let directory: String
+    private(set) var rendezvous: NodeProcess?
+    private(set) var coturn: LabProcess?
+    private var torn = false
+    private static let serial = Atomic<Int>(0)
+
+    /// The internet namespace (rendezvous node, coturn, routing between the NATs).
+    var internet: String { prefix + "i" }
+    /// Home `n`'s namespace (1 or 2).
+    func home(_ n: Int) -> String { prefix + "h\(n)" }
+    /// The namespace of home `n`'s NAT (with `sameLAN`, both homes are behind NAT 1).
+    func nat(_ n: Int) -> String { prefix + "n\(options.sameLAN ? 1 : n)" }
+    private var namespaces: [String] {
+        [internet, prefix + "n1", home(1), home(2)] + (options.sameLAN ? [] : [prefix + "n2"])
+    }
+
+    /// The services' address (rendezvous node and coturn), IPv6 with `ipv6Only`.
+    var serviceHost: String { options.ipv6Only ? "2001:db8:ff::1" : "203.0.113.1" }
+    /// `host:port` of `port` on the services' address (brackets for IPv6).
+    func serviceEndpoint(_ port: UInt16) -> String { options.ipv6Only ? "[\(serviceHost)]:\(port)" : "\(serviceHost):\(port)" }
+    /// The rendezvous node as peers name it.
+    var rendezvousEndpoint: String { serviceEndpoint(Self.rendezvousPort) }
+    /// `--stun` value: coturn answers Binding requests.
+    var stunArgument: String { serviceEndpoint(Self.turnPort) }
+    /// `--turn` value for coturn's static user.
+    func turnArgument(tcp: Bool = false) -> String {
+        "\(Self.turnUser):\(Self.turnPassword)@\(serviceEndpoint(Self.turnPort))" + (tcp ? "?transport=tcp" : "")
+    }
+
+    private func natKind(_ n: Int) -> NAT { n == 1 || options.sameLAN ? options.home1 : options.home2 }
+    /// Home `n`'s LAN prefix (`a.b.c`), private behind a NAT, routed space without one.
+    private func lanPrefix(_ n: Int) -> String {
+        let site = options.sameLAN ? 1 : n
+        return natKind(n) == .none ? "198.18.\(site)" : "10.0.\(site)"
+    }
+    /// Home `n`'s own address.
+    func homeAddress(_ n: Int) -> String {
+        if options.ipv6Only { return "2001:db8:\(options.sameLAN ? 1 : n)::\(options.sameLAN ? n + 1 : 2)" }
+        return "\(lanPrefix(n)).\(options.sameLAN ? n + 1 : 2)"
+    }
+    /// The address home `n`'s traffic has on the internet: its NAT's wan address, or its own
+    /// address when nothing translates it.
+    func publicAddress(_ n: Int) -> String {
+        if options.ipv6Only { return homeAddress(n) }
+        if natKind(n) == .none { return homeAddress(n) }
+        return wanAddress(options.sameLAN ? 1 : n)
+    }
+    private func wanAddress(_ site: Int) -> String { site == 1 ? "192.0.2.2" : "198.51.100.2" }
+    private func wanRouter(_ site: Int) -> String { site == 1 ? "192.0.2.1" : "198.51.100.1" }
+
+    /// Builds the lab, then starts what `options` asks for; on any failure everything built so
+    /// far is removed and the error names the failing step.
+    init(_ options: Options = Options()) async throws {
+        self.options = options
+        prefix = "rl\(getpid() % 100_000)x\(Self.serial.wrappingAdd(1, ordering: .relaxed).oldValue)"
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("revue-lab-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        do {
+            try run(topologyScript(), "topology")
+            try run(natScript(), "NAT rules")
+            try run(observationScript(), "counters")
+            if !options.udpBlocked.isEmpty { try run(udpBlockScript(), "UDP block") }
+            if options.turn { try await startCoturn() }
+            if options.rendezvous {
+                // Bound to the services' address: bound to 0.0.0.0 its answers would leave from
+                // the address of the link they go out on, which no NAT's conntrack expects.
+                let node = try NodeProcess(["--rendezvous", "--host", "203.0.113.1", "--port", "\(Self.rendezvousPort)"], namespace: internet)
+                rendezvous = node
+                guard await node.wait(timeout: 10, event("ready")) != nil else {
+                    throw NetworkLabError(description: "the rendezvous node in \(internet) did not report ready: \(node.events)")
+                }
+            }
+        } catch {
+            teardown()
+            throw error
+        }
+    }
+
+    deinit { teardown() }
+
+    /// Runs `script` with `sh -e`; throws with its output when it fails.
+    private func run(_ script: String, _ what: String) throws {
+        let r = shell("set -e\n" + script)
+        guard r.status == 0 else { throw NetworkLabError(description: "lab \(what) failed (\(r.status)): \(r.output)") }
+    }
+
+    // MARK: Building
+
+    private func topologyScript() -> String {
+        let i = internet, v6 = options.ipv6Only
+        var s = namespaces.map { "ip netns add \($0)\nip -n \($0) link set lo up" }.joined(separator: "\n") + "\n"
+        s += """
+        ip -n \(i) addr add 203.0.113.1/32 dev lo
+        ip -n \(i) addr add 2001:db8:ff::1/128 dev lo nodad
+        ip netns exec \(i) sysctl -qw net.ipv4.ip_forward=1
+        ip netns exec \(i) sysctl -qw net.ipv6.conf.all.forwarding=1
+
+        """
+        let sites = options.sameLAN ? [1] : [1, 2]
+        for site in sites {
+            let n = prefix + "n\(site)"
+            s += """
+            ip link add w\(site) netns \(i) type veth peer name wan netns \(n)
+            ip -n \(i) link set w\(site) up
+            ip -n \(n) link set wan up
+            ip netns exec \(n) sysctl -qw net.ipv4.ip_forward=1
+            ip netns exec \(n) sysctl -qw net.ipv6.conf.all.forwarding=1
+            ip -n \(i) addr add \(wanRouter(site))/24 dev w\(site)
+            ip -n \(n) addr add \(wanAddress(site))/24 dev wan
+            ip -n \(n) route add default via \(wanRouter(site))
+            ip -n \(i) addr add 2001:db8:a\(site)::1/64 dev w\(site) nodad
+            ip -n \(n) addr add 2001:db8:a\(site)::2/64 dev wan nodad
+            ip -n \(n) -6 route add default via 2001:db8:a\(site)::1
+            ip -n \(i) -6 route add 2001:db8:\(site)::/64 via 2001:db8:a\(site)::2
+
+            """
+            if natKind(site) == .none && !v6 {
+                s += "ip -n \(i) route add \(lanPrefix(site)).0/24 via \(wanAddress(site))\n"
+            }
+            // The LAN side: one veth to the home, or, when both homes share it, macvlans in
+            // bridge mode (one for the NAT, one per home) on a veth pair inside the NAT
+            // namespace: one Ethernet segment, multicast included.
+            let homes = options.sameLAN ? [1, 2] : [site]
+            if options.sameLAN {
+                s += """
+                ip -n \(n) link add seg type veth peer name segpeer
+                ip -n \(n) link set seg up
+                ip -n \(n) link set segpeer up
+                ip -n \(n) link add lan link seg type macvlan mode bridge
+
+                """
+            }
+            for h in homes {
+                let hn = home(h)
+                if options.sameLAN {
+                    s += """
+                    ip -n \(n) link add m\(h) link seg type macvlan mode bridge
+                    ip -n \(n) link set m\(h) netns \(hn)
+                    ip -n \(hn) link set m\(h) name eth0
+
+                    """
+                } else {
+                    s += "ip link add lan netns \(n) type veth peer name eth0 netns \(hn)\n"
+                }
+                s += "ip -n \(hn) link set eth0 up\n"
+                if v6 {
+                    s += """
+                    ip -n \(hn) addr add \(homeAddress(h))/64 dev eth0 nodad
+                    ip -n \(hn) -6 route add default via 2001:db8:\(site)::1
+
+                    """
+                } else {
+                    s += """
+                    ip -n \(hn) addr add \(homeAddress(h))/24 dev eth0
+                    ip -n \(hn) route add default via \(lanPrefix(h)).1
+
+                    """
+                }
+            }
+            s += "ip -n \(n) link set lan up\n"
+            s += v6 ? "ip -n \(n) addr add 2001:db8:\(site)::1/64 dev lan nodad\n" : "ip -n \(n) addr add \(lanPrefix(site)).1/24 dev lan\n"
+        }
+        return s
+    }
+
+    private func natScript() -> String {
+        guard !options.ipv6Only else { return "true" }
+        var s = ""
+        for site in options.sameLAN ? [1] : [1, 2] {
+            let kind = natKind(site)
+            guard kind != .none else { continue }
+            let n = prefix + "n\(site)"
+            s += """
+            ip netns exec \(n) nft add table ip labnat
+            ip netns exec \(n) nft add chain ip labnat post '{ type nat hook postrouting priority srcnat; policy accept; }'
+            ip netns exec \(n) nft add rule ip labnat post oifname wan masquerade\(kind == .symmetric ? " random" : "")
+
+            """
+        }
+        return s.isEmpty ? "true" : s
+    }
+
+    /// Counters in the internet namespace: coturn's relay ports (both directions), its
+    /// listening port (UDP and TCP), and the direct-path drops of `killDirectPath()`.
+    private func observationScript() -> String {
+        let i = internet, r = "\(Self.relayPorts.lowerBound)-\(Self.relayPorts.upperBound)", t = Self.turnPort
+        return """
+        ip netns exec \(i) nft add table inet labobs
+        ip netns exec \(i) nft add chain inet labobs in '{ type filter hook input priority -10; policy accept; }'
+        ip netns exec \(i) nft add chain inet labobs out '{ type filter hook output priority -10; policy accept; }'
+        ip netns exec \(i) nft add chain inet labobs transit '{ type filter hook forward priority 0; policy accept; }'
+        ip netns exec \(i) nft add rule inet labobs in udp dport \(r) counter comment '"relay-in"'
+        ip netns exec \(i) nft add rule inet labobs out udp sport \(r) counter comment '"relay-out"'
+        ip netns exec \(i) nft add rule inet labobs in udp dport \(t) counter comment '"turn-udp"'
+        ip netns exec \(i) nft add rule inet labobs in tcp dport \(t) counter comment '"turn-tcp"'
+        """
+    }
+
+    private func udpBlockScript() -> String {
+        var s = ""
+        for h in options.udpBlocked.sorted() {
+            let n = nat(h)
+            let svc = options.ipv6Only ? "ip6 daddr \(serviceHost)" : "ip daddr \(serviceHost)"
+            s += """
+            ip netns exec \(n) nft add table inet labblock
+            ip netns exec \(n) nft add chain inet labblock transit '{ type filter hook forward priority 0; policy accept; }'
+
+            """
+            if options.signallingHole {
+                s += "ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan \(svc) udp dport \(Self.rendezvousPort) accept\n"
+            }
+            s += """
+            ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan meta l4proto udp counter drop comment '"udp-blocked"'
+            ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan \(svc) tcp dport \(Self.turnPort) accept
+            ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan meta l4proto tcp counter drop
+
+            """
+        }
+        return s
+    }
+
+    private func startCoturn() async throws {
+        let dir = directory + "/coturn"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let ips = options.ipv6Only ? ["203.0.113.1", "2001:db8:ff::1"] : ["203.0.113.1"]
+        let config = ips.map { "listening-ip=\($0)\nrelay-ip=\($0)" }.joined(separator: "\n") + """
+
+        listening-port=\(Self.turnPort)
+        min-port=\(Self.relayPorts.lowerBound)
+        max-port=\(Self.relayPorts.upperBound)
+        realm=\(Self.turnRealm)
+        lt-cred-mech
+        user=\(Self.turnUser):\(Self.turnPassword)
+        fingerprint
+        no-tls
+        no-dtls
+        no-cli
+        no-tcp-relay
+        no-multicast-peers
+        log-file=stdout
+        simple-log
+        pidfile=\(dir)/turnserver.pid
+        userdb=\(dir)/turndb
+
+        """
+        try config.write(toFile: dir + "/turnserver.conf", atomically: true, encoding: .utf8)
+        let p = try LabProcess(namespace: internet, "turnserver", ["-c", dir + "/turnserver.conf"], cwd: dir)
+        coturn = p
+        // coturn logs its listeners as it opens them; wait for the TCP one on our address.
+        guard await waitForTURNListening(timeout: 10) else {
+            throw NetworkLabError(description: "coturn did not start listening in \(internet): \(p.output.suffix(30).joined(separator: "\n"))")
+        }
+    }
+
+    /// True once something listens on coturn's TCP port in the internet namespace.
+    private func waitForTURNListening(timeout: Double) async -> Bool {
+        let deadline = monotonicNow() + timeout
+        while monotonicNow() < deadline {
+            let r = shell("ip netns exec \(internet) ss -Htln 'sport = :\(Self.turnPort)'; ip netns exec \(internet) ss -Huln 'sport = :\(Self.turnPort)'")
+            if r.output.split(separator: "\n").count >= 2 { return true }
+            if coturn?.process.isRunning == false { return false }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    // MARK: Actions
+
+    /// Drops UDP between the two homes' public addresses in the internet's forward chain (the
+    /// relay and the rendezvous node stay reachable). No effect on `sameLAN` homes.
+    func killDirectPath() throws {
+        let a = publicAddress(1), b = publicAddress(2)
+        let family = options.ipv6Only ? "ip6" : "ip"
+        try run("""
+        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter drop comment '"direct-cut"'
+        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter drop comment '"direct-cut"'
+        """, "kill direct path")
+    }
+
+    /// Cuts home `n`'s link: its namespace drops everything in and out on `eth0`.
+    func cutLink(home n: Int) throws {
+        let h = home(n)
+        try run("""
+        ip netns exec \(h) nft add table inet labcut
+        ip netns exec \(h) nft add chain inet labcut in '{ type filter hook input priority 0; policy accept; }'
+        ip netns exec \(h) nft add chain inet labcut out '{ type filter hook output priority 0; policy accept; }'
+        ip netns exec \(h) nft add rule inet labcut in iifname eth0 drop
+        ip netns exec \(h) nft add rule inet labcut out oifname eth0 drop
+        """, "cut link")
+    }
+
+    /// Undoes `cutLink(home:)`.
+    func restoreLink(home n: Int) throws {
+        try run("ip netns exec \(home(n)) nft delete table inet labcut", "restore link")
+    }
+
+    // MARK: Observations
+
+    /// Per rule comment, the packets and bytes its counter saw, from `nft -j` in `namespace`.
+    func counters(in namespace: String, table: String) -> [String: (packets: Int, bytes: Int)] {
+        let r = shell("ip netns exec \(namespace) nft -j list table inet \(table)")
+        guard r.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(r.output.utf8)) as? [String: Any],
+              let items = json["nftables"] as? [[String: Any]] else { return [:] }
+        var out: [String: (packets: Int, bytes: Int)] = [:]
+        for item in items {
+            guard let rule = item["rule"] as? [String: Any], let comment = rule["comment"] as? String,
+                  let exprs = rule["expr"] as? [[String: Any]] else { continue }
+            for e in exprs {
+                if let c = e["counter"] as? [String: Any] {
+                    let old = out[comment] ?? (0, 0)
+                    out[comment] = (old.packets + (c["packets"] as? Int ?? 0), old.bytes + (c["bytes"] as? Int ?? 0))
+                }
+            }
+        }
+        return out
+    }
+
+    /// Bytes through coturn's relay ports so far (peer side, both directions).
+    func relayBytes() -> Int {
+        let c = counters(in: internet, table: "labobs")
+        return (c["relay-in"]?.bytes ?? 0) + (c["relay-out"]?.bytes ?? 0)
+    }
+
+    /// Packets clients sent to coturn's listening port so far, over UDP and over TCP.
+    func turnClientTraffic() -> (udp: Int, tcp: Int) {
+        let c = counters(in: internet, table: "labobs")
+        return (c["turn-udp"]?.packets ?? 0, c["turn-tcp"]?.packets ?? 0)
+    }
+
+    /// Packets `killDirectPath()` dropped so far.
+    func directPathDrops() -> Int { counters(in: internet, table: "labobs")["direct-cut"]?.packets ?? 0 }
+
+    /// UDP packets home `n`'s NAT refused to let out (with `udpBlocked`).
+    func blockedUDP(home n: Int) -> Int { counters(in: nat(n), table: "labblock")["udp-blocked"]?.packets ?? 0 }
+
+    /// coturn's log lines for allocations it granted.
+    func turnAllocations() -> [String] {
+        (coturn?.output ?? []).filter { $0.contains("ALLOCATE processed, success") }
+    }
+
+    /// coturn's whole log so far (for diagnoses).
+    var turnLog: [String] { coturn?.output ?? [] }
+
+    // MARK: Probing the NATs
+
+    /// Runs `body` on a new thread that joined network namespace `namespace` (sockets made there
+    /// stay in it). Blocks the caller until `body` returns.
+    func inNamespace<T: Sendable>(_ namespace: String, _ body: @escaping @Sendable () throws -> T) throws -> T {
+        let outcome = LabOutcome<T>()
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            defer { done.signal() }
+            let fd = open("/run/netns/\(namespace)", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                outcome.result = .failure(NetworkLabError(description: "open /run/netns/\(namespace): errno \(errno)"))
+                return
+            }
+            defer { close(fd) }
+            guard labSetns(fd, 0x4000_0000 /* CLONE_NEWNET */) == 0 else {
+                outcome.result = .failure(NetworkLabError(description: "setns \(namespace): errno \(errno)"))
+                return
+            }
+            outcome.result = Result { try body() }
+        }
+        thread.start()
+        done.wait()
+        return try outcome.result!.get()
+    }
+
+    /// Sends from one UDP socket in home `n` to `destinations` distinct ports on the services'
+    /// address and returns the source each one saw: the NAT's mapping per destination. Also
+    /// reports whether a packet from a port the home never sent to got in (filtering).
+    func probeMapping(home n: Int, destinations: Int = 3) throws -> (mapped: [SocketAddress], unsolicitedArrived: Bool) {
+        let family: SocketAddress.Family = options.ipv6Only ? .ipv6 : .ipv4
+        let any: SocketAddress = family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0)
+        let service = serviceHost
+        let receivers = try inNamespace(internet) {
+            try (0...destinations).map { _ in try UDPSocket(bindingTo: SocketAddress(host: service, port: 0)) }
+        }
+        let sender = try inNamespace(home(n)) { try UDPSocket(bindingTo: any) }
+        defer { sender.close(); receivers.forEach { $0.close() } }
+        var mapped: [SocketAddress] = []
+        var buffer = [UInt8](repeating: 0, count: 64)
+        for r in receivers.dropLast() {
+            let to = try r.localAddress()
+            var seen: SocketAddress?
+            for _ in 0..<5 where seen == nil {
+                _ = try [UInt8]("probe".utf8).withUnsafeBytes { try sender.send($0, to: to) }
+                if try r.waitUntilReadable(timeoutMilliseconds: 200) {
+                    seen = try buffer.withUnsafeMutableBytes { try r.receive(into: $0).source }
+                }
+            }
+            guard let seen else { throw NetworkLabError(description: "probe to \(to) from \(home(n)) never arrived") }
+            mapped.append(seen)
+        }
+        // The last receiver never heard from the home: does the NAT let its packet in?
+        let stranger = receivers.last!
+        for m in Set(mapped) { _ = try [UInt8]("unsolicited".utf8).withUnsafeBytes { try stranger.send($0, to: m) } }
+        let arrived = try sender.waitUntilReadable(timeoutMilliseconds: 300)
+        return (mapped, arrived)
+    }
+
+    // MARK: Peers
+
+    /// Starts a revue-node peer in home `n` with its data under the lab's directory, registered
+    /// with the lab's rendezvous node, plus `arguments`.
+    func peer(home n: Int, name: String, _ arguments: [String] = []) throws -> NodeProcess {
+        try NodeProcess(["--data", directory + "/" + name, "--name", name, "--rendezvous", rendezvousEndpoint] + arguments, namespace: home(n))
+    }
+
+    // MARK: Teardown
+
+    /// Stops coturn and the rendezvous node, deletes every namespace (and with them links and
+    /// rules) and the lab's directory. Idempotent. Peers the test started must be killed first
+    /// (a namespace with a live process lingers until it exits).
+    func teardown() {
+        guard !torn else { return }
+        torn = true
+        coturn?.stop()
+        rendezvous?.kill()
+        shell(namespaces.map { "ip netns del \($0) 2>/dev/null" }.joined(separator: "; ") + "; true")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// What a body run on another thread gave: set by that thread before it signals, read after.
+private final class LabOutcome<T>: @unchecked Sendable {
+    var result: Result<T, any Error>?
+}
+
+/// setns(2): moves the calling thread into the namespace `fd` refers to.
+@_silgen_name("setns")
+private func labSetns(_ fd: Int32, _ nstype: Int32) -> Int32
+
+/// True when this process may build labs: root, with ip, nft and a built revue-node.
+let networkLabAvailable = getuid() == 0 && NodeProcess.binary != nil
+    && FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft") && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
+
+/// True when coturn's `turnserver` is installed as well.
+let networkLabHasTURN = networkLabAvailable && ["/usr/bin/turnserver", "/usr/local/bin/turnserver"].contains {
+    FileManager.default.isExecutableFile(atPath: $0)
+}

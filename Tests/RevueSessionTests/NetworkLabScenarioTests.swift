@@ -1,0 +1,376 @@
+import Foundation
+import MediaCore
+import Testing
+@testable import RevueSession
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two revue-node peers in a `NetworkLab`, a in home 1 and b in home 2, registered with the lab's
+/// rendezvous node and given its coturn as `--stun` and `--turn`: made friends, then put in a
+/// call where both feed a tone and the test video. What the scenarios drive and judge.
+final class LabCall: @unchecked Sendable {
+    let lab: NetworkLab
+    let a: NodeProcess, b: NodeProcess
+    private(set) var aId = "", bId = ""
+    /// Seconds from b's `accept` until a saw b online.
+    private(set) var onlineAfter = Double.infinity
+    private var serial = 0
+
+    /// Starts both peers with `arguments` (each also gets `--video-size 160x120`).
+    init(_ lab: NetworkLab, arguments: [String]) throws {
+        self.lab = lab
+        let common = ["--video-size", "160x120"] + arguments
+        a = try lab.peer(home: 1, name: "a", common)
+        do { b = try lab.peer(home: 2, name: "b", common) } catch { a.kill(); throw error }
+    }
+
+    /// The usual flags: the lab's coturn as STUN and TURN server (TURN over TCP when `tcp`).
+    static func iceArguments(_ lab: NetworkLab, tcp: Bool = false) -> [String] {
+        ["--stun", lab.stunArgument, "--turn", lab.turnArgument(tcp: tcp)]
+    }
+
+    /// Both report ready; a sends a friend request, b accepts, and a sees b online.
+    func befriend(onlineTimeout: Double = 20) async throws {
+        guard let ar = await a.wait(timeout: 10, event("ready")), let br = await b.wait(timeout: 10, event("ready")) else {
+            throw NodeProcessError(message: "a peer did not start: a \(a.events), b \(b.events)")
+        }
+        aId = ar["revueId"] as! String
+        bId = br["revueId"] as! String
+        a.send(["cmd": "add-friend", "address": br["address"] as! String, "message": "lab"])
+        guard await b.wait(timeout: 20, event("didReceiveFriendRequest", ["friendId": aId])) != nil else {
+            let ca = await call(a, ["cmd": "counters"]) ?? [:], cb = await call(b, ["cmd": "counters"]) ?? [:]
+            throw NodeProcessError(message: "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\na counters \(ca)\nb counters \(cb)\n\(diagnosis())")
+        }
+        let accepted = monotonicNow()
+        b.send(["cmd": "accept", "friendId": aId])
+        guard await a.wait(timeout: onlineTimeout, { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == self.bId && $0["isOnline"] as? Bool == true }) != nil else {
+            throw NodeProcessError(message: "a never saw b online\n\(diagnosis())")
+        }
+        onlineAfter = monotonicNow() - accepted
+    }
+
+    /// a invites b, b accepts; both see the other connected with both its tracks subscribed.
+    func startCall() async throws {
+        a.send(["cmd": "invite", "friendId": bId, "message": "lab call"])
+        guard await b.wait(timeout: 20, event("didReceiveInvitation", ["friendId": aId])) != nil else {
+            throw NodeProcessError(message: "no invitation at b\n\(diagnosis())")
+        }
+        b.send(["cmd": "accept-call", "friendId": aId])
+        for (p, other) in [(a, bId), (b, aId)] {
+            guard await p.wait(timeout: 20, event("participantDidConnect", ["friendId": other])) != nil,
+                  await p.wait(timeout: 20, nth: 2, { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == other }) != nil else {
+                throw NodeProcessError(message: "the call did not connect with both tracks\n\(diagnosis())")
+            }
+        }
+    }
+
+    /// Sends `command` with a fresh id to `p`; its `ok` reply (nil on error or timeout).
+    func call(_ p: NodeProcess, _ command: [String: Any], timeout: Double = 10) async -> [String: Any]? {
+        serial += 1
+        let tag = "c\(serial)"
+        p.send(command.merging(["id": tag]) { $1 })
+        let reply = await p.wait(timeout: timeout) { ($0["event"] as? String == "ok" || $0["event"] as? String == "error") && $0["id"] as? String == tag }
+        return reply?["event"] as? String == "ok" ? reply : nil
+    }
+
+    /// `p`'s media-stats entry for participant `id` (frames, samples, loud samples, path).
+    func stats(_ p: NodeProcess, about id: String) async -> [String: Any]? {
+        let reply = await call(p, ["cmd": "media-stats"])
+        return (reply?["participants"] as? [[String: Any]])?.first { $0["friendId"] as? String == id }
+    }
+
+    /// Decoded video frames and loud samples `p` has from `id` (-1 when media-stats failed).
+    func received(_ p: NodeProcess, from id: String) async -> (frames: Int, loud: Int) {
+        guard let s = await stats(p, about: id) else { return (-1, -1) }
+        return (s["videoFrames"] as? Int ?? -1, s["loudSamples"] as? Int ?? -1)
+    }
+
+    /// Starts a feed of `seconds` on `p`; returns the tag its final `ok` carries.
+    func startFeed(_ p: NodeProcess, seconds: Double, tone: Int) -> String {
+        serial += 1
+        let tag = "feed\(serial)"
+        p.send(["cmd": "feed", "seconds": seconds, "tone": tone, "id": tag])
+        return tag
+    }
+
+    /// Waits for the feed tagged `tag` on `p` to end: frames and samples fed.
+    func feedDone(_ p: NodeProcess, _ tag: String, timeout: Double) async -> (frames: Int, samples: Int) {
+        let done = await p.wait(timeout: timeout) { $0["event"] as? String == "ok" && $0["id"] as? String == tag }
+        return (done?["videoFramesFed"] as? Int ?? -1, done?["audioSamplesFed"] as? Int ?? -1)
+    }
+
+    /// Both feed for `seconds` at once; then each must have decoded >= 95 % of the other's fed
+    /// frames and heard its tone (loud samples for at least half the fed time). The failures,
+    /// empty when media went both ways.
+    func mediaBothWays(seconds: Double = 5) async -> [String] {
+        let a0 = await received(a, from: bId), b0 = await received(b, from: aId)
+        let ta = startFeed(a, seconds: seconds, tone: 440), tb = startFeed(b, seconds: seconds, tone: 660)
+        let fa = await feedDone(a, ta, timeout: seconds + 30), fb = await feedDone(b, tb, timeout: seconds + 30)
+        try? await Task.sleep(for: .milliseconds(1000))  // the last frames through the jitter buffers
+        let a1 = await received(a, from: bId), b1 = await received(b, from: aId)
+        var failures: [String] = []
+        for (who, fed, before, after) in [("a from b", fb, a0, a1), ("b from a", fa, b0, b1)] {
+            let frames = after.frames - before.frames, loud = after.loud - before.loud
+            let needFrames = Int((Double(fed.frames) * 0.95).rounded(.up))
+            if fed.frames <= 0 || before.frames < 0 || after.frames < 0 || frames < needFrames || loud < fed.samples / 2 {
+                failures.append("\(who): \(frames) of \(fed.frames) frames decoded (need \(needFrames)), \(loud) loud of \(fed.samples) samples")
+            }
+        }
+        return failures
+    }
+
+    /// What the peers and the lab report: each side's last friend paths, its media-stats entry
+    /// (with the call leg's `path`), coturn's relay bytes, client traffic and allocations, and
+    /// the lab's drop counters.
+    func diagnosis() -> String {
+        func lastPaths(_ p: NodeProcess, _ id: String) -> String {
+            let e = p.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == id }
+            return e.map { "online \($0["isOnline"] ?? "?") paths \($0["paths"] ?? "?")" } ?? "no didUpdatePaths"
+        }
+        func lastStats(_ p: NodeProcess, _ id: String) -> String {
+            let e = p.events.last { $0["event"] as? String == "ok" && $0["cmd"] as? String == "media-stats" }
+            let entry = (e?["participants"] as? [[String: Any]])?.first { $0["friendId"] as? String == id }
+            return entry.map { "\($0)" } ?? "no media-stats"
+        }
+        let turn = lab.turnClientTraffic()
+        var lines = [
+            "a (\(lab.homeAddress(1)), public \(lab.publicAddress(1))): friend b \(lastPaths(a, bId)); media-stats \(lastStats(a, bId))",
+            "b (\(lab.homeAddress(2)), public \(lab.publicAddress(2))): friend a \(lastPaths(b, aId)); media-stats \(lastStats(b, aId))",
+            "coturn: \(lab.relayBytes()) relay bytes, \(turn.udp) UDP / \(turn.tcp) TCP packets from clients, \(lab.turnAllocations().count) allocations",
+            "direct-path drops \(lab.directPathDrops())",
+        ]
+        for h in lab.options.udpBlocked.sorted() { lines.append("home \(h) NAT dropped \(lab.blockedUDP(home: h)) UDP packets") }
+        let ended = (a.events + b.events).filter {
+            ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError", "didFailToPublishTrack"].contains($0["event"] as? String ?? "")
+        }
+        if !ended.isEmpty { lines.append("call events: \(ended)") }
+        if let cause = likelyCause() { lines.append("likely cause: " + cause) }
+        return lines.joined(separator: "\n")
+    }
+
+    /// What the observations point at when media did not flow; nil when nothing stands out.
+    func likelyCause() -> String? {
+        func kinds(_ p: NodeProcess, _ id: String) -> [String] {
+            let e = p.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == id }
+            return (e?["paths"] as? [[String: Any]])?.compactMap { $0["kind"] as? String } ?? []
+        }
+        let lastStats = (a.events + b.events).filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "media-stats" }
+        let pathReported = lastStats.contains { (($0["participants"] as? [[String: Any]]) ?? []).contains { $0["path"] is [String: Any] } }
+        var causes: [String] = []
+        let relayedOnly = [kinds(a, bId), kinds(b, aId)].allSatisfy { !$0.isEmpty && $0.allSatisfy { $0 == "relayed" } }
+        if relayedOnly && !pathReported {
+            causes.append("the friend connection is relayed through the rendezvous node only, and call media follows only a "
+                + "direct friend path (media-stats reports no ICE path: call legs do not run ICE yet), so media has no route")
+        }
+        if lab.options.turn && lab.turnAllocations().isEmpty {
+            causes.append("coturn granted no allocation: nothing used the --turn server")
+        }
+        return causes.isEmpty ? nil : causes.joined(separator: "; ")
+    }
+
+    /// The call leg's selected path as media-stats reports it (`path`), nil while unreported.
+    func mediaPath(_ p: NodeProcess, about id: String) async -> [String: Any]? {
+        await stats(p, about: id)?["path"] as? [String: Any]
+    }
+
+    /// Quits both peers (killing them if they do not exit).
+    func stop() {
+        a.quit()
+        b.quit()
+        a.kill()
+        b.kill()
+    }
+}
+
+/// Calls across the network lab's NATs. Each scenario prints what the peers and coturn report
+/// (friend paths, media-stats with the leg's path, relay bytes, allocations), so a failing one
+/// says which step broke. Until call media uses ICE, the scenarios whose peers have no direct
+/// path fail at the media check, with media-stats showing no decoded frames. Root only.
+@Suite(.serialized, .enabled(if: networkLabHasTURN, "needs root, ip, nft, coturn's turnserver and a built revue-node: the network lab scenarios are skipped"))
+struct NetworkLabScenarioTests {
+    /// Builds a lab, runs `body` with a call in it, always tears down (peers first).
+    func withCall(_ options: NetworkLab.Options, arguments: (NetworkLab) -> [String],
+                  _ body: (LabCall) async throws -> Void) async throws {
+        let lab = try await NetworkLab(options)
+        defer { lab.teardown() }
+        let call = try LabCall(lab, arguments: arguments(lab))
+        defer { call.stop() }
+        try await body(call)
+    }
+
+    /// The NAT kinds do what the lab says: cone keeps one public port for every destination,
+    /// symmetric takes a new one per destination, and neither lets in a packet from an address
+    /// and port the home never sent to.
+    @Test func natKindsMapAsDocumented() async throws {
+        let lab = try await NetworkLab(.init(home1: .cone, home2: .symmetric, rendezvous: false, turn: false))
+        defer { lab.teardown() }
+        let cone = try lab.probeMapping(home: 1)
+        let symmetric = try lab.probeMapping(home: 2)
+        print("lab NAT probe: cone home 1 mapped to \(cone.mapped.map(\.description)), unsolicited in: \(cone.unsolicitedArrived); "
+            + "symmetric home 2 mapped to \(symmetric.mapped.map(\.description)), unsolicited in: \(symmetric.unsolicitedArrived)")
+        #expect(cone.mapped.allSatisfy { $0.host == lab.publicAddress(1) })
+        #expect(Set(cone.mapped).count == 1, "cone: one mapping for every destination")
+        #expect(!cone.unsolicitedArrived, "cone: endpoint-dependent filtering")
+        #expect(symmetric.mapped.allSatisfy { $0.host == lab.publicAddress(2) })
+        #expect(Set(symmetric.mapped.map(\.port)).count == symmetric.mapped.count, "symmetric: a new port per destination")
+        #expect(!symmetric.unsolicitedArrived)
+    }
+
+    /// Both peers on one LAN (behind one NAT; LAN discovery on): b is online at a within 1 s of
+    /// accepting, media goes both ways, and the friend path is a LAN one.
+    @Test func sameLANCallsDirectly() async throws {
+        try await withCall(.init(home1: .cone, sameLAN: true), arguments: { ["--lan"] + LabCall.iceArguments($0) }) { call in
+            try await call.befriend()
+            print("same LAN: b online at a \(String(format: "%.2f", call.onlineAfter)) s after accepting")
+            #expect(call.onlineAfter <= 1.0, "online after \(call.onlineAfter) s\n\(call.diagnosis())")
+            try await call.startCall()
+            let failures = await call.mediaBothWays()
+            print("same LAN:\n\(call.diagnosis())")
+            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+            let kinds = (call.a.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == call.bId }?["paths"] as? [[String: Any]])?
+                .compactMap { $0["kind"] as? String } ?? []
+            #expect(kinds.first == "directLAN", "friend path \(kinds)")
+            if let path = await call.mediaPath(call.a, about: call.bId) {
+                #expect((path["local"] as? String)?.hasPrefix("host ") == true && (path["remote"] as? String)?.hasPrefix("host ") == true, "\(path)")
+            } else {
+                print("same LAN: media-stats reports no selected path yet (the call layer does not expose it)")
+            }
+            #expect(call.lab.relayBytes() == 0)
+        }
+    }
+
+    /// Both behind cone NATs: media both ways without coturn relaying a byte.
+    @Test func coneToConeCallsWithoutTheRelay() async throws {
+        try await withCall(.init(home1: .cone, home2: .cone), arguments: { LabCall.iceArguments($0) }) { call in
+            try await call.befriend()
+            try await call.startCall()
+            let failures = await call.mediaBothWays()
+            print("cone to cone:\n\(call.diagnosis())")
+            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+            #expect(call.lab.relayBytes() == 0, "\(call.diagnosis())")
+        }
+    }
+
+    /// One symmetric NAT and one cone: media both ways (a server-reflexive or peer-reflexive
+    /// pair, or the relay).
+    @Test func symmetricToConeCarriesMedia() async throws {
+        try await withCall(.init(home1: .symmetric, home2: .cone), arguments: { LabCall.iceArguments($0) }) { call in
+            try await call.befriend()
+            try await call.startCall()
+            let failures = await call.mediaBothWays()
+            print("symmetric to cone:\n\(call.diagnosis())")
+            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+        }
+    }
+
+    /// Both behind symmetric NATs: only the relay works; coturn granted allocations and relayed
+    /// the media.
+    @Test func symmetricToSymmetricRelaysThroughTURN() async throws {
+        try await withCall(.init(home1: .symmetric, home2: .symmetric), arguments: { LabCall.iceArguments($0) }) { call in
+            try await call.befriend()
+            try await call.startCall()
+            let failures = await call.mediaBothWays()
+            print("symmetric to symmetric:\n\(call.diagnosis())")
+            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+            #expect(!call.lab.turnAllocations().isEmpty, "no allocation in coturn's log\n\(call.diagnosis())")
+            #expect(call.lab.relayBytes() > 100_000, "\(call.diagnosis())")
+        }
+    }
+
+    /// Home 1 lets no UDP out (but to the rendezvous node, the friend connection's one way) and
+    /// TCP only to coturn: media both ways through TURN over TCP.
+    @Test func udpBlockedCallsThroughTURNOverTCP() async throws {
+        try await withCall(.init(home1: .cone, home2: .cone, udpBlocked: [1]), arguments: { LabCall.iceArguments($0, tcp: true) }) { call in
+            try await call.befriend()
+            try await call.startCall()
+            let failures = await call.mediaBothWays()
+            print("UDP blocked in home 1:\n\(call.diagnosis())")
+            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+            #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
+            #expect(call.lab.relayBytes() > 100_000, "\(call.diagnosis())")
+        }
+    }
+
+    /// Homes with IPv6 only, routed without NAT: media both ways. The session layer binds IPv4
+    /// only today (SessionSocket, `RevueConfiguration.bindHost`, rendezvous endpoints parsed as
+    /// IPv4), so the peers cannot even start; recorded as a known issue naming what failed, so
+    /// this test fails (the issue is not recorded) once IPv6 works.
+    @Test func ipv6OnlyCallsCarryMedia() async throws {
+        let lab = try await NetworkLab(.init(home1: .none, home2: .none, ipv6Only: true, rendezvous: false))
+        defer { lab.teardown() }
+        // The rendezvous node on the services' IPv6 address; its start-up is part of what IPv6 needs.
+        let node = try LabProcess(namespace: lab.internet, NodeProcess.binary!,
+                                  ["--rendezvous", "--host", lab.serviceHost, "--port", "\(NetworkLab.rendezvousPort)"])
+        defer { node.stop() }
+        let nodeReady = await node.waitForLine(containing: "\"ready\"", timeout: 5)
+        // A peer started the way the call needs it, stderr captured.
+        let probe = try LabProcess(namespace: lab.home(1), NodeProcess.binary!,
+                                   ["--data", lab.directory + "/v6probe", "--host", "::", "--rendezvous", lab.rendezvousEndpoint] + LabCall.iceArguments(lab))
+        let peerReady = await probe.waitForLine(containing: "\"ready\"", timeout: 5)
+        probe.stop()
+        let missing = (nodeReady ? [] : ["rendezvous node on [\(lab.serviceHost)]: \(node.output.joined(separator: " "))"])
+            + (peerReady ? [] : ["peer with --host :: and an IPv6 rendezvous node: \(probe.output.joined(separator: " "))"])
+        print("IPv6 only: \(missing.isEmpty ? "peers and rendezvous node start" : missing.joined(separator: "; "))")
+        await withKnownIssue("the session layer is IPv4-only (SessionSocket binds AF_INET; rendezvous endpoints and the wire format carry IPv4)") {
+            guard missing.isEmpty else {
+                Issue.record("cannot start over IPv6: \(missing.joined(separator: "; "))")
+                return
+            }
+            let call = try LabCall(lab, arguments: ["--host", "::"] + LabCall.iceArguments(lab))
+            defer { call.stop() }
+            try await call.befriend()
+            try await call.startCall()
+            let failures = await call.mediaBothWays()
+            print("IPv6 only:\n\(call.diagnosis())")
+            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+        }
+    }
+
+    /// Cone to cone, then UDP between the two NATs is dropped mid-call: media fails over to the
+    /// relay with no gap over 2 s either way, and the call does not end.
+    @Test func directPathDeathFailsOverToTheRelay() async throws {
+        try await withCall(.init(home1: .cone, home2: .cone), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }) { call in
+            try await call.befriend()
+            try await call.startCall()
+            let seconds = 14.0, cutAt = 5.0
+            let ta = call.startFeed(call.a, seconds: seconds, tone: 440), tb = call.startFeed(call.b, seconds: seconds, tone: 660)
+            let start = monotonicNow()
+            var samples: [(t: Double, aFromB: Int, bFromA: Int)] = []
+            var cutTime: Double?
+            while monotonicNow() - start < seconds - 0.5 {
+                if cutTime == nil, monotonicNow() - start >= cutAt {
+                    try call.lab.killDirectPath()
+                    cutTime = monotonicNow() - start
+                }
+                let x = await call.received(call.a, from: call.bId), y = await call.received(call.b, from: call.aId)
+                samples.append((monotonicNow() - start, x.frames, y.frames))
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            _ = await call.feedDone(call.a, ta, timeout: 30)
+            _ = await call.feedDone(call.b, tb, timeout: 30)
+            /// The longest time after the cut (to the last sample) in which `pick` saw no new frame.
+            func longestGap(_ pick: ((t: Double, aFromB: Int, bFromA: Int)) -> Int) -> Double {
+                guard let cut = cutTime else { return .infinity }
+                var lastT = cut, lastN = samples.last { $0.t <= cut }.map(pick) ?? 0
+                var gap = 0.0
+                for s in samples where s.t > cut && pick(s) > lastN {
+                    gap = max(gap, s.t - lastT)
+                    lastT = s.t
+                    lastN = pick(s)
+                }
+                return max(gap, (samples.last?.t ?? cut) - lastT)
+            }
+            let gapAtA = longestGap { $0.aFromB }, gapAtB = longestGap { $0.bFromA }
+            print("direct path killed at \(cutTime.map { String(format: "%.1f", $0) } ?? "?") s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())")
+            let before = samples.last { $0.t <= (cutTime ?? 0) }
+            #expect((before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20, "media before the cut: \(String(describing: before))\n\(call.diagnosis())")
+            #expect(call.lab.directPathDrops() > 0, "the cut dropped nothing: the call was not on the direct path\n\(call.diagnosis())")
+            #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
+            let ended = (call.a.events + call.b.events).filter {
+                ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
+            }
+            #expect(ended.isEmpty, "the call ended: \(ended)")
+        }
+    }
+}
