@@ -258,13 +258,6 @@ package final class ICEAgent: @unchecked Sendable {
         return out
     }
 
-    /// Reads the socket on the agent's queue (before a receive pipeline takes it over, and in
-    /// tests): STUN/TURN datagrams to `handleDatagram`, the rest to `otherDatagram`.
-    package func startReading(otherDatagram: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)? = nil) {}
-
-    /// Stops `startReading`'s reader (the socket stays open).
-    package func stopReading() {}
-
     /// Stops checks and timers and releases TURN allocations. Idempotent.
     package func close() {
         onQueue {

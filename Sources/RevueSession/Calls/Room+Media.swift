@@ -242,7 +242,7 @@ extension Room {
         let id = p.identity
         // One side of each leg controls ICE (RFC 8445 §6.1.1): the one with the smaller ID.
         var ice = ICEAgentConfiguration(controlling: core.ownId < id)
-        ice.servers = core.rendezvousNodes.map { ICEServer(kind: .stun, address: $0) } + core.configuration.resolvedICEServers
+        ice.servers = core.configuration.resolvedICEServers
         let leg: MediaLeg
         do {
             leg = try MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate, ice: ice)
@@ -497,7 +497,3 @@ extension Room {
     }
 }
 
-// TEMPORARY until the configuration's ICE servers land.
-extension RevueConfiguration {
-    var resolvedICEServers: [ICEServer] { [] }
-}
