@@ -328,11 +328,11 @@ let printer = EventPrinter()
 
 /// The path media of the call leg with `friendId` takes now, for `media-stats`: the selected ICE
 /// pair as `{"local": "<type> <address>", "remote": "<type> <address>", "relayed": Bool}`.
-/// Always nil today: the call layer does not report a leg's selected pair yet. When it does,
-/// this is the one place to read it; `media-stats` already carries the `path` field (null).
+/// The call leg's ICE state for `media-stats`' `path` field: the selected pair (candidate types
+/// and addresses), the route media takes, our candidates and check counters; nil without a leg.
 @MainActor
 func callLegPath(_ room: Room, friendId: String) -> [String: Any]? {
-    nil
+    room.mediaPathDiagnostics(friendId)
 }
 
 @MainActor

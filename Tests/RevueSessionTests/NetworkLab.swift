@@ -12,7 +12,11 @@
 // - NAT `.cone`: `masquerade` on the NAT's wan. Linux keeps the source port when it can and
 //   reuses the mapping for every destination (endpoint-independent mapping); an inbound packet
 //   is only let in when it answers a conntrack entry, i.e. comes from an address and port the
-//   home sent to (endpoint-dependent filtering): a port-restricted cone in effect.
+//   home sent to (endpoint-dependent filtering): a port-restricted cone in effect. Like a home
+//   router, the NAT's firewall drops unsolicited inbound packets (`ct state new` on wan): without
+//   it, a peer's early hole-punching packet would leave a conntrack entry in the NAT for the
+//   NAT itself, and the home's own packet to that peer, a moment later, would then be mapped to
+//   another port.
 // - NAT `.symmetric`: `masquerade random`: each new destination gets its own randomly chosen
 //   source port (a conntrack entry per flow), which is what makes it symmetric. `probeMapping`
 //   checks this on the running lab; `NetworkLabScenarioTests` records the result.
@@ -326,6 +330,11 @@ final class NetworkLab: @unchecked Sendable {
             ip netns exec \(n) nft add table ip labnat
             ip netns exec \(n) nft add chain ip labnat post '{ type nat hook postrouting priority srcnat; policy accept; }'
             ip netns exec \(n) nft add rule ip labnat post oifname wan masquerade\(kind == .symmetric ? " random" : "")
+            ip netns exec \(n) nft add table inet labfw
+            ip netns exec \(n) nft add chain inet labfw in '{ type filter hook input priority filter; policy accept; }'
+            ip netns exec \(n) nft add chain inet labfw transit '{ type filter hook forward priority filter; policy accept; }'
+            ip netns exec \(n) nft add rule inet labfw in iifname wan ct state new counter drop
+            ip netns exec \(n) nft add rule inet labfw transit iifname wan ct state new counter drop
 
             """
         }

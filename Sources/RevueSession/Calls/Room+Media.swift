@@ -497,3 +497,33 @@ extension Room {
     }
 }
 
+
+extension Room {
+    /// A call leg's ICE state, for diagnostics (revue-node's `media-stats`): the selected pair's
+    /// candidate types and addresses, the route media takes, our gathered candidates, and the
+    /// agent's counters. nil without a leg to that participant. Main actor; cheap.
+    package func mediaPathDiagnostics(_ id: String) -> [String: Any]? {
+        guard let leg = legs[id] else { return nil }
+        var out: [String: Any] = [:]
+        if let pair = leg.agent.selectedPair {
+            out["local"] = pair.local.description
+            out["remote"] = pair.remote.description
+            out["localType"] = pair.local.type.rawValue
+            out["remoteType"] = pair.remote.type.rawValue
+        }
+        out["route"] = leg.sendPath.route?.description ?? NSNull()
+        out["relayed"] = leg.sendPath.route?.isRelayed ?? false
+        out["candidates"] = leg.agent.localCandidates.map(\.description)
+        let s = leg.agent.statistics
+        out["checksSent"] = s.checksSent
+        out["responsesReceived"] = s.responsesReceived
+        out["selectedPairChanges"] = s.selectedPairChanges
+        out["checksAnswered"] = s.checksAnswered
+        out["droppedRequests"] = s.droppedRequests
+        out["droppedResponses"] = s.droppedResponses
+        out["pairs"] = leg.agent.pairSnapshots.map { p in
+            "\(p.local) -> \(p.remote)" + (p.valid ? " valid" : "") + (p.failed ? " failed" : "") + (p.selected ? " selected" : "")
+        }
+        return out
+    }
+}
