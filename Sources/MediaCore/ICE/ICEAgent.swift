@@ -116,6 +116,9 @@ package final class ICEAgent: @unchecked Sendable {
     var selected: ICECandidatePair?
     /// Controlling side: the pair our latest USE-CANDIDATE check is for.
     var nominationTarget: ICECandidatePair?
+    /// Controlling side: the pair whose nominating check last succeeded (`selected` may run
+    /// ahead of it: media starts on the first valid pair, before nomination).
+    var nominated: ICECandidatePair?
     var nominationStartedAt: UInt64?
     var firstValidAt: UInt64 = 0
     var bucket: ICETokenBucket

@@ -134,6 +134,7 @@ extension ICEAgent {
         guard new != controlling else { return }
         controlling = new
         nominationTarget = nil
+        nominated = nil
         recomputePriorities()
         shared.withLock {
             $0.controlling = new
@@ -243,12 +244,21 @@ extension ICEAgent {
             channels[channelKey(r, validPair.remote.address)] = ch
         }
         if controlling {
-            if t.nominate, nominationTarget === pair || nominationTarget === validPair { select(validPair, now: now) }
+            if t.nominate, nominationTarget === pair || nominationTarget === validPair {
+                nominated = validPair
+                select(validPair, now: now)
+            } else if selected == nil {
+                // Media starts on the first working pair at once (as libwebrtc does); nomination
+                // follows and may move it to a better one.
+                select(validPair, now: now)
+            }
         } else {
             let nominatedAt = max(pair.peerNominatedAt, validPair.peerNominatedAt)
             if nominatedAt > 0 && (selected == nil || selected === validPair || nominatedAt >= selected!.peerNominatedAt) {
                 validPair.peerNominatedAt = nominatedAt
                 select(validPair, now: now)
+            } else if selected == nil {
+                select(validPair, now: now)  // provisional, until the controlling side nominates
             }
         }
         if !wasUsable { updateNomination(now: now) }
@@ -307,9 +317,9 @@ extension ICEAgent {
     func updateNomination(now: UInt64) {
         guard controlling, remoteUfrag != nil else { return }
         guard let best = pairs.filter({ isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
-        if let s = selected, isUsable(s, now: now), !best.isBetter(than: s) { return }
-        if best === selected { return }
-        if selected == nil {
+        if let s = nominated, isUsable(s, now: now), !best.isBetter(than: s) { return }
+        if best === nominated { return }
+        if nominated == nil {
             let pending = pairs.contains { !$0.valid && ($0.state == .waiting || $0.state == .inProgress) && $0.priority > best.priority }
             if pending && now &- firstValidAt < 200_000_000 { return }
         }
@@ -381,6 +391,7 @@ extension ICEAgent {
         if selected != nil, latest > 0, Double(now &- latest) / 1e9 > configuration.consentExpirySeconds {
             for p in pairs where p.valid { p.failedOver = true }
             nominationTarget = nil
+            nominated = nil
             deselect()
             return
         }
