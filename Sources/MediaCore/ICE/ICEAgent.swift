@@ -250,6 +250,14 @@ package final class ICEAgent: @unchecked Sendable {
 
     /// The candidate pairs now, for diagnostics and tests. Thread rule: any thread (waits for the
     /// agent's queue). Cost: one copy of the check list.
+    /// Each TURN allocation's counters (diagnostics). Thread rule: any thread (waits for the
+    /// agent's queue).
+    package var turnStatistics: [TURNClientStatistics] {
+        var out: [TURNClientStatistics] = []
+        onQueue { out = self.turns.map(\.statistics) }
+        return out
+    }
+
     package var pairSnapshots: [PairSnapshot] {
         var out: [PairSnapshot] = []
         onQueue {

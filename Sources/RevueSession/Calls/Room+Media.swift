@@ -521,6 +521,11 @@ extension Room {
         out["checksAnswered"] = s.checksAnswered
         out["droppedRequests"] = s.droppedRequests
         out["droppedResponses"] = s.droppedResponses
+        out["turn"] = leg.agent.turnStatistics.map { "\($0)" }
+        if let st = leg.pipeline?.statistics {
+            out["received"] = ["datagrams": st.datagrams, "rtp": st.rtp, "rtcp": st.rtcp, "other": st.other, "authFailures": st.authFailures]
+        }
+        out["sent"] = Int(leg.sendPath.packetCounts.sent)
         out["pairs"] = leg.agent.pairSnapshots.map { p in
             "\(p.local) -> \(p.remote)" + (p.valid ? " valid" : "") + (p.failed ? " failed" : "") + (p.selected ? " selected" : "")
         }
