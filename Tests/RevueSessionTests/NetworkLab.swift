@@ -389,8 +389,9 @@ final class NetworkLab: @unchecked Sendable {
         no-cli
         no-tcp-relay
         no-multicast-peers
-        log-file=stdout
+        log-file=\(dir)/turn.log
         simple-log
+        verbose
         pidfile=\(dir)/turnserver.pid
         userdb=\(dir)/turndb
 
@@ -487,11 +488,15 @@ final class NetworkLab: @unchecked Sendable {
 
     /// coturn's log lines for allocations it granted.
     func turnAllocations() -> [String] {
-        (coturn?.output ?? []).filter { $0.contains("ALLOCATE processed, success") }
+        turnLog.filter { $0.contains("ALLOCATE processed, success") }
     }
 
-    /// coturn's whole log so far (for diagnoses).
-    var turnLog: [String] { coturn?.output ?? [] }
+    /// coturn's whole log so far (its log file, written as it goes; what it printed before
+    /// opening the file comes from its output).
+    var turnLog: [String] {
+        let file = (try? String(contentsOfFile: directory + "/coturn/turn.log", encoding: .utf8)) ?? ""
+        return (coturn?.output ?? []) + file.split(separator: "\n").map(String.init)
+    }
 
     // MARK: Probing the NATs
 
@@ -520,9 +525,10 @@ final class NetworkLab: @unchecked Sendable {
     }
 
     /// Sends from one UDP socket in home `n` to `destinations` distinct ports on the services'
-    /// address and returns the source each one saw: the NAT's mapping per destination. Also
-    /// reports whether a packet from a port the home never sent to got in (filtering).
-    func probeMapping(home n: Int, destinations: Int = 3) throws -> (mapped: [SocketAddress], unsolicitedArrived: Bool) {
+    /// address and returns the socket's own address and the source each destination saw: the
+    /// NAT's mapping per destination. Also reports whether a packet from a port the home never
+    /// sent to got in (filtering).
+    func probeMapping(home n: Int, destinations: Int = 3) throws -> (local: SocketAddress, mapped: [SocketAddress], unsolicitedArrived: Bool) {
         let family: SocketAddress.Family = options.ipv6Only ? .ipv6 : .ipv4
         let any: SocketAddress = family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0)
         let service = serviceHost
@@ -549,7 +555,7 @@ final class NetworkLab: @unchecked Sendable {
         let stranger = receivers.last!
         for m in Set(mapped) { _ = try [UInt8]("unsolicited".utf8).withUnsafeBytes { try stranger.send($0, to: m) } }
         let arrived = try sender.waitUntilReadable(timeoutMilliseconds: 300)
-        return (mapped, arrived)
+        return (try sender.localAddress(), mapped, arrived)
     }
 
     // MARK: Peers

@@ -183,6 +183,151 @@ final class LabCall: @unchecked Sendable {
     }
 }
 
+/// The lab itself, checked with plain sockets (no revue-node): the NAT kinds behave as the lab
+/// documents, coturn allocates and relays and the lab's counters and log reading see it, and a
+/// UDP-blocked home reaches coturn over TCP only. Root only.
+@Suite(.serialized, .enabled(if: networkLabHasTURN, "needs root, ip, nft and coturn's turnserver: the network lab self-tests are skipped"))
+struct NetworkLabSelfTests {
+    /// The NAT kinds do what the lab says: cone keeps one public port (the home's own) for every
+    /// destination, symmetric takes a new one per destination, and neither lets in a packet from an address
+    /// and port the home never sent to.
+    @Test func natKindsMapAsDocumented() async throws {
+        let lab = try await NetworkLab(.init(home1: .cone, home2: .symmetric, rendezvous: false, turn: false))
+        defer { lab.teardown() }
+        let cone = try lab.probeMapping(home: 1)
+        let symmetric = try lab.probeMapping(home: 2)
+        print("lab NAT probe: cone home 1 port \(cone.local.port) mapped to \(cone.mapped.map(\.description)), unsolicited in: \(cone.unsolicitedArrived); "
+            + "symmetric home 2 port \(symmetric.local.port) mapped to \(symmetric.mapped.map(\.description)), unsolicited in: \(symmetric.unsolicitedArrived)")
+        #expect(cone.mapped.allSatisfy { $0.host == lab.publicAddress(1) })
+        #expect(Set(cone.mapped).count == 1, "cone: one mapping for every destination")
+        #expect(cone.mapped.first?.port == cone.local.port, "cone: Linux keeps the source port when it is free")
+        #expect(!cone.unsolicitedArrived, "cone: endpoint-dependent filtering")
+        #expect(symmetric.mapped.allSatisfy { $0.host == lab.publicAddress(2) })
+        #expect(Set(symmetric.mapped.map(\.port)).count == symmetric.mapped.count, "symmetric: a new port per destination")
+        #expect(!symmetric.unsolicitedArrived)
+    }
+
+    /// One STUN transaction from `socket` to `server`: the answer with the request's transaction
+    /// ID, retried every 200 ms for up to 3 s.
+    func transaction(_ socket: UDPSocket, _ request: STUNMessage, key: [UInt8]? = nil, to server: SocketAddress) throws -> STUNMessage? {
+        let bytes = request.encode(integrity: key, fingerprint: true)
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        for _ in 0..<15 {
+            _ = try bytes.withUnsafeBytes { try socket.send($0, to: server) }
+            guard try socket.waitUntilReadable(timeoutMilliseconds: 200) else { continue }
+            let n = try buffer.withUnsafeMutableBytes { try socket.receive(into: $0).count }
+            if let m = try? STUNMessage(parsing: Array(buffer[0..<n])), m.transactionID == request.transactionID { return m }
+        }
+        return nil
+    }
+
+    /// A client in home 1 allocates on coturn over UDP, a peer in home 2 (both behind cone NATs)
+    /// exchanges data with it through the relay: the allocation shows in coturn's log and the
+    /// bytes in the relay counters.
+    @Test func coturnRelaysBetweenTwoHomesAndTheLabSeesIt() async throws {
+        let lab = try await NetworkLab(.init(home1: .cone, home2: .cone, rendezvous: false))
+        defer { lab.teardown() }
+        let turn = try SocketAddress(host: lab.serviceHost, port: NetworkLab.turnPort)
+        let client = try lab.inNamespace(lab.home(1)) { try UDPSocket(bindingTo: .anyIPv4(port: 0)) }
+        let peer = try lab.inNamespace(lab.home(2)) { try UDPSocket(bindingTo: .anyIPv4(port: 0)) }
+        defer { client.close(); peer.close() }
+        #expect(lab.relayBytes() == 0 && lab.turnAllocations().isEmpty)
+
+        // The peer's public address, from a Binding request (the cone maps it the same way for
+        // every destination, the relay included).
+        let bound = try #require(try transaction(peer, STUNMessage(method: .binding, class: .request), to: turn), "no Binding answer from coturn")
+        let peerPublic = try #require(try bound.xorAddress(STUNMessage.AttributeType.xorMappedAddress))
+        #expect(peerPublic.host == lab.publicAddress(2))
+
+        // Allocate: 401 with realm and nonce, then the long-term credentials.
+        var allocate = STUNMessage(method: .allocate, class: .request)
+        allocate.appendUInt32(STUNMessage.AttributeType.requestedTransport, 17 << 24)
+        let challenge = try #require(try transaction(client, allocate, to: turn))
+        let realm = try #require(challenge.text(STUNMessage.AttributeType.realm)), nonce = try #require(challenge.text(STUNMessage.AttributeType.nonce))
+        let key = STUNMessage.longTermKey(username: NetworkLab.turnUser, realm: realm, password: NetworkLab.turnPassword)
+        func signed(_ method: STUNMessage.Method, _ fill: (inout STUNMessage) -> Void) -> STUNMessage {
+            var m = STUNMessage(method: method, class: .request)
+            fill(&m)
+            m.appendText(STUNMessage.AttributeType.username, NetworkLab.turnUser)
+            m.appendText(STUNMessage.AttributeType.realm, realm)
+            m.appendText(STUNMessage.AttributeType.nonce, nonce)
+            return m
+        }
+        let allocated = try #require(try transaction(client, signed(.allocate) { $0.appendUInt32(STUNMessage.AttributeType.requestedTransport, 17 << 24) }, key: key, to: turn))
+        #expect(allocated.messageClass == .successResponse, "\(String(describing: allocated.errorCode))\n\(lab.turnLog.suffix(20).joined(separator: "\n"))")
+        let relayed = try #require(try allocated.xorAddress(STUNMessage.AttributeType.xorRelayedAddress))
+        #expect(relayed.host == lab.serviceHost && NetworkLab.relayPorts.contains(relayed.port))
+        let permitted = try #require(try transaction(client, signed(.createPermission) { $0.appendXORAddress(STUNMessage.AttributeType.xorPeerAddress, peerPublic) }, key: key, to: turn))
+        #expect(permitted.messageClass == .successResponse)
+
+        // The peer opens its NAT toward the relay, then data goes both ways through it.
+        let hello = Array("through the lab's relay".utf8)
+        _ = try hello.withUnsafeBytes { try peer.send($0, to: relayed) }
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        #expect(try client.waitUntilReadable(timeoutMilliseconds: 3000), "the peer's datagram did not come through the relay")
+        let n = try buffer.withUnsafeMutableBytes { try client.receive(into: $0).count }
+        let data = try STUNMessage(parsing: Array(buffer[0..<n]))
+        #expect(data.method == .data && data.value(STUNMessage.AttributeType.data) == hello)
+        var send = STUNMessage(method: .send, class: .indication)
+        send.appendXORAddress(STUNMessage.AttributeType.xorPeerAddress, peerPublic)
+        send.attributes.append(.init(type: STUNMessage.AttributeType.data, value: Array("and back".utf8)))
+        _ = try send.encode(fingerprint: true).withUnsafeBytes { try client.send($0, to: turn) }
+        #expect(try peer.waitUntilReadable(timeoutMilliseconds: 3000), "the client's datagram did not reach the peer")
+        let got = try buffer.withUnsafeMutableBytes { try peer.receive(into: $0) }
+        #expect(Array(buffer[0..<got.count]) == Array("and back".utf8) && got.source == relayed)
+
+        try? await Task.sleep(for: .milliseconds(200))  // coturn writes its log line after answering
+        print("lab coturn: \(lab.relayBytes()) relay bytes, allocations logged: \(lab.turnAllocations())")
+        #expect(lab.relayBytes() >= 2 * hello.count)
+        #expect(lab.turnAllocations().count == 1, "\(lab.turnLog.suffix(30).joined(separator: "\n"))")
+        #expect(lab.turnClientTraffic().udp >= 4)
+    }
+
+    /// A UDP-blocked home: a Binding request over UDP to coturn is dropped by its NAT, the same
+    /// request over TCP to coturn's port is answered.
+    @Test func udpBlockedHomeReachesCoturnOverTCPOnly() async throws {
+        let lab = try await NetworkLab(.init(home1: .cone, home2: .cone, udpBlocked: [1], rendezvous: false))
+        defer { lab.teardown() }
+        let turn = try SocketAddress(host: lab.serviceHost, port: NetworkLab.turnPort)
+        let udp = try lab.inNamespace(lab.home(1)) { try UDPSocket(bindingTo: .anyIPv4(port: 0)) }
+        defer { udp.close() }
+        let binding = STUNMessage(method: .binding, class: .request)
+        _ = try binding.encode(fingerprint: true).withUnsafeBytes { try udp.send($0, to: turn) }
+        #expect(try !udp.waitUntilReadable(timeoutMilliseconds: 500), "a UDP answer came through the block")
+        #expect(lab.blockedUDP(home: 1) >= 1)
+
+        // Over TCP (RFC 8489 §6.2.2: STUN messages back to back on the stream).
+        let service = lab.serviceHost
+        let answer: [UInt8] = try lab.inNamespace(lab.home(1)) {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw NetworkLabError(description: "socket: errno \(errno)") }
+            defer { close(fd) }
+            var tv = timeval(tv_sec: 3, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = NetworkLab.turnPort.bigEndian
+            inet_pton(AF_INET, service, &sin.sin_addr)
+            let rc = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            guard rc == 0 else { throw NetworkLabError(description: "TCP connect to coturn: errno \(errno)") }
+            let request = binding.encode(fingerprint: true)
+            _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            var got: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 512)
+            while got.count < 20 || got.count < 20 + (Int(got[2]) << 8 | Int(got[3])) {
+                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                guard n > 0 else { break }
+                got += chunk[0..<n]
+            }
+            return got
+        }
+        let message = try STUNMessage(parsing: answer)
+        #expect(message.messageClass == .successResponse && message.transactionID == binding.transactionID)
+        #expect(try message.xorAddress(STUNMessage.AttributeType.xorMappedAddress)?.host == lab.publicAddress(1))
+        #expect(lab.turnClientTraffic().tcp >= 1)
+    }
+}
+
 /// Calls across the network lab's NATs. Each scenario prints what the peers and coturn report
 /// (friend paths, media-stats with the leg's path, relay bytes, allocations), so a failing one
 /// says which step broke. Until call media uses ICE, the scenarios whose peers have no direct
@@ -197,24 +342,6 @@ struct NetworkLabScenarioTests {
         let call = try LabCall(lab, arguments: arguments(lab))
         defer { call.stop() }
         try await body(call)
-    }
-
-    /// The NAT kinds do what the lab says: cone keeps one public port for every destination,
-    /// symmetric takes a new one per destination, and neither lets in a packet from an address
-    /// and port the home never sent to.
-    @Test func natKindsMapAsDocumented() async throws {
-        let lab = try await NetworkLab(.init(home1: .cone, home2: .symmetric, rendezvous: false, turn: false))
-        defer { lab.teardown() }
-        let cone = try lab.probeMapping(home: 1)
-        let symmetric = try lab.probeMapping(home: 2)
-        print("lab NAT probe: cone home 1 mapped to \(cone.mapped.map(\.description)), unsolicited in: \(cone.unsolicitedArrived); "
-            + "symmetric home 2 mapped to \(symmetric.mapped.map(\.description)), unsolicited in: \(symmetric.unsolicitedArrived)")
-        #expect(cone.mapped.allSatisfy { $0.host == lab.publicAddress(1) })
-        #expect(Set(cone.mapped).count == 1, "cone: one mapping for every destination")
-        #expect(!cone.unsolicitedArrived, "cone: endpoint-dependent filtering")
-        #expect(symmetric.mapped.allSatisfy { $0.host == lab.publicAddress(2) })
-        #expect(Set(symmetric.mapped.map(\.port)).count == symmetric.mapped.count, "symmetric: a new port per destination")
-        #expect(!symmetric.unsolicitedArrived)
     }
 
     /// Both peers on one LAN (behind one NAT; LAN discovery on): b is online at a within 1 s of
