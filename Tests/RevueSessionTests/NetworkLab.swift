@@ -240,7 +240,12 @@ final class NetworkLab: @unchecked Sendable {
 
     private func topologyScript() -> String {
         let i = internet, v6 = options.ipv6Only
-        var s = namespaces.map { "ip netns add \($0)\nip -n \($0) link set lo up" }.joined(separator: "\n") + "\n"
+        // No duplicate address detection: links come up ready (a tentative link-local address
+        // made the first IPv6 datagrams across the lab fail neighbour discovery).
+        var s = namespaces.map {
+            "ip netns add \($0)\nip -n \($0) link set lo up\n"
+                + "ip netns exec \($0) sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0"
+        }.joined(separator: "\n") + "\n"
         s += """
         ip -n \(i) addr add 203.0.113.1/32 dev lo
         ip -n \(i) addr add 2001:db8:ff::1/128 dev lo nodad

@@ -283,6 +283,27 @@ struct NetworkLabSelfTests {
         #expect(lab.turnClientTraffic().udp >= 4)
     }
 
+    /// The IPv6-only lab routes without NAT: home 1's datagram reaches home 2 with home 1's own
+    /// address as its source, and coturn (listening on the services' IPv6 address) reports that
+    /// same address in a Binding answer.
+    @Test func ipv6OnlyHomesAreRoutedWithoutTranslation() async throws {
+        let lab = try await NetworkLab(.init(home1: .none, home2: .none, ipv6Only: true, rendezvous: false))
+        defer { lab.teardown() }
+        let one = try lab.inNamespace(lab.home(1)) { try UDPSocket(bindingTo: .anyIPv6(port: 0)) }
+        let two = try lab.inNamespace(lab.home(2)) { try UDPSocket(bindingTo: .anyIPv6(port: 0)) }
+        defer { one.close(); two.close() }
+        let to = try SocketAddress(host: lab.homeAddress(2), port: try two.localAddress().port)
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        _ = try [UInt8]("v6".utf8).withUnsafeBytes { try one.send($0, to: to) }
+        #expect(try two.waitUntilReadable(timeoutMilliseconds: 2000), "home 1 cannot reach home 2 over IPv6")
+        let got = try buffer.withUnsafeMutableBytes { try two.receive(into: $0) }
+        let onePort = try one.localAddress().port
+        #expect(got.source?.host == lab.homeAddress(1) && got.source?.port == onePort)
+        let turn = try SocketAddress(host: lab.serviceHost, port: NetworkLab.turnPort)
+        let bound = try #require(try transaction(one, STUNMessage(method: .binding, class: .request), to: turn), "no Binding answer from coturn over IPv6")
+        #expect(try bound.xorAddress(STUNMessage.AttributeType.xorMappedAddress)?.host == lab.homeAddress(1))
+    }
+
     /// A UDP-blocked home: a Binding request over UDP to coturn is dropped by its NAT, the same
     /// request over TCP to coturn's port is answered.
     @Test func udpBlockedHomeReachesCoturnOverTCPOnly() async throws {
