@@ -15,7 +15,9 @@
 //   home sent to (endpoint-dependent filtering): a port-restricted cone in effect.
 // - NAT `.symmetric`: `masquerade random`: each new destination gets its own randomly chosen
 //   source port (a conntrack entry per flow), which is what makes it symmetric. `probeMapping`
-//   checks this on the running lab; `NetworkLabScenarioTests` records the result.
+//   checks it on the running lab (`NetworkLabSelfTests`): one socket sending to three ports was
+//   seen from three different public ports drawn from the whole range (9255, 21871, 54968 in
+//   one run), while behind `.cone` all three saw the socket's own port.
 // - NAT `.none`: the NAT namespace only routes; the home's LAN is then 198.18.<n>.0/24 (routed,
 //   not private space), so the home's addresses are seen as they are.
 // - `sameLAN`: home 2 sits on home 1's LAN (10.0.1.3), behind home 1's NAT. The LAN is a set of
