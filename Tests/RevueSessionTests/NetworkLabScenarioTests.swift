@@ -104,6 +104,11 @@ final class LabCall: @unchecked Sendable {
     /// frames and heard its tone (loud samples for at least half the fed time). The failures,
     /// empty when media went both ways.
     func mediaBothWays(seconds: Double = 5) async -> [String] {
+        // A short feed first, not judged: the encoders' first keyframes and the bitrate ramp
+        // (and, with ICE, the choice of a path) happen before the measured feed starts.
+        let wa = startFeed(a, seconds: 1, tone: 440), wb = startFeed(b, seconds: 1, tone: 660)
+        _ = await feedDone(a, wa, timeout: 30)
+        _ = await feedDone(b, wb, timeout: 30)
         let a0 = await received(a, from: bId), b0 = await received(b, from: aId)
         let ta = startFeed(a, seconds: seconds, tone: 440), tb = startFeed(b, seconds: seconds, tone: 660)
         let fa = await feedDone(a, ta, timeout: seconds + 30), fb = await feedDone(b, tb, timeout: seconds + 30)
@@ -157,6 +162,10 @@ final class LabCall: @unchecked Sendable {
         }
         let lastStats = (a.events + b.events).filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "media-stats" }
         let pathReported = lastStats.contains { (($0["participants"] as? [[String: Any]]) ?? []).contains { $0["path"] is [String: Any] } }
+        let frames = lastStats.compactMap { ($0["participants"] as? [[String: Any]])?.first?["videoFrames"] as? Int }
+        guard frames.contains(0) || frames.isEmpty else {
+            return "media flowed both ways; if too few frames were decoded, look at machine load (the encoders drop frames when starved)"
+        }
         var causes: [String] = []
         let relayedOnly = [kinds(a, bId), kinds(b, aId)].allSatisfy { !$0.isEmpty && $0.allSatisfy { $0 == "relayed" } }
         if relayedOnly && !pathReported {
