@@ -9,6 +9,12 @@
 //   <p>h2 10.0.2.2 ── eth0|lan 10.0.2.1 <p>n2 198.51.100.2 wan ── w2 198.51.100.1 ┘  (rendezvous :33400,
 //                                                                              coturn :3478, relays 49160-49200)
 //
+// - Both NAT kinds drop unsolicited datagrams to the NAT itself in its input chain (`ct state
+//   new`), as a home router's firewall does. Without it, a peer's first hole-punching datagram,
+//   arriving before the home has sent its own, leaves a conntrack entry in the NAT for that
+//   flow; the home's own datagram to the peer then clashes with it and masquerade gives it
+//   another port, so neither side's packets ever match (seen in this lab: 9 and 11 pings each
+//   way between two cone homes, none delivered). A dropped packet's entry is never confirmed.
 // - NAT `.cone`: `masquerade` on the NAT's wan. Linux keeps the source port when it can and
 //   reuses the mapping for every destination (endpoint-independent mapping); an inbound packet
 //   is only let in when it answers a conntrack entry, i.e. comes from an address and port the
@@ -33,8 +39,9 @@
 //
 // Observations: `relayBytes()` (nft counters in the internet namespace on coturn's relay port
 // range, both directions), `turnClientTraffic()` (counters on coturn's UDP and TCP listening
-// port), `turnAllocations()` (coturn's log lines for successful allocations), and
-// `directPathDrops()` (packets `killDirectPath()` dropped).
+// port), `turnAllocations()` (coturn's log lines for successful allocations), `directPackets()`
+// (UDP between the homes' public addresses, each way) and `directPathDrops()` (packets
+// `killDirectPath()` dropped).
 import Foundation
 import MediaCore
 import Synchronization
@@ -333,6 +340,9 @@ final class NetworkLab: @unchecked Sendable {
             ip netns exec \(n) nft add table ip labnat
             ip netns exec \(n) nft add chain ip labnat post '{ type nat hook postrouting priority srcnat; policy accept; }'
             ip netns exec \(n) nft add rule ip labnat post oifname wan masquerade\(kind == .symmetric ? " random" : "")
+            ip netns exec \(n) nft add table inet labfw
+            ip netns exec \(n) nft add chain inet labfw in '{ type filter hook input priority 0; policy accept; }'
+            ip netns exec \(n) nft add rule inet labfw in iifname wan ct state new counter drop comment '"unsolicited"'
 
             """
         }
@@ -352,7 +362,29 @@ final class NetworkLab: @unchecked Sendable {
         ip netns exec \(i) nft add rule inet labobs out udp sport \(r) counter comment '"relay-out"'
         ip netns exec \(i) nft add rule inet labobs in udp dport \(t) counter comment '"turn-udp"'
         ip netns exec \(i) nft add rule inet labobs in tcp dport \(t) counter comment '"turn-tcp"'
+        \(directCounterRules())
         """
+    }
+
+    /// Counters of UDP between the two homes' public addresses, each way (none on one LAN).
+    private func directCounterRules() -> String {
+        guard !options.sameLAN else { return "" }
+        let a = publicAddress(1), b = publicAddress(2), family = options.ipv6Only ? "ip6" : "ip"
+        var s = """
+        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter comment '"direct-1to2"'
+        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter comment '"direct-2to1"'
+
+        """
+        // And in each home: what of it got through the home's NAT.
+        for (h, other) in [(1, b), (2, a)] {
+            s += """
+            ip netns exec \(home(h)) nft add table inet labobs
+            ip netns exec \(home(h)) nft add chain inet labobs in '{ type filter hook input priority -10; policy accept; }'
+            ip netns exec \(home(h)) nft add rule inet labobs in \(family) saddr \(other) meta l4proto udp counter comment '"from-other-home"'
+
+            """
+        }
+        return s
     }
 
     private func udpBlockScript() -> String {
@@ -485,6 +517,18 @@ final class NetworkLab: @unchecked Sendable {
     func turnClientTraffic() -> (udp: Int, tcp: Int) {
         let c = counters(in: internet, table: "labobs")
         return (c["turn-udp"]?.packets ?? 0, c["turn-tcp"]?.packets ?? 0)
+    }
+
+    /// UDP packets between the homes' public addresses that crossed the internet, each way
+    /// (counted before `killDirectPath()`'s drop rules, so dropped ones count too).
+    func directPackets() -> (oneToTwo: Int, twoToOne: Int) {
+        let c = counters(in: internet, table: "labobs")
+        return (c["direct-1to2"]?.packets ?? 0, c["direct-2to1"]?.packets ?? 0)
+    }
+
+    /// UDP packets from the other home's public address that reached home `n` (through its NAT).
+    func directPacketsArrived(home n: Int) -> Int {
+        counters(in: home(n), table: "labobs")["from-other-home"]?.packets ?? 0
     }
 
     /// Packets `killDirectPath()` dropped so far.

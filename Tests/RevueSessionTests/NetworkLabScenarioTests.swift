@@ -16,6 +16,8 @@ final class LabCall: @unchecked Sendable {
     /// Seconds from b's `accept` until a saw b online.
     private(set) var onlineAfter = Double.infinity
     private var serial = 0
+    /// Each side's non-zero session counters at the last `snapshotCounters()`.
+    private var counterSnapshot: (a: [String: Int], b: [String: Int]) = ([:], [:])
 
     /// Starts both peers with `arguments` (each also gets `--video-size 160x120`).
     init(_ lab: NetworkLab, arguments: [String]) throws {
@@ -39,12 +41,13 @@ final class LabCall: @unchecked Sendable {
         bId = br["revueId"] as! String
         a.send(["cmd": "add-friend", "address": br["address"] as! String, "message": "lab"])
         guard await b.wait(timeout: 20, event("didReceiveFriendRequest", ["friendId": aId])) != nil else {
-            let ca = await call(a, ["cmd": "counters"]) ?? [:], cb = await call(b, ["cmd": "counters"]) ?? [:]
-            throw NodeProcessError(message: "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\na counters \(ca)\nb counters \(cb)\n\(diagnosis())")
+            await snapshotCounters()
+            throw NodeProcessError(message: "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\n\(diagnosis())")
         }
         let accepted = monotonicNow()
         b.send(["cmd": "accept", "friendId": aId])
         guard await a.wait(timeout: onlineTimeout, { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == self.bId && $0["isOnline"] as? Bool == true }) != nil else {
+            await snapshotCounters()
             throw NodeProcessError(message: "a never saw b online\n\(diagnosis())")
         }
         onlineAfter = monotonicNow() - accepted
@@ -114,6 +117,7 @@ final class LabCall: @unchecked Sendable {
         let fa = await feedDone(a, ta, timeout: seconds + 30), fb = await feedDone(b, tb, timeout: seconds + 30)
         try? await Task.sleep(for: .milliseconds(1000))  // the last frames through the jitter buffers
         let a1 = await received(a, from: bId), b1 = await received(b, from: aId)
+        await snapshotCounters()
         var failures: [String] = []
         for (who, fed, before, after) in [("a from b", fb, a0, a1), ("b from a", fa, b0, b1)] {
             let frames = after.frames - before.frames, loud = after.loud - before.loud
@@ -123,6 +127,14 @@ final class LabCall: @unchecked Sendable {
             }
         }
         return failures
+    }
+
+    /// Reads both sides' `counters` for `diagnosis()`.
+    func snapshotCounters() async {
+        func nonZero(_ reply: [String: Any]?) -> [String: Int] {
+            (reply ?? [:]).compactMapValues { $0 as? Int }.filter { $0.value != 0 && $0.key != "id" }
+        }
+        counterSnapshot = (nonZero(await call(a, ["cmd": "counters"])), nonZero(await call(b, ["cmd": "counters"])))
     }
 
     /// What the peers and the lab report: each side's last friend paths, its media-stats entry
@@ -143,7 +155,9 @@ final class LabCall: @unchecked Sendable {
             "a (\(lab.homeAddress(1)), public \(lab.publicAddress(1))): friend b \(lastPaths(a, bId)); media-stats \(lastStats(a, bId))",
             "b (\(lab.homeAddress(2)), public \(lab.publicAddress(2))): friend a \(lastPaths(b, aId)); media-stats \(lastStats(b, aId))",
             "coturn: \(lab.relayBytes()) relay bytes, \(turn.udp) UDP / \(turn.tcp) TCP packets from clients, \(lab.turnAllocations().count) allocations",
-            "direct-path drops \(lab.directPathDrops())",
+            "direct UDP between the homes: \(lab.directPackets().oneToTwo) packets 1 to 2 (\(lab.directPacketsArrived(home: 2)) through NAT 2), "
+                + "\(lab.directPackets().twoToOne) 2 to 1 (\(lab.directPacketsArrived(home: 1)) through NAT 1); \(lab.directPathDrops()) dropped by the cut",
+            "session counters (non-zero): a \(counterSnapshot.a.sorted { $0.key < $1.key }), b \(counterSnapshot.b.sorted { $0.key < $1.key })",
         ]
         for h in lab.options.udpBlocked.sorted() { lines.append("home \(h) NAT dropped \(lab.blockedUDP(home: h)) UDP packets") }
         let ended = (a.events + b.events).filter {
@@ -519,6 +533,7 @@ struct NetworkLabScenarioTests {
                 return max(gap, (samples.last?.t ?? cut) - lastT)
             }
             let gapAtA = longestGap { $0.aFromB }, gapAtB = longestGap { $0.bFromA }
+            await call.snapshotCounters()
             print("direct path killed at \(cutTime.map { String(format: "%.1f", $0) } ?? "?") s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())")
             let before = samples.last { $0.t <= (cutTime ?? 0) }
             #expect((before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20, "media before the cut: \(String(describing: before))\n\(call.diagnosis())")
