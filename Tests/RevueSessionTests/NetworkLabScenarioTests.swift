@@ -465,8 +465,8 @@ struct NetworkLabScenarioTests {
 
     /// Homes with IPv6 only, routed without NAT: media both ways. The session layer binds IPv4
     /// only today (SessionSocket, `RevueConfiguration.bindHost`, rendezvous endpoints parsed as
-    /// IPv4), so the peers cannot even start; recorded as a known issue naming what failed, so
-    /// this test fails (the issue is not recorded) once IPv6 works.
+    /// IPv4), so the peers cannot even start: the check runs inside `withKnownIssue`, recording
+    /// what failed to start, and this test starts failing (nothing recorded) once IPv6 works.
     @Test func ipv6OnlyCallsCarryMedia() async throws {
         let lab = try await NetworkLab(.init(home1: .none, home2: .none, ipv6Only: true, rendezvous: false))
         defer { lab.teardown() }
