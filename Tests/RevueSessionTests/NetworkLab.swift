@@ -212,11 +212,14 @@ final class NetworkLab: @unchecked Sendable {
     /// Builds the lab, then starts what `options` asks for; on any failure everything built so
     /// far is removed and the error names the failing step.
     init(_ options: Options = Options()) async throws {
+        // One lab at a time in this process (suites run in parallel): each lab's peers, coturn
+        // and media feeds get the machine's cores to themselves as far as the lab tests go.
+        await LabLease.shared.acquire()
         self.options = options
         prefix = "rl\(getpid() % 100_000)x\(Self.serial.wrappingAdd(1, ordering: .relaxed).oldValue)"
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("revue-lab-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try run(topologyScript(), "topology")
             try run(natScript(), "NAT rules")
             try run(observationScript(), "counters")
@@ -629,6 +632,26 @@ final class NetworkLab: @unchecked Sendable {
         rendezvous?.kill()
         shell(namespaces.map { "ip netns del \($0) 2>/dev/null" }.joined(separator: "; ") + "; true")
         try? FileManager.default.removeItem(atPath: directory)
+        Task { await LabLease.shared.release() }
+    }
+}
+
+/// The right to build a lab: held from `NetworkLab.init` to `teardown()`, one holder at a time,
+/// waiters served in order. Thread rule: an actor. Cost: none while free.
+actor LabLease {
+    static let shared = LabLease()
+    private var held = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Waits until no other lab exists, then holds the lease.
+    func acquire() async {
+        guard held else { held = true; return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    /// Passes the lease to the next waiter, or frees it.
+    func release() {
+        if waiters.isEmpty { held = false } else { waiters.removeFirst().resume() }
     }
 }
 
