@@ -9,16 +9,14 @@
 //   <p>h2 10.0.2.2 ── eth0|lan 10.0.2.1 <p>n2 198.51.100.2 wan ── w2 198.51.100.1 ┘  (rendezvous :33400,
 //                                                                              coturn :3478, relays 49160-49200)
 //
-// - Both NAT kinds drop unsolicited datagrams to the NAT itself in its input chain (`ct state
-//   new`), as a home router's firewall does. Without it, a peer's first hole-punching datagram,
-//   arriving before the home has sent its own, leaves a conntrack entry in the NAT for that
-//   flow; the home's own datagram to the peer then clashes with it and masquerade gives it
-//   another port, so neither side's packets ever match (seen in this lab: 9 and 11 pings each
-//   way between two cone homes, none delivered). A dropped packet's entry is never confirmed.
 // - NAT `.cone`: `masquerade` on the NAT's wan. Linux keeps the source port when it can and
 //   reuses the mapping for every destination (endpoint-independent mapping); an inbound packet
 //   is only let in when it answers a conntrack entry, i.e. comes from an address and port the
-//   home sent to (endpoint-dependent filtering): a port-restricted cone in effect.
+//   home sent to (endpoint-dependent filtering): a port-restricted cone in effect. Like a home
+//   router, the NAT's firewall drops unsolicited inbound packets (`ct state new` on wan): without
+//   it, a peer's early hole-punching packet would leave a conntrack entry in the NAT for the
+//   NAT itself, and the home's own packet to that peer, a moment later, would then be mapped to
+//   another port.
 // - NAT `.symmetric`: `masquerade random`: each new destination gets its own randomly chosen
 //   source port (a conntrack entry per flow), which is what makes it symmetric. `probeMapping`
 //   checks it on the running lab (`NetworkLabSelfTests`): one socket sending to three ports was
@@ -344,8 +342,10 @@ final class NetworkLab: @unchecked Sendable {
             ip netns exec \(n) nft add chain ip labnat post '{ type nat hook postrouting priority srcnat; policy accept; }'
             ip netns exec \(n) nft add rule ip labnat post oifname wan masquerade\(kind == .symmetric ? " random" : "")
             ip netns exec \(n) nft add table inet labfw
-            ip netns exec \(n) nft add chain inet labfw in '{ type filter hook input priority 0; policy accept; }'
-            ip netns exec \(n) nft add rule inet labfw in iifname wan ct state new counter drop comment '"unsolicited"'
+            ip netns exec \(n) nft add chain inet labfw in '{ type filter hook input priority filter; policy accept; }'
+            ip netns exec \(n) nft add chain inet labfw transit '{ type filter hook forward priority filter; policy accept; }'
+            ip netns exec \(n) nft add rule inet labfw in iifname wan ct state new counter drop
+            ip netns exec \(n) nft add rule inet labfw transit iifname wan ct state new counter drop
 
             """
         }
