@@ -186,6 +186,11 @@ final class LabCall: @unchecked Sendable {
             causes.append("the friend connection is relayed through the rendezvous node only, and call media follows only a "
                 + "direct friend path (media-stats reports no ICE path: call legs do not run ICE yet), so media has no route")
         }
+        let legPaths = lastStats.flatMap { (($0["participants"] as? [[String: Any]]) ?? []).compactMap { $0["path"] as? [String: Any] } }
+        if let unpaired = legPaths.first(where: { $0["local"] == nil }) {
+            causes.append("ICE selected no pair: candidates \(unpaired["candidates"] ?? "?"), checks sent \(unpaired["checksSent"] ?? "?"), "
+                + "responses \(unpaired["responsesReceived"] ?? "?"), pairs \(unpaired["pairs"] ?? "?")")
+        }
         if lab.options.turn && lab.turnAllocations().isEmpty {
             causes.append("coturn granted no allocation: nothing used the --turn server")
         }
@@ -195,6 +200,18 @@ final class LabCall: @unchecked Sendable {
     /// The call leg's selected path as media-stats reports it (`path`), nil while unreported.
     func mediaPath(_ p: NodeProcess, about id: String) async -> [String: Any]? {
         await stats(p, about: id)?["path"] as? [String: Any]
+    }
+
+    /// Whether both legs' selected pairs are relayed, as media-stats reports them (`path`'s
+    /// `relayed`); nil when a side reports no selected pair (`local`), e.g. before call legs
+    /// run ICE. The scenarios check it only when it is reported.
+    func legsRelayed() async -> Bool? {
+        var all: [Bool] = []
+        for (p, id) in [(a, bId), (b, aId)] {
+            guard let path = await mediaPath(p, about: id), path["local"] != nil, let relayed = path["relayed"] as? Bool else { return nil }
+            all.append(relayed)
+        }
+        return all.allSatisfy { $0 }
     }
 
     /// Quits both peers (killing them if they do not exit).
@@ -402,7 +419,7 @@ struct NetworkLabScenarioTests {
             let kinds = (call.a.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == call.bId }?["paths"] as? [[String: Any]])?
                 .compactMap { $0["kind"] as? String } ?? []
             #expect(kinds.first == "directLAN", "friend path \(kinds)")
-            if let path = await call.mediaPath(call.a, about: call.bId) {
+            if let path = await call.mediaPath(call.a, about: call.bId), path["local"] != nil {
                 #expect((path["local"] as? String)?.hasPrefix("host ") == true && (path["remote"] as? String)?.hasPrefix("host ") == true, "\(path)")
             } else {
                 print("same LAN: media-stats reports no selected path yet (the call layer does not expose it)")
@@ -420,6 +437,7 @@ struct NetworkLabScenarioTests {
             print("cone to cone:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(call.lab.relayBytes() == 0, "\(call.diagnosis())")
+            if let relayed = await call.legsRelayed() { #expect(!relayed, "the legs chose the relay\n\(call.diagnosis())") }
         }
     }
 
@@ -445,6 +463,7 @@ struct NetworkLabScenarioTests {
             print("symmetric to symmetric:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(!call.lab.turnAllocations().isEmpty, "no allocation in coturn's log\n\(call.diagnosis())")
+            if let relayed = await call.legsRelayed() { #expect(relayed, "a leg is not on the relay\n\(call.diagnosis())") }
             #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
         }
     }
@@ -459,6 +478,7 @@ struct NetworkLabScenarioTests {
             print("UDP blocked in home 1:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
+            if let relayed = await call.legsRelayed() { #expect(relayed, "a leg is not on the relay\n\(call.diagnosis())") }
             #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
         }
     }
