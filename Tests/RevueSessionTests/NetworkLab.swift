@@ -214,7 +214,7 @@ final class NetworkLab: @unchecked Sendable {
         // and media feeds get the machine's cores to themselves as far as the lab tests go.
         await LabLease.shared.acquire()
         self.options = options
-        prefix = "rl\(getpid() % 100_000)x\(Self.serial.wrappingAdd(1, ordering: .relaxed).oldValue)"
+        prefix = "rl\(getpid())x\(Self.serial.wrappingAdd(1, ordering: .relaxed).oldValue)"
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("revue-lab-\(UUID().uuidString)").path
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
