@@ -19,7 +19,9 @@
 //   another port.
 // - NAT `.symmetric`: `masquerade random`: each new destination gets its own randomly chosen
 //   source port (a conntrack entry per flow), which is what makes it symmetric. `probeMapping`
-//   checks this on the running lab; `NetworkLabScenarioTests` records the result.
+//   checks it on the running lab (`NetworkLabSelfTests`): one socket sending to three ports was
+//   seen from three different public ports drawn from the whole range (9255, 21871, 54968 in
+//   one run), while behind `.cone` all three saw the socket's own port.
 // - NAT `.none`: the NAT namespace only routes; the home's LAN is then 198.18.<n>.0/24 (routed,
 //   not private space), so the home's addresses are seen as they are.
 // - `sameLAN`: home 2 sits on home 1's LAN (10.0.1.3), behind home 1's NAT. The LAN is a set of
@@ -35,8 +37,9 @@
 //
 // Observations: `relayBytes()` (nft counters in the internet namespace on coturn's relay port
 // range, both directions), `turnClientTraffic()` (counters on coturn's UDP and TCP listening
-// port), `turnAllocations()` (coturn's log lines for successful allocations), and
-// `directPathDrops()` (packets `killDirectPath()` dropped).
+// port), `turnAllocations()` (coturn's log lines for successful allocations), `directPackets()`
+// (UDP between the homes' public addresses, each way) and `directPathDrops()` (packets
+// `killDirectPath()` dropped).
 import Foundation
 import MediaCore
 import Synchronization
@@ -207,11 +210,14 @@ final class NetworkLab: @unchecked Sendable {
     /// Builds the lab, then starts what `options` asks for; on any failure everything built so
     /// far is removed and the error names the failing step.
     init(_ options: Options = Options()) async throws {
+        // One lab at a time in this process (suites run in parallel): each lab's peers, coturn
+        // and media feeds get the machine's cores to themselves as far as the lab tests go.
+        await LabLease.shared.acquire()
         self.options = options
-        prefix = "rl\(getpid() % 100_000)x\(Self.serial.wrappingAdd(1, ordering: .relaxed).oldValue)"
+        prefix = "rl\(getpid())x\(Self.serial.wrappingAdd(1, ordering: .relaxed).oldValue)"
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("revue-lab-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try run(topologyScript(), "topology")
             try run(natScript(), "NAT rules")
             try run(observationScript(), "counters")
@@ -244,7 +250,12 @@ final class NetworkLab: @unchecked Sendable {
 
     private func topologyScript() -> String {
         let i = internet, v6 = options.ipv6Only
-        var s = namespaces.map { "ip netns add \($0)\nip -n \($0) link set lo up" }.joined(separator: "\n") + "\n"
+        // No duplicate address detection: links come up ready (a tentative link-local address
+        // made the first IPv6 datagrams across the lab fail neighbour discovery).
+        var s = namespaces.map {
+            "ip netns add \($0)\nip -n \($0) link set lo up\n"
+                + "ip netns exec \($0) sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0"
+        }.joined(separator: "\n") + "\n"
         s += """
         ip -n \(i) addr add 203.0.113.1/32 dev lo
         ip -n \(i) addr add 2001:db8:ff::1/128 dev lo nodad
@@ -354,7 +365,29 @@ final class NetworkLab: @unchecked Sendable {
         ip netns exec \(i) nft add rule inet labobs out udp sport \(r) counter comment '"relay-out"'
         ip netns exec \(i) nft add rule inet labobs in udp dport \(t) counter comment '"turn-udp"'
         ip netns exec \(i) nft add rule inet labobs in tcp dport \(t) counter comment '"turn-tcp"'
+        \(directCounterRules())
         """
+    }
+
+    /// Counters of UDP between the two homes' public addresses, each way (none on one LAN).
+    private func directCounterRules() -> String {
+        guard !options.sameLAN else { return "" }
+        let a = publicAddress(1), b = publicAddress(2), family = options.ipv6Only ? "ip6" : "ip"
+        var s = """
+        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter comment '"direct-1to2"'
+        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter comment '"direct-2to1"'
+
+        """
+        // And in each home: what of it got through the home's NAT.
+        for (h, other) in [(1, b), (2, a)] {
+            s += """
+            ip netns exec \(home(h)) nft add table inet labobs
+            ip netns exec \(home(h)) nft add chain inet labobs in '{ type filter hook input priority -10; policy accept; }'
+            ip netns exec \(home(h)) nft add rule inet labobs in \(family) saddr \(other) meta l4proto udp counter comment '"from-other-home"'
+
+            """
+        }
+        return s
     }
 
     private func udpBlockScript() -> String {
@@ -398,8 +431,9 @@ final class NetworkLab: @unchecked Sendable {
         no-cli
         no-tcp-relay
         no-multicast-peers
-        log-file=stdout
+        log-file=\(dir)/turn.log
         simple-log
+        verbose
         pidfile=\(dir)/turnserver.pid
         userdb=\(dir)/turndb
 
@@ -488,6 +522,18 @@ final class NetworkLab: @unchecked Sendable {
         return (c["turn-udp"]?.packets ?? 0, c["turn-tcp"]?.packets ?? 0)
     }
 
+    /// UDP packets between the homes' public addresses that crossed the internet, each way
+    /// (counted before `killDirectPath()`'s drop rules, so dropped ones count too).
+    func directPackets() -> (oneToTwo: Int, twoToOne: Int) {
+        let c = counters(in: internet, table: "labobs")
+        return (c["direct-1to2"]?.packets ?? 0, c["direct-2to1"]?.packets ?? 0)
+    }
+
+    /// UDP packets from the other home's public address that reached home `n` (through its NAT).
+    func directPacketsArrived(home n: Int) -> Int {
+        counters(in: home(n), table: "labobs")["from-other-home"]?.packets ?? 0
+    }
+
     /// Packets `killDirectPath()` dropped so far.
     func directPathDrops() -> Int { counters(in: internet, table: "labobs")["direct-cut"]?.packets ?? 0 }
 
@@ -496,11 +542,15 @@ final class NetworkLab: @unchecked Sendable {
 
     /// coturn's log lines for allocations it granted.
     func turnAllocations() -> [String] {
-        (coturn?.output ?? []).filter { $0.contains("ALLOCATE processed, success") }
+        turnLog.filter { $0.contains("ALLOCATE processed, success") }
     }
 
-    /// coturn's whole log so far (for diagnoses).
-    var turnLog: [String] { coturn?.output ?? [] }
+    /// coturn's whole log so far (its log file, written as it goes; what it printed before
+    /// opening the file comes from its output).
+    var turnLog: [String] {
+        let file = (try? String(contentsOfFile: directory + "/coturn/turn.log", encoding: .utf8)) ?? ""
+        return (coturn?.output ?? []) + file.split(separator: "\n").map(String.init)
+    }
 
     // MARK: Probing the NATs
 
@@ -529,9 +579,10 @@ final class NetworkLab: @unchecked Sendable {
     }
 
     /// Sends from one UDP socket in home `n` to `destinations` distinct ports on the services'
-    /// address and returns the source each one saw: the NAT's mapping per destination. Also
-    /// reports whether a packet from a port the home never sent to got in (filtering).
-    func probeMapping(home n: Int, destinations: Int = 3) throws -> (mapped: [SocketAddress], unsolicitedArrived: Bool) {
+    /// address and returns the socket's own address and the source each destination saw: the
+    /// NAT's mapping per destination. Also reports whether a packet from a port the home never
+    /// sent to got in (filtering).
+    func probeMapping(home n: Int, destinations: Int = 3) throws -> (local: SocketAddress, mapped: [SocketAddress], unsolicitedArrived: Bool) {
         let family: SocketAddress.Family = options.ipv6Only ? .ipv6 : .ipv4
         let any: SocketAddress = family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0)
         let service = serviceHost
@@ -558,7 +609,7 @@ final class NetworkLab: @unchecked Sendable {
         let stranger = receivers.last!
         for m in Set(mapped) { _ = try [UInt8]("unsolicited".utf8).withUnsafeBytes { try stranger.send($0, to: m) } }
         let arrived = try sender.waitUntilReadable(timeoutMilliseconds: 300)
-        return (mapped, arrived)
+        return (try sender.localAddress(), mapped, arrived)
     }
 
     // MARK: Peers
@@ -581,6 +632,26 @@ final class NetworkLab: @unchecked Sendable {
         rendezvous?.kill()
         shell(namespaces.map { "ip netns del \($0) 2>/dev/null" }.joined(separator: "; ") + "; true")
         try? FileManager.default.removeItem(atPath: directory)
+        Task { await LabLease.shared.release() }
+    }
+}
+
+/// The right to build a lab: held from `NetworkLab.init` to `teardown()`, one holder at a time,
+/// waiters served in order. Thread rule: an actor. Cost: none while free.
+actor LabLease {
+    static let shared = LabLease()
+    private var held = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Waits until no other lab exists, then holds the lease.
+    func acquire() async {
+        guard held else { held = true; return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    /// Passes the lease to the next waiter, or frees it.
+    func release() {
+        if waiters.isEmpty { held = false } else { waiters.removeFirst().resume() }
     }
 }
 

@@ -16,6 +16,8 @@ final class LabCall: @unchecked Sendable {
     /// Seconds from b's `accept` until a saw b online.
     private(set) var onlineAfter = Double.infinity
     private var serial = 0
+    /// Each side's non-zero session counters at the last `snapshotCounters()`.
+    private var counterSnapshot: (a: [String: Int], b: [String: Int]) = ([:], [:])
 
     /// Starts both peers with `arguments` (each also gets `--video-size 160x120`).
     init(_ lab: NetworkLab, arguments: [String]) throws {
@@ -39,12 +41,13 @@ final class LabCall: @unchecked Sendable {
         bId = br["revueId"] as! String
         a.send(["cmd": "add-friend", "address": br["address"] as! String, "message": "lab"])
         guard await b.wait(timeout: 20, event("didReceiveFriendRequest", ["friendId": aId])) != nil else {
-            let ca = await call(a, ["cmd": "counters"]) ?? [:], cb = await call(b, ["cmd": "counters"]) ?? [:]
-            throw NodeProcessError(message: "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\na counters \(ca)\nb counters \(cb)\n\(diagnosis())")
+            await snapshotCounters()
+            throw NodeProcessError(message: "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\n\(diagnosis())")
         }
         let accepted = monotonicNow()
         b.send(["cmd": "accept", "friendId": aId])
         guard await a.wait(timeout: onlineTimeout, { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == self.bId && $0["isOnline"] as? Bool == true }) != nil else {
+            await snapshotCounters()
             throw NodeProcessError(message: "a never saw b online\n\(diagnosis())")
         }
         onlineAfter = monotonicNow() - accepted
@@ -104,11 +107,17 @@ final class LabCall: @unchecked Sendable {
     /// frames and heard its tone (loud samples for at least half the fed time). The failures,
     /// empty when media went both ways.
     func mediaBothWays(seconds: Double = 5) async -> [String] {
+        // A short feed first, not judged: the encoders' first keyframes and the bitrate ramp
+        // (and, with ICE, the choice of a path) happen before the measured feed starts.
+        let wa = startFeed(a, seconds: 1, tone: 440), wb = startFeed(b, seconds: 1, tone: 660)
+        _ = await feedDone(a, wa, timeout: 30)
+        _ = await feedDone(b, wb, timeout: 30)
         let a0 = await received(a, from: bId), b0 = await received(b, from: aId)
         let ta = startFeed(a, seconds: seconds, tone: 440), tb = startFeed(b, seconds: seconds, tone: 660)
         let fa = await feedDone(a, ta, timeout: seconds + 30), fb = await feedDone(b, tb, timeout: seconds + 30)
         try? await Task.sleep(for: .milliseconds(1000))  // the last frames through the jitter buffers
         let a1 = await received(a, from: bId), b1 = await received(b, from: aId)
+        await snapshotCounters()
         var failures: [String] = []
         for (who, fed, before, after) in [("a from b", fb, a0, a1), ("b from a", fa, b0, b1)] {
             let frames = after.frames - before.frames, loud = after.loud - before.loud
@@ -118,6 +127,14 @@ final class LabCall: @unchecked Sendable {
             }
         }
         return failures
+    }
+
+    /// Reads both sides' `counters` for `diagnosis()`.
+    func snapshotCounters() async {
+        func nonZero(_ reply: [String: Any]?) -> [String: Int] {
+            (reply ?? [:]).compactMapValues { $0 as? Int }.filter { $0.value != 0 && $0.key != "id" }
+        }
+        counterSnapshot = (nonZero(await call(a, ["cmd": "counters"])), nonZero(await call(b, ["cmd": "counters"])))
     }
 
     /// What the peers and the lab report: each side's last friend paths, its media-stats entry
@@ -138,7 +155,9 @@ final class LabCall: @unchecked Sendable {
             "a (\(lab.homeAddress(1)), public \(lab.publicAddress(1))): friend b \(lastPaths(a, bId)); media-stats \(lastStats(a, bId))",
             "b (\(lab.homeAddress(2)), public \(lab.publicAddress(2))): friend a \(lastPaths(b, aId)); media-stats \(lastStats(b, aId))",
             "coturn: \(lab.relayBytes()) relay bytes, \(turn.udp) UDP / \(turn.tcp) TCP packets from clients, \(lab.turnAllocations().count) allocations",
-            "direct-path drops \(lab.directPathDrops())",
+            "direct UDP between the homes: \(lab.directPackets().oneToTwo) packets 1 to 2 (\(lab.directPacketsArrived(home: 2)) through NAT 2), "
+                + "\(lab.directPackets().twoToOne) 2 to 1 (\(lab.directPacketsArrived(home: 1)) through NAT 1); \(lab.directPathDrops()) dropped by the cut",
+            "session counters (non-zero): a \(counterSnapshot.a.sorted { $0.key < $1.key }), b \(counterSnapshot.b.sorted { $0.key < $1.key })",
         ]
         for h in lab.options.udpBlocked.sorted() { lines.append("home \(h) NAT dropped \(lab.blockedUDP(home: h)) UDP packets") }
         let ended = (a.events + b.events).filter {
@@ -157,11 +176,20 @@ final class LabCall: @unchecked Sendable {
         }
         let lastStats = (a.events + b.events).filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "media-stats" }
         let pathReported = lastStats.contains { (($0["participants"] as? [[String: Any]]) ?? []).contains { $0["path"] is [String: Any] } }
+        let frames = lastStats.compactMap { ($0["participants"] as? [[String: Any]])?.first?["videoFrames"] as? Int }
+        guard frames.contains(0) || frames.isEmpty else {
+            return "media flowed both ways; if too few frames were decoded, look at machine load (the encoders drop frames when starved)"
+        }
         var causes: [String] = []
         let relayedOnly = [kinds(a, bId), kinds(b, aId)].allSatisfy { !$0.isEmpty && $0.allSatisfy { $0 == "relayed" } }
         if relayedOnly && !pathReported {
             causes.append("the friend connection is relayed through the rendezvous node only, and call media follows only a "
                 + "direct friend path (media-stats reports no ICE path: call legs do not run ICE yet), so media has no route")
+        }
+        let legPaths = lastStats.flatMap { (($0["participants"] as? [[String: Any]]) ?? []).compactMap { $0["path"] as? [String: Any] } }
+        if let unpaired = legPaths.first(where: { $0["local"] == nil }) {
+            causes.append("ICE selected no pair: candidates \(unpaired["candidates"] ?? "?"), checks sent \(unpaired["checksSent"] ?? "?"), "
+                + "responses \(unpaired["responsesReceived"] ?? "?"), pairs \(unpaired["pairs"] ?? "?")")
         }
         if lab.options.turn && lab.turnAllocations().isEmpty {
             causes.append("coturn granted no allocation: nothing used the --turn server")
@@ -174,12 +202,190 @@ final class LabCall: @unchecked Sendable {
         await stats(p, about: id)?["path"] as? [String: Any]
     }
 
+    /// Whether both legs' selected pairs are relayed, as media-stats reports them (`path`'s
+    /// `relayed`); nil when a side reports no selected pair (`local`), e.g. before call legs
+    /// run ICE. The scenarios check it only when it is reported.
+    func legsRelayed() async -> Bool? {
+        var all: [Bool] = []
+        for (p, id) in [(a, bId), (b, aId)] {
+            guard let path = await mediaPath(p, about: id), path["local"] != nil, let relayed = path["relayed"] as? Bool else { return nil }
+            all.append(relayed)
+        }
+        return all.allSatisfy { $0 }
+    }
+
     /// Quits both peers (killing them if they do not exit).
     func stop() {
         a.quit()
         b.quit()
         a.kill()
         b.kill()
+    }
+}
+
+/// The lab itself, checked with plain sockets (no revue-node): the NAT kinds behave as the lab
+/// documents, coturn allocates and relays and the lab's counters and log reading see it, and a
+/// UDP-blocked home reaches coturn over TCP only. Root only.
+@Suite(.serialized, .enabled(if: networkLabHasTURN, "needs root, ip, nft and coturn's turnserver: the network lab self-tests are skipped"))
+struct NetworkLabSelfTests {
+    /// The NAT kinds do what the lab says: cone keeps one public port (the home's own) for every
+    /// destination, symmetric takes a new one per destination, and neither lets in a packet from an address
+    /// and port the home never sent to.
+    @Test func natKindsMapAsDocumented() async throws {
+        let lab = try await NetworkLab(.init(home1: .cone, home2: .symmetric, rendezvous: false, turn: false))
+        defer { lab.teardown() }
+        let cone = try lab.probeMapping(home: 1)
+        let symmetric = try lab.probeMapping(home: 2)
+        print("lab NAT probe: cone home 1 port \(cone.local.port) mapped to \(cone.mapped.map(\.description)), unsolicited in: \(cone.unsolicitedArrived); "
+            + "symmetric home 2 port \(symmetric.local.port) mapped to \(symmetric.mapped.map(\.description)), unsolicited in: \(symmetric.unsolicitedArrived)")
+        #expect(cone.mapped.allSatisfy { $0.host == lab.publicAddress(1) })
+        #expect(Set(cone.mapped).count == 1, "cone: one mapping for every destination")
+        #expect(cone.mapped.first?.port == cone.local.port, "cone: Linux keeps the source port when it is free")
+        #expect(!cone.unsolicitedArrived, "cone: endpoint-dependent filtering")
+        #expect(symmetric.mapped.allSatisfy { $0.host == lab.publicAddress(2) })
+        #expect(Set(symmetric.mapped.map(\.port)).count == symmetric.mapped.count, "symmetric: a new port per destination")
+        #expect(!symmetric.unsolicitedArrived)
+    }
+
+    /// One STUN transaction from `socket` to `server`: the answer with the request's transaction
+    /// ID, retried every 200 ms for up to 3 s.
+    func transaction(_ socket: UDPSocket, _ request: STUNMessage, key: [UInt8]? = nil, to server: SocketAddress) throws -> STUNMessage? {
+        let bytes = request.encode(integrity: key, fingerprint: true)
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        for _ in 0..<15 {
+            _ = try bytes.withUnsafeBytes { try socket.send($0, to: server) }
+            guard try socket.waitUntilReadable(timeoutMilliseconds: 200) else { continue }
+            let n = try buffer.withUnsafeMutableBytes { try socket.receive(into: $0).count }
+            if let m = try? STUNMessage(parsing: Array(buffer[0..<n])), m.transactionID == request.transactionID { return m }
+        }
+        return nil
+    }
+
+    /// A client in home 1 allocates on coturn over UDP, a peer in home 2 (both behind cone NATs)
+    /// exchanges data with it through the relay: the allocation shows in coturn's log and the
+    /// bytes in the relay counters.
+    @Test func coturnRelaysBetweenTwoHomesAndTheLabSeesIt() async throws {
+        let lab = try await NetworkLab(.init(home1: .cone, home2: .cone, rendezvous: false))
+        defer { lab.teardown() }
+        let turn = try SocketAddress(host: lab.serviceHost, port: NetworkLab.turnPort)
+        let client = try lab.inNamespace(lab.home(1)) { try UDPSocket(bindingTo: .anyIPv4(port: 0)) }
+        let peer = try lab.inNamespace(lab.home(2)) { try UDPSocket(bindingTo: .anyIPv4(port: 0)) }
+        defer { client.close(); peer.close() }
+        #expect(lab.relayBytes() == 0 && lab.turnAllocations().isEmpty)
+
+        // The peer's public address, from a Binding request (the cone maps it the same way for
+        // every destination, the relay included).
+        let bound = try #require(try transaction(peer, STUNMessage(method: .binding, class: .request), to: turn), "no Binding answer from coturn")
+        let peerPublic = try #require(try bound.xorAddress(STUNMessage.AttributeType.xorMappedAddress))
+        #expect(peerPublic.host == lab.publicAddress(2))
+
+        // Allocate: 401 with realm and nonce, then the long-term credentials.
+        var allocate = STUNMessage(method: .allocate, class: .request)
+        allocate.appendUInt32(STUNMessage.AttributeType.requestedTransport, 17 << 24)
+        let challenge = try #require(try transaction(client, allocate, to: turn))
+        let realm = try #require(challenge.text(STUNMessage.AttributeType.realm)), nonce = try #require(challenge.text(STUNMessage.AttributeType.nonce))
+        let key = STUNMessage.longTermKey(username: NetworkLab.turnUser, realm: realm, password: NetworkLab.turnPassword)
+        func signed(_ method: STUNMessage.Method, _ fill: (inout STUNMessage) -> Void) -> STUNMessage {
+            var m = STUNMessage(method: method, class: .request)
+            fill(&m)
+            m.appendText(STUNMessage.AttributeType.username, NetworkLab.turnUser)
+            m.appendText(STUNMessage.AttributeType.realm, realm)
+            m.appendText(STUNMessage.AttributeType.nonce, nonce)
+            return m
+        }
+        let allocated = try #require(try transaction(client, signed(.allocate) { $0.appendUInt32(STUNMessage.AttributeType.requestedTransport, 17 << 24) }, key: key, to: turn))
+        #expect(allocated.messageClass == .successResponse, "\(String(describing: allocated.errorCode))\n\(lab.turnLog.suffix(20).joined(separator: "\n"))")
+        let relayed = try #require(try allocated.xorAddress(STUNMessage.AttributeType.xorRelayedAddress))
+        #expect(relayed.host == lab.serviceHost && NetworkLab.relayPorts.contains(relayed.port))
+        let permitted = try #require(try transaction(client, signed(.createPermission) { $0.appendXORAddress(STUNMessage.AttributeType.xorPeerAddress, peerPublic) }, key: key, to: turn))
+        #expect(permitted.messageClass == .successResponse)
+
+        // The peer opens its NAT toward the relay, then data goes both ways through it.
+        let hello = Array("through the lab's relay".utf8)
+        _ = try hello.withUnsafeBytes { try peer.send($0, to: relayed) }
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        #expect(try client.waitUntilReadable(timeoutMilliseconds: 3000), "the peer's datagram did not come through the relay")
+        let n = try buffer.withUnsafeMutableBytes { try client.receive(into: $0).count }
+        let data = try STUNMessage(parsing: Array(buffer[0..<n]))
+        #expect(data.method == .data && data.value(STUNMessage.AttributeType.data) == hello)
+        var send = STUNMessage(method: .send, class: .indication)
+        send.appendXORAddress(STUNMessage.AttributeType.xorPeerAddress, peerPublic)
+        send.attributes.append(.init(type: STUNMessage.AttributeType.data, value: Array("and back".utf8)))
+        _ = try send.encode(fingerprint: true).withUnsafeBytes { try client.send($0, to: turn) }
+        #expect(try peer.waitUntilReadable(timeoutMilliseconds: 3000), "the client's datagram did not reach the peer")
+        let got = try buffer.withUnsafeMutableBytes { try peer.receive(into: $0) }
+        #expect(Array(buffer[0..<got.count]) == Array("and back".utf8) && got.source == relayed)
+
+        try? await Task.sleep(for: .milliseconds(200))  // coturn writes its log line after answering
+        print("lab coturn: \(lab.relayBytes()) relay bytes, allocations logged: \(lab.turnAllocations())")
+        #expect(lab.relayBytes() >= 2 * hello.count)
+        #expect(lab.turnAllocations().count == 1, "\(lab.turnLog.suffix(30).joined(separator: "\n"))")
+        #expect(lab.turnClientTraffic().udp >= 4)
+    }
+
+    /// The IPv6-only lab routes without NAT: home 1's datagram reaches home 2 with home 1's own
+    /// address as its source, and coturn (listening on the services' IPv6 address) reports that
+    /// same address in a Binding answer.
+    @Test func ipv6OnlyHomesAreRoutedWithoutTranslation() async throws {
+        let lab = try await NetworkLab(.init(home1: .none, home2: .none, ipv6Only: true, rendezvous: false))
+        defer { lab.teardown() }
+        let one = try lab.inNamespace(lab.home(1)) { try UDPSocket(bindingTo: .anyIPv6(port: 0)) }
+        let two = try lab.inNamespace(lab.home(2)) { try UDPSocket(bindingTo: .anyIPv6(port: 0)) }
+        defer { one.close(); two.close() }
+        let to = try SocketAddress(host: lab.homeAddress(2), port: try two.localAddress().port)
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        _ = try [UInt8]("v6".utf8).withUnsafeBytes { try one.send($0, to: to) }
+        #expect(try two.waitUntilReadable(timeoutMilliseconds: 2000), "home 1 cannot reach home 2 over IPv6")
+        let got = try buffer.withUnsafeMutableBytes { try two.receive(into: $0) }
+        let onePort = try one.localAddress().port
+        #expect(got.source?.host == lab.homeAddress(1) && got.source?.port == onePort)
+        let turn = try SocketAddress(host: lab.serviceHost, port: NetworkLab.turnPort)
+        let bound = try #require(try transaction(one, STUNMessage(method: .binding, class: .request), to: turn), "no Binding answer from coturn over IPv6")
+        #expect(try bound.xorAddress(STUNMessage.AttributeType.xorMappedAddress)?.host == lab.homeAddress(1))
+    }
+
+    /// A UDP-blocked home: a Binding request over UDP to coturn is dropped by its NAT, the same
+    /// request over TCP to coturn's port is answered.
+    @Test func udpBlockedHomeReachesCoturnOverTCPOnly() async throws {
+        let lab = try await NetworkLab(.init(home1: .cone, home2: .cone, udpBlocked: [1], rendezvous: false))
+        defer { lab.teardown() }
+        let turn = try SocketAddress(host: lab.serviceHost, port: NetworkLab.turnPort)
+        let udp = try lab.inNamespace(lab.home(1)) { try UDPSocket(bindingTo: .anyIPv4(port: 0)) }
+        defer { udp.close() }
+        let binding = STUNMessage(method: .binding, class: .request)
+        _ = try binding.encode(fingerprint: true).withUnsafeBytes { try udp.send($0, to: turn) }
+        #expect(try !udp.waitUntilReadable(timeoutMilliseconds: 500), "a UDP answer came through the block")
+        #expect(lab.blockedUDP(home: 1) >= 1)
+
+        // Over TCP (RFC 8489 §6.2.2: STUN messages back to back on the stream).
+        let service = lab.serviceHost
+        let answer: [UInt8] = try lab.inNamespace(lab.home(1)) {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw NetworkLabError(description: "socket: errno \(errno)") }
+            defer { close(fd) }
+            var tv = timeval(tv_sec: 3, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = NetworkLab.turnPort.bigEndian
+            inet_pton(AF_INET, service, &sin.sin_addr)
+            let rc = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            guard rc == 0 else { throw NetworkLabError(description: "TCP connect to coturn: errno \(errno)") }
+            let request = binding.encode(fingerprint: true)
+            _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            var got: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 512)
+            while got.count < 20 || got.count < 20 + (Int(got[2]) << 8 | Int(got[3])) {
+                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                guard n > 0 else { break }
+                got += chunk[0..<n]
+            }
+            return got
+        }
+        let message = try STUNMessage(parsing: answer)
+        #expect(message.messageClass == .successResponse && message.transactionID == binding.transactionID)
+        #expect(try message.xorAddress(STUNMessage.AttributeType.xorMappedAddress)?.host == lab.publicAddress(1))
+        #expect(lab.turnClientTraffic().tcp >= 1)
     }
 }
 
@@ -199,24 +405,6 @@ struct NetworkLabScenarioTests {
         try await body(call)
     }
 
-    /// The NAT kinds do what the lab says: cone keeps one public port for every destination,
-    /// symmetric takes a new one per destination, and neither lets in a packet from an address
-    /// and port the home never sent to.
-    @Test func natKindsMapAsDocumented() async throws {
-        let lab = try await NetworkLab(.init(home1: .cone, home2: .symmetric, rendezvous: false, turn: false))
-        defer { lab.teardown() }
-        let cone = try lab.probeMapping(home: 1)
-        let symmetric = try lab.probeMapping(home: 2)
-        print("lab NAT probe: cone home 1 mapped to \(cone.mapped.map(\.description)), unsolicited in: \(cone.unsolicitedArrived); "
-            + "symmetric home 2 mapped to \(symmetric.mapped.map(\.description)), unsolicited in: \(symmetric.unsolicitedArrived)")
-        #expect(cone.mapped.allSatisfy { $0.host == lab.publicAddress(1) })
-        #expect(Set(cone.mapped).count == 1, "cone: one mapping for every destination")
-        #expect(!cone.unsolicitedArrived, "cone: endpoint-dependent filtering")
-        #expect(symmetric.mapped.allSatisfy { $0.host == lab.publicAddress(2) })
-        #expect(Set(symmetric.mapped.map(\.port)).count == symmetric.mapped.count, "symmetric: a new port per destination")
-        #expect(!symmetric.unsolicitedArrived)
-    }
-
     /// Both peers on one LAN (behind one NAT; LAN discovery on): b is online at a within 1 s of
     /// accepting, media goes both ways, and the friend path is a LAN one.
     @Test func sameLANCallsDirectly() async throws {
@@ -231,7 +419,7 @@ struct NetworkLabScenarioTests {
             let kinds = (call.a.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == call.bId }?["paths"] as? [[String: Any]])?
                 .compactMap { $0["kind"] as? String } ?? []
             #expect(kinds.first == "directLAN", "friend path \(kinds)")
-            if let path = await call.mediaPath(call.a, about: call.bId) {
+            if let path = await call.mediaPath(call.a, about: call.bId), path["local"] != nil {
                 #expect((path["local"] as? String)?.hasPrefix("host ") == true && (path["remote"] as? String)?.hasPrefix("host ") == true, "\(path)")
             } else {
                 print("same LAN: media-stats reports no selected path yet (the call layer does not expose it)")
@@ -249,6 +437,7 @@ struct NetworkLabScenarioTests {
             print("cone to cone:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(call.lab.relayBytes() == 0, "\(call.diagnosis())")
+            if let relayed = await call.legsRelayed() { #expect(!relayed, "the legs chose the relay\n\(call.diagnosis())") }
         }
     }
 
@@ -274,7 +463,8 @@ struct NetworkLabScenarioTests {
             print("symmetric to symmetric:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(!call.lab.turnAllocations().isEmpty, "no allocation in coturn's log\n\(call.diagnosis())")
-            #expect(call.lab.relayBytes() > 100_000, "\(call.diagnosis())")
+            if let relayed = await call.legsRelayed() { #expect(relayed, "a leg is not on the relay\n\(call.diagnosis())") }
+            #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
         }
     }
 
@@ -288,14 +478,15 @@ struct NetworkLabScenarioTests {
             print("UDP blocked in home 1:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
-            #expect(call.lab.relayBytes() > 100_000, "\(call.diagnosis())")
+            if let relayed = await call.legsRelayed() { #expect(relayed, "a leg is not on the relay\n\(call.diagnosis())") }
+            #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
         }
     }
 
     /// Homes with IPv6 only, routed without NAT: media both ways. The session layer binds IPv4
     /// only today (SessionSocket, `RevueConfiguration.bindHost`, rendezvous endpoints parsed as
-    /// IPv4), so the peers cannot even start; recorded as a known issue naming what failed, so
-    /// this test fails (the issue is not recorded) once IPv6 works.
+    /// IPv4), so the peers cannot even start: the check runs inside `withKnownIssue`, recording
+    /// what failed to start, and this test starts failing (nothing recorded) once IPv6 works.
     @Test func ipv6OnlyCallsCarryMedia() async throws {
         let lab = try await NetworkLab(.init(home1: .none, home2: .none, ipv6Only: true, rendezvous: false))
         defer { lab.teardown() }
@@ -362,6 +553,7 @@ struct NetworkLabScenarioTests {
                 return max(gap, (samples.last?.t ?? cut) - lastT)
             }
             let gapAtA = longestGap { $0.aFromB }, gapAtB = longestGap { $0.bFromA }
+            await call.snapshotCounters()
             print("direct path killed at \(cutTime.map { String(format: "%.1f", $0) } ?? "?") s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())")
             let before = samples.last { $0.t <= (cutTime ?? 0) }
             #expect((before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20, "media before the cut: \(String(describing: before))\n\(call.diagnosis())")

@@ -17,7 +17,7 @@ public struct RevueConfiguration: Sendable {
     /// STUN and TURN servers call media may use to find a path through NATs (a TURN server
     /// relays media when no direct path works). Rendezvous nodes also answer STUN Binding
     /// requests, so they serve as STUN servers too without being listed here. Empty by default:
-    /// media then only takes host and rendezvous-learned addresses.
+    /// media then has only its own addresses and those the rendezvous nodes report, and no relay.
     public var iceServers: [RevueICEServer] = []
     /// Timers of the friend connection and of requests.
     public var timeouts = RevueTimeouts()
