@@ -32,6 +32,11 @@
 // - `udpBlocked` homes: the NAT's forward chain drops all UDP to the internet and all TCP but
 //   to coturn's port; `signallingHole` keeps UDP to the rendezvous node's port open (the session
 //   layer's friend connection is UDP only, so without it no call can be set up at all).
+// - The internet namespace's default route leads to a sink namespace (`<p>x`) that drops
+//   everything, like the rest of the internet for addresses nobody here holds: a server sending
+//   to a home's private address sees its datagram leave and vanish, as on a real network, instead
+//   of "network unreachable" (which makes coturn close the relay socket of the allocation that
+//   sent it).
 // - `killDirectPath()`: the internet's forward chain drops UDP between the two homes' public
 //   addresses; the rendezvous node and coturn stay reachable.
 //
@@ -170,7 +175,7 @@ final class NetworkLab: @unchecked Sendable {
     /// The namespace of home `n`'s NAT (with `sameLAN`, both homes are behind NAT 1).
     func nat(_ n: Int) -> String { prefix + "n\(options.sameLAN ? 1 : n)" }
     private var namespaces: [String] {
-        [internet, prefix + "n1", home(1), home(2)] + (options.sameLAN ? [] : [prefix + "n2"])
+        [internet, prefix + "x", prefix + "n1", home(1), home(2)] + (options.sameLAN ? [] : [prefix + "n2"])
     }
 
     /// The services' address (rendezvous node and coturn), IPv6 with `ipv6Only`.
@@ -261,6 +266,14 @@ final class NetworkLab: @unchecked Sendable {
         ip -n \(i) addr add 2001:db8:ff::1/128 dev lo nodad
         ip netns exec \(i) sysctl -qw net.ipv4.ip_forward=1
         ip netns exec \(i) sysctl -qw net.ipv6.conf.all.forwarding=1
+        ip link add up0 netns \(i) type veth peer name up1 netns \(prefix)x
+        ip -n \(i) link set up0 up
+        ip -n \(prefix)x link set up1 up
+        ip -n \(i) addr add 100.64.0.1/30 dev up0
+        ip -n \(prefix)x addr add 100.64.0.2/30 dev up1
+        ip -n \(i) route add default via 100.64.0.2
+        ip netns exec \(prefix)x nft add table inet sink
+        ip netns exec \(prefix)x nft add chain inet sink pre '{ type filter hook prerouting priority -300; policy drop; }'
 
         """
         let sites = options.sameLAN ? [1] : [1, 2]
