@@ -110,11 +110,13 @@ import Testing
             while Date() < deadline { if condition() { return true }; usleep(10_000) }
             return condition()
         }
-        // Direct first, with relayed pairs valid as well (they keep being checked).
+        // Direct first; while it works, nothing is checked through the relay (relayed pairs wait).
         #expect(wait(8) {
             a.agent.selectedPair?.remote.address == bHost && b.agent.selectedPair?.remote.address == aHost
-                && a.agent.pairSnapshots.contains { $0.valid && ($0.local.type == .relay || $0.remote.type == .relay) }
         }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
+        usleep(700_000)
+        #expect(!a.agent.pairSnapshots.contains { $0.valid && ($0.local.type == .relay || $0.remote.type == .relay) },
+                "A checked relayed pairs while the direct pair worked: \(a.agent.pairSnapshots)")
 
         // The direct path dies: nothing from the other's host address arrives any more.
         a.agent.dropFilterForTests = { $0 == bHost }
@@ -133,8 +135,9 @@ import Testing
         // It comes back: the direct pair answers again and is renominated.
         a.agent.dropFilterForTests = nil
         b.agent.dropFilterForTests = nil
-        #expect(wait(4) { a.agent.path.route?.peer == bHost && b.agent.path.route?.peer == aHost },
-                "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
-        #expect(a.agent.path.route?.isRelayed == false && b.agent.path.route?.isRelayed == false)
+        let direct = { (s: Side, peer: SocketAddress) -> Bool in
+            s.agent.path.route?.peer == peer && s.agent.path.route?.isRelayed == false
+        }
+        #expect(wait(4) { direct(a, bHost) && direct(b, aHost) }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
     }
 }

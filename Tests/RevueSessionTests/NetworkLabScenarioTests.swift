@@ -15,6 +15,8 @@ final class LabCall: @unchecked Sendable {
     private(set) var aId = "", bId = ""
     /// Seconds from b's `accept` until a saw b online.
     private(set) var onlineAfter = Double.infinity
+    /// Seconds from b's accepting the call to both legs having a selected ICE pair (media flows).
+    private(set) var pathAfter = Double.infinity
     private var serial = 0
     /// Each side's non-zero session counters at the last `snapshotCounters()`.
     private var counterSnapshot: (a: [String: Int], b: [String: Int]) = ([:], [:])
@@ -60,12 +62,24 @@ final class LabCall: @unchecked Sendable {
             throw NodeProcessError(message: "no invitation at b\n\(diagnosis())")
         }
         b.send(["cmd": "accept-call", "friendId": aId])
+        let acceptedAt = monotonicNow()
         for (p, other) in [(a, bId), (b, aId)] {
             guard await p.wait(timeout: 20, event("participantDidConnect", ["friendId": other])) != nil,
                   await p.wait(timeout: 20, nth: 2, { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == other }) != nil else {
                 throw NodeProcessError(message: "the call did not connect with both tracks\n\(diagnosis())")
             }
         }
+        // Media flows once each leg's ICE agent selected a pair; the judged feed starts then.
+        let deadline = monotonicNow() + 15
+        while monotonicNow() < deadline {
+            let pa = await mediaPath(a, about: bId), pb = await mediaPath(b, about: aId)
+            if pa?["local"] != nil, pb?["local"] != nil {
+                pathAfter = monotonicNow() - acceptedAt
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        throw NodeProcessError(message: "no ICE pair selected within 15 s\n\(diagnosis())")
     }
 
     /// Sends `command` with a fresh id to `p`; its `ok` reply (nil on error or timeout).
@@ -154,6 +168,7 @@ final class LabCall: @unchecked Sendable {
         var lines = [
             "a (\(lab.homeAddress(1)), public \(lab.publicAddress(1))): friend b \(lastPaths(a, bId)); media-stats \(lastStats(a, bId))",
             "b (\(lab.homeAddress(2)), public \(lab.publicAddress(2))): friend a \(lastPaths(b, aId)); media-stats \(lastStats(b, aId))",
+            "timing: friend online \(String(format: "%.2f", onlineAfter)) s after accepting the request, ICE pair on both legs \(String(format: "%.2f", pathAfter)) s after accepting the call",
             "coturn: \(lab.relayBytes()) relay bytes, \(turn.udp) UDP / \(turn.tcp) TCP packets from clients, \(lab.turnAllocations().count) allocations",
             "direct UDP between the homes: \(lab.directPackets().oneToTwo) packets 1 to 2 (\(lab.directPacketsArrived(home: 2)) through NAT 2), "
                 + "\(lab.directPackets().twoToOne) 2 to 1 (\(lab.directPacketsArrived(home: 1)) through NAT 1); \(lab.directPathDrops()) dropped by the cut",
@@ -202,16 +217,18 @@ final class LabCall: @unchecked Sendable {
         await stats(p, about: id)?["path"] as? [String: Any]
     }
 
-    /// Whether both legs' selected pairs are relayed, as media-stats reports them (`path`'s
-    /// `relayed`); nil when a side reports no selected pair (`local`), e.g. before call legs
-    /// run ICE. The scenarios check it only when it is reported.
-    func legsRelayed() async -> Bool? {
+    /// For each side, whether its leg's selected pair goes through coturn (its local candidate
+    /// or the remote one is relayed), as media-stats reports it (`path`); nil when a side
+    /// reports no selected pair.
+    func legsRelayed() async -> [Bool]? {
+        // Through coturn: each side either sends through its own allocation or to the other's
+        // relayed candidate (one allocation is enough for ICE to connect two symmetric NATs).
         var all: [Bool] = []
         for (p, id) in [(a, bId), (b, aId)] {
             guard let path = await mediaPath(p, about: id), path["local"] != nil, let relayed = path["relayed"] as? Bool else { return nil }
-            all.append(relayed)
+            all.append(relayed || path["remoteType"] as? String == "relay")
         }
-        return all.allSatisfy { $0 }
+        return all
     }
 
     /// Quits both peers (killing them if they do not exit).
@@ -437,7 +454,8 @@ struct NetworkLabScenarioTests {
             print("cone to cone:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(call.lab.relayBytes() == 0, "\(call.diagnosis())")
-            if let relayed = await call.legsRelayed() { #expect(!relayed, "the legs chose the relay\n\(call.diagnosis())") }
+            let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
+            #expect(!relayed.contains(true), "a leg chose the relay\n\(call.diagnosis())")
         }
     }
 
@@ -463,7 +481,8 @@ struct NetworkLabScenarioTests {
             print("symmetric to symmetric:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(!call.lab.turnAllocations().isEmpty, "no allocation in coturn's log\n\(call.diagnosis())")
-            if let relayed = await call.legsRelayed() { #expect(relayed, "a leg is not on the relay\n\(call.diagnosis())") }
+            let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
+            #expect(!relayed.contains(false), "a leg is not on the relay\n\(call.diagnosis())")
             #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
         }
     }
@@ -478,7 +497,8 @@ struct NetworkLabScenarioTests {
             print("UDP blocked in home 1:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
             #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
-            if let relayed = await call.legsRelayed() { #expect(relayed, "a leg is not on the relay\n\(call.diagnosis())") }
+            let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
+            #expect(!relayed.contains(false), "a leg is not on the relay\n\(call.diagnosis())")
             #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
         }
     }

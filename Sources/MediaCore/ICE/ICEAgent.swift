@@ -22,6 +22,11 @@ package struct ICEAgentConfiguration: Sendable {
     package var keepaliveIntervalMilliseconds = 250
     /// A selected pair with no answer for this long fails over to the next working pair.
     package var failoverAfterMilliseconds = 1000
+    /// Pairs through a TURN relay (ours or the peer's) are checked only when no direct pair works:
+    /// not before this long after the first check unless every direct pair failed, and not at
+    /// all (nor kept alive) while a direct pair answers. So a call that finds a direct path sends
+    /// nothing through the relay; one that loses it checks the relay pairs then (one round trip).
+    package var relayCheckDelayMilliseconds = 500
     /// RFC 7675 §5.1: with no consent on any pair for this long, media stops.
     package var consentExpirySeconds: Double = 30
     /// Most remote candidates kept (more are dropped and counted).
@@ -121,6 +126,8 @@ package final class ICEAgent: @unchecked Sendable {
     var nominated: ICECandidatePair?
     var nominationStartedAt: UInt64?
     var firstValidAt: UInt64 = 0
+    /// When the first connectivity check went out (0: none yet).
+    var checksStartedAt: UInt64 = 0
     var bucket: ICETokenBucket
     /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
     var earlyRequests: [(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool)] = []

@@ -306,6 +306,16 @@ extension ICEAgent {
         cb?(nil, nil)
     }
 
+    /// Whether pairs through a relay are held back now: a direct pair works, or direct pairs
+    /// exist, some not yet failed, and the first check went out less than
+    /// `relayCheckDelayMilliseconds` ago.
+    func relayHeld(now: UInt64) -> Bool {
+        if pairs.contains(where: { !$0.usesRelay && isUsable($0, now: now) }) { return true }
+        let directPending = pairs.contains { !$0.usesRelay && $0.state != .failed }
+        guard directPending else { return false }
+        return checksStartedAt == 0 || now &- checksStartedAt < UInt64(max(0, configuration.relayCheckDelayMilliseconds)) * 1_000_000
+    }
+
     /// Usable now: valid, not failed over, and answered within the failover time.
     func isUsable(_ p: ICECandidatePair, now: UInt64) -> Bool {
         p.valid && !p.failedOver && now &- p.lastResponseAt < UInt64(max(1, configuration.failoverAfterMilliseconds)) * 1_000_000
@@ -365,17 +375,25 @@ extension ICEAgent {
         guard remoteUfrag != nil else { return }
         // One new check per Ta: triggered first, then the best waiting pair.
         var next: ICECandidatePair?
+        let directWorksNow = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
         while next == nil, !triggeredQueue.isEmpty {
             let p = triggeredQueue.removeFirst()
             p.triggered = false
-            if p.state == .waiting { next = p }
+            // A relayed pair waits (untriggered) while a direct pair works.
+            if p.state == .waiting && !(directWorksNow && p.usesRelay) { next = p }
         }
+        let held = relayHeld(now: now)
         if next == nil {
-            next = pairs.filter { $0.state == .waiting && !$0.valid }.max { $0.priority < $1.priority }
+            next = pairs.filter { $0.state == .waiting && !$0.valid && !(held && $0.usesRelay) }.max { $0.priority < $1.priority }
         }
-        if let next { sendCheck(next, kind: .check, nominate: false, now: now) }
-        // Keepalives / consent checks on every valid pair (failed-over ones too, so they can recover).
-        for p in pairs where p.valid && p.nextKeepaliveAt <= now {
+        if let next {
+            if checksStartedAt == 0 { checksStartedAt = now }
+            sendCheck(next, kind: .check, nominate: false, now: now)
+        }
+        // Keepalives / consent checks on every valid pair (failed-over ones too, so they can
+        // recover), but none through a relay while a direct pair works.
+        let directWorks = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
+        for p in pairs where p.valid && p.nextKeepaliveAt <= now && !(directWorks && p.usesRelay && p !== selected) {
             p.nextKeepaliveAt = now + keepaliveInterval()
             sendCheck(p, kind: .keepalive, nominate: controlling && p === selected, now: now)
         }
@@ -400,7 +418,12 @@ extension ICEAgent {
         guard now &- max(s.lastResponseAt, s.selectedAt) > limit else { return }
         s.failedOver = true
         s.state = .failed
-        guard let next = pairs.filter({ $0 !== s && isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
+        guard let next = pairs.filter({ $0 !== s && isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else {
+            // Nothing answered lately: check the relayed pairs now (they were left alone while
+            // the direct pair worked); the first to answer is selected.
+            for p in pairs where p.usesRelay && (p.valid || p.state == .waiting) { trigger(p) }
+            return
+        }
         select(next, now: now)
         if controlling {
             nominationTarget = next

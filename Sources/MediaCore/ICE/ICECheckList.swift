@@ -48,6 +48,8 @@ final class ICECandidatePair {
     func updateRemote(_ c: ICECandidate) { remote = c }
 
     var isRelayed: Bool { local.relay != nil }
+    /// Goes through a TURN server: our relayed candidate, or the peer's.
+    var usesRelay: Bool { local.relay != nil || remote.type == .relay }
 
     /// RFC 8445 §6.1.2.3: 2^32·min(G,D) + 2·max(G,D) + (G>D ? 1 : 0), G the controlling agent's
     /// candidate priority.
