@@ -35,6 +35,10 @@ package struct TURNClientStatistics: Sendable, Equatable {
     package var retransmissions = 0
     /// Transactions that got no answer.
     package var timeouts = 0
+    /// Refreshes of the allocation the server confirmed (the deleting one aside).
+    package var allocationRefreshes = 0
+    /// Requests sent again with a new nonce after a 438 (or a 401 bringing a new nonce).
+    package var staleNonceRetries = 0
     /// Send indications and ChannelData messages sent.
     package var sendIndicationsSent = 0
     package var channelDataSent = 0
@@ -635,6 +639,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             for n in channels.keys.sorted() { sendChannelBind(n) }
         case .refresh(let lifetime):
             guard lifetime != 0, case .allocated = current else { return }
+            stats.allocationRefreshes += 1
             scheduleRefresh(lifetime: m.uint32(STUNMessage.AttributeType.lifetime) ?? 600, now: now)
         case .permission(let p):
             permissions[p]?.confirmed = true
@@ -674,6 +679,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
            let n = newNonce, !n.isEmpty, n.utf8.count <= 763 {
             // A stale nonce (RFC 8489 §9.2.5): the same request with the new one.
             nonce = n
+            stats.staleNonceRetries += 1
             start(t.purpose, retries: t.retries + 1)
             return
         }
