@@ -161,6 +161,20 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
             #expect(recorder.data.last?.0 == peerAddress)
         }
         #expect(recorder.data.count == 3)
+        if transport == .udp {
+            // Receiving ChannelData allocates nothing either: the bytes coturn sends for the
+            // channel, handed in as the socket reader would, to a callback that only counts.
+            let frame = TURNChannelData.encode(channel: channel, data: [UInt8](repeating: 7, count: 900), padded: false)
+            let calls = Atomic<Int>(0)
+            client.onPeerData = { _, payload in calls.add(payload.count == 900 ? 1 : 0, ordering: .relaxed) }
+            let server = coturn.address
+            let receiving = frame.withUnsafeBytes { f in
+                AllocationCounter.count { for _ in 0..<20 { _ = client.handleDatagram(f, from: server) } }
+            }
+            #expect(receiving == 0)
+            #expect(calls.load(ordering: .relaxed) == 20)
+            recorder.attach(client)
+        }
         // An unknown channel is refused.
         #expect([UInt8](repeating: 1, count: 8).withUnsafeBytes { client.sendChannelData($0, channel: 0x4FFF) } == false)
         // Another component's Binding transaction with the same server on the same socket: the

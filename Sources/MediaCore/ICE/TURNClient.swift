@@ -520,11 +520,13 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private func process(_ bytes: UnsafeRawBufferPointer) -> Bool {
         lock.lock()
         stats.received += 1
-        guard let first = bytes.first else {
+        // Indexing, not `first`: the generic `first` allocates in a debug build.
+        guard bytes.count > 0 else {
             stats.malformed += 1
             lock.unlock()
             return false
         }
+        let first = bytes[0]
         if TURNChannelData.mayBeChannelData(firstByte: first) {
             guard let (n, data) = TURNChannelData.parse(bytes) else {
                 stats.malformed += 1
