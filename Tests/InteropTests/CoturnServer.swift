@@ -9,7 +9,8 @@ import Testing
 
 /// A coturn `turnserver` for one test: listens on `ip`:`port` over UDP and TCP (127.0.0.1 by
 /// default, or an address inside the network namespace `namespace`), relays UDP from `ip`, one
-/// long-term user. With `verbose`, coturn logs every message (read it from `stop()`'s stdout).
+/// long-term user. With `verbose`, coturn logs every message (read it from `stop()`'s stdout);
+/// `extraConfiguration` lines are appended to the configuration (e.g. `max-allocate-lifetime=4`).
 /// Stopped with `stop()`.
 final class CoturnServer {
     static let realm = "revue.test", user = "alice", password = "wonderland"
@@ -18,7 +19,7 @@ final class CoturnServer {
     let process: ToolProcess
     let dir = InteropTempDir()
 
-    init(ip: String = "127.0.0.1", namespace: String? = nil, verbose: Bool = false) throws {
+    init(ip: String = "127.0.0.1", namespace: String? = nil, verbose: Bool = false, extraConfiguration: [String] = []) throws {
         self.ip = ip
         port = cliFreePort()
         let relayBase = cliFreePort()
@@ -42,7 +43,7 @@ final class CoturnServer {
             simple-log
             pidfile=\(dir.file("turnserver.pid"))
             userdb=\(dir.file("turndb"))
-            """ + (verbose ? "\nverbose\n" : "\n")
+            """ + (verbose ? "\nverbose\n" : "\n") + extraConfiguration.map { $0 + "\n" }.joined()
         dir.write("turnserver.conf", Array(config.utf8))
         if let namespace {
             process = try ToolProcess("ip", ["netns", "exec", namespace, "turnserver", "-c", dir.file("turnserver.conf")], cwd: dir.path)

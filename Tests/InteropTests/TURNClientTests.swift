@@ -101,8 +101,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         let client = TURNClient(server: Self.turnServer(coturn, transport: transport), socket: socket, queue: DispatchQueue(label: "turn.test"))
         let recorder = TURNRecorder()
         recorder.attach(client)
+        let declined = Mutex<[[UInt8]]>([])
         let pump = TURNDatagramPump(socket) { bytes, from in
-            _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) }
+            if !bytes.withUnsafeBytes({ client.handleDatagram($0, from: from) }) { declined.withLock { $0.append(bytes) } }
         }
         defer { pump.stop() }
 
@@ -160,8 +161,32 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
             #expect(recorder.data.last?.0 == peerAddress)
         }
         #expect(recorder.data.count == 3)
+        if transport == .udp {
+            // Receiving ChannelData allocates nothing either: the bytes coturn sends for the
+            // channel, handed in as the socket reader would, to a callback that only counts.
+            let frame = TURNChannelData.encode(channel: channel, data: [UInt8](repeating: 7, count: 900), padded: false)
+            let calls = Atomic<Int>(0)
+            client.onPeerData = { _, payload in calls.add(payload.count == 900 ? 1 : 0, ordering: .relaxed) }
+            let server = coturn.address
+            let receiving = frame.withUnsafeBytes { f in
+                AllocationCounter.count { for _ in 0..<20 { _ = client.handleDatagram(f, from: server) } }
+            }
+            #expect(receiving == 0)
+            #expect(calls.load(ordering: .relaxed) == 20)
+            recorder.attach(client)
+        }
         // An unknown channel is refused.
         #expect([UInt8](repeating: 1, count: 8).withUnsafeBytes { client.sendChannelData($0, channel: 0x4FFF) } == false)
+        // Another component's Binding transaction with the same server on the same socket: the
+        // client leaves its answer to the caller.
+        if transport == .udp {
+            let binding = STUNMessage(method: .binding, class: .request)
+            _ = try binding.encode(fingerprint: true).withUnsafeBytes { try socket.send($0, to: coturn.address) }
+            #expect(eventually {
+                declined.withLock { $0.contains { (try? STUNMessage(parsing: $0))?.transactionID == binding.transactionID } }
+            })
+            #expect(client.statistics.unmatchedResponses == 1)
+        }
         let stats = client.statistics
         #expect(stats.forgedResponses == 0 && stats.malformed == 0 && stats.timeouts == 0)
         #expect(stats.received == stats.receivedByKind)
@@ -306,4 +331,56 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         #expect(client.statistics.timeouts == 0 && client.statistics.forgedResponses == 0)
         client.close()
     }
+
+    /// The allocation (coturn answers the first Allocate with the 4 s cap) is refreshed before it
+    /// ends, and a permission refreshed every 0.5 s goes on working through nonces that go stale
+    /// every 2 s (438, then the same request with the new nonce).
+    @Test func theAllocationIsRefreshedThroughStaleNonces() throws {
+        let coturn = try CoturnServer(extraConfiguration: ["max-allocate-lifetime=4", "stale-nonce=2"])
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peer = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peerAddress = try peer.localAddress()
+        let client = TURNClient(server: Self.turnServer(coturn), socket: socket, queue: DispatchQueue(label: "turn.test"))
+        var timing = TURNClientTiming()
+        timing.permissionRefresh = 0.5
+        client.timing = timing
+        let pump = TURNDatagramPump(socket) { bytes, from in
+            _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) }
+        }
+        defer { pump.stop() }
+        client.createPermission(peerAddress)
+        client.allocate()
+        #expect(eventually { Self.relayed(client) != nil }, "\(client.state)")
+        #expect(eventually(8) { client.statistics.allocationRefreshes >= 1 && client.statistics.staleNonceRetries >= 2 }, "\(client.statistics)")
+        let (relayed, _) = try #require(Self.relayed(client))
+        let payload = Array("after stale nonces".utf8)
+        #expect(client.send(payload, to: peerAddress))
+        let got = try #require(try Self.receive(peer))
+        #expect(got.0 == payload && got.1 == relayed)
+        #expect(client.statistics.timeouts == 0 && client.statistics.forgedResponses == 0)
+        client.close()
+    }
+
+    /// Over TCP the allocation lives with the connection: when the server goes away, the client
+    /// fails with the reason.
+    @Test func tcpConnectionLossFailsTheAllocation() throws {
+        let coturn = try CoturnServer()
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let client = TURNClient(server: Self.turnServer(coturn, transport: .tcp), socket: try UDPSocket(bindingTo: .loopbackIPv4(port: 0)),
+                                queue: DispatchQueue(label: "turn.test"))
+        client.allocate()
+        #expect(eventually { Self.relayed(client) != nil }, "\(client.state)")
+        coturn.stop()
+        #expect(eventually {
+            if case .failed = client.state { return true }
+            return false
+        }, "\(client.state)")
+        if case .failed(let reason) = client.state { #expect(reason.contains("TCP"), "\(reason)") }
+        client.close()
+        #expect(client.state == .closed)
+    }
 }
+

@@ -1,4 +1,4 @@
-// ChannelData framing (RFC 8656 §12.4, §12.5) and the send helpers the TURN client's hot path
+// ChannelData framing (RFC 8656 §12.4, §12.5) and the send functions the TURN client's hot path
 // uses: gathered writes of a small header and the caller's payload without copying either.
 import Glibc
 

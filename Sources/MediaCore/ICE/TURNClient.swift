@@ -35,6 +35,10 @@ package struct TURNClientStatistics: Sendable, Equatable {
     package var retransmissions = 0
     /// Transactions that got no answer.
     package var timeouts = 0
+    /// Refreshes of the allocation the server confirmed (the deleting one aside).
+    package var allocationRefreshes = 0
+    /// Requests sent again with a new nonce after a 438 (or a 401 bringing a new nonce).
+    package var staleNonceRetries = 0
     /// Send indications and ChannelData messages sent.
     package var sendIndicationsSent = 0
     package var channelDataSent = 0
@@ -87,9 +91,13 @@ package struct TURNClientTiming: Sendable {
 package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Where the allocation stands.
     package enum State: Sendable, Equatable {
+        /// Before `allocate()`; `allocating` until the server's answer.
         case idle, allocating
+        /// The relayed address peers reach us at, and our address as the server sees it.
         case allocated(relayed: SocketAddress, mapped: SocketAddress)
+        /// The allocation could not be made or kept (the reason, with the server's error).
         case failed(String)
+        /// After `close()`.
         case closed
     }
 
@@ -100,6 +108,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Channels bound at most.
     package static let maxChannels = 128
 
+    /// The TURN server and credentials of the allocation.
     package let server: ICEServer
 
     private enum Purpose: Equatable {
@@ -133,7 +142,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         var confirmed = false
         var pending = false
         var refreshAt: UInt64 = 0
-        /// A Send indication to `peer` up to the DATA attribute's header (its length last).
+        /// A Send indication to `peer` up to the DATA attribute's header (its length last). Its
+        /// transaction ID stays the same for the channel: indications are never matched.
         let indicationHeader: [UInt8]
     }
 
@@ -510,11 +520,13 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private func process(_ bytes: UnsafeRawBufferPointer) -> Bool {
         lock.lock()
         stats.received += 1
-        guard let first = bytes.first else {
+        // Indexing, not `first`: the generic `first` allocates in a debug build.
+        guard bytes.count > 0 else {
             stats.malformed += 1
             lock.unlock()
             return false
         }
+        let first = bytes[0]
         if TURNChannelData.mayBeChannelData(firstByte: first) {
             guard let (n, data) = TURNChannelData.parse(bytes) else {
                 stats.malformed += 1
@@ -629,6 +641,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             for n in channels.keys.sorted() { sendChannelBind(n) }
         case .refresh(let lifetime):
             guard lifetime != 0, case .allocated = current else { return }
+            stats.allocationRefreshes += 1
             scheduleRefresh(lifetime: m.uint32(STUNMessage.AttributeType.lifetime) ?? 600, now: now)
         case .permission(let p):
             permissions[p]?.confirmed = true
@@ -668,6 +681,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
            let n = newNonce, !n.isEmpty, n.utf8.count <= 763 {
             // A stale nonce (RFC 8489 §9.2.5): the same request with the new one.
             nonce = n
+            stats.staleNonceRetries += 1
             start(t.purpose, retries: t.retries + 1)
             return
         }
