@@ -283,6 +283,28 @@ import Testing
         #expect(Set(candidates.map(\.foundation)).count == candidates.count)
     }
 
+    /// Without `hostAddresses`: a socket bound to every interface offers each up, non-loopback
+    /// interface address of its family with its port; one bound to loopback offers loopback.
+    @Test func hostCandidatesComeFromTheInterfaces() throws {
+        for bind in [SocketAddress.anyIPv4(port: 0), .anyIPv6(port: 0), .loopbackIPv4(port: 0)] {
+            let peer = try ICETestPeer(bind: bind, controlling: true)
+            defer { peer.close() }
+            let seen = Mutex<[ICECandidate]>([])
+            peer.agent.onCandidate = { c in seen.withLock { $0.append(c) } }
+            peer.agent.start()
+            #expect(iceWait(2) { peer.gathered.load(ordering: .relaxed) })
+            let hosts = seen.withLock { $0 }
+            #expect(hosts == peer.agent.localCandidates)
+            #expect(hosts.allSatisfy { $0.type == .host && $0.address.family == bind.family && $0.address.port == peer.address.port })
+            #expect(Set(hosts.map(\.priority)).count == hosts.count)
+            if ICEHostAddresses.isWildcard(bind) {
+                #expect(hosts.allSatisfy { !ICEHostAddresses.isLoopback($0.address) && !ICEHostAddresses.isWildcard($0.address) })
+            } else {
+                #expect(hosts.map(\.address) == [peer.address])
+            }
+        }
+    }
+
     /// Garbage (random bytes in the STUN range, truncations, bit flips and bad lengths of a signed
     /// request and response) fed to a connected agent, through `handleDatagram` from another
     /// thread and over the socket: nothing crashes, nothing forged is answered, the call goes on.
