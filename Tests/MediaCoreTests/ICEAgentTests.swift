@@ -4,6 +4,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 @Suite(.serialized) struct ICEAgentTests {
@@ -38,10 +39,11 @@ import Testing
     @Test func selectsTheHighestPriorityPair() throws {
         let (a, b, forwarder) = try Self.twoPaths()
         defer { a.close(); b.close(); forwarder.stop() }
-        #expect(iceWait(3) {
-            a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
-                && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
-        }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        #expect(
+            iceWait(3) {
+                a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
+                    && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
+            }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         for peer in [a, b] {
             let pairs = peer.agent.pairSnapshots
             let best = pairs.filter(\.valid).max { $0.priority < $1.priority }
@@ -54,16 +56,18 @@ import Testing
     @Test func failsOverWithinTwoSecondsAndComesBack() throws {
         let (a, b, forwarder) = try Self.twoPaths()
         defer { a.close(); b.close(); forwarder.stop() }
-        #expect(iceWait(3) {
-            a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
-                && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
-        })
+        #expect(
+            iceWait(3) {
+                a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
+                    && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
+            })
         let aAddress = a.address, bAddress = b.address
         a.agent.dropFilterForTests = { $0 == bAddress }
         b.agent.dropFilterForTests = { $0 == aAddress }
-        #expect(iceWait(2) {
-            a.agent.path.route?.peer == forwarder.address && b.agent.path.route?.peer == forwarder.address
-        }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        #expect(
+            iceWait(2) {
+                a.agent.path.route?.peer == forwarder.address && b.agent.path.route?.peer == forwarder.address
+            }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         a.sendMedia([0x80, 0xC1])
         b.sendMedia([0x80, 0xC2])
         #expect(iceWait(1) { b.received(tagged: [0x80, 0xC1]).count == 5 && a.received(tagged: [0x80, 0xC2]).count == 5 })
@@ -71,8 +75,9 @@ import Testing
 
         a.agent.dropFilterForTests = nil
         b.agent.dropFilterForTests = nil
-        #expect(iceWait(3) { a.agent.path.route?.peer == bAddress && b.agent.path.route?.peer == aAddress },
-                "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        #expect(
+            iceWait(3) { a.agent.path.route?.peer == bAddress && b.agent.path.route?.peer == aAddress },
+            "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         a.sendMedia([0x80, 0xD1])
         #expect(iceWait(1) { b.received(tagged: [0x80, 0xD1]).count == 5 })
         #expect(b.received(tagged: [0x80, 0xD1]).allSatisfy { $0.from == aAddress })
@@ -82,7 +87,9 @@ import Testing
     /// With no answer on any pair for `consentExpirySeconds`, the route goes away (RFC 7675) and
     /// the change is reported.
     @Test func consentExpiryRemovesTheRoute() throws {
-        let configure: (inout ICEAgentConfiguration) -> Void = { $0.consentExpirySeconds = 1.5; $0.failoverAfterMilliseconds = 500 }
+        let configure: (inout ICEAgentConfiguration) -> Void = {
+            $0.consentExpirySeconds = 1.5; $0.failoverAfterMilliseconds = 500
+        }
         let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true, configure: configure)
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false, configure: configure)
         defer { a.close(); b.close() }
@@ -123,8 +130,9 @@ import Testing
         let attacker = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let elsewhere = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let attackerAddress = try attacker.localAddress()
-        let planted = ICECandidate(foundation: "x", priority: ICECandidate.priority(type: .host, localPreference: 65535),
-                                   address: attackerAddress, type: .host)
+        let planted = ICECandidate(
+            foundation: "x", priority: ICECandidate.priority(type: .host, localPreference: 65535),
+            address: attackerAddress, type: .host)
         a.agent.addRemoteCandidate(planted)
         iceConnect(a, b)
 
@@ -137,7 +145,8 @@ import Testing
             return m.encode(integrity: key, fingerprint: true)
         }
         let realKey = STUNMessage.shortTermKey(password: b.agent.localPassword)
-        let wrongIntegrity = response(id: request.message.transactionID, key: STUNMessage.shortTermKey(password: "not the peer's password"))
+        let wrongIntegrity = response(
+            id: request.message.transactionID, key: STUNMessage.shortTermKey(password: "not the peer's password"))
         let rightButElsewhere = response(id: request.message.transactionID, key: realKey)
         var brokenFingerprint = response(id: request.message.transactionID, key: realKey)
         brokenFingerprint[brokenFingerprint.count - 1] ^= 0xFF
@@ -234,12 +243,16 @@ import Testing
 
     /// Remote candidates beyond `maxRemoteCandidates` and pairs beyond `maxPairs` are not kept.
     @Test func remoteStateIsBounded() throws {
-        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true) { $0.maxRemoteCandidates = 8; $0.maxPairs = 5 }
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true) {
+            $0.maxRemoteCandidates = 8; $0.maxPairs = 5
+        }
         defer { a.close() }
         a.agent.start()
         for i in 0..<20 {
-            a.agent.addRemoteCandidate(ICECandidate(foundation: "\(i)", priority: UInt32(1000 + i),
-                                                    address: .init(ipv4: 127, 0, 9, UInt8(i), port: 9), type: .host))
+            a.agent.addRemoteCandidate(
+                ICECandidate(
+                    foundation: "\(i)", priority: UInt32(1000 + i),
+                    address: .init(ipv4: 127, 0, 9, UInt8(i), port: 9), type: .host))
         }
         #expect(iceWait(1) { a.agent.statistics.droppedRemoteCandidates == 12 })
         #expect(a.agent.pairSnapshots.count == 5)
@@ -295,7 +308,8 @@ import Testing
             #expect(iceWait(2) { peer.gathered.load(ordering: .relaxed) })
             let hosts = seen.withLock { $0 }
             #expect(hosts == peer.agent.localCandidates)
-            #expect(hosts.allSatisfy { $0.type == .host && $0.address.family == bind.family && $0.address.port == peer.address.port })
+            #expect(
+                hosts.allSatisfy { $0.type == .host && $0.address.family == bind.family && $0.address.port == peer.address.port })
             #expect(Set(hosts.map(\.priority)).count == hosts.count)
             if ICEHostAddresses.isWildcard(bind) {
                 #expect(hosts.allSatisfy { !ICEHostAddresses.isLoopback($0.address) && !ICEHostAddresses.isWildcard($0.address) })
@@ -316,16 +330,20 @@ import Testing
         #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
         let raw = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let rawAddress = try raw.localAddress()
-        let request = iceBindingRequest(username: "\(a.agent.localUfrag):\(b.agent.localUfrag)", password: a.agent.localPassword).bytes
+        let request = iceBindingRequest(username: "\(a.agent.localUfrag):\(b.agent.localUfrag)", password: a.agent.localPassword)
+            .bytes
         var response = STUNMessage(method: .binding, class: .successResponse)
         response.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, a.address)
-        let responseBytes = response.encode(integrity: STUNMessage.shortTermKey(password: b.agent.localPassword), fingerprint: true)
+        let responseBytes = response.encode(
+            integrity: STUNMessage.shortTermKey(password: b.agent.localPassword), fingerprint: true)
         var rng = SystemRandomNumberGenerator()
         for i in 0..<4000 {
             var bytes = i % 2 == 0 ? request : responseBytes
             switch i % 5 {
             case 0:
-                for _ in 0..<Int.random(in: 1...4, using: &rng) { bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= UInt8.random(in: 1...255, using: &rng) }
+                for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                    bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= UInt8.random(in: 1...255, using: &rng)
+                }
             case 1:
                 bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &rng)))
             case 2:
@@ -358,10 +376,14 @@ import Testing
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
         let forwarder = try ICEForwarder(between: a.address, and: b.address)
         let srflx = ICECandidate.priority(type: .srflx, localPreference: 65535)
-        a.agent.addRemoteCandidate(ICECandidate(foundation: "f", priority: srflx, address: forwarder.address, type: .srflx,
-                                                relatedAddress: b.address))
-        b.agent.addRemoteCandidate(ICECandidate(foundation: "f", priority: srflx, address: forwarder.address, type: .srflx,
-                                                relatedAddress: a.address))
+        a.agent.addRemoteCandidate(
+            ICECandidate(
+                foundation: "f", priority: srflx, address: forwarder.address, type: .srflx,
+                relatedAddress: b.address))
+        b.agent.addRemoteCandidate(
+            ICECandidate(
+                foundation: "f", priority: srflx, address: forwarder.address, type: .srflx,
+                relatedAddress: a.address))
         iceConnect(a, b)
         return (a, b, forwarder)
     }

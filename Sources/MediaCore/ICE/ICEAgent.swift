@@ -3,8 +3,8 @@
 // failover, speaking standard STUN on the wire so browsers and servers can be its peers.
 import Dispatch
 import Foundation
-import Synchronization
 import Glibc
+import Synchronization
 
 /// Settings of an `ICEAgent`. Thread rule: a value type.
 package struct ICEAgentConfiguration: Sendable {
@@ -251,8 +251,9 @@ package final class ICEAgent: @unchecked Sendable {
         var out: [PairSnapshot] = []
         onQueue {
             out = self.pairs.map {
-                PairSnapshot(local: $0.local.candidate, remote: $0.remote, priority: $0.priority, valid: $0.valid,
-                             failed: $0.failedOver || $0.state == .failed, selected: $0 === self.selected)
+                PairSnapshot(
+                    local: $0.local.candidate, remote: $0.remote, priority: $0.priority, valid: $0.valid,
+                    failed: $0.failedOver || $0.state == .failed, selected: $0 === self.selected)
             }
         }
         return out
@@ -319,9 +320,13 @@ package final class ICEAgent: @unchecked Sendable {
                 }
             }
             guard n > 0 else { return }
-            guard let from = withUnsafePointer(to: &storage, {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
-            }) else { continue }
+            guard
+                let from = withUnsafePointer(
+                    to: &storage,
+                    {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+                    })
+            else { continue }
             if let drop = shared.withLock({ $0.dropFilter }), drop(from) { continue }
             let first = readBuffer[0]
             if first < 4 || (64...79).contains(first) {
