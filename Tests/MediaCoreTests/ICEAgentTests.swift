@@ -34,6 +34,28 @@ import Testing
         #expect(a.agent.isControlling && !b.agent.isControlling)
     }
 
+    /// Candidates and credentials in any order: B's candidates reach A before A starts, A's reach
+    /// B before B knows A's credentials, and the credentials come last (A's checks arrive at B
+    /// first and are answered, then checked back).
+    @Test func candidatesAndCredentialsInAnyOrder() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
+        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
+        defer { a.close(); b.close() }
+        a.agent.onCandidate = { [weak b] c in b?.agent.addRemoteCandidate(c) }
+        b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
+        b.startReading()
+        b.agent.start()
+        #expect(iceWait(1) { b.gathered.load(ordering: .relaxed) })
+        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
+        a.startReading()
+        a.agent.start()
+        #expect(iceWait(1) { b.agent.statistics.checksAnswered > 0 })
+        #expect(b.agent.selectedPair == nil && b.agent.statistics.checksSent == 0)
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        #expect(b.agent.selectedPair?.remote.address == a.address && a.agent.selectedPair?.remote.address == b.address)
+    }
+
     /// With a direct path and a forwarded one (a NAT-like second path), both agents select the
     /// direct pair, the highest-priority valid pair, while the other becomes valid too.
     @Test func selectsTheHighestPriorityPair() throws {
@@ -294,6 +316,57 @@ import Testing
         let hosts = candidates.filter { $0.type == .host }
         #expect(hosts.count == 2 && hosts[0].priority != hosts[1].priority && hosts[0].foundation != hosts[1].foundation)
         #expect(Set(candidates.map(\.foundation)).count == candidates.count)
+    }
+
+    /// New checks go out one per Ta, in pair-priority order, and a triggered check (for a request
+    /// that just arrived) goes before the ordinary ones still waiting.
+    @Test func checksArePacedInPriorityOrderWithTriggeredChecksFirst() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true) { $0.checkIntervalMilliseconds = 60 }
+        defer { a.close() }
+        let targets = try (0..<16).map { _ in try UDPSocket(bindingTo: .loopbackIPv4(port: 0)) }
+        let addresses = try targets.map { try $0.localAddress() }
+        // Priorities descend with the index: target 0 first, target 15 last.
+        for (i, address) in addresses.enumerated() {
+            a.agent.addRemoteCandidate(
+                ICECandidate(
+                    foundation: "t\(i)", priority: ICECandidate.priority(type: .host, localPreference: UInt32(60000 - i * 100)),
+                    address: address, type: .host))
+        }
+        let remoteUfrag = "targets1", remotePassword = "targets-password-0123456789"
+        a.agent.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
+        a.startReading()
+        let started = Date()
+        a.agent.start()
+        var order: [Int] = []  // target index of each new transaction, in arrival order
+        var seen = Set<[UInt8]>()
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var triggeredAt: Int?
+        while Date().timeIntervalSince(started) < 0.7 {
+            for (i, t) in targets.enumerated() {
+                while (try? t.waitUntilReadable(timeoutMilliseconds: 0)) == true {
+                    guard let got = try? buffer.withUnsafeMutableBytes({ try t.receive(into: $0) }),
+                        let m = try? STUNMessage(parsing: Array(buffer[0..<got.count])), m.messageClass == .request
+                    else { continue }
+                    if seen.insert(m.transactionID).inserted { order.append(i) }
+                }
+            }
+            if triggeredAt == nil, order.count >= 2 {
+                // The last target asks first: its check must jump the queue.
+                triggeredAt = order.count
+                let r = iceBindingRequest(
+                    username: "\(a.agent.localUfrag):\(remoteUfrag)", password: a.agent.localPassword, controlling: false)
+                _ = try r.bytes.withUnsafeBytes { try targets[15].send($0, to: a.address) }
+            }
+            usleep(1000)
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(order.count >= 4)
+        #expect(Double(order.count) <= elapsed / 0.060 + 2, "\(order.count) checks in \(elapsed) s")
+        let triggered = try #require(order.firstIndex(of: 15), "\(order)")
+        #expect(triggered <= (triggeredAt ?? 0) + 1, "\(order)")
+        let ordinary = order.filter { $0 != 15 }
+        #expect(ordinary == ordinary.sorted(), "\(order)")
+        #expect(ordinary.first == 0)
     }
 
     /// Without `hostAddresses`: a socket bound to every interface offers each up, non-loopback
