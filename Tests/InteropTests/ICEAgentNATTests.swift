@@ -2,7 +2,10 @@
 // masquerading router, with coturn (as a STUN server) on the "internet" between them. Their host
 // addresses cannot reach each other; they learn their public addresses from coturn, punch holes by
 // checking each other's server-reflexive candidates at the same time, and carry media directly
-// through both NATs. Root only.
+// through both NATs. Each router drops unsolicited packets from outside before conntrack keeps
+// them, as home routers do; without that, the first check to arrive would leave an entry that
+// makes the other router choose another port for its reply flow, and the holes would never meet.
+// Root only.
 import Foundation
 import Synchronization
 import Testing
@@ -39,6 +42,9 @@ struct ICEAgentNATTests {
               ip netns exec \(p)r$i nft add table ip nat
               ip netns exec \(p)r$i nft add chain ip nat post '{ type nat hook postrouting priority 100; }'
               ip netns exec \(p)r$i nft add rule ip nat post oifname \(p)o$i masquerade
+              ip netns exec \(p)r$i nft add table ip fw
+              ip netns exec \(p)r$i nft add chain ip fw pre '{ type filter hook prerouting priority -150; }'
+              ip netns exec \(p)r$i nft add rule ip fw pre iifname \(p)o$i ct state new drop
             done
             """)
         defer { ICEAgentNamespaceTests.sh("for n in c1 r1 c2 r2 s; do ip netns del \(p)$n; done") }
