@@ -55,7 +55,7 @@ let package = Package(
         // Friend, invitation and call scenarios written against `import RevueSDK` alone, as an app would.
         .testTarget(name: "SDKScenarioTests", dependencies: ["RevueSDK", "RevueMedia"]),
         // Interop against independent peers: GStreamer, ffmpeg, tshark, opus-tools.
-        .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims"]),
+        .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
@@ -65,7 +65,7 @@ let package = Package(
 // with `--sanitize=fuzzer --sanitize=address`.
 let fuzzTargets = ["fuzz-rtp", "fuzz-rtcp", "fuzz-vp8", "fuzz-vp9", "fuzz-opus", "fuzz-srtp", "fuzz-y4m", "fuzz-wav",
                    "fuzz-ivf", "fuzz-oggopus", "fuzz-sdp", "fuzz-datagram",
-                   "fuzz-address", "fuzz-session", "fuzz-node-command", "fuzz-rendezvous"]
+                   "fuzz-address", "fuzz-session", "fuzz-node-command", "fuzz-rendezvous", "fuzz-stun"]
 package.targets.append(.target(name: "FuzzEntries", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"],
                                path: "Fuzz/FuzzEntries"))
 for name in fuzzTargets {

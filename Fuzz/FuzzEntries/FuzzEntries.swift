@@ -38,6 +38,7 @@ public enum FuzzEntries {
         Target(name: "fuzz-session", run: session),
         Target(name: "fuzz-node-command", run: nodeCommand),
         Target(name: "fuzz-rendezvous", run: rendezvous),
+        Target(name: "fuzz-stun", run: stun),
     ]
 
     /// The target called `name`, nil when there is none.

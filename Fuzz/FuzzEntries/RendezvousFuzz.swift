@@ -20,7 +20,9 @@ extension FuzzEntries {
     ///   accepted registration;
     /// - a relayed datagram is delivered only for a relay send carrying a token the node handed
     ///   to that source key at that source endpoint, only to the target's registered endpoint, and
-    ///   carries the sender's key.
+    ///   carries the sender's key;
+    /// - a STUN answer goes only to the sender of a Binding request, is the Binding success for
+    ///   that transaction with a valid FINGERPRINT, and names the sender's address.
     /// Thread rule: as `session` (main thread, or hops there). Cost: three X25519 per input.
     @Sendable public static func rendezvous(_ data: UnsafeRawBufferPointer) {
         let records = fuzzRecords(data, limit: 64).map { [UInt8]($0) }
@@ -104,6 +106,16 @@ final class RendezvousHarness {
     func client(at endpoint: SocketAddress) -> Int? { clients.firstIndex { $0.endpoint == endpoint } }
 
     func check(_ reply: [UInt8], to: SocketAddress, request: [UInt8], from: SocketAddress) {
+        if let first = reply.first, STUNMessage.mayBeSTUN(firstByte: first) {
+            // A STUN Binding answer: to the asker, for its transaction, naming its address.
+            let answer = try? STUNMessage(parsing: reply), asked = try? STUNMessage(parsing: request)
+            fuzzRequire(to == from && asked?.method == .binding && asked?.messageClass == .request, "a STUN answer to something else")
+            fuzzRequire(answer?.method == .binding && answer?.messageClass == .successResponse && answer?.transactionID == asked?.transactionID,
+                        "a STUN answer that is not the Binding success for that request")
+            fuzzRequire(STUNMessage.hasValidFingerprint(reply), "a STUN answer without a valid FINGERPRINT")
+            fuzzRequire((try? answer?.xorAddress(STUNMessage.AttributeType.xorMappedAddress)) == from, "a STUN answer naming another address")
+            return
+        }
         var r = ByteReader(reply, offset: 2)
         switch reply.first.flatMap(PacketType.init(rawValue:)) {
         case .rendezvousRegistered:

@@ -254,8 +254,15 @@ save("fuzz-rendezvous", "register-all", records(register))
 save("fuzz-rendezvous", "lookups", records(register + [action(2, [0, 1]), action(2, [1, 2]), action(2, [2, 2])]))
 save("fuzz-rendezvous", "relay", records(register + [action(3, [0, 1] + [0x53] + Array(repeating: 7, count: 40)),
                                                      action(3, [1, 0, 0x51] + Array(repeating: 9, count: 140))]))
+var paddedBinding = STUNMessage(method: .binding, class: .request)
+paddedBinding.appendText(STUNMessage.AttributeType.software, "revue rendezvous seed")
+save("fuzz-rendezvous", "stun-binding", records([action(0, [0] + paddedBinding.encode(fingerprint: true)),
+                                                 action(0, [1] + STUNMessage(method: .binding, class: .request).encode())]))
 save("fuzz-rendezvous", "raw-and-replayed", records(register + [action(0, [0, 0x58, revueProtocolVersion] + Array(repeating: 1, count: 73)),
                                                                 action(4, [1, 1]), action(4, [2, 3]), action(0, [3, 0x5C, revueProtocolVersion])]))
+
+// MARK: STUN messages and TURN client scripts (FuzzEntries.stun)
+for (name, bytes) in FuzzEntries.stunSeeds() { save("fuzz-stun", name, bytes) }
 
 // MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
 // the revue-node process tests send them

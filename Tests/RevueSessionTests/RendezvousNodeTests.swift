@@ -62,4 +62,89 @@ import MediaCore
         #expect(RendezvousAuth.registeredLength <= RendezvousAuth.registerLength)
         #expect(RendezvousAuth.lookupReplyLength <= RendezvousAuth.lookupLength)
     }
+
+    /// A nonblocking client socket and the node's address.
+    static func stunClient(_ node: RendezvousNode) throws -> (UDPSocket, SocketAddress) {
+        var options = UDPSocket.Options()
+        options.nonBlocking = true
+        return (try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options), SocketAddress(ip: 0x7F00_0001, port: node.port))
+    }
+
+    /// Every datagram waiting on `socket`, without blocking the main actor the node runs on.
+    static func drain(_ socket: UDPSocket) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        while let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }) { out.append(Array(buffer[0..<got.count])) }
+        return out
+    }
+
+    /// A padded Binding request (a SOFTWARE attribute makes it as large as the answer).
+    static func paddedBinding() -> [UInt8] {
+        var m = STUNMessage(method: .binding, class: .request)
+        m.appendText(STUNMessage.AttributeType.software, "revue padded request")
+        return m.encode(fingerprint: true)
+    }
+
+    @Test func answersPaddedSTUNBindingRequestsOnlyWithTheObservedAddress() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let (client, nodeAddress) = try Self.stunClient(node)
+        let request = Self.paddedBinding()
+        _ = try request.withUnsafeBytes { try client.send($0, to: nodeAddress) }
+        var replies: [[UInt8]] = []
+        let deadline = monotonicNow() + 3
+        while replies.isEmpty && monotonicNow() < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+            replies = Self.drain(client)
+        }
+        let reply = try #require(replies.first, "no answer to a padded Binding request")
+        let answer = try STUNMessage(parsing: reply)
+        #expect(answer.method == .binding && answer.messageClass == .successResponse)
+        #expect(answer.transactionID == (try STUNMessage(parsing: request)).transactionID)
+        #expect(try answer.xorAddress(STUNMessage.AttributeType.xorMappedAddress) == (try client.localAddress()))
+        #expect(STUNMessage.hasValidFingerprint(reply))
+        #expect(reply.count <= request.count, "no amplification")
+        #expect(node.bindingAnswers == 1)
+
+        // Unpadded (20 and 28 bytes: the answer would be larger), a bad FINGERPRINT, a Binding
+        // response and bytes that are not STUN: no answer, each counted.
+        var badFingerprint = request
+        badFingerprint[badFingerprint.count - 1] ^= 1
+        let response = STUNMessage(method: .binding, class: .successResponse, attributes: [.init(type: 0x8022, value: Array(repeating: 0x41, count: 40))])
+        let unanswered: [[UInt8]] = [
+            STUNMessage(method: .binding, class: .request).encode(),
+            STUNMessage(method: .binding, class: .request).encode(fingerprint: true),
+            badFingerprint,
+            response.encode(fingerprint: true),
+            [0x00, 0x01] + [UInt8](repeating: 0, count: 60),
+        ]
+        for bytes in unanswered { _ = try bytes.withUnsafeBytes { try client.send($0, to: nodeAddress) } }
+        let wait = monotonicNow() + 3
+        while node.bindingDropped < unanswered.count && monotonicNow() < wait { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(node.bindingDropped == unanswered.count)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(Self.drain(client).isEmpty)
+        #expect(node.bindingAnswers == 1)
+    }
+
+    @Test func aBindingFloodIsAnsweredOnlyUpToTheRateLimit() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let (client, nodeAddress) = try Self.stunClient(node)
+        let flood = 200
+        let start = monotonicNow()
+        for _ in 0..<flood { _ = try Self.paddedBinding().withUnsafeBytes { try client.send($0, to: nodeAddress) } }
+        let deadline = monotonicNow() + 5
+        while node.bindingAnswers + node.refusedForLimits < flood && monotonicNow() < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let elapsed = monotonicNow() - start
+        #expect(node.bindingAnswers + node.refusedForLimits == flood)
+        // The burst is answered; beyond it only what the rate refilled meanwhile.
+        #expect(node.bindingAnswers >= Int(RendezvousNode.bindingBurstPerSource))
+        #expect(Double(node.bindingAnswers) <= RendezvousNode.bindingBurstPerSource + RendezvousNode.bindingRatePerSource * elapsed + 1)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(Self.drain(client).count == node.bindingAnswers)
+    }
 }
+

@@ -87,9 +87,13 @@ package struct TURNClientTiming: Sendable {
 package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Where the allocation stands.
     package enum State: Sendable, Equatable {
+        /// Before `allocate()`; `allocating` until the server's answer.
         case idle, allocating
+        /// The relayed address peers reach us at, and our address as the server sees it.
         case allocated(relayed: SocketAddress, mapped: SocketAddress)
+        /// The allocation could not be made or kept (the reason, with the server's error).
         case failed(String)
+        /// After `close()`.
         case closed
     }
 
@@ -100,6 +104,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Channels bound at most.
     package static let maxChannels = 128
 
+    /// The TURN server and credentials of the allocation.
     package let server: ICEServer
 
     private enum Purpose: Equatable {
@@ -133,7 +138,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         var confirmed = false
         var pending = false
         var refreshAt: UInt64 = 0
-        /// A Send indication to `peer` up to the DATA attribute's header (its length last).
+        /// A Send indication to `peer` up to the DATA attribute's header (its length last). Its
+        /// transaction ID stays the same for the channel: indications are never matched.
         let indicationHeader: [UInt8]
     }
 
@@ -228,6 +234,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     /// The counters so far.
     package var statistics: TURNClientStatistics { locked { stats } }
+
+    /// Requests sent and not yet answered or timed out.
+    package var pendingTransactions: Int { locked { transactions.count } }
 
     /// The timers; set before `allocate()` (later changes apply to the next timer set).
     package var timing: TURNClientTiming {

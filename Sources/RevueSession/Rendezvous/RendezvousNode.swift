@@ -1,7 +1,8 @@
 // A rendezvous node: friends register where they are (the endpoint the node sees) and their
 // status, look up each other's endpoints, and relay Noise packets when no direct path works.
 // The node sees public keys and endpoints, never a session key: relayed packets stay encrypted
-// end to end. Run it with `revue-node --rendezvous`, or in process for tests.
+// end to end. Run it with `revue-node --rendezvous`, or in process for tests. It also answers
+// STUN Binding requests (RFC 8489), so any STUN client can learn its public address from it.
 package import MediaCore
 
 /// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram,
@@ -13,6 +14,13 @@ package import MediaCore
 /// the node spends an X25519 on an unknown key, so spoofed sources cost it one BLAKE2b and an
 /// answer no larger than the question. Relaying needs the token handed to an accepted
 /// registration and is rate limited per registration.
+///
+/// STUN: a datagram whose first byte is 0-3 (RFC 7983) that parses as a Binding request (with a
+/// valid FINGERPRINT when it has one) gets a Binding success response with XOR-MAPPED-ADDRESS
+/// and FINGERPRINT (40 bytes for IPv4), but only when the request is at least as large as that
+/// answer: a client pads its request (a SOFTWARE or PADDING attribute of 12 bytes or more), so a
+/// spoofed source never gets back more bytes than were sent. Answers are rate limited globally
+/// and per source IP (`bindingRate`, `bindingRatePerSource`, at most `maxBindingSources` buckets).
 @MainActor
 public final class RendezvousNode {
     private struct Entry {
@@ -36,6 +44,9 @@ public final class RendezvousNode {
     private var perPrefix: [UInt32: Int] = [:]
     /// Per source address: tokens for X25519 work on unknown keys (rate `keyRate`).
     private var sourceTokens: [UInt32: (tokens: Double, at: Double)] = [:]
+    /// Binding answers: the global bucket and one per source IP.
+    private var bindingTokens = (tokens: bindingBurst, at: monotonicNow())
+    private var bindingSourceTokens: [UInt32: (tokens: Double, at: Double)] = [:]
     private var cookieSecret = Sodium.random(32)
     private var previousCookieSecret = Sodium.random(32)
     private var cookieSecretAt = monotonicNow()
@@ -50,6 +61,14 @@ public final class RendezvousNode {
     /// New keys one source address may have checked per second (each costs an X25519), and burst.
     public static let keyRate = 20.0
     public static let keyBurst = 40.0
+    /// Binding answers per second in total, and burst.
+    public static let bindingRate = 2000.0
+    public static let bindingBurst = 4000.0
+    /// Binding answers per second to one source IP, and burst.
+    public static let bindingRatePerSource = 10.0
+    public static let bindingBurstPerSource = 20.0
+    /// Source IPs with a Binding rate bucket at most (more are refused until the sweep).
+    public static let maxBindingSources = 4096
     /// Relayed datagrams per second one registration may send, and burst.
     public static let relayRate = 2000.0
     public static let relayBurst = 4000.0
@@ -63,6 +82,11 @@ public final class RendezvousNode {
     public private(set) var refusedRegistrations = 0
     /// Registrations, relayed datagrams and key checks refused by a cap or a rate limit.
     public private(set) var refusedForLimits = 0
+    /// Binding requests answered so far.
+    public private(set) var bindingAnswers = 0
+    /// STUN datagrams dropped: not a Binding request, unparsable, a bad FINGERPRINT, or smaller
+    /// than their answer would be (over-limit ones count in `refusedForLimits`).
+    public private(set) var bindingDropped = 0
     /// Expired registrations removed by the sweep so far.
     public private(set) var sweptEntries = 0
     /// X25519 operations done for unknown keys so far.
@@ -120,10 +144,50 @@ public final class RendezvousNode {
             for e in entries.values { perPrefix[e.endpoint.ip >> 8, default: 0] += 1 }
         }
         sourceTokens = sourceTokens.filter { now - $0.value.at < Self.keyBurst / Self.keyRate }
+        bindingSourceTokens = bindingSourceTokens.filter { now - $0.value.at < Self.bindingBurstPerSource / Self.bindingRatePerSource }
+    }
+
+    /// Answers a STUN Binding request (see the type's comment); anything else STUN-like is dropped
+    /// and counted. One parse, one CRC-32 and at most one answer no larger than the request.
+    private func answerBinding(_ bytes: [UInt8], from: SocketAddress, now: Double) {
+        // 20-byte header, XOR-MAPPED-ADDRESS (IPv4: 4 + 8), FINGERPRINT (4 + 4).
+        let answerSize = 20 + (from.family == .ipv4 ? 12 : 24) + 8
+        guard let request = try? STUNMessage(parsing: bytes), request.method == .binding, request.messageClass == .request,
+              request.value(STUNMessage.AttributeType.fingerprint) == nil || STUNMessage.hasValidFingerprint(bytes),
+              bytes.count >= answerSize else {
+            bindingDropped += 1
+            return
+        }
+        bindingTokens.tokens = min(Self.bindingBurst, bindingTokens.tokens + (now - bindingTokens.at) * Self.bindingRate)
+        bindingTokens.at = now
+        guard bindingSourceTokens.count < Self.maxBindingSources || bindingSourceTokens[from.ip] != nil else {
+            refusedForLimits += 1
+            return
+        }
+        var bucket = bindingSourceTokens[from.ip] ?? (Self.bindingBurstPerSource, now)
+        bucket.tokens = min(Self.bindingBurstPerSource, bucket.tokens + (now - bucket.at) * Self.bindingRatePerSource)
+        bucket.at = now
+        guard bucket.tokens >= 1, bindingTokens.tokens >= 1 else {
+            bindingSourceTokens[from.ip] = bucket
+            refusedForLimits += 1
+            return
+        }
+        bucket.tokens -= 1
+        bindingSourceTokens[from.ip] = bucket
+        bindingTokens.tokens -= 1
+        var answer = STUNMessage(method: .binding, class: .successResponse, transactionID: request.transactionID)
+        answer.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, from)
+        bindingAnswers += 1
+        send(answer.encode(fingerprint: true), to: from)
     }
 
     /// Handles one datagram (the socket's callback; also the rendezvous fuzzer's entry).
     package func handle(_ bytes: [UInt8], from: SocketAddress) {
+        if let first = bytes.first, STUNMessage.mayBeSTUN(firstByte: first) {
+            let now = monotonicNow()
+            sweep(now: now)
+            return answerBinding(bytes, from: from, now: now)
+        }
         var r = ByteReader(bytes, offset: 1)
         guard let first = bytes.first, let type = PacketType(rawValue: first), r.u8() == revueProtocolVersion else {
             droppedPackets += 1

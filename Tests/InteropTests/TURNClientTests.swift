@@ -1,0 +1,309 @@
+// TURNClient against a real coturn on loopback: allocations over UDP and TCP, data with a peer
+// through the relay both ways (Send/Data indications and ChannelData), a wrong password, a forged
+// response, and close deleting the allocation.
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Synchronization
+import Testing
+@testable import MediaCore
+import MediaTestSupport
+
+/// Reads a UDP socket on its own thread and hands every datagram to `handle` (by default the
+/// client's `handleDatagram`), until `stop()`.
+final class TURNDatagramPump: @unchecked Sendable {
+    private let socket: UDPSocket
+    private let stopping = Atomic<Bool>(false)
+    private let done = DispatchSemaphore(value: 0)
+    /// Datagrams read so far.
+    let count = Atomic<Int>(0)
+    /// The first bytes of the last datagram (for failure messages).
+    let last = Mutex<[UInt8]>([])
+
+    init(_ socket: UDPSocket, handle: @escaping @Sendable ([UInt8], SocketAddress) -> Void) {
+        self.socket = socket
+        let thread = Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 70_000)
+            while !stopping.load(ordering: .relaxed) {
+                guard (try? socket.waitUntilReadable(timeoutMilliseconds: 20)) == true,
+                      let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let source = got.source else { continue }
+                count.add(1, ordering: .relaxed)
+                last.withLock { $0 = Array(buffer[0..<min(got.count, 24)]) }
+                handle(Array(buffer[0..<got.count]), source)
+            }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        done.wait()
+    }
+}
+
+/// What a test records from a client's callbacks.
+final class TURNRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _states: [TURNClient.State] = []
+    private var _data: [(SocketAddress, [UInt8])] = []
+
+    var states: [TURNClient.State] { lock.withLock { _states } }
+    var data: [(SocketAddress, [UInt8])] { lock.withLock { _data } }
+
+    func attach(_ client: TURNClient) {
+        client.onStateChange = { [self] s in lock.withLock { _states.append(s) } }
+        client.onPeerData = { [self] peer, bytes in
+            let copy = Array(bytes)
+            lock.withLock { _data.append((peer, copy)) }
+        }
+    }
+}
+
+/// Polls `condition` every 10 ms for up to `seconds`; its last value.
+func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(10_000)
+    }
+    return condition()
+}
+
+@Suite(.serialized) struct TURNClientTests {
+    static func turnServer(_ coturn: CoturnServer, transport: ICEServer.Transport = .udp, password: String = CoturnServer.password) -> ICEServer {
+        ICEServer(kind: .turn, address: coturn.address, username: CoturnServer.user, password: password, transport: transport)
+    }
+
+    static func relayed(_ client: TURNClient) -> (relayed: SocketAddress, mapped: SocketAddress)? {
+        if case .allocated(let r, let m) = client.state { return (r, m) }
+        return nil
+    }
+
+    /// Receives one datagram on `peer` within `milliseconds`: its bytes and source.
+    static func receive(_ peer: UDPSocket, milliseconds: Int = 3000) throws -> ([UInt8], SocketAddress)? {
+        guard try peer.waitUntilReadable(timeoutMilliseconds: milliseconds) else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 70_000)
+        let got = try buffer.withUnsafeMutableBytes { try peer.receive(into: $0) }
+        return (Array(buffer[0..<got.count]), got.source!)
+    }
+
+    /// The whole life of one allocation with a peer: permission and indications both ways, a
+    /// channel and ChannelData both ways (odd sizes, so TCP padding is exercised), then close.
+    func exchange(transport: ICEServer.Transport) throws {
+        let coturn = try CoturnServer()
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peer = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peerAddress = try peer.localAddress()
+        let client = TURNClient(server: Self.turnServer(coturn, transport: transport), socket: socket, queue: DispatchQueue(label: "turn.test"))
+        let recorder = TURNRecorder()
+        recorder.attach(client)
+        let pump = TURNDatagramPump(socket) { bytes, from in
+            _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) }
+        }
+        defer { pump.stop() }
+
+        client.allocate()
+        #expect(eventually { Self.relayed(client) != nil }, "state \(client.state)")
+        let (relayed, mapped) = try #require(Self.relayed(client))
+        #expect(relayed.addressBytes == [127, 0, 0, 1] && relayed.port != coturn.address.port)
+        if transport == .udp {
+            #expect(mapped == (try socket.localAddress()), "no NAT on loopback: the server sees our socket")
+        } else {
+            #expect(mapped.addressBytes == [127, 0, 0, 1])
+        }
+        #expect(eventually { recorder.states.contains(.allocated(relayed: relayed, mapped: mapped)) })
+        #expect(recorder.states.first == .allocating)
+
+        // Send indications to the peer (the permission is installed on the way), Data back.
+        client.createPermission(peerAddress)
+        #expect(eventually { client.hasPermission(for: peerAddress) })
+        let hello = Array("through coturn by Send indication".utf8)
+        #expect(client.send(hello, to: peerAddress))
+        let got = try #require(try Self.receive(peer))
+        #expect(got.0 == hello)
+        #expect(got.1 == relayed, "the peer sees the relayed address as the source")
+        let back = (0..<333).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        _ = try back.withUnsafeBytes { try peer.send($0, to: relayed) }
+        #expect(eventually { recorder.data.count == 1 })
+        #expect(recorder.data.first?.0 == peerAddress)
+        #expect(recorder.data.first?.1 == back)
+
+        // A channel: ChannelData both ways once the server confirmed it.
+        let channel = try #require(client.bindChannel(peerAddress))
+        #expect(TURNChannelData.channelRange.contains(channel))
+        #expect(client.bindChannel(peerAddress) == channel)
+        #expect(eventually { client.channel(for: peerAddress)?.confirmed == true })
+        let sentBefore = client.statistics.channelDataSent
+        for size in [1, 2, 3, 4, 5, 1001, 1200] {
+            let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ size) }
+            let ok = payload.withUnsafeBytes { client.sendChannelData($0, channel: channel) }
+            #expect(ok)
+            let r = try #require(try Self.receive(peer), "ChannelData of \(size) bytes did not arrive")
+            #expect(r.0 == payload && r.1 == relayed)
+        }
+        #expect(client.statistics.channelDataSent == sentBefore + 7)
+        // The hot path allocates nothing: 20 sends of 1001 bytes (padded over TCP), all delivered.
+        let media = [UInt8](repeating: 0xAB, count: 1001)
+        let allocations = media.withUnsafeBytes { p in
+            AllocationCounter.count { for _ in 0..<20 { _ = client.sendChannelData(p, channel: channel) } }
+        }
+        #expect(allocations == 0)
+        for _ in 0..<20 { #expect(try Self.receive(peer)?.0 == media) }
+        for size in [7, 998] {
+            let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 ^ 0x5A) }
+            _ = try payload.withUnsafeBytes { try peer.send($0, to: relayed) }
+            #expect(eventually { recorder.data.last?.1 == payload }, "\(size) bytes from the peer")
+            #expect(recorder.data.last?.0 == peerAddress)
+        }
+        #expect(recorder.data.count == 3)
+        // An unknown channel is refused.
+        #expect([UInt8](repeating: 1, count: 8).withUnsafeBytes { client.sendChannelData($0, channel: 0x4FFF) } == false)
+        let stats = client.statistics
+        #expect(stats.forgedResponses == 0 && stats.malformed == 0 && stats.timeouts == 0)
+        #expect(stats.received == stats.receivedByKind)
+
+        // Close: Refresh with lifetime 0. The peer's next datagram is not relayed any more.
+        let accepted = client.statistics.responsesAccepted
+        client.close()
+        #expect(client.state == .closed)
+        if transport == .udp {
+            #expect(eventually { client.statistics.responsesAccepted > accepted && client.pendingTransactions == 0 },
+                    "the deallocation was answered")
+        }
+        // coturn removes a zero-lifetime allocation on its next one-second timer.
+        usleep(1_500_000)
+        let datagrams = pump.count.load(ordering: .relaxed)
+        _ = try [UInt8]([1, 2, 3]).withUnsafeBytes { try peer.send($0, to: relayed) }
+        usleep(700_000)
+        #expect(pump.count.load(ordering: .relaxed) == datagrams, "\(pump.last.withLock { $0 })")
+        #expect(recorder.data.count == 3)
+        #expect(eventually { recorder.states.last == .closed })
+        #expect(client.send([1], to: peerAddress) == false)
+    }
+
+    @Test func allocationOverUDPRelaysWithIndicationsAndChannels() throws {
+        try exchange(transport: .udp)
+    }
+
+    @Test func allocationOverTCPRelaysWithIndicationsAndChannels() throws {
+        try exchange(transport: .tcp)
+    }
+
+    @Test func aWrongPasswordFailsWithTheReason() throws {
+        let coturn = try CoturnServer()
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        for transport in [ICEServer.Transport.udp, .tcp] {
+            let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+            let client = TURNClient(server: Self.turnServer(coturn, transport: transport, password: "not-it"), socket: socket,
+                                    queue: DispatchQueue(label: "turn.test"))
+            let recorder = TURNRecorder()
+            recorder.attach(client)
+            let pump = TURNDatagramPump(socket) { bytes, from in
+                _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) }
+            }
+            defer { pump.stop() }
+            client.allocate()
+            #expect(eventually {
+                if case .failed = client.state { return true }
+                return false
+            }, "\(transport): \(client.state)")
+            guard case .failed(let reason) = client.state else { continue }
+            #expect(reason.contains("401"), "\(reason)")
+            #expect(eventually { recorder.states.last == .failed(reason) })
+            #expect(client.bindChannel(SocketAddress.loopbackIPv4(port: 9)) != nil, "a channel can be reserved, but nothing is sent")
+            #expect([UInt8](repeating: 0, count: 4).withUnsafeBytes { client.sendChannelData($0, channel: 0x4000) } == false)
+            client.close()
+        }
+    }
+
+    /// A response with the right transaction ID but a MAC under another key, one with a broken
+    /// FINGERPRINT and one with an unknown transaction ID, each delivered just before coturn's
+    /// real answer: dropped, counted, no effect; the real answer then allocates.
+    @Test func forgedResponsesAreDroppedAndCounted() throws {
+        let coturn = try CoturnServer()
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let client = TURNClient(server: Self.turnServer(coturn), socket: socket, queue: DispatchQueue(label: "turn.test"))
+        let forgedSeen = Mutex<[String]>([])
+        let pump = TURNDatagramPump(socket) { bytes, from in
+            if let m = try? STUNMessage(parsing: bytes), m.method == .allocate, m.messageClass == .successResponse {
+                let before = client.statistics
+                // 1: same transaction, another relayed address, signed with a wrong key.
+                var forged = STUNMessage(method: .allocate, class: .successResponse, transactionID: m.transactionID)
+                forged.appendXORAddress(STUNMessage.AttributeType.xorRelayedAddress, SocketAddress(ipv4: 10, 9, 9, 9, port: 9999))
+                forged.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, SocketAddress(ipv4: 10, 9, 9, 9, port: 9999))
+                forged.appendUInt32(STUNMessage.AttributeType.lifetime, 600)
+                let wrongKey = STUNMessage.longTermKey(username: CoturnServer.user, realm: CoturnServer.realm, password: "guess")
+                let a = forged.encode(integrity: wrongKey, fingerprint: true)
+                // 2: the real answer with one byte of its FINGERPRINT changed.
+                var b = bytes
+                b[b.count - 1] ^= 0x01
+                // 3: the real answer with another transaction ID.
+                var c = bytes
+                c[19] ^= 0xFF
+                // 4: the real answer unsigned (MESSAGE-INTEGRITY and FINGERPRINT removed).
+                let d = STUNMessage(method: .allocate, class: .successResponse, transactionID: m.transactionID,
+                                    attributes: m.attributes).encode()
+                var consumed: [Bool] = []
+                for forgedBytes in [a, b, c, d] {
+                    consumed.append(forgedBytes.withUnsafeBytes { client.handleDatagram($0, from: from) })
+                }
+                let after = client.statistics
+                forgedSeen.withLock {
+                    $0.append("consumed \(consumed) forged +\(after.forgedResponses - before.forgedResponses) unmatched +\(after.unmatchedResponses - before.unmatchedResponses) accepted +\(after.responsesAccepted - before.responsesAccepted) state \(client.state)")
+                }
+            }
+            _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) }
+        }
+        defer { pump.stop() }
+        client.allocate()
+        #expect(eventually { Self.relayed(client) != nil }, "\(client.state)")
+        let seen = forgedSeen.withLock { $0 }
+        #expect(seen == ["consumed [true, true, false, true] forged +3 unmatched +1 accepted +0 state allocating"])
+        let (relayed, _) = try #require(Self.relayed(client))
+        #expect(relayed.addressBytes == [127, 0, 0, 1], "the forged relayed address was never used")
+        let stats = client.statistics
+        #expect(stats.forgedResponses == 3 && stats.unmatchedResponses == 1)
+        #expect(stats.received == stats.receivedByKind)
+        client.close()
+    }
+
+    /// Short refresh intervals: permissions and channels are refreshed again and again and the
+    /// channel keeps working.
+    @Test func permissionsAndChannelsAreRefreshed() throws {
+        let coturn = try CoturnServer()
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peer = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peerAddress = try peer.localAddress()
+        let client = TURNClient(server: Self.turnServer(coturn), socket: socket, queue: DispatchQueue(label: "turn.test"))
+        var timing = TURNClientTiming()
+        timing.permissionRefresh = 0.3
+        timing.channelRefresh = 0.3
+        client.timing = timing
+        let pump = TURNDatagramPump(socket) { bytes, from in
+            _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) }
+        }
+        defer { pump.stop() }
+        // Before the allocation: queued, sent once it is made.
+        let channel = try #require(client.bindChannel(peerAddress))
+        client.allocate()
+        #expect(eventually { client.channel(for: peerAddress)?.confirmed == true }, "\(client.state)")
+        let first = client.statistics.responsesAccepted
+        #expect(eventually { client.statistics.responsesAccepted >= first + 6 }, "refreshes answered")
+        let (relayed, _) = try #require(Self.relayed(client))
+        let payload = Array("still bound".utf8)
+        #expect(payload.withUnsafeBytes { client.sendChannelData($0, channel: channel) })
+        let got = try #require(try Self.receive(peer))
+        #expect(got.0 == payload && got.1 == relayed)
+        #expect(client.statistics.timeouts == 0 && client.statistics.forgedResponses == 0)
+        client.close()
+    }
+}
