@@ -3,6 +3,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 @Suite(.serialized) struct ICEAgentRelayTests {
@@ -52,8 +53,12 @@ import Testing
         let a = try Side(server: server.address, controlling: true)
         let b = try Side(server: server.address, controlling: false)
         defer { a.agent.close(); b.agent.close() }
-        a.agent.onCandidate = { [weak a, weak b] c in a?.candidates.withLock { $0.append(c) }; b?.agent.addRemoteCandidate(c) }
-        b.agent.onCandidate = { [weak a, weak b] c in b?.candidates.withLock { $0.append(c) }; a?.agent.addRemoteCandidate(c) }
+        a.agent.onCandidate = { [weak a, weak b] c in
+            a?.candidates.withLock { $0.append(c) }; b?.agent.addRemoteCandidate(c)
+        }
+        b.agent.onCandidate = { [weak a, weak b] c in
+            b?.candidates.withLock { $0.append(c) }; a?.agent.addRemoteCandidate(c)
+        }
         a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
         b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
         a.startReading()
@@ -64,8 +69,9 @@ import Testing
         let deadline = Date().addingTimeInterval(8)
         while Date() < deadline && (a.agent.selectedPair == nil || b.agent.selectedPair == nil) { usleep(20_000) }
         let run = (a.agent.selectedPair == nil || b.agent.selectedPair == nil) ? server.stop() : nil
-        #expect(a.agent.selectedPair != nil && b.agent.selectedPair != nil,
-                "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots) coturn: \(run?.stdout.suffix(3000) ?? "")")
+        #expect(
+            a.agent.selectedPair != nil && b.agent.selectedPair != nil,
+            "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots) coturn: \(run?.stdout.suffix(3000) ?? "")")
         for side in [a, b] {
             #expect(side.candidates.withLock { $0.count == 1 && $0[0].type == .relay })
             #expect(side.agent.selectedPair?.local.type == .relay)
@@ -126,11 +132,12 @@ import Testing
             return p.local.type == .relay || p.remote.type == .relay
         }
         #expect(wait(2) { relayedRoute(a) && relayedRoute(b) }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
-        #expect(wait(3) {
-            a.send(tag: 0xC1, count: 1)
-            b.send(tag: 0xC2, count: 1)
-            return b.arrived(tagged: 0xC1) >= 3 && a.arrived(tagged: 0xC2) >= 3
-        })
+        #expect(
+            wait(3) {
+                a.send(tag: 0xC1, count: 1)
+                b.send(tag: 0xC2, count: 1)
+                return b.arrived(tagged: 0xC1) >= 3 && a.arrived(tagged: 0xC2) >= 3
+            })
 
         // It comes back: the direct pair answers again and is renominated.
         a.agent.dropFilterForTests = nil
@@ -139,5 +146,6 @@ import Testing
             s.agent.path.route?.peer == peer && s.agent.path.route?.isRelayed == false
         }
         #expect(wait(4) { direct(a, bHost) && direct(b, aHost) }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
+        #expect(a.agent.selectedPair?.local.type == .host && b.agent.selectedPair?.local.type == .host)
     }
 }

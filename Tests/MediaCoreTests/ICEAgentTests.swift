@@ -4,6 +4,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 @Suite(.serialized) struct ICEAgentTests {
@@ -33,15 +34,38 @@ import Testing
         #expect(a.agent.isControlling && !b.agent.isControlling)
     }
 
+    /// Candidates and credentials in any order: B's candidates reach A before A starts, A's reach
+    /// B before B knows A's credentials, and the credentials come last (A's checks arrive at B
+    /// first and are answered, then checked back).
+    @Test func candidatesAndCredentialsInAnyOrder() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
+        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
+        defer { a.close(); b.close() }
+        a.agent.onCandidate = { [weak b] c in b?.agent.addRemoteCandidate(c) }
+        b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
+        b.startReading()
+        b.agent.start()
+        #expect(iceWait(1) { b.gathered.load(ordering: .relaxed) })
+        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
+        a.startReading()
+        a.agent.start()
+        #expect(iceWait(1) { b.agent.statistics.checksAnswered > 0 })
+        #expect(b.agent.selectedPair == nil && b.agent.statistics.checksSent == 0)
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        #expect(b.agent.selectedPair?.remote.address == a.address && a.agent.selectedPair?.remote.address == b.address)
+    }
+
     /// With a direct path and a forwarded one (a NAT-like second path), both agents select the
     /// direct pair, the highest-priority valid pair, while the other becomes valid too.
     @Test func selectsTheHighestPriorityPair() throws {
         let (a, b, forwarder) = try Self.twoPaths()
         defer { a.close(); b.close(); forwarder.stop() }
-        #expect(iceWait(3) {
-            a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
-                && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
-        }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        #expect(
+            iceWait(3) {
+                a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
+                    && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
+            }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         for peer in [a, b] {
             let pairs = peer.agent.pairSnapshots
             let best = pairs.filter(\.valid).max { $0.priority < $1.priority }
@@ -54,16 +78,18 @@ import Testing
     @Test func failsOverWithinTwoSecondsAndComesBack() throws {
         let (a, b, forwarder) = try Self.twoPaths()
         defer { a.close(); b.close(); forwarder.stop() }
-        #expect(iceWait(3) {
-            a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
-                && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
-        })
+        #expect(
+            iceWait(3) {
+                a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
+                    && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
+            })
         let aAddress = a.address, bAddress = b.address
         a.agent.dropFilterForTests = { $0 == bAddress }
         b.agent.dropFilterForTests = { $0 == aAddress }
-        #expect(iceWait(2) {
-            a.agent.path.route?.peer == forwarder.address && b.agent.path.route?.peer == forwarder.address
-        }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        #expect(
+            iceWait(2) {
+                a.agent.path.route?.peer == forwarder.address && b.agent.path.route?.peer == forwarder.address
+            }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         a.sendMedia([0x80, 0xC1])
         b.sendMedia([0x80, 0xC2])
         #expect(iceWait(1) { b.received(tagged: [0x80, 0xC1]).count == 5 && a.received(tagged: [0x80, 0xC2]).count == 5 })
@@ -71,8 +97,9 @@ import Testing
 
         a.agent.dropFilterForTests = nil
         b.agent.dropFilterForTests = nil
-        #expect(iceWait(3) { a.agent.path.route?.peer == bAddress && b.agent.path.route?.peer == aAddress },
-                "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        #expect(
+            iceWait(3) { a.agent.path.route?.peer == bAddress && b.agent.path.route?.peer == aAddress },
+            "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         a.sendMedia([0x80, 0xD1])
         #expect(iceWait(1) { b.received(tagged: [0x80, 0xD1]).count == 5 })
         #expect(b.received(tagged: [0x80, 0xD1]).allSatisfy { $0.from == aAddress })
@@ -82,7 +109,9 @@ import Testing
     /// With no answer on any pair for `consentExpirySeconds`, the route goes away (RFC 7675) and
     /// the change is reported.
     @Test func consentExpiryRemovesTheRoute() throws {
-        let configure: (inout ICEAgentConfiguration) -> Void = { $0.consentExpirySeconds = 1.5; $0.failoverAfterMilliseconds = 500 }
+        let configure: (inout ICEAgentConfiguration) -> Void = {
+            $0.consentExpirySeconds = 1.5; $0.failoverAfterMilliseconds = 500
+        }
         let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true, configure: configure)
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false, configure: configure)
         defer { a.close(); b.close() }
@@ -123,8 +152,9 @@ import Testing
         let attacker = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let elsewhere = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let attackerAddress = try attacker.localAddress()
-        let planted = ICECandidate(foundation: "x", priority: ICECandidate.priority(type: .host, localPreference: 65535),
-                                   address: attackerAddress, type: .host)
+        let planted = ICECandidate(
+            foundation: "x", priority: ICECandidate.priority(type: .host, localPreference: 65535),
+            address: attackerAddress, type: .host)
         a.agent.addRemoteCandidate(planted)
         iceConnect(a, b)
 
@@ -137,7 +167,8 @@ import Testing
             return m.encode(integrity: key, fingerprint: true)
         }
         let realKey = STUNMessage.shortTermKey(password: b.agent.localPassword)
-        let wrongIntegrity = response(id: request.message.transactionID, key: STUNMessage.shortTermKey(password: "not the peer's password"))
+        let wrongIntegrity = response(
+            id: request.message.transactionID, key: STUNMessage.shortTermKey(password: "not the peer's password"))
         let rightButElsewhere = response(id: request.message.transactionID, key: realKey)
         var brokenFingerprint = response(id: request.message.transactionID, key: realKey)
         brokenFingerprint[brokenFingerprint.count - 1] ^= 0xFF
@@ -234,12 +265,16 @@ import Testing
 
     /// Remote candidates beyond `maxRemoteCandidates` and pairs beyond `maxPairs` are not kept.
     @Test func remoteStateIsBounded() throws {
-        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true) { $0.maxRemoteCandidates = 8; $0.maxPairs = 5 }
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true) {
+            $0.maxRemoteCandidates = 8; $0.maxPairs = 5
+        }
         defer { a.close() }
         a.agent.start()
         for i in 0..<20 {
-            a.agent.addRemoteCandidate(ICECandidate(foundation: "\(i)", priority: UInt32(1000 + i),
-                                                    address: .init(ipv4: 127, 0, 9, UInt8(i), port: 9), type: .host))
+            a.agent.addRemoteCandidate(
+                ICECandidate(
+                    foundation: "\(i)", priority: UInt32(1000 + i),
+                    address: .init(ipv4: 127, 0, 9, UInt8(i), port: 9), type: .host))
         }
         #expect(iceWait(1) { a.agent.statistics.droppedRemoteCandidates == 12 })
         #expect(a.agent.pairSnapshots.count == 5)
@@ -283,6 +318,80 @@ import Testing
         #expect(Set(candidates.map(\.foundation)).count == candidates.count)
     }
 
+    /// New checks go out one per Ta, in pair-priority order, and a triggered check (for a request
+    /// that just arrived) goes before the ordinary ones still waiting.
+    @Test func checksArePacedInPriorityOrderWithTriggeredChecksFirst() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true) { $0.checkIntervalMilliseconds = 60 }
+        defer { a.close() }
+        let targets = try (0..<16).map { _ in try UDPSocket(bindingTo: .loopbackIPv4(port: 0)) }
+        let addresses = try targets.map { try $0.localAddress() }
+        // Priorities descend with the index: target 0 first, target 15 last.
+        for (i, address) in addresses.enumerated() {
+            a.agent.addRemoteCandidate(
+                ICECandidate(
+                    foundation: "t\(i)", priority: ICECandidate.priority(type: .host, localPreference: UInt32(60000 - i * 100)),
+                    address: address, type: .host))
+        }
+        let remoteUfrag = "targets1", remotePassword = "targets-password-0123456789"
+        a.agent.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
+        a.startReading()
+        let started = Date()
+        a.agent.start()
+        var order: [Int] = []  // target index of each new transaction, in arrival order
+        var seen = Set<[UInt8]>()
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var triggeredAt: Int?
+        while Date().timeIntervalSince(started) < 0.7 {
+            for (i, t) in targets.enumerated() {
+                while (try? t.waitUntilReadable(timeoutMilliseconds: 0)) == true {
+                    guard let got = try? buffer.withUnsafeMutableBytes({ try t.receive(into: $0) }),
+                        let m = try? STUNMessage(parsing: Array(buffer[0..<got.count])), m.messageClass == .request
+                    else { continue }
+                    if seen.insert(m.transactionID).inserted { order.append(i) }
+                }
+            }
+            if triggeredAt == nil, order.count >= 2 {
+                // The last target asks first: its check must jump the queue.
+                triggeredAt = order.count
+                let r = iceBindingRequest(
+                    username: "\(a.agent.localUfrag):\(remoteUfrag)", password: a.agent.localPassword, controlling: false)
+                _ = try r.bytes.withUnsafeBytes { try targets[15].send($0, to: a.address) }
+            }
+            usleep(1000)
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(order.count >= 4)
+        #expect(Double(order.count) <= elapsed / 0.060 + 2, "\(order.count) checks in \(elapsed) s")
+        let triggered = try #require(order.firstIndex(of: 15), "\(order)")
+        #expect(triggered <= (triggeredAt ?? 0) + 1, "\(order)")
+        let ordinary = order.filter { $0 != 15 }
+        #expect(ordinary == ordinary.sorted(), "\(order)")
+        #expect(ordinary.first == 0)
+    }
+
+    /// Without `hostAddresses`: a socket bound to every interface offers each up, non-loopback
+    /// interface address of its family with its port; one bound to loopback offers loopback.
+    @Test func hostCandidatesComeFromTheInterfaces() throws {
+        for bind in [SocketAddress.anyIPv4(port: 0), .anyIPv6(port: 0), .loopbackIPv4(port: 0)] {
+            let peer = try ICETestPeer(bind: bind, controlling: true)
+            defer { peer.close() }
+            let seen = Mutex<[ICECandidate]>([])
+            peer.agent.onCandidate = { c in seen.withLock { $0.append(c) } }
+            peer.agent.start()
+            #expect(iceWait(2) { peer.gathered.load(ordering: .relaxed) })
+            let hosts = seen.withLock { $0 }
+            #expect(hosts == peer.agent.localCandidates)
+            #expect(
+                hosts.allSatisfy { $0.type == .host && $0.address.family == bind.family && $0.address.port == peer.address.port })
+            #expect(Set(hosts.map(\.priority)).count == hosts.count)
+            if ICEHostAddresses.isWildcard(bind) {
+                #expect(hosts.allSatisfy { !ICEHostAddresses.isLoopback($0.address) && !ICEHostAddresses.isWildcard($0.address) })
+            } else {
+                #expect(hosts.map(\.address) == [peer.address])
+            }
+        }
+    }
+
     /// Garbage (random bytes in the STUN range, truncations, bit flips and bad lengths of a signed
     /// request and response) fed to a connected agent, through `handleDatagram` from another
     /// thread and over the socket: nothing crashes, nothing forged is answered, the call goes on.
@@ -294,16 +403,20 @@ import Testing
         #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
         let raw = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let rawAddress = try raw.localAddress()
-        let request = iceBindingRequest(username: "\(a.agent.localUfrag):\(b.agent.localUfrag)", password: a.agent.localPassword).bytes
+        let request = iceBindingRequest(username: "\(a.agent.localUfrag):\(b.agent.localUfrag)", password: a.agent.localPassword)
+            .bytes
         var response = STUNMessage(method: .binding, class: .successResponse)
         response.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, a.address)
-        let responseBytes = response.encode(integrity: STUNMessage.shortTermKey(password: b.agent.localPassword), fingerprint: true)
+        let responseBytes = response.encode(
+            integrity: STUNMessage.shortTermKey(password: b.agent.localPassword), fingerprint: true)
         var rng = SystemRandomNumberGenerator()
         for i in 0..<4000 {
             var bytes = i % 2 == 0 ? request : responseBytes
             switch i % 5 {
             case 0:
-                for _ in 0..<Int.random(in: 1...4, using: &rng) { bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= UInt8.random(in: 1...255, using: &rng) }
+                for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                    bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= UInt8.random(in: 1...255, using: &rng)
+                }
             case 1:
                 bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &rng)))
             case 2:
@@ -315,6 +428,7 @@ import Testing
             default:
                 bytes[2] = UInt8.random(in: 0...255, using: &rng); bytes[3] = UInt8.random(in: 0...255, using: &rng)
             }
+            if bytes == request || bytes == responseBytes { continue }  // a mutation that changed nothing
             if i % 3 == 0 {
                 _ = try? bytes.withUnsafeBytes { try raw.send($0, to: a.address) }
             } else {
@@ -335,10 +449,14 @@ import Testing
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
         let forwarder = try ICEForwarder(between: a.address, and: b.address)
         let srflx = ICECandidate.priority(type: .srflx, localPreference: 65535)
-        a.agent.addRemoteCandidate(ICECandidate(foundation: "f", priority: srflx, address: forwarder.address, type: .srflx,
-                                                relatedAddress: b.address))
-        b.agent.addRemoteCandidate(ICECandidate(foundation: "f", priority: srflx, address: forwarder.address, type: .srflx,
-                                                relatedAddress: a.address))
+        a.agent.addRemoteCandidate(
+            ICECandidate(
+                foundation: "f", priority: srflx, address: forwarder.address, type: .srflx,
+                relatedAddress: b.address))
+        b.agent.addRemoteCandidate(
+            ICECandidate(
+                foundation: "f", priority: srflx, address: forwarder.address, type: .srflx,
+                relatedAddress: a.address))
         iceConnect(a, b)
         return (a, b, forwarder)
     }

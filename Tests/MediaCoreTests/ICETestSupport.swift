@@ -2,6 +2,7 @@
 // (a forwarding socket, like a NAT), raw STUN crafting, and polling.
 import Foundation
 import Synchronization
+
 @testable import MediaCore
 
 /// Polls `condition` every 10 ms for up to `seconds`; true as soon as it holds.
@@ -89,10 +90,13 @@ final class ICEForwarder: Sendable {
             var buffer = [UInt8](repeating: 0, count: 2048)
             while !stopped.load(ordering: .relaxed) {
                 guard (try? socket.waitUntilReadable(timeoutMilliseconds: 20)) == true,
-                      let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source else { continue }
+                    let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source
+                else { continue }
                 let to = from == a ? b : from == b ? a : nil
                 if let to {
-                    _ = try? buffer.withUnsafeBytes { try socket.send(UnsafeRawBufferPointer(rebasing: $0[0..<got.count]), to: to) }
+                    _ = try? buffer.withUnsafeBytes {
+                        try socket.send(UnsafeRawBufferPointer(rebasing: $0[0..<got.count]), to: to)
+                    }
                     forwarded.add(1, ordering: .relaxed)
                 }
             }
@@ -108,8 +112,10 @@ final class ICEForwarder: Sendable {
 }
 
 /// A Binding request as a peer with `username` would send it, signed with `password`.
-func iceBindingRequest(username: String?, password: String?, controlling: Bool = true, tieBreaker: UInt64 = 1,
-                       useCandidate: Bool = false, fingerprint: Bool = true) -> (bytes: [UInt8], message: STUNMessage) {
+func iceBindingRequest(
+    username: String?, password: String?, controlling: Bool = true, tieBreaker: UInt64 = 1,
+    useCandidate: Bool = false, fingerprint: Bool = true
+) -> (bytes: [UInt8], message: STUNMessage) {
     var m = STUNMessage(method: .binding, class: .request)
     if let username { m.appendText(STUNMessage.AttributeType.username, username) }
     m.appendUInt32(STUNMessage.AttributeType.priority, ICECandidate.priority(type: .prflx, localPreference: 65535))
@@ -125,7 +131,8 @@ func iceReceiveAll(_ socket: UDPSocket, seconds: Double) -> [(bytes: [UInt8], fr
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         guard (try? socket.waitUntilReadable(timeoutMilliseconds: 10)) == true,
-              let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source else { continue }
+            let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source
+        else { continue }
         out.append((Array(buffer[0..<got.count]), from))
     }
     return out
@@ -137,7 +144,8 @@ func iceReceiveRequest(_ socket: UDPSocket, seconds: Double) -> (bytes: [UInt8],
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         guard (try? socket.waitUntilReadable(timeoutMilliseconds: 10)) == true,
-              let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source else { continue }
+            let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source
+        else { continue }
         let bytes = Array(buffer[0..<got.count])
         if let m = try? STUNMessage(parsing: bytes), m.messageClass == .request { return (bytes, m, from) }
     }

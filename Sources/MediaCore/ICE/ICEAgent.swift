@@ -1,10 +1,22 @@
 // A full ICE agent (RFC 8445) for one UDP socket and one component: gathering (host, server
 // reflexive, relayed), paced connectivity checks, nomination, consent freshness (RFC 7675) and
 // failover, speaking standard STUN on the wire so browsers and servers can be its peers.
+//
+// How it differs from the letter of RFC 8445, on purpose:
+// - One socket serves every host candidate, so the kernel picks the source address of a check;
+//   the XOR-MAPPED-ADDRESS of the answer then names the local side of the valid pair. On a host
+//   with several addresses and a wildcard-bound socket, only paths whose kernel-chosen source is
+//   the address the peer expects pass the symmetric-address check.
+// - No frozen state per foundation: every pair waits, and one new check goes out per Ta, highest
+//   priority first, triggered checks before the others.
+// - Nomination: the controlling agent nominates the best working pair (direct before relayed)
+//   and nominates again when a better one starts to work (renomination, as libwebrtc does);
+//   its consent checks on the selected pair carry USE-CANDIDATE. The controlled agent follows
+//   the pair nominated most recently, and switches on its own when the selected pair goes silent.
 import Dispatch
 import Foundation
-import Synchronization
 import Glibc
+import Synchronization
 
 /// Settings of an `ICEAgent`. Thread rule: a value type.
 package struct ICEAgentConfiguration: Sendable {
@@ -203,6 +215,8 @@ package final class ICEAgent: @unchecked Sendable {
     }
 
     /// The peer's ufrag and password (from its offer or answer); checks start once they are known.
+    /// Requests that arrived before (answered when their MESSAGE-INTEGRITY was ours) are checked
+    /// back then. New values replace the old ones for every later check.
     package func setRemoteCredentials(ufrag: String, password: String) {
         queue.async { self.setRemoteCredentialsOnQueue(ufrag: ufrag, password: password) }
     }
@@ -269,8 +283,9 @@ package final class ICEAgent: @unchecked Sendable {
         var out: [PairSnapshot] = []
         onQueue {
             out = self.pairs.map {
-                PairSnapshot(local: $0.local.candidate, remote: $0.remote, priority: $0.priority, valid: $0.valid,
-                             failed: $0.failedOver || $0.state == .failed, selected: $0 === self.selected)
+                PairSnapshot(
+                    local: $0.local.candidate, remote: $0.remote, priority: $0.priority, valid: $0.valid,
+                    failed: $0.failedOver || $0.state == .failed, selected: $0 === self.selected)
             }
         }
         return out
@@ -293,7 +308,8 @@ package final class ICEAgent: @unchecked Sendable {
 
     /// Reads the socket on the agent's queue until `stopReading`: STUN and TURN datagrams (first
     /// byte 0-3 or 64-79, RFC 7983) go to the agent, the others to `otherDatagram` (called on the
-    /// agent's queue). For before a media receive pipeline owns the socket, and for tests.
+    /// agent's queue). For before a media receive pipeline owns the socket, and for tests. Call
+    /// `stopReading` (or `close`) before the socket is closed.
     /// Thread rule: any thread (waits for the agent's queue). Cost: one read source; a `recvfrom`
     /// and a copy per datagram.
     package func startReading(otherDatagram: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)? = nil) {
@@ -337,9 +353,13 @@ package final class ICEAgent: @unchecked Sendable {
                 }
             }
             guard n > 0 else { return }
-            guard let from = withUnsafePointer(to: &storage, {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
-            }) else { continue }
+            guard
+                let from = withUnsafePointer(
+                    to: &storage,
+                    {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+                    })
+            else { continue }
             if let drop = shared.withLock({ $0.dropFilter }), drop(from) { continue }
             let first = readBuffer[0]
             if first < 4 || (64...79).contains(first) {

@@ -40,9 +40,10 @@ extension ICEAgent {
 
     func handleRequest(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?) {
         guard STUNMessage.hasValidFingerprint(bytes), let user = m.text(STUNMessage.AttributeType.username),
-              let colon = user.firstIndex(of: ":"), user[..<colon] == localUfrag,
-              remoteUfrag == nil || user[user.index(after: colon)...] == remoteUfrag!,
-              STUNMessage.hasValidIntegrity(bytes, key: localKey) else {
+            let colon = user.firstIndex(of: ":"), user[..<colon] == localUfrag,
+            remoteUfrag == nil || user[user.index(after: colon)...] == remoteUfrag!,
+            STUNMessage.hasValidIntegrity(bytes, key: localKey)
+        else {
             bump(\.droppedRequests)
             return
         }
@@ -58,7 +59,8 @@ extension ICEAgent {
         } else if !controlling, let theirs = m.uint64(STUNMessage.AttributeType.iceControlled) {
             if tieBreaker >= theirs { switchRole(controlling: true) } else { conflict = true }
         }
-        var answer = STUNMessage(method: .binding, class: conflict ? .errorResponse : .successResponse, transactionID: m.transactionID)
+        var answer = STUNMessage(
+            method: .binding, class: conflict ? .errorResponse : .successResponse, transactionID: m.transactionID)
         if conflict {
             answer.appendErrorCode(487, reason: "Role Conflict")
         } else {
@@ -86,7 +88,7 @@ extension ICEAgent {
     /// After an authenticated request: the remote candidate (peer-reflexive if new, §7.3.1.3),
     /// the pair, a triggered check (§7.3.1.4) and, on the controlled side, the nomination.
     func learnFromRequest(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool) {
-        guard !closed, from.family == socket.family, relay != nil || !configuration.relayOnly else { return }
+        guard !closed, relay != nil || (from.family == socket.family && !configuration.relayOnly) else { return }
         let now = Self.now()
         var remote = remotes.first { $0.address == from }
         if remote == nil {
@@ -102,13 +104,17 @@ extension ICEAgent {
         guard let remote else { return }
         let pair: ICECandidatePair?
         if let relay {
-            pair = pairs.first { $0.local.relay == relay && $0.remote.address == from }
-                ?? locals.first(where: { $0.relay == relay && $0.candidate.type == .relay }).flatMap { addPair(local: $0, remote: remote) }
+            pair =
+                pairs.first { $0.local.relay == relay && $0.remote.address == from }
+                ?? locals.first(where: { $0.relay == relay && $0.candidate.type == .relay }).flatMap {
+                    addPair(local: $0, remote: remote)
+                }
         } else {
             let direct = pairs.filter { $0.local.relay == nil && $0.remote.address == from }
-            pair = direct.first { $0.valid && !$0.failedOver } ?? direct.max { $0.priority < $1.priority }
+            pair =
+                direct.first { $0.valid && !$0.failedOver } ?? direct.max { $0.priority < $1.priority }
                 ?? locals.first(where: { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family })
-                    .flatMap { addPair(local: $0, remote: remote) }
+                .flatMap { addPair(local: $0, remote: remote) }
         }
         guard let pair else { return }
         if useCandidate && !controlling {
@@ -167,7 +173,9 @@ extension ICEAgent {
         }
         let bytes = m.encode(integrity: remoteKey, fingerprint: true)
         let outstanding = transactions.filter { $0.value.pair === pair }
-        if outstanding.count >= Self.maxOutstandingPerPair, let oldest = outstanding.min(by: { $0.value.startedAt < $1.value.startedAt }) {
+        if outstanding.count >= Self.maxOutstandingPerPair,
+            let oldest = outstanding.min(by: { $0.value.startedAt < $1.value.startedAt })
+        {
             transactions[oldest.key] = nil
         }
         let rto: UInt64 = kind == .check ? 100_000_000 : 2_000_000_000
@@ -192,7 +200,8 @@ extension ICEAgent {
             return
         }
         guard let t = transactions[m.transactionID], t.destination == from, t.relay == relay,
-              STUNMessage.hasValidFingerprint(bytes), STUNMessage.hasValidIntegrity(bytes, key: remoteKey) else {
+            STUNMessage.hasValidFingerprint(bytes), STUNMessage.hasValidIntegrity(bytes, key: remoteKey)
+        else {
             bump(\.droppedResponses)
             return
         }
@@ -219,8 +228,9 @@ extension ICEAgent {
         if pair.local.relay == nil && mapped != pair.local.candidate.address {
             var local = locals.first { $0.relay == nil && $0.candidate.address == mapped }
             if local == nil {
-                let c = ICECandidate(foundation: foundation(.prflx, base: pair.local.base, server: nil), priority: t.prflxPriority,
-                                     address: mapped, type: .prflx, relatedAddress: pair.local.base)
+                let c = ICECandidate(
+                    foundation: foundation(.prflx, base: pair.local.base, server: nil), priority: t.prflxPriority,
+                    address: mapped, type: .prflx, relatedAddress: pair.local.base)
                 let l = ICELocalCandidate(candidate: c, base: pair.local.base, relay: nil)
                 addLocal(l, signal: false)
                 local = locals.first { $0.relay == nil && $0.candidate.address == mapped }
@@ -240,7 +250,8 @@ extension ICEAgent {
         if validPair.nextKeepaliveAt == 0 { validPair.nextKeepaliveAt = now + keepaliveInterval() }
         if firstValidAt == 0 { firstValidAt = now }
         if let r = validPair.local.relay, channels[channelKey(r, validPair.remote.address)] == nil,
-           let ch = turns[r].bindChannel(validPair.remote.address) {
+            let ch = turns[r].bindChannel(validPair.remote.address)
+        {
             channels[channelKey(r, validPair.remote.address)] = ch
         }
         if controlling {

@@ -15,17 +15,24 @@ extension ICEAgent {
         let now = Self.now()
         gatheringDeadline = now + 8_000_000_000
         if !configuration.relayOnly { gatherHost() }
-        for server in configuration.servers where server.kind == .stun && server.address.family == socket.family && !configuration.relayOnly {
+        for server in configuration.servers
+        where server.kind == .stun && server.address.family == socket.family && !configuration.relayOnly {
             var m = STUNMessage(method: .binding, class: .request)
             let name = "Revue ICE"
-            m.appendText(STUNMessage.AttributeType.software, name + String(repeating: " ", count: Self.serverRequestSoftwareLength - name.count))
+            m.appendText(
+                STUNMessage.AttributeType.software,
+                name + String(repeating: " ", count: Self.serverRequestSoftwareLength - name.count))
             let bytes = m.encode(fingerprint: true)
-            serverTransactions.append(ICEServerTransaction(server: server, transactionID: m.transactionID, bytes: bytes,
-                                                           nextAt: now + 250_000_000, rtoNanoseconds: 250_000_000))
+            serverTransactions.append(
+                ICEServerTransaction(
+                    server: server, transactionID: m.transactionID, bytes: bytes,
+                    nextAt: now + 250_000_000, rtoNanoseconds: 250_000_000))
             bytes.withUnsafeBytes { _ = try? socket.send($0, to: server.address) }
         }
-        for server in configuration.servers where server.kind == .turn
-            && (server.transport == .tcp || server.address.family == socket.family) {
+        for server in configuration.servers
+        where server.kind == .turn
+            && (server.transport == .tcp || server.address.family == socket.family)
+        {
             let index = turns.count
             let client = TURNClient(server: server, socket: socket, queue: queue)
             client.onStateChange = { [weak self] state in self?.onQueueAsync { $0.turnStateChanged(index, state) } }
@@ -70,16 +77,19 @@ extension ICEAgent {
         let bound = (try? socket.localAddress()) ?? (socket.family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0))
         var addresses: [SocketAddress]
         if let given = configuration.hostAddresses {
-            addresses = given.filter { $0.family == socket.family }.map { var a = $0; a.port = bound.port; return a }
+            addresses = given.filter { $0.family == socket.family }.map {
+                var a = $0; a.port = bound.port; return a
+            }
         } else {
             addresses = ICEHostAddresses.addresses(bound: bound, includeLoopback: ICEHostAddresses.isLoopback(bound))
         }
         var seen = Set<SocketAddress>()
         addresses = addresses.filter { seen.insert($0).inserted }
         for (i, a) in addresses.enumerated() {
-            let c = ICECandidate(foundation: foundation(.host, base: a, server: nil),
-                                 priority: ICECandidate.priority(type: .host, localPreference: hostLocalPreference(a, index: i)),
-                                 address: a, type: .host)
+            let c = ICECandidate(
+                foundation: foundation(.host, base: a, server: nil),
+                priority: ICECandidate.priority(type: .host, localPreference: hostLocalPreference(a, index: i)),
+                address: a, type: .host)
             addLocal(ICELocalCandidate(candidate: c, base: a, relay: nil))
         }
     }
@@ -89,7 +99,8 @@ extension ICEAgent {
 
     func addLocal(_ l: ICELocalCandidate, signal: Bool = true) {
         guard locals.count < Self.maxLocalCandidates,
-              !locals.contains(where: { $0.candidate.address == l.candidate.address && $0.relay == l.relay }) else { return }
+            !locals.contains(where: { $0.candidate.address == l.candidate.address && $0.relay == l.relay })
+        else { return }
         locals.append(l)
         if l.pairs { for r in remotes { addPair(local: l, remote: r) } }
         guard signal else { return }
@@ -103,9 +114,10 @@ extension ICEAgent {
     func addServerReflexive(_ mapped: SocketAddress, server: SocketAddress) {
         guard !locals.contains(where: { $0.candidate.address == mapped }), let base = reflexiveBase else { return }
         let lp = (base.candidate.priority >> 8) & 0xFFFF
-        let c = ICECandidate(foundation: foundation(.srflx, base: base.base, server: server),
-                             priority: ICECandidate.priority(type: .srflx, localPreference: lp),
-                             address: mapped, type: .srflx, relatedAddress: base.base)
+        let c = ICECandidate(
+            foundation: foundation(.srflx, base: base.base, server: server),
+            priority: ICECandidate.priority(type: .srflx, localPreference: lp),
+            address: mapped, type: .srflx, relatedAddress: base.base)
         addLocal(ICELocalCandidate(candidate: c, base: base.base, relay: nil))
     }
 
@@ -114,7 +126,8 @@ extension ICEAgent {
         guard !t.done else { return }
         serverTransactions[index].done = true
         if m.messageClass == .successResponse, let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress),
-           mapped.family == socket.family {
+            mapped.family == socket.family
+        {
             addServerReflexive(mapped, server: t.server.address)
         }
         checkGatheringComplete()
@@ -126,9 +139,10 @@ extension ICEAgent {
         case .allocated(let relayed, let mapped):
             let server = turns[index].server.address
             let lp = 0xFFFF - UInt32(min(index, 0xFF))
-            let c = ICECandidate(foundation: foundation(.relay, base: relayed, server: server),
-                                 priority: ICECandidate.priority(type: .relay, localPreference: lp),
-                                 address: relayed, type: .relay, relatedAddress: mapped)
+            let c = ICECandidate(
+                foundation: foundation(.relay, base: relayed, server: server),
+                priority: ICECandidate.priority(type: .relay, localPreference: lp),
+                address: relayed, type: .relay, relatedAddress: mapped)
             addLocal(ICELocalCandidate(candidate: c, base: relayed, relay: index))
             if mapped.family == socket.family && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
             turnDone[index] = true
@@ -177,7 +191,8 @@ extension ICEAgent {
             return
         }
         guard c.component == 1, c.address.port != 0, !ICEHostAddresses.isWildcard(c.address),
-              remotes.count < configuration.maxRemoteCandidates else {
+            remotes.count < configuration.maxRemoteCandidates
+        else {
             bump(\.droppedRemoteCandidates)
             return
         }
@@ -189,13 +204,21 @@ extension ICEAgent {
     @discardableResult
     func addPair(local: ICELocalCandidate, remote: ICECandidate) -> ICECandidatePair? {
         guard local.candidate.address.family == remote.address.family else { return nil }
-        if let p = pairs.first(where: { $0.local.candidate.address == local.candidate.address && $0.local.relay == local.relay
-            && $0.remote.address == remote.address }) { return p }
+        if let p = pairs.first(where: {
+            $0.local.candidate.address == local.candidate.address && $0.local.relay == local.relay
+                && $0.remote.address == remote.address
+        }) {
+            return p
+        }
         let p = ICECandidatePair(local: local, remote: remote)
         p.priority = ICECandidatePair.priority(local: local.candidate.priority, remote: remote.priority, controlling: controlling)
         if pairs.count >= max(1, configuration.maxPairs) {
-            guard let worst = pairs.enumerated().filter({ !$0.element.valid && $0.element.state != .inProgress && $0.element !== selected })
-                .min(by: { $0.element.priority < $1.element.priority }), worst.element.priority < p.priority else { return nil }
+            guard
+                let worst = pairs.enumerated().filter({
+                    !$0.element.valid && $0.element.state != .inProgress && $0.element !== selected
+                })
+                .min(by: { $0.element.priority < $1.element.priority }), worst.element.priority < p.priority
+            else { return nil }
             removePair(at: worst.offset)
         }
         pairs.append(p)
@@ -211,7 +234,8 @@ extension ICEAgent {
 
     func recomputePriorities() {
         for p in pairs {
-            p.priority = ICECandidatePair.priority(local: p.local.candidate.priority, remote: p.remote.priority, controlling: controlling)
+            p.priority = ICECandidatePair.priority(
+                local: p.local.candidate.priority, remote: p.remote.priority, controlling: controlling)
         }
     }
 }

@@ -19,7 +19,8 @@ enum ICEHostAddresses {
             cursor = entry.pointee.ifa_next
             let flags = entry.pointee.ifa_flags
             guard flags & UInt32(IFF_UP) != 0, let sa = entry.pointee.ifa_addr,
-                  var address = SocketAddress(sockaddr: sa), address.family == bound.family else { continue }
+                var address = SocketAddress(sockaddr: sa), address.family == bound.family
+            else { continue }
             if flags & UInt32(IFF_LOOPBACK) != 0 && !includeLoopback { continue }
             if address.family == .ipv6 {
                 let b = address.addressBytes
