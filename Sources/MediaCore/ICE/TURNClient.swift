@@ -300,10 +300,11 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if let n = channelOf[peer] { return n }
-        guard channels.count < Self.maxChannels, ensurePermission(peer) else {
+        guard channels.count < Self.maxChannels else {
             stats.refusedForLimits += 1
             return nil
         }
+        guard ensurePermission(peer) else { return nil }
         while channels[nextChannel] != nil {
             nextChannel = nextChannel == TURNChannelData.channelRange.upperBound ? TURNChannelData.channelRange.lowerBound : nextChannel + 1
         }
