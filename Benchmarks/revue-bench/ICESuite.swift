@@ -4,6 +4,8 @@
 // kernel drops them there), on one thread, measured in thread CPU time.
 import MediaCore
 import Foundation
+import Dispatch
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -35,6 +37,143 @@ enum ICEBenchSuite {
                 for _ in 0..<packets { _ = try? socket.send(bytes, to: destination) }
                 return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)
             }
+        }
+        try TURNLatencyBench.run(reporter, options)
+    }
+}
+
+/// The added one-way latency of relaying through TURN: a peer echoes 200-byte datagrams with us
+/// straight over loopback (the anchor), and through our allocation on a real coturn started here
+/// on loopback (ChannelData both ways on our side, plain UDP from the relayed address on the
+/// peer's). One-way = half the round trip, median of each repetition's samples.
+enum TURNLatencyBench {
+    final class Coturn {
+        let process = Process()
+        let directory: String
+        let port: UInt16
+
+        init() throws {
+            directory = NSTemporaryDirectory() + "revue-bench-coturn-\(getpid())"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let probe = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+            port = try probe.localAddress().port
+            probe.close()
+            let relayBase = 40_000 + Int(port % 10_000)
+            let config = """
+                listening-ip=127.0.0.1
+                listening-port=\(port)
+                relay-ip=127.0.0.1
+                min-port=\(relayBase)
+                max-port=\(relayBase + 9)
+                realm=bench.revue
+                lt-cred-mech
+                user=bench:bench
+                fingerprint
+                allow-loopback-peers
+                cli-password=bench
+                no-tls
+                no-dtls
+                no-cli
+                no-tcp
+                log-file=\(directory)/turn.log
+                pidfile=\(directory)/turnserver.pid
+                userdb=\(directory)/turndb
+                """
+            try config.write(toFile: directory + "/turnserver.conf", atomically: true, encoding: .utf8)
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/turnserver")
+            process.arguments = ["-c", directory + "/turnserver.conf"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+        }
+
+        func stop() {
+            process.terminate()
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    /// Reads `socket` for up to `ms` milliseconds, handing each datagram to `body`; true when
+    /// `done()` became true.
+    static func pump(_ socket: UDPSocket, ms: Int, _ body: (UnsafeRawBufferPointer, SocketAddress) -> Void, until done: () -> Bool) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        let deadline = nowNs() + UInt64(ms) * 1_000_000
+        while nowNs() < deadline {
+            if done() { return true }
+            guard (try? socket.waitUntilReadable(timeoutMilliseconds: 5)) == true else { continue }
+            while let r = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let source = r.source {
+                buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<r.count]), source) }
+            }
+        }
+        return done()
+    }
+
+    static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
+            throw BenchError(description: "coturn's turnserver is not installed (scripts/install-deps installs it)")
+        }
+        let coturn = try Coturn()
+        defer { coturn.stop() }
+        let ours = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peer = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        defer { ours.close(); peer.close() }
+        let server = ICEServer(kind: .turn, address: .loopbackIPv4(port: coturn.port), username: "bench", password: "bench")
+        let client = TURNClient(server: server, socket: ours, queue: DispatchQueue(label: "bench.turn"))
+        defer { client.close() }
+        let peerAddress = try peer.localAddress()
+        // Our side echoes what the peer sends, on the path it came: relayed data back through the
+        // channel, direct data straight back.
+        client.onPeerData = { _, payload in _ = client.sendChannelData(payload, channel: client.channel(for: peerAddress)?.number ?? 0) }
+        @Sendable func serve(_ bytes: UnsafeRawBufferPointer, _ from: SocketAddress) {
+            if client.handleDatagram(bytes, from: from) { return }
+            _ = try? ours.send(bytes, to: from)
+        }
+        // coturn takes a moment to open its port: allocate until it answers.
+        var relayed: SocketAddress?
+        for _ in 0..<20 where relayed == nil {
+            client.allocate()
+            _ = pump(ours, ms: 500, serve) { if case .allocated = client.state { return true } else { return false } }
+            if case .allocated(let r, _) = client.state { relayed = r }
+        }
+        guard let relayed else { throw BenchError(description: "no allocation from coturn on 127.0.0.1:\(coturn.port): \(client.state)") }
+        _ = client.bindChannel(peerAddress)
+        guard pump(ours, ms: 3000, serve, until: { client.channel(for: peerAddress)?.confirmed == true }) else {
+            throw BenchError(description: "coturn did not confirm the channel")
+        }
+        // The echo runs on its own thread; the peer measures on this one.
+        let stop = Atomic<Bool>(false)
+        let echo = Thread {
+            while !stop.load(ordering: .relaxed) { _ = pump(ours, ms: 50, serve) { false } }
+        }
+        echo.start()
+        defer { stop.store(true, ordering: .relaxed); usleep(100_000) }
+        let samples = max(200, Int(2000 * options.scale))
+        func oneWayMedianMs(to destination: SocketAddress) throws -> Double {
+            var payload = [UInt8](repeating: 0x80, count: 200)
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            var rtts: [Double] = []
+            for i in 0..<samples {
+                payload[1] = UInt8(truncatingIfNeeded: i)
+                let t0 = nowNs()
+                _ = try payload.withUnsafeBytes { try peer.send($0, to: destination) }
+                var got = false
+                while !got, nowNs() - t0 < 200_000_000 {
+                    guard (try? peer.waitUntilReadable(timeoutMilliseconds: 50)) == true else { continue }
+                    while let r = try? buffer.withUnsafeMutableBytes({ try peer.receive(into: $0) }) {
+                        if r.count == 200 && buffer[1] == payload[1] { got = true }
+                    }
+                }
+                if got { rtts.append(Double(nowNs() - t0) / 1e6) }
+            }
+            guard rtts.count > samples / 2 else { throw BenchError(description: "only \(rtts.count) of \(samples) echoes came back from \(destination)") }
+            return Summary(rtts).median / 2
+        }
+        try compare(reporter, options, suite: "ice", case: "one-way latency through coturn (loopback, 200 B)", metric: "ms p50",
+                    unit: "ms", higherIsBetter: false, anchorName: "direct over loopback") {
+            try oneWayMedianMs(to: relayed)
+        } anchor: {
+            try oneWayMedianMs(to: try ours.localAddress())
         }
     }
 }
