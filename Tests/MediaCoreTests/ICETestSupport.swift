@@ -1,4 +1,4 @@
-// Helpers for the ICE agent tests: peers on real loopback sockets, a second path between them
+// What the ICE agent tests share: peers on real loopback sockets, a second path between them
 // (a forwarding socket, like a NAT), raw STUN crafting, and polling.
 import Foundation
 import Synchronization
