@@ -238,7 +238,8 @@ extension ICEAgent {
         }
         pair.state = .succeeded
         validPair.state = .succeeded
-        let wasUsable = validPair.valid && !validPair.failedOver
+        let wasUsable = isUsable(validPair, now: now)
+        if !wasUsable { validPair.usableSince = now }
         validPair.valid = true
         validPair.failedOver = false
         validPair.lastResponseAt = now
@@ -314,12 +315,18 @@ extension ICEAgent {
 
     /// Controlling side: nominates the best usable pair when none is selected (after the first
     /// valid pair, once higher-priority pairs are done or 200 ms passed), or when a better one than
-    /// the selected pair works (renomination).
+    /// the selected pair has worked for two keepalive intervals (renomination).
     func updateNomination(now: UInt64) {
         guard controlling, remoteUfrag != nil else { return }
         guard let best = pairs.filter({ isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
-        if let s = selected, isUsable(s, now: now), !best.isBetter(than: s) { return }
         if best === selected { return }
+        if let s = selected, isUsable(s, now: now) {
+            // Leaving a working pair: only for a better one that has kept answering for a while,
+            // so a flaky path does not make the selection flap.
+            guard best.isBetter(than: s),
+                now &- best.usableSince >= 2 * UInt64(max(10, configuration.keepaliveIntervalMilliseconds)) * 1_000_000
+            else { return }
+        }
         if selected == nil {
             let pending = pairs.contains {
                 !$0.valid && ($0.state == .waiting || $0.state == .inProgress) && $0.priority > best.priority
