@@ -1,4 +1,4 @@
-// Helpers for the ICE agent tests: peers on real loopback sockets, a second path between them
+// What the ICE agent tests share: peers on real loopback sockets, a second path between them
 // (a forwarding socket, like a NAT), raw STUN crafting, and polling.
 import Foundation
 import Synchronization
@@ -82,11 +82,14 @@ final class ICEForwarder: Sendable {
     let address: SocketAddress
     let stopped = Atomic<Bool>(false)
     let forwarded = Atomic<Int>(0)
+    /// Signalled when the forwarding thread has left its loop.
+    let finished = DispatchSemaphore(value: 0)
 
     init(between a: SocketAddress, and b: SocketAddress) throws {
         socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         address = try socket.localAddress()
         let thread = Thread { [self] in
+            defer { finished.signal() }
             var buffer = [UInt8](repeating: 0, count: 2048)
             while !stopped.load(ordering: .relaxed) {
                 guard (try? socket.waitUntilReadable(timeoutMilliseconds: 20)) == true,
@@ -106,7 +109,7 @@ final class ICEForwarder: Sendable {
 
     func stop() {
         stopped.store(true, ordering: .relaxed)
-        usleep(50_000)
+        finished.wait()
         socket.close()
     }
 }

@@ -239,7 +239,8 @@ extension ICEAgent {
         }
         pair.state = .succeeded
         validPair.state = .succeeded
-        let wasUsable = validPair.valid && !validPair.failedOver
+        let wasUsable = isUsable(validPair, now: now)
+        if !wasUsable { validPair.usableSince = now }
         validPair.valid = true
         validPair.failedOver = false
         validPair.lastResponseAt = now
@@ -334,14 +335,22 @@ extension ICEAgent {
 
     /// Controlling side: nominates the best usable pair when none is selected (after the first
     /// valid pair, once higher-priority pairs are done or 200 ms passed), or when a better one than
-    /// the selected pair works (renomination).
+    /// the selected pair has worked for two keepalive intervals (renomination).
     func updateNomination(now: UInt64) {
         guard controlling, remoteUfrag != nil else { return }
         guard let best = pairs.filter({ isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
-        if let s = nominated, isUsable(s, now: now), !best.isBetter(than: s) { return }
         if best === nominated { return }
+        if let s = nominated, isUsable(s, now: now) {
+            // Leaving a working pair: only for a better one that has kept answering for a while,
+            // so a flaky path does not make the selection flap.
+            guard best.isBetter(than: s),
+                now &- best.usableSince >= 2 * UInt64(max(10, configuration.keepaliveIntervalMilliseconds)) * 1_000_000
+            else { return }
+        }
         if nominated == nil {
-            let pending = pairs.contains { !$0.valid && ($0.state == .waiting || $0.state == .inProgress) && $0.priority > best.priority }
+            let pending = pairs.contains {
+                !$0.valid && ($0.state == .waiting || $0.state == .inProgress) && $0.priority > best.priority
+            }
             if pending && now &- firstValidAt < 200_000_000 { return }
         }
         if nominationTarget === best, let started = nominationStartedAt, now &- started < 1_000_000_000 { return }

@@ -38,6 +38,8 @@ final class ICECandidatePair {
     var selectedAt: UInt64 = 0
     /// Marked failed by failover (no answer for too long); cleared by the next answer.
     var failedOver = false
+    /// When the pair last became usable (valid and answering after being neither).
+    var usableSince: UInt64 = 0
 
     init(local: ICELocalCandidate, remote: ICECandidate) {
         self.local = local
