@@ -122,6 +122,8 @@ final class FriendState {
     var emittedPaths = FriendConnectionPaths.offline
     var presence = PresenceStatus.offline
     var lastLookup: Double = -.infinity
+    /// The key of our `PrivacyTags` with this friend (one X25519, computed on first use).
+    var pairKey: [UInt8]?
 
     /// Reliable items waiting for a receipt: at most `sendQueueCapacity` App messages,
     /// `reservedQueueCapacity` SDK messages and two profiles.
