@@ -168,4 +168,25 @@ struct LANPrivacyTests {
         #expect(announcements.contains { contains($0, tag) })
         #expect(!announcements.contains { contains($0, PrivacyTags.lan(pairKey: k, owner: core.identity.publicKey, epoch: e + 2)) })
     }
+
+    /// Two peers long past their fast announcements (every 5-10 s now): a friend request still
+    /// finds the other within about 2 s, as the requester's announcements carry the other's
+    /// request tag, which makes it announce itself at once.
+    @Test func aRequestOnTheLANIsFoundWithinTwoSecondsAfterTheFastAnnouncements() async throws {
+        func lan(_ c: inout RevueConfiguration) {
+            c.bindHost = "0.0.0.0"
+            c.lanDiscovery = true
+            c.lanDiscoveryPort = 33_443
+        }
+        let alice = try TestPeer(tweak: lan), bob = try TestPeer(tweak: lan)
+        defer { alice.remove(); bob.remove() }
+        await alice.wait("the fast announcements done", timeout: 6) { alice.revue.core!.lanFastLeft == 0 && bob.revue.core!.lanFastLeft == 0 }
+        await settle(1.1)
+        let start = monotonicNow()
+        try alice.revue.friends.addFriend(address: bob.revue.revueAddress, message: "on the LAN")
+        await bob.waitForEvent(.request(alice.id, "on the LAN"), timeout: 4)
+        let elapsed = monotonicNow() - start
+        print("a LAN request reached its peer \(elapsed) s after it was made")
+        #expect(elapsed < 2.5)
+    }
 }

@@ -67,9 +67,13 @@ extension SessionCore {
     func relayTags(for key: [UInt8]) -> (target: [UInt8], source: [UInt8])? {
         guard let f = friends[Hex.encode(key)], let k = pairKey(f) else { return nil }
         let e = PrivacyTags.epoch(wallNow())
+        let pending = f.stored.requestNospam != nil
+        if let c = f.relayTagCache, c.epoch == e, c.pending == pending { return (c.target, c.source) }
         let target = f.stored.requestNospam.map { PrivacyTags.request(publicKey: f.key, nospam: $0, epoch: e) }
             ?? PrivacyTags.rendezvous(pairKey: k, owner: f.key, epoch: e)
-        return (target, PrivacyTags.rendezvous(pairKey: k, owner: identity.publicKey, epoch: e))
+        let source = PrivacyTags.rendezvous(pairKey: k, owner: identity.publicKey, epoch: e)
+        f.relayTagCache = (e, pending, target, source)
+        return (target, source)
     }
 
     /// Whether a relayed datagram's source tag is the one `key` registers for us (this epoch or a
