@@ -187,7 +187,8 @@ package enum PrivacyTags {
 
     /// The epoch of a wall-clock time (seconds since 1970).
     package static func epoch(_ wallSeconds: Double) -> UInt32 {
-        UInt32(clamping: Int64(max(0, wallSeconds) / epochLength))
+        guard wallSeconds.isFinite, wallSeconds > 0 else { return 0 }
+        return UInt32(clamping: Int64(min(wallSeconds / epochLength, Double(UInt32.max))))
     }
 
     /// The epochs to register or announce at a time: the current one, and the neighbouring one
@@ -196,7 +197,7 @@ package enum PrivacyTags {
         let e = epoch(wallSeconds)
         let into = wallSeconds - Double(e) * epochLength
         if into < boundaryMargin, e > 0 { return [e, e - 1] }
-        if into > epochLength - boundaryMargin { return [e, e + 1] }
+        if into > epochLength - boundaryMargin, e < UInt32.max { return [e, e + 1] }
         return [e]
     }
 
