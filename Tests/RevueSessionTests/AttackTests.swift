@@ -248,6 +248,39 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
     }
 
+    // Tags at a rendezvous node: a registered client that floods new tags gets at most
+    // `maxTagsPerEntry` kept, and tags not registered again within the expiry are swept.
+    @Test func rendezvousTagsAreCappedPerRegistrationAndSwept() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        node.expiry = 1
+        let c = try RendezvousClient(nodePort: node.port)
+        defer { c.close() }
+        #expect(await c.register())
+        let refused = node.refusedForLimits
+        for _ in 0..<20 {
+            c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
+            #expect(await c.registerOnce())
+        }
+        #expect(node.tagCount == RendezvousNode.maxTagsPerEntry)
+        #expect(node.refusedForLimits - refused == 20 * RendezvousAuth.maxTagsPerRegistration - RendezvousNode.maxTagsPerEntry)
+        // A datagram larger than 32 tags is not read at all.
+        let dropped = node.droppedPackets
+        c.timestamp += 1
+        let big = RendezvousClient.registration(keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
+                                                tags: (0...RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) })
+        c.socket.send(big, to: c.node)
+        await settle(0.2)
+        #expect(node.droppedPackets == dropped + 1)
+        // Registering without those tags: they expire and go.
+        c.tags = []
+        for _ in 0..<4 {
+            await settle(0.6)
+            #expect(await c.registerOnce())
+        }
+        #expect(node.tagCount == 0 && node.entryCount == 1)
+    }
+
     // A spoofed "registered" answer with another node key does not make a registered peer switch
     // keys (and so stop being accepted).
     @Test func spoofedNodeKeyIsIgnoredWhileTheNodeAcceptsUs() async throws {
