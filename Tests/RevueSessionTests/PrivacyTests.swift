@@ -95,8 +95,9 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         #expect(other.registrationKeys.publicKey != alice.revue.core!.nodeStates.values.first!.registrationKeys.publicKey)
     }
 
-    /// The next epoch: every tag a peer registers changes (the node cannot link the two hours by
-    /// tag), and lookups by the new tags still find the friend at the node.
+    /// The next epoch: every tag a peer registers and its registration key change (the node
+    /// cannot link the two hours by tag or key), and lookups by the new tags still find the
+    /// friend at the node.
     @Test func tagsRotateWithTheEpochAndLookupsStillFindTheFriend() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
@@ -106,6 +107,9 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         let mid = (Date().timeIntervalSince1970 / 3600).rounded(.down) * 3600 + 1800
         for p in [alice, bob] { p.revue.core!.wallClockSeam = { mid } }
         let before = Set(alice.revue.core!.registrationTags() + bob.revue.core!.registrationTags())
+        await settle(1.3)  // a registration in the shifted epoch: its registration key
+        let nodeAddress = SocketAddress(ip: 0x7F00_0001, port: node.port)
+        let keyBefore = alice.revue.core!.nodeStates[nodeAddress]!.registrationKeys.publicKey
         for p in [alice, bob] { p.revue.core!.wallClockSeam = { mid + 3600 } }
         let after = Set(alice.revue.core!.registrationTags() + bob.revue.core!.registrationTags())
         #expect(before.isDisjoint(with: after), "no tag survives into the next epoch")
@@ -113,6 +117,11 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         // At the node, the next epoch's tags lead to each peer: a stranger registered there that
         // learned one (it cannot, but a curious node can) gets Bob's endpoint for Alice's tag.
         await settle(1.3)  // a registration interval with the new tags
+        // A new registration key too: the node cannot link the two hours by key (only by address).
+        let keyAfter = alice.revue.core!.nodeStates[nodeAddress]!.registrationKeys.publicKey
+        #expect(keyAfter != keyBefore)
+        #expect(node.storedState.contains { $0.key == keyAfter })
+        #expect(alice.revue.core!.nodeStates[nodeAddress]!.tokenKey == keyAfter, "the new key accepted, with its relay token")
         let k = alice.revue.core!.pairKey(alice.revue.core!.friends[bob.id]!)!
         let e = PrivacyTags.epoch(mid + 3600)
         let asker = try RendezvousClient(nodePort: node.port)
@@ -125,6 +134,31 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         f.candidates = [:]
         f.lastLookup = -.infinity
         await alice.wait("a candidate from the next epoch's lookup", timeout: 5) { f.candidates[.direct(bobEndpoint)] != nil }
+    }
+}
+
+extension PrivacyTests {
+    /// Friends that reach each other only through the relay keep talking across an epoch change
+    /// (new tags, new registration keys).
+    @Test func relayedFriendsKeepTalkingAcrossAnEpochChange() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        let mid = (Date().timeIntervalSince1970 / 3600).rounded(.down) * 3600 + 1800
+        for p in [alice, bob] {
+            p.revue.core!.dropDirectSends = true
+            p.revue.core!.wallClockSeam = { mid }
+        }
+        try await befriend(alice, bob)
+        #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .relayed)
+        for p in [alice, bob] { p.revue.core!.wallClockSeam = { mid + 3600 } }
+        await settle(1.5)
+        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "next hour")
+        await bob.waitForEvent(.message(alice.id, "next hour"))
+        _ = try await bob.revue.friends.sendMessage(friendId: alice.id, message: "and back")
+        await alice.waitForEvent(.message(bob.id, "and back"))
+        #expect(bob.revue.counters.droppedForged == 0 && alice.revue.counters.droppedForged == 0)
     }
 }
 

@@ -13,7 +13,20 @@ extension SessionCore {
     /// when there are more than `RendezvousAuth.maxTagsPerRegistration` tags.
     func sendRegistration(to node: SocketAddress) {
         if nodeStates[node] == nil { nodeStates[node] = NodeState() }
-        let state = nodeStates[node]!
+        var state = nodeStates[node]!
+        let epoch = PrivacyTags.epoch(wallNow())
+        if state.registrationEpoch != epoch {
+            // A new epoch, a new registration key: with the node's key known, the MAC key is
+            // ours at once; the relay token of the previous key serves until the new is accepted.
+            if state.registrationEpoch != nil, let nodeKey = state.nodeKey {
+                let keys = KeyPair()
+                state.macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: nodeKey)
+                state.registrationKeys = keys
+                state.pendingLookups = []
+            }
+            state.registrationEpoch = epoch
+            nodeStates[node] = state
+        }
         let tags = state.macKey == nil ? [] : registrationTags()
         var chunks: [ArraySlice<[UInt8]>] = stride(from: 0, to: tags.count, by: RendezvousAuth.maxTagsPerRegistration).map {
             tags[$0..<min(tags.count, $0 + RendezvousAuth.maxTagsPerRegistration)]
@@ -113,6 +126,7 @@ extension SessionCore {
             state.nodeKey = nodeKey
             state.macKey = k
             state.token = nil
+            state.tokenKey = nil
             again = true
         }
         if state.cookie != cookie {
@@ -121,6 +135,7 @@ extension SessionCore {
         }
         if accepted == 1 {
             state.token = token
+            state.tokenKey = state.registrationKeys.publicKey
             lastRegistered[from] = monotonicNow()
         }
         nodeStates[from] = state

@@ -81,7 +81,7 @@ extension SessionCore {
             var w = ByteWriter(capacity: packet.count + RendezvousAuth.relaySendHeaderLength)
             w.u8(PacketType.relaySend.rawValue)
             w.u8(revueProtocolVersion)
-            w.append(state.registrationKeys.publicKey)
+            w.append(state.tokenKey ?? state.registrationKeys.publicKey)
             w.append(token)
             w.append(tags.target)
             w.append(tags.source)

@@ -143,9 +143,15 @@ package final class SessionCore {
 
     /// Our view of one rendezvous node.
     struct NodeState {
-        /// Our registration key pair at this node: random per node and run, so the node never
-        /// sees our long-term key and two nodes cannot link our registrations by key.
+        /// Our registration key pair at this node: random per node and epoch, so the node never
+        /// sees our long-term key, two nodes cannot link our registrations by key, and one node
+        /// cannot link them across epochs by key (the address may still link them).
         var registrationKeys = KeyPair()
+        /// The epoch `registrationKeys` was made for (nil: not used yet).
+        var registrationEpoch: UInt32? = nil
+        /// The registration key the relay token belongs to (the previous one for a moment after
+        /// a new epoch's key, until the node accepts the new one).
+        var tokenKey: [UInt8]? = nil
         var nodeKey: [UInt8]? = nil
         var macKey: [UInt8]? = nil
         var cookie = [UInt8](repeating: 0, count: 16)
