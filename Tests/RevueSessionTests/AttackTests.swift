@@ -281,6 +281,34 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         #expect(node.tagCount == 0 && node.entryCount == 1)
     }
 
+    // Tag takeover: an attacker that saw a friend's tag (relay sends carry tags in clear) and
+    // registers it from another address does not move it: lookups still name the friend.
+    @Test func aTagSeenOnPathCannotBeTakenOverFromAnotherAddress() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        await settle(0.5)  // Bob registers his tag for Alice (he added her just now)
+        let tag = try #require(alice.revue.core!.relayTags(for: bob.revue.core!.identity.publicKey)).target
+        let attacker = try RendezvousClient(nodePort: node.port, host: "127.0.0.2")
+        defer { attacker.close() }
+        attacker.tags = [tag]
+        let refused = node.refusedForLimits
+        #expect(await attacker.register())
+        for _ in 0..<3 { #expect(await attacker.registerOnce()) }
+        #expect(node.refusedForLimits > refused, "the takeover refused")
+        let asker = try RendezvousClient(nodePort: node.port)
+        defer { asker.close() }
+        #expect(await asker.register())
+        #expect(await asker.lookup(tag) == SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
+        // Once Bob stops registering it (he went away), the tag may move.
+        bob.stop()
+        await settle(RendezvousNode.tagTakeoverAge + 1.2)
+        #expect(await attacker.registerOnce())
+        #expect(await asker.lookup(tag) == attacker.endpoint)
+    }
+
     // A spoofed "registered" answer with another node key does not make a registered peer switch
     // keys (and so stop being accepted).
     @Test func spoofedNodeKeyIsIgnoredWhileTheNodeAcceptsUs() async throws {

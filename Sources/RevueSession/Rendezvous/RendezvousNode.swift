@@ -70,6 +70,9 @@ public final class RendezvousNode {
     public static let maxTagsPerEntry = 512
     /// Tags held at most in all.
     public static let maxTags = 262_144
+    /// A tag moves to a registration from another IP address only after its holder has not
+    /// registered it for this long (seconds; peers register every second).
+    public static let tagTakeoverAge = 3.0
     /// Registrations kept at most from one IPv4 /24.
     public static let maxEntriesPerPrefix = 256
     /// Source addresses with a rate bucket at most (more are refused until the next sweep).
@@ -302,8 +305,9 @@ public final class RendezvousNode {
     }
 
     /// Checks and stores one registration; true when accepted. The tags it carries are added to
-    /// (or refresh) the registration's, within the caps; a tag registered by another key moves
-    /// (the last authenticated registration of a tag wins: only the pair knows it).
+    /// (or refresh) the registration's, within the caps; a tag another key holds moves to this one
+    /// when it comes from the holder's IP address or the holder stopped registering it
+    /// (`tagTakeoverAge`).
     private func register(_ bytes: [UInt8], key: [UInt8], timestamp: UInt64, cookie: [UInt8], from: SocketAddress, now: Double) -> Bool {
         // The cookie first (one BLAKE2b): a spoofed source never saw it.
         guard Sodium.equal(cookie, self.cookie(for: from, secret: cookieSecret))
@@ -374,7 +378,16 @@ public final class RendezvousNode {
                     refusedForLimits += 1
                     continue
                 }
-                if let owner = tagOwners[tag], owner != key { entries[owner]?.tags[tag] = nil }
+                if let owner = tagOwners[tag], owner != key, let held = entries[owner] {
+                    // Someone who saw a tag (on path, in a relay send) cannot take it over: it
+                    // moves only to the holder's address (a restart, a new registration key) or
+                    // once the holder stopped registering it.
+                    guard held.endpoint.ip == from.ip || now - (held.tags[tag] ?? -.infinity) > Self.tagTakeoverAge else {
+                        refusedForLimits += 1
+                        continue
+                    }
+                    entries[owner]?.tags[tag] = nil
+                }
             }
             tagOwners[tag] = key
             e.tags[tag] = now
