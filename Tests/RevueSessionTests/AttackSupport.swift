@@ -112,6 +112,12 @@ final class RendezvousClient {
         return SocketAddress(ip: ip, port: port)
     }
 
+    /// Waits (yielding the main actor) until `condition` holds, at most 5 s.
+    func wait(_ condition: () -> Bool) async {
+        let deadline = monotonicNow() + 5
+        while !condition() && monotonicNow() < deadline { await settle(0.01) }
+    }
+
     func close() { socket.close() }
 }
 

@@ -281,6 +281,36 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         #expect(node.tagCount == 0 && node.entryCount == 1)
     }
 
+    // Tags per /24: registrations of one /24 hold at most `maxTagsPerPrefix` tags together, and
+    // a registration from another /24 still gets its tags in.
+    @Test func rendezvousTagsAreCappedPerPrefix() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        var clients: [RendezvousClient] = []
+        defer { for c in clients { c.close() } }
+        let needed = RendezvousNode.maxTagsPerPrefix / RendezvousNode.maxTagsPerEntry + 2
+        for _ in 0..<needed {
+            let c = try RendezvousClient(nodePort: node.port)
+            clients.append(c)
+            #expect(await c.register())
+            for _ in 0..<(RendezvousNode.maxTagsPerEntry / RendezvousAuth.maxTagsPerRegistration) {
+                c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
+                c.timestamp += 1
+                c.socket.send(RendezvousClient.registration(keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
+                                                            tags: c.tags), to: c.node)
+            }
+            await settle(0.05)
+        }
+        await clients[0].wait { node.tagCount >= RendezvousNode.maxTagsPerPrefix }
+        #expect(node.tagCount == RendezvousNode.maxTagsPerPrefix)
+        let other = try RendezvousClient(nodePort: node.port, host: "127.1.0.1")
+        defer { other.close() }
+        other.tags = [Sodium.random(16)]
+        #expect(await other.register())
+        #expect(await other.registerOnce())
+        #expect(node.tagCount == RendezvousNode.maxTagsPerPrefix + 1)
+    }
+
     // Tag takeover: an attacker that saw a friend's tag (relay sends carry tags in clear) and
     // registers it from another address does not move it: lookups still name the friend.
     @Test func aTagSeenOnPathCannotBeTakenOverFromAnotherAddress() async throws {

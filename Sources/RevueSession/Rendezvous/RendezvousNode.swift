@@ -12,8 +12,8 @@ package import MediaCore
 /// long-term key) and carry, encrypted to the node, the tags (`PrivacyTags`) the peer is looked up
 /// by; lookups and relay sends name a tag. What a stranger can make it keep is bounded: at most
 /// `maxEntries` registrations, at most `maxEntriesPerPrefix` from one IPv4 /24, at most
-/// `maxTagsPerEntry` tags per registration and `maxTags` in all, and `maxSources` per-source
-/// rate buckets. A
+/// `maxTagsPerEntry` tags per registration, `maxTagsPerPrefix` per /24 and `maxTags` in all, and
+/// `maxSources` per-source rate buckets. A
 /// registration must carry a cookie (a MAC of the sender's address the node sent there) before
 /// the node spends an X25519 on an unknown key, so spoofed sources cost it one BLAKE2b and an
 /// answer no larger than the question. Relaying needs the token handed to an accepted
@@ -54,6 +54,8 @@ public final class RendezvousNode {
     private var tagOwners: [[UInt8]: [UInt8]] = [:]
     /// Entries per IPv4 /24 (key: address >> 8).
     private var perPrefix: [UInt32: Int] = [:]
+    /// Tags held by the entries of each IPv4 /24.
+    private var tagsPerPrefix: [UInt32: Int] = [:]
     /// Per source address: tokens for X25519 work on unknown keys (rate `keyRate`).
     private var sourceTokens: [UInt32: (tokens: Double, at: Double)] = [:]
     /// Binding answers: the global bucket and one per source IP.
@@ -70,6 +72,8 @@ public final class RendezvousNode {
     public static let maxTagsPerEntry = 512
     /// Tags held at most in all.
     public static let maxTags = 262_144
+    /// Tags held at most by the registrations of one IPv4 /24.
+    public static let maxTagsPerPrefix = 16_384
     /// A tag moves to a registration from another IP address only after its holder has not
     /// registered it for this long (seconds; peers register every second).
     public static let tagTakeoverAge = 3.0
@@ -172,6 +176,7 @@ public final class RendezvousNode {
         // Tags not registered again within the expiry go, with their owners' index.
         var owners: [[UInt8]: [UInt8]] = [:]
         owners.reserveCapacity(tagOwners.count)
+        var counts: [UInt32: Int] = [:]
         for (key, var e) in entries {
             let kept = e.tags.filter { now - $0.value <= expiry && tagOwners[$0.key] == key }
             if kept.count != e.tags.count {
@@ -179,8 +184,10 @@ public final class RendezvousNode {
                 entries[key] = e
             }
             for tag in kept.keys { owners[tag] = key }
+            if !kept.isEmpty { counts[e.endpoint.ip >> 8, default: 0] += kept.count }
         }
         tagOwners = owners
+        tagsPerPrefix = counts
         sourceTokens = sourceTokens.filter { now - $0.value.at < Self.keyBurst / Self.keyRate }
         bindingSourceTokens = bindingSourceTokens.filter { now - $0.value.at < Self.bindingBurstPerSource / Self.bindingRatePerSource }
     }
@@ -354,6 +361,8 @@ public final class RendezvousNode {
             if e.endpoint != from {
                 perPrefix[e.endpoint.ip >> 8, default: 1] -= 1
                 perPrefix[from.ip >> 8, default: 0] += 1
+                tagsPerPrefix[e.endpoint.ip >> 8, default: e.tags.count] -= e.tags.count
+                tagsPerPrefix[from.ip >> 8, default: 0] += e.tags.count
                 e.endpoint = from
                 e.token = Sodium.random(16)
             }
@@ -374,7 +383,8 @@ public final class RendezvousNode {
             let tag = Array(plain[i..<(i + 16)])
             i += 16
             if e.tags[tag] == nil {
-                guard e.tags.count < Self.maxTagsPerEntry, tagOwners[tag] != nil || tagOwners.count < Self.maxTags else {
+                guard e.tags.count < Self.maxTagsPerEntry, tagOwners[tag] != nil || tagOwners.count < Self.maxTags,
+                      tagsPerPrefix[from.ip >> 8, default: 0] < Self.maxTagsPerPrefix else {
                     refusedForLimits += 1
                     continue
                 }
@@ -386,8 +396,12 @@ public final class RendezvousNode {
                         refusedForLimits += 1
                         continue
                     }
-                    entries[owner]?.tags[tag] = nil
+                    if held.tags[tag] != nil {
+                        entries[owner]?.tags[tag] = nil
+                        tagsPerPrefix[held.endpoint.ip >> 8, default: 1] -= 1
+                    }
                 }
+                tagsPerPrefix[from.ip >> 8, default: 0] += 1
             }
             tagOwners[tag] = key
             e.tags[tag] = now
