@@ -44,9 +44,11 @@ public final class RendezvousNode {
     private let socket: SessionSocket?
     /// Sees every datagram the node sends (fuzzing and tests); nil in production.
     package var sendTap: (([UInt8], SocketAddress) -> Void)?
-    /// Sees every datagram the node receives, and every plaintext it opens (a registration's
-    /// status and tags, a lookup's tag): what a curious operator sees (tests); nil in production.
+    /// Sees every datagram the node receives: what a curious operator sees on the wire (tests);
+    /// nil in production. Main actor, called before the datagram is handled.
     package var receiveTap: (([UInt8], SocketAddress) -> Void)?
+    /// Sees every plaintext the node opens (a registration's status and tags, a lookup's tag):
+    /// what a curious operator reads (tests); nil in production. Main actor.
     package var openedTap: (([UInt8]) -> Void)?
     private let identity = KeyPair()
     private var entries: [[UInt8]: Entry] = [:]
