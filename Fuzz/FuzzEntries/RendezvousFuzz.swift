@@ -14,13 +14,13 @@ extension FuzzEntries {
     /// Properties checked after every datagram, against what the harness knows independently:
     /// - no amplification: the node's answers to one datagram total no more bytes than it;
     /// - a registration is accepted only for one of the clients (nobody else holds a key it can
-    ///   MAC for), from an endpoint the node had given the cookie it carries;
+    ///   seal for), from an endpoint the node had given the cookie it carries;
     /// - a lookup is answered only to a client, sealed under that client's key with the lookup's
-    ///   nonce (top bit set), and "found" names exactly the endpoint of the target's last
-    ///   accepted registration;
+    ///   nonce (top bit set), for the tag asked, and "found" names exactly the endpoint of the
+    ///   client whose accepted registration carried that tag last;
     /// - a relayed datagram is delivered only for a relay send carrying a token the node handed
-    ///   to that source key at that source endpoint, only to the target's registered endpoint, and
-    ///   carries the sender's key;
+    ///   to that source key at that source endpoint and a source tag that key registered last,
+    ///   only to the endpoint of the target tag's last registrant, and carries the source tag;
     /// - a STUN answer goes only to the sender of a Binding request, is the Binding success for
     ///   that transaction with a valid FINGERPRINT, and names the sender's address.
     /// Thread rule: as `session` (main thread, or hops there). Cost: three X25519 per input.
@@ -49,6 +49,10 @@ final class RendezvousHarness {
     var cookiesGiven: [SocketAddress: [[UInt8]]] = [:]
     var tokens: [[UInt8]: (token: [UInt8], endpoint: SocketAddress)] = [:]
     var registered: [[UInt8]: SocketAddress] = [:]
+    /// Tag -> the client key whose accepted registration carried it last.
+    var tagOwners: [[UInt8]: [UInt8]] = [:]
+    /// The tag each client registers (and, on request, another client's: tags move).
+    static let tags = (1...3).map { [UInt8](repeating: UInt8($0) &* 17, count: 16) }
     var sent: [([UInt8], SocketAddress)] = []
     var history: [[UInt8]] = []
     var lookupNonce: UInt64 = 0
@@ -67,9 +71,16 @@ final class RendezvousHarness {
                 clients[c].timestamp += 1
                 var w = ByteWriter()
                 w.u8(PacketType.rendezvousRegister.rawValue); w.u8(revueProtocolVersion)
-                w.append(clients[c].keys.publicKey); w.u8(rest.dropFirst().first ?? 1); w.u64(clients[c].timestamp)
+                w.append(clients[c].keys.publicKey); w.u64(clients[c].timestamp)
                 w.append(clients[c].cookie)
-                w.append(clients[c].macKey.map { Sodium.keyedBlake2b(key: $0, w.bytes) } ?? [UInt8](repeating: 0, count: 16))
+                let flags = rest.dropFirst().first ?? 1
+                var plain = [flags] + Self.tags[c]
+                if flags & 0x80 != 0 { plain += Self.tags[d] }
+                if let k = clients[c].macKey {
+                    w.append(Sodium.seal(key: k, nonce: clients[c].timestamp, ad: w.bytes, plaintext: plain))
+                } else {
+                    w.append([UInt8](repeating: 0, count: 17))
+                }
                 deliver(w.bytes, from: clients[c].endpoint)
             case 2:
                 lookupNonce += 1
@@ -77,13 +88,13 @@ final class RendezvousHarness {
                 w.u8(PacketType.rendezvousLookup.rawValue); w.u8(revueProtocolVersion)
                 w.append(clients[c].keys.publicKey); w.u64(lookupNonce)
                 let key = clients[c].macKey ?? [UInt8](repeating: 0, count: 32)
-                w.append(Sodium.seal(key: key, nonce: lookupNonce, ad: w.bytes, plaintext: clients[d].keys.publicKey))
+                w.append(Sodium.seal(key: key, nonce: lookupNonce, ad: w.bytes, plaintext: Self.tags[d]))
                 deliver(w.bytes, from: clients[c].endpoint)
             case 3:
                 var w = ByteWriter()
                 w.u8(PacketType.relaySend.rawValue); w.u8(revueProtocolVersion)
                 w.append(clients[c].keys.publicKey); w.append(clients[c].token ?? [UInt8](repeating: 0, count: 16))
-                w.append(clients[d].keys.publicKey); w.append(rest.dropFirst(2))
+                w.append(Self.tags[d]); w.append(Self.tags[c]); w.append(rest.dropFirst(2))
                 deliver(w.bytes, from: clients[c].endpoint)
             default:
                 // A datagram sent before, replayed from another client's endpoint.
@@ -119,7 +130,8 @@ final class RendezvousHarness {
         var r = ByteReader(reply, offset: 2)
         switch reply.first.flatMap(PacketType.init(rawValue:)) {
         case .rendezvousRegistered:
-            fuzzRequire(to == from && request.count == RendezvousAuth.registerLength, "registered answer to something else")
+            fuzzRequire(to == from && request.first == PacketType.rendezvousRegister.rawValue && request.count >= RendezvousAuth.registerLength,
+                        "registered answer to something else")
             guard let accepted = r.u8(), r.u32() != nil, r.u16() != nil, let key = r.take(32), let cookie = r.take(16),
                   let token = r.take(16) else { return fuzzRequire(false, "short registered answer") }
             if nodeKey == nil {
@@ -127,7 +139,7 @@ final class RendezvousHarness {
                 for i in clients.indices { clients[i].macKey = RendezvousAuth.key(secret: clients[i].keys.secret, peerPublic: key) }
             }
             fuzzRequire(key == nodeKey, "the node key changed within a run")
-            let registeredKey = Array(request[2..<34]), carried = Array(request[43..<59])
+            let registeredKey = Array(request[2..<34]), carried = Array(request[42..<58])
             if accepted == 1 {
                 let i = clients.firstIndex { $0.keys.publicKey == registeredKey }
                 fuzzRequire(i != nil, "a registration accepted for a key nobody here can MAC for")
@@ -135,6 +147,16 @@ final class RendezvousHarness {
                 tokens[registeredKey] = (token, from)
                 registered[registeredKey] = from
                 if let i, clients[i].endpoint == from { clients[i].token = token }
+                // The tags it carried (the harness holds every client's key) now lead to it.
+                var t = ByteReader(request, offset: 34)
+                if let i, let k = clients[i].macKey, let timestamp = t.u64(),
+                   let plain = Sodium.open(key: k, nonce: timestamp, ad: Array(request[0..<RendezvousAuth.registerHeaderLength]),
+                                           ciphertext: request[RendezvousAuth.registerHeaderLength...]) {
+                    var p = ByteReader(plain, offset: 1)
+                    while let tag = p.take(16) { tagOwners[tag] = registeredKey }
+                } else {
+                    fuzzRequire(false, "an accepted registration the harness cannot open")
+                }
             }
             cookiesGiven[to, default: []].append(cookie)
             if let i = client(at: to) { clients[i].cookie = cookie }
@@ -148,18 +170,24 @@ final class RendezvousHarness {
                 return fuzzRequire(false, "a lookup answer that its asker cannot open")
             }
             var p = ByteReader(plain)
-            guard let key = p.take(32), let found = p.u8(), let ip = p.u32(), let port = p.u16() else {
+            guard let tag = p.take(16), let found = p.u8(), let ip = p.u32(), let port = p.u16() else {
                 return fuzzRequire(false, "short lookup answer")
             }
+            let askedTag = Sodium.open(key: macKey, nonce: asked, ad: Array(request[0..<42]), ciphertext: request[42...])
+            fuzzRequire(askedTag == tag, "a lookup answered for another tag")
             if found == 1 {
-                fuzzRequire(registered[key] == SocketAddress(ipv4Address: ip, port: port), "lookup named an endpoint never registered for that key")
+                fuzzRequire(tagOwners[tag].flatMap { registered[$0] } == SocketAddress(ipv4Address: ip, port: port),
+                            "lookup named an endpoint not registered last for that tag")
             }
         case .relayDeliver:
             guard request.first == PacketType.relaySend.rawValue, request.count > 82 else { return fuzzRequire(false, "relay deliver without a relay send") }
-            let source = Array(request[2..<34]), token = Array(request[34..<50]), target = Array(request[50..<82])
+            let source = Array(request[2..<34]), token = Array(request[34..<50]), target = Array(request[50..<66])
+            let sourceTag = Array(request[66..<82])
             fuzzRequire(tokens[source]?.token == token && tokens[source]?.endpoint == from, "relayed without the token of that source")
-            fuzzRequire(registered[target] == to, "relayed to an endpoint not registered for the target")
-            fuzzRequire(r.take(32) == source, "relayed under another key")
+            fuzzRequire(tagOwners[sourceTag] == source, "relayed under a source tag that key did not register last")
+            fuzzRequire(tagOwners[target].flatMap { registered[$0] } == to, "relayed to an endpoint not registered for the target tag")
+            fuzzRequire(r.take(16) == sourceTag, "relayed under another tag")
+            fuzzRequire(Array(reply[18...]) == Array(request[82...]), "relayed another datagram")
         default:
             fuzzRequire(false, "the node sent type \(reply.first ?? 0)")
         }

@@ -65,6 +65,24 @@ struct SessionFixture: Sendable {
     /// The core's identity, and the friend's.
     let core = KeyPair(secret: (0..<32).map { UInt8($0) &* 13 &+ 5 })
     let friend = KeyPair(secret: (0..<32).map { UInt8($0) &* 7 &+ 1 })
+    /// The wall clock the core's tag epochs use (seam), mid-hour.
+    static let wallClock = 1_800_001_800.0
+    /// The friend's relay source tags the core accepts (this epoch and its neighbours), and the
+    /// core's own (which the friend never sends).
+    var friendRelayTags: [[UInt8]] {
+        let k = PrivacyTags.pairKey(secret: friend.secret, peerPublic: core.publicKey)!
+        let e = PrivacyTags.epoch(Self.wallClock)
+        return [e - 1, e, e + 1].map { PrivacyTags.rendezvous(pairKey: k, owner: friend.publicKey, epoch: $0) }
+    }
+    var coreRelayTag: [UInt8] {
+        let k = PrivacyTags.pairKey(secret: friend.secret, peerPublic: core.publicKey)!
+        return PrivacyTags.rendezvous(pairKey: k, owner: core.publicKey, epoch: PrivacyTags.epoch(Self.wallClock))
+    }
+    /// The friend's LAN tag for this epoch.
+    var friendLANTag: [UInt8] {
+        let k = PrivacyTags.pairKey(secret: friend.secret, peerPublic: core.publicKey)!
+        return PrivacyTags.lan(pairKey: k, owner: friend.publicKey, epoch: PrivacyTags.epoch(Self.wallClock))
+    }
     /// The friend's indices of its handshake and of the re-key.
     let friendIndex: UInt32 = 0x0102_0304
     let friendRekeyIndex: UInt32 = 0x0102_0305
@@ -229,7 +247,7 @@ struct SessionFixture: Sendable {
         }
         func relayed(_ inner: [UInt8], source: [UInt8]? = nil) -> [UInt8] {
             var w = ByteWriter()
-            w.u8(PacketType.relayDeliver.rawValue); w.u8(revueProtocolVersion); w.append(source ?? friend.publicKey); w.append(inner)
+            w.u8(PacketType.relayDeliver.rawValue); w.u8(revueProtocolVersion); w.append(source ?? friendRelayTags[1]); w.append(inner)
             return w.bytes
         }
         var registered = ByteWriter()
@@ -237,11 +255,12 @@ struct SessionFixture: Sendable {
         registered.u32(0x7F00_0001); registered.u16(33_445); registered.append(friend.publicKey)
         registered.append([UInt8](repeating: 7, count: 16)); registered.append([UInt8](repeating: 9, count: 16))
         var lookup = ByteWriter()
-        lookup.u8(PacketType.rendezvousLookupReply.rawValue); lookup.u8(revueProtocolVersion); lookup.append(friend.publicKey)
-        lookup.u8(1); lookup.u32(0x7F00_0001); lookup.u16(33_446); lookup.u8(0); lookup.u16(12)
-        lookup.u64(0); lookup.append([UInt8](repeating: 0, count: 16))
+        lookup.u8(PacketType.rendezvousLookupReply.rawValue); lookup.u8(revueProtocolVersion); lookup.u64(1 << 63 | 5)
+        lookup.append(friendRelayTags[1]); lookup.u8(1); lookup.u32(0x7F00_0001); lookup.u16(33_446); lookup.u8(0); lookup.u16(12)
+        lookup.append([UInt8](repeating: 0, count: 16))
         var lan = ByteWriter()
-        lan.u8(PacketType.lanAnnounce.rawValue); lan.u8(revueProtocolVersion); lan.append(friend.publicKey); lan.u16(33_447)
+        lan.u8(PacketType.lanAnnounce.rawValue); lan.u8(revueProtocolVersion); lan.u16(33_447); lan.u8(8); lan.append(friendLANTag)
+        lan.append([UInt8](repeating: 0x5A, count: 7 * 16))
         let rekeyed = Self.data(to: rekeyIndex, key: rekeyKeys.toCore, counter: 0, frame: message)
         let answered = Self.data(to: pendingIndex, key: answerKeys.toCore, counter: 0, frame: ping)
         return [
@@ -253,7 +272,7 @@ struct SessionFixture: Sendable {
             ("data-out-of-order", [toCore[2], toCore[0], toCore[3], toCore[1]]),
             ("data-bye", [toCore[0], Self.data(to: sessionIndex, key: sessionKeys.toCore, counter: 9, frame: bye), toCore[1]]),
             ("relayed-handshake-and-data", [relayed(toCore[0]), relayed(rekeyInitiation), relayed(coreResponse),
-                                            relayed(rekeyInitiation, source: core.publicKey)]),
+                                            relayed(rekeyInitiation, source: coreRelayTag)]),
             ("rendezvous-and-lan", [registered.bytes, lookup.bytes, lan.bytes]),
         ]
     }
@@ -302,6 +321,7 @@ final class SessionHarness {
         precondition(revue.revueId == Hex.encode(fixture.core.publicKey), "the core did not load the fixed identity")
         revue.delegates.add(delegate: deliveries)
         core.dropDirectSends = true
+        core.wallClockSeam = { SessionFixture.wallClock }
         core.ephemeralSeam = { SessionFixture.coreEphemeral }
         core.indexSeam = { [unowned self] in defer { indices += 1 }; return SessionFixture.indexBase &+ UInt32(truncatingIfNeeded: indices) }
         core.timestampSeam = { [unowned self] in defer { timestamps += 1 }; return SessionFixture.timestampBase &+ UInt64(timestamps) }
@@ -355,19 +375,19 @@ final class SessionHarness {
         var firstReliableSeen = false
         for bytes in datagrams {
             // What the fixture makes of it (a relayed datagram from the friend is judged by its
-            // inner datagram; a relay from another source key only passes for data packets).
+            // inner datagram; a relay from another source tag only passes for data packets).
             var inner = bytes
             var relaySource: [UInt8]?
-            if bytes.first == PacketType.relayDeliver.rawValue, bytes.count >= 34, bytes[1] == revueProtocolVersion {
-                relaySource = Array(bytes[2..<34])
-                inner = Array(bytes[34...])
+            if bytes.first == PacketType.relayDeliver.rawValue, bytes.count >= 18, bytes[1] == revueProtocolVersion {
+                relaySource = Array(bytes[2..<18])
+                inner = Array(bytes[18...])
             }
             let type = inner.first.flatMap(PacketType.init(rawValue:))
             let plain = type == .transportData ? fixture.open(inner) : nil
             let authentic: Bool
             switch type {
             case .handshakeInitiation:
-                authentic = fixture.authenticInitiation(inner) && (relaySource == nil || relaySource == fixture.friend.publicKey)
+                authentic = fixture.authenticInitiation(inner) && (relaySource == nil || fixture.friendRelayTags.contains(relaySource!))
             case .handshakeResponse: authentic = fixture.authenticResponse(inner)
             case .transportData: authentic = plain != nil
             default: authentic = false

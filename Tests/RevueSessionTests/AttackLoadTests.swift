@@ -116,7 +116,8 @@ final class Flood: Sendable {
         defer { attacker.close() }
         #expect(await attacker.register())
         let cookie = attacker.cookie, nodeKey = try #require(attacker.nodeKey)
-        // 2,000 real key pairs (valid MACs), the rest random keys with and without our cookie.
+        // 2,000 real key pairs (valid seals, 32 new tags each time), the rest random keys with and
+        // without our cookie.
         let real = (0..<2000).map { _ in KeyPair() }
         let macKeys = real.map { RendezvousAuth.key(secret: $0.secret, peerPublic: nodeKey)! }
         var packets: [[UInt8]] = []
@@ -124,7 +125,9 @@ final class Flood: Sendable {
         for i in 0..<4096 {
             switch i % 8 {
             case 0: let k = i / 8 % real.count
-                packets.append(RendezvousClient.registration(keys: real[k], timestamp: UInt64(i + 10), cookie: cookie, macKey: macKeys[k]))
+                // Each with a full datagram of fresh tags.
+                let tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
+                packets.append(RendezvousClient.registration(keys: real[k], timestamp: UInt64(i + 10), cookie: cookie, macKey: macKeys[k], tags: tags))
             case 1, 2, 3: packets.append(RendezvousClient.registration(keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: cookie, macKey: Sodium.random(32)))
             default: packets.append(RendezvousClient.registration(keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: Sodium.random(16), macKey: nil))
             }
@@ -148,7 +151,9 @@ final class Flood: Sendable {
         let late = try RendezvousClient(nodePort: port, host: "127.1.0.1")
         defer { late.close() }
         #expect(await late.register())
+        warm.tags = [Sodium.random(16)]
         #expect(await warm.register())
-        #expect(await late.lookup(warm.keys.publicKey) == warm.endpoint)
+        #expect(await warm.registerOnce())
+        #expect(await late.lookup(warm.tags[0]) == warm.endpoint)
     }
 }

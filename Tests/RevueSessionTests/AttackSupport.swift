@@ -32,18 +32,26 @@ final class RendezvousClient {
 
     var endpoint: SocketAddress { SocketAddress.sessionIPv4(host: host, port: socket.localPort)! }
 
-    /// A registration datagram for `keys` with `cookie`, MAC'd with `macKey` (zeros when nil).
-    static func registration(keys: KeyPair, status: UInt8 = 1, timestamp: UInt64, cookie: [UInt8], macKey: [UInt8]?) -> [UInt8] {
+    /// A registration datagram for the registration key `keys` with `cookie` and `tags`, sealed
+    /// with `macKey` (an empty, zero AEAD when nil).
+    static func registration(keys: KeyPair, status: UInt8 = 1, timestamp: UInt64, cookie: [UInt8], macKey: [UInt8]?,
+                             tags: [[UInt8]] = []) -> [UInt8] {
         var w = ByteWriter()
         w.u8(PacketType.rendezvousRegister.rawValue)
         w.u8(revueProtocolVersion)
         w.append(keys.publicKey)
-        w.u8(status)
         w.u64(timestamp)
         w.append(cookie)
-        w.append(macKey.map { Sodium.keyedBlake2b(key: $0, w.bytes) } ?? [UInt8](repeating: 0, count: 16))
+        if let macKey {
+            w.append(Sodium.seal(key: macKey, nonce: timestamp, ad: w.bytes, plaintext: [status] + tags.flatMap { $0 }))
+        } else {
+            w.append([UInt8](repeating: 0, count: 17))
+        }
         return w.bytes
     }
+
+    /// Tags sent with every registration.
+    var tags: [[UInt8]] = []
 
     /// Waits for the next reply of `type` after `count` replies; nil after 2 s.
     func next(_ type: PacketType, after count: Int) async -> [UInt8]? {
@@ -60,7 +68,7 @@ final class RendezvousClient {
     func registerOnce() async -> Bool {
         let before = replies.count
         timestamp += 1
-        socket.send(Self.registration(keys: keys, timestamp: timestamp, cookie: cookie, macKey: macKey), to: node)
+        socket.send(Self.registration(keys: keys, timestamp: timestamp, cookie: cookie, macKey: macKey, tags: tags), to: node)
         guard let reply = await next(.rendezvousRegistered, after: before) else { return false }
         var r = ByteReader(reply, offset: 2)
         let accepted = r.u8() == 1
@@ -84,9 +92,9 @@ final class RendezvousClient {
 
     var lookupNonce: UInt64 = 100
 
-    /// Asks where `target` is (sealed under the registration key); the endpoint from an answer
-    /// that opens with that key, nil otherwise.
-    func lookup(_ target: [UInt8]) async -> SocketAddress? {
+    /// Asks where the holder of `tag` is (sealed under the registration key); the endpoint from
+    /// an answer that opens with that key and names the tag, nil otherwise.
+    func lookup(_ tag: [UInt8]) async -> SocketAddress? {
         guard let macKey else { return nil }
         lookupNonce += 1
         var w = ByteWriter()
@@ -94,17 +102,31 @@ final class RendezvousClient {
         w.u8(revueProtocolVersion)
         w.append(keys.publicKey)
         w.u64(lookupNonce)
-        w.append(Sodium.seal(key: macKey, nonce: lookupNonce, ad: w.bytes, plaintext: target))
+        w.append(Sodium.seal(key: macKey, nonce: lookupNonce, ad: w.bytes, plaintext: tag))
         let before = replies.count
         socket.send(w.bytes, to: node)
         guard let reply = await next(.rendezvousLookupReply, after: before), reply.count == RendezvousAuth.lookupReplyLength,
               let plain = Sodium.open(key: macKey, nonce: lookupNonce | 1 << 63, ad: Array(reply[0..<10]), ciphertext: reply[10...]) else { return nil }
         var r = ByteReader(plain)
-        guard r.take(32) == target, r.u8() == 1, let ip = r.u32(), let port = r.u16() else { return nil }
+        guard r.take(16) == tag, r.u8() == 1, let ip = r.u32(), let port = r.u16() else { return nil }
         return SocketAddress(ip: ip, port: port)
     }
 
+    /// Waits (yielding the main actor) until `condition` holds, at most 5 s.
+    func wait(_ condition: () -> Bool) async {
+        let deadline = monotonicNow() + 5
+        while !condition() && monotonicNow() < deadline { await settle(0.01) }
+    }
+
     func close() { socket.close() }
+}
+
+/// The tag a peer registers for holders of its address (this epoch): what a stranger with the
+/// address looks it up by.
+@MainActor
+func requestTag(of peer: TestPeer) -> [UInt8] {
+    let core = peer.revue.core!
+    return PrivacyTags.request(publicKey: core.identity.publicKey, nospam: core.profile.nospam, epoch: PrivacyTags.epoch(core.wallNow()))
 }
 
 /// Sends UDP datagrams with any IPv4 source address and port through a raw socket (root only):

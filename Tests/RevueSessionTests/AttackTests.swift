@@ -24,14 +24,23 @@ final class ByteCounters {
     func close() { for s in sockets { s.close() } }
 }
 
-/// A LAN announcement claiming `key` at `port`.
-func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
+/// A LAN announcement carrying `tags` (padded with random ones to a multiple of 8) at `port`.
+func announce(_ tags: [[UInt8]], port: UInt16) -> [UInt8] {
+    var all = tags
+    while all.count % 8 != 0 { all.append(Sodium.random(16)) }
     var w = ByteWriter()
     w.u8(PacketType.lanAnnounce.rawValue)
     w.u8(revueProtocolVersion)
-    w.append(key)
     w.u16(port)
+    w.u8(UInt8(all.count))
+    for t in all { w.append(t) }
     return w.bytes
+}
+
+/// The LAN tag `owner` announces for `friend` (this epoch).
+func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
+    let k = PrivacyTags.pairKey(secret: owner.secret, peerPublic: friend)!
+    return PrivacyTags.lan(pairKey: k, owner: owner.publicKey, epoch: PrivacyTags.epoch(Date().timeIntervalSince1970))
 }
 
 /// Attacks on the session layer, performed against running peers and nodes.
@@ -56,7 +65,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         defer { attacker.close() }
         var sent = 0
         for p in sinks.ports {
-            let a = announce(friend.publicKey, port: p)
+            let a = announce([Sodium.random(16)], port: p)
             attacker.send(a, to: SocketAddress(ip: 0x7F00_0001, port: port))
             sent += a.count
         }
@@ -82,6 +91,8 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         defer { victim.remove() }
         let friend = KeyPair()
         try victim.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
+        // The friend's tag, as a LAN attacker replaying its announcements with other ports has it.
+        let tag = lanTag(owner: friend, friend: victim.revue.core!.identity.publicKey)
         let sinks = try ByteCounters(count: 40)
         defer { sinks.close() }
         let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
@@ -91,7 +102,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         var sent = 0
         // 40 announces a second for 3 s, every one naming a new port.
         for round in 0..<120 {
-            let a = announce(friend.publicKey, port: sinks.ports[round % 40])
+            let a = announce([tag], port: sinks.ports[round % 40])
             attacker.send(a, to: SocketAddress(ip: 0x7F00_0001, port: lanPort))
             sent += a.count
             await settle(0.025)
@@ -106,8 +117,9 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(victim.revue.core!.friends[Hex.encode(friend.publicKey)]!.candidates.count <= SessionCore.maxCandidates)
     }
 
-    // Privacy, in part: the long-term key is announced once a second only while someone may
-    // be looking (eager window after start or a new friend, or a friend offline), else every 15 s.
+    // Announcements go out once a second only for the first three after start or a new friend,
+    // then every 5-10 s (jittered) while someone may be looking (eager window, or a friend
+    // offline), else every 15 s.
     @Test func lanAnnouncementsSlowDownWhenEveryFriendIsConnected() async throws {
         let lanPort = UInt16.random(in: 50_000...59_000)
         let node = try RendezvousNode(host: "127.0.0.1")
@@ -116,16 +128,19 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         let bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
         let core = alice.revue.core!
-        #expect(core.announceInterval(now: monotonicNow()) == 1, "eager after start")
+        #expect(core.lanFastLeft > 0 && core.announceInterval(now: monotonicNow()) == 1, "fast after start")
+        await alice.wait("the fast announcements done", timeout: 5) { core.lanFastLeft == 0 }
+        #expect(SessionCore.lanEagerGap.contains(core.announceInterval(now: monotonicNow())), "then eager, jittered")
         core.lanEagerWindow = 0
         core.lanEagerUntil = 0
         #expect(core.announceInterval(now: monotonicNow()) == SessionCore.lanQuietInterval, "no friend: quiet")
         try await befriend(alice, bob)
         core.lanEagerUntil = 0
+        core.lanFastLeft = 0
         #expect(core.announceInterval(now: monotonicNow()) == SessionCore.lanQuietInterval, "every friend connected: quiet")
         bob.stop()
         await alice.waitForEvent(.paths(bob.id, false))
-        #expect(core.announceInterval(now: monotonicNow()) == 1, "a friend offline: eager")
+        #expect(SessionCore.lanEagerGap.contains(core.announceInterval(now: monotonicNow())), "a friend offline: eager")
     }
 
     @Test func localSubnetTest() {
@@ -152,9 +167,9 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
             // answer sealed under a key it does not have.
             var w = ByteWriter()
             w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion)
-            w.u64((bob.revue.core!.nodeStates.values.first!.pendingLookups.last ?? 0) | 1 << 63)
+            w.u64((bob.revue.core!.nodeStates.values.first!.pendingLookups.last?.nonce ?? 0) | 1 << 63)
             var plain = ByteWriter()
-            plain.append(alice.revue.core!.identity.publicKey)
+            plain.append(bob.revue.core!.nodeStates.values.first!.pendingLookups.last?.tag ?? Sodium.random(16))
             plain.u8(1); plain.u32(0x7F00_0001); plain.u16(sinks.ports[0]); plain.u8(1); plain.u16(0)
             w.append(Sodium.seal(key: Sodium.random(32), nonce: 1, ad: w.bytes, plaintext: plain.bytes))
             for _ in 0..<20 {
@@ -176,15 +191,16 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
             let core = peer.revue.core!
             let nodeAddress = SocketAddress(ip: 0xCB00_7105, port: 9)
             let macKey = Sodium.random(32)
-            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16),
-                                                                 pendingLookups: [7, 8])
             let friend = KeyPair()
+            let tag = Sodium.random(16)
+            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16),
+                                                                 pendingLookups: [7, 8].map { .init(nonce: $0, tag: tag, friendId: Hex.encode(friend.publicKey)) })
             try peer.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
             for (nonce, ip): (UInt64, UInt32) in [(7, 0xC0A8_0107), (8, 0xC633_6407)] {
                 var w = ByteWriter()
                 w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion); w.u64(nonce | 1 << 63)
                 var plain = ByteWriter()
-                plain.append(friend.publicKey)
+                plain.append(tag)
                 plain.u8(1); plain.u32(ip); plain.u16(4000); plain.u8(1); plain.u16(0)
                 w.append(Sodium.seal(key: macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: plain.bytes))
                 core.handle(w.bytes, from: nodeAddress)
@@ -230,6 +246,97 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
         #expect(Double(agreements) <= RendezvousNode.keyBurst + RendezvousNode.keyRate * elapsed + 1, "\(agreements) X25519 in \(elapsed) s")
         #expect(node.refusedForLimits >= sent - agreements - 5)
         #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
+    }
+
+    // Tags at a rendezvous node: a registered client that floods new tags gets at most
+    // `maxTagsPerEntry` kept, and tags not registered again within the expiry are swept.
+    @Test func rendezvousTagsAreCappedPerRegistrationAndSwept() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        node.expiry = 1
+        let c = try RendezvousClient(nodePort: node.port)
+        defer { c.close() }
+        #expect(await c.register())
+        let refused = node.refusedForLimits
+        for _ in 0..<20 {
+            c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
+            #expect(await c.registerOnce())
+        }
+        #expect(node.tagCount == RendezvousNode.maxTagsPerEntry)
+        #expect(node.refusedForLimits - refused == 20 * RendezvousAuth.maxTagsPerRegistration - RendezvousNode.maxTagsPerEntry)
+        // A datagram larger than 32 tags is not read at all.
+        let dropped = node.droppedPackets
+        c.timestamp += 1
+        let big = RendezvousClient.registration(keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
+                                                tags: (0...RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) })
+        c.socket.send(big, to: c.node)
+        await settle(0.2)
+        #expect(node.droppedPackets == dropped + 1)
+        // Registering without those tags: they expire and go.
+        c.tags = []
+        for _ in 0..<4 {
+            await settle(0.6)
+            #expect(await c.registerOnce())
+        }
+        #expect(node.tagCount == 0 && node.entryCount == 1)
+    }
+
+    // Tags per /24: registrations of one /24 hold at most `maxTagsPerPrefix` tags together, and
+    // a registration from another /24 still gets its tags in.
+    @Test func rendezvousTagsAreCappedPerPrefix() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        var clients: [RendezvousClient] = []
+        defer { for c in clients { c.close() } }
+        let needed = RendezvousNode.maxTagsPerPrefix / RendezvousNode.maxTagsPerEntry + 2
+        for _ in 0..<needed {
+            let c = try RendezvousClient(nodePort: node.port)
+            clients.append(c)
+            #expect(await c.register())
+            for _ in 0..<(RendezvousNode.maxTagsPerEntry / RendezvousAuth.maxTagsPerRegistration) {
+                c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
+                c.timestamp += 1
+                c.socket.send(RendezvousClient.registration(keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
+                                                            tags: c.tags), to: c.node)
+            }
+            await settle(0.05)
+        }
+        await clients[0].wait { node.tagCount >= RendezvousNode.maxTagsPerPrefix }
+        #expect(node.tagCount == RendezvousNode.maxTagsPerPrefix)
+        let other = try RendezvousClient(nodePort: node.port, host: "127.1.0.1")
+        defer { other.close() }
+        other.tags = [Sodium.random(16)]
+        #expect(await other.register())
+        #expect(await other.registerOnce())
+        #expect(node.tagCount == RendezvousNode.maxTagsPerPrefix + 1)
+    }
+
+    // Tag takeover: an attacker that saw a friend's tag (relay sends carry tags in clear) and
+    // registers it from another address does not move it: lookups still name the friend.
+    @Test func aTagSeenOnPathCannotBeTakenOverFromAnotherAddress() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        await settle(0.5)  // Bob registers his tag for Alice (he added her just now)
+        let tag = try #require(alice.revue.core!.relayTags(for: bob.revue.core!.identity.publicKey)).target
+        let attacker = try RendezvousClient(nodePort: node.port, host: "127.0.0.2")
+        defer { attacker.close() }
+        attacker.tags = [tag]
+        let refused = node.refusedForLimits
+        #expect(await attacker.register())
+        for _ in 0..<3 { #expect(await attacker.registerOnce()) }
+        #expect(node.refusedForLimits > refused, "the takeover refused")
+        let asker = try RendezvousClient(nodePort: node.port)
+        defer { asker.close() }
+        #expect(await asker.register())
+        #expect(await asker.lookup(tag) == SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
+        // Once Bob stops registering it (he went away), the tag may move.
+        bob.stop()
+        await settle(RendezvousNode.tagTakeoverAge + 1.2)
+        #expect(await attacker.registerOnce())
+        #expect(await asker.lookup(tag) == attacker.endpoint)
     }
 
     // A spoofed "registered" answer with another node key does not make a registered peer switch
@@ -279,7 +386,7 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
 
     // Relay hijack: an attacker registering its key with a spoofed source equal to Alice's
     // endpoint, and relay sends spoofed from there, change nothing: Alice's relayed packets still
-    // arrive under her key.
+    // arrive under her tag.
     @Test func spoofedRegistrationAndRelaySendCannotHijackARelayedFriend() async throws {
         guard let raw = RawUDPSender() else {
             print("skipped: raw sockets need root")
@@ -306,10 +413,14 @@ func announce(_ key: [UInt8], port: UInt16) -> [UInt8] {
             let r = RendezvousClient.registration(keys: attacker.keys, timestamp: attacker.timestamp, cookie: cookie, macKey: attacker.macKey)
             raw.send(r, from: aliceEndpoint, to: nodeAddress)
         }
-        // Relay sends claiming Alice's key from her endpoint, with a guessed token.
+        // Relay sends claiming Alice's registration key and her tags from her endpoint (all seen on
+        // path by a stronger attacker), with a guessed token.
+        let aliceCore = alice.revue.core!
+        let tags = try #require(aliceCore.relayTags(for: bob.revue.core!.identity.publicKey))
         var w = ByteWriter()
         w.u8(PacketType.relaySend.rawValue); w.u8(revueProtocolVersion)
-        w.append(alice.revue.core!.identity.publicKey); w.append(Sodium.random(16)); w.append(bob.revue.core!.identity.publicKey)
+        w.append(aliceCore.nodeStates[nodeAddress]!.registrationKeys.publicKey); w.append(Sodium.random(16))
+        w.append(tags.target); w.append(tags.source)
         w.append([PacketType.transportData.rawValue] + Sodium.random(40))
         for _ in 0..<10 { raw.send(w.bytes, from: aliceEndpoint, to: nodeAddress) }
         await bob.wait("refused and dropped") { node.refusedRegistrations - refused >= 2 && node.droppedPackets - dropped >= 10 }

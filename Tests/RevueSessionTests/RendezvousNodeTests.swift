@@ -16,7 +16,7 @@ import MediaCore
         }
         await bob.waitForEvent(.discoverable(true))
         await bob.wait("an authenticated registration") { registrations.count >= 2 }
-        let key = bob.revue.core!.identity.publicKey
+        let key = requestTag(of: bob)
         let bobEndpoint = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
 
         let asker = try RendezvousClient(nodePort: node.port)
@@ -24,13 +24,13 @@ import MediaCore
         #expect(await asker.register())
         #expect(await asker.lookup(key) == bobEndpoint)
 
-        // A registration for Bob's key with a made-up MAC, one with a later timestamp, and real
-        // ones replayed from another endpoint (whose cookie they do not carry).
+        // A registration for Bob's registration key with a broken seal, one with a later
+        // timestamp, and real ones replayed from another endpoint (whose cookie they do not carry).
         let refusedBefore = node.refusedRegistrations
         var forged = registrations.last!
         forged[forged.count - 1] ^= 1
         var later = registrations.last!
-        later[35] = 0xFF  // a far-future timestamp, MAC no longer matches
+        later[41] = 0x7F  // a far-future timestamp, the seal no longer opens
         for packet in [forged, later, registrations.last!, registrations.first!] {
             asker.socket.send(packet, to: asker.node)
         }
@@ -48,7 +48,7 @@ import MediaCore
         defer { stranger.close() }
         // Unregistered: no MAC key, and a lookup with a made-up one gets no answer.
         stranger.macKey = Sodium.random(32)
-        #expect(await stranger.lookup(bob.revue.core!.identity.publicKey) == nil)
+        #expect(await stranger.lookup(requestTag(of: bob)) == nil)
         #expect(node.droppedPackets >= 1)
         // The cookie round: the first registration is refused with a cookie, no X25519 spent.
         let agreements = node.keyAgreements
@@ -57,7 +57,7 @@ import MediaCore
         #expect(node.keyAgreements == agreements)
         #expect(await stranger.registerOnce() == true)
         #expect(node.keyAgreements == agreements + 1)
-        #expect(await stranger.lookup(bob.revue.core!.identity.publicKey) == SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
+        #expect(await stranger.lookup(requestTag(of: bob)) == SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
         // Every answer is no larger than its question.
         #expect(RendezvousAuth.registeredLength <= RendezvousAuth.registerLength)
         #expect(RendezvousAuth.lookupReplyLength <= RendezvousAuth.lookupLength)

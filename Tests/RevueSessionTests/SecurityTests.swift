@@ -72,9 +72,21 @@ import MediaCore
         bob.revue.nospam = bob.revue.nospam &+ 1
         #expect(bob.revue.revueAddress != oldAddress)
         #expect(bob.revue.revueAddress.prefix(64) == oldAddress.prefix(64))
+        // Neither finds Bob at the node: the old address's request tag is no longer registered,
+        // and Bob registers no tag for Dave. They know his endpoint some other way (on path).
+        await settle(1.2)
+        let asker = try RendezvousClient(nodePort: node.port)
+        defer { asker.close() }
+        #expect(await asker.register())
+        let e = PrivacyTags.epoch(bob.revue.core!.wallNow())
+        let bobKey = bob.revue.core!.identity.publicKey
+        #expect(await asker.lookup(PrivacyTags.request(publicKey: bobKey, nospam: bob.revue.nospam &- 1, epoch: e)) == nil)
+        #expect(await asker.lookup(requestTag(of: bob)) != nil)
+        let bobEndpoint = Route.direct(SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
         try carol.revue.friends.addFriend(address: oldAddress, message: "old address")
         // Dave adds Bob without a request: his handshakes are a non-friend's.
         try dave.revue.friends.addFriendNorequest(friendId: bob.id)
+        for p in [carol, dave] { p.revue.core!.friends[bob.id]!.candidates[bobEndpoint] = monotonicNow() }
         await bob.wait("wrong nospam and non-friend counted", timeout: 5) {
             bob.revue.counters.droppedWrongNospam >= 2 && bob.revue.counters.droppedNonFriend >= 2
         }

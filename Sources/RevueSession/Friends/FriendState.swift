@@ -122,6 +122,10 @@ final class FriendState {
     var emittedPaths = FriendConnectionPaths.offline
     var presence = PresenceStatus.offline
     var lastLookup: Double = -.infinity
+    /// The key of our `PrivacyTags` with this friend (one X25519, computed on first use).
+    var pairKey: [UInt8]?
+    /// The relay tags of one epoch (`SessionCore.relayTags`), so a relayed packet costs no hashing.
+    var relayTagCache: (epoch: UInt32, pending: Bool, target: [UInt8], source: [UInt8])?
 
     /// Reliable items waiting for a receipt: at most `sendQueueCapacity` App messages,
     /// `reservedQueueCapacity` SDK messages and two profiles.

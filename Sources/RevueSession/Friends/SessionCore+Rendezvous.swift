@@ -7,24 +7,95 @@ import Glibc
 internal import MediaCore
 
 extension SessionCore {
-    /// Tells a rendezvous node where we are and our status, with the node's cookie for our
-    /// endpoint and a MAC once its key is known (the node answers the first one with both).
+    /// Tells a rendezvous node where we are, our status and the tags we are found by (see
+    /// `registrationTags`), with the node's cookie for our endpoint, encrypted to the node once
+    /// its key is known (the node answers the first one with key and cookie). Several datagrams
+    /// when there are more than `RendezvousAuth.maxTagsPerRegistration` tags.
     func sendRegistration(to node: SocketAddress) {
-        let state = nodeStates[node] ?? NodeState()
-        var w = ByteWriter(capacity: RendezvousAuth.registerLength)
-        w.u8(PacketType.rendezvousRegister.rawValue)
-        w.u8(revueProtocolVersion)
-        w.append(identity.publicKey)
-        w.u8(profile.status)
-        w.u64(nextTimestamp())
-        w.append(state.cookie)
-        if let k = state.macKey {
-            w.append(Sodium.keyedBlake2b(key: k, w.bytes))
-        } else {
-            w.append([UInt8](repeating: 0, count: 16))
+        if nodeStates[node] == nil { nodeStates[node] = NodeState() }
+        var state = nodeStates[node]!
+        let epoch = PrivacyTags.epoch(wallNow())
+        if state.registrationEpoch != epoch {
+            // A new epoch, a new registration key: with the node's key known, the MAC key is
+            // ours at once; the relay token of the previous key serves until the new is accepted.
+            if state.registrationEpoch != nil, let nodeKey = state.nodeKey {
+                let keys = KeyPair()
+                state.macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: nodeKey)
+                state.registrationKeys = keys
+                state.pendingLookups = []
+            }
+            state.registrationEpoch = epoch
+            nodeStates[node] = state
         }
-        sendTap?(w.bytes, .direct(node))
-        socket.send(w.bytes, to: node)
+        let tags = state.macKey == nil ? [] : registrationTags()
+        var chunks: [ArraySlice<[UInt8]>] = stride(from: 0, to: tags.count, by: RendezvousAuth.maxTagsPerRegistration).map {
+            tags[$0..<min(tags.count, $0 + RendezvousAuth.maxTagsPerRegistration)]
+        }
+        if chunks.isEmpty { chunks = [[]] }
+        for chunk in chunks {
+            let timestamp = nextTimestamp()
+            var w = ByteWriter(capacity: RendezvousAuth.registerLength + 16 * chunk.count)
+            w.u8(PacketType.rendezvousRegister.rawValue)
+            w.u8(revueProtocolVersion)
+            w.append(state.registrationKeys.publicKey)
+            w.u64(timestamp)
+            w.append(state.cookie)
+            if let k = state.macKey {
+                var plain = [profile.status]
+                for tag in chunk { plain += tag }
+                w.append(Sodium.seal(key: k, nonce: timestamp, ad: w.bytes, plaintext: plain))
+            } else {
+                w.append([UInt8](repeating: 0, count: 17))
+            }
+            sendTap?(w.bytes, .direct(node))
+            socket.send(w.bytes, to: node)
+        }
+    }
+
+    /// The tags we register: for each friend the one it looks us up by, and our own request tag
+    /// (for strangers holding our address), for the current epoch and, near a boundary, the
+    /// neighbouring one. O(friends) BLAKE2b.
+    func registrationTags() -> [[UInt8]] {
+        var tags: [[UInt8]] = []
+        for e in PrivacyTags.epochs(wallNow()) {
+            tags.append(PrivacyTags.request(publicKey: identity.publicKey, nospam: profile.nospam, epoch: e))
+            for id in friendOrder {
+                guard let f = friends[id], let k = pairKey(f) else { continue }
+                tags.append(PrivacyTags.rendezvous(pairKey: k, owner: identity.publicKey, epoch: e))
+            }
+        }
+        return tags
+    }
+
+    /// The pair key with a friend, cached; nil for an invalid key.
+    func pairKey(_ f: FriendState) -> [UInt8]? {
+        if let k = f.pairKey { return k }
+        f.pairKey = PrivacyTags.pairKey(secret: identity.secret, peerPublic: f.key)
+        return f.pairKey
+    }
+
+    /// The tags a relayed datagram to a friend names: the target (the tag the friend registered
+    /// for us, or its request tag while our request is pending) and the source (the tag we
+    /// registered for it, which the friend recognises). Nil for a key that is not a friend.
+    func relayTags(for key: [UInt8]) -> (target: [UInt8], source: [UInt8])? {
+        guard let f = friends[Hex.encode(key)], let k = pairKey(f) else { return nil }
+        let e = PrivacyTags.epoch(wallNow())
+        let pending = f.stored.requestNospam != nil
+        if let c = f.relayTagCache, c.epoch == e, c.pending == pending { return (c.target, c.source) }
+        let target = f.stored.requestNospam.map { PrivacyTags.request(publicKey: f.key, nospam: $0, epoch: e) }
+            ?? PrivacyTags.rendezvous(pairKey: k, owner: f.key, epoch: e)
+        let source = PrivacyTags.rendezvous(pairKey: k, owner: identity.publicKey, epoch: e)
+        f.relayTagCache = (e, pending, target, source)
+        return (target, source)
+    }
+
+    /// Whether a relayed datagram's source tag is the one `key` registers for us (this epoch or a
+    /// neighbouring one). At most one X25519 for a key that is not a friend.
+    func isRelayTag(_ tag: [UInt8], of key: [UInt8]) -> Bool {
+        let k = friends[Hex.encode(key)].flatMap { pairKey($0) } ?? PrivacyTags.pairKey(secret: identity.secret, peerPublic: key)
+        guard let k else { return false }
+        let e = PrivacyTags.epoch(wallNow())
+        return [e &- 1, e, e &+ 1].contains { Sodium.equal(PrivacyTags.rendezvous(pairKey: k, owner: key, epoch: $0), tag) }
     }
 
     /// A node's answer to a registration: its key, a cookie for our endpoint, and when accepted
@@ -48,13 +119,14 @@ extension SessionCore {
         }
         if state.nodeKey != nodeKey {
             // First contact, or the node restarted with a new key: register again now.
-            guard let k = RendezvousAuth.key(secret: identity.secret, peerPublic: nodeKey) else {
+            guard let k = RendezvousAuth.key(secret: state.registrationKeys.secret, peerPublic: nodeKey) else {
                 counters.droppedForged += 1
                 return
             }
             state.nodeKey = nodeKey
             state.macKey = k
             state.token = nil
+            state.tokenKey = nil
             again = true
         }
         if state.cookie != cookie {
@@ -63,6 +135,7 @@ extension SessionCore {
         }
         if accepted == 1 {
             state.token = token
+            state.tokenKey = state.registrationKeys.publicKey
             lastRegistered[from] = monotonicNow()
         }
         nodeStates[from] = state
@@ -70,22 +143,29 @@ extension SessionCore {
         updateDiscoverable()
     }
 
-    /// Asks a node where a friend is. The friend's key travels encrypted under our registration
-    /// key (nonce: our handshake timestamp clock, never reused), so only the node learns whom we
-    /// look for, and only the node can answer.
-    func sendLookup(_ key: [UInt8], to node: SocketAddress) {
-        guard var state = nodeStates[node], let macKey = state.macKey, state.token != nil else { return }
-        let nonce = nextTimestamp() & ~(1 << 63)
-        var w = ByteWriter(capacity: RendezvousAuth.lookupLength)
-        w.u8(PacketType.rendezvousLookup.rawValue)
-        w.u8(revueProtocolVersion)
-        w.append(identity.publicKey)
-        w.u64(nonce)
-        w.append(Sodium.seal(key: macKey, nonce: nonce, ad: w.bytes, plaintext: key))
-        state.pendingLookups.append(nonce)
-        if state.pendingLookups.count > 64 { state.pendingLookups.removeFirst() }
+    /// Asks a node where a friend is, by the tag the friend registers for us (and its request
+    /// tag while our request is pending). The tag travels encrypted under our registration key
+    /// (nonce: our handshake timestamp clock, never reused), so only the node sees it, and it
+    /// cannot tell whose it is; only the node can answer.
+    func sendLookups(_ f: FriendState, to node: SocketAddress) {
+        guard var state = nodeStates[node], let macKey = state.macKey, state.token != nil, let k = pairKey(f) else { return }
+        let e = PrivacyTags.epoch(wallNow())
+        var tags = [PrivacyTags.rendezvous(pairKey: k, owner: f.key, epoch: e)]
+        if let nospam = f.stored.requestNospam { tags.append(PrivacyTags.request(publicKey: f.key, nospam: nospam, epoch: e)) }
+        for tag in tags {
+            let nonce = nextTimestamp() & ~(1 << 63)
+            var w = ByteWriter(capacity: RendezvousAuth.lookupLength)
+            w.u8(PacketType.rendezvousLookup.rawValue)
+            w.u8(revueProtocolVersion)
+            w.append(state.registrationKeys.publicKey)
+            w.u64(nonce)
+            w.append(Sodium.seal(key: macKey, nonce: nonce, ad: w.bytes, plaintext: tag))
+            state.pendingLookups.append(PendingLookup(nonce: nonce, tag: tag, friendId: f.id))
+            if state.pendingLookups.count > 64 { state.pendingLookups.removeFirst() }
+            sendTap?(w.bytes, .direct(node))
+            socket.send(w.bytes, to: node)
+        }
         nodeStates[node] = state
-        socket.send(w.bytes, to: node)
     }
 
     func handleLookupReply(_ bytes: [UInt8], from: SocketAddress) {
@@ -97,21 +177,24 @@ extension SessionCore {
         }
         // Only the node (holder of our registration key) can answer, and only our open lookups.
         guard var state = nodeStates[from], let macKey = state.macKey, nonce >> 63 == 1,
-              let open = state.pendingLookups.firstIndex(of: nonce & ~(1 << 63)),
+              let open = state.pendingLookups.firstIndex(where: { $0.nonce == nonce & ~(1 << 63) }),
               let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(bytes[0..<10]), ciphertext: bytes[10...]) else {
             counters.droppedLookupReplies += 1
             return
         }
-        state.pendingLookups.remove(at: open)
+        let pending = state.pendingLookups.remove(at: open)
         nodeStates[from] = state
         var p = ByteReader(plain)
-        guard let key = p.take(32), let found = p.u8(), let ip = p.u32(), let port = p.u16(), let status = p.u8(), let age = p.u16() else {
+        guard let tag = p.take(16), let found = p.u8(), let ip = p.u32(), let port = p.u16(), let status = p.u8(), let age = p.u16() else {
             counters.droppedMalformed += 1
             return
         }
-        guard let f = friends[Hex.encode(key)] else { return }
+        guard tag == pending.tag, let f = friends[pending.friendId] else { return }
         let fresh = found == 1 && Double(age) <= timeouts.rendezvousInterval * 4 + 1
-        f.presence = fresh ? PresenceStatus(UserStatus(rawValue: status) ?? .none) : .offline
+        // A pending request's two lookups: the request tag's "not found" does not hide the other.
+        if fresh || f.stored.requestNospam == nil {
+            f.presence = fresh ? PresenceStatus(UserStatus(rawValue: status) ?? .none) : .offline
+        }
         guard found == 1 else { return }
         let endpoint = SocketAddress(ip: ip, port: port)
         if endpoint.isPrivateOrLoopback, !from.isPrivateOrLoopback, !configuration.acceptPrivateEndpointsFromPublicNodes {
@@ -125,25 +208,91 @@ extension SessionCore {
         if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
     }
 
+    /// The LAN announcement datagrams: our port and our LAN tags (see `PrivacyTags.lan`), for the
+    /// current epoch and near a boundary the neighbouring one, at most `PrivacyTags.maxLANTags`
+    /// per datagram, each padded with random tags to a multiple of 8. O(friends) BLAKE2b.
+    func lanAnnouncements() -> [[UInt8]] {
+        var tags: [[UInt8]] = []
+        for e in PrivacyTags.epochs(wallNow()) {
+            tags.append(PrivacyTags.lanRequest(publicKey: identity.publicKey, nospam: profile.nospam, epoch: e))
+            for id in friendOrder {
+                guard let f = friends[id], let k = pairKey(f) else { continue }
+                tags.append(PrivacyTags.lan(pairKey: k, owner: identity.publicKey, epoch: e))
+                // A pending request: its request tag asks the peer to announce itself now.
+                if let nospam = f.stored.requestNospam, !f.isConnected {
+                    tags.append(PrivacyTags.lanRequest(publicKey: f.key, nospam: nospam, epoch: e))
+                }
+            }
+        }
+        var out: [[UInt8]] = []
+        for start in stride(from: 0, to: tags.count, by: PrivacyTags.maxLANTags) {
+            var chunk = Array(tags[start..<min(tags.count, start + PrivacyTags.maxLANTags)])
+            while chunk.count % 8 != 0 { chunk.append(Sodium.random(16)) }
+            var w = ByteWriter(capacity: 5 + 16 * chunk.count)
+            w.u8(PacketType.lanAnnounce.rawValue)
+            w.u8(revueProtocolVersion)
+            w.u16(socket.localPort)
+            w.u8(UInt8(chunk.count))
+            for tag in chunk { w.append(tag) }
+            out.append(w.bytes)
+        }
+        return out
+    }
+
+    /// The friends' LAN tags we recognise (previous, current and next epoch; a pending request's
+    /// request tag too), and our own request tags (under our own id: someone with our address is
+    /// looking for us), rebuilt when the epoch or the friend list changes. O(friends) BLAKE2b.
+    func lanTags() -> [[UInt8]: String] {
+        let e = PrivacyTags.epoch(wallNow())
+        if let t = lanTable, t.epoch == e { return t.tags }
+        var tags: [[UInt8]: String] = [:]
+        for epoch in [e &- 1, e, e &+ 1] {
+            tags[PrivacyTags.lanRequest(publicKey: identity.publicKey, nospam: profile.nospam, epoch: epoch)] = ownId
+        }
+        for f in friends.values {
+            guard let k = pairKey(f) else { continue }
+            for epoch in [e &- 1, e, e &+ 1] {
+                tags[PrivacyTags.lan(pairKey: k, owner: f.key, epoch: epoch)] = f.id
+                if let nospam = f.stored.requestNospam {
+                    tags[PrivacyTags.lanRequest(publicKey: f.key, nospam: nospam, epoch: epoch)] = f.id
+                }
+            }
+        }
+        lanTable = (e, tags)
+        return tags
+    }
+
     /// A LAN announcement: believed only on the multicast socket, with LAN discovery on, from a
-    /// source on one of our subnets; a new endpoint starts at most one handshake round a second.
+    /// source on one of our subnets; each tag we recognise names a friend at the sender's
+    /// address and the announced port; a new endpoint starts at most one handshake round a second.
     func handleLAN(_ bytes: [UInt8], from: SocketAddress, onMulticastSocket: Bool) {
         guard onMulticastSocket, lanSocket != nil, from.isOnLocalSubnet else {
             counters.droppedAnnounces += 1
             return
         }
         var r = ByteReader(bytes, offset: 1)
-        guard bytes.first == PacketType.lanAnnounce.rawValue, r.u8() == revueProtocolVersion, let key = r.take(32), let port = r.u16(),
-              r.remaining == 0 else {
+        guard bytes.first == PacketType.lanAnnounce.rawValue, r.u8() == revueProtocolVersion, let port = r.u16(), let count = r.u8(),
+              Int(count) <= PrivacyTags.maxLANTags, r.remaining == 16 * Int(count) else {
             counters.droppedMalformed += 1
             return
         }
-        guard key != identity.publicKey, let f = friends[Hex.encode(key)] else { return }
-        let route = Route.direct(SocketAddress(ip: from.ip, port: port))
-        let now = monotonicNow()
-        let isNew = f.candidates[route] == nil
-        addCandidate(f, route, now: now)
-        if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
+        if lanSent.contains(bytes) { return }
+        let known = lanTags()
+        var seen = Set<String>()
+        for _ in 0..<Int(count) {
+            guard let tag = r.take(16), let id = known[tag], seen.insert(id).inserted else { continue }
+            guard let f = friends[id] else {
+                // Our own request tag from someone else: a holder of our address looks for us, so
+                // the next announcement goes at most a second after the last one.
+                if id == ownId { lanFastLeft = max(lanFastLeft, 1) }
+                continue
+            }
+            let route = Route.direct(SocketAddress(ip: from.ip, port: port))
+            let now = monotonicNow()
+            let isNew = f.candidates[route] == nil
+            addCandidate(f, route, now: now)
+            if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
+        }
     }
 
     func updateDiscoverable() {

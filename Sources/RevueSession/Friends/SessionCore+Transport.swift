@@ -23,7 +23,7 @@ extension SessionCore {
         case .rendezvousLookupReply: handleLookupReply(bytes, from: from)
         case .relayDeliver:
             var r = ByteReader(bytes, offset: 1)
-            guard rendezvousNodes.contains(from), r.u8() == revueProtocolVersion, let source = r.take(32) else {
+            guard rendezvousNodes.contains(from), r.u8() == revueProtocolVersion, let source = r.take(16) else {
                 counters.droppedMalformed += 1
                 return
             }
@@ -58,22 +58,33 @@ extension SessionCore {
         return lastTimestamp
     }
 
-    /// Sends a datagram on a route (wrapping it for the relay when needed).
-    func send(_ packet: [UInt8], route: Route, friendKey: [UInt8]) {
+    /// Sends a datagram on a route (wrapping it for the relay when needed). Through a relay the
+    /// target is named by a tag (`relayTags`), or by `relayTarget` (a source tag we received).
+    func send(_ packet: [UInt8], route: Route, friendKey: [UInt8], relayTarget: [UInt8]? = nil) {
         sendTap?(packet, route)
         switch route {
         case .direct(let a):
             if dropDirectSends { return }
             socket.send(packet, to: a)
         case .relay(let node):
-            // The node forwards only with the token it gave our registration.
-            guard let token = nodeStates[node]?.token else { return }
-            var w = ByteWriter(capacity: packet.count + 82)
+            // The node forwards only with the token it gave our registration, and only from a
+            // source tag we registered.
+            guard let state = nodeStates[node], let token = state.token else { return }
+            let tags: (target: [UInt8], source: [UInt8])
+            if let relayTarget {
+                tags = (relayTarget, PrivacyTags.request(publicKey: identity.publicKey, nospam: profile.nospam, epoch: PrivacyTags.epoch(wallNow())))
+            } else if let t = relayTags(for: friendKey) {
+                tags = t
+            } else {
+                return
+            }
+            var w = ByteWriter(capacity: packet.count + RendezvousAuth.relaySendHeaderLength)
             w.u8(PacketType.relaySend.rawValue)
             w.u8(revueProtocolVersion)
-            w.append(identity.publicKey)
+            w.append(state.tokenKey ?? state.registrationKeys.publicKey)
             w.append(token)
-            w.append(friendKey)
+            w.append(tags.target)
+            w.append(tags.source)
             w.append(packet)
             socket.send(w.bytes, to: node)
         }
@@ -144,7 +155,7 @@ extension SessionCore {
             counters.droppedNonFriend += 1
             return
         }
-        if let relayedFrom, relayedFrom != rs {
+        if let relayedFrom, !isRelayTag(relayedFrom, of: rs) {
             counters.droppedForged += 1
             return
         }
@@ -465,7 +476,7 @@ extension SessionCore {
     /// amplification toward a spoofed source.
     func sendCookieReply(to route: Route, senderIndex: UInt32, mac1: [UInt8], cookieInput: [UInt8], relayedFrom: [UInt8]?) {
         counters.cookieRepliesSent += 1
-        send(gate.cookieReply(senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput), route: route, friendKey: relayedFrom ?? [])
+        send(gate.cookieReply(senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput), route: route, friendKey: [], relayTarget: relayedFrom)
     }
 
     /// A responder under load sent us a cookie for our pending initiation: keep it and send the

@@ -83,12 +83,27 @@ package final class SessionCore {
     /// it, the cookie it gave our endpoint, our relay token, and the nonces of our open lookups.
     var nodeStates: [SocketAddress: NodeState] = [:]
     var lastAnnounce: Double = -.infinity
-    /// Announce once a second until then (see `announceInterval`).
+    /// Announce every 5-10 s until then, and while a friend is offline (see `announceInterval`).
     var lanEagerUntil = -Double.infinity
-    /// How long after start or a new friend announcements stay at one a second (seconds).
+    /// How long after start or a new friend announcements stay eager (seconds).
     package var lanEagerWindow = 60.0
+    /// Announcements left at one a second (after start or a new friend).
+    var lanFastLeft = 0
+    /// Announcements at one a second after start or a new friend.
+    static let lanFastCount = 3
+    /// The eager gap until the next announcement, drawn in `lanEagerGap` after each one (jitter).
+    var lanEagerGapNow = 5.0
+    /// Range of the eager gap between announcements (seconds).
+    static let lanEagerGap = 5.0...10.0
     /// Announcement interval when every friend is connected and the eager window passed.
     static let lanQuietInterval = 15.0
+    /// LAN tags of friends (previous, current and next epoch) -> friend id, for the epoch it was
+    /// built in; nil after the friend list changed.
+    var lanTable: (epoch: UInt32, tags: [[UInt8]: String])?
+    /// Our last announcement datagrams (multicast loops them back to us: they are ignored).
+    var lanSent: [[UInt8]] = []
+    /// Wall clock for the tag epochs (test seam; nil: the real clock).
+    package var wallClockSeam: (() -> Double)?
     var isDiscoverable = false
     package var handshakeTokens = SessionCore.handshakeBurst
     var handshakeTokensAt = monotonicNow()
@@ -128,12 +143,28 @@ package final class SessionCore {
 
     /// Our view of one rendezvous node.
     struct NodeState {
+        /// Our registration key pair at this node: random per node and epoch, so the node never
+        /// sees our long-term key, two nodes cannot link our registrations by key, and one node
+        /// cannot link them across epochs by key (the address may still link them).
+        var registrationKeys = KeyPair()
+        /// The epoch `registrationKeys` was made for (nil: not used yet).
+        var registrationEpoch: UInt32? = nil
+        /// The registration key the relay token belongs to (the previous one for a moment after
+        /// a new epoch's key, until the node accepts the new one).
+        var tokenKey: [UInt8]? = nil
         var nodeKey: [UInt8]? = nil
         var macKey: [UInt8]? = nil
         var cookie = [UInt8](repeating: 0, count: 16)
         var token: [UInt8]? = nil
-        /// Nonces of our last 64 lookups (their answers carry them with the top bit set).
-        var pendingLookups: [UInt64] = []
+        /// Our last 64 lookups: nonce (answers carry it with the top bit set), tag and friend id.
+        var pendingLookups: [PendingLookup] = []
+    }
+
+    /// One open lookup at a node.
+    struct PendingLookup {
+        let nonce: UInt64
+        let tag: [UInt8]
+        let friendId: String
     }
 
     /// Friend requests already shown this run, and where each came from.
@@ -197,16 +228,22 @@ package final class SessionCore {
         }
     }
 
-    /// LAN announcements broadcast our long-term key, so they go out once a second only while
-    /// someone may be looking: during `lanEagerWindow` after start or after adding a friend, or
-    /// while a friend is offline; else every `lanQuietInterval`.
+    /// LAN announcements show that we run (and how many friends we have, to a multiple of 8), so
+    /// they go out once a second only for `lanFastCount` announcements after start or after
+    /// adding a friend; then every 5-10 s (jittered) while someone may be looking (during
+    /// `lanEagerWindow`, or while a friend is offline); else every `lanQuietInterval`.
     func announceInterval(now: Double) -> Double {
-        now < lanEagerUntil || friends.values.contains(where: { !$0.isConnected }) ? 1 : Self.lanQuietInterval
+        if lanFastLeft > 0 { return 1 }
+        return now < lanEagerUntil || friends.values.contains(where: { !$0.isConnected }) ? lanEagerGapNow : Self.lanQuietInterval
     }
+
+    /// Seconds since 1970 for the tag epochs.
+    func wallNow() -> Double { wallClockSeam?() ?? Date().timeIntervalSince1970 }
 
     /// Starts receiving and the 50 ms housekeeping timer.
     func start() {
         lanEagerUntil = monotonicNow() + lanEagerWindow
+        lanFastLeft = Self.lanFastCount
         gate.socket = socket
         let gate = self.gate
         socket.start(screen: { gate.screen($0, from: $1) }) { [weak self] bytes, from in
@@ -253,6 +290,7 @@ package final class SessionCore {
 
     func setNospam(_ value: UInt32) {
         profile.nospam = value
+        lanTable = nil
         save()
     }
 
@@ -372,6 +410,8 @@ package final class SessionCore {
         f.lastInitiation = -.infinity
         f.lastLookup = -.infinity
         lanEagerUntil = max(lanEagerUntil, monotonicNow() + lanEagerWindow)
+        lanFastLeft = Self.lanFastCount
+        lanTable = nil
         tickFriend(f, now: monotonicNow())
         return id
     }
@@ -380,6 +420,7 @@ package final class SessionCore {
         guard let f = friends[id] else { throw .notFound }
         friendWillBeDeleted?(id)
         friends[id] = nil
+        lanTable = nil
         let position = friendOrder.firstIndex(of: id)!
         friendOrder.remove(at: position)
         guard save() else {
@@ -432,12 +473,11 @@ package final class SessionCore {
         }
         if let lanSocket, isDiscoverable, now - lastAnnounce >= announceInterval(now: now) {
             lastAnnounce = now
-            var w = ByteWriter()
-            w.u8(PacketType.lanAnnounce.rawValue)
-            w.u8(revueProtocolVersion)
-            w.append(identity.publicKey)
-            w.u16(socket.localPort)
-            lanSocket.send(w.bytes, to: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort))
+            lanFastLeft = max(0, lanFastLeft - 1)
+            lanEagerGapNow = Double.random(in: Self.lanEagerGap)
+            let group = SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort)
+            lanSent = lanAnnouncements()
+            for datagram in lanSent { lanSocket.send(datagram, to: group) }
         }
     }
 
@@ -490,7 +530,7 @@ package final class SessionCore {
         let lookupEvery = f.isConnected ? timeouts.rendezvousInterval * 3 : timeouts.rendezvousInterval
         if !rendezvousNodes.isEmpty, now - f.lastLookup >= lookupEvery {
             f.lastLookup = now
-            for node in rendezvousNodes { sendLookup(f.key, to: node) }
+            for node in rendezvousNodes { sendLookups(f, to: node) }
         }
         if !f.waiters.isEmpty {
             for (mid, w) in f.waiters where now >= w.deadline {

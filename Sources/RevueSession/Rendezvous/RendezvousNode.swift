@@ -1,15 +1,19 @@
 // A rendezvous node: friends register where they are (the endpoint the node sees) and their
 // status, look up each other's endpoints, and relay Noise packets when no direct path works.
-// The node sees public keys and endpoints, never a session key: relayed packets stay encrypted
-// end to end. Run it with `revue-node --rendezvous`, or in process for tests. It also answers
+// The node sees per-node registration keys, blinded tags and endpoints, never a long-term key or a
+// session key: relayed packets stay encrypted end to end. Run it with `revue-node --rendezvous`, or in process for tests. It also answers
 // STUN Binding requests (RFC 8489), so any STUN client can learn its public address from it.
 package import MediaCore
 
 /// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram,
 /// plus a sweep of expired entries once a second.
 ///
-/// What a stranger can make it keep is bounded: at most `maxEntries` registrations, at most
-/// `maxEntriesPerPrefix` from one IPv4 /24, and `maxSources` per-source rate buckets. A
+/// Registrations are keyed by a registration key (random per node and run at the peer, not its
+/// long-term key) and carry, encrypted to the node, the tags (`PrivacyTags`) the peer is looked up
+/// by; lookups and relay sends name a tag. What a stranger can make it keep is bounded: at most
+/// `maxEntries` registrations, at most `maxEntriesPerPrefix` from one IPv4 /24, at most
+/// `maxTagsPerEntry` tags per registration, `maxTagsPerPrefix` per /24 and `maxTags` in all, and
+/// `maxSources` per-source rate buckets. A
 /// registration must carry a cookie (a MAC of the sender's address the node sent there) before
 /// the node spends an X25519 on an unknown key, so spoofed sources cost it one BLAKE2b and an
 /// answer no larger than the question. Relaying needs the token handed to an accepted
@@ -32,16 +36,28 @@ public final class RendezvousNode {
         var token: [UInt8]
         var relayTokens: Double
         var relayAt: Double
+        /// Tags this registration is found by, and when each was last registered.
+        var tags: [[UInt8]: Double] = [:]
     }
 
     /// Nil for the fuzzing node, which only answers through `sendTap`.
     private let socket: SessionSocket?
     /// Sees every datagram the node sends (fuzzing and tests); nil in production.
     package var sendTap: (([UInt8], SocketAddress) -> Void)?
+    /// Sees every datagram the node receives: what a curious operator sees on the wire (tests);
+    /// nil in production. Main actor, called before the datagram is handled.
+    package var receiveTap: (([UInt8], SocketAddress) -> Void)?
+    /// Sees every plaintext the node opens (a registration's status and tags, a lookup's tag):
+    /// what a curious operator reads (tests); nil in production. Main actor.
+    package var openedTap: (([UInt8]) -> Void)?
     private let identity = KeyPair()
     private var entries: [[UInt8]: Entry] = [:]
+    /// Tag -> the registration key that registered it last.
+    private var tagOwners: [[UInt8]: [UInt8]] = [:]
     /// Entries per IPv4 /24 (key: address >> 8).
     private var perPrefix: [UInt32: Int] = [:]
+    /// Tags held by the entries of each IPv4 /24.
+    private var tagsPerPrefix: [UInt32: Int] = [:]
     /// Per source address: tokens for X25519 work on unknown keys (rate `keyRate`).
     private var sourceTokens: [UInt32: (tokens: Double, at: Double)] = [:]
     /// Binding answers: the global bucket and one per source IP.
@@ -54,6 +70,15 @@ public final class RendezvousNode {
 
     /// Registrations kept at most.
     public static let maxEntries = 65_536
+    /// Tags one registration may hold at most.
+    public static let maxTagsPerEntry = 512
+    /// Tags held at most in all.
+    public static let maxTags = 262_144
+    /// Tags held at most by the registrations of one IPv4 /24.
+    public static let maxTagsPerPrefix = 16_384
+    /// A tag moves to a registration from another IP address only after its holder has not
+    /// registered it for this long (seconds; peers register every second).
+    public static let tagTakeoverAge = 3.0
     /// Registrations kept at most from one IPv4 /24.
     public static let maxEntriesPerPrefix = 256
     /// Source addresses with a rate bucket at most (more are refused until the next sweep).
@@ -93,6 +118,13 @@ public final class RendezvousNode {
     public private(set) var keyAgreements = 0
     /// Registrations currently held.
     public var entryCount: Int { entries.count }
+    /// Tags currently held.
+    public var tagCount: Int { tagOwners.count }
+    /// Everything the node holds about registrations, for tests that play a curious node: per
+    /// registration key, its endpoint, status and tags. O(entries + tags).
+    package var storedState: [(key: [UInt8], endpoint: SocketAddress, status: UInt8, tags: [[UInt8]])] {
+        entries.map { ($0.key, $0.value.endpoint, $0.value.status, Array($0.value.tags.keys)) }
+    }
     /// Registrations older than this are forgotten (seconds).
     public var expiry: Double = 10
 
@@ -143,6 +175,21 @@ public final class RendezvousNode {
             perPrefix = [:]
             for e in entries.values { perPrefix[e.endpoint.ip >> 8, default: 0] += 1 }
         }
+        // Tags not registered again within the expiry go, with their owners' index.
+        var owners: [[UInt8]: [UInt8]] = [:]
+        owners.reserveCapacity(tagOwners.count)
+        var counts: [UInt32: Int] = [:]
+        for (key, var e) in entries {
+            let kept = e.tags.filter { now - $0.value <= expiry && tagOwners[$0.key] == key }
+            if kept.count != e.tags.count {
+                e.tags = kept
+                entries[key] = e
+            }
+            for tag in kept.keys { owners[tag] = key }
+            if !kept.isEmpty { counts[e.endpoint.ip >> 8, default: 0] += kept.count }
+        }
+        tagOwners = owners
+        tagsPerPrefix = counts
         sourceTokens = sourceTokens.filter { now - $0.value.at < Self.keyBurst / Self.keyRate }
         bindingSourceTokens = bindingSourceTokens.filter { now - $0.value.at < Self.bindingBurstPerSource / Self.bindingRatePerSource }
     }
@@ -183,6 +230,7 @@ public final class RendezvousNode {
 
     /// Handles one datagram (the socket's callback; also the rendezvous fuzzer's entry).
     package func handle(_ bytes: [UInt8], from: SocketAddress) {
+        receiveTap?(bytes, from)
         if let first = bytes.first, STUNMessage.mayBeSTUN(firstByte: first) {
             let now = monotonicNow()
             sweep(now: now)
@@ -197,9 +245,11 @@ public final class RendezvousNode {
         sweep(now: now)
         switch type {
         case .rendezvousRegister:
-            guard bytes.count == RendezvousAuth.registerLength, let key = r.take(32), let status = r.u8(),
-                  let timestamp = r.u64(), let cookie = r.take(16), let mac = r.take(16) else { droppedPackets += 1; return }
-            let accepted = register(bytes, key: key, status: status, timestamp: timestamp, cookie: cookie, mac: mac, from: from, now: now)
+            guard bytes.count >= RendezvousAuth.registerLength,
+                  bytes.count <= RendezvousAuth.registerLength + 16 * RendezvousAuth.maxTagsPerRegistration,
+                  (bytes.count - RendezvousAuth.registerLength) % 16 == 0, let key = r.take(32),
+                  let timestamp = r.u64(), let cookie = r.take(16) else { droppedPackets += 1; return }
+            let accepted = register(bytes, key: key, timestamp: timestamp, cookie: cookie, from: from, now: now)
             var w = ByteWriter(capacity: RendezvousAuth.registeredLength)
             w.u8(PacketType.rendezvousRegistered.rawValue)
             w.u8(revueProtocolVersion)
@@ -213,13 +263,16 @@ public final class RendezvousNode {
         case .rendezvousLookup:
             guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let nonce = r.u64(), nonce >> 63 == 0,
                   let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
-                  let key = Sodium.open(key: a.macKey, nonce: nonce, ad: Array(bytes[0..<42]), ciphertext: bytes[42...]) else {
+                  let tag = Sodium.open(key: a.macKey, nonce: nonce, ad: Array(bytes[0..<42]), ciphertext: bytes[42...]),
+                  tag.count == 16 else {
                 droppedPackets += 1
                 return
             }
-            var p = ByteWriter(capacity: 42)
-            p.append(key)
-            if let e = entries[key], now - e.lastSeen <= expiry {
+            openedTap?(tag)
+            var p = ByteWriter(capacity: 26)
+            p.append(tag)
+            if let owner = tagOwners[tag], let e = entries[owner], now - e.lastSeen <= expiry,
+               let at = e.tags[tag], now - at <= expiry {
                 p.u8(1)
                 p.u32(e.endpoint.ip)
                 p.u16(e.endpoint.port)
@@ -235,9 +288,10 @@ public final class RendezvousNode {
             w.append(Sodium.seal(key: a.macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: p.bytes))
             send(w.bytes, to: from)
         case .relaySend:
-            guard let source = r.take(32), let token = r.take(16), let target = r.take(32), r.remaining > 0,
+            guard let source = r.take(32), let token = r.take(16), let target = r.take(16), let sourceTag = r.take(16), r.remaining > 0,
                   var s = entries[source], s.endpoint == from, now - s.lastSeen <= expiry, Sodium.equal(s.token, token),
-                  let e = entries[target], now - e.lastSeen <= expiry else { droppedPackets += 1; return }
+                  tagOwners[sourceTag] == source, s.tags[sourceTag] != nil,
+                  let owner = tagOwners[target], let e = entries[owner], now - e.lastSeen <= expiry else { droppedPackets += 1; return }
             s.relayTokens = min(Self.relayBurst, s.relayTokens + (now - s.relayAt) * Self.relayRate)
             s.relayAt = now
             guard s.relayTokens >= 1 else {
@@ -250,7 +304,7 @@ public final class RendezvousNode {
             var w = ByteWriter(capacity: bytes.count)
             w.u8(PacketType.relayDeliver.rawValue)
             w.u8(revueProtocolVersion)
-            w.append(source)
+            w.append(sourceTag)
             w.append(r.rest())
             send(w.bytes, to: e.endpoint)
             relayedPackets += 1
@@ -259,9 +313,11 @@ public final class RendezvousNode {
         }
     }
 
-    /// Checks and stores one registration; true when accepted.
-    private func register(_ bytes: [UInt8], key: [UInt8], status: UInt8, timestamp: UInt64, cookie: [UInt8], mac: [UInt8],
-                          from: SocketAddress, now: Double) -> Bool {
+    /// Checks and stores one registration; true when accepted. The tags it carries are added to
+    /// (or refresh) the registration's, within the caps; a tag another key holds moves to this one
+    /// when it comes from the holder's IP address or the holder stopped registering it
+    /// (`tagTakeoverAge`).
+    private func register(_ bytes: [UInt8], key: [UInt8], timestamp: UInt64, cookie: [UInt8], from: SocketAddress, now: Double) -> Bool {
         // The cookie first (one BLAKE2b): a spoofed source never saw it.
         guard Sodium.equal(cookie, self.cookie(for: from, secret: cookieSecret))
                 || Sodium.equal(cookie, self.cookie(for: from, secret: previousCookieSecret)) else {
@@ -293,31 +349,66 @@ public final class RendezvousNode {
             }
             macKey = k
         }
-        guard Sodium.equal(Sodium.keyedBlake2b(key: macKey, Array(bytes[0..<(bytes.count - 16)])), mac),
+        let header = Array(bytes[0..<RendezvousAuth.registerHeaderLength])
+        guard let plain = Sodium.open(key: macKey, nonce: timestamp, ad: header, ciphertext: bytes[RendezvousAuth.registerHeaderLength...]),
+              let status = plain.first, (plain.count - 1) % 16 == 0,
               timestamp > entries[key]?.timestamp ?? 0 else {
             refusedRegistrations += 1
             return false
         }
-        if var e = entries[key] {
+        openedTap?(plain)
+        var e: Entry
+        if let old = entries[key] {
+            e = old
             if e.endpoint != from {
                 perPrefix[e.endpoint.ip >> 8, default: 1] -= 1
                 perPrefix[from.ip >> 8, default: 0] += 1
+                tagsPerPrefix[e.endpoint.ip >> 8, default: e.tags.count] -= e.tags.count
+                tagsPerPrefix[from.ip >> 8, default: 0] += e.tags.count
                 e.endpoint = from
                 e.token = Sodium.random(16)
             }
-            e.status = status
-            e.lastSeen = now
-            e.timestamp = timestamp
-            entries[key] = e
-            return true
+        } else {
+            guard entries.count < Self.maxEntries, perPrefix[from.ip >> 8, default: 0] < Self.maxEntriesPerPrefix else {
+                refusedForLimits += 1
+                return false
+            }
+            perPrefix[from.ip >> 8, default: 0] += 1
+            e = Entry(endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
+                      token: Sodium.random(16), relayTokens: Self.relayBurst, relayAt: now)
         }
-        guard entries.count < Self.maxEntries, perPrefix[from.ip >> 8, default: 0] < Self.maxEntriesPerPrefix else {
-            refusedForLimits += 1
-            return false
+        e.status = status
+        e.lastSeen = now
+        e.timestamp = timestamp
+        var i = 1
+        while i + 16 <= plain.count {
+            let tag = Array(plain[i..<(i + 16)])
+            i += 16
+            if e.tags[tag] == nil {
+                guard e.tags.count < Self.maxTagsPerEntry, tagOwners[tag] != nil || tagOwners.count < Self.maxTags,
+                      tagsPerPrefix[from.ip >> 8, default: 0] < Self.maxTagsPerPrefix else {
+                    refusedForLimits += 1
+                    continue
+                }
+                if let owner = tagOwners[tag], owner != key, let held = entries[owner] {
+                    // Someone who saw a tag (on path, in a relay send) cannot take it over: it
+                    // moves only to the holder's address (a restart, a new registration key) or
+                    // once the holder stopped registering it.
+                    guard held.endpoint.ip == from.ip || now - (held.tags[tag] ?? -.infinity) > Self.tagTakeoverAge else {
+                        refusedForLimits += 1
+                        continue
+                    }
+                    if held.tags[tag] != nil {
+                        entries[owner]?.tags[tag] = nil
+                        tagsPerPrefix[held.endpoint.ip >> 8, default: 1] -= 1
+                    }
+                }
+                tagsPerPrefix[from.ip >> 8, default: 0] += 1
+            }
+            tagOwners[tag] = key
+            e.tags[tag] = now
         }
-        perPrefix[from.ip >> 8, default: 0] += 1
-        entries[key] = Entry(endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
-                             token: Sodium.random(16), relayTokens: Self.relayBurst, relayAt: now)
+        entries[key] = e
         return true
     }
 }

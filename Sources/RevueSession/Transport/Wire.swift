@@ -19,25 +19,32 @@ package enum PacketType: UInt8 {
     /// [type][version][receiver index u32][nonce u64][AEAD(cookie 16)], key
     /// `HandshakeMACs.cookieKey(responder public key)`, AD the initiation's mac1.
     case cookieReply = 0x54
-    /// To a rendezvous node: [type][version][public key 32][status u8][timestamp u64][cookie 16]
-    /// [mac 16]; mac = keyed BLAKE2b over the bytes before it, key = `RendezvousAuth.key` (zeros
-    /// while the node's key is unknown); cookie = the last one the node gave this endpoint.
+    /// To a rendezvous node: [type][version][registration key 32][timestamp u64][cookie 16]
+    /// [AEAD(status u8, tag 16 x n)], n <= `RendezvousAuth.maxTagsPerRegistration`; AEAD key =
+    /// `RendezvousAuth.key` of the per-node registration key pair and the node's key, nonce = the
+    /// timestamp, AD = the 58 bytes before; cookie = the last one the node gave this endpoint.
+    /// Before the node's key is known: an empty AEAD of 16 zero bytes (asks for key and cookie).
+    /// The registration key is random per node and run, never the long-term key; the tags are
+    /// `PrivacyTags.rendezvous` for each friend and `PrivacyTags.request` for ourselves.
     case rendezvousRegister = 0x58
     /// From a rendezvous node: [type][version][accepted u8][observed ip u32][observed port u16]
     /// [node key 32][cookie 16][relay token 16] (token zeros unless accepted).
     case rendezvousRegistered = 0x59
-    /// To a rendezvous node: [type][version][own key 32][nonce u64][AEAD(target key 32)], key =
+    /// To a rendezvous node: [type][version][registration key 32][nonce u64][AEAD(tag 16)], key =
     /// the registration key, AD = the 42 bytes before, nonce < 2^63 never reused (a clock).
     case rendezvousLookup = 0x5A
-    /// From a rendezvous node: [type][version][nonce u64 = the lookup's + 2^63][AEAD([target key 32]
+    /// From a rendezvous node: [type][version][nonce u64 = the lookup's + 2^63][AEAD([tag 16]
     /// [found u8][ip u32][port u16][status u8][age s u16])], key = the asker's registration key,
     /// AD = the 10 bytes before.
     case rendezvousLookupReply = 0x5B
-    /// To a rendezvous node: [type][version][own key 32][relay token 16][target key 32][inner datagram].
+    /// To a rendezvous node: [type][version][registration key 32][relay token 16][target tag 16]
+    /// [source tag 16][inner datagram]; the source tag must be one the sender registered.
     case relaySend = 0x5C
-    /// From a rendezvous node: [type][version][source key 32][inner datagram].
+    /// From a rendezvous node: [type][version][source tag 16][inner datagram].
     case relayDeliver = 0x5D
-    /// LAN discovery announcement, on the multicast socket only: [type][version][public key 32][port u16].
+    /// LAN discovery announcement, on the multicast socket only: [type][version][port u16][count u8]
+    /// [tag 16 x count], count a multiple of 8 (random filler), at most `PrivacyTags.maxLANTags`;
+    /// the tags are `PrivacyTags.lan` for each friend and `PrivacyTags.lanRequest` for ourselves.
     case lanAnnounce = 0x5E
 }
 
@@ -142,15 +149,100 @@ package struct ByteReader {
 /// (which the node sends in every reply), so an off-path sender cannot move someone's endpoint, and
 /// the increasing timestamp stops a captured registration from being replayed from elsewhere.
 package enum RendezvousAuth {
-    package static let registerLength = 1 + 1 + 32 + 1 + 8 + 16 + 16
+    /// A registration without tags (the smallest; the first, before the node's key is known).
+    package static let registerLength = 1 + 1 + 32 + 8 + 16 + 1 + 16
+    /// The registration header that is the AEAD's AD.
+    package static let registerHeaderLength = 1 + 1 + 32 + 8 + 16
+    /// Tags one registration datagram carries at most (587 bytes): more take several datagrams.
+    package static let maxTagsPerRegistration = 32
     package static let registeredLength = 1 + 1 + 1 + 4 + 2 + 32 + 16 + 16
-    package static let lookupLength = 1 + 1 + 32 + 8 + 32 + 16
-    package static let lookupReplyLength = 1 + 1 + 8 + 32 + 1 + 4 + 2 + 1 + 2 + 16
+    package static let lookupLength = 1 + 1 + 32 + 8 + 16 + 16
+    package static let lookupReplyLength = 1 + 1 + 8 + 16 + 1 + 4 + 2 + 1 + 2 + 16
+    /// The relay send header before the inner datagram.
+    package static let relaySendHeaderLength = 1 + 1 + 32 + 16 + 16 + 16
+    /// The relay deliver header before the inner datagram.
+    package static let relayDeliverHeaderLength = 1 + 1 + 16
 
     package static func key(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
         guard var shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
         defer { Sodium.wipe(&shared) }
         return Sodium.blake2b(shared, Array("revue rendezvous v1".utf8), outputLength: 32)
+    }
+}
+
+/// Blinded, rotating tags that stand for a friend pair on the wire instead of long-term keys
+/// (docs/security.md, What an observer still learns). A tag is 16 bytes of keyed BLAKE2b under a
+/// pair key (BLAKE2b of the pair's X25519 shared secret), over a label, the owner's public key (so
+/// the two directions differ) and the epoch (the UTC hour): only the two friends can compute it,
+/// the tags of two epochs or two pairs are unrelated, and nobody else can tell which key a tag
+/// belongs to. Pure functions, any thread; one BLAKE2b each (the pair key costs one X25519).
+package enum PrivacyTags {
+    /// Seconds per epoch.
+    package static let epochLength = 3600.0
+    /// Within this many seconds of an epoch boundary the neighbouring epoch's tags are registered
+    /// and announced too (tolerates clocks that far apart).
+    package static let boundaryMargin = 600.0
+    /// Tags one LAN announcement carries at most (1,043 bytes).
+    package static let maxLANTags = 64
+
+    /// The epoch of a wall-clock time (seconds since 1970).
+    package static func epoch(_ wallSeconds: Double) -> UInt32 {
+        guard wallSeconds.isFinite, wallSeconds > 0 else { return 0 }
+        return UInt32(clamping: Int64(min(wallSeconds / epochLength, Double(UInt32.max))))
+    }
+
+    /// The epochs to register or announce at a time: the current one, and the neighbouring one
+    /// within `boundaryMargin` of a boundary.
+    package static func epochs(_ wallSeconds: Double) -> [UInt32] {
+        let e = epoch(wallSeconds)
+        let into = wallSeconds - Double(e) * epochLength
+        if into < boundaryMargin, e > 0 { return [e, e - 1] }
+        if into > epochLength - boundaryMargin, e < UInt32.max { return [e, e + 1] }
+        return [e]
+    }
+
+    /// The key two friends share for their tags: nil for an invalid (small-order) public key.
+    package static func pairKey(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
+        guard var shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
+        defer { Sodium.wipe(&shared) }
+        return Sodium.blake2b(shared, Array("revue pair tags v1".utf8), outputLength: 32)
+    }
+
+    static func tag(_ pairKey: [UInt8], _ label: String, owner: [UInt8], epoch: UInt32) -> [UInt8] {
+        var w = ByteWriter(capacity: 48)
+        w.append(label.utf8)
+        w.append(owner)
+        w.u32(epoch)
+        return Sodium.keyedBlake2b(key: pairKey, w.bytes)
+    }
+
+    /// The tag `owner` registers at rendezvous nodes for one friend, which that friend looks up.
+    package static func rendezvous(pairKey: [UInt8], owner: [UInt8], epoch: UInt32) -> [UInt8] {
+        tag(pairKey, "rendezvous", owner: owner, epoch: epoch)
+    }
+
+    /// The tag `owner` puts in LAN announcements for one friend.
+    package static func lan(pairKey: [UInt8], owner: [UInt8], epoch: UInt32) -> [UInt8] {
+        tag(pairKey, "lan", owner: owner, epoch: epoch)
+    }
+
+    /// The key of the tags a peer is found by for friend requests: from its address (public key
+    /// and nospam), so only holders of the address compute them.
+    static func requestKey(publicKey: [UInt8], nospam: UInt32) -> [UInt8] {
+        var w = ByteWriter(capacity: 36)
+        w.append(publicKey)
+        w.u32(nospam)
+        return Sodium.blake2b(w.bytes, Array("revue request tags v1".utf8), outputLength: 32)
+    }
+
+    /// The tag a peer registers for strangers holding its address (friend requests).
+    package static func request(publicKey: [UInt8], nospam: UInt32, epoch: UInt32) -> [UInt8] {
+        tag(requestKey(publicKey: publicKey, nospam: nospam), "rendezvous", owner: publicKey, epoch: epoch)
+    }
+
+    /// The tag a peer puts in LAN announcements for strangers holding its address.
+    package static func lanRequest(publicKey: [UInt8], nospam: UInt32, epoch: UInt32) -> [UInt8] {
+        tag(requestKey(publicKey: publicKey, nospam: nospam), "lan", owner: publicKey, epoch: epoch)
     }
 }
 
