@@ -102,7 +102,8 @@ enum TURNLatencyBench {
         while nowNs() < deadline {
             if done() { return true }
             guard (try? socket.waitUntilReadable(timeoutMilliseconds: 5)) == true else { continue }
-            while let r = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let source = r.source {
+            // One datagram per wake-up: the socket blocks.
+            if let r = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let source = r.source {
                 buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<r.count]), source) }
             }
         }
@@ -160,9 +161,8 @@ enum TURNLatencyBench {
                 var got = false
                 while !got, nowNs() - t0 < 200_000_000 {
                     guard (try? peer.waitUntilReadable(timeoutMilliseconds: 50)) == true else { continue }
-                    while let r = try? buffer.withUnsafeMutableBytes({ try peer.receive(into: $0) }) {
-                        if r.count == 200 && buffer[1] == payload[1] { got = true }
-                    }
+                    if let r = try? buffer.withUnsafeMutableBytes({ try peer.receive(into: $0) }),
+                       r.count == 200 && buffer[1] == payload[1] { got = true }
                 }
                 if got { rtts.append(Double(nowNs() - t0) / 1e6) }
             }

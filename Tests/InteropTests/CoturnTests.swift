@@ -154,18 +154,7 @@ struct NamespaceEntryError: Error, CustomStringConvertible {
                              "needs root, ip and nft (not root: skipped)"))
 struct CoturnNATNamespaceTests {
     @discardableResult
-    static func sh(_ script: String) -> (status: Int32, output: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", script]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        do { try p.run() } catch { return (-1, "\(error)") }
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
+    static func sh(_ script: String) -> (status: Int32, output: String) { runShell(script) }
 
     @Test func aClientBehindANATLearnsItsPublicAddressAndRelaysThroughCoturn() throws {
         let p = "rvst\(getpid() % 10_000)"

@@ -168,14 +168,7 @@ struct ICEAgentLibniceTests {
 
     @Test(arguments: [true, false])
     func connectsWithLibnice(libniceControlling: Bool) throws {
-        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(seconds)
-            while Date() < deadline {
-                if condition() { return true }
-                usleep(10_000)
-            }
-            return condition()
-        }
+        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool { pollUntil(seconds, condition) }
         let nice = try NicePeer(controlling: libniceControlling)
         defer { nice.stop() }
         #expect(wait(8) { nice.has("GATHERED") }, "libnice did not gather: \(nice.lines.withLock { $0 })")

@@ -90,14 +90,7 @@ struct ICEAgentNATTests {
         a.agent.start()
         b.agent.start()
 
-        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(seconds)
-            while Date() < deadline {
-                if condition() { return true }
-                usleep(10_000)
-            }
-            return condition()
-        }
+        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool { pollUntil(seconds, condition) }
         #expect(
             wait(8) { a.agent.selectedPair != nil && b.agent.selectedPair != nil },
             "A: \(a.agent.localCandidates) \(a.agent.pairSnapshots) B: \(b.agent.localCandidates) \(b.agent.pairSnapshots)")

@@ -14,18 +14,7 @@ import Testing
         "needs root, ip and nft (not root: skipped)"))
 struct ICEAgentNamespaceTests {
     @discardableResult
-    static func sh(_ script: String) -> (status: Int32, output: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", script]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        do { try p.run() } catch { return (-1, "\(error)") }
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
+    static func sh(_ script: String) -> (status: Int32, output: String) { runShell(script) }
 
     /// One side: a wildcard socket inside a namespace, an agent offering `hosts`, the media it got.
     final class Side: Sendable {
@@ -87,14 +76,7 @@ struct ICEAgentNamespaceTests {
         a.agent.start()
         b.agent.start()
 
-        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(seconds)
-            while Date() < deadline {
-                if condition() { return true }
-                usleep(10_000)
-            }
-            return condition()
-        }
+        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool { pollUntil(seconds, condition) }
         func on(_ s: Side, link: UInt8) -> Bool { s.agent.path.route.map { $0.peer.addressBytes[2] == link } ?? false }
 
         // The first link's addresses have the higher local preference: its pair is selected.

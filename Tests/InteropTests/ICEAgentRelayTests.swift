@@ -111,11 +111,7 @@ import Testing
         b.agent.start()
         let aHost = try a.socket.localAddress(), bHost = try b.socket.localAddress()
 
-        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(seconds)
-            while Date() < deadline { if condition() { return true }; usleep(10_000) }
-            return condition()
-        }
+        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool { pollUntil(seconds, condition) }
         // Direct first; while it works, nothing is checked through the relay (relayed pairs wait).
         #expect(wait(8) {
             a.agent.selectedPair?.remote.address == bHost && b.agent.selectedPair?.remote.address == aHost

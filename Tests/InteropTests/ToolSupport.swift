@@ -117,3 +117,28 @@ func ffprobeStream(_ path: String, count: FFprobeCount = .frames) throws -> [Str
     }
     return out
 }
+
+/// Runs `script` with `/bin/sh -c`, stdout and stderr together (namespace and nftables setup).
+@discardableResult
+func runShell(_ script: String) -> (status: Int32, output: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/bin/sh")
+    p.arguments = ["-c", script]
+    let out = Pipe()
+    p.standardOutput = out
+    p.standardError = out
+    do { try p.run() } catch { return (-1, "\(error)") }
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Polls `condition` every 10 ms for up to `seconds`; its last value.
+func pollUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(10_000)
+    }
+    return condition()
+}
