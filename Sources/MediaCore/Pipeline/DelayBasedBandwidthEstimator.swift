@@ -98,7 +98,7 @@ public struct TransportFeedbackAdapter: Sendable {
 ///   `windowSize` (arrival time, smoothed delay) points gives the slope; the detector sees the
 ///   slope times min(groups, 60) times 4.
 /// - Over-use detector with the adaptive threshold of §5.4: γ moves towards |m| at rate K_u =
-///   0.0087 /ms when |m| > γ, K_d = 0.039 /ms otherwise (libwebrtc's constants), is clamped to
+///   0.01 /ms when |m| > γ, K_d = 0.00018 /ms otherwise (the draft's constants), is clamped to
 ///   6...600 and does not move for outliers (|m| > γ + 15). Over-use is signalled once m has
 ///   exceeded γ for 10 ms over at least two groups and is not falling; under-use when m < -γ.
 /// - AIMD rate control (§5.5): the draft's hold/increase/decrease state machine. Decrease sets
@@ -108,6 +108,8 @@ public struct TransportFeedbackAdapter: Sendable {
 ///   per response time, RTT + 100 ms) within 3 standard deviations of it, the capacity being the
 ///   mean acknowledged bitrate at past decreases. The estimate never exceeds 1.5 x the
 ///   acknowledged bitrate + 10 kbit/s: it must not run away from what the path is shown to carry.
+///   Loss above 10 % over the last 5 feedbacks (20 packets or more) also counts as over-use: a
+///   full drop-tail queue no longer grows, so its delay trend is flat while it drops.
 ///
 /// Not done: probing (short bursts above the estimate to find capacity faster after a drop); the
 /// estimate therefore regains capacity at 8 % per second.
@@ -132,11 +134,14 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         /// γ at start, ms.
         public var initialThreshold: Double = 12.5
         /// Threshold adaptation gains per ms (§5.4 K_u, K_d).
-        public var thresholdUp: Double = 0.0087, thresholdDown: Double = 0.039
+        public var thresholdUp: Double = 0.01, thresholdDown: Double = 0.00018
         /// Time above γ before over-use is signalled, ms.
         public var overuseTimeMilliseconds: Double = 10
         /// Multiplicative decrease factor (§5.5 β).
         public var beta: Double = 0.85
+        /// Loss over the last 5 feedbacks (at least 20 packets) above this fraction counts as
+        /// over-use (a full drop-tail queue whose delay has stopped growing).
+        public var lossOveruseFraction: Double = 0.1
         /// Acknowledged bitrate window, ms.
         public var acknowledgedWindowMilliseconds: Int = 500
         /// Defaults.
@@ -162,6 +167,8 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     public private(set) var acknowledgedBitrate: Double = 0
     /// Times the detector signalled over-use, and decreases made.
     public private(set) var overuseCount = 0, decreaseCount = 0
+    /// Decreases made because the feedback reported heavy loss rather than growing delay.
+    public private(set) var lossDecreaseCount = 0
     /// Packet groups compared.
     public private(set) var groupDeltas = 0
     /// Link capacity (mean acknowledged bitrate at decreases), bits per second; nil when unknown.
@@ -191,6 +198,9 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     private var capacityKbps: Double? = nil
     private var capacityVariance = 0.4
     private var roundTripNs: Int64 = 100_000_000
+    // Loss over the last feedbacks: (lost, reported) per feedback.
+    private var lossWindow = [(Int, Int)](repeating: (0, 0), count: 5)
+    private var feedbacks = 0
     // Acknowledged bitrate: bytes per 50 ms bucket of arrival time.
     private var buckets: [Int]
     private var bucketIndex: Int64 = -1
@@ -224,13 +234,16 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     /// controller runs once. Returns the new estimate.
     @discardableResult
     public mutating func update(_ results: [TransportPacketResult], nowNs: Int64) -> Double {
-        var any = false
+        var any = false, lost = 0
         for r in results {
-            guard let arrival = r.arrivalNs else { continue }
+            guard let arrival = r.arrivalNs else { lost += 1; continue }
             any = true
             acknowledge(arrival, size: r.size)
             packet(sendNs: r.sendNs, arrivalNs: arrival)
         }
+        let slot = feedbacks % lossWindow.count
+        lossWindow[slot] = (lost, results.count)
+        feedbacks += 1
         if any { control(nowNs: nowNs) }
         return estimate
     }
@@ -353,8 +366,13 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     // MARK: Rate control
 
     private mutating func control(nowNs: Int64) {
+        // Heavy loss over the last feedbacks: a drop-tail queue is full, so its delay no longer
+        // grows and the trend cannot see it; it is over-use all the same.
+        var lost = 0, reported = 0
+        for (l, r) in lossWindow { lost += l; reported += r }
+        let lossy = reported >= 20 && Double(lost) > settings.lossOveruseFraction * Double(reported)
         // §5.5 state machine.
-        switch usage {
+        switch lossy ? .overusing : usage {
         case .overusing: state = .decrease
         case .underusing: state = .hold
         case .normal: if state == .hold { state = .increase }
@@ -388,6 +406,10 @@ public struct DelayBasedBandwidthEstimator: Sendable {
                 }
                 lastDecreaseNs = nowNs
                 decreaseCount += 1
+                if lossy {
+                    lossDecreaseCount += 1
+                    for k in lossWindow.indices { lossWindow[k] = (0, 0) }  // this loss is answered
+                }
             }
             state = .hold
         case .hold:
