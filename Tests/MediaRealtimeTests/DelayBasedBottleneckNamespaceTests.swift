@@ -20,6 +20,7 @@ final class ShapedVethPair {
 
     init(rateKbit: Int) throws {
         prefix = "rgcc\(getpid() % 100_000)"
+        _ = try? Self.sh("ip netns del \(sender) 2>/dev/null; ip netns del \(receiver) 2>/dev/null; true")
         try Self.sh("""
             ip netns add \(sender)
             ip netns add \(receiver)
@@ -102,6 +103,7 @@ final class ShapedVethPair {
         var queueMs: [(t: Double, ms: Double)] = []
         var feedback = 0
         var unmatched = 0
+        var parts: [String] = []
     }
 
     static func run(_ mode: Mode) throws -> Result {
@@ -141,13 +143,16 @@ final class ShapedVethPair {
         var frame = 0
         var phaseEnd = 0.0
         var targets: [Int: Int] = [:]
+        var parts: [Int: String] = [:]
         for (k, phase) in phases.enumerated() {
             if k > 0 { try lab.setRate(kbit: phase.kbit) }
             phaseEnd += phase.seconds
             while Double(UDPSocket.monotonicNanoseconds() - start) / 1e9 < phaseEnd {
                 let due = start + UInt64(frame) * 33_333_333
-                while UDPSocket.monotonicNanoseconds() < due {
-                    let wait = Int((due - UDPSocket.monotonicNanoseconds()) / 1_000_000)
+                while true {
+                    let before = UDPSocket.monotonicNanoseconds()
+                    guard before < due else { break }
+                    let wait = Int((due - before) / 1_000_000)
                     guard (try? txSocket.waitUntilReadable(timeoutMilliseconds: max(0, wait))) == true,
                           let n = try? txSocket.receive(into: buffer).count else { continue }
                     let now = UDPSocket.monotonicNanoseconds()
@@ -169,7 +174,11 @@ final class ShapedVethPair {
                 SyntheticVideo.render(frameIndex: frame, into: picture)
                 sendTestCapture(video.capturer, picture, timeStampNs: Int64(frame) * 33_333_333)
                 frame += 1
-                if frame % 30 == 0 { targets[frame / 30 - 1] = Int(video.statistics.outbound.targetBitrate) }
+                if frame % 30 == 0 {
+                    targets[frame / 30 - 1] = Int(video.statistics.outbound.targetBitrate)
+                    let e = session.estimator
+                    parts[frame / 30 - 1] = "delay \(e.delayBasedBitrate.map { $0 / 1000 } ?? -1) loss \(Int(e.lossBasedBitrate) / 1000) remb \(e.remb.map { $0 / 1000 } ?? -1) acked \(Int(e.delayBased.acknowledgedBitrate) / 1000) \(e.delayBased.usage)"
+                }
             }
         }
         result.unmatched = measure.unmatched
@@ -180,8 +189,13 @@ final class ShapedVethPair {
         }
         for s in 0..<Int(phaseEnd) {
             result.perSecond.append((s, capacityAt(s), (deliveredBytes[s] ?? 0) * 8, targets[s] ?? 0))
+            result.parts.append(parts[s] ?? "")
         }
         result.queueMs = owds.map { ($0.t, Double($0.owd - minOWD) / 1e6) }
+        let d = session.estimator.delayBased
+        print("\(mode.rawValue): over-use \(d.overuseCount), decreases \(d.decreaseCount) (\(d.lossDecreaseCount) on loss), "
+              + "RTCP loss-based \(Int(session.estimator.lossBasedBitrate)), last loss \(session.estimator.lastFractionLost), "
+              + "threshold \(d.threshold)")
         print("\(mode.rawValue): \(lab.qdiscStatistics().split(separator: "\n").prefix(3).joined(separator: " | "))")
         return result
     }
@@ -201,7 +215,9 @@ final class ShapedVethPair {
             return rows.isEmpty ? 0 : rows.map(\.target).reduce(0, +) / rows.count
         }
         var lines = "\(mode.rawValue) per second (capacity kbit/s, delivered kbit/s, target kbit/s):\n"
-        for row in r.perSecond { lines += "  t=\(row.t) \(row.capacity / 1000) \(row.delivered / 1000) \(row.target / 1000)\n" }
+        for (k, row) in r.perSecond.enumerated() {
+            lines += "  t=\(row.t) \(row.capacity / 1000) \(row.delivered / 1000) \(row.target / 1000)  (\(r.parts[k]))\n"
+        }
         print(lines, terminator: "")
         print("""
             \(mode.rawValue) summary: feedback \(r.feedback), unmatched \(r.unmatched)

@@ -108,8 +108,9 @@ public struct TransportFeedbackAdapter: Sendable {
 ///   per response time, RTT + 100 ms) within 3 standard deviations of it, the capacity being the
 ///   mean acknowledged bitrate at past decreases. The estimate never exceeds 1.5 x the
 ///   acknowledged bitrate + 10 kbit/s: it must not run away from what the path is shown to carry.
-///   Loss above 10 % over the last 5 feedbacks (20 packets or more) also counts as over-use: a
-///   full drop-tail queue no longer grows, so its delay trend is flat while it drops.
+///   Loss above 10 % over the last 5 feedbacks (20 packets or more, once the acknowledged
+///   bitrate covers its whole window) also counts as over-use: a full drop-tail queue no longer
+///   grows, so its delay trend is flat while it drops.
 ///
 /// Not done: probing (short bursts above the estimate to find capacity faster after a drop); the
 /// estimate therefore regains capacity at 8 % per second.
@@ -139,7 +140,7 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         public var overuseTimeMilliseconds: Double = 10
         /// Multiplicative decrease factor (§5.5 β).
         public var beta: Double = 0.85
-        /// Loss over the last 5 feedbacks (at least 20 packets) above this fraction counts as
+        /// Loss above this fraction over the last 5 feedbacks (20 packets or more) counts as
         /// over-use (a full drop-tail queue whose delay has stopped growing).
         public var lossOveruseFraction: Double = 0.1
         /// Acknowledged bitrate window, ms.
@@ -368,9 +369,12 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     private mutating func control(nowNs: Int64) {
         // Heavy loss over the last feedbacks: a drop-tail queue is full, so its delay no longer
         // grows and the trend cannot see it; it is over-use all the same.
+        // Only once the acknowledged bitrate covers a full window (the decrease goes to a share
+        // of it), and only over 20 packets or more.
         var lost = 0, reported = 0
         for (l, r) in lossWindow { lost += l; reported += r }
-        let lossy = reported >= 20 && Double(lost) > settings.lossOveruseFraction * Double(reported)
+        let windowFull = latestArrivalNs - firstAckNs >= Int64(buckets.count) * Self.bucketNs
+        let lossy = windowFull && reported >= 20 && Double(lost) > settings.lossOveruseFraction * Double(reported)
         // §5.5 state machine.
         switch lossy ? .overusing : usage {
         case .overusing: state = .decrease
