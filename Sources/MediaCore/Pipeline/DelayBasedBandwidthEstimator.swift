@@ -103,7 +103,7 @@ public struct TransportFeedbackAdapter: Sendable {
 ///   exceeded γ for 10 ms over at least two groups and is not falling; under-use when m < -γ.
 /// - AIMD rate control (§5.5): the draft's hold/increase/decrease state machine. Decrease sets
 ///   the estimate to β = 0.85 x the acknowledged bitrate (what the feedback says arrived over the
-///   last 500 ms), at most once per clamp(RTT, 10...200 ms) while the over-use lasts. Increase is
+///   last 500 ms; β x the estimate before 500 ms of arrivals have been seen), at most once per clamp(RTT, 10...200 ms) while the over-use lasts. Increase is
 ///   multiplicative (8 % per second) far from the link capacity, and additive (about one packet
 ///   per response time, RTT + 100 ms) within 3 standard deviations of it, the capacity being the
 ///   mean acknowledged bitrate at past decreases. The estimate never exceeds 1.5 x the
@@ -373,7 +373,6 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         // of it), and only over 20 packets or more.
         var lost = 0, reported = 0
         for (l, r) in lossWindow { lost += l; reported += r }
-        let windowFull = latestArrivalNs - firstAckNs >= Int64(buckets.count) * Self.bucketNs
         let lossy = windowFull && reported >= 20 && Double(lost) > settings.lossOveruseFraction * Double(reported)
         // §5.5 state machine.
         switch lossy ? .overusing : usage {
@@ -383,7 +382,10 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         }
         let dt = lastUpdateNs == 0 ? 0 : min(1.0, Double(nowNs - lastUpdateNs) / 1e9)
         lastUpdateNs = nowNs
-        let acked = acknowledgedBitrate
+        // The acknowledged bitrate counts only once it covers its whole window: a decrease to a
+        // share of the first few packets' rate (say, of a keyframe's first burst) would be far
+        // too deep.
+        let acked = windowFull ? acknowledgedBitrate : 0
         switch state {
         case .increase:
             if let c = capacityKbps, acked / 1000 > c + 3 * capacityDeviation(c) { capacityKbps = nil }
@@ -421,6 +423,8 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         }
         estimate = min(max(estimate, minimumBitrate), maximumBitrate)
     }
+
+    private var windowFull: Bool { latestArrivalNs - firstAckNs >= Int64(buckets.count) * Self.bucketNs }
 
     private func capacityDeviation(_ c: Double) -> Double { (capacityVariance * c).squareRoot() }
 
