@@ -66,7 +66,9 @@ public struct TransportFeedbackAdapter: Sendable {
             ? Int64(feedback.baseSequenceNumber)
             : highest + Int64(Int16(bitPattern: feedback.baseSequenceNumber &- UInt16(truncatingIfNeeded: highest)))
         var arrival = reference * 64_000_000
-        for (k, p) in feedback.packets.enumerated() {
+        // Index loops: an array's iterator allocates per element in unoptimised builds.
+        for k in 0..<feedback.packets.count {
+            let p = feedback.packets[k]
             let ext = base + Int64(k)
             var at: Int64? = nil
             if let d = p.receiveDelta {
@@ -200,7 +202,7 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     private var capacityVariance = 0.4
     private var roundTripNs: Int64 = 100_000_000
     // Loss over the last feedbacks: (lost, reported) per feedback.
-    private var lossWindow = [(Int, Int)](repeating: (0, 0), count: 5)
+    private var lossLost = [Int](repeating: 0, count: 5), lossReported = [Int](repeating: 0, count: 5)
     private var feedbacks = 0
     // Acknowledged bitrate: bytes per 50 ms bucket of arrival time.
     private var buckets: [Int]
@@ -236,14 +238,16 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     @discardableResult
     public mutating func update(_ results: [TransportPacketResult], nowNs: Int64) -> Double {
         var any = false, lost = 0
-        for r in results {
+        for k in 0..<results.count {
+            let r = results[k]
             guard let arrival = r.arrivalNs else { lost += 1; continue }
             any = true
             acknowledge(arrival, size: r.size)
             packet(sendNs: r.sendNs, arrivalNs: arrival)
         }
-        let slot = feedbacks % lossWindow.count
-        lossWindow[slot] = (lost, results.count)
+        let slot = feedbacks % lossLost.count
+        lossLost[slot] = lost
+        lossReported[slot] = results.count
         feedbacks += 1
         if any { control(nowNs: nowNs) }
         return estimate
@@ -357,7 +361,7 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         buckets[Int(bucketIndex % Int64(buckets.count))] += size
         latestArrivalNs = max(latestArrivalNs, arrivalNs)
         var bytes = 0
-        for b in buckets { bytes += b }
+        for k in 0..<buckets.count { bytes += buckets[k] }
         let window = Int64(buckets.count) * Self.bucketNs
         // Until a full window has passed, divide by the time covered so far (at least 100 ms).
         let span = min(window, max(100_000_000, latestArrivalNs - firstAckNs))
@@ -372,7 +376,7 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         // Only once the acknowledged bitrate covers a full window (the decrease goes to a share
         // of it), and only over 20 packets or more.
         var lost = 0, reported = 0
-        for (l, r) in lossWindow { lost += l; reported += r }
+        for k in 0..<lossLost.count { lost += lossLost[k]; reported += lossReported[k] }
         let lossy = windowFull && reported >= 20 && Double(lost) > settings.lossOveruseFraction * Double(reported)
         // §5.5 state machine.
         switch lossy ? .overusing : usage {
@@ -414,7 +418,7 @@ public struct DelayBasedBandwidthEstimator: Sendable {
                 decreaseCount += 1
                 if lossy {
                     lossDecreaseCount += 1
-                    for k in lossWindow.indices { lossWindow[k] = (0, 0) }  // this loss is answered
+                    for k in 0..<lossLost.count { lossLost[k] = 0; lossReported[k] = 0 }  // this loss is answered
                 }
             }
             state = .hold
