@@ -105,7 +105,8 @@ public struct TransportFeedbackAdapter: Sendable {
 ///   exceeded γ for 10 ms over at least two groups and is not falling; under-use when m < -γ.
 /// - AIMD rate control (§5.5): the draft's hold/increase/decrease state machine. Decrease sets
 ///   the estimate to β = 0.85 x the acknowledged bitrate (what the feedback says arrived over the
-///   last 500 ms; β x the estimate before 500 ms of arrivals have been seen), at most once per clamp(RTT, 10...200 ms) while the over-use lasts. Increase is
+///   last 500 ms; β x the estimate before 500 ms of arrivals have been seen; never below half
+///   the estimate in one step), at most once per clamp(RTT, 10...200 ms) while the over-use lasts. Increase is
 ///   multiplicative (8 % per second) far from the link capacity, and additive (about one packet
 ///   per response time, RTT + 100 ms) within 3 standard deviations of it, the capacity being the
 ///   mean acknowledged bitrate at past decreases. The estimate never exceeds 1.5 x the
@@ -408,7 +409,9 @@ public struct DelayBasedBandwidthEstimator: Sendable {
             let interval = min(max(roundTripNs, 10_000_000), 200_000_000)
             if lastDecreaseNs == .min || nowNs - lastDecreaseNs >= interval {
                 if acked > 0 {
-                    let decreased = settings.beta * acked
+                    // At most halving per step: a short stall in the arrivals (a queue reset, a
+                    // late receiver) must not read as the link's rate.
+                    let decreased = max(settings.beta * acked, 0.5 * estimate)
                     estimate = min(estimate, decreased)
                     updateCapacity(acked / 1000)
                 } else {
