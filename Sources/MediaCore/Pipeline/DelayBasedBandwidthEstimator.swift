@@ -105,8 +105,7 @@ public struct TransportFeedbackAdapter: Sendable {
 ///   exceeded γ for 10 ms over at least two groups and is not falling; under-use when m < -γ.
 /// - AIMD rate control (§5.5): the draft's hold/increase/decrease state machine. Decrease sets
 ///   the estimate to β = 0.85 x the acknowledged bitrate (what the feedback says arrived over the
-///   last 500 ms; β x the estimate before 500 ms of arrivals have been seen; never below half
-///   the estimate in one step), at most once per clamp(RTT, 10...200 ms) while the over-use lasts. Increase is
+///   last 500 ms; β x the estimate before 500 ms of arrivals have been seen), at most once per clamp(RTT, 10...200 ms) while the over-use lasts. Increase is
 ///   multiplicative (8 % per second) far from the link capacity, and additive (about one packet
 ///   per response time, RTT + 100 ms) within 3 standard deviations of it, the capacity being the
 ///   mean acknowledged bitrate at past decreases. The estimate never exceeds 1.5 x the
@@ -336,10 +335,10 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         previousTrend = m
         // §5.4 adaptive threshold.
         if lastThresholdUpdateMs < 0 { lastThresholdUpdateMs = nowMs }
-        if abs(m) <= threshold + 15 {
-            let k = abs(m) < threshold ? settings.thresholdDown : settings.thresholdUp
+        if m.magnitude <= threshold + 15 {
+            let k = m.magnitude < threshold ? settings.thresholdDown : settings.thresholdUp
             let dt = min(max(nowMs - lastThresholdUpdateMs, 0), 100)
-            threshold = min(max(threshold + k * (abs(m) - threshold) * dt, 6), 600)
+            threshold = min(max(threshold + k * (m.magnitude - threshold) * dt, 6), 600)
         }
         lastThresholdUpdateMs = nowMs
     }
@@ -394,7 +393,7 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         switch state {
         case .increase:
             if let c = capacityKbps, acked / 1000 > c + 3 * capacityDeviation(c) { capacityKbps = nil }
-            if let c = capacityKbps, acked > 0, abs(acked / 1000 - c) <= 3 * capacityDeviation(c) || estimate > c * 1000 {
+            if let c = capacityKbps, acked > 0, (acked / 1000 - c).magnitude <= 3 * capacityDeviation(c) || estimate > c * 1000 {
                 // Near the known capacity: about one packet per response time.
                 let responseS = Double(roundTripNs) / 1e9 + 0.1
                 let frameBits = estimate / 30
@@ -409,10 +408,7 @@ public struct DelayBasedBandwidthEstimator: Sendable {
             let interval = min(max(roundTripNs, 10_000_000), 200_000_000)
             if lastDecreaseNs == .min || nowNs - lastDecreaseNs >= interval {
                 if acked > 0 {
-                    // At most halving per step: a short stall in the arrivals (a queue reset, a
-                    // late receiver) must not read as the link's rate.
-                    let decreased = max(settings.beta * acked, 0.5 * estimate)
-                    estimate = min(estimate, decreased)
+                    estimate = min(estimate, settings.beta * acked)
                     updateCapacity(acked / 1000)
                 } else {
                     estimate *= settings.beta
