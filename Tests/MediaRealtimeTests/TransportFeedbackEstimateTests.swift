@@ -60,9 +60,9 @@ import MediaTestSupport
 
 /// The sender's transport-cc bookkeeping allocates nothing once warm: logging sends, looking them
 /// up, and matching a parsed feedback to the log (parsing the RTCP itself allocates its arrays).
-/// The estimator's count per feedback is printed, not asserted (a debug build's figure).
+/// Nor does the estimator, once each of its paths has run.
 @Suite struct TransportFeedbackAllocationTests {
-    @Test func sendLogAndAdapterAllocateNothingOnceWarm() throws {
+    @Test func sendLogAdapterAndEstimatorAllocateNothingOnceWarm() throws {
         let numbers = TransportSequenceNumbers(initial: 100)
         var builder = TransportFeedbackBuilder()
         var adapter = TransportFeedbackAdapter()
@@ -98,11 +98,17 @@ import MediaTestSupport
                 matched += adapter.results.count
             }
         }
-        let estimating = AllocationCounter.count {
+        // The estimator's first pass over paths the warm-up did not take (its first decrease, the
+        // link capacity) allocates once (runtime metadata); the second pass is the steady state.
+        let estimatingFirst = AllocationCounter.count {
             for k in 0..<feedbacks.count { estimator.update(adapter.results, nowNs: Int64(now) + Int64(k) * 100_000_000) }
         }
+        let estimating = AllocationCounter.count {
+            for k in 0..<feedbacks.count { estimator.update(adapter.results, nowNs: Int64(now) + Int64(k + 10) * 100_000_000) }
+        }
         print("transport-cc allocations: send log \(logging) for 300 packets, adapter \(adapting) for 10 feedbacks, "
-              + "estimator \(estimating) for 10 feedbacks")
+              + "estimator \(estimatingFirst) then \(estimating) for 10 feedbacks")
+        #expect(estimating == 0)
         #expect(logging == 0 && found == 300)
         #expect(adapting == 0 && adapter.unmatched == 0)
         #expect(matched == 300, "10 feedbacks of 30 packets, all in the log")
