@@ -1,11 +1,14 @@
 /// Sender-side bandwidth estimation from RTCP feedback: the loss-based controller of Google
-/// Congestion Control (draft-ietf-rmcat-gcc-02 §6) capped by the receiver's REMB
-/// (draft-alvestrand-rmcat-remb-03), which carries the receiver's delay-based estimate.
+/// Congestion Control (draft-ietf-rmcat-gcc-02 §6), the sender's own delay-based estimate from
+/// transport-wide feedback (`DelayBasedBandwidthEstimator`, once the first transport-cc feedback
+/// arrives), and the receiver's REMB (draft-alvestrand-rmcat-remb-03, which carries the
+/// receiver's delay-based estimate). The target is the smallest of the three that are known.
 ///
 /// Loss below 2 % raises the rate by 8 % per second of feedback; loss above 10 % cuts it to
-/// `rate x (1 - 0.5 x loss)`, at most once per 300 ms; in between the rate holds. The target is the smaller of that and the
+/// `rate x (1 - 0.5 x loss)`, at most once per 300 ms; in between the rate holds. The target is the smaller of that, the delay-based estimate and the
 /// latest REMB, clamped to `minimumBitrate...maximumBitrate`.
-/// Thread rule: one owner thread (where RTCP arrives). Cost: O(1), no allocation.
+/// Thread rule: one owner thread (where RTCP arrives). Cost: O(1) per report; O(packets) per
+/// transport feedback; no allocation once the feedback buffer has grown.
 public struct SendSideBandwidthEstimator: Sendable {
     /// Lowest target in bits per second.
     public var minimumBitrate: Int
@@ -17,6 +20,13 @@ public struct SendSideBandwidthEstimator: Sendable {
     public private(set) var remb: Int?
     /// The last loss fraction reported (0...1).
     public private(set) var lastFractionLost: Double = 0
+    /// The delay-based estimator fed by transport-wide feedback.
+    public private(set) var delayBased: DelayBasedBandwidthEstimator
+    /// The delay-based estimate in bits per second, nil before the first transport feedback.
+    public var delayBasedBitrate: Int? { usesDelayBased ? Int(delayBased.estimate) : nil }
+    /// Matches transport feedback to the send log.
+    public private(set) var feedbackAdapter = TransportFeedbackAdapter()
+    private var usesDelayBased = false
     private var lastIncreaseNs: UInt64 = 0
     private var lastDecreaseNs: UInt64 = 0
 
@@ -26,13 +36,35 @@ public struct SendSideBandwidthEstimator: Sendable {
         self.minimumBitrate = minimumBitrate
         self.maximumBitrate = maximumBitrate
         lossBasedBitrate = Double(max(minimumBitrate, min(maximumBitrate, startBitrate)))
+        delayBased = DelayBasedBandwidthEstimator(startBitrate: startBitrate, minimumBitrate: minimumBitrate,
+                                                  maximumBitrate: maximumBitrate)
     }
 
-    /// The bitrate the encoder should use now.
+    /// The bitrate the encoder should use now: the smallest of the loss-based estimate, the
+    /// delay-based one (once transport feedback arrived) and the last REMB.
     public var targetBitrate: Int {
-        let t = min(lossBasedBitrate, Double(remb ?? Int.max))
+        var t = min(lossBasedBitrate, Double(remb ?? Int.max))
+        if usesDelayBased { t = min(t, delayBased.estimate) }
         return max(minimumBitrate, min(maximumBitrate, Int(t)))
     }
+
+    /// Feeds one transport-cc feedback packet received at `nowNs` (`CLOCK_MONOTONIC`), matched
+    /// against the send times `numbers` logged; the delay-based estimate takes part from now on.
+    public mutating func transportFeedback(_ feedback: RTCPTransportFeedback, sendLog numbers: TransportSequenceNumbers,
+                                           nowNs: UInt64) {
+        feedbackAdapter.adapt(feedback, sendLog: numbers)
+        transportFeedback(feedbackAdapter.results, nowNs: nowNs)
+    }
+
+    /// Feeds transport feedback already matched to send times (`TransportFeedbackAdapter`).
+    public mutating func transportFeedback(_ results: [TransportPacketResult], nowNs: UInt64) {
+        guard !results.isEmpty else { return }
+        usesDelayBased = true
+        delayBased.update(results, nowNs: Int64(bitPattern: nowNs))
+    }
+
+    /// The latest round-trip time in seconds (RTCP LSR/DLSR), for the delay-based rate control.
+    public mutating func roundTripTime(seconds: Double) { delayBased.roundTripTime(seconds: seconds) }
 
     /// Feeds an RTCP report block's fraction lost (RFC 3550 §6.4.1, 0...255 as 1/256) received at `nowNs`.
     public mutating func receiverReport(fractionLost: UInt8, nowNs: UInt64) {
@@ -53,6 +85,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         }
         // Never run far ahead of what the receiver says the path carries.
         if let remb { lossBasedBitrate = min(lossBasedBitrate, Double(remb) * 1.5) }
+        if usesDelayBased { lossBasedBitrate = min(lossBasedBitrate, delayBased.estimate * 1.5) }
         lossBasedBitrate = max(Double(minimumBitrate), min(Double(maximumBitrate), lossBasedBitrate))
     }
 

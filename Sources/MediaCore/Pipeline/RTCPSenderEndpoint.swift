@@ -22,6 +22,10 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         public var reportIntervalMilliseconds: Double = 500
         /// Bandwidth estimate: start, floor and ceiling in bits per second.
         public var startBitrate = 1_000_000, minimumBitrate = 50_000, maximumBitrate = 5_000_000
+        /// The transport-wide sequence numbers the send streams stamp (their
+        /// `transportSequence`): transport-cc feedback is matched to its send log and drives the
+        /// delay-based estimate. nil: transport feedback is ignored (REMB and loss only).
+        public var transportSequenceNumbers: TransportSequenceNumbers?
         /// SSRC of our RTCP packets' SDES (the first stream's by default).
         public var cname = "revue-sender"
 
@@ -40,6 +44,11 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         public var otherDropped = 0
         public var senderReportsSent = 0
         public var targetBitrate = 0
+        /// The delay-based estimate (nil before transport feedback), the acknowledged bitrate and
+        /// the detector's last output, bits per second.
+        public var delayBasedBitrate: Int? = nil
+        public var acknowledgedBitrate = 0
+        public var delayUsage = DelayBasedBandwidthEstimator.Usage.normal
     }
 
     private let worker: Worker
@@ -51,6 +60,7 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         let outbound = try configuration.localKey.map { k throws(SRTPError) in try SRTPContext(material: k, direction: .outbound) }
         let session = RTCPSenderSession(targets: targets, startBitrate: configuration.startBitrate,
                                         minimumBitrate: configuration.minimumBitrate, maximumBitrate: configuration.maximumBitrate)
+        session.transportSequenceNumbers = configuration.transportSequenceNumbers
         worker = Worker(socket: socket, configuration: configuration, session: session, inbound: inbound, outbound: outbound)
     }
 
@@ -113,6 +123,9 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
                 }
                 stats.session = session.counters
                 stats.targetBitrate = session.estimator.targetBitrate
+                stats.delayBasedBitrate = session.estimator.delayBasedBitrate
+                stats.acknowledgedBitrate = Int(session.estimator.delayBased.acknowledgedBitrate)
+                stats.delayUsage = session.estimator.delayBased.usage
                 let s = stats, r = session.remoteInbound
                 published.withLock { $0 = (s, r) }
             }

@@ -25,7 +25,8 @@ public protocol RTCPFeedbackHandler: AnyObject {
 /// requests (a repeated FIR sequence number is ignored, RFC 5104 §4.3.1.2). Send-stream targets
 /// rate-limit keyframes themselves (one limiter per stream, shared by every session feeding it);
 /// with a `RTCPFeedbackHandler` the session passes at most one request per
-/// `minimumKeyframeIntervalNs`. REMB into the estimate's cap; round-trip times to the targets.
+/// `minimumKeyframeIntervalNs`. REMB into the estimate's cap; transport-cc feedback (with `transportSequenceNumbers`) into the
+/// delay-based estimate; round-trip times to the targets and the estimate.
 /// Thread rule: one owner thread. Cost: parsing RTCP allocates small arrays (a few per second).
 public final class RTCPSenderSession {
     /// Counters since creation.
@@ -38,6 +39,8 @@ public final class RTCPSenderSession {
         public var plisReceived = 0
         public var firsReceived = 0
         public var rembsReceived = 0
+        /// Transport-cc feedback packets received (used only with a send log).
+        public var transportFeedbackReceived = 0
         public var keyframesRequested = 0
         public var keyframeRequestsThrottled = 0
         public var malformed = 0
@@ -56,6 +59,10 @@ public final class RTCPSenderSession {
     /// Keyframe requests closer than this to the previous one (per SSRC) are not passed on to the
     /// handler (targets limit themselves).
     public var minimumKeyframeIntervalNs: UInt64 = 300_000_000
+
+    /// The transport's sequence numbers and send log: with it, transport-cc feedback drives the
+    /// delay-based estimate (`SendSideBandwidthEstimator.transportFeedback`); nil ignores it.
+    public var transportSequenceNumbers: TransportSequenceNumbers?
 
     private weak var handler: RTCPFeedbackHandler?
     private var targets: [UInt32: any RTPSendFeedbackTarget] = [:]
@@ -164,6 +171,11 @@ public final class RTCPSenderSession {
                     counters.firsReceived += 1
                     askKeyframe(e.ssrc, nowNs: nowNs, fullIntra: true)
                 }
+            case .transportFeedback(let feedback):
+                guard let numbers = transportSequenceNumbers else { break }
+                counters.transportFeedbackReceived += 1
+                estimator.transportFeedback(feedback, sendLog: numbers, nowNs: nowNs)
+                publishTarget()
             case .receiverEstimatedMaxBitrate(let remb):
                 counters.rembsReceived += 1
                 estimator.receiverEstimatedMaxBitrate(remb.bitrate)
@@ -205,6 +217,7 @@ public final class RTCPSenderSession {
                 s.roundTripTime = rtt
                 s.totalRoundTripTime += rtt
                 s.roundTripTimeMeasurements += 1
+                estimator.roundTripTime(seconds: rtt)
                 targets[b.ssrc]?.handleRoundTripTime(rtt)
             }
             remoteInbound[b.ssrc] = s

@@ -149,7 +149,7 @@ final class RTPSendCore: @unchecked Sendable {
     /// 0 when SRTP refused it (counted). Egress thread.
     private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
-        stampTransportSequence(packet, length: length)
+        stampTransportSequence(packet, length: length, nowNs: nowNs)
         // RTX rebuilds retransmissions from the unprotected packet.
         if rtx != nil {
             history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), nowNs: Int64(bitPattern: nowNs))
@@ -167,10 +167,11 @@ final class RTPSendCore: @unchecked Sendable {
         return wire
     }
 
-    /// Gives the packet the transport's next transport-wide sequence number, when configured.
-    @inline(__always) private func stampTransportSequence(_ packet: UnsafeMutableRawBufferPointer, length: Int) {
+    /// Gives the packet the transport's next transport-wide sequence number, when configured, and
+    /// logs its send time and wire size (SRTP tag included) for the delay-based estimate.
+    @inline(__always) private func stampTransportSequence(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) {
         if let t = transportSequence, let at = Self.elementOffset(id: t.id, in: packet, length: length) {
-            packet.put16(at, t.numbers.take())
+            packet.put16(at, t.numbers.take(sendNs: nowNs, size: length + (srtp?.rtpOverhead ?? 0)))
         }
     }
 
@@ -230,7 +231,7 @@ final class RTPSendCore: @unchecked Sendable {
                     guard let n = RTXPacket.wrap(stored, payloadType: rtx.payloadType, sequenceNumber: rtxSequencer.next(),
                                                  ssrc: rtx.ssrc, into: rtxBuffer) else { return }
                     payload = stored.count - header.marshalSize
-                    stampTransportSequence(rtxBuffer, length: n)
+                    stampTransportSequence(rtxBuffer, length: n, nowNs: UInt64(bitPattern: now))
                     var wire = n
                     if let srtp {
                         do { wire = try srtp.protect(rtxBuffer, length: n) } catch {

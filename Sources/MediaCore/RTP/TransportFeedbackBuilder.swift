@@ -97,7 +97,7 @@ public struct TransportFeedbackBuilder: Sendable {
         }
         let feedback = RTCPTransportFeedback(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC,
                                              baseSequenceNumber: UInt16(truncatingIfNeeded: first),
-                                             referenceTime: Int32(reference % 0x80_0000),
+                                             referenceTime: Int32(truncatingIfNeeded: (reference << 40) >> 40),  // low 24 bits, signed
                                              feedbackPacketCount: UInt8(truncatingIfNeeded: feedbackCount),
                                              packets: packets)
         feedbackCount += 1

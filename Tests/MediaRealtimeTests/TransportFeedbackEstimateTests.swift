@@ -1,0 +1,116 @@
+import Foundation
+import Glibc
+import Testing
+@testable import MediaCore
+import MediaTestSupport
+
+/// The send path on transport-wide feedback: VideoSendStream numbering its packets ->
+/// ImpairmentRelay (600 kbit/s, 100 ms queue) -> ReceivePipeline sending transport-cc feedback and
+/// receiver reports, no REMB -> RTCPSenderEndpoint with the transport's send log. The endpoint's
+/// delay-based estimate takes part and the encoder's target follows the combined estimate down
+/// from 1.5 Mbit/s.
+@Suite(.serialized) struct TransportFeedbackEstimateTests {
+    @Test func theEncoderTargetFollowsTheEstimateFromTransportFeedback() throws {
+        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        var conf = ReceivePipelineConfiguration(remoteKey: nil)
+        conf.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
+        conf.transportSequenceNumberExtensionID = 5
+        conf.sendREMB = false
+        conf.reportIntervalMilliseconds = 250
+        let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: nil)
+        let bottleneck = ImpairmentModel.Settings(delayMilliseconds: 10, rateBitsPerSecond: 600_000, queueLimitMilliseconds: 100)
+        var relayConf = ImpairmentRelay.Configuration(listen: .loopbackIPv4(port: 0), to: try rxSocket.localAddress(),
+                                                      impairment: bottleneck, seed: 3)
+        relayConf.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
+        let relay = try ImpairmentRelay(configuration: relayConf)
+        let txSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let numbers = TransportSequenceNumbers()
+        var vc = sendTestVideoConfiguration(width: 640, height: 360)
+        vc.encoder.bitrate = 1_500_000
+        vc.transportSequence = (id: 5, numbers: numbers)
+        let video = try VideoSendStream(configuration: vc, sink: UDPPacketSink(socket: txSocket, destination: relay.listenAddress))
+        var ec = RTCPSenderEndpoint.Configuration(remoteKey: nil, localKey: nil)
+        ec.startBitrate = 1_500_000
+        ec.maximumBitrate = 1_500_000
+        ec.transportSequenceNumbers = numbers
+        let endpoint = try RTCPSenderEndpoint(socket: txSocket, configuration: ec, targets: [video])
+        relay.start(); receiver.start(); video.start(); endpoint.start()
+        let picture = VideoFrame(width: 640, height: 360)
+        let start = UDPSocket.monotonicNanoseconds()
+        var targets: [Int] = []
+        for i in 0..<150 {
+            while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(1000) }
+            SyntheticVideo.render(frameIndex: i, into: picture)
+            sendTestCapture(video.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
+            if i % 15 == 14 { targets.append(Int(video.statistics.outbound.targetBitrate)) }
+        }
+        let stats = endpoint.statistics
+        video.stop(); endpoint.stop(); receiver.stop(); relay.stop()
+        print("transport-cc estimate: targets \(targets), delay-based \(stats.delayBasedBitrate ?? -1), acknowledged \(stats.acknowledgedBitrate), "
+              + "feedback \(stats.session.transportFeedbackReceived), REMB \(stats.session.rembsReceived), "
+              + "relay drops \(relay.statistics.forward.droppedByQueue)")
+        #expect(stats.session.transportFeedbackReceived > 20, "feedback every 100 ms for 5 s")
+        #expect(stats.session.rembsReceived == 0)
+        let delayBased = try #require(stats.delayBasedBitrate)
+        #expect(stats.acknowledgedBitrate > 0 && stats.acknowledgedBitrate < 800_000, "the relay carries at most 600 kbit/s")
+        #expect(targets.min()! < 1_000_000, "the target came down from 1.5 Mbit/s: \(targets)")
+        #expect(delayBased < 1_500_000)
+    }
+}
+
+/// The sender's transport-cc bookkeeping allocates nothing once warm: logging sends, looking them
+/// up, and matching a parsed feedback to the log (parsing the RTCP itself allocates its arrays).
+/// Nor does the estimator, once each of its paths has run.
+@Suite struct TransportFeedbackAllocationTests {
+    @Test func sendLogAdapterAndEstimatorAllocateNothingOnceWarm() throws {
+        let numbers = TransportSequenceNumbers(initial: 100)
+        var builder = TransportFeedbackBuilder()
+        var adapter = TransportFeedbackAdapter()
+        var estimator = DelayBasedBandwidthEstimator(startBitrate: 1_000_000)
+        var now: UInt64 = 1_000_000_000
+        // One round: 30 packets 3 ms apart arriving 20 ms later.
+        func round() throws -> RTCPTransportFeedback {
+            for _ in 0..<30 {
+                let seq = numbers.take(sendNs: now, size: 1200)
+                builder.packetArrived(sequenceNumber: seq, arrivalNs: now + 20_000_000)
+                now += 3_000_000
+            }
+            let made = builder.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
+            return try #require(made)
+        }
+        for _ in 0..<20 {  // warm: the result array reaches its size
+            let fb = try round()
+            adapter.adapt(fb, sendLog: numbers)
+            estimator.update(adapter.results, nowNs: Int64(now))
+        }
+        var feedbacks: [RTCPTransportFeedback] = []
+        for _ in 0..<10 { feedbacks.append(try round()) }
+        var sends = [UInt64](repeating: 0, count: 300)
+        var found = 0
+        let logging = AllocationCounter.count {
+            for i in 0..<300 { sends[i] = UInt64(numbers.take(sendNs: now + UInt64(i), size: 1000)) }
+            for i in 0..<300 where numbers.sent(UInt16(truncatingIfNeeded: sends[i])) != nil { found += 1 }
+        }
+        var matched = 0
+        let adapting = AllocationCounter.count {
+            for k in 0..<feedbacks.count {
+                adapter.adapt(feedbacks[k], sendLog: numbers)
+                matched += adapter.results.count
+            }
+        }
+        // The estimator's first pass over paths the warm-up did not take (its first decrease, the
+        // link capacity) allocates once (runtime metadata); the second pass is the steady state.
+        let estimatingFirst = AllocationCounter.count {
+            for k in 0..<feedbacks.count { estimator.update(adapter.results, nowNs: Int64(now) + Int64(k) * 100_000_000) }
+        }
+        let estimating = AllocationCounter.count {
+            for k in 0..<feedbacks.count { estimator.update(adapter.results, nowNs: Int64(now) + Int64(k + 10) * 100_000_000) }
+        }
+        print("transport-cc allocations: send log \(logging) for 300 packets, adapter \(adapting) for 10 feedbacks, "
+              + "estimator \(estimatingFirst) then \(estimating) for 10 feedbacks")
+        #expect(estimating == 0)
+        #expect(logging == 0 && found == 300)
+        #expect(adapting == 0 && adapter.unmatched == 0)
+        #expect(matched == 300, "10 feedbacks of 30 packets, all in the log")
+    }
+}
