@@ -142,4 +142,17 @@ private func hex(_ s: String) -> [UInt8] {
         }
         #expect(STUNMessage.mayBeSTUN(firstByte: 0x01) && !STUNMessage.mayBeSTUN(firstByte: 0x80))
     }
+
+    @Test func aMessageItsLengthsCannotDescribeEncodesToNothingInsteadOfTrapping() {
+        let big = STUNMessage.Attribute(type: STUNMessage.AttributeType.data, value: [UInt8](repeating: 7, count: 70_000))
+        #expect(STUNMessage(method: .send, class: .indication, attributes: [big]).encode().isEmpty)
+        // 65,535 bytes after the header in all is the most: one byte of attribute too many and
+        // it no longer fits, with or without the integrity and fingerprint that would follow.
+        let fits = STUNMessage.Attribute(type: STUNMessage.AttributeType.data, value: [UInt8](repeating: 7, count: 65_532 - 36))
+        let m = STUNMessage(method: .send, class: .indication, attributes: [fits])
+        #expect(m.encode(integrity: [1, 2, 3], fingerprint: true).count == 20 + 65_532)
+        let over = STUNMessage.Attribute(type: STUNMessage.AttributeType.data, value: [UInt8](repeating: 7, count: 65_532 - 35))
+        #expect(STUNMessage(method: .send, class: .indication, attributes: [over]).encode(integrity: [1, 2, 3], fingerprint: true).isEmpty)
+        #expect(!STUNMessage(method: .send, class: .indication, attributes: [over]).encode().isEmpty)
+    }
 }

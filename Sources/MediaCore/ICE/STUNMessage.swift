@@ -100,9 +100,15 @@ package struct STUNMessage: Equatable, Sendable {
     /// The message's bytes. With `integrity`, a MESSAGE-INTEGRITY attribute (HMAC-SHA1 under that
     /// key) is appended; with `fingerprint`, a FINGERPRINT attribute after it. Existing
     /// MESSAGE-INTEGRITY and FINGERPRINT attributes in `attributes` are not written again.
+    /// A message whose length field cannot hold it (an attribute over 65,535 bytes, or more than
+    /// 65,535 bytes after the header) encodes to an empty array: the 16-bit lengths of RFC 8489
+    /// cannot describe it, and no sender here builds one.
     package func encode(integrity key: [UInt8]? = nil, fingerprint: Bool = false) -> [UInt8] {
+        let written = attributes.filter { $0.type != AttributeType.messageIntegrity && $0.type != AttributeType.fingerprint }
+        let body = written.reduce(0) { $0 + 4 + ($1.value.count + 3) & ~3 } + (key != nil ? 24 : 0) + (fingerprint ? 8 : 0)
+        guard body <= 0xFFFF, written.allSatisfy({ $0.value.count <= 0xFFFF }) else { return [] }
         var out: [UInt8] = []
-        out.reserveCapacity(20 + attributes.reduce(0) { $0 + 4 + ($1.value.count + 3) & ~3 } + 32)
+        out.reserveCapacity(20 + body)
         let type = Self.messageType(method: method, class: messageClass)
         Self.put16(&out, type)
         Self.put16(&out, 0)  // length, set below
