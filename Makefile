@@ -72,14 +72,14 @@ SANITIZE_SET ?= full
 # Only the test bundle and the libraries it links are built (not revue-media, revue-bench, the fuzz
 # executables...): nothing else runs under a sanitizer, and the builds take most of the time.
 SANITIZE_BUILD = $(SWIFT) build --product RevuePackageTests
-TSAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(Ring|FramePool|Capturer|Send|Receive|UDP|Relay|WorkerThread|PacketSink)[A-Za-z]*Tests
+TSAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(Ring|FramePool|Capturer|Send|Receive|UDP|Relay|WorkerThread|PacketSink|ICE)[A-Za-z]*Tests
 # Left out under TSan: these assert real-time media quality (audio concealed under 2-3 %, frames
 # shown, bitrate recovered within seconds) from a test sender that paces itself by the wall clock.
 # TSan makes encoding and decoding 5-20x slower, so sender and receiver fall behind real time and
 # audio is concealed for lateness, not for a race (measured: 9-51 % concealed, no TSan report).
 # Their bounds stay as they are; they run unsanitized in `make test`.
 TSAN_SKIP_full = ReceiveLossRecoveryTests|ReceiveBandwidthEstimationTests|SendBitrateRecoveryTests|decodesEveryFrameAndPlaysAudioFromOurSenderOverLoopback|sendPipelineThroughFivePercentLossIsRepairedByNackAndFEC
-ASAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|Y4M|WAV|IVF|Ogg|SDP|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
+ASAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|STUN|Y4M|WAV|IVF|Ogg|SDP|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
 ASAN_SKIP_full =
 # The CI set: the same suites without the exact allocation-count tests. Those count mallocs, which
 # the sanitizer runtimes replace, so they check nothing a sanitizer adds, and under TSan or ASan
