@@ -228,7 +228,8 @@ final class ShapedVethPair {
             """)
     }
 
-    @Test(.enabled(if: ShapedVethPair.available && ProcessInfo.processInfo.environment["REVUE_GCC_NETNS"] != nil))
+    @Test(.enabled(if: ShapedVethPair.available && ProcessInfo.processInfo.environment["REVUE_GCC_NETNS"] != nil,
+                   "a 130 s measurement through a tbf bottleneck: run it as root with REVUE_GCC_NETNS=1"))
     func transportCCAgainstREMBThroughATBFBottleneck() throws {
         let gcc = try Self.run(.transportCC)
         Self.report(.transportCC, gcc)
