@@ -153,6 +153,16 @@ package final class ICESendPath: Sendable {
             if case .relay = self { return true }
             return false
         }
+
+        /// The same route: the same peer, and for a relay the same allocation and channel. Cheap
+        /// (no formatting), for callers that poll the route.
+        package func isSame(as other: Route?) -> Bool {
+            switch (self, other) {
+            case (.direct(let a), .direct(let b)?): return a == b
+            case (.relay(let s1, let c1, let p1), .relay(let s2, let c2, let p2)?): return s1 === s2 && c1 == c2 && p1 == p2
+            default: return false
+            }
+        }
     }
 
     private let state = Mutex<Route?>(nil)

@@ -245,17 +245,18 @@ public final class ReceivePipeline: @unchecked Sendable {
         }
 
         private func drainInjected() {
-            let items: [[UInt8]] = injected.withLock { q in
+            // Taken out whole, so each datagram's storage is ours alone and is unprotected in
+            // place without another copy.
+            var items: [[UInt8]] = injected.withLock { q in
                 counters.injectedDropped = q.drops
                 guard !q.queue.isEmpty else { return [] }
-                defer { q.queue.removeAll(keepingCapacity: true) }
+                defer { q.queue = [] }
                 return q.queue
             }
             guard !items.isEmpty else { return }
             let now = UDPSocket.monotonicNanoseconds()
-            for item in items {
-                var copy = item
-                copy.withUnsafeMutableBytes { b in
+            for i in items.indices {
+                items[i].withUnsafeMutableBytes { b in
                     handle(UDPDatagram(bytes: UnsafeRawBufferPointer(b), source: remote, receivedAtNanoseconds: now, isTruncated: false))
                 }
             }
@@ -274,17 +275,12 @@ public final class ReceivePipeline: @unchecked Sendable {
             case .turnChannel:
                 // TURN ChannelData (RFC 8656 §12.4) from our relay: RTP/RTCP inside is handled
                 // here, in place; anything else (checks through the relay) goes to `other`.
-                let b = d.bytes
-                if b.count >= 4 {
-                    let length = Int(b[2]) << 8 | Int(b[3])
-                    if length <= b.count - 4 {
-                        let inner = UnsafeRawBufferPointer(rebasing: b[4..<(4 + length)])
-                        let kind = RTPDemultiplexer.classify(inner)
-                        if kind == .rtp || kind == .rtcp {
-                            let unwrapped = UDPDatagram(bytes: inner, source: d.source, receivedAtNanoseconds: d.receivedAtNanoseconds, isTruncated: false)
-                            if kind == .rtp { counters.rtp += 1; handleRTP(unwrapped) } else { counters.rtcp += 1; handleRTCP(unwrapped) }
-                            return
-                        }
+                if let inner = TURNChannelData.parse(d.bytes)?.data {
+                    let kind = RTPDemultiplexer.classify(inner)
+                    if kind == .rtp || kind == .rtcp {
+                        let unwrapped = UDPDatagram(bytes: inner, source: d.source, receivedAtNanoseconds: d.receivedAtNanoseconds, isTruncated: false)
+                        if kind == .rtp { counters.rtp += 1; handleRTP(unwrapped) } else { counters.rtcp += 1; handleRTCP(unwrapped) }
+                        return
                     }
                 }
                 counters.other += 1

@@ -166,13 +166,15 @@ extension Room {
         syncMediaPath(id)
     }
 
-    /// Copies the leg's selected ICE pair to what its media is sent on (main actor).
+    /// Copies the leg's selected ICE pair to what its media is sent on (main actor; every tick,
+    /// so an unchanged route costs two lock reads and a comparison, nothing more).
     func syncMediaPath(_ id: String) {
         guard let leg = legs[id] else { return }
         var route = leg.agent.path.route
         if case .direct(let a)? = route, let map = mediaPathForTests { route = .direct(map(id, a)) }
         let before = leg.sendPath.route
-        guard before?.description != route?.description else { return }
+        if let route, route.isSame(as: before) { return }
+        if route == nil && before == nil { return }
         leg.sendPath.route = route
         if (before == nil) != (route == nil) { updateTargets() }
     }
