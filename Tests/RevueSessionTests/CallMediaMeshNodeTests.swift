@@ -74,7 +74,7 @@ final class NodeMesh: @unchecked Sendable {
     }
 
     /// Waits until each of `members` has every other member as a participant with both tracks
-    /// subscribed.
+    /// subscribed, and a media route (an ICE pair that answered) to each of them.
     func waitForMesh(_ members: [Int], timeout: Double = 30) async -> Bool {
         let deadline = monotonicNow() + timeout
         while monotonicNow() < deadline {
@@ -87,6 +87,9 @@ final class NodeMesh: @unchecked Sendable {
                     return tracks.count == 2 && tracks.allSatisfy { $0["isSubscribed"] as? Bool == true }
                 }
                 if Set(subscribed.compactMap { $0["friendId"] as? String }) != want || ps.count != want.count { complete = false; break }
+                guard let stats = await call(i, ["cmd": "media-stats"]), let legs = stats["participants"] as? [[String: Any]] else { complete = false; break }
+                let routed = legs.filter { (($0["path"] as? [String: Any])?["route"] as? String) != nil }
+                if Set(routed.compactMap { $0["friendId"] as? String }) != want { complete = false; break }
             }
             if complete { return true }
             try? await Task.sleep(for: .milliseconds(200))
