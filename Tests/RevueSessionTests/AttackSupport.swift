@@ -30,7 +30,7 @@ final class RendezvousClient {
         socket.start { [weak self] bytes, _ in MainActor.assumeIsolated { self?.replies.append(bytes) } }
     }
 
-    var endpoint: SocketAddress { SocketAddress.sessionIPv4(host: host, port: socket.localPort)! }
+    var endpoint: SocketAddress { SocketAddress.sessionAddress(host: host, port: socket.localPort)! }
 
     /// A registration datagram for the registration key `keys` with `cookie` and `tags`, sealed
     /// with `macKey` (an empty, zero AEAD when nil).

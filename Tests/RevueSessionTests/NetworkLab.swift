@@ -231,7 +231,7 @@ final class NetworkLab: @unchecked Sendable {
             if options.rendezvous {
                 // Bound to the services' address: bound to 0.0.0.0 its answers would leave from
                 // the address of the link they go out on, which no NAT's conntrack expects.
-                let node = try NodeProcess(["--rendezvous", "--host", "203.0.113.1", "--port", "\(Self.rendezvousPort)"], namespace: internet)
+                let node = try NodeProcess(["--rendezvous", "--host", serviceHost, "--port", "\(Self.rendezvousPort)"], namespace: internet)
                 rendezvous = node
                 guard await node.wait(timeout: 10, event("ready")) != nil else {
                     throw NetworkLabError(description: "the rendezvous node in \(internet) did not report ready: \(node.events)")

@@ -503,38 +503,18 @@ struct NetworkLabScenarioTests {
         }
     }
 
-    /// Homes with IPv6 only, routed without NAT: media both ways. The session layer binds IPv4
-    /// only today (SessionSocket, `RevueConfiguration.bindHost`, rendezvous endpoints parsed as
-    /// IPv4), so the peers cannot even start: the check runs inside `withKnownIssue`, recording
-    /// what failed to start, and this test starts failing (nothing recorded) once IPv6 works.
+    /// Homes with IPv6 only, routed without NAT (the rendezvous node on the services' IPv6
+    /// address, the peers bound to "::"): friends come online and media goes both ways over an
+    /// IPv6 pair.
     @Test func ipv6OnlyCallsCarryMedia() async throws {
-        let lab = try await NetworkLab(.init(home1: .none, home2: .none, ipv6Only: true, rendezvous: false))
-        defer { lab.teardown() }
-        // The rendezvous node on the services' IPv6 address; its start-up is part of what IPv6 needs.
-        let node = try LabProcess(namespace: lab.internet, NodeProcess.binary!,
-                                  ["--rendezvous", "--host", lab.serviceHost, "--port", "\(NetworkLab.rendezvousPort)"])
-        defer { node.stop() }
-        let nodeReady = await node.waitForLine(containing: "\"ready\"", timeout: 5)
-        // A peer started the way the call needs it, stderr captured.
-        let probe = try LabProcess(namespace: lab.home(1), NodeProcess.binary!,
-                                   ["--data", lab.directory + "/v6probe", "--host", "::", "--rendezvous", lab.rendezvousEndpoint] + LabCall.iceArguments(lab))
-        let peerReady = await probe.waitForLine(containing: "\"ready\"", timeout: 5)
-        probe.stop()
-        let missing = (nodeReady ? [] : ["rendezvous node on [\(lab.serviceHost)]: \(node.output.joined(separator: " "))"])
-            + (peerReady ? [] : ["peer with --host :: and an IPv6 rendezvous node: \(probe.output.joined(separator: " "))"])
-        print("IPv6 only: \(missing.isEmpty ? "peers and rendezvous node start" : missing.joined(separator: "; "))")
-        await withKnownIssue("the session layer is IPv4-only (SessionSocket binds AF_INET; rendezvous endpoints and the wire format carry IPv4)") {
-            guard missing.isEmpty else {
-                Issue.record("cannot start over IPv6: \(missing.joined(separator: "; "))")
-                return
-            }
-            let call = try LabCall(lab, arguments: ["--host", "::"] + LabCall.iceArguments(lab))
-            defer { call.stop() }
+        try await withCall(.init(home1: .none, home2: .none, ipv6Only: true), arguments: { ["--host", "::"] + LabCall.iceArguments($0) }) { call in
             try await call.befriend()
             try await call.startCall()
             let failures = await call.mediaBothWays()
             print("IPv6 only:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+            let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
+            #expect((path["remote"] as? String)?.contains("[2001:db8:") == true, "\(path)")
         }
     }
 

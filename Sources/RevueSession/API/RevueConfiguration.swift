@@ -2,7 +2,10 @@
 public struct RevueConfiguration: Sendable {
     /// Where the identity, profile and friend list live (created with mode 0700 if missing).
     public var dataDirectory: String
-    /// Local IPv4 address the UDP socket binds to ("0.0.0.0" for every interface).
+    /// Local address the UDP sockets (the friend session's and each call leg's) bind to:
+    /// "0.0.0.0" for every IPv4 interface, "::" for every IPv6 interface. An instance speaks one
+    /// family: bound to IPv6 it reaches IPv6 rendezvous nodes and friends only, and does not use
+    /// LAN discovery (IPv4 multicast).
     public var bindHost: String = "0.0.0.0"
     /// Local UDP port; 0 lets the system choose (read it back from `Revue.port`).
     public var port: UInt16 = 0

@@ -170,7 +170,8 @@ extension SessionCore {
 
     func handleLookupReply(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
-        guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.lookupReplyLength, r.u8() == revueProtocolVersion,
+        guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.lookupReplyLength || bytes.count == RendezvousAuth.lookupReplyLength + 16,
+              r.u8() == revueProtocolVersion,
               let nonce = r.u64() else {
             counters.droppedMalformed += 1
             return
@@ -185,18 +186,21 @@ extension SessionCore {
         let pending = state.pendingLookups.remove(at: open)
         nodeStates[from] = state
         var p = ByteReader(plain)
-        guard let tag = p.take(16), let found = p.u8(), let ip = p.u32(), let port = p.u16(), let status = p.u8(), let age = p.u16() else {
+        // Found is 0 (not registered), 1 (an IPv4 endpoint) or 2 (IPv6, its 16 bytes at the end).
+        guard let tag = p.take(16), let found = p.u8(), found <= 2, let ip = p.u32(), let port = p.u16(), let status = p.u8(),
+              let age = p.u16(), p.remaining == (found == 2 ? 16 : 0) else {
             counters.droppedMalformed += 1
             return
         }
+        let v6 = found == 2 ? p.take(16) : nil
         guard tag == pending.tag, let f = friends[pending.friendId] else { return }
-        let fresh = found == 1 && Double(age) <= timeouts.rendezvousInterval * 4 + 1
+        let fresh = found != 0 && Double(age) <= timeouts.rendezvousInterval * 4 + 1
         // A pending request's two lookups: the request tag's "not found" does not hide the other.
         if fresh || f.stored.requestNospam == nil {
             f.presence = fresh ? PresenceStatus(UserStatus(rawValue: status) ?? .none) : .offline
         }
-        guard found == 1 else { return }
-        let endpoint = SocketAddress(ip: ip, port: port)
+        guard found != 0 else { return }
+        let endpoint = v6.map { SocketAddress(ipv6: $0, port: port) } ?? SocketAddress(ip: ip, port: port)
         if endpoint.isPrivateOrLoopback, !from.isPrivateOrLoopback, !configuration.acceptPrivateEndpointsFromPublicNodes {
             counters.droppedLookupReplies += 1
             return

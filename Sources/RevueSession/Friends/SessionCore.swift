@@ -212,7 +212,9 @@ package final class SessionCore {
             store.close()
             throw error
         }
-        if configuration.lanDiscovery, let s = try? SessionSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
+        // LAN discovery is IPv4 multicast and announces our port for the announcer's IPv4
+        // address, so an instance bound to IPv6 does not announce.
+        if configuration.lanDiscovery, socket.family == .ipv4, let s = try? SessionSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
            s.joinMulticast(group: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort)) {
             lanSocket = s
         } else {

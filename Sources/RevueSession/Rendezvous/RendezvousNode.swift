@@ -11,8 +11,8 @@ package import MediaCore
 /// Registrations are keyed by a registration key (random per node and run at the peer, not its
 /// long-term key) and carry, encrypted to the node, the tags (`PrivacyTags`) the peer is looked up
 /// by; lookups and relay sends name a tag. What a stranger can make it keep is bounded: at most
-/// `maxEntries` registrations, at most `maxEntriesPerPrefix` from one IPv4 /24, at most
-/// `maxTagsPerEntry` tags per registration, `maxTagsPerPrefix` per /24 and `maxTags` in all, and
+/// `maxEntries` registrations, at most `maxEntriesPerPrefix` from one network (an IPv4 /24 or an
+/// IPv6 /56), at most `maxTagsPerEntry` tags per registration, `maxTagsPerPrefix` per network and `maxTags` in all, and
 /// `maxSources` per-source rate buckets. A
 /// registration must carry a cookie (a MAC of the sender's address the node sent there) before
 /// the node spends an X25519 on an unknown key, so spoofed sources cost it one BLAKE2b and an
@@ -24,7 +24,7 @@ package import MediaCore
 /// and FINGERPRINT (40 bytes for IPv4), but only when the request is at least as large as that
 /// answer: a client pads its request (a SOFTWARE or PADDING attribute of 12 bytes or more), so a
 /// spoofed source never gets back more bytes than were sent. Answers are rate limited globally
-/// and per source IP (`bindingRate`, `bindingRatePerSource`, at most `maxBindingSources` buckets).
+/// and per source (an IPv4 address or an IPv6 /64) (`bindingRate`, `bindingRatePerSource`, at most `maxBindingSources` buckets).
 @MainActor
 public final class RendezvousNode {
     private struct Entry {
@@ -54,15 +54,15 @@ public final class RendezvousNode {
     private var entries: [[UInt8]: Entry] = [:]
     /// Tag -> the registration key that registered it last.
     private var tagOwners: [[UInt8]: [UInt8]] = [:]
-    /// Entries per IPv4 /24 (key: address >> 8).
-    private var perPrefix: [UInt32: Int] = [:]
-    /// Tags held by the entries of each IPv4 /24.
-    private var tagsPerPrefix: [UInt32: Int] = [:]
-    /// Per source address: tokens for X25519 work on unknown keys (rate `keyRate`).
-    private var sourceTokens: [UInt32: (tokens: Double, at: Double)] = [:]
-    /// Binding answers: the global bucket and one per source IP.
+    /// Entries per network (`SocketAddress.prefixKey`: an IPv4 /24 or an IPv6 /56).
+    private var perPrefix: [UInt64: Int] = [:]
+    /// Tags held by the entries of each network (`prefixKey`).
+    private var tagsPerPrefix: [UInt64: Int] = [:]
+    /// Per source (`SocketAddress.sourceKey`: an IPv4 address or an IPv6 /64): tokens for X25519 work on unknown keys (rate `keyRate`).
+    private var sourceTokens: [UInt64: (tokens: Double, at: Double)] = [:]
+    /// Binding answers: the global bucket and one per source (IPv4 address or IPv6 /64).
     private var bindingTokens = (tokens: bindingBurst, at: monotonicNow())
-    private var bindingSourceTokens: [UInt32: (tokens: Double, at: Double)] = [:]
+    private var bindingSourceTokens: [UInt64: (tokens: Double, at: Double)] = [:]
     private var cookieSecret = Sodium.random(32)
     private var previousCookieSecret = Sodium.random(32)
     private var cookieSecretAt = monotonicNow()
@@ -74,12 +74,12 @@ public final class RendezvousNode {
     public static let maxTagsPerEntry = 512
     /// Tags held at most in all.
     public static let maxTags = 262_144
-    /// Tags held at most by the registrations of one IPv4 /24.
+    /// Tags held at most by the registrations of one network (IPv4 /24, IPv6 /56).
     public static let maxTagsPerPrefix = 16_384
     /// A tag moves to a registration from another IP address only after its holder has not
     /// registered it for this long (seconds; peers register every second).
     public static let tagTakeoverAge = 3.0
-    /// Registrations kept at most from one IPv4 /24.
+    /// Registrations kept at most from one network (IPv4 /24, IPv6 /56).
     public static let maxEntriesPerPrefix = 256
     /// Source addresses with a rate bucket at most (more are refused until the next sweep).
     public static let maxSources = 65_536
@@ -89,7 +89,7 @@ public final class RendezvousNode {
     /// Binding answers per second in total, and burst.
     public static let bindingRate = 2000.0
     public static let bindingBurst = 4000.0
-    /// Binding answers per second to one source IP, and burst.
+    /// Binding answers per second to one source (IPv4 address or IPv6 /64), and burst.
     public static let bindingRatePerSource = 10.0
     public static let bindingBurstPerSource = 20.0
     /// Source IPs with a Binding rate bucket at most (more are refused until the sweep).
@@ -173,12 +173,12 @@ public final class RendezvousNode {
         sweptEntries += before - entries.count
         if before != entries.count {
             perPrefix = [:]
-            for e in entries.values { perPrefix[e.endpoint.ip >> 8, default: 0] += 1 }
+            for e in entries.values { perPrefix[e.endpoint.prefixKey, default: 0] += 1 }
         }
         // Tags not registered again within the expiry go, with their owners' index.
         var owners: [[UInt8]: [UInt8]] = [:]
         owners.reserveCapacity(tagOwners.count)
-        var counts: [UInt32: Int] = [:]
+        var counts: [UInt64: Int] = [:]
         for (key, var e) in entries {
             let kept = e.tags.filter { now - $0.value <= expiry && tagOwners[$0.key] == key }
             if kept.count != e.tags.count {
@@ -186,7 +186,7 @@ public final class RendezvousNode {
                 entries[key] = e
             }
             for tag in kept.keys { owners[tag] = key }
-            if !kept.isEmpty { counts[e.endpoint.ip >> 8, default: 0] += kept.count }
+            if !kept.isEmpty { counts[e.endpoint.prefixKey, default: 0] += kept.count }
         }
         tagOwners = owners
         tagsPerPrefix = counts
@@ -207,20 +207,20 @@ public final class RendezvousNode {
         }
         bindingTokens.tokens = min(Self.bindingBurst, bindingTokens.tokens + (now - bindingTokens.at) * Self.bindingRate)
         bindingTokens.at = now
-        guard bindingSourceTokens.count < Self.maxBindingSources || bindingSourceTokens[from.ip] != nil else {
+        guard bindingSourceTokens.count < Self.maxBindingSources || bindingSourceTokens[from.sourceKey] != nil else {
             refusedForLimits += 1
             return
         }
-        var bucket = bindingSourceTokens[from.ip] ?? (Self.bindingBurstPerSource, now)
+        var bucket = bindingSourceTokens[from.sourceKey] ?? (Self.bindingBurstPerSource, now)
         bucket.tokens = min(Self.bindingBurstPerSource, bucket.tokens + (now - bucket.at) * Self.bindingRatePerSource)
         bucket.at = now
         guard bucket.tokens >= 1, bindingTokens.tokens >= 1 else {
-            bindingSourceTokens[from.ip] = bucket
+            bindingSourceTokens[from.sourceKey] = bucket
             refusedForLimits += 1
             return
         }
         bucket.tokens -= 1
-        bindingSourceTokens[from.ip] = bucket
+        bindingSourceTokens[from.sourceKey] = bucket
         bindingTokens.tokens -= 1
         var answer = STUNMessage(method: .binding, class: .successResponse, transactionID: request.transactionID)
         answer.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, from)
@@ -254,6 +254,7 @@ public final class RendezvousNode {
             w.u8(PacketType.rendezvousRegistered.rawValue)
             w.u8(revueProtocolVersion)
             w.u8(accepted ? 1 : 0)
+            // The sender's endpoint as seen here (IPv4; 0 for an IPv6 sender), for diagnosis.
             w.u32(from.ip)
             w.u16(from.port)
             w.append(identity.publicKey)
@@ -273,15 +274,17 @@ public final class RendezvousNode {
             p.append(tag)
             if let owner = tagOwners[tag], let e = entries[owner], now - e.lastSeen <= expiry,
                let at = e.tags[tag], now - at <= expiry {
-                p.u8(1)
+                // Found: 1 with an IPv4 endpoint; 2 with an IPv6 one, whose 16 bytes follow.
+                p.u8(e.endpoint.family == .ipv4 ? 1 : 2)
                 p.u32(e.endpoint.ip)
                 p.u16(e.endpoint.port)
                 p.u8(e.status)
                 p.u16(UInt16(min(65_535, now - e.lastSeen)))
+                if e.endpoint.family == .ipv6 { p.append(e.endpoint.addressBytes) }
             } else {
                 p.u8(0); p.u32(0); p.u16(0); p.u8(0); p.u16(0)
             }
-            var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength)
+            var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength + 16)
             w.u8(PacketType.rendezvousLookupReply.rawValue)
             w.u8(revueProtocolVersion)
             w.u64(nonce | 1 << 63)
@@ -328,20 +331,20 @@ public final class RendezvousNode {
         if let e = entries[key] {
             macKey = e.macKey
         } else {
-            guard sourceTokens.count < Self.maxSources || sourceTokens[from.ip] != nil else {
+            guard sourceTokens.count < Self.maxSources || sourceTokens[from.sourceKey] != nil else {
                 refusedForLimits += 1
                 return false
             }
-            var bucket = sourceTokens[from.ip] ?? (Self.keyBurst, now)
+            var bucket = sourceTokens[from.sourceKey] ?? (Self.keyBurst, now)
             bucket.tokens = min(Self.keyBurst, bucket.tokens + (now - bucket.at) * Self.keyRate)
             bucket.at = now
             guard bucket.tokens >= 1 else {
-                sourceTokens[from.ip] = bucket
+                sourceTokens[from.sourceKey] = bucket
                 refusedForLimits += 1
                 return false
             }
             bucket.tokens -= 1
-            sourceTokens[from.ip] = bucket
+            sourceTokens[from.sourceKey] = bucket
             keyAgreements += 1
             guard let k = RendezvousAuth.key(secret: identity.secret, peerPublic: key) else {
                 refusedRegistrations += 1
@@ -361,19 +364,19 @@ public final class RendezvousNode {
         if let old = entries[key] {
             e = old
             if e.endpoint != from {
-                perPrefix[e.endpoint.ip >> 8, default: 1] -= 1
-                perPrefix[from.ip >> 8, default: 0] += 1
-                tagsPerPrefix[e.endpoint.ip >> 8, default: e.tags.count] -= e.tags.count
-                tagsPerPrefix[from.ip >> 8, default: 0] += e.tags.count
+                perPrefix[e.endpoint.prefixKey, default: 1] -= 1
+                perPrefix[from.prefixKey, default: 0] += 1
+                tagsPerPrefix[e.endpoint.prefixKey, default: e.tags.count] -= e.tags.count
+                tagsPerPrefix[from.prefixKey, default: 0] += e.tags.count
                 e.endpoint = from
                 e.token = Sodium.random(16)
             }
         } else {
-            guard entries.count < Self.maxEntries, perPrefix[from.ip >> 8, default: 0] < Self.maxEntriesPerPrefix else {
+            guard entries.count < Self.maxEntries, perPrefix[from.prefixKey, default: 0] < Self.maxEntriesPerPrefix else {
                 refusedForLimits += 1
                 return false
             }
-            perPrefix[from.ip >> 8, default: 0] += 1
+            perPrefix[from.prefixKey, default: 0] += 1
             e = Entry(endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
                       token: Sodium.random(16), relayTokens: Self.relayBurst, relayAt: now)
         }
@@ -386,7 +389,7 @@ public final class RendezvousNode {
             i += 16
             if e.tags[tag] == nil {
                 guard e.tags.count < Self.maxTagsPerEntry, tagOwners[tag] != nil || tagOwners.count < Self.maxTags,
-                      tagsPerPrefix[from.ip >> 8, default: 0] < Self.maxTagsPerPrefix else {
+                      tagsPerPrefix[from.prefixKey, default: 0] < Self.maxTagsPerPrefix else {
                     refusedForLimits += 1
                     continue
                 }
@@ -394,16 +397,16 @@ public final class RendezvousNode {
                     // Someone who saw a tag (on path, in a relay send) cannot take it over: it
                     // moves only to the holder's address (a restart, a new registration key) or
                     // once the holder stopped registering it.
-                    guard held.endpoint.ip == from.ip || now - (held.tags[tag] ?? -.infinity) > Self.tagTakeoverAge else {
+                    guard held.endpoint.addressBytes == from.addressBytes || now - (held.tags[tag] ?? -.infinity) > Self.tagTakeoverAge else {
                         refusedForLimits += 1
                         continue
                     }
                     if held.tags[tag] != nil {
                         entries[owner]?.tags[tag] = nil
-                        tagsPerPrefix[held.endpoint.ip >> 8, default: 1] -= 1
+                        tagsPerPrefix[held.endpoint.prefixKey, default: 1] -= 1
                     }
                 }
-                tagsPerPrefix[from.ip >> 8, default: 0] += 1
+                tagsPerPrefix[from.prefixKey, default: 0] += 1
             }
             tagOwners[tag] = key
             e.tags[tag] = now

@@ -1,4 +1,4 @@
-// The session's UDP socket (IPv4): MediaCore's `UDPSocket`, nonblocking, read on a private
+// The session's UDP socket (IPv4 or IPv6): MediaCore's `UDPSocket`, nonblocking, read on a private
 // dispatch queue; datagrams hop to the main actor in arrival order.
 import Dispatch
 import Synchronization
@@ -7,7 +7,7 @@ import Glibc
 #endif
 internal import MediaCore
 
-/// One bound IPv4 UDP socket of a Revue instance (or of a rendezvous node, or the LAN discovery
+/// One bound UDP socket (IPv4, or IPv6 only) of a Revue instance (or of a rendezvous node, or the LAN discovery
 /// socket). `send` and `close` are called on the main actor; received datagrams are read on a
 /// private queue and handed to `onReceive` on the main queue. `close()` (or deinit) cancels the read
 /// source, whose cancel handler closes the descriptor, so no read ever runs on a closed one.
@@ -15,6 +15,8 @@ final class SessionSocket: @unchecked Sendable {
     private let socket: UDPSocket
     /// The bound port.
     let localPort: UInt16
+    /// The family of the bound address: an instance speaks IPv4 or IPv6, not both.
+    let family: SocketAddress.Family
     private let queue = DispatchQueue(label: "revue.udp")
     private var source: DispatchSourceRead?
     private var closed = false
@@ -33,19 +35,21 @@ final class SessionSocket: @unchecked Sendable {
     }
 
     /// Creates and binds the socket (1 MiB receive buffer, broadcast allowed); `reusePort` lets
-    /// several instances on one host share the LAN discovery port. Throws `.invalidConfiguration`
-    /// for a host that is not IPv4, `.socket` with the kernel's reason otherwise.
+    /// several instances on one host share the LAN discovery port. An IPv6 host ("::" for every
+    /// interface) makes an IPv6-only socket. Throws `.invalidConfiguration` for a host that is not
+    /// an address or resolvable name, `.socket` with the kernel's reason otherwise.
     init(host: String, port: UInt16, reusePort: Bool = false) throws(RevueError) {
-        guard let bindAddress = SocketAddress.sessionIPv4(host: host, port: port) else {
-            throw RevueError(.invalidConfiguration, "bind host '\(host)' is not an IPv4 address or resolvable name")
+        guard let bindAddress = SocketAddress.sessionAddress(host: host, port: port) else {
+            throw RevueError(.invalidConfiguration, "bind host '\(host)' is not an IPv4 or IPv6 address or resolvable name")
         }
+        family = bindAddress.family
         var options = UDPSocket.Options()
         options.nonBlocking = true
         options.receiveBufferSize = 1 << 20
         options.reuseAddress = reusePort
         do {
-            let s = try UDPSocket(family: .ipv4, options: options)
-            try s.setBroadcast(true)
+            let s = try UDPSocket(family: bindAddress.family, options: options)
+            if bindAddress.family == .ipv4 { try s.setBroadcast(true) }
             if reusePort { try s.setReusePort(true) }
             try s.bind(to: bindAddress)
             socket = s
@@ -103,16 +107,18 @@ final class SessionSocket: @unchecked Sendable {
         source.resume()
     }
 
-    /// Sends one datagram; failures (no route, buffer full, closed) are ignored like a lost packet.
+    /// Sends one datagram; failures (no route, buffer full, closed, another address family) are
+    /// ignored like a lost packet.
     @discardableResult
     func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool {
-        guard !closed else { return false }
+        guard !closed, address.family == family else { return false }
         return bytes.withUnsafeBytes { b in (try? socket.send(b, to: address)) == bytes.count }
     }
 
     /// Sends from the read queue (a `screen` answering); ignored failures as `send`. The read
     /// handler never runs after `close`, so no closed check is needed.
     func sendFromReadQueue(_ bytes: [UInt8], to address: SocketAddress) {
+        guard address.family == family else { return }
         _ = bytes.withUnsafeBytes { b in try? socket.send(b, to: address) }
     }
 

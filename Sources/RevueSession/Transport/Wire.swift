@@ -265,8 +265,8 @@ package enum HandshakeMACs {
 
     /// The bytes an endpoint's cookie is a MAC of.
     static func endpointBytes(_ a: SocketAddress) -> [UInt8] {
-        var w = ByteWriter(capacity: 6)
-        w.u32(a.ip)
+        var w = ByteWriter(capacity: 18)
+        w.append(a.addressBytes)
         w.u16(a.port)
         return w.bytes
     }
