@@ -485,6 +485,21 @@ final class NetworkLab: @unchecked Sendable {
         """, "kill direct path")
     }
 
+    /// Moves home `n` (IPv4, NAT `.none`) to another address on its LAN, the way a laptop that
+    /// changes networks gets a new one: the new address is added, the old one removed (the new
+    /// one promoted so the LAN route stays), the default route set again. Returns the new address.
+    @discardableResult
+    func renumber(home n: Int) throws -> String {
+        let h = home(n), old = homeAddress(n), new = "\(lanPrefix(n)).\(options.sameLAN ? n + 11 : 12)"
+        try run("""
+        ip netns exec \(h) sysctl -qw net.ipv4.conf.eth0.promote_secondaries=1
+        ip -n \(h) addr add \(new)/24 dev eth0
+        ip -n \(h) addr del \(old)/24 dev eth0
+        ip -n \(h) route replace default via \(lanPrefix(n)).1
+        """, "renumber home \(n)")
+        return new
+    }
+
     /// Cuts home `n`'s link: its namespace drops everything in and out on `eth0`.
     func cutLink(home n: Int) throws {
         let h = home(n)

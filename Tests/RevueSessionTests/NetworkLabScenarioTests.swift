@@ -232,6 +232,40 @@ final class LabCall: @unchecked Sendable {
     }
 
     /// Quits both peers (killing them if they do not exit).
+    /// Both sides feed for `seconds` while media-stats is sampled every 100 ms; `action` runs
+    /// `event` seconds in. Returns the longest time after the action in which each side decoded
+    /// no new frame of the other (to the last sample), and the sample just before the action.
+    func gapsAcross(event: Double, seconds: Double, _ action: () throws -> Void) async throws
+        -> (gapAtA: Double, gapAtB: Double, before: (t: Double, aFromB: Int, bFromA: Int)?) {
+        let ta = startFeed(a, seconds: seconds, tone: 440), tb = startFeed(b, seconds: seconds, tone: 660)
+        let start = monotonicNow()
+        var samples: [(t: Double, aFromB: Int, bFromA: Int)] = []
+        var actionTime: Double?
+        while monotonicNow() - start < seconds - 0.5 {
+            if actionTime == nil, monotonicNow() - start >= event {
+                try action()
+                actionTime = monotonicNow() - start
+            }
+            let x = await received(a, from: bId), y = await received(b, from: aId)
+            samples.append((monotonicNow() - start, x.frames, y.frames))
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        _ = await feedDone(a, ta, timeout: 30)
+        _ = await feedDone(b, tb, timeout: 30)
+        func longestGap(_ pick: ((t: Double, aFromB: Int, bFromA: Int)) -> Int) -> Double {
+            guard let cut = actionTime else { return .infinity }
+            var lastT = cut, lastN = samples.last { $0.t <= cut }.map(pick) ?? 0
+            var gap = 0.0
+            for s in samples where s.t > cut && pick(s) > lastN {
+                gap = max(gap, s.t - lastT)
+                lastT = s.t
+                lastN = pick(s)
+            }
+            return max(gap, (samples.last?.t ?? cut) - lastT)
+        }
+        return (longestGap { $0.aFromB }, longestGap { $0.bFromA }, samples.last { $0.t <= (actionTime ?? 0) })
+    }
+
     func stop() {
         a.quit()
         b.quit()
@@ -518,44 +552,39 @@ struct NetworkLabScenarioTests {
         }
     }
 
+    /// Both homes on public addresses (no NAT); mid-call home 1 moves to another address (a
+    /// laptop changing networks). The friend session and the call follow: media comes back both
+    /// ways within 2 s and the call does not end.
+    @Test func ownAddressChangeMidCallIsFollowed() async throws {
+        try await withCall(.init(home1: .none, home2: .none), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }) { call in
+            try await call.befriend()
+            try await call.startCall()
+            var newAddress = ""
+            let (gapAtA, gapAtB, before) = try await call.gapsAcross(event: 5, seconds: 14) {
+                newAddress = try call.lab.renumber(home: 1)
+            }
+            await call.snapshotCounters()
+            print("home 1 renumbered to \(newAddress): longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())")
+            #expect((before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20, "media before the change: \(String(describing: before))\n\(call.diagnosis())")
+            #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
+            let path = await call.mediaPath(call.b, about: call.aId)
+            #expect((path?["route"] as? String)?.contains(newAddress) == true, "b's media route to a: \(String(describing: path))")
+            let ended = (call.a.events + call.b.events).filter {
+                ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
+            }
+            #expect(ended.isEmpty, "the call ended: \(ended)")
+        }
+    }
+
     /// Cone to cone, then UDP between the two NATs is dropped mid-call: media fails over to the
     /// relay with no gap over 2 s either way, and the call does not end.
     @Test func directPathDeathFailsOverToTheRelay() async throws {
         try await withCall(.init(home1: .cone, home2: .cone), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }) { call in
             try await call.befriend()
             try await call.startCall()
-            let seconds = 14.0, cutAt = 5.0
-            let ta = call.startFeed(call.a, seconds: seconds, tone: 440), tb = call.startFeed(call.b, seconds: seconds, tone: 660)
-            let start = monotonicNow()
-            var samples: [(t: Double, aFromB: Int, bFromA: Int)] = []
-            var cutTime: Double?
-            while monotonicNow() - start < seconds - 0.5 {
-                if cutTime == nil, monotonicNow() - start >= cutAt {
-                    try call.lab.killDirectPath()
-                    cutTime = monotonicNow() - start
-                }
-                let x = await call.received(call.a, from: call.bId), y = await call.received(call.b, from: call.aId)
-                samples.append((monotonicNow() - start, x.frames, y.frames))
-                try? await Task.sleep(for: .milliseconds(100))
-            }
-            _ = await call.feedDone(call.a, ta, timeout: 30)
-            _ = await call.feedDone(call.b, tb, timeout: 30)
-            /// The longest time after the cut (to the last sample) in which `pick` saw no new frame.
-            func longestGap(_ pick: ((t: Double, aFromB: Int, bFromA: Int)) -> Int) -> Double {
-                guard let cut = cutTime else { return .infinity }
-                var lastT = cut, lastN = samples.last { $0.t <= cut }.map(pick) ?? 0
-                var gap = 0.0
-                for s in samples where s.t > cut && pick(s) > lastN {
-                    gap = max(gap, s.t - lastT)
-                    lastT = s.t
-                    lastN = pick(s)
-                }
-                return max(gap, (samples.last?.t ?? cut) - lastT)
-            }
-            let gapAtA = longestGap { $0.aFromB }, gapAtB = longestGap { $0.bFromA }
+            let (gapAtA, gapAtB, before) = try await call.gapsAcross(event: 5, seconds: 14) { try call.lab.killDirectPath() }
             await call.snapshotCounters()
-            print("direct path killed at \(cutTime.map { String(format: "%.1f", $0) } ?? "?") s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())")
-            let before = samples.last { $0.t <= (cutTime ?? 0) }
+            print("direct path killed at 5 s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())")
             #expect((before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20, "media before the cut: \(String(describing: before))\n\(call.diagnosis())")
             #expect(call.lab.directPathDrops() > 0, "the cut dropped nothing: the call was not on the direct path\n\(call.diagnosis())")
             #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
