@@ -39,6 +39,7 @@
 //   sent it).
 // - `killDirectPath()`: the internet's forward chain drops UDP between the two homes' public
 //   addresses; the rendezvous node and coturn stay reachable.
+// - `renumber(home:)`: a home without NAT moves to another address on its LAN mid-run.
 //
 // Observations: `relayBytes()` (nft counters in the internet namespace on coturn's relay port
 // range, both directions), `turnClientTraffic()` (counters on coturn's UDP and TCP listening
