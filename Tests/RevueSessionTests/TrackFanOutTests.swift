@@ -4,16 +4,23 @@ import Synchronization
 import Testing
 @testable import RevueSession
 
-/// One encoder, two legs: a NACK from one leg is resent to that leg only; the encoder follows the
-/// lowest estimate of the legs it sends to.
+/// One encoder, two legs: a NACK from one leg is resent to that leg only; each leg numbers the
+/// packets it sends with its own transport-wide sequence; the encoder follows the lowest estimate
+/// of the legs it sends to.
 @Suite struct TrackFanOutTests {
     /// Sequence numbers of the datagrams queued on `socket` (SRTP leaves the RTP header in clear).
-    static func drain(_ socket: MediaCore.UDPSocket) -> [UInt16] {
+    static func drain(_ socket: MediaCore.UDPSocket) -> [UInt16] { drainNumbered(socket).map(\.seq) }
+
+    /// RTP and transport-wide sequence numbers (nil: no element) of the datagrams queued on `socket`.
+    static func drainNumbered(_ socket: MediaCore.UDPSocket) -> [(seq: UInt16, transport: UInt16?)] {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         defer { buffer.deallocate() }
-        var seqs: [UInt16] = []
-        while let r = try? socket.receive(into: buffer), r.count >= 12 { seqs.append(UInt16(buffer[2]) << 8 | UInt16(buffer[3])) }
-        return seqs
+        var out: [(UInt16, UInt16?)] = []
+        while let r = try? socket.receive(into: buffer), r.count >= 12 {
+            let at = RTPHeaderExtensions.elementOffset(id: TrackFanOut.transportSequenceExtensionID, in: buffer, length: r.count)
+            out.append((UInt16(buffer[2]) << 8 | UInt16(buffer[3]), at.map { UInt16(buffer[$0]) << 8 | UInt16(buffer[$0 + 1]) }))
+        }
+        return out
     }
 
     @Test func nackFromOneLegIsResentToThatLegOnlyAndTheLowestEstimateWins() throws {
@@ -21,15 +28,17 @@ import Testing
         let legs = try (0..<2).map { _ in try MediaCore.UDPSocket(bindingTo: .loopbackIPv4(port: 0)) }
         for l in legs { try l.setReceiveTimeout(nanoseconds: 100_000_000) }
         let fanOut = TrackFanOut()
+        let counters = [TransportSequenceNumbers(initial: 100), TransportSequenceNumbers(initial: 60_000)]
         var o = SRTPContext.Options()
         o.allowRepeatTransmission = true
         fanOut.setTargets(try legs.enumerated().map { k, leg in
             TrackFanOut.Target(participant: "p\(k)", route: 10 + k,
                                context: try SRTPContext(material: .random(for: .aeadAES128GCM), direction: .outbound, options: o),
-                               socket: out, path: ICESendPath(.direct(try leg.localAddress())))
+                               socket: out, path: ICESendPath(.direct(try leg.localAddress())), transportSequence: counters[k])
         })
         var c = VideoSendStream.Configuration(codec: .vp8, width: 160, height: 120)
         c.srtp = nil
+        c.transportSequence = (TrackFanOut.transportSequenceExtensionID, TransportSequenceNumbers(initial: 7, sendLogCapacity: 0))
         let stream = try VideoSendStream(configuration: c, sink: fanOut)
         stream.start()
         defer { stream.stop() }
@@ -39,13 +48,25 @@ import Testing
             withExtendedLifetime(frame) { stream.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(i) * 33_333_333) }
             usleep(40_000)
         }
-        let first = legs.map { Self.drain($0) }
+        let numbered = legs.map { Self.drainNumbered($0) }
+        let first = numbered.map { $0.map(\.seq) }
         #expect(first[0].count >= 5 && first[0] == first[1], "both legs got every packet: \(first)")
+        // Each leg is its own transport: its packets carry its own counter's numbers, in order,
+        // and its send log knows each of them.
+        for (k, start) in [(0, UInt16(100)), (1, UInt16(60_000))] {
+            let transport = numbered[k].map(\.transport)
+            #expect(transport == (0..<numbered[k].count).map { start &+ UInt16($0) }, "leg \(k): \(transport)")
+            #expect(transport.allSatisfy { $0.flatMap { counters[k].sent($0) } != nil }, "leg \(k)'s send log")
+        }
         // Leg 1 (route 11) lost two packets.
         let lost = [first[1][1], first[1][3]]
         stream.handleNack(lost, route: 11)
         usleep(100_000)
-        #expect(Self.drain(legs[1]) == lost)
+        let resent = Self.drainNumbered(legs[1])
+        #expect(resent.map(\.seq) == lost)
+        // A retransmission is a new packet on the transport: it takes the leg's next numbers.
+        let next = UInt16(60_000) &+ UInt16(first[1].count)
+        #expect(resent.map(\.transport) == [next, next &+ 1], "\(resent)")
         #expect(Self.drain(legs[0]).isEmpty, "leg 0 did not ask")
         #expect(stream.statistics.outbound.retransmittedPacketsSent == 2 && fanOut.packetsResent.load(ordering: .relaxed) == 2)
 

@@ -64,6 +64,10 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// RFC 8285 one-byte IDs: RFC 6464 audio level (1) and abs-send-time (3), libwebrtc's defaults.
         public var audioLevelExtensionID: UInt8? = 1
         public var absSendTimeExtensionID: UInt8? = 3
+        /// Transport-wide sequence numbers (draft-holmer-rmcat-transport-wide-cc-extensions-01):
+        /// the RFC 8285 element ID and the counter shared by every stream on the transport, as in
+        /// `VideoSendStream.Configuration`. nil (default): none.
+        public var transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil
         /// Chunks (up to 20 ms at 96 kHz each) that may wait for the worker (power of two).
         public var ringCapacity: Int = 32
         /// Speaking detector tuning (its frame duration is set from `frameDuration`).
@@ -153,7 +157,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
                                historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
                                absSendTimeID: c.absSendTimeExtensionID, audioLevelID: c.audioLevelExtensionID,
-                               initialSequenceNumber: c.initialSequenceNumber, counters: counters)
+                               initialSequenceNumber: c.initialSequenceNumber, transportSequence: c.transportSequence,
+                               counters: counters)
         capturer = AudioBufferCapturer(channels: c.channels, ringCapacity: c.ringCapacity, counters: counters)
         var speaking = c.speaking
         speaking.frameDurationMs = c.frameDuration.rawValue / 1000

@@ -170,29 +170,11 @@ final class RTPSendCore: @unchecked Sendable {
     /// Gives the packet the transport's next transport-wide sequence number, when configured, and
     /// logs its send time and wire size (SRTP tag included) for the delay-based estimate.
     @inline(__always) private func stampTransportSequence(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) {
-        if let t = transportSequence, let at = Self.elementOffset(id: t.id, in: packet, length: length) {
+        if let t = transportSequence, let at = RTPHeaderExtensions.elementOffset(id: t.id, in: packet, length: length) {
             packet.put16(at, t.numbers.take(sendNs: nowNs, size: length + (srtp?.rtpOverhead ?? 0)))
         }
     }
 
-    /// Offset of the data of one-byte header extension element `id` (RFC 8285 §4.2) in an RTP
-    /// packet, or nil when absent.
-    static func elementOffset(id: UInt8, in packet: UnsafeMutableRawBufferPointer, length: Int) -> Int? {
-        guard length >= 12, packet[0] & 0x10 != 0 else { return nil }
-        var at = 12 + 4 * Int(packet[0] & 0x0F)
-        guard at + 4 <= length, packet[at] == 0xBE, packet[at + 1] == 0xDE else { return nil }
-        let end = min(length, at + 4 + 4 * (Int(packet[at + 2]) << 8 | Int(packet[at + 3])))
-        at += 4
-        while at < end {
-            let b = packet[at]
-            if b == 0 { at += 1; continue }
-            let elementID = b >> 4, size = Int(b & 0x0F) + 1
-            if elementID == 15 { return nil }
-            if elementID == id { return at + 1 + size <= end ? at + 1 : nil }
-            at += 1 + size
-        }
-        return nil
-    }
 
     /// Any thread: queues NACKed sequence numbers for the worker (RFC 4585 §6.2.1) and counts one
     /// NACK. With a `route` (and a `RoutedPacketSink`), the packets are resent to that receiver
@@ -300,7 +282,7 @@ extension RTPSendCore: RTPPacerEgress {
     /// Stamps abs-send-time with the moment the packet leaves (what the receiver's delay estimate
     /// needs), then protects, keeps and writes it. Pacer's thread.
     func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
-        if let id = absSendTimeID, let at = Self.elementOffset(id: id, in: packet, length: length) {
+        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: packet, length: length) {
             packet.put24(at, RTPAbsSendTime(nanoseconds: nowNs).rawValue)
         }
         return store(packet, length: length, nowNs: nowNs)

@@ -241,3 +241,24 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
         return true
     }
 }
+
+extension RTPHeaderExtensions {
+    /// Offset of the data of one-byte header extension element `id` (RFC 8285 §4.2) in an RTP
+    /// packet, or nil when absent. Cost: a walk over the extension block; no allocation.
+    package static func elementOffset(id: UInt8, in packet: UnsafeMutableRawBufferPointer, length: Int) -> Int? {
+        guard length >= 12, packet[0] & 0x10 != 0 else { return nil }
+        var at = 12 + 4 * Int(packet[0] & 0x0F)
+        guard at + 4 <= length, packet[at] == 0xBE, packet[at + 1] == 0xDE else { return nil }
+        let end = min(length, at + 4 + 4 * (Int(packet[at + 2]) << 8 | Int(packet[at + 3])))
+        at += 4
+        while at < end {
+            let b = packet[at]
+            if b == 0 { at += 1; continue }
+            let elementID = b >> 4, size = Int(b & 0x0F) + 1
+            if elementID == 15 { return nil }
+            if elementID == id { return at + 1 + size <= end ? at + 1 : nil }
+            at += 1 + size
+        }
+        return nil
+    }
+}

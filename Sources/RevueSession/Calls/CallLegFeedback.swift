@@ -13,6 +13,9 @@ import Synchronization
 final class CallLegFeedback: @unchecked Sendable {
     /// The leg's id in every `TrackFanOut` (retransmissions to this leg only).
     let route: Int
+    /// The leg's transport-wide sequence numbers: `TrackFanOut` numbers each packet to this leg
+    /// and logs its send time; the participant's transport-cc feedback is matched against it.
+    let transportSequence = TransportSequenceNumbers()
     private let lock = Mutex<Void>(())
     nonisolated(unsafe) private var session: RTCPSenderSession
 
@@ -21,6 +24,7 @@ final class CallLegFeedback: @unchecked Sendable {
         self.route = route
         session = RTCPSenderSession(targets: [], startBitrate: videoBitrate, minimumBitrate: 50_000,
                                     maximumBitrate: max(50_000, videoBitrate))
+        session.transportSequenceNumbers = transportSequence
     }
 
     /// One unprotected RTCP compound packet from the participant (receive-pipeline thread).
@@ -40,6 +44,8 @@ final class CallLegFeedback: @unchecked Sendable {
     /// What the leg's RTCP did so far, and its current estimate.
     var counters: RTCPSenderSession.Counters { lock.withLock { _ in session.counters } }
     var targetBitrate: Int { lock.withLock { _ in session.estimator.targetBitrate } }
+    /// The leg's whole estimator (loss-based, delay-based from transport-cc, REMB).
+    var estimator: SendSideBandwidthEstimator { lock.withLock { _ in session.estimator } }
 }
 
 /// One leg's view of the shared video send stream: NACKs resend to this leg only, PLI/FIR ask the

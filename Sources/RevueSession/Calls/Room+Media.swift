@@ -132,6 +132,10 @@ final class LocalMedia {
 extension Room {
     /// Most candidates taken from one `adr` message.
     static let maxCandidatesPerSignal = 16
+    /// The counter a local track's send stream numbers its packets from: it only reserves the
+    /// transport-wide sequence number element in each packet; `TrackFanOut` writes each leg's own
+    /// number over it. Keeps no send log.
+    nonisolated static let reservedTransportSequence = TransportSequenceNumbers(sendLogCapacity: 0)
 
     func receiveMediaSignal(_ s: CallSignal, from id: String) {
         guard let leg = legs[id] else { return }
@@ -195,6 +199,8 @@ extension Room {
         c.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
         c.audio = AudioReceiveSettings(payloadType: 111)
         c.localSSRC = freshSSRC()
+        // Transport-cc feedback about the participant's media, for its delay-based estimate.
+        c.transportSequenceNumberExtensionID = TrackFanOut.transportSequenceExtensionID
         guard let pipeline = try? ReceivePipeline(socket: leg.socket, configuration: c, renderer: leg.videoOut) else { return }
         leg.pipeline = pipeline
         // The participant's RTCP about our media arrives on this socket too, and so do the ICE
@@ -292,6 +298,7 @@ extension Room {
                 var c = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight)
                 c.srtp = nil
                 c.ssrc = freshSSRC()
+                c.transportSequence = (TrackFanOut.transportSequenceExtensionID, Self.reservedTransportSequence)
                 let v = try VideoSendStream(configuration: c, sink: media.fanOut)
                 media.video = v
                 pub.videoCapturer = v.capturer
@@ -300,6 +307,7 @@ extension Room {
                 var c = AudioSendStream.Configuration()
                 c.srtp = nil
                 c.ssrc = freshSSRC()
+                c.transportSequence = (TrackFanOut.transportSequenceExtensionID, Self.reservedTransportSequence)
                 let a = try AudioSendStream(configuration: c, sink: media.fanOut)
                 media.audio = a
                 pub.audioCapturer = a.capturer
@@ -372,7 +380,7 @@ extension Room {
                 }
                 guard let context = leg.outbound[kind] else { continue }
                 targets.append(.init(participant: id, route: leg.feedback.route, context: context, socket: leg.socket,
-                                     path: leg.sendPath))
+                                     path: leg.sendPath, transportSequence: leg.feedback.transportSequence))
             }
             media.fanOut.setTargets(targets)
             // A leg that left no longer holds the encoder down.

@@ -9,8 +9,12 @@ import Synchronization
 /// serves every participant of a mesh. A retransmission (a NACK from one leg, RFC 4585 §6.2.1)
 /// goes to that leg only (`RoutedPacketSink`); each leg's bandwidth estimate is kept here and the
 /// encoder follows the lowest of the legs the track goes to (one encode must fit every path).
-/// Thread rule: `write` on the stream's worker thread only; `setTargets`/`isMuted`/estimates any
-/// thread. Cost: per packet and leg one copy, one SRTP protect, one `sendto`; no allocation.
+/// Each leg is its own transport, so the transport-wide sequence number the stream reserved
+/// (`transportSequenceExtensionID`) is written here, per leg, from the leg's counter, which logs
+/// the send time for the leg's delay-based estimate.
+/// Thread rule: `write` on the stream's sending thread only (its pacer or worker); `setTargets`/
+/// `isMuted`/estimates any thread. Cost: per packet and leg one copy, one header-extension walk,
+/// one SRTP protect, one `sendto`; no allocation.
 final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
     struct Target: Sendable {
         let participant: String
@@ -20,7 +24,13 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
         let socket: MediaCore.UDPSocket
         /// The leg's selected path (direct or through TURN), read per packet.
         let path: ICESendPath
+        /// The leg's transport-wide sequence numbers and send log.
+        let transportSequence: TransportSequenceNumbers
     }
+
+    /// The RFC 8285 one-byte ID of the transport-wide sequence number in call media (both ends
+    /// are Revue, so the ID is fixed rather than negotiated).
+    static let transportSequenceExtensionID: UInt8 = 5
 
     private let targets = Mutex<[Target]>([])
     /// The latest bandwidth estimate of each leg (by route), bits per second.
@@ -82,6 +92,11 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
     private func send(_ packet: UnsafeRawBufferPointer, to t: Target) -> Bool {
         guard packet.count + t.context.rtpOverhead <= scratch.count else { return false }
         scratch.copyMemory(from: packet)
+        if let at = RTPHeaderExtensions.elementOffset(id: Self.transportSequenceExtensionID, in: scratch, length: packet.count), at + 2 <= packet.count {
+            let seq = t.transportSequence.take(sendNs: UDPSocket.monotonicNanoseconds(), size: packet.count + t.context.rtpOverhead)
+            scratch[at] = UInt8(truncatingIfNeeded: seq >> 8)
+            scratch[at + 1] = UInt8(truncatingIfNeeded: seq)
+        }
         guard let n = try? t.context.protect(scratch, length: packet.count),
               t.path.send(UnsafeRawBufferPointer(rebasing: scratch[0..<n]), on: t.socket) else { return false }
         return true
