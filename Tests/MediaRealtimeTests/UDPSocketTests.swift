@@ -116,6 +116,35 @@ private func ipv6LoopbackAvailable() -> Bool {
         #expect(try UDPReceiveBatch(capacity: 8).receive(from: s, wait: true) == 0)
     }
 
+    /// Datagrams read together carry the times they reached the socket (the kernel's stamps), not
+    /// the time the batch was read: two sent 80 ms apart and read 80 ms later are stamped at
+    /// their arrivals, in order, before the read.
+    @Test func datagramsCarryTheirKernelArrivalTimes() throws {
+        var options = UDPSocket.Options()
+        options.nonBlocking = true
+        let receiver = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options)
+        let sender = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let batch = UDPReceiveBatch(capacity: 8)
+        #expect(try batch.receive(from: receiver, wait: false) == 0)  // turns the stamps on
+        // The kernel turns stamping on for the whole host a moment later (a deferred switch);
+        // until then a datagram gets the time it is read.
+        usleep(50_000)
+        let to = try receiver.localAddress()
+        let t0 = UDPSocket.monotonicNanoseconds()
+        _ = try [UInt8](repeating: 1, count: 100).withUnsafeBytes { try sender.send($0, to: to) }
+        usleep(80_000)
+        let t1 = UDPSocket.monotonicNanoseconds()
+        _ = try [UInt8](repeating: 2, count: 100).withUnsafeBytes { try sender.send($0, to: to) }
+        usleep(80_000)
+        let t2 = UDPSocket.monotonicNanoseconds()
+        #expect(try batch.receive(from: receiver, wait: false) == 2)
+        let a = batch[0].receivedAtNanoseconds, b = batch[1].receivedAtNanoseconds
+        #expect(batch[0].bytes.first == 1 && batch[1].bytes.first == 2)
+        #expect(a >= t0 && a < t1, "first stamped \(Int64(a) - Int64(t0)) ns after its send")
+        #expect(b >= t1 && b < t2, "second stamped \(Int64(b) - Int64(t1)) ns after its send")
+        #expect(batch.receivedAtNanoseconds >= t2 && b < batch.receivedAtNanoseconds)
+    }
+
     @Test func bufferSizesAreApplied() throws {
         var options = UDPSocket.Options()
         options.receiveBufferSize = 65_536

@@ -8,7 +8,9 @@ public struct UDPDatagram {
     public let bytes: UnsafeRawBufferPointer
     /// Who sent it; nil only for an address family other than IPv4/IPv6.
     public let source: SocketAddress?
-    /// `CLOCK_MONOTONIC` nanoseconds when its batch was received (`UDPSocket.monotonicNanoseconds()`).
+    /// `CLOCK_MONOTONIC` nanoseconds when it reached the socket: the kernel's receive timestamp
+    /// (`SO_TIMESTAMPNS`) mapped onto `UDPSocket.monotonicNanoseconds()`, or, when the kernel gave
+    /// none, when its batch was read.
     public let receivedAtNanoseconds: UInt64
     /// True when the datagram was longer than the buffer (`MSG_TRUNC`); `bytes` holds its start.
     public let isTruncated: Bool
@@ -17,7 +19,12 @@ public struct UDPDatagram {
 /// A preallocated ring of `capacity` receive buffers of `bufferSize` bytes each, filled by one
 /// `recvmmsg(2)`. Datagrams are read in place through `self[i]` until the next `receive(from:wait:)`.
 ///
-/// Thread rule: one thread at a time. Cost: one system call per batch, no allocation.
+/// Each datagram carries the kernel's receive time (`SO_TIMESTAMPNS`, turned on for each socket
+/// the batch reads), so a receiving thread that was descheduled does not make packets look
+/// delayed to jitter and delay-based estimates.
+///
+/// Thread rule: one thread at a time. Cost: one system call per batch (plus one `setsockopt` the
+/// first time a socket is read, and two clock reads), no allocation.
 public final class UDPReceiveBatch {
     /// Datagrams one call can return.
     public let capacity: Int
@@ -32,6 +39,14 @@ public final class UDPReceiveBatch {
     private let headers: UnsafeMutablePointer<cms_mmsghdr>
     private let vectors: UnsafeMutablePointer<iovec>
     private let addresses: UnsafeMutablePointer<sockaddr_storage>
+    /// Per message, room for its receive timestamp (control data).
+    private let control: UnsafeMutableRawPointer
+    private let controlSize: Int
+    /// The socket whose receive timestamps were last turned on (-1: none yet).
+    private var timestampedDescriptor: Int32 = -1
+    /// `CLOCK_MONOTONIC` minus `CLOCK_REALTIME` at the last receive, in nanoseconds: maps kernel
+    /// timestamps onto the monotonic clock.
+    private var realtimeToMonotonic: Int64 = 0
 
     /// Preallocates `capacity` buffers of `bufferSize` bytes (default 64 x 2048 B).
     public init(capacity: Int = 64, bufferSize: Int = 2048) {
@@ -45,6 +60,9 @@ public final class UDPReceiveBatch {
         vectors = .allocate(capacity: capacity)
         addresses = .allocate(capacity: capacity)
         addresses.initialize(repeating: sockaddr_storage(), count: capacity)
+        controlSize = cms_receive_timestamp_control_size()
+        control = .allocate(byteCount: capacity * controlSize, alignment: 16)
+        control.initializeMemory(as: UInt8.self, repeating: 0, count: capacity * controlSize)
         for i in 0..<capacity {
             vectors.advanced(by: i).initialize(to: iovec(iov_base: storage + i * bufferSize, iov_len: bufferSize))
             var header = msghdr()
@@ -60,6 +78,7 @@ public final class UDPReceiveBatch {
         headers.deallocate()
         vectors.deallocate()
         addresses.deallocate()
+        control.deallocate()
     }
 
     /// Receives up to `capacity` datagrams with one `recvmmsg`. With `wait` the call blocks (per the
@@ -68,7 +87,14 @@ public final class UDPReceiveBatch {
     /// Errors other than `wouldBlock`/`interrupted` throw.
     public func receive(from socket: UDPSocket, wait: Bool) throws(SocketError) -> Int {
         count = 0
+        if socket.descriptor != timestampedDescriptor {
+            // Without kernel timestamps (an error here) datagrams get the batch's read time.
+            _ = cms_enable_receive_timestamps(socket.descriptor)
+            timestampedDescriptor = socket.descriptor
+        }
         for i in 0..<capacity {
+            headers[i].msg_hdr.msg_control = control + i * controlSize
+            headers[i].msg_hdr.msg_controllen = controlSize
             headers[i].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_storage>.size)
             headers[i].msg_hdr.msg_flags = 0
             headers[i].msg_len = 0
@@ -76,6 +102,9 @@ public final class UDPReceiveBatch {
         let flags = wait ? Int32(MSG_WAITFORONE) : Int32(MSG_DONTWAIT)
         let rc = cms_recvmmsg(socket.descriptor, headers, UInt32(capacity), flags, nil)
         receivedAtNanoseconds = UDPSocket.monotonicNanoseconds()
+        var realtime = timespec()
+        clock_gettime(CLOCK_REALTIME, &realtime)
+        realtimeToMonotonic = Int64(bitPattern: receivedAtNanoseconds) - (Int64(realtime.tv_sec) * 1_000_000_000 + Int64(realtime.tv_nsec))
         if rc < 0 {
             let code = SocketErrno.current
             if code == .wouldBlock || code == .interrupted { return 0 }
@@ -93,8 +122,16 @@ public final class UDPReceiveBatch {
         let source: SocketAddress? = header.msg_hdr.msg_namelen > 0
             ? SocketAddress(sockaddr: UnsafeRawPointer(addresses + index).assumingMemoryBound(to: sockaddr.self))
             : nil
+        // The kernel's timestamp on the monotonic clock; never after the batch was read (a
+        // wall-clock step between the two clock reads is absorbed by that bound).
+        var arrival = receivedAtNanoseconds
+        let stamp = withUnsafePointer(to: header.msg_hdr) { cms_receive_timestamp_ns($0) }
+        if stamp >= 0 {
+            let mapped = Int64(stamp) + realtimeToMonotonic
+            if mapped > 0 && mapped < Int64(bitPattern: receivedAtNanoseconds) { arrival = UInt64(mapped) }
+        }
         return UDPDatagram(bytes: UnsafeRawBufferPointer(start: storage + index * bufferSize, count: length),
-                           source: source, receivedAtNanoseconds: receivedAtNanoseconds,
+                           source: source, receivedAtNanoseconds: arrival,
                            isTruncated: header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0)
     }
 }
