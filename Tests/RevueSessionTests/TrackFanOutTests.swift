@@ -5,20 +5,23 @@ import Testing
 @testable import RevueSession
 
 /// One encoder, two legs: a NACK from one leg is resent to that leg only; each leg numbers the
-/// packets it sends with its own transport-wide sequence; the encoder follows the lowest estimate
+/// packets it sends with its own transport-wide sequence, and a resend is byte for byte the first
+/// transmission; the encoder follows the lowest estimate
 /// of the legs it sends to.
 @Suite struct TrackFanOutTests {
     /// Sequence numbers of the datagrams queued on `socket` (SRTP leaves the RTP header in clear).
     static func drain(_ socket: MediaCore.UDPSocket) -> [UInt16] { drainNumbered(socket).map(\.seq) }
 
-    /// RTP and transport-wide sequence numbers (nil: no element) of the datagrams queued on `socket`.
-    static func drainNumbered(_ socket: MediaCore.UDPSocket) -> [(seq: UInt16, transport: UInt16?)] {
+    /// RTP and transport-wide sequence numbers (nil: no element) and the whole datagrams queued
+    /// on `socket`.
+    static func drainNumbered(_ socket: MediaCore.UDPSocket) -> [(seq: UInt16, transport: UInt16?, bytes: [UInt8])] {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         defer { buffer.deallocate() }
-        var out: [(UInt16, UInt16?)] = []
+        var out: [(UInt16, UInt16?, [UInt8])] = []
         while let r = try? socket.receive(into: buffer), r.count >= 12 {
             let at = RTPHeaderExtensions.elementOffset(id: TrackFanOut.transportSequenceExtensionID, in: buffer, length: r.count)
-            out.append((UInt16(buffer[2]) << 8 | UInt16(buffer[3]), at.map { UInt16(buffer[$0]) << 8 | UInt16(buffer[$0 + 1]) }))
+            out.append((UInt16(buffer[2]) << 8 | UInt16(buffer[3]), at.map { UInt16(buffer[$0]) << 8 | UInt16(buffer[$0 + 1]) },
+                        Array(buffer[0..<r.count])))
         }
         return out
     }
@@ -34,7 +37,8 @@ import Testing
         fanOut.setTargets(try legs.enumerated().map { k, leg in
             TrackFanOut.Target(participant: "p\(k)", route: 10 + k,
                                context: try SRTPContext(material: .random(for: .aeadAES128GCM), direction: .outbound, options: o),
-                               socket: out, path: ICESendPath(.direct(try leg.localAddress())), transportSequence: counters[k])
+                               socket: out, path: ICESendPath(.direct(try leg.localAddress())),
+                               numbering: TransportNumbering(counter: counters[k]))
         })
         var c = VideoSendStream.Configuration(codec: .vp8, width: 160, height: 120)
         c.srtp = nil
@@ -64,9 +68,10 @@ import Testing
         usleep(100_000)
         let resent = Self.drainNumbered(legs[1])
         #expect(resent.map(\.seq) == lost)
-        // A retransmission is a new packet on the transport: it takes the leg's next numbers.
-        let next = UInt16(60_000) &+ UInt16(first[1].count)
-        #expect(resent.map(\.transport) == [next, next &+ 1], "\(resent)")
+        // A resend is the first transmission's bytes, transport-wide number and SRTP tag
+        // included: AES-GCM must not protect different bytes under one index.
+        let originals = lost.compactMap { s in numbered[1].first { $0.seq == s } }
+        #expect(resent.map(\.bytes) == originals.map(\.bytes), "resends differ from the first transmissions")
         #expect(Self.drain(legs[0]).isEmpty, "leg 0 did not ask")
         #expect(stream.statistics.outbound.retransmittedPacketsSent == 2 && fanOut.packetsResent.load(ordering: .relaxed) == 2)
 

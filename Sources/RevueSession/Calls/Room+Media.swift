@@ -38,6 +38,8 @@ final class MediaLeg {
     let sendPath = ICESendPath()
     /// One outbound context per local track (libsrtp contexts are not shared between threads).
     var outbound: [TrackKind: SRTPContext] = [:]
+    /// Per local track, the transport-wide numbers its packets took on this leg.
+    var numbering: [TrackKind: TransportNumbering] = [:]
     /// The participant's key for what it sends us.
     var remoteKey: SRTPKeyMaterial?
     /// Where our media goes now (the selected pair's remote address; nil before a pair works).
@@ -321,6 +323,8 @@ extension Room {
             return .mediaSetupFailed(detail: "\(error)")
         }
         localMedia[pub.kind] = media
+        // A new stream numbers its RTP afresh: no leg may take its packets for the old one's.
+        for leg in legs.values { leg.numbering[pub.kind] = nil }
         updateTargets()
         return nil
     }
@@ -379,8 +383,10 @@ extension Room {
                     leg.outbound[kind] = try? SRTPContext(material: leg.sendKey, direction: .outbound, options: o)
                 }
                 guard let context = leg.outbound[kind] else { continue }
+                let numbering = leg.numbering[kind] ?? TransportNumbering(counter: leg.feedback.transportSequence)
+                leg.numbering[kind] = numbering
                 targets.append(.init(participant: id, route: leg.feedback.route, context: context, socket: leg.socket,
-                                     path: leg.sendPath, transportSequence: leg.feedback.transportSequence))
+                                     path: leg.sendPath, numbering: numbering))
             }
             media.fanOut.setTargets(targets)
             // A leg that left no longer holds the encoder down.

@@ -10,8 +10,10 @@ import Synchronization
 /// goes to that leg only (`RoutedPacketSink`); each leg's bandwidth estimate is kept here and the
 /// encoder follows the lowest of the legs the track goes to (one encode must fit every path).
 /// Each leg is its own transport, so the transport-wide sequence number the stream reserved
-/// (`transportSequenceExtensionID`) is written here, per leg, from the leg's counter, which logs
-/// the send time for the leg's delay-based estimate.
+/// (`transportSequenceExtensionID`) is written here, per leg (`TransportNumbering`), from the
+/// leg's counter, which logs the send time for the leg's delay-based estimate. A resend carries
+/// the number its first transmission to that leg had, so it is the same bytes under the same
+/// SRTP index: AES-GCM must never protect different bytes (header included) under one index.
 /// Thread rule: `write` on the stream's sending thread only (its pacer or worker); `setTargets`/
 /// `isMuted`/estimates any thread. Cost: per packet and leg one copy, one header-extension walk,
 /// one SRTP protect, one `sendto`; no allocation.
@@ -24,8 +26,8 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
         let socket: MediaCore.UDPSocket
         /// The leg's selected path (direct or through TURN), read per packet.
         let path: ICESendPath
-        /// The leg's transport-wide sequence numbers and send log.
-        let transportSequence: TransportSequenceNumbers
+        /// The transport-wide numbers of this track's packets on the leg.
+        let numbering: TransportNumbering
     }
 
     /// The RFC 8285 one-byte ID of the transport-wide sequence number in call media (both ends
@@ -93,7 +95,9 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
         guard packet.count + t.context.rtpOverhead <= scratch.count else { return false }
         scratch.copyMemory(from: packet)
         if let at = RTPHeaderExtensions.elementOffset(id: Self.transportSequenceExtensionID, in: scratch, length: packet.count), at + 2 <= packet.count {
-            let seq = t.transportSequence.take(sendNs: UDPSocket.monotonicNanoseconds(), size: packet.count + t.context.rtpOverhead)
+            let rtpSeq = UInt16(scratch[2]) << 8 | UInt16(scratch[3])
+            let seq = t.numbering.number(rtpSequence: rtpSeq, sendNs: UDPSocket.monotonicNanoseconds(),
+                                         size: packet.count + t.context.rtpOverhead)
             scratch[at] = UInt8(truncatingIfNeeded: seq >> 8)
             scratch[at + 1] = UInt8(truncatingIfNeeded: seq)
         }
@@ -103,4 +107,40 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
     }
 
     func flush() {}
+}
+
+/// The transport-wide sequence numbers one leg gave one track's packets. A packet sent for the
+/// first time takes the leg's next number (logged with its send time for the delay-based
+/// estimate); a resend of an RTP sequence number this leg already got takes the number it had,
+/// so its bytes, and so its SRTP ciphertext and tag, are the first transmission's. The table
+/// holds the last `slots` RTP sequence numbers, more than a send history keeps.
+/// Thread rule: `number` on the track's sending thread only (the fan-out's `write`). Cost: one
+/// table read and write per packet; no allocation after `init`.
+final class TransportNumbering: @unchecked Sendable {
+    /// The leg's counter, shared by all its tracks.
+    let counter: TransportSequenceNumbers
+    /// Entries: bit 32 set when used, the RTP sequence number in bits 16-31, the transport one
+    /// in bits 0-15.
+    private let table: UnsafeMutablePointer<UInt64>
+    /// Table size (a power of two above every send history's capacity).
+    static let slots = 2048
+
+    init(counter: TransportSequenceNumbers) {
+        self.counter = counter
+        table = .allocate(capacity: Self.slots)
+        table.initialize(repeating: 0, count: Self.slots)
+    }
+
+    deinit { table.deallocate() }
+
+    /// The transport-wide number for RTP packet `rtpSequence` of `size` wire bytes leaving at
+    /// `sendNs`: the one it had on this leg before, or the next one.
+    func number(rtpSequence: UInt16, sendNs: UInt64, size: Int) -> UInt16 {
+        let slot = Int(rtpSequence) & (Self.slots - 1)
+        let entry = table[slot]
+        if entry >> 32 == 1, UInt16(truncatingIfNeeded: entry >> 16) == rtpSequence { return UInt16(truncatingIfNeeded: entry) }
+        let n = counter.take(sendNs: sendNs, size: size)
+        table[slot] = 1 << 32 | UInt64(rtpSequence) << 16 | UInt64(n)
+        return n
+    }
 }
