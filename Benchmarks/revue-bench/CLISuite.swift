@@ -310,7 +310,7 @@ enum CLISuite {
                                 quality: (metric: String, measure: (String) throws -> Double)?) throws {
         let cpu = (BenchReplay(), BenchReplay()), rss = (BenchReplay(), BenchReplay()), bytes = (BenchReplay(), BenchReplay())
         let q = (BenchReplay(), BenchReplay()), threads = (BenchReplay(), BenchReplay())
-        var qualityOf: [Int: Double] = [:]  // by output content hash: a repeated output is not measured again
+        var qualityOf: [Data: Double] = [:]  // by output content: a repeated output is not measured again
         var oursCount: EncodedCount?
         func one(_ c: EncoderCommand, _ side: Int) throws -> Double {
             try? FileManager.default.removeItem(atPath: c.output)
@@ -331,9 +331,8 @@ enum CLISuite {
             pick(bytes).add(Double(data.count) / 1000)
             pick(threads).add(Double(r.maxThreads))
             if let quality {
-                let key = data.hashValue
-                if qualityOf[key] == nil { qualityOf[key] = try quality.measure(c.output) }
-                pick(q).add(qualityOf[key]!)
+                if qualityOf[data] == nil { qualityOf[data] = try quality.measure(c.output) }
+                pick(q).add(qualityOf[data]!)
             }
             return work / r.seconds
         }
