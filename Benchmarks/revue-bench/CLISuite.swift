@@ -426,33 +426,85 @@ enum CLISuite {
                                                                   "--set-ctl-int", "4036=24",    // OPUS_SET_LSB_DEPTH(24)
                                                                   wav, "\(dir)/opusenc.ogg"],
                                             output: "\(dir)/opusenc.ogg")
+                // 20 ms packets covering the input and the encoder's lookahead (312 samples at 48 kHz):
+                // 50 per second and one more, for both encoders.
                 try compareEncoders(reporter, options, case: name, work: Double(seconds), metric: ("x realtime", "x realtime per CPU", "x"),
                                     anchorName: "opusenc (same settings)", ours: ours, anchor: anchor,
                                     expected: seconds * 50 + 1, count: { try countAudio(ffprobe, $0, dir: dir) }, quality: quality)
             }
         }
 
-        // Decode: 640x360 VP8 (IVF -> Y4M) against vpxdec, speech Ogg Opus -> 48 kHz WAV against opusdec.
+        // Decode: 640x360 VP8 (IVF -> Y4M) against vpxdec, speech Ogg Opus -> 48 kHz 16-bit WAV
+        // against opusdec without dither (ours does not dither). Each case fails unless the two
+        // outputs hold the same pixels (the Y4M header lines differ: vpxdec writes its own frame rate)
+        // or the same number of samples, none more than 1 apart (float to 16-bit rounding).
         let frames = max(30, Int(300 * options.scale))
         try CLIBench.makeInputs(in: dir, frames: frames, seconds: max(2, Int(20 * options.scale)))
         if let vpxdec {
             _ = try CLIBench.run(rm, ["encode", "\(dir)/in.y4m", "-o", "\(dir)/ours360.ivf", "--speed", "-8", "-q"])
-            try compare(reporter, options, suite: "cli", case: "decode 640x360 VP8 ivf->y4m", metric: "frames/s", unit: "1/s",
-                        higherIsBetter: true, anchorName: "vpxdec (y4m out)") {
-                Double(frames) / (try CLIBench.run(rm, ["decode", "\(dir)/ours360.ivf", "-o", "\(dir)/ours.y4m", "-q"]).seconds)
-            } anchor: {
-                Double(frames) / (try CLIBench.run(vpxdec, ["-o", "\(dir)/ref.y4m", "\(dir)/ours360.ivf"]).seconds)
-            }
+            try compareProcesses(reporter, options, case: "decode 640x360 VP8 ivf->y4m", work: Double(frames),
+                                 metric: (wall: "frames/s", cpu: "frames/CPU-s", unit: "1/s"), anchorName: "vpxdec (y4m out)",
+                                 ours: (rm, ["decode", "\(dir)/ours360.ivf", "-o", "\(dir)/ours.y4m", "-q"]),
+                                 anchor: (vpxdec, ["-o", "\(dir)/ref.y4m", "\(dir)/ours360.ivf"]))
+            try requireSame("\(dir)/ours.y4m", "\(dir)/ref.y4m", skippingFirstLine: true)
         }
         if let opusdec = CLIBench.tool("opusdec") {
             let s = Double(max(2, Int(20 * options.scale)))
             _ = try CLIBench.run(rm, ["encode", "\(dir)/in.wav", "-o", "\(dir)/speech.ogg", "-q"])
-            try compare(reporter, options, suite: "cli", case: "decode speech ogg->wav 48k", metric: "x realtime", unit: "x",
-                        higherIsBetter: true, anchorName: "opusdec --rate 48000") {
-                s / (try CLIBench.run(rm, ["decode", "\(dir)/speech.ogg", "-o", "\(dir)/ours.wav", "--rate", "48000", "-q"]).seconds)
-            } anchor: {
-                s / (try CLIBench.run(opusdec, ["--quiet", "--rate", "48000", "\(dir)/speech.ogg", "\(dir)/ref.wav"]).seconds)
-            }
+            try compareProcesses(reporter, options, case: "decode speech ogg->wav 48k", work: s,
+                                 metric: (wall: "x realtime", cpu: "x realtime per CPU", unit: "x"),
+                                 anchorName: "opusdec --rate 48000 --no-dither",
+                                 ours: (rm, ["decode", "\(dir)/speech.ogg", "-o", "\(dir)/ours.wav", "--rate", "48000", "-q"]),
+                                 anchor: (opusdec, ["--quiet", "--rate", "48000", "--no-dither", "\(dir)/speech.ogg", "\(dir)/ref.wav"]))
+            try requireSameSamples("\(dir)/ours.wav", "\(dir)/ref.wav")
         }
+    }
+
+    /// Throws unless the two files hold the same bytes (after their first line, for Y4M headers).
+    static func requireSame(_ a: String, _ b: String, skippingFirstLine: Bool) throws {
+        func body(_ path: String) throws -> Data {
+            let d = try Data(contentsOf: URL(fileURLWithPath: path))
+            guard skippingFirstLine, let end = d.firstIndex(of: UInt8(ascii: "\n")) else { return d }
+            return d[(end + 1)...]
+        }
+        guard try body(a) == body(b) else { throw BenchError(description: "decoded outputs differ: \(a) and \(b)") }
+    }
+
+    /// Throws unless two 16-bit WAV files hold as many samples, none more than 1 apart.
+    static func requireSameSamples(_ a: String, _ b: String) throws {
+        func samples(_ path: String) throws -> [Int16] {
+            let r = try WAVReader(path: path)
+            var all: [Int16] = [], chunk = [Int16](repeating: 0, count: 4800 * r.channelCount)
+            while true {
+                let n = try chunk.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+                if n == 0 { break }
+                all.append(contentsOf: chunk[0..<(n * r.channelCount)])
+            }
+            return all
+        }
+        let x = try samples(a), y = try samples(b)
+        guard x.count == y.count, zip(x, y).allSatisfy({ abs(Int($0) - Int($1)) <= 1 }) else {
+            throw BenchError(description: "decoded outputs differ: \(a) (\(x.count) samples) and \(b) (\(y.count))")
+        }
+    }
+
+    /// Ours and one anchor as whole processes, interleaved: work units per second of wall clock and
+    /// per CPU-second of the child (user + system).
+    static func compareProcesses(_ reporter: Reporter, _ options: BenchOptions, case name: String, work: Double,
+                                 metric: (wall: String, cpu: String, unit: String), anchorName: String,
+                                 ours: (String, [String]), anchor: (String, [String])) throws {
+        let cpu = (BenchReplay(), BenchReplay())
+        try compare(reporter, options, suite: "cli", case: name, metric: metric.wall, unit: metric.unit, higherIsBetter: true,
+                    anchorName: anchorName) {
+            let r = try CLIBench.run(ours.0, ours.1)
+            cpu.0.add(work / r.cpuSeconds)
+            return work / r.seconds
+        } anchor: {
+            let r = try CLIBench.run(anchor.0, anchor.1)
+            cpu.1.add(work / r.cpuSeconds)
+            return work / r.seconds
+        }
+        try compare(reporter, options, suite: "cli", case: name, metric: metric.cpu, unit: metric.unit, higherIsBetter: true,
+                    anchorName: anchorName, ours: { cpu.0.pop() }, anchor: { cpu.1.pop() })
     }
 }
