@@ -1,8 +1,9 @@
 // The Opus send pipeline (capture -> ring -> worker: level, speaking detector, Opus, RTP, SRTP)
 // against two single-thread loops of C calls: the same work (RFC 6464 level, opus_encode_float,
 // RTP header with the audio-level and abs-send-time extensions, srtp_protect AES-GCM) and a bare
-// opus_encode_float loop (encode only: no level, no RTP, no SRTP); and against opus-tools'
-// `opusenc`. Per configuration: wall-clock frames/s; frames per CPU-second of the whole process
+// opus_encode_float loop (encode only: no level, no RTP, no SRTP), all in this process (opus-tools'
+// `opusenc`, a whole process, is compared with the whole `revue-media encode` process in the cli
+// suite). Per configuration: wall-clock frames/s; frames per CPU-second of the whole process
 // (the benchmark's feeding thread included: its capture() calls, and its pacing naps' wake-ups,
 // which a real capture callback does not have); frames per pipeline-CPU-second (the same with the
 // feeding thread's pacing left out, its capture() calls kept); the feeding thread's CPU per frame.
@@ -84,7 +85,6 @@ enum AudioSendSuite {
 
     static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
         let frames = max(100, Int(1000 * options.scale))  // 20 s of audio at scale 1
-        let externalReps = BenchOptions(repetitions: min(options.repetitions, 2), warmup: 0, scale: options.scale)
         for channels in [1, 2] {
             var gen = SyntheticAudio(pattern: .speech, sampleRate: 48_000, channels: channels, amplitude: 0.4)
             let pcm = gen.floats(frames: 960 * frames)
@@ -198,20 +198,6 @@ enum AudioSendSuite {
                 // calls, the pacing loop and its sleeps' wake-ups); the rest is the worker's.
                 record(reporter, options, suite: "audiosend", case: "\(name) capture thread", metric: "CPU per frame",
                        unit: "us", higherIsBetter: false, values: [Summary(driverCPU).median])
-
-                // opusenc on the same samples (a 16-bit WAV; its time includes process start and file I/O).
-                if FileManager.default.isExecutableFile(atPath: "/usr/bin/opusenc") {
-                    let dir = BenchTempDir()
-                    defer { dir.remove() }
-                    let wav = dir.file("in.wav")
-                    try writeWAV(pcm, channels: channels, to: wav)
-                    try compare(reporter, externalReps, suite: "audiosend", case: name, metric: "frames/s", unit: "1/s",
-                                higherIsBetter: true, anchorName: "opusenc", ours: ours) {
-                        let t = try benchRunTool("/usr/bin/opusenc", ["--quiet", "--bitrate", "\(32 * channels)", "--comp", "\(complexity)",
-                                                                      "--framesize", "20", wav, dir.file("out.opus")])
-                        return Double(frames) / t
-                    }
-                }
             }
         }
     }
@@ -221,17 +207,5 @@ enum AudioSendSuite {
         var ts = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
-
-    static func writeWAV(_ samples: [Float], channels: Int, to path: String) throws {
-        var d = Data()
-        func u32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { d.append(contentsOf: $0) } }
-        func u16(_ v: Int) { withUnsafeBytes(of: UInt16(v).littleEndian) { d.append(contentsOf: $0) } }
-        let bytes = samples.count * 2
-        d.append(contentsOf: Array("RIFF".utf8)); u32(36 + bytes); d.append(contentsOf: Array("WAVEfmt ".utf8))
-        u32(16); u16(1); u16(channels); u32(48_000); u32(48_000 * channels * 2); u16(channels * 2); u16(16)
-        d.append(contentsOf: Array("data".utf8)); u32(bytes)
-        for s in samples { u16(Int(UInt16(bitPattern: Int16(max(-1, min(1, s)) * 32767)))) }
-        try d.write(to: URL(fileURLWithPath: path))
     }
 }

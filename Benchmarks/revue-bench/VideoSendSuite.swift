@@ -1,7 +1,7 @@
 // The video send pipeline from BGRA (capture -> libyuv -> ring -> worker: libvpx, RTP, SRTP ->
-// sink) against: a bare loop of the same libyuv + libvpx + libsrtp calls on one thread; `vpxenc
-// --rt` with the same encoder settings on the same frames; GStreamer's
-// `videoconvert ! vp8enc ! rtpvp8pay ! srtpenc ! fakesink`. Plus capture() call cost,
+// sink) against a bare loop of the same libyuv + libvpx + libsrtp calls on one thread, both in
+// this process, timed from the first frame (the command-line tools, timed as whole processes, are
+// compared with the whole `revue-media encode` process in the cli suite). Plus capture() call cost,
 // capture-to-packet latency at a real-time 30 fps pace, and heap allocations per frame (counted by
 // CBenchAlloc's malloc-family wrappers, every thread of the process).
 import MediaCore
@@ -27,43 +27,6 @@ final class BenchCountingSink: PacketSink, @unchecked Sendable {
         }
     }
     func flush() {}
-}
-
-/// A temporary directory removed by `remove()`.
-struct BenchTempDir {
-    let path: String
-    init() {
-        path = NSTemporaryDirectory() + "revue-bench-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    func file(_ name: String) -> String { "\(path)/\(name)" }
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-}
-
-struct BenchToolFailed: Error, CustomStringConvertible {
-    var description: String
-}
-
-/// Runs a tool to completion and returns its wall time in seconds; throws when it fails.
-@discardableResult
-func benchRunTool(_ path: String, _ arguments: [String], stderr: UnsafeMutablePointer<String>? = nil) throws -> Double {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = arguments
-    p.standardOutput = FileHandle.nullDevice
-    let err = Pipe()
-    p.standardError = err
-    let t0 = nowNs()
-    try p.run()
-    let data = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    let t = Double(nowNs() - t0) / 1e9
-    let text = String(decoding: data, as: UTF8.self)
-    stderr?.pointee = text
-    guard p.terminationStatus == 0 else {
-        throw BenchToolFailed(description: "\(path) \(arguments.joined(separator: " ")) failed: \(text.suffix(500))")
-    }
-    return t
 }
 
 /// CPU time of the whole process (all threads), in nanoseconds.
@@ -214,7 +177,6 @@ enum VideoSendSuite {
 
     static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
         checkAllocationCountingWorks()
-        let externalReps = BenchOptions(repetitions: min(options.repetitions, 2), warmup: 0, scale: options.scale)
         for (codec, w, h, bitrate) in [(VPXCodec.vp8, 1280, 720, 2_500_000), (.vp8, 1920, 1080, 4_000_000),
                                        (.vp9, 1280, 720, 2_500_000), (.vp9, 1920, 1080, 4_000_000)] {
             let frames = max(20, Int(Double(w == 1280 ? 90 : 60) * options.scale))
@@ -279,47 +241,6 @@ enum VideoSendSuite {
                        higherIsBetter: false, values: [Summary(captureCosts).p99])
             }
 
-            // External tools on the same pictures (their times include process start and file I/O).
-            let dir = BenchTempDir()
-            defer { dir.remove() }
-            if codec == .vp8 || codec == .vp9, FileManager.default.isExecutableFile(atPath: "/usr/bin/vpxenc") {
-                let toolFrames = min(frames, w == 1280 ? 60 : 40)  // Y4M on disk: keep it small
-                let y4m = dir.file("in.y4m")
-                try writeY4M(views: views, frames: toolFrames, to: y4m)
-                let speed = VPXEncoderConfiguration(codec: codec, width: w, height: h).speed
-                let q = VPXEncoderConfiguration(codec: codec, width: w, height: h)
-                var args = ["--codec=\(codec)", "--rt", "--cpu-used=\(speed)", "--threads=1", "--end-usage=cbr",
-                            "--target-bitrate=\(bitrate / 1000)", "--min-q=\(q.minQuantizer)", "--max-q=\(q.maxQuantizer)",
-                            "--lag-in-frames=0", "--kf-max-dist=3000", "--static-thresh=1", "--buf-sz=1000",
-                            "--buf-initial-sz=500", "--buf-optimal-sz=600", "--drop-frame=0", "--resize-allowed=0",
-                            "--noise-sensitivity=0", "--timebase=1/90000", "--ivf", "-o", dir.file("out.ivf")]
-                args += codec == .vp8 ? ["--token-parts=0", "--undershoot-pct=100", "--overshoot-pct=15"]
-                                      : ["--aq-mode=3", "--tile-columns=0", "--row-mt=0", "--frame-parallel=0"]
-                try compare(reporter, externalReps, suite: "videosend", case: name, metric: "frames/s", unit: "1/s",
-                            higherIsBetter: true, anchorName: "vpxenc --rt (\(toolFrames) Y4M frames)", ours: ours) {
-                    Double(toolFrames) / (try benchRunTool("/usr/bin/vpxenc", args + ["--quiet", y4m]))
-                }
-            }
-            if codec == .vp8, FileManager.default.isExecutableFile(atPath: "/usr/bin/gst-launch-1.0") {
-                for i in 0..<distinct {
-                    try Data(UnsafeRawBufferPointer(rebasing: bgra[(i * w * h * 4)..<((i + 1) * w * h * 4)])).write(to: URL(fileURLWithPath: dir.file("f\(i).bgra")))
-                }
-                let hex = config.srtp!.keyAndSalt.map { String(format: "%02x", $0) }.joined()
-                let pipeline = ["-q", "multifilesrc", "location=\(dir.file("f%d.bgra"))", "index=0", "stop-index=\(distinct - 1)", "loop=true",
-                                "num-buffers=\(frames)", "caps=video/x-raw,format=BGRA,width=\(w),height=\(h),framerate=30/1", "!",
-                                "videoconvert", "!", "video/x-raw,format=I420", "!",
-                                "vp8enc", "deadline=1", "cpu-used=-8", "threads=1", "end-usage=cbr", "target-bitrate=\(bitrate)",
-                                "min-quantizer=2", "max-quantizer=56", "lag-in-frames=0", "keyframe-max-dist=3000",
-                                "static-threshold=1", "token-partitions=0", "buffer-size=1000", "buffer-initial-size=500",
-                                "buffer-optimal-size=600", "undershoot=100", "overshoot=15", "noise-sensitivity=0", "!",
-                                "rtpvp8pay", "mtu=1200", "!",
-                                "srtpenc", "key=\(hex)", "rtp-cipher=aes-128-gcm", "rtp-auth=null", "rtcp-cipher=aes-128-gcm",
-                                "rtcp-auth=null", "!", "fakesink", "sync=false"]
-                try compare(reporter, externalReps, suite: "videosend", case: name, metric: "frames/s", unit: "1/s",
-                            higherIsBetter: true, anchorName: "gst videoconvert!vp8enc!rtpvp8pay!srtpenc", ours: ours) {
-                    Double(frames) / (try benchRunTool("/usr/bin/gst-launch-1.0", pipeline))
-                }
-            }
             if codec == .vp8 && w == 1280 { try latency(reporter, options, config: config, views: views, name: name) }
         }
     }
@@ -439,25 +360,5 @@ enum VideoSendSuite {
                higherIsBetter: false, values: [s.median])
         record(reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "p99", unit: "ms",
                higherIsBetter: false, values: [s.p99])
-    }
-
-    static func writeY4M(views: [PixelBufferView], frames: Int, to path: String) throws {
-        let w = views[0].width, h = views[0].height
-        let frame = VideoFrame(width: w, height: h)
-        let converter = ColorConverter()
-        FileManager.default.createFile(atPath: path, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        defer { try? handle.close() }
-        handle.write(Data("YUV4MPEG2 W\(w) H\(h) F30:1 Ip A1:1 C420jpeg\n".utf8))
-        var planes = [Data]()
-        for v in views {
-            try converter.convert(v, into: frame)
-            var d = Data("FRAME\n".utf8)
-            for row in 0..<h { d.append(frame.y + row * frame.strideY, count: w) }
-            for row in 0..<frame.chromaHeight { d.append(frame.u + row * frame.strideUV, count: frame.chromaWidth) }
-            for row in 0..<frame.chromaHeight { d.append(frame.v + row * frame.strideUV, count: frame.chromaWidth) }
-            planes.append(d)
-        }
-        for i in 0..<frames { handle.write(planes[i % planes.count]) }
     }
 }
