@@ -193,7 +193,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             let macKey = Sodium.random(32)
             let friend = KeyPair()
             let tag = Sodium.random(16)
-            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16),
+            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: SecretKeyBytes(macKey), token: Sodium.random(16),
                                                                  pendingLookups: [7, 8].map { .init(nonce: $0, tag: tag, friendId: Hex.encode(friend.publicKey)) })
             try peer.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
             for (nonce, ip): (UInt64, UInt32) in [(7, 0xC0A8_0107), (8, 0xC633_6407)] {
@@ -508,6 +508,35 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         var dh = Sodium.random(32)
         symmetric.mixKey(&dh)
         #expect(dh.allSatisfy { $0 == 0 })
+
+        // Rendezvous MAC keys (peer and node side), pair keys of tags and cookie secrets (the
+        // handshake gate's and the node's) are SecretKeyBytes too, the right keys, and released
+        // (so zeroed) when their owner goes.
+        weak var weakPair: SecretKeyBytes?, weakMac: SecretKeyBytes?, weakGate: SecretKeyBytes?, weakNode: SecretKeyBytes?
+        do {
+            let node = try RendezvousNode(host: "127.0.0.1")
+            let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+            try await befriend(alice, bob)
+            let core = alice.revue.core!
+            let pair: SecretKeyBytes = try #require(core.pairKey(core.friends[bob.id]!))
+            #expect(pair == PrivacyTags.pairKey(secret: bob.revue.core!.identity.secret, peerPublic: core.identity.publicKey))
+            await alice.wait("registered at the node") { core.nodeStates.values.contains { $0.macKey != nil && $0.token != nil } }
+            let state = try #require(core.nodeStates.values.first { $0.macKey != nil })
+            let mac: SecretKeyBytes = try #require(state.macKey)
+            let nodeSecrets: [SecretKeyBytes] = node.heldSecrets
+            // The node holds alice's and bob's registration keys, the very key alice seals with.
+            #expect(nodeSecrets.count >= 4 && nodeSecrets.contains { $0 == mac })
+            let gateSecrets: [SecretKeyBytes] = core.gate.cookieSecrets
+            #expect(gateSecrets.count == 2 && !gateSecrets[0].isZero && !(gateSecrets[0] == gateSecrets[1]))
+            // A rotation replaces the current secret with a fresh one.
+            core.gate.rotate()
+            #expect(core.gate.cookieSecrets[1] === gateSecrets[0])
+            weakPair = pair; weakMac = mac; weakGate = gateSecrets[1]; weakNode = nodeSecrets.last
+            alice.remove(); bob.remove()
+            node.stop()
+        }
+        await settle(0.2)
+        #expect(weakPair == nil && weakMac == nil && weakGate == nil && weakNode == nil, "released, so zeroed")
     }
 
     // Hostile friend: what a friend can make us queue is bounded.

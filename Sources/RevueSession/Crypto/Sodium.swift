@@ -77,6 +77,26 @@ package enum Sodium {
         return out
     }
 
+    /// Keyed BLAKE2b with a key held in `SecretKeyBytes` (pair keys, cookie secrets).
+    package static func keyedBlake2b(key: SecretKeyBytes, _ data: [UInt8], outputLength: Int = 16) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: outputLength)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            data.withUnsafeBufferPointer { d in
+                key.withUnsafeBytes { k in
+                    crypto_generichash_blake2b(o.baseAddress!, outputLength, d.baseAddress, UInt64(d.count),
+                                               k.bindMemory(to: UInt8.self).baseAddress, k.count)
+                }
+            }
+        }
+        return out
+    }
+
+    /// `count` random bytes straight into zeroing storage (cookie secrets).
+    static func randomSecret(_ count: Int) -> SecretKeyBytes {
+        var bytes = random(count)
+        return SecretKeyBytes(wiping: &bytes)
+    }
+
     /// Keyed BLAKE2b over bytes in place (no copy): the read-queue screen's mac1 check.
     static func keyedBlake2b(key: [UInt8], _ data: UnsafeRawBufferPointer, outputLength: Int = 16) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: outputLength)

@@ -123,7 +123,7 @@ final class FriendState {
     var presence = PresenceStatus.offline
     var lastLookup: Double = -.infinity
     /// The key of our `PrivacyTags` with this friend (one X25519, computed on first use).
-    var pairKey: [UInt8]?
+    var pairKey: SecretKeyBytes?
     /// The relay tags of one epoch (`SessionCore.relayTags`), so a relayed packet costs no hashing.
     var relayTagCache: (epoch: UInt32, pending: Bool, target: [UInt8], source: [UInt8])?
 

@@ -153,7 +153,7 @@ package final class SessionCore {
         /// a new epoch's key, until the node accepts the new one).
         var tokenKey: [UInt8]? = nil
         var nodeKey: [UInt8]? = nil
-        var macKey: [UInt8]? = nil
+        var macKey: SecretKeyBytes? = nil
         var cookie = [UInt8](repeating: 0, count: 16)
         var token: [UInt8]? = nil
         /// Our last 64 lookups: nonce (answers carry it with the top bit set), tag and friend id.
