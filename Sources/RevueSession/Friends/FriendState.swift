@@ -104,9 +104,11 @@ final class FriendState {
     /// When a claimed new endpoint last started a handshake round (at most one a second).
     var lastTriggered: Double = -.infinity
     var initiationAttempts = 0
-    /// Highest handshake timestamp accepted from this friend (persisted: replays after a restart
-    /// are refused too).
-    var lastHandshakeTimestamp: UInt64 { get { stored.handshakeTimestamp ?? 0 } set { stored.handshakeTimestamp = newValue } }
+    /// Highest handshake timestamp accepted from this friend in this run; after a restart, the
+    /// stored reservation (`StoredProfile.Friend.handshakeTimestamp`), so replays are refused too.
+    var lastHandshakeTimestamp: UInt64
+    /// When a handshake reservation was last written for this friend (at most one write a second).
+    var lastReservationWrite: Double = -.infinity
 
     var current: TransportSession?
     var previous: TransportSession?
@@ -156,6 +158,7 @@ final class FriendState {
         self.key = key
         self.id = Hex.encode(key)
         self.stored = stored
+        self.lastHandshakeTimestamp = stored.handshakeTimestamp ?? 0
         self.inboundAckable = stored.inboundDelivered
         self.inboundReceived = stored.inboundDelivered
     }

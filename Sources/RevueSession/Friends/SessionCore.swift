@@ -52,6 +52,13 @@ package final class SessionCore {
     static let inboundWindow: UInt32 = 256
     /// Cookies given under load are MACs with a secret replaced this often (seconds).
     static let cookieSecretLifetime = 120.0
+    /// How far past an accepted handshake timestamp the stored reservation reaches (10 minutes of
+    /// the friend's clock, in nanoseconds): one synchronous profile write answers every handshake
+    /// of that friend for that long. After a crash the friend's own initiations are refused until
+    /// its clock passes the reservation (ours to it still connect at once).
+    static let handshakeReservation: UInt64 = 600 * 1_000_000_000
+    /// Least time between two reservation writes for one friend (seconds).
+    static let reservationWriteInterval = 1.0
     /// Reliable items in flight per friend.
     static let sendWindow = 32
 
@@ -269,6 +276,9 @@ package final class SessionCore {
         timer = nil
         socket.close()
         lanSocket?.close()
+        // Nothing more is answered: the reservations come down to what was accepted, so after a
+        // clean restart friends' next initiations are accepted at once.
+        for f in friends.values where f.lastHandshakeTimestamp > 0 { f.stored.handshakeTimestamp = f.lastHandshakeTimestamp }
         save()
         store.close()
     }
