@@ -84,12 +84,17 @@ extension Room {
     }
 }
 
-/// The fields of a call signal that decide who may join a call and how invitations end.
+/// The fields of a call signal that decide who may join a call and how invitations end (a value;
+/// any thread).
 package struct CallSignalSummary: Sendable, Equatable {
+    /// "msg", "adr" or "track", and what the message does (`CallSignal.Op`).
     package var type: String
     package var op: String
+    /// The invitation or introduction token.
     package var inv: String?
+    /// Invitation text, chat text, track name, or the newcomer of an introduction.
     package var text: String?
+    /// Introduction tokens by member (`intros`).
     package var intros: [String: String]?
 }
 
