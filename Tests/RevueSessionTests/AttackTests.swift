@@ -193,7 +193,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             let macKey = Sodium.random(32)
             let friend = KeyPair()
             let tag = Sodium.random(16)
-            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: macKey, token: Sodium.random(16),
+            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: SecretKeyBytes(macKey), token: Sodium.random(16),
                                                                  pendingLookups: [7, 8].map { .init(nonce: $0, tag: tag, friendId: Hex.encode(friend.publicKey)) })
             try peer.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
             for (nonce, ip): (UInt64, UInt32) in [(7, 0xC0A8_0107), (8, 0xC633_6407)] {
@@ -457,6 +457,64 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         #expect(bob.revue.core!.friends[alice.id]!.next == nil, "no session answered for the replay")
     }
 
+    // Handshake replay across a crash: a revue-node process answers a friend's initiation and is
+    // killed with SIGKILL the moment its answer arrives; restarted, it refuses the captured
+    // initiation (the timestamp was on disk before the answer left) and answers nothing.
+    @Test(.enabled(if: NodeProcess.binary != nil, "revue-node is not built"))
+    func initiationReplayedAfterASigkillRightAfterItsAnswerIsRefused() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-attack-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var victim = try NodeProcess(["--data", dir, "--host", "127.0.0.1"])
+        defer { victim.kill() }
+        let ready = try #require(await victim.wait(event("ready")))
+        let port = UInt16(try #require(ready["port"] as? Int))
+        let victimId = try #require(ready["revueId"] as? String)
+        let victimKey = try #require(Hex.decode(victimId))
+        let friend = KeyPair()
+        victim.send(["cmd": "accept", "friendId": Hex.encode(friend.publicKey)])
+        _ = await victim.wait(event("ok", ["cmd": "accept"]))
+        // The friend's initiation, as a peer writes it (timestamp: now, in nanoseconds).
+        func initiation(index: UInt32) -> [UInt8] {
+            var header = ByteWriter()
+            header.u8(PacketType.handshakeInitiation.rawValue); header.u8(revueProtocolVersion); header.u32(index)
+            var hs = NoiseIKHandshake(initiator: true, prologue: header.bytes, localStatic: friend, remoteStatic: victimKey)
+            var payload = ByteWriter()
+            payload.u8(HandshakeKind.connect.rawValue)
+            payload.u64(UInt64(Date().timeIntervalSince1970 * 1e9))
+            let body = header.bytes + hs.writeMessage1(payload: payload.bytes)!
+            return body + Sodium.keyedBlake2b(key: HandshakeMACs.mac1Key(victimKey), body) + [UInt8](repeating: 0, count: 16)
+        }
+        let socket = try MediaCore.UDPSocket(bindingTo: MediaCore.SocketAddress(parsing: "127.0.0.1", defaultPort: 0))
+        defer { socket.close() }
+        func send(_ p: [UInt8], to port: UInt16) throws {
+            let target = try MediaCore.SocketAddress(parsing: "127.0.0.1", defaultPort: port)
+            _ = try p.withUnsafeBytes { try socket.send($0, to: target) }
+        }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        func answered(within ms: Int) throws -> Bool {
+            guard try socket.waitUntilReadable(timeoutMilliseconds: ms) else { return false }
+            let n = try buffer.withUnsafeMutableBytes { try socket.receive(into: $0).count }
+            return n > 0 && buffer[0] == PacketType.handshakeResponse.rawValue
+        }
+        let captured = initiation(index: 0x5100)
+        try send(captured, to: port)
+        #expect(try answered(within: 3000), "the initiation is answered")
+        victim.kill()
+        victim = try NodeProcess(["--data", dir, "--host", "127.0.0.1"])
+        let again = try #require(await victim.wait(event("ready")))
+        let newPort = UInt16(try #require(again["port"] as? Int))
+        try send(captured, to: newPort)
+        #expect(try !answered(within: 500), "the replay after the crash is not answered")
+        // The price of writing once per `handshakeReservation`: after a crash the friend's own new
+        // initiations are refused too until its clock passes the reservation (ours to it are not).
+        try send(initiation(index: 0x5101), to: newPort)
+        #expect(try !answered(within: 500))
+        victim.send(["cmd": "counters"])
+        let counters = try #require(await victim.wait(event("ok", ["cmd": "counters"])))
+        #expect(counters["droppedReplayed"] as? Int == 2, "\(counters)")
+        #expect(counters["handshakesCompleted"] as? Int == 0)
+    }
+
     // Session lifetime: keys have a hard lifetime. With a message limit the session is rekeyed at half
     // of it and traffic goes on; with a lifetime shorter than the rekey interval the keys are
     // dropped when it passes and a new handshake brings the friend back.
@@ -508,6 +566,35 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         var dh = Sodium.random(32)
         symmetric.mixKey(&dh)
         #expect(dh.allSatisfy { $0 == 0 })
+
+        // Rendezvous MAC keys (peer and node side), pair keys of tags and cookie secrets (the
+        // handshake gate's and the node's) are SecretKeyBytes too, the right keys, and released
+        // (so zeroed) when their owner goes.
+        weak var weakPair: SecretKeyBytes?, weakMac: SecretKeyBytes?, weakGate: SecretKeyBytes?, weakNode: SecretKeyBytes?
+        do {
+            let node = try RendezvousNode(host: "127.0.0.1")
+            let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+            try await befriend(alice, bob)
+            let core = alice.revue.core!
+            let pair: SecretKeyBytes = try #require(core.pairKey(core.friends[bob.id]!))
+            #expect(pair == PrivacyTags.pairKey(secret: bob.revue.core!.identity.secret, peerPublic: core.identity.publicKey))
+            await alice.wait("registered at the node") { core.nodeStates.values.contains { $0.macKey != nil && $0.token != nil } }
+            let state = try #require(core.nodeStates.values.first { $0.macKey != nil })
+            let mac: SecretKeyBytes = try #require(state.macKey)
+            let nodeSecrets: [SecretKeyBytes] = node.heldSecrets
+            // The node holds alice's and bob's registration keys, the very key alice seals with.
+            #expect(nodeSecrets.count >= 4 && nodeSecrets.contains { $0 == mac })
+            let gateSecrets: [SecretKeyBytes] = core.gate.cookieSecrets
+            #expect(gateSecrets.count == 2 && !gateSecrets[0].isZero && !(gateSecrets[0] == gateSecrets[1]))
+            // A rotation replaces the current secret with a fresh one.
+            core.gate.rotate()
+            #expect(core.gate.cookieSecrets[1] === gateSecrets[0])
+            weakPair = pair; weakMac = mac; weakGate = gateSecrets[1]; weakNode = nodeSecrets.last
+            alice.remove(); bob.remove()
+            node.stop()
+        }
+        await settle(0.2)
+        #expect(weakPair == nil && weakMac == nil && weakGate == nil && weakNode == nil, "released, so zeroed")
     }
 
     // Hostile friend: what a friend can make us queue is bounded.

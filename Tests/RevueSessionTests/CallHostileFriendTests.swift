@@ -156,6 +156,79 @@ final class HostileFriend {
         a.room.disconnectAll()
     }
 
+    /// A participant floods us with track publications: thousands of new track IDs, over-long
+    /// IDs and names. We keep at most `Room.maxRemotePublications` of its publications, count
+    /// every one refused, and its honest audio track keeps playing.
+    @Test func thousandsOfTrackPublicationsAreCappedAndCounted() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try CallPeer("a", node: node), hp = try CallPeer("h", node: node)
+        defer { a.peer.remove(); hp.peer.remove() }
+        try await makeFriends([a, hp])
+        for p in [a, hp] { p.room.options.cameraEnabled = false }
+        let h = HostileFriend(hp)
+        try await startCall(a, hp)
+        let p = try #require(a.room.remoteParticipants[h.id])
+        await a.wait("h's audio subscribed") { (p.trackPublications["audio"] as? RemoteTrackPublication)?.isSubscribed == true }
+        let audio = try #require(hp.room.localParticipant.publication(.audio)?.audioCapturer)
+        let feeding = CallMediaSendTests.feedSpeech(audio, chunks: 3000, talking: 0..<3000, seed: 11)
+        defer { feeding.cancel() }
+        let refused0 = a.revue.counters.callSignalsRefused
+        let swallowed0 = a.revue.counters.reservedMessagesSwallowed
+
+        // 2,000 new track IDs, then over-long IDs and names, all on h's real encrypted channel
+        // (at most `reservedQueueCapacity` wait for a receipt, so the flood goes at that pace).
+        var flood: [CallSignal] = (0..<2000).map { i in
+            var s = CallSignal(type: "track", op: CallSignal.Op.publish)
+            s.sid = "x\(i)"; s.kind = i % 2 == 0 ? "audio" : "video"; s.text = "track \(i)"
+            return s
+        }
+        var longId = CallSignal(type: "track", op: CallSignal.Op.publish)
+        longId.sid = String(repeating: "i", count: Room.maxTrackIdLength + 1); longId.kind = "video"
+        var longName = CallSignal(type: "track", op: CallSignal.Op.publish)
+        longName.sid = "n"; longName.kind = "video"; longName.text = String(repeating: "n", count: Room.maxTrackNameLength + 1)
+        flood += [longId, longName]
+        let started = monotonicNow()
+        for s in flood {
+            let text = s.json
+            while !hp.revue.core!.sendReserved(friendId: a.id, text: text) { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        let expected = flood.count - (Room.maxRemotePublications - 1)
+        await a.wait("every publication delivered", timeout: 60) {
+            a.revue.counters.callSignalsRefused - refused0 >= expected
+        }
+        print("track publication flood: \(flood.count) publications in \(monotonicNow() - started) s")
+        await settle(0.3)
+        #expect(a.revue.counters.reservedMessagesSwallowed - swallowed0 >= flood.count)
+
+        // Kept: the honest audio track and the first 15 of the flood; refused: all the others.
+        #expect(p.trackPublications.count == Room.maxRemotePublications)
+        #expect(p.trackPublications["audio"] != nil)
+        #expect(p.trackPublications.keys.allSatisfy { $0.utf8.count <= Room.maxTrackIdLength })
+        #expect(p.trackPublications.values.allSatisfy { $0.name.utf8.count <= Room.maxTrackNameLength })
+        #expect(a.revue.counters.callSignalsRefused - refused0 == expected)
+        // Unpublishing frees places again, up to the same bound.
+        var unpublish = CallSignal(type: "track", op: CallSignal.Op.unpublish)
+        unpublish.sid = "x0"
+        h.send(unpublish, to: a.id)
+        var again = CallSignal(type: "track", op: CallSignal.Op.publish)
+        again.sid = "again"; again.kind = "video"
+        h.send(again, to: a.id)
+        h.send(again, to: a.id)
+        await a.wait("the freed place taken") { p.trackPublications["again"] != nil }
+        #expect(p.trackPublications["x0"] == nil && p.trackPublications.count == Room.maxRemotePublications)
+
+        // The call still works: h is in it, its audio plays, and its messages arrive.
+        #expect(a.room.remoteParticipants[h.id] === p)
+        #expect((p.trackPublications["audio"] as? RemoteTrackPublication)?.isSubscribed == true)
+        func audioPackets() -> UInt64 { a.room.legs[h.id]?.pipeline?.inboundStats.first { $0.kind == "audio" }?.packetsReceived ?? 0 }
+        let packets0 = audioPackets()
+        await a.wait("h's audio still arrives") { audioPackets() >= packets0 + 40 }
+        _ = try await hp.room.localParticipant.sendMessage("still here")
+        await a.waitRoom("message(h,still here)")
+        a.room.disconnectAll()
+    }
+
     @Test func signallingForACallThePeerDoesNotHaveIsAnsweredWithOneHangUp() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }

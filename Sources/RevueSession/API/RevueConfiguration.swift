@@ -120,6 +120,7 @@ public struct RevueCounters: Sendable, Equatable {
     /// Friend requests from strangers forgotten because the table of pending requests was full.
     public var requestsForgotten = 0
     /// Call signalling from a friend refused: a `join` without a valid, unused introduction for
-    /// that friend, an introduction from someone not in the call, an unasked-for `joined`.
+    /// that friend, an introduction from someone not in the call, an unasked-for `joined`, a track
+    /// publication past a participant's 16 or with an over-long track ID (64 bytes) or name (128).
     public var callSignalsRefused = 0
 }

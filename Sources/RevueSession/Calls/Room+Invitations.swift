@@ -153,7 +153,9 @@ extension Room {
             }
         case CallSignal.Op.accept:
             guard case .outgoing(let mine, _, _, _) = state, mine == inv else {
-                send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id)
+                // Already connected (through an introduction, which ended the invitation): nothing
+                // to answer; otherwise there is no such invitation any more.
+                if remoteParticipants[id] == nil { send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id) }
                 return
             }
             invitations[id] = nil
@@ -164,7 +166,7 @@ extension Room {
             connectParticipant(id, inv: inv, mode: s.mode)
         case CallSignal.Op.connect:
             guard case .accepting(let mine, _) = state, mine == inv else {
-                send(CallSignal(op: CallSignal.Op.hangup), to: id)
+                if remoteParticipants[id] == nil { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
                 return
             }
             invitations[id] = nil

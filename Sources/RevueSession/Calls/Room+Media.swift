@@ -248,7 +248,7 @@ extension Room {
 
     func participantConnectedMedia(_ p: RemoteParticipant) {
         let bitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder.bitrate
-        guard let core else { return }
+        guard let core, mediaLegsEnabled else { return }
         let id = p.identity
         // One side of each leg controls ICE (RFC 8445 §6.1.1): the one with the smaller ID.
         var ice = ICEAgentConfiguration(controlling: core.ownId < id)

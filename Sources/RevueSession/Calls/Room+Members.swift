@@ -90,6 +90,10 @@ extension Room {
         remoteParticipants[id] = p
         participantInvitations[id] = inv
         pendingJoins[id] = nil
+        // An invitation with them still in progress (they joined through an introduction
+        // meanwhile) ends here: participantDidConnect is its one end, and a late accept or
+        // connect for it finds nothing.
+        invitations[id] = nil
         if !joined { post(nil, room: { $1.roomDidStartCall($0) }, participant: nil) }
         post(nil, room: { $1.room($0, participantDidConnect: p) }, participant: nil)
         if !joined {

@@ -111,6 +111,12 @@ extension Room {
         switch s.op {
         case CallSignal.Op.publish:
             guard p.trackPublications[sid] == nil, let kind = s.kind.flatMap(TrackKind.init(rawValue:)) else { return }
+            // What a participant can make us keep is bounded: a few publications with short IDs
+            // and names. The rest is dropped and counted; the publications already there stay.
+            guard p.trackPublications.count < Self.maxRemotePublications, sid.utf8.count <= Self.maxTrackIdLength,
+                  (s.text?.utf8.count ?? 0) <= Self.maxTrackNameLength else {
+                return refuse(id, answer: false)
+            }
             let pub = RemoteTrackPublication(sid: sid, kind: kind, name: s.text ?? sid, isMuted: s.muted ?? false, participant: p)
             p.trackPublications[sid] = pub
             if kind == .audio {

@@ -90,6 +90,13 @@ public final class Room {
     var onlineFriends: Set<String> = []
     var unknownCallAnswered: [String: Double] = [:]
     static let maxIntroductions = 64
+    /// Publications kept per remote participant (an honest peer has two: audio and video); a
+    /// `publish` past this is refused and counted in `RevueCounters.callSignalsRefused`.
+    static let maxRemotePublications = 16
+    /// Longest track ID and track name accepted in a `publish`, in UTF-8 bytes (ours are "audio",
+    /// "video", "microphone", "camera"); longer ones are refused and counted likewise.
+    static let maxTrackIdLength = 64
+    static let maxTrackNameLength = 128
     /// Seconds without a packet on a subscribed, unmuted track after which a participant's
     /// connection quality is `.poor`.
     static let mediaStarvedAfter = 2.0
@@ -117,6 +124,9 @@ public final class Room {
     var lastStatistics: Double = 0
     /// Tests: publishing a track of this kind fails as if its encoder could not be created.
     var publishFailureForTests: TrackKind?
+    /// Fuzzing (`Room+Fuzzing.swift`): false connects participants without a media leg (no socket,
+    /// no ICE agent), so only the signalling runs. True in production.
+    package var mediaLegsEnabled = true
 
     init(revue: Revue) {
         self.revue = revue

@@ -52,9 +52,17 @@ package enum Sodium {
         return rc == 0 ? out : nil
     }
 
-    /// Unkeyed BLAKE2b with a 64-byte output (`crypto_generichash_blake2b`).
+    /// Unkeyed BLAKE2b with a 64-byte output (`crypto_generichash_blake2b`). Several parts are
+    /// hashed from one concatenated copy, wiped afterwards (the parts are often key material).
     package static func blake2b(_ parts: [UInt8]..., outputLength: Int = 64) -> [UInt8] {
-        let input = parts.count == 1 ? parts[0] : parts.flatMap { $0 }
+        if parts.count == 1 { return blake2b(whole: parts[0], outputLength: outputLength) }
+        var joined = parts.flatMap { $0 }
+        defer { wipe(&joined) }
+        return blake2b(whole: joined, outputLength: outputLength)
+    }
+
+    /// BLAKE2b of one array.
+    private static func blake2b(whole input: [UInt8], outputLength: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: outputLength)
         _ = out.withUnsafeMutableBufferPointer { o in
             input.withUnsafeBufferPointer {
@@ -75,6 +83,26 @@ package enum Sodium {
             }
         }
         return out
+    }
+
+    /// Keyed BLAKE2b with a key held in `SecretKeyBytes` (pair keys, cookie secrets).
+    package static func keyedBlake2b(key: SecretKeyBytes, _ data: [UInt8], outputLength: Int = 16) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: outputLength)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            data.withUnsafeBufferPointer { d in
+                key.withUnsafeBytes { k in
+                    crypto_generichash_blake2b(o.baseAddress!, outputLength, d.baseAddress, UInt64(d.count),
+                                               k.bindMemory(to: UInt8.self).baseAddress, k.count)
+                }
+            }
+        }
+        return out
+    }
+
+    /// `count` random bytes straight into zeroing storage (cookie secrets).
+    static func randomSecret(_ count: Int) -> SecretKeyBytes {
+        var bytes = random(count)
+        return SecretKeyBytes(wiping: &bytes)
     }
 
     /// Keyed BLAKE2b over bytes in place (no copy): the read-queue screen's mac1 check.

@@ -104,9 +104,11 @@ final class FriendState {
     /// When a claimed new endpoint last started a handshake round (at most one a second).
     var lastTriggered: Double = -.infinity
     var initiationAttempts = 0
-    /// Highest handshake timestamp accepted from this friend (persisted: replays after a restart
-    /// are refused too).
-    var lastHandshakeTimestamp: UInt64 { get { stored.handshakeTimestamp ?? 0 } set { stored.handshakeTimestamp = newValue } }
+    /// Highest handshake timestamp accepted from this friend in this run; after a restart, the
+    /// stored reservation (`StoredProfile.Friend.handshakeTimestamp`), so replays are refused too.
+    var lastHandshakeTimestamp: UInt64
+    /// When a handshake reservation was last written for this friend (at most one write a second).
+    var lastReservationWrite: Double = -.infinity
 
     var current: TransportSession?
     var previous: TransportSession?
@@ -123,7 +125,7 @@ final class FriendState {
     var presence = PresenceStatus.offline
     var lastLookup: Double = -.infinity
     /// The key of our `PrivacyTags` with this friend (one X25519, computed on first use).
-    var pairKey: [UInt8]?
+    var pairKey: SecretKeyBytes?
     /// The relay tags of one epoch (`SessionCore.relayTags`), so a relayed packet costs no hashing.
     var relayTagCache: (epoch: UInt32, pending: Bool, target: [UInt8], source: [UInt8])?
 
@@ -156,6 +158,7 @@ final class FriendState {
         self.key = key
         self.id = Hex.encode(key)
         self.stored = stored
+        self.lastHandshakeTimestamp = stored.handshakeTimestamp ?? 0
         self.inboundAckable = stored.inboundDelivered
         self.inboundReceived = stored.inboundDelivered
     }

@@ -20,7 +20,7 @@ extension SessionCore {
             // ours at once; the relay token of the previous key serves until the new is accepted.
             if state.registrationEpoch != nil, let nodeKey = state.nodeKey {
                 let keys = KeyPair()
-                state.macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: nodeKey)
+                state.macKey = RendezvousAuth.heldKey(secret: keys.secret, peerPublic: nodeKey)
                 state.registrationKeys = keys
                 state.pendingLookups = []
             }
@@ -68,7 +68,7 @@ extension SessionCore {
     }
 
     /// The pair key with a friend, cached; nil for an invalid key.
-    func pairKey(_ f: FriendState) -> [UInt8]? {
+    func pairKey(_ f: FriendState) -> SecretKeyBytes? {
         if let k = f.pairKey { return k }
         f.pairKey = PrivacyTags.pairKey(secret: identity.secret, peerPublic: f.key)
         return f.pairKey
@@ -119,7 +119,7 @@ extension SessionCore {
         }
         if state.nodeKey != nodeKey {
             // First contact, or the node restarted with a new key: register again now.
-            guard let k = RendezvousAuth.key(secret: state.registrationKeys.secret, peerPublic: nodeKey) else {
+            guard let k = RendezvousAuth.heldKey(secret: state.registrationKeys.secret, peerPublic: nodeKey) else {
                 counters.droppedForged += 1
                 return
             }

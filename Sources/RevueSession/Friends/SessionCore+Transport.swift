@@ -193,8 +193,25 @@ extension SessionCore {
             counters.droppedReplayed += 1
             return
         }
+        // Durable before we answer: the profile holds a reservation at or above every timestamp
+        // we answered, so after a crash (even right after this response left) the same initiation
+        // is refused. One synchronous write covers `handshakeReservation` of the friend's clock,
+        // so rekeys (every 2 minutes) rarely wait for the disk; a friend that makes us write more
+        // than once a second is refused (`droppedRateLimited`), and a failed write answers nothing.
+        if timestamp > f.stored.handshakeTimestamp ?? 0 {
+            guard now - f.lastReservationWrite >= Self.reservationWriteInterval else {
+                counters.droppedRateLimited += 1
+                return
+            }
+            let old = f.stored.handshakeTimestamp
+            f.stored.handshakeTimestamp = timestamp &+ min(Self.handshakeReservation, UInt64.max - timestamp)
+            f.lastReservationWrite = now
+            guard save() else {
+                f.stored.handshakeTimestamp = old
+                return
+            }
+        }
         f.lastHandshakeTimestamp = timestamp
-        saveSoon()
         let localIndex = newIndex()
         guard let message2 = hs.writeMessage2(payload: []) else {
             counters.droppedForged += 1

@@ -52,6 +52,13 @@ package final class SessionCore {
     static let inboundWindow: UInt32 = 256
     /// Cookies given under load are MACs with a secret replaced this often (seconds).
     static let cookieSecretLifetime = 120.0
+    /// How far past an accepted handshake timestamp the stored reservation reaches (10 minutes of
+    /// the friend's clock, in nanoseconds): one synchronous profile write answers every handshake
+    /// of that friend for that long. After a crash the friend's own initiations are refused until
+    /// its clock passes the reservation (ours to it still connect at once).
+    static let handshakeReservation: UInt64 = 600 * 1_000_000_000
+    /// Least time between two reservation writes for one friend (seconds).
+    static let reservationWriteInterval = 1.0
     /// Reliable items in flight per friend.
     static let sendWindow = 32
 
@@ -153,7 +160,7 @@ package final class SessionCore {
         /// a new epoch's key, until the node accepts the new one).
         var tokenKey: [UInt8]? = nil
         var nodeKey: [UInt8]? = nil
-        var macKey: [UInt8]? = nil
+        var macKey: SecretKeyBytes? = nil
         var cookie = [UInt8](repeating: 0, count: 16)
         var token: [UInt8]? = nil
         /// Our last 64 lookups: nonce (answers carry it with the top bit set), tag and friend id.
@@ -271,6 +278,9 @@ package final class SessionCore {
         timer = nil
         socket.close()
         lanSocket?.close()
+        // Nothing more is answered: the reservations come down to what was accepted, so after a
+        // clean restart friends' next initiations are accepted at once.
+        for f in friends.values where f.lastHandshakeTimestamp > 0 { f.stored.handshakeTimestamp = f.lastHandshakeTimestamp }
         save()
         store.close()
     }

@@ -22,8 +22,9 @@ struct StoredProfile: Codable, Equatable {
         /// Inbound reliable stream: the sender's epoch and the last sequence delivered to the app.
         var inboundEpoch: UInt32 = 0
         var inboundDelivered: UInt32 = 0
-        /// Highest handshake timestamp accepted from this friend, so a captured initiation cannot
-        /// be replayed after a restart.
+        /// No handshake initiation from this friend at or below this timestamp is accepted after a
+        /// restart: a reservation at or above every one we answered, written before the answer
+        /// (`SessionCore.handshakeReservation` ahead of the one that made us write it).
         var handshakeTimestamp: UInt64?
     }
 

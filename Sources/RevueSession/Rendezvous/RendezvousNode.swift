@@ -32,7 +32,7 @@ public final class RendezvousNode {
         var status: UInt8
         var lastSeen: Double
         var timestamp: UInt64
-        let macKey: [UInt8]
+        let macKey: SecretKeyBytes
         var token: [UInt8]
         var relayTokens: Double
         var relayAt: Double
@@ -63,10 +63,14 @@ public final class RendezvousNode {
     /// Binding answers: the global bucket and one per source (IPv4 address or IPv6 /64).
     private var bindingTokens = (tokens: bindingBurst, at: monotonicNow())
     private var bindingSourceTokens: [UInt64: (tokens: Double, at: Double)] = [:]
-    private var cookieSecret = Sodium.random(32)
-    private var previousCookieSecret = Sodium.random(32)
+    private var cookieSecret = Sodium.randomSecret(32)
+    private var previousCookieSecret = Sodium.randomSecret(32)
     private var cookieSecretAt = monotonicNow()
     private var lastSweep = monotonicNow()
+
+    /// The secrets the node holds now: each registration's MAC key, then the two cookie secrets
+    /// (tests of their storage). Main actor; cost: one pass over the registrations.
+    var heldSecrets: [SecretKeyBytes] { entries.values.map(\.macKey) + [cookieSecret, previousCookieSecret] }
 
     /// Registrations kept at most.
     public static let maxEntries = 65_536
@@ -154,7 +158,7 @@ public final class RendezvousNode {
         socket?.send(bytes, to: address)
     }
 
-    private func cookie(for a: SocketAddress, secret: [UInt8]) -> [UInt8] {
+    private func cookie(for a: SocketAddress, secret: SecretKeyBytes) -> [UInt8] {
         Sodium.keyedBlake2b(key: secret, HandshakeMACs.endpointBytes(a))
     }
 
@@ -165,7 +169,7 @@ public final class RendezvousNode {
         lastSweep = now
         if now - cookieSecretAt >= 120 {
             previousCookieSecret = cookieSecret
-            cookieSecret = Sodium.random(32)
+            cookieSecret = Sodium.randomSecret(32)
             cookieSecretAt = now
         }
         let before = entries.count
@@ -327,7 +331,7 @@ public final class RendezvousNode {
             refusedRegistrations += 1
             return false
         }
-        let macKey: [UInt8]
+        let macKey: SecretKeyBytes
         if let e = entries[key] {
             macKey = e.macKey
         } else {
@@ -346,7 +350,7 @@ public final class RendezvousNode {
             bucket.tokens -= 1
             sourceTokens[from.sourceKey] = bucket
             keyAgreements += 1
-            guard let k = RendezvousAuth.key(secret: identity.secret, peerPublic: key) else {
+            guard let k = RendezvousAuth.heldKey(secret: identity.secret, peerPublic: key) else {
                 refusedRegistrations += 1
                 return false
             }

@@ -12,7 +12,7 @@ internal import MediaCore
 final class HandshakeGate: @unchecked Sendable {
     private let mac1Key: [UInt8]
     private let cookieKey: [UInt8]
-    private let secrets = Mutex<(current: [UInt8], previous: [UInt8])>((Sodium.random(32), Sodium.random(32)))
+    private let secrets = Mutex<(current: SecretKeyBytes, previous: SecretKeyBytes)>((Sodium.randomSecret(32), Sodium.randomSecret(32)))
     /// Initiations answered with a cookie here (counted as rate limited too), and dropped for a bad
     /// mac1; the session core folds them into its counters.
     let cookieReplies = Atomic<Int>(0)
@@ -46,9 +46,13 @@ final class HandshakeGate: @unchecked Sendable {
         }
     }
 
+    /// The current and previous cookie secrets (tests of their storage).
+    var cookieSecrets: [SecretKeyBytes] { secrets.withLock { [$0.current, $0.previous] } }
+
     /// Replaces the cookie secret (the old one stays valid once more).
     func rotate() {
-        secrets.withLock { $0 = (Sodium.random(32), $0.current) }
+        let fresh = Sodium.randomSecret(32)
+        secrets.withLock { $0 = (fresh, $0.current) }
     }
 
     /// The 46-byte cookie reply to an initiation from `input`'s endpoint.

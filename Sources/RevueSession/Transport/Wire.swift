@@ -168,6 +168,12 @@ package enum RendezvousAuth {
         defer { Sodium.wipe(&shared) }
         return Sodium.blake2b(shared, Array("revue rendezvous v1".utf8), outputLength: 32)
     }
+
+    /// `key`, held in zeroing storage (what peers and nodes keep): the plain array is wiped.
+    package static func heldKey(secret: SecretKeyBytes, peerPublic: [UInt8]) -> SecretKeyBytes? {
+        guard var k = key(secret: secret, peerPublic: peerPublic) else { return nil }
+        return SecretKeyBytes(wiping: &k)
+    }
 }
 
 /// Blinded, rotating tags that stand for a friend pair on the wire instead of long-term keys
@@ -202,27 +208,34 @@ package enum PrivacyTags {
     }
 
     /// The key two friends share for their tags: nil for an invalid (small-order) public key.
-    package static func pairKey(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
+    /// Held in zeroing storage; the intermediate arrays are wiped.
+    package static func pairKey(secret: SecretKeyBytes, peerPublic: [UInt8]) -> SecretKeyBytes? {
         guard var shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
         defer { Sodium.wipe(&shared) }
-        return Sodium.blake2b(shared, Array("revue pair tags v1".utf8), outputLength: 32)
+        var key = Sodium.blake2b(shared, Array("revue pair tags v1".utf8), outputLength: 32)
+        return SecretKeyBytes(wiping: &key)
     }
 
-    static func tag(_ pairKey: [UInt8], _ label: String, owner: [UInt8], epoch: UInt32) -> [UInt8] {
+    /// The tag message: label, owner, epoch.
+    static func tagInput(_ label: String, owner: [UInt8], epoch: UInt32) -> [UInt8] {
         var w = ByteWriter(capacity: 48)
         w.append(label.utf8)
         w.append(owner)
         w.u32(epoch)
-        return Sodium.keyedBlake2b(key: pairKey, w.bytes)
+        return w.bytes
+    }
+
+    static func tag(_ pairKey: SecretKeyBytes, _ label: String, owner: [UInt8], epoch: UInt32) -> [UInt8] {
+        Sodium.keyedBlake2b(key: pairKey, tagInput(label, owner: owner, epoch: epoch))
     }
 
     /// The tag `owner` registers at rendezvous nodes for one friend, which that friend looks up.
-    package static func rendezvous(pairKey: [UInt8], owner: [UInt8], epoch: UInt32) -> [UInt8] {
+    package static func rendezvous(pairKey: SecretKeyBytes, owner: [UInt8], epoch: UInt32) -> [UInt8] {
         tag(pairKey, "rendezvous", owner: owner, epoch: epoch)
     }
 
     /// The tag `owner` puts in LAN announcements for one friend.
-    package static func lan(pairKey: [UInt8], owner: [UInt8], epoch: UInt32) -> [UInt8] {
+    package static func lan(pairKey: SecretKeyBytes, owner: [UInt8], epoch: UInt32) -> [UInt8] {
         tag(pairKey, "lan", owner: owner, epoch: epoch)
     }
 
@@ -237,12 +250,12 @@ package enum PrivacyTags {
 
     /// The tag a peer registers for strangers holding its address (friend requests).
     package static func request(publicKey: [UInt8], nospam: UInt32, epoch: UInt32) -> [UInt8] {
-        tag(requestKey(publicKey: publicKey, nospam: nospam), "rendezvous", owner: publicKey, epoch: epoch)
+        Sodium.keyedBlake2b(key: requestKey(publicKey: publicKey, nospam: nospam), tagInput("rendezvous", owner: publicKey, epoch: epoch))
     }
 
     /// The tag a peer puts in LAN announcements for strangers holding its address.
     package static func lanRequest(publicKey: [UInt8], nospam: UInt32, epoch: UInt32) -> [UInt8] {
-        tag(requestKey(publicKey: publicKey, nospam: nospam), "lan", owner: publicKey, epoch: epoch)
+        Sodium.keyedBlake2b(key: requestKey(publicKey: publicKey, nospam: nospam), tagInput("lan", owner: publicKey, epoch: epoch))
     }
 }
 
