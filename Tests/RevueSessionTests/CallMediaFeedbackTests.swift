@@ -32,32 +32,41 @@ import Testing
         }
     }
 
-    @Test func lostVideoInACallIsRetransmittedToTheLegThatAskedAndDecodes() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
+    /// Two new friends in a call in which a's media to b, and b's RTCP back, cross an
+    /// ImpairmentRelay (`forward` and `reverse`); returns once b renders a's video into
+    /// `renderer` and a sends both tracks to b. The caller stops the relay (`box`), the peers and
+    /// the node.
+    func relayedCall(_ node: RendezvousNode, forward: ImpairmentModel.Settings, reverse: ImpairmentModel.Settings, seed: UInt64,
+                     renderer: CheckingRenderer) async throws -> (a: CallPeer, b: CallPeer, box: RelayBox) {
         let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
-        defer { a.peer.remove(); b.peer.remove() }
         try await makeFriends([a, b])
         for p in [a, b] { p.room.options.videoWidth = 320; p.room.options.videoHeight = 180 }
         let box = RelayBox()
-        defer { box.relay?.stop() }
-        let loss = ImpairmentModel.Settings(loss: 0.05, delayMilliseconds: 10)
         a.room.mediaPathForTests = { _, direct in
             if let r = box.relay { return r.listenAddress }
-            guard let r = try? ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: direct, impairment: loss,
-                                                                    reverse: loss, seed: 17)) else { return direct }
+            guard let r = try? ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: direct, impairment: forward,
+                                                                    reverse: reverse, seed: seed)) else { return direct }
             r.start()
             box.relay = r
             return r.listenAddress
         }
-        try a.friends.sendInvitation(friendId: b.id, message: "lossy")
+        try a.friends.sendInvitation(friendId: b.id, message: "relayed")
         await b.wait("invited") { b.room.invitations[a.id] != nil }
         try b.friends.acceptInvitation(friendId: a.id)
-        let renderer = CheckingRenderer()
         await b.wait("subscribed") { b.room.remoteParticipants[a.id]?.remoteTrackPublications.filter(\.isSubscribed).count == 2 }
         await b.wait("pipeline") { b.room.legs[a.id]?.pipeline != nil && a.room.legs[b.id]?.destination != nil }
         b.room.remoteParticipants[a.id]!.remoteTrackPublications.first { $0.kind == .video }!.renderer = renderer
         await a.wait("a sends to b") { a.room.legs[b.id]?.wants.count == 2 }
+        return (a, b, box)
+    }
+
+    @Test func lostVideoInACallIsRetransmittedToTheLegThatAskedAndDecodes() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let loss = ImpairmentModel.Settings(loss: 0.05, delayMilliseconds: 10)
+        let renderer = CheckingRenderer()
+        let (a, b, box) = try await relayedCall(node, forward: loss, reverse: loss, seed: 17, renderer: renderer)
+        defer { box.relay?.stop(); a.peer.remove(); b.peer.remove() }
         #expect(box.relay != nil, "a's media to b passes the relay")
 
         // 8 s of a's video at 1/3 of 50 chunks a second: 134 frames.
@@ -99,31 +108,12 @@ import Testing
     @Test func aBottleneckInACallIsFoundByTransportFeedback() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
-        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
-        defer { a.peer.remove(); b.peer.remove() }
-        try await makeFriends([a, b])
-        for p in [a, b] { p.room.options.videoWidth = 320; p.room.options.videoHeight = 180 }
-        let box = RelayBox()
-        defer { box.relay?.stop() }
         var bottleneck = ImpairmentModel.Settings(delayMilliseconds: 10)
         bottleneck.rateBitsPerSecond = 300_000
         bottleneck.queueLimitMilliseconds = 400
-        a.room.mediaPathForTests = { _, direct in
-            if let r = box.relay { return r.listenAddress }
-            guard let r = try? ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: direct, impairment: bottleneck,
-                                                                    reverse: .init(delayMilliseconds: 10), seed: 5)) else { return direct }
-            r.start()
-            box.relay = r
-            return r.listenAddress
-        }
-        try a.friends.sendInvitation(friendId: b.id, message: "narrow")
-        await b.wait("invited") { b.room.invitations[a.id] != nil }
-        try b.friends.acceptInvitation(friendId: a.id)
         let renderer = CheckingRenderer()
-        await b.wait("subscribed") { b.room.remoteParticipants[a.id]?.remoteTrackPublications.filter(\.isSubscribed).count == 2 }
-        await b.wait("pipeline") { b.room.legs[a.id]?.pipeline != nil && a.room.legs[b.id]?.destination != nil }
-        b.room.remoteParticipants[a.id]!.remoteTrackPublications.first { $0.kind == .video }!.renderer = renderer
-        await a.wait("a sends to b") { a.room.legs[b.id]?.wants.count == 2 }
+        let (a, b, box) = try await relayedCall(node, forward: bottleneck, reverse: .init(delayMilliseconds: 10), seed: 5, renderer: renderer)
+        defer { box.relay?.stop(); a.peer.remove(); b.peer.remove() }
         #expect(box.relay != nil, "a's media to b passes the bottleneck")
 
         // 10 s of a's video.

@@ -10,7 +10,7 @@ public struct UDPDatagram {
     public let source: SocketAddress?
     /// `CLOCK_MONOTONIC` nanoseconds when it reached the socket: the kernel's receive timestamp
     /// (`SO_TIMESTAMPNS`) mapped onto `UDPSocket.monotonicNanoseconds()`, or, when the kernel gave
-    /// none, when its batch was read.
+    /// none, when its batch was read; never earlier than the datagram the batch gave before it.
     public let receivedAtNanoseconds: UInt64
     /// True when the datagram was longer than the buffer (`MSG_TRUNC`); `bytes` holds its start.
     public let isTruncated: Bool
@@ -44,9 +44,11 @@ public final class UDPReceiveBatch {
     private let controlSize: Int
     /// The socket whose receive timestamps were last turned on (-1: none yet).
     private var timestampedDescriptor: Int32 = -1
-    /// `CLOCK_MONOTONIC` minus `CLOCK_REALTIME` at the last receive, in nanoseconds: maps kernel
-    /// timestamps onto the monotonic clock.
-    private var realtimeToMonotonic: Int64 = 0
+    /// Per datagram of the last receive, its arrival time (see `UDPDatagram.receivedAtNanoseconds`).
+    private let arrivals: UnsafeMutablePointer<UInt64>
+    /// The latest arrival time handed out: arrivals never go backwards, even where stamped and
+    /// unstamped datagrams meet (the kernel starts stamping a moment after it is asked to).
+    private var lastArrival: UInt64 = 0
 
     /// Preallocates `capacity` buffers of `bufferSize` bytes (default 64 x 2048 B).
     public init(capacity: Int = 64, bufferSize: Int = 2048) {
@@ -63,6 +65,8 @@ public final class UDPReceiveBatch {
         controlSize = cms_receive_timestamp_control_size()
         control = .allocate(byteCount: capacity * controlSize, alignment: 16)
         control.initializeMemory(as: UInt8.self, repeating: 0, count: capacity * controlSize)
+        arrivals = .allocate(capacity: capacity)
+        arrivals.initialize(repeating: 0, count: capacity)
         for i in 0..<capacity {
             vectors.advanced(by: i).initialize(to: iovec(iov_base: storage + i * bufferSize, iov_len: bufferSize))
             var header = msghdr()
@@ -79,6 +83,7 @@ public final class UDPReceiveBatch {
         vectors.deallocate()
         addresses.deallocate()
         control.deallocate()
+        arrivals.deallocate()
     }
 
     /// Receives up to `capacity` datagrams with one `recvmmsg`. With `wait` the call blocks (per the
@@ -102,15 +107,29 @@ public final class UDPReceiveBatch {
         let flags = wait ? Int32(MSG_WAITFORONE) : Int32(MSG_DONTWAIT)
         let rc = cms_recvmmsg(socket.descriptor, headers, UInt32(capacity), flags, nil)
         receivedAtNanoseconds = UDPSocket.monotonicNanoseconds()
-        var realtime = timespec()
-        clock_gettime(CLOCK_REALTIME, &realtime)
-        realtimeToMonotonic = Int64(bitPattern: receivedAtNanoseconds) - (Int64(realtime.tv_sec) * 1_000_000_000 + Int64(realtime.tv_nsec))
         if rc < 0 {
             let code = SocketErrno.current
             if code == .wouldBlock || code == .interrupted { return 0 }
             throw SocketError(code, operation: "recvmmsg", address: try? socket.localAddress())
         }
         count = Int(rc)
+        // Kernel stamps mapped onto the monotonic clock; never after the batch was read (a
+        // wall-clock step between the clock reads is absorbed by that bound), never before the
+        // previous datagram.
+        var realtime = timespec()
+        clock_gettime(CLOCK_REALTIME, &realtime)
+        let realtimeToMonotonic = Int64(bitPattern: receivedAtNanoseconds) - (Int64(realtime.tv_sec) * 1_000_000_000 + Int64(realtime.tv_nsec))
+        for i in 0..<count {
+            var arrival = receivedAtNanoseconds
+            let stamp = withUnsafePointer(to: headers[i].msg_hdr) { cms_receive_timestamp_ns($0) }
+            if stamp >= 0 {
+                let mapped = Int64(stamp) + realtimeToMonotonic
+                if mapped > 0 && mapped < Int64(bitPattern: receivedAtNanoseconds) { arrival = UInt64(mapped) }
+            }
+            arrival = max(arrival, lastArrival)
+            lastArrival = arrival
+            arrivals[i] = arrival
+        }
         return count
     }
 
@@ -122,16 +141,8 @@ public final class UDPReceiveBatch {
         let source: SocketAddress? = header.msg_hdr.msg_namelen > 0
             ? SocketAddress(sockaddr: UnsafeRawPointer(addresses + index).assumingMemoryBound(to: sockaddr.self))
             : nil
-        // The kernel's timestamp on the monotonic clock; never after the batch was read (a
-        // wall-clock step between the two clock reads is absorbed by that bound).
-        var arrival = receivedAtNanoseconds
-        let stamp = withUnsafePointer(to: header.msg_hdr) { cms_receive_timestamp_ns($0) }
-        if stamp >= 0 {
-            let mapped = Int64(stamp) + realtimeToMonotonic
-            if mapped > 0 && mapped < Int64(bitPattern: receivedAtNanoseconds) { arrival = UInt64(mapped) }
-        }
         return UDPDatagram(bytes: UnsafeRawBufferPointer(start: storage + index * bufferSize, count: length),
-                           source: source, receivedAtNanoseconds: arrival,
+                           source: source, receivedAtNanoseconds: arrivals[index],
                            isTruncated: header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0)
     }
 }

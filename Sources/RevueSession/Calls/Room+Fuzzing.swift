@@ -64,22 +64,7 @@ extension Room {
     /// events, so the next input starts from an idle room. Main actor.
     package func resetForFuzzing() {
         for p in remoteParticipants.values { p.delegates.removeAll() }
-        stopAllMedia()
-        remoteParticipants = [:]
-        invitations = [:]
-        pendingJoins = [:]
-        introductions = [:]
-        usedIntroductions = []
-        heldJoins = [:]
-        onlineFriends = []
-        friendEpochs = [:]
-        unknownCallAnswered = [:]
-        participantInvitations = [:]
-        localParticipant.trackPublications = [:]
-        activeSpeakers = []
-        joined = false
-        wantPublished = [:]
-        wantMuted = [:]
+        forgetCallState()
         localParticipant.mode = options.mode
     }
 }

@@ -221,21 +221,7 @@ public final class Room {
             p.disconnectReason = .destroyed
             p.delegates.removeAll()
         }
-        stopAllMedia()
-        remoteParticipants = [:]
-        invitations = [:]
-        pendingJoins = [:]
-        introductions = [:]
-        heldJoins = [:]
-        onlineFriends = []
-        friendEpochs = [:]
-        unknownCallAnswered = [:]
-        participantInvitations = [:]
-        localParticipant.trackPublications = [:]
-        activeSpeakers = []
-        joined = false
-        wantPublished = [:]
-        wantMuted = [:]
+        forgetCallState()
         delegates.removeAll()
         localParticipant.delegates.removeAll()
     }
@@ -255,4 +241,27 @@ public final class Room {
 extension Revue {
     /// Clamps a call-layer timeout the way friend messages are clamped.
     static func clampTimeout(_ t: Double) -> Double { min(30, max(5, t)) }
+}
+
+extension Room {
+    /// Stops all media and forgets every call, invitation, introduction and publication, without
+    /// telling anyone or raising events (the caller did what had to be said). Main actor.
+    func forgetCallState() {
+        stopAllMedia()
+        remoteParticipants = [:]
+        invitations = [:]
+        pendingJoins = [:]
+        introductions = [:]
+        usedIntroductions = []
+        heldJoins = [:]
+        onlineFriends = []
+        friendEpochs = [:]
+        unknownCallAnswered = [:]
+        participantInvitations = [:]
+        localParticipant.trackPublications = [:]
+        activeSpeakers = []
+        joined = false
+        wantPublished = [:]
+        wantMuted = [:]
+    }
 }

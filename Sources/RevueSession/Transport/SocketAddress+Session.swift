@@ -84,38 +84,33 @@ extension SocketAddress {
     }
 
     /// The IPv6 subnets of this host's interfaces (read once with getifaddrs).
-    static let localIPv6Subnets: [(network: [UInt8], mask: [UInt8])] = {
+    static let localIPv6Subnets: [(network: [UInt8], mask: [UInt8])] = interfaceSubnets(family: AF_INET6)
+
+    /// The IPv4 subnets of this host's interfaces (read once with getifaddrs).
+    static let localSubnets: [(network: UInt32, mask: UInt32)] = interfaceSubnets(family: AF_INET).map { s in
+        (s.network.reduce(0) { $0 << 8 | UInt32($1) }, s.mask.reduce(0) { $0 << 8 | UInt32($1) })
+    }
+
+    /// Network and mask bytes (network byte order) of every interface address of `family`
+    /// (AF_INET or AF_INET6). Cost: one getifaddrs.
+    private static func interfaceSubnets(family: Int32) -> [(network: [UInt8], mask: [UInt8])] {
         var result: [([UInt8], [UInt8])] = []
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else { return [] }
         defer { freeifaddrs(list) }
+        func bytes(_ sa: UnsafeMutablePointer<sockaddr>) -> [UInt8] {
+            family == AF_INET
+                ? sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { s in withUnsafeBytes(of: s.pointee.sin_addr) { Array($0) } }
+                : sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { s in withUnsafeBytes(of: s.pointee.sin6_addr) { Array($0) } }
+        }
         var p = list
         while let i = p {
-            if let addr = i.pointee.ifa_addr, let mask = i.pointee.ifa_netmask, addr.pointee.sa_family == sa_family_t(AF_INET6) {
-                let a = addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { s in withUnsafeBytes(of: s.pointee.sin6_addr) { Array($0) } }
-                let m = mask.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { s in withUnsafeBytes(of: s.pointee.sin6_addr) { Array($0) } }
+            if let addr = i.pointee.ifa_addr, let mask = i.pointee.ifa_netmask, addr.pointee.sa_family == sa_family_t(family) {
+                let a = bytes(addr), m = bytes(mask)
                 result.append((zip(a, m).map { $0 & $1 }, m))
             }
             p = i.pointee.ifa_next
         }
         return result
-    }()
-
-    /// The IPv4 subnets of this host's interfaces (read once with getifaddrs).
-    static let localSubnets: [(network: UInt32, mask: UInt32)] = {
-        var result: [(UInt32, UInt32)] = []
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { return [] }
-        defer { freeifaddrs(list) }
-        var p = list
-        while let i = p {
-            if let addr = i.pointee.ifa_addr, let mask = i.pointee.ifa_netmask, addr.pointee.sa_family == sa_family_t(AF_INET) {
-                let a = addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
-                let m = mask.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
-                result.append((a & m, m))
-            }
-            p = i.pointee.ifa_next
-        }
-        return result
-    }()
+    }
 }
