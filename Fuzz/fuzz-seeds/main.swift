@@ -233,7 +233,7 @@ save("fuzz-sdp", "ours-audio-video.sdp", Array(session.text.utf8))
 // section, and a trickled candidate with end-of-candidates.
 let jsepTransport = JSEPTransportParameters(
     ice: JSEPICEParameters(usernameFragment: "Seed", password: "seedpasswordseedpasswd"),
-    fingerprints: [JSEPFingerprint(bytes: (0..<32).map { UInt8($0 &* 29 &+ 7) })],
+    fingerprints: [JSEPFingerprint(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 * 29 + 7) })],
     candidates: [JSEPCandidate("candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host")!,
                  JSEPCandidate("candidate:2 1 udp 1694498815 203.0.113.7 40001 typ srflx raddr 127.0.0.1 rport 40000")!],
     endOfCandidates: true, cname: "seed")

@@ -118,6 +118,8 @@ struct JSEPInteropTests {
         }
         #expect(offer.media.map(\.kind) == [.audio, .video], "\(peer)")
         #expect(!offer.bundle.isEmpty, "\(peer) bundles")
+        // Written back, the peer's offer parses to the same value (unknown attributes kept).
+        #expect(try JSEPSessionDescription(parsing: offer.sdp, type: .offer) == offer, "\(peer)")
         for s in offer.media {
             #expect(s.mid != nil && s.rtcpMux && s.proto == "UDP/TLS/RTP/SAVPF", "\(peer) \(s.kind)")
             #expect(offer.effectiveSetup(of: s) == .actpass, "\(peer)")
@@ -171,6 +173,7 @@ struct JSEPInteropTests {
             Issue.record("\(peer)'s answer does not parse: \(error)\n\(sdp)")
             throw error
         }
+        #expect(try JSEPSessionDescription(parsing: answer.sdp, type: .answer) == answer, "\(peer)")
         #expect(answer.media.map(\.mid) == ["0", "1"], "\(peer)")
         #expect(answer.media.map(\.kind) == [.audio, .video], "\(peer)")
         #expect(answer.bundle == ["0", "1"], "\(peer)")

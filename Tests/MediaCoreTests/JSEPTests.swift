@@ -386,4 +386,40 @@ import Testing
             try JSEPSessionDescription(parsing: huge, type: .offer)
         }
     }
+    // MARK: What parses writes back to the same value
+
+    @Test func oddButValidDescriptionsRoundTrip() throws {
+        let head = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=\r\nt=0 0\r\n"
+        let section = "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=x-first\r\na=rtcp:9 IN IP4 0.0.0.0\r\na=mid:a\r\n"
+            + "a=ice-ufrag:abcd\r\na=ice-pwd:abcdefghijklmnopqrstuv\r\na=fingerprint:SHA-1 " + Array(repeating: "0f", count: 20).joined(separator: ":")
+            + "\r\na=setup:passive\r\na=candidate:x 2 tcp 5 host.local 9 typ host rport 7 raddr ::1 generation 0 rport 8\r\n"
+        let texts = [
+            // Empty s=, an empty BUNDLE group before the real one, a static payload type without
+            // rtpmap, attributes around a=rtcp, a candidate with rport before raddr and twice.
+            head + "a=group:BUNDLE\r\na=group:BUNDLE a\r\na=ice-options:trickle renomination\r\n" + section,
+            // LF line ends, no direction attribute, session-level credentials and a section without them.
+            (head + "a=ice-ufrag:sess\r\na=ice-pwd:abcdefghijklmnopqrstuv\r\na=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":")
+                + "\r\na=setup:actpass\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:v\r\na=rtpmap:96 VP8/90000\r\n")
+                .replacingOccurrences(of: "\r\n", with: "\n"),
+        ]
+        for text in texts {
+            let d = try JSEPSessionDescription(parsing: text, type: .offer)
+            let again = try JSEPSessionDescription(parsing: d.sdp, type: .offer)
+            #expect(again == d)
+            #expect(again.sdp == d.sdp)
+        }
+        let first = try JSEPSessionDescription(parsing: texts[0], type: .offer)
+        #expect(first.sessionName == "-" && first.bundle == ["a"])
+        #expect(first.otherAttributes == [SDPAttribute("group", "BUNDLE")])
+        #expect(first.media[0].otherAttributes.map(\.name) == ["x-first", "rtcp"])
+        #expect(first.media[0].codecs.map(\.name) == ["PCMU"] && first.media[0].hasDirectionAttribute == false)
+        #expect(first.media[0].fingerprints[0].algorithm == "sha-1" && first.media[0].setup == .passive)
+        let c = try #require(first.media[0].candidates.first)
+        #expect(c.relatedAddress == "::1" && c.relatedPort == 7 && c.extensions.map(\.name) == ["generation", "rport"])
+        #expect(c.component == 2 && c.iceCandidate == nil)
+        #expect(first.iceOptions == ["trickle", "renomination"])
+        let second = try JSEPSessionDescription(parsing: texts[1], type: .offer)
+        #expect(second.media[0].ice == nil && second.effectiveICE(of: second.media[0])?.usernameFragment == "sess")
+        #expect(second.media[0].direction == .sendrecv)
+    }
 }

@@ -81,8 +81,10 @@ struct JSEPParser {
             throw fail(n - 1, message)
         }
         var d = JSEPSessionDescription(type: type, origin: sdp.origin)
-        d.sessionName = sdp.sessionName
-        let mLines = lines.indices.filter { lines[$0].hasPrefix("m=") }
+        d.sessionName = sdp.sessionName.isEmpty ? "-" : sdp.sessionName
+        // Byte prefixes, as SDPParser tests them ("m=" followed by a combining mark is one
+        // Character less than "m=" is).
+        let mLines = lines.indices.filter { lines[$0].utf8.starts(with: "m=".utf8) }
         precondition(mLines.count == sdp.media.count, "SDPParser and JSEPParser disagree on m= lines")
         let sessionEnd = mLines.first ?? lines.count
 
@@ -90,12 +92,12 @@ struct JSEPParser {
         var sessionICE = ICEAccumulator()
         var bundleLine: Int?
         var sessionSetupSeen = false
-        for i in 0..<sessionEnd where lines[i].hasPrefix("a=") {
+        for i in 0..<sessionEnd where lines[i].utf8.starts(with: "a=".utf8) {
             let (name, value) = SDPParser.splitAttribute(lines[i].dropFirst(2))
             switch name {
             case "group":
                 let f = (value ?? "").split(separator: " ", omittingEmptySubsequences: true)
-                if f.first == "BUNDLE" && bundleLine == nil {
+                if f.first == "BUNDLE" && f.count > 1 && bundleLine == nil {
                     bundleLine = i
                     d.bundle = f.dropFirst().map(String.init)
                     if Set(d.bundle).count != d.bundle.count { throw fail(i, "the BUNDLE group names a mid twice") }
@@ -140,7 +142,7 @@ struct JSEPParser {
             var feedbackLines: [(pt: Int, line: Int)] = []
             var extmapIDs: Set<Int> = []
             var directionSeen = false, setupSeen = false, midSeen = false
-            for i in start + 1..<end where lines[i].hasPrefix("a=") {
+            for i in start + 1..<end where lines[i].utf8.starts(with: "a=".utf8) {
                 let (name, value) = SDPParser.splitAttribute(lines[i].dropFirst(2))
                 switch name {
                 case "mid":

@@ -373,7 +373,6 @@ public struct JSEPMediaSection: Hashable, Sendable {
         var out = ["m=\(kind.rawValue) \(port) \(proto) \(written.joined(separator: " "))"]
         if let c = connection { out.append("c=\(c.networkType) \(c.addressType) \(c.address)") }
         for b in bandwidths { out.append("b=\(b.type):\(b.value)") }
-        for a in otherAttributes where a.name == "rtcp" { out.append(a.line) }
         for c in candidates { out.append("a=candidate:" + c.value) }
         if endOfCandidates { out.append("a=end-of-candidates") }
         if let ice {
@@ -401,7 +400,7 @@ public struct JSEPMediaSection: Hashable, Sendable {
         }
         for g in ssrcGroups { out.append("a=ssrc-group:\(g.semantics)" + g.ssrcs.map { " \($0)" }.joined()) }
         for s in ssrcs { out.append("a=ssrc:\(s.ssrc) \(s.attribute)" + (s.value.map { ":\($0)" } ?? "")) }
-        for a in otherAttributes where a.name != "rtcp" { out.append(a.line) }
+        for a in otherAttributes { out.append(a.line) }
         return out
     }
 }
