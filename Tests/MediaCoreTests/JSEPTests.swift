@@ -226,6 +226,27 @@ import Testing
         #expect(try JSEPSessionDescription(parsing: text, type: .answer) == answer)
     }
 
+    @Test func answersFollowARenegotiation() throws {
+        let firstOffer = Self.offer()
+        let peer = JSEPTransportParameters(ice: JSEPICEParameters(usernameFragment: "peer", password: "peerpasswordpeerpasswd"),
+                                           fingerprints: [Self.fingerprint], cname: "peer")
+        let peerVideo = JSEPTrack(kind: .video, id: "pv", streamID: "p", ssrc: 7, retransmissionSSRC: 8)
+        let firstAnswer = JSEPNegotiator.createAnswer(to: firstOffer, tracks: [peerVideo], transport: peer, sessionID: 600)
+        #expect(firstAnswer.media.map(\.direction) == [.recvonly, .sendrecv])
+        // The offerer adds a screen track and drops its microphone.
+        let screen = JSEPTrack(kind: .video, id: "screen", streamID: "call", ssrc: 4444)
+        let secondOffer = JSEPNegotiator.createOffer(tracks: [Self.video, screen], transport: Self.transport, previous: firstOffer)
+        let peerScreen = JSEPTrack(kind: .video, id: "ps", streamID: "p", ssrc: 9)
+        let secondAnswer = JSEPNegotiator.createAnswer(to: secondOffer, tracks: [peerVideo, peerScreen], transport: peer,
+                                                       previous: firstAnswer)
+        #expect(secondAnswer.origin.sessionID == 600 && secondAnswer.origin.sessionVersion == 2)
+        #expect(secondAnswer.media.map(\.mid) == ["0", "1", "2"])
+        #expect(secondAnswer.media.map(\.isRejected) == [true, false, false], "a section the offer rejected is rejected")
+        #expect(secondAnswer.bundle == ["1", "2"])
+        #expect(secondAnswer.media[1].mediaStreamIDs.first?.track == "pv" && secondAnswer.media[2].mediaStreamIDs.first?.track == "ps")
+        #expect(try JSEPSessionDescription(parsing: secondAnswer.sdp, type: .answer) == secondAnswer)
+    }
+
     @Test(arguments: [
         (SDPDirection.sendrecv, true, SDPDirection.sendrecv), (.sendrecv, false, .recvonly),
         (.sendonly, true, .recvonly), (.sendonly, false, .recvonly),
