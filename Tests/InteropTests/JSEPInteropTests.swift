@@ -197,56 +197,13 @@ struct JSEPInteropTests {
 
     // MARK: aiortc
 
-    static let aiortcScript = #"""
-        import asyncio, json, sys
-        from aiortc import RTCPeerConnection, RTCSessionDescription
-        from aiortc.mediastreams import AudioStreamTrack, VideoStreamTrack
-
-        def write(obj):
-            sys.stdout.write(json.dumps(obj) + "\n")
-            sys.stdout.flush()
-
-        async def main():
-            pc = RTCPeerConnection()
-            loop = asyncio.get_running_loop()
-            while True:
-                line = await loop.run_in_executor(None, sys.stdin.readline)
-                if not line:
-                    break
-                cmd = json.loads(line)
-                op = cmd["op"]
-                try:
-                    if op == "quit":
-                        write({"state": "closed"})
-                        break
-                    if op == "offer":
-                        pc.addTrack(AudioStreamTrack())
-                        pc.addTrack(VideoStreamTrack())
-                        await pc.setLocalDescription(await pc.createOffer())
-                        write({"sdp": pc.localDescription.sdp})
-                    elif op == "answer":
-                        await pc.setRemoteDescription(RTCSessionDescription(cmd["sdp"], "offer"))
-                        pc.addTrack(AudioStreamTrack())
-                        pc.addTrack(VideoStreamTrack())
-                        await pc.setLocalDescription(await pc.createAnswer())
-                        write({"sdp": pc.localDescription.sdp})
-                    elif op == "remote-answer":
-                        await pc.setRemoteDescription(RTCSessionDescription(cmd["sdp"], "answer"))
-                        write({"state": pc.signalingState})
-                    else:
-                        write({"error": "unknown op " + op})
-                except Exception as e:
-                    write({"error": type(e).__name__ + ": " + str(e)})
-            await pc.close()
-
-        asyncio.run(main())
-        """#
+    /// The peer programs (JSON lines in and out), shared with scripts/make-fuzz-corpus.
+    static let peers = root + "/scripts/webrtc"
 
     static func aiortc() throws -> (JSONLinePeer, InteropTempDir) {
         let dir = InteropTempDir()
-        dir.write("aiortc_peer.py", Array(aiortcScript.utf8))
         let peer = try JSONLinePeer(name: "aiortc", executable: root + "/.venv-interop/bin/python3",
-                                    arguments: [dir.file("aiortc_peer.py")])
+                                    arguments: [peers + "/aiortc_peer.py"])
         return (peer, dir)
     }
 
@@ -273,134 +230,13 @@ struct JSEPInteropTests {
 
     // MARK: Chromium
 
-    /// Drives headless Chromium over `--remote-debugging-pipe` (DevTools protocol, NUL-terminated
-    /// JSON on fds 3 and 4): each command line is a JavaScript expression evaluated (awaited) in
-    /// one page, its string result the reply.
-    static let chromiumScript = #"""
-        import json, os, subprocess, sys, time
-        profile, page = sys.argv[1], sys.argv[2]
-        r_in, w_in = os.pipe()
-        r_out, w_out = os.pipe()
-        def child():
-            a, b = os.dup(r_in), os.dup(w_out)
-            os.dup2(a, 3)
-            os.dup2(b, 4)
-        proc = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-                                 "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
-                                 "--user-data-dir=" + profile, "about:blank"],
-                                close_fds=False, preexec_fn=child, stdout=subprocess.DEVNULL, stderr=open(profile + ".log", "w"))
-        os.close(r_in)
-        os.close(w_out)
-        wf, rf = os.fdopen(w_in, "wb"), os.fdopen(r_out, "rb")
-        buf, next_id = b"", 0
-
-        def write(obj):
-            sys.stdout.write(json.dumps(obj) + "\n")
-            sys.stdout.flush()
-
-        def call(method, params=None, session=None):
-            global buf, next_id
-            next_id += 1
-            msg = {"id": next_id, "method": method, "params": params or {}}
-            if session:
-                msg["sessionId"] = session
-            wf.write(json.dumps(msg).encode() + b"\0")
-            wf.flush()
-            while True:
-                while b"\0" not in buf:
-                    chunk = rf.read1(65536)
-                    if not chunk:
-                        raise RuntimeError("chromium closed the pipe: " + open(profile + ".log").read()[-2000:])
-                    buf += chunk
-                raw, buf = buf.split(b"\0", 1)
-                m = json.loads(raw)
-                if m.get("id") == next_id:
-                    if "error" in m:
-                        raise RuntimeError("DevTools error: " + json.dumps(m["error"]))
-                    return m["result"]
-
-        try:
-            targets = call("Target.getTargets")["targetInfos"]
-            target = next(t for t in targets if t["type"] == "page")
-            session = call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})["sessionId"]
-            call("Page.navigate", {"url": "file://" + page}, session)
-            for _ in range(200):
-                state = call("Runtime.evaluate", {"expression": "location.protocol + document.readyState", "returnByValue": True}, session)
-                if state["result"].get("value") == "file:complete":
-                    break
-                time.sleep(0.05)
-            else:
-                raise RuntimeError("the page did not load")
-        except Exception as e:
-            write({"error": str(e)})
-            proc.kill()
-            sys.exit(1)
-
-        for line in sys.stdin:
-            cmd = json.loads(line)
-            if cmd["op"] == "quit":
-                write({"state": "closed"})
-                break
-            try:
-                res = call("Runtime.evaluate", {"expression": cmd["js"], "awaitPromise": True, "returnByValue": True}, session)
-                if "exceptionDetails" in res:
-                    write({"error": res["exceptionDetails"].get("exception", {}).get("description", json.dumps(res["exceptionDetails"]))})
-                else:
-                    write({"sdp": str(res["result"].get("value"))})
-            except Exception as e:
-                write({"error": str(e)})
-        try:
-            call("Browser.close")
-        except Exception:
-            pass
-        proc.wait(timeout=10)
-        """#
-
-    /// JavaScript helpers of the page: a peer connection with the fake camera and microphone.
-    static let chromiumPage = """
-        <!doctype html><title>jsep</title><script>
-        async function media(pc) {
-          const stream = await navigator.mediaDevices.getUserMedia({audio: true, video: true});
-          for (const t of stream.getTracks()) pc.addTrack(t, stream);
-        }
-        function gathered(pc) {
-          return new Promise(done => {
-            if (pc.iceGatheringState === 'complete') return done();
-            pc.addEventListener('icegatheringstatechange', () => { if (pc.iceGatheringState === 'complete') done(); });
-            setTimeout(done, 3000);
-          });
-        }
-        async function makeOffer() {
-          window.offerer = new RTCPeerConnection();
-          await media(offerer);
-          await offerer.setLocalDescription(await offerer.createOffer());
-          await gathered(offerer);
-          return offerer.localDescription.sdp;
-        }
-        async function takeAnswer(sdp) {
-          await offerer.setRemoteDescription({type: 'answer', sdp});
-          return offerer.signalingState + ' ' + offerer.getTransceivers().map(t => t.currentDirection).join(' ');
-        }
-        async function answerOffer(sdp) {
-          window.answerer = new RTCPeerConnection();
-          await answerer.setRemoteDescription({type: 'offer', sdp});
-          await media(answerer);
-          await answerer.setLocalDescription(await answerer.createAnswer());
-          await gathered(answerer);
-          return answerer.localDescription.sdp;
-        }
-        </script>
-        """
-
     static func chromium() throws -> (JSONLinePeer, InteropTempDir) {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
             throw JSONLinePeer.Failure(description: "chromium is not installed: run scripts/install-deps")
         }
         let dir = InteropTempDir()
-        dir.write("cdp.py", Array(chromiumScript.utf8))
-        dir.write("page.html", Array(chromiumPage.utf8))
         let peer = try JSONLinePeer(name: "chromium", executable: "/usr/bin/python3",
-                                    arguments: [dir.file("cdp.py"), dir.file("profile"), dir.file("page.html")])
+                                    arguments: [peers + "/chromium_peer.py", dir.file("profile"), peers + "/chromium_page.html"])
         return (peer, dir)
     }
 
@@ -440,93 +276,9 @@ struct JSEPInteropTests {
     }
     // MARK: GStreamer webrtcbin
 
-    /// webrtcbin (bundle-policy max-bundle) sending Opus and VP8 test signals, through PyGObject.
-    static let gstreamerScript = #"""
-        import json, sys, threading
-        import gi
-        gi.require_version("Gst", "1.0")
-        gi.require_version("GstWebRTC", "1.0")
-        gi.require_version("GstSdp", "1.0")
-        from gi.repository import Gst, GstWebRTC, GstSdp, GLib
-
-        Gst.init(None)
-
-        def write(obj):
-            sys.stdout.write(json.dumps(obj) + "\n")
-            sys.stdout.flush()
-
-        PIPELINE = (
-            "webrtcbin name=w bundle-policy=max-bundle "
-            "audiotestsrc is-live=true ! audioconvert ! audioresample ! opusenc ! rtpopuspay pt=111 ! "
-            "application/x-rtp,media=audio,encoding-name=OPUS,payload=111 ! w. "
-            "videotestsrc is-live=true ! video/x-raw,width=160,height=120 ! vp8enc deadline=1 ! rtpvp8pay pt=96 ! "
-            "application/x-rtp,media=video,encoding-name=VP8,payload=96 ! w. ")
-
-        pipe = Gst.parse_launch(PIPELINE)
-        w = pipe.get_by_name("w")
-
-        def wait(promise):
-            promise.wait()
-            reply = promise.get_reply()
-            if reply is not None and reply.has_field("error"):
-                raise RuntimeError(str(reply.get_value("error")))
-            return reply
-
-        def description(kind, text):
-            ok, msg = GstSdp.SDPMessage.new_from_text(text)
-            if ok != GstSdp.SDPResult.OK:
-                raise RuntimeError("GStreamer cannot parse the SDP")
-            return GstWebRTC.WebRTCSessionDescription.new(kind, msg)
-
-        def gathered():
-            for _ in range(300):
-                if w.get_property("ice-gathering-state") == GstWebRTC.WebRTCICEGatheringState.COMPLETE:
-                    return
-                GLib.usleep(10000)
-
-        def handle(cmd):
-            op = cmd["op"]
-            if op == "offer":
-                pipe.set_state(Gst.State.PLAYING)
-                reply = wait_create("create-offer")
-                offer = reply.get_value("offer")
-                p = Gst.Promise.new(); w.emit("set-local-description", offer, p); wait(p)
-                gathered()
-                return {"sdp": w.get_property("local-description").sdp.as_text()}
-            if op == "remote-answer":
-                p = Gst.Promise.new(); w.emit("set-remote-description", description(GstWebRTC.WebRTCSDPType.ANSWER, cmd["sdp"]), p); wait(p)
-                return {"state": w.get_property("signaling-state").value_nick}
-            if op == "answer":
-                pipe.set_state(Gst.State.PLAYING)
-                p = Gst.Promise.new(); w.emit("set-remote-description", description(GstWebRTC.WebRTCSDPType.OFFER, cmd["sdp"]), p); wait(p)
-                reply = wait_create("create-answer")
-                answer = reply.get_value("answer")
-                p = Gst.Promise.new(); w.emit("set-local-description", answer, p); wait(p)
-                gathered()
-                return {"sdp": w.get_property("local-description").sdp.as_text()}
-            raise RuntimeError("unknown op " + op)
-
-        def wait_create(signal):
-            p = Gst.Promise.new()
-            w.emit(signal, None, p)
-            return wait(p)
-
-        for line in sys.stdin:
-            cmd = json.loads(line)
-            if cmd["op"] == "quit":
-                write({"state": "closed"})
-                break
-            try:
-                write(handle(cmd))
-            except Exception as e:
-                write({"error": type(e).__name__ + ": " + str(e)})
-        pipe.set_state(Gst.State.NULL)
-        """#
-
     static func gstreamer() throws -> (JSONLinePeer, InteropTempDir) {
         let dir = InteropTempDir()
-        dir.write("gst_peer.py", Array(gstreamerScript.utf8))
-        let peer = try JSONLinePeer(name: "webrtcbin", executable: "/usr/bin/python3", arguments: [dir.file("gst_peer.py")])
+        let peer = try JSONLinePeer(name: "webrtcbin", executable: "/usr/bin/python3", arguments: [peers + "/webrtcbin_peer.py"])
         return (peer, dir)
     }
 

@@ -8,7 +8,7 @@ extension SDPExtensionMap {
 }
 
 /// One local track (a transceiver, RFC 8829 §3.4.1) as offers and answers describe it.
-/// Thread rule: a value type.
+/// Thread rule: a value type. Cost: none.
 public struct JSEPTrack: Hashable, Sendable {
     /// `.audio` or `.video`.
     public var kind: JSEPMediaKind
@@ -40,7 +40,7 @@ public struct JSEPTrack: Hashable, Sendable {
 
 /// The local transport parameters that go into every description: the ICE agent's credentials
 /// and gathered candidates and the DTLS certificate's fingerprint (RFC 8829 §5.2.1).
-/// Thread rule: a value type.
+/// Thread rule: a value type. Cost: none.
 public struct JSEPTransportParameters: Hashable, Sendable {
     /// The ICE agent's credentials.
     public var ice: JSEPICEParameters

@@ -3,7 +3,7 @@
 // RFC 8829 §5.8 and RFC 8843 put on top, each error naming its line.
 
 /// A session description a peer sent that cannot be used: the line it is on (number and text)
-/// and what is wrong with it. Thread rule: a value type.
+/// and what is wrong with it. Thread rule: a value type. Cost: none.
 public struct JSEPError: Error, Hashable, Sendable, CustomStringConvertible {
     /// 1-based number of the offending line; 0 when the problem is the description as a whole
     /// (empty, too large).

@@ -3,13 +3,13 @@
 // JSEPNegotiation.swift; docs/jsep.md says what is supported and what is ignored.
 
 /// Whether a description is an offer or an answer (RFC 8829 §4.1.8; `pranswer` and `rollback`
-/// are not modelled). Thread rule: a value type.
+/// are not modelled). Thread rule: a value type. Cost: none.
 public enum JSEPType: String, Hashable, Sendable {
     case offer, answer
 }
 
 /// The media of an m-section: `audio`, `video`, `application` (data channels), or any other token
-/// a peer wrote (kept so that it can be rejected by name). Thread rule: a value type.
+/// a peer wrote (kept so that it can be rejected by name). Thread rule: a value type. Cost: none.
 public struct JSEPMediaKind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The `m=` media token as written.
     public var rawValue: String
@@ -27,7 +27,7 @@ public struct JSEPMediaKind: RawRepresentable, Hashable, Sendable, CustomStringC
 
 /// `a=setup` (RFC 4145 §4, RFC 8842 §5): which side opens the DTLS association. An offer says
 /// `actpass`; the answer picks `active` (it sends the ClientHello) or `passive`.
-/// Thread rule: a value type.
+/// Thread rule: a value type. Cost: none.
 public enum JSEPSetupRole: String, Hashable, Sendable, CaseIterable {
     case actpass, active, passive, holdconn
 
@@ -82,7 +82,7 @@ public struct JSEPFingerprint: Hashable, Sendable, CustomStringConvertible {
 
 /// ICE credentials of an m-section or a session (RFC 8839 §5.4): `a=ice-ufrag` and `a=ice-pwd`.
 /// `a=ice-options` is kept next to them (`iceOptions`), as it may be written at the other level.
-/// Thread rule: a value type.
+/// Thread rule: a value type. Cost: none.
 public struct JSEPICEParameters: Hashable, Sendable {
     /// The username fragment (4-256 ice-chars) and password (22-256 ice-chars).
     public var usernameFragment: String
@@ -264,7 +264,7 @@ public struct JSEPCodec: Hashable, Sendable {
 }
 
 /// `a=msid:<stream id> [<track id>]` (RFC 8830 §2): the media stream (and track) an m-section's
-/// outgoing media belongs to. Thread rule: a value type.
+/// outgoing media belongs to. Thread rule: a value type. Cost: none.
 public struct JSEPMediaStreamID: Hashable, Sendable {
     /// The stream id (`-` for a track in no stream) and the application track id.
     public var stream: String
