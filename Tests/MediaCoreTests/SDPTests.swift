@@ -129,6 +129,12 @@ import Foundation
         }
     }
 
+    @Test func formatParametersWithABareEqualsSign() {
+        let f = SDPFormatParameters(payloadType: 111, parameters: "useinbandfec=1;=;=x; minptime = 10")
+        #expect(f.pairs.map { "\($0.key)|\($0.value)" } == ["useinbandfec|1", "|", "|x", "minptime|10"])
+        #expect(f.value(for: "useinbandfec") == "1" && f.value(for: "minptime") == "10")
+    }
+
     @Test func knowsWhichSuitesFFmpegAndGStreamerCanUse() {
         let cm = SDPCrypto(suite: "AES_CM_128_HMAC_SHA1_80", keyAndSalt: Self.key)
         #expect(cm.isSupportedByFFmpeg)

@@ -79,7 +79,8 @@ public struct SDPFormatParameters: Hashable, Sendable {
     /// The `key=value` pairs of the usual `;`-separated form.
     public var pairs: [(key: String, value: String)] {
         parameters.split(separator: ";").map { item in
-            let kv = item.split(separator: "=", maxSplits: 1)
+            // Empty pieces kept: a bare "=" is the key "" with the value "", not no pair at all.
+            let kv = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             return (String(kv[0]).trimmingWhitespace, kv.count > 1 ? String(kv[1]).trimmingWhitespace : "")
         }
     }
