@@ -12,11 +12,13 @@ extension SDPExtensionMap {
 public struct JSEPTrack: Hashable, Sendable {
     /// `.audio` or `.video`.
     public var kind: JSEPMediaKind
-    /// The track id and the stream id written in `a=msid` (RFC 8830).
+    /// The track id written in `a=msid` (RFC 8830).
     public var id: String
+    /// The stream id written in `a=msid`.
     public var streamID: String
-    /// The SSRC its media goes out on and, for video, the RFC 4588 retransmission SSRC.
+    /// The SSRC its media goes out on.
     public var ssrc: UInt32
+    /// For video, the RFC 4588 retransmission SSRC (`a=ssrc-group:FID`).
     public var retransmissionSSRC: UInt32?
     /// What the transceiver wants in an offer: `sendrecv`, `sendonly`, `recvonly` (receive only:
     /// the section carries no msid or SSRC) or `inactive`. An answer narrows it to what the
@@ -47,8 +49,9 @@ public struct JSEPTransportParameters: Hashable, Sendable {
     /// The certificate fingerprints (sha-256 at least).
     public var fingerprints: [JSEPFingerprint]
     /// Candidates gathered so far (written in the first bundled m-section; later ones are
-    /// trickled) and whether gathering has finished (`a=end-of-candidates`).
+    /// trickled).
     public var candidates: [JSEPCandidate]
+    /// Whether gathering has finished (`a=end-of-candidates`).
     public var endOfCandidates: Bool
     /// The RTCP CNAME of every SSRC (RFC 7022: random, per peer connection).
     public var cname: String

@@ -84,8 +84,9 @@ public struct JSEPFingerprint: Hashable, Sendable, CustomStringConvertible {
 /// `a=ice-options` is kept next to them (`iceOptions`), as it may be written at the other level.
 /// Thread rule: a value type. Cost: none.
 public struct JSEPICEParameters: Hashable, Sendable {
-    /// The username fragment (4-256 ice-chars) and password (22-256 ice-chars).
+    /// The username fragment (4-256 ice-chars).
     public var usernameFragment: String
+    /// The password (22-256 ice-chars).
     public var password: String
 
     /// Credentials.
@@ -106,19 +107,23 @@ public struct JSEPICEParameters: Hashable, Sendable {
 /// `.local` name, with any extensions (`generation`, `ufrag`, `network-id`, `tcptype`).
 /// Thread rule: a value type. Cost: parsing is linear in the line.
 public struct JSEPCandidate: Hashable, Sendable {
-    /// The fields of the grammar: foundation, component id, transport, priority, address, port and type.
+    /// The foundation (1-32 characters).
     public var foundation: String
+    /// The component id (1 for RTP, 2 for RTCP without rtcp-mux).
     public var component: Int
     /// `udp` or `tcp` as written (case kept).
     public var transport: String
+    /// The RFC 8445 §5.1.2 priority.
     public var priority: UInt32
     /// An IPv4 or IPv6 address, or an mDNS host name (`<uuid>.local`) that the peer resolves.
     public var address: String
+    /// The port (0-65535; 9 for active TCP candidates).
     public var port: Int
     /// `host`, `srflx`, `prflx`, `relay` (or another token a peer wrote).
     public var type: String
-    /// `raddr`/`rport`: the base of a reflexive or relayed candidate.
+    /// `raddr`: the base address of a reflexive or relayed candidate.
     public var relatedAddress: String?
+    /// `rport`: the base port.
     public var relatedPort: Int?
     /// Every other name/value pair after the type, in order (`tcptype passive`, `generation 0`).
     public var extensions: [(name: String, value: String)] {
@@ -193,11 +198,13 @@ public struct JSEPCandidate: Hashable, Sendable {
 /// §6.15; RFC 4585). Retransmission (RFC 4588) is a codec of its own named `rtx` whose `apt`
 /// names the codec it repairs. Thread rule: a value type. Cost: parameter look-ups parse the fmtp.
 public struct JSEPCodec: Hashable, Sendable {
-    /// The payload type (0-127), the encoding name as written (`opus`, `VP8`, `rtx`), its clock
-    /// rate and, for audio, its channel count.
+    /// The payload type (0-127).
     public var payloadType: Int
+    /// The encoding name as written (`opus`, `VP8`, `rtx`).
     public var name: String
+    /// The RTP clock rate (48000 for Opus, 90000 for video).
     public var clockRate: Int
+    /// For audio, the channel count (`2` for Opus); nil when the rtpmap has none.
     public var channels: Int?
     /// The fmtp parameters as written (`minptime=10;useinbandfec=1`), nil without `a=fmtp`.
     public var parameters: String?
@@ -266,8 +273,9 @@ public struct JSEPCodec: Hashable, Sendable {
 /// `a=msid:<stream id> [<track id>]` (RFC 8830 §2): the media stream (and track) an m-section's
 /// outgoing media belongs to. Thread rule: a value type. Cost: none.
 public struct JSEPMediaStreamID: Hashable, Sendable {
-    /// The stream id (`-` for a track in no stream) and the application track id.
+    /// The stream id (`-` for a track in no stream).
     public var stream: String
+    /// The application track id.
     public var track: String?
     /// An msid.
     public init(stream: String, track: String? = nil) { self.stream = stream; self.track = track }
@@ -283,6 +291,7 @@ public struct JSEPMediaSection: Hashable, Sendable {
     /// `m=` media, port, protocol and formats. Port 0 rejects the section (RFC 8829 §5.3.1)
     /// unless it is `bundleOnly`; 9 is the discard port written before any candidate is known.
     public var kind: JSEPMediaKind
+    /// The `m=` port.
     public var port: Int
     /// `UDP/TLS/RTP/SAVPF` for media, `UDP/DTLS/SCTP` for data channels.
     public var proto: String
@@ -307,8 +316,9 @@ public struct JSEPMediaSection: Hashable, Sendable {
     public var fingerprints: [JSEPFingerprint] = []
     /// `a=setup`.
     public var setup: JSEPSetupRole?
-    /// `a=rtcp-mux` (RFC 5761) and `a=rtcp-rsize` (RFC 5506).
+    /// `a=rtcp-mux` (RFC 5761): RTP and RTCP on one port.
     public var rtcpMux = false
+    /// `a=rtcp-rsize` (RFC 5506): reduced-size RTCP.
     public var rtcpReducedSize = false
     /// `a=bundle-only` (RFC 8843 §6): the section only works inside its BUNDLE group.
     public var bundleOnly = false
@@ -320,11 +330,13 @@ public struct JSEPMediaSection: Hashable, Sendable {
     public var extensions: [SDPExtensionMap] = []
     /// `a=msid` lines.
     public var mediaStreamIDs: [JSEPMediaStreamID] = []
-    /// `a=ssrc` and `a=ssrc-group` lines (RFC 5576).
+    /// `a=ssrc` lines (RFC 5576).
     public var ssrcs: [SDPSSRCAttribute] = []
+    /// `a=ssrc-group` lines (`FID` pairs a media SSRC with its retransmission SSRC).
     public var ssrcGroups: [SDPSSRCGroup] = []
-    /// `a=candidate` lines and `a=end-of-candidates` (RFC 8838 §4.4: no more will be trickled).
+    /// `a=candidate` lines.
     public var candidates: [JSEPCandidate] = []
+    /// `a=end-of-candidates` (RFC 8838 §4.4: no more will be trickled).
     public var endOfCandidates = false
     /// Every other `a=` line, in order (`a=rtcp:`, `a=sctp-port:`, `a=extmap-allow-mixed`...).
     public var otherAttributes: [SDPAttribute] = []
@@ -422,10 +434,13 @@ public struct JSEPSessionDescription: Hashable, Sendable {
     public var sessionName: String = "-"
     /// The mids of `a=group:BUNDLE` (RFC 8843), the tagged (first) one first; empty without a group.
     public var bundle: [String] = []
-    /// Session-level ICE credentials, options, fingerprints and setup, when a peer wrote them there.
+    /// Session-level ICE credentials, when a peer wrote them there.
     public var ice: JSEPICEParameters?
+    /// Session-level `a=ice-options` tokens.
     public var iceOptions: [String] = []
+    /// Session-level fingerprints (as Firefox writes them).
     public var fingerprints: [JSEPFingerprint] = []
+    /// Session-level `a=setup`.
     public var setup: JSEPSetupRole?
     /// `a=ice-lite` (RFC 8839 §5.3): the peer only answers checks.
     public var iceLite = false
