@@ -4,7 +4,7 @@
 #   chromium_peer.py <profile directory> <page.html>
 # One JSON command per line on stdin: {"op": name, "js": expression} evaluates the expression
 # (awaited) in the page and replies {"sdp": its string value} or {"error": ...}; {"op": "quit"}.
-import json, os, subprocess, sys, time
+import json, os, signal, subprocess, sys, time
 profile, page = sys.argv[1], sys.argv[2]
 r_in, w_in = os.pipe()
 r_out, w_out = os.pipe()
@@ -18,6 +18,8 @@ proc = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--disabl
                         close_fds=False, preexec_fn=child, stdout=subprocess.DEVNULL, stderr=open(profile + ".log", "w"))
 os.close(r_in)
 os.close(w_out)
+# Terminated (a test that timed out): take the browser along.
+signal.signal(signal.SIGTERM, lambda *_: (proc.kill(), os._exit(1)))
 wf, rf = os.fdopen(w_in, "wb"), os.fdopen(r_out, "rb")
 buf, next_id = b"", 0
 
