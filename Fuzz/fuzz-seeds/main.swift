@@ -228,6 +228,28 @@ audioMedia.rtcpMux = true
 session.media = [video, audioMedia]
 save("fuzz-sdp", "ours-audio-video.sdp", Array(session.text.utf8))
 
+// MARK: JSEP offers and answers as JSEPNegotiator writes them (browser-shaped: BUNDLE, ICE,
+// DTLS fingerprint, RTX, header extensions, candidates), a renegotiation with a rejected
+// section, and a trickled candidate with end-of-candidates.
+let jsepTransport = JSEPTransportParameters(
+    ice: JSEPICEParameters(usernameFragment: "Seed", password: "seedpasswordseedpasswd"),
+    fingerprints: [JSEPFingerprint(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 * 29 + 7) })],
+    candidates: [JSEPCandidate("candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host")!,
+                 JSEPCandidate("candidate:2 1 udp 1694498815 203.0.113.7 40001 typ srflx raddr 127.0.0.1 rport 40000")!],
+    endOfCandidates: true, cname: "seed")
+let jsepTracks = [JSEPTrack(kind: .audio, id: "mic", streamID: "call", ssrc: 1111),
+                  JSEPTrack(kind: .video, id: "cam", streamID: "call", ssrc: 2222, retransmissionSSRC: 3333)]
+let jsepOffer = JSEPNegotiator.createOffer(tracks: jsepTracks, transport: jsepTransport, sessionID: 5_000_000_001)
+save("fuzz-sdp", "jsep-offer.sdp", Array(jsepOffer.sdp.utf8))
+let jsepAnswer = JSEPNegotiator.createAnswer(to: jsepOffer, tracks: [jsepTracks[1]], transport: jsepTransport, sessionID: 5_000_000_002)
+save("fuzz-sdp", "jsep-answer.sdp", Array(jsepAnswer.sdp.utf8))
+var jsepReoffer = JSEPNegotiator.createOffer(tracks: [jsepTracks[1], JSEPTrack(kind: .audio, id: "mic2", streamID: "call", ssrc: 4444)],
+                                             transport: jsepTransport, previous: jsepOffer)
+jsepReoffer.media.append(JSEPMediaSection(kind: .application, port: 0, proto: "UDP/DTLS/SCTP", formats: ["webrtc-datachannel"]))
+jsepReoffer.addCandidate(JSEPCandidate("candidate:3 1 tcp 1518280447 127.0.0.1 9 typ host tcptype active")!, mid: "1")
+jsepReoffer.addEndOfCandidates()
+save("fuzz-sdp", "jsep-reoffer.sdp", Array(jsepReoffer.sdp.utf8))
+
 // MARK: Revue addresses and friend IDs (RevueAddress.text, as `Revue.revueAddress` shows them)
 let seedKey = (0..<32).map { UInt8($0) &* 37 &+ 11 }
 let seedAddress = RevueAddress(publicKey: seedKey, nospam: 0xDEAD_BEEF).text

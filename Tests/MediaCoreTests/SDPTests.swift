@@ -108,6 +108,7 @@ import Foundation
             (head + "m=video 70000 RTP/SAVP 96\n", "line 5: m= port \"70000\" is not a number in 0...65535"),
             (head + "m=video 5004 RTP/SAVP\n", "line 5: m= needs <media> <port> <proto> <fmt>..., got \"video 5004 RTP/SAVP\""),
             (head + "m=video 5004 RTP/SAVP 200\n", "line 5: m= payload type \"200\" is not a number in 0...127"),
+            (head + "m=video 9 UDP/TLS/RTP/SAVPF 96 abc\n", "line 5: m= payload type \"abc\" is not a number in 0...127"),
             (head + "m=video 5004 RTP/SAVP 96\na=rtpmap:96 VP8/x\n", "line 6: a=rtpmap: clock rate \"x\" is not a number in 1...4294967295"),
             (head + "m=video 5004 RTP/SAVP 96\na=rtpmap:96 VP8\n", "line 6: a=rtpmap: \"VP8\" is not <encoding>/<clock rate>[/<channels>]"),
             (head + "m=video 5004 RTP/SAVP 96\na=extmap:0 urn:x\n", "line 6: a=extmap: id \"0\" is not a number in 1...255"),
@@ -126,6 +127,12 @@ import Foundation
             #expect(e?.kind == .malformed)
             #expect(e?.description == "in.sdp: \(message)", "\(String(describing: e))")
         }
+    }
+
+    @Test func formatParametersWithABareEqualsSign() {
+        let f = SDPFormatParameters(payloadType: 111, parameters: "useinbandfec=1;=;=x; minptime = 10")
+        #expect(f.pairs.map { "\($0.key)|\($0.value)" } == ["useinbandfec|1", "|", "|x", "minptime|10"])
+        #expect(f.value(for: "useinbandfec") == "1" && f.value(for: "minptime") == "10")
     }
 
     @Test func knowsWhichSuitesFFmpegAndGStreamerCanUse() {

@@ -79,7 +79,8 @@ public struct SDPFormatParameters: Hashable, Sendable {
     /// The `key=value` pairs of the usual `;`-separated form.
     public var pairs: [(key: String, value: String)] {
         parameters.split(separator: ";").map { item in
-            let kv = item.split(separator: "=", maxSplits: 1)
+            // Empty pieces kept: a bare "=" is the key "" with the value "", not no pair at all.
+            let kv = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             return (String(kv[0]).trimmingWhitespace, kv.count > 1 ? String(kv[1]).trimmingWhitespace : "")
         }
     }
@@ -524,7 +525,8 @@ struct SDPParser {
                 var m = SDPMediaDescription(type: String(f[0]), port: try int(portParts[0], "m= port", 0...65535),
                                             proto: String(f[2]), formats: f[3...].map(String.init))
                 if portParts.count == 2 { m.portCount = try int(portParts[1], "m= port count", 1...65535) }
-                if m.proto.hasPrefix("RTP/") {
+                // RTP/AVP, RTP/SAVP, and the RFC 5764 DTLS forms (UDP/TLS/RTP/SAVPF) that WebRTC uses.
+                if m.proto.split(separator: "/").contains("RTP") {
                     for fmt in f[3...] { _ = try int(fmt, "m= payload type", 0...127) }
                 }
                 current = m
