@@ -17,6 +17,9 @@ final class LabCall: @unchecked Sendable {
     private(set) var onlineAfter = Double.infinity
     /// Seconds from b's accepting the call to both legs having a selected ICE pair (media flows).
     private(set) var pathAfter = Double.infinity
+    /// Seconds from b's accepting the call to each side having decoded a first frame of the other
+    /// (both feeding from the moment both are connected with their tracks subscribed).
+    private(set) var firstFrameAfter = Double.infinity
     private var serial = 0
     /// Each side's non-zero session counters at the last `snapshotCounters()`.
     private var counterSnapshot: (a: [String: Int], b: [String: Int]) = ([:], [:])
@@ -69,17 +72,24 @@ final class LabCall: @unchecked Sendable {
                 throw NodeProcessError(message: "the call did not connect with both tracks\n\(diagnosis())")
             }
         }
-        // Media flows once each leg's ICE agent selected a pair; the judged feed starts then.
+        // Both feed once connected (not judged), to time the first decoded frame each way.
+        let feeds = [startFeed(a, seconds: 3, tone: 440), startFeed(b, seconds: 3, tone: 660)]
+        // Media flows once each leg's ICE agent selected a pair; the judged feed starts later.
         let deadline = monotonicNow() + 15
-        while monotonicNow() < deadline {
-            let pa = await mediaPath(a, about: bId), pb = await mediaPath(b, about: aId)
-            if pa?["local"] != nil, pb?["local"] != nil {
-                pathAfter = monotonicNow() - acceptedAt
-                return
+        while monotonicNow() < deadline, pathAfter == .infinity || firstFrameAfter == .infinity {
+            if pathAfter == .infinity {
+                let pa = await mediaPath(a, about: bId), pb = await mediaPath(b, about: aId)
+                if pa?["local"] != nil, pb?["local"] != nil { pathAfter = monotonicNow() - acceptedAt }
+            }
+            if firstFrameAfter == .infinity {
+                let x = await received(a, from: bId), y = await received(b, from: aId)
+                if x.frames > 0 && y.frames > 0 { firstFrameAfter = monotonicNow() - acceptedAt }
             }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        throw NodeProcessError(message: "no ICE pair selected within 15 s\n\(diagnosis())")
+        _ = await feedDone(a, feeds[0], timeout: 20)
+        _ = await feedDone(b, feeds[1], timeout: 20)
+        if pathAfter == .infinity { throw NodeProcessError(message: "no ICE pair selected within 15 s\n\(diagnosis())") }
     }
 
     /// Sends `command` with a fresh id to `p`; its `ok` reply (nil on error or timeout).
@@ -168,7 +178,7 @@ final class LabCall: @unchecked Sendable {
         var lines = [
             "a (\(lab.homeAddress(1)), public \(lab.publicAddress(1))): friend b \(lastPaths(a, bId)); media-stats \(lastStats(a, bId))",
             "b (\(lab.homeAddress(2)), public \(lab.publicAddress(2))): friend a \(lastPaths(b, aId)); media-stats \(lastStats(b, aId))",
-            "timing: friend online \(String(format: "%.2f", onlineAfter)) s after accepting the request, ICE pair on both legs \(String(format: "%.2f", pathAfter)) s after accepting the call",
+            "timing: friend online \(String(format: "%.2f", onlineAfter)) s after accepting the request, ICE pair on both legs \(String(format: "%.2f", pathAfter)) s and a first decoded frame both ways \(String(format: "%.2f", firstFrameAfter)) s after accepting the call",
             "coturn: \(lab.relayBytes()) relay bytes, \(turn.udp) UDP / \(turn.tcp) TCP packets from clients, \(lab.turnAllocations().count) allocations",
             "direct UDP between the homes: \(lab.directPackets().oneToTwo) packets 1 to 2 (\(lab.directPacketsArrived(home: 2)) through NAT 2), "
                 + "\(lab.directPackets().twoToOne) 2 to 1 (\(lab.directPacketsArrived(home: 1)) through NAT 1); \(lab.directPathDrops()) dropped by the cut",
