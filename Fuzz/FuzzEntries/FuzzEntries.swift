@@ -39,6 +39,7 @@ public enum FuzzEntries {
         Target(name: "fuzz-node-command", run: nodeCommand),
         Target(name: "fuzz-rendezvous", run: rendezvous),
         Target(name: "fuzz-stun", run: stun),
+        Target(name: "fuzz-dtls", run: dtls),
     ]
 
     /// The target called `name`, nil when there is none.

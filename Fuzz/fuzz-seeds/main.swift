@@ -264,6 +264,9 @@ save("fuzz-rendezvous", "raw-and-replayed", records(register + [action(0, [0, 0x
 // MARK: STUN messages and TURN client scripts (FuzzEntries.stun)
 for (name, bytes) in FuzzEntries.stunSeeds() { save("fuzz-stun", name, bytes) }
 
+// MARK: DTLS datagrams (FuzzEntries.dtls)
+for (name, bytes) in FuzzEntries.dtlsSeeds() { save("fuzz-dtls", name, bytes) }
+
 // MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
 // the revue-node process tests send them
 let friendId = Hex.encode(seedKey)

@@ -1,0 +1,290 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+@testable import MediaCore
+
+/// Two transports joined by an in-memory link that drops a share of the datagrams with a seeded
+/// generator. OpenSSL's retransmission timer runs on the real clock, so the link sleeps until the
+/// earliest deadline when nothing is in flight.
+private final class LossyLink {
+    var toPassive: [[UInt8]] = []
+    var toActive: [[UInt8]] = []
+    var random: TestRandom
+    let loss: Double
+    var dropped = 0
+    var delivered = 0
+
+    init(loss: Double, seed: UInt64) {
+        self.loss = loss
+        random = TestRandom(state: seed)
+    }
+
+    private func lose() -> Bool {
+        Double(random.next() >> 11) / Double(1 << 53) < loss
+    }
+
+    func connect(_ active: DTLSTransport, _ passive: DTLSTransport) {
+        active.onDatagram = { [unowned self] d in
+            if lose() { dropped += 1 } else { toPassive.append(Array(d)) }
+        }
+        passive.onDatagram = { [unowned self] d in
+            if lose() { dropped += 1 } else { toActive.append(Array(d)) }
+        }
+    }
+
+    /// Runs until both sides leave the handshake states or `seconds` of real time pass.
+    func run(_ active: DTLSTransport, _ passive: DTLSTransport, seconds: Double = 20) {
+        let stop = UDPSocket.monotonicNanoseconds() + UInt64(seconds * 1e9)
+        func running(_ t: DTLSTransport) -> Bool { t.state == .new || t.state == .connecting }
+        while running(active) || running(passive) {
+            let now = UDPSocket.monotonicNanoseconds()
+            if now > stop { return }
+            if !toPassive.isEmpty {
+                let d = toPassive.removeFirst()
+                delivered += 1
+                passive.handle(datagram: d, now: now)
+                continue
+            }
+            if !toActive.isEmpty {
+                let d = toActive.removeFirst()
+                delivered += 1
+                active.handle(datagram: d, now: now)
+                continue
+            }
+            let next = [active.nextDeadline(now: now), passive.nextDeadline(now: now)].compactMap { $0 }.min() ?? now + 1_000_000
+            if next > now { usleep(UInt32(min(next - now, 50_000_000) / 1000) + 100) }
+            let later = UDPSocket.monotonicNanoseconds()
+            active.handleTimeout(now: later)
+            passive.handleTimeout(now: later)
+        }
+    }
+}
+
+private func configuration(_ role: DTLSTransport.Role, profiles: [SRTPSuite]? = nil) -> DTLSTransport.Configuration {
+    var c = DTLSTransport.Configuration(role: role)
+    c.initialRetransmissionTimeout = 0.01
+    c.maxRetransmissionTimeout = 0.2
+    c.handshakeTimeout = 30
+    if let profiles { c.srtpProfiles = profiles }
+    return c
+}
+
+/// A distinct RTP packet: version 2, payload type 96.
+private func rtp(sequence: UInt16, ssrc: UInt32) -> [UInt8] {
+    var p: [UInt8] = [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xff), 0, 0, 0x10, 0,
+                      UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff)]
+    p += (0..<100).map { UInt8(truncatingIfNeeded: Int($0) &* 7 &+ Int(sequence)) }
+    return p
+}
+
+/// Protects `packet` with `sender` and unprotects it with `receiver`; the bytes that come out.
+private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRTPContext) throws -> [UInt8] {
+    var buffer = packet + [UInt8](repeating: 0, count: sender.rtpOverhead)
+    let protected = try buffer.withUnsafeMutableBytes { try sender.protect($0, length: packet.count) }
+    #expect(protected == packet.count + sender.rtpOverhead)
+    #expect(Array(buffer[12..<packet.count]) != Array(packet[12...]), "payload was not encrypted")
+    let plain = try buffer.withUnsafeMutableBytes { try receiver.unprotect($0, length: protected) }
+    return Array(buffer[0..<plain])
+}
+
+@Suite struct DTLSTransportTests {
+    @Test(arguments: [[SRTPSuite.aeadAES128GCM, .aesCM128HMACSHA1_80], [.aesCM128HMACSHA1_80]])
+    func handshakeOverLossyLinkDerivesMatchingSRTPKeys(profiles: [SRTPSuite]) throws {
+        let active = try DTLSTransport(configuration: configuration(.active))
+        let passive = try DTLSTransport(configuration: configuration(.passive, profiles: profiles))
+        #expect(active.fingerprint != passive.fingerprint)
+        active.setRemoteFingerprint(DTLSFingerprint(sdpValue: passive.fingerprint.sdpValue)!)
+        passive.setRemoteFingerprint(active.fingerprint)
+        let link = LossyLink(loss: 0.3, seed: profiles.count == 2 ? 7 : 11)
+        link.connect(active, passive)
+        active.start(now: UDPSocket.monotonicNanoseconds())
+        link.run(active, passive)
+
+        #expect(active.state == .connected, "active: \(active.state)")
+        #expect(passive.state == .connected, "passive: \(passive.state)")
+        #expect(link.dropped > 0, "the link dropped nothing")
+        #expect(active.statistics.retransmissions + passive.statistics.retransmissions > 0)
+        #expect(active.suite == profiles[0] && passive.suite == profiles[0])
+        #expect(active.peerFingerprint == passive.fingerprint && passive.peerFingerprint == active.fingerprint)
+
+        let a = try #require(active.takeKeys())
+        let p = try #require(passive.takeKeys())
+        #expect(active.takeKeys() == nil, "keys are handed out once")
+        #expect(a.suite == profiles[0] && a.send.suite == profiles[0])
+        #expect(a.send == p.receive && a.receive == p.send && a.send != a.receive)
+        let (aOut, aIn) = try a.makeContexts()
+        let (pOut, pIn) = try p.makeContexts()
+        for seq: UInt16 in 1...5 {
+            let fromActive = rtp(sequence: seq, ssrc: 0x1111_2222)
+            #expect(try roundTrip(fromActive, aOut, pIn) == fromActive)
+            let fromPassive = rtp(sequence: seq, ssrc: 0x3333_4444)
+            #expect(try roundTrip(fromPassive, pOut, aIn) == fromPassive)
+        }
+        // The active side's send key is not the passive side's send key.
+        var buffer = rtp(sequence: 9, ssrc: 1) + [UInt8](repeating: 0, count: aOut.rtpOverhead)
+        let n = try buffer.withUnsafeMutableBytes { try aOut.protect($0, length: 112) }
+        #expect(throws: SRTPError.authFail) { try buffer.withUnsafeMutableBytes { _ = try aIn.unprotect($0, length: n) } }
+    }
+
+    @Test func handshakeTimeOnLoopbackWithoutLoss() throws {
+        // A 1 s first retransmission timeout, so a busy machine does not add resent flights.
+        var a = configuration(.active), p = configuration(.passive)
+        a.initialRetransmissionTimeout = 1
+        p.initialRetransmissionTimeout = 1
+        let start = UDPSocket.monotonicNanoseconds()
+        let active = try DTLSTransport(configuration: a)
+        let passive = try DTLSTransport(configuration: p)
+        let made = UDPSocket.monotonicNanoseconds()
+        active.setRemoteFingerprint(passive.fingerprint)
+        passive.setRemoteFingerprint(active.fingerprint)
+        let link = LossyLink(loss: 0, seed: 1)
+        link.connect(active, passive)
+        active.start(now: made)
+        link.run(active, passive)
+        let done = UDPSocket.monotonicNanoseconds()
+        #expect(active.state == .connected && passive.state == .connected)
+        print("DTLS in-process: two endpoints (keys and certificates) in \(Double(made - start) / 1e6) ms, "
+              + "handshake in \(Double(done - made) / 1e6) ms over \(link.delivered) datagrams, "
+              + "\(active.statistics.retransmissions + passive.statistics.retransmissions) retransmissions")
+    }
+
+    @Test func fingerprintMismatchFailsWithoutKeys() throws {
+        let active = try DTLSTransport(configuration: configuration(.active))
+        let passive = try DTLSTransport(configuration: configuration(.passive))
+        let impostor = try DTLSTransport(configuration: configuration(.passive))
+        active.setRemoteFingerprint(impostor.fingerprint)  // signalling named another certificate
+        passive.setRemoteFingerprint(active.fingerprint)
+        var states: [DTLSTransport.State] = []
+        active.onStateChange = { states.append($0) }
+        let link = LossyLink(loss: 0, seed: 3)
+        link.connect(active, passive)
+        active.start(now: UDPSocket.monotonicNanoseconds())
+        link.run(active, passive, seconds: 5)
+        #expect(active.state == .failed(.fingerprintMismatch))
+        #expect(states.last == .failed(.fingerprintMismatch) && !states.contains(.connected))
+        #expect(active.takeKeys() == nil)
+        #expect(active.peerFingerprint == passive.fingerprint)
+    }
+
+    @Test func fingerprintArrivingAfterTheHandshakeReleasesOrRefusesKeys() throws {
+        let active = try DTLSTransport(configuration: configuration(.active))
+        let passive = try DTLSTransport(configuration: configuration(.passive))
+        let link = LossyLink(loss: 0, seed: 5)
+        link.connect(active, passive)
+        active.start(now: UDPSocket.monotonicNanoseconds())
+        link.run(active, passive, seconds: 5)
+        #expect(active.state == .awaitingFingerprint && passive.state == .awaitingFingerprint)
+        #expect(active.takeKeys() == nil && passive.takeKeys() == nil)
+        passive.setRemoteFingerprint(active.fingerprint)
+        #expect(passive.state == .connected && passive.takeKeys() != nil)
+        active.setRemoteFingerprint(DTLSFingerprint(bytes: [UInt8](repeating: 0xAB, count: 32))!)
+        #expect(active.state == .failed(.fingerprintMismatch) && active.takeKeys() == nil)
+    }
+
+    @Test func silentPeerTimesOutAtTheBound() throws {
+        var c = configuration(.active)
+        c.handshakeTimeout = 0.3
+        let active = try DTLSTransport(configuration: c)
+        active.setRemoteFingerprint(DTLSFingerprint(bytes: [UInt8](repeating: 1, count: 32))!)
+        var sent = 0
+        active.onDatagram = { _ in sent += 1 }
+        let start = UDPSocket.monotonicNanoseconds()
+        active.start(now: start)
+        var calls = 0
+        while active.state == .connecting, calls < 10_000 {
+            calls += 1
+            let now = UDPSocket.monotonicNanoseconds()
+            guard let next = active.nextDeadline(now: now) else { break }
+            // The deadline never lies past the overall bound.
+            #expect(next <= start + 300_000_000)
+            if next > now { usleep(UInt32((next - now) / 1000) + 100) }
+            let later = UDPSocket.monotonicNanoseconds()
+            active.handleTimeout(now: later)
+            if active.state != .connecting { #expect(later >= start + 300_000_000) }
+        }
+        #expect(active.state == .failed(.handshakeTimeout))
+        #expect(sent >= 3, "the ClientHello was sent \(sent) times")
+        #expect(active.statistics.retransmissions == sent - 1)
+        #expect(active.takeKeys() == nil && active.nextDeadline(now: UDPSocket.monotonicNanoseconds()) == nil)
+        // The overall bound holds on its own clock: a caller whose clock jumps past it fails at once.
+        let other = try DTLSTransport(configuration: c)
+        other.onDatagram = { _ in }
+        other.start(now: 1_000)
+        other.handleTimeout(now: 1_000 + 299_000_000)
+        #expect(other.state == .connecting)
+        other.handleTimeout(now: 1_000 + 300_000_000)
+        #expect(other.state == .failed(.handshakeTimeout))
+    }
+
+    @Test func garbageDatagramsAreDroppedAndCountedAndTheHandshakeStillFinishes() throws {
+        let active = try DTLSTransport(configuration: configuration(.active))
+        let passive = try DTLSTransport(configuration: configuration(.passive))
+        active.setRemoteFingerprint(passive.fingerprint)
+        passive.setRemoteFingerprint(active.fingerprint)
+        var random = TestRandom(state: 99)
+        var garbage: [[UInt8]] = [[], [22], [0x80, 96, 0, 1], [0x00, 0x01, 0x00, 0x00],
+                                  [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 8) + [0xFF, 0xFF, 1, 2],
+                                  [23, 0xFE, 0xFD, 0, 1, 0, 0, 0, 0, 0, 1, 0, 4, 1, 2, 3]]  // short by one byte
+        for _ in 0..<200 {
+            let n = Int(random.next() % 1400)
+            garbage.append((0..<n).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        }
+        let link = LossyLink(loss: 0, seed: 9)
+        link.connect(active, passive)
+        // Garbage before, during and after the handshake, to both sides.
+        for g in garbage.prefix(70) { passive.handle(datagram: g, now: UDPSocket.monotonicNanoseconds()) }
+        #expect(passive.state == .new, "garbage started the passive side")
+        active.start(now: UDPSocket.monotonicNanoseconds())
+        for g in garbage.dropFirst(70).prefix(70) { active.handle(datagram: g, now: UDPSocket.monotonicNanoseconds()) }
+        link.run(active, passive, seconds: 5)
+        for g in garbage.dropFirst(140) {
+            active.handle(datagram: g, now: UDPSocket.monotonicNanoseconds())
+            passive.handle(datagram: g, now: UDPSocket.monotonicNanoseconds())
+        }
+        #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
+        let dropped = [active, passive].map { $0.statistics.notDTLSDropped + $0.statistics.malformedDropped }
+        #expect(dropped.reduce(0, +) == 70 + 70 + 2 * (garbage.count - 140),
+                "every garbage datagram is dropped before OpenSSL: \(active.statistics) \(passive.statistics)")
+        #expect(active.statistics.malformedDropped > 0 && active.statistics.notDTLSDropped > 0)
+        #expect(active.takeKeys() != nil && passive.takeKeys() != nil)
+    }
+
+    @Test func wellFormedRecordsWithGarbageContentNeverYieldKeys() throws {
+        // Records that pass the framing check but carry nonsense reach OpenSSL: the handshake may
+        // fail with a typed error, but nothing traps and no keys appear.
+        var random = TestRandom(state: 1234)
+        for round in 0..<40 {
+            let passive = try DTLSTransport(configuration: configuration(.passive))
+            passive.setRemoteFingerprint(DTLSFingerprint(bytes: [UInt8](repeating: 2, count: 32))!)
+            passive.onDatagram = { _ in }
+            for _ in 0..<8 {
+                let length = Int(random.next() % 300)
+                var record: [UInt8] = [UInt8(20 + random.next() % 5), 0xFE, round % 2 == 0 ? 0xFD : 0xFF,
+                                       0, 0, 0, 0, 0, 0, 0, UInt8(random.next() % 4), UInt8(length >> 8), UInt8(length & 0xff)]
+                record += (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                if record[0] == 22 && length > 12 { record[13] = 1 }  // looks like a ClientHello
+                passive.handle(datagram: record, now: UDPSocket.monotonicNanoseconds())
+            }
+            passive.handleTimeout(now: UDPSocket.monotonicNanoseconds())
+            #expect(passive.state != .connected && passive.state != .awaitingFingerprint)
+            #expect(passive.takeKeys() == nil)
+        }
+    }
+
+    @Test func fingerprintSDPForm() throws {
+        let t = try DTLSTransport(configuration: configuration(.passive))
+        let value = t.fingerprint.sdpValue
+        #expect(value.hasPrefix("sha-256 ") && value.count == 8 + 32 * 3 - 1)
+        #expect(DTLSFingerprint(sdpValue: value) == t.fingerprint)
+        #expect(DTLSFingerprint(sdpValue: "SHA-256 " + value.dropFirst(8).lowercased()) == t.fingerprint)
+        #expect(DTLSFingerprint(sdpValue: "sha-1 " + value.dropFirst(8)) == nil)
+        #expect(DTLSFingerprint(sdpValue: String(value.dropLast(3))) == nil)
+        #expect(DTLSFingerprint(sdpValue: String(value.dropLast(1)) + "G") == nil)
+        #expect(DTLSFingerprint(sdpValue: "") == nil)
+        // The PEM form (the interop test checks the digest against `openssl x509 -fingerprint`).
+        let pem = t.certificatePEM
+        #expect(pem.hasPrefix("-----BEGIN CERTIFICATE-----"))
+    }
+}
