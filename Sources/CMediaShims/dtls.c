@@ -216,7 +216,9 @@ cms_dtls *cms_dtls_new(int is_client, int mtu, unsigned initial_timeout_ms, unsi
         goto fail;
     }
     SSL_CTX_set_verify(d->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, accept_any_certificate);
-    SSL_CTX_set_options(d->ctx, SSL_OP_NO_QUERY_MTU | SSL_OP_NO_TICKET);
+    // No renegotiation: the SRTP keys are exported once, and a second handshake would only let a
+    // peer make OpenSSL work without changing them.
+    SSL_CTX_set_options(d->ctx, SSL_OP_NO_QUERY_MTU | SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
 
     d->ssl = SSL_new(d->ctx);
     if (d->ssl == NULL) { step = "SSL_new"; goto fail; }

@@ -273,6 +273,42 @@ private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRT
         }
     }
 
+    @Test func fatalAlertFromThePeerIsTyped() throws {
+        let active = try DTLSTransport(configuration: configuration(.active))
+        var sent = 0
+        active.onDatagram = { _ in sent += 1 }
+        active.start(now: UDPSocket.monotonicNanoseconds())
+        #expect(sent >= 1 && active.state == .connecting)
+        // A plaintext fatal handshake_failure alert (level 2, description 40) at epoch 0.
+        active.handle(datagram: [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 40], now: UDPSocket.monotonicNanoseconds())
+        guard case .failed(.alert(let code, let name)) = active.state else {
+            Issue.record("expected a typed alert, got \(active.state)")
+            return
+        }
+        #expect(code == 40 && name.lowercased().contains("handshake"), "\(code) \(name)")
+        #expect(active.takeKeys() == nil)
+        active.handle(datagram: [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 10), now: UDPSocket.monotonicNanoseconds())
+        #expect(active.statistics.droppedAfterEnd == 1)
+    }
+
+    @Test func noCommonSRTPProfileFailsWithoutKeys() throws {
+        let active = try DTLSTransport(configuration: configuration(.active, profiles: [.aesCM128HMACSHA1_80]))
+        let passive = try DTLSTransport(configuration: configuration(.passive, profiles: [.aeadAES128GCM]))
+        active.setRemoteFingerprint(passive.fingerprint)
+        passive.setRemoteFingerprint(active.fingerprint)
+        let link = LossyLink(loss: 0, seed: 4)
+        link.connect(active, passive)
+        active.start(now: UDPSocket.monotonicNanoseconds())
+        link.run(active, passive, seconds: 5)
+        for side in [active, passive] {
+            guard case .failed(.protocolError) = side.state else {
+                Issue.record("expected a protocol error, got \(side.state)")
+                continue
+            }
+            #expect(side.takeKeys() == nil)
+        }
+    }
+
     @Test func fingerprintSDPForm() throws {
         let t = try DTLSTransport(configuration: configuration(.passive))
         let value = t.fingerprint.sdpValue
