@@ -29,15 +29,17 @@ extension FuzzEntries {
                 passive.handle(datagram: record, now: now)
                 now += 10_000_000
                 passive.handleTimeout(now: now)
-                fuzzRequire(passive.state != .connected && passive.state != .awaitingFingerprint,
-                            "a stranger's datagrams finished a handshake: \(passive.state)")
+                fuzzRequire(
+                    passive.state != .connected && passive.state != .awaitingFingerprint,
+                    "a stranger's datagrams finished a handshake: \(passive.state)")
             }
             fuzzRequire(passive.takeKeys() == nil, "keys without a verified handshake")
             fuzzRequire(passive.statistics.datagramsReceived == records.count, "datagrams not counted once")
             return
         }
         guard let active = try? DTLSTransport(configuration: DTLSTransport.Configuration(role: .active)),
-              let passive = try? DTLSTransport(configuration: DTLSTransport.Configuration(role: .passive)) else { return }
+            let passive = try? DTLSTransport(configuration: DTLSTransport.Configuration(role: .passive))
+        else { return }
         active.setRemoteFingerprint(passive.fingerprint)
         passive.setRemoteFingerprint(active.fingerprint)
         var toPassive: [[UInt8]] = [], toActive: [[UInt8]] = []
@@ -78,7 +80,8 @@ extension FuzzEntries {
         }
         var out: [(String, [UInt8])] = []
         guard let active = try? DTLSTransport(configuration: DTLSTransport.Configuration(role: .active)),
-              let passive = try? DTLSTransport(configuration: DTLSTransport.Configuration(role: .passive)) else { return out }
+            let passive = try? DTLSTransport(configuration: DTLSTransport.Configuration(role: .passive))
+        else { return out }
         var clientFlights: [[UInt8]] = [], serverFlights: [[UInt8]] = []
         active.onDatagram = { clientFlights.append(Array($0)) }
         passive.onDatagram = { serverFlights.append(Array($0)) }
@@ -90,8 +93,15 @@ extension FuzzEntries {
         let header: (UInt8, [UInt8]) -> [UInt8] = { type, body in
             [type, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 1, UInt8(body.count >> 8), UInt8(body.count & 0xFF)] + body
         }
-        out.append(("stranger-record-types", [0] + records([header(20, [1]), header(21, [2, 40]), header(22, [1, 0, 0, 0]),
-                                                            header(23, [1, 2, 3]), header(24, [1, 0, 0])])))
+        out.append(
+            (
+                "stranger-record-types",
+                [0]
+                    + records([
+                        header(20, [1]), header(21, [2, 40]), header(22, [1, 0, 0, 0]),
+                        header(23, [1, 2, 3]), header(24, [1, 0, 0]),
+                    ])
+            ))
         out.append(("inject-alert", [1] + records([header(21, [2, 42]), header(22, [])])))
         out.append(("inject-both-hello-replay", [3] + records(hello + [header(20, [1])])))
         return out

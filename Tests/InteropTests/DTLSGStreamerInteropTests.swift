@@ -1,10 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Synchronization
 import Testing
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Counts decoded frames and remembers which synthetic frame indices came out.
 private final class CountingRenderer: VideoRenderer, @unchecked Sendable {
@@ -53,7 +55,8 @@ private func ourVP8Packets(frames: Int, ssrc: UInt32) throws -> [[[UInt8]]] {
 /// GStreamer's (the encoder and decoder share a connection id). GStreamer sends VP8 that our
 /// receive pipeline decrypts with the exported keys and decodes; we send VP8 that GStreamer
 /// decrypts with its keys and decodes to a file.
-@Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/gst-launch-1.0"), "GStreamer not installed"))
+@Suite(
+    .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/gst-launch-1.0"), "GStreamer not installed"))
 struct DTLSGStreamerInteropTests {
     @Test(arguments: [false, true])
     func dtlsSRTPWithGStreamerCarriesVP8BothWays(gstreamerIsClient: Bool) throws {
@@ -64,8 +67,12 @@ struct DTLSGStreamerInteropTests {
 
         // GStreamer's certificate: we make it, so we know the fingerprint to expect (as signalling
         // would tell us) and compute it with openssl, not with our own code.
-        let made = try runTool("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir.file("key.pem"),
-                                           "-out", dir.file("cert.pem"), "-days", "2", "-subj", "/CN=gstreamer-peer"])
+        let made = try runTool(
+            "openssl",
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir.file("key.pem"),
+                "-out", dir.file("cert.pem"), "-days", "2", "-subj", "/CN=gstreamer-peer",
+            ])
         try #require(made.status == 0, "openssl could not make a certificate: \(made.stderr)")
         let gstFingerprint = try #require(try opensslFingerprint(dir.file("cert.pem")))
         let pem = String(decoding: dir.read("cert.pem") + dir.read("key.pem"), as: UTF8.self)
@@ -94,20 +101,23 @@ struct DTLSGStreamerInteropTests {
         // udpsrc -> dtlssrtpdec (DTLS in, our SRTP decrypted) -> decode to a file;
         // videotestsrc -> VP8 -> dtlssrtpenc (its DTLS flights and SRTP) -> udpsink to our port.
         let rtpCaps = "application/x-rtp,media=(string)video,clock-rate=(int)90000,encoding-name=(string)VP8,payload=(int)96"
-        let gst = try ToolProcess("gst-launch-1.0", [
-            "-q", "udpsrc", "port=\(gstPort)", "address=127.0.0.1", "!",
-            "dtlssrtpdec", "name=d", "connection-id=revue", "pem=\"\(pem)\"",
-            "d.rtp_src", "!", rtpCaps, "!", "rtpjitterbuffer", "latency=100", "!", "rtpvp8depay", "!", "vp8dec", "!",
-            "video/x-raw,format=I420", "!", "filesink", "location=\(dir.file("out.yuv"))", "buffer-mode=2",
-            "d.rtcp_src", "!", "fakesink", "async=false",
-            "videotestsrc", "is-live=true", "num-buffers=\(gstFrames)", "pattern=smpte", "!",
-            "video/x-raw,format=I420,width=320,height=240,framerate=30/1", "!",
-            "vp8enc", "deadline=1", "keyframe-max-dist=10", "target-bitrate=600000", "!",
-            // The encoder's sink pad is named: GStreamer 1.22 crashes when gst-launch requests one
-            // without a name.
-            "rtpvp8pay", "pt=96", "ssrc=305419896", "mtu=1100", "!", "e.rtp_sink_0",
-            "dtlssrtpenc", "name=e", "connection-id=revue", "is-client=\(gstreamerIsClient)", "e.src", "!",
-            "udpsink", "host=127.0.0.1", "port=\(ourPort)", "sync=false", "async=false"])
+        let gst = try ToolProcess(
+            "gst-launch-1.0",
+            [
+                "-q", "udpsrc", "port=\(gstPort)", "address=127.0.0.1", "!",
+                "dtlssrtpdec", "name=d", "connection-id=revue", "pem=\"\(pem)\"",
+                "d.rtp_src", "!", rtpCaps, "!", "rtpjitterbuffer", "latency=100", "!", "rtpvp8depay", "!", "vp8dec", "!",
+                "video/x-raw,format=I420", "!", "filesink", "location=\(dir.file("out.yuv"))", "buffer-mode=2",
+                "d.rtcp_src", "!", "fakesink", "async=false",
+                "videotestsrc", "is-live=true", "num-buffers=\(gstFrames)", "pattern=smpte", "!",
+                "video/x-raw,format=I420,width=320,height=240,framerate=30/1", "!",
+                "vp8enc", "deadline=1", "keyframe-max-dist=10", "target-bitrate=600000", "!",
+                // The encoder's sink pad is named: GStreamer 1.22 crashes when gst-launch requests one
+                // without a name.
+                "rtpvp8pay", "pt=96", "ssrc=305419896", "mtu=1100", "!", "e.rtp_sink_0",
+                "dtlssrtpenc", "name=e", "connection-id=revue", "is-client=\(gstreamerIsClient)", "e.src", "!",
+                "udpsink", "host=127.0.0.1", "port=\(ourPort)", "sync=false", "async=false",
+            ])
         defer { if gst.process.isRunning { gst.signal(SIGKILL) } }
         usleep(700_000)  // let udpsrc bind before our first flight
         try #require(gst.process.isRunning, "gst-launch exited at once: \(gst.wait(timeout: 1).stderr)")
@@ -134,11 +144,14 @@ struct DTLSGStreamerInteropTests {
             transport.handleTimeout(now: UDPSocket.monotonicNanoseconds())
         }
         let handshakeMs = Double(UDPSocket.monotonicNanoseconds() - start) / 1e6
-        try #require(transport.state == .connected,
-                     "DTLS with GStreamer: \(transport.state), \(transport.statistics); gst-launch: \(gst.process.isRunning ? "running" : gst.wait(timeout: 1).stderr)")
+        try #require(
+            transport.state == .connected,
+            "DTLS with GStreamer: \(transport.state), \(transport.statistics); gst-launch: \(gst.process.isRunning ? "running" : gst.wait(timeout: 1).stderr)"
+        )
         let keys = try #require(transport.takeKeys())
-        print("DTLS with GStreamer (GStreamer \(gstreamerIsClient ? "client" : "server")): \(keys.suite) in \(handshakeMs) ms, "
-              + "\(transport.statistics.retransmissions) retransmissions, \(media) media datagrams before connected")
+        print(
+            "DTLS with GStreamer (GStreamer \(gstreamerIsClient ? "client" : "server")): \(keys.suite) in \(handshakeMs) ms, "
+                + "\(transport.statistics.retransmissions) retransmissions, \(media) media datagrams before connected")
         #expect(transport.peerFingerprint == gstFingerprint)
 
         // GStreamer -> us: our receive pipeline owns the socket from here, with the exported keys.
@@ -171,15 +184,18 @@ struct DTLSGStreamerInteropTests {
         let out = readFrames(dir.read("out.yuv"))
         var indices = Set<Int>()
         for f in out { if let i = SyntheticVideo.frameIndex(in: f.view) { indices.insert(i) } }
-        print("DTLS with GStreamer: we decoded \(decodedByUs) of GStreamer's \(gstFrames) frames "
-              + "(auth failures \(receiveStats.authFailures)); GStreamer decoded \(out.count) frames, "
-              + "\(indices.count) of our \(ourFrames) distinct")
+        print(
+            "DTLS with GStreamer: we decoded \(decodedByUs) of GStreamer's \(gstFrames) frames "
+                + "(auth failures \(receiveStats.authFailures)); GStreamer decoded \(out.count) frames, "
+                + "\(indices.count) of our \(ourFrames) distinct")
         #expect(decodedByUs >= 20, "we decoded \(decodedByUs) frames of GStreamer's SRTP")
         // dtlssrtpenc sends SRTP under a placeholder key until its own handshake completes; as
         // client it completes after us, so a few packets may still fail authentication here.
         #expect(receiveStats.authFailures < 30, "\(receiveStats.authFailures) SRTP packets from GStreamer failed authentication")
-        #expect(indices.count >= ourFrames - 5,
-                "GStreamer decoded \(indices.count) of our \(ourFrames) frames; missing \(Set(0..<ourFrames).subtracting(indices).sorted()); \(run.stderr)")
+        #expect(
+            indices.count >= ourFrames - 5,
+            "GStreamer decoded \(indices.count) of our \(ourFrames) frames; missing \(Set(0..<ourFrames).subtracting(indices).sorted()); \(run.stderr)"
+        )
     }
 
     /// I420 frames of 320x240 packed back to back (GStreamer raw output).
@@ -191,9 +207,11 @@ struct DTLSGStreamerInteropTests {
             let f = VideoFrame(width: width, height: height)
             bytes.withUnsafeBufferPointer { b in
                 let base = b.baseAddress! + at
-                f.copy(from: I420View(width: width, height: height, y: base, strideY: width,
-                                      u: base + width * height, strideU: width / 2,
-                                      v: base + width * height * 5 / 4, strideV: width / 2))
+                f.copy(
+                    from: I420View(
+                        width: width, height: height, y: base, strideY: width,
+                        u: base + width * height, strideU: width / 2,
+                        v: base + width * height * 5 / 4, strideV: width / 2))
             }
             out.append(f)
             at += size

@@ -1,14 +1,17 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Testing
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The hex after `Keying material: ` in openssl s_client/s_server output (`-keymatexport`).
 private func keyingMaterial(_ output: String) -> [UInt8]? {
     guard let line = output.split(separator: "\n").first(where: { $0.contains("Keying material:") }),
-          let hex = line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces), hex.count % 2 == 0 else { return nil }
+        let hex = line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces), hex.count % 2 == 0
+    else { return nil }
     var out: [UInt8] = []
     var i = hex.startIndex
     while i < hex.endIndex {
@@ -26,25 +29,34 @@ private func keyingMaterial(_ output: String) -> [UInt8]? {
 /// key and salt must be exactly theirs, for the GCM and the AES-CM profile.
 @Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "openssl not installed"))
 struct DTLSOpenSSLInteropTests {
-    @Test(arguments: [(DTLSTransport.Role.active, SRTPSuite.aeadAES128GCM), (.passive, .aesCM128HMACSHA1_80),
-                      (.active, .aesCM128HMACSHA1_80), (.passive, .aeadAES128GCM)])
+    @Test(arguments: [
+        (DTLSTransport.Role.active, SRTPSuite.aeadAES128GCM), (.passive, .aesCM128HMACSHA1_80),
+        (.active, .aesCM128HMACSHA1_80), (.passive, .aeadAES128GCM),
+    ])
     func exportedKeysMatchOpenSSLTools(role: DTLSTransport.Role, suite: SRTPSuite) throws {
         let dir = InteropTempDir()
         defer { dir.remove() }
-        let made = try runTool("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                                           "-keyout", dir.file("key.pem"), "-out", dir.file("cert.pem"), "-days", "2",
-                                           "-subj", "/CN=openssl-peer"])
+        let made = try runTool(
+            "openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", dir.file("key.pem"), "-out", dir.file("cert.pem"), "-days", "2",
+                "-subj", "/CN=openssl-peer",
+            ])
         try #require(made.status == 0, "openssl could not make a certificate: \(made.stderr)")
         let fingerprintRun = try runTool("openssl", ["x509", "-in", dir.file("cert.pem"), "-noout", "-fingerprint", "-sha256"])
-        let theirs = try #require(fingerprintRun.stdout.split(separator: "=").last
-            .flatMap { DTLSFingerprint(sdpValue: "sha-256 " + $0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+        let theirs = try #require(
+            fingerprintRun.stdout.split(separator: "=").last
+                .flatMap { DTLSFingerprint(sdpValue: "sha-256 " + $0.trimmingCharacters(in: .whitespacesAndNewlines)) })
 
         let profile = suite == .aeadAES128GCM ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80"
         let length = 2 * suite.keyAndSaltLength
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let ourPort = try socket.localAddress().port
-        let common = ["-dtls1_2", "-cert", dir.file("cert.pem"), "-key", dir.file("key.pem"), "-use_srtp", profile,
-                      "-keymatexport", "EXTRACTOR-dtls_srtp", "-keymatexportlen", "\(length)"]
+        let common = [
+            "-dtls1_2", "-cert", dir.file("cert.pem"), "-key", dir.file("key.pem"), "-use_srtp", profile,
+            "-keymatexport", "EXTRACTOR-dtls_srtp", "-keymatexportlen", "\(length)",
+        ]
         // The tools read stdin; a pipe that stays open for a while keeps them from quitting on EOF
         // before the handshake.
         var peer: SocketAddress?
@@ -76,15 +88,18 @@ struct DTLSOpenSSLInteropTests {
             if try socket.waitUntilReadable(timeoutMilliseconds: 10) {
                 let got = try socket.receive(into: buffer)
                 if peer == nil { peer = got.source }
-                transport.handle(datagram: UnsafeRawBufferPointer(rebasing: buffer[0..<got.count]), now: UDPSocket.monotonicNanoseconds())
+                transport.handle(
+                    datagram: UnsafeRawBufferPointer(rebasing: buffer[0..<got.count]), now: UDPSocket.monotonicNanoseconds())
             }
             transport.handleTimeout(now: UDPSocket.monotonicNanoseconds())
         }
         let keys = transport.takeKeys()
         transport.close()
         let run = tool.wait(timeout: 15)
-        try #require(transport.state == .closed || transport.state == .connected,
-                     "handshake with openssl \(role == .active ? "s_server" : "s_client"): \(transport.state), \(transport.statistics)\n\(run.stdout)\n\(run.stderr)")
+        try #require(
+            transport.state == .closed || transport.state == .connected,
+            "handshake with openssl \(role == .active ? "s_server" : "s_client"): \(transport.state), \(transport.statistics)\n\(run.stdout)\n\(run.stderr)"
+        )
         let ours = try #require(keys)
         #expect(ours.suite == suite)
         #expect(run.stdout.contains("SRTP Extension negotiated, profile=\(profile)"), "\(run.stdout)")
@@ -92,7 +107,8 @@ struct DTLSOpenSSLInteropTests {
         #expect(exported.count == length)
         // RFC 5764 section 4.2: client key, server key, client salt, server salt.
         let (client, server) = role == .active ? (ours.send, ours.receive) : (ours.receive, ours.send)
-        #expect(exported == client.masterKey + server.masterKey + client.masterSalt + server.masterSalt,
-                "our split of the exporter output differs from openssl's")
+        #expect(
+            exported == client.masterKey + server.masterKey + client.masterSalt + server.masterSalt,
+            "our split of the exporter output differs from openssl's")
     }
 }

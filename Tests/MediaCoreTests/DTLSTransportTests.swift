@@ -1,9 +1,11 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Testing
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Two transports joined by an in-memory link that drops a share of the datagrams with a seeded
 /// generator. OpenSSL's retransmission timer runs on the real clock, so the link sleeps until the
@@ -73,8 +75,10 @@ private func configuration(_ role: DTLSTransport.Role, profiles: [SRTPSuite]? = 
 
 /// A distinct RTP packet: version 2, payload type 96.
 private func rtp(sequence: UInt16, ssrc: UInt32) -> [UInt8] {
-    var p: [UInt8] = [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xff), 0, 0, 0x10, 0,
-                      UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff)]
+    var p: [UInt8] = [
+        0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xff), 0, 0, 0x10, 0,
+        UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff),
+    ]
     p += (0..<100).map { UInt8(truncatingIfNeeded: Int($0) &* 7 &+ Int(sequence)) }
     return p
 }
@@ -145,9 +149,10 @@ private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRT
         link.run(active, passive)
         let done = UDPSocket.monotonicNanoseconds()
         #expect(active.state == .connected && passive.state == .connected)
-        print("DTLS in-process: two endpoints (keys and certificates) in \(Double(made - start) / 1e6) ms, "
-              + "handshake in \(Double(done - made) / 1e6) ms over \(link.delivered) datagrams, "
-              + "\(active.statistics.retransmissions + passive.statistics.retransmissions) retransmissions")
+        print(
+            "DTLS in-process: two endpoints (keys and certificates) in \(Double(made - start) / 1e6) ms, "
+                + "handshake in \(Double(done - made) / 1e6) ms over \(link.delivered) datagrams, "
+                + "\(active.statistics.retransmissions + passive.statistics.retransmissions) retransmissions")
     }
 
     @Test func fingerprintMismatchFailsWithoutKeys() throws {
@@ -224,9 +229,11 @@ private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRT
         active.setRemoteFingerprint(passive.fingerprint)
         passive.setRemoteFingerprint(active.fingerprint)
         var random = TestRandom(state: 99)
-        var garbage: [[UInt8]] = [[], [22], [0x80, 96, 0, 1], [0x00, 0x01, 0x00, 0x00],
-                                  [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 8) + [0xFF, 0xFF, 1, 2],
-                                  [23, 0xFE, 0xFD, 0, 1, 0, 0, 0, 0, 0, 1, 0, 4, 1, 2, 3]]  // short by one byte
+        var garbage: [[UInt8]] = [
+            [], [22], [0x80, 96, 0, 1], [0x00, 0x01, 0x00, 0x00],
+            [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 8) + [0xFF, 0xFF, 1, 2],
+            [23, 0xFE, 0xFD, 0, 1, 0, 0, 0, 0, 0, 1, 0, 4, 1, 2, 3],
+        ]  // short by one byte
         for _ in 0..<200 {
             let n = Int(random.next() % 1400)
             garbage.append((0..<n).map { _ in UInt8(truncatingIfNeeded: random.next()) })
@@ -245,8 +252,9 @@ private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRT
         }
         #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
         let dropped = [active, passive].map { $0.statistics.notDTLSDropped + $0.statistics.malformedDropped }
-        #expect(dropped.reduce(0, +) == 70 + 70 + 2 * (garbage.count - 140),
-                "every garbage datagram is dropped before OpenSSL: \(active.statistics) \(passive.statistics)")
+        #expect(
+            dropped.reduce(0, +) == 70 + 70 + 2 * (garbage.count - 140),
+            "every garbage datagram is dropped before OpenSSL: \(active.statistics) \(passive.statistics)")
         #expect(active.statistics.malformedDropped > 0 && active.statistics.notDTLSDropped > 0)
         #expect(active.takeKeys() != nil && passive.takeKeys() != nil)
     }
@@ -261,8 +269,10 @@ private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRT
             passive.onDatagram = { _ in }
             for _ in 0..<8 {
                 let length = Int(random.next() % 300)
-                var record: [UInt8] = [UInt8(20 + random.next() % 5), 0xFE, round % 2 == 0 ? 0xFD : 0xFF,
-                                       0, 0, 0, 0, 0, 0, 0, UInt8(random.next() % 4), UInt8(length >> 8), UInt8(length & 0xff)]
+                var record: [UInt8] = [
+                    UInt8(20 + random.next() % 5), 0xFE, round % 2 == 0 ? 0xFD : 0xFF,
+                    0, 0, 0, 0, 0, 0, 0, UInt8(random.next() % 4), UInt8(length >> 8), UInt8(length & 0xff),
+                ]
                 record += (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next()) }
                 if record[0] == 22 && length > 12 { record[13] = 1 }  // looks like a ClientHello
                 passive.handle(datagram: record, now: UDPSocket.monotonicNanoseconds())

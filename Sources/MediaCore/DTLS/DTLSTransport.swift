@@ -25,6 +25,7 @@ internal import CMediaShims
 /// what OpenSSL does.
 package final class DTLSTransport {
     /// Which side starts the handshake, from the SDP `a=setup` attribute (RFC 5763 section 5).
+    /// Thread rule: a value type. Cost: none.
     package enum Role: Sendable, Hashable {
         /// `a=setup:active`: the DTLS client, which sends the first flight.
         case active
@@ -32,7 +33,7 @@ package final class DTLSTransport {
         case passive
     }
 
-    /// Settings fixed at creation.
+    /// Settings fixed at creation. Thread rule: a value type. Cost: none.
     package struct Configuration: Sendable {
         /// The DTLS role.
         package var role: Role
@@ -57,7 +58,7 @@ package final class DTLSTransport {
         package init(role: Role) { self.role = role }
     }
 
-    /// Where the handshake stands.
+    /// Where the handshake stands. Thread rule: a value type. Cost: none.
     package enum State: Sendable, Hashable {
         /// Created; `start` or the peer's first datagram has not come yet.
         case new
@@ -74,7 +75,7 @@ package final class DTLSTransport {
         case closed
     }
 
-    /// Counters of what the transport saw and did.
+    /// Counters of what the transport saw and did. Thread rule: a value type (a copy). Cost: none.
     package struct Statistics: Sendable, Hashable {
         /// Datagrams handed to `handle(datagram:now:)`.
         package var datagramsReceived = 0
@@ -91,7 +92,8 @@ package final class DTLSTransport {
         package var retransmissions = 0
     }
 
-    /// The SRTP master keys of both directions, for the negotiated profile.
+    /// The SRTP master keys of both directions, for the negotiated profile. Thread rule: an
+    /// immutable value, freely shared (the key bytes are zeroed when the last copy goes away).
     package struct SRTPKeys: Sendable {
         /// The negotiated protection profile.
         package let suite: SRTPSuite
@@ -103,9 +105,12 @@ package final class DTLSTransport {
         /// An outbound `SRTPContext` for `send` and an inbound one for `receive`.
         /// Cost: two libsrtp sessions (microseconds).
         package func makeContexts(options: SRTPContext.Options = SRTPContext.Options()) throws(SRTPError)
-            -> (outbound: SRTPContext, inbound: SRTPContext) {
-            (try SRTPContext(material: send, direction: .outbound, options: options),
-             try SRTPContext(material: receive, direction: .inbound, options: options))
+            -> (outbound: SRTPContext, inbound: SRTPContext)
+        {
+            (
+                try SRTPContext(material: send, direction: .outbound, options: options),
+                try SRTPContext(material: receive, direction: .inbound, options: options)
+            )
         }
     }
 
@@ -142,14 +147,19 @@ package final class DTLSTransport {
         let ms = { (seconds: Double) in UInt32(max(1, min(seconds * 1000, 600_000))) }
         guard !configuration.srtpProfiles.isEmpty else { throw .protocolError(reason: "no SRTP profile to offer") }
         let profiles = configuration.srtpProfiles.map(Self.profileName).joined(separator: ":")
-        guard let made = cms_dtls_new(configuration.role == .active ? 1 : 0,
-                                      Int32(max(256, min(configuration.mtu, 16384))),
-                                      ms(configuration.initialRetransmissionTimeout),
-                                      ms(configuration.maxRetransmissionTimeout),
-                                      Int32(max(1, min(configuration.certificateValidityDays, 3650))),
-                                      profiles, &error, error.count) else {
-            throw .protocolError(reason: String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) },
-                                                as: UTF8.self))
+        guard
+            let made = cms_dtls_new(
+                configuration.role == .active ? 1 : 0,
+                Int32(max(256, min(configuration.mtu, 16384))),
+                ms(configuration.initialRetransmissionTimeout),
+                ms(configuration.maxRetransmissionTimeout),
+                Int32(max(1, min(configuration.certificateValidityDays, 3650))),
+                profiles, &error, error.count)
+        else {
+            throw .protocolError(
+                reason: String(
+                    decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) },
+                    as: UTF8.self))
         }
         endpoint = made
         var digest = [UInt8](repeating: 0, count: 32)
@@ -343,15 +353,18 @@ package final class DTLSTransport {
             sodium_memzero(exported.baseAddress!, exported.count)
             exported.deallocate()
         }
-        guard cms_dtls_export_srtp(endpoint, exported.baseAddress!.assumingMemoryBound(to: UInt8.self), exported.count) == 1 else {
+        guard cms_dtls_export_srtp(endpoint, exported.baseAddress!.assumingMemoryBound(to: UInt8.self), exported.count) == 1
+        else {
             fail(.protocolError(reason: "SRTP keying material export failed"))
             return
         }
         let all = UnsafeRawBufferPointer(exported)
-        let client = SRTPKeyMaterial(suite: negotiated, key: UnsafeRawBufferPointer(rebasing: all[0..<k]),
-                                     salt: UnsafeRawBufferPointer(rebasing: all[(2 * k)..<(2 * k + s)]))
-        let server = SRTPKeyMaterial(suite: negotiated, key: UnsafeRawBufferPointer(rebasing: all[k..<(2 * k)]),
-                                     salt: UnsafeRawBufferPointer(rebasing: all[(2 * k + s)..<(2 * k + 2 * s)]))
+        let client = SRTPKeyMaterial(
+            suite: negotiated, key: UnsafeRawBufferPointer(rebasing: all[0..<k]),
+            salt: UnsafeRawBufferPointer(rebasing: all[(2 * k)..<(2 * k + s)]))
+        let server = SRTPKeyMaterial(
+            suite: negotiated, key: UnsafeRawBufferPointer(rebasing: all[k..<(2 * k)]),
+            salt: UnsafeRawBufferPointer(rebasing: all[(2 * k + s)..<(2 * k + 2 * s)]))
         let active = configuration.role == .active
         keys = SRTPKeys(suite: negotiated, send: active ? client : server, receive: active ? server : client)
         suite = negotiated
@@ -405,7 +418,8 @@ package final class DTLSTransport {
         while at < datagram.count {
             guard datagram.count - at >= 13 else { return false }
             guard (20...24).contains(datagram[at]), datagram[at + 1] == 0xFE,
-                  datagram[at + 2] == 0xFD || datagram[at + 2] == 0xFF else { return false }
+                datagram[at + 2] == 0xFD || datagram[at + 2] == 0xFF
+            else { return false }
             let length = Int(datagram[at + 11]) << 8 | Int(datagram[at + 12])
             guard length <= 18432, length <= datagram.count - at - 13 else { return false }
             at += 13 + length
