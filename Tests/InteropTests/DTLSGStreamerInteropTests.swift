@@ -176,6 +176,7 @@ struct DTLSGStreamerInteropTests {
         _ = pollUntil(5) { renderer.frames.withLock { $0 } >= 60 }
         usleep(500_000)  // GStreamer's jitter buffer and decoder drain
         receiver.stop()
+        let listened = UDPSocket.monotonicNanoseconds() - sendStart
         let decodedByUs = renderer.frames.withLock { $0 }
         let receiveStats = receiver.statistics
         gst.signal(SIGINT)
@@ -185,7 +186,8 @@ struct DTLSGStreamerInteropTests {
         var indices = Set<Int>()
         for f in out { if let i = SyntheticVideo.frameIndex(in: f.view) { indices.insert(i) } }
         print(
-            "DTLS with GStreamer: we decoded \(decodedByUs) of GStreamer's \(gstFrames) frames "
+            "DTLS with GStreamer: we decoded \(decodedByUs) frames of GStreamer's 30 fps stream in the "
+                + "\(Double(listened) / 1e9) s we listened "
                 + "(auth failures \(receiveStats.authFailures)); GStreamer decoded \(out.count) frames, "
                 + "\(indices.count) of our \(ourFrames) distinct")
         #expect(decodedByUs >= 20, "we decoded \(decodedByUs) frames of GStreamer's SRTP")

@@ -153,6 +153,14 @@ private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRT
             "DTLS in-process: two endpoints (keys and certificates) in \(Double(made - start) / 1e6) ms, "
                 + "handshake in \(Double(done - made) / 1e6) ms over \(link.delivered) datagrams, "
                 + "\(active.statistics.retransmissions + passive.statistics.retransmissions) retransmissions")
+
+        // close() sends close_notify; the peer moves to .closed and drops what follows.
+        active.close()
+        #expect(active.state == .closed && link.toPassive.count == 1)
+        for d in link.toPassive { passive.handle(datagram: d, now: UDPSocket.monotonicNanoseconds()) }
+        #expect(passive.state == .closed)
+        passive.handle(datagram: link.toPassive[0], now: UDPSocket.monotonicNanoseconds())
+        #expect(passive.statistics.droppedAfterEnd == 1)
     }
 
     @Test func fingerprintMismatchFailsWithoutKeys() throws {
