@@ -93,6 +93,40 @@ private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRT
     return Array(buffer[0..<plain])
 }
 
+/// A transport and the serial queue that owns it (the thread rule): every call goes through
+/// `queue`, including datagrams the ICE agent hands over from its own queue.
+private final class QueueOwnedDTLS: @unchecked Sendable {
+    let queue = DispatchQueue(label: "dtls-owner")
+    let transport: DTLSTransport
+    private var timer: DispatchSourceTimer?
+
+    init(_ configuration: DTLSTransport.Configuration) throws { transport = try DTLSTransport(configuration: configuration) }
+
+    /// Routes the agent's non-ICE datagrams of the DTLS range here, sends ours on its selected
+    /// pair, and drives the retransmission timer every 5 ms.
+    func attach(to peer: ICETestPeer, remote: DTLSFingerprint) {
+        queue.sync {
+            transport.setRemoteFingerprint(remote)
+            transport.onDatagram = { bytes in _ = peer.agent.path.send(bytes, on: peer.socket) }
+        }
+        peer.agent.startReading { [self] bytes, from in
+            if let first = bytes.first, DTLSTransport.isDTLS(firstByte: first) {
+                let copy = Array(bytes)
+                queue.async { self.transport.handle(datagram: copy, now: UDPSocket.monotonicNanoseconds()) }
+            } else {
+                peer.received.withLock { $0.append((Array(bytes), from)) }
+            }
+        }
+        let t = DispatchSource.makeTimerSource(queue: queue)
+        t.schedule(deadline: .now(), repeating: .milliseconds(5))
+        t.setEventHandler { [self] in transport.handleTimeout(now: UDPSocket.monotonicNanoseconds()) }
+        t.resume()
+        timer = t
+    }
+
+    func stop() { queue.sync { timer?.cancel() } }
+}
+
 @Suite struct DTLSTransportTests {
     @Test(arguments: [[SRTPSuite.aeadAES128GCM, .aesCM128HMACSHA1_80], [.aesCM128HMACSHA1_80]])
     func handshakeOverLossyLinkDerivesMatchingSRTPKeys(profiles: [SRTPSuite]) throws {
@@ -130,6 +164,54 @@ private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRT
         var buffer = rtp(sequence: 9, ssrc: 1) + [UInt8](repeating: 0, count: aOut.rtpOverhead)
         let n = try buffer.withUnsafeMutableBytes { try aOut.protect($0, length: 112) }
         #expect(throws: SRTPError.authFail) { try buffer.withUnsafeMutableBytes { _ = try aIn.unprotect($0, length: n) } }
+    }
+
+    @Test func handshakeOverTheICEAgentsSelectedPairThenSRTPBothWays() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
+        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
+        defer { a.close(); b.close() }
+        a.agent.onCandidate = { [weak b] c in b?.agent.addRemoteCandidate(c) }
+        b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
+        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        let dtlsA = try QueueOwnedDTLS(configuration(.active))
+        let dtlsB = try QueueOwnedDTLS(configuration(.passive))
+        defer { dtlsA.stop(); dtlsB.stop() }
+        dtlsA.attach(to: a, remote: dtlsB.transport.fingerprint)
+        dtlsB.attach(to: b, remote: dtlsA.transport.fingerprint)
+        a.agent.start()
+        b.agent.start()
+        #expect(iceWait(3) { a.agent.path.route != nil && b.agent.path.route != nil })
+        dtlsA.queue.sync { dtlsA.transport.start(now: UDPSocket.monotonicNanoseconds()) }
+        #expect(
+            iceWait(5) {
+                dtlsA.queue.sync { dtlsA.transport.state == .connected }
+                    && dtlsB.queue.sync { dtlsB.transport.state == .connected }
+            })
+        let keysA = try #require(dtlsA.queue.sync { dtlsA.transport.takeKeys() })
+        let keysB = try #require(dtlsB.queue.sync { dtlsB.transport.takeKeys() })
+        let (outA, inA) = try keysA.makeContexts()
+        let (outB, inB) = try keysB.makeContexts()
+        // SRTP each way over the selected pair; the other side's receive context opens it.
+        for (from, to, out, into, ssrc) in [(a, b, outA, inB, UInt32(0xA1A1_0001)), (b, a, outB, inA, 0xB2B2_0002)] {
+            var sent: [[UInt8]] = []
+            for seq: UInt16 in 1...5 {
+                let packet = rtp(sequence: seq, ssrc: ssrc)
+                sent.append(packet)
+                var buffer = packet + [UInt8](repeating: 0, count: out.rtpOverhead)
+                let n = try buffer.withUnsafeMutableBytes { try out.protect($0, length: packet.count) }
+                _ = buffer.withUnsafeBytes { from.agent.path.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), on: from.socket) }
+            }
+            #expect(iceWait(2) { to.received.withLock { $0.count } >= 5 })
+            var opened: [[UInt8]] = []
+            for (bytes, _) in to.received.withLock({ $0 }) {
+                var buffer = bytes
+                if let n = try? buffer.withUnsafeMutableBytes({ try into.unprotect($0, length: bytes.count) }) {
+                    opened.append(Array(buffer[0..<n]))
+                }
+            }
+            #expect(opened == sent)
+        }
     }
 
     @Test func handshakeTimeOnLoopbackWithoutLoss() throws {
