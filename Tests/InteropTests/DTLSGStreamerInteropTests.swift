@@ -153,6 +153,9 @@ struct DTLSGStreamerInteropTests {
             "DTLS with GStreamer (GStreamer \(gstreamerIsClient ? "client" : "server")): \(keys.suite) in \(handshakeMs) ms, "
                 + "\(transport.statistics.retransmissions) retransmissions, \(media) media datagrams before connected")
         #expect(transport.peerFingerprint == gstFingerprint)
+        // Our pre-check refused none of GStreamer's records.
+        #expect(
+            transport.statistics.malformedDropped == 0 && transport.statistics.unexpectedDropped == 0, "\(transport.statistics)")
 
         // GStreamer -> us: our receive pipeline owns the socket from here, with the exported keys.
         var receive = ReceivePipelineConfiguration(remoteKey: keys.receive)

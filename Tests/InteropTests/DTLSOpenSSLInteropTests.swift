@@ -101,6 +101,9 @@ struct DTLSOpenSSLInteropTests {
             "handshake with openssl \(role == .active ? "s_server" : "s_client"): \(transport.state), \(transport.statistics)\n\(run.stdout)\n\(run.stderr)"
         )
         let ours = try #require(keys)
+        // Our pre-check refused none of OpenSSL's records.
+        #expect(
+            transport.statistics.malformedDropped == 0 && transport.statistics.unexpectedDropped == 0, "\(transport.statistics)")
         #expect(ours.suite == suite)
         #expect(run.stdout.contains("SRTP Extension negotiated, profile=\(profile)"), "\(run.stdout)")
         let exported = try #require(keyingMaterial(run.stdout), "no keying material in the tool's output: \(run.stdout)")

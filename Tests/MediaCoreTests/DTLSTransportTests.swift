@@ -341,12 +341,65 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
             passive.handle(datagram: g, now: UDPSocket.monotonicNanoseconds())
         }
         #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
-        let dropped = [active, passive].map { $0.statistics.notDTLSDropped + $0.statistics.malformedDropped }
+        let dropped = [active, passive].map {
+            $0.statistics.notDTLSDropped + $0.statistics.malformedDropped + $0.statistics.unexpectedDropped
+        }
         #expect(
             dropped.reduce(0, +) == 70 + 70 + 2 * (garbage.count - 140),
             "every garbage datagram is dropped before OpenSSL: \(active.statistics) \(passive.statistics)")
         #expect(active.statistics.malformedDropped > 0 && active.statistics.notDTLSDropped > 0)
         #expect(active.takeKeys() != nil && passive.takeKeys() != nil)
+    }
+
+    @Test func recordsThatCannotBeRightAreDroppedSoTheyCannotEndTheHandshake() throws {
+        // Each of these ends a fresh OpenSSL handshake when it gets that far; the pre-check keeps
+        // them away, so a stranger's datagram does not cost the real peer its handshake.
+        func record(_ type: UInt8, epoch: UInt8 = 0, _ body: [UInt8]) -> [UInt8] {
+            [type, 0xFE, 0xFD, 0, epoch, 0, 0, 0, 0, 0, 9, UInt8(body.count >> 8), UInt8(body.count & 0xFF)] + body
+        }
+        func handshake(_ type: UInt8, length: Int, offset: Int = 0, fragment: [UInt8]) -> [UInt8] {
+            let l = [UInt8(length >> 16), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
+            let o = [UInt8(offset >> 16), UInt8(offset >> 8 & 0xFF), UInt8(offset & 0xFF)]
+            let f = [UInt8(fragment.count >> 16), UInt8(fragment.count >> 8 & 0xFF), UInt8(fragment.count & 0xFF)]
+            return [type] + l + [0, 0] + o + f + fragment
+        }
+        let malformed: [[UInt8]] = [
+            record(20, [2]),  // ChangeCipherSpec must be the byte 1
+            record(20, [1, 1]),
+            record(21, [2, 40, 0]),  // an alert is two bytes
+            record(21, [3, 40]),  // of level 1 or 2
+            record(22, [1, 0, 0]),  // a handshake header is 12 bytes
+            record(22, handshake(20, length: 12, fragment: [UInt8](repeating: 0, count: 12))),  // Finished in the clear
+            record(22, handshake(99, length: 4, fragment: [1, 2, 3, 4])),  // unknown type
+            record(22, handshake(1, length: 4, offset: 2, fragment: [1, 2, 3, 4])),  // past the message
+            record(22, handshake(1, length: 40, fragment: [1, 2, 3, 4]) + [7]),  // trailing byte
+        ]
+        let unexpected: [[UInt8]] = [
+            record(23, [1, 2, 3, 4]),  // application data in the clear
+            record(24, [1, 0, 16] + [UInt8](repeating: 0, count: 32)),  // heartbeat
+            record(22, handshake(16, length: 4, fragment: [0, 0, 0, 0])),  // not what a fresh side waits for
+            record(20, [1]),
+        ]
+        let active = try DTLSTransport(configuration: configuration(.active))
+        let passive = try DTLSTransport(configuration: configuration(.passive))
+        active.setRemoteFingerprint(passive.fingerprint)
+        passive.setRemoteFingerprint(active.fingerprint)
+        let link = LossyLink(loss: 0, seed: 21)
+        link.connect(active, passive)
+        for d in malformed + unexpected { passive.handle(datagram: d, now: UDPSocket.monotonicNanoseconds()) }
+        #expect(passive.state == .new)
+        active.start(now: UDPSocket.monotonicNanoseconds())
+        for d in malformed + unexpected { active.handle(datagram: d, now: UDPSocket.monotonicNanoseconds()) }
+        #expect(active.state == .connecting)
+        link.run(active, passive, seconds: 5)
+        #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
+        for side in [active, passive] {
+            #expect(side.statistics.malformedDropped == malformed.count, "\(side.statistics)")
+            #expect(side.statistics.unexpectedDropped == unexpected.count, "\(side.statistics)")
+        }
+        // Once connected, application data in the clear is still refused.
+        passive.handle(datagram: unexpected[0], now: UDPSocket.monotonicNanoseconds())
+        #expect(passive.statistics.unexpectedDropped == unexpected.count + 1 && passive.state == .connected)
     }
 
     @Test func wellFormedRecordsWithGarbageContentNeverYieldKeys() throws {

@@ -15,8 +15,10 @@ internal import CMediaShims
 /// (first after `initialRetransmissionTimeout`, doubling up to `maxRetransmissionTimeout`), and the
 /// whole handshake fails with `.handshakeTimeout` if it has not succeeded `handshakeTimeout` after
 /// `start`. On success `state` becomes `.connected` and `takeKeys()` hands out the SRTP key
-/// material once. Malformed datagrams and datagrams after failure are dropped and counted in
-/// `statistics`; nothing a peer sends can trap.
+/// material once. Malformed datagrams, records that cannot be right at that point (which would
+/// make OpenSSL end the handshake) and datagrams after failure are dropped and counted in
+/// `statistics`; nothing a peer sends can trap. Pass it only datagrams from the ICE-verified
+/// remote address: a well-formed hostile handshake message still ends the handshake.
 ///
 /// Thread rule: single owner. One thread (or serial queue) makes every call, and `onDatagram` and
 /// `onStateChange` run on that thread, inside the call that caused them. Cost: `init` generates a
@@ -84,8 +86,15 @@ package final class DTLSTransport {
         /// Datagrams whose first byte is not a DTLS content type (outside 20-63), dropped.
         package var notDTLSDropped = 0
         /// Datagrams that do not split into whole DTLS 1.x records (short header, unknown content
-        /// type or version, a length past the end), dropped before OpenSSL sees them.
+        /// type or version, a length past the end), or whose plaintext records make no sense (a
+        /// ChangeCipherSpec other than the byte 1, an alert of the wrong size, handshake fragments
+        /// of unknown types or that do not fit their message), dropped before OpenSSL sees them.
         package var malformedDropped = 0
+        /// Well-formed datagrams that cannot be right at this point: application data or a
+        /// heartbeat in the clear, or a first datagram that does not belong to the peer's first
+        /// flight (a ClientHello for the passive side, the server's flight for the active side).
+        /// Dropped before OpenSSL sees them, because OpenSSL ends a handshake on any of them.
+        package var unexpectedDropped = 0
         /// Datagrams that came after the transport failed or closed, dropped.
         package var droppedAfterEnd = 0
         /// Flights resent after their retransmission timer expired.
@@ -137,6 +146,8 @@ package final class DTLSTransport {
     private let endpoint: OpaquePointer
     private var keys: SRTPKeys?
     private var deadline: UInt64 = .max
+    /// Whether a datagram of the peer's first flight has been accepted.
+    private var heardFromPeer = false
     private var sendBuffer: UnsafeMutableRawBufferPointer
 
     /// A transport for `configuration.role` with a fresh key and certificate. Throws
@@ -216,9 +227,15 @@ package final class DTLSTransport {
             statistics.notDTLSDropped += 1
             return
         }
-        guard Self.isWellFormed(datagram) else {
+        switch Self.screen(datagram, firstFlight: heardFromPeer ? nil : configuration.role) {
+        case .malformed:
             statistics.malformedDropped += 1
             return
+        case .unexpected:
+            statistics.unexpectedDropped += 1
+            return
+        case .accept:
+            heardFromPeer = true
         }
         if state == .new { start(now: now) }
         process(cms_dtls_feed(endpoint, datagram.baseAddress, datagram.count))
@@ -411,19 +428,88 @@ package final class DTLSTransport {
         }
     }
 
-    /// True when `datagram` is a sequence of whole DTLS 1.0/1.2 records (RFC 6347 section 4.1):
-    /// 13-byte headers with a known content type (20-24) and version, lengths inside the datagram.
-    static func isWellFormed(_ datagram: UnsafeRawBufferPointer) -> Bool {
+    /// What `screen` makes of a datagram.
+    enum Screening: Equatable {
+        /// Hand it to OpenSSL.
+        case accept
+        /// Broken framing or nonsense plaintext: count in `malformedDropped`.
+        case malformed
+        /// Well-formed but impossible here: count in `unexpectedDropped`.
+        case unexpected
+    }
+
+    /// Handshake message types that may travel in the clear at epoch 0 (RFC 5246 section 7.4,
+    /// RFC 6347 section 4.2.1). Finished never does: it follows ChangeCipherSpec.
+    private static let plaintextHandshakeTypes: Set<UInt8> = [0, 1, 2, 3, 4, 11, 12, 13, 14, 15, 16]
+    /// The messages of the server's first flight (ServerHello, HelloVerifyRequest, Certificate,
+    /// ServerKeyExchange, CertificateRequest, ServerHelloDone).
+    private static let serverFlightTypes: Set<UInt8> = [2, 3, 11, 12, 13, 14]
+
+    /// Checks `datagram` before OpenSSL sees it, since OpenSSL ends a handshake on any record it
+    /// cannot use. The datagram must be a sequence of whole DTLS 1.0/1.2 records (RFC 6347
+    /// section 4.1: 13-byte headers, content types 20-24, version FEFF or FEFD, lengths inside the
+    /// datagram). Records at epoch 0 are plaintext and checked further: ChangeCipherSpec is the
+    /// byte 1, an alert is two bytes of level 1 or 2, a handshake record is whole 12-byte fragment
+    /// headers of plaintext types whose fragments fit their message; application data and
+    /// heartbeats are refused. Encrypted records (epoch 1 and up) are left to OpenSSL, which drops
+    /// those that fail authentication. With `firstFlight` set (nothing accepted yet from the peer),
+    /// the datagram must carry a ClientHello (for `.passive`) or a server flight message (for
+    /// `.active`), or an alert.
+    static func screen(_ datagram: UnsafeRawBufferPointer, firstFlight: Role?) -> Screening {
         var at = 0
+        var unexpected = false
+        var opensFirstFlight = false
+        func uint24(_ b: UnsafeRawBufferPointer, _ i: Int) -> Int { Int(b[i]) << 16 | Int(b[i + 1]) << 8 | Int(b[i + 2]) }
         while at < datagram.count {
-            guard datagram.count - at >= 13 else { return false }
-            guard (20...24).contains(datagram[at]), datagram[at + 1] == 0xFE,
+            guard datagram.count - at >= 13 else { return .malformed }
+            let type = datagram[at]
+            guard (20...24).contains(type), datagram[at + 1] == 0xFE,
                 datagram[at + 2] == 0xFD || datagram[at + 2] == 0xFF
-            else { return false }
+            else { return .malformed }
+            let epoch = Int(datagram[at + 3]) << 8 | Int(datagram[at + 4])
             let length = Int(datagram[at + 11]) << 8 | Int(datagram[at + 12])
-            guard length <= 18432, length <= datagram.count - at - 13 else { return false }
+            guard length <= 18432, length <= datagram.count - at - 13 else { return .malformed }
+            let body = UnsafeRawBufferPointer(rebasing: datagram[(at + 13)..<(at + 13 + length)])
             at += 13 + length
+            if type == 24 {  // heartbeat: never negotiated
+                unexpected = true
+                continue
+            }
+            guard epoch == 0 else { continue }
+            switch type {
+            case 20:
+                guard length == 1, body[0] == 1 else { return .malformed }
+            case 21:
+                guard length == 2, body[0] == 1 || body[0] == 2 else { return .malformed }
+                // A peer may answer the first flight with an alert (no common cipher...): let it
+                // through so the failure is reported as what it is.
+                opensFirstFlight = true
+            case 22:
+                guard length >= 12 else { return .malformed }
+                var offset = 0
+                while offset < length {
+                    guard length - offset >= 12 else { return .malformed }
+                    let messageType = body[offset]
+                    let messageLength = uint24(body, offset + 1)
+                    let fragmentOffset = uint24(body, offset + 6)
+                    let fragmentLength = uint24(body, offset + 9)
+                    guard Self.plaintextHandshakeTypes.contains(messageType),
+                        fragmentOffset + fragmentLength <= messageLength,
+                        fragmentLength <= length - offset - 12
+                    else { return .malformed }
+                    switch firstFlight {
+                    case .passive?: if messageType == 1 { opensFirstFlight = true }
+                    case .active?: if Self.serverFlightTypes.contains(messageType) { opensFirstFlight = true }
+                    case nil: break
+                    }
+                    offset += 12 + fragmentLength
+                }
+            default:  // 23: application data before any key
+                unexpected = true
+            }
         }
-        return at > 0
+        guard at > 0 else { return .malformed }
+        if unexpected || (firstFlight != nil && !opensFirstFlight) { return .unexpected }
+        return .accept
     }
 }
