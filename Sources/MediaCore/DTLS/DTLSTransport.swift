@@ -214,7 +214,8 @@ package final class DTLSTransport {
     }
 
     /// Handles one received datagram at monotonic time `now`. A passive transport that was not
-    /// started starts here. Datagrams that are not well-formed DTLS records are dropped and counted.
+    /// started starts here. Datagrams the screen refuses (not DTLS, malformed, unexpected at this
+    /// point; see `Statistics`) are dropped and counted without reaching OpenSSL.
     package func handle(datagram: UnsafeRawBufferPointer, now: UInt64) {
         statistics.datagramsReceived += 1
         switch state {
