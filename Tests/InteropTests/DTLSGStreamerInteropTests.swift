@@ -171,7 +171,7 @@ struct DTLSGStreamerInteropTests {
         for (i, packets) in packetsOfFrame.enumerated() {
             while UDPSocket.monotonicNanoseconds() < sendStart + UInt64(i) * 33_333_333 { usleep(1000) }
             for p in packets {
-                buffer.copyMemory(from: UnsafeRawBufferPointer(start: p, count: p.count))
+                p.withUnsafeBytes { buffer.copyMemory(from: $0) }
                 let m = try protect.protect(buffer, length: p.count)
                 _ = try socket.send(UnsafeRawBufferPointer(rebasing: buffer[0..<m]), to: gstAddress)
             }
