@@ -21,7 +21,7 @@ let package = Package(
             linkerSettings: [
                 .linkedLibrary("opus"), .linkedLibrary("vpx"), .linkedLibrary("yuv"),
                 .linkedLibrary("speexdsp"), .linkedLibrary("srtp2"), .linkedLibrary("sodium"),
-                .linkedLibrary("crypto"),
+                .linkedLibrary("crypto"), .linkedLibrary("ssl"),
             ]
         ),
         .target(name: "MediaCore", dependencies: ["CMediaShims"]),
@@ -65,7 +65,7 @@ let package = Package(
 // with `--sanitize=fuzzer --sanitize=address`.
 let fuzzTargets = ["fuzz-rtp", "fuzz-rtcp", "fuzz-vp8", "fuzz-vp9", "fuzz-opus", "fuzz-srtp", "fuzz-y4m", "fuzz-wav",
                    "fuzz-ivf", "fuzz-oggopus", "fuzz-sdp", "fuzz-datagram",
-                   "fuzz-address", "fuzz-session", "fuzz-node-command", "fuzz-rendezvous", "fuzz-stun", "fuzz-call-signal"]
+                   "fuzz-address", "fuzz-session", "fuzz-node-command", "fuzz-rendezvous", "fuzz-stun", "fuzz-call-signal", "fuzz-dtls"]
 package.targets.append(.target(name: "FuzzEntries", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"],
                                path: "Fuzz/FuzzEntries"))
 for name in fuzzTargets {

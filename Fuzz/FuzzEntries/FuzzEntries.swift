@@ -40,6 +40,7 @@ public enum FuzzEntries {
         Target(name: "fuzz-rendezvous", run: rendezvous),
         Target(name: "fuzz-stun", run: stun),
         Target(name: "fuzz-call-signal", run: callSignal),
+        Target(name: "fuzz-dtls", run: dtls),
     ]
 
     /// The target called `name`, nil when there is none.

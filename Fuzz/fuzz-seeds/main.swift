@@ -288,6 +288,8 @@ for (name, bytes) in FuzzEntries.stunSeeds() { save("fuzz-stun", name, bytes) }
 
 // MARK: Call signalling sequences (FuzzEntries.callSignal): invitations, introductions, floods.
 for (name, recordsOfSeed) in FuzzEntries.callSignalSeeds() { save("fuzz-call-signal", name, records(recordsOfSeed)) }
+// MARK: DTLS datagrams (FuzzEntries.dtls)
+for (name, bytes) in FuzzEntries.dtlsSeeds() { save("fuzz-dtls", name, bytes) }
 
 // MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
 // the revue-node process tests send them

@@ -1,2 +1,3 @@
-// CMediaShims has only `static inline` shims in its headers; SwiftPM needs one source file.
+// CMediaShims has `static inline` shims in its headers and one C file of its own (dtls.c, the
+// DTLS endpoint); this file makes the headers compile on their own.
 #include "CMediaShims.h"

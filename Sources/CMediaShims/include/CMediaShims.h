@@ -1,7 +1,8 @@
 // CMediaShims: the one C module MediaCore and RevueSession import (with `internal import`).
 // It includes the Debian media libraries' headers and adds one-line `static inline` shims, prefixed
 // `cms_`, for what Swift cannot import: variadic *_ctl calls, function-like macros and ABI-versioned
-// init macros. Each library has its own header below; each shim says why it exists.
+// init macros. Each library has its own header below; each shim says why it exists. The one
+// exception is the DTLS endpoint (cms_dtls.h, dtls.c), which needs C callbacks OpenSSL calls back.
 #ifndef CMEDIASHIMS_H
 #define CMEDIASHIMS_H
 
@@ -13,5 +14,6 @@
 #include "cms_sodium.h"
 #include "cms_net.h"
 #include "cms_crypto.h"
+#include "cms_dtls.h"
 
 #endif

@@ -82,6 +82,19 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
         secret = SecretBytes(keyAndSalt)
     }
 
+    /// Key material from a master key and a master salt read in place (the DTLS-SRTP exporter's
+    /// layout keeps them apart), copied straight into the allocation that is zeroed when freed, so
+    /// no other copy is made; the caller zeroes its own buffer. Traps on a wrong length (the caller
+    /// sizes both from `suite`).
+    init(suite: SRTPSuite, key: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer) {
+        precondition(key.count == suite.masterKeyLength && salt.count == suite.masterSaltLength,
+                     "key or salt length does not match \(suite.sdpName)")
+        self.suite = suite
+        secret = SecretBytes(count: suite.keyAndSaltLength)
+        UnsafeMutableRawBufferPointer(rebasing: secret.bytes[0..<key.count]).copyMemory(from: key)
+        UnsafeMutableRawBufferPointer(rebasing: secret.bytes[key.count...]).copyMemory(from: salt)
+    }
+
     private init(suite: SRTPSuite, secret: SecretBytes) {
         self.suite = suite
         self.secret = secret
