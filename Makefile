@@ -27,6 +27,7 @@ TIMED_TESTS = RevueSessionTests|SDKScenarioTests
 SERIAL_TESTS = MediaRealtimeTests|InteropTests|[Aa]llocat
 
 ## make test: builds and runs the whole test suite, then FUZZ_SMOKE_RUNS inputs of every fuzz target
+## (at most FUZZ_SMOKE_SECONDS each)
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip 'CallMedia|AttackLoad|NetworkLab'
@@ -36,7 +37,7 @@ test: deps
 	$(SWIFT) test --skip-build --filter NetworkLab
 	$(SWIFT) test --skip-build --no-parallel --filter '$(SERIAL_TESTS)' --skip '$(TIMED_TESTS)|CallMedia|AttackLoad'
 	$(SWIFT) test --skip-build --skip '$(TIMED_TESTS)|CallMedia|AttackLoad|$(SERIAL_TESTS)'
-	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
+	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_MAX_SECONDS=$(FUZZ_SMOKE_SECONDS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
 ##   BENCH_ARGS passes options (e.g. BENCH_ARGS="ring --reps 9"); charts go to docs/performance/.
@@ -59,10 +60,12 @@ fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
 
 ## make fuzz-smoke: builds every fuzz target and runs each on FUZZ_SMOKE_RUNS inputs from a fixed
-## seed (repeatable; a broken harness fails). The same run ends `make test`.
+## seed (repeatable; a broken harness fails), stopping a slow target after FUZZ_SMOKE_SECONDS.
+## The same run ends `make test`.
 FUZZ_SMOKE_RUNS ?= 20000
+FUZZ_SMOKE_SECONDS ?= 20
 fuzz-smoke: deps
-	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
+	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_MAX_SECONDS=$(FUZZ_SMOKE_SECONDS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
 
 ## make test-sanitizers: the concurrency and pipeline tests under ThreadSanitizer, the parser, codec
 ## and container tests and the fuzz corpus replay under AddressSanitizer, each build in its own
