@@ -21,34 +21,6 @@ private func opensslFingerprint(_ pemPath: String) throws -> DTLSFingerprint? {
     return DTLSFingerprint(sdpValue: "sha-256 " + hex.trimmingCharacters(in: .whitespacesAndNewlines))
 }
 
-/// Our VP8 stream, encoded and packetized ahead: `frames` synthetic frames at 320x240.
-private func ourVP8Packets(frames: Int, ssrc: UInt32) throws -> [[[UInt8]]] {
-    var conf = VPXEncoderConfiguration(codec: .vp8, width: 320, height: 240)
-    conf.bitrate = 800_000
-    let encoder = try VPXEncoder(conf)
-    var packetizer = VP8Packetizer()
-    let frame = VideoFrame(width: 320, height: 240)
-    var packetsOfFrame: [[[UInt8]]] = []
-    var seq: UInt16 = 1000
-    for i in 0..<frames {
-        SyntheticVideo.render(frameIndex: i, into: frame)
-        var packets: [[UInt8]] = []
-        try encoder.encode(frame.view, pts: Int64(i) * 3000) { encoded in
-            var header = RTPHeader(payloadType: 96, timestamp: UInt32(i * 3000), ssrc: ssrc)
-            let split = packetizer.packetize(frame: encoded.data, maxPayloadSize: header.maxPayloadSize(mtu: 1100))
-            for p in 0..<split.count {
-                header.sequenceNumber = seq
-                seq &+= 1
-                var bytes = [UInt8](repeating: 0, count: 1300)
-                let n = bytes.withUnsafeMutableBytes { split.writePacket(at: p, header: &header, into: $0) }
-                packets.append(Array(bytes[0..<n]))
-            }
-        }
-        packetsOfFrame.append(packets)
-    }
-    return packetsOfFrame
-}
-
 /// DTLS-SRTP against an independent implementation: GStreamer's `dtlssrtpenc`/`dtlssrtpdec`
 /// (gst-plugins-bad, OpenSSL underneath but its own agent, certificate handling and SRTP element),
 /// over UDP on loopback. One `DTLSTransport` and one socket on our side; one DTLS association on
@@ -95,7 +67,7 @@ struct DTLSGStreamerInteropTests {
 
         let ourSSRC: UInt32 = 0x5EED_0001
         let ourFrames = 45
-        let packetsOfFrame = try ourVP8Packets(frames: ourFrames, ssrc: ourSSRC)
+        let packetsOfFrame = try synthesizedVP8Packets(frames: ourFrames, ssrc: ourSSRC, firstSequence: 1000, mtu: 1100)
         let gstFrames = 150
 
         // udpsrc -> dtlssrtpdec (DTLS in, our SRTP decrypted) -> decode to a file;

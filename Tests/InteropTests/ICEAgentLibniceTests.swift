@@ -31,19 +31,7 @@ struct ICEAgentLibniceTests {
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             let reader = output.fileHandleForReading
-            Thread { [weak self] in
-                var pending = Data()
-                while true {
-                    let chunk = reader.availableData
-                    if chunk.isEmpty { return }
-                    pending.append(chunk)
-                    while let nl = pending.firstIndex(of: 10) {
-                        let line = String(decoding: pending[pending.startIndex..<nl], as: UTF8.self)
-                        pending = Data(pending[(nl + 1)...])
-                        self?.lines.withLock { $0.append(line) }
-                    }
-                }
-            }.start()
+            readLines(of: reader) { [weak self] line in self?.lines.withLock { $0.append(line) } }
             try process.run()
         }
 

@@ -35,19 +35,7 @@ final class JSONLinePeer: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = errors
         let reader = output.fileHandleForReading, errReader = errors.fileHandleForReading
-        Thread { [weak self] in
-            var pending = Data()
-            while true {
-                let chunk = reader.availableData
-                if chunk.isEmpty { return }
-                pending.append(chunk)
-                while let nl = pending.firstIndex(of: 10) {
-                    let line = String(decoding: pending[pending.startIndex..<nl], as: UTF8.self)
-                    pending = Data(pending[(nl + 1)...])
-                    self?.lines.withLock { $0.append(line) }
-                }
-            }
-        }.start()
+        readLines(of: reader) { [weak self] line in self?.lines.withLock { $0.append(line) } }
         Thread { [weak self] in
             while true {
                 let chunk = errReader.availableData

@@ -129,30 +129,8 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
             + "srtp-cipher=(string)\(cipher),srtp-auth=(string)\(auth),srtcp-cipher=(string)\(cipher),srtcp-auth=(string)\(auth)"
         // Encode and packetize first, so GStreamer can be told how many packets to expect
         // (udpsrc num-buffers: it ends the stream by itself and flushes the file).
-        var conf = VPXEncoderConfiguration(codec: .vp8, width: 320, height: 240)
-        conf.bitrate = 800_000
-        let encoder = try VPXEncoder(conf)
-        var packetizer = VP8Packetizer()
-        let frame = VideoFrame(width: 320, height: 240)
         let frames = 45
-        var packetsOfFrame: [[[UInt8]]] = []
-        var seq: UInt16 = 100
-        for i in 0..<frames {
-            SyntheticVideo.render(frameIndex: i, into: frame)
-            var packets: [[UInt8]] = []
-            try encoder.encode(frame.view, pts: Int64(i) * 3000) { encoded in
-                var header = RTPHeader(payloadType: 96, timestamp: UInt32(i * 3000), ssrc: ssrc)
-                let split = packetizer.packetize(frame: encoded.data, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
-                for p in 0..<split.count {
-                    header.sequenceNumber = seq
-                    seq &+= 1
-                    var bytes = [UInt8](repeating: 0, count: 1300)
-                    let n = bytes.withUnsafeMutableBytes { split.writePacket(at: p, header: &header, into: $0) }
-                    packets.append(Array(bytes[0..<n]))
-                }
-            }
-            packetsOfFrame.append(packets)
-        }
+        let packetsOfFrame = try synthesizedVP8Packets(frames: frames, ssrc: ssrc, firstSequence: 100, mtu: 1200)
         let total = packetsOfFrame.reduce(0) { $0 + $1.count }
 
         let gst = try ToolProcess("gst-launch-1.0", [
@@ -191,4 +169,34 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
         #expect(indices == Set(0..<frames), "GStreamer decoded \(out.count) frames; missing \(Set(0..<frames).subtracting(indices).sorted()); \(run.stderr)")
         #expect(worst > 30, "lowest PSNR \(worst) dB")
     }
+}
+
+/// The plain RTP packets, frame by frame, of `frames` synthetic 320x240 frames (`SyntheticVideo`)
+/// encoded with VP8 at 800 kbit/s and packetized for `mtu`, payload type 96, 90 kHz timestamps
+/// 3000 apart, sequence numbers from `firstSequence`.
+func synthesizedVP8Packets(frames: Int, ssrc: UInt32, firstSequence: UInt16, mtu: Int) throws -> [[[UInt8]]] {
+    var conf = VPXEncoderConfiguration(codec: .vp8, width: 320, height: 240)
+    conf.bitrate = 800_000
+    let encoder = try VPXEncoder(conf)
+    var packetizer = VP8Packetizer()
+    let frame = VideoFrame(width: 320, height: 240)
+    var packetsOfFrame: [[[UInt8]]] = []
+    var seq = firstSequence
+    for i in 0..<frames {
+        SyntheticVideo.render(frameIndex: i, into: frame)
+        var packets: [[UInt8]] = []
+        try encoder.encode(frame.view, pts: Int64(i) * 3000) { encoded in
+            var header = RTPHeader(payloadType: 96, timestamp: UInt32(i * 3000), ssrc: ssrc)
+            let split = packetizer.packetize(frame: encoded.data, maxPayloadSize: header.maxPayloadSize(mtu: mtu))
+            for p in 0..<split.count {
+                header.sequenceNumber = seq
+                seq &+= 1
+                var bytes = [UInt8](repeating: 0, count: mtu + 100)
+                let n = bytes.withUnsafeMutableBytes { split.writePacket(at: p, header: &header, into: $0) }
+                packets.append(Array(bytes[0..<n]))
+            }
+        }
+        packetsOfFrame.append(packets)
+    }
+    return packetsOfFrame
 }
