@@ -387,13 +387,7 @@ public struct JSEPMediaSection: Hashable, Sendable {
         for b in bandwidths { out.append("b=\(b.type):\(b.value)") }
         for c in candidates { out.append("a=candidate:" + c.value) }
         if endOfCandidates { out.append("a=end-of-candidates") }
-        if let ice {
-            out.append("a=ice-ufrag:\(ice.usernameFragment)")
-            out.append("a=ice-pwd:\(ice.password)")
-        }
-        if !iceOptions.isEmpty { out.append("a=ice-options:" + iceOptions.joined(separator: " ")) }
-        for f in fingerprints { out.append("a=fingerprint:" + f.value) }
-        if let s = setup { out.append("a=setup:\(s.rawValue)") }
+        out += JSEPSessionDescription.transportLines(ice: ice, iceOptions: iceOptions, fingerprints: fingerprints, setup: setup)
         if let m = mid { out.append("a=mid:\(m)") }
         if bundleOnly { out.append("a=bundle-only") }
         for e in extensions {
@@ -452,6 +446,21 @@ public struct JSEPSessionDescription: Hashable, Sendable {
     /// An empty description.
     public init(type: JSEPType, origin: SDPOrigin) { self.type = type; self.origin = origin }
 
+    /// The ICE and DTLS attribute lines (credentials, options, fingerprints, setup role), as they
+    /// stand at session level or in a media section.
+    static func transportLines(ice: JSEPICEParameters?, iceOptions: [String], fingerprints: [JSEPFingerprint],
+                               setup: JSEPSetupRole?) -> [String] {
+        var out: [String] = []
+        if let ice {
+            out.append("a=ice-ufrag:\(ice.usernameFragment)")
+            out.append("a=ice-pwd:\(ice.password)")
+        }
+        if !iceOptions.isEmpty { out.append("a=ice-options:" + iceOptions.joined(separator: " ")) }
+        for f in fingerprints { out.append("a=fingerprint:" + f.value) }
+        if let s = setup { out.append("a=setup:\(s.rawValue)") }
+        return out
+    }
+
     /// The description as SDP text, CRLF line ends, ending with CRLF: what goes into
     /// `RTCSessionDescription.sdp`.
     public var sdp: String {
@@ -461,13 +470,7 @@ public struct JSEPSessionDescription: Hashable, Sendable {
                    "t=0 0"]
         if !bundle.isEmpty { out.append("a=group:BUNDLE " + bundle.joined(separator: " ")) }
         if iceLite { out.append("a=ice-lite") }
-        if let ice {
-            out.append("a=ice-ufrag:\(ice.usernameFragment)")
-            out.append("a=ice-pwd:\(ice.password)")
-        }
-        if !iceOptions.isEmpty { out.append("a=ice-options:" + iceOptions.joined(separator: " ")) }
-        for f in fingerprints { out.append("a=fingerprint:" + f.value) }
-        if let s = setup { out.append("a=setup:\(s.rawValue)") }
+        out += JSEPSessionDescription.transportLines(ice: ice, iceOptions: iceOptions, fingerprints: fingerprints, setup: setup)
         for a in otherAttributes { out.append(a.line) }
         for m in media { out.append(contentsOf: m.lines) }
         return out.joined(separator: "\r\n") + "\r\n"
