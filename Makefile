@@ -63,7 +63,7 @@ fuzz: deps
 ## seed (repeatable; a broken harness fails), stopping a slow target after FUZZ_SMOKE_SECONDS.
 ## The same run ends `make test`.
 FUZZ_SMOKE_RUNS ?= 20000
-FUZZ_SMOKE_SECONDS ?= 20
+FUZZ_SMOKE_SECONDS ?= 8
 fuzz-smoke: deps
 	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_MAX_SECONDS=$(FUZZ_SMOKE_SECONDS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
 
