@@ -56,6 +56,24 @@ import Testing
         #expect(b.agent.selectedPair?.remote.address == a.address && a.agent.selectedPair?.remote.address == b.address)
     }
 
+    /// A remote candidate first learned from a check (peer-reflexive) and signalled later: the
+    /// selected pair then names the signalled candidate (RFC 8445 §7.3.1.3), on the same path.
+    @Test func aSignalledCandidateReplacesThePeerReflexiveOne() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
+        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
+        defer { a.close(); b.close() }
+        b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
+        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        for p in [b, a] { p.startReading(); p.agent.start() }
+        #expect(iceWait(2) { b.agent.selectedPair != nil })
+        #expect(b.agent.selectedPair?.remote.type == .prflx && b.agent.selectedPair?.remote.address == a.address)
+        let host = try #require(a.agent.localCandidates.first { $0.type == .host })
+        b.agent.addRemoteCandidate(host)
+        #expect(iceWait(1) { b.agent.selectedPair?.remote.type == .host }, "\(String(describing: b.agent.selectedPair))")
+        #expect(b.agent.selectedPair?.remote.address == a.address && b.agent.path.route?.peer == a.address)
+    }
+
     /// With a direct path and a forwarded one (a NAT-like second path), both agents select the
     /// direct pair, the highest-priority valid pair, while the other becomes valid too.
     @Test func selectsTheHighestPriorityPair() throws {

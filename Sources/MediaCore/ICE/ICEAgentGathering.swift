@@ -187,6 +187,10 @@ extension ICEAgent {
                 remotes[i] = c
                 for p in pairs where p.remote.address == c.address { p.updateRemote(c) }
                 recomputePriorities()
+                // The selected pair's snapshot names the signalled candidate too (same path).
+                if let sel = selected, sel.remote.address == c.address {
+                    shared.withLock { $0.selected = (sel.local.candidate, sel.remote) }
+                }
             }
             return
         }
