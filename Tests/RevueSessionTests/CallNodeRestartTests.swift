@@ -39,16 +39,27 @@ struct CallNodeRestartTests {
         let left = await a.wait(timeout: timeouts.connectionTimeout + 5, event("participantDidDisconnect", ["friendId": bId]))
         let leftAfter = monotonicNow() - killedAt
         #expect(left?["reason"] as? String == "connectionLost")
-        #expect(leftAfter < timeouts.connectionTimeout, "left after \(leftAfter) s")
-        // a never saw b offline: the epoch, not the keepalive timeout, ended the leg.
+        // a never saw b offline: the epoch, not the keepalive timeout, ended the leg. (The time
+        // bound allows one tick and scheduling slack on a loaded machine, like the crash tests.)
+        #expect(leftAfter < timeouts.connectionTimeout + 1.5, "left after \(leftAfter) s")
         #expect(!a.events.contains { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == false })
         #expect(a.events.filter(event("roomDidEndCall")).count == 1)
 
         // A new call: both connected, and b's audio reaches a.
         a.send(["cmd": "invite", "friendId": bId, "message": "again"])
-        _ = try #require(await b.wait(timeout: 20, event("didReceiveInvitation", ["friendId": aId])))
+        // Only this invitation rings: the first one, answered by b's previous run, is not replayed.
+        _ = try #require(await b.wait(timeout: 20, event("didReceiveInvitation", ["friendId": aId, "message": "again"])))
+        #expect(b.events.filter(event("didReceiveInvitation")).count == 1)
         b.send(["cmd": "accept-call", "friendId": aId])
-        _ = try #require(await a.wait(timeout: 20, nth: 2, event("participantDidConnect", ["friendId": bId])))
+        let reconnected = await a.wait(timeout: 20, nth: 2, event("participantDidConnect", ["friendId": bId]))
+        if reconnected == nil {
+            a.send(["cmd": "counters", "id": "c"])
+            b.send(["cmd": "counters", "id": "c"])
+            _ = await a.wait(timeout: 5) { $0["id"] as? String == "c" }
+            _ = await b.wait(timeout: 5) { $0["id"] as? String == "c" }
+            Issue.record("a never saw b connect again.\na: \(a.events)\nb: \(b.events)")
+            return
+        }
         _ = try #require(await b.wait(timeout: 20, event("participantDidConnect", ["friendId": aId])))
         _ = try #require(await a.wait(timeout: 20, nth: 2) { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == bId && $0["kind"] as? String == "audio" })
         try? await Task.sleep(for: .milliseconds(300))

@@ -221,3 +221,47 @@ import Testing
         #expect(b.calls.filter { $0.hasPrefix("ended(c") } == ["ended(c,finished)"])
     }
 }
+
+/// The friend stream delivers at least once across a crash: an item the invitee acted on but had
+/// not yet acknowledged comes again to its next run. Call signals are about the run that is gone,
+/// so an answered invitation (and its connect) reach the new run withdrawn, and the next
+/// invitation rings exactly once.
+@MainActor
+@Suite(.serialized) struct InvitationReplayTests {
+    @Test func anInvitationAnsweredBeforeTheInviteesCrashDoesNotRingAgainAfterItsRestart() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
+        defer { a.peer.remove(); b.peer.remove() }
+        try await makeFriends([a, b])
+
+        let bCore = try #require(b.revue.core)
+        bCore.withholdReceipts = true
+        try a.friends.sendInvitation(friendId: b.id, message: "first")
+        await b.waitCall("received(a,first)")
+        try b.friends.acceptInvitation(friendId: a.id)
+        await a.waitCall("connect(b)")
+        await b.waitCall("connect(a)")
+        let aCore = try #require(a.revue.core)
+        let unacknowledged = aCore.friends[b.id]!.outbound.compactMap { CallSignal.parse(String(decoding: $0.body, as: UTF8.self))?.op }
+        #expect(unacknowledged.contains(CallSignal.Op.invite) && unacknowledged.contains(CallSignal.Op.connect), "\(unacknowledged)")
+
+        b.revue.abandonForTesting()
+        let mark = b.calls.count
+        try b.peer.start()
+        b.attach()
+        await a.waitRoom("disconnect(b,connectionLost)", timeout: 15)
+        // Everything a had queued reached the new run and was acknowledged.
+        await a.wait("a's stream to b drained", timeout: 10) { aCore.friends[b.id]?.outbound.isEmpty == true }
+        #expect(Array(b.calls[mark...]).isEmpty, "\(b.calls[mark...])")
+        #expect(b.room.invitations.isEmpty)
+
+        try a.friends.sendInvitation(friendId: b.id, message: "again")
+        await b.waitCall("received(a,again)")
+        try b.friends.acceptInvitation(friendId: a.id)
+        await a.wait("b in a's room again") { a.calls.filter { $0 == "connect(b)" }.count == 2 }
+        await b.wait("a in b's room again") { b.calls[mark...].contains("connect(a)") }
+        #expect(Array(b.calls[mark...]) == ["received(a,again)", "connect(a)"])
+        #expect(a.calls.filter { $0 == "ended(b,finished)" }.isEmpty, "\(a.calls)")
+    }
+}

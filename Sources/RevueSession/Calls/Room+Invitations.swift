@@ -52,7 +52,7 @@ extension Room {
         var s = CallSignal(op: CallSignal.Op.invite, inv: inv)
         s.text = message
         s.members = remoteParticipants.keys.sorted()
-        let sent = send(s, to: id)
+        let sent = sendInvite(s, to: id)
         invitations[id] = .outgoing(inv: inv, message: message, deadline: monotonicNow() + invitationTimeout, sent: sent)
         emitRevue { $1.revue($0, friend: id, didSendInvitation: message) }
     }
@@ -118,7 +118,7 @@ extension Room {
                     var s = CallSignal(op: CallSignal.Op.invite, inv: inv)
                     s.text = message
                     s.members = remoteParticipants.keys.sorted()
-                    if send(s, to: id) { invitations[id] = .outgoing(inv: inv, message: message, deadline: deadline, sent: true) }
+                    if sendInvite(s, to: id) { invitations[id] = .outgoing(inv: inv, message: message, deadline: deadline, sent: true) }
                 }
             case .incoming(_, let deadline), .accepting(_, let deadline):
                 if now >= deadline {
@@ -162,7 +162,11 @@ extension Room {
             var reply = CallSignal(op: CallSignal.Op.connect, inv: inv)
             reply.members = remoteParticipants.keys.sorted()
             reply.mode = localParticipant.mode.rawValue
-            send(reply, to: id)
+            // Once this leg is over, a retransmission of the connect (to a friend that restarted
+            // before acknowledging it) carries nothing.
+            core?.sendReserved(friendId: id, text: reply.json) { [weak self] in
+                self?.remoteParticipants[id] != nil && self?.participantInvitations[id] == inv
+            }
             connectParticipant(id, inv: inv, mode: s.mode)
         case CallSignal.Op.connect:
             guard case .accepting(let mine, _) = state, mine == inv else {

@@ -179,6 +179,16 @@ public final class Room {
         core?.sendReserved(friendId: friendId, text: signal.json) ?? false
     }
 
+    /// Sends an invitation so that a retransmission after it was answered, cancelled or timed out
+    /// carries nothing: a friend that crashed before acknowledging it must not see it again.
+    func sendInvite(_ signal: CallSignal, to friendId: String) -> Bool {
+        let inv = signal.inv
+        return core?.sendReserved(friendId: friendId, text: signal.json) { [weak self] in
+            guard case .outgoing(let current, _, _, _) = self?.invitations[friendId] else { return false }
+            return current == inv
+        } ?? false
+    }
+
     /// Queues an event for the room delegates and the participant's delegates, in order with every
     /// other session event.
     func post(_ p: Participant?, room roomEvent: ((Room, any RoomDelegate) -> Void)?,

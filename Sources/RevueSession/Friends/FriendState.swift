@@ -66,9 +66,13 @@ struct HandshakeCookie {
 struct OutboundItem {
     let seq: UInt32
     let kind: ReliableKind
-    let body: [UInt8]
+    var body: [UInt8]
     let messageId: UInt32?
     var lastSent: Double = -.infinity
+    /// For an SDK message that only means something while its sender's state lasts (an
+    /// invitation): checked before each retransmission; once false, the item keeps its place in
+    /// the stream but carries `SessionCore.withdrawnReserved` instead.
+    var stillWanted: (() -> Bool)? = nil
 }
 
 /// A `sendMessage` call waiting for its receipt.

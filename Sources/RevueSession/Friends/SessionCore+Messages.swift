@@ -22,8 +22,8 @@ extension SessionCore {
         }
     }
 
-    func enqueue(_ f: FriendState, kind: ReliableKind, body: [UInt8], messageId: UInt32?) {
-        f.outbound.append(OutboundItem(seq: f.nextSeq, kind: kind, body: body, messageId: messageId))
+    func enqueue(_ f: FriendState, kind: ReliableKind, body: [UInt8], messageId: UInt32?, stillWanted: (() -> Bool)? = nil) {
+        f.outbound.append(OutboundItem(seq: f.nextSeq, kind: kind, body: body, messageId: messageId, stillWanted: stillWanted))
         f.nextSeq &+= 1
         pumpOutbound(f, now: monotonicNow())
     }
@@ -69,6 +69,12 @@ extension SessionCore {
     func pumpOutbound(_ f: FriendState, now: Double) {
         guard f.isConnected else { return }
         for i in f.outbound.indices.prefix(Self.sendWindow) where now - f.outbound[i].lastSent >= timeouts.retransmitInterval {
+            if f.outbound[i].lastSent > -.infinity, let wanted = f.outbound[i].stillWanted, !wanted() {
+                // Its sequence number stays (the stream has no gaps); its meaning is gone. A friend
+                // that restarted before acknowledging it gets nothing to act on.
+                f.outbound[i].body = Self.withdrawnReserved
+                f.outbound[i].stillWanted = nil
+            }
             let item = f.outbound[i]
             var w = ByteWriter(capacity: item.body.count + 16)
             w.u8(FrameType.reliable.rawValue)
@@ -121,6 +127,11 @@ extension SessionCore {
         if item.kind == .profile { applyProfile(f, item.body) } else { deliverMessage(f, item.body) }
         afterEvents { [weak self, weak f] in
             guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation else { return }
+            if self.withholdReceipts {
+                f.delivering = false
+                self.pumpDelivery(f)
+                return
+            }
             f.stored.inboundDelivered = max(f.stored.inboundDelivered, item.seq)
             self.saveSoon { [weak self, weak f] ok in
                 guard let self, let f, self.revue.core === self, f.deliveryGeneration == generation else { return }
@@ -156,13 +167,20 @@ extension SessionCore {
     /// Sends one of the SDK's own messages (a JSON object whose "type" is msg, adr or track) on the
     /// friend's reliable stream, outside the App's send queue; false when the friend is unknown,
     /// offline, or already has `reservedQueueCapacity` of them unacknowledged. For the call layer.
+    /// `stillWanted`, when given, is asked before every retransmission (not the first sending): once it answers false the
+    /// message is replaced by `withdrawnReserved` (the receiver's crash can replay an unacknowledged
+    /// message, and an invitation answered meanwhile must not ring again). Cost: one closure call
+    /// per retransmission.
     @discardableResult
-    func sendReserved(friendId: String, text: String) -> Bool {
+    func sendReserved(friendId: String, text: String, stillWanted: (() -> Bool)? = nil) -> Bool {
         guard let f = friends[friendId], f.isConnected,
               f.outbound.count { $0.kind == .message && $0.messageId == nil } < Self.reservedQueueCapacity else { return false }
-        enqueue(f, kind: .message, body: Array(text.utf8), messageId: nil)
+        enqueue(f, kind: .message, body: Array(text.utf8), messageId: nil, stillWanted: stillWanted)
         return true
     }
+
+    /// What a withdrawn SDK message carries: a reserved message with an operation no receiver acts on.
+    static let withdrawnReserved = Array(#"{"op":"withdrawn","type":"msg"}"#.utf8)
 
     /// Whether a message is one of the SDK's own: a JSON object whose "type" is msg, adr or track.
     static func isReserved(_ body: [UInt8]) -> Bool {

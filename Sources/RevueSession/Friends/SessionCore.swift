@@ -128,6 +128,9 @@ package final class SessionCore {
     // Test seams: observe every session datagram sent, and drop direct sends (to force the relay).
     var sendTap: (([UInt8], Route) -> Void)?
     package var dropDirectSends = false
+    /// Test seam: received stream items are delivered but their position is never saved nor
+    /// acknowledged, as if every delivery were followed by a crash before its receipt.
+    package var withholdReceipts = false
     // Fuzzing seams (FuzzEntries.session): when set, handshake ephemerals, new session and
     // handshake indices, and handshake timestamps come from these instead of libsodium's random
     // generator and the clock, so a session and the datagrams that reach it replay identically
