@@ -136,3 +136,41 @@ import Glibc
         #expect(throws: RevueError.self) { try peer.revue.initialize(peer.configuration) }
     }
 }
+
+/// The SDK's own messages on the friend stream (call signals) are handled as they arrive, not one
+/// per disk write: a call's setup must not pay an fsync per signal. Their receipts still follow
+/// the saves.
+@MainActor
+@Suite(.serialized) struct ReservedDeliveryTests {
+    @Test func callSignalsAreNotHeldOneWritePerSignalOnASlowDisk() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        defer { alice.remove(); bob.remove() }
+        try await befriend(alice, bob)
+        let aliceCore = try #require(alice.revue.core), bobCore = try #require(bob.revue.core)
+        await alice.wait("the stream to bob drained") { aliceCore.friends[bob.id]?.outbound.isEmpty == true }
+
+        // Every queued write takes 0.4 s; eight signals one write each would take 3.2 s.
+        bobCore.store.queuedWriteDelayForTesting = 0.4
+        var handled: [String] = []
+        var writesWhenAllHandled: Int?
+        bobCore.reservedMessageHandler = { _, text in
+            handled.append(text)
+            if handled.count == 8 { writesWhenAllHandled = bobCore.store.queuedWritesCompleted }
+        }
+        let writesBefore = bobCore.store.queuedWritesCompleted
+        let signals = (0..<8).map { #"{"op":"probe-\#($0)","type":"msg"}"# }
+        for s in signals { #expect(aliceCore.sendReserved(friendId: bob.id, text: s)) }
+        // An App message after them still waits for its own save before its receipt.
+        let receipt = Task { @MainActor in try await alice.revue.friends.sendMessage(friendId: bob.id, message: "after", timeout: 20) }
+        await bob.waitForEvent(.message(alice.id, "after"), timeout: 20)
+        #expect(handled == signals)
+        let writes = try #require(writesWhenAllHandled) - writesBefore
+        #expect(writes <= 2, "the eighth signal waited for \(writes) writes")
+        _ = try await receipt.value
+        // Receipts came once saves covered them: alice holds nothing unacknowledged.
+        await alice.wait("every signal acknowledged", timeout: 20) { aliceCore.friends[bob.id]?.outbound.isEmpty == true }
+        #expect(bobCore.friends[alice.id]!.stored.inboundDelivered == aliceCore.friends[bob.id]!.nextSeq - 1)
+    }
+}

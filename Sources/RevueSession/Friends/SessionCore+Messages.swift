@@ -119,28 +119,48 @@ extension SessionCore {
     /// receipt, then goes on with the next item. So a receipt means the App had the message and
     /// the position is on disk; a crash can at most deliver the one message in that window again
     /// after the restart, and never loses one.
+    ///
+    /// The SDK's own messages (call signals) are not held for the disk: each is handled at once and
+    /// the next item follows without waiting for its save, so a call's setup does not pay one
+    /// fsync per signal. Their receipts still wait for a save that covers them (coalesced), so a
+    /// receipt still means "on disk"; a crash can replay the unsaved ones to the next run, which
+    /// has no call for them (see `sendReserved(friendId:text:stillWanted:)`).
     func pumpDelivery(_ f: FriendState) {
-        guard !f.delivering, !f.deliveryQueue.isEmpty else { return }
-        let item = f.deliveryQueue.removeFirst()
-        f.delivering = true
-        let epoch = f.stored.inboundEpoch, generation = f.deliveryGeneration
-        if item.kind == .profile { applyProfile(f, item.body) } else { deliverMessage(f, item.body) }
-        afterEvents { [weak self, weak f] in
-            guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation else { return }
-            if self.withholdReceipts {
-                f.delivering = false
-                self.pumpDelivery(f)
-                return
-            }
-            f.stored.inboundDelivered = max(f.stored.inboundDelivered, item.seq)
-            self.saveSoon { [weak self, weak f] ok in
-                guard let self, let f, self.revue.core === self, f.deliveryGeneration == generation else { return }
-                f.delivering = false
-                if ok {
-                    f.inboundAckable = max(f.inboundAckable, item.seq)
-                    self.sendAck(f, epoch: epoch, seq: f.inboundAckable)
+        while !f.delivering, !f.deliveryQueue.isEmpty {
+            let item = f.deliveryQueue.removeFirst()
+            let epoch = f.stored.inboundEpoch, generation = f.deliveryGeneration
+            if item.kind == .message, deliverReserved(f, item.body) {
+                afterEvents { [weak self, weak f] in
+                    guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation,
+                          !self.withholdReceipts else { return }
+                    f.stored.inboundDelivered = max(f.stored.inboundDelivered, item.seq)
+                    self.saveSoon { [weak self, weak f] ok in
+                        guard ok, let self, let f, self.isCurrent, f.deliveryGeneration == generation else { return }
+                        f.inboundAckable = max(f.inboundAckable, item.seq)
+                        self.sendAck(f, epoch: epoch, seq: f.inboundAckable)
+                    }
                 }
-                self.pumpDelivery(f)
+                continue
+            }
+            f.delivering = true
+            if item.kind == .profile { applyProfile(f, item.body) } else { deliverMessage(f, item.body) }
+            afterEvents { [weak self, weak f] in
+                guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation else { return }
+                if self.withholdReceipts {
+                    f.delivering = false
+                    self.pumpDelivery(f)
+                    return
+                }
+                f.stored.inboundDelivered = max(f.stored.inboundDelivered, item.seq)
+                self.saveSoon { [weak self, weak f] ok in
+                    guard let self, let f, self.isCurrent, f.deliveryGeneration == generation else { return }
+                    f.delivering = false
+                    if ok {
+                        f.inboundAckable = max(f.inboundAckable, item.seq)
+                        self.sendAck(f, epoch: epoch, seq: f.inboundAckable)
+                    }
+                    self.pumpDelivery(f)
+                }
             }
         }
     }
@@ -153,13 +173,17 @@ extension SessionCore {
         sendFrame(f, w.bytes)
     }
 
+    /// Hands an SDK message to the call layer; false (nothing done) when it is the App's.
+    func deliverReserved(_ f: FriendState, _ body: [UInt8]) -> Bool {
+        guard Self.isReserved(body) else { return false }
+        counters.reservedMessagesSwallowed += 1
+        reservedMessageHandler?(f.id, String(decoding: body, as: UTF8.self))
+        return true
+    }
+
+    /// Hands an App message to the delegates (`deliverReserved` has ruled out the SDK's own).
     func deliverMessage(_ f: FriendState, _ body: [UInt8]) {
         let text = String(decoding: body, as: UTF8.self)
-        if Self.isReserved(body) {
-            counters.reservedMessagesSwallowed += 1
-            reservedMessageHandler?(f.id, text)
-            return
-        }
         let id = f.id
         emit { $1.revue($0, friend: id, didReceiveMessage: text) }
     }

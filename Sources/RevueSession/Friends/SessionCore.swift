@@ -63,6 +63,11 @@ package final class SessionCore {
     static let sendWindow = 32
 
     unowned let revue: Revue
+    /// Set by `shutdown()` and `abandon()`: work queued before (a save completing, an event) then
+    /// finds a stopped core without touching `revue`, which may be gone by then.
+    private(set) var isStopped = false
+    /// Whether this core is still the running one of its `Revue`.
+    var isCurrent: Bool { !isStopped && revue.core === self }
     let configuration: RevueConfiguration
     let timeouts: RevueTimeouts
     let store: ProfileStore
@@ -275,6 +280,7 @@ package final class SessionCore {
 
     /// Says goodbye to connected friends, fails pending sends, closes the socket and the store.
     func shutdown() {
+        defer { isStopped = true }
         for f in friends.values where f.isConnected { sendFrame(f, [FrameType.bye.rawValue]) }
         for f in friends.values { failWaiters(f) }
         timer?.cancel()
@@ -291,6 +297,7 @@ package final class SessionCore {
     /// Stops like a killed process: no goodbye, no final save (writes already queued finish),
     /// socket closed.
     func abandon() {
+        isStopped = true
         for f in friends.values { failWaiters(f) }
         timer?.cancel()
         timer = nil
@@ -393,11 +400,11 @@ package final class SessionCore {
         drainScheduled = false
         let items = pending
         pending = []
-        guard revue.core === self else { return }
+        guard isCurrent else { return }
         for item in items {
             switch item {
             case .event(let e): for d in revue.delegates.all { e(revue, d) }
-            case .action(let a): if revue.core === self { a() }
+            case .action(let a): if isCurrent { a() }
             }
         }
     }

@@ -204,7 +204,7 @@ final class ProfileStore {
         let completions = nextCompletions
         nextCompletions = []
         let path = self.path, directory = self.directory
-        let ok = io.sync { Self.write(data, path: path, directory: directory) }
+        let ok = io.sync { ProfileStore.write(data, path: path, directory: directory) }
         for c in completions { c(ok) }
         return ok
     }
@@ -218,17 +218,25 @@ final class ProfileStore {
         startWrite()
     }
 
+    /// Test seams: writes queued by `saveSoon` that completed, and a delay added to each (a slow disk).
+    package private(set) var queuedWritesCompleted = 0
+    package var queuedWriteDelayForTesting: Double = 0
+
     private func startWrite() {
         guard !writing, let data = nextData else { return }
         writing = true
         nextData = nil
         inFlightCompletions = nextCompletions
         nextCompletions = []
-        let path = self.path, directory = self.directory
-        io.async {
-            let ok = Self.write(data, path: path, directory: directory)
-            DispatchQueue.main.async {
+        let path = self.path, directory = self.directory, delay = queuedWriteDelayForTesting
+        // Weak: a store closed and released while its last write was on the disk needs no answer.
+        io.async { [weak self] in
+            if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+            let ok = ProfileStore.write(data, path: path, directory: directory)
+            DispatchQueue.main.async { [weak self] in
                 MainActor.assumeIsolated {
+                    guard let self else { return }
+                    self.queuedWritesCompleted += 1
                     self.writing = false
                     let completions = self.inFlightCompletions
                     self.inFlightCompletions = []
