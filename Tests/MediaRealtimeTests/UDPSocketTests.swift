@@ -125,10 +125,17 @@ private func ipv6LoopbackAvailable() -> Bool {
         let receiver = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options)
         let sender = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let batch = UDPReceiveBatch(capacity: 8)
-        #expect(try batch.receive(from: receiver, wait: false) == 0)  // turns the stamps on
-        // The kernel turns stamping on for the whole host a moment later (a deferred switch);
-        // until then a datagram gets the time it is read.
+        // Stamping is on from the socket's opening, before any batch reads it: the datagrams
+        // queued before the first read are stamped too. (The kernel turns stamping on for the
+        // whole host a moment after the first socket asks, a deferred switch; until then a
+        // datagram gets the time it is read.)
         usleep(50_000)
+        try expectKernelStamps(receiver, sender, batch)
+        try expectKernelStamps(receiver, sender, batch)
+    }
+
+    private func expectKernelStamps(_ receiver: UDPSocket, _ sender: UDPSocket, _ batch: UDPReceiveBatch,
+                                    sourceLocation: SourceLocation = #_sourceLocation) throws {
         let to = try receiver.localAddress()
         let t0 = UDPSocket.monotonicNanoseconds()
         _ = try [UInt8](repeating: 1, count: 100).withUnsafeBytes { try sender.send($0, to: to) }
@@ -137,12 +144,12 @@ private func ipv6LoopbackAvailable() -> Bool {
         _ = try [UInt8](repeating: 2, count: 100).withUnsafeBytes { try sender.send($0, to: to) }
         usleep(80_000)
         let t2 = UDPSocket.monotonicNanoseconds()
-        #expect(try batch.receive(from: receiver, wait: false) == 2)
+        #expect(try batch.receive(from: receiver, wait: false) == 2, sourceLocation: sourceLocation)
         let a = batch[0].receivedAtNanoseconds, b = batch[1].receivedAtNanoseconds
-        #expect(batch[0].bytes.first == 1 && batch[1].bytes.first == 2)
-        #expect(a >= t0 && a < t1, "first stamped \(Int64(a) - Int64(t0)) ns after its send")
-        #expect(b >= t1 && b < t2, "second stamped \(Int64(b) - Int64(t1)) ns after its send")
-        #expect(batch.receivedAtNanoseconds >= t2 && b < batch.receivedAtNanoseconds)
+        #expect(batch[0].bytes.first == 1 && batch[1].bytes.first == 2, sourceLocation: sourceLocation)
+        #expect(a >= t0 && a < t1, "first stamped \(Int64(a) - Int64(t0)) ns after its send", sourceLocation: sourceLocation)
+        #expect(b >= t1 && b < t2, "second stamped \(Int64(b) - Int64(t1)) ns after its send", sourceLocation: sourceLocation)
+        #expect(batch.receivedAtNanoseconds >= t2 && b < batch.receivedAtNanoseconds, sourceLocation: sourceLocation)
     }
 
     @Test func bufferSizesAreApplied() throws {

@@ -41,6 +41,9 @@ public final class UDPSocket: @unchecked Sendable {
         if options.reuseAddress { try setOption(SOL_SOCKET, SO_REUSEADDR, 1, "setsockopt(SO_REUSEADDR)") }
         if let size = options.receiveBufferSize { try setReceiveBufferSize(size) }
         if let size = options.sendBufferSize { try setSendBufferSize(size) }
+        // Kernel receive times from the first datagram on (`UDPReceiveBatch` reads them); without
+        // them (an error here) a batch stamps its datagrams with its read time.
+        _ = cms_enable_receive_timestamps(descriptor)
     }
 
     /// Opens a socket of `address`'s family and binds it there (port 0 picks an ephemeral port;

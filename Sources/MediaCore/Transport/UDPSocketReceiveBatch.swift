@@ -19,12 +19,12 @@ public struct UDPDatagram {
 /// A preallocated ring of `capacity` receive buffers of `bufferSize` bytes each, filled by one
 /// `recvmmsg(2)`. Datagrams are read in place through `self[i]` until the next `receive(from:wait:)`.
 ///
-/// Each datagram carries the kernel's receive time (`SO_TIMESTAMPNS`, turned on for each socket
-/// the batch reads), so a receiving thread that was descheduled does not make packets look
+/// Each datagram carries the kernel's receive time (`SO_TIMESTAMPNS`, turned on when a
+/// `UDPSocket` is opened), so a receiving thread that was descheduled does not make packets look
 /// delayed to jitter and delay-based estimates.
 ///
-/// Thread rule: one thread at a time. Cost: one system call per batch (plus one `setsockopt` the
-/// first time a socket is read, and two clock reads), no allocation.
+/// Thread rule: one thread at a time. Cost: one system call per batch (and two clock reads), no
+/// allocation.
 public final class UDPReceiveBatch {
     /// Datagrams one call can return.
     public let capacity: Int
@@ -43,7 +43,6 @@ public final class UDPReceiveBatch {
     private let control: UnsafeMutableRawPointer
     private let controlSize: Int
     /// The socket whose receive timestamps were last turned on (-1: none yet).
-    private var timestampedDescriptor: Int32 = -1
     /// Per datagram of the last receive, its arrival time (see `UDPDatagram.receivedAtNanoseconds`).
     private let arrivals: UnsafeMutablePointer<UInt64>
     /// The latest arrival time handed out: arrivals never go backwards, even where stamped and
@@ -92,11 +91,6 @@ public final class UDPReceiveBatch {
     /// Errors other than `wouldBlock`/`interrupted` throw.
     public func receive(from socket: UDPSocket, wait: Bool) throws(SocketError) -> Int {
         count = 0
-        if socket.descriptor != timestampedDescriptor {
-            // Without kernel timestamps (an error here) datagrams get the batch's read time.
-            _ = cms_enable_receive_timestamps(socket.descriptor)
-            timestampedDescriptor = socket.descriptor
-        }
         for i in 0..<capacity {
             headers[i].msg_hdr.msg_control = control + i * controlSize
             headers[i].msg_hdr.msg_controllen = controlSize
