@@ -42,7 +42,7 @@ import Testing
         })
         var c = VideoSendStream.Configuration(codec: .vp8, width: 160, height: 120)
         c.srtp = nil
-        c.transportSequence = (TrackFanOut.transportSequenceExtensionID, TransportSequenceNumbers(initial: 7, sendLogCapacity: 0))
+        c.transportSequence = (TrackFanOut.transportSequenceExtensionID, nil)  // reserved, as a call does
         let stream = try VideoSendStream(configuration: c, sink: fanOut)
         stream.start()
         defer { stream.stop() }

@@ -66,8 +66,9 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var absSendTimeExtensionID: UInt8? = 3
         /// Transport-wide sequence numbers (draft-holmer-rmcat-transport-wide-cc-extensions-01):
         /// the RFC 8285 element ID and the counter shared by every stream on the transport, as in
-        /// `VideoSendStream.Configuration`. nil (default): none.
-        public var transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil
+        /// `VideoSendStream.Configuration`. nil (default): none. A nil counter reserves the element
+        /// (written as 0) for whoever numbers the packets further on, per destination.
+        public var transportSequence: (id: UInt8, numbers: TransportSequenceNumbers?)? = nil
         /// Chunks (up to 20 ms at 96 kHz each) that may wait for the worker (power of two).
         public var ringCapacity: Int = 32
         /// Speaking detector tuning (its frame duration is set from `frameDuration`).

@@ -48,12 +48,12 @@ final class RTPSendCore: @unchecked Sendable {
     /// Pacing: `send` queues here and the pacer's thread calls the egress.
     let pacer: RTPPacer?
     /// Transport-wide sequence numbers: the element's ID and the transport's counter.
-    let transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)?
+    let transportSequence: (id: UInt8, numbers: TransportSequenceNumbers?)?
 
     init(ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
          historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
          initialSequenceNumber: UInt16?, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil, pacer: RTPPacer? = nil,
-         transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil,
+         transportSequence: (id: UInt8, numbers: TransportSequenceNumbers?)? = nil,
          counters: SendCounters) throws(SendPipelineError) {
         precondition(mtu >= 200 && mtu <= 9000, "MTU \(mtu) out of 200...9000")
         precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
@@ -170,8 +170,9 @@ final class RTPSendCore: @unchecked Sendable {
     /// Gives the packet the transport's next transport-wide sequence number, when configured, and
     /// logs its send time and wire size (SRTP tag included) for the delay-based estimate.
     @inline(__always) private func stampTransportSequence(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) {
-        if let t = transportSequence, let at = RTPHeaderExtensions.elementOffset(id: t.id, in: packet, length: length) {
-            packet.put16(at, t.numbers.take(sendNs: nowNs, size: length + (srtp?.rtpOverhead ?? 0)))
+        if let t = transportSequence, let numbers = t.numbers,
+           let at = RTPHeaderExtensions.elementOffset(id: t.id, in: packet, length: length) {
+            packet.put16(at, numbers.take(sendNs: nowNs, size: length + (srtp?.rtpOverhead ?? 0)))
         }
     }
 

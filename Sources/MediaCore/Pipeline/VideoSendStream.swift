@@ -83,8 +83,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var pacer: PacerSettings? = PacerSettings()
         /// Transport-wide sequence numbers (draft-holmer-rmcat-transport-wide-cc-extensions-01):
         /// the RFC 8285 element ID and the counter shared by every stream on the transport; each
-        /// packet (and each RTX retransmission) is numbered as it leaves. nil (default): none.
-        public var transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil
+        /// packet (and each RTX retransmission) is numbered as it leaves. nil (default): none. A nil
+        /// counter reserves the element (written as 0) for whoever numbers the packets further on,
+        /// per destination (a call's fan-out to several legs).
+        public var transportSequence: (id: UInt8, numbers: TransportSequenceNumbers?)? = nil
         /// First RTP sequence number (random in 0...32767 when nil).
         public var initialSequenceNumber: UInt16? = nil
         /// RTP timestamp of the first frame (random when nil).

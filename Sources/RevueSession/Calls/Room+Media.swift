@@ -134,10 +134,6 @@ final class LocalMedia {
 extension Room {
     /// Most candidates taken from one `adr` message.
     static let maxCandidatesPerSignal = 16
-    /// The counter a local track's send stream numbers its packets from: it only reserves the
-    /// transport-wide sequence number element in each packet; `TrackFanOut` writes each leg's own
-    /// number over it. Keeps no send log.
-    nonisolated static let reservedTransportSequence = TransportSequenceNumbers(sendLogCapacity: 0)
 
     func receiveMediaSignal(_ s: CallSignal, from id: String) {
         guard let leg = legs[id] else { return }
@@ -300,7 +296,8 @@ extension Room {
                 var c = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight)
                 c.srtp = nil
                 c.ssrc = freshSSRC()
-                c.transportSequence = (TrackFanOut.transportSequenceExtensionID, Self.reservedTransportSequence)
+                // The element only: `TrackFanOut` writes each leg's own number into it.
+                c.transportSequence = (TrackFanOut.transportSequenceExtensionID, nil)
                 let v = try VideoSendStream(configuration: c, sink: media.fanOut)
                 media.video = v
                 pub.videoCapturer = v.capturer
@@ -309,7 +306,8 @@ extension Room {
                 var c = AudioSendStream.Configuration()
                 c.srtp = nil
                 c.ssrc = freshSSRC()
-                c.transportSequence = (TrackFanOut.transportSequenceExtensionID, Self.reservedTransportSequence)
+                // The element only: `TrackFanOut` writes each leg's own number into it.
+                c.transportSequence = (TrackFanOut.transportSequenceExtensionID, nil)
                 let a = try AudioSendStream(configuration: c, sink: media.fanOut)
                 media.audio = a
                 pub.audioCapturer = a.capturer
