@@ -157,7 +157,7 @@ struct DTLSGStreamerInteropTests {
         gst.signal(SIGINT)
         let run = gst.wait(timeout: 5)
 
-        let out = readFrames(dir.read("out.yuv"))
+        let out = readI420Frames(dir.read("out.yuv"), width: 320, height: 240)
         var indices = Set<Int>()
         for f in out { if let i = SyntheticVideo.frameIndex(in: f.view) { indices.insert(i) } }
         print(
@@ -173,26 +173,5 @@ struct DTLSGStreamerInteropTests {
             indices.count >= ourFrames - 5,
             "GStreamer decoded \(indices.count) of our \(ourFrames) frames; missing \(Set(0..<ourFrames).subtracting(indices).sorted()); \(run.stderr)"
         )
-    }
-
-    /// I420 frames of 320x240 packed back to back (GStreamer raw output).
-    private func readFrames(_ bytes: [UInt8]) -> [VideoFrame] {
-        let width = 320, height = 240, size = width * height * 3 / 2
-        var out: [VideoFrame] = []
-        var at = 0
-        while at + size <= bytes.count {
-            let f = VideoFrame(width: width, height: height)
-            bytes.withUnsafeBufferPointer { b in
-                let base = b.baseAddress! + at
-                f.copy(
-                    from: I420View(
-                        width: width, height: height, y: base, strideY: width,
-                        u: base + width * height, strideU: width / 2,
-                        v: base + width * height * 5 / 4, strideV: width / 2))
-            }
-            out.append(f)
-            at += size
-        }
-        return out
     }
 }

@@ -29,7 +29,7 @@ private final class PCMSink: AudioSink, @unchecked Sendable {
 }
 
 /// Reads I420 frames of `width` x `height` packed back to back (GStreamer raw output).
-private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [VideoFrame] {
+func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [VideoFrame] {
     let size = width * height * 3 / 2
     var out: [VideoFrame] = []
     var at = 0
