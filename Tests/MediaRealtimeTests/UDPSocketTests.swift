@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import MediaCore
 
 /// Bytes of datagram `index` with `size` bytes: distinct per datagram and per position.
@@ -134,8 +135,10 @@ private func ipv6LoopbackAvailable() -> Bool {
         try expectKernelStamps(receiver, sender, batch)
     }
 
-    private func expectKernelStamps(_ receiver: UDPSocket, _ sender: UDPSocket, _ batch: UDPReceiveBatch,
-                                    sourceLocation: SourceLocation = #_sourceLocation) throws {
+    private func expectKernelStamps(
+        _ receiver: UDPSocket, _ sender: UDPSocket, _ batch: UDPReceiveBatch,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let to = try receiver.localAddress()
         let t0 = UDPSocket.monotonicNanoseconds()
         _ = try [UInt8](repeating: 1, count: 100).withUnsafeBytes { try sender.send($0, to: to) }
