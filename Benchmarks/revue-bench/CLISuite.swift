@@ -52,7 +52,7 @@ enum CLIBench {
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         let argv = ([path] + args).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for arg in argv { free(arg) } }
         let t0 = nowNs()
         let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
         guard rc == 0 else { throw BenchError(description: "cannot run \(path): \(String(cString: strerror(rc)))") }

@@ -151,7 +151,7 @@ enum ReceiveSuite {
             SyntheticVideo.renderBGRA(frameIndex: i, width: 1280, height: 720, into: b.baseAddress!, stride: stride)
             return b
         }
-        defer { pictures.forEach { $0.deallocate() } }
+        defer { for picture in pictures { picture.deallocate() } }
         var captured = [UInt64](repeating: 0, count: distinct)
         var latencies: [Double] = []
         let start = nowNs()

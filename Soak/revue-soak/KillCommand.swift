@@ -217,8 +217,8 @@ enum KillCommand {
             _ = b.wait(2) { $0["id"] as? String == "n\(k % 40)" }
             usleep(UInt32.random(in: 0...20_000))
             b.kill()
-            b.all { $0["event"] as? String == "didUpdateName" && $0["friendId"] as? String == bobId }.forEach {
-                names.insert($0["name"] as? String ?? "")
+            for event in b.all({ $0["event"] as? String == "didUpdateName" && $0["friendId"] as? String == bobId }) {
+                names.insert(event["name"] as? String ?? "")
             }
         }
         let final = try peer("bob")

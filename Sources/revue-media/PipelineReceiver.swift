@@ -204,8 +204,14 @@ final class PipelineFileReceiver: @unchecked Sendable {
         self.sinks = sinks
     }
 
-    func start() { pipelines.forEach { $0.start() }; clocks.forEach { $0.start() } }
-    func stop() { clocks.forEach { $0.stop() }; pipelines.forEach { $0.stop() } }
+    func start() {
+        for pipeline in pipelines { pipeline.start() }
+        for clock in clocks { clock.start() }
+    }
+    func stop() {
+        for clock in clocks { clock.stop() }
+        for pipeline in pipelines { pipeline.stop() }
+    }
 
     /// The inbound statistics of every stream of both pipelines.
     var inbound: [InboundRTPStreamStats] { pipelines.flatMap { $0.inboundStats } }

@@ -118,7 +118,9 @@ final class RTCPFeedbackListener: @unchecked Sendable {
                         }
                     case .receiverEstimatedMaxBitrate(let remb):
                         let bitrate = Int(clamping: remb.bitrate)
-                        targets.with { $0.values.forEach { $0.handleEstimatedBitrate(bitrate) } }
+                        targets.with {
+                            for target in $0.values { target.handleEstimatedBitrate(bitrate) }
+                        }
                     default:
                         break
                     }

@@ -613,7 +613,8 @@ final class NetworkLab: @unchecked Sendable {
                 return
             }
             defer { close(fd) }
-            guard labSetns(fd, 0x4000_0000 /* CLONE_NEWNET */) == 0 else {
+            let cloneNewNet: Int32 = 0x4000_0000  // CLONE_NEWNET
+            guard labSetns(fd, cloneNewNet) == 0 else {
                 outcome.result = .failure(NetworkLabError(description: "setns \(namespace): errno \(errno)"))
                 return
             }
@@ -638,7 +639,10 @@ final class NetworkLab: @unchecked Sendable {
             try (0...destinations).map { _ in try UDPSocket(bindingTo: SocketAddress(host: service, port: 0)) }
         }
         let sender = try inNamespace(home(n)) { try UDPSocket(bindingTo: any) }
-        defer { sender.close(); receivers.forEach { $0.close() } }
+        defer {
+            sender.close()
+            for receiver in receivers { receiver.close() }
+        }
         var mapped: [SocketAddress] = []
         var buffer = [UInt8](repeating: 0, count: 64)
         for r in receivers.dropLast() {

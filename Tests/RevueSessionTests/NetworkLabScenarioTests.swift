@@ -515,7 +515,7 @@ struct NetworkLabScenarioTests {
     /// Builds a lab, runs `body` with a call in it, always tears down (peers first).
     func withCall(
         _ options: NetworkLab.Options, arguments: (NetworkLab) -> [String],
-        _ body: (LabCall) async throws -> Void
+        body: (LabCall) async throws -> Void
     ) async throws {
         let lab = try await NetworkLab(options)
         defer { lab.teardown() }
@@ -527,87 +527,96 @@ struct NetworkLabScenarioTests {
     /// Both peers on one LAN (behind one NAT; LAN discovery on): b is online at a within 1 s of
     /// accepting, media goes both ways, and the friend path is a LAN one.
     @Test func sameLANCallsDirectly() async throws {
-        try await withCall(.init(home1: .cone, sameLAN: true), arguments: { ["--lan"] + LabCall.iceArguments($0) }) { call in
-            try await call.befriend()
-            print("same LAN: b online at a \(String(format: "%.2f", call.onlineAfter)) s after accepting")
-            #expect(call.onlineAfter <= 1.0, "online after \(call.onlineAfter) s\n\(call.diagnosis())")
-            try await call.startCall()
-            let failures = await call.mediaBothWays()
-            print("same LAN:\n\(call.diagnosis())")
-            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-            let kinds =
-                (call.a.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == call.bId }?[
-                    "paths"] as? [[String: Any]])?
-                .compactMap { $0["kind"] as? String } ?? []
-            #expect(kinds.first == "directLAN", "friend path \(kinds)")
-            if let path = await call.mediaPath(call.a, about: call.bId), path["local"] != nil {
-                #expect(
-                    (path["local"] as? String)?.hasPrefix("host ") == true
-                        && (path["remote"] as? String)?.hasPrefix("host ") == true, "\(path)")
-            } else {
-                print("same LAN: media-stats reports no selected path yet (the call layer does not expose it)")
-            }
-            #expect(call.lab.relayBytes() == 0)
-        }
+        try await withCall(
+            .init(home1: .cone, sameLAN: true), arguments: { ["--lan"] + LabCall.iceArguments($0) },
+            body: { call in
+                try await call.befriend()
+                print("same LAN: b online at a \(String(format: "%.2f", call.onlineAfter)) s after accepting")
+                #expect(call.onlineAfter <= 1.0, "online after \(call.onlineAfter) s\n\(call.diagnosis())")
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("same LAN:\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+                let kinds =
+                    (call.a.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == call.bId }?[
+                        "paths"] as? [[String: Any]])?
+                    .compactMap { $0["kind"] as? String } ?? []
+                #expect(kinds.first == "directLAN", "friend path \(kinds)")
+                if let path = await call.mediaPath(call.a, about: call.bId), path["local"] != nil {
+                    #expect(
+                        (path["local"] as? String)?.hasPrefix("host ") == true
+                            && (path["remote"] as? String)?.hasPrefix("host ") == true, "\(path)")
+                } else {
+                    print("same LAN: media-stats reports no selected path yet (the call layer does not expose it)")
+                }
+                #expect(call.lab.relayBytes() == 0)
+            })
     }
 
     /// Both behind cone NATs: media both ways without coturn relaying a byte.
     @Test func coneToConeCallsWithoutTheRelay() async throws {
-        try await withCall(.init(home1: .cone, home2: .cone), arguments: { LabCall.iceArguments($0) }) { call in
-            try await call.befriend()
-            try await call.startCall()
-            let failures = await call.mediaBothWays()
-            print("cone to cone:\n\(call.diagnosis())")
-            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-            #expect(call.lab.relayBytes() == 0, "\(call.diagnosis())")
-            let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
-            #expect(!relayed.contains(true), "a leg chose the relay\n\(call.diagnosis())")
-        }
+        try await withCall(
+            .init(home1: .cone, home2: .cone), arguments: { LabCall.iceArguments($0) },
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("cone to cone:\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+                #expect(call.lab.relayBytes() == 0, "\(call.diagnosis())")
+                let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
+                #expect(!relayed.contains(true), "a leg chose the relay\n\(call.diagnosis())")
+            })
     }
 
     /// One symmetric NAT and one cone: media both ways (a server-reflexive or peer-reflexive
     /// pair, or the relay).
     @Test func symmetricToConeCarriesMedia() async throws {
-        try await withCall(.init(home1: .symmetric, home2: .cone), arguments: { LabCall.iceArguments($0) }) { call in
-            try await call.befriend()
-            try await call.startCall()
-            let failures = await call.mediaBothWays()
-            print("symmetric to cone:\n\(call.diagnosis())")
-            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-        }
+        try await withCall(
+            .init(home1: .symmetric, home2: .cone), arguments: { LabCall.iceArguments($0) },
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("symmetric to cone:\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+            })
     }
 
     /// Both behind symmetric NATs: only the relay works; coturn granted allocations and relayed
     /// the media.
     @Test func symmetricToSymmetricRelaysThroughTURN() async throws {
-        try await withCall(.init(home1: .symmetric, home2: .symmetric), arguments: { LabCall.iceArguments($0) }) { call in
-            try await call.befriend()
-            try await call.startCall()
-            let failures = await call.mediaBothWays()
-            print("symmetric to symmetric:\n\(call.diagnosis())")
-            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-            #expect(!call.lab.turnAllocations().isEmpty, "no allocation in coturn's log\n\(call.diagnosis())")
-            let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
-            #expect(!relayed.contains(false), "a leg is not on the relay\n\(call.diagnosis())")
-            #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
-        }
+        try await withCall(
+            .init(home1: .symmetric, home2: .symmetric), arguments: { LabCall.iceArguments($0) },
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("symmetric to symmetric:\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+                #expect(!call.lab.turnAllocations().isEmpty, "no allocation in coturn's log\n\(call.diagnosis())")
+                let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
+                #expect(!relayed.contains(false), "a leg is not on the relay\n\(call.diagnosis())")
+                #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
+            })
     }
 
     /// Home 1 lets no UDP out (but to the rendezvous node, the friend connection's one way) and
     /// TCP only to coturn: media both ways through TURN over TCP.
     @Test func udpBlockedCallsThroughTURNOverTCP() async throws {
-        try await withCall(.init(home1: .cone, home2: .cone, udpBlocked: [1]), arguments: { LabCall.iceArguments($0, tcp: true) })
-        { call in
-            try await call.befriend()
-            try await call.startCall()
-            let failures = await call.mediaBothWays()
-            print("UDP blocked in home 1:\n\(call.diagnosis())")
-            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-            #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
-            let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
-            #expect(!relayed.contains(false), "a leg is not on the relay\n\(call.diagnosis())")
-            #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
-        }
+        try await withCall(
+            .init(home1: .cone, home2: .cone, udpBlocked: [1]), arguments: { LabCall.iceArguments($0, tcp: true) },
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("UDP blocked in home 1:\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+                #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
+                let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
+                #expect(!relayed.contains(false), "a leg is not on the relay\n\(call.diagnosis())")
+                #expect(call.lab.relayBytes() > 50_000, "\(call.diagnosis())")
+            })
     }
 
     /// Homes with IPv6 only, routed without NAT (the rendezvous node on the services' IPv6
@@ -615,16 +624,16 @@ struct NetworkLabScenarioTests {
     /// IPv6 pair.
     @Test func ipv6OnlyCallsCarryMedia() async throws {
         try await withCall(
-            .init(home1: .none, home2: .none, ipv6Only: true), arguments: { ["--host", "::"] + LabCall.iceArguments($0) }
-        ) { call in
-            try await call.befriend()
-            try await call.startCall()
-            let failures = await call.mediaBothWays()
-            print("IPv6 only:\n\(call.diagnosis())")
-            #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-            let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
-            #expect((path["remote"] as? String)?.contains("[2001:db8:") == true, "\(path)")
-        }
+            .init(home1: .none, home2: .none, ipv6Only: true), arguments: { ["--host", "::"] + LabCall.iceArguments($0) },
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("IPv6 only:\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+                let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
+                #expect((path["remote"] as? String)?.contains("[2001:db8:") == true, "\(path)")
+            })
     }
 
     /// Both homes on public addresses (no NAT); mid-call home 1 moves to another address (a
@@ -632,56 +641,57 @@ struct NetworkLabScenarioTests {
     /// ways within 2 s and the call does not end.
     @Test func ownAddressChangeMidCallIsFollowed() async throws {
         try await withCall(
-            .init(home1: .none, home2: .none), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }
-        ) { call in
-            try await call.befriend()
-            try await call.startCall()
-            var newAddress = ""
-            let (gapAtA, gapAtB, before) = try await call.gapsAcross(event: 5, seconds: 14) {
-                newAddress = try call.lab.renumber(home: 1)
-            }
-            await call.snapshotCounters()
-            print(
-                "home 1 renumbered to \(newAddress): longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())"
-            )
-            #expect(
-                (before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20,
-                "media before the change: \(String(describing: before))\n\(call.diagnosis())")
-            #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
-            let path = await call.mediaPath(call.b, about: call.aId)
-            #expect(
-                (path?["route"] as? String)?.contains(newAddress) == true, "b's media route to a: \(String(describing: path))")
-            let ended = (call.a.events + call.b.events).filter {
-                ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
-            }
-            #expect(ended.isEmpty, "the call ended: \(ended)")
-        }
+            .init(home1: .none, home2: .none), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) },
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                var newAddress = ""
+                let (gapAtA, gapAtB, before) = try await call.gapsAcross(event: 5, seconds: 14) {
+                    newAddress = try call.lab.renumber(home: 1)
+                }
+                await call.snapshotCounters()
+                print(
+                    "home 1 renumbered to \(newAddress): longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())"
+                )
+                #expect(
+                    (before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20,
+                    "media before the change: \(String(describing: before))\n\(call.diagnosis())")
+                #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
+                let path = await call.mediaPath(call.b, about: call.aId)
+                #expect(
+                    (path?["route"] as? String)?.contains(newAddress) == true, "b's media route to a: \(String(describing: path))"
+                )
+                let ended = (call.a.events + call.b.events).filter {
+                    ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
+                }
+                #expect(ended.isEmpty, "the call ended: \(ended)")
+            })
     }
 
     /// Cone to cone, then UDP between the two NATs is dropped mid-call: media fails over to the
     /// relay with no gap over 2 s either way, and the call does not end.
     @Test func directPathDeathFailsOverToTheRelay() async throws {
         try await withCall(
-            .init(home1: .cone, home2: .cone), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }
-        ) { call in
-            try await call.befriend()
-            try await call.startCall()
-            let (gapAtA, gapAtB, before) = try await call.gapsAcross(event: 5, seconds: 14) { try call.lab.killDirectPath() }
-            await call.snapshotCounters()
-            print(
-                "direct path killed at 5 s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())"
-            )
-            #expect(
-                (before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20,
-                "media before the cut: \(String(describing: before))\n\(call.diagnosis())")
-            #expect(
-                call.lab.directPathDrops() > 0,
-                "the cut dropped nothing: the call was not on the direct path\n\(call.diagnosis())")
-            #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
-            let ended = (call.a.events + call.b.events).filter {
-                ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
-            }
-            #expect(ended.isEmpty, "the call ended: \(ended)")
-        }
+            .init(home1: .cone, home2: .cone), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) },
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                let (gapAtA, gapAtB, before) = try await call.gapsAcross(event: 5, seconds: 14) { try call.lab.killDirectPath() }
+                await call.snapshotCounters()
+                print(
+                    "direct path killed at 5 s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())"
+                )
+                #expect(
+                    (before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20,
+                    "media before the cut: \(String(describing: before))\n\(call.diagnosis())")
+                #expect(
+                    call.lab.directPathDrops() > 0,
+                    "the cut dropped nothing: the call was not on the direct path\n\(call.diagnosis())")
+                #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
+                let ended = (call.a.events + call.b.events).filter {
+                    ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
+                }
+                #expect(ended.isEmpty, "the call ended: \(ended)")
+            })
     }
 }

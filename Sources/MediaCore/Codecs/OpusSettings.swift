@@ -41,6 +41,8 @@ public enum OpusApplication: Sendable, CaseIterable {
 /// The duration of one Opus frame (RFC 6716 section 2.1.4: 2.5, 5, 10, 20, 40 or 60 ms per encode
 /// call). 20 ms is the usual real-time choice; SILK (voice) needs 10 ms or more.
 public enum OpusFrameDuration: Int, CaseIterable, Sendable, CustomStringConvertible {
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    // The underscore stands for the decimal point of 2.5 ms.
     case ms2_5 = 2500
     case ms5 = 5000
     case ms10 = 10000

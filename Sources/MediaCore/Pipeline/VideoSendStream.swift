@@ -360,7 +360,11 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         c.frameRate = frameRate
         c.bitrate = min(bitrate, max(8_000, estimateCap))
         if c != encoder.configuration {
-            do { try encoder.reconfigure(c) } catch { /* libvpx kept the previous settings */  }
+            do {
+                try encoder.reconfigure(c)
+            } catch {
+                // libvpx kept the previous settings
+            }
         }
         counters.targetBitrate.store(encoder.configuration.bitrate, ordering: .relaxed)
         pacer?.setTargetBitrate(encoder.configuration.bitrate)

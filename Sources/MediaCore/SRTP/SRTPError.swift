@@ -51,6 +51,8 @@ public struct SRTPError: RawRepresentable, Error, Hashable, Sendable, CustomStri
     /// The key reached its packet limit and must be replaced (`srtp_err_status_key_expired`).
     public static let keyExpired = SRTPError(rawValue: 15)
     /// Error parsing data (`srtp_err_status_parse_err`).
+    // swift-format-ignore: DontRepeatTypeInStaticProperties
+    // The name mirrors libsrtp's `srtp_err_status_parse_err`.
     public static let parseError = SRTPError(rawValue: 21)
     /// The MKI in the packet is not known (`srtp_err_status_bad_mki`).
     public static let badMKI = SRTPError(rawValue: 25)

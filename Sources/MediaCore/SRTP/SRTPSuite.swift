@@ -14,10 +14,14 @@ public enum SRTPSuite: String, CaseIterable, Sendable, CustomStringConvertible {
     /// AES-256 in GCM mode with a 16-byte tag (RFC 7714).
     case aeadAES256GCM = "AEAD_AES_256_GCM"
     /// AES-128 counter mode with a 10-byte HMAC-SHA1 tag (RFC 3711, RFC 4568).
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    // The name keeps the RFC 4568/5764 profile name's `_80` tag length suffix.
     case aesCM128HMACSHA1_80 = "AES_CM_128_HMAC_SHA1_80"
     /// AES-128 counter mode with a 4-byte HMAC-SHA1 tag on RTP; RTCP keeps the 10-byte tag, as
     /// RFC 5764 section 4.1.2 specifies for this profile and libsrtp recommends (RFC 3711 section
     /// 7.5), like libwebrtc and pion. (ffmpeg under this SDES name uses 4 bytes on RTCP too.)
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    // The name keeps the RFC 4568/5764 profile name's `_32` tag length suffix.
     case aesCM128HMACSHA1_32 = "AES_CM_128_HMAC_SHA1_32"
 
     /// The default suite for new sessions.

@@ -266,9 +266,11 @@ package final class SessionCore {
         lanFastLeft = Self.lanFastCount
         gate.socket = socket
         let gate = self.gate
-        socket.start(screen: { gate.screen($0, from: $1) }) { [weak self] bytes, from in
-            MainActor.assumeIsolated { self?.handle(bytes, from: from) }
-        }
+        socket.start(
+            screen: { gate.screen($0, from: $1) },
+            onReceive: { [weak self] bytes, from in
+                MainActor.assumeIsolated { self?.handle(bytes, from: from) }
+            })
         lanSocket?.start { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handleLAN(bytes, from: from, onMulticastSocket: true) }
         }
