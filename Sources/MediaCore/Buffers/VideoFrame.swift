@@ -91,13 +91,21 @@ public final class VideoFrame: @unchecked Sendable {
 /// It does not own memory; it is valid only as long as its owner says (for a decoder, until the
 /// next decode call). Thread rule: a value type over memory someone else owns. Cost: none.
 public struct I420View: @unchecked Sendable {
+    /// Width of the picture in pixels (the Y plane's width).
     public var width: Int
+    /// Height of the picture in pixels (the Y plane's height).
     public var height: Int
+    /// First byte of the Y (luma) plane.
     public var y: UnsafePointer<UInt8>
+    /// Bytes from one Y row to the next.
     public var strideY: Int
+    /// First byte of the U (Cb) plane, half the width and height of Y rounded up.
     public var u: UnsafePointer<UInt8>
+    /// Bytes from one U row to the next.
     public var strideU: Int
+    /// First byte of the V (Cr) plane, half the width and height of Y rounded up.
     public var v: UnsafePointer<UInt8>
+    /// Bytes from one V row to the next.
     public var strideV: Int
 
     /// Creates a view over planes that someone else owns.

@@ -26,9 +26,9 @@ public struct VPXError: Error, RawRepresentable, Hashable, Sendable, CustomStrin
 
     /// `VPX_CODEC_ERROR`: unspecified error.
     public static let error = VPXError(VPX_CODEC_ERROR)
-    /// `VPX_CODEC_MEM_ERROR`: libvpx could not allocate memory.
     // swift-format-ignore: DontRepeatTypeInStaticProperties
     // The name mirrors libvpx's `VPX_CODEC_MEM_ERROR`.
+    /// `VPX_CODEC_MEM_ERROR`: libvpx could not allocate memory.
     public static let memoryError = VPXError(VPX_CODEC_MEM_ERROR)
     /// `VPX_CODEC_ABI_MISMATCH`: the headers and the linked libvpx disagree.
     public static let abiMismatch = VPXError(VPX_CODEC_ABI_MISMATCH)

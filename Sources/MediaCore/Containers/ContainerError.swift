@@ -87,8 +87,9 @@ public struct ContainerError: Error, CustomStringConvertible, Sendable, Equatabl
 /// An exact rational number (a frame rate `30000/1001`, a time base `1/90000`) as containers store it.
 /// Thread rule: a value type. Cost: none.
 public struct ContainerRational: Hashable, Sendable, CustomStringConvertible {
-    /// Numerator and denominator as stored (not reduced).
+    /// The numerator as stored (not reduced).
     public var numerator: Int
+    /// The denominator as stored (not reduced).
     public var denominator: Int
     /// `numerator/denominator`, stored as given.
     public init(_ numerator: Int, _ denominator: Int) {

@@ -12,9 +12,11 @@ public enum IVFCodec: String, Sendable, CaseIterable {
 /// width, height, time base denominator ("rate"), numerator ("scale"), frame count.
 /// Thread rule: a value type. Cost: none.
 public struct IVFHeader: Hashable, Sendable {
-    /// The fourcc (VP80 or VP90), width and height of the stream.
+    /// The codec fourcc of the stream: VP80 or VP90.
     public var codec: IVFCodec
+    /// Frame width in pixels.
     public var width: Int
+    /// Frame height in pixels.
     public var height: Int
     /// Seconds per pts unit: `1/30` for a 30 fps stream counted in frames, `1/90000` for RTP time.
     public var timeBase: ContainerRational
@@ -57,6 +59,7 @@ public struct IVFFrameHeader: Hashable, Sendable {
 public final class IVFReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
+    /// The file header, read when the reader opened the file.
     public let header: IVFHeader
     /// Frames read so far; also the index of the next frame.
     public private(set) var framesRead = 0
@@ -186,8 +189,9 @@ public final class IVFReader: @unchecked Sendable {
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one buffered copy of each payload.
 public final class IVFWriter: @unchecked Sendable {
-    /// The destination path and the header written at the top of the file.
+    /// The destination path, as given.
     public let path: String
+    /// The header written at the top of the file.
     public let header: IVFHeader
     /// Frames written so far.
     public private(set) var framesWritten = 0

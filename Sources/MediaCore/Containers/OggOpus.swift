@@ -70,8 +70,9 @@ public struct OggOpusHead: Hashable, Sendable {
 /// `NAME=value` comments.
 /// Thread rule: a value type. Cost: none.
 public struct OggOpusTags: Hashable, Sendable {
-    /// The encoder (`libopus 1.3.1`, `Revue`) and the `NAME=value` comments.
+    /// The encoder's vendor string (`libopus 1.3.1`, `Revue`).
     public var vendor: String
+    /// The user comments, each `NAME=value`.
     public var comments: [String]
 
     /// Tags with a vendor string and comments.
@@ -150,7 +151,9 @@ public struct OggOpusPacket: Hashable, Sendable {
 public final class OggOpusReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
+    /// The identification header (`OpusHead`) read from the first page.
     public let head: OggOpusHead
+    /// The comment header (`OpusTags`) read from the second page.
     public let tags: OggOpusTags
     /// Serial number of the Opus logical stream.
     public let serial: UInt32
@@ -331,9 +334,11 @@ public final class OggOpusReader: @unchecked Sendable {
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: each packet is copied once into its page.
 public final class OggOpusWriter: @unchecked Sendable {
-    /// The destination path and the two headers written at the top of the file.
+    /// The destination path, as given.
     public let path: String
+    /// The identification header (`OpusHead`) written on the first page.
     public let head: OggOpusHead
+    /// The comment header (`OpusTags`) written on the second page.
     public let tags: OggOpusTags
     /// Audio samples (48 kHz) a page may hold before it is written out: bounds the data lost if the
     /// process dies and the delay for a reader following the file. Default 48 000 (1 s).

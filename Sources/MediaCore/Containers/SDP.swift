@@ -6,10 +6,15 @@
 public struct SDPOrigin: Hashable, Sendable {
     /// `-` unless a user name matters.
     public var username: String = "-"
+    /// `<sess-id>`: a numeric identifier unique to this session.
     public var sessionID: UInt64
+    /// `<sess-version>`: increased each time the description changes.
     public var sessionVersion: UInt64
+    /// `<nettype>`: `IN` (Internet).
     public var networkType: String = "IN"
+    /// `<addrtype>`: `IP4` or `IP6`.
     public var addressType: String = "IP4"
+    /// `<unicast-address>`: the address of the machine that made the description.
     public var address: String
 
     /// An origin; `sessionID` should be unique (a random or NTP-time number).
@@ -26,6 +31,7 @@ public struct SDPOrigin: Hashable, Sendable {
 public struct SDPConnection: Hashable, Sendable {
     /// `IN`, then `IP4` or `IP6`.
     public var networkType: String = "IN"
+    /// `IP4` or `IP6`.
     public var addressType: String
     /// The address, with any `/ttl/count` suffix as written.
     public var address: String
@@ -38,8 +44,9 @@ public struct SDPConnection: Hashable, Sendable {
 
 /// `b=` (RFC 8866 §5.8): `AS:2000` (kb/s) or `TIAS:...`.
 public struct SDPBandwidth: Hashable, Sendable {
-    /// `AS`, `TIAS`, `CT`; the bandwidth in the unit its type defines.
+    /// `AS`, `TIAS` or `CT`: the bandwidth modifier type.
     public var type: String
+    /// The bandwidth, in the unit its type defines (kilobits per second for `AS` and `CT`, bits per second for `TIAS`).
     public var value: Int
     /// A bandwidth line.
     public init(type: String, value: Int) { self.type = type; self.value = value }
@@ -47,8 +54,9 @@ public struct SDPBandwidth: Hashable, Sendable {
 
 /// A generic `a=name[:value]` attribute (RFC 8866 §5.13).
 public struct SDPAttribute: Hashable, Sendable {
-    /// Attribute name and optional value.
+    /// Attribute name.
     public var name: String
+    /// The value after the colon; nil for a flag attribute (`a=name`).
     public var value: String?
     /// `a=name` or `a=name:value`.
     public init(_ name: String, _ value: String? = nil) { self.name = name; self.value = value }
@@ -57,9 +65,11 @@ public struct SDPAttribute: Hashable, Sendable {
 
 /// `a=rtpmap:<pt> <encoding>/<clock rate>[/<channels>]` (RFC 8866 §6.6): `96 VP8/90000`, `111 opus/48000/2`.
 public struct SDPRTPMap: Hashable, Sendable {
-    /// Payload type (0-127) and encoding name (`VP8`, `opus`).
+    /// Payload type (0-127).
     public var payloadType: Int
+    /// Encoding name as written (`VP8`, `opus`).
     public var encoding: String
+    /// RTP clock rate in hertz (90000 for video, 48000 for Opus).
     public var clockRate: Int
     /// Encoding parameters: the channel count for audio (`2` for Opus, RFC 7587 §7).
     public var channels: Int?
@@ -117,10 +127,13 @@ public struct SDPRTCPFeedback: Hashable, Sendable {
 /// `a=extmap:<id>[/<direction>] <uri> [<attributes>]` (RFC 8285 §8): an RTP header extension and
 /// the local identifier it uses (1-14 for one-byte headers, up to 255 for two-byte).
 public struct SDPExtensionMap: Hashable, Sendable {
-    /// Local identifier, direction, extension URI and extension attributes.
+    /// Local identifier of the extension (1-14 one-byte, up to 255 two-byte).
     public var id: Int
+    /// Direction the extension is used in, when the line gives one.
     public var direction: SDPDirection?
+    /// URI naming the header extension.
     public var uri: String
+    /// Extension attributes after the URI, as written; nil when there are none.
     public var attributes: String?
     /// An extmap line.
     public init(id: Int, direction: SDPDirection? = nil, uri: String, attributes: String? = nil) {
@@ -137,9 +150,11 @@ public struct SDPExtensionMap: Hashable, Sendable {
 
 /// `a=ssrc:<ssrc> <attribute>[:<value>]` (RFC 5576 §4.1): `a=ssrc:1234 cname:revue`.
 public struct SDPSSRCAttribute: Hashable, Sendable {
-    /// The SSRC, attribute name (`cname`, `msid`) and value.
+    /// The SSRC the attribute describes.
     public var ssrc: UInt32
+    /// Attribute name (`cname`, `msid`).
     public var attribute: String
+    /// Attribute value; nil when the line has none.
     public var value: String?
     /// An ssrc line.
     public init(ssrc: UInt32, attribute: String, value: String? = nil) {
@@ -191,6 +206,7 @@ public struct SDPCrypto: Hashable, Sendable {
     public var tag: Int
     /// `AES_CM_128_HMAC_SHA1_80`, `AES_CM_128_HMAC_SHA1_32`, `AEAD_AES_128_GCM`, `AEAD_AES_256_GCM`...
     public var suite: String
+    /// The `inline:` key parameters (one or more keys with their lifetime and MKI).
     public var keys: [InlineKey]
     /// Session parameters (`UNENCRYPTED_SRTCP`, `KDR=...`), as written.
     public var sessionParameters: [String]
@@ -230,6 +246,7 @@ public struct SDPCrypto: Hashable, Sendable {
 public struct SDPMediaDescription: Hashable, Sendable {
     /// `audio`, `video`, `application`...
     public var type: String
+    /// Transport port of the media (0 for a rejected or disabled section).
     public var port: Int
     /// `m=video 5004/2 ...` port count, if given.
     public var portCount: Int?
@@ -239,16 +256,25 @@ public struct SDPMediaDescription: Hashable, Sendable {
     public var formats: [String]
     /// `i=` media title.
     public var title: String?
+    /// Media-level `c=` line, overriding the session's.
     public var connection: SDPConnection?
+    /// Media-level `b=` lines.
     public var bandwidths: [SDPBandwidth] = []
+    /// `a=rtpmap:` lines: payload type to encoding and clock rate.
     public var rtpMaps: [SDPRTPMap] = []
+    /// `a=fmtp:` lines: format parameters per payload type.
     public var formatParameters: [SDPFormatParameters] = []
+    /// `a=rtcp-fb:` lines: RTCP feedback each payload type accepts (RFC 4585).
     public var rtcpFeedback: [SDPRTCPFeedback] = []
+    /// `a=crypto:` lines: SDES SRTP keying (RFC 4568).
     public var crypto: [SDPCrypto] = []
+    /// `a=extmap:` lines: RTP header extension IDs (RFC 8285).
     public var extensionMaps: [SDPExtensionMap] = []
+    /// `a=ssrc:` lines: attributes of each SSRC (RFC 5576).
     public var ssrcs: [SDPSSRCAttribute] = []
     /// `a=ssrc-group:` lines (RFC 5576 §4.2).
     public var ssrcGroups: [SDPSSRCGroup] = []
+    /// `a=sendrecv`, `a=sendonly`, `a=recvonly` or `a=inactive`; nil when the section has none.
     public var direction: SDPDirection?
     /// `a=rtcp-mux` (RFC 5761): RTCP on the RTP port.
     public var rtcpMux = false
@@ -359,15 +385,19 @@ public struct SDPSessionDescription: Hashable, Sendable {
     public var sessionName: String
     /// `i=` session information.
     public var information: String?
+    /// Session-level `c=` line, used by media sections that have none.
     public var connection: SDPConnection?
+    /// Session-level `b=` lines.
     public var bandwidths: [SDPBandwidth] = []
-    /// `t=<start> <stop>`; `0 0` means unbounded.
+    /// Start time of the `t=` line (NTP seconds; 0 means unbounded).
     public var startTime: UInt64 = 0
+    /// Stop time of the `t=` line (NTP seconds; 0 means unbounded).
     public var stopTime: UInt64 = 0
     /// Session-level `a=` lines (`a=tool:`, `a=group:`...).
     public var attributes: [SDPAttribute] = []
     /// Other session-level lines kept as `(type, value)`: `u=`, `e=`, `p=`, `r=`, `z=`, `k=`.
     public var otherFields: [SDPField] = []
+    /// The `m=` sections, in order.
     public var media: [SDPMediaDescription] = []
 
     /// A description with `v=0`, `t=0 0` and the given lines.
@@ -424,8 +454,9 @@ public struct SDPSessionDescription: Hashable, Sendable {
 
 /// A description line kept as it was: its one-letter type and value.
 public struct SDPField: Hashable, Sendable {
-    /// The line type letter and its value.
+    /// The line type letter.
     public var type: Character
+    /// The text after `=`.
     public var value: String
     /// A kept line.
     public init(type: Character, value: String) { self.type = type; self.value = value }

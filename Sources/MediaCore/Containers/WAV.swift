@@ -278,8 +278,9 @@ public final class WAVReader: @unchecked Sendable {
 public final class WAVWriter: @unchecked Sendable {
     /// The destination path.
     public let path: String
-    /// Sample frames per second and channels (1 or 2) of the file.
+    /// Sample frames per second of the file.
     public let sampleRate: Int
+    /// Channels per sample frame (1 or 2).
     public let channelCount: Int
     /// The format stored in the file.
     public let sampleFormat: WAVSampleFormat

@@ -31,14 +31,17 @@ public struct Y4MHeader: Hashable, Sendable {
     /// Largest width or height accepted from a file: anything larger is treated as corrupt.
     public static let maximumDimension = 16384
 
-    /// `W` and `H`: luma size in pixels.
+    /// `W`: luma width in pixels.
     public var width: Int
+    /// `H`: luma height in pixels.
     public var height: Int
     /// `F` tag; 25/1 when the file has none (ffmpeg's default).
     public var frameRate: ContainerRational
+    /// `I` tag: progressive or interlaced field order.
     public var interlacing: Interlacing
     /// `A` tag; 0/0 means unknown.
     public var pixelAspect: ContainerRational
+    /// `C` tag: chroma subsampling and siting.
     public var chroma: Chroma
 
     /// A header; defaults are progressive, square pixels, `C420jpeg`.

@@ -62,8 +62,9 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var mtu: Int = 1200
         /// SRTP key material; nil sends plain RTP.
         public var srtp: SRTPKeyMaterial? = .random(for: .aeadAES128GCM)
-        /// RFC 8285 one-byte IDs: RFC 6464 audio level (1) and abs-send-time (3), libwebrtc's defaults.
+        /// RFC 8285 one-byte ID for the RFC 6464 audio level (1, libwebrtc's default); nil leaves it out.
         public var audioLevelExtensionID: UInt8? = 1
+        /// RFC 8285 one-byte ID for abs-send-time (3, libwebrtc's default); nil leaves it out.
         public var absSendTimeExtensionID: UInt8? = 3
         /// Transport-wide sequence numbers (draft-holmer-rmcat-transport-wide-cc-extensions-01):
         /// the RFC 8285 element ID and the counter shared by every stream on the transport, as in
@@ -102,6 +103,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     /// Takes audio from your thread(s) into this stream.
     public let capturer: AudioBufferCapturer
+    /// The configuration the stream was made with.
     public let configuration: Configuration
     /// The stream's SSRC (from its configuration).
     public var ssrc: UInt32 { configuration.ssrc }

@@ -19,8 +19,9 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     nonisolated(unsafe) private var writer: PcapWriter?
     private let failures = Atomic<Int>(0)
     private let written = Atomic<Int>(0)
-    /// Endpoints written into each record's IPv4/UDP headers.
+    /// Endpoint written as the source of each record's IPv4/UDP headers.
     public let source: PcapEndpoint
+    /// Endpoint written as the destination of each record's IPv4/UDP headers.
     public let destination: PcapEndpoint
     /// The capture file (complete after `finish`).
     public let path: String

@@ -38,16 +38,23 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
 
     /// What the endpoint saw: the session's counters plus its own.
     public struct Statistics: Sendable, Equatable {
+        /// The RTCP session's counters (reports, NACKs, keyframe requests).
         public var session = RTCPSenderSession.Counters()
+        /// RTCP compound packets received and accepted (after SRTCP authentication).
         public var rtcpReceived = 0
+        /// Datagrams dropped because SRTCP authentication or decryption failed.
         public var authFailures = 0
+        /// Datagrams dropped as not RTCP, or truncated.
         public var otherDropped = 0
+        /// Sender reports sent.
         public var senderReportsSent = 0
+        /// Target send bitrate from the bandwidth estimator, bits per second.
         public var targetBitrate = 0
-        /// The delay-based estimate (nil before transport feedback), the acknowledged bitrate and
-        /// the detector's last output, bits per second.
+        /// The delay-based estimate, bits per second; nil before transport feedback.
         public var delayBasedBitrate: Int? = nil
+        /// Bitrate the receiver acknowledged through transport feedback, bits per second.
         public var acknowledgedBitrate = 0
+        /// The delay-based detector's last output (normal, overusing or underusing).
         public var delayUsage = DelayBasedBandwidthEstimator.Usage.normal
     }
 

@@ -31,18 +31,29 @@ public protocol RTCPFeedbackHandler: AnyObject {
 public final class RTCPSenderSession {
     /// Counters since creation.
     public struct Counters: Sendable, Equatable {
+        /// Report blocks about our SSRCs received in sender or receiver reports.
         public var reportsReceived = 0
+        /// Generic NACK packets received for our SSRCs.
         public var nacksReceived = 0
+        /// Sequence numbers those NACKs asked to have resent.
         public var packetsRequested = 0
+        /// Requested packets resent from the retransmission history.
         public var packetsRetransmitted = 0
+        /// Requested packets not resent (missing, expired, or the resend budget exhausted).
         public var packetsNotResent = 0
+        /// Picture loss indications received for our SSRCs.
         public var plisReceived = 0
+        /// Full intra requests received for our SSRCs (repeats of a request number not counted).
         public var firsReceived = 0
+        /// REMB (receiver estimated maximum bitrate) messages received.
         public var rembsReceived = 0
         /// Transport-cc feedback packets received (used only with a send log).
         public var transportFeedbackReceived = 0
+        /// Keyframes requested from the encoder for PLIs and FIRs.
         public var keyframesRequested = 0
+        /// PLIs and FIRs not passed on because a keyframe was requested too recently.
         public var keyframeRequestsThrottled = 0
+        /// RTCP compound packets that failed to parse.
         public var malformed = 0
     }
 

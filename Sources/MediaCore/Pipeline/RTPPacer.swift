@@ -31,8 +31,9 @@ public struct PacerStatistics: Sendable, Equatable {
     public var packetsPaced: UInt64 = 0
     /// Packets dropped because the queue was full.
     public var overflows: UInt64 = 0
-    /// The longest time a packet waited in the queue, and the sum over all packets, nanoseconds.
+    /// The longest time a packet waited in the queue, nanoseconds.
     public var maxQueueDelayNs: UInt64 = 0
+    /// Sum over all packets of the time each waited in the queue, nanoseconds.
     public var totalQueueDelayNs: UInt64 = 0
     /// The pacing rate last used, bits per second.
     public var pacingRate: Int = 0

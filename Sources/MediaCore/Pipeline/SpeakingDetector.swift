@@ -31,6 +31,7 @@ public struct SpeakingDetector: Sendable {
         public var hangoverMs: Int = 500
         /// Duration of one frame, in milliseconds.
         public var frameDurationMs: Int = 20
+        /// The default thresholds and timings.
         public init() {}
     }
 
@@ -40,6 +41,7 @@ public struct SpeakingDetector: Sendable {
         case stoppedSpeaking
     }
 
+    /// The thresholds and timings the detector was made with.
     public let configuration: Configuration
     /// Whether the detector currently considers the source to be speaking.
     public private(set) var isSpeaking = false

@@ -65,6 +65,7 @@ public enum OpusPayload {
 public struct OpusFramePackets: RTPFramePayloads {
     /// The Opus packet (borrowed).
     public let frame: UnsafeRawBufferPointer
+    /// One: the Opus packet travels whole in a single RTP payload.
     public var count: Int { 1 }
     /// False: for audio the caller sets the marker (first packet after DTX, RFC 3551 §4.1).
     public var setsMarkerOnLastPacket: Bool { false }

@@ -54,6 +54,7 @@ public struct RTCPHeader: Sendable, Equatable {
 /// RTCP packet types (RFC 3550 §12.1, RFC 4585 §6.1).
 /// Thread rule: a value type. Cost: none.
 public struct RTCPPacketType: RawRepresentable, Sendable, Hashable {
+    /// The packet type byte as on the wire.
     public var rawValue: UInt8
     /// The value with this raw code.
     public init(rawValue: UInt8) { self.rawValue = rawValue }

@@ -35,7 +35,9 @@ public struct RTCPPictureLossIndication: Sendable, Equatable {
 public struct RTCPFullIntraRequest: Sendable, Equatable {
     /// One FCI entry: the SSRC asked to send a decoder refresh point and the request's number.
     public struct Entry: Sendable, Equatable {
+        /// The media source asked to send a decoder refresh point.
         public var ssrc: UInt32
+        /// Command sequence number; a repeated number is a retransmission of the same request.
         public var sequenceNumber: UInt8
         /// A FIR entry for the media source `ssrc` with command sequence number `sequenceNumber`.
         public init(ssrc: UInt32, sequenceNumber: UInt8) { self.ssrc = ssrc; self.sequenceNumber = sequenceNumber }

@@ -3,6 +3,7 @@
 public struct RTCPSourceDescription: Sendable, Equatable {
     /// RFC 3550 §6.5 item types.
     public struct ItemType: RawRepresentable, Sendable, Hashable {
+        /// The item type byte as on the wire.
         public var rawValue: UInt8
         /// The value with this raw code.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
@@ -16,7 +17,9 @@ public struct RTCPSourceDescription: Sendable, Equatable {
 
     /// One SDES item: type and up to 255 bytes of UTF-8 text.
     public struct Item: Sendable, Equatable {
+        /// What the item says (CNAME, NAME, PRIV...).
         public var type: ItemType
+        /// The item's UTF-8 text, at most 255 bytes.
         public var text: [UInt8]
         /// Makes an item from a string (traps over 255 bytes).
         public init(type: ItemType, _ text: String) {
@@ -29,7 +32,9 @@ public struct RTCPSourceDescription: Sendable, Equatable {
 
     /// One chunk: an SSRC and its items.
     public struct Chunk: Sendable, Equatable {
+        /// The source the items describe.
         public var ssrc: UInt32
+        /// The chunk's items, in order.
         public var items: [Item]
         /// A chunk for `ssrc` with `items` (RFC 3550 §6.5).
         public init(ssrc: UInt32, items: [Item]) { self.ssrc = ssrc; self.items = items }

@@ -50,9 +50,9 @@ public struct SRTPError: RawRepresentable, Error, Hashable, Sendable, CustomStri
     public static let cantCheck = SRTPError(rawValue: 14)
     /// The key reached its packet limit and must be replaced (`srtp_err_status_key_expired`).
     public static let keyExpired = SRTPError(rawValue: 15)
-    /// Error parsing data (`srtp_err_status_parse_err`).
     // swift-format-ignore: DontRepeatTypeInStaticProperties
     // The name mirrors libsrtp's `srtp_err_status_parse_err`.
+    /// Error parsing data (`srtp_err_status_parse_err`).
     public static let parseError = SRTPError(rawValue: 21)
     /// The MKI in the packet is not known (`srtp_err_status_bad_mki`).
     public static let badMKI = SRTPError(rawValue: 25)

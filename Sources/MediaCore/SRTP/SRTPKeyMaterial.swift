@@ -299,6 +299,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
 public struct SRTPKeyMaterialError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The class of problem, to match on.
     public struct Code: RawRepresentable, Hashable, Sendable {
+        /// The code's number.
         public let rawValue: Int
         /// The value with this raw code.
         public init(rawValue: Int) { self.rawValue = rawValue }

@@ -3,6 +3,7 @@
 public struct RevueError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kind of failure.
     public struct Code: RawRepresentable, Sendable, Hashable {
+        /// The code's number.
         public let rawValue: Int32
         /// The value with this raw code.
         public init(rawValue: Int32) { self.rawValue = rawValue }

@@ -79,19 +79,23 @@ public enum ConnectionQuality: Int, Sendable, Hashable, Comparable {
 /// Statistics of one track, named like W3C webrtc-stats (`RTCInboundRtpStreamStats`,
 /// `RTCOutboundRtpStreamStats`). A value type.
 public struct TrackStatistics: Sendable, Hashable {
-    /// Outbound: RTP packets and payload bytes sent.
+    /// Outbound: RTP packets sent.
     public var packetsSent: UInt64 = 0
+    /// Outbound: RTP payload bytes sent.
     public var bytesSent: UInt64 = 0
-    /// Inbound: RTP packets and payload bytes received, packets lost (RFC 3550 A.3).
+    /// Inbound: RTP packets received.
     public var packetsReceived: UInt64 = 0
+    /// Inbound: RTP payload bytes received.
     public var bytesReceived: UInt64 = 0
+    /// Inbound: packets lost, expected minus received (RFC 3550 A.3); negative with duplicates.
     public var packetsLost: Int64 = 0
     /// Inbound interarrival jitter in seconds (RFC 3550 A.8).
     public var jitter: Double = 0
     /// Round-trip time in seconds, when measured.
     public var roundTripTime: Double?
-    /// Video: frames encoded or decoded.
+    /// Video: frames encoded.
     public var framesEncoded: UInt64 = 0
+    /// Video: frames decoded.
     public var framesDecoded: UInt64 = 0
 
     /// Empty statistics.

@@ -14,8 +14,9 @@ public struct RoomOptions: Sendable, Hashable {
     public var micEnabled = true
     /// Whether your camera track is published likewise.
     public var cameraEnabled = true
-    /// Size your camera track is encoded at (VP8); frames of another size are scaled.
+    /// Width your camera track is encoded at (VP8), in pixels; frames of another size are scaled.
     public var videoWidth = 640
+    /// Height your camera track is encoded at, in pixels.
     public var videoHeight = 360
 
     /// The defaults: send and receive, microphone and camera on.

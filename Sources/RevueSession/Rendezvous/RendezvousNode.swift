@@ -87,19 +87,23 @@ public final class RendezvousNode {
     public static let maxEntriesPerPrefix = 256
     /// Source addresses with a rate bucket at most (more are refused until the next sweep).
     public static let maxSources = 65_536
-    /// New keys one source address may have checked per second (each costs an X25519), and burst.
+    /// New keys one source address may have checked per second (each costs an X25519).
     public static let keyRate = 20.0
+    /// Bucket size for `keyRate`: new keys one source may have checked at once.
     public static let keyBurst = 40.0
-    /// Binding answers per second in total, and burst.
+    /// Binding answers per second in total.
     public static let bindingRate = 2000.0
+    /// Bucket size for `bindingRate`: Binding answers sent at once in total.
     public static let bindingBurst = 4000.0
-    /// Binding answers per second to one source (IPv4 address or IPv6 /64), and burst.
+    /// Binding answers per second to one source (IPv4 address or IPv6 /64).
     public static let bindingRatePerSource = 10.0
+    /// Bucket size for `bindingRatePerSource`: Binding answers to one source at once.
     public static let bindingBurstPerSource = 20.0
     /// Source IPs with a Binding rate bucket at most (more are refused until the sweep).
     public static let maxBindingSources = 4096
-    /// Relayed datagrams per second one registration may send, and burst.
+    /// Relayed datagrams per second one registration may send.
     public static let relayRate = 2000.0
+    /// Bucket size for `relayRate`: datagrams one registration may relay at once.
     public static let relayBurst = 4000.0
 
     /// Datagrams forwarded by the relay so far.
