@@ -30,9 +30,10 @@ TIMED_TESTS = RevueSessionTests|SDKScenarioTests
 WAITING_TESTS = InteropTests\.(TURNClientTests|CoturnTests|DTLSOpenSSLInteropTests|JSEPInteropTests)
 SERIAL_TESTS = MediaRealtimeTests|InteropTests|[Aa]llocat
 
-## make test: builds and runs the whole test suite, then FUZZ_SMOKE_RUNS inputs of every fuzz target
+## make test: checks the formatting (make lint), builds and runs the whole test suite, then
+## FUZZ_SMOKE_RUNS inputs of every fuzz target
 ## (at most FUZZ_SMOKE_SECONDS each)
-test: deps
+test: deps lint
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip 'CallMedia|AttackLoad|NetworkLab'
 	$(SWIFT) test --skip-build --filter CallMedia --skip CallMediaResume
