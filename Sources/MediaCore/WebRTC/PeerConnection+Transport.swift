@@ -290,6 +290,7 @@ extension PeerConnection {
             t.sender.activate(.init(context: context, fromPayloadType: t.streamPayloadType, toPayloadType: pt, path: agent.path))
             t.video?.requestKeyframe()
         }
+        shared.withLock { $0.suite = keys.suite }
         setState(.connected, error: nil)
     }
 

@@ -131,6 +131,7 @@ package final class PeerConnection: @unchecked Sendable {
         var videoRenderer: PeerConnectionRendererSlot?
         var audioSink: (any AudioSink)?
         var negotiated: PeerConnectionNegotiation?
+        var suite: SRTPSuite?
     }
     let shared = Mutex(Shared())
     let cname = "revue-" + ICEAgent.randomICEString(8)
@@ -224,6 +225,9 @@ package final class PeerConnection: @unchecked Sendable {
     /// The last local and remote descriptions. Thread rule: any thread. Cost: a copy.
     package var localDescription: JSEPSessionDescription? { shared.withLock { $0.local } }
     package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.remote } }
+
+    /// The SRTP profile DTLS agreed (nil before connected). Thread rule: any thread.
+    package var srtpSuite: SRTPSuite? { shared.withLock { $0.suite } }
 
     /// The local address of the socket (for logs and tests). Thread rule: any thread.
     package var localAddress: SocketAddress? { try? socket.localAddress() }

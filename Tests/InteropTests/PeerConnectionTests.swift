@@ -1,0 +1,115 @@
+// Two PeerConnections on loopback: offer and answer as SDP text, ICE, DTLS-SRTP, then VP8 video
+// and Opus audio both ways, checked against what was sent (pattern PSNR, tone level and pitch);
+// and a tampered fingerprint, which must end the connection with a typed error and no media.
+import Foundation
+import Synchronization
+import Testing
+
+@testable import MediaCore
+
+@Suite(.serialized)
+struct PeerConnectionTests {
+    static let width = 320, height = 240
+
+    static func configuration() -> PeerConnectionConfiguration {
+        var c = PeerConnectionConfiguration()
+        c.bindAddress = .loopbackIPv4(port: 0)
+        c.videoWidth = width
+        c.videoHeight = height
+        c.videoBitrate = 800_000
+        return c
+    }
+
+    /// One side: a connection with a video and an audio track, a feeder and a probe.
+    struct Side {
+        let connection: PeerConnection
+        let feeder: PeerConnectionFeeder
+        let probe = PeerConnectionProbe()
+
+        init(tone: Double, configuration: PeerConnectionConfiguration = PeerConnectionTests.configuration()) throws {
+            connection = try PeerConnection(configuration: configuration)
+            let video = try connection.addVideoTrack()
+            let audio = try connection.addAudioTrack()
+            feeder = PeerConnectionFeeder(video: video, audio: audio, width: PeerConnectionTests.width,
+                                          height: PeerConnectionTests.height, tone: tone)
+            connection.videoRenderer = probe
+            connection.audioSink = probe
+        }
+    }
+
+    /// Offer from `a`, answer from `b`, each through SDP text as signalling carries it;
+    /// `tamperAnswer` may change the answer's text before `a` sees it.
+    static func negotiate(_ a: PeerConnection, _ b: PeerConnection, tamperAnswer: (String) -> String = { $0 }) async throws {
+        let offer = try await a.createOffer()
+        try await b.setRemoteDescription(try JSEPSessionDescription(parsing: offer.sdp, type: .offer))
+        let answer = try await b.createAnswer()
+        try await a.setRemoteDescription(try JSEPSessionDescription(parsing: tamperAnswer(answer.sdp), type: .answer))
+    }
+
+    @Test func swiftPeersExchangeVideoAndAudioBothWays() async throws {
+        let a = try Side(tone: 440), b = try Side(tone: 660)
+        defer { a.connection.close(); b.connection.close() }
+        try await Self.negotiate(a.connection, b.connection)
+        let stateA = await a.connection.waitUntilSettled(timeout: 60)
+        let stateB = await b.connection.waitUntilSettled(timeout: 60)
+        try #require(stateA == .connected && stateB == .connected,
+                     "a \(stateA) \(a.connection.error.map { "\($0)" } ?? ""), b \(stateB) \(b.connection.error.map { "\($0)" } ?? "")")
+        #expect(a.connection.srtpSuite == .aeadAES128GCM)
+        a.feeder.start()
+        b.feeder.start()
+        // About 6 s of media each way (180 frames); then the last frames drain.
+        _ = await waitFor(timeout: 60) { a.feeder.framesFed.load(ordering: .relaxed) >= 180 && b.feeder.framesFed.load(ordering: .relaxed) >= 180 }
+        a.feeder.stop()
+        b.feeder.stop()
+        let fedA = a.feeder.framesFed.load(ordering: .relaxed), fedB = b.feeder.framesFed.load(ordering: .relaxed)
+        _ = await waitFor(timeout: 10) {
+            b.probe.video.withLock { $0.frames } >= fedA * 9 / 10 && a.probe.video.withLock { $0.frames } >= fedB * 9 / 10
+        }
+        try? await Task.sleep(nanoseconds: 500_000_000)
+        for (name, receiver, fed, tone) in [("a→b", b, fedA, 440.0), ("b→a", a, fedB, 660.0)] {
+            let v = receiver.probe.video.withLock { $0 }
+            let au = receiver.probe.audio.withLock { $0 }
+            print("PeerConnectionTests \(name): \(v.frames)/\(fed) frames, PSNR mean \(v.psnrMean) min \(v.psnrMin), audio RMS \(au.rms), \(au.crossingsPerSecond) crossings/s")
+            #expect(v.frames >= fed * 9 / 10, "\(name): \(v.frames) of \(fed) frames decoded")
+            #expect(v.identified >= v.frames * 9 / 10, "\(name): \(v.identified) of \(v.frames) frames identified")
+            #expect(v.psnrMean >= 30, "\(name): mean PSNR \(v.psnrMean) dB (min \(v.psnrMin))")
+            // A 0.5 peak sine has RMS 0.354; two zero crossings per period.
+            #expect(au.samples >= 48_000 * 3, "\(name): \(au.samples) samples played")
+            #expect(au.rms > 0.2 && au.rms < 0.5, "\(name): RMS \(au.rms)")
+            #expect(abs(au.crossingsPerSecond - 2 * tone) < 0.05 * 2 * tone, "\(name): \(au.crossingsPerSecond) crossings/s")
+        }
+    }
+
+    @Test func tamperedFingerprintFailsWithTypedErrorAndNoMedia() async throws {
+        let a = try Side(tone: 440), b = try Side(tone: 660)
+        defer { a.connection.close(); b.connection.close() }
+        try await Self.negotiate(a.connection, b.connection) { sdp in
+            // Flip the first digest byte of every fingerprint of the answer.
+            sdp.split(separator: "\r\n", omittingEmptySubsequences: false).map { line -> String in
+                guard line.hasPrefix("a=fingerprint:sha-256 ") else { return String(line) }
+                let prefix = "a=fingerprint:sha-256 "
+                let hex = line.dropFirst(prefix.count)
+                let first = UInt8(hex.prefix(2), radix: 16)! ^ 0xFF
+                return prefix + String(format: "%02X", first) + hex.dropFirst(2)
+            }.joined(separator: "\r\n")
+        }
+        a.feeder.start()
+        b.feeder.start()
+        let stateA = await a.connection.waitUntilSettled(timeout: 60)
+        #expect(stateA == .failed)
+        #expect(a.connection.error == .dtls(.fingerprintMismatch), "\(a.connection.error.map { "\($0)" } ?? "no error")")
+        // The answerer saw the right certificate from `a`, so its own handshake may finish; but `a`
+        // never exported keys, so it sends nothing and decrypts nothing.
+        try? await Task.sleep(nanoseconds: 2_000_000_000)
+        a.feeder.stop()
+        b.feeder.stop()
+        #expect(a.connection.sentPackets.sent == 0)
+        #expect(a.connection.receiveStatistics == nil, "a never reads media")
+        for side in [a, b] {
+            #expect(side.probe.video.withLock { $0.frames } == 0)
+        }
+        #expect(a.probe.audio.withLock { $0.samplesSeen } == 0)
+        // b's playout clock runs if b connected, but plays only silence.
+        #expect(b.probe.audio.withLock { $0.rms } < 0.001)
+    }
+}
