@@ -119,6 +119,19 @@ class ToneTrack(AudioStreamTrack):
         self.counters["audio_frames_sent"] += 1
         return frame
 
+def first_channel(frame):
+    """The first channel of an audio frame as floats in -1...1 (s16 or float, packed or planar)."""
+    name = frame.format.name
+    channels = len(frame.layout.channels)
+    if name.startswith("s16"):
+        data, scale = array.array("h", bytes(frame.planes[0])), 32768.0
+    elif name.startswith("flt"):
+        data, scale = array.array("f", bytes(frame.planes[0])), 1.0
+    else:
+        raise ValueError("audio format " + name)
+    step = 1 if frame.format.is_planar else channels
+    return [v / scale for v in data[0:frame.samples * step:step]]
+
 class Receiver:
     """Consumes the peer's tracks: video frames to a Y4M file, audio measured."""
     def __init__(self, out_y4m, max_frames, counters):
@@ -164,14 +177,13 @@ class Receiver:
                 frame = await track.recv()
             except Exception:
                 return
-            f = frame.reformat(format="s16", layout="mono", rate=48000) if hasattr(frame, "reformat") else frame
-            samples = array.array("h", bytes(f.planes[0])[:2 * f.samples])
+            samples = first_channel(frame)
             # Skip the first half second (jitter buffer start, the sender's first frames).
             self.counters["audio_samples_all"] += len(samples)
             if self.counters["audio_samples_all"] <= 24000:
                 continue
             for s in samples:
-                self.sum_squares += (s / 32768.0) ** 2
+                self.sum_squares += s * s
                 sign = s >= 0
                 if self.last_sign is not None and sign != self.last_sign:
                     self.crossings += 1
