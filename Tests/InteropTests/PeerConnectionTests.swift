@@ -112,4 +112,29 @@ struct PeerConnectionTests {
         // b's playout clock runs if b connected, but plays only silence.
         #expect(b.probe.audio.withLock { $0.rms } < 0.001)
     }
+
+    @Test func callsOutOfOrderAreRefused() async throws {
+        let a = try PeerConnection(configuration: Self.configuration())
+        let b = try PeerConnection(configuration: Self.configuration())
+        defer { a.close(); b.close() }
+        _ = try a.addAudioTrack()
+        await #expect(throws: PeerConnectionError.self) { _ = try await a.createAnswer() }
+        let offer = try await a.createOffer()
+        #expect(throws: PeerConnectionError.self) { _ = try a.addVideoTrack() }
+        // An answer before our own offer, and an offer whose fingerprint is gone.
+        var asAnswer = offer
+        asAnswer.type = .answer
+        await #expect(throws: PeerConnectionError.self) { try await b.setRemoteDescription(asAnswer) }
+        var bare = offer
+        bare.fingerprints = []
+        for i in bare.media.indices { bare.media[i].fingerprints = [] }
+        await #expect(throws: PeerConnectionError.invalidDescription("no sha-256 a=fingerprint")) { try await b.setRemoteDescription(bare) }
+        // The refused descriptions changed nothing: the real offer is still accepted.
+        #expect(b.remoteDescription == nil && b.state == .new)
+        try await b.setRemoteDescription(offer)
+        _ = try await b.createAnswer()
+        a.close()
+        #expect(a.state == .closed)
+        await #expect(throws: PeerConnectionError.self) { try await a.setRemoteDescription(offer) }
+    }
 }

@@ -158,7 +158,7 @@ extension PeerConnection {
 
     /// Both descriptions are known: DTLS takes `role`, the media settings come from `answer`, and
     /// the handshake starts as soon as ICE has a pair.
-    func startTransport(answer: JSEPSessionDescription, remote: JSEPSessionDescription, role: DTLSTransport.Role) throws(PeerConnectionError) {
+    func startTransport(answer: JSEPSessionDescription, role: DTLSTransport.Role) throws(PeerConnectionError) {
         let negotiation = PeerConnectionNegotiation(answer: answer)
         guard negotiation.opus != nil || negotiation.vp8 != nil || negotiation.vp9 != nil else {
             throw .invalidDescription("no codec in common")

@@ -222,8 +222,9 @@ package final class PeerConnection: @unchecked Sendable {
     /// Why the connection failed (nil unless `state` is `.failed`). Thread rule: any thread.
     package var error: PeerConnectionError? { shared.withLock { $0.error } }
 
-    /// The last local and remote descriptions. Thread rule: any thread. Cost: a copy.
+    /// The local description (made by `createOffer`/`createAnswer`). Thread rule: any thread. Cost: a copy.
     package var localDescription: JSEPSessionDescription? { shared.withLock { $0.local } }
+    /// The remote description last applied. Thread rule: any thread. Cost: a copy.
     package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.remote } }
 
     /// The SRTP profile DTLS agreed (nil before connected). Thread rule: any thread.
@@ -350,7 +351,7 @@ package final class PeerConnection: @unchecked Sendable {
         for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
         if answer.setup != nil { answer.setup = setup }
         shared.withLock { $0.local = answer }
-        try startTransport(answer: answer, remote: remote, role: role)
+        try startTransport(answer: answer, role: role)
         return answer
     }
 
@@ -359,17 +360,7 @@ package final class PeerConnection: @unchecked Sendable {
     /// to DTLS. Throws `.invalidDescription` for one without usable media, ICE credentials or a
     /// SHA-256 fingerprint, `.invalidState` out of order. Thread rule: any task. Cost: small.
     package func setRemoteDescription(_ description: JSEPSessionDescription) async throws(PeerConnectionError) {
-        let local: JSEPSessionDescription? = try shared.withLock { s throws(PeerConnectionError) in
-            guard s.state == .new else { throw .invalidState("the connection is \(s.state.rawValue)") }
-            switch description.type {
-            case .offer:
-                guard s.local == nil, s.remote == nil else { throw .invalidState("renegotiation is not supported") }
-            case .answer:
-                guard s.local?.type == .offer, s.remote == nil else { throw .invalidState("an answer needs our offer first") }
-            }
-            s.remote = description
-            return s.local
-        }
+        // Everything is checked before anything is kept: a refused description changes nothing.
         let usable = description.media.first { !$0.isRejected && ($0.kind == .audio || $0.kind == .video) }
         guard let section = usable else {
             throw .invalidDescription("no audio or video section")
@@ -378,6 +369,24 @@ package final class PeerConnection: @unchecked Sendable {
         guard let fp = description.effectiveFingerprints(of: section).first(where: { $0.algorithm.lowercased() == "sha-256" }),
               let fingerprint = DTLSFingerprint(bytes: fp.bytes)
         else { throw .invalidDescription("no sha-256 a=fingerprint") }
+        var role: DTLSTransport.Role?
+        if description.type == .answer {
+            switch description.effectiveSetup(of: section) {
+            case .active: role = .passive
+            case .passive: role = .active
+            default: throw .invalidDescription("the answer's a=setup must be active or passive")
+            }
+        }
+        try shared.withLock { s throws(PeerConnectionError) in
+            guard s.state == .new else { throw .invalidState("the connection is \(s.state.rawValue)") }
+            switch description.type {
+            case .offer:
+                guard s.local == nil, s.remote == nil else { throw .invalidState("renegotiation is not supported") }
+            case .answer:
+                guard s.local?.type == .offer, s.remote == nil else { throw .invalidState("an answer needs our offer first") }
+            }
+            s.remote = description
+        }
         onQueue { self.dtls.setRemoteFingerprint(fingerprint) }
         let agent = makeAgent(controlling: description.type == .answer)
         agent.setRemoteCredentials(ufrag: ice.usernameFragment, password: ice.password)
@@ -387,14 +396,8 @@ package final class PeerConnection: @unchecked Sendable {
                 if let ic = c.iceCandidate { agent.addRemoteCandidate(ic) }
             }
         }
-        if description.type == .answer, local != nil {
-            let role: DTLSTransport.Role
-            switch description.effectiveSetup(of: section) {
-            case .active: role = .passive
-            case .passive: role = .active
-            default: throw .invalidDescription("the answer's a=setup must be active or passive")
-            }
-            try startTransport(answer: description, remote: description, role: role)
+        if let role {
+            try startTransport(answer: description, role: role)
         }
     }
 
