@@ -177,8 +177,10 @@ extension PeerConnection {
         }
     }
 
-    /// On the queue: the selected pair changed; the DTLS handshake starts on the first one.
+    /// On the queue: the selected pair changed; the DTLS handshake starts on the first one, and a
+    /// connected connection whose route went away (consent expired) fails.
     func pathChanged() {
+        if state == .connected, agent?.path.route == nil { return fail(.connectionLost) }
         guard state == .connecting, !dtlsStarted, agent?.path.route != nil else { return }
         dtlsStarted = true
         dtls.start(now: UDPSocket.monotonicNanoseconds())

@@ -15,7 +15,7 @@ package enum PeerConnectionState: String, Sendable, Hashable {
     case connecting
     /// DTLS verified the peer and SRTP media flows both ways.
     case connected
-    /// ICE found no path, or DTLS failed (see `PeerConnection.error`); no media flows.
+    /// ICE found no path, DTLS failed, or consent was lost (see `PeerConnection.error`); no media flows.
     case failed
     /// `close()` was called, or the peer ended the DTLS association.
     case closed
@@ -34,6 +34,8 @@ package enum PeerConnectionError: Error, Hashable, Sendable, CustomStringConvert
     case dtls(DTLSError)
     /// No ICE candidate pair worked within `PeerConnectionConfiguration.connectTimeoutSeconds`.
     case iceFailed
+    /// Connected, then the peer stopped answering ICE consent checks (RFC 7675: 30 s on every pair).
+    case connectionLost
     /// A socket, codec or SRTP context could not be made (the reason).
     case setup(String)
 
@@ -44,6 +46,7 @@ package enum PeerConnectionError: Error, Hashable, Sendable, CustomStringConvert
         case .invalidDescription(let s): "unusable remote description: \(s)"
         case .dtls(let e): "\(e)"
         case .iceFailed: "ICE found no working candidate pair"
+        case .connectionLost: "the peer stopped answering ICE consent checks"
         case .setup(let s): "media setup failed: \(s)"
         }
     }
