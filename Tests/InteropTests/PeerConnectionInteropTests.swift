@@ -126,5 +126,8 @@ struct PeerConnectionInteropTests {
         let rms = Double(stats["audio_rms"] ?? "") ?? 0, crossings = Double(stats["audio_crossings_per_second"] ?? "") ?? 0
         #expect(rms > 0.2 && rms < 0.5, "Revue→aiortc audio RMS \(rms)")
         #expect(abs(crossings - 1320) < 66, "Revue→aiortc tone: \(crossings) crossings/s")
+        // Our RTCP reached aiortc: sender reports for both streams, and aiortc's reports back.
+        #expect(stats["sender_reports_for"] == "2", "aiortc saw sender reports for \(stats["sender_reports_for"] ?? "?") streams")
+        #expect((connection.receiveStatistics?.senderReportsReceived ?? 0) > 0)
     }
 }

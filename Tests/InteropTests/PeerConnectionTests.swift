@@ -78,6 +78,9 @@ struct PeerConnectionTests {
             #expect(au.rms > 0.2 && au.rms < 0.5, "\(name): RMS \(au.rms)")
             #expect(abs(au.crossingsPerSecond - 2 * tone) < 0.05 * 2 * tone, "\(name): \(au.crossingsPerSecond) crossings/s")
         }
+        // Each side's sender reports reached the other.
+        #expect((a.connection.receiveStatistics?.senderReportsReceived ?? 0) > 0)
+        #expect((b.connection.receiveStatistics?.senderReportsReceived ?? 0) > 0)
         // Closing one side sends DTLS close_notify: the other one closes too.
         b.connection.close()
         #expect(await waitFor(timeout: 20) { a.connection.state == .closed }, "a is \(a.connection.state)")

@@ -10,7 +10,8 @@
 # and a sine of "tone" Hz (both optional), and receive the peer's media: decoded video frames are
 # written to "out_y4m" (at most "max_frames") and decoded audio is measured. {"op": "stats"}
 # replies with the counts so far: {"state", "frames_sent", "frames_received", "audio_frames_sent",
-# "audio_samples", "audio_rms", "audio_crossings_per_second"} (numbers as strings).
+# "audio_samples", "audio_rms", "audio_crossings_per_second", "sender_reports_for" (streams the
+# peer sent RTCP sender reports for)} (numbers as strings).
 #
 # Replies: {"sdp": ...}, {"state": ...}, {"stats" fields} or {"error": ...}. Runs with
 # .venv-interop/bin/python3 (scripts/install-deps).
@@ -251,11 +252,17 @@ async def main():
                 write({"sdp": pc.localDescription.sdp})
             elif op == "stats":
                 rms, per_second = receiver.stats() if receiver else (0.0, 0.0)
+                # Streams the peer sent RTCP sender reports for (remote-outbound-rtp statistics).
+                reported = 0
+                for r in pc.getReceivers():
+                    report = await r.getStats()
+                    reported += sum(1 for v in report.values() if v.type == "remote-outbound-rtp")
                 write({"state": pc.connectionState,
                        "frames_sent": str(counters["frames_sent"]),
                        "frames_received": str(counters["frames_received"]),
                        "audio_frames_sent": str(counters["audio_frames_sent"]),
                        "audio_samples": str(counters["audio_samples"]),
+                       "sender_reports_for": str(reported),
                        "audio_rms": "%.4f" % rms,
                        "audio_crossings_per_second": "%.1f" % per_second})
             else:

@@ -123,11 +123,49 @@ final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
     func flush() {}
 }
 
-/// The sender side of RTCP for the local tracks (NACK, PLI, FIR, REMB from the peer), owned by the
-/// receive pipeline's thread, which is the only caller.
+/// The sender side of RTCP for the local tracks: the peer's NACK, PLI, FIR, REMB and receiver
+/// reports (from the receive pipeline's thread) drive the send streams, and sender reports
+/// (RFC 3550 §6.4.1) go out from the connection's queue. Thread rule: both under one lock.
+/// Cost: parsing and building RTCP allocate small arrays, a few times a second.
 final class PeerConnectionFeedback: @unchecked Sendable {
-    let session: RTCPSenderSession
-    init(session: RTCPSenderSession) { self.session = session }
+    private let lock = Mutex<Void>(())
+    /// Used only under `lock`.
+    private let session: RTCPSenderSession
+    /// SRTCP for the sender reports (under `lock`).
+    private let outbound: SRTPContext
+    private let cname: String
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+    private var nextReportNs: UInt64 = 0
+
+    init(session: RTCPSenderSession, outbound: SRTPContext, cname: String) {
+        self.session = session
+        self.outbound = outbound
+        self.cname = cname
+    }
+    deinit { buffer.deallocate() }
+
+    /// The peer's RTCP about our media, unprotected (the pipeline's thread).
+    func handle(_ rtcp: UnsafeRawBufferPointer, arrivalNs: UInt64) {
+        lock.withLock { _ in session.handle(rtcp, nowNs: arrivalNs) }
+    }
+
+    /// Sends a compound SR + SDES for every local stream on `path` when one is due (every
+    /// 0.5-1.5 s, RFC 3550 §6.2). Called from the connection's queue timer.
+    func sendReportIfDue(nowNs: UInt64, socket: UDPSocket, path: ICESendPath) {
+        lock.withLock { _ in
+            guard nowNs >= nextReportNs else { return }
+            nextReportNs = nowNs + UInt64.random(in: 500_000_000...1_500_000_000)
+            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), nowNs: nowNs)
+            guard let first = reports.first else { return }
+            var packets: [RTCPPacket] = reports.map { .senderReport($0) }
+            packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
+            let size = RTCPCompound.marshalSize(packets)
+            guard size + outbound.rtcpOverhead <= buffer.count else { return }
+            _ = RTCPCompound.marshal(packets, into: buffer)
+            guard let n = try? outbound.protectRTCP(buffer, length: size) else { return }
+            _ = path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
+        }
+    }
 }
 
 extension PeerConnection {
@@ -186,10 +224,13 @@ extension PeerConnection {
         dtls.start(now: UDPSocket.monotonicNanoseconds())
     }
 
-    /// On the queue, every 20 ms while connecting: DTLS retransmissions and the connect deadline.
+    /// On the queue, every 20 ms: while connecting, DTLS retransmissions and the connect deadline;
+    /// once connected, sender reports.
     func tick() {
         let now = UDPSocket.monotonicNanoseconds()
-        if state == .connecting {
+        if state == .connected {
+            if let feedback, let agent { feedback.sendReportIfDue(nowNs: now, socket: socket, path: agent.path) }
+        } else if state == .connecting {
             if !dtlsStarted { pathChanged() }
             if dtlsStarted, let d = dtls.nextDeadline(now: now), d <= now { dtls.handleTimeout(now: now) }
             if state == .connecting, let deadline = connectDeadline, now > deadline {
@@ -258,9 +299,14 @@ extension PeerConnection {
         } catch {
             return fail(.setup("receive pipeline: \(error)"))
         }
+        guard let rtcpContext = try? SRTPContext(material: keys.send, direction: .outbound) else {
+            return fail(.setup("SRTCP context"))
+        }
         let feedback = PeerConnectionFeedback(
-            session: RTCPSenderSession(targets: tracks.map(\.feedbackTarget), startBitrate: configuration.videoBitrate))
-        pipeline.rtcpFeedbackHandler = { bytes, arrival in feedback.session.handle(bytes, nowNs: arrival) }
+            session: RTCPSenderSession(targets: tracks.map(\.feedbackTarget), startBitrate: configuration.videoBitrate),
+            outbound: rtcpContext, cname: cname)
+        self.feedback = feedback
+        pipeline.rtcpFeedbackHandler = { bytes, arrival in feedback.handle(bytes, arrivalNs: arrival) }
         pipeline.otherDatagramHandler = { [weak self, weak agent] d in
             guard let source = d.source, let first = d.bytes.first else { return }
             if DTLSTransport.isDTLS(firstByte: first) {
@@ -300,6 +346,7 @@ extension PeerConnection {
     /// `close`, dropping their packets).
     func stopMedia() {
         for t in shared.withLock({ $0.tracks }) { t.sender.deactivate() }
+        feedback = nil
         playout?.stop()
         playout = nil
         pipeline?.stop()

@@ -117,6 +117,7 @@ package final class PeerConnection: @unchecked Sendable {
     var timer: DispatchSourceTimer?
     var pipeline: ReceivePipeline?
     var playout: AudioPlayoutClock?
+    var feedback: PeerConnectionFeedback?
     var dtlsStarted = false
     var connectDeadline: UInt64?
 
