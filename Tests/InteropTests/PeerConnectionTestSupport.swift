@@ -60,8 +60,8 @@ final class PeerConnectionFeeder: @unchecked Sendable {
 }
 
 /// Measures what a connection receives: every decoded frame is matched to its pattern frame by
-/// the bar code and compared (PSNR); PCM after the first half second is measured (RMS, zero
-/// crossings per second).
+/// the bar code and compared (PSNR); PCM after the first half second, in 10 ms blocks louder than
+/// -26 dBFS, is measured (RMS, zero crossings per second).
 final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
     struct Video {
         var frames = 0
@@ -76,6 +76,8 @@ final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
         var sumSquares = 0.0
         var crossings = 0
         var lastSign: Bool?
+        /// The highest RMS of any 10 ms block played (silence stays near 0).
+        var loudestBlock = 0.0
         var rms: Double { samples > 0 ? (sumSquares / Double(samples)).squareRoot() : 0 }
         var crossingsPerSecond: Double { samples > 0 ? Double(crossings) / (Double(samples) / 48_000) : 0 }
     }
@@ -109,10 +111,19 @@ final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
     }
 
     func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+        let step = max(channels, 1)
+        var blockSquares = 0.0
+        for i in stride(from: 0, to: samples.count, by: step) { blockSquares += Double(samples[i]) * Double(samples[i]) }
+        let blockRMS = (blockSquares / Double(max(samples.count / step, 1))).squareRoot() / 32768
         audio.withLock { a in
-            a.samplesSeen += samples.count / max(channels, 1)
-            guard a.samplesSeen > sampleRate / 2 else { return }
-            for i in stride(from: 0, to: samples.count, by: max(channels, 1)) {
+            a.samplesSeen += samples.count / step
+            a.loudestBlock = max(a.loudestBlock, blockRMS)
+            // Measured: the tone itself, not the start-up or the silence after the sender stopped.
+            guard a.samplesSeen > sampleRate / 2, blockRMS > 0.05 else {
+                a.lastSign = nil
+                return
+            }
+            for i in stride(from: 0, to: samples.count, by: step) {
                 let s = Double(samples[i]) / 32768
                 a.sumSquares += s * s
                 let sign = s >= 0

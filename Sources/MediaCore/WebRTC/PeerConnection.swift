@@ -405,10 +405,14 @@ package final class PeerConnection: @unchecked Sendable {
         }
     }
 
-    /// A candidate the peer trickled (`candidate:...` text parsed into a `JSEPCandidate`). TCP
-    /// candidates and mDNS names are ignored. Thread rule: any thread. Cost: small.
-    package func addIceCandidate(_ candidate: JSEPCandidate) {
-        if let c = candidate.iceCandidate { agent?.addRemoteCandidate(c) }
+    /// A candidate the peer trickled (`candidate:...` text parsed into a `JSEPCandidate`), after
+    /// its description (`.invalidState` before, as in the W3C API). TCP candidates and mDNS names
+    /// are ignored. Thread rule: any thread. Cost: small.
+    package func addIceCandidate(_ candidate: JSEPCandidate) throws(PeerConnectionError) {
+        guard shared.withLock({ $0.remote != nil }), let agent else {
+            throw .invalidState("a candidate needs the remote description first")
+        }
+        if let c = candidate.iceCandidate { agent.addRemoteCandidate(c) }
     }
 
     /// Ends the connection: stops media, sends DTLS close_notify, stops ICE, closes the socket.
