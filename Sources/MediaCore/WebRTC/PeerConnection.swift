@@ -451,6 +451,12 @@ package final class PeerConnection: @unchecked Sendable {
         }
     }
 
+    /// The send statistics of the first video track (frames encoded, packets sent, keyframes,
+    /// NACK/PLI counts); nil without one. Thread rule: any thread. Cost: a lock per stream.
+    package var videoSendStatistics: VideoSendStream.Statistics? {
+        shared.withLock { $0.tracks }.first { $0.video != nil }?.video?.statistics
+    }
+
     // MARK: Helpers
 
     private func checkSignalling(offer: Bool) throws(PeerConnectionError) {
