@@ -17,7 +17,8 @@ struct PeerConnectionInteropTests {
 
     static func startAiortc() throws -> JSONLinePeer {
         let python = JSEPInteropTests.root + "/.venv-interop/bin/python3"
-        return try JSONLinePeer(name: "aiortc", executable: python, arguments: [JSEPInteropTests.root + "/scripts/webrtc/aiortc_peer.py"])
+        return try JSONLinePeer(
+            name: "aiortc", executable: python, arguments: [JSEPInteropTests.root + "/scripts/webrtc/aiortc_peer.py"])
     }
 
     static func configuration(profiles: [SRTPSuite]) -> PeerConnectionConfiguration {
@@ -76,7 +77,8 @@ struct PeerConnectionInteropTests {
         }
         let state = await connection.waitUntilSettled(timeout: 60)
         let peerState = (try? peer.call(["op": "stats"]))?["state"] ?? "?"
-        try #require(state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error"); aiortc \(peerState)")
+        try #require(
+            state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error"); aiortc \(peerState)")
         if profiles == [.aesCM128HMACSHA1_80] { #expect(connection.srtpSuite == .aesCM128HMACSHA1_80) }
 
         feeder.start()
@@ -85,13 +87,16 @@ struct PeerConnectionInteropTests {
         feeder.stop()
         // Frames Revue encoded and sent (a loaded machine may drop captures before the encoder).
         let fed = Int(connection.videoSendStatistics?.outbound.framesEncoded ?? 0)
-        #expect(fed >= feeder.framesFed.load(ordering: .relaxed) / 2, "encoded \(fed) of \(feeder.framesFed.load(ordering: .relaxed)) frames")
+        #expect(
+            fed >= feeder.framesFed.load(ordering: .relaxed) / 2,
+            "encoded \(fed) of \(feeder.framesFed.load(ordering: .relaxed)) frames")
         var stats = try peer.call(["op": "stats"])
         let sentBeforeDrain = Int(stats["frames_sent"] ?? "") ?? 0
         // Wait for the last frames in flight both ways.
         _ = await waitFor(timeout: 20) {
             let s = (try? peer.call(["op": "stats"])) ?? [:]
-            return (Int(s["frames_received"] ?? "") ?? 0) >= fed * 95 / 100 && probe.video.withLock { $0.frames } >= sentBeforeDrain * 95 / 100
+            return (Int(s["frames_received"] ?? "") ?? 0) >= fed * 95 / 100
+                && probe.video.withLock { $0.frames } >= sentBeforeDrain * 95 / 100
         }
         try? await Task.sleep(nanoseconds: 500_000_000)
         // aiortc keeps sending while we wait: compare with its count now (a few frames in flight
@@ -99,14 +104,17 @@ struct PeerConnectionInteropTests {
         let v = probe.video.withLock { $0 }, au = probe.audio.withLock { $0 }
         stats = try peer.call(["op": "stats"])
         let sentByAiortc = Int(stats["frames_sent"] ?? "") ?? 0
-        print("PeerConnectionInteropTests aiortc→Revue (\(connection.srtpSuite.map { "\($0)" } ?? "?")): \(v.frames)/\(sentByAiortc) frames, PSNR mean \(v.psnrMean) min \(v.psnrMin), RMS \(au.rms), \(au.crossingsPerSecond) crossings/s")
+        print(
+            "PeerConnectionInteropTests aiortc→Revue (\(connection.srtpSuite.map { "\($0)" } ?? "?")): \(v.frames)/\(sentByAiortc) frames, PSNR mean \(v.psnrMean) min \(v.psnrMin), RMS \(au.rms), \(au.crossingsPerSecond) crossings/s"
+        )
 
         // aiortc → Revue.
         #expect(sentByAiortc >= 200, "aiortc sent \(sentByAiortc) frames")
         #expect(v.frames >= sentByAiortc * 9 / 10, "Revue decoded \(v.frames) of aiortc's \(sentByAiortc) frames")
         #expect(v.identified >= v.frames * 9 / 10, "\(v.identified) of \(v.frames) frames identified")
         #expect(v.psnrMean >= 30, "aiortc→Revue mean PSNR \(v.psnrMean) dB (min \(v.psnrMin))")
-        #expect(au.samples >= 48_000 * 3 && au.rms > 0.2 && au.rms < 0.5, "aiortc→Revue audio: \(au.samples) samples, RMS \(au.rms)")
+        #expect(
+            au.samples >= 48_000 * 3 && au.rms > 0.2 && au.rms < 0.5, "aiortc→Revue audio: \(au.samples) samples, RMS \(au.rms)")
         #expect(abs(au.crossingsPerSecond - 880) < 44, "aiortc→Revue tone: \(au.crossingsPerSecond) crossings/s")
 
         // Revue → aiortc.
@@ -116,13 +124,17 @@ struct PeerConnectionInteropTests {
         let reference = VideoFrame(width: Self.width, height: Self.height)
         try PeerConnectionY4M.forEachFrame(in: output) { view in
             frames += 1
-            guard view.width == Self.width, view.height == Self.height, let index = SyntheticVideo.frameIndex(in: view) else { return }
+            guard view.width == Self.width, view.height == Self.height, let index = SyntheticVideo.frameIndex(in: view) else {
+                return
+            }
             identified += 1
             SyntheticVideo.render(frameIndex: index, into: reference)
             psnrSum += Quality.psnr(view, reference.view)
         }
         let psnr = identified > 0 ? psnrSum / Double(identified) : 0
-        print("PeerConnectionInteropTests Revue→aiortc: \(received)/\(fed) frames, \(identified) of \(frames) written frames identified, PSNR mean \(psnr); \(stats)")
+        print(
+            "PeerConnectionInteropTests Revue→aiortc: \(received)/\(fed) frames, \(identified) of \(frames) written frames identified, PSNR mean \(psnr); \(stats)"
+        )
         #expect(frames > 0 && identified >= frames * 9 / 10, "\(identified) of \(frames) frames aiortc wrote identified")
         #expect(psnr >= 30, "Revue→aiortc mean PSNR \(psnr) dB")
         let rms = Double(stats["audio_rms"] ?? "") ?? 0, crossings = Double(stats["audio_crossings_per_second"] ?? "") ?? 0

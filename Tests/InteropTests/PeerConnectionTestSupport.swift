@@ -45,7 +45,9 @@ final class PeerConnectionFeeder: @unchecked Sendable {
                 }
                 while let audio, UInt64(chunks) * 20_000_000 <= now {
                     let pcm = synth.int16s(frames: 960)
-                    pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(chunks) * 20_000_000) }
+                    pcm.withUnsafeBufferPointer {
+                        audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(chunks) * 20_000_000)
+                    }
                     chunks += 1
                 }
                 usleep(2_000)
@@ -166,7 +168,9 @@ enum PeerConnectionY4M {
         while pos < data.count, let nl = data[pos...].firstIndex(of: 10), nl + 1 + size <= data.count {
             let base = nl + 1
             data.withUnsafeBufferPointer { b in
-                for r in 0..<height { (frame.y + r * frame.strideY).update(from: b.baseAddress! + base + r * width, count: width) }
+                for r in 0..<height {
+                    (frame.y + r * frame.strideY).update(from: b.baseAddress! + base + r * width, count: width)
+                }
                 let u = base + width * height, v = u + cw * ch
                 for r in 0..<ch {
                     (frame.u + r * frame.strideUV).update(from: b.baseAddress! + u + r * cw, count: cw)

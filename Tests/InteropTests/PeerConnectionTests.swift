@@ -26,12 +26,15 @@ struct PeerConnectionTests {
         let feeder: PeerConnectionFeeder
         let probe = PeerConnectionProbe()
 
-        init(tone: Double, codec: VPXCodec = .vp8, configuration: PeerConnectionConfiguration = PeerConnectionTests.configuration()) throws {
+        init(
+            tone: Double, codec: VPXCodec = .vp8, configuration: PeerConnectionConfiguration = PeerConnectionTests.configuration()
+        ) throws {
             connection = try PeerConnection(configuration: configuration)
             let video = try connection.addVideoTrack(codec: codec)
             let audio = try connection.addAudioTrack()
-            feeder = PeerConnectionFeeder(video: video, audio: audio, width: PeerConnectionTests.width,
-                                          height: PeerConnectionTests.height, tone: tone)
+            feeder = PeerConnectionFeeder(
+                video: video, audio: audio, width: PeerConnectionTests.width,
+                height: PeerConnectionTests.height, tone: tone)
             connection.videoRenderer = probe
             connection.audioSink = probe
         }
@@ -54,21 +57,25 @@ struct PeerConnectionTests {
         try await Self.negotiate(a.connection, b.connection)
         let stateA = await a.connection.waitUntilSettled(timeout: 60)
         let stateB = await b.connection.waitUntilSettled(timeout: 60)
-        try #require(stateA == .connected && stateB == .connected,
-                     "a \(stateA) \(a.connection.error.map { "\($0)" } ?? ""), b \(stateB) \(b.connection.error.map { "\($0)" } ?? "")")
+        try #require(
+            stateA == .connected && stateB == .connected,
+            "a \(stateA) \(a.connection.error.map { "\($0)" } ?? ""), b \(stateB) \(b.connection.error.map { "\($0)" } ?? "")")
         #expect(a.connection.srtpSuite == .aeadAES128GCM)
         a.feeder.start()
         b.feeder.start()
         // About 6 s of media each way (180 frames); then the last frames drain.
-        _ = await waitFor(timeout: 60) { a.feeder.framesFed.load(ordering: .relaxed) >= 180 && b.feeder.framesFed.load(ordering: .relaxed) >= 180 }
+        _ = await waitFor(timeout: 60) {
+            a.feeder.framesFed.load(ordering: .relaxed) >= 180 && b.feeder.framesFed.load(ordering: .relaxed) >= 180
+        }
         a.feeder.stop()
         b.feeder.stop()
         // What each sender encoded and sent (a loaded machine may drop captures before the
         // encoder; that is the capturer's business, not the connection's).
         let fedA = Int(a.connection.videoSendStatistics?.outbound.framesEncoded ?? 0)
         let fedB = Int(b.connection.videoSendStatistics?.outbound.framesEncoded ?? 0)
-        #expect(fedA >= a.feeder.framesFed.load(ordering: .relaxed) / 2 && fedB >= b.feeder.framesFed.load(ordering: .relaxed) / 2,
-                "encoded \(fedA) and \(fedB) frames")
+        #expect(
+            fedA >= a.feeder.framesFed.load(ordering: .relaxed) / 2 && fedB >= b.feeder.framesFed.load(ordering: .relaxed) / 2,
+            "encoded \(fedA) and \(fedB) frames")
         _ = await waitFor(timeout: 10) {
             b.probe.video.withLock { $0.frames } >= fedA * 9 / 10 && a.probe.video.withLock { $0.frames } >= fedB * 9 / 10
         }
@@ -76,7 +83,9 @@ struct PeerConnectionTests {
         for (name, receiver, fed, tone) in [("a→b", b, fedA, 440.0), ("b→a", a, fedB, 660.0)] {
             let v = receiver.probe.video.withLock { $0 }
             let au = receiver.probe.audio.withLock { $0 }
-            print("PeerConnectionTests \(codec) \(name): \(v.frames)/\(fed) frames, PSNR mean \(v.psnrMean) min \(v.psnrMin), audio RMS \(au.rms), \(au.crossingsPerSecond) crossings/s")
+            print(
+                "PeerConnectionTests \(codec) \(name): \(v.frames)/\(fed) frames, PSNR mean \(v.psnrMean) min \(v.psnrMin), audio RMS \(au.rms), \(au.crossingsPerSecond) crossings/s"
+            )
             #expect(v.frames >= fed * 9 / 10, "\(name): \(v.frames) of \(fed) frames decoded")
             #expect(v.identified >= v.frames * 9 / 10, "\(name): \(v.identified) of \(v.frames) frames identified")
             #expect(v.psnrMean >= 30, "\(name): mean PSNR \(v.psnrMean) dB (min \(v.psnrMin))")
@@ -142,7 +151,9 @@ struct PeerConnectionTests {
         var bare = offer
         bare.fingerprints = []
         for i in bare.media.indices { bare.media[i].fingerprints = [] }
-        await #expect(throws: PeerConnectionError.invalidDescription("no sha-256 a=fingerprint")) { try await b.setRemoteDescription(bare) }
+        await #expect(throws: PeerConnectionError.invalidDescription("no sha-256 a=fingerprint")) {
+            try await b.setRemoteDescription(bare)
+        }
         // The refused descriptions changed nothing: the real offer is still accepted.
         #expect(b.remoteDescription == nil && b.state == .new)
         try await b.setRemoteDescription(offer)

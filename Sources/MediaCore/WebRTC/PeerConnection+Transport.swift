@@ -111,7 +111,7 @@ final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
             buffer.copyMemory(from: packet)
             if buffer[1] & 0x7F == a.fromPayloadType { buffer[1] = (buffer[1] & 0x80) | a.toPayloadType }
             guard let n = try? a.context.protect(buffer, length: packet.count),
-                  a.path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
+                a.path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
             else {
                 s.dropped += 1
                 return

@@ -223,7 +223,7 @@ package final class PeerConnection: @unchecked Sendable {
     /// The state now. Thread rule: any thread. Cost: a lock.
     package var state: PeerConnectionState { shared.withLock { $0.state } }
 
-    /// Why the connection failed (nil unless `state` is `.failed`). Thread rule: any thread.
+    /// Why the connection failed (nil unless `state` is `.failed`). Thread rule: any thread. Cost: a lock.
     package var error: PeerConnectionError? { shared.withLock { $0.error } }
 
     /// The local description (made by `createOffer`/`createAnswer`). Thread rule: any thread. Cost: a copy.
@@ -231,10 +231,10 @@ package final class PeerConnection: @unchecked Sendable {
     /// The remote description last applied. Thread rule: any thread. Cost: a copy.
     package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.remote } }
 
-    /// The SRTP profile DTLS agreed (nil before connected). Thread rule: any thread.
+    /// The SRTP profile DTLS agreed (nil before connected). Thread rule: any thread. Cost: a lock.
     package var srtpSuite: SRTPSuite? { shared.withLock { $0.suite } }
 
-    /// The local address of the socket (for logs and tests). Thread rule: any thread.
+    /// The local address of the socket (for logs and tests). Thread rule: any thread. Cost: a system call.
     package var localAddress: SocketAddress? { try? socket.localAddress() }
 
     /// Waits until the state is `.connected`, `.failed` or `.closed`, or `timeout` seconds pass;
@@ -371,7 +371,7 @@ package final class PeerConnection: @unchecked Sendable {
         }
         guard let ice = description.effectiveICE(of: section) else { throw .invalidDescription("no a=ice-ufrag/a=ice-pwd") }
         guard let fp = description.effectiveFingerprints(of: section).first(where: { $0.algorithm.lowercased() == "sha-256" }),
-              let fingerprint = DTLSFingerprint(bytes: fp.bytes)
+            let fingerprint = DTLSFingerprint(bytes: fp.bytes)
         else { throw .invalidDescription("no sha-256 a=fingerprint") }
         var role: DTLSTransport.Role?
         if description.type == .answer {
@@ -435,7 +435,7 @@ package final class PeerConnection: @unchecked Sendable {
         setState(.closed, error: nil)
     }
 
-    /// Counters of the receive side (nil before connected). Thread rule: any thread.
+    /// Counters of the receive side (nil before connected). Thread rule: any thread (waits for the connection's queue). Cost: a copy.
     package var receiveStatistics: ReceivePipelineStatistics? {
         var out: ReceivePipelineStatistics?
         onQueue { out = self.pipeline?.statistics }
@@ -443,7 +443,7 @@ package final class PeerConnection: @unchecked Sendable {
     }
 
     /// Packets each local track handed to the network, and dropped before keys or a route existed.
-    /// Thread rule: any thread.
+    /// Thread rule: any thread. Cost: a lock per track.
     package var sentPackets: (sent: Int, dropped: Int) {
         shared.withLock { $0.tracks }.reduce((0, 0)) { acc, t in
             let c = t.sender.counts
@@ -465,7 +465,9 @@ package final class PeerConnection: @unchecked Sendable {
             if offer {
                 guard s.local == nil, s.remote == nil else { throw .invalidState("renegotiation is not supported") }
             } else {
-                guard s.remote?.type == .offer, s.local == nil else { throw .invalidState("an answer needs the remote offer first") }
+                guard s.remote?.type == .offer, s.local == nil else {
+                    throw .invalidState("an answer needs the remote offer first")
+                }
             }
         }
     }
