@@ -162,4 +162,21 @@ struct PeerConnectionTests {
         #expect(a.state == .closed)
         await #expect(throws: PeerConnectionError.self) { try await a.setRemoteDescription(offer) }
     }
+
+    @Test func unreachablePeerFailsWithICEFailed() async throws {
+        var c = Self.configuration()
+        c.connectTimeoutSeconds = 3
+        let a = try PeerConnection(configuration: c)
+        let b = try PeerConnection(configuration: Self.configuration())
+        defer { a.close() }
+        _ = try a.addAudioTrack()
+        let offer = try await a.createOffer()
+        try await b.setRemoteDescription(offer)
+        let answer = try await b.createAnswer()
+        // The answerer goes away before any check: its candidates lead nowhere.
+        b.close()
+        try await a.setRemoteDescription(answer)
+        #expect(await a.waitUntilSettled(timeout: 60) == .failed)
+        #expect(a.error == .iceFailed, "\(a.error.map { "\($0)" } ?? "no error")")
+    }
 }
