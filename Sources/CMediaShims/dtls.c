@@ -184,6 +184,11 @@ static int make_certificate(cms_dtls *d, int validity_days) {
     return X509_digest(d->cert, EVP_sha256(), d->fingerprint, &length) == 1 && length == 32;
 }
 
+void cms_dtls_set_client(cms_dtls *d, int is_client) {
+    if (is_client) SSL_set_connect_state(d->ssl);
+    else SSL_set_accept_state(d->ssl);
+}
+
 cms_dtls *cms_dtls_new(int is_client, int mtu, unsigned initial_timeout_ms, unsigned max_timeout_ms,
                        int validity_days, const char *srtp_profiles, char *error, size_t error_size) {
     cms_dtls *d = calloc(1, sizeof *d);

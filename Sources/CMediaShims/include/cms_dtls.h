@@ -37,6 +37,11 @@ enum {
 cms_dtls *cms_dtls_new(int is_client, int mtu, unsigned initial_timeout_ms, unsigned max_timeout_ms,
                        int validity_days, const char *srtp_profiles, char *error, size_t error_size);
 
+/// Changes the role of an endpoint that has not started a handshake: `is_client` 1 starts it
+/// (a=setup:active), 0 answers it. For a peer connection whose offer advertised a certificate
+/// before the answer chose the roles.
+void cms_dtls_set_client(cms_dtls *d, int is_client);
+
 /// Frees the endpoint, its key, certificate and queued datagrams. NULL is allowed.
 void cms_dtls_free(cms_dtls *d);
 

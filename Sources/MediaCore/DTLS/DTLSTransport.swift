@@ -129,7 +129,7 @@ package final class DTLSTransport {
     package var onStateChange: ((State) -> Void)?
 
     /// The configuration the transport was made with.
-    package let configuration: Configuration
+    package private(set) var configuration: Configuration
     /// The SHA-256 fingerprint of this endpoint's certificate, for `a=fingerprint`.
     package let fingerprint: DTLSFingerprint
     /// The fingerprint the peer's certificate must have, once known.
@@ -202,6 +202,15 @@ package final class DTLSTransport {
         guard remoteFingerprint == nil else { return }
         remoteFingerprint = remote
         if state == .awaitingFingerprint { verifyAndExport() }
+    }
+
+    /// Changes the role before the handshake starts (a peer connection's offer advertises the
+    /// certificate before the answer's `a=setup` picks the roles). Ignored once `start` was called
+    /// or a datagram of the peer was accepted. Cost: none.
+    package func setRole(_ role: Role) {
+        guard state == .new, !heardFromPeer else { return }
+        configuration.role = role
+        cms_dtls_set_client(endpoint, role == .active ? 1 : 0)
     }
 
     /// Starts the handshake at monotonic time `now` (nanoseconds): the active side sends its first

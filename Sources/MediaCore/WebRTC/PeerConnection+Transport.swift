@@ -1,0 +1,366 @@
+// The wiring of a PeerConnection: one socket demultiplexed by first byte (RFC 7983: STUN 0-3 and
+// TURN ChannelData 64-79 to the ICE agent, DTLS 20-63 to the DTLS endpoint, RTP/RTCP 128-191 to
+// the receive pipeline), DTLS over the ICE agent's selected pair, and media once DTLS exported
+// the SRTP keys.
+//
+// Before DTLS connects, the ICE agent reads the socket (RTP that arrives that early is dropped:
+// the receiver asks for a keyframe with PLI when its first frame is not one). Once connected, the
+// engine's receive pipeline reads it and hands STUN and DTLS back.
+import Dispatch
+import Foundation
+import Synchronization
+
+/// What the answer agreed for media: the payload types both sides use (the offerer's). Thread
+/// rule: a value type. Cost: none.
+struct PeerConnectionNegotiation: Sendable {
+    var opus: UInt8?
+    var vp8: UInt8?
+    var vp9: UInt8?
+    var vp8RTX: UInt8?
+    var vp9RTX: UInt8?
+
+    /// The first accepted payload type of each known codec over the accepted sections of `answer`.
+    init(answer: JSEPSessionDescription) {
+        for m in answer.media where !m.isRejected && m.isRTP {
+            for c in m.codecs {
+                let pt = UInt8(c.payloadType)
+                switch c.known {
+                case .opus?: if opus == nil { opus = pt }
+                case .vp8?: if vp8 == nil { vp8 = pt; vp8RTX = m.retransmissionPayloadType(for: c.payloadType).map(UInt8.init) }
+                case .vp9?: if vp9 == nil { vp9 = pt; vp9RTX = m.retransmissionPayloadType(for: c.payloadType).map(UInt8.init) }
+                default: break
+                }
+            }
+        }
+    }
+
+    /// The payload type `codec` travels under (nil: the peer did not accept it).
+    func payloadType(for codec: VPXCodec?) -> UInt8? {
+        switch codec {
+        case nil: opus
+        case .vp8?: vp8
+        case .vp9?: vp9
+        }
+    }
+}
+
+/// One local track: its engine send stream and the sink that protects and sends its packets.
+/// Thread rule: immutable after creation; `stop` from any thread.
+final class PeerConnectionLocalTrack: @unchecked Sendable {
+    let jsep: JSEPTrack
+    /// The video codec (nil: Opus audio).
+    let codec: VPXCodec?
+    let video: VideoSendStream?
+    let audio: AudioSendStream?
+    let sender: PeerConnectionRTPSender
+
+    init(jsep: JSEPTrack, codec: VPXCodec?, video: VideoSendStream?, audio: AudioSendStream?, sender: PeerConnectionRTPSender) {
+        self.jsep = jsep
+        self.codec = codec
+        self.video = video
+        self.audio = audio
+        self.sender = sender
+    }
+
+    /// The payload type the stream writes (rewritten by the sender to the negotiated one).
+    var streamPayloadType: UInt8 { video?.configuration.payloadType ?? audio?.configuration.payloadType ?? 0 }
+
+    var feedbackTarget: any RTPSendFeedbackTarget { video ?? audio! }
+
+    func stop() {
+        sender.deactivate()
+        video?.stop()
+        audio?.stop()
+    }
+}
+
+/// The `PacketSink` of one local track's send stream: until DTLS is done it drops (and counts)
+/// every packet; then it rewrites the payload type to the negotiated one, protects with SRTP and
+/// sends on the ICE agent's selected pair. Thread rule: `write` from the stream's threads (under a
+/// lock, so a NACK resend from the RTCP thread is safe); `activate`/`deactivate` from any thread.
+/// Cost: one copy, one SRTP protect and one `sendto` per packet.
+final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
+    struct Active {
+        let context: SRTPContext
+        let fromPayloadType: UInt8
+        let toPayloadType: UInt8
+        let path: ICESendPath
+    }
+    struct State {
+        var active: Active?
+        var sent = 0
+        var dropped = 0
+    }
+    private let socket: UDPSocket
+    private let state = Mutex(State())
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
+
+    init(socket: UDPSocket) { self.socket = socket }
+    deinit { buffer.deallocate() }
+
+    func activate(_ active: Active) { state.withLock { $0.active = active } }
+    func deactivate() { state.withLock { $0.active = nil } }
+    var counts: (sent: Int, dropped: Int) { state.withLock { ($0.sent, $0.dropped) } }
+
+    func write(_ packet: UnsafeRawBufferPointer) {
+        state.withLock { s in
+            guard let a = s.active, packet.count >= 12, packet.count + a.context.rtpOverhead <= buffer.count else {
+                s.dropped += 1
+                return
+            }
+            buffer.copyMemory(from: packet)
+            if buffer[1] & 0x7F == a.fromPayloadType { buffer[1] = (buffer[1] & 0x80) | a.toPayloadType }
+            guard let n = try? a.context.protect(buffer, length: packet.count),
+                a.path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
+            else {
+                s.dropped += 1
+                return
+            }
+            s.sent += 1
+        }
+    }
+
+    func flush() {}
+}
+
+/// The sender side of RTCP for the local tracks: the peer's NACK, PLI, FIR, REMB and receiver
+/// reports (from the receive pipeline's thread) drive the send streams, and sender reports
+/// (RFC 3550 §6.4.1) go out from the connection's queue. Thread rule: both under one lock.
+/// Cost: parsing and building RTCP allocate small arrays, a few times a second.
+final class PeerConnectionFeedback: @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    /// Used only under `lock`.
+    private let session: RTCPSenderSession
+    /// SRTCP for the sender reports (under `lock`).
+    private let outbound: SRTPContext
+    private let cname: String
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+    private var nextReportNs: UInt64 = 0
+
+    init(session: RTCPSenderSession, outbound: SRTPContext, cname: String) {
+        self.session = session
+        self.outbound = outbound
+        self.cname = cname
+    }
+    deinit { buffer.deallocate() }
+
+    /// The peer's RTCP about our media, unprotected (the pipeline's thread).
+    func handle(_ rtcp: UnsafeRawBufferPointer, arrivalNs: UInt64) {
+        lock.withLock { _ in session.handle(rtcp, nowNs: arrivalNs) }
+    }
+
+    /// Sends a compound SR + SDES for every local stream on `path` when one is due (every
+    /// 0.5-1.5 s, RFC 3550 §6.2). Called from the connection's queue timer.
+    func sendReportIfDue(nowNs: UInt64, socket: UDPSocket, path: ICESendPath) {
+        lock.withLock { _ in
+            guard nowNs >= nextReportNs else { return }
+            nextReportNs = nowNs + UInt64.random(in: 500_000_000...1_500_000_000)
+            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), nowNs: nowNs)
+            guard let first = reports.first else { return }
+            var packets: [RTCPPacket] = reports.map { .senderReport($0) }
+            packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
+            let size = RTCPCompound.marshalSize(packets)
+            guard size + outbound.rtcpOverhead <= buffer.count else { return }
+            _ = RTCPCompound.marshal(packets, into: buffer)
+            guard let n = try? outbound.protectRTCP(buffer, length: size) else { return }
+            _ = path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
+        }
+    }
+}
+
+extension PeerConnection {
+    /// Connects the agent's callbacks and reader and the DTLS endpoint's output; starts gathering.
+    func wireTransport(_ agent: ICEAgent) {
+        agent.onCandidate = { [weak self] c in
+            guard let self else { return }
+            let candidate = JSEPCandidate(c)
+            if let cb = self.shared.withLock({ $0.onLocalCandidate }) { self.queue.async { cb(candidate) } }
+        }
+        agent.onGatheringComplete = { [weak self] in self?.shared.withLock { $0.gatheringComplete = true } }
+        agent.onSelectedPairChange = { [weak self] _, _ in
+            guard let self else { return }
+            self.queue.async { self.pathChanged() }
+        }
+        agent.startReading { [weak self] bytes, from in
+            guard let self, let first = bytes.first, DTLSTransport.isDTLS(firstByte: first) else { return }
+            let copy = Array(bytes)
+            self.queue.async { self.handleDTLS(copy, from: from) }
+        }
+        let socket = self.socket
+        onQueue {
+            self.dtls.onDatagram = { [weak agent] bytes in _ = agent?.path.send(bytes, on: socket) }
+            self.dtls.onStateChange = { [weak self] s in self?.dtlsStateChanged(s) }
+        }
+        agent.start()
+    }
+
+    /// Both descriptions are known: DTLS takes `role`, the media settings come from `answer`, and
+    /// the handshake starts as soon as ICE has a pair.
+    func startTransport(answer: JSEPSessionDescription, role: DTLSTransport.Role) throws(PeerConnectionError) {
+        let negotiation = PeerConnectionNegotiation(answer: answer)
+        guard negotiation.opus != nil || negotiation.vp8 != nil || negotiation.vp9 != nil else {
+            throw .invalidDescription("no codec in common")
+        }
+        shared.withLock { $0.negotiated = negotiation }
+        setState(.connecting, error: nil)
+        onQueue {
+            self.dtls.setRole(role)
+            self.connectDeadline = UDPSocket.monotonicNanoseconds() &+ UInt64(self.configuration.connectTimeoutSeconds * 1e9)
+            let t = DispatchSource.makeTimerSource(queue: self.queue)
+            t.schedule(deadline: .now() + .milliseconds(20), repeating: .milliseconds(20), leeway: .milliseconds(5))
+            t.setEventHandler { [weak self] in self?.tick() }
+            self.timer = t
+            t.resume()
+            self.pathChanged()
+        }
+    }
+
+    /// On the queue: the selected pair changed; the DTLS handshake starts on the first one, and a
+    /// connected connection whose route went away (consent expired) fails.
+    func pathChanged() {
+        if state == .connected, agent?.path.route == nil { return fail(.connectionLost) }
+        guard state == .connecting, !dtlsStarted, agent?.path.route != nil else { return }
+        dtlsStarted = true
+        dtls.start(now: UDPSocket.monotonicNanoseconds())
+    }
+
+    /// On the queue, every 20 ms: while connecting, DTLS retransmissions and the connect deadline;
+    /// once connected, sender reports.
+    func tick() {
+        let now = UDPSocket.monotonicNanoseconds()
+        if state == .connected {
+            if let feedback, let agent { feedback.sendReportIfDue(nowNs: now, socket: socket, path: agent.path) }
+        } else if state == .connecting {
+            if !dtlsStarted { pathChanged() }
+            if dtlsStarted, let d = dtls.nextDeadline(now: now), d <= now { dtls.handleTimeout(now: now) }
+            if state == .connecting, let deadline = connectDeadline, now > deadline {
+                fail(dtlsStarted ? .dtls(.handshakeTimeout) : .iceFailed)
+            }
+        } else {
+            timer?.cancel()
+            timer = nil
+        }
+    }
+
+    /// On the queue: a DTLS datagram. Only from the selected pair's peer (the ICE-verified address),
+    /// and only once the roles are known.
+    func handleDTLS(_ bytes: [UInt8], from: SocketAddress) {
+        guard shared.withLock({ $0.negotiated != nil }), let route = agent?.path.route else { return }
+        if case .direct(let peer) = route, peer != from { return }
+        if !dtlsStarted, state == .connecting {
+            dtlsStarted = true
+            dtls.start(now: UDPSocket.monotonicNanoseconds())
+        }
+        dtls.handle(datagram: bytes, now: UDPSocket.monotonicNanoseconds())
+    }
+
+    /// On the queue, inside a DTLS call.
+    func dtlsStateChanged(_ s: DTLSTransport.State) {
+        switch s {
+        case .connected:
+            guard let keys = dtls.takeKeys() else { return fail(.dtls(.protocolError(reason: "no SRTP keys exported"))) }
+            startMedia(keys)
+        case .failed(let e):
+            fail(.dtls(e))
+        case .closed:
+            if state == .connected {
+                stopMedia()
+                agent?.close()
+                setState(.closed, error: nil)
+            }
+        default:
+            break
+        }
+    }
+
+    /// On the queue: the receive pipeline takes the socket, the local tracks start sending.
+    func startMedia(_ keys: DTLSTransport.SRTPKeys) {
+        guard let agent, state == .connecting else { return }
+        let (n, tracks, renderer, sink) = shared.withLock { ($0.negotiated!, $0.tracks, $0.videoRenderer, $0.audioSink) }
+        var c = ReceivePipelineConfiguration(remoteKey: keys.receive, localKey: keys.send)
+        if let pt = n.vp8 {
+            var v = VideoReceiveSettings(codec: .vp8, payloadType: pt)
+            v.rtxPayloadType = n.vp8RTX
+            v.absSendTimeExtensionID = nil
+            c.video.append(v)
+        }
+        if let pt = n.vp9 {
+            var v = VideoReceiveSettings(codec: .vp9, payloadType: pt)
+            v.rtxPayloadType = n.vp9RTX
+            v.absSendTimeExtensionID = nil
+            c.video.append(v)
+        }
+        if let pt = n.opus { c.audio = AudioReceiveSettings(payloadType: pt) }
+        c.localSSRC = freshSSRC()
+        c.cname = cname
+        let pipeline: ReceivePipeline
+        do {
+            pipeline = try ReceivePipeline(socket: socket, configuration: c, renderer: renderer?.renderer)
+        } catch {
+            return fail(.setup("receive pipeline: \(error)"))
+        }
+        guard let rtcpContext = try? SRTPContext(material: keys.send, direction: .outbound) else {
+            return fail(.setup("SRTCP context"))
+        }
+        let feedback = PeerConnectionFeedback(
+            session: RTCPSenderSession(targets: tracks.map(\.feedbackTarget), startBitrate: configuration.videoBitrate),
+            outbound: rtcpContext, cname: cname)
+        self.feedback = feedback
+        pipeline.rtcpFeedbackHandler = { bytes, arrival in feedback.handle(bytes, arrivalNs: arrival) }
+        pipeline.otherDatagramHandler = { [weak self, weak agent] d in
+            guard let source = d.source, let first = d.bytes.first else { return }
+            if DTLSTransport.isDTLS(firstByte: first) {
+                guard let connection = self else { return }
+                let copy = Array(d.bytes)
+                connection.queue.async { connection.handleDTLS(copy, from: source) }
+            } else {
+                agent?.handleDatagram(d.bytes, from: source)
+            }
+        }
+        pipeline.sendPath = agent.path
+        agent.onRelayedMedia = { [weak pipeline] bytes in pipeline?.inject(bytes) }
+        agent.stopReading()
+        pipeline.start()
+        self.pipeline = pipeline
+        if let sink, let stream = pipeline.audio {
+            let clock = AudioPlayoutClock(stream: stream, sink: sink)
+            clock.start()
+            playout = clock
+        }
+        for t in tracks {
+            guard let pt = n.payloadType(for: t.codec) else { continue }
+            var o = SRTPContext.Options()
+            // A NACKed packet is resent as the same bytes under the same index (same ciphertext).
+            o.allowRepeatTransmission = true
+            guard let context = try? SRTPContext(material: keys.send, direction: .outbound, options: o) else {
+                return fail(.setup("SRTP context"))
+            }
+            t.sender.activate(.init(context: context, fromPayloadType: t.streamPayloadType, toPayloadType: pt, path: agent.path))
+            t.video?.requestKeyframe()
+        }
+        shared.withLock { $0.suite = keys.suite }
+        setState(.connected, error: nil)
+    }
+
+    /// On the queue: stops the receive side and the senders (the send streams keep running until
+    /// `close`, dropping their packets).
+    func stopMedia() {
+        for t in shared.withLock({ $0.tracks }) { t.sender.deactivate() }
+        feedback = nil
+        playout?.stop()
+        playout = nil
+        pipeline?.stop()
+        pipeline = nil
+    }
+
+    /// On the queue: the connection failed; no media flows from now on.
+    func fail(_ error: PeerConnectionError) {
+        stopMedia()
+        timer?.cancel()
+        timer = nil
+        // Not inside the DTLS endpoint's own callback.
+        queue.async { self.dtls.close() }
+        agent?.close()
+        setState(.failed, error: error)
+    }
+}

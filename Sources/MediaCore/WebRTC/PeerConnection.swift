@@ -1,0 +1,512 @@
+// A standard WebRTC peer connection (JSEP, RFC 8829) on the engine's own pieces: one UDP socket,
+// the ICE agent on it, DTLS-SRTP over the selected pair, and the send streams and receive
+// pipeline of the engine for VP8/VP9 video and Opus audio. The wiring (demultiplexing, the DTLS
+// handshake, starting media) is in PeerConnection+Transport.swift; docs/webrtc.md describes it.
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Where a `PeerConnection` stands (the W3C `RTCPeerConnectionState` subset this engine has).
+/// Thread rule: a value type. Cost: none.
+package enum PeerConnectionState: String, Sendable, Hashable {
+    /// Made; no remote description yet.
+    case new
+    /// ICE checks and the DTLS handshake are running.
+    case connecting
+    /// DTLS verified the peer and SRTP media flows both ways.
+    case connected
+    /// ICE found no path, DTLS failed, or consent was lost (see `PeerConnection.error`); no media flows.
+    case failed
+    /// `close()` was called, or the peer ended the DTLS association.
+    case closed
+}
+
+/// Why a `PeerConnection` refused a call or failed. Thread rule: a value type. Cost: none.
+package enum PeerConnectionError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// A method was called in a state that does not allow it (an answer before an offer, a track
+    /// after the first description, anything after `close`).
+    case invalidState(String)
+    /// The remote description cannot be used: no accepted audio or video section, no ICE
+    /// credentials, no SHA-256 fingerprint, an unanswerable setup role.
+    case invalidDescription(String)
+    /// The DTLS handshake failed; `.dtls(.fingerprintMismatch)` when the peer's certificate is not
+    /// the one its description announced.
+    case dtls(DTLSError)
+    /// No ICE candidate pair worked within `PeerConnectionConfiguration.connectTimeoutSeconds`.
+    case iceFailed
+    /// Connected, then the peer stopped answering ICE consent checks (RFC 7675: 30 s on every pair).
+    case connectionLost
+    /// A socket, codec or SRTP context could not be made (the reason).
+    case setup(String)
+
+    /// A readable description, for logs and test failures.
+    package var description: String {
+        switch self {
+        case .invalidState(let s): "invalid state: \(s)"
+        case .invalidDescription(let s): "unusable remote description: \(s)"
+        case .dtls(let e): "\(e)"
+        case .iceFailed: "ICE found no working candidate pair"
+        case .connectionLost: "the peer stopped answering ICE consent checks"
+        case .setup(let s): "media setup failed: \(s)"
+        }
+    }
+}
+
+/// Settings of a `PeerConnection`, fixed at creation. Thread rule: a value type. Cost: none.
+package struct PeerConnectionConfiguration: Sendable {
+    /// STUN and TURN servers the ICE agent gathers from.
+    package var iceServers: [ICEServer] = []
+    /// The address the one UDP socket binds (port 0: any free port).
+    package var bindAddress: SocketAddress = .anyIPv4(port: 0)
+    /// Host addresses to offer (nil: every up, non-loopback interface address; loopback too when
+    /// `bindAddress` is loopback).
+    package var hostAddresses: [SocketAddress]? = nil
+    /// The DTLS role this side takes when it answers an `actpass` offer (RFC 8842 §5.3 lets the
+    /// answerer choose; browsers answer `active`).
+    package var answererRole: DTLSTransport.Role = .active
+    /// The SRTP protection profiles offered in DTLS, most preferred first.
+    package var srtpProfiles: [SRTPSuite] = [.aeadAES128GCM, .aesCM128HMACSHA1_80]
+    /// From the remote description until connected: ICE and DTLS together must finish in this
+    /// long, or the connection fails.
+    package var connectTimeoutSeconds: Double = 30
+    /// `createOffer`/`createAnswer` wait for gathering to finish at most this long, so the
+    /// description carries every candidate (for peers that do not trickle).
+    package var gatheringTimeoutSeconds: Double = 5
+    /// Video frames are encoded at this size (the capturer scales).
+    package var videoWidth = 640, videoHeight = 360
+    /// The video encoder's start bitrate (RTCP feedback moves it), bits per second.
+    package var videoBitrate = 1_000_000
+
+    /// The defaults above.
+    package init() {}
+}
+
+/// One WebRTC peer connection: see the file comment and docs/webrtc.md.
+///
+/// Use: make it, add local tracks (`addVideoTrack`, `addAudioTrack`: the capturers frames go
+/// into), set `videoRenderer`/`audioSink` for the peer's media, then either `createOffer` → send it →
+/// `setRemoteDescription(answer)`, or `setRemoteDescription(offer)` → `createAnswer` → send it.
+/// Candidates are in the descriptions (gathering is waited for) and also trickled to
+/// `onLocalCandidate`; the peer's trickled ones go to `addIceCandidate`.
+///
+/// Thread rule: every method from any thread or task; the callbacks (`onStateChange`,
+/// `onLocalCandidate`) run on the connection's private serial queue, one at a time, and must not
+/// call back into the connection synchronously. Decoded video reaches `videoRenderer` on the
+/// receive pipeline's thread, PCM reaches `audioSink` on the playout clock's thread.
+/// Cost: one socket; an ICE agent (a few STUN transactions a second); one DTLS handshake (a few
+/// ms of CPU); per local track the engine's send stream (encoder thread, pacer for video), and one
+/// receive pipeline thread plus one audio playout thread once connected.
+package final class PeerConnection: @unchecked Sendable {
+    /// The settings it was made with.
+    package let configuration: PeerConnectionConfiguration
+
+    let socket: UDPSocket
+    /// The ICE agent, made by the first `createOffer` (controlling) or remote offer (controlled).
+    let agentSlot = Mutex<ICEAgent?>(nil)
+    var agent: ICEAgent? { agentSlot.withLock { $0 } }
+    /// Serial queue owning `dtls`, the timer and the media objects below.
+    let queue = DispatchQueue(label: "revue.peer-connection")
+    let queueKey = DispatchSpecificKey<UInt8>()
+    /// The DTLS endpoint (its certificate's fingerprint goes into every local description).
+    /// Only on `queue`.
+    let dtls: DTLSTransport
+    let localFingerprint: DTLSFingerprint
+
+    // MARK: Queue state (only on `queue`)
+
+    var timer: DispatchSourceTimer?
+    var pipeline: ReceivePipeline?
+    var playout: AudioPlayoutClock?
+    var feedback: PeerConnectionFeedback?
+    var dtlsStarted = false
+    var connectDeadline: UInt64?
+
+    // MARK: Shared state (any thread, under `shared`)
+
+    struct Shared {
+        var state = PeerConnectionState.new
+        var error: PeerConnectionError?
+        var local: JSEPSessionDescription?
+        var remote: JSEPSessionDescription?
+        var tracks: [PeerConnectionLocalTrack] = []
+        var gatheringComplete = false
+        var onStateChange: (@Sendable (PeerConnectionState) -> Void)?
+        var onLocalCandidate: (@Sendable (JSEPCandidate) -> Void)?
+        var videoRenderer: PeerConnectionRendererSlot?
+        var audioSink: (any AudioSink)?
+        var negotiated: PeerConnectionNegotiation?
+        var suite: SRTPSuite?
+    }
+    let shared = Mutex(Shared())
+    let cname = "revue-" + ICEAgent.randomICEString(8)
+    let streamID = "revue-" + ICEAgent.randomICEString(8)
+
+    /// Binds the socket, starts gathering and makes the DTLS certificate. Throws `.setup` when the
+    /// socket cannot be bound or OpenSSL fails. Cost: a socket and an ECDSA key (about a millisecond).
+    package init(configuration: PeerConnectionConfiguration = PeerConnectionConfiguration()) throws(PeerConnectionError) {
+        self.configuration = configuration
+        do {
+            socket = try UDPSocket(bindingTo: configuration.bindAddress)
+        } catch {
+            throw .setup("cannot bind \(configuration.bindAddress): \(error)")
+        }
+        var dtlsConfiguration = DTLSTransport.Configuration(role: configuration.answererRole)
+        dtlsConfiguration.srtpProfiles = configuration.srtpProfiles
+        do {
+            dtls = try DTLSTransport(configuration: dtlsConfiguration)
+        } catch {
+            socket.close()
+            throw .setup("DTLS: \(error)")
+        }
+        localFingerprint = dtls.fingerprint
+        queue.setSpecific(key: queueKey, value: 1)
+    }
+
+    /// The agent, made on first use: the offerer controls (RFC 8445 §6.1.1). Gathering starts then.
+    func makeAgent(controlling: Bool) -> ICEAgent {
+        let (agent, made) = agentSlot.withLock { slot in
+            if let a = slot { return (a, false) }
+            var ice = ICEAgentConfiguration(controlling: controlling)
+            ice.servers = configuration.iceServers
+            ice.hostAddresses = configuration.hostAddresses
+            let a = ICEAgent(socket: socket, configuration: ice)
+            slot = a
+            return (a, true)
+        }
+        if made { wireTransport(agent) }
+        return agent
+    }
+
+    deinit {
+        timer?.cancel()
+        playout?.stop()
+        pipeline?.stop()
+        for t in shared.withLock({ $0.tracks }) { t.stop() }
+        agent?.close()
+        socket.close()
+    }
+
+    // MARK: Callbacks and sinks
+
+    /// Called on each state change (on the connection's queue). Set before `setRemoteDescription`.
+    package var onStateChange: (@Sendable (PeerConnectionState) -> Void)? {
+        get { shared.withLock { $0.onStateChange } }
+        set { shared.withLock { $0.onStateChange = newValue } }
+    }
+
+    /// Each local candidate as it is gathered (trickle, RFC 8838), on the connection's queue.
+    /// Candidates gathered before `createOffer`/`createAnswer` returns are also in the description.
+    package var onLocalCandidate: (@Sendable (JSEPCandidate) -> Void)? {
+        get { shared.withLock { $0.onLocalCandidate } }
+        set { shared.withLock { $0.onLocalCandidate = newValue } }
+    }
+
+    /// Where the peer's decoded video goes (called on the receive pipeline's thread). Set before
+    /// the connection connects; later changes are not seen.
+    package var videoRenderer: (any VideoRenderer)? {
+        get { shared.withLock { $0.videoRenderer?.renderer } }
+        set {
+            let slot = newValue.map(PeerConnectionRendererSlot.init)
+            shared.withLock { $0.videoRenderer = slot }
+        }
+    }
+
+    /// Where the peer's decoded audio goes, 10 ms of 48 kHz PCM at a time (on the playout clock's
+    /// thread). Set before the connection connects; later changes are not seen.
+    package var audioSink: (any AudioSink)? {
+        get { shared.withLock { $0.audioSink } }
+        set { shared.withLock { $0.audioSink = newValue } }
+    }
+
+    // MARK: State
+
+    /// The state now. Thread rule: any thread. Cost: a lock.
+    package var state: PeerConnectionState { shared.withLock { $0.state } }
+
+    /// Why the connection failed (nil unless `state` is `.failed`). Thread rule: any thread. Cost: a lock.
+    package var error: PeerConnectionError? { shared.withLock { $0.error } }
+
+    /// The local description (made by `createOffer`/`createAnswer`). Thread rule: any thread. Cost: a copy.
+    package var localDescription: JSEPSessionDescription? { shared.withLock { $0.local } }
+    /// The remote description last applied. Thread rule: any thread. Cost: a copy.
+    package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.remote } }
+
+    /// The SRTP profile DTLS agreed (nil before connected). Thread rule: any thread. Cost: a lock.
+    package var srtpSuite: SRTPSuite? { shared.withLock { $0.suite } }
+
+    /// The local address of the socket (for logs and tests). Thread rule: any thread. Cost: a system call.
+    package var localAddress: SocketAddress? { try? socket.localAddress() }
+
+    /// Waits until the state is `.connected`, `.failed` or `.closed`, or `timeout` seconds pass;
+    /// returns the state then. Thread rule: any task. Cost: polls every 20 ms.
+    package func waitUntilSettled(timeout: Double) async -> PeerConnectionState {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let s = state
+            if s == .connected || s == .failed || s == .closed || Date() > deadline { return s }
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+    }
+
+    // MARK: Local tracks
+
+    /// Adds a video track sent with `codec` (when the peer accepts it) and returns the capturer its
+    /// I420 (or any `PixelFormat`) frames go into, at any rate; frames before the connection is up
+    /// are encoded and dropped. Before the first description only. Cost: an encoder thread and a
+    /// pacer thread from now until `close`.
+    package func addVideoTrack(codec: VPXCodec = .vp8) throws(PeerConnectionError) -> BufferCapturer {
+        let sender = PeerConnectionRTPSender(socket: socket)
+        var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
+        c.encoder.bitrate = configuration.videoBitrate
+        c.srtp = nil
+        c.absSendTimeExtensionID = nil
+        c.ssrc = freshSSRC()
+        let stream: VideoSendStream
+        do { stream = try VideoSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
+        let track = PeerConnectionLocalTrack(
+            jsep: JSEPTrack(kind: .video, id: "video-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc),
+            codec: codec, video: stream, audio: nil, sender: sender)
+        try add(track)
+        stream.start()
+        return stream.capturer
+    }
+
+    /// Adds an Opus audio track (mono, 20 ms frames) and returns the capturer its PCM goes into
+    /// (any rate 8-96 kHz, Int16 or Float); PCM before the connection is up is encoded and dropped.
+    /// Before the first description only. Cost: an encoder thread from now until `close`.
+    package func addAudioTrack() throws(PeerConnectionError) -> AudioBufferCapturer {
+        let sender = PeerConnectionRTPSender(socket: socket)
+        var c = AudioSendStream.Configuration()
+        c.srtp = nil
+        c.audioLevelExtensionID = nil
+        c.absSendTimeExtensionID = nil
+        c.ssrc = freshSSRC()
+        let stream: AudioSendStream
+        do { stream = try AudioSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
+        let track = PeerConnectionLocalTrack(
+            jsep: JSEPTrack(kind: .audio, id: "audio-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc),
+            codec: nil, video: nil, audio: stream, sender: sender)
+        try add(track)
+        stream.start()
+        return stream.capturer
+    }
+
+    private func add(_ track: PeerConnectionLocalTrack) throws(PeerConnectionError) {
+        let refused: PeerConnectionError? = shared.withLock {
+            guard $0.local == nil, $0.remote == nil, $0.state == .new else {
+                return .invalidState("tracks are added before the first description")
+            }
+            $0.tracks.append(track)
+            return nil
+        }
+        if let refused {
+            track.stop()
+            throw refused
+        }
+    }
+
+    /// A random SSRC none of our tracks uses (every stream is protected under one key: AES-GCM's
+    /// IV comes from the SSRC and index, RFC 7714 §8.1, so two streams must never share one).
+    func freshSSRC() -> UInt32 {
+        let used = Set(shared.withLock { $0.tracks.map(\.jsep.ssrc) })
+        while true {
+            let s = RandomBytes.ssrc()
+            if s != 0, !used.contains(s) { return s }
+        }
+    }
+
+    // MARK: Offer and answer
+
+    /// Makes our offer (every local track sendrecv; `a=setup:actpass`; ICE credentials, the DTLS
+    /// fingerprint and the candidates gathered within `gatheringTimeoutSeconds`) and sets it as
+    /// the local description. Thread rule: any task. Cost: waits for gathering (host candidates at
+    /// once; server-reflexive and relayed after a round trip).
+    package func createOffer() async throws(PeerConnectionError) -> JSEPSessionDescription {
+        try checkSignalling(offer: true)
+        let agent = makeAgent(controlling: true)
+        await waitForGathering()
+        let (tracks, previous) = shared.withLock { ($0.tracks.map(\.jsep), $0.local) }
+        let offer = JSEPNegotiator.createOffer(tracks: tracks, transport: transportParameters(agent), previous: previous)
+        shared.withLock { $0.local = offer }
+        return offer
+    }
+
+    /// Answers the remote offer set with `setRemoteDescription` and sets the answer as the local
+    /// description; this side takes `configuration.answererRole` in DTLS when the offer said
+    /// `actpass`. Media starts once ICE and DTLS are done. Thread rule: any task. Cost: as
+    /// `createOffer`.
+    package func createAnswer() async throws(PeerConnectionError) -> JSEPSessionDescription {
+        try checkSignalling(offer: false)
+        let agent = makeAgent(controlling: false)
+        await waitForGathering()
+        let (tracks, remote) = shared.withLock { ($0.tracks.map(\.jsep), $0.remote!) }
+        var answer = JSEPNegotiator.createAnswer(to: remote, tracks: tracks, transport: transportParameters(agent))
+        guard let first = answer.media.firstIndex(where: { !$0.isRejected && ($0.kind == .audio || $0.kind == .video) }) else {
+            throw .invalidDescription("the offer has no audio or video section this engine can accept")
+        }
+        let offered = remote.effectiveSetup(of: remote.media[first]) ?? .actpass
+        let role: DTLSTransport.Role
+        switch offered {
+        case .active: role = .passive
+        case .passive: role = .active
+        default: role = configuration.answererRole
+        }
+        let setup: JSEPSetupRole = role == .active ? .active : .passive
+        for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
+        if answer.setup != nil { answer.setup = setup }
+        shared.withLock { $0.local = answer }
+        try startTransport(answer: answer, role: role)
+        return answer
+    }
+
+    /// Applies the peer's description: an offer (then call `createAnswer`) or the answer to our
+    /// offer (then ICE checks and DTLS start). Its candidates go to the ICE agent, its fingerprint
+    /// to DTLS. Throws `.invalidDescription` for one without usable media, ICE credentials or a
+    /// SHA-256 fingerprint, `.invalidState` out of order. Thread rule: any task. Cost: small.
+    package func setRemoteDescription(_ description: JSEPSessionDescription) async throws(PeerConnectionError) {
+        // Everything is checked before anything is kept: a refused description changes nothing.
+        let usable = description.media.first { !$0.isRejected && ($0.kind == .audio || $0.kind == .video) }
+        guard let section = usable else {
+            throw .invalidDescription("no audio or video section")
+        }
+        guard let ice = description.effectiveICE(of: section) else { throw .invalidDescription("no a=ice-ufrag/a=ice-pwd") }
+        guard let fp = description.effectiveFingerprints(of: section).first(where: { $0.algorithm.lowercased() == "sha-256" }),
+            let fingerprint = DTLSFingerprint(bytes: fp.bytes)
+        else { throw .invalidDescription("no sha-256 a=fingerprint") }
+        var role: DTLSTransport.Role?
+        if description.type == .answer {
+            switch description.effectiveSetup(of: section) {
+            case .active: role = .passive
+            case .passive: role = .active
+            default: throw .invalidDescription("the answer's a=setup must be active or passive")
+            }
+        }
+        try shared.withLock { s throws(PeerConnectionError) in
+            guard s.state == .new else { throw .invalidState("the connection is \(s.state.rawValue)") }
+            switch description.type {
+            case .offer:
+                guard s.local == nil, s.remote == nil else { throw .invalidState("renegotiation is not supported") }
+            case .answer:
+                guard s.local?.type == .offer, s.remote == nil else { throw .invalidState("an answer needs our offer first") }
+            }
+            s.remote = description
+        }
+        onQueue { self.dtls.setRemoteFingerprint(fingerprint) }
+        let agent = makeAgent(controlling: description.type == .answer)
+        agent.setRemoteCredentials(ufrag: ice.usernameFragment, password: ice.password)
+        var seen = Set<String>()
+        for m in description.media where !m.isRejected {
+            for c in m.candidates where seen.insert(c.value).inserted {
+                if let ic = c.iceCandidate { agent.addRemoteCandidate(ic) }
+            }
+        }
+        if let role {
+            try startTransport(answer: description, role: role)
+        }
+    }
+
+    /// A candidate the peer trickled (`candidate:...` text parsed into a `JSEPCandidate`), after
+    /// its description (`.invalidState` before, as in the W3C API). TCP candidates and mDNS names
+    /// are ignored. Thread rule: any thread. Cost: small.
+    package func addIceCandidate(_ candidate: JSEPCandidate) throws(PeerConnectionError) {
+        guard shared.withLock({ $0.remote != nil }), let agent else {
+            throw .invalidState("a candidate needs the remote description first")
+        }
+        if let c = candidate.iceCandidate { agent.addRemoteCandidate(c) }
+    }
+
+    /// Ends the connection: stops media, sends DTLS close_notify, stops ICE, closes the socket.
+    /// Idempotent; the state becomes `.closed` (a failed connection stays `.failed`).
+    /// Thread rule: any thread but the connection's callbacks. Cost: joins the media threads.
+    package func close() {
+        let tracks = shared.withLock { $0.tracks }
+        for t in tracks { t.stop() }
+        onQueue {
+            self.timer?.cancel()
+            self.timer = nil
+            self.playout?.stop()
+            self.playout = nil
+            self.pipeline?.stop()
+            self.pipeline = nil
+            self.dtls.close()
+        }
+        agent?.close()
+        socket.close()
+        setState(.closed, error: nil)
+    }
+
+    /// Counters of the receive side (nil before connected). Thread rule: any thread (waits for the connection's queue). Cost: a copy.
+    package var receiveStatistics: ReceivePipelineStatistics? {
+        var out: ReceivePipelineStatistics?
+        onQueue { out = self.pipeline?.statistics }
+        return out
+    }
+
+    /// Packets each local track handed to the network, and dropped before keys or a route existed.
+    /// Thread rule: any thread. Cost: a lock per track.
+    package var sentPackets: (sent: Int, dropped: Int) {
+        shared.withLock { $0.tracks }.reduce((0, 0)) { acc, t in
+            let c = t.sender.counts
+            return (acc.0 + c.sent, acc.1 + c.dropped)
+        }
+    }
+
+    /// The send statistics of the first video track (frames encoded, packets sent, keyframes,
+    /// NACK/PLI counts); nil without one. Thread rule: any thread. Cost: a lock per stream.
+    package var videoSendStatistics: VideoSendStream.Statistics? {
+        shared.withLock { $0.tracks }.first { $0.video != nil }?.video?.statistics
+    }
+
+    // MARK: Helpers
+
+    private func checkSignalling(offer: Bool) throws(PeerConnectionError) {
+        try shared.withLock { s throws(PeerConnectionError) in
+            guard s.state == .new || s.state == .connecting else { throw .invalidState("the connection is \(s.state.rawValue)") }
+            if offer {
+                guard s.local == nil, s.remote == nil else { throw .invalidState("renegotiation is not supported") }
+            } else {
+                guard s.remote?.type == .offer, s.local == nil else {
+                    throw .invalidState("an answer needs the remote offer first")
+                }
+            }
+        }
+    }
+
+    private func waitForGathering() async {
+        let deadline = Date().addingTimeInterval(configuration.gatheringTimeoutSeconds)
+        while !shared.withLock({ $0.gatheringComplete }) && Date() < deadline {
+            try? await Task.sleep(nanoseconds: 10_000_000)
+        }
+    }
+
+    private func transportParameters(_ agent: ICEAgent) -> JSEPTransportParameters {
+        let candidates = agent.localCandidates.map { JSEPCandidate($0) }
+        return JSEPTransportParameters(
+            ice: JSEPICEParameters(usernameFragment: agent.localUfrag, password: agent.localPassword),
+            fingerprints: [JSEPFingerprint(algorithm: "sha-256", bytes: localFingerprint.bytes)],
+            candidates: candidates, endOfCandidates: shared.withLock { $0.gatheringComplete }, cname: cname)
+    }
+
+    /// Runs `body` on the queue now: directly when already on it, else with `sync`.
+    func onQueue(_ body: () -> Void) {
+        if DispatchQueue.getSpecific(key: queueKey) != nil { body() } else { queue.sync(execute: body) }
+    }
+
+    /// Moves to `new` (never out of `.failed`/`.closed`, and never back to `.new`) and tells
+    /// `onStateChange` on the queue.
+    func setState(_ new: PeerConnectionState, error: PeerConnectionError?) {
+        let callback: (@Sendable (PeerConnectionState) -> Void)?? = shared.withLock { s in
+            guard s.state != new, s.state != .failed, s.state != .closed else { return nil }
+            s.state = new
+            if let error { s.error = error }
+            return .some(s.onStateChange)
+        }
+        if case .some(let cb?) = callback { queue.async { cb(new) } }
+    }
+}
+
+/// A renderer handed between threads: the app sets it, the receive pipeline calls it on its own
+/// thread (the renderer's thread rule). Thread rule: immutable.
+struct PeerConnectionRendererSlot: @unchecked Sendable {
+    let renderer: any VideoRenderer
+}
