@@ -105,6 +105,10 @@ public struct InboundRTPStreamStats: Sendable, Codable, Equatable {
     public var pliCount: UInt64 = 0
     public var firCount: UInt64 = 0
     public var fecPacketsReceived: UInt64 = 0
+    /// Audio: samples removed by time stretching to bring the buffer down to its target.
+    public var removedSamplesForAcceleration: UInt64 = 0
+    /// Audio: samples inserted by time stretching to bring the buffer up to its target.
+    public var insertedSamplesForDeceleration: UInt64 = 0
     public init() {}
 }
 

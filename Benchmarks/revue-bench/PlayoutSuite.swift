@@ -1,0 +1,73 @@
+// Audio playout policy: time stretching (accelerate / preemptive expand) against dropping whole
+// packets, on the same seeded jitter and sender clock drift, with the CPU cost of a pull.
+import Foundation
+import MediaCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum PlayoutSuite {
+    /// CPU time of the calling thread, in nanoseconds.
+    static func threadCPUNs() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
+        let seconds = max(5, Int(60 * options.scale))
+        let count = seconds * 50 + 50
+        let rtp = PlayoutSimulation.rtpPackets(try PlayoutSimulation.tonePackets(count))
+        // 0...80 ms random delay, a 150 ms stall every 8 s, sender clock 0.1 % fast.
+        let arrivals = PlayoutSimulation.arrivals(count: count, driftPPM: 1_000, maxJitterMs: 80, seed: 42,
+                                                  spikeMs: 150, spikeEverySeconds: 8)
+        let pulls = seconds * 100
+        let scenario = "\(seconds)s tone, 0-80ms jitter + stalls, +0.1% clock"
+        for (name, policy) in [("time stretch", AudioReceiveSettings.PlayoutAdjustment.timeStretch), ("drop packets", .dropPackets)] {
+            let o = try PlayoutSimulation.run(rtp, arrivals: arrivals, pulls: pulls, adjustment: policy)
+            let rows: [(String, String, Double, Bool)] = [
+                ("concealed", "samples", Double(o.stats.concealedSamples), false),
+                ("packets discarded", "packets", Double(o.stats.packetsDiscarded), false),
+                ("removed (accelerate)", "samples", Double(o.stats.removedSamplesForAcceleration), false),
+                ("inserted (expand)", "samples", Double(o.stats.insertedSamplesForDeceleration), false),
+                ("phase-aligned SNR", "dB", PlayoutSimulation.alignedSNR(o.output), true),
+                ("final target", "ms", o.finalTargetMs, false),
+            ]
+            for (metric, unit, value, higher) in rows {
+                record(reporter, options, suite: "playout", case: "\(name): \(scenario)", metric: metric, unit: unit,
+                       higherIsBetter: higher, values: [value])
+            }
+        }
+        // CPU per 10 ms pull (decode + playout policy), the same input, thread CPU time.
+        func perPull(_ policy: AudioReceiveSettings.PlayoutAdjustment) throws -> Double {
+            let t0 = threadCPUNs()
+            _ = try PlayoutSimulation.run(rtp, arrivals: arrivals, pulls: pulls, adjustment: policy)
+            return Double(threadCPUNs() - t0) / 1000 / Double(pulls)
+        }
+        try compare(reporter, options, suite: "playout", case: "pullAudio 10ms (Opus decode + policy), time stretch",
+                    metric: "CPU per pull", unit: "us", higherIsBetter: false, anchorName: "drop packets policy",
+                    ours: { try perPull(.timeStretch) }, anchor: { try perPull(.dropPackets) })
+        // The stretch alone on a 20 ms block of tone (the copy that restores the block included).
+        let stretch = AudioTimeStretch()
+        let source = (0..<960).map { Int16(8000 * sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
+        let block = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960 + stretch.maxLag)
+        defer { block.deallocate() }
+        let calls = Int(20_000 * options.scale)
+        var sink = 0
+        try compare(reporter, options, suite: "playout", case: "AudioTimeStretch.accelerate 20ms tone block",
+                    metric: "CPU per call", unit: "us", higherIsBetter: false, anchorName: "copy of the block only",
+                    ours: {
+                        let t0 = threadCPUNs()
+                        for _ in 0..<calls {
+                            _ = block.update(fromContentsOf: source)
+                            sink &+= stretch.accelerate(block, frames: 960)
+                        }
+                        return Double(threadCPUNs() - t0) / 1000 / Double(calls)
+                    }, anchor: {
+                        let t0 = threadCPUNs()
+                        for _ in 0..<calls { _ = block.update(fromContentsOf: source); sink &+= Int(block[7]) }
+                        return Double(threadCPUNs() - t0) / 1000 / Double(calls)
+                    })
+        if sink == 42 { print("") }
+    }
+}
