@@ -54,7 +54,8 @@ public final class AudioTimeStretch {
 
     deinit { mono.deallocate(); decimated.deallocate(); temp.deallocate() }
 
-    /// The lag chosen for a block, with its correlation and level.
+    /// The lag chosen for a block, with its correlation and level. Thread rule: a value type.
+    /// Cost: none.
     public struct Analysis: Sendable, Equatable {
         /// The period in frames.
         public var lag: Int

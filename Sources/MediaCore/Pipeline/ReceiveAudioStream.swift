@@ -239,6 +239,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
                 let target = UInt64(jitterBuffer.targetDelayNs) * 48_000 / 1_000_000_000
                 if jitterBuffer.count > 0 && UInt64(jitterBuffer.bufferedTimestampSpan) + 960 >= target {
                     playing = true
+                    filteredLevel = -1  // a new run: the level is measured afresh
                     if jitterBuffer.peekNext == nil { jitterBuffer.skipToNextPresent() }
                     expectedTimestamp = jitterBuffer.peekNext?.timestamp ?? 0
                 } else {
