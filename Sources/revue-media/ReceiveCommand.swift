@@ -170,7 +170,9 @@ enum ReceiveCommand: Command {
                                ("nackSent", .int(Int(v.nackCount))), ("pliSent", .int(Int(v.pliCount))),
                                ("framesWritten", .int(receiver.renderer.frames))])),
             ("audio", .object([("packets", .int(Int(a.packetsReceived))), ("packetsLost", .int(Int(a.packetsLost))),
-                               ("concealedSamples", .int(Int(a.concealedSamples))), ("samples", .int(Int(a.totalSamplesReceived)))])),
+                               ("concealedSamples", .int(Int(a.concealedSamples))), ("samples", .int(Int(a.totalSamplesReceived))),
+                               ("removedSamplesForAcceleration", .int(Int(a.removedSamplesForAcceleration))),
+                               ("insertedSamplesForDeceleration", .int(Int(a.insertedSamplesForDeceleration)))])),
             ("rejectedPackets", .int(socket.reduce(0) { $0 + $1.authFailures + $1.replays + $1.srtpErrors + $1.malformed })),
         ]
         if args.flag("--json") {
