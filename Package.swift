@@ -36,12 +36,14 @@ let package = Package(
         // revue-node's command-line protocol (JSON lines to typed commands), a library so that
         // fuzz-node-command can reach it.
         .target(name: "RevueNodeProtocol", dependencies: ["RevueSession"]),
-        .executableTarget(name: "revue-node", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol", "RevueCommandLine"]),
+        .executableTarget(
+            name: "revue-node", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol", "RevueCommandLine"]),
         // Counting malloc-family wrappers defined in the revue-bench executable (heap allocations per
         // frame in `videosend`). Only ever a dependency of revue-bench: it replaces malloc process-wide.
         .target(name: "CBenchAlloc", path: "Benchmarks/CBenchAlloc"),
-        .executableTarget(name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession", "CBenchAlloc", "RevueCommandLine"],
-                          path: "Benchmarks/revue-bench"),
+        .executableTarget(
+            name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession", "CBenchAlloc", "RevueCommandLine"],
+            path: "Benchmarks/revue-bench"),
         // MediaCoreTests: parsers, codecs, containers, SRTP, SDP; no threads, no wall clock, so they
         // run in parallel. MediaRealtimeTests: the rings, capture, send and receive pipelines, UDP,
         // the relay and the exact allocation counts, run one at a time (Makefile). MediaTestSupport
@@ -63,17 +65,25 @@ let package = Package(
 // Fuzzing (docs/robustness.md): one libFuzzer executable per parser, all calling the "fuzz one
 // input" functions of FuzzEntries, which the regression tests replay too. Built by scripts/fuzz
 // with `--sanitize=fuzzer --sanitize=address`.
-let fuzzTargets = ["fuzz-rtp", "fuzz-rtcp", "fuzz-vp8", "fuzz-vp9", "fuzz-opus", "fuzz-srtp", "fuzz-y4m", "fuzz-wav",
-                   "fuzz-ivf", "fuzz-oggopus", "fuzz-sdp", "fuzz-datagram",
-                   "fuzz-address", "fuzz-session", "fuzz-node-command", "fuzz-rendezvous", "fuzz-stun", "fuzz-call-signal", "fuzz-dtls"]
-package.targets.append(.target(name: "FuzzEntries", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"],
-                               path: "Fuzz/FuzzEntries"))
+let fuzzTargets = [
+    "fuzz-rtp", "fuzz-rtcp", "fuzz-vp8", "fuzz-vp9", "fuzz-opus", "fuzz-srtp", "fuzz-y4m", "fuzz-wav",
+    "fuzz-ivf", "fuzz-oggopus", "fuzz-sdp", "fuzz-datagram",
+    "fuzz-address", "fuzz-session", "fuzz-node-command", "fuzz-rendezvous", "fuzz-stun", "fuzz-call-signal", "fuzz-dtls",
+]
+package.targets.append(
+    .target(
+        name: "FuzzEntries", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"],
+        path: "Fuzz/FuzzEntries"))
 for name in fuzzTargets {
     package.targets.append(.executableTarget(name: name, dependencies: ["FuzzEntries"], path: "Fuzz/\(name)"))
 }
 // Writes the seed corpora from our own writers and packetizers (scripts/make-fuzz-corpus).
-package.targets.append(.executableTarget(name: "fuzz-seeds", dependencies: ["FuzzEntries", "MediaCore", "RevueSession", "RevueNodeProtocol"],
-                                         path: "Fuzz/fuzz-seeds"))
+package.targets.append(
+    .executableTarget(
+        name: "fuzz-seeds", dependencies: ["FuzzEntries", "MediaCore", "RevueSession", "RevueNodeProtocol"],
+        path: "Fuzz/fuzz-seeds"))
 
 // Soak and fault runs (docs/soak.md, `make soak`): long calls, floods, kill -9. Not part of `make test`.
-package.targets.append(.executableTarget(name: "revue-soak", dependencies: ["MediaCore", "RevueSession", "RevueCommandLine"], path: "Soak/revue-soak"))
+package.targets.append(
+    .executableTarget(
+        name: "revue-soak", dependencies: ["MediaCore", "RevueSession", "RevueCommandLine"], path: "Soak/revue-soak"))

@@ -1,3 +1,5 @@
+import CMediaShims
+import Foundation
 // The Opus send pipeline (capture -> ring -> worker: level, speaking detector, Opus, RTP, SRTP)
 // against two single-thread loops of C calls: the same work (RFC 6464 level, opus_encode_float,
 // RTP header with the audio-level and abs-send-time extensions, srtp_protect AES-GCM) and a bare
@@ -8,10 +10,9 @@
 // which a real capture callback does not have); frames per pipeline-CPU-second (the same with the
 // feeding thread's pacing left out, its capture() calls kept); the feeding thread's CPU per frame.
 import MediaCore
-import CMediaShims
-import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum AudioSendSuite {
@@ -39,9 +40,11 @@ enum AudioSendSuite {
             self.channels = channels
             srtp = SRTPBenchSuite.RawSession(key, outbound: true)
             packet.initializeMemory(as: UInt8.self, repeating: 0)
-            let fixed: [UInt8] = [0x90, 111, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56, 0x78,  // V=2 X=1, PT 111, SSRC
-                                  0xBE, 0xDE, 0, 2,                                      // one-byte extensions, 2 words
-                                  0x10, 0, 0x32, 0, 0, 0, 0, 0]                          // level (id 1), abs-send-time (id 3), pad
+            let fixed: [UInt8] = [
+                0x90, 111, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56, 0x78,  // V=2 X=1, PT 111, SSRC
+                0xBE, 0xDE, 0, 2,  // one-byte extensions, 2 words
+                0x10, 0, 0x32, 0, 0, 0, 0, 0,
+            ]  // level (id 1), abs-send-time (id 3), pad
             packet.copyBytes(from: fixed)
         }
 
@@ -78,8 +81,9 @@ enum AudioSendSuite {
         /// Once: the hand-written header parses as RTP with both extension elements.
         private func checkHeader(_ length: Int) {
             let parsed = try? RTPHeader(parsing: UnsafeRawBufferPointer(rebasing: packet[0..<length]))
-            precondition(parsed?.payloadType == 111 && parsed?.extensions.length(id: 1) == 1
-                         && parsed?.extensions.length(id: 3) == 3, "same-work anchor: bad RTP header")
+            precondition(
+                parsed?.payloadType == 111 && parsed?.extensions.length(id: 1) == 1
+                    && parsed?.extensions.length(id: 3) == 3, "same-work anchor: bad RTP header")
         }
     }
 
@@ -119,8 +123,9 @@ enum AudioSendSuite {
                                 if encoded < i - 28 { usleep(1_000) }
                             }
                             let c0 = nowNs()
-                            stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(i * 960 * channels)..<((i + 1) * 960 * channels)]),
-                                                    sampleRate: 48_000, channels: channels, timeStampNs: Int64(i) * 20_000_000)
+                            stream.capturer.capture(
+                                UnsafeBufferPointer(rebasing: all[(i * 960 * channels)..<((i + 1) * 960 * channels)]),
+                                sampleRate: 48_000, channels: channels, timeStampNs: Int64(i) * 20_000_000)
                             let c1 = nowNs()
                             captureNs += c1 - c0
                             captureCosts.append(Double(c1 - c0) / 1000)
@@ -178,26 +183,34 @@ enum AudioSendSuite {
                     return Double(frames) / (Double(elapsed) / 1e9)
                 }
                 let sameName = "opus+level+RTP+SRTP loop"
-                try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
-                            anchorName: sameName, ours: ours, anchor: same)
-                try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
-                            anchorName: sameName, ours: { oursCPU.pop() }, anchor: { sameCPU.pop() })
-                try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/pipeline-CPU-s", unit: "1/s",
-                            higherIsBetter: true, anchorName: sameName,
-                            ours: { oursPipelineCPU.pop() }, anchor: { samePipelineCPU.pop() })
+                try compare(
+                    reporter, options, suite: "audiosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
+                    anchorName: sameName, ours: ours, anchor: same)
+                try compare(
+                    reporter, options, suite: "audiosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
+                    anchorName: sameName, ours: { oursCPU.pop() }, anchor: { sameCPU.pop() })
+                try compare(
+                    reporter, options, suite: "audiosend", case: name, metric: "frames/pipeline-CPU-s", unit: "1/s",
+                    higherIsBetter: true, anchorName: sameName,
+                    ours: { oursPipelineCPU.pop() }, anchor: { samePipelineCPU.pop() })
                 oursCPU.reset()
-                try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
-                            anchorName: "opus_encode_float loop (encode only)", ours: ours, anchor: raw)
-                try compare(reporter, options, suite: "audiosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
-                            anchorName: "opus_encode_float loop (encode only)", ours: { oursCPU.pop() }, anchor: { rawCPU.pop() })
-                record(reporter, options, suite: "audiosend", case: "capture() 20ms \(channels)ch", metric: "call p50", unit: "us",
-                       higherIsBetter: false, values: [Summary(captureCosts).median])
-                record(reporter, options, suite: "audiosend", case: "capture() 20ms \(channels)ch", metric: "call p99", unit: "us",
-                       higherIsBetter: false, values: [Summary(captureCosts).p99])
+                try compare(
+                    reporter, options, suite: "audiosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
+                    anchorName: "opus_encode_float loop (encode only)", ours: ours, anchor: raw)
+                try compare(
+                    reporter, options, suite: "audiosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
+                    anchorName: "opus_encode_float loop (encode only)", ours: { oursCPU.pop() }, anchor: { rawCPU.pop() })
+                record(
+                    reporter, options, suite: "audiosend", case: "capture() 20ms \(channels)ch", metric: "call p50", unit: "us",
+                    higherIsBetter: false, values: [Summary(captureCosts).median])
+                record(
+                    reporter, options, suite: "audiosend", case: "capture() 20ms \(channels)ch", metric: "call p99", unit: "us",
+                    higherIsBetter: false, values: [Summary(captureCosts).p99])
                 // Part of ours' CPU figure: what the feeding thread spent per frame (its capture()
                 // calls, the pacing loop and its sleeps' wake-ups); the rest is the worker's.
-                record(reporter, options, suite: "audiosend", case: "\(name) capture thread", metric: "CPU per frame",
-                       unit: "us", higherIsBetter: false, values: [Summary(driverCPU).median])
+                record(
+                    reporter, options, suite: "audiosend", case: "\(name) capture thread", metric: "CPU per frame",
+                    unit: "us", higherIsBetter: false, values: [Summary(driverCPU).median])
             }
         }
     }

@@ -1,3 +1,4 @@
+import Foundation
 // revue-media against the reference command-line tools, whole process against whole process on
 // the same input file, run side by side (A B A B): VP8 and VP9 encode of a 720p Y4M against
 // vpxenc, GStreamer (y4mdec ! vp8enc ! webmmux) and ffmpeg (libvpx), Opus encode of a speech WAV
@@ -6,9 +7,9 @@
 // the input's frame count and the same number of keyframes, and reports next to the wall-clock
 // speed: CPU time, peak resident memory, output size and quality against the source.
 import MediaCore
-import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A child process's wall time, CPU time and, when asked for, its memory: the high-water mark of
@@ -40,8 +41,10 @@ enum CLIBench {
     /// (or /dev/null). With `memory`, polls `/proc/PID/status` every 2 ms for the peak resident set
     /// and the thread count (the timing then has 2 ms granularity, the same for every process
     /// compared); with `sampleEvery` seconds, also records VmRSS.
-    static func run(_ path: String, _ args: [String], memory: Bool = false, sampleEvery: Double? = nil,
-                    stderrPath: String? = nil) throws -> ChildRun {
+    static func run(
+        _ path: String, _ args: [String], memory: Bool = false, sampleEvery: Double? = nil,
+        stderrPath: String? = nil
+    ) throws -> ChildRun {
         var pid: pid_t = 0
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -80,21 +83,30 @@ enum CLIBench {
             while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
         }
         let seconds = Double(nowNs() - t0) / 1e9
-        let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-                  + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        let cpu =
+            Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         guard exit == 0 else { throw BenchError(description: "\(path) \(args.joined(separator: " ")) exited with \(exit)") }
-        return ChildRun(seconds: seconds, cpuSeconds: cpu, maxRSSKilobytes: peak, maxThreads: threads,
-                        rssSamplesKilobytes: samples, status: exit)
+        return ChildRun(
+            seconds: seconds, cpuSeconds: cpu, maxRSSKilobytes: peak, maxThreads: threads,
+            rssSamplesKilobytes: samples, status: exit)
     }
 
     /// VmHWM and VmRSS (KiB) and Threads from a `/proc/PID/status` file; nil once the process has exited.
     static func readStatus(_ path: String) -> (hwm: Int, rss: Int, threads: Int)? {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
         var hwm: Int?, rss: Int?, threads = 0
-        for line in text.split(separator: "\n") where line.hasPrefix("VmHWM:") || line.hasPrefix("VmRSS:") || line.hasPrefix("Threads:") {
+        for line in text.split(separator: "\n")
+        where line.hasPrefix("VmHWM:") || line.hasPrefix("VmRSS:") || line.hasPrefix("Threads:") {
             let value = Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.map { String($0) } ?? "")
-            if line.hasPrefix("VmHWM:") { hwm = value } else if line.hasPrefix("VmRSS:") { rss = value } else { threads = value ?? 0 }
+            if line.hasPrefix("VmHWM:") {
+                hwm = value
+            } else if line.hasPrefix("VmRSS:") {
+                rss = value
+            } else {
+                threads = value ?? 0
+            }
         }
         guard let hwm, let rss else { return nil }  // a zombie has no memory lines
         return (hwm, rss, threads)
@@ -125,18 +137,23 @@ enum CLIBench {
     /// the reference decoder vpxdec, measured by ffmpeg's `psnr` filter. Raw on both sides pairs
     /// frames by index: ffmpeg pairing by timestamps (IVF or Y4M from vpxdec) matched frame n with
     /// frame n-1 on vpxenc's output (its IVF has a 1/1000 time base).
-    static func psnr(ffmpeg: String, vpxdec: String, encoded: String, rawSource: String, width: Int, height: Int,
-                     dir: String) throws -> Double {
+    static func psnr(
+        ffmpeg: String, vpxdec: String, encoded: String, rawSource: String, width: Int, height: Int,
+        dir: String
+    ) throws -> Double {
         let decoded = "\(dir)/psnr-decoded.yuv", log = "\(dir)/psnr.log"
         defer { try? FileManager.default.removeItem(atPath: decoded) }
         _ = try run(vpxdec, ["--i420", "-o", decoded, encoded])
         let raw = ["-f", "rawvideo", "-video_size", "\(width)x\(height)", "-pix_fmt", "yuv420p", "-i"]
-        _ = try run(ffmpeg, ["-hide_banner", "-nostats"] + raw + [decoded] + raw + [rawSource]
-                    + ["-lavfi", "[0:v][1:v]psnr", "-f", "null", "-"], stderrPath: log)
+        _ = try run(
+            ffmpeg,
+            ["-hide_banner", "-nostats"] + raw + [decoded] + raw + [rawSource]
+                + ["-lavfi", "[0:v][1:v]psnr", "-f", "null", "-"], stderrPath: log)
         let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         guard let line = text.split(separator: "\n").last(where: { $0.contains("PSNR y:") }),
-              let range = line.range(of: "average:"),
-              let value = Double(line[range.upperBound...].prefix { !$0.isWhitespace }) else {
+            let range = line.range(of: "average:"),
+            let value = Double(line[range.upperBound...].prefix { !$0.isWhitespace })
+        else {
             throw BenchError(description: "no PSNR from ffmpeg for \(encoded)")
         }
         return value
@@ -154,7 +171,6 @@ enum CLIBench {
 }
 
 struct BenchError: Error, CustomStringConvertible { var description: String }
-
 
 /// One encoder run as a command line: the program, its arguments and the file it writes.
 struct EncoderCommand {
@@ -190,8 +206,10 @@ enum CLISuite {
         var maxIntraPct: Int { max(300, 600 * 30 / 20) }
 
         func revueMedia(_ input: String, _ output: String) -> [String] {
-            ["encode", input, "-o", output, "--codec", "\(codec)", "--speed", "\(conf.speed)", "--bitrate", "\(bitrate)",
-             "--keyint", "\(keyint)", "--threads", "1", "-q"]
+            [
+                "encode", input, "-o", output, "--codec", "\(codec)", "--speed", "\(conf.speed)", "--bitrate", "\(bitrate)",
+                "--keyint", "\(keyint)", "--threads", "1", "-q",
+            ]
         }
 
         /// vpxenc: real-time deadline, the same speed, CBR buffer model, quantizer range, under- and
@@ -199,29 +217,37 @@ enum CLISuite {
         /// VPXEncoder sets `kf_mode` to disabled), no lookahead, one thread, and the 90 kHz time
         /// base VPXEncoder encodes in.
         func vpxenc(_ input: String, _ output: String) -> [String] {
-            var a = ["--codec=\(codec)", "--rt", "--cpu-used=\(conf.speed)", "--threads=1", "--end-usage=cbr",
-                     "--target-bitrate=\(bitrate / 1000)", "--min-q=\(conf.minQuantizer)", "--max-q=\(conf.maxQuantizer)",
-                     "--lag-in-frames=0", "--disable-kf", "--kf-min-dist=0", "--kf-max-dist=\(keyint)",
-                     "--static-thresh=\(conf.staticThreshold)", "--buf-sz=1000", "--buf-initial-sz=500", "--buf-optimal-sz=600",
-                     "--drop-frame=0", "--resize-allowed=0", "--noise-sensitivity=0", "--max-intra-rate=\(maxIntraPct)",
-                     "--timebase=1/90000", "--ivf", "-q"]
-            a += codec == .vp8 ? ["--token-parts=0", "--undershoot-pct=100", "--overshoot-pct=15"]
-                               : ["--undershoot-pct=50", "--overshoot-pct=50", "--aq-mode=3", "--tile-columns=0",
-                                  "--row-mt=0", "--frame-parallel=0"]
+            var a = [
+                "--codec=\(codec)", "--rt", "--cpu-used=\(conf.speed)", "--threads=1", "--end-usage=cbr",
+                "--target-bitrate=\(bitrate / 1000)", "--min-q=\(conf.minQuantizer)", "--max-q=\(conf.maxQuantizer)",
+                "--lag-in-frames=0", "--disable-kf", "--kf-min-dist=0", "--kf-max-dist=\(keyint)",
+                "--static-thresh=\(conf.staticThreshold)", "--buf-sz=1000", "--buf-initial-sz=500", "--buf-optimal-sz=600",
+                "--drop-frame=0", "--resize-allowed=0", "--noise-sensitivity=0", "--max-intra-rate=\(maxIntraPct)",
+                "--timebase=1/90000", "--ivf", "-q",
+            ]
+            a +=
+                codec == .vp8
+                ? ["--token-parts=0", "--undershoot-pct=100", "--overshoot-pct=15"]
+                : [
+                    "--undershoot-pct=50", "--overshoot-pct=50", "--aq-mode=3", "--tile-columns=0",
+                    "--row-mt=0", "--frame-parallel=0",
+                ]
             return a + ["-o", output, input]
         }
 
         /// GStreamer: the Y4M parsed by y4mdec, vp8enc with the same settings, WebM out (GStreamer
         /// has no IVF muxer). One streaming thread does parse, encode and write.
         func gstreamer(_ input: String, _ output: String) -> [String] {
-            ["-q", "filesrc", "location=\(input)", "!", "y4mdec", "!",
-             "vp8enc", "deadline=1", "cpu-used=\(conf.speed)", "threads=1", "end-usage=cbr", "target-bitrate=\(bitrate)",
-             "min-quantizer=\(conf.minQuantizer)", "max-quantizer=\(conf.maxQuantizer)", "lag-in-frames=0",
-             "keyframe-mode=disabled", "keyframe-max-dist=\(keyint)", "static-threshold=\(conf.staticThreshold)",
-             "token-partitions=0", "buffer-size=1000", "buffer-initial-size=500", "buffer-optimal-size=600",
-             "undershoot=100", "overshoot=15", "noise-sensitivity=0", "dropframe-threshold=0", "resize-allowed=false",
-             "max-intra-bitrate=\(maxIntraPct)", "timebase=1/90000", "!",
-             "webmmux", "!", "filesink", "location=\(output)"]
+            [
+                "-q", "filesrc", "location=\(input)", "!", "y4mdec", "!",
+                "vp8enc", "deadline=1", "cpu-used=\(conf.speed)", "threads=1", "end-usage=cbr", "target-bitrate=\(bitrate)",
+                "min-quantizer=\(conf.minQuantizer)", "max-quantizer=\(conf.maxQuantizer)", "lag-in-frames=0",
+                "keyframe-mode=disabled", "keyframe-max-dist=\(keyint)", "static-threshold=\(conf.staticThreshold)",
+                "token-partitions=0", "buffer-size=1000", "buffer-initial-size=500", "buffer-optimal-size=600",
+                "undershoot=100", "overshoot=15", "noise-sensitivity=0", "dropframe-threshold=0", "resize-allowed=false",
+                "max-intra-bitrate=\(maxIntraPct)", "timebase=1/90000", "!",
+                "webmmux", "!", "filesink", "location=\(output)",
+            ]
         }
 
         /// ffmpeg's libvpx wrapper: -b:v = -minrate = -maxrate selects CBR; -bufsize and
@@ -229,20 +255,26 @@ enum CLISuite {
         /// disable libvpx's keyframe placement: -g sets the maximum distance only.
         func ffmpeg(_ input: String, _ output: String) -> [String] {
             let k = "\(bitrate / 1000)k"
-            return ["-hide_banner", "-nostats", "-y", "-threads", "1", "-i", input, "-c:v", "libvpx", "-deadline", "realtime",
-                    "-cpu-used", "\(conf.speed)", "-b:v", k, "-minrate", k, "-maxrate", k, "-bufsize", k,
-                    "-rc_init_occupancy", "\(bitrate / 2000)k", "-qmin", "\(conf.minQuantizer)", "-qmax", "\(conf.maxQuantizer)",
-                    "-undershoot-pct", "100", "-overshoot-pct", "15", "-static-thresh", "\(conf.staticThreshold)",
-                    "-max-intra-rate", "\(maxIntraPct)", "-noise-sensitivity", "0", "-g", "\(keyint)", "-threads", "1",
-                    "-lag-in-frames", "0", "-auto-alt-ref", "0", "-f", "ivf", output]
+            return [
+                "-hide_banner", "-nostats", "-y", "-threads", "1", "-i", input, "-c:v", "libvpx", "-deadline", "realtime",
+                "-cpu-used", "\(conf.speed)", "-b:v", k, "-minrate", k, "-maxrate", k, "-bufsize", k,
+                "-rc_init_occupancy", "\(bitrate / 2000)k", "-qmin", "\(conf.minQuantizer)", "-qmax", "\(conf.maxQuantizer)",
+                "-undershoot-pct", "100", "-overshoot-pct", "15", "-static-thresh", "\(conf.staticThreshold)",
+                "-max-intra-rate", "\(maxIntraPct)", "-noise-sensitivity", "0", "-g", "\(keyint)", "-threads", "1",
+                "-lag-in-frames", "0", "-auto-alt-ref", "0", "-f", "ivf", output,
+            ]
         }
     }
 
     /// Video frames and keyframes in `file` (IVF or WebM), decoded and counted by ffprobe.
     static func countVideo(_ ffprobe: String, _ file: String, dir: String) throws -> EncodedCount {
         let log = "\(dir)/ffprobe.txt"
-        _ = try runToFile(ffprobe, ["-v", "error", "-select_streams", "v:0", "-count_frames", "-show_entries",
-                                    "stream=nb_read_frames:packet=flags", "-of", "default=noprint_wrappers=1", file], stdout: log)
+        _ = try runToFile(
+            ffprobe,
+            [
+                "-v", "error", "-select_streams", "v:0", "-count_frames", "-show_entries",
+                "stream=nb_read_frames:packet=flags", "-of", "default=noprint_wrappers=1", file,
+            ], stdout: log)
         let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         var frames: Int?, keys = 0
         for line in text.split(separator: "\n") {
@@ -256,11 +288,16 @@ enum CLISuite {
     /// Opus packets in an Ogg file, counted by ffprobe.
     static func countAudio(_ ffprobe: String, _ file: String, dir: String) throws -> EncodedCount {
         let log = "\(dir)/ffprobe.txt"
-        _ = try runToFile(ffprobe, ["-v", "error", "-select_streams", "a:0", "-count_packets", "-show_entries",
-                                    "stream=nb_read_packets", "-of", "default=noprint_wrappers=1", file], stdout: log)
+        _ = try runToFile(
+            ffprobe,
+            [
+                "-v", "error", "-select_streams", "a:0", "-count_packets", "-show_entries",
+                "stream=nb_read_packets", "-of", "default=noprint_wrappers=1", file,
+            ], stdout: log)
         let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("nb_read_packets=") }),
-              let n = Int(line.dropFirst("nb_read_packets=".count)) else {
+            let n = Int(line.dropFirst("nb_read_packets=".count))
+        else {
             throw BenchError(description: "ffprobe counted no packets in \(file)")
         }
         return EncodedCount(frames: n, keyframes: 0)
@@ -304,10 +341,13 @@ enum CLISuite {
     /// work units per second (wall clock), per CPU-second, peak resident memory, output bytes,
     /// quality (when `quality` is given) and the most threads seen. Fails the case unless both
     /// outputs hold `expected.frames` frames and the same number of keyframes.
-    static func compareEncoders(_ reporter: Reporter, _ options: BenchOptions, case name: String, work: Double,
-                                metric: (wall: String, cpu: String, unit: String), anchorName: String, ours: EncoderCommand, anchor: EncoderCommand, expected: Int,
-                                count: @escaping (String) throws -> EncodedCount,
-                                quality: (metric: String, measure: (String) throws -> Double)?) throws {
+    static func compareEncoders(
+        _ reporter: Reporter, _ options: BenchOptions, case name: String, work: Double,
+        metric: (wall: String, cpu: String, unit: String), anchorName: String, ours: EncoderCommand, anchor: EncoderCommand,
+        expected: Int,
+        count: @escaping (String) throws -> EncodedCount,
+        quality: (metric: String, measure: (String) throws -> Double)?
+    ) throws {
         let cpu = (BenchReplay(), BenchReplay()), rss = (BenchReplay(), BenchReplay()), bytes = (BenchReplay(), BenchReplay())
         let q = (BenchReplay(), BenchReplay()), threads = (BenchReplay(), BenchReplay())
         var qualityOf: [Data: Double] = [:]  // by output content: a repeated output is not measured again
@@ -317,12 +357,15 @@ enum CLISuite {
             let r = try CLIBench.run(c.path, c.args, memory: true)
             let got = try count(c.output)
             guard got.frames == expected else {
-                throw BenchError(description: "\(name): \(side == 0 ? "ours" : anchorName) wrote \(got.frames) frames, the input has \(expected)")
+                throw BenchError(
+                    description:
+                        "\(name): \(side == 0 ? "ours" : anchorName) wrote \(got.frames) frames, the input has \(expected)")
             }
             if side == 0 {
                 oursCount = got
             } else if let oursCount, oursCount.keyframes != got.keyframes {
-                throw BenchError(description: "\(name): ours wrote \(oursCount.keyframes) keyframes, \(anchorName) \(got.keyframes)")
+                throw BenchError(
+                    description: "\(name): ours wrote \(oursCount.keyframes) keyframes, \(anchorName) \(got.keyframes)")
             }
             let data = try Data(contentsOf: URL(fileURLWithPath: c.output))
             let pick = { (pair: (BenchReplay, BenchReplay)) in side == 0 ? pair.0 : pair.1 }
@@ -336,11 +379,13 @@ enum CLISuite {
             }
             return work / r.seconds
         }
-        try compare(reporter, options, suite: "cli", case: name, metric: metric.wall, unit: metric.unit, higherIsBetter: true,
-                    anchorName: anchorName, ours: { try one(ours, 0) }, anchor: { try one(anchor, 1) })
+        try compare(
+            reporter, options, suite: "cli", case: name, metric: metric.wall, unit: metric.unit, higherIsBetter: true,
+            anchorName: anchorName, ours: { try one(ours, 0) }, anchor: { try one(anchor, 1) })
         func replay(_ pair: (BenchReplay, BenchReplay), _ metric: String, _ unit: String, _ higher: Bool) throws {
-            try compare(reporter, options, suite: "cli", case: name, metric: metric, unit: unit, higherIsBetter: higher,
-                        anchorName: anchorName, ours: { pair.0.pop() }, anchor: { pair.1.pop() })
+            try compare(
+                reporter, options, suite: "cli", case: name, metric: metric, unit: unit, higherIsBetter: higher,
+                anchorName: anchorName, ours: { pair.0.pop() }, anchor: { pair.1.pop() })
         }
         try replay(cpu, metric.cpu, metric.unit, true)
         try replay(rss, "peak RSS", "MiB", false)
@@ -363,9 +408,16 @@ enum CLISuite {
         if let ffprobe {
             var psnr: (metric: String, measure: (String) throws -> Double)? = nil
             if let ffmpeg, let vpxdec {
-                _ = try CLIBench.run(ffmpeg, ["-hide_banner", "-y", "-i", source, "-f", "rawvideo", "-pix_fmt", "yuv420p", rawSource])
-                psnr = ("PSNR vs source", { try CLIBench.psnr(ffmpeg: ffmpeg, vpxdec: vpxdec, encoded: $0, rawSource: rawSource,
-                                                               width: 1280, height: 720, dir: dir) })
+                _ = try CLIBench.run(
+                    ffmpeg, ["-hide_banner", "-y", "-i", source, "-f", "rawvideo", "-pix_fmt", "yuv420p", rawSource])
+                psnr = (
+                    "PSNR vs source",
+                    {
+                        try CLIBench.psnr(
+                            ffmpeg: ffmpeg, vpxdec: vpxdec, encoded: $0, rawSource: rawSource,
+                            width: 1280, height: 720, dir: dir)
+                    }
+                )
             }
             let countVideo = { (file: String) in try Self.countVideo(ffprobe, file, dir: dir) }
             let videoMetric = (wall: "frames/s", cpu: "frames/CPU-s", unit: "1/s")
@@ -374,25 +426,31 @@ enum CLISuite {
                 let name = "encode 1280x720 \(codec) y4m, \(hdFrames) frames"
                 let ours = EncoderCommand(path: rm, args: s.revueMedia(source, "\(dir)/ours.ivf"), output: "\(dir)/ours.ivf")
                 if let vpxenc = CLIBench.tool("vpxenc") {
-                    try compareEncoders(reporter, options, case: name, work: Double(hdFrames), metric: videoMetric,
-                                        anchorName: "vpxenc --rt (same settings)", ours: ours,
-                                        anchor: EncoderCommand(path: vpxenc, args: s.vpxenc(source, "\(dir)/vpxenc.ivf"),
-                                                               output: "\(dir)/vpxenc.ivf"),
-                                        expected: hdFrames, count: countVideo, quality: psnr)
+                    try compareEncoders(
+                        reporter, options, case: name, work: Double(hdFrames), metric: videoMetric,
+                        anchorName: "vpxenc --rt (same settings)", ours: ours,
+                        anchor: EncoderCommand(
+                            path: vpxenc, args: s.vpxenc(source, "\(dir)/vpxenc.ivf"),
+                            output: "\(dir)/vpxenc.ivf"),
+                        expected: hdFrames, count: countVideo, quality: psnr)
                 }
                 if codec == .vp8, let gst = CLIBench.tool("gst-launch-1.0") {
-                    try compareEncoders(reporter, options, case: name, work: Double(hdFrames), metric: videoMetric,
-                                        anchorName: "gst y4mdec!vp8enc!webmmux (same settings)", ours: ours,
-                                        anchor: EncoderCommand(path: gst, args: s.gstreamer(source, "\(dir)/gst.webm"),
-                                                               output: "\(dir)/gst.webm"),
-                                        expected: hdFrames, count: countVideo, quality: psnr)
+                    try compareEncoders(
+                        reporter, options, case: name, work: Double(hdFrames), metric: videoMetric,
+                        anchorName: "gst y4mdec!vp8enc!webmmux (same settings)", ours: ours,
+                        anchor: EncoderCommand(
+                            path: gst, args: s.gstreamer(source, "\(dir)/gst.webm"),
+                            output: "\(dir)/gst.webm"),
+                        expected: hdFrames, count: countVideo, quality: psnr)
                 }
                 if codec == .vp8, let ffmpeg {
-                    try compareEncoders(reporter, options, case: name, work: Double(hdFrames), metric: videoMetric,
-                                        anchorName: "ffmpeg -c:v libvpx (same settings)", ours: ours,
-                                        anchor: EncoderCommand(path: ffmpeg, args: s.ffmpeg(source, "\(dir)/ffmpeg.ivf"),
-                                                               output: "\(dir)/ffmpeg.ivf"),
-                                        expected: hdFrames, count: countVideo, quality: psnr)
+                    try compareEncoders(
+                        reporter, options, case: name, work: Double(hdFrames), metric: videoMetric,
+                        anchorName: "ffmpeg -c:v libvpx (same settings)", ours: ours,
+                        anchor: EncoderCommand(
+                            path: ffmpeg, args: s.ffmpeg(source, "\(dir)/ffmpeg.ivf"),
+                            output: "\(dir)/ffmpeg.ivf"),
+                        expected: hdFrames, count: countVideo, quality: psnr)
                 }
             }
         }
@@ -417,20 +475,29 @@ enum CLISuite {
                     ("SNR vs source", { try Self.snr(opusdec: opusdec, encoded: $0, source: wav, dir: dir) })
                 }
                 let name = "encode speech 48k \(channels == 1 ? "mono" : "stereo") \(bitrate)k c\(complexity), \(seconds) s"
-                let ours = EncoderCommand(path: rm, args: ["encode", wav, "-o", "\(dir)/ours.ogg", "--bitrate", "\(bitrate)k",
-                                                           "--complexity", "\(complexity)", "--frame-ms", "20", "-q"],
-                                          output: "\(dir)/ours.ogg")
-                let anchor = EncoderCommand(path: opusenc, args: ["--quiet", "--bitrate", "\(bitrate)", "--comp", "\(complexity)",
-                                                                  "--framesize", "20", "--cvbr",
-                                                                  "--set-ctl-int", "4000=2049",  // OPUS_SET_APPLICATION(AUDIO)
-                                                                  "--set-ctl-int", "4036=24",    // OPUS_SET_LSB_DEPTH(24)
-                                                                  wav, "\(dir)/opusenc.ogg"],
-                                            output: "\(dir)/opusenc.ogg")
+                let ours = EncoderCommand(
+                    path: rm,
+                    args: [
+                        "encode", wav, "-o", "\(dir)/ours.ogg", "--bitrate", "\(bitrate)k",
+                        "--complexity", "\(complexity)", "--frame-ms", "20", "-q",
+                    ],
+                    output: "\(dir)/ours.ogg")
+                let anchor = EncoderCommand(
+                    path: opusenc,
+                    args: [
+                        "--quiet", "--bitrate", "\(bitrate)", "--comp", "\(complexity)",
+                        "--framesize", "20", "--cvbr",
+                        "--set-ctl-int", "4000=2049",  // OPUS_SET_APPLICATION(AUDIO)
+                        "--set-ctl-int", "4036=24",  // OPUS_SET_LSB_DEPTH(24)
+                        wav, "\(dir)/opusenc.ogg",
+                    ],
+                    output: "\(dir)/opusenc.ogg")
                 // 20 ms packets covering the input and the encoder's lookahead (312 samples at 48 kHz):
                 // 50 per second and one more, for both encoders.
-                try compareEncoders(reporter, options, case: name, work: Double(seconds), metric: ("x realtime", "x realtime per CPU", "x"),
-                                    anchorName: "opusenc (same settings)", ours: ours, anchor: anchor,
-                                    expected: seconds * 50 + 1, count: { try countAudio(ffprobe, $0, dir: dir) }, quality: quality)
+                try compareEncoders(
+                    reporter, options, case: name, work: Double(seconds), metric: ("x realtime", "x realtime per CPU", "x"),
+                    anchorName: "opusenc (same settings)", ours: ours, anchor: anchor,
+                    expected: seconds * 50 + 1, count: { try countAudio(ffprobe, $0, dir: dir) }, quality: quality)
             }
         }
 
@@ -442,20 +509,22 @@ enum CLISuite {
         try CLIBench.makeInputs(in: dir, frames: frames, seconds: max(2, Int(20 * options.scale)))
         if let vpxdec {
             _ = try CLIBench.run(rm, ["encode", "\(dir)/in.y4m", "-o", "\(dir)/ours360.ivf", "--speed", "-8", "-q"])
-            try compareProcesses(reporter, options, case: "decode 640x360 VP8 ivf->y4m", work: Double(frames),
-                                 metric: (wall: "frames/s", cpu: "frames/CPU-s", unit: "1/s"), anchorName: "vpxdec (y4m out)",
-                                 ours: (rm, ["decode", "\(dir)/ours360.ivf", "-o", "\(dir)/ours.y4m", "-q"]),
-                                 anchor: (vpxdec, ["-o", "\(dir)/ref.y4m", "\(dir)/ours360.ivf"]))
+            try compareProcesses(
+                reporter, options, case: "decode 640x360 VP8 ivf->y4m", work: Double(frames),
+                metric: (wall: "frames/s", cpu: "frames/CPU-s", unit: "1/s"), anchorName: "vpxdec (y4m out)",
+                ours: (rm, ["decode", "\(dir)/ours360.ivf", "-o", "\(dir)/ours.y4m", "-q"]),
+                anchor: (vpxdec, ["-o", "\(dir)/ref.y4m", "\(dir)/ours360.ivf"]))
             try requireSame("\(dir)/ours.y4m", "\(dir)/ref.y4m", skippingFirstLine: true)
         }
         if let opusdec = CLIBench.tool("opusdec") {
             let s = Double(max(2, Int(20 * options.scale)))
             _ = try CLIBench.run(rm, ["encode", "\(dir)/in.wav", "-o", "\(dir)/speech.ogg", "-q"])
-            try compareProcesses(reporter, options, case: "decode speech ogg->wav 48k", work: s,
-                                 metric: (wall: "x realtime", cpu: "x realtime per CPU", unit: "x"),
-                                 anchorName: "opusdec --rate 48000 --no-dither",
-                                 ours: (rm, ["decode", "\(dir)/speech.ogg", "-o", "\(dir)/ours.wav", "--rate", "48000", "-q"]),
-                                 anchor: (opusdec, ["--quiet", "--rate", "48000", "--no-dither", "\(dir)/speech.ogg", "\(dir)/ref.wav"]))
+            try compareProcesses(
+                reporter, options, case: "decode speech ogg->wav 48k", work: s,
+                metric: (wall: "x realtime", cpu: "x realtime per CPU", unit: "x"),
+                anchorName: "opusdec --rate 48000 --no-dither",
+                ours: (rm, ["decode", "\(dir)/speech.ogg", "-o", "\(dir)/ours.wav", "--rate", "48000", "-q"]),
+                anchor: (opusdec, ["--quiet", "--rate", "48000", "--no-dither", "\(dir)/speech.ogg", "\(dir)/ref.wav"]))
             try requireSameSamples("\(dir)/ours.wav", "\(dir)/ref.wav")
         }
     }
@@ -490,12 +559,16 @@ enum CLISuite {
 
     /// Ours and one anchor as whole processes, interleaved: work units per second of wall clock and
     /// per CPU-second of the child (user + system).
-    static func compareProcesses(_ reporter: Reporter, _ options: BenchOptions, case name: String, work: Double,
-                                 metric: (wall: String, cpu: String, unit: String), anchorName: String,
-                                 ours: (String, [String]), anchor: (String, [String])) throws {
+    static func compareProcesses(
+        _ reporter: Reporter, _ options: BenchOptions, case name: String, work: Double,
+        metric: (wall: String, cpu: String, unit: String), anchorName: String,
+        ours: (String, [String]), anchor: (String, [String])
+    ) throws {
         let cpu = (BenchReplay(), BenchReplay())
-        try compare(reporter, options, suite: "cli", case: name, metric: metric.wall, unit: metric.unit, higherIsBetter: true,
-                    anchorName: anchorName) {
+        try compare(
+            reporter, options, suite: "cli", case: name, metric: metric.wall, unit: metric.unit, higherIsBetter: true,
+            anchorName: anchorName
+        ) {
             let r = try CLIBench.run(ours.0, ours.1)
             cpu.0.add(work / r.cpuSeconds)
             return work / r.seconds
@@ -504,7 +577,8 @@ enum CLISuite {
             cpu.1.add(work / r.cpuSeconds)
             return work / r.seconds
         }
-        try compare(reporter, options, suite: "cli", case: name, metric: metric.cpu, unit: metric.unit, higherIsBetter: true,
-                    anchorName: anchorName, ours: { cpu.0.pop() }, anchor: { cpu.1.pop() })
+        try compare(
+            reporter, options, suite: "cli", case: name, metric: metric.cpu, unit: metric.unit, higherIsBetter: true,
+            anchorName: anchorName, ours: { cpu.0.pop() }, anchor: { cpu.1.pop() })
     }
 }

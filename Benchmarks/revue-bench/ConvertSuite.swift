@@ -1,7 +1,7 @@
-// Capture conversion: ColorConverter (what BufferCapturer.capture runs) against the bare libyuv call.
-import MediaCore
 import CMediaShims
 import Foundation
+// Capture conversion: ColorConverter (what BufferCapturer.capture runs) against the bare libyuv call.
+import MediaCore
 
 enum ConvertSuite {
     static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
@@ -20,8 +20,10 @@ enum ConvertSuite {
                 }
                 let view = try PixelBufferView.contiguous(UnsafeRawBufferPointer(source), format: format, width: w, height: h)
                 let s = source.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                try compare(reporter, options, suite: "convert", case: "\(format)->I420 \(w)x\(h)", metric: "frames/s", unit: "1/s",
-                            higherIsBetter: true, anchorName: format == .bgra ? "ARGBToI420" : "NV12ToI420") {
+                try compare(
+                    reporter, options, suite: "convert", case: "\(format)->I420 \(w)x\(h)", metric: "frames/s", unit: "1/s",
+                    higherIsBetter: true, anchorName: format == .bgra ? "ARGBToI420" : "NV12ToI420"
+                ) {
                     let t0 = nowNs()
                     for _ in 0..<frames { try converter.convert(view, into: out) }
                     return Double(frames) / (Double(nowNs() - t0) / 1e9)
@@ -29,11 +31,14 @@ enum ConvertSuite {
                     let t0 = nowNs()
                     for _ in 0..<frames {
                         if format == .bgra {
-                            _ = ARGBToI420(s, Int32(w * 4), out.y, Int32(out.strideY), out.u, Int32(out.strideUV), out.v, Int32(out.strideUV),
-                                           Int32(w), Int32(h))
+                            _ = ARGBToI420(
+                                s, Int32(w * 4), out.y, Int32(out.strideY), out.u, Int32(out.strideUV), out.v,
+                                Int32(out.strideUV),
+                                Int32(w), Int32(h))
                         } else {
-                            _ = NV12ToI420(s, Int32(w), s + w * h, Int32(w), out.y, Int32(out.strideY), out.u, Int32(out.strideUV),
-                                           out.v, Int32(out.strideUV), Int32(w), Int32(h))
+                            _ = NV12ToI420(
+                                s, Int32(w), s + w * h, Int32(w), out.y, Int32(out.strideY), out.u, Int32(out.strideUV),
+                                out.v, Int32(out.strideUV), Int32(w), Int32(h))
                         }
                     }
                     return Double(frames) / (Double(nowNs() - t0) / 1e9)

@@ -1,8 +1,9 @@
 // The measuring method of revue-bench: warm-up, then N repetitions with ours and the anchor
 // interleaved (A B A B ...) so machine drift hits both, and per-pair ratios.
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Monotonic nanoseconds.
@@ -46,7 +47,8 @@ struct Machine: Codable {
 
     static let current: Machine = {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+        let model =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
             .map { String($0.split(separator: ":", maxSplits: 1).last ?? "").trimmingCharacters(in: .whitespaces) } ?? "unknown"
         var u = utsname()
         uname(&u)
@@ -97,8 +99,9 @@ final class Reporter {
     }
 
     func printHeader() {
-        print(pad("suite", 10) + pad("case", 40) + pad("metric", 18) + lpad("ours min", 10) + lpad("median", 10) + lpad("p99", 10)
-              + lpad("anchor", 10) + lpad("ratio", 7) + lpad("pairs min-max", 15) + "  anchor name")
+        print(
+            pad("suite", 10) + pad("case", 40) + pad("metric", 18) + lpad("ours min", 10) + lpad("median", 10) + lpad("p99", 10)
+                + lpad("anchor", 10) + lpad("ratio", 7) + lpad("pairs min-max", 15) + "  anchor name")
     }
 
     private func printRow(_ r: BenchRecord) {
@@ -106,8 +109,10 @@ final class Reporter {
         let ratio = r.ratio.map { String(format: "%.3f", $0) } ?? "-"
         let spread = r.ratioSummary.map { String(format: "%.3f-%.3f", $0.min, $0.max) } ?? "-"
         let metric = r.metric == r.unit ? r.metric : "\(r.metric) (\(r.unit))"
-        print(pad(r.suite, 10) + pad(r.case, 40) + pad(metric, 18) + lpad(fmt(r.oursSummary.min), 10) + lpad(fmt(r.ours), 10)
-              + lpad(fmt(r.oursSummary.p99), 10) + lpad(anchor, 10) + lpad(ratio, 7) + lpad(spread, 15) + "  " + (r.anchorName ?? ""))
+        print(
+            pad(r.suite, 10) + pad(r.case, 40) + pad(metric, 18) + lpad(fmt(r.oursSummary.min), 10) + lpad(fmt(r.ours), 10)
+                + lpad(fmt(r.oursSummary.p99), 10) + lpad(anchor, 10) + lpad(ratio, 7) + lpad(spread, 15) + "  "
+                + (r.anchorName ?? ""))
         fflush(nil)
     }
 
@@ -132,9 +137,11 @@ final class Reporter {
 
 /// Runs `ours` and `anchor` alternately, `warmup` times unmeasured then `repetitions` measured,
 /// each returning the figure of one repetition (e.g. frames per second), and records the result.
-func compare(_ reporter: Reporter, _ options: BenchOptions,
-             suite: String, case name: String, metric: String, unit: String, higherIsBetter: Bool,
-             anchorName: String?, ours: () throws -> Double, anchor: (() throws -> Double)?) throws {
+func compare(
+    _ reporter: Reporter, _ options: BenchOptions,
+    suite: String, case name: String, metric: String, unit: String, higherIsBetter: Bool,
+    anchorName: String?, ours: () throws -> Double, anchor: (() throws -> Double)?
+) throws {
     for _ in 0..<options.warmup {
         _ = try ours()
         if let anchor { _ = try anchor() }
@@ -151,19 +158,24 @@ func compare(_ reporter: Reporter, _ options: BenchOptions,
     }
     let sa = Summary(a)
     let sb = b.isEmpty ? nil : Summary(b)
-    reporter.add(BenchRecord(
-        suite: suite, case: name, metric: metric, unit: unit,
-        ours: sa.median, anchor: sb?.median, anchorName: anchor == nil ? nil : anchorName,
-        ratio: ratios.isEmpty ? nil : Summary(ratios).median, ratioSummary: ratios.isEmpty ? nil : Summary(ratios),
-        higherIsBetter: higherIsBetter,
-        repetitions: options.repetitions, oursSummary: sa, anchorSummary: sb, machine: .current))
+    reporter.add(
+        BenchRecord(
+            suite: suite, case: name, metric: metric, unit: unit,
+            ours: sa.median, anchor: sb?.median, anchorName: anchor == nil ? nil : anchorName,
+            ratio: ratios.isEmpty ? nil : Summary(ratios).median, ratioSummary: ratios.isEmpty ? nil : Summary(ratios),
+            higherIsBetter: higherIsBetter,
+            repetitions: options.repetitions, oursSummary: sa, anchorSummary: sb, machine: .current))
 }
 
 /// Records a figure that has no anchor (e.g. a latency percentile).
-func record(_ reporter: Reporter, _ options: BenchOptions, suite: String, case name: String,
-            metric: String, unit: String, higherIsBetter: Bool, values: [Double]) {
+func record(
+    _ reporter: Reporter, _ options: BenchOptions, suite: String, case name: String,
+    metric: String, unit: String, higherIsBetter: Bool, values: [Double]
+) {
     let s = Summary(values)
-    reporter.add(BenchRecord(suite: suite, case: name, metric: metric, unit: unit, ours: s.median,
-                             anchor: nil, anchorName: nil, ratio: nil, ratioSummary: nil, higherIsBetter: higherIsBetter,
-                             repetitions: values.count, oursSummary: s, anchorSummary: nil, machine: .current))
+    reporter.add(
+        BenchRecord(
+            suite: suite, case: name, metric: metric, unit: unit, ours: s.median,
+            anchor: nil, anchorName: nil, ratio: nil, ratioSummary: nil, higherIsBetter: higherIsBetter,
+            repetitions: values.count, oursSummary: s, anchorSummary: nil, machine: .current))
 }

@@ -1,13 +1,14 @@
+import Dispatch
+import Foundation
 // The ICE layer on the media path: a call leg sends every packet through its `ICESendPath` (the
 // selected pair, read under a lock per packet), against `sendto` on a bare socket to the same
 // address. Both loops send the same 1200-byte datagram to a loopback socket nobody reads (the
 // kernel drops them there), on one thread, measured in thread CPU time.
 import MediaCore
-import Foundation
-import Dispatch
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum ICEBenchSuite {
@@ -27,8 +28,10 @@ enum ICEBenchSuite {
         let path = ICESendPath(.direct(destination))
         let payload = [UInt8](repeating: 0x80, count: 1200)
         try payload.withUnsafeBytes { bytes in
-            try compare(reporter, options, suite: "ice", case: "send 1200B via selected pair (direct)", metric: "packets/CPU-s",
-                        unit: "1/s", higherIsBetter: true, anchorName: "sendto on a bare socket") {
+            try compare(
+                reporter, options, suite: "ice", case: "send 1200B via selected pair (direct)", metric: "packets/CPU-s",
+                unit: "1/s", higherIsBetter: true, anchorName: "sendto on a bare socket"
+            ) {
                 let t0 = threadCPUNs()
                 for _ in 0..<packets { path.send(bytes, on: socket) }
                 return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)
@@ -96,7 +99,9 @@ enum TURNLatencyBench {
 
     /// Reads `socket` for up to `ms` milliseconds, handing each datagram to `body`; true when
     /// `done()` became true.
-    static func pump(_ socket: UDPSocket, ms: Int, _ body: (UnsafeRawBufferPointer, SocketAddress) -> Void, until done: () -> Bool) -> Bool {
+    static func pump(
+        _ socket: UDPSocket, ms: Int, _ body: (UnsafeRawBufferPointer, SocketAddress) -> Void, until done: () -> Bool
+    ) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 2048)
         let deadline = nowNs() + UInt64(ms) * 1_000_000
         while nowNs() < deadline {
@@ -125,7 +130,9 @@ enum TURNLatencyBench {
         let peerAddress = try peer.localAddress()
         // Our side echoes what the peer sends, on the path it came: relayed data back through the
         // channel, direct data straight back.
-        client.onPeerData = { _, payload in _ = client.sendChannelData(payload, channel: client.channel(for: peerAddress)?.number ?? 0) }
+        client.onPeerData = { _, payload in
+            _ = client.sendChannelData(payload, channel: client.channel(for: peerAddress)?.number ?? 0)
+        }
         @Sendable func serve(_ bytes: UnsafeRawBufferPointer, _ from: SocketAddress) {
             if client.handleDatagram(bytes, from: from) { return }
             _ = try? ours.send(bytes, to: from)
@@ -137,7 +144,9 @@ enum TURNLatencyBench {
             _ = pump(ours, ms: 500, serve) { if case .allocated = client.state { return true } else { return false } }
             if case .allocated(let r, _) = client.state { relayed = r }
         }
-        guard let relayed else { throw BenchError(description: "no allocation from coturn on 127.0.0.1:\(coturn.port): \(client.state)") }
+        guard let relayed else {
+            throw BenchError(description: "no allocation from coturn on 127.0.0.1:\(coturn.port): \(client.state)")
+        }
         _ = client.bindChannel(peerAddress)
         guard pump(ours, ms: 3000, serve, until: { client.channel(for: peerAddress)?.confirmed == true }) else {
             throw BenchError(description: "coturn did not confirm the channel")
@@ -162,15 +171,22 @@ enum TURNLatencyBench {
                 while !got, nowNs() - t0 < 200_000_000 {
                     guard (try? peer.waitUntilReadable(timeoutMilliseconds: 50)) == true else { continue }
                     if let r = try? buffer.withUnsafeMutableBytes({ try peer.receive(into: $0) }),
-                       r.count == 200 && buffer[1] == payload[1] { got = true }
+                        r.count == 200 && buffer[1] == payload[1]
+                    {
+                        got = true
+                    }
                 }
                 if got { rtts.append(Double(nowNs() - t0) / 1e6) }
             }
-            guard rtts.count > samples / 2 else { throw BenchError(description: "only \(rtts.count) of \(samples) echoes came back from \(destination)") }
+            guard rtts.count > samples / 2 else {
+                throw BenchError(description: "only \(rtts.count) of \(samples) echoes came back from \(destination)")
+            }
             return Summary(rtts).median / 2
         }
-        try compare(reporter, options, suite: "ice", case: "one-way latency through coturn (loopback, 200 B)", metric: "ms p50",
-                    unit: "ms", higherIsBetter: false, anchorName: "direct over loopback") {
+        try compare(
+            reporter, options, suite: "ice", case: "one-way latency through coturn (loopback, 200 B)", metric: "ms p50",
+            unit: "ms", higherIsBetter: false, anchorName: "direct over loopback"
+        ) {
             try oneWayMedianMs(to: relayed)
         } anchor: {
             try oneWayMedianMs(to: try ours.localAddress())

@@ -2,8 +2,9 @@
 // packets, on the same seeded jitter and sender clock drift, with the CPU cost of a pull.
 import Foundation
 import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum PlayoutSuite {
@@ -26,9 +27,12 @@ enum PlayoutSuite {
             ("2ms jitter, clock +0.1%", 1_000, 2, 0), ("2ms jitter, clock -0.1%", -1_000, 2, 0),
         ]
         for (scenario, ppm, jitter, stall) in scenarios {
-            let arrivals = PlayoutSimulation.arrivals(count: count, driftPPM: ppm, maxJitterMs: jitter, seed: 42,
-                                                      spikeMs: stall, spikeEverySeconds: stall > 0 ? 8 : 0)
-            for (name, policy) in [("time stretch", AudioReceiveSettings.PlayoutAdjustment.timeStretch), ("drop packets", .dropPackets)] {
+            let arrivals = PlayoutSimulation.arrivals(
+                count: count, driftPPM: ppm, maxJitterMs: jitter, seed: 42,
+                spikeMs: stall, spikeEverySeconds: stall > 0 ? 8 : 0)
+            for (name, policy) in [
+                ("time stretch", AudioReceiveSettings.PlayoutAdjustment.timeStretch), ("drop packets", .dropPackets),
+            ] {
                 let o = try PlayoutSimulation.run(rtp, arrivals: arrivals, pulls: pulls, adjustment: policy)
                 let rows: [(String, String, Double, Bool)] = [
                     ("concealed", "samples", Double(o.stats.concealedSamples), false),
@@ -39,8 +43,9 @@ enum PlayoutSuite {
                     ("mean level - target", "ms", (o.meanMarginMs.low + o.meanMarginMs.high) / 2, false),
                 ]
                 for (metric, unit, value, higher) in rows {
-                    record(reporter, options, suite: "playout", case: "\(name): \(seconds)s tone, \(scenario)", metric: metric,
-                           unit: unit, higherIsBetter: higher, values: [value])
+                    record(
+                        reporter, options, suite: "playout", case: "\(name): \(seconds)s tone, \(scenario)", metric: metric,
+                        unit: unit, higherIsBetter: higher, values: [value])
                 }
             }
         }
@@ -52,9 +57,10 @@ enum PlayoutSuite {
             _ = try PlayoutSimulation.run(rtp, arrivals: arrivals, pulls: pulls, adjustment: policy)
             return Double(threadCPUNs() - t0) / 1000 / Double(pulls)
         }
-        try compare(reporter, options, suite: "playout", case: "pullAudio 10ms (Opus decode + policy), time stretch",
-                    metric: "CPU per pull", unit: "us", higherIsBetter: false, anchorName: "drop packets policy",
-                    ours: { try perPull(.timeStretch) }, anchor: { try perPull(.dropPackets) })
+        try compare(
+            reporter, options, suite: "playout", case: "pullAudio 10ms (Opus decode + policy), time stretch",
+            metric: "CPU per pull", unit: "us", higherIsBetter: false, anchorName: "drop packets policy",
+            ours: { try perPull(.timeStretch) }, anchor: { try perPull(.dropPackets) })
         // The stretch alone on a 20 ms block of tone (the copy that restores the block included).
         let stretch = AudioTimeStretch()
         let source = (0..<960).map { Int16(8000 * sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
@@ -72,8 +78,9 @@ enum PlayoutSuite {
             }
             if rep >= options.warmup { costs.append(Double(threadCPUNs() - t0) / 1000 / Double(calls)) }
         }
-        record(reporter, options, suite: "playout", case: "AudioTimeStretch.accelerate 20ms tone block (+ its copy)",
-               metric: "CPU per call", unit: "us", higherIsBetter: false, values: costs)
+        record(
+            reporter, options, suite: "playout", case: "AudioTimeStretch.accelerate 20ms tone block (+ its copy)",
+            metric: "CPU per call", unit: "us", higherIsBetter: false, values: costs)
         if sink == 42 { print("") }
     }
 }

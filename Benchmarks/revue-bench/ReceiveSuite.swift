@@ -4,8 +4,9 @@ import CMediaShims
 import Foundation
 import MediaCore
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum ReceiveSuite {
@@ -89,8 +90,10 @@ enum ReceiveSuite {
         let work = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         defer { work.deallocate() }
 
-        try compare(reporter, options, suite: "receive", case: "720p30 VP8 SRTP-GCM: unprotect+jitter buffer+depacketize+decode",
-                    metric: "frames/s", unit: "1/s", higherIsBetter: true, anchorName: "raw libsrtp+libvpx loop") {
+        try compare(
+            reporter, options, suite: "receive", case: "720p30 VP8 SRTP-GCM: unprotect+jitter buffer+depacketize+decode",
+            metric: "frames/s", unit: "1/s", higherIsBetter: true, anchorName: "raw libsrtp+libvpx loop"
+        ) {
             let inbound = try SRTPContext(material: stream.key, direction: .inbound)
             var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
             settings.nackEnabled = false
@@ -135,7 +138,8 @@ enum ReceiveSuite {
         vc.srtp = key
         vc.payloadType = 96
         let tx = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-        let stream = try VideoSendStream(configuration: vc, sink: LoopbackSink(socket: tx, destination: try rxSocket.localAddress()))
+        let stream = try VideoSendStream(
+            configuration: vc, sink: LoopbackSink(socket: tx, destination: try rxSocket.localAddress()))
         stream.start()
         defer { stream.stop() }
         let frames = max(60, Int(300 * options.scale))
@@ -159,8 +163,9 @@ enum ReceiveSuite {
                 latencies.append(Double(shownAt &- captured[slot]) / 1e6)
             }
             captured[slot] = nowNs()
-            let view = try PixelBufferView.packed(format: .bgra, width: 1280, height: 720,
-                                                  data: UnsafeRawBufferPointer(pictures[slot]), stride: stride)
+            let view = try PixelBufferView.packed(
+                format: .bgra, width: 1280, height: 720,
+                data: UnsafeRawBufferPointer(pictures[slot]), stride: stride)
             stream.capturer.capture(view, timeStampNs: Int64(captured[slot]))
         }
         usleep(300_000)
@@ -168,12 +173,16 @@ enum ReceiveSuite {
         latencies.sort()
         guard !latencies.isEmpty else { return }
         let p50 = latencies[latencies.count / 2], p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
-        record(reporter, options, suite: "receive", case: "glass-to-glass 720p30 VP8 send+receive pipelines p50 (capture BGRA->rendered)",
-               metric: "latency", unit: "ms", higherIsBetter: false, values: [p50])
-        record(reporter, options, suite: "receive", case: "glass-to-glass 720p30 VP8 send+receive pipelines p99",
-               metric: "latency", unit: "ms", higherIsBetter: false, values: [p99])
-        record(reporter, options, suite: "receive", case: "glass-to-glass send+receive frames measured", metric: "frames", unit: "",
-               higherIsBetter: true, values: [Double(latencies.count)])
+        record(
+            reporter, options, suite: "receive",
+            case: "glass-to-glass 720p30 VP8 send+receive pipelines p50 (capture BGRA->rendered)",
+            metric: "latency", unit: "ms", higherIsBetter: false, values: [p50])
+        record(
+            reporter, options, suite: "receive", case: "glass-to-glass 720p30 VP8 send+receive pipelines p99",
+            metric: "latency", unit: "ms", higherIsBetter: false, values: [p99])
+        record(
+            reporter, options, suite: "receive", case: "glass-to-glass send+receive frames measured", metric: "frames", unit: "",
+            higherIsBetter: true, values: [Double(latencies.count)])
     }
 
     /// The same calls without the engine: srtp_unprotect, strip the VP8 descriptor, append to a
@@ -187,7 +196,9 @@ enum ReceiveSuite {
         policy.ssrc.type = ssrc_any_inbound
         policy.window_size = 1024
         var keyBytes = stream.key.keyAndSalt
-        keyBytes.withUnsafeMutableBufferPointer { policy.key = $0.baseAddress! ; _ = srtp_create(&session, &policy) }
+        keyBytes.withUnsafeMutableBufferPointer {
+            policy.key = $0.baseAddress!; _ = srtp_create(&session, &policy)
+        }
         defer { srtp_dealloc(session) }
         let ctx = UnsafeMutablePointer<vpx_codec_ctx_t>.allocate(capacity: 1)
         ctx.initialize(to: vpx_codec_ctx_t())
@@ -264,11 +275,15 @@ enum ReceiveSuite {
         ms.sort()
         guard !ms.isEmpty else { return }
         let p50 = ms[ms.count / 2], p99 = ms[min(ms.count - 1, ms.count * 99 / 100)]
-        record(reporter, options, suite: "receive", case: "glass-to-glass 720p30 VP8 loopback p50 (capture->decoded, own packetizer loop)",
-               metric: "latency", unit: "ms", higherIsBetter: false, values: [p50])
-        record(reporter, options, suite: "receive", case: "glass-to-glass 720p30 VP8 loopback p99",
-               metric: "latency", unit: "ms", higherIsBetter: false, values: [p99])
-        record(reporter, options, suite: "receive", case: "glass-to-glass frames shown", metric: "frames", unit: "",
-               higherIsBetter: true, values: [Double(ms.count)])
+        record(
+            reporter, options, suite: "receive",
+            case: "glass-to-glass 720p30 VP8 loopback p50 (capture->decoded, own packetizer loop)",
+            metric: "latency", unit: "ms", higherIsBetter: false, values: [p50])
+        record(
+            reporter, options, suite: "receive", case: "glass-to-glass 720p30 VP8 loopback p99",
+            metric: "latency", unit: "ms", higherIsBetter: false, values: [p99])
+        record(
+            reporter, options, suite: "receive", case: "glass-to-glass frames shown", metric: "frames", unit: "",
+            higherIsBetter: true, values: [Double(ms.count)])
     }
 }

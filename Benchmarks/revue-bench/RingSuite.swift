@@ -1,12 +1,13 @@
+import Foundation
 // Capture hand-off rings: MPSCRing with 1 and 2 producers and SPSCRing, against a Mutex-protected
 // fixed-capacity deque (what a lock-based queue costs), one consumer thread each; and MPSCRing with
 // one producer against SPSCRing (what the multi-producer protocol costs when only one thread
 // captures).
 import MediaCore
-import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum RingSuite {
@@ -39,8 +40,10 @@ enum RingSuite {
     final class Shared: Sendable { let start = Atomic<Bool>(false); let sum = Atomic<Int>(0) }
 
     /// Moves `items` integers from `producers` threads through push/pop to one consumer; items/s.
-    static func transfer(items: Int, producers: Int, push: @escaping @Sendable (Int) -> Bool,
-                         pop: @escaping @Sendable () -> Int?) -> Double {
+    static func transfer(
+        items: Int, producers: Int, push: @escaping @Sendable (Int) -> Bool,
+        pop: @escaping @Sendable () -> Int?
+    ) -> Double {
         let perProducer = items / producers
         let total = perProducer * producers
         let shared = Shared()
@@ -48,10 +51,12 @@ enum RingSuite {
         func spawn(_ body: @escaping @Sendable () -> Void) {
             let ctx = Unmanaged.passRetained(Box(body)).toOpaque()
             var t = pthread_t()
-            pthread_create(&t, nil, { raw in
-                Unmanaged<Box<@Sendable () -> Void>>.fromOpaque(raw!).takeRetainedValue().value()
-                return nil
-            }, ctx)
+            pthread_create(
+                &t, nil,
+                { raw in
+                    Unmanaged<Box<@Sendable () -> Void>>.fromOpaque(raw!).takeRetainedValue().value()
+                    return nil
+                }, ctx)
             threads.append(t)
         }
         spawn {
@@ -83,8 +88,10 @@ enum RingSuite {
         let items = max(10_000, Int(1_000_000 * options.scale))
         let capacity = 1024
         for producers in [1, 2] {
-            try compare(reporter, options, suite: "ring", case: "MPSC \(producers)P cap \(capacity)", metric: "items/s", unit: "1/s",
-                        higherIsBetter: true, anchorName: "Mutex deque") {
+            try compare(
+                reporter, options, suite: "ring", case: "MPSC \(producers)P cap \(capacity)", metric: "items/s", unit: "1/s",
+                higherIsBetter: true, anchorName: "Mutex deque"
+            ) {
                 let ring = HandOffRingProbe(capacity: capacity)  // MPSCRing<Int> specialised inside MediaCore
                 return transfer(items: items, producers: producers, push: { ring.mpscPush($0) }, pop: { ring.mpscPop() })
             } anchor: {
@@ -92,8 +99,10 @@ enum RingSuite {
                 return transfer(items: items, producers: producers, push: { deque.tryPush($0) }, pop: { deque.tryPop() })
             }
         }
-        try compare(reporter, options, suite: "ring", case: "SPSC 1P cap \(capacity)", metric: "items/s", unit: "1/s",
-                    higherIsBetter: true, anchorName: "Mutex deque") {
+        try compare(
+            reporter, options, suite: "ring", case: "SPSC 1P cap \(capacity)", metric: "items/s", unit: "1/s",
+            higherIsBetter: true, anchorName: "Mutex deque"
+        ) {
             let ring = HandOffRingProbe(capacity: capacity)
             return transfer(items: items, producers: 1, push: { ring.spscPush($0) }, pop: { ring.spscPop() })
         } anchor: {
@@ -103,8 +112,10 @@ enum RingSuite {
         // The same single producer through both rings, interleaved: the MPSC ring's slot claiming
         // (compare-exchange claims on tail and head, per-slot sequence numbers) against the SPSC ring's plain
         // index stores.
-        try compare(reporter, options, suite: "ring", case: "MPSC 1P vs SPSC cap \(capacity)", metric: "items/s", unit: "1/s",
-                    higherIsBetter: true, anchorName: "SPSC ring") {
+        try compare(
+            reporter, options, suite: "ring", case: "MPSC 1P vs SPSC cap \(capacity)", metric: "items/s", unit: "1/s",
+            higherIsBetter: true, anchorName: "SPSC ring"
+        ) {
             let ring = HandOffRingProbe(capacity: capacity)
             return transfer(items: items, producers: 1, push: { ring.mpscPush($0) }, pop: { ring.mpscPop() })
         } anchor: {

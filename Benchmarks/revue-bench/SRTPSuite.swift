@@ -1,7 +1,7 @@
-// SRTP stage: SRTPContext.protect/unprotect against the same libsrtp calls in a bare loop.
-import MediaCore
 import CMediaShims
 import Foundation
+// SRTP stage: SRTPContext.protect/unprotect against the same libsrtp calls in a bare loop.
+import MediaCore
 
 enum SRTPBenchSuite {
     /// A bare libsrtp session (the anchor): what SRTPContext wraps, without its lock and checks.
@@ -13,7 +13,8 @@ enum SRTPBenchSuite {
             case .aeadAES128GCM:
                 srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp); srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp)
             default:
-                cms_srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtp); cms_srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtcp)
+                cms_srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtp);
+                cms_srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtcp)
             }
             policy.ssrc.type = outbound ? ssrc_any_outbound : ssrc_any_inbound
             policy.window_size = 1024
@@ -59,8 +60,9 @@ enum SRTPBenchSuite {
                     }
                     return Double(packets) / (Double(nowNs() - t0) / 1e9)
                 }
-                try compare(reporter, options, suite: "srtp", case: "protect \(size)B \(suite.rawValue)", metric: "packets/s",
-                            unit: "1/s", higherIsBetter: true, anchorName: "srtp_protect loop", ours: protectOurs, anchor: protectRaw)
+                try compare(
+                    reporter, options, suite: "srtp", case: "protect \(size)B \(suite.rawValue)", metric: "packets/s",
+                    unit: "1/s", higherIsBetter: true, anchorName: "srtp_protect loop", ours: protectOurs, anchor: protectRaw)
 
                 // Unprotect: 4096 protected packets replayed into a fresh inbound context each round.
                 let distinct = 4096
@@ -82,7 +84,8 @@ enum SRTPBenchSuite {
                         let ctx = try SRTPContext(material: material, direction: .inbound)
                         let t0 = nowNs()
                         for i in 0..<distinct {
-                            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: protected[(i * 1500)..<(i * 1500 + lengths[i])]))
+                            buffer.copyMemory(
+                                from: UnsafeRawBufferPointer(rebasing: protected[(i * 1500)..<(i * 1500 + lengths[i])]))
                             _ = try ctx.unprotect(buffer, length: lengths[i])
                         }
                         elapsed += nowNs() - t0
@@ -95,7 +98,8 @@ enum SRTPBenchSuite {
                         let raw = RawSession(material, outbound: false)
                         let t0 = nowNs()
                         for i in 0..<distinct {
-                            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: protected[(i * 1500)..<(i * 1500 + lengths[i])]))
+                            buffer.copyMemory(
+                                from: UnsafeRawBufferPointer(rebasing: protected[(i * 1500)..<(i * 1500 + lengths[i])]))
                             var length = Int32(lengths[i])
                             _ = srtp_unprotect(raw.session, buffer.baseAddress, &length)
                         }
@@ -103,8 +107,10 @@ enum SRTPBenchSuite {
                     }
                     return Double(rounds * distinct) / (Double(elapsed) / 1e9)
                 }
-                try compare(reporter, options, suite: "srtp", case: "unprotect \(size)B \(suite.rawValue)", metric: "packets/s",
-                            unit: "1/s", higherIsBetter: true, anchorName: "srtp_unprotect loop", ours: unprotectOurs, anchor: unprotectRaw)
+                try compare(
+                    reporter, options, suite: "srtp", case: "unprotect \(size)B \(suite.rawValue)", metric: "packets/s",
+                    unit: "1/s", higherIsBetter: true, anchorName: "srtp_unprotect loop", ours: unprotectOurs,
+                    anchor: unprotectRaw)
             }
         }
     }

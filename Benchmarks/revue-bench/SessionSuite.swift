@@ -10,8 +10,9 @@
 // suite runs on the main thread (top-level code) and pumps the main run loop while it waits.
 import Foundation
 import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum SessionSuite {
@@ -37,8 +38,10 @@ enum SessionSuite {
         // Call setup: a few calls per repetition, each hung up (and settled) before the next.
         let calls = max(3, Int(10 * options.scale))
         var setupTimes: [Double] = []
-        try compare(reporter, options, suite: "session", case: "call setup (invite→connected both)", metric: "median ms", unit: "ms",
-                    higherIsBetter: false, anchorName: "UDP ping-pong RTT") {
+        try compare(
+            reporter, options, suite: "session", case: "call setup (invite→connected both)", metric: "median ms", unit: "ms",
+            higherIsBetter: false, anchorName: "UDP ping-pong RTT"
+        ) {
             var times: [Double] = []
             for _ in 0..<calls { times.append(try callSetup(a, b)) }
             setupTimes += times
@@ -46,14 +49,18 @@ enum SessionSuite {
         } anchor: {
             udp.roundTrips(200).median / 1e6
         }
-        record(reporter, options, suite: "session", case: "call setup p99 (all calls)", metric: "p99 ms", unit: "ms",
-               higherIsBetter: false, values: [Summary(setupTimes).p99])
+        record(
+            reporter, options, suite: "session", case: "call setup p99 (all calls)", metric: "p99 ms", unit: "ms",
+            higherIsBetter: false, values: [Summary(setupTimes).p99])
 
         // Messages: round trips per second, sequential and with `window` in flight.
         let messages = max(50, Int(400 * options.scale))
         for window in [1, 8] {
-            try compare(reporter, options, suite: "session", case: "friend message round trips, \(window) in flight", metric: "msg/s", unit: "1/s",
-                        higherIsBetter: true, anchorName: window == 1 ? "UDP ping-pong" : "UDP ping-pong, \(window) in flight") {
+            try compare(
+                reporter, options, suite: "session", case: "friend message round trips, \(window) in flight", metric: "msg/s",
+                unit: "1/s",
+                higherIsBetter: true, anchorName: window == 1 ? "UDP ping-pong" : "UDP ping-pong, \(window) in flight"
+            ) {
                 try messageRate(from: a, to: b, count: messages, window: window)
             } anchor: {
                 udp.rate(count: messages * 10, window: window)
@@ -64,7 +71,8 @@ enum SessionSuite {
         // rename, fsync of the directory), one message at a time. That write, alone, on the same
         // disk, is reported next to the per-message time (no ratio: fsync time depends on what
         // else the disk is doing, so it explains rather than bounds).
-        let profileSize = (try? FileManager.default.attributesOfItem(atPath: b.directory + "/profile.json")[.size] as? Int) ?? 1024
+        let profileSize =
+            (try? FileManager.default.attributesOfItem(atPath: b.directory + "/profile.json")[.size] as? Int) ?? 1024
         let saves = max(20, Int(100 * options.scale))
         var perMessage: [Double] = [], perSave: [Double] = []
         for i in 0..<(options.warmup + options.repetitions) {
@@ -72,10 +80,12 @@ enum SessionSuite {
             let w = try durableSaveMs(directory: a.directory, size: profileSize, count: saves)
             if i >= options.warmup { perMessage.append(m); perSave.append(w) }
         }
-        record(reporter, options, suite: "session", case: "friend message round trip, 1 in flight", metric: "ms/msg", unit: "ms",
-               higherIsBetter: false, values: perMessage)
-        record(reporter, options, suite: "session", case: "atomic \(profileSize) B file save (2 fsync)", metric: "ms", unit: "ms",
-               higherIsBetter: false, values: perSave)
+        record(
+            reporter, options, suite: "session", case: "friend message round trip, 1 in flight", metric: "ms/msg", unit: "ms",
+            higherIsBetter: false, values: perMessage)
+        record(
+            reporter, options, suite: "session", case: "atomic \(profileSize) B file save (2 fsync)", metric: "ms", unit: "ms",
+            higherIsBetter: false, values: perSave)
     }
 
     /// Median milliseconds of the write the receiver does before each receipt (ProfileStore.write).
@@ -107,11 +117,15 @@ enum SessionSuite {
     private static func callSetup(_ a: BenchPeer, _ b: BenchPeer) throws -> Double {
         a.connectedAt = nil; b.connectedAt = nil
         let t0 = nowNs()
-        do { try a.revue.friends.sendInvitation(friendId: b.id, message: "bench") } catch { throw BenchError(description: "sendInvitation: \(error)") }
+        do { try a.revue.friends.sendInvitation(friendId: b.id, message: "bench") } catch {
+            throw BenchError(description: "sendInvitation: \(error)")
+        }
         try pump("call connected", timeout: 10) { a.connectedAt != nil && b.connectedAt != nil }
         let ms = Double(max(a.connectedAt!, b.connectedAt!) - t0) / 1e6
         a.revue.room.remoteParticipants[b.id]?.disconnect()
-        try pump("call ended", timeout: 10) { a.revue.room.remoteParticipants.isEmpty && b.revue.room.remoteParticipants.isEmpty && a.ended && b.ended }
+        try pump("call ended", timeout: 10) {
+            a.revue.room.remoteParticipants.isEmpty && b.revue.room.remoteParticipants.isEmpty && a.ended && b.ended
+        }
         a.ended = false; b.ended = false
         return ms
     }
@@ -125,7 +139,9 @@ enum SessionSuite {
             Task { @MainActor in
                 while state.started < state.total, state.failure == nil {
                     state.started += 1
-                    do { _ = try await a.revue.friends.sendMessage(friendId: b.id, message: "bench \(state.started)") } catch { state.failure = "\(error)" }
+                    do { _ = try await a.revue.friends.sendMessage(friendId: b.id, message: "bench \(state.started)") } catch {
+                        state.failure = "\(error)"
+                    }
                     state.done += 1
                 }
             }
@@ -146,9 +162,13 @@ enum SessionSuite {
     /// a requests, b accepts; returns when both see the other online.
     @MainActor
     private static func befriend(_ a: BenchPeer, _ b: BenchPeer) throws {
-        do { _ = try a.revue.friends.addFriend(address: b.revue.revueAddress, message: "bench") } catch { throw BenchError(description: "addFriend: \(error)") }
+        do { _ = try a.revue.friends.addFriend(address: b.revue.revueAddress, message: "bench") } catch {
+            throw BenchError(description: "addFriend: \(error)")
+        }
         try pump("friend request", timeout: 15) { b.requests.contains(a.id) }
-        do { _ = try b.revue.friends.addFriendNorequest(friendId: a.id) } catch { throw BenchError(description: "addFriendNorequest: \(error)") }
+        do { _ = try b.revue.friends.addFriendNorequest(friendId: a.id) } catch {
+            throw BenchError(description: "addFriendNorequest: \(error)")
+        }
         try pump("friends online", timeout: 15) {
             a.revue.friends.getFriendPaths(friendId: b.id).isOnline && b.revue.friends.getFriendPaths(friendId: a.id).isOnline
         }
@@ -218,11 +238,17 @@ enum SessionSuite {
                 var addr = sockaddr_in()
                 addr.sin_family = sa_family_t(AF_INET)
                 addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-                let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+                let rc = withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
                 guard rc == 0 else { throw BenchError(description: "bind() failed") }
             }
             var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &serverAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(server, $0, &len) } }
+            _ = withUnsafeMutablePointer(to: &serverAddress) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(server, $0, &len) }
+            }
             let echoFd = self.server
             let t = Thread {
                 var buf = [UInt8](repeating: 0, count: 1500)
@@ -245,7 +271,9 @@ enum SessionSuite {
 
         private func send(_ bytes: [UInt8]) {
             _ = withUnsafePointer(to: &serverAddress) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(client, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(client, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         }
 

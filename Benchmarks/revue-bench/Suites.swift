@@ -1,6 +1,6 @@
+import Foundation
 // The registry of benchmark suites; each suite file adds itself here.
 import MediaCore
-import Foundation
 
 /// A named group of cases.
 struct Suite: Sendable {
@@ -11,7 +11,9 @@ struct Suite: Sendable {
 enum Suites {
     static let all: [Suite] = [
         Suite(name: "speaking", run: SpeakingSuite.run),
-        Suite(name: "ring", run: RingSuite.run), Suite(name: "convert", run: ConvertSuite.run), Suite(name: "videosend", run: VideoSendSuite.run), Suite(name: "audiosend", run: AudioSendSuite.run), Suite(name: "srtp", run: SRTPBenchSuite.run),
+        Suite(name: "ring", run: RingSuite.run), Suite(name: "convert", run: ConvertSuite.run),
+        Suite(name: "videosend", run: VideoSendSuite.run), Suite(name: "audiosend", run: AudioSendSuite.run),
+        Suite(name: "srtp", run: SRTPBenchSuite.run),
         Suite(name: "receive", run: ReceiveSuite.run), Suite(name: "playout", run: PlayoutSuite.run),
         Suite(name: "cli", run: CLISuite.run), Suite(name: "memory", run: MemorySuite.run),
         Suite(name: "session", run: SessionSuite.run), Suite(name: "ice", run: ICEBenchSuite.run),
@@ -30,17 +32,25 @@ enum SpeakingSuite {
         }
         var detector = SpeakingDetector()
         var sink: Float = 0
-        try compare(reporter, options, suite: "speaking", case: "level+detector 20ms@48k", metric: "frames/s", unit: "1/s",
-                    higherIsBetter: true, anchorName: "level only") {
+        try compare(
+            reporter, options, suite: "speaking", case: "level+detector 20ms@48k", metric: "frames/s", unit: "1/s",
+            higherIsBetter: true, anchorName: "level only"
+        ) {
             let t0 = nowNs()
             samples.withUnsafeBufferPointer { buf in
-                for i in 0..<frames { _ = detector.process(levelDbov: Float(AudioLevel.dBov(UnsafeBufferPointer(rebasing: buf[(i % 50) * 960 ..< (i % 50 + 1) * 960])))) }
+                for i in 0..<frames {
+                    _ = detector.process(
+                        levelDbov: Float(AudioLevel.dBov(UnsafeBufferPointer(rebasing: buf[(i % 50) * 960..<(i % 50 + 1) * 960])))
+                    )
+                }
             }
             return Double(frames) / (Double(nowNs() - t0) / 1e9)
         } anchor: {
             let t0 = nowNs()
             samples.withUnsafeBufferPointer { buf in
-                for i in 0..<frames { sink += Float(AudioLevel.dBov(UnsafeBufferPointer(rebasing: buf[(i % 50) * 960 ..< (i % 50 + 1) * 960]))) }
+                for i in 0..<frames {
+                    sink += Float(AudioLevel.dBov(UnsafeBufferPointer(rebasing: buf[(i % 50) * 960..<(i % 50 + 1) * 960])))
+                }
             }
             return Double(frames) / (Double(nowNs() - t0) / 1e9)
         }

@@ -1,3 +1,6 @@
+import CBenchAlloc
+import CMediaShims
+import Foundation
 // The video send pipeline from BGRA (capture -> libyuv -> ring -> worker: libvpx, RTP, SRTP ->
 // sink) against a bare loop of the same libyuv + libvpx + libsrtp calls on one thread, both in
 // this process, timed from the first frame (the command-line tools, timed as whole processes, are
@@ -5,12 +8,10 @@
 // capture-to-packet latency at a real-time 30 fps pace, and heap allocations per frame (counted by
 // CBenchAlloc's malloc-family wrappers, every thread of the process).
 import MediaCore
-import CMediaShims
-import CBenchAlloc
-import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A sink that only counts (so the network is not measured) and can time each frame's last packet.
@@ -106,10 +107,12 @@ enum VideoSendSuite {
         }
 
         func encode(_ bgra: UnsafeRawPointer, index: Int, forceKey: Bool) -> Int {
-            _ = ARGBToI420(bgra.assumingMemoryBound(to: UInt8.self), Int32(w * 4), frame.y, Int32(frame.strideY),
-                           frame.u, Int32(frame.strideUV), frame.v, Int32(frame.strideUV), Int32(w), Int32(h))
-            _ = vpx_codec_encode(ctx, image, Int64(index) * 3000, 3000, forceKey ? vpx_enc_frame_flags_t(VPX_EFLAG_FORCE_KF) : 0,
-                                 UInt(VPX_DL_REALTIME))
+            _ = ARGBToI420(
+                bgra.assumingMemoryBound(to: UInt8.self), Int32(w * 4), frame.y, Int32(frame.strideY),
+                frame.u, Int32(frame.strideUV), frame.v, Int32(frame.strideUV), Int32(w), Int32(h))
+            _ = vpx_codec_encode(
+                ctx, image, Int64(index) * 3000, 3000, forceKey ? vpx_enc_frame_flags_t(VPX_EFLAG_FORCE_KF) : 0,
+                UInt(VPX_DL_REALTIME))
             var iter: vpx_codec_iter_t? = nil
             var sent = 0
             while let pkt = vpx_codec_get_cx_data(ctx, &iter) {
@@ -177,8 +180,10 @@ enum VideoSendSuite {
 
     static func run(_ reporter: Reporter, _ options: BenchOptions) throws {
         checkAllocationCountingWorks()
-        for (codec, w, h, bitrate) in [(VPXCodec.vp8, 1280, 720, 2_500_000), (.vp8, 1920, 1080, 4_000_000),
-                                       (.vp9, 1280, 720, 2_500_000), (.vp9, 1920, 1080, 4_000_000)] {
+        for (codec, w, h, bitrate) in [
+            (VPXCodec.vp8, 1280, 720, 2_500_000), (.vp8, 1920, 1080, 4_000_000),
+            (.vp9, 1280, 720, 2_500_000), (.vp9, 1920, 1080, 4_000_000),
+        ] {
             let frames = max(20, Int(Double(w == 1280 ? 90 : 60) * options.scale))
             let name = "\(codec) \(h)p30 BGRA"
             // 8 distinct BGRA pictures, cycled.
@@ -186,11 +191,13 @@ enum VideoSendSuite {
             let bgra = UnsafeMutableRawBufferPointer.allocate(byteCount: distinct * w * h * 4, alignment: 64)
             defer { bgra.deallocate() }
             for i in 0..<distinct {
-                SyntheticVideo.renderBGRA(frameIndex: i, width: w, height: h, into: bgra.baseAddress! + i * w * h * 4, stride: w * 4)
+                SyntheticVideo.renderBGRA(
+                    frameIndex: i, width: w, height: h, into: bgra.baseAddress! + i * w * h * 4, stride: w * 4)
             }
             let views = try (0..<distinct).map { i in
-                try PixelBufferView.packed(format: .bgra, width: w, height: h,
-                                           data: UnsafeRawBufferPointer(rebasing: bgra[(i * w * h * 4)..<((i + 1) * w * h * 4)]), stride: w * 4)
+                try PixelBufferView.packed(
+                    format: .bgra, width: w, height: h,
+                    data: UnsafeRawBufferPointer(rebasing: bgra[(i * w * h * 4)..<((i + 1) * w * h * 4)]), stride: w * 4)
             }
             var config = VideoSendStream.Configuration(codec: codec, width: w, height: h)
             config.encoder.bitrate = bitrate
@@ -223,22 +230,28 @@ enum VideoSendSuite {
             func raw() -> Double {
                 let loop = RawLoop(codec: codec, width: w, height: h, bitrate: bitrate, key: config.srtp!)
                 let t0 = nowNs(), c0 = benchProcessCPUNs()
-                for i in 0..<frames { _ = loop.encode(bgra.baseAddress! + (i % distinct) * w * h * 4, index: i, forceKey: i == 0) }
+                for i in 0..<frames {
+                    _ = loop.encode(bgra.baseAddress! + (i % distinct) * w * h * 4, index: i, forceKey: i == 0)
+                }
                 let elapsed = nowNs() - t0
                 rawCPU.add(Double(frames) / (Double(benchProcessCPUNs() - c0) / 1e9))
                 return Double(frames) / (Double(elapsed) / 1e9)
             }
-            try compare(reporter, options, suite: "videosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
-                        anchorName: "libyuv+libvpx+libsrtp loop", ours: ours, anchor: raw)
+            try compare(
+                reporter, options, suite: "videosend", case: name, metric: "frames/s", unit: "1/s", higherIsBetter: true,
+                anchorName: "libyuv+libvpx+libsrtp loop", ours: ours, anchor: raw)
             // The same runs per CPU-second (all threads): what the pipeline costs, whatever the load.
-            try compare(reporter, options, suite: "videosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
-                        anchorName: "libyuv+libvpx+libsrtp loop", ours: { oursCPU.pop() }, anchor: { rawCPU.pop() })
+            try compare(
+                reporter, options, suite: "videosend", case: name, metric: "frames/CPU-s", unit: "1/s", higherIsBetter: true,
+                anchorName: "libyuv+libvpx+libsrtp loop", ours: { oursCPU.pop() }, anchor: { rawCPU.pop() })
             try allocations(reporter, options, config: config, views: views, bgra: UnsafeRawBufferPointer(bgra), name: name)
             if w == 1280 {
-                record(reporter, options, suite: "videosend", case: "capture() \(name)", metric: "call p50", unit: "us",
-                       higherIsBetter: false, values: [Summary(captureCosts).median])
-                record(reporter, options, suite: "videosend", case: "capture() \(name)", metric: "call p99", unit: "us",
-                       higherIsBetter: false, values: [Summary(captureCosts).p99])
+                record(
+                    reporter, options, suite: "videosend", case: "capture() \(name)", metric: "call p50", unit: "us",
+                    higherIsBetter: false, values: [Summary(captureCosts).median])
+                record(
+                    reporter, options, suite: "videosend", case: "capture() \(name)", metric: "call p99", unit: "us",
+                    higherIsBetter: false, values: [Summary(captureCosts).p99])
             }
 
             if codec == .vp8 && w == 1280 { try latency(reporter, options, config: config, views: views, name: name) }
@@ -251,13 +264,18 @@ enum VideoSendSuite {
     /// inside `srtp_protect` (a PKCS#11 context per packet), so neither figure is 0; the row
     /// "beyond libsrtp" subtracts libsrtp's own count (measured here per packet) times the packets
     /// sent, which is what `SendPipelineAllocationTests` asserts to be exactly 0.
-    static func allocations(_ reporter: Reporter, _ options: BenchOptions, config: VideoSendStream.Configuration,
-                            views: [PixelBufferView], bgra: UnsafeRawBufferPointer, name: String) throws {
+    static func allocations(
+        _ reporter: Reporter, _ options: BenchOptions, config: VideoSendStream.Configuration,
+        views: [PixelBufferView], bgra: UnsafeRawBufferPointer, name: String
+    ) throws {
         let warm = allocationWarmFrames, measured = allocationMeasuredFrames
         let w = config.encoder.width, h = config.encoder.height
         let perPacket = libsrtpAllocationsPerPacket(config.srtp!)
         if perPacket == 0 {
-            FileHandle.standardError.write(Data("revue-bench: srtp_protect made no heap allocation: libsrtp not NSS-backed, or its calls bypass CBenchAlloc\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "revue-bench: srtp_protect made no heap allocation: libsrtp not NSS-backed, or its calls bypass CBenchAlloc\n"
+                        .utf8))
         }
         let oursBeyond = BenchReplay(), rawBeyond = BenchReplay()
         var oursPackets: [Double] = [], rawPackets: [Double] = []
@@ -292,7 +310,8 @@ enum VideoSendSuite {
             return allocations / Double(measured)
         }
         func raw() -> Double {
-            let loop = RawLoop(codec: config.encoder.codec, width: w, height: h, bitrate: config.encoder.bitrate, key: config.srtp!)
+            let loop = RawLoop(
+                codec: config.encoder.codec, width: w, height: h, bitrate: config.encoder.bitrate, key: config.srtp!)
             func frame(_ i: Int) -> Int {
                 loop.encode(bgra.baseAddress! + (i % views.count) * w * h * 4, index: i, forceKey: i == 0)
             }
@@ -305,27 +324,35 @@ enum VideoSendSuite {
             rawPackets.append(Double(packets) / Double(measured))
             return allocations / Double(measured)
         }
-        try compare(reporter, options, suite: "videosend", case: name, metric: "heap allocations/frame", unit: "calls",
-                    higherIsBetter: false, anchorName: "libyuv+libvpx+libsrtp loop", ours: ours, anchor: raw)
+        try compare(
+            reporter, options, suite: "videosend", case: name, metric: "heap allocations/frame", unit: "calls",
+            higherIsBetter: false, anchorName: "libyuv+libvpx+libsrtp loop", ours: ours, anchor: raw)
         // The same runs less libsrtp's own count: what the pipeline (ours) or libyuv+libvpx (loop) add.
-        try compare(reporter, options, suite: "videosend", case: name, metric: "heap allocations/frame beyond libsrtp", unit: "calls",
-                    higherIsBetter: false, anchorName: "libyuv+libvpx+libsrtp loop", ours: { oursBeyond.pop() }, anchor: { rawBeyond.pop() })
+        try compare(
+            reporter, options, suite: "videosend", case: name, metric: "heap allocations/frame beyond libsrtp", unit: "calls",
+            higherIsBetter: false, anchorName: "libyuv+libvpx+libsrtp loop", ours: { oursBeyond.pop() },
+            anchor: { rawBeyond.pop() })
         // The warm-up repetition is in the arrays too: keep the measured ones.
         let keep = options.repetitions
-        record(reporter, options, suite: "videosend", case: name, metric: "RTP packets/frame (ours)", unit: "packets",
-               higherIsBetter: false, values: Array(oursPackets.suffix(keep)))
-        record(reporter, options, suite: "videosend", case: name, metric: "RTP packets/frame (loop)", unit: "packets",
-               higherIsBetter: false, values: Array(rawPackets.suffix(keep)))
+        record(
+            reporter, options, suite: "videosend", case: name, metric: "RTP packets/frame (ours)", unit: "packets",
+            higherIsBetter: false, values: Array(oursPackets.suffix(keep)))
+        record(
+            reporter, options, suite: "videosend", case: name, metric: "RTP packets/frame (loop)", unit: "packets",
+            higherIsBetter: false, values: Array(rawPackets.suffix(keep)))
         if config.encoder.codec == .vp8 && w == 1280 {  // the same figure for every case: one row
-            record(reporter, options, suite: "videosend", case: "srtp_protect 1000 B \(config.srtp!.suite.rawValue)",
-                   metric: "heap allocations/packet", unit: "calls", higherIsBetter: false, values: [perPacket])
+            record(
+                reporter, options, suite: "videosend", case: "srtp_protect 1000 B \(config.srtp!.suite.rawValue)",
+                metric: "heap allocations/packet", unit: "calls", higherIsBetter: false, values: [perPacket])
         }
     }
 
     /// Capture-to-packet latency at a real-time 30 fps pace: from the capture() call to the sink
     /// receiving the frame's last packet.
-    static func latency(_ reporter: Reporter, _ options: BenchOptions, config: VideoSendStream.Configuration,
-                        views: [PixelBufferView], name: String) throws {
+    static func latency(
+        _ reporter: Reporter, _ options: BenchOptions, config: VideoSendStream.Configuration,
+        views: [PixelBufferView], name: String
+    ) throws {
         let frames = max(30, Int(90 * options.scale))
         var c = config
         c.initialTimestamp = 0
@@ -350,15 +377,18 @@ enum VideoSendSuite {
         stream.stop()
         let st = stream.statistics.outbound
         if st.framesEncoded > 0 {
-            record(reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "encode mean", unit: "ms",
-                   higherIsBetter: false, values: [st.totalEncodeTime * 1000 / Double(st.framesEncoded)])
+            record(
+                reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "encode mean", unit: "ms",
+                higherIsBetter: false, values: [st.totalEncodeTime * 1000 / Double(st.framesEncoded)])
         }
         let latencies = (0..<frames).compactMap { done[$0] > captured[$0] ? Double(done[$0] - captured[$0]) / 1e6 : nil }
         guard latencies.count > frames / 2 else { return }
         let s = Summary(latencies)
-        record(reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "p50", unit: "ms",
-               higherIsBetter: false, values: [s.median])
-        record(reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "p99", unit: "ms",
-               higherIsBetter: false, values: [s.p99])
+        record(
+            reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "p50", unit: "ms",
+            higherIsBetter: false, values: [s.median])
+        record(
+            reporter, options, suite: "videosend", case: "capture->packet \(name)", metric: "p99", unit: "ms",
+            higherIsBetter: false, values: [s.p99])
     }
 }

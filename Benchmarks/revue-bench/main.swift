@@ -3,8 +3,9 @@
 import Foundation
 import MediaCore
 import RevueCommandLine
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func fail(_ message: String, status: Int32 = 2) -> Never {
@@ -21,7 +22,8 @@ let spec = CommandSpec(
         OptionSpec("--scale", value: "F", help: "multiplies each case's work (0.2: a fifth)"),
         OptionSpec("--json", value: "FILE", help: "write every record as JSON"),
         OptionSpec("--svg", value: "DIR", help: "draw the charts into DIR"),
-        OptionSpec("--svg-from", value: "FILE", help: "redraw the charts of an earlier --json run into --svg DIR, measuring nothing"),
+        OptionSpec(
+            "--svg-from", value: "FILE", help: "redraw the charts of an earlier --json run into --svg DIR, measuring nothing"),
         OptionSpec("--list", help: "print the suite names"),
     ],
     epilogue: "suites: \(Suites.all.map(\.name).joined(separator: ", "))")
@@ -52,25 +54,29 @@ do {
     runTool("revue-bench") { throw error }
 }
 #if DEBUG
-fail("refusing to report figures from a debug build; use `swift run -c release revue-bench`")
+    fail("refusing to report figures from a debug build; use `swift run -c release revue-bench`")
 #else
-if let svgFrom {
-    guard let svgDir else { fail("--svg-from needs --svg DIR") }  // checked above
-    do {
-        let records = try JSONDecoder().decode([BenchRecord].self, from: Data(contentsOf: URL(fileURLWithPath: svgFrom)))
-        let files = try SVGChart.write(records: records, to: svgDir)
-        print("wrote \(files.count) charts to \(svgDir) from \(svgFrom)")
-    } catch { fail("--svg-from \(svgFrom): \(error)", status: 1) }
-    exit(0)
-}
-if wanted.isEmpty || wanted == ["all"] { wanted = Suites.all.map(\.name) }
-let reporter = Reporter()
-print("revue-bench on \(Machine.current.cpuModel), \(Machine.current.cores) cores, kernel \(Machine.current.kernel); \(options.repetitions) repetitions, interleaved with the anchor")
-reporter.printHeader()
-for name in wanted {
-    guard let suite = Suites.all.first(where: { $0.name == name }) else { fail("unknown suite '\(name)'; try --list") }
-    do { try suite.run(reporter, options) } catch { fail("suite \(name) failed: \(error)", status: 1) }
-}
-if let jsonPath { try reporter.writeJSON(to: jsonPath); print("wrote \(jsonPath)") }
-if let svgDir { let files = try SVGChart.write(records: reporter.records, to: svgDir); print("wrote \(files.count) charts to \(svgDir)") }
+    if let svgFrom {
+        guard let svgDir else { fail("--svg-from needs --svg DIR") }  // checked above
+        do {
+            let records = try JSONDecoder().decode([BenchRecord].self, from: Data(contentsOf: URL(fileURLWithPath: svgFrom)))
+            let files = try SVGChart.write(records: records, to: svgDir)
+            print("wrote \(files.count) charts to \(svgDir) from \(svgFrom)")
+        } catch { fail("--svg-from \(svgFrom): \(error)", status: 1) }
+        exit(0)
+    }
+    if wanted.isEmpty || wanted == ["all"] { wanted = Suites.all.map(\.name) }
+    let reporter = Reporter()
+    print(
+        "revue-bench on \(Machine.current.cpuModel), \(Machine.current.cores) cores, kernel \(Machine.current.kernel); \(options.repetitions) repetitions, interleaved with the anchor"
+    )
+    reporter.printHeader()
+    for name in wanted {
+        guard let suite = Suites.all.first(where: { $0.name == name }) else { fail("unknown suite '\(name)'; try --list") }
+        do { try suite.run(reporter, options) } catch { fail("suite \(name) failed: \(error)", status: 1) }
+    }
+    if let jsonPath { try reporter.writeJSON(to: jsonPath); print("wrote \(jsonPath)") }
+    if let svgDir {
+        let files = try SVGChart.write(records: reporter.records, to: svgDir); print("wrote \(files.count) charts to \(svgDir)")
+    }
 #endif

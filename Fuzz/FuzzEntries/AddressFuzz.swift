@@ -10,24 +10,29 @@ extension FuzzEntries {
         let text = String(decoding: data, as: UTF8.self)
         if let id = RevueAddress.parseFriendId(text) {
             fuzzRequire(id.count == 32, "friend ID of \(id.count) bytes")
-            fuzzRequire(containsIgnoringASCIICase(text, Hex.encode(id)), "friend ID \(Hex.encode(id)) not in \(text.debugDescription)")
+            fuzzRequire(
+                containsIgnoringASCIICase(text, Hex.encode(id)), "friend ID \(Hex.encode(id)) not in \(text.debugDescription)")
         }
         guard let address = try? RevueAddress.parse(text) else { return }
         let canonical = address.text
-        fuzzRequire(canonical.utf8.count == RevueAddress.hexCount
-                    && canonical.utf8.allSatisfy { (48...57).contains($0) || (65...70).contains($0) },
-                    "address text is not 76 upper-case hex digits: \(canonical.debugDescription)")
-        fuzzRequire(containsIgnoringASCIICase(text, canonical), "canonical \(canonical) is not the input's \(text.debugDescription)")
+        fuzzRequire(
+            canonical.utf8.count == RevueAddress.hexCount
+                && canonical.utf8.allSatisfy { (48...57).contains($0) || (65...70).contains($0) },
+            "address text is not 76 upper-case hex digits: \(canonical.debugDescription)")
+        fuzzRequire(
+            containsIgnoringASCIICase(text, canonical), "canonical \(canonical) is not the input's \(text.debugDescription)")
         let again: RevueAddress
         do { again = try RevueAddress.parse(canonical) } catch {
             fuzzRequire(false, "canonical address \(canonical) does not parse: \(error)"); return
         }
-        fuzzRequire(again == address && again.text == canonical, "address changed through its text: \(canonical) -> \(again.text)")
+        fuzzRequire(
+            again == address && again.text == canonical, "address changed through its text: \(canonical) -> \(again.text)")
         let bytes = Hex.decode(canonical) ?? []
-        fuzzRequire(bytes.count == RevueAddress.byteCount && Array(bytes[0..<32]) == address.publicKey
-                    && Array(bytes[32..<36]) == RevueAddress.nospamBytes(address.nospam)
-                    && Array(bytes[36..<38]) == RevueAddress.checksum(publicKey: address.publicKey, nospam: address.nospam),
-                    "address bytes do not carry key, nospam and checksum: \(canonical)")
+        fuzzRequire(
+            bytes.count == RevueAddress.byteCount && Array(bytes[0..<32]) == address.publicKey
+                && Array(bytes[32..<36]) == RevueAddress.nospamBytes(address.nospam)
+                && Array(bytes[36..<38]) == RevueAddress.checksum(publicKey: address.publicKey, nospam: address.nospam),
+            "address bytes do not carry key, nospam and checksum: \(canonical)")
     }
 
     /// Whether `needle` occurs in `haystack` as UTF-8 bytes, ignoring ASCII case (byte-wise, so

@@ -1,9 +1,10 @@
 import Dispatch
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import RevueSession
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension FuzzEntries {
     /// The call signalling state machine (`Room` and its handling of the reserved call messages,
@@ -44,9 +45,11 @@ extension FuzzEntries {
     /// a publication flood, restarts, raw JSON.
     public static func callSignalSeeds() -> [(String, [[UInt8]])] {
         // Records: [control][fields...]. control = friend | what << 2.
-        func signal(_ friend: UInt8, type: UInt8 = 0, _ op: String, inv: UInt8 = 0x80, text: UInt8 = 5, members: UInt8 = 0,
-                    mode: UInt8 = 0, sid: UInt8 = 0, sidByte: UInt8 = 0, kind: UInt8 = 0, flags: UInt8 = 0,
-                    intros: [UInt8] = []) -> [UInt8] {
+        func signal(
+            _ friend: UInt8, type: UInt8 = 0, _ op: String, inv: UInt8 = 0x80, text: UInt8 = 5, members: UInt8 = 0,
+            mode: UInt8 = 0, sid: UInt8 = 0, sidByte: UInt8 = 0, kind: UInt8 = 0, flags: UInt8 = 0,
+            intros: [UInt8] = []
+        ) -> [UInt8] {
             let opIndex = UInt8(CallSignalHarness.ops.firstIndex(of: op)!)
             var fields: [UInt8] = [type, opIndex, inv, text, members, mode, sid, sidByte, kind, flags, 0, 0]
             if !intros.isEmpty { fields += [intros[0]] + Array(intros.dropFirst()) }
@@ -63,19 +66,48 @@ extension FuzzEntries {
         let rawTrack = Array(#"{"type":"track","op":"publish","sid":"audio","kind":"audio","muted":false}"#.utf8)
         return [
             ("invite-accept", inviteF0 + [signal(0, "chat", text: 6), signal(0, "hangup")]),
-            ("invite-reject-cancel-timeout", [api(0, 0), signal(0, "reject", inv: 0), api(1, 0), api(1, 3),
-                                              api(2, 0), tick(200), signal(3, "invite", inv: const1), tick(255)]),
+            (
+                "invite-reject-cancel-timeout",
+                [
+                    api(0, 0), signal(0, "reject", inv: 0), api(1, 0), api(1, 3),
+                    api(2, 0), tick(200), signal(3, "invite", inv: const1), tick(255),
+                ]
+            ),
             ("invited-accept-connect", invitedByF0 + [signal(0, "mode", mode: 2), signal(0, "mute-request", flags: 1)]),
-            ("introduced-join", inviteF0 + [signal(0, "introduce", inv: const1, text: 1), signal(1, "join", inv: const1, mode: 1),
-                                            signal(2, "join", inv: const1), signal(1, "join", inv: const1)]),
+            (
+                "introduced-join",
+                inviteF0 + [
+                    signal(0, "introduce", inv: const1, text: 1), signal(1, "join", inv: const1, mode: 1),
+                    signal(2, "join", inv: const1), signal(1, "join", inv: const1),
+                ]
+            ),
             ("held-join", inviteF0 + [signal(1, "join", inv: const1), signal(0, "introduce", inv: const1, text: 1)]),
-            ("refused-joins", inviteF0 + [signal(2, "join", inv: const2), signal(2, "joined"), signal(3, "introduce", inv: const2, text: 2),
-                                          signal(0, "introduce", inv: const2, text: 0), tick(20)]),
-            ("intros-and-joined", invitedByF0 + [signal(0, "intros", intros: [0b0110, 0, const1, const2]), signal(1, "joined", mode: 1)]),
-            ("publication-flood", inviteF0 + (0..<40).map { signal(0, type: 2, "publish", sid: 4, sidByte: UInt8($0), kind: UInt8($0 % 2)) }
-                + [signal(0, type: 2, "publish", sid: 5), signal(0, type: 2, "unpublish", sid: 4, sidByte: 3), signal(0, type: 2, "mute", sid: 1, flags: 1)]),
-            ("restart-and-offline", inviteF0 + [signal(0, "hello", flags: 0), signal(0, "hello", flags: 1), invitedByF0[0], [0 | 6 << 2, 0],
-                                                [1 | 7 << 2]]),
+            (
+                "refused-joins",
+                inviteF0 + [
+                    signal(2, "join", inv: const2), signal(2, "joined"), signal(3, "introduce", inv: const2, text: 2),
+                    signal(0, "introduce", inv: const2, text: 0), tick(20),
+                ]
+            ),
+            (
+                "intros-and-joined",
+                invitedByF0 + [signal(0, "intros", intros: [0b0110, 0, const1, const2]), signal(1, "joined", mode: 1)]
+            ),
+            (
+                "publication-flood",
+                inviteF0 + (0..<40).map { signal(0, type: 2, "publish", sid: 4, sidByte: UInt8($0), kind: UInt8($0 % 2)) }
+                    + [
+                        signal(0, type: 2, "publish", sid: 5), signal(0, type: 2, "unpublish", sid: 4, sidByte: 3),
+                        signal(0, type: 2, "mute", sid: 1, flags: 1),
+                    ]
+            ),
+            (
+                "restart-and-offline",
+                inviteF0 + [
+                    signal(0, "hello", flags: 0), signal(0, "hello", flags: 1), invitedByF0[0], [0 | 6 << 2, 0],
+                    [1 | 7 << 2],
+                ]
+            ),
             ("raw-json", [[0 | 3 << 2] + raw, api(0, 1), [0 | 3 << 2] + rawTrack, [1 | 3 << 2] + Array("{not json".utf8)]),
             ("both-invite", [api(0, 0), signal(0, "invite", inv: const1), signal(0, "end", inv: 0), api(0, 5)]),
         ]
@@ -86,14 +118,26 @@ extension FuzzEntries {
 @MainActor
 final class CallSignalEvents: RevueDelegate, RoomDelegate {
     enum Event: Equatable {
-        case sent(String), received(String), ended(String), connected(String), disconnected(String)
+        case sent(String)
+        case received(String)
+        case ended(String)
+        case connected(String)
+        case disconnected(String)
     }
     var events: [Event] = []
     func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) { events.append(.sent(friendId)) }
-    func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) { events.append(.received(friendId)) }
-    func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) { events.append(.ended(friendId)) }
-    func room(_ room: Room, participantDidConnect participant: RemoteParticipant) { events.append(.connected(participant.identity)) }
-    func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) { events.append(.disconnected(participant.identity)) }
+    func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) {
+        events.append(.received(friendId))
+    }
+    func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) {
+        events.append(.ended(friendId))
+    }
+    func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {
+        events.append(.connected(participant.identity))
+    }
+    func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {
+        events.append(.disconnected(participant.identity))
+    }
 }
 
 /// The real `Revue` instance whose room the fuzz inputs drive (see `FuzzEntries.callSignal`).
@@ -102,13 +146,17 @@ final class CallSignalHarness {
     static let shared = CallSignalHarness()
 
     /// Every op the room knows, and one it does not.
-    nonisolated static let ops = ["invite", "cancel", "reject", "end", "accept", "connect", "join", "joined", "hangup", "chat", "mute-request",
-                      "mode", "publish", "unpublish", "mute", "subscribe", "speaking", "media", "candidates", "introduce", "intros",
-                      "hello", "bogus"]
+    nonisolated static let ops = [
+        "invite", "cancel", "reject", "end", "accept", "connect", "join", "joined", "hangup", "chat", "mute-request",
+        "mode", "publish", "unpublish", "mute", "subscribe", "speaking", "media", "candidates", "introduce", "intros",
+        "hello", "bogus",
+    ]
     nonisolated static let types = ["msg", "msg", "track", "adr"]
     nonisolated static let modes: [String?] = [nil, "sendAndRecv", "recvOnly", "signallingOnly"]
     /// Tokens a record can name without having seen them (byte with the high bit set).
-    nonisolated static let fixedTokens: [String?] = [nil, "0000000000000001", "0000000000000002", String(repeating: "7", count: 40)]
+    nonisolated static let fixedTokens: [String?] = [
+        nil, "0000000000000001", "0000000000000002", String(repeating: "7", count: 40),
+    ]
 
     let revue = Revue()
     let core: SessionCore
@@ -235,7 +283,9 @@ final class CallSignalHarness {
             room.receiveForFuzzing(text, from: friend)
         case 3:
             let text = String(decoding: body, as: UTF8.self)
-            if let same = SessionCore.callSignalRoundTrips(text) { fuzzRequire(same, "a decoded call signal does not write back to itself") }
+            if let same = SessionCore.callSignalRoundTrips(text) {
+                fuzzRequire(same, "a decoded call signal does not write back to itself")
+            }
             fed = SessionCore.callSignalSummary(text)
             room.receiveForFuzzing(text, from: friend)
         case 4:
@@ -258,14 +308,19 @@ final class CallSignalHarness {
         settle(fed: fed, from: friend, before: before)
         // Bounded state.
         let c = room.stateCounts
-        fuzzRequire(c.participants <= friendIds.count && c.invitations <= friendIds.count && c.heldJoins <= friendIds.count
-                    && c.pendingJoins <= friendIds.count && c.unknownCallAnswered <= friendIds.count && c.friendEpochs <= friendIds.count,
-                    "per-friend state beyond one entry per friend: \(c)")
-        fuzzRequire(c.mostPublications <= Room.remotePublicationLimit, "\(c.mostPublications) publications kept for one participant")
-        fuzzRequire(c.introductions <= Room.introductionLimit && c.usedIntroductions <= 128, "introductions beyond their caps: \(c)")
+        fuzzRequire(
+            c.participants <= friendIds.count && c.invitations <= friendIds.count && c.heldJoins <= friendIds.count
+                && c.pendingJoins <= friendIds.count && c.unknownCallAnswered <= friendIds.count
+                && c.friendEpochs <= friendIds.count,
+            "per-friend state beyond one entry per friend: \(c)")
+        fuzzRequire(
+            c.mostPublications <= Room.remotePublicationLimit, "\(c.mostPublications) publications kept for one participant")
+        fuzzRequire(
+            c.introductions <= Room.introductionLimit && c.usedIntroductions <= 128, "introductions beyond their caps: \(c)")
         // Introductions made to us by a participant of that moment (the model's, more lenient than the room's).
         if let fed, fed.type == "msg", fed.op == "introduce", let from = Optional(friend), before.contains(from),
-           let t = fed.inv, let newcomer = fed.text, newcomer != from {
+            let t = fed.inv, let newcomer = fed.text, newcomer != from
+        {
             // A member may vouch again with a token it used before: a new introduction.
             introductions[t] = (newcomer, from)
             usedTokens.remove(t)
@@ -285,7 +340,9 @@ final class CallSignalHarness {
             switch e {
             case .received(let x):
                 fuzzRequire(open[x] == nil, "a second invitation with one friend")
-                fuzzRequire(sender == x && fed?.type == "msg" && fed?.op == "invite", "an invitation received without an invite from that friend")
+                fuzzRequire(
+                    sender == x && fed?.type == "msg" && fed?.op == "invite",
+                    "an invitation received without an invite from that friend")
                 open[x] = .incoming(fed?.inv, accepted: false)
             case .sent(let x):
                 fuzzRequire(open[x] == nil, "a second invitation with one friend")
@@ -294,7 +351,9 @@ final class CallSignalHarness {
                 fuzzRequire(open[x] != nil, "an invitation ended that was not in progress (or ended twice)")
                 open[x] = nil
             case .connected(let x):
-                fuzzRequire(justified(x, fed: fed, from: sender, before: before), "\(x.prefix(8)) connected without a valid invitation or introduction")
+                fuzzRequire(
+                    justified(x, fed: fed, from: sender, before: before),
+                    "\(x.prefix(8)) connected without a valid invitation or introduction")
                 open[x] = nil
                 joinsSent.remove(x)
             case .disconnected:
@@ -307,7 +366,8 @@ final class CallSignalHarness {
                 for t in (s.intros ?? [:]).values { remember(t) }
                 switch s.op {
                 case "invite": if case .outgoing(nil)? = open[id] { open[id] = .outgoing(s.inv) }
-                case "accept": if case .incoming(let inv, _)? = open[id], inv == s.inv { open[id] = .incoming(inv, accepted: true) }
+                case "accept":
+                    if case .incoming(let inv, _)? = open[id], inv == s.inv { open[id] = .incoming(inv, accepted: true) }
                 case "join": joinsSent.insert(id)
                 default: break
                 }
@@ -328,7 +388,8 @@ final class CallSignalHarness {
                 return joinsSent.contains(x)
             case "join":
                 guard let t = fed.inv, let intro = introductions[t], intro.newcomer == x, before.contains(intro.introducer),
-                      usedTokens.insert(t).inserted else { return false }
+                    usedTokens.insert(t).inserted
+                else { return false }
                 return true
             default:
                 return false
@@ -337,7 +398,8 @@ final class CallSignalHarness {
         }
         // An introduction that releases the newcomer's held join.
         guard fed.op == "introduce", before.contains(sender), fed.text == x, let t = fed.inv,
-              joinTokens[x]?.contains(t) == true, usedTokens.insert(t).inserted else { return false }
+            joinTokens[x]?.contains(t) == true, usedTokens.insert(t).inserted
+        else { return false }
         return true
     }
 }

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The container readers read files (they stream through `ContainerFileReader`); each input is
 /// written to one per-process file in /dev/shm (tmpfs, no disk I/O) that the reader then opens, so
@@ -71,8 +72,9 @@ extension FuzzEntries {
         }
         // A converting read that throws part way (truncated data) has counted the frames it
         // converted before the error; a clean read counts exactly what it returned.
-        fuzzRequire(failed ? total <= reader.framesRead : total == reader.framesRead,
-                    "WAV framesRead \(reader.framesRead) != \(total) returned")
+        fuzzRequire(
+            failed ? total <= reader.framesRead : total == reader.framesRead,
+            "WAV framesRead \(reader.framesRead) != \(total) returned")
         if let count = reader.frameCount { fuzzRequire(total <= count, "WAV read \(total) frames of \(count)") }
     }
 

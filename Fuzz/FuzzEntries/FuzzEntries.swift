@@ -1,4 +1,5 @@
 import Synchronization
+
 /// The "fuzz one input" functions of every Revue fuzz target, shared by the libFuzzer executables
 /// (`Fuzz/fuzz-*`, built by `scripts/fuzz`) and the regression tests that replay
 /// `Fuzz/corpus` and `Fuzz/crashes` in a normal debug build (`FuzzRegressionTests`).

@@ -18,12 +18,17 @@ extension FuzzEntries {
             let line = String(decoding: slice, as: UTF8.self)
             switch NodeCommandLine.parse(line) {
             case .blank:
-                fuzzRequire(line.unicodeScalars.allSatisfy { $0 == "\t" || $0.properties.generalCategory == .spaceSeparator }, "non-blank line \(line.debugDescription) read as blank")
+                fuzzRequire(
+                    line.unicodeScalars.allSatisfy { $0 == "\t" || $0.properties.generalCategory == .spaceSeparator },
+                    "non-blank line \(line.debugDescription) read as blank")
             case .error(let e):
-                fuzzRequire(!e.error.isEmpty && e.event["event"] as? String == "error", "error without a name for \(line.debugDescription)")
+                fuzzRequire(
+                    !e.error.isEmpty && e.event["event"] as? String == "error",
+                    "error without a name for \(line.debugDescription)")
             case .request(let request):
-                fuzzRequire(request.name == NodeCommandLine.name(of: request.command),
-                            "command \(request.command) parsed from cmd \(request.name.debugDescription)")
+                fuzzRequire(
+                    request.name == NodeCommandLine.name(of: request.command),
+                    "command \(request.command) parsed from cmd \(request.name.debugDescription)")
                 let written = NodeCommandLine.encode(request)
                 guard case .request(let again) = NodeCommandLine.parse(written) else {
                     fuzzRequire(false, "written command does not parse: \(written)"); continue
@@ -43,9 +48,10 @@ func sameRequest(_ a: NodeRequest, _ b: NodeRequest) -> Bool {
     func close(_ x: Double, _ y: Double) -> Bool { x == y || x.nextUp == y || x.nextDown == y }
     guard a.name == b.name, a.id == b.id else { return false }
     switch (a.command, b.command) {
-    case let (.message(f1, m1, t1), .message(f2, m2, t2)): return f1 == f2 && m1 == m2 && close(t1, t2)
-    case let (.callMessage(m1, to1, t1), .callMessage(m2, to2, t2)): return m1 == m2 && to1 == to2 && close(t1, t2)
-    case let (.feed(s1, t1), .feed(s2, t2)): return close(s1, s2) && close(t1, t2)
+    case (.message(let f1, let m1, let t1), .message(let f2, let m2, let t2)): return f1 == f2 && m1 == m2 && close(t1, t2)
+    case (.callMessage(let m1, let to1, let t1), .callMessage(let m2, let to2, let t2)):
+        return m1 == m2 && to1 == to2 && close(t1, t2)
+    case (.feed(let s1, let t1), .feed(let s2, let t2)): return close(s1, s2) && close(t1, t2)
     default: return a.command == b.command
     }
 }

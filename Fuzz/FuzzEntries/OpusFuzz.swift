@@ -18,11 +18,15 @@ extension FuzzEntries {
         if let toc = data.first { _ = OpusPacketInfo.frameSamples(toc: toc) }
         guard let frames = try? OpusPacket.validate(data) else { return }
         fuzzRequire((try? OpusPacket.frameCount(data)) == frames, "libopus frame counts disagree")
-        fuzzRequire(OpusPacketInfo.frameCount(data) == frames,
-                    "OpusPacketInfo.frameCount \(String(describing: OpusPacketInfo.frameCount(data))) != libopus \(frames)")
+        fuzzRequire(
+            OpusPacketInfo.frameCount(data) == frames,
+            "OpusPacketInfo.frameCount \(String(describing: OpusPacketInfo.frameCount(data))) != libopus \(frames)")
         let samples = try? OpusPacket.sampleCount(data, sampleRate: .hz48000)
-        fuzzRequire(info == samples, "OpusPacketInfo.sampleCount \(String(describing: info)) != libopus \(String(describing: samples))")
-        fuzzRequire(payload == samples, "OpusPayload.sampleCount \(String(describing: payload)) != libopus \(String(describing: samples))")
+        fuzzRequire(
+            info == samples, "OpusPacketInfo.sampleCount \(String(describing: info)) != libopus \(String(describing: samples))")
+        fuzzRequire(
+            payload == samples, "OpusPayload.sampleCount \(String(describing: payload)) != libopus \(String(describing: samples))"
+        )
         for rate in OpusSampleRate.allCases { _ = try? OpusPacket.samplesPerFrame(data, sampleRate: rate) }
         _ = try? OpusPacket.bandwidth(data)
         _ = try? OpusPacket.channelCount(data)

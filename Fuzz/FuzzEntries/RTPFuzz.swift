@@ -5,8 +5,9 @@ extension FuzzEntries {
     /// element through the typed accessors, re-marshal and parse again to the same packet.
     @Sendable public static func rtp(_ data: UnsafeRawBufferPointer) {
         guard let packet = try? RTPPacket(parsing: data) else { return }
-        fuzzRequire(packet.headerSize + packet.payload.count + packet.paddingSize == data.count,
-                    "RTP header \(packet.headerSize) + payload \(packet.payload.count) + padding \(packet.paddingSize) != \(data.count)")
+        fuzzRequire(
+            packet.headerSize + packet.payload.count + packet.paddingSize == data.count,
+            "RTP header \(packet.headerSize) + payload \(packet.payload.count) + padding \(packet.paddingSize) != \(data.count)")
         let ext = packet.header.extensions
         for id in ext.elementIDs {
             let bytes = ext.data(id: id)
@@ -20,12 +21,14 @@ extension FuzzEntries {
         if let profile = packet.extensionProfile {
             _ = try? RTPHeaderExtensions(profile: profile, body: packet.extensionBody)
         }
-        let size = RTPPacket.marshalSize(header: packet.header, payloadSize: packet.payload.count,
-                                         paddingSize: packet.paddingSize)
+        let size = RTPPacket.marshalSize(
+            header: packet.header, payloadSize: packet.payload.count,
+            paddingSize: packet.paddingSize)
         var out = [UInt8](repeating: 0, count: size)
         out.withUnsafeMutableBytes { o in
-            let n = RTPPacket.marshal(header: packet.header, payload: packet.payload,
-                                      paddingSize: packet.paddingSize, into: o)
+            let n = RTPPacket.marshal(
+                header: packet.header, payload: packet.payload,
+                paddingSize: packet.paddingSize, into: o)
             fuzzRequire(n == size, "RTP marshal wrote \(n) bytes, marshalSize said \(size)")
             let again: RTPPacket
             do { again = try RTPPacket(parsing: UnsafeRawBufferPointer(o)) } catch {

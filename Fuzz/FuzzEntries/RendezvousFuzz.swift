@@ -120,23 +120,33 @@ final class RendezvousHarness {
         if let first = reply.first, STUNMessage.mayBeSTUN(firstByte: first) {
             // A STUN Binding answer: to the asker, for its transaction, naming its address.
             let answer = try? STUNMessage(parsing: reply), asked = try? STUNMessage(parsing: request)
-            fuzzRequire(to == from && asked?.method == .binding && asked?.messageClass == .request, "a STUN answer to something else")
-            fuzzRequire(answer?.method == .binding && answer?.messageClass == .successResponse && answer?.transactionID == asked?.transactionID,
-                        "a STUN answer that is not the Binding success for that request")
+            fuzzRequire(
+                to == from && asked?.method == .binding && asked?.messageClass == .request, "a STUN answer to something else")
+            fuzzRequire(
+                answer?.method == .binding && answer?.messageClass == .successResponse
+                    && answer?.transactionID == asked?.transactionID,
+                "a STUN answer that is not the Binding success for that request")
             fuzzRequire(STUNMessage.hasValidFingerprint(reply), "a STUN answer without a valid FINGERPRINT")
-            fuzzRequire((try? answer?.xorAddress(STUNMessage.AttributeType.xorMappedAddress)) == from, "a STUN answer naming another address")
+            fuzzRequire(
+                (try? answer?.xorAddress(STUNMessage.AttributeType.xorMappedAddress)) == from,
+                "a STUN answer naming another address")
             return
         }
         var r = ByteReader(reply, offset: 2)
         switch reply.first.flatMap(PacketType.init(rawValue:)) {
         case .rendezvousRegistered:
-            fuzzRequire(to == from && request.first == PacketType.rendezvousRegister.rawValue && request.count >= RendezvousAuth.registerLength,
-                        "registered answer to something else")
+            fuzzRequire(
+                to == from && request.first == PacketType.rendezvousRegister.rawValue
+                    && request.count >= RendezvousAuth.registerLength,
+                "registered answer to something else")
             guard let accepted = r.u8(), r.u32() != nil, r.u16() != nil, let key = r.take(32), let cookie = r.take(16),
-                  let token = r.take(16) else { return fuzzRequire(false, "short registered answer") }
+                let token = r.take(16)
+            else { return fuzzRequire(false, "short registered answer") }
             if nodeKey == nil {
                 nodeKey = key
-                for i in clients.indices { clients[i].macKey = RendezvousAuth.key(secret: clients[i].keys.secret, peerPublic: key) }
+                for i in clients.indices {
+                    clients[i].macKey = RendezvousAuth.key(secret: clients[i].keys.secret, peerPublic: key)
+                }
             }
             fuzzRequire(key == nodeKey, "the node key changed within a run")
             let registeredKey = Array(request[2..<34]), carried = Array(request[42..<58])
@@ -150,8 +160,10 @@ final class RendezvousHarness {
                 // The tags it carried (the harness holds every client's key) now lead to it.
                 var t = ByteReader(request, offset: 34)
                 if let i, let k = clients[i].macKey, let timestamp = t.u64(),
-                   let plain = Sodium.open(key: k, nonce: timestamp, ad: Array(request[0..<RendezvousAuth.registerHeaderLength]),
-                                           ciphertext: request[RendezvousAuth.registerHeaderLength...]) {
+                    let plain = Sodium.open(
+                        key: k, nonce: timestamp, ad: Array(request[0..<RendezvousAuth.registerHeaderLength]),
+                        ciphertext: request[RendezvousAuth.registerHeaderLength...])
+                {
                     var p = ByteReader(plain, offset: 1)
                     while let tag = p.take(16) { tagOwners[tag] = registeredKey }
                 } else {
@@ -165,8 +177,9 @@ final class RendezvousHarness {
             fuzzRequire(to == from && i != nil, "a lookup answered to \(to), not a client")
             var q = ByteReader(request, offset: 34)
             guard let i, let macKey = clients[i].macKey, let nonce = r.u64(), request.count == RendezvousAuth.lookupLength,
-                  let asked = q.u64(), nonce == asked | 1 << 63,
-                  let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(reply[0..<10]), ciphertext: reply[10...]) else {
+                let asked = q.u64(), nonce == asked | 1 << 63,
+                let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(reply[0..<10]), ciphertext: reply[10...])
+            else {
                 return fuzzRequire(false, "a lookup answer that its asker cannot open")
             }
             var p = ByteReader(plain)
@@ -176,16 +189,21 @@ final class RendezvousHarness {
             let askedTag = Sodium.open(key: macKey, nonce: asked, ad: Array(request[0..<42]), ciphertext: request[42...])
             fuzzRequire(askedTag == tag, "a lookup answered for another tag")
             if found == 1 {
-                fuzzRequire(tagOwners[tag].flatMap { registered[$0] } == SocketAddress(ipv4Address: ip, port: port),
-                            "lookup named an endpoint not registered last for that tag")
+                fuzzRequire(
+                    tagOwners[tag].flatMap { registered[$0] } == SocketAddress(ipv4Address: ip, port: port),
+                    "lookup named an endpoint not registered last for that tag")
             }
         case .relayDeliver:
-            guard request.first == PacketType.relaySend.rawValue, request.count > 82 else { return fuzzRequire(false, "relay deliver without a relay send") }
+            guard request.first == PacketType.relaySend.rawValue, request.count > 82 else {
+                return fuzzRequire(false, "relay deliver without a relay send")
+            }
             let source = Array(request[2..<34]), token = Array(request[34..<50]), target = Array(request[50..<66])
             let sourceTag = Array(request[66..<82])
-            fuzzRequire(tokens[source]?.token == token && tokens[source]?.endpoint == from, "relayed without the token of that source")
+            fuzzRequire(
+                tokens[source]?.token == token && tokens[source]?.endpoint == from, "relayed without the token of that source")
             fuzzRequire(tagOwners[sourceTag] == source, "relayed under a source tag that key did not register last")
-            fuzzRequire(tagOwners[target].flatMap { registered[$0] } == to, "relayed to an endpoint not registered for the target tag")
+            fuzzRequire(
+                tagOwners[target].flatMap { registered[$0] } == to, "relayed to an endpoint not registered for the target tag")
             fuzzRequire(r.take(16) == sourceTag, "relayed under another tag")
             fuzzRequire(Array(reply[18...]) == Array(request[82...]), "relayed another datagram")
         default:

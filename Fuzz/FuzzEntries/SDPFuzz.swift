@@ -22,7 +22,8 @@ extension FuzzEntries {
         // The writer puts lines in RFC 8866 §5 order (the parser keeps input order), so the text,
         // not the value, must be a fixed point: written again, it is the same text.
         let rewritten = again.text
-        fuzzRequire(rewritten == written, "SDP text is not stable:\n\(written.debugDescription)\n->\n\(rewritten.debugDescription)")
+        fuzzRequire(
+            rewritten == written, "SDP text is not stable:\n\(written.debugDescription)\n->\n\(rewritten.debugDescription)")
     }
 
     static let jsepTransport = JSEPTransportParameters(
@@ -48,13 +49,16 @@ extension FuzzEntries {
             fuzzRequire(again == d, "JSEP \(type) changed when written and parsed again:\n\(written.debugDescription)")
             fuzzRequire(again.sdp == written, "JSEP \(type) text is not a fixed point:\n\(written.debugDescription)")
             if type == .offer {
-                let tracks = [JSEPTrack(kind: .audio, id: "a", streamID: "s", ssrc: 1),
-                              JSEPTrack(kind: .video, id: "v", streamID: "s", ssrc: 2, retransmissionSSRC: 3)]
+                let tracks = [
+                    JSEPTrack(kind: .audio, id: "a", streamID: "s", ssrc: 1),
+                    JSEPTrack(kind: .video, id: "v", streamID: "s", ssrc: 2, retransmissionSSRC: 3),
+                ]
                 let answer = JSEPNegotiator.createAnswer(to: d, tracks: tracks, transport: jsepTransport, sessionID: 1)
                 do { _ = try JSEPSessionDescription(parsing: answer.sdp, type: .answer) } catch {
                     fuzzRequire(false, "our answer does not parse: \(error)\n\(answer.sdp)")
                 }
-                fuzzRequire(answer.media.count == d.media.count, "the answer has \(answer.media.count) sections for \(d.media.count)")
+                fuzzRequire(
+                    answer.media.count == d.media.count, "the answer has \(answer.media.count) sections for \(d.media.count)")
             }
         }
     }

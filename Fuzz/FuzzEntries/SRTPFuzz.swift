@@ -4,7 +4,8 @@ extension FuzzEntries {
     /// A fixed key per suite (public so the seed writer can protect seeds with it): the fuzzer cannot forge tags, so the unprotect paths past
     /// authentication are reached by protecting the input first (modes 2 and 3).
     public static let srtpKeys: [SRTPKeyMaterial] = SRTPSuite.allCases.map { suite in
-        try! SRTPKeyMaterial(suite: suite, keyAndSalt: (0..<suite.keyAndSaltLength).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+        try! SRTPKeyMaterial(
+            suite: suite, keyAndSalt: (0..<suite.keyAndSaltLength).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
     }
 
     /// One inbound and one outbound context per suite, reused across inputs: creating them costs
@@ -38,19 +39,25 @@ extension FuzzEntries {
         srtpRun(body, rtcp: rtcp, roundTrip: selector & 2 != 0, inbound, outbound)
     }
 
-    private static func srtpRun(_ body: UnsafeRawBufferPointer, rtcp: Bool, roundTrip: Bool,
-                                _ inbound: SRTPContext, _ outbound: SRTPContext) {
+    private static func srtpRun(
+        _ body: UnsafeRawBufferPointer, rtcp: Bool, roundTrip: Bool,
+        _ inbound: SRTPContext, _ outbound: SRTPContext
+    ) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: body.count + 64, alignment: 16)
         defer { buffer.deallocate() }
         buffer.copyMemory(from: body)
         if !roundTrip {
-            let n = rtcp ? try? inbound.unprotectRTCP(buffer, length: body.count)
-                         : try? inbound.unprotect(buffer, length: body.count)
+            let n =
+                rtcp
+                ? try? inbound.unprotectRTCP(buffer, length: body.count)
+                : try? inbound.unprotect(buffer, length: body.count)
             if let n { fuzzRequire(n >= 0 && n <= body.count, "unprotect returned \(n) for \(body.count) bytes") }
             return
         }
-        let protected = rtcp ? try? outbound.protectRTCP(buffer, length: body.count)
-                             : try? outbound.protect(buffer, length: body.count)
+        let protected =
+            rtcp
+            ? try? outbound.protectRTCP(buffer, length: body.count)
+            : try? outbound.protect(buffer, length: body.count)
         // A fresh stream must protect any RTP packet our parser accepts (a stale stream from an
         // earlier input would fail here with a replay error).
         if !rtcp, protected == nil, (try? RTPPacket(parsing: body)) != nil {
@@ -58,10 +65,13 @@ extension FuzzEntries {
         }
         guard let protected else { return }
         fuzzRequire(protected <= buffer.count, "protect wrote \(protected) bytes into \(buffer.count)")
-        let n = rtcp ? try? inbound.unprotectRTCP(buffer, length: protected)
-                     : try? inbound.unprotect(buffer, length: protected)
+        let n =
+            rtcp
+            ? try? inbound.unprotectRTCP(buffer, length: protected)
+            : try? inbound.unprotect(buffer, length: protected)
         fuzzRequire(n == body.count, "unprotect of our own protect gave \(String(describing: n)), expected \(body.count)")
-        fuzzRequire(UnsafeRawBufferPointer(rebasing: buffer[..<body.count]).elementsEqual(body),
-                    "SRTP round trip changed the packet")
+        fuzzRequire(
+            UnsafeRawBufferPointer(rebasing: buffer[..<body.count]).elementsEqual(body),
+            "SRTP round trip changed the packet")
     }
 }

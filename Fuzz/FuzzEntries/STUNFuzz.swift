@@ -50,7 +50,9 @@ extension FuzzEntries {
         success.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, SocketAddress(ipv4: 192, 0, 2, 1, port: 3478))
         out.append(("binding-success", [0] + success.encode(fingerprint: true)))
         var allocated = STUNMessage(method: .allocate, class: .successResponse)
-        allocated.appendXORAddress(STUNMessage.AttributeType.xorRelayedAddress, SocketAddress(ipv6: [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 7, count: 12), port: 50_000))
+        allocated.appendXORAddress(
+            STUNMessage.AttributeType.xorRelayedAddress,
+            SocketAddress(ipv6: [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 7, count: 12), port: 50_000))
         allocated.appendUInt32(STUNMessage.AttributeType.lifetime, 600)
         out.append(("allocate-success-signed", [0] + allocated.encode(integrity: STUNClientHarness.key, fingerprint: true)))
         var challenge = STUNMessage(method: .allocate, class: .errorResponse)
@@ -63,10 +65,22 @@ extension FuzzEntries {
             return [UInt8(n >> 8), UInt8(n & 0xFF), op] + bytes
         }
         let attributes: [UInt8] = [0x00, 0x0D, 0x00, 0x04, 0, 0, 2, 88, 0x80, 0x22, 0x00, 0x03, 0x61, 0x62, 0x63, 0]
-        out.append(("client-allocated", [0b111] + record(2, [0] + attributes) + record(3, [0] + Array("media".utf8))
-            + record(4, Array("indicated".utf8)) + record(1, [0x01, 0x13, 0x00, 0x00] + [UInt8](repeating: 0, count: 16))))
-        out.append(("client-challenged", [0b011] + record(2, [1] + [0x00, 0x09, 0x00, 0x04, 0, 0, 4, 38]) + record(0, [0x40, 0x00, 0x00, 0x01, 9])))
-        out.append(("client-fresh", [0b001] + record(1, [0x01, 0x13, 0x00, 0x00] + [UInt8](repeating: 0, count: 16)) + record(0, [0x17])))
+        out.append(
+            (
+                "client-allocated",
+                [0b111] + record(2, [0] + attributes) + record(3, [0] + Array("media".utf8))
+                    + record(4, Array("indicated".utf8)) + record(1, [0x01, 0x13, 0x00, 0x00] + [UInt8](repeating: 0, count: 16))
+            ))
+        out.append(
+            (
+                "client-challenged",
+                [0b011] + record(2, [1] + [0x00, 0x09, 0x00, 0x04, 0, 0, 4, 38]) + record(0, [0x40, 0x00, 0x00, 0x01, 9])
+            ))
+        out.append(
+            (
+                "client-fresh",
+                [0b001] + record(1, [0x01, 0x13, 0x00, 0x00] + [UInt8](repeating: 0, count: 16)) + record(0, [0x17])
+            ))
         return out
     }
 
@@ -82,22 +96,27 @@ extension FuzzEntries {
             $0.type != STUNMessage.AttributeType.messageIntegrity && $0.type != STUNMessage.AttributeType.fingerprint
         }
         let encoded = m.encode()
-        guard let again = try? STUNMessage(parsing: encoded) else { return fuzzRequire(false, "a parsed message re-encodes to bytes that do not parse") }
-        fuzzRequire(again.method == m.method && again.messageClass == m.messageClass && again.transactionID == m.transactionID,
-                    "the header changed through encode and parse")
+        guard let again = try? STUNMessage(parsing: encoded) else {
+            return fuzzRequire(false, "a parsed message re-encodes to bytes that do not parse")
+        }
+        fuzzRequire(
+            again.method == m.method && again.messageClass == m.messageClass && again.transactionID == m.transactionID,
+            "the header changed through encode and parse")
         fuzzRequire(again.attributes == kept, "attributes changed through encode and parse")
         // Signing adds 32 bytes; the length field has 16 bits.
         guard encoded.count + 32 - 20 <= 65_535 else { return }
         let key = STUNClientHarness.key
         let signed = m.encode(integrity: key, fingerprint: true)
-        fuzzRequire(STUNMessage.hasValidIntegrity(signed, key: key) && STUNMessage.hasValidFingerprint(signed),
-                    "a message signed by the harness does not validate")
+        fuzzRequire(
+            STUNMessage.hasValidIntegrity(signed, key: key) && STUNMessage.hasValidFingerprint(signed),
+            "a message signed by the harness does not validate")
         fuzzRequire(!STUNMessage.hasValidIntegrity(signed, key: key.map { $0 ^ 0x01 }), "valid under another key")
         let at = Int(bytes.count > 0 ? bytes[bytes.count - 1] : 0) * 251 % signed.count
         var flipped = signed
         flipped[at] ^= UInt8(truncatingIfNeeded: 1 << (at % 8))
-        fuzzRequire(!(STUNMessage.hasValidIntegrity(flipped, key: key) && STUNMessage.hasValidFingerprint(flipped)),
-                    "byte \(at) changed and both integrity and fingerprint still hold")
+        fuzzRequire(
+            !(STUNMessage.hasValidIntegrity(flipped, key: key) && STUNMessage.hasValidFingerprint(flipped)),
+            "byte \(at) changed and both integrity and fingerprint still hold")
     }
 }
 
@@ -120,8 +139,9 @@ final class STUNClientHarness: @unchecked Sendable {
 
     init(script: UInt8) {
         let log = self.log
-        client = TURNClient(socketlessServer: ICEServer(kind: .turn, address: Self.server, username: Self.user, password: Self.password),
-                            sendTap: { bytes in log.sent.append(bytes) })
+        client = TURNClient(
+            socketlessServer: ICEServer(kind: .turn, address: Self.server, username: Self.user, password: Self.password),
+            sendTap: { bytes in log.sent.append(bytes) })
         client.onPeerData = { peer, bytes in log.delivered.append((peer, Array(bytes))) }
         client.allocate()
         if script & 1 != 0, let request = lastRequest()?.message {
@@ -136,8 +156,11 @@ final class STUNClientHarness: @unchecked Sendable {
                 ok.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, SocketAddress(ipv4: 127, 0, 0, 1, port: 40_000))
                 ok.appendUInt32(STUNMessage.AttributeType.lifetime, 600)
                 deliver(ok.encode(integrity: Self.key, fingerprint: true))
-                fuzzRequire(client.state == .allocated(relayed: SocketAddress(ipv4: 127, 0, 0, 1, port: 50_000),
-                                                       mapped: SocketAddress(ipv4: 127, 0, 0, 1, port: 40_000)), "\(client.state)")
+                fuzzRequire(
+                    client.state
+                        == .allocated(
+                            relayed: SocketAddress(ipv4: 127, 0, 0, 1, port: 50_000),
+                            mapped: SocketAddress(ipv4: 127, 0, 0, 1, port: 40_000)), "\(client.state)")
                 client.createPermission(Self.peer)
                 boundChannel = client.bindChannel(Self.peer)
                 fuzzRequire(boundChannel == 0x4000, "the first channel is \(String(describing: boundChannel))")
@@ -152,14 +175,18 @@ final class STUNClientHarness: @unchecked Sendable {
     /// with (nil: unsigned), from the REALM it carries.
     func lastRequest() -> (message: STUNMessage, key: [UInt8]?)? {
         for bytes in log.sent.reversed() {
-            guard let m = try? STUNMessage(parsing: bytes), m.messageClass == .request, !answered.contains(m.transactionID) else { continue }
+            guard let m = try? STUNMessage(parsing: bytes), m.messageClass == .request, !answered.contains(m.transactionID) else {
+                continue
+            }
             return (m, Self.key(of: m))
         }
         return nil
     }
 
     static func key(of request: STUNMessage) -> [UInt8]? {
-        guard request.value(STUNMessage.AttributeType.messageIntegrity) != nil, let realm = request.text(STUNMessage.AttributeType.realm) else { return nil }
+        guard request.value(STUNMessage.AttributeType.messageIntegrity) != nil,
+            let realm = request.text(STUNMessage.AttributeType.realm)
+        else { return nil }
         return STUNMessage.longTermKey(username: user, realm: realm, password: password)
     }
 
@@ -187,8 +214,9 @@ final class STUNClientHarness: @unchecked Sendable {
             deliver(b)
         case 2:
             guard let (pending, key) = lastRequest(), let flags = body.first else { return }
-            var m = STUNMessage(method: pending.method, class: flags & 1 == 0 ? .successResponse : .errorResponse,
-                                transactionID: pending.transactionID)
+            var m = STUNMessage(
+                method: pending.method, class: flags & 1 == 0 ? .successResponse : .errorResponse,
+                transactionID: pending.transactionID)
             var at = 1
             while at + 4 <= body.count, m.attributes.count < 16 {
                 let type = UInt16(body[at]) << 8 | UInt16(body[at + 1])
@@ -203,7 +231,9 @@ final class STUNClientHarness: @unchecked Sendable {
             // Signed answers are accepted exactly when the request was signed (an unsigned one has
             // no key to check them with) and still pending.
             let expected = live && key != nil ? before + 1 : before
-            fuzzRequire(client.statistics.responsesAccepted == expected, "a signed answer accepted \(client.statistics.responsesAccepted - before) times")
+            fuzzRequire(
+                client.statistics.responsesAccepted == expected,
+                "a signed answer accepted \(client.statistics.responsesAccepted - before) times")
         case 3:
             let channel = 0x4000 + UInt16(body.first ?? 0) % 4
             let payload = Array(body.dropFirst())
@@ -212,7 +242,9 @@ final class STUNClientHarness: @unchecked Sendable {
             deliver(TURNChannelData.encode(channel: channel, data: payload, padded: body.count % 2 == 0))
             let after = log.delivered
             if live {
-                fuzzRequire(after.count == before + 1 && after.last!.0 == Self.peer && after.last!.1 == payload, "ChannelData not delivered exactly")
+                fuzzRequire(
+                    after.count == before + 1 && after.last!.0 == Self.peer && after.last!.1 == payload,
+                    "ChannelData not delivered exactly")
             } else {
                 fuzzRequire(after.count == before, "ChannelData delivered on an unbound channel or without an allocation")
             }
@@ -225,7 +257,9 @@ final class STUNClientHarness: @unchecked Sendable {
             let permitted = isAllocated && boundChannel != nil && from == Self.peer
             deliver(m.encode(fingerprint: true))
             let after = log.delivered
-            fuzzRequire(after.count == before + (permitted ? 1 : 0), "a Data indication from \(from) delivered \(after.count - before) times")
+            fuzzRequire(
+                after.count == before + (permitted ? 1 : 0),
+                "a Data indication from \(from) delivered \(after.count - before) times")
             if permitted { fuzzRequire(after.last!.1 == Array(body.dropFirst()), "Data indication payload changed") }
         }
     }
@@ -242,8 +276,9 @@ final class STUNClientHarness: @unchecked Sendable {
         let before = client.statistics
         let consumed = bytes.withUnsafeBytes { client.handleDatagram($0, from: Self.server) }
         let after = client.statistics
-        fuzzRequire(after.received == before.received + 1 && after.received == after.receivedByKind,
-                    "a datagram was not counted exactly once: \(after)")
+        fuzzRequire(
+            after.received == before.received + 1 && after.received == after.receivedByKind,
+            "a datagram was not counted exactly once: \(after)")
         if after.unmatchedResponses > before.unmatchedResponses { fuzzRequire(!consumed, "an unmatched response was consumed") }
         guard after.responsesAccepted > before.responsesAccepted, let m = try? STUNMessage(parsing: bytes) else { return }
         guard let request = known[m.transactionID] else { return fuzzRequire(false, "accepted a response to no request of ours") }
@@ -255,9 +290,11 @@ final class STUNClientHarness: @unchecked Sendable {
         }
         if let key = request.key, STUNMessage.hasValidIntegrity(bytes, key: key) { return }
         let code = m.errorCode?.code
-        fuzzRequire(m.messageClass == .errorResponse && m.value(STUNMessage.AttributeType.messageIntegrity) == nil
-                        && (request.key == nil || code == 401 || code == 438),
-                    "accepted an unsigned or badly signed \(m.messageClass) (request signed: \(request.key != nil), code \(String(describing: code)))")
+        fuzzRequire(
+            m.messageClass == .errorResponse && m.value(STUNMessage.AttributeType.messageIntegrity) == nil
+                && (request.key == nil || code == 401 || code == 438),
+            "accepted an unsigned or badly signed \(m.messageClass) (request signed: \(request.key != nil), code \(String(describing: code)))"
+        )
     }
 
     func finish() {

@@ -1,10 +1,11 @@
 import Dispatch
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import MediaCore
 import RevueSession
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension FuzzEntries {
     /// Session transport datagrams (docs/session.md, `Transport/Wire.swift`) through the real
@@ -130,19 +131,25 @@ struct SessionFixture: Sendable {
 
     /// One IK handshake between two fixed key pairs with fixed ephemerals: message 1 and 2 as
     /// sent, and the transport keys (initiator to responder, back).
-    static func handshake(initiator: KeyPair, responder: KeyPair, initiatorIndex: UInt32, responderIndex: UInt32,
-                          initiatorEphemeral: KeyPair, responderEphemeral: KeyPair, timestamp: UInt64)
-        -> (message1: [UInt8], message2: [UInt8], toResponder: [UInt8], toInitiator: [UInt8]) {
+    static func handshake(
+        initiator: KeyPair, responder: KeyPair, initiatorIndex: UInt32, responderIndex: UInt32,
+        initiatorEphemeral: KeyPair, responderEphemeral: KeyPair, timestamp: UInt64
+    )
+        -> (message1: [UInt8], message2: [UInt8], toResponder: [UInt8], toInitiator: [UInt8])
+    {
         let header = Self.header(initiatorIndex)
-        var i = NoiseIKHandshake(initiator: true, prologue: header, localStatic: initiator,
-                                 remoteStatic: responder.publicKey, ephemeral: initiatorEphemeral)
+        var i = NoiseIKHandshake(
+            initiator: true, prologue: header, localStatic: initiator,
+            remoteStatic: responder.publicKey, ephemeral: initiatorEphemeral)
         var payload = ByteWriter()
         payload.u8(HandshakeKind.connect.rawValue)
         payload.u64(timestamp)
         let body = header + i.writeMessage1(payload: payload.bytes)!
         // mac1 for the responder, no cookie (mac2 zeros).
-        let message1 = body + Sodium.keyedBlake2b(key: HandshakeMACs.mac1Key(responder.publicKey), body) + [UInt8](repeating: 0, count: 16)
-        var r = NoiseIKHandshake(initiator: false, prologue: header, localStatic: responder, remoteStatic: nil, ephemeral: responderEphemeral)
+        let message1 =
+            body + Sodium.keyedBlake2b(key: HandshakeMACs.mac1Key(responder.publicKey), body) + [UInt8](repeating: 0, count: 16)
+        var r = NoiseIKHandshake(
+            initiator: false, prologue: header, localStatic: responder, remoteStatic: nil, ephemeral: responderEphemeral)
         _ = r.readMessage1(Array(body[6...]))!
         var w = ByteWriter()
         w.u8(PacketType.handshakeResponse.rawValue)
@@ -157,19 +164,22 @@ struct SessionFixture: Sendable {
 
     init() {
         precondition(Sodium.ready)
-        let first = Self.handshake(initiator: friend, responder: core, initiatorIndex: friendIndex, responderIndex: Self.indexBase + 1,
-                                   initiatorEphemeral: KeyPair(secret: [UInt8](repeating: 0x42, count: 32)),
-                                   responderEphemeral: Self.coreEphemeral, timestamp: friendTimestamp)
+        let first = Self.handshake(
+            initiator: friend, responder: core, initiatorIndex: friendIndex, responderIndex: Self.indexBase + 1,
+            initiatorEphemeral: KeyPair(secret: [UInt8](repeating: 0x42, count: 32)),
+            responderEphemeral: Self.coreEphemeral, timestamp: friendTimestamp)
         initiation = first.message1
         sessionKeys = (first.toResponder, first.toInitiator)
-        let rekey = Self.handshake(initiator: friend, responder: core, initiatorIndex: friendRekeyIndex, responderIndex: Self.indexBase + 2,
-                                   initiatorEphemeral: KeyPair(secret: [UInt8](repeating: 0x43, count: 32)),
-                                   responderEphemeral: Self.coreEphemeral, timestamp: friendTimestamp + 1)
+        let rekey = Self.handshake(
+            initiator: friend, responder: core, initiatorIndex: friendRekeyIndex, responderIndex: Self.indexBase + 2,
+            initiatorEphemeral: KeyPair(secret: [UInt8](repeating: 0x43, count: 32)),
+            responderEphemeral: Self.coreEphemeral, timestamp: friendTimestamp + 1)
         rekeyInitiation = rekey.message1
         rekeyKeys = (rekey.toResponder, rekey.toInitiator)
-        let answer = Self.handshake(initiator: core, responder: friend, initiatorIndex: Self.indexBase, responderIndex: friendAnswerIndex,
-                                    initiatorEphemeral: Self.coreEphemeral, responderEphemeral: KeyPair(secret: [UInt8](repeating: 0x44, count: 32)),
-                                    timestamp: Self.timestampBase)
+        let answer = Self.handshake(
+            initiator: core, responder: friend, initiatorIndex: Self.indexBase, responderIndex: friendAnswerIndex,
+            initiatorEphemeral: Self.coreEphemeral, responderEphemeral: KeyPair(secret: [UInt8](repeating: 0x44, count: 32)),
+            timestamp: Self.timestampBase)
         coreResponse = answer.message2
         answerKeys = (answer.toInitiator, answer.toResponder)
         var ping = ByteWriter()
@@ -192,9 +202,13 @@ struct SessionFixture: Sendable {
     /// The plaintext of a data packet to the core, when one of the fixture's keys opens it.
     func open(_ bytes: [UInt8]) -> [UInt8]? {
         var r = ByteReader(bytes, offset: 1)
-        guard bytes.first == PacketType.transportData.rawValue, r.u32() != nil, let counter = r.u64(), r.remaining >= 16 else { return nil }
+        guard bytes.first == PacketType.transportData.rawValue, r.u32() != nil, let counter = r.u64(), r.remaining >= 16 else {
+            return nil
+        }
         for key in receiveKeys {
-            if let plain = Sodium.open(key: key, nonce: counter, ad: Array(bytes[0..<13]), ciphertext: bytes[13...]) { return plain }
+            if let plain = Sodium.open(key: key, nonce: counter, ad: Array(bytes[0..<13]), ciphertext: bytes[13...]) {
+                return plain
+            }
         }
         return nil
     }
@@ -203,14 +217,19 @@ struct SessionFixture: Sendable {
     func authenticInitiation(_ bytes: [UInt8]) -> Bool {
         var r = ByteReader(bytes, offset: 1)
         guard bytes.first == PacketType.handshakeInitiation.rawValue, r.u8() == revueProtocolVersion, r.u32() != nil,
-              r.remaining >= NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength else { return false }
+            r.remaining >= NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength
+        else { return false }
         // mac1 (keyed by the core's public key) is part of what makes an initiation authentic: the
         // core refuses, as forged, one whose Noise message is valid but whose mac1 is not.
         let macStart = bytes.count - HandshakeMACs.trailerLength
-        guard Sodium.keyedBlake2b(key: HandshakeMACs.mac1Key(core.publicKey), Array(bytes[0..<macStart]))
-                == Array(bytes[macStart..<(macStart + 16)]) else { return false }
+        guard
+            Sodium.keyedBlake2b(key: HandshakeMACs.mac1Key(core.publicKey), Array(bytes[0..<macStart]))
+                == Array(bytes[macStart..<(macStart + 16)])
+        else { return false }
         var hs = NoiseIKHandshake(initiator: false, prologue: Array(bytes[0..<6]), localStatic: core, remoteStatic: nil)
-        guard hs.readMessage1(Array(r.rest().dropLast(HandshakeMACs.trailerLength))) != nil, let rs = hs.remoteStatic else { return false }
+        guard hs.readMessage1(Array(r.rest().dropLast(HandshakeMACs.trailerLength))) != nil, let rs = hs.remoteStatic else {
+            return false
+        }
         fuzzRequire(rs == friend.publicKey, "initiation authenticated an unknown static key \(Hex.encode(rs))")
         return true
     }
@@ -219,10 +238,12 @@ struct SessionFixture: Sendable {
     func authenticResponse(_ bytes: [UInt8]) -> Bool {
         var r = ByteReader(bytes, offset: 1)
         guard bytes.first == PacketType.handshakeResponse.rawValue, r.u8() == revueProtocolVersion, r.u32() != nil,
-              r.u32() == pendingIndex, r.remaining >= NoiseIKHandshake.message2Overhead else { return false }
+            r.u32() == pendingIndex, r.remaining >= NoiseIKHandshake.message2Overhead
+        else { return false }
         // The core's message 1 is deterministic (seam ephemeral 0, index and timestamp).
-        var hs = NoiseIKHandshake(initiator: true, prologue: Self.header(pendingIndex), localStatic: core,
-                                  remoteStatic: friend.publicKey, ephemeral: Self.coreEphemeral)
+        var hs = NoiseIKHandshake(
+            initiator: true, prologue: Self.header(pendingIndex), localStatic: core,
+            remoteStatic: friend.publicKey, ephemeral: Self.coreEphemeral)
         var payload = ByteWriter()
         payload.u8(HandshakeKind.connect.rawValue)
         payload.u64(Self.timestampBase)
@@ -232,14 +253,23 @@ struct SessionFixture: Sendable {
 
     func seeds() -> [(String, [[UInt8]])] {
         func frame(_ build: (inout ByteWriter) -> Void) -> [UInt8] { var w = ByteWriter(); build(&w); return w.bytes }
-        let ping = frame { $0.u8(FrameType.ping.rawValue); $0.u64(123_456_789) }
-        let pong = frame { $0.u8(FrameType.pong.rawValue); $0.u64(123_456_789) }
-        let message = frame { $0.u8(FrameType.reliable.rawValue); $0.u32(7); $0.u32(1); $0.u8(ReliableKind.message.rawValue); $0.append("hello".utf8) }
+        let ping = frame {
+            $0.u8(FrameType.ping.rawValue); $0.u64(123_456_789)
+        }
+        let pong = frame {
+            $0.u8(FrameType.pong.rawValue); $0.u64(123_456_789)
+        }
+        let message = frame {
+            $0.u8(FrameType.reliable.rawValue); $0.u32(7); $0.u32(1); $0.u8(ReliableKind.message.rawValue);
+            $0.append("hello".utf8)
+        }
         let profile = frame {
             $0.u8(FrameType.reliable.rawValue); $0.u32(7); $0.u32(2); $0.u8(ReliableKind.profile.rawValue)
             $0.u8(1); $0.u16(5); $0.append("Alice".utf8); $0.append("on a call".utf8)
         }
-        let ack = frame { $0.u8(FrameType.ack.rawValue); $0.u32(7); $0.u32(2) }
+        let ack = frame {
+            $0.u8(FrameType.ack.rawValue); $0.u32(7); $0.u32(2)
+        }
         let bye = frame { $0.u8(FrameType.bye.rawValue) }
         // Counter 0 of the reset session is the confirmation.
         let toCore = [ping, message, profile, ack, pong].enumerated().map {
@@ -247,7 +277,8 @@ struct SessionFixture: Sendable {
         }
         func relayed(_ inner: [UInt8], source: [UInt8]? = nil) -> [UInt8] {
             var w = ByteWriter()
-            w.u8(PacketType.relayDeliver.rawValue); w.u8(revueProtocolVersion); w.append(source ?? friendRelayTags[1]); w.append(inner)
+            w.u8(PacketType.relayDeliver.rawValue); w.u8(revueProtocolVersion); w.append(source ?? friendRelayTags[1]);
+            w.append(inner)
             return w.bytes
         }
         var registered = ByteWriter()
@@ -259,7 +290,8 @@ struct SessionFixture: Sendable {
         lookup.append(friendRelayTags[1]); lookup.u8(1); lookup.u32(0x7F00_0001); lookup.u16(33_446); lookup.u8(0); lookup.u16(12)
         lookup.append([UInt8](repeating: 0, count: 16))
         var lan = ByteWriter()
-        lan.u8(PacketType.lanAnnounce.rawValue); lan.u8(revueProtocolVersion); lan.u16(33_447); lan.u8(8); lan.append(friendLANTag)
+        lan.u8(PacketType.lanAnnounce.rawValue); lan.u8(revueProtocolVersion); lan.u16(33_447); lan.u8(8);
+        lan.append(friendLANTag)
         lan.append([UInt8](repeating: 0x5A, count: 7 * 16))
         let rekeyed = Self.data(to: rekeyIndex, key: rekeyKeys.toCore, counter: 0, frame: message)
         let answered = Self.data(to: pendingIndex, key: answerKeys.toCore, counter: 0, frame: ping)
@@ -271,8 +303,13 @@ struct SessionFixture: Sendable {
             ("data-replayed", [toCore[1], toCore[1], confirmation]),
             ("data-out-of-order", [toCore[2], toCore[0], toCore[3], toCore[1]]),
             ("data-bye", [toCore[0], Self.data(to: sessionIndex, key: sessionKeys.toCore, counter: 9, frame: bye), toCore[1]]),
-            ("relayed-handshake-and-data", [relayed(toCore[0]), relayed(rekeyInitiation), relayed(coreResponse),
-                                            relayed(rekeyInitiation, source: coreRelayTag)]),
+            (
+                "relayed-handshake-and-data",
+                [
+                    relayed(toCore[0]), relayed(rekeyInitiation), relayed(coreResponse),
+                    relayed(rekeyInitiation, source: coreRelayTag),
+                ]
+            ),
             ("rendezvous-and-lan", [registered.bytes, lookup.bytes, lan.bytes]),
         ]
     }
@@ -306,13 +343,16 @@ final class SessionHarness {
         sessionDataDirectory = dir
         atexit { if let d = sessionDataDirectory { try? FileManager.default.removeItem(atPath: d) } }
         try? FileManager.default.removeItem(atPath: dir)
-        try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try! FileManager.default.createDirectory(
+            atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let profile = """
             {"format":1,"secretKey":"\(Hex.encode(fixture.core.secret.exposedCopy))","nospam":305419896,"name":"","statusMessage":"",\
             "status":0,"friends":[]}
             """
-        precondition(FileManager.default.createFile(atPath: dir + "/profile.json", contents: Data(profile.utf8),
-                                                    attributes: [.posixPermissions: 0o600]))
+        precondition(
+            FileManager.default.createFile(
+                atPath: dir + "/profile.json", contents: Data(profile.utf8),
+                attributes: [.posixPermissions: 0o600]))
         var configuration = RevueConfiguration(dataDirectory: dir)
         configuration.bindHost = "127.0.0.1"
         configuration.rendezvousNodes = ["127.0.0.1:9"]
@@ -323,8 +363,12 @@ final class SessionHarness {
         core.dropDirectSends = true
         core.wallClockSeam = { SessionFixture.wallClock }
         core.ephemeralSeam = { SessionFixture.coreEphemeral }
-        core.indexSeam = { [unowned self] in defer { indices += 1 }; return SessionFixture.indexBase &+ UInt32(truncatingIfNeeded: indices) }
-        core.timestampSeam = { [unowned self] in defer { timestamps += 1 }; return SessionFixture.timestampBase &+ UInt64(timestamps) }
+        core.indexSeam = { [unowned self] in
+            defer { indices += 1 }; return SessionFixture.indexBase &+ UInt32(truncatingIfNeeded: indices)
+        }
+        core.timestampSeam = { [unowned self] in
+            defer { timestamps += 1 }; return SessionFixture.timestampBase &+ UInt64(timestamps)
+        }
         reset()
         precondition(core.counters.handshakesCompleted == 1, "fuzz-session: the reset handshake did not complete")
         tearDown()
@@ -334,7 +378,9 @@ final class SessionHarness {
     /// what an input allocated is freed within it: libFuzzer runs a leak check on every input
     /// that ends with more allocations than frees.
     func tearDown() {
-        if revue.friends.getFriendList().contains(fixture.friendId) { try! revue.friends.deleteFriend(friendId: fixture.friendId) }
+        if revue.friends.getFriendList().contains(fixture.friendId) {
+            try! revue.friends.deleteFriend(friendId: fixture.friendId)
+        }
         core.drainEvents()
         deliveries.messages = []
     }
@@ -343,7 +389,9 @@ final class SessionHarness {
     /// handshake and its first data packet.
     func reset() {
         indices = 0; timestamps = 0
-        if revue.friends.getFriendList().contains(fixture.friendId) { try! revue.friends.deleteFriend(friendId: fixture.friendId) }
+        if revue.friends.getFriendList().contains(fixture.friendId) {
+            try! revue.friends.deleteFriend(friendId: fixture.friendId)
+        }
         core.handshakeTokens = SessionCore.handshakeBurst
         _ = try! revue.friends.addFriendNorequest(friendId: fixture.friendId)
         let before = core.counters
@@ -351,8 +399,9 @@ final class SessionHarness {
         core.handle(fixture.confirmation, from: peer)
         core.drainEvents()
         deliveries.messages = []
-        fuzzRequire(core.counters.handshakesCompleted == before.handshakesCompleted + 1 && drops(core.counters) == drops(before),
-                    "the reset handshake failed: \(core.counters)")
+        fuzzRequire(
+            core.counters.handshakesCompleted == before.handshakesCompleted + 1 && drops(core.counters) == drops(before),
+            "the reset handshake failed: \(core.counters)")
     }
 
     /// Every counter that records a datagram refused: malformed, forged, replayed, unknown session,
@@ -387,7 +436,8 @@ final class SessionHarness {
             let authentic: Bool
             switch type {
             case .handshakeInitiation:
-                authentic = fixture.authenticInitiation(inner) && (relaySource == nil || fixture.friendRelayTags.contains(relaySource!))
+                authentic =
+                    fixture.authenticInitiation(inner) && (relaySource == nil || fixture.friendRelayTags.contains(relaySource!))
             case .handshakeResponse: authentic = fixture.authenticResponse(inner)
             case .transportData: authentic = plain != nil
             default: authentic = false
@@ -395,8 +445,10 @@ final class SessionHarness {
             // Types the core only acts on once they authenticate.
             let authenticated = type == .handshakeInitiation || type == .handshakeResponse || type == .transportData
             // Types a peer reads without authentication (directly, not inside a relay).
-            let unauthenticated = relaySource == nil
-                && (type == .rendezvousRegistered || type == .rendezvousLookupReply || type == .lanAnnounce || type == .relayDeliver)
+            let unauthenticated =
+                relaySource == nil
+                && (type == .rendezvousRegistered || type == .rendezvousLookupReply || type == .lanAnnounce
+                    || type == .relayDeliver)
 
             let before = core.counters
             let delivered = deliveries.messages.count
@@ -412,10 +464,13 @@ final class SessionHarness {
                 fuzzRequire(after.droppedForged == before.droppedForged, "an authentic \(type!) datagram was counted as forged")
             }
             if !authenticated && !unauthenticated {
-                fuzzRequire(after.droppedMalformed > before.droppedMalformed, "a datagram of no type a peer reads was not counted as malformed")
+                fuzzRequire(
+                    after.droppedMalformed > before.droppedMalformed,
+                    "a datagram of no type a peer reads was not counted as malformed")
             }
             // Accepted by the transport (a malformed frame inside may still be counted).
-            let transportAccepted = authentic && after.droppedReplayed == before.droppedReplayed
+            let transportAccepted =
+                authentic && after.droppedReplayed == before.droppedReplayed
                 && after.droppedUnknownSession == before.droppedUnknownSession && after.droppedForged == before.droppedForged
                 && after.droppedRateLimited == before.droppedRateLimited && after.droppedNonFriend == before.droppedNonFriend
             if transportAccepted { accepted += 1 }
@@ -430,36 +485,42 @@ final class SessionHarness {
                 core.handle(relaySource == nil ? changed : Array(bytes[0..<34]) + changed, from: peer)
                 core.drainEvents()
                 let c1 = core.counters
-                fuzzRequire(c1.droppedForged + c1.droppedMalformed > c0.droppedForged + c0.droppedMalformed,
-                            "initiation still accepted with byte \(at) changed (\(c1))")
+                fuzzRequire(
+                    c1.droppedForged + c1.droppedMalformed > c0.droppedForged + c0.droppedMalformed,
+                    "initiation still accepted with byte \(at) changed (\(c1))")
             }
             if let plain {
                 if acceptedData.contains(inner) {
-                    fuzzRequire(dropped > 0 && deliveries.messages.count == delivered,
-                                "an accepted data packet was accepted again (\(after))")
+                    fuzzRequire(
+                        dropped > 0 && deliveries.messages.count == delivered,
+                        "an accepted data packet was accepted again (\(after))")
                 } else if transportAccepted {
                     acceptedData.insert(inner)
                     var r = ByteReader(plain)
                     if r.u8() == FrameType.reliable.rawValue, let epoch = r.u32(), let seq = r.u32(),
-                       let kind = r.u8().flatMap(ReliableKind.init(rawValue:)) {
+                        let kind = r.u8().flatMap(ReliableKind.init(rawValue:))
+                    {
                         let body = r.rest()
                         // A new epoch restarts the friend's stream (a restarted peer).
                         if epoch != lastEpoch { lastEpoch = epoch; streams += 1 }
                         if kind == .message {
-                            reliable.insert([UInt8(truncatingIfNeeded: streams), UInt8(truncatingIfNeeded: streams >> 8)] + plain[1..<9])
+                            reliable.insert(
+                                [UInt8(truncatingIfNeeded: streams), UInt8(truncatingIfNeeded: streams >> 8)] + plain[1..<9])
                             bodies.append(String(decoding: body, as: UTF8.self))
                         }
                         // The first item of a fresh stream is handed to the App at once.
                         if !firstReliableSeen, seq == 1, kind == .message, !body.contains(UInt8(ascii: "{")) {
-                            fuzzRequire(deliveries.messages.count == delivered + 1 && deliveries.messages.last == bodies.last,
-                                        "the first message of the stream (epoch \(epoch)) was not delivered exactly once")
+                            fuzzRequire(
+                                deliveries.messages.count == delivered + 1 && deliveries.messages.last == bodies.last,
+                                "the first message of the stream (epoch \(epoch)) was not delivered exactly once")
                         }
                         firstReliableSeen = true
                     }
                 }
             }
-            fuzzRequire(deliveries.messages.count <= reliable.count,
-                        "\(deliveries.messages.count) messages delivered from \(reliable.count) distinct ones")
+            fuzzRequire(
+                deliveries.messages.count <= reliable.count,
+                "\(deliveries.messages.count) messages delivered from \(reliable.count) distinct ones")
             if deliveries.messages.count > delivered {
                 fuzzRequire(deliveries.messages[delivered...].allSatisfy(bodies.contains), "a delivered message was never sent")
             }

@@ -16,8 +16,12 @@ extension FuzzEntries {
                 var out = [UInt8](repeating: 0, count: 16)
                 let n = out.withUnsafeMutableBytes { d.marshal(into: $0) }
                 out[n] = 0  // one byte of VP8 data so the descriptor parses
-                let again = out.withUnsafeBytes { try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)])) }
-                fuzzRequire(again?.0 == d && again?.1 == n, "VP8 descriptor changed through marshal: \(d) -> \(String(describing: again))")
+                let again = out.withUnsafeBytes {
+                    try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)]))
+                }
+                fuzzRequire(
+                    again?.0 == d && again?.1 == n, "VP8 descriptor changed through marshal: \(d) -> \(String(describing: again))"
+                )
             }
             guard let result = try? depacketizer.push(packet) else { continue }
             if let frame = result.frame {
@@ -37,8 +41,9 @@ extension FuzzEntries {
             _ = try? VP9ScalabilityStructure.parse(record)
             guard let packet = try? RTPPacket(parsing: record) else { continue }
             if let (d, size) = try? VP9PayloadDescriptor.parse(packet.payload) {
-                fuzzRequire(size < packet.payload.count || (d.scalabilityStructure != nil && !d.startOfFrame),
-                            "VP9 descriptor of \(size) bytes leaves no data")
+                fuzzRequire(
+                    size < packet.payload.count || (d.scalabilityStructure != nil && !d.startOfFrame),
+                    "VP9 descriptor of \(size) bytes leaves no data")
                 for i in 0..<d.referenceCount { _ = d.referenceDiff(at: i) }
                 if let ss = d.scalabilityStructure {
                     for i in 0..<ss.spatialLayers { _ = ss.width(layer: i); _ = ss.height(layer: i) }
@@ -46,10 +51,14 @@ extension FuzzEntries {
                 var out = [UInt8](repeating: 0, count: 64)
                 let n = out.withUnsafeMutableBytes { d.marshal(into: $0) }
                 out[n] = 0
-                let again = out.withUnsafeBytes { try? VP9PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)])) }
+                let again = out.withUnsafeBytes {
+                    try? VP9PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)]))
+                }
                 var expected = d  // the picture group description is parsed but not written back
                 expected.scalabilityStructure?.pictureGroupSize = 0
-                fuzzRequire(again?.0 == expected && again?.1 == n, "VP9 descriptor changed through marshal: \(d) -> \(String(describing: again))")
+                fuzzRequire(
+                    again?.0 == expected && again?.1 == n,
+                    "VP9 descriptor changed through marshal: \(d) -> \(String(describing: again))")
             }
             guard let result = try? depacketizer.push(packet) else { continue }
             if let frame = result.frame {

@@ -32,8 +32,11 @@ func records(_ packets: [[UInt8]]) -> [UInt8] {
 }
 
 func rtpPacket(_ header: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8] {
-    var out = [UInt8](repeating: 0, count: RTPPacket.marshalSize(header: header, payloadSize: payload.count, paddingSize: padding))
-    out.withUnsafeMutableBytes { o in payload.withUnsafeBytes { p in _ = RTPPacket.marshal(header: header, payload: p, paddingSize: padding, into: o) } }
+    var out = [UInt8](
+        repeating: 0, count: RTPPacket.marshalSize(header: header, payloadSize: payload.count, paddingSize: padding))
+    out.withUnsafeMutableBytes { o in
+        payload.withUnsafeBytes { p in _ = RTPPacket.marshal(header: header, payload: p, paddingSize: padding, into: o) }
+    }
     return out
 }
 
@@ -56,23 +59,52 @@ for (name, bytes) in rtpSeeds { save("fuzz-rtp", name, bytes); save("fuzz-datagr
 
 // MARK: RTCP
 let ntp = NTPTime(unixNanoseconds: 1_700_000_000_000_000_000)
-let block = RTCPReportBlock(ssrc: 42, fractionLost: 12, cumulativeLost: 345, extendedHighestSequence: 70_000,
-                            jitter: 80, lastSenderReport: 0x1234_5678, delaySinceLastSenderReport: 65_536)
+let block = RTCPReportBlock(
+    ssrc: 42, fractionLost: 12, cumulativeLost: 345, extendedHighestSequence: 70_000,
+    jitter: 80, lastSenderReport: 0x1234_5678, delaySinceLastSenderReport: 65_536)
 let rtcpSeeds: [(String, [RTCPPacket])] = [
-    ("sr-sdes", [.senderReport(RTCPSenderReport(ssrc: 1, ntpTime: ntp, rtpTime: 90_000, packetCount: 100, octetCount: 120_000, reports: [block])),
-                 .sourceDescription(RTCPSourceDescription(ssrc: 1, cname: "revue@host"))]),
-    ("rr-sdes-bye", [.receiverReport(RTCPReceiverReport(ssrc: 2, reports: [block, block])),
-                     .sourceDescription(RTCPSourceDescription(chunks: [
-                        .init(ssrc: 2, items: [.init(type: .cname, "a"), .init(type: .init(rawValue: 6), "tool")]),
-                        .init(ssrc: 3, items: [])])),
-                     .goodbye(RTCPGoodbye(sources: [2, 3], reason: "done"))]),
-    ("rr-nack", [.receiverReport(RTCPReceiverReport(ssrc: 2)),
-                 .genericNack(RTCPGenericNack(senderSSRC: 2, mediaSSRC: 42, lost: [10, 11, 15, 40, 65535, 0]))]),
-    ("rr-pli-fir", [.receiverReport(RTCPReceiverReport(ssrc: 2)),
-                    .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 2, mediaSSRC: 42)),
-                    .fullIntraRequest(RTCPFullIntraRequest(senderSSRC: 2, entries: [.init(ssrc: 42, sequenceNumber: 3)]))]),
-    ("rr-remb", [.receiverReport(RTCPReceiverReport(ssrc: 2)),
-                 .receiverEstimatedMaxBitrate(RTCPReceiverEstimatedMaxBitrate(senderSSRC: 2, bitrate: 1_500_000, ssrcs: [42, 43]))]),
+    (
+        "sr-sdes",
+        [
+            .senderReport(
+                RTCPSenderReport(ssrc: 1, ntpTime: ntp, rtpTime: 90_000, packetCount: 100, octetCount: 120_000, reports: [block])),
+            .sourceDescription(RTCPSourceDescription(ssrc: 1, cname: "revue@host")),
+        ]
+    ),
+    (
+        "rr-sdes-bye",
+        [
+            .receiverReport(RTCPReceiverReport(ssrc: 2, reports: [block, block])),
+            .sourceDescription(
+                RTCPSourceDescription(chunks: [
+                    .init(ssrc: 2, items: [.init(type: .cname, "a"), .init(type: .init(rawValue: 6), "tool")]),
+                    .init(ssrc: 3, items: []),
+                ])),
+            .goodbye(RTCPGoodbye(sources: [2, 3], reason: "done")),
+        ]
+    ),
+    (
+        "rr-nack",
+        [
+            .receiverReport(RTCPReceiverReport(ssrc: 2)),
+            .genericNack(RTCPGenericNack(senderSSRC: 2, mediaSSRC: 42, lost: [10, 11, 15, 40, 65535, 0])),
+        ]
+    ),
+    (
+        "rr-pli-fir",
+        [
+            .receiverReport(RTCPReceiverReport(ssrc: 2)),
+            .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 2, mediaSSRC: 42)),
+            .fullIntraRequest(RTCPFullIntraRequest(senderSSRC: 2, entries: [.init(ssrc: 42, sequenceNumber: 3)])),
+        ]
+    ),
+    (
+        "rr-remb",
+        [
+            .receiverReport(RTCPReceiverReport(ssrc: 2)),
+            .receiverEstimatedMaxBitrate(RTCPReceiverEstimatedMaxBitrate(senderSSRC: 2, bitrate: 1_500_000, ssrcs: [42, 43])),
+        ]
+    ),
 ]
 var rtcpDatagrams: [[UInt8]] = []
 for (name, packets) in rtcpSeeds {
@@ -123,16 +155,22 @@ for (target, path, isVP9) in [("fuzz-vp8", args[2], false), ("fuzz-vp9", args[3]
     // The first byte of a VP8/VP9 input picks the depacketizer capacity (even: 64 KiB).
     save(target, "sequence-mtu400", [0] + records(seq))
     save(target, "sequence-small-capacity", [1] + records(seq))
-    save(target, "sequence-reordered", [0] + records(seq.enumerated().map { $0.offset == 1 ? seq[2] : $0.offset == 2 ? seq[1] : $0.element }))
-    save(target, "key-frame-single", [0] + records(packetSequence(Array(list.prefix(1)), maxPayload: 1200, vp9: isVP9, size: (h.width, h.height))))
+    save(
+        target, "sequence-reordered",
+        [0] + records(seq.enumerated().map { $0.offset == 1 ? seq[2] : $0.offset == 2 ? seq[1] : $0.element }))
+    save(
+        target, "key-frame-single",
+        [0] + records(packetSequence(Array(list.prefix(1)), maxPayload: 1200, vp9: isVP9, size: (h.width, h.height))))
     for (i, p) in seq.prefix(3).enumerated() { save("fuzz-rtp", "\(target)-packet\(i)", p) }
 }
 
 // MARK: Opus packets from the encoder, and a WAV / Ogg Opus file of them
 var opusPackets: [(String, [UInt8], Int)] = []
-for (app, rate, channels, duration) in [(OpusApplication.voip, OpusSampleRate.hz16000, 1, OpusFrameDuration.ms20),
-                                       (.audio, .hz48000, 2, .ms10), (.audio, .hz48000, 1, .ms60),
-                                       (.restrictedLowDelay, .hz48000, 2, .ms2_5), (.voip, .hz8000, 1, .ms40)] {
+for (app, rate, channels, duration) in [
+    (OpusApplication.voip, OpusSampleRate.hz16000, 1, OpusFrameDuration.ms20),
+    (.audio, .hz48000, 2, .ms10), (.audio, .hz48000, 1, .ms60),
+    (.restrictedLowDelay, .hz48000, 2, .ms2_5), (.voip, .hz8000, 1, .ms40),
+] {
     let encoder = try! OpusEncoder(sampleRate: rate, channels: channels, application: app)
     var audio = SyntheticAudio(pattern: .speech, sampleRate: rate.rawValue, channels: channels)
     let samples = duration.samples(at: rate)
@@ -140,7 +178,13 @@ for (app, rate, channels, duration) in [(OpusApplication.voip, OpusSampleRate.hz
         let pcm = audio.int16s(frames: samples)
         var packet = [UInt8](repeating: 0, count: 1500)
         let n = pcm.withUnsafeBufferPointer { p in packet.withUnsafeMutableBytes { try! encoder.encode(p, into: $0) } }
-        if k == 2 { opusPackets.append(("\(app)-\(rate.rawValue)-\(channels)ch-\(duration.rawValue)us", Array(packet[..<n]), samples * 48_000 / rate.rawValue)) }
+        if k == 2 {
+            opusPackets.append(
+                (
+                    "\(app)-\(rate.rawValue)-\(channels)ch-\(duration.rawValue)us", Array(packet[..<n]),
+                    samples * 48_000 / rate.rawValue
+                ))
+        }
     }
 }
 for (name, packet, _) in opusPackets { save("fuzz-opus", name, packet) }
@@ -157,41 +201,54 @@ func written(_ name: String, _ write: (String) throws -> Void) -> [UInt8] {
     return readFile(path)
 }
 
-save("fuzz-oggopus", "ours-stereo-10ms.opus", written("a.opus") { path in
-    let w = try OggOpusWriter(path: path, channelCount: 2)
-    for _ in 0..<3 { try w.write(opusPackets[1].1, sampleCount: opusPackets[1].2) }
-    try w.finish(originalSampleCount: 1000)
-})
-save("fuzz-oggopus", "ours-mono-60ms.opus", written("b.opus") { path in
-    let w = try OggOpusWriter(path: path, head: OggOpusHead(channelCount: 1, preSkip: 120),
-                              tags: OggOpusTags(vendor: "Revue", comments: ["TITLE=seed", "ARTIST=fuzz"]))
-    try w.write(opusPackets[2].1, sampleCount: opusPackets[2].2)
-    try w.finish()
-})
+save(
+    "fuzz-oggopus", "ours-stereo-10ms.opus",
+    written("a.opus") { path in
+        let w = try OggOpusWriter(path: path, channelCount: 2)
+        for _ in 0..<3 { try w.write(opusPackets[1].1, sampleCount: opusPackets[1].2) }
+        try w.finish(originalSampleCount: 1000)
+    })
+save(
+    "fuzz-oggopus", "ours-mono-60ms.opus",
+    written("b.opus") { path in
+        let w = try OggOpusWriter(
+            path: path, head: OggOpusHead(channelCount: 1, preSkip: 120),
+            tags: OggOpusTags(vendor: "Revue", comments: ["TITLE=seed", "ARTIST=fuzz"]))
+        try w.write(opusPackets[2].1, sampleCount: opusPackets[2].2)
+        try w.finish()
+    })
 
 var tone = SyntheticAudio(pattern: .tone(frequency: 440), sampleRate: 8000, channels: 2)
 let wavSamples = tone.int16s(frames: 64)
-save("fuzz-wav", "ours-int16-stereo.wav", written("a.wav") { path in
-    let w = try WAVWriter(path: path, sampleRate: 8000, channelCount: 2, format: .int16)
-    try w.write(wavSamples); try w.finish()
-})
-save("fuzz-wav", "ours-float-mono.wav", written("b.wav") { path in
-    let w = try WAVWriter(path: path, sampleRate: 48_000, channelCount: 1, format: .float32)
-    try w.write(wavSamples.map { Float($0) / 32768 }); try w.finish()
-})
+save(
+    "fuzz-wav", "ours-int16-stereo.wav",
+    written("a.wav") { path in
+        let w = try WAVWriter(path: path, sampleRate: 8000, channelCount: 2, format: .int16)
+        try w.write(wavSamples); try w.finish()
+    })
+save(
+    "fuzz-wav", "ours-float-mono.wav",
+    written("b.wav") { path in
+        let w = try WAVWriter(path: path, sampleRate: 48_000, channelCount: 1, format: .float32)
+        try w.write(wavSamples.map { Float($0) / 32768 }); try w.finish()
+    })
 
 let frame = VideoFrame(width: 8, height: 6)
-save("fuzz-y4m", "ours-8x6.y4m", written("a.y4m") { path in
-    let w = try Y4MWriter(path: path, width: 8, height: 6, frameRate: ContainerRational(30, 1))
-    for i in 0..<2 { SyntheticVideo.render(frameIndex: i, into: frame); try w.write(frame.view) }
-    try w.finish()
-})
+save(
+    "fuzz-y4m", "ours-8x6.y4m",
+    written("a.y4m") { path in
+        let w = try Y4MWriter(path: path, width: 8, height: 6, frameRate: ContainerRational(30, 1))
+        for i in 0..<2 { SyntheticVideo.render(frameIndex: i, into: frame); try w.write(frame.view) }
+        try w.finish()
+    })
 let vp8Frames = frames(args[2], limit: 2).1
-save("fuzz-ivf", "ours-vp8.ivf", written("a.ivf") { path in
-    let w = try IVFWriter(path: path, codec: .vp8, width: 64, height: 48, timeBase: ContainerRational(1, 30))
-    for (i, f) in vp8Frames.enumerated() { try w.write(f, pts: Int64(i)) }
-    try w.finish()
-})
+save(
+    "fuzz-ivf", "ours-vp8.ivf",
+    written("a.ivf") { path in
+        let w = try IVFWriter(path: path, codec: .vp8, width: 64, height: 48, timeBase: ContainerRational(1, 30))
+        for (i, f) in vp8Frames.enumerated() { try w.write(f, pts: Int64(i)) }
+        try w.finish()
+    })
 
 // MARK: SRTP: selector byte (suite << 2 | protect-first << 1 | rtcp) + datagram
 for (s, key) in FuzzEntries.srtpKeys.enumerated() {
@@ -210,8 +267,9 @@ for (s, key) in FuzzEntries.srtpKeys.enumerated() {
 }
 
 // MARK: SDP as revue-media writes it
-var session = SDPSessionDescription(origin: SDPOrigin(sessionID: 4_242_424_242, address: "127.0.0.1"),
-                                    sessionName: "Revue", connection: SDPConnection(address: "127.0.0.1"))
+var session = SDPSessionDescription(
+    origin: SDPOrigin(sessionID: 4_242_424_242, address: "127.0.0.1"),
+    sessionName: "Revue", connection: SDPConnection(address: "127.0.0.1"))
 session.attributes = [SDPAttribute("tool", "revue-media")]
 let keyAndSalt = (0..<30).map { UInt8($0) }
 var video = SDPMediaDescription(type: "video", port: 5004, payloadType: 96, encoding: "VP8", clockRate: 90_000)
@@ -220,10 +278,13 @@ video.crypto = [SDPCrypto(tag: 1, suite: "AES_CM_128_HMAC_SHA1_80", keyAndSalt: 
 video.extensionMaps = [SDPExtensionMap(id: 3, uri: SDPExtensionMap.absoluteSendTimeURI)]
 video.ssrcs = [SDPSSRCAttribute(ssrc: 3_000_000_001, attribute: "cname", value: "revue")]
 video.direction = .sendonly
-var audioMedia = SDPMediaDescription(type: "audio", port: 5006, payloadType: 111, encoding: "opus", clockRate: 48_000, channels: 2)
+var audioMedia = SDPMediaDescription(
+    type: "audio", port: 5006, payloadType: 111, encoding: "opus", clockRate: 48_000, channels: 2)
 audioMedia.formatParameters = [SDPFormatParameters(payloadType: 111, parameters: "minptime=10;useinbandfec=1")]
 audioMedia.crypto = [SDPCrypto(tag: 1, suite: "AES_CM_128_HMAC_SHA1_80", keyAndSalt: keyAndSalt)]
-audioMedia.extensionMaps = [SDPExtensionMap(id: 1, direction: .sendonly, uri: SDPExtensionMap.audioLevelURI, attributes: "vad=on")]
+audioMedia.extensionMaps = [
+    SDPExtensionMap(id: 1, direction: .sendonly, uri: SDPExtensionMap.audioLevelURI, attributes: "vad=on")
+]
 audioMedia.rtcpMux = true
 session.media = [video, audioMedia]
 save("fuzz-sdp", "ours-audio-video.sdp", Array(session.text.utf8))
@@ -234,17 +295,23 @@ save("fuzz-sdp", "ours-audio-video.sdp", Array(session.text.utf8))
 let jsepTransport = JSEPTransportParameters(
     ice: JSEPICEParameters(usernameFragment: "Seed", password: "seedpasswordseedpasswd"),
     fingerprints: [JSEPFingerprint(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 * 29 + 7) })],
-    candidates: [JSEPCandidate("candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host")!,
-                 JSEPCandidate("candidate:2 1 udp 1694498815 203.0.113.7 40001 typ srflx raddr 127.0.0.1 rport 40000")!],
+    candidates: [
+        JSEPCandidate("candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host")!,
+        JSEPCandidate("candidate:2 1 udp 1694498815 203.0.113.7 40001 typ srflx raddr 127.0.0.1 rport 40000")!,
+    ],
     endOfCandidates: true, cname: "seed")
-let jsepTracks = [JSEPTrack(kind: .audio, id: "mic", streamID: "call", ssrc: 1111),
-                  JSEPTrack(kind: .video, id: "cam", streamID: "call", ssrc: 2222, retransmissionSSRC: 3333)]
+let jsepTracks = [
+    JSEPTrack(kind: .audio, id: "mic", streamID: "call", ssrc: 1111),
+    JSEPTrack(kind: .video, id: "cam", streamID: "call", ssrc: 2222, retransmissionSSRC: 3333),
+]
 let jsepOffer = JSEPNegotiator.createOffer(tracks: jsepTracks, transport: jsepTransport, sessionID: 5_000_000_001)
 save("fuzz-sdp", "jsep-offer.sdp", Array(jsepOffer.sdp.utf8))
-let jsepAnswer = JSEPNegotiator.createAnswer(to: jsepOffer, tracks: [jsepTracks[1]], transport: jsepTransport, sessionID: 5_000_000_002)
+let jsepAnswer = JSEPNegotiator.createAnswer(
+    to: jsepOffer, tracks: [jsepTracks[1]], transport: jsepTransport, sessionID: 5_000_000_002)
 save("fuzz-sdp", "jsep-answer.sdp", Array(jsepAnswer.sdp.utf8))
-var jsepReoffer = JSEPNegotiator.createOffer(tracks: [jsepTracks[1], JSEPTrack(kind: .audio, id: "mic2", streamID: "call", ssrc: 4444)],
-                                             transport: jsepTransport, previous: jsepOffer)
+var jsepReoffer = JSEPNegotiator.createOffer(
+    tracks: [jsepTracks[1], JSEPTrack(kind: .audio, id: "mic2", streamID: "call", ssrc: 4444)],
+    transport: jsepTransport, previous: jsepOffer)
 jsepReoffer.media.append(JSEPMediaSection(kind: .application, port: 0, proto: "UDP/DTLS/SCTP", formats: ["webrtc-datachannel"]))
 jsepReoffer.addCandidate(JSEPCandidate("candidate:3 1 tcp 1518280447 127.0.0.1 9 typ host tcptype active")!, mid: "1")
 jsepReoffer.addEndOfCandidates()
@@ -255,7 +322,9 @@ let seedKey = (0..<32).map { UInt8($0) &* 37 &+ 11 }
 let seedAddress = RevueAddress(publicKey: seedKey, nospam: 0xDEAD_BEEF).text
 save("fuzz-address", "address", Array(seedAddress.utf8))
 save("fuzz-address", "address-lowercase-spaces", Array(("  " + seedAddress.lowercased() + "\n\t").utf8))
-save("fuzz-address", "address-nospam-zero", Array(RevueAddress(publicKey: [UInt8](repeating: 0xFF, count: 32), nospam: 0).text.utf8))
+save(
+    "fuzz-address", "address-nospam-zero",
+    Array(RevueAddress(publicKey: [UInt8](repeating: 0xFF, count: 32), nospam: 0).text.utf8))
 save("fuzz-address", "address-bad-checksum", Array((seedAddress.dropLast(4) + "0000").utf8))
 save("fuzz-address", "friend-id", Array(Hex.encode(seedKey).utf8))
 
@@ -274,14 +343,28 @@ func action(_ op: UInt8, _ bytes: [UInt8]) -> [UInt8] { [op] + bytes }
 let register = (0..<3).flatMap { c in [action(1, [UInt8(c), 1]), action(1, [UInt8(c), 1])] }
 save("fuzz-rendezvous", "register-all", records(register))
 save("fuzz-rendezvous", "lookups", records(register + [action(2, [0, 1]), action(2, [1, 2]), action(2, [2, 2])]))
-save("fuzz-rendezvous", "relay", records(register + [action(3, [0, 1] + [0x53] + Array(repeating: 7, count: 40)),
-                                                     action(3, [1, 0, 0x51] + Array(repeating: 9, count: 140))]))
+save(
+    "fuzz-rendezvous", "relay",
+    records(
+        register + [
+            action(3, [0, 1] + [0x53] + Array(repeating: 7, count: 40)),
+            action(3, [1, 0, 0x51] + Array(repeating: 9, count: 140)),
+        ]))
 var paddedBinding = STUNMessage(method: .binding, class: .request)
 paddedBinding.appendText(STUNMessage.AttributeType.software, "revue rendezvous seed")
-save("fuzz-rendezvous", "stun-binding", records([action(0, [0] + paddedBinding.encode(fingerprint: true)),
-                                                 action(0, [1] + STUNMessage(method: .binding, class: .request).encode())]))
-save("fuzz-rendezvous", "raw-and-replayed", records(register + [action(0, [0, 0x58, revueProtocolVersion] + Array(repeating: 1, count: 73)),
-                                                                action(4, [1, 1]), action(4, [2, 3]), action(0, [3, 0x5C, revueProtocolVersion])]))
+save(
+    "fuzz-rendezvous", "stun-binding",
+    records([
+        action(0, [0] + paddedBinding.encode(fingerprint: true)),
+        action(0, [1] + STUNMessage(method: .binding, class: .request).encode()),
+    ]))
+save(
+    "fuzz-rendezvous", "raw-and-replayed",
+    records(
+        register + [
+            action(0, [0, 0x58, revueProtocolVersion] + Array(repeating: 1, count: 73)),
+            action(4, [1, 1]), action(4, [2, 3]), action(0, [3, 0x5C, revueProtocolVersion]),
+        ]))
 
 // MARK: STUN messages and TURN client scripts (FuzzEntries.stun)
 for (name, bytes) in FuzzEntries.stunSeeds() { save("fuzz-stun", name, bytes) }
@@ -306,18 +389,24 @@ let commands: [NodeCommand] = [
     .mediaStats, .room, .quit,
 ]
 let encoded = commands.enumerated().map { i, c in
-    NodeCommandLine.encode(NodeRequest(name: NodeCommandLine.name(of: c), id: i % 3 == 0 ? nil : NodeCommandID(i % 3 == 1 ? i as Any : "r\(i)" as Any), command: c))
+    NodeCommandLine.encode(
+        NodeRequest(
+            name: NodeCommandLine.name(of: c), id: i % 3 == 0 ? nil : NodeCommandID(i % 3 == 1 ? i as Any : "r\(i)" as Any),
+            command: c))
 }
 save("fuzz-node-command", "every-command", Array(encoded.joined(separator: "\n").utf8))
-save("fuzz-node-command", "process-test-lines", Array("""
-{"cmd":"message","friendId":"\(friendId)","message":"k1","id":1,"timeout":30}
-{"cmd":"feed","seconds":2,"tone":440,"id":"f"}
-{"cmd":"call-message","message":"hello from c","id":"m"}
-{"cmd":"add-friend","friendId":"\(friendId)"}
-{"cmd":"set-status","status":"dnd"}
-{"cmd":"mode","mode":"sendAndRecv","id":[1,{"a":null}]}
-{"cmd":"set-nospam","nospam":4294967296}
-   
-not json
-{"cmd":"nope"}
-""".utf8))
+save(
+    "fuzz-node-command", "process-test-lines",
+    Array(
+        """
+        {"cmd":"message","friendId":"\(friendId)","message":"k1","id":1,"timeout":30}
+        {"cmd":"feed","seconds":2,"tone":440,"id":"f"}
+        {"cmd":"call-message","message":"hello from c","id":"m"}
+        {"cmd":"add-friend","friendId":"\(friendId)"}
+        {"cmd":"set-status","status":"dnd"}
+        {"cmd":"mode","mode":"sendAndRecv","id":[1,{"a":null}]}
+        {"cmd":"set-nospam","nospam":4294967296}
+           
+        not json
+        {"cmd":"nope"}
+        """.utf8))

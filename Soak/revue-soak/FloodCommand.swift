@@ -1,10 +1,11 @@
+import Foundation
 // `revue-soak flood`: forged datagrams at line rate; `revue-soak flood-test`: a call whose receive
 // socket is flooded by a child `revue-soak flood` process.
 import MediaCore
 import RevueSession
-import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum FloodCommand {
@@ -42,7 +43,9 @@ enum FloodCommand {
             if elapsed >= seconds { break }
             for _ in 0..<64 {
                 let p = forged[sent % forged.count]
-                do { bytes += try p.withUnsafeBytes { try socket.send($0, to: target) }; sent += 1 } catch { refused += 1; sent += 1 }
+                do { bytes += try p.withUnsafeBytes { try socket.send($0, to: target) }; sent += 1 } catch {
+                    refused += 1; sent += 1
+                }
             }
             if interval > 0 {
                 let ahead = Double(sent) * interval - (Probe.now() - t0)
@@ -50,7 +53,9 @@ enum FloodCommand {
             }
         }
         let elapsed = Probe.now() - t0
-        out("{\"sent\":\(sent - refused),\"refused\":\(refused),\"bytes\":\(bytes),\"seconds\":\(String(format: "%.2f", elapsed)),\"rate\":\(Int(Double(sent - refused) / elapsed))}")
+        out(
+            "{\"sent\":\(sent - refused),\"refused\":\(refused),\"bytes\":\(bytes),\"seconds\":\(String(format: "%.2f", elapsed)),\"rate\":\(Int(Double(sent - refused) / elapsed))}"
+        )
         return 0
     }
 
@@ -65,15 +70,20 @@ enum FloodCommand {
         let port = call.receiveAddress.port
         call.capture(seconds: 3)  // warm-up: first keyframe, jitter buffer settled
         struct Mark { var t: Double; var frames: Int; var samples: Int; var p: ReceivePipelineStatistics; var kernel: Int }
-        func mark() -> Mark { Mark(t: Probe.now(), frames: call.framesDecoded, samples: call.audioSink.samples.load(ordering: .relaxed),
-                                   p: call.receiver.statistics, kernel: Probe.kernelDrops(port: port)) }
+        func mark() -> Mark {
+            Mark(
+                t: Probe.now(), frames: call.framesDecoded, samples: call.audioSink.samples.load(ordering: .relaxed),
+                p: call.receiver.statistics, kernel: Probe.kernelDrops(port: port))
+        }
         let m0 = mark()
         call.capture(seconds: calm)
         let m1 = mark()
         let child = Process()
         child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        child.arguments = ["flood", "--target", call.receiveAddress.description, "--seconds", String(flood), "--rate", String(rate),
-                           "--ssrc", String(call.video.ssrc), "--ssrc", String(call.audio.ssrc)]
+        child.arguments = [
+            "flood", "--target", call.receiveAddress.description, "--seconds", String(flood), "--rate", String(rate),
+            "--ssrc", String(call.video.ssrc), "--ssrc", String(call.audio.ssrc),
+        ]
         let pipe = Pipe()
         child.standardOutput = pipe
         try child.run()
@@ -82,7 +92,8 @@ enum FloodCommand {
         let m2 = mark()
         call.capture(seconds: calm)
         let m3 = mark()
-        let floodReport = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let floodReport = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let threads = Probe.threads()
         call.stopAll()
 
@@ -90,22 +101,36 @@ enum FloodCommand {
         func aps(_ a: Mark, _ b: Mark) -> Double { Double(b.samples - a.samples) / (b.t - a.t) / 48_000 }
         let before = fps(m0, m1), during = fps(m1, m2), after = fps(m2, m3)
         let dp = m2.p, bp = m1.p
-        let shed = (dp.authFailures - bp.authFailures) + (dp.malformed - bp.malformed) + (dp.unknownStream - bp.unknownStream)
+        let shed =
+            (dp.authFailures - bp.authFailures) + (dp.malformed - bp.malformed) + (dp.unknownStream - bp.unknownStream)
             + (dp.other - bp.other) + (dp.srtpErrors - bp.srtpErrors) + (dp.truncated - bp.truncated) + (dp.replays - bp.replays)
         let kernel = m2.kernel - m1.kernel
-        out("== soak flood-test: call (320x240 VP8 + Opus, SRTP), receive socket \(call.receiveAddress) flooded for \(Int(flood)) s by a child process")
+        out(
+            "== soak flood-test: call (320x240 VP8 + Opus, SRTP), receive socket \(call.receiveAddress) flooded for \(Int(flood)) s by a child process"
+        )
         out("flood sender: \(floodReport)")
-        out("pipeline during the flood: \(dp.datagrams - bp.datagrams) datagrams read, \(shed) shed and counted "
-            + "(auth failures \(dp.authFailures - bp.authFailures), malformed \(dp.malformed - bp.malformed), unknown stream \(dp.unknownStream - bp.unknownStream), "
-            + "other \(dp.other - bp.other), replays \(dp.replays - bp.replays), SRTP errors \(dp.srtpErrors - bp.srtpErrors), truncated \(dp.truncated - bp.truncated)); "
-            + "kernel receive-buffer drops \(kernel); datagrams read by kind: RTP \(dp.rtp - bp.rtp), RTCP \(dp.rtcp - bp.rtcp)")
-        out(String(format: "video decoded: %.1f fps before, %.1f fps during (%.0f %%), %.1f fps after (%.0f %%); audio played: %.2f / %.2f / %.2f s per s",
-                   before, during, 100 * during / before, after, 100 * after / before, aps(m0, m1), aps(m1, m2), aps(m2, m3)))
+        out(
+            "pipeline during the flood: \(dp.datagrams - bp.datagrams) datagrams read, \(shed) shed and counted "
+                + "(auth failures \(dp.authFailures - bp.authFailures), malformed \(dp.malformed - bp.malformed), unknown stream \(dp.unknownStream - bp.unknownStream), "
+                + "other \(dp.other - bp.other), replays \(dp.replays - bp.replays), SRTP errors \(dp.srtpErrors - bp.srtpErrors), truncated \(dp.truncated - bp.truncated)); "
+                + "kernel receive-buffer drops \(kernel); datagrams read by kind: RTP \(dp.rtp - bp.rtp), RTCP \(dp.rtcp - bp.rtcp)"
+        )
+        out(
+            String(
+                format:
+                    "video decoded: %.1f fps before, %.1f fps during (%.0f %%), %.1f fps after (%.0f %%); audio played: %.2f / %.2f / %.2f s per s",
+                before, during, 100 * during / before, after, 100 * after / before, aps(m0, m1), aps(m1, m2), aps(m2, m3)))
         out("threads at the end: \(threads)")
         var failures: [String] = []
         if shed + kernel <= 0 { failures.append("no forged datagram was counted as dropped") }
-        if during < minShare * before { failures.append(String(format: "decoding during the flood fell to %.0f %% (bound %.0f %%)", 100 * during / before, 100 * minShare)) }
-        if after < 0.9 * before { failures.append(String(format: "decoding did not recover after the flood (%.0f %%)", 100 * after / before)) }
+        if during < minShare * before {
+            failures.append(
+                String(format: "decoding during the flood fell to %.0f %% (bound %.0f %%)", 100 * during / before, 100 * minShare)
+            )
+        }
+        if after < 0.9 * before {
+            failures.append(String(format: "decoding did not recover after the flood (%.0f %%)", 100 * after / before))
+        }
         for f in failures { out("FAIL: " + f) }
         out(failures.isEmpty ? "flood-test: PASS" : "flood-test: FAIL")
         return failures.isEmpty ? 0 : 1

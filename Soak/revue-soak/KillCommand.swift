@@ -3,8 +3,9 @@
 // directory (identity and friends intact), and SIGKILLed many times in the middle of profile writes.
 import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One revue-node process: JSON commands on stdin, event lines from stdout collected by a thread.
@@ -109,19 +110,27 @@ enum KillCommand {
         let alice = try peer("alice", ["--name", "Alice"])
         var bob = try peer("bob", ["--name", "Bob"])
         defer { alice.kill(); bob.kill() }
-        guard let ar = alice.wait(ev("ready")), let br = bob.wait(ev("ready")) else { throw SoakFailure(description: "revue-node did not start") }
+        guard let ar = alice.wait(ev("ready")), let br = bob.wait(ev("ready")) else {
+            throw SoakFailure(description: "revue-node did not start")
+        }
         let aliceId = ar.json["revueId"] as! String, bobId = br.json["revueId"] as! String
         alice.send(["cmd": "add-friend", "address": br.json["address"] as! String, "message": "soak"])
-        guard bob.wait(ev("didReceiveFriendRequest", ["friendId": aliceId])) != nil else { throw SoakFailure(description: "no friend request") }
+        guard bob.wait(ev("didReceiveFriendRequest", ["friendId": aliceId])) != nil else {
+            throw SoakFailure(description: "no friend request")
+        }
         bob.send(["cmd": "accept", "friendId": aliceId])
         guard alice.wait({ $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true }) != nil else {
             throw SoakFailure(description: "Bob never came online for Alice")
         }
         // The call, with media both ways.
         alice.send(["cmd": "invite", "friendId": bobId, "message": "soak call"])
-        guard bob.wait(ev("didReceiveInvitation", ["friendId": aliceId])) != nil else { throw SoakFailure(description: "no invitation") }
+        guard bob.wait(ev("didReceiveInvitation", ["friendId": aliceId])) != nil else {
+            throw SoakFailure(description: "no invitation")
+        }
         bob.send(["cmd": "accept-call", "friendId": aliceId])
-        guard alice.wait(ev("participantDidConnect", ["friendId": bobId])) != nil else { throw SoakFailure(description: "Bob did not join the call") }
+        guard alice.wait(ev("participantDidConnect", ["friendId": bobId])) != nil else {
+            throw SoakFailure(description: "Bob did not join the call")
+        }
         alice.send(["cmd": "feed", "seconds": 30, "id": "fa"])
         bob.send(["cmd": "feed", "seconds": 30, "id": "fb"])
         sleep(4)
@@ -139,24 +148,38 @@ enum KillCommand {
         for i in 0..<80 { alice.send(["cmd": "message", "friendId": bobId, "message": "q\(i)", "id": "q\(i)", "timeout": 5]) }
         let left = alice.wait(20, ev("participantDidDisconnect", ["friendId": bobId]))
         let leave = left.map { $0.t - killedAt }
-        let offline = alice.parsed.first { $0.t >= killedAt && $0.json["event"] as? String == "didUpdatePaths"
-            && $0.json["friendId"] as? String == bobId && $0.json["isOnline"] as? Bool == false }.map { $0.t - killedAt }
+        let offline = alice.parsed.first {
+            $0.t >= killedAt && $0.json["event"] as? String == "didUpdatePaths"
+                && $0.json["friendId"] as? String == bobId && $0.json["isOnline"] as? Bool == false
+        }.map { $0.t - killedAt }
         if ProcessInfo.processInfo.environment["SOAK_DEBUG"] != nil {
-            for l in alice.parsed where l.t >= killedAt && l.json["cmd"] as? String != "message" { log(String(format: "+%.2f %@", l.t - killedAt, "\(l.json)")) }
+            for l in alice.parsed where l.t >= killedAt && l.json["cmd"] as? String != "message" {
+                log(String(format: "+%.2f %@", l.t - killedAt, "\(l.json)"))
+            }
         }
-        out(String(format: "SIGKILL mid-call: Alice saw Bob offline after %.2f s (bound %.1f s: connection timeout 1.6 s + keepalive 0.5 s + 0.9 s scheduling)",
-                   offline ?? -1, offlineBound))
-        out(String(format: "SIGKILL mid-call: Alice saw Bob leave the call after %.2f s (reason %@; %.2f s after offline; bound %.2f s: the offline bound + one 50 ms tick, callLostTimeout 0)",
-                   leave ?? -1, (left?.json["reason"] as? String) ?? "none", (leave ?? -1) - (offline ?? 0), leaveBound))
+        out(
+            String(
+                format:
+                    "SIGKILL mid-call: Alice saw Bob offline after %.2f s (bound %.1f s: connection timeout 1.6 s + keepalive 0.5 s + 0.9 s scheduling)",
+                offline ?? -1, offlineBound))
+        out(
+            String(
+                format:
+                    "SIGKILL mid-call: Alice saw Bob leave the call after %.2f s (reason %@; %.2f s after offline; bound %.2f s: the offline bound + one 50 ms tick, callLostTimeout 0)",
+                leave ?? -1, (left?.json["reason"] as? String) ?? "none", (leave ?? -1) - (offline ?? 0), leaveBound))
         check(offline != nil && offline! <= offlineBound, "the peer was not offline within \(offlineBound) s")
-        check(leave != nil && leave! <= leaveBound && left?.json["reason"] as? String == "connectionLost",
-              "the participant did not leave (connectionLost) within \(leaveBound) s")
-        check(leave != nil && offline != nil && leave! >= offline!,
-              "the participant left before the friend went offline")
+        check(
+            leave != nil && leave! <= leaveBound && left?.json["reason"] as? String == "connectionLost",
+            "the participant did not leave (connectionLost) within \(leaveBound) s")
+        check(
+            leave != nil && offline != nil && leave! >= offline!,
+            "the participant left before the friend went offline")
         usleep(500_000)
         let queueFull = alice.all { $0["error"] as? String == "sendQueueFull" }.count
         let notReachable = alice.all { $0["error"] as? String == "friendNotReachable" }.count
-        out("full send queue: 80 messages to the killed Bob: \(queueFull) refused sendQueueFull (queue 64), \(notReachable) friendNotReachable once he was offline")
+        out(
+            "full send queue: 80 messages to the killed Bob: \(queueFull) refused sendQueueFull (queue 64), \(notReachable) friendNotReachable once he was offline"
+        )
         check(queueFull > 0 || notReachable == 80, "neither sendQueueFull nor friendNotReachable refused the excess messages")
 
         // Restart on the same data directory.
@@ -167,9 +190,16 @@ enum KillCommand {
         let friends = bob.wait { $0["id"] as? String == "l1" }?.json["friends"] as? [[String: Any]] ?? []
         let sameId = again.json["revueId"] as? String == bobId
         let hasAlice = friends.contains { $0["friendId"] as? String == aliceId }
-        let back = bob.wait(10) { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == aliceId && $0["isOnline"] as? Bool == true }
-        out("restart on the same data directory: revueId \(sameId ? "unchanged" : "CHANGED"), friends \(friends.count) (Alice \(hasAlice ? "present" : "MISSING")), "
-            + (back.map { String(format: "ready %.3f s and online with Alice again %.3f s after the restart", again.t - restartedAt, $0.t - restartedAt) } ?? "NOT online with Alice"))
+        let back = bob.wait(10) {
+            $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == aliceId && $0["isOnline"] as? Bool == true
+        }
+        out(
+            "restart on the same data directory: revueId \(sameId ? "unchanged" : "CHANGED"), friends \(friends.count) (Alice \(hasAlice ? "present" : "MISSING")), "
+                + (back.map {
+                    String(
+                        format: "ready %.3f s and online with Alice again %.3f s after the restart", again.t - restartedAt,
+                        $0.t - restartedAt)
+                } ?? "NOT online with Alice"))
         check(sameId && hasAlice && back != nil, "identity or friends lost after SIGKILL")
         bob.kill()
 
@@ -187,16 +217,22 @@ enum KillCommand {
             _ = b.wait(2) { $0["id"] as? String == "n\(k % 40)" }
             usleep(UInt32.random(in: 0...20_000))
             b.kill()
-            b.all { $0["event"] as? String == "didUpdateName" && $0["friendId"] as? String == bobId }.forEach { names.insert($0["name"] as? String ?? "") }
+            b.all { $0["event"] as? String == "didUpdateName" && $0["friendId"] as? String == bobId }.forEach {
+                names.insert($0["name"] as? String ?? "")
+            }
         }
         let final = try peer("bob")
         let fr = final.wait(ev("ready"))
         final.send(["cmd": "list", "id": "lf"])
         let ff = final.wait { $0["id"] as? String == "lf" }?.json["friends"] as? [[String: Any]] ?? []
         final.quit()
-        out("SIGKILL during profile writes: \(writeKills) kills, each after a burst of 40 set-name commands; the profile loaded \(loads + (fr != nil ? 1 : 0))/\(writeKills + 1) times with the same revueId and Alice as friend (final: \(fr != nil ? "loaded" : "NOT loaded"), \(ff.count) friend)")
-        check(loads == writeKills && fr?.json["revueId"] as? String == bobId && ff.contains { $0["friendId"] as? String == aliceId },
-              "the profile did not always load intact")
+        out(
+            "SIGKILL during profile writes: \(writeKills) kills, each after a burst of 40 set-name commands; the profile loaded \(loads + (fr != nil ? 1 : 0))/\(writeKills + 1) times with the same revueId and Alice as friend (final: \(fr != nil ? "loaded" : "NOT loaded"), \(ff.count) friend)"
+        )
+        check(
+            loads == writeKills && fr?.json["revueId"] as? String == bobId
+                && ff.contains { $0["friendId"] as? String == aliceId },
+            "the profile did not always load intact")
         out(failures.isEmpty ? "kill-test: PASS" : "kill-test: FAIL")
         return failures.isEmpty ? 0 : 1
     }

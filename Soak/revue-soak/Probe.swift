@@ -1,8 +1,9 @@
 // Process and socket measurements of a soak run: RSS and thread count from /proc/self, and the
 // kernel's per-socket drop counter from /proc/net/udp.
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum Probe {

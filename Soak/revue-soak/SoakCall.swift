@@ -1,12 +1,13 @@
+import Foundation
 // The soak call: our send pipelines (VideoSendStream + AudioSendStream, RTCPSenderEndpoint on the
 // send socket) -> ImpairmentRelay (both directions) -> our ReceivePipeline with an
 // AudioPlayoutClock, all in this process over loopback UDP, the same wiring as `revue-media demo`.
 import MediaCore
 import RevueSession
-import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Counts decoded pictures and identifies each by its bar code.
@@ -22,7 +23,9 @@ final class CountingRenderer: VideoRenderer, @unchecked Sendable {
 /// Counts played PCM samples.
 final class CountingAudioSink: AudioSink, @unchecked Sendable {
     let samples = Atomic<Int>(0)
-    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) { samples.add(s.count / max(1, channels), ordering: .relaxed) }
+    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+        samples.add(s.count / max(1, channels), ordering: .relaxed)
+    }
 }
 
 final class SoakCall {
@@ -88,7 +91,9 @@ final class SoakCall {
         start = UDPSocket.monotonicNanoseconds()
     }
 
-    func stopAll() { video.stop(); audio.stop(flushPartialFrame: false); endpoint.stop(); clock.stop(); receiver.stop(); relay.stop() }
+    func stopAll() {
+        video.stop(); audio.stop(flushPartialFrame: false); endpoint.stop(); clock.stop(); receiver.stop(); relay.stop()
+    }
 
     /// Sets both directions of the relay.
     func impair(_ s: ImpairmentModel.Settings) {
@@ -110,7 +115,8 @@ final class SoakCall {
             while UInt64(audioChunks) * 20_000_000 <= elapsed {
                 let pcm = source.int16s(frames: 960)
                 pcm.withUnsafeBufferPointer {
-                    audio.capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(start) + Int64(audioChunks) * 20_000_000)
+                    audio.capturer.capture(
+                        $0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(start) + Int64(audioChunks) * 20_000_000)
                 }
                 audioChunks += 1
             }
@@ -162,11 +168,14 @@ final class SoakCall {
     func consistency() -> [Consistency] {
         let inbound = receiver.inboundStats
         let remote = endpoint.remoteInbound
-        return [("video", video.statistics.outbound, video.ssrc), ("audio", audio.statistics.outbound, audio.ssrc)].map { kind, o, ssrc in
+        return [("video", video.statistics.outbound, video.ssrc), ("audio", audio.statistics.outbound, audio.ssrc)].map {
+            kind, o, ssrc in
             let i = inbound.first { $0.ssrc == ssrc } ?? InboundRTPStreamStats()
-            return Consistency(kind: kind, sent: Int64(o.packetsSent - o.retransmittedPacketsSent), retransmitted: Int64(o.retransmittedPacketsSent),
-                               received: Int64(i.packetsReceived), lost: i.packetsLost, late: Int64(i.packetsDiscarded),
-                               remoteLost: remote[ssrc]?.packetsLost ?? -1)
+            return Consistency(
+                kind: kind, sent: Int64(o.packetsSent - o.retransmittedPacketsSent),
+                retransmitted: Int64(o.retransmittedPacketsSent),
+                received: Int64(i.packetsReceived), lost: i.packetsLost, late: Int64(i.packetsDiscarded),
+                remoteLost: remote[ssrc]?.packetsLost ?? -1)
         }
     }
 

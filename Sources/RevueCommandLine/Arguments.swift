@@ -64,7 +64,9 @@ package struct CommandSpec: Sendable {
 
     /// The `--help` text: usage line, summary, one line per option, the epilogue.
     package var help: String {
-        var lines = ["usage: \(invocation) \(positionals.isEmpty ? "" : positionals + " ")[options]", "", summary, "", "options:"]
+        var lines = [
+            "usage: \(invocation) \(positionals.isEmpty ? "" : positionals + " ")[options]", "", summary, "", "options:",
+        ]
         let shown = options.map { o in
             ([o.name] + o.aliases).joined(separator: ", ") + (o.value.map { o.valueIsOptional ? " [\($0)]" : " \($0)" } ?? "")
         }
@@ -94,8 +96,10 @@ package struct Arguments {
 
     /// Parses `args` given the options that take a value and the flags that do not.
     package init(_ args: [String], valueOptions: Set<String>, flagOptions: Set<String>) throws(UsageError) {
-        try self.init(args, options: valueOptions.map { OptionSpec($0, value: "V", help: "") }
-                                   + flagOptions.map { OptionSpec($0, help: "") })
+        try self.init(
+            args,
+            options: valueOptions.map { OptionSpec($0, value: "V", help: "") }
+                + flagOptions.map { OptionSpec($0, help: "") })
     }
 
     /// Parses `args` against a command's option specs (aliases are stored under the main name).
@@ -167,7 +171,8 @@ package struct Arguments {
     package func size(_ name: String) throws(UsageError) -> (width: Int, height: Int)? {
         guard let raw = string(name) else { return nil }
         let parts = raw.lowercased().split(separator: "x")
-        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (2...16384).contains(w), (2...16384).contains(h) else {
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (2...16384).contains(w), (2...16384).contains(h)
+        else {
             throw UsageError(description: "\(name) \(raw): expected WIDTHxHEIGHT, each 2-16384")
         }
         return (w, h)

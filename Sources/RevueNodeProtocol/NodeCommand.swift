@@ -77,7 +77,8 @@ public struct NodeCommandID: Sendable, Equatable {
     /// Wraps a JSON value of `JSONSerialization`; nil when it cannot be written back as JSON.
     public init?(_ value: Any) {
         guard JSONSerialization.isValidJSONObject([value]),
-              let data = try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes])
+            let data = try? JSONSerialization.data(
+                withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes])
         else { return nil }
         json = String(decoding: data, as: UTF8.self)
     }
@@ -146,9 +147,12 @@ public enum NodeCommandLine {
     public static func parse(_ line: String) -> Parsed {
         guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { return .blank }
         guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
-              let cmd = object["cmd"] as? String else {
-            return .error(NodeCommandError(name: nil, id: nil, error: "invalidCommand",
-                                           fields: ["detail": "each line must be a JSON object with a \"cmd\" string"]))
+            let cmd = object["cmd"] as? String
+        else {
+            return .error(
+                NodeCommandError(
+                    name: nil, id: nil, error: "invalidCommand",
+                    fields: ["detail": "each line must be a JSON object with a \"cmd\" string"]))
         }
         let id = object["id"].flatMap { NodeCommandID($0) }
         func string(_ key: String) -> String? { object[key] as? String }

@@ -4,22 +4,20 @@
 // call's remote tracks deliver to. The rest of the engine is the RevueMedia product.
 @_exported import RevueSession
 
-// Video in: an app feeds frames it captured into a local track's capturer.
-@_exported import class MediaCore.BufferCapturer
-@_exported import protocol MediaCore.VideoCapturerDelegate
-@_exported import struct MediaCore.VideoDimensions
-@_exported import struct MediaCore.PixelBufferView
-@_exported import enum MediaCore.PixelFormat
-@_exported import enum MediaCore.VideoRotation
-@_exported import class MediaCore.VideoFrame
-@_exported import struct MediaCore.I420View
-
 // Audio in: PCM into a local audio track's capturer.
 @_exported import class MediaCore.AudioBufferCapturer
+@_exported import protocol MediaCore.AudioSink
+// Video in: an app feeds frames it captured into a local track's capturer.
+@_exported import class MediaCore.BufferCapturer
+@_exported import struct MediaCore.DecodedVideoFrame
+@_exported import struct MediaCore.I420View
+@_exported import class MediaCore.LatestFrameRenderer
 @_exported import struct MediaCore.PCMBufferView
-
+@_exported import struct MediaCore.PixelBufferView
+@_exported import enum MediaCore.PixelFormat
+@_exported import protocol MediaCore.VideoCapturerDelegate
+@_exported import struct MediaCore.VideoDimensions
+@_exported import class MediaCore.VideoFrame
 // Video and audio out: what a remote track's renderer and audio sink receive.
 @_exported import protocol MediaCore.VideoRenderer
-@_exported import struct MediaCore.DecodedVideoFrame
-@_exported import class MediaCore.LatestFrameRenderer
-@_exported import protocol MediaCore.AudioSink
+@_exported import enum MediaCore.VideoRotation

@@ -1,8 +1,8 @@
+import Foundation
 // The command table and what every command shares: --help, --quiet, file kinds by extension.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 
 /// One `revue-media` command.
 protocol Command {

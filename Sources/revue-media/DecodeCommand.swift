@@ -1,8 +1,8 @@
+import Foundation
 // `revue-media decode`: IVF (VP8/VP9) to Y4M, Ogg Opus to WAV.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 
 enum DecodeCommand: Command {
     static let name = "decode"
@@ -35,9 +35,13 @@ enum DecodeCommand: Command {
 
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments(argv, valueOptions: valueOptions, flagOptions: flagOptions)
-        guard let output = args.string("-o") ?? args.string("--output") else { throw UsageError(description: "missing -o OUTPUT") }
+        guard let output = args.string("-o") ?? args.string("--output") else {
+            throw UsageError(description: "missing -o OUTPUT")
+        }
         guard args.positional.count == 1 else {
-            throw UsageError(description: args.positional.isEmpty ? "missing INPUT (a .ivf or .ogg file)" : "expected one INPUT, got \(args.positional.count)")
+            throw UsageError(
+                description: args.positional.isEmpty
+                    ? "missing INPUT (a .ivf or .ogg file)" : "expected one INPUT, got \(args.positional.count)")
         }
         let input = args.positional[0]
         guard let outKind = MediaFileKind(extensionOf: output), [.y4m, .wav].contains(outKind) else {
@@ -46,11 +50,15 @@ enum DecodeCommand: Command {
         let inKind = try MediaFileKind.sniff(input)
         switch (inKind, outKind) {
         case (.ivf, .y4m):
-            for option in ["--rate"] where args.string(option) != nil { throw UsageError(description: "\(option) applies to audio; \(input) is video") }
+            for option in ["--rate"] where args.string(option) != nil {
+                throw UsageError(description: "\(option) applies to audio; \(input) is video")
+            }
             if args.flag("--float") { throw UsageError(description: "--float applies to audio; \(input) is video") }
             return try decodeVideo(args, input: input, output: output)
         case (.ogg, .wav):
-            for option in ["--fps", "--size"] where args.string(option) != nil { throw UsageError(description: "\(option) applies to video; \(input) is audio") }
+            for option in ["--fps", "--size"] where args.string(option) != nil {
+                throw UsageError(description: "\(option) applies to video; \(input) is audio")
+            }
             return try decodeAudio(args, input: input, output: output)
         case (.ivf, _):
             throw UsageError(description: "-o \(output): \(input) is video (IVF): use a .y4m output")
@@ -89,11 +97,14 @@ enum DecodeCommand: Command {
     static func decodeVideo(_ args: Arguments, input: String, output: String) throws -> Int32 {
         let reader = try IVFReader(path: input)
         let codec: VPXCodec = reader.header.codec == .vp8 ? .vp8 : .vp9
-        let rate = try args.int("--fps", range: 1...240).map { ContainerRational($0, 1) } ?? frameRate(of: input, header: reader.header)
+        let rate =
+            try args.int("--fps", range: 1...240).map { ContainerRational($0, 1) } ?? frameRate(of: input, header: reader.header)
         let size = try args.size("--size")
         try checkOutputDirectory(output)
         let decoder: VPXDecoder
-        do { decoder = try VPXDecoder(codec: codec) } catch { throw InputError(description: "cannot create the \(codec) decoder: \(error)") }
+        do { decoder = try VPXDecoder(codec: codec) } catch {
+            throw InputError(description: "cannot create the \(codec) decoder: \(error)")
+        }
         // pts units per output frame, in the file's time base.
         let step = Double(reader.header.timeBase.denominator) / (Double(reader.header.timeBase.numerator) * rate.doubleValue)
         var writer: Y4MWriter?
@@ -104,8 +115,9 @@ enum DecodeCommand: Command {
         var firstPts: Int64?
         var failure: Error?
         var interrupted = false
-        let progress = Progress(label: "decode \(input)", total: reader.header.declaredFrameCount > 0 ? Int(reader.header.declaredFrameCount) : nil,
-                                unit: "frames", quiet: args.quiet)
+        let progress = Progress(
+            label: "decode \(input)", total: reader.header.declaredFrameCount > 0 ? Int(reader.header.declaredFrameCount) : nil,
+            unit: "frames", quiet: args.quiet)
         do {
             while let h = try reader.readFrame(into: &payload) {
                 let index = frameIndex
@@ -125,7 +137,9 @@ enum DecodeCommand: Command {
                                 guard let writer else { return false }
                                 var view = image
                                 if image.width != writer.header.width || image.height != writer.header.height {
-                                    if scaled == nil { scaled = VideoFrame(width: writer.header.width, height: writer.header.height) }
+                                    if scaled == nil {
+                                        scaled = VideoFrame(width: writer.header.width, height: writer.header.height)
+                                    }
                                     try converter.scale(image, into: scaled!, filter: .box)
                                     view = scaled!.view
                                 }
@@ -162,16 +176,19 @@ enum DecodeCommand: Command {
         let w = writer!
         let duration = Double(written) / rate.doubleValue
         if args.flag("--json") {
-            Console.out(JSON.object([
-                ("output", .string(output)), ("input", .string(input)), ("codec", .string(codec.rawValue)),
-                ("width", .int(w.header.width)), ("height", .int(w.header.height)), ("frameRate", .string(rate.description)),
-                ("framesDecoded", .int(decoder.decodedFrameCount)), ("framesWritten", .int(written)),
-                ("framesRepeated", .int(repeated)), ("duration", JSON.rounded(duration, 6)), ("interrupted", .bool(interrupted)),
-            ]).rendered())
+            Console.out(
+                JSON.object([
+                    ("output", .string(output)), ("input", .string(input)), ("codec", .string(codec.rawValue)),
+                    ("width", .int(w.header.width)), ("height", .int(w.header.height)), ("frameRate", .string(rate.description)),
+                    ("framesDecoded", .int(decoder.decodedFrameCount)), ("framesWritten", .int(written)),
+                    ("framesRepeated", .int(repeated)), ("duration", JSON.rounded(duration, 6)),
+                    ("interrupted", .bool(interrupted)),
+                ]).rendered())
         } else {
-            Console.out("\(output): \(w.header.width)x\(w.header.height) \(Format.rate(rate)) fps, \(written) frames"
-                        + (repeated > 0 ? " (\(repeated) repeated over gaps)" : "") + ", \(Format.seconds(duration))"
-                        + (interrupted ? " (interrupted)" : ""))
+            Console.out(
+                "\(output): \(w.header.width)x\(w.header.height) \(Format.rate(rate)) fps, \(written) frames"
+                    + (repeated > 0 ? " (\(repeated) repeated over gaps)" : "") + ", \(Format.seconds(duration))"
+                    + (interrupted ? " (interrupted)" : ""))
         }
         return interrupted ? 130 : 0
     }
@@ -182,7 +199,8 @@ enum DecodeCommand: Command {
         let reader = try OggOpusReader(path: input)
         let channels = reader.head.channelCount
         let original = reader.head.inputSampleRate
-        let outRate = try args.int("--rate", range: 8_000...192_000)
+        let outRate =
+            try args.int("--rate", range: 8_000...192_000)
             ?? (OpusSampleRate(hertz: original) != nil ? original : 48_000)
         let decodeRate = OpusSampleRate(hertz: outRate) ?? .hz48000
         try checkOutputDirectory(output)
@@ -193,11 +211,13 @@ enum DecodeCommand: Command {
         var resampler: Resampler?
         if decodeRate.rawValue != outRate {
             do {
-                resampler = try Resampler(channels: channels, inputRate: decodeRate.rawValue, outputRate: outRate, quality: .desktop)
+                resampler = try Resampler(
+                    channels: channels, inputRate: decodeRate.rawValue, outputRate: outRate, quality: .desktop)
                 resampler?.skipLatency()
             } catch { throw InputError(description: "cannot resample to \(outRate) Hz: \(error)") }
         }
-        let writer = try WAVWriter(path: output, sampleRate: outRate, channelCount: channels, format: args.flag("--float") ? .float32 : .int16)
+        let writer = try WAVWriter(
+            path: output, sampleRate: outRate, channelCount: channels, format: args.flag("--float") ? .float32 : .int16)
         var packet = [UInt8]()
         var pcm = [Float](repeating: 0, count: decoder.maxFrameSize * channels)
         var resampled = [Float](repeating: 0, count: 8192 * channels)
@@ -210,9 +230,13 @@ enum DecodeCommand: Command {
             guard let resampler else { return try writer.write(samples) }
             var offset = 0
             while offset < samples.count {
-                let (consumed, produced) = resampled.withUnsafeMutableBufferPointer { resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]), into: $0) }
+                let (consumed, produced) = resampled.withUnsafeMutableBufferPointer {
+                    resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]), into: $0)
+                }
                 offset += consumed * channels
-                try resampled.withUnsafeBufferPointer { try writer.write(UnsafeBufferPointer(rebasing: $0[0..<(produced * channels)])) }
+                try resampled.withUnsafeBufferPointer {
+                    try writer.write(UnsafeBufferPointer(rebasing: $0[0..<(produced * channels)]))
+                }
                 if consumed == 0 && produced == 0 { break }
             }
         }
@@ -231,7 +255,9 @@ enum DecodeCommand: Command {
                 }
                 let start = min(n, Int((Double(p.discardStart) * scale).rounded()))
                 let end = max(start, n - Int((Double(p.discardEnd) * scale).rounded()))
-                try pcm.withUnsafeBufferPointer { try emit(UnsafeBufferPointer(rebasing: $0[(start * channels)..<(end * channels)])) }
+                try pcm.withUnsafeBufferPointer {
+                    try emit(UnsafeBufferPointer(rebasing: $0[(start * channels)..<(end * channels)]))
+                }
                 decodedFrames += Int64(end - start)
                 progress.update(reader.packetsRead)
                 if Interrupt.requested { interrupted = true; break }
@@ -243,9 +269,13 @@ enum DecodeCommand: Command {
                 var rounds = 0
                 while writer.framesWritten < wanted && rounds < 1000 {
                     rounds += 1
-                    let (_, produced) = zeros.withUnsafeBufferPointer { z in resampled.withUnsafeMutableBufferPointer { resampler.process(z, into: $0) } }
+                    let (_, produced) = zeros.withUnsafeBufferPointer { z in
+                        resampled.withUnsafeMutableBufferPointer { resampler.process(z, into: $0) }
+                    }
                     let keep = Int(min(Int64(produced), wanted - writer.framesWritten))
-                    try resampled.withUnsafeBufferPointer { try writer.write(UnsafeBufferPointer(rebasing: $0[0..<(keep * channels)])) }
+                    try resampled.withUnsafeBufferPointer {
+                        try writer.write(UnsafeBufferPointer(rebasing: $0[0..<(keep * channels)]))
+                    }
                 }
             }
             try writer.finish()
@@ -257,15 +287,17 @@ enum DecodeCommand: Command {
         progress.finish()
         let duration = Double(writer.framesWritten) / Double(outRate)
         if args.flag("--json") {
-            Console.out(JSON.object([
-                ("output", .string(output)), ("input", .string(input)), ("codec", .string("opus")),
-                ("sampleRate", .int(outRate)), ("channels", .int(channels)), ("packets", .int(reader.packetsRead)),
-                ("samples", .int(Int(writer.framesWritten))), ("duration", JSON.rounded(duration, 6)),
-                ("format", .string(args.flag("--float") ? "f32" : "s16")), ("interrupted", .bool(interrupted)),
-            ]).rendered())
+            Console.out(
+                JSON.object([
+                    ("output", .string(output)), ("input", .string(input)), ("codec", .string("opus")),
+                    ("sampleRate", .int(outRate)), ("channels", .int(channels)), ("packets", .int(reader.packetsRead)),
+                    ("samples", .int(Int(writer.framesWritten))), ("duration", JSON.rounded(duration, 6)),
+                    ("format", .string(args.flag("--float") ? "f32" : "s16")), ("interrupted", .bool(interrupted)),
+                ]).rendered())
         } else {
-            Console.out("\(output): \(outRate) Hz \(channels == 1 ? "mono" : "stereo"), \(writer.framesWritten) samples, "
-                        + "\(Format.seconds(duration)) from \(reader.packetsRead) packets" + (interrupted ? " (interrupted)" : ""))
+            Console.out(
+                "\(output): \(outRate) Hz \(channels == 1 ? "mono" : "stereo"), \(writer.framesWritten) samples, "
+                    + "\(Format.seconds(duration)) from \(reader.packetsRead) packets" + (interrupted ? " (interrupted)" : ""))
         }
         return interrupted ? 130 : 0
     }

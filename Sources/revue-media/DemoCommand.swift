@@ -1,12 +1,13 @@
+import Foundation
 // `revue-media demo`: a whole call in one process over real loopback UDP: a synthetic camera and
 // microphone, the sender, SRTP, the impairment relay at mild settings, the receiver; then what
 // arrived is measured against what was sent.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum DemoCommand: Command {
@@ -33,7 +34,9 @@ enum DemoCommand: Command {
           --quiet, -q      no progress on stderr
         """
 
-    static let valueOptions: Set<String> = ["--seconds", "--out", "--loss", "--delay", "--jitter", "--seed", "--size", "--bitrate", "--codec"]
+    static let valueOptions: Set<String> = [
+        "--seconds", "--out", "--loss", "--delay", "--jitter", "--seed", "--size", "--bitrate", "--codec",
+    ]
     static let flagOptions: Set<String> = ["--json", "--quiet", "-q"]
 
     /// Capture times of sent video frames by index, and latencies/PSNR of decoded ones.
@@ -56,7 +59,9 @@ enum DemoCommand: Command {
         let size = try args.size("--size") ?? (640, 360)
         var videoOptions = VideoEncodeOptions()
         if let c = args.string("--codec") {
-            guard let codec = VPXCodec(rawValue: c.lowercased()) else { throw UsageError(description: "--codec \(c): expected vp8 or vp9") }
+            guard let codec = VPXCodec(rawValue: c.lowercased()) else {
+                throw UsageError(description: "--codec \(c): expected vp8 or vp9")
+            }
             videoOptions.codec = codec
         }
         videoOptions.bitrate = try args.int("--bitrate", range: 50_000...20_000_000) ?? 1_000_000
@@ -87,16 +92,22 @@ enum DemoCommand: Command {
         let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
         let m = Measurements()
         let reference = VideoFrame(width: size.width, height: size.height)
-        let receiver = try PipelineReceiver(key: key, codec: videoOptions.codec, width: size.width, height: size.height,
-                                            videoPath: videoPath, audioPath: audioPath) { view, _, decodedNs in
-            guard let index = SyntheticVideo.frameIndex(in: view) else { m.lock.lock(); m.framesUnidentified += 1; m.lock.unlock(); return }
+        let receiver = try PipelineReceiver(
+            key: key, codec: videoOptions.codec, width: size.width, height: size.height,
+            videoPath: videoPath, audioPath: audioPath
+        ) { view, _, decodedNs in
+            guard let index = SyntheticVideo.frameIndex(in: view) else {
+                m.lock.lock(); m.framesUnidentified += 1; m.lock.unlock(); return
+            }
             var psnr = Double.nan
             if view.width == reference.width && view.height == reference.height {
                 SyntheticVideo.render(frameIndex: index, into: reference)
                 psnr = Quality.psnr(reference.view, view)
             }
             m.lock.lock()
-            if let captured = m.captureNs[index], decodedNs >= captured { m.latenciesMs.append(Double(decodedNs - captured) / 1e6) }
+            if let captured = m.captureNs[index], decodedNs >= captured {
+                m.latenciesMs.append(Double(decodedNs - captured) / 1e6)
+            }
             if psnr.isFinite { m.psnr.append(psnr) }
             if index <= m.lastIndex { m.framesOutOfOrder += 1 }
             m.lastIndex = index
@@ -105,26 +116,34 @@ enum DemoCommand: Command {
         let receiverAddress = try receiver.socket.localAddress()
         let relay: ImpairmentRelay
         do {
-            relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: receiverAddress, impairment: impairment,
-                                                             reverse: ImpairmentModel.Settings(), seed: seed))
+            relay = try ImpairmentRelay(
+                configuration: .init(
+                    listen: .loopbackIPv4(port: 0), to: receiverAddress, impairment: impairment,
+                    reverse: ImpairmentModel.Settings(), seed: seed))
         } catch { throw InputError(description: "cannot start the relay: \(error)") }
 
-        let camera = PatternVideoSource(name: "camera", width: size.width, height: size.height, frameRate: ContainerRational(30, 1),
-                                        frames: Int(seconds * 30))
-        let microphone = PatternAudioSource(pattern: .speech, name: "microphone", sampleRate: 48_000, channels: 1,
-                                            frames: Int64(seconds * 48_000))
+        let camera = PatternVideoSource(
+            name: "camera", width: size.width, height: size.height, frameRate: ContainerRational(30, 1),
+            frames: Int(seconds * 30))
+        let microphone = PatternAudioSource(
+            pattern: .speech, name: "microphone", sampleRate: 48_000, channels: 1,
+            frames: Int64(seconds * 48_000))
         var wire = SendWire(destination: relay.listenAddress, key: key)
         wire.separateAudioPort = false  // one 5-tuple through the relay, demultiplexed by payload type
-        let sender = try MediaSender(video: camera, audio: microphone, videoOptions: videoOptions, audioOptions: audioOptions, wire: wire)
+        let sender = try MediaSender(
+            video: camera, audio: microphone, videoOptions: videoOptions, audioOptions: audioOptions, wire: wire)
 
-        sender.onVideoFrame = { index, ns in m.lock.lock(); m.captureNs[index] = ns; m.lock.unlock() }
+        sender.onVideoFrame = { index, ns in
+            m.lock.lock(); m.captureNs[index] = ns; m.lock.unlock()
+        }
 
         relay.start()
         receiver.start()
         if !args.quiet {
-            Console.error("demo: \(size.width)x\(size.height) \(videoOptions.codec.rawValue) + opus, SRTP \(key.suite), "
-                          + "\(relay.listenAddress) -> relay (loss \(impairment.loss), delay \(impairment.delayMilliseconds) ms, "
-                          + "jitter \(impairment.jitterMilliseconds) ms) -> \(receiverAddress)")
+            Console.error(
+                "demo: \(size.width)x\(size.height) \(videoOptions.codec.rawValue) + opus, SRTP \(key.suite), "
+                    + "\(relay.listenAddress) -> relay (loss \(impairment.loss), delay \(impairment.delayMilliseconds) ms, "
+                    + "jitter \(impairment.jitterMilliseconds) ms) -> \(receiverAddress)")
         }
         let progress = Progress(label: "demo", total: Int(seconds.rounded(.up)), unit: "s", quiet: args.quiet)
         let started = Date()
@@ -164,38 +183,70 @@ enum DemoCommand: Command {
 
         let stats = JSON.object([
             ("seconds", JSON.rounded(elapsed, 3)), ("interrupted", .bool(interrupted)),
-            ("path", .object([("sender", .string("BufferCapturer + VideoSendStream, AudioBufferCapturer + AudioSendStream")), ("receiver", .string("ReceivePipeline (jitter buffer, NACK, PLI, decode) + AudioPlayoutClock")), ("relay", .string(relay.listenAddress.description)),
-                              ("receiverAddress", .string(receiverAddress.description)), ("srtp", .string(key.suite.sdpName)),
-                              ("loss", .double(impairment.loss)), ("delayMs", .double(impairment.delayMilliseconds)),
-                              ("jitterMs", .double(impairment.jitterMilliseconds)), ("seed", .int(Int(seed)))])),
-            ("video", .object([
-                ("codec", .string(videoOptions.codec.rawValue)), ("width", .int(size.width)), ("height", .int(size.height)),
-                ("framesSent", .int(v.frames.load(ordering: .relaxed))), ("keyframesSent", .int(v.keyframes.load(ordering: .relaxed))),
-                ("packetsSent", .int(v.packets.load(ordering: .relaxed))), ("packetsRetransmitted", .int(retransmitted)),
-                ("packetsReceived", .int(Int(vin.packetsReceived))), ("packetsLost", .int(Int(vin.packetsLost))),
-                ("framesDecoded", .int(Int(vin.framesDecoded))), ("framesDropped", .int(Int(vin.framesDropped))),
-                ("keyframesDecoded", .int(Int(vin.keyFramesDecoded))), ("freezeCount", .int(Int(vin.freezeCount))),
-                ("nackSent", .int(Int(vin.nackCount))), ("pliSent", .int(Int(vin.pliCount))),
-                ("jitterBufferDelayMs", JSON.rounded(vin.jitterBufferEmittedCount > 0 ? vin.jitterBufferDelay / Double(vin.jitterBufferEmittedCount) * 1000 : 0, 2)),
-                ("keyframeRequestsReceived", .int(v.keyframeRequests.load(ordering: .relaxed))),
-                ("framesIdentified", .int(m.psnr.count)), ("psnrMean", JSON.rounded(psnrMean, 2)), ("psnrMin", JSON.rounded(psnrMin, 2)),
-                ("latencyP50Ms", JSON.rounded(pct(0.5), 2)), ("latencyP99Ms", JSON.rounded(pct(0.99), 2)),
-                ("bitrate", .int(Int(videoBitrate))),
-            ])),
-            ("audio", .object([
-                ("framesSent", .int(a.frames.load(ordering: .relaxed))), ("packetsSent", .int(a.packets.load(ordering: .relaxed))),
-                ("packetsReceived", .int(Int(ain.packetsReceived))), ("packetsLost", .int(Int(ain.packetsLost))),
-                ("fecRecoveredSamples", .int(fecSamples)), ("concealedSamples", .int(Int(ain.concealedSamples))),
-                ("concealmentEvents", .int(Int(ain.concealmentEvents))), ("samplesPlayed", .int(received.count)),
-                ("lagSamples", .int(lag)),
-                ("snrDb", JSON.rounded(snr, 2)), ("correlation", JSON.rounded(correlation, 4)), ("bitrate", .int(Int(audioBitrate))),
-            ])),
-            ("relay", .object([("received", .int(relayStats.forward.received)), ("forwarded", .int(relayStats.forward.forwarded)),
-                               ("lost", .int(relayStats.forward.droppedByLoss)), ("feedbackForwarded", .int(relayStats.reverse.forwarded))])),
-            ("receivePipeline", .object([("datagrams", .int(pstats.datagrams)), ("authFailures", .int(pstats.authFailures)),
-                                         ("replays", .int(pstats.replays)), ("rtcpSent", .int(pstats.rtcpSent)),
-                                         ("nacksSent", .int(pstats.nacksSent)), ("plisSent", .int(pstats.plisSent)),
-                                         ("rembsSent", .int(pstats.rembsSent))])),
+            (
+                "path",
+                .object([
+                    ("sender", .string("BufferCapturer + VideoSendStream, AudioBufferCapturer + AudioSendStream")),
+                    ("receiver", .string("ReceivePipeline (jitter buffer, NACK, PLI, decode) + AudioPlayoutClock")),
+                    ("relay", .string(relay.listenAddress.description)),
+                    ("receiverAddress", .string(receiverAddress.description)), ("srtp", .string(key.suite.sdpName)),
+                    ("loss", .double(impairment.loss)), ("delayMs", .double(impairment.delayMilliseconds)),
+                    ("jitterMs", .double(impairment.jitterMilliseconds)), ("seed", .int(Int(seed))),
+                ])
+            ),
+            (
+                "video",
+                .object([
+                    ("codec", .string(videoOptions.codec.rawValue)), ("width", .int(size.width)), ("height", .int(size.height)),
+                    ("framesSent", .int(v.frames.load(ordering: .relaxed))),
+                    ("keyframesSent", .int(v.keyframes.load(ordering: .relaxed))),
+                    ("packetsSent", .int(v.packets.load(ordering: .relaxed))), ("packetsRetransmitted", .int(retransmitted)),
+                    ("packetsReceived", .int(Int(vin.packetsReceived))), ("packetsLost", .int(Int(vin.packetsLost))),
+                    ("framesDecoded", .int(Int(vin.framesDecoded))), ("framesDropped", .int(Int(vin.framesDropped))),
+                    ("keyframesDecoded", .int(Int(vin.keyFramesDecoded))), ("freezeCount", .int(Int(vin.freezeCount))),
+                    ("nackSent", .int(Int(vin.nackCount))), ("pliSent", .int(Int(vin.pliCount))),
+                    (
+                        "jitterBufferDelayMs",
+                        JSON.rounded(
+                            vin.jitterBufferEmittedCount > 0
+                                ? vin.jitterBufferDelay / Double(vin.jitterBufferEmittedCount) * 1000 : 0, 2)
+                    ),
+                    ("keyframeRequestsReceived", .int(v.keyframeRequests.load(ordering: .relaxed))),
+                    ("framesIdentified", .int(m.psnr.count)), ("psnrMean", JSON.rounded(psnrMean, 2)),
+                    ("psnrMin", JSON.rounded(psnrMin, 2)),
+                    ("latencyP50Ms", JSON.rounded(pct(0.5), 2)), ("latencyP99Ms", JSON.rounded(pct(0.99), 2)),
+                    ("bitrate", .int(Int(videoBitrate))),
+                ])
+            ),
+            (
+                "audio",
+                .object([
+                    ("framesSent", .int(a.frames.load(ordering: .relaxed))),
+                    ("packetsSent", .int(a.packets.load(ordering: .relaxed))),
+                    ("packetsReceived", .int(Int(ain.packetsReceived))), ("packetsLost", .int(Int(ain.packetsLost))),
+                    ("fecRecoveredSamples", .int(fecSamples)), ("concealedSamples", .int(Int(ain.concealedSamples))),
+                    ("concealmentEvents", .int(Int(ain.concealmentEvents))), ("samplesPlayed", .int(received.count)),
+                    ("lagSamples", .int(lag)),
+                    ("snrDb", JSON.rounded(snr, 2)), ("correlation", JSON.rounded(correlation, 4)),
+                    ("bitrate", .int(Int(audioBitrate))),
+                ])
+            ),
+            (
+                "relay",
+                .object([
+                    ("received", .int(relayStats.forward.received)), ("forwarded", .int(relayStats.forward.forwarded)),
+                    ("lost", .int(relayStats.forward.droppedByLoss)), ("feedbackForwarded", .int(relayStats.reverse.forwarded)),
+                ])
+            ),
+            (
+                "receivePipeline",
+                .object([
+                    ("datagrams", .int(pstats.datagrams)), ("authFailures", .int(pstats.authFailures)),
+                    ("replays", .int(pstats.replays)), ("rtcpSent", .int(pstats.rtcpSent)),
+                    ("nacksSent", .int(pstats.nacksSent)), ("plisSent", .int(pstats.plisSent)),
+                    ("rembsSent", .int(pstats.rembsSent)),
+                ])
+            ),
             ("files", .array(written.map { .string($0) } + [.string(statsPath)])),
         ])
         try writeAtomically(stats.rendered() + "\n", to: statsPath)
@@ -207,7 +258,8 @@ enum DemoCommand: Command {
                 name.padding(toLength: 16, withPad: " ", startingAt: 0) + a.padding(toLength: 14, withPad: " ", startingAt: 0)
                     + b.padding(toLength: 14, withPad: " ", startingAt: 0) + c
             }
-            Console.out("""
+            Console.out(
+                """
                 demo: \(String(format: "%.1f", elapsed)) s call over loopback UDP, SRTP \(key.suite), relay loss \(impairment.loss * 100) %, delay \(Int(impairment.delayMilliseconds)) ms, jitter \(Int(impairment.jitterMilliseconds)) ms
                 \(row("", "sent", "received", "recovered / lost"))
                 \(row("video frames", "\(v.frames.load(ordering: .relaxed))", "\(vin.framesDecoded)", "\(max(0, Int(vin.keyFramesDecoded) - 1)) keyframes on PLI, \(vin.freezeCount) freezes"))
@@ -232,18 +284,22 @@ enum DemoCommand: Command {
     /// SNR sums signal and error over all segments; correlation is the mean of the segments'.
     static func audioQuality(reference: [Float], received: [Float], maxLag: Int) -> (Int, Double, Double) {
         guard reference.count >= 48_000, received.count > 4800 else { return (0, .nan, .nan) }
-        func decimate(_ x: [Float]) -> [Float] { stride(from: 0, to: x.count - 7, by: 8).map { i in (x[i..<(i + 8)].reduce(0, +)) / 8 } }
+        func decimate(_ x: [Float]) -> [Float] {
+            stride(from: 0, to: x.count - 7, by: 8).map { i in (x[i..<(i + 8)].reduce(0, +)) / 8 }
+        }
         let dr = decimate(reference), dx = decimate(received)
         /// The lag in `lags` maximising the dot product of a[from..<from+window] with b shifted by it.
         func bestLag(_ a: [Float], _ b: [Float], from: Int, window: Int, _ lags: ClosedRange<Int>) -> Int? {
             var best = -Float.infinity, lag: Int?
-            a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { b in
-                for l in lags where from + l >= 0 && from + l + window <= b.count {
-                    var dot: Float = 0
-                    for i in 0..<window { dot += a[from + i] * b[from + l + i] }
-                    if dot > best { best = dot; lag = l }
+            a.withUnsafeBufferPointer { a in
+                b.withUnsafeBufferPointer { b in
+                    for l in lags where from + l >= 0 && from + l + window <= b.count {
+                        var dot: Float = 0
+                        for i in 0..<window { dot += a[from + i] * b[from + l + i] }
+                        if dot > best { best = dot; lag = l }
+                    }
                 }
-            } }
+            }
             return lag
         }
         let segment = 9_600
@@ -252,7 +308,8 @@ enum DemoCommand: Command {
         for start in stride(from: 0, to: reference.count - segment + 1, by: segment) {
             let coarseRange = previous.map { ($0 / 8 - 300)...($0 / 8 + 300) } ?? 0...(maxLag / 8)
             guard let coarse = bestLag(dr, dx, from: start / 8, window: segment / 8, coarseRange),
-                  let lag = bestLag(reference, received, from: start, window: segment, (coarse * 8 - 16)...(coarse * 8 + 16)) else { continue }
+                let lag = bestLag(reference, received, from: start, window: segment, (coarse * 8 - 16)...(coarse * 8 + 16))
+            else { continue }
             if previous == nil { firstLag = lag }
             previous = lag
             var sxy = 0.0, sxx = 0.0, syy = 0.0, sx = 0.0, sy = 0.0

@@ -1,8 +1,8 @@
+import Foundation
 // `revue-media encode`: Y4M or a video pattern to VP8/VP9 in IVF; WAV or an audio pattern to Ogg Opus.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 
 enum EncodeCommand: Command {
     static let name = "encode"
@@ -45,9 +45,11 @@ enum EncodeCommand: Command {
         left behind; Ctrl-C stops early and finishes the file with what was encoded (exit 130).
         """
 
-    static let valueOptions: Set<String> = ["-o", "--output", "--pattern", "--frames", "--seconds", "--size", "--fps",
-                                            "--rate", "--channels", "--codec", "--bitrate", "--speed", "--keyint",
-                                            "--threads", "--complexity", "--frame-ms"]
+    static let valueOptions: Set<String> = [
+        "-o", "--output", "--pattern", "--frames", "--seconds", "--size", "--fps",
+        "--rate", "--channels", "--codec", "--bitrate", "--speed", "--keyint",
+        "--threads", "--complexity", "--frame-ms",
+    ]
     static let flagOptions: Set<String> = ["--fec", "--dtx", "--error-resilient", "--json", "--quiet", "-q"]
 
     static func run(_ argv: [String]) throws -> Int32 {
@@ -63,8 +65,10 @@ enum EncodeCommand: Command {
             throw UsageError(description: "give either INPUT or --pattern, not both")
         }
         if pattern == nil && args.positional.count != 1 {
-            throw UsageError(description: args.positional.isEmpty ? "missing INPUT (a .y4m or .wav file, or --pattern NAME)"
-                                                                  : "expected one INPUT, got \(args.positional.count)")
+            throw UsageError(
+                description: args.positional.isEmpty
+                    ? "missing INPUT (a .y4m or .wav file, or --pattern NAME)"
+                    : "expected one INPUT, got \(args.positional.count)")
         }
         let seconds = try args.double("--seconds", range: 0.001...86_400)
         if outKind == .ivf {
@@ -79,7 +83,9 @@ enum EncodeCommand: Command {
     static func videoOptions(_ args: Arguments) throws -> VideoEncodeOptions {
         var o = VideoEncodeOptions()
         if let c = args.string("--codec") {
-            guard let codec = VPXCodec(rawValue: c.lowercased()) else { throw UsageError(description: "--codec \(c): expected vp8 or vp9") }
+            guard let codec = VPXCodec(rawValue: c.lowercased()) else {
+                throw UsageError(description: "--codec \(c): expected vp8 or vp9")
+            }
             o.codec = codec
         }
         o.bitrate = try args.int("--bitrate", range: 8_000...100_000_000) ?? o.bitrate
@@ -109,19 +115,24 @@ enum EncodeCommand: Command {
         if let pattern {
             guard VideoPatternName.isVideo(pattern) else {
                 let hint = SyntheticAudio.Pattern(name: pattern) != nil ? " (an audio pattern: use a .ogg output)" : ""
-                throw UsageError(description: "--pattern \(pattern): unknown video pattern\(hint); video patterns: \(VideoPatternName.names.joined(separator: ", "))")
+                throw UsageError(
+                    description:
+                        "--pattern \(pattern): unknown video pattern\(hint); video patterns: \(VideoPatternName.names.joined(separator: ", "))"
+                )
             }
             let rate = ContainerRational(fps ?? 30, 1)
             let count = frames ?? Int(((seconds ?? 5) * rate.doubleValue).rounded())
             let s = size ?? (640, 360)
-            source = PatternVideoSource(name: pattern, width: s.width, height: s.height, frameRate: rate,
-                                        frames: min(count, seconds.map { Int(($0 * rate.doubleValue).rounded()) } ?? count))
+            source = PatternVideoSource(
+                name: pattern, width: s.width, height: s.height, frameRate: rate,
+                frames: min(count, seconds.map { Int(($0 * rate.doubleValue).rounded()) } ?? count))
         } else {
             let input = args.positional[0]
             let kind = try MediaFileKind.sniff(input)
             guard kind == .y4m else {
                 if kind == .wav { throw UsageError(description: "\(input) is audio (WAV): use a .ogg or .opus output") }
-                throw InputError(description: "\(input): not a YUV4MPEG2 (.y4m) file" + (kind.map { " (it is \($0.rawValue))" } ?? ""))
+                throw InputError(
+                    description: "\(input): not a YUV4MPEG2 (.y4m) file" + (kind.map { " (it is \($0.rawValue))" } ?? ""))
             }
             let y4m = try Y4MVideoSource(path: input, size: size, frameRate: fps.map { ContainerRational($0, 1) }, limit: frames)
             if let seconds { y4m.limit = min(frames ?? .max, Int((seconds * y4m.frameRate.doubleValue).rounded())) }
@@ -129,10 +140,12 @@ enum EncodeCommand: Command {
         }
         try checkOutputDirectory(output)
 
-        let encoder = try VideoStreamEncoder(options: options, width: source.width, height: source.height, frameRate: source.frameRate)
-        let writer = try IVFWriter(path: output, codec: options.codec == .vp8 ? .vp8 : .vp9, width: source.width,
-                                   height: source.height,
-                                   timeBase: ContainerRational(source.frameRate.denominator, source.frameRate.numerator))
+        let encoder = try VideoStreamEncoder(
+            options: options, width: source.width, height: source.height, frameRate: source.frameRate)
+        let writer = try IVFWriter(
+            path: output, codec: options.codec == .vp8 ? .vp8 : .vp9, width: source.width,
+            height: source.height,
+            timeBase: ContainerRational(source.frameRate.denominator, source.frameRate.numerator))
         var bytes = 0, keyframes = 0
         let progress = Progress(label: "encode \(output)", total: source.frameCount, unit: "frames", quiet: args.quiet)
         let frame = VideoFrame(width: source.width, height: source.height)
@@ -160,17 +173,19 @@ enum EncodeCommand: Command {
         let duration = Double(n) / source.frameRate.doubleValue
         let bitrate = duration > 0 ? Double(bytes * 8) / duration : 0
         if args.flag("--json") {
-            Console.out(JSON.object([
-                ("output", .string(output)), ("input", .string(source.name)), ("codec", .string(options.codec.rawValue)),
-                ("width", .int(source.width)), ("height", .int(source.height)),
-                ("frameRate", .string(source.frameRate.description)), ("frames", .int(n)), ("keyframes", .int(keyframes)),
-                ("duration", JSON.rounded(duration, 6)), ("bytes", .int(bytes)), ("bitrate", .int(Int(bitrate.rounded()))),
-                ("interrupted", .bool(interrupted)),
-            ]).rendered())
+            Console.out(
+                JSON.object([
+                    ("output", .string(output)), ("input", .string(source.name)), ("codec", .string(options.codec.rawValue)),
+                    ("width", .int(source.width)), ("height", .int(source.height)),
+                    ("frameRate", .string(source.frameRate.description)), ("frames", .int(n)), ("keyframes", .int(keyframes)),
+                    ("duration", JSON.rounded(duration, 6)), ("bytes", .int(bytes)), ("bitrate", .int(Int(bitrate.rounded()))),
+                    ("interrupted", .bool(interrupted)),
+                ]).rendered())
         } else {
-            Console.out("\(output): \(options.codec.rawValue.uppercased()) \(source.width)x\(source.height) \(Format.rate(source.frameRate)) fps, "
-                        + "\(n) frames (\(keyframes) key), \(Format.seconds(duration)), \(Format.bitrate(bitrate))"
-                        + (interrupted ? " (interrupted)" : ""))
+            Console.out(
+                "\(output): \(options.codec.rawValue.uppercased()) \(source.width)x\(source.height) \(Format.rate(source.frameRate)) fps, "
+                    + "\(n) frames (\(keyframes) key), \(Format.seconds(duration)), \(Format.bitrate(bitrate))"
+                    + (interrupted ? " (interrupted)" : ""))
         }
         return interrupted ? 130 : 0
     }
@@ -178,29 +193,37 @@ enum EncodeCommand: Command {
     // MARK: audio
 
     static func encodeAudio(_ args: Arguments, output: String, pattern: String?, seconds: Double?) throws -> Int32 {
-        for option in ["--codec", "--speed", "--keyint", "--threads", "--size", "--fps", "--frames"] where args.string(option) != nil {
+        for option in ["--codec", "--speed", "--keyint", "--threads", "--size", "--fps", "--frames"]
+        where args.string(option) != nil {
             throw UsageError(description: "\(option) applies to video; the output is audio")
         }
-        if args.flag("--error-resilient") { throw UsageError(description: "--error-resilient applies to video; the output is audio") }
+        if args.flag("--error-resilient") {
+            throw UsageError(description: "--error-resilient applies to video; the output is audio")
+        }
         var options = AudioEncodeOptions()
         options.bitrate = try args.int("--bitrate", range: OpusBitrate.validRange)
         options.complexity = try args.int("--complexity", range: 0...10) ?? 10
         options.fec = args.flag("--fec")
         options.dtx = args.flag("--dtx")
         if let ms = try args.int("--frame-ms", range: 10...60) {
-            guard let d = OpusFrameDuration(rawValue: ms * 1000) else { throw UsageError(description: "--frame-ms \(ms): expected 10, 20, 40 or 60") }
+            guard let d = OpusFrameDuration(rawValue: ms * 1000) else {
+                throw UsageError(description: "--frame-ms \(ms): expected 10, 20, 40 or 60")
+            }
             options.frameDuration = d
         }
         let source: AudioSource
         if let pattern {
             guard let p = SyntheticAudio.Pattern(name: pattern) else {
                 let hint = VideoPatternName.isVideo(pattern) ? " (a video pattern: use a .ivf output)" : ""
-                throw UsageError(description: "--pattern \(pattern): unknown audio pattern\(hint); audio patterns: tone, speech, noise, silence")
+                throw UsageError(
+                    description:
+                        "--pattern \(pattern): unknown audio pattern\(hint); audio patterns: tone, speech, noise, silence")
             }
             let rate = try args.int("--rate", range: 8_000...192_000) ?? 48_000
             let channels = try args.int("--channels", range: 1...2) ?? 1
-            source = PatternAudioSource(pattern: p, name: pattern, sampleRate: rate, channels: channels,
-                                        frames: Int64(((seconds ?? 5) * Double(rate)).rounded()))
+            source = PatternAudioSource(
+                pattern: p, name: pattern, sampleRate: rate, channels: channels,
+                frames: Int64(((seconds ?? 5) * Double(rate)).rounded()))
         } else {
             for option in ["--rate", "--channels"] where args.string(option) != nil {
                 throw UsageError(description: "\(option) applies to --pattern; a WAV input has its own")
@@ -217,10 +240,12 @@ enum EncodeCommand: Command {
         try checkOutputDirectory(output)
 
         let encoder = try OpusStreamEncoder(options: options, inputRate: source.sampleRate, channels: source.channels)
-        let writer = try OggOpusWriter(path: output, channelCount: source.channels, preSkip: encoder.preSkip48k,
-                                       inputSampleRate: source.sampleRate, vendor: "Revue revue-media",
-                                       comments: ["ENCODER=revue-media"])
-        let progress = Progress(label: "encode \(output)", total: source.frameCount.map { Int($0) }, unit: "samples", quiet: args.quiet)
+        let writer = try OggOpusWriter(
+            path: output, channelCount: source.channels, preSkip: encoder.preSkip48k,
+            inputSampleRate: source.sampleRate, vendor: "Revue revue-media",
+            comments: ["ENCODER=revue-media"])
+        let progress = Progress(
+            label: "encode \(output)", total: source.frameCount.map { Int($0) }, unit: "samples", quiet: args.quiet)
         var buffer = [Float](repeating: 0, count: 4800 * source.channels)
         let write: (UnsafeRawBufferPointer, Int) throws -> Void = { packet, samples in
             try writer.write(packet, sampleCount: samples)
@@ -230,7 +255,9 @@ enum EncodeCommand: Command {
             while true {
                 let n = try buffer.withUnsafeMutableBufferPointer { try source.read(into: $0) }
                 if n == 0 { break }
-                try buffer.withUnsafeBufferPointer { try encoder.feed(UnsafeBufferPointer(rebasing: $0[0..<(n * source.channels)]), write) }
+                try buffer.withUnsafeBufferPointer {
+                    try encoder.feed(UnsafeBufferPointer(rebasing: $0[0..<(n * source.channels)]), write)
+                }
                 progress.update(Int(encoder.inputFrames))
                 if Interrupt.requested { interrupted = true; break }
             }
@@ -245,18 +272,20 @@ enum EncodeCommand: Command {
         let duration = Double(encoder.originalSampleCount48k) / 48_000
         let bitrate = duration > 0 ? Double(encoder.packetBytes * 8) / duration : 0
         if args.flag("--json") {
-            Console.out(JSON.object([
-                ("output", .string(output)), ("input", .string(source.name)), ("codec", .string("opus")),
-                ("sampleRate", .int(source.sampleRate)), ("channels", .int(source.channels)),
-                ("preSkip", .int(encoder.preSkip48k)), ("packets", .int(encoder.packetCount)),
-                ("samples", .int(Int(encoder.inputFrames))), ("duration", JSON.rounded(duration, 6)),
-                ("bytes", .int(encoder.packetBytes)), ("bitrate", .int(Int(bitrate.rounded()))),
-                ("interrupted", .bool(interrupted)),
-            ]).rendered())
+            Console.out(
+                JSON.object([
+                    ("output", .string(output)), ("input", .string(source.name)), ("codec", .string("opus")),
+                    ("sampleRate", .int(source.sampleRate)), ("channels", .int(source.channels)),
+                    ("preSkip", .int(encoder.preSkip48k)), ("packets", .int(encoder.packetCount)),
+                    ("samples", .int(Int(encoder.inputFrames))), ("duration", JSON.rounded(duration, 6)),
+                    ("bytes", .int(encoder.packetBytes)), ("bitrate", .int(Int(bitrate.rounded()))),
+                    ("interrupted", .bool(interrupted)),
+                ]).rendered())
         } else {
-            Console.out("\(output): Opus \(source.channels == 1 ? "mono" : "stereo") from \(source.sampleRate) Hz, "
-                        + "\(encoder.packetCount) packets, \(Format.seconds(duration)), \(Format.bitrate(bitrate))"
-                        + (interrupted ? " (interrupted)" : ""))
+            Console.out(
+                "\(output): Opus \(source.channels == 1 ? "mono" : "stereo") from \(source.sampleRate) Hz, "
+                    + "\(encoder.packetCount) packets, \(Format.seconds(duration)), \(Format.bitrate(bitrate))"
+                    + (interrupted ? " (interrupted)" : ""))
         }
         return interrupted ? 130 : 0
     }

@@ -1,8 +1,8 @@
+import Foundation
 // The encode stages shared by `encode` and `demo`: frames to VP8/VP9, samples to Opus packets.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 
 /// Video encoder settings from the command line.
 struct VideoEncodeOptions {
@@ -125,7 +125,10 @@ final class OpusStreamEncoder {
         } else {
             codingRate = .hz48000
             guard Resampler.rateRange.contains(inputRate) else {
-                throw InputError(description: "sample rate \(inputRate) Hz is outside \(Resampler.rateRange.lowerBound)...\(Resampler.rateRange.upperBound) Hz")
+                throw InputError(
+                    description:
+                        "sample rate \(inputRate) Hz is outside \(Resampler.rateRange.lowerBound)...\(Resampler.rateRange.upperBound) Hz"
+                )
             }
             do {
                 let r = try Resampler(channels: channels, inputRate: inputRate, outputRate: 48_000, quality: .desktop)

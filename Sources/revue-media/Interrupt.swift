@@ -2,8 +2,9 @@
 // checks, so files are finished cleanly (trailer written, renamed into place); a second signal
 // kills the process the default way.
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Set by the signal handler, read by the command loops.

@@ -1,11 +1,11 @@
+import Foundation
 // The receiving end of `receive` and `demo`: UDP on two ports (video on PORT, audio on PORT+2 by
 // convention; any stream on either), RFC 7983 demultiplexing, SRTP unprotect, routing by payload
 // type, VP8/VP9 depacketizing and decoding, Opus decoding with FEC/concealment, PLI feedback, and
 // the output files (.ivf/.y4m, .ogg/.wav) finished cleanly at the end.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 import Synchronization
 
 /// What the receiver expects on the wire.
@@ -104,14 +104,18 @@ final class MediaReceiver: @unchecked Sendable {
                     srtp = try SRTPContext(material: key, direction: .inbound)
                     srtcpOut = try SRTPContext(material: key, direction: .outbound)
                 } catch { throw InputError(description: "cannot set up SRTP (\(key.suite)): \(error)") }
-            } else { srtp = nil; srtcpOut = nil }
+            } else {
+                srtp = nil; srtcpOut = nil
+            }
         }
     }
 
     /// Binds `listen` and `listen.port + 2` and prepares the outputs (created when the first
     /// usable media arrives). `outputs` are paths ending in .ivf/.y4m and .ogg/.wav.
-    init(listen: SocketAddress, tracks: ReceiveTracks, key: SRTPKeyMaterial?, outputs: [String],
-         videoFrameRate: ContainerRational = ContainerRational(30, 1)) throws {
+    init(
+        listen: SocketAddress, tracks: ReceiveTracks, key: SRTPKeyMaterial?, outputs: [String],
+        videoFrameRate: ContainerRational = ContainerRational(30, 1)
+    ) throws {
         let s = try State(tracks: tracks, key: key)
         for out in outputs {
             switch MediaFileKind(extensionOf: out) {
@@ -119,13 +123,17 @@ final class MediaReceiver: @unchecked Sendable {
             case .y4m: s.y4mPath = out
             case .ogg: s.oggPath = out
             case .wav: s.wavPath = out
-            default: throw UsageError(description: "-o \(out): unsupported output type (use .ivf or .y4m for video, .ogg or .wav for audio)")
+            default:
+                throw UsageError(
+                    description: "-o \(out): unsupported output type (use .ivf or .y4m for video, .ogg or .wav for audio)")
             }
         }
         s.y4mRate = videoFrameRate
         if let v = tracks.video {
             if v.codec == .vp8 { s.vp8 = VP8Depacketizer() } else { s.vp9 = VP9Depacketizer() }
-            do { s.videoDecoder = try VPXDecoder(codec: v.codec) } catch { throw InputError(description: "cannot create the \(v.codec) decoder: \(error)") }
+            do { s.videoDecoder = try VPXDecoder(codec: v.codec) } catch {
+                throw InputError(description: "cannot create the \(v.codec) decoder: \(error)")
+            }
         }
         if let a = tracks.audio {
             do { s.opus = try OpusDecoder(sampleRate: .hz48000, channels: a.channels) } catch {
@@ -149,7 +157,9 @@ final class MediaReceiver: @unchecked Sendable {
 
     /// Sets the callbacks (before `start`).
     func setHandlers(video: DecodedVideoHandler?, audio: DecodedAudioHandler?) {
-        state.with { $0.onVideo = video; $0.onAudio = audio }
+        state.with {
+            $0.onVideo = video; $0.onAudio = audio
+        }
     }
 
     func start() {
@@ -197,7 +207,9 @@ final class MediaReceiver: @unchecked Sendable {
             b.copyMemory(from: d.bytes)
             var length = d.bytes.count
             if kind == .rtcp {
-                if let srtp = s.srtp { guard (try? srtp.unprotectRTCP(b, length: length)) != nil else { s.counters.rejectedPackets += 1; return } }
+                if let srtp = s.srtp {
+                    guard (try? srtp.unprotectRTCP(b, length: length)) != nil else { s.counters.rejectedPackets += 1; return }
+                }
                 s.counters.rtcpPackets += 1
                 return
             }
@@ -228,7 +240,13 @@ final class MediaReceiver: @unchecked Sendable {
         s.counters.videoSSRC = packet.header.ssrc
         let result: RTPDepacketizeResult
         do {
-            if let vp8 = s.vp8 { result = try vp8.push(packet) } else if let vp9 = s.vp9 { result = try vp9.push(packet) } else { return }
+            if let vp8 = s.vp8 {
+                result = try vp8.push(packet)
+            } else if let vp9 = s.vp9 {
+                result = try vp9.push(packet)
+            } else {
+                return
+            }
         } catch { s.counters.rejectedPackets += 1; return }
         s.counters.videoPacketsLost += result.lostPackets
         if result.incompleteFrames > 0 {
@@ -270,8 +288,9 @@ final class MediaReceiver: @unchecked Sendable {
             if s.ivf == nil, let path = s.ivfPath {
                 let info = try? VPXDecoder.peekStreamInfo(frame.data, codec: s.tracks.video!.codec)
                 let w = max(1, info?.width ?? 0), h = max(1, info?.height ?? 0)
-                s.ivf = try IVFWriter(path: path, codec: s.tracks.video!.codec == .vp8 ? .vp8 : .vp9, width: w, height: h,
-                                      timeBase: ContainerRational(s.y4mRate.denominator, s.y4mRate.numerator))
+                s.ivf = try IVFWriter(
+                    path: path, codec: s.tracks.video!.codec == .vp8 ? .vp8 : .vp9, width: w, height: h,
+                    timeBase: ContainerRational(s.y4mRate.denominator, s.y4mRate.numerator))
             }
             try s.ivf?.write(frame.data, pts: slot)
             s.counters.videoFramesWritten += 1
@@ -300,10 +319,13 @@ final class MediaReceiver: @unchecked Sendable {
     /// Sends a PLI (RFC 4585 §6.3.1) in a compound with an empty RR, at most every 250 ms.
     private static func requestKeyframe(_ s: State, now: UInt64) {
         guard now &- s.lastPLINs > 250_000_000, let ssrc = s.counters.videoSSRC, let to = s.videoSource,
-              let socket = s.videoSocket else { return }
+            let socket = s.videoSocket
+        else { return }
         s.lastPLINs = now
-        let packets: [RTCPPacket] = [.receiverReport(RTCPReceiverReport(ssrc: s.localSSRC)),
-                                     .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: s.localSSRC, mediaSSRC: ssrc))]
+        let packets: [RTCPPacket] = [
+            .receiverReport(RTCPReceiverReport(ssrc: s.localSSRC)),
+            .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: s.localSSRC, mediaSSRC: ssrc)),
+        ]
         s.rtcpBuffer.withUnsafeMutableBytes { b in
             var length = RTCPCompound.marshal(packets, into: b)
             if let out = s.srtcpOut { guard let l = try? out.protectRTCP(b, length: length) else { return }; length = l }
@@ -330,8 +352,9 @@ final class MediaReceiver: @unchecked Sendable {
         s.counters.audioPacketsLost += lost
         do {
             if s.ogg == nil, let path = s.oggPath {
-                s.ogg = try OggOpusWriter(path: path, channelCount: channels, preSkip: 312, vendor: "Revue revue-media",
-                                          comments: ["ENCODER=revue-media receive"])
+                s.ogg = try OggOpusWriter(
+                    path: path, channelCount: channels, preSkip: 312, vendor: "Revue revue-media",
+                    comments: ["ENCODER=revue-media receive"])
             }
             if s.wav == nil, let path = s.wavPath {
                 s.wav = try WAVWriter(path: path, sampleRate: 48_000, channelCount: channels, format: .int16)
@@ -341,11 +364,17 @@ final class MediaReceiver: @unchecked Sendable {
                 // The packet after a loss carries the lost frame in its FEC (RFC 7587 §3.3); older
                 // losses are concealed.
                 let n: Int
-                if i == lost - 1, let r = try? s.pcm.withUnsafeMutableBufferPointer({ try decoder.decodeFEC(nextPacket: payload, into: $0, frameSize: frameSize) }) {
+                if i == lost - 1,
+                    let r = try? s.pcm.withUnsafeMutableBufferPointer({
+                        try decoder.decodeFEC(nextPacket: payload, into: $0, frameSize: frameSize)
+                    })
+                {
                     n = r
                     s.counters.audioPacketsRecoveredFEC += 1
                 } else {
-                    n = (try? s.pcm.withUnsafeMutableBufferPointer { try decoder.concealLoss(into: $0, frameSize: frameSize) }) ?? 0
+                    n =
+                        (try? s.pcm.withUnsafeMutableBufferPointer { try decoder.concealLoss(into: $0, frameSize: frameSize) })
+                        ?? 0
                     s.counters.audioPacketsConcealed += 1
                 }
                 try emitAudio(s, count: n * channels)

@@ -1,12 +1,13 @@
+import Foundation
 // The sending end of `send` and `demo`: plays a video source and an audio source in real time into
 // the engine's send pipelines (VideoSendStream, AudioSendStream: encode, packetize, SRTP, UDP),
 // answering a receiver's PLI/FIR with a keyframe.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Wire settings of a sender.
@@ -39,8 +40,10 @@ final class MediaSender {
     let videoPipeline: VideoSendStream?
     let audioPipeline: AudioSendStream?
 
-    init(video: VideoSource?, audio: AudioSource?, videoOptions: VideoEncodeOptions, audioOptions: AudioEncodeOptions,
-         wire: SendWire) throws {
+    init(
+        video: VideoSource?, audio: AudioSource?, videoOptions: VideoEncodeOptions, audioOptions: AudioEncodeOptions,
+        wire: SendWire
+    ) throws {
         precondition(video != nil || audio != nil)
         self.video = video
         self.audio = audio
@@ -56,15 +59,21 @@ final class MediaSender {
             do { pcap = try PcapPacketSink(path: path, source: PcapEndpoint((try? socket.localAddress()) ?? any)) } catch {
                 throw InputError(description: "\(error)")
             }
-        } else { pcap = nil }
+        } else {
+            pcap = nil
+        }
         if video != nil {
             videoStream = RTPOutStream(destination: wire.destination, ssrc: wire.videoSSRC, payloadType: wire.videoPayloadType)
-        } else { videoStream = nil }
+        } else {
+            videoStream = nil
+        }
         if audio != nil {
             var to = wire.destination
             if video != nil && wire.separateAudioPort { to.port = to.port &+ 2 }
             audioStream = RTPOutStream(destination: to, ssrc: wire.audioSSRC, payloadType: wire.audioPayloadType)
-        } else { audioStream = nil }
+        } else {
+            audioStream = nil
+        }
         feedback = try RTCPFeedbackListener(socket: socket, key: wire.key, streams: [videoStream, audioStream].compactMap { $0 })
         if let video, let stream = videoStream {
             var conf = VideoSendStream.Configuration(codec: videoOptions.codec, width: video.width, height: video.height)
@@ -78,7 +87,9 @@ final class MediaSender {
             do { videoPipeline = try VideoSendStream(configuration: conf, sink: sink) } catch {
                 throw InputError(description: "cannot create the video send pipeline: \(error)")
             }
-        } else { videoPipeline = nil }
+        } else {
+            videoPipeline = nil
+        }
         if let audio, let stream = audioStream {
             var conf = AudioSendStream.Configuration()
             conf.channels = audio.channels
@@ -98,7 +109,9 @@ final class MediaSender {
             do { audioPipeline = try AudioSendStream(configuration: conf, sink: sink) } catch {
                 throw InputError(description: "cannot create the audio send pipeline: \(error)")
             }
-        } else { audioPipeline = nil }
+        } else {
+            audioPipeline = nil
+        }
         feedback.targets.with { t in
             if let v = videoPipeline { t[v.ssrc] = v }
             if let a = audioPipeline { t[a.ssrc] = a }
@@ -173,8 +186,9 @@ final class MediaSender {
                 if n == 0 { audioDone = true; continue }
                 let captured = Int64(start) + Int64(audioChunks - 1) * 20_000_000
                 pcm.withUnsafeBufferPointer { p in
-                    pipeline.capturer.capture(UnsafeBufferPointer(rebasing: p[0..<(n * audio.channels)]), sampleRate: audio.sampleRate,
-                                              channels: audio.channels, timeStampNs: captured)
+                    pipeline.capturer.capture(
+                        UnsafeBufferPointer(rebasing: p[0..<(n * audio.channels)]), sampleRate: audio.sampleRate,
+                        channels: audio.channels, timeStampNs: captured)
                 }
             } else {
                 // A source without its pipeline cannot happen (both are made together); stop it.

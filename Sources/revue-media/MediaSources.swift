@@ -1,8 +1,8 @@
+import Foundation
 // Where encode and send get their media: a Y4M or WAV file, or a built-in synthetic pattern.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 
 /// A source of I420 frames at a constant frame rate.
 protocol VideoSource: AnyObject {

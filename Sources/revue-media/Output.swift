@@ -1,5 +1,7 @@
 // Results on stdout (text or --json), messages on stderr, and the ordered JSON values both use.
 import Foundation
+import MediaCore
+import RevueSession
 
 /// A JSON value whose objects keep their key order, so `--json` output reads like the text form.
 enum JSON {
@@ -33,7 +35,8 @@ enum JSON {
                 return "{" + fields.map { JSON.quote($0.0) + ":" + $0.1.rendered(compact: true) }.joined(separator: ",") + "}"
             }
             let inner = indent + "  "
-            return "{\n" + fields.map { inner + JSON.quote($0.0) + ": " + $0.1.rendered(indent: inner) }
+            return "{\n"
+                + fields.map { inner + JSON.quote($0.0) + ": " + $0.1.rendered(indent: inner) }
                 .joined(separator: ",\n") + "\n\(indent)}"
         }
     }
@@ -85,6 +88,3 @@ enum Format {
         r.denominator == 1 ? "\(r.numerator)" : String(format: "%.3f", r.doubleValue)
     }
 }
-
-import MediaCore
-import RevueSession

@@ -1,3 +1,4 @@
+import Foundation
 // The demo's receiving end on the engine's receive pipeline: one UDP socket -> ReceivePipeline
 // (SRTP unprotect, jitter buffer, NACK, PLI, depacketize, decode) -> a renderer that measures
 // each picture and records it; Opus pulled every 10 ms by an AudioPlayoutClock into a sink that
@@ -5,9 +6,8 @@
 // a high bitrate from the decoded pictures) and received.ogg (Opus, re-encoded from the played
 // PCM), so the files are the call as the receiver played it.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 
 final class PipelineReceiver: @unchecked Sendable {
     let socket: UDPSocket
@@ -16,8 +16,10 @@ final class PipelineReceiver: @unchecked Sendable {
     let renderer: RecordingRenderer
     let audioSink: RecordingAudioSink?
 
-    init(key: SRTPKeyMaterial?, codec: VPXCodec, width: Int, height: Int, videoPath: String, audioPath: String,
-         onVideo: @escaping DecodedVideoHandler) throws {
+    init(
+        key: SRTPKeyMaterial?, codec: VPXCodec, width: Int, height: Int, videoPath: String, audioPath: String,
+        onVideo: @escaping DecodedVideoHandler
+    ) throws {
         do { socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0)) } catch {
             throw InputError(description: "cannot open the receiver's socket: \(error)")
         }
@@ -34,7 +36,9 @@ final class PipelineReceiver: @unchecked Sendable {
             let sink = try RecordingAudioSink(path: audioPath)
             audioSink = sink
             clock = AudioPlayoutClock(stream: stream, sink: sink)
-        } else { audioSink = nil; clock = nil }
+        } else {
+            audioSink = nil; clock = nil
+        }
     }
 
     func start() { pipeline.start(); clock?.start() }
@@ -67,7 +71,8 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
         options.bitrate = 4_000_000
         options.keyframeInterval = 60
         encoder = try VideoStreamEncoder(options: options, width: width, height: height, frameRate: ContainerRational(30, 1))
-        writer = try IVFWriter(path: path, codec: codec == .vp8 ? .vp8 : .vp9, width: width, height: height, timeBase: ContainerRational(1, 30))
+        writer = try IVFWriter(
+            path: path, codec: codec == .vp8 ? .vp8 : .vp9, width: width, height: height, timeBase: ContainerRational(1, 30))
         self.onVideo = onVideo
     }
 
@@ -112,8 +117,9 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
         var options = AudioEncodeOptions()
         options.bitrate = 64_000
         encoder = try OpusStreamEncoder(options: options, inputRate: 48_000, channels: 1)
-        writer = try OggOpusWriter(path: path, channelCount: 1, preSkip: encoder.preSkip48k, vendor: "Revue revue-media",
-                                   comments: ["ENCODER=revue-media demo (the receiver's playout)"])
+        writer = try OggOpusWriter(
+            path: path, channelCount: 1, preSkip: encoder.preSkip48k, vendor: "Revue revue-media",
+            comments: ["ENCODER=revue-media demo (the receiver's playout)"])
     }
 
     func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
@@ -125,7 +131,9 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
         guard failure == nil else { return }
         do {
             try floats.withUnsafeBufferPointer { p in
-                try encoder.feed(UnsafeBufferPointer(rebasing: p[0..<frames])) { packet, n in try writer.write(packet, sampleCount: n) }
+                try encoder.feed(UnsafeBufferPointer(rebasing: p[0..<frames])) { packet, n in
+                    try writer.write(packet, sampleCount: n)
+                }
             }
         } catch { failure = error }
     }
@@ -153,7 +161,9 @@ final class PipelineFileReceiver: @unchecked Sendable {
     let renderer: FileRenderer
     let sinks: [FileAudioSink]
 
-    init(listen: SocketAddress, tracks: ReceiveTracks, key: SRTPKeyMaterial?, outputs: [String], frameRate: ContainerRational) throws {
+    init(listen: SocketAddress, tracks: ReceiveTracks, key: SRTPKeyMaterial?, outputs: [String], frameRate: ContainerRational)
+        throws
+    {
         var paths: [MediaFileKind: String] = [:]
         for out in outputs { if let k = MediaFileKind(extensionOf: out) { paths[k] = out } }
         renderer = FileRenderer(y4m: paths[.y4m], ivf: paths[.ivf], codec: tracks.video?.codec ?? .vp8, frameRate: frameRate)
@@ -181,7 +191,8 @@ final class PipelineFileReceiver: @unchecked Sendable {
             pipelines.append(pipeline)
             if let stream = pipeline.audio, paths[.wav] != nil || paths[.ogg] != nil {
                 _ = stream
-                let sink = try FileAudioSink(wav: paths[.wav], ogg: paths[.ogg], channels: tracks.audio?.channels ?? 1) { [weak pipeline] in
+                let sink = try FileAudioSink(wav: paths[.wav], ogg: paths[.ogg], channels: tracks.audio?.channels ?? 1) {
+                    [weak pipeline] in
                     pipeline?.inboundStats.contains { $0.kind == "audio" && $0.packetsReceived > 0 } ?? false
                 }
                 sinks.append(sink)
@@ -246,12 +257,14 @@ final class FileRenderer: VideoRenderer, @unchecked Sendable {
                     options.bitrate = min(20_000_000, max(500_000, image.width * image.height * 12))
                     options.keyframeInterval = 60
                     encoder = try VideoStreamEncoder(options: options, width: image.width, height: image.height, frameRate: rate)
-                    ivf = try IVFWriter(path: p, codec: codec == .vp8 ? .vp8 : .vp9, width: image.width, height: image.height,
-                                        timeBase: ContainerRational(rate.denominator, rate.numerator))
+                    ivf = try IVFWriter(
+                        path: p, codec: codec == .vp8 ? .vp8 : .vp9, width: image.width, height: image.height,
+                        timeBase: ContainerRational(rate.denominator, rate.numerator))
                 }
                 firstTimestamp = frame.rtpTimestamp
             }
-            let w = y4m?.header.width ?? ivf?.header.width ?? image.width, h = y4m?.header.height ?? ivf?.header.height ?? image.height
+            let w = y4m?.header.width ?? ivf?.header.width ?? image.width,
+                h = y4m?.header.height ?? ivf?.header.height ?? image.height
             var view = image
             if image.width != w || image.height != h {
                 if scaled == nil { scaled = VideoFrame(width: w, height: h) }
@@ -303,9 +316,12 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
             options.bitrate = 64_000 * channels
             let e = try OpusStreamEncoder(options: options, inputRate: 48_000, channels: channels)
             encoder = e
-            ogg = try OggOpusWriter(path: oggPath, channelCount: channels, preSkip: e.preSkip48k, vendor: "Revue revue-media",
-                                    comments: ["ENCODER=revue-media receive (the receiver's playout)"])
-        } else { encoder = nil; ogg = nil }
+            ogg = try OggOpusWriter(
+                path: oggPath, channelCount: channels, preSkip: e.preSkip48k, vendor: "Revue revue-media",
+                comments: ["ENCODER=revue-media receive (the receiver's playout)"])
+        } else {
+            encoder = nil; ogg = nil
+        }
     }
 
     func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
@@ -321,7 +337,9 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
                 if floats.count < samples.count { floats = [Float](repeating: 0, count: samples.count) }
                 for i in 0..<samples.count { floats[i] = Float(samples[i]) / 32768 }
                 try floats.withUnsafeBufferPointer { p in
-                    try encoder.feed(UnsafeBufferPointer(rebasing: p[0..<samples.count])) { packet, n in try ogg.write(packet, sampleCount: n) }
+                    try encoder.feed(UnsafeBufferPointer(rebasing: p[0..<samples.count])) { packet, n in
+                        try ogg.write(packet, sampleCount: n)
+                    }
                 }
             }
         } catch { failure = error }

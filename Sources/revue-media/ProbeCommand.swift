@@ -1,8 +1,8 @@
+import Foundation
 // `revue-media probe`: what a media file holds (codec, size, rate, duration, counts, bitrate).
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 
 enum ProbeCommand: Command {
     static let name = "probe"
@@ -20,7 +20,8 @@ enum ProbeCommand: Command {
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments(argv, valueOptions: [], flagOptions: ["--json", "--quiet", "-q"])
         guard args.positional.count == 1 else {
-            throw UsageError(description: args.positional.isEmpty ? "missing FILE" : "expected one FILE, got \(args.positional.count)")
+            throw UsageError(
+                description: args.positional.isEmpty ? "missing FILE" : "expected one FILE, got \(args.positional.count)")
         }
         let path = args.positional[0]
         let fields: [(String, JSON)]
@@ -111,7 +112,8 @@ enum ProbeCommand: Command {
         let duration = rate.doubleValue > 0 ? Double(reader.framesRead) / rate.doubleValue : 0
         let bytes = reader.framesRead * reader.header.frameByteCount
         return [
-            ("format", .string("y4m")), ("codec", .string("rawvideo i420")), ("width", .int(reader.width)), ("height", .int(reader.height)),
+            ("format", .string("y4m")), ("codec", .string("rawvideo i420")), ("width", .int(reader.width)),
+            ("height", .int(reader.height)),
             ("frameRate", .string(Format.rate(rate))), ("chroma", .string(reader.header.chroma.rawValue)),
             ("frames", .int(reader.framesRead)), ("duration", JSON.rounded(duration, 6)), ("bytes", .int(bytes)),
             ("bitrate", .int(duration > 0 ? Int((Double(bytes * 8) / duration).rounded()) : 0)),

@@ -1,8 +1,9 @@
 // Progress on stderr: a bar with percent, rate and ETA on a terminal; a line every few seconds
 // otherwise; nothing with --quiet. Results go to stdout.
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 final class Progress {

@@ -1,10 +1,10 @@
+import Foundation
 // The packet end of `send` and `demo`: what the sender keeps of each outgoing stream, the pcap
 // endpoints of its addresses, and the RTCP listener that turns a receiver's PLI/FIR into keyframes.
 // Packets themselves are made, protected and sent by the engine's send pipelines.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 import Synchronization
 
 /// Counters of one outgoing stream. Thread rule: written by the sending thread, read anywhere.
@@ -65,7 +65,9 @@ final class RTCPFeedbackListener: @unchecked Sendable {
             do { srtcp = try SRTPContext(material: key, direction: .inbound) } catch {
                 throw InputError(description: "cannot set up SRTCP: \(error)")
             }
-        } else { srtcp = nil }
+        } else {
+            srtcp = nil
+        }
         let counters = Dictionary(streams.map { ($0.ssrc, $0.counters) }, uniquingKeysWith: { a, _ in a })
         let box = ScratchBuffer(2048)
         let flags = self.flags
@@ -108,7 +110,9 @@ final class RTCPFeedbackListener: @unchecked Sendable {
                             var lost: [UInt16] = []
                             for pair in nack.pairs {
                                 lost.append(pair.packetID)
-                                for bit in 0..<16 where pair.lostBitmask & (1 << bit) != 0 { lost.append(pair.packetID &+ UInt16(bit + 1)) }
+                                for bit in 0..<16 where pair.lostBitmask & (1 << bit) != 0 {
+                                    lost.append(pair.packetID &+ UInt16(bit + 1))
+                                }
                             }
                             t.handleNack(lost)
                         }

@@ -1,11 +1,12 @@
+import Foundation
 // `revue-media relay`: the impairment relay (loss, bursts, delay, jitter, reordering,
 // duplication, rate limit) between a sender and a receiver, both directions.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum RelayCommand: Command {
@@ -23,8 +24,10 @@ enum RelayCommand: Command {
         """
 
     /// Options whose values are numbers (suffixes are expanded before the relay parser sees them).
-    static let numericOptions: Set<String> = ["--loss", "--burst", "--delay", "--jitter", "--reorder", "--reorder-delay",
-                                              "--duplicate", "--rate", "--queue", "--seed"]
+    static let numericOptions: Set<String> = [
+        "--loss", "--burst", "--delay", "--jitter", "--reorder", "--reorder-delay",
+        "--duplicate", "--rate", "--queue", "--seed",
+    ]
 
     static func run(_ argv: [String]) throws -> Int32 {
         var relayArgs: [String] = []
@@ -77,20 +80,23 @@ enum RelayCommand: Command {
             if !quiet && Date().timeIntervalSince(lastReport) >= 5 {
                 lastReport = Date()
                 let s = relay.statistics
-                Console.error("relay: forward \(s.forward.received) in, \(s.forward.forwarded) out, \(s.forward.droppedByLoss + s.forward.droppedByQueue) dropped; "
-                              + "reverse \(s.reverse.received) in, \(s.reverse.forwarded) out")
+                Console.error(
+                    "relay: forward \(s.forward.received) in, \(s.forward.forwarded) out, \(s.forward.droppedByLoss + s.forward.droppedByQueue) dropped; "
+                        + "reverse \(s.reverse.received) in, \(s.reverse.forwarded) out")
             }
         }
         relay.stop()
         let s = relay.statistics
         if json {
-            Console.out(JSON.object([
-                ("listen", .string(relay.listenAddress.description)), ("to", .string(configuration.to.description)),
-                ("seconds", JSON.rounded(Date().timeIntervalSince(start), 3)),
-                ("forward", directionJSON(s.forward)), ("reverse", directionJSON(s.reverse)),
-            ]).rendered())
+            Console.out(
+                JSON.object([
+                    ("listen", .string(relay.listenAddress.description)), ("to", .string(configuration.to.description)),
+                    ("seconds", JSON.rounded(Date().timeIntervalSince(start), 3)),
+                    ("forward", directionJSON(s.forward)), ("reverse", directionJSON(s.reverse)),
+                ]).rendered())
         } else {
-            Console.out("""
+            Console.out(
+                """
                 relay \(relay.listenAddress) -> \(configuration.to), \(String(format: "%.1f", Date().timeIntervalSince(start))) s
                   forward: \(directionText(s.forward))
                   reverse: \(directionText(s.reverse))

@@ -1,8 +1,8 @@
+import Foundation
 // Options shared by `send`, `receive` and `demo`: SRTP suites and keys, SDP in and out.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
 
 enum StreamOptions {
     /// `--suite` names: the CLI's lower-case spelling or the SDP name.
@@ -14,7 +14,10 @@ enum StreamOptions {
         case "aes-cm-128-hmac-sha1-32", "aes_cm_128_hmac_sha1_32": return .aesCM128HMACSHA1_32
         case "none": return nil
         default:
-            throw UsageError(description: "--suite \(text): expected aes-128-gcm, aes-256-gcm, aes-cm-128-hmac-sha1-80, aes-cm-128-hmac-sha1-32 or none")
+            throw UsageError(
+                description:
+                    "--suite \(text): expected aes-128-gcm, aes-256-gcm, aes-cm-128-hmac-sha1-80, aes-cm-128-hmac-sha1-32 or none"
+            )
         }
     }
 
@@ -22,7 +25,8 @@ enum StreamOptions {
     static func key(_ text: String, suite: SRTPSuite) throws -> SRTPKeyMaterial {
         let inline = text.lowercased().hasPrefix("inline:") ? text : "inline:" + text
         do { return try SRTPKeyMaterial(suite: suite, inline: inline) } catch {
-            throw UsageError(description: "--key: \(error) (expected base64 of \(suite.keyAndSaltLength) bytes of key and salt for \(suite))")
+            throw UsageError(
+                description: "--key: \(error) (expected base64 of \(suite.keyAndSaltLength) bytes of key and salt for \(suite))")
         }
     }
 
@@ -34,17 +38,21 @@ enum StreamOptions {
 
     /// An SDP (RFC 8866, `a=crypto` per RFC 4568) describing what `send` sends: video on the
     /// destination port, audio on port + 2.
-    static func sdp(destination: SocketAddress, video: (codec: VPXCodec, pt: UInt8, ssrc: UInt32)?,
-                    audio: (pt: UInt8, ssrc: UInt32, channels: Int)?, audioPort: UInt16, key: SRTPKeyMaterial?) -> SDPSessionDescription {
+    static func sdp(
+        destination: SocketAddress, video: (codec: VPXCodec, pt: UInt8, ssrc: UInt32)?,
+        audio: (pt: UInt8, ssrc: UInt32, channels: Int)?, audioPort: UInt16, key: SRTPKeyMaterial?
+    ) -> SDPSessionDescription {
         let addressType = destination.family == .ipv4 ? "IP4" : "IP6"
-        var s = SDPSessionDescription(origin: SDPOrigin(sessionID: RandomBytes.uint64() >> 2, address: destination.host),
-                                      sessionName: "Revue", connection: SDPConnection(addressType: addressType, address: destination.host))
+        var s = SDPSessionDescription(
+            origin: SDPOrigin(sessionID: RandomBytes.uint64() >> 2, address: destination.host),
+            sessionName: "Revue", connection: SDPConnection(addressType: addressType, address: destination.host))
         s.origin.addressType = addressType
         s.attributes = [SDPAttribute("tool", "revue-media")]
         let proto = key == nil ? "RTP/AVP" : "RTP/SAVP"
         if let v = video {
-            var m = SDPMediaDescription(type: "video", port: Int(destination.port), proto: proto, payloadType: Int(v.pt),
-                                        encoding: v.codec == .vp8 ? "VP8" : "VP9", clockRate: 90_000)
+            var m = SDPMediaDescription(
+                type: "video", port: Int(destination.port), proto: proto, payloadType: Int(v.pt),
+                encoding: v.codec == .vp8 ? "VP8" : "VP9", clockRate: 90_000)
             m.rtcpFeedback = [.nack(Int(v.pt)), .pli(Int(v.pt)), .fir(Int(v.pt))]
             m.ssrcs = [SDPSSRCAttribute(ssrc: v.ssrc, attribute: "cname", value: "revue-media")]
             m.direction = .sendonly
@@ -52,9 +60,14 @@ enum StreamOptions {
             s.media.append(m)
         }
         if let a = audio {
-            var m = SDPMediaDescription(type: "audio", port: Int(audioPort), proto: proto, payloadType: Int(a.pt),
-                                        encoding: "opus", clockRate: 48_000, channels: 2)
-            m.formatParameters = [SDPFormatParameters(payloadType: Int(a.pt), parameters: "minptime=10;useinbandfec=1" + (a.channels == 2 ? ";stereo=1;sprop-stereo=1" : ""))]
+            var m = SDPMediaDescription(
+                type: "audio", port: Int(audioPort), proto: proto, payloadType: Int(a.pt),
+                encoding: "opus", clockRate: 48_000, channels: 2)
+            m.formatParameters = [
+                SDPFormatParameters(
+                    payloadType: Int(a.pt),
+                    parameters: "minptime=10;useinbandfec=1" + (a.channels == 2 ? ";stereo=1;sprop-stereo=1" : ""))
+            ]
             m.ssrcs = [SDPSSRCAttribute(ssrc: a.ssrc, attribute: "cname", value: "revue-media")]
             m.direction = .sendonly
             if let key { m.crypto = [SDPCrypto(tag: 1, suite: key.suite.sdpName, keyAndSalt: key.keyAndSalt)] }
@@ -89,7 +102,9 @@ enum StreamOptions {
                 throw InputError(description: "\(path): m=\(m.type) \(map.encoding) is not supported (VP8, VP9 and Opus are)")
             }
         }
-        if tracks.video == nil && tracks.audio == nil { throw InputError(description: "\(path): no VP8, VP9 or Opus media section") }
+        if tracks.video == nil && tracks.audio == nil {
+            throw InputError(description: "\(path): no VP8, VP9 or Opus media section")
+        }
         return (tracks, key)
     }
 }

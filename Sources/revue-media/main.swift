@@ -1,15 +1,17 @@
+import Foundation
 // revue-media: Revue's file-based command line (encode, decode, send, receive, probe, relay, demo).
 // Exit status: 0 success, 1 bad input (a file or stream that cannot be used), 2 bad usage.
 import MediaCore
-import RevueSession
-import Foundation
 import RevueCommandLine
+import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 let commands: [any Command.Type] = [
-    EncodeCommand.self, DecodeCommand.self, SendCommand.self, ReceiveCommand.self, ProbeCommand.self, RelayCommand.self, DemoCommand.self,
+    EncodeCommand.self, DecodeCommand.self, SendCommand.self, ReceiveCommand.self, ProbeCommand.self, RelayCommand.self,
+    DemoCommand.self,
 ]
 
 let usage = """
@@ -33,8 +35,9 @@ if args.isEmpty || args.first == "--help" || args.first == "-h" || args.first ==
     exit(0)
 }
 guard let command = commands.first(where: { $0.name == args[0] }) else {
-    Console.error("revue-media: unknown command '\(args[0])' (commands: \(commands.map { $0.name }.joined(separator: ", ")))\n"
-                  + "run 'revue-media --help' for usage")
+    Console.error(
+        "revue-media: unknown command '\(args[0])' (commands: \(commands.map { $0.name }.joined(separator: ", ")))\n"
+            + "run 'revue-media --help' for usage")
     exit(2)
 }
 let rest = Array(args.dropFirst())

@@ -1,20 +1,23 @@
+import Foundation
+import MediaCore
+import RevueCommandLine
 // revue-node: a headless Revue peer driven by JSON lines on stdin, reporting every RevueDelegate
 // event as a JSON line on stdout; or, with a bare --rendezvous, a rendezvous node.
 // The protocol is documented in docs/revue-node.md.
 import RevueNodeProtocol
-import RevueCommandLine
-import MediaCore
 import RevueSession
-import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 signal(SIGPIPE, SIG_IGN)
 
 /// Writes one JSON object as a line on stdout.
 func emit(_ object: [String: Any]) {
-    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+        return
+    }
     FileHandle.standardOutput.write(data + Data("\n".utf8))
 }
 
@@ -27,27 +30,31 @@ func fail(_ message: String, status: Int32 = 2) -> Never {
 let spec = CommandSpec(
     invocation: "revue-node",
     summary: """
-    A headless Revue peer: reads commands as JSON lines on stdin and writes every event as a JSON
-    line on stdout (docs/revue-node.md). With a bare --rendezvous it serves as a rendezvous node.
-    """,
+        A headless Revue peer: reads commands as JSON lines on stdin and writes every event as a JSON
+        line on stdout (docs/revue-node.md). With a bare --rendezvous it serves as a rendezvous node.
+        """,
     options: [
         OptionSpec("--data", value: "DIR", help: "data directory (identity, friends); required for a peer"),
         OptionSpec("--host", value: "ADDR", help: "address to bind (default 0.0.0.0)"),
         OptionSpec("--port", value: "N", help: "UDP port to bind, 0-65535 (default 0: any free port)"),
         OptionSpec("--name", value: "NAME", help: "your display name"),
-        OptionSpec("--rendezvous", value: "HOST:PORT", valueIsOptional: true,
-                   help: "a rendezvous node to register with (repeatable); alone: be one"),
+        OptionSpec(
+            "--rendezvous", value: "HOST:PORT", valueIsOptional: true,
+            help: "a rendezvous node to register with (repeatable); alone: be one"),
         OptionSpec("--stun", value: "HOST:PORT", help: "a STUN server for call media (repeatable)"),
-        OptionSpec("--turn", value: "USER:PASS@HOST:PORT[?transport=tcp]",
-                   help: "a TURN server for call media, over UDP or TCP (repeatable)"),
+        OptionSpec(
+            "--turn", value: "USER:PASS@HOST:PORT[?transport=tcp]",
+            help: "a TURN server for call media, over UDP or TCP (repeatable)"),
         OptionSpec("--lan", help: "discover peers on the local network"),
         OptionSpec("--invitation-timeout", value: "S", help: "seconds an invitation waits for an answer"),
         OptionSpec("--mode", value: "MODE", help: "sendAndRecv, signallingOnly or recvOnly (default sendAndRecv)"),
         OptionSpec("--no-mic", help: "join calls without an audio track"),
         OptionSpec("--no-camera", help: "join calls without a video track"),
-        OptionSpec("--video-size", value: "WxH", help: "camera test pattern size, even numbers from 16 to 4096 (default 320x240)"),
-        OptionSpec("--call-lost-timeout", value: "S",
-                   help: "seconds an offline participant may stay in a call before it leaves (default 0)"),
+        OptionSpec(
+            "--video-size", value: "WxH", help: "camera test pattern size, even numbers from 16 to 4096 (default 320x240)"),
+        OptionSpec(
+            "--call-lost-timeout", value: "S",
+            help: "seconds an offline participant may stay in a call before it leaves (default 0)"),
     ])
 
 struct Options {
@@ -93,7 +100,9 @@ func parseOptions() throws -> Options {
     o.camera = !a.flag("--no-camera")
     if let size = a.string("--video-size") {
         let parts = size.split(separator: "x").compactMap { Int($0) }
-        guard parts.count == 2, (16...4096).contains(parts[0]), (16...4096).contains(parts[1]), parts[0] % 2 == 0, parts[1] % 2 == 0 else {
+        guard parts.count == 2, (16...4096).contains(parts[0]), (16...4096).contains(parts[1]), parts[0] % 2 == 0,
+            parts[1] % 2 == 0
+        else {
             throw UsageError(description: "--video-size is WxH, even numbers from 16 to 4096")
         }
         o.videoSize = (parts[0], parts[1])
@@ -116,8 +125,10 @@ func iceServers(stun: [String], turn: [String]) throws -> [RevueICEServer] {
                 throw UsageError(description: "\(option) \(text): \(error.message)")
             }
             guard server.kind == kind else {
-                throw UsageError(description: kind == .stun ? "--stun takes HOST:PORT (a TURN server goes in --turn)"
-                                                            : "--turn takes USER:PASS@HOST:PORT[?transport=tcp]")
+                throw UsageError(
+                    description: kind == .stun
+                        ? "--stun takes HOST:PORT (a TURN server goes in --turn)"
+                        : "--turn takes USER:PASS@HOST:PORT[?transport=tcp]")
             }
             out.append(server)
         }
@@ -229,7 +240,8 @@ final class RoomPrinter: RoomDelegate {
     func room(_ room: Room, callDidFailWithError error: CallError) {
         switch error {
         case .connectionLost: out("callDidFailWithError", nil, ["error": "connectionLost"])
-        case .mediaSetupFailed(let id, let detail): out("callDidFailWithError", nil, ["error": "mediaSetupFailed", "friendId": id, "detail": detail])
+        case .mediaSetupFailed(let id, let detail):
+            out("callDidFailWithError", nil, ["error": "mediaSetupFailed", "friendId": id, "detail": detail])
         }
     }
     func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {
@@ -242,11 +254,15 @@ final class RoomPrinter: RoomDelegate {
     func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) {
         out("didUpdateConnectionQuality", participant, ["quality": "\(quality)"])
     }
-    func room(_ room: Room, participant: Participant, didUpdateName name: String?) { out("didUpdateName", participant, ["name": name ?? NSNull()]) }
+    func room(_ room: Room, participant: Participant, didUpdateName name: String?) {
+        out("didUpdateName", participant, ["name": name ?? NSNull()])
+    }
     func room(_ room: Room, participant: Participant, didUpdateStatusMessage statusMessage: String?) {
         out("didUpdateStatusMessage", participant, ["statusMessage": statusMessage ?? NSNull()])
     }
-    func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) { out("didUpdateStatus", participant, ["status": statusName(status)]) }
+    func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) {
+        out("didUpdateStatus", participant, ["status": statusName(status)])
+    }
     func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) {
         out("didPublishTrack", localParticipant, ["sid": publication.sid, "kind": publication.kind.rawValue])
     }
@@ -274,16 +290,21 @@ final class RoomPrinter: RoomDelegate {
     func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {
         out("didUpdateIsMuted", participant, ["sid": trackPublication.sid, "isMuted": isMuted])
     }
-    func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) { out("didReceiveMessage", participant, ["message": message]) }
-    func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) { out("didReceiveMuteRequest", participant, ["isMuted": isMuted]) }
+    func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) {
+        out("didReceiveMessage", participant, ["message": message])
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) {
+        out("didReceiveMuteRequest", participant, ["isMuted": isMuted])
+    }
     func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) {
         out("didUpdateSpeakingParticipants", nil, ["speakers": speakers.map(\.identity)])
     }
-    func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) { out("didUpdateMode", participant, ["mode": mode.rawValue]) }
+    func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) {
+        out("didUpdateMode", participant, ["mode": mode.rawValue])
+    }
 }
 
 let roomPrinter = RoomPrinter()
-
 
 /// Counts decoded PCM samples and their peak, on the playout thread.
 final class CountingAudioSink: AudioSink, @unchecked Sendable {
@@ -298,7 +319,10 @@ final class CountingAudioSink: AudioSink, @unchecked Sendable {
 
 /// Feeds a tone and the synthetic test video into the local tracks in real time, off the main actor.
 /// `done` receives how many video frames and audio samples were captured.
-func feedSynthetic(audio: AudioBufferCapturer?, video: BufferCapturer?, seconds: Double, tone: Double, done: @escaping @Sendable (Int, Int) -> Void) {
+func feedSynthetic(
+    audio: AudioBufferCapturer?, video: BufferCapturer?, seconds: Double, tone: Double,
+    done: @escaping @Sendable (Int, Int) -> Void
+) {
     Thread.detachNewThread {
         var framesFed = 0, samplesFed = 0
         let frame = VideoFrame(width: 320, height: 180)
@@ -436,14 +460,20 @@ func run(_ line: String) {
     var reply: [String: Any] = ["cmd": cmd]
     if let id = request.id { reply["id"] = id.value }
     func ok(_ extra: [String: Any] = [:]) { emit(reply.merging(["event": "ok"]) { $1 }.merging(extra) { $1 }) }
-    func error(_ name: String, _ extra: [String: Any] = [:]) { emit(reply.merging(["event": "error", "error": name]) { $1 }.merging(extra) { $1 }) }
+    func error(_ name: String, _ extra: [String: Any] = [:]) {
+        emit(reply.merging(["event": "error", "error": name]) { $1 }.merging(extra) { $1 })
+    }
     switch request.command {
     case .address:
         ok(["address": revue.revueAddress, "revueId": revue.revueId, "port": Int(revue.port), "nospam": Int(revue.nospam)])
     case .addFriend(let address, let message):
-        do throws(FriendAddError) { ok(["friendId": try friends.addFriend(address: address, message: message)]) } catch let e { error(errorName(e)) }
+        do throws(FriendAddError) { ok(["friendId": try friends.addFriend(address: address, message: message)]) } catch let e {
+            error(errorName(e))
+        }
     case .accept(let friendId):
-        do throws(FriendAddError) { ok(["friendId": try friends.addFriendNorequest(friendId: friendId)]) } catch let e { error(errorName(e)) }
+        do throws(FriendAddError) { ok(["friendId": try friends.addFriendNorequest(friendId: friendId)]) } catch let e {
+            error(errorName(e))
+        }
     case .delete(let friendId):
         do {
             try friends.deleteFriend(friendId: friendId)
@@ -475,24 +505,29 @@ func run(_ line: String) {
     case .list:
         let list: [[String: Any]] = friends.getFriendList().map { id in
             let paths = friends.getFriendPaths(friendId: id)
-            return ["friendId": id, "name": friends.getFriendName(friendId: id),
-                    "statusMessage": friends.getFriendStatusMessage(friendId: id),
-                    "status": statusName(friends.getFriendStatus(friendId: id)),
-                    "isOnline": paths.isOnline, "paths": pathsObject(paths),
-                    "presence": presenceName(friends.getFriendPresenceStatus(friendId: id))]
+            return [
+                "friendId": id, "name": friends.getFriendName(friendId: id),
+                "statusMessage": friends.getFriendStatusMessage(friendId: id),
+                "status": statusName(friends.getFriendStatus(friendId: id)),
+                "isOnline": paths.isOnline, "paths": pathsObject(paths),
+                "presence": presenceName(friends.getFriendPresenceStatus(friendId: id)),
+            ]
         }
         ok(["friends": list])
     case .counters:
         let c = revue.counters
-        ok(["droppedMalformed": c.droppedMalformed, "droppedForged": c.droppedForged, "droppedReplayed": c.droppedReplayed,
+        ok([
+            "droppedMalformed": c.droppedMalformed, "droppedForged": c.droppedForged, "droppedReplayed": c.droppedReplayed,
             "droppedUnknownSession": c.droppedUnknownSession, "droppedNonFriend": c.droppedNonFriend,
-            "droppedWrongNospam": c.droppedWrongNospam, "droppedRateLimited": c.droppedRateLimited, "friendRequestsReceived": c.friendRequestsReceived,
+            "droppedWrongNospam": c.droppedWrongNospam, "droppedRateLimited": c.droppedRateLimited,
+            "friendRequestsReceived": c.friendRequestsReceived,
             "duplicatesSuppressed": c.duplicatesSuppressed, "reservedMessagesSwallowed": c.reservedMessagesSwallowed,
             "handshakesCompleted": c.handshakesCompleted, "droppedAnnounces": c.droppedAnnounces,
             "initiationsThrottled": c.initiationsThrottled, "candidatesDropped": c.candidatesDropped,
             "cookieRepliesSent": c.cookieRepliesSent, "droppedExpired": c.droppedExpired,
             "droppedLookupReplies": c.droppedLookupReplies, "droppedOverload": c.droppedOverload,
-            "requestsForgotten": c.requestsForgotten, "callSignalsRefused": c.callSignalsRefused])
+            "requestsForgotten": c.requestsForgotten, "callSignalsRefused": c.callSignalsRefused,
+        ])
     case .invite(let friendId, _), .acceptCall(let friendId), .rejectCall(let friendId), .cancelCall(let friendId):
         do throws(FriendCallError) {
             switch request.command {
@@ -505,7 +540,9 @@ func run(_ line: String) {
         } catch let e { error(errorName(e), ["friendId": friendId]) }
     case .hangup(let friendId):
         if let friendId {
-            guard let p = revue.room.remoteParticipants[friendId.uppercased()] else { return error("notInCall", ["friendId": friendId]) }
+            guard let p = revue.room.remoteParticipants[friendId.uppercased()] else {
+                return error("notInCall", ["friendId": friendId])
+            }
             p.disconnect()
         } else {
             revue.room.disconnectAll()
@@ -539,12 +576,15 @@ func run(_ line: String) {
         revue.room.localParticipant.setCamera(enabled: enabled)
         ok()
     case .mute(let sid), .unmute(let sid):
-        guard let pub = revue.room.localParticipant.localTrackPublications.first(where: { $0.sid == sid }) else { return error("notPublished", ["sid": sid]) }
+        guard let pub = revue.room.localParticipant.localTrackPublications.first(where: { $0.sid == sid }) else {
+            return error("notPublished", ["sid": sid])
+        }
         if case .mute = request.command { pub.mute() } else { pub.unmute() }
         ok(["sid": sid])
     case .subscribe(let friendId, let sid, let subscribed):
         guard let friendId, let p = revue.room.remoteParticipants[friendId.uppercased()],
-              let pub = p.remoteTrackPublications.first(where: { $0.sid == sid }) else { return error("notFound") }
+            let pub = p.remoteTrackPublications.first(where: { $0.sid == sid })
+        else { return error("notFound") }
         pub.setSubscribed(subscribed)
         ok()
     case .mode(let mode):
@@ -569,8 +609,11 @@ func run(_ line: String) {
     case .mediaStats:
         let list: [[String: Any]] = revue.room.remoteParticipants.keys.sorted().map { id in
             let audio = roomPrinter.audioSinks[id]?.counts ?? (samples: 0, loud: 0)
-            return ["friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples, "loudSamples": audio.loud,
-                    "path": callLegPath(revue.room, friendId: id) ?? NSNull()]
+            return [
+                "friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples,
+                "loudSamples": audio.loud,
+                "path": callLegPath(revue.room, friendId: id) ?? NSNull(),
+            ]
         }
         ok(["participants": list])
     case .room:
@@ -583,11 +626,15 @@ func run(_ line: String) {
             }
         }
         let participants: [[String: Any]] = room.remoteParticipants.values.sorted { $0.identity < $1.identity }.map { p in
-            ["friendId": p.identity, "name": p.name ?? NSNull(), "mode": p.mode.rawValue, "tracks": tracks(p),
-             "connectionQuality": "\(p.connectionQuality)", "isSpeaking": p.isSpeaking]
+            [
+                "friendId": p.identity, "name": p.name ?? NSNull(), "mode": p.mode.rawValue, "tracks": tracks(p),
+                "connectionQuality": "\(p.connectionQuality)", "isSpeaking": p.isSpeaking,
+            ]
         }
-        ok(["participants": participants, "mode": room.localParticipant.mode.rawValue, "tracks": tracks(room.localParticipant),
-            "activeSpeakers": room.activeSpeakers.map(\.identity)])
+        ok([
+            "participants": participants, "mode": room.localParticipant.mode.rawValue, "tracks": tracks(room.localParticipant),
+            "activeSpeakers": room.activeSpeakers.map(\.identity),
+        ])
     case .quit:
         revue.destroy()
         ok()

@@ -1,16 +1,20 @@
+import Foundation
 // `revue-media encode` / `decode` / `probe` against independent tools: ffprobe and ffmpeg read
 // what we write with exact frame counts and durations, opusinfo validates our Ogg Opus, we read
 // files that ffmpeg and opusenc write, and encode-then-decode keeps PSNR/SNR above stated bounds.
 import Testing
-import Foundation
+
 @testable import MediaCore
 
 @Suite(.serialized) struct CLIEncodeDecodeTests {
     @Test(arguments: ["vp8", "vp9"])
     func patternVideoIsReadByFFprobeWithExactFramesAndDuration(_ codec: String) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let r = try revueMedia(["encode", "--pattern", "moving", "--size", "160x120", "--fps", "15", "--frames", "15",
-                                "--codec", codec, "--bitrate", "300k", "-o", "p.ivf", "--json"], cwd: dir.path)
+        let r = try revueMedia(
+            [
+                "encode", "--pattern", "moving", "--size", "160x120", "--fps", "15", "--frames", "15",
+                "--codec", codec, "--bitrate", "300k", "-o", "p.ivf", "--json",
+            ], cwd: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
         let result = try #require(cliJSON(r.stdout))
         #expect(result["frames"] as? Int == 15)
@@ -34,8 +38,12 @@ import Foundation
     @Test func y4mRoundTripKeepsPSNRAboveBoundByFFmpegAndByUs() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
         let src = dir.file("src.y4m")
-        let gen = try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=12:duration=1",
-                                         "-pix_fmt", "yuv420p", src])
+        let gen = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=12:duration=1",
+                "-pix_fmt", "yuv420p", src,
+            ])
         #expect(gen.status == 0, "\(gen.stderr)")
         var r = try revueMedia(["encode", "src.y4m", "-o", "c.ivf", "--bitrate", "600k", "-q"], cwd: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
@@ -58,9 +66,14 @@ import Foundation
 
     @Test func scalesAndRetimesAY4MInput() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        _ = try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=1",
-                                   "-pix_fmt", "yuv420p", dir.file("src.y4m")])
-        let r = try revueMedia(["encode", "src.y4m", "-o", "s.ivf", "--size", "160x120", "--fps", "10", "--frames", "7", "-q"], cwd: dir.path)
+        _ = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=1",
+                "-pix_fmt", "yuv420p", dir.file("src.y4m"),
+            ])
+        let r = try revueMedia(
+            ["encode", "src.y4m", "-o", "s.ivf", "--size", "160x120", "--fps", "10", "--frames", "7", "-q"], cwd: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
         let info = try ffprobeStream(dir.file("s.ivf"))
         #expect(info["width"] == "160" && info["height"] == "120")
@@ -71,8 +84,12 @@ import Foundation
     @Test(arguments: [("libvpx", "vp8"), ("libvpx-vp9", "vp9")])
     func readsIVFWrittenByFFmpeg(_ encoder: String, _ codec: String) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let gen = try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=128x96:rate=10:duration=1",
-                                         "-c:v", encoder, "-b:v", "400k", "-deadline", "realtime", dir.file("ff.ivf")])
+        let gen = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=128x96:rate=10:duration=1",
+                "-c:v", encoder, "-b:v", "400k", "-deadline", "realtime", dir.file("ff.ivf"),
+            ])
         #expect(gen.status == 0, "\(gen.stderr)")
         let probe = try #require(cliJSON(try revueMedia(["probe", "ff.ivf", "--json"], cwd: dir.path).stdout))
         #expect(probe["codec"] as? String == codec)
@@ -92,30 +109,40 @@ import Foundation
     @Test(arguments: [(16_000, 1, "pcm_s16le"), (44_100, 2, "pcm_f32le")])
     func wavToOggOpusIsValidAndRoundTrips(_ rate: Int, _ channels: Int, _ format: String) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let gen = try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate):duration=1",
-                                         "-ac", "\(channels)", "-c:a", format, dir.file("src.wav")])
+        let gen = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate):duration=1",
+                "-ac", "\(channels)", "-c:a", format, dir.file("src.wav"),
+            ])
         #expect(gen.status == 0, "\(gen.stderr)")
         var r = try revueMedia(["encode", "src.wav", "-o", "a.opus", "--bitrate", "\(48 * channels)k", "-q"], cwd: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
         let info = try runTool("opusinfo", [dir.file("a.opus")])
         #expect(info.status == 0)
-        #expect(!info.stdout.lowercased().contains("warning") && !info.stderr.lowercased().contains("error"), "\(info.stdout)\(info.stderr)")
+        #expect(
+            !info.stdout.lowercased().contains("warning") && !info.stderr.lowercased().contains("error"),
+            "\(info.stdout)\(info.stderr)")
         #expect(info.stdout.contains("Original sample rate: \(rate) Hz"))
         #expect(info.stdout.contains("Playback length: 0m:01.000s"))
         // ffmpeg applies pre-skip and end trimming: exactly one second at 48 kHz.
-        let pcm = try runTool("ffmpeg", ["-v", "error", "-i", dir.file("a.opus"), "-f", "s16le", "-ac", "1", "-ar", "48000", dir.file("ff.raw")])
+        let pcm = try runTool(
+            "ffmpeg", ["-v", "error", "-i", dir.file("a.opus"), "-f", "s16le", "-ac", "1", "-ar", "48000", dir.file("ff.raw")])
         #expect(pcm.status == 0)
         #expect(dir.read("ff.raw").count == 48_000 * 2)
         r = try revueMedia(["decode", "a.opus", "-o", "d.wav", "--rate", "\(rate)", "-q"], cwd: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
         // ffprobe reads our WAV with the exact length.
         let wavInfo = try ffprobeStream(dir.file("d.wav"), count: .nothing)
-        #expect(wavInfo["duration"] == "1.000000" && wavInfo["sample_rate"] == "\(rate)" && wavInfo["channels"] == "\(channels)", "\(wavInfo)")
+        #expect(
+            wavInfo["duration"] == "1.000000" && wavInfo["sample_rate"] == "\(rate)" && wavInfo["channels"] == "\(channels)",
+            "\(wavInfo)")
         let source = try cliReadWAV(dir.file("src.wav")), decoded = try cliReadWAV(dir.file("d.wav"))
         #expect(decoded.rate == rate && decoded.channels == channels)
         #expect(decoded.samples.count == source.samples.count)
-        let snr = Quality.snr(reference: cliFirstChannel(source.samples, channels: channels),
-                              decoded: cliFirstChannel(decoded.samples, channels: channels), maxLag: 100)
+        let snr = Quality.snr(
+            reference: cliFirstChannel(source.samples, channels: channels),
+            decoded: cliFirstChannel(decoded.samples, channels: channels), maxLag: 100)
         #expect(snr.snr > 30, "SNR \(snr)")
     }
 
@@ -123,11 +150,17 @@ import Foundation
     @Test(arguments: ["opusenc", "ffmpeg"])
     func readsOggOpusWrittenByOtherEncoders(_ tool: String) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        _ = try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "sine=frequency=600:sample_rate=48000:duration=1.5",
-                                   "-c:a", "pcm_s16le", dir.file("src.wav")])
-        let enc = tool == "opusenc"
+        _ = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-f", "lavfi", "-i", "sine=frequency=600:sample_rate=48000:duration=1.5",
+                "-c:a", "pcm_s16le", dir.file("src.wav"),
+            ])
+        let enc =
+            tool == "opusenc"
             ? try runTool("opusenc", ["--quiet", "--bitrate", "64", dir.file("src.wav"), dir.file("x.opus")])
-            : try runTool("ffmpeg", ["-v", "error", "-i", dir.file("src.wav"), "-c:a", "libopus", "-b:a", "64k", dir.file("x.opus")])
+            : try runTool(
+                "ffmpeg", ["-v", "error", "-i", dir.file("src.wav"), "-c:a", "libopus", "-b:a", "64k", dir.file("x.opus")])
         #expect(enc.status == 0, "\(enc.stderr)")
         let probe = try #require(cliJSON(try revueMedia(["probe", "x.opus", "--json"], cwd: dir.path).stdout))
         #expect(probe["samples"] as? Int == 72_000)
@@ -141,8 +174,11 @@ import Foundation
 
     @Test func audioPatternsEncodeToValidOggOpus() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        for (pattern, extra) in [("speech", ["--rate", "24000", "--fec", "--dtx"]), ("tone", ["--channels", "2", "--frame-ms", "40"])] {
-            let r = try revueMedia(["encode", "--pattern", pattern, "--seconds", "1.5", "-o", "\(pattern).ogg", "-q"] + extra, cwd: dir.path)
+        for (pattern, extra) in [
+            ("speech", ["--rate", "24000", "--fec", "--dtx"]), ("tone", ["--channels", "2", "--frame-ms", "40"]),
+        ] {
+            let r = try revueMedia(
+                ["encode", "--pattern", pattern, "--seconds", "1.5", "-o", "\(pattern).ogg", "-q"] + extra, cwd: dir.path)
             #expect(r.status == 0, "\(r.stderr)")
             let info = try runTool("opusinfo", [dir.file("\(pattern).ogg")])
             #expect(info.status == 0 && info.stdout.contains("Playback length: 0m:01.500s"), "\(info.stdout)")

@@ -1,12 +1,14 @@
+import Foundation
 // A corpus of bad inputs and bad usage for `revue-media`: every error names the file or argument
 // and what is wrong, the exit status is 1 for bad input and 2 for bad usage, and no output (not
 // even a temporary file) is left behind.
 import Testing
-import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @Suite(.serialized) struct CLIErrorTests {
     /// A valid 64x48 Y4M of `frames` frames.
@@ -33,57 +35,86 @@ import Glibc
     static let good = y4m(frames: 3)
 
     static let inputCases: [Case] = [
-        Case(name: "empty y4m", files: ["in.y4m": []], arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1,
-             mentions: ["in.y4m", "empty"]),
-        Case(name: "truncated y4m frame", files: ["in.y4m": Array(good.prefix(good.count - 1000))],
-             arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1, mentions: ["in.y4m", "frame 2", "truncated"]),
-        Case(name: "wrong magic", files: ["in.y4m": Array("YUV4MPEG3 W64 H48\n".utf8)],
-             arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1, mentions: ["in.y4m", "not a YUV4MPEG2"]),
-        Case(name: "4:4:4 chroma", files: ["in.y4m": y4m(frames: 1, chroma: "C444")],
-             arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1, mentions: ["in.y4m", "C444"]),
-        Case(name: "absurd size", files: ["in.y4m": Array("YUV4MPEG2 W100000 H100000 F25:1\nFRAME\n".utf8)],
-             arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1, mentions: ["in.y4m", "too large"]),
-        Case(name: "missing input", files: [:], arguments: ["encode", "nothere.y4m", "-o", "out.ivf"], status: 1,
-             mentions: ["nothere.y4m", "no such file"]),
-        Case(name: "wav with 24-bit samples", files: ["in.wav": wav24()], arguments: ["encode", "in.wav", "-o", "out.ogg"],
-             status: 1, mentions: ["in.wav", "24"]),
-        Case(name: "truncated ivf", files: ["in.ivf": Array(ivf().prefix(60))], arguments: ["decode", "in.ivf", "-o", "out.y4m"],
-             status: 1, mentions: ["in.ivf", "truncated"]),
-        Case(name: "corrupt ivf frame", files: ["in.ivf": corruptIVF()], arguments: ["decode", "in.ivf", "-o", "out.y4m"],
-             status: 1, mentions: ["in.ivf", "frame 0"]),
-        Case(name: "ivf frame of absurd size", files: ["in.ivf": Array(ivf().prefix(32)) + [0xff, 0xff, 0xff, 0x7f] + [UInt8](repeating: 0, count: 8)],
-             arguments: ["decode", "in.ivf", "-o", "out.y4m"], status: 1, mentions: ["in.ivf", "frame 0"]),
-        Case(name: "ogg with a bad page CRC", files: ["in.ogg": badCRCOgg()], arguments: ["decode", "in.ogg", "-o", "out.wav"],
-             status: 1, mentions: ["in.ogg", "CRC"]),
-        Case(name: "random bytes", files: ["in.ivf": (0..<500).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }],
-             arguments: ["decode", "in.ivf", "-o", "out.y4m"], status: 1, mentions: ["in.ivf"]),
-        Case(name: "probe of an empty file", files: ["x.ivf": []], arguments: ["probe", "x.ivf"], status: 1, mentions: ["x.ivf", "empty"]),
-        Case(name: "output directory missing", files: ["in.y4m": good], arguments: ["encode", "in.y4m", "-o", "no/such/dir/out.ivf"],
-             status: 1, mentions: ["no/such/dir/out.ivf", "does not exist"]),
-        Case(name: "output under a regular file", files: ["in.y4m": good, "plain": [1]], arguments: ["encode", "in.y4m", "-o", "plain/out.ivf"],
-             status: 1, mentions: ["plain/out.ivf", "not a directory"]),
+        Case(
+            name: "empty y4m", files: ["in.y4m": []], arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1,
+            mentions: ["in.y4m", "empty"]),
+        Case(
+            name: "truncated y4m frame", files: ["in.y4m": Array(good.prefix(good.count - 1000))],
+            arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1, mentions: ["in.y4m", "frame 2", "truncated"]),
+        Case(
+            name: "wrong magic", files: ["in.y4m": Array("YUV4MPEG3 W64 H48\n".utf8)],
+            arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1, mentions: ["in.y4m", "not a YUV4MPEG2"]),
+        Case(
+            name: "4:4:4 chroma", files: ["in.y4m": y4m(frames: 1, chroma: "C444")],
+            arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1, mentions: ["in.y4m", "C444"]),
+        Case(
+            name: "absurd size", files: ["in.y4m": Array("YUV4MPEG2 W100000 H100000 F25:1\nFRAME\n".utf8)],
+            arguments: ["encode", "in.y4m", "-o", "out.ivf"], status: 1, mentions: ["in.y4m", "too large"]),
+        Case(
+            name: "missing input", files: [:], arguments: ["encode", "nothere.y4m", "-o", "out.ivf"], status: 1,
+            mentions: ["nothere.y4m", "no such file"]),
+        Case(
+            name: "wav with 24-bit samples", files: ["in.wav": wav24()], arguments: ["encode", "in.wav", "-o", "out.ogg"],
+            status: 1, mentions: ["in.wav", "24"]),
+        Case(
+            name: "truncated ivf", files: ["in.ivf": Array(ivf().prefix(60))], arguments: ["decode", "in.ivf", "-o", "out.y4m"],
+            status: 1, mentions: ["in.ivf", "truncated"]),
+        Case(
+            name: "corrupt ivf frame", files: ["in.ivf": corruptIVF()], arguments: ["decode", "in.ivf", "-o", "out.y4m"],
+            status: 1, mentions: ["in.ivf", "frame 0"]),
+        Case(
+            name: "ivf frame of absurd size",
+            files: ["in.ivf": Array(ivf().prefix(32)) + [0xff, 0xff, 0xff, 0x7f] + [UInt8](repeating: 0, count: 8)],
+            arguments: ["decode", "in.ivf", "-o", "out.y4m"], status: 1, mentions: ["in.ivf", "frame 0"]),
+        Case(
+            name: "ogg with a bad page CRC", files: ["in.ogg": badCRCOgg()], arguments: ["decode", "in.ogg", "-o", "out.wav"],
+            status: 1, mentions: ["in.ogg", "CRC"]),
+        Case(
+            name: "random bytes", files: ["in.ivf": (0..<500).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }],
+            arguments: ["decode", "in.ivf", "-o", "out.y4m"], status: 1, mentions: ["in.ivf"]),
+        Case(
+            name: "probe of an empty file", files: ["x.ivf": []], arguments: ["probe", "x.ivf"], status: 1,
+            mentions: ["x.ivf", "empty"]),
+        Case(
+            name: "output directory missing", files: ["in.y4m": good],
+            arguments: ["encode", "in.y4m", "-o", "no/such/dir/out.ivf"],
+            status: 1, mentions: ["no/such/dir/out.ivf", "does not exist"]),
+        Case(
+            name: "output under a regular file", files: ["in.y4m": good, "plain": [1]],
+            arguments: ["encode", "in.y4m", "-o", "plain/out.ivf"],
+            status: 1, mentions: ["plain/out.ivf", "not a directory"]),
     ]
 
     static let usageCases: [Case] = [
         Case(name: "no output", files: ["in.y4m": good], arguments: ["encode", "in.y4m"], status: 2, mentions: ["-o"]),
-        Case(name: "unknown output type", files: ["in.y4m": good], arguments: ["encode", "in.y4m", "-o", "out.mp4"], status: 2,
-             mentions: ["out.mp4"]),
-        Case(name: "bad number", files: ["in.y4m": good], arguments: ["encode", "in.y4m", "-o", "out.ivf", "--bitrate", "lots"],
-             status: 2, mentions: ["--bitrate", "lots"]),
-        Case(name: "number out of range", files: ["in.y4m": good], arguments: ["encode", "in.y4m", "-o", "out.ivf", "--threads", "99"],
-             status: 2, mentions: ["--threads", "99"]),
-        Case(name: "unknown option", files: ["in.y4m": good], arguments: ["encode", "in.y4m", "-o", "out.ivf", "--colour", "red"],
-             status: 2, mentions: ["--colour"]),
-        Case(name: "video option for audio", files: [:], arguments: ["encode", "--pattern", "tone", "-o", "out.ogg", "--codec", "vp9"],
-             status: 2, mentions: ["--codec", "audio"]),
-        Case(name: "unknown pattern", files: [:], arguments: ["encode", "--pattern", "plaid", "-o", "out.ivf"], status: 2,
-             mentions: ["plaid"]),
-        Case(name: "audio input to video output", files: ["in.wav": wav16()], arguments: ["encode", "in.wav", "-o", "out.ivf"],
-             status: 2, mentions: ["in.wav", ".ogg"]),
+        Case(
+            name: "unknown output type", files: ["in.y4m": good], arguments: ["encode", "in.y4m", "-o", "out.mp4"], status: 2,
+            mentions: ["out.mp4"]),
+        Case(
+            name: "bad number", files: ["in.y4m": good], arguments: ["encode", "in.y4m", "-o", "out.ivf", "--bitrate", "lots"],
+            status: 2, mentions: ["--bitrate", "lots"]),
+        Case(
+            name: "number out of range", files: ["in.y4m": good],
+            arguments: ["encode", "in.y4m", "-o", "out.ivf", "--threads", "99"],
+            status: 2, mentions: ["--threads", "99"]),
+        Case(
+            name: "unknown option", files: ["in.y4m": good], arguments: ["encode", "in.y4m", "-o", "out.ivf", "--colour", "red"],
+            status: 2, mentions: ["--colour"]),
+        Case(
+            name: "video option for audio", files: [:],
+            arguments: ["encode", "--pattern", "tone", "-o", "out.ogg", "--codec", "vp9"],
+            status: 2, mentions: ["--codec", "audio"]),
+        Case(
+            name: "unknown pattern", files: [:], arguments: ["encode", "--pattern", "plaid", "-o", "out.ivf"], status: 2,
+            mentions: ["plaid"]),
+        Case(
+            name: "audio input to video output", files: ["in.wav": wav16()], arguments: ["encode", "in.wav", "-o", "out.ivf"],
+            status: 2, mentions: ["in.wav", ".ogg"]),
         Case(name: "unknown command", files: [:], arguments: ["transmogrify"], status: 2, mentions: ["transmogrify"]),
         Case(name: "relay without --to", files: [:], arguments: ["relay", "--listen", "0"], status: 2, mentions: ["--to"]),
-        Case(name: "relay loss above 1", files: [:], arguments: ["relay", "--listen", "0", "--to", "127.0.0.1:9", "--loss", "5"],
-             status: 2, mentions: ["loss"]),
+        Case(
+            name: "relay loss above 1", files: [:], arguments: ["relay", "--listen", "0", "--to", "127.0.0.1:9", "--loss", "5"],
+            status: 2, mentions: ["loss"]),
     ]
 
     @Test(arguments: inputCases + usageCases)
@@ -134,8 +165,11 @@ import Glibc
     /// k/M suffixes: `--bitrate 200k` is 200 000 bit/s (the encoder lands near it).
     @Test func numbersAcceptSuffixes() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let r = try revueMedia(["encode", "--pattern", "moving", "--size", "160x120", "--seconds", "2", "--bitrate", "0.2M",
-                                "-o", "b.ivf", "--json", "-q"], cwd: dir.path)
+        let r = try revueMedia(
+            [
+                "encode", "--pattern", "moving", "--size", "160x120", "--seconds", "2", "--bitrate", "0.2M",
+                "-o", "b.ivf", "--json", "-q",
+            ], cwd: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
         let bitrate = try #require(cliJSON(r.stdout)?["bitrate"] as? Int)
         #expect(bitrate > 120_000 && bitrate < 300_000, "bitrate \(bitrate)")
@@ -145,8 +179,12 @@ import Glibc
     /// result line reports; exit status 130 says the work was cut short.
     @Test func interruptFinishesTheOutputCleanly() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let p = try ToolProcess(CLIBinary.path, ["encode", "--pattern", "moving", "--size", "320x240", "--seconds", "600",
-                                                "-o", "long.ivf", "--json", "-q"], cwd: dir.path)
+        let p = try ToolProcess(
+            CLIBinary.path,
+            [
+                "encode", "--pattern", "moving", "--size", "320x240", "--seconds", "600",
+                "-o", "long.ivf", "--json", "-q",
+            ], cwd: dir.path)
         // Wait until the temporary output has grown a little, then interrupt.
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
@@ -183,7 +221,8 @@ import Glibc
         var payload: [UInt8] = []
         try! encoder.encode(frame.view, pts: 0) { payload = Array($0.data) }
         func le32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
-        let header = IVFHeader(codec: .vp8, width: 64, height: 48, timeBase: ContainerRational(1, 30), declaredFrameCount: 1).bytes
+        let header = IVFHeader(codec: .vp8, width: 64, height: 48, timeBase: ContainerRational(1, 30), declaredFrameCount: 1)
+            .bytes
         return header + le32(payload.count) + [UInt8](repeating: 0, count: 8) + payload
     }
 
@@ -205,7 +244,8 @@ import Glibc
         var packet = [UInt8](repeating: 0, count: 4000)
         let pcm = [Int16](repeating: 0, count: 960)
         for _ in 0..<5 {
-            let n = try! pcm.withUnsafeBufferPointer { p in try packet.withUnsafeMutableBytes { try encoder.encode(p, into: $0) } }
+            let n = try! pcm.withUnsafeBufferPointer { p in try packet.withUnsafeMutableBytes { try encoder.encode(p, into: $0) }
+            }
             try! w.write(Array(packet[0..<n]), sampleCount: 960)
         }
         try! w.finish()

@@ -1,13 +1,15 @@
+import Foundation
 // `revue-media send`, `receive`, `relay` and `demo` over real loopback UDP against independent
 // peers: ffmpeg receives our stream through our SDP (AES-CM, the suite ffmpeg knows) and writes a
 // decodable file whose frames are the source frames (bar code and PSNR); GStreamer decodes our
 // stream with caps from our SDP; our receiver decodes GStreamer's; tshark reads our pcap.
 import Testing
-import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// An even free UDP port on 127.0.0.1 with port+1...port+3 likely free as well.
 func cliFreePort() -> Int {
@@ -45,15 +47,23 @@ func cliFreePort() -> Int {
     @Test func ffmpegReceivesOurSendThroughOurSDPAndTsharkReadsThePcap() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
-        let send = try ToolProcess(CLIBinary.path, ["send", "--pattern", "moving", "--pattern", "speech", "--size", "320x240",
-                                                   "--seconds", "4", "--keyint", "10", "--to", "127.0.0.1:\(port)",
-                                                   "--suite", "aes-cm-128-hmac-sha1-80", "--key", Self.keyBase64,
-                                                   "--sdp", "s.sdp", "--pcap", "sent.pcap", "--json", "-q"], cwd: dir.path)
+        let send = try ToolProcess(
+            CLIBinary.path,
+            [
+                "send", "--pattern", "moving", "--pattern", "speech", "--size", "320x240",
+                "--seconds", "4", "--keyint", "10", "--to", "127.0.0.1:\(port)",
+                "--suite", "aes-cm-128-hmac-sha1-80", "--key", Self.keyBase64,
+                "--sdp", "s.sdp", "--pcap", "sent.pcap", "--json", "-q",
+            ], cwd: dir.path)
         // The SDP is written before the first packet; ffmpeg joins from it (keyframes every 10 frames).
         let deadline = Date().addingTimeInterval(10)
         while !FileManager.default.fileExists(atPath: dir.file("s.sdp")) && Date() < deadline { usleep(10_000) }
-        let ffmpeg = try ToolProcess("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", dir.file("s.sdp"),
-                                               "-map", "0:v", "-map", "0:a", "-c", "copy", "-t", "2", "-y", dir.file("ff.mkv")])
+        let ffmpeg = try ToolProcess(
+            "ffmpeg",
+            [
+                "-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", dir.file("s.sdp"),
+                "-map", "0:v", "-map", "0:a", "-c", "copy", "-t", "2", "-y", dir.file("ff.mkv"),
+            ])
         let sent = send.wait(timeout: 30)
         #expect(sent.status == 0, "\(sent.stderr)")
         let ff = ffmpeg.wait(timeout: 15)
@@ -61,22 +71,39 @@ func cliFreePort() -> Int {
         // The SDP parses back with the AES-CM key ffmpeg needs.
         let sdp = try SDPSessionDescription.read(path: dir.file("s.sdp"))
         #expect(sdp.media.map(\.type) == ["video", "audio"])
-        #expect(sdp.media.allSatisfy { $0.crypto.first?.isSupportedByFFmpeg == true && $0.crypto.first?.keys.first?.keyAndSalt == Self.keyBytes })
+        #expect(
+            sdp.media.allSatisfy {
+                $0.crypto.first?.isSupportedByFFmpeg == true && $0.crypto.first?.keys.first?.keyAndSalt == Self.keyBytes
+            })
         // ffmpeg's file decodes: its frames are our source frames.
-        let dec = try runTool("ffmpeg", ["-v", "error", "-i", dir.file("ff.mkv"), "-map", "0:v", "-pix_fmt", "yuv420p", dir.file("ff.y4m")])
+        let dec = try runTool(
+            "ffmpeg", ["-v", "error", "-i", dir.file("ff.mkv"), "-map", "0:v", "-pix_fmt", "yuv420p", dir.file("ff.y4m")])
         #expect(dec.status == 0, "\(dec.stderr)")
         let frames = try Self.identifiedFrames(dir.file("ff.y4m"))
         #expect(frames.frames >= 30, "\(frames)")
         #expect(frames.identified >= frames.frames - 2 && frames.psnr > 30, "\(frames)")
-        let audio = try runTool("ffprobe", ["-v", "error", "-count_packets", "-select_streams", "a", "-show_entries",
-                                            "stream=codec_name,nb_read_packets", "-of", "csv=p=0", dir.file("ff.mkv")])
-        #expect(audio.stdout.hasPrefix("opus,") && (Int(audio.stdout.split(separator: ",").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0) >= 50,
-                "\(audio.stdout)")
+        let audio = try runTool(
+            "ffprobe",
+            [
+                "-v", "error", "-count_packets", "-select_streams", "a", "-show_entries",
+                "stream=codec_name,nb_read_packets", "-of", "csv=p=0", dir.file("ff.mkv"),
+            ])
+        #expect(
+            audio.stdout.hasPrefix("opus,")
+                && (Int(audio.stdout.split(separator: ",").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0)
+                    >= 50,
+            "\(audio.stdout)")
         // tshark reads every sent packet from the pcap, none malformed.
         let result = try #require(cliJSON(sent.stdout))
-        let packets = ((result["video"] as? [String: Any])?["packets"] as? Int ?? 0) + ((result["audio"] as? [String: Any])?["packets"] as? Int ?? 0)
-        let tshark = try runTool("tshark", ["-r", dir.file("sent.pcap"), "-d", "udp.port==\(port),rtp", "-d", "udp.port==\(port + 2),rtp",
-                                            "-T", "fields", "-e", "rtp.ssrc", "-e", "_ws.expert.message"])
+        let packets =
+            ((result["video"] as? [String: Any])?["packets"] as? Int ?? 0)
+            + ((result["audio"] as? [String: Any])?["packets"] as? Int ?? 0)
+        let tshark = try runTool(
+            "tshark",
+            [
+                "-r", dir.file("sent.pcap"), "-d", "udp.port==\(port),rtp", "-d", "udp.port==\(port + 2),rtp",
+                "-T", "fields", "-e", "rtp.ssrc", "-e", "_ws.expert.message",
+            ])
         #expect(tshark.status == 0, "\(tshark.stderr)")
         let lines = tshark.stdout.split(separator: "\n")
         #expect(lines.count == packets && packets > 300, "tshark saw \(lines.count), we sent \(packets)")
@@ -94,8 +121,12 @@ func cliFreePort() -> Int {
         #expect(dry.status == 0, "\(dry.stderr)")
         let sdp = try SDPSessionDescription.read(path: dir.file("s.sdp"))
         let caps = try #require(sdp.media.first?.gstreamerCaps)
-        let gst = try ToolProcess("gst-launch-1.0", ["-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!", "rtpvp8depay",
-                                                    "!", "vp8dec", "!", "fakesink", "num-buffers=20"])
+        let gst = try ToolProcess(
+            "gst-launch-1.0",
+            [
+                "-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!", "rtpvp8depay",
+                "!", "vp8dec", "!", "fakesink", "num-buffers=20",
+            ])
         usleep(700_000)
         let send = try revueMedia(["send", "--seconds", "2", "--to", "127.0.0.1:\(port)"] + common, cwd: dir.path)
         #expect(send.status == 0, "\(send.stderr)")
@@ -110,9 +141,13 @@ func cliFreePort() -> Int {
     func ourReceiveDecodesAStreamSentByGStreamer(raw: Bool) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
-        let recv = try ToolProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-cm-128-hmac-sha1-80",
-                                                   "--key", Self.keyBase64, "-o", "r.y4m", "-o", "r.wav", "-o", "r.ivf",
-                                                   "--duration", "4", "--json", "-q"] + (raw ? ["--raw"] : []), cwd: dir.path)
+        let recv = try ToolProcess(
+            CLIBinary.path,
+            [
+                "receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-cm-128-hmac-sha1-80",
+                "--key", Self.keyBase64, "-o", "r.y4m", "-o", "r.wav", "-o", "r.ivf",
+                "--duration", "4", "--json", "-q",
+            ] + (raw ? ["--raw"] : []), cwd: dir.path)
         usleep(500_000)
         let srtp = "rtp-cipher=aes-128-icm rtp-auth=hmac-sha1-80 rtcp-cipher=aes-128-icm rtcp-auth=hmac-sha1-80"
         let pipeline = """
@@ -159,14 +194,24 @@ func cliFreePort() -> Int {
         let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
         let relayPort = cliFreePort()
-        let recv = try ToolProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-128-gcm",
-                                                   "--key", Data(Self.keyBytes.prefix(28)).base64EncodedString(), "-o", "r.ivf",
-                                                   "--duration", "4", "--json", "-q"], cwd: dir.path)
-        let relay = try ToolProcess(CLIBinary.path, ["relay", "--listen", "127.0.0.1:\(relayPort)", "--to", "127.0.0.1:\(port)",
-                                                    "--loss", "0.05", "--delay", "10", "--seed", "7", "--duration", "4", "--json", "-q"])
+        let recv = try ToolProcess(
+            CLIBinary.path,
+            [
+                "receive", "--listen", "127.0.0.1:\(port)", "--suite", "aes-128-gcm",
+                "--key", Data(Self.keyBytes.prefix(28)).base64EncodedString(), "-o", "r.ivf",
+                "--duration", "4", "--json", "-q",
+            ], cwd: dir.path)
+        let relay = try ToolProcess(
+            CLIBinary.path,
+            [
+                "relay", "--listen", "127.0.0.1:\(relayPort)", "--to", "127.0.0.1:\(port)",
+                "--loss", "0.05", "--delay", "10", "--seed", "7", "--duration", "4", "--json", "-q",
+            ])
         usleep(400_000)
-        let send = try revueMedia(["send", "--pattern", "moving", "--size", "160x120", "--seconds", "2.5", "--to", "127.0.0.1:\(relayPort)",
-                                   "--suite", "aes-128-gcm", "--key", Data(Self.keyBytes.prefix(28)).base64EncodedString(), "--json", "-q"])
+        let send = try revueMedia([
+            "send", "--pattern", "moving", "--size", "160x120", "--seconds", "2.5", "--to", "127.0.0.1:\(relayPort)",
+            "--suite", "aes-128-gcm", "--key", Data(Self.keyBytes.prefix(28)).base64EncodedString(), "--json", "-q",
+        ])
         #expect(send.status == 0, "\(send.stderr)")
         let rr = relay.wait(timeout: 15), r = recv.wait(timeout: 15)
         #expect(rr.status == 0 && r.status == 0, "\(rr.stderr) \(r.stderr)")
@@ -194,11 +239,17 @@ func cliFreePort() -> Int {
         let dir = InteropTempDir(); defer { dir.remove() }
         let port = cliFreePort()
         let key = Data(Self.keyBytes.prefix(28)).base64EncodedString()
-        let recv = try ToolProcess(CLIBinary.path, ["receive", "--listen", "127.0.0.1:\(port)", "--key", key, "-o", "r.y4m", "-o", "r.ogg",
-                                                   "--json", "-q"], cwd: dir.path)
+        let recv = try ToolProcess(
+            CLIBinary.path,
+            [
+                "receive", "--listen", "127.0.0.1:\(port)", "--key", key, "-o", "r.y4m", "-o", "r.ogg",
+                "--json", "-q",
+            ], cwd: dir.path)
         usleep(400_000)
-        let send = try revueMedia(["send", "--pattern", "moving", "--pattern", "tone", "--size", "160x120", "--seconds", "1.5",
-                                   "--to", "127.0.0.1:\(port)", "--key", key, "-q"])
+        let send = try revueMedia([
+            "send", "--pattern", "moving", "--pattern", "tone", "--size", "160x120", "--seconds", "1.5",
+            "--to", "127.0.0.1:\(port)", "--key", key, "-q",
+        ])
         #expect(send.status == 0, "\(send.stderr)")
         usleep(300_000)
         recv.signal(SIGINT)
@@ -227,6 +278,9 @@ func cliFreePort() -> Int {
         #expect(ivf["codec_name"] == "vp8" && (Int(ivf["nb_read_frames"] ?? "") ?? 0) >= 50)
         let ogg = try runTool("opusinfo", [dir.file("out/received.ogg")])
         #expect(ogg.status == 0, "\(ogg.stdout)")
-        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir.file("out"))) == ["received.ivf", "received.ogg", "stats.json"])
+        #expect(
+            Set(try FileManager.default.contentsOfDirectory(atPath: dir.file("out"))) == [
+                "received.ivf", "received.ogg", "stats.json",
+            ])
     }
 }

@@ -1,11 +1,13 @@
+import Foundation
+import Testing
+
+@testable import MediaCore
+
 // Running the built `revue-media` binary from tests (ToolSupport.swift runs processes): where it
 // is, and small readers for comparing outputs with their sources.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
-import Foundation
-import Testing
-@testable import MediaCore
 
 /// Where `swift build --build-tests` put the products: next to the test bundle.
 enum CLIBinary {
@@ -14,10 +16,12 @@ enum CLIBinary {
         var candidates: [String] = []
         if let exe = Bundle.main.executablePath { candidates.append((exe as NSString).deletingLastPathComponent) }
         candidates.append((CommandLine.arguments[0] as NSString).deletingLastPathComponent)
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
         candidates.append("\(root)/.build/debug")
         for dir in candidates {
-            for d in [dir, (dir as NSString).deletingLastPathComponent] where FileManager.default.isExecutableFile(atPath: "\(d)/revue-media") {
+            for d in [dir, (dir as NSString).deletingLastPathComponent]
+            where FileManager.default.isExecutableFile(atPath: "\(d)/revue-media") {
                 return d
             }
         }
@@ -35,7 +39,8 @@ func revueMedia(_ arguments: [String], cwd: String? = nil, timeout: Double = 120
 func cliFFmpegPSNR(_ a: String, _ b: String) throws -> Double? {
     let r = try runTool("ffmpeg", ["-hide_banner", "-nostats", "-i", a, "-i", b, "-lavfi", "psnr", "-f", "null", "-"])
     guard let line = r.stderr.split(separator: "\n").last(where: { $0.contains("PSNR") }),
-          let range = line.range(of: "average:") else { return nil }
+        let range = line.range(of: "average:")
+    else { return nil }
     let value = line[range.upperBound...].split(separator: " ").first.map(String.init) ?? ""
     return value == "inf" ? .infinity : Double(value)
 }

@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 /// IVF against ffmpeg/ffprobe and vpxdec: real VP8/VP9 streams from libvpx through our reader and
@@ -9,16 +10,21 @@ import Foundation
     func rewritesRealStreamsThatFFmpegAndVpxdecRead(_ encoder: String, _ codec: IVFCodec, _ name: String) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
         let source = dir.file("src.ivf")
-        let enc = try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30",
-                                         "-frames:v", "10", "-pix_fmt", "yuv420p", "-c:v", encoder, "-deadline", "realtime", "-cpu-used", "8",
-                                         "-y", source])
+        let enc = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30",
+                "-frames:v", "10", "-pix_fmt", "yuv420p", "-c:v", encoder, "-deadline", "realtime", "-cpu-used", "8",
+                "-y", source,
+            ])
         #expect(enc.status == 0, "\(enc.stderr)")
 
         let r = try IVFReader(path: source)
         #expect(r.header.codec == codec && r.header.width == 320 && r.header.height == 240)
         let out = dir.file("ours.ivf")
-        let w = try IVFWriter(path: out, codec: r.header.codec, width: r.header.width, height: r.header.height,
-                              timeBase: r.header.timeBase)
+        let w = try IVFWriter(
+            path: out, codec: r.header.codec, width: r.header.width, height: r.header.height,
+            timeBase: r.header.timeBase)
         var buffer: [UInt8] = []
         var frames: [([UInt8], Int64)] = []
         while let h = try r.readFrame(into: &buffer) {
@@ -62,9 +68,16 @@ import Foundation
     @Test func readsVpxencOutput() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
         let y4m = dir.file("in.y4m")
-        #expect(try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=96x64:rate=15", "-frames:v", "6",
-                                       "-pix_fmt", "yuv420p", "-y", y4m]).status == 0)
-        let run = try runTool("vpxenc", ["--rt", "--cpu-used=8", "--threads=1", "--codec=vp8", "--ivf", "-q", "-o", dir.file("v.ivf"), y4m])
+        #expect(
+            try runTool(
+                "ffmpeg",
+                [
+                    "-v", "error", "-f", "lavfi", "-i", "testsrc=size=96x64:rate=15", "-frames:v", "6",
+                    "-pix_fmt", "yuv420p", "-y", y4m,
+                ]
+            ).status == 0)
+        let run = try runTool(
+            "vpxenc", ["--rt", "--cpu-used=8", "--threads=1", "--codec=vp8", "--ivf", "-q", "-o", dir.file("v.ivf"), y4m])
         #expect(run.status == 0, "\(run.stderr)")
         let r = try IVFReader(path: dir.file("v.ivf"))
         #expect(r.header.declaredFrameCount == 6)  // libvpx stores the frame count

@@ -1,8 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A UDP port that was free a moment ago (bound to port 0, then released); `count` consecutive
 /// ports are checked so RTP+RTCP pairs fit.
@@ -13,9 +15,13 @@ func containerFreeUDPPort(count: Int = 4) -> Int {
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         addr.sin_port = 0
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        _ = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
         close(fd)
         let port = Int(UInt16(bigEndian: addr.sin_port))
         if port % 2 == 0 && port + count < 65536 { return port }
@@ -27,7 +33,9 @@ func containerFreeUDPPort(count: Int = 4) -> Int {
 func containerPackedI420(_ frame: VideoFrame) -> [UInt8] {
     var out: [UInt8] = []
     out.reserveCapacity(frame.width * frame.height * 3 / 2 + 4)
-    for r in 0..<frame.height { out.append(contentsOf: UnsafeBufferPointer(start: frame.y + r * frame.strideY, count: frame.width)) }
+    for r in 0..<frame.height {
+        out.append(contentsOf: UnsafeBufferPointer(start: frame.y + r * frame.strideY, count: frame.width))
+    }
     for plane in [frame.u, frame.v] {
         for r in 0..<frame.chromaHeight {
             out.append(contentsOf: UnsafeBufferPointer(start: plane + r * frame.strideUV, count: frame.chromaWidth))

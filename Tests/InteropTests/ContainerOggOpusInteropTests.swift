@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 /// Ogg Opus against opus-tools (opusenc, opusinfo, opusdec) and ffmpeg: we read what they write
@@ -44,7 +45,8 @@ import Foundation
         let wav = dir.file("in.wav"), source = dir.file("src.opus")
         let inputFrames = rate * 13 / 10  // 1.3 s: the last packet is padded and must be trimmed
         try Self.writeTone(wav, rate: rate, channels: channels, frames: inputFrames)
-        let enc = producer == "opusenc"
+        let enc =
+            producer == "opusenc"
             ? try runTool("opusenc", ["--quiet", wav, source])
             : try runTool("ffmpeg", ["-v", "error", "-i", wav, "-c:a", "libopus", "-y", source])
         #expect(enc.status == 0, "\(enc.stderr)")
@@ -76,8 +78,9 @@ import Foundation
 
         // Rewrite with our writer; opusinfo must find nothing to complain about.
         let ours = dir.file("ours.opus")
-        let w = try OggOpusWriter(path: ours, head: r.head,
-                                  tags: OggOpusTags(vendor: "Revue", comments: r.tags.comments + ["TITLE=rewrite"]))
+        let w = try OggOpusWriter(
+            path: ours, head: r.head,
+            tags: OggOpusTags(vendor: "Revue", comments: r.tags.comments + ["TITLE=rewrite"]))
         for (bytes, samples) in packets { try w.write(bytes, sampleCount: samples) }
         try w.finish(originalSampleCount: Int64(total))
         #expect(Self.verifyPageCRCs(dir.read("ours.opus")) >= 4)
@@ -91,9 +94,14 @@ import Foundation
         let again = dir.file("ours.wav")
         #expect(try runTool("opusdec", ["--quiet", "--rate", "48000", "--float", ours, again]).status == 0)
         #expect(try Self.probedSamples(again) == total)
-        #expect(Array(dir.read("ours.wav").suffix(total * channels * 4)) == Array(dir.read("src.wav").suffix(total * channels * 4)))
-        let ff = try runTool("ffmpeg", ["-v", "error", "-i", ours, "-f", "s16le", "-ac", "\(channels)", "-ar", "48000",
-                                        "-y", dir.file("ff.pcm")])
+        #expect(
+            Array(dir.read("ours.wav").suffix(total * channels * 4)) == Array(dir.read("src.wav").suffix(total * channels * 4)))
+        let ff = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-i", ours, "-f", "s16le", "-ac", "\(channels)", "-ar", "48000",
+                "-y", dir.file("ff.pcm"),
+            ])
         #expect(ff.status == 0 && ff.stderr.isEmpty, "\(ff.stderr)")
         #expect(dir.read("ff.pcm").count == total * channels * 2)
         let probe = try ffprobeStream(ours, count: .packets)

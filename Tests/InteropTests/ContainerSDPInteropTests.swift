@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 /// SDP against ffmpeg and GStreamer: real SRTP streams between the two independent
@@ -10,15 +11,18 @@ import Foundation
 
     /// A send-only SRTP description of VP8 on `port` and Opus on `port + 2`, as `revue-media send --sdp` writes it.
     static func description(port: Int, crypto: Bool = true) -> SDPSessionDescription {
-        var s = SDPSessionDescription(origin: SDPOrigin(sessionID: 1_234_567, address: "127.0.0.1"),
-                                      sessionName: "Revue", connection: SDPConnection(address: "127.0.0.1"))
-        var v = SDPMediaDescription(type: "video", port: port, proto: crypto ? "RTP/SAVP" : "RTP/AVP",
-                                    payloadType: 96, encoding: "VP8", clockRate: 90_000)
+        var s = SDPSessionDescription(
+            origin: SDPOrigin(sessionID: 1_234_567, address: "127.0.0.1"),
+            sessionName: "Revue", connection: SDPConnection(address: "127.0.0.1"))
+        var v = SDPMediaDescription(
+            type: "video", port: port, proto: crypto ? "RTP/SAVP" : "RTP/AVP",
+            payloadType: 96, encoding: "VP8", clockRate: 90_000)
         v.rtcpFeedback = [.nack(96), .pli(96), .fir(96), .remb(96)]
         v.extensionMaps = [SDPExtensionMap(id: 3, uri: SDPExtensionMap.absoluteSendTimeURI)]
         v.ssrcs = [SDPSSRCAttribute(ssrc: 1111, attribute: "cname", value: "revue")]
-        var a = SDPMediaDescription(type: "audio", port: port + 2, proto: crypto ? "RTP/SAVP" : "RTP/AVP",
-                                    payloadType: 111, encoding: "opus", clockRate: 48_000, channels: 2)
+        var a = SDPMediaDescription(
+            type: "audio", port: port + 2, proto: crypto ? "RTP/SAVP" : "RTP/AVP",
+            payloadType: 111, encoding: "opus", clockRate: 48_000, channels: 2)
         a.formatParameters = [SDPFormatParameters(payloadType: 111, parameters: "minptime=10;useinbandfec=1")]
         a.extensionMaps = [SDPExtensionMap(id: 1, uri: SDPExtensionMap.audioLevelURI)]
         a.ssrcs = [SDPSSRCAttribute(ssrc: 2222, attribute: "cname", value: "revue")]
@@ -36,8 +40,12 @@ import Foundation
         let sdp = dir.file("stream.sdp")
         try Self.description(port: port).write(to: sdp)
         let out = dir.file("received.mkv")
-        let ffmpeg = try ToolProcess("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", sdp,
-                                                   "-map", "0:v", "-map", "0:a", "-c", "copy", "-t", "1", "-y", out])
+        let ffmpeg = try ToolProcess(
+            "ffmpeg",
+            [
+                "-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", sdp,
+                "-map", "0:v", "-map", "0:a", "-c", "copy", "-t", "1", "-y", out,
+            ])
         usleep(700_000)
         let srtp = "rtp-cipher=aes-128-icm rtp-auth=hmac-sha1-80 rtcp-cipher=aes-128-icm rtcp-auth=hmac-sha1-80"
         let pipeline = """
@@ -50,8 +58,12 @@ import Foundation
         #expect(gst.status == 0, "\(gst.stderr)")
         let ff = ffmpeg.wait(timeout: 10)
         #expect(!ff.timedOut && ff.status == 0, "\(ff.stderr)")
-        let probe = try runTool("ffprobe", ["-v", "error", "-count_packets", "-show_entries", "stream=codec_name,nb_read_packets",
-                                            "-of", "csv=p=0", out])
+        let probe = try runTool(
+            "ffprobe",
+            [
+                "-v", "error", "-count_packets", "-show_entries", "stream=codec_name,nb_read_packets",
+                "-of", "csv=p=0", out,
+            ])
         let streams = probe.stdout.split(separator: "\n").map { $0.split(separator: ",") }
         #expect(streams.count == 2, "\(probe.stdout)\(probe.stderr)")
         for s in streams where s.count == 2 {
@@ -66,14 +78,22 @@ import Foundation
         let video = Self.description(port: port).media[0]
         let caps = try #require(video.gstreamerCaps)
         #expect(caps.hasPrefix("application/x-srtp, media=(string)video, payload=(int)96, clock-rate=(int)90000"))
-        let gst = try ToolProcess("gst-launch-1.0", ["-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!",
-                                                        "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10"])
+        let gst = try ToolProcess(
+            "gst-launch-1.0",
+            [
+                "-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!",
+                "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10",
+            ])
         usleep(500_000)
         let key = SDPBase64.encode(video.crypto[0].keys[0].keyAndSalt)
-        let ff = try runTool("ffmpeg", ["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=30", "-t", "1",
-                                        "-c:v", "libvpx", "-deadline", "realtime", "-g", "10", "-payload_type", "96", "-ssrc", "1111",
-                                        "-f", "rtp", "-srtp_out_suite", "AES_CM_128_HMAC_SHA1_80", "-srtp_out_params", key,
-                                        "srtp://127.0.0.1:\(port)?pkt_size=1200"], timeout: 15)
+        let ff = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=30", "-t", "1",
+                "-c:v", "libvpx", "-deadline", "realtime", "-g", "10", "-payload_type", "96", "-ssrc", "1111",
+                "-f", "rtp", "-srtp_out_suite", "AES_CM_128_HMAC_SHA1_80", "-srtp_out_params", key,
+                "srtp://127.0.0.1:\(port)?pkt_size=1200",
+            ], timeout: 15)
         #expect(ff.status == 0, "\(ff.stderr)")
         let run = gst.wait(timeout: 5)
         #expect(!run.timedOut && run.status == 0, "GStreamer decoded fewer than 10 frames: \(run.stderr)")
@@ -83,10 +103,14 @@ import Foundation
         let dir = InteropTempDir(); defer { dir.remove() }
         let port = containerFreeUDPPort()
         let key = Self.key(7)
-        let run = try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", "1",
-                                         "-c:v", "libvpx", "-f", "rtp", "-srtp_out_suite", "AES_CM_128_HMAC_SHA1_32",
-                                         "-srtp_out_params", SDPBase64.encode(key), "-sdp_file", dir.file("ff.sdp"),
-                                         "srtp://127.0.0.1:\(port)"])
+        let run = try runTool(
+            "ffmpeg",
+            [
+                "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", "1",
+                "-c:v", "libvpx", "-f", "rtp", "-srtp_out_suite", "AES_CM_128_HMAC_SHA1_32",
+                "-srtp_out_params", SDPBase64.encode(key), "-sdp_file", dir.file("ff.sdp"),
+                "srtp://127.0.0.1:\(port)",
+            ])
         #expect(run.status == 0, "\(run.stderr)")
         let s = try SDPSessionDescription.read(path: dir.file("ff.sdp"))
         #expect(s.media.count == 1)
@@ -103,13 +127,21 @@ import Foundation
         s.media.removeLast()
         let sdp = dir.file("plain.sdp")
         try s.write(to: sdp)
-        let gst = try ToolProcess("gst-launch-1.0", ["-q", "filesrc", "location=\(sdp)", "!", "sdpdemux", "timeout=5000000", "!",
-                                                        "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10"])
+        let gst = try ToolProcess(
+            "gst-launch-1.0",
+            [
+                "-q", "filesrc", "location=\(sdp)", "!", "sdpdemux", "timeout=5000000", "!",
+                "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10",
+            ])
         usleep(700_000)
-        let send = try runTool("gst-launch-1.0", ["-q", "videotestsrc", "num-buffers=45", "!",
-                                                  "video/x-raw,width=160,height=120,framerate=30/1", "!", "vp8enc", "deadline=1", "keyframe-max-dist=10", "!",
-                                                  "rtpvp8pay", "pt=96", "ssrc=1111", "!", "udpsink", "host=127.0.0.1", "port=\(port)",
-                                                  "sync=true"], timeout: 15)
+        let send = try runTool(
+            "gst-launch-1.0",
+            [
+                "-q", "videotestsrc", "num-buffers=45", "!",
+                "video/x-raw,width=160,height=120,framerate=30/1", "!", "vp8enc", "deadline=1", "keyframe-max-dist=10", "!",
+                "rtpvp8pay", "pt=96", "ssrc=1111", "!", "udpsink", "host=127.0.0.1", "port=\(port)",
+                "sync=true",
+            ], timeout: 15)
         #expect(send.status == 0)
         let run = gst.wait(timeout: 5)
         #expect(!run.timedOut && run.status == 0, "sdpdemux decoded fewer than 10 frames: \(run.stderr)")

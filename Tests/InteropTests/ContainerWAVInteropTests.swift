@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 /// WAV against ffmpeg/ffprobe: they read what we write sample-exactly; we read what they write
@@ -51,15 +52,17 @@ import Foundation
     }
 
     @Test(arguments: [
-        ("pcm_s16le", 1, 8_000, [String]()),          // plain PCM
-        ("pcm_f32le", 2, 44_100, []),                 // ffmpeg writes float as WAVE_FORMAT_EXTENSIBLE
-        ("pcm_s16le", 2, 96_000, []),                 // > 48 kHz: extensible too
-        ("pcm_s16le", 2, 48_000, ["-rf64", "always"]), // RF64 with ds64
+        ("pcm_s16le", 1, 8_000, [String]()),  // plain PCM
+        ("pcm_f32le", 2, 44_100, []),  // ffmpeg writes float as WAVE_FORMAT_EXTENSIBLE
+        ("pcm_s16le", 2, 96_000, []),  // > 48 kHz: extensible too
+        ("pcm_s16le", 2, 48_000, ["-rf64", "always"]),  // RF64 with ds64
     ])
     func readsFFmpegWAVs(_ codec: String, _ channels: Int, _ rate: Int, _ extra: [String]) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let src = ["-v", "error", "-f", "lavfi", "-i", "sine=frequency=500:sample_rate=\(rate):duration=0.5",
-                   "-ac", "\(channels)", "-metadata", "title=odd length title"]
+        let src = [
+            "-v", "error", "-f", "lavfi", "-i", "sine=frequency=500:sample_rate=\(rate):duration=0.5",
+            "-ac", "\(channels)", "-metadata", "title=odd length title",
+        ]
         #expect(try runTool("ffmpeg", src + extra + ["-c:a", codec, "-y", dir.file("a.wav")]).status == 0)
         #expect(try runTool("ffmpeg", src + ["-f", "s16le", "-y", dir.file("a.pcm")]).status == 0)
         let (r, samples) = try Self.readAll(dir.file("a.wav"))
@@ -81,21 +84,30 @@ import Foundation
     @Test func readsAWAVStreamedThroughAPipe() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
         // Written to a pipe, ffmpeg cannot seek back to fill in the sizes.
-        let r = try runTool("sh", ["-c", "ffmpeg -v error -f lavfi -i sine=sample_rate=16000:duration=0.25 -f wav - > '\(dir.file("p.wav"))'"])
+        let r = try runTool(
+            "sh", ["-c", "ffmpeg -v error -f lavfi -i sine=sample_rate=16000:duration=0.25 -f wav - > '\(dir.file("p.wav"))'"])
         #expect(r.status == 0)
         let (reader, samples) = try Self.readAll(dir.file("p.wav"))
         #expect(samples.count == 4000)
         #expect(reader.framesRead == 4000)
     }
 
-    @Test(arguments: [("pcm_s24le", 1, "unsupported sample format: 24-bit PCM"),
-                      ("pcm_u8", 1, "unsupported sample format: 8-bit PCM"),
-                      ("pcm_s16le", 6, "6 channels are not supported (only mono and stereo)")])
+    @Test(arguments: [
+        ("pcm_s24le", 1, "unsupported sample format: 24-bit PCM"),
+        ("pcm_u8", 1, "unsupported sample format: 8-bit PCM"),
+        ("pcm_s16le", 6, "6 channels are not supported (only mono and stereo)"),
+    ])
     func rejectsWhatWeDoNotHandleClearly(_ codec: String, _ channels: Int, _ text: String) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
         let path = dir.file("x.wav")
-        #expect(try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "sine=duration=0.1", "-ac", "\(channels)",
-                                       "-c:a", codec, "-y", path]).status == 0)
+        #expect(
+            try runTool(
+                "ffmpeg",
+                [
+                    "-v", "error", "-f", "lavfi", "-i", "sine=duration=0.1", "-ac", "\(channels)",
+                    "-c:a", codec, "-y", path,
+                ]
+            ).status == 0)
         do {
             _ = try WAVReader(path: path)
             Issue.record("accepted \(codec) x\(channels)")

@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 /// Y4M against ffmpeg/ffprobe, an independent reader and writer.
@@ -45,8 +46,14 @@ import Foundation
     func rejectsFFmpegNon420WithClearError(_ pixFmt: String, _ tag: String) throws {
         let dir = InteropTempDir(); defer { dir.remove() }
         let path = dir.file("b.y4m")
-        #expect(try runTool("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=32x32:rate=25", "-frames:v", "1",
-                                       "-pix_fmt", pixFmt, "-strict", "-1", "-y", path]).status == 0)
+        #expect(
+            try runTool(
+                "ffmpeg",
+                [
+                    "-v", "error", "-f", "lavfi", "-i", "testsrc=size=32x32:rate=25", "-frames:v", "1",
+                    "-pix_fmt", pixFmt, "-strict", "-1", "-y", path,
+                ]
+            ).status == 0)
         do {
             _ = try Y4MReader(path: path)
             Issue.record("accepted \(pixFmt)")

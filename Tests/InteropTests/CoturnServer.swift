@@ -1,11 +1,13 @@
+import Foundation
+import Testing
+
+@testable import MediaCore
+
 // A real coturn `turnserver` for the STUN and TURN tests, started from a generated configuration
 // on a free port and stopped at the end of the test.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
-import Foundation
-import Testing
-@testable import MediaCore
 
 /// A coturn `turnserver` for one test: listens on `ip`:`port` over UDP and TCP (127.0.0.1 by
 /// default, or an address inside the network namespace `namespace`), relays UDP from `ip`, one
@@ -46,7 +48,8 @@ final class CoturnServer {
             """ + (verbose ? "\nverbose\n" : "\n") + extraConfiguration.map { $0 + "\n" }.joined()
         dir.write("turnserver.conf", Array(config.utf8))
         if let namespace {
-            process = try ToolProcess("ip", ["netns", "exec", namespace, "turnserver", "-c", dir.file("turnserver.conf")], cwd: dir.path)
+            process = try ToolProcess(
+                "ip", ["netns", "exec", namespace, "turnserver", "-c", dir.file("turnserver.conf")], cwd: dir.path)
         } else {
             process = try ToolProcess("turnserver", ["-c", dir.file("turnserver.conf")], cwd: dir.path)
         }
@@ -61,7 +64,8 @@ final class CoturnServer {
         let binding = STUNMessage(method: .binding, class: .request).encode(fingerprint: true)
         guard try stunTransaction(probe, binding, to: address, seconds: seconds) != nil, tcpAccepts() else {
             let run = stop()
-            throw CoturnNotReady(detail: "coturn on \(ip):\(port) did not come up: \(run.stdout.suffix(2000)) \(run.stderr.suffix(2000))")
+            throw CoturnNotReady(
+                detail: "coturn on \(ip):\(port) did not come up: \(run.stdout.suffix(2000)) \(run.stderr.suffix(2000))")
         }
     }
 
@@ -74,7 +78,9 @@ final class CoturnServer {
             sin.sin_port = UInt16(port).bigEndian
             inet_pton(AF_INET, ip, &sin.sin_addr)
             let rc = withUnsafePointer(to: &sin) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
             close(fd)
             if rc == 0 { return true }

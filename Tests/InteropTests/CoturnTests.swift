@@ -1,17 +1,21 @@
+internal import CMediaShims
+import Foundation
+import Testing
+
+@testable import MediaCore
+
 // STUN and TURN against a real coturn server on loopback, started from a generated configuration:
 // our Binding requests get our address back, our long-term credentials are accepted (and a wrong
 // password is not), and data sent through the allocation reaches a peer and comes back.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
-import Foundation
-import Testing
-@testable import MediaCore
-internal import CMediaShims
 
 /// Sends `request` from `socket` to `server` and returns the response with its transaction ID
 /// (raw bytes and parsed), retransmitting every 250 ms for up to `seconds`.
-func stunTransaction(_ socket: UDPSocket, _ request: [UInt8], to server: SocketAddress, seconds: Double = 3) throws -> ([UInt8], STUNMessage)? {
+func stunTransaction(_ socket: UDPSocket, _ request: [UInt8], to server: SocketAddress, seconds: Double = 3) throws -> (
+    [UInt8], STUNMessage
+)? {
     let sent = try STUNMessage(parsing: request)
     let deadline = Date().addingTimeInterval(seconds)
     var buffer = [UInt8](repeating: 0, count: 2048)
@@ -38,7 +42,9 @@ func exerciseTURN(_ server: CoturnServer, from socket: UDPSocket, peer: UDPSocke
     let binding = STUNMessage(method: .binding, class: .request).encode(fingerprint: true)
     guard let (bindingBytes, bound) = try stunTransaction(socket, binding, to: server.address, seconds: 8) else {
         let run = server.stop()
-        Issue.record("coturn did not answer a Binding request on \(server.ip):\(server.port): \(run.stdout.suffix(2000)) \(run.stderr.suffix(2000))")
+        Issue.record(
+            "coturn did not answer a Binding request on \(server.ip):\(server.port): \(run.stdout.suffix(2000)) \(run.stderr.suffix(2000))"
+        )
         return nil
     }
     #expect(bound.messageClass == .successResponse)
@@ -70,7 +76,8 @@ func exerciseTURN(_ server: CoturnServer, from socket: UDPSocket, peer: UDPSocke
 
     // The right one gets an allocation, and coturn's answer carries a MAC under our key.
     let key = STUNMessage.longTermKey(username: CoturnServer.user, realm: realm, password: CoturnServer.password)
-    let (allocatedBytes, allocated) = try allocate(username: CoturnServer.user, password: CoturnServer.password, realm: realm, nonce: nonce)
+    let (allocatedBytes, allocated) = try allocate(
+        username: CoturnServer.user, password: CoturnServer.password, realm: realm, nonce: nonce)
     #expect(allocated.messageClass == .successResponse, "\(allocated.errorCode.map { "\($0.code) \($0.reason)" } ?? "")")
     #expect(STUNMessage.hasValidIntegrity(allocatedBytes, key: key))
     let relayed = try #require(try allocated.xorAddress(STUNMessage.AttributeType.xorRelayedAddress))
@@ -85,7 +92,8 @@ func exerciseTURN(_ server: CoturnServer, from socket: UDPSocket, peer: UDPSocke
     permission.appendText(STUNMessage.AttributeType.username, CoturnServer.user)
     permission.appendText(STUNMessage.AttributeType.realm, realm)
     permission.appendText(STUNMessage.AttributeType.nonce, nonce)
-    let (_, permitted) = try #require(try stunTransaction(socket, permission.encode(integrity: key, fingerprint: true), to: server.address))
+    let (_, permitted) = try #require(
+        try stunTransaction(socket, permission.encode(integrity: key, fingerprint: true), to: server.address))
     #expect(permitted.messageClass == .successResponse, "\(permitted.errorCode.map { "\($0.code) \($0.reason)" } ?? "")")
 
     let payload = Array("media through a real TURN relay".utf8)
@@ -150,32 +158,36 @@ struct NamespaceEntryError: Error, CustomStringConvertible {
 /// A client behind a NAT: namespace `c` (10.88.1.2) reaches the "internet" 198.51.100.0/24 through
 /// namespace `r`, which masquerades it as 198.51.100.1; coturn and a peer live in namespace `s`.
 /// The client learns its public address from coturn and relays through it. Root only.
-@Suite(.serialized, .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft"),
-                             "needs root, ip and nft (not root: skipped)"))
+@Suite(
+    .serialized,
+    .enabled(
+        if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft"),
+        "needs root, ip and nft (not root: skipped)"))
 struct CoturnNATNamespaceTests {
     @discardableResult
     static func sh(_ script: String) -> (status: Int32, output: String) { runShell(script) }
 
     @Test func aClientBehindANATLearnsItsPublicAddressAndRelaysThroughCoturn() throws {
         let p = "rvst\(getpid() % 10_000)"
-        let setup = Self.sh("""
-        set -e
-        ip netns add \(p)c; ip netns add \(p)r; ip netns add \(p)s
-        ip link add \(p)c0 type veth peer name \(p)c1
-        ip link add \(p)s0 type veth peer name \(p)s1
-        ip link set \(p)c0 netns \(p)r; ip link set \(p)c1 netns \(p)c
-        ip link set \(p)s0 netns \(p)r; ip link set \(p)s1 netns \(p)s
-        ip -n \(p)r addr add 10.88.1.1/24 dev \(p)c0; ip -n \(p)r link set \(p)c0 up
-        ip -n \(p)r addr add 198.51.100.1/24 dev \(p)s0; ip -n \(p)r link set \(p)s0 up
-        ip -n \(p)c addr add 10.88.1.2/24 dev \(p)c1; ip -n \(p)c link set \(p)c1 up; ip -n \(p)c link set lo up
-        ip -n \(p)c route add default via 10.88.1.1
-        ip -n \(p)s addr add 198.51.100.2/24 dev \(p)s1; ip -n \(p)s addr add 198.51.100.3/24 dev \(p)s1
-        ip -n \(p)s link set \(p)s1 up; ip -n \(p)s link set lo up
-        ip netns exec \(p)r sysctl -qw net.ipv4.ip_forward=1
-        ip netns exec \(p)r nft add table ip nat
-        ip netns exec \(p)r nft add chain ip nat post '{ type nat hook postrouting priority 100; }'
-        ip netns exec \(p)r nft add rule ip nat post oifname \(p)s0 masquerade
-        """)
+        let setup = Self.sh(
+            """
+            set -e
+            ip netns add \(p)c; ip netns add \(p)r; ip netns add \(p)s
+            ip link add \(p)c0 type veth peer name \(p)c1
+            ip link add \(p)s0 type veth peer name \(p)s1
+            ip link set \(p)c0 netns \(p)r; ip link set \(p)c1 netns \(p)c
+            ip link set \(p)s0 netns \(p)r; ip link set \(p)s1 netns \(p)s
+            ip -n \(p)r addr add 10.88.1.1/24 dev \(p)c0; ip -n \(p)r link set \(p)c0 up
+            ip -n \(p)r addr add 198.51.100.1/24 dev \(p)s0; ip -n \(p)r link set \(p)s0 up
+            ip -n \(p)c addr add 10.88.1.2/24 dev \(p)c1; ip -n \(p)c link set \(p)c1 up; ip -n \(p)c link set lo up
+            ip -n \(p)c route add default via 10.88.1.1
+            ip -n \(p)s addr add 198.51.100.2/24 dev \(p)s1; ip -n \(p)s addr add 198.51.100.3/24 dev \(p)s1
+            ip -n \(p)s link set \(p)s1 up; ip -n \(p)s link set lo up
+            ip netns exec \(p)r sysctl -qw net.ipv4.ip_forward=1
+            ip netns exec \(p)r nft add table ip nat
+            ip netns exec \(p)r nft add chain ip nat post '{ type nat hook postrouting priority 100; }'
+            ip netns exec \(p)r nft add rule ip nat post oifname \(p)s0 masquerade
+            """)
         defer { Self.sh("ip netns del \(p)c; ip netns del \(p)r; ip netns del \(p)s") }
         try #require(setup.status == 0, "namespace setup failed: \(setup.output)")
 

@@ -113,12 +113,14 @@ import Testing
 
         func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool { pollUntil(seconds, condition) }
         // Direct first; while it works, nothing is checked through the relay (relayed pairs wait).
-        #expect(wait(8) {
-            a.agent.selectedPair?.remote.address == bHost && b.agent.selectedPair?.remote.address == aHost
-        }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
+        #expect(
+            wait(8) {
+                a.agent.selectedPair?.remote.address == bHost && b.agent.selectedPair?.remote.address == aHost
+            }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
         usleep(700_000)
-        #expect(!a.agent.pairSnapshots.contains { $0.valid && ($0.local.type == .relay || $0.remote.type == .relay) },
-                "A checked relayed pairs while the direct pair worked: \(a.agent.pairSnapshots)")
+        #expect(
+            !a.agent.pairSnapshots.contains { $0.valid && ($0.local.type == .relay || $0.remote.type == .relay) },
+            "A checked relayed pairs while the direct pair worked: \(a.agent.pairSnapshots)")
 
         // The direct path dies: nothing from the other's host address arrives any more.
         a.agent.dropFilterForTests = { $0 == bHost }

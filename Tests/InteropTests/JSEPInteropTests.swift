@@ -62,8 +62,11 @@ final class JSONLinePeer: @unchecked Sendable {
                 return obj
             }
             if !process.isRunning || Date() > deadline {
-                let why = process.isRunning ? "did not answer in \(Int(timeout)) s" : "exited with status \(process.terminationStatus)"
-                throw Failure(description: "\(name) \(why) on \(command["op"] ?? "?"); stderr:\n\(errorText.withLock { String($0.suffix(3000)) })")
+                let why =
+                    process.isRunning ? "did not answer in \(Int(timeout)) s" : "exited with status \(process.terminationStatus)"
+                throw Failure(
+                    description:
+                        "\(name) \(why) on \(command["op"] ?? "?"); stderr:\n\(errorText.withLock { String($0.suffix(3000)) })")
             }
             usleep(10_000)
         }
@@ -87,8 +90,10 @@ struct JSEPInteropTests {
         fingerprints: [JSEPFingerprint(bytes: (0..<32).map { UInt8(255 - $0 * 5) })],
         candidates: [JSEPCandidate("candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host")!],
         endOfCandidates: true, cname: "revue-interop")
-    static let tracks = [JSEPTrack(kind: .audio, id: "mic", streamID: "revue", ssrc: 0x1111_2222),
-                         JSEPTrack(kind: .video, id: "cam", streamID: "revue", ssrc: 0x3333_4444, retransmissionSSRC: 0x5555_6666)]
+    static let tracks = [
+        JSEPTrack(kind: .audio, id: "mic", streamID: "revue", ssrc: 0x1111_2222),
+        JSEPTrack(kind: .video, id: "cam", streamID: "revue", ssrc: 0x3333_4444, retransmissionSSRC: 0x5555_6666),
+    ]
 
     /// Our offer, as every peer gets it.
     static func ourOffer() -> JSEPSessionDescription {
@@ -123,12 +128,13 @@ struct JSEPInteropTests {
         #expect(answer.bundle == offer.bundle.filter { m in answer.section(mid: m).map { !$0.isRejected } ?? false })
         for (a, o) in zip(answer.media, offer.media) {
             #expect(!a.isRejected && a.setup == .active, "\(peer) \(o.kind)")
-            let expected: SDPDirection = switch o.direction {
-            case .sendrecv: .sendrecv
-            case .sendonly: .recvonly
-            case .recvonly: .sendonly
-            case .inactive: .inactive
-            }
+            let expected: SDPDirection =
+                switch o.direction {
+                case .sendrecv: .sendrecv
+                case .sendonly: .recvonly
+                case .recvonly: .sendonly
+                case .inactive: .inactive
+                }
             #expect(a.direction == expected, "\(peer) \(o.kind): offered \(o.direction)")
             // Every answered codec is an offered one with the offerer's payload type, clock rate
             // and name; nothing this engine cannot use.
@@ -136,7 +142,8 @@ struct JSEPInteropTests {
                 let offered = try #require(o.codec(payloadType: c.payloadType))
                 #expect(offered.name == c.name && offered.clockRate == c.clockRate && c.known != nil, "\(peer) \(c.name)")
                 for f in c.feedback {
-                    #expect(offered.feedback.contains { $0.type == f.type && $0.parameter == f.parameter }
+                    #expect(
+                        offered.feedback.contains { $0.type == f.type && $0.parameter == f.parameter }
                             || o.wildcardFeedback.contains { $0.type == f.type && $0.parameter == f.parameter })
                 }
             }
@@ -190,8 +197,9 @@ struct JSEPInteropTests {
 
     static func aiortc() throws -> (JSONLinePeer, InteropTempDir) {
         let dir = InteropTempDir()
-        let peer = try JSONLinePeer(name: "aiortc", executable: root + "/.venv-interop/bin/python3",
-                                    arguments: [peers + "/aiortc_peer.py"])
+        let peer = try JSONLinePeer(
+            name: "aiortc", executable: root + "/.venv-interop/bin/python3",
+            arguments: [peers + "/aiortc_peer.py"])
         return (peer, dir)
     }
 
@@ -223,8 +231,9 @@ struct JSEPInteropTests {
             throw JSONLinePeer.Failure(description: "chromium is not installed: run scripts/install-deps")
         }
         let dir = InteropTempDir()
-        let peer = try JSONLinePeer(name: "chromium", executable: "/usr/bin/python3",
-                                    arguments: [peers + "/chromium_peer.py", dir.file("profile"), peers + "/chromium_page.html"])
+        let peer = try JSONLinePeer(
+            name: "chromium", executable: "/usr/bin/python3",
+            arguments: [peers + "/chromium_peer.py", dir.file("profile"), peers + "/chromium_page.html"])
         return (peer, dir)
     }
 

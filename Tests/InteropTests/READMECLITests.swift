@@ -1,12 +1,13 @@
+import Foundation
 // The README's CLI examples, run exactly as written: every ```sh block of the "The CLI" section
 // is run with `sh -e` in a fresh directory, with the built revue-media first on PATH.
 import Testing
-import Foundation
 
 @Suite(.serialized) struct READMECLITests {
     /// The ```sh blocks of the README section titled "The CLI".
     static func examples() throws -> [String] {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let text = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         guard let start = text.range(of: "\n## The CLI\n") else { return [] }
         let rest = text[start.upperBound...]
@@ -15,7 +16,9 @@ import Foundation
         var current: [Substring]?
         for line in section.split(separator: "\n", omittingEmptySubsequences: false) {
             if current == nil, line.trimmingCharacters(in: .whitespaces) == "```sh" { current = []; continue }
-            if current != nil, line.trimmingCharacters(in: .whitespaces) == "```" { blocks.append(current!.joined(separator: "\n")); current = nil; continue }
+            if current != nil, line.trimmingCharacters(in: .whitespaces) == "```" {
+                blocks.append(current!.joined(separator: "\n")); current = nil; continue
+            }
             current?.append(line)
         }
         return blocks
@@ -34,7 +37,9 @@ import Foundation
         env["PATH"] = CLIBinary.directory + ":" + (env["PATH"] ?? "/usr/bin:/bin")
         let p = try ToolProcess("sh", ["-e", "-c", script], cwd: dir.path, environment: env)
         let r = p.wait(timeout: 60)
-        #expect(r.status == 0 && !r.timedOut, "README example failed (\(r.status)):\n\(script)\nstdout: \(r.stdout)\nstderr: \(r.stderr)")
+        #expect(
+            r.status == 0 && !r.timedOut,
+            "README example failed (\(r.status)):\n\(script)\nstdout: \(r.stdout)\nstderr: \(r.stderr)")
         #expect(!r.stdout.isEmpty)
     }
 }

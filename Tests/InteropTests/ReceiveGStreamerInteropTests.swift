@@ -1,10 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Synchronization
 import Testing
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// GStreamer's srtpenc/srtpdec names for a suite (cipher, auth): RFC 7714 GCM carries its own tag.
 private func gstCipher(_ suite: SRTPSuite) -> (cipher: String, auth: String) {
@@ -37,9 +39,11 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
         let f = VideoFrame(width: width, height: height)
         bytes.withUnsafeBufferPointer { b in
             let base = b.baseAddress! + at
-            f.copy(from: I420View(width: width, height: height, y: base, strideY: width,
-                                  u: base + width * height, strideU: width / 2,
-                                  v: base + width * height * 5 / 4, strideV: width / 2))
+            f.copy(
+                from: I420View(
+                    width: width, height: height, y: base, strideY: width,
+                    u: base + width * height, strideU: width / 2,
+                    v: base + width * height * 5 / 4, strideV: width / 2))
         }
         out.append(f)
         at += size
@@ -67,7 +71,8 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
         clock.start()
         let port = try socket.localAddress().port
         let (cipher, auth) = gstCipher(suite)
-        let srtp = "srtpenc key=\(hex(key.keyAndSalt)) rtp-cipher=\(cipher) rtp-auth=\(auth) rtcp-cipher=\(cipher) rtcp-auth=\(auth)"
+        let srtp =
+            "srtpenc key=\(hex(key.keyAndSalt)) rtp-cipher=\(cipher) rtp-auth=\(auth) rtcp-cipher=\(cipher) rtcp-auth=\(auth)"
         let frames = 45
         let pipeline = """
             videotestsrc num-buffers=\(frames) is-live=true pattern=smpte horizontal-speed=4 \
@@ -124,7 +129,8 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
         let port = containerFreeUDPPort()
         let ssrc: UInt32 = 0x0BAD_CAFE
         let (cipher, auth) = gstCipher(suite)
-        let caps = "application/x-srtp,media=(string)video,clock-rate=(int)90000,encoding-name=(string)VP8,"
+        let caps =
+            "application/x-srtp,media=(string)video,clock-rate=(int)90000,encoding-name=(string)VP8,"
             + "payload=(int)96,ssrc=(uint)\(ssrc),srtp-key=(buffer)\(hex(key.keyAndSalt)),"
             + "srtp-cipher=(string)\(cipher),srtp-auth=(string)\(auth),srtcp-cipher=(string)\(cipher),srtcp-auth=(string)\(auth)"
         // Encode and packetize first, so GStreamer can be told how many packets to expect
@@ -133,10 +139,13 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
         let packetsOfFrame = try synthesizedVP8Packets(frames: frames, ssrc: ssrc, firstSequence: 100, mtu: 1200)
         let total = packetsOfFrame.reduce(0) { $0 + $1.count }
 
-        let gst = try ToolProcess("gst-launch-1.0", [
-            "-q", "udpsrc", "port=\(port)", "address=127.0.0.1", "num-buffers=\(total)", "caps=\(caps)", "!", "srtpdec", "!",
-            "rtpjitterbuffer", "latency=200", "!", "rtpvp8depay", "!", "vp8dec", "!",
-            "video/x-raw,format=I420", "!", "filesink", "location=\(dir.file("out.yuv"))"])
+        let gst = try ToolProcess(
+            "gst-launch-1.0",
+            [
+                "-q", "udpsrc", "port=\(port)", "address=127.0.0.1", "num-buffers=\(total)", "caps=\(caps)", "!", "srtpdec", "!",
+                "rtpjitterbuffer", "latency=200", "!", "rtpvp8depay", "!", "vp8dec", "!",
+                "video/x-raw,format=I420", "!", "filesink", "location=\(dir.file("out.yuv"))",
+            ])
         usleep(1_000_000)  // let udpsrc bind
 
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
@@ -166,7 +175,9 @@ private func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [Video
             SyntheticVideo.render(frameIndex: i, into: reference)
             worst = min(worst, Quality.psnr(reference.view, f.view))
         }
-        #expect(indices == Set(0..<frames), "GStreamer decoded \(out.count) frames; missing \(Set(0..<frames).subtracting(indices).sorted()); \(run.stderr)")
+        #expect(
+            indices == Set(0..<frames),
+            "GStreamer decoded \(out.count) frames; missing \(Set(0..<frames).subtracting(indices).sorted()); \(run.stderr)")
         #expect(worst > 30, "lowest PSNR \(worst) dB")
     }
 }

@@ -1,14 +1,16 @@
+import Foundation
+import MediaTestSupport
+import Synchronization
+import Testing
+
+@testable import MediaCore
+
 // TURNClient against a real coturn on loopback: allocations over UDP and TCP, data with a peer
 // through the relay both ways (Send/Data indications and ChannelData), a wrong password, a forged
 // response, and close deleting the allocation.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
-import Foundation
-import Synchronization
-import Testing
-@testable import MediaCore
-import MediaTestSupport
 
 /// Reads a UDP socket on its own thread and hands every datagram to `handle` (by default the
 /// client's `handleDatagram`), until `stop()`.
@@ -27,7 +29,8 @@ final class TURNDatagramPump: @unchecked Sendable {
             var buffer = [UInt8](repeating: 0, count: 70_000)
             while !stopping.load(ordering: .relaxed) {
                 guard (try? socket.waitUntilReadable(timeoutMilliseconds: 20)) == true,
-                      let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let source = got.source else { continue }
+                    let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let source = got.source
+                else { continue }
                 count.add(1, ordering: .relaxed)
                 last.withLock { $0 = Array(buffer[0..<min(got.count, 24)]) }
                 handle(Array(buffer[0..<got.count]), source)
@@ -72,7 +75,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 }
 
 @Suite(.serialized) struct TURNClientTests {
-    static func turnServer(_ coturn: CoturnServer, transport: ICEServer.Transport = .udp, password: String = CoturnServer.password) -> ICEServer {
+    static func turnServer(
+        _ coturn: CoturnServer, transport: ICEServer.Transport = .udp, password: String = CoturnServer.password
+    ) -> ICEServer {
         ICEServer(kind: .turn, address: coturn.address, username: CoturnServer.user, password: password, transport: transport)
     }
 
@@ -98,7 +103,8 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let peer = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let peerAddress = try peer.localAddress()
-        let client = TURNClient(server: Self.turnServer(coturn, transport: transport), socket: socket, queue: DispatchQueue(label: "turn.test"))
+        let client = TURNClient(
+            server: Self.turnServer(coturn, transport: transport), socket: socket, queue: DispatchQueue(label: "turn.test"))
         let recorder = TURNRecorder()
         recorder.attach(client)
         let declined = Mutex<[[UInt8]]>([])
@@ -182,9 +188,10 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         if transport == .udp {
             let binding = STUNMessage(method: .binding, class: .request)
             _ = try binding.encode(fingerprint: true).withUnsafeBytes { try socket.send($0, to: coturn.address) }
-            #expect(eventually {
-                declined.withLock { $0.contains { (try? STUNMessage(parsing: $0))?.transactionID == binding.transactionID } }
-            })
+            #expect(
+                eventually {
+                    declined.withLock { $0.contains { (try? STUNMessage(parsing: $0))?.transactionID == binding.transactionID } }
+                })
             #expect(client.statistics.unmatchedResponses == 1)
         }
         let stats = client.statistics
@@ -196,8 +203,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         client.close()
         #expect(client.state == .closed)
         if transport == .udp {
-            #expect(eventually { client.statistics.responsesAccepted > accepted && client.pendingTransactions == 0 },
-                    "the deallocation was answered")
+            #expect(
+                eventually { client.statistics.responsesAccepted > accepted && client.pendingTransactions == 0 },
+                "the deallocation was answered")
         }
         // coturn removes a zero-lifetime allocation on its next one-second timer.
         usleep(1_500_000)
@@ -224,8 +232,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         try coturn.waitUntilReady()
         for transport in [ICEServer.Transport.udp, .tcp] {
             let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-            let client = TURNClient(server: Self.turnServer(coturn, transport: transport, password: "not-it"), socket: socket,
-                                    queue: DispatchQueue(label: "turn.test"))
+            let client = TURNClient(
+                server: Self.turnServer(coturn, transport: transport, password: "not-it"), socket: socket,
+                queue: DispatchQueue(label: "turn.test"))
             let recorder = TURNRecorder()
             recorder.attach(client)
             let pump = TURNDatagramPump(socket) { bytes, from in
@@ -233,14 +242,16 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
             }
             defer { pump.stop() }
             client.allocate()
-            #expect(eventually {
-                if case .failed = client.state { return true }
-                return false
-            }, "\(transport): \(client.state)")
+            #expect(
+                eventually {
+                    if case .failed = client.state { return true }
+                    return false
+                }, "\(transport): \(client.state)")
             guard case .failed(let reason) = client.state else { continue }
             #expect(reason.contains("401"), "\(reason)")
             #expect(eventually { recorder.states.last == .failed(reason) })
-            #expect(client.bindChannel(SocketAddress.loopbackIPv4(port: 9)) != nil, "a channel can be reserved, but nothing is sent")
+            #expect(
+                client.bindChannel(SocketAddress.loopbackIPv4(port: 9)) != nil, "a channel can be reserved, but nothing is sent")
             #expect([UInt8](repeating: 0, count: 4).withUnsafeBytes { client.sendChannelData($0, channel: 0x4000) } == false)
             client.close()
         }
@@ -273,15 +284,19 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
                 var c = bytes
                 c[19] ^= 0xFF
                 // 4: the real answer unsigned (MESSAGE-INTEGRITY and FINGERPRINT removed).
-                let d = STUNMessage(method: .allocate, class: .successResponse, transactionID: m.transactionID,
-                                    attributes: m.attributes).encode()
+                let d = STUNMessage(
+                    method: .allocate, class: .successResponse, transactionID: m.transactionID,
+                    attributes: m.attributes
+                ).encode()
                 var consumed: [Bool] = []
                 for forgedBytes in [a, b, c, d] {
                     consumed.append(forgedBytes.withUnsafeBytes { client.handleDatagram($0, from: from) })
                 }
                 let after = client.statistics
                 forgedSeen.withLock {
-                    $0.append("consumed \(consumed) forged +\(after.forgedResponses - before.forgedResponses) unmatched +\(after.unmatchedResponses - before.unmatchedResponses) accepted +\(after.responsesAccepted - before.responsesAccepted) state \(client.state)")
+                    $0.append(
+                        "consumed \(consumed) forged +\(after.forgedResponses - before.forgedResponses) unmatched +\(after.unmatchedResponses - before.unmatchedResponses) accepted +\(after.responsesAccepted - before.responsesAccepted) state \(client.state)"
+                    )
                 }
             }
             _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) }
@@ -353,7 +368,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         client.createPermission(peerAddress)
         client.allocate()
         #expect(eventually { Self.relayed(client) != nil }, "\(client.state)")
-        #expect(eventually(8) { client.statistics.allocationRefreshes >= 1 && client.statistics.staleNonceRetries >= 2 }, "\(client.statistics)")
+        #expect(
+            eventually(8) { client.statistics.allocationRefreshes >= 1 && client.statistics.staleNonceRetries >= 2 },
+            "\(client.statistics)")
         let (relayed, _) = try #require(Self.relayed(client))
         let payload = Array("after stale nonces".utf8)
         #expect(client.send(payload, to: peerAddress))
@@ -369,18 +386,19 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         let coturn = try CoturnServer()
         defer { coturn.stop() }
         try coturn.waitUntilReady()
-        let client = TURNClient(server: Self.turnServer(coturn, transport: .tcp), socket: try UDPSocket(bindingTo: .loopbackIPv4(port: 0)),
-                                queue: DispatchQueue(label: "turn.test"))
+        let client = TURNClient(
+            server: Self.turnServer(coturn, transport: .tcp), socket: try UDPSocket(bindingTo: .loopbackIPv4(port: 0)),
+            queue: DispatchQueue(label: "turn.test"))
         client.allocate()
         #expect(eventually { Self.relayed(client) != nil }, "\(client.state)")
         coturn.stop()
-        #expect(eventually {
-            if case .failed = client.state { return true }
-            return false
-        }, "\(client.state)")
+        #expect(
+            eventually {
+                if case .failed = client.state { return true }
+                return false
+            }, "\(client.state)")
         if case .failed(let reason) = client.state { #expect(reason.contains("TCP"), "\(reason)") }
         client.close()
         #expect(client.state == .closed)
     }
 }
-

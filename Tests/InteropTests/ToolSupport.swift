@@ -1,9 +1,10 @@
+import Foundation
+
 // Running external tools from interop tests: one process runner (with a timeout and both pipes
 // drained), one temporary-directory type and one ffprobe reader, shared by every interop suite.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
-import Foundation
 
 /// The outcome of a finished process.
 struct ToolRun {
@@ -32,7 +33,11 @@ final class ToolProcess: @unchecked Sendable {
     init(_ executable: String, _ arguments: [String], cwd: String? = nil, environment: [String: String]? = nil) throws {
         var exe = executable
         if !exe.contains("/") {
-            guard let dir = ["/usr/bin", "/usr/local/bin", "/bin"].first(where: { FileManager.default.isExecutableFile(atPath: "\($0)/\(executable)") }) else {
+            guard
+                let dir = ["/usr/bin", "/usr/local/bin", "/bin"].first(where: {
+                    FileManager.default.isExecutableFile(atPath: "\($0)/\(executable)")
+                })
+            else {
                 throw ToolMissing(tool: executable)
             }
             exe = "\(dir)/\(executable)"
@@ -47,9 +52,13 @@ final class ToolProcess: @unchecked Sendable {
         try process.run()
         let o = outPipe.fileHandleForReading, e = errPipe.fileHandleForReading
         group.enter()
-        DispatchQueue.global().async { [self] in outData = o.readDataToEndOfFile(); group.leave() }
+        DispatchQueue.global().async { [self] in
+            outData = o.readDataToEndOfFile(); group.leave()
+        }
         group.enter()
-        DispatchQueue.global().async { [self] in errData = e.readDataToEndOfFile(); group.leave() }
+        DispatchQueue.global().async { [self] in
+            errData = e.readDataToEndOfFile(); group.leave()
+        }
     }
 
     /// Sends `signal` to the process.
@@ -65,8 +74,9 @@ final class ToolProcess: @unchecked Sendable {
         }
         process.waitUntilExit()
         group.wait()
-        return ToolRun(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                       stderr: String(decoding: errData, as: UTF8.self), timedOut: timedOut)
+        return ToolRun(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self), timedOut: timedOut)
     }
 }
 
@@ -99,13 +109,18 @@ enum FFprobeCount { case frames, packets, nothing }
 /// ffprobe's view of the first stream and the format, as flat key=value pairs (`nb_read_frames`,
 /// `duration`, `format.duration`...), plus its `stderr`.
 func ffprobeStream(_ path: String, count: FFprobeCount = .frames) throws -> [String: String] {
-    let countFlag: [String] = switch count {
-    case .frames: ["-count_frames"]
-    case .packets: ["-count_packets"]
-    case .nothing: []
-    }
-    let r = try runTool("ffprobe", ["-v", "error"] + countFlag + ["-select_streams", "0",
-                        "-show_streams", "-show_format", "-of", "flat=s=_", path])
+    let countFlag: [String] =
+        switch count {
+        case .frames: ["-count_frames"]
+        case .packets: ["-count_packets"]
+        case .nothing: []
+        }
+    let r = try runTool(
+        "ffprobe",
+        ["-v", "error"] + countFlag + [
+            "-select_streams", "0",
+            "-show_streams", "-show_format", "-of", "flat=s=_", path,
+        ])
     var out: [String: String] = ["stderr": r.stderr]
     for line in r.stdout.split(separator: "\n") {
         let kv = line.split(separator: "=", maxSplits: 1)

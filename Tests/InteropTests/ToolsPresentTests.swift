@@ -1,5 +1,5 @@
-import Testing
 import Foundation
+import Testing
 
 /// The interop tests need these independent peers; scripts/install-deps installs them.
 @Suite struct ToolsPresentTests {
@@ -16,8 +16,10 @@ import Foundation
     @Test func webRTCPythonPeersAreInstalled() {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().path
-        let checks = [(root + "/.venv-interop/bin/python3", "import aiortc"),
-                      ("/usr/bin/python3", "import gi; gi.require_version('GstWebRTC', '1.0'); from gi.repository import GstWebRTC")]
+        let checks = [
+            (root + "/.venv-interop/bin/python3", "import aiortc"),
+            ("/usr/bin/python3", "import gi; gi.require_version('GstWebRTC', '1.0'); from gi.repository import GstWebRTC"),
+        ]
         for (python, statement) in checks {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: python)

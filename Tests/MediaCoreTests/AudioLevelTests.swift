@@ -1,7 +1,9 @@
 import Testing
+
 @testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct AudioLevelTests {
@@ -45,7 +47,7 @@ import Glibc
         #expect(AudioLevel.rfc6464Level(dBov: -140) == 127)
         #expect(AudioLevel.rfc6464Level(dBov: -126.6) == 127)
         #expect(AudioLevel.rfc6464Level(dBov: -126.4) == 126)
-        #expect(AudioLevel.rfc6464Level(dBov: 2) == 0) // clipping input still reports 0
+        #expect(AudioLevel.rfc6464Level(dBov: 2) == 0)  // clipping input still reports 0
     }
 
     /// The vectorized Float RMS against a plain Double sum of squares, for lengths around the

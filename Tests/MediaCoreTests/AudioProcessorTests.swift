@@ -1,8 +1,9 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct AudioProcessorTests {
-    static let rate = 16_000, frame = 320 // 20 ms
+    static let rate = 16_000, frame = 320  // 20 ms
 
     /// Runs `input` through `processor` frame by frame; returns the output and the per-frame results.
     static func run(_ processor: AudioProcessor, _ input: [Int16]) -> (output: [Int16], results: [AudioProcessor.Result]) {
@@ -26,16 +27,16 @@ import Testing
     }
 
     @Test func denoiseLowersTheEnergyOfWhiteNoise() throws {
-        let input = Self.noise(seconds: 3, amplitude: 0.1) // -24.7 dBov
+        let input = Self.noise(seconds: 3, amplitude: 0.1)  // -24.7 dBov
         let processor = try AudioProcessor(frameSize: Self.frame, sampleRate: Self.rate)
-        #expect(processor.isDenoiseEnabled) // speexdsp's default
+        #expect(processor.isDenoiseEnabled)  // speexdsp's default
         #expect(processor.noiseSuppressionDecibels == -15)
         let mild = Self.run(processor, input).output
         let strong = try AudioProcessor(frameSize: Self.frame, sampleRate: Self.rate)
         strong.noiseSuppressionDecibels = -30
         #expect(strong.noiseSuppressionDecibels == -30)
         let strongOutput = Self.run(strong, input).output
-        let last = (input.count - Self.rate)..<input.count // the last second, after the noise estimate settles
+        let last = (input.count - Self.rate)..<input.count  // the last second, after the noise estimate settles
         let before = Self.level(input[last]), afterMild = Self.level(mild[last]), afterStrong = Self.level(strongOutput[last])
         // Measured: -24.7 -> -38.9 dBov at -15 dB, -49.4 dBov at -30 dB.
         #expect(afterMild < before - 10)
@@ -62,7 +63,7 @@ import Testing
         let noisy = zip(clean, noise).map { Int16(clamping: Int($0) + Int($1)) }
         let processor = try AudioProcessor(frameSize: Self.frame, sampleRate: Self.rate)
         let raw = Self.run(processor, noisy).output
-        let output = Array(raw[processor.latency...]) // aligned with the input
+        let output = Array(raw[processor.latency...])  // aligned with the input
         let tail = (Self.rate * 2)..<(Self.rate * 4 - processor.latency)
         // Speech level is kept within 1.5 dB.
         #expect(abs(Self.level(output[tail]) - Self.level(clean[tail])) < 1.5)
@@ -75,7 +76,7 @@ import Testing
         }
         #expect(pauseBefore.count >= 10 * Self.frame)
         let before = Self.level(pauseBefore[...]), after = Self.level(pauseAfter[...])
-        #expect(after < before - 5) // measured 8.1 dB
+        #expect(after < before - 5)  // measured 8.1 dB
     }
 
     @Test func agcRaisesQuietSpeech() throws {
@@ -97,14 +98,19 @@ import Testing
         var speech = SyntheticAudio(pattern: .speech, sampleRate: Self.rate, amplitude: 0.5, seed: 3)
         let noise = Self.noise(seconds: 3, amplitude: 0.01)
         let voiced = zip(speech.int16s(frames: Self.rate * 3), noise).map { Int16(clamping: Int($0) + Int($1)) }
-        func rates(start: Int, keep: Int) throws -> (speech: Double, noise: Double, speechProbability: Double, noiseProbability: Double) {
+        func rates(start: Int, keep: Int) throws -> (
+            speech: Double, noise: Double, speechProbability: Double, noiseProbability: Double
+        ) {
             let a = try AudioProcessor(frameSize: Self.frame, sampleRate: Self.rate)
             let b = try AudioProcessor(frameSize: Self.frame, sampleRate: Self.rate)
             for p in [a, b] { p.isVADEnabled = true; p.vadStartPercent = start; p.vadContinuePercent = keep }
             #expect(a.isVADEnabled && a.vadStartPercent == start && a.vadContinuePercent == keep)
             let s = Self.run(a, voiced).results.dropFirst(50), n = Self.run(b, noise).results.dropFirst(50)
-            return (Double(s.filter(\.isSpeech).count) / Double(s.count), Double(n.filter(\.isSpeech).count) / Double(n.count),
-                    s.map(\.speechProbability).reduce(0, +) / Double(s.count), n.map(\.speechProbability).reduce(0, +) / Double(n.count))
+            return (
+                Double(s.filter(\.isSpeech).count) / Double(s.count), Double(n.filter(\.isSpeech).count) / Double(n.count),
+                s.map(\.speechProbability).reduce(0, +) / Double(s.count),
+                n.map(\.speechProbability).reduce(0, +) / Double(n.count)
+            )
         }
         // speexdsp's defaults (35 % / 20 %): plain noise counts as speech too; that is why Revue
         // detects speaking from levels.

@@ -1,8 +1,10 @@
 // Helpers shared by the audio codec tests (Opus, Resampler, AudioProcessor, SyntheticAudio).
 import Testing
+
 @testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One Opus configuration exercised by round-trip tests.
@@ -54,7 +56,9 @@ func opusDecodeAll(_ packets: [[UInt8]], decoder: OpusDecoder) throws -> [Float]
     var out: [Float] = []
     var pcm = [Float](repeating: 0, count: decoder.maxFrameSize * decoder.channels)
     for packet in packets {
-        let n = try packet.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+        let n = try packet.withUnsafeBytes { bytes in
+            try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+        }
         out.append(contentsOf: pcm[0..<(n * decoder.channels)])
     }
     return out

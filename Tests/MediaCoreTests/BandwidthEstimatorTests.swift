@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct BandwidthEstimatorTests {
@@ -25,8 +26,10 @@ import Testing
     }
 
     /// Feeds 30 fps frames of `bytes` whose one-way delay grows by `queueGrowthMs` per frame.
-    private func feed(_ r: inout ReceiveSideBandwidthEstimator, frames: Range<Int>, bytes: Int, queueGrowthMs: Double,
-                      startDelayMs: Double = 0) -> Double {
+    private func feed(
+        _ r: inout ReceiveSideBandwidthEstimator, frames: Range<Int>, bytes: Int, queueGrowthMs: Double,
+        startDelayMs: Double = 0
+    ) -> Double {
         var delay = startDelayMs
         for k in frames {
             delay = max(0, delay + queueGrowthMs)

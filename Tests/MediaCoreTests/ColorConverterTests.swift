@@ -1,7 +1,8 @@
-import Testing
 import Foundation
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
 
 /// Conversions checked against the pure-Swift BT.601 reference in ReferenceColor.swift and
 /// against ffmpeg; rotation and scaling against exact reference rotations and area averages.
@@ -12,14 +13,17 @@ import MediaTestSupport
     // MARK: Helpers
 
     /// Converts a packed/contiguous byte array of `format` into a new frame of `dw` x `dh`.
-    func convert(_ bytes: [UInt8], _ format: PixelFormat, _ w: Int, _ h: Int, stride: Int? = nil,
-                 rotation: VideoRotation = .rotation0, to size: (Int, Int)? = nil,
-                 converter: ColorConverter = ColorConverter()) throws -> VideoFrame {
+    func convert(
+        _ bytes: [UInt8], _ format: PixelFormat, _ w: Int, _ h: Int, stride: Int? = nil,
+        rotation: VideoRotation = .rotation0, to size: (Int, Int)? = nil,
+        converter: ColorConverter = ColorConverter()
+    ) throws -> VideoFrame {
         let rotated = rotation.swapsDimensions ? (h, w) : (w, h)
         let (dw, dh) = size ?? rotated
         let frame = VideoFrame(width: dw, height: dh)
         try bytes.withUnsafeBytes { raw in
-            let view = try stride.map { try PixelBufferView.packed(format: format, width: w, height: h, data: raw, stride: $0) }
+            let view =
+                try stride.map { try PixelBufferView.packed(format: format, width: w, height: h, data: raw, stride: $0) }
                 ?? PixelBufferView.contiguous(raw, format: format, width: w, height: h)
             try converter.convert(view, into: frame, rotation: rotation)
         }
@@ -134,8 +138,9 @@ import MediaTestSupport
         let yuv = try runFFmpeg(input: bgra, inputFormat: "bgra", outputFormat: "yuv420p", width: w, height: h)
         #expect(yuv.count == w * h * 3 / 2)
         guard yuv.count == w * h * 3 / 2 else { return }
-        let theirs = ReferenceI420(width: w, height: h, y: Array(yuv[0..<(w * h)]),
-                                   u: Array(yuv[(w * h)..<(w * h * 5 / 4)]), v: Array(yuv[(w * h * 5 / 4)...]))
+        let theirs = ReferenceI420(
+            width: w, height: h, y: Array(yuv[0..<(w * h)]),
+            u: Array(yuv[(w * h)..<(w * h * 5 / 4)]), v: Array(yuv[(w * h * 5 / 4)...]))
         let psnr = ours.psnr(theirs)
         let psnrY = ours.withView { a in theirs.withView { b in Quality.psnrY(a, b) } }
         #expect(psnr > 45, "PSNR vs ffmpeg \(psnr) dB")
@@ -174,8 +179,10 @@ import MediaTestSupport
         try Data(input).write(to: inURL)
         let ffmpeg = Process()
         ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        ffmpeg.arguments = ["-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", inputFormat,
-                            "-s", "\(width)x\(height)", "-i", inURL.path, "-pix_fmt", outputFormat, "-f", "rawvideo", outURL.path]
+        ffmpeg.arguments = [
+            "-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", inputFormat,
+            "-s", "\(width)x\(height)", "-i", inURL.path, "-pix_fmt", outputFormat, "-f", "rawvideo", outURL.path,
+        ]
         try ffmpeg.run()
         ffmpeg.waitUntilExit()
         guard ffmpeg.terminationStatus == 0 else { return [] }
@@ -209,10 +216,12 @@ import MediaTestSupport
         let (w, h) = (64, 32)
         var pixels = [UInt8](repeating: 0, count: w * h * 3)
         let colours: [[UInt8]] = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 255]]  // TL TR BL BR
-        for y in 0..<h { for x in 0..<w {
-            let q = (y < h / 2 ? 0 : 2) + (x < w / 2 ? 0 : 1)
-            for k in 0..<3 { pixels[(y * w + x) * 3 + k] = colours[q][k] }
-        } }
+        for y in 0..<h {
+            for x in 0..<w {
+                let q = (y < h / 2 ? 0 : 2) + (x < w / 2 ? 0 : 1)
+                for k in 0..<3 { pixels[(y * w + x) * 3 + k] = colours[q][k] }
+            }
+        }
         let image = RGBImage(width: w, height: h, pixels: pixels)
         // Which source quadrant appears at the destination's TL, TR, BL, BR corners.
         let expected: [VideoRotation: [Int]] = [
@@ -282,8 +291,9 @@ import MediaTestSupport
         let expected = upright.boxScaled(width: 64, height: 48).rotated(.rotation90)
         let converter = ColorConverter()
         for _ in 0..<2 {  // the second call reuses the scratch frames
-            let frame = try convert(image.packed(.bgra, stride: 512), .bgra, 128, 96, rotation: .rotation90,
-                                    to: (48, 64), converter: converter)
+            let frame = try convert(
+                image.packed(.bgra, stride: 512), .bgra, 128, 96, rotation: .rotation90,
+                to: (48, 64), converter: converter)
             #expect(frame.width == 48 && frame.height == 64)
             #expect(ReferenceI420(frame).psnr(expected) > 45)
         }
@@ -309,7 +319,8 @@ import MediaTestSupport
                 try converter.convert(frame.view, to: .bgra, into: raw, stride: 132)
             }
             #expect(throws: ColorConversionError.missingPlane) {
-                try converter.convert(frame.view, to: .rgb24, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), stride: 96)
+                try converter.convert(
+                    frame.view, to: .rgb24, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), stride: 96)
             }
             try converter.convert(frame.view, to: .rgb24, into: raw, stride: 96)  // fits
         }
@@ -325,8 +336,9 @@ import MediaTestSupport
         }
         out.withUnsafeBytes { raw in
             do throws(ColorConversionError) {
-                _ = try PixelBufferView.packed(format: .bgra, width: 32, height: 16,
-                                               data: UnsafeRawBufferPointer(rebasing: raw[0..<10]), stride: 128)
+                _ = try PixelBufferView.packed(
+                    format: .bgra, width: 32, height: 16,
+                    data: UnsafeRawBufferPointer(rebasing: raw[0..<10]), stride: 128)
                 Issue.record("accepted a 10-byte buffer")
             } catch {
                 #expect(error.message.contains("10 bytes"), "message names the size: \(error)")

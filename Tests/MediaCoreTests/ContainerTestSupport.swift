@@ -1,15 +1,19 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A fresh temporary directory, removed by `remove()` (tests call it in `defer`).
 struct ContainerTempDir {
     let path: String
 
     init() {
-        var template = Array("\(NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory())/revue-containers-XXXXXX".utf8CString)
+        var template = Array(
+            "\(NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory())/revue-containers-XXXXXX"
+                .utf8CString)
         let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(p != nil, "mkdtemp failed")
         path = String(cString: p!)
@@ -68,8 +72,10 @@ struct ContainerTestRandom {
 /// Feeds `read` every truncation of `bytes` and `mutations` randomly corrupted copies: each must
 /// either succeed or throw a `ContainerError` that names the file. A crash fails the whole run.
 /// Returns how many variants threw.
-func exerciseCorruptions(of bytes: [UInt8], in dir: ContainerTempDir, mutations: Int = 200,
-                         truncationStep: Int = 1, read: (String) throws -> Void) -> (errors: Int, unnamed: [String]) {
+func exerciseCorruptions(
+    of bytes: [UInt8], in dir: ContainerTempDir, mutations: Int = 200,
+    truncationStep: Int = 1, read: (String) throws -> Void
+) -> (errors: Int, unnamed: [String]) {
     var errors = 0
     var unnamed: [String] = []
     var variants: [[UInt8]] = stride(from: 0, to: bytes.count, by: truncationStep).map { Array(bytes.prefix($0)) }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 /// A deterministic bottleneck for the estimator: a sender encoding 30 fps frames at the
@@ -93,7 +94,11 @@ struct BottleneckSimulation {
                 feedbackInFlight.removeFirst()
                 let parsed = f.bytes.withUnsafeBytes { try? RTCPTransportFeedback(parsing: $0) }
                 if let parsed { estimator.transportFeedback(parsed, sendLog: numbers, nowNs: UInt64(now)) }
-                if debug { print("t \(now / 1_000_000 - 1000) trend \(estimator.delayBased.trend) thr \(estimator.delayBased.threshold) usage \(estimator.delayBased.usage) delay \(Int(estimator.delayBased.estimate)) acked \(Int(estimator.delayBased.acknowledgedBitrate)) loss \(Int(estimator.lossBasedBitrate)) groups \(estimator.delayBased.groupDeltas) matched \(estimator.feedbackAdapter.results.count) unmatched \(estimator.feedbackAdapter.unmatched)") }
+                if debug {
+                    print(
+                        "t \(now / 1_000_000 - 1000) trend \(estimator.delayBased.trend) thr \(estimator.delayBased.threshold) usage \(estimator.delayBased.usage) delay \(Int(estimator.delayBased.estimate)) acked \(Int(estimator.delayBased.acknowledgedBitrate)) loss \(Int(estimator.lossBasedBitrate)) groups \(estimator.delayBased.groupDeltas) matched \(estimator.feedbackAdapter.results.count) unmatched \(estimator.feedbackAdapter.unmatched)"
+                    )
+                }
             }
             while let r = reportsInFlight.first, r.atNs <= now {
                 reportsInFlight.removeFirst()
@@ -103,8 +108,10 @@ struct BottleneckSimulation {
                 nextSampleNs += 100_000_000
                 let queue = Double(max(0, linkFreeNs - now)) / 1e6
                 _ = lastQueueNs
-                samples.append(Sample(t: Double(now - 1_000_000_000) / 1e9, target: estimator.targetBitrate,
-                                      queueMs: queue, delivered: sampleDelivered, lost: sampleLost))
+                samples.append(
+                    Sample(
+                        t: Double(now - 1_000_000_000) / 1e9, target: estimator.targetBitrate,
+                        queueMs: queue, delivered: sampleDelivered, lost: sampleLost))
                 sampleDelivered = 0; sampleLost = 0
             }
             now += 1_000_000
@@ -138,18 +145,20 @@ struct BottleneckSimulation {
         0x00, 0x00, 0x00, 0x02,  // media source SSRC
         0xFF, 0xFE, 0x00, 0x05,  // base sequence number 65534, status count 5
         0x00, 0x00, 0x10, 0x03,  // reference time 16 (x 64 ms = 1024 ms), feedback count 3
-        0xD2, 0x50,              // T=1 S=1: 01 00 10 01 01 00 00
-        0x04,                    // +1 ms
-        0xFF, 0x38,              // -50 ms (large, signed)
-        0x08, 0x00,              // +2 ms, +0 ms
-        0x00,                    // zero padding
+        0xD2, 0x50,  // T=1 S=1: 01 00 10 01 01 00 00
+        0x04,  // +1 ms
+        0xFF, 0x38,  // -50 ms (large, signed)
+        0x08, 0x00,  // +2 ms, +0 ms
+        0x00,  // zero padding
     ]
 
     @Test func handBuiltFeedbackGivesArrivalTimesMatchedToSendTimes() throws {
         let fb = try Self.handBuilt.withUnsafeBytes { try RTCPTransportFeedback(parsing: $0) }
         var adapter = TransportFeedbackAdapter()
-        let sends: [UInt16: (UInt64, Int)] = [65534: (10_000, 1000), 65535: (20_000, 1001), 0: (30_000, 1002),
-                                              1: (40_000, 1003)]  // 2 was never logged
+        let sends: [UInt16: (UInt64, Int)] = [
+            65534: (10_000, 1000), 65535: (20_000, 1001), 0: (30_000, 1002),
+            1: (40_000, 1003),
+        ]  // 2 was never logged
         adapter.adapt(fb) { s in sends[s].map { (sendNs: $0.0, size: $0.1) } }
         let r = adapter.results
         #expect(r.map(\.sequenceNumber) == [65534, 65535, 65536, 65537])
@@ -162,11 +171,15 @@ struct BottleneckSimulation {
         // crosses the 24-bit wrap (0x7FFFFF then -0x800000, one 64 ms step later).
         var a2 = TransportFeedbackAdapter()
         let log: (UInt16) -> (sendNs: UInt64, size: Int)? = { (sendNs: UInt64($0) * 1000, size: 100) }
-        a2.adapt(RTCPTransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 65535, referenceTime: 0x7F_FFFF,
-                                       feedbackPacketCount: 0, packets: [R(receiveDelta: 4)]), lookup: log)
+        a2.adapt(
+            RTCPTransportFeedback(
+                senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 65535, referenceTime: 0x7F_FFFF,
+                feedbackPacketCount: 0, packets: [R(receiveDelta: 4)]), lookup: log)
         let first = try #require(a2.results.first?.arrivalNs)
-        a2.adapt(RTCPTransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 0, referenceTime: -0x80_0000,
-                                       feedbackPacketCount: 2, packets: [R(receiveDelta: 4)]), lookup: log)
+        a2.adapt(
+            RTCPTransportFeedback(
+                senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 0, referenceTime: -0x80_0000,
+                feedbackPacketCount: 2, packets: [R(receiveDelta: 4)]), lookup: log)
         #expect(a2.results.map(\.sequenceNumber) == [65536])
         #expect(try #require(a2.results.first?.arrivalNs) - first == 64_000_000)
         #expect(a2.feedbackGaps == 1, "feedback count 1 never arrived")
@@ -188,7 +201,9 @@ struct BottleneckSimulation {
     @Test func builderFeedbackRoundTripsThroughTheAdapter() throws {
         var b = TransportFeedbackBuilder()
         let arrivals: [Int64] = [5_000_000_000, 5_001_000_000, 5_001_260_000, 5_090_000_000]
-        for (k, t) in arrivals.enumerated() where k != 2 { b.packetArrived(sequenceNumber: UInt16(100 + k), arrivalNs: UInt64(t)) }
+        for (k, t) in arrivals.enumerated() where k != 2 {
+            b.packetArrived(sequenceNumber: UInt16(100 + k), arrivalNs: UInt64(t))
+        }
         let made = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         let fb = try #require(made)
         var bytes = [UInt8](repeating: 0, count: fb.marshalSize)
@@ -206,7 +221,9 @@ struct BottleneckSimulation {
         var sim = BottleneckSimulation(startBitrate: 500_000)
         sim.run(seconds: 15) { _ in 8_000_000 }
         let d = sim.estimator.delayBased
-        print("spare capacity: target \(sim.estimator.targetBitrate), over-use \(d.overuseCount), groups \(d.groupDeltas), threshold \(d.threshold)")
+        print(
+            "spare capacity: target \(sim.estimator.targetBitrate), over-use \(d.overuseCount), groups \(d.groupDeltas), threshold \(d.threshold)"
+        )
         #expect(d.overuseCount == 0)
         #expect(d.groupDeltas > 300)
         #expect(sim.estimator.targetBitrate > 1_000_000, "8 %/s for 15 s from 500 kbit/s")
@@ -225,8 +242,10 @@ struct BottleneckSimulation {
         let utilisation = Double(late.map(\.delivered).reduce(0, +)) * 8 / 20 / 1_000_000
         let loss = sim.lossFraction(10, 30)
         let d = sim.estimator.delayBased
-        print("1 Mbit/s link from 2.5 Mbit/s: below at \(firstBelow) s, mean target \(Int(meanTarget)), p95 queue \(p95Queue) ms, median \(medianQueue) ms, "
-              + "loss \(loss), utilisation \(utilisation), over-use \(d.overuseCount), decreases \(d.decreaseCount) (\(d.lossDecreaseCount) on loss)")
+        print(
+            "1 Mbit/s link from 2.5 Mbit/s: below at \(firstBelow) s, mean target \(Int(meanTarget)), p95 queue \(p95Queue) ms, median \(medianQueue) ms, "
+                + "loss \(loss), utilisation \(utilisation), over-use \(d.overuseCount), decreases \(d.decreaseCount) (\(d.lossDecreaseCount) on loss)"
+        )
         #expect(firstBelow < 3)
         #expect(meanTarget < 1_000_000 && meanTarget > 750_000)
         // The queue waits are mostly the frames' own bursts (paced at 2.5x, a frame queues for up
@@ -241,7 +260,9 @@ struct BottleneckSimulation {
     @Test func followsACapacityStepDownAndBackUp() {
         var sim = BottleneckSimulation(startBitrate: 1_000_000)
         sim.run(seconds: 90) { t in t < 30 || t >= 50 ? 2_500_000 : 500_000 }
-        func meanTarget(_ a: Double, _ b: Double) -> Double { BottleneckSimulation.mean(sim.window(a, b).map { Double($0.target) }) }
+        func meanTarget(_ a: Double, _ b: Double) -> Double {
+            BottleneckSimulation.mean(sim.window(a, b).map { Double($0.target) })
+        }
         func p95Queue(_ a: Double, _ b: Double) -> Double { BottleneckSimulation.percentile(sim.queueWaits(a, b), 0.95) }
         func medianQueue(_ a: Double, _ b: Double) -> Double { BottleneckSimulation.percentile(sim.queueWaits(a, b), 0.5) }
         let below = sim.samples.first { $0.t >= 30 && $0.target < 500_000 }?.t ?? .infinity
@@ -249,8 +270,10 @@ struct BottleneckSimulation {
         var line = ""
         for s in sim.samples where Int(s.t * 10) % 20 == 0 { line += "\(Int(s.t)):\(s.target / 1000)k/\(Int(s.queueMs))ms " }
         print("step 2.5/0.5/2.5: \(line)")
-        print("phase means: \(Int(meanTarget(20, 30))) \(Int(meanTarget(40, 50))) \(Int(meanTarget(80, 90))); below at \(below), "
-              + "recovered at \(recovered); loss \(sim.lossFraction(20, 30)) \(sim.lossFraction(40, 50)) \(sim.lossFraction(80, 90)); p95 queue \(p95Queue(20, 30)) \(p95Queue(40, 50)) \(p95Queue(80, 90)), median \(medianQueue(20, 30)) \(medianQueue(40, 50)) \(medianQueue(80, 90))")
+        print(
+            "phase means: \(Int(meanTarget(20, 30))) \(Int(meanTarget(40, 50))) \(Int(meanTarget(80, 90))); below at \(below), "
+                + "recovered at \(recovered); loss \(sim.lossFraction(20, 30)) \(sim.lossFraction(40, 50)) \(sim.lossFraction(80, 90)); p95 queue \(p95Queue(20, 30)) \(p95Queue(40, 50)) \(p95Queue(80, 90)), median \(medianQueue(20, 30)) \(medianQueue(40, 50)) \(medianQueue(80, 90))"
+        )
         #expect(meanTarget(20, 30) < 2_500_000 && meanTarget(20, 30) > 1_500_000)
         #expect(below - 30 < 2)
         #expect(meanTarget(40, 50) < 500_000 && meanTarget(40, 50) > 300_000)

@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 @Suite struct IVFTests {
@@ -16,8 +17,11 @@ import Foundation
         #expect(ContainerLE.u32(bytes, 24) == 7)
 
         let r = try IVFReader(path: path)
-        #expect(r.header == IVFHeader(codec: .vp9, width: 320, height: 240, timeBase: ContainerRational(1, 90_000),
-                                      declaredFrameCount: 7))
+        #expect(
+            r.header
+                == IVFHeader(
+                    codec: .vp9, width: 320, height: 240, timeBase: ContainerRational(1, 90_000),
+                    declaredFrameCount: 7))
         var buffer: [UInt8] = []
         for (i, f) in frames.enumerated() {
             let h = try r.readFrame(into: &buffer)
@@ -39,8 +43,10 @@ import Foundation
         #expect(try r.readFrame(into: &b)?.pts == 1 && b == [4, 5])
     }
 
-    static func header(fourcc: String = "VP80", width: UInt16 = 64, height: UInt16 = 48,
-                       rate: UInt32 = 30, scale: UInt32 = 1, headerSize: UInt16 = 32) -> [UInt8] {
+    static func header(
+        fourcc: String = "VP80", width: UInt16 = 64, height: UInt16 = 48,
+        rate: UInt32 = 30, scale: UInt32 = 1, headerSize: UInt16 = 32
+    ) -> [UInt8] {
         var h: [UInt8] = Array("DKIF".utf8)
         h.appendContainerLE16(0); h.appendContainerLE16(headerSize); h.appendContainerASCII(fourcc)
         h.appendContainerLE16(width); h.appendContainerLE16(height); h.appendContainerLE32(rate); h.appendContainerLE32(scale)
@@ -70,15 +76,20 @@ import Foundation
             let path = dir.write(name, bytes)
             let e = containerError { _ = try IVFReader(path: path) }
             #expect(e?.kind == kind, "\(name): \(String(describing: e))")
-            #expect(e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true,
-                    "\(name): \(String(describing: e))")
+            #expect(
+                e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true,
+                "\(name): \(String(describing: e))")
         }
         let frameCases: [(String, [UInt8], ContainerError.Kind, String)] = [
-            ("fh.ivf", Self.header() + Self.frame(3, [1, 2, 3]) + [1, 2, 3, 4, 5], .truncated,
-             "frame 1 header is truncated (got 5 of 12 bytes)"),
+            (
+                "fh.ivf", Self.header() + Self.frame(3, [1, 2, 3]) + [1, 2, 3, 4, 5], .truncated,
+                "frame 1 header is truncated (got 5 of 12 bytes)"
+            ),
             ("payload.ivf", Self.header() + Self.frame(100, [1, 2, 3]), .truncated, "frame 0 is truncated (got 3 of 100 bytes)"),
-            ("absurd.ivf", Self.header() + Self.frame(0xFFFF_FFF0, [1]), .tooLarge,
-             "frame 0 declares 4294967280 bytes (limit 1048576 for 64x48)"),
+            (
+                "absurd.ivf", Self.header() + Self.frame(0xFFFF_FFF0, [1]), .tooLarge,
+                "frame 0 declares 4294967280 bytes (limit 1048576 for 64x48)"
+            ),
         ]
         for (name, bytes, kind, text) in frameCases {
             let path = dir.write(name, bytes)
@@ -118,7 +129,9 @@ import Foundation
     @Test func writerReportsReadOnlyOutputDirectory() {
         // /sys refuses new files even to root: the error names the output and nothing is created.
         let path = "/sys/revue-test.ivf"
-        let e = containerError { _ = try IVFWriter(path: path, codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30)) }
+        let e = containerError {
+            _ = try IVFWriter(path: path, codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30))
+        }
         #expect(e?.kind == .permissionDenied)
         #expect(e?.description == "\(path): cannot create output file: Permission denied")
         #expect(!FileManager.default.fileExists(atPath: path))

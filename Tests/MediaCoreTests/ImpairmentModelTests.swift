@@ -1,11 +1,14 @@
 import Testing
+
 @testable import MediaCore
 
 private let ms: UInt64 = 1_000_000
 
 /// Runs `count` packets of `size` bytes, `spacing` ns apart, through a model.
-private func run(_ settings: ImpairmentModel.Settings, seed: UInt64 = 42, count: Int = 100_000,
-                 spacing: UInt64 = ms, size: Int = 200) -> (ImpairmentModel, [ImpairmentModel.Decision]) {
+private func run(
+    _ settings: ImpairmentModel.Settings, seed: UInt64 = 42, count: Int = 100_000,
+    spacing: UInt64 = ms, size: Int = 200
+) -> (ImpairmentModel, [ImpairmentModel.Decision]) {
     var model = ImpairmentModel(settings: settings, seed: seed)
     var decisions: [ImpairmentModel.Decision] = []
     decisions.reserveCapacity(count)
@@ -13,9 +16,9 @@ private func run(_ settings: ImpairmentModel.Settings, seed: UInt64 = 42, count:
     return (model, decisions)
 }
 
-private extension ImpairmentModel.Decision {
-    var isDrop: Bool { if case .drop = self { return true } else { return false } }
-    var time: UInt64? {
+extension ImpairmentModel.Decision {
+    fileprivate var isDrop: Bool { if case .drop = self { return true } else { return false } }
+    fileprivate var time: UInt64? {
         switch self {
         case .drop: return nil
         case .deliver(let at): return at
@@ -29,8 +32,10 @@ private extension ImpairmentModel.Decision {
         // First outputs of xoshiro256** seeded by splitmix64(12345), computed with a Python
         // transcription of the reference C code at prng.di.unimi.it.
         var g = ImpairmentModel.Generator(seed: 12345)
-        #expect((0..<5).map { _ in g.next() } ==
-                [0xbe6a36374160d49b, 0x214aaa0637a688c6, 0xf69d16de9954d388, 0x0c60048c4e96e033, 0x8e2076aeed51c648])
+        #expect(
+            (0..<5).map { _ in g.next() } == [
+                0xbe6a36374160d49b, 0x214aaa0637a688c6, 0xf69d16de9954d388, 0x0c60048c4e96e033, 0x8e2076aeed51c648,
+            ])
     }
 
     @Test func transparentSettingsDeliverEveryPacketOnArrival() {
@@ -67,8 +72,9 @@ private extension ImpairmentModel.Decision {
     }
 
     @Test func sameSeedGivesSameDecisionsAndOtherSeedsDiffer() {
-        let settings = ImpairmentModel.Settings(loss: 0.1, burst: 2, delayMilliseconds: 30, jitterMilliseconds: 10,
-                                                reorder: 0.05, duplicate: 0.02, rateBitsPerSecond: 2_000_000)
+        let settings = ImpairmentModel.Settings(
+            loss: 0.1, burst: 2, delayMilliseconds: 30, jitterMilliseconds: 10,
+            reorder: 0.05, duplicate: 0.02, rateBitsPerSecond: 2_000_000)
         let a = run(settings, seed: 7, count: 20_000)
         let b = run(settings, seed: 7, count: 20_000)
         let c = run(settings, seed: 8, count: 20_000)
@@ -136,8 +142,9 @@ private extension ImpairmentModel.Decision {
     @Test func rateLimitDeliversTheLinkRateAndTailDropsTheRest() {
         // 5 Mbit/s offered for 1 s (1250-byte packets every 2 ms) into a 1 Mbit/s link with a
         // 100 ms queue.
-        let (model, decisions) = run(.init(rateBitsPerSecond: 1_000_000, queueLimitMilliseconds: 100),
-                                     count: 500, spacing: 2 * ms, size: 1250)
+        let (model, decisions) = run(
+            .init(rateBitsPerSecond: 1_000_000, queueLimitMilliseconds: 100),
+            count: 500, spacing: 2 * ms, size: 1250)
         let deliveredTimes = decisions.compactMap(\.time)
         let bitsWithinOneSecond = deliveredTimes.filter { $0 <= 1000 * ms }.count * 1250 * 8
         #expect(abs(Double(bitsWithinOneSecond) - 1_000_000) <= 200_000, "\(bitsWithinOneSecond) bits in 1 s")

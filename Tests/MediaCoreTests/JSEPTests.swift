@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct JSEPTests {
@@ -97,22 +98,24 @@ import Testing
         let sdp = o.sdp
         #expect(sdp.hasSuffix("\r\n"))
         #expect(!sdp.replacingOccurrences(of: "\r\n", with: "").contains("\n"), "every line ends in CRLF")
-        for line in ["v=0", "o=- 77 1 IN IP4 127.0.0.1", "a=group:BUNDLE 0 1",
-                     "m=audio 9 UDP/TLS/RTP/SAVPF 111", "m=video 9 UDP/TLS/RTP/SAVPF 96 97 98 99",
-                     "a=rtpmap:111 opus/48000/2", "a=fmtp:111 minptime=10;useinbandfec=1", "a=rtcp-fb:111 transport-cc",
-                     "a=rtpmap:96 VP8/90000", "a=rtpmap:97 rtx/90000", "a=fmtp:97 apt=96",
-                     "a=rtpmap:98 VP9/90000", "a=fmtp:98 profile-id=0", "a=fmtp:99 apt=98",
-                     "a=rtcp-fb:96 nack", "a=rtcp-fb:96 nack pli", "a=rtcp-fb:96 ccm fir", "a=rtcp-fb:96 goog-remb",
-                     "a=rtcp-fb:96 transport-cc", "a=rtcp-fb:98 nack pli",
-                     "a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level",
-                     "a=extmap:2 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time",
-                     "a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01",
-                     "a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid",
-                     "a=setup:actpass", "a=rtcp-mux", "a=rtcp-rsize", "a=ice-options:trickle",
-                     "a=ice-ufrag:Rv0a", "a=ice-pwd:revuepasswordrevuepassw",
-                     "a=fingerprint:" + Self.fingerprint.value, "a=mid:0", "a=mid:1", "a=sendrecv",
-                     "a=msid:call mic", "a=msid:call cam", "a=ssrc-group:FID 2222 3333",
-                     "a=ssrc:2222 cname:revue-cname", "a=ssrc:3333 cname:revue-cname", "a=ssrc:1111 msid:call mic"] {
+        for line in [
+            "v=0", "o=- 77 1 IN IP4 127.0.0.1", "a=group:BUNDLE 0 1",
+            "m=audio 9 UDP/TLS/RTP/SAVPF 111", "m=video 9 UDP/TLS/RTP/SAVPF 96 97 98 99",
+            "a=rtpmap:111 opus/48000/2", "a=fmtp:111 minptime=10;useinbandfec=1", "a=rtcp-fb:111 transport-cc",
+            "a=rtpmap:96 VP8/90000", "a=rtpmap:97 rtx/90000", "a=fmtp:97 apt=96",
+            "a=rtpmap:98 VP9/90000", "a=fmtp:98 profile-id=0", "a=fmtp:99 apt=98",
+            "a=rtcp-fb:96 nack", "a=rtcp-fb:96 nack pli", "a=rtcp-fb:96 ccm fir", "a=rtcp-fb:96 goog-remb",
+            "a=rtcp-fb:96 transport-cc", "a=rtcp-fb:98 nack pli",
+            "a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level",
+            "a=extmap:2 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time",
+            "a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01",
+            "a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid",
+            "a=setup:actpass", "a=rtcp-mux", "a=rtcp-rsize", "a=ice-options:trickle",
+            "a=ice-ufrag:Rv0a", "a=ice-pwd:revuepasswordrevuepassw",
+            "a=fingerprint:" + Self.fingerprint.value, "a=mid:0", "a=mid:1", "a=sendrecv",
+            "a=msid:call mic", "a=msid:call cam", "a=ssrc-group:FID 2222 3333",
+            "a=ssrc:2222 cname:revue-cname", "a=ssrc:3333 cname:revue-cname", "a=ssrc:1111 msid:call mic",
+        ] {
             #expect(sdp.contains(line + "\r\n"), "missing \(line)")
         }
         #expect(Self.fingerprint.value.hasPrefix("sha-256 03:0B:13:"))
@@ -132,7 +135,8 @@ import Testing
         let first = Self.offer()
         // Adding a second video track: old sections keep their mids, the new one gets mid 2.
         let screen = JSEPTrack(kind: .video, id: "screen", streamID: "call", ssrc: 4444, retransmissionSSRC: 5555)
-        let second = JSEPNegotiator.createOffer(tracks: [Self.audio, Self.video, screen], transport: Self.transport, previous: first)
+        let second = JSEPNegotiator.createOffer(
+            tracks: [Self.audio, Self.video, screen], transport: Self.transport, previous: first)
         #expect(second.origin.sessionID == 77 && second.origin.sessionVersion == 2)
         #expect(second.media.map(\.mid) == ["0", "1", "2"])
         #expect(second.media.map(\.kind) == [.audio, .video, .video])
@@ -167,8 +171,9 @@ import Testing
 
     @Test func answerToOurOwnOfferMirrorsEverything() throws {
         let offer = Self.offer()
-        let peer = JSEPTransportParameters(ice: JSEPICEParameters(usernameFragment: "peer", password: "peerpasswordpeerpasswd"),
-                                           fingerprints: [Self.fingerprint], cname: "peer")
+        let peer = JSEPTransportParameters(
+            ice: JSEPICEParameters(usernameFragment: "peer", password: "peerpasswordpeerpasswd"),
+            fingerprints: [Self.fingerprint], cname: "peer")
         let remoteAudio = JSEPTrack(kind: .audio, id: "a2", streamID: "s2", ssrc: 9001)
         let answer = JSEPNegotiator.createAnswer(to: offer, tracks: [remoteAudio], transport: peer, sessionID: 5)
         #expect(answer.type == .answer)
@@ -190,8 +195,9 @@ import Testing
         #expect(offer.fingerprints.count == 1 && offer.media[0].fingerprints.isEmpty)
         #expect(offer.effectiveFingerprints(of: offer.media[1]) == offer.fingerprints)
         #expect(offer.supportsTrickle(in: offer.media[0]))
-        #expect(offer.media[0].codecs.map(\.name) == ["opus", "G722", "PCMU", "PCMA", "telephone-event"],
-                "static payload types without rtpmap get their RFC 3551 names")
+        #expect(
+            offer.media[0].codecs.map(\.name) == ["opus", "G722", "PCMU", "PCMA", "telephone-event"],
+            "static payload types without rtpmap get their RFC 3551 names")
         let opus = try #require(offer.media[0].codec(payloadType: 109))
         #expect(opus.known == .opus && opus.usesInbandFEC && opus.usesDTX && opus.minimumPacketTime == nil)
         let video = offer.media[1]
@@ -199,19 +205,26 @@ import Testing
         #expect(video.wildcardFeedback == [SDPRTCPFeedback(payloadType: nil, type: "rrtr")])
         #expect(offer.media[2].kind == .application && offer.media[2].formats == ["webrtc-datachannel"])
 
-        let answer = JSEPNegotiator.createAnswer(to: offer, tracks: [Self.audio, Self.video], transport: Self.transport, sessionID: 9)
+        let answer = JSEPNegotiator.createAnswer(
+            to: offer, tracks: [Self.audio, Self.video], transport: Self.transport, sessionID: 9)
         let a = answer.media[0], v = answer.media[1], app = answer.media[2]
         // Audio: only Opus, the offerer's payload type, our fmtp; sendonly becomes recvonly.
         #expect(a.codecs.map(\.payloadType) == [109])
         #expect(a.codecs[0].parameters == "minptime=10;useinbandfec=1")
         #expect(a.direction == .recvonly && a.mediaStreamIDs.isEmpty && a.ssrcs.isEmpty)
-        #expect(a.extensions == [SDPExtensionMap(id: 1, uri: SDPExtensionMap.audioLevelURI),
-                                 SDPExtensionMap(id: 3, uri: SDPExtensionMap.midURI)])
+        #expect(
+            a.extensions == [
+                SDPExtensionMap(id: 1, uri: SDPExtensionMap.audioLevelURI),
+                SDPExtensionMap(id: 3, uri: SDPExtensionMap.midURI),
+            ])
         // Video: VP8 and its RTX; VP9 profile 2, H264 and AV1 are left out. recvonly becomes sendonly.
         #expect(v.codecs.map(\.payloadType) == [120, 124])
         #expect(v.codecs[1].associatedPayloadType == 120)
-        #expect(v.codecs[0].feedback == [.nack(120), .pli(120), .fir(120), .remb(120),
-                                         SDPRTCPFeedback(payloadType: 120, type: "transport-cc")], "ccm tmmbr and rrtr are dropped")
+        #expect(
+            v.codecs[0].feedback == [
+                .nack(120), .pli(120), .fir(120), .remb(120),
+                SDPRTCPFeedback(payloadType: 120, type: "transport-cc"),
+            ], "ccm tmmbr and rrtr are dropped")
         #expect(v.extensions.map(\.id) == [3, 4, 7])
         #expect(v.direction == .sendonly)
         #expect(v.mediaStreamIDs == [JSEPMediaStreamID(stream: "call", track: "cam")])
@@ -228,22 +241,27 @@ import Testing
 
     @Test func answersFollowARenegotiation() throws {
         let firstOffer = Self.offer()
-        let peer = JSEPTransportParameters(ice: JSEPICEParameters(usernameFragment: "peer", password: "peerpasswordpeerpasswd"),
-                                           fingerprints: [Self.fingerprint], cname: "peer")
+        let peer = JSEPTransportParameters(
+            ice: JSEPICEParameters(usernameFragment: "peer", password: "peerpasswordpeerpasswd"),
+            fingerprints: [Self.fingerprint], cname: "peer")
         let peerVideo = JSEPTrack(kind: .video, id: "pv", streamID: "p", ssrc: 7, retransmissionSSRC: 8)
         let firstAnswer = JSEPNegotiator.createAnswer(to: firstOffer, tracks: [peerVideo], transport: peer, sessionID: 600)
         #expect(firstAnswer.media.map(\.direction) == [.recvonly, .sendrecv])
         // The offerer adds a screen track and drops its microphone.
         let screen = JSEPTrack(kind: .video, id: "screen", streamID: "call", ssrc: 4444)
-        let secondOffer = JSEPNegotiator.createOffer(tracks: [Self.video, screen], transport: Self.transport, previous: firstOffer)
+        let secondOffer = JSEPNegotiator.createOffer(
+            tracks: [Self.video, screen], transport: Self.transport, previous: firstOffer)
         let peerScreen = JSEPTrack(kind: .video, id: "ps", streamID: "p", ssrc: 9)
-        let secondAnswer = JSEPNegotiator.createAnswer(to: secondOffer, tracks: [peerVideo, peerScreen], transport: peer,
-                                                       previous: firstAnswer)
+        let secondAnswer = JSEPNegotiator.createAnswer(
+            to: secondOffer, tracks: [peerVideo, peerScreen], transport: peer,
+            previous: firstAnswer)
         #expect(secondAnswer.origin.sessionID == 600 && secondAnswer.origin.sessionVersion == 2)
         #expect(secondAnswer.media.map(\.mid) == ["0", "1", "2"])
         #expect(secondAnswer.media.map(\.isRejected) == [true, false, false], "a section the offer rejected is rejected")
         #expect(secondAnswer.bundle == ["1", "2"])
-        #expect(secondAnswer.media[1].mediaStreamIDs.first?.track == "pv" && secondAnswer.media[2].mediaStreamIDs.first?.track == "ps")
+        #expect(
+            secondAnswer.media[1].mediaStreamIDs.first?.track == "pv" && secondAnswer.media[2].mediaStreamIDs.first?.track == "ps"
+        )
         #expect(try JSEPSessionDescription(parsing: secondAnswer.sdp, type: .answer) == secondAnswer)
     }
 
@@ -284,24 +302,30 @@ import Testing
     // MARK: Trickle ICE
 
     @Test func candidatesInEveryForm() throws {
-        let host = try #require(JSEPCandidate("a=candidate:699717270 1 udp 2122194687 192.0.2.2 49746 typ host generation 0 network-id 1"))
+        let host = try #require(
+            JSEPCandidate("a=candidate:699717270 1 udp 2122194687 192.0.2.2 49746 typ host generation 0 network-id 1"))
         #expect(host.foundation == "699717270" && host.priority == 2_122_194_687 && host.port == 49746 && host.type == "host")
         #expect(host.extensions.map(\.name) == ["generation", "network-id"])
         #expect(host.iceCandidate?.address == (try SocketAddress(host: "192.0.2.2", port: 49746)))
-        let srflx = try #require(JSEPCandidate("candidate:1 1 UDP 1686052607 203.0.113.9 61000 typ srflx raddr 10.0.0.2 rport 5000"))
+        let srflx = try #require(
+            JSEPCandidate("candidate:1 1 UDP 1686052607 203.0.113.9 61000 typ srflx raddr 10.0.0.2 rport 5000"))
         #expect(srflx.relatedAddress == "10.0.0.2" && srflx.relatedPort == 5000)
         #expect(srflx.value == "1 1 UDP 1686052607 203.0.113.9 61000 typ srflx raddr 10.0.0.2 rport 5000")
         let tcp = try #require(JSEPCandidate("3609068034 1 tcp 1518214911 192.0.2.2 9 typ host tcptype active generation 0"))
         #expect(tcp.iceCandidate == nil, "the agent uses UDP only")
-        let mdns = try #require(JSEPCandidate("candidate:2 1 udp 2113937151 4f5e6d7c-1a2b-4c3d-8e9f-0a1b2c3d4e5f.local 54400 typ host"))
+        let mdns = try #require(
+            JSEPCandidate("candidate:2 1 udp 2113937151 4f5e6d7c-1a2b-4c3d-8e9f-0a1b2c3d4e5f.local 54400 typ host"))
         #expect(mdns.address.hasSuffix(".local") && mdns.iceCandidate == nil)
-        for bad in ["candidate:1 1 udp", "candidate:1 0 udp 1 1.2.3.4 5 typ host", "candidate:1 1 udp x 1.2.3.4 5 typ host",
-                    "candidate:1 1 udp 1 1.2.3.4 70000 typ host", "candidate:1 1 udp 1 1.2.3.4 5 type host",
-                    "candidate:1 1 udp 1 1.2.3.4 5 typ host generation"] {
+        for bad in [
+            "candidate:1 1 udp", "candidate:1 0 udp 1 1.2.3.4 5 typ host", "candidate:1 1 udp x 1.2.3.4 5 typ host",
+            "candidate:1 1 udp 1 1.2.3.4 70000 typ host", "candidate:1 1 udp 1 1.2.3.4 5 type host",
+            "candidate:1 1 udp 1 1.2.3.4 5 typ host generation",
+        ] {
             #expect(JSEPCandidate(bad) == nil, "\(bad)")
         }
         // The agent's own candidates round-trip.
-        let agent = ICECandidate(foundation: "f1", priority: 2_130_706_431, address: try SocketAddress(host: "127.0.0.1", port: 40000), type: .host)
+        let agent = ICECandidate(
+            foundation: "f1", priority: 2_130_706_431, address: try SocketAddress(host: "127.0.0.1", port: 40000), type: .host)
         #expect(JSEPCandidate(agent).iceCandidate == agent)
     }
 
@@ -352,17 +376,24 @@ import Testing
         ("a=rtpmap:97 rtx/90000", "a=rtpmap:95 rtx/90000", "a=rtpmap:95", "payload type 95 is not on the m= line"),
         ("a=fmtp:97 apt=96", "a=fmtp:97 apt=90", "a=fmtp:97 apt=90", "repairs 90"),
         ("a=rtcp-fb:98 nack pli", "a=rtcp-fb:93 nack pli", "a=rtcp-fb:93", "the m= line does not list"),
-        ("a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01\r\na=extmap:4",
-         "a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01\r\na=extmap:3",
-         "a=extmap:3 urn", "mapped twice"),
+        (
+            "a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01\r\na=extmap:4",
+            "a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01\r\na=extmap:3",
+            "a=extmap:3 urn", "mapped twice"
+        ),
         ("a=sendrecv\r\na=msid:call mic", "a=sendrecv\r\na=sendonly\r\na=msid:call mic", "a=sendonly", "second direction"),
         ("a=msid:call mic", "a=msid:call mic extra", "a=msid:call mic extra", "a=msid needs"),
         ("a=mid:1\r\n", "a=mid:1\r\na=candidate:1 1 udp 1 2.3.4.5 x typ host\r\n", "a=candidate:1 1 udp 1 2.3.4.5 x", "RFC 8839"),
         ("a=rtpmap:96 VP8/90000", "a=rtpmap:96 VP8/fast", "a=rtpmap:96 VP8/fast", "clock rate"),
-        ("m=video 9 UDP/TLS/RTP/SAVPF 96 97 98 99", "m=video 9 UDP/TLS/RTP/SAVPF 96 97 98 99 100",
-         "m=video", "payload type 100 has no a=rtpmap"),
-        ("a=ice-pwd:revuepasswordrevuepassw\r\na=ice-options:trickle\r\na=fingerprint:sha-256 03:0B:13:1B:23:2B:33:3B:43:4B:53:5B:63:6B:73:7B:83:8B:93:9B:A3:AB:B3:BB:C3:CB:D3:DB:E3:EB:F3:FB\r\na=setup:actpass\r\na=mid:1",
-         "a=ice-pwd:revuepasswordrevuepassw\r\na=ice-options:trickle\r\na=setup:actpass\r\na=mid:1", "m=video", "no a=fingerprint"),
+        (
+            "m=video 9 UDP/TLS/RTP/SAVPF 96 97 98 99", "m=video 9 UDP/TLS/RTP/SAVPF 96 97 98 99 100",
+            "m=video", "payload type 100 has no a=rtpmap"
+        ),
+        (
+            "a=ice-pwd:revuepasswordrevuepassw\r\na=ice-options:trickle\r\na=fingerprint:sha-256 03:0B:13:1B:23:2B:33:3B:43:4B:53:5B:63:6B:73:7B:83:8B:93:9B:A3:AB:B3:BB:C3:CB:D3:DB:E3:EB:F3:FB\r\na=setup:actpass\r\na=mid:1",
+            "a=ice-pwd:revuepasswordrevuepassw\r\na=ice-options:trickle\r\na=setup:actpass\r\na=mid:1", "m=video",
+            "no a=fingerprint"
+        ),
     ])
     func malformedOfferNamesTheLine(old: String, new: String, linePrefix: String, message: String) {
         let text = Self.replacing(old, new)
@@ -389,9 +420,13 @@ import Testing
 
     @Test func structuralErrorsComeFromTheSDPParserWithTheirLine() {
         let cases: [(String, Int, String)] = [
-            ("", 1, "v=0"), ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 200\r\n", 5, "0...127"),
+            ("", 1, "v=0"),
+            ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 200\r\n", 5, "0...127"),
             ("v=0\r\nbogus\r\n", 2, "expected <type>=<value>"),
-            ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=mid:0\r\na=ice-ufrag:abcd\r\n", 7, "without a=ice-pwd"),
+            (
+                "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=mid:0\r\na=ice-ufrag:abcd\r\n",
+                7, "without a=ice-pwd"
+            ),
         ]
         for (text, line, message) in cases {
             do {
@@ -403,7 +438,11 @@ import Testing
             }
         }
         let huge = String(repeating: "a", count: JSEPSessionDescription.maximumTextLength + 1)
-        #expect(throws: JSEPError(line: 0, text: "", "the description is \(huge.utf8.count) bytes, more than \(JSEPSessionDescription.maximumTextLength)")) {
+        #expect(
+            throws: JSEPError(
+                line: 0, text: "",
+                "the description is \(huge.utf8.count) bytes, more than \(JSEPSessionDescription.maximumTextLength)")
+        ) {
             try JSEPSessionDescription(parsing: huge, type: .offer)
         }
     }
@@ -411,15 +450,18 @@ import Testing
 
     @Test func oddButValidDescriptionsRoundTrip() throws {
         let head = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=\r\nt=0 0\r\n"
-        let section = "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=x-first\r\na=rtcp:9 IN IP4 0.0.0.0\r\na=mid:a\r\n"
-            + "a=ice-ufrag:abcd\r\na=ice-pwd:abcdefghijklmnopqrstuv\r\na=fingerprint:SHA-1 " + Array(repeating: "0f", count: 20).joined(separator: ":")
+        let section =
+            "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=x-first\r\na=rtcp:9 IN IP4 0.0.0.0\r\na=mid:a\r\n"
+            + "a=ice-ufrag:abcd\r\na=ice-pwd:abcdefghijklmnopqrstuv\r\na=fingerprint:SHA-1 "
+            + Array(repeating: "0f", count: 20).joined(separator: ":")
             + "\r\na=setup:passive\r\na=candidate:x 2 tcp 5 host.local 9 typ host rport 7 raddr ::1 generation 0 rport 8\r\n"
         let texts = [
             // Empty s=, an empty BUNDLE group before the real one, a static payload type without
             // rtpmap, attributes around a=rtcp, a candidate with rport before raddr and twice.
             head + "a=group:BUNDLE\r\na=group:BUNDLE a\r\na=ice-options:trickle renomination\r\n" + section,
             // LF line ends, no direction attribute, session-level credentials and a section without them.
-            (head + "a=ice-ufrag:sess\r\na=ice-pwd:abcdefghijklmnopqrstuv\r\na=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":")
+            (head + "a=ice-ufrag:sess\r\na=ice-pwd:abcdefghijklmnopqrstuv\r\na=fingerprint:sha-256 "
+                + Array(repeating: "AB", count: 32).joined(separator: ":")
                 + "\r\na=setup:actpass\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:v\r\na=rtpmap:96 VP8/90000\r\n")
                 .replacingOccurrences(of: "\r\n", with: "\n"),
         ]

@@ -1,23 +1,24 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 @Suite struct OggOpusTests {
     @Test func packetInfoReadsDurationsFromTheTOC() {
         func n(_ b: [UInt8]) -> Int? { OpusPacketInfo.sampleCount(b) }
-        #expect(n([0 << 3]) == 480)          // SILK NB 10 ms
-        #expect(n([3 << 3]) == 2880)         // SILK NB 60 ms
-        #expect(n([12 << 3]) == 480)         // hybrid SWB 10 ms
-        #expect(n([15 << 3]) == 960)         // hybrid FB 20 ms
-        #expect(n([16 << 3]) == 120)         // CELT NB 2.5 ms
-        #expect(n([31 << 3]) == 960)         // CELT FB 20 ms
-        #expect(n([31 << 3 | 1, 0]) == 1920) // code 1: two equal frames
-        #expect(n([31 << 3 | 2, 0]) == 1920) // code 2: two frames
-        #expect(n([31 << 3 | 3, 3]) == 2880) // code 3: M = 3
-        #expect(n([31 << 3 | 3, 0x86]) == 5760) // code 3, VBR and padding flags set, M = 6
-        #expect(n([3 << 3 | 3, 3]) == nil)   // 180 ms is over the 120 ms limit
+        #expect(n([0 << 3]) == 480)  // SILK NB 10 ms
+        #expect(n([3 << 3]) == 2880)  // SILK NB 60 ms
+        #expect(n([12 << 3]) == 480)  // hybrid SWB 10 ms
+        #expect(n([15 << 3]) == 960)  // hybrid FB 20 ms
+        #expect(n([16 << 3]) == 120)  // CELT NB 2.5 ms
+        #expect(n([31 << 3]) == 960)  // CELT FB 20 ms
+        #expect(n([31 << 3 | 1, 0]) == 1920)  // code 1: two equal frames
+        #expect(n([31 << 3 | 2, 0]) == 1920)  // code 2: two frames
+        #expect(n([31 << 3 | 3, 3]) == 2880)  // code 3: M = 3
+        #expect(n([31 << 3 | 3, 0x86]) == 5760)  // code 3, VBR and padding flags set, M = 6
+        #expect(n([3 << 3 | 3, 3]) == nil)  // 180 ms is over the 120 ms limit
         #expect(n([31 << 3 | 3, 0]) == nil)  // M = 0
-        #expect(n([31 << 3 | 3]) == nil)     // code 3 without its count byte
+        #expect(n([31 << 3 | 3]) == nil)  // code 3 without its count byte
         #expect(n([]) == nil)
     }
 
@@ -30,8 +31,9 @@ import Foundation
     @Test func roundTripsPacketsGranulesPreSkipAndEndTrimming() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
         let path = dir.file("a.opus")
-        let w = try OggOpusWriter(path: path, channelCount: 2, preSkip: 312, inputSampleRate: 44_100,
-                                  vendor: "Revue test", comments: ["TITLE=Tone", "ENCODER=revue"])
+        let w = try OggOpusWriter(
+            path: path, channelCount: 2, preSkip: 312, inputSampleRate: 44_100,
+            vendor: "Revue test", comments: ["TITLE=Tone", "ENCODER=revue"])
         for i in 0..<120 { try w.write(Self.packet(i), sampleCount: 960) }
         let original: Int64 = 120 * 960 - 312 - 500
         try w.finish(originalSampleCount: original)
@@ -102,8 +104,10 @@ import Foundation
 
     @Test func rejectsBadInputsWithMessagesNamingTheFile() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
-        func stream(head: [UInt8], tags: [UInt8]? = OggOpusTags().bytes, audio: [[UInt8]] = [],
-                    audioGranule: Int64? = nil) throws -> [UInt8] {
+        func stream(
+            head: [UInt8], tags: [UInt8]? = OggOpusTags().bytes, audio: [[UInt8]] = [],
+            audioGranule: Int64? = nil
+        ) throws -> [UInt8] {
             let path = dir.file("tmp.ogg")
             let file = try ContainerFileWriter(path: path)
             let pw = OggPageWriter(file: file, serial: 9)
@@ -123,21 +127,39 @@ import Foundation
         let cases: [(String, [UInt8], ContainerError.Kind, String)] = [
             ("empty.opus", [], .truncated, "file is empty"),
             ("magic.opus", Array("RIFF\0\0\0\0WAVEfmt ".utf8), .badMagic, "not an Ogg file"),
-            ("vorbis.ogg", try stream(head: [1] + Array("vorbis".utf8) + [UInt8](repeating: 0, count: 23), tags: nil),
-             .badMagic, "not an Ogg Opus file (no OpusHead header)"),
+            (
+                "vorbis.ogg", try stream(head: [1] + Array("vorbis".utf8) + [UInt8](repeating: 0, count: 23), tags: nil),
+                .badMagic, "not an Ogg Opus file (no OpusHead header)"
+            ),
             ("family.opus", try stream(head: family1), .unsupported, "channel mapping family 1 is not supported"),
-            ("shorthead.opus", try stream(head: Array("OpusHead\u{1}\u{1}".utf8)), .malformed, "OpusHead header is shorter than 19 bytes"),
-            ("notags.opus", try stream(head: OggOpusHead(channelCount: 1).bytes, tags: nil), .truncated,
-             "file ends before the OpusTags header"),
-            ("badtags.opus", try stream(head: OggOpusHead(channelCount: 1).bytes, tags: Array("OpusTags\u{FF}\u{FF}\u{FF}\u{FF}xxxxxxxx".utf8)),
-             .malformed, "vendor string runs past the packet"),
+            (
+                "shorthead.opus", try stream(head: Array("OpusHead\u{1}\u{1}".utf8)), .malformed,
+                "OpusHead header is shorter than 19 bytes"
+            ),
+            (
+                "notags.opus", try stream(head: OggOpusHead(channelCount: 1).bytes, tags: nil), .truncated,
+                "file ends before the OpusTags header"
+            ),
+            (
+                "badtags.opus",
+                try stream(
+                    head: OggOpusHead(channelCount: 1).bytes, tags: Array("OpusTags\u{FF}\u{FF}\u{FF}\u{FF}xxxxxxxx".utf8)),
+                .malformed, "vendor string runs past the packet"
+            ),
             ("cut.opus", Array(good.prefix(good.count - 3)), .truncated, "is truncated"),
             ("crc.opus", badCRC, .corrupt, "has a bad CRC"),
-            ("toc.opus", try stream(head: OggOpusHead(channelCount: 1).bytes, audio: [[31 << 3 | 3]]), .malformed,
-             "is not a valid Opus packet (bad TOC)"),
-            ("granule.opus", try stream(head: OggOpusHead(channelCount: 1).bytes, audio: [Self.packet(0), Self.packet(1)],
-                                        audioGranule: 5).dropLastPageEOS(), .malformed,
-             "first audio page's granule position 5 is smaller than its 1920 samples"),
+            (
+                "toc.opus", try stream(head: OggOpusHead(channelCount: 1).bytes, audio: [[31 << 3 | 3]]), .malformed,
+                "is not a valid Opus packet (bad TOC)"
+            ),
+            (
+                "granule.opus",
+                try stream(
+                    head: OggOpusHead(channelCount: 1).bytes, audio: [Self.packet(0), Self.packet(1)],
+                    audioGranule: 5
+                ).dropLastPageEOS(), .malformed,
+                "first audio page's granule position 5 is smaller than its 1920 samples"
+            ),
         ]
         for (name, bytes, kind, text) in cases {
             let path = dir.write(name, bytes)
@@ -147,8 +169,9 @@ import Foundation
                 while try r.readPacket(into: &b) != nil {}
             }
             #expect(e?.kind == kind, "\(name): \(String(describing: e))")
-            #expect(e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true,
-                    "\(name): \(String(describing: e))")
+            #expect(
+                e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true,
+                "\(name): \(String(describing: e))")
         }
         // Tolerant mode skips the damaged page and counts it.
         let r = try OggOpusReader(path: dir.file("crc.opus"), strict: false)
@@ -208,7 +231,9 @@ extension Array where Element == UInt8 {
     func dropLastPageEOS() -> [UInt8] {
         var b = self
         var start = b.count - 27
-        while start >= 0 && !(b[start] == 0x4F && b[start + 1] == 0x67 && b[start + 2] == 0x67 && b[start + 3] == 0x53) { start -= 1 }
+        while start >= 0 && !(b[start] == 0x4F && b[start + 1] == 0x67 && b[start + 2] == 0x67 && b[start + 3] == 0x53) {
+            start -= 1
+        }
         b[start + 5] &= ~4
         b[start + 22] = 0; b[start + 23] = 0; b[start + 24] = 0; b[start + 25] = 0
         let crc = OggCRC.checksum(Array(b[start...]))

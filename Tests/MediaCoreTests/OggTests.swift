@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct OggTests {
@@ -15,7 +16,8 @@ import Testing
             0x4f, 0x67, 0x67, 0x53, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
             0x00, 0x00, 0x11, 0x12, 0x3e, 0x24, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc3,
             0xe8, 0x12, 0x01, 0x13, 0x4f, 0x70, 0x75, 0x73, 0x48, 0x65, 0x61, 0x64,
-            0x01, 0x02, 0x38, 0x01, 0x80, 0xbb, 0x00, 0x00, 0x00, 0x00, 0x00]
+            0x01, 0x02, 0x38, 0x01, 0x80, 0xbb, 0x00, 0x00, 0x00, 0x00, 0x00,
+        ]
         let dir = ContainerTempDir(); defer { dir.remove() }
         let reader = try OggPageReader(path: dir.write("h.opus", page), strict: true)
         #expect(try reader.nextPage())
@@ -98,7 +100,7 @@ import Testing
         _ = a.add(p)
         p.sequence = 6; p.body = [10]
         _ = a.add(p)
-        p.sequence = 5; p.body = [9] // sent again
+        p.sequence = 5; p.body = [9]  // sent again
         _ = a.add(p)
         #expect(a.packets.isEmpty && a.lostPages == 0)
         p.sequence = 7; p.body = [11]
@@ -117,8 +119,8 @@ import Testing
         let dir = ContainerTempDir(); defer { dir.remove() }
         _ = try roundTrip([10, 20], dir: dir)
         var bytes = dir.read("p.ogg")
-        bytes += bytes // a second copy of the page (a different stream position, same serial)
-        bytes[30] ^= 0xFF // damage the first page's body
+        bytes += bytes  // a second copy of the page (a different stream position, same serial)
+        bytes[30] ^= 0xFF  // damage the first page's body
         let path = dir.write("bad.ogg", bytes)
         let strict = try OggPageReader(path: path, strict: true)
         let e = containerError { _ = try strict.nextPage() }

@@ -1,8 +1,10 @@
-import Testing
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct OpusDecoderTests {
@@ -38,10 +40,11 @@ import Glibc
         let packets = try opusEncodeAll(reference, encoder: encoder)
         let frame = 960, delay = encoder.lookahead
 
-        let lost = Set(stride(from: 10, to: packets.count - 1, by: 6).filter { i in
-            let start = i * frame - delay
-            return audioRMS(reference[start..<(start + frame)]) > 0.05
-        })
+        let lost = Set(
+            stride(from: 10, to: packets.count - 1, by: 6).filter { i in
+                let start = i * frame - delay
+                return audioRMS(reference[start..<(start + frame)]) > 0.05
+            })
 
         func decode(useFEC: Bool) throws -> [Float] {
             let decoder = try OpusDecoder(sampleRate: .hz48000, channels: 1)
@@ -51,7 +54,9 @@ import Glibc
                 let n = try pcm.withUnsafeMutableBufferPointer { pcm in
                     if lost.contains(i) {
                         if useFEC {
-                            return try packets[i + 1].withUnsafeBytes { try decoder.decodeFEC(nextPacket: $0, into: pcm, frameSize: frame) }
+                            return try packets[i + 1].withUnsafeBytes {
+                                try decoder.decodeFEC(nextPacket: $0, into: pcm, frameSize: frame)
+                            }
                         }
                         return try decoder.concealLoss(into: pcm, frameSize: frame)
                     }
@@ -65,10 +70,12 @@ import Glibc
         let clean = try opusDecodeAll(packets, decoder: OpusDecoder(sampleRate: .hz48000, channels: 1))
         let lag = audioSNR(reference: reference, decoded: clean, delay: delay, skip: 4800, slack: 3).lag
         let regions = lost.map { ($0 * frame - lag)..<(($0 + 1) * frame - lag) }
-        return (fec: Self.regionSNR(reference, try decode(useFEC: true), regions: regions, lag: lag),
-                plc: Self.regionSNR(reference, try decode(useFEC: false), regions: regions, lag: lag),
-                clean: Self.regionSNR(reference, clean, regions: regions, lag: lag),
-                lost: lost.count)
+        return (
+            fec: Self.regionSNR(reference, try decode(useFEC: true), regions: regions, lag: lag),
+            plc: Self.regionSNR(reference, try decode(useFEC: false), regions: regions, lag: lag),
+            clean: Self.regionSNR(reference, clean, regions: regions, lag: lag),
+            lost: lost.count
+        )
     }
 
     @Test func fecRecoversDroppedFramesBetterThanConcealment() throws {
@@ -95,7 +102,9 @@ import Glibc
             let n = try signal[start..<(start + 1920)].withUnsafeBufferPointer { input in
                 try packet.withUnsafeMutableBytes { try encoder.encode(input, into: $0) }
             }
-            let samples = try packet[0..<n].withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+            let samples = try packet[0..<n].withUnsafeBytes { bytes in
+                try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            }
             #expect(samples == 960)
             #expect(decoder.finalRange == encoder.finalRange)
         }
@@ -111,8 +120,12 @@ import Glibc
         var floats = [Float](repeating: 0, count: 960), ints = [Int16](repeating: 0, count: 960)
         var worst = 0
         for packet in packets {
-            let a = try packet.withUnsafeBytes { bytes in try floats.withUnsafeMutableBufferPointer { try floatDecoder.decode(bytes, into: $0) } }
-            let b = try packet.withUnsafeBytes { bytes in try ints.withUnsafeMutableBufferPointer { try intDecoder.decode(bytes, into: $0) } }
+            let a = try packet.withUnsafeBytes { bytes in
+                try floats.withUnsafeMutableBufferPointer { try floatDecoder.decode(bytes, into: $0) }
+            }
+            let b = try packet.withUnsafeBytes { bytes in
+                try ints.withUnsafeMutableBufferPointer { try intDecoder.decode(bytes, into: $0) }
+            }
             #expect(a == 960 && b == 960)
             for i in 0..<960 {
                 let expected = Int(max(-32768, min(32767, (floats[i] * 32768).rounded())))
@@ -127,7 +140,9 @@ import Glibc
         let packets = try opusEncodeAll(Self.speech(seconds: 0.2), encoder: encoder, frame: .ms40)
         let decoder = try OpusDecoder(sampleRate: .hz48000, channels: 1)
         var pcm = [Int16](repeating: 0, count: decoder.maxFrameSize)
-        _ = try packets[0].withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+        _ = try packets[0].withUnsafeBytes { bytes in
+            try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+        }
         #expect(decoder.lastPacketDuration == 1920)
         for duration in [OpusFrameDuration.ms2_5, .ms10, .ms20, .ms60] {
             let samples = duration.samples(at: .hz48000)
@@ -172,13 +187,16 @@ import Glibc
             try bytes.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
         }
         #expect(throws: OpusError.invalidPacket) {
-            try bytes.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decodeFEC(nextPacket: bytes, into: $0, frameSize: 960) } }
+            try bytes.withUnsafeBytes { bytes in
+                try pcm.withUnsafeMutableBufferPointer { try decoder.decodeFEC(nextPacket: bytes, into: $0, frameSize: 960) }
+            }
         }
         #expect(throws: OpusError.invalidPacket) { try bytes.withUnsafeBytes { try OpusPacket.validate($0) } }
         // A good packet still decodes afterwards.
         let encoder = try OpusEncoder(sampleRate: .hz48000, channels: 1, application: .audio)
         let good = try opusEncodeAll(Self.speech(seconds: 0.02), encoder: encoder)[0]
-        let n = try good.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+        let n = try good.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+        }
         #expect(n == 960)
     }
 
@@ -194,7 +212,9 @@ import Glibc
         for length in [1, 2, 3, 4] {
             let truncated = Array(packet[0..<length])
             #expect(throws: OpusError.invalidPacket, "truncated to \(length) bytes") {
-                try truncated.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+                try truncated.withUnsafeBytes { bytes in
+                    try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+                }
             }
         }
     }
@@ -207,7 +227,9 @@ import Glibc
         for _ in 0..<1500 {
             let bytes = (0..<Int.random(in: 1...120, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
             do {
-                let n = try bytes.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+                let n = try bytes.withUnsafeBytes { bytes in
+                    try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+                }
                 #expect(n == (try bytes.withUnsafeBytes { try OpusPacket.sampleCount($0, sampleRate: .hz48000) }))
                 #expect(pcm[0..<(n * 2)].allSatisfy { $0.isFinite })
                 decoded += 1
@@ -226,14 +248,18 @@ import Glibc
         let decoder = try OpusDecoder(sampleRate: .hz48000, channels: 1)
         var half = [Int16](repeating: 0, count: 480)
         #expect(throws: OpusError.bufferTooSmall) {
-            try packet.withUnsafeBytes { bytes in try half.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+            try packet.withUnsafeBytes { bytes in try half.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            }
         }
         var none: [Float] = []
         #expect(throws: OpusError.bufferTooSmall) {
-            try packet.withUnsafeBytes { bytes in try none.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+            try packet.withUnsafeBytes { bytes in try none.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            }
         }
         var exact = [Int16](repeating: 0, count: 960)
-        #expect(try packet.withUnsafeBytes { bytes in try exact.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } } == 960)
+        #expect(
+            try packet.withUnsafeBytes { bytes in try exact.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            } == 960)
     }
 
     @Test func gainScalesTheOutput() throws {
@@ -254,16 +280,19 @@ import Glibc
         let bad: [UInt8] = [0x03, 0x00, 9, 9, 9]
         var matched = false
         do {
-            _ = try bad.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+            _ = try bad.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            }
         } catch OpusError.invalidPacket {
             matched = true
         } catch {
             Issue.record("unexpected error \(error)")
         }
         #expect(matched)
-        let error = try #require(#expect(throws: OpusError.self) {
-            try bad.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
-        })
+        let error = try #require(
+            #expect(throws: OpusError.self) {
+                try bad.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+                }
+            })
         // libopus's text for OPUS_INVALID_PACKET, plus which input was bad.
         #expect(error.description.contains("corrupted stream"))
         #expect(error.description.contains("5 bytes"))

@@ -1,6 +1,7 @@
-import Testing
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
 
 @Suite struct OpusEncoderTests {
     /// Round-trip configurations with the waveform SNR each must keep, for a 440 Hz tone and for the
@@ -16,10 +17,12 @@ import MediaTestSupport
 
     /// Source signal for a round trip: channel 0 is the tone or speech, channel 1 (stereo) a 660 Hz
     /// tone, so the two channels differ.
-    static func source(_ setting: OpusSetting, speech: Bool, seconds: Double = 1.5) -> (interleaved: [Float], channels: [[Float]]) {
+    static func source(_ setting: OpusSetting, speech: Bool, seconds: Double = 1.5) -> (interleaved: [Float], channels: [[Float]])
+    {
         let frames = Int(Double(setting.sampleRate.hertz) * seconds)
-        var first = SyntheticAudio(pattern: speech ? .speech : .tone(frequency: 440), sampleRate: setting.sampleRate.hertz,
-                                   amplitude: speech ? 0.7 : 0.5, seed: 7)
+        var first = SyntheticAudio(
+            pattern: speech ? .speech : .tone(frequency: 440), sampleRate: setting.sampleRate.hertz,
+            amplitude: speech ? 0.7 : 0.5, seed: 7)
         var signals = [first.floats(frames: frames)]
         if setting.channels == 2 {
             var second = SyntheticAudio(pattern: .tone(frequency: 660), sampleRate: setting.sampleRate.hertz, amplitude: 0.3)
@@ -36,7 +39,8 @@ import MediaTestSupport
     @Test(arguments: 0..<settings.count, [false, true])
     func roundTripKeepsWaveformAboveBoundAfterLookahead(index: Int, speech: Bool) throws {
         let (setting, toneBound, speechBound) = Self.settings[index]
-        let encoder = try OpusEncoder(sampleRate: setting.sampleRate, channels: setting.channels, application: setting.application)
+        let encoder = try OpusEncoder(
+            sampleRate: setting.sampleRate, channels: setting.channels, application: setting.application)
         encoder.bitrate = setting.bitrate
         let decoder = try OpusDecoder(sampleRate: setting.sampleRate, channels: setting.channels)
         let (input, channels) = Self.source(setting, speech: speech)
@@ -45,8 +49,9 @@ import MediaTestSupport
         #expect(output.count == input.count)
         for (c, reference) in channels.enumerated() {
             let decoded = audioChannel(output, channel: c, of: setting.channels)
-            let result = audioSNR(reference: reference, decoded: decoded, delay: encoder.lookahead,
-                                  skip: setting.sampleRate.hertz / 10, slack: 3)
+            let result = audioSNR(
+                reference: reference, decoded: decoded, delay: encoder.lookahead,
+                skip: setting.sampleRate.hertz / 10, slack: 3)
             // In the speech runs the stereo tone channel shares its bits with the noisy speech channel.
             let bound = speech ? (c == 0 ? speechBound : toneBound - 8) : toneBound
             #expect(result.snr > bound, "\(setting.testDescription) speech=\(speech) channel \(c)")
@@ -135,7 +140,7 @@ import MediaTestSupport
         let exact = int16.map { Float($0) / 32768 }
         let a = try OpusEncoder(sampleRate: .hz48000, channels: 1, application: .voip)
         let b = try OpusEncoder(sampleRate: .hz48000, channels: 1, application: .voip)
-        b.inputBitDepth = 16 // what libopus assumes for Int16 input
+        b.inputBitDepth = 16  // what libopus assumes for Int16 input
         var packetA = [UInt8](repeating: 0, count: OpusEncoder.maxPacketByteCount)
         var packetB = packetA
         for start in stride(from: 0, to: int16.count, by: 960) {
@@ -175,7 +180,9 @@ import MediaTestSupport
         let packets = try opusEncodeAll(Self.speech(.hz48000, seconds: 0.24), encoder: encoder, frame: duration)
         #expect(packets.count == 240_000 / duration.microseconds)
         for packet in packets {
-            #expect(try packet.withUnsafeBytes { try OpusPacket.sampleCount($0, sampleRate: .hz48000) } == duration.samples(at: .hz48000))
+            #expect(
+                try packet.withUnsafeBytes { try OpusPacket.sampleCount($0, sampleRate: .hz48000) }
+                    == duration.samples(at: .hz48000))
         }
     }
 

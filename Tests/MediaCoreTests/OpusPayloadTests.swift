@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct OpusPayloadTests {
@@ -6,7 +7,9 @@ import Testing
         let opus: [UInt8] = [0x78] + rtpTestBytes(80, seed: 2)  // TOC: config 15 (hybrid FB 20 ms), code 0
         var header = RTPHeader(marker: true, payloadType: 111, timestamp: 48_000, ssrc: 3)
         var seq = RTPSequencer(initial: 65535)
-        let packets = opus.withUnsafeBytes { writeRTPPackets(OpusPayload.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq) }
+        let packets = opus.withUnsafeBytes {
+            writeRTPPackets(OpusPayload.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq)
+        }
         #expect(packets.count == 1)
         try withParsedRTP(packets[0]) { p throws in
             #expect(p.header.marker)  // audio: marker is the caller's (first packet after DTX)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct PixelBufferViewTests {
@@ -28,8 +29,9 @@ import Testing
             #expect(view.format == .argb && view.width == 20 && view.height == 10)
             #expect(view.planeCount == 1 && view.stride(ofPlane: 0) == 100 && view.base(ofPlane: 0) == raw.baseAddress!)
             // The last row only needs its own bytes, not a whole stride.
-            _ = try PixelBufferView.packed(format: .argb, width: 20, height: 10,
-                                           data: UnsafeRawBufferPointer(rebasing: raw[0..<(9 * 100 + 80)]), stride: 100)
+            _ = try PixelBufferView.packed(
+                format: .argb, width: 20, height: 10,
+                data: UnsafeRawBufferPointer(rebasing: raw[0..<(9 * 100 + 80)]), stride: 100)
         }
     }
 
@@ -55,12 +57,14 @@ import Testing
                 try PixelBufferView.packed(format: .bgra, width: 64, height: 48, data: raw, stride: 260)
             }
             #expect(throws: ColorConversionError.bufferTooSmall) {
-                try PixelBufferView.contiguous(UnsafeRawBufferPointer(rebasing: raw[0..<(64 * 48 * 3 / 2 - 1)]),
-                                               format: .nv12, width: 64, height: 48)
+                try PixelBufferView.contiguous(
+                    UnsafeRawBufferPointer(rebasing: raw[0..<(64 * 48 * 3 / 2 - 1)]),
+                    format: .nv12, width: 64, height: 48)
             }
             #expect(throws: ColorConversionError.missingPlane) {
-                try PixelBufferView.packed(format: .rgb24, width: 4, height: 4,
-                                           data: UnsafeRawBufferPointer(start: nil, count: 0), stride: 12)
+                try PixelBufferView.packed(
+                    format: .rgb24, width: 4, height: 4,
+                    data: UnsafeRawBufferPointer(start: nil, count: 0), stride: 12)
             }
             #expect(throws: ColorConversionError.unsupportedFormat) {
                 try PixelBufferView.packed(format: .nv12, width: 64, height: 48, data: raw, stride: 64)
@@ -72,16 +76,19 @@ import Testing
                 try PixelBufferView.i420(width: 16, height: 16, y: y, strideY: 16, u: c, strideU: 7, v: c, strideV: 8)
             }
             #expect(throws: ColorConversionError.bufferTooSmall) {
-                try PixelBufferView.i420(width: 16, height: 16, y: y, strideY: 16, u: c, strideU: 8,
-                                         v: UnsafeRawBufferPointer(rebasing: raw[0..<63]), strideV: 8)
+                try PixelBufferView.i420(
+                    width: 16, height: 16, y: y, strideY: 16, u: c, strideU: 8,
+                    v: UnsafeRawBufferPointer(rebasing: raw[0..<63]), strideV: 8)
             }
             #expect(throws: ColorConversionError.bufferTooSmall) {
-                try PixelBufferView.nv21(width: 15, height: 15, y: UnsafeRawBufferPointer(rebasing: raw[0..<225]), strideY: 15,
-                                         vu: UnsafeRawBufferPointer(rebasing: raw[0..<127]), strideVU: 16)  // 8 rows x 16
+                try PixelBufferView.nv21(
+                    width: 15, height: 15, y: UnsafeRawBufferPointer(rebasing: raw[0..<225]), strideY: 15,
+                    vu: UnsafeRawBufferPointer(rebasing: raw[0..<127]), strideVU: 16)  // 8 rows x 16
             }
             // A valid odd-size NV21 is accepted.
-            _ = try PixelBufferView.nv21(width: 15, height: 15, y: UnsafeRawBufferPointer(rebasing: raw[0..<225]), strideY: 15,
-                                         vu: UnsafeRawBufferPointer(rebasing: raw[0..<128]), strideVU: 16)
+            _ = try PixelBufferView.nv21(
+                width: 15, height: 15, y: UnsafeRawBufferPointer(rebasing: raw[0..<225]), strideY: 15,
+                vu: UnsafeRawBufferPointer(rebasing: raw[0..<128]), strideVU: 16)
         }
     }
 

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct QualityTests {
@@ -38,5 +39,5 @@ import Testing
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

@@ -1,12 +1,16 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct RTCPFeedbackTests {
     @Test func nackListCompressesAndExpands() {
         let lost: [UInt16] = [100, 101, 103, 116, 117, 200]
         let pairs = RTCPGenericNack.pairs(from: lost)
-        #expect(pairs == [.init(packetID: 100, lostBitmask: 0b1000_0000_0000_0101), .init(packetID: 117, lostBitmask: 0),
-                          .init(packetID: 200, lostBitmask: 0)])
+        #expect(
+            pairs == [
+                .init(packetID: 100, lostBitmask: 0b1000_0000_0000_0101), .init(packetID: 117, lostBitmask: 0),
+                .init(packetID: 200, lostBitmask: 0),
+            ])
         #expect(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 2, pairs: pairs).lostSequenceNumbers == lost)
     }
 
@@ -38,7 +42,9 @@ import Testing
     }
 
     @Test func nackKnownBytes() {
-        let b = rtcpBytes([.genericNack(RTCPGenericNack(senderSSRC: 0x01020304, mediaSSRC: 0x05060708, lost: [0xAAAA, 0xAAAB, 0xAABA]))])
+        let b = rtcpBytes([
+            .genericNack(RTCPGenericNack(senderSSRC: 0x01020304, mediaSSRC: 0x05060708, lost: [0xAAAA, 0xAAAB, 0xAABA]))
+        ])
         #expect(b == [0x81, 0xCD, 0x00, 0x03, 1, 2, 3, 4, 5, 6, 7, 8, 0xAA, 0xAA, 0x80, 0x01])
     }
 
@@ -46,8 +52,11 @@ import Testing
         let pli = rtcpBytes([.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 2))])
         #expect(pli == [0x81, 0xCE, 0x00, 0x02, 0, 0, 0, 1, 0, 0, 0, 2])
         let fir = RTCPFullIntraRequest(senderSSRC: 1, entries: [.init(ssrc: 0xAABBCCDD, sequenceNumber: 42)])
-        #expect(rtcpBytes([.fullIntraRequest(fir)]) == [0x84, 0xCE, 0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 0,
-                                                         0xAA, 0xBB, 0xCC, 0xDD, 42, 0, 0, 0])
+        #expect(
+            rtcpBytes([.fullIntraRequest(fir)]) == [
+                0x84, 0xCE, 0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 0,
+                0xAA, 0xBB, 0xCC, 0xDD, 42, 0, 0, 0,
+            ])
         #expect(try parseRTCP(rtcpBytes([.fullIntraRequest(fir)])) == [.fullIntraRequest(fir)])
     }
 

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 func rtcpBytes(_ packets: [RTCPPacket]) -> [UInt8] { RTCPCompound.bytes(packets) }
@@ -22,10 +23,15 @@ func rtcpParseError(_ b: [UInt8]) -> RTPError? {
 
     @Test func parsesKnownReceiverReport() throws {
         let rr = try Self.pionRR.withUnsafeBytes { try RTCPReceiverReport(parsing: $0) }
-        #expect(rr == RTCPReceiverReport(ssrc: 0x902F_9E2E, reports: [
-            RTCPReportBlock(ssrc: 0xBC5E_9A40, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0x46E1,
-                            jitter: 273, lastSenderReport: 0x09F3_6432, delaySinceLastSenderReport: 150_137),
-        ]))
+        #expect(
+            rr
+                == RTCPReceiverReport(
+                    ssrc: 0x902F_9E2E,
+                    reports: [
+                        RTCPReportBlock(
+                            ssrc: 0xBC5E_9A40, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0x46E1,
+                            jitter: 273, lastSenderReport: 0x09F3_6432, delaySinceLastSenderReport: 150_137)
+                    ]))
         #expect(rtcpBytes([.receiverReport(rr)]) == Self.pionRR)
     }
 
@@ -41,10 +47,14 @@ func rtcpParseError(_ b: [UInt8]) -> RTPError? {
     }
 
     @Test func senderReportRoundTripsAndLayout() throws {
-        let sr = RTCPSenderReport(ssrc: 0x11223344, ntpTime: NTPTime(rawValue: 0xDA8B_D1FC_DDDD_A05A), rtpTime: 0x12345678,
-                                  packetCount: 7, octetCount: 1000,
-                                  reports: [RTCPReportBlock(ssrc: 9, fractionLost: 26, cumulativeLost: 3, extendedHighestSequence: 0x1_0005,
-                                                            jitter: 90, lastSenderReport: 0xD1FC_DDDD, delaySinceLastSenderReport: 65536)])
+        let sr = RTCPSenderReport(
+            ssrc: 0x11223344, ntpTime: NTPTime(rawValue: 0xDA8B_D1FC_DDDD_A05A), rtpTime: 0x12345678,
+            packetCount: 7, octetCount: 1000,
+            reports: [
+                RTCPReportBlock(
+                    ssrc: 9, fractionLost: 26, cumulativeLost: 3, extendedHighestSequence: 0x1_0005,
+                    jitter: 90, lastSenderReport: 0xD1FC_DDDD, delaySinceLastSenderReport: 65536)
+            ])
         let b = rtcpBytes([.senderReport(sr)])
         #expect(b.count == 52)
         #expect(Array(b[0..<4]) == [0x81, 0xC8, 0x00, 0x0C])
@@ -136,7 +146,9 @@ func rtcpParseError(_ b: [UInt8]) -> RTPError? {
         #expect(rtcpParseError([0x81, 0xCA, 0x00, 0x02, 0, 0, 0, 1, 0x01, 0x02, 0x41, 0x41]) == .badRTCPPacket)
         // BYE with more sources than bytes, REMB with more SSRCs than bytes.
         #expect(rtcpParseError([0x83, 0xCB, 0x00, 0x01, 0, 0, 0, 1]) == .badRTCPLength)
-        #expect(rtcpParseError([0x8F, 0xCE, 0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 0, 0x52, 0x45, 0x4D, 0x42, 2, 0, 0, 1]) == .badRTCPLength)
+        #expect(
+            rtcpParseError([0x8F, 0xCE, 0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 0, 0x52, 0x45, 0x4D, 0x42, 2, 0, 0, 1]) == .badRTCPLength
+        )
     }
 
     @Test func wrongTypeIsReported() {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 /// A feedback handler over a real `SendHistory` that records what was asked.
@@ -25,7 +26,9 @@ private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt
 @Suite struct RTCPSenderSessionTests {
     @Test func nackResendsFromHistoryAndCountsButNeverKeyframesAPacketThatIsGoneOrResentTooOften() {
         let h = RecordingHandler()
-        for s: UInt16 in 10...20 { [UInt8](repeating: UInt8(s), count: 50).withUnsafeBytes { _ = h.history.store(seq: s, packet: $0, nowNs: 0) } }
+        for s: UInt16 in 10...20 {
+            [UInt8](repeating: UInt8(s), count: 50).withUnsafeBytes { _ = h.history.store(seq: s, packet: $0, nowNs: 0) }
+        }
         let s = RTCPSenderSession(ssrcs: [42], handler: h, startBitrate: 500_000)
         handle(s, [.genericNack(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 42, lost: [12, 14, 15]))])
         #expect(h.resent == [12, 14, 15] && h.keyframes == 0)
@@ -50,7 +53,9 @@ private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt
         #expect(h.keyframes == 3 && s.counters.plisReceived == 1 && s.counters.firsReceived == 2)
         // Requests in a burst get one keyframe.
         for k: UInt64 in 0..<5 {
-            handle(s, [.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 42))], nowNs: 100_000_000_000 + k * 50_000_000)
+            handle(
+                s, [.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 42))],
+                nowNs: 100_000_000_000 + k * 50_000_000)
         }
         #expect(h.keyframes == 4 && s.counters.keyframeRequestsThrottled == 4)
     }
@@ -61,10 +66,12 @@ private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt
         let sent = NTPTime(unixNanoseconds: 1_700_000_000_000_000_000)
         let sr = s.senderReport(ssrc: 42, rtpTimestamp: 0, ntpTime: sent)
         // The receiver held the SR 100 ms and the report arrives 150 ms after the SR left: RTT 50 ms.
-        let block = RTCPReportBlock(ssrc: 42, fractionLost: 64, cumulativeLost: 30, lastSenderReport: sr.ntpTime.middle32,
-                                    delaySinceLastSenderReport: NTPTime.delaySinceLastSenderReport(nanoseconds: 100_000_000))
-        handle(s, [.receiverReport(RTCPReceiverReport(ssrc: 1, reports: [block]))], nowNs: 2_000_000_000,
-               arrival: NTPTime(unixNanoseconds: 1_700_000_000_150_000_000))
+        let block = RTCPReportBlock(
+            ssrc: 42, fractionLost: 64, cumulativeLost: 30, lastSenderReport: sr.ntpTime.middle32,
+            delaySinceLastSenderReport: NTPTime.delaySinceLastSenderReport(nanoseconds: 100_000_000))
+        handle(
+            s, [.receiverReport(RTCPReceiverReport(ssrc: 1, reports: [block]))], nowNs: 2_000_000_000,
+            arrival: NTPTime(unixNanoseconds: 1_700_000_000_150_000_000))
         let remote = s.remoteInbound[42]!
         #expect(abs(remote.roundTripTime - 0.050) < 0.001, "\(remote.roundTripTime)")
         #expect(remote.fractionLost == 0.25 && remote.packetsLost == 30)

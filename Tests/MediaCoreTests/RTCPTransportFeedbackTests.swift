@@ -1,12 +1,14 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct RTCPTransportFeedbackTests {
     typealias R = RTCPTransportFeedback.PacketResult
 
     static func feedback(_ packets: [R], base: UInt16 = 65530, ref: Int32 = -2) -> RTCPTransportFeedback {
-        RTCPTransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: base, referenceTime: ref,
-                              feedbackPacketCount: 9, packets: packets)
+        RTCPTransportFeedback(
+            senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: base, referenceTime: ref,
+            feedbackPacketCount: 9, packets: packets)
     }
 
     @Test func chunkLayoutsMatchTheDraftExamples() {
@@ -26,8 +28,11 @@ import Testing
         let fb = Self.feedback([R(receiveDelta: 1), R(receiveDelta: nil), R(receiveDelta: 300)], base: 7, ref: 0x12345)
         let b = rtcpBytes([.transportFeedback(fb)])
         // 20 header/fixed + 2 chunk + 1 + 2 deltas = 25 -> 28 with 3 zero bytes (draft §3.1), P clear.
-        #expect(b == [0x8F, 0xCD, 0x00, 0x06, 0, 0, 0, 1, 0, 0, 0, 2, 0x00, 0x07, 0x00, 0x03, 0x01, 0x23, 0x45, 9,
-                      0xD2, 0x00, 0x01, 0x01, 0x2C, 0x00, 0x00, 0x00])
+        #expect(
+            b == [
+                0x8F, 0xCD, 0x00, 0x06, 0, 0, 0, 1, 0, 0, 0, 2, 0x00, 0x07, 0x00, 0x03, 0x01, 0x23, 0x45, 9,
+                0xD2, 0x00, 0x01, 0x01, 0x2C, 0x00, 0x00, 0x00,
+            ])
         #expect(try parseRTCP(b) == [.transportFeedback(fb)])
         // libwebrtc pads with the RFC 3550 P bit and a count byte instead: still read the same.
         var pBit = b; pBit[0] |= 0x20; pBit[27] = 3
@@ -39,18 +44,22 @@ import Testing
         // then no longer parsed (RFC 3550 §6.4.1: only the last packet may carry P). Found by
         // fuzz-rtcp (Fuzz/crashes/fuzz-rtcp/crash-b3ef2edc...).
         let fb = Self.feedback([R(receiveDelta: 1), R(receiveDelta: nil), R(receiveDelta: 300)])
-        let packets: [RTCPPacket] = [.transportFeedback(fb), .receiverReport(RTCPReceiverReport(ssrc: 2)),
-                                     .transportFeedback(fb)]
+        let packets: [RTCPPacket] = [
+            .transportFeedback(fb), .receiverReport(RTCPReceiverReport(ssrc: 2)),
+            .transportFeedback(fb),
+        ]
         let b = rtcpBytes(packets)
         #expect(try parseRTCP(b) == packets)
         // The fuzzer's input: unknown PT 153, then a 28-byte feedback whose 82 statuses re-encode
         // to an odd size (its zero-length run chunk is dropped), then an RR and a REMB.
-        let input: [UInt8] = [0x80, 0x99, 0x00, 0x01, 0, 0, 0, 0,
-                              0x8F, 0xCD, 0x00, 0x06, 0x00, 0xFF, 0x06, 0xFF, 0x21, 0x0A, 0x08, 0x00, 0x00, 0x08, 0x00, 0x52,
-                              0x45, 0xFF, 0xFF, 0xFF, 0x80, 0x20, 0x00, 0x00, 0x00, 0x60, 0x3D, 0x01,
-                              0x80, 0xC9, 0x00, 0x01, 0, 0, 0, 2,
-                              0x8F, 0xCE, 0x00, 0x06, 0, 0, 0, 2, 0, 0, 0, 0, 0x52, 0x45, 0x4D, 0x42, 0x02, 0x0E, 0xDC, 0x6C,
-                              0, 0, 0, 0x2A, 0, 0, 0, 0x2B]
+        let input: [UInt8] = [
+            0x80, 0x99, 0x00, 0x01, 0, 0, 0, 0,
+            0x8F, 0xCD, 0x00, 0x06, 0x00, 0xFF, 0x06, 0xFF, 0x21, 0x0A, 0x08, 0x00, 0x00, 0x08, 0x00, 0x52,
+            0x45, 0xFF, 0xFF, 0xFF, 0x80, 0x20, 0x00, 0x00, 0x00, 0x60, 0x3D, 0x01,
+            0x80, 0xC9, 0x00, 0x01, 0, 0, 0, 2,
+            0x8F, 0xCE, 0x00, 0x06, 0, 0, 0, 2, 0, 0, 0, 0, 0x52, 0x45, 0x4D, 0x42, 0x02, 0x0E, 0xDC, 0x6C,
+            0, 0, 0, 0x2A, 0, 0, 0, 0x2B,
+        ]
         let parsed = try parseRTCP(input)
         #expect(parsed.count == 4)
         let again = rtcpBytes(parsed)
@@ -76,7 +85,8 @@ import Testing
                     }
                 }
             }
-            let fb = Self.feedback(packets, base: UInt16(truncatingIfNeeded: rnd()), ref: Int32(truncatingIfNeeded: rnd() % 0x100_0000) - 0x80_0000)
+            let fb = Self.feedback(
+                packets, base: UInt16(truncatingIfNeeded: rnd()), ref: Int32(truncatingIfNeeded: rnd() % 0x100_0000) - 0x80_0000)
             let b = rtcpBytes([.transportFeedback(fb)])
             #expect(b.count % 4 == 0)
             #expect(try parseRTCP(b) == [.transportFeedback(fb)])

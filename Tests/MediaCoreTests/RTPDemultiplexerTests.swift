@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct RTPDemultiplexerTests {
@@ -23,7 +24,9 @@ import Testing
             let kind = RTPDemultiplexer.classify([0x80, UInt8(second)])
             #expect(kind == ((192...223).contains(second) || (64...95).contains(second) ? .rtcp : .rtp), "byte 2 = \(second)")
         }
-        #expect(RTPDemultiplexer.classify(rtcpBytes([.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 2))])) == .rtcp)
+        #expect(
+            RTPDemultiplexer.classify(rtcpBytes([.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 2))]))
+                == .rtcp)
         #expect(RTPDemultiplexer.classify(RTPPacketTests.pionPacket) == .rtp)
     }
 

@@ -1,6 +1,7 @@
-import Testing
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
 
 /// A minimal RTP packet (12-byte header + `payload` bytes) for jitter buffer tests.
 func jbPacket(_ seq: UInt16, ts: UInt32 = 0, payload: Int = 20, ssrc: UInt32 = 7) -> [UInt8] {
@@ -163,7 +164,9 @@ extension RTPJitterBuffer {
         _ = jb.drainInOrder()
         let allocations = AllocationCounter.count {
             for k in 1..<200 {
-                packets[k].withUnsafeBytes { _ = jb.insert($0, sequenceNumber: UInt16(k), timestamp: UInt32(k) * 3000, arrivalNs: UInt64(k) * 1000) }
+                packets[k].withUnsafeBytes {
+                    _ = jb.insert($0, sequenceNumber: UInt16(k), timestamp: UInt32(k) * 3000, arrivalNs: UInt64(k) * 1000)
+                }
                 while jb.popNext() != nil {}
             }
         }

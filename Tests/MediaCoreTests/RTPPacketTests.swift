@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 /// Parses `bytes` as RTP and hands the packet view to `body` while the bytes are alive.
@@ -67,9 +68,10 @@ func marshalRTP(_ h: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8]
         ext.setAbsSendTime(RTPAbsSendTime(rawValue: 0xABCDEF), id: 3)
         for padding in [0, 1, 3, 4, 255] {
             for csrcCount in [0, 1, 15] {
-                let h = RTPHeader(marker: csrcCount == 1, payloadType: 100, sequenceNumber: 65535,
-                                  timestamp: UInt32.max, ssrc: 7, csrcs: (0..<csrcCount).map { UInt32($0) * 0x01010101 },
-                                  extensions: ext)
+                let h = RTPHeader(
+                    marker: csrcCount == 1, payloadType: 100, sequenceNumber: 65535,
+                    timestamp: UInt32.max, ssrc: 7, csrcs: (0..<csrcCount).map { UInt32($0) * 0x01010101 },
+                    extensions: ext)
                 let payload: [UInt8] = (0..<37).map { UInt8($0) }
                 let bytes = marshalRTP(h, payload, padding: padding)
                 try withParsedRTP(bytes) { p in

@@ -1,5 +1,6 @@
 import FuzzEntries
 import Testing
+
 @testable import MediaCore
 
 /// Random and mutated buffers through every parser, with the fuzz targets' properties checked
@@ -18,20 +19,32 @@ import Testing
         h.extensions.set(id: 200, [1, 2, 3])
         return [
             RTPPacketTests.pionPacket,
-            marshalRTP(h, [0x90, 0xE0, 0x92, 0x34, 0x05, 0xA0, 0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x80, 0x02, 0xE0, 0x01], padding: 3),
-            marshalRTP(RTPHeader(payloadType: 98), [0x9A, 0x92, 0x34, 0x38, 0x01, 0x40, 0x00, 0xB4, 0x02, 0x80, 0x01, 0x68, 0x02, 0x04, 0x01, 0x28, 0x01, 0x02, 0xAB]),
+            marshalRTP(
+                h, [0x90, 0xE0, 0x92, 0x34, 0x05, 0xA0, 0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x80, 0x02, 0xE0, 0x01], padding: 3),
+            marshalRTP(
+                RTPHeader(payloadType: 98),
+                [
+                    0x9A, 0x92, 0x34, 0x38, 0x01, 0x40, 0x00, 0xB4, 0x02, 0x80, 0x01, 0x68, 0x02, 0x04, 0x01, 0x28, 0x01, 0x02,
+                    0xAB,
+                ]),
             rtcpBytes([
-                .senderReport(RTCPSenderReport(ssrc: 1, ntpTime: NTPTime(rawValue: 5), rtpTime: 6, packetCount: 7, octetCount: 8,
-                                               reports: [RTCPReportBlock(ssrc: 2)])),
+                .senderReport(
+                    RTCPSenderReport(
+                        ssrc: 1, ntpTime: NTPTime(rawValue: 5), rtpTime: 6, packetCount: 7, octetCount: 8,
+                        reports: [RTCPReportBlock(ssrc: 2)])),
                 .sourceDescription(RTCPSourceDescription(ssrc: 1, cname: "abc")),
                 .genericNack(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 2, lost: [1, 5, 40])),
                 .fullIntraRequest(RTCPFullIntraRequest(senderSSRC: 1, entries: [.init(ssrc: 2, sequenceNumber: 1)])),
                 .receiverEstimatedMaxBitrate(RTCPReceiverEstimatedMaxBitrate(senderSSRC: 1, bitrate: 5000, ssrcs: [2])),
                 .goodbye(RTCPGoodbye(sources: [1], reason: "x")),
             ]),
-            rtcpBytes([.transportFeedback(RTCPTransportFeedback(
-                senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 3, referenceTime: 4, feedbackPacketCount: 5,
-                packets: [.init(receiveDelta: 1), .init(receiveDelta: nil), .init(receiveDelta: -300)] + Array(repeating: .init(receiveDelta: 2), count: 20)))]),
+            rtcpBytes([
+                .transportFeedback(
+                    RTCPTransportFeedback(
+                        senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 3, referenceTime: 4, feedbackPacketCount: 5,
+                        packets: [.init(receiveDelta: 1), .init(receiveDelta: nil), .init(receiveDelta: -300)]
+                            + Array(repeating: .init(receiveDelta: 2), count: 20)))
+            ]),
         ]
     }
 

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct RTPReceptionStatisticsTests {
@@ -19,7 +20,9 @@ import Testing
         var s = RTPReceptionStatistics(ssrc: 7, clockRate: 48_000)
         // 100 packets around the wrap with every 4th lost: 25 lost of 100 expected.
         for i in 0..<100 where i % 4 != 1 {
-            s.update(sequenceNumber: UInt16(truncatingIfNeeded: 65_500 + i), timestamp: UInt32(i * 960), arrivalNs: Int64(i) * 20_000_000)
+            s.update(
+                sequenceNumber: UInt16(truncatingIfNeeded: 65_500 + i), timestamp: UInt32(i * 960),
+                arrivalNs: Int64(i) * 20_000_000)
         }
         let block = s.makeReportBlock(lastSenderReport: 0xAABB_CCDD, delaySinceLastSenderReport: 65_536)
         #expect(block.ssrc == 7)
@@ -30,7 +33,9 @@ import Testing
         #expect(block.jitter == 0)  // perfectly paced
         // Next interval: no loss -> fraction 0, cumulative unchanged.
         for i in 100..<150 {
-            s.update(sequenceNumber: UInt16(truncatingIfNeeded: 65_500 + i), timestamp: UInt32(i * 960), arrivalNs: Int64(i) * 20_000_000)
+            s.update(
+                sequenceNumber: UInt16(truncatingIfNeeded: 65_500 + i), timestamp: UInt32(i * 960),
+                arrivalNs: Int64(i) * 20_000_000)
         }
         let f1706 = s.takeFractionLost()
         #expect(f1706 == 0)
@@ -118,7 +123,9 @@ import Testing
         // Jitter survives a timestamp wrap.
         var w = RTPReceptionStatistics(ssrc: 2, clockRate: 90_000)
         for i in 0..<100 {
-            w.update(sequenceNumber: UInt16(i), timestamp: UInt32.max &- 100_000 &+ UInt32(i * 3000), arrivalNs: Int64(i) * 1_000_000_000 / 30)
+            w.update(
+                sequenceNumber: UInt16(i), timestamp: UInt32.max &- 100_000 &+ UInt32(i * 3000),
+                arrivalNs: Int64(i) * 1_000_000_000 / 30)
         }
         #expect(w.jitter <= 1)
     }
@@ -126,8 +133,9 @@ import Testing
     @Test func countsBytesAndPacketsForW3CStats() {
         var s = RTPReceptionStatistics(ssrc: 9, clockRate: 90_000)
         for k in 0..<100 where k % 10 != 5 {
-            s.update(sequenceNumber: UInt16(k), timestamp: UInt32(k * 3000), arrivalNs: Int64(k) * 33_333_333,
-                     size: 100, headerSize: 12)
+            s.update(
+                sequenceNumber: UInt16(k), timestamp: UInt32(k * 3000), arrivalNs: Int64(k) * 33_333_333,
+                size: 100, headerSize: 12)
         }
         #expect(s.packetsReceived == 90 && s.packetsLost == 10)
         #expect(s.bytesReceived == 90 * 88 && s.headerBytesReceived == 90 * 12)
@@ -151,7 +159,8 @@ import Testing
         var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
         s.update(sequenceNumber: 1, timestamp: 0, arrivalNs: 0)
         #expect(s.makeReportBlock(nowNs: 1_000_000_000).lastSenderReport == 0, "no SR yet")
-        let sr = RTCPSenderReport(ssrc: 1, ntpTime: NTPTime(rawValue: 0x0001_2345_6789_0000), rtpTime: 0, packetCount: 0, octetCount: 0)
+        let sr = RTCPSenderReport(
+            ssrc: 1, ntpTime: NTPTime(rawValue: 0x0001_2345_6789_0000), rtpTime: 0, packetCount: 0, octetCount: 0)
         s.senderReportReceived(sr, arrivalNs: 5_000_000_000)
         let b = s.makeReportBlock(nowNs: 5_500_000_000)
         #expect(b.lastSenderReport == 0x2345_6789)  // RFC 3550 §6.4.1: middle 32 bits of the NTP time

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct RTPSequencerTests {
@@ -54,7 +55,9 @@ import Testing
         #expect(c.timestamp(captureNs: 7 + 20_000_000) == 0)  // wraps
         #expect(c.timestamp(captureNs: 7 + 40_000_000) == 960)
         // A day later, still exact.
-        #expect(c.timestamp(captureNs: 7 + 86_400 * 1_000_000_000) == (UInt32.max - 959) &+ UInt32(truncatingIfNeeded: Int64(86_400 * 48_000)))
+        #expect(
+            c.timestamp(captureNs: 7 + 86_400 * 1_000_000_000) == (UInt32.max - 959)
+                &+ UInt32(truncatingIfNeeded: Int64(86_400 * 48_000)))
     }
 
     @Test func clockHandlesCaptureBeforeOriginAndHugeSpans() {

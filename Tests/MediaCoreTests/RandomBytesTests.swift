@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 @Suite struct RandomBytesTests {

@@ -156,8 +156,9 @@ struct ReferenceI420 {
             return out
         }
         let (w, h) = rotation.swapsDimensions ? (height, width) : (width, height)
-        return ReferenceI420(width: w, height: h, y: rot(y, width, height),
-                             u: rot(u, chromaWidth, chromaHeight), v: rot(v, chromaWidth, chromaHeight))
+        return ReferenceI420(
+            width: w, height: h, y: rot(y, width, height),
+            u: rot(u, chromaWidth, chromaHeight), v: rot(v, chromaWidth, chromaHeight))
     }
 
     /// Area-average (box) downscale to `w` x `h`: each output sample is the exact mean of the
@@ -186,9 +187,10 @@ struct ReferenceI420 {
             }
             return out
         }
-        return ReferenceI420(width: w, height: h, y: scale(y, width, height, w, h),
-                             u: scale(u, chromaWidth, chromaHeight, (w + 1) / 2, (h + 1) / 2),
-                             v: scale(v, chromaWidth, chromaHeight, (w + 1) / 2, (h + 1) / 2))
+        return ReferenceI420(
+            width: w, height: h, y: scale(y, width, height, w, h),
+            u: scale(u, chromaWidth, chromaHeight, (w + 1) / 2, (h + 1) / 2),
+            v: scale(v, chromaWidth, chromaHeight, (w + 1) / 2, (h + 1) / 2))
     }
 
     /// Runs `body` with an `I420View` over these arrays.
@@ -196,10 +198,12 @@ struct ReferenceI420 {
         try y.withUnsafeBufferPointer { yb in
             try u.withUnsafeBufferPointer { ub in
                 try v.withUnsafeBufferPointer { vb in
-                    try body(I420View(width: width, height: height,
-                                      y: yb.baseAddress!, strideY: width,
-                                      u: ub.baseAddress!, strideU: chromaWidth,
-                                      v: vb.baseAddress!, strideV: chromaWidth))
+                    try body(
+                        I420View(
+                            width: width, height: height,
+                            y: yb.baseAddress!, strideY: width,
+                            u: ub.baseAddress!, strideU: chromaWidth,
+                            v: vb.baseAddress!, strideV: chromaWidth))
                 }
             }
         }
@@ -212,5 +216,5 @@ struct ReferenceI420 {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

@@ -1,8 +1,10 @@
-import Testing
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct ResamplerTests {
@@ -13,15 +15,20 @@ import Glibc
 
     /// Resamples all of `input` in one call (plus a flush of zeros so the tail comes out).
     static func resampleWhole(_ resampler: Resampler, _ input: [Float]) -> [Float] {
-        var output = [Float](repeating: 0, count: resampler.maxOutputFrames(forInputFrames: input.count / resampler.channels) * resampler.channels)
-        let (consumed, produced) = input.withUnsafeBufferPointer { i in output.withUnsafeMutableBufferPointer { resampler.process(i, into: $0) } }
+        var output = [Float](
+            repeating: 0, count: resampler.maxOutputFrames(forInputFrames: input.count / resampler.channels) * resampler.channels)
+        let (consumed, produced) = input.withUnsafeBufferPointer { i in
+            output.withUnsafeMutableBufferPointer { resampler.process(i, into: $0) }
+        }
         #expect(consumed * resampler.channels == input.count)
         return Array(output[0..<(produced * resampler.channels)])
     }
 
     /// Resamples `input` fed in random chunk sizes into random output capacities.
-    static func resampleChunked<T: Numeric>(_ resampler: Resampler, _ input: [T], seed: UInt64,
-                                            process: (Resampler, UnsafeBufferPointer<T>, UnsafeMutableBufferPointer<T>) -> (consumed: Int, produced: Int)) -> [T] {
+    static func resampleChunked<T: Numeric>(
+        _ resampler: Resampler, _ input: [T], seed: UInt64,
+        process: (Resampler, UnsafeBufferPointer<T>, UnsafeMutableBufferPointer<T>) -> (consumed: Int, produced: Int)
+    ) -> [T] {
         var random = TestRandom(state: seed)
         let channels = resampler.channels
         var out: [T] = []
@@ -53,7 +60,8 @@ import Glibc
     @Test func integerRatioUpsamplingMatchesTheToneRenderedAtTheOutputRateAfterLatency() throws {
         // Two tones, so a wrong lag cannot look right by one period.
         func twoTones(_ rate: Int) -> [Float] {
-            zip(Self.tone(440, rate: rate, seconds: 1, amplitude: 0.4), Self.tone(1370, rate: rate, seconds: 1, amplitude: 0.3)).map { $0 + $1 }
+            zip(Self.tone(440, rate: rate, seconds: 1, amplitude: 0.4), Self.tone(1370, rate: rate, seconds: 1, amplitude: 0.3))
+                .map { $0 + $1 }
         }
         let resampler = try Resampler(channels: 1, inputRate: 16_000, outputRate: 48_000)
         #expect(resampler.outputLatency == resampler.inputLatency * 3)
@@ -76,7 +84,7 @@ import Glibc
         // 10 kHz would alias to 6 kHz at 16 kHz; the filter must remove it.
         let output = Self.resampleWhole(resampler, Self.tone(10_000, rate: 48_000, seconds: 0.5))
         let level = AudioLevel.dBov(rms: audioRMS(output[200...]))
-        #expect(level < -50) // the input is at -9 dBov
+        #expect(level < -50)  // the input is at -9 dBov
     }
 
     @Test func chunkedFloatInputEqualsWholeInput() throws {
@@ -99,10 +107,14 @@ import Glibc
         let input = speech.int16s(frames: 96_000)
         let resampler = try Resampler(channels: 1, inputRate: 48_000, outputRate: 16_000, quality: .voip)
         var whole = [Int16](repeating: 0, count: resampler.maxOutputFrames(forInputFrames: input.count))
-        let (consumed, produced) = input.withUnsafeBufferPointer { i in whole.withUnsafeMutableBufferPointer { resampler.process(i, into: $0) } }
+        let (consumed, produced) = input.withUnsafeBufferPointer { i in
+            whole.withUnsafeMutableBufferPointer { resampler.process(i, into: $0) }
+        }
         #expect(consumed == input.count)
         whole.removeLast(whole.count - produced)
-        let chunked = Self.resampleChunked(try Resampler(channels: 1, inputRate: 48_000, outputRate: 16_000, quality: .voip), input, seed: 10) {
+        let chunked = Self.resampleChunked(
+            try Resampler(channels: 1, inputRate: 48_000, outputRate: 16_000, quality: .voip), input, seed: 10
+        ) {
             $0.process($1, into: $2)
         }
         #expect(abs(chunked.count - whole.count) <= 1)
@@ -116,7 +128,9 @@ import Glibc
         let a = Self.resampleWhole(try Resampler(channels: 1, inputRate: 44_100, outputRate: 48_000), int16.map { Float($0) })
         let resampler = try Resampler(channels: 1, inputRate: 44_100, outputRate: 48_000)
         var b = [Int16](repeating: 0, count: resampler.maxOutputFrames(forInputFrames: int16.count))
-        let produced = int16.withUnsafeBufferPointer { i in b.withUnsafeMutableBufferPointer { resampler.process(i, into: $0).produced } }
+        let produced = int16.withUnsafeBufferPointer { i in
+            b.withUnsafeMutableBufferPointer { resampler.process(i, into: $0).produced }
+        }
         #expect(produced == a.count)
         #expect((0..<produced).allSatisfy { abs(Float(b[$0]) - a[$0]) <= 1 })
     }
@@ -130,7 +144,8 @@ import Glibc
         #expect(audioRMS(left[1000...]) > 0.3)
 
         let two = try Resampler(channels: 2, inputRate: 48_000, outputRate: 44_100)
-        let mixed = Self.resampleWhole(two, audioInterleave([Self.tone(1000, rate: 48_000, seconds: 1), Self.tone(3000, rate: 48_000, seconds: 1)]))
+        let mixed = Self.resampleWhole(
+            two, audioInterleave([Self.tone(1000, rate: 48_000, seconds: 1), Self.tone(3000, rate: 48_000, seconds: 1)]))
         let l = audioChannel(mixed, channel: 0, of: 2), r = audioChannel(mixed, channel: 1, of: 2)
         let latency = two.outputLatency
         #expect(abs(audioZeroCrossings(l[latency..<(latency + 22_050)]) - 1000) <= 1)

@@ -1,13 +1,15 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 @Suite struct SDPTests {
     static let key: [UInt8] = (0..<30).map { UInt8($0 * 7 + 1) }
 
     static func sample() -> SDPSessionDescription {
-        var s = SDPSessionDescription(origin: SDPOrigin(sessionID: 4_242_424_242, address: "127.0.0.1"),
-                                      sessionName: "Revue", connection: SDPConnection(address: "127.0.0.1"))
+        var s = SDPSessionDescription(
+            origin: SDPOrigin(sessionID: 4_242_424_242, address: "127.0.0.1"),
+            sessionName: "Revue", connection: SDPConnection(address: "127.0.0.1"))
         s.attributes = [SDPAttribute("tool", "revue-media")]
         var v = SDPMediaDescription(type: "video", port: 5004, payloadType: 96, encoding: "VP8", clockRate: 90_000)
         v.rtcpFeedback = [.nack(96), .pli(96), .fir(96), .remb(96)]
@@ -26,31 +28,32 @@ import Foundation
 
     @Test func writesTheExpectedText() {
         let k = SDPBase64.encode(Self.key)
-        #expect(Self.sample().text == """
-            v=0\r
-            o=- 4242424242 1 IN IP4 127.0.0.1\r
-            s=Revue\r
-            c=IN IP4 127.0.0.1\r
-            t=0 0\r
-            a=tool:revue-media\r
-            m=video 5004 RTP/SAVP 96\r
-            a=rtpmap:96 VP8/90000\r
-            a=rtcp-fb:96 nack\r
-            a=rtcp-fb:96 nack pli\r
-            a=rtcp-fb:96 ccm fir\r
-            a=rtcp-fb:96 goog-remb\r
-            a=extmap:3 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time\r
-            a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(k)\r
-            a=sendonly\r
-            a=ssrc:3000000001 cname:revue\r
-            m=audio 5006 RTP/SAVP 111\r
-            a=rtpmap:111 opus/48000/2\r
-            a=fmtp:111 minptime=10;useinbandfec=1\r
-            a=extmap:1/sendonly urn:ietf:params:rtp-hdrext:ssrc-audio-level vad=on\r
-            a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(k)\r
-            a=rtcp-mux\r
+        #expect(
+            Self.sample().text == """
+                v=0\r
+                o=- 4242424242 1 IN IP4 127.0.0.1\r
+                s=Revue\r
+                c=IN IP4 127.0.0.1\r
+                t=0 0\r
+                a=tool:revue-media\r
+                m=video 5004 RTP/SAVP 96\r
+                a=rtpmap:96 VP8/90000\r
+                a=rtcp-fb:96 nack\r
+                a=rtcp-fb:96 nack pli\r
+                a=rtcp-fb:96 ccm fir\r
+                a=rtcp-fb:96 goog-remb\r
+                a=extmap:3 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time\r
+                a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(k)\r
+                a=sendonly\r
+                a=ssrc:3000000001 cname:revue\r
+                m=audio 5006 RTP/SAVP 111\r
+                a=rtpmap:111 opus/48000/2\r
+                a=fmtp:111 minptime=10;useinbandfec=1\r
+                a=extmap:1/sendonly urn:ietf:params:rtp-hdrext:ssrc-audio-level vad=on\r
+                a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(k)\r
+                a=rtcp-mux\r
 
-            """)
+                """)
     }
 
     @Test func roundTripsThroughTheParser() throws {
@@ -109,15 +112,27 @@ import Foundation
             (head + "m=video 5004 RTP/SAVP\n", "line 5: m= needs <media> <port> <proto> <fmt>..., got \"video 5004 RTP/SAVP\""),
             (head + "m=video 5004 RTP/SAVP 200\n", "line 5: m= payload type \"200\" is not a number in 0...127"),
             (head + "m=video 9 UDP/TLS/RTP/SAVPF 96 abc\n", "line 5: m= payload type \"abc\" is not a number in 0...127"),
-            (head + "m=video 5004 RTP/SAVP 96\na=rtpmap:96 VP8/x\n", "line 6: a=rtpmap: clock rate \"x\" is not a number in 1...4294967295"),
-            (head + "m=video 5004 RTP/SAVP 96\na=rtpmap:96 VP8\n", "line 6: a=rtpmap: \"VP8\" is not <encoding>/<clock rate>[/<channels>]"),
+            (
+                head + "m=video 5004 RTP/SAVP 96\na=rtpmap:96 VP8/x\n",
+                "line 6: a=rtpmap: clock rate \"x\" is not a number in 1...4294967295"
+            ),
+            (
+                head + "m=video 5004 RTP/SAVP 96\na=rtpmap:96 VP8\n",
+                "line 6: a=rtpmap: \"VP8\" is not <encoding>/<clock rate>[/<channels>]"
+            ),
             (head + "m=video 5004 RTP/SAVP 96\na=extmap:0 urn:x\n", "line 6: a=extmap: id \"0\" is not a number in 1...255"),
-            (head + "m=video 5004 RTP/SAVP 96\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:AAAA\n",
-             "line 6: a=crypto: AES_CM_128_HMAC_SHA1_80 needs 30 bytes of key and salt, the key has 3"),
-            (head + "m=video 5004 RTP/SAVP 96\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:#!\n",
-             "line 6: a=crypto: key is not valid base64"),
-            (head + "m=video 5004 RTP/SAVP 96\na=crypto:1 AES_CM_128_HMAC_SHA1_80\n",
-             "line 6: a=crypto needs <tag> <crypto-suite> <key-params>"),
+            (
+                head + "m=video 5004 RTP/SAVP 96\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:AAAA\n",
+                "line 6: a=crypto: AES_CM_128_HMAC_SHA1_80 needs 30 bytes of key and salt, the key has 3"
+            ),
+            (
+                head + "m=video 5004 RTP/SAVP 96\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:#!\n",
+                "line 6: a=crypto: key is not valid base64"
+            ),
+            (
+                head + "m=video 5004 RTP/SAVP 96\na=crypto:1 AES_CM_128_HMAC_SHA1_80\n",
+                "line 6: a=crypto needs <tag> <crypto-suite> <key-params>"
+            ),
             (head + "m=video 5004 RTP/SAVP 96\na=ssrc:x cname:a\n", "line 6: a=ssrc: \"x\" is not a 32-bit SSRC"),
             (head + "m=video 5004 RTP/SAVP 96\nu=http://x\n", "line 6: u= is not allowed in a media section"),
             (head + "\nm=video 5004 RTP/SAVP 96\n", "line 5: empty line"),
@@ -146,13 +161,17 @@ import Foundation
         withLifetime.keys[0].lifetime = "2^31"
         #expect(!withLifetime.isSupportedByFFmpeg)
         let caps = Self.sample().media[1].gstreamerCaps!
-        #expect(caps == "application/x-srtp, media=(string)audio, payload=(int)111, clock-rate=(int)48000, "
+        #expect(
+            caps == "application/x-srtp, media=(string)audio, payload=(int)111, clock-rate=(int)48000, "
                 + "encoding-name=(string)OPUS, encoding-params=(string)2, srtp-key=(buffer)\(Self.key.map { String(format: "%02x", $0) }.joined()), "
-                + "srtp-cipher=(string)aes-128-icm, srtp-auth=(string)hmac-sha1-80, srtcp-cipher=(string)aes-128-icm, srtcp-auth=(string)hmac-sha1-80")
+                + "srtp-cipher=(string)aes-128-icm, srtp-auth=(string)hmac-sha1-80, srtcp-cipher=(string)aes-128-icm, srtcp-auth=(string)hmac-sha1-80"
+        )
     }
 
     @Test func base64MatchesRFC4648Vectors() {
-        let vectors = ["": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy"]
+        let vectors = [
+            "": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy",
+        ]
         for (plain, encoded) in vectors {
             #expect(SDPBase64.encode(Array(plain.utf8)) == encoded)
             #expect(SDPBase64.decode(encoded) == Array(plain.utf8))
@@ -170,7 +189,9 @@ import Foundation
         let e = containerError { _ = try SDPSessionDescription.read(path: dir.write("e.sdp", [])) }
         #expect(e?.description == "\(dir.file("e.sdp")): file is empty (no session description)")
         let bad = dir.write("b.sdp", Array("v=0\r\no=x\r\n".utf8))
-        #expect(containerError { _ = try SDPSessionDescription.read(path: bad) }?.description == "\(bad): line 2: o= needs 6 fields, got 1")
+        #expect(
+            containerError { _ = try SDPSessionDescription.read(path: bad) }?.description
+                == "\(bad): line 2: o= needs 6 fields, got 1")
     }
 
     @Test func survivesRandomCorruption() throws {

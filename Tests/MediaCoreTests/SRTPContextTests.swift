@@ -1,20 +1,25 @@
 import Dispatch
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
 import Testing
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Protects `packet` in a buffer with exactly the room the suite needs; returns the SRTP bytes.
 private func protect(_ context: SRTPContext, _ packet: [UInt8], rtcp: Bool = false) throws -> [UInt8] {
-    let room = rtcp ? context.maxProtectedSize(forRTCP: packet.count)
-                    : context.maxProtectedSize(for: packet.count)
+    let room =
+        rtcp
+        ? context.maxProtectedSize(forRTCP: packet.count)
+        : context.maxProtectedSize(for: packet.count)
     var buffer = packet + [UInt8](repeating: 0, count: room - packet.count)
     let length = try buffer.withUnsafeMutableBytes { raw in
-        rtcp ? try context.protectRTCP(raw, length: packet.count)
-             : try context.protect(raw, length: packet.count)
+        rtcp
+            ? try context.protectRTCP(raw, length: packet.count)
+            : try context.protect(raw, length: packet.count)
     }
     return Array(buffer[..<length])
 }
@@ -23,8 +28,9 @@ private func protect(_ context: SRTPContext, _ packet: [UInt8], rtcp: Bool = fal
 private func unprotect(_ context: SRTPContext, _ packet: [UInt8], rtcp: Bool = false) throws -> [UInt8] {
     var buffer = packet
     let length = try buffer.withUnsafeMutableBytes { raw in
-        rtcp ? try context.unprotectRTCP(raw, length: packet.count)
-             : try context.unprotect(raw, length: packet.count)
+        rtcp
+            ? try context.unprotectRTCP(raw, length: packet.count)
+            : try context.unprotect(raw, length: packet.count)
     }
     return Array(buffer[..<length])
 }
@@ -38,17 +44,21 @@ private func srtpError(_ body: () throws -> Void) -> SRTPError? {
 /// An RTP packet: version 2, payload type 96, the given sequence number and SSRC, and a payload
 /// derived from both so every packet is distinct.
 private func rtpPacket(sequence: UInt16, ssrc: UInt32, payloadLength: Int = 160) -> [UInt8] {
-    var p: [UInt8] = [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xff),
-                      0, 0, UInt8(sequence >> 8), UInt8(sequence & 0xff),
-                      UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff)]
+    var p: [UInt8] = [
+        0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xff),
+        0, 0, UInt8(sequence >> 8), UInt8(sequence & 0xff),
+        UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff),
+    ]
     for i in 0..<payloadLength { p.append(UInt8(truncatingIfNeeded: i &* 7 &+ Int(sequence) &+ Int(ssrc))) }
     return p
 }
 
 /// An RTCP receiver report (PT 201) with one report block, from `ssrc`.
 private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
-    var p: [UInt8] = [0x81, 201, 0x00, 0x07,
-                      UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff)]
+    var p: [UInt8] = [
+        0x81, 201, 0x00, 0x07,
+        UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xff), UInt8(ssrc >> 8 & 0xff), UInt8(ssrc & 0xff),
+    ]
     p += [UInt8](repeating: fill, count: 24)
     return p
 }
@@ -281,16 +291,21 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
         let guardLength = 160
         for rtcp in [false, true] {
             for payload in [0, 1, 3, 17, 160, 1100] {
-                let packet = rtcp ? rtcpPacket(ssrc: 0x6a6a) + [UInt8](repeating: 1, count: payload & ~3)
-                                  : rtpPacket(sequence: UInt16(payload), ssrc: 0x6a6a, payloadLength: payload)
-                let room = rtcp ? sender.maxProtectedSize(forRTCP: packet.count)
-                                : sender.maxProtectedSize(for: packet.count)
+                let packet =
+                    rtcp
+                    ? rtcpPacket(ssrc: 0x6a6a) + [UInt8](repeating: 1, count: payload & ~3)
+                    : rtpPacket(sequence: UInt16(payload), ssrc: 0x6a6a, payloadLength: payload)
+                let room =
+                    rtcp
+                    ? sender.maxProtectedSize(forRTCP: packet.count)
+                    : sender.maxProtectedSize(for: packet.count)
                 var memory = packet + [UInt8](repeating: 0, count: room - packet.count)
                 memory += [UInt8](repeating: 0xee, count: guardLength)
                 let length = try memory.withUnsafeMutableBytes { raw in
                     let exact = UnsafeMutableRawBufferPointer(rebasing: raw[..<room])
-                    return rtcp ? try sender.protectRTCP(exact, length: packet.count)
-                                : try sender.protect(exact, length: packet.count)
+                    return rtcp
+                        ? try sender.protectRTCP(exact, length: packet.count)
+                        : try sender.protect(exact, length: packet.count)
                 }
                 #expect(length == room)
                 #expect(memory[room...].allSatisfy { $0 == 0xee }, "\(suite) rtcp \(rtcp) payload \(payload)")
@@ -419,8 +434,9 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
         done.enter()
         let senderThread = Thread {
             for i in 0..<count {
-                let packet = rtpPacket(sequence: UInt16(truncatingIfNeeded: 40000 + i), ssrc: 0x5151,
-                                       payloadLength: 20 + i % 1000)
+                let packet = rtpPacket(
+                    sequence: UInt16(truncatingIfNeeded: 40000 + i), ssrc: 0x5151,
+                    payloadLength: 20 + i % 1000)
                 guard let protected = try? protect(sender, packet) else {
                     received.withLock { $0.failed += 1 }
                     continue
@@ -466,104 +482,109 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
 // MARK: - Interop with ffmpeg's independent SRTP implementation (libavformat/srtp.c)
 
 #if canImport(Glibc)
-/// A UDP socket on 127.0.0.1 with an ephemeral port, for receiving what ffmpeg sends.
-private final class LoopbackUDPReceiver {
-    let fd: Int32
-    let port: UInt16
+    /// A UDP socket on 127.0.0.1 with an ephemeral port, for receiving what ffmpeg sends.
+    private final class LoopbackUDPReceiver {
+        let fd: Int32
+        let port: UInt16
 
-    init() throws {
-        let socketFD = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        guard socketFD >= 0 else { throw POSIXError(.EIO) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0
+        init() throws {
+            let socketFD = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            guard socketFD >= 0 else { throw POSIXError(.EIO) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = 0
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0
+                }
+            }
+            guard bound else { close(socketFD); throw POSIXError(.EADDRNOTAVAIL) }
+            var bufferSize: Int32 = 1 << 20
+            setsockopt(socketFD, SOL_SOCKET, SO_RCVBUF, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
+            var timeout = timeval(tv_sec: 0, tv_usec: 300_000)
+            setsockopt(socketFD, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            fd = socketFD
+            port = UInt16(bigEndian: address.sin_port)
+        }
+
+        /// Every datagram queued until the socket stays quiet for the receive timeout.
+        func drain() -> [[UInt8]] {
+            var datagrams: [[UInt8]] = []
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { return datagrams }
+                datagrams.append(Array(buffer[..<n]))
             }
         }
-        guard bound else { close(socketFD); throw POSIXError(.EADDRNOTAVAIL) }
-        var bufferSize: Int32 = 1 << 20
-        setsockopt(socketFD, SOL_SOCKET, SO_RCVBUF, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
-        var timeout = timeval(tv_sec: 0, tv_usec: 300_000)
-        setsockopt(socketFD, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        fd = socketFD
-        port = UInt16(bigEndian: address.sin_port)
+
+        deinit { close(fd) }
     }
 
-    /// Every datagram queued until the socket stays quiet for the receive timeout.
-    func drain() -> [[UInt8]] {
-        var datagrams: [[UInt8]] = []
-        var buffer = [UInt8](repeating: 0, count: 2048)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { return datagrams }
-            datagrams.append(Array(buffer[..<n]))
-        }
+    /// Runs ffmpeg to completion with `arguments`; returns its standard output.
+    private func runFFmpeg(_ arguments: [String]) throws -> [UInt8] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        process.arguments = ["-hide_banner", "-nostdin", "-loglevel", "error"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "ffmpeg \(arguments.joined(separator: " "))")
+        return [UInt8](data)
     }
 
-    deinit { close(fd) }
-}
+    @Suite struct SRTPFFmpegInteropTests {
+        /// ffmpeg's name for each suite: for the 32-bit tag the RFC 5764 name, with which ffmpeg keeps
+        /// the 80-bit SRTCP tag (its SDES name uses a 32-bit SRTCP tag).
+        @Test(arguments: [
+            (SRTPSuite.aesCM128HMACSHA1_80, "AES_CM_128_HMAC_SHA1_80"),
+            (SRTPSuite.aesCM128HMACSHA1_32, "SRTP_AES128_CM_HMAC_SHA1_32"),
+        ])
+        func packetsFromFFmpegVerifyAndReprotectToTheSameBytes(suite: SRTPSuite, ffmpegSuite: String) throws {
+            let key = SRTPKeyMaterial.random(for: suite)
+            let receiver = try LoopbackUDPReceiver()
+            let source = ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=8000:duration=1", "-c:a", "pcm_mulaw"]
+            // ffmpeg's -srtp_out_params is the RFC 4568 key-salt: our inline form without "inline:".
+            let params = String(key.inlineKeyParams.dropFirst("inline:".count))
+            _ = try runFFmpeg(
+                source + [
+                    "-f", "rtp", "-srtp_out_suite", ffmpegSuite, "-srtp_out_params", params,
+                    "srtp://127.0.0.1:\(receiver.port)?rtcpport=\(receiver.port)",
+                ])
+            let reference = try runFFmpeg(source + ["-f", "mulaw", "-"])
+            let datagrams = receiver.drain()
+            #expect(reference.count == 8000)
 
-/// Runs ffmpeg to completion with `arguments`; returns its standard output.
-private func runFFmpeg(_ arguments: [String]) throws -> [UInt8] {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-    process.arguments = ["-hide_banner", "-nostdin", "-loglevel", "error"] + arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0, "ffmpeg \(arguments.joined(separator: " "))")
-    return [UInt8](data)
-}
-
-@Suite struct SRTPFFmpegInteropTests {
-    /// ffmpeg's name for each suite: for the 32-bit tag the RFC 5764 name, with which ffmpeg keeps
-    /// the 80-bit SRTCP tag (its SDES name uses a 32-bit SRTCP tag).
-    @Test(arguments: [(SRTPSuite.aesCM128HMACSHA1_80, "AES_CM_128_HMAC_SHA1_80"),
-                      (SRTPSuite.aesCM128HMACSHA1_32, "SRTP_AES128_CM_HMAC_SHA1_32")])
-    func packetsFromFFmpegVerifyAndReprotectToTheSameBytes(suite: SRTPSuite, ffmpegSuite: String) throws {
-        let key = SRTPKeyMaterial.random(for: suite)
-        let receiver = try LoopbackUDPReceiver()
-        let source = ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=8000:duration=1", "-c:a", "pcm_mulaw"]
-        // ffmpeg's -srtp_out_params is the RFC 4568 key-salt: our inline form without "inline:".
-        let params = String(key.inlineKeyParams.dropFirst("inline:".count))
-        _ = try runFFmpeg(source + ["-f", "rtp", "-srtp_out_suite", ffmpegSuite, "-srtp_out_params", params,
-                                    "srtp://127.0.0.1:\(receiver.port)?rtcpport=\(receiver.port)"])
-        let reference = try runFFmpeg(source + ["-f", "mulaw", "-"])
-        let datagrams = receiver.drain()
-        #expect(reference.count == 8000)
-
-        let inbound = try SRTPContext(material: key, direction: .inbound)
-        let outbound = try SRTPContext(material: key, direction: .outbound)
-        var payload: [UInt8] = []
-        var rtcpCount = 0
-        for srtp in datagrams {
-            // RFC 5761 section 4: RTCP packet types 200-204 in the second byte.
-            let isRTCP = (200...204).contains(srtp[1])
-            let plain = try unprotect(inbound, srtp, rtcp: isRTCP)
-            if isRTCP {
-                rtcpCount += 1
-                #expect(plain[1] == 200, "a sender report")
-                // ffmpeg numbers SRTCP packets from 0, libsrtp from 1 (both allowed by RFC 3711
-                // section 3.4), so the ciphertexts differ; ours still verifies with the same key.
-                let ours = try protect(outbound, plain, rtcp: true)
-                #expect(ours.count == srtp.count && ours[..<8] == srtp[..<8])
-                let check = try SRTPContext(material: key, direction: .inbound)
-                #expect(try unprotect(check, ours, rtcp: true) == plain)
-            } else {
-                #expect(plain[1] & 0x7f == 0, "PCMU")
-                payload += plain[12...]
-                #expect(try protect(outbound, plain) == srtp, "our SRTP bytes equal ffmpeg's")
+            let inbound = try SRTPContext(material: key, direction: .inbound)
+            let outbound = try SRTPContext(material: key, direction: .outbound)
+            var payload: [UInt8] = []
+            var rtcpCount = 0
+            for srtp in datagrams {
+                // RFC 5761 section 4: RTCP packet types 200-204 in the second byte.
+                let isRTCP = (200...204).contains(srtp[1])
+                let plain = try unprotect(inbound, srtp, rtcp: isRTCP)
+                if isRTCP {
+                    rtcpCount += 1
+                    #expect(plain[1] == 200, "a sender report")
+                    // ffmpeg numbers SRTCP packets from 0, libsrtp from 1 (both allowed by RFC 3711
+                    // section 3.4), so the ciphertexts differ; ours still verifies with the same key.
+                    let ours = try protect(outbound, plain, rtcp: true)
+                    #expect(ours.count == srtp.count && ours[..<8] == srtp[..<8])
+                    let check = try SRTPContext(material: key, direction: .inbound)
+                    #expect(try unprotect(check, ours, rtcp: true) == plain)
+                } else {
+                    #expect(plain[1] & 0x7f == 0, "PCMU")
+                    payload += plain[12...]
+                    #expect(try protect(outbound, plain) == srtp, "our SRTP bytes equal ffmpeg's")
+                }
             }
+            #expect(rtcpCount >= 1)
+            #expect(payload == reference, "decrypted audio equals ffmpeg's own PCMU encoding")
         }
-        #expect(rtcpCount >= 1)
-        #expect(payload == reference, "decrypted audio equals ffmpeg's own PCMU encoding")
     }
-}
 #endif

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import MediaCore
 
 /// The `SRTPKeyMaterialError` thrown by `body`, or nil.
@@ -41,8 +42,9 @@ private func hex(_ bytes: [UInt8]) -> String {
         // A longer variant of the RFC key seen in some write-ups: 45 base64 characters, which no
         // byte string encodes to.
         let error = keyError {
-            _ = try SRTPKeyMaterial(suite: .aesCM128HMACSHA1_80,
-                                    inline: "inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVzcyAoZ")
+            _ = try SRTPKeyMaterial(
+                suite: .aesCM128HMACSHA1_80,
+                inline: "inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVzcyAoZ")
         }
         #expect(error?.code == .badBase64)
         #expect(error?.message.contains("45 base64 characters") == true)
@@ -62,8 +64,9 @@ private func hex(_ bytes: [UInt8]) -> String {
     }
 
     @Test func keyMethodIsCaseInsensitiveLikeAllABNFLiterals() throws {
-        let upper = try SRTPKeyMaterial(suite: .aesCM128HMACSHA1_80,
-                                        inline: "INLINE:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz")
+        let upper = try SRTPKeyMaterial(
+            suite: .aesCM128HMACSHA1_80,
+            inline: "INLINE:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz")
         #expect(upper.keyAndSalt == Array("YS___semctl () {\t220;}\n}\nunles".utf8))
         #expect(upper.inlineKeyParams.hasPrefix("inline:"))
     }
@@ -129,15 +132,17 @@ private func hex(_ bytes: [UInt8]) -> String {
         #expect(error?.message.contains("28") == true && error?.message.contains("got 30") == true)
 
         let keyError1 = keyError {
-            _ = try SRTPKeyMaterial(suite: .aeadAES256GCM, masterKey: [UInt8](repeating: 1, count: 16),
-                                    masterSalt: [UInt8](repeating: 2, count: 12))
+            _ = try SRTPKeyMaterial(
+                suite: .aeadAES256GCM, masterKey: [UInt8](repeating: 1, count: 16),
+                masterSalt: [UInt8](repeating: 2, count: 12))
         }
         #expect(keyError1?.code == .wrongLength)
         #expect(keyError1?.message == "AEAD_AES_256_GCM master key must be 32 bytes, got 16")
 
         let saltError = keyError {
-            _ = try SRTPKeyMaterial(suite: .aesCM128HMACSHA1_80, masterKey: [UInt8](repeating: 1, count: 16),
-                                    masterSalt: [UInt8](repeating: 2, count: 12))
+            _ = try SRTPKeyMaterial(
+                suite: .aesCM128HMACSHA1_80, masterKey: [UInt8](repeating: 1, count: 16),
+                masterSalt: [UInt8](repeating: 2, count: 12))
         }
         #expect(saltError?.message == "AES_CM_128_HMAC_SHA1_80 master salt must be 14 bytes, got 12")
     }
@@ -201,10 +206,14 @@ private func hex(_ bytes: [UInt8]) -> String {
         let key = try SRTPKeyMaterial(suite: .aesCM128HMACSHA1_80, inline: Self.rfc4568Offer)
         var dumped = ""
         dump(key, to: &dumped)
-        let texts = [key.description, key.debugDescription, "\(key)", String(reflecting: key), dumped,
-                     "\([key])", "\(Optional(key) as Any)"]
-        let secrets = ["WVNfX19zZW1jdGwgKCkg", "semctl", hex(key.keyAndSalt).prefix(16).description,
-                       "89, 83, 95"]
+        let texts = [
+            key.description, key.debugDescription, "\(key)", String(reflecting: key), dumped,
+            "\([key])", "\(Optional(key) as Any)",
+        ]
+        let secrets = [
+            "WVNfX19zZW1jdGwgKCkg", "semctl", hex(key.keyAndSalt).prefix(16).description,
+            "89, 83, 95",
+        ]
         for text in texts {
             #expect(text.contains("AES_CM_128_HMAC_SHA1_80") || text.contains("aesCM128HMACSHA1_80"), "\(text)")
             for secret in secrets {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 /// Bytes from a hex string (spaces ignored).
@@ -15,26 +16,30 @@ private func hex(_ s: String) -> [UInt8] {
 
     // RFC 5769 §2.1: a Binding request with SOFTWARE, PRIORITY, ICE-CONTROLLED, USERNAME,
     // MESSAGE-INTEGRITY and FINGERPRINT (its padding bytes are spaces, which the MAC covers).
-    static let request = hex("""
+    static let request = hex(
+        """
         00010058 2112a442 b7e7a701 bc34d686 fa87dfae 80220010 5354554e 20746573 7420636c 69656e74
         00240004 6e0001ff 80290008 932ff9b1 51263b36 00060009 6576746a 3a683676 59202020
         00080014 9aeaa70c bfd8cb56 781ef2b5 b2d3f249 c1b571a2 80280004 e57a3bcf
         """)
     // RFC 5769 §2.2: the IPv4 success response, mapped address 192.0.2.1:32853.
-    static let responseIPv4 = hex("""
+    static let responseIPv4 = hex(
+        """
         0101003c 2112a442 b7e7a701 bc34d686 fa87dfae 8022000b 74657374 20766563 746f7220
         00200008 0001a147 e112a643 00080014 2b91f599 fd9e90c3 8c7489f9 2af9ba53 f06be7d7
         80280004 c07d4c96
         """)
     // RFC 5769 §2.3: the IPv6 success response, mapped address [2001:db8:1234:5678:11:2233:4455:6677]:32853.
-    static let responseIPv6 = hex("""
+    static let responseIPv6 = hex(
+        """
         01010048 2112a442 b7e7a701 bc34d686 fa87dfae 8022000b 74657374 20766563 746f7220
         00200014 0002a147 0113a9fa a5d3f179 bc25f4b5 bed2b9d9 00080014 a382954e 4be67bf1
         1784c97c 8292c275 bfe3ed41 80280004 c8fb0b4c
         """)
     // RFC 5769 §2.4: a request with long-term credentials (username in katakana, password
     // "TheMatrIX" after SASLprep, realm example.org).
-    static let longTermRequest = hex("""
+    static let longTermRequest = hex(
+        """
         00010060 2112a442 78ad3433 c6ad72c0 29da412e 00060012 e3839ee3 8388e383 aae38383
         e382afe3 82b90000 0015001c 662f2f34 39396b39 35346436 4f4c3334 6f4c3946 53547679
         36347341 0014000b 6578616d 706c652e 6f726700 00080014 f6702465 6dd64a3e 02b8e071
@@ -93,8 +98,9 @@ private func hex(_ s: String) -> [UInt8] {
         // 8489 §14 now asks). Our own MAC and CRC over our bytes then verify.
         var m = STUNMessage(method: .binding, class: .successResponse, transactionID: Self.transactionID)
         m.appendText(STUNMessage.AttributeType.software, "test vector")
-        m.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress,
-                           SocketAddress(ipv6: hex("20010db8 12345678 00112233 44556677"), port: 32853))
+        m.appendXORAddress(
+            STUNMessage.AttributeType.xorMappedAddress,
+            SocketAddress(ipv6: hex("20010db8 12345678 00112233 44556677"), port: 32853))
         let key = STUNMessage.shortTermKey(password: Self.shortTermPassword)
         let ours = m.encode(integrity: key, fingerprint: true)
         #expect(ours.count == Self.responseIPv6.count)
@@ -102,8 +108,11 @@ private func hex(_ s: String) -> [UInt8] {
         #expect(ours[35] == 0)
         #expect(STUNMessage.hasValidIntegrity(ours, key: key) && STUNMessage.hasValidFingerprint(ours))
         let back = try STUNMessage(parsing: ours)
-        #expect(back == STUNMessage(method: .binding, class: .successResponse, transactionID: Self.transactionID,
-                                    attributes: back.attributes))
+        #expect(
+            back
+                == STUNMessage(
+                    method: .binding, class: .successResponse, transactionID: Self.transactionID,
+                    attributes: back.attributes))
         #expect(back.attributes.map(\.type) == [0x8022, 0x0020, 0x0008, 0x8028])
     }
 
@@ -117,7 +126,9 @@ private func hex(_ s: String) -> [UInt8] {
         #expect(STUNMessage.messageType(method: .allocate, class: .errorResponse) == 0x0113)
         #expect(STUNMessage.messageType(method: .send, class: .indication) == 0x0016)
         #expect(STUNMessage.messageType(method: .data, class: .indication) == 0x0017)
-        for method in [STUNMessage.Method.binding, .allocate, .refresh, .createPermission, .channelBind, STUNMessage.Method(rawValue: 0xABC)] {
+        for method in [
+            STUNMessage.Method.binding, .allocate, .refresh, .createPermission, .channelBind, STUNMessage.Method(rawValue: 0xABC),
+        ] {
             for c in [STUNMessage.Class.request, .indication, .successResponse, .errorResponse] {
                 let m = try STUNMessage(parsing: STUNMessage(method: method, class: c).encode())
                 #expect(m.method == method && m.messageClass == c)
@@ -152,7 +163,9 @@ private func hex(_ s: String) -> [UInt8] {
         let m = STUNMessage(method: .send, class: .indication, attributes: [fits])
         #expect(m.encode(integrity: [1, 2, 3], fingerprint: true).count == 20 + 65_532)
         let over = STUNMessage.Attribute(type: STUNMessage.AttributeType.data, value: [UInt8](repeating: 7, count: 65_532 - 35))
-        #expect(STUNMessage(method: .send, class: .indication, attributes: [over]).encode(integrity: [1, 2, 3], fingerprint: true).isEmpty)
+        #expect(
+            STUNMessage(method: .send, class: .indication, attributes: [over]).encode(integrity: [1, 2, 3], fingerprint: true)
+                .isEmpty)
         #expect(!STUNMessage(method: .send, class: .indication, attributes: [over]).encode().isEmpty)
     }
 }

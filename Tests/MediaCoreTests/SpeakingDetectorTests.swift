@@ -1,7 +1,9 @@
 import Testing
+
 @testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct SpeakingDetectorTests {

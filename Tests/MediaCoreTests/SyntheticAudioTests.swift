@@ -1,8 +1,10 @@
-import Testing
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct SyntheticAudioTests {
@@ -80,7 +82,7 @@ import Glibc
                 for j in 0..<(window.count - lag) { sum += Double(window[j]) * Double(window[j + lag]) }
                 if sum > best { best = sum; bestLag = lag }
             }
-            guard best > 0.4 * energy else { continue } // a noise burst, not a voiced frame
+            guard best > 0.4 * energy else { continue }  // a noise burst, not a voiced frame
             voicedFrames += 1
             let f0 = Double(rate) / Double(bestLag)
             if f0 >= 80 && f0 <= 300 { inRange += 1 }

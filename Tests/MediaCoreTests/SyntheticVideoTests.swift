@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 @Suite struct SyntheticVideoTests {
@@ -107,8 +108,10 @@ import Foundation
         try Data(bytes: buf, count: w * h * 4).write(to: input)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        p.arguments = ["-nostdin", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "bgra", "-s", "\(w)x\(h)",
-                       "-i", input.path, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", output.path]
+        p.arguments = [
+            "-nostdin", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "bgra", "-s", "\(w)x\(h)",
+            "-i", input.path, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", output.path,
+        ]
         try p.run()
         p.waitUntilExit()
         #expect(p.terminationStatus == 0)
@@ -116,8 +119,9 @@ import Foundation
         #expect(yuv.count == w * h * 3 / 2)
         let index = yuv.withUnsafeBytes { raw -> Int? in
             let y = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            let view = I420View(width: w, height: h, y: y, strideY: w, u: y + w * h, strideU: w / 2,
-                                v: y + w * h + w * h / 4, strideV: w / 2)
+            let view = I420View(
+                width: w, height: h, y: y, strideY: w, u: y + w * h, strideU: w / 2,
+                v: y + w * h + w * h / 4, strideV: w / 2)
             return SyntheticVideo.frameIndex(in: view)
         }
         #expect(index == n)

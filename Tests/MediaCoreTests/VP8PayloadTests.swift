@@ -1,9 +1,12 @@
 import Testing
+
 @testable import MediaCore
 
 /// Writes every packet of `payloads` as a full RTP packet with consecutive sequence numbers.
-func writeRTPPackets(_ payloads: some RTPFramePayloads, header: inout RTPHeader, sequencer: inout RTPSequencer,
-                     mtu: Int = 1200) -> [[UInt8]] {
+func writeRTPPackets(
+    _ payloads: some RTPFramePayloads, header: inout RTPHeader, sequencer: inout RTPSequencer,
+    mtu: Int = 1200
+) -> [[UInt8]] {
     var out: [[UInt8]] = []
     var buf = [UInt8](repeating: 0, count: mtu + 64)
     for i in 0..<payloads.count {
@@ -17,7 +20,9 @@ func writeRTPPackets(_ payloads: some RTPFramePayloads, header: inout RTPHeader,
 /// Deterministic pseudo-random bytes.
 func rtpTestBytes(_ n: Int, seed: UInt64) -> [UInt8] {
     var x = seed | 1
-    return (0..<n).map { _ in x ^= x << 13; x ^= x >> 7; x ^= x << 17; return UInt8(truncatingIfNeeded: x) }
+    return (0..<n).map { _ in
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17; return UInt8(truncatingIfNeeded: x)
+    }
 }
 
 func vp8DescriptorBytes(_ d: VP8PayloadDescriptor) -> [UInt8] {
@@ -34,8 +39,9 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
     @Test func descriptorKnownBytes() throws {
         let d = VP8PayloadDescriptor(startOfPartition: true, pictureID: 0x1234)
         #expect(vp8DescriptorBytes(d) == [0x90, 0x80, 0x92, 0x34])
-        let t = VP8PayloadDescriptor(nonReference: true, startOfPartition: false, partitionIndex: 3, pictureID: 0x7FFF,
-                                     tl0PicIdx: 5, temporalLayerID: 2, layerSync: true)
+        let t = VP8PayloadDescriptor(
+            nonReference: true, startOfPartition: false, partitionIndex: 3, pictureID: 0x7FFF,
+            tl0PicIdx: 5, temporalLayerID: 2, layerSync: true)
         #expect(vp8DescriptorBytes(t) == [0xA3, 0xE0, 0xFF, 0xFF, 0x05, 0xA0])
         #expect(vp8DescriptorBytes(VP8PayloadDescriptor(startOfPartition: true)) == [0x10])
         let k = VP8PayloadDescriptor(pictureID: 0x55, longPictureID: false, keyIndex: 17)
@@ -49,8 +55,10 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
 
     @Test func descriptorRejectsTruncation() throws {
         #expect(throws: RTPError.emptyPayload) { try parseVP8Descriptor([]) }
-        for bad: [UInt8] in [[0x90], [0x90, 0x80], [0x90, 0x80, 0x92], [0x90, 0x80, 0x92, 0x34],
-                             [0x90, 0x40], [0x90, 0x20], [0x90, 0x10], [0x90, 0xF0, 0x92, 0x34, 0x01]] {
+        for bad: [UInt8] in [
+            [0x90], [0x90, 0x80], [0x90, 0x80, 0x92], [0x90, 0x80, 0x92, 0x34],
+            [0x90, 0x40], [0x90, 0x20], [0x90, 0x10], [0x90, 0xF0, 0x92, 0x34, 0x01],
+        ] {
             #expect(throws: RTPError.truncated, "\(bad)") { try parseVP8Descriptor(bad) }
         }
     }
@@ -65,12 +73,17 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         let inter = try [UInt8]([0x31, 0x00, 0x00]).withUnsafeBytes { try VP8PayloadHeader(parsing: $0) }
         #expect(!inter.isKeyframe && inter.width == nil)
         #expect(throws: RTPError.badPayloadDescriptor) {
-            try [UInt8]([0x10, 0x02, 0x00, 0x9D, 0x01, 0x2B, 0x80, 0x02, 0xE0, 0x01]).withUnsafeBytes { try VP8PayloadHeader(parsing: $0) }
+            try [UInt8]([0x10, 0x02, 0x00, 0x9D, 0x01, 0x2B, 0x80, 0x02, 0xE0, 0x01]).withUnsafeBytes {
+                try VP8PayloadHeader(parsing: $0)
+            }
         }
-        #expect(throws: RTPError.truncated) { try [UInt8]([0x10, 0x02, 0x00, 0x9D]).withUnsafeBytes { try VP8PayloadHeader(parsing: $0) } }
+        #expect(throws: RTPError.truncated) {
+            try [UInt8]([0x10, 0x02, 0x00, 0x9D]).withUnsafeBytes { try VP8PayloadHeader(parsing: $0) }
+        }
     }
 
-    static let sizes: [Int] = [1, 2, 3, 7, 100, 1183, 1184, 1185, 1186, 2367, 2368, 2369, 5000, 12_345, 49_999, 50_000]
+    static let sizes: [Int] =
+        [1, 2, 3, 7, 100, 1183, 1184, 1185, 1186, 2367, 2368, 2369, 5000, 12_345, 49_999, 50_000]
         + (0..<40).map { 1 + Int(rtpTestBytes(4, seed: UInt64($0 + 9)).reduce(0) { $0 << 8 | Int($1) } % 50_000) }
 
     @Test(arguments: sizes)
@@ -118,7 +131,10 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         var all: [[[UInt8]]] = []
         for f in 0..<4 {
             header.timestamp = UInt32(f * 3000)
-            all.append(frame.withUnsafeBytes { writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq) })
+            all.append(
+                frame.withUnsafeBytes {
+                    writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq)
+                })
         }
         #expect(all[0].count == 5)
         // Frame 0: lose a middle packet. Frame 1: lose its first. Frame 2: lose its last. Frame 3 intact.
@@ -145,7 +161,9 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         var packetizer = VP8Packetizer()
         var header = RTPHeader(payloadType: 96, ssrc: 1)
         var seq = RTPSequencer(initial: 0)
-        let packets = frame.withUnsafeBytes { writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq) }
+        let packets = frame.withUnsafeBytes {
+            writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq)
+        }
         let d = VP8Depacketizer()
         var frames = 0
         for p in [packets[0], packets[0], packets[1], packets[0], packets[2]] {
@@ -165,14 +183,18 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         let frame = rtpTestBytes(2500, seed: 1)
         let layer = VP8Packetizer.TemporalLayer(id: 1, layerSync: true, tl0PicIdx: 200)
         let packets = frame.withUnsafeBytes {
-            writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: 1188, temporalLayer: layer, nonReference: true),
-                            header: &header, sequencer: &seq)
+            writeRTPPackets(
+                packetizer.packetize(frame: $0, maxPayloadSize: 1188, temporalLayer: layer, nonReference: true),
+                header: &header, sequencer: &seq)
         }
         for (i, p) in packets.enumerated() {
             try withParsedRTP(p) { pkt in
                 let (d, _) = try VP8PayloadDescriptor.parse(pkt.payload)
-                #expect(d == VP8PayloadDescriptor(nonReference: true, startOfPartition: i == 0, pictureID: 10,
-                                                  tl0PicIdx: 200, temporalLayerID: 1, layerSync: true))
+                #expect(
+                    d
+                        == VP8PayloadDescriptor(
+                            nonReference: true, startOfPartition: i == 0, pictureID: 10,
+                            tl0PicIdx: 200, temporalLayerID: 1, layerSync: true))
             }
         }
     }

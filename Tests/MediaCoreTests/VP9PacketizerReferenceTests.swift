@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 /// The first-packet payload descriptor fields read straight from the bytes as RFC 9628 §4.2 draws
@@ -18,8 +19,11 @@ private struct RFCDescriptorBits {
         let i = x[0] & 0x80 != 0, l = x[0] & 0x20 != 0
         var at = 1
         if i {
-            if x[at] & 0x80 != 0 { pictureID = Int(x[at] & 0x7F) << 8 | Int(x[at + 1]); at += 2 }
-            else { pictureID = Int(x[at]); at += 1 }
+            if x[at] & 0x80 != 0 {
+                pictureID = Int(x[at] & 0x7F) << 8 | Int(x[at + 1]); at += 2
+            } else {
+                pictureID = Int(x[at]); at += 1
+            }
         }
         if l { tid = Int(x[at] >> 5); at += 1 }
         if f && p {
@@ -52,10 +56,12 @@ private func sendVP9(layers: Int, count: Int, keyframesAt: Set<Int> = [0]) throw
         let frame = VideoFrame(width: 320, height: 240)
         SyntheticVideo.render(frameIndex: i, into: frame)
         try encoder.encode(frame.view, pts: Int64(i) * 3000, forceKeyframe: keyframesAt.contains(i)) { e in
-            let layer = e.temporalLayerCount > 1
+            let layer =
+                e.temporalLayerCount > 1
                 ? VP9PayloadDescriptor.Layer(temporalID: UInt8(e.temporalLayerId), switchingUpPoint: e.isLayerSync) : nil
-            let plan = packetizer.packetize(frame: e.data, maxPayloadSize: 1100, keyframe: e.isKeyframe,
-                                            width: e.width, height: e.height, layer: layer)
+            let plan = packetizer.packetize(
+                frame: e.data, maxPayloadSize: 1100, keyframe: e.isKeyframe,
+                width: e.width, height: e.height, layer: layer)
             var first = [UInt8](repeating: 0, count: 1200)
             let n = first.withUnsafeMutableBytes { plan.writePayload(at: 0, into: $0) }
             out.append(SentPicture(data: Array(e.data), bits: RFCDescriptorBits(Array(first[0..<n]))))
@@ -129,7 +135,10 @@ private func decodeLast(_ sent: [SentPicture], _ pictures: [Int]) throws -> [UIn
             #expect(same, "picture \(k) decoded from pictures \(subset) differs from the full stream")
         }
         // A base-layer picture needs base-layer pictures only: the upper layers were left out.
-        #expect(sent.indices.filter { sent[$0].bits.tid == 0 }.allSatisfy { subsetSizes[$0] == sent[0...$0].filter { $0.bits.tid == 0 }.count },
-                "\(subsetSizes)")
+        #expect(
+            sent.indices.filter { sent[$0].bits.tid == 0 }.allSatisfy {
+                subsetSizes[$0] == sent[0...$0].filter { $0.bits.tid == 0 }.count
+            },
+            "\(subsetSizes)")
     }
 }

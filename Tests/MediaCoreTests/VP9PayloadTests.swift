@@ -1,4 +1,5 @@
 import Testing
+
 @testable import MediaCore
 
 func vp9DescriptorBytes(_ d: VP9PayloadDescriptor) -> [UInt8] {
@@ -13,15 +14,18 @@ func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
 
 @Suite struct VP9PayloadTests {
     @Test func flexibleModeKnownBytes() throws {
-        let inter = VP9PayloadDescriptor(interPicturePredicted: true, startOfFrame: true, endOfFrame: true,
-                                         pictureID: 0x1234, referenceDiffs: [1])
+        let inter = VP9PayloadDescriptor(
+            interPicturePredicted: true, startOfFrame: true, endOfFrame: true,
+            pictureID: 0x1234, referenceDiffs: [1])
         #expect(vp9DescriptorBytes(inter) == [0xDC, 0x92, 0x34, 0x02])
-        let key = VP9PayloadDescriptor(startOfFrame: true, pictureID: 0x1234,
-                                       scalabilityStructure: VP9ScalabilityStructure(width: 640, height: 480))
+        let key = VP9PayloadDescriptor(
+            startOfFrame: true, pictureID: 0x1234,
+            scalabilityStructure: VP9ScalabilityStructure(width: 640, height: 480))
         #expect(vp9DescriptorBytes(key) == [0x9A, 0x92, 0x34, 0x10, 0x02, 0x80, 0x01, 0xE0])
-        let layered = VP9PayloadDescriptor(interPicturePredicted: true, endOfFrame: true, pictureID: 3,
-                                           layer: .init(temporalID: 2, switchingUpPoint: true, spatialID: 1, interLayerDependency: true),
-                                           referenceDiffs: [1, 2, 127])
+        let layered = VP9PayloadDescriptor(
+            interPicturePredicted: true, endOfFrame: true, pictureID: 3,
+            layer: .init(temporalID: 2, switchingUpPoint: true, spatialID: 1, interLayerDependency: true),
+            referenceDiffs: [1, 2, 127])
         #expect(vp9DescriptorBytes(layered) == [0xF4, 0x80, 0x03, 0x53, 0x03, 0x05, 0xFE])
         for d in [inter, key, layered] {
             let (p, n) = try parseVP9Descriptor(vp9DescriptorBytes(d) + [0x82])
@@ -44,8 +48,10 @@ func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
 
     @Test func skipsScalabilityStructureWithPictureGroup() throws {
         // V=1, B=1: SS with N_S=1 (2 layers), Y=1, G=1, N_G=2: first entry R=1 (one P_DIFF), second R=2.
-        let ss: [UInt8] = [0x38, 0x01, 0x40, 0x00, 0xB4, 0x02, 0x80, 0x01, 0x68, 0x02,
-                           0x04, 0x01, 0x28, 0x01, 0x02]
+        let ss: [UInt8] = [
+            0x38, 0x01, 0x40, 0x00, 0xB4, 0x02, 0x80, 0x01, 0x68, 0x02,
+            0x04, 0x01, 0x28, 0x01, 0x02,
+        ]
         let (d, n) = try parseVP9Descriptor([0x8A, 0x80, 0x01] + ss + [0xAB])
         #expect(n == 3 + ss.count)
         let s = try #require(d.scalabilityStructure)
@@ -78,9 +84,11 @@ func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
         for keyframe in [true, false] {
             header.timestamp &+= 3000
             let packets = frame.withUnsafeBytes {
-                writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: header.maxPayloadSize(mtu: 1200),
-                                                     keyframe: keyframe, width: 1280, height: 720),
-                                header: &header, sequencer: &seq)
+                writeRTPPackets(
+                    packetizer.packetize(
+                        frame: $0, maxPayloadSize: header.maxPayloadSize(mtu: 1200),
+                        keyframe: keyframe, width: 1280, height: 720),
+                    header: &header, sequencer: &seq)
             }
             let sizes = packets.map(\.count)
             #expect(sizes.max()! <= 1200)
@@ -113,8 +121,9 @@ func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
         // needed for the frame end (E ends it).
         func packet(seq: UInt16, ts: UInt32, b: Bool, e: Bool, p: Bool, data: [UInt8]) -> [UInt8] {
             let d0: UInt8 = 0x80 | (p ? 0x40 : 0) | (b ? 0x08 : 0) | (e ? 0x04 : 0)
-            return marshalRTP(RTPHeader(marker: e, payloadType: 96, sequenceNumber: seq, timestamp: ts, ssrc: 5),
-                              [d0, 0x80, UInt8(ts / 3000)] + data)
+            return marshalRTP(
+                RTPHeader(marker: e, payloadType: 96, sequenceNumber: seq, timestamp: ts, ssrc: 5),
+                [d0, 0x80, UInt8(ts / 3000)] + data)
         }
         var stream: [[UInt8]] = []
         var seq: UInt16 = 65533

@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 @Suite struct VPXDecoderTests {
@@ -53,12 +54,19 @@ import Foundation
         let vpxdecOut = dir.appendingPathComponent("vpxdec.yuv").path
         let ffmpegOut = dir.appendingPathComponent("ffmpeg.yuv").path
         #expect(try Self.run("/usr/bin/vpxdec", ["--i420", "-o", vpxdecOut, ivfURL.path]) == 0)
-        #expect(try Self.run("/usr/bin/ffmpeg", ["-nostdin", "-loglevel", "error", "-i", ivfURL.path,
-                                                 "-fps_mode", "passthrough", "-f", "rawvideo",
-                                                 "-pix_fmt", "yuv420p", "-y", ffmpegOut]) == 0)
+        #expect(
+            try Self.run(
+                "/usr/bin/ffmpeg",
+                [
+                    "-nostdin", "-loglevel", "error", "-i", ivfURL.path,
+                    "-fps_mode", "passthrough", "-f", "rawvideo",
+                    "-pix_fmt", "yuv420p", "-y", ffmpegOut,
+                ]) == 0)
         let frameSize = w * h * 3 / 2
-        let outputs = [try Data(contentsOf: URL(fileURLWithPath: vpxdecOut)),
-                       try Data(contentsOf: URL(fileURLWithPath: ffmpegOut))]
+        let outputs = [
+            try Data(contentsOf: URL(fileURLWithPath: vpxdecOut)),
+            try Data(contentsOf: URL(fileURLWithPath: ffmpegOut)),
+        ]
         for out in outputs { #expect(out.count == frameSize * count) }
 
         let decoder = try VPXDecoder(codec: codec)
@@ -71,9 +79,10 @@ import Foundation
                     for out in outputs where out.count >= (i + 1) * frameSize {
                         out.withUnsafeBytes { raw in
                             let y = raw.baseAddress!.assumingMemoryBound(to: UInt8.self) + i * frameSize
-                            let theirs = I420View(width: w, height: h, y: y, strideY: w,
-                                                  u: y + w * h, strideU: w / 2,
-                                                  v: y + w * h + w * h / 4, strideV: w / 2)
+                            let theirs = I420View(
+                                width: w, height: h, y: y, strideY: w,
+                                u: y + w * h, strideU: w / 2,
+                                v: y + w * h + w * h / 4, strideV: w / 2)
                             #expect(Quality.psnr(ours, theirs) == 100, "frame \(i) differs")
                         }
                     }
@@ -96,9 +105,14 @@ import Foundation
         defer { try? FileManager.default.removeItem(at: dir) }
         let ivfURL = dir.appendingPathComponent("tl0.ivf"), out = dir.appendingPathComponent("tl0.yuv")
         try Self.ivf(base, codec: codec, width: w, height: h).write(to: ivfURL)
-        #expect(try Self.run("/usr/bin/ffmpeg", ["-nostdin", "-loglevel", "error", "-i", ivfURL.path,
-                                                 "-fps_mode", "passthrough", "-f", "rawvideo",
-                                                 "-pix_fmt", "yuv420p", "-y", out.path]) == 0)
+        #expect(
+            try Self.run(
+                "/usr/bin/ffmpeg",
+                [
+                    "-nostdin", "-loglevel", "error", "-i", ivfURL.path,
+                    "-fps_mode", "passthrough", "-f", "rawvideo",
+                    "-pix_fmt", "yuv420p", "-y", out.path,
+                ]) == 0)
         let theirs = try Data(contentsOf: out)
         let frameSize = w * h * 3 / 2
         #expect(theirs.count == frameSize * base.count)
@@ -108,9 +122,12 @@ import Foundation
                 try decoder.decode(bytes) { ours in
                     theirs.withUnsafeBytes { raw -> Double in
                         let y = raw.baseAddress!.assumingMemoryBound(to: UInt8.self) + i * frameSize
-                        return Quality.psnr(ours, I420View(width: w, height: h, y: y, strideY: w,
-                                                           u: y + w * h, strideU: w / 2,
-                                                           v: y + w * h * 5 / 4, strideV: w / 2))
+                        return Quality.psnr(
+                            ours,
+                            I420View(
+                                width: w, height: h, y: y, strideY: w,
+                                u: y + w * h, strideU: w / 2,
+                                v: y + w * h * 5 / 4, strideV: w / 2))
                     }
                 }
             }
@@ -205,10 +222,14 @@ import Foundation
         let inter = try packets[1].data.withUnsafeBytes { try VPXDecoder.peekStreamInfo($0, codec: codec) }
         #expect(!inter.isKeyframe)
         // VP8: keyframe bit clear but no start code 9d 01 2a; VP9: frame marker bits wrong.
-        let bad: [UInt8] = codec == .vp8 ? [0x10, 0x02, 0x00, 0x11, 0x22, 0x33, 0x40, 0x01, 0xF0, 0x00]
-                                         : [0x00, 0x00, 0x00, 0x00, 0x00, 0x00]
+        let bad: [UInt8] =
+            codec == .vp8
+            ? [0x10, 0x02, 0x00, 0x11, 0x22, 0x33, 0x40, 0x01, 0xF0, 0x00]
+            : [0x00, 0x00, 0x00, 0x00, 0x00, 0x00]
         #expect(throws: VPXError.self) { try bad.withUnsafeBytes { try VPXDecoder.peekStreamInfo($0, codec: codec) } }
-        #expect(throws: VPXError.corruptFrame) { try [UInt8]().withUnsafeBytes { try VPXDecoder.peekStreamInfo($0, codec: codec) } }
+        #expect(throws: VPXError.corruptFrame) {
+            try [UInt8]().withUnsafeBytes { try VPXDecoder.peekStreamInfo($0, codec: codec) }
+        }
     }
 
     // Odd sizes: chroma is rounded up; the decoder reports the exact display size.

@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 /// One encoded frame copied out of the encoder's closure, for the VPX tests.
@@ -19,9 +20,11 @@ struct VPXTestPacket {
 /// Helpers shared by the VPX encoder and decoder tests.
 enum VPXTestSupport {
     /// Encodes frames `range` of the synthetic sequence; returns the packets (index = input frame).
-    static func encode(_ encoder: VPXEncoder, frames range: Range<Int>,
-                       forceKeyframeAt keys: Set<Int> = [],
-                       frame: VideoFrame? = nil) throws -> (packets: [VPXTestPacket], dropped: Int) {
+    static func encode(
+        _ encoder: VPXEncoder, frames range: Range<Int>,
+        forceKeyframeAt keys: Set<Int> = [],
+        frame: VideoFrame? = nil
+    ) throws -> (packets: [VPXTestPacket], dropped: Int) {
         let c = encoder.configuration
         let f = frame ?? VideoFrame(width: c.width, height: c.height)
         var packets: [VPXTestPacket] = []
@@ -29,10 +32,12 @@ enum VPXTestSupport {
         for i in range {
             SyntheticVideo.render(frameIndex: i, into: f)
             let result = try encoder.encode(f.view, pts: Int64(i) * 3000, forceKeyframe: keys.contains(i)) { e in
-                packets.append(VPXTestPacket(data: Array(e.data), isKeyframe: e.isKeyframe, pts: e.pts,
-                                             layer: e.temporalLayerId, tl0PicIndex: e.tl0PicIndex,
-                                             isLayerSync: e.isLayerSync, quantizer: e.quantizer,
-                                             width: e.width, height: e.height, index: i))
+                packets.append(
+                    VPXTestPacket(
+                        data: Array(e.data), isKeyframe: e.isKeyframe, pts: e.pts,
+                        layer: e.temporalLayerId, tl0PicIndex: e.tl0PicIndex,
+                        isLayerSync: e.isLayerSync, quantizer: e.quantizer,
+                        width: e.width, height: e.height, index: i))
             }
             if result == .dropped { dropped += 1 }
         }
@@ -83,7 +88,9 @@ enum VPXTestSupport {
         #expect(packets.map(\.tl0PicIndex) == (0..<30).map { UInt8($0) })
         #expect(packets.map(\.pts) == (0..<30).map { Int64($0) * 3000 })
         let psnrs = try VPXTestSupport.decodePSNR(packets, codec: codec)
-        print("\(codec) 720p 2 Mbit/s PSNR min \(psnrs.min()!) mean \(psnrs.reduce(0, +) / Double(psnrs.count)) bytes \(packets.reduce(0) { $0 + $1.data.count })")
+        print(
+            "\(codec) 720p 2 Mbit/s PSNR min \(psnrs.min()!) mean \(psnrs.reduce(0, +) / Double(psnrs.count)) bytes \(packets.reduce(0) { $0 + $1.data.count })"
+        )
         #expect(psnrs.count == 30)
         #expect(psnrs.allSatisfy { $0 > 32 }, "per-frame PSNR \(psnrs)")
     }
@@ -234,7 +241,8 @@ enum VPXTestSupport {
             let s = try p.data.withUnsafeBytes { try decoder.decode($0) { "\($0.width)x\($0.height)" } }
             sizes.append(s ?? "none")
         }
-        #expect(sizes == Array(repeating: "640x360", count: 5) + Array(repeating: "320x180", count: 5)
+        #expect(
+            sizes == Array(repeating: "640x360", count: 5) + Array(repeating: "320x180", count: 5)
                 + Array(repeating: "480x270", count: 5))
     }
 
@@ -284,4 +292,3 @@ enum VPXTestSupport {
         #expect(VPXEncoder.ticks(nanoseconds: .max) == Int64.max / 100_000 * 9 + (Int64.max % 100_000) * 9 / 100_000)
     }
 }
-

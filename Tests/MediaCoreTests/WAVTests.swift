@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
 
 @Suite struct WAVTests {
@@ -78,11 +79,13 @@ import Foundation
 
     @Test func skipsUnknownChunksWithOddPadding() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
-        let bytes = Self.wav([("LIST", Array("INFOISFT\u{5}\0\0\0abcde".utf8)),
-                              ("fmt ", Self.fmt(tag: 1, channels: 1, rate: 8000, bits: 16)),
-                              ("odd ", [1, 2, 3]),
-                              ("data", Self.pcm16([1, -2, 3, -4])),
-                              ("LIST", [9, 9])])
+        let bytes = Self.wav([
+            ("LIST", Array("INFOISFT\u{5}\0\0\0abcde".utf8)),
+            ("fmt ", Self.fmt(tag: 1, channels: 1, rate: 8000, bits: 16)),
+            ("odd ", [1, 2, 3]),
+            ("data", Self.pcm16([1, -2, 3, -4])),
+            ("LIST", [9, 9]),
+        ])
         let r = try WAVReader(path: dir.write("l.wav", bytes))
         #expect(r.frameCount == 4)
         var out = [Int16](repeating: 0, count: 16)
@@ -94,8 +97,12 @@ import Foundation
         let dir = ContainerTempDir(); defer { dir.remove() }
         var data: [UInt8] = []
         for f: Float in [0.5, -0.25] { data.appendContainerLE32(f.bitPattern) }
-        let r = try WAVReader(path: dir.write("x.wav", Self.wav([
-            ("fmt ", Self.fmt(tag: 3, channels: 2, rate: 96_000, bits: 32, extensibleSubformat: 3)), ("data", data)])))
+        let r = try WAVReader(
+            path: dir.write(
+                "x.wav",
+                Self.wav([
+                    ("fmt ", Self.fmt(tag: 3, channels: 2, rate: 96_000, bits: 32, extensibleSubformat: 3)), ("data", data),
+                ])))
         #expect(r.sampleFormat == .float32 && r.channelCount == 2 && r.sampleRate == 96_000)
         var out = [Float](repeating: 0, count: 2)
         #expect(try out.withUnsafeMutableBufferPointer { try r.read(into: $0) } == 1)
@@ -104,10 +111,13 @@ import Foundation
 
     @Test func readsStreamingDataSizeToEndOfFile() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
-        var bytes = Self.wav([("fmt ", Self.fmt(tag: 1, channels: 2, rate: 48_000, bits: 16)),
-                              ("data", Self.pcm16([1, 2, 3, 4, 5, 6]))], riffSize: 0xFFFF_FFFF)
+        var bytes = Self.wav(
+            [
+                ("fmt ", Self.fmt(tag: 1, channels: 2, rate: 48_000, bits: 16)),
+                ("data", Self.pcm16([1, 2, 3, 4, 5, 6])),
+            ], riffSize: 0xFFFF_FFFF)
         bytes[40...43] = [0xFF, 0xFF, 0xFF, 0xFF]
-        bytes.append(7) // a partial sample at the end of a stream is dropped
+        bytes.append(7)  // a partial sample at the end of a stream is dropped
         let r = try WAVReader(path: dir.write("s.wav", bytes))
         #expect(r.frameCount == nil)
         var out = [Int16](repeating: 0, count: 100)
@@ -129,23 +139,38 @@ import Foundation
             ("nofmt.wav", Self.wav([("LIST", [1, 2])]), .truncated, "file ends before the fmt chunk"),
             ("nodata.wav", Self.wav([("fmt ", fmt16)]), .truncated, "file ends before the data chunk"),
             ("order.wav", Self.wav([("data", [0, 0]), ("fmt ", fmt16)]), .malformed, "data chunk comes before the fmt chunk"),
-            ("24bit.wav", Self.wav([("fmt ", Self.fmt(tag: 1, channels: 1, rate: 8000, bits: 24)), ("data", [])]),
-             .unsupported, "unsupported sample format: 24-bit PCM"),
-            ("mp3.wav", Self.wav([("fmt ", Self.fmt(tag: 0x55, channels: 1, rate: 8000, bits: 16)), ("data", [])]),
-             .unsupported, "unsupported WAV format tag 0x0055"),
-            ("surround.wav", Self.wav([("fmt ", Self.fmt(tag: 1, channels: 6, rate: 8000, bits: 16)), ("data", [])]),
-             .unsupported, "6 channels are not supported"),
-            ("rate.wav", Self.wav([("fmt ", Self.fmt(tag: 1, channels: 1, rate: 0, bits: 16)), ("data", [])]),
-             .malformed, "sample rate of 0"),
-            ("hugefmt.wav", Array("RIFF\0\0\0\0WAVEfmt \u{7F}\u{7F}\u{7F}\u{7F}".utf8), .malformed, "fmt chunk has an invalid size"),
-            ("hugechunk.wav", Array("RIFF\0\0\0\0WAVEjunk\u{7F}\u{7F}\u{7F}\u{7F}".utf8), .truncated, "chunk 'junk' at byte 12 is truncated"),
+            (
+                "24bit.wav", Self.wav([("fmt ", Self.fmt(tag: 1, channels: 1, rate: 8000, bits: 24)), ("data", [])]),
+                .unsupported, "unsupported sample format: 24-bit PCM"
+            ),
+            (
+                "mp3.wav", Self.wav([("fmt ", Self.fmt(tag: 0x55, channels: 1, rate: 8000, bits: 16)), ("data", [])]),
+                .unsupported, "unsupported WAV format tag 0x0055"
+            ),
+            (
+                "surround.wav", Self.wav([("fmt ", Self.fmt(tag: 1, channels: 6, rate: 8000, bits: 16)), ("data", [])]),
+                .unsupported, "6 channels are not supported"
+            ),
+            (
+                "rate.wav", Self.wav([("fmt ", Self.fmt(tag: 1, channels: 1, rate: 0, bits: 16)), ("data", [])]),
+                .malformed, "sample rate of 0"
+            ),
+            (
+                "hugefmt.wav", Array("RIFF\0\0\0\0WAVEfmt \u{7F}\u{7F}\u{7F}\u{7F}".utf8), .malformed,
+                "fmt chunk has an invalid size"
+            ),
+            (
+                "hugechunk.wav", Array("RIFF\0\0\0\0WAVEjunk\u{7F}\u{7F}\u{7F}\u{7F}".utf8), .truncated,
+                "chunk 'junk' at byte 12 is truncated"
+            ),
         ]
         for (name, bytes, kind, text) in cases {
             let path = dir.write(name, bytes)
             let e = containerError { _ = try WAVReader(path: path) }
             #expect(e?.kind == kind, "\(name): \(String(describing: e))")
-            #expect(e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true,
-                    "\(name): \(String(describing: e))")
+            #expect(
+                e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true,
+                "\(name): \(String(describing: e))")
         }
         let path = dir.write("cut.wav", truncatedData)
         let e = containerError {
@@ -171,8 +196,10 @@ import Foundation
 
     @Test func survivesEveryTruncationAndRandomCorruption() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
-        let bytes = Self.wav([("LIST", [1, 2, 3]), ("fmt ", Self.fmt(tag: 3, channels: 2, rate: 8000, bits: 32, extensibleSubformat: 3)),
-                              ("data", [UInt8](repeating: 0x3F, count: 64))])
+        let bytes = Self.wav([
+            ("LIST", [1, 2, 3]), ("fmt ", Self.fmt(tag: 3, channels: 2, rate: 8000, bits: 32, extensibleSubformat: 3)),
+            ("data", [UInt8](repeating: 0x3F, count: 64)),
+        ])
         let result = exerciseCorruptions(of: bytes, in: dir, mutations: 400) { path in
             let r = try WAVReader(path: path)
             var out = [Float](repeating: 0, count: 6)

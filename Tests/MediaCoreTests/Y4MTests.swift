@@ -1,9 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @Suite struct Y4MTests {
     @Test func roundTripsOddSizedFramesExactly() throws {
@@ -86,7 +88,9 @@ import Foundation
             let path = dir.write(name, bytes)
             let e = containerError { _ = try Y4MReader(path: path) }
             #expect(e?.kind == kind, "\(name)")
-            #expect(e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true, "\(name): \(String(describing: e))")
+            #expect(
+                e?.description.hasPrefix("\(path): ") == true && e?.message.contains(text) == true,
+                "\(name): \(String(describing: e))")
         }
         let missing = containerError { _ = try Y4MReader(path: dir.file("missing.y4m")) }
         #expect(missing?.kind == .notFound)

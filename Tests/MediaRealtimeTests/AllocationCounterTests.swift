@@ -1,7 +1,8 @@
-import Testing
 import MediaTestSupport
+import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The counter must see real allocations (or the zero-allocation tests prove nothing) and must not

@@ -1,7 +1,8 @@
-import Testing
 import Foundation
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
 
 @Suite struct AudioBufferCapturerTests {
     @Test func dropsNewestBufferWhenRingFull() throws {
@@ -15,8 +16,9 @@ import MediaTestSupport
         let signal = tone.floats(frames: 3_840) + [Float](repeating: 0, count: 5_760)
         for k in 0..<10 {
             signal.withUnsafeBufferPointer { all in
-                stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(k * 960)..<((k + 1) * 960)]), sampleRate: 48_000,
-                                        channels: 1, timeStampNs: Int64(k) * 20_000_000)
+                stream.capturer.capture(
+                    UnsafeBufferPointer(rebasing: all[(k * 960)..<((k + 1) * 960)]), sampleRate: 48_000,
+                    channels: 1, timeStampNs: Int64(k) * 20_000_000)
             }
         }
         let s = stream.statistics.capture
@@ -34,7 +36,8 @@ import MediaTestSupport
     /// stereo averaged to mono, mono duplicated to stereo (checked against the plain formulas).
     @Test(arguments: [(1, 1), (1, 2), (2, 1), (2, 2)])
     func convertsAndMixesSamplesExactly(_ streamChannels: Int, _ inputChannels: Int) throws {
-        let stream = try AudioSendStream(configuration: sendTestAudioConfiguration(channels: streamChannels), sink: MemoryPacketSink())
+        let stream = try AudioSendStream(
+            configuration: sendTestAudioConfiguration(channels: streamChannels), sink: MemoryPacketSink())
         stream.startWithoutWorker()
         defer { stream.stop() }
         let frames = AudioBufferCapturer.chunkFrames + 481  // two chunks, the second odd-sized
@@ -42,9 +45,13 @@ import MediaTestSupport
         let floats: [Float] = ints.map { Float($0) / 32768 * 1.5 }  // beyond full scale too: passed as is
         for asInt in [false, true] {
             if asInt {
-                ints.withUnsafeBufferPointer { stream.capturer.capture($0, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0) }
+                ints.withUnsafeBufferPointer {
+                    stream.capturer.capture($0, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0)
+                }
             } else {
-                floats.withUnsafeBufferPointer { stream.capturer.capture($0, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0) }
+                floats.withUnsafeBufferPointer {
+                    stream.capturer.capture($0, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0)
+                }
             }
             func input(_ i: Int, _ c: Int) -> Float {
                 asInt ? Float(ints[i * inputChannels + c]) * (1 / 32768) : floats[i * inputChannels + c]
@@ -57,7 +64,9 @@ import MediaTestSupport
                 for i in 0..<chunk.frameCount {
                     for c in 0..<streamChannels {
                         let f = first + i
-                        let want: Float = inputChannels == streamChannels ? input(f, c)
+                        let want: Float =
+                            inputChannels == streamChannels
+                            ? input(f, c)
                             : inputChannels == 2 ? 0.5 * (input(f, 0) + input(f, 1)) : input(f, 0)
                         if chunk.float32Samples[i * streamChannels + c] != want { mismatches += 1 }
                     }
@@ -73,11 +82,11 @@ import MediaTestSupport
         stream.startWithoutWorker()
         let samples = [Int16](repeating: 0, count: 961)
         samples.withUnsafeBufferPointer { p in
-            stream.capturer.capture(p, sampleRate: 7_999, channels: 1, timeStampNs: 0)      // rate too low
-            stream.capturer.capture(p, sampleRate: 192_000, channels: 1, timeStampNs: 0)    // rate too high
-            stream.capturer.capture(p, sampleRate: 48_000, channels: 3, timeStampNs: 0)     // 3 channels
-            stream.capturer.capture(p, sampleRate: 48_000, channels: 2, timeStampNs: 0)     // 961 not whole frames
-            stream.capturer.capture(p, sampleRate: 8_000, channels: 1, timeStampNs: 0)      // fine
+            stream.capturer.capture(p, sampleRate: 7_999, channels: 1, timeStampNs: 0)  // rate too low
+            stream.capturer.capture(p, sampleRate: 192_000, channels: 1, timeStampNs: 0)  // rate too high
+            stream.capturer.capture(p, sampleRate: 48_000, channels: 3, timeStampNs: 0)  // 3 channels
+            stream.capturer.capture(p, sampleRate: 48_000, channels: 2, timeStampNs: 0)  // 961 not whole frames
+            stream.capturer.capture(p, sampleRate: 8_000, channels: 1, timeStampNs: 0)  // fine
         }
         stream.stop()
         let s = stream.statistics.capture

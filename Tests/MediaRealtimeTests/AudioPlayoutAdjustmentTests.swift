@@ -1,7 +1,8 @@
 import Glibc
-import Testing
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
 
 /// A 440 Hz tone block (Int16, amplitude 8000) starting at sample `from`.
 private func tone(_ frames: Int, from: Int = 0, frequency: Double = 440) -> [Int16] {
@@ -93,8 +94,9 @@ private func largestStep(_ x: ArraySlice<Int16>) -> Int {
         #expect(o.stats.insertedSamplesForDeceleration <= o.stats.removedSamplesForAcceleration / 4)
         // The level (one-second means, which average out the 20 ms packet and 10 ms pull sawtooth)
         // stays in the band around the target; the instantaneous level never runs dry.
-        #expect(o.meanMarginMs.low >= -20 && o.meanMarginMs.high <= 25,
-                "mean level - target \(o.meanMarginMs), level - target \(o.marginMs), level \(o.levelMs)")
+        #expect(
+            o.meanMarginMs.low >= -20 && o.meanMarginMs.high <= 25,
+            "mean level - target \(o.meanMarginMs), level - target \(o.marginMs), level \(o.levelMs)")
         #expect(o.levelMs.low >= 5 && o.marginMs.high <= 45, "level - target \(o.marginMs), level \(o.levelMs)")
         #expect(PlayoutSimulation.alignedSNR(o.output) > 30)
     }
@@ -108,8 +110,9 @@ private func largestStep(_ x: ArraySlice<Int16>) -> Int {
         #expect(o.stats.removedSamplesForAcceleration <= o.stats.insertedSamplesForDeceleration / 4)
         // The level (one-second means, which average out the 20 ms packet and 10 ms pull sawtooth)
         // stays in the band around the target; the instantaneous level never runs dry.
-        #expect(o.meanMarginMs.low >= -20 && o.meanMarginMs.high <= 25,
-                "mean level - target \(o.meanMarginMs), level - target \(o.marginMs), level \(o.levelMs)")
+        #expect(
+            o.meanMarginMs.low >= -20 && o.meanMarginMs.high <= 25,
+            "mean level - target \(o.meanMarginMs), level - target \(o.marginMs), level \(o.levelMs)")
         #expect(o.levelMs.low >= 5 && o.marginMs.high <= 45, "level - target \(o.marginMs), level \(o.levelMs)")
         #expect(o.finalTargetMs <= 60, "the slow clock did not inflate the target: \(o.finalTargetMs) ms")
         #expect(PlayoutSimulation.alignedSNR(o.output) > 30)
@@ -127,7 +130,8 @@ private func largestStep(_ x: ArraySlice<Int16>) -> Int {
         let oldLost = old.stats.concealedSamples + old.stats.packetsDiscarded * 960
         let newLost = new.stats.concealedSamples + new.stats.packetsDiscarded * 960
         let oldSNR = PlayoutSimulation.alignedSNR(old.output), newSNR = PlayoutSimulation.alignedSNR(new.output)
-        let summary = "drop: \(old.stats.concealedSamples) concealed, \(old.stats.packetsDiscarded) discarded, \(oldSNR) dB; "
+        let summary =
+            "drop: \(old.stats.concealedSamples) concealed, \(old.stats.packetsDiscarded) discarded, \(oldSNR) dB; "
             + "stretch: \(new.stats.concealedSamples) concealed, \(new.stats.packetsDiscarded) discarded, "
             + "-\(new.stats.removedSamplesForAcceleration)/+\(new.stats.insertedSamplesForDeceleration) stretched, \(newSNR) dB"
         #expect(newLost < oldLost, "\(summary)")
@@ -139,8 +143,9 @@ private func largestStep(_ x: ArraySlice<Int16>) -> Int {
         // All 60 packets (1.2 s) at once: stretching cannot remove that fast; packets beyond
         // target + 200 ms are dropped.
         let rtp = PlayoutSimulation.rtpPackets(try PlayoutSimulation.tonePackets(60))
-        let o = try PlayoutSimulation.run(rtp, arrivals: [UInt64](repeating: 1_000_000_000, count: 60), pulls: 30,
-                                          adjustment: .timeStretch, settleSeconds: 0)
+        let o = try PlayoutSimulation.run(
+            rtp, arrivals: [UInt64](repeating: 1_000_000_000, count: 60), pulls: 30,
+            adjustment: .timeStretch, settleSeconds: 0)
         #expect(o.stats.packetsDiscarded >= 40, "\(o.stats.packetsDiscarded)")
     }
 }

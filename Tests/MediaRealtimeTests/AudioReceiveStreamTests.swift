@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 /// Encodes `count` 20 ms Opus packets of speech-like audio with in-band FEC (and DTX when asked).
@@ -24,16 +25,19 @@ private func opusPackets(_ count: Int, fec: Bool = true, dtx: Bool = false, sile
 private func insert(_ s: AudioReceiveStream, _ payload: [UInt8], seq: UInt16, ts: UInt32, at ns: UInt64) {
     var bytes = [UInt8](repeating: 0, count: 12 + payload.count)
     bytes.withUnsafeMutableBytes { b in
-        _ = RTPPacket.marshal(header: RTPHeader(payloadType: 111, sequenceNumber: seq, timestamp: ts, ssrc: 5),
-                              payload: payload.withUnsafeBytes { $0 }, into: b)
+        _ = RTPPacket.marshal(
+            header: RTPHeader(payloadType: 111, sequenceNumber: seq, timestamp: ts, ssrc: 5),
+            payload: payload.withUnsafeBytes { $0 }, into: b)
     }
     bytes.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: ns) }
 }
 
 /// Plays `packets` (nil = lost) through a stream in real cadence and returns the stream after
 /// `pulls` 10 ms pulls; `dropped` packets never arrive; `tsGap` adds timestamp jumps (DTX).
-private func play(_ packets: [[UInt8]], lost: Set<Int> = [], fec: Bool = true, outputRate: Int = 48_000,
-                  timestamps: [UInt32]? = nil, sequenceNumbers: [UInt16]? = nil) throws -> (AudioReceiveStream, [Int16]) {
+private func play(
+    _ packets: [[UInt8]], lost: Set<Int> = [], fec: Bool = true, outputRate: Int = 48_000,
+    timestamps: [UInt32]? = nil, sequenceNumbers: [UInt16]? = nil
+) throws -> (AudioReceiveStream, [Int16]) {
     var settings = AudioReceiveSettings(payloadType: 111)
     settings.fecEnabled = fec
     settings.outputSampleRate = outputRate
@@ -46,7 +50,9 @@ private func play(_ packets: [[UInt8]], lost: Set<Int> = [], fec: Bool = true, o
         // A packet arrives every 20 ms.
         while next < packets.count && UInt64(next) * 20_000_000 + 1_000_000_000 <= now {
             if !lost.contains(next) {
-                insert(s, packets[next], seq: sequenceNumbers?[next] ?? UInt16(next), ts: timestamps?[next] ?? UInt32(next * 960), at: now)
+                insert(
+                    s, packets[next], seq: sequenceNumbers?[next] ?? UInt16(next), ts: timestamps?[next] ?? UInt32(next * 960),
+                    at: now)
             }
             next += 1
         }
@@ -132,7 +138,9 @@ private func play(_ packets: [[UInt8]], lost: Set<Int> = [], fec: Bool = true, o
         // All 60 packets (1.2 s) arrive at once, then playout runs for 300 ms.
         for k in 0..<60 { insert(s, packets[k], seq: UInt16(k), ts: UInt32(k * 960), at: 1_000_000_000) }
         var buffer = [Int16](repeating: 0, count: 480)
-        for pull in 0..<30 { buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, nowNs: 1_000_000_000 + UInt64(pull) * 10_000_000) } }
+        for pull in 0..<30 {
+            buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, nowNs: 1_000_000_000 + UInt64(pull) * 10_000_000) }
+        }
         // 300 ms played; packets beyond the hard cap (target + 200 ms) were dropped rather than
         // delaying playout.
         #expect(s.stats.packetsDiscarded >= 40, "\(s.stats.packetsDiscarded)")

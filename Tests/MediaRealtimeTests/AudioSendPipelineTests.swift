@@ -1,10 +1,12 @@
-import Testing
 import Foundation
-import Synchronization
-@testable import MediaCore
 import MediaTestSupport
+import Synchronization
+import Testing
+
+@testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A plain-RTP (or SRTP) audio stream configuration for tests.
@@ -19,15 +21,18 @@ func sendTestAudioConfiguration(channels: Int = 1, srtp: SRTPKeyMaterial? = nil)
 
 /// Feeds `signal` (interleaved Float) to `stream` in `chunk`-frame buffers at `rate`, pumping the
 /// pipeline on this thread after each, with capture times following the samples from `startNs`.
-func sendTestFeed(_ stream: AudioSendStream, _ signal: [Float], rate: Int, channels: Int, chunk: Int,
-                  startNs: Int64 = 1_000_000_000) {
+func sendTestFeed(
+    _ stream: AudioSendStream, _ signal: [Float], rate: Int, channels: Int, chunk: Int,
+    startNs: Int64 = 1_000_000_000
+) {
     var offset = 0
     while offset < signal.count / channels {
         let n = min(chunk, signal.count / channels - offset)
         signal.withUnsafeBufferPointer { all in
             let part = UnsafeBufferPointer(rebasing: all[(offset * channels)..<((offset + n) * channels)])
-            stream.capturer.capture(part, sampleRate: rate, channels: channels,
-                                    timeStampNs: startNs + Int64(offset) * 1_000_000_000 / Int64(rate))
+            stream.capturer.capture(
+                part, sampleRate: rate, channels: channels,
+                timeStampNs: startNs + Int64(offset) * 1_000_000_000 / Int64(rate))
         }
         stream.pump()
         offset += n
@@ -111,8 +116,9 @@ func sendTestReceiveAudio(_ packets: [[UInt8]], channels: Int, key: SRTPKeyMater
         while offset < 44_100 {  // odd-sized buffers, one of them longer than a pooled chunk
             let n = min([441, 3000, 1023][offset % 3], 44_100 - offset)
             ints.withUnsafeBufferPointer { all in
-                stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(offset * 2)..<((offset + n) * 2)]),
-                                        sampleRate: 44_100, channels: 2, timeStampNs: Int64(offset) * 1_000_000_000 / 44_100)
+                stream.capturer.capture(
+                    UnsafeBufferPointer(rebasing: all[(offset * 2)..<((offset + n) * 2)]),
+                    sampleRate: 44_100, channels: 2, timeStampNs: Int64(offset) * 1_000_000_000 / 44_100)
             }
             stream.pump()
             offset += n
@@ -179,7 +185,8 @@ func sendTestReceiveAudio(_ packets: [[UInt8]], channels: Int, key: SRTPKeyMater
         let rx = try sendTestReceiveAudio(sink.takePackets(), channels: 1, key: nil)
         #expect(rx.headers.count == 20)
         #expect(rx.headers[10].timestamp &- rx.headers[9].timestamp == 960 + 24_000)
-        #expect(rx.headers.map(\.marker) == [true] + [Bool](repeating: false, count: 9) + [true] + [Bool](repeating: false, count: 9))
+        #expect(
+            rx.headers.map(\.marker) == [true] + [Bool](repeating: false, count: 9) + [true] + [Bool](repeating: false, count: 9))
     }
 
     /// Runs `signal` through a stream and returns the speaking events (via both the callback and
@@ -206,8 +213,8 @@ func sendTestReceiveAudio(_ packets: [[UInt8]], channels: Int, key: SRTPKeyMater
         let events = try await Self.speakingEvents(signal)
         #expect(events.map(\.speaking) == [true, false], "\(events)")
         if events.count == 2 {
-            #expect(events[0].frame >= 50 && events[0].frame <= 65)   // within ~300 ms of the first syllable
-            #expect(events[1].frame >= 200 && events[1].frame <= 240) // hangover after the last syllable
+            #expect(events[0].frame >= 50 && events[0].frame <= 65)  // within ~300 ms of the first syllable
+            #expect(events[1].frame >= 200 && events[1].frame <= 240)  // hangover after the last syllable
         }
     }
 

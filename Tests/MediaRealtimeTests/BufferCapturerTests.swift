@@ -1,9 +1,11 @@
-import Testing
 import Foundation
 import Synchronization
+import Testing
+
 @testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct BufferCapturerTests {
@@ -13,7 +15,9 @@ import Glibc
         let sink = MemoryPacketSink()
         let stream = try VideoSendStream(configuration: config, sink: sink)
         stream.startWithoutWorker()  // nothing drains the ring until pump()
-        for i in 0..<10 { sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240), timeStampNs: Int64(i) * 33_333_333) }
+        for i in 0..<10 {
+            sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240), timeStampNs: Int64(i) * 33_333_333)
+        }
         let before = stream.statistics.capture
         #expect(before.captured == 10 && before.droppedRingFull == 6)
         stream.pump()
@@ -82,7 +86,9 @@ import Glibc
             withExtendedLifetime(small) { capturer.capture(sendTestView(small), timeStampNs: 3, rotation: .rotation90) }
         }
         stream.stop()
-        for _ in 0..<200 where recorder.states.count < 2 || recorder.sizes.count < 3 { try await Task.sleep(nanoseconds: 10_000_000) }
+        for _ in 0..<200 where recorder.states.count < 2 || recorder.sizes.count < 3 {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
         #expect(recorder.states == [.started, .stopped])
         #expect(recorder.sizes == [VideoDimensions(width: 640, height: 480), VideoDimensions(width: 240, height: 320), nil])
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MediaCore
 
 /// Two network namespaces joined by a veth pair; the sender's side shapes its egress with
@@ -21,7 +22,8 @@ final class ShapedVethPair {
     init(rateKbit: Int) throws {
         prefix = "rgcc\(getpid() % 100_000)"
         _ = try? Self.sh("ip netns del \(sender) 2>/dev/null; ip netns del \(receiver) 2>/dev/null; true")
-        try Self.sh("""
+        try Self.sh(
+            """
             ip netns add \(sender)
             ip netns add \(receiver)
             ip link add \(prefix)va netns \(sender) type veth peer name \(prefix)vb netns \(receiver)
@@ -77,7 +79,9 @@ final class ShapedVethPair {
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         let text = String(decoding: data, as: UTF8.self)
-        if p.terminationStatus != 0 { throw NSError(domain: "sh", code: Int(p.terminationStatus), userInfo: ["out": text, "script": script]) }
+        if p.terminationStatus != 0 {
+            throw NSError(domain: "sh", code: Int(p.terminationStatus), userInfo: ["out": text, "script": script])
+        }
         return text
     }
 }
@@ -93,7 +97,10 @@ final class ShapedVethPair {
 /// otherwise. Asserts only that the runs happened (feedback arrived, packets were matched):
 /// the figures are measurements, printed.
 @Suite(.serialized) struct DelayBasedBottleneckNamespaceTests {
-    enum Mode: String { case transportCC = "transport-cc", remb = "REMB" }
+    enum Mode: String {
+        case transportCC = "transport-cc"
+        case remb = "REMB"
+    }
 
     struct Phase { var seconds: Double; var kbit: Int }
     static let phases = [Phase(seconds: 20, kbit: 2500), Phase(seconds: 20, kbit: 500), Phase(seconds: 25, kbit: 2500)]
@@ -124,8 +131,9 @@ final class ShapedVethPair {
         vc.transportSequence = (id: 5, numbers: numbers)
         let sink = UDPPacketSink(socket: txSocket, destination: try rxSocket.localAddress())
         let video = try VideoSendStream(configuration: vc, sink: sink)
-        let session = RTCPSenderSession(targets: [video], startBitrate: 1_000_000, minimumBitrate: 100_000,
-                                        maximumBitrate: 3_000_000)
+        let session = RTCPSenderSession(
+            targets: [video], startBitrate: 1_000_000, minimumBitrate: 100_000,
+            maximumBitrate: 3_000_000)
         if mode == .transportCC { session.transportSequenceNumbers = numbers }
         video.handleEstimatedBitrate(session.estimator.targetBitrate)
         receiver.start(); video.start()
@@ -154,7 +162,8 @@ final class ShapedVethPair {
                     guard before < due else { break }
                     let wait = Int((due - before) / 1_000_000)
                     guard (try? txSocket.waitUntilReadable(timeoutMilliseconds: max(0, wait))) == true,
-                          let n = try? txSocket.receive(into: buffer).count else { continue }
+                        let n = try? txSocket.receive(into: buffer).count
+                    else { continue }
                     let now = UDPSocket.monotonicNanoseconds()
                     let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
                     session.handle(bytes, nowNs: now)
@@ -177,7 +186,8 @@ final class ShapedVethPair {
                 if frame % 30 == 0 {
                     targets[frame / 30 - 1] = Int(video.statistics.outbound.targetBitrate)
                     let e = session.estimator
-                    parts[frame / 30 - 1] = "delay \(e.delayBasedBitrate.map { $0 / 1000 } ?? -1) loss \(Int(e.lossBasedBitrate) / 1000) remb \(e.remb.map { $0 / 1000 } ?? -1) acked \(Int(e.delayBased.acknowledgedBitrate) / 1000) \(e.delayBased.usage)"
+                    parts[frame / 30 - 1] =
+                        "delay \(e.delayBasedBitrate.map { $0 / 1000 } ?? -1) loss \(Int(e.lossBasedBitrate) / 1000) remb \(e.remb.map { $0 / 1000 } ?? -1) acked \(Int(e.delayBased.acknowledgedBitrate) / 1000) \(e.delayBased.usage)"
                 }
             }
         }
@@ -193,9 +203,10 @@ final class ShapedVethPair {
         }
         result.queueMs = owds.map { ($0.t, Double($0.owd - minOWD) / 1e6) }
         let d = session.estimator.delayBased
-        print("\(mode.rawValue): over-use \(d.overuseCount), decreases \(d.decreaseCount) (\(d.lossDecreaseCount) on loss), "
-              + "RTCP loss-based \(Int(session.estimator.lossBasedBitrate)), last loss \(session.estimator.lastFractionLost), "
-              + "threshold \(d.threshold)")
+        print(
+            "\(mode.rawValue): over-use \(d.overuseCount), decreases \(d.decreaseCount) (\(d.lossDecreaseCount) on loss), "
+                + "RTCP loss-based \(Int(session.estimator.lossBasedBitrate)), last loss \(session.estimator.lastFractionLost), "
+                + "threshold \(d.threshold)")
         print("\(mode.rawValue): \(lab.qdiscStatistics().split(separator: "\n").prefix(3).joined(separator: " | "))")
         return result
     }
@@ -219,7 +230,8 @@ final class ShapedVethPair {
             lines += "  t=\(row.t) \(row.capacity / 1000) \(row.delivered / 1000) \(row.target / 1000)  (\(r.parts[k]))\n"
         }
         print(lines, terminator: "")
-        print("""
+        print(
+            """
             \(mode.rawValue) summary: feedback \(r.feedback), unmatched \(r.unmatched)
               2.5 Mbit/s (10-20 s): utilisation \(String(format: "%.2f", utilisation(10, 20))), p95 queuing \(String(format: "%.1f", p95(10, 20))) ms, mean target \(meanTarget(10, 20) / 1000) kbit/s
               0.5 Mbit/s (25-40 s): utilisation \(String(format: "%.2f", utilisation(25, 40))), p95 queuing \(String(format: "%.1f", p95(25, 40))) ms, mean target \(meanTarget(25, 40) / 1000) kbit/s
@@ -228,8 +240,10 @@ final class ShapedVethPair {
             """)
     }
 
-    @Test(.enabled(if: ShapedVethPair.available && ProcessInfo.processInfo.environment["REVUE_GCC_NETNS"] != nil,
-                   "a 130 s measurement through a tbf bottleneck: run it as root with REVUE_GCC_NETNS=1"))
+    @Test(
+        .enabled(
+            if: ShapedVethPair.available && ProcessInfo.processInfo.environment["REVUE_GCC_NETNS"] != nil,
+            "a 130 s measurement through a tbf bottleneck: run it as root with REVUE_GCC_NETNS=1"))
     func transportCCAgainstREMBThroughATBFBottleneck() throws {
         let gcc = try Self.run(.transportCC)
         Self.report(.transportCC, gcc)

@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 private func ipv6LoopbackAvailable() -> Bool {
@@ -45,7 +46,8 @@ private final class Endpoint: Sendable {
         var last = count
         var stableSince = UDPSocket.monotonicNanoseconds()
         while count < n && UDPSocket.monotonicNanoseconds() < deadline
-                && UDPSocket.monotonicNanoseconds() - stableSince < quiet * 1_000_000 {
+            && UDPSocket.monotonicNanoseconds() - stableSince < quiet * 1_000_000
+        {
             usleep(2000)
             if count != last { last = count; stableSince = UDPSocket.monotonicNanoseconds() }
         }
@@ -66,8 +68,10 @@ private func sequenceNumber(_ p: [UInt8]) -> Int {
 }
 
 /// Sends `count` numbered packets, `perTick` every `tickMicroseconds`, so socket buffers never overflow.
-private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: Int = 100,
-                       perTick: Int = 10, tickMicroseconds: UInt32 = 5000) throws {
+private func sendPaced(
+    _ from: Endpoint, to: SocketAddress, count: Int, size: Int = 100,
+    perTick: Int = 10, tickMicroseconds: UInt32 = 5000
+) throws {
     for seq in 0..<count {
         try from.send(numbered(seq, size: size), to: to)
         if seq % perTick == perTick - 1 { usleep(tickMicroseconds) }
@@ -132,8 +136,10 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
     @Test func tenPercentLossOver2000PacketsMatchesTheModel() throws {
         let sender = try Endpoint(), destination = try Endpoint()
         let settings = ImpairmentModel.Settings(loss: 0.1)
-        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: destination.address,
-                                                             impairment: settings, seed: 2024))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: destination.address,
+                impairment: settings, seed: 2024))
         relay.start()
         try sendPaced(sender, to: relay.listenAddress, count: 2000)
         destination.settle()
@@ -155,9 +161,10 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
 
     @Test func reorderingIsObservedAtTheDestination() throws {
         let sender = try Endpoint(), destination = try Endpoint()
-        let relay = try ImpairmentRelay(configuration: .init(
-            listen: .loopbackIPv4(port: 0), to: destination.address,
-            impairment: .init(delayMilliseconds: 5, reorder: 0.1, reorderDelayMilliseconds: 30), seed: 5))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: destination.address,
+                impairment: .init(delayMilliseconds: 5, reorder: 0.1, reorderDelayMilliseconds: 30), seed: 5))
         relay.start()
         try sendPaced(sender, to: relay.listenAddress, count: 600, perTick: 5, tickMicroseconds: 2000)
         destination.settle(expecting: 600)
@@ -174,8 +181,9 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
 
     @Test func duplicatesArriveTwice() throws {
         let sender = try Endpoint(), destination = try Endpoint()
-        let relay = try ImpairmentRelay(configuration: .init(
-            listen: .loopbackIPv4(port: 0), to: destination.address, impairment: .init(duplicate: 0.2), seed: 9))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: destination.address, impairment: .init(duplicate: 0.2), seed: 9))
         relay.start()
         try sendPaced(sender, to: relay.listenAddress, count: 300)
         let duplicated = { relay.statistics.forward.duplicated }
@@ -189,9 +197,10 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
 
     @Test func rateLimitDeliversAboutTheConfiguredBitRate() throws {
         let sender = try Endpoint(), destination = try Endpoint()
-        let relay = try ImpairmentRelay(configuration: .init(
-            listen: .loopbackIPv4(port: 0), to: destination.address,
-            impairment: .init(rateBitsPerSecond: 1_000_000, queueLimitMilliseconds: 100), seed: 1))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: destination.address,
+                impairment: .init(rateBitsPerSecond: 1_000_000, queueLimitMilliseconds: 100), seed: 1))
         relay.start()
         // Offer 5 Mbit/s: 1250-byte packets, 5 every 10 ms, for about a second.
         let start = UDPSocket.monotonicNanoseconds()
@@ -210,8 +219,9 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
         let deliveredBits = Double(destination.count * 1250 * 8)
         // What a 1 Mbit/s link carries while traffic is offered, plus its 100 ms queue draining after.
         let expected = 1_000_000 * (offeredSeconds + 0.1)
-        #expect(abs(deliveredBits - expected) <= 0.2 * expected,
-                "\(deliveredBits) bits delivered over \(offeredSeconds) s, \(seq) packets offered")
+        #expect(
+            abs(deliveredBits - expected) <= 0.2 * expected,
+            "\(deliveredBits) bits delivered over \(offeredSeconds) s, \(seq) packets offered")
         #expect(stats.droppedByQueue > 0)
         #expect(stats.received == stats.forwarded + stats.droppedByQueue)
     }
@@ -260,8 +270,9 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
 
     @Test func stopIsPromptWithPacketsStillScheduled() throws {
         let sender = try Endpoint(), destination = try Endpoint()
-        let relay = try ImpairmentRelay(configuration: .init(
-            listen: .loopbackIPv4(port: 0), to: destination.address, impairment: .init(delayMilliseconds: 10_000)))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: destination.address, impairment: .init(delayMilliseconds: 10_000)))
         relay.start()
         for seq in 0..<10 { try sender.send(numbered(seq), to: relay.listenAddress) }
         let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
@@ -280,17 +291,24 @@ private func sendPaced(_ from: Endpoint, to: SocketAddress, count: Int, size: In
         ])
         #expect(c.listen == .anyIPv4(port: 5000))
         #expect(c.to == .loopbackIPv4(port: 6000))
-        #expect(c.forward == ImpairmentModel.Settings(loss: 0.02, burst: 3, delayMilliseconds: 40, jitterMilliseconds: 15,
-                                                      reorder: 0.01, duplicate: 0.005, rateBitsPerSecond: 2_000_000))
+        #expect(
+            c.forward
+                == ImpairmentModel.Settings(
+                    loss: 0.02, burst: 3, delayMilliseconds: 40, jitterMilliseconds: 15,
+                    reorder: 0.01, duplicate: 0.005, rateBitsPerSecond: 2_000_000))
         #expect(c.reverse == c.forward)
         #expect(c.seed == 77)
-        let oneWay = try ImpairmentRelay.Configuration(arguments: ["--listen", "[::1]:5000", "--to", "[::1]:6000",
-                                                                   "--loss", "0.1", "--forward-only"])
+        let oneWay = try ImpairmentRelay.Configuration(arguments: [
+            "--listen", "[::1]:5000", "--to", "[::1]:6000",
+            "--loss", "0.1", "--forward-only",
+        ])
         #expect(oneWay.listen == .loopbackIPv6(port: 5000))
         #expect(oneWay.reverse.isTransparent && oneWay.forward.loss == 0.1)
         // Every option the parser accepts is in the help text.
-        for option in ["--listen", "--to", "--loss", "--burst", "--delay", "--jitter", "--reorder", "--reorder-delay",
-                       "--duplicate", "--rate", "--queue", "--seed", "--forward-only"] {
+        for option in [
+            "--listen", "--to", "--loss", "--burst", "--delay", "--jitter", "--reorder", "--reorder-delay",
+            "--duplicate", "--rate", "--queue", "--seed", "--forward-only",
+        ] {
             #expect(ImpairmentRelay.Configuration.usage.contains(option))
         }
     }

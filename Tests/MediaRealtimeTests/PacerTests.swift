@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 /// Records when each packet reached the sink (monotonic ns), its size, SSRC and RTP timestamp.
@@ -10,8 +11,9 @@ final class TimingSink: PacketSink, @unchecked Sendable {
     let entries = Mutex<[Entry]>([])
     func write(_ packet: UnsafeRawBufferPointer) {
         let now = UDPSocket.monotonicNanoseconds()
-        let e = Entry(ns: now, size: packet.count, ssrc: packet.count >= 12 ? packet.u32(8) : 0,
-                      timestamp: packet.count >= 12 ? packet.u32(4) : 0)
+        let e = Entry(
+            ns: now, size: packet.count, ssrc: packet.count >= 12 ? packet.u32(8) : 0,
+            timestamp: packet.count >= 12 ? packet.u32(4) : 0)
         entries.withLock { $0.append(e) }
     }
     func flush() {}
@@ -56,7 +58,10 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         while UDPSocket.monotonicNanoseconds() < deadline {
             let s = stream.statistics
             if s.outbound.framesEncoded + s.capture.droppedRingFull >= UInt64(frames),
-               (s.pacer?.packetsPaced ?? 0) == s.outbound.packetsSent || !paced { break }
+                (s.pacer?.packetsPaced ?? 0) == s.outbound.packetsSent || !paced
+            {
+                break
+            }
             usleep(10_000)
         }
         stream.stop()
@@ -76,9 +81,10 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         if ProcessInfo.processInfo.environment["PACER_DEBUG"] != nil {
             for e in paced { print((e.ns - paced[0].ns) / 1000, e.size, e.timestamp &- ts1) }
         }
-        print("720p VP8 \(Self.bitrate / 1000) kbit/s keyframe \(keyBytes) B in \(keyPaced.count) packets: largest 5 ms burst "
-              + "\(burstBefore) B unpaced, \(burstAfter) B paced (spread over \(String(format: "%.1f", spreadMs)) ms); "
-              + "whole run \(allBefore) B -> \(allAfter) B; pacer \(pacer)")
+        print(
+            "720p VP8 \(Self.bitrate / 1000) kbit/s keyframe \(keyBytes) B in \(keyPaced.count) packets: largest 5 ms burst "
+                + "\(burstBefore) B unpaced, \(burstAfter) B paced (spread over \(String(format: "%.1f", spreadMs)) ms); "
+                + "whole run \(allBefore) B -> \(allAfter) B; pacer \(pacer)")
         // Pacing rate 2.5 x 2.5 Mbit/s: 7812 B per 5 ms interval; a window may hold one interval's
         // saved budget, its own budget and one packet's overshoot.
         let interval = Int(Double(Self.bitrate) * 2.5 * 0.005 / 8)
@@ -117,7 +123,9 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
             while UDPSocket.monotonicNanoseconds() < start + UInt64(k) * 20_000_000 { usleep(300) }
             let pcm = source.int16s(frames: 960)
             captureNs.append(UDPSocket.monotonicNanoseconds())
-            pcm.withUnsafeBufferPointer { audio.capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(k) * 20_000_000) }
+            pcm.withUnsafeBufferPointer {
+                audio.capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(k) * 20_000_000)
+            }
             while Int64(nextFrame) * 33_333_333 <= Int64(k) * 20_000_000 {
                 if nextFrame == 9 { video.requestKeyframe() }
                 SyntheticVideo.render(frameIndex: nextFrame, into: picture)
@@ -145,10 +153,12 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         let largest = try #require(byTimestamp.values.max { $0.reduce(0) { $0 + $1.size } < $1.reduce(0) { $0 + $1.size } })
         let during = audioEntries.filter { $0.ns > largest.first!.ns && $0.ns < largest.last!.ns }
         let medianAudio = delays[delays.count / 2], worstAudio = delays.last!
-        print("audio delay median \(String(format: "%.2f", medianAudio)) ms, max \(String(format: "%.2f", worstAudio)) ms "
-              + "(\(delays.count) packets); video queue delay max \(Double(pacer.maxQueueDelayNs) / 1e6) ms, mean "
-              + "\(Double(pacer.totalQueueDelayNs) / Double(max(1, pacer.packetsPaced)) / 1e6) ms; keyframes \(keyframes); "
-              + "largest frame \(largest.count) packets over \(Double(largest.last!.ns - largest.first!.ns) / 1e6) ms with \(during.count) audio packets between")
+        print(
+            "audio delay median \(String(format: "%.2f", medianAudio)) ms, max \(String(format: "%.2f", worstAudio)) ms "
+                + "(\(delays.count) packets); video queue delay max \(Double(pacer.maxQueueDelayNs) / 1e6) ms, mean "
+                + "\(Double(pacer.totalQueueDelayNs) / Double(max(1, pacer.packetsPaced)) / 1e6) ms; keyframes \(keyframes); "
+                + "largest frame \(largest.count) packets over \(Double(largest.last!.ns - largest.first!.ns) / 1e6) ms with \(during.count) audio packets between"
+        )
         #expect(delays.count >= 28, "audio packets sent: \(delays.count)")
         #expect(keyframes >= 2)
         // The keyframe's paced drain spans more than one audio interval, and audio leaves in it.

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import MediaCore
 
 /// Receives up to `count` datagrams (or until 5 s pass) and returns copies in arrival order.

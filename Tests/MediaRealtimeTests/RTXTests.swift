@@ -1,9 +1,10 @@
 import Foundation
 import Glibc
+import MediaTestSupport
 import Synchronization
 import Testing
+
 @testable import MediaCore
-import MediaTestSupport
 
 /// A video send stream with RTX through an impairment relay to a receive pipeline that unwraps it,
 /// the sender's RTCP endpoint answering the receiver's NACKs.
@@ -80,9 +81,12 @@ struct RTXCall {
         let headerSize = try original.withUnsafeBytes { try RTPPacket(parsing: $0).headerSize }
         #expect(headerSize == 12 + 4 + 8)  // fixed + one CSRC + extension header and one word
         var rtx = [UInt8](repeating: 0, count: 300)
-        let n = try #require(original.withUnsafeBytes { o in
-            rtx.withUnsafeMutableBytes { RTXPacket.wrap(o, payloadType: 97, sequenceNumber: 0x0102, ssrc: 0x5566_7788, into: $0) }
-        })
+        let n = try #require(
+            original.withUnsafeBytes { o in
+                rtx.withUnsafeMutableBytes {
+                    RTXPacket.wrap(o, payloadType: 97, sequenceNumber: 0x0102, ssrc: 0x5566_7788, into: $0)
+                }
+            })
         #expect(n == original.count + 2)
         // RFC 4588 §4 by hand: V=2, X and CC as the original; M kept with the RTX payload type;
         // the RTX stream's sequence number and SSRC; the original timestamp, CSRC and extension;
@@ -103,11 +107,12 @@ struct RTXCall {
             #expect(RTXPacket.originalSequenceNumber(UnsafeRawBufferPointer(rebasing: raw[0..<n])) == 0xBEEF)
         }
         var back = [UInt8](repeating: 0, count: 300)
-        let m = try #require(rtx.withUnsafeBytes { r in
-            back.withUnsafeMutableBytes {
-                RTXPacket.unwrap(UnsafeRawBufferPointer(rebasing: r[0..<n]), payloadType: 96, ssrc: 0xAABB_CCDD, into: $0)
-            }
-        })
+        let m = try #require(
+            rtx.withUnsafeBytes { r in
+                back.withUnsafeMutableBytes {
+                    RTXPacket.unwrap(UnsafeRawBufferPointer(rebasing: r[0..<n]), payloadType: 96, ssrc: 0xAABB_CCDD, into: $0)
+                }
+            })
         #expect(Array(back[0..<m]) == original)
     }
 
@@ -180,16 +185,19 @@ struct RTXCall {
     @Test func lossIsRepairedByRTXAndTheFramesDecode() throws {
         let call = try RTXCall(rtxOnSender: true, rtxOnReceiver: true)
         let loss = ImpairmentModel.Settings(loss: 0.05, delayMilliseconds: 10)
-        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
-                                                             impairment: loss, reverse: loss, seed: 21))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
+                impairment: loss, reverse: loss, seed: 21))
         relay.start()
         call.run(to: relay.listenAddress, frames: 90)
         relay.stop()
         let rx = call.receiver.statistics
         let out = call.video.statistics.outbound
         let shown = call.renderer.indices.filter { $0 < 80 }.count
-        print("RTX, 5 % loss: shown \(shown)/80, resent \(out.retransmittedPacketsSent), unwrapped \(rx.rtxUnwrapped), "
-              + "dropped \(rx.rtxDropped), NACKs \(rx.nacksSent), PLIs \(rx.plisSent), min PSNR \(call.renderer.minimumPSNR)")
+        print(
+            "RTX, 5 % loss: shown \(shown)/80, resent \(out.retransmittedPacketsSent), unwrapped \(rx.rtxUnwrapped), "
+                + "dropped \(rx.rtxDropped), NACKs \(rx.nacksSent), PLIs \(rx.plisSent), min PSNR \(call.renderer.minimumPSNR)")
         #expect(out.retransmittedPacketsSent > 0)
         #expect(rx.rtxUnwrapped > 0 && rx.rtxUnwrapped <= Int(out.retransmittedPacketsSent))
         #expect(rx.rtxDropped == 0 && rx.unknownStream == 0 && rx.malformed == 0)
@@ -204,8 +212,10 @@ struct RTXCall {
     @Test func aReceiverWithoutRTXCountsRTXPacketsAsUnknown() throws {
         let call = try RTXCall(rtxOnSender: true, rtxOnReceiver: false)
         let loss = ImpairmentModel.Settings(loss: 0.05, delayMilliseconds: 5)
-        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
-                                                             impairment: loss, reverse: .init(delayMilliseconds: 5), seed: 3))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
+                impairment: loss, reverse: .init(delayMilliseconds: 5), seed: 3))
         relay.start()
         call.run(to: relay.listenAddress, frames: 45)
         relay.stop()
@@ -242,7 +252,9 @@ struct RTXCall {
         let rtx = sink.takePackets()
         stream.stop()
         #expect(rtx.count == 3)
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-rtx-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "revue-rtx-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        ).path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let pcap = dir + "/in.pcap", out = dir + "/out.rtpstream"
@@ -258,13 +270,15 @@ struct RTXCall {
             ns += 1_000_000
         }
         try w.finish()
-        let status = try ExternalTool.run("gst-launch-1.0", [
-            "-q", "filesrc", "location=\(pcap)", "!",
-            "pcapparse", "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=VP8,payload=96", "!",
-            "rtprtxreceive", "payload-type-map=application/x-rtp-pt-map,96=(uint)97",
-            "ssrc-map=application/x-rtp-ssrc-map,\(config.ssrc)=(uint)\(config.rtxSSRC)", "!",
-            "rtpstreampay", "!", "filesink", "location=\(out)",
-        ])
+        let status = try ExternalTool.run(
+            "gst-launch-1.0",
+            [
+                "-q", "filesrc", "location=\(pcap)", "!",
+                "pcapparse", "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=VP8,payload=96", "!",
+                "rtprtxreceive", "payload-type-map=application/x-rtp-pt-map,96=(uint)97",
+                "ssrc-map=application/x-rtp-ssrc-map,\(config.ssrc)=(uint)\(config.rtxSSRC)", "!",
+                "rtpstreampay", "!", "filesink", "location=\(out)",
+            ])
         #expect(status == 0)
         // rtpstreampay: RFC 4571 framing, a 16-bit length before each packet.
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: out)))
@@ -284,7 +298,8 @@ struct RTXCall {
     }
 
     @Test func sdpNegotiatesRTXWithAptAndAnFIDGroup() throws {
-        var m = SDPMediaDescription(type: "video", port: 5004, proto: "RTP/SAVPF", payloadType: 96, encoding: "VP8", clockRate: 90_000)
+        var m = SDPMediaDescription(
+            type: "video", port: 5004, proto: "RTP/SAVPF", payloadType: 96, encoding: "VP8", clockRate: 90_000)
         m.ssrcs = [SDPSSRCAttribute(ssrc: 1111, attribute: "cname", value: "revue")]
         m.addRetransmission(payloadType: 97, for: 96, mediaSSRC: 1111, rtxSSRC: 2222)
         let sdp = SDPSessionDescription(origin: SDPOrigin(sessionID: 1, address: "127.0.0.1"), media: [m])
@@ -320,7 +335,9 @@ struct RTXCall {
         let b = try SDPSessionDescription(parsing: browser).media[0]
         #expect(b.retransmissionPayloadType(for: 96) == 97 && b.retransmissionPayloadType(for: 98) == 99)
         #expect(b.ssrcGroups == [SDPSSRCGroup(semantics: "FID", ssrcs: [10, 20])])
-        #expect(throws: ContainerError.self) { try SDPSessionDescription(parsing: browser.replacingOccurrences(of: "FID 10 20", with: "FID 10 x")) }
+        #expect(throws: ContainerError.self) {
+            try SDPSessionDescription(parsing: browser.replacingOccurrences(of: "FID 10 20", with: "FID 10 x"))
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MediaCore
 
 @Suite(.serialized) struct ReceiveBandwidthEstimationTests {
@@ -16,8 +17,10 @@ import Testing
         var narrowConf = ImpairmentRelay.Configuration(listen: .loopbackIPv4(port: 0), to: to, impairment: bottleneck, seed: 1)
         narrowConf.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
         let narrow = try ImpairmentRelay(configuration: narrowConf)
-        let clear = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: to,
-                                                             impairment: .init(delayMilliseconds: 10), seed: 2))
+        let clear = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: to,
+                impairment: .init(delayMilliseconds: 10), seed: 2))
         narrow.start(); clear.start(); receiver.start()
         defer { receiver.stop(); narrow.stop(); clear.stop() }
         let sender = try ReceiveTestSender(to: narrow.listenAddress, key: key, width: 640, height: 360, bitrate: 1_500_000)
@@ -27,9 +30,10 @@ import Testing
         sender.destination = clear.listenAddress
         try sender.run(seconds: 4, startFrame: 105)
         let recovered = sender.encoder.bitrate
-        print("bitrate: start 1500000, congested \(congested), lowest \(lowest), recovered \(recovered); "
-              + "REMBs \(sender.session.counters.rembsReceived), loss \(sender.session.estimator.lastFractionLost), "
-              + "bottleneck drops \(narrow.statistics.forward.droppedByQueue)")
+        print(
+            "bitrate: start 1500000, congested \(congested), lowest \(lowest), recovered \(recovered); "
+                + "REMBs \(sender.session.counters.rembsReceived), loss \(sender.session.estimator.lastFractionLost), "
+                + "bottleneck drops \(narrow.statistics.forward.droppedByQueue)")
         #expect(congested < 800_000, "the estimate came down towards the 500 kbit/s bottleneck")
         #expect(lowest > 150_000, "without collapsing far below it")
         #expect(recovered > congested * 6 / 5, "and rose again once the path cleared")

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 /// A UDP sink whose destination can change (or be nil: packets dropped), for tests that cut a
@@ -94,8 +95,10 @@ struct EndToEndCall {
     @Test func sendPipelineThroughFivePercentLossIsRepairedByNackAndFEC() throws {
         let call = try EndToEndCall()
         let loss = ImpairmentModel.Settings(loss: 0.05, delayMilliseconds: 10)
-        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
-                                                             impairment: loss, reverse: loss, seed: 21))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
+                impairment: loss, reverse: loss, seed: 21))
         relay.start()
         let sink = CollectingAudioSink()
         let clock = AudioPlayoutClock(stream: call.receiver.audio!, sink: sink)
@@ -112,8 +115,10 @@ struct EndToEndCall {
         let shown = call.renderer.indices.filter { $0 < 80 }.count
         let out = call.video.statistics.outbound
         let ep = call.endpoint.statistics
-        print("send pipeline, 5 % loss: shown \(shown)/80, resent \(out.retransmittedPacketsSent), NACKs \(out.nackCount), "
-              + "PLIs \(out.pliCount), keyframes \(out.keyFramesEncoded), SRs \(ep.senderReportsSent), RTCP in \(ep.rtcpReceived)")
+        print(
+            "send pipeline, 5 % loss: shown \(shown)/80, resent \(out.retransmittedPacketsSent), NACKs \(out.nackCount), "
+                + "PLIs \(out.pliCount), keyframes \(out.keyFramesEncoded), SRs \(ep.senderReportsSent), RTCP in \(ep.rtcpReceived)"
+        )
         // 90 %: NACK repairs each loss (retried every RTT, up to 10 times, within the hole wait),
         // including a lost first packet of the stream, which is NACKed back from the first packet
         // received (VideoReceiveStream.findStreamStart); 80/80 over seeds 1-21.
@@ -125,8 +130,9 @@ struct EndToEndCall {
         #expect(Double(audio.concealedSamples) < 0.03 * Double(audio.totalSamplesReceived), "\(audio.concealedSamples)")
         #expect(call.receiver.audio!.fecRecoveredSamples > 0, "in-band FEC recovered lost audio")
         let remote = try #require(call.endpoint.remoteInbound[call.video.ssrc])
-        #expect(remote.roundTripTimeMeasurements > 0 && remote.roundTripTime > 0.015 && remote.roundTripTime < 0.5,
-                "RTT \(remote.roundTripTime) s over a 2 x 10 ms relay")
+        #expect(
+            remote.roundTripTimeMeasurements > 0 && remote.roundTripTime > 0.015 && remote.roundTripTime < 0.5,
+            "RTT \(remote.roundTripTime) s over a 2 x 10 ms relay")
     }
 
     @Test func aReceiverThatMissedTheKeyframeGetsOneThroughPLI() throws {
@@ -149,8 +155,10 @@ struct EndToEndCall {
     @Test func bandwidthEstimateLowersTheSendPipelinesBitrateOnACongestedPath() throws {
         let call = try EndToEndCall(width: 640, height: 360, bitrate: 1_500_000)
         let bottleneck = ImpairmentModel.Settings(delayMilliseconds: 10, rateBitsPerSecond: 500_000, queueLimitMilliseconds: 400)
-        let relay = try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
-                                                             impairment: bottleneck, reverse: .init(delayMilliseconds: 10), seed: 3))
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
+                impairment: bottleneck, reverse: .init(delayMilliseconds: 10), seed: 3))
         relay.start()
         call.start(sendingTo: relay.listenAddress)
         call.capture(frames: 0..<105)

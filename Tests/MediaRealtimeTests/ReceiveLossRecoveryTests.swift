@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 /// What one run through the impairment relay produced.
@@ -28,13 +29,16 @@ struct LossRunResult: CustomStringConvertible {
 /// Sends `seconds` of video and audio through an `ImpairmentRelay` with `impairment` on the media
 /// direction and `reverse` (default: the same) on the RTCP direction, and reports what the
 /// receiver made of it.
-func runThroughRelay(_ impairment: ImpairmentModel.Settings, reverse: ImpairmentModel.Settings? = nil,
-                     seed: UInt64, recovery: Bool, seconds: Double = 3) throws -> LossRunResult {
+func runThroughRelay(
+    _ impairment: ImpairmentModel.Settings, reverse: ImpairmentModel.Settings? = nil,
+    seed: UInt64, recovery: Bool, seconds: Double = 3
+) throws -> LossRunResult {
     let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
     let renderer = IndexingRenderer(width: 320, height: 240)
     let receiver = try makeReceiver(key: key, nack: recovery, fec: recovery, renderer: renderer)
-    var relayConf = ImpairmentRelay.Configuration(listen: .loopbackIPv4(port: 0), to: try receiver.socket.localAddress(),
-                                                  impairment: impairment, seed: seed)
+    var relayConf = ImpairmentRelay.Configuration(
+        listen: .loopbackIPv4(port: 0), to: try receiver.socket.localAddress(),
+        impairment: impairment, seed: seed)
     relayConf.reverse = reverse ?? impairment
     let relay = try ImpairmentRelay(configuration: relayConf)
     let sink = CollectingAudioSink()
@@ -109,8 +113,9 @@ func runThroughRelay(_ impairment: ImpairmentModel.Settings, reverse: Impairment
     }
 
     @Test func sixtyMillisecondJitterWithReorderingPlaysSmoothly() throws {
-        let jitter = ImpairmentModel.Settings(delayMilliseconds: 20, jitterMilliseconds: 60, reorder: 0.05,
-                                              reorderDelayMilliseconds: 30)
+        let jitter = ImpairmentModel.Settings(
+            delayMilliseconds: 20, jitterMilliseconds: 60, reorder: 0.05,
+            reorderDelayMilliseconds: 30)
         let with = try runThroughRelay(jitter, seed: 11, recovery: true)
         print("60 ms jitter + reordering: \(with)")
         #expect(with.decodedShare >= 0.95, "\(with)")

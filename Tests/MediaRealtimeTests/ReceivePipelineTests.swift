@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 /// Collects what an `AudioPlayoutClock` plays.
@@ -13,8 +14,10 @@ final class CollectingAudioSink: AudioSink, @unchecked Sendable {
 }
 
 /// A receive pipeline on a loopback socket with one VP8 and one Opus stream.
-func makeReceiver(key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
-                  renderer: VideoRenderer) throws -> ReceivePipeline {
+func makeReceiver(
+    key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
+    renderer: VideoRenderer
+) throws -> ReceivePipeline {
     var options = UDPSocket.Options()
     options.receiveBufferSize = 1 << 21
     let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options)
@@ -67,8 +70,9 @@ func makeReceiver(key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
         let audio = try #require(whilePlaying.first { $0.kind == "audio" })
         #expect(audio.packetsReceived >= UInt64(sender.audioFramesSent - 5))
         // Playout started after the prebuffer; from then on nothing was lost, so no concealment.
-        #expect(Double(audio.concealedSamples) < 0.02 * Double(audio.totalSamplesReceived),
-                "concealed \(audio.concealedSamples) of \(audio.totalSamplesReceived)")
+        #expect(
+            Double(audio.concealedSamples) < 0.02 * Double(audio.totalSamplesReceived),
+            "concealed \(audio.concealedSamples) of \(audio.totalSamplesReceived)")
         // The audio is the sender's speech-like signal, not silence.
         let pcm = sink.samples.withLock { $0 }
         let energy = pcm.suffix(48_000).reduce(0.0) { $0 + Double($1) * Double($1) } / 48_000
@@ -112,13 +116,16 @@ func makeReceiver(key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
                 // Forged: a valid RTP header of our stream with a wrong tag.
                 var p = [UInt8](repeating: 0, count: 200)
                 p.withUnsafeMutableBytes { b in
-                    _ = RTPHeader(payloadType: 96, sequenceNumber: sender.videoSeq &+ 3, timestamp: 0, ssrc: sender.videoSSRC).marshal(into: b)
+                    _ = RTPHeader(payloadType: 96, sequenceNumber: sender.videoSeq &+ 3, timestamp: 0, ssrc: sender.videoSSRC)
+                        .marshal(into: b)
                 }
                 for i in 12..<200 { p[i] = UInt8.random(in: 0...255, using: &rng) }
                 _ = p.withUnsafeBytes { try? attacker.send($0, to: target) }; forged += 1
                 // Truncated: the first bytes of a genuine packet.
                 let c = captured[v % captured.count]
-                _ = c.withUnsafeBytes { try? attacker.send(UnsafeRawBufferPointer(rebasing: $0[0..<min(20, $0.count)]), to: target) }; truncated += 1
+                _ = c.withUnsafeBytes {
+                    try? attacker.send(UnsafeRawBufferPointer(rebasing: $0[0..<min(20, $0.count)]), to: target)
+                }; truncated += 1
                 // Random bytes in the RTP range and elsewhere.
                 var r = (0..<Int.random(in: 1...300, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
                 if v % 2 == 0 { r[0] = 0x80 | (r[0] & 0x3F) }
@@ -128,7 +135,9 @@ func makeReceiver(key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
                 // Forged SRTCP: a sender report with a made-up tag and index.
                 var rtcp = [UInt8](repeating: 0, count: 52)
                 rtcp.withUnsafeMutableBytes { b in
-                    _ = RTCPSenderReport(ssrc: sender.videoSSRC, ntpTime: NTPTime(rawValue: 1), rtpTime: 0, packetCount: 0, octetCount: 0).marshal(into: b)
+                    _ = RTCPSenderReport(
+                        ssrc: sender.videoSSRC, ntpTime: NTPTime(rawValue: 1), rtpTime: 0, packetCount: 0, octetCount: 0
+                    ).marshal(into: b)
                 }
                 for i in 28..<52 { rtcp[i] = UInt8.random(in: 0...255, using: &rng) }
                 _ = rtcp.withUnsafeBytes { try? attacker.send($0, to: target) }; forged += 1
@@ -140,7 +149,8 @@ func makeReceiver(key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
         receiver.stop()
         let s = receiver.statistics
         // Every forged or replayed SRTP packet and every random RTP-looking packet is refused.
-        #expect(s.authFailures + s.replays + s.srtpErrors + s.unknownStream + s.malformed + s.other >= forged + truncated + replayed)
+        #expect(
+            s.authFailures + s.replays + s.srtpErrors + s.unknownStream + s.malformed + s.other >= forged + truncated + replayed)
         #expect(s.authFailures >= forged)
         #expect(s.senderReportsReceived == 0, "no forged sender report got through")
         #expect(s.replays >= 1, "replays of the first frame are refused by the replay window")

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+
 @testable import MediaCore
 
 /// A real-time media sender for receive-side tests, built only from existing building blocks
@@ -38,8 +39,10 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
     let rx = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
 
-    init(to destination: SocketAddress, key: SRTPKeyMaterial?, rtcpKey: SRTPKeyMaterial? = nil,
-         width: Int = 320, height: Int = 240, bitrate: Int = 400_000, audioFEC: Bool = true) throws {
+    init(
+        to destination: SocketAddress, key: SRTPKeyMaterial?, rtcpKey: SRTPKeyMaterial? = nil,
+        width: Int = 320, height: Int = 240, bitrate: Int = 400_000, audioFEC: Bool = true
+    ) throws {
         socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         self.destination = destination
         self.width = width; self.height = height
@@ -57,8 +60,9 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         opus.isInbandFECEnabled = audioFEC
         opus.expectedPacketLossPercent = audioFEC ? 10 : 0
         frame = VideoFrame(width: width, height: height)
-        session = RTCPSenderSession(ssrcs: [videoSSRC, audioSSRC], handler: self, startBitrate: bitrate,
-                                    minimumBitrate: 50_000, maximumBitrate: 2_000_000)
+        session = RTCPSenderSession(
+            ssrcs: [videoSSRC, audioSSRC], handler: self, startBitrate: bitrate,
+            minimumBitrate: 50_000, maximumBitrate: 2_000_000)
     }
 
     deinit { buffer.deallocate(); rx.deallocate() }
@@ -66,7 +70,8 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     // MARK: RTCPFeedbackHandler
 
     func retransmit(ssrc: UInt32, sequenceNumber: UInt16) -> SendHistory.Lookup {
-        let r = history.retransmit(seq: sequenceNumber, nowNs: Int64(UDPSocket.monotonicNanoseconds()), maxRetransmissions: 3) { bytes in
+        let r = history.retransmit(seq: sequenceNumber, nowNs: Int64(UDPSocket.monotonicNanoseconds()), maxRetransmissions: 3) {
+            bytes in
             _ = try? socket.send(bytes, to: destination)
         }
         if case .found = r { retransmissions += 1 }
@@ -76,7 +81,9 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     func setTargetBitrate(_ bitsPerSecond: Int) {
         bitrateChanges.append(bitsPerSecond)
         if ProcessInfo.processInfo.environment["RECV_DEBUG"] != nil {
-            print("t=\(UDPSocket.monotonicNanoseconds() / 1_000_000 % 100_000) target \(bitsPerSecond) remb \(session.estimator.remb ?? -1) loss \(session.estimator.lastFractionLost) lossBased \(Int(session.estimator.lossBasedBitrate))")
+            print(
+                "t=\(UDPSocket.monotonicNanoseconds() / 1_000_000 % 100_000) target \(bitsPerSecond) remb \(session.estimator.remb ?? -1) loss \(session.estimator.lastFractionLost) lossBased \(Int(session.estimator.lossBasedBitrate))"
+            )
         }
         encoder.bitrate = max(50_000, bitsPerSecond)
     }
@@ -118,9 +125,12 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         let size = try pcm.withUnsafeBufferPointer { p in
             try packet.withUnsafeMutableBytes { try opus.encode(p, into: $0) }
         }
-        let header = RTPHeader(marker: index == 0, payloadType: audioPT, sequenceNumber: audioSeq,
-                               timestamp: UInt32(truncatingIfNeeded: index * 960), ssrc: audioSSRC)
-        let n = packet.withUnsafeBytes { RTPPacket.marshal(header: header, payload: UnsafeRawBufferPointer(rebasing: $0[0..<size]), into: buffer) }
+        let header = RTPHeader(
+            marker: index == 0, payloadType: audioPT, sequenceNumber: audioSeq,
+            timestamp: UInt32(truncatingIfNeeded: index * 960), ssrc: audioSSRC)
+        let n = packet.withUnsafeBytes {
+            RTPPacket.marshal(header: header, payload: UnsafeRawBufferPointer(rebasing: $0[0..<size]), into: buffer)
+        }
         send(n, seq: audioSeq, store: false)
         audioSeq &+= 1
     }
@@ -146,8 +156,10 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     }
 
     /// Sends `seconds` of 30 fps video (and 50 pps audio when `audio`) in real time, answering RTCP.
-    func run(seconds: Double, video: Bool = true, audio: Bool = false, startFrame: Int = 0,
-             onSecond: ((Int) -> Void)? = nil) throws {
+    func run(
+        seconds: Double, video: Bool = true, audio: Bool = false, startFrame: Int = 0,
+        onSecond: ((Int) -> Void)? = nil
+    ) throws {
         let start = UDPSocket.monotonicNanoseconds()
         let end = start + UInt64(seconds * 1e9)
         var v = 0, a = 0, lastSR: UInt64 = 0

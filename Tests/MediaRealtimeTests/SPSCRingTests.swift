@@ -1,9 +1,11 @@
-import Testing
-import Synchronization
-@testable import MediaCore
 import MediaTestSupport
+import Synchronization
+import Testing
+
+@testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct SPSCRingTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MediaCore
 
 /// The send pipeline's bitrate under loss and after it: VideoSendStream + AudioSendStream +
@@ -25,8 +26,10 @@ import Testing
         let heavy = ImpairmentModel.Settings(loss: 0.6, delayMilliseconds: 10)
         let clear = ImpairmentModel.Settings(delayMilliseconds: 10)
         let relays = try [moderate, heavy, clear].enumerated().map { k, media in
-            try ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: to, impairment: media,
-                                                     reverse: clear, seed: 9 + UInt64(k)))
+            try ImpairmentRelay(
+                configuration: .init(
+                    listen: .loopbackIPv4(port: 0), to: to, impairment: media,
+                    reverse: clear, seed: 9 + UInt64(k)))
         }
         for r in relays { r.start() }
         call.start(sendingTo: relays[0].listenAddress)
@@ -41,7 +44,9 @@ import Testing
         let ep = call.endpoint.statistics
         call.stop()
         for r in relays { r.stop() }
-        print("target at 5 % loss \(underLoss)\nat 60 % loss \(heavyLoss)\nclear \(afterLoss)\nkeyframes \(keyframesUnderLoss) at 5 %, \(out.outbound.keyFramesEncoded) in all, PLIs \(out.outbound.pliCount), refused \(refused), coalesced \(out.keyframeRequestsCoalesced), resent \(out.outbound.retransmittedPacketsSent), session \(ep.session)")
+        print(
+            "target at 5 % loss \(underLoss)\nat 60 % loss \(heavyLoss)\nclear \(afterLoss)\nkeyframes \(keyframesUnderLoss) at 5 %, \(out.outbound.keyFramesEncoded) in all, PLIs \(out.outbound.pliCount), refused \(refused), coalesced \(out.keyframeRequestsCoalesced), resent \(out.outbound.retransmittedPacketsSent), session \(ep.session)"
+        )
         // 5 % random loss is repaired by NACK: the receiver reports little loss after repair and
         // GCC holds between 2 and 10 %, so the target stays near the configured rate (it used to
         // collapse to ~55 kbit/s when every refused NACK forced a keyframe) and keyframes stay rare.
@@ -68,7 +73,9 @@ import Testing
         // Every keyframe after the first answers a PLI (no periodic ones at this length, nothing
         // forced by refused NACKs); PLIs inside a window share one (coalesced). A PLI still waiting
         // at the end has none yet, hence <=.
-        #expect(out.outbound.keyFramesEncoded - 1 + out.keyframeRequestsCoalesced <= out.outbound.pliCount,
-                "\(out.outbound.keyFramesEncoded) keyframes, \(out.outbound.pliCount) PLIs, \(out.keyframeRequestsCoalesced) coalesced")
+        #expect(
+            out.outbound.keyFramesEncoded - 1 + out.keyframeRequestsCoalesced <= out.outbound.pliCount,
+            "\(out.outbound.keyFramesEncoded) keyframes, \(out.outbound.pliCount) PLIs, \(out.keyframeRequestsCoalesced) coalesced"
+        )
     }
 }

@@ -1,9 +1,11 @@
-import Testing
 import Foundation
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Once warm, the whole send path allocates nothing per frame: capture (convert into a pooled
@@ -50,18 +52,24 @@ import Glibc
         let stream = try VideoSendStream(configuration: config, sink: sink)
         stream.startWithoutWorker()
         // Inputs: 320x240 I420 and BGRA, a 240x320 BGRA rotated 90, a 640x480 I420 halved by the box filter.
-        let i420 = (0..<8).map { sendTestFrame($0, width: input == .i420Halved ? 640 : 320, height: input == .i420Halved ? 480 : 240) }
+        let i420 = (0..<8).map {
+            sendTestFrame($0, width: input == .i420Halved ? 640 : 320, height: input == .i420Halved ? 480 : 240)
+        }
         let (bw, bh) = input == .bgraRotated90 ? (240, 320) : (320, 240)
         var bgra = (0..<8).map { i -> [UInt8] in
             var b = [UInt8](repeating: 0, count: bw * bh * 4)
-            b.withUnsafeMutableBytes { SyntheticVideo.renderBGRA(frameIndex: i, width: bw, height: bh, into: $0.baseAddress!, stride: bw * 4) }
+            b.withUnsafeMutableBytes {
+                SyntheticVideo.renderBGRA(frameIndex: i, width: bw, height: bh, into: $0.baseAddress!, stride: bw * 4)
+            }
             return b
         }
         let views: [PixelBufferView] = try (0..<8).map { i in
             switch input {
             case .i420, .i420Halved: return sendTestView(i420[i])
             case .bgra, .bgraRotated90:
-                return try bgra[i].withUnsafeBytes { try PixelBufferView.packed(format: .bgra, width: bw, height: bh, data: $0, stride: bw * 4) }
+                return try bgra[i].withUnsafeBytes {
+                    try PixelBufferView.packed(format: .bgra, width: bw, height: bh, data: $0, stride: bw * 4)
+                }
             }
         }
         let rotation: VideoRotation = input == .bgraRotated90 ? .rotation90 : .rotation0
@@ -78,7 +86,9 @@ import Glibc
         #expect(after.framesEncoded == before.framesEncoded + 30)
         let libsrtp = try suite.map { try Self.libsrtpAllocationsPerPacket($0) } ?? 0
         let expected = libsrtp * Int(after.packetsSent - before.packetsSent)
-        #expect(allocations == expected, "\(allocations) allocations in 30 frames (\(input), \(suite.map(\.rawValue) ?? "RTP")), libsrtp alone: \(expected)")
+        #expect(
+            allocations == expected,
+            "\(allocations) allocations in 30 frames (\(input), \(suite.map(\.rawValue) ?? "RTP")), libsrtp alone: \(expected)")
         stream.stop()
         withExtendedLifetime((i420, bgra, receiver)) {}
         bgra.removeAll()
@@ -87,7 +97,8 @@ import Glibc
     @Test(arguments: [SRTPSuite?.none, .aeadAES128GCM])
     func audioFramesAllocateNothingOnceWarm(_ suite: SRTPSuite?) throws {
         let (sink, receiver) = try Self.udpSink()
-        let stream = try AudioSendStream(configuration: sendTestAudioConfiguration(srtp: suite.map { .random(for: $0) }), sink: sink)
+        let stream = try AudioSendStream(
+            configuration: sendTestAudioConfiguration(srtp: suite.map { .random(for: $0) }), sink: sink)
         stream.startWithoutWorker()
         // 44.1 kHz stereo Int16 in 10 ms buffers into a mono 48 kHz stream: mix, resample, level,
         // speaking detector, Opus, RTP with both extensions, SRTP, UDP.
@@ -97,8 +108,9 @@ import Glibc
         func oneBuffer() {
             pcm.withUnsafeBufferPointer { all in
                 let b = k % 100
-                stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(b * 882)..<((b + 1) * 882)]), sampleRate: 44_100,
-                                        channels: 2, timeStampNs: Int64(k) * 10_000_000)
+                stream.capturer.capture(
+                    UnsafeBufferPointer(rebasing: all[(b * 882)..<((b + 1) * 882)]), sampleRate: 44_100,
+                    channels: 2, timeStampNs: Int64(k) * 10_000_000)
             }
             stream.pump()
             k += 1

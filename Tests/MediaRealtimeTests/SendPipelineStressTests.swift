@@ -1,9 +1,11 @@
-import Testing
 import Foundation
 import Synchronization
+import Testing
+
 @testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Several producer threads capture at once while the real worker threads run and a control thread
@@ -48,7 +50,8 @@ import Glibc
 
         let s = stream.statistics
         let calls = UInt64(producers * perProducer)
-        #expect(s.capture.captured + s.capture.droppedPoolExhausted + s.capture.droppedInvalid + s.capture.droppedInactive == calls)
+        #expect(
+            s.capture.captured + s.capture.droppedPoolExhausted + s.capture.droppedInvalid + s.capture.droppedInactive == calls)
         #expect(s.capture.droppedInvalid == 0 && s.capture.droppedInactive == 0)
         #expect(s.capture.captured == s.outbound.framesEncoded + s.capture.droppedRingFull + s.outbound.framesDroppedByEncoder)
         #expect(s.outbound.framesDroppedByEncoder == 0)
@@ -67,7 +70,9 @@ import Glibc
             #expect(mine == mine.sorted(), "producer \(p) frames out of order: \(mine)")
             #expect(!mine.isEmpty)
         }
-        print("video stress: \(calls) captures, \(s.outbound.framesEncoded) encoded, \(s.capture.droppedRingFull) dropped oldest, \(s.capture.droppedPoolExhausted) dropped busy, \(s.outbound.keyFramesEncoded) keyframes")
+        print(
+            "video stress: \(calls) captures, \(s.outbound.framesEncoded) encoded, \(s.capture.droppedRingFull) dropped oldest, \(s.capture.droppedPoolExhausted) dropped busy, \(s.outbound.keyFramesEncoded) keyframes"
+        )
     }
 
     @Test func concurrentAudioProducersEverySampleEncodedOrCounted() throws {
@@ -93,8 +98,9 @@ import Glibc
             let pcm = gen.int16s(frames: 480 * buffers)
             pcm.withUnsafeBufferPointer { all in
                 for b in 0..<buffers {
-                    stream.capturer.capture(UnsafeBufferPointer(rebasing: all[(b * 480)..<((b + 1) * 480)]), sampleRate: 48_000,
-                                            channels: 1, timeStampNs: Int64(b) * 10_000_000)
+                    stream.capturer.capture(
+                        UnsafeBufferPointer(rebasing: all[(b * 480)..<((b + 1) * 480)]), sampleRate: 48_000,
+                        channels: 1, timeStampNs: Int64(b) * 10_000_000)
                     if b % 8 == 0 { usleep(1_000) }
                 }
             }

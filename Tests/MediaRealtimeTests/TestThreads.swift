@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Runs `body(index)` on `count` new OS threads at once and returns when all have finished.
@@ -15,11 +15,13 @@ func runOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     for i in 0..<count {
         var handle = pthread_t()
         let context = Unmanaged.passRetained(Context(i, body)).toOpaque()
-        let rc = pthread_create(&handle, nil, { raw in
-            let context = Unmanaged<Context>.fromOpaque(raw!).takeRetainedValue()
-            context.body(context.index)
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &handle, nil,
+            { raw in
+                let context = Unmanaged<Context>.fromOpaque(raw!).takeRetainedValue()
+                context.body(context.index)
+                return nil
+            }, context)
         precondition(rc == 0, "pthread_create failed: \(rc)")
         threads.append(handle)
     }

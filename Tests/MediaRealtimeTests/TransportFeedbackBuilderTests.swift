@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MediaCore
 
 @Suite struct TransportFeedbackBuilderTests {
@@ -103,7 +104,9 @@ import Testing
         stream.pump()
         let all = media + sink.takePackets()
         stream.stop()
-        let numbered = try all.map { p in try p.withUnsafeBytes { try #require(RTPPacket(parsing: $0).header.extensions.transportSequenceNumber(id: 5)) } }
+        let numbered = try all.map { p in
+            try p.withUnsafeBytes { try #require(RTPPacket(parsing: $0).header.extensions.transportSequenceNumber(id: 5)) }
+        }
         #expect(numbered == (0..<all.count).map { UInt16(truncatingIfNeeded: 65_534 + $0) }, "\(numbered)")
         #expect(numbers.take() == UInt16(truncatingIfNeeded: 65_534 + all.count))
     }

@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
-import Testing
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
 
 /// The send path on transport-wide feedback: VideoSendStream numbering its packets ->
 /// ImpairmentRelay (600 kbit/s, 100 ms queue) -> ReceivePipeline sending transport-cc feedback and
@@ -19,8 +20,9 @@ import MediaTestSupport
         conf.reportIntervalMilliseconds = 250
         let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: nil)
         let bottleneck = ImpairmentModel.Settings(delayMilliseconds: 10, rateBitsPerSecond: 600_000, queueLimitMilliseconds: 100)
-        var relayConf = ImpairmentRelay.Configuration(listen: .loopbackIPv4(port: 0), to: try rxSocket.localAddress(),
-                                                      impairment: bottleneck, seed: 3)
+        var relayConf = ImpairmentRelay.Configuration(
+            listen: .loopbackIPv4(port: 0), to: try rxSocket.localAddress(),
+            impairment: bottleneck, seed: 3)
         relayConf.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
         let relay = try ImpairmentRelay(configuration: relayConf)
         let txSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
@@ -28,7 +30,8 @@ import MediaTestSupport
         var vc = sendTestVideoConfiguration(width: 640, height: 360)
         vc.encoder.bitrate = 1_500_000
         vc.transportSequence = (id: 5, numbers: numbers)
-        let video = try VideoSendStream(configuration: vc, sink: UDPPacketSink(socket: txSocket, destination: relay.listenAddress))
+        let video = try VideoSendStream(
+            configuration: vc, sink: UDPPacketSink(socket: txSocket, destination: relay.listenAddress))
         var ec = RTCPSenderEndpoint.Configuration(remoteKey: nil, localKey: nil)
         ec.startBitrate = 1_500_000
         ec.maximumBitrate = 1_500_000
@@ -46,9 +49,10 @@ import MediaTestSupport
         }
         let stats = endpoint.statistics
         video.stop(); endpoint.stop(); receiver.stop(); relay.stop()
-        print("transport-cc estimate: targets \(targets), delay-based \(stats.delayBasedBitrate ?? -1), acknowledged \(stats.acknowledgedBitrate), "
-              + "feedback \(stats.session.transportFeedbackReceived), REMB \(stats.session.rembsReceived), "
-              + "relay drops \(relay.statistics.forward.droppedByQueue)")
+        print(
+            "transport-cc estimate: targets \(targets), delay-based \(stats.delayBasedBitrate ?? -1), acknowledged \(stats.acknowledgedBitrate), "
+                + "feedback \(stats.session.transportFeedbackReceived), REMB \(stats.session.rembsReceived), "
+                + "relay drops \(relay.statistics.forward.droppedByQueue)")
         #expect(stats.session.transportFeedbackReceived > 20, "feedback every 100 ms for 5 s")
         #expect(stats.session.rembsReceived == 0)
         let delayBased = try #require(stats.delayBasedBitrate)
@@ -106,8 +110,9 @@ import MediaTestSupport
         let estimating = AllocationCounter.count {
             for k in 0..<feedbacks.count { estimator.update(adapter.results, nowNs: Int64(now) + Int64(k + 10) * 100_000_000) }
         }
-        print("transport-cc allocations: send log \(logging) for 300 packets, adapter \(adapting) for 10 feedbacks, "
-              + "estimator \(estimatingFirst) then \(estimating) for 10 feedbacks")
+        print(
+            "transport-cc allocations: send log \(logging) for 300 packets, adapter \(adapting) for 10 feedbacks, "
+                + "estimator \(estimatingFirst) then \(estimating) for 10 feedbacks")
         #expect(estimating == 0)
         #expect(logging == 0 && found == 300)
         #expect(adapting == 0 && adapter.unmatched == 0)

@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MediaCore
 
 /// What a test handler saw: copies of the datagrams with their metadata.
@@ -16,8 +17,9 @@ private final class Collected: Sendable {
     let testThread = pthread_self()
 
     func handle(_ d: UDPDatagram) {
-        let entry = Entry(bytes: [UInt8](d.bytes), source: d.source, receivedAt: d.receivedAtNanoseconds,
-                          truncated: d.isTruncated, onReceiverThread: pthread_equal(pthread_self(), testThread) == 0)
+        let entry = Entry(
+            bytes: [UInt8](d.bytes), source: d.source, receivedAt: d.receivedAtNanoseconds,
+            truncated: d.isTruncated, onReceiverThread: pthread_equal(pthread_self(), testThread) == 0)
         entries.withLock { $0.append(entry) }
     }
 

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import MediaCore
 
 /// Whether this host can join an IPv4 multicast group (needs a multicast route).
@@ -35,7 +36,9 @@ private func receiveOne(_ socket: UDPSocket) throws -> [UInt8]? {
         let loopbackBroadcast = SocketAddress(ipv4: 127, 255, 255, 255, port: port)
         let sender = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let payload: [UInt8] = [1, 2, 3]
-        let refused = payload.withUnsafeBytes { b in Result { () throws(SocketError) in try sender.send(b, to: loopbackBroadcast) } }
+        let refused = payload.withUnsafeBytes { b in
+            Result { () throws(SocketError) in try sender.send(b, to: loopbackBroadcast) }
+        }
         guard case .failure(let error) = refused else {
             Issue.record("a broadcast send without SO_BROADCAST succeeded")
             return

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import MediaCore
 
 /// Bytes of datagram `index` with `size` bytes: distinct per datagram and per position.

@@ -1,6 +1,7 @@
-import Testing
-@testable import MediaCore
 import MediaTestSupport
+import Testing
+
+@testable import MediaCore
 
 /// Encodes `count` SyntheticVideo frames of `codec` at 320x240 and packetizes them (MTU 600, so
 /// frames span several packets): the packets of each frame, in order.
@@ -19,7 +20,8 @@ private func videoPackets(_ codec: VPXCodec, count: Int, keyframesAt: Set<Int> =
         try encoder.encode(frame.view, pts: Int64(i) * 3000, forceKeyframe: keyframesAt.contains(i)) { e in
             var header = RTPHeader(payloadType: 98, timestamp: UInt32(i * 3000), ssrc: 77)
             let max = header.maxPayloadSize(mtu: 600)
-            let split: any RTPFramePayloads = codec == .vp8
+            let split: any RTPFramePayloads =
+                codec == .vp8
                 ? vp8.packetize(frame: e.data, maxPayloadSize: max)
                 : vp9.packetize(frame: e.data, maxPayloadSize: max, keyframe: e.isKeyframe)
             for p in 0..<split.count {
@@ -44,7 +46,8 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
     func decodesEveryFrameInOrderFromReorderedPackets(codec: VPXCodec) throws {
         let frames = try videoPackets(codec, count: 20)
         let renderer = IndexingRenderer(width: 320, height: 240)
-        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: codec, payloadType: 98), renderer: renderer)
+        let s = try VideoReceiveStream(
+            ssrc: 77, settings: VideoReceiveSettings(codec: codec, payloadType: 98), renderer: renderer)
         var t: UInt64 = 1_000_000_000
         for f in frames {
             // Reverse each frame's packets: the jitter buffer puts them back in order.
@@ -91,7 +94,8 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
     /// packet)` names; returns the renderer, the stream, the keyframe requests made and each
     /// frame's (temporal layer, non-reference bit).
     private func playLayered(layers: Int, count: Int, mtu: Int = 1200, drop: (Int, Int) -> Bool = { _, _ in false })
-        throws -> (IndexingRenderer, VideoReceiveStream, Int, [(layer: UInt8, nonReference: Bool, packets: Int)]) {
+        throws -> (IndexingRenderer, VideoReceiveStream, Int, [(layer: UInt8, nonReference: Bool, packets: Int)])
+    {
         var config = sendTestVideoConfiguration()
         config.encoder.temporalLayers = layers
         config.mtu = mtu
@@ -214,7 +218,8 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         let frames = try videoPackets(codec, count: 5)
         try #require(frames[0].count > lostAtStart + 1, "the keyframe spans several packets")
         let renderer = IndexingRenderer(width: 320, height: 240)
-        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: codec, payloadType: 98), renderer: renderer)
+        let s = try VideoReceiveStream(
+            ssrc: 77, settings: VideoReceiveSettings(codec: codec, payloadType: 98), renderer: renderer)
         let seq = { (p: [UInt8]) in (try! RTPHeader(parsing: p.withUnsafeBytes { $0 })).sequenceNumber }
         var t: UInt64 = 1_000_000_000
         // The keyframe's first packet(s) are lost: nothing before the first packet received tells
@@ -298,4 +303,3 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         #expect(allocations == 0, "\(allocations) allocations for 60 frames")
     }
 }
-

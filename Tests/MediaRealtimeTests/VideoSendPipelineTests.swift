@@ -1,8 +1,10 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // MARK: Shared helpers of the send pipeline tests (prefixed to stay clear of other suites).
@@ -43,9 +45,12 @@ struct SendTestReceived {
 
 /// Unprotects (when `key` is given), parses, depacketizes and decodes `packets` in order; PSNR is
 /// measured against `reference(barcode, width, height)` when given.
-func sendTestReceive(_ packets: [[UInt8]], codec: VPXCodec, key: SRTPKeyMaterial?,
-                     reference: ((_ ordinal: Int, _ barcode: Int?, _ width: Int, _ height: Int) -> VideoFrame?)? = nil)
-    throws -> SendTestReceived {
+func sendTestReceive(
+    _ packets: [[UInt8]], codec: VPXCodec, key: SRTPKeyMaterial?,
+    reference: ((_ ordinal: Int, _ barcode: Int?, _ width: Int, _ height: Int) -> VideoFrame?)? = nil
+)
+    throws -> SendTestReceived
+{
     var out = SendTestReceived()
     let srtp = try key.map { try SRTPContext(material: $0, direction: .inbound) }
     let decoder = try VPXDecoder(codec: codec)
@@ -67,8 +72,9 @@ func sendTestReceive(_ packets: [[UInt8]], codec: VPXCodec, key: SRTPKeyMaterial
                 let code = SyntheticVideo.frameIndex(in: view)
                 var psnr: Double? = nil
                 if let ref = reference?(out.frames.count, code, view.width, view.height) { psnr = Quality.psnr(view, ref.view) }
-                return SendTestDecodedFrame(rtpTimestamp: frame.timestamp, barcode: code, width: view.width,
-                                            height: view.height, isKeyframe: frame.isKeyframe, psnr: psnr)
+                return SendTestDecodedFrame(
+                    rtpTimestamp: frame.timestamp, barcode: code, width: view.width,
+                    height: view.height, isKeyframe: frame.isKeyframe, psnr: psnr)
             }
             if let decoded { out.frames.append(decoded) }
         }
@@ -77,8 +83,10 @@ func sendTestReceive(_ packets: [[UInt8]], codec: VPXCodec, key: SRTPKeyMaterial
 }
 
 /// A plain-RTP (or SRTP) VP8 stream configuration for tests at `width` x `height`.
-func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height: Int = 240,
-                                srtp: SRTPKeyMaterial? = nil) -> VideoSendStream.Configuration {
+func sendTestVideoConfiguration(
+    codec: VPXCodec = .vp8, width: Int = 320, height: Int = 240,
+    srtp: SRTPKeyMaterial? = nil
+) -> VideoSendStream.Configuration {
     var c = VideoSendStream.Configuration(codec: codec, width: width, height: height)
     c.encoder.bitrate = 1_500_000
     c.srtp = srtp
@@ -90,8 +98,10 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
     static let frameNs: Int64 = 33_333_333
 
     /// Captures frames 0..<count (I420 source) into a stream driven on this thread, returns the packets.
-    static func sendFrames(_ config: VideoSendStream.Configuration, count: Int, first: Int = 0,
-                           between: ((VideoSendStream, Int) -> Void)? = nil) throws -> (VideoSendStream, [[UInt8]]) {
+    static func sendFrames(
+        _ config: VideoSendStream.Configuration, count: Int, first: Int = 0,
+        between: ((VideoSendStream, Int) -> Void)? = nil
+    ) throws -> (VideoSendStream, [[UInt8]]) {
         let sink = MemoryPacketSink()
         let stream = try VideoSendStream(configuration: config, sink: sink)
         stream.startWithoutWorker()
@@ -108,7 +118,9 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
     @Test func sendsDecodableVP8WithRTPHeadersFromCaptureTimes() throws {
         let config = sendTestVideoConfiguration()
         let (stream, packets) = try Self.sendFrames(config, count: 20)
-        let rx = try sendTestReceive(packets, codec: .vp8, key: nil) { _, i, w, h in i.map { sendTestFrame($0, width: w, height: h) } }
+        let rx = try sendTestReceive(packets, codec: .vp8, key: nil) { _, i, w, h in
+            i.map { sendTestFrame($0, width: w, height: h) }
+        }
         #expect(rx.frames.count == 20)
         #expect(rx.frames.map(\.barcode) == (0..<20).map { Optional($0) })
         // Synthetic pictures at 1.5 Mbit/s, 320x240: measured ~38 dB; bound 30 dB.
@@ -180,7 +192,9 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
         let (_, packets) = try Self.sendFrames(sendTestVideoConfiguration(srtp: key), count: 10)
         #expect(packets.allSatisfy { $0.count <= 1200 })
-        let rx = try sendTestReceive(packets, codec: .vp8, key: key) { _, i, w, h in i.map { sendTestFrame($0, width: w, height: h) } }
+        let rx = try sendTestReceive(packets, codec: .vp8, key: key) { _, i, w, h in
+            i.map { sendTestFrame($0, width: w, height: h) }
+        }
         #expect(rx.frames.map(\.barcode) == (0..<10).map { Optional($0) })
         // A different key must not verify.
         #expect(throws: SRTPError.self) { _ = try sendTestReceive(packets, codec: .vp8, key: .random(for: .aeadAES128GCM)) }
@@ -189,7 +203,9 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
     @Test func vp9FlexibleModeDecodes() throws {
         let config = sendTestVideoConfiguration(codec: .vp9, srtp: .random(for: .aesCM128HMACSHA1_80))
         let (_, packets) = try Self.sendFrames(config, count: 10)
-        let rx = try sendTestReceive(packets, codec: .vp9, key: config.srtp) { _, i, w, h in i.map { sendTestFrame($0, width: w, height: h) } }
+        let rx = try sendTestReceive(packets, codec: .vp9, key: config.srtp) { _, i, w, h in
+            i.map { sendTestFrame($0, width: w, height: h) }
+        }
         #expect(rx.frames.map(\.barcode) == (0..<10).map { Optional($0) })
         for f in rx.frames { #expect((f.psnr ?? 0) > 30) }
     }
@@ -239,8 +255,9 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         stream.requestKeyframe()
         var delivered: [[UInt8]] = []
         for i in 0..<20 {
-            sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240),
-                            timeStampNs: 1_000_000_000 + Int64(i) * Self.frameNs)
+            sendTestCapture(
+                stream.capturer, sendTestFrame(i, width: 320, height: 240),
+                timeStampNs: 1_000_000_000 + Int64(i) * Self.frameNs)
             stream.pump()
             let packets = sink.takePackets()
             if i == 0 {
@@ -252,7 +269,9 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
             if (2...6).contains(i) { stream.handlePictureLossIndication() }
         }
         stream.stop()
-        let rx = try sendTestReceive(delivered, codec: .vp8, key: nil) { _, i, w, h in i.map { sendTestFrame($0, width: w, height: h) } }
+        let rx = try sendTestReceive(delivered, codec: .vp8, key: nil) { _, i, w, h in
+            i.map { sendTestFrame($0, width: w, height: h) }
+        }
         // Every frame from 1 decodes (the decoder starts on keyframe 1); keyframe 11 is frame 1 plus
         // the 300 ms window (10 frames), serving the five PLIs after frames 2...6.
         #expect(rx.frames.map(\.barcode) == (1..<20).map { Optional($0) })
@@ -324,10 +343,12 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         // up to every RTP byte handed to the transport (SRTP tags excluded).
         #expect(s.outbound.headerBytesSent == s.outbound.packetsSent * UInt64(header.marshalSize))
         let everyTransmission = sent + sink.packets + resent
-        #expect(s.outbound.bytesSent + s.outbound.headerBytesSent
+        #expect(
+            s.outbound.bytesSent + s.outbound.headerBytesSent
                 == UInt64(everyTransmission.reduce(0) { $0 + $1.count - 16 }))
-        #expect(s.outbound.bytesSent == stream.senderInfo.octetCount + resentPayload,
-                "the sender report's octet count stays first transmissions only")
+        #expect(
+            s.outbound.bytesSent == stream.senderInfo.octetCount + resentPayload,
+            "the sender report's octet count stays first transmissions only")
         #expect(s.retransmissionsRefused == 2)
         // Only frame 0: a refused resend is the receiver's to repair (its NACK tracker gives up and
         // sends PLI); keyframing per refused NACK made keyframe storms under loss.
@@ -376,7 +397,9 @@ func sendTestVideoConfiguration(codec: VPXCodec = .vp8, width: Int = 320, height
         stream.startWithoutWorker()
         var refs: [Int: VideoFrame] = [:]
         for i in 0..<5 {
-            landscape.withUnsafeMutableBytes { SyntheticVideo.renderBGRA(frameIndex: i, width: lw, height: lh, into: $0.baseAddress!, stride: lw * 4) }
+            landscape.withUnsafeMutableBytes {
+                SyntheticVideo.renderBGRA(frameIndex: i, width: lw, height: lh, into: $0.baseAddress!, stride: lw * 4)
+            }
             for r in 0..<h { for c in 0..<w { portrait[r * w + c] = landscape[c * lw + (lw - 1 - r)] } }
             try portrait.withUnsafeBytes { raw in
                 let view = try PixelBufferView.packed(format: .bgra, width: w, height: h, data: raw, stride: w * 4)

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Counts, exactly, the heap allocations the calling thread makes while a closure runs.
 ///
@@ -177,9 +178,10 @@ private func patchAll() -> [PatchedSlot] {
         let loaded = loadRange(base)
         if base != 0 {
             guard !loaded.isEmpty, loaded.contains(symtab), loaded.contains(strtab),
-                  jmprel == 0 || loaded.contains(jmprel), rela == 0 || loaded.contains(rela),
-                  jmprel == 0 || loaded.contains(jmprel &+ pltSize &- 1),
-                  rela == 0 || loaded.contains(rela &+ relaSize &- 1) else { continue }
+                jmprel == 0 || loaded.contains(jmprel), rela == 0 || loaded.contains(rela),
+                jmprel == 0 || loaded.contains(jmprel &+ pltSize &- 1),
+                rela == 0 || loaded.contains(rela &+ relaSize &- 1)
+            else { continue }
         }
         let relro = relroRange(base)
         for (table, size) in [(jmprel, pltSize), (rela, relaSize)] where table != 0 && size != 0 {
@@ -217,7 +219,8 @@ private func restore(_ patched: [PatchedSlot]) {
 /// The span of the object's PT_LOAD segments in memory, from its in-memory ELF header.
 private func loadRange(_ base: UInt) -> Range<UInt> {
     guard base != 0, let header = UnsafePointer<Elf64_Ehdr>(bitPattern: base),
-          header.pointee.e_ident.0 == 0x7f, header.pointee.e_ident.1 == 0x45 else { return 0..<0 }
+        header.pointee.e_ident.0 == 0x7f, header.pointee.e_ident.1 == 0x45
+    else { return 0..<0 }
     let phdrs = UnsafePointer<Elf64_Phdr>(bitPattern: base &+ UInt(header.pointee.e_phoff))!
     var low = UInt.max, high: UInt = 0
     for i in 0..<Int(header.pointee.e_phnum) where phdrs[i].p_type == UInt32(PT_LOAD) {
@@ -230,7 +233,8 @@ private func loadRange(_ base: UInt) -> Range<UInt> {
 /// The object's PT_GNU_RELRO range (read-only after relocation), from its in-memory ELF header.
 private func relroRange(_ base: UInt) -> Range<UInt> {
     guard base != 0, let header = UnsafePointer<Elf64_Ehdr>(bitPattern: base),
-          header.pointee.e_ident.0 == 0x7f, header.pointee.e_ident.1 == 0x45 else { return 0..<0 }
+        header.pointee.e_ident.0 == 0x7f, header.pointee.e_ident.1 == 0x45
+    else { return 0..<0 }
     let phdrs = UnsafePointer<Elf64_Phdr>(bitPattern: base &+ UInt(header.pointee.e_phoff))!
     for i in 0..<Int(header.pointee.e_phnum) where phdrs[i].p_type == UInt32(PT_GNU_RELRO) {
         let start = base &+ UInt(phdrs[i].p_vaddr)

@@ -22,4 +22,3 @@ package func audioZeroCrossings(_ signal: ArraySlice<Float>) -> Int {
 package func audioRMS(_ signal: ArraySlice<Float>) -> Double {
     Array(signal).withUnsafeBufferPointer { AudioLevel.rms($0) }
 }
-

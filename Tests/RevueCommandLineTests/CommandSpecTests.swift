@@ -1,5 +1,5 @@
-import Testing
 import RevueCommandLine
+import Testing
 
 /// The shared parser: options from their specs, generated help, typed errors.
 @Suite struct CommandSpecTests {
@@ -30,7 +30,9 @@ import RevueCommandLine
 
     @Test func badUsageThrowsUsageErrorsNamingTheArgument() {
         func message(_ args: [String]) -> String? {
-            do { _ = try Self.spec.parse(args); return nil } catch let e as UsageError { return e.description } catch { return "other \(error)" }
+            do { _ = try Self.spec.parse(args); return nil } catch let e as UsageError { return e.description } catch {
+                return "other \(error)"
+            }
         }
         #expect(message(["--colour"]) == "unknown option --colour")
         #expect(message(["--count"]) == "--count needs a value")

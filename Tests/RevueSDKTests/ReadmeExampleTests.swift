@@ -1,6 +1,6 @@
-import Testing
 import Foundation
 import RevueMedia
+import Testing
 
 /// The README's ten-line example, kept byte-identical to the README (checked below) and run.
 @Suite struct ReadmeExampleTests {

@@ -1,5 +1,5 @@
-import Testing
 import RevueSDK
+import Testing
 
 /// What `import RevueSDK` brings of the media engine: the types a call hands an app work without
 /// importing RevueMedia (this file imports RevueSDK only).

@@ -1,10 +1,12 @@
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
+
 @testable import RevueSession
-import MediaCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Sends `packets` (cycled) at `rate` datagrams a second for `seconds` from a detached thread;
@@ -13,8 +15,10 @@ final class Flood: Sendable {
     let sent = Atomic<Int>(0)
     let done = Atomic<Bool>(false)
 
-    init(packets: [[UInt8]], rate: Double, seconds: Double, count: Int = .max, to target: SocketAddress,
-         raw: RawUDPSender?, socket: SessionSocket?, source: @escaping @Sendable (Int) -> SocketAddress) {
+    init(
+        packets: [[UInt8]], rate: Double, seconds: Double, count: Int = .max, to target: SocketAddress,
+        raw: RawUDPSender?, socket: SessionSocket?, source: @escaping @Sendable (Int) -> SocketAddress
+    ) {
         let sentCounter = self
         Thread.detachNewThread {
             // The attacker is another machine in spirit: on these two shared cores its thread
@@ -54,8 +58,12 @@ final class Flood: Sendable {
         }
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
-        let alice = try TestPeer(rendezvous: node) { $0.timeouts = RevueTimeouts(); $0.timeouts.rendezvousInterval = 0.5 }
-        let bob = try TestPeer(rendezvous: node) { $0.timeouts = RevueTimeouts(); $0.timeouts.rendezvousInterval = 0.5 }
+        let alice = try TestPeer(rendezvous: node) {
+            $0.timeouts = RevueTimeouts(); $0.timeouts.rendezvousInterval = 0.5
+        }
+        let bob = try TestPeer(rendezvous: node) {
+            $0.timeouts = RevueTimeouts(); $0.timeouts.rendezvousInterval = 0.5
+        }
         defer { alice.remove(); bob.remove() }
         try await befriend(alice, bob)
         let mac1Key = HandshakeMACs.mac1Key(bob.revue.core!.identity.publicKey)
@@ -66,23 +74,30 @@ final class Flood: Sendable {
             return d + Sodium.keyedBlake2b(key: mac1Key, d) + [UInt8](repeating: 0, count: 16)
         }
         let seconds = 6.0
-        let flood = Flood(packets: packets, rate: 50_000, seconds: seconds, to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port),
-                          raw: raw, socket: nil) { i in
-            SocketAddress(ip: 0x7F00_0000 | UInt32(truncatingIfNeeded: i &* 2_654_435_761) & 0x00FF_FFFF | 0x0001_0000,
-                          port: UInt16(truncatingIfNeeded: 1024 + i % 60_000))
+        let flood = Flood(
+            packets: packets, rate: 50_000, seconds: seconds, to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port),
+            raw: raw, socket: nil
+        ) { i in
+            SocketAddress(
+                ip: 0x7F00_0000 | UInt32(truncatingIfNeeded: i &* 2_654_435_761) & 0x00FF_FFFF | 0x0001_0000,
+                port: UInt16(truncatingIfNeeded: 1024 + i % 60_000))
         }
         await settle(1)
         // Alice restarts during the flood: a fresh handshake has to get through.
         alice.stop()
         let eventsBefore = bob.friendEvents.count
-        await bob.wait("Bob sees Alice offline", timeout: 3) { bob.friendEvents.dropFirst(eventsBefore).contains(.paths(alice.id, false)) }
+        await bob.wait("Bob sees Alice offline", timeout: 3) {
+            bob.friendEvents.dropFirst(eventsBefore).contains(.paths(alice.id, false))
+        }
         let restart = monotonicNow()
         try alice.start()
         await alice.wait("Alice online again", timeout: 3) { alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline }
         let connectTime = monotonicNow() - restart
         if connectTime >= 3 {
             let f = alice.revue.core!.friends[bob.id]!
-            print("slow reconnect; Alice: \(alice.revue.counters) cookie \(f.cookie as Any) attempts \(f.initiationAttempts) candidates \(f.candidates) stored \(f.storedRoute as Any)")
+            print(
+                "slow reconnect; Alice: \(alice.revue.counters) cookie \(f.cookie as Any) attempts \(f.initiationAttempts) candidates \(f.candidates) stored \(f.storedRoute as Any)"
+            )
             print("slow reconnect; Bob: \(bob.revue.counters)")
         }
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "through the flood")
@@ -90,7 +105,9 @@ final class Flood: Sendable {
         while !flood.finished { await settle(0.1) }
         let c = bob.revue.counters
         let sent = flood.sent.load(ordering: .relaxed)
-        print("flood: \(sent) spoofed initiations in \(seconds) s (\(Int(Double(sent) / seconds))/s); reconnect took \(String(format: "%.3f", connectTime)) s; Bob: cookie replies \(c.cookieRepliesSent), rate-limited \(c.droppedRateLimited), forged \(c.droppedForged), overload drops \(c.droppedOverload)")
+        print(
+            "flood: \(sent) spoofed initiations in \(seconds) s (\(Int(Double(sent) / seconds))/s); reconnect took \(String(format: "%.3f", connectTime)) s; Bob: cookie replies \(c.cookieRepliesSent), rate-limited \(c.droppedRateLimited), forged \(c.droppedForged), overload drops \(c.droppedOverload)"
+        )
         // The sender shares two cores with everything else; below half the rate the run proves little.
         #expect(Double(sent) >= 0.5 * 50_000 * seconds, "the flood ran at \(Double(sent) / seconds)/s")
         #expect(connectTime < 3)
@@ -124,17 +141,29 @@ final class Flood: Sendable {
         packets.reserveCapacity(4096)
         for i in 0..<4096 {
             switch i % 8 {
-            case 0: let k = i / 8 % real.count
+            case 0:
+                let k = i / 8 % real.count
                 // Each with a full datagram of fresh tags.
                 let tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
-                packets.append(RendezvousClient.registration(keys: real[k], timestamp: UInt64(i + 10), cookie: cookie, macKey: macKeys[k], tags: tags))
-            case 1, 2, 3: packets.append(RendezvousClient.registration(keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: cookie, macKey: Sodium.random(32)))
-            default: packets.append(RendezvousClient.registration(keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: Sodium.random(16), macKey: nil))
+                packets.append(
+                    RendezvousClient.registration(
+                        keys: real[k], timestamp: UInt64(i + 10), cookie: cookie, macKey: macKeys[k], tags: tags))
+            case 1, 2, 3:
+                packets.append(
+                    RendezvousClient.registration(
+                        keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: cookie, macKey: Sodium.random(32)))
+            default:
+                packets.append(
+                    RendezvousClient.registration(
+                        keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: Sodium.random(16), macKey: nil))
             }
         }
         let total = 1_000_000, rate = 100_000.0
         let source = attacker.endpoint
-        let flood = Flood(packets: packets, rate: rate, seconds: 2 * Double(total) / rate, count: total, to: attacker.node, raw: nil, socket: attacker.socket) { _ in source }
+        let flood = Flood(
+            packets: packets, rate: rate, seconds: 2 * Double(total) / rate, count: total, to: attacker.node, raw: nil,
+            socket: attacker.socket
+        ) { _ in source }
         var peak = before
         while !flood.finished {
             await settle(0.25)
@@ -144,7 +173,9 @@ final class Flood: Sendable {
         let after = try #require(residentKilobytes(pid: pid))
         peak = max(peak, after)
         let sent = flood.sent.load(ordering: .relaxed)
-        print("rendezvous: \(sent) fake registrations; RSS \(before) kB before, \(peak) kB peak, \(after) kB after (bound: +16384 kB)")
+        print(
+            "rendezvous: \(sent) fake registrations; RSS \(before) kB before, \(peak) kB peak, \(after) kB after (bound: +16384 kB)"
+        )
         #expect(sent >= total)
         #expect(peak - before < 16_384)
         // Still serving: a client from another /24 registers and finds the warm one.

@@ -1,9 +1,11 @@
 import Foundation
-import Testing
-@testable import RevueSession
 import MediaCore
+import Testing
+
+@testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Persistence: the data directory and the profile file against another local user, and the
@@ -86,7 +88,9 @@ import Glibc
         #expect(!text.lowercased().contains(secretHex.lowercased()), "no clear secret on disk")
         #expect(text.contains("sealedSecretKey"))
         for wrong in [nil, "wrong horse"] {
-            guard case .failure(let e) = initialize(dir, passphrase: wrong) else { Issue.record("opened with \(wrong ?? "no passphrase")"); continue }
+            guard case .failure(let e) = initialize(dir, passphrase: wrong) else {
+                Issue.record("opened with \(wrong ?? "no passphrase")"); continue
+            }
             #expect(e.code == .corruptProfile, "\(e)")
         }
         #expect(try String(contentsOfFile: dir + "/profile.json", encoding: .utf8) == text, "a failed open leaves the file as is")
@@ -100,9 +104,13 @@ import Glibc
         let clear = try initialize(clearDir).get()
         let clearSecret = Hex.encode(clear.core!.identity.secret.exposedCopy)
         clear.destroy()
-        #expect(try String(contentsOfFile: clearDir + "/profile.json", encoding: .utf8).lowercased().contains(clearSecret.lowercased()))
+        #expect(
+            try String(contentsOfFile: clearDir + "/profile.json", encoding: .utf8).lowercased().contains(
+                clearSecret.lowercased()))
         let sealing = try initialize(clearDir, passphrase: "p").get()
-        #expect(!(try String(contentsOfFile: clearDir + "/profile.json", encoding: .utf8).lowercased().contains(clearSecret.lowercased())))
+        #expect(
+            !(try String(contentsOfFile: clearDir + "/profile.json", encoding: .utf8).lowercased().contains(
+                clearSecret.lowercased())))
         sealing.destroy()
     }
 }

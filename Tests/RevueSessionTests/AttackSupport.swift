@@ -1,9 +1,11 @@
 import Foundation
-import Testing
-@testable import RevueSession
 import MediaCore
+import Testing
+
+@testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A hand-driven rendezvous client on its own loopback socket: the cookie round, registration,
@@ -34,8 +36,10 @@ final class RendezvousClient {
 
     /// A registration datagram for the registration key `keys` with `cookie` and `tags`, sealed
     /// with `macKey` (an empty, zero AEAD when nil).
-    static func registration(keys: KeyPair, status: UInt8 = 1, timestamp: UInt64, cookie: [UInt8], macKey: [UInt8]?,
-                             tags: [[UInt8]] = []) -> [UInt8] {
+    static func registration(
+        keys: KeyPair, status: UInt8 = 1, timestamp: UInt64, cookie: [UInt8], macKey: [UInt8]?,
+        tags: [[UInt8]] = []
+    ) -> [UInt8] {
         var w = ByteWriter()
         w.u8(PacketType.rendezvousRegister.rawValue)
         w.u8(revueProtocolVersion)
@@ -106,7 +110,8 @@ final class RendezvousClient {
         let before = replies.count
         socket.send(w.bytes, to: node)
         guard let reply = await next(.rendezvousLookupReply, after: before), reply.count == RendezvousAuth.lookupReplyLength,
-              let plain = Sodium.open(key: macKey, nonce: lookupNonce | 1 << 63, ad: Array(reply[0..<10]), ciphertext: reply[10...]) else { return nil }
+            let plain = Sodium.open(key: macKey, nonce: lookupNonce | 1 << 63, ad: Array(reply[0..<10]), ciphertext: reply[10...])
+        else { return nil }
         var r = ByteReader(plain)
         guard r.take(16) == tag, r.u8() == 1, let ip = r.u32(), let port = r.u16() else { return nil }
         return SocketAddress(ip: ip, port: port)
@@ -126,7 +131,8 @@ final class RendezvousClient {
 @MainActor
 func requestTag(of peer: TestPeer) -> [UInt8] {
     let core = peer.revue.core!
-    return PrivacyTags.request(publicKey: core.identity.publicKey, nospam: core.profile.nospam, epoch: PrivacyTags.epoch(core.wallNow()))
+    return PrivacyTags.request(
+        publicKey: core.identity.publicKey, nospam: core.profile.nospam, epoch: PrivacyTags.epoch(core.wallNow()))
 }
 
 /// Sends UDP datagrams with any IPv4 source address and port through a raw socket (root only):
@@ -167,7 +173,9 @@ final class RawUDPSender: @unchecked Sendable {
         to.sin_addr.s_addr = destination.ip.bigEndian
         let n = p.withUnsafeBytes { b in
             withUnsafePointer(to: &to) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, b.baseAddress, total, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, b.baseAddress, total, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         }
         return n == total
@@ -177,6 +185,7 @@ final class RawUDPSender: @unchecked Sendable {
 /// Resident set size of a process in kB (VmRSS of /proc/PID/status); nil when unreadable.
 func residentKilobytes(pid: Int32) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-          let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return nil }
+        let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+    else { return nil }
     return Int(line.split(separator: " ").dropFirst().first ?? "")
 }

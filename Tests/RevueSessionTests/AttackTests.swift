@@ -1,9 +1,11 @@
 import Foundation
-import Testing
-@testable import RevueSession
 import MediaCore
+import Testing
+
+@testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Loopback sockets that count every byte they receive: endpoints an attacker names.
@@ -16,7 +18,11 @@ final class ByteCounters {
     init(count: Int) throws {
         sockets = try (0..<count).map { _ in try SessionSocket(host: "127.0.0.1", port: 0) }
         for s in sockets {
-            s.start { [weak self] b, _ in MainActor.assumeIsolated { self?.bytes += b.count; self?.datagrams += 1 } }
+            s.start { [weak self] b, _ in
+                MainActor.assumeIsolated {
+                    self?.bytes += b.count; self?.datagrams += 1
+                }
+            }
         }
     }
 
@@ -124,7 +130,9 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let lanPort = UInt16.random(in: 50_000...59_000)
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
-        let alice = try TestPeer(rendezvous: node) { $0.lanDiscovery = true; $0.lanDiscoveryPort = lanPort }
+        let alice = try TestPeer(rendezvous: node) {
+            $0.lanDiscovery = true; $0.lanDiscoveryPort = lanPort
+        }
         let bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
         let core = alice.revue.core!
@@ -173,7 +181,9 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             plain.u8(1); plain.u32(0x7F00_0001); plain.u16(sinks.ports[0]); plain.u8(1); plain.u16(0)
             w.append(Sodium.seal(key: Sodium.random(32), nonce: 1, ad: w.bytes, plaintext: plain.bytes))
             for _ in 0..<20 {
-                raw.send(w.bytes, from: SocketAddress(ip: 0x7F00_0001, port: node.port), to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
+                raw.send(
+                    w.bytes, from: SocketAddress(ip: 0x7F00_0001, port: node.port),
+                    to: SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
             }
             await bob.wait("spoofed answers counted") { bob.revue.counters.droppedLookupReplies >= 20 }
             await settle(0.5)
@@ -193,8 +203,9 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             let macKey = Sodium.random(32)
             let friend = KeyPair()
             let tag = Sodium.random(16)
-            core.nodeStates[nodeAddress] = SessionCore.NodeState(nodeKey: Sodium.random(32), macKey: SecretKeyBytes(macKey), token: Sodium.random(16),
-                                                                 pendingLookups: [7, 8].map { .init(nonce: $0, tag: tag, friendId: Hex.encode(friend.publicKey)) })
+            core.nodeStates[nodeAddress] = SessionCore.NodeState(
+                nodeKey: Sodium.random(32), macKey: SecretKeyBytes(macKey), token: Sodium.random(16),
+                pendingLookups: [7, 8].map { .init(nonce: $0, tag: tag, friendId: Hex.encode(friend.publicKey)) })
             try peer.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
             for (nonce, ip): (UInt64, UInt32) in [(7, 0xC0A8_0107), (8, 0xC633_6407)] {
                 var w = ByteWriter()
@@ -237,13 +248,16 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         for _ in 0..<400 {
             let k = KeyPair()
             let mac = RendezvousAuth.key(secret: k.secret, peerPublic: flooder.nodeKey!)!
-            flooder.socket.send(RendezvousClient.registration(keys: k, timestamp: 9, cookie: flooder.cookie, macKey: mac), to: flooder.node)
+            flooder.socket.send(
+                RendezvousClient.registration(keys: k, timestamp: 9, cookie: flooder.cookie, macKey: mac), to: flooder.node)
             sent += 1
         }
         await settle(0.5)
         let elapsed = monotonicNow() - start
         let agreements = node.keyAgreements - agreementsBefore
-        #expect(Double(agreements) <= RendezvousNode.keyBurst + RendezvousNode.keyRate * elapsed + 1, "\(agreements) X25519 in \(elapsed) s")
+        #expect(
+            Double(agreements) <= RendezvousNode.keyBurst + RendezvousNode.keyRate * elapsed + 1,
+            "\(agreements) X25519 in \(elapsed) s")
         #expect(node.refusedForLimits >= sent - agreements - 5)
         #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
     }
@@ -267,8 +281,9 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         // A datagram larger than 32 tags is not read at all.
         let dropped = node.droppedPackets
         c.timestamp += 1
-        let big = RendezvousClient.registration(keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
-                                                tags: (0...RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) })
+        let big = RendezvousClient.registration(
+            keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
+            tags: (0...RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) })
         c.socket.send(big, to: c.node)
         await settle(0.2)
         #expect(node.droppedPackets == dropped + 1)
@@ -296,8 +311,10 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             for _ in 0..<(RendezvousNode.maxTagsPerEntry / RendezvousAuth.maxTagsPerRegistration) {
                 c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
                 c.timestamp += 1
-                c.socket.send(RendezvousClient.registration(keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
-                                                            tags: c.tags), to: c.node)
+                c.socket.send(
+                    RendezvousClient.registration(
+                        keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
+                        tags: c.tags), to: c.node)
             }
             await settle(0.05)
         }
@@ -352,7 +369,8 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let known = try #require(core.nodeStates[nodeAddress]?.nodeKey)
         var w = ByteWriter()
         w.u8(PacketType.rendezvousRegistered.rawValue); w.u8(revueProtocolVersion); w.u8(0)
-        w.u32(0x7F00_0001); w.u16(bob.revue.port); w.append(KeyPair().publicKey); w.append(Sodium.random(16)); w.append([UInt8](repeating: 0, count: 16))
+        w.u32(0x7F00_0001); w.u16(bob.revue.port); w.append(KeyPair().publicKey); w.append(Sodium.random(16));
+        w.append([UInt8](repeating: 0, count: 16))
         let forged = core.counters.droppedForged
         core.handle(w.bytes, from: nodeAddress)
         #expect(core.nodeStates[nodeAddress]?.nodeKey == known)
@@ -410,7 +428,8 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let refused = node.refusedRegistrations, dropped = node.droppedPackets
         for cookie in [attacker.cookie, [UInt8](repeating: 0, count: 16)] {
             attacker.timestamp += 1
-            let r = RendezvousClient.registration(keys: attacker.keys, timestamp: attacker.timestamp, cookie: cookie, macKey: attacker.macKey)
+            let r = RendezvousClient.registration(
+                keys: attacker.keys, timestamp: attacker.timestamp, cookie: cookie, macKey: attacker.macKey)
             raw.send(r, from: aliceEndpoint, to: nodeAddress)
         }
         // Relay sends claiming Alice's registration key and her tags from her endpoint (all seen on
@@ -538,9 +557,13 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let sentBefore = f.current!.sendCounter
         core.sendPing(f, route: f.bestRoute(now: monotonicNow(), timeout: 2)!, now: monotonicNow())
         #expect(core.counters.droppedExpired == 1 && f.current?.sendCounter == sentBefore)
-        await alice.wait("offline when the keys expire", timeout: 3) { alice.friendEvents.dropFirst(eventsBefore).contains(.paths(bob.id, false)) }
+        await alice.wait("offline when the keys expire", timeout: 3) {
+            alice.friendEvents.dropFirst(eventsBefore).contains(.paths(bob.id, false))
+        }
         for p in [alice, bob] { p.revue.core!.sessionLifetimeOverride = nil }
-        await alice.wait("back online with new keys", timeout: 3) { alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline }
+        await alice.wait("back online with new keys", timeout: 3) {
+            alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline
+        }
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "fresh keys")
         await bob.waitForEvent(.message(alice.id, "fresh keys"))
     }

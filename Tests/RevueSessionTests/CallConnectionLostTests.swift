@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// A participant whose friend connection is lost (the peer crashed: no goodbye, no hang-up, its
@@ -73,7 +74,9 @@ import Testing
         let offlineSince = try #require(participant.offlineSince)
         #expect(participant.paths.isOnline == false)
         // (The events are queued: wait for them, not for the room's state.)
-        await a.wait("b left the call", timeout: grace + 5) { a.recorder.participant.contains { $0.hasPrefix("disconnected(b,") } }
+        await a.wait("b left the call", timeout: grace + 5) {
+            a.recorder.participant.contains { $0.hasPrefix("disconnected(b,") }
+        }
         // Never before the grace period (a lower bound: scheduling can only make it later).
         #expect(monotonicNow() - offlineSince >= grace)
         #expect(a.room.remoteParticipants[b.id] == nil)

@@ -1,6 +1,7 @@
 import Foundation
 import MediaCore
 import Testing
+
 @testable import RevueSession
 
 /// A friend that speaks the call protocol by hand: it records every reserved message it receives
@@ -146,7 +147,8 @@ final class HostileFriend {
         #expect(b.room.introductions[forC]?.newcomer == c.id)
         // h got hang-ups (and perhaps b's hello), never a key, a track, a joined or introductions.
         let after = h.received[seen0...].filter { $0.from == b.id }
-        #expect(after.allSatisfy { [CallSignal.Op.hangup, CallSignal.Op.hello].contains($0.signal.op) }, "\(after.map(\.signal.op))")
+        #expect(
+            after.allSatisfy { [CallSignal.Op.hangup, CallSignal.Op.hello].contains($0.signal.op) }, "\(after.map(\.signal.op))")
         #expect(after.contains { $0.signal.op == CallSignal.Op.hangup })
         // b's audio went to a the whole time, and not one packet to h's socket.
         #expect((a.room.legs[b.id]?.pipeline?.inboundStats.first { $0.kind == "audio" }?.packetsReceived ?? 0) > 50)
@@ -221,7 +223,9 @@ final class HostileFriend {
         // The call still works: h is in it, its audio plays, and its messages arrive.
         #expect(a.room.remoteParticipants[h.id] === p)
         #expect((p.trackPublications["audio"] as? RemoteTrackPublication)?.isSubscribed == true)
-        func audioPackets() -> UInt64 { a.room.legs[h.id]?.pipeline?.inboundStats.first { $0.kind == "audio" }?.packetsReceived ?? 0 }
+        func audioPackets() -> UInt64 {
+            a.room.legs[h.id]?.pipeline?.inboundStats.first { $0.kind == "audio" }?.packetsReceived ?? 0
+        }
         let packets0 = audioPackets()
         await a.wait("h's audio still arrives") { audioPackets() >= packets0 + 40 }
         _ = try await hp.room.localParticipant.sendMessage("still here")
@@ -252,6 +256,8 @@ final class HostileFriend {
         // A second later it is answered again.
         await settle(0.8)
         stale.send(mute, to: b.id)
-        await a.wait("second hang-up") { stale.received.filter { $0.from == b.id && $0.signal.op == CallSignal.Op.hangup }.count == 2 }
+        await a.wait("second hang-up") {
+            stale.received.filter { $0.from == b.id && $0.signal.op == CallSignal.Op.hangup }.count == 2
+        }
     }
 }

@@ -1,9 +1,11 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Testing
+
 @testable import RevueSession
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Threads of this process (entries of /proc/self/task).
 func processThreadCount() -> Int {
@@ -18,7 +20,8 @@ func residentKilobytes() -> Int {
         _ = unsafeBitCast(sym, to: (@convention(c) (Int) -> Int32).self)(0)
     }
     guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-          let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return -1 }
+        let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+    else { return -1 }
     return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? -1
 }
 
@@ -40,14 +43,20 @@ func residentKilobytes() -> Int {
             await callee.wait("invited \(cycle)") { callee.room.invitations[caller.id] != nil }
             try callee.friends.acceptInvitation(friendId: caller.id)
             await caller.wait("media \(cycle)") { caller.room.localMedia.count == 2 && callee.room.localMedia.count == 2 }
-            await caller.wait("legs \(cycle)") { caller.room.legs[callee.id]?.destination != nil && callee.room.legs[caller.id]?.destination != nil }
+            await caller.wait("legs \(cycle)") {
+                caller.room.legs[callee.id]?.destination != nil && callee.room.legs[caller.id]?.destination != nil
+            }
             lastParticipant = callee.room.remoteParticipants[caller.id]
             weak var stream = caller.room.localMedia[.video]?.video
             weak var leg = caller.room.legs[callee.id]
             weak var pub = caller.room.localParticipant.localTrackPublications.first
-            defer { #expect(stream == nil && leg == nil && pub == nil, "cycle \(cycle): stream, leg or publication outlived the call") }
+            defer {
+                #expect(stream == nil && leg == nil && pub == nil, "cycle \(cycle): stream, leg or publication outlived the call")
+            }
             callee.room.disconnectAll()
-            await caller.wait("hung up \(cycle)") { caller.room.remoteParticipants.isEmpty && callee.room.remoteParticipants.isEmpty }
+            await caller.wait("hung up \(cycle)") {
+                caller.room.remoteParticipants.isEmpty && callee.room.remoteParticipants.isEmpty
+            }
             await settle(0.1)
             // Measured after a longer warm-up: the allocator's arenas and glibc's cache of thread
             // stacks (each call starts and ends six threads, pacers included) settle by then.

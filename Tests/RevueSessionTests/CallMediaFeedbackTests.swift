@@ -1,6 +1,7 @@
 import Foundation
 import MediaCore
 import Testing
+
 @testable import RevueSession
 
 /// The participant's RTCP feedback reaches our send streams in a call: a's video to b passes an
@@ -36,16 +37,22 @@ import Testing
     /// ImpairmentRelay (`forward` and `reverse`); returns once b renders a's video into
     /// `renderer` and a sends both tracks to b. The caller stops the relay (`box`), the peers and
     /// the node.
-    func relayedCall(_ node: RendezvousNode, forward: ImpairmentModel.Settings, reverse: ImpairmentModel.Settings, seed: UInt64,
-                     renderer: CheckingRenderer) async throws -> (a: CallPeer, b: CallPeer, box: RelayBox) {
+    func relayedCall(
+        _ node: RendezvousNode, forward: ImpairmentModel.Settings, reverse: ImpairmentModel.Settings, seed: UInt64,
+        renderer: CheckingRenderer
+    ) async throws -> (a: CallPeer, b: CallPeer, box: RelayBox) {
         let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
         try await makeFriends([a, b])
         for p in [a, b] { p.room.options.videoWidth = 320; p.room.options.videoHeight = 180 }
         let box = RelayBox()
         a.room.mediaPathForTests = { _, direct in
             if let r = box.relay { return r.listenAddress }
-            guard let r = try? ImpairmentRelay(configuration: .init(listen: .loopbackIPv4(port: 0), to: direct, impairment: forward,
-                                                                    reverse: reverse, seed: seed)) else { return direct }
+            guard
+                let r = try? ImpairmentRelay(
+                    configuration: .init(
+                        listen: .loopbackIPv4(port: 0), to: direct, impairment: forward,
+                        reverse: reverse, seed: seed))
+            else { return direct }
             r.start()
             box.relay = r
             return r.listenAddress
@@ -70,8 +77,9 @@ import Testing
         #expect(box.relay != nil, "a's media to b passes the relay")
 
         // 8 s of a's video at 1/3 of 50 chunks a second: 134 frames.
-        await Self.feedVideo(try #require(a.room.localParticipant.localTrackPublications.first { $0.kind == .video }?.videoCapturer),
-                             frames: 134)
+        await Self.feedVideo(
+            try #require(a.room.localParticipant.localTrackPublications.first { $0.kind == .video }?.videoCapturer),
+            frames: 134)
         try await Task.sleep(for: .milliseconds(500))
 
         let video = try #require(a.room.localMedia[.video]?.video)
@@ -81,16 +89,19 @@ import Testing
         let inbound = try #require(b.room.legs[a.id]?.pipeline?.inboundStats.first { $0.kind == "video" })
         let relay = box.relay!.statistics
         let r = renderer.result.withLock { $0 }
-        print("call, 5 % loss on a's leg to b: decoded \(r.frames)/134 (\(r.unreadable) unreadable, min PSNR \(r.minPSNR)), "
-              + "b NACKs \(inbound.nackCount) PLIs \(inbound.pliCount), a resent \(sent.retransmittedPacketsSent) "
-              + "(to b's leg \(fanOut.packetsResent.load(ordering: .relaxed))), keyframes \(sent.keyFramesEncoded), "
-              + "a's leg feedback \(feedback), relay dropped \(relay.forward.droppedByLoss)/\(relay.forward.received) + \(relay.reverse.droppedByLoss)/\(relay.reverse.received)")
+        print(
+            "call, 5 % loss on a's leg to b: decoded \(r.frames)/134 (\(r.unreadable) unreadable, min PSNR \(r.minPSNR)), "
+                + "b NACKs \(inbound.nackCount) PLIs \(inbound.pliCount), a resent \(sent.retransmittedPacketsSent) "
+                + "(to b's leg \(fanOut.packetsResent.load(ordering: .relaxed))), keyframes \(sent.keyFramesEncoded), "
+                + "a's leg feedback \(feedback), relay dropped \(relay.forward.droppedByLoss)/\(relay.forward.received) + \(relay.reverse.droppedByLoss)/\(relay.reverse.received)"
+        )
         #expect(relay.forward.droppedByLoss > 0, "the path lost media")
         #expect(inbound.nackCount > 0, "b asked for lost packets")
         #expect(feedback.nacksReceived > 0 && feedback.reportsReceived > 0, "b's RTCP reached a's send side")
         #expect(sent.retransmittedPacketsSent > 0, "a resent them")
-        #expect(fanOut.packetsResent.load(ordering: .relaxed) == UInt64(sent.retransmittedPacketsSent),
-                "each resend went to the one leg that asked")
+        #expect(
+            fanOut.packetsResent.load(ordering: .relaxed) == UInt64(sent.retransmittedPacketsSent),
+            "each resend went to the one leg that asked")
         // Repaired: nearly every frame decodes (without retransmission a lost packet froze the
         // picture until the next keyframe), and every decoded frame is right.
         #expect(r.frames >= 120, "\(r.frames) of 134 frames decoded")
@@ -112,24 +123,29 @@ import Testing
         bottleneck.rateBitsPerSecond = 300_000
         bottleneck.queueLimitMilliseconds = 400
         let renderer = CheckingRenderer()
-        let (a, b, box) = try await relayedCall(node, forward: bottleneck, reverse: .init(delayMilliseconds: 10), seed: 5, renderer: renderer)
+        let (a, b, box) = try await relayedCall(
+            node, forward: bottleneck, reverse: .init(delayMilliseconds: 10), seed: 5, renderer: renderer)
         defer { box.relay?.stop(); a.peer.remove(); b.peer.remove() }
         #expect(box.relay != nil, "a's media to b passes the bottleneck")
 
         // 10 s of a's video.
-        await Self.feedVideo(try #require(a.room.localParticipant.localTrackPublications.first { $0.kind == .video }?.videoCapturer),
-                             frames: 167)
+        await Self.feedVideo(
+            try #require(a.room.localParticipant.localTrackPublications.first { $0.kind == .video }?.videoCapturer),
+            frames: 167)
         let leg = try #require(a.room.legs[b.id])
         let counters = leg.feedback.counters, estimator = leg.feedback.estimator
         let sentFeedback = b.room.legs[a.id]?.pipeline?.statistics.transportFeedbackSent ?? 0
         let relay = box.relay!.statistics
         let r = renderer.result.withLock { $0 }
-        print("call through a 300 kbit/s bottleneck: target \(estimator.targetBitrate) b/s (delay-based \(estimator.delayBasedBitrate ?? -1), "
-              + "loss-based \(Int(estimator.lossBasedBitrate)), REMB \(estimator.remb ?? -1)), overuse \(estimator.delayBased.overuseCount), "
-              + "decreases \(estimator.delayBased.decreaseCount), transport feedback sent \(sentFeedback) received \(counters.transportFeedbackReceived), "
-              + "relay dropped \(relay.forward.droppedByLoss + relay.forward.droppedByQueue)/\(relay.forward.received), decoded \(r.frames)/167")
+        print(
+            "call through a 300 kbit/s bottleneck: target \(estimator.targetBitrate) b/s (delay-based \(estimator.delayBasedBitrate ?? -1), "
+                + "loss-based \(Int(estimator.lossBasedBitrate)), REMB \(estimator.remb ?? -1)), overuse \(estimator.delayBased.overuseCount), "
+                + "decreases \(estimator.delayBased.decreaseCount), transport feedback sent \(sentFeedback) received \(counters.transportFeedbackReceived), "
+                + "relay dropped \(relay.forward.droppedByLoss + relay.forward.droppedByQueue)/\(relay.forward.received), decoded \(r.frames)/167"
+        )
         #expect(sentFeedback > 0 && counters.transportFeedbackReceived > 0, "b's transport-cc feedback reached a's leg")
-        #expect(estimator.delayBasedBitrate != nil && estimator.delayBased.overuseCount > 0, "the delay-based estimate saw the queue")
+        #expect(
+            estimator.delayBasedBitrate != nil && estimator.delayBased.overuseCount > 0, "the delay-based estimate saw the queue")
         #expect(estimator.targetBitrate <= 400_000, "a's leg still allows \(estimator.targetBitrate) b/s through 300 kbit/s")
         // The first seconds at the 1 Mbit/s start overflow the queue (libwebrtc starts lower), so
         // only part of the 167 frames decode; what decodes is right.

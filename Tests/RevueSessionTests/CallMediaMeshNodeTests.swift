@@ -1,8 +1,10 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A room of `revue-node` processes on loopback, all friends of each other, driven from the test
@@ -20,12 +22,17 @@ final class NodeMesh: @unchecked Sendable {
         let (rendezvous, address) = try await NodeProcess.rendezvous()
         self.rendezvous = rendezvous
         nodes = try (0..<count).map {
-            try NodeProcess(["--data", "\(dir)/\($0)", "--host", "127.0.0.1", "--name", "n\($0)", "--rendezvous", address,
-                             "--video-size", videoSize] + extra)
+            try NodeProcess(
+                [
+                    "--data", "\(dir)/\($0)", "--host", "127.0.0.1", "--name", "n\($0)", "--rendezvous", address,
+                    "--video-size", videoSize,
+                ] + extra)
         }
         var addresses: [String] = []
         for n in nodes {
-            guard let r = await n.wait(timeout: 20, event("ready")) else { throw NodeProcessError(message: "a peer did not start") }
+            guard let r = await n.wait(timeout: 20, event("ready")) else {
+                throw NodeProcessError(message: "a peer did not start")
+            }
             ids.append(r["revueId"] as! String)
             addresses.append(r["address"] as! String)
         }
@@ -40,7 +47,14 @@ final class NodeMesh: @unchecked Sendable {
         }
         for i in 0..<count {
             for j in 0..<count where i != j {
-                guard await nodes[i].wait(timeout: 20, { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == self.ids[j] && $0["isOnline"] as? Bool == true }) != nil else {
+                guard
+                    await nodes[i].wait(
+                        timeout: 20,
+                        {
+                            $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == self.ids[j]
+                                && $0["isOnline"] as? Bool == true
+                        }) != nil
+                else {
                     throw NodeProcessError(message: "\(j) never online at \(i)")
                 }
             }
@@ -59,7 +73,9 @@ final class NodeMesh: @unchecked Sendable {
         serial += 1
         let tag = "t\(serial)"
         nodes[i].send(command.merging(["id": tag]) { $1 })
-        let reply = await nodes[i].wait(timeout: timeout) { ($0["event"] as? String == "ok" || $0["event"] as? String == "error") && $0["id"] as? String == tag }
+        let reply = await nodes[i].wait(timeout: timeout) {
+            ($0["event"] as? String == "ok" || $0["event"] as? String == "error") && $0["id"] as? String == tag
+        }
         return reply?["event"] as? String == "ok" ? reply : nil
     }
 
@@ -67,8 +83,10 @@ final class NodeMesh: @unchecked Sendable {
     func invite(_ inviter: Int, _ invitee: Int) async throws {
         let before = nodes[invitee].events.filter(event("didReceiveInvitation", ["friendId": ids[inviter]])).count
         guard await call(inviter, ["cmd": "invite", "friendId": ids[invitee], "message": "join"]) != nil,
-              await nodes[invitee].wait(timeout: 20, nth: before + 1, event("didReceiveInvitation", ["friendId": ids[inviter]])) != nil,
-              await call(invitee, ["cmd": "accept-call", "friendId": ids[inviter]]) != nil else {
+            await nodes[invitee].wait(timeout: 20, nth: before + 1, event("didReceiveInvitation", ["friendId": ids[inviter]]))
+                != nil,
+            await call(invitee, ["cmd": "accept-call", "friendId": ids[inviter]]) != nil
+        else {
             throw NodeProcessError(message: "invitation \(inviter) -> \(invitee) failed")
         }
     }
@@ -80,14 +98,19 @@ final class NodeMesh: @unchecked Sendable {
         while monotonicNow() < deadline {
             var complete = true
             for i in members {
-                guard let room = await call(i, ["cmd": "room"]), let ps = room["participants"] as? [[String: Any]] else { complete = false; break }
+                guard let room = await call(i, ["cmd": "room"]), let ps = room["participants"] as? [[String: Any]] else {
+                    complete = false; break
+                }
                 let want = Set(members.filter { $0 != i }.map { ids[$0] })
                 let subscribed = ps.filter { p in
                     let tracks = p["tracks"] as? [[String: Any]] ?? []
                     return tracks.count == 2 && tracks.allSatisfy { $0["isSubscribed"] as? Bool == true }
                 }
-                if Set(subscribed.compactMap { $0["friendId"] as? String }) != want || ps.count != want.count { complete = false; break }
-                guard let stats = await call(i, ["cmd": "media-stats"]), let legs = stats["participants"] as? [[String: Any]] else { complete = false; break }
+                if Set(subscribed.compactMap { $0["friendId"] as? String }) != want || ps.count != want.count {
+                    complete = false; break
+                }
+                guard let stats = await call(i, ["cmd": "media-stats"]), let legs = stats["participants"] as? [[String: Any]]
+                else { complete = false; break }
                 let routed = legs.filter { (($0["path"] as? [String: Any])?["route"] as? String) != nil }
                 if Set(routed.compactMap { $0["friendId"] as? String }) != want { complete = false; break }
             }
@@ -99,7 +122,9 @@ final class NodeMesh: @unchecked Sendable {
 
     /// Decoded video frames and loud audio samples per friend ID, as `media-stats` reports them.
     func mediaStats(_ i: Int) async -> [String: (frames: Int, loud: Int)] {
-        guard let stats = await call(i, ["cmd": "media-stats"]), let ps = stats["participants"] as? [[String: Any]] else { return [:] }
+        guard let stats = await call(i, ["cmd": "media-stats"]), let ps = stats["participants"] as? [[String: Any]] else {
+            return [:]
+        }
         var out: [String: (Int, Int)] = [:]
         for p in ps { out[p["friendId"] as! String] = (p["videoFrames"] as? Int ?? 0, p["loudSamples"] as? Int ?? 0) }
         return out
@@ -122,7 +147,9 @@ final class NodeMesh: @unchecked Sendable {
         }
         var fed: [Int: (frames: Int, samples: Int)] = [:]
         for i in members {
-            let done = await nodes[i].wait(timeout: seconds + 30) { $0["event"] as? String == "ok" && $0["id"] as? String == tags[i] }
+            let done = await nodes[i].wait(timeout: seconds + 30) {
+                $0["event"] as? String == "ok" && $0["id"] as? String == tags[i]
+            }
             fed[i] = (done?["videoFramesFed"] as? Int ?? -1, done?["audioSamplesFed"] as? Int ?? -1)
         }
         // Let the last frames through the jitter buffers.
@@ -139,7 +166,8 @@ final class NodeMesh: @unchecked Sendable {
                 let needFrames = Int((Double(fed[j]!.frames) * 0.9).rounded(.up))
                 let needLoud = fed[j]!.samples / 2
                 if fed[j]!.frames <= 0 || frames < needFrames || loud < needLoud {
-                    failures.append("\(i) from \(j): \(frames) of \(fed[j]!.frames) frames, \(loud) loud of \(fed[j]!.samples) samples")
+                    failures.append(
+                        "\(i) from \(j): \(frames) of \(fed[j]!.frames) frames, \(loud) loud of \(fed[j]!.samples) samples")
                 }
             }
         }
@@ -165,7 +193,8 @@ final class NodeMesh: @unchecked Sendable {
     /// User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15).
     func cpuSeconds(_ node: NodeProcess) -> Double {
         guard let stat = try? String(contentsOfFile: "/proc/\(node.process.processIdentifier)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return 0 }
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         // Fields after the command: state is field 3, so utime (14) is at index 11, stime at 12.
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }

@@ -2,6 +2,7 @@ import Foundation
 import MediaCore
 import Synchronization
 import Testing
+
 @testable import RevueSession
 
 /// Counts decoded video frames and loud 10 ms audio chunks (peak above 1000) from one participant,
@@ -33,7 +34,8 @@ final class CountingAttacher: RoomDelegate {
     /// Feeds a's tracks for a second and returns what b decoded meanwhile.
     func window(_ a: CallPeer, _ counter: MediaCounter, start: inout Int) async -> (frames: Int, loud: Int) {
         let before = counter.counts
-        let feed = CallMediaQualityTests.feed(a.room.localParticipant.localTrackPublications, tone: 440, seconds: 1.2, startFrame: start)
+        let feed = CallMediaQualityTests.feed(
+            a.room.localParticipant.localTrackPublications, tone: 440, seconds: 1.2, startFrame: start)
         start += 60
         await feed.value
         await settle(0.4)
@@ -67,7 +69,9 @@ final class CountingAttacher: RoomDelegate {
         // Every stream sent under the leg's key gets its own SSRC (AES-GCM IVs come from SSRC
         // and index), across every republish.
         var ssrcs = [a.room.localMedia[.audio]!.audio!.ssrc, a.room.localMedia[.video]!.video!.ssrc]
-        let trips: [[ParticipantMode]] = [[.recvOnly], [.signallingOnly], [.recvOnly, .signallingOnly], [.signallingOnly, .recvOnly]]
+        let trips: [[ParticipantMode]] = [
+            [.recvOnly], [.signallingOnly], [.recvOnly, .signallingOnly], [.signallingOnly, .recvOnly],
+        ]
         for muted in [TrackKind.audio, .video] {
             let other: TrackKind = muted == .audio ? .video : .audio
             local.publication(muted)!.mute()
@@ -79,7 +83,9 @@ final class CountingAttacher: RoomDelegate {
                 // The same tracks come back with the same mute state, here and at b.
                 #expect(local.publication(muted)?.isMuted == true, "\(muted) after \(trip)")
                 #expect(local.publication(other)?.isMuted == false, "\(other) after \(trip)")
-                await b.wait("republished after \(trip)") { subscribed() && remote(muted)?.isMuted == true && remote(other)?.isMuted == false }
+                await b.wait("republished after \(trip)") {
+                    subscribed() && remote(muted)?.isMuted == true && remote(other)?.isMuted == false
+                }
                 w = await window(a, attacher.counter, start: &frame)
                 if muted == .audio {
                     #expect(w.loud == 0 && w.frames > 10, "audio muted, after \(trip): \(w)")

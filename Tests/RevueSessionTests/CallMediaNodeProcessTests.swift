@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// Calls scripted from the shell: three revue-node peers and a rendezvous node on loopback run the
@@ -28,7 +29,9 @@ struct CallMediaNodeProcessTests {
         let (rendezvous, node) = try await NodeProcess.rendezvous()
         defer { rendezvous.kill() }
         let nodes = try ["a", "b", "c"].map {
-            try NodeProcess(["--data", dir + "/" + $0, "--host", "127.0.0.1", "--name", $0, "--rendezvous", node, "--invitation-timeout", "5"])
+            try NodeProcess([
+                "--data", dir + "/" + $0, "--host", "127.0.0.1", "--name", $0, "--rendezvous", node, "--invitation-timeout", "5",
+            ])
         }
         defer { for n in nodes { n.kill() } }
         var ids: [String] = []
@@ -50,7 +53,11 @@ struct CallMediaNodeProcessTests {
         }
         for i in 0..<3 {
             for j in 0..<3 where i != j {
-                #expect(await nodes[i].wait(timeout: 20) { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == ids[j] && $0["isOnline"] as? Bool == true } != nil)
+                #expect(
+                    await nodes[i].wait(timeout: 20) {
+                        $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == ids[j]
+                            && $0["isOnline"] as? Bool == true
+                    } != nil)
             }
         }
 
@@ -60,7 +67,10 @@ struct CallMediaNodeProcessTests {
         a.send(["cmd": "cancel-call", "friendId": ids[1]])
         #expect(await b.wait(timeout: 20, event("didEndInvitation", ["reason": "finished"])) != nil)
         a.send(["cmd": "cancel-call", "friendId": ids[1], "id": "again"])
-        #expect(await a.wait(timeout: 20) { $0["event"] as? String == "error" && $0["id"] as? String == "again" && $0["error"] as? String == "invalidState" } != nil)
+        #expect(
+            await a.wait(timeout: 20) {
+                $0["event"] as? String == "error" && $0["id"] as? String == "again" && $0["error"] as? String == "invalidState"
+            } != nil)
 
         a.send(["cmd": "invite", "friendId": ids[1], "message": "2"])
         #expect(await b.wait(timeout: 20, nth: 2, event("didReceiveInvitation", ["friendId": ids[0]])) != nil)
@@ -84,7 +94,11 @@ struct CallMediaNodeProcessTests {
         c.send(["cmd": "call-message", "message": "hello from c", "id": "m"])
         #expect(await c.wait(timeout: 20) { $0["event"] as? String == "ok" && $0["id"] as? String == "m" } != nil)
         for n in [a, b] {
-            #expect(await n.wait(timeout: 20) { $0["event"] as? String == "didReceiveMessage" && $0["layer"] as? String == "room" && $0["message"] as? String == "hello from c" } != nil)
+            #expect(
+                await n.wait(timeout: 20) {
+                    $0["event"] as? String == "didReceiveMessage" && $0["layer"] as? String == "room"
+                        && $0["message"] as? String == "hello from c"
+                } != nil)
         }
         // Media from the shell: a feeds 2 s of tone and test video; b and c decode both.
         a.send(["cmd": "feed", "seconds": 2, "tone": 440, "id": "f"])
@@ -99,29 +113,35 @@ struct CallMediaNodeProcessTests {
         }
         // b leaves; a and c see it and stay together.
         b.send(["cmd": "hangup"])
-        #expect(await a.wait(timeout: 20, event("participantDidDisconnect", ["friendId": ids[1], "reason": "remoteHangUp"])) != nil)
-        #expect(await c.wait(timeout: 20, event("participantDidDisconnect", ["friendId": ids[1], "reason": "remoteHangUp"])) != nil)
+        #expect(
+            await a.wait(timeout: 20, event("participantDidDisconnect", ["friendId": ids[1], "reason": "remoteHangUp"])) != nil)
+        #expect(
+            await c.wait(timeout: 20, event("participantDidDisconnect", ["friendId": ids[1], "reason": "remoteHangUp"])) != nil)
         a.send(["cmd": "room", "id": "r"])
         let room = try #require(await a.wait(timeout: 20) { $0["event"] as? String == "ok" && $0["id"] as? String == "r" })
         #expect((room["participants"] as? [[String: Any]])?.compactMap { $0["friendId"] as? String } == [ids[2]])
         c.send(["cmd": "hangup", "friendId": ids[0]])
-        #expect(await a.wait(timeout: 20, event("participantDidDisconnect", ["friendId": ids[2], "reason": "remoteHangUp"])) != nil)
+        #expect(
+            await a.wait(timeout: 20, event("participantDidDisconnect", ["friendId": ids[2], "reason": "remoteHangUp"])) != nil)
         try? await Task.sleep(for: .milliseconds(300))
 
-        #expect(Self.callEvents(a, names: names) == [
-            "sent(b)", "ended(b,cancelled)", "sent(b)", "ended(b,finished)", "sent(b)", "ended(b,timeout)",
-            "sent(b)", "connect(b)", "sent(c)", "connect(c)", "disconnect(b,remoteHangUp)", "disconnect(c,remoteHangUp)",
-        ])
+        #expect(
+            Self.callEvents(a, names: names) == [
+                "sent(b)", "ended(b,cancelled)", "sent(b)", "ended(b,finished)", "sent(b)", "ended(b,timeout)",
+                "sent(b)", "connect(b)", "sent(c)", "connect(c)", "disconnect(b,remoteHangUp)", "disconnect(c,remoteHangUp)",
+            ])
         let bEvents = Self.callEvents(b, names: names)
-        #expect(bEvents.prefix(9) == [
-            "received(a)", "ended(a,finished)", "received(a)", "ended(a,rejected)", "received(a)", "ended(a,finished)",
-            "received(a)", "connect(a)", "connect(c)",
-        ])
+        #expect(
+            bEvents.prefix(9) == [
+                "received(a)", "ended(a,finished)", "received(a)", "ended(a,rejected)", "received(a)", "ended(a,finished)",
+                "received(a)", "connect(a)", "connect(c)",
+            ])
         // hangup without a friend is disconnectAll: both, in either order.
         #expect(Set(bEvents.dropFirst(9)) == ["disconnect(a,localHangUp)", "disconnect(c,localHangUp)"] && bEvents.count == 11)
-        #expect(Self.callEvents(c, names: names) == [
-            "received(a)", "connect(a)", "connect(b)", "disconnect(b,remoteHangUp)", "disconnect(a,localHangUp)",
-        ])
+        #expect(
+            Self.callEvents(c, names: names) == [
+                "received(a)", "connect(a)", "connect(b)", "disconnect(b,remoteHangUp)", "disconnect(a,localHangUp)",
+            ])
         for n in nodes { n.quit() }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import MediaCore
 import Synchronization
 import Testing
+
 @testable import RevueSession
 
 /// Checks each decoded frame against the synthetic source frame it carries (its index is drawn in
@@ -17,7 +18,9 @@ final class CheckingRenderer: VideoRenderer, @unchecked Sendable {
         let reference = VideoFrame(width: frame.view.width, height: frame.view.height)
         SyntheticVideo.render(frameIndex: index, into: reference)
         let psnr = Quality.psnr(reference.view, frame.view)
-        result.withLock { $0.frames += 1; $0.minPSNR = min($0.minPSNR, psnr); $0.sumPSNR += psnr }
+        result.withLock {
+            $0.frames += 1; $0.minPSNR = min($0.minPSNR, psnr); $0.sumPSNR += psnr
+        }
     }
     var frames: Int { result.withLock { $0.frames } }
 }
@@ -85,7 +88,9 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
         try b.friends.acceptInvitation(friendId: a.id)
         let renderers = [CheckingRenderer(), CheckingRenderer()], sinks = [CollectingSink(), CollectingSink()]
         for (i, (me, other)) in [(a, b), (b, a)].enumerated() {
-            await me.wait("subscribed") { me.room.remoteParticipants[other.id]?.remoteTrackPublications.filter(\.isSubscribed).count == 2 }
+            await me.wait("subscribed") {
+                me.room.remoteParticipants[other.id]?.remoteTrackPublications.filter(\.isSubscribed).count == 2
+            }
             await me.wait("pipeline") { me.room.legs[other.id]?.pipeline != nil && other.room.legs[me.id]?.destination != nil }
             let pubs = me.room.remoteParticipants[other.id]!.remoteTrackPublications
             pubs.first { $0.kind == .video }!.renderer = renderers[i]
@@ -102,7 +107,9 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
             let r = renderers[i].result.withLock { $0 }
             #expect(r.frames >= 100, "side \(i): \(r.frames) of 166 frames decoded, \(r.unreadable) unreadable")
             #expect(r.minPSNR >= 28, "side \(i): min PSNR \(r.minPSNR) dB")
-            #expect(r.frames > 0 && r.sumPSNR / Double(r.frames) >= 32, "side \(i): mean PSNR \(r.sumPSNR / Double(max(1, r.frames))) dB")
+            #expect(
+                r.frames > 0 && r.sumPSNR / Double(r.frames) >= 32,
+                "side \(i): mean PSNR \(r.sumPSNR / Double(max(1, r.frames))) dB")
             let pcm = sinks[i].samples.withLock { $0 }
             #expect(pcm.count >= 8 * 48_000, "side \(i): \(pcm.count) samples")
             // 0.5 s windows from the middle of the call (after the jitter buffer settled).
@@ -137,14 +144,19 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
         #expect(renderers[0].frames == before.0)
         // b to recvOnly: receives a again (a renderer attached to the new subscription), sends nothing.
         try await b.room.changeMode(.recvOnly)
-        await b.wait("b subscribed again") { b.room.remoteParticipants[a.id]!.remoteTrackPublications.filter(\.isSubscribed).count == 2 }
+        await b.wait("b subscribed again") {
+            b.room.remoteParticipants[a.id]!.remoteTrackPublications.filter(\.isSubscribed).count == 2
+        }
         let again = CheckingRenderer()
         b.room.remoteParticipants[a.id]!.remoteTrackPublications.first { $0.kind == .video }!.renderer = again
         await a.wait("a sends to b again") { a.room.legs[b.id]!.wants.count == 2 }
         let third = Self.feed(a.room.localParticipant.localTrackPublications, tone: 440, seconds: 2, startFrame: 700)
         await third.value
         try await Task.sleep(for: .milliseconds(300))
-        #expect(again.frames >= 10, "recvOnly b decoded \(again.frames) frames, \(again.result.withLock { $0.unreadable }) unreadable; \(b.room.legs[a.id]!.pipeline!.inboundStats)")
+        #expect(
+            again.frames >= 10,
+            "recvOnly b decoded \(again.frames) frames, \(again.result.withLock { $0.unreadable }) unreadable; \(b.room.legs[a.id]!.pipeline!.inboundStats)"
+        )
         #expect(b.room.localParticipant.trackPublications.isEmpty)
         a.room.disconnectAll()
         await b.wait("ended") { b.room.remoteParticipants.isEmpty }

@@ -1,8 +1,10 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Call resume with a grace period (`--call-lost-timeout`): b's network goes away for 3 s (an
@@ -25,12 +27,18 @@ struct CallMediaResumeNamespaceTests {
         a.send(["cmd": "add-friend", "address": bReady["address"] as! String, "message": "hi"])
         _ = try #require(await b.wait(timeout: 10, event("didReceiveFriendRequest", ["friendId": aId])))
         b.send(["cmd": "accept", "friendId": aId])
-        _ = try #require(await a.wait(timeout: 10) { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true })
+        _ = try #require(
+            await a.wait(timeout: 10) {
+                $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true
+            })
         a.send(["cmd": "invite", "friendId": bId, "message": "call"])
         _ = try #require(await b.wait(timeout: 10, event("didReceiveInvitation", ["friendId": aId])))
         b.send(["cmd": "accept-call", "friendId": aId])
         _ = try #require(await a.wait(timeout: 10, event("participantDidConnect", ["friendId": bId])))
-        _ = try #require(await a.wait(timeout: 10, nth: 2) { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == bId })
+        _ = try #require(
+            await a.wait(timeout: 10, nth: 2) {
+                $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == bId
+            })
 
         var serial = 0
         func framesFromB() async -> Int {
@@ -47,11 +55,15 @@ struct CallMediaResumeNamespaceTests {
         #expect(before > 10, "media before the outage: \(before) frames")
 
         func onlineEvents() -> Int {
-            a.events.filter { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true }.count
+            a.events.filter {
+                $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true
+            }.count
         }
         // b's link goes dark for 3 s.
         try lab.cutLink(home: 2)
-        let offline = await a.wait(timeout: 5) { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == false }
+        let offline = await a.wait(timeout: 5) {
+            $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == false
+        }
         #expect(offline != nil, "a never saw b offline")
         try? await Task.sleep(for: .seconds(1.2))
         let during = await framesFromB()
@@ -59,7 +71,9 @@ struct CallMediaResumeNamespaceTests {
         try lab.restoreLink(home: 2)
 
         // The first online event after the outage (paths may have changed before it, online too).
-        let online = await a.wait(timeout: 10, nth: onlineBefore + 1) { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true }
+        let online = await a.wait(timeout: 10, nth: onlineBefore + 1) {
+            $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true
+        }
         let backAt = monotonicNow()
         #expect(online != nil, "b never came back")
         let atReturn = await framesFromB()
@@ -74,7 +88,10 @@ struct CallMediaResumeNamespaceTests {
         // Measured from outside (event polling and media-stats round trips through the node); it
         // runs alone in `make test` (beside the other call tests it measured up to 2.1 s), where
         // it measures 0.2-0.4 s.
-        #expect(resumedAfter < 1.0, "video resumed \(resumedAfter) s after b was back online (frames \(before) before, \(during) during, \(atReturn) at return, \(last) last)")
+        #expect(
+            resumedAfter < 1.0,
+            "video resumed \(resumedAfter) s after b was back online (frames \(before) before, \(during) during, \(atReturn) at return, \(last) last)"
+        )
         // b never left the call on either side.
         #expect(!a.events.contains(where: event("participantDidDisconnect")))
         #expect(!b.events.contains(where: event("participantDidDisconnect")))

@@ -2,6 +2,7 @@ import Foundation
 import MediaCore
 import Synchronization
 import Testing
+
 @testable import RevueSession
 
 /// Counts what reaches one call leg's media socket, unprotected with the key that came through the
@@ -24,7 +25,11 @@ final class LegTap: @unchecked Sendable {
                 let n = r.count
                 guard n >= 12, buffer[0] >> 6 == 2, (buffer[1] & 0x7F) < 64 || (buffer[1] & 0x7F) > 95 else { continue }
                 do throws(SRTPError) { _ = try context.unprotect(buffer, length: n) } catch {
-                    if error == .replayFail || error == .replayOld { replays.add(1, ordering: .relaxed) } else { failures.add(1, ordering: .relaxed) }
+                    if error == .replayFail || error == .replayOld {
+                        replays.add(1, ordering: .relaxed)
+                    } else {
+                        failures.add(1, ordering: .relaxed)
+                    }
                     continue
                 }
                 switch buffer[1] & 0x7F {
@@ -63,7 +68,9 @@ final class SpeakingRecorder: ParticipantDelegate {
         await b.wait("invited") { b.room.invitations[a.id] != nil }
         try b.friends.acceptInvitation(friendId: a.id)
         await a.wait("a publishes") { a.room.localParticipant.localTrackPublications.count == 2 }
-        await b.wait("b subscribed") { b.room.remoteParticipants[a.id]?.remoteTrackPublications.filter(\.isSubscribed).count == 2 }
+        await b.wait("b subscribed") {
+            b.room.remoteParticipants[a.id]?.remoteTrackPublications.filter(\.isSubscribed).count == 2
+        }
         await b.wait("key from a") { b.room.legs[a.id]?.remoteKey != nil }
         let leg = try #require(b.room.legs[a.id])
         // The key B uses to read A's media is A's per-leg send key, received over the friend channel.
@@ -99,7 +106,10 @@ final class SpeakingRecorder: ParticipantDelegate {
                 pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
                 if chunk % 3 == 0 {
                     SyntheticVideo.renderBGRA(frameIndex: chunk / 3, width: w, height: h, into: bgra, stride: w * 4)
-                    if let view = try? PixelBufferView.packed(format: .bgra, width: w, height: h, data: UnsafeRawBufferPointer(start: bgra, count: w * h * 4), stride: w * 4) {
+                    if let view = try? PixelBufferView.packed(
+                        format: .bgra, width: w, height: h, data: UnsafeRawBufferPointer(start: bgra, count: w * h * 4),
+                        stride: w * 4)
+                    {
                         video.capture(view, timeStampNs: ts)
                     }
                 }
@@ -137,7 +147,11 @@ final class SpeakingRecorder: ParticipantDelegate {
         try await Task.sleep(for: .milliseconds(200))
         let before = tap.audio.load(ordering: .relaxed)
         let pcm = [Int16](repeating: 1000, count: 960)
-        for i in 0..<25 { pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(300 + i) * 20_000_000) } }
+        for i in 0..<25 {
+            pcm.withUnsafeBufferPointer {
+                audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(300 + i) * 20_000_000)
+            }
+        }
         try await Task.sleep(for: .milliseconds(800))
         #expect(tap.audio.load(ordering: .relaxed) == before)
         a.room.disconnectAll()
@@ -148,7 +162,9 @@ final class SpeakingRecorder: ParticipantDelegate {
 
 extension CallMediaSendTests {
     /// Feeds 20 ms buffers in real time: speech in `talking` (chunk indices), faint hiss elsewhere.
-    nonisolated static func feedSpeech(_ audio: AudioBufferCapturer, chunks: Int, talking: Range<Int>, seed: UInt64) -> Task<Void, Never> {
+    nonisolated static func feedSpeech(_ audio: AudioBufferCapturer, chunks: Int, talking: Range<Int>, seed: UInt64) -> Task<
+        Void, Never
+    > {
         Task.detached {
             let speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, amplitude: 0.5, seed: seed)
             let hiss = SyntheticAudio(pattern: .whiteNoise, sampleRate: 48_000, amplitude: 0.0005, seed: seed)
@@ -159,7 +175,9 @@ extension CallMediaSendTests {
                     let f = chunk * 960 + i
                     pcm[i] = Int16(32767 * (talking.contains(chunk) ? speech.sample(atFrame: f) : hiss.sample(atFrame: f)))
                 }
-                pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(chunk) * 20_000_000) }
+                pcm.withUnsafeBufferPointer {
+                    audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(chunk) * 20_000_000)
+                }
                 let due = start + UInt64(chunk + 1) * 20_000_000
                 let now = DispatchTime.now().uptimeNanoseconds
                 if due > now { usleep(UInt32((due - now) / 1000)) }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// Connection quality follows the media that arrives, not only the friend channel: a participant
@@ -15,7 +16,9 @@ import Testing
         try await makeFriends([a, b])
         try await startCall(a, b)
         let remote = try #require(a.room.remoteParticipants[b.id])
-        await a.wait("b's audio subscribed") { (remote.trackPublications["audio"] as? RemoteTrackPublication)?.isSubscribed == true }
+        await a.wait("b's audio subscribed") {
+            (remote.trackPublications["audio"] as? RemoteTrackPublication)?.isSubscribed == true
+        }
         // b publishes a microphone but nothing is captured: no packet reaches a.
         await a.wait("poor without media", timeout: 5) { remote.connectionQuality == .poor }
         #expect(a.recorder.room.contains("quality(b,poor)"))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// A revue-node in a call is SIGKILLed and started again on the same data and port quicker than
@@ -42,7 +43,10 @@ struct CallNodeRestartTests {
         // a never saw b offline: the epoch, not the keepalive timeout, ended the leg. (The time
         // bound allows one tick and scheduling slack on a loaded machine, like the crash tests.)
         #expect(leftAfter < timeouts.connectionTimeout + 1.5, "left after \(leftAfter) s")
-        #expect(!a.events.contains { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == false })
+        #expect(
+            !a.events.contains {
+                $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == false
+            })
         #expect(a.events.filter(event("roomDidEndCall")).count == 1)
 
         // A new call: both connected, and b's audio reaches a.
@@ -61,7 +65,11 @@ struct CallNodeRestartTests {
             return
         }
         _ = try #require(await b.wait(timeout: 20, event("participantDidConnect", ["friendId": aId])))
-        _ = try #require(await a.wait(timeout: 20, nth: 2) { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == bId && $0["kind"] as? String == "audio" })
+        _ = try #require(
+            await a.wait(timeout: 20, nth: 2) {
+                $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == bId
+                    && $0["kind"] as? String == "audio"
+            })
         try? await Task.sleep(for: .milliseconds(300))
         b.send(["cmd": "feed", "seconds": 1.5, "tone": 500, "id": "f"])
         _ = try #require(await b.wait(timeout: 20) { $0["event"] as? String == "ok" && $0["cmd"] as? String == "feed" })

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// Records invitation, room and participant events of one peer as short strings ("sent(bob)",
@@ -21,9 +22,15 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
 
     func n(_ id: String) -> String { names[id] ?? String(id.prefix(6)) }
 
-    func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) { calls.append("sent(\(n(friendId)))") }
-    func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) { calls.append("received(\(n(friendId)),\(message ?? "nil"))") }
-    func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) { calls.append("ended(\(n(friendId)),\(reason))") }
+    func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) {
+        calls.append("sent(\(n(friendId)))")
+    }
+    func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) {
+        calls.append("received(\(n(friendId)),\(message ?? "nil"))")
+    }
+    func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) {
+        calls.append("ended(\(n(friendId)),\(reason))")
+    }
 
     func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {
         calls.append("connect(\(n(participant.identity)))")
@@ -44,8 +51,12 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
     func participant(_ participant: RemoteParticipant, didUpdatePaths paths: FriendConnectionPaths) {
         timeline.append("participant:paths(\(n(participant.identity)),\(paths.isOnline))")
     }
-    func room(_ room: Room, participant: Participant, didUpdateName name: String?) { self.room.append("name(\(n(participant.identity)),\(name ?? "nil"))") }
-    func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) { self.room.append("status(\(n(participant.identity)),\(status))") }
+    func room(_ room: Room, participant: Participant, didUpdateName name: String?) {
+        self.room.append("name(\(n(participant.identity)),\(name ?? "nil"))")
+    }
+    func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) {
+        self.room.append("status(\(n(participant.identity)),\(status))")
+    }
     func room(_ room: Room, participant: Participant, didUpdateStatusMessage statusMessage: String?) {
         self.room.append("statusMessage(\(n(participant.identity)),\(statusMessage ?? "nil"))")
     }
@@ -56,42 +67,79 @@ final class CallRecorder: RevueDelegate, RoomDelegate, ParticipantDelegate, Trac
     func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {
         self.room.append("publishFailed(\(kind))")
     }
-    func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) { self.room.append("publish(\(publication.sid))") }
-    func room(_ room: Room, localParticipant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) { self.room.append("unpublish(\(publication.sid))") }
-    func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) { self.room.append("subscribe(\(n(participant.identity)),\(publication.sid))") }
+    func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) {
+        self.room.append("publish(\(publication.sid))")
+    }
+    func room(_ room: Room, localParticipant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) {
+        self.room.append("unpublish(\(publication.sid))")
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {
+        self.room.append("subscribe(\(n(participant.identity)),\(publication.sid))")
+    }
     func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {
         self.room.append("unsubscribe(\(n(participant.identity)),\(publication.sid))")
         timeline.append("room:" + self.room.last!)
     }
-    func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) { self.room.append("muted(\(n(participant.identity)),\(trackPublication.sid),\(isMuted))") }
-    func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) { self.room.append("message(\(n(participant.identity)),\(message))") }
-    func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) { self.room.append("muteRequest(\(n(participant.identity)),\(isMuted))") }
-    func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) { self.room.append("mode(\(n(participant.identity)),\(mode))") }
-    func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) { self.room.append("quality(\(n(participant.identity)),\(quality))") }
+    func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {
+        self.room.append("muted(\(n(participant.identity)),\(trackPublication.sid),\(isMuted))")
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) {
+        self.room.append("message(\(n(participant.identity)),\(message))")
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) {
+        self.room.append("muteRequest(\(n(participant.identity)),\(isMuted))")
+    }
+    func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) {
+        self.room.append("mode(\(n(participant.identity)),\(mode))")
+    }
+    func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) {
+        self.room.append("quality(\(n(participant.identity)),\(quality))")
+    }
     /// Last statistics per "participant/sid".
     var statistics: [String: TrackStatistics] = [:]
-    func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics) {
+    func room(
+        _ room: Room, participant: Participant, trackPublication: TrackPublication,
+        didUpdateStatistics statistics: TrackStatistics
+    ) {
         self.statistics["\(n(participant.identity))/\(trackPublication.sid)"] = statistics
     }
-    func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) { self.room.append("speakers(\(speakers.map { n($0.identity) }.joined(separator: ",")))") }
+    func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) {
+        self.room.append("speakers(\(speakers.map { n($0.identity) }.joined(separator: ",")))")
+    }
 
     func participant(_ participant: RemoteParticipant, didDisconnectWithReason reason: DisconnectReason) {
         self.participant.append("disconnected(\(n(participant.identity)),\(reason))")
         timeline.append("participant:" + self.participant.last!)
     }
-    func participant(_ participant: Participant, didUpdateName name: String?) { self.participant.append("name(\(n(participant.identity)),\(name ?? "nil"))") }
-    func participant(_ participant: Participant, didUpdateStatus status: UserStatus) { self.participant.append("status(\(n(participant.identity)),\(status))") }
-    func participant(_ participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) { self.participant.append("subscribe(\(n(participant.identity)),\(publication.sid))") }
+    func participant(_ participant: Participant, didUpdateName name: String?) {
+        self.participant.append("name(\(n(participant.identity)),\(name ?? "nil"))")
+    }
+    func participant(_ participant: Participant, didUpdateStatus status: UserStatus) {
+        self.participant.append("status(\(n(participant.identity)),\(status))")
+    }
+    func participant(_ participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {
+        self.participant.append("subscribe(\(n(participant.identity)),\(publication.sid))")
+    }
     func participant(_ participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {
         self.participant.append("unsubscribe(\(n(participant.identity)),\(publication.sid))")
         timeline.append("participant:" + self.participant.last!)
     }
-    func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) { self.participant.append("muted(\(n(participant.identity)),\(trackPublication.sid),\(isMuted))") }
-    func participant(_ participant: RemoteParticipant, didReceiveMessage message: String) { self.participant.append("message(\(n(participant.identity)),\(message))") }
-    func participant(_ participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) { self.participant.append("muteRequest(\(n(participant.identity)),\(isMuted))") }
-    func participant(_ participant: Participant, didUpdateMode mode: ParticipantMode) { self.participant.append("mode(\(n(participant.identity)),\(mode))") }
+    func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {
+        self.participant.append("muted(\(n(participant.identity)),\(trackPublication.sid),\(isMuted))")
+    }
+    func participant(_ participant: RemoteParticipant, didReceiveMessage message: String) {
+        self.participant.append("message(\(n(participant.identity)),\(message))")
+    }
+    func participant(_ participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) {
+        self.participant.append("muteRequest(\(n(participant.identity)),\(isMuted))")
+    }
+    func participant(_ participant: Participant, didUpdateMode mode: ParticipantMode) {
+        self.participant.append("mode(\(n(participant.identity)),\(mode))")
+    }
 
-    func track(_ publication: LocalTrackPublication, didUpdateIsMuted isMuted: Bool) { track.append("muted(\(publication.sid),\(isMuted))") }
+    func track(_ publication: LocalTrackPublication, didUpdateIsMuted isMuted: Bool) {
+        track.append("muted(\(publication.sid),\(isMuted))")
+    }
 }
 
 /// A named TestPeer with a CallRecorder on its Revue and its Room.
@@ -105,7 +153,9 @@ final class CallPeer {
     var friends: FriendManager { peer.revue.friends }
     var id: String { peer.id }
 
-    init(_ name: String, node: RendezvousNode, invitationTimeout: Double = 30, tweak: (inout RevueConfiguration) -> Void = { _ in }) throws {
+    init(
+        _ name: String, node: RendezvousNode, invitationTimeout: Double = 30, tweak: (inout RevueConfiguration) -> Void = { _ in }
+    ) throws {
         self.name = name
         peer = try TestPeer(rendezvous: node) {
             $0.timeouts.invitationTimeout = invitationTimeout
@@ -121,11 +171,15 @@ final class CallPeer {
 
     var calls: [String] { recorder.calls }
 
-    func wait(_ what: String, timeout: Double = 10, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool) async {
+    func wait(_ what: String, timeout: Double = 10, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool)
+        async
+    {
         let deadline = monotonicNow() + timeout
         while !condition() {
             if monotonicNow() > deadline {
-                Issue.record("\(name): timed out waiting for \(what); calls: \(recorder.calls) room: \(recorder.room)", sourceLocation: sourceLocation)
+                Issue.record(
+                    "\(name): timed out waiting for \(what); calls: \(recorder.calls) room: \(recorder.room)",
+                    sourceLocation: sourceLocation)
                 return
             }
             try? await Task.sleep(for: .milliseconds(10))

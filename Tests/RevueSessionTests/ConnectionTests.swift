@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import RevueSession
 import MediaCore
+import Testing
+
+@testable import RevueSession
 
 /// The friend connection: going and coming, keys rotating, the relay, the send queue.
 @MainActor
@@ -23,7 +24,10 @@ import MediaCore
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "welcome back")
         await bob.waitForEvent(.message(alice.id, "welcome back"))
         // Exactly one event per change: online, offline, online.
-        #expect(alice.friendEvents.filter { if case .paths = $0 { true } else { false } } == [.paths(bob.id, true), .paths(bob.id, false), .paths(bob.id, true)])
+        #expect(
+            alice.friendEvents.filter { if case .paths = $0 { true } else { false } } == [
+                .paths(bob.id, true), .paths(bob.id, false), .paths(bob.id, true),
+            ])
     }
 
     @Test func destroyTellsFriendsImmediately() async throws {
@@ -90,7 +94,8 @@ import MediaCore
         for i in 0..<FriendManager.sendQueueCapacity {
             Task { @MainActor in
                 do throws(FriendMessageError) {
-                    results.append(.success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "q\(i)", timeout: 1)))
+                    results.append(
+                        .success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "q\(i)", timeout: 1)))
                 } catch { results.append(.failure(error)) }
             }
         }

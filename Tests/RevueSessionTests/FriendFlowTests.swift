@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// Several Revue instances in one process, on loopback through an in-process rendezvous node.
@@ -23,7 +24,10 @@ import Testing
         alice.revue.setSelfStatusMessage("In the office until 6")
         alice.revue.setSelfStatus(.busy)
         await bob.waitForEvent(.status(alice.id, .busy))
-        #expect(bob.friendEvents.suffix(3) == [.name(alice.id, "Alice"), .statusMessage(alice.id, "In the office until 6"), .status(alice.id, .busy)])
+        #expect(
+            bob.friendEvents.suffix(3) == [
+                .name(alice.id, "Alice"), .statusMessage(alice.id, "In the office until 6"), .status(alice.id, .busy),
+            ])
         // Own echo: exactly once each, with the own identity.
         await alice.waitForEvent(.status(alice.id, .busy))
         #expect(alice.friendEvents.filter { if case .name = $0 { true } else { false } } == [.name(alice.id, "Alice")])
@@ -77,7 +81,9 @@ import Testing
         defer { alice.remove(); bob.remove() }
         let friends = alice.revue.friends
         let address = bob.revue.revueAddress
-        #expect(throws: FriendAddError.invalidAddress) { try friends.addFriend(address: String(address.dropLast(2)), message: "") }
+        #expect(throws: FriendAddError.invalidAddress) {
+            try friends.addFriend(address: String(address.dropLast(2)), message: "")
+        }
         #expect(throws: FriendAddError.invalidAddress) { try friends.addFriend(address: "hello", message: "") }
         var typo = Array(address)
         typo[10] = typo[10] == "A" ? "B" : "A"
@@ -85,7 +91,8 @@ import Testing
         #expect(throws: FriendAddError.ownAddress) { try friends.addFriend(address: alice.revue.revueAddress, message: "") }
         #expect(throws: FriendAddError.ownAddress) { try friends.addFriendNorequest(friendId: alice.id) }
         #expect(throws: FriendAddError.messageTooLong) {
-            try friends.addFriend(address: address, message: String(repeating: "x", count: FriendManager.maxRequestMessageLength + 1))
+            try friends.addFriend(
+                address: address, message: String(repeating: "x", count: FriendManager.maxRequestMessageLength + 1))
         }
         #expect(throws: FriendAddError.invalidAddress) { try friends.addFriendNorequest(friendId: "1234") }
         let id = try friends.addFriend(address: address, message: "hi")
@@ -93,10 +100,15 @@ import Testing
         #expect(throws: FriendAddError.alreadyExists) { try friends.addFriend(address: address, message: "again") }
         #expect(throws: FriendAddError.alreadyExists) { try friends.addFriendNorequest(friendId: bob.id.lowercased()) }
         #expect(throws: FriendDeleteError.notFound) { try friends.deleteFriend(friendId: alice.id) }
-        await #expect(throws: FriendMessageError.friendNotFound) { try await friends.sendMessage(friendId: alice.id, message: "x") }
-        await #expect(throws: FriendMessageError.friendNotReachable) { try await friends.sendMessage(friendId: bob.id, message: "x") }
+        await #expect(throws: FriendMessageError.friendNotFound) {
+            try await friends.sendMessage(friendId: alice.id, message: "x")
+        }
+        await #expect(throws: FriendMessageError.friendNotReachable) {
+            try await friends.sendMessage(friendId: bob.id, message: "x")
+        }
         await #expect(throws: FriendMessageError.messageTooLong) {
-            try await friends.sendMessage(friendId: bob.id, message: String(repeating: "x", count: FriendManager.maxMessageLength + 1))
+            try await friends.sendMessage(
+                friendId: bob.id, message: String(repeating: "x", count: FriendManager.maxMessageLength + 1))
         }
         let unused = Revue()
         #expect(throws: FriendAddError.notInitialized) { try unused.friends.addFriend(address: address, message: "") }

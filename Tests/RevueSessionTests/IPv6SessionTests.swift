@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import MediaCore
+import Testing
+
 @testable import RevueSession
 
 /// The session layer over IPv6: sources are counted by network, not by single address, and
@@ -18,12 +19,16 @@ import MediaCore
         #expect(x.prefixKey == sameSlash56.prefixKey)
         #expect(x.prefixKey != otherSlash56.prefixKey)
         let v4 = try a("192.0.2.7:1000"), v4SameSlash24 = try a("192.0.2.200:1000"), v4Other = try a("192.0.3.7:1000")
-        #expect(v4.sourceKey != v4SameSlash24.sourceKey && v4.prefixKey == v4SameSlash24.prefixKey && v4.prefixKey != v4Other.prefixKey)
+        #expect(
+            v4.sourceKey != v4SameSlash24.sourceKey && v4.prefixKey == v4SameSlash24.prefixKey
+                && v4.prefixKey != v4Other.prefixKey)
         // An IPv6 address whose first bytes equal an IPv4 key's low bytes still gets another key.
         let tricky = try a("[::c000:207]:1000")
         #expect(tricky.sourceKey != v4.sourceKey && tricky.prefixKey != v4.prefixKey)
         // What a public rendezvous node may not report, and what counts as a LAN path.
-        #expect(try a("[::1]:1").isPrivateOrLoopback && (try a("[fe80::1]:1")).isPrivateOrLoopback && (try a("[fd00::1]:1")).isPrivateOrLoopback)
+        #expect(
+            try a("[::1]:1").isPrivateOrLoopback && (try a("[fe80::1]:1")).isPrivateOrLoopback
+                && (try a("[fd00::1]:1")).isPrivateOrLoopback)
         #expect(!x.isPrivateOrLoopback && !x.isLocal)
         #expect(try a("[fd12::5]:1").isLocal)
         #expect(SocketAddress.parse("[2001:db8::5]:4000") == (try a("[2001:db8::5]:4000")))

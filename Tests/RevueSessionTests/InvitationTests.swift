@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// The invitation matrix of revue-friends.md ("Inviting", "Why an invitation ended", "Delete a
@@ -123,7 +124,8 @@ import Testing
             #expect(other.recorder.participant.last == "disconnected(\(hanger.name),remoteHangUp)")
         }
         #expect(a.calls == ["sent(b)", "connect(b)", "disconnect(b)", "sent(b)", "connect(b)", "disconnect(b)"])
-        #expect(b.calls == ["received(a,call 0)", "connect(a)", "disconnect(a)", "received(a,call 1)", "connect(a)", "disconnect(a)"])
+        #expect(
+            b.calls == ["received(a,call 0)", "connect(a)", "disconnect(a)", "received(a,call 1)", "connect(a)", "disconnect(a)"])
     }
 
     @Test func cancelRacingAcceptEndsEachSideOnce() async throws {
@@ -243,8 +245,11 @@ import Testing
         await a.waitCall("connect(b)")
         await b.waitCall("connect(a)")
         let aCore = try #require(a.revue.core)
-        let unacknowledged = aCore.friends[b.id]!.outbound.compactMap { CallSignal.parse(String(decoding: $0.body, as: UTF8.self))?.op }
-        #expect(unacknowledged.contains(CallSignal.Op.invite) && unacknowledged.contains(CallSignal.Op.connect), "\(unacknowledged)")
+        let unacknowledged = aCore.friends[b.id]!.outbound.compactMap {
+            CallSignal.parse(String(decoding: $0.body, as: UTF8.self))?.op
+        }
+        #expect(
+            unacknowledged.contains(CallSignal.Op.invite) && unacknowledged.contains(CallSignal.Op.connect), "\(unacknowledged)")
 
         b.revue.abandonForTesting()
         let mark = b.calls.count

@@ -50,9 +50,11 @@ import Foundation
 import MediaCore
 import Synchronization
 import Testing
+
 @testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A process the lab started inside a namespace, its output lines collected by a reader thread.
@@ -232,7 +234,8 @@ final class NetworkLab: @unchecked Sendable {
             if options.rendezvous {
                 // Bound to the services' address: bound to 0.0.0.0 its answers would leave from
                 // the address of the link they go out on, which no NAT's conntrack expects.
-                let node = try NodeProcess(["--rendezvous", "--host", serviceHost, "--port", "\(Self.rendezvousPort)"], namespace: internet)
+                let node = try NodeProcess(
+                    ["--rendezvous", "--host", serviceHost, "--port", "\(Self.rendezvousPort)"], namespace: internet)
                 rendezvous = node
                 guard await node.wait(timeout: 10, event("ready")) != nil else {
                     throw NetworkLabError(description: "the rendezvous node in \(internet) did not report ready: \(node.events)")
@@ -258,43 +261,44 @@ final class NetworkLab: @unchecked Sendable {
         let i = internet, v6 = options.ipv6Only
         // No duplicate address detection: links come up ready (a tentative link-local address
         // made the first IPv6 datagrams across the lab fail neighbour discovery).
-        var s = namespaces.map {
-            "ip netns add \($0)\nip -n \($0) link set lo up\n"
-                + "ip netns exec \($0) sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0"
-        }.joined(separator: "\n") + "\n"
+        var s =
+            namespaces.map {
+                "ip netns add \($0)\nip -n \($0) link set lo up\n"
+                    + "ip netns exec \($0) sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0"
+            }.joined(separator: "\n") + "\n"
         s += """
-        ip -n \(i) addr add 203.0.113.1/32 dev lo
-        ip -n \(i) addr add 2001:db8:ff::1/128 dev lo nodad
-        ip netns exec \(i) sysctl -qw net.ipv4.ip_forward=1
-        ip netns exec \(i) sysctl -qw net.ipv6.conf.all.forwarding=1
-        ip link add up0 netns \(i) type veth peer name up1 netns \(prefix)x
-        ip -n \(i) link set up0 up
-        ip -n \(prefix)x link set up1 up
-        ip -n \(i) addr add 100.64.0.1/30 dev up0
-        ip -n \(prefix)x addr add 100.64.0.2/30 dev up1
-        ip -n \(i) route add default via 100.64.0.2
-        ip netns exec \(prefix)x nft add table inet sink
-        ip netns exec \(prefix)x nft add chain inet sink pre '{ type filter hook prerouting priority -300; policy drop; }'
+            ip -n \(i) addr add 203.0.113.1/32 dev lo
+            ip -n \(i) addr add 2001:db8:ff::1/128 dev lo nodad
+            ip netns exec \(i) sysctl -qw net.ipv4.ip_forward=1
+            ip netns exec \(i) sysctl -qw net.ipv6.conf.all.forwarding=1
+            ip link add up0 netns \(i) type veth peer name up1 netns \(prefix)x
+            ip -n \(i) link set up0 up
+            ip -n \(prefix)x link set up1 up
+            ip -n \(i) addr add 100.64.0.1/30 dev up0
+            ip -n \(prefix)x addr add 100.64.0.2/30 dev up1
+            ip -n \(i) route add default via 100.64.0.2
+            ip netns exec \(prefix)x nft add table inet sink
+            ip netns exec \(prefix)x nft add chain inet sink pre '{ type filter hook prerouting priority -300; policy drop; }'
 
-        """
+            """
         let sites = options.sameLAN ? [1] : [1, 2]
         for site in sites {
             let n = prefix + "n\(site)"
             s += """
-            ip link add w\(site) netns \(i) type veth peer name wan netns \(n)
-            ip -n \(i) link set w\(site) up
-            ip -n \(n) link set wan up
-            ip netns exec \(n) sysctl -qw net.ipv4.ip_forward=1
-            ip netns exec \(n) sysctl -qw net.ipv6.conf.all.forwarding=1
-            ip -n \(i) addr add \(wanRouter(site))/24 dev w\(site)
-            ip -n \(n) addr add \(wanAddress(site))/24 dev wan
-            ip -n \(n) route add default via \(wanRouter(site))
-            ip -n \(i) addr add 2001:db8:a\(site)::1/64 dev w\(site) nodad
-            ip -n \(n) addr add 2001:db8:a\(site)::2/64 dev wan nodad
-            ip -n \(n) -6 route add default via 2001:db8:a\(site)::1
-            ip -n \(i) -6 route add 2001:db8:\(site)::/64 via 2001:db8:a\(site)::2
+                ip link add w\(site) netns \(i) type veth peer name wan netns \(n)
+                ip -n \(i) link set w\(site) up
+                ip -n \(n) link set wan up
+                ip netns exec \(n) sysctl -qw net.ipv4.ip_forward=1
+                ip netns exec \(n) sysctl -qw net.ipv6.conf.all.forwarding=1
+                ip -n \(i) addr add \(wanRouter(site))/24 dev w\(site)
+                ip -n \(n) addr add \(wanAddress(site))/24 dev wan
+                ip -n \(n) route add default via \(wanRouter(site))
+                ip -n \(i) addr add 2001:db8:a\(site)::1/64 dev w\(site) nodad
+                ip -n \(n) addr add 2001:db8:a\(site)::2/64 dev wan nodad
+                ip -n \(n) -6 route add default via 2001:db8:a\(site)::1
+                ip -n \(i) -6 route add 2001:db8:\(site)::/64 via 2001:db8:a\(site)::2
 
-            """
+                """
             if natKind(site) == .none && !v6 {
                 s += "ip -n \(i) route add \(lanPrefix(site)).0/24 via \(wanAddress(site))\n"
             }
@@ -304,42 +308,45 @@ final class NetworkLab: @unchecked Sendable {
             let homes = options.sameLAN ? [1, 2] : [site]
             if options.sameLAN {
                 s += """
-                ip -n \(n) link add seg type veth peer name segpeer
-                ip -n \(n) link set seg up
-                ip -n \(n) link set segpeer up
-                ip -n \(n) link add lan link seg type macvlan mode bridge
+                    ip -n \(n) link add seg type veth peer name segpeer
+                    ip -n \(n) link set seg up
+                    ip -n \(n) link set segpeer up
+                    ip -n \(n) link add lan link seg type macvlan mode bridge
 
-                """
+                    """
             }
             for h in homes {
                 let hn = home(h)
                 if options.sameLAN {
                     s += """
-                    ip -n \(n) link add m\(h) link seg type macvlan mode bridge
-                    ip -n \(n) link set m\(h) netns \(hn)
-                    ip -n \(hn) link set m\(h) name eth0
+                        ip -n \(n) link add m\(h) link seg type macvlan mode bridge
+                        ip -n \(n) link set m\(h) netns \(hn)
+                        ip -n \(hn) link set m\(h) name eth0
 
-                    """
+                        """
                 } else {
                     s += "ip link add lan netns \(n) type veth peer name eth0 netns \(hn)\n"
                 }
                 s += "ip -n \(hn) link set eth0 up\n"
                 if v6 {
                     s += """
-                    ip -n \(hn) addr add \(homeAddress(h))/64 dev eth0 nodad
-                    ip -n \(hn) -6 route add default via 2001:db8:\(site)::1
+                        ip -n \(hn) addr add \(homeAddress(h))/64 dev eth0 nodad
+                        ip -n \(hn) -6 route add default via 2001:db8:\(site)::1
 
-                    """
+                        """
                 } else {
                     s += """
-                    ip -n \(hn) addr add \(homeAddress(h))/24 dev eth0
-                    ip -n \(hn) route add default via \(lanPrefix(h)).1
+                        ip -n \(hn) addr add \(homeAddress(h))/24 dev eth0
+                        ip -n \(hn) route add default via \(lanPrefix(h)).1
 
-                    """
+                        """
                 }
             }
             s += "ip -n \(n) link set lan up\n"
-            s += v6 ? "ip -n \(n) addr add 2001:db8:\(site)::1/64 dev lan nodad\n" : "ip -n \(n) addr add \(lanPrefix(site)).1/24 dev lan\n"
+            s +=
+                v6
+                ? "ip -n \(n) addr add 2001:db8:\(site)::1/64 dev lan nodad\n"
+                : "ip -n \(n) addr add \(lanPrefix(site)).1/24 dev lan\n"
         }
         return s
     }
@@ -352,16 +359,16 @@ final class NetworkLab: @unchecked Sendable {
             guard kind != .none else { continue }
             let n = prefix + "n\(site)"
             s += """
-            ip netns exec \(n) nft add table ip labnat
-            ip netns exec \(n) nft add chain ip labnat post '{ type nat hook postrouting priority srcnat; policy accept; }'
-            ip netns exec \(n) nft add rule ip labnat post oifname wan masquerade\(kind == .symmetric ? " random" : "")
-            ip netns exec \(n) nft add table inet labfw
-            ip netns exec \(n) nft add chain inet labfw in '{ type filter hook input priority filter; policy accept; }'
-            ip netns exec \(n) nft add chain inet labfw transit '{ type filter hook forward priority filter; policy accept; }'
-            ip netns exec \(n) nft add rule inet labfw in iifname wan ct state new counter drop
-            ip netns exec \(n) nft add rule inet labfw transit iifname wan ct state new counter drop
+                ip netns exec \(n) nft add table ip labnat
+                ip netns exec \(n) nft add chain ip labnat post '{ type nat hook postrouting priority srcnat; policy accept; }'
+                ip netns exec \(n) nft add rule ip labnat post oifname wan masquerade\(kind == .symmetric ? " random" : "")
+                ip netns exec \(n) nft add table inet labfw
+                ip netns exec \(n) nft add chain inet labfw in '{ type filter hook input priority filter; policy accept; }'
+                ip netns exec \(n) nft add chain inet labfw transit '{ type filter hook forward priority filter; policy accept; }'
+                ip netns exec \(n) nft add rule inet labfw in iifname wan ct state new counter drop
+                ip netns exec \(n) nft add rule inet labfw transit iifname wan ct state new counter drop
 
-            """
+                """
         }
         return s.isEmpty ? "true" : s
     }
@@ -371,16 +378,16 @@ final class NetworkLab: @unchecked Sendable {
     private func observationScript() -> String {
         let i = internet, r = "\(Self.relayPorts.lowerBound)-\(Self.relayPorts.upperBound)", t = Self.turnPort
         return """
-        ip netns exec \(i) nft add table inet labobs
-        ip netns exec \(i) nft add chain inet labobs in '{ type filter hook input priority -10; policy accept; }'
-        ip netns exec \(i) nft add chain inet labobs out '{ type filter hook output priority -10; policy accept; }'
-        ip netns exec \(i) nft add chain inet labobs transit '{ type filter hook forward priority 0; policy accept; }'
-        ip netns exec \(i) nft add rule inet labobs in udp dport \(r) counter comment '"relay-in"'
-        ip netns exec \(i) nft add rule inet labobs out udp sport \(r) counter comment '"relay-out"'
-        ip netns exec \(i) nft add rule inet labobs in udp dport \(t) counter comment '"turn-udp"'
-        ip netns exec \(i) nft add rule inet labobs in tcp dport \(t) counter comment '"turn-tcp"'
-        \(directCounterRules())
-        """
+            ip netns exec \(i) nft add table inet labobs
+            ip netns exec \(i) nft add chain inet labobs in '{ type filter hook input priority -10; policy accept; }'
+            ip netns exec \(i) nft add chain inet labobs out '{ type filter hook output priority -10; policy accept; }'
+            ip netns exec \(i) nft add chain inet labobs transit '{ type filter hook forward priority 0; policy accept; }'
+            ip netns exec \(i) nft add rule inet labobs in udp dport \(r) counter comment '"relay-in"'
+            ip netns exec \(i) nft add rule inet labobs out udp sport \(r) counter comment '"relay-out"'
+            ip netns exec \(i) nft add rule inet labobs in udp dport \(t) counter comment '"turn-udp"'
+            ip netns exec \(i) nft add rule inet labobs in tcp dport \(t) counter comment '"turn-tcp"'
+            \(directCounterRules())
+            """
     }
 
     /// Counters of UDP between the two homes' public addresses, each way (none on one LAN).
@@ -388,18 +395,18 @@ final class NetworkLab: @unchecked Sendable {
         guard !options.sameLAN else { return "" }
         let a = publicAddress(1), b = publicAddress(2), family = options.ipv6Only ? "ip6" : "ip"
         var s = """
-        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter comment '"direct-1to2"'
-        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter comment '"direct-2to1"'
+            ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter comment '"direct-1to2"'
+            ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter comment '"direct-2to1"'
 
-        """
+            """
         // And in each home: what of it got through the home's NAT.
         for (h, other) in [(1, b), (2, a)] {
             s += """
-            ip netns exec \(home(h)) nft add table inet labobs
-            ip netns exec \(home(h)) nft add chain inet labobs in '{ type filter hook input priority -10; policy accept; }'
-            ip netns exec \(home(h)) nft add rule inet labobs in \(family) saddr \(other) meta l4proto udp counter comment '"from-other-home"'
+                ip netns exec \(home(h)) nft add table inet labobs
+                ip netns exec \(home(h)) nft add chain inet labobs in '{ type filter hook input priority -10; policy accept; }'
+                ip netns exec \(home(h)) nft add rule inet labobs in \(family) saddr \(other) meta l4proto udp counter comment '"from-other-home"'
 
-            """
+                """
         }
         return s
     }
@@ -410,19 +417,20 @@ final class NetworkLab: @unchecked Sendable {
             let n = nat(h)
             let svc = options.ipv6Only ? "ip6 daddr \(serviceHost)" : "ip daddr \(serviceHost)"
             s += """
-            ip netns exec \(n) nft add table inet labblock
-            ip netns exec \(n) nft add chain inet labblock transit '{ type filter hook forward priority 0; policy accept; }'
+                ip netns exec \(n) nft add table inet labblock
+                ip netns exec \(n) nft add chain inet labblock transit '{ type filter hook forward priority 0; policy accept; }'
 
-            """
+                """
             if options.signallingHole {
-                s += "ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan \(svc) udp dport \(Self.rendezvousPort) accept\n"
+                s +=
+                    "ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan \(svc) udp dport \(Self.rendezvousPort) accept\n"
             }
             s += """
-            ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan meta l4proto udp counter drop comment '"udp-blocked"'
-            ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan \(svc) tcp dport \(Self.turnPort) accept
-            ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan meta l4proto tcp counter drop
+                ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan meta l4proto udp counter drop comment '"udp-blocked"'
+                ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan \(svc) tcp dport \(Self.turnPort) accept
+                ip netns exec \(n) nft add rule inet labblock transit iifname lan oifname wan meta l4proto tcp counter drop
 
-            """
+                """
         }
         return s
     }
@@ -431,33 +439,35 @@ final class NetworkLab: @unchecked Sendable {
         let dir = directory + "/coturn"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ips = options.ipv6Only ? ["203.0.113.1", "2001:db8:ff::1"] : ["203.0.113.1"]
-        let config = ips.map { "listening-ip=\($0)\nrelay-ip=\($0)" }.joined(separator: "\n") + """
+        let config =
+            ips.map { "listening-ip=\($0)\nrelay-ip=\($0)" }.joined(separator: "\n") + """
 
-        listening-port=\(Self.turnPort)
-        min-port=\(Self.relayPorts.lowerBound)
-        max-port=\(Self.relayPorts.upperBound)
-        realm=\(Self.turnRealm)
-        lt-cred-mech
-        user=\(Self.turnUser):\(Self.turnPassword)
-        fingerprint
-        no-tls
-        no-dtls
-        no-cli
-        no-tcp-relay
-        no-multicast-peers
-        log-file=\(dir)/turn.log
-        simple-log
-        verbose
-        pidfile=\(dir)/turnserver.pid
-        userdb=\(dir)/turndb
+                listening-port=\(Self.turnPort)
+                min-port=\(Self.relayPorts.lowerBound)
+                max-port=\(Self.relayPorts.upperBound)
+                realm=\(Self.turnRealm)
+                lt-cred-mech
+                user=\(Self.turnUser):\(Self.turnPassword)
+                fingerprint
+                no-tls
+                no-dtls
+                no-cli
+                no-tcp-relay
+                no-multicast-peers
+                log-file=\(dir)/turn.log
+                simple-log
+                verbose
+                pidfile=\(dir)/turnserver.pid
+                userdb=\(dir)/turndb
 
-        """
+                """
         try config.write(toFile: dir + "/turnserver.conf", atomically: true, encoding: .utf8)
         let p = try LabProcess(namespace: internet, "turnserver", ["-c", dir + "/turnserver.conf"], cwd: dir)
         coturn = p
         // coturn logs its listeners as it opens them; wait for the TCP one on our address.
         guard await waitForTURNListening(timeout: 10) else {
-            throw NetworkLabError(description: "coturn did not start listening in \(internet): \(p.output.suffix(30).joined(separator: "\n"))")
+            throw NetworkLabError(
+                description: "coturn did not start listening in \(internet): \(p.output.suffix(30).joined(separator: "\n"))")
         }
     }
 
@@ -465,7 +475,9 @@ final class NetworkLab: @unchecked Sendable {
     private func waitForTURNListening(timeout: Double) async -> Bool {
         let deadline = monotonicNow() + timeout
         while monotonicNow() < deadline {
-            let r = shell("ip netns exec \(internet) ss -Htln 'sport = :\(Self.turnPort)'; ip netns exec \(internet) ss -Huln 'sport = :\(Self.turnPort)'")
+            let r = shell(
+                "ip netns exec \(internet) ss -Htln 'sport = :\(Self.turnPort)'; ip netns exec \(internet) ss -Huln 'sport = :\(Self.turnPort)'"
+            )
             if r.output.split(separator: "\n").count >= 2 { return true }
             if coturn?.process.isRunning == false { return false }
             try? await Task.sleep(for: .milliseconds(50))
@@ -480,10 +492,11 @@ final class NetworkLab: @unchecked Sendable {
     func killDirectPath() throws {
         let a = publicAddress(1), b = publicAddress(2)
         let family = options.ipv6Only ? "ip6" : "ip"
-        try run("""
-        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter drop comment '"direct-cut"'
-        ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter drop comment '"direct-cut"'
-        """, "kill direct path")
+        try run(
+            """
+            ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter drop comment '"direct-cut"'
+            ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter drop comment '"direct-cut"'
+            """, "kill direct path")
     }
 
     /// Moves home `n` (IPv4, NAT `.none`) to another address on its LAN, the way a laptop that
@@ -492,25 +505,27 @@ final class NetworkLab: @unchecked Sendable {
     @discardableResult
     func renumber(home n: Int) throws -> String {
         let h = home(n), old = homeAddress(n), new = "\(lanPrefix(n)).\(options.sameLAN ? n + 11 : 12)"
-        try run("""
-        ip netns exec \(h) sysctl -qw net.ipv4.conf.eth0.promote_secondaries=1
-        ip -n \(h) addr add \(new)/24 dev eth0
-        ip -n \(h) addr del \(old)/24 dev eth0
-        ip -n \(h) route replace default via \(lanPrefix(n)).1
-        """, "renumber home \(n)")
+        try run(
+            """
+            ip netns exec \(h) sysctl -qw net.ipv4.conf.eth0.promote_secondaries=1
+            ip -n \(h) addr add \(new)/24 dev eth0
+            ip -n \(h) addr del \(old)/24 dev eth0
+            ip -n \(h) route replace default via \(lanPrefix(n)).1
+            """, "renumber home \(n)")
         return new
     }
 
     /// Cuts home `n`'s link: its namespace drops everything in and out on `eth0`.
     func cutLink(home n: Int) throws {
         let h = home(n)
-        try run("""
-        ip netns exec \(h) nft add table inet labcut
-        ip netns exec \(h) nft add chain inet labcut in '{ type filter hook input priority 0; policy accept; }'
-        ip netns exec \(h) nft add chain inet labcut out '{ type filter hook output priority 0; policy accept; }'
-        ip netns exec \(h) nft add rule inet labcut in iifname eth0 drop
-        ip netns exec \(h) nft add rule inet labcut out oifname eth0 drop
-        """, "cut link")
+        try run(
+            """
+            ip netns exec \(h) nft add table inet labcut
+            ip netns exec \(h) nft add chain inet labcut in '{ type filter hook input priority 0; policy accept; }'
+            ip netns exec \(h) nft add chain inet labcut out '{ type filter hook output priority 0; policy accept; }'
+            ip netns exec \(h) nft add rule inet labcut in iifname eth0 drop
+            ip netns exec \(h) nft add rule inet labcut out oifname eth0 drop
+            """, "cut link")
     }
 
     /// Undoes `cutLink(home:)`.
@@ -524,11 +539,13 @@ final class NetworkLab: @unchecked Sendable {
     func counters(in namespace: String, table: String) -> [String: (packets: Int, bytes: Int)] {
         let r = shell("ip netns exec \(namespace) nft -j list table inet \(table)")
         guard r.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(r.output.utf8)) as? [String: Any],
-              let items = json["nftables"] as? [[String: Any]] else { return [:] }
+            let items = json["nftables"] as? [[String: Any]]
+        else { return [:] }
         var out: [String: (packets: Int, bytes: Int)] = [:]
         for item in items {
             guard let rule = item["rule"] as? [String: Any], let comment = rule["comment"] as? String,
-                  let exprs = rule["expr"] as? [[String: Any]] else { continue }
+                let exprs = rule["expr"] as? [[String: Any]]
+            else { continue }
             for e in exprs {
                 if let c = e["counter"] as? [String: Any] {
                     let old = out[comment] ?? (0, 0)
@@ -611,7 +628,9 @@ final class NetworkLab: @unchecked Sendable {
     /// address and returns the socket's own address and the source each destination saw: the
     /// NAT's mapping per destination. Also reports whether a packet from a port the home never
     /// sent to got in (filtering).
-    func probeMapping(home n: Int, destinations: Int = 3) throws -> (local: SocketAddress, mapped: [SocketAddress], unsolicitedArrived: Bool) {
+    func probeMapping(home n: Int, destinations: Int = 3) throws -> (
+        local: SocketAddress, mapped: [SocketAddress], unsolicitedArrived: Bool
+    ) {
         let family: SocketAddress.Family = options.ipv6Only ? .ipv6 : .ipv4
         let any: SocketAddress = family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0)
         let service = serviceHost
@@ -646,7 +665,9 @@ final class NetworkLab: @unchecked Sendable {
     /// Starts a revue-node peer in home `n` with its data under the lab's directory, registered
     /// with the lab's rendezvous node, plus `arguments`.
     func peer(home n: Int, name: String, _ arguments: [String] = []) throws -> NodeProcess {
-        try NodeProcess(["--data", directory + "/" + name, "--name", name, "--rendezvous", rendezvousEndpoint] + arguments, namespace: home(n))
+        try NodeProcess(
+            ["--data", directory + "/" + name, "--name", name, "--rendezvous", rendezvousEndpoint] + arguments, namespace: home(n)
+        )
     }
 
     // MARK: Teardown
@@ -694,10 +715,14 @@ private final class LabOutcome<T>: @unchecked Sendable {
 private func labSetns(_ fd: Int32, _ nstype: Int32) -> Int32
 
 /// True when this process may build labs: root, with ip, nft and a built revue-node.
-let networkLabAvailable = getuid() == 0 && NodeProcess.binary != nil
-    && FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft") && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
+let networkLabAvailable =
+    getuid() == 0 && NodeProcess.binary != nil
+    && FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft")
+    && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
 
 /// True when coturn's `turnserver` is installed as well.
-let networkLabHasTURN = networkLabAvailable && ["/usr/bin/turnserver", "/usr/local/bin/turnserver"].contains {
-    FileManager.default.isExecutableFile(atPath: $0)
-}
+let networkLabHasTURN =
+    networkLabAvailable
+    && ["/usr/bin/turnserver", "/usr/local/bin/turnserver"].contains {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }

@@ -1,9 +1,11 @@
 import Foundation
 import MediaCore
 import Testing
+
 @testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Two revue-node peers in a `NetworkLab`, a in home 1 and b in home 2, registered with the lab's
@@ -47,11 +49,21 @@ final class LabCall: @unchecked Sendable {
         a.send(["cmd": "add-friend", "address": br["address"] as! String, "message": "lab"])
         guard await b.wait(timeout: 20, event("didReceiveFriendRequest", ["friendId": aId])) != nil else {
             await snapshotCounters()
-            throw NodeProcessError(message: "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\n\(diagnosis())")
+            throw NodeProcessError(
+                message:
+                    "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\n\(diagnosis())"
+            )
         }
         let accepted = monotonicNow()
         b.send(["cmd": "accept", "friendId": aId])
-        guard await a.wait(timeout: onlineTimeout, { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == self.bId && $0["isOnline"] as? Bool == true }) != nil else {
+        guard
+            await a.wait(
+                timeout: onlineTimeout,
+                {
+                    $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == self.bId
+                        && $0["isOnline"] as? Bool == true
+                }) != nil
+        else {
             await snapshotCounters()
             throw NodeProcessError(message: "a never saw b online\n\(diagnosis())")
         }
@@ -68,7 +80,10 @@ final class LabCall: @unchecked Sendable {
         let acceptedAt = monotonicNow()
         for (p, other) in [(a, bId), (b, aId)] {
             guard await p.wait(timeout: 20, event("participantDidConnect", ["friendId": other])) != nil,
-                  await p.wait(timeout: 20, nth: 2, { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == other }) != nil else {
+                await p.wait(
+                    timeout: 20, nth: 2, { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == other })
+                    != nil
+            else {
                 throw NodeProcessError(message: "the call did not connect with both tracks\n\(diagnosis())")
             }
         }
@@ -97,7 +112,9 @@ final class LabCall: @unchecked Sendable {
         serial += 1
         let tag = "c\(serial)"
         p.send(command.merging(["id": tag]) { $1 })
-        let reply = await p.wait(timeout: timeout) { ($0["event"] as? String == "ok" || $0["event"] as? String == "error") && $0["id"] as? String == tag }
+        let reply = await p.wait(timeout: timeout) {
+            ($0["event"] as? String == "ok" || $0["event"] as? String == "error") && $0["id"] as? String == tag
+        }
         return reply?["event"] as? String == "ok" ? reply : nil
     }
 
@@ -147,7 +164,9 @@ final class LabCall: @unchecked Sendable {
             let frames = after.frames - before.frames, loud = after.loud - before.loud
             let needFrames = Int((Double(fed.frames) * 0.95).rounded(.up))
             if fed.frames <= 0 || before.frames < 0 || after.frames < 0 || frames < needFrames || loud < fed.samples / 2 {
-                failures.append("\(who): \(frames) of \(fed.frames) frames decoded (need \(needFrames)), \(loud) loud of \(fed.samples) samples")
+                failures.append(
+                    "\(who): \(frames) of \(fed.frames) frames decoded (need \(needFrames)), \(loud) loud of \(fed.samples) samples"
+                )
             }
         }
         return failures
@@ -186,7 +205,8 @@ final class LabCall: @unchecked Sendable {
         ]
         for h in lab.options.udpBlocked.sorted() { lines.append("home \(h) NAT dropped \(lab.blockedUDP(home: h)) UDP packets") }
         let ended = (a.events + b.events).filter {
-            ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError", "didFailToPublishTrack"].contains($0["event"] as? String ?? "")
+            ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError", "didFailToPublishTrack"].contains(
+                $0["event"] as? String ?? "")
         }
         if !ended.isEmpty { lines.append("call events: \(ended)") }
         if let cause = likelyCause() { lines.append("likely cause: " + cause) }
@@ -200,21 +220,28 @@ final class LabCall: @unchecked Sendable {
             return (e?["paths"] as? [[String: Any]])?.compactMap { $0["kind"] as? String } ?? []
         }
         let lastStats = (a.events + b.events).filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "media-stats" }
-        let pathReported = lastStats.contains { (($0["participants"] as? [[String: Any]]) ?? []).contains { $0["path"] is [String: Any] } }
+        let pathReported = lastStats.contains {
+            (($0["participants"] as? [[String: Any]]) ?? []).contains { $0["path"] is [String: Any] }
+        }
         let frames = lastStats.compactMap { ($0["participants"] as? [[String: Any]])?.first?["videoFrames"] as? Int }
         guard frames.contains(0) || frames.isEmpty else {
-            return "media flowed both ways; if too few frames were decoded, look at machine load (the encoders drop frames when starved)"
+            return
+                "media flowed both ways; if too few frames were decoded, look at machine load (the encoders drop frames when starved)"
         }
         var causes: [String] = []
         let relayedOnly = [kinds(a, bId), kinds(b, aId)].allSatisfy { !$0.isEmpty && $0.allSatisfy { $0 == "relayed" } }
         if relayedOnly && !pathReported {
-            causes.append("the friend connection is relayed through the rendezvous node only, and call media follows only a "
-                + "direct friend path (media-stats reports no ICE path: call legs do not run ICE yet), so media has no route")
+            causes.append(
+                "the friend connection is relayed through the rendezvous node only, and call media follows only a "
+                    + "direct friend path (media-stats reports no ICE path: call legs do not run ICE yet), so media has no route")
         }
-        let legPaths = lastStats.flatMap { (($0["participants"] as? [[String: Any]]) ?? []).compactMap { $0["path"] as? [String: Any] } }
+        let legPaths = lastStats.flatMap {
+            (($0["participants"] as? [[String: Any]]) ?? []).compactMap { $0["path"] as? [String: Any] }
+        }
         if let unpaired = legPaths.first(where: { $0["local"] == nil }) {
-            causes.append("ICE selected no pair: candidates \(unpaired["candidates"] ?? "?"), checks sent \(unpaired["checksSent"] ?? "?"), "
-                + "responses \(unpaired["responsesReceived"] ?? "?"), pairs \(unpaired["pairs"] ?? "?")")
+            causes.append(
+                "ICE selected no pair: candidates \(unpaired["candidates"] ?? "?"), checks sent \(unpaired["checksSent"] ?? "?"), "
+                    + "responses \(unpaired["responsesReceived"] ?? "?"), pairs \(unpaired["pairs"] ?? "?")")
         }
         if lab.options.turn && lab.turnAllocations().isEmpty {
             causes.append("coturn granted no allocation: nothing used the --turn server")
@@ -235,7 +262,9 @@ final class LabCall: @unchecked Sendable {
         // relayed candidate (one allocation is enough for ICE to connect two symmetric NATs).
         var all: [Bool] = []
         for (p, id) in [(a, bId), (b, aId)] {
-            guard let path = await mediaPath(p, about: id), path["local"] != nil, let relayed = path["relayed"] as? Bool else { return nil }
+            guard let path = await mediaPath(p, about: id), path["local"] != nil, let relayed = path["relayed"] as? Bool else {
+                return nil
+            }
             all.append(relayed || path["remoteType"] as? String == "relay")
         }
         return all
@@ -246,7 +275,8 @@ final class LabCall: @unchecked Sendable {
     /// `event` seconds in. Returns the longest time after the action in which each side decoded
     /// no new frame of the other (to the last sample), and the sample just before the action.
     func gapsAcross(event: Double, seconds: Double, _ action: () throws -> Void) async throws
-        -> (gapAtA: Double, gapAtB: Double, before: (t: Double, aFromB: Int, bFromA: Int)?) {
+        -> (gapAtA: Double, gapAtB: Double, before: (t: Double, aFromB: Int, bFromA: Int)?)
+    {
         let ta = startFeed(a, seconds: seconds, tone: 440), tb = startFeed(b, seconds: seconds, tone: 660)
         let start = monotonicNow()
         var samples: [(t: Double, aFromB: Int, bFromA: Int)] = []
@@ -287,7 +317,9 @@ final class LabCall: @unchecked Sendable {
 /// The lab itself, checked with plain sockets (no revue-node): the NAT kinds behave as the lab
 /// documents, coturn allocates and relays and the lab's counters and log reading see it, and a
 /// UDP-blocked home reaches coturn over TCP only. Root only.
-@Suite(.serialized, .enabled(if: networkLabHasTURN, "needs root, ip, nft and coturn's turnserver: the network lab self-tests are skipped"))
+@Suite(
+    .serialized,
+    .enabled(if: networkLabHasTURN, "needs root, ip, nft and coturn's turnserver: the network lab self-tests are skipped"))
 struct NetworkLabSelfTests {
     /// The NAT kinds do what the lab says: cone keeps one public port (the home's own) for every
     /// destination, symmetric takes a new one per destination, and neither lets in a packet from an address
@@ -297,8 +329,10 @@ struct NetworkLabSelfTests {
         defer { lab.teardown() }
         let cone = try lab.probeMapping(home: 1)
         let symmetric = try lab.probeMapping(home: 2)
-        print("lab NAT probe: cone home 1 port \(cone.local.port) mapped to \(cone.mapped.map(\.description)), unsolicited in: \(cone.unsolicitedArrived); "
-            + "symmetric home 2 port \(symmetric.local.port) mapped to \(symmetric.mapped.map(\.description)), unsolicited in: \(symmetric.unsolicitedArrived)")
+        print(
+            "lab NAT probe: cone home 1 port \(cone.local.port) mapped to \(cone.mapped.map(\.description)), unsolicited in: \(cone.unsolicitedArrived); "
+                + "symmetric home 2 port \(symmetric.local.port) mapped to \(symmetric.mapped.map(\.description)), unsolicited in: \(symmetric.unsolicitedArrived)"
+        )
         #expect(cone.mapped.allSatisfy { $0.host == lab.publicAddress(1) })
         #expect(Set(cone.mapped).count == 1, "cone: one mapping for every destination")
         #expect(cone.mapped.first?.port == cone.local.port, "cone: Linux keeps the source port when it is free")
@@ -310,7 +344,9 @@ struct NetworkLabSelfTests {
 
     /// One STUN transaction from `socket` to `server`: the answer with the request's transaction
     /// ID, retried every 200 ms for up to 3 s.
-    func transaction(_ socket: UDPSocket, _ request: STUNMessage, key: [UInt8]? = nil, to server: SocketAddress) throws -> STUNMessage? {
+    func transaction(_ socket: UDPSocket, _ request: STUNMessage, key: [UInt8]? = nil, to server: SocketAddress) throws
+        -> STUNMessage?
+    {
         let bytes = request.encode(integrity: key, fingerprint: true)
         var buffer = [UInt8](repeating: 0, count: 1500)
         for _ in 0..<15 {
@@ -336,7 +372,8 @@ struct NetworkLabSelfTests {
 
         // The peer's public address, from a Binding request (the cone maps it the same way for
         // every destination, the relay included).
-        let bound = try #require(try transaction(peer, STUNMessage(method: .binding, class: .request), to: turn), "no Binding answer from coturn")
+        let bound = try #require(
+            try transaction(peer, STUNMessage(method: .binding, class: .request), to: turn), "no Binding answer from coturn")
         let peerPublic = try #require(try bound.xorAddress(STUNMessage.AttributeType.xorMappedAddress))
         #expect(peerPublic.host == lab.publicAddress(2))
 
@@ -344,7 +381,8 @@ struct NetworkLabSelfTests {
         var allocate = STUNMessage(method: .allocate, class: .request)
         allocate.appendUInt32(STUNMessage.AttributeType.requestedTransport, 17 << 24)
         let challenge = try #require(try transaction(client, allocate, to: turn))
-        let realm = try #require(challenge.text(STUNMessage.AttributeType.realm)), nonce = try #require(challenge.text(STUNMessage.AttributeType.nonce))
+        let realm = try #require(challenge.text(STUNMessage.AttributeType.realm)),
+            nonce = try #require(challenge.text(STUNMessage.AttributeType.nonce))
         let key = STUNMessage.longTermKey(username: NetworkLab.turnUser, realm: realm, password: NetworkLab.turnPassword)
         func signed(_ method: STUNMessage.Method, _ fill: (inout STUNMessage) -> Void) -> STUNMessage {
             var m = STUNMessage(method: method, class: .request)
@@ -354,11 +392,19 @@ struct NetworkLabSelfTests {
             m.appendText(STUNMessage.AttributeType.nonce, nonce)
             return m
         }
-        let allocated = try #require(try transaction(client, signed(.allocate) { $0.appendUInt32(STUNMessage.AttributeType.requestedTransport, 17 << 24) }, key: key, to: turn))
-        #expect(allocated.messageClass == .successResponse, "\(String(describing: allocated.errorCode))\n\(lab.turnLog.suffix(20).joined(separator: "\n"))")
+        let allocated = try #require(
+            try transaction(
+                client, signed(.allocate) { $0.appendUInt32(STUNMessage.AttributeType.requestedTransport, 17 << 24) }, key: key,
+                to: turn))
+        #expect(
+            allocated.messageClass == .successResponse,
+            "\(String(describing: allocated.errorCode))\n\(lab.turnLog.suffix(20).joined(separator: "\n"))")
         let relayed = try #require(try allocated.xorAddress(STUNMessage.AttributeType.xorRelayedAddress))
         #expect(relayed.host == lab.serviceHost && NetworkLab.relayPorts.contains(relayed.port))
-        let permitted = try #require(try transaction(client, signed(.createPermission) { $0.appendXORAddress(STUNMessage.AttributeType.xorPeerAddress, peerPublic) }, key: key, to: turn))
+        let permitted = try #require(
+            try transaction(
+                client, signed(.createPermission) { $0.appendXORAddress(STUNMessage.AttributeType.xorPeerAddress, peerPublic) },
+                key: key, to: turn))
         #expect(permitted.messageClass == .successResponse)
 
         // The peer opens its NAT toward the relay, then data goes both ways through it.
@@ -401,7 +447,9 @@ struct NetworkLabSelfTests {
         let onePort = try one.localAddress().port
         #expect(got.source?.host == lab.homeAddress(1) && got.source?.port == onePort)
         let turn = try SocketAddress(host: lab.serviceHost, port: NetworkLab.turnPort)
-        let bound = try #require(try transaction(one, STUNMessage(method: .binding, class: .request), to: turn), "no Binding answer from coturn over IPv6")
+        let bound = try #require(
+            try transaction(one, STUNMessage(method: .binding, class: .request), to: turn),
+            "no Binding answer from coturn over IPv6")
         #expect(try bound.xorAddress(STUNMessage.AttributeType.xorMappedAddress)?.host == lab.homeAddress(1))
     }
 
@@ -430,7 +478,11 @@ struct NetworkLabSelfTests {
             sin.sin_family = sa_family_t(AF_INET)
             sin.sin_port = NetworkLab.turnPort.bigEndian
             inet_pton(AF_INET, service, &sin.sin_addr)
-            let rc = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            let rc = withUnsafePointer(to: &sin) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
             guard rc == 0 else { throw NetworkLabError(description: "TCP connect to coturn: errno \(errno)") }
             let request = binding.encode(fingerprint: true)
             _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -454,11 +506,17 @@ struct NetworkLabSelfTests {
 /// (friend paths, media-stats with the leg's path, relay bytes, allocations), so a failing one
 /// says which step broke. Until call media uses ICE, the scenarios whose peers have no direct
 /// path fail at the media check, with media-stats showing no decoded frames. Root only.
-@Suite(.serialized, .enabled(if: networkLabHasTURN, "needs root, ip, nft, coturn's turnserver and a built revue-node: the network lab scenarios are skipped"))
+@Suite(
+    .serialized,
+    .enabled(
+        if: networkLabHasTURN,
+        "needs root, ip, nft, coturn's turnserver and a built revue-node: the network lab scenarios are skipped"))
 struct NetworkLabScenarioTests {
     /// Builds a lab, runs `body` with a call in it, always tears down (peers first).
-    func withCall(_ options: NetworkLab.Options, arguments: (NetworkLab) -> [String],
-                  _ body: (LabCall) async throws -> Void) async throws {
+    func withCall(
+        _ options: NetworkLab.Options, arguments: (NetworkLab) -> [String],
+        _ body: (LabCall) async throws -> Void
+    ) async throws {
         let lab = try await NetworkLab(options)
         defer { lab.teardown() }
         let call = try LabCall(lab, arguments: arguments(lab))
@@ -477,11 +535,15 @@ struct NetworkLabScenarioTests {
             let failures = await call.mediaBothWays()
             print("same LAN:\n\(call.diagnosis())")
             #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-            let kinds = (call.a.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == call.bId }?["paths"] as? [[String: Any]])?
+            let kinds =
+                (call.a.events.last { $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == call.bId }?[
+                    "paths"] as? [[String: Any]])?
                 .compactMap { $0["kind"] as? String } ?? []
             #expect(kinds.first == "directLAN", "friend path \(kinds)")
             if let path = await call.mediaPath(call.a, about: call.bId), path["local"] != nil {
-                #expect((path["local"] as? String)?.hasPrefix("host ") == true && (path["remote"] as? String)?.hasPrefix("host ") == true, "\(path)")
+                #expect(
+                    (path["local"] as? String)?.hasPrefix("host ") == true
+                        && (path["remote"] as? String)?.hasPrefix("host ") == true, "\(path)")
             } else {
                 print("same LAN: media-stats reports no selected path yet (the call layer does not expose it)")
             }
@@ -534,7 +596,8 @@ struct NetworkLabScenarioTests {
     /// Home 1 lets no UDP out (but to the rendezvous node, the friend connection's one way) and
     /// TCP only to coturn: media both ways through TURN over TCP.
     @Test func udpBlockedCallsThroughTURNOverTCP() async throws {
-        try await withCall(.init(home1: .cone, home2: .cone, udpBlocked: [1]), arguments: { LabCall.iceArguments($0, tcp: true) }) { call in
+        try await withCall(.init(home1: .cone, home2: .cone, udpBlocked: [1]), arguments: { LabCall.iceArguments($0, tcp: true) })
+        { call in
             try await call.befriend()
             try await call.startCall()
             let failures = await call.mediaBothWays()
@@ -551,7 +614,9 @@ struct NetworkLabScenarioTests {
     /// address, the peers bound to "::"): friends come online and media goes both ways over an
     /// IPv6 pair.
     @Test func ipv6OnlyCallsCarryMedia() async throws {
-        try await withCall(.init(home1: .none, home2: .none, ipv6Only: true), arguments: { ["--host", "::"] + LabCall.iceArguments($0) }) { call in
+        try await withCall(
+            .init(home1: .none, home2: .none, ipv6Only: true), arguments: { ["--host", "::"] + LabCall.iceArguments($0) }
+        ) { call in
             try await call.befriend()
             try await call.startCall()
             let failures = await call.mediaBothWays()
@@ -566,7 +631,9 @@ struct NetworkLabScenarioTests {
     /// laptop changing networks). The friend session and the call follow: media comes back both
     /// ways within 2 s and the call does not end.
     @Test func ownAddressChangeMidCallIsFollowed() async throws {
-        try await withCall(.init(home1: .none, home2: .none), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }) { call in
+        try await withCall(
+            .init(home1: .none, home2: .none), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }
+        ) { call in
             try await call.befriend()
             try await call.startCall()
             var newAddress = ""
@@ -574,11 +641,16 @@ struct NetworkLabScenarioTests {
                 newAddress = try call.lab.renumber(home: 1)
             }
             await call.snapshotCounters()
-            print("home 1 renumbered to \(newAddress): longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())")
-            #expect((before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20, "media before the change: \(String(describing: before))\n\(call.diagnosis())")
+            print(
+                "home 1 renumbered to \(newAddress): longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())"
+            )
+            #expect(
+                (before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20,
+                "media before the change: \(String(describing: before))\n\(call.diagnosis())")
             #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
             let path = await call.mediaPath(call.b, about: call.aId)
-            #expect((path?["route"] as? String)?.contains(newAddress) == true, "b's media route to a: \(String(describing: path))")
+            #expect(
+                (path?["route"] as? String)?.contains(newAddress) == true, "b's media route to a: \(String(describing: path))")
             let ended = (call.a.events + call.b.events).filter {
                 ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
             }
@@ -589,14 +661,22 @@ struct NetworkLabScenarioTests {
     /// Cone to cone, then UDP between the two NATs is dropped mid-call: media fails over to the
     /// relay with no gap over 2 s either way, and the call does not end.
     @Test func directPathDeathFailsOverToTheRelay() async throws {
-        try await withCall(.init(home1: .cone, home2: .cone), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }) { call in
+        try await withCall(
+            .init(home1: .cone, home2: .cone), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) }
+        ) { call in
             try await call.befriend()
             try await call.startCall()
             let (gapAtA, gapAtB, before) = try await call.gapsAcross(event: 5, seconds: 14) { try call.lab.killDirectPath() }
             await call.snapshotCounters()
-            print("direct path killed at 5 s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())")
-            #expect((before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20, "media before the cut: \(String(describing: before))\n\(call.diagnosis())")
-            #expect(call.lab.directPathDrops() > 0, "the cut dropped nothing: the call was not on the direct path\n\(call.diagnosis())")
+            print(
+                "direct path killed at 5 s: longest gap a from b \(String(format: "%.2f", gapAtA)) s, b from a \(String(format: "%.2f", gapAtB)) s\n\(call.diagnosis())"
+            )
+            #expect(
+                (before?.aFromB ?? 0) > 20 && (before?.bFromA ?? 0) > 20,
+                "media before the cut: \(String(describing: before))\n\(call.diagnosis())")
+            #expect(
+                call.lab.directPathDrops() > 0,
+                "the cut dropped nothing: the call was not on the direct path\n\(call.diagnosis())")
             #expect(gapAtA <= 2 && gapAtB <= 2, "media gap a from b \(gapAtA) s, b from a \(gapAtB) s\n\(call.diagnosis())")
             let ended = (call.a.events + call.b.events).filter {
                 ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")

@@ -39,16 +39,21 @@ import Testing
         #expect(error(#"{"cmd":"set-status","status":"dnd"}"#)?.error == "invalidStatus")
         #expect(error(#"{"cmd":"mode","mode":"broadcast"}"#)?.error == "invalidMode")
         let unknown = try #require(error(#"{"cmd":"nope","id":"x"}"#))
-        #expect(unknown.error == "unknownCommand" && unknown.event["cmd"] as? String == "nope" && unknown.event["id"] as? String == "x")
+        #expect(
+            unknown.error == "unknownCommand" && unknown.event["cmd"] as? String == "nope"
+                && unknown.event["id"] as? String == "x")
     }
 
     @Test func defaultsMatchTheProtocol() throws {
-        #expect(try request(#"{"cmd":"message","friendId":"A","message":"m"}"#).command == .message(friendId: "A", message: "m", timeout: 10))
+        #expect(
+            try request(#"{"cmd":"message","friendId":"A","message":"m"}"#).command
+                == .message(friendId: "A", message: "m", timeout: 10))
         #expect(try request(#"{"cmd":"feed"}"#).command == .feed(seconds: 5, tone: 440))
         #expect(try request(#"{"cmd":"mute"}"#).command == .mute(sid: "audio"))
         #expect(try request(#"{"cmd":"set-status"}"#).command == .setStatus(.none))
         #expect(try request(#"{"cmd":"mute-request"}"#).command == .muteRequest(friendId: nil, isMuted: true))
-        #expect(try request(#"{"cmd":"subscribe","friendId":"B"}"#).command == .subscribe(friendId: "B", sid: "", subscribed: true))
+        #expect(
+            try request(#"{"cmd":"subscribe","friendId":"B"}"#).command == .subscribe(friendId: "B", sid: "", subscribed: true))
         #expect(try request(#"{"cmd":"add-friend","address":"X"}"#).command == .addFriend(address: "X", message: ""))
         let call = try request(#"{"cmd":"call-message","message":"hi","to":["A","B"],"timeout":2.5,"id":7}"#)
         #expect(call.command == .callMessage(message: "hi", to: ["A", "B"], timeout: 2.5))
@@ -57,7 +62,8 @@ import Testing
 
     @Test func everyCommandRoundTripsThroughItsLine() throws {
         let commands: [NodeCommand] = [
-            .address, .addFriend(address: "A", message: "m\n\"q\""), .accept(friendId: "F"), .delete(friendId: "F"), .setName("n"),
+            .address, .addFriend(address: "A", message: "m\n\"q\""), .accept(friendId: "F"), .delete(friendId: "F"),
+            .setName("n"),
             .setStatusMessage("s"), .setStatus(.busy), .setNospam(.max), .message(friendId: "F", message: "é", timeout: 0.25),
             .list, .counters, .invite(friendId: "F", message: ""), .acceptCall(friendId: "F"), .rejectCall(friendId: "F"),
             .cancelCall(friendId: "F"), .hangup(friendId: nil), .callMessage(message: "c", to: nil, timeout: 1),
@@ -90,8 +96,10 @@ import Testing
     }
 
     @Test func malformedFormsAreInvalidConfiguration() {
-        let bad = ["", "203.0.113.1", "203.0.113.1:0", "203.0.113.1:70000", ":3478", "2001:db8::1:3478", "[2001:db8::1:3478",
-                   "u@h:1", ":p@h:1", "u:@h:1", "u:p@h:1?transport=sctp", "u:p@h:1?relay=1", "h:1?transport=tcp", "a b:1"]
+        let bad = [
+            "", "203.0.113.1", "203.0.113.1:0", "203.0.113.1:70000", ":3478", "2001:db8::1:3478", "[2001:db8::1:3478",
+            "u@h:1", ":p@h:1", "u:@h:1", "u:p@h:1?transport=sctp", "u:p@h:1?relay=1", "h:1?transport=tcp", "a b:1",
+        ]
         for text in bad {
             #expect(throws: RevueError.self, "\(text)") { try RevueICEServer(parsing: text) }
             do { _ = try RevueICEServer(parsing: text) } catch {
@@ -101,18 +109,20 @@ import Testing
     }
 
     @Test func resolvedServersKeepOrderAndAddRendezvousNodesAsSTUN() throws {
-        #expect(RevueICEServer.turn("localhost:3478", username: "u", password: "p", transport: .tcp).resolved()
-            == ICEServer(kind: .turn, address: .loopbackIPv4(port: 3478), username: "u", password: "p", transport: .tcp))
+        #expect(
+            RevueICEServer.turn("localhost:3478", username: "u", password: "p", transport: .tcp).resolved()
+                == ICEServer(kind: .turn, address: .loopbackIPv4(port: 3478), username: "u", password: "p", transport: .tcp))
         #expect(RevueICEServer.stun("[::1]:19302").resolved() == ICEServer(kind: .stun, address: .loopbackIPv6(port: 19302)))
         #expect(RevueICEServer.stun("no port").resolved() == nil)
         var config = RevueConfiguration(dataDirectory: "/nonexistent")
         config.rendezvousNodes = ["127.0.0.1:33400", "203.0.113.1:3478"]
         config.iceServers = [.turn("203.0.113.1:3478", username: "u", password: "p"), .stun("203.0.113.1:3478"), .stun("x:")]
         let stunAt = { (a: String) in ICEServer(kind: .stun, address: try! SocketAddress(parsing: a)) }
-        #expect(config.resolvedICEServers == [
-            ICEServer(kind: .turn, address: try SocketAddress(parsing: "203.0.113.1:3478"), username: "u", password: "p"),
-            stunAt("203.0.113.1:3478"), stunAt("127.0.0.1:33400"),
-        ])
+        #expect(
+            config.resolvedICEServers == [
+                ICEServer(kind: .turn, address: try SocketAddress(parsing: "203.0.113.1:3478"), username: "u", password: "p"),
+                stunAt("203.0.113.1:3478"), stunAt("127.0.0.1:33400"),
+            ])
     }
 
     /// Runs revue-node with `arguments` (stdin empty); its exit status, standard output and
@@ -147,6 +157,8 @@ import Testing
             #expect(run.status == 2 && run.stderr.contains(message), "\(arguments): \(run.status) \(run.stderr)")
         }
         let help = try runNode(["--help"])
-        #expect(help.status == 0 && help.stdout.contains("--stun HOST:PORT") && help.stdout.contains("--turn USER:PASS@HOST:PORT[?transport=tcp]"))
+        #expect(
+            help.status == 0 && help.stdout.contains("--stun HOST:PORT")
+                && help.stdout.contains("--turn USER:PASS@HOST:PORT[?transport=tcp]"))
     }
 }

@@ -1,9 +1,11 @@
 import Foundation
-import Testing
-@testable import RevueSession
 import MediaCore
+import Testing
+
+@testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @MainActor
@@ -50,7 +52,8 @@ import Glibc
         var result: Result<UInt32, FriendMessageError>?
         Task { @MainActor in
             do throws(FriendMessageError) {
-                result = .success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "while you were out", timeout: 10))
+                result = .success(
+                    try await alice.revue.friends.sendMessage(friendId: bob.id, message: "while you were out", timeout: 10))
             } catch { result = .failure(error) }
         }
         await settle(0.3)
@@ -77,7 +80,8 @@ import Glibc
         for i in 0..<3 {
             Task { @MainActor in
                 do throws(FriendMessageError) {
-                    results.append(.success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "o\(i)", timeout: 10)))
+                    results.append(
+                        .success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "o\(i)", timeout: 10)))
                 } catch { results.append(.failure(error)) }
             }
         }
@@ -113,7 +117,10 @@ import Glibc
         peer.stop()
         let path = dir + "/profile.json"
         let original = try Data(contentsOf: URL(fileURLWithPath: path))
-        for garbage in [Data("{\"format\":1,".utf8), Data(), original.prefix(original.count / 2), Data("{\"format\":1,\"secretKey\":\"zz\",\"nospam\":1}".utf8)] {
+        for garbage in [
+            Data("{\"format\":1,".utf8), Data(), original.prefix(original.count / 2),
+            Data("{\"format\":1,\"secretKey\":\"zz\",\"nospam\":1}".utf8),
+        ] {
             try garbage.write(to: URL(fileURLWithPath: path))
             let r = Revue()
             do {
@@ -163,7 +170,9 @@ import Glibc
         let signals = (0..<8).map { #"{"op":"probe-\#($0)","type":"msg"}"# }
         for s in signals { #expect(aliceCore.sendReserved(friendId: bob.id, text: s)) }
         // An App message after them still waits for its own save before its receipt.
-        let receipt = Task { @MainActor in try await alice.revue.friends.sendMessage(friendId: bob.id, message: "after", timeout: 20) }
+        let receipt = Task { @MainActor in
+            try await alice.revue.friends.sendMessage(friendId: bob.id, message: "after", timeout: 20)
+        }
         await bob.waitForEvent(.message(alice.id, "after"), timeout: 20)
         #expect(handled == signals)
         let writes = try #require(writesWhenAllHandled) - writesBefore

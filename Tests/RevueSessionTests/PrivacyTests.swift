@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import RevueSession
 import MediaCore
+import Testing
+
+@testable import RevueSession
 
 /// Whether `needle` occurs anywhere in `haystack`.
 func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
@@ -41,7 +42,9 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         #expect(Set(all).count == all.count, "every tag differs")
         for t in all {
             #expect(t.count == 16)
-            for key in [a.publicKey, b.publicKey, c.publicKey] { #expect(!contains(key, t) && !contains(t, Array(key.prefix(8)))) }
+            for key in [a.publicKey, b.publicKey, c.publicKey] {
+                #expect(!contains(key, t) && !contains(t, Array(key.prefix(8))))
+            }
         }
         // The neighbouring epoch is registered only near a boundary.
         #expect(PrivacyTags.epochs(3600 * 10 + 1800) == [10])
@@ -128,7 +131,9 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         defer { asker.close() }
         #expect(await asker.register())
         let bobEndpoint = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
-        #expect(await asker.lookup(PrivacyTags.rendezvous(pairKey: k, owner: bob.revue.core!.identity.publicKey, epoch: e)) == bobEndpoint)
+        #expect(
+            await asker.lookup(PrivacyTags.rendezvous(pairKey: k, owner: bob.revue.core!.identity.publicKey, epoch: e))
+                == bobEndpoint)
         // And Alice's own lookup by the new tag brings Bob's endpoint back as a candidate.
         let f = alice.revue.core!.friends[bob.id]!
         f.candidates = [:]
@@ -200,7 +205,8 @@ struct LANPrivacyTests {
         let e = PrivacyTags.epoch(core.wallNow())
         let tag = PrivacyTags.lan(pairKey: k, owner: core.identity.publicKey, epoch: e)
         #expect(announcements.contains { contains($0, tag) })
-        #expect(!announcements.contains { contains($0, PrivacyTags.lan(pairKey: k, owner: core.identity.publicKey, epoch: e + 2)) })
+        #expect(
+            !announcements.contains { contains($0, PrivacyTags.lan(pairKey: k, owner: core.identity.publicKey, epoch: e + 2)) })
     }
 
     /// Two peers long past their fast announcements (every 5-10 s now): a friend request still
@@ -214,7 +220,9 @@ struct LANPrivacyTests {
         }
         let alice = try TestPeer(tweak: lan), bob = try TestPeer(tweak: lan)
         defer { alice.remove(); bob.remove() }
-        await alice.wait("the fast announcements done", timeout: 6) { alice.revue.core!.lanFastLeft == 0 && bob.revue.core!.lanFastLeft == 0 }
+        await alice.wait("the fast announcements done", timeout: 6) {
+            alice.revue.core!.lanFastLeft == 0 && bob.revue.core!.lanFastLeft == 0
+        }
         await settle(1.1)
         let start = monotonicNow()
         try alice.revue.friends.addFriend(address: bob.revue.revueAddress, message: "on the LAN")

@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import RevueSession
 import MediaCore
+import Testing
+
+@testable import RevueSession
 
 @MainActor
 @Suite(.serialized) struct RendezvousNodeTests {
@@ -67,14 +68,18 @@ import MediaCore
     static func stunClient(_ node: RendezvousNode) throws -> (UDPSocket, SocketAddress) {
         var options = UDPSocket.Options()
         options.nonBlocking = true
-        return (try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options), SocketAddress(ip: 0x7F00_0001, port: node.port))
+        return (
+            try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options), SocketAddress(ip: 0x7F00_0001, port: node.port)
+        )
     }
 
     /// Every datagram waiting on `socket`, without blocking the main actor the node runs on.
     static func drain(_ socket: UDPSocket) -> [[UInt8]] {
         var out: [[UInt8]] = []
         var buffer = [UInt8](repeating: 0, count: 2048)
-        while let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }) { out.append(Array(buffer[0..<got.count])) }
+        while let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }) {
+            out.append(Array(buffer[0..<got.count]))
+        }
         return out
     }
 
@@ -110,7 +115,9 @@ import MediaCore
         // response and bytes that are not STUN: no answer, each counted.
         var badFingerprint = request
         badFingerprint[badFingerprint.count - 1] ^= 1
-        let response = STUNMessage(method: .binding, class: .successResponse, attributes: [.init(type: 0x8022, value: Array(repeating: 0x41, count: 40))])
+        let response = STUNMessage(
+            method: .binding, class: .successResponse, attributes: [.init(type: 0x8022, value: Array(repeating: 0x41, count: 40))]
+        )
         let unanswered: [[UInt8]] = [
             STUNMessage(method: .binding, class: .request).encode(),
             STUNMessage(method: .binding, class: .request).encode(fingerprint: true),
@@ -142,9 +149,10 @@ import MediaCore
         #expect(node.bindingAnswers + node.refusedForLimits == flood)
         // The burst is answered; beyond it only what the rate refilled meanwhile.
         #expect(node.bindingAnswers >= Int(RendezvousNode.bindingBurstPerSource))
-        #expect(Double(node.bindingAnswers) <= RendezvousNode.bindingBurstPerSource + RendezvousNode.bindingRatePerSource * elapsed + 1)
+        #expect(
+            Double(node.bindingAnswers) <= RendezvousNode.bindingBurstPerSource + RendezvousNode.bindingRatePerSource * elapsed
+                + 1)
         try await Task.sleep(for: .milliseconds(100))
         #expect(Self.drain(client).count == node.bindingAnswers)
     }
 }
-

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import RevueSession
 
 @Suite struct ReplayWindowTests {

@@ -1,9 +1,11 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import RevueSession
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 final class LineBuffer: Sendable {
@@ -18,7 +20,10 @@ struct NodeProcessError: Error { var message: String }
 final class NodeProcess: @unchecked Sendable {
     static var binary: String? {
         let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [dir, dir.deletingLastPathComponent(), URL(fileURLWithPath: FileManager.default.currentDirectoryPath + "/.build/debug")] {
+        for candidate in [
+            dir, dir.deletingLastPathComponent(),
+            URL(fileURLWithPath: FileManager.default.currentDirectoryPath + "/.build/debug"),
+        ] {
             let path = candidate.appendingPathComponent("revue-node").path
             if FileManager.default.isExecutableFile(atPath: path) { return path }
         }
@@ -139,18 +144,24 @@ struct RevueNodeProcessTests {
 
         for i in 0..<5 { alice.send(["cmd": "message", "friendId": bobId, "message": "m\(i)", "id": i]) }
         for i in 0..<5 {
-            #expect(await alice.wait { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" && $0["id"] as? Int == i } != nil)
+            #expect(
+                await alice.wait { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" && $0["id"] as? Int == i }
+                    != nil)
         }
         var received = bob.events.filter(event("didReceiveMessage")).map { $0["message"] as! String }
         #expect(received == (0..<5).map { "m\($0)" })
 
         // Bob is killed and restarted with the same data directory.
         bob.kill()
-        #expect(await alice.wait(timeout: 3) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == false } != nil)
+        #expect(
+            await alice.wait(timeout: 3) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == false } != nil
+        )
         bob = try NodeProcess(["--data", dir + "/bob", "--host", "127.0.0.1", "--rendezvous", node])
         let again = try #require(await bob.wait(event("ready")))
         #expect(again["revueId"] as? String == bobId)
-        #expect(await alice.wait(timeout: 5, nth: 2) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true } != nil)
+        #expect(
+            await alice.wait(timeout: 5, nth: 2) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true }
+                != nil)
         alice.send(["cmd": "message", "friendId": bobId, "message": "after restart", "id": 99])
         #expect(await alice.wait { $0["event"] as? String == "ok" && $0["id"] as? Int == 99 } != nil)
         #expect(await bob.wait(event("didReceiveMessage", ["message": "after restart"])) != nil)
@@ -187,14 +198,17 @@ struct RevueNodeProcessTests {
         _ = await bob.wait(timeout: 5, nth: 8, event("didReceiveMessage"))
         bob.kill()
         let firstRun = bob.events.filter(event("didReceiveMessage")).map { $0["message"] as! String }
-        let ackedBeforeKill = Set(alice.events.filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" }.map { $0["id"] as! Int })
+        let ackedBeforeKill = Set(
+            alice.events.filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" }.map { $0["id"] as! Int })
         bob = try NodeProcess(["--data", dir + "/bob", "--host", "127.0.0.1", "--rendezvous", node])
         #expect(await bob.wait(event("ready")) != nil, "the profile written during the kill still loads")
         for i in 0..<count {
             #expect(await alice.wait(timeout: 10) { $0["cmd"] as? String == "message" && $0["id"] as? Int == i } != nil)
         }
         let secondRun = bob.events.filter(event("didReceiveMessage")).map { $0["message"] as! String }
-        let acked = alice.events.filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" }.map { $0["id"] as! Int }
+        let acked = alice.events.filter { $0["event"] as? String == "ok" && $0["cmd"] as? String == "message" }.map {
+            $0["id"] as! Int
+        }
         #expect(acked.count == count, "every message gets its receipt after the restart")
         let all = firstRun + secondRun
         for i in ackedBeforeKill { #expect(firstRun.contains("k\(i)"), "acknowledged k\(i) had been delivered") }
@@ -239,9 +253,13 @@ struct RelayNamespaceTests {
         let bobId = bobReady["revueId"] as! String
 
         alice.send(["cmd": "add-friend", "address": bobReady["address"] as! String, "message": "across namespaces"])
-        #expect(await bob.wait(timeout: 8, event("didReceiveFriendRequest", ["friendId": aliceId, "message": "across namespaces"])) != nil)
+        #expect(
+            await bob.wait(timeout: 8, event("didReceiveFriendRequest", ["friendId": aliceId, "message": "across namespaces"]))
+                != nil)
         bob.send(["cmd": "accept", "friendId": aliceId])
-        let online = await alice.wait(timeout: 8) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true }
+        let online = await alice.wait(timeout: 8) {
+            $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true
+        }
         let paths = (online?["paths"] as? [[String: Any]]) ?? []
         #expect(paths.map { $0["kind"] as? String } == ["relayed"], "\(String(describing: online))")
         alice.send(["cmd": "message", "friendId": bobId, "message": "via relay", "id": 1])

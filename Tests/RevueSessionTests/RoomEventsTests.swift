@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// The call as a whole on every RoomDelegate (started, ended, failed), publish failures, in-call
@@ -18,7 +19,9 @@ import Testing
     }
 
     static func order(_ p: CallPeer) -> [String] {
-        p.recorder.room.filter { ["started", "ended"].contains($0) || $0.hasPrefix("failed") || $0.hasPrefix("connect") || $0.hasPrefix("disconnect") }
+        p.recorder.room.filter {
+            ["started", "ended"].contains($0) || $0.hasPrefix("failed") || $0.hasPrefix("connect") || $0.hasPrefix("disconnect")
+        }
     }
 
     @Test func callStartsBeforeTheFirstParticipantAndEndsAfterTheLastOnEveryDelegate() async throws {
@@ -39,7 +42,10 @@ import Testing
         await a.wait("b gone") { a.room.remoteParticipants[b.id] == nil }
         c.room.disconnectAll()
         await a.wait("a ended") { Self.order(a).last == "ended" }
-        #expect(Self.order(a) == ["started", "connect(b)", "connect(c)", "disconnect(b,remoteHangUp)", "disconnect(c,remoteHangUp)", "ended"])
+        #expect(
+            Self.order(a) == [
+                "started", "connect(b)", "connect(c)", "disconnect(b,remoteHangUp)", "disconnect(c,remoteHangUp)", "ended",
+            ])
         #expect(second.events == ["started", "connect", "connect", "disconnect", "disconnect", "ended"])
         await c.wait("c ended") { Self.order(c).last == "ended" }
         #expect(Self.order(c).first == "started" && Self.order(c).filter { $0 == "started" }.count == 1)
@@ -100,7 +106,9 @@ import Testing
         // c vanishes without a word; a keeps it in the call (grace) and cannot reach it.
         c.revue.abandonForTesting()
         // The recipients in an order where c would hold b up if they were served one by one.
-        let recipients = [a.room.remoteParticipants[c.id]!, a.room.remoteParticipants[b.id]!].sorted { $0.identity == c.id && $1.identity != c.id }
+        let recipients = [a.room.remoteParticipants[c.id]!, a.room.remoteParticipants[b.id]!].sorted {
+            $0.identity == c.id && $1.identity != c.id
+        }
         let started = monotonicNow()
         let send = Task { @MainActor in try await a.room.localParticipant.sendMessage("to both", to: recipients, timeout: 5) }
         await b.waitRoom("message(a,to both)", timeout: 4)
@@ -111,7 +119,8 @@ import Testing
         if case .failure = results[c.id] {} else { Issue.record("c: \(String(describing: results[c.id]))") }
         // Nothing to send: only too long a message throws.
         await #expect(throws: FriendMessageError.messageTooLong) {
-            try await a.room.localParticipant.sendMessage(String(repeating: "x", count: FriendManager.maxMessageLength), timeout: 5)
+            try await a.room.localParticipant.sendMessage(
+                String(repeating: "x", count: FriendManager.maxMessageLength), timeout: 5)
         }
         a.room.disconnectAll()
     }
@@ -132,25 +141,35 @@ import Testing
         for (timeout, expected) in [(nil, 10.0), (100, 30), (1, 5), (17, 17)] as [(Double?, Double)] {
             let count = f.waiters.count
             let t0 = monotonicNow()
-            tasks.append(Task { @MainActor in
-                if let timeout { _ = try? await a.friends.sendMessage(friendId: b.id, message: "m", timeout: timeout) }
-                else { _ = try? await a.friends.sendMessage(friendId: b.id, message: "m") }
-            })
+            tasks.append(
+                Task { @MainActor in
+                    if let timeout {
+                        _ = try? await a.friends.sendMessage(friendId: b.id, message: "m", timeout: timeout)
+                    } else {
+                        _ = try? await a.friends.sendMessage(friendId: b.id, message: "m")
+                    }
+                })
             await a.wait("queued") { f.waiters.count == count + 1 }
             let deadline = try #require(newestDeadline())
-            #expect(abs(deadline - t0 - expected) < 0.5, "friend message, timeout \(String(describing: timeout)): \(deadline - t0)")
+            #expect(
+                abs(deadline - t0 - expected) < 0.5, "friend message, timeout \(String(describing: timeout)): \(deadline - t0)")
         }
         // In-call messages: the same default and clamp.
         for (timeout, expected) in [(nil, 10.0), (100, 30), (1, 5)] as [(Double?, Double)] {
             let count = f.waiters.count
             let t0 = monotonicNow()
-            tasks.append(Task { @MainActor in
-                if let timeout { _ = try? await a.room.localParticipant.sendMessage("c", timeout: timeout) }
-                else { _ = try? await a.room.localParticipant.sendMessage("c") }
-            })
+            tasks.append(
+                Task { @MainActor in
+                    if let timeout {
+                        _ = try? await a.room.localParticipant.sendMessage("c", timeout: timeout)
+                    } else {
+                        _ = try? await a.room.localParticipant.sendMessage("c")
+                    }
+                })
             await a.wait("queued") { f.waiters.count == count + 1 }
             let deadline = try #require(newestDeadline())
-            #expect(abs(deadline - t0 - expected) < 0.5, "in-call message, timeout \(String(describing: timeout)): \(deadline - t0)")
+            #expect(
+                abs(deadline - t0 - expected) < 0.5, "in-call message, timeout \(String(describing: timeout)): \(deadline - t0)")
         }
         a.peer.stop()  // ends the waiters
         for t in tasks { await t.value }
@@ -198,7 +217,9 @@ import Testing
         b.revue.setSelfName("")
         b.revue.setSelfStatusMessage("")
         await a.waitRoom("statusMessage(b,nil)")
-        let profile = a.recorder.room.filter { $0.hasPrefix("name(b") || $0.hasPrefix("statusMessage(b") || $0.hasPrefix("status(b") }
+        let profile = a.recorder.room.filter {
+            $0.hasPrefix("name(b") || $0.hasPrefix("statusMessage(b") || $0.hasPrefix("status(b")
+        }
         #expect(profile == ["name(b,Bob)", "statusMessage(b,busy day)", "status(b,away)", "name(b,nil)", "statusMessage(b,nil)"])
         #expect(a.recorder.participant.contains("name(b,nil)"))
         #expect(a.room.remoteParticipants[b.id]?.name == nil && a.room.remoteParticipants[b.id]?.statusMessage == nil)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// Rooms of in-process peers: the mesh, both delegate layers, messages, mute requests, tracks and
@@ -18,8 +19,8 @@ import Testing
         let (a, b, c, d) = (peers[0], peers[1], peers[2], peers[3])
 
         try await call(a, b)
-        try await call(a, c)   // a invites more friends into the running call
-        try await call(b, d)   // and so can any member
+        try await call(a, c)  // a invites more friends into the running call
+        try await call(b, d)  // and so can any member
         for p in peers {
             await p.wait("full mesh") { p.room.remoteParticipants.count == 3 }
             #expect(Set(p.room.remoteParticipants.keys) == Set(peers.filter { $0 !== p }.map(\.id)))
@@ -137,7 +138,9 @@ import Testing
         await b.wait("b sees a's audio again") { b.room.remoteParticipants[a.id]?.trackPublications["audio"] != nil }
         // b to signallingOnly: unsubscribes everything, still gets messages.
         try await b.room.changeMode(.signallingOnly)
-        await b.wait("nothing subscribed") { b.room.remoteParticipants[a.id]!.remoteTrackPublications.allSatisfy { !$0.isSubscribed } }
+        await b.wait("nothing subscribed") {
+            b.room.remoteParticipants[a.id]!.remoteTrackPublications.allSatisfy { !$0.isSubscribed }
+        }
         try await a.room.localParticipant.sendMessage("still there?")
         await b.waitRoom("message(a,still there?)")
         a.room.disconnectAll()

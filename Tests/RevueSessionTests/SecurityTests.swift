@@ -1,13 +1,15 @@
 import Foundation
-import Testing
-@testable import RevueSession
 import MediaCore
+import Testing
+
+@testable import RevueSession
 
 /// Hostile input on the session socket: none of it reaches the App, all of it is counted.
 @MainActor
 @Suite(.serialized) struct SecurityTests {
     func counted(_ c: RevueCounters) -> Int {
-        c.droppedMalformed + c.droppedForged + c.droppedReplayed + c.droppedUnknownSession + c.droppedNonFriend + c.droppedWrongNospam
+        c.droppedMalformed + c.droppedForged + c.droppedReplayed + c.droppedUnknownSession + c.droppedNonFriend
+            + c.droppedWrongNospam
             + c.droppedRateLimited + c.droppedAnnounces + c.droppedLookupReplies + c.droppedExpired
     }
 
@@ -18,7 +20,9 @@ import MediaCore
         defer { alice.remove(); bob.remove() }
         var captured: [[UInt8]] = []
         alice.revue.core!.sendTap = { packet, route in
-            if case .direct = route, packet.first == PacketType.transportData.rawValue || packet.first == PacketType.handshakeInitiation.rawValue {
+            if case .direct = route,
+                packet.first == PacketType.transportData.rawValue || packet.first == PacketType.handshakeInitiation.rawValue
+            {
                 captured.append(packet)
             }
         }
@@ -109,7 +113,9 @@ import MediaCore
         let attacker = try SessionSocket(host: "127.0.0.1", port: 0)
         defer { attacker.close() }
         var cookieReplies = 0
-        attacker.start { bytes, _ in MainActor.assumeIsolated { if bytes.first == PacketType.cookieReply.rawValue { cookieReplies += 1 } } }
+        attacker.start { bytes, _ in
+            MainActor.assumeIsolated { if bytes.first == PacketType.cookieReply.rawValue { cookieReplies += 1 } }
+        }
         let target = SocketAddress(ip: 0x7F00_0001, port: bob.revue.port)
         let mac1Key = HandshakeMACs.mac1Key(bob.revue.core!.identity.publicKey)
         // Without mac1: one BLAKE2b each, dropped as forged, no answer.
@@ -167,6 +173,8 @@ import MediaCore
         #expect(!screen(initiation(cookie: cookie)), "and not twice")
         // Other datagrams pass untouched.
         #expect([PacketType.transportData.rawValue, 0x00, 0x80].allSatisfy { b in screen([b] + Sodium.random(60)) })
-        #expect(gate.cookieReply(senderIndex: 1, mac1: Sodium.random(16), cookieInput: [1]).count == 46, "smaller than any initiation (143)")
+        #expect(
+            gate.cookieReply(senderIndex: 1, mac1: Sodium.random(16), cookieInput: [1]).count == 46,
+            "smaller than any initiation (143)")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import RevueSession
 
 /// Every RevueDelegate event, recorded in arrival order.
@@ -34,8 +35,11 @@ final class TestPeer: RevueDelegate {
     var lastPaths: [String: FriendConnectionPaths] = [:]
     var configuration: RevueConfiguration
 
-    init(rendezvous: RendezvousNode? = nil, directory: String? = nil, tweak: (inout RevueConfiguration) -> Void = { _ in }) throws {
-        self.directory = directory ?? FileManager.default.temporaryDirectory
+    init(rendezvous: RendezvousNode? = nil, directory: String? = nil, tweak: (inout RevueConfiguration) -> Void = { _ in }) throws
+    {
+        self.directory =
+            directory
+            ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("revue-test-\(UUID().uuidString)").path
         var c = RevueConfiguration(dataDirectory: self.directory)
         c.bindHost = "127.0.0.1"
@@ -63,21 +67,30 @@ final class TestPeer: RevueDelegate {
     /// The identity, kept after destroy (revueId is "" then).
     private(set) var id = ""
 
-
-    func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) { events.append(.request(friendId, message)) }
+    func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) {
+        events.append(.request(friendId, message))
+    }
     func revue(_ revue: Revue, friend friendId: String, didUpdateName name: String) { events.append(.name(friendId, name)) }
-    func revue(_ revue: Revue, friend friendId: String, didUpdateStatusMessage statusMessage: String) { events.append(.statusMessage(friendId, statusMessage)) }
-    func revue(_ revue: Revue, friend friendId: String, didUpdateStatus status: UserStatus) { events.append(.status(friendId, status)) }
+    func revue(_ revue: Revue, friend friendId: String, didUpdateStatusMessage statusMessage: String) {
+        events.append(.statusMessage(friendId, statusMessage))
+    }
+    func revue(_ revue: Revue, friend friendId: String, didUpdateStatus status: UserStatus) {
+        events.append(.status(friendId, status))
+    }
     func revue(_ revue: Revue, friend friendId: String, didUpdatePaths paths: FriendConnectionPaths) {
         lastPaths[friendId] = paths
         events.append(.paths(friendId, paths.isOnline))
     }
-    func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) { events.append(.message(friendId, message)) }
+    func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) {
+        events.append(.message(friendId, message))
+    }
     func revue(_ revue: Revue, didUpdateIsDiscoverable isDiscoverable: Bool) { events.append(.discoverable(isDiscoverable)) }
 
     /// Waits (yielding the main actor) until `condition` holds; fails the test after `timeout`.
-    func wait(_ what: String, timeout: Double = 5, sourceLocation: SourceLocation = #_sourceLocation,
-              _ condition: () -> Bool) async {
+    func wait(
+        _ what: String, timeout: Double = 5, sourceLocation: SourceLocation = #_sourceLocation,
+        _ condition: () -> Bool
+    ) async {
         let deadline = monotonicNow() + timeout
         while !condition() {
             if monotonicNow() > deadline {

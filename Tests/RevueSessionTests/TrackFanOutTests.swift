@@ -2,6 +2,7 @@ import Foundation
 import MediaCore
 import Synchronization
 import Testing
+
 @testable import RevueSession
 
 /// One encoder, two legs: a NACK from one leg is resent to that leg only; each leg numbers the
@@ -20,8 +21,11 @@ import Testing
         var out: [(UInt16, UInt16?, [UInt8])] = []
         while let r = try? socket.receive(into: buffer), r.count >= 12 {
             let at = RTPHeaderExtensions.elementOffset(id: TrackFanOut.transportSequenceExtensionID, in: buffer, length: r.count)
-            out.append((UInt16(buffer[2]) << 8 | UInt16(buffer[3]), at.map { UInt16(buffer[$0]) << 8 | UInt16(buffer[$0 + 1]) },
-                        Array(buffer[0..<r.count])))
+            out.append(
+                (
+                    UInt16(buffer[2]) << 8 | UInt16(buffer[3]), at.map { UInt16(buffer[$0]) << 8 | UInt16(buffer[$0 + 1]) },
+                    Array(buffer[0..<r.count])
+                ))
         }
         return out
     }
@@ -34,12 +38,14 @@ import Testing
         let counters = [TransportSequenceNumbers(initial: 100), TransportSequenceNumbers(initial: 60_000)]
         var o = SRTPContext.Options()
         o.allowRepeatTransmission = true
-        fanOut.setTargets(try legs.enumerated().map { k, leg in
-            TrackFanOut.Target(participant: "p\(k)", route: 10 + k,
-                               context: try SRTPContext(material: .random(for: .aeadAES128GCM), direction: .outbound, options: o),
-                               socket: out, path: ICESendPath(.direct(try leg.localAddress())),
-                               numbering: TransportNumbering(counter: counters[k]))
-        })
+        fanOut.setTargets(
+            try legs.enumerated().map { k, leg in
+                TrackFanOut.Target(
+                    participant: "p\(k)", route: 10 + k,
+                    context: try SRTPContext(material: .random(for: .aeadAES128GCM), direction: .outbound, options: o),
+                    socket: out, path: ICESendPath(.direct(try leg.localAddress())),
+                    numbering: TransportNumbering(counter: counters[k]))
+            })
         var c = VideoSendStream.Configuration(codec: .vp8, width: 160, height: 120)
         c.srtp = nil
         c.transportSequence = (TrackFanOut.transportSequenceExtensionID, TransportSequenceNumbers(initial: 7, sendLogCapacity: 0))
@@ -49,7 +55,9 @@ import Testing
         let frame = VideoFrame(width: 160, height: 120)
         for i in 0..<5 {
             SyntheticVideo.render(frameIndex: i, into: frame)
-            withExtendedLifetime(frame) { stream.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(i) * 33_333_333) }
+            withExtendedLifetime(frame) {
+                stream.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(i) * 33_333_333)
+            }
             usleep(40_000)
         }
         let numbered = legs.map { Self.drainNumbered($0) }

@@ -3,9 +3,9 @@
 // message, speaking and active-speaker updates, a remote mute and the hang-up. An extension of
 // SDKScenarios because it uses Revue.shared and Room.shared.
 import Foundation
-import Testing
-import RevueSDK
 import RevueMedia  // the synthetic speech-like test signal only
+import RevueSDK
+import Testing
 
 extension SDKScenarios {
     @Test func everyInvitationEndIsReportedOnceOnEachSideThenACallCarriesEvents() async throws {
@@ -95,7 +95,9 @@ func feedSpeechBetweenSilences(into capturer: AudioBufferCapturer) {
     for index in 0..<200 {
         let source = (50..<125).contains(index) ? speech : hiss
         for i in 0..<960 { chunk[i] = Int16(32767 * source.sample(atFrame: index * 960 + i)) }
-        chunk.withUnsafeBufferPointer { capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(index) * 20_000_000) }
+        chunk.withUnsafeBufferPointer {
+            capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(index) * 20_000_000)
+        }
         let due = start + UInt64(index + 1) * 20_000_000
         let now = DispatchTime.now().uptimeNanoseconds
         if due > now { usleep(UInt32((due - now) / 1000)) }

@@ -3,8 +3,8 @@
 // the own profile's changes come back to the own delegate. Every test that touches Revue.shared
 // lives in this one serialized suite (there is one shared instance); CallScenarioTests extends it.
 import Foundation
-import Testing
 import RevueSDK
+import Testing
 
 /// An app's own message envelope. Its "kind" key stays clear of the reserved "type" values.
 struct AppEnvelope: Codable, Equatable {

@@ -2,8 +2,8 @@
 // a polling wait on the main actor, and two peers (Revue.shared and a second instance) that find
 // each other through an in-process rendezvous node on loopback.
 import Foundation
-import Testing
 import RevueSDK
+import Testing
 
 /// Records the callbacks of all three delegate protocols, in the order they arrive.
 @MainActor

@@ -27,7 +27,9 @@ public final class AudioFrame: @unchecked Sendable {
     public let capacity: Int
     /// Valid frames (0...capacity).
     public var frameCount: Int = 0 {
-        didSet { precondition(frameCount >= 0 && frameCount <= capacity, "AudioFrame.frameCount \(frameCount) > capacity \(capacity)") }
+        didSet {
+            precondition(frameCount >= 0 && frameCount <= capacity, "AudioFrame.frameCount \(frameCount) > capacity \(capacity)")
+        }
     }
     /// Capture time of the first frame, in nanoseconds on the caller's clock.
     public var timestampNs: Int64 = 0
@@ -49,8 +51,11 @@ public final class AudioFrame: @unchecked Sendable {
         let bytes = capacity * channels * sampleFormat.bytesPerSample
         data = .allocate(byteCount: bytes, alignment: 64)
         data.initializeMemory(as: UInt8.self, repeating: 0, count: bytes)
-        if sampleFormat == .int16 { data.bindMemory(to: Int16.self, capacity: capacity * channels) }
-        else { data.bindMemory(to: Float.self, capacity: capacity * channels) }
+        if sampleFormat == .int16 {
+            data.bindMemory(to: Int16.self, capacity: capacity * channels)
+        } else {
+            data.bindMemory(to: Float.self, capacity: capacity * channels)
+        }
     }
 
     deinit { data.deallocate() }
@@ -86,8 +91,10 @@ public final class AudioFramePool: Sendable {
     private let free: MPSCRing<AudioFrame>
 
     /// Allocates `count` (>= 1) frames.
-    public init(sampleFormat: AudioFrame.SampleFormat, sampleRate: Int, channels: Int,
-                framesPerBuffer: Int, count: Int) {
+    public init(
+        sampleFormat: AudioFrame.SampleFormat, sampleRate: Int, channels: Int,
+        framesPerBuffer: Int, count: Int
+    ) {
         precondition(count >= 1 && count <= 1 << 16, "AudioFramePool count \(count) out of range")
         self.sampleFormat = sampleFormat
         self.channels = channels
@@ -97,8 +104,10 @@ public final class AudioFramePool: Sendable {
         while capacity < count { capacity <<= 1 }
         free = MPSCRing(capacity: capacity)
         for _ in 0..<count {
-            let pushed = free.tryPush(AudioFrame(sampleFormat: sampleFormat, sampleRate: sampleRate,
-                                                 channels: channels, capacity: framesPerBuffer))
+            let pushed = free.tryPush(
+                AudioFrame(
+                    sampleFormat: sampleFormat, sampleRate: sampleRate,
+                    channels: channels, capacity: framesPerBuffer))
             assert(pushed)
         }
     }
@@ -112,8 +121,9 @@ public final class AudioFramePool: Sendable {
 
     /// Returns `frame` to the pool; it must have come from this pool (trapped when detectable).
     public func release(_ frame: AudioFrame) {
-        precondition(frame.sampleFormat == sampleFormat && frame.channels == channels && frame.capacity == framesPerBuffer,
-                     "AudioFramePool.release: frame does not belong to this pool")
+        precondition(
+            frame.sampleFormat == sampleFormat && frame.channels == channels && frame.capacity == framesPerBuffer,
+            "AudioFramePool.release: frame does not belong to this pool")
         let pushed = free.pushRetryingTransientFull(frame)
         precondition(pushed, "AudioFramePool.release: more frames returned than the pool owns (double release)")
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Audio level measures on interleaved PCM: RMS relative to full scale, dBov, and the 7-bit

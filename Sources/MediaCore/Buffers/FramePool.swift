@@ -38,8 +38,9 @@ public final class FramePool: Sendable {
     /// Returns `frame` to the pool. It must have come from this pool's `acquire` and not have been
     /// released since (a programmer error otherwise, trapped when detectable). Lock-free.
     public func release(_ frame: VideoFrame) {
-        precondition(frame.width == width && frame.height == height,
-                     "FramePool.release: \(frame.width)x\(frame.height) frame does not belong to a \(width)x\(height) pool")
+        precondition(
+            frame.width == width && frame.height == height,
+            "FramePool.release: \(frame.width)x\(frame.height) frame does not belong to a \(width)x\(height) pool")
         let pushed = free.pushRetryingTransientFull(frame)
         precondition(pushed, "FramePool.release: more frames returned than the pool owns (double release)")
     }

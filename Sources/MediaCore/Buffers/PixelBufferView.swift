@@ -44,8 +44,10 @@ public struct PixelBufferView: @unchecked Sendable {
         }
     }
 
-    private init(format: PixelFormat, width: Int, height: Int,
-                 bases: (UnsafeRawPointer, UnsafeRawPointer?, UnsafeRawPointer?), strides: (Int, Int, Int)) {
+    private init(
+        format: PixelFormat, width: Int, height: Int,
+        bases: (UnsafeRawPointer, UnsafeRawPointer?, UnsafeRawPointer?), strides: (Int, Int, Int)
+    ) {
         self.format = format; self.width = width; self.height = height
         self.bases = bases; self.strides = strides
     }
@@ -53,56 +55,69 @@ public struct PixelBufferView: @unchecked Sendable {
     // MARK: Validating initialisers
 
     /// A one-plane packed buffer: `.bgra`, `.argb`, `.rgba`, `.abgr`, `.rgb24`, `.yuy2` or `.uyvy`.
-    public static func packed(format: PixelFormat, width: Int, height: Int,
-                              data: UnsafeRawBufferPointer, stride: Int) throws(ColorConversionError) -> PixelBufferView {
+    public static func packed(
+        format: PixelFormat, width: Int, height: Int,
+        data: UnsafeRawBufferPointer, stride: Int
+    ) throws(ColorConversionError) -> PixelBufferView {
         guard format.planeCount == 1 else {
             throw ColorConversionError(.unsupportedFormat, "\(format) is planar; use .i420, .nv12 or .nv21, not .packed")
         }
         try checkSize(format, width, height)
-        let base = try checkPlane("\(format) pixels", data, stride: stride,
-                                  rowBytes: rowBytes(format, plane: 0, width: width), rows: height)
+        let base = try checkPlane(
+            "\(format) pixels", data, stride: stride,
+            rowBytes: rowBytes(format, plane: 0, width: width), rows: height)
         return PixelBufferView(format: format, width: width, height: height, bases: (base, nil, nil), strides: (stride, 0, 0))
     }
 
     /// Three-plane I420: Y at full size, U and V at `(width+1)/2` x `(height+1)/2`.
-    public static func i420(width: Int, height: Int,
-                            y: UnsafeRawBufferPointer, strideY: Int,
-                            u: UnsafeRawBufferPointer, strideU: Int,
-                            v: UnsafeRawBufferPointer, strideV: Int) throws(ColorConversionError) -> PixelBufferView {
+    public static func i420(
+        width: Int, height: Int,
+        y: UnsafeRawBufferPointer, strideY: Int,
+        u: UnsafeRawBufferPointer, strideU: Int,
+        v: UnsafeRawBufferPointer, strideV: Int
+    ) throws(ColorConversionError) -> PixelBufferView {
         try checkSize(.i420, width, height)
         let cw = (width + 1) / 2, ch = (height + 1) / 2
         let yb = try checkPlane("I420 Y plane", y, stride: strideY, rowBytes: width, rows: height)
         let ub = try checkPlane("I420 U plane", u, stride: strideU, rowBytes: cw, rows: ch)
         let vb = try checkPlane("I420 V plane", v, stride: strideV, rowBytes: cw, rows: ch)
-        return PixelBufferView(format: .i420, width: width, height: height, bases: (yb, ub, vb), strides: (strideY, strideU, strideV))
+        return PixelBufferView(
+            format: .i420, width: width, height: height, bases: (yb, ub, vb), strides: (strideY, strideU, strideV))
     }
 
     /// Two-plane NV12: Y, then interleaved U,V pairs at half resolution.
-    public static func nv12(width: Int, height: Int,
-                            y: UnsafeRawBufferPointer, strideY: Int,
-                            uv: UnsafeRawBufferPointer, strideUV: Int) throws(ColorConversionError) -> PixelBufferView {
+    public static func nv12(
+        width: Int, height: Int,
+        y: UnsafeRawBufferPointer, strideY: Int,
+        uv: UnsafeRawBufferPointer, strideUV: Int
+    ) throws(ColorConversionError) -> PixelBufferView {
         try semiPlanar(.nv12, width, height, y, strideY, uv, strideUV)
     }
 
     /// Two-plane NV21: Y, then interleaved V,U pairs at half resolution.
-    public static func nv21(width: Int, height: Int,
-                            y: UnsafeRawBufferPointer, strideY: Int,
-                            vu: UnsafeRawBufferPointer, strideVU: Int) throws(ColorConversionError) -> PixelBufferView {
+    public static func nv21(
+        width: Int, height: Int,
+        y: UnsafeRawBufferPointer, strideY: Int,
+        vu: UnsafeRawBufferPointer, strideVU: Int
+    ) throws(ColorConversionError) -> PixelBufferView {
         try semiPlanar(.nv21, width, height, y, strideY, vu, strideVU)
     }
 
     /// A buffer of any format whose planes follow each other with no padding: the layout of a raw
     /// file (`ffmpeg -f rawvideo`), with the default strides of `defaultStrides(for:width:)`.
     /// `buffer` must hold at least `byteCount(for:width:height:)` bytes.
-    public static func contiguous(_ buffer: UnsafeRawBufferPointer, format: PixelFormat,
-                                  width: Int, height: Int) throws(ColorConversionError) -> PixelBufferView {
+    public static func contiguous(
+        _ buffer: UnsafeRawBufferPointer, format: PixelFormat,
+        width: Int, height: Int
+    ) throws(ColorConversionError) -> PixelBufferView {
         try checkSize(format, width, height)
         let needed = byteCount(for: format, width: width, height: height)
         guard let base = buffer.baseAddress else {
             throw ColorConversionError(.missingPlane, "contiguous \(format) buffer is empty (nil base address)")
         }
         guard buffer.count >= needed else {
-            throw ColorConversionError(.bufferTooSmall,
+            throw ColorConversionError(
+                .bufferTooSmall,
                 "contiguous \(format) \(width)x\(height) buffer has \(buffer.count) bytes, needs \(needed)")
         }
         let s = defaultStrides(for: format, width: width)
@@ -113,8 +128,9 @@ public struct PixelBufferView: @unchecked Sendable {
             let v = u + s.1 * ch
             return PixelBufferView(format: format, width: width, height: height, bases: (base, u, v), strides: s)
         case .nv12, .nv21:
-            return PixelBufferView(format: format, width: width, height: height,
-                                   bases: (base, base + s.0 * height, nil), strides: s)
+            return PixelBufferView(
+                format: format, width: width, height: height,
+                bases: (base, base + s.0 * height, nil), strides: s)
         default:
             return PixelBufferView(format: format, width: width, height: height, bases: (base, nil, nil), strides: s)
         }
@@ -155,36 +171,44 @@ public struct PixelBufferView: @unchecked Sendable {
 
     static func checkSize(_ format: PixelFormat, _ width: Int, _ height: Int) throws(ColorConversionError) {
         guard width > 0, height > 0, width <= maximumDimension, height <= maximumDimension else {
-            throw ColorConversionError(.invalidSize,
+            throw ColorConversionError(
+                .invalidSize,
                 "\(format) size \(width)x\(height) is not in 1...\(maximumDimension) on each side")
         }
     }
 
-    private static func checkPlane(_ name: String, _ buffer: UnsafeRawBufferPointer, stride: Int,
-                                   rowBytes: Int, rows: Int) throws(ColorConversionError) -> UnsafeRawPointer {
+    private static func checkPlane(
+        _ name: String, _ buffer: UnsafeRawBufferPointer, stride: Int,
+        rowBytes: Int, rows: Int
+    ) throws(ColorConversionError) -> UnsafeRawPointer {
         guard let base = buffer.baseAddress else {
             throw ColorConversionError(.missingPlane, "\(name) is missing (nil base address)")
         }
         guard stride >= rowBytes, stride <= Int(Int32.max) else {
-            throw ColorConversionError(.invalidStride,
+            throw ColorConversionError(
+                .invalidStride,
                 "\(name) stride \(stride) is less than its row of \(rowBytes) bytes (or above Int32.max)")
         }
         let needed = stride * (rows - 1) + rowBytes
         guard buffer.count >= needed else {
-            throw ColorConversionError(.bufferTooSmall,
+            throw ColorConversionError(
+                .bufferTooSmall,
                 "\(name) has \(buffer.count) bytes, needs \(needed) (\(rows) rows, stride \(stride))")
         }
         return base
     }
 
-    private static func semiPlanar(_ format: PixelFormat, _ width: Int, _ height: Int,
-                                   _ y: UnsafeRawBufferPointer, _ strideY: Int,
-                                   _ c: UnsafeRawBufferPointer, _ strideC: Int) throws(ColorConversionError) -> PixelBufferView {
+    private static func semiPlanar(
+        _ format: PixelFormat, _ width: Int, _ height: Int,
+        _ y: UnsafeRawBufferPointer, _ strideY: Int,
+        _ c: UnsafeRawBufferPointer, _ strideC: Int
+    ) throws(ColorConversionError) -> PixelBufferView {
         try checkSize(format, width, height)
         let name = format == .nv12 ? "NV12" : "NV21"
         let yb = try checkPlane("\(name) Y plane", y, stride: strideY, rowBytes: width, rows: height)
-        let cb = try checkPlane("\(name) chroma plane", c, stride: strideC,
-                                rowBytes: rowBytes(format, plane: 1, width: width), rows: (height + 1) / 2)
+        let cb = try checkPlane(
+            "\(name) chroma plane", c, stride: strideC,
+            rowBytes: rowBytes(format, plane: 1, width: width), rows: (height + 1) / 2)
         return PixelBufferView(format: format, width: width, height: height, bases: (yb, cb, nil), strides: (strideY, strideC, 0))
     }
 }
@@ -197,7 +221,8 @@ extension PixelBufferView {
         // Cannot throw: every size comes from a well-formed I420 frame.
         self = try! PixelBufferView.i420(
             width: frame.width, height: frame.height,
-            y: UnsafeRawBufferPointer(start: frame.y, count: frame.strideY * (frame.height - 1) + frame.width), strideY: frame.strideY,
+            y: UnsafeRawBufferPointer(start: frame.y, count: frame.strideY * (frame.height - 1) + frame.width),
+            strideY: frame.strideY,
             u: UnsafeRawBufferPointer(start: frame.u, count: frame.strideU * (ch - 1) + cw), strideU: frame.strideU,
             v: UnsafeRawBufferPointer(start: frame.v, count: frame.strideV * (ch - 1) + cw), strideV: frame.strideV)
     }

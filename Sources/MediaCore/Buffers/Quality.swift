@@ -2,9 +2,11 @@
 /// with its source. Thread rule: pure functions. Cost: one pass over the samples.
 public enum Quality {
     /// Mean squared error between two planes of `width` x `height` bytes.
-    public static func meanSquaredError(_ a: UnsafePointer<UInt8>, _ strideA: Int,
-                                        _ b: UnsafePointer<UInt8>, _ strideB: Int,
-                                        width: Int, height: Int) -> Double {
+    public static func meanSquaredError(
+        _ a: UnsafePointer<UInt8>, _ strideA: Int,
+        _ b: UnsafePointer<UInt8>, _ strideB: Int,
+        width: Int, height: Int
+    ) -> Double {
         var sum: UInt64 = 0
         for row in 0..<height {
             let ra = a + row * strideA, rb = b + row * strideB
@@ -61,5 +63,5 @@ public enum Quality {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Deterministic test audio for tests, the CLI (`--pattern tone|speech`) and benchmarks: a sine
@@ -78,7 +78,8 @@ public struct SyntheticAudio: Sendable {
     /// Renders `output.count / channels` frames of interleaved Float samples (full scale 1.0)
     /// starting at `position`, and advances `position`. `output.count` must be a multiple of `channels`.
     public mutating func render(into output: UnsafeMutableBufferPointer<Float>) {
-        precondition(output.count % channels == 0, "SyntheticAudio buffer of \(output.count) is not whole \(channels)-channel frames")
+        precondition(
+            output.count % channels == 0, "SyntheticAudio buffer of \(output.count) is not whole \(channels)-channel frames")
         let frames = output.count / channels
         for frame in 0..<frames {
             let value = Float(sample(atFrame: position + frame))
@@ -89,7 +90,8 @@ public struct SyntheticAudio: Sendable {
 
     /// Renders interleaved Int16 samples (full scale 32767) like the Float overload.
     public mutating func render(into output: UnsafeMutableBufferPointer<Int16>) {
-        precondition(output.count % channels == 0, "SyntheticAudio buffer of \(output.count) is not whole \(channels)-channel frames")
+        precondition(
+            output.count % channels == 0, "SyntheticAudio buffer of \(output.count) is not whole \(channels)-channel frames")
         let frames = output.count / channels
         for frame in 0..<frames {
             let value = Int16((sample(atFrame: position + frame) * 32767).rounded())
@@ -138,7 +140,7 @@ public struct SyntheticAudio: Sendable {
         let tau = t - Double(slot) * Self.syllableDuration
         let slotKey = UInt64(bitPattern: Int64(slot))
         let kind = unit(hash(seed, slotKey &* 8))
-        if kind < 0.15 { return 0 } // pause
+        if kind < 0.15 { return 0 }  // pause
 
         var value = 0.0
         var voicedStart = 0.01 + 0.03 * unit(hash(seed, slotKey &* 8 &+ 1))
@@ -162,7 +164,7 @@ public struct SyntheticAudio: Sendable {
         let f0End = f0Start * (0.75 + 0.4 * unit(hash(seed, slotKey &* 8 &+ 5)))
         let slope = (f0End - f0Start) / duration
         let f0 = f0Start + slope * local
-        let phase = f0Start * local + 0.5 * slope * local * local // in cycles of the fundamental
+        let phase = f0Start * local + 0.5 * slope * local * local  // in cycles of the fundamental
 
         // Formants (Hz) and bandwidths: an open vowel-ish spectral envelope per syllable.
         let f1 = 300 + 500 * unit(hash(seed, slotKey &* 8 &+ 6))

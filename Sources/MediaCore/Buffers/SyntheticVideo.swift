@@ -119,8 +119,10 @@ public enum SyntheticVideo {
     /// checkerboard, grey zone plate, box, digits, bar code) in other colours; converted to I420,
     /// `frameIndex(in:)` reads it back. `stride` is bytes per row (>= 4 x width).
     /// Cost: about one memcpy of the buffer plus per-pixel work on a quarter of it.
-    public static func renderBGRA(frameIndex n: Int, width: Int, height: Int,
-                                  into buffer: UnsafeMutableRawPointer, stride: Int) {
+    public static func renderBGRA(
+        frameIndex n: Int, width: Int, height: Int,
+        into buffer: UnsafeMutableRawPointer, stride: Int
+    ) {
         precondition(n >= 0 && width > 0 && height > 0 && stride >= width * 4, "SyntheticVideo BGRA arguments invalid")
         let g = Geometry(width: width, height: height, n: n)
         func pixel(_ b: Int, _ gr: Int, _ r: Int) -> UInt32 {
@@ -217,8 +219,9 @@ public enum SyntheticVideo {
 
         var digitPlate: Rect {
             let t = max(1, digitHeight / 10), dw = digitHeight / 2
-            return Rect(x0: digitOrigin.x - t, y0: digitOrigin.y - t,
-                        x1: digitOrigin.x + 5 * (dw + dw / 2) + t, y1: digitOrigin.y + digitHeight + t)
+            return Rect(
+                x0: digitOrigin.x - t, y0: digitOrigin.y - t,
+                x1: digitOrigin.x + 5 * (dw + dw / 2) + t, y1: digitOrigin.y + digitHeight + t)
         }
 
         static func bounce(_ v: Int, _ range: Int) -> Int {
@@ -275,13 +278,13 @@ public enum SyntheticVideo {
             let mid = y + dh / 2 - t / 2
             for i in 0..<7 where mask & (1 << i) != 0 {
                 switch i {
-                case 0: body(Rect(x0: x, y0: y, x1: x + dw, y1: y + t))                    // a
-                case 1: body(Rect(x0: x + dw - t, y0: y, x1: x + dw, y1: y + dh / 2))       // b
+                case 0: body(Rect(x0: x, y0: y, x1: x + dw, y1: y + t))  // a
+                case 1: body(Rect(x0: x + dw - t, y0: y, x1: x + dw, y1: y + dh / 2))  // b
                 case 2: body(Rect(x0: x + dw - t, y0: y + dh / 2, x1: x + dw, y1: y + dh))  // c
-                case 3: body(Rect(x0: x, y0: y + dh - t, x1: x + dw, y1: y + dh))           // d
-                case 4: body(Rect(x0: x, y0: y + dh / 2, x1: x + t, y1: y + dh))            // e
-                case 5: body(Rect(x0: x, y0: y, x1: x + t, y1: y + dh / 2))                 // f
-                default: body(Rect(x0: x, y0: mid, x1: x + dw, y1: mid + t))                // g
+                case 3: body(Rect(x0: x, y0: y + dh - t, x1: x + dw, y1: y + dh))  // d
+                case 4: body(Rect(x0: x, y0: y + dh / 2, x1: x + t, y1: y + dh))  // e
+                case 5: body(Rect(x0: x, y0: y, x1: x + t, y1: y + dh / 2))  // f
+                default: body(Rect(x0: x, y0: mid, x1: x + dw, y1: mid + t))  // g
                 }
             }
         }
@@ -304,8 +307,10 @@ public enum SyntheticVideo {
         }
     }
 
-    private static func fill(_ plane: UnsafeMutablePointer<UInt8>, _ stride: Int, _ rect: Rect,
-                             _ w: Int, _ h: Int, _ value: UInt8) {
+    private static func fill(
+        _ plane: UnsafeMutablePointer<UInt8>, _ stride: Int, _ rect: Rect,
+        _ w: Int, _ h: Int, _ value: UInt8
+    ) {
         let c = rect.clipped(w, h)
         guard c.x1 > c.x0 else { return }
         for row in c.y0..<c.y1 {
@@ -315,5 +320,5 @@ public enum SyntheticVideo {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

@@ -40,8 +40,9 @@ public final class VideoFrame: @unchecked Sendable {
     /// Allocates a frame of `width` x `height` (both at least 1). Traps on a non-positive size:
     /// sizes from files or the network are validated by their parsers before they get here.
     public init(width: Int, height: Int) {
-        precondition(width > 0 && height > 0 && width <= 16384 && height <= 16384,
-                     "VideoFrame size \(width)x\(height) out of range")
+        precondition(
+            width > 0 && height > 0 && width <= 16384 && height <= 16384,
+            "VideoFrame size \(width)x\(height) out of range")
         self.width = width
         self.height = height
         strideY = (width + 31) & ~31
@@ -60,10 +61,11 @@ public final class VideoFrame: @unchecked Sendable {
 
     /// A read-only view of the planes, valid while this frame is alive and unchanged.
     public var view: I420View {
-        I420View(width: width, height: height,
-                 y: UnsafePointer(y), strideY: strideY,
-                 u: UnsafePointer(u), strideU: strideUV,
-                 v: UnsafePointer(v), strideV: strideUV)
+        I420View(
+            width: width, height: height,
+            y: UnsafePointer(y), strideY: strideY,
+            u: UnsafePointer(u), strideU: strideUV,
+            v: UnsafePointer(v), strideV: strideUV)
     }
 
     /// Copies `source` (same size) into this frame row by row. Cost: one pass over the pixels.
@@ -74,9 +76,11 @@ public final class VideoFrame: @unchecked Sendable {
         Self.copyPlane(source.v, source.strideV, v, strideUV, chromaWidth, chromaHeight)
     }
 
-    private static func copyPlane(_ src: UnsafePointer<UInt8>, _ srcStride: Int,
-                                  _ dst: UnsafeMutablePointer<UInt8>, _ dstStride: Int,
-                                  _ w: Int, _ h: Int) {
+    private static func copyPlane(
+        _ src: UnsafePointer<UInt8>, _ srcStride: Int,
+        _ dst: UnsafeMutablePointer<UInt8>, _ dstStride: Int,
+        _ w: Int, _ h: Int
+    ) {
         for row in 0..<h {
             (dst + row * dstStride).update(from: src + row * srcStride, count: w)
         }
@@ -97,10 +101,12 @@ public struct I420View: @unchecked Sendable {
     public var strideV: Int
 
     /// Creates a view over planes that someone else owns.
-    public init(width: Int, height: Int,
-                y: UnsafePointer<UInt8>, strideY: Int,
-                u: UnsafePointer<UInt8>, strideU: Int,
-                v: UnsafePointer<UInt8>, strideV: Int) {
+    public init(
+        width: Int, height: Int,
+        y: UnsafePointer<UInt8>, strideY: Int,
+        u: UnsafePointer<UInt8>, strideU: Int,
+        v: UnsafePointer<UInt8>, strideV: Int
+    ) {
         self.width = width; self.height = height
         self.y = y; self.strideY = strideY
         self.u = u; self.strideU = strideU

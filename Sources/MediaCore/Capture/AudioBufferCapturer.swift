@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A borrowed buffer of interleaved PCM handed to `AudioBufferCapturer.capture(_:)`: Int16 (full
 /// scale 32767) or Float32 (full scale 1.0) samples, 1 or 2 channels, 8-96 kHz, any length.
@@ -77,8 +78,9 @@ public final class AudioBufferCapturer: @unchecked Sendable {
         self.channels = channels
         self.counters = counters
         ring = MPSCRing(capacity: ringCapacity)
-        pool = AudioFramePool(sampleFormat: .float32, sampleRate: 48_000, channels: channels,
-                              framesPerBuffer: Self.chunkFrames, count: ringCapacity + 8)
+        pool = AudioFramePool(
+            sampleFormat: .float32, sampleRate: 48_000, channels: channels,
+            framesPerBuffer: Self.chunkFrames, count: ringCapacity + 8)
     }
 
     /// Captures interleaved PCM. Returns at once; see the type's rules. Any thread.
@@ -91,7 +93,8 @@ public final class AudioBufferCapturer: @unchecked Sendable {
             return
         }
         guard Self.sampleRateRange.contains(buffer.sampleRate), buffer.channels == 1 || buffer.channels == 2,
-              buffer.sampleCount % buffer.channels == 0 else {
+            buffer.sampleCount % buffer.channels == 0
+        else {
             counters.add(counters.droppedInvalid)
             return
         }
@@ -115,8 +118,10 @@ public final class AudioBufferCapturer: @unchecked Sendable {
             frame.frameCount = n
             let out = frame.float32Samples
             switch buffer.samples {
-            case .int16(let s): Self.mix(s, from: offset - n, count: n, channels: buffer.channels, into: out, channels, scale: 1 / 32768)
-            case .float32(let s): Self.mix(s, from: offset - n, count: n, channels: buffer.channels, into: out, channels, scale: 1)
+            case .int16(let s):
+                Self.mix(s, from: offset - n, count: n, channels: buffer.channels, into: out, channels, scale: 1 / 32768)
+            case .float32(let s):
+                Self.mix(s, from: offset - n, count: n, channels: buffer.channels, into: out, channels, scale: 1)
             }
             if ring.tryPush(frame) {
                 counters.add(counters.captured)
@@ -140,8 +145,10 @@ public final class AudioBufferCapturer: @unchecked Sendable {
     }
 
     @inline(__always)
-    private static func mix(_ s: UnsafeBufferPointer<Int16>, from: Int, count: Int, channels inC: Int,
-                                              into out: UnsafeMutableBufferPointer<Float>, _ outC: Int, scale: Float) {
+    private static func mix(
+        _ s: UnsafeBufferPointer<Int16>, from: Int, count: Int, channels inC: Int,
+        into out: UnsafeMutableBufferPointer<Float>, _ outC: Int, scale: Float
+    ) {
         if inC == outC {  // the common case: one flat loop the compiler vectorizes
             let src = s.baseAddress! + from * inC, dst = out.baseAddress!
             for k in 0..<(count * inC) { dst[k] = Float(src[k]) * scale }
@@ -151,8 +158,10 @@ public final class AudioBufferCapturer: @unchecked Sendable {
     }
 
     @inline(__always)
-    private static func mix(_ s: UnsafeBufferPointer<Float>, from: Int, count: Int, channels inC: Int,
-                            into out: UnsafeMutableBufferPointer<Float>, _ outC: Int, scale: Float) {
+    private static func mix(
+        _ s: UnsafeBufferPointer<Float>, from: Int, count: Int, channels inC: Int,
+        into out: UnsafeMutableBufferPointer<Float>, _ outC: Int, scale: Float
+    ) {
         if inC == outC {  // the common case: a plain copy (the per-sample loop cost ~17 instructions a sample)
             out.baseAddress!.update(from: s.baseAddress! + from * inC, count: count * inC)
             return
@@ -161,8 +170,10 @@ public final class AudioBufferCapturer: @unchecked Sendable {
     }
 
     @inline(__always)
-    private static func mixGeneric(count: Int, inC: Int, outC: Int, out: UnsafeMutableBufferPointer<Float>,
-                                   _ sample: (Int, Int) -> Float) {
+    private static func mixGeneric(
+        count: Int, inC: Int, outC: Int, out: UnsafeMutableBufferPointer<Float>,
+        _ sample: (Int, Int) -> Float
+    ) {
         if inC == outC {
             for i in 0..<count { for c in 0..<inC { out[i * outC + c] = sample(i, c) } }
         } else if inC == 2 {  // stereo -> mono: average

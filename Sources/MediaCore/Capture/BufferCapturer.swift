@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Takes your own video frames into a `VideoSendStream`: `capture` converts, rotates and scales
 /// each buffer in one libyuv pass into a pooled I420 `VideoFrame` of the stream's target size and
@@ -57,8 +58,10 @@ public final class BufferCapturer: @unchecked Sendable {
 
     /// Makes a capturer producing `width` x `height` frames; `ringCapacity` (power of two) frames
     /// may wait for the encoder; up to `maxConcurrentCaptures` threads convert at once.
-    init(width: Int, height: Int, ringCapacity: Int, maxConcurrentCaptures: Int, counters: SendCounters,
-         scaleFilter: ColorConverter.ScaleFilter) {
+    init(
+        width: Int, height: Int, ringCapacity: Int, maxConcurrentCaptures: Int, counters: SendCounters,
+        scaleFilter: ColorConverter.ScaleFilter
+    ) {
         precondition(maxConcurrentCaptures >= 1 && maxConcurrentCaptures <= 64, "maxConcurrentCaptures out of 1...64")
         self.counters = counters
         ring = MPSCRing(capacity: ringCapacity)

@@ -31,7 +31,8 @@ public final class AudioProcessor {
     /// starts with denoise on, AGC and VAD off. Throws `SpeexError.allocationFailed` when it
     /// cannot be created; non-positive sizes trap.
     public init(frameSize: Int, sampleRate: Int) throws(SpeexError) {
-        precondition(frameSize > 0 && sampleRate > 0, "AudioProcessor frameSize \(frameSize) / sampleRate \(sampleRate) must be positive")
+        precondition(
+            frameSize > 0 && sampleRate > 0, "AudioProcessor frameSize \(frameSize) / sampleRate \(sampleRate) must be positive")
         guard let state = speex_preprocess_state_init(Int32(frameSize), Int32(sampleRate)) else {
             throw SpeexError.allocationFailed
         }

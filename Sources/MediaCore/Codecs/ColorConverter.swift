@@ -63,8 +63,10 @@ public final class ColorConverter: @unchecked Sendable {
     /// timestamp alone. `source` was validated when it was made and `VideoFrame` sizes are valid by
     /// construction, so this throws only `.conversionFailed` if libyuv itself refuses.
     /// Cost: one to three libyuv passes (see the type's notes).
-    public func convert(_ source: PixelBufferView, into destination: VideoFrame,
-                        rotation: VideoRotation = .rotation0) throws(ColorConversionError) {
+    public func convert(
+        _ source: PixelBufferView, into destination: VideoFrame,
+        rotation: VideoRotation = .rotation0
+    ) throws(ColorConversionError) {
         let swaps = rotation.swapsDimensions
         let rotatedWidth = swaps ? source.height : source.width
         let rotatedHeight = swaps ? source.width : source.height
@@ -76,21 +78,23 @@ public final class ColorConverter: @unchecked Sendable {
         // NV12ToI420Rotate mallocs rows for 180, which therefore takes the scratch path below).
         if !needsScale && swaps && (source.format == .nv12 || source.format == .nv21) {
             let swapUV = source.format == .nv21
-            try check(NV12ToI420Rotate(
-                source.base(ofPlane: 0).assumingMemoryBound(to: UInt8.self), Int32(source.stride(ofPlane: 0)),
-                source.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), Int32(source.stride(ofPlane: 1)),
-                out.y, out.strideY, swapUV ? out.v : out.u, out.strideUV, swapUV ? out.u : out.v, out.strideUV,
-                Int32(source.width), Int32(source.height), rotation.libyuv), "NV12ToI420Rotate")
+            try check(
+                NV12ToI420Rotate(
+                    source.base(ofPlane: 0).assumingMemoryBound(to: UInt8.self), Int32(source.stride(ofPlane: 0)),
+                    source.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), Int32(source.stride(ofPlane: 1)),
+                    out.y, out.strideY, swapUV ? out.v : out.u, out.strideUV, swapUV ? out.u : out.v, out.strideUV,
+                    Int32(source.width), Int32(source.height), rotation.libyuv), "NV12ToI420Rotate")
             return
         }
 
         // Stage 1: source -> I420 at the source size (skipped for I420 sources unless nothing else runs).
         let converted: I420View
         if source.format == .i420 && (needsScale || rotation != .rotation0) {
-            converted = I420View(width: source.width, height: source.height,
-                                 y: source.base(ofPlane: 0).assumingMemoryBound(to: UInt8.self), strideY: source.stride(ofPlane: 0),
-                                 u: source.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), strideU: source.stride(ofPlane: 1),
-                                 v: source.base(ofPlane: 2).assumingMemoryBound(to: UInt8.self), strideV: source.stride(ofPlane: 2))
+            converted = I420View(
+                width: source.width, height: source.height,
+                y: source.base(ofPlane: 0).assumingMemoryBound(to: UInt8.self), strideY: source.stride(ofPlane: 0),
+                u: source.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), strideU: source.stride(ofPlane: 1),
+                v: source.base(ofPlane: 2).assumingMemoryBound(to: UInt8.self), strideV: source.stride(ofPlane: 2))
         } else if !needsScale && rotation == .rotation0 {
             try Self.toI420(source, out)
             return
@@ -124,8 +128,10 @@ public final class ColorConverter: @unchecked Sendable {
     /// `.rgb24`; alpha is 255) in `destination`, rows `stride` bytes apart. Throws
     /// `.unsupportedFormat`, `.invalidSize`, `.invalidStride`, `.missingPlane` or `.bufferTooSmall`.
     /// Never allocates. Cost: one libyuv pass.
-    public func convert(_ source: I420View, to format: PixelFormat,
-                        into destination: UnsafeMutableRawBufferPointer, stride: Int) throws(ColorConversionError) {
+    public func convert(
+        _ source: I420View, to format: PixelFormat,
+        into destination: UnsafeMutableRawBufferPointer, stride: Int
+    ) throws(ColorConversionError) {
         guard format.isRGB else {
             throw ColorConversionError(.unsupportedFormat, "I420 converts to packed RGB formats, not \(format)")
         }
@@ -135,11 +141,13 @@ public final class ColorConverter: @unchecked Sendable {
             throw ColorConversionError(.missingPlane, "\(format) destination is missing (nil base address)")
         }
         guard stride >= rowBytes, stride <= Int(Int32.max) else {
-            throw ColorConversionError(.invalidStride, "\(format) destination stride \(stride) is less than its row of \(rowBytes) bytes")
+            throw ColorConversionError(
+                .invalidStride, "\(format) destination stride \(stride) is less than its row of \(rowBytes) bytes")
         }
         let needed = stride * (source.height - 1) + rowBytes
         guard destination.count >= needed else {
-            throw ColorConversionError(.bufferTooSmall,
+            throw ColorConversionError(
+                .bufferTooSmall,
                 "\(format) destination has \(destination.count) bytes, needs \(needed) for \(source.width)x\(source.height)")
         }
         let fn: I420ToPacked
@@ -150,9 +158,11 @@ public final class ColorConverter: @unchecked Sendable {
         case .abgr: fn = I420ToRGBA
         default: fn = I420ToRAW  // .rgb24
         }
-        try check(fn(source.y, Int32(source.strideY), source.u, Int32(source.strideU), source.v, Int32(source.strideV),
-                     base.assumingMemoryBound(to: UInt8.self), Int32(stride),
-                     Int32(source.width), Int32(source.height)), "I420To\(format)")
+        try check(
+            fn(
+                source.y, Int32(source.strideY), source.u, Int32(source.strideU), source.v, Int32(source.strideV),
+                base.assumingMemoryBound(to: UInt8.self), Int32(stride),
+                Int32(source.width), Int32(source.height)), "I420To\(format)")
     }
 
     // MARK: I420 scaling
@@ -167,13 +177,17 @@ public final class ColorConverter: @unchecked Sendable {
 
     // MARK: Implementation
 
-    private typealias I420ToPacked = @convention(c) (
-        UnsafePointer<UInt8>?, Int32, UnsafePointer<UInt8>?, Int32, UnsafePointer<UInt8>?, Int32,
-        UnsafeMutablePointer<UInt8>?, Int32, Int32, Int32) -> Int32
+    private typealias I420ToPacked =
+        @convention(c) (
+            UnsafePointer<UInt8>?, Int32, UnsafePointer<UInt8>?, Int32, UnsafePointer<UInt8>?, Int32,
+            UnsafeMutablePointer<UInt8>?, Int32, Int32, Int32
+        ) -> Int32
 
-    private typealias PackedToI420 = @convention(c) (
-        UnsafePointer<UInt8>?, Int32, UnsafeMutablePointer<UInt8>?, Int32, UnsafeMutablePointer<UInt8>?, Int32,
-        UnsafeMutablePointer<UInt8>?, Int32, Int32, Int32) -> Int32
+    private typealias PackedToI420 =
+        @convention(c) (
+            UnsafePointer<UInt8>?, Int32, UnsafeMutablePointer<UInt8>?, Int32, UnsafeMutablePointer<UInt8>?, Int32,
+            UnsafeMutablePointer<UInt8>?, Int32, Int32, Int32
+        ) -> Int32
 
     /// Mutable I420 planes with libyuv's Int32 strides.
     private struct Planes {
@@ -200,16 +214,22 @@ public final class ColorConverter: @unchecked Sendable {
         let w = Int32(s.width), h = Int32(s.height)
         switch s.format {
         case .i420:
-            try check(I420Copy(p0, s0,
-                               s.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), Int32(s.stride(ofPlane: 1)),
-                               s.base(ofPlane: 2).assumingMemoryBound(to: UInt8.self), Int32(s.stride(ofPlane: 2)),
-                               d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV, w, h), "I420Copy")
+            try check(
+                I420Copy(
+                    p0, s0,
+                    s.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), Int32(s.stride(ofPlane: 1)),
+                    s.base(ofPlane: 2).assumingMemoryBound(to: UInt8.self), Int32(s.stride(ofPlane: 2)),
+                    d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV, w, h), "I420Copy")
         case .nv12:
-            try check(NV12ToI420(p0, s0, s.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), Int32(s.stride(ofPlane: 1)),
-                                 d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV, w, h), "NV12ToI420")
+            try check(
+                NV12ToI420(
+                    p0, s0, s.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), Int32(s.stride(ofPlane: 1)),
+                    d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV, w, h), "NV12ToI420")
         case .nv21:
-            try check(NV21ToI420(p0, s0, s.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), Int32(s.stride(ofPlane: 1)),
-                                 d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV, w, h), "NV21ToI420")
+            try check(
+                NV21ToI420(
+                    p0, s0, s.base(ofPlane: 1).assumingMemoryBound(to: UInt8.self), Int32(s.stride(ofPlane: 1)),
+                    d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV, w, h), "NV21ToI420")
         default:
             let fn: PackedToI420
             switch s.format {
@@ -226,10 +246,12 @@ public final class ColorConverter: @unchecked Sendable {
     }
 
     private static func scale(_ s: I420View, _ d: Planes, _ filter: ScaleFilter) throws(ColorConversionError) {
-        try check(I420Scale(s.y, Int32(s.strideY), s.u, Int32(s.strideU), s.v, Int32(s.strideV),
-                            Int32(s.width), Int32(s.height),
-                            d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV, d.width, d.height,
-                            filter.libyuv), "I420Scale")
+        try check(
+            I420Scale(
+                s.y, Int32(s.strideY), s.u, Int32(s.strideU), s.v, Int32(s.strideV),
+                Int32(s.width), Int32(s.height),
+                d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV, d.width, d.height,
+                filter.libyuv), "I420Scale")
     }
 
     private static func rotate(_ s: I420View, _ d: Planes, _ rotation: VideoRotation) throws(ColorConversionError) {
@@ -237,22 +259,29 @@ public final class ColorConverter: @unchecked Sendable {
             // 180 degrees = mirror each row + flip vertically. libyuv's RotatePlane180 mallocs a
             // row buffer per plane per call; I420Mirror with a negative height (libyuv's flip
             // convention) does the same job in place of it without allocating.
-            try check(I420Mirror(s.y, Int32(s.strideY), s.u, Int32(s.strideU), s.v, Int32(s.strideV),
-                                 d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV,
-                                 Int32(s.width), -Int32(s.height)), "I420Mirror")
+            try check(
+                I420Mirror(
+                    s.y, Int32(s.strideY), s.u, Int32(s.strideU), s.v, Int32(s.strideV),
+                    d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV,
+                    Int32(s.width), -Int32(s.height)), "I420Mirror")
             return
         }
-        try check(I420Rotate(s.y, Int32(s.strideY), s.u, Int32(s.strideU), s.v, Int32(s.strideV),
-                             d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV,
-                             Int32(s.width), Int32(s.height), rotation.libyuv), "I420Rotate")
+        try check(
+            I420Rotate(
+                s.y, Int32(s.strideY), s.u, Int32(s.strideU), s.v, Int32(s.strideV),
+                d.y, d.strideY, d.u, d.strideUV, d.v, d.strideUV,
+                Int32(s.width), Int32(s.height), rotation.libyuv), "I420Rotate")
     }
 
     private static func checkView(_ v: I420View, _ name: String) throws(ColorConversionError) {
         try PixelBufferView.checkSize(.i420, v.width, v.height)
         guard v.strideY >= v.width, v.strideU >= v.chromaWidth, v.strideV >= v.chromaWidth,
-              v.strideY <= Int(Int32.max), v.strideU <= Int(Int32.max), v.strideV <= Int(Int32.max) else {
-            throw ColorConversionError(.invalidStride,
-                "\(name) strides \(v.strideY)/\(v.strideU)/\(v.strideV) are less than its rows of \(v.width)/\(v.chromaWidth) bytes")
+            v.strideY <= Int(Int32.max), v.strideU <= Int(Int32.max), v.strideV <= Int(Int32.max)
+        else {
+            throw ColorConversionError(
+                .invalidStride,
+                "\(name) strides \(v.strideY)/\(v.strideU)/\(v.strideV) are less than its rows of \(v.width)/\(v.chromaWidth) bytes"
+            )
         }
     }
 }

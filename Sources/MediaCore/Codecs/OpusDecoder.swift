@@ -22,8 +22,9 @@ public final class OpusDecoder {
         precondition(channels == 1 || channels == 2, "Opus decoder channels must be 1 or 2, not \(channels)")
         var error: Int32 = OPUS_OK
         guard let state = opus_decoder_create(Int32(sampleRate.rawValue), Int32(channels), &error), error == OPUS_OK else {
-            throw OpusError(OpusError(rawValue: error == OPUS_OK ? OPUS_ALLOC_FAIL : error),
-                            "opus_decoder_create(\(sampleRate), \(channels) ch)")
+            throw OpusError(
+                OpusError(rawValue: error == OPUS_OK ? OPUS_ALLOC_FAIL : error),
+                "opus_decoder_create(\(sampleRate), \(channels) ch)")
         }
         self.state = state
         self.sampleRate = sampleRate
@@ -69,7 +70,9 @@ public final class OpusDecoder {
     /// usually `lastPacketDuration`); traps otherwise or when `pcm` is smaller. When `nextPacket`
     /// holds no FEC data libopus falls back to concealment. Afterwards decode `nextPacket` itself
     /// normally. Returns the samples per channel written.
-    public func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int) throws(OpusError) -> Int {
+    public func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int)
+        throws(OpusError) -> Int
+    {
         let data = try validated(nextPacket)
         let output = checkedOutput(pcm, frameSize)
         let result = cms_opus_decode(state, data, Int32(nextPacket.count), output, Int32(frameSize), 1)
@@ -78,7 +81,9 @@ public final class OpusDecoder {
     }
 
     /// Float32 overload of `decodeFEC(nextPacket:into:frameSize:)`.
-    public func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int) throws(OpusError) -> Int {
+    public func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int)
+        throws(OpusError) -> Int
+    {
         let data = try validated(nextPacket)
         let output = checkedOutput(pcm, frameSize)
         let result = cms_opus_decode_float(state, data, Int32(nextPacket.count), output, Int32(frameSize), 1)
@@ -159,9 +164,12 @@ public final class OpusDecoder {
 
     private func checkedOutput<T>(_ pcm: UnsafeMutableBufferPointer<T>, _ frameSize: Int) -> UnsafeMutablePointer<T> {
         let quantum = sampleRate.rawValue / 400
-        precondition(frameSize > 0 && frameSize % quantum == 0 && frameSize <= maxFrameSize,
-                     "Opus frameSize \(frameSize) is not a multiple of 2.5 ms (\(quantum) samples) up to 120 ms")
-        precondition(pcm.count >= frameSize * channels, "Opus output buffer of \(pcm.count) samples is smaller than \(frameSize) x \(channels)")
+        precondition(
+            frameSize > 0 && frameSize % quantum == 0 && frameSize <= maxFrameSize,
+            "Opus frameSize \(frameSize) is not a multiple of 2.5 ms (\(quantum) samples) up to 120 ms")
+        precondition(
+            pcm.count >= frameSize * channels,
+            "Opus output buffer of \(pcm.count) samples is smaller than \(frameSize) x \(channels)")
         return pcm.baseAddress!
     }
 

@@ -30,9 +30,11 @@ public final class OpusEncoder {
         precondition(channels == 1 || channels == 2, "Opus encoder channels must be 1 or 2, not \(channels)")
         var error: Int32 = OPUS_OK
         guard let state = opus_encoder_create(Int32(sampleRate.rawValue), Int32(channels), application.cValue, &error),
-              error == OPUS_OK else {
-            throw OpusError(OpusError(rawValue: error == OPUS_OK ? OPUS_ALLOC_FAIL : error),
-                            "opus_encoder_create(\(sampleRate), \(channels) ch)")
+            error == OPUS_OK
+        else {
+            throw OpusError(
+                OpusError(rawValue: error == OPUS_OK ? OPUS_ALLOC_FAIL : error),
+                "opus_encoder_create(\(sampleRate), \(channels) ch)")
         }
         self.state = state
         self.sampleRate = sampleRate
@@ -55,7 +57,8 @@ public final class OpusEncoder {
     public func encode(_ pcm: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
         let frameSize = validatedFrameSize(pcm.count)
         guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count >= Self.minPacketByteCount else {
-            throw OpusError(.bufferTooSmall, "Opus encode into a packet buffer of \(packet.count) bytes (minimum \(Self.minPacketByteCount))")
+            throw OpusError(
+                .bufferTooSmall, "Opus encode into a packet buffer of \(packet.count) bytes (minimum \(Self.minPacketByteCount))")
         }
         let result = cms_opus_encode(state, input, Int32(frameSize), output, Int32(clamping: packet.count))
         try OpusError.check(result, "Opus encode of \(frameSize) samples into \(packet.count) bytes")
@@ -68,7 +71,8 @@ public final class OpusEncoder {
     public func encode(_ pcm: UnsafeBufferPointer<Float>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
         let frameSize = validatedFrameSize(pcm.count)
         guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count >= Self.minPacketByteCount else {
-            throw OpusError(.bufferTooSmall, "Opus encode into a packet buffer of \(packet.count) bytes (minimum \(Self.minPacketByteCount))")
+            throw OpusError(
+                .bufferTooSmall, "Opus encode into a packet buffer of \(packet.count) bytes (minimum \(Self.minPacketByteCount))")
         }
         let result = cms_opus_encode_float(state, input, Int32(frameSize), output, Int32(clamping: packet.count))
         try OpusError.check(result, "Opus encode of \(frameSize) samples into \(packet.count) bytes")
@@ -76,10 +80,13 @@ public final class OpusEncoder {
     }
 
     private func validatedFrameSize(_ interleavedCount: Int) -> Int {
-        precondition(interleavedCount % channels == 0, "Opus encode: \(interleavedCount) samples is not a whole number of \(channels)-channel frames")
+        precondition(
+            interleavedCount % channels == 0,
+            "Opus encode: \(interleavedCount) samples is not a whole number of \(channels)-channel frames")
         let frameSize = interleavedCount / channels
-        precondition(OpusFrameDuration(samples: frameSize, sampleRate: sampleRate) != nil,
-                     "Opus encode: \(frameSize) samples per channel is not 2.5/5/10/20/40/60 ms at \(sampleRate)")
+        precondition(
+            OpusFrameDuration(samples: frameSize, sampleRate: sampleRate) != nil,
+            "Opus encode: \(frameSize) samples per channel is not 2.5/5/10/20/40/60 ms at \(sampleRate)")
         return frameSize
     }
 

@@ -26,8 +26,9 @@ public enum OpusPacket {
         guard packet.count <= Int(Int32.max) else { throw OpusError(.invalidPacket, "Opus packet of \(packet.count) bytes") }
         let frames = cms_opus_packet_validate(data, Int32(packet.count))
         if frames < 0 {
-            throw OpusError(OpusError(rawValue: frames),
-                            "Opus packet of \(packet.count) bytes (TOC 0x\(String(packet[0], radix: 16))) has malformed framing")
+            throw OpusError(
+                OpusError(rawValue: frames),
+                "Opus packet of \(packet.count) bytes (TOC 0x\(String(packet[0], radix: 16))) has malformed framing")
         }
         return Int(frames)
     }

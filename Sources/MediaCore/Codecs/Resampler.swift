@@ -49,11 +49,15 @@ public final class Resampler {
     /// `SpeexError` when speexdsp refuses or cannot allocate.
     public init(channels: Int, inputRate: Int, outputRate: Int, quality: Quality = .default) throws(SpeexError) {
         precondition(channels == 1 || channels == 2, "Resampler channels must be 1 or 2, not \(channels)")
-        precondition(Self.rateRange.contains(inputRate) && Self.rateRange.contains(outputRate),
-                     "Resampler rates \(inputRate) -> \(outputRate) outside \(Self.rateRange)")
+        precondition(
+            Self.rateRange.contains(inputRate) && Self.rateRange.contains(outputRate),
+            "Resampler rates \(inputRate) -> \(outputRate) outside \(Self.rateRange)")
         var error: Int32 = 0
-        guard let state = speex_resampler_init(UInt32(channels), UInt32(inputRate), UInt32(outputRate),
-                                               Int32(quality.rawValue), &error), error == 0 else {
+        guard
+            let state = speex_resampler_init(
+                UInt32(channels), UInt32(inputRate), UInt32(outputRate),
+                Int32(quality.rawValue), &error), error == 0
+        else {
             throw SpeexError(rawValue: error == 0 ? SpeexError.allocationFailed.rawValue : error)
         }
         self.state = state
@@ -70,26 +74,35 @@ public final class Resampler {
     ///
     /// Consumes as much input as `output` has room for; feed the unconsumed rest again next time.
     /// Buffer counts must be whole multiples of `channels` (traps otherwise). Never allocates.
-    public func process(_ input: UnsafeBufferPointer<Int16>, into output: UnsafeMutableBufferPointer<Int16>) -> (consumed: Int, produced: Int) {
+    public func process(_ input: UnsafeBufferPointer<Int16>, into output: UnsafeMutableBufferPointer<Int16>) -> (
+        consumed: Int, produced: Int
+    ) {
         var (inLength, outLength) = lengths(input.count, output.count)
-        guard inLength > 0 || outLength > 0, let inBase = input.baseAddress, let outBase = output.baseAddress else { return (0, 0) }
+        guard inLength > 0 || outLength > 0, let inBase = input.baseAddress, let outBase = output.baseAddress else {
+            return (0, 0)
+        }
         let status = speex_resampler_process_interleaved_int(state, inBase, &inLength, outBase, &outLength)
         precondition(status == 0, "speex_resampler_process_interleaved_int: \(SpeexError(rawValue: status))")
         return (Int(inLength), Int(outLength))
     }
 
     /// Float32 overload of `process(_:into:)` (any scale; the filter is linear).
-    public func process(_ input: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>) -> (consumed: Int, produced: Int) {
+    public func process(_ input: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>) -> (
+        consumed: Int, produced: Int
+    ) {
         var (inLength, outLength) = lengths(input.count, output.count)
-        guard inLength > 0 || outLength > 0, let inBase = input.baseAddress, let outBase = output.baseAddress else { return (0, 0) }
+        guard inLength > 0 || outLength > 0, let inBase = input.baseAddress, let outBase = output.baseAddress else {
+            return (0, 0)
+        }
         let status = speex_resampler_process_interleaved_float(state, inBase, &inLength, outBase, &outLength)
         precondition(status == 0, "speex_resampler_process_interleaved_float: \(SpeexError(rawValue: status))")
         return (Int(inLength), Int(outLength))
     }
 
     private func lengths(_ inCount: Int, _ outCount: Int) -> (UInt32, UInt32) {
-        precondition(inCount % channels == 0 && outCount % channels == 0,
-                     "Resampler buffers of \(inCount)/\(outCount) samples are not whole \(channels)-channel frames")
+        precondition(
+            inCount % channels == 0 && outCount % channels == 0,
+            "Resampler buffers of \(inCount)/\(outCount) samples are not whole \(channels)-channel frames")
         return (UInt32(clamping: inCount / channels), UInt32(clamping: outCount / channels))
     }
 

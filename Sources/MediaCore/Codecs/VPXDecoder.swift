@@ -82,8 +82,9 @@ public final class VPXDecoder {
         if awaitingKeyframe {
             let info = try? Self.peekStreamInfo(data, codec: codec)
             if let info, !info.isKeyframe {
-                throw VPXError(rawValue: VPXError.missingReference.rawValue,
-                               detail: "\(codec) inter frame of \(data.count) bytes while awaiting a keyframe")
+                throw VPXError(
+                    rawValue: VPXError.missingReference.rawValue,
+                    detail: "\(codec) inter frame of \(data.count) bytes while awaiting a keyframe")
             }
         }
         let err = vpx_codec_decode(ctx, base.assumingMemoryBound(to: UInt8.self), UInt32(data.count), nil, 0)
@@ -94,11 +95,13 @@ public final class VPXDecoder {
         if codec == .vp8 {
             var corrupted: Int32 = 0
             if cms_vpx_control_ptr(ctx, Int32(VP8D_GET_FRAME_CORRUPTED.rawValue), &corrupted) == VPX_CODEC_OK,
-               corrupted != 0 {
+                corrupted != 0
+            {
                 awaitingKeyframe = true
                 drain()
-                throw VPXError(rawValue: VPXError.corruptFrame.rawValue,
-                               detail: "vp8 frame of \(data.count) bytes decoded from a corrupted reference")
+                throw VPXError(
+                    rawValue: VPXError.corruptFrame.rawValue,
+                    detail: "vp8 frame of \(data.count) bytes decoded from a corrupted reference")
             }
         }
         awaitingKeyframe = false
@@ -107,13 +110,15 @@ public final class VPXDecoder {
         let im = img.pointee
         guard im.fmt == VPX_IMG_FMT_I420, let y = im.planes.0, let u = im.planes.1, let v = im.planes.2 else {
             drain()
-            throw VPXError(rawValue: VPXError.unsupportedFeature.rawValue,
-                           detail: "\(codec) frame decodes to image format \(im.fmt.rawValue), not 8-bit I420")
+            throw VPXError(
+                rawValue: VPXError.unsupportedFeature.rawValue,
+                detail: "\(codec) frame decodes to image format \(im.fmt.rawValue), not 8-bit I420")
         }
-        let view = I420View(width: Int(im.d_w), height: Int(im.d_h),
-                            y: UnsafePointer(y), strideY: Int(im.stride.0),
-                            u: UnsafePointer(u), strideU: Int(im.stride.1),
-                            v: UnsafePointer(v), strideV: Int(im.stride.2))
+        let view = I420View(
+            width: Int(im.d_w), height: Int(im.d_h),
+            y: UnsafePointer(y), strideY: Int(im.stride.0),
+            u: UnsafePointer(u), strideU: Int(im.stride.1),
+            v: UnsafePointer(v), strideV: Int(im.stride.2))
         decodedFrameCount += 1
         let result = body(view)
         drain()
@@ -138,8 +143,9 @@ public final class VPXDecoder {
         }
         var si = vpx_codec_stream_info_t()
         si.sz = UInt32(MemoryLayout<vpx_codec_stream_info_t>.size)
-        let err = vpx_codec_peek_stream_info(codec.decoderInterface, base.assumingMemoryBound(to: UInt8.self),
-                                             UInt32(data.count), &si)
+        let err = vpx_codec_peek_stream_info(
+            codec.decoderInterface, base.assumingMemoryBound(to: UInt8.self),
+            UInt32(data.count), &si)
         if err == VPX_CODEC_OK {
             return VPXStreamInfo(isKeyframe: si.is_kf != 0, width: Int(si.w), height: Int(si.h))
         }

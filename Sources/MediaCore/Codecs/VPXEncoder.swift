@@ -89,7 +89,8 @@ public final class VPXEncoder {
         let old = configuration
         configuration = new
         if new.codec != old.codec || new.width != old.width || new.height != old.height
-            || new.threads != old.threads || new.temporalLayers != old.temporalLayers {
+            || new.threads != old.threads || new.temporalLayers != old.temporalLayers
+        {
             vpx_codec_destroy(ctx)
             initialized = false
             pattern = TemporalPattern(layers: new.temporalLayers)
@@ -134,18 +135,22 @@ public final class VPXEncoder {
     /// - Returns: `.encoded`, or `.dropped` when the rate control skipped the frame.
     /// Cost: libvpx's encode; no allocation in Swift.
     @discardableResult
-    public func encode(_ frame: I420View, pts: Int64, duration: Int64? = nil, forceKeyframe: Bool = false,
-                       _ body: (EncodedVideoFrame) -> Void) throws(VPXError) -> VPXEncodeResult {
+    public func encode(
+        _ frame: I420View, pts: Int64, duration: Int64? = nil, forceKeyframe: Bool = false,
+        _ body: (EncodedVideoFrame) -> Void
+    ) throws(VPXError) -> VPXEncodeResult {
         let conf = configuration
-        precondition(frame.width == conf.width && frame.height == conf.height,
-                     "VPXEncoder configured for \(conf.width)x\(conf.height) got \(frame.width)x\(frame.height)")
+        precondition(
+            frame.width == conf.width && frame.height == conf.height,
+            "VPXEncoder configured for \(conf.width)x\(conf.height) got \(frame.width)x\(frame.height)")
         let dur = duration ?? (Self.timebase / Int64(conf.frameRate))
         precondition(dur > 0, "VPXEncoder frame duration must be positive")
 
         // Wrap the caller's planes: vpx_img_wrap only fills the struct (no allocation), then the
         // plane pointers and strides are replaced with the caller's.
-        vpx_img_wrap(image, VPX_IMG_FMT_I420, UInt32(conf.width), UInt32(conf.height), 1,
-                     UnsafeMutablePointer(mutating: frame.y))
+        vpx_img_wrap(
+            image, VPX_IMG_FMT_I420, UInt32(conf.width), UInt32(conf.height), 1,
+            UnsafeMutablePointer(mutating: frame.y))
         image.pointee.planes.0 = UnsafeMutablePointer(mutating: frame.y)
         image.pointee.planes.1 = UnsafeMutablePointer(mutating: frame.u)
         image.pointee.planes.2 = UnsafeMutablePointer(mutating: frame.v)
@@ -205,8 +210,10 @@ public final class VPXEncoder {
     /// Encodes a `VideoFrame`, taking its presentation time from `timestampNs` (converted to
     /// 90 kHz ticks). Otherwise as `encode(_:pts:duration:forceKeyframe:_:)`.
     @discardableResult
-    public func encode(_ frame: VideoFrame, forceKeyframe: Bool = false,
-                       _ body: (EncodedVideoFrame) -> Void) throws(VPXError) -> VPXEncodeResult {
+    public func encode(
+        _ frame: VideoFrame, forceKeyframe: Bool = false,
+        _ body: (EncodedVideoFrame) -> Void
+    ) throws(VPXError) -> VPXEncodeResult {
         try encode(frame.view, pts: Self.ticks(nanoseconds: frame.timestampNs), forceKeyframe: forceKeyframe, body)
     }
 
@@ -218,8 +225,10 @@ public final class VPXEncoder {
 
     // MARK: - Private
 
-    private func emit(_ pkt: UnsafePointer<vpx_codec_cx_pkt_t>, requestedLayer: Int, flags: Int,
-                      _ body: (EncodedVideoFrame) -> Void) {
+    private func emit(
+        _ pkt: UnsafePointer<vpx_codec_cx_pkt_t>, requestedLayer: Int, flags: Int,
+        _ body: (EncodedVideoFrame) -> Void
+    ) {
         let conf = configuration
         let f = pkt.pointee.data.frame
         let isKey = f.flags & UInt32(VPX_FRAME_IS_KEY) != 0
@@ -251,7 +260,8 @@ public final class VPXEncoder {
                 let refLast = flags & Int(VP8_EFLAG_NO_REF_LAST) == 0
                 let refGold = flags & Int(VP8_EFLAG_NO_REF_GF) == 0
                 let refAlt = flags & Int(VP8_EFLAG_NO_REF_ARF) == 0
-                sync = (!refLast || bufferLayer.0 == 0) && (!refGold || bufferLayer.1 == 0)
+                sync =
+                    (!refLast || bufferLayer.0 == 0) && (!refGold || bufferLayer.1 == 0)
                     && (!refAlt || bufferLayer.2 == 0)
             }
             if flags & Int(VP8_EFLAG_NO_UPD_LAST) == 0 { bufferLayer.0 = layer }
@@ -398,8 +408,12 @@ public final class VPXEncoder {
             if conf.temporalLayers > 1 {
                 try set(VP9E_SET_SVC.rawValue, 1, "svc")
                 var svc = vpx_svc_extra_cfg_t()
-                withUnsafeMutableBytes(of: &svc.max_quantizers) { $0.bindMemory(to: Int32.self).update(repeating: Int32(conf.maxQuantizer)) }
-                withUnsafeMutableBytes(of: &svc.min_quantizers) { $0.bindMemory(to: Int32.self).update(repeating: Int32(conf.minQuantizer)) }
+                withUnsafeMutableBytes(of: &svc.max_quantizers) {
+                    $0.bindMemory(to: Int32.self).update(repeating: Int32(conf.maxQuantizer))
+                }
+                withUnsafeMutableBytes(of: &svc.min_quantizers) {
+                    $0.bindMemory(to: Int32.self).update(repeating: Int32(conf.minQuantizer))
+                }
                 withUnsafeMutableBytes(of: &svc.scaling_factor_num) { $0.bindMemory(to: Int32.self).update(repeating: 1) }
                 withUnsafeMutableBytes(of: &svc.scaling_factor_den) { $0.bindMemory(to: Int32.self).update(repeating: 1) }
                 svc.temporal_layering_mode = Int32(VP9E_TEMPORAL_LAYERING_MODE_BYPASS.rawValue)

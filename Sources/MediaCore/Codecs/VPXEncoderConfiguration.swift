@@ -10,7 +10,10 @@ public enum VPXRateControl: String, Sendable, Hashable {
 /// Number of VP8 DCT token partitions (`VP8E_SET_TOKEN_PARTITIONS`, RFC 6386 section 9.5):
 /// more partitions let a multi-threaded decoder work in parallel. Ignored by VP9.
 public enum VP8TokenPartitions: Int, Sendable, Hashable, CaseIterable {
-    case one = 0, two = 1, four = 2, eight = 3
+    case one = 0
+    case two = 1
+    case four = 2
+    case eight = 3
 }
 
 /// Settings of a `VPXEncoder`. Every field has a real-time default; `VPXEncoder.reconfigure(_:)`
@@ -94,23 +97,28 @@ public struct VPXEncoderConfiguration: Sendable, Hashable {
 
     /// Traps on settings that are programmer errors (out-of-range values).
     func validate() {
-        precondition((1...16384).contains(width) && (1...16384).contains(height),
-                     "VPX encoder size \(width)x\(height) out of range")
+        precondition(
+            (1...16384).contains(width) && (1...16384).contains(height),
+            "VPX encoder size \(width)x\(height) out of range")
         precondition((1...240).contains(frameRate), "VPX frameRate \(frameRate) out of 1...240")
         precondition((8_000...100_000_000).contains(bitrate), "VPX bitrate \(bitrate) out of 8 kbit/s...100 Mbit/s")
-        precondition(codec == .vp8 ? (-16...16).contains(speed) : (0...9).contains(speed),
-                     "VPX speed \(speed) out of range for \(codec)")
-        precondition((0...63).contains(minQuantizer) && (0...63).contains(maxQuantizer)
-                     && minQuantizer <= maxQuantizer, "VPX quantizers \(minQuantizer)...\(maxQuantizer) invalid")
+        precondition(
+            codec == .vp8 ? (-16...16).contains(speed) : (0...9).contains(speed),
+            "VPX speed \(speed) out of range for \(codec)")
+        precondition(
+            (0...63).contains(minQuantizer) && (0...63).contains(maxQuantizer)
+                && minQuantizer <= maxQuantizer, "VPX quantizers \(minQuantizer)...\(maxQuantizer) invalid")
         precondition((1...16).contains(threads), "VPX threads \(threads) out of 1...16")
         precondition(keyframeInterval >= 1, "VPX keyframeInterval must be at least 1")
         precondition((1...3).contains(temporalLayers), "VPX temporalLayers \(temporalLayers) out of 1...3")
         let f = cumulativeLayerFractions
-        precondition(f.count == temporalLayers && f.last == 1.0 && zip(f, f.dropFirst()).allSatisfy { $0 < $1 }
-                     && f.allSatisfy { $0 > 0 }, "VPX temporalLayerBitrateFractions \(f) invalid")
+        precondition(
+            f.count == temporalLayers && f.last == 1.0 && zip(f, f.dropFirst()).allSatisfy { $0 < $1 }
+                && f.allSatisfy { $0 > 0 }, "VPX temporalLayerBitrateFractions \(f) invalid")
         precondition((0...100).contains(frameDropThreshold), "VPX frameDropThreshold out of 0...100")
-        precondition(codec == .vp8 ? (0...6).contains(noiseSensitivity) : (0...1).contains(noiseSensitivity),
-                     "VPX noiseSensitivity \(noiseSensitivity) out of range for \(codec)")
+        precondition(
+            codec == .vp8 ? (0...6).contains(noiseSensitivity) : (0...1).contains(noiseSensitivity),
+            "VPX noiseSensitivity \(noiseSensitivity) out of range for \(codec)")
         precondition(staticThreshold >= 0, "VPX staticThreshold must be >= 0")
     }
 }

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A bounded lock-free FIFO that many producer threads push into and one consumer drains: the
 /// hand-off from `capture()` callers (any thread, several at once) to an encode worker. It is also
@@ -42,8 +43,9 @@ package final class MPSCRing<Element> {
     /// Creates an empty ring whose counters start at `startIndex`, so tests can reach every
     /// wrap-around of the `UInt64` counters quickly.
     init(capacity: Int, startIndex: UInt64) {
-        precondition(capacity >= 2 && capacity & (capacity - 1) == 0 && capacity <= 1 << 30,
-                     "MPSCRing capacity \(capacity) must be a power of two in 2...2^30")
+        precondition(
+            capacity >= 2 && capacity & (capacity - 1) == 0 && capacity <= 1 << 30,
+            "MPSCRing capacity \(capacity) must be a power of two in 2...2^30")
         self.capacity = capacity
         mask = UInt64(capacity - 1)
         sequences = .allocate(capacity: capacity)

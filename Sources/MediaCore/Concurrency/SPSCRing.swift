@@ -37,8 +37,9 @@ package final class SPSCRing<Element> {
     /// Creates an empty ring whose counters start at `startIndex`, so tests can reach every
     /// wrap-around of the `UInt64` counters quickly.
     init(capacity: Int, startIndex: UInt64) {
-        precondition(capacity >= 2 && capacity & (capacity - 1) == 0 && capacity <= 1 << 30,
-                     "SPSCRing capacity \(capacity) must be a power of two in 2...2^30")
+        precondition(
+            capacity >= 2 && capacity & (capacity - 1) == 0 && capacity <= 1 << 30,
+            "SPSCRing capacity \(capacity) must be a power of two in 2...2^30")
         self.capacity = capacity
         mask = UInt64(capacity - 1)
         slots = .allocate(capacity: capacity)
@@ -57,26 +58,26 @@ package final class SPSCRing<Element> {
     /// Appends `element` if there is room. Returns false (and keeps nothing) when the ring is full;
     /// never blocks. Producer thread only.
     public func tryPush(_ element: Element) -> Bool {
-        let t = tail.load(ordering: .relaxed)           // only this thread stores `tail`
+        let t = tail.load(ordering: .relaxed)  // only this thread stores `tail`
         if t &- cachedHead >= UInt64(capacity) {
             cachedHead = head.load(ordering: .acquiring)  // the consumer released that slot
             if t &- cachedHead >= UInt64(capacity) { return false }
         }
         slots[Int(truncatingIfNeeded: t & mask)] = element
-        tail.store(t &+ 1, ordering: .releasing)       // publishes the element
+        tail.store(t &+ 1, ordering: .releasing)  // publishes the element
         return true
     }
 
     /// Removes and returns the oldest element, or nil when the ring is empty; never blocks.
     /// Consumer thread only.
     public func tryPop() -> Element? {
-        let h = head.load(ordering: .relaxed)           // only this thread stores `head`
+        let h = head.load(ordering: .relaxed)  // only this thread stores `head`
         if h == cachedTail {
             cachedTail = tail.load(ordering: .acquiring)  // sees the producer's element writes
             if h == cachedTail { return nil }
         }
         let element = slots[Int(truncatingIfNeeded: h & mask)].take()
-        head.store(h &+ 1, ordering: .releasing)       // hands the slot back to the producer
+        head.store(h &+ 1, ordering: .releasing)  // hands the slot back to the producer
         return element
     }
 

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A dedicated OS thread that runs one pipeline stage: it calls `body` while `body` reports work
 /// done, sleeps on a POSIX semaphore when idle, and is woken by `wake()` after a producer pushes
@@ -53,11 +54,13 @@ package final class WorkerThread: @unchecked Sendable {
         running.store(true, ordering: .releasing)
         let context = Unmanaged.passRetained(self).toOpaque()
         var handle = pthread_t()
-        let rc = pthread_create(&handle, nil, { raw in
-            let worker = Unmanaged<WorkerThread>.fromOpaque(raw!).takeRetainedValue()
-            worker.run()
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &handle, nil,
+            { raw in
+                let worker = Unmanaged<WorkerThread>.fromOpaque(raw!).takeRetainedValue()
+                worker.run()
+                return nil
+            }, context)
         precondition(rc == 0, "pthread_create for \(name) failed: \(rc)")
         thread = handle
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An error from a container reader or writer (Y4M, WAV, IVF, Ogg, SDP): what kind of problem, which

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A buffered, streaming reader over one file for the container readers: it never loads the whole
@@ -220,7 +220,11 @@ enum ContainerLE {
 
 extension Array where Element == UInt8 {
     mutating func appendContainerLE16(_ v: UInt16) { append(UInt8(v & 0xFF)); append(UInt8(v >> 8)) }
-    mutating func appendContainerLE32(_ v: UInt32) { appendContainerLE16(UInt16(v & 0xFFFF)); appendContainerLE16(UInt16(v >> 16)) }
-    mutating func appendContainerLE64(_ v: UInt64) { appendContainerLE32(UInt32(v & 0xFFFF_FFFF)); appendContainerLE32(UInt32(v >> 32)) }
+    mutating func appendContainerLE32(_ v: UInt32) {
+        appendContainerLE16(UInt16(v & 0xFFFF)); appendContainerLE16(UInt16(v >> 16))
+    }
+    mutating func appendContainerLE64(_ v: UInt64) {
+        appendContainerLE32(UInt32(v & 0xFFFF_FFFF)); appendContainerLE32(UInt32(v >> 32))
+    }
     mutating func appendContainerASCII(_ s: String) { append(contentsOf: s.utf8) }
 }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The codecs an IVF file can carry here, by their fourcc.
@@ -32,7 +32,8 @@ public struct IVFHeader: Hashable, Sendable {
     public var bytes: [UInt8] {
         var h: [UInt8] = []
         h.reserveCapacity(32)
-        h.appendContainerASCII("DKIF"); h.appendContainerLE16(0); h.appendContainerLE16(32); h.appendContainerASCII(codec.rawValue)
+        h.appendContainerASCII("DKIF"); h.appendContainerLE16(0); h.appendContainerLE16(32);
+        h.appendContainerASCII(codec.rawValue)
         h.appendContainerLE16(UInt16(width)); h.appendContainerLE16(UInt16(height))
         h.appendContainerLE32(UInt32(timeBase.denominator)); h.appendContainerLE32(UInt32(timeBase.numerator))
         h.appendContainerLE32(declaredFrameCount); h.appendContainerLE32(0)
@@ -88,17 +89,21 @@ public final class IVFReader: @unchecked Sendable {
             throw ContainerError(.unsupported, path: path, "unsupported codec fourcc '\(fourcc)' (only VP80 and VP90)")
         }
         let w = Int(ContainerLE.u16(h, 12)), hgt = Int(ContainerLE.u16(h, 14))
-        guard w > 0, hgt > 0 else { throw ContainerError(.malformed, path: path, "IVF header has an empty frame size \(w)x\(hgt)") }
+        guard w > 0, hgt > 0 else {
+            throw ContainerError(.malformed, path: path, "IVF header has an empty frame size \(w)x\(hgt)")
+        }
         guard w <= Y4MHeader.maximumDimension, hgt <= Y4MHeader.maximumDimension else {
-            throw ContainerError(.tooLarge, path: path,
-                                 "frame size \(w)x\(hgt) is too large (limit \(Y4MHeader.maximumDimension)x\(Y4MHeader.maximumDimension))")
+            throw ContainerError(
+                .tooLarge, path: path,
+                "frame size \(w)x\(hgt) is too large (limit \(Y4MHeader.maximumDimension)x\(Y4MHeader.maximumDimension))")
         }
         let rate = Int(ContainerLE.u32(h, 16)), scale = Int(ContainerLE.u32(h, 20))
         guard rate > 0, scale > 0 else {
             throw ContainerError(.malformed, path: path, "IVF header has an invalid time base \(scale)/\(rate)")
         }
-        header = IVFHeader(codec: codec, width: w, height: hgt, timeBase: ContainerRational(scale, rate),
-                           declaredFrameCount: ContainerLE.u32(h, 24))
+        header = IVFHeader(
+            codec: codec, width: w, height: hgt, timeBase: ContainerRational(scale, rate),
+            declaredFrameCount: ContainerLE.u32(h, 24))
         maximumFrameSize = max(1 << 20, w * hgt * 4)
         if headerSize > 32, try file.skip(Int64(headerSize - 32)) < Int64(headerSize - 32) {
             throw ContainerError(.truncated, path: path, "IVF header is truncated (declares \(headerSize) bytes)")
@@ -118,10 +123,13 @@ public final class IVFReader: @unchecked Sendable {
         if got < 12 {
             throw ContainerError(.truncated, path: path, "frame \(index) header is truncated (got \(got) of 12 bytes)")
         }
-        let (size, pts) = withUnsafeBytes(of: &raw) { (Int(ContainerLE.u32($0.baseAddress!, 0)), Int64(bitPattern: ContainerLE.u64($0.baseAddress!, 4))) }
+        let (size, pts) = withUnsafeBytes(of: &raw) {
+            (Int(ContainerLE.u32($0.baseAddress!, 0)), Int64(bitPattern: ContainerLE.u64($0.baseAddress!, 4)))
+        }
         if size > maximumFrameSize {
-            throw ContainerError(.tooLarge, path: path,
-                                 "frame \(index) declares \(size) bytes (limit \(maximumFrameSize) for \(header.width)x\(header.height))")
+            throw ContainerError(
+                .tooLarge, path: path,
+                "frame \(index) declares \(size) bytes (limit \(maximumFrameSize) for \(header.width)x\(header.height))")
         }
         if let left = file.remaining, Int64(size) > left {
             throw ContainerError(.truncated, path: path, "frame \(index) is truncated (got \(left) of \(size) bytes)")
@@ -160,8 +168,11 @@ public final class IVFReader: @unchecked Sendable {
     public func readFrame(into buffer: inout [UInt8]) throws(ContainerError) -> IVFFrameHeader? {
         guard let h = try nextFrameHeader() else { return nil }
         if buffer.count != h.size {
-            if buffer.count > h.size { buffer.removeLast(buffer.count - h.size) }
-            else { buffer.append(contentsOf: repeatElement(0, count: h.size - buffer.count)) }
+            if buffer.count > h.size {
+                buffer.removeLast(buffer.count - h.size)
+            } else {
+                buffer.append(contentsOf: repeatElement(0, count: h.size - buffer.count))
+            }
         }
         try buffer.withUnsafeMutableBytes { b in
             Result { () throws(ContainerError) in try readPayload(into: b) }
@@ -184,13 +195,17 @@ public final class IVFWriter: @unchecked Sendable {
 
     /// Creates the (temporary) output and writes the header. Traps on a size outside 1...16384 or a
     /// non-positive time base (programmer errors).
-    public init(path: String, codec: IVFCodec, width: Int, height: Int,
-                timeBase: ContainerRational) throws(ContainerError) {
-        precondition(width > 0 && height > 0 && width <= Y4MHeader.maximumDimension
-                     && height <= Y4MHeader.maximumDimension, "IVFWriter: bad size")
-        precondition(timeBase.numerator > 0 && timeBase.denominator > 0
-                     && timeBase.numerator <= Int(UInt32.max) && timeBase.denominator <= Int(UInt32.max),
-                     "IVFWriter: bad time base")
+    public init(
+        path: String, codec: IVFCodec, width: Int, height: Int,
+        timeBase: ContainerRational
+    ) throws(ContainerError) {
+        precondition(
+            width > 0 && height > 0 && width <= Y4MHeader.maximumDimension
+                && height <= Y4MHeader.maximumDimension, "IVFWriter: bad size")
+        precondition(
+            timeBase.numerator > 0 && timeBase.denominator > 0
+                && timeBase.numerator <= Int(UInt32.max) && timeBase.denominator <= Int(UInt32.max),
+            "IVFWriter: bad time base")
         self.path = path
         header = IVFHeader(codec: codec, width: width, height: height, timeBase: timeBase)
         file = try ContainerFileWriter(path: path)

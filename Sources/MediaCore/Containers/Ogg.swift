@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The Ogg page checksum (RFC 3533 §6): CRC-32 with polynomial 0x04c11db7, initial value 0, no
@@ -192,14 +192,15 @@ final class OggPageReader {
                         throw ContainerError(.badMagic, path: path, "not an Ogg file (no OggS capture pattern)")
                     }
                     if strict {
-                        throw ContainerError(.truncated, path: path, "file ends with \(have) bytes that are not an Ogg page (at byte \(start))")
+                        throw ContainerError(
+                            .truncated, path: path, "file ends with \(have) bytes that are not an Ogg page (at byte \(start))")
                     }
                     skippedBytes += Int64(have)
                     return false
                 }
                 window = (window << 8) | UInt32(b)
                 have += 1
-                if have >= 4 && window == 0x4F67_6753 { break } // "OggS"
+                if have >= 4 && window == 0x4F67_6753 { break }  // "OggS"
                 if have == 4 && (strict || (start == 0 && pagesRead == 0)) {
                     if start == 0 && pagesRead == 0 {
                         throw ContainerError(.badMagic, path: path, "not an Ogg file (does not start with OggS)")
@@ -215,7 +216,9 @@ final class OggPageReader {
             }.get()
             let index = pagesRead
             guard got == 23 else {
-                if strict { throw ContainerError(.truncated, path: path, "page \(index) at byte \(pageStart) is truncated (header)") }
+                if strict {
+                    throw ContainerError(.truncated, path: path, "page \(index) at byte \(pageStart) is truncated (header)")
+                }
                 return false
             }
             let nsegs = Int(header[26])
@@ -225,19 +228,24 @@ final class OggPageReader {
                 Result { () throws(ContainerError) -> Int in nsegs == 0 ? 0 : try file.read(into: b.baseAddress!, count: nsegs) }
             }.get()
             guard gotLacing == nsegs else {
-                if strict { throw ContainerError(.truncated, path: path, "page \(index) at byte \(pageStart) is truncated (lacing)") }
+                if strict {
+                    throw ContainerError(.truncated, path: path, "page \(index) at byte \(pageStart) is truncated (lacing)")
+                }
                 return false
             }
             let bodySize = page.lacing.reduce(0) { $0 + Int($1) }
             page.body.removeAll(keepingCapacity: true)
             page.body.append(contentsOf: repeatElement(0, count: bodySize))
             let gotBody = try page.body.withUnsafeMutableBytes { b in
-                Result { () throws(ContainerError) -> Int in bodySize == 0 ? 0 : try file.read(into: b.baseAddress!, count: bodySize) }
+                Result { () throws(ContainerError) -> Int in
+                    bodySize == 0 ? 0 : try file.read(into: b.baseAddress!, count: bodySize)
+                }
             }.get()
             guard gotBody == bodySize else {
                 if strict {
-                    throw ContainerError(.truncated, path: path,
-                                         "page \(index) at byte \(pageStart) is truncated (got \(gotBody) of \(bodySize) body bytes)")
+                    throw ContainerError(
+                        .truncated, path: path,
+                        "page \(index) at byte \(pageStart) is truncated (got \(gotBody) of \(bodySize) body bytes)")
                 }
                 return false
             }
@@ -294,7 +302,7 @@ struct OggPacketAssembler {
         bytes.removeAll(keepingCapacity: true)
         if let e = expectedSequence, page.sequence != e {
             let gap = page.sequence &- e
-            if gap >= 0x8000_0000 { return true } // an old or duplicated page: ignore it
+            if gap >= 0x8000_0000 { return true }  // an old or duplicated page: ignore it
             lostPages += Int(gap)
             if hasPartial { droppedPackets += 1 }
             hasPartial = false
@@ -303,9 +311,9 @@ struct OggPacketAssembler {
         expectedSequence = page.sequence &+ 1
         var skipping = false
         if page.flags.contains(.continued) {
-            if !hasPartial { skipping = true } // the start of this packet was lost
+            if !hasPartial { skipping = true }  // the start of this packet was lost
         } else if hasPartial {
-            droppedPackets += 1 // a packet claimed to continue, but this page starts a new one
+            droppedPackets += 1  // a packet claimed to continue, but this page starts a new one
             hasPartial = false
             partial.removeAll(keepingCapacity: true)
         }

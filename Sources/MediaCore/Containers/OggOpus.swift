@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The Ogg Opus identification header, `OpusHead` (RFC 7845 §5.1). Only channel mapping family 0
@@ -49,14 +49,17 @@ public struct OggOpusHead: Hashable, Sendable {
         guard channels >= 1 else { throw ContainerError(.malformed, path: path, "OpusHead declares 0 channels") }
         let family = b[18]
         guard family == 0 else {
-            throw ContainerError(.unsupported, path: path,
-                                 "channel mapping family \(family) is not supported (only family 0: mono or stereo)")
+            throw ContainerError(
+                .unsupported, path: path,
+                "channel mapping family \(family) is not supported (only family 0: mono or stereo)")
         }
         guard channels <= 2 else {
-            throw ContainerError(.malformed, path: path, "OpusHead declares \(channels) channels with mapping family 0 (at most 2)")
+            throw ContainerError(
+                .malformed, path: path, "OpusHead declares \(channels) channels with mapping family 0 (at most 2)")
         }
-        var h = OggOpusHead(channelCount: channels, preSkip: Int(ContainerLE.u16(b, 10)), inputSampleRate: Int(ContainerLE.u32(b, 12)),
-                            outputGain: Int16(bitPattern: ContainerLE.u16(b, 16)))
+        var h = OggOpusHead(
+            channelCount: channels, preSkip: Int(ContainerLE.u16(b, 10)), inputSampleRate: Int(ContainerLE.u32(b, 12)),
+            outputGain: Int16(bitPattern: ContainerLE.u16(b, 16)))
         h.version = b[8]
         h.mappingFamily = family
         return h
@@ -209,7 +212,8 @@ public final class OggOpusReader: @unchecked Sendable {
             }
             if let first = assembler.packets.first {
                 guard assembler.packets.count == 1, !assembler.hasIncompletePacket else {
-                    throw ContainerError(.malformed, path: path, "audio data shares a page with OpusTags (RFC 7845 §3 forbids it)")
+                    throw ContainerError(
+                        .malformed, path: path, "audio data shares a page with OpusTags (RFC 7845 §3 forbids it)")
                 }
                 guard assembler.bytes[first].starts(with: Array("OpusTags".utf8)) else {
                     throw ContainerError(.malformed, path: path, "the second packet is not OpusTags")
@@ -233,7 +237,7 @@ public final class OggOpusReader: @unchecked Sendable {
             }
             let p = pages.page
             guard p.serial == serial else { continue }
-            if p.flags.contains(.beginningOfStream) { continue } // a chained stream reusing the serial
+            if p.flags.contains(.beginningOfStream) { continue }  // a chained stream reusing the serial
             guard assembler.add(p) else {
                 throw ContainerError(.tooLarge, path: path, "page \(p.index): an audio packet is larger than 16 MiB")
             }
@@ -250,26 +254,35 @@ public final class OggOpusReader: @unchecked Sendable {
             for (n, r) in assembler.packets.enumerated() {
                 let count = assembler.bytes[r].withUnsafeBytes { OpusPacketInfo.sampleCount($0) }
                 guard let samples = count else {
-                    throw ContainerError(.malformed, path: path,
-                                         "packet \(packetsRead + n) (page \(p.index)) is not a valid Opus packet (bad TOC)")
+                    throw ContainerError(
+                        .malformed, path: path,
+                        "packet \(packetsRead + n) (page \(p.index)) is not a valid Opus packet (bad TOC)")
                 }
                 total += Int64(samples)
-                queue.append((r, OggOpusPacket(byteCount: r.count, sampleCount: samples, granuleEnd: 0,
-                                               discardStart: 0, discardEnd: 0, isLast: false)))
+                queue.append(
+                    (
+                        r,
+                        OggOpusPacket(
+                            byteCount: r.count, sampleCount: samples, granuleEnd: 0,
+                            discardStart: 0, discardEnd: 0, isLast: false)
+                    ))
             }
             if !sawAudioPage {
                 sawAudioPage = true
                 // RFC 7845 §4.5: the first audio page's granule minus its packets' durations is
                 // the starting granule; less than zero is only valid on a last page (end trimming).
-                if p.granule >= total { startGranule = p.granule - total }
-                else if eos { startGranule = 0 }
-                else {
-                    throw ContainerError(.malformed, path: path,
-                                         "first audio page's granule position \(p.granule) is smaller than its \(total) samples")
+                if p.granule >= total {
+                    startGranule = p.granule - total
+                } else if eos {
+                    startGranule = 0
+                } else {
+                    throw ContainerError(
+                        .malformed, path: path,
+                        "first audio page's granule position \(p.granule) is smaller than its \(total) samples")
                 }
                 runningGranule = startGranule
             } else if !eos && p.granule != -1 && p.granule != runningGranule + total {
-                runningGranule = p.granule - total // a gap: trust the page
+                runningGranule = p.granule - total  // a gap: trust the page
             }
             var end = runningGranule
             for i in queue.indices {
@@ -282,7 +295,7 @@ public final class OggOpusReader: @unchecked Sendable {
             runningGranule = end
             if eos {
                 finalGranule = p.granule
-                var trim = end - p.granule // end trimming (RFC 7845 §4.4)
+                var trim = end - p.granule  // end trimming (RFC 7845 §4.4)
                 for i in queue.indices.reversed() where trim > 0 {
                     let room = Int64(queue[i].info.sampleCount - queue[i].info.discardStart)
                     let cut = min(trim, max(0, room))
@@ -337,8 +350,10 @@ public final class OggOpusWriter: @unchecked Sendable {
 
     /// Creates the (temporary) output and writes the two header pages. `head.preSkip` should be
     /// the encoder's lookahead at 48 kHz. `serial` defaults to a random number.
-    public init(path: String, head: OggOpusHead, tags: OggOpusTags = OggOpusTags(),
-                serial: UInt32 = UInt32.random(in: 1...UInt32.max)) throws(ContainerError) {
+    public init(
+        path: String, head: OggOpusHead, tags: OggOpusTags = OggOpusTags(),
+        serial: UInt32 = UInt32.random(in: 1...UInt32.max)
+    ) throws(ContainerError) {
         precondition((1...2).contains(head.channelCount) && head.mappingFamily == 0, "OggOpusWriter: 1-2 channels, family 0")
         precondition((0...65535).contains(head.preSkip), "OggOpusWriter: pre-skip out of range")
         self.path = path; self.head = head; self.tags = tags
@@ -353,11 +368,14 @@ public final class OggOpusWriter: @unchecked Sendable {
     }
 
     /// Convenience: mono or stereo with the given pre-skip (encoder lookahead) and input rate.
-    public convenience init(path: String, channelCount: Int, preSkip: Int = 312, inputSampleRate: Int = 48_000,
-                            vendor: String = "Revue", comments: [String] = []) throws(ContainerError) {
-        try self.init(path: path,
-                      head: OggOpusHead(channelCount: channelCount, preSkip: preSkip, inputSampleRate: inputSampleRate),
-                      tags: OggOpusTags(vendor: vendor, comments: comments))
+    public convenience init(
+        path: String, channelCount: Int, preSkip: Int = 312, inputSampleRate: Int = 48_000,
+        vendor: String = "Revue", comments: [String] = []
+    ) throws(ContainerError) {
+        try self.init(
+            path: path,
+            head: OggOpusHead(channelCount: channelCount, preSkip: preSkip, inputSampleRate: inputSampleRate),
+            tags: OggOpusTags(vendor: vendor, comments: comments))
     }
 
     /// Appends one Opus packet lasting `sampleCount` samples at 48 kHz (what the encoder was given,
@@ -367,14 +385,18 @@ public final class OggOpusWriter: @unchecked Sendable {
     public func write(_ packet: UnsafeRawBufferPointer, sampleCount: Int) throws(ContainerError) {
         precondition(sampleCount > 0 && sampleCount <= 5760, "OggOpusWriter: packet duration out of range")
         guard packet.count >= 1 else {
-            throw ContainerError(.malformed, path: path, "packet \(packetsWritten) is empty (an Ogg Opus packet has at least a TOC byte)")
+            throw ContainerError(
+                .malformed, path: path, "packet \(packetsWritten) is empty (an Ogg Opus packet has at least a TOC byte)")
         }
         if let toc = OpusPacketInfo.sampleCount(packet), toc != sampleCount {
-            throw ContainerError(.malformed, path: path,
-                                 "packet \(packetsWritten) lasts \(toc) samples by its TOC, not \(sampleCount)")
+            throw ContainerError(
+                .malformed, path: path,
+                "packet \(packetsWritten) lasts \(toc) samples by its TOC, not \(sampleCount)")
         }
-        if pages.hasPending && (pendingDuration >= maximumPageDuration
-                                || pages.pendingLacingCount + OggPageWriter.lacingCount(packet.count) > 255) {
+        if pages.hasPending
+            && (pendingDuration >= maximumPageDuration
+                || pages.pendingLacingCount + OggPageWriter.lacingCount(packet.count) > 255)
+        {
             try pages.flush()
             pendingDuration = 0
         }
@@ -399,8 +421,9 @@ public final class OggOpusWriter: @unchecked Sendable {
         if let n = originalSampleCount {
             let target = Int64(head.preSkip) + n
             precondition(target <= granule, "OggOpusWriter.finish: more samples than were written")
-            precondition(target > granule - Int64(pendingDuration) || packetsWritten == 0,
-                         "OggOpusWriter.finish: trimming beyond the last page")
+            precondition(
+                target > granule - Int64(pendingDuration) || packetsWritten == 0,
+                "OggOpusWriter.finish: trimming beyond the last page")
             end = target
         }
         if packetsWritten == 0 { end = end ?? 0 }

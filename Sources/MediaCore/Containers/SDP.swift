@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `o=` (RFC 8866 §5.2): who made the session description and which version of it this is.
@@ -13,8 +13,10 @@ public struct SDPOrigin: Hashable, Sendable {
     public var address: String
 
     /// An origin; `sessionID` should be unique (a random or NTP-time number).
-    public init(username: String = "-", sessionID: UInt64, sessionVersion: UInt64 = 1,
-                addressType: String = "IP4", address: String) {
+    public init(
+        username: String = "-", sessionID: UInt64, sessionVersion: UInt64 = 1,
+        addressType: String = "IP4", address: String
+    ) {
         self.username = username; self.sessionID = sessionID; self.sessionVersion = sessionVersion
         self.addressType = addressType; self.address = address
     }
@@ -262,8 +264,10 @@ public struct SDPMediaDescription: Hashable, Sendable {
 
     /// An RTP media section with one payload type and its rtpmap: `m=video 5004 RTP/SAVP 96` +
     /// `a=rtpmap:96 VP8/90000`.
-    public init(type: String, port: Int, proto: String = "RTP/SAVP", payloadType: Int,
-                encoding: String, clockRate: Int, channels: Int? = nil) {
+    public init(
+        type: String, port: Int, proto: String = "RTP/SAVP", payloadType: Int,
+        encoding: String, clockRate: Int, channels: Int? = nil
+    ) {
         self.init(type: type, port: port, proto: proto, formats: [String(payloadType)])
         rtpMaps = [SDPRTPMap(payloadType: payloadType, encoding: encoding, clockRate: clockRate, channels: channels)]
     }
@@ -283,8 +287,10 @@ public struct SDPMediaDescription: Hashable, Sendable {
     /// `a=rtpmap:<rtx> rtx/<apt's clock rate>`, `a=fmtp:<rtx> apt=<apt>` and, with SSRCs,
     /// `a=ssrc-group:FID <media> <rtx>` (RFC 4588 §8) plus the RTX SSRC's `cname` (copied from
     /// the media SSRC's). Traps when `apt` has no rtpmap (programmer error).
-    public mutating func addRetransmission(payloadType rtx: Int, for apt: Int, mediaSSRC: UInt32? = nil,
-                                           rtxSSRC: UInt32? = nil) {
+    public mutating func addRetransmission(
+        payloadType rtx: Int, for apt: Int, mediaSSRC: UInt32? = nil,
+        rtxSSRC: UInt32? = nil
+    ) {
         guard let map = rtpMap(for: apt) else { preconditionFailure("no rtpmap for payload type \(apt)") }
         precondition((0...127).contains(rtx) && rtx != apt, "RTX payload type \(rtx) out of range or equal to \(apt)")
         formats.append(String(rtx))
@@ -326,8 +332,9 @@ public struct SDPMediaDescription: Hashable, Sendable {
             out.append("a=rtcp-fb:\(f.payloadType.map(String.init) ?? "*") \(f.type)" + (f.parameter.map { " \($0)" } ?? ""))
         }
         for e in extensionMaps {
-            out.append("a=extmap:\(e.id)" + (e.direction.map { "/\($0.rawValue)" } ?? "") + " \(e.uri)"
-                       + (e.attributes.map { " \($0)" } ?? ""))
+            out.append(
+                "a=extmap:\(e.id)" + (e.direction.map { "/\($0.rawValue)" } ?? "") + " \(e.uri)"
+                    + (e.attributes.map { " \($0)" } ?? ""))
         }
         for c in crypto { out.append("a=crypto:\(c.value)") }
         if let d = direction { out.append("a=\(d.rawValue)") }
@@ -364,16 +371,20 @@ public struct SDPSessionDescription: Hashable, Sendable {
     public var media: [SDPMediaDescription] = []
 
     /// A description with `v=0`, `t=0 0` and the given lines.
-    public init(origin: SDPOrigin, sessionName: String = "Revue", connection: SDPConnection? = nil,
-                media: [SDPMediaDescription] = []) {
+    public init(
+        origin: SDPOrigin, sessionName: String = "Revue", connection: SDPConnection? = nil,
+        media: [SDPMediaDescription] = []
+    ) {
         self.origin = origin; self.sessionName = sessionName; self.connection = connection; self.media = media
     }
 
     /// The description as text, CRLF line ends, ending with CRLF.
     public var text: String {
-        var out = ["v=0",
-                   "o=\(origin.username) \(origin.sessionID) \(origin.sessionVersion) \(origin.networkType) \(origin.addressType) \(origin.address)",
-                   "s=\(sessionName.isEmpty ? "-" : sessionName)"]
+        var out = [
+            "v=0",
+            "o=\(origin.username) \(origin.sessionID) \(origin.sessionVersion) \(origin.networkType) \(origin.addressType) \(origin.address)",
+            "s=\(sessionName.isEmpty ? "-" : sessionName)",
+        ]
         if let i = information { out.append("i=\(i)") }
         for f in otherFields where "uep".contains(f.type) { out.append("\(f.type)=\(f.value)") }
         if let c = connection { out.append("c=\(c.networkType) \(c.addressType) \(c.address)") }
@@ -471,7 +482,8 @@ struct SDPParser {
                 throw fail("empty line")
             }
             let chars = Array(line.utf8.prefix(2))
-            guard chars.count == 2, chars[1] == UInt8(ascii: "="), (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(chars[0]) else {
+            guard chars.count == 2, chars[1] == UInt8(ascii: "="), (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(chars[0])
+            else {
                 throw fail("expected <type>=<value>, got \"\(line.prefix(40))\"")
             }
             let type = Character(Unicode.Scalar(chars[0]))
@@ -490,8 +502,9 @@ struct SDPParser {
                 guard let id = UInt64(f[1]), let version = UInt64(f[2]) else {
                     throw fail("o= session id and version must be numbers")
                 }
-                var o = SDPOrigin(username: String(f[0]), sessionID: id, sessionVersion: version,
-                                  addressType: String(f[4]), address: String(f[5]))
+                var o = SDPOrigin(
+                    username: String(f[0]), sessionID: id, sessionVersion: version,
+                    addressType: String(f[4]), address: String(f[5]))
                 o.networkType = String(f[3])
                 session.origin = o
                 sawOrigin = true
@@ -522,8 +535,9 @@ struct SDPParser {
                 guard f.count >= 4 else { throw fail("m= needs <media> <port> <proto> <fmt>..., got \"\(value)\"") }
                 let portParts = f[1].split(separator: "/", omittingEmptySubsequences: false)
                 guard portParts.count <= 2 else { throw fail("m= port \"\(f[1])\" is malformed") }
-                var m = SDPMediaDescription(type: String(f[0]), port: try int(portParts[0], "m= port", 0...65535),
-                                            proto: String(f[2]), formats: f[3...].map(String.init))
+                var m = SDPMediaDescription(
+                    type: String(f[0]), port: try int(portParts[0], "m= port", 0...65535),
+                    proto: String(f[2]), formats: f[3...].map(String.init))
                 if portParts.count == 2 { m.portCount = try int(portParts[1], "m= port count", 1...65535) }
                 // RTP/AVP, RTP/SAVP, and the RFC 5764 DTLS forms (UDP/TLS/RTP/SAVPF) that WebRTC uses.
                 if m.proto.split(separator: "/").contains("RTP") {
@@ -538,9 +552,12 @@ struct SDPParser {
                     session.attributes.append(SDPAttribute(String(name), attrValue.map(String.init)))
                 }
             case "u", "e", "p", "r", "z", "k":
-                if current == nil { session.otherFields.append(SDPField(type: type, value: String(value))) }
-                else if type != "k" { throw fail("\(type)= is not allowed in a media section") }
-                // k= (obsolete, RFC 8866 §5.12) in a media section is ignored.
+                if current == nil {
+                    session.otherFields.append(SDPField(type: type, value: String(value)))
+                } else if type != "k" {
+                    throw fail("\(type)= is not allowed in a media section")
+                }
+            // k= (obsolete, RFC 8866 §5.12) in a media section is ignored.
             default:
                 throw fail("unknown line type \(type)=")
             }
@@ -559,8 +576,10 @@ struct SDPParser {
         return (value[..<colon], value[value.index(after: colon)...])
     }
 
-    mutating func mediaAttribute(_ name: Substring, _ value: Substring?,
-                                 into m: inout SDPMediaDescription) throws(ContainerError) {
+    mutating func mediaAttribute(
+        _ name: Substring, _ value: Substring?,
+        into m: inout SDPMediaDescription
+    ) throws(ContainerError) {
         func need() throws(ContainerError) -> Substring {
             guard let v = value, !v.isEmpty else { throw fail("a=\(name) needs a value") }
             return v
@@ -589,8 +608,10 @@ struct SDPParser {
             let f = v.split(separator: " ", omittingEmptySubsequences: true)
             guard f.count >= 2 else { throw fail("a=rtcp-fb needs <payload type> <feedback type>") }
             let pt = f[0] == "*" ? nil : try int(f[0], "a=rtcp-fb: payload type", 0...127)
-            m.rtcpFeedback.append(SDPRTCPFeedback(payloadType: pt, type: String(f[1]),
-                                                  parameter: f.count > 2 ? f[2...].joined(separator: " ") : nil))
+            m.rtcpFeedback.append(
+                SDPRTCPFeedback(
+                    payloadType: pt, type: String(f[1]),
+                    parameter: f.count > 2 ? f[2...].joined(separator: " ") : nil))
         case "extmap":
             let v = try need()
             let f = v.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
@@ -605,8 +626,10 @@ struct SDPParser {
                 }
                 direction = d
             }
-            m.extensionMaps.append(SDPExtensionMap(id: id, direction: direction, uri: String(f[1]),
-                                                   attributes: f.count > 2 ? String(f[2]) : nil))
+            m.extensionMaps.append(
+                SDPExtensionMap(
+                    id: id, direction: direction, uri: String(f[1]),
+                    attributes: f.count > 2 ? String(f[2]) : nil))
         case "crypto":
             m.crypto.append(try crypto(try need()))
         case "ssrc":
@@ -765,7 +788,8 @@ extension SDPMediaDescription {
     /// `application/x-rtp` caps. Nil when there is no rtpmap or the suite is unknown to GStreamer.
     public var gstreamerCaps: String? {
         guard let pt = payloadTypes.first, let map = rtpMap(for: pt) else { return nil }
-        var caps = "media=(string)\(type), payload=(int)\(pt), clock-rate=(int)\(map.clockRate), "
+        var caps =
+            "media=(string)\(type), payload=(int)\(pt), clock-rate=(int)\(map.clockRate), "
             + "encoding-name=(string)\(map.encoding.uppercased())"
         if let ch = map.channels, type == "audio" { caps += ", encoding-params=(string)\(ch)" }
         if let ssrc = ssrcs.first?.ssrc { caps += ", ssrc=(uint)\(ssrc)" }

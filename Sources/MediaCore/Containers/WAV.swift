@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The sample encodings the WAV reader and writer handle: 16-bit PCM (format tag 1) and 32-bit IEEE
@@ -86,8 +86,9 @@ public final class WAVReader: @unchecked Sendable {
                 if format == nil { throw ContainerError(.truncated, path: path, "file ends before the fmt chunk") }
                 throw ContainerError(.truncated, path: path, "file ends before the data chunk")
             }
-            let id = String(decoding: head.prefix(4).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") },
-                            as: UTF8.self)
+            let id = String(
+                decoding: head.prefix(4).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") },
+                as: UTF8.self)
             let size = Int64(ContainerLE.u32(head, 4))
             switch id {
             case "ds64" where magic == "RF64", "fmt ":
@@ -121,32 +122,45 @@ public final class WAVReader: @unchecked Sendable {
                 switch (f.tag, f.bits) {
                 case (1, 16): kind = .int16
                 case (3, 32): kind = .float32
-                case (1, _): throw ContainerError(.unsupported, path: path,
-                                                  "unsupported sample format: \(f.bits)-bit PCM (only 16-bit PCM and 32-bit float)")
-                case (3, _): throw ContainerError(.unsupported, path: path,
-                                                  "unsupported sample format: \(f.bits)-bit float (only 16-bit PCM and 32-bit float)")
+                case (1, _):
+                    throw ContainerError(
+                        .unsupported, path: path,
+                        "unsupported sample format: \(f.bits)-bit PCM (only 16-bit PCM and 32-bit float)")
+                case (3, _):
+                    throw ContainerError(
+                        .unsupported, path: path,
+                        "unsupported sample format: \(f.bits)-bit float (only 16-bit PCM and 32-bit float)")
                 default:
                     let hex = String(f.tag, radix: 16, uppercase: true)
-                    throw ContainerError(.unsupported, path: path,
-                                         "unsupported WAV format tag 0x\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) (only PCM and IEEE float)")
+                    throw ContainerError(
+                        .unsupported, path: path,
+                        "unsupported WAV format tag 0x\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) (only PCM and IEEE float)"
+                    )
                 }
                 guard f.channels >= 1 else { throw ContainerError(.malformed, path: path, "fmt chunk declares 0 channels") }
                 guard f.channels <= 2 else {
-                    throw ContainerError(.unsupported, path: path, "\(f.channels) channels are not supported (only mono and stereo)")
+                    throw ContainerError(
+                        .unsupported, path: path, "\(f.channels) channels are not supported (only mono and stereo)")
                 }
                 guard f.rate >= 1 else { throw ContainerError(.malformed, path: path, "fmt chunk declares a sample rate of 0") }
                 guard f.rate <= Self.maximumSampleRate else {
-                    throw ContainerError(.tooLarge, path: path, "sample rate \(f.rate) Hz is absurd (limit \(Self.maximumSampleRate))")
+                    throw ContainerError(
+                        .tooLarge, path: path, "sample rate \(f.rate) Hz is absurd (limit \(Self.maximumSampleRate))")
                 }
                 guard f.align == f.channels * kind.bytesPerSample else {
-                    throw ContainerError(.malformed, path: path,
-                                         "fmt chunk block align \(f.align) does not match \(f.channels) channels of \(f.bits) bits")
+                    throw ContainerError(
+                        .malformed, path: path,
+                        "fmt chunk block align \(f.align) does not match \(f.channels) channels of \(f.bits) bits")
                 }
                 sampleRate = f.rate; channelCount = f.channels; sampleFormat = kind; blockAlign = f.align
                 var declared: Int64? = size
-                if magic == "RF64" && size == 0xFFFF_FFFF { declared = ds64Data }
-                else if size == 0xFFFF_FFFF { declared = nil }
-                else if size == 0 && (riffSize == 0 || riffSize == 0xFFFF_FFFF) { declared = nil }
+                if magic == "RF64" && size == 0xFFFF_FFFF {
+                    declared = ds64Data
+                } else if size == 0xFFFF_FFFF {
+                    declared = nil
+                } else if size == 0 && (riffSize == 0 || riffSize == 0xFFFF_FFFF) {
+                    declared = nil
+                }
                 if let d = declared, d < 0 { declared = nil }
                 dataSize = declared
                 dataRemaining = declared
@@ -157,8 +171,9 @@ public final class WAVReader: @unchecked Sendable {
                 let skip = size + (size & 1)
                 let skipped = try file.skip(skip)
                 if skipped < size {
-                    throw ContainerError(.truncated, path: path,
-                                         "chunk '\(id)' at byte \(chunkStart) is truncated (declares \(size) bytes, \(skipped) present)")
+                    throw ContainerError(
+                        .truncated, path: path,
+                        "chunk '\(id)' at byte \(chunkStart) is truncated (declares \(size) bytes, \(skipped) present)")
                 }
             }
         }
@@ -206,7 +221,7 @@ public final class WAVReader: @unchecked Sendable {
         if sampleFormat == .int16 {
             let n = try readFrames(into: UnsafeMutableRawPointer(base), maxFrames: maxFrames)
             #if _endian(big)
-            for i in 0..<(n * channelCount) { base[i] = Int16(littleEndian: base[i]) }
+                for i in 0..<(n * channelCount) { base[i] = Int16(littleEndian: base[i]) }
             #endif
             return n
         }
@@ -223,8 +238,8 @@ public final class WAVReader: @unchecked Sendable {
         if sampleFormat == .float32 {
             let n = try readFrames(into: UnsafeMutableRawPointer(base), maxFrames: maxFrames)
             #if _endian(big)
-            let raw = UnsafeMutableRawPointer(base).assumingMemoryBound(to: UInt32.self)
-            for i in 0..<(n * channelCount) { base[i] = Float(bitPattern: UInt32(littleEndian: raw[i])) }
+                let raw = UnsafeMutableRawPointer(base).assumingMemoryBound(to: UInt32.self)
+                for i in 0..<(n * channelCount) { base[i] = Float(bitPattern: UInt32(littleEndian: raw[i])) }
             #endif
             return n
         }
@@ -236,8 +251,10 @@ public final class WAVReader: @unchecked Sendable {
     /// Reads up to `maxFrames` frames of the file's sample type `Raw` (the one the caller did not
     /// ask for) through the scratch buffer, a chunk at a time, writing `convert` of each
     /// little-endian sample as read to `base`. Returns the frames read; 0 at the end of the data.
-    private func readConverting<Raw, Sample>(from _: Raw.Type, into base: UnsafeMutablePointer<Sample>, maxFrames: Int,
-                                             _ convert: (Raw) -> Sample) throws(ContainerError) -> Int {
+    private func readConverting<Raw, Sample>(
+        from _: Raw.Type, into base: UnsafeMutablePointer<Sample>, maxFrames: Int,
+        _ convert: (Raw) -> Sample
+    ) throws(ContainerError) -> Int {
         var done = 0
         let chunk = scratchBytes / blockAlign
         while done < maxFrames {
@@ -291,7 +308,7 @@ public final class WAVWriter: @unchecked Sendable {
         h.appendContainerLE32(UInt32(sampleRate * align)); h.appendContainerLE16(UInt16(align))
         h.appendContainerLE16(UInt16(format.bytesPerSample * 8))
         if format == .float32 {
-            h.appendContainerLE16(0) // cbSize
+            h.appendContainerLE16(0)  // cbSize
             h.appendContainerASCII("fact"); h.appendContainerLE32(4)
             factOffset = Int64(h.count)
             h.appendContainerLE32(0)
@@ -321,9 +338,9 @@ public final class WAVWriter: @unchecked Sendable {
         try checkLimit(adding: samples.count / channelCount)
         if sampleFormat == .int16 {
             #if _endian(big)
-            for s in samples { var le = s.littleEndian; try file.write(&le, count: 2) }
+                for s in samples { var le = s.littleEndian; try file.write(&le, count: 2) }
             #else
-            try file.write(base, count: samples.count * 2)
+                try file.write(base, count: samples.count * 2)
             #endif
         } else {
             let per = scratchBytes / 4
@@ -346,9 +363,9 @@ public final class WAVWriter: @unchecked Sendable {
         try checkLimit(adding: samples.count / channelCount)
         if sampleFormat == .float32 {
             #if _endian(big)
-            for s in samples { var le = s.bitPattern.littleEndian; try file.write(&le, count: 4) }
+                for s in samples { var le = s.bitPattern.littleEndian; try file.write(&le, count: 4) }
             #else
-            try file.write(base, count: samples.count * 4)
+                try file.write(base, count: samples.count * 4)
             #endif
         } else {
             let per = scratchBytes / 2

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The stream header of a YUV4MPEG2 (`.y4m`) file: `YUV4MPEG2 W640 H480 F30:1 Ip A1:1 C420jpeg`.
@@ -21,7 +21,11 @@ public struct Y4MHeader: Hashable, Sendable {
 
     /// The `I` tag.
     public enum Interlacing: String, Sendable {
-        case progressive = "p", topFieldFirst = "t", bottomFieldFirst = "b", mixed = "m", unknown = "?"
+        case progressive = "p"
+        case topFieldFirst = "t"
+        case bottomFieldFirst = "b"
+        case mixed = "m"
+        case unknown = "?"
     }
 
     /// Largest width or height accepted from a file: anything larger is treated as corrupt.
@@ -38,9 +42,11 @@ public struct Y4MHeader: Hashable, Sendable {
     public var chroma: Chroma
 
     /// A header; defaults are progressive, square pixels, `C420jpeg`.
-    public init(width: Int, height: Int, frameRate: ContainerRational,
-                interlacing: Interlacing = .progressive, pixelAspect: ContainerRational = ContainerRational(1, 1),
-                chroma: Chroma = .c420jpeg) {
+    public init(
+        width: Int, height: Int, frameRate: ContainerRational,
+        interlacing: Interlacing = .progressive, pixelAspect: ContainerRational = ContainerRational(1, 1),
+        chroma: Chroma = .c420jpeg
+    ) {
         self.width = width; self.height = height; self.frameRate = frameRate
         self.interlacing = interlacing; self.pixelAspect = pixelAspect; self.chroma = chroma
     }
@@ -100,11 +106,12 @@ public struct Y4MHeader: Hashable, Sendable {
                 interlacing = i
             case "C":
                 guard let c = Chroma(rawValue: String(value)) else {
-                    throw ContainerError(.unsupported, path: path,
-                                         "unsupported chroma format C\(value) (only 4:2:0: C420, C420jpeg, C420paldv, C420mpeg2)")
+                    throw ContainerError(
+                        .unsupported, path: path,
+                        "unsupported chroma format C\(value) (only 4:2:0: C420, C420jpeg, C420paldv, C420mpeg2)")
                 }
                 chroma = c
-            default: break // X extensions and unknown tags are ignored, as the spec says.
+            default: break  // X extensions and unknown tags are ignored, as the spec says.
             }
         }
         guard let w = width else { throw ContainerError(.malformed, path: path, "header has no width (W tag)") }
@@ -113,11 +120,13 @@ public struct Y4MHeader: Hashable, Sendable {
             throw ContainerError(.malformed, path: path, "header has an empty frame size \(w)x\(h)")
         }
         guard w <= maximumDimension, h <= maximumDimension else {
-            throw ContainerError(.tooLarge, path: path,
-                                 "frame size \(w)x\(h) is too large (limit \(maximumDimension)x\(maximumDimension))")
+            throw ContainerError(
+                .tooLarge, path: path,
+                "frame size \(w)x\(h) is too large (limit \(maximumDimension)x\(maximumDimension))")
         }
-        return Y4MHeader(width: w, height: h, frameRate: rate, interlacing: interlacing,
-                         pixelAspect: aspect, chroma: chroma)
+        return Y4MHeader(
+            width: w, height: h, frameRate: rate, interlacing: interlacing,
+            pixelAspect: aspect, chroma: chroma)
     }
 }
 
@@ -180,8 +189,9 @@ public final class Y4MReader: @unchecked Sendable {
     /// `timestampNs` from the frame index and rate. Returns false at the clean end of the file;
     /// throws for a missing `FRAME` marker or a truncated frame.
     public func readFrame(into frame: VideoFrame) throws(ContainerError) -> Bool {
-        precondition(frame.width == width && frame.height == height,
-                     "Y4MReader.readFrame: frame is \(frame.width)x\(frame.height), stream is \(width)x\(height)")
+        precondition(
+            frame.width == width && frame.height == height,
+            "Y4MReader.readFrame: frame is \(frame.width)x\(frame.height), stream is \(width)x\(height)")
         let index = framesRead
         switch try file.readLine(into: &line, limit: 1024) {
         case .endOfFile:
@@ -195,9 +205,11 @@ public final class Y4MReader: @unchecked Sendable {
             throw ContainerError(.malformed, path: path, "frame \(index) does not start with FRAME")
         case .line:
             guard line.count >= 5, line.starts(with: Self.frameTag),
-                  line.count == 5 || line[5] == UInt8(ascii: " ") else {
-                throw ContainerError(.malformed, path: path,
-                                     "frame \(index) does not start with FRAME (at byte \(file.offset - Int64(line.count) - 1))")
+                line.count == 5 || line[5] == UInt8(ascii: " ")
+            else {
+                throw ContainerError(
+                    .malformed, path: path,
+                    "frame \(index) does not start with FRAME (at byte \(file.offset - Int64(line.count) - 1))")
             }
         }
         var got = 0
@@ -248,8 +260,9 @@ public final class Y4MWriter: @unchecked Sendable {
     /// Creates the (temporary) output and writes the header. Traps on a size outside 1...16384 or a
     /// zero frame rate (programmer errors); throws when the file cannot be created.
     public init(path: String, header: Y4MHeader) throws(ContainerError) {
-        precondition(header.width > 0 && header.height > 0 && header.width <= Y4MHeader.maximumDimension
-                     && header.height <= Y4MHeader.maximumDimension, "Y4MWriter: bad size")
+        precondition(
+            header.width > 0 && header.height > 0 && header.width <= Y4MHeader.maximumDimension
+                && header.height <= Y4MHeader.maximumDimension, "Y4MWriter: bad size")
         precondition(header.frameRate.numerator > 0 && header.frameRate.denominator > 0, "Y4MWriter: bad frame rate")
         self.path = path
         self.header = header
@@ -258,8 +271,10 @@ public final class Y4MWriter: @unchecked Sendable {
     }
 
     /// Convenience: progressive 4:2:0 at `frameRate`, square pixels.
-    public convenience init(path: String, width: Int, height: Int,
-                            frameRate: ContainerRational) throws(ContainerError) {
+    public convenience init(
+        path: String, width: Int, height: Int,
+        frameRate: ContainerRational
+    ) throws(ContainerError) {
         try self.init(path: path, header: Y4MHeader(width: width, height: height, frameRate: frameRate))
     }
 
@@ -269,8 +284,10 @@ public final class Y4MWriter: @unchecked Sendable {
     /// mid-way, which Y4M cannot represent) and writes nothing.
     public func write(_ view: I420View) throws(ContainerError) {
         guard view.width == header.width && view.height == header.height else {
-            throw ContainerError(.unsupported, path: path,
-                                 "frame \(framesWritten) is \(view.width)x\(view.height) but the file is \(header.width)x\(header.height) (Y4M cannot change size)")
+            throw ContainerError(
+                .unsupported, path: path,
+                "frame \(framesWritten) is \(view.width)x\(view.height) but the file is \(header.width)x\(header.height) (Y4M cannot change size)"
+            )
         }
         try file.write(Self.frameMarker)
         func plane(_ src: UnsafePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) throws(ContainerError) {

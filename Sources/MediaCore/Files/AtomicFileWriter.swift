@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Why an `AtomicFileWriter` failed: the step that failed (worded for a message: "write failed",
@@ -85,7 +85,8 @@ package final class AtomicFileWriter {
     private func sysWrite(_ src: UnsafeRawPointer, _ n: Int, at position: Int64? = nil) throws(AtomicFileError) {
         var done = 0
         while done < n {
-            let r = position.map { pwrite(fd, src + done, n - done, off_t($0) + off_t(done)) }
+            let r =
+                position.map { pwrite(fd, src + done, n - done, off_t($0) + off_t(done)) }
                 ?? Glibc.write(fd, src + done, n - done)
             if r < 0 {
                 let e = Glibc.errno

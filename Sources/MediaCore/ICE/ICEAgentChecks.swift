@@ -325,7 +325,8 @@ extension ICEAgent {
         if pairs.contains(where: { !$0.usesRelay && isUsable($0, now: now) }) { return true }
         let directPending = pairs.contains { !$0.usesRelay && $0.state != .failed }
         guard directPending else { return false }
-        return checksStartedAt == 0 || now &- checksStartedAt < UInt64(max(0, configuration.relayCheckDelayMilliseconds)) * 1_000_000
+        return checksStartedAt == 0
+            || now &- checksStartedAt < UInt64(max(0, configuration.relayCheckDelayMilliseconds)) * 1_000_000
     }
 
     /// Usable now: valid, not failed over, and answered within the failover time.

@@ -39,7 +39,9 @@ package struct ICECandidate: Hashable, Sendable, CustomStringConvertible {
     /// The base (host) or mapped address a reflexive or relayed candidate came from.
     package var relatedAddress: SocketAddress?
 
-    package init(foundation: String, priority: UInt32, address: SocketAddress, type: ICECandidateType, relatedAddress: SocketAddress? = nil) {
+    package init(
+        foundation: String, priority: UInt32, address: SocketAddress, type: ICECandidateType, relatedAddress: SocketAddress? = nil
+    ) {
         self.foundation = foundation
         self.priority = priority
         self.address = address
@@ -67,9 +69,10 @@ package struct ICECandidate: Hashable, Sendable, CustomStringConvertible {
         if t.hasPrefix("candidate:") { t = t.dropFirst("candidate:".count) }
         let f = t.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         guard f.count >= 8, f[0].count <= 32, !f[0].isEmpty, let component = UInt8(f[1]), component >= 1,
-              f[2].lowercased() == "udp", let priority = UInt32(f[3]), let port = UInt16(f[5]), port != 0,
-              f[6] == "typ", let type = ICECandidateType(rawValue: f[7]),
-              let address = try? SocketAddress(host: f[4], port: port) else { return nil }
+            f[2].lowercased() == "udp", let priority = UInt32(f[3]), let port = UInt16(f[5]), port != 0,
+            f[6] == "typ", let type = ICECandidateType(rawValue: f[7]),
+            let address = try? SocketAddress(host: f[4], port: port)
+        else { return nil }
         var related: SocketAddress?
         var i = 8
         while i + 1 < f.count {

@@ -23,7 +23,10 @@ package enum STUNError: Error, Equatable, Sendable {
 package struct STUNMessage: Equatable, Sendable {
     /// The message class (RFC 8489 §5: the C1 and C0 bits).
     package enum Class: UInt16, Sendable {
-        case request = 0, indication = 1, successResponse = 2, errorResponse = 3
+        case request = 0
+        case indication = 1
+        case successResponse = 2
+        case errorResponse = 3
     }
 
     /// A STUN method (12 bits; RFC 8489 §18.2, RFC 8656 §17).
@@ -180,7 +183,8 @@ package struct STUNMessage: Equatable, Sendable {
     /// True when the message ends with a FINGERPRINT attribute whose CRC-32 matches (RFC 8489 §14.7).
     package static func hasValidFingerprint(_ bytes: [UInt8]) -> Bool {
         guard bytes.count >= 28, get16(bytes, bytes.count - 8) == AttributeType.fingerprint,
-              get16(bytes, bytes.count - 6) == 4 else { return false }
+            get16(bytes, bytes.count - 6) == 4
+        else { return false }
         let expected = get32(bytes, bytes.count - 4)
         return CRC32.checksum(bytes[0..<(bytes.count - 8)]) ^ fingerprintXor == expected
     }
@@ -197,7 +201,9 @@ package struct STUNMessage: Equatable, Sendable {
                 guard n == 20, i + 24 <= bytes.count else { return false }
                 let rest = i + 24
                 // Only FINGERPRINT may follow.
-                if rest != bytes.count && !(rest + 8 == bytes.count && get16(bytes, rest) == AttributeType.fingerprint) { return false }
+                if rest != bytes.count && !(rest + 8 == bytes.count && get16(bytes, rest) == AttributeType.fingerprint) {
+                    return false
+                }
                 var prefix = Array(bytes[0..<i])
                 setLength(&prefix, i - 20 + 24)
                 let mac = hmacSHA1(key: key, prefix)
@@ -218,7 +224,9 @@ package struct STUNMessage: Equatable, Sendable {
     package static func longTermKey(username: String, realm: String, password: String) -> [UInt8] {
         let input = Array("\(username):\(realm):\(password)".utf8)
         var out = [UInt8](repeating: 0, count: 16)
-        let ok = input.withUnsafeBytes { i in out.withUnsafeMutableBufferPointer { cms_md5(i.baseAddress, i.count, $0.baseAddress) } }
+        let ok = input.withUnsafeBytes { i in
+            out.withUnsafeMutableBufferPointer { cms_md5(i.baseAddress, i.count, $0.baseAddress) }
+        }
         precondition(ok == 1, "MD5 failed in libcrypto")
         return out
     }
@@ -265,7 +273,8 @@ package struct STUNMessage: Equatable, Sendable {
 
     /// Appends ERROR-CODE with `code` and `reason`.
     package mutating func appendErrorCode(_ code: Int, reason: String) {
-        attributes.append(Attribute(type: AttributeType.errorCode, value: [0, 0, UInt8(code / 100), UInt8(code % 100)] + Array(reason.utf8)))
+        attributes.append(
+            Attribute(type: AttributeType.errorCode, value: [0, 0, UInt8(code / 100), UInt8(code % 100)] + Array(reason.utf8)))
     }
 
     /// Appends a UTF-8 text attribute (USERNAME, REALM, NONCE, SOFTWARE).
@@ -313,7 +322,9 @@ package struct STUNMessage: Equatable, Sendable {
         var mac = [UInt8](repeating: 0, count: 20)
         let ok = key.withUnsafeBytes { k in
             data.withUnsafeBytes { d in
-                mac.withUnsafeMutableBufferPointer { cms_hmac_sha1(k.baseAddress, k.count, d.baseAddress, d.count, $0.baseAddress) }
+                mac.withUnsafeMutableBufferPointer {
+                    cms_hmac_sha1(k.baseAddress, k.count, d.baseAddress, d.count, $0.baseAddress)
+                }
             }
         }
         precondition(ok == 1, "HMAC-SHA1 failed in libcrypto")

@@ -43,8 +43,10 @@ package enum TURNChannelData {
 /// only when a stream takes part of the bytes).
 enum TURNGatheredSend {
     /// Sends `a`, `b`, `c` as one datagram to `name` (UDP). Returns the bytes sent or -1.
-    static func datagram(_ fd: Int32, to name: UnsafeMutablePointer<sockaddr_storage>, length: socklen_t,
-                         _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer) -> Int {
+    static func datagram(
+        _ fd: Int32, to name: UnsafeMutablePointer<sockaddr_storage>, length: socklen_t,
+        _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer
+    ) -> Int {
         withUnsafeTemporaryAllocation(of: iovec.self, capacity: 3) { iov in
             iov[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: a.baseAddress), iov_len: a.count)
             iov[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)
@@ -65,8 +67,10 @@ enum TURNGatheredSend {
     /// Writes all of `a`, `b`, `c` to the stream `fd` (nonblocking), waiting for room up to
     /// `timeoutMilliseconds` in total. False when the stream failed or stayed full: the caller must
     /// then drop the connection, as a frame may be cut.
-    static func stream(_ fd: Int32, timeoutMilliseconds: Int32,
-                       _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer) -> Bool {
+    static func stream(
+        _ fd: Int32, timeoutMilliseconds: Int32,
+        _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer
+    ) -> Bool {
         withUnsafeTemporaryAllocation(of: iovec.self, capacity: 3) { iov in
             iov[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: a.baseAddress), iov_len: a.count)
             iov[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)

@@ -306,7 +306,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         }
         guard ensurePermission(peer) else { return nil }
         while channels[nextChannel] != nil {
-            nextChannel = nextChannel == TURNChannelData.channelRange.upperBound ? TURNChannelData.channelRange.lowerBound : nextChannel + 1
+            nextChannel =
+                nextChannel == TURNChannelData.channelRange.upperBound ? TURNChannelData.channelRange.lowerBound : nextChannel + 1
         }
         let n = nextChannel
         var indication = STUNMessage(method: .send, class: .indication)
@@ -406,7 +407,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             scratch[0] = UInt8(n >> 8); scratch[1] = UInt8(n & 0xFF)
             scratch[2] = UInt8(payload.count >> 8); scratch[3] = UInt8(payload.count & 0xFF)
             let pad = tcp != nil ? (4 - payload.count % 4) % 4 : 0
-            ok = deliver(UnsafeRawBufferPointer(rebasing: scratch[0..<4]), payload, UnsafeRawBufferPointer(rebasing: scratch[64..<(64 + pad)]))
+            ok = deliver(
+                UnsafeRawBufferPointer(rebasing: scratch[0..<4]), payload,
+                UnsafeRawBufferPointer(rebasing: scratch[64..<(64 + pad)]))
             if ok { stats.channelDataSent += 1 }
         } else {
             let h = c.indicationHeader.count
@@ -415,7 +418,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             let length = h - 20 + payload.count + pad
             scratch[2] = UInt8(length >> 8); scratch[3] = UInt8(length & 0xFF)
             scratch[h - 2] = UInt8(payload.count >> 8); scratch[h - 1] = UInt8(payload.count & 0xFF)
-            ok = deliver(UnsafeRawBufferPointer(rebasing: scratch[0..<h]), payload, UnsafeRawBufferPointer(rebasing: scratch[64..<(64 + pad)]))
+            ok = deliver(
+                UnsafeRawBufferPointer(rebasing: scratch[0..<h]), payload,
+                UnsafeRawBufferPointer(rebasing: scratch[64..<(64 + pad)]))
             if ok { stats.sendIndicationsSent += 1 }
         }
         if !ok { stats.sendFailures += 1 }
@@ -435,7 +440,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Under the lock: a whole control message to the server.
     @discardableResult
     private func transmit(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { deliver($0, UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(start: nil, count: 0)) }
+        bytes.withUnsafeBytes {
+            deliver($0, UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(start: nil, count: 0))
+        }
     }
 
     /// Under the lock: the permission for `peer`'s IP, added (and requested when allocated) if new.
@@ -506,7 +513,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         }
         let bytes = m.encode(integrity: signing, fingerprint: true)
         let now = Self.now()
-        let first = tcp != nil ? Self.nanoseconds(settings.tcpTransactionTimeout) : Self.nanoseconds(settings.retransmissionTimeout)
+        let first =
+            tcp != nil ? Self.nanoseconds(settings.tcpTransactionTimeout) : Self.nanoseconds(settings.retransmissionTimeout)
         transactions[TransactionKey(m.transactionID)] = Transaction(
             purpose: purpose, method: m.method, bytes: bytes, key: signing, nextAt: now + first, timeout: first, retries: retries)
         stats.requestsSent += 1
@@ -568,7 +576,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
                 return true
             }
             guard let peer = try? message.xorAddress(STUNMessage.AttributeType.xorPeerAddress),
-                  let data = message.value(STUNMessage.AttributeType.data) else {
+                let data = message.value(STUNMessage.AttributeType.data)
+            else {
                 stats.malformed += 1
                 lock.unlock()
                 return true
@@ -633,7 +642,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         case .allocate:
             guard current == .allocating else { return }
             guard let relayed = try? m.xorAddress(STUNMessage.AttributeType.xorRelayedAddress),
-                  let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress) else {
+                let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress)
+            else {
                 return fail("the allocation answer lacks XOR-RELAYED-ADDRESS or XOR-MAPPED-ADDRESS")
             }
             scheduleRefresh(lifetime: m.uint32(STUNMessage.AttributeType.lifetime) ?? 600, now: now)
@@ -669,7 +679,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         if code == 401 && t.key == nil {
             // The challenge (RFC 8489 §9.2.3): the realm and nonce make the long-term key.
             guard let r = m.text(STUNMessage.AttributeType.realm), let n = newNonce, !r.isEmpty, !n.isEmpty,
-                  r.utf8.count <= 763, n.utf8.count <= 763 else {
+                r.utf8.count <= 763, n.utf8.count <= 763
+            else {
                 return failed(t.purpose, "a 401 challenge without a usable REALM and NONCE")
             }
             realm = r
@@ -679,7 +690,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             return
         }
         if (code == 438 || (code == 401 && newNonce != nil && newNonce != nonce)) && t.retries < 3,
-           let n = newNonce, !n.isEmpty, n.utf8.count <= 763 {
+            let n = newNonce, !n.isEmpty, n.utf8.count <= 763
+        {
             // A stale nonce (RFC 8489 §9.2.5): the same request with the new one.
             nonce = n
             stats.staleNonceRetries += 1

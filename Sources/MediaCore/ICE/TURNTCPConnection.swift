@@ -30,8 +30,10 @@ final class TURNTCPConnection: @unchecked Sendable {
     /// Called once when the connection fails or the server closes it (not after `close()`).
     private let onClosed: @Sendable (String) -> Void
 
-    init(server: SocketAddress, onConnected: @escaping @Sendable () -> Void,
-         onFrame: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClosed: @escaping @Sendable (String) -> Void) {
+    init(
+        server: SocketAddress, onConnected: @escaping @Sendable () -> Void,
+        onFrame: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClosed: @escaping @Sendable (String) -> Void
+    ) {
         self.server = server
         self.onConnected = onConnected
         self.onFrame = onFrame
@@ -47,8 +49,10 @@ final class TURNTCPConnection: @unchecked Sendable {
 
     /// Writes one frame made of up to three parts (header, payload, padding); false when not
     /// connected or the write failed (the connection is then shut down).
-    func write(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
-               _ c: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
+    func write(
+        _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
+        _ c: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)
+    ) -> Bool {
         writeLock.lock()
         defer { writeLock.unlock() }
         guard fd >= 0, connected else { return false }
@@ -76,7 +80,8 @@ final class TURNTCPConnection: @unchecked Sendable {
     }
 
     private func run() {
-        let s = Glibc.socket(server.cFamily, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let s = Glibc.socket(
+            server.cFamily, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { return finish("socket: errno \(errno)") }
         var one: Int32 = 1
         _ = setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -136,7 +141,9 @@ final class TURNTCPConnection: @unchecked Sendable {
                 start += size
             }
             if start > 0 {
-                if filled > start { (buffer.baseAddress!).copyMemory(from: buffer.baseAddress! + start, byteCount: filled - start) }
+                if filled > start {
+                    (buffer.baseAddress!).copyMemory(from: buffer.baseAddress! + start, byteCount: filled - start)
+                }
                 filled -= start
             }
         }

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A speaking detector decision of one send stream, for the session layer's
 /// `didUpdateIsSpeaking` and loudest-first `activeSpeakers`.
@@ -116,14 +117,14 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let continuation: AsyncStream<SpeakingEvent>.Continuation
     private var worker: WorkerThread!
     private var resampler: Resampler?
-    private let frameSamples: Int           // per channel at 48 kHz
+    private let frameSamples: Int  // per channel at 48 kHz
     private let pcm: UnsafeMutableBufferPointer<Float>
-    private var filled = 0                  // frames in `pcm`
+    private var filled = 0  // frames in `pcm`
     private let packet: UnsafeMutableRawBufferPointer
     private let initialTimestamp: UInt32
-    private var samplesSent: Int64 = 0      // 48 kHz ticks since the first frame
-    private var frameCaptureNs: Int64 = 0   // capture time of pcm[0]
-    private var frameCapturedAtNs: UInt64 = 0   // the same instant on CLOCK_MONOTONIC (0: unknown)
+    private var samplesSent: Int64 = 0  // 48 kHz ticks since the first frame
+    private var frameCaptureNs: Int64 = 0  // capture time of pcm[0]
+    private var frameCapturedAtNs: UInt64 = 0  // the same instant on CLOCK_MONOTONIC (0: unknown)
     private var expectedInputNs: Int64 = .min
     private var markNext = true
     private let dtxSkipped = Atomic<UInt64>(0)
@@ -154,11 +155,12 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         encoder.expectedPacketLossPercent = c.expectedPacketLossPercent
         encoder.isDTXEnabled = c.dtx
         bitrate = c.bitrate
-        core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
-                               historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
-                               absSendTimeID: c.absSendTimeExtensionID, audioLevelID: c.audioLevelExtensionID,
-                               initialSequenceNumber: c.initialSequenceNumber, transportSequence: c.transportSequence,
-                               counters: counters)
+        core = try RTPSendCore(
+            ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
+            historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
+            absSendTimeID: c.absSendTimeExtensionID, audioLevelID: c.audioLevelExtensionID,
+            initialSequenceNumber: c.initialSequenceNumber, transportSequence: c.transportSequence,
+            counters: counters)
         capturer = AudioBufferCapturer(channels: c.channels, ringCapacity: c.ringCapacity, counters: counters)
         var speaking = c.speaking
         speaking.frameDurationMs = c.frameDuration.rawValue / 1000
@@ -234,9 +236,10 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     /// Counters as W3C records; never stops the pipeline.
     public var statistics: Statistics {
-        Statistics(outbound: counters.outboundStats(ssrc: ssrc, kind: "audio", codec: "opus"),
-                   source: counters.audioSourceStats, capture: counters.captureStats,
-                   dtxFramesSkipped: dtxSkipped.load(ordering: .relaxed))
+        Statistics(
+            outbound: counters.outboundStats(ssrc: ssrc, kind: "audio", codec: "opus"),
+            source: counters.audioSourceStats, capture: counters.captureStats,
+            dtxFramesSkipped: dtxSkipped.load(ordering: .relaxed))
     }
 
     // MARK: RTPSendFeedbackTarget
@@ -298,7 +301,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         if chunk.sampleRate == 48_000 {
             while !input.isEmpty {
                 if filled == 0 {
-                    frameCaptureNs = chunk.timestampNs &+ Int64(chunk.frameCount - input.count / channels) * 1_000_000_000 / 48_000
+                    frameCaptureNs =
+                        chunk.timestampNs &+ Int64(chunk.frameCount - input.count / channels) * 1_000_000_000 / 48_000
                     noteFrameStart(chunk)
                 }
                 let n = min(frameSamples - filled, input.count / channels)
@@ -311,8 +315,9 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             return
         }
         if resampler?.inputRate != chunk.sampleRate {
-            resampler = try? Resampler(channels: channels, inputRate: chunk.sampleRate, outputRate: 48_000,
-                                       quality: configuration.resamplerQuality)
+            resampler = try? Resampler(
+                channels: channels, inputRate: chunk.sampleRate, outputRate: 48_000,
+                quality: configuration.resamplerQuality)
             resampler?.skipLatency()
         }
         guard let resampler else { counters.add(counters.droppedInvalid); return }
@@ -333,7 +338,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     /// Places the frame's first sample (`frameCaptureNs`, inside `chunk`) on the monotonic clock.
     private func noteFrameStart(_ chunk: AudioFrame) {
-        frameCapturedAtNs = chunk.capturedAtNs == 0 ? 0 : chunk.capturedAtNs &+ UInt64(max(0, frameCaptureNs &- chunk.timestampNs))
+        frameCapturedAtNs =
+            chunk.capturedAtNs == 0 ? 0 : chunk.capturedAtNs &+ UInt64(max(0, frameCaptureNs &- chunk.timestampNs))
     }
 
     /// Level, speaking detector, Opus, RTP for the full frame in `pcm`.
@@ -344,13 +350,15 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         let dBov = AudioLevel.dBov(rms: rms)
         let duration = Double(frameSamples) / 48_000
         counters.audioLevelBits.store(min(1, rms).bitPattern, ordering: .relaxed)
-        SendCounters.store(counters.totalAudioEnergyBits,
-                           SendCounters.double(counters.totalAudioEnergyBits) + min(1, rms * rms) * duration)
+        SendCounters.store(
+            counters.totalAudioEnergyBits,
+            SendCounters.double(counters.totalAudioEnergyBits) + min(1, rms * rms) * duration)
         SendCounters.store(counters.totalSamplesDurationBits, SendCounters.double(counters.totalSamplesDurationBits) + duration)
         if let change = detector.process(levelDbov: Float(dBov)) {
-            let event = SpeakingEvent(ssrc: ssrc, isSpeaking: change == .startedSpeaking,
-                                      levelDbov: change == .startedSpeaking ? detector.speechLevel : -127,
-                                      captureNs: frameCaptureNs)
+            let event = SpeakingEvent(
+                ssrc: ssrc, isSpeaking: change == .startedSpeaking,
+                levelDbov: change == .startedSpeaking ? detector.speechLevel : -127,
+                captureNs: frameCaptureNs)
             continuation.yield(event)
             onSpeakingEvent?(event)
         }
@@ -376,8 +384,9 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         }
         core.header.marker = markNext
         markNext = false
-        let payloads = OpusPayload.packetize(frame: UnsafeRawBufferPointer(start: packet.baseAddress, count: length),
-                                             maxPayloadSize: core.maxPayloadSize)
+        let payloads = OpusPayload.packetize(
+            frame: UnsafeRawBufferPointer(start: packet.baseAddress, count: length),
+            maxPayloadSize: core.maxPayloadSize)
         core.send(payloads, timestamp: timestamp, captureNs: frameCaptureNs, capturedAtNs: frameCapturedAtNs, nowNs: encodedNs)
     }
 }

@@ -146,7 +146,8 @@ public final class AudioTimeStretch {
     /// inserted (0 when the block is too short, not stretchable, or there is no room). No allocation.
     public func preemptiveExpand(_ pcm: UnsafeMutableBufferPointer<Int16>, frames: Int) -> Int {
         guard pcm.count >= (frames + maxLag) * channels,
-              let a = analyse(UnsafeBufferPointer(pcm), frames: frames), a.stretchable else { return 0 }
+            let a = analyse(UnsafeBufferPointer(pcm), frames: frames), a.stretchable
+        else { return 0 }
         let L = a.lag, ch = channels
         let p = pcm.baseAddress!
         // Output: x[0 ..< L], then the inserted period fading from x[L + i] to x[i], then

@@ -36,8 +36,9 @@ public struct SendSideBandwidthEstimator: Sendable {
         self.minimumBitrate = minimumBitrate
         self.maximumBitrate = maximumBitrate
         lossBasedBitrate = Double(max(minimumBitrate, min(maximumBitrate, startBitrate)))
-        delayBased = DelayBasedBandwidthEstimator(startBitrate: startBitrate, minimumBitrate: minimumBitrate,
-                                                  maximumBitrate: maximumBitrate)
+        delayBased = DelayBasedBandwidthEstimator(
+            startBitrate: startBitrate, minimumBitrate: minimumBitrate,
+            maximumBitrate: maximumBitrate)
     }
 
     /// The bitrate the encoder should use now: the smallest of the loss-based estimate, the
@@ -50,8 +51,10 @@ public struct SendSideBandwidthEstimator: Sendable {
 
     /// Feeds one transport-cc feedback packet received at `nowNs` (`CLOCK_MONOTONIC`), matched
     /// against the send times `numbers` logged; the delay-based estimate takes part from now on.
-    public mutating func transportFeedback(_ feedback: RTCPTransportFeedback, sendLog numbers: TransportSequenceNumbers,
-                                           nowNs: UInt64) {
+    public mutating func transportFeedback(
+        _ feedback: RTCPTransportFeedback, sendLog numbers: TransportSequenceNumbers,
+        nowNs: UInt64
+    ) {
         feedbackAdapter.adapt(feedback, sendLog: numbers)
         transportFeedback(feedbackAdapter.results, nowNs: nowNs)
     }

@@ -43,8 +43,10 @@ public struct TransportFeedbackAdapter: Sendable {
 
     /// Adapts `feedback`, looking each reported packet's send up with `lookup` (send time in
     /// `CLOCK_MONOTONIC` ns and wire size, nil when unknown); the results replace `results`.
-    public mutating func adapt(_ feedback: RTCPTransportFeedback,
-                               lookup: (UInt16) -> (sendNs: UInt64, size: Int)?) {
+    public mutating func adapt(
+        _ feedback: RTCPTransportFeedback,
+        lookup: (UInt16) -> (sendNs: UInt64, size: Int)?
+    ) {
         results.removeAll(keepingCapacity: true)
         // Unwrap the 24-bit reference time against the previous one.
         if feedbackCount == 0 {
@@ -62,7 +64,8 @@ public struct TransportFeedbackAdapter: Sendable {
         lastCount = feedback.feedbackPacketCount
         feedbackCount += 1
         // Extend the base against the highest number seen so far.
-        let base: Int64 = highest < 0
+        let base: Int64 =
+            highest < 0
             ? Int64(feedback.baseSequenceNumber)
             : highest + Int64(Int16(bitPattern: feedback.baseSequenceNumber &- UInt16(truncatingIfNeeded: highest)))
         var arrival = reference * 64_000_000
@@ -76,8 +79,10 @@ public struct TransportFeedbackAdapter: Sendable {
                 at = arrival
             }
             guard let sent = lookup(UInt16(truncatingIfNeeded: ext)) else { unmatched += 1; continue }
-            results.append(TransportPacketResult(sequenceNumber: ext, sendNs: Int64(bitPattern: sent.sendNs),
-                                                 arrivalNs: at, size: sent.size))
+            results.append(
+                TransportPacketResult(
+                    sequenceNumber: ext, sendNs: Int64(bitPattern: sent.sendNs),
+                    arrivalNs: at, size: sent.size))
         }
         highest = max(highest, base + Int64(feedback.packets.count) - 1)
     }
@@ -212,8 +217,10 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     private static let bucketNs: Int64 = 50_000_000
 
     /// An estimator starting at `startBitrate`, kept within `minimumBitrate...maximumBitrate`.
-    public init(startBitrate: Int, minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000,
-                settings: Settings = Settings()) {
+    public init(
+        startBitrate: Int, minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000,
+        settings: Settings = Settings()
+    ) {
         precondition(minimumBitrate > 0 && minimumBitrate <= maximumBitrate && settings.windowSize >= 2)
         self.settings = settings
         self.minimumBitrate = Double(minimumBitrate)
@@ -268,7 +275,8 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         // A burst: arrived right after the group's last packet although sent later than it
         // (a queue released them together), so the queue says nothing about these.
         let arrivalDelta = arrivalNs - groupLastArrival, sendDelta = sendNs - groupLastSend
-        let burst = arrivalDelta >= 0 && arrivalDelta <= 5_000_000 && arrivalDelta - sendDelta < 0
+        let burst =
+            arrivalDelta >= 0 && arrivalDelta <= 5_000_000 && arrivalDelta - sendDelta < 0
             && arrivalNs - groupFirstArrival < 100_000_000
         if inSpan || burst {
             groupLastSend = max(groupLastSend, sendNs)
@@ -279,7 +287,9 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         if havePrevious {
             let sendDeltaMs = Double(groupLastSend - prevLastSend) / 1e6
             let arrivalDeltaMs = Double(groupLastArrival - prevLastArrival) / 1e6
-            if arrivalDeltaMs >= 0 { trendline(sendDeltaMs: sendDeltaMs, arrivalDeltaMs: arrivalDeltaMs, arrivalNs: groupLastArrival) }
+            if arrivalDeltaMs >= 0 {
+                trendline(sendDeltaMs: sendDeltaMs, arrivalDeltaMs: arrivalDeltaMs, arrivalNs: groupLastArrival)
+            }
         }
         havePrevious = true
         prevLastSend = groupLastSend; prevLastArrival = groupLastArrival

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A `PacketSink` that records every packet (plain RTP or SRTP, as the stream sends it) as a UDP
 /// datagram from `source` to `destination` in a pcap file that tshark and Wireshark read, stamped
@@ -25,9 +26,11 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     public let path: String
 
     /// Creates the capture at `path` (written to a temporary name until `finish`).
-    public init(path: String, source: PcapEndpoint = PcapEndpoint(192, 0, 2, 1, port: 40_000),
-                destination: PcapEndpoint = PcapEndpoint(192, 0, 2, 2, port: 50_000),
-                linkType: PcapWriter.LinkType = .ethernet) throws(PcapWriterError) {
+    public init(
+        path: String, source: PcapEndpoint = PcapEndpoint(192, 0, 2, 1, port: 40_000),
+        destination: PcapEndpoint = PcapEndpoint(192, 0, 2, 2, port: 50_000),
+        linkType: PcapWriter.LinkType = .ethernet
+    ) throws(PcapWriterError) {
         self.path = path
         self.source = source
         self.destination = destination

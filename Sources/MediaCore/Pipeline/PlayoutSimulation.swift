@@ -34,9 +34,11 @@ package enum PlayoutSimulation {
         payloads.enumerated().map { k, payload in
             var bytes = [UInt8](repeating: 0, count: 12 + payload.count)
             bytes.withUnsafeMutableBytes { b in
-                _ = RTPPacket.marshal(header: RTPHeader(payloadType: 111, sequenceNumber: UInt16(truncatingIfNeeded: k),
-                                                        timestamp: UInt32(truncatingIfNeeded: k * 960), ssrc: 5),
-                                      payload: payload.withUnsafeBytes { $0 }, into: b)
+                _ = RTPPacket.marshal(
+                    header: RTPHeader(
+                        payloadType: 111, sequenceNumber: UInt16(truncatingIfNeeded: k),
+                        timestamp: UInt32(truncatingIfNeeded: k * 960), ssrc: 5),
+                    payload: payload.withUnsafeBytes { $0 }, into: b)
             }
             return bytes
         }
@@ -47,8 +49,10 @@ package enum PlayoutSimulation {
     /// random 0...`maxJitterMs` (seeded; reordering happens when delays differ by more than 20 ms),
     /// plus, every `spikeEverySeconds` (0: never), a stall: the packets of the last 100 ms before it
     /// are held, the first by `spikeMs`, and arrive in a burst.
-    package static func arrivals(count: Int, driftPPM: Double, maxJitterMs: Double, seed: UInt64,
-                                 spikeMs: Double = 0, spikeEverySeconds: Double = 0) -> [UInt64] {
+    package static func arrivals(
+        count: Int, driftPPM: Double, maxJitterMs: Double, seed: UInt64,
+        spikeMs: Double = 0, spikeEverySeconds: Double = 0
+    ) -> [UInt64] {
         var rng = seed | 1
         let interval = 20_000_000.0 / (1 + driftPPM / 1e6)
         return (0..<count).map { k in
@@ -84,8 +88,10 @@ package enum PlayoutSimulation {
 
     /// Plays `rtp` (whole packets) arriving at `arrivals` through a new stream for `pulls` pulls of
     /// 10 ms starting at 1 s on the receiver's clock.
-    package static func run(_ rtp: [[UInt8]], arrivals: [UInt64], pulls: Int, adjustment: AudioReceiveSettings.PlayoutAdjustment,
-                            settleSeconds: Double = 3) throws -> Outcome {
+    package static func run(
+        _ rtp: [[UInt8]], arrivals: [UInt64], pulls: Int, adjustment: AudioReceiveSettings.PlayoutAdjustment,
+        settleSeconds: Double = 3
+    ) throws -> Outcome {
         var settings = AudioReceiveSettings(payloadType: 111)
         settings.playoutAdjustment = adjustment
         let s = try AudioReceiveStream(ssrc: 5, settings: settings)
@@ -114,8 +120,9 @@ package enum PlayoutSimulation {
                 }
             }
         }
-        return Outcome(output: out, stats: s.stats, marginMs: (low, high), meanMarginMs: (meanLow, meanHigh), levelMs: (lowL, highL),
-                       finalTargetMs: s.targetDelayMilliseconds)
+        return Outcome(
+            output: out, stats: s.stats, marginMs: (low, high), meanMarginMs: (meanLow, meanHigh), levelMs: (lowL, highL),
+            finalTargetMs: s.targetDelayMilliseconds)
     }
 
     /// SNR (dB) of `output` against the source tone, phase-aligned per block: for each 10 ms block

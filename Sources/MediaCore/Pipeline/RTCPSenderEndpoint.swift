@@ -57,9 +57,11 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
     /// Prepares the endpoint on `socket` (the send pipeline's socket) for `targets`.
     public init(socket: UDPSocket, configuration: Configuration, targets: [any RTPSendFeedbackTarget]) throws(SRTPError) {
         let inbound = try configuration.remoteKey.map { k throws(SRTPError) in try SRTPContext(material: k, direction: .inbound) }
-        let outbound = try configuration.localKey.map { k throws(SRTPError) in try SRTPContext(material: k, direction: .outbound) }
-        let session = RTCPSenderSession(targets: targets, startBitrate: configuration.startBitrate,
-                                        minimumBitrate: configuration.minimumBitrate, maximumBitrate: configuration.maximumBitrate)
+        let outbound = try configuration.localKey.map { k throws(SRTPError) in try SRTPContext(material: k, direction: .outbound)
+        }
+        let session = RTCPSenderSession(
+            targets: targets, startBitrate: configuration.startBitrate,
+            minimumBitrate: configuration.minimumBitrate, maximumBitrate: configuration.maximumBitrate)
         session.transportSequenceNumbers = configuration.transportSequenceNumbers
         worker = Worker(socket: socket, configuration: configuration, session: session, inbound: inbound, outbound: outbound)
     }
@@ -99,7 +101,10 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         var remote: SocketAddress?
         var reportSchedule: RTCPReportSchedule
 
-        init(socket: UDPSocket, configuration: Configuration, session: RTCPSenderSession, inbound: SRTPContext?, outbound: SRTPContext?) {
+        init(
+            socket: UDPSocket, configuration: Configuration, session: RTCPSenderSession, inbound: SRTPContext?,
+            outbound: SRTPContext?
+        ) {
             self.socket = socket
             self.configuration = configuration
             self.session = session
@@ -114,7 +119,8 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         func run() {
             while !stopping.load(ordering: .acquiring) {
                 if (try? socket.waitUntilReadable(timeoutMilliseconds: 20)) == true,
-                   let n = try? batch.receive(from: socket, wait: false) {
+                    let n = try? batch.receive(from: socket, wait: false)
+                {
                     for i in 0..<n { handle(batch[i]) }
                 }
                 let now = UDPSocket.monotonicNanoseconds()

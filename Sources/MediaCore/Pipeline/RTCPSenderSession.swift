@@ -72,12 +72,15 @@ public final class RTCPSenderSession {
     private var lastKeyframeRequestNs: [UInt32: UInt64] = [:]
 
     /// A session for `ssrcs` starting its estimate at `startBitrate`.
-    public init(ssrcs: [UInt32], handler: RTCPFeedbackHandler?, startBitrate: Int,
-                minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000) {
+    public init(
+        ssrcs: [UInt32], handler: RTCPFeedbackHandler?, startBitrate: Int,
+        minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000
+    ) {
         self.ssrcs = ssrcs
         self.handler = handler
-        estimator = SendSideBandwidthEstimator(startBitrate: startBitrate, minimumBitrate: minimumBitrate,
-                                               maximumBitrate: maximumBitrate)
+        estimator = SendSideBandwidthEstimator(
+            startBitrate: startBitrate, minimumBitrate: minimumBitrate,
+            maximumBitrate: maximumBitrate)
         lastTarget = estimator.targetBitrate
         for s in ssrcs { remoteInbound[s] = RemoteInboundRTPStreamStats(); remoteInbound[s]!.ssrc = s }
     }
@@ -86,10 +89,13 @@ public final class RTCPSenderSession {
     /// go to the stream (which resends from its history and asks its encoder for a keyframe when it
     /// cannot), PLI/FIR become keyframe requests, and the bandwidth estimate caps the video
     /// streams' bitrate (`handleEstimatedBitrate`). Sender reports come from `senderReports`.
-    public convenience init(targets: [any RTPSendFeedbackTarget], startBitrate: Int,
-                            minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000) {
-        self.init(ssrcs: targets.map(\.ssrc), handler: nil, startBitrate: startBitrate,
-                  minimumBitrate: minimumBitrate, maximumBitrate: maximumBitrate)
+    public convenience init(
+        targets: [any RTPSendFeedbackTarget], startBitrate: Int,
+        minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000
+    ) {
+        self.init(
+            ssrcs: targets.map(\.ssrc), handler: nil, startBitrate: startBitrate,
+            minimumBitrate: minimumBitrate, maximumBitrate: maximumBitrate)
         for t in targets { self.targets[t.ssrc] = t }
     }
 
@@ -99,7 +105,9 @@ public final class RTCPSenderSession {
         targets = [:]
         for t in newTargets { targets[t.ssrc] = t }
         ssrcs = newTargets.map(\.ssrc)
-        for s in ssrcs where remoteInbound[s] == nil { remoteInbound[s] = RemoteInboundRTPStreamStats(); remoteInbound[s]!.ssrc = s }
+        for s in ssrcs where remoteInbound[s] == nil {
+            remoteInbound[s] = RemoteInboundRTPStreamStats(); remoteInbound[s]!.ssrc = s
+        }
         for target in targets.values where target.carriesVideo { target.handleEstimatedBitrate(estimator.targetBitrate) }
     }
 
@@ -111,9 +119,10 @@ public final class RTCPSenderSession {
             let info = t.senderInfo
             let clock: UInt64 = t.carriesVideo ? 90_000 : 48_000
             let rtp = info.rtpTimestamp(atNs: nowNs, clockRate: clock)
-            return RTCPSenderReport(ssrc: t.ssrc, ntpTime: ntpTime, rtpTime: rtp,
-                                    packetCount: UInt32(truncatingIfNeeded: info.packetCount),
-                                    octetCount: UInt32(truncatingIfNeeded: info.octetCount))
+            return RTCPSenderReport(
+                ssrc: t.ssrc, ntpTime: ntpTime, rtpTime: rtp,
+                packetCount: UInt32(truncatingIfNeeded: info.packetCount),
+                octetCount: UInt32(truncatingIfNeeded: info.octetCount))
         }
     }
 
@@ -134,7 +143,9 @@ public final class RTCPSenderSession {
 
     /// A sender report for `ssrc` (RFC 3550 §6.4.1): `rtpTimestamp` must be the media clock at the
     /// same instant as `ntpTime`.
-    public func senderReport(ssrc: UInt32, rtpTimestamp: UInt32, ntpTime: NTPTime = RTCPSenderSession.wallClock()) -> RTCPSenderReport {
+    public func senderReport(ssrc: UInt32, rtpTimestamp: UInt32, ntpTime: NTPTime = RTCPSenderSession.wallClock())
+        -> RTCPSenderReport
+    {
         let s = sent[ssrc] ?? (0, 0)
         return RTCPSenderReport(ssrc: ssrc, ntpTime: ntpTime, rtpTime: rtpTimestamp, packetCount: s.packets, octetCount: s.octets)
     }
@@ -212,8 +223,10 @@ public final class RTCPSenderSession {
             s.ssrc = b.ssrc
             s.fractionLost = Double(b.fractionLost) / 256
             s.packetsLost = Int64(b.cumulativeLost)
-            if let rtt = NTPTime.roundTripTime(arrival: arrival, lastSenderReport: b.lastSenderReport,
-                                               delaySinceLastSenderReport: b.delaySinceLastSenderReport) {
+            if let rtt = NTPTime.roundTripTime(
+                arrival: arrival, lastSenderReport: b.lastSenderReport,
+                delaySinceLastSenderReport: b.delaySinceLastSenderReport)
+            {
                 s.roundTripTime = rtt
                 s.totalRoundTripTime += rtt
                 s.roundTripTimeMeasurements += 1

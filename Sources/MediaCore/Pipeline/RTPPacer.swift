@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// How a video send stream's packets are spread in time (in the manner of libwebrtc's
 /// `PacingController`). Thread rule: a value type. Cost: none.
@@ -97,8 +98,9 @@ final class RTPPacer: @unchecked Sendable {
     /// A pacer in front of `sink` for packets of at most `maxPacketSize` bytes, pacing at
     /// `settings.pacingFactor` x `targetBitrate`. Allocates the queue once.
     init(sink: PacketSink?, maxPacketSize: Int, targetBitrate: Int, settings: PacerSettings = PacerSettings()) {
-        precondition(settings.capacity > 0 && settings.capacity & (settings.capacity - 1) == 0,
-                     "pacer capacity \(settings.capacity) is not a power of two")
+        precondition(
+            settings.capacity > 0 && settings.capacity & (settings.capacity - 1) == 0,
+            "pacer capacity \(settings.capacity) is not a power of two")
         precondition(settings.pacingFactor > 0 && settings.intervalMilliseconds > 0, "pacer rate and interval must be positive")
         self.settings = settings
         self.sink = sink
@@ -110,7 +112,8 @@ final class RTPPacer: @unchecked Sendable {
         // so each call left RSS behind.)
         storageBytes = settings.capacity * maxPacketSize
         guard let mapped = mmap(nil, storageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-              mapped != MAP_FAILED else {
+            mapped != MAP_FAILED
+        else {
             fatalError("RTPPacer: cannot map \(storageBytes) bytes for its queue (errno \(errno))")
         }
         storage = mapped
@@ -174,7 +177,8 @@ final class RTPPacer: @unchecked Sendable {
     private func enqueue(_ packet: UnsafeRawBufferPointer) {
         let t = tail.load(ordering: .relaxed)
         guard packet.count <= slotSize, let base = packet.baseAddress,
-              t &- head.load(ordering: .acquiring) < UInt64(settings.capacity) else {
+            t &- head.load(ordering: .acquiring) < UInt64(settings.capacity)
+        else {
             stats.withLock { $0.overflows += 1 }  // rare: a full queue or an oversized packet
             return
         }
@@ -256,8 +260,9 @@ final class RTPPacer: @unchecked Sendable {
         let n = lengths[slot]
         var wire = n
         if let target {
-            wire = target.egress(UnsafeMutableRawBufferPointer(start: storage + slot * slotSize, count: slotSize),
-                                 length: n, nowNs: nowNs)
+            wire = target.egress(
+                UnsafeMutableRawBufferPointer(start: storage + slot * slotSize, count: slotSize),
+                length: n, nowNs: nowNs)
         } else {
             sink?.write(UnsafeRawBufferPointer(start: storage + slot * slotSize, count: n))
         }

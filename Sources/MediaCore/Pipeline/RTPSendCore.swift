@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The packet end of a send stream, shared by video and audio: writes RTP packets (RFC 3550 §5.1)
 /// of one SSRC into one preallocated buffer, stamps the RFC 8285 abs-send-time element, protects
@@ -50,11 +51,13 @@ final class RTPSendCore: @unchecked Sendable {
     /// Transport-wide sequence numbers: the element's ID and the transport's counter.
     let transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)?
 
-    init(ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
-         historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
-         initialSequenceNumber: UInt16?, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil, pacer: RTPPacer? = nil,
-         transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil,
-         counters: SendCounters) throws(SendPipelineError) {
+    init(
+        ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
+        historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
+        initialSequenceNumber: UInt16?, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil, pacer: RTPPacer? = nil,
+        transportSequence: (id: UInt8, numbers: TransportSequenceNumbers)? = nil,
+        counters: SendCounters
+    ) throws(SendPipelineError) {
         precondition(mtu >= 200 && mtu <= 9000, "MTU \(mtu) out of 200...9000")
         precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
         self.ssrc = ssrc
@@ -65,8 +68,9 @@ final class RTPSendCore: @unchecked Sendable {
         self.maxRetransmissions = maxRetransmissions
         self.absSendTimeID = absSendTimeID
         if let rtx {
-            precondition(rtx.payloadType < 128 && rtx.payloadType != payloadType,
-                         "RTX payload type \(rtx.payloadType) must be 7 bits and differ from \(payloadType)")
+            precondition(
+                rtx.payloadType < 128 && rtx.payloadType != payloadType,
+                "RTX payload type \(rtx.payloadType) must be 7 bits and differ from \(payloadType)")
             precondition(rtx.ssrc != ssrc, "the RTX SSRC must differ from the media SSRC \(ssrc)")
         }
         self.rtx = rtx
@@ -118,8 +122,10 @@ final class RTPSendCore: @unchecked Sendable {
     /// rather than paying another read per frame. Returns (packets, payload bytes) sent. Worker
     /// thread only.
     @discardableResult
-    func send<P: RTPFramePayloads>(_ payloads: P, timestamp: UInt32, captureNs: Int64, capturedAtNs: UInt64 = 0,
-                                   nowNs now: UInt64 = UDPSocket.monotonicNanoseconds()) -> (Int, Int) {
+    func send<P: RTPFramePayloads>(
+        _ payloads: P, timestamp: UInt32, captureNs: Int64, capturedAtNs: UInt64 = 0,
+        nowNs now: UInt64 = UDPSocket.monotonicNanoseconds()
+    ) -> (Int, Int) {
         stampSendTime(now)
         header.timestamp = timestamp
         var packets = 0, octets = 0
@@ -139,8 +145,9 @@ final class RTPSendCore: @unchecked Sendable {
         counters.add(counters.packetsSent, UInt64(packets))
         counters.add(counters.bytesSent, UInt64(octets))
         counters.add(counters.headerBytesSent, UInt64(packets * headerSize))
-        counters.publishSent(packets: UInt64(packets), payloadOctets: UInt64(octets), rtpTimestamp: timestamp,
-                             captureNs: captureNs, capturedAtNs: capturedAtNs, sendNs: now)
+        counters.publishSent(
+            packets: UInt64(packets), payloadOctets: UInt64(octets), rtpTimestamp: timestamp,
+            captureNs: captureNs, capturedAtNs: capturedAtNs, sendNs: now)
         return (packets, octets)
     }
 
@@ -174,7 +181,6 @@ final class RTPSendCore: @unchecked Sendable {
             packet.put16(at, t.numbers.take(sendNs: nowNs, size: length + (srtp?.rtpOverhead ?? 0)))
         }
     }
-
 
     /// Any thread: queues NACKed sequence numbers for the worker (RFC 4585 §6.2.1) and counts one
     /// NACK. With a `route` (and a `RoutedPacketSink`), the packets are resent to that receiver
@@ -210,8 +216,11 @@ final class RTPSendCore: @unchecked Sendable {
                 var bytes = stored
                 var payload = stored.count - header.marshalSize - (srtp?.rtpOverhead ?? 0)
                 if let rtx {
-                    guard let n = RTXPacket.wrap(stored, payloadType: rtx.payloadType, sequenceNumber: rtxSequencer.next(),
-                                                 ssrc: rtx.ssrc, into: rtxBuffer) else { return }
+                    guard
+                        let n = RTXPacket.wrap(
+                            stored, payloadType: rtx.payloadType, sequenceNumber: rtxSequencer.next(),
+                            ssrc: rtx.ssrc, into: rtxBuffer)
+                    else { return }
                     payload = stored.count - header.marshalSize
                     stampTransportSequence(rtxBuffer, length: n, nowNs: UInt64(bitPattern: now))
                     var wire = n

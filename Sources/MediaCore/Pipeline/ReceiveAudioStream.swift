@@ -9,8 +9,9 @@ public struct AudioReceiveSettings: Sendable {
     /// Output sample rate of `pullAudio`: 48 000 (Opus native) or any rate the resampler takes.
     public var outputSampleRate: Int = 48_000
     /// Jitter buffer memory and delay range (the prebuffer and the level kept).
-    public var jitterBuffer = JitterBufferSettings(capacity: 256, maxPacketSize: 1500,
-                                                   minimumDelayMilliseconds: 40, maximumDelayMilliseconds: 300)
+    public var jitterBuffer = JitterBufferSettings(
+        capacity: 256, maxPacketSize: 1500,
+        minimumDelayMilliseconds: 40, maximumDelayMilliseconds: 300)
     /// Recover a lost packet from the in-band FEC of the packet after it (RFC 7587 §3.3, Opus LBRR).
     public var fecEnabled = true
     /// Packets that may wait between the network thread and the next pull.
@@ -91,9 +92,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
     private let jitterBuffer: RTPJitterBuffer
     private let decoder: OpusDecoder
     private let resampler: Resampler?
-    private let pcm: UnsafeMutableBufferPointer<Int16>          // decoded 48 kHz FIFO
+    private let pcm: UnsafeMutableBufferPointer<Int16>  // decoded 48 kHz FIFO
     private var pcmCount = 0
-    private let resampled: UnsafeMutableBufferPointer<Int16>    // output-rate FIFO
+    private let resampled: UnsafeMutableBufferPointer<Int16>  // output-rate FIFO
     private var resampledCount = 0
     private let scratch: UnsafeMutableBufferPointer<Int16>
     private var playing = false
@@ -126,8 +127,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
         decoder = try OpusDecoder(sampleRate: .hz48000, channels: settings.channels)
         if settings.outputSampleRate != 48_000 {
             do {
-                resampler = try Resampler(channels: settings.channels, inputRate: 48_000,
-                                          outputRate: settings.outputSampleRate, quality: .voip)
+                resampler = try Resampler(
+                    channels: settings.channels, inputRate: 48_000,
+                    outputRate: settings.outputSampleRate, quality: .voip)
             } catch {
                 throw OpusError(.badArgument, "resampler 48000 -> \(settings.outputSampleRate) Hz: \(error)")
             }
@@ -157,9 +159,10 @@ public final class AudioReceiveStream: @unchecked Sendable {
     /// Takes one unprotected RTP packet of this stream. Network thread only; never blocks.
     public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
         let h = packet.header
-        receiveStatistics.update(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
-                                 arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
-                                 headerSize: packet.headerSize)
+        receiveStatistics.update(
+            sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
+            arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
+            headerSize: packet.headerSize)
         guard packet.buffer.count <= settings.jitterBuffer.maxPacketSize, let slot = free.tryPop() else {
             networkDiscarded += 1
             return
@@ -178,7 +181,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
     /// into `output` and returns the samples per channel written (always `samplesPerPull`): decoded
     /// audio, FEC-recovered or concealed audio, or silence before playout starts. Audio thread only.
     @discardableResult
-    public func pullAudio(into output: UnsafeMutableBufferPointer<Int16>, nowNs: UInt64 = UDPSocket.monotonicNanoseconds()) -> Int {
+    public func pullAudio(into output: UnsafeMutableBufferPointer<Int16>, nowNs: UInt64 = UDPSocket.monotonicNanoseconds()) -> Int
+    {
         let ch = settings.channels
         let need = samplesPerPull
         precondition(output.count >= need * ch, "pullAudio needs room for \(need) x \(ch) samples")
@@ -211,8 +215,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
 
     private func drainHandoff() {
         while let slot = filled.tryPop() {
-            let r = jitterBuffer.insert(UnsafeRawBufferPointer(rebasing: slot.buffer[0..<slot.length]),
-                                        sequenceNumber: slot.sequence, timestamp: slot.timestamp, arrivalNs: slot.arrivalNs)
+            let r = jitterBuffer.insert(
+                UnsafeRawBufferPointer(rebasing: slot.buffer[0..<slot.length]),
+                sequenceNumber: slot.sequence, timestamp: slot.timestamp, arrivalNs: slot.arrivalNs)
             if r == .late || r == .duplicate || r == .tooLarge { audioStats.packetsDiscarded += 1 }
             // The buffer restarted (a jump, or a sender that restarted behind): its timestamps
             // start anywhere, so playout prebuffers again and takes its timing from the new run
@@ -250,7 +255,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
             }
             // Keep the delay bounded: drop a packet when far more than the target is buffered.
             let span = UInt64(jitterBuffer.bufferedTimestampSpan) * 1_000_000_000 / 48_000
-            let cap: UInt64 = settings.playoutAdjustment == .dropPackets
+            let cap: UInt64 =
+                settings.playoutAdjustment == .dropPackets
                 ? 60_000_000 : UInt64(max(0, settings.hardCapMilliseconds) * 1e6)
             if span > jitterBuffer.targetDelayNs + cap && jitterBuffer.count > 2 {
                 if let p = jitterBuffer.popNext() {
@@ -270,7 +276,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
     /// Samples (per channel, 48 kHz) ahead of the playout point: decoded and not yet played, plus
     /// the buffered packets (from the next to the end of the highest).
     private var levelSamples: Int {
-        let held = jitterBuffer.count > 0
+        let held =
+            jitterBuffer.count > 0
             ? Int(jitterBuffer.bufferedTimestampSpan) + max(480, decoder.lastPacketDuration) : 0
         return held + pcmCount
     }
@@ -349,7 +356,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
             if settings.fecEnabled, let following = jitterBuffer.packet(at: next + 1) {
                 let payload = payloadOf(following)
                 if !payload.isEmpty, OpusPacket.isDTXSilence(byteCount: payload.count) == false,
-                   let n = try? decoder.decodeFEC(nextPacket: payload, into: room, frameSize: last) {
+                    let n = try? decoder.decodeFEC(nextPacket: payload, into: room, frameSize: last)
+                {
                     jitterBuffer.skipOne()
                     expectedTimestamp = expectedTimestamp &+ UInt32(n)
                     fecRecoveredSamples += n

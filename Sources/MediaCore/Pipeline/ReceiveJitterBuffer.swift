@@ -24,8 +24,10 @@ public struct JitterBufferSettings: Sendable, Equatable {
     public init() {}
 
     /// Settings with the given delay range.
-    public init(capacity: Int = 512, maxPacketSize: Int = 1500, minimumDelayMilliseconds: Double = 10,
-                maximumDelayMilliseconds: Double = 400) {
+    public init(
+        capacity: Int = 512, maxPacketSize: Int = 1500, minimumDelayMilliseconds: Double = 10,
+        maximumDelayMilliseconds: Double = 400
+    ) {
         self.capacity = capacity
         self.maxPacketSize = maxPacketSize
         self.minimumDelayMilliseconds = minimumDelayMilliseconds
@@ -128,10 +130,12 @@ public final class RTPJitterBuffer {
 
     /// Preallocates `capacity * maxPacketSize` bytes. Traps on a capacity that is not a power of two in 16...32768.
     public init(settings: JitterBufferSettings = JitterBufferSettings(), clockRate: Int) {
-        precondition(settings.capacity >= 16 && settings.capacity <= 32768 && settings.capacity & (settings.capacity - 1) == 0,
-                     "jitter buffer capacity \(settings.capacity) must be a power of two in 16...32768")
-        precondition(settings.minimumDelayMilliseconds >= 0 && settings.maximumDelayMilliseconds >= settings.minimumDelayMilliseconds,
-                     "jitter buffer delay range \(settings.minimumDelayMilliseconds)...\(settings.maximumDelayMilliseconds) ms is empty")
+        precondition(
+            settings.capacity >= 16 && settings.capacity <= 32768 && settings.capacity & (settings.capacity - 1) == 0,
+            "jitter buffer capacity \(settings.capacity) must be a power of two in 16...32768")
+        precondition(
+            settings.minimumDelayMilliseconds >= 0 && settings.maximumDelayMilliseconds >= settings.minimumDelayMilliseconds,
+            "jitter buffer delay range \(settings.minimumDelayMilliseconds)...\(settings.maximumDelayMilliseconds) ms is empty")
         precondition(clockRate > 0 && settings.maxPacketSize > 0)
         self.settings = settings
         self.clockRate = clockRate
@@ -175,8 +179,10 @@ public final class RTPJitterBuffer {
     }
 
     /// Stores one RTP packet (`bytes` is the whole packet) that arrived at `arrivalNs`.
-    public func insert(_ bytes: UnsafeRawBufferPointer, sequenceNumber seq: UInt16, timestamp: UInt32,
-                       arrivalNs: UInt64) -> InsertResult {
+    public func insert(
+        _ bytes: UnsafeRawBufferPointer, sequenceNumber seq: UInt16, timestamp: UInt32,
+        arrivalNs: UInt64
+    ) -> InsertResult {
         guard bytes.count <= settings.maxPacketSize, bytes.count > 0 else {
             counters.tooLarge += 1
             return .tooLarge
@@ -290,8 +296,9 @@ public final class RTPJitterBuffer {
     public func packet(at ext: Int64) -> JitterBufferPacket? {
         let slot = Int(ext & mask)
         guard lengths[slot] > 0, sequences[slot] == ext else { return nil }
-        return JitterBufferPacket(bytes: UnsafeRawBufferPointer(start: storage + slot * settings.maxPacketSize, count: lengths[slot]),
-                                  extendedSequence: ext, timestamp: timestamps[slot], arrivalNs: arrivals[slot])
+        return JitterBufferPacket(
+            bytes: UnsafeRawBufferPointer(start: storage + slot * settings.maxPacketSize, count: lengths[slot]),
+            extendedSequence: ext, timestamp: timestamps[slot], arrivalNs: arrivals[slot])
     }
 
     /// The next packet in sequence order, if it is here (without removing it).
@@ -350,7 +357,7 @@ public final class RTPJitterBuffer {
     /// Gives up on one packet (the next): it becomes late. For audio, which plays in time order.
     public func skipOne() {
         guard let n = next else { return }
-        if let _ = packet(at: n) { lengths[Int(n & mask)] = 0; count -= 1 }
+        if packet(at: n) != nil { lengths[Int(n & mask)] = 0; count -= 1 }
         next = n + 1
         counters.skipped += 1
     }

@@ -133,8 +133,9 @@ public final class ReceivePipeline: @unchecked Sendable {
         } else {
             audio = nil
         }
-        engine = Engine(configuration: configuration, socket: socket, inbound: inbound, outbound: outbound,
-                        renderer: renderer, audio: audio)
+        engine = Engine(
+            configuration: configuration, socket: socket, inbound: inbound, outbound: outbound,
+            renderer: renderer, audio: audio)
     }
 
     deinit { stop() }
@@ -212,8 +213,10 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// Where an RTX packet's original is rebuilt before it enters its stream's jitter buffer.
         let rtxBuffer: UnsafeMutableRawBufferPointer
 
-        init(configuration: ReceivePipelineConfiguration, socket: UDPSocket, inbound: SRTPContext?,
-             outbound: SRTPContext?, renderer: VideoRenderer?, audio: AudioReceiveStream?) {
+        init(
+            configuration: ReceivePipelineConfiguration, socket: UDPSocket, inbound: SRTPContext?,
+            outbound: SRTPContext?, renderer: VideoRenderer?, audio: AudioReceiveStream?
+        ) {
             self.configuration = configuration
             self.socket = socket
             self.inbound = inbound
@@ -257,7 +260,9 @@ public final class ReceivePipeline: @unchecked Sendable {
             let now = UDPSocket.monotonicNanoseconds()
             for i in items.indices {
                 items[i].withUnsafeMutableBytes { b in
-                    handle(UDPDatagram(bytes: UnsafeRawBufferPointer(b), source: remote, receivedAtNanoseconds: now, isTruncated: false))
+                    handle(
+                        UDPDatagram(
+                            bytes: UnsafeRawBufferPointer(b), source: remote, receivedAtNanoseconds: now, isTruncated: false))
                 }
             }
         }
@@ -278,8 +283,13 @@ public final class ReceivePipeline: @unchecked Sendable {
                 if let inner = TURNChannelData.parse(d.bytes)?.data {
                     let kind = RTPDemultiplexer.classify(inner)
                     if kind == .rtp || kind == .rtcp {
-                        let unwrapped = UDPDatagram(bytes: inner, source: d.source, receivedAtNanoseconds: d.receivedAtNanoseconds, isTruncated: false)
-                        if kind == .rtp { counters.rtp += 1; handleRTP(unwrapped) } else { counters.rtcp += 1; handleRTCP(unwrapped) }
+                        let unwrapped = UDPDatagram(
+                            bytes: inner, source: d.source, receivedAtNanoseconds: d.receivedAtNanoseconds, isTruncated: false)
+                        if kind == .rtp {
+                            counters.rtp += 1; handleRTP(unwrapped)
+                        } else {
+                            counters.rtcp += 1; handleRTCP(unwrapped)
+                        }
                         return
                     }
                 }
@@ -296,8 +306,10 @@ public final class ReceivePipeline: @unchecked Sendable {
             guard let ctx = inbound else { return d.bytes }
             let buffer = UnsafeMutableRawBufferPointer(mutating: d.bytes)
             do {
-                let n = rtcp ? try ctx.unprotectRTCP(buffer, length: buffer.count)
-                             : try ctx.unprotect(buffer, length: buffer.count)
+                let n =
+                    rtcp
+                    ? try ctx.unprotectRTCP(buffer, length: buffer.count)
+                    : try ctx.unprotect(buffer, length: buffer.count)
                 return UnsafeRawBufferPointer(rebasing: d.bytes[0..<n])
             } catch {
                 switch error {
@@ -345,7 +357,8 @@ public final class ReceivePipeline: @unchecked Sendable {
             var matches = 0
             for v in videos where v.settings.rtxPayloadType == pt { target = v; matches += 1 }
             guard matches == 1, let stream = target,
-                  let n = RTXPacket.unwrap(bytes, payloadType: stream.settings.payloadType, ssrc: stream.ssrc, into: rtxBuffer) else {
+                let n = RTXPacket.unwrap(bytes, payloadType: stream.settings.payloadType, ssrc: stream.ssrc, into: rtxBuffer)
+            else {
                 counters.rtxDropped += 1
                 return
             }
@@ -361,8 +374,9 @@ public final class ReceivePipeline: @unchecked Sendable {
         private func videoStream(ssrc: UInt32, payloadType: UInt8) -> VideoReceiveStream? {
             for v in videos where v.ssrc == ssrc { return v.settings.payloadType == payloadType ? v : nil }
             guard videos.count + (audioSSRC == nil ? 0 : 1) < configuration.maxStreams,
-                  let settings = configuration.video.first(where: { $0.payloadType == payloadType }),
-                  let stream = try? VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer) else { return nil }
+                let settings = configuration.video.first(where: { $0.payloadType == payloadType }),
+                let stream = try? VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
+            else { return nil }
             videos.append(stream)
             return stream
         }
@@ -417,15 +431,20 @@ public final class ReceivePipeline: @unchecked Sendable {
                 if !lost.isEmpty {
                     // A NACK packet carries at most what fits; 100 pairs is far below the MTU.
                     let nack = RTCPGenericNack(senderSSRC: ssrc, mediaSSRC: v.ssrc, lost: Array(lost.prefix(400)))
-                    feedback.append(.genericNack(RTCPGenericNack(senderSSRC: ssrc, mediaSSRC: v.ssrc,
-                                                                 pairs: Array(nack.pairs.prefix(100)))))
+                    feedback.append(
+                        .genericNack(
+                            RTCPGenericNack(
+                                senderSSRC: ssrc, mediaSSRC: v.ssrc,
+                                pairs: Array(nack.pairs.prefix(100)))))
                     counters.nacksSent += 1
                 }
                 if v.takeKeyframeRequest(nowNs: nowNs) {
                     if configuration.useFullIntraRequest {
                         firSequence &+= 1
-                        feedback.append(.fullIntraRequest(RTCPFullIntraRequest(
-                            senderSSRC: ssrc, entries: [.init(ssrc: v.ssrc, sequenceNumber: firSequence)])))
+                        feedback.append(
+                            .fullIntraRequest(
+                                RTCPFullIntraRequest(
+                                    senderSSRC: ssrc, entries: [.init(ssrc: v.ssrc, sequenceNumber: firSequence)])))
                         v.noteFullIntraRequestSent()
                         counters.firsSent += 1
                     } else {
@@ -436,8 +455,9 @@ public final class ReceivePipeline: @unchecked Sendable {
                 if v.bandwidth.usage == .overusing && nowNs >= lastRembNs + 200_000_000 { remb = true }
             }
             if transportFeedback.hasPending,
-               nowNs >= lastTransportFeedbackNs + UInt64(configuration.transportFeedbackIntervalMilliseconds) * 1_000_000,
-               let tcc = transportFeedback.makeFeedback(senderSSRC: ssrc, mediaSSRC: videos.first?.ssrc ?? audioSSRC ?? 0) {
+                nowNs >= lastTransportFeedbackNs + UInt64(configuration.transportFeedbackIntervalMilliseconds) * 1_000_000,
+                let tcc = transportFeedback.makeFeedback(senderSSRC: ssrc, mediaSSRC: videos.first?.ssrc ?? audioSSRC ?? 0)
+            {
                 lastTransportFeedbackNs = nowNs
                 feedback.append(.transportFeedback(tcc))
                 counters.transportFeedbackSent += 1
@@ -461,8 +481,10 @@ public final class ReceivePipeline: @unchecked Sendable {
             if configuration.sendREMB && (reportDue || remb) {
                 let estimates = videos.map(\.bandwidth.estimate).filter { $0 > 0 }
                 if !estimates.isEmpty {
-                    packets.append(.receiverEstimatedMaxBitrate(RTCPReceiverEstimatedMaxBitrate(
-                        senderSSRC: ssrc, bitrate: UInt64(estimates.reduce(0, +)), ssrcs: videos.map(\.ssrc))))
+                    packets.append(
+                        .receiverEstimatedMaxBitrate(
+                            RTCPReceiverEstimatedMaxBitrate(
+                                senderSSRC: ssrc, bitrate: UInt64(estimates.reduce(0, +)), ssrcs: videos.map(\.ssrc))))
                     counters.rembsSent += 1
                     lastRembNs = nowNs
                 }
@@ -492,7 +514,8 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// Records the packet's transport-wide sequence number, when configured.
         @inline(__always) func recordTransportSequence(_ packet: RTPPacket, arrivalNs: UInt64) {
             if let id = configuration.transportSequenceNumberExtensionID,
-               let seq = packet.header.extensions.transportSequenceNumber(id: id) {
+                let seq = packet.header.extensions.transportSequenceNumber(id: id)
+            {
                 transportFeedback.packetArrived(sequenceNumber: seq, arrivalNs: arrivalNs)
             }
         }

@@ -6,8 +6,9 @@ public struct VideoReceiveSettings: Sendable {
     /// RTP payload type of the stream.
     public var payloadType: UInt8
     /// Jitter buffer memory and delay range.
-    public var jitterBuffer = JitterBufferSettings(capacity: 1024, maxPacketSize: 1500,
-                                                   minimumDelayMilliseconds: 0, maximumDelayMilliseconds: 500)
+    public var jitterBuffer = JitterBufferSettings(
+        capacity: 1024, maxPacketSize: 1500,
+        minimumDelayMilliseconds: 0, maximumDelayMilliseconds: 500)
     /// Ask for retransmission of missing packets (RFC 4585 generic NACK).
     public var nackEnabled = true
     /// The RFC 4588 retransmission payload type the sender resends on (its own SSRC, `apt=` this
@@ -107,8 +108,9 @@ public final class VideoReceiveStream {
         nack = NackTracker(capacity: settings.jitterBuffer.capacity, maxTries: settings.nackMaxTries)
         // Resends keep their sequence numbers (no RTX): anything the NACK window can ask for is late,
         // not a restarted sender.
-        receiveStatistics = RTPReceptionStatistics(ssrc: ssrc, clockRate: 90_000,
-                                                   lateWindow: UInt16(min(settings.jitterBuffer.capacity, Int(RTPReceptionStatistics.maxDropout))))
+        receiveStatistics = RTPReceptionStatistics(
+            ssrc: ssrc, clockRate: 90_000,
+            lateWindow: UInt16(min(settings.jitterBuffer.capacity, Int(RTPReceptionStatistics.maxDropout))))
         decoder = try VPXDecoder(codec: settings.codec, threads: settings.decoderThreads)
         vp8 = settings.codec == .vp8 ? VP8Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
         vp9 = settings.codec == .vp9 ? VP9Depacketizer(maxFrameSize: settings.maxFrameSize) : nil
@@ -124,9 +126,10 @@ public final class VideoReceiveStream {
     /// Takes one unprotected RTP packet of this stream (parsed as `packet`) that arrived at `arrivalNs`.
     public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
         let h = packet.header
-        receiveStatistics.update(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
-                                 arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
-                                 headerSize: packet.headerSize)
+        receiveStatistics.update(
+            sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
+            arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
+            headerSize: packet.headerSize)
         if sendTimeSource == .undecided {
             if let id = settings.absSendTimeExtensionID, h.extensions.absSendTime(id: id) != nil {
                 sendTimeSource = .absSendTime
@@ -144,8 +147,9 @@ public final class VideoReceiveStream {
         } else {
             _ = bandwidth.packetArrived(timestamp: h.timestamp, arrivalNs: arrivalNs, size: packet.buffer.count)
         }
-        let result = jitterBuffer.insert(packet.buffer, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
-                                         arrivalNs: arrivalNs)
+        let result = jitterBuffer.insert(
+            packet.buffer, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
+            arrivalNs: arrivalNs)
         switch result {
         case .stored, .reset:
             if result == .reset { nack.clear() }
@@ -361,9 +365,11 @@ public final class VideoReceiveStream {
                 packedView = UnsafeRawBufferPointer(packed!)
             }
         }
-        renderer.render(DecodedVideoFrame(view: view, packed: packedView, packedStride: stride,
-                                          rtpTimestamp: frame.timestamp, ssrc: ssrc, isKeyframe: frame.isKeyframe,
-                                          firstPacketArrivalNs: firstArrival, decodedNs: decodedNs))
+        renderer.render(
+            DecodedVideoFrame(
+                view: view, packed: packedView, packedStride: stride,
+                rtpTimestamp: frame.timestamp, ssrc: ssrc, isKeyframe: frame.isKeyframe,
+                firstPacketArrivalNs: firstArrival, decodedNs: decodedNs))
     }
 
     /// W3C webrtc-stats freeze rule: an interval between rendered frames longer than

@@ -26,8 +26,9 @@ public final class SendHistory {
 
     /// Creates a history; allocates `capacity * maxPacketSize` bytes once.
     public init(capacity: Int = 1024, maxPacketSize: Int = 1500, maxAgeNs: Int64 = 1_000_000_000) {
-        precondition(capacity > 0 && capacity & (capacity - 1) == 0 && capacity <= 32768,
-                     "SendHistory capacity must be a power of two up to 32768")
+        precondition(
+            capacity > 0 && capacity & (capacity - 1) == 0 && capacity <= 32768,
+            "SendHistory capacity must be a power of two up to 32768")
         precondition(maxPacketSize > 0)
         self.capacity = capacity
         self.maxPacketSize = maxPacketSize
@@ -73,8 +74,10 @@ public final class SendHistory {
 
     /// Looks up `seq` for retransmission; when found, calls `body` with the stored bytes (valid
     /// only inside it) and counts the retransmission.
-    public func retransmit(seq: UInt16, nowNs: Int64, maxRetransmissions: Int = 3,
-                           _ body: (UnsafeRawBufferPointer) -> Void) -> Lookup {
+    public func retransmit(
+        seq: UInt16, nowNs: Int64, maxRetransmissions: Int = 3,
+        _ body: (UnsafeRawBufferPointer) -> Void
+    ) -> Lookup {
         let slot = Int(seq) & mask
         guard lengths[slot] > 0, sequence[slot] == seq else { return .missing }
         guard nowNs - sentAt[slot] <= maxAgeNs else { return .expired }

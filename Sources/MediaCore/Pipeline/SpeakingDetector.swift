@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Decides from per-frame audio levels whether a track's owner is speaking.
@@ -57,9 +57,10 @@ public struct SpeakingDetector: Sendable {
 
     /// Creates a detector; allocates its level history once.
     public init(configuration: Configuration = Configuration()) {
-        precondition(configuration.floorWindow > 0 && (1...64).contains(configuration.attackWindow)
-                     && (1...configuration.attackWindow).contains(configuration.attackFrames)
-                     && configuration.frameDurationMs > 0, "invalid SpeakingDetector configuration")
+        precondition(
+            configuration.floorWindow > 0 && (1...64).contains(configuration.attackWindow)
+                && (1...configuration.attackWindow).contains(configuration.attackFrames)
+                && configuration.frameDurationMs > 0, "invalid SpeakingDetector configuration")
         self.configuration = configuration
         history = [Float](repeating: -127, count: configuration.floorWindow)
         sorted = [Float](repeating: -127, count: configuration.floorWindow)

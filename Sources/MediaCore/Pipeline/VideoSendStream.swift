@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One outgoing video track: frames captured on any thread (`capturer`) are converted into pooled
 /// I420 frames, queued in a lock-free ring, encoded (VP8 or VP9, real time) on the stream's own
@@ -161,15 +162,17 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             throw SendPipelineError(.encoder, "video encoder \(c.encoder.codec) \(c.encoder.width)x\(c.encoder.height): \(error)")
         }
         pacer = c.pacer.map { RTPPacer(sink: nil, maxPacketSize: c.mtu + 128, targetBitrate: c.encoder.bitrate, settings: $0) }
-        core = try RTPSendCore(ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
-                               historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
-                               absSendTimeID: c.absSendTimeExtensionID, audioLevelID: nil,
-                               initialSequenceNumber: c.initialSequenceNumber,
-                               rtx: c.rtxPayloadType.map { (payloadType: $0, ssrc: c.rtxSSRC) }, pacer: pacer,
-                               transportSequence: c.transportSequence, counters: counters)
-        capturer = BufferCapturer(width: c.encoder.width, height: c.encoder.height, ringCapacity: c.ringCapacity,
-                                  maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,
-                                  scaleFilter: c.scaleFilter)
+        core = try RTPSendCore(
+            ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
+            historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
+            absSendTimeID: c.absSendTimeExtensionID, audioLevelID: nil,
+            initialSequenceNumber: c.initialSequenceNumber,
+            rtx: c.rtxPayloadType.map { (payloadType: $0, ssrc: c.rtxSSRC) }, pacer: pacer,
+            transportSequence: c.transportSequence, counters: counters)
+        capturer = BufferCapturer(
+            width: c.encoder.width, height: c.encoder.height, ringCapacity: c.ringCapacity,
+            maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,
+            scaleFilter: c.scaleFilter)
         clock = RTPClock(rate: RTPClock.videoRate, initialTimestamp: c.initialTimestamp)
         vp8 = VP8Packetizer()
         vp9 = VP9Packetizer()
@@ -260,13 +263,15 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     /// Counters as W3C records; never stops the pipeline.
     public var statistics: Statistics {
-        Statistics(outbound: counters.outboundStats(ssrc: ssrc, kind: "video",
-                                                    codec: configuration.encoder.codec == .vp8 ? "VP8" : "VP9"),
-                   capture: counters.captureStats,
-                   retransmissionsRefused: SendCounters.load(counters.retransmissionsRefused),
-                   keyframeRequestsCoalesced: keyframeRequestsCoalesced.load(ordering: .relaxed),
-                   protectFailures: SendCounters.load(counters.protectFailures),
-                   pacer: pacer?.statistics)
+        Statistics(
+            outbound: counters.outboundStats(
+                ssrc: ssrc, kind: "video",
+                codec: configuration.encoder.codec == .vp8 ? "VP8" : "VP9"),
+            capture: counters.captureStats,
+            retransmissionsRefused: SendCounters.load(counters.retransmissionsRefused),
+            keyframeRequestsCoalesced: keyframeRequestsCoalesced.load(ordering: .relaxed),
+            protectFailures: SendCounters.load(counters.protectFailures),
+            pacer: pacer?.statistics)
     }
 
     // MARK: RTPSendFeedbackTarget
@@ -353,7 +358,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         c.frameRate = frameRate
         c.bitrate = min(bitrate, max(8_000, estimateCap))
         if c != encoder.configuration {
-            do { try encoder.reconfigure(c) } catch { /* libvpx kept the previous settings */ }
+            do { try encoder.reconfigure(c) } catch { /* libvpx kept the previous settings */  }
         }
         counters.targetBitrate.store(encoder.configuration.bitrate, ordering: .relaxed)
         pacer?.setTargetBitrate(encoder.configuration.bitrate)
@@ -362,7 +367,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private func encode(_ frame: VideoFrame) {
         let interval = 1_000_000_000 / Int64(frameRate)
         if configuration.limitsFrameRate && lastEncodedNs != .min
-            && frame.timestampNs &- lastEncodedNs < interval - interval / 4 {
+            && frame.timestampNs &- lastEncodedNs < interval - interval / 4
+        {
             counters.add(counters.droppedFrameRate)
             return
         }
@@ -385,8 +391,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 // EncoderRtcpFeedback: from the last request it passed on), on the capture clock
                 // (real time for live sources, deterministic in tests); a clock that went back
                 // counts as elapsed.
-                let interval = max(Int64(configuration.minimumKeyframeIntervalMilliseconds) * 1_000_000,
-                                   roundTripTimeNs.load(ordering: .relaxed))
+                let interval = max(
+                    Int64(configuration.minimumKeyframeIntervalMilliseconds) * 1_000_000,
+                    roundTripTimeNs.load(ordering: .relaxed))
                 let now = frame.timestampNs
                 let last = lastForcedKeyframeNs
                 if last == .min || now < last || now - last >= interval {
@@ -411,8 +418,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 // report): packetizing takes microseconds, so one clock read serves both.
                 let t1 = UDPSocket.monotonicNanoseconds()
                 counters.add(counters.encodeTimeNs, t1 &- t0)
-                packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs,
-                                 sendNs: t1)
+                packetizeAndSend(
+                    encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs,
+                    sendNs: t1)
             }
         } catch {
             counters.add(counters.framesDroppedByEncoder)
@@ -430,8 +438,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         lastEncodedNs = captureNs
     }
 
-    private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, captureNs: Int64,
-                                  capturedAtNs: UInt64, sendNs: UInt64) {
+    private func packetizeAndSend(
+        _ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, captureNs: Int64,
+        capturedAtNs: UInt64, sendNs: UInt64
+    ) {
         counters.add(counters.framesEncoded)
         if encoded.isKeyframe {
             counters.add(counters.keyFramesEncoded)
@@ -447,20 +457,26 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         let maxPayload = core.maxPayloadSize
         switch encoded.codec {
         case .vp8:
-            let layer = encoded.temporalLayerCount > 1
-                ? VP8Packetizer.TemporalLayer(id: UInt8(encoded.temporalLayerId), layerSync: encoded.isLayerSync,
-                                              tl0PicIdx: encoded.tl0PicIndex)
+            let layer =
+                encoded.temporalLayerCount > 1
+                ? VP8Packetizer.TemporalLayer(
+                    id: UInt8(encoded.temporalLayerId), layerSync: encoded.isLayerSync,
+                    tl0PicIdx: encoded.tl0PicIndex)
                 : nil
-            let packets = vp8.packetize(frame: encoded.data, maxPayloadSize: maxPayload, temporalLayer: layer,
-                                        nonReference: encoded.isDroppable)
+            let packets = vp8.packetize(
+                frame: encoded.data, maxPayloadSize: maxPayload, temporalLayer: layer,
+                nonReference: encoded.isDroppable)
             core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs, nowNs: sendNs)
         case .vp9:
-            let layer = encoded.temporalLayerCount > 1
-                ? VP9PayloadDescriptor.Layer(temporalID: UInt8(encoded.temporalLayerId),
-                                             switchingUpPoint: encoded.isLayerSync)
+            let layer =
+                encoded.temporalLayerCount > 1
+                ? VP9PayloadDescriptor.Layer(
+                    temporalID: UInt8(encoded.temporalLayerId),
+                    switchingUpPoint: encoded.isLayerSync)
                 : nil
-            let packets = vp9.packetize(frame: encoded.data, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
-                                        width: encoded.width, height: encoded.height, layer: layer)
+            let packets = vp9.packetize(
+                frame: encoded.data, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
+                width: encoded.width, height: encoded.height, layer: layer)
             core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs, nowNs: sendNs)
         }
     }

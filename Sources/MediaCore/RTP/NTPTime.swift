@@ -33,8 +33,10 @@ public struct NTPTime: RawRepresentable, Sendable, Hashable, Comparable {
     /// SR: `A - LSR - DLSR` in 1/65536 s, where A is the report's arrival time. Returns seconds,
     /// or nil when LSR is 0 (no SR received yet) or the result is negative (clock skew or a
     /// bogus report).
-    public static func roundTripTime(arrival: NTPTime, lastSenderReport lsr: UInt32,
-                                     delaySinceLastSenderReport dlsr: UInt32) -> Double? {
+    public static func roundTripTime(
+        arrival: NTPTime, lastSenderReport lsr: UInt32,
+        delaySinceLastSenderReport dlsr: UInt32
+    ) -> Double? {
         guard lsr != 0 else { return nil }
         let a = arrival.middle32
         let rtt = a &- lsr &- dlsr  // modular arithmetic over 16.16 seconds

@@ -10,8 +10,9 @@ public enum OpusPayload {
     /// Traps when it does not fit `maxPayloadSize` (Opus packets are at most 1275 bytes per frame,
     /// far below a 1200-byte MTU at normal bitrates) or is empty.
     public static func packetize(frame: UnsafeRawBufferPointer, maxPayloadSize: Int) -> OpusFramePackets {
-        precondition(frame.count > 0 && frame.count <= maxPayloadSize,
-                     "Opus packet of \(frame.count) bytes does not fit a \(maxPayloadSize)-byte payload")
+        precondition(
+            frame.count > 0 && frame.count <= maxPayloadSize,
+            "Opus packet of \(frame.count) bytes does not fit a \(maxPayloadSize)-byte payload")
         return OpusFramePackets(frame: frame)
     }
 
@@ -45,12 +46,15 @@ public enum OpusPayload {
         case 0: frames = 1
         case 1, 2: frames = 2
         default:
-            guard p.count >= 2 else { throw RTPError(.truncated, "Opus code 3 packet lacks its frame count byte (RFC 6716 §3.2.5)") }
+            guard p.count >= 2 else {
+                throw RTPError(.truncated, "Opus code 3 packet lacks its frame count byte (RFC 6716 §3.2.5)")
+            }
             frames = Int(p[1] & 0x3F)
         }
         let total = frames * frameSamples
         guard frames >= 1 && total <= 5760 else {
-            throw RTPError(.badPayloadDescriptor, "Opus packet announces \(frames) frames, \(total) samples (max 5760, RFC 6716 §3.2.5)")
+            throw RTPError(
+                .badPayloadDescriptor, "Opus packet announces \(frames) frames, \(total) samples (max 5760, RFC 6716 §3.2.5)")
         }
         return total
     }

@@ -61,7 +61,10 @@ public enum RTCPPacket: Sendable, Equatable {
         case .fullIntraRequest(let p): p.marshal(into: b)
         case .receiverEstimatedMaxBitrate(let p): p.marshal(into: b)
         case .transportFeedback(let p): p.marshal(into: b)
-        case .other(_, let bytes): bytes.withUnsafeBytes { b.copy($0, to: 0); return $0.count }
+        case .other(_, let bytes):
+            bytes.withUnsafeBytes {
+                b.copy($0, to: 0); return $0.count
+            }
         }
     }
 }
@@ -72,12 +75,16 @@ public enum RTCPCompound {
     /// Parses every packet of a datagram, validating each length (`RTCPCompoundIterator`) and
     /// each packet's content. With `requireReportFirst`, also enforces RFC 3550 §6.1 (the
     /// first packet is an SR or RR); RFC 5506 reduced-size RTCP relaxes that, so it is off by default.
-    public static func parse(_ datagram: UnsafeRawBufferPointer, requireReportFirst: Bool = false) throws(RTPError) -> [RTCPPacket] {
+    public static func parse(_ datagram: UnsafeRawBufferPointer, requireReportFirst: Bool = false) throws(RTPError)
+        -> [RTCPPacket]
+    {
         var it = RTCPCompoundIterator(datagram)
         var out: [RTCPPacket] = []
         while let (h, bytes) = try it.next() {
             if requireReportFirst && out.isEmpty && h.packetType != .senderReport && h.packetType != .receiverReport {
-                throw RTPError(.badRTCPPacket, "compound RTCP starts with packet type \(h.packetType.rawValue), not SR or RR (RFC 3550 §6.1)")
+                throw RTPError(
+                    .badRTCPPacket, "compound RTCP starts with packet type \(h.packetType.rawValue), not SR or RR (RFC 3550 §6.1)"
+                )
             }
             out.append(try RTCPPacket(parsing: bytes))
         }

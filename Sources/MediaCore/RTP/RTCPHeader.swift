@@ -114,7 +114,8 @@ extension RTCPHeader {
         if h.padding {
             let pad = Int(bytes[bytes.count - 1])
             guard pad > 0 && pad <= bytes.count - 4 else {
-                throw RTPError(.badRTCPLength, "RTCP padding count \(pad) is zero or exceeds the \(bytes.count - 4)-byte packet body")
+                throw RTPError(
+                    .badRTCPLength, "RTCP padding count \(pad) is zero or exceeds the \(bytes.count - 4)-byte packet body")
             }
             end -= pad
         }
@@ -123,8 +124,10 @@ extension RTCPHeader {
 
     /// Parses the header of a packet that must be of `type` (and FMT `fmt` if given) and returns
     /// the header with its body. Throws `wrongPacketType` otherwise.
-    static func expect(_ bytes: UnsafeRawBufferPointer, _ type: RTCPPacketType, fmt: UInt8? = nil,
-                       minBody: Int, what: String) throws(RTPError) -> (RTCPHeader, UnsafeRawBufferPointer) {
+    static func expect(
+        _ bytes: UnsafeRawBufferPointer, _ type: RTCPPacketType, fmt: UInt8? = nil,
+        minBody: Int, what: String
+    ) throws(RTPError) -> (RTCPHeader, UnsafeRawBufferPointer) {
         let h = try RTCPHeader(parsing: bytes)
         guard h.packetType == type, fmt == nil || h.count == fmt else {
             throw RTPError(.wrongPacketType, "RTCP packet type \(h.packetType.rawValue) FMT \(h.count) is not a \(what)")

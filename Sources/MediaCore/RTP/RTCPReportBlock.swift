@@ -21,8 +21,10 @@ public struct RTCPReportBlock: Sendable, Equatable {
 
     /// Makes a block. `cumulativeLost` is clamped to the 24-bit signed range
     /// (RFC 3550 §6.4.1 says it saturates).
-    public init(ssrc: UInt32, fractionLost: UInt8 = 0, cumulativeLost: Int32 = 0, extendedHighestSequence: UInt32 = 0,
-                jitter: UInt32 = 0, lastSenderReport: UInt32 = 0, delaySinceLastSenderReport: UInt32 = 0) {
+    public init(
+        ssrc: UInt32, fractionLost: UInt8 = 0, cumulativeLost: Int32 = 0, extendedHighestSequence: UInt32 = 0,
+        jitter: UInt32 = 0, lastSenderReport: UInt32 = 0, delaySinceLastSenderReport: UInt32 = 0
+    ) {
         self.ssrc = ssrc
         self.fractionLost = fractionLost
         self.cumulativeLost = max(-0x80_0000, min(0x7F_FFFF, cumulativeLost))
@@ -46,14 +48,17 @@ public struct RTCPReportBlock: Sendable, Equatable {
         let raw = b.u24(o + 5)
         // Sign-extend the 24-bit two's complement value.
         let lost = Int32(bitPattern: raw << 8) >> 8
-        self.init(ssrc: b.u32(o), fractionLost: b[o + 4], cumulativeLost: lost,
-                  extendedHighestSequence: b.u32(o + 8), jitter: b.u32(o + 12),
-                  lastSenderReport: b.u32(o + 16), delaySinceLastSenderReport: b.u32(o + 20))
+        self.init(
+            ssrc: b.u32(o), fractionLost: b[o + 4], cumulativeLost: lost,
+            extendedHighestSequence: b.u32(o + 8), jitter: b.u32(o + 12),
+            lastSenderReport: b.u32(o + 16), delaySinceLastSenderReport: b.u32(o + 20))
     }
 
     /// Parses `count` blocks from `body` starting at `offset`; throws `badRTCPLength` when they
     /// run past the body.
-    static func parseList(_ body: UnsafeRawBufferPointer, at offset: Int, count: Int, what: String) throws(RTPError) -> [RTCPReportBlock] {
+    static func parseList(_ body: UnsafeRawBufferPointer, at offset: Int, count: Int, what: String) throws(RTPError)
+        -> [RTCPReportBlock]
+    {
         guard offset + count * size <= body.count else {
             throw RTPError(.badRTCPLength, "RTCP \(what) announces \(count) report blocks but its body has \(body.count) bytes")
         }

@@ -16,8 +16,10 @@ public struct RTCPSenderReport: Sendable, Equatable {
     public var reports: [RTCPReportBlock]
 
     /// Makes a report.
-    public init(ssrc: UInt32, ntpTime: NTPTime, rtpTime: UInt32, packetCount: UInt32, octetCount: UInt32,
-                reports: [RTCPReportBlock] = []) {
+    public init(
+        ssrc: UInt32, ntpTime: NTPTime, rtpTime: UInt32, packetCount: UInt32, octetCount: UInt32,
+        reports: [RTCPReportBlock] = []
+    ) {
         self.ssrc = ssrc; self.ntpTime = ntpTime; self.rtpTime = rtpTime
         self.packetCount = packetCount; self.octetCount = octetCount; self.reports = reports
     }

@@ -85,13 +85,16 @@ public struct RTCPSourceDescription: Sendable, Equatable {
         var at = 0
         for _ in 0..<Int(h.count) {
             guard at + 4 <= body.count else {
-                throw RTPError(.badRTCPLength, "SDES announces \(h.count) chunks but its \(body.count)-byte body ends at chunk \(chunks.count)")
+                throw RTPError(
+                    .badRTCPLength,
+                    "SDES announces \(h.count) chunks but its \(body.count)-byte body ends at chunk \(chunks.count)")
             }
             var chunk = Chunk(ssrc: body.u32(at), items: [])
             at += 4
             while true {
                 guard at < body.count else {
-                    throw RTPError(.badRTCPPacket, "SDES chunk for SSRC \(chunk.ssrc) has no terminating null item (RFC 3550 §6.5)")
+                    throw RTPError(
+                        .badRTCPPacket, "SDES chunk for SSRC \(chunk.ssrc) has no terminating null item (RFC 3550 §6.5)")
                 }
                 let t = body[at]
                 if t == 0 { at = (at + 4) & ~3; break }  // null item, then pad to 32 bits

@@ -38,8 +38,10 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
     public var packets: [PacketResult]
 
     /// Makes a feedback message.
-    public init(senderSSRC: UInt32, mediaSSRC: UInt32, baseSequenceNumber: UInt16, referenceTime: Int32,
-                feedbackPacketCount: UInt8, packets: [PacketResult]) {
+    public init(
+        senderSSRC: UInt32, mediaSSRC: UInt32, baseSequenceNumber: UInt16, referenceTime: Int32,
+        feedbackPacketCount: UInt8, packets: [PacketResult]
+    ) {
         precondition(referenceTime >= -0x80_0000 && referenceTime <= 0x7F_FFFF, "reference time exceeds 24 bits")
         precondition(!packets.isEmpty && packets.count <= 0xFFFF, "transport feedback needs 1...65535 packets")
         self.senderSSRC = senderSSRC; self.mediaSSRC = mediaSSRC
@@ -147,10 +149,14 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
             switch s {
             case 0: results.append(PacketResult(receiveDelta: nil))
             case 1:
-                guard at + 1 <= body.count else { throw RTPError(.badRTCPLength, "transport-cc receive deltas run past the packet") }
+                guard at + 1 <= body.count else {
+                    throw RTPError(.badRTCPLength, "transport-cc receive deltas run past the packet")
+                }
                 results.append(PacketResult(receiveDelta: Int16(body[at]))); at += 1
             default:
-                guard at + 2 <= body.count else { throw RTPError(.badRTCPLength, "transport-cc receive deltas run past the packet") }
+                guard at + 2 <= body.count else {
+                    throw RTPError(.badRTCPLength, "transport-cc receive deltas run past the packet")
+                }
                 results.append(PacketResult(receiveDelta: Int16(bitPattern: body.u16(at)))); at += 2
             }
         }

@@ -132,8 +132,10 @@ final class RTPFrameAssembler {
     }
 
     /// Appends frame bytes; completes the frame when `end`. Gives up when over capacity.
-    func append(_ data: UnsafeRawBufferPointer, sequenceNumber seq: UInt16, end: Bool,
-                into result: inout RTPDepacketizeResult) {
+    func append(
+        _ data: UnsafeRawBufferPointer, sequenceNumber seq: UInt16, end: Bool,
+        into result: inout RTPDepacketizeResult
+    ) {
         guard assembling else { return }
         guard length + data.count <= capacity else { giveUp(timestamp, &result); return }
         if data.count > 0 {

@@ -23,8 +23,10 @@ extension RTPFramePayloads {
     /// Writes packet `index` whole: `header` (for video with the marker bit set on the frame's
     /// last packet, RFC 7741 §4.1, RFC 9628 §4.1, and cleared otherwise), then its payload. The
     /// caller sets `sequenceNumber` and `timestamp` first. Returns the packet's size. No allocation.
-    public func writePacket(at index: Int, header: inout RTPHeader,
-                            into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    public func writePacket(
+        at index: Int, header: inout RTPHeader,
+        into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int {
         if setsMarkerOnLastPacket { header.marker = index == count - 1 }
         let h = header.marshal(into: buffer)
         return h + writePayload(at: index, into: buffer.tail(h))

@@ -26,9 +26,11 @@ public struct RTPHeader: Sendable, Equatable {
     public var extensions: RTPHeaderExtensions
 
     /// Makes a header; every field defaults to zero/empty.
-    public init(padding: Bool = false, marker: Bool = false, payloadType: UInt8 = 0,
-                sequenceNumber: UInt16 = 0, timestamp: UInt32 = 0, ssrc: UInt32 = 0,
-                csrcs: [UInt32] = [], extensions: RTPHeaderExtensions = RTPHeaderExtensions()) {
+    public init(
+        padding: Bool = false, marker: Bool = false, payloadType: UInt8 = 0,
+        sequenceNumber: UInt16 = 0, timestamp: UInt32 = 0, ssrc: UInt32 = 0,
+        csrcs: [UInt32] = [], extensions: RTPHeaderExtensions = RTPHeaderExtensions()
+    ) {
         self.padding = padding
         self.marker = marker
         self.payloadType = payloadType

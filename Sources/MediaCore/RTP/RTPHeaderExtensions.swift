@@ -95,8 +95,9 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
         precondition(id != 0, "RTP header extension ID 0 is reserved for padding (RFC 8285 §4.2)")
         precondition(length <= 255, "RTP header extension element longer than 255 bytes")
         remove(id: id)
-        precondition(count < Self.maxElements && dataUsed + length <= Self.maxDataBytes,
-                     "RTPHeaderExtensions capacity exceeded")
+        precondition(
+            count < Self.maxElements && dataUsed + length <= Self.maxDataBytes,
+            "RTPHeaderExtensions capacity exceeded")
         ids[count] = id; lengths[count] = UInt8(length); offsets[count] = UInt16(dataUsed)
         count += 1
         let o = dataUsed
@@ -205,19 +206,23 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
                 start = i + 1
             } else {
                 guard i + 1 < body.count else {
-                    throw RTPError(.badExtensionElement, "two-byte header extension element \(b) at offset \(i) has no length byte")
+                    throw RTPError(
+                        .badExtensionElement, "two-byte header extension element \(b) at offset \(i) has no length byte")
                 }
                 id = b
                 length = Int(body[i + 1])
                 start = i + 2
             }
             guard start + length <= body.count else {
-                throw RTPError(.badExtensionElement,
-                               "header extension element \(id) of \(length) bytes at offset \(i) runs past the \(body.count)-byte extension block")
+                throw RTPError(
+                    .badExtensionElement,
+                    "header extension element \(id) of \(length) bytes at offset \(i) runs past the \(body.count)-byte extension block"
+                )
             }
             guard count < Self.maxElements, dataUsed + length <= Self.maxDataBytes else {
-                throw RTPError(.extensionCapacity,
-                               "header extension block holds more than \(Self.maxElements) elements or \(Self.maxDataBytes) bytes")
+                throw RTPError(
+                    .extensionCapacity,
+                    "header extension block holds more than \(Self.maxElements) elements or \(Self.maxDataBytes) bytes")
             }
             if index(of: id) == nil {  // a repeated ID keeps its first value
                 ids[count] = id; lengths[count] = UInt8(length); offsets[count] = UInt16(dataUsed)

@@ -52,13 +52,16 @@ public struct RTPPacket {
         var body = UnsafeRawBufferPointer(rebasing: buffer[at..<at])
         if b0 & 0x10 != 0 {
             guard at + 4 <= n else {
-                throw RTPError(.extensionOverrun, "RTP packet of \(n) bytes has X set but no room for the 4-byte extension header at offset \(at)")
+                throw RTPError(
+                    .extensionOverrun,
+                    "RTP packet of \(n) bytes has X set but no room for the 4-byte extension header at offset \(at)")
             }
             let p = buffer.u16(at)
             let words = Int(buffer.u16(at + 2))
             let end = at + 4 + 4 * words
             guard end <= n else {
-                throw RTPError(.extensionOverrun, "RTP header extension of \(words) words at offset \(at) runs past the \(n)-byte packet")
+                throw RTPError(
+                    .extensionOverrun, "RTP header extension of \(words) words at offset \(at) runs past the \(n)-byte packet")
             }
             body = buffer.view(at + 4, 4 * words)
             profile = p
@@ -72,12 +75,14 @@ public struct RTPPacket {
             }
             padding = Int(buffer[n - 1])
             guard padding > 0 && padding <= n - at else {
-                throw RTPError(.badPadding, "RTP padding count \(padding) is zero or exceeds the \(n - at) bytes after the header")
+                throw RTPError(
+                    .badPadding, "RTP padding count \(padding) is zero or exceeds the \(n - at) bytes after the header")
             }
         }
-        header = RTPHeader(padding: b0 & 0x20 != 0, marker: b1 & 0x80 != 0, payloadType: b1 & 0x7F,
-                           sequenceNumber: buffer.u16(2), timestamp: buffer.u32(4), ssrc: buffer.u32(8),
-                           csrcs: csrcs, extensions: extensions)
+        header = RTPHeader(
+            padding: b0 & 0x20 != 0, marker: b1 & 0x80 != 0, payloadType: b1 & 0x7F,
+            sequenceNumber: buffer.u16(2), timestamp: buffer.u32(4), ssrc: buffer.u32(8),
+            csrcs: csrcs, extensions: extensions)
         self.buffer = buffer
         headerSize = at
         paddingSize = padding
@@ -95,8 +100,10 @@ public struct RTPPacket {
     /// §5.1 padding (zeros ending with the count byte). Returns the bytes written.
     /// Traps when the buffer is too small or `paddingSize` exceeds 255. Cost: one payload copy.
     @discardableResult
-    public static func marshal(header: RTPHeader, payload: UnsafeRawBufferPointer, paddingSize: Int = 0,
-                               into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    public static func marshal(
+        header: RTPHeader, payload: UnsafeRawBufferPointer, paddingSize: Int = 0,
+        into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int {
         precondition(paddingSize >= 0 && paddingSize <= 255, "RTP padding must be 0...255 bytes")
         let size = marshalSize(header: header, payloadSize: payload.count, paddingSize: paddingSize)
         precondition(buffer.count >= size, "buffer of \(buffer.count) bytes too small for a \(size)-byte RTP packet")

@@ -75,8 +75,10 @@ public struct RTPReceptionStatistics: Sendable {
     /// (resent with their original sequence number and timestamp) do not distort it.
     /// `size` (the whole packet) and `headerSize` feed the byte counters, counted for every call.
     @discardableResult
-    public mutating func update(sequenceNumber seq: UInt16, timestamp: UInt32, arrivalNs: Int64,
-                                size: Int = 0, headerSize: Int = 0) -> Bool {
+    public mutating func update(
+        sequenceNumber seq: UInt16, timestamp: UInt32, arrivalNs: Int64,
+        size: Int = 0, headerSize: Int = 0
+    ) -> Bool {
         bytesReceived &+= UInt64(max(0, size - headerSize))
         headerBytesReceived &+= UInt64(max(0, headerSize))
         if !started {
@@ -189,7 +191,9 @@ public struct RTPReceptionStatistics: Sendable {
     /// A report block at `nowNs` (same clock as `senderReportReceived`) with LSR/DLSR from the
     /// last sender report (0 when none); advances the fraction-lost interval.
     public mutating func makeReportBlock(nowNs: Int64) -> RTCPReportBlock {
-        let dlsr: UInt32 = lastSR == 0 ? 0
+        let dlsr: UInt32 =
+            lastSR == 0
+            ? 0
             : NTPTime.delaySinceLastSenderReport(nanoseconds: UInt64(max(0, nowNs &- lastSRArrivalNs)))
         return makeReportBlock(lastSenderReport: lastSR, delaySinceLastSenderReport: dlsr)
     }
@@ -209,9 +213,11 @@ public struct RTPReceptionStatistics: Sendable {
     /// A report block for this source (RFC 3550 §6.4.1); advances the fraction-lost interval.
     /// `lastSenderReport` is the middle 32 bits of the NTP time of the last SR received from this
     /// source (0 if none) and `delaySinceLastSenderReport` the time since, in 1/65536 s.
-    public mutating func makeReportBlock(lastSenderReport: UInt32 = 0, delaySinceLastSenderReport: UInt32 = 0) -> RTCPReportBlock {
-        RTCPReportBlock(ssrc: ssrc, fractionLost: takeFractionLost(), cumulativeLost: cumulativeLost,
-                        extendedHighestSequence: extendedHighestSequence, jitter: jitter,
-                        lastSenderReport: lastSenderReport, delaySinceLastSenderReport: delaySinceLastSenderReport)
+    public mutating func makeReportBlock(lastSenderReport: UInt32 = 0, delaySinceLastSenderReport: UInt32 = 0) -> RTCPReportBlock
+    {
+        RTCPReportBlock(
+            ssrc: ssrc, fractionLost: takeFractionLost(), cumulativeLost: cumulativeLost,
+            extendedHighestSequence: extendedHighestSequence, jitter: jitter,
+            lastSenderReport: lastSenderReport, delaySinceLastSenderReport: delaySinceLastSenderReport)
     }
 }

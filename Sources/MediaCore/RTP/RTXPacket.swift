@@ -26,11 +26,14 @@ public enum RTXPacket {
     /// `buffer`: the original header with `payloadType`, `sequenceNumber` and `ssrc` replaced, the
     /// original sequence number, then the original payload (and padding, if any). Returns the bytes
     /// written, or nil when `original` is not a valid RTP header or `buffer` is too small.
-    public static func wrap(_ original: UnsafeRawBufferPointer, payloadType: UInt8, sequenceNumber: UInt16,
-                            ssrc: UInt32, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+    public static func wrap(
+        _ original: UnsafeRawBufferPointer, payloadType: UInt8, sequenceNumber: UInt16,
+        ssrc: UInt32, into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int? {
         precondition(payloadType < 128, "RTX payload type \(payloadType) is not 7 bits")
         guard let headerSize = headerLength(original), original.count + overhead <= buffer.count,
-              let src = original.baseAddress, let dst = buffer.baseAddress else { return nil }
+            let src = original.baseAddress, let dst = buffer.baseAddress
+        else { return nil }
         dst.copyMemory(from: src, byteCount: headerSize)
         buffer[1] = (original[1] & 0x80) | payloadType
         buffer.put16(2, sequenceNumber)
@@ -46,8 +49,10 @@ public enum RTXPacket {
     /// sequence number, then the payload after the OSN. Returns the bytes written, or nil when the
     /// packet is not valid RTP, has no room for an OSN (a padding-only packet), or `buffer` is
     /// too small: the caller drops and counts it.
-    public static func unwrap(_ rtx: UnsafeRawBufferPointer, payloadType: UInt8, ssrc: UInt32,
-                              into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+    public static func unwrap(
+        _ rtx: UnsafeRawBufferPointer, payloadType: UInt8, ssrc: UInt32,
+        into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int? {
         precondition(payloadType < 128, "payload type \(payloadType) is not 7 bits")
         guard let headerSize = headerLength(rtx), let src = rtx.baseAddress, let dst = buffer.baseAddress else { return nil }
         var padding = 0

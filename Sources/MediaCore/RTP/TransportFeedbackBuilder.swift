@@ -30,8 +30,9 @@ public struct TransportFeedbackBuilder: Sendable {
 
     /// A builder keeping `capacity` (a power of two, 16...32768) arrivals.
     public init(capacity: Int = 1024) {
-        precondition(capacity >= 16 && capacity <= 32768 && capacity & (capacity - 1) == 0,
-                     "transport feedback capacity \(capacity) is not a power of two in 16...32768")
+        precondition(
+            capacity >= 16 && capacity <= 32768 && capacity & (capacity - 1) == 0,
+            "transport feedback capacity \(capacity) is not a power of two in 16...32768")
         self.capacity = capacity
         mask = Int64(capacity - 1)
         arrivals = [Int64](repeating: -1, count: capacity)
@@ -95,11 +96,12 @@ public struct TransportFeedbackBuilder: Sendable {
             }
             e += 1
         }
-        let feedback = RTCPTransportFeedback(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC,
-                                             baseSequenceNumber: UInt16(truncatingIfNeeded: first),
-                                             referenceTime: Int32(truncatingIfNeeded: (reference << 40) >> 40),  // low 24 bits, signed
-                                             feedbackPacketCount: UInt8(truncatingIfNeeded: feedbackCount),
-                                             packets: packets)
+        let feedback = RTCPTransportFeedback(
+            senderSSRC: senderSSRC, mediaSSRC: mediaSSRC,
+            baseSequenceNumber: UInt16(truncatingIfNeeded: first),
+            referenceTime: Int32(truncatingIfNeeded: (reference << 40) >> 40),  // low 24 bits, signed
+            feedbackPacketCount: UInt8(truncatingIfNeeded: feedbackCount),
+            packets: packets)
         feedbackCount += 1
         base = highest + 1
         return feedback

@@ -26,9 +26,11 @@ public final class TransportSequenceNumbers: @unchecked Sendable {
     /// send time and size of the last `sendLogCapacity` packets (a power of two up to 32768; 0
     /// keeps no log).
     public init(initial: UInt16? = nil, sendLogCapacity: Int = 4096) {
-        precondition(sendLogCapacity == 0 || (sendLogCapacity >= 16 && sendLogCapacity <= 32768
-                     && sendLogCapacity & (sendLogCapacity - 1) == 0),
-                     "send log capacity \(sendLogCapacity) is not 0 or a power of two in 16...32768")
+        precondition(
+            sendLogCapacity == 0
+                || (sendLogCapacity >= 16 && sendLogCapacity <= 32768
+                    && sendLogCapacity & (sendLogCapacity - 1) == 0),
+            "send log capacity \(sendLogCapacity) is not 0 or a power of two in 16...32768")
         next = Atomic(UInt64(initial ?? RandomBytes.initialSequenceNumber()))
         self.sendLogCapacity = sendLogCapacity
         mask = max(0, sendLogCapacity - 1)

@@ -30,7 +30,8 @@ public final class VP8Depacketizer {
         if d.startsFrame {
             if assembler.isAssembling { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
             if result.incompleteFrames == 1 && result.incompleteNonReferenceFrames == 1,
-               let previous = previousPictureID, let current = d.pictureID {
+                let previous = previousPictureID, let current = d.pictureID
+            {
                 let modulus: UInt16 = d.longPictureID ? 0x8000 : 0x80
                 result.lossWasOnlyNonReference = current == (previous &+ 1) % modulus
             }
@@ -46,7 +47,8 @@ public final class VP8Depacketizer {
             // A gap inside a non-reference frame, shown by a later packet of the same picture
             // (same RTP timestamp): everything lost belonged to that frame.
             if result.incompleteFrames == 1 && result.incompleteNonReferenceFrames == 1
-                && assembler.lastGivenUpTimestamp == h.timestamp {
+                && assembler.lastGivenUpTimestamp == h.timestamp
+            {
                 result.lossWasOnlyNonReference = true
             }
             assembler.dropContinuation(timestamp: h.timestamp, into: &result)

@@ -32,12 +32,15 @@ public struct VP8Packetizer: Sendable {
     /// Plans the packets of one encoded frame whose payloads must each fit `maxPayloadSize`
     /// (`header.maxPayloadSize(mtu:)`), and advances the PictureID. `frame` must stay valid until
     /// the packets are written. Traps on an empty frame.
-    public mutating func packetize(frame: UnsafeRawBufferPointer, maxPayloadSize: Int,
-                                   temporalLayer: TemporalLayer? = nil,
-                                   nonReference: Bool = false) -> VP8FramePackets {
+    public mutating func packetize(
+        frame: UnsafeRawBufferPointer, maxPayloadSize: Int,
+        temporalLayer: TemporalLayer? = nil,
+        nonReference: Bool = false
+    ) -> VP8FramePackets {
         precondition(frame.count > 0, "empty VP8 frame")
-        var d = VP8PayloadDescriptor(nonReference: nonReference, startOfPartition: true, partitionIndex: 0,
-                                     pictureID: pictureID, longPictureID: true)
+        var d = VP8PayloadDescriptor(
+            nonReference: nonReference, startOfPartition: true, partitionIndex: 0,
+            pictureID: pictureID, longPictureID: true)
         if let t = temporalLayer {
             d.tl0PicIdx = t.tl0PicIdx
             d.temporalLayerID = t.id

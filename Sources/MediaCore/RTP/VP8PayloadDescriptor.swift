@@ -30,9 +30,11 @@ public struct VP8PayloadDescriptor: Sendable, Equatable {
     public var keyIndex: UInt8?
 
     /// Makes a descriptor.
-    public init(nonReference: Bool = false, startOfPartition: Bool = false, partitionIndex: UInt8 = 0,
-                pictureID: UInt16? = nil, longPictureID: Bool = true, tl0PicIdx: UInt8? = nil,
-                temporalLayerID: UInt8? = nil, layerSync: Bool = false, keyIndex: UInt8? = nil) {
+    public init(
+        nonReference: Bool = false, startOfPartition: Bool = false, partitionIndex: UInt8 = 0,
+        pictureID: UInt16? = nil, longPictureID: Bool = true, tl0PicIdx: UInt8? = nil,
+        temporalLayerID: UInt8? = nil, layerSync: Bool = false, keyIndex: UInt8? = nil
+    ) {
         self.nonReference = nonReference
         self.startOfPartition = startOfPartition
         self.partitionIndex = partitionIndex
@@ -108,7 +110,9 @@ public struct VP8PayloadDescriptor: Sendable, Equatable {
             if x & 0x80 != 0 {
                 guard p.count > at else { throw RTPError(.truncated, "VP8 payload descriptor ends before its PictureID") }
                 if p[at] & 0x80 != 0 {
-                    guard p.count > at + 1 else { throw RTPError(.truncated, "VP8 payload descriptor ends inside its 15-bit PictureID") }
+                    guard p.count > at + 1 else {
+                        throw RTPError(.truncated, "VP8 payload descriptor ends inside its 15-bit PictureID")
+                    }
                     d.pictureID = p.u16(at) & 0x7FFF
                     d.longPictureID = true
                     at += 2

@@ -43,12 +43,15 @@ public struct VP9Packetizer: Sendable {
     /// PictureID. `keyframe` clears P (no P_DIFF); otherwise the P_DIFFs follow `layer`'s temporal
     /// ID (see the type's comment); `width`/`height` feed the key frame's scalability structure.
     /// `frame` must stay valid until the packets are written. Traps on an empty frame.
-    public mutating func packetize(frame: UnsafeRawBufferPointer, maxPayloadSize: Int, keyframe: Bool,
-                                   width: Int = 0, height: Int = 0,
-                                   layer: VP9PayloadDescriptor.Layer? = nil) -> VP9FramePackets {
+    public mutating func packetize(
+        frame: UnsafeRawBufferPointer, maxPayloadSize: Int, keyframe: Bool,
+        width: Int = 0, height: Int = 0,
+        layer: VP9PayloadDescriptor.Layer? = nil
+    ) -> VP9FramePackets {
         precondition(frame.count > 0, "empty VP9 frame")
-        var d = VP9PayloadDescriptor(interPicturePredicted: !keyframe, flexibleMode: true,
-                                     pictureID: pictureID, longPictureID: true, layer: layer)
+        var d = VP9PayloadDescriptor(
+            interPicturePredicted: !keyframe, flexibleMode: true,
+            pictureID: pictureID, longPictureID: true, layer: layer)
         let tid = layer?.temporalID ?? 0
         if keyframe {
             lastBasePictureID = pictureID
@@ -69,8 +72,9 @@ public struct VP9Packetizer: Sendable {
             ssSize = ss.marshalSize
         }
         let overhead = d.marshalSize - ssSize
-        let split = RTPEvenSplit(dataSize: frame.count, maxPayloadSize: maxPayloadSize, overhead: overhead,
-                                 firstExtra: ssSize)
+        let split = RTPEvenSplit(
+            dataSize: frame.count, maxPayloadSize: maxPayloadSize, overhead: overhead,
+            firstExtra: ssSize)
         return VP9FramePackets(descriptor: d, frame: frame, split: split)
     }
 }

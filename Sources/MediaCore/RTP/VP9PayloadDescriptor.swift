@@ -87,18 +87,22 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
         /// D: inter-layer dependency on the spatial layer below.
         public var interLayerDependency: Bool
         /// Makes layer indices.
-        public init(temporalID: UInt8 = 0, switchingUpPoint: Bool = false, spatialID: UInt8 = 0,
-                    interLayerDependency: Bool = false) {
+        public init(
+            temporalID: UInt8 = 0, switchingUpPoint: Bool = false, spatialID: UInt8 = 0,
+            interLayerDependency: Bool = false
+        ) {
             self.temporalID = temporalID; self.switchingUpPoint = switchingUpPoint
             self.spatialID = spatialID; self.interLayerDependency = interLayerDependency
         }
     }
 
     /// Makes a descriptor (flexible mode by default).
-    public init(interPicturePredicted: Bool = false, flexibleMode: Bool = true, startOfFrame: Bool = false,
-                endOfFrame: Bool = false, pictureID: UInt16? = nil, longPictureID: Bool = true,
-                layer: Layer? = nil, tl0PicIdx: UInt8? = nil, referenceDiffs: [UInt8] = [],
-                scalabilityStructure: VP9ScalabilityStructure? = nil) {
+    public init(
+        interPicturePredicted: Bool = false, flexibleMode: Bool = true, startOfFrame: Bool = false,
+        endOfFrame: Bool = false, pictureID: UInt16? = nil, longPictureID: Bool = true,
+        layer: Layer? = nil, tl0PicIdx: UInt8? = nil, referenceDiffs: [UInt8] = [],
+        scalabilityStructure: VP9ScalabilityStructure? = nil
+    ) {
         precondition(referenceDiffs.count <= 3, "VP9 allows at most 3 P_DIFF entries")
         self.interPicturePredicted = interPicturePredicted
         self.flexibleMode = flexibleMode
@@ -131,9 +135,11 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
     public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize
         precondition(b.count >= size, "buffer too small for VP9 payload descriptor")
-        precondition(!(flexibleMode && interPicturePredicted) || referenceCount > 0,
-                     "flexible-mode predicted VP9 frame needs a P_DIFF")
-        b[0] = (pictureID != nil ? 0x80 : 0) | (interPicturePredicted ? 0x40 : 0) | (layer != nil ? 0x20 : 0)
+        precondition(
+            !(flexibleMode && interPicturePredicted) || referenceCount > 0,
+            "flexible-mode predicted VP9 frame needs a P_DIFF")
+        b[0] =
+            (pictureID != nil ? 0x80 : 0) | (interPicturePredicted ? 0x40 : 0) | (layer != nil ? 0x20 : 0)
             | (flexibleMode ? 0x10 : 0) | (startOfFrame ? 0x08 : 0) | (endOfFrame ? 0x04 : 0)
             | (scalabilityStructure != nil ? 0x02 : 0) | (notReferenceForUpperSpatial ? 0x01 : 0)
         var at = 1
@@ -141,7 +147,8 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
             if longPictureID { b.put16(at, 0x8000 | (pid & 0x7FFF)); at += 2 } else { b[at] = UInt8(pid & 0x7F); at += 1 }
         }
         if let l = layer {
-            b[at] = (l.temporalID & 7) << 5 | (l.switchingUpPoint ? 0x10 : 0) | (l.spatialID & 7) << 1
+            b[at] =
+                (l.temporalID & 7) << 5 | (l.switchingUpPoint ? 0x10 : 0) | (l.spatialID & 7) << 1
                 | (l.interLayerDependency ? 1 : 0)
             at += 1
             if !flexibleMode { b[at] = tl0PicIdx ?? 0; at += 1 }
@@ -170,7 +177,9 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
         var at = 1
         func need(_ k: Int, _ what: String) throws(RTPError) {
             guard p.count >= at + k else {
-                throw RTPError(.truncated, "VP9 payload descriptor of \(p.count) bytes ends before its \(what) at offset \(at) (RFC 9628 §4.2)")
+                throw RTPError(
+                    .truncated,
+                    "VP9 payload descriptor of \(p.count) bytes ends before its \(what) at offset \(at) (RFC 9628 §4.2)")
             }
         }
         if b0 & 0x80 != 0 {
@@ -185,8 +194,9 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
         if b0 & 0x20 != 0 {
             try need(d.flexibleMode ? 1 : 2, "layer indices")
             let l = p[at]
-            d.layer = Layer(temporalID: l >> 5, switchingUpPoint: l & 0x10 != 0, spatialID: (l >> 1) & 7,
-                            interLayerDependency: l & 1 != 0)
+            d.layer = Layer(
+                temporalID: l >> 5, switchingUpPoint: l & 0x10 != 0, spatialID: (l >> 1) & 7,
+                interLayerDependency: l & 1 != 0)
             at += 1
             if !d.flexibleMode { d.tl0PicIdx = p[at]; at += 1 }
         }
@@ -236,7 +246,8 @@ public struct VP9ScalabilityStructure: Sendable, Equatable {
     /// Equal when every field the descriptor carries is equal.
     public static func == (a: Self, b: Self) -> Bool {
         guard a.spatialLayers == b.spatialLayers, a.hasResolutions == b.hasResolutions,
-              a.pictureGroupSize == b.pictureGroupSize else { return false }
+            a.pictureGroupSize == b.pictureGroupSize
+        else { return false }
         for i in 0..<a.spatialLayers where a.widths[i] != b.widths[i] || a.heights[i] != b.heights[i] {
             return false
         }

@@ -75,8 +75,10 @@ public final class SRTPContext: Sendable {
     /// keeps the 80-bit tag with that suite) could never be verified.
     /// Throws `.badParam` for an unusable option (such as a replay window outside 64-32767),
     /// `.initFail`/`.allocFail` when libsrtp cannot start.
-    public init(material: SRTPKeyMaterial, direction: Direction, ssrcs: [UInt32]? = nil,
-                options: Options = Options()) throws(SRTPError) {
+    public init(
+        material: SRTPKeyMaterial, direction: Direction, ssrcs: [UInt32]? = nil,
+        options: Options = Options()
+    ) throws(SRTPError) {
         try srtpInitStatus.check()
         if material.mki != nil && material.suite == .aesCM128HMACSHA1_32 { throw .badParam }
         suite = material.suite
@@ -92,15 +94,18 @@ public final class SRTPContext: Sendable {
             status = srtp_create(&created, nil)
             if status == srtp_err_status_ok, let created {
                 for ssrc in ssrcs {
-                    status = Self.add(to: created, material: material, type: ssrc_specific,
-                                      ssrc: ssrc, options: options)
+                    status = Self.add(
+                        to: created, material: material, type: ssrc_specific,
+                        ssrc: ssrc, options: options)
                     if status != srtp_err_status_ok { break }
                 }
             }
         } else {
-            status = Self.withPolicy(material: material,
-                                     type: direction == .outbound ? ssrc_any_outbound : ssrc_any_inbound,
-                                     ssrc: 0, options: options) { policy in srtp_create(&created, &policy) }
+            status = Self.withPolicy(
+                material: material,
+                type: direction == .outbound ? ssrc_any_outbound : ssrc_any_inbound,
+                ssrc: 0, options: options
+            ) { policy in srtp_create(&created, &policy) }
         }
         if status != srtp_err_status_ok {
             if let created { srtp_dealloc(created) }
@@ -114,9 +119,11 @@ public final class SRTPContext: Sendable {
         srtp_dealloc(session)
     }
 
-    private static func withPolicy(material: SRTPKeyMaterial, type: srtp_ssrc_type_t, ssrc: UInt32,
-                                   options: Options,
-                                   _ body: (inout srtp_policy_t) -> srtp_err_status_t) -> srtp_err_status_t {
+    private static func withPolicy(
+        material: SRTPKeyMaterial, type: srtp_ssrc_type_t, ssrc: UInt32,
+        options: Options,
+        _ body: (inout srtp_policy_t) -> srtp_err_status_t
+    ) -> srtp_err_status_t {
         guard options.replayWindowSize > 0, options.replayWindowSize < 0x8000 else {
             return srtp_err_status_bad_param
         }
@@ -143,8 +150,9 @@ public final class SRTPContext: Sendable {
                 mkiBytes[mki.length - 1 - i] = UInt8(truncatingIfNeeded: mki.value >> UInt64(8 * i))
             }
             return mkiBytes.withUnsafeMutableBufferPointer { mkiBuffer in
-                var master = srtp_master_key_t(key: keyPointer, mki_id: mkiBuffer.baseAddress,
-                                               mki_size: UInt32(mki.length))
+                var master = srtp_master_key_t(
+                    key: keyPointer, mki_id: mkiBuffer.baseAddress,
+                    mki_size: UInt32(mki.length))
                 return withUnsafeMutablePointer(to: &master) { masterPointer in
                     var keys: UnsafeMutablePointer<srtp_master_key_t>? = masterPointer
                     return withUnsafeMutablePointer(to: &keys) { keysPointer in
@@ -158,8 +166,10 @@ public final class SRTPContext: Sendable {
         }
     }
 
-    private static func add(to session: srtp_t, material: SRTPKeyMaterial, type: srtp_ssrc_type_t,
-                            ssrc: UInt32, options: Options) -> srtp_err_status_t {
+    private static func add(
+        to session: srtp_t, material: SRTPKeyMaterial, type: srtp_ssrc_type_t,
+        ssrc: UInt32, options: Options
+    ) -> srtp_err_status_t {
         withPolicy(material: material, type: type, ssrc: ssrc, options: options) { policy in
             srtp_add_stream(session, &policy)
         }
@@ -258,13 +268,16 @@ public final class SRTPContext: Sendable {
     }
 
     @inline(__always)
-    private func process(_ buffer: UnsafeMutableRawBufferPointer, length: Int, growth: Int,
-                         _ call: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?)
-                             -> srtp_err_status_t)
+    private func process(
+        _ buffer: UnsafeMutableRawBufferPointer, length: Int, growth: Int,
+        _ call: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?)
+            -> srtp_err_status_t
+    )
         throws(SRTPError) -> Int
     {
-        precondition(length >= 0 && length <= buffer.count && buffer.count <= Int32.max,
-                     "SRTP packet length \(length) outside its buffer of \(buffer.count) bytes")
+        precondition(
+            length >= 0 && length <= buffer.count && buffer.count <= Int32.max,
+            "SRTP packet length \(length) outside its buffer of \(buffer.count) bytes")
         guard buffer.count - length >= growth else { throw .bufferTooSmall }
         guard let base = buffer.baseAddress, length > 0 else { throw .badParam }
         var octets = Int32(length)

@@ -50,14 +50,18 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
 
     /// Key material from a master key and salt of exactly the suite's lengths.
     /// Throws `.wrongLength` (naming the part and both lengths) when a length is wrong.
-    public init(suite: SRTPSuite, masterKey: [UInt8], masterSalt: [UInt8],
-                lifetime: UInt64? = nil, mki: MKI? = nil) throws(SRTPKeyMaterialError) {
+    public init(
+        suite: SRTPSuite, masterKey: [UInt8], masterSalt: [UInt8],
+        lifetime: UInt64? = nil, mki: MKI? = nil
+    ) throws(SRTPKeyMaterialError) {
         guard masterKey.count == suite.masterKeyLength else {
-            throw SRTPKeyMaterialError(.wrongLength,
+            throw SRTPKeyMaterialError(
+                .wrongLength,
                 "\(suite.sdpName) master key must be \(suite.masterKeyLength) bytes, got \(masterKey.count)")
         }
         guard masterSalt.count == suite.masterSaltLength else {
-            throw SRTPKeyMaterialError(.wrongLength,
+            throw SRTPKeyMaterialError(
+                .wrongLength,
                 "\(suite.sdpName) master salt must be \(suite.masterSaltLength) bytes, got \(masterSalt.count)")
         }
         self.suite = suite
@@ -74,7 +78,8 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// which must be exactly `suite.keyAndSaltLength` bytes; throws `.wrongLength` otherwise.
     public init(suite: SRTPSuite, keyAndSalt: [UInt8]) throws(SRTPKeyMaterialError) {
         guard keyAndSalt.count == suite.keyAndSaltLength else {
-            throw SRTPKeyMaterialError(.wrongLength,
+            throw SRTPKeyMaterialError(
+                .wrongLength,
                 "\(suite.sdpName) key and salt must be \(suite.keyAndSaltLength) bytes "
                     + "(\(suite.masterKeyLength) + \(suite.masterSaltLength)), got \(keyAndSalt.count)")
         }
@@ -87,8 +92,9 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// no other copy is made; the caller zeroes its own buffer. Traps on a wrong length (the caller
     /// sizes both from `suite`).
     init(suite: SRTPSuite, key: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer) {
-        precondition(key.count == suite.masterKeyLength && salt.count == suite.masterSaltLength,
-                     "key or salt length does not match \(suite.sdpName)")
+        precondition(
+            key.count == suite.masterKeyLength && salt.count == suite.masterSaltLength,
+            "key or salt length does not match \(suite.sdpName)")
         self.suite = suite
         secret = SecretBytes(count: suite.keyAndSaltLength)
         UnsafeMutableRawBufferPointer(rebasing: secret.bytes[0..<key.count]).copyMemory(from: key)
@@ -148,17 +154,20 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
         // ABNF literals are case-insensitive (RFC 5234 section 2.3), so "INLINE:" is valid too.
         guard text.prefix(prefix.count).lowercased() == prefix else {
             let method = text.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
-            throw SRTPKeyMaterialError(.badKeyMethod,
+            throw SRTPKeyMaterialError(
+                .badKeyMethod,
                 "SRTP key parameter must use key method \"inline\", got \"\(method.prefix(16))\"")
         }
         let info = text.dropFirst(prefix.count)
         if info.contains(";") {
-            throw SRTPKeyMaterialError(.badKeyMethod,
+            throw SRTPKeyMaterialError(
+                .badKeyMethod,
                 "SRTP key parameter holds several keys (';'); pass one inline: parameter at a time")
         }
         let parts = info.split(separator: "|", omittingEmptySubsequences: false)
         guard parts.count <= 3 else {
-            throw SRTPKeyMaterialError(.badKeyMethod,
+            throw SRTPKeyMaterialError(
+                .badKeyMethod,
                 "SRTP inline key has \(parts.count - 1) '|' fields; at most lifetime and MKI are allowed")
         }
         let bytes = try SRTPInlineBase64.decode(parts[0])
@@ -171,7 +180,8 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
                 mki = try Self.parseMKI(field)
             } else {
                 guard lifetime == nil, mki == nil else {
-                    throw SRTPKeyMaterialError(.badLifetime,
+                    throw SRTPKeyMaterialError(
+                        .badLifetime,
                         "SRTP inline key lifetime \"\(field.prefix(24))\" is misplaced or repeated "
                             + "(RFC 4568: key|lifetime|mki:length)")
                 }
@@ -185,15 +195,19 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
         if field.hasPrefix("2^") {
             let exponentText = field.dropFirst(2)
             guard !exponentText.isEmpty, exponentText.allSatisfy(\.isASCIIDigit),
-                  let exponent = Int(exponentText), exponent <= 48 else {
-                throw SRTPKeyMaterialError(.badLifetime,
+                let exponent = Int(exponentText), exponent <= 48
+            else {
+                throw SRTPKeyMaterialError(
+                    .badLifetime,
                     "SRTP inline key lifetime \"\(field.prefix(24))\" must be 2^n with n at most 48")
             }
             return UInt64(1) << UInt64(exponent)
         }
         guard !field.isEmpty, field.allSatisfy(\.isASCIIDigit), let value = UInt64(field),
-              value > 0, value <= limit else {
-            throw SRTPKeyMaterialError(.badLifetime,
+            value > 0, value <= limit
+        else {
+            throw SRTPKeyMaterialError(
+                .badLifetime,
                 "SRTP inline key lifetime \"\(field.prefix(24))\" must be a decimal from 1 to 2^48 or 2^n")
         }
         return value
@@ -202,21 +216,26 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     private static func parseMKI(_ field: Substring) throws(SRTPKeyMaterialError) -> MKI {
         let pieces = field.split(separator: ":", omittingEmptySubsequences: false)
         guard pieces.count == 2, !pieces[0].isEmpty, !pieces[1].isEmpty,
-              pieces[0].allSatisfy(\.isASCIIDigit), pieces[1].allSatisfy(\.isASCIIDigit),
-              pieces[1].count <= 3 else {
-            throw SRTPKeyMaterialError(.badMKI,
+            pieces[0].allSatisfy(\.isASCIIDigit), pieces[1].allSatisfy(\.isASCIIDigit),
+            pieces[1].count <= 3
+        else {
+            throw SRTPKeyMaterialError(
+                .badMKI,
                 "SRTP inline key MKI \"\(field.prefix(24))\" must be <decimal value>:<length 1-128>")
         }
         guard let length = Int(pieces[1]), (1...128).contains(length) else {
-            throw SRTPKeyMaterialError(.badMKI,
+            throw SRTPKeyMaterialError(
+                .badMKI,
                 "SRTP inline key MKI length \(pieces[1]) is outside 1-128 bytes")
         }
         guard let value = UInt64(pieces[0]) else {
-            throw SRTPKeyMaterialError(.badMKI,
+            throw SRTPKeyMaterialError(
+                .badMKI,
                 "SRTP inline key MKI value \(pieces[0].prefix(24)) is larger than 64 bits")
         }
         guard MKI.fits(value, length) else {
-            throw SRTPKeyMaterialError(.badMKI,
+            throw SRTPKeyMaterialError(
+                .badMKI,
                 "SRTP inline key MKI value \(value) does not fit in \(length) bytes")
         }
         return MKI(value: value, length: length)
@@ -230,9 +249,10 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
         RandomBytes.ensureInitialized()
         var digest = [UInt8](repeating: 0, count: Int(crypto_generichash_BYTES_MIN))
         let input = secret.bytes
-        _ = crypto_generichash(&digest, digest.count,
-                               input.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                               UInt64(input.count), nil, 0)
+        _ = crypto_generichash(
+            &digest, digest.count,
+            input.baseAddress!.assumingMemoryBound(to: UInt8.self),
+            UInt64(input.count), nil, 0)
         return digest.prefix(4).map { byte in
             let hex = String(byte, radix: 16)
             return hex.count == 1 ? "0" + hex : hex
@@ -241,7 +261,8 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
 
     /// Suite, sizes and fingerprint; never the key.
     public var description: String {
-        var text = "SRTPKeyMaterial(\(suite.sdpName), key \(suite.masterKeyLength) B, "
+        var text =
+            "SRTPKeyMaterial(\(suite.sdpName), key \(suite.masterKeyLength) B, "
             + "salt \(suite.masterSaltLength) B, fingerprint \(fingerprint), redacted"
         if let lifetime { text += ", lifetime \(lifetime)" }
         if let mki { text += ", mki \(mki.value):\(mki.length)" }
@@ -253,8 +274,12 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
 
     /// A mirror without the key bytes, so `dump` and debuggers show the redacted form.
     public var customMirror: Mirror {
-        Mirror(self, children: ["suite": suite, "lifetime": lifetime as Any, "mki": mki as Any,
-                                "key": "<redacted>"], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "suite": suite, "lifetime": lifetime as Any, "mki": mki as Any,
+                "key": "<redacted>",
+            ], displayStyle: .struct)
     }
 
     /// Equal when suite, lifetime, MKI and bytes match; the bytes are compared in constant time.
@@ -262,8 +287,9 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
         guard a.suite == b.suite, a.lifetime == b.lifetime, a.mki == b.mki else { return false }
         if a.secret === b.secret { return true }
         RandomBytes.ensureInitialized()
-        return sodium_memcmp(a.secret.bytes.baseAddress!, b.secret.bytes.baseAddress!,
-                             a.secret.bytes.count) == 0
+        return sodium_memcmp(
+            a.secret.bytes.baseAddress!, b.secret.bytes.baseAddress!,
+            a.secret.bytes.count) == 0
     }
 }
 
@@ -370,16 +396,19 @@ enum SRTPInlineBase64 {
         }
         for (index, c) in chars.enumerated() where value(c) == nil {
             let shown = c >= 0x21 && c < 0x7f ? "'\(Character(Unicode.Scalar(c)))'" : "byte 0x\(String(c, radix: 16))"
-            throw SRTPKeyMaterialError(.badBase64,
+            throw SRTPKeyMaterialError(
+                .badBase64,
                 "SRTP inline key-salt is not base64: \(shown) at position \(index)")
         }
         let remainder = chars.count % 4
         if remainder == 1 {
-            throw SRTPKeyMaterialError(.badBase64,
+            throw SRTPKeyMaterialError(
+                .badBase64,
                 "SRTP inline key-salt has \(chars.count) base64 characters, an impossible length")
         }
         if padding > 0 && (padding > 2 || (chars.count + padding) % 4 != 0) {
-            throw SRTPKeyMaterialError(.badBase64,
+            throw SRTPKeyMaterialError(
+                .badBase64,
                 "SRTP inline key-salt has wrong base64 padding (\(padding) '=' after \(chars.count) characters)")
         }
         var out = [UInt8]()

@@ -71,10 +71,12 @@ final class SendCounters: Sendable {
     }
 
     /// Worker only: records a frame's (or audio packet's) media packets for sender reports.
-    func publishSent(packets: UInt64, payloadOctets: UInt64, rtpTimestamp: UInt32, captureNs: Int64,
-                     capturedAtNs: UInt64, sendNs: UInt64) {
+    func publishSent(
+        packets: UInt64, payloadOctets: UInt64, rtpTimestamp: UInt32, captureNs: Int64,
+        capturedAtNs: UInt64, sendNs: UInt64
+    ) {
         let v = srVersion.load(ordering: .relaxed)
-        srVersion.store(v &+ 1, ordering: .relaxed)              // odd: writing
+        srVersion.store(v &+ 1, ordering: .relaxed)  // odd: writing
         atomicMemoryFence(ordering: .releasing)
         srPacketCount.add(packets, ordering: .relaxed)
         srOctetCount.add(payloadOctets, ordering: .relaxed)
@@ -82,7 +84,7 @@ final class SendCounters: Sendable {
         srLastCaptureNs.store(captureNs, ordering: .relaxed)
         srLastSendNs.store(sendNs, ordering: .relaxed)
         srLastCapturedAtNs.store(capturedAtNs, ordering: .relaxed)
-        srVersion.store(v &+ 2, ordering: .releasing)            // even: stable
+        srVersion.store(v &+ 2, ordering: .releasing)  // even: stable
     }
 
     /// Any thread: a consistent copy of the sender-report fields (retries while the worker writes).
@@ -90,13 +92,14 @@ final class SendCounters: Sendable {
         while true {
             let v0 = srVersion.load(ordering: .acquiring)
             if v0 & 1 == 1 { continue }
-            let info = RTPSenderInfo(ssrc: ssrc,
-                                     packetCount: srPacketCount.load(ordering: .relaxed),
-                                     octetCount: srOctetCount.load(ordering: .relaxed),
-                                     lastRTPTimestamp: srLastRTPTimestamp.load(ordering: .relaxed),
-                                     lastCaptureNs: srLastCaptureNs.load(ordering: .relaxed),
-                                     lastSendNs: srLastSendNs.load(ordering: .relaxed),
-                                     lastCapturedAtNs: srLastCapturedAtNs.load(ordering: .relaxed))
+            let info = RTPSenderInfo(
+                ssrc: ssrc,
+                packetCount: srPacketCount.load(ordering: .relaxed),
+                octetCount: srOctetCount.load(ordering: .relaxed),
+                lastRTPTimestamp: srLastRTPTimestamp.load(ordering: .relaxed),
+                lastCaptureNs: srLastCaptureNs.load(ordering: .relaxed),
+                lastSendNs: srLastSendNs.load(ordering: .relaxed),
+                lastCapturedAtNs: srLastCapturedAtNs.load(ordering: .relaxed))
             atomicMemoryFence(ordering: .acquiring)
             if srVersion.load(ordering: .relaxed) == v0 { return info }
         }
@@ -177,8 +180,10 @@ public struct RTPSenderInfo: Sendable, Equatable {
     public var lastCapturedAtNs: UInt64 = 0
 
     /// A snapshot of the given fields.
-    public init(ssrc: UInt32, packetCount: UInt64, octetCount: UInt64, lastRTPTimestamp: UInt32,
-                lastCaptureNs: Int64, lastSendNs: UInt64, lastCapturedAtNs: UInt64 = 0) {
+    public init(
+        ssrc: UInt32, packetCount: UInt64, octetCount: UInt64, lastRTPTimestamp: UInt32,
+        lastCaptureNs: Int64, lastSendNs: UInt64, lastCapturedAtNs: UInt64 = 0
+    ) {
         self.ssrc = ssrc
         self.packetCount = packetCount
         self.octetCount = octetCount

@@ -43,9 +43,11 @@ package struct ImpairmentModel: Sendable {
         public init() {}
 
         /// Settings from their option values; every argument defaults to "no impairment".
-        public init(loss: Double = 0, burst: Double = 1, delayMilliseconds: Double = 0,
-                    jitterMilliseconds: Double = 0, reorder: Double = 0, reorderDelayMilliseconds: Double = 20,
-                    duplicate: Double = 0, rateBitsPerSecond: Int = 0, queueLimitMilliseconds: Double = 100) {
+        public init(
+            loss: Double = 0, burst: Double = 1, delayMilliseconds: Double = 0,
+            jitterMilliseconds: Double = 0, reorder: Double = 0, reorderDelayMilliseconds: Double = 20,
+            duplicate: Double = 0, rateBitsPerSecond: Int = 0, queueLimitMilliseconds: Double = 100
+        ) {
             self.loss = loss
             self.burst = burst
             self.delayMilliseconds = delayMilliseconds
@@ -71,8 +73,10 @@ package struct ImpairmentModel: Sendable {
             if !fraction(duplicate) { return "duplicate \(duplicate) is not a fraction in 0...1" }
             if !(burst >= 0) || !burst.isFinite { return "burst \(burst) must be a finite number >= 0" }
             if burst > 1 && loss >= 1 { return "burst loss needs loss below 1" }
-            for (name, v) in [("delay", delayMilliseconds), ("jitter", jitterMilliseconds),
-                              ("reorder delay", reorderDelayMilliseconds), ("queue", queueLimitMilliseconds)]
+            for (name, v) in [
+                ("delay", delayMilliseconds), ("jitter", jitterMilliseconds),
+                ("reorder delay", reorderDelayMilliseconds), ("queue", queueLimitMilliseconds),
+            ]
             where !(v >= 0) || !v.isFinite {
                 return "\(name) \(v) ms must be a finite number >= 0"
             }
@@ -125,8 +129,8 @@ package struct ImpairmentModel: Sendable {
     public private(set) var counters = Counters()
 
     private var random: Generator
-    private let goodToBad: Double       // Gilbert: P(enter the bad state) per packet
-    private let badToGood: Double       // Gilbert: P(leave the bad state) per packet
+    private let goodToBad: Double  // Gilbert: P(enter the bad state) per packet
+    private let badToGood: Double  // Gilbert: P(leave the bad state) per packet
     private var inBadState = false
     private var lastWasLost = false
     private var linkFreeAt: UInt64 = 0  // rate limiter: when the link finishes its queue
@@ -220,36 +224,36 @@ package struct ImpairmentModel: Sendable {
 }
 
 extension ImpairmentModel {
-/// xoshiro256** (Blackman and Vigna, https://prng.di.unimi.it), seeded with splitmix64: a small,
-/// fast, reproducible generator for the impairment model. Not for cryptography.
-struct Generator: RandomNumberGenerator, Sendable {
-    private var s: (UInt64, UInt64, UInt64, UInt64)
+    /// xoshiro256** (Blackman and Vigna, https://prng.di.unimi.it), seeded with splitmix64: a small,
+    /// fast, reproducible generator for the impairment model. Not for cryptography.
+    struct Generator: RandomNumberGenerator, Sendable {
+        private var s: (UInt64, UInt64, UInt64, UInt64)
 
-    init(seed: UInt64) {
-        var x = seed
-        func splitmix() -> UInt64 {
-            x &+= 0x9E37_79B9_7F4A_7C15
-            var z = x
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
+        init(seed: UInt64) {
+            var x = seed
+            func splitmix() -> UInt64 {
+                x &+= 0x9E37_79B9_7F4A_7C15
+                var z = x
+                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+                return z ^ (z >> 31)
+            }
+            s = (splitmix(), splitmix(), splitmix(), splitmix())
         }
-        s = (splitmix(), splitmix(), splitmix(), splitmix())
-    }
 
-    mutating func next() -> UInt64 {
-        let result = ((s.1 &* 5) << 7 | (s.1 &* 5) >> 57) &* 9
-        let t = s.1 << 17
-        s.2 ^= s.0
-        s.3 ^= s.1
-        s.1 ^= s.2
-        s.0 ^= s.3
-        s.2 ^= t
-        s.3 = s.3 << 45 | s.3 >> 19
-        return result
-    }
+        mutating func next() -> UInt64 {
+            let result = ((s.1 &* 5) << 7 | (s.1 &* 5) >> 57) &* 9
+            let t = s.1 << 17
+            s.2 ^= s.0
+            s.3 ^= s.1
+            s.1 ^= s.2
+            s.0 ^= s.3
+            s.2 ^= t
+            s.3 = s.3 << 45 | s.3 >> 19
+            return result
+        }
 
-    /// A uniform Double in [0, 1) with 53 random bits.
-    mutating func nextUnitInterval() -> Double { Double(next() >> 11) * 0x1.0p-53 }
-}
+        /// A uniform Double in [0, 1) with 53 random bits.
+        mutating func nextUnitInterval() -> Double { Double(next() >> 11) * 0x1.0p-53 }
+    }
 }

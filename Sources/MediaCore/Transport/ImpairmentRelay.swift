@@ -74,13 +74,16 @@ package final class ImpairmentRelay: @unchecked Sendable {
         try upstream.connect(to: configuration.to)
         listenAddress = try listenSocket.localAddress()
         upstreamAddress = try upstream.localAddress()
-        let forward = Lane(receiveOn: listenSocket, sendOn: upstream,
-                           model: ImpairmentModel(settings: configuration.forward, seed: configuration.seed),
-                           configuration: configuration)
-        let reverse = Lane(receiveOn: upstream, sendOn: listenSocket,
-                           model: ImpairmentModel(settings: configuration.reverse,
-                                                  seed: configuration.seed ^ 0x5EED_0F_2E7E_25E0),
-                           configuration: configuration)
+        let forward = Lane(
+            receiveOn: listenSocket, sendOn: upstream,
+            model: ImpairmentModel(settings: configuration.forward, seed: configuration.seed),
+            configuration: configuration)
+        let reverse = Lane(
+            receiveOn: upstream, sendOn: listenSocket,
+            model: ImpairmentModel(
+                settings: configuration.reverse,
+                seed: configuration.seed ^ 0x5EED_0F_2E7E_25E0),
+            configuration: configuration)
         engine = Engine(forward: forward, reverse: reverse)
     }
 
@@ -113,9 +116,10 @@ package final class ImpairmentRelay: @unchecked Sendable {
     /// Thread rule: any thread. Cost: a lock; the relay thread swaps the models on its next loop
     /// (within about 20 ms).
     public func update(configuration new: Configuration) {
-        precondition(new.listen == configuration.listen && new.to == configuration.to
-                     && new.maxQueuedPackets == configuration.maxQueuedPackets && new.maxPacketSize == configuration.maxPacketSize,
-                     "ImpairmentRelay.update(configuration:) can change only the impairment settings and seed")
+        precondition(
+            new.listen == configuration.listen && new.to == configuration.to
+                && new.maxQueuedPackets == configuration.maxQueuedPackets && new.maxPacketSize == configuration.maxPacketSize,
+            "ImpairmentRelay.update(configuration:) can change only the impairment settings and seed")
         precondition(new.forward.problem == nil && new.reverse.problem == nil, "invalid impairment settings")
         engine.pending.withLock { $0 = new }
     }
@@ -141,10 +145,14 @@ package final class ImpairmentRelay: @unchecked Sendable {
         }
 
         func run() {
-            var fds = [pollfd(fd: forwardLane.input.descriptor, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: reverseLane.input.descriptor, events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(fd: forwardLane.input.descriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: reverseLane.input.descriptor, events: Int16(POLLIN), revents: 0),
+            ]
             while !stopping.load(ordering: .acquiring) {
-                if let new = pending.withLock({ c in defer { c = nil }; return c }) {
+                if let new = pending.withLock({ c in
+                    defer { c = nil }; return c
+                }) {
                     forwardLane.replaceModel(ImpairmentModel(settings: new.forward, seed: new.seed))
                     reverseLane.replaceModel(ImpairmentModel(settings: new.reverse, seed: new.seed ^ 0x5EED_0F_2E7E_25E0))
                 }
@@ -209,8 +217,9 @@ package final class ImpairmentRelay: @unchecked Sendable {
         var order: UInt64 = 0
 
         init(receiveOn input: UDPSocket, sendOn output: UDPSocket, model: ImpairmentModel, configuration: Configuration) {
-            precondition(configuration.maxQueuedPackets > 0 && configuration.maxPacketSize > 0,
-                         "the relay needs room for at least one packet")
+            precondition(
+                configuration.maxQueuedPackets > 0 && configuration.maxPacketSize > 0,
+                "the relay needs room for at least one packet")
             self.input = input
             self.output = output
             self.model = model

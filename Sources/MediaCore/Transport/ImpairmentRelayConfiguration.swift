@@ -50,8 +50,10 @@ extension ImpairmentRelay {
             """
 
         /// A relay from `listen` to `to`, with `impairment` in both directions unless `reverse` is given.
-        public init(listen: SocketAddress, to: SocketAddress, impairment: ImpairmentModel.Settings = .init(),
-                    reverse: ImpairmentModel.Settings? = nil, seed: UInt64 = 1) {
+        public init(
+            listen: SocketAddress, to: SocketAddress, impairment: ImpairmentModel.Settings = .init(),
+            reverse: ImpairmentModel.Settings? = nil, seed: UInt64 = 1
+        ) {
             self.listen = listen
             self.to = to
             forward = impairment
@@ -87,7 +89,11 @@ extension ImpairmentRelay {
                 case "--listen":
                     let text = try value(option)
                     do {
-                        if let port = UInt16(text) { listen = .anyIPv4(port: port) } else { listen = try SocketAddress(parsing: text) }
+                        if let port = UInt16(text) {
+                            listen = .anyIPv4(port: port)
+                        } else {
+                            listen = try SocketAddress(parsing: text)
+                        }
                     } catch {
                         throw ImpairmentRelayConfigurationError(option: option, reason: error.description)
                     }
@@ -107,7 +113,8 @@ extension ImpairmentRelay {
                 case "--rate":
                     let text = try value(option)
                     guard let v = Int(text), v >= 0 else {
-                        throw ImpairmentRelayConfigurationError(option: option, reason: "'\(text)' is not a rate in bits per second")
+                        throw ImpairmentRelayConfigurationError(
+                            option: option, reason: "'\(text)' is not a rate in bits per second")
                     }
                     settings.rateBitsPerSecond = v
                 case "--seed":

@@ -8,7 +8,7 @@ import Synchronization
 package final class MemoryPacketSink: PacketSink {
     private struct State {
         var ring: [[UInt8]] = []
-        var head = 0          // index of the oldest packet once the ring is full
+        var head = 0  // index of the oldest packet once the ring is full
         var written = 0
         var dropped = 0
         var flushes = 0

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Why `PcapWriter` failed, shaped like swift-system's `Errno`: the C `errno` of the failing call
@@ -113,14 +113,18 @@ package final class PcapWriter {
         guard let file else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
         let n = used
         used = 0
-        do { try file.write(buffer.baseAddress!, count: n) } catch { throw PcapWriterError(error.code, "\(error.path): \(error.step)") }
+        do { try file.write(buffer.baseAddress!, count: n) } catch {
+            throw PcapWriterError(error.code, "\(error.path): \(error.step)")
+        }
     }
 
     /// Appends one UDP datagram sent from `source` to `destination` at `timestampNs` (Unix-epoch
     /// nanoseconds; shown by tshark as the capture time). Traps on a datagram over
     /// `maxDatagramSize` bytes. Throws the `errno` of a failed `write`.
-    public func write(_ datagram: UnsafeRawBufferPointer, from source: PcapEndpoint, to destination: PcapEndpoint,
-                      timestampNs: UInt64) throws(PcapWriterError) {
+    public func write(
+        _ datagram: UnsafeRawBufferPointer, from source: PcapEndpoint, to destination: PcapEndpoint,
+        timestampNs: UInt64
+    ) throws(PcapWriterError) {
         guard file != nil else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
         precondition(datagram.count <= Self.maxDatagramSize, "datagram of \(datagram.count) bytes too large for IPv4")
         let l2 = linkType.headerSize
@@ -139,11 +143,15 @@ package final class PcapWriter {
 
     private func writeDirect(_ d: UnsafeRawBufferPointer) throws(PcapWriterError) {
         guard let file else { throw PcapWriterError(EBADF, "write to finished pcap \(path)") }
-        do { try file.write(d.baseAddress!, count: d.count) } catch { throw PcapWriterError(error.code, "\(error.path): \(error.step)") }
+        do { try file.write(d.baseAddress!, count: d.count) } catch {
+            throw PcapWriterError(error.code, "\(error.path): \(error.step)")
+        }
     }
 
-    private func writeRecord(_ d: UnsafeRawBufferPointer, _ src: PcapEndpoint, _ dst: PcapEndpoint,
-                             _ ns: UInt64, payloadInBuffer: Bool) throws(PcapWriterError) {
+    private func writeRecord(
+        _ d: UnsafeRawBufferPointer, _ src: PcapEndpoint, _ dst: PcapEndpoint,
+        _ ns: UInt64, payloadInBuffer: Bool
+    ) throws(PcapWriterError) {
         let l2 = linkType.headerSize
         let ipLength = 20 + 8 + d.count
         let o = used
@@ -176,7 +184,8 @@ package final class PcapWriter {
         let udpLength = UInt16(8 + d.count)
         buffer.put16(udp, src.port); buffer.put16(udp + 2, dst.port)
         buffer.put16(udp + 4, udpLength); buffer.put16(udp + 6, 0)
-        var sum: UInt32 = (src.address >> 16) + (src.address & 0xFFFF) + (dst.address >> 16) + (dst.address & 0xFFFF)
+        var sum: UInt32 =
+            (src.address >> 16) + (src.address & 0xFFFF) + (dst.address >> 16) + (dst.address & 0xFFFF)
             + 17 + UInt32(udpLength)
         sum = Self.sum(UnsafeRawBufferPointer(rebasing: buffer[udp..<(udp + 8)]), sum)
         sum = Self.sum(d, sum)

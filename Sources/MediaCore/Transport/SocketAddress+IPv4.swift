@@ -6,8 +6,9 @@ import Glibc
 extension SocketAddress {
     /// The IPv4 address `address` (host byte order: `0x7F00_0001` is 127.0.0.1) with `port`.
     public init(ipv4Address address: UInt32, port: UInt16) {
-        self.init(ipv4: UInt8(address >> 24), UInt8(address >> 16 & 0xFF), UInt8(address >> 8 & 0xFF), UInt8(address & 0xFF),
-                  port: port)
+        self.init(
+            ipv4: UInt8(address >> 24), UInt8(address >> 16 & 0xFF), UInt8(address >> 8 & 0xFF), UInt8(address & 0xFF),
+            port: port)
     }
 
     /// The IPv4 address in host byte order (127.0.0.1 is `0x7F00_0001`); nil for an IPv6 address.

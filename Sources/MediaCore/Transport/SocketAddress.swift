@@ -27,7 +27,9 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     public init(ipv4 a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8, port: UInt16) {
         family = .ipv4
         self.port = port
-        withUnsafeMutableBytes(of: &high) { $0[0] = a; $0[1] = b; $0[2] = c; $0[3] = d }
+        withUnsafeMutableBytes(of: &high) {
+            $0[0] = a; $0[1] = b; $0[2] = c; $0[3] = d
+        }
     }
 
     /// An IPv6 address from its 16 bytes in network order.
@@ -49,7 +51,9 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     /// `0.0.0.0:port`: every IPv4 interface.
     public static func anyIPv4(port: UInt16) -> SocketAddress { SocketAddress(ipv4: 0, 0, 0, 0, port: port) }
     /// `[::]:port`: every IPv6 interface.
-    public static func anyIPv6(port: UInt16) -> SocketAddress { SocketAddress(ipv6: [UInt8](repeating: 0, count: 16), port: port) }
+    public static func anyIPv6(port: UInt16) -> SocketAddress {
+        SocketAddress(ipv6: [UInt8](repeating: 0, count: 16), port: port)
+    }
 
     /// The address bytes in network order (4 for IPv4, 16 for IPv6).
     public var addressBytes: [UInt8] {
@@ -71,7 +75,9 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
             }
             let rest = host[host.index(after: close)...]
             host = host[host.index(after: host.startIndex)..<close]
-            if rest.hasPrefix(":") { portText = rest.dropFirst() } else if !rest.isEmpty {
+            if rest.hasPrefix(":") {
+                portText = rest.dropFirst()
+            } else if !rest.isEmpty {
                 throw SocketAddressParseError(input: text, reason: "expected ':port' after ']'")
             }
         } else if let colon = host.lastIndex(of: ":") {
@@ -198,7 +204,9 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
             var sin = sockaddr_in()
             sin.sin_family = sa_family_t(AF_INET)
             sin.sin_port = port.bigEndian
-            withUnsafeMutableBytes(of: &sin.sin_addr) { dst in withUnsafeBytes(of: high) { dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<4])) } }
+            withUnsafeMutableBytes(of: &sin.sin_addr) { dst in
+                withUnsafeBytes(of: high) { dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<4])) }
+            }
             raw.storeBytes(of: sin, as: sockaddr_in.self)
             return socklen_t(MemoryLayout<sockaddr_in>.size)
         case .ipv6:

@@ -38,8 +38,9 @@ public final class UDPPacketSink: PacketSink, @unchecked Sendable {
     /// Sends through `socket` to `destination` (nil when connected) in batches of up to
     /// `batchCapacity` packets of at most `maxPacketSize` bytes.
     public init(socket: UDPSocket, destination: SocketAddress? = nil, batchCapacity: Int = 64, maxPacketSize: Int = 2048) {
-        precondition(destination != nil || socket.connectedAddress != nil,
-                     "a UDP sink needs a destination or a connected socket")
+        precondition(
+            destination != nil || socket.connectedAddress != nil,
+            "a UDP sink needs a destination or a connected socket")
         precondition(maxPacketSize > 0, "packets have at least one byte")
         self.socket = socket
         self.destination = destination

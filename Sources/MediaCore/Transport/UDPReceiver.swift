@@ -36,11 +36,14 @@ public final class UDPReceiver: @unchecked Sendable {
     /// Prepares a receiver on `socket` with a ring of `batchCapacity` buffers of `bufferSize` bytes.
     /// `handler` is called on the receiver's thread for every datagram; the datagram's bytes are
     /// valid only during the call.
-    public init(socket: UDPSocket, batchCapacity: Int = 64, bufferSize: Int = 2048,
-                pollIntervalMilliseconds: Int = 50, handler: @escaping @Sendable (UDPDatagram) -> Void) {
+    public init(
+        socket: UDPSocket, batchCapacity: Int = 64, bufferSize: Int = 2048,
+        pollIntervalMilliseconds: Int = 50, handler: @escaping @Sendable (UDPDatagram) -> Void
+    ) {
         precondition(pollIntervalMilliseconds > 0, "the poll interval must be positive")
-        worker = Worker(socket: socket, batch: UDPReceiveBatch(capacity: batchCapacity, bufferSize: bufferSize),
-                        pollIntervalMilliseconds: pollIntervalMilliseconds, handler: handler)
+        worker = Worker(
+            socket: socket, batch: UDPReceiveBatch(capacity: batchCapacity, bufferSize: bufferSize),
+            pollIntervalMilliseconds: pollIntervalMilliseconds, handler: handler)
     }
 
     /// Releasing a running receiver stops and joins its thread.
@@ -77,8 +80,10 @@ public final class UDPReceiver: @unchecked Sendable {
         let stopping = Atomic<Bool>(false)
         let counters = Mutex(Statistics())
 
-        init(socket: UDPSocket, batch: UDPReceiveBatch, pollIntervalMilliseconds: Int,
-             handler: @escaping @Sendable (UDPDatagram) -> Void) {
+        init(
+            socket: UDPSocket, batch: UDPReceiveBatch, pollIntervalMilliseconds: Int,
+            handler: @escaping @Sendable (UDPDatagram) -> Void
+        ) {
             self.socket = socket
             self.batch = batch
             self.pollIntervalMilliseconds = pollIntervalMilliseconds

@@ -16,11 +16,13 @@ final class TransportThread {
     init(name: String, _ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { argument in
-            let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
-            box.body()
-            return nil
-        }, box)
+        let rc = pthread_create(
+            &thread, nil,
+            { argument in
+                let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
+                box.body()
+                return nil
+            }, box)
         precondition(rc == 0, "pthread_create for \(name) failed: errno \(rc)")
         self.thread = thread
     }

@@ -31,7 +31,8 @@ extension UDPSocket {
         var request = ip_mreq()
         request.imr_multiaddr.s_addr = address.bigEndian
         request.imr_interface.s_addr = 0  // INADDR_ANY: the kernel picks the interface
-        guard setsockopt(descriptor, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ip_mreq>.size)) == 0 else {
+        guard setsockopt(descriptor, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ip_mreq>.size)) == 0
+        else {
             throw SocketError(SocketErrno(rawValue: errno), operation: "setsockopt(IP_ADD_MEMBERSHIP)", address: group)
         }
         var loop: UInt8 = loopback ? 1 : 0

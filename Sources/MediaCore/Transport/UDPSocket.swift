@@ -33,7 +33,8 @@ public final class UDPSocket: @unchecked Sendable {
     /// Opens an unbound UDP socket of `family`.
     public init(family: SocketAddress.Family, options: Options = Options()) throws(SocketError) {
         self.family = family
-        let type = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        let type =
+            Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
             | (options.nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
         descriptor = Glibc.socket(family == .ipv4 ? AF_INET : AF_INET6, type, 0)
         guard descriptor >= 0 else { throw SocketError.last("socket") }
@@ -79,9 +80,13 @@ public final class UDPSocket: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
         }
         guard rc == 0 else { throw SocketError.last("getsockname") }
-        guard let address = withUnsafePointer(to: &storage, {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
-        }) else { throw SocketError(.addressFamilyNotSupported, operation: "getsockname") }
+        guard
+            let address = withUnsafePointer(
+                to: &storage,
+                {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+                })
+        else { throw SocketError(.addressFamilyNotSupported, operation: "getsockname") }
         return address
     }
 
@@ -104,7 +109,8 @@ public final class UDPSocket: @unchecked Sendable {
     /// Receives one datagram into `buffer`: its length (clipped to the buffer), its source and
     /// whether it was longer than the buffer (`MSG_TRUNC`).
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SocketError)
-        -> (count: Int, source: SocketAddress?, truncated: Bool) {
+        -> (count: Int, source: SocketAddress?, truncated: Bool)
+    {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         while true {
@@ -153,7 +159,9 @@ public final class UDPSocket: @unchecked Sendable {
     }
 
     /// The kernel's receive buffer in bytes (`SO_RCVBUF`, as the kernel reports it: twice the request).
-    public func receiveBufferSize() throws(SocketError) -> Int { Int(try getOption(SOL_SOCKET, SO_RCVBUF, "getsockopt(SO_RCVBUF)")) }
+    public func receiveBufferSize() throws(SocketError) -> Int {
+        Int(try getOption(SOL_SOCKET, SO_RCVBUF, "getsockopt(SO_RCVBUF)"))
+    }
 
     /// The kernel's send buffer in bytes (`SO_SNDBUF`, as the kernel reports it).
     public func sendBufferSize() throws(SocketError) -> Int { Int(try getOption(SOL_SOCKET, SO_SNDBUF, "getsockopt(SO_SNDBUF)")) }

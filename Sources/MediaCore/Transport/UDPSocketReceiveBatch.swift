@@ -118,7 +118,8 @@ public final class UDPReceiveBatch {
         // previous datagram.
         var realtime = timespec()
         clock_gettime(CLOCK_REALTIME, &realtime)
-        let realtimeToMonotonic = Int64(bitPattern: receivedAtNanoseconds) - (Int64(realtime.tv_sec) * 1_000_000_000 + Int64(realtime.tv_nsec))
+        let realtimeToMonotonic =
+            Int64(bitPattern: receivedAtNanoseconds) - (Int64(realtime.tv_sec) * 1_000_000_000 + Int64(realtime.tv_nsec))
         for i in 0..<count {
             var arrival = receivedAtNanoseconds
             let stamp = withUnsafePointer(to: headers[i].msg_hdr) { cms_receive_timestamp_ns($0) }
@@ -138,11 +139,13 @@ public final class UDPReceiveBatch {
         precondition(index >= 0 && index < count, "datagram index out of range")
         let header = headers[index]
         let length = min(Int(header.msg_len), bufferSize)
-        let source: SocketAddress? = header.msg_hdr.msg_namelen > 0
+        let source: SocketAddress? =
+            header.msg_hdr.msg_namelen > 0
             ? SocketAddress(sockaddr: UnsafeRawPointer(addresses + index).assumingMemoryBound(to: sockaddr.self))
             : nil
-        return UDPDatagram(bytes: UnsafeRawBufferPointer(start: storage + index * bufferSize, count: length),
-                           source: source, receivedAtNanoseconds: arrivals[index],
-                           isTruncated: header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0)
+        return UDPDatagram(
+            bytes: UnsafeRawBufferPointer(start: storage + index * bufferSize, count: length),
+            source: source, receivedAtNanoseconds: arrivals[index],
+            isTruncated: header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0)
     }
 }

@@ -88,9 +88,10 @@ public final class UDPSendBatch {
             }
             let code = SocketErrno(rawValue: rc == 0 ? EAGAIN : errno)
             if code == .interrupted { continue }
-            let destination = headers[start].msg_hdr.msg_name.flatMap {
-                SocketAddress(sockaddr: $0.assumingMemoryBound(to: sockaddr.self))
-            } ?? socket.connectedAddress
+            let destination =
+                headers[start].msg_hdr.msg_name.flatMap {
+                    SocketAddress(sockaddr: $0.assumingMemoryBound(to: sockaddr.self))
+                } ?? socket.connectedAddress
             result.lastError = SocketError(code, operation: "sendmmsg", address: destination)
             if code == .wouldBlock {
                 result.dropped += count - start

@@ -30,8 +30,10 @@ public struct JSEPTrack: Hashable, Sendable {
     public var mid: String?
 
     /// A track.
-    public init(kind: JSEPMediaKind, id: String, streamID: String, ssrc: UInt32, retransmissionSSRC: UInt32? = nil,
-                direction: SDPDirection = .sendrecv, mid: String? = nil) {
+    public init(
+        kind: JSEPMediaKind, id: String, streamID: String, ssrc: UInt32, retransmissionSSRC: UInt32? = nil,
+        direction: SDPDirection = .sendrecv, mid: String? = nil
+    ) {
         self.kind = kind; self.id = id; self.streamID = streamID; self.ssrc = ssrc
         self.retransmissionSSRC = retransmissionSSRC; self.direction = direction; self.mid = mid
     }
@@ -57,8 +59,10 @@ public struct JSEPTransportParameters: Hashable, Sendable {
     public var cname: String
 
     /// Local parameters.
-    public init(ice: JSEPICEParameters, fingerprints: [JSEPFingerprint], candidates: [JSEPCandidate] = [],
-                endOfCandidates: Bool = false, cname: String) {
+    public init(
+        ice: JSEPICEParameters, fingerprints: [JSEPFingerprint], candidates: [JSEPCandidate] = [],
+        endOfCandidates: Bool = false, cname: String
+    ) {
         self.ice = ice; self.fingerprints = fingerprints; self.candidates = candidates
         self.endOfCandidates = endOfCandidates; self.cname = cname
     }
@@ -81,15 +85,19 @@ public enum JSEPNegotiator {
             list.map { SDPRTCPFeedback(payloadType: pt, type: $0.type, parameter: $0.parameter) }
         }
         if kind == .audio {
-            return [JSEPCodec(payloadType: 111, name: "opus", clockRate: 48_000, channels: 2,
-                              parameters: "minptime=10;useinbandfec=1",
-                              feedback: [SDPRTCPFeedback(payloadType: 111, type: "transport-cc")])]
+            return [
+                JSEPCodec(
+                    payloadType: 111, name: "opus", clockRate: 48_000, channels: 2,
+                    parameters: "minptime=10;useinbandfec=1",
+                    feedback: [SDPRTCPFeedback(payloadType: 111, type: "transport-cc")])
+            ]
         }
         guard kind == .video else { return [] }
         return [
             JSEPCodec(payloadType: 96, name: "VP8", clockRate: 90_000, feedback: fb(96, supportedFeedback)),
             JSEPCodec(payloadType: 97, name: "rtx", clockRate: 90_000, parameters: "apt=96"),
-            JSEPCodec(payloadType: 98, name: "VP9", clockRate: 90_000, parameters: "profile-id=0", feedback: fb(98, supportedFeedback)),
+            JSEPCodec(
+                payloadType: 98, name: "VP9", clockRate: 90_000, parameters: "profile-id=0", feedback: fb(98, supportedFeedback)),
             JSEPCodec(payloadType: 99, name: "rtx", clockRate: 90_000, parameters: "apt=98"),
         ]
     }
@@ -97,9 +105,11 @@ public enum JSEPNegotiator {
     /// The header extensions an offer lists for `kind`, with their IDs (the same URI has the
     /// same ID in every section, as RFC 8843 §9.2 requires inside one BUNDLE group).
     public static func offeredExtensions(_ kind: JSEPMediaKind) -> [SDPExtensionMap] {
-        var list = [SDPExtensionMap(id: 2, uri: SDPExtensionMap.absoluteSendTimeURI),
-                    SDPExtensionMap(id: 3, uri: SDPExtensionMap.transportSequenceNumberURI),
-                    SDPExtensionMap(id: 4, uri: SDPExtensionMap.midURI)]
+        var list = [
+            SDPExtensionMap(id: 2, uri: SDPExtensionMap.absoluteSendTimeURI),
+            SDPExtensionMap(id: 3, uri: SDPExtensionMap.transportSequenceNumberURI),
+            SDPExtensionMap(id: 4, uri: SDPExtensionMap.midURI),
+        ]
         if kind == .audio { list.insert(SDPExtensionMap(id: 1, uri: SDPExtensionMap.audioLevelURI), at: 0) }
         return kind == .audio || kind == .video ? list : []
     }
@@ -114,9 +124,11 @@ public enum JSEPNegotiator {
     /// sent nothing goes to a track of its kind not seen before); an earlier section with no track
     /// left is rejected (port 0) and leaves the BUNDLE group; new tracks get new sections at the
     /// end. Every offer says `a=setup:actpass`.
-    public static func createOffer(tracks: [JSEPTrack], transport: JSEPTransportParameters,
-                                   previous: JSEPSessionDescription? = nil,
-                                   sessionID: UInt64 = newSessionID()) -> JSEPSessionDescription {
+    public static func createOffer(
+        tracks: [JSEPTrack], transport: JSEPTransportParameters,
+        previous: JSEPSessionDescription? = nil,
+        sessionID: UInt64 = newSessionID()
+    ) -> JSEPSessionDescription {
         var d = JSEPSessionDescription(type: .offer, origin: origin(previous: previous, sessionID: sessionID))
         var remaining = tracks
         var usedMids = Set<String>()
@@ -128,7 +140,9 @@ public enum JSEPNegotiator {
             var kept = [JSEPTrack?](repeating: nil, count: previous.media.count)
             for (k, old) in previous.media.enumerated() where !old.isRejected {
                 let mid = old.mid ?? "", oldTrack = old.mediaStreamIDs.first?.track
-                if let i = remaining.firstIndex(where: { $0.kind == old.kind && ($0.mid == mid || ($0.mid == nil && oldTrack != nil && $0.id == oldTrack)) }) {
+                if let i = remaining.firstIndex(where: {
+                    $0.kind == old.kind && ($0.mid == mid || ($0.mid == nil && oldTrack != nil && $0.id == oldTrack))
+                }) {
                     kept[k] = remaining.remove(at: i)
                 }
             }
@@ -171,25 +185,29 @@ public enum JSEPNegotiator {
     /// without a track, `sendrecv` → `sendrecv` or `recvonly` without a track), and `a=setup`
     /// answers the offer's role (`actpass` → `active`). `previous` (the last local description)
     /// keeps the session id and grows the version.
-    public static func createAnswer(to offer: JSEPSessionDescription, tracks: [JSEPTrack],
-                                    transport: JSEPTransportParameters, previous: JSEPSessionDescription? = nil,
-                                    sessionID: UInt64 = newSessionID()) -> JSEPSessionDescription {
+    public static func createAnswer(
+        to offer: JSEPSessionDescription, tracks: [JSEPTrack],
+        transport: JSEPTransportParameters, previous: JSEPSessionDescription? = nil,
+        sessionID: UInt64 = newSessionID()
+    ) -> JSEPSessionDescription {
         var d = JSEPSessionDescription(type: .answer, origin: origin(previous: previous, sessionID: sessionID))
         var remaining = tracks
         var acceptedOne = false
         var setupRole: JSEPSetupRole = .active
         for offered in offer.media {
             guard !offered.isRejected, offered.isRTP, offered.proto.hasSuffix("SAVPF"),
-                  offered.kind == .audio || offered.kind == .video, let mid = offered.mid,
-                  offer.bundle.isEmpty ? !acceptedOne : offer.bundle.contains(mid),
-                  let role = offer.effectiveSetup(of: offered)?.answerRole else {
+                offered.kind == .audio || offered.kind == .video, let mid = offered.mid,
+                offer.bundle.isEmpty ? !acceptedOne : offer.bundle.contains(mid),
+                let role = offer.effectiveSetup(of: offered)?.answerRole
+            else {
                 d.media.append(rejected(offered))
                 continue
             }
             let codecs = answerCodecs(offered)
             guard !codecs.isEmpty else { d.media.append(rejected(offered)); continue }
             setupRole = role
-            let trackIndex = remaining.firstIndex { $0.mid == mid }
+            let trackIndex =
+                remaining.firstIndex { $0.mid == mid }
                 ?? remaining.firstIndex { $0.mid == nil && $0.kind == offered.kind }
             let track = trackIndex.map { remaining.remove(at: $0) }
             let sends = track?.sends ?? false
@@ -230,11 +248,15 @@ public enum JSEPNegotiator {
         var out: [JSEPCodec] = []
         for c in offered.codecs {
             guard let known = c.known, known != .rtx else { continue }
-            let supported = c.feedback.filter { f in supportedFeedback.contains { $0.type == f.type && $0.parameter == f.parameter } }
-                + offered.wildcardFeedback.filter { f in supportedFeedback.contains { $0.type == f.type && $0.parameter == f.parameter } }
-                    .map { SDPRTCPFeedback(payloadType: c.payloadType, type: $0.type, parameter: $0.parameter) }
-            var codec = JSEPCodec(payloadType: c.payloadType, name: c.name, clockRate: c.clockRate, channels: c.channels,
-                                  feedback: supported)
+            let supported =
+                c.feedback.filter { f in supportedFeedback.contains { $0.type == f.type && $0.parameter == f.parameter } }
+                + offered.wildcardFeedback.filter { f in
+                    supportedFeedback.contains { $0.type == f.type && $0.parameter == f.parameter }
+                }
+                .map { SDPRTCPFeedback(payloadType: c.payloadType, type: $0.type, parameter: $0.parameter) }
+            var codec = JSEPCodec(
+                payloadType: c.payloadType, name: c.name, clockRate: c.clockRate, channels: c.channels,
+                feedback: supported)
             switch known {
             case .opus: codec.parameters = "minptime=10;useinbandfec=1"
             case .vp9: codec.parameters = c.profileID != nil ? "profile-id=0" : nil
@@ -246,8 +268,10 @@ public enum JSEPNegotiator {
         for c in out {
             withRTX.append(c)
             if let rtx = offered.codecs.first(where: { $0.known == .rtx && $0.associatedPayloadType == c.payloadType }) {
-                withRTX.append(JSEPCodec(payloadType: rtx.payloadType, name: rtx.name, clockRate: rtx.clockRate,
-                                         parameters: "apt=\(c.payloadType)"))
+                withRTX.append(
+                    JSEPCodec(
+                        payloadType: rtx.payloadType, name: rtx.name, clockRate: rtx.clockRate,
+                        parameters: "apt=\(c.payloadType)"))
             }
         }
         return withRTX
@@ -283,8 +307,10 @@ public enum JSEPNegotiator {
             s.ssrcGroups = [SDPSSRCGroup(semantics: "FID", ssrcs: [track.ssrc, rtx])]
         }
         s.ssrcs = ssrcs.flatMap { ssrc in
-            [SDPSSRCAttribute(ssrc: ssrc, attribute: "cname", value: ""),
-             SDPSSRCAttribute(ssrc: ssrc, attribute: "msid", value: "\(track.streamID) \(track.id)")]
+            [
+                SDPSSRCAttribute(ssrc: ssrc, attribute: "cname", value: ""),
+                SDPSSRCAttribute(ssrc: ssrc, attribute: "msid", value: "\(track.streamID) \(track.id)"),
+            ]
         }
     }
 
@@ -298,8 +324,10 @@ public enum JSEPNegotiator {
     }
 
     /// The transport of every accepted section, the cname, the BUNDLE group and the candidates.
-    static func finish(_ d: inout JSEPSessionDescription, transport: JSEPTransportParameters, setup: JSEPSetupRole,
-                       bundle: [String]? = nil) {
+    static func finish(
+        _ d: inout JSEPSessionDescription, transport: JSEPTransportParameters, setup: JSEPSetupRole,
+        bundle: [String]? = nil
+    ) {
         d.bundle = bundle ?? d.media.filter { !$0.isRejected }.compactMap(\.mid)
         d.otherAttributes = [SDPAttribute("msid-semantic", " WMS *")]
         let defaultCandidate = transport.candidates.first { $0.transport.lowercased() == "udp" && $0.component == 1 }

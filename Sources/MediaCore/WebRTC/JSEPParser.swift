@@ -66,8 +66,10 @@ struct JSEPParser {
     ]
 
     /// Attribute names this model types itself (the rest go to `otherAttributes`).
-    static let typedNames: Set<Substring> = ["ice-ufrag", "ice-pwd", "ice-options", "fingerprint", "setup", "rtcp-rsize",
-                                             "bundle-only", "msid", "candidate", "end-of-candidates"]
+    static let typedNames: Set<Substring> = [
+        "ice-ufrag", "ice-pwd", "ice-options", "fingerprint", "setup", "rtcp-rsize",
+        "bundle-only", "msid", "candidate", "end-of-candidates",
+    ]
 
     mutating func parse(type: JSEPType) throws(JSEPError) -> JSEPSessionDescription {
         var sdpParser = SDPParser(source: "<jsep>")
@@ -178,17 +180,24 @@ struct JSEPParser {
                     s.mediaStreamIDs.append(JSEPMediaStreamID(stream: String(f[0]), track: f.count > 1 ? String(f[1]) : nil))
                 case "candidate":
                     guard let c = JSEPCandidate(String(value ?? "")) else {
-                        throw fail(i, "a=candidate is not <foundation> <component> <transport> <priority> <address> <port> typ <type> [<name> <value>]... (RFC 8839 §5.1)")
+                        throw fail(
+                            i,
+                            "a=candidate is not <foundation> <component> <transport> <priority> <address> <port> typ <type> [<name> <value>]... (RFC 8839 §5.1)"
+                        )
                     }
                     s.candidates.append(c)
                 case "rtpmap":
                     let pt = Self.payloadType(value)
-                    if let other = rtpmapLines[pt] { throw fail(i, "payload type \(pt) already has an a=rtpmap at line \(other + 1)") }
+                    if let other = rtpmapLines[pt] {
+                        throw fail(i, "payload type \(pt) already has an a=rtpmap at line \(other + 1)")
+                    }
                     if !m.formats.contains(String(pt)) { throw fail(i, "payload type \(pt) is not on the m= line") }
                     rtpmapLines[pt] = i
                 case "fmtp":
                     let pt = Self.payloadType(value)
-                    if let other = fmtpLines[pt] { throw fail(i, "payload type \(pt) already has an a=fmtp at line \(other + 1)") }
+                    if let other = fmtpLines[pt] {
+                        throw fail(i, "payload type \(pt) already has an a=fmtp at line \(other + 1)")
+                    }
                     fmtpLines[pt] = i
                 case "rtcp-fb":
                     if let v = value, !v.hasPrefix("*") { feedbackLines.append((Self.payloadType(v), i)) }
@@ -231,8 +240,9 @@ struct JSEPParser {
                 }
                 for c in s.codecs where c.name.lowercased() == "rtx" {
                     if let apt = c.associatedPayloadType, s.codec(payloadType: apt) == nil {
-                        throw fail(fmtpLines[c.payloadType] ?? start,
-                                   "retransmission payload type \(c.payloadType) repairs \(apt), which the m= line does not list")
+                        throw fail(
+                            fmtpLines[c.payloadType] ?? start,
+                            "retransmission payload type \(c.payloadType) repairs \(apt), which the m= line does not list")
                     }
                 }
             }
@@ -287,7 +297,9 @@ struct JSEPParser {
         guard let role = value.flatMap({ JSEPSetupRole(rawValue: String($0)) }) else {
             throw fail(i, "a=setup must be actpass, active, passive or holdconn")
         }
-        if type == .answer && role == .actpass { throw fail(i, "an answer must pick active or passive, not actpass (RFC 8842 §5.3)") }
+        if type == .answer && role == .actpass {
+            throw fail(i, "an answer must pick active or passive, not actpass (RFC 8842 §5.3)")
+        }
         return role
     }
 
@@ -323,11 +335,11 @@ struct JSEPParser {
             switch (ufrag, pwd) {
             case (nil, nil):
                 return nil
-            case let ((u, _)?, (w, _)?):
+            case ((let u, _)?, (let w, _)?):
                 return JSEPICEParameters(usernameFragment: u, password: w)
-            case let ((_, line)?, nil):
+            case ((_, let line)?, nil):
                 throw p.fail(line, "a=ice-ufrag without a=ice-pwd")
-            case let (nil, (_, line)?):
+            case (nil, (_, let line)?):
                 throw p.fail(line, "a=ice-pwd without a=ice-ufrag")
             }
         }

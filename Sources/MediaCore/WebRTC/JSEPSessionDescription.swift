@@ -97,9 +97,10 @@ public struct JSEPICEParameters: Hashable, Sendable {
     /// Whether `text` is a valid ICE ufrag or password of length `range` (RFC 8839 §5.4:
     /// ice-char = ALPHA / DIGIT / "+" / "/").
     static func isICEChars(_ text: Substring, _ range: ClosedRange<Int>) -> Bool {
-        range.contains(text.utf8.count) && text.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2B || c == 0x2F
-        }
+        range.contains(text.utf8.count)
+            && text.utf8.allSatisfy { c in
+                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2B || c == 0x2F
+            }
     }
 }
 
@@ -134,8 +135,10 @@ public struct JSEPCandidate: Hashable, Sendable {
     private struct Extension: Hashable, Sendable { var name: String; var value: String }
 
     /// A candidate from its fields.
-    public init(foundation: String, component: Int = 1, transport: String = "udp", priority: UInt32,
-                address: String, port: Int, type: String, relatedAddress: String? = nil, relatedPort: Int? = nil) {
+    public init(
+        foundation: String, component: Int = 1, transport: String = "udp", priority: UInt32,
+        address: String, port: Int, type: String, relatedAddress: String? = nil, relatedPort: Int? = nil
+    ) {
         self.foundation = foundation; self.component = component; self.transport = transport
         self.priority = priority; self.address = address; self.port = port; self.type = type
         self.relatedAddress = relatedAddress; self.relatedPort = relatedPort
@@ -151,10 +154,12 @@ public struct JSEPCandidate: Hashable, Sendable {
         if t.hasPrefix("candidate:") { t = t.dropFirst("candidate:".count) }
         let f = t.split(separator: " ", omittingEmptySubsequences: true)
         guard f.count >= 8, (1...32).contains(f[0].utf8.count), let component = Int(f[1]), (1...256).contains(component),
-              !f[2].isEmpty, let priority = UInt32(f[3]), !f[4].isEmpty, let port = Int(f[5]), (0...65535).contains(port),
-              f[6] == "typ", !f[7].isEmpty else { return nil }
-        self.init(foundation: String(f[0]), component: component, transport: String(f[2]), priority: priority,
-                  address: String(f[4]), port: port, type: String(f[7]))
+            !f[2].isEmpty, let priority = UInt32(f[3]), !f[4].isEmpty, let port = Int(f[5]), (0...65535).contains(port),
+            f[6] == "typ", !f[7].isEmpty
+        else { return nil }
+        self.init(
+            foundation: String(f[0]), component: component, transport: String(f[2]), priority: priority,
+            address: String(f[4]), port: port, type: String(f[7]))
         var i = 8
         while i < f.count {
             guard i + 1 < f.count else { return nil }
@@ -213,8 +218,10 @@ public struct JSEPCodec: Hashable, Sendable {
     public var feedback: [SDPRTCPFeedback]
 
     /// A codec.
-    public init(payloadType: Int, name: String, clockRate: Int, channels: Int? = nil, parameters: String? = nil,
-                feedback: [SDPRTCPFeedback] = []) {
+    public init(
+        payloadType: Int, name: String, clockRate: Int, channels: Int? = nil, parameters: String? = nil,
+        feedback: [SDPRTCPFeedback] = []
+    ) {
         self.payloadType = payloadType; self.name = name; self.clockRate = clockRate; self.channels = channels
         self.parameters = parameters; self.feedback = feedback
     }
@@ -391,8 +398,9 @@ public struct JSEPMediaSection: Hashable, Sendable {
         if let m = mid { out.append("a=mid:\(m)") }
         if bundleOnly { out.append("a=bundle-only") }
         for e in extensions {
-            out.append("a=extmap:\(e.id)" + (e.direction.map { "/\($0.rawValue)" } ?? "") + " \(e.uri)"
-                       + (e.attributes.map { " \($0)" } ?? ""))
+            out.append(
+                "a=extmap:\(e.id)" + (e.direction.map { "/\($0.rawValue)" } ?? "") + " \(e.uri)"
+                    + (e.attributes.map { " \($0)" } ?? ""))
         }
         if hasDirectionAttribute { out.append("a=\(direction.rawValue)") }
         for m in mediaStreamIDs { out.append("a=msid:" + m.value) }
@@ -448,8 +456,10 @@ public struct JSEPSessionDescription: Hashable, Sendable {
 
     /// The ICE and DTLS attribute lines (credentials, options, fingerprints, setup role), as they
     /// stand at session level or in a media section.
-    static func transportLines(ice: JSEPICEParameters?, iceOptions: [String], fingerprints: [JSEPFingerprint],
-                               setup: JSEPSetupRole?) -> [String] {
+    static func transportLines(
+        ice: JSEPICEParameters?, iceOptions: [String], fingerprints: [JSEPFingerprint],
+        setup: JSEPSetupRole?
+    ) -> [String] {
         var out: [String] = []
         if let ice {
             out.append("a=ice-ufrag:\(ice.usernameFragment)")
@@ -464,10 +474,12 @@ public struct JSEPSessionDescription: Hashable, Sendable {
     /// The description as SDP text, CRLF line ends, ending with CRLF: what goes into
     /// `RTCSessionDescription.sdp`.
     public var sdp: String {
-        var out = ["v=0",
-                   "o=\(origin.username) \(origin.sessionID) \(origin.sessionVersion) \(origin.networkType) \(origin.addressType) \(origin.address)",
-                   "s=\(sessionName.isEmpty ? "-" : sessionName)",
-                   "t=0 0"]
+        var out = [
+            "v=0",
+            "o=\(origin.username) \(origin.sessionID) \(origin.sessionVersion) \(origin.networkType) \(origin.addressType) \(origin.address)",
+            "s=\(sessionName.isEmpty ? "-" : sessionName)",
+            "t=0 0",
+        ]
         if !bundle.isEmpty { out.append("a=group:BUNDLE " + bundle.joined(separator: " ")) }
         if iceLite { out.append("a=ice-lite") }
         out += JSEPSessionDescription.transportLines(ice: ice, iceOptions: iceOptions, fingerprints: fingerprints, setup: setup)

@@ -42,7 +42,8 @@ public struct RevueICEServer: Sendable, Hashable, CustomStringConvertible {
 
     /// A TURN server at `hostPort` with a static long-term user, reached over `transport`.
     /// Cost: none; the text is checked when the server is resolved.
-    public static func turn(_ hostPort: String, username: String, password: String, transport: Transport = .udp) -> RevueICEServer {
+    public static func turn(_ hostPort: String, username: String, password: String, transport: Transport = .udp) -> RevueICEServer
+    {
         RevueICEServer(kind: .turn, address: hostPort, username: username, password: password, transport: transport)
     }
 
@@ -62,7 +63,9 @@ public struct RevueICEServer: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: `RevueError` with code `.invalidConfiguration`, naming the text and the problem.
     public init(parsing text: String) throws(RevueError) {
         func bad(_ reason: String) -> RevueError {
-            RevueError(.invalidConfiguration, "ICE server '\(text)': \(reason) (expected HOST:PORT or USER:PASS@HOST:PORT[?transport=tcp])")
+            RevueError(
+                .invalidConfiguration,
+                "ICE server '\(text)': \(reason) (expected HOST:PORT or USER:PASS@HOST:PORT[?transport=tcp])")
         }
         var rest = Substring(text)
         var transport = Transport.udp
@@ -71,7 +74,9 @@ public struct RevueICEServer: Sendable, Hashable, CustomStringConvertible {
             hasQuery = true
             let query = rest[rest.index(after: q)...]
             rest = rest[..<q]
-            guard query.hasPrefix("transport="), let t = Transport(rawValue: String(query.dropFirst("transport=".count)).lowercased()) else {
+            guard query.hasPrefix("transport="),
+                let t = Transport(rawValue: String(query.dropFirst("transport=".count)).lowercased())
+            else {
                 throw bad("the only option is ?transport=udp or ?transport=tcp")
             }
             transport = t
@@ -90,7 +95,8 @@ public struct RevueICEServer: Sendable, Hashable, CustomStringConvertible {
             throw bad("?transport= is for TURN servers (USER:PASS@HOST:PORT)")
         }
         if let reason = Self.hostPortProblem(rest) { throw bad(reason) }
-        self.init(kind: isTURN ? .turn : .stun, address: String(rest), username: username, password: password, transport: transport)
+        self.init(
+            kind: isTURN ? .turn : .stun, address: String(rest), username: username, password: password, transport: transport)
     }
 
     /// Why `text` is not `host:port` or `[ipv6]:port` with a port in 1...65535; nil when it is.
@@ -133,7 +139,8 @@ public struct RevueICEServer: Sendable, Hashable, CustomStringConvertible {
         case .stun:
             return ICEServer(kind: .stun, address: a)
         case .turn:
-            return ICEServer(kind: .turn, address: a, username: username, password: password, transport: transport == .tcp ? .tcp : .udp)
+            return ICEServer(
+                kind: .turn, address: a, username: username, password: password, transport: transport == .tcp ? .tcp : .udp)
         }
     }
 }

@@ -22,8 +22,9 @@ final class CallLegFeedback: @unchecked Sendable {
     /// A leg whose estimate starts (and stays at most) at `videoBitrate`.
     init(route: Int, videoBitrate: Int) {
         self.route = route
-        session = RTCPSenderSession(targets: [], startBitrate: videoBitrate, minimumBitrate: 50_000,
-                                    maximumBitrate: max(50_000, videoBitrate))
+        session = RTCPSenderSession(
+            targets: [], startBitrate: videoBitrate, minimumBitrate: 50_000,
+            maximumBitrate: max(50_000, videoBitrate))
         session.transportSequenceNumbers = transportSequence
     }
 

@@ -103,8 +103,10 @@ public final class LocalParticipant: Participant {
     /// up no other). `timeout` is clamped to 5...30 s like friend messages. Throws only when
     /// nothing was sent: `.messageTooLong`, `.friendNotFound` (not initialized).
     @discardableResult
-    public func sendMessage(_ message: String, to participants: [RemoteParticipant]? = nil,
-                            timeout: Double = 10) async throws(FriendMessageError) -> [String: Result<UInt32, FriendMessageError>] {
+    public func sendMessage(
+        _ message: String, to participants: [RemoteParticipant]? = nil,
+        timeout: Double = 10
+    ) async throws(FriendMessageError) -> [String: Result<UInt32, FriendMessageError>] {
         guard let room else { throw .friendNotFound }
         return try await room.sendChat(message, to: participants ?? Array(room.remoteParticipants.values), timeout: timeout)
     }

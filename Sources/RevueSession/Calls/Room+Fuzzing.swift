@@ -35,7 +35,9 @@ extension Room {
 
     /// Fuzzing: the friend came online or went offline (what the friend layer reports). Main actor.
     package func pathsChangedForFuzzing(_ friendId: String, online: Bool) {
-        pathsChanged(friendId, online ? FriendConnectionPaths(paths: [FriendConnectionPath(kind: .directLAN, endpoint: "127.0.0.1:9")]) : .offline)
+        pathsChanged(
+            friendId,
+            online ? FriendConnectionPaths(paths: [FriendConnectionPath(kind: .directLAN, endpoint: "127.0.0.1:9")]) : .offline)
     }
 
     /// Fuzzing: what deleting the friend does to the call (hang up, cancel, reject). Main actor.
@@ -89,9 +91,10 @@ extension SessionCore {
     package func connectForFuzzing(friendId: String) {
         guard let f = friends[friendId] else { return }
         if f.current == nil {
-            f.current = TransportSession(localIndex: Sodium.randomUInt32(), remoteIndex: Sodium.randomUInt32(),
-                                         keys: (SecretKeyBytes(Sodium.random(32)), SecretKeyBytes(Sodium.random(32))),
-                                         isInitiator: true, created: monotonicNow())
+            f.current = TransportSession(
+                localIndex: Sodium.randomUInt32(), remoteIndex: Sodium.randomUInt32(),
+                keys: (SecretKeyBytes(Sodium.random(32)), SecretKeyBytes(Sodium.random(32))),
+                isInitiator: true, created: monotonicNow())
         }
         f.lastReceived = monotonicNow()
     }

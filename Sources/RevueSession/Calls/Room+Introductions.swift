@@ -26,7 +26,8 @@ extension Room {
     /// A participant vouches for a newcomer. Refused (and counted) from anyone not in our call.
     func receiveIntroduction(_ s: CallSignal, from id: String) {
         guard let core, remoteParticipants[id] != nil, let token = s.inv, token.utf8.count <= 32,
-              let newcomer = s.text, newcomer != core.ownId, newcomer != id else {
+            let newcomer = s.text, newcomer != core.ownId, newcomer != id
+        else {
             return refuse(id, answer: false)
         }
         // A newcomer who is not our friend cannot reach us anyway (members need not all be friends).
@@ -34,7 +35,8 @@ extension Room {
         // Already with us: nothing to allow (and nothing left for a later rejoin to use).
         guard remoteParticipants[newcomer] == nil else { return }
         if introductions.count >= Self.maxIntroductions,
-           let oldest = introductions.min(by: { $0.value.deadline < $1.value.deadline })?.key {
+            let oldest = introductions.min(by: { $0.value.deadline < $1.value.deadline })?.key
+        {
             introductions[oldest] = nil
         }
         introductions[token] = Introduction(newcomer: newcomer, introducer: id, deadline: monotonicNow() + invitationTimeout)
@@ -49,7 +51,9 @@ extension Room {
         guard let core, !remoteParticipants.isEmpty else { return }
         let now = monotonicNow()
         for (member, token) in tokens.sorted(by: { $0.key < $1.key })
-        where member != core.ownId && remoteParticipants[member] == nil && invitations[member] == nil && pendingJoins[member] == nil {
+        where member != core.ownId && remoteParticipants[member] == nil && invitations[member] == nil
+            && pendingJoins[member] == nil
+        {
             guard let f = core.friends[member], f.isConnected else { continue }
             var s = CallSignal(op: CallSignal.Op.join, inv: token)
             s.members = remoteParticipants.keys.sorted()

@@ -118,7 +118,9 @@ extension Room {
                     var s = CallSignal(op: CallSignal.Op.invite, inv: inv)
                     s.text = message
                     s.members = remoteParticipants.keys.sorted()
-                    if sendInvite(s, to: id) { invitations[id] = .outgoing(inv: inv, message: message, deadline: deadline, sent: true) }
+                    if sendInvite(s, to: id) {
+                        invitations[id] = .outgoing(inv: inv, message: message, deadline: deadline, sent: true)
+                    }
                 }
             case .incoming(_, let deadline), .accepting(_, let deadline):
                 if now >= deadline {

@@ -6,8 +6,8 @@
 // speaking detector. docs/session.md "Media".
 import Dispatch
 import Foundation
-import Synchronization
 internal import MediaCore
+import Synchronization
 
 /// Ids of call legs in `TrackFanOut`s (unique in the process).
 private let legRoutes = Atomic<Int>(0)
@@ -144,8 +144,9 @@ extension Room {
         switch s.op {
         case CallSignal.Op.media:
             guard let key = s.key, let suite = s.suite.flatMap(SRTPSuite.init(sdpName:)),
-                  let material = try? SRTPKeyMaterial(suite: suite, inline: key),
-                  let ufrag = s.ufrag, let pwd = s.pwd else { return }
+                let material = try? SRTPKeyMaterial(suite: suite, inline: key),
+                let ufrag = s.ufrag, let pwd = s.pwd
+            else { return }
             leg.remoteKey = material
             if leg.pipeline == nil { startReceiving(leg) }
             if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
@@ -247,7 +248,8 @@ extension Room {
     }
 
     func participantConnectedMedia(_ p: RemoteParticipant) {
-        let bitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder.bitrate
+        let bitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder
+            .bitrate
         guard let core, mediaLegsEnabled else { return }
         let id = p.identity
         // One side of each leg controls ICE (RFC 8445 §6.1.1): the one with the smaller ID.
@@ -258,7 +260,9 @@ extension Room {
             leg = try MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate, ice: ice)
         } catch {
             let detail = "\(error)"
-            post(nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) }, participant: nil)
+            post(
+                nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) },
+                participant: nil)
             return
         }
         legs[id] = leg
@@ -314,7 +318,9 @@ extension Room {
                 media.audio = a
                 pub.audioCapturer = a.capturer
                 a.onSpeakingEvent = { [weak self] e in
-                    DispatchQueue.main.async { MainActor.assumeIsolated { self?.localSpeaking(e.isSpeaking, levelDbov: e.levelDbov) } }
+                    DispatchQueue.main.async {
+                        MainActor.assumeIsolated { self?.localSpeaking(e.isSpeaking, levelDbov: e.levelDbov) }
+                    }
                 }
                 a.start()
             }
@@ -373,7 +379,8 @@ extension Room {
             var targets: [TrackFanOut.Target] = []
             for (id, leg) in legs.sorted(by: { $0.key < $1.key }) {
                 guard leg.destination != nil, leg.wants.contains(kind),
-                      let p = remoteParticipants[id], p.mode.receives else { continue }
+                    let p = remoteParticipants[id], p.mode.receives
+                else { continue }
                 if leg.outbound[kind] == nil {
                     // A NACK resends the stream's plain RTP again through this context: the same
                     // bytes under the same index, so the same ciphertext (RFC 3711 §3.3.1 keystream
@@ -385,8 +392,10 @@ extension Room {
                 guard let context = leg.outbound[kind] else { continue }
                 let numbering = leg.numbering[kind] ?? TransportNumbering(counter: leg.feedback.transportSequence)
                 leg.numbering[kind] = numbering
-                targets.append(.init(participant: id, route: leg.feedback.route, context: context, socket: leg.socket,
-                                     path: leg.sendPath, numbering: numbering))
+                targets.append(
+                    .init(
+                        participant: id, route: leg.feedback.route, context: context, socket: leg.socket,
+                        path: leg.sendPath, numbering: numbering))
             }
             media.fanOut.setTargets(targets)
             // A leg that left no longer holds the encoder down.
@@ -402,7 +411,9 @@ extension Room {
         for leg in legs.values {
             var streams: [any RTPSendFeedbackTarget] = []
             let route = leg.feedback.route
-            if let m = localMedia[.video], let v = m.video { streams.append(LegVideoFeedback(stream: v, fanOut: m.fanOut, route: route)) }
+            if let m = localMedia[.video], let v = m.video {
+                streams.append(LegVideoFeedback(stream: v, fanOut: m.fanOut, route: route))
+            }
             if let a = localMedia[.audio]?.audio { streams.append(LegAudioFeedback(stream: a, route: route)) }
             leg.feedback.setTargets(streams)
         }
@@ -449,8 +460,9 @@ extension Room {
             stats.packetsSent = media.fanOut.packetsSent.load(ordering: .relaxed)
             stats.bytesSent = media.fanOut.bytesSent.load(ordering: .relaxed)
             if let v = media.video { stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded) }
-            post(local, room: { $1.room($0, participant: local, trackPublication: pub, didUpdateStatistics: stats) },
-                 participant: { $0.participant(local, trackPublication: pub, didUpdateStatistics: stats) })
+            post(
+                local, room: { $1.room($0, participant: local, trackPublication: pub, didUpdateStatistics: stats) },
+                participant: { $0.participant(local, trackPublication: pub, didUpdateStatistics: stats) })
         }
         for (id, leg) in legs {
             guard let p = remoteParticipants[id], let inbound = leg.pipeline?.inboundStats else { continue }
@@ -462,9 +474,12 @@ extension Room {
                 stats.packetsLost = s.packetsLost
                 stats.jitter = s.jitter
                 stats.framesDecoded = s.framesDecoded
-                stats.roundTripTime = core?.friends[id]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?.roundTripTime
-                post(p, room: { $1.room($0, participant: p, trackPublication: pub, didUpdateStatistics: stats) },
-                     participant: { $0.participant(p, trackPublication: pub, didUpdateStatistics: stats) })
+                stats.roundTripTime =
+                    core?.friends[id]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?
+                    .roundTripTime
+                post(
+                    p, room: { $1.room($0, participant: p, trackPublication: pub, didUpdateStatistics: stats) },
+                    participant: { $0.participant(p, trackPublication: pub, didUpdateStatistics: stats) })
             }
         }
     }
@@ -475,7 +490,8 @@ extension Room {
     func mediaStarved(_ p: RemoteParticipant, now: Double) -> Bool {
         guard let leg = legs[p.identity] else { return false }
         let kinds = Set(p.remoteTrackPublications.filter { $0.isSubscribed && !$0.isMuted }.map(\.kind.rawValue))
-        let received = leg.pipeline?.inboundStats.filter { kinds.contains($0.kind) }.reduce(UInt64(0)) { $0 + $1.packetsReceived } ?? 0
+        let received =
+            leg.pipeline?.inboundStats.filter { kinds.contains($0.kind) }.reduce(UInt64(0)) { $0 + $1.packetsReceived } ?? 0
         if kinds.isEmpty || received != leg.packetsSeen {
             leg.packetsSeen = received
             leg.packetsSeenAt = now
@@ -513,7 +529,6 @@ extension Room {
     }
 }
 
-
 extension Room {
     /// A call leg's ICE state, for diagnostics (revue-node's `media-stats`): the selected pair's
     /// candidate types and addresses, the route media takes, our gathered candidates, and the
@@ -539,11 +554,14 @@ extension Room {
         out["droppedResponses"] = s.droppedResponses
         out["turn"] = leg.agent.turnStatistics.map { "\($0)" }
         if let st = leg.pipeline?.statistics {
-            out["received"] = ["datagrams": st.datagrams, "rtp": st.rtp, "rtcp": st.rtcp, "other": st.other, "authFailures": st.authFailures]
+            out["received"] = [
+                "datagrams": st.datagrams, "rtp": st.rtp, "rtcp": st.rtcp, "other": st.other, "authFailures": st.authFailures,
+            ]
         }
         out["sent"] = Int(leg.sendPath.packetCounts.sent)
         out["pairs"] = leg.agent.pairSnapshots.map { p in
-            "\(p.local) -> \(p.remote)" + (p.valid ? " valid" : "") + (p.failed ? " failed" : "") + (p.selected ? " selected" : "")
+            "\(p.local) -> \(p.remote)" + (p.valid ? " valid" : "") + (p.failed ? " failed" : "")
+                + (p.selected ? " selected" : "")
         }
         return out
     }

@@ -16,7 +16,7 @@ extension Room {
         case CallSignal.Op.hello:
             receiveHello(s, from: id)
         case CallSignal.Op.invite, CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject,
-             CallSignal.Op.accept, CallSignal.Op.connect:
+            CallSignal.Op.accept, CallSignal.Op.connect:
             receiveInvitationSignal(s, from: id)
         case CallSignal.Op.introduce:
             receiveIntroduction(s, from: id)
@@ -35,18 +35,22 @@ extension Room {
             if let p = remoteParticipants[id] { hangUp(p, reason: .remoteHangUp, notify: false) }
         case CallSignal.Op.chat:
             guard let p = remoteParticipants[id], let text = s.text else { return }
-            post(p, room: { $1.room($0, participant: p, didReceiveMessage: text) },
-                 participant: { $0.participant(p, didReceiveMessage: text) })
+            post(
+                p, room: { $1.room($0, participant: p, didReceiveMessage: text) },
+                participant: { $0.participant(p, didReceiveMessage: text) })
         case CallSignal.Op.muteRequest:
             guard let p = remoteParticipants[id], let muted = s.muted else { return }
-            post(p, room: { $1.room($0, participant: p, didReceiveMuteRequest: muted) },
-                 participant: { $0.participant(p, didReceiveMuteRequest: muted) })
+            post(
+                p, room: { $1.room($0, participant: p, didReceiveMuteRequest: muted) },
+                participant: { $0.participant(p, didReceiveMuteRequest: muted) })
         case CallSignal.Op.mode:
-            guard let p = remoteParticipants[id], let mode = s.mode.flatMap(ParticipantMode.init(rawValue:)), mode != p.mode else { return }
+            guard let p = remoteParticipants[id], let mode = s.mode.flatMap(ParticipantMode.init(rawValue:)), mode != p.mode
+            else { return }
             p.mode = mode
             modeChangedRemotely(p)
-            post(p, room: { $1.room($0, participant: p, didUpdateMode: mode) },
-                 participant: { $0.participant(p, didUpdateMode: mode) })
+            post(
+                p, room: { $1.room($0, participant: p, didUpdateMode: mode) },
+                participant: { $0.participant(p, didUpdateMode: mode) })
         default:
             break
         }
@@ -69,7 +73,8 @@ extension Room {
     /// other side does not keep a participant that is not there.
     func answerUnknownCall(_ s: CallSignal, from id: String) {
         guard remoteParticipants[id] == nil, pendingJoins[id] == nil, invitations[id] == nil, heldJoins[id] == nil else { return }
-        let inCall = s.type == "track" || s.type == "adr"
+        let inCall =
+            s.type == "track" || s.type == "adr"
             || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
         guard inCall else { return }
         let now = monotonicNow()
@@ -117,8 +122,9 @@ extension Room {
         if notify { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
         for pub in p.remoteTrackPublications where pub.isSubscribed {
             pub.isSubscribed = false
-            post(p, room: { $1.room($0, participant: p, didUnsubscribeTrack: pub) },
-                 participant: { $0.participant(p, didUnsubscribeTrack: pub) })
+            post(
+                p, room: { $1.room($0, participant: p, didUnsubscribeTrack: pub) },
+                participant: { $0.participant(p, didUnsubscribeTrack: pub) })
         }
         participantDisconnectedMedia(p)
         remoteParticipants[id] = nil
@@ -129,10 +135,13 @@ extension Room {
             p.isSpeaking = false
             updateActiveSpeakers()
         }
-        post(p, room: { $1.room($0, participantDidDisconnect: p) },
-             participant: { $0.participant(p, didDisconnectWithReason: reason) })
+        post(
+            p, room: { $1.room($0, participantDidDisconnect: p) },
+            participant: { $0.participant(p, didDisconnectWithReason: reason) })
         if remoteParticipants.isEmpty {
-            if reason == .connectionLost { post(nil, room: { $1.room($0, callDidFailWithError: .connectionLost) }, participant: nil) }
+            if reason == .connectionLost {
+                post(nil, room: { $1.room($0, callDidFailWithError: .connectionLost) }, participant: nil)
+            }
             leaveCall()
             post(nil, room: { $1.roomDidEndCall($0) }, participant: nil)
         }
@@ -152,7 +161,8 @@ extension Room {
     /// In-call messages: friend messages in the reserved format, with their receipts.
     /// Sends to every recipient concurrently; one result per friend ID.
     func sendChat(_ text: String, to participants: [RemoteParticipant], timeout: Double) async throws(FriendMessageError)
-        -> [String: Result<UInt32, FriendMessageError>] {
+        -> [String: Result<UInt32, FriendMessageError>]
+    {
         guard let core else { throw .friendNotFound }
         var s = CallSignal(op: CallSignal.Op.chat)
         s.text = text
@@ -182,12 +192,14 @@ extension Room {
                 continue
             }
             // The live RTT (a new RTT alone does not change the paths value the participant holds).
-            let rtt = core?.friends[p.identity]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?.roundTripTime
+            let rtt = core?.friends[p.identity]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?
+                .roundTripTime
             let quality = mediaStarved(p, now: now) ? .poor : ConnectionQuality.from(loss: mediaLoss(p), roundTripTime: rtt)
             if quality != p.connectionQuality {
                 p.connectionQuality = quality
-                post(p, room: { $1.room($0, participant: p, didUpdateConnectionQuality: quality) },
-                     participant: { $0.participant(p, didUpdateConnectionQuality: quality) })
+                post(
+                    p, room: { $1.room($0, participant: p, didUpdateConnectionQuality: quality) },
+                    participant: { $0.participant(p, didUpdateConnectionQuality: quality) })
             }
         }
         tickMedia(now: now)
@@ -211,8 +223,9 @@ extension Room {
         p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? monotonicNow())
         // Back online within the grace, or on another path: media goes where the friend is now.
         if paths.isOnline { followPath(id, resumed: resumed) }
-        post(p, room: { $1.room($0, participant: p, didUpdatePaths: paths) },
-             participant: { $0.participant(p, didUpdatePaths: paths) })
+        post(
+            p, room: { $1.room($0, participant: p, didUpdatePaths: paths) },
+            participant: { $0.participant(p, didUpdatePaths: paths) })
         if !paths.isOnline, (core?.timeouts.callLostTimeout ?? 0) <= 0 {
             hangUp(p, reason: .connectionLost, notify: false)
         }
@@ -241,15 +254,21 @@ extension Room {
         case .name:
             let name: String? = stored.name.isEmpty ? nil : stored.name
             p.name = name
-            post(p, room: { $1.room($0, participant: p, didUpdateName: name) }, participant: { $0.participant(p, didUpdateName: name) })
+            post(
+                p, room: { $1.room($0, participant: p, didUpdateName: name) },
+                participant: { $0.participant(p, didUpdateName: name) })
         case .statusMessage:
             let text: String? = stored.statusMessage.isEmpty ? nil : stored.statusMessage
             p.statusMessage = text
-            post(p, room: { $1.room($0, participant: p, didUpdateStatusMessage: text) }, participant: { $0.participant(p, didUpdateStatusMessage: text) })
+            post(
+                p, room: { $1.room($0, participant: p, didUpdateStatusMessage: text) },
+                participant: { $0.participant(p, didUpdateStatusMessage: text) })
         case .status:
             let status = UserStatus(rawValue: stored.status) ?? .none
             p.status = status
-            post(p, room: { $1.room($0, participant: p, didUpdateStatus: status) }, participant: { $0.participant(p, didUpdateStatus: status) })
+            post(
+                p, room: { $1.room($0, participant: p, didUpdateStatus: status) },
+                participant: { $0.participant(p, didUpdateStatus: status) })
         }
     }
 }

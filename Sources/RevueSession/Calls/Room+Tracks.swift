@@ -28,18 +28,22 @@ extension Room {
 
     func publish(_ kind: TrackKind) {
         let local = localParticipant
-        let pub = LocalTrackPublication(sid: kind.rawValue, kind: kind, name: kind == .audio ? "microphone" : "camera",
-                                        isMuted: wantMuted[kind] ?? false, participant: local)
+        let pub = LocalTrackPublication(
+            sid: kind.rawValue, kind: kind, name: kind == .audio ? "microphone" : "camera",
+            isMuted: wantMuted[kind] ?? false, participant: local)
         // The engine first: a track whose stream cannot be set up is never announced.
         if let failure = localTrackPublished(pub) {
             wantPublished[kind] = false
-            post(nil, room: { $1.room($0, localParticipant: local, didFailToPublishTrack: kind, error: failure) }, participant: nil)
+            post(
+                nil, room: { $1.room($0, localParticipant: local, didFailToPublishTrack: kind, error: failure) }, participant: nil
+            )
             return
         }
         local.trackPublications[pub.sid] = pub
         for id in remoteParticipants.keys { send(publishSignal(pub), to: id) }
-        post(local, room: { $1.room($0, localParticipant: local, didPublishTrack: pub) },
-             participant: { $0.participant(local, didPublishTrack: pub) })
+        post(
+            local, room: { $1.room($0, localParticipant: local, didPublishTrack: pub) },
+            participant: { $0.participant(local, didPublishTrack: pub) })
     }
 
     func unpublish(_ pub: LocalTrackPublication, tell: Bool) {
@@ -52,8 +56,9 @@ extension Room {
             s.sid = pub.sid
             for id in remoteParticipants.keys { send(s, to: id) }
         }
-        post(local, room: { $1.room($0, localParticipant: local, didUnpublishTrack: pub) },
-             participant: { $0.participant(local, didUnpublishTrack: pub) })
+        post(
+            local, room: { $1.room($0, localParticipant: local, didUnpublishTrack: pub) },
+            participant: { $0.participant(local, didUnpublishTrack: pub) })
     }
 
     func publishSignal(_ pub: TrackPublication) -> CallSignal {
@@ -79,16 +84,18 @@ extension Room {
         s.sid = pub.sid
         s.muted = muted
         for id in remoteParticipants.keys { send(s, to: id) }
-        core?.schedule(.action { [weak pub] in
-            guard let pub else { return }
-            for d in pub.delegates.all { d.track(pub, didUpdateIsMuted: muted) }
-        })
+        core?.schedule(
+            .action { [weak pub] in
+                guard let pub else { return }
+                for d in pub.delegates.all { d.track(pub, didUpdateIsMuted: muted) }
+            })
     }
 
     /// Subscribes or unsubscribes a remote publication to match your mode and wish.
     func updateSubscription(_ pub: RemoteTrackPublication) {
         guard let p = pub.participant as? RemoteParticipant, remoteParticipants[p.identity] === p,
-              p.trackPublications[pub.sid] === pub else { return }
+            p.trackPublications[pub.sid] === pub
+        else { return }
         let should = joined && localParticipant.mode.receives && pub.wanted
         guard should != pub.isSubscribed else { return }
         pub.isSubscribed = should
@@ -98,11 +105,13 @@ extension Room {
         send(s, to: p.identity)
         remoteSubscriptionChanged(pub)
         if should {
-            post(p, room: { $1.room($0, participant: p, didSubscribeTrack: pub) },
-                 participant: { $0.participant(p, didSubscribeTrack: pub) })
+            post(
+                p, room: { $1.room($0, participant: p, didSubscribeTrack: pub) },
+                participant: { $0.participant(p, didSubscribeTrack: pub) })
         } else {
-            post(p, room: { $1.room($0, participant: p, didUnsubscribeTrack: pub) },
-                 participant: { $0.participant(p, didUnsubscribeTrack: pub) })
+            post(
+                p, room: { $1.room($0, participant: p, didUnsubscribeTrack: pub) },
+                participant: { $0.participant(p, didUnsubscribeTrack: pub) })
         }
     }
 
@@ -114,7 +123,8 @@ extension Room {
             // What a participant can make us keep is bounded: a few publications with short IDs
             // and names. The rest is dropped and counted; the publications already there stay.
             guard p.trackPublications.count < Self.maxRemotePublications, sid.utf8.count <= Self.maxTrackIdLength,
-                  (s.text?.utf8.count ?? 0) <= Self.maxTrackNameLength else {
+                (s.text?.utf8.count ?? 0) <= Self.maxTrackNameLength
+            else {
                 return refuse(id, answer: false)
             }
             let pub = RemoteTrackPublication(sid: sid, kind: kind, name: s.text ?? sid, isMuted: s.muted ?? false, participant: p)
@@ -133,8 +143,9 @@ extension Room {
             guard let pub = p.trackPublications[sid], let muted = s.muted, pub.isMuted != muted else { return }
             pub.isMuted = muted
             remoteMuteChanged(p, pub)
-            post(p, room: { $1.room($0, participant: p, trackPublication: pub, didUpdateIsMuted: muted) },
-                 participant: { $0.participant(p, trackPublication: pub, didUpdateIsMuted: muted) })
+            post(
+                p, room: { $1.room($0, participant: p, trackPublication: pub, didUpdateIsMuted: muted) },
+                participant: { $0.participant(p, trackPublication: pub, didUpdateIsMuted: muted) })
         case CallSignal.Op.subscribe:
             remoteWantsTrack(p, sid: sid, wants: s.subscribed ?? false)
         case CallSignal.Op.speaking:

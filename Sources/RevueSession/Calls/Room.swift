@@ -140,7 +140,9 @@ public final class Room {
     /// Hangs up with every participant. Each side receives `participantDidDisconnect`.
     @MainActor
     public func disconnectAll() {
-        for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) { hangUp(p, reason: .localHangUp, notify: true) }
+        for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) {
+            hangUp(p, reason: .localHangUp, notify: true)
+        }
     }
 
     /// Changes your own mode: to
@@ -165,8 +167,9 @@ public final class Room {
             }
         }
         let local = localParticipant
-        post(local, room: { $1.room($0, participant: local, didUpdateMode: mode) },
-             participant: { $0.participant(local, didUpdateMode: mode) })
+        post(
+            local, room: { $1.room($0, participant: local, didUpdateMode: mode) },
+            participant: { $0.participant(local, didUpdateMode: mode) })
     }
 
     // MARK: - Plumbing
@@ -191,13 +194,16 @@ public final class Room {
 
     /// Queues an event for the room delegates and the participant's delegates, in order with every
     /// other session event.
-    func post(_ p: Participant?, room roomEvent: ((Room, any RoomDelegate) -> Void)?,
-              participant participantEvent: ((any ParticipantDelegate) -> Void)?) {
-        core?.schedule(.action { [weak self, weak p] in
-            guard let self else { return }
-            if let participantEvent, let p { for d in p.delegates.all { participantEvent(d) } }
-            if let roomEvent { for d in self.delegates.all { roomEvent(self, d) } }
-        })
+    func post(
+        _ p: Participant?, room roomEvent: ((Room, any RoomDelegate) -> Void)?,
+        participant participantEvent: ((any ParticipantDelegate) -> Void)?
+    ) {
+        core?.schedule(
+            .action { [weak self, weak p] in
+                guard let self else { return }
+                if let participantEvent, let p { for d in p.delegates.all { participantEvent(d) } }
+                if let roomEvent { for d in self.delegates.all { roomEvent(self, d) } }
+            })
     }
 
     /// Queues a RevueDelegate event.

@@ -43,7 +43,9 @@ public protocol RoomDelegate: AnyObject {
     /// A participant's publication was muted or unmuted.
     func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool)
     /// New statistics for a track (W3C webrtc-stats names).
-    func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics)
+    func room(
+        _ room: Room, participant: Participant, trackPublication: TrackPublication,
+        didUpdateStatistics statistics: TrackStatistics)
     /// A participant sent you an in-call message.
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String)
     /// A participant asks you to mute (`true`) or unmute (`false`) your microphone.
@@ -62,7 +64,9 @@ extension RoomDelegate {
     /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, callDidFailWithError error: CallError) {}
     /// Does nothing unless the delegate implements it.
-    public func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {}
+    public func room(
+        _ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError
+    ) {}
     /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {}
     /// Does nothing unless the delegate implements it.
@@ -86,9 +90,13 @@ extension RoomDelegate {
     /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {}
     /// Does nothing unless the delegate implements it.
-    public func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {}
+    public func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {
+    }
     /// Does nothing unless the delegate implements it.
-    public func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics) {}
+    public func room(
+        _ room: Room, participant: Participant, trackPublication: TrackPublication,
+        didUpdateStatistics statistics: TrackStatistics
+    ) {}
     /// Does nothing unless the delegate implements it.
     public func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) {}
     /// Does nothing unless the delegate implements it.
@@ -127,7 +135,8 @@ public protocol ParticipantDelegate: AnyObject {
     /// One of the participant's publications was muted or unmuted.
     func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool)
     /// New statistics for one of the participant's tracks.
-    func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics)
+    func participant(
+        _ participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics)
     /// The participant sent you an in-call message.
     func participant(_ participant: RemoteParticipant, didReceiveMessage message: String)
     /// The participant asks you to mute or unmute your microphone.
@@ -162,7 +171,9 @@ extension ParticipantDelegate {
     /// Does nothing unless the delegate implements it.
     public func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {}
     /// Does nothing unless the delegate implements it.
-    public func participant(_ participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics) {}
+    public func participant(
+        _ participant: Participant, trackPublication: TrackPublication, didUpdateStatistics statistics: TrackStatistics
+    ) {}
     /// Does nothing unless the delegate implements it.
     public func participant(_ participant: RemoteParticipant, didReceiveMessage message: String) {}
     /// Does nothing unless the delegate implements it.

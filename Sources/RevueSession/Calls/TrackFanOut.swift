@@ -87,22 +87,27 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
 
     func write(_ packet: UnsafeRawBufferPointer, route: Int) {
         guard !muted.load(ordering: .relaxed),
-              let t = targets.withLock({ $0.first { $0.route == route } }) else { return }
+            let t = targets.withLock({ $0.first { $0.route == route } })
+        else { return }
         if send(packet, to: t) { packetsResent.add(1, ordering: .relaxed) }
     }
 
     private func send(_ packet: UnsafeRawBufferPointer, to t: Target) -> Bool {
         guard packet.count + t.context.rtpOverhead <= scratch.count else { return false }
         scratch.copyMemory(from: packet)
-        if let at = RTPHeaderExtensions.elementOffset(id: Self.transportSequenceExtensionID, in: scratch, length: packet.count), at + 2 <= packet.count {
+        if let at = RTPHeaderExtensions.elementOffset(id: Self.transportSequenceExtensionID, in: scratch, length: packet.count),
+            at + 2 <= packet.count
+        {
             let rtpSeq = UInt16(scratch[2]) << 8 | UInt16(scratch[3])
-            let seq = t.numbering.number(rtpSequence: rtpSeq, sendNs: UDPSocket.monotonicNanoseconds(),
-                                         size: packet.count + t.context.rtpOverhead)
+            let seq = t.numbering.number(
+                rtpSequence: rtpSeq, sendNs: UDPSocket.monotonicNanoseconds(),
+                size: packet.count + t.context.rtpOverhead)
             scratch[at] = UInt8(truncatingIfNeeded: seq >> 8)
             scratch[at + 1] = UInt8(truncatingIfNeeded: seq)
         }
         guard let n = try? t.context.protect(scratch, length: packet.count),
-              t.path.send(UnsafeRawBufferPointer(rebasing: scratch[0..<n]), on: t.socket) else { return false }
+            t.path.send(UnsafeRawBufferPointer(rebasing: scratch[0..<n]), on: t.socket)
+        else { return false }
         return true
     }
 

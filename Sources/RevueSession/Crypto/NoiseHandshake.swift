@@ -169,7 +169,8 @@ package struct NoiseIKHandshake {
         var out = e.publicKey
         symmetric.mixHash(e.publicKey)
         guard var ee = Sodium.x25519(secret: e.secret, peerPublic: remoteEphemeral!),
-              var se = Sodium.x25519(secret: e.secret, peerPublic: remoteStatic!) else { return nil }
+            var se = Sodium.x25519(secret: e.secret, peerPublic: remoteStatic!)
+        else { return nil }
         symmetric.mixKey(&ee)
         symmetric.mixKey(&se)
         out += symmetric.encryptAndHash(payload)
@@ -184,7 +185,8 @@ package struct NoiseIKHandshake {
         remoteEphemeral = re
         symmetric.mixHash(re)
         guard var ee = Sodium.x25519(secret: e.secret, peerPublic: re),
-              var se = Sodium.x25519(secret: s.secret, peerPublic: re) else { return nil }
+            var se = Sodium.x25519(secret: s.secret, peerPublic: re)
+        else { return nil }
         symmetric.mixKey(&ee)
         symmetric.mixKey(&se)
         return symmetric.decryptAndHash(Array(message[32...]))

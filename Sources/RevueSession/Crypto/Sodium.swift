@@ -46,7 +46,9 @@ package enum Sodium {
         var out = [UInt8](repeating: 0, count: 32)
         let rc = out.withUnsafeMutableBufferPointer { o in
             secret.withUnsafeBytes { s in
-                peerPublic.withUnsafeBufferPointer { crypto_scalarmult(o.baseAddress!, s.bindMemory(to: UInt8.self).baseAddress!, $0.baseAddress!) }
+                peerPublic.withUnsafeBufferPointer {
+                    crypto_scalarmult(o.baseAddress!, s.bindMemory(to: UInt8.self).baseAddress!, $0.baseAddress!)
+                }
             }
         }
         return rc == 0 ? out : nil
@@ -78,7 +80,8 @@ package enum Sodium {
         _ = out.withUnsafeMutableBufferPointer { o in
             data.withUnsafeBufferPointer { d in
                 key.withUnsafeBufferPointer { k in
-                    crypto_generichash_blake2b(o.baseAddress!, outputLength, d.baseAddress, UInt64(d.count), k.baseAddress, k.count)
+                    crypto_generichash_blake2b(
+                        o.baseAddress!, outputLength, d.baseAddress, UInt64(d.count), k.baseAddress, k.count)
                 }
             }
         }
@@ -91,8 +94,9 @@ package enum Sodium {
         _ = out.withUnsafeMutableBufferPointer { o in
             data.withUnsafeBufferPointer { d in
                 key.withUnsafeBytes { k in
-                    crypto_generichash_blake2b(o.baseAddress!, outputLength, d.baseAddress, UInt64(d.count),
-                                               k.bindMemory(to: UInt8.self).baseAddress, k.count)
+                    crypto_generichash_blake2b(
+                        o.baseAddress!, outputLength, d.baseAddress, UInt64(d.count),
+                        k.bindMemory(to: UInt8.self).baseAddress, k.count)
                 }
             }
         }
@@ -110,8 +114,9 @@ package enum Sodium {
         var out = [UInt8](repeating: 0, count: outputLength)
         _ = out.withUnsafeMutableBufferPointer { o in
             key.withUnsafeBufferPointer { k in
-                crypto_generichash_blake2b(o.baseAddress!, outputLength, data.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                                           UInt64(data.count), k.baseAddress, k.count)
+                crypto_generichash_blake2b(
+                    o.baseAddress!, outputLength, data.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    UInt64(data.count), k.baseAddress, k.count)
             }
         }
         return out
@@ -175,7 +180,9 @@ package enum Sodium {
     }
 
     /// The AEAD decryption both `open`s share, with the 32-byte key behind `keyPointer`.
-    private static func open(keyPointer: UnsafePointer<UInt8>, nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
+    private static func open(keyPointer: UnsafePointer<UInt8>, nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>)
+        -> [UInt8]?
+    {
         let c = Array(ciphertext)
         guard c.count >= 16 else { return nil }
         var out = [UInt8](repeating: 0, count: c.count - 16)
@@ -204,7 +211,8 @@ package enum Sodium {
         let rc = out.withUnsafeMutableBufferPointer { o in
             salt.withUnsafeBufferPointer { sb in
                 passphrase.withCString { pc in
-                    crypto_pwhash(o.baseAddress!, 32, pc, length, sb.baseAddress!, opsLimit, memLimit, crypto_pwhash_alg_argon2id13())
+                    crypto_pwhash(
+                        o.baseAddress!, 32, pc, length, sb.baseAddress!, opsLimit, memLimit, crypto_pwhash_alg_argon2id13())
                 }
             }
         }
@@ -227,7 +235,9 @@ package enum Sodium {
         _ = out.withUnsafeMutableBufferPointer { o in
             plaintext.withUnsafeBufferPointer { p in
                 nonce.withUnsafeBufferPointer { n in
-                    key.withUnsafeBufferPointer { crypto_secretbox_easy(o.baseAddress!, p.baseAddress, UInt64(p.count), n.baseAddress!, $0.baseAddress!) }
+                    key.withUnsafeBufferPointer {
+                        crypto_secretbox_easy(o.baseAddress!, p.baseAddress, UInt64(p.count), n.baseAddress!, $0.baseAddress!)
+                    }
                 }
             }
         }
@@ -243,7 +253,10 @@ package enum Sodium {
         let rc = out.withUnsafeMutableBufferPointer { o in
             box.withUnsafeBufferPointer { b in
                 nonce.withUnsafeBufferPointer { n in
-                    key.withUnsafeBufferPointer { crypto_secretbox_open_easy(o.baseAddress, b.baseAddress!, UInt64(b.count), n.baseAddress!, $0.baseAddress!) }
+                    key.withUnsafeBufferPointer {
+                        crypto_secretbox_open_easy(
+                            o.baseAddress, b.baseAddress!, UInt64(b.count), n.baseAddress!, $0.baseAddress!)
+                    }
                 }
             }
         }
@@ -253,13 +266,17 @@ package enum Sodium {
     /// `seal` with a key held in `SecretKeyBytes` (transport keys).
     package static func seal(key: SecretKeyBytes, nonce n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
         precondition(key.count == 32)
-        return key.withUnsafeBytes { seal(keyPointer: $0.bindMemory(to: UInt8.self).baseAddress!, nonce: n, ad: ad, plaintext: plaintext) }
+        return key.withUnsafeBytes {
+            seal(keyPointer: $0.bindMemory(to: UInt8.self).baseAddress!, nonce: n, ad: ad, plaintext: plaintext)
+        }
     }
 
     /// `open` with a key held in `SecretKeyBytes` (transport keys).
     package static func open(key: SecretKeyBytes, nonce n: UInt64, ad: [UInt8], ciphertext: some Collection<UInt8>) -> [UInt8]? {
         precondition(key.count == 32)
-        return key.withUnsafeBytes { open(keyPointer: $0.bindMemory(to: UInt8.self).baseAddress!, nonce: n, ad: ad, ciphertext: ciphertext) }
+        return key.withUnsafeBytes {
+            open(keyPointer: $0.bindMemory(to: UInt8.self).baseAddress!, nonce: n, ad: ad, ciphertext: ciphertext)
+        }
     }
 
     /// Constant-time comparison (`sodium_memcmp`).

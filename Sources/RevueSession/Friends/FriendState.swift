@@ -32,7 +32,10 @@ final class TransportSession {
     var sendCounter: UInt64 = 0
     var replay = ReplayWindow()
 
-    init(localIndex: UInt32, remoteIndex: UInt32, keys: (send: SecretKeyBytes, receive: SecretKeyBytes), isInitiator: Bool, created: Double) {
+    init(
+        localIndex: UInt32, remoteIndex: UInt32, keys: (send: SecretKeyBytes, receive: SecretKeyBytes), isInitiator: Bool,
+        created: Double
+    ) {
         self.localIndex = localIndex
         self.remoteIndex = remoteIndex
         self.sendKey = keys.send
@@ -183,7 +186,8 @@ final class FriendState {
             // Still connected (e.g. during the grace after a stall): show the last route heard.
             live = [last.key: last.value]
         }
-        let result = live
+        let result =
+            live
             .map { FriendConnectionPath(kind: $0.key.kind, endpoint: $0.key.endpoint.description, roundTripTime: $0.value.rtt) }
             .sorted { (rank($0.kind), $0.roundTripTime ?? 9, $0.endpoint) < (rank($1.kind), $1.roundTripTime ?? 9, $1.endpoint) }
         return FriendConnectionPaths(paths: result)

@@ -2,8 +2,9 @@
 // delivery to the App (each message saved before its receipt), reserved SDK messages, profiles.
 import Dispatch
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension SessionCore {
@@ -132,7 +133,8 @@ extension SessionCore {
             if item.kind == .message, deliverReserved(f, item.body) {
                 afterEvents { [weak self, weak f] in
                     guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation,
-                          !self.withholdReceipts else { return }
+                        !self.withholdReceipts
+                    else { return }
                     f.stored.inboundDelivered = max(f.stored.inboundDelivered, item.seq)
                     self.saveSoon { [weak self, weak f] ok in
                         guard ok, let self, let f, self.isCurrent, f.deliveryGeneration == generation else { return }
@@ -198,7 +200,8 @@ extension SessionCore {
     @discardableResult
     func sendReserved(friendId: String, text: String, stillWanted: (() -> Bool)? = nil) -> Bool {
         guard let f = friends[friendId], f.isConnected,
-              f.outbound.count { $0.kind == .message && $0.messageId == nil } < Self.reservedQueueCapacity else { return false }
+            f.outbound.count { $0.kind == .message && $0.messageId == nil } < Self.reservedQueueCapacity
+        else { return false }
         enqueue(f, kind: .message, body: Array(text.utf8), messageId: nil, stillWanted: stillWanted)
         return true
     }
@@ -209,8 +212,9 @@ extension SessionCore {
     /// Whether a message is one of the SDK's own: a JSON object whose "type" is msg, adr or track.
     static func isReserved(_ body: [UInt8]) -> Bool {
         guard let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }), first == UInt8(ascii: "{"),
-              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let type = object["type"] as? String else { return false }
+            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let type = object["type"] as? String
+        else { return false }
         return type == "msg" || type == "adr" || type == "track"
     }
 

@@ -1,10 +1,11 @@
 // Rendezvous nodes (authenticated registration, lookups, presence) and LAN discovery.
 import Dispatch
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 internal import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension SessionCore {
     /// Tells a rendezvous node where we are, our status and the tags we are found by (see
@@ -82,7 +83,8 @@ extension SessionCore {
         let e = PrivacyTags.epoch(wallNow())
         let pending = f.stored.requestNospam != nil
         if let c = f.relayTagCache, c.epoch == e, c.pending == pending { return (c.target, c.source) }
-        let target = f.stored.requestNospam.map { PrivacyTags.request(publicKey: f.key, nospam: $0, epoch: e) }
+        let target =
+            f.stored.requestNospam.map { PrivacyTags.request(publicKey: f.key, nospam: $0, epoch: e) }
             ?? PrivacyTags.rendezvous(pairKey: k, owner: f.key, epoch: e)
         let source = PrivacyTags.rendezvous(pairKey: k, owner: identity.publicKey, epoch: e)
         f.relayTagCache = (e, pending, target, source)
@@ -103,8 +105,9 @@ extension SessionCore {
     func handleRegistered(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
         guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.registeredLength, r.u8() == revueProtocolVersion,
-              let accepted = r.u8(), r.u32() != nil, r.u16() != nil, let nodeKey = r.take(32), let cookie = r.take(16),
-              let token = r.take(16) else {
+            let accepted = r.u8(), r.u32() != nil, r.u16() != nil, let nodeKey = r.take(32), let cookie = r.take(16),
+            let token = r.take(16)
+        else {
             counters.droppedMalformed += 1
             return
         }
@@ -113,7 +116,8 @@ extension SessionCore {
         // A different node key while the node accepts us under the one we know is a spoofed
         // answer (a restarted node stops accepting first): it does not make us switch.
         if let known = state.nodeKey, known != nodeKey, let last = lastRegistered[from],
-           monotonicNow() - last <= timeouts.rendezvousInterval * 3 + 0.5 {
+            monotonicNow() - last <= timeouts.rendezvousInterval * 3 + 0.5
+        {
             counters.droppedForged += 1
             return
         }
@@ -170,16 +174,19 @@ extension SessionCore {
 
     func handleLookupReply(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
-        guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.lookupReplyLength || bytes.count == RendezvousAuth.lookupReplyLength + 16,
-              r.u8() == revueProtocolVersion,
-              let nonce = r.u64() else {
+        guard rendezvousNodes.contains(from),
+            bytes.count == RendezvousAuth.lookupReplyLength || bytes.count == RendezvousAuth.lookupReplyLength + 16,
+            r.u8() == revueProtocolVersion,
+            let nonce = r.u64()
+        else {
             counters.droppedMalformed += 1
             return
         }
         // Only the node (holder of our registration key) can answer, and only our open lookups.
         guard var state = nodeStates[from], let macKey = state.macKey, nonce >> 63 == 1,
-              let open = state.pendingLookups.firstIndex(where: { $0.nonce == nonce & ~(1 << 63) }),
-              let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(bytes[0..<10]), ciphertext: bytes[10...]) else {
+            let open = state.pendingLookups.firstIndex(where: { $0.nonce == nonce & ~(1 << 63) }),
+            let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(bytes[0..<10]), ciphertext: bytes[10...])
+        else {
             counters.droppedLookupReplies += 1
             return
         }
@@ -188,7 +195,8 @@ extension SessionCore {
         var p = ByteReader(plain)
         // Found is 0 (not registered), 1 (an IPv4 endpoint) or 2 (IPv6, its 16 bytes at the end).
         guard let tag = p.take(16), let found = p.u8(), found <= 2, let ip = p.u32(), let port = p.u16(), let status = p.u8(),
-              let age = p.u16(), p.remaining == (found == 2 ? 16 : 0) else {
+            let age = p.u16(), p.remaining == (found == 2 ? 16 : 0)
+        else {
             counters.droppedMalformed += 1
             return
         }
@@ -275,8 +283,10 @@ extension SessionCore {
             return
         }
         var r = ByteReader(bytes, offset: 1)
-        guard bytes.first == PacketType.lanAnnounce.rawValue, r.u8() == revueProtocolVersion, let port = r.u16(), let count = r.u8(),
-              Int(count) <= PrivacyTags.maxLANTags, r.remaining == 16 * Int(count) else {
+        guard bytes.first == PacketType.lanAnnounce.rawValue, r.u8() == revueProtocolVersion, let port = r.u16(),
+            let count = r.u8(),
+            Int(count) <= PrivacyTags.maxLANTags, r.remaining == 16 * Int(count)
+        else {
             counters.droppedMalformed += 1
             return
         }

@@ -2,10 +2,11 @@
 // packets (AEAD, replay window), frames, routes and paths.
 import Dispatch
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 package import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension SessionCore {
     /// Entry point for every datagram on the session socket (and of the session fuzzer).
@@ -72,7 +73,11 @@ extension SessionCore {
             guard let state = nodeStates[node], let token = state.token else { return }
             let tags: (target: [UInt8], source: [UInt8])
             if let relayTarget {
-                tags = (relayTarget, PrivacyTags.request(publicKey: identity.publicKey, nospam: profile.nospam, epoch: PrivacyTags.epoch(wallNow())))
+                tags = (
+                    relayTarget,
+                    PrivacyTags.request(
+                        publicKey: identity.publicKey, nospam: profile.nospam, epoch: PrivacyTags.epoch(wallNow()))
+                )
             } else if let t = relayTags(for: friendKey) {
                 tags = t
             } else {
@@ -94,7 +99,8 @@ extension SessionCore {
     func handleInitiation(_ bytes: [UInt8], route: Route, relayedFrom: [UInt8]?) {
         var r = ByteReader(bytes, offset: 1)
         guard r.u8() == revueProtocolVersion, let senderIndex = r.u32(),
-              r.remaining >= NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength else {
+            r.remaining >= NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength
+        else {
             counters.droppedMalformed += 1
             return
         }
@@ -121,7 +127,8 @@ extension SessionCore {
             let valid = gate.mac2Valid(mac2, macInput: macInput, cookieInput: cookieInput)
             guard valid else {
                 counters.droppedRateLimited += 1
-                sendCookieReply(to: route, senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput, relayedFrom: relayedFrom)
+                sendCookieReply(
+                    to: route, senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput, relayedFrom: relayedFrom)
                 return
             }
             guard sourceTokens.count < Self.maxSources || sourceTokens[source] != nil else {
@@ -140,7 +147,8 @@ extension SessionCore {
             sourceTokens[source] = bucket
         }
         let prologue = Array(bytes[0..<6])
-        var hs = NoiseIKHandshake(initiator: false, prologue: prologue, localStatic: identity, remoteStatic: nil, ephemeral: ephemeralSeam?())
+        var hs = NoiseIKHandshake(
+            initiator: false, prologue: prologue, localStatic: identity, remoteStatic: nil, ephemeral: ephemeralSeam?())
         guard let payload = hs.readMessage1(Array(bytes[6..<macStart])), let rs = hs.remoteStatic else {
             counters.droppedForged += 1
             return
@@ -224,7 +232,8 @@ extension SessionCore {
         w.u32(senderIndex)
         w.append(message2)
         if let old = f.next { indices[old.localIndex] = nil }
-        f.next = TransportSession(localIndex: localIndex, remoteIndex: senderIndex, keys: hs.transportSecrets(), isInitiator: false, created: now)
+        f.next = TransportSession(
+            localIndex: localIndex, remoteIndex: senderIndex, keys: hs.transportSecrets(), isInitiator: false, created: now)
         indices[localIndex] = id
         addCandidate(f, route, now: now)
         send(w.bytes, route: route, friendKey: f.key)
@@ -234,12 +243,14 @@ extension SessionCore {
     func handleResponse(_ bytes: [UInt8], route: Route) {
         var r = ByteReader(bytes, offset: 1)
         guard r.u8() == revueProtocolVersion, let senderIndex = r.u32(), let receiverIndex = r.u32(),
-              r.remaining >= NoiseIKHandshake.message2Overhead else {
+            r.remaining >= NoiseIKHandshake.message2Overhead
+        else {
             counters.droppedMalformed += 1
             return
         }
         guard let id = indices[receiverIndex], let f = friends[id],
-              var pending = [f.pending, f.previousPending].compactMap({ $0 }).first(where: { $0.localIndex == receiverIndex }) else {
+            var pending = [f.pending, f.previousPending].compactMap({ $0 }).first(where: { $0.localIndex == receiverIndex })
+        else {
             counters.droppedUnknownSession += 1
             return
         }
@@ -252,12 +263,15 @@ extension SessionCore {
             counters.droppedForged += 1
             return
         }
-        for p in [f.pending, f.previousPending].compactMap({ $0 }) where p.localIndex != receiverIndex { indices[p.localIndex] = nil }
+        for p in [f.pending, f.previousPending].compactMap({ $0 }) where p.localIndex != receiverIndex {
+            indices[p.localIndex] = nil
+        }
         f.pending = nil
         f.previousPending = nil
         let now = monotonicNow()
-        let session = TransportSession(localIndex: receiverIndex, remoteIndex: senderIndex,
-                                       keys: pending.handshake.transportSecrets(), isInitiator: true, created: now)
+        let session = TransportSession(
+            localIndex: receiverIndex, remoteIndex: senderIndex,
+            keys: pending.handshake.transportSecrets(), isInitiator: true, created: now)
         install(f, session, now: now)
         noteAuthenticated(f, route: route, now: now)
         sendPing(f, route: route, now: now)  // confirms the session to the responder
@@ -302,7 +316,8 @@ extension SessionCore {
             counters.droppedExpired += 1
             return
         }
-        guard let plain = Sodium.open(key: session.receiveKey, nonce: counter, ad: Array(bytes[0..<13]), ciphertext: bytes[13...]) else {
+        guard let plain = Sodium.open(key: session.receiveKey, nonce: counter, ad: Array(bytes[0..<13]), ciphertext: bytes[13...])
+        else {
             counters.droppedForged += 1
             return
         }
@@ -351,7 +366,8 @@ extension SessionCore {
     func noteAuthenticated(_ f: FriendState, route: Route, now: Double) {
         f.lastReceived = now
         if f.routes[route] == nil, f.routes.count >= Self.maxRoutes,
-           let oldest = f.routes.min(by: { $0.value.lastReceived < $1.value.lastReceived }) {
+            let oldest = f.routes.min(by: { $0.value.lastReceived < $1.value.lastReceived })
+        {
             f.routes[oldest.key] = nil
         }
         f.routes[route, default: RouteState(lastReceived: now)].lastReceived = now
@@ -388,7 +404,9 @@ extension SessionCore {
 
     /// Encrypts one frame on the current session and sends it on `route` (default: the best).
     func sendFrame(_ f: FriendState, _ frame: [UInt8], route: Route? = nil) {
-        guard let s = f.current, let route = route ?? f.bestRoute(now: monotonicNow(), timeout: timeouts.connectionTimeout) else { return }
+        guard let s = f.current, let route = route ?? f.bestRoute(now: monotonicNow(), timeout: timeouts.connectionTimeout) else {
+            return
+        }
         guard !isExpired(s, now: monotonicNow()), s.sendCounter < sessionMessageLimit else {
             counters.droppedExpired += 1
             return
@@ -425,7 +443,8 @@ extension SessionCore {
     /// Records a candidate route for a friend, forgetting the oldest when the table is full.
     func addCandidate(_ f: FriendState, _ route: Route, now: Double) {
         if f.candidates[route] == nil, f.candidates.count >= Self.maxCandidates,
-           let oldest = f.candidates.min(by: { $0.value < $1.value }) {
+            let oldest = f.candidates.min(by: { $0.value < $1.value })
+        {
             f.candidates[oldest.key] = nil
             counters.candidatesDropped += 1
         }
@@ -440,7 +459,8 @@ extension SessionCore {
         header.u8(PacketType.handshakeInitiation.rawValue)
         header.u8(revueProtocolVersion)
         header.u32(localIndex)
-        var hs = NoiseIKHandshake(initiator: true, prologue: header.bytes, localStatic: identity, remoteStatic: f.key, ephemeral: ephemeralSeam?())
+        var hs = NoiseIKHandshake(
+            initiator: true, prologue: header.bytes, localStatic: identity, remoteStatic: f.key, ephemeral: ephemeralSeam?())
         var payload = ByteWriter()
         if let nospam = f.stored.requestNospam {
             payload.u8(HandshakeKind.friendRequest.rawValue)
@@ -493,14 +513,17 @@ extension SessionCore {
     /// amplification toward a spoofed source.
     func sendCookieReply(to route: Route, senderIndex: UInt32, mac1: [UInt8], cookieInput: [UInt8], relayedFrom: [UInt8]?) {
         counters.cookieRepliesSent += 1
-        send(gate.cookieReply(senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput), route: route, friendKey: [], relayTarget: relayedFrom)
+        send(
+            gate.cookieReply(senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput), route: route, friendKey: [],
+            relayTarget: relayedFrom)
     }
 
     /// A responder under load sent us a cookie for our pending initiation: keep it and send the
     /// initiation again with mac2, once.
     func handleCookieReply(_ bytes: [UInt8], route: Route) {
         var r = ByteReader(bytes, offset: 1)
-        guard r.u8() == revueProtocolVersion, let index = r.u32(), let nonce = r.u64(), let sealed = r.take(32), r.remaining == 0 else {
+        guard r.u8() == revueProtocolVersion, let index = r.u32(), let nonce = r.u64(), let sealed = r.take(32), r.remaining == 0
+        else {
             counters.droppedMalformed += 1
             return
         }

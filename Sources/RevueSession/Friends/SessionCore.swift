@@ -4,10 +4,11 @@
 // clarity wins over allocation-free code here. docs/session.md describes the protocol.
 import Dispatch
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 internal import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Monotonic seconds (CLOCK_MONOTONIC).
 func monotonicNow() -> Double {
@@ -229,8 +230,10 @@ package final class SessionCore {
         }
         // LAN discovery is IPv4 multicast and announces our port for the announcer's IPv4
         // address, so an instance bound to IPv6 does not announce.
-        if configuration.lanDiscovery, socket.family == .ipv4, let s = try? SessionSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
-           s.joinMulticast(group: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort)) {
+        if configuration.lanDiscovery, socket.family == .ipv4,
+            let s = try? SessionSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
+            s.joinMulticast(group: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort))
+        {
             lanSocket = s
         } else {
             lanSocket = nil
@@ -531,7 +534,9 @@ package final class SessionCore {
                 }
             }
             // Only relayed: keep probing the direct candidates so a direct path is found again.
-            let hasDirect = f.routes.contains { if case .direct = $0.key { now - $0.value.lastReceived <= timeouts.connectionTimeout } else { false } }
+            let hasDirect = f.routes.contains {
+                if case .direct = $0.key { now - $0.value.lastReceived <= timeouts.connectionTimeout } else { false }
+            }
             if !hasDirect, now - f.lastProbe >= timeouts.handshakeRetryInterval {
                 f.lastProbe = now
                 let direct = f.candidates.filter { if case .direct = $0.key { true } else { false } }
@@ -540,7 +545,8 @@ package final class SessionCore {
             let age = now - c.created
             let worn = c.sendCounter >= sessionMessageLimit / 2 || c.replay.highest >= sessionMessageLimit / 2
             if f.pending == nil, age > timeouts.rekeyInterval * (c.isInitiator ? 1 : 1.1) || worn,
-               now - f.lastInitiation >= timeouts.handshakeRetryInterval {
+                now - f.lastInitiation >= timeouts.handshakeRetryInterval
+            {
                 initiate(f, now: now)
             }
             pumpOutbound(f, now: now)

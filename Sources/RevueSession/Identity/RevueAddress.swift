@@ -21,7 +21,10 @@ package struct RevueAddress: Hashable, Sendable {
     }
 
     package static func nospamBytes(_ nospam: UInt32) -> [UInt8] {
-        [UInt8(nospam >> 24), UInt8(truncatingIfNeeded: nospam >> 16), UInt8(truncatingIfNeeded: nospam >> 8), UInt8(truncatingIfNeeded: nospam)]
+        [
+            UInt8(nospam >> 24), UInt8(truncatingIfNeeded: nospam >> 16), UInt8(truncatingIfNeeded: nospam >> 8),
+            UInt8(truncatingIfNeeded: nospam),
+        ]
     }
 
     /// The 76-digit text form (upper case).

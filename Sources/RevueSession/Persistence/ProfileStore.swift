@@ -3,8 +3,9 @@
 // lock file so two processes never share one identity.
 import Dispatch
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What survives a restart. Codable; the file is JSON so an operator can read it.
@@ -81,8 +82,9 @@ final class ProfileStore {
         var isDir: ObjCBool = false
         if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDir) {
             do {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o700])
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
             } catch {
                 throw RevueError(.dataDirectory, "cannot create data directory \(directory): \(error)")
             }
@@ -97,11 +99,16 @@ final class ProfileStore {
             throw RevueError(.dataDirectory, "data directory \(directory) belongs to another user (uid \(st.st_uid))")
         }
         guard st.st_mode & 0o022 == 0 else {
-            throw RevueError(.dataDirectory, "data directory \(directory) is writable by other users (mode \(String(st.st_mode & 0o777, radix: 8))); chmod 700 it")
+            throw RevueError(
+                .dataDirectory,
+                "data directory \(directory) is writable by other users (mode \(String(st.st_mode & 0o777, radix: 8))); chmod 700 it"
+            )
         }
         if st.st_mode & 0o077 != 0 { chmod(directory, 0o700) }
         let fd = open(directory + "/lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw RevueError(.dataDirectory, "cannot open \(directory)/lock: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw RevueError(.dataDirectory, "cannot open \(directory)/lock: \(String(cString: strerror(errno)))")
+        }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             Glibc.close(fd)
             throw RevueError(.dataDirectory, "data directory \(directory) is in use by another Revue instance")
@@ -134,7 +141,8 @@ final class ProfileStore {
         do {
             profile = try JSONDecoder().decode(StoredProfile.self, from: data)
         } catch {
-            throw RevueError(.corruptProfile, "\(path) is not a valid Revue profile (\(error)); move it away to start with a new identity")
+            throw RevueError(
+                .corruptProfile, "\(path) is not a valid Revue profile (\(error)); move it away to start with a new identity")
         }
         guard profile.format == 1 else {
             throw RevueError(.corruptProfile, "\(path) has format \(profile.format); this build reads format 1")
@@ -143,8 +151,10 @@ final class ProfileStore {
             guard let passphrase else {
                 throw RevueError(.corruptProfile, "\(path) is sealed with a passphrase; set RevueConfiguration.profilePassphrase")
             }
-            guard let salt = Hex.decode(box.salt), salt.count == Sodium.passphraseSaltLength, let sealedBytes = Hex.decode(box.box),
-                  box.opsLimit >= 1, box.memLimit >= 8192, box.memLimit <= 1 << 32 else {
+            guard let salt = Hex.decode(box.salt), salt.count == Sodium.passphraseSaltLength,
+                let sealedBytes = Hex.decode(box.box),
+                box.opsLimit >= 1, box.memLimit >= 8192, box.memLimit <= 1 << 32
+            else {
                 throw RevueError(.corruptProfile, "\(path): sealedSecretKey is malformed")
             }
             guard let key = Sodium.passphraseKey(passphrase, salt: salt, opsLimit: box.opsLimit, memLimit: box.memLimit) else {
@@ -180,9 +190,11 @@ final class ProfileStore {
                 let salt = Sodium.random(Sodium.passphraseSaltLength)
                 let limits = Self.sealingLimits
                 guard var secret = Hex.decode(profile.secretKey),
-                      let key = Sodium.passphraseKey(passphrase, salt: salt, opsLimit: limits.ops, memLimit: limits.mem) else { return nil }
-                sealed = StoredProfile.SealedSecret(salt: Hex.encode(salt), box: Hex.encode(Sodium.secretbox(key: key, secret)),
-                                                    opsLimit: limits.ops, memLimit: limits.mem)
+                    let key = Sodium.passphraseKey(passphrase, salt: salt, opsLimit: limits.ops, memLimit: limits.mem)
+                else { return nil }
+                sealed = StoredProfile.SealedSecret(
+                    salt: Hex.encode(salt), box: Hex.encode(Sodium.secretbox(key: key, secret)),
+                    opsLimit: limits.ops, memLimit: limits.mem)
                 Sodium.wipe(&secret)
             }
             profile.secretKey = ""

@@ -195,7 +195,9 @@ public final class RendezvousNode {
         tagOwners = owners
         tagsPerPrefix = counts
         sourceTokens = sourceTokens.filter { now - $0.value.at < Self.keyBurst / Self.keyRate }
-        bindingSourceTokens = bindingSourceTokens.filter { now - $0.value.at < Self.bindingBurstPerSource / Self.bindingRatePerSource }
+        bindingSourceTokens = bindingSourceTokens.filter {
+            now - $0.value.at < Self.bindingBurstPerSource / Self.bindingRatePerSource
+        }
     }
 
     /// Answers a STUN Binding request (see the type's comment); anything else STUN-like is dropped
@@ -204,8 +206,9 @@ public final class RendezvousNode {
         // 20-byte header, XOR-MAPPED-ADDRESS (IPv4: 4 + 8), FINGERPRINT (4 + 4).
         let answerSize = 20 + (from.family == .ipv4 ? 12 : 24) + 8
         guard let request = try? STUNMessage(parsing: bytes), request.method == .binding, request.messageClass == .request,
-              request.value(STUNMessage.AttributeType.fingerprint) == nil || STUNMessage.hasValidFingerprint(bytes),
-              bytes.count >= answerSize else {
+            request.value(STUNMessage.AttributeType.fingerprint) == nil || STUNMessage.hasValidFingerprint(bytes),
+            bytes.count >= answerSize
+        else {
             bindingDropped += 1
             return
         }
@@ -250,9 +253,10 @@ public final class RendezvousNode {
         switch type {
         case .rendezvousRegister:
             guard bytes.count >= RendezvousAuth.registerLength,
-                  bytes.count <= RendezvousAuth.registerLength + 16 * RendezvousAuth.maxTagsPerRegistration,
-                  (bytes.count - RendezvousAuth.registerLength) % 16 == 0, let key = r.take(32),
-                  let timestamp = r.u64(), let cookie = r.take(16) else { droppedPackets += 1; return }
+                bytes.count <= RendezvousAuth.registerLength + 16 * RendezvousAuth.maxTagsPerRegistration,
+                (bytes.count - RendezvousAuth.registerLength) % 16 == 0, let key = r.take(32),
+                let timestamp = r.u64(), let cookie = r.take(16)
+            else { droppedPackets += 1; return }
             let accepted = register(bytes, key: key, timestamp: timestamp, cookie: cookie, from: from, now: now)
             var w = ByteWriter(capacity: RendezvousAuth.registeredLength)
             w.u8(PacketType.rendezvousRegistered.rawValue)
@@ -267,9 +271,10 @@ public final class RendezvousNode {
             send(w.bytes, to: from)
         case .rendezvousLookup:
             guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let nonce = r.u64(), nonce >> 63 == 0,
-                  let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
-                  let tag = Sodium.open(key: a.macKey, nonce: nonce, ad: Array(bytes[0..<42]), ciphertext: bytes[42...]),
-                  tag.count == 16 else {
+                let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
+                let tag = Sodium.open(key: a.macKey, nonce: nonce, ad: Array(bytes[0..<42]), ciphertext: bytes[42...]),
+                tag.count == 16
+            else {
                 droppedPackets += 1
                 return
             }
@@ -277,7 +282,8 @@ public final class RendezvousNode {
             var p = ByteWriter(capacity: 26)
             p.append(tag)
             if let owner = tagOwners[tag], let e = entries[owner], now - e.lastSeen <= expiry,
-               let at = e.tags[tag], now - at <= expiry {
+                let at = e.tags[tag], now - at <= expiry
+            {
                 // Found: 1 with an IPv4 endpoint; 2 with an IPv6 one, whose 16 bytes follow.
                 p.u8(e.endpoint.family == .ipv4 ? 1 : 2)
                 p.u32(e.endpoint.ip)
@@ -295,10 +301,12 @@ public final class RendezvousNode {
             w.append(Sodium.seal(key: a.macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: p.bytes))
             send(w.bytes, to: from)
         case .relaySend:
-            guard let source = r.take(32), let token = r.take(16), let target = r.take(16), let sourceTag = r.take(16), r.remaining > 0,
-                  var s = entries[source], s.endpoint == from, now - s.lastSeen <= expiry, Sodium.equal(s.token, token),
-                  tagOwners[sourceTag] == source, s.tags[sourceTag] != nil,
-                  let owner = tagOwners[target], let e = entries[owner], now - e.lastSeen <= expiry else { droppedPackets += 1; return }
+            guard let source = r.take(32), let token = r.take(16), let target = r.take(16), let sourceTag = r.take(16),
+                r.remaining > 0,
+                var s = entries[source], s.endpoint == from, now - s.lastSeen <= expiry, Sodium.equal(s.token, token),
+                tagOwners[sourceTag] == source, s.tags[sourceTag] != nil,
+                let owner = tagOwners[target], let e = entries[owner], now - e.lastSeen <= expiry
+            else { droppedPackets += 1; return }
             s.relayTokens = min(Self.relayBurst, s.relayTokens + (now - s.relayAt) * Self.relayRate)
             s.relayAt = now
             guard s.relayTokens >= 1 else {
@@ -324,10 +332,14 @@ public final class RendezvousNode {
     /// (or refresh) the registration's, within the caps; a tag another key holds moves to this one
     /// when it comes from the holder's IP address or the holder stopped registering it
     /// (`tagTakeoverAge`).
-    private func register(_ bytes: [UInt8], key: [UInt8], timestamp: UInt64, cookie: [UInt8], from: SocketAddress, now: Double) -> Bool {
+    private func register(_ bytes: [UInt8], key: [UInt8], timestamp: UInt64, cookie: [UInt8], from: SocketAddress, now: Double)
+        -> Bool
+    {
         // The cookie first (one BLAKE2b): a spoofed source never saw it.
-        guard Sodium.equal(cookie, self.cookie(for: from, secret: cookieSecret))
-                || Sodium.equal(cookie, self.cookie(for: from, secret: previousCookieSecret)) else {
+        guard
+            Sodium.equal(cookie, self.cookie(for: from, secret: cookieSecret))
+                || Sodium.equal(cookie, self.cookie(for: from, secret: previousCookieSecret))
+        else {
             refusedRegistrations += 1
             return false
         }
@@ -357,9 +369,12 @@ public final class RendezvousNode {
             macKey = k
         }
         let header = Array(bytes[0..<RendezvousAuth.registerHeaderLength])
-        guard let plain = Sodium.open(key: macKey, nonce: timestamp, ad: header, ciphertext: bytes[RendezvousAuth.registerHeaderLength...]),
-              let status = plain.first, (plain.count - 1) % 16 == 0,
-              timestamp > entries[key]?.timestamp ?? 0 else {
+        guard
+            let plain = Sodium.open(
+                key: macKey, nonce: timestamp, ad: header, ciphertext: bytes[RendezvousAuth.registerHeaderLength...]),
+            let status = plain.first, (plain.count - 1) % 16 == 0,
+            timestamp > entries[key]?.timestamp ?? 0
+        else {
             refusedRegistrations += 1
             return false
         }
@@ -381,8 +396,9 @@ public final class RendezvousNode {
                 return false
             }
             perPrefix[from.prefixKey, default: 0] += 1
-            e = Entry(endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
-                      token: Sodium.random(16), relayTokens: Self.relayBurst, relayAt: now)
+            e = Entry(
+                endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
+                token: Sodium.random(16), relayTokens: Self.relayBurst, relayAt: now)
         }
         e.status = status
         e.lastSeen = now
@@ -393,7 +409,8 @@ public final class RendezvousNode {
             i += 16
             if e.tags[tag] == nil {
                 guard e.tags.count < Self.maxTagsPerEntry, tagOwners[tag] != nil || tagOwners.count < Self.maxTags,
-                      tagsPerPrefix[from.prefixKey, default: 0] < Self.maxTagsPerPrefix else {
+                    tagsPerPrefix[from.prefixKey, default: 0] < Self.maxTagsPerPrefix
+                else {
                     refusedForLimits += 1
                     continue
                 }
@@ -401,7 +418,10 @@ public final class RendezvousNode {
                     // Someone who saw a tag (on path, in a relay send) cannot take it over: it
                     // moves only to the holder's address (a restart, a new registration key) or
                     // once the holder stopped registering it.
-                    guard held.endpoint.addressBytes == from.addressBytes || now - (held.tags[tag] ?? -.infinity) > Self.tagTakeoverAge else {
+                    guard
+                        held.endpoint.addressBytes == from.addressBytes
+                            || now - (held.tags[tag] ?? -.infinity) > Self.tagTakeoverAge
+                    else {
                         refusedForLimits += 1
                         continue
                     }

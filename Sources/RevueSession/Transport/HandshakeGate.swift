@@ -1,9 +1,9 @@
+internal import MediaCore
 // First screen of handshake initiations, on the session socket's read queue: mac1, the load
 // bucket, and cookie replies under load happen there, so a spoofed flood never reaches (or
 // queues for) the main actor; only initiations worth four X25519 hop over. WireGuard does the
 // same before its handshake queue.
 import Synchronization
-internal import MediaCore
 
 /// Screens datagrams on the read queue (`screen`), holds the cookie secrets for both that queue and
 /// the main actor (`rotate` from the main actor every two minutes). Thread rule: `screen` only on
@@ -12,7 +12,8 @@ internal import MediaCore
 final class HandshakeGate: @unchecked Sendable {
     private let mac1Key: [UInt8]
     private let cookieKey: [UInt8]
-    private let secrets = Mutex<(current: SecretKeyBytes, previous: SecretKeyBytes)>((Sodium.randomSecret(32), Sodium.randomSecret(32)))
+    private let secrets = Mutex<(current: SecretKeyBytes, previous: SecretKeyBytes)>(
+        (Sodium.randomSecret(32), Sodium.randomSecret(32)))
     /// Initiations answered with a cookie here (counted as rate limited too), and dropped for a bad
     /// mac1; the session core folds them into its counters.
     let cookieReplies = Atomic<Int>(0)
@@ -73,7 +74,8 @@ final class HandshakeGate: @unchecked Sendable {
     /// and are dropped. Everything else passes.
     func screen(_ bytes: UnsafeRawBufferPointer, from: SocketAddress) -> Bool {
         guard bytes.count >= 2, bytes[0] == PacketType.handshakeInitiation.rawValue, bytes[1] == revueProtocolVersion,
-              bytes.count >= 6 + NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength else { return true }
+            bytes.count >= 6 + NoiseIKHandshake.message1Overhead + 9 + HandshakeMACs.trailerLength
+        else { return true }
         let macStart = bytes.count - HandshakeMACs.trailerLength
         let mac1 = Array(bytes[macStart..<macStart + 16])
         guard Sodium.equal(Sodium.keyedBlake2b(key: mac1Key, UnsafeRawBufferPointer(rebasing: bytes[0..<macStart])), mac1) else {
@@ -87,7 +89,11 @@ final class HandshakeGate: @unchecked Sendable {
         guard tokens < burst / 2 else { return true }
         let cookieInput = HandshakeMACs.endpointBytes(from)
         let mac2 = Array(bytes[(macStart + 16)...])
-        if mac2.contains(where: { $0 != 0 }), mac2Valid(mac2, macInput: Array(bytes[0..<(macStart + 16)]), cookieInput: cookieInput) { return true }
+        if mac2.contains(where: { $0 != 0 }),
+            mac2Valid(mac2, macInput: Array(bytes[0..<(macStart + 16)]), cookieInput: cookieInput)
+        {
+            return true
+        }
         let senderIndex = UInt32(bytes[2]) | UInt32(bytes[3]) << 8 | UInt32(bytes[4]) << 16 | UInt32(bytes[5]) << 24
         let reply = cookieReply(senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput)
         cookieReplies.add(1, ordering: .relaxed)

@@ -1,11 +1,12 @@
 // The session's UDP socket (IPv4 or IPv6): MediaCore's `UDPSocket`, nonblocking, read on a private
 // dispatch queue; datagrams hop to the main actor in arrival order.
 import Dispatch
-import Synchronization
-#if canImport(Glibc)
-import Glibc
-#endif
 internal import MediaCore
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One bound UDP socket (IPv4, or IPv6 only) of a Revue instance (or of a rendezvous node, or the LAN discovery
 /// socket). `send` and `close` are called on the main actor; received datagrams are read on a
@@ -70,7 +71,10 @@ final class SessionSocket: @unchecked Sendable {
     /// (datagrams longer than 2048 bytes arrive cut to 2048: none of the session's are), up to 64
     /// per main-queue block. `screen`, when given, runs first on the read queue for every datagram
     /// and drops those it returns false for.
-    func start(screen: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Bool)? = nil, onReceive: @escaping @Sendable ([UInt8], SocketAddress) -> Void) {
+    func start(
+        screen: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Bool)? = nil,
+        onReceive: @escaping @Sendable ([UInt8], SocketAddress) -> Void
+    ) {
         let socket = self.socket
         let backlog = self.backlog
         let source = DispatchSource.makeReadSource(fileDescriptor: socket.descriptor, queue: queue)
@@ -88,10 +92,14 @@ final class SessionSocket: @unchecked Sendable {
                 }
             }
             while true {
-                let received = buffer.withUnsafeMutableBytes { b in Result { () throws(SocketError) in try socket.receive(into: b) } }
+                let received = buffer.withUnsafeMutableBytes { b in
+                    Result { () throws(SocketError) in try socket.receive(into: b) }
+                }
                 guard case .success(let r) = received else { break }  // wouldBlock: drained
                 guard let address = r.source else { continue }
-                if let screen, !buffer.withUnsafeBytes({ screen(UnsafeRawBufferPointer(rebasing: $0[0..<r.count]), address) }) { continue }
+                if let screen, !buffer.withUnsafeBytes({ screen(UnsafeRawBufferPointer(rebasing: $0[0..<r.count]), address) }) {
+                    continue
+                }
                 guard backlog.queued.add(1, ordering: .relaxed).newValue <= Self.maxQueued else {
                     backlog.queued.subtract(1, ordering: .relaxed)
                     backlog.drops.add(1, ordering: .relaxed)

@@ -1,10 +1,11 @@
+internal import MediaCore
+
 // What the session layer needs of MediaCore's `SocketAddress`: IPv4 and IPv6 endpoints, parsing
 // with an empty host meaning this host, the keys the rendezvous node counts sources by, and the
 // LAN test for paths.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
-internal import MediaCore
 
 extension SocketAddress {
     /// The IPv4 endpoint `ip` (host byte order) with `port`.
@@ -54,7 +55,8 @@ extension SocketAddress {
     /// unique local (fc00::/7).
     private var isIPv6NonGlobal: Bool {
         let b = addressBytes
-        return b == [UInt8](repeating: 0, count: 16) || isIPv6Loopback || (b[0] == 0xFE && b[1] & 0xC0 == 0x80) || b[0] & 0xFE == 0xFC
+        return b == [UInt8](repeating: 0, count: 16) || isIPv6Loopback || (b[0] == 0xFE && b[1] & 0xC0 == 0x80)
+            || b[0] & 0xFE == 0xFC
     }
 
     /// Loopback, private (RFC 1918), link-local or CGNAT space: addresses a public rendezvous node
@@ -72,7 +74,8 @@ extension SocketAddress {
         guard family == .ipv4 else { return isIPv6NonGlobal || Self.onLocalIPv6Subnet(addressBytes) }
         let a = ip >> 24, b = ip >> 16 & 255
         if a == 10 || a == 127 || (a == 172 && (16...31).contains(b)) || (a == 192 && b == 168)
-            || (a == 169 && b == 254) || (a == 100 && (64...127).contains(b)) {
+            || (a == 169 && b == 254) || (a == 100 && (64...127).contains(b))
+        {
             return true
         }
         return Self.localSubnets.contains { ip & $0.mask == $0.network }
@@ -100,8 +103,12 @@ extension SocketAddress {
         defer { freeifaddrs(list) }
         func bytes(_ sa: UnsafeMutablePointer<sockaddr>) -> [UInt8] {
             family == AF_INET
-                ? sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { s in withUnsafeBytes(of: s.pointee.sin_addr) { Array($0) } }
-                : sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { s in withUnsafeBytes(of: s.pointee.sin6_addr) { Array($0) } }
+                ? sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { s in
+                    withUnsafeBytes(of: s.pointee.sin_addr) { Array($0) }
+                }
+                : sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { s in
+                    withUnsafeBytes(of: s.pointee.sin6_addr) { Array($0) }
+                }
         }
         var p = list
         while let i = p {

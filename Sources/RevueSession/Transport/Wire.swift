@@ -250,12 +250,14 @@ package enum PrivacyTags {
 
     /// The tag a peer registers for strangers holding its address (friend requests).
     package static func request(publicKey: [UInt8], nospam: UInt32, epoch: UInt32) -> [UInt8] {
-        Sodium.keyedBlake2b(key: requestKey(publicKey: publicKey, nospam: nospam), tagInput("rendezvous", owner: publicKey, epoch: epoch))
+        Sodium.keyedBlake2b(
+            key: requestKey(publicKey: publicKey, nospam: nospam), tagInput("rendezvous", owner: publicKey, epoch: epoch))
     }
 
     /// The tag a peer puts in LAN announcements for strangers holding its address.
     package static func lanRequest(publicKey: [UInt8], nospam: UInt32, epoch: UInt32) -> [UInt8] {
-        Sodium.keyedBlake2b(key: requestKey(publicKey: publicKey, nospam: nospam), tagInput("lan", owner: publicKey, epoch: epoch))
+        Sodium.keyedBlake2b(
+            key: requestKey(publicKey: publicKey, nospam: nospam), tagInput("lan", owner: publicKey, epoch: epoch))
     }
 }
 
