@@ -219,6 +219,8 @@ enum ReceiveCommand: Command {
                 .object([
                     ("packets", .int(Int(a.packetsReceived))), ("packetsLost", .int(Int(a.packetsLost))),
                     ("concealedSamples", .int(Int(a.concealedSamples))), ("samples", .int(Int(a.totalSamplesReceived))),
+                    ("removedSamplesForAcceleration", .int(Int(a.removedSamplesForAcceleration))),
+                    ("insertedSamplesForDeceleration", .int(Int(a.insertedSamplesForDeceleration))),
                 ])
             ),
             ("rejectedPackets", .int(socket.reduce(0) { $0 + $1.authFailures + $1.replays + $1.srtpErrors + $1.malformed })),

@@ -16,6 +16,23 @@ public struct AudioReceiveSettings: Sendable {
     public var fecEnabled = true
     /// Packets that may wait between the network thread and the next pull.
     public var handoffCapacity = 256
+    /// How the buffer level is brought back to the jitter buffer's target delay.
+    public var playoutAdjustment = PlayoutAdjustment.timeStretch
+    /// With `.timeStretch`: buffered audio beyond the target plus this much drops a whole packet
+    /// (the hard cap that keeps the delay bounded when stretching cannot keep up).
+    public var hardCapMilliseconds: Double = 200
+
+    /// How an `AudioReceiveStream` keeps its buffer level at the target delay.
+    /// Thread rule: a value type. Cost: none.
+    public enum PlayoutAdjustment: Sendable, Equatable {
+        /// Drop one whole packet when more than the target plus 60 ms is buffered; nothing when
+        /// below (the policy before time stretching; kept for comparison).
+        case dropPackets
+        /// Remove (accelerate) or repeat (preemptive expand) one pitch period of decoded audio
+        /// when the smoothed level is above or below the target band (`AudioTimeStretch`); drop a
+        /// packet only beyond `hardCapMilliseconds` above the target.
+        case timeStretch
+    }
 
     /// Settings for an Opus stream on `payloadType`.
     public init(payloadType: UInt8) { self.payloadType = payloadType }
@@ -29,8 +46,18 @@ public struct AudioReceiveSettings: Sendable {
 /// next packet's in-band FEC when that one is already here (`OpusDecoder.decodeFEC`), or concealed
 /// (`concealLoss`, counted in `concealedSamples`/`concealmentEvents`). A timestamp jump without a
 /// sequence gap is DTX (RFC 7587 §3.4): the silence is filled by the decoder's comfort noise and not
-/// counted as concealment. When more than the target plus 60 ms is buffered, one packet is dropped
-/// (the delay never grows without bound); packets whose turn has passed are dropped.
+/// counted as concealment. Packets whose turn has passed are dropped.
+///
+/// Buffer level (`settings.playoutAdjustment`): with `.timeStretch` (the default) the level after
+/// each decoded packet (decoded audio not yet played plus the buffered packets' span) is smoothed
+/// and, when it is more than 20 ms above the adaptive target, one pitch period of the block just
+/// decoded is removed (`AudioTimeStretch.accelerate`, counted in `removedSamplesForAcceleration`);
+/// when it is more than 5 ms below, one is repeated (`preemptiveExpand`, counted in
+/// `insertedSamplesForDeceleration`). Blocks that are neither periodic nor quiet are left alone.
+/// So a sender whose clock runs fast or slow, and a target that moves, are followed without
+/// dropping audio; only when more than the target plus `hardCapMilliseconds` is buffered is a
+/// whole packet dropped. With `.dropPackets` one packet is dropped whenever more than the target
+/// plus 60 ms is buffered, and nothing compensates a slow sender.
 ///
 /// Thread rule: `insert` from one network thread, `pullAudio` from one audio thread; `stats` from
 /// any thread. Packets cross from one to the other through an SPSC ring of preallocated slots.
@@ -75,6 +102,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
     private var lastWasConcealed = false
     private var underrunSamples = 0
     private var audioStats = InboundRTPStreamStats()
+    private let stretch: AudioTimeStretch
+    private var filteredLevel: Double = -1
+    private var lastPlayDecoded = false
     private let published = Mutex(InboundRTPStreamStats())
     /// Samples recovered from FEC (audio thread).
     public private(set) var fecRecoveredSamples = 0
@@ -113,6 +143,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
         resampled.initialize(repeating: 0)
         scratch = .allocate(capacity: 5760 * ch)
         scratch.initialize(repeating: 0)
+        stretch = AudioTimeStretch(sampleRate: 48_000, channels: ch)
         audioStats.ssrc = ssrc
         audioStats.kind = "audio"
         audioStats.codec = "opus"
@@ -213,6 +244,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
                 let target = UInt64(jitterBuffer.targetDelayNs) * 48_000 / 1_000_000_000
                 if jitterBuffer.count > 0 && UInt64(jitterBuffer.bufferedTimestampSpan) + 960 >= target {
                     playing = true
+                    filteredLevel = -1  // a new run: the level is measured afresh
                     if jitterBuffer.peekNext == nil { jitterBuffer.skipToNextPresent() }
                     expectedTimestamp = jitterBuffer.peekNext?.timestamp ?? 0
                 } else {
@@ -223,18 +255,67 @@ public final class AudioReceiveStream: @unchecked Sendable {
             }
             // Keep the delay bounded: drop a packet when far more than the target is buffered.
             let span = UInt64(jitterBuffer.bufferedTimestampSpan) * 1_000_000_000 / 48_000
-            if span > jitterBuffer.targetDelayNs + 60_000_000 && jitterBuffer.count > 2 {
+            let cap: UInt64 =
+                settings.playoutAdjustment == .dropPackets
+                ? 60_000_000 : UInt64(max(0, settings.hardCapMilliseconds) * 1e6)
+            if span > jitterBuffer.targetDelayNs + cap && jitterBuffer.count > 2 {
                 if let p = jitterBuffer.popNext() {
                     audioStats.packetsDiscarded += 1
                     expectedTimestamp = p.timestamp &+ UInt32((try? OpusPayload.sampleCount(packet: payloadOf(p))) ?? 960)
                     continue
                 }
             }
+            lastPlayDecoded = false
             let n = playOne(into: room, nowNs: nowNs)
             pcmCount += n
             if n == 0 { break }
+            if lastPlayDecoded && settings.playoutAdjustment == .timeStretch { adjustLevel() }
         }
     }
+
+    /// Samples (per channel, 48 kHz) ahead of the playout point: decoded and not yet played, plus
+    /// the buffered packets (from the next to the end of the highest).
+    private var levelSamples: Int {
+        let held =
+            jitterBuffer.count > 0
+            ? Int(jitterBuffer.bufferedTimestampSpan) + max(480, decoder.lastPacketDuration) : 0
+        return held + pcmCount
+    }
+
+    /// After a decoded packet: smooths the buffer level and stretches the decoded block towards the
+    /// target (see the type's documentation).
+    private func adjustLevel() {
+        let level = Double(levelSamples)
+        // NetEq-like smoothing: about 32 packets' memory, so one late or early packet does not
+        // trigger a stretch, a sustained offset (drift, a new target) does.
+        filteredLevel = filteredLevel < 0 ? level : filteredLevel + (level - filteredLevel) / 32
+        let target = Double(jitterBuffer.targetDelayNs) * 48_000 / 1e9
+        let block = UnsafeMutableBufferPointer(rebasing: pcm[0...])
+        if filteredLevel > target + 960 {
+            let removed = stretch.accelerate(block, frames: pcmCount)
+            if removed > 0 {
+                pcmCount -= removed
+                filteredLevel -= Double(removed)
+                audioStats.removedSamplesForAcceleration += UInt64(removed)
+            }
+        } else if filteredLevel < target - 240 && pcmCount + stretch.maxLag <= 5760 * 2 {
+            let inserted = stretch.preemptiveExpand(block, frames: pcmCount)
+            if inserted > 0 {
+                pcmCount += inserted
+                filteredLevel += Double(inserted)
+                audioStats.insertedSamplesForDeceleration += UInt64(inserted)
+            }
+        }
+    }
+
+    /// Milliseconds of audio ahead of the playout point: decoded and not yet played plus the
+    /// buffered packets. Thread rule: the audio thread (between pulls). Cost: O(1) unless the next
+    /// packet is missing (then a walk to the first held one).
+    public var bufferLevelMilliseconds: Double { Double(levelSamples) / 48 }
+
+    /// The jitter buffer's adaptive target delay in milliseconds. Thread rule: the audio thread.
+    /// Cost: O(1).
+    public var targetDelayMilliseconds: Double { Double(jitterBuffer.targetDelayNs) / 1e6 }
 
     private func payloadOf(_ p: JitterBufferPacket) -> UnsafeRawBufferPointer {
         (try? RTPPacket(parsing: p.bytes))?.payload ?? UnsafeRawBufferPointer(start: nil, count: 0)
@@ -263,6 +344,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
             }
             expectedTimestamp = p.timestamp &+ UInt32(n)
             lastWasConcealed = false
+            lastPlayDecoded = true
             underrunSamples = 0
             audioStats.jitterBufferDelay += Double(n) * Double(nowNs &- p.arrivalNs) / 1e9
             audioStats.jitterBufferEmittedCount += UInt64(n)

@@ -275,15 +275,19 @@ public final class RTPJitterBuffer {
         lastTransitNs = transit
         if transit < minTransitNs { minTransitNs = transit }
         // Decay the peak with time, then take the new variation if larger.
+        var elapsedNs: UInt64 = 0
         if lastPeakUpdateNs != 0 && arrivalNs > lastPeakUpdateNs {
-            let dt = Double(arrivalNs - lastPeakUpdateNs) / 1e9
+            elapsedNs = arrivalNs - lastPeakUpdateNs
+            let dt = Double(elapsedNs) / 1e9
             peakVariationNs *= pow2(-dt * settings.peakDecayPerSecond)
         }
         lastPeakUpdateNs = arrivalNs
         let variation = Double(transit - minTransitNs)
         if variation > peakVariationNs { peakVariationNs = variation }
-        // Let the baseline creep up slowly so clock drift does not inflate the variation forever.
-        minTransitNs += 1_000  // 1 us per packet
+        // Let the baseline creep up so that clock drift does not inflate the variation forever:
+        // 1 us per packet plus 0.2 % of the time elapsed, more than the 0.1 % by which a sender's
+        // clock may run slow (its transit time then grows by 1 ms a second).
+        minTransitNs += 1_000 + Int64(min(elapsedNs, 1_000_000_000) / 500)
     }
 
     @inline(__always) private func pow2(_ x: Double) -> Double { exp2(x) }

@@ -139,6 +139,11 @@ public struct InboundRTPStreamStats: Sendable, Codable, Equatable {
     public var firCount: UInt64 = 0
     /// FEC packets received (`fecPacketsReceived`); this engine negotiates no FEC, so it stays 0.
     public var fecPacketsReceived: UInt64 = 0
+    /// Audio: samples removed by time stretching to bring the buffer down to its target.
+    public var removedSamplesForAcceleration: UInt64 = 0
+    /// Audio: samples inserted by time stretching to bring the buffer up to its target.
+    public var insertedSamplesForDeceleration: UInt64 = 0
+
     /// An empty record: every counter 0.
     public init() {}
 }
