@@ -125,19 +125,19 @@ public final class AudioTimeStretch {
     /// removed (0 when the block is too short or not stretchable). No allocation.
     public func accelerate(_ pcm: UnsafeMutableBufferPointer<Int16>, frames: Int) -> Int {
         guard let a = analyse(UnsafeBufferPointer(pcm), frames: frames), a.stretchable else { return 0 }
-        let L = a.lag, ch = channels
+        let period = a.lag, ch = channels
         let p = pcm.baseAddress!
-        let inv = 1.0 / Float(L)
-        for i in 0..<L {
+        let inv = 1.0 / Float(period)
+        for i in 0..<period {
             let w = Float(i) * inv  // weight of the second period
             for c in 0..<ch {
-                let x = Float(p[i * ch + c]), y = Float(p[(i + L) * ch + c])
+                let x = Float(p[i * ch + c]), y = Float(p[(i + period) * ch + c])
                 p[i * ch + c] = Int16(clamping: Int((x * (1 - w) + y * w).rounded()))
             }
         }
-        let rest = frames - 2 * L
-        if rest > 0 { (p + L * ch).update(from: p + 2 * L * ch, count: rest * ch) }
-        return L
+        let rest = frames - 2 * period
+        if rest > 0 { (p + period * ch).update(from: p + 2 * period * ch, count: rest * ch) }
+        return period
     }
 
     /// Repeats one period of the first `frames` frames of `pcm` (interleaved, in place; `pcm` must
@@ -148,22 +148,22 @@ public final class AudioTimeStretch {
         guard pcm.count >= (frames + maxLag) * channels,
             let a = analyse(UnsafeBufferPointer(pcm), frames: frames), a.stretchable
         else { return 0 }
-        let L = a.lag, ch = channels
+        let period = a.lag, ch = channels
         let p = pcm.baseAddress!
-        // Output: x[0 ..< L], then the inserted period fading from x[L + i] to x[i], then
-        // x[L ..< frames] again.
+        // Output: x[0 ..< period], then the inserted period fading from x[period + i] to x[i], then
+        // x[period ..< frames] again.
         let t = temp.baseAddress!
-        let inv = 1.0 / Float(L)
-        for i in 0..<L {
+        let inv = 1.0 / Float(period)
+        for i in 0..<period {
             let w = Float(i) * inv  // weight of the first period
             for c in 0..<ch {
-                let x = Float(p[(i + L) * ch + c]), y = Float(p[i * ch + c])
+                let x = Float(p[(i + period) * ch + c]), y = Float(p[i * ch + c])
                 t[i * ch + c] = Int16(clamping: Int((x * (1 - w) + y * w).rounded()))
             }
         }
-        let rest = frames - L
-        (p + 2 * L * ch).update(from: p + L * ch, count: rest * ch)  // memmove semantics
-        (p + L * ch).update(from: t, count: L * ch)
-        return L
+        let rest = frames - period
+        (p + 2 * period * ch).update(from: p + period * ch, count: rest * ch)  // memmove semantics
+        (p + period * ch).update(from: t, count: period * ch)
+        return period
     }
 }
