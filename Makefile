@@ -22,13 +22,9 @@ demo: deps
 # time: the real-time media tests (MediaRealtimeTests: pipelines paced by the wall clock, threads,
 # UDP, the relay), the interop tests (external encoders and decoders), and every test whose name
 # contains "allocat" (the exact allocation counter crashed walking the loader's object list while
-# parallel tests ran). The interop tests that mostly wait on another process's protocol (TURN
-# allocations against coturn, DTLS key export against openssl, SDP exchanges with aiortc,
-# Chromium and webrtcbin) and time no media run beside each other in the phase before. Last,
-# everything else in parallel: the parser, codec, container, SRTP and SDP tests, which use neither
-# threads nor the clock.
+# parallel tests ran). Last, everything else in parallel: the parser, codec, container, SRTP and
+# SDP tests, which use neither threads nor the clock.
 TIMED_TESTS = RevueSessionTests|SDKScenarioTests
-WAITING_TESTS = InteropTests\.(TURNClientTests|CoturnTests|DTLSOpenSSLInteropTests|JSEPInteropTests)
 SERIAL_TESTS = MediaRealtimeTests|InteropTests|[Aa]llocat
 
 ## make test: checks the formatting (make lint), builds and runs the whole test suite, then
@@ -42,8 +38,7 @@ test: deps lint
 	$(SWIFT) test --skip-build --filter CallMediaCycle
 	$(SWIFT) test --skip-build --filter AttackLoad
 	$(SWIFT) test --skip-build --filter NetworkLab
-	$(SWIFT) test --skip-build --filter '$(WAITING_TESTS)'
-	$(SWIFT) test --skip-build --no-parallel --filter '$(SERIAL_TESTS)' --skip '$(TIMED_TESTS)|CallMedia|AttackLoad|$(WAITING_TESTS)'
+	$(SWIFT) test --skip-build --no-parallel --filter '$(SERIAL_TESTS)' --skip '$(TIMED_TESTS)|CallMedia|AttackLoad'
 	$(SWIFT) test --skip-build --skip '$(TIMED_TESTS)|CallMedia|AttackLoad|$(SERIAL_TESTS)'
 	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_MAX_SECONDS=$(FUZZ_SMOKE_SECONDS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
 

@@ -59,7 +59,7 @@ final class CoturnServer {
 
     /// Waits until coturn answers a Binding request over UDP and accepts a TCP connection; throws
     /// with coturn's output when it does not within `seconds`.
-    func waitUntilReady(seconds: Double = 8) throws {
+    func waitUntilReady(seconds: Double = 20) throws {
         let probe = try UDPSocket(bindingTo: SocketAddress(ipv4: 127, 0, 0, 1, port: 0))
         let binding = STUNMessage(method: .binding, class: .request).encode(fingerprint: true)
         guard try stunTransaction(probe, binding, to: address, seconds: seconds) != nil, tcpAccepts() else {
