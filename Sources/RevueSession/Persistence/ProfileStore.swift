@@ -241,13 +241,11 @@ final class ProfileStore {
         inFlightCompletions = nextCompletions
         nextCompletions = []
         let path = self.path, directory = self.directory, delay = queuedWriteDelayForTesting
-        // Weak: a store closed and released while its last write was on the disk needs no answer.
-        io.async { [weak self] in
+        io.async {
             if delay > 0 { Thread.sleep(forTimeInterval: delay) }
             let ok = ProfileStore.write(data, path: path, directory: directory)
-            DispatchQueue.main.async { [weak self] in
+            DispatchQueue.main.async {
                 MainActor.assumeIsolated {
-                    guard let self else { return }
                     self.queuedWritesCompleted += 1
                     self.writing = false
                     let completions = self.inFlightCompletions
