@@ -4,7 +4,10 @@
 #   chromium_peer.py <profile directory> <page.html>
 # One JSON command per line on stdin: {"op": name, "js": expression} evaluates the expression
 # (awaited) in the page and replies {"sdp": its string value} or {"error": ...}; {"op": "quit"}.
-import json, os, signal, subprocess, sys, time
+# {"op": "screenshot", "path": file, "x", "y", "width", "height"} captures that part of the page
+# as PNG into file and replies with its mean luma and the share of pixels that are not black,
+# decoded here (zlib and the five PNG filters, 8-bit RGB or RGBA).
+import base64, json, os, signal, struct, subprocess, sys, time, zlib
 profile, page = sys.argv[1], sys.argv[2]
 r_in, w_in = os.pipe()
 r_out, w_out = os.pipe()
@@ -14,6 +17,7 @@ def child():
     os.dup2(b, 4)
 proc = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
                          "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+                         "--autoplay-policy=no-user-gesture-required",
                          "--user-data-dir=" + profile, "about:blank"],
                         close_fds=False, preexec_fn=child, stdout=subprocess.DEVNULL, stderr=open(profile + ".log", "w"))
 os.close(r_in)
@@ -48,6 +52,53 @@ def call(method, params=None, session=None):
                 raise RuntimeError("DevTools error: " + json.dumps(m["error"]))
             return m["result"]
 
+def png_pixels(data):
+    # (width, height, channels, rows of bytes) of an 8-bit RGB or RGBA PNG without interlace.
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            if depth != 8 or color not in (2, 6) or interlace:
+                raise RuntimeError("PNG depth %d colour %d interlace %d" % (depth, color, interlace))
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw, stride, rows, prev = zlib.decompress(idat), width * channels, [], bytearray(width * channels)
+    for r in range(height):
+        f, line = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1:(r + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b, c = prev[i], prev[i - channels] if i >= channels else 0
+            if f == 1: line[i] = (line[i] + a) & 255
+            elif f == 2: line[i] = (line[i] + b) & 255
+            elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(line)
+        prev = line
+    return width, height, channels, rows
+
+def screenshot(cmd, session):
+    clip = {k: float(cmd[k]) for k in ("x", "y", "width", "height")}
+    clip["scale"] = 1
+    png = base64.b64decode(call("Page.captureScreenshot", {"format": "png", "clip": clip}, session)["data"])
+    with open(cmd["path"], "wb") as f:
+        f.write(png)
+    width, height, channels, rows = png_pixels(png)
+    total, lit, count = 0.0, 0, width * height
+    for line in rows:
+        for i in range(0, len(line), channels):
+            y = 0.299 * line[i] + 0.587 * line[i + 1] + 0.114 * line[i + 2]
+            total += y
+            lit += y > 16
+    return {"mean_luma": "%.2f" % (total / count), "not_black": "%.4f" % (lit / count),
+            "width": str(width), "height": str(height)}
+
 try:
     targets = call("Target.getTargets")["targetInfos"]
     target = next(t for t in targets if t["type"] == "page")
@@ -71,6 +122,9 @@ for line in sys.stdin:
         write({"state": "closed"})
         break
     try:
+        if cmd["op"] == "screenshot":
+            write(screenshot(cmd, session))
+            continue
         res = call("Runtime.evaluate", {"expression": cmd["js"], "awaitPromise": True, "returnByValue": True}, session)
         if "exceptionDetails" in res:
             write({"error": res["exceptionDetails"].get("exception", {}).get("description", json.dumps(res["exceptionDetails"]))})

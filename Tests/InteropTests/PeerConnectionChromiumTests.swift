@@ -1,0 +1,211 @@
+// A PeerConnection against headless Chromium (scripts/webrtc/chromium_peer.py driving
+// chromium_page.html) with real media both ways. Chromium sends its fake camera (a moving
+// picture at 320x240) and fake microphone (beeps); Revue decodes them and counts the frames
+// against Chromium's own `framesSent`, checks that they are not black and that they move, and
+// that the audio is not silent. Revue sends its moving test pattern and a 660 Hz tone; Chromium's
+// getStats must report `framesDecoded` for nearly every frame Revue encoded and an inbound
+// `audioLevel` above zero, and a screenshot of the page's <video> element must not be black.
+// Once with Chromium offering, once with Revue offering (VP8, then VP9).
+// A browser that is missing or cannot start fails the test with the reason.
+import Foundation
+import Synchronization
+import Testing
+
+@testable import MediaCore
+
+/// Measures what a connection receives from Chromium: frames decoded, their luma, how much
+/// each differs from the one before it, and the loudest 10 ms of audio. Thread rule: `render` on
+/// the decoder's thread, `play` on the playout thread, the counters from any thread. Cost: one
+/// pass over a quarter of each frame's luma and over each PCM block.
+final class ChromiumMediaProbe: VideoRenderer, AudioSink, @unchecked Sendable {
+    /// What the video seen so far adds up to.
+    struct Video {
+        var frames = 0
+        /// Frames that are a picture, not black: their luma spans more than 40 levels.
+        var lit = 0
+        /// The smallest luma span of any frame.
+        var minSpan = Int.max
+        /// Frames that differ from the previous one by more than 0.5 mean absolute luma.
+        var moved = 0
+        var lumaSum = 0.0
+        var differenceSum = 0.0
+        var width = 0, height = 0
+        var meanLuma: Double { frames > 0 ? lumaSum / Double(frames) : 0 }
+        var meanDifference: Double { frames > 1 ? differenceSum / Double(frames - 1) : 0 }
+    }
+
+    let video = Mutex(Video())
+    /// The highest RMS (0...1) of any 10 ms block played, and the samples played.
+    let audio = Mutex((loudest: 0.0, samples: 0))
+    /// Every second luma sample of every second row of the previous frame; renderer thread only.
+    nonisolated(unsafe) var previous: [UInt8] = []
+
+    func render(_ frame: DecodedVideoFrame) {
+        let view = frame.view
+        var sample = [UInt8]()
+        sample.reserveCapacity((view.width / 2) * (view.height / 2))
+        var sum = 0, low = 255, high = 0
+        for r in stride(from: 0, to: view.height, by: 2) {
+            let row = view.y + r * view.strideY
+            for c in stride(from: 0, to: view.width, by: 2) {
+                sample.append(row[c])
+                sum += Int(row[c])
+                low = min(low, Int(row[c]))
+                high = max(high, Int(row[c]))
+            }
+        }
+        let luma = Double(sum) / Double(max(sample.count, 1))
+        var difference: Double?
+        if previous.count == sample.count, !sample.isEmpty {
+            var total = 0
+            for i in 0..<sample.count { total += abs(Int(sample[i]) - Int(previous[i])) }
+            difference = Double(total) / Double(sample.count)
+        }
+        previous = sample
+        video.withLock { v in
+            v.frames += 1
+            v.width = view.width
+            v.height = view.height
+            v.lumaSum += luma
+            if high - low > 40 { v.lit += 1 }
+            v.minSpan = min(v.minSpan, high - low)
+            if let difference {
+                v.differenceSum += difference
+                if difference > 0.5 { v.moved += 1 }
+            }
+        }
+    }
+
+    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+        var squares = 0.0
+        for s in samples { squares += Double(s) * Double(s) }
+        let rms = (squares / Double(max(samples.count, 1))).squareRoot() / 32768
+        audio.withLock {
+            $0.loudest = max($0.loudest, rms)
+            $0.samples += samples.count / max(channels, 1)
+        }
+    }
+}
+
+@Suite(.serialized)
+struct PeerConnectionChromiumTests {
+    static let width = 320, height = 240
+
+    /// Revue's side: 320x240 video at 800 kbit/s, reachable on every IPv4 interface.
+    static func configuration() -> PeerConnectionConfiguration {
+        var c = PeerConnectionConfiguration()
+        // Chromium offers its interface addresses, not loopback: ours must be reachable from them.
+        c.bindAddress = .anyIPv4(port: 0)
+        c.videoWidth = width
+        c.videoHeight = height
+        c.videoBitrate = 800_000
+        return c
+    }
+
+    /// The page's `mediaStats()` as a dictionary.
+    static func pageStats(_ peer: JSONLinePeer) throws -> [String: Any] {
+        let text = try #require(try peer.call(JSEPInteropTests.js("mediaStats"))["sdp"])
+        return try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
+    }
+
+    /// A numeric field of `mediaStats()`, 0 when absent.
+    static func number(_ stats: [String: Any], _ key: String) -> Double {
+        (stats[key] as? NSNumber)?.doubleValue ?? 0
+    }
+
+    @Test func chromiumOffersAndRevueAnswers() async throws {
+        try await exchange(revueOffers: false, codec: .vp8)
+    }
+
+    @Test(arguments: [VPXCodec.vp8, .vp9])
+    func revueOffersAndChromiumAnswers(codec: VPXCodec) async throws {
+        try await exchange(revueOffers: true, codec: codec)
+    }
+
+    /// One connection with media both ways for about 8 s, then the checks on both directions.
+    func exchange(revueOffers: Bool, codec: VPXCodec) async throws {
+        let (peer, dir) = try JSEPInteropTests.chromium()
+        defer {
+            peer.stop()
+            dir.remove()
+        }
+        let connection = try PeerConnection(configuration: Self.configuration())
+        defer { connection.close() }
+        let video = try connection.addVideoTrack(codec: codec)
+        let audio = try connection.addAudioTrack()
+        let probe = ChromiumMediaProbe()
+        connection.videoRenderer = probe
+        connection.audioSink = probe
+        let feeder = PeerConnectionFeeder(video: video, audio: audio, width: Self.width, height: Self.height, tone: 660)
+
+        if revueOffers {
+            let offer = try await connection.createOffer()
+            let answer = try #require(try peer.call(JSEPInteropTests.js("mediaAnswer", offer.sdp))["sdp"])
+            try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer, type: .answer))
+        } else {
+            let offer = try #require(try peer.call(JSEPInteropTests.js("mediaOffer"))["sdp"])
+            try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: offer, type: .offer))
+            let answer = try await connection.createAnswer()
+            let state = try peer.call(JSEPInteropTests.js("mediaTakeAnswer", answer.sdp))["sdp"]
+            #expect(state == "stable", "Chromium applied our answer: \(state ?? "?")")
+        }
+        let state = await connection.waitUntilSettled(timeout: 60)
+        let pageState = (try? Self.pageStats(peer))?["connection"] as? String ?? "?"
+        try #require(
+            state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error"); Chromium \(pageState)")
+
+        feeder.start()
+        // About 8 s of media each way; the screenshot is taken while Revue's video plays.
+        _ = await waitFor(timeout: 90) { feeder.framesFed.load(ordering: .relaxed) >= 150 }
+        let shot = try peer.call([
+            "op": "screenshot", "path": dir.file("revue-in-chromium.png"), "x": "0", "y": "0",
+            "width": "\(Self.width)", "height": "\(Self.height)",
+        ])
+        // At least 240 frames from Revue and 150 from Chromium (whose camera runs at 20 fps or
+        // slower on a loaded machine).
+        _ = await waitFor(timeout: 90) {
+            feeder.framesFed.load(ordering: .relaxed) >= 240
+                && Self.number((try? Self.pageStats(peer)) ?? [:], "framesSent") >= 150
+        }
+        // The level Chromium hears while the tone plays (it falls to zero once it stops).
+        let playing = try Self.pageStats(peer)
+        feeder.stop()
+        _ = try peer.call(JSEPInteropTests.js("mediaStopSending"))
+        // Frames Revue encoded and sent (a loaded machine may drop captures before the encoder).
+        let fed = Int(connection.videoSendStatistics?.outbound.framesEncoded ?? 0)
+        #expect(
+            fed >= feeder.framesFed.load(ordering: .relaxed) / 2,
+            "encoded \(fed) of \(feeder.framesFed.load(ordering: .relaxed)) frames")
+        try? await Task.sleep(nanoseconds: 500_000_000)
+        let sentByChromium = Int(Self.number(try Self.pageStats(peer), "framesSent"))
+        // The last frames in flight both ways.
+        _ = await waitFor(timeout: 20) {
+            let s = (try? Self.pageStats(peer)) ?? [:]
+            return Int(Self.number(s, "framesDecoded")) >= fed * 95 / 100
+                && probe.video.withLock { $0.frames } >= sentByChromium * 9 / 10
+        }
+        let stats = try Self.pageStats(peer)
+        let v = probe.video.withLock { $0 }, loudest = probe.audio.withLock { $0.loudest }
+        let decodedByChromium = Int(Self.number(stats, "framesDecoded"))
+        let audioLevel = Self.number(playing, "audioLevel")
+        let label = "\(revueOffers ? "Revue offers" : "Chromium offers") \(codec)"
+        print(
+            "PeerConnectionChromiumTests \(label): Chromium→Revue \(v.frames)/\(sentByChromium) frames \(v.width)x\(v.height), \(v.lit) lit (smallest luma span \(v.minSpan)), \(v.moved) moved, mean luma \(v.meanLuma), mean frame difference \(v.meanDifference), loudest audio block RMS \(loudest); Revue→Chromium \(decodedByChromium)/\(fed) frames decoded, audioLevel \(audioLevel), screenshot \(shot); page \(stats)"
+        )
+
+        // Chromium → Revue.
+        #expect(sentByChromium >= 150, "Chromium sent \(sentByChromium) frames")
+        #expect(v.frames >= sentByChromium * 9 / 10, "Revue decoded \(v.frames) of Chromium's \(sentByChromium) frames")
+        #expect(v.lit >= v.frames * 9 / 10, "\(v.lit) of \(v.frames) frames not black (smallest luma span \(v.minSpan))")
+        #expect(v.moved >= v.frames / 2, "\(v.moved) of \(v.frames) frames differ from the one before")
+        #expect(loudest > 0.01, "Chromium→Revue audio: loudest block RMS \(loudest)")
+
+        // Revue → Chromium.
+        #expect(stats["receivedCodec"] as? String == "video/\(codec == .vp9 ? "VP9" : "VP8")", "\(stats)")
+        #expect(decodedByChromium >= fed * 95 / 100, "Chromium decoded \(decodedByChromium) of Revue's \(fed) frames; \(stats)")
+        #expect(audioLevel > 0, "Chromium's inbound audioLevel \(audioLevel); \(playing)")
+        #expect(Self.number(stats, "totalAudioEnergy") > 0, "\(stats)")
+        let notBlack = Double(shot["not_black"] ?? "") ?? 0, luma = Double(shot["mean_luma"] ?? "") ?? 0
+        #expect(notBlack > 0.5 && luma > 24, "the <video> element in the screenshot: \(shot)")
+    }
+}
