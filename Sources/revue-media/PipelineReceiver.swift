@@ -113,7 +113,11 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
     /// Everything played so far, mono Float at 48 kHz.
     private(set) var played: [Float] = []
 
-    init(path: String) throws {
+    /// Whether `played` keeps the PCM (the demo measures it; a long recording should not).
+    private let keepsPlayed: Bool
+
+    init(path: String, keepsPlayed: Bool = true) throws {
+        self.keepsPlayed = keepsPlayed
         var options = AudioEncodeOptions()
         options.bitrate = 64_000
         encoder = try OpusStreamEncoder(options: options, inputRate: 48_000, channels: 1)
@@ -127,7 +131,7 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
         let frames = samples.count / max(1, channels)
         if floats.count < frames { floats = [Float](repeating: 0, count: frames) }
         for i in 0..<frames { floats[i] = Float(samples[i * channels]) / 32768 }
-        played.append(contentsOf: floats[0..<frames])
+        if keepsPlayed { played.append(contentsOf: floats[0..<frames]) }
         guard failure == nil else { return }
         do {
             try floats.withUnsafeBufferPointer { p in

@@ -1,5 +1,5 @@
 import Foundation
-// revue-media: Revue's file-based command line (encode, decode, send, receive, probe, relay, demo).
+// revue-media: Revue's file-based command line (encode, decode, send, receive, probe, relay, demo, webrtc).
 // Exit status: 0 success, 1 bad input (a file or stream that cannot be used), 2 bad usage.
 import MediaCore
 import RevueCommandLine
@@ -11,7 +11,7 @@ import RevueSession
 
 let commands: [any Command.Type] = [
     EncodeCommand.self, DecodeCommand.self, SendCommand.self, ReceiveCommand.self, ProbeCommand.self, RelayCommand.self,
-    DemoCommand.self,
+    DemoCommand.self, WebRTCCommand.self,
 ]
 
 let usage = """

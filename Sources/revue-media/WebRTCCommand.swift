@@ -1,0 +1,482 @@
+import Foundation
+// `revue-media webrtc`: a browser calls Revue. An HTTP server (HTTPServer.swift) serves a page
+// at `/` and a WHIP/WHEP-style endpoint at `/session` (RFC 9725 signalling: POST an SDP offer,
+// get the answer with 201 Created and a Location; DELETE the Location to hang up). Each session
+// is a `PeerConnection` that sends the moving test pattern and a tone (or a Y4M and a WAV file,
+// looped) and records the first session's incoming video and audio to IVF and Ogg Opus.
+import MediaCore
+import RevueCommandLine
+import RevueSession
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+enum WebRTCCommand: Command {
+    static let name = "webrtc"
+    static let summary = "serve a page and a WHIP/WHEP endpoint; call Revue from a browser over WebRTC"
+    static let help = """
+        usage: revue-media webrtc [options]
+
+        Serves http://HOST:PORT/ (a page that opens the camera and microphone and calls Revue) and
+        POST /session (an SDP offer as application/sdp; the answer comes back with 201 Created and
+        a Location; DELETE that Location to hang up). Revue sends VP8 video and Opus audio to every
+        session and records what the first session sends it.
+
+        server:
+          --host ADDR          IPv4 address to listen on (default 127.0.0.1: this machine only)
+          --port N             TCP port (default 8080; 0 picks a free one, printed on stderr)
+          --max-sessions N     sessions at once (default 4); more get 503
+        media:
+          --input FILE.y4m     video to send, looped (default: the moving test pattern)
+          --audio FILE.wav     audio to send, looped (default: a 440 Hz tone)
+          --size WxH           size of the pattern and of the sent video (default 640x360, or the input's)
+          --bitrate BPS        video start bitrate (default 1M)
+          --record-video F.ivf record the first session's incoming video (re-encoded VP8)
+          --record-audio F.ogg record the first session's incoming audio (Opus)
+        run:
+          --seconds S          stop after S seconds (default: until Ctrl-C)
+          --quiet, -q          no progress on stderr
+
+        Requests are bounded: 8 KiB of head, 64 header fields, a 64 KiB body, 5 s to send it all;
+        others get 400, 405, 411, 413 or 431. Recordings are written atomically when Revue stops.
+        """
+
+    static let valueOptions: Set<String> = [
+        "--host", "--port", "--max-sessions", "--input", "--audio", "--size", "--bitrate", "--record-video",
+        "--record-audio", "--seconds",
+    ]
+    static let flagOptions: Set<String> = ["--quiet", "-q"]
+
+    static func run(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments(argv, valueOptions: valueOptions, flagOptions: flagOptions)
+        if let extra = args.positional.first { throw UsageError(description: "unexpected argument '\(extra)'") }
+        let host = args.string("--host") ?? "127.0.0.1"
+        let port = try args.int("--port", range: 0...65_535) ?? 8080
+        let maxSessions = try args.int("--max-sessions", range: 1...64) ?? 4
+        let seconds = try args.double("--seconds", range: 0.01...86_400)
+        let bitrate = try args.int("--bitrate", range: 50_000...20_000_000) ?? 1_000_000
+        let quiet = args.quiet
+        let videoPath = args.string("--record-video"), audioPath = args.string("--record-audio")
+        if let videoPath {
+            guard MediaFileKind(extensionOf: videoPath) == .ivf else {
+                throw UsageError(description: "--record-video \(videoPath): expected a .ivf file")
+            }
+            try checkOutputDirectory(videoPath, option: "--record-video")
+        }
+        if let audioPath {
+            guard MediaFileKind(extensionOf: audioPath) == .ogg else {
+                throw UsageError(description: "--record-audio \(audioPath): expected a .ogg or .opus file")
+            }
+            try checkOutputDirectory(audioPath, option: "--record-audio")
+        }
+        let size = try args.size("--size")
+        let source = try WebRTCSource(
+            videoPath: args.string("--input"), audioPath: args.string("--audio"),
+            size: size ?? (args.string("--input") == nil ? (640, 360) : nil))
+        var configuration = PeerConnectionConfiguration()
+        // Browsers offer their interface addresses, not loopback: listen on every IPv4 interface.
+        configuration.bindAddress = .anyIPv4(port: 0)
+        configuration.videoWidth = source.width
+        configuration.videoHeight = source.height
+        configuration.videoBitrate = bitrate
+
+        let sessions = WebRTCSessions(
+            configuration: configuration, maxSessions: maxSessions, videoPath: videoPath, audioPath: audioPath, quiet: quiet)
+        let server = try HTTPServer(host: host, port: UInt16(port)) { request in sessions.handle(request) }
+        server.start()
+        source.start(into: sessions)
+        if !quiet {
+            Console.error(
+                "webrtc: serving http://\(host):\(server.port)/ (POST /session); sending \(source.name) at \(source.width)x\(source.height)"
+            )
+        }
+        let start = Date()
+        var lastReport = Date()
+        while !Interrupt.requested {
+            if let seconds, Date().timeIntervalSince(start) >= seconds { break }
+            usleep(50_000)
+            if !quiet, Date().timeIntervalSince(lastReport) >= 2 {
+                lastReport = Date()
+                Console.error("webrtc: " + sessions.progressLine(sentFrames: source.framesSent.load(ordering: .relaxed)))
+            }
+        }
+        server.stop()
+        source.stop()
+        sessions.closeAll()
+        let written = try sessions.finishRecordings()
+        Console.out(
+            "webrtc: \(sessions.total.load(ordering: .relaxed)) sessions, \(source.framesSent.load(ordering: .relaxed)) frames sent, "
+                + "\(server.served.load(ordering: .relaxed)) requests served, \(server.refused.load(ordering: .relaxed)) refused")
+        for (path, what) in written { Console.out("recorded \(path): \(what)") }
+        return 0
+    }
+}
+
+/// What the server sends: Y4M or the moving pattern at 30 fps, WAV or a tone in 20 ms chunks,
+/// on the wall clock, into the capturers of every connected session; files loop at their end.
+/// Thread rule: `start`/`stop` from one thread; the counters from any. Cost: one thread.
+final class WebRTCSource: @unchecked Sendable {
+    let width: Int, height: Int
+    let name: String
+    private let videoPath: String?, audioPath: String?
+    private let stopping = Atomic<Bool>(false)
+    private let done = DispatchSemaphore(value: 0)
+    /// Frames pushed into at least one session.
+    let framesSent = Atomic<Int>(0)
+
+    /// Checks the inputs (they are opened again on every loop).
+    init(videoPath: String?, audioPath: String?, size: (width: Int, height: Int)?) throws {
+        self.videoPath = videoPath
+        self.audioPath = audioPath
+        if let videoPath {
+            let reader = try Y4MReader(path: videoPath)
+            width = size?.width ?? reader.width
+            height = size?.height ?? reader.height
+        } else {
+            width = size?.width ?? 640
+            height = size?.height ?? 360
+        }
+        if let audioPath { _ = try WAVReader(path: audioPath) }
+        name = (videoPath ?? "the moving pattern") + " and " + (audioPath ?? "a 440 Hz tone")
+    }
+
+    private func makeVideo() throws -> any VideoSource {
+        if let videoPath {
+            return try Y4MVideoSource(
+                path: videoPath, size: (width, height), frameRate: ContainerRational(30, 1), limit: nil)
+        }
+        return PatternVideoSource(name: "moving", width: width, height: height, frameRate: ContainerRational(30, 1), frames: nil)
+    }
+
+    private func makeAudio() throws -> any AudioSource {
+        if let audioPath { return try WAVAudioSource(path: audioPath, limit: nil) }
+        return PatternAudioSource(pattern: .tone(frequency: 440), name: "tone", sampleRate: 48_000, channels: 1, frames: nil)
+    }
+
+    func start(into sessions: WebRTCSessions) {
+        Thread { [self] in
+            defer { done.signal() }
+            do { try loop(sessions) } catch { Console.error("webrtc: the source stopped: \(error)") }
+        }.start()
+    }
+
+    private func loop(_ sessions: WebRTCSessions) throws {
+        let frame = VideoFrame(width: width, height: height)
+        var video = try makeVideo(), audio = try makeAudio()
+        var floats = [Float](repeating: 0, count: 4096)
+        var pcm = [Int16](repeating: 0, count: 4096)
+        let start = UDPSocket.monotonicNanoseconds()
+        var n = 0, chunks = 0
+        while !stopping.load(ordering: .relaxed) {
+            let now = UDPSocket.monotonicNanoseconds() - start
+            while UInt64(n) * 33_333_333 <= now {
+                if try !video.next(into: frame) {
+                    video = try makeVideo()
+                    guard try video.next(into: frame) else { throw InputError(description: "\(name): no frames") }
+                }
+                let captures = sessions.capturers()
+                for c in captures {
+                    c.video.capture(PixelBufferView(frame.view), timeStampNs: Int64(n) * 33_333_333)
+                }
+                if !captures.isEmpty { framesSent.add(1, ordering: .relaxed) }
+                n += 1
+            }
+            while UInt64(chunks) * 20_000_000 <= now {
+                let rate = audio.sampleRate, channels = audio.channels
+                let want = rate / 50
+                if floats.count < want * channels {
+                    floats = [Float](repeating: 0, count: want * channels)
+                    pcm = [Int16](repeating: 0, count: want * channels)
+                }
+                var got = try floats.withUnsafeMutableBufferPointer {
+                    try audio.read(into: UnsafeMutableBufferPointer(rebasing: $0[0..<(want * channels)]))
+                }
+                if got == 0 {
+                    audio = try makeAudio()
+                    got = try floats.withUnsafeMutableBufferPointer {
+                        try audio.read(into: UnsafeMutableBufferPointer(rebasing: $0[0..<(want * channels)]))
+                    }
+                }
+                for i in 0..<(got * channels) { pcm[i] = Int16(max(-1, min(1, floats[i])) * 32767) }
+                for c in sessions.capturers() {
+                    pcm.withUnsafeBufferPointer {
+                        c.audio.capture(
+                            UnsafeBufferPointer(rebasing: $0[0..<(got * channels)]), sampleRate: rate, channels: channels,
+                            timeStampNs: Int64(chunks) * 20_000_000)
+                    }
+                }
+                chunks += 1
+            }
+            usleep(2_000)
+        }
+    }
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        done.wait()
+    }
+}
+
+/// The sessions the endpoint made, the HTTP routes, and the recordings of the first session.
+/// Thread rule: `handle` from any number of connection threads at once; the rest from any
+/// thread. Cost: per session a `PeerConnection` (a socket, encoder and receive threads).
+final class WebRTCSessions: @unchecked Sendable {
+    struct Session {
+        let connection: PeerConnection
+        let video: BufferCapturer
+        let audio: AudioBufferCapturer
+    }
+
+    private let configuration: PeerConnectionConfiguration
+    private let maxSessions: Int
+    private let quiet: Bool
+    private let sessions = Mutex<[String: Session]>([:])
+    /// Sessions made so far.
+    let total = Atomic<Int>(0)
+    private let recorder: WebRTCRecorder?
+
+    init(
+        configuration: PeerConnectionConfiguration, maxSessions: Int, videoPath: String?, audioPath: String?, quiet: Bool
+    ) {
+        self.configuration = configuration
+        self.maxSessions = maxSessions
+        self.quiet = quiet
+        recorder = videoPath == nil && audioPath == nil ? nil : WebRTCRecorder(videoPath: videoPath, audioPath: audioPath)
+    }
+
+    /// The capturers of the connected sessions.
+    func capturers() -> [(video: BufferCapturer, audio: AudioBufferCapturer)] {
+        sessions.withLock { $0.values.filter { $0.connection.state == .connected }.map { ($0.video, $0.audio) } }
+    }
+
+    /// One line for the periodic progress.
+    func progressLine(sentFrames: Int) -> String {
+        let states = sessions.withLock { $0.values.map(\.connection.state.rawValue) }
+        var line = "\(states.count) session(s) [\(states.joined(separator: ", "))], \(sentFrames) frames sent"
+        if let recorder { line += ", " + recorder.summary }
+        return line
+    }
+
+    /// Routes one request: the page, the endpoint, a session's Location.
+    func handle(_ request: HTTPRequest) -> HTTPResponse {
+        switch request.path {
+        case "/", "/index.html":
+            guard request.method == "GET" || request.method == "HEAD" else {
+                return .text(405, "use GET", headers: [("Allow", "GET, HEAD")])
+            }
+            return HTTPResponse(
+                status: 200, headers: [("Content-Type", "text/html; charset=utf-8")],
+                body: request.method == "HEAD" ? [] : Array(WebRTCPage.html.utf8))
+        case "/session":
+            if request.method == "OPTIONS" { return HTTPResponse(status: 204, headers: [("Allow", "POST, OPTIONS")]) }
+            guard request.method == "POST" else { return .text(405, "POST an SDP offer", headers: [("Allow", "POST, OPTIONS")]) }
+            let type = request.headers["content-type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+            guard type?.lowercased() == "application/sdp" else {
+                return .text(415, "the offer must be Content-Type: application/sdp")
+            }
+            return offer(request.body)
+        default:
+            guard request.path.hasPrefix("/session/") else { return .text(404, "not found") }
+            let id = String(request.path.dropFirst("/session/".count))
+            guard request.method == "DELETE" else { return .text(405, "DELETE ends the session", headers: [("Allow", "DELETE")]) }
+            guard let session = sessions.withLock({ $0.removeValue(forKey: id) }) else { return .text(404, "no such session") }
+            session.connection.close()
+            if !quiet { Console.error("webrtc: session \(id) ended by the peer") }
+            return HTTPResponse(status: 200)
+        }
+    }
+
+    /// Answers an offer: a new session, or 400 (unusable offer) / 503 (too many sessions).
+    private func offer(_ body: [UInt8]) -> HTTPResponse {
+        guard let text = String(bytes: body, encoding: .utf8), !text.isEmpty else {
+            return .text(400, "the offer is empty or not UTF-8 text")
+        }
+        let offer: JSEPSessionDescription
+        do { offer = try JSEPSessionDescription(parsing: text, type: .offer) } catch {
+            return .text(400, "the offer cannot be parsed: \(error)")
+        }
+        // Sessions that failed or closed free their place.
+        let dead = sessions.withLock { s in
+            let gone = s.filter { [.failed, .closed].contains($0.value.connection.state) }
+            for key in gone.keys { s.removeValue(forKey: key) }
+            return Array(gone.values)
+        }
+        for session in dead { session.connection.close() }
+        let id = UUID().uuidString.lowercased()
+        let first = total.load(ordering: .relaxed) == 0
+        let made: Result<(Session, String), PeerConnectionError> = Self.wait {
+            do {
+                let connection = try PeerConnection(configuration: self.configuration)
+                let video = try connection.addVideoTrack(codec: .vp8)
+                let audio = try connection.addAudioTrack()
+                if first, let recorder = self.recorder {
+                    connection.videoRenderer = recorder
+                    connection.audioSink = recorder.audioSink
+                }
+                connection.onStateChange = { [quiet = self.quiet] state in
+                    if !quiet { Console.error("webrtc: session \(id) \(state.rawValue)") }
+                }
+                do {
+                    try await connection.setRemoteDescription(offer)
+                    let answer = try await connection.createAnswer()
+                    return .success((Session(connection: connection, video: video, audio: audio), answer.sdp))
+                } catch {
+                    connection.close()
+                    throw error
+                }
+            } catch let error as PeerConnectionError {
+                return .failure(error)
+            } catch {
+                return .failure(.setup("\(error)"))
+            }
+        }
+        switch made {
+        case .failure(let error):
+            return .text(400, "cannot answer the offer: \(error)")
+        case .success(let (session, answer)):
+            let accepted = sessions.withLock { s -> Bool in
+                guard s.count < maxSessions else { return false }
+                s[id] = session
+                return true
+            }
+            guard accepted else {
+                session.connection.close()
+                return .text(503, "\(maxSessions) sessions are open already")
+            }
+            total.add(1, ordering: .relaxed)
+            if !quiet { Console.error("webrtc: session \(id) answered") }
+            return HTTPResponse(
+                status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "/session/\(id)")],
+                body: Array(answer.utf8))
+        }
+    }
+
+    /// Runs `body` as a task and blocks this (connection) thread until it returns.
+    private static func wait<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+        let result = Mutex<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let value = await body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+
+    /// Closes every session.
+    func closeAll() {
+        let all = sessions.withLock { s in
+            let all = Array(s.values)
+            s.removeAll()
+            return all
+        }
+        for session in all { session.connection.close() }
+    }
+
+    /// Finishes the recordings; returns each file written with what it holds.
+    func finishRecordings() throws -> [(String, String)] { try recorder?.finish() ?? [] }
+}
+
+/// Records one session's incoming media: video re-encoded to VP8 IVF at the size of the first
+/// frame, audio re-encoded to Ogg Opus (both through the receive-side recorders the demo uses).
+/// Thread rule: `render` on the receive pipeline's thread, the audio sink on the playout
+/// thread, `finish` after the connection closed. Cost: a VP8 and an Opus encoder.
+final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
+    private let videoPath: String?
+    private let lock = NSLock()
+    private var video: RecordingRenderer?
+    private var failure: Error?
+    let audioSink: WebRTCAudioRecorder?
+    private let frames = Atomic<Int>(0)
+
+    init(videoPath: String?, audioPath: String?) {
+        self.videoPath = videoPath
+        audioSink = audioPath.map { WebRTCAudioRecorder(path: $0) }
+    }
+
+    var summary: String {
+        "\(frames.load(ordering: .relaxed)) frames received" + (audioSink.map { ", \($0.summary)" } ?? "")
+    }
+
+    func render(_ frame: DecodedVideoFrame) {
+        frames.add(1, ordering: .relaxed)
+        guard let videoPath else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        guard failure == nil else { return }
+        if video == nil {
+            do {
+                video = try RecordingRenderer(
+                    path: videoPath, codec: .vp8, width: frame.view.width, height: frame.view.height, onVideo: { _, _, _ in })
+            } catch {
+                failure = error
+                return
+            }
+        }
+        video?.render(frame)
+    }
+
+    func finish() throws -> [(String, String)] {
+        var written: [(String, String)] = []
+        lock.lock()
+        let video = self.video, failure = self.failure
+        lock.unlock()
+        var firstError = failure
+        if let video {
+            do {
+                if let path = try video.finish() { written.append((path, "\(video.frames) VP8 frames")) }
+            } catch { firstError = firstError ?? error }
+        }
+        if let audioSink {
+            do {
+                if let entry = try audioSink.finish() { written.append(entry) }
+            } catch { firstError = firstError ?? error }
+        }
+        if let firstError { throw InputError(description: "recording failed: \(firstError)") }
+        if let videoPath, video == nil { Console.error("webrtc: no video arrived; \(videoPath) not written") }
+        return written
+    }
+}
+
+/// Records played PCM to Ogg Opus, made at the first block (so that no file is started when no
+/// audio arrives). Thread rule: `play` on the playout thread; `finish` after it stopped.
+/// Cost: an Opus encoder.
+final class WebRTCAudioRecorder: AudioSink, @unchecked Sendable {
+    private let path: String
+    private let lock = NSLock()
+    private var sink: RecordingAudioSink?
+    private var failure: Error?
+    private var samples = 0
+
+    init(path: String) { self.path = path }
+
+    var summary: String { "\(String(format: "%.1f", Double(lock.withLock { samples }) / 48_000)) s of audio received" }
+
+    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard failure == nil else { return }
+        if sink == nil {
+            do { sink = try RecordingAudioSink(path: path, keepsPlayed: false) } catch {
+                failure = error
+                return
+            }
+        }
+        self.samples += samples.count / max(1, channels)
+        sink?.play(samples, sampleRate: sampleRate, channels: channels)
+    }
+
+    func finish() throws -> (String, String)? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let failure { throw failure }
+        guard let sink, let written = try sink.finish() else {
+            Console.error("webrtc: no audio arrived; \(path) not written")
+            return nil
+        }
+        return (written, String(format: "%.1f s of Opus", Double(samples) / 48_000))
+    }
+}
