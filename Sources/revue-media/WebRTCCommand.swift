@@ -108,7 +108,7 @@ enum WebRTCCommand: Command {
         let written = try sessions.finishRecordings()
         Console.out(
             "webrtc: \(sessions.total.load(ordering: .relaxed)) sessions, \(source.framesSent.load(ordering: .relaxed)) frames sent, "
-                + "\(server.served.load(ordering: .relaxed)) requests served, \(server.refused.load(ordering: .relaxed)) refused")
+                + "\(sessions.framesEncoded.load(ordering: .relaxed)) frames encoded, \(server.served.load(ordering: .relaxed)) requests served, \(server.refused.load(ordering: .relaxed)) refused")
         for (path, what) in written { Console.out("recorded \(path): \(what)") }
         return 0
     }
@@ -235,6 +235,8 @@ final class WebRTCSessions: @unchecked Sendable {
     private let sessions = Mutex<[String: Session]>([:])
     /// Sessions made so far.
     let total = Atomic<Int>(0)
+    /// Video frames the sessions that ended had encoded.
+    let framesEncoded = Atomic<Int>(0)
     private let recorder: WebRTCRecorder?
 
     init(
@@ -282,7 +284,7 @@ final class WebRTCSessions: @unchecked Sendable {
             let id = String(request.path.dropFirst("/session/".count))
             guard request.method == "DELETE" else { return .text(405, "DELETE ends the session", headers: [("Allow", "DELETE")]) }
             guard let session = sessions.withLock({ $0.removeValue(forKey: id) }) else { return .text(404, "no such session") }
-            session.connection.close()
+            end(session)
             if !quiet { Console.error("webrtc: session \(id) ended by the peer") }
             return HTTPResponse(status: 200)
         }
@@ -373,7 +375,13 @@ final class WebRTCSessions: @unchecked Sendable {
             s.removeAll()
             return all
         }
-        for session in all { session.connection.close() }
+        for session in all { end(session) }
+    }
+
+    /// Counts what the session encoded and closes it.
+    private func end(_ session: Session) {
+        framesEncoded.add(Int(session.connection.videoSendStatistics?.outbound.framesEncoded ?? 0), ordering: .relaxed)
+        session.connection.close()
     }
 
     /// Finishes the recordings; returns each file written with what it holds.

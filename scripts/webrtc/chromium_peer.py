@@ -1,7 +1,7 @@
 # Headless Chromium as a WebRTC peer for the JSEP interop tests and scripts/make-fuzz-corpus,
 # driven over --remote-debugging-pipe (the DevTools protocol as NUL-terminated JSON on fds 3
 # and 4), with a fake camera and microphone.
-#   chromium_peer.py <profile directory> <page.html>
+#   chromium_peer.py <profile directory> <page.html or http:// URL>
 # One JSON command per line on stdin: {"op": name, "js": expression} evaluates the expression
 # (awaited) in the page and replies {"sdp": its string value} or {"error": ...}; {"op": "quit"}.
 # {"op": "screenshot", "path": file, "x", "y", "width", "height"} captures that part of the page
@@ -103,10 +103,11 @@ try:
     targets = call("Target.getTargets")["targetInfos"]
     target = next(t for t in targets if t["type"] == "page")
     session = call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})["sessionId"]
-    call("Page.navigate", {"url": "file://" + page}, session)
+    url = page if page.startswith("http://") else "file://" + page
+    call("Page.navigate", {"url": url}, session)
     for _ in range(200):
         state = call("Runtime.evaluate", {"expression": "location.protocol + document.readyState", "returnByValue": True}, session)
-        if state["result"].get("value") == "file:complete":
+        if state["result"].get("value") == url.split("//")[0] + "complete":
             break
         time.sleep(0.05)
     else:
