@@ -16,7 +16,7 @@ enum WebRTCPage {
         <video id="remote" autoplay muted playsinline></video>
         <div id="row"><video id="local" autoplay muted playsinline></video></div>
         <div id="row"><button id="call">Call</button><button id="hangup">Hang up</button>
-        <label><input id="mute" type="checkbox" checked> mute Revue's audio</label></div>
+        <label><input id="mute" type="checkbox"> mute Revue's audio</label></div>
         <div id="status">starting</div>
         <audio id="remoteAudio" autoplay></audio>
         <script>
@@ -84,7 +84,6 @@ enum WebRTCPage {
         document.getElementById('call').onclick = () => call().catch(e => status(String(e)));
         document.getElementById('hangup').onclick = () => hangup();
         document.getElementById('mute').onchange = e => { document.getElementById('remoteAudio').muted = e.target.checked; };
-        document.getElementById('remoteAudio').muted = true;
         window.addEventListener('pagehide', () => { if (location_) fetch(location_, {method: 'DELETE', keepalive: true}); });
         call().catch(e => status(String(e)));
         </script></body></html>

@@ -180,4 +180,104 @@ struct CLIWebRTCTests {
         #expect(run.stdout.contains("1 sessions"), "\(run.stdout)")
         print("CLIWebRTCTests server: \(run.stdout)")
     }
+
+    /// The recorded IVF decoded: frames, those that are not black (luma span over 40), size.
+    static func decodeRecording(_ path: String) throws -> (frames: Int, lit: Int, width: Int, height: Int) {
+        let reader = try IVFReader(path: path)
+        let decoder = try VPXDecoder(codec: .vp8)
+        var buffer: [UInt8] = []
+        var frames = 0, lit = 0, width = 0, height = 0
+        while try reader.readFrame(into: &buffer) != nil {
+            let span: Int? = try buffer.withUnsafeBytes { bytes in
+                try decoder.decode(bytes) { view -> Int in
+                    width = view.width
+                    height = view.height
+                    var low = 255, high = 0
+                    for r in stride(from: 0, to: view.height, by: 4) {
+                        for c in stride(from: 0, to: view.width, by: 4) {
+                            let y = Int(view.y[r * view.strideY + c])
+                            low = min(low, y)
+                            high = max(high, y)
+                        }
+                    }
+                    return high - low
+                }
+            }
+            if let span {
+                frames += 1
+                if span > 40 { lit += 1 }
+            }
+        }
+        return (frames, lit, width, height)
+    }
+
+    @Test func chromiumCallsThroughThePage() async throws {
+        let dir = InteropTempDir()
+        defer { dir.remove() }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
+            throw JSONLinePeer.Failure(description: "chromium is not installed: run scripts/install-deps")
+        }
+        let port = RawHTTP.freePort()
+        let videoOut = dir.file("from-chromium.ivf"), audioOut = dir.file("from-chromium.ogg")
+        let server = try ToolProcess(
+            CLIBinary.path,
+            [
+                "webrtc", "--port", "\(port)", "--seconds", "120", "--size", "320x240", "--bitrate", "800k",
+                "--record-video", videoOut, "--record-audio", audioOut,
+            ], cwd: dir.path)
+        var stopped = false
+        defer { if !stopped { server.signal(SIGKILL); _ = server.wait(timeout: 10) } }
+        try #require(RawHTTP.waitForServer(port), "the server did not start")
+
+        // The page calls Revue as soon as it has loaded.
+        let peer = try JSONLinePeer(
+            name: "chromium", executable: "/usr/bin/python3",
+            arguments: [JSEPInteropTests.peers + "/chromium_peer.py", dir.file("profile"), "http://127.0.0.1:\(port)/"])
+        defer { peer.stop() }
+        func stats() -> [String: Any] {
+            guard let text = try? peer.call(JSEPInteropTests.js("mediaStats"))["sdp"],
+                let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+            else { return [:] }
+            return object
+        }
+        func number(_ s: [String: Any], _ key: String) -> Int { (s[key] as? NSNumber)?.intValue ?? 0 }
+        let connected = await waitFor(timeout: 60) { stats()["connection"] as? String == "connected" }
+        try #require(connected, "the page did not connect: \(stats())")
+        // About 8 s of media each way: 150 frames from Chromium's camera and 200 decoded from Revue.
+        _ = await waitFor(timeout: 90) {
+            let s = stats()
+            return number(s, "framesSent") >= 150 && number(s, "framesDecoded") >= 200
+        }
+        _ = try peer.call(JSEPInteropTests.js("mediaStopSending"))
+        try? await Task.sleep(nanoseconds: 1_000_000_000)
+        let final = stats()
+        let hungUp = try peer.call(JSEPInteropTests.js("hangup"))["sdp"]
+        #expect(hungUp == "closed", "hangup: \(hungUp ?? "?")")
+
+        server.signal(SIGINT)
+        let run = server.wait(timeout: 60)
+        stopped = true
+        #expect(run.status == 0 && !run.timedOut, "\(run.stderr)")
+        let encodedByRevue = Int(
+            run.stdout.components(separatedBy: ", ").first { $0.hasSuffix("frames encoded") }?
+                .split(separator: " ").first ?? "") ?? 0
+        let sentByChromium = number(final, "framesSent"), decodedByChromium = number(final, "framesDecoded")
+        let recording = try Self.decodeRecording(videoOut)
+        let audioBytes = (try? FileManager.default.attributesOfItem(atPath: audioOut)[.size] as? Int) ?? 0
+        print(
+            "CLIWebRTCTests Chromium: Chromium→Revue \(recording.frames)/\(sentByChromium) frames recorded \(recording.width)x\(recording.height), \(recording.lit) lit, Ogg \(audioBytes) bytes; Revue→Chromium \(decodedByChromium)/\(encodedByRevue) decoded; page \(final); Revue: \(run.stdout)"
+        )
+        #expect(sentByChromium >= 150, "Chromium sent \(sentByChromium) frames")
+        #expect(
+            recording.frames >= sentByChromium * 9 / 10, "recorded \(recording.frames) of Chromium's \(sentByChromium) frames")
+        #expect(recording.lit >= recording.frames * 9 / 10, "\(recording.lit) of \(recording.frames) recorded frames not black")
+        #expect(audioBytes > 1000, "the Ogg recording: \(audioBytes) bytes")
+        #expect(final["receivedCodec"] as? String == "video/VP8", "\(final)")
+        #expect(((final["totalAudioEnergy"] as? NSNumber)?.doubleValue ?? 0) > 0, "Revue's audio in the page: \(final)")
+        #expect(encodedByRevue > 0)
+        #expect(
+            decodedByChromium >= encodedByRevue * 95 / 100, "Chromium decoded \(decodedByChromium) of Revue's \(encodedByRevue)")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix(".") }
+        #expect(leftovers.isEmpty, "temporary files left behind: \(leftovers)")
+    }
 }
