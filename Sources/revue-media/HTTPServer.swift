@@ -24,8 +24,11 @@ struct HTTPRequest {
 
 /// A response: status, extra header fields, body. Thread rule: a value. Cost: none.
 struct HTTPResponse {
+    /// The status code.
     var status: Int
+    /// Header fields besides Content-Length, Connection and Cache-Control, which `write` adds.
     var headers: [(String, String)] = []
+    /// The body.
     var body: [UInt8] = []
 
     /// A plain-text response (for errors).
@@ -61,7 +64,7 @@ struct HTTPResponse {
 /// Thread rule: `start` and `stop` from one thread; the handler runs on connection threads, any
 /// number at once (up to `maxConnections`). Cost: one thread, plus one per open connection.
 final class HTTPServer: @unchecked Sendable {
-    /// Limits on what a client may send.
+    /// Limits on what a client may send. Thread rule: a value. Cost: none.
     struct Limits {
         /// Request line and header fields together, bytes.
         var headerBytes = 8 * 1024

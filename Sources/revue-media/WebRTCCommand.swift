@@ -13,6 +13,8 @@ import Synchronization
     import Glibc
 #endif
 
+/// `revue-media webrtc`: see the file comment and docs/webrtc.md. Thread rule: `run` on the main
+/// thread. Cost: the HTTP server's threads, the source's thread and one `PeerConnection` per call.
 enum WebRTCCommand: Command {
     static let name = "webrtc"
     static let summary = "serve a page and a WHIP/WHEP endpoint; call Revue from a browser over WebRTC"
@@ -108,7 +110,8 @@ enum WebRTCCommand: Command {
         let written = try sessions.finishRecordings()
         Console.out(
             "webrtc: \(sessions.total.load(ordering: .relaxed)) sessions, \(source.framesSent.load(ordering: .relaxed)) frames sent, "
-                + "\(sessions.framesEncoded.load(ordering: .relaxed)) frames encoded, \(server.served.load(ordering: .relaxed)) requests served, \(server.refused.load(ordering: .relaxed)) refused")
+                + "\(sessions.framesEncoded.load(ordering: .relaxed)) frames encoded, \(server.served.load(ordering: .relaxed)) requests served, \(server.refused.load(ordering: .relaxed)) refused"
+        )
         for (path, what) in written { Console.out("recorded \(path): \(what)") }
         return 0
     }
@@ -223,6 +226,7 @@ final class WebRTCSource: @unchecked Sendable {
 /// Thread rule: `handle` from any number of connection threads at once; the rest from any
 /// thread. Cost: per session a `PeerConnection` (a socket, encoder and receive threads).
 final class WebRTCSessions: @unchecked Sendable {
+    /// One call: its connection and the capturers the source feeds.
     struct Session {
         let connection: PeerConnection
         let video: BufferCapturer
@@ -238,6 +242,7 @@ final class WebRTCSessions: @unchecked Sendable {
     /// Video frames the sessions that ended had encoded.
     let framesEncoded = Atomic<Int>(0)
     private let recorder: WebRTCRecorder?
+    private let recorderTaken = Atomic<Bool>(false)
 
     init(
         configuration: PeerConnectionConfiguration, maxSessions: Int, videoPath: String?, audioPath: String?, quiet: Bool
@@ -306,8 +311,11 @@ final class WebRTCSessions: @unchecked Sendable {
             return Array(gone.values)
         }
         for session in dead { session.connection.close() }
+        // Refused before a connection is made; checked again when it is added (offers race).
+        if sessions.withLock({ $0.count }) >= maxSessions { return .text(503, "\(maxSessions) sessions are open already") }
         let id = UUID().uuidString.lowercased()
-        let first = total.load(ordering: .relaxed) == 0
+        // The recorder goes to the first offer that gets this far, once.
+        let first = recorderTaken.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
         let made: Result<(Session, String), PeerConnectionError> = Self.wait {
             do {
                 let connection = try PeerConnection(configuration: self.configuration)

@@ -115,6 +115,17 @@ import Testing
         Case(
             name: "relay loss above 1", files: [:], arguments: ["relay", "--listen", "0", "--to", "127.0.0.1:9", "--loss", "5"],
             status: 2, mentions: ["loss"]),
+        Case(
+            name: "webrtc recording to a non-IVF file", files: [:], arguments: ["webrtc", "--record-video", "x.mp4"], status: 2,
+            mentions: ["--record-video", ".ivf"]),
+        Case(
+            name: "webrtc port out of range", files: [:], arguments: ["webrtc", "--port", "70000"], status: 2,
+            mentions: ["--port"]),
+        Case(
+            name: "webrtc host not IPv4", files: [:], arguments: ["webrtc", "--host", "nothere"], status: 2, mentions: ["--host"]),
+        Case(
+            name: "webrtc missing input", files: [:], arguments: ["webrtc", "--input", "gone.y4m"], status: 1,
+            mentions: ["gone.y4m"]),
     ]
 
     @Test(arguments: inputCases + usageCases)
@@ -151,7 +162,7 @@ import Testing
     }
 
     @Test func everyCommandHasHelpAndNoArgumentsIsAUsageError() throws {
-        for command in ["encode", "decode", "send", "receive", "probe", "relay", "demo"] {
+        for command in ["encode", "decode", "send", "receive", "probe", "relay", "demo", "webrtc"] {
             let r = try revueMedia([command, "--help"])
             #expect(r.status == 0, "\(command) --help: \(r.stderr)")
             #expect(r.stdout.contains("usage: revue-media \(command)"), "\(command) --help: \(r.stdout)")

@@ -23,7 +23,9 @@ enum RawHTTP {
         a.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &a) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) }
+        }
         return UInt16(bigEndian: a.sin_port)
     }
 
@@ -35,7 +37,9 @@ enum RawHTTP {
         a.sin_port = port.bigEndian
         a.sin_addr.s_addr = inet_addr("127.0.0.1")
         let r = withUnsafePointer(to: &a) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         if r != 0 {
             close(s)
@@ -115,7 +119,10 @@ struct CLIWebRTCTests {
         let page = try RawHTTP.exchange(port, RawHTTP.request("GET", "/"))
         #expect(page.status == 200 && page.body.contains("<video") && page.body.contains("/session"), "\(page.head)")
         let checks: [(String, [UInt8], [Int])] = [
-            ("a body over 64 KiB", RawHTTP.request("POST", "/session", headers: ["Content-Type: application/sdp", "Content-Length: 70000"]), [413]),
+            (
+                "a body over 64 KiB",
+                RawHTTP.request("POST", "/session", headers: ["Content-Type: application/sdp", "Content-Length: 70000"]), [413]
+            ),
             ("an unknown method", RawHTTP.request("BREW", "/"), [405]),
             ("a method the endpoint does not take", RawHTTP.request("PATCH", "/session", body: ""), [405]),
             ("GET on the endpoint", RawHTTP.request("GET", "/session"), [405]),
@@ -123,12 +130,24 @@ struct CLIWebRTCTests {
             ("no HTTP version", Array("GET /\r\n\r\n".utf8), [400]),
             ("a header line without a colon", RawHTTP.request("GET", "/", headers: ["nonsense"]), [400]),
             ("100 header fields", RawHTTP.request("GET", "/", headers: (0..<100).map { "X-Field-\($0): 1" }), [400, 431]),
-            ("a 10 KiB header field", RawHTTP.request("GET", "/", headers: ["X-Big: " + String(repeating: "a", count: 10_000)]), [431]),
-            ("a POST without Content-Length", Array("POST /session HTTP/1.1\r\nContent-Type: application/sdp\r\n\r\n".utf8), [411]),
+            (
+                "a 10 KiB header field",
+                RawHTTP.request("GET", "/", headers: ["X-Big: " + String(repeating: "a", count: 10_000)]), [431]
+            ),
+            (
+                "a POST without Content-Length", Array("POST /session HTTP/1.1\r\nContent-Type: application/sdp\r\n\r\n".utf8),
+                [411]
+            ),
             ("a negative Content-Length", RawHTTP.request("POST", "/session", headers: ["Content-Length: -5"]), [400]),
             ("chunked encoding", RawHTTP.request("POST", "/session", headers: ["Transfer-Encoding: chunked"]), [400, 501]),
-            ("an offer that is not SDP", RawHTTP.request("POST", "/session", headers: ["Content-Type: application/sdp"], body: "hello"), [400]),
-            ("an offer as text/plain", RawHTTP.request("POST", "/session", headers: ["Content-Type: text/plain"], body: "v=0\r\n"), [415]),
+            (
+                "an offer that is not SDP",
+                RawHTTP.request("POST", "/session", headers: ["Content-Type: application/sdp"], body: "hello"), [400]
+            ),
+            (
+                "an offer as text/plain",
+                RawHTTP.request("POST", "/session", headers: ["Content-Type: text/plain"], body: "v=0\r\n"), [415]
+            ),
             ("an unknown path", RawHTTP.request("GET", "/nowhere"), [404]),
             ("DELETE of no session", RawHTTP.request("DELETE", "/session/none"), [404]),
         ]
@@ -258,9 +277,10 @@ struct CLIWebRTCTests {
         let run = server.wait(timeout: 60)
         stopped = true
         #expect(run.status == 0 && !run.timedOut, "\(run.stderr)")
-        let encodedByRevue = Int(
-            run.stdout.components(separatedBy: ", ").first { $0.hasSuffix("frames encoded") }?
-                .split(separator: " ").first ?? "") ?? 0
+        let encodedByRevue =
+            Int(
+                run.stdout.components(separatedBy: ", ").first { $0.hasSuffix("frames encoded") }?
+                    .split(separator: " ").first ?? "") ?? 0
         let sentByChromium = number(final, "framesSent"), decodedByChromium = number(final, "framesDecoded")
         let recording = try Self.decodeRecording(videoOut)
         let audioBytes = (try? FileManager.default.attributesOfItem(atPath: audioOut)[.size] as? Int) ?? 0
