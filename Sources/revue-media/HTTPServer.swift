@@ -266,6 +266,19 @@ final class HTTPServer: @unchecked Sendable {
             sent += n
         }
         shutdown(client, Int32(SHUT_WR))
+        // Read what the client still sends (an oversize body) for a moment before closing:
+        // closing with unread bytes resets the connection, and the client may lose the response.
+        let deadline = Date().addingTimeInterval(0.5)
+        var drained = 0
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while drained < 1 << 20, deadline.timeIntervalSinceNow > 0 {
+            var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 100) >= 0 else { break }
+            guard pfd.revents != 0 else { continue }
+            let n = recv(client, &chunk, chunk.count, 0)
+            guard n > 0 else { break }
+            drained += n
+        }
     }
 
     /// Where `needle` starts in `haystack`, or nil.

@@ -123,6 +123,12 @@ struct CLIWebRTCTests {
                 "a body over 64 KiB",
                 RawHTTP.request("POST", "/session", headers: ["Content-Type: application/sdp", "Content-Length: 70000"]), [413]
             ),
+            (
+                "a 70 000-byte body, sent",
+                RawHTTP.request(
+                    "POST", "/session", headers: ["Content-Type: application/sdp"], body: String(repeating: "a", count: 70_000)),
+                [413]
+            ),
             ("an unknown method", RawHTTP.request("BREW", "/"), [405]),
             ("a method the endpoint does not take", RawHTTP.request("PATCH", "/session", body: ""), [405]),
             ("GET on the endpoint", RawHTTP.request("GET", "/session"), [405]),
