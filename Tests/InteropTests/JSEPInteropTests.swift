@@ -72,8 +72,9 @@ final class JSONLinePeer: @unchecked Sendable {
         }
     }
 
+    /// Asks the peer to quit and waits for it (killing it after 5 s). Safe to call again.
     func stop() {
-        _ = try? call(["op": "quit"], timeout: 10)
+        if process.isRunning { _ = try? call(["op": "quit"], timeout: 10) }
         let deadline = Date().addingTimeInterval(5)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { process.terminate() }
