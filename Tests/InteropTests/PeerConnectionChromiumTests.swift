@@ -208,4 +208,87 @@ struct PeerConnectionChromiumTests {
         let notBlack = Double(shot["not_black"] ?? "") ?? 0, luma = Double(shot["mean_luma"] ?? "") ?? 0
         #expect(notBlack > 0.5 && luma > 24, "the <video> element in the screenshot: \(shot)")
     }
+
+    /// `sdp` without its candidates; with `candidate` instead when given (after each ICE
+    /// username line, so in every media section).
+    static func replacingCandidates(in sdp: String, with candidate: String?) -> String {
+        var lines: [Substring] = []
+        for line in sdp.split(separator: "\r\n", omittingEmptySubsequences: true) {
+            if line.hasPrefix("a=candidate:") || line.hasPrefix("a=end-of-candidates") { continue }
+            lines.append(line)
+            if line.hasPrefix("a=ice-ufrag:"), let candidate {
+                lines.append(Substring("a=" + candidate))
+                lines.append("a=end-of-candidates")
+            }
+        }
+        return lines.joined(separator: "\r\n") + "\r\n"
+    }
+
+    /// Revue's video reaches Chromium through the impairment relay, which loses 5 % of what
+    /// Revue sends (media, RTCP and ICE alike; Chromium's packets pass untouched). Each side
+    /// knows the other only through the relay: Chromium gets the relay's address as Revue's one
+    /// candidate, Revue gets no candidate and learns Chromium's address from its checks (a
+    /// peer-reflexive candidate). Chromium must still decode and show at least 90 % of the frames
+    /// Revue encoded, having asked for the lost packets (NACK) and got them resent.
+    @Test func chromiumShowsRevueVideoThroughFivePercentLoss() async throws {
+        let (peer, dir) = try JSEPInteropTests.chromium()
+        defer {
+            peer.stop()
+            dir.remove()
+        }
+        var configuration = Self.configuration()
+        configuration.bindAddress = .loopbackIPv4(port: 0)
+        let connection = try PeerConnection(configuration: configuration)
+        defer { connection.close() }
+        let video = try connection.addVideoTrack(codec: .vp8)
+        let audio = try connection.addAudioTrack()
+        let feeder = PeerConnectionFeeder(video: video, audio: audio, width: Self.width, height: Self.height, tone: 660)
+        let revuePort = try #require(connection.localAddress?.port)
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: .loopbackIPv4(port: revuePort), impairment: .init(),
+                reverse: .init(loss: 0.05), seed: 7))
+        relay.start()
+        defer { relay.stop() }
+
+        let offer = try #require(try peer.call(JSEPInteropTests.js("mediaOffer"))["sdp"])
+        try await connection.setRemoteDescription(
+            try JSEPSessionDescription(parsing: Self.replacingCandidates(in: offer, with: nil), type: .offer))
+        let answer = try await connection.createAnswer()
+        let relayed = Self.replacingCandidates(
+            in: answer.sdp, with: "candidate:1 1 udp 2130706431 127.0.0.1 \(relay.listenAddress.port) typ host")
+        let taken = try peer.call(JSEPInteropTests.js("mediaTakeAnswer", relayed))["sdp"]
+        #expect(taken == "stable", "Chromium applied our answer: \(taken ?? "?")")
+        let state = await connection.waitUntilSettled(timeout: 60)
+        let pageState = (try? Self.pageStats(peer))?["connection"] as? String ?? "?"
+        try #require(
+            state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error"); Chromium \(pageState)")
+
+        feeder.start()
+        _ = await waitFor(timeout: 90) { feeder.framesFed.load(ordering: .relaxed) >= 240 }
+        feeder.stop()
+        let fed = Int(connection.videoSendStatistics?.outbound.framesEncoded ?? 0)
+        _ = await waitFor(timeout: 20) {
+            Int(Self.number((try? Self.pageStats(peer)) ?? [:], "framesDecoded")) >= fed * 95 / 100
+        }
+        try? await Task.sleep(nanoseconds: 500_000_000)
+        let stats = try Self.pageStats(peer)
+        let relayStatistics = relay.statistics
+        let outbound = connection.videoSendStatistics?.outbound
+        let decoded = Int(Self.number(stats, "framesDecoded")), shown = Int(Self.number(stats, "shownFrames"))
+        let lostShare = Double(relayStatistics.reverse.droppedByLoss) / Double(max(relayStatistics.reverse.received, 1))
+        print(
+            "PeerConnectionChromiumTests 5 % loss: Chromium decoded \(decoded) and showed \(shown) of Revue's \(fed) frames; relay dropped \(relayStatistics.reverse.droppedByLoss) of \(relayStatistics.reverse.received) packets Revue sent; NACKs received \(outbound?.nackCount ?? 0), packets resent \(outbound?.retransmittedPacketsSent ?? 0), PLIs \(outbound?.pliCount ?? 0); page \(stats)"
+        )
+        #expect(lostShare > 0.03 && lostShare < 0.07, "the relay lost \(lostShare * 100) % of Revue's packets")
+        #expect(decoded >= fed * 9 / 10, "Chromium decoded \(decoded) of Revue's \(fed) frames; \(stats)")
+        #expect(shown >= fed * 9 / 10, "Chromium's <video> showed \(shown) of Revue's \(fed) frames; \(stats)")
+        #expect(Self.number(stats, "nackCount") > 0, "Chromium sent no NACK: \(stats)")
+        #expect(
+            (outbound?.nackCount ?? 0) > 0 && (outbound?.retransmittedPacketsSent ?? 0) > 0, "\(String(describing: outbound))")
+        #expect(
+            Self.number(stats, "retransmittedPacketsReceived") > 0
+                || Self.number(stats, "packetsLost") < Double(relayStatistics.reverse.droppedByLoss),
+            "Chromium recovered no lost packet: \(stats)")
+    }
 }
