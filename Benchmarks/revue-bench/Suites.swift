@@ -18,6 +18,7 @@ enum Suites {
         Suite(name: "playout", run: PlayoutSuite.run),
         Suite(name: "cli", run: CLISuite.run), Suite(name: "memory", run: MemorySuite.run),
         Suite(name: "session", run: SessionSuite.run), Suite(name: "ice", run: ICEBenchSuite.run),
+        Suite(name: "webrtc", run: WebRTCSuite.run),
     ]
 }
 

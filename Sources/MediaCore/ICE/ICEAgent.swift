@@ -140,6 +140,8 @@ package final class ICEAgent: @unchecked Sendable {
     var firstValidAt: UInt64 = 0
     /// When the first connectivity check went out (0: none yet).
     var checksStartedAt: UInt64 = 0
+    /// When the last new (not retransmitted, not keepalive) check went out (0: none yet).
+    var lastNewCheckAt: UInt64 = 0
     var bucket: ICETokenBucket
     /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
     var earlyRequests: [(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool)] = []

@@ -134,6 +134,7 @@ extension ICEAgent {
         guard !pair.triggered else { return }
         pair.triggered = true
         triggeredQueue.append(pair)
+        kickChecks()
     }
 
     func switchRole(controlling new: Bool) {
@@ -394,7 +395,28 @@ extension ICEAgent {
         }
         checkGatheringComplete(now: now)
         guard remoteUfrag != nil else { return }
-        // One new check per Ta: triggered first, then the best waiting pair.
+        sendNextCheck(now: now)
+        // Keepalives / consent checks on every valid pair (failed-over ones too, so they can
+        // recover), but none through a relay while a direct pair works.
+        let directWorks = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
+
+        for p in pairs where p.valid && p.nextKeepaliveAt <= now && !(directWorks && p.usesRelay && p !== selected) {
+            p.nextKeepaliveAt = now + keepaliveInterval()
+            sendCheck(p, kind: .keepalive, nominate: controlling && p === selected, now: now)
+        }
+        superviseSelection(now: now)
+        updateNomination(now: now)
+    }
+
+    /// One new connectivity check, paced at Ta (RFC 8445 §6.1.4.2): a triggered pair first, then the
+    /// best waiting one. Called on every tick, and at once (`early`) when pairs or a triggered check
+    /// appear, so a check does not wait for the next tick (with a 50 ms Ta, those waits were most
+    /// of a loopback connection's set-up) unless one went out less than Ta ago. At most one early
+    /// check comes between two ticks.
+    func sendNextCheck(now: UInt64, early: Bool = false) {
+        let ta = UInt64(max(1, configuration.checkIntervalMilliseconds)) * 1_000_000
+        guard !closed, started, remoteUfrag != nil else { return }
+        if early && lastNewCheckAt != 0 && now &- lastNewCheckAt < ta { return }
         var next: ICECandidatePair?
         let directWorksNow = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
         while next == nil, !triggeredQueue.isEmpty {
@@ -409,17 +431,14 @@ extension ICEAgent {
         }
         if let next {
             if checksStartedAt == 0 { checksStartedAt = now }
+            lastNewCheckAt = now
             sendCheck(next, kind: .check, nominate: false, now: now)
         }
-        // Keepalives / consent checks on every valid pair (failed-over ones too, so they can
-        // recover), but none through a relay while a direct pair works.
-        let directWorks = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
-        for p in pairs where p.valid && p.nextKeepaliveAt <= now && !(directWorks && p.usesRelay && p !== selected) {
-            p.nextKeepaliveAt = now + keepaliveInterval()
-            sendCheck(p, kind: .keepalive, nominate: controlling && p === selected, now: now)
-        }
-        superviseSelection(now: now)
-        updateNomination(now: now)
+    }
+
+    /// Sends the next check now if the pacing allows, after the current handler returns.
+    func kickChecks() {
+        queue.async { [weak self] in self?.sendNextCheck(now: Self.now(), early: true) }
     }
 
     /// Failover and consent: a selected pair silent for `failoverAfterMilliseconds` is marked

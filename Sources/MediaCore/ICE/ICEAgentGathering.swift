@@ -171,6 +171,7 @@ extension ICEAgent {
         remotePassword = password
         remoteKey = STUNMessage.shortTermKey(password: password)
         if started { processEarlyRequests() }
+        kickChecks()
     }
 
     func processEarlyRequests() {
@@ -202,6 +203,7 @@ extension ICEAgent {
         }
         remotes.append(c)
         for l in locals where l.pairs { addPair(local: l, remote: c) }
+        kickChecks()
     }
 
     /// Forms a pair (same family; replacing the lowest-priority idle pair when at `maxPairs`).

@@ -79,12 +79,22 @@ final class PeerConnectionLocalTrack: @unchecked Sendable {
 /// sends on the ICE agent's selected pair. Thread rule: `write` from the stream's threads (under a
 /// lock, so a NACK resend from the RTCP thread is safe); `activate`/`deactivate` from any thread.
 /// Cost: one copy, one SRTP protect and one `sendto` per packet.
-final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
-    struct Active {
+package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
+    /// Where and how packets go once DTLS-SRTP is up.
+    package struct Active {
         let context: SRTPContext
         let fromPayloadType: UInt8
         let toPayloadType: UInt8
         let path: ICESendPath
+
+        /// SRTP `context`, the stream's payload type rewritten from `fromPayloadType` to the
+        /// negotiated `toPayloadType`, sent on the selected pair `path`.
+        package init(context: SRTPContext, fromPayloadType: UInt8, toPayloadType: UInt8, path: ICESendPath) {
+            self.context = context
+            self.fromPayloadType = fromPayloadType
+            self.toPayloadType = toPayloadType
+            self.path = path
+        }
     }
     struct State {
         var active: Active?
@@ -95,14 +105,18 @@ final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
     private let state = Mutex(State())
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
 
-    init(socket: UDPSocket) { self.socket = socket }
+    /// A sender on the connection's socket; it drops packets until `activate`.
+    package init(socket: UDPSocket) { self.socket = socket }
     deinit { buffer.deallocate() }
 
-    func activate(_ active: Active) { state.withLock { $0.active = active } }
+    /// Starts sending with `active` (from the DTLS handshake's keys and the selected pair).
+    package func activate(_ active: Active) { state.withLock { $0.active = active } }
     func deactivate() { state.withLock { $0.active = nil } }
     var counts: (sent: Int, dropped: Int) { state.withLock { ($0.sent, $0.dropped) } }
 
-    func write(_ packet: UnsafeRawBufferPointer) {
+    /// Copies `packet`, rewrites its payload type, protects it and sends it on the selected pair;
+    /// counts it as dropped when not active or when protection or sending fails.
+    package func write(_ packet: UnsafeRawBufferPointer) {
         state.withLock { s in
             guard let a = s.active, packet.count >= 12, packet.count + a.context.rtpOverhead <= buffer.count else {
                 s.dropped += 1
@@ -120,7 +134,8 @@ final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
         }
     }
 
-    func flush() {}
+    /// Nothing is buffered.
+    package func flush() {}
 }
 
 /// The sender side of RTCP for the local tracks: the peer's NACK, PLI, FIR, REMB and receiver
@@ -219,9 +234,20 @@ extension PeerConnection {
     /// connected connection whose route went away (consent expired) fails.
     func pathChanged() {
         if state == .connected, agent?.path.route == nil { return fail(.connectionLost) }
-        guard state == .connecting, !dtlsStarted, agent?.path.route != nil else { return }
-        dtlsStarted = true
-        dtls.start(now: UDPSocket.monotonicNanoseconds())
+        guard state == .connecting, agent?.path.route != nil else { return }
+        if !dtlsStarted {
+            dtlsStarted = true
+            dtls.start(now: UDPSocket.monotonicNanoseconds())
+        }
+        replayEarlyDTLS()
+    }
+
+    /// On the queue: hands the early DTLS datagrams to `handleDTLS` once it can take them.
+    func replayEarlyDTLS() {
+        guard !earlyDTLS.isEmpty, shared.withLock({ $0.negotiated != nil }), agent?.path.route != nil else { return }
+        let early = earlyDTLS
+        earlyDTLS.removeAll()
+        for e in early { handleDTLS(e.bytes, from: e.from) }
     }
 
     /// On the queue, every 20 ms: while connecting, DTLS retransmissions and the connect deadline;
@@ -243,9 +269,14 @@ extension PeerConnection {
     }
 
     /// On the queue: a DTLS datagram. Only from the selected pair's peer (the ICE-verified address),
-    /// and only once the roles are known.
+    /// and only once the roles are known (until then kept in `earlyDTLS`).
     func handleDTLS(_ bytes: [UInt8], from: SocketAddress) {
-        guard shared.withLock({ $0.negotiated != nil }), let route = agent?.path.route else { return }
+        guard shared.withLock({ $0.negotiated != nil }), let route = agent?.path.route else {
+            if state == .connecting || state == .new, earlyDTLS.count < Self.maxEarlyDTLS, bytes.count <= 2048 {
+                earlyDTLS.append((bytes, from))
+            }
+            return
+        }
         if case .direct(let peer) = route, peer != from { return }
         if !dtlsStarted, state == .connecting {
             dtlsStarted = true

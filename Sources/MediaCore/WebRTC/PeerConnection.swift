@@ -120,6 +120,12 @@ package final class PeerConnection: @unchecked Sendable {
     var feedback: PeerConnectionFeedback?
     var dtlsStarted = false
     var connectDeadline: UInt64?
+    /// DTLS datagrams that came before the roles or the ICE route were known (the peer's first
+    /// flight often does): replayed once both are, instead of waiting for the peer to retransmit
+    /// (which cost a loopback connection about 55 ms). At most `maxEarlyDTLS` of at most 2 KiB;
+    /// on the queue.
+    var earlyDTLS: [(bytes: [UInt8], from: SocketAddress)] = []
+    static let maxEarlyDTLS = 8
 
     // MARK: Shared state (any thread, under `shared`)
 
