@@ -89,6 +89,7 @@ final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
     struct State {
         var active: Active?
         var sent = 0
+        var sentBytes = 0
         var dropped = 0
     }
     private let socket: UDPSocket
@@ -101,6 +102,8 @@ final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
     func activate(_ active: Active) { state.withLock { $0.active = active } }
     func deactivate() { state.withLock { $0.active = nil } }
     var counts: (sent: Int, dropped: Int) { state.withLock { ($0.sent, $0.dropped) } }
+    /// Packets and bytes (SRTP, as sent) handed to the network, and packets dropped.
+    var traffic: (packets: Int, bytes: Int, dropped: Int) { state.withLock { ($0.sent, $0.sentBytes, $0.dropped) } }
 
     func write(_ packet: UnsafeRawBufferPointer) {
         state.withLock { s in
@@ -117,6 +120,7 @@ final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
                 return
             }
             s.sent += 1
+            s.sentBytes += n
         }
     }
 
