@@ -48,6 +48,20 @@ struct JanusVideoRoomInteropTests {
         var publisher: PeerConnection?
         var feeder: PeerConnectionFeeder?
         var subscriptions: [Subscription] = []
+        private var feeding = false
+
+        func startFeeding() {
+            guard let feeder, !feeding else { return }
+            feeding = true
+            feeder.start()
+        }
+
+        /// Stops the feeder (idempotent: `PeerConnectionFeeder.stop` waits for its thread once).
+        func stopFeeding() {
+            guard let feeder, feeding else { return }
+            feeding = false
+            feeder.stop()
+        }
 
         init(index: Int, server: SocketAddress, room: UInt64) async throws {
             self.index = index
@@ -87,7 +101,7 @@ struct JanusVideoRoomInteropTests {
         }
 
         func close() async {
-            feeder?.stop()
+            stopFeeding()
             publisher?.close()
             for s in subscriptions { s.connection.close() }
             await session.destroy()
@@ -137,10 +151,10 @@ struct JanusVideoRoomInteropTests {
             try await Self.waitConnected(
                 participants.flatMap { p in p.subscriptions.map { ("\(p.index) ← \($0.from)", $0.connection) } }, janus: janus)
 
-            for p in participants { p.feeder!.start() }
+            for p in participants { p.startFeeding() }
             // About 5 s of media from each publisher (150 frames).
             _ = await waitFor(timeout: 30) { participants.allSatisfy { $0.feeder!.framesFed.load(ordering: .relaxed) >= 150 } }
-            for p in participants { p.feeder!.stop() }
+            for p in participants { p.stopFeeding() }
             let encoded = participants.map { Int($0.publisher!.videoSendStatistics?.outbound.framesEncoded ?? 0) }
             _ = await waitFor(timeout: 8) {
                 participants.allSatisfy { p in
@@ -227,15 +241,15 @@ struct JanusVideoRoomInteropTests {
             #expect(list.first { $0.id == b.joined.id }?.publisher == true)
             #expect(watcher.publisher == nil)
 
-            a.feeder!.start()
-            b.feeder!.start()
+            a.startFeeding()
+            b.startFeeding()
             #expect(
                 await waitFor(timeout: 10) {
                     [bFromA, watcherFromA, watcherFromB].allSatisfy { s in s.probe.video.withLock { $0.frames } >= 30 }
                 }, "media reached every subscriber")
 
             // a stops publishing: b and the watcher hear `unpublished`, their subscriptions to a end.
-            a.feeder!.stop()
+            a.stopFeeding()
             try await a.handle.unpublish()
             for (name, p) in [("b", b), ("watcher", watcher)] {
                 let heard = await Self.firstEvent(p.handle, within: 5) { e in

@@ -50,7 +50,8 @@ package actor JanusSession {
         server: SocketAddress, basePath: String = "/janus", requestTimeoutSeconds: Double = 10
     ) async throws(JanusError) -> JanusSession {
         let client = JanusHTTPClient(server: server)
-        let reply = try await post(client, path: basePath, body: ["janus": "create"], timeout: requestTimeoutSeconds)
+        let reply = try await post(
+            client, path: basePath, body: ["janus": "create", "transaction": .string(newTransaction())], timeout: requestTimeoutSeconds)
         guard let id = reply["data"]?["id"]?.id else { throw .malformed("no session id in \(reply)") }
         let session = JanusSession(id: id, client: client, basePath: basePath, requestTimeoutSeconds: requestTimeoutSeconds)
         await session.startBackground()
