@@ -25,11 +25,13 @@ final class JanusServer {
     let dir = InteropTempDir()
     let process: ToolProcess
 
-    init() throws {
+    /// Starts Janus with its HTTP transport on `port` (nil: a free one).
+    init(port: Int? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else {
             throw ToolMissing(tool: "janus (Debian package janus; scripts/install-deps)")
         }
-        port = cliFreePort()
+        self.port = port ?? cliFreePort()
+        let port = self.port
         let plugins = ((try? FileManager.default.contentsOfDirectory(atPath: Self.folder + "/plugins")) ?? [])
             .filter { $0.hasSuffix(".so") && $0 != "libjanus_videoroom.so" }
         let transports = ((try? FileManager.default.contentsOfDirectory(atPath: Self.folder + "/transports")) ?? [])
@@ -98,9 +100,14 @@ final class JanusServer {
         dir.write("janus.jcfg", Array(core.utf8))
         dir.write("janus.transport.http.jcfg", Array(http.utf8))
         dir.write("janus.plugin.videoroom.jcfg", Array(videoroom.utf8))
+        // The test process blocks most signals in the thread that spawns children, and a child
+        // inherits that mask through exec: Janus would never see SIGTERM. A one-line Python
+        // wrapper clears the mask and execs Janus (same pid).
+        let unblock = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
         process = try ToolProcess(
-            "/usr/bin/janus",
-            ["-C", dir.file("janus.jcfg"), "-F", dir.path, "-L", dir.file("janus.log"), "-o"], cwd: dir.path)
+            "/usr/bin/python3",
+            ["-c", unblock, "/usr/bin/janus", "-C", dir.file("janus.jcfg"), "-F", dir.path, "-L", dir.file("janus.log"), "-o"],
+            cwd: dir.path)
     }
 
     /// The HTTP transport's address.
@@ -116,9 +123,12 @@ final class JanusServer {
         var last = "no answer yet"
         while Date() < deadline {
             if !process.process.isRunning {
+                let log = logTail(1500)
                 let run = stop()
                 throw JanusNotReady(
-                    detail: "janus exited with status \(run.status) before answering: \(run.stderr.suffix(1500)) log: \(logTail())")
+                    detail:
+                        "janus exited with status \(run.status) before answering; output: \(run.stdout.suffix(1500)) \(run.stderr.suffix(500)) log: \(log)"
+                )
             }
             do {
                 let info = try await JanusSession.info(server: address, timeoutSeconds: 1)
@@ -141,8 +151,11 @@ final class JanusServer {
     @discardableResult
     func stop() -> ToolRun {
         if let finished { return finished }
+        let started = Date()
         process.signal(SIGTERM)
         let run = process.wait(timeout: 5)
+        if run.timedOut { print("JanusServer: killed after SIGTERM; log: \(logTail(1200))") }
+        print("JanusServer: stopped in \(String(format: "%.2f", Date().timeIntervalSince(started))) s (status \(run.status)\(run.timedOut ? ", killed" : ""))")
         dir.remove()
         finished = run
         return run
