@@ -103,7 +103,8 @@ final class JanusServer {
         // The test process blocks most signals in the thread that spawns children, and a child
         // inherits that mask through exec: Janus would never see SIGTERM. A one-line Python
         // wrapper clears the mask and execs Janus (same pid).
-        let unblock = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
+        let unblock =
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
         process = try ToolProcess(
             "/usr/bin/python3",
             ["-c", unblock, "/usr/bin/janus", "-C", dir.file("janus.jcfg"), "-F", dir.path, "-L", dir.file("janus.log"), "-o"],
@@ -141,7 +142,8 @@ final class JanusServer {
         }
         let tail = logTail()
         stop()
-        throw JanusNotReady(detail: "janus on 127.0.0.1:\(port) did not answer /janus/info within \(seconds) s (\(last)); log: \(tail)")
+        throw JanusNotReady(
+            detail: "janus on 127.0.0.1:\(port) did not answer /janus/info within \(seconds) s (\(last)); log: \(tail)")
     }
 
     private var finished: ToolRun?
@@ -155,7 +157,9 @@ final class JanusServer {
         process.signal(SIGTERM)
         let run = process.wait(timeout: 5)
         if run.timedOut { print("JanusServer: killed after SIGTERM; log: \(logTail(1200))") }
-        print("JanusServer: stopped in \(String(format: "%.2f", Date().timeIntervalSince(started))) s (status \(run.status)\(run.timedOut ? ", killed" : ""))")
+        print(
+            "JanusServer: stopped in \(String(format: "%.2f", Date().timeIntervalSince(started))) s (status \(run.status)\(run.timedOut ? ", killed" : ""))"
+        )
         dir.remove()
         finished = run
         return run

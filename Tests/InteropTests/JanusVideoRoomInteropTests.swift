@@ -159,7 +159,9 @@ struct JanusVideoRoomInteropTests {
             let encoded = participants.map { Int($0.publisher!.videoSendStatistics?.outbound.framesEncoded ?? 0) }
             _ = await waitFor(timeout: 8) {
                 participants.allSatisfy { p in
-                    p.subscriptions.allSatisfy { s in s.probe.video.withLock { $0.frames } >= min(fedFrames[s.from], encoded[s.from]) }
+                    p.subscriptions.allSatisfy { s in
+                        s.probe.video.withLock { $0.frames } >= min(fedFrames[s.from], encoded[s.from])
+                    }
                 }
             }
             try? await Task.sleep(nanoseconds: 500_000_000)
@@ -184,7 +186,8 @@ struct JanusVideoRoomInteropTests {
                     #expect(v.psnrMean >= 30, "\(name): mean PSNR \(v.psnrMean) dB (min \(v.psnrMin))")
                     #expect(a.samples >= 48_000 * 2, "\(name): \(a.samples) samples of tone played")
                     #expect(a.rms > 0.2 && a.rms < 0.5, "\(name): RMS \(a.rms)")
-                    #expect(abs(a.crossingsPerSecond - 2 * tone) < 0.05 * 2 * tone, "\(name): \(a.crossingsPerSecond) crossings/s")
+                    #expect(
+                        abs(a.crossingsPerSecond - 2 * tone) < 0.05 * 2 * tone, "\(name): \(a.crossingsPerSecond) crossings/s")
                 }
             }
 
@@ -204,10 +207,13 @@ struct JanusVideoRoomInteropTests {
                 #expect(receivers.count == 2)
                 #expect(
                     video.packets + video.dropped == Int(stats.packetsSent),
-                    "publisher \(p.index): \(video.packets) video packets sent + \(video.dropped) dropped vs \(stats.packetsSent) packetized")
+                    "publisher \(p.index): \(video.packets) video packets sent + \(video.dropped) dropped vs \(stats.packetsSent) packetized"
+                )
                 #expect(video.packets < Int(stats.packetsSent) * 11 / 10 + 5, "publisher \(p.index) sent more than one copy")
                 for d in delivered {
-                    #expect(d >= video.packets * 8 / 10, "a subscriber of \(p.index) got \(d) RTP packets of \(video.packets) video sent")
+                    #expect(
+                        d >= video.packets * 8 / 10,
+                        "a subscriber of \(p.index) got \(d) RTP packets of \(video.packets) video sent")
                 }
             }
         } catch {
@@ -232,7 +238,10 @@ struct JanusVideoRoomInteropTests {
             let watcherFromA = try await watcher.subscribe(room: room, feed: a.joined.id, from: 0)
             let watcherFromB = try await watcher.subscribe(room: room, feed: b.joined.id, from: 1)
             try await Self.waitConnected(
-                [("b ← a", bFromA.connection), ("watcher ← a", watcherFromA.connection), ("watcher ← b", watcherFromB.connection)],
+                [
+                    ("b ← a", bFromA.connection), ("watcher ← a", watcherFromA.connection),
+                    ("watcher ← b", watcherFromB.connection),
+                ],
                 janus: janus)
 
             let list = try await adminHandle.listParticipants(room: room)
@@ -271,7 +280,10 @@ struct JanusVideoRoomInteropTests {
                 var summary = "no event"
                 if case .updated(let json)? = ended {
                     let streams = json["plugindata"]?["data"]?["streams"]?.array ?? []
-                    summary = "updated: " + streams.map { "\($0["type"]?.string ?? "?") active \($0["active"]?.bool ?? true)" }.joined(separator: ", ")
+                    summary =
+                        "updated: "
+                        + streams.map { "\($0["type"]?.string ?? "?") active \($0["active"]?.bool ?? true)" }.joined(
+                            separator: ", ")
                     #expect(
                         !streams.isEmpty && streams.allSatisfy { $0["active"]?.bool == false },
                         "\(name): an update with active streams: \(summary)")
@@ -321,7 +333,9 @@ struct JanusVideoRoomInteropTests {
             Issue.record("waitUntilReady returned although Janus cannot listen on \(port)")
         } catch let error as JanusNotReady {
             let seconds = Date().timeIntervalSince(started)
-            print("JanusVideoRoomInteropTests not ready after \(String(format: "%.1f", seconds)) s: \(error.detail.split(separator: "\n").filter { $0.contains("FATAL") || $0.contains("exited") || $0.contains("http") }.joined(separator: " | "))")
+            print(
+                "JanusVideoRoomInteropTests not ready after \(String(format: "%.1f", seconds)) s: \(error.detail.split(separator: "\n").filter { $0.contains("FATAL") || $0.contains("exited") || $0.contains("http") }.joined(separator: " | "))"
+            )
             // Janus logs "Couldn't start webserver on port ..." and exits with status 1, or (seen
             // under the test runner) crashes with SIGSEGV in the HTTP transport's start before
             // its log thread writes that line; either way the error carries the exit status and
@@ -335,7 +349,9 @@ struct JanusVideoRoomInteropTests {
 
     /// The first event of `handle` matching `match` within `seconds` (others are skipped), or nil.
     /// Iterates `events` once: a handle's stream ends when its iteration is cancelled.
-    static func firstEvent(_ handle: JanusVideoRoom, within seconds: Double, _ match: @escaping @Sendable (JanusVideoRoomEvent) -> Bool)
+    static func firstEvent(
+        _ handle: JanusVideoRoom, within seconds: Double, _ match: @escaping @Sendable (JanusVideoRoomEvent) -> Bool
+    )
         async -> JanusVideoRoomEvent?
     {
         await withTaskGroup(of: JanusVideoRoomEvent?.self) { group in

@@ -74,7 +74,8 @@ package struct JanusHTTPClient: Sendable {
         let client = self
         let result: Result<Response, JanusError> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(returning: client.exchange(method: method, path: path, body: body, timeoutSeconds: timeoutSeconds))
+                continuation.resume(
+                    returning: client.exchange(method: method, path: path, body: body, timeoutSeconds: timeoutSeconds))
             }
         }
         return try result.get()
@@ -87,7 +88,8 @@ package struct JanusHTTPClient: Sendable {
             let now = UDPSocket.monotonicNanoseconds()
             return now >= deadline ? 0 : Int32(min((deadline - now) / 1_000_000 + 1, 60_000))
         }
-        let fd = socket(server.cFamily, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(
+            server.cFamily, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(.transport("socket: errno \(errno)")) }
         defer { Glibc.close(fd) }
         var one: Int32 = 1

@@ -51,7 +51,8 @@ package actor JanusSession {
     ) async throws(JanusError) -> JanusSession {
         let client = JanusHTTPClient(server: server)
         let reply = try await post(
-            client, path: basePath, body: ["janus": "create", "transaction": .string(newTransaction())], timeout: requestTimeoutSeconds)
+            client, path: basePath, body: ["janus": "create", "transaction": .string(newTransaction())],
+            timeout: requestTimeoutSeconds)
         guard let id = reply["data"]?["id"]?.id else { throw .malformed("no session id in \(reply)") }
         let session = JanusSession(id: id, client: client, basePath: basePath, requestTimeoutSeconds: requestTimeoutSeconds)
         await session.startBackground()
@@ -60,7 +61,8 @@ package actor JanusSession {
 
     /// Asks the server for its `GET basePath/info` (name, version, plugins, transports).
     /// Thread rule: any task. Cost: one request.
-    package static func info(server: SocketAddress, basePath: String = "/janus", timeoutSeconds: Double = 5) async throws(JanusError)
+    package static func info(server: SocketAddress, basePath: String = "/janus", timeoutSeconds: Double = 5)
+        async throws(JanusError)
         -> JanusJSON
     {
         let response = try await JanusHTTPClient(server: server).send(
