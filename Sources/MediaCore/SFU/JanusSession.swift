@@ -12,6 +12,9 @@ import Foundation
 /// that event either way. Events without a transaction (or one nobody waits for) go to the
 /// handle's event stream (`attach`).
 ///
+/// The long poll retries a failed poll every 200 ms; after a minute of failures the session is
+/// closed (requests then fail with `.closed`).
+///
 /// Thread rule: an actor; every method from any task. Cost: one long-poll HTTP connection held
 /// open at all times (Janus answers it with up to 10 events, or a keepalive after 30 s), a
 /// keepalive request every 25 s, and one HTTP connection per request.
@@ -35,6 +38,8 @@ package actor JanusSession {
     private var pollTask: Task<Void, Never>?
     private var keepaliveTask: Task<Void, Never>?
     private var closedReason: String?
+    /// When the long poll started failing (nil while it works).
+    private var pollFailingSince: Date?
 
     private init(id: UInt64, client: JanusHTTPClient, basePath: String, requestTimeoutSeconds: Double) {
         self.id = id
@@ -168,10 +173,18 @@ package actor JanusSession {
             response = try await client.send(method: "GET", path: basePath + "/\(id)?maxev=10", timeoutSeconds: 45)
         } catch {
             if closedReason != nil { return false }
-            // A transient failure: try again shortly (a dead server fails every request anyway).
+            // A transient failure: try again shortly. After a minute of failures (longer than
+            // Janus's default session timeout) the session is gone: close it.
+            let since = pollFailingSince ?? Date()
+            pollFailingSince = since
+            if Date().timeIntervalSince(since) > 60 {
+                close(reason: "the long poll has failed for a minute: \(error)")
+                return false
+            }
             try? await Task.sleep(nanoseconds: 200_000_000)
             return closedReason == nil
         }
+        pollFailingSince = nil
         guard closedReason == nil else { return false }
         guard let json = try? JanusJSON.parse(response.body) else { return true }
         let events = json.array ?? [json]
