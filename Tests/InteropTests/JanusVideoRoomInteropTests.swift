@@ -251,6 +251,26 @@ struct JanusVideoRoomInteropTests {
             #expect(list.first { $0.id == b.joined.id }?.publisher == true)
             #expect(watcher.publisher == nil)
 
+            // Janus's refusals arrive typed, with its code and reason: a room that does not exist
+            // (426), a session that was destroyed (458).
+            do {
+                _ = try await adminHandle.joinAsPublisher(room: room &+ 1_000_003)
+                Issue.record("joined a room that does not exist")
+            } catch {
+                print("JanusVideoRoomInteropTests no such room: \(error)")
+                #expect({ if case .janus(426, _) = error { true } else { false } }(), "\(error)")
+            }
+            let gone = try await JanusSession.create(server: janus.address)
+            _ = try await gone.request(["janus": "destroy"])
+            do {
+                _ = try await gone.request(["janus": "keepalive"])
+                Issue.record("a destroyed session answered")
+            } catch {
+                print("JanusVideoRoomInteropTests destroyed session: \(error)")
+                #expect({ if case .janus(458, _) = error { true } else { false } }(), "\(error)")
+            }
+            await gone.destroy()
+
             a.startFeeding()
             b.startFeeding()
             #expect(
