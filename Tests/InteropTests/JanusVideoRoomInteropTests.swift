@@ -356,13 +356,15 @@ struct JanusVideoRoomInteropTests {
             print(
                 "JanusVideoRoomInteropTests not ready after \(String(format: "%.1f", seconds)) s: \(error.detail.split(separator: "\n").filter { $0.contains("FATAL") || $0.contains("exited") || $0.contains("http") }.joined(separator: " | "))"
             )
-            // Janus logs "Couldn't start webserver on port ..." and exits with status 1, or (seen
-            // under the test runner) crashes with SIGSEGV in the HTTP transport's start before
-            // its log thread writes that line; either way the error carries the exit status and
-            // the end of its output, which names the HTTP transport.
+            // Janus either logs "Couldn't start webserver on port ..." and exits with status 1,
+            // or (about one run in three here) crashes with SIGSEGV in the HTTP transport's start,
+            // before its logging thread has written the last lines. Either way the error names
+            // the exit status and carries the end of Janus's output.
             #expect(error.detail.contains("janus exited with status"), "\(error.detail)")
-            #expect(
-                error.detail.contains("Couldn't start webserver") || error.detail.contains("libjanus_http"), "\(error.detail)")
+            #expect(error.detail.contains("libjanus_"), "Janus's output is missing: \(error.detail)")
+            if error.detail.contains("status 1 ") {
+                #expect(error.detail.contains("Couldn't start webserver"), "\(error.detail)")
+            }
             #expect(seconds < 10, "noticed after \(seconds) s")
         }
     }
