@@ -12,7 +12,8 @@ import Foundation
 /// that event either way. Events without a transaction (or one nobody waits for) go to the
 /// handle's event stream (`attach`).
 ///
-/// The long poll retries a failed poll every 200 ms; after a minute of failures the session is
+/// Call `destroy()` when done: the long poll keeps the actor alive (and the session alive on the
+/// server, through the keepalives) until then. The long poll retries a failed poll every 200 ms; after a minute of failures the session is
 /// closed (requests then fail with `.closed`).
 ///
 /// Thread rule: an actor; every method from any task. Cost: one long-poll HTTP connection held

@@ -140,7 +140,7 @@ package final class JanusVideoRoom: Sendable {
     package let handle: UInt64
     /// Events addressed to this handle that no request waited for (publishers arriving,
     /// unpublished, leaving, webrtcup, hangup...). Ends when the handle is detached or the
-    /// session destroyed. One consumer.
+    /// session destroyed. One consumer; cancelling its iteration ends the stream for good.
     package let events: AsyncStream<JanusVideoRoomEvent>
 
     /// Attaches a VideoRoom handle to `session`. Thread rule: any task. Cost: one request.
