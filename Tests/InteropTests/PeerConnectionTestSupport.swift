@@ -7,18 +7,21 @@ import Testing
 
 @testable import MediaCore
 
-/// Pushes `SyntheticVideo` frame n (30 fps) and a sine (20 ms chunks, 48 kHz mono) into the
-/// capturers from its own thread until stopped.
+/// Pushes `SyntheticVideo` frame `frameOffset` + n (30 fps) and a sine (20 ms chunks, 48 kHz mono)
+/// into the capturers from its own thread until stopped.
 final class PeerConnectionFeeder: @unchecked Sendable {
     let video: BufferCapturer?
     let audio: AudioBufferCapturer?
     let width: Int, height: Int
     let tone: Double
+    /// Added to every frame index, so that several senders show different pictures.
+    let frameOffset: Int
     let stopping = Atomic<Bool>(false)
     let framesFed = Atomic<Int>(0)
     let done = DispatchSemaphore(value: 0)
 
-    init(video: BufferCapturer?, audio: AudioBufferCapturer?, width: Int, height: Int, tone: Double) {
+    init(video: BufferCapturer?, audio: AudioBufferCapturer?, width: Int, height: Int, tone: Double, frameOffset: Int = 0) {
+        self.frameOffset = frameOffset
         self.video = video
         self.audio = audio
         self.width = width
@@ -38,7 +41,7 @@ final class PeerConnectionFeeder: @unchecked Sendable {
                 // Video every 33.3 ms, audio every 20 ms, both on the wall clock (a slow machine
                 // catches up instead of drifting).
                 while let video, UInt64(n) * 33_333_333 <= now {
-                    SyntheticVideo.render(frameIndex: n, into: frame)
+                    SyntheticVideo.render(frameIndex: frameOffset + n, into: frame)
                     video.capture(PixelBufferView(frame.view), timeStampNs: Int64(n) * 33_333_333)
                     n += 1
                     framesFed.add(1, ordering: .relaxed)
@@ -70,6 +73,8 @@ final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
         var identified = 0
         var psnrSum = 0.0
         var psnrMin = Double.infinity
+        /// The lowest and highest bar-code index seen (which sender's pictures arrived).
+        var indexMin = Int.max, indexMax = Int.min
         var psnrMean: Double { identified > 0 ? psnrSum / Double(identified) : 0 }
     }
     struct Audio {
@@ -95,7 +100,8 @@ final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
     func render(_ frame: DecodedVideoFrame) {
         let view = frame.view
         var psnr: Double?
-        if let index = SyntheticVideo.frameIndex(in: view) {
+        let seen = SyntheticVideo.frameIndex(in: view)
+        if let index = seen {
             if reference?.width != view.width || reference?.height != view.height {
                 reference = VideoFrame(width: view.width, height: view.height)
             }
@@ -106,6 +112,8 @@ final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
             v.frames += 1
             if let psnr {
                 v.identified += 1
+                v.indexMin = min(v.indexMin, seen!)
+                v.indexMax = max(v.indexMax, seen!)
                 v.psnrSum += psnr
                 v.psnrMin = min(v.psnrMin, psnr)
             }

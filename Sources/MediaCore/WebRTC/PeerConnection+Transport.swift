@@ -99,6 +99,7 @@ package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
     struct State {
         var active: Active?
         var sent = 0
+        var sentBytes = 0
         var dropped = 0
     }
     private let socket: UDPSocket
@@ -113,6 +114,8 @@ package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
     package func activate(_ active: Active) { state.withLock { $0.active = active } }
     func deactivate() { state.withLock { $0.active = nil } }
     var counts: (sent: Int, dropped: Int) { state.withLock { ($0.sent, $0.dropped) } }
+    /// Packets and bytes (SRTP, as sent) handed to the network, and packets dropped.
+    var traffic: (packets: Int, bytes: Int, dropped: Int) { state.withLock { ($0.sent, $0.sentBytes, $0.dropped) } }
 
     /// Copies `packet`, rewrites its payload type, protects it and sends it on the selected pair;
     /// counts it as dropped when not active or when protection or sending fails.
@@ -131,6 +134,7 @@ package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
                 return
             }
             s.sent += 1
+            s.sentBytes += n
         }
     }
 

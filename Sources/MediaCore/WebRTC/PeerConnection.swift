@@ -258,9 +258,16 @@ package final class PeerConnection: @unchecked Sendable {
 
     /// Adds a video track sent with `codec` (when the peer accepts it) and returns the capturer its
     /// I420 (or any `PixelFormat`) frames go into, at any rate; frames before the connection is up
-    /// are encoded and dropped. Before the first description only. Cost: an encoder thread and a
-    /// pacer thread from now until `close`.
-    package func addVideoTrack(codec: VPXCodec = .vp8) throws(PeerConnectionError) -> BufferCapturer {
+    /// are encoded and dropped. `direction` is what our offer asks for its section: `.sendrecv`
+    /// (the default, a call) or `.sendonly` (publishing to a server that sends nothing back on this
+    /// connection, such as an SFU's publisher leg). Before the first description only. Cost: an
+    /// encoder thread and a pacer thread from now until `close`.
+    package func addVideoTrack(codec: VPXCodec = .vp8, direction: SDPDirection = .sendrecv) throws(PeerConnectionError)
+        -> BufferCapturer
+    {
+        guard direction == .sendrecv || direction == .sendonly else {
+            throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
+        }
         let sender = PeerConnectionRTPSender(socket: socket)
         var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
         c.encoder.bitrate = configuration.videoBitrate
@@ -270,7 +277,8 @@ package final class PeerConnection: @unchecked Sendable {
         let stream: VideoSendStream
         do { stream = try VideoSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
         let track = PeerConnectionLocalTrack(
-            jsep: JSEPTrack(kind: .video, id: "video-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc),
+            jsep: JSEPTrack(
+                kind: .video, id: "video-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc, direction: direction),
             codec: codec, video: stream, audio: nil, sender: sender)
         try add(track)
         stream.start()
@@ -279,8 +287,12 @@ package final class PeerConnection: @unchecked Sendable {
 
     /// Adds an Opus audio track (mono, 20 ms frames) and returns the capturer its PCM goes into
     /// (any rate 8-96 kHz, Int16 or Float); PCM before the connection is up is encoded and dropped.
-    /// Before the first description only. Cost: an encoder thread from now until `close`.
-    package func addAudioTrack() throws(PeerConnectionError) -> AudioBufferCapturer {
+    /// `direction` as for `addVideoTrack`. Before the first description only. Cost: an encoder
+    /// thread from now until `close`.
+    package func addAudioTrack(direction: SDPDirection = .sendrecv) throws(PeerConnectionError) -> AudioBufferCapturer {
+        guard direction == .sendrecv || direction == .sendonly else {
+            throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
+        }
         let sender = PeerConnectionRTPSender(socket: socket)
         var c = AudioSendStream.Configuration()
         c.srtp = nil
@@ -290,7 +302,8 @@ package final class PeerConnection: @unchecked Sendable {
         let stream: AudioSendStream
         do { stream = try AudioSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
         let track = PeerConnectionLocalTrack(
-            jsep: JSEPTrack(kind: .audio, id: "audio-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc),
+            jsep: JSEPTrack(
+                kind: .audio, id: "audio-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc, direction: direction),
             codec: nil, video: nil, audio: stream, sender: sender)
         try add(track)
         stream.start()
@@ -454,6 +467,15 @@ package final class PeerConnection: @unchecked Sendable {
         shared.withLock { $0.tracks }.reduce((0, 0)) { acc, t in
             let c = t.sender.counts
             return (acc.0 + c.sent, acc.1 + c.dropped)
+        }
+    }
+
+    /// What the local tracks of one kind handed to the network (SRTP packets and their bytes)
+    /// and dropped before keys or a route existed. Thread rule: any thread. Cost: a lock per track.
+    package func sentTraffic(_ kind: JSEPMediaKind) -> (packets: Int, bytes: Int, dropped: Int) {
+        shared.withLock { $0.tracks }.filter { $0.jsep.kind == kind }.reduce((0, 0, 0)) { acc, t in
+            let c = t.sender.traffic
+            return (acc.0 + c.packets, acc.1 + c.bytes, acc.2 + c.dropped)
         }
     }
 
