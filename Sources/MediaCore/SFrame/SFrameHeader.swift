@@ -69,23 +69,34 @@ public struct SFrameHeader: Hashable, Sendable {
     /// `.malformedHeader` when the bytes end before the header does. Any header that parses is
     /// accepted, including a longer-than-needed encoding: the bytes are authenticated as they came.
     public static func parse(_ bytes: UnsafeRawBufferPointer) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
-        guard let config = bytes.first else { throw .malformedHeader }
+        var length = 0
+        guard let header = parse(bytes, length: &length) else { throw .malformedHeader }
+        return (header, length)
+    }
+
+    /// The non-throwing parse: the header and its length, or nil when `bytes` end before the
+    /// header does. (The receiver's per-frame path uses this one: returning the tuple through a
+    /// typed throw allocated in unoptimised builds.)
+    static func parse(_ bytes: UnsafeRawBufferPointer, length: inout Int) -> SFrameHeader? {
+        guard bytes.count > 0 else { return nil }
+        let config = bytes[0]
         var at = 1
         var keyID = UInt64((config >> 4) & 0x07)
         if config & 0x80 != 0 {
             let n = Int(keyID) + 1
-            guard bytes.count >= at + n else { throw .malformedHeader }
+            guard bytes.count >= at + n else { return nil }
             keyID = readBigEndian(bytes, at: at, count: n)
             at += n
         }
         var counter = UInt64(config & 0x07)
         if config & 0x08 != 0 {
             let n = Int(counter) + 1
-            guard bytes.count >= at + n else { throw .malformedHeader }
+            guard bytes.count >= at + n else { return nil }
             counter = readBigEndian(bytes, at: at, count: n)
             at += n
         }
-        return (SFrameHeader(keyID: keyID, counter: counter), at)
+        length = at
+        return SFrameHeader(keyID: keyID, counter: counter)
     }
 
     /// Parses a header from an array (see `parse(_:)` on a buffer).

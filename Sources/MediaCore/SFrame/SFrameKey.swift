@@ -24,15 +24,20 @@ package final class SFrameKey: @unchecked Sendable {
 
     /// Derives the key for `keyID` from `baseKey` (any non-empty length; throws `.invalidKey` when
     /// empty, `.cryptoFailure` when OpenSSL fails).
-    package init(suite: SFrameCipherSuite, keyID: UInt64, baseKey: [UInt8]) throws(SFrameError) {
+    package convenience init(suite: SFrameCipherSuite, keyID: UInt64, baseKey: [UInt8]) throws(SFrameError) {
         guard !baseKey.isEmpty else { throw .invalidKey }
-        self.suite = suite
-        self.keyID = keyID
         var key = [UInt8](repeating: 0, count: suite.keyLength)
         var salt = [UInt8](repeating: 0, count: suite.nonceLength)
         guard Self.hkdf(suite, baseKey, Self.label("SFrame 1.0 Secret key ", keyID, suite), into: &key),
             Self.hkdf(suite, baseKey, Self.label("SFrame 1.0 Secret salt ", keyID, suite), into: &salt)
         else { throw .cryptoFailure }
+        try self.init(suite: suite, keyID: keyID, derived: (key, salt))
+    }
+
+    private init(suite: SFrameCipherSuite, keyID: UInt64, derived: (key: [UInt8], salt: [UInt8])) throws(SFrameError) {
+        let (key, salt) = derived
+        self.suite = suite
+        self.keyID = keyID
         guard let a = key.withUnsafeBufferPointer({ cms_sframe_aead_new(Int32(suite.rawValue), $0.baseAddress, $0.count) })
         else { throw .cryptoFailure }
         aead = a
@@ -67,7 +72,9 @@ package final class SFrameKey: @unchecked Sendable {
     /// Writes the nonce for `counter` (salt XOR counter, the counter right-aligned) into a 12-byte tuple.
     @inline(__always)
     private func withNonce<R>(_ counter: UInt64, _ body: (UnsafePointer<UInt8>) -> R) -> R {
-        var words = (saltHigh.bigEndian, (saltLow ^ counter).bigEndian)
+        // Three 32-bit words: a (UInt32, UInt64) tuple would have 4 bytes of padding in the middle.
+        let low = saltLow ^ counter
+        var words = (saltHigh.bigEndian, UInt32(truncatingIfNeeded: low >> 32).bigEndian, UInt32(truncatingIfNeeded: low).bigEndian)
         return withUnsafeBytes(of: &words) { body($0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
     }
 
@@ -101,5 +108,14 @@ package final class SFrameKey: @unchecked Sendable {
                 tag.baseAddress!.assumingMemoryBound(to: UInt8.self),
                 output.baseAddress?.assumingMemoryBound(to: UInt8.self))
         }
+    }
+}
+
+extension SFrameKey {
+    /// A key from an already derived `sframe_key` and salt (for the AEAD test vectors of RFC 9605
+    /// appendix C.2, which start there). Throws `.invalidKey` for wrong lengths.
+    package convenience init(suite: SFrameCipherSuite, keyID: UInt64, sframeKey: [UInt8], salt: [UInt8]) throws(SFrameError) {
+        guard sframeKey.count == suite.keyLength, salt.count == suite.nonceLength else { throw .invalidKey }
+        try self.init(suite: suite, keyID: keyID, derived: (sframeKey, salt))
     }
 }

@@ -15,7 +15,8 @@ import Synchronization
 /// receive stream: its worker decrypts, the controlling thread rarely changes keys). Cost:
 /// `addKey` derives the key (HKDF, allocates); decrypting into a caller buffer allocates nothing
 /// and costs a linear look-up over at most `maxKeys` KIDs and one AES pass (plus a SHA-256 pass
-/// for the CTR suites). The array-returning `decrypt` allocates its result.
+/// for the CTR suites); a rejected frame may allocate for the thrown error. The array-returning
+/// `decrypt` allocates its result.
 public final class SFrameReceiver: Sendable {
     /// Counters of a receiver since it was made.
     public struct Statistics: Sendable, Equatable {
@@ -106,40 +107,54 @@ public final class SFrameReceiver: Sendable {
         _ frame: UnsafeRawBufferPointer, metadata: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
         let tagLength = suite.tagLength
-        return try state.withLock { (s: inout State) throws(SFrameError) -> (header: SFrameHeader, length: Int) in
-            let header: SFrameHeader
-            let headerLength: Int
-            do { (header, headerLength) = try SFrameHeader.parse(frame) } catch {
+        var parsed = SFrameHeader(keyID: 0, counter: 0)
+        // The closure returns the length or the error as a value, and throws nothing: a tuple
+        // result or a typed throw through the generic `withLock` allocated on every call in
+        // unoptimised builds.
+        let outcome = state.withLock { (s: inout State) -> Result<Int, SFrameError> in
+            var headerLength = 0
+            guard let header = SFrameHeader.parse(frame, length: &headerLength) else {
                 s.statistics.malformed += 1
-                throw .malformedHeader
+                return .failure(.malformedHeader)
             }
             guard frame.count >= headerLength + tagLength else {
                 s.statistics.malformed += 1
-                throw .malformedHeader
+                return .failure(.malformedHeader)
             }
-            guard let i = s.entries.firstIndex(where: { $0.key.keyID == header.keyID }) else {
+            var found = -1
+            for j in 0..<s.entries.count where s.entries[j].key.keyID == header.keyID {
+                found = j
+                break
+            }
+            guard found >= 0 else {
                 s.statistics.unknownKeys += 1
-                throw .unknownKey
+                return .failure(.unknownKey)
             }
+            let i = found
             guard !Self.isReplay(header.counter, s.entries[i]) else {
                 s.statistics.replays += 1
-                throw .replay
+                return .failure(.replay)
             }
             let length = frame.count - headerLength - tagLength
-            guard output.count >= length else { throw .bufferTooSmall }
+            guard output.count >= length else { return .failure(.bufferTooSmall) }
             let result = s.entries[i].key.open(
                 counter: header.counter, aad1: UnsafeRawBufferPointer(rebasing: frame[0..<headerLength]),
                 aad2: metadata, input: UnsafeRawBufferPointer(rebasing: frame[headerLength..<(headerLength + length)]),
                 tag: UnsafeRawBufferPointer(rebasing: frame[(headerLength + length)...]),
                 output: UnsafeMutableRawBufferPointer(rebasing: output[0..<length]))
-            if result < 0 { throw .cryptoFailure }
+            if result < 0 { return .failure(.cryptoFailure) }
             if result == 0 {
                 s.statistics.authenticationFailures += 1
-                throw .authenticationFailed
+                return .failure(.authenticationFailed)
             }
             Self.accept(header.counter, &s.entries[i])
             s.statistics.framesDecrypted += 1
-            return (header, length)
+            parsed = header
+            return .success(length)
+        }
+        switch outcome {
+        case .success(let length): return (parsed, length)
+        case .failure(let error): throw error
         }
     }
 
@@ -182,7 +197,8 @@ public final class SFrameReceiver: Sendable {
     private static func accept(_ counter: UInt64, _ e: inout Entry) {
         guard let highest = e.highest, counter <= highest else {
             // A new highest counter: shift the window by the distance moved.
-            let shift = e.highest.map { counter - $0 } ?? UInt64(replayWindow)
+            var shift = UInt64(replayWindow)
+            if let h = e.highest { shift = counter - h }
             if shift >= 128 {
                 e.seen = (0, 0)
             } else if shift >= 64 {
