@@ -37,6 +37,9 @@ public enum SFrameCipherSuite: UInt16, Sendable, CaseIterable {
         }
     }
 
+    /// The longest tag of any suite (16 bytes), for sizing buffers before the suite is known.
+    public static let maxTagLength = 16
+
     /// Whether HKDF runs on SHA-512 (suite 5) rather than SHA-256.
     var usesSHA512: Bool { self == .aes256GcmSha512_128 }
 }

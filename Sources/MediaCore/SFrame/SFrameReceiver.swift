@@ -106,6 +106,16 @@ public final class SFrameReceiver: Sendable {
     public func decrypt(
         _ frame: UnsafeRawBufferPointer, metadata: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
+        try decrypt(frame, metadata: metadata, into: output, recordingCounter: true)
+    }
+
+    /// `decrypt`, optionally without recording the counter as seen (`recordingCounter` false): for a
+    /// frame read ahead of its turn, such as an Opus packet whose FEC repairs the one before it and
+    /// which is decoded again at its own turn. Nothing is counted in `statistics` then either.
+    package func decrypt(
+        _ frame: UnsafeRawBufferPointer, metadata: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer,
+        recordingCounter: Bool
+    ) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
         let tagLength = suite.tagLength
         var parsed = SFrameHeader(keyID: 0, counter: 0)
         // The closure returns the length or the error as a value, and throws nothing: a tuple
@@ -114,11 +124,11 @@ public final class SFrameReceiver: Sendable {
         let outcome = state.withLock { (s: inout State) -> Result<Int, SFrameError> in
             var headerLength = 0
             guard let header = SFrameHeader.parse(frame, length: &headerLength) else {
-                s.statistics.malformed += 1
+                if recordingCounter { s.statistics.malformed += 1 }
                 return .failure(.malformedHeader)
             }
             guard frame.count >= headerLength + tagLength else {
-                s.statistics.malformed += 1
+                if recordingCounter { s.statistics.malformed += 1 }
                 return .failure(.malformedHeader)
             }
             var found = -1
@@ -127,12 +137,12 @@ public final class SFrameReceiver: Sendable {
                 break
             }
             guard found >= 0 else {
-                s.statistics.unknownKeys += 1
+                if recordingCounter { s.statistics.unknownKeys += 1 }
                 return .failure(.unknownKey)
             }
             let i = found
             guard !Self.isReplay(header.counter, s.entries[i]) else {
-                s.statistics.replays += 1
+                if recordingCounter { s.statistics.replays += 1 }
                 return .failure(.replay)
             }
             let length = frame.count - headerLength - tagLength
@@ -144,11 +154,11 @@ public final class SFrameReceiver: Sendable {
                 output: UnsafeMutableRawBufferPointer(rebasing: output[0..<length]))
             if result < 0 { return .failure(.cryptoFailure) }
             if result == 0 {
-                s.statistics.authenticationFailures += 1
+                if recordingCounter { s.statistics.authenticationFailures += 1 }
                 return .failure(.authenticationFailed)
             }
-            Self.accept(header.counter, &s.entries[i])
-            s.statistics.framesDecrypted += 1
+            if recordingCounter { Self.accept(header.counter, &s.entries[i]) }
+            if recordingCounter { s.statistics.framesDecrypted += 1 }
             parsed = header
             return .success(length)
         }
@@ -164,12 +174,20 @@ public final class SFrameReceiver: Sendable {
     public func decryptFrame(
         _ frame: UnsafeRawBufferPointer, clearPrefix: Int, into output: UnsafeMutableRawBufferPointer
     ) throws(SFrameError) -> Int {
+        try decryptFrame(frame, clearPrefix: clearPrefix, into: output, recordingCounter: true)
+    }
+
+    /// `decryptFrame`, optionally without recording the counter (see `decrypt(_:metadata:into:recordingCounter:)`).
+    package func decryptFrame(
+        _ frame: UnsafeRawBufferPointer, clearPrefix: Int, into output: UnsafeMutableRawBufferPointer,
+        recordingCounter: Bool
+    ) throws(SFrameError) -> Int {
         let prefix = min(max(clearPrefix, 0), frame.count)
         guard output.count >= prefix else { throw .bufferTooSmall }
         let (_, length) = try decrypt(
             UnsafeRawBufferPointer(rebasing: frame[prefix...]),
             metadata: UnsafeRawBufferPointer(rebasing: frame[0..<prefix]),
-            into: UnsafeMutableRawBufferPointer(rebasing: output[prefix...]))
+            into: UnsafeMutableRawBufferPointer(rebasing: output[prefix...]), recordingCounter: recordingCounter)
         if prefix > 0 { output.baseAddress!.copyMemory(from: frame.baseAddress!, byteCount: prefix) }
         return prefix + length
     }
