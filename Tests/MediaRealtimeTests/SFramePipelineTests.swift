@@ -6,7 +6,7 @@ import Testing
 /// SFrame through the real pipelines: VP8 and Opus encrypted by the send streams, decrypted by the
 /// receive streams, and what a holder of the packets without the key (a forwarding server) sees.
 @Suite struct SFramePipelineTests {
-    static let suite = SFrameCipherSuite.aes128GcmSha256_128
+    static let suite = SFrameCipherSuite.aes128GCMSHA256_128
     static let baseKey: [UInt8] = Array(0..<16)
     static let newKey: [UInt8] = Array(100..<116)
 
@@ -210,7 +210,7 @@ import Testing
             return (out, s.stats)
         }
         let plainPackets = try send(nil)
-        let sender = try SFrameSender(suite: .aes128CtrHmacSha256_32, keyID: 7, baseKey: Self.baseKey)
+        let sender = try SFrameSender(suite: .aes128CTRHMACSHA256_32, keyID: 7, baseKey: Self.baseKey)
         let packets = try send(sender)
         #expect(packets.count == 50 && plainPackets.count == 50)
         // Each packet carries the TOC in the clear, a 1-byte header (KID 7, CTR < 8) or 2, and a 4-byte tag.
@@ -220,13 +220,13 @@ import Testing
             #expect(a - b == 5 || a - b == 6)
         }
         let (reference, _) = try play(plainPackets, nil)
-        let keyed = SFrameReceiver(suite: .aes128CtrHmacSha256_32)
+        let keyed = SFrameReceiver(suite: .aes128CTRHMACSHA256_32)
         try keyed.addKey(keyID: 7, baseKey: Self.baseKey)
         let (decoded, stats) = try play(packets, keyed)
         #expect(stats.framesDecryptionFailed == 0)
         #expect(audioRMS(reference[...]) > 0.2)
         #expect(decoded == reference, "the same audio as without SFrame")
-        let noKey = SFrameReceiver(suite: .aes128CtrHmacSha256_32)
+        let noKey = SFrameReceiver(suite: .aes128CTRHMACSHA256_32)
         let (silent, noKeyStats) = try play(packets, noKey)
         // Nothing decodes (jitterBufferEmittedCount counts decoded samples). Every packet that
         // reached its turn failed and was counted; the rest were discarded by the playout policy,

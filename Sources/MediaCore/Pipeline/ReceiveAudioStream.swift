@@ -381,7 +381,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
         if jitterBuffer.count > 0, let next = jitterBuffer.next {
             // Try in-band FEC from the packet right after the missing one.
             if settings.fecEnabled, let following = jitterBuffer.packet(at: next + 1) {
-                if let payload = opusPacketOf(following, readAhead: true), !payload.isEmpty, OpusPacket.isDTXSilence(byteCount: payload.count) == false,
+                if let payload = opusPacketOf(following, readAhead: true), !payload.isEmpty,
+                    OpusPacket.isDTXSilence(byteCount: payload.count) == false,
                     let n = try? decoder.decodeFEC(nextPacket: payload, into: room, frameSize: last)
                 {
                     jitterBuffer.skipOne()

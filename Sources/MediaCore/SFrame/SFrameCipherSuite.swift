@@ -5,22 +5,27 @@
 /// Thread rule: a value type, freely shared. Cost: none.
 public enum SFrameCipherSuite: UInt16, Sendable, CaseIterable {
     /// AES-128-CTR with HMAC-SHA256, 10-byte tag.
-    case aes128CtrHmacSha256_80 = 0x0001
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    case aes128CTRHMACSHA256_80 = 0x0001
     /// AES-128-CTR with HMAC-SHA256, 8-byte tag.
-    case aes128CtrHmacSha256_64 = 0x0002
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    case aes128CTRHMACSHA256_64 = 0x0002
     /// AES-128-CTR with HMAC-SHA256, 4-byte tag.
-    case aes128CtrHmacSha256_32 = 0x0003
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    case aes128CTRHMACSHA256_32 = 0x0003
     /// AES-128-GCM, 16-byte tag; HKDF with SHA-256.
-    case aes128GcmSha256_128 = 0x0004
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    case aes128GCMSHA256_128 = 0x0004
     /// AES-256-GCM, 16-byte tag; HKDF with SHA-512.
-    case aes256GcmSha512_128 = 0x0005
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    case aes256GCMSHA512_128 = 0x0005
 
     /// Nk: the bytes of `sframe_key` (for the CTR suites the 16-byte AES key then the 32-byte HMAC key).
     public var keyLength: Int {
         switch self {
-        case .aes128CtrHmacSha256_80, .aes128CtrHmacSha256_64, .aes128CtrHmacSha256_32: 48
-        case .aes128GcmSha256_128: 16
-        case .aes256GcmSha512_128: 32
+        case .aes128CTRHMACSHA256_80, .aes128CTRHMACSHA256_64, .aes128CTRHMACSHA256_32: 48
+        case .aes128GCMSHA256_128: 16
+        case .aes256GCMSHA512_128: 32
         }
     }
 
@@ -30,10 +35,10 @@ public enum SFrameCipherSuite: UInt16, Sendable, CaseIterable {
     /// Nt: the bytes of the authentication tag appended to the ciphertext.
     public var tagLength: Int {
         switch self {
-        case .aes128CtrHmacSha256_80: 10
-        case .aes128CtrHmacSha256_64: 8
-        case .aes128CtrHmacSha256_32: 4
-        case .aes128GcmSha256_128, .aes256GcmSha512_128: 16
+        case .aes128CTRHMACSHA256_80: 10
+        case .aes128CTRHMACSHA256_64: 8
+        case .aes128CTRHMACSHA256_32: 4
+        case .aes128GCMSHA256_128, .aes256GCMSHA512_128: 16
         }
     }
 
@@ -41,5 +46,5 @@ public enum SFrameCipherSuite: UInt16, Sendable, CaseIterable {
     public static let maxTagLength = 16
 
     /// Whether HKDF runs on SHA-512 (suite 5) rather than SHA-256.
-    var usesSHA512: Bool { self == .aes256GcmSha512_128 }
+    var usesSHA512: Bool { self == .aes256GCMSHA512_128 }
 }

@@ -63,7 +63,8 @@ package final class SFrameKey: @unchecked Sendable {
         return out.withUnsafeMutableBufferPointer { o in
             ikm.withUnsafeBufferPointer { k in
                 info.withUnsafeBufferPointer { i in
-                    cms_sframe_hkdf(suite.usesSHA512 ? 1 : 0, k.baseAddress, k.count, i.baseAddress, i.count, o.baseAddress, count)
+                    cms_sframe_hkdf(
+                        suite.usesSHA512 ? 1 : 0, k.baseAddress, k.count, i.baseAddress, i.count, o.baseAddress, count)
                 }
             }
         } == 1
@@ -74,7 +75,9 @@ package final class SFrameKey: @unchecked Sendable {
     private func withNonce<R>(_ counter: UInt64, _ body: (UnsafePointer<UInt8>) -> R) -> R {
         // Three 32-bit words: a (UInt32, UInt64) tuple would have 4 bytes of padding in the middle.
         let low = saltLow ^ counter
-        var words = (saltHigh.bigEndian, UInt32(truncatingIfNeeded: low >> 32).bigEndian, UInt32(truncatingIfNeeded: low).bigEndian)
+        var words = (
+            saltHigh.bigEndian, UInt32(truncatingIfNeeded: low >> 32).bigEndian, UInt32(truncatingIfNeeded: low).bigEndian
+        )
         return withUnsafeBytes(of: &words) { body($0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
     }
 
