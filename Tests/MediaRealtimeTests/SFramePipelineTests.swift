@@ -13,9 +13,9 @@ import Testing
     /// Sends `count` VP8 frames (320x240, 1.5 Mbit/s) with `encryption`; `between` runs after each
     /// frame's encode (key rotation, keyframe requests). Returns the RTP packets grouped by frame.
     static func sendVP8(
-        count: Int, encryption: SFrameSender?, between: ((VideoSendStream, Int) -> Void)? = nil
+        count: Int, encryption: SFrameSender?, codec: VPXCodec = .vp8, between: ((VideoSendStream, Int) -> Void)? = nil
     ) throws -> [[[UInt8]]] {
-        var config = sendTestVideoConfiguration()
+        var config = sendTestVideoConfiguration(codec: codec)
         config.frameEncryption = encryption
         let (_, packets) = try VideoSendPipelineTests.sendFrames(config, count: count, between: between)
         var frames: [[[UInt8]]] = []
@@ -34,11 +34,11 @@ import Testing
 
     /// Plays the frames through a VP8 receive stream with `decryption`; returns the renderer (PSNR
     /// per frame index), the stream's statistics and the keyframe requests it made.
-    static func receiveVP8(_ frames: [[[UInt8]]], decryption: SFrameReceiver?)
+    static func receiveVP8(_ frames: [[[UInt8]]], decryption: SFrameReceiver?, codec: VPXCodec = .vp8)
         throws -> (IndexingRenderer, InboundRTPStreamStats, Int)
     {
         let renderer = IndexingRenderer(width: 320, height: 240)
-        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
+        var settings = VideoReceiveSettings(codec: codec, payloadType: 96)
         settings.nackEnabled = false
         settings.frameDecryption = decryption
         let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0).header.ssrc }
@@ -79,6 +79,21 @@ import Testing
         #expect(abs(Self.mean(withSFrame) - Self.mean(without)) < 0.5, "\(Self.mean(withSFrame)) vs \(Self.mean(without))")
         #expect(renderer.minimumPSNR > plain.0.minimumPSNR - 1, "\(renderer.minimumPSNR) vs \(plain.0.minimumPSNR)")
         #expect(sender.statistics.framesEncrypted == 30)
+    }
+
+    /// VP9 goes the same way (its keyframe flag travels in the payload descriptor; one byte of the
+    /// frame stays in the clear).
+    @Test func vp9DecodesWithTheKeyAndNotWithout() throws {
+        let sender = try SFrameSender(suite: .aes256GCMSHA512_128, keyID: 300, baseKey: Self.baseKey)
+        let frames = try Self.sendVP8(count: 20, encryption: sender, codec: .vp9)
+        let keyed = SFrameReceiver(suite: .aes256GCMSHA512_128)
+        try keyed.addKey(keyID: 300, baseKey: Self.baseKey)
+        let (renderer, stats, _) = try Self.receiveVP8(frames, decryption: keyed, codec: .vp9)
+        #expect(renderer.indices == Set(0..<20) && stats.framesDecryptionFailed == 0)
+        #expect(renderer.minimumPSNR > 30, "\(renderer.minimumPSNR)")
+        let (none, noneStats, _) = try Self.receiveVP8(
+            frames, decryption: SFrameReceiver(suite: .aes256GCMSHA512_128), codec: .vp9)
+        #expect(none.indices.isEmpty && noneStats.framesDecryptionFailed == 20 && noneStats.framesDecoded == 0)
     }
 
     @Test(arguments: [false, true])
