@@ -251,4 +251,52 @@ import Testing
         #expect(noKeyStats.packetsDiscarded >= noKeyStats.framesDecryptionFailed)
         #expect(audioRMS(silent[...]) < 0.01, "RMS \(audioRMS(silent[...]))")
     }
+
+    /// With SFrame the send streams still allocate nothing per frame once warm (plain RTP, so
+    /// libsrtp's own allocations do not enter; SendPipelineAllocationTests has the method).
+    @Test func sendStreamsWithSFrameAllocateNothingOnceWarm() throws {
+        let (sink, receiver) = try SendPipelineAllocationTests.udpSink()
+        var config = sendTestVideoConfiguration(width: 320, height: 240)
+        config.encoder.bitrate = 800_000
+        config.frameEncryption = try SFrameSender(suite: Self.suite, keyID: 1, baseKey: Self.baseKey)
+        let video = try VideoSendStream(configuration: config, sink: sink)
+        video.startWithoutWorker()
+        let frames = (0..<8).map { sendTestFrame($0, width: 320, height: 240) }
+        var n = 0
+        func oneFrame() {
+            video.capturer.capture(sendTestView(frames[n % 8]), timeStampNs: Int64(n) * 33_333_333)
+            video.pump()
+            n += 1
+        }
+        for _ in 0..<15 { oneFrame() }
+        let videoAllocations = AllocationCounter.count { for _ in 0..<30 { oneFrame() } }
+        #expect(videoAllocations == 0)
+        #expect(config.frameEncryption!.statistics.framesEncrypted == 45)
+        video.stop()
+
+        var audioConfig = sendTestAudioConfiguration()
+        audioConfig.frameEncryption = try SFrameSender(suite: .aes128CTRHMACSHA256_32, keyID: 2, baseKey: Self.baseKey)
+        let audio = try AudioSendStream(configuration: audioConfig, sink: sink)
+        audio.startWithoutWorker()
+        var gen = SyntheticAudio(pattern: .tone(frequency: 440), sampleRate: 48_000, amplitude: 0.3)
+        let pcm = gen.int16s(frames: 480 * 100)
+        var k = 0
+        func oneBuffer() {
+            pcm.withUnsafeBufferPointer { all in
+                let b = k % 100
+                audio.capturer.capture(
+                    UnsafeBufferPointer(rebasing: all[(b * 480)..<((b + 1) * 480)]), sampleRate: 48_000,
+                    channels: 1, timeStampNs: Int64(k) * 10_000_000)
+            }
+            audio.pump()
+            k += 1
+        }
+        // Warm as SendPipelineAllocationTests does: 4 s, while the speaking detector settles.
+        for _ in 0..<400 { oneBuffer() }
+        let audioAllocations = AllocationCounter.count { for _ in 0..<200 { oneBuffer() } }
+        #expect(audioAllocations == 0)
+        #expect(audioConfig.frameEncryption!.statistics.framesEncrypted >= 299)
+        audio.stop()
+        withExtendedLifetime((frames, receiver)) {}
+    }
 }

@@ -24,7 +24,9 @@ public enum SFrameMediaFormat: Sendable, Hashable {
 
     /// How many leading bytes of `frame` stay in the clear (never more than the frame holds).
     public func clearPrefixLength(of frame: UnsafeRawBufferPointer) -> Int {
-        guard let first = frame.first else { return 0 }
+        // Not `frame.first`: in an unoptimised build that allocated on every call.
+        guard frame.count > 0 else { return 0 }
+        let first = frame[0]
         let wanted: Int
         switch self {
         case .vp8: wanted = first & 0x01 == 0 ? 10 : 3
