@@ -299,4 +299,41 @@ import Testing
         audio.stop()
         withExtendedLifetime((frames, receiver)) {}
     }
+
+    /// The video receive stream with SFrame decrypts every frame without allocating, once warm
+    /// (VideoReceiveStreamTests measures the same without SFrame).
+    @Test func videoReceiveWithSFrameAllocatesNothingPerFrame() throws {
+        let sender = try SFrameSender(suite: Self.suite, keyID: 1, baseKey: Self.baseKey)
+        let frames = try Self.sendVP8(count: 25, encryption: sender)
+        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
+        settings.frameDecryption = try Self.receiver([(1, Self.baseKey)])
+        let renderer = LatestFrameRenderer()
+        let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0).header.ssrc }
+        let s = try VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
+        var t: UInt64 = 1_000_000_000
+        for f in frames[0..<10] {
+            for p in f { p.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: t) } }
+            s.process(nowNs: t)
+            _ = s.takeNackList(nowNs: t)
+            t += 33_333_333
+        }
+        // Each packet's insert and each frame's playout counted on its own, as
+        // VideoReceiveStreamTests does, so the test's own loop is not counted.
+        var allocations = 0
+        for f in frames[10..<25] {
+            for p in f {
+                allocations += p.withUnsafeBytes { bytes in
+                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrivalNs: t) }
+                }
+            }
+            allocations += AllocationCounter.count {
+                s.process(nowNs: t)
+                _ = s.takeNackList(nowNs: t)
+            }
+            t += 33_333_333
+        }
+        #expect(renderer.frameCount == 25)
+        #expect(settings.frameDecryption!.statistics.framesDecrypted == 25)
+        #expect(allocations == 0, "\(allocations) allocations for 15 frames")
+    }
 }
