@@ -104,10 +104,12 @@ public struct SFrameHeader: Hashable, Sendable {
         try bytes.withUnsafeBytes { b in Result { () throws(SFrameError) in try parse(b) } }.get()
     }
 
+    /// Writes the low `count` bytes of `value`, most significant first, at `at`.
     private static func writeBigEndian(_ value: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer, at: Int) {
         for i in 0..<count { buffer[at + i] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(count - 1 - i))) }
     }
 
+    /// Reads `count` bytes at `at` as a big-endian number.
     private static func readBigEndian(_ bytes: UnsafeRawBufferPointer, at: Int, count: Int) -> UInt64 {
         var v: UInt64 = 0
         for i in 0..<count { v = v << 8 | UInt64(bytes[at + i]) }

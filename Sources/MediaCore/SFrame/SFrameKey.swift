@@ -17,9 +17,10 @@ package final class SFrameKey: @unchecked Sendable {
     package let key: [UInt8]
     /// `sframe_salt` (12 bytes).
     package let salt: [UInt8]
-    /// The salt as two big-endian words (bytes 0-3 and 4-11), so a nonce costs two XORs.
+    /// The salt as two numbers (bytes 0-3 and 4-11, big-endian), so a nonce costs one XOR.
     private let saltHigh: UInt32
     private let saltLow: UInt64
+    /// The OpenSSL cipher (`cms_sframe_aead`), owned: freed in deinit.
     nonisolated(unsafe) private let aead: OpaquePointer
 
     /// Derives the key for `keyID` from `baseKey` (any non-empty length; throws `.invalidKey` when
@@ -58,6 +59,7 @@ package final class SFrameKey: @unchecked Sendable {
         return l
     }
 
+    /// HKDF (extract with an empty salt, expand `info`) of `ikm` into `out`; false when OpenSSL fails.
     private static func hkdf(_ suite: SFrameCipherSuite, _ ikm: [UInt8], _ info: [UInt8], into out: inout [UInt8]) -> Bool {
         let count = out.count
         return out.withUnsafeMutableBufferPointer { o in

@@ -35,6 +35,7 @@ public final class SFrameReceiver: Sendable {
         public var framesRejected: UInt64 { authenticationFailures + unknownKeys + replays + malformed }
     }
 
+    /// One key held and its replay window.
     private struct Entry {
         let key: SFrameKey
         /// The highest counter accepted, nil before the first frame.
@@ -43,6 +44,7 @@ public final class SFrameReceiver: Sendable {
         var seen: (UInt64, UInt64) = (0, 0)
     }
 
+    /// What the lock guards: the keys and the counters.
     private struct State {
         var entries: [Entry] = []
         var statistics = Statistics()
@@ -204,6 +206,7 @@ public final class SFrameReceiver: Sendable {
         return out
     }
 
+    /// Whether `counter` was already accepted for the key of `e`, or is older than the window.
     private static func isReplay(_ counter: UInt64, _ e: Entry) -> Bool {
         guard let highest = e.highest else { return false }
         if counter > highest { return false }
@@ -212,6 +215,7 @@ public final class SFrameReceiver: Sendable {
         return behind < 64 ? e.seen.0 & (1 << behind) != 0 : e.seen.1 & (1 << (behind - 64)) != 0
     }
 
+    /// Records `counter` as accepted: moves the window up for a new highest counter, or sets its bit.
     private static func accept(_ counter: UInt64, _ e: inout Entry) {
         guard let highest = e.highest, counter <= highest else {
             // A new highest counter: shift the window by the distance moved.

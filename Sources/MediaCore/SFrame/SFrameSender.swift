@@ -25,6 +25,7 @@ public final class SFrameSender: Sendable {
         public var overheadBytes: UInt64 = 0
     }
 
+    /// What the lock guards: the current key, its next counter and the counters of the sender.
     private struct State {
         var key: SFrameKey
         var nextCounter: UInt64
