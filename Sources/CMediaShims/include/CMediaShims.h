@@ -15,5 +15,6 @@
 #include "cms_net.h"
 #include "cms_crypto.h"
 #include "cms_dtls.h"
+#include "cms_sframe.h"
 
 #endif

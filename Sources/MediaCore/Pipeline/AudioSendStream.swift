@@ -85,6 +85,9 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var initialSequenceNumber: UInt16? = nil
         /// First RTP timestamp (random when nil).
         public var initialTimestamp: UInt32? = nil
+        /// SFrame end-to-end encryption of every Opus packet (RFC 9605), between the encoder and
+        /// the packetizer; nil (default) sends packets as encoded. The TOC byte stays in the clear.
+        public var frameEncryption: SFrameSender? = nil
         /// Defaults.
         public init() {}
     }
@@ -124,6 +127,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let pcm: UnsafeMutableBufferPointer<Float>
     private var filled = 0  // frames in `pcm`
     private let packet: UnsafeMutableRawBufferPointer
+    /// Where SFrame writes the encrypted packet (with `frameEncryption`).
+    private let sframePacket: UnsafeMutableRawBufferPointer
     private let initialTimestamp: UInt32
     private var samplesSent: Int64 = 0  // 48 kHz ticks since the first frame
     private var frameCaptureNs: Int64 = 0  // capture time of pcm[0]
@@ -173,6 +178,10 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         pcm = .allocate(capacity: frameSamples * c.channels)
         pcm.initialize(repeating: 0)
         packet = .allocate(byteCount: OpusEncoder.maxPacketByteCount, alignment: 16)
+        sframePacket = .allocate(
+            byteCount: configuration.frameEncryption == nil
+                ? 0 : OpusEncoder.maxPacketByteCount + SFrameHeader.maxLength + SFrameCipherSuite.maxTagLength,
+            alignment: 16)
         initialTimestamp = c.initialTimestamp ?? RandomBytes.uint32()
         counters.targetBitrate.store(c.bitrate, ordering: .relaxed)
         worker = WorkerThread(name: "revue.audio-send.\(c.ssrc)") { [unowned self] in self.step() }
@@ -184,6 +193,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         while let f = capturer.ring.tryPop() { capturer.pool.release(f) }
         pcm.deallocate()
         packet.deallocate()
+        sframePacket.deallocate()
     }
 
     // MARK: Lifecycle
@@ -387,9 +397,18 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         }
         core.header.marker = markNext
         markNext = false
-        let payloads = OpusPayload.packetize(
-            frame: UnsafeRawBufferPointer(start: packet.baseAddress, count: length),
-            maxPayloadSize: core.maxPayloadSize)
+        var frame = UnsafeRawBufferPointer(start: packet.baseAddress, count: length)
+        if let sframe = configuration.frameEncryption {
+            guard
+                let n = try? sframe.encryptFrame(
+                    frame, clearPrefix: SFrameMediaFormat.opus.clearPrefixLength(of: frame), into: sframePacket)
+            else {
+                counters.add(counters.framesDroppedByEncoder)
+                return
+            }
+            frame = UnsafeRawBufferPointer(rebasing: sframePacket[0..<n])
+        }
+        let payloads = OpusPayload.packetize(frame: frame, maxPayloadSize: core.maxPayloadSize)
         core.send(payloads, timestamp: timestamp, captureNs: frameCaptureNs, capturedAtNs: frameCapturedAtNs, nowNs: encodedNs)
     }
 }

@@ -21,6 +21,10 @@ public struct AudioReceiveSettings: Sendable {
     /// With `.timeStretch`: buffered audio beyond the target plus this much drops a whole packet
     /// (the hard cap that keeps the delay bounded when stretching cannot keep up).
     public var hardCapMilliseconds: Double = 200
+    /// SFrame end-to-end decryption (RFC 9605) of every Opus packet before the decoder, with the
+    /// keys of the sending side; nil (default) decodes packets as they arrive. A packet that fails
+    /// to decrypt is discarded (`packetsDiscarded`, `framesDecryptionFailed`) and concealed.
+    public var frameDecryption: SFrameReceiver? = nil
 
     /// How an `AudioReceiveStream` keeps its buffer level at the target delay.
     /// Thread rule: a value type. Cost: none.
@@ -102,6 +106,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
     private var lastWasConcealed = false
     private var underrunSamples = 0
     private var audioStats = InboundRTPStreamStats()
+    /// The decrypted packet (with `frameDecryption`), allocated once.
+    private let decrypted: UnsafeMutableRawBufferPointer
     private let stretch: AudioTimeStretch
     private var filteredLevel: Double = -1
     private var lastPlayDecoded = false
@@ -147,11 +153,14 @@ public final class AudioReceiveStream: @unchecked Sendable {
         audioStats.ssrc = ssrc
         audioStats.kind = "audio"
         audioStats.codec = "opus"
+        decrypted = .allocate(
+            byteCount: settings.frameDecryption == nil ? 0 : settings.jitterBuffer.maxPacketSize, alignment: 16)
     }
 
     deinit {
         while filled.tryPop() != nil {}
         pcm.deallocate(); resampled.deallocate(); scratch.deallocate()
+        decrypted.deallocate()
     }
 
     // MARK: Network thread
@@ -321,6 +330,20 @@ public final class AudioReceiveStream: @unchecked Sendable {
         (try? RTPPacket(parsing: p.bytes))?.payload ?? UnsafeRawBufferPointer(start: nil, count: 0)
     }
 
+    /// The Opus packet of `p`: as received, or decrypted into `decrypted` with `frameDecryption`
+    /// (nil when that fails). `readAhead`: the packet is read for the FEC of the one before it and
+    /// decoded again at its own turn, so its counter is not recorded yet.
+    private func opusPacketOf(_ p: JitterBufferPacket, readAhead: Bool = false) -> UnsafeRawBufferPointer? {
+        let payload = payloadOf(p)
+        guard let sframe = settings.frameDecryption else { return payload }
+        guard
+            let n = try? sframe.decryptFrame(
+                payload, clearPrefix: SFrameMediaFormat.opus.clearPrefixLength(of: payload), into: decrypted,
+                recordingCounter: !readAhead)
+        else { return nil }
+        return UnsafeRawBufferPointer(rebasing: decrypted[0..<n])
+    }
+
     /// Produces the audio of one packet's turn: decoded, FEC-recovered, concealed or comfort noise.
     private func playOne(into room: UnsafeMutableBufferPointer<Int16>, nowNs: UInt64) -> Int {
         let last = max(480, min(5760, decoder.lastPacketDuration == 0 ? 960 : decoder.lastPacketDuration))
@@ -334,7 +357,11 @@ public final class AudioReceiveStream: @unchecked Sendable {
                 if done > 0 { return done }
             }
             _ = jitterBuffer.popNext()
-            let payload = payloadOf(p)
+            guard let payload = opusPacketOf(p) else {
+                audioStats.packetsDiscarded += 1
+                audioStats.framesDecryptionFailed += 1
+                return conceal(room, last)
+            }
             let n: Int
             do {
                 n = try decoder.decode(payload, into: room)
@@ -354,8 +381,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
         if jitterBuffer.count > 0, let next = jitterBuffer.next {
             // Try in-band FEC from the packet right after the missing one.
             if settings.fecEnabled, let following = jitterBuffer.packet(at: next + 1) {
-                let payload = payloadOf(following)
-                if !payload.isEmpty, OpusPacket.isDTXSilence(byteCount: payload.count) == false,
+                if let payload = opusPacketOf(following, readAhead: true), !payload.isEmpty,
+                    OpusPacket.isDTXSilence(byteCount: payload.count) == false,
                     let n = try? decoder.decodeFEC(nextPacket: payload, into: room, frameSize: last)
                 {
                     jitterBuffer.skipOne()

@@ -34,6 +34,11 @@ public struct VideoReceiveSettings: Sendable {
     public var maxFrameSize = 2 << 20
     /// Decoder threads.
     public var decoderThreads = 1
+    /// SFrame end-to-end decryption (RFC 9605) of every assembled frame before the decoder, with
+    /// the keys of the sending side; nil (default) decodes frames as they arrive. A frame that
+    /// fails to decrypt is dropped (`framesDropped`, `framesDecryptionFailed`) and a keyframe is
+    /// requested as for a lost frame.
+    public var frameDecryption: SFrameReceiver? = nil
 
     /// Settings for a stream of `codec` on `payloadType`.
     public init(codec: VPXCodec, payloadType: UInt8) {
@@ -81,6 +86,8 @@ public final class VideoReceiveStream {
     private let vp9: VP9Depacketizer?
     private let converter = ColorConverter()
     private var packed: UnsafeMutableRawBufferPointer?
+    /// The decrypted frame (with `frameDecryption`): `maxFrameSize` bytes, allocated once.
+    private let decrypted: UnsafeMutableRawBufferPointer
     private var keyframeRequested = false
     private var lastKeyframeRequestNs: UInt64 = 0
     private var frameTimestamp: UInt32 = 0
@@ -119,9 +126,13 @@ public final class VideoReceiveStream {
         stats.kind = "video"
         stats.codec = settings.codec == .vp8 ? "VP8" : "VP9"
         nackScratch.reserveCapacity(256)
+        decrypted = .allocate(byteCount: settings.frameDecryption == nil ? 0 : settings.maxFrameSize, alignment: 16)
     }
 
-    deinit { packed?.deallocate() }
+    deinit {
+        packed?.deallocate()
+        decrypted.deallocate()
+    }
 
     /// Takes one unprotected RTP packet of this stream (parsed as `packet`) that arrived at `arrivalNs`.
     public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
@@ -273,6 +284,22 @@ public final class VideoReceiveStream {
         }
         guard let frame = result.frame else { return 0 }
         stats.framesReceived += 1
+        var data = frame.data
+        if let sframe = settings.frameDecryption {
+            // Every frame is checked as it arrives, before the loss rules below: a frame that
+            // fails is counted even while the decoder waits for a keyframe. The depacketizer read
+            // the keyframe flag from the clear prefix; the rest needs the sender's key.
+            let format: SFrameMediaFormat = settings.codec == .vp8 ? .vp8 : .vp9
+            guard let n = try? sframe.decryptFrame(data, clearPrefix: format.clearPrefixLength(of: data), into: decrypted)
+            else {
+                stats.framesDropped += 1
+                stats.framesDecryptionFailed += 1
+                decoder.frameLost()
+                requestKeyframe(nowNs: nowNs)
+                return 0
+            }
+            data = UnsafeRawBufferPointer(rebasing: decrypted[0..<n])
+        }
         if frame.isKeyframe {
             baseLayerCheckPending = false
             brokenUpperLayers = 0
@@ -290,7 +317,7 @@ public final class VideoReceiveStream {
         let firstArrival = frameFirstArrivalNs
         var shown = false
         do {
-            let r: Bool? = try decoder.decode(frame.data) { view in
+            let r: Bool? = try decoder.decode(data) { view in
                 let decodedNs = UDPSocket.monotonicNanoseconds()
                 self.deliver(view, frame: frame, firstArrival: firstArrival, decodedNs: decodedNs)
                 return true

@@ -92,6 +92,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var initialSequenceNumber: UInt16? = nil
         /// RTP timestamp of the first frame (random when nil).
         public var initialTimestamp: UInt32? = nil
+        /// SFrame end-to-end encryption of every encoded frame (RFC 9605), between the encoder and
+        /// the packetizer; nil (default) sends frames as encoded. The first bytes of each frame
+        /// stay in the clear for forwarding servers (`SFrameMediaFormat`: VP8 10 or 3, VP9 1).
+        public var frameEncryption: SFrameSender? = nil
 
         /// Defaults for `codec` at `width` x `height`.
         public init(codec: VPXCodec = .vp8, width: Int = 640, height: Int = 360) {
@@ -134,6 +138,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private var vp8: VP8Packetizer
     private var vp9: VP9Packetizer
     private var worker: WorkerThread!
+    /// Where SFrame writes the encrypted frame (with `frameEncryption`); grows to the largest
+    /// frame seen, so only a frame larger than every earlier one allocates.
+    private var sframeBuffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     private var frameRate: Int
     private var bitrate: Int
     private var estimateCap = Int.max
@@ -188,6 +195,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     }
 
     deinit {
+        sframeBuffer.deallocate()
         // A started stream holds itself until `stop()`, so a stream freed here is stopped.
         for _ in 0..<capturer.ring.capacity { if let f = capturer.ring.tryPop() { capturer.recycle(f) } }
     }
@@ -461,6 +469,24 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         }
         counters.add(counters.qpSum, UInt64(encoded.quantizer))
         let maxPayload = core.maxPayloadSize
+        var frame = encoded.data
+        if let sframe = configuration.frameEncryption {
+            let format: SFrameMediaFormat = encoded.codec == .vp8 ? .vp8 : .vp9
+            let need = sframe.maxEncryptedLength(plaintextLength: frame.count)
+            if sframeBuffer.count < need {
+                sframeBuffer.deallocate()
+                sframeBuffer = .allocate(byteCount: max(need, 2 * sframeBuffer.count, 64 << 10), alignment: 16)
+            }
+            guard
+                let n = try? sframe.encryptFrame(
+                    frame, clearPrefix: format.clearPrefixLength(of: frame), into: sframeBuffer)
+            else {
+                // Only a sender at the end of its counter fails: nothing can be sent until a new key.
+                counters.add(counters.framesDroppedByEncoder)
+                return
+            }
+            frame = UnsafeRawBufferPointer(rebasing: sframeBuffer[0..<n])
+        }
         switch encoded.codec {
         case .vp8:
             let layer =
@@ -470,7 +496,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                     tl0PicIdx: encoded.tl0PicIndex)
                 : nil
             let packets = vp8.packetize(
-                frame: encoded.data, maxPayloadSize: maxPayload, temporalLayer: layer,
+                frame: frame, maxPayloadSize: maxPayload, temporalLayer: layer,
                 nonReference: encoded.isDroppable)
             core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs, nowNs: sendNs)
         case .vp9:
@@ -481,7 +507,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                     switchingUpPoint: encoded.isLayerSync)
                 : nil
             let packets = vp9.packetize(
-                frame: encoded.data, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
+                frame: frame, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
                 width: encoded.width, height: encoded.height, layer: layer)
             core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs, nowNs: sendNs)
         }

@@ -143,6 +143,10 @@ public struct InboundRTPStreamStats: Sendable, Codable, Equatable {
     public var removedSamplesForAcceleration: UInt64 = 0
     /// Audio: samples inserted by time stretching to bring the buffer up to its target.
     public var insertedSamplesForDeceleration: UInt64 = 0
+    /// Frames (video) or packets (audio) whose SFrame end-to-end decryption failed: unknown key,
+    /// altered or wrongly keyed, replayed or malformed (not a W3C field). Video counts them in
+    /// `framesDropped` too, audio in `packetsDiscarded`.
+    public var framesDecryptionFailed: UInt64 = 0
 
     /// An empty record: every counter 0.
     public init() {}
