@@ -47,12 +47,14 @@ final class CoturnServer {
             userdb=\(dir.file("turndb"))
             """ + (verbose ? "\nverbose\n" : "\n") + extraConfiguration.map { $0 + "\n" }.joined()
         dir.write("turnserver.conf", Array(config.utf8))
-        if let namespace {
-            process = try ToolProcess(
-                "ip", ["netns", "exec", namespace, "turnserver", "-c", dir.file("turnserver.conf")], cwd: dir.path)
-        } else {
-            process = try ToolProcess("turnserver", ["-c", dir.file("turnserver.conf")], cwd: dir.path)
-        }
+        // The test process blocks most signals in the thread that spawns children, and a child
+        // inherits that mask through exec: coturn would never see SIGTERM, and every stop would
+        // wait 5 s for the SIGKILL. The same one-line wrapper as Janus's clears the mask first.
+        let command =
+            namespace.map { ["/usr/bin/ip", "netns", "exec", $0, "turnserver"] } ?? ["/usr/bin/turnserver"]
+        process = try ToolProcess(
+            "/usr/bin/python3", ["-c", JanusServer.unblockSignalsAndExec] + command + ["-c", dir.file("turnserver.conf")],
+            cwd: dir.path)
     }
 
     var address: SocketAddress { try! SocketAddress(parsing: ip, defaultPort: UInt16(port)) }

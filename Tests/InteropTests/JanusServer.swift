@@ -103,13 +103,18 @@ final class JanusServer {
         // The test process blocks most signals in the thread that spawns children, and a child
         // inherits that mask through exec: Janus would never see SIGTERM. A one-line Python
         // wrapper clears the mask and execs Janus (same pid).
-        let unblock =
-            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
         process = try ToolProcess(
             "/usr/bin/python3",
-            ["-c", unblock, "/usr/bin/janus", "-C", dir.file("janus.jcfg"), "-F", dir.path, "-L", dir.file("janus.log"), "-o"],
+            [
+                "-c", Self.unblockSignalsAndExec, "/usr/bin/janus", "-C", dir.file("janus.jcfg"), "-F", dir.path, "-L",
+                dir.file("janus.log"), "-o",
+            ],
             cwd: dir.path)
     }
+
+    /// A Python program that clears the signal mask and execs its arguments (same pid).
+    static let unblockSignalsAndExec =
+        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
 
     /// The HTTP transport's address.
     var address: SocketAddress { .loopbackIPv4(port: UInt16(port)) }
