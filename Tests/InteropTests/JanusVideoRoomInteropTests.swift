@@ -70,9 +70,10 @@ struct JanusVideoRoomInteropTests {
             joined = try await handle.joinAsPublisher(room: room, display: "revue-\(index)")
         }
 
-        /// Publishes VP8 + Opus, sendonly: our offer, Janus's answer.
-        func publish() async throws {
-            let pc = try PeerConnection(configuration: JanusVideoRoomInteropTests.configuration())
+        /// Publishes VP8 + Opus, sendonly: our offer, Janus's answer. `configuration` (default:
+        /// the suite's) may add frame encryption.
+        func publish(configuration: PeerConnectionConfiguration = JanusVideoRoomInteropTests.configuration()) async throws {
+            let pc = try PeerConnection(configuration: configuration)
             let video = try pc.addVideoTrack(codec: .vp8, direction: .sendonly)
             let audio = try pc.addAudioTrack(direction: .sendonly)
             feeder = PeerConnectionFeeder(
@@ -85,10 +86,13 @@ struct JanusVideoRoomInteropTests {
         }
 
         /// Subscribes to `feed` (published by participant `from`): Janus's offer, our recvonly answer.
-        func subscribe(room: UInt64, feed: UInt64, from: Int) async throws -> Subscription {
+        func subscribe(
+            room: UInt64, feed: UInt64, from: Int,
+            configuration: PeerConnectionConfiguration = JanusVideoRoomInteropTests.configuration()
+        ) async throws -> Subscription {
             let h = try await JanusVideoRoom(session: session)
             let offer = try await h.joinAsSubscriber(room: room, feeds: [feed], privateID: joined.privateID)
-            let pc = try PeerConnection(configuration: JanusVideoRoomInteropTests.configuration())
+            let pc = try PeerConnection(configuration: configuration)
             let s = Subscription(feed: feed, from: from, handle: h, connection: pc)
             pc.videoRenderer = s.probe
             pc.audioSink = s.probe
@@ -216,6 +220,88 @@ struct JanusVideoRoomInteropTests {
                         "a subscriber of \(p.index) got \(d) RTP packets of \(video.packets) video sent")
                 }
             }
+        } catch {
+            Issue.record("\(error) — Janus log: \(janus.logTail(2000))")
+        }
+        for p in participants { await p.close() }
+        await admin.destroy()
+    }
+
+    /// End-to-end encrypted media through Janus: participant 0 publishes VP8 and Opus with each
+    /// frame SFrame-encrypted (AES-128-GCM; video KID 1, audio KID 2) before packetizing. Janus
+    /// terminates SRTP, so what it forwards is exactly what it could read: the subscriber holding
+    /// the keys decodes the pattern and the tone at full quality; one holding a wrong key decodes
+    /// nothing and counts every frame as failing authentication; one that does not decrypt (what
+    /// Janus itself sees) decodes nothing resembling the pattern (below 20 dB) and no tone.
+    @Test func sframeEncryptedMediaCrossesJanusAndDecodesOnlyWithTheKey() async throws {
+        let (janus, admin, _, room) = try await Self.startJanus()
+        defer { janus.stop() }
+        let key = (0..<16).map { UInt8($0 * 7 + 3) }
+        var publishing = Self.configuration()
+        publishing.videoFrameEncryption = try SFrameSender(suite: .aes128GCMSHA256_128, keyID: 1, baseKey: key)
+        publishing.audioFrameEncryption = try SFrameSender(suite: .aes128GCMSHA256_128, keyID: 2, baseKey: key)
+        let keyed = SFrameReceiver(suite: .aes128GCMSHA256_128)
+        try keyed.addKey(keyID: 1, baseKey: key)
+        try keyed.addKey(keyID: 2, baseKey: key)
+        let wrong = SFrameReceiver(suite: .aes128GCMSHA256_128)
+        try wrong.addKey(keyID: 1, baseKey: key.map { $0 ^ 0x5A })
+        try wrong.addKey(keyID: 2, baseKey: key.map { $0 ^ 0x5A })
+        var participants: [Participant] = []
+        do {
+            for i in 0..<4 { participants.append(try await Participant(index: i, server: janus.address, room: room)) }
+            let sender = participants[0]
+            try await sender.publish(configuration: publishing)
+            try await Self.waitConnected([("publisher", sender.publisher!)], janus: janus)
+            let receivers: [(name: String, decryption: SFrameReceiver?)] = [
+                ("with the keys", keyed), ("with a wrong key", wrong), ("without decrypting", nil),
+            ]
+            var subscriptions: [Subscription] = []
+            for (i, r) in receivers.enumerated() {
+                var c = Self.configuration()
+                c.frameDecryption = r.decryption
+                subscriptions.append(
+                    try await participants[i + 1].subscribe(room: room, feed: sender.joined.id, from: 0, configuration: c))
+            }
+            try await Self.waitConnected(
+                subscriptions.enumerated().map { (receivers[$0.offset].name, $0.element.connection) }, janus: janus)
+            sender.startFeeding()
+            _ = await waitFor(timeout: 30) { sender.feeder!.framesFed.load(ordering: .relaxed) >= 150 }
+            sender.stopFeeding()
+            let fed = sender.feeder!.framesFed.load(ordering: .relaxed)
+            _ = await waitFor(timeout: 8) { subscriptions[0].probe.video.withLock { $0.frames } >= fed * 95 / 100 }
+            try? await Task.sleep(nanoseconds: 500_000_000)
+            let encrypted = publishing.videoFrameEncryption!.statistics.framesEncrypted
+            let audioEncrypted = publishing.audioFrameEncryption!.statistics.framesEncrypted
+            for (i, s) in subscriptions.enumerated() {
+                let v = s.probe.video.withLock { $0 }, a = s.probe.audio.withLock { $0 }
+                print(
+                    "JanusVideoRoomInteropTests SFrame, subscriber \(receivers[i].name): \(v.frames) of \(fed) fed (\(encrypted) video frames and \(audioEncrypted) Opus packets encrypted) decoded, \(v.identified) identified, PSNR mean \(String(format: "%.1f", v.psnrMean)), audio RMS \(String(format: "%.3f", a.rms)) over \(a.samples) samples, loudest block \(String(format: "%.3f", a.loudestBlock)), \(String(format: "%.0f", a.crossingsPerSecond)) crossings/s; receiver \(receivers[i].decryption.map { "\($0.statistics)" } ?? "none")"
+                )
+            }
+            #expect(encrypted >= UInt64(fed) * 9 / 10, "\(encrypted) of \(fed) frames encrypted")
+            // With the keys: the pattern at full quality and the tone.
+            let good = subscriptions[0].probe.video.withLock { $0 }, goodAudio = subscriptions[0].probe.audio.withLock { $0 }
+            #expect(
+                good.frames >= fed * 9 / 10 && good.identified >= good.frames * 9 / 10,
+                "with the keys: \(good.frames) of \(fed) decoded")
+            #expect(good.psnrMean >= 30, "with the keys: mean PSNR \(good.psnrMean)")
+            #expect(abs(goodAudio.crossingsPerSecond - 2 * Self.tones[0]) < 0.05 * 2 * Self.tones[0] && goodAudio.rms > 0.2)
+            #expect(keyed.statistics.framesRejected == 0 && keyed.statistics.framesDecrypted >= UInt64(good.frames))
+            // A wrong key: nothing decodes, every frame fails authentication.
+            let bad = subscriptions[1].probe.video.withLock { $0 }, badAudio = subscriptions[1].probe.audio.withLock { $0 }
+            #expect(bad.frames == 0, "with a wrong key \(bad.frames) frames decoded")
+            #expect(badAudio.samples == 0, "with a wrong key \(badAudio.samples) samples of tone played")
+            #expect(wrong.statistics.framesDecrypted == 0 && wrong.statistics.authenticationFailures >= UInt64(fed) * 9 / 10)
+            // What Janus forwards, taken as it is: no picture of the pattern, no tone.
+            let plain = subscriptions[2].probe.video.withLock { $0 }, plainAudio = subscriptions[2].probe.audio.withLock { $0 }
+            // (libvpx may take a few ciphertext frames behind the clear keyframe header for
+            // pictures; the bar-code reader may then misread noise, but nothing is near the source.)
+            #expect(
+                plain.identified == 0 || plain.psnrMean < 20,
+                "without decrypting, \(plain.identified) pictures of the pattern at \(plain.psnrMean) dB")
+            #expect(
+                plainAudio.samples == 0 || abs(plainAudio.crossingsPerSecond - 2 * Self.tones[0]) > 0.05 * 2 * Self.tones[0],
+                "without decrypting, the tone was heard")
         } catch {
             Issue.record("\(error) — Janus log: \(janus.logTail(2000))")
         }

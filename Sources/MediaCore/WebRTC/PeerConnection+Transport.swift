@@ -315,17 +315,23 @@ extension PeerConnection {
         var c = ReceivePipelineConfiguration(remoteKey: keys.receive, localKey: keys.send)
         if let pt = n.vp8 {
             var v = VideoReceiveSettings(codec: .vp8, payloadType: pt)
+            v.frameDecryption = configuration.frameDecryption
             v.rtxPayloadType = n.vp8RTX
             v.absSendTimeExtensionID = nil
             c.video.append(v)
         }
         if let pt = n.vp9 {
             var v = VideoReceiveSettings(codec: .vp9, payloadType: pt)
+            v.frameDecryption = configuration.frameDecryption
             v.rtxPayloadType = n.vp9RTX
             v.absSendTimeExtensionID = nil
             c.video.append(v)
         }
-        if let pt = n.opus { c.audio = AudioReceiveSettings(payloadType: pt) }
+        if let pt = n.opus {
+            var a = AudioReceiveSettings(payloadType: pt)
+            a.frameDecryption = configuration.frameDecryption
+            c.audio = a
+        }
         c.localSSRC = freshSSRC()
         c.cname = cname
         let pipeline: ReceivePipeline

@@ -76,6 +76,15 @@ package struct PeerConnectionConfiguration: Sendable {
     package var videoWidth = 640, videoHeight = 360
     /// The video encoder's start bitrate (RTCP feedback moves it), bits per second.
     package var videoBitrate = 1_000_000
+    /// End-to-end encryption of each local video frame with SFrame (RFC 9605) before it is
+    /// packetized, for media through a server that terminates SRTP (docs/sframe.md). Give video
+    /// and audio senders with different key IDs: each KID has its own replay window at receivers.
+    package var videoFrameEncryption: SFrameSender? = nil
+    /// The same for each local Opus packet.
+    package var audioFrameEncryption: SFrameSender? = nil
+    /// Decrypts the peer's SFrame-protected video frames and Opus packets (keys by KID); frames
+    /// that fail are dropped and counted (`framesDecryptionFailed`). Nil: media is taken as is.
+    package var frameDecryption: SFrameReceiver? = nil
 
     /// The defaults above.
     package init() {}
@@ -271,6 +280,7 @@ package final class PeerConnection: @unchecked Sendable {
         let sender = PeerConnectionRTPSender(socket: socket)
         var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
         c.encoder.bitrate = configuration.videoBitrate
+        c.frameEncryption = configuration.videoFrameEncryption
         c.srtp = nil
         c.absSendTimeExtensionID = nil
         c.ssrc = freshSSRC()
@@ -295,6 +305,7 @@ package final class PeerConnection: @unchecked Sendable {
         }
         let sender = PeerConnectionRTPSender(socket: socket)
         var c = AudioSendStream.Configuration()
+        c.frameEncryption = configuration.audioFrameEncryption
         c.srtp = nil
         c.audioLevelExtensionID = nil
         c.absSendTimeExtensionID = nil
