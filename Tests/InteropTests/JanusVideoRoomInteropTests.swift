@@ -309,6 +309,65 @@ struct JanusVideoRoomInteropTests {
         await admin.destroy()
     }
 
+    /// A browser as a plain WebRTC subscriber of a Revue publisher in the same Janus room (the
+    /// check that what Revue publishes is standard): headless Chromium answers Janus's subscriber
+    /// offer with no track of its own and must decode at least 90 % of the frames Revue encoded,
+    /// as VP8, hear audio, and show a picture that is not black.
+    @Test func chromiumSubscribesToARevuePublisherThroughJanus() async throws {
+        let (janus, admin, _, room) = try await Self.startJanus()
+        defer { janus.stop() }
+        let (browser, dir) = try JSEPInteropTests.chromium()
+        defer {
+            browser.stop()
+            dir.remove()
+        }
+        var participants: [Participant] = []
+        do {
+            let publisher = try await Participant(index: 0, server: janus.address, room: room)
+            participants.append(publisher)
+            try await publisher.publish()
+            try await Self.waitConnected([("publisher", publisher.publisher!)], janus: janus)
+            let handle = try await JanusVideoRoom(session: admin)
+            let offer = try await handle.joinAsSubscriber(room: room, feeds: [publisher.joined.id])
+            let answer = try #require(try browser.call(JSEPInteropTests.js("receiveAnswer", offer))["sdp"])
+            try await handle.start(answer: answer)
+            let connected = await waitFor(timeout: 20) {
+                (try? PeerConnectionChromiumTests.pageStats(browser))?["connection"] as? String == "connected"
+            }
+            try #require(
+                connected,
+                "Chromium did not connect to Janus: \(String(describing: try? PeerConnectionChromiumTests.pageStats(browser)))")
+            publisher.startFeeding()
+            _ = await waitFor(timeout: 30) { publisher.feeder!.framesFed.load(ordering: .relaxed) >= 150 }
+            let shot = try browser.call([
+                "op": "screenshot", "path": dir.file("revue-via-janus.png"), "x": "0", "y": "0", "width": "\(Self.width)",
+                "height": "\(Self.height)",
+            ])
+            publisher.stopFeeding()
+            let encoded = Int(publisher.publisher!.videoSendStatistics?.outbound.framesEncoded ?? 0)
+            _ = await waitFor(timeout: 10) {
+                let s = (try? PeerConnectionChromiumTests.pageStats(browser)) ?? [:]
+                return Int(PeerConnectionChromiumTests.number(s, "framesDecoded")) >= encoded * 95 / 100
+            }
+            let stats = try PeerConnectionChromiumTests.pageStats(browser)
+            let decoded = Int(PeerConnectionChromiumTests.number(stats, "framesDecoded"))
+            print(
+                "JanusVideoRoomInteropTests Chromium subscriber: decoded \(decoded) of Revue's \(encoded) frames; screenshot \(shot); page \(stats)"
+            )
+            #expect(encoded >= 120, "Revue encoded \(encoded) frames")
+            #expect(decoded >= encoded * 9 / 10, "Chromium decoded \(decoded) of \(encoded) frames through Janus; \(stats)")
+            #expect(stats["receivedCodec"] as? String == "video/VP8", "\(stats)")
+            #expect(PeerConnectionChromiumTests.number(stats, "totalAudioEnergy") > 0, "\(stats)")
+            let notBlack = Double(shot["not_black"] ?? "") ?? 0, luma = Double(shot["mean_luma"] ?? "") ?? 0
+            #expect(notBlack > 0.5 && luma > 24, "the <video> element in the screenshot: \(shot)")
+            try? await handle.leave()
+        } catch {
+            Issue.record("\(error) — Janus log: \(janus.logTail(2000))")
+        }
+        for p in participants { await p.close() }
+        await admin.destroy()
+    }
+
     @Test func subscriberOnlyPublishesNothingAndUnpublishEndsSubscriptions() async throws {
         let (janus, admin, adminHandle, room) = try await Self.startJanus()
         defer { janus.stop() }
