@@ -60,21 +60,7 @@ struct PeerConnectionInteropTests {
         let feeder = PeerConnectionFeeder(video: video, audio: audio, width: Self.width, height: Self.height, tone: 660)
 
         let media = ["y4m": input, "tone": "440", "out_y4m": output, "max_frames": "400"]
-        if revueOffers {
-            let offer = try await connection.createOffer()
-            var command = media
-            command["op"] = "media-answer"
-            command["sdp"] = offer.sdp
-            let answer = try #require(try peer.call(command)["sdp"])
-            try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer, type: .answer))
-        } else {
-            var command = media
-            command["op"] = "media-offer"
-            let offer = try #require(try peer.call(command)["sdp"])
-            try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: offer, type: .offer))
-            let answer = try await connection.createAnswer()
-            _ = try peer.call(["op": "remote-answer", "sdp": answer.sdp])
-        }
+        try await negotiateMedia(connection, with: peer, media: media, revueOffers: revueOffers)
         let state = await connection.waitUntilSettled(timeout: 60)
         let peerState = (try? peer.call(["op": "stats"]))?["state"] ?? "?"
         try #require(

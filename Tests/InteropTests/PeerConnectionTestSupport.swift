@@ -191,6 +191,29 @@ enum PeerConnectionY4M {
     }
 }
 
+/// Offer and answer with a peer speaking the JSON-line media ops (aiortc_peer.py,
+/// webrtcbin_peer.py): Revue offers and the peer answers with `media-answer`, or the peer offers
+/// with `media-offer` and takes Revue's answer with `remote-answer`. `media` carries the peer's
+/// media options (what it sends, where it writes what it receives).
+func negotiateMedia(_ connection: PeerConnection, with peer: JSONLinePeer, media: [String: String], revueOffers: Bool)
+    async throws
+{
+    var command = media
+    if revueOffers {
+        let offer = try await connection.createOffer()
+        command["op"] = "media-answer"
+        command["sdp"] = offer.sdp
+        let answer = try #require(try peer.call(command)["sdp"])
+        try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer, type: .answer))
+    } else {
+        command["op"] = "media-offer"
+        let offer = try #require(try peer.call(command)["sdp"])
+        try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: offer, type: .offer))
+        let answer = try await connection.createAnswer()
+        _ = try peer.call(["op": "remote-answer", "sdp": answer.sdp])
+    }
+}
+
 /// Waits until `condition` holds or `timeout` seconds pass; returns whether it held.
 func waitFor(timeout: Double, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(timeout)

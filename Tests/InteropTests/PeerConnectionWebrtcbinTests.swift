@@ -51,21 +51,7 @@ struct PeerConnectionWebrtcbinTests {
 
         let codecName = codec == .vp8 ? "VP8" : "VP9"
         let media = ["y4m": input, "tone": "440", "codec": codecName, "out_y4m": output, "max_frames": "400"]
-        if revueOffers {
-            let offer = try await connection.createOffer()
-            var command = media
-            command["op"] = "media-answer"
-            command["sdp"] = offer.sdp
-            let answer = try #require(try peer.call(command)["sdp"])
-            try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer, type: .answer))
-        } else {
-            var command = media
-            command["op"] = "media-offer"
-            let offer = try #require(try peer.call(command)["sdp"])
-            try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: offer, type: .offer))
-            let answer = try await connection.createAnswer()
-            _ = try peer.call(["op": "remote-answer", "sdp": answer.sdp])
-        }
+        try await negotiateMedia(connection, with: peer, media: media, revueOffers: revueOffers)
         let state = await connection.waitUntilSettled(timeout: 60)
         try #require(
             state == .connected,
