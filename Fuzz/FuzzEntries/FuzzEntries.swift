@@ -42,6 +42,7 @@ public enum FuzzEntries {
         Target(name: "fuzz-stun", run: stun),
         Target(name: "fuzz-call-signal", run: callSignal),
         Target(name: "fuzz-dtls", run: dtls),
+        Target(name: "fuzz-sframe", run: sframe),
     ]
 
     /// The target called `name`, nil when there is none.

@@ -266,6 +266,19 @@ for (s, key) in FuzzEntries.srtpKeys.enumerated() {
     }
 }
 
+// MARK: SFrame: selector byte (suite | clear prefix << 3 | plaintext mode << 7) + frame
+for (s, suite) in SFrameCipherSuite.allCases.enumerated() {
+    let vp8 = vp8Frames[0]
+    for (i, keyID) in FuzzEntries.sframeKeyIDs.enumerated() {
+        let prefix = [10, 3, 1, 0][i]
+        let sender = try! SFrameSender(suite: suite, keyID: keyID, baseKey: FuzzEntries.sframeBaseKey, initialCounter: UInt64(i) * 300)
+        var out = [UInt8](repeating: 0, count: vp8.count + SFrameHeader.maxLength + suite.tagLength)
+        let n = out.withUnsafeMutableBytes { o in vp8.withUnsafeBytes { try! sender.encryptFrame($0, clearPrefix: prefix, into: o) } }
+        save("fuzz-sframe", "\(suite)-kid\(keyID)-encrypted", [UInt8(s) | UInt8(prefix << 3)] + Array(out[..<n]))
+    }
+    save("fuzz-sframe", "\(suite)-plaintext", [UInt8(s) | 0x80 | UInt8(10 << 3)] + vp8)
+}
+
 // MARK: SDP as revue-media writes it
 var session = SDPSessionDescription(
     origin: SDPOrigin(sessionID: 4_242_424_242, address: "127.0.0.1"),
