@@ -30,7 +30,9 @@ extension FuzzEntries {
             again.deallocate()
         }
         if selector & 0x80 == 0 {
-            if body.count > prefix, let (header, length) = try? SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: body[prefix...])) {
+            if body.count > prefix,
+                let (header, length) = try? SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: body[prefix...]))
+            {
                 let reparsed = try? SFrameHeader.parse(header.bytes)
                 fuzzRequire(
                     length <= SFrameHeader.maxLength && reparsed?.header == header && reparsed?.length == header.encodedLength,
@@ -38,9 +40,12 @@ extension FuzzEntries {
             }
             guard let n = try? receiver.decryptFrame(body, clearPrefix: prefix, into: output) else { return }
             fuzzRequire(n >= 0 && n <= body.count, "decrypted \(n) bytes from \(body.count)")
-            guard body.count > prefix, let (header, _) = try? SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: body[prefix...])),
-                let sender = try? SFrameSender(suite: suite, keyID: header.keyID, baseKey: sframeBaseKey, initialCounter: header.counter),
-                let m = try? sender.encryptFrame(UnsafeRawBufferPointer(rebasing: output[0..<n]), clearPrefix: prefix, into: again)
+            guard body.count > prefix,
+                let (header, _) = try? SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: body[prefix...])),
+                let sender = try? SFrameSender(
+                    suite: suite, keyID: header.keyID, baseKey: sframeBaseKey, initialCounter: header.counter),
+                let m = try? sender.encryptFrame(
+                    UnsafeRawBufferPointer(rebasing: output[0..<n]), clearPrefix: prefix, into: again)
             else {
                 fuzzRequire(false, "a frame that decrypts cannot be made again")
                 return
@@ -50,11 +55,17 @@ extension FuzzEntries {
         } else {
             let keyID = sframeKeyIDs[body.count % sframeKeyIDs.count]
             let counter = UInt64(body.count) << 40 | UInt64(body.count)
-            guard let sender = try? SFrameSender(suite: suite, keyID: keyID, baseKey: sframeBaseKey, initialCounter: counter) else {
+            guard let sender = try? SFrameSender(suite: suite, keyID: keyID, baseKey: sframeBaseKey, initialCounter: counter)
+            else {
                 return
             }
-            guard let m = try? sender.encryptFrame(body, clearPrefix: prefix, into: output) else {
-                fuzzRequire(false, "a sender refused a \(body.count)-byte frame")
+            let m: Int
+            do throws(SFrameError) {
+                m = try sender.encryptFrame(body, clearPrefix: prefix, into: output)
+            } catch {
+                fuzzRequire(
+                    error == .frameShorterThanClearPrefix && body.count < prefix,
+                    "a sender refused a \(body.count)-byte frame with a \(prefix)-byte prefix: \(error)")
                 return
             }
             let n = try? receiver.decryptFrame(UnsafeRawBufferPointer(rebasing: output[0..<m]), clearPrefix: prefix, into: again)

@@ -271,9 +271,12 @@ for (s, suite) in SFrameCipherSuite.allCases.enumerated() {
     let vp8 = vp8Frames[0]
     for (i, keyID) in FuzzEntries.sframeKeyIDs.enumerated() {
         let prefix = [10, 3, 1, 0][i]
-        let sender = try! SFrameSender(suite: suite, keyID: keyID, baseKey: FuzzEntries.sframeBaseKey, initialCounter: UInt64(i) * 300)
+        let sender = try! SFrameSender(
+            suite: suite, keyID: keyID, baseKey: FuzzEntries.sframeBaseKey, initialCounter: UInt64(i) * 300)
         var out = [UInt8](repeating: 0, count: vp8.count + SFrameHeader.maxLength + suite.tagLength)
-        let n = out.withUnsafeMutableBytes { o in vp8.withUnsafeBytes { try! sender.encryptFrame($0, clearPrefix: prefix, into: o) } }
+        let n = out.withUnsafeMutableBytes { o in
+            vp8.withUnsafeBytes { try! sender.encryptFrame($0, clearPrefix: prefix, into: o) }
+        }
         save("fuzz-sframe", "\(suite)-kid\(keyID)-encrypted", [UInt8(s) | UInt8(prefix << 3)] + Array(out[..<n]))
     }
     save("fuzz-sframe", "\(suite)-plaintext", [UInt8(s) | 0x80 | UInt8(10 << 3)] + vp8)

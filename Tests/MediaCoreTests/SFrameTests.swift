@@ -627,4 +627,23 @@ private let headerVectors: [(kid: UInt64, ctr: UInt64, header: String)] = [
             #expect(back[0..<5000].elementsEqual(frame))
         }
     }
+
+    /// A frame shorter than the clear prefix asked for is refused, not encrypted with a shorter
+    /// prefix a receiver would not know about (found by fuzz-sframe).
+    @Test func aFrameShorterThanItsClearPrefixIsRefused() throws {
+        let sender = try SFrameSender(suite: .aes128GCMSHA256_128, keyID: 1, baseKey: [UInt8](repeating: 1, count: 16))
+        var out = [UInt8](repeating: 0, count: 64)
+        let frame: [UInt8] = [1, 2, 3]
+        #expect(throws: SFrameError.frameShorterThanClearPrefix) {
+            try out.withUnsafeMutableBytes { o in
+                try frame.withUnsafeBytes { try sender.encryptFrame($0, clearPrefix: 4, into: o) }
+            }
+        }
+        let n = try out.withUnsafeMutableBytes { o in
+            try frame.withUnsafeBytes { try sender.encryptFrame($0, clearPrefix: 3, into: o) }
+        }
+        // The clear bytes, a one-byte header (KID 1 and counter 0 fit in its config byte), the tag.
+        #expect(n == 3 + 1 + SFrameCipherSuite.aes128GCMSHA256_128.tagLength)
+        #expect(sender.statistics.framesEncrypted == 1)
+    }
 }

@@ -21,4 +21,7 @@ public enum SFrameError: Error, Hashable, Sendable {
     case tooManyKeys
     /// OpenSSL failed (not a property of the input).
     case cryptoFailure
+    /// A frame given to `encryptFrame` is shorter than the clear prefix asked for: a receiver,
+    /// which takes the prefix length from the media format, could not find the header after it.
+    case frameShorterThanClearPrefix
 }

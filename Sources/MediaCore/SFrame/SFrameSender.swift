@@ -100,11 +100,14 @@ public final class SFrameSender: Sendable {
 
     /// Encrypts a media frame whose first `clearPrefix` bytes stay in the clear: writes those bytes,
     /// then the SFrame ciphertext of the rest with the prefix as metadata. Returns the bytes
-    /// written (at most `frame.count + SFrameHeader.maxLength + suite.tagLength`). No allocation.
+    /// written (at most `frame.count + SFrameHeader.maxLength + suite.tagLength`). A frame shorter
+    /// than `clearPrefix` is refused (`.frameShorterThanClearPrefix`): the receiver would look for
+    /// the header inside the tag. No allocation.
     public func encryptFrame(
         _ frame: UnsafeRawBufferPointer, clearPrefix: Int, into output: UnsafeMutableRawBufferPointer
     ) throws(SFrameError) -> Int {
-        let prefix = min(max(clearPrefix, 0), frame.count)
+        guard clearPrefix <= frame.count else { throw .frameShorterThanClearPrefix }
+        let prefix = max(clearPrefix, 0)
         guard output.count >= prefix else { throw .bufferTooSmall }
         if prefix > 0 { output.baseAddress!.copyMemory(from: frame.baseAddress!, byteCount: prefix) }
         let written = try encrypt(
