@@ -29,7 +29,11 @@ final class PeerConnectionFeeder: @unchecked Sendable {
         self.tone = tone
     }
 
+    /// Set by `start`, cleared by the `stop` that waits for the thread.
+    let running = Atomic<Bool>(false)
+
     func start() {
+        running.store(true, ordering: .relaxed)
         Thread { [self] in
             defer { done.signal() }
             let frame = VideoFrame(width: width, height: height)
@@ -58,9 +62,10 @@ final class PeerConnectionFeeder: @unchecked Sendable {
         }.start()
     }
 
+    /// Stops the thread and waits for it; idempotent, and a no-op before `start`.
     func stop() {
         stopping.store(true, ordering: .relaxed)
-        done.wait()
+        if running.exchange(false, ordering: .relaxed) { done.wait() }
     }
 }
 

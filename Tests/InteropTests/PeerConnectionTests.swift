@@ -1,6 +1,8 @@
 // Two PeerConnections on loopback: offer and answer as SDP text, ICE, DTLS-SRTP, then VP8 video
 // and Opus audio both ways, checked against what was sent (pattern PSNR, tone level and pitch);
-// and a tampered fingerprint, which must end the connection with a typed error and no media.
+// a tampered fingerprint, which must end the connection with a typed error and no media; and
+// renegotiation: video added to an audio call by each side in turn and removed again, on the
+// same transport, with every direction checked.
 import Foundation
 import Synchronization
 import Testing
@@ -142,7 +144,10 @@ struct PeerConnectionTests {
         _ = try a.addAudioTrack()
         await #expect(throws: PeerConnectionError.self) { _ = try await a.createAnswer() }
         let offer = try await a.createOffer()
-        #expect(throws: PeerConnectionError.self) { _ = try a.addVideoTrack() }
+        // A second offer before the answer, and a candidate before the peer's description.
+        await #expect(throws: PeerConnectionError.invalidState("an offer is already under way")) {
+            _ = try await a.createOffer()
+        }
         #expect(throws: PeerConnectionError.self) { try a.addIceCandidate(offer.media[0].candidates.first!) }
         // An answer before our own offer, and an offer whose fingerprint is gone.
         var asAnswer = offer
@@ -178,5 +183,128 @@ struct PeerConnectionTests {
         try await a.setRemoteDescription(answer)
         #expect(await a.waitUntilSettled(timeout: 60) == .failed)
         #expect(a.error == .iceFailed, "\(a.error.map { "\($0)" } ?? "no error")")
+    }
+
+    /// Video frames a probe has decoded so far.
+    static func frames(_ p: PeerConnectionProbe) -> Int { p.video.withLock { $0.frames } }
+
+    /// An audio call that grows and shrinks: `a` offers audio only; `a` adds video and offers
+    /// again (b answers, and its own video track, added before, rides in the same section); then
+    /// `b` removes its video and offers (the original answerer makes the offer: roles and the
+    /// transport stay); then `a` removes its video and offers. After each exchange every direction
+    /// is checked: decoded frames from the right sender (bar-code ranges) at a PSNR, frames that
+    /// stop after a removal, and the tones that never stop. An offer with new ICE credentials (an
+    /// ICE restart) or a new fingerprint is refused and changes nothing.
+    @Test func tracksAddedAndRemovedByRenegotiationOnBothSides() async throws {
+        let a = try PeerConnection(configuration: Self.configuration())
+        let b = try PeerConnection(configuration: Self.configuration())
+        defer { a.close(); b.close() }
+        let pa = PeerConnectionProbe(), pb = PeerConnectionProbe()
+        a.videoRenderer = pa; a.audioSink = pa
+        b.videoRenderer = pb; b.audioSink = pb
+        let toneA = PeerConnectionFeeder(video: nil, audio: try a.addAudioTrack(), width: 16, height: 16, tone: 440)
+        let toneB = PeerConnectionFeeder(video: nil, audio: try b.addAudioTrack(), width: 16, height: 16, tone: 660)
+        defer { toneA.stop(); toneB.stop() }
+        try await Self.negotiate(a, b)
+        #expect(await a.waitUntilSettled(timeout: 60) == .connected)
+        #expect(await b.waitUntilSettled(timeout: 60) == .connected)
+        #expect(a.signalingState == .stable && b.signalingState == .stable)
+        toneA.start()
+        toneB.start()
+        #expect(a.remoteDescription?.media.map(\.kind) == [.audio])
+        let first = try #require(a.localDescription)
+
+        // 1. a adds video (b's video track exists but has no section yet) and offers again.
+        let videoA = try a.addVideoTrack(codec: .vp9)
+        let videoB = try b.addVideoTrack(codec: .vp8)
+        let feedA = PeerConnectionFeeder(video: videoA, audio: nil, width: Self.width, height: Self.height, tone: 0)
+        let feedB = PeerConnectionFeeder(
+            video: videoB, audio: nil, width: Self.width, height: Self.height, tone: 0, frameOffset: 10_000)
+        defer { feedA.stop(); feedB.stop() }
+        feedA.start()
+        feedB.start()
+        let offer1 = try await a.createOffer()
+        #expect(offer1.media.map(\.kind) == [.audio, .video])
+        #expect(
+            offer1.origin.sessionID == first.origin.sessionID && offer1.origin.sessionVersion == first.origin.sessionVersion + 1)
+        try await b.setRemoteDescription(try JSEPSessionDescription(parsing: offer1.sdp, type: .offer))
+        #expect(b.signalingState == .haveRemoteOffer)
+        let answer1 = try await b.createAnswer()
+        #expect(answer1.media[1].direction == .sendrecv, "b's own video track takes the new section")
+        try await a.setRemoteDescription(try JSEPSessionDescription(parsing: answer1.sdp, type: .answer))
+        #expect(a.state == .connected && b.state == .connected)
+        #expect(
+            await waitFor(timeout: 30) { Self.frames(pb) >= 60 && Self.frames(pa) >= 60 },
+            "\(Self.frames(pb)) a→b, \(Self.frames(pa)) b→a")
+        let v1b = pb.video.withLock { $0 }, v1a = pa.video.withLock { $0 }
+        #expect(v1b.indexMax < 10_000 && v1b.psnrMean >= 30, "a→b VP9: \(v1b)")
+        #expect(v1a.indexMin >= 10_000 && v1a.psnrMean >= 30, "b→a VP8: \(v1a)")
+
+        // Refused: an ICE restart and a new certificate in b's offer; nothing changes.
+        var restart = try await b.createOffer()
+        let kept = restart
+        for i in restart.media.indices { restart.media[i].ice?.usernameFragment = "restart1" }
+        restart.ice?.usernameFragment = "restart1"
+        await #expect(throws: PeerConnectionError.invalidDescription("new ICE credentials: an ICE restart is not supported")) {
+            try await a.setRemoteDescription(restart)
+        }
+        var recertified = kept
+        for i in recertified.media.indices {
+            recertified.media[i].fingerprints = recertified.media[i].fingerprints.map { f in
+                var f = f
+                f.bytes[0] ^= 0xFF
+                return f
+            }
+        }
+        await #expect(throws: PeerConnectionError.invalidDescription("the DTLS fingerprint changed within the connection")) {
+            try await a.setRemoteDescription(recertified)
+        }
+        #expect(a.signalingState == .stable && a.state == .connected)
+
+        // 2. b (the first answerer) removes its video and completes its own offer.
+        try b.removeTrack(videoB)
+        #expect(throws: PeerConnectionError.self) { try b.removeTrack(videoB) }
+        try await a.setRemoteDescription(try JSEPSessionDescription(parsing: kept.sdp, type: .offer))
+        // b's offer was made before the removal, so it still sends video: a second round after.
+        let answer2 = try await a.createAnswer()
+        try await b.setRemoteDescription(try JSEPSessionDescription(parsing: answer2.sdp, type: .answer))
+        let offer3 = try await b.createOffer()
+        #expect(offer3.media[1].direction == .recvonly && offer3.media[1].mediaStreamIDs.isEmpty, "\(offer3.sdp)")
+        try await a.setRemoteDescription(try JSEPSessionDescription(parsing: offer3.sdp, type: .offer))
+        let answer3 = try await a.createAnswer()
+        #expect(answer3.media[1].direction == .sendonly)
+        try await b.setRemoteDescription(try JSEPSessionDescription(parsing: answer3.sdp, type: .answer))
+        try? await Task.sleep(nanoseconds: 500_000_000)
+        let stoppedAtA = Self.frames(pa), flowingAtB = Self.frames(pb)
+        try? await Task.sleep(nanoseconds: 2_000_000_000)
+        #expect(Self.frames(pa) == stoppedAtA, "b removed its video: a decoded \(Self.frames(pa) - stoppedAtA) more")
+        #expect(Self.frames(pb) >= flowingAtB + 30, "a's video to b goes on: \(Self.frames(pb) - flowingAtB) more")
+
+        // 3. a removes its video too: the section stays, inactive; no video either way.
+        try a.removeTrack(videoA)
+        let offer4 = try await a.createOffer()
+        #expect(offer4.media.count == 2 && offer4.media[1].direction == .recvonly && !offer4.media[1].isRejected)
+        try await b.setRemoteDescription(try JSEPSessionDescription(parsing: offer4.sdp, type: .offer))
+        let answer4 = try await b.createAnswer()
+        #expect(answer4.media[1].direction == .inactive)
+        try await a.setRemoteDescription(try JSEPSessionDescription(parsing: answer4.sdp, type: .answer))
+        try? await Task.sleep(nanoseconds: 500_000_000)
+        let stoppedAtB = Self.frames(pb)
+        try? await Task.sleep(nanoseconds: 1_500_000_000)
+        #expect(Self.frames(pb) == stoppedAtB)
+
+        // The tones played on through every exchange, at pitch, both ways.
+        toneA.stop()
+        toneB.stop()
+        for (name, probe, tone) in [("a→b", pb, 440.0), ("b→a", pa, 660.0)] {
+            let au = probe.audio.withLock { $0 }
+            print(
+                "PeerConnectionTests renegotiation \(name): audio \(au.samples) samples, RMS \(au.rms), \(au.crossingsPerSecond) crossings/s"
+            )
+            #expect(au.rms > 0.2 && au.rms < 0.5, "\(name): RMS \(au.rms)")
+            #expect(abs(au.crossingsPerSecond - 2 * tone) < 0.05 * 2 * tone, "\(name): \(au.crossingsPerSecond) crossings/s")
+        }
+        #expect(a.state == .connected && b.state == .connected)
+        print("PeerConnectionTests renegotiation video: a→b \(pb.video.withLock { $0 }), b→a \(pa.video.withLock { $0 })")
     }
 }

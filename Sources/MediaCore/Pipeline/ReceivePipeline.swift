@@ -168,6 +168,17 @@ public final class ReceivePipeline: @unchecked Sendable {
         }
     }
 
+    /// Changes which payload types the running pipeline takes (a WebRTC renegotiation that adds
+    /// or changes a video codec, or starts or stops audio): `video` replaces the video settings,
+    /// `audioPayloadType` the payload type of the audio stream (nil: audio packets are dropped;
+    /// the audio stream exists only when the configuration had `audio`). Streams already running
+    /// keep their settings. Applied on the pipeline's thread within one tick.
+    /// Thread rule: any thread. Cost: a lock; the settings are copied.
+    package func updatePayloadTypes(video: [VideoReceiveSettings], audioPayloadType: UInt8?) {
+        engine.pendingUpdate.withLock { $0 = (video, audioPayloadType) }
+        engine.updatePending.store(true, ordering: .releasing)
+    }
+
     /// Socket-level counters (refreshed every engine tick).
     public var statistics: ReceivePipelineStatistics { engine.published.withLock { $0.counters } }
 
@@ -202,6 +213,12 @@ public final class ReceivePipeline: @unchecked Sendable {
         var sendPath: ICESendPath?
         /// Datagrams from `inject`, and how many did not fit (read under the lock).
         let injected = Mutex<(queue: [[UInt8]], drops: Int)>(([], 0))
+        /// Settings from `updatePayloadTypes`, taken by the pipeline's thread.
+        let pendingUpdate = Mutex<(video: [VideoReceiveSettings], audio: UInt8?)?>(nil)
+        let updatePending = Atomic<Bool>(false)
+        /// The video settings and audio payload type in force (the pipeline's thread).
+        var videoSettings: [VideoReceiveSettings]
+        var audioPayloadType: UInt8?
         var counters = ReceivePipelineStatistics()
         var videos: [VideoReceiveStream] = []
         var audioSSRC: UInt32?
@@ -223,6 +240,8 @@ public final class ReceivePipeline: @unchecked Sendable {
             self.outbound = outbound
             self.renderer = renderer
             self.audio = audio
+            videoSettings = configuration.video
+            audioPayloadType = configuration.audio?.payloadType
             reportSchedule = RTCPReportSchedule(intervalMilliseconds: configuration.reportIntervalMilliseconds)
             batch = UDPReceiveBatch(capacity: configuration.batchCapacity, bufferSize: 2048)
             rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
@@ -243,6 +262,15 @@ public final class ReceivePipeline: @unchecked Sendable {
                     }
                 }
                 drainInjected()
+                if updatePending.load(ordering: .acquiring) {
+                    updatePending.store(false, ordering: .relaxed)
+                    if let u = pendingUpdate.withLock({ u in
+                        defer { u = nil }; return u
+                    }) {
+                        videoSettings = u.video
+                        audioPayloadType = u.audio
+                    }
+                }
                 tick(nowNs: UDPSocket.monotonicNanoseconds())
             }
         }
@@ -324,9 +352,9 @@ public final class ReceivePipeline: @unchecked Sendable {
         private func handleRTP(_ d: UDPDatagram) {
             // Cheap checks before spending a decryption: the payload type must be one we take.
             let pt = d.bytes[1] & 0x7F
-            let isVideo = configuration.video.contains { $0.payloadType == pt }
-            let isAudio = configuration.audio?.payloadType == pt
-            if !isVideo && !isAudio && configuration.video.contains(where: { $0.rtxPayloadType == pt }) {
+            let isVideo = videoSettings.contains { $0.payloadType == pt }
+            let isAudio = audioPayloadType == pt
+            if !isVideo && !isAudio && videoSettings.contains(where: { $0.rtxPayloadType == pt }) {
                 handleRTX(d, payloadType: pt)
                 return
             }
@@ -374,7 +402,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         private func videoStream(ssrc: UInt32, payloadType: UInt8) -> VideoReceiveStream? {
             for v in videos where v.ssrc == ssrc { return v.settings.payloadType == payloadType ? v : nil }
             guard videos.count + (audioSSRC == nil ? 0 : 1) < configuration.maxStreams,
-                let settings = configuration.video.first(where: { $0.payloadType == payloadType }),
+                let settings = videoSettings.first(where: { $0.payloadType == payloadType }),
                 let stream = try? VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
             else { return nil }
             videos.append(stream)

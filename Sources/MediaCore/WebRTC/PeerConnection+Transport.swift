@@ -65,6 +65,31 @@ final class PeerConnectionLocalTrack: @unchecked Sendable {
     /// The payload type the stream writes (rewritten by the sender to the negotiated one).
     var streamPayloadType: UInt8 { video?.configuration.payloadType ?? audio?.configuration.payloadType ?? 0 }
 
+    /// The capturer the app feeds (what `removeTrack` names the track by).
+    var capturer: AnyObject { video?.capturer ?? audio!.capturer }
+
+    /// The payload type this track sends with under `answer` (the section its `mid` names), or nil
+    /// when that section is missing or rejected, its direction does not let us send, or it has
+    /// not our codec. `answerIsLocal`: the answer is ours (its direction is ours), else the
+    /// peer's (mirrored).
+    func sendPayloadType(mid: String?, answer: JSEPSessionDescription, answerIsLocal: Bool) -> UInt8? {
+        guard let mid, let section = answer.media.first(where: { $0.mid == mid }), !section.isRejected,
+            section.kind == jsep.kind
+        else { return nil }
+        let sends =
+            answerIsLocal
+            ? section.direction == .sendrecv || section.direction == .sendonly
+            : section.direction == .sendrecv || section.direction == .recvonly
+        guard sends else { return nil }
+        let wanted: JSEPCodec.Known =
+            switch codec {
+            case nil: .opus
+            case .vp8?: .vp8
+            case .vp9?: .vp9
+            }
+        return section.codecs.first { $0.known == wanted }.map { UInt8($0.payloadType) }
+    }
+
     var feedbackTarget: any RTPSendFeedbackTarget { video ?? audio! }
 
     func stop() {
@@ -113,6 +138,15 @@ package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
     /// Starts sending with `active` (from the DTLS handshake's keys and the selected pair).
     package func activate(_ active: Active) { state.withLock { $0.active = active } }
     func deactivate() { state.withLock { $0.active = nil } }
+    /// The negotiated payload type while active.
+    var activePayloadType: UInt8? { state.withLock { $0.active?.toPayloadType } }
+    /// Keeps the SRTP context (its rollover counter) and path, with a new negotiated payload type.
+    func retarget(toPayloadType pt: UInt8) {
+        state.withLock { s in
+            guard let a = s.active else { return }
+            s.active = Active(context: a.context, fromPayloadType: a.fromPayloadType, toPayloadType: pt, path: a.path)
+        }
+    }
     var counts: (sent: Int, dropped: Int) { state.withLock { ($0.sent, $0.dropped) } }
     /// Packets and bytes (SRTP, as sent) handed to the network, and packets dropped.
     var traffic: (packets: Int, bytes: Int, dropped: Int) { state.withLock { ($0.sent, $0.sentBytes, $0.dropped) } }
@@ -162,6 +196,11 @@ final class PeerConnectionFeedback: @unchecked Sendable {
         self.cname = cname
     }
     deinit { buffer.deallocate() }
+
+    /// The local streams feedback and reports are about (after a track is added or removed).
+    func replaceTargets(_ targets: [any RTPSendFeedbackTarget]) {
+        lock.withLock { _ in session.replaceTargets(targets) }
+    }
 
     /// The peer's RTCP about our media, unprotected (the pipeline's thread).
     func handle(_ rtcp: UnsafeRawBufferPointer, arrivalNs: UInt64) {
@@ -215,12 +254,17 @@ extension PeerConnection {
 
     /// Both descriptions are known: DTLS takes `role`, the media settings come from `answer`, and
     /// the handshake starts as soon as ICE has a pair.
-    func startTransport(answer: JSEPSessionDescription, role: DTLSTransport.Role) throws(PeerConnectionError) {
+    func startTransport(answer: JSEPSessionDescription, answerIsLocal: Bool, role: DTLSTransport.Role) throws(PeerConnectionError)
+    {
         let negotiation = PeerConnectionNegotiation(answer: answer)
         guard negotiation.opus != nil || negotiation.vp8 != nil || negotiation.vp9 != nil else {
             throw .invalidDescription("no codec in common")
         }
-        shared.withLock { $0.negotiated = negotiation }
+        shared.withLock {
+            $0.negotiated = negotiation
+            $0.answer = (answer, answerIsLocal)
+            $0.role = role
+        }
         setState(.connecting, error: nil)
         onQueue {
             self.dtls.setRole(role)
@@ -311,27 +355,14 @@ extension PeerConnection {
     /// On the queue: the receive pipeline takes the socket, the local tracks start sending.
     func startMedia(_ keys: DTLSTransport.SRTPKeys) {
         guard let agent, state == .connecting else { return }
-        let (n, tracks, renderer, sink) = shared.withLock { ($0.negotiated!, $0.tracks, $0.videoRenderer, $0.audioSink) }
+        let (n, tracks, renderer) = shared.withLock { ($0.negotiated!, $0.tracks, $0.videoRenderer) }
         var c = ReceivePipelineConfiguration(remoteKey: keys.receive, localKey: keys.send)
-        if let pt = n.vp8 {
-            var v = VideoReceiveSettings(codec: .vp8, payloadType: pt)
-            v.frameDecryption = configuration.frameDecryption
-            v.rtxPayloadType = n.vp8RTX
-            v.absSendTimeExtensionID = nil
-            c.video.append(v)
-        }
-        if let pt = n.vp9 {
-            var v = VideoReceiveSettings(codec: .vp9, payloadType: pt)
-            v.frameDecryption = configuration.frameDecryption
-            v.rtxPayloadType = n.vp9RTX
-            v.absSendTimeExtensionID = nil
-            c.video.append(v)
-        }
-        if let pt = n.opus {
-            var a = AudioReceiveSettings(payloadType: pt)
-            a.frameDecryption = configuration.frameDecryption
-            c.audio = a
-        }
+        c.video = videoReceiveSettings(n)
+        // The audio stream always exists, so a renegotiation can start audio; it takes packets
+        // only under a negotiated payload type (set before the pipeline starts).
+        var a = AudioReceiveSettings(payloadType: n.opus ?? 111)
+        a.frameDecryption = configuration.frameDecryption
+        c.audio = a
         c.localSSRC = freshSSRC()
         c.cname = cname
         let pipeline: ReceivePipeline
@@ -359,17 +390,59 @@ extension PeerConnection {
             }
         }
         pipeline.sendPath = agent.path
+        pipeline.updatePayloadTypes(video: c.video, audioPayloadType: n.opus)
         agent.onRelayedMedia = { [weak pipeline] bytes in pipeline?.inject(bytes) }
         agent.stopReading()
         pipeline.start()
         self.pipeline = pipeline
-        if let sink, let stream = pipeline.audio {
+        srtpKeys = keys
+        shared.withLock { $0.suite = keys.suite }
+        setState(.connected, error: nil)
+        if let (answer, local) = shared.withLock({ $0.answer }) { applyNegotiation(answer: answer, answerIsLocal: local) }
+    }
+
+    /// The receive settings for the negotiated video codecs.
+    func videoReceiveSettings(_ n: PeerConnectionNegotiation) -> [VideoReceiveSettings] {
+        var out: [VideoReceiveSettings] = []
+        for (codec, pt, rtx) in [(VPXCodec.vp8, n.vp8, n.vp8RTX), (.vp9, n.vp9, n.vp9RTX)] {
+            guard let pt else { continue }
+            var v = VideoReceiveSettings(codec: codec, payloadType: pt)
+            v.frameDecryption = configuration.frameDecryption
+            v.rtxPayloadType = rtx
+            v.absSendTimeExtensionID = nil
+            out.append(v)
+        }
+        return out
+    }
+
+    /// On the queue: an exchange completed with `answer`. Before media runs it is kept for
+    /// `startMedia`; once connected, the receive side takes the answer's payload types, audio
+    /// playout starts when audio appears, and each local track sends (or stops) as its section
+    /// now says: a track that already sends keeps its SRTP context, a newly sending one gets a
+    /// fresh context and starts with a keyframe.
+    func applyNegotiation(answer: JSEPSessionDescription, answerIsLocal: Bool) {
+        let n = PeerConnectionNegotiation(answer: answer)
+        let (tracks, mids, sink) = shared.withLock { s in
+            s.answer = (answer, answerIsLocal)
+            if n.opus != nil || n.vp8 != nil || n.vp9 != nil { s.negotiated = n }
+            return (s.tracks, s.mids, s.audioSink)
+        }
+        guard state == .connected, let keys = srtpKeys, let agent, let pipeline else { return }
+        pipeline.updatePayloadTypes(video: videoReceiveSettings(n), audioPayloadType: n.opus)
+        if n.opus != nil, playout == nil, let sink, let stream = pipeline.audio {
             let clock = AudioPlayoutClock(stream: stream, sink: sink)
             clock.start()
             playout = clock
         }
         for t in tracks {
-            guard let pt = n.payloadType(for: t.codec) else { continue }
+            guard let pt = t.sendPayloadType(mid: mids[t.jsep.id], answer: answer, answerIsLocal: answerIsLocal) else {
+                t.sender.deactivate()
+                continue
+            }
+            if let current = t.sender.activePayloadType {
+                if current != pt { t.sender.retarget(toPayloadType: pt) }
+                continue
+            }
             var o = SRTPContext.Options()
             // A NACKed packet is resent as the same bytes under the same index (same ciphertext).
             o.allowRepeatTransmission = true
@@ -379,8 +452,7 @@ extension PeerConnection {
             t.sender.activate(.init(context: context, fromPayloadType: t.streamPayloadType, toPayloadType: pt, path: agent.path))
             t.video?.requestKeyframe()
         }
-        shared.withLock { $0.suite = keys.suite }
-        setState(.connected, error: nil)
+        feedback?.replaceTargets(tracks.map(\.feedbackTarget))
     }
 
     /// On the queue: stops the receive side and the senders (the send streams keep running until

@@ -21,13 +21,25 @@ package enum PeerConnectionState: String, Sendable, Hashable {
     case closed
 }
 
+/// Where the offer/answer exchange of a `PeerConnection` stands (W3C `RTCSignalingState`).
+/// Thread rule: a value type. Cost: none.
+package enum PeerConnectionSignalingState: String, Sendable, Hashable {
+    /// No exchange under way: a new offer may be made or taken.
+    case stable
+    /// Our offer is out; the peer's answer is awaited (`setRemoteDescription`).
+    case haveLocalOffer = "have-local-offer"
+    /// The peer's offer is applied; our answer is awaited (`createAnswer`).
+    case haveRemoteOffer = "have-remote-offer"
+}
+
 /// Why a `PeerConnection` refused a call or failed. Thread rule: a value type. Cost: none.
 package enum PeerConnectionError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A method was called in a state that does not allow it (an answer before an offer, a track
     /// after the first description, anything after `close`).
     case invalidState(String)
     /// The remote description cannot be used: no accepted audio or video section, no ICE
-    /// credentials, no SHA-256 fingerprint, an unanswerable setup role.
+    /// credentials, no SHA-256 fingerprint, an unanswerable setup role; in a renegotiation, new
+    /// ICE credentials (an ICE restart, which this engine does not do) or a new fingerprint.
     case invalidDescription(String)
     /// The DTLS handshake failed; `.dtls(.fingerprintMismatch)` when the peer's certificate is not
     /// the one its description announced.
@@ -98,6 +110,13 @@ package struct PeerConnectionConfiguration: Sendable {
 /// Candidates are in the descriptions (gathering is waited for) and also trickled to
 /// `onLocalCandidate`; the peer's trickled ones go to `addIceCandidate`.
 ///
+/// Renegotiation (RFC 8829 §5.2.2, §5.3.2): once an exchange is complete, tracks may be added
+/// (`addVideoTrack`/`addAudioTrack`) or removed (`removeTrack`) and a new offer made, or the
+/// peer's new offer taken and answered, on the same ICE and DTLS transport. A track added later
+/// sends once an exchange gives it a section; a removed track's section stays, receive only,
+/// so the peer may keep sending in it. The peer's new sections reach `videoRenderer` and
+/// `audioSink` like the first ones.
+///
 /// Thread rule: every method from any thread or task; the callbacks (`onStateChange`,
 /// `onLocalCandidate`) run on the connection's private serial queue, one at a time, and must not
 /// call back into the connection synchronously. Decoded video reaches `videoRenderer` on the
@@ -134,6 +153,8 @@ package final class PeerConnection: @unchecked Sendable {
     /// (which cost a loopback connection about 55 ms). At most `maxEarlyDTLS` of at most 2 KiB;
     /// on the queue.
     var earlyDTLS: [(bytes: [UInt8], from: SocketAddress)] = []
+    /// The SRTP keys DTLS exported (for tracks that start sending after a renegotiation).
+    var srtpKeys: DTLSTransport.SRTPKeys?
     static let maxEarlyDTLS = 8
 
     // MARK: Shared state (any thread, under `shared`)
@@ -144,12 +165,21 @@ package final class PeerConnection: @unchecked Sendable {
         var local: JSEPSessionDescription?
         var remote: JSEPSessionDescription?
         var tracks: [PeerConnectionLocalTrack] = []
+        /// The sections of removed tracks (receive only or inactive now), kept by mid.
+        var detached: [JSEPTrack] = []
+        /// The mid of the section each local track (by id) has, once a description gave it one.
+        var mids: [String: String] = [:]
+        var signaling = PeerConnectionSignalingState.stable
+        /// Our DTLS role, fixed by the first exchange.
+        var role: DTLSTransport.Role?
         var gatheringComplete = false
         var onStateChange: (@Sendable (PeerConnectionState) -> Void)?
         var onLocalCandidate: (@Sendable (JSEPCandidate) -> Void)?
         var videoRenderer: PeerConnectionRendererSlot?
         var audioSink: (any AudioSink)?
         var negotiated: PeerConnectionNegotiation?
+        /// The answer of the last complete exchange, and whether it is ours.
+        var answer: (description: JSEPSessionDescription, isLocal: Bool)?
         var suite: SRTPSuite?
     }
     let shared = Mutex(Shared())
@@ -246,6 +276,9 @@ package final class PeerConnection: @unchecked Sendable {
     /// The remote description last applied. Thread rule: any thread. Cost: a copy.
     package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.remote } }
 
+    /// Where the offer/answer exchange stands. Thread rule: any thread. Cost: a lock.
+    package var signalingState: PeerConnectionSignalingState { shared.withLock { $0.signaling } }
+
     /// The SRTP profile DTLS agreed (nil before connected). Thread rule: any thread. Cost: a lock.
     package var srtpSuite: SRTPSuite? { shared.withLock { $0.suite } }
 
@@ -323,8 +356,8 @@ package final class PeerConnection: @unchecked Sendable {
 
     private func add(_ track: PeerConnectionLocalTrack) throws(PeerConnectionError) {
         let refused: PeerConnectionError? = shared.withLock {
-            guard $0.local == nil, $0.remote == nil, $0.state == .new else {
-                return .invalidState("tracks are added before the first description")
+            guard $0.state != .failed, $0.state != .closed else {
+                return .invalidState("the connection is \($0.state.rawValue)")
             }
             $0.tracks.append(track)
             return nil
@@ -332,6 +365,49 @@ package final class PeerConnection: @unchecked Sendable {
         if let refused {
             track.stop()
             throw refused
+        }
+        onQueue { self.feedback?.replaceTargets(self.shared.withLock { $0.tracks }.map(\.feedbackTarget)) }
+    }
+
+    /// Stops sending the local track whose capturer `addVideoTrack`/`addAudioTrack` returned: its
+    /// send stream stops now (its packets are no longer sent) and the next offer or answer makes
+    /// its section receive only (`recvonly`, or `inactive` for a `sendonly` track), so the peer
+    /// learns it on the next exchange (call `createOffer`). Throws `.invalidState` for a capturer
+    /// that is not one of this connection's live tracks. Thread rule: any thread but the
+    /// connection's callbacks. Cost: joins the track's encoder thread.
+    package func removeTrack(_ capturer: AnyObject) throws(PeerConnectionError) {
+        let removed: PeerConnectionLocalTrack? = shared.withLock { s in
+            guard let i = s.tracks.firstIndex(where: { $0.capturer === capturer }) else { return nil }
+            let t = s.tracks.remove(at: i)
+            if let mid = s.mids[t.jsep.id] {
+                var section = t.jsep
+                section.mid = mid
+                section.direction = t.jsep.direction == .sendonly ? .inactive : .recvonly
+                s.detached.append(section)
+            }
+            return t
+        }
+        guard let removed else { throw .invalidState("no live local track has this capturer") }
+        removed.stop()
+        onQueue { self.feedback?.replaceTargets(self.shared.withLock { $0.tracks }.map(\.feedbackTarget)) }
+    }
+
+    /// The sections our descriptions describe: every live track (with the mid a description gave
+    /// it) and the sections of removed tracks.
+    static func transceivers(_ s: Shared) -> [JSEPTrack] {
+        s.tracks.map { t in
+            var j = t.jsep
+            j.mid = s.mids[j.id]
+            return j
+        } + s.detached
+    }
+
+    /// Records the mid of each live track's section in `description` (ours).
+    static func recordMids(_ description: JSEPSessionDescription, in s: inout Shared) {
+        for m in description.media where !m.isRejected {
+            guard let mid = m.mid, let id = m.mediaStreamIDs.first?.track, s.tracks.contains(where: { $0.jsep.id == id })
+            else { continue }
+            s.mids[id] = mid
         }
     }
 
@@ -347,18 +423,27 @@ package final class PeerConnection: @unchecked Sendable {
 
     // MARK: Offer and answer
 
-    /// Makes our offer (every local track sendrecv; `a=setup:actpass`; ICE credentials, the DTLS
-    /// fingerprint and the candidates gathered within `gatheringTimeoutSeconds`) and sets it as
-    /// the local description. Thread rule: any task. Cost: waits for gathering (host candidates at
-    /// once; server-reflexive and relayed after a round trip).
+    /// Makes our offer (every local track in its direction; `a=setup:actpass`; ICE credentials,
+    /// the DTLS fingerprint and the candidates gathered within `gatheringTimeoutSeconds`) and sets
+    /// it as the local description. After a complete exchange it is a renegotiation: earlier
+    /// sections keep their mids, new tracks get new sections, removed ones become receive only.
+    /// Thread rule: any task. Cost: waits for gathering (host candidates at once; server-reflexive
+    /// and relayed after a round trip).
     package func createOffer() async throws(PeerConnectionError) -> JSEPSessionDescription {
         try checkSignalling(offer: true)
         let agent = makeAgent(controlling: true)
         await waitForGathering()
-        let (tracks, previous) = shared.withLock { ($0.tracks.map(\.jsep), $0.local) }
-        let offer = JSEPNegotiator.createOffer(tracks: tracks, transport: transportParameters(agent), previous: previous)
-        shared.withLock { $0.local = offer }
-        return offer
+        let transport = transportParameters(agent)
+        return try shared.withLock { s throws(PeerConnectionError) in
+            guard s.signaling == .stable, s.state != .failed, s.state != .closed else {
+                throw .invalidState("an offer is already under way")
+            }
+            let offer = JSEPNegotiator.createOffer(tracks: Self.transceivers(s), transport: transport, previous: s.local)
+            s.local = offer
+            s.signaling = .haveLocalOffer
+            Self.recordMids(offer, in: &s)
+            return offer
+        }
     }
 
     /// Answers the remote offer set with `setRemoteDescription` and sets the answer as the local
@@ -369,7 +454,23 @@ package final class PeerConnection: @unchecked Sendable {
         try checkSignalling(offer: false)
         let agent = makeAgent(controlling: false)
         await waitForGathering()
-        let (tracks, remote) = shared.withLock { ($0.tracks.map(\.jsep), $0.remote!) }
+        let (tracks, remote, previous, current) = shared.withLock { (Self.transceivers($0), $0.remote!, $0.local, $0.role) }
+        if let current, previous != nil {
+            // A renegotiation: the transport stays, and so does our DTLS role.
+            var answer = JSEPNegotiator.createAnswer(
+                to: remote, tracks: tracks, transport: transportParameters(agent), previous: previous)
+            let setup: JSEPSetupRole = current == .active ? .active : .passive
+            for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
+            if answer.setup != nil { answer.setup = setup }
+            try shared.withLock { s throws(PeerConnectionError) in
+                guard s.signaling == .haveRemoteOffer else { throw .invalidState("an answer needs the remote offer first") }
+                s.local = answer
+                s.signaling = .stable
+                Self.recordMids(answer, in: &s)
+            }
+            onQueue { self.applyNegotiation(answer: answer, answerIsLocal: true) }
+            return answer
+        }
         var answer = JSEPNegotiator.createAnswer(to: remote, tracks: tracks, transport: transportParameters(agent))
         guard let first = answer.media.firstIndex(where: { !$0.isRejected && ($0.kind == .audio || $0.kind == .video) }) else {
             throw .invalidDescription("the offer has no audio or video section this engine can accept")
@@ -384,8 +485,12 @@ package final class PeerConnection: @unchecked Sendable {
         let setup: JSEPSetupRole = role == .active ? .active : .passive
         for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
         if answer.setup != nil { answer.setup = setup }
-        shared.withLock { $0.local = answer }
-        try startTransport(answer: answer, role: role)
+        shared.withLock { s in
+            s.local = answer
+            s.signaling = .stable
+            Self.recordMids(answer, in: &s)
+        }
+        try startTransport(answer: answer, answerIsLocal: true, role: role)
         return answer
     }
 
@@ -411,15 +516,35 @@ package final class PeerConnection: @unchecked Sendable {
             default: throw .invalidDescription("the answer's a=setup must be active or passive")
             }
         }
-        try shared.withLock { s throws(PeerConnectionError) in
-            guard s.state == .new else { throw .invalidState("the connection is \(s.state.rawValue)") }
+        let renegotiation = try shared.withLock { s throws(PeerConnectionError) -> Bool in
+            guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
             switch description.type {
             case .offer:
-                guard s.local == nil, s.remote == nil else { throw .invalidState("renegotiation is not supported") }
+                guard s.signaling == .stable else { throw .invalidState("an offer is already under way") }
             case .answer:
-                guard s.local?.type == .offer, s.remote == nil else { throw .invalidState("an answer needs our offer first") }
+                guard s.signaling == .haveLocalOffer else { throw .invalidState("an answer needs our offer first") }
+            }
+            // A renegotiation keeps the transport: the same ICE credentials and certificate.
+            let renegotiation = s.role != nil
+            if renegotiation, let old = s.remote, let oldSection = old.media.first(where: { !$0.isRejected }) {
+                if old.effectiveICE(of: oldSection) != ice {
+                    throw .invalidDescription("new ICE credentials: an ICE restart is not supported")
+                }
+                if !old.effectiveFingerprints(of: oldSection).contains(where: { $0.bytes == fp.bytes }) {
+                    throw .invalidDescription("the DTLS fingerprint changed within the connection")
+                }
             }
             s.remote = description
+            s.signaling = description.type == .offer ? .haveRemoteOffer : .stable
+            return renegotiation
+        }
+        if renegotiation {
+            let agent = makeAgent(controlling: description.type == .answer)
+            for m in description.media where !m.isRejected {
+                for c in m.candidates { if let ic = c.iceCandidate { agent.addRemoteCandidate(ic) } }
+            }
+            if description.type == .answer { onQueue { self.applyNegotiation(answer: description, answerIsLocal: false) } }
+            return
         }
         onQueue { self.dtls.setRemoteFingerprint(fingerprint) }
         let agent = makeAgent(controlling: description.type == .answer)
@@ -431,7 +556,7 @@ package final class PeerConnection: @unchecked Sendable {
             }
         }
         if let role {
-            try startTransport(answer: description, role: role)
+            try startTransport(answer: description, answerIsLocal: false, role: role)
         }
     }
 
@@ -500,13 +625,11 @@ package final class PeerConnection: @unchecked Sendable {
 
     private func checkSignalling(offer: Bool) throws(PeerConnectionError) {
         try shared.withLock { s throws(PeerConnectionError) in
-            guard s.state == .new || s.state == .connecting else { throw .invalidState("the connection is \(s.state.rawValue)") }
+            guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
             if offer {
-                guard s.local == nil, s.remote == nil else { throw .invalidState("renegotiation is not supported") }
+                guard s.signaling == .stable else { throw .invalidState("an offer is already under way") }
             } else {
-                guard s.remote?.type == .offer, s.local == nil else {
-                    throw .invalidState("an answer needs the remote offer first")
-                }
+                guard s.signaling == .haveRemoteOffer else { throw .invalidState("an answer needs the remote offer first") }
             }
         }
     }
