@@ -209,6 +209,95 @@ struct PeerConnectionChromiumTests {
         #expect(notBlack > 0.5 && luma > 24, "the <video> element in the screenshot: \(shot)")
     }
 
+    /// Renegotiation with a browser on one connection: Revue offers audio only (Chromium's
+    /// camera track gets no section yet); Revue adds VP8 video and offers again, and Chromium's
+    /// answer puts its camera into the new section, so video flows both ways; Chromium removes
+    /// its camera and offers (Revue answers: the section becomes send-only for Revue), so video
+    /// from Chromium stops while Revue's goes on; Revue removes its video and offers, so video
+    /// stops both ways. Audio plays throughout, and both sides stay connected.
+    @Test func videoAddedAndRemovedByRenegotiationWithChromium() async throws {
+        let (peer, dir) = try JSEPInteropTests.chromium()
+        defer {
+            peer.stop()
+            dir.remove()
+        }
+        let connection = try PeerConnection(configuration: Self.configuration())
+        defer { connection.close() }
+        let probe = ChromiumMediaProbe()
+        connection.videoRenderer = probe
+        connection.audioSink = probe
+        let tone = PeerConnectionFeeder(video: nil, audio: try connection.addAudioTrack(), width: 16, height: 16, tone: 660)
+        defer { tone.stop() }
+        // Frames the page's <video> element showed (its count stays when a section goes inactive
+        // and getStats drops the inbound stream); -1 when the page did not report it.
+        func shownByChromium() -> Int {
+            let stats = (try? Self.pageStats(peer)) ?? [:]
+            return stats["shownFrames"] == nil ? -1 : Int(Self.number(stats, "shownFrames"))
+        }
+        func decodedByRevue() -> Int { probe.video.withLock { $0.frames } }
+
+        let offer = try await connection.createOffer()
+        #expect(offer.media.map(\.kind) == [.audio])
+        let answer = try #require(try peer.call(JSEPInteropTests.js("mediaAnswer", offer.sdp))["sdp"])
+        try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer, type: .answer))
+        let state = await connection.waitUntilSettled(timeout: 60)
+        try #require(state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error")")
+        tone.start()
+
+        // 1. Revue adds video: both ways.
+        let video = try connection.addVideoTrack(codec: .vp8)
+        let feeder = PeerConnectionFeeder(video: video, audio: nil, width: Self.width, height: Self.height, tone: 0)
+        defer { feeder.stop() }
+        feeder.start()
+        let offer1 = try await connection.createOffer()
+        let answer1 = try #require(try peer.call(JSEPInteropTests.js("mediaReanswer", offer1.sdp))["sdp"])
+        try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer1, type: .answer))
+        let both = await waitFor(timeout: 60) { shownByChromium() >= 90 && decodedByRevue() >= 60 }
+        let directions1 = try peer.call(JSEPInteropTests.js("mediaDirections"))["sdp"] ?? "?"
+        #expect(both, "after adding video: Chromium decoded \(shownByChromium()), Revue \(decodedByRevue()); \(directions1)")
+        #expect(directions1 == "0:sendrecv 1:sendrecv", "\(directions1)")
+
+        // 2. Chromium removes its camera and offers: its video stops, Revue's goes on.
+        let offer2 = try #require(try peer.call(JSEPInteropTests.js("mediaRemoveVideoAndOffer"))["sdp"])
+        try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: offer2, type: .offer))
+        let answer2 = try await connection.createAnswer()
+        #expect(answer2.media.count == 2 && answer2.media[1].direction == .sendonly, "\(answer2.sdp)")
+        #expect(try peer.call(JSEPInteropTests.js("mediaTakeAnswer", answer2.sdp))["sdp"] == "stable")
+        try? await Task.sleep(nanoseconds: 1_000_000_000)
+        let revueStopped = decodedByRevue(), chromiumGoing = shownByChromium()
+        try? await Task.sleep(nanoseconds: 2_000_000_000)
+        #expect(
+            decodedByRevue() == revueStopped, "Chromium removed its video, Revue decoded \(decodedByRevue() - revueStopped) more")
+        #expect(shownByChromium() >= chromiumGoing + 30, "Revue's video goes on: \(shownByChromium() - chromiumGoing) more")
+
+        // 3. Revue removes its video and offers: no video either way, the section stays.
+        try connection.removeTrack(video)
+        let offer3 = try await connection.createOffer()
+        let answer3 = try #require(try peer.call(JSEPInteropTests.js("mediaReanswer", offer3.sdp))["sdp"])
+        try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer3, type: .answer))
+        let directions3 = try peer.call(JSEPInteropTests.js("mediaDirections"))["sdp"] ?? "?"
+        #expect(directions3 == "0:sendrecv 1:inactive", "\(directions3)")
+        try? await Task.sleep(nanoseconds: 1_000_000_000)
+        let chromiumStopped = shownByChromium()
+        let playing = try Self.pageStats(peer)
+        try? await Task.sleep(nanoseconds: 2_000_000_000)
+        #expect(chromiumStopped >= chromiumGoing + 30, "Chromium showed \(chromiumStopped) frames")
+        #expect(
+            shownByChromium() == chromiumStopped,
+            "Revue removed its video, Chromium showed \(shownByChromium() - chromiumStopped) more")
+
+        // Audio all along, and still connected.
+        let loudest = probe.audio.withLock { $0.loudest }
+        let audioLevel = Self.number(playing, "audioLevel")
+        print(
+            "PeerConnectionChromiumTests renegotiation: Chromium showed \(chromiumStopped) of Revue's frames, Revue \(revueStopped) of Chromium's; audioLevel \(audioLevel), loudest block RMS \(loudest); \(directions1) → \(directions3)"
+        )
+        #expect(audioLevel > 0, "Chromium's inbound audioLevel \(audioLevel); \(playing)")
+        #expect(loudest > 0.01, "Chromium→Revue audio: loudest block RMS \(loudest)")
+        #expect(connection.state == .connected)
+        #expect(playing["connection"] as? String == "connected", "\(playing)")
+    }
+
     /// `sdp` without its candidates; with `candidate` instead when given (after each ICE
     /// username line, so in every media section).
     static func replacingCandidates(in sdp: String, with candidate: String?) -> String {
