@@ -98,6 +98,7 @@ package final class ICEAgent: @unchecked Sendable {
         var onGatheringComplete: (@Sendable () -> Void)?
         var onSelectedPairChange: (@Sendable (ICECandidate?, ICECandidate?) -> Void)?
         var onRelayedMedia: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+        var onRelayedDTLS: (@Sendable ([UInt8], SocketAddress) -> Void)?
         var dropFilter: (@Sendable (SocketAddress) -> Bool)?
     }
     let shared = Mutex<Shared>(Shared())
@@ -198,6 +199,14 @@ package final class ICEAgent: @unchecked Sendable {
     package var onRelayedMedia: (@Sendable (UnsafeRawBufferPointer) -> Void)? {
         get { shared.withLock { $0.onRelayedMedia } }
         set { shared.withLock { $0.onRelayedMedia = newValue } }
+    }
+    /// DTLS records (RFC 7983: first byte 20-63) that arrived through a TURN relay by any way
+    /// (ChannelData, Data indication, TCP), unwrapped, with the peer's address as the relay saw
+    /// it: a WebRTC connection whose selected pair is relayed runs its handshake on these.
+    /// Called on the agent's queue. Without it they are dropped.
+    package var onRelayedDTLS: (@Sendable ([UInt8], _ peer: SocketAddress) -> Void)? {
+        get { shared.withLock { $0.onRelayedDTLS } }
+        set { shared.withLock { $0.onRelayedDTLS = newValue } }
     }
 
     /// Tests only: datagrams whose source this returns true for are dropped on arrival, as if the

@@ -24,6 +24,8 @@ extension ICEAgent {
             handleSTUN(bytes, from: peer, relay: index)
         } else if (128...191).contains(first), let cb = shared.withLock({ $0.onRelayedMedia }) {
             bytes.withUnsafeBytes { cb($0) }
+        } else if DTLSTransport.isDTLS(firstByte: first), let cb = shared.withLock({ $0.onRelayedDTLS }) {
+            cb(bytes, peer)
         }
     }
 

@@ -239,6 +239,11 @@ extension PeerConnection {
             guard let self else { return }
             self.queue.async { self.pathChanged() }
         }
+        // DTLS through a TURN relay (a relayed selected pair) comes unwrapped by the agent.
+        agent.onRelayedDTLS = { [weak self] bytes, peer in
+            guard let self else { return }
+            self.queue.async { self.handleDTLS(bytes, from: peer) }
+        }
         agent.startReading { [weak self] bytes, from in
             guard let self, let first = bytes.first, DTLSTransport.isDTLS(firstByte: first) else { return }
             let copy = Array(bytes)
@@ -316,7 +321,8 @@ extension PeerConnection {
         }
     }
 
-    /// On the queue: a DTLS datagram. Only from the selected pair's peer (the ICE-verified address),
+    /// On the queue: a DTLS datagram, straight from the socket or unwrapped from the TURN relay.
+    /// Only from the selected pair's peer (the ICE-verified address),
     /// and only once the roles are known (until then kept in `earlyDTLS`).
     func handleDTLS(_ bytes: [UInt8], from: SocketAddress) {
         guard shared.withLock({ $0.negotiated != nil }), let route = agent?.path.route else {
@@ -325,7 +331,9 @@ extension PeerConnection {
             }
             return
         }
-        if case .direct(let peer) = route, peer != from { return }
+        // Only from the selected pair's peer: its address on a direct route, or the address our
+        // TURN allocation saw it from on a relayed one.
+        guard route.peer == from else { return }
         if !dtlsStarted, state == .connecting {
             dtlsStarted = true
             dtls.start(now: UDPSocket.monotonicNanoseconds())

@@ -68,6 +68,10 @@ package enum PeerConnectionError: Error, Hashable, Sendable, CustomStringConvert
 package struct PeerConnectionConfiguration: Sendable {
     /// STUN and TURN servers the ICE agent gathers from.
     package var iceServers: [ICEServer] = []
+    /// Only relayed candidates (the W3C `iceTransportPolicy: "relay"`): every packet, DTLS and
+    /// media alike, goes through a TURN server in `iceServers`, and the peer never learns our
+    /// addresses. False: host, server-reflexive and relayed candidates.
+    package var relayOnly = false
     /// The address the one UDP socket binds (port 0: any free port).
     package var bindAddress: SocketAddress = .anyIPv4(port: 0)
     /// Host addresses to offer (nil: every up, non-loopback interface address; loopback too when
@@ -214,6 +218,7 @@ package final class PeerConnection: @unchecked Sendable {
             var ice = ICEAgentConfiguration(controlling: controlling)
             ice.servers = configuration.iceServers
             ice.hostAddresses = configuration.hostAddresses
+            ice.relayOnly = configuration.relayOnly
             let a = ICEAgent(socket: socket, configuration: ice)
             slot = a
             return (a, true)
