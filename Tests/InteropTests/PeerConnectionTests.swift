@@ -135,6 +135,9 @@ struct PeerConnectionTests {
         #expect(a.probe.audio.withLock { $0.samplesSeen } == 0)
         // b's playout clock runs if b connected, but plays only silence.
         #expect(b.probe.audio.withLock { $0.loudestBlock } < 0.001)
+        // a closed the DTLS association when the fingerprint did not match, so b is closed too
+        // (not left to run until ICE consent expires, 30 s later).
+        #expect(await waitFor(timeout: 10) { b.connection.state == .closed }, "b is \(b.connection.state)")
     }
 
     @Test func callsOutOfOrderAreRefused() async throws {

@@ -359,6 +359,10 @@ package final class DTLSTransport {
     private func verifyAndExport() {
         guard let remote = remoteFingerprint, let peer = peerFingerprint else { return }
         guard remote == peer else {
+            // The handshake itself finished, so the peer holds keys: tell it the association is
+            // over (close_notify) rather than leave it sending until ICE consent runs out.
+            cms_dtls_close(endpoint)
+            flush()
             fail(.fingerprintMismatch)
             return
         }
