@@ -45,11 +45,12 @@ enum ICEBenchSuite {
         try TURNLatencyBench.run(reporter, options)
     }
 
-    /// The per-packet cost of a `PeerConnection`'s media (the WebRTC path: the send stream's packet
-    /// copied, its payload type rewritten, SRTP-protected with the keys DTLS gave, sent on the
-    /// selected pair) against the SDES path of a call leg (protected in place in the send stream's
-    /// buffer, `sendto` on the socket). The same 1200-byte RTP packet, AES-CM-128-HMAC-SHA1-80 on
-    /// both, one thread, thread CPU time.
+    /// The per-packet cost of a `PeerConnection`'s media (the WebRTC path: the send stream's
+    /// egress rewrites the negotiated payload type and protects in place with the keys DTLS gave,
+    /// then the connection's sink sends on the selected pair) against the SDES path of a call leg
+    /// (the same egress with keys from the start, then `sendto`). Both run the engine's real
+    /// `RTPSendCore` egress (history included) on the same 1200-byte RTP packet with
+    /// AES-CM-128-HMAC-SHA1-80, one thread, thread CPU time.
     static func webRTCSendPath(
         _ reporter: Reporter, _ options: BenchOptions, packets: Int, socket: UDPSocket, destination: SocketAddress
     ) throws {
@@ -59,34 +60,44 @@ enum ICEBenchSuite {
         buffer.initializeMemory(as: UInt8.self, repeating: 0x5A)
         var header = RTPHeader(payloadType: 96, ssrc: 0x1234_5678)
         let length = 1200 - SRTPSuite.aesCM128HMACSHA1_80.rtpOverhead
-        try compare(
-            reporter, options, suite: "ice", case: "1200B RTP via PeerConnection (WebRTC path)", metric: "packets/CPU-s",
-            unit: "1/s", higherIsBetter: true, anchorName: "SDES path: protect in place + sendto"
-        ) {
-            let sender = PeerConnectionRTPSender(socket: socket)
-            sender.activate(
-                .init(
-                    context: try SRTPContext(material: material, direction: .outbound), fromPayloadType: 96,
-                    toPayloadType: 100, path: ICESendPath(.direct(destination))))
+        func run(_ core: RTPSendCore) -> Double {
             let t0 = threadCPUNs()
             for i in 0..<packets {
                 header.sequenceNumber = UInt16(truncatingIfNeeded: i)
                 header.marshal(into: buffer)
-                sender.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
-            }
-            return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)
-        } anchor: {
-            let context = try SRTPContext(material: material, direction: .outbound)
-            let t0 = threadCPUNs()
-            for i in 0..<packets {
-                header.sequenceNumber = UInt16(truncatingIfNeeded: i)
-                header.marshal(into: buffer)
-                let n = try context.protect(buffer, length: length)
-                _ = try? socket.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), to: destination)
+                _ = core.egress(buffer, length: length, nowNs: UInt64(i) * 1_000_000)
             }
             return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)
         }
+        func core(srtp: SRTPKeyMaterial?, late: LateSendProtection?, sink: PacketSink) throws -> RTPSendCore {
+            try RTPSendCore(
+                ssrc: 0x1234_5678, payloadType: 96, mtu: 1200, srtp: srtp, late: late, sink: sink, historyCapacity: 512)
+        }
+        try compare(
+            reporter, options, suite: "ice", case: "1200B RTP via PeerConnection (WebRTC path)", metric: "packets/CPU-s",
+            unit: "1/s", higherIsBetter: true, anchorName: "SDES path: same egress + sendto"
+        ) {
+            let sender = PeerConnectionRTPSender(socket: socket, protection: LateSendProtection())
+            sender.activate(
+                context: try SRTPContext(material: material, direction: .outbound), payloadType: 100,
+                path: ICESendPath(.direct(destination)))
+            return run(try core(srtp: nil, late: sender.protection, sink: sender))
+        } anchor: {
+            run(try core(srtp: material, late: nil, sink: SendtoSink(socket: socket, destination: destination)))
+        }
     }
+}
+
+/// The SDES call leg's last step: `sendto` per packet. Thread rule: one writer. Cost: a system call.
+final class SendtoSink: PacketSink, @unchecked Sendable {
+    let socket: UDPSocket
+    let destination: SocketAddress
+    init(socket: UDPSocket, destination: SocketAddress) {
+        self.socket = socket
+        self.destination = destination
+    }
+    func write(_ packet: UnsafeRawBufferPointer) { _ = try? socket.send(packet, to: destination) }
+    func flush() {}
 }
 
 /// The added one-way latency of relaying through TURN: a peer echoes 200-byte datagrams with us

@@ -193,7 +193,10 @@ struct PeerConnectionChromiumTests {
             "PeerConnectionChromiumTests \(label): Chromium→Revue \(v.frames)/\(sentByChromium) frames \(v.width)x\(v.height), \(v.lit) lit (smallest luma span \(v.minSpan)), \(v.moved) moved, mean luma \(v.meanLuma), mean frame difference \(v.meanDifference), loudest audio block RMS \(loudest); Revue→Chromium \(decodedByChromium)/\(fed) frames decoded, audioLevel \(audioLevel), screenshot \(shot); page \(stats)"
         )
 
-        // Chromium → Revue.
+        // Chromium → Revue, with transport-wide sequence numbers under the agreed ID, which our
+        // receiver answers with transport feedback for Chromium's congestion control.
+        let transportFeedback = connection.receiveStatistics?.transportFeedbackSent ?? 0
+        #expect(transportFeedback >= 20, "transport feedback packets sent to Chromium: \(transportFeedback)")
         #expect(sentByChromium >= 150, "Chromium sent \(sentByChromium) frames")
         #expect(v.frames >= sentByChromium * 9 / 10, "Revue decoded \(v.frames) of Chromium's \(sentByChromium) frames")
         #expect(v.lit >= v.frames * 9 / 10, "\(v.lit) of \(v.frames) frames not black (smallest luma span \(v.minSpan))")

@@ -61,6 +61,9 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// Largest datagram, SRTP tag included.
         public var mtu: Int = 1200
         /// SRTP key material; nil sends plain RTP.
+        /// With `srtp` nil: SRTP keys and the payload type given later, while the stream runs
+        /// (a WebRTC connection's streams, made before DTLS). Packets before then are unprotected.
+        package var lateProtection: LateSendProtection? = nil
         public var srtp: SRTPKeyMaterial? = .random(for: .aeadAES128GCM)
         /// RFC 8285 one-byte ID for the RFC 6464 audio level (1, libwebrtc's default); nil leaves it out.
         public var audioLevelExtensionID: UInt8? = 1
@@ -168,7 +171,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
             absSendTimeID: c.absSendTimeExtensionID, audioLevelID: c.audioLevelExtensionID,
             initialSequenceNumber: c.initialSequenceNumber, transportSequence: c.transportSequence,
-            counters: counters)
+            late: c.lateProtection, counters: counters)
         capturer = AudioBufferCapturer(channels: c.channels, ringCapacity: c.ringCapacity, counters: counters)
         var speaking = c.speaking
         speaking.frameDurationMs = c.frameDuration.rawValue / 1000

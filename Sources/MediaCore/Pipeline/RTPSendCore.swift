@@ -22,10 +22,15 @@ import Synchronization
 /// Cost: per packet one header marshal, one payload copy, one SRTP protect, one history copy,
 /// one sink write; no allocation of ours (Debian's NSS-backed libsrtp itself mallocs inside
 /// `srtp_protect`: 5 times per GCM packet, 14 per AES-CM packet, measured by the allocation tests).
-final class RTPSendCore: @unchecked Sendable {
+package final class RTPSendCore: @unchecked Sendable {
     let ssrc: UInt32
     let mtu: Int
-    let srtp: SRTPContext?
+    /// Set at creation, or taken from `late` by the egress thread (and owned by it from then on).
+    private(set) var srtp: SRTPContext?
+    /// Keys and payload type that arrive after the stream started (a WebRTC connection).
+    let late: LateSendProtection?
+    /// The SRTP overhead packet sizes leave room for (known before a late context arrives).
+    let reservedOverhead: Int
     let sink: PacketSink
     /// `sink` when it can resend to one receiver (looked up once).
     private let routed: RoutedPacketSink?
@@ -56,6 +61,7 @@ final class RTPSendCore: @unchecked Sendable {
         historyCapacity: Int, maxRetransmissions: Int, absSendTimeID: UInt8?, audioLevelID: UInt8?,
         initialSequenceNumber: UInt16?, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil, pacer: RTPPacer? = nil,
         transportSequence: (id: UInt8, numbers: TransportSequenceNumbers?)? = nil,
+        late: LateSendProtection? = nil,
         counters: SendCounters
     ) throws(SendPipelineError) {
         precondition(mtu >= 200 && mtu <= 9000, "MTU \(mtu) out of 200...9000")
@@ -81,6 +87,9 @@ final class RTPSendCore: @unchecked Sendable {
         } else {
             srtp = nil
         }
+        self.late = material == nil ? late : nil
+        // A late context is AES-GCM (16 bytes) or AES-CM-80 (10): room for the larger.
+        reservedOverhead = srtp?.rtpOverhead ?? (self.late == nil ? 0 : 16)
         history = SendHistory(capacity: historyCapacity, maxPacketSize: mtu + 64)
         sequencer = RTPSequencer(initial: initialSequenceNumber ?? RandomBytes.initialSequenceNumber())
         header = RTPHeader(payloadType: payloadType, ssrc: ssrc)
@@ -98,12 +107,24 @@ final class RTPSendCore: @unchecked Sendable {
         pacer?.target = self
     }
 
+    /// A core without pacer, RTX or header extensions, for measuring the egress on its own (the
+    /// WebRTC path against the SDES path in revue-bench). Thread rule and cost as above.
+    package convenience init(
+        ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, late: LateSendProtection?,
+        sink: PacketSink, historyCapacity: Int
+    ) throws(SendPipelineError) {
+        try self.init(
+            ssrc: ssrc, payloadType: payloadType, mtu: mtu, srtp: material, sink: sink, historyCapacity: historyCapacity,
+            maxRetransmissions: 3, absSendTimeID: nil, audioLevelID: nil, initialSequenceNumber: 0, late: late,
+            counters: SendCounters())
+    }
+
     deinit { buffer.deallocate(); rtxBuffer.deallocate() }
 
     /// The largest RTP payload (descriptor included) that keeps a protected packet within `mtu`
     /// (and, with RTX, its retransmission too: the OSN adds 2 bytes).
     var maxPayloadSize: Int {
-        mtu - header.marshalSize - (srtp?.rtpOverhead ?? 0) - (rtx == nil ? 0 : RTXPacket.overhead)
+        mtu - header.marshalSize - reservedOverhead - (rtx == nil ? 0 : RTXPacket.overhead)
     }
 
     /// The sequence number the next packet gets.
@@ -155,6 +176,7 @@ final class RTPSendCore: @unchecked Sendable {
     /// unprotected bytes, before protection) and writes it to the sink. Returns the wire length,
     /// 0 when SRTP refused it (counted). Egress thread.
     private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
+        if let late { adoptLate(late, packet) }
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
         stampTransportSequence(packet, length: length, nowNs: nowNs)
         // RTX rebuilds retransmissions from the unprotected packet.
@@ -172,6 +194,19 @@ final class RTPSendCore: @unchecked Sendable {
         if rtx == nil { history.store(seq: seq, packet: bytes, nowNs: Int64(bitPattern: nowNs)) }
         sink.write(bytes)
         return wire
+    }
+
+    /// A late context: taken with the first packet after it arrived (the history, which holds only
+    /// unprotected packets the sink never sent, is emptied then, so a NACK cannot make us send
+    /// one in the clear); then every packet gets the negotiated payload type. Egress thread.
+    @inline(__always) private func adoptLate(_ late: LateSendProtection, _ packet: UnsafeMutableRawBufferPointer) {
+        if srtp == nil {
+            guard let context = late.takeContext() else { return }
+            srtp = context
+            history.removeAll()
+            late.markAdopted()
+        }
+        packet[1] = (packet[1] & 0x80) | late.payloadType
     }
 
     /// Gives the packet the transport's next transport-wide sequence number, when configured, and
@@ -292,7 +327,7 @@ extension RTPSendFeedbackTarget {
 extension RTPSendCore: RTPPacerEgress {
     /// Stamps abs-send-time with the moment the packet leaves (what the receiver's delay estimate
     /// needs), then protects, keeps and writes it. Pacer's thread.
-    func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
+    package func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
         if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: packet, length: length) {
             packet.put24(at, RTPAbsSendTime(nanoseconds: nowNs).rawValue)
         }

@@ -49,6 +49,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// Largest datagram, SRTP tag included (1200 by default, what WebRTC stacks use).
         public var mtu: Int = 1200
         /// SRTP key material (default suite AEAD_AES_128_GCM); nil sends plain RTP.
+        /// With `srtp` nil: SRTP keys and the payload type given later, while the stream runs
+        /// (a WebRTC connection's streams, made before DTLS). Packets before then are unprotected.
+        package var lateProtection: LateSendProtection? = nil
         public var srtp: SRTPKeyMaterial? = .random(for: .aeadAES128GCM)
         /// RFC 8285 one-byte element IDs; video sends abs-send-time only.
         public var absSendTimeExtensionID: UInt8? = 3
@@ -177,7 +180,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             absSendTimeID: c.absSendTimeExtensionID, audioLevelID: nil,
             initialSequenceNumber: c.initialSequenceNumber,
             rtx: c.rtxPayloadType.map { (payloadType: $0, ssrc: c.rtxSSRC) }, pacer: pacer,
-            transportSequence: c.transportSequence, counters: counters)
+            transportSequence: c.transportSequence, late: c.lateProtection, counters: counters)
         capturer = BufferCapturer(
             width: c.encoder.width, height: c.encoder.height, ringCapacity: c.ringCapacity,
             maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,

@@ -18,10 +18,18 @@ struct PeerConnectionNegotiation: Sendable {
     var vp9: UInt8?
     var vp8RTX: UInt8?
     var vp9RTX: UInt8?
+    /// The RFC 8285 ID of transport-wide sequence numbers, when the answer kept the extension.
+    var transportSequenceExtensionID: UInt8?
 
     /// The first accepted payload type of each known codec over the accepted sections of `answer`.
     init(answer: JSEPSessionDescription) {
         for m in answer.media where !m.isRejected && m.isRTP {
+            if transportSequenceExtensionID == nil,
+                let e = m.extensions.first(where: { $0.uri == SDPExtensionMap.transportSequenceNumberURI }),
+                (1...14).contains(e.id)
+            {
+                transportSequenceExtensionID = UInt8(e.id)
+            }
             for c in m.codecs {
                 let pt = UInt8(c.payloadType)
                 switch c.known {
@@ -62,9 +70,6 @@ final class PeerConnectionLocalTrack: @unchecked Sendable {
         self.sender = sender
     }
 
-    /// The payload type the stream writes (rewritten by the sender to the negotiated one).
-    var streamPayloadType: UInt8 { video?.configuration.payloadType ?? audio?.configuration.payloadType ?? 0 }
-
     /// The capturer the app feeds (what `removeTrack` names the track by).
     var capturer: AnyObject { video?.capturer ?? audio!.capturer }
 
@@ -99,76 +104,58 @@ final class PeerConnectionLocalTrack: @unchecked Sendable {
     }
 }
 
-/// The `PacketSink` of one local track's send stream: until DTLS is done it drops (and counts)
-/// every packet; then it rewrites the payload type to the negotiated one, protects with SRTP and
-/// sends on the ICE agent's selected pair. Thread rule: `write` from the stream's threads (under a
-/// lock, so a NACK resend from the RTCP thread is safe); `activate`/`deactivate` from any thread.
-/// Cost: one copy, one SRTP protect and one `sendto` per packet.
+/// The `PacketSink` of one local track's send stream. The stream protects its own packets with
+/// the keys DTLS exported and writes the negotiated payload type (`protection`, given at
+/// activation: no copy here); this sink sends them on the ICE agent's selected pair while
+/// active, and drops (and counts) every packet before the stream protects or after
+/// `deactivate`. Thread rule: `write` from the stream's egress thread (under a lock, with NACK
+/// resends from the same thread); `activate`/`deactivate` from any thread. Cost: an atomic load,
+/// a lock and one `sendto` (or ChannelData send) per packet.
 package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
-    /// Where and how packets go once DTLS-SRTP is up.
-    package struct Active {
-        let context: SRTPContext
-        let fromPayloadType: UInt8
-        let toPayloadType: UInt8
-        let path: ICESendPath
-
-        /// SRTP `context`, the stream's payload type rewritten from `fromPayloadType` to the
-        /// negotiated `toPayloadType`, sent on the selected pair `path`.
-        package init(context: SRTPContext, fromPayloadType: UInt8, toPayloadType: UInt8, path: ICESendPath) {
-            self.context = context
-            self.fromPayloadType = fromPayloadType
-            self.toPayloadType = toPayloadType
-            self.path = path
-        }
-    }
     struct State {
-        var active: Active?
+        var path: ICESendPath?
         var sent = 0
         var sentBytes = 0
         var dropped = 0
     }
     private let socket: UDPSocket
     private let state = Mutex(State())
-    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
+    /// What the stream protects with; the same object is in the stream's configuration.
+    package let protection: LateSendProtection
 
-    /// A sender on the connection's socket; it drops packets until `activate`.
-    package init(socket: UDPSocket) { self.socket = socket }
-    deinit { buffer.deallocate() }
-
-    /// Starts sending with `active` (from the DTLS handshake's keys and the selected pair).
-    package func activate(_ active: Active) { state.withLock { $0.active = active } }
-    func deactivate() { state.withLock { $0.active = nil } }
-    /// The negotiated payload type while active.
-    var activePayloadType: UInt8? { state.withLock { $0.active?.toPayloadType } }
-    /// Keeps the SRTP context (its rollover counter) and path, with a new negotiated payload type.
-    func retarget(toPayloadType pt: UInt8) {
-        state.withLock { s in
-            guard let a = s.active else { return }
-            s.active = Active(context: a.context, fromPayloadType: a.fromPayloadType, toPayloadType: pt, path: a.path)
-        }
+    /// A sender on the connection's socket for a stream made with `protection`; it drops packets
+    /// until `activate`.
+    package init(socket: UDPSocket, protection: LateSendProtection) {
+        self.socket = socket
+        self.protection = protection
     }
+
+    /// Starts sending on `path`: the stream protects with `context` (the first one given; a
+    /// stream keeps it, and its rollover counter, for good) and writes `payloadType`.
+    package func activate(context: SRTPContext, payloadType: UInt8, path: ICESendPath) {
+        protection.provide(context: context, payloadType: payloadType)
+        state.withLock { $0.path = path }
+    }
+    func deactivate() { state.withLock { $0.path = nil } }
+    /// Whether packets go out now.
+    var isActive: Bool { state.withLock { $0.path != nil } }
+    /// Keeps the context and path, with a new negotiated payload type.
+    func retarget(toPayloadType pt: UInt8) { protection.setPayloadType(pt) }
     var counts: (sent: Int, dropped: Int) { state.withLock { ($0.sent, $0.dropped) } }
     /// Packets and bytes (SRTP, as sent) handed to the network, and packets dropped.
     var traffic: (packets: Int, bytes: Int, dropped: Int) { state.withLock { ($0.sent, $0.sentBytes, $0.dropped) } }
 
-    /// Copies `packet`, rewrites its payload type, protects it and sends it on the selected pair;
-    /// counts it as dropped when not active or when protection or sending fails.
+    /// Sends the protected `packet` on the selected pair; counts it as dropped when not active,
+    /// when the stream does not protect yet, or when sending fails.
     package func write(_ packet: UnsafeRawBufferPointer) {
+        let protected = protection.adopted
         state.withLock { s in
-            guard let a = s.active, packet.count >= 12, packet.count + a.context.rtpOverhead <= buffer.count else {
-                s.dropped += 1
-                return
-            }
-            buffer.copyMemory(from: packet)
-            if buffer[1] & 0x7F == a.fromPayloadType { buffer[1] = (buffer[1] & 0x80) | a.toPayloadType }
-            guard let n = try? a.context.protect(buffer, length: packet.count),
-                a.path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
-            else {
+            guard protected, let path = s.path, path.send(packet, on: socket) else {
                 s.dropped += 1
                 return
             }
             s.sent += 1
-            s.sentBytes += n
+            s.sentBytes += packet.count
         }
     }
 
@@ -373,6 +360,9 @@ extension PeerConnection {
         c.audio = a
         c.localSSRC = freshSSRC()
         c.cname = cname
+        // The peer numbers its packets transport-wide (browsers do when transport-cc is agreed):
+        // transport feedback goes back every 100 ms for its send-side congestion control.
+        c.transportSequenceNumberExtensionID = n.transportSequenceExtensionID
         let pipeline: ReceivePipeline
         do {
             pipeline = try ReceivePipeline(socket: socket, configuration: c, renderer: renderer?.renderer)
@@ -447,17 +437,16 @@ extension PeerConnection {
                 t.sender.deactivate()
                 continue
             }
-            if let current = t.sender.activePayloadType {
-                if current != pt { t.sender.retarget(toPayloadType: pt) }
+            if t.sender.isActive {
+                t.sender.retarget(toPayloadType: pt)
                 continue
             }
-            var o = SRTPContext.Options()
-            // A NACKed packet is resent as the same bytes under the same index (same ciphertext).
-            o.allowRepeatTransmission = true
-            guard let context = try? SRTPContext(material: keys.send, direction: .outbound, options: o) else {
+            // The stream keeps the first context it is given (its rollover counter goes on when
+            // a track sends again after a pause); later ones are ignored.
+            guard let context = try? SRTPContext(material: keys.send, direction: .outbound) else {
                 return fail(.setup("SRTP context"))
             }
-            t.sender.activate(.init(context: context, fromPayloadType: t.streamPayloadType, toPayloadType: pt, path: agent.path))
+            t.sender.activate(context: context, payloadType: pt, path: agent.path)
             t.video?.requestKeyframe()
         }
         feedback?.replaceTargets(tracks.map(\.feedbackTarget))

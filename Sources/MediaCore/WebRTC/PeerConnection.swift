@@ -315,8 +315,9 @@ package final class PeerConnection: @unchecked Sendable {
         guard direction == .sendrecv || direction == .sendonly else {
             throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
         }
-        let sender = PeerConnectionRTPSender(socket: socket)
+        let sender = PeerConnectionRTPSender(socket: socket, protection: LateSendProtection())
         var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
+        c.lateProtection = sender.protection
         c.encoder.bitrate = configuration.videoBitrate
         c.frameEncryption = configuration.videoFrameEncryption
         c.srtp = nil
@@ -341,8 +342,9 @@ package final class PeerConnection: @unchecked Sendable {
         guard direction == .sendrecv || direction == .sendonly else {
             throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
         }
-        let sender = PeerConnectionRTPSender(socket: socket)
+        let sender = PeerConnectionRTPSender(socket: socket, protection: LateSendProtection())
         var c = AudioSendStream.Configuration()
+        c.lateProtection = sender.protection
         c.frameEncryption = configuration.audioFrameEncryption
         c.srtp = nil
         c.audioLevelExtensionID = nil
