@@ -60,10 +60,10 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var payloadType: UInt8 = 111
         /// Largest datagram, SRTP tag included.
         public var mtu: Int = 1200
-        /// SRTP key material; nil sends plain RTP.
         /// With `srtp` nil: SRTP keys and the payload type given later, while the stream runs
         /// (a WebRTC connection's streams, made before DTLS). Packets before then are unprotected.
         package var lateProtection: LateSendProtection? = nil
+        /// SRTP key material; nil sends plain RTP.
         public var srtp: SRTPKeyMaterial? = .random(for: .aeadAES128GCM)
         /// RFC 8285 one-byte ID for the RFC 6464 audio level (1, libwebrtc's default); nil leaves it out.
         public var audioLevelExtensionID: UInt8? = 1

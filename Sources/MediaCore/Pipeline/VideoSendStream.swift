@@ -48,10 +48,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var payloadType: UInt8 = 96
         /// Largest datagram, SRTP tag included (1200 by default, what WebRTC stacks use).
         public var mtu: Int = 1200
-        /// SRTP key material (default suite AEAD_AES_128_GCM); nil sends plain RTP.
         /// With `srtp` nil: SRTP keys and the payload type given later, while the stream runs
         /// (a WebRTC connection's streams, made before DTLS). Packets before then are unprotected.
         package var lateProtection: LateSendProtection? = nil
+        /// SRTP key material (default suite AEAD_AES_128_GCM); nil sends plain RTP.
         public var srtp: SRTPKeyMaterial? = .random(for: .aeadAES128GCM)
         /// RFC 8285 one-byte element IDs; video sends abs-send-time only.
         public var absSendTimeExtensionID: UInt8? = 3
