@@ -475,6 +475,81 @@ struct JanusVideoRoomInteropTests {
         await admin.destroy()
     }
 
+    /// One subscriber connection that grows and shrinks by renegotiation, as a room's member
+    /// follows publishers coming and going: the watcher subscribes to a; b starts publishing
+    /// later and the watcher adds b's feed to the same handle (`subscribe`), so Janus sends a
+    /// renegotiation offer with b's sections, which the same `PeerConnection` answers; then a
+    /// unpublishes and Janus's `updated` offer (a's sections inactive) is answered too. The probe
+    /// counts frames by sender (bar code): a's alone, then a's and b's, then b's alone.
+    @Test func aSubscriptionFollowsPublishersByRenegotiation() async throws {
+        let (janus, admin, _, room) = try await Self.startJanus()
+        defer { janus.stop() }
+        var participants: [Participant] = []
+        do {
+            for i in 0..<3 { participants.append(try await Participant(index: i, server: janus.address, room: room)) }
+            let (a, b, watcher) = (participants[0], participants[1], participants[2])
+            try await a.publish()
+            try await Self.waitConnected([("a", a.publisher!)], janus: janus)
+            let w = try await watcher.subscribe(room: room, feed: a.joined.id, from: 0)
+            try await Self.waitConnected([("watcher", w.connection)], janus: janus)
+            a.startFeeding()
+            func frames(from sender: Int) -> Int { w.probe.video.withLock { $0.bySender[sender, default: 0] } }
+            #expect(await waitFor(timeout: 10) { frames(from: 0) >= 30 }, "a's frames: \(frames(from: 0))")
+            #expect(frames(from: 1) == 0)
+
+            // b arrives; the watcher adds its feed to the same subscription.
+            try await b.publish()
+            try await Self.waitConnected([("b", b.publisher!)], janus: janus)
+            b.startFeeding()
+            let offer = try await w.handle.subscribe(feeds: [b.joined.id])
+            try await w.connection.setRemoteDescription(JSEPSessionDescription(parsing: offer, type: .offer))
+            let answer = try await w.connection.createAnswer()
+            try await w.handle.start(answer: answer.sdp)
+            let kinds = answer.media.filter { !$0.isRejected }.map(\.kind)
+            print("JanusVideoRoomInteropTests renegotiated subscription: \(kinds), directions \(answer.media.map(\.direction))")
+            #expect(kinds.filter { $0 == .video }.count == 2 && kinds.filter { $0 == .audio }.count == 2, "\(kinds)")
+            #expect(answer.media.allSatisfy { $0.isRejected || $0.direction == .recvonly })
+            let aBefore = frames(from: 0)
+            #expect(
+                await waitFor(timeout: 10) { frames(from: 1) >= 30 },
+                "b's frames after the renegotiation: \(frames(from: 1)); \(String(describing: w.connection.receiveStatistics)); \(w.connection.inboundStats.map { "\($0.ssrc) \($0.packetsReceived) \($0.framesDecoded)" }); b sends \(String(describing: b.publisher!.videoSendStatistics))"
+            )
+            #expect(frames(from: 0) >= aBefore + 30, "a's frames went on: \(frames(from: 0) - aBefore)")
+            #expect(w.connection.state == .connected && w.connection.signalingState == .stable)
+
+            // a unpublishes: Janus offers again with a's sections inactive; the answer keeps b.
+            // The offer that drops a (its streams inactive), not the earlier one that added b.
+            async let updated = Self.firstEvent(w.handle, within: 5) { e in
+                guard case .updated(let json) = e, json["jsep"]?["sdp"]?.string != nil else { return false }
+                let streams = json["plugindata"]?["data"]?["streams"]?.array ?? []
+                return streams.contains { $0["active"]?.bool == false }
+            }
+            a.stopFeeding()
+            try await a.handle.unpublish()
+            if case .updated(let json)? = await updated, let sdp = json["jsep"]?["sdp"]?.string {
+                try await w.connection.setRemoteDescription(JSEPSessionDescription(parsing: sdp, type: .offer))
+                let answer2 = try await w.connection.createAnswer()
+                try await w.handle.start(answer: answer2.sdp)
+                print("JanusVideoRoomInteropTests after a unpublished: directions \(answer2.media.map(\.direction))")
+            } else {
+                Issue.record("Janus sent no renegotiation offer when a unpublished")
+            }
+            try? await Task.sleep(nanoseconds: 500_000_000)
+            let aStopped = frames(from: 0), bGoing = frames(from: 1)
+            try? await Task.sleep(nanoseconds: 1_500_000_000)
+            #expect(frames(from: 0) == aStopped, "a's frames after it unpublished: \(frames(from: 0) - aStopped)")
+            #expect(frames(from: 1) >= bGoing + 20, "b's frames went on: \(frames(from: 1) - bGoing)")
+            let v = w.probe.video.withLock { $0 }
+            print("JanusVideoRoomInteropTests one subscription, two publishers: \(v.bySender), PSNR mean \(v.psnrMean)")
+            #expect(v.psnrMean >= 30, "mean PSNR \(v.psnrMean)")
+            #expect(w.connection.state == .connected)
+        } catch {
+            Issue.record("\(error) — Janus log: \(janus.logTail(2000))")
+        }
+        for p in participants { await p.close() }
+        await admin.destroy()
+    }
+
     /// A Janus that cannot start (its HTTP port is taken, so it has no API transport and exits)
     /// fails `waitUntilReady` with the reason from its log, not a hang.
     @Test func janusThatCannotStartFailsWithItsReason() async throws {

@@ -80,6 +80,9 @@ final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
         var psnrMin = Double.infinity
         /// The lowest and highest bar-code index seen (which sender's pictures arrived).
         var indexMin = Int.max, indexMax = Int.min
+        /// Identified frames by sender: the bar-code index divided by 10,000 (senders that offset
+        /// their frames by `frameOffset`).
+        var bySender: [Int: Int] = [:]
         var psnrMean: Double { identified > 0 ? psnrSum / Double(identified) : 0 }
     }
     struct Audio {
@@ -119,6 +122,7 @@ final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
                 v.identified += 1
                 v.indexMin = min(v.indexMin, seen!)
                 v.indexMax = max(v.indexMax, seen!)
+                v.bySender[seen! / 10_000, default: 0] += 1
                 v.psnrSum += psnr
                 v.psnrMin = min(v.psnrMin, psnr)
             }

@@ -308,6 +308,21 @@ struct PeerConnectionTests {
         try? await Task.sleep(nanoseconds: 1_500_000_000)
         #expect(Self.frames(pb) == stoppedAtB)
 
+        // 4. b stops the video section altogether (port 0, as a browser's `transceiver.stop()`
+        // does): it stays rejected, and a's next offer makes no new section for its removed track.
+        var stop = try await b.createOffer()
+        stop.media[1] = JSEPNegotiator.rejected(stop.media[1])
+        stop.bundle.removeAll { $0 == stop.media[1].mid }
+        try await a.setRemoteDescription(stop)
+        let answer5 = try await a.createAnswer()
+        #expect(answer5.media.count == 2 && answer5.media[1].isRejected)
+        try await b.setRemoteDescription(answer5)
+        let offer6 = try await a.createOffer()
+        #expect(offer6.media.count == 2 && offer6.media[1].isRejected, "\(offer6.sdp)")
+        try await b.setRemoteDescription(try JSEPSessionDescription(parsing: offer6.sdp, type: .offer))
+        try await a.setRemoteDescription(try JSEPSessionDescription(parsing: (try await b.createAnswer()).sdp, type: .answer))
+        #expect(a.signalingState == .stable && b.signalingState == .stable)
+
         // The tones played on through every exchange, at pitch, both ways.
         toneA.stop()
         toneB.stop()

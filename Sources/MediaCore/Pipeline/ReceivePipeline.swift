@@ -449,12 +449,21 @@ public final class ReceivePipeline: @unchecked Sendable {
         }
 
         /// Builds and sends RTCP: feedback at once when due, the regular report on its interval.
+        /// RTCP out: receiver reports (all blocks, SDES), NACK, PLI or FIR, REMB and transport
+        /// feedback in one compound. With several video streams (an SFU subscription carrying
+        /// several feeds), each stream's NACK, PLI or FIR goes in a compound of its own, led by a
+        /// receiver report whose one block is that stream's: a server that demultiplexes bundled
+        /// RTCP by the first report block (Janus does, as libwebrtc's per-stream RTCP leads it to)
+        /// would otherwise take every request for the first stream's. With one stream the extra
+        /// report blocks are not needed, and would give the sender's loss-based estimate more,
+        /// shorter loss intervals than it is tuned for.
         private func sendFeedback(nowNs: UInt64) {
             guard remote != nil || sendPath != nil else { return }
-            var feedback: [RTCPPacket] = []
             let ssrc = configuration.localSSRC
             var remb = false
+            var session: [RTCPPacket] = []
             for v in videos {
+                var feedback: [RTCPPacket] = []
                 let lost = v.takeNackList(nowNs: nowNs)
                 if !lost.isEmpty {
                     // A NACK packet carries at most what fits; 100 pairs is far below the MTU.
@@ -481,17 +490,25 @@ public final class ReceivePipeline: @unchecked Sendable {
                     }
                 }
                 if v.bandwidth.usage == .overusing && nowNs >= lastRembNs + 200_000_000 { remb = true }
+                if !feedback.isEmpty {
+                    if videos.count > 1 {
+                        let block = v.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))
+                        send([.receiverReport(RTCPReceiverReport(ssrc: ssrc, reports: [block]))] + feedback)
+                    } else {
+                        session += feedback
+                    }
+                }
             }
             if transportFeedback.hasPending,
                 nowNs >= lastTransportFeedbackNs + UInt64(configuration.transportFeedbackIntervalMilliseconds) * 1_000_000,
                 let tcc = transportFeedback.makeFeedback(senderSSRC: ssrc, mediaSSRC: videos.first?.ssrc ?? audioSSRC ?? 0)
             {
                 lastTransportFeedbackNs = nowNs
-                feedback.append(.transportFeedback(tcc))
+                session.append(.transportFeedback(tcc))
                 counters.transportFeedbackSent += 1
             }
             let reportDue = reportSchedule.isDue(nowNs: nowNs)
-            guard reportDue || !feedback.isEmpty || remb else { return }
+            guard reportDue || !session.isEmpty || remb else { return }
             var blocks: [RTCPReportBlock] = []
             if reportDue {
                 for v in videos { blocks.append(v.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))) }
@@ -505,7 +522,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             if reportDue {
                 packets.append(.sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: configuration.cname)))
             }
-            packets += feedback
+            packets += session
             if configuration.sendREMB && (reportDue || remb) {
                 let estimates = videos.map(\.bandwidth.estimate).filter { $0 > 0 }
                 if !estimates.isEmpty {
@@ -517,6 +534,13 @@ public final class ReceivePipeline: @unchecked Sendable {
                     lastRembNs = nowNs
                 }
             }
+            send(packets)
+        }
+
+        /// Marshals, protects and sends one compound RTCP packet (dropping trailing packets that
+        /// do not fit the buffer).
+        private func send(_ compound: [RTCPPacket]) {
+            var packets = compound
             var size = RTCPCompound.marshalSize(packets)
             let room = rtcpBuffer.count - (outbound?.rtcpOverhead ?? 0)
             while size > room && packets.count > 1 { packets.removeLast(); size = RTCPCompound.marshalSize(packets) }

@@ -255,8 +255,22 @@ package final class JanusVideoRoom: Sendable {
         return offer
     }
 
-    /// Answers Janus's subscriber offer (`start` with our JSEP answer, SDP text); media flows once
-    /// ICE and DTLS are done. Thread rule: any task. Cost: one request.
+    /// Adds `feeds` to this subscriber handle's subscription (`subscribe`, Janus's multistream
+    /// API): the same peer connection receives them, in new sections of a renegotiation offer
+    /// that this returns (SDP text); answer it with `start(answer:)` after applying it to the
+    /// connection. Thread rule: any task. Cost: one request.
+    package func subscribe(feeds: [UInt64]) async throws(JanusError) -> String {
+        let reply = try await session.message(
+            handle: handle,
+            body: ["request": "subscribe", "streams": .array(feeds.map { ["feed": .int(Int64($0))] })])
+        guard reply["jsep"]?["type"]?.string == "offer", let offer = reply["jsep"]?["sdp"]?.string else {
+            throw .malformed("subscribe answered without a JSEP offer: \(Self.data(reply))")
+        }
+        return offer
+    }
+
+    /// Answers Janus's subscriber offer, the first one or a renegotiation (`start` with our JSEP
+    /// answer, SDP text); media flows once ICE and DTLS are done. Thread rule: any task. Cost: one request.
     package func start(answer sdp: String) async throws(JanusError) {
         let reply = try await session.message(
             handle: handle, body: ["request": "start"], jsep: ["type": "answer", "sdp": .string(sdp)])

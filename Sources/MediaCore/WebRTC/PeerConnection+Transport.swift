@@ -422,6 +422,9 @@ extension PeerConnection {
         let n = PeerConnectionNegotiation(answer: answer)
         let (tracks, mids, sink) = shared.withLock { s in
             s.answer = (answer, answerIsLocal)
+            // A removed track's section that this exchange rejected is gone for good: it is not
+            // offered again (JSEP keeps a rejected section rejected).
+            s.detached.removeAll { d in answer.media.first { $0.mid == d.mid }?.isRejected ?? true }
             if n.opus != nil || n.vp8 != nil || n.vp9 != nil { s.negotiated = n }
             return (s.tracks, s.mids, s.audioSink)
         }

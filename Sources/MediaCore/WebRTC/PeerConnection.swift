@@ -604,6 +604,14 @@ package final class PeerConnection: @unchecked Sendable {
         return out
     }
 
+    /// W3C inbound-rtp statistics of every stream received (empty before connected).
+    /// Thread rule: any thread (waits for the connection's queue). Cost: a copy.
+    package var inboundStats: [InboundRTPStreamStats] {
+        var out: [InboundRTPStreamStats] = []
+        onQueue { out = self.pipeline?.inboundStats ?? [] }
+        return out
+    }
+
     /// Packets each local track handed to the network, and dropped before keys or a route existed.
     /// Thread rule: any thread. Cost: a lock per track.
     package var sentPackets: (sent: Int, dropped: Int) {
