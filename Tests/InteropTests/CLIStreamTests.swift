@@ -11,18 +11,6 @@ import Testing
     import Glibc
 #endif
 
-/// An even free UDP port on 127.0.0.1 with port+1...port+3 likely free as well.
-func cliFreePort() -> Int {
-    for _ in 0..<100 {
-        let port = Int.random(in: 20_000...60_000) & ~1
-        let ok = (0..<4).allSatisfy { i in
-            (try? UDPSocket(bindingTo: .loopbackIPv4(port: UInt16(port + i)))) != nil
-        }
-        if ok { return port }
-    }
-    return 47_000
-}
-
 @Suite(.serialized) struct CLIStreamTests {
     static let keyBytes: [UInt8] = (0..<30).map { UInt8(truncatingIfNeeded: $0 * 17 + 3) }
     static var keyBase64: String { Data(keyBytes).base64EncodedString() }

@@ -399,6 +399,26 @@ package final class PeerConnection: @unchecked Sendable {
         onQueue { self.feedback?.replaceTargets(self.shared.withLock { $0.tracks }.map(\.feedbackTarget)) }
     }
 
+    /// Mutes or unmutes the live local track whose capturer `addVideoTrack`/`addAudioTrack`
+    /// returned: while muted its packets are discarded before protection (the stream keeps
+    /// encoding, so unmuting is immediate; a video track then sends a keyframe at once). Throws
+    /// `.invalidState` for a capturer that is not a live track. Thread rule: any thread. Cost: an
+    /// atomic store.
+    package func setMuted(_ capturer: AnyObject, _ muted: Bool) throws(PeerConnectionError) {
+        guard let track = shared.withLock({ $0.tracks.first { $0.capturer === capturer } }) else {
+            throw .invalidState("no live local track has this capturer")
+        }
+        let was = track.sender.isMuted.exchange(muted, ordering: .relaxed)
+        if was, !muted { track.video?.requestKeyframe() }
+    }
+
+    /// The engine streams behind the live local track whose capturer is `capturer` (for its
+    /// speaking events and statistics); nil for an unknown capturer. Thread rule: any thread.
+    /// Cost: a lock.
+    package func localStreams(of capturer: AnyObject) -> (video: VideoSendStream?, audio: AudioSendStream?)? {
+        shared.withLock { $0.tracks.first { $0.capturer === capturer } }.map { ($0.video, $0.audio) }
+    }
+
     /// The sections our descriptions describe: every live track (with the mid a description gave
     /// it) and the sections of removed tracks.
     static func transceivers(_ s: Shared) -> [JSEPTrack] {

@@ -40,6 +40,11 @@ struct CallSignal: Codable, Sendable, Equatable {
     var level: Double?
     /// Introductions handed to a newcomer (`intros`): the introduction token for each member.
     var intros: [String: String]?
+    /// Calls through an SFU (`sfu`): the sender's server and room, its feed id there (decimal),
+    /// and its SFrame key IDs (video, audio; the base key in `key`, base64).
+    var sfu: String?
+    var feed: String?
+    var kids: [UInt64]?
     /// The sender's process epoch (`hello`): random per run, so a restarted friend is recognised.
     var epoch: String?
 
@@ -49,7 +54,7 @@ struct CallSignal: Codable, Sendable, Equatable {
         static let chat = "chat", muteRequest = "mute-request", mode = "mode"
         static let publish = "publish", unpublish = "unpublish", mute = "mute", subscribe = "subscribe"
         static let speaking = "speaking", media = "media", candidates = "candidates"
-        static let introduce = "introduce", intros = "intros", hello = "hello"
+        static let introduce = "introduce", intros = "intros", hello = "hello", sfu = "sfu"
     }
 
     init(type: String = "msg", op: String, inv: String? = nil) {

@@ -136,6 +136,10 @@ extension Room {
     static let maxCandidatesPerSignal = 16
 
     func receiveMediaSignal(_ s: CallSignal, from id: String) {
+        if s.op == CallSignal.Op.sfu { return receiveSFUSignal(s, from: id) }
+        if usesSFU, s.op == CallSignal.Op.media, remoteParticipants[id] != nil {
+            return sfuFailed("the participant sends its media peer to peer, ours goes through \(options.sfu?.url ?? "an SFU")", for: id)
+        }
         guard let leg = legs[id] else { return }
         switch s.op {
         case CallSignal.Op.media:
@@ -225,6 +229,13 @@ extension Room {
     /// its new stream has a new SSRC, and the receive pipeline follows one audio stream, so the
     /// leg's pipeline starts afresh (a few milliseconds; the video resumes with the next keyframe).
     func remoteAudioRepublished(_ p: RemoteParticipant) {
+        if let sfu, let sub = sfu.subscriptions.removeValue(forKey: p.identity) {
+            // Its new audio stream comes in a new section of the same feed: subscribing afresh
+            // gives a pipeline that follows it.
+            sub.close()
+            sfuReconcile()
+            return
+        }
         guard let leg = legs[p.identity], leg.pipeline != nil else { return }
         leg.stopReceiving()
         startReceiving(leg)
@@ -248,6 +259,13 @@ extension Room {
             .bitrate
         guard let core, mediaLegsEnabled else { return }
         let id = p.identity
+        if usesSFU {
+            if let sfu = ensureSFU() {
+                sfuAnnounce(sfu, to: [id])
+                sfuReconcile()
+            }
+            return
+        }
         // One side of each leg controls ICE (RFC 8445 §6.1.1): the one with the smaller ID.
         var ice = ICEAgentConfiguration(controlling: core.ownId < id)
         ice.servers = core.configuration.resolvedICEServers
@@ -282,6 +300,7 @@ extension Room {
     }
 
     func participantDisconnectedMedia(_ p: RemoteParticipant) {
+        if let sfu { return sfuParticipantLeft(p.identity, sfu) }
         legs.removeValue(forKey: p.identity)?.close()
         updateTargets()
         // With no leg left, no key remembers the SSRCs used under it.
@@ -292,6 +311,10 @@ extension Room {
     /// when the stream could not be created.
     func localTrackPublished(_ pub: LocalTrackPublication) -> TrackPublishError? {
         if let publishFailureForTests, publishFailureForTests == pub.kind { return .mediaSetupFailed(detail: "forced by a test") }
+        if usesSFU {
+            guard let sfu = ensureSFU() else { return .mediaSetupFailed(detail: "the SFU setting is not usable") }
+            return sfuTrackPublished(pub, sfu)
+        }
         let media = LocalMedia()
         media.fanOut.muted.store(pub.isMuted, ordering: .relaxed)
         do {
@@ -334,6 +357,7 @@ extension Room {
     }
 
     func localTrackUnpublished(_ pub: LocalTrackPublication) {
+        if let sfu { sfuTrackUnpublished(pub, sfu) }
         localMedia.removeValue(forKey: pub.kind)?.stop()
         pub.videoCapturer = nil
         pub.audioCapturer = nil
@@ -343,18 +367,36 @@ extension Room {
 
     func localTrackMuteChanged(_ pub: LocalTrackPublication) {
         localMedia[pub.kind]?.fanOut.muted.store(pub.isMuted, ordering: .relaxed)
+        if let sfu { sfuTrackMuteChanged(pub, sfu) }
         if pub.kind == .audio, pub.isMuted, localParticipant.isSpeaking { localSpeaking(false, levelDbov: -127) }
     }
 
-    func remoteSubscriptionChanged(_ pub: RemoteTrackPublication) { updateSinks(pub) }
+    func remoteSubscriptionChanged(_ pub: RemoteTrackPublication) {
+        updateSinks(pub)
+        sfuReconcile()
+    }
 
     /// Connects the App's renderer / PCM sink of a remote publication while it is subscribed.
     func updateSinks(_ pub: RemoteTrackPublication) {
-        guard let p = pub.participant, let leg = legs[p.identity] else { return }
+        guard let p = pub.participant, let out = sinks(of: p.identity) else { return }
         switch pub.kind {
-        case .video: leg.videoOut.target = pub.isSubscribed ? pub.renderer : nil
-        case .audio: leg.audioOut.target = pub.isSubscribed ? pub.audioSink : nil
+        case .video: out.video.target = pub.isSubscribed ? pub.renderer : nil
+        case .audio: out.audio.target = pub.isSubscribed ? pub.audioSink : nil
         }
+    }
+
+    /// Where a participant's decoded media goes: its mesh leg's or its SFU subscription's switches.
+    func sinks(of id: String) -> (video: RendererSwitch, audio: AudioSinkSwitch)? {
+        if let leg = legs[id] { return (leg.videoOut, leg.audioOut) }
+        if let sub = sfu?.subscriptions[id] { return (sub.videoOut, sub.audioOut) }
+        return nil
+    }
+
+    /// What we receive from a participant, per stream (mesh leg or SFU subscription); nil when
+    /// nothing is set up.
+    func inboundStats(of id: String) -> [InboundRTPStreamStats]? {
+        if let leg = legs[id] { return leg.pipeline?.inboundStats }
+        return sfu?.subscriptions[id]?.connection.inboundStats
     }
 
     func remoteMuteChanged(_ p: RemoteParticipant, _ pub: TrackPublication) {}
@@ -362,10 +404,12 @@ extension Room {
     func remoteWantsTrack(_ p: RemoteParticipant, sid: String, wants: Bool) {
         guard let leg = legs[p.identity], let kind = TrackKind(rawValue: sid) else { return }
         if wants { leg.wants.insert(kind) } else { leg.wants.remove(kind) }
+        // (Through an SFU the track goes to the server once, whoever wants it.)
         updateTargets()
     }
 
     func remoteModeChanged(_ p: RemoteParticipant) {
+        sfuReconcile()
         if !p.mode.receives, let leg = legs[p.identity] { leg.wants = [] }
         updateTargets()
     }
@@ -449,21 +493,30 @@ extension Room {
 
     func tickMedia(now: Double) {
         for id in legs.keys { syncMediaPath(id) }
+        sfuReconcile()
         guard now - lastStatistics >= 1 else { return }
         lastStatistics = now
         let local = localParticipant
         for pub in local.localTrackPublications {
-            guard let media = localMedia[pub.kind] else { continue }
             var stats = TrackStatistics()
-            stats.packetsSent = media.fanOut.packetsSent.load(ordering: .relaxed)
-            stats.bytesSent = media.fanOut.bytesSent.load(ordering: .relaxed)
-            if let v = media.video { stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded) }
+            if let media = localMedia[pub.kind] {
+                stats.packetsSent = media.fanOut.packetsSent.load(ordering: .relaxed)
+                stats.bytesSent = media.fanOut.bytesSent.load(ordering: .relaxed)
+                if let v = media.video { stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded) }
+            } else if let sfu, let pc = sfu.publisher, let capturer = sfu.capturers[pub.kind] {
+                let sent = pc.sentTraffic(pub.kind == .video ? .video : .audio)
+                stats.packetsSent = UInt64(sent.packets)
+                stats.bytesSent = UInt64(sent.bytes)
+                if let v = pc.localStreams(of: capturer)?.video { stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded) }
+            } else {
+                continue
+            }
             post(
                 local, room: { $1.room($0, participant: local, trackPublication: pub, didUpdateStatistics: stats) },
                 participant: { $0.participant(local, trackPublication: pub, didUpdateStatistics: stats) })
         }
-        for (id, leg) in legs {
-            guard let p = remoteParticipants[id], let inbound = leg.pipeline?.inboundStats else { continue }
+        for id in remoteParticipants.keys {
+            guard let p = remoteParticipants[id], let inbound = inboundStats(of: id) else { continue }
             for pub in p.remoteTrackPublications where pub.isSubscribed {
                 guard let s = inbound.first(where: { $0.kind == pub.kind.rawValue }) else { continue }
                 var stats = TrackStatistics()
@@ -486,21 +539,26 @@ extension Room {
     /// `mediaStarvedAfter` seconds (its connection quality is then `.poor`, whatever the friend
     /// channel's RTT). Called every tick; cheap (one statistics read).
     func mediaStarved(_ p: RemoteParticipant, now: Double) -> Bool {
-        guard let leg = legs[p.identity] else { return false }
+        let id = p.identity
+        let leg = legs[id], sub = sfu?.subscriptions[id]
+        guard leg != nil || sub != nil else { return false }
         let kinds = Set(p.remoteTrackPublications.filter { $0.isSubscribed && !$0.isMuted }.map(\.kind.rawValue))
         let received =
-            leg.pipeline?.inboundStats.filter { kinds.contains($0.kind) }.reduce(UInt64(0)) { $0 + $1.packetsReceived } ?? 0
-        if kinds.isEmpty || received != leg.packetsSeen {
-            leg.packetsSeen = received
-            leg.packetsSeenAt = now
+            inboundStats(of: id)?.filter { kinds.contains($0.kind) }.reduce(UInt64(0)) { $0 + $1.packetsReceived } ?? 0
+        let seen = leg?.packetsSeen ?? sub?.packetsSeen ?? 0
+        if kinds.isEmpty || received != seen {
+            leg?.packetsSeen = received
+            leg?.packetsSeenAt = now
+            sub?.packetsSeen = received
+            sub?.packetsSeenAt = now
             return false
         }
-        return now - leg.packetsSeenAt >= Self.mediaStarvedAfter
+        return now - (leg?.packetsSeenAt ?? sub?.packetsSeenAt ?? now) >= Self.mediaStarvedAfter
     }
 
     /// Fraction of media packets lost from a participant so far (RFC 3550 A.3 cumulative counts).
     func mediaLoss(_ p: RemoteParticipant) -> Double {
-        guard let stats = legs[p.identity]?.pipeline?.inboundStats, !stats.isEmpty else { return 0 }
+        guard let stats = inboundStats(of: p.identity), !stats.isEmpty else { return 0 }
         let lost = stats.reduce(Int64(0)) { $0 + max(0, $1.packetsLost) }
         let received = stats.reduce(UInt64(0)) { $0 + $1.packetsReceived }
         let expected = Double(received) + Double(lost)
@@ -509,6 +567,7 @@ extension Room {
 
     /// Ends every leg and stream (the call ended or the session goes away).
     func stopAllMedia() {
+        stopSFU()
         for media in localMedia.values { media.stop() }
         localMedia = [:]
         for leg in legs.values { leg.close() }

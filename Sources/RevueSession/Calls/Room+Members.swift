@@ -150,6 +150,7 @@ extension Room {
     /// The last participant left: your tracks are unpublished and the next call starts afresh.
     func leaveCall() {
         for pub in localParticipant.localTrackPublications { unpublish(pub, tell: false) }
+        stopSFU()
         joined = false
         pendingJoins = [:]
         introductions = [:]

@@ -18,6 +18,9 @@ public struct RoomOptions: Sendable, Hashable {
     public var videoWidth = 640
     /// Height your camera track is encoded at, in pixels.
     public var videoHeight = 360
+    /// The SFU the call's media goes through (nil: peer to peer, a mesh). Every participant of a
+    /// call sets the same one; it is read when the call starts.
+    public var sfu: SFUServer?
 
     /// The defaults: send and receive, microphone and camera on.
     public init() {}
@@ -116,6 +119,8 @@ public final class Room {
     /// Media of each call leg by friend ID, and of each local track.
     var legs: [String: MediaLeg] = [:]
     var localMedia: [TrackKind: LocalMedia] = [:]
+    /// The call's media through an SFU (`options.sfu`), instead of `legs` and `localMedia`.
+    var sfu: SFUMedia?
     /// SSRCs used by our send streams and receive pipelines while the current legs exist
     /// (`freshSSRC`).
     var usedSSRCs: Set<UInt32> = []

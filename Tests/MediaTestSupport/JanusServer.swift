@@ -1,9 +1,7 @@
 // A real Janus WebRTC server (the Debian `janus` package) for the SFU tests, started from a
 // configuration generated into a temporary directory and stopped at the end of the test.
 import Foundation
-import Testing
-
-@testable import MediaCore
+import MediaCore
 
 #if canImport(Glibc)
     import Glibc
@@ -19,14 +17,14 @@ import Testing
 /// addresses (IPv4 with `ice_ignore_list` dropping nothing else); packets between two local
 /// addresses never leave the machine. The Revue peers therefore bind to every IPv4 interface and
 /// offer the non-loopback addresses, as they would toward a remote server.
-final class JanusServer {
-    static let folder = "/usr/lib/x86_64-linux-gnu/janus"
-    let port: Int
-    let dir = InteropTempDir()
-    let process: ToolProcess
+package final class JanusServer {
+    package static let folder = "/usr/lib/x86_64-linux-gnu/janus"
+    package let port: Int
+    package let dir = InteropTempDir()
+    package let process: ToolProcess
 
     /// Starts Janus with its HTTP transport on `port` (nil: a free one).
-    init(port: Int? = nil) throws {
+    package init(port: Int? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else {
             throw ToolMissing(tool: "janus (Debian package janus; scripts/install-deps)")
         }
@@ -113,18 +111,18 @@ final class JanusServer {
     }
 
     /// A Python program that clears the signal mask and execs its arguments (same pid).
-    static let unblockSignalsAndExec =
+    package static let unblockSignalsAndExec =
         "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
 
     /// The HTTP transport's address.
-    var address: SocketAddress { .loopbackIPv4(port: UInt16(port)) }
+    package var address: SocketAddress { .loopbackIPv4(port: UInt16(port)) }
 
     /// The last `bytes` of Janus's log.
-    func logTail(_ bytes: Int = 3000) -> String { String(decoding: dir.read("janus.log").suffix(bytes), as: UTF8.self) }
+    package func logTail(_ bytes: Int = 3000) -> String { String(decoding: dir.read("janus.log").suffix(bytes), as: UTF8.self) }
 
     /// Waits until `GET /janus/info` answers with the VideoRoom plugin loaded; throws with the
     /// reason and the log tail when it does not within `seconds` (or Janus exits).
-    func waitUntilReady(seconds: Double = 15) async throws {
+    package func waitUntilReady(seconds: Double = 15) async throws {
         let deadline = Date().addingTimeInterval(seconds)
         var last = "no answer yet"
         while Date() < deadline {
@@ -156,7 +154,7 @@ final class JanusServer {
     /// Stops Janus (SIGTERM, then SIGKILL after 5 s), removes the directory and returns its
     /// output. Idempotent.
     @discardableResult
-    func stop() -> ToolRun {
+    package func stop() -> ToolRun {
         if let finished { return finished }
         let started = Date()
         process.signal(SIGTERM)
@@ -172,7 +170,7 @@ final class JanusServer {
 }
 
 /// Janus did not start or answer.
-struct JanusNotReady: Error, CustomStringConvertible {
-    var detail: String
-    var description: String { detail }
+package struct JanusNotReady: Error, CustomStringConvertible {
+    package var detail: String
+    package var description: String { detail }
 }

@@ -1,0 +1,495 @@
+// Calls through an SFU: with `RoomOptions.sfu` set, the call's signalling stays on the friend
+// channels (invitations, participants, tracks, mutes, modes, messages, speaking) but the media
+// goes through a Janus VideoRoom: each participant publishes its tracks once on one WebRTC
+// connection to Janus and receives each other participant's feed on a connection of its own.
+// Which feed belongs to which participant is said by the participant itself, over the encrypted
+// friend channel (never taken from Janus's display names), together with its SFrame key (RFC
+// 9605) when the call is end-to-end encrypted. docs/session.md "Calls through an SFU".
+import Dispatch
+import Foundation
+internal import MediaCore
+
+/// A Janus server (its VideoRoom plugin) that carries a call's media instead of a mesh.
+///
+/// Every participant of the call must configure the same server and room: a participant whose
+/// friend uses another one (or none) gets `callDidFailWithError(.mediaSetupFailed)` for that
+/// friend and no media with it. The room is created on the server by whoever joins it first.
+public struct SFUServer: Sendable, Hashable {
+    /// The server's HTTP API, for example `http://127.0.0.1:8088/janus`: `http` only, a numeric
+    /// IPv4 or IPv6 address or `localhost`, the port (80 when absent) and the API's base path
+    /// (`/janus` when absent).
+    public var url: String
+    /// The VideoRoom room number (1 to 2^53-1, a JSON number Janus keeps exactly).
+    public var room: UInt64
+    /// Whether each frame is encrypted end to end with SFrame (RFC 9605, AES-128-GCM) before it
+    /// reaches the server, with keys that only the call's participants hold. On by default; off
+    /// lets a plain WebRTC subscriber (a browser) decode the media.
+    public var endToEndEncryption: Bool
+
+    /// A server and room; end-to-end encryption on unless you say otherwise.
+    public init(url: String, room: UInt64, endToEndEncryption: Bool = true) {
+        self.url = url
+        self.room = room
+        self.endToEndEncryption = endToEndEncryption
+    }
+
+    /// How participants compare their servers in the friend channel.
+    var identifier: String { "\(url)#\(room)#\(endToEndEncryption ? "e2ee" : "clear")" }
+
+    /// The server's address and base path, or nil when `url` is not one this client can reach.
+    func endpoint() -> (address: SocketAddress, basePath: String)? {
+        guard let c = URLComponents(string: url), c.scheme?.lowercased() == "http", var host = c.host, !host.isEmpty,
+            room > 0, room < 1 << 53
+        else { return nil }
+        if host == "localhost" { host = "127.0.0.1" }
+        if host.hasPrefix("[") { host = String(host.dropFirst().dropLast()) }
+        let port = UInt16(c.port ?? 80)
+        let text = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        guard let address = try? SocketAddress(parsing: text) else { return nil }
+        return (address, c.path.isEmpty ? "/janus" : c.path)
+    }
+}
+
+/// One remote participant's feed as we receive it from the SFU: its VideoRoom subscriber handle
+/// and the WebRTC connection Janus sends it on. Main actor.
+final class SFUSubscription {
+    let feed: UInt64
+    let handle: JanusVideoRoom
+    let connection: PeerConnection
+    let videoOut = RendererSwitch()
+    let audioOut = AudioSinkSwitch()
+    var events: Task<Void, Never>?
+    var packetsSeen: UInt64 = 0
+    var packetsSeenAt = monotonicNow()
+
+    init(feed: UInt64, handle: JanusVideoRoom, connection: PeerConnection) {
+        self.feed = feed
+        self.handle = handle
+        self.connection = connection
+    }
+
+    func close() {
+        events?.cancel()
+        connection.close()
+        let handle = handle
+        Task { try? await handle.detach() }
+    }
+}
+
+/// The local participant's side of a call through an SFU (main actor): the Janus session, the
+/// publisher handle and connection, the subscriptions, the frame keys.
+final class SFUMedia {
+    let server: SFUServer
+    let address: SocketAddress
+    let basePath: String
+    var session: JanusSession?
+    var handle: JanusVideoRoom?
+    var privateID: UInt64 = 0
+    /// Our feed id in the room (announced to the participants).
+    var feed: UInt64?
+    /// The connection our tracks go out on (nil while we publish nothing), and the track kinds
+    /// Janus has agreed to in the last exchange.
+    var publisher: PeerConnection?
+    var published: Set<TrackKind> = []
+    /// Capturers of our tracks on `publisher`.
+    var capturers: [TrackKind: AnyObject] = [:]
+    /// Feeds Janus says are publishing now.
+    var live: Set<UInt64> = []
+    /// The feed each remote participant announced, and our subscription to it.
+    var remoteFeeds: [String: UInt64] = [:]
+    var subscriptions: [String: SFUSubscription] = [:]
+    /// Set once the server could not be reached or refused us (the reason).
+    var failure: String?
+    var working = false, dirty = false, closed = false
+    var events: Task<Void, Never>?
+
+    /// End-to-end encryption: our senders (one key ID per track kind, one base key), the base key
+    /// and key IDs announced, and per remote participant the receiver holding its keys.
+    let video: SFrameSender?, audio: SFrameSender?
+    var baseKey: [UInt8] = []
+    var keyIDs: (video: UInt64, audio: UInt64) = (0, 0)
+    var receivers: [String: SFrameReceiver] = [:]
+    /// Key IDs each participant announced, oldest first (the two latest generations are kept).
+    var remoteKeyIDs: [String: [UInt64]] = [:]
+    static let suite = SFrameCipherSuite.aes128GCMSHA256_128
+
+    init?(server: SFUServer) {
+        guard let e = server.endpoint() else { return nil }
+        self.server = server
+        address = e.address
+        basePath = e.basePath
+        if server.endToEndEncryption {
+            baseKey = RandomBytes.bytes(16)
+            keyIDs = Self.freshKeyIDs()
+            video = try? SFrameSender(suite: Self.suite, keyID: keyIDs.video, baseKey: baseKey)
+            audio = try? SFrameSender(suite: Self.suite, keyID: keyIDs.audio, baseKey: baseKey)
+        } else {
+            video = nil
+            audio = nil
+        }
+    }
+
+    /// Two distinct random key IDs below 2^32 (short SFrame headers; exact in JSON).
+    static func freshKeyIDs() -> (video: UInt64, audio: UInt64) {
+        let v = UInt64(RandomBytes.uint32())
+        var a = UInt64(RandomBytes.uint32())
+        while a == v { a = UInt64(RandomBytes.uint32()) }
+        return (v, a)
+    }
+
+    func receiver(for id: String) -> SFrameReceiver? {
+        guard server.endToEndEncryption else { return nil }
+        if let r = receivers[id] { return r }
+        let r = SFrameReceiver(suite: Self.suite)
+        receivers[id] = r
+        return r
+    }
+}
+
+extension Room {
+    /// Whether the call's media goes through an SFU.
+    var usesSFU: Bool { sfu != nil || (options.sfu != nil && mediaLegsEnabled) }
+
+    /// The SFU side of the call, made when the call starts (nil without `options.sfu`).
+    @discardableResult
+    func ensureSFU() -> SFUMedia? {
+        if let sfu { return sfu }
+        guard joined, mediaLegsEnabled, let server = options.sfu else { return nil }
+        guard let s = SFUMedia(server: server) else {
+            for id in remoteParticipants.keys { sfuFailed("\(server.url) is not an http URL with a numeric address, or room \(server.room) is out of range", for: id) }
+            return nil
+        }
+        sfu = s
+        sfuReconcile()
+        return s
+    }
+
+    func sfuFailed(_ detail: String, for id: String) {
+        post(nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) }, participant: nil)
+    }
+
+    /// The WebRTC connection settings toward Janus.
+    func sfuConnectionConfiguration(_ sfu: SFUMedia) -> PeerConnectionConfiguration {
+        var c = PeerConnectionConfiguration()
+        c.videoWidth = options.videoWidth
+        c.videoHeight = options.videoHeight
+        c.videoBitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder
+            .bitrate
+        c.iceServers = core?.configuration.resolvedICEServers ?? []
+        c.gatheringTimeoutSeconds = 2
+        c.connectTimeoutSeconds = 15
+        c.videoFrameEncryption = sfu.video
+        c.audioFrameEncryption = sfu.audio
+        return c
+    }
+
+    // MARK: Local tracks
+
+    /// Adds a local track to the publisher connection (made on the first track); the capturer.
+    func sfuTrackPublished(_ pub: LocalTrackPublication, _ sfu: SFUMedia) -> TrackPublishError? {
+        do {
+            let pc = try sfu.publisher ?? PeerConnection(configuration: sfuConnectionConfiguration(sfu))
+            sfu.publisher = pc
+            switch pub.kind {
+            case .video:
+                let capturer = try pc.addVideoTrack(codec: .vp8, direction: .sendonly)
+                pub.videoCapturer = capturer
+                sfu.capturers[.video] = capturer
+            case .audio:
+                let capturer = try pc.addAudioTrack(direction: .sendonly)
+                pub.audioCapturer = capturer
+                sfu.capturers[.audio] = capturer
+                pc.localStreams(of: capturer)?.audio?.onSpeakingEvent = { [weak self] e in
+                    DispatchQueue.main.async {
+                        MainActor.assumeIsolated { self?.localSpeaking(e.isSpeaking, levelDbov: e.levelDbov) }
+                    }
+                }
+            }
+            if pub.isMuted, let c = sfu.capturers[pub.kind] { try pc.setMuted(c, true) }
+        } catch {
+            return .mediaSetupFailed(detail: "\(error)")
+        }
+        sfuReconcile()
+        return nil
+    }
+
+    func sfuTrackUnpublished(_ pub: LocalTrackPublication, _ sfu: SFUMedia) {
+        if let c = sfu.capturers.removeValue(forKey: pub.kind) {
+            try? sfu.publisher?.removeTrack(c)
+        }
+        sfuReconcile()
+    }
+
+    func sfuTrackMuteChanged(_ pub: LocalTrackPublication, _ sfu: SFUMedia) {
+        if let c = sfu.capturers[pub.kind] { try? sfu.publisher?.setMuted(c, pub.isMuted) }
+    }
+
+    // MARK: Signals
+
+    /// Tells participants our server, feed and frame key (`adr sfu`); to everyone when `to` is nil.
+    func sfuAnnounce(_ sfu: SFUMedia, to ids: [String]? = nil) {
+        guard let feed = sfu.feed else { return }
+        var s = CallSignal(type: "adr", op: CallSignal.Op.sfu)
+        s.sfu = sfu.server.identifier
+        s.feed = String(feed)
+        if sfu.server.endToEndEncryption {
+            s.key = Data(sfu.baseKey).base64EncodedString()
+            s.kids = [sfu.keyIDs.video, sfu.keyIDs.audio]
+        }
+        for id in ids ?? Array(remoteParticipants.keys) { send(s, to: id) }
+    }
+
+    /// A participant's `adr sfu`: its server (must be ours), its feed, its frame keys.
+    func receiveSFUSignal(_ s: CallSignal, from id: String) {
+        guard remoteParticipants[id] != nil else { return }
+        guard let sfu = ensureSFU(), s.sfu == sfu.server.identifier else {
+            return sfuFailed("the participant's media goes through \(s.sfu ?? "another server"), ours \(options.sfu?.identifier ?? "peer to peer")", for: id)
+        }
+        guard let feedText = s.feed, let feed = UInt64(feedText) else { return }
+        if sfu.server.endToEndEncryption {
+            guard let key = s.key.flatMap({ Data(base64Encoded: $0) }), key.count == 16, let kids = s.kids, kids.count == 2,
+                kids[0] != kids[1], let receiver = sfu.receiver(for: id)
+            else { return refuse(id, answer: false) }
+            var held = sfu.remoteKeyIDs[id] ?? []
+            if !held.contains(kids[0]) {
+                // Keys of older generations go; the previous one stays for frames still in flight.
+                while held.count > 2 { receiver.removeKey(keyID: held.removeFirst()) }
+                for kid in kids { try? receiver.addKey(keyID: kid, baseKey: [UInt8](key)) }
+                held += kids
+                sfu.remoteKeyIDs[id] = held
+            }
+        }
+        if sfu.remoteFeeds[id] != feed {
+            sfu.remoteFeeds[id] = feed
+            sfuReconcile()
+        }
+    }
+
+    /// A participant left: its subscription ends, and our frame key changes so that it cannot
+    /// decrypt what we send from now on (if it kept receiving from the server). The new key goes
+    /// to the remaining participants first; our senders switch to it a second later.
+    func sfuParticipantLeft(_ id: String, _ sfu: SFUMedia) {
+        sfu.subscriptions.removeValue(forKey: id)?.close()
+        sfu.remoteFeeds[id] = nil
+        sfu.receivers[id] = nil
+        sfu.remoteKeyIDs[id] = nil
+        guard sfu.server.endToEndEncryption, !remoteParticipants.filter({ $0.key != id }).isEmpty else { return }
+        sfuRotateKey(sfu, excluding: id)
+    }
+
+    func sfuRotateKey(_ sfu: SFUMedia, excluding gone: String?) {
+        let key = RandomBytes.bytes(16)
+        let kids = SFUMedia.freshKeyIDs()
+        sfu.baseKey = key
+        sfu.keyIDs = kids
+        let ids = remoteParticipants.keys.filter { $0 != gone }
+        sfuAnnounce(sfu, to: Array(ids))
+        let video = sfu.video, audio = sfu.audio
+        DispatchQueue.main.asyncAfter(deadline: .now() + Self.sfuKeySwitchDelay) {
+            try? video?.setKey(keyID: kids.video, baseKey: key)
+            try? audio?.setKey(keyID: kids.audio, baseKey: key)
+        }
+    }
+
+    /// How long after announcing a new frame key our senders start using it.
+    static let sfuKeySwitchDelay = 1.0
+
+    // MARK: Convergence
+
+    /// Brings the server side in line with the call: joined to the room, our tracks published,
+    /// one subscription per participant that publishes while we receive. Runs one pass at a time;
+    /// a change during a pass runs another.
+    func sfuReconcile() {
+        guard let sfu, !sfu.closed else { return }
+        if sfu.working {
+            sfu.dirty = true
+            return
+        }
+        sfu.working = true
+        Task { @MainActor [weak self] in
+            repeat {
+                sfu.dirty = false
+                guard let self, self.sfu === sfu else { break }
+                await self.sfuPass(sfu)
+            } while sfu.dirty && !sfu.closed
+            sfu.working = false
+        }
+    }
+
+    private func sfuPass(_ sfu: SFUMedia) async {
+        if sfu.failure != nil { return }
+        if sfu.handle == nil {
+            do {
+                try await sfuJoin(sfu)
+            } catch {
+                sfu.failure = "\(error)"
+                let detail = "the SFU at \(sfu.server.url) could not be joined: \(error)"
+                for id in remoteParticipants.keys { sfuFailed(detail, for: id) }
+                return
+            }
+            guard !sfu.closed else { return }
+            sfuAnnounce(sfu)
+        }
+        guard let handle = sfu.handle, !sfu.closed else { return }
+        await sfuPublish(sfu, handle)
+        await sfuSubscribe(sfu)
+    }
+
+    private func sfuJoin(_ sfu: SFUMedia) async throws {
+        let session = try await JanusSession.create(server: sfu.address, basePath: sfu.basePath)
+        sfu.session = session
+        if sfu.closed {
+            await session.destroy()
+            return
+        }
+        let handle = try await JanusVideoRoom(session: session)
+        let room = sfu.server.room
+        let display = localParticipant.identity
+        var joined: JanusJoined
+        let first: Result<JanusJoined, JanusError>
+        do { first = .success(try await handle.joinAsPublisher(room: room, display: display)) } catch { first = .failure(error) }
+        switch first {
+        case .success(let j):
+            joined = j
+        case .failure(let error):
+            // No such room (426): the first participant makes it (another may win the race: 427).
+            guard case .janus(426, _) = error else { throw error }
+            var o = JanusRoomOptions()
+            o.room = room
+            o.publishers = Self.sfuMaxPublishers
+            o.description = "revue"
+            do { _ = try await handle.createRoom(o) } catch {
+                guard case .janus(427, _) = error else { throw error }
+            }
+            joined = try await handle.joinAsPublisher(room: room, display: display)
+        }
+        sfu.handle = handle
+        sfu.privateID = joined.privateID
+        sfu.feed = joined.id
+        sfu.live = Set(joined.publishers.map(\.id))
+        if sfu.closed {
+            try? await handle.leave()
+            await session.destroy()
+            return
+        }
+        sfu.events = Task { @MainActor [weak self, weak sfu] in
+            for await e in handle.events {
+                guard let self, let sfu, !sfu.closed else { return }
+                switch e {
+                case .publishers(let list): sfu.live.formUnion(list.map(\.id))
+                case .unpublished(let id), .leaving(let id): sfu.live.remove(id)
+                default: continue
+                }
+                self.sfuReconcile()
+            }
+        }
+    }
+
+    /// Most publishers in a room we create.
+    static let sfuMaxPublishers = 64
+
+    /// Offers our current tracks to Janus when they differ from the last exchange; unpublishes
+    /// when none is left.
+    private func sfuPublish(_ sfu: SFUMedia, _ handle: JanusVideoRoom) async {
+        let want = Set(sfu.capturers.keys)
+        guard want != sfu.published else { return }
+        if want.isEmpty {
+            let pc = sfu.publisher
+            sfu.publisher = nil
+            sfu.published = []
+            try? await handle.unpublish()
+            pc?.close()
+            return
+        }
+        guard let pc = sfu.publisher else { return }
+        do {
+            let offer = try await pc.createOffer()
+            let answer: String?
+            if sfu.published.isEmpty {
+                answer = try await handle.publish(offer: offer.sdp)
+            } else {
+                answer = try await handle.configure([:], offer: offer.sdp)
+            }
+            guard let answer else { throw JanusError.malformed("configure answered without SDP") }
+            try await pc.setRemoteDescription(JSEPSessionDescription(parsing: answer, type: .answer))
+            sfu.published = want
+        } catch {
+            let detail = "publishing to the SFU failed: \(error)"
+            for id in remoteParticipants.keys { sfuFailed(detail, for: id) }
+            sfu.failure = detail
+        }
+    }
+
+    /// One subscription per participant that publishes a live feed while we receive it.
+    private func sfuSubscribe(_ sfu: SFUMedia) async {
+        var desired: [String: UInt64] = [:]
+        if localParticipant.mode.receives {
+            for (id, p) in remoteParticipants {
+                guard p.mode.sends, let feed = sfu.remoteFeeds[id], sfu.live.contains(feed),
+                    p.remoteTrackPublications.contains(where: { $0.wanted })
+                else { continue }
+                desired[id] = feed
+            }
+        }
+        for (id, s) in sfu.subscriptions where desired[id] != s.feed {
+            sfu.subscriptions[id] = nil
+            s.close()
+        }
+        for (id, feed) in desired.sorted(by: { $0.key < $1.key }) where sfu.subscriptions[id] == nil {
+            guard let session = sfu.session, !sfu.closed else { return }
+            do {
+                let handle = try await JanusVideoRoom(session: session)
+                let offer = try await handle.joinAsSubscriber(room: sfu.server.room, feeds: [feed], privateID: sfu.privateID)
+                var c = sfuConnectionConfiguration(sfu)
+                c.frameDecryption = sfu.receiver(for: id)
+                let pc = try PeerConnection(configuration: c)
+                let sub = SFUSubscription(feed: feed, handle: handle, connection: pc)
+                pc.videoRenderer = sub.videoOut
+                pc.audioSink = sub.audioOut
+                try await pc.setRemoteDescription(JSEPSessionDescription(parsing: offer, type: .offer))
+                let answer = try await pc.createAnswer()
+                try await handle.start(answer: answer.sdp)
+                // The participant may have left, or changed feed, meanwhile.
+                guard !sfu.closed, sfu.remoteFeeds[id] == feed, remoteParticipants[id] != nil else {
+                    sub.close()
+                    continue
+                }
+                sfu.subscriptions[id] = sub
+                sub.events = Task { [weak sub] in
+                    for await e in handle.events {
+                        // Janus renegotiates when the publisher adds or removes a track.
+                        guard case .updated(let json) = e, let sdp = json["jsep"]?["sdp"]?.string, let sub else { continue }
+                        do {
+                            try await sub.connection.setRemoteDescription(JSEPSessionDescription(parsing: sdp, type: .offer))
+                            let answer = try await sub.connection.createAnswer()
+                            try await sub.handle.start(answer: answer.sdp)
+                        } catch {
+                            continue
+                        }
+                    }
+                }
+                if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
+            } catch {
+                sfuFailed("subscribing to the participant's feed failed: \(error)", for: id)
+            }
+        }
+    }
+
+    /// Ends everything on the server side (the call ended): the connections close at once, the
+    /// session is left and destroyed in the background.
+    func stopSFU() {
+        guard let sfu else { return }
+        self.sfu = nil
+        sfu.closed = true
+        sfu.events?.cancel()
+        for s in sfu.subscriptions.values { s.close() }
+        sfu.subscriptions = [:]
+        sfu.publisher?.close()
+        sfu.publisher = nil
+        let handle = sfu.handle, session = sfu.session
+        Task {
+            try? await handle?.leave()
+            await session?.destroy()
+        }
+    }
+}

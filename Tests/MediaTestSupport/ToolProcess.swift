@@ -1,0 +1,118 @@
+// Running external tools and servers from tests: one process runner (with a timeout and both
+// pipes drained) and one temporary-directory type, shared by the interop and session suites.
+import Foundation
+import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The outcome of a finished process.
+package struct ToolRun {
+    package var status: Int32
+    package var stdout: String
+    package var stderr: String
+    package var timedOut = false
+}
+
+/// A tool the test needs is not installed.
+package struct ToolMissing: Error, CustomStringConvertible {
+    package var tool: String
+    package var description: String { "\(tool) is not installed: run scripts/install-deps" }
+}
+
+/// A process running in the background, both pipes drained concurrently so a chatty tool cannot
+/// block on a full pipe.
+package final class ToolProcess: @unchecked Sendable {
+    package let process = Process()
+    private let outPipe = Pipe(), errPipe = Pipe()
+    nonisolated(unsafe) private var outData = Data(), errData = Data()
+    private let group = DispatchGroup()
+
+    /// Starts `executable` (a path, or a tool name looked up in /usr/bin, /usr/local/bin and /bin)
+    /// in `cwd`.
+    package init(_ executable: String, _ arguments: [String], cwd: String? = nil, environment: [String: String]? = nil) throws {
+        var exe = executable
+        if !exe.contains("/") {
+            guard
+                let dir = ["/usr/bin", "/usr/local/bin", "/bin"].first(where: {
+                    FileManager.default.isExecutableFile(atPath: "\($0)/\(executable)")
+                })
+            else {
+                throw ToolMissing(tool: executable)
+            }
+            exe = "\(dir)/\(executable)"
+        }
+        process.executableURL = URL(fileURLWithPath: exe)
+        process.arguments = arguments
+        if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
+        if let environment { process.environment = environment }
+        process.standardOutput = outPipe
+        process.standardError = errPipe
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let o = outPipe.fileHandleForReading, e = errPipe.fileHandleForReading
+        group.enter()
+        DispatchQueue.global().async { [self] in
+            outData = o.readDataToEndOfFile(); group.leave()
+        }
+        group.enter()
+        DispatchQueue.global().async { [self] in
+            errData = e.readDataToEndOfFile(); group.leave()
+        }
+    }
+
+    /// Sends `signal` to the process.
+    package func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Waits up to `timeout` seconds (then kills it) and returns its outcome.
+    package func wait(timeout: Double = 60) -> ToolRun {
+        let deadline = Date().addingTimeInterval(timeout)
+        var timedOut = false
+        while process.isRunning {
+            if Date() > deadline { timedOut = true; kill(process.processIdentifier, SIGKILL); break }
+            usleep(10_000)
+        }
+        process.waitUntilExit()
+        group.wait()
+        return ToolRun(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self), timedOut: timedOut)
+    }
+}
+
+/// Runs an external tool and waits for it (killed after `timeout` seconds).
+package func runTool(_ tool: String, _ arguments: [String], cwd: String? = nil, timeout: Double = 60) throws -> ToolRun {
+    try ToolProcess(tool, arguments, cwd: cwd).wait(timeout: timeout)
+}
+
+/// A temporary directory for one test, removed with `remove()`.
+package struct InteropTempDir {
+    package let path: String
+    package init() {
+        let base = NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
+        var template = Array("\(base)/revue-interop-XXXXXX".utf8CString)
+        let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(p != nil, "mkdtemp failed")
+        path = String(cString: p!)
+    }
+    package func file(_ name: String) -> String { "\(path)/\(name)" }
+    /// Every entry, hidden ones (temporary outputs) included.
+    package var contents: [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
+    package func write(_ name: String, _ bytes: [UInt8]) { FileManager.default.createFile(atPath: file(name), contents: Data(bytes)) }
+    package func read(_ name: String) -> [UInt8] { [UInt8](FileManager.default.contents(atPath: file(name)) ?? Data()) }
+    package func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// An even free UDP port on 127.0.0.1 with port+1...port+3 likely free as well.
+package func cliFreePort() -> Int {
+    for _ in 0..<100 {
+        let port = Int.random(in: 20_000...60_000) & ~1
+        let ok = (0..<4).allSatisfy { i in
+            (try? UDPSocket(bindingTo: .loopbackIPv4(port: UInt16(port + i)))) != nil
+        }
+        if ok { return port }
+    }
+    return 47_000
+}
+

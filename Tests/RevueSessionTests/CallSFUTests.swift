@@ -1,0 +1,218 @@
+// Calls whose media goes through a real Janus VideoRoom (RoomOptions.sfu): the same Room API,
+// every participant publishing once and receiving every other participant's feed, SFrame end to
+// end so that the server (and a tap at it) cannot decode, keys rotated when someone leaves, and
+// the modes deciding what is published and subscribed at the server.
+import Foundation
+import MediaCore
+import MediaTestSupport
+import Synchronization
+import Testing
+
+@testable import RevueSession
+
+/// Decoded pictures of one sender as one receiver gets them: how many carry a bar code in the
+/// sender's range, their mean PSNR against the source, and the PCM.
+final class SenderProbe: VideoRenderer, AudioSink, @unchecked Sendable {
+    struct Counts { var frames = 0; var foreign = 0; var unreadable = 0; var psnrSum = 0.0 }
+    let range: Range<Int>
+    let counts = Mutex(Counts())
+    let pcm = Mutex<[Int16]>([])
+    init(range: Range<Int>) { self.range = range }
+
+    func render(_ frame: DecodedVideoFrame) {
+        guard let index = SyntheticVideo.frameIndex(in: frame.view) else {
+            counts.withLock { $0.unreadable += 1 }
+            return
+        }
+        let reference = VideoFrame(width: frame.view.width, height: frame.view.height)
+        SyntheticVideo.render(frameIndex: index, into: reference)
+        let psnr = Quality.psnr(reference.view, frame.view)
+        counts.withLock {
+            if range.contains(index) && psnr > 25 {
+                $0.frames += 1
+                $0.psnrSum += psnr
+            } else {
+                $0.foreign += 1
+            }
+        }
+    }
+    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) { pcm.withLock { $0.append(contentsOf: s) } }
+
+    var snapshot: Counts { counts.withLock { $0 } }
+    var meanPSNR: Double { let c = snapshot; return c.frames > 0 ? c.psnrSum / Double(c.frames) : 0 }
+    /// The tone's SNR over the last `seconds` of what was played.
+    func snr(_ frequency: Double, seconds: Double = 2) -> Double {
+        let x = pcm.withLock { $0.suffix(Int(seconds * 48_000)) }
+        return x.count < 48_000 ? -99 : toneSNR(ArraySlice(x), frequency: frequency)
+    }
+}
+
+/// Attaches one `SenderProbe` per remote participant to whatever the receiver subscribes to.
+@MainActor
+final class ProbeAttacher: RoomDelegate {
+    var probes: [String: SenderProbe] = [:]
+    let ranges: [String: Range<Int>]
+    init(ranges: [String: Range<Int>]) { self.ranges = ranges }
+    func probe(_ id: String) -> SenderProbe {
+        if let p = probes[id] { return p }
+        let p = SenderProbe(range: ranges[id] ?? 0..<0)
+        probes[id] = p
+        return p
+    }
+    func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {
+        publication.renderer = probe(participant.identity)
+        publication.audioSink = probe(participant.identity)
+    }
+}
+
+@MainActor
+@Suite(.serialized) struct CallSFUTests {
+    static let tones: [Double] = [440, 660, 880]
+
+    static func startJanus() async throws -> JanusServer {
+        let janus = try JanusServer()
+        do {
+            try await janus.waitUntilReady(seconds: 15)
+        } catch {
+            Issue.record("Janus did not start: \(error)")
+            throw error
+        }
+        return janus
+    }
+
+    /// Peers with the SFU setting, 320x180.
+    static func peers(_ names: [String], node: RendezvousNode, janus: JanusServer, room: UInt64, e2ee: Bool = true) throws
+        -> [CallPeer]
+    {
+        try names.map { name in
+            let p = try CallPeer(name, node: node)
+            p.room.options.videoWidth = 320
+            p.room.options.videoHeight = 180
+            p.room.options.sfu = SFUServer(url: "http://127.0.0.1:\(janus.port)/janus", room: room, endToEndEncryption: e2ee)
+            return p
+        }
+    }
+
+    /// Waits until `me` receives each of `others` through a connected subscription.
+    static func waitSubscribed(_ me: CallPeer, to others: [CallPeer], timeout: Double = 20) async {
+        await me.wait("\(me.name) subscribed at the SFU to \(others.map(\.name))", timeout: timeout) {
+            others.allSatisfy { o in me.room.sfu?.subscriptions[o.id]?.connection.state == .connected }
+        }
+    }
+
+    /// A raw subscriber at the server (what Janus, or anyone tapping it, gets): a subscription to
+    /// `feed` with no call keys, or with the keys given.
+    final class Tap {
+        let session: JanusSession
+        let connection: PeerConnection
+        let probe: SenderProbe
+        let receiver = SFrameReceiver(suite: SFUMedia.suite)
+
+        init(server: SocketAddress, room: UInt64, feed: UInt64, range: Range<Int>, decrypt: Bool) async throws {
+            session = try await JanusSession.create(server: server)
+            let handle = try await JanusVideoRoom(session: session)
+            let offer = try await handle.joinAsSubscriber(room: room, feeds: [feed])
+            var c = PeerConnectionConfiguration()
+            c.gatheringTimeoutSeconds = 2
+            if decrypt { c.frameDecryption = receiver }
+            connection = try PeerConnection(configuration: c)
+            probe = SenderProbe(range: range)
+            connection.videoRenderer = probe
+            connection.audioSink = probe
+            try await connection.setRemoteDescription(JSEPSessionDescription(parsing: offer, type: .offer))
+            let answer = try await connection.createAnswer()
+            try await handle.start(answer: answer.sdp)
+        }
+
+        func close() async {
+            connection.close()
+            await session.destroy()
+        }
+    }
+
+    /// Three participants in one SFU room, E2EE on: all six directions decode the right sender's
+    /// pictures and tone; each publisher sends one copy; a tap at the server decodes nothing
+    /// without the keys and everything with them; after a participant leaves, the others' new
+    /// keys lock the tap (holding the old keys) out while the remaining pair still decodes.
+    @Test func threeParticipantsEveryDirectionEndToEndEncryptedAndKeysRotateOnLeave() async throws {
+        let janus = try await Self.startJanus()
+        defer { janus.stop() }
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let roomNumber = UInt64.random(in: 1...1_000_000)
+        let peers = try Self.peers(["a", "b", "c"], node: node, janus: janus, room: roomNumber)
+        let (a, b, c) = (peers[0], peers[1], peers[2])
+        defer { for p in peers { p.peer.remove() } }
+        try await makeFriends(peers)
+        let ranges = Dictionary(uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
+        let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
+        for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
+        try await startCall(a, b)
+        try await startCall(a, c)
+        await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
+        for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+
+        // A tap at the server on a's feed, without keys and with a's keys.
+        let aSFU = try #require(a.room.sfu)
+        let aFeed = try #require(aSFU.feed)
+        let blind = try await Tap(server: janus.address, room: roomNumber, feed: aFeed, range: ranges[a.id]!, decrypt: false)
+        let keyed = try await Tap(server: janus.address, room: roomNumber, feed: aFeed, range: ranges[a.id]!, decrypt: true)
+        for kid in [aSFU.keyIDs.video, aSFU.keyIDs.audio] { try keyed.receiver.addKey(keyID: kid, baseKey: aSFU.baseKey) }
+        for t in [blind, keyed] { #expect(await t.connection.waitUntilSettled(timeout: 15) == .connected) }
+
+        let seconds = 4.0
+        var feeds = peers.enumerated().map { i, p in
+            CallMediaQualityTests.feed(
+                p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: seconds, startFrame: i * 30_000)
+        }
+        for f in feeds { await f.value }
+        await settle(0.6)
+        let fed = Int(seconds * 15)
+        for (i, me) in peers.enumerated() {
+            for (j, other) in peers.enumerated() where i != j {
+                let probe = attachers[i].probe(other.id)
+                let n = probe.snapshot
+                #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
+                #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
+                let snr = probe.snr(Self.tones[j])
+                #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB")
+            }
+        }
+        // One copy up per publisher: what it sent equals what each receiver got (not twice that).
+        for (i, p) in peers.enumerated() {
+            let sent = try #require(p.room.sfu?.publisher).sentTraffic(.video).bytes
+            for (j, q) in peers.enumerated() where i != j {
+                let got = q.room.inboundStats(of: p.id)?.filter { $0.kind == "video" }.reduce(0) { $0 + Int($1.bytesReceived) } ?? 0
+                let ratio = Double(sent) / Double(max(got, 1))
+                #expect(ratio > 0.8 && ratio < 1.3, "\(p.name) sent \(sent) B of video, \(q.name) received \(got) B")
+            }
+        }
+        // The server's view: nothing decodable without the keys.
+        let blindCounts = blind.probe.snapshot, keyedCounts = keyed.probe.snapshot
+        #expect(blindCounts.frames == 0, "tap without keys: \(blindCounts)")
+        #expect(blind.probe.snr(Self.tones[0]) < 0, "tap without keys hears the tone")
+        #expect(keyedCounts.frames >= fed * 3 / 4 && keyed.probe.meanPSNR > 32, "tap with a's keys: \(keyedCounts)")
+        #expect(keyed.probe.snr(Self.tones[0]) > 10)
+
+        // c leaves: a and b take new keys; the keyed tap (c's old knowledge) decodes no more.
+        c.room.disconnectAll()
+        await a.wait("c gone") { a.room.remoteParticipants[c.id] == nil && b.room.remoteParticipants[c.id] == nil }
+        await a.wait("a's key rotated") { a.room.sfu.map { $0.keyIDs.video != aSFU.keyIDs.video } ?? false }
+        try? await Task.sleep(for: .seconds(Room.sfuKeySwitchDelay + 0.3))
+        let keyedBefore = keyed.probe.snapshot.frames
+        let bFromA = attachers[1].probe(a.id), bBefore = bFromA.snapshot.frames
+        feeds = [a, b].enumerated().map { i, p in
+            CallMediaQualityTests.feed(
+                p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 2, startFrame: i * 30_000 + 200)
+        }
+        for f in feeds { await f.value }
+        await settle(0.5)
+        #expect(keyed.probe.snapshot.frames == keyedBefore, "the old keys still decode a's media")
+        #expect(keyed.receiver.statistics.unknownKeys > 0, "the tap's receiver: \(keyed.receiver.statistics)")
+        #expect(bFromA.snapshot.frames - bBefore >= 20, "b after the rotation: \(bFromA.snapshot.frames - bBefore)")
+        #expect(bFromA.snr(Self.tones[0], seconds: 1.5) > 10)
+        await blind.close()
+        await keyed.close()
+        for p in peers { p.room.disconnectAll() }
+    }
+}
