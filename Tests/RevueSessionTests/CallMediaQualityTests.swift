@@ -49,10 +49,14 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
 @MainActor
 @Suite(.serialized) struct CallMediaQualityTests {
     /// Feeds one participant's capturers in real time: a tone and the synthetic video at 15 fps.
+    /// Each feed has a thread of its own: several fed at once must not wait for a free thread of
+    /// the cooperative pool (two on this machine), as blocking tasks would.
     static func feed(_ pubs: [LocalTrackPublication], tone: Double, seconds: Double, startFrame: Int) -> Task<Void, Never> {
         let audio = pubs.first { $0.kind == .audio }?.audioCapturer
         let video = pubs.first { $0.kind == .video }?.videoCapturer
-        return Task.detached {
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            defer { done.signal() }
             let (w, h) = (320, 180)
             let frame = VideoFrame(width: w, height: h)
             var pcm = [Int16](repeating: 0, count: 960)
@@ -72,6 +76,15 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
                 let due = start + UInt64(chunk + 1) * 20_000_000
                 let now = DispatchTime.now().uptimeNanoseconds
                 if due > now { usleep(UInt32((due - now) / 1000)) }
+            }
+        }
+        thread.start()
+        return Task.detached {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    done.wait()
+                    c.resume()
+                }
             }
         }
     }
