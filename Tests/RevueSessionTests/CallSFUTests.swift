@@ -222,4 +222,88 @@ final class ProbeAttacher: RoomDelegate {
         await keyed.close()
         for p in peers { p.room.disconnectAll() }
     }
+
+    /// Who publishes at the server, by participant: Janus's own participant list.
+    static func publishersAtJanus(_ janus: JanusServer, room: UInt64) async throws -> [String: Bool] {
+        let admin = try await JanusSession.create(server: janus.address)
+        let handle = try await JanusVideoRoom(session: admin)
+        let list = try await handle.listParticipants(room: room)
+        await admin.destroy()
+        return Dictionary(list.map { ($0.display ?? "", $0.publisher) }, uniquingKeysWith: { $0 || $1 })
+    }
+
+    /// Modes at the server: a `recvOnly` participant is in the room but publishes nothing and
+    /// receives; a `signallingOnly` one neither publishes nor subscribes; `changeMode` round trips
+    /// publish and unpublish at Janus and keep a muted microphone muted.
+    @Test func modesDecideWhatIsPublishedAndSubscribedAtTheServer() async throws {
+        let janus = try await Self.startJanus()
+        defer { janus.stop() }
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let roomNumber = UInt64.random(in: 1...1_000_000)
+        let peers = try Self.peers(["a", "b", "c"], node: node, janus: janus, room: roomNumber, e2ee: false)
+        let (a, b, c) = (peers[0], peers[1], peers[2])
+        defer { for p in peers { p.peer.remove() } }
+        b.room.options.mode = .recvOnly
+        c.room.options.mode = .signallingOnly
+        try await makeFriends(peers)
+        let ranges = Dictionary(uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
+        let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
+        for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
+        try await startCall(a, b)
+        try await startCall(a, c)
+        await Self.waitSubscribed(b, to: [a])
+        await a.wait("everyone at the server") { peers.allSatisfy { $0.room.sfu?.feed != nil } }
+        var publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
+        #expect(publishing == [a.id: true, b.id: false, c.id: false], "at Janus: \(publishing)")
+        #expect(a.room.sfu?.subscriptions.isEmpty == true && c.room.sfu?.subscriptions.isEmpty == true)
+        #expect(b.room.sfu?.publisher == nil && c.room.sfu?.publisher == nil)
+
+        func window(start: Int) async {
+            let feeds = [a, b].enumerated().map { i, p in
+                CallMediaQualityTests.feed(
+                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 1.5, startFrame: i * 30_000 + start)
+            }
+            for f in feeds { await f.value }
+            await settle(0.5)
+        }
+        await window(start: 0)
+        #expect(attachers[1].probe(a.id).snapshot.frames >= 15, "recvOnly b receives a: \(attachers[1].probe(a.id).snapshot)")
+        #expect(attachers[2].probe(a.id).snapshot.frames == 0, "signallingOnly c receives nothing")
+
+        // b starts sending: a subscribes to it; b mutes its microphone.
+        try await b.room.changeMode(.sendAndRecv)
+        await Self.waitSubscribed(a, to: [b])
+        let mic = try #require(b.room.localParticipant.publication(.audio))
+        mic.mute()
+        await a.wait("b's microphone muted at a") {
+            a.room.remoteParticipants[b.id]?.trackPublications["audio"]?.isMuted == true
+        }
+        publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
+        #expect(publishing[b.id] == true, "b publishes after changeMode: \(publishing)")
+
+        // A round trip through recvOnly: b unpublishes at Janus, then publishes again, muted still.
+        try await b.room.changeMode(.recvOnly)
+        await b.wait("b unpublished at Janus") { b.room.sfu?.publisher == nil && a.room.sfu?.subscriptions[b.id] == nil }
+        publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
+        #expect(publishing[b.id] == false, "b in recvOnly: \(publishing)")
+        try await b.room.changeMode(.sendAndRecv)
+        await Self.waitSubscribed(a, to: [b])
+        #expect(b.room.localParticipant.publication(.audio)?.isMuted == true)
+        #expect(a.room.remoteParticipants[b.id]?.trackPublications["audio"]?.isMuted == true)
+        let fromB = attachers[0].probe(b.id)
+        let framesBefore = fromB.snapshot.frames
+        fromB.pcm.withLock { $0.removeAll() }
+        await window(start: 500)
+        #expect(fromB.snapshot.frames - framesBefore >= 10, "b's camera after the round trip: \(fromB.snapshot)")
+        let loud = fromB.pcm.withLock { $0.filter { abs(Int($0)) > 1000 }.count }
+        #expect(loud == 0, "b's muted microphone was heard: \(loud) loud samples")
+
+        // c to signallingOnly -> recvOnly: it subscribes to both, and back: it lets both go.
+        try await c.room.changeMode(.recvOnly)
+        await Self.waitSubscribed(c, to: [a, b])
+        try await c.room.changeMode(.signallingOnly)
+        await c.wait("c let go of its subscriptions") { c.room.sfu?.subscriptions.isEmpty == true }
+        for p in peers { p.room.disconnectAll() }
+    }
 }
