@@ -55,6 +55,11 @@ let spec = CommandSpec(
         OptionSpec(
             "--call-lost-timeout", value: "S",
             help: "seconds an offline participant may stay in a call before it leaves (default 0)"),
+        OptionSpec(
+            "--sfu", value: "URL",
+            help: "send call media through a Janus VideoRoom: http://ADDR:PORT/janus (every participant names the same one)"),
+        OptionSpec("--sfu-room", value: "N", help: "the VideoRoom room number with --sfu (default 1)"),
+        OptionSpec("--sfu-clear", help: "with --sfu, no end-to-end frame encryption (a browser can then subscribe)"),
     ])
 
 struct Options {
@@ -72,6 +77,7 @@ struct Options {
     var camera = true
     var videoSize: (width: Int, height: Int)?
     var callLostTimeout: Double?
+    var sfu: SFUServer?
 }
 
 func parseOptions() throws -> Options {
@@ -110,6 +116,16 @@ func parseOptions() throws -> Options {
     if let t = try a.double("--call-lost-timeout") {
         guard t >= 0 else { throw UsageError(description: "--call-lost-timeout needs seconds, 0 or more") }
         o.callLostTimeout = t
+    }
+    if let url = a.string("--sfu") {
+        let room = try a.int("--sfu-room", range: 1...(1 << 53) - 1) ?? 1
+        let server = SFUServer(url: url, room: UInt64(room), endToEndEncryption: !a.flag("--sfu-clear"))
+        guard server.isUsable else {
+            throw UsageError(description: "--sfu takes http://ADDR:PORT/PATH with a numeric address or localhost")
+        }
+        o.sfu = server
+    } else if a.string("--sfu-room") != nil || a.flag("--sfu-clear") {
+        throw UsageError(description: "--sfu-room and --sfu-clear go with --sfu")
     }
     return o
 }
@@ -381,6 +397,7 @@ func startPeer() {
     revue.room.options.mode = options.mode
     revue.room.options.micEnabled = options.mic
     revue.room.options.cameraEnabled = options.camera
+    revue.room.options.sfu = options.sfu
     if let size = options.videoSize {
         revue.room.options.videoWidth = size.width
         revue.room.options.videoHeight = size.height
@@ -615,7 +632,7 @@ func run(_ line: String) {
                 "path": callLegPath(revue.room, friendId: id) ?? NSNull(),
             ]
         }
-        ok(["participants": list])
+        ok(["participants": list, "uplinkBytes": revue.room.uplinkBytes])
     case .room:
         let room = revue.room
         func tracks(_ p: Participant) -> [[String: Any]] {

@@ -111,7 +111,12 @@ final class NodeMesh: @unchecked Sendable {
                 }
                 guard let stats = await call(i, ["cmd": "media-stats"]), let legs = stats["participants"] as? [[String: Any]]
                 else { complete = false; break }
-                let routed = legs.filter { (($0["path"] as? [String: Any])?["route"] as? String) != nil }
+                // A mesh leg has an ICE route; through an SFU, a connected subscription.
+                let routed = legs.filter {
+                    let path = $0["path"] as? [String: Any]
+                    return path?["route"] as? String != nil
+                        || (path?["subscribed"] as? Bool == true && path?["state"] as? String == "connected")
+                }
                 if Set(routed.compactMap { $0["friendId"] as? String }) != want { complete = false; break }
             }
             if complete { return true }
@@ -134,9 +139,11 @@ final class NodeMesh: @unchecked Sendable {
     /// decoded >= 90 % of each other member's fed frames and heard it (loud samples for at least
     /// half the fed time). Returns the failures (empty when every pair carried media both ways)
     /// and the CPU seconds (user + system) the members used during the feed.
-    func checkMedia(_ members: [Int], seconds: Double = 3) async -> (failures: [String], cpu: Double, wall: Double) {
+    func checkMedia(_ members: [Int], seconds: Double = 3) async -> (failures: [String], cpu: Double, wall: Double, uplink: [Int]) {
         var before: [Int: [String: (frames: Int, loud: Int)]] = [:]
         for i in members { before[i] = await mediaStats(i) }
+        var uplink0: [Int] = []
+        for i in members { uplink0.append(await uplinkBytes(i)) }
         let cpu0 = members.map { cpuSeconds(nodes[$0]) }.reduce(0, +)
         let t0 = monotonicNow()
         var tags: [Int: String] = [:]
@@ -157,6 +164,8 @@ final class NodeMesh: @unchecked Sendable {
         let wall = monotonicNow() - t0
         let cpu = members.map { cpuSeconds(nodes[$0]) }.reduce(0, +) - cpu0
         var failures: [String] = []
+        var uplink: [Int] = []
+        for (k, i) in members.enumerated() { uplink.append(await uplinkBytes(i) - uplink0[k]) }
         for i in members {
             let after = await mediaStats(i)
             for j in members where j != i {
@@ -171,7 +180,12 @@ final class NodeMesh: @unchecked Sendable {
                 }
             }
         }
-        return (failures, cpu, wall)
+        return (failures, cpu, wall, uplink)
+    }
+
+    /// Media bytes the member has sent in this call (`media-stats` `uplinkBytes`).
+    func uplinkBytes(_ i: Int) async -> Int {
+        (await call(i, ["cmd": "media-stats"]))?["uplinkBytes"] as? Int ?? 0
     }
 
     /// Everyone hangs up; waits until every room is empty.
@@ -191,8 +205,11 @@ final class NodeMesh: @unchecked Sendable {
     }
 
     /// User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15).
-    func cpuSeconds(_ node: NodeProcess) -> Double {
-        guard let stat = try? String(contentsOfFile: "/proc/\(node.process.processIdentifier)/stat", encoding: .utf8),
+    func cpuSeconds(_ node: NodeProcess) -> Double { Self.cpuSeconds(pid: node.process.processIdentifier) }
+
+    /// User + system CPU seconds of process `pid` so far.
+    static func cpuSeconds(pid: Int32) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
             let close = stat.lastIndex(of: ")")
         else { return 0 }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -222,6 +239,7 @@ struct CallMediaMeshNodeTests {
         var r = await mesh.checkMedia(all, seconds: seconds)
         #expect(r.failures.isEmpty, "host invites all: \(r.failures)")
         let cores = r.cpu / r.wall
+        print("\(n)-peer mesh: uplink per peer while feeding \(seconds) s: \(r.uplink.map { "\($0 / 1000) kB" })")
         #expect(await mesh.hangUpAll())
 
         // 2. A member who is not the host invites a newcomer.

@@ -591,6 +591,19 @@ extension Room {
     /// candidate types and addresses, the route media takes, our gathered candidates, and the
     /// agent's counters. nil without a leg to that participant. Main actor; cheap.
     package func mediaPathDiagnostics(_ id: String) -> [String: Any]? {
+        if legs[id] == nil, let sfu {
+            var out: [String: Any] = ["sfu": sfu.server.url, "room": String(sfu.server.room), "subscribed": false]
+            guard let sub = sfu.subscriptions[id] else { return out }
+            out["subscribed"] = true
+            out["feed"] = String(sub.feed)
+            out["state"] = sub.connection.state.rawValue
+            if let st = sub.connection.receiveStatistics {
+                out["received"] = [
+                    "datagrams": st.datagrams, "rtp": st.rtp, "rtcp": st.rtcp, "other": st.other, "authFailures": st.authFailures,
+                ]
+            }
+            return out
+        }
         guard let leg = legs[id] else { return nil }
         var out: [String: Any] = [:]
         if let pair = leg.agent.selectedPair {
@@ -621,5 +634,14 @@ extension Room {
                 + (p.selected ? " selected" : "")
         }
         return out
+    }
+}
+
+extension Room {
+    /// Bytes of media (SRTP, as sent) our tracks have handed to the network in this call: summed
+    /// over the legs in a mesh, the one publisher connection through an SFU. Main actor; cheap.
+    package var uplinkBytes: Int {
+        if let sfu, let pc = sfu.publisher { return pc.sentTraffic(.video).bytes + pc.sentTraffic(.audio).bytes }
+        return localMedia.values.reduce(0) { $0 + Int($1.fanOut.bytesSent.load(ordering: .relaxed)) }
     }
 }

@@ -33,6 +33,10 @@ public struct SFUServer: Sendable, Hashable {
         self.endToEndEncryption = endToEndEncryption
     }
 
+    /// Whether `url` and `room` are a server this client can reach (an `http` URL with a numeric
+    /// address or `localhost`, a room from 1 to 2^53-1). Cheap.
+    public var isUsable: Bool { endpoint() != nil }
+
     /// How participants compare their servers in the friend channel.
     var identifier: String { "\(url)#\(room)#\(endToEndEncryption ? "e2ee" : "clear")" }
 
