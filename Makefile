@@ -15,7 +15,8 @@ demo: deps
 
 # The session tests assert timing (a friend offline within 2 s); they run first, on their own,
 # so the CPU-heavy codec and call-media tests running in parallel cannot starve them on a 2-core
-# machine; the call-media tests (real encoders in several peers) run next, the resume test (it
+# machine; the calls through a Janus SFU (a real server and several peers) one suite at a time;
+# the call-media tests (real encoders in several peers) run next, the resume test (it
 # times how soon video comes back) alone after them, the call-cycle leak test (it reads the
 # process's resident memory, which tests running beside it would move) alone too, then the load attacks
 # (a spoofed handshake flood, a million fake registrations) alone. Then, one test at a
@@ -32,7 +33,8 @@ SERIAL_TESTS = MediaRealtimeTests|InteropTests|[Aa]llocat
 ## (at most FUZZ_SMOKE_SECONDS each)
 test: deps lint
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip 'CallMedia|AttackLoad|NetworkLab'
+	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip 'CallMedia|CallSFU|AttackLoad|NetworkLab'
+	$(SWIFT) test --skip-build --no-parallel --filter CallSFU
 	$(SWIFT) test --skip-build --filter CallMedia --skip 'CallMediaResume|CallMediaCycle'
 	$(SWIFT) test --skip-build --filter CallMediaResume
 	$(SWIFT) test --skip-build --filter CallMediaCycle

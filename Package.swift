@@ -51,7 +51,8 @@ let package = Package(
         .target(name: "MediaTestSupport", dependencies: ["MediaCore"], path: "Tests/MediaTestSupport"),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries", "MediaTestSupport"]),
         .testTarget(name: "MediaRealtimeTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),
-        .testTarget(name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol", "MediaTestSupport"]),
+        .testTarget(
+            name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol", "MediaTestSupport"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK", "RevueMedia"]),
         .testTarget(name: "RevueCommandLineTests", dependencies: ["RevueCommandLine"]),
         // Friend, invitation and call scenarios written against `import RevueSDK` alone, as an app would.

@@ -99,7 +99,9 @@ package struct InteropTempDir {
     package func file(_ name: String) -> String { "\(path)/\(name)" }
     /// Every entry, hidden ones (temporary outputs) included.
     package var contents: [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
-    package func write(_ name: String, _ bytes: [UInt8]) { FileManager.default.createFile(atPath: file(name), contents: Data(bytes)) }
+    package func write(_ name: String, _ bytes: [UInt8]) {
+        FileManager.default.createFile(atPath: file(name), contents: Data(bytes))
+    }
     package func read(_ name: String) -> [UInt8] { [UInt8](FileManager.default.contents(atPath: file(name)) ?? Data()) }
     package func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
@@ -115,4 +117,3 @@ package func cliFreePort() -> Int {
     }
     return 47_000
 }
-

@@ -162,7 +162,9 @@ final class ProbeAttacher: RoomDelegate {
         let aFeed = try #require(aSFU.feed)
         let blind = try await Tap(server: janus.address, room: roomNumber, feed: aFeed, range: ranges[a.id]!, decrypt: false)
         let keyed = try await Tap(server: janus.address, room: roomNumber, feed: aFeed, range: ranges[a.id]!, decrypt: true)
-        for kid in [aSFU.keyIDs.video, aSFU.keyIDs.audio] where !aSFU.baseKey.isEmpty { try keyed.receiver.addKey(keyID: kid, baseKey: aSFU.baseKey) }
+        for kid in [aSFU.keyIDs.video, aSFU.keyIDs.audio] where !aSFU.baseKey.isEmpty {
+            try keyed.receiver.addKey(keyID: kid, baseKey: aSFU.baseKey)
+        }
         for t in [blind, keyed] { #expect(await t.connection.waitUntilSettled(timeout: 15) == .connected) }
 
         let seconds = 4.0
@@ -180,7 +182,9 @@ final class ProbeAttacher: RoomDelegate {
                 #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
                 #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
                 let snr = probe.snr(Self.tones[j])
-                print("CallSFUTests: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB")
+                print(
+                    "CallSFUTests: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB"
+                )
                 #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB")
             }
         }
@@ -188,7 +192,8 @@ final class ProbeAttacher: RoomDelegate {
         for (i, p) in peers.enumerated() {
             let sent = try #require(p.room.sfu?.publisher).sentTraffic(.video).bytes
             for (j, q) in peers.enumerated() where i != j {
-                let got = q.room.inboundStats(of: p.id)?.filter { $0.kind == "video" }.reduce(0) { $0 + Int($1.bytesReceived) } ?? 0
+                let got =
+                    q.room.inboundStats(of: p.id)?.filter { $0.kind == "video" }.reduce(0) { $0 + Int($1.bytesReceived) } ?? 0
                 let ratio = Double(sent) / Double(max(got, 1))
                 #expect(ratio > 0.8 && ratio < 1.3, "\(p.name) sent \(sent) B of video, \(q.name) received \(got) B")
             }
@@ -262,7 +267,8 @@ final class ProbeAttacher: RoomDelegate {
         func window(start: Int) async {
             let feeds = [a, b].enumerated().map { i, p in
                 CallMediaQualityTests.feed(
-                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 1.5, startFrame: i * 30_000 + start)
+                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 1.5,
+                    startFrame: i * 30_000 + start)
             }
             for f in feeds { await f.value }
             await settle(0.5)

@@ -138,7 +138,8 @@ extension Room {
     func receiveMediaSignal(_ s: CallSignal, from id: String) {
         if s.op == CallSignal.Op.sfu { return receiveSFUSignal(s, from: id) }
         if usesSFU, s.op == CallSignal.Op.media, remoteParticipants[id] != nil {
-            return sfuFailed("the participant sends its media peer to peer, ours goes through \(options.sfu?.url ?? "an SFU")", for: id)
+            return sfuFailed(
+                "the participant sends its media peer to peer, ours goes through \(options.sfu?.url ?? "an SFU")", for: id)
         }
         guard let leg = legs[id] else { return }
         switch s.op {
@@ -507,7 +508,9 @@ extension Room {
                 let sent = pc.sentTraffic(pub.kind == .video ? .video : .audio)
                 stats.packetsSent = UInt64(sent.packets)
                 stats.bytesSent = UInt64(sent.bytes)
-                if let v = pc.localStreams(of: capturer)?.video { stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded) }
+                if let v = pc.localStreams(of: capturer)?.video {
+                    stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded)
+                }
             } else {
                 continue
             }

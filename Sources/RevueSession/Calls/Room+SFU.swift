@@ -160,7 +160,10 @@ extension Room {
         if let sfu { return sfu }
         guard joined, mediaLegsEnabled, let server = options.sfu else { return nil }
         guard let s = SFUMedia(server: server) else {
-            for id in remoteParticipants.keys { sfuFailed("\(server.url) is not an http URL with a numeric address, or room \(server.room) is out of range", for: id) }
+            for id in remoteParticipants.keys {
+                sfuFailed(
+                    "\(server.url) is not an http URL with a numeric address, or room \(server.room) is out of range", for: id)
+            }
             return nil
         }
         sfu = s
@@ -169,7 +172,9 @@ extension Room {
     }
 
     func sfuFailed(_ detail: String, for id: String) {
-        post(nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) }, participant: nil)
+        post(
+            nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) }, participant: nil
+        )
     }
 
     /// The WebRTC connection settings toward Janus.
@@ -177,7 +182,8 @@ extension Room {
         var c = PeerConnectionConfiguration()
         c.videoWidth = options.videoWidth
         c.videoHeight = options.videoHeight
-        c.videoBitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder
+        c.videoBitrate =
+            VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder
             .bitrate
         c.iceServers = core?.configuration.resolvedICEServers ?? []
         c.gatheringTimeoutSeconds = 2
@@ -247,7 +253,9 @@ extension Room {
     func receiveSFUSignal(_ s: CallSignal, from id: String) {
         guard remoteParticipants[id] != nil else { return }
         guard let sfu = ensureSFU(), s.sfu == sfu.server.identifier else {
-            return sfuFailed("the participant's media goes through \(s.sfu ?? "another server"), ours \(options.sfu?.identifier ?? "peer to peer")", for: id)
+            return sfuFailed(
+                "the participant's media goes through \(s.sfu ?? "another server"), ours \(options.sfu?.identifier ?? "peer to peer")",
+                for: id)
         }
         guard let feedText = s.feed, let feed = UInt64(feedText) else { return }
         if sfu.server.endToEndEncryption {
