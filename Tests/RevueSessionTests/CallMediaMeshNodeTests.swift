@@ -93,7 +93,7 @@ final class NodeMesh: @unchecked Sendable {
 
     /// Waits until each of `members` has every other member as a participant with both tracks
     /// subscribed, and a media route (an ICE pair that answered) to each of them.
-    func waitForMesh(_ members: [Int], timeout: Double = 30) async -> Bool {
+    func waitForMesh(_ members: [Int], tracks: Int = 2, timeout: Double = 30) async -> Bool {
         let deadline = monotonicNow() + timeout
         while monotonicNow() < deadline {
             var complete = true
@@ -103,8 +103,8 @@ final class NodeMesh: @unchecked Sendable {
                 }
                 let want = Set(members.filter { $0 != i }.map { ids[$0] })
                 let subscribed = ps.filter { p in
-                    let tracks = p["tracks"] as? [[String: Any]] ?? []
-                    return tracks.count == 2 && tracks.allSatisfy { $0["isSubscribed"] as? Bool == true }
+                    let list = p["tracks"] as? [[String: Any]] ?? []
+                    return list.count == tracks && list.allSatisfy { $0["isSubscribed"] as? Bool == true }
                 }
                 if Set(subscribed.compactMap { $0["friendId"] as? String }) != want || ps.count != want.count {
                     complete = false; break
@@ -139,7 +139,7 @@ final class NodeMesh: @unchecked Sendable {
     /// decoded >= 90 % of each other member's fed frames and heard it (loud samples for at least
     /// half the fed time). Returns the failures (empty when every pair carried media both ways)
     /// and the CPU seconds (user + system) the members used during the feed.
-    func checkMedia(_ members: [Int], seconds: Double = 3) async -> (failures: [String], cpu: Double, wall: Double, uplink: [Int])
+    func checkMedia(_ members: [Int], seconds: Double = 3, video: Bool = true) async -> (failures: [String], cpu: Double, wall: Double, uplink: [Int])
     {
         var before: [Int: [String: (frames: Int, loud: Int)]] = [:]
         for i in members { before[i] = await mediaStats(i) }
@@ -175,7 +175,7 @@ final class NodeMesh: @unchecked Sendable {
                 let loud = (after[id]?.loud ?? 0) - (before[i]?[id]?.loud ?? 0)
                 let needFrames = Int((Double(fed[j]!.frames) * 0.9).rounded(.up))
                 let needLoud = fed[j]!.samples / 2
-                if fed[j]!.frames <= 0 || frames < needFrames || loud < needLoud {
+                if (video && (fed[j]!.frames <= 0 || frames < needFrames)) || loud < needLoud {
                     failures.append(
                         "\(i) from \(j): \(frames) of \(fed[j]!.frames) frames, \(loud) loud of \(fed[j]!.samples) samples")
                 }

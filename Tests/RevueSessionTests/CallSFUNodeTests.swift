@@ -50,4 +50,53 @@ struct CallSFUNodeTests {
         #expect(await mesh.hangUpAll())
         for n in mesh.nodes { n.quit() }
     }
+
+    /// `REVUE_SFU_AUDIO_NODES` participants (25 by default), audio only, E2EE on: every
+    /// participant hears every other, and when one speaks alone every other participant's
+    /// speaking list names that one.
+    @Test func everyNodeOfALargeAudioRoomHearsEveryOtherAndSeesWhoSpeaks() async throws {
+        let count = Int(ProcessInfo.processInfo.environment["REVUE_SFU_AUDIO_NODES"] ?? "") ?? 25
+        let janus = try JanusServer()
+        defer { janus.stop() }
+        do {
+            try await janus.waitUntilReady(seconds: 15)
+        } catch {
+            Issue.record("Janus did not start: \(error)")
+            throw error
+        }
+        let room = UInt64.random(in: 1...1_000_000)
+        let mesh = try await NodeMesh(
+            count: count, extra: ["--sfu", "http://127.0.0.1:\(janus.port)/janus", "--sfu-room", "\(room)", "--no-camera"])
+        defer { mesh.stop() }
+        let all = Array(0..<count)
+        let started = monotonicNow()
+        for i in 1..<count { try await mesh.invite(0, i) }
+        let formed = await mesh.waitForMesh(all, tracks: 1, timeout: 120)
+        let joinTime = monotonicNow() - started
+        #expect(formed, "the SFU room did not complete")
+        let janusCPU0 = NodeMesh.cpuSeconds(pid: janus.process.process.processIdentifier)
+        let r = await mesh.checkMedia(all, seconds: 3, video: false)
+        let janusCPU = NodeMesh.cpuSeconds(pid: janus.process.process.processIdentifier) - janusCPU0
+        #expect(r.failures.isEmpty, "\(r.failures.count) directions failed: \(r.failures.prefix(10))")
+        print(
+            "\(count)-participant SFU audio room: joined in \(String(format: "%.1f", joinTime)) s; "
+                + "participants \(String(format: "%.2f", r.cpu / r.wall)) cores, Janus \(String(format: "%.2f", janusCPU / r.wall)) cores; "
+                + "uplink per participant while feeding 3 s: \(Set(r.uplink.map { $0 / 1000 }).sorted()) kB")
+
+        // One speaks alone: everyone else's latest speaking list is that one.
+        let speaker = count / 2
+        let marks = all.map { mesh.nodes[$0].events.count }
+        // Quiet first, as from a microphone: the speaking detector's noise floor comes down.
+        _ = await mesh.call(speaker, ["cmd": "feed", "seconds": 2.5, "tone": 0], timeout: 30)
+        _ = await mesh.call(speaker, ["cmd": "feed", "seconds": 2, "tone": 440], timeout: 30)
+        for i in all where i != speaker {
+            let lists = mesh.nodes[i].events.dropFirst(marks[i]).filter { $0["event"] as? String == "didUpdateSpeakingParticipants" }
+                .map { $0["speakers"] as? [String] ?? [] }
+            #expect(
+                lists.contains([mesh.ids[speaker]]),
+                "\(i) saw speakers \(lists); events: \(mesh.nodes[i].events.dropFirst(marks[i]).map { $0["event"] as? String ?? "?" })")
+        }
+        #expect(await mesh.hangUpAll())
+        for n in mesh.nodes { n.quit() }
+    }
 }

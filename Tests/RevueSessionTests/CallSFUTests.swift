@@ -273,9 +273,16 @@ final class ProbeAttacher: RoomDelegate {
             for f in feeds { await f.value }
             await settle(0.5)
         }
-        await window(start: 0)
+        // A quiet start, as from a microphone (the speaking detector learns the noise floor).
+        await CallMediaQualityTests.feed(a.room.localParticipant.localTrackPublications, tone: 0, seconds: 2.2, startFrame: 0)
+            .value
+        await window(start: 200)
         #expect(attachers[1].probe(a.id).snapshot.frames >= 15, "recvOnly b receives a: \(attachers[1].probe(a.id).snapshot)")
         #expect(attachers[2].probe(a.id).snapshot.frames == 0, "signallingOnly c receives nothing")
+        // Speaking and statistics still work: a spoke alone; b's statistics come from its
+        // subscription.
+        for p in [b, c] { await p.waitRoom("speakers(a)") }
+        await b.wait("b's statistics of a's video") { (b.recorder.statistics["a/video"]?.packetsReceived ?? 0) > 50 }
 
         // b starts sending: a subscribes to it; b mutes its microphone.
         try await b.room.changeMode(.sendAndRecv)

@@ -338,7 +338,11 @@ package final class PeerConnection: @unchecked Sendable {
     /// (any rate 8-96 kHz, Int16 or Float); PCM before the connection is up is encoded and dropped.
     /// `direction` as for `addVideoTrack`. Before the first description only. Cost: an encoder
     /// thread from now until `close`.
-    package func addAudioTrack(direction: SDPDirection = .sendrecv) throws(PeerConnectionError) -> AudioBufferCapturer {
+    /// `onSpeakingEvent` receives the track's speaking decisions on its encoder thread (keep it
+    /// short; hop to your actor).
+    package func addAudioTrack(
+        direction: SDPDirection = .sendrecv, onSpeakingEvent: (@Sendable (SpeakingEvent) -> Void)? = nil
+    ) throws(PeerConnectionError) -> AudioBufferCapturer {
         guard direction == .sendrecv || direction == .sendonly else {
             throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
         }
@@ -352,6 +356,7 @@ package final class PeerConnection: @unchecked Sendable {
         c.ssrc = freshSSRC()
         let stream: AudioSendStream
         do { stream = try AudioSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
+        stream.onSpeakingEvent = onSpeakingEvent
         let track = PeerConnectionLocalTrack(
             jsep: JSEPTrack(
                 kind: .audio, id: "audio-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc, direction: direction),

@@ -206,14 +206,13 @@ extension Room {
                 pub.videoCapturer = capturer
                 sfu.capturers[.video] = capturer
             case .audio:
-                let capturer = try pc.addAudioTrack(direction: .sendonly)
-                pub.audioCapturer = capturer
-                sfu.capturers[.audio] = capturer
-                pc.localStreams(of: capturer)?.audio?.onSpeakingEvent = { [weak self] e in
+                let capturer = try pc.addAudioTrack(direction: .sendonly) { [weak self] e in
                     DispatchQueue.main.async {
                         MainActor.assumeIsolated { self?.localSpeaking(e.isSpeaking, levelDbov: e.levelDbov) }
                     }
                 }
+                pub.audioCapturer = capturer
+                sfu.capturers[.audio] = capturer
             }
             if pub.isMuted, let c = sfu.capturers[pub.kind] { try pc.setMuted(c, true) }
         } catch {
