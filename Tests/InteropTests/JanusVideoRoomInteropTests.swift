@@ -114,13 +114,7 @@ struct JanusVideoRoomInteropTests {
 
     /// Starts Janus and makes a room; the test fails with Janus's reason when it does not start.
     static func startJanus() async throws -> (JanusServer, JanusSession, JanusVideoRoom, UInt64) {
-        let janus = try JanusServer()
-        do {
-            try await janus.waitUntilReady(seconds: 15)
-        } catch {
-            Issue.record("Janus did not start: \(error)")
-            throw error
-        }
+        let janus = try await JanusServer.started()
         let admin = try await JanusSession.create(server: janus.address)
         let handle = try await JanusVideoRoom(session: admin)
         var options = JanusRoomOptions()

@@ -114,6 +114,14 @@ package final class JanusServer {
     package static let unblockSignalsAndExec =
         "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
 
+    /// Starts Janus and waits until it answers (`waitUntilReady`); throws `JanusNotReady` with
+    /// the reason and the log tail when it does not (the server is stopped then).
+    package static func started(seconds: Double = 15) async throws -> JanusServer {
+        let janus = try JanusServer()
+        try await janus.waitUntilReady(seconds: seconds)
+        return janus
+    }
+
     /// The HTTP transport's address.
     package var address: SocketAddress { .loopbackIPv4(port: UInt16(port)) }
 

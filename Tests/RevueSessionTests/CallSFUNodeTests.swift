@@ -14,14 +14,8 @@ struct CallSFUNodeTests {
     /// with Opus, E2EE on.
     @Test func everyNodeOfAnSFURoomReceivesEveryOtherOnce() async throws {
         let count = Int(ProcessInfo.processInfo.environment["REVUE_SFU_NODES"] ?? "") ?? 4
-        let janus = try JanusServer()
+        let janus = try await JanusServer.started()
         defer { janus.stop() }
-        do {
-            try await janus.waitUntilReady(seconds: 15)
-        } catch {
-            Issue.record("Janus did not start: \(error)")
-            throw error
-        }
         let room = UInt64.random(in: 1...1_000_000)
         let mesh = try await NodeMesh(
             count: count, videoSize: ProcessInfo.processInfo.environment["REVUE_SFU_VIDEO_SIZE"] ?? "320x180",
@@ -56,14 +50,8 @@ struct CallSFUNodeTests {
     /// speaking list names that one.
     @Test func everyNodeOfALargeAudioRoomHearsEveryOtherAndSeesWhoSpeaks() async throws {
         let count = Int(ProcessInfo.processInfo.environment["REVUE_SFU_AUDIO_NODES"] ?? "") ?? 25
-        let janus = try JanusServer()
+        let janus = try await JanusServer.started()
         defer { janus.stop() }
-        do {
-            try await janus.waitUntilReady(seconds: 15)
-        } catch {
-            Issue.record("Janus did not start: \(error)")
-            throw error
-        }
         let room = UInt64.random(in: 1...1_000_000)
         let mesh = try await NodeMesh(
             count: count, extra: ["--sfu", "http://127.0.0.1:\(janus.port)/janus", "--sfu-room", "\(room)", "--no-camera"])
@@ -90,11 +78,14 @@ struct CallSFUNodeTests {
         _ = await mesh.call(speaker, ["cmd": "feed", "seconds": 2.5, "tone": 0], timeout: 30)
         _ = await mesh.call(speaker, ["cmd": "feed", "seconds": 2, "tone": 440], timeout: 30)
         for i in all where i != speaker {
-            let lists = mesh.nodes[i].events.dropFirst(marks[i]).filter { $0["event"] as? String == "didUpdateSpeakingParticipants" }
-                .map { $0["speakers"] as? [String] ?? [] }
+            let lists = mesh.nodes[i].events.dropFirst(marks[i]).filter {
+                $0["event"] as? String == "didUpdateSpeakingParticipants"
+            }
+            .map { $0["speakers"] as? [String] ?? [] }
             #expect(
                 lists.contains([mesh.ids[speaker]]),
-                "\(i) saw speakers \(lists); events: \(mesh.nodes[i].events.dropFirst(marks[i]).map { $0["event"] as? String ?? "?" })")
+                "\(i) saw speakers \(lists); events: \(mesh.nodes[i].events.dropFirst(marks[i]).map { $0["event"] as? String ?? "?" })"
+            )
         }
         #expect(await mesh.hangUpAll())
         for n in mesh.nodes { n.quit() }

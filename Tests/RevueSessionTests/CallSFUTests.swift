@@ -74,15 +74,23 @@ final class ProbeAttacher: RoomDelegate {
 @Suite(.serialized) struct CallSFUTests {
     static let tones: [Double] = [440, 660, 880]
 
-    static func startJanus() async throws -> JanusServer {
-        let janus = try JanusServer()
-        do {
-            try await janus.waitUntilReady(seconds: 15)
-        } catch {
-            Issue.record("Janus did not start: \(error)")
-            throw error
-        }
-        return janus
+    /// Janus, a rendezvous node and three friends a, b and c with the SFU setting (E2EE as
+    /// `e2ee`; `adjust` changes their options before they befriend); all stopped after `body`,
+    /// which gets the server, the room number and the peers.
+    static func withThreeFriends(
+        e2ee: Bool = true, adjust: ([CallPeer]) -> Void = { _ in },
+        _ body: @MainActor (JanusServer, UInt64, [CallPeer]) async throws -> Void
+    ) async throws {
+        let janus = try await JanusServer.started()
+        defer { janus.stop() }
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let room = UInt64.random(in: 1...1_000_000)
+        let peers = try Self.peers(["a", "b", "c"], node: node, janus: janus, room: room, e2ee: e2ee)
+        defer { for p in peers { p.peer.remove() } }
+        adjust(peers)
+        try await makeFriends(peers)
+        try await body(janus, room, peers)
     }
 
     /// Peers with the SFU setting, 320x180.
@@ -140,92 +148,87 @@ final class ProbeAttacher: RoomDelegate {
     /// without the keys and everything with them; after a participant leaves, the others' new
     /// keys lock the tap (holding the old keys) out while the remaining pair still decodes.
     @Test func threeParticipantsEveryDirectionEndToEndEncryptedAndKeysRotateOnLeave() async throws {
-        let janus = try await Self.startJanus()
-        defer { janus.stop() }
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let roomNumber = UInt64.random(in: 1...1_000_000)
-        let peers = try Self.peers(["a", "b", "c"], node: node, janus: janus, room: roomNumber)
-        let (a, b, c) = (peers[0], peers[1], peers[2])
-        defer { for p in peers { p.peer.remove() } }
-        try await makeFriends(peers)
-        let ranges = Dictionary(uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
-        let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
-        for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
-        try await startCall(a, b)
-        try await startCall(a, c)
-        await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
-        for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+        try await Self.withThreeFriends { janus, roomNumber, peers in
+            let (a, b, c) = (peers[0], peers[1], peers[2])
+            let ranges = Dictionary(
+                uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
+            let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
+            for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
+            try await startCall(a, b)
+            try await startCall(a, c)
+            await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
+            for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
 
-        // A tap at the server on a's feed, without keys and with a's keys.
-        let aSFU = try #require(a.room.sfu)
-        let aFeed = try #require(aSFU.feed)
-        let blind = try await Tap(server: janus.address, room: roomNumber, feed: aFeed, range: ranges[a.id]!, decrypt: false)
-        let keyed = try await Tap(server: janus.address, room: roomNumber, feed: aFeed, range: ranges[a.id]!, decrypt: true)
-        for kid in [aSFU.keyIDs.video, aSFU.keyIDs.audio] where !aSFU.baseKey.isEmpty {
-            try keyed.receiver.addKey(keyID: kid, baseKey: aSFU.baseKey)
-        }
-        for t in [blind, keyed] { #expect(await t.connection.waitUntilSettled(timeout: 15) == .connected) }
-
-        let seconds = 4.0
-        var feeds = peers.enumerated().map { i, p in
-            CallMediaQualityTests.feed(
-                p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: seconds, startFrame: i * 30_000)
-        }
-        for f in feeds { await f.value }
-        await settle(0.6)
-        let fed = Int(seconds * 15)
-        for (i, me) in peers.enumerated() {
-            for (j, other) in peers.enumerated() where i != j {
-                let probe = attachers[i].probe(other.id)
-                let n = probe.snapshot
-                #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
-                #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
-                let snr = probe.snr(Self.tones[j])
-                print(
-                    "CallSFUTests: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB"
-                )
-                #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB")
+            // A tap at the server on a's feed, without keys and with a's keys.
+            let aSFU = try #require(a.room.sfu)
+            let aFeed = try #require(aSFU.feed)
+            let blind = try await Tap(server: janus.address, room: roomNumber, feed: aFeed, range: ranges[a.id]!, decrypt: false)
+            let keyed = try await Tap(server: janus.address, room: roomNumber, feed: aFeed, range: ranges[a.id]!, decrypt: true)
+            for kid in [aSFU.keyIDs.video, aSFU.keyIDs.audio] where !aSFU.baseKey.isEmpty {
+                try keyed.receiver.addKey(keyID: kid, baseKey: aSFU.baseKey)
             }
-        }
-        // One copy up per publisher: what it sent equals what each receiver got (not twice that).
-        for (i, p) in peers.enumerated() {
-            let sent = try #require(p.room.sfu?.publisher).sentTraffic(.video).bytes
-            for (j, q) in peers.enumerated() where i != j {
-                let got =
-                    q.room.inboundStats(of: p.id)?.filter { $0.kind == "video" }.reduce(0) { $0 + Int($1.bytesReceived) } ?? 0
-                let ratio = Double(sent) / Double(max(got, 1))
-                #expect(ratio > 0.8 && ratio < 1.3, "\(p.name) sent \(sent) B of video, \(q.name) received \(got) B")
-            }
-        }
-        // The server's view: nothing decodable without the keys.
-        let blindCounts = blind.probe.snapshot, keyedCounts = keyed.probe.snapshot
-        #expect(blindCounts.frames == 0, "tap without keys: \(blindCounts)")
-        #expect(blind.probe.snr(Self.tones[0]) < 0, "tap without keys hears the tone")
-        #expect(keyedCounts.frames >= fed * 3 / 4 && keyed.probe.meanPSNR > 32, "tap with a's keys: \(keyedCounts)")
-        #expect(keyed.probe.snr(Self.tones[0]) > 10)
+            for t in [blind, keyed] { #expect(await t.connection.waitUntilSettled(timeout: 15) == .connected) }
 
-        // c leaves: a and b take new keys; the keyed tap (c's old knowledge) decodes no more.
-        let oldVideoKID = aSFU.keyIDs.video
-        c.room.disconnectAll()
-        await a.wait("c gone") { a.room.remoteParticipants[c.id] == nil && b.room.remoteParticipants[c.id] == nil }
-        await a.wait("a's key rotated") { a.room.sfu.map { $0.keyIDs.video != oldVideoKID } ?? false }
-        try? await Task.sleep(for: .seconds(Room.sfuKeySwitchDelay + 0.3))
-        let keyedBefore = keyed.probe.snapshot.frames
-        let bFromA = attachers[1].probe(a.id), bBefore = bFromA.snapshot.frames
-        feeds = [a, b].enumerated().map { i, p in
-            CallMediaQualityTests.feed(
-                p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 2, startFrame: i * 30_000 + 200)
+            let seconds = 4.0
+            var feeds = peers.enumerated().map { i, p in
+                CallMediaQualityTests.feed(
+                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: seconds, startFrame: i * 30_000)
+            }
+            for f in feeds { await f.value }
+            await settle(0.6)
+            let fed = Int(seconds * 15)
+            for (i, me) in peers.enumerated() {
+                for (j, other) in peers.enumerated() where i != j {
+                    let probe = attachers[i].probe(other.id)
+                    let n = probe.snapshot
+                    #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
+                    #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
+                    let snr = probe.snr(Self.tones[j])
+                    print(
+                        "CallSFUTests: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB"
+                    )
+                    #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB")
+                }
+            }
+            // One copy up per publisher: what it sent equals what each receiver got (not twice that).
+            for (i, p) in peers.enumerated() {
+                let sent = try #require(p.room.sfu?.publisher).sentTraffic(.video).bytes
+                for (j, q) in peers.enumerated() where i != j {
+                    let got =
+                        q.room.inboundStats(of: p.id)?.filter { $0.kind == "video" }.reduce(0) { $0 + Int($1.bytesReceived) } ?? 0
+                    let ratio = Double(sent) / Double(max(got, 1))
+                    #expect(ratio > 0.8 && ratio < 1.3, "\(p.name) sent \(sent) B of video, \(q.name) received \(got) B")
+                }
+            }
+            // The server's view: nothing decodable without the keys.
+            let blindCounts = blind.probe.snapshot, keyedCounts = keyed.probe.snapshot
+            #expect(blindCounts.frames == 0, "tap without keys: \(blindCounts)")
+            #expect(blind.probe.snr(Self.tones[0]) < 0, "tap without keys hears the tone")
+            #expect(keyedCounts.frames >= fed * 3 / 4 && keyed.probe.meanPSNR > 32, "tap with a's keys: \(keyedCounts)")
+            #expect(keyed.probe.snr(Self.tones[0]) > 10)
+
+            // c leaves: a and b take new keys; the keyed tap (c's old knowledge) decodes no more.
+            let oldVideoKID = aSFU.keyIDs.video
+            c.room.disconnectAll()
+            await a.wait("c gone") { a.room.remoteParticipants[c.id] == nil && b.room.remoteParticipants[c.id] == nil }
+            await a.wait("a's key rotated") { a.room.sfu.map { $0.keyIDs.video != oldVideoKID } ?? false }
+            try? await Task.sleep(for: .seconds(Room.sfuKeySwitchDelay + 0.3))
+            let keyedBefore = keyed.probe.snapshot.frames
+            let bFromA = attachers[1].probe(a.id), bBefore = bFromA.snapshot.frames
+            feeds = [a, b].enumerated().map { i, p in
+                CallMediaQualityTests.feed(
+                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 2, startFrame: i * 30_000 + 200)
+            }
+            for f in feeds { await f.value }
+            await settle(0.5)
+            #expect(keyed.probe.snapshot.frames == keyedBefore, "the old keys still decode a's media")
+            #expect(keyed.receiver.statistics.unknownKeys > 0, "the tap's receiver: \(keyed.receiver.statistics)")
+            #expect(bFromA.snapshot.frames - bBefore >= 20, "b after the rotation: \(bFromA.snapshot.frames - bBefore)")
+            #expect(bFromA.snr(Self.tones[0]) > 10)
+            await blind.close()
+            await keyed.close()
+            for p in peers { p.room.disconnectAll() }
         }
-        for f in feeds { await f.value }
-        await settle(0.5)
-        #expect(keyed.probe.snapshot.frames == keyedBefore, "the old keys still decode a's media")
-        #expect(keyed.receiver.statistics.unknownKeys > 0, "the tap's receiver: \(keyed.receiver.statistics)")
-        #expect(bFromA.snapshot.frames - bBefore >= 20, "b after the rotation: \(bFromA.snapshot.frames - bBefore)")
-        #expect(bFromA.snr(Self.tones[0]) > 10)
-        await blind.close()
-        await keyed.close()
-        for p in peers { p.room.disconnectAll() }
     }
 
     /// Who publishes at the server, by participant: Janus's own participant list.
@@ -241,82 +244,112 @@ final class ProbeAttacher: RoomDelegate {
     /// receives; a `signallingOnly` one neither publishes nor subscribes; `changeMode` round trips
     /// publish and unpublish at Janus and keep a muted microphone muted.
     @Test func modesDecideWhatIsPublishedAndSubscribedAtTheServer() async throws {
-        let janus = try await Self.startJanus()
-        defer { janus.stop() }
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let roomNumber = UInt64.random(in: 1...1_000_000)
-        let peers = try Self.peers(["a", "b", "c"], node: node, janus: janus, room: roomNumber, e2ee: false)
-        let (a, b, c) = (peers[0], peers[1], peers[2])
-        defer { for p in peers { p.peer.remove() } }
-        b.room.options.mode = .recvOnly
-        c.room.options.mode = .signallingOnly
-        try await makeFriends(peers)
-        let ranges = Dictionary(uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
-        let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
-        for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
-        try await startCall(a, b)
-        try await startCall(a, c)
-        await Self.waitSubscribed(b, to: [a])
-        await a.wait("everyone at the server") { peers.allSatisfy { $0.room.sfu?.feed != nil } }
-        var publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
-        #expect(publishing == [a.id: true, b.id: false, c.id: false], "at Janus: \(publishing)")
-        #expect(a.room.sfu?.subscriptions.isEmpty == true && c.room.sfu?.subscriptions.isEmpty == true)
-        #expect(b.room.sfu?.publisher == nil && c.room.sfu?.publisher == nil)
+        try await Self.withThreeFriends(e2ee: false) {
+            $0[1].room.options.mode = .recvOnly
+            $0[2].room.options.mode = .signallingOnly
+        } _: { janus, roomNumber, peers in
+            let (a, b, c) = (peers[0], peers[1], peers[2])
+            let ranges = Dictionary(
+                uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
+            let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
+            for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
+            try await startCall(a, b)
+            try await startCall(a, c)
+            await Self.waitSubscribed(b, to: [a])
+            await a.wait("everyone at the server") { peers.allSatisfy { $0.room.sfu?.feed != nil } }
+            var publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
+            #expect(publishing == [a.id: true, b.id: false, c.id: false], "at Janus: \(publishing)")
+            #expect(a.room.sfu?.subscriptions.isEmpty == true && c.room.sfu?.subscriptions.isEmpty == true)
+            #expect(b.room.sfu?.publisher == nil && c.room.sfu?.publisher == nil)
 
-        func window(start: Int) async {
-            let feeds = [a, b].enumerated().map { i, p in
-                CallMediaQualityTests.feed(
-                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 1.5,
-                    startFrame: i * 30_000 + start)
+            @MainActor func window(start: Int) async {
+                let feeds = [a, b].enumerated().map { i, p in
+                    CallMediaQualityTests.feed(
+                        p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 1.5,
+                        startFrame: i * 30_000 + start)
+                }
+                for f in feeds { await f.value }
+                await settle(0.5)
             }
-            for f in feeds { await f.value }
-            await settle(0.5)
+            // A quiet start, as from a microphone (the speaking detector learns the noise floor).
+            await CallMediaQualityTests.feed(a.room.localParticipant.localTrackPublications, tone: 0, seconds: 2.2, startFrame: 0)
+                .value
+            await window(start: 200)
+            #expect(attachers[1].probe(a.id).snapshot.frames >= 15, "recvOnly b receives a: \(attachers[1].probe(a.id).snapshot)")
+            #expect(attachers[2].probe(a.id).snapshot.frames == 0, "signallingOnly c receives nothing")
+            // Speaking and statistics still work: a spoke alone; b's statistics come from its
+            // subscription.
+            for p in [b, c] { await p.waitRoom("speakers(a)") }
+            await b.wait("b's statistics of a's video") { (b.recorder.statistics["a/video"]?.packetsReceived ?? 0) > 50 }
+
+            // b starts sending: a subscribes to it; b mutes its microphone.
+            try await b.room.changeMode(.sendAndRecv)
+            await Self.waitSubscribed(a, to: [b])
+            let mic = try #require(b.room.localParticipant.publication(.audio))
+            mic.mute()
+            await a.wait("b's microphone muted at a") {
+                a.room.remoteParticipants[b.id]?.trackPublications["audio"]?.isMuted == true
+            }
+            publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
+            #expect(publishing[b.id] == true, "b publishes after changeMode: \(publishing)")
+
+            // A round trip through recvOnly: b unpublishes at Janus, then publishes again, muted still.
+            try await b.room.changeMode(.recvOnly)
+            await b.wait("b unpublished at Janus") { b.room.sfu?.publisher == nil && a.room.sfu?.subscriptions[b.id] == nil }
+            publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
+            #expect(publishing[b.id] == false, "b in recvOnly: \(publishing)")
+            try await b.room.changeMode(.sendAndRecv)
+            await Self.waitSubscribed(a, to: [b])
+            #expect(b.room.localParticipant.publication(.audio)?.isMuted == true)
+            #expect(a.room.remoteParticipants[b.id]?.trackPublications["audio"]?.isMuted == true)
+            let fromB = attachers[0].probe(b.id)
+            let framesBefore = fromB.snapshot.frames
+            fromB.pcm.withLock { $0.removeAll() }
+            await window(start: 500)
+            #expect(fromB.snapshot.frames - framesBefore >= 10, "b's camera after the round trip: \(fromB.snapshot)")
+            let loud = fromB.pcm.withLock { $0.filter { abs(Int($0)) > 1000 }.count }
+            #expect(loud == 0, "b's muted microphone was heard: \(loud) loud samples")
+
+            // c to signallingOnly -> recvOnly: it subscribes to both, and back: it lets both go.
+            try await c.room.changeMode(.recvOnly)
+            await Self.waitSubscribed(c, to: [a, b])
+            try await c.room.changeMode(.signallingOnly)
+            await c.wait("c let go of its subscriptions") { c.room.sfu?.subscriptions.isEmpty == true }
+            for p in peers { p.room.disconnectAll() }
         }
-        // A quiet start, as from a microphone (the speaking detector learns the noise floor).
-        await CallMediaQualityTests.feed(a.room.localParticipant.localTrackPublications, tone: 0, seconds: 2.2, startFrame: 0)
-            .value
-        await window(start: 200)
-        #expect(attachers[1].probe(a.id).snapshot.frames >= 15, "recvOnly b receives a: \(attachers[1].probe(a.id).snapshot)")
-        #expect(attachers[2].probe(a.id).snapshot.frames == 0, "signallingOnly c receives nothing")
-        // Speaking and statistics still work: a spoke alone; b's statistics come from its
-        // subscription.
-        for p in [b, c] { await p.waitRoom("speakers(a)") }
-        await b.wait("b's statistics of a's video") { (b.recorder.statistics["a/video"]?.packetsReceived ?? 0) > 50 }
+    }
 
-        // b starts sending: a subscribes to it; b mutes its microphone.
-        try await b.room.changeMode(.sendAndRecv)
-        await Self.waitSubscribed(a, to: [b])
-        let mic = try #require(b.room.localParticipant.publication(.audio))
-        mic.mute()
-        await a.wait("b's microphone muted at a") {
-            a.room.remoteParticipants[b.id]?.trackPublications["audio"]?.isMuted == true
+    /// Media set-up failures are reported per participant, and the call itself goes on: a friend
+    /// whose media goes peer to peer while ours goes through the SFU, and a server that cannot
+    /// be reached.
+    @Test func aParticipantOnAnotherPathOrAnUnreachableServerFailsMediaSetupForThatParticipant() async throws {
+        try await Self.withThreeFriends {
+            $0[1].room.options.sfu = nil
+        } _: { _, roomNumber, peers in
+            let (a, b, c) = (peers[0], peers[1], peers[2])
+            @MainActor func failed(_ p: CallPeer, about other: CallPeer) -> Bool {
+                p.recorder.room.contains { $0.hasPrefix("failed(mediaSetupFailed(participant: \"\(other.id)\"") }
+            }
+            try await startCall(a, b)
+            await a.wait("a reports b's path") { failed(a, about: b) }
+            await b.wait("b reports a's path") { failed(b, about: a) }
+            #expect(a.room.remoteParticipants[b.id] != nil && b.room.remoteParticipants[a.id] != nil, "the call goes on")
+            a.room.disconnectAll()
+            await a.wait("call over") { a.room.remoteParticipants.isEmpty && b.room.remoteParticipants.isEmpty }
+
+            // A closed port: both sides report it for the other, and stay in the call.
+            let closed = cliFreePort()
+            for p in [a, c] { p.room.options.sfu = SFUServer(url: "http://127.0.0.1:\(closed)/janus", room: roomNumber) }
+            try await startCall(a, c)
+            await a.wait("a reports the server") { failed(a, about: c) }
+            await c.wait("c reports the server") { failed(c, about: a) }
+            let detail = a.recorder.room.last { $0.hasPrefix("failed(") } ?? ""
+            #expect(detail.contains("could not be joined"), "\(detail)")
+            #expect(SFUServer(url: "https://example.org/janus", room: 1).isUsable == false)
+            #expect(SFUServer(url: "http://127.0.0.1:8088/janus", room: 0).isUsable == false)
+            #expect(SFUServer(url: "http://[::1]:8088", room: 1 << 53).isUsable == false)
+            #expect(SFUServer(url: "http://[::1]:8088", room: 7).isUsable)
+            a.room.disconnectAll()
         }
-        publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
-        #expect(publishing[b.id] == true, "b publishes after changeMode: \(publishing)")
-
-        // A round trip through recvOnly: b unpublishes at Janus, then publishes again, muted still.
-        try await b.room.changeMode(.recvOnly)
-        await b.wait("b unpublished at Janus") { b.room.sfu?.publisher == nil && a.room.sfu?.subscriptions[b.id] == nil }
-        publishing = try await Self.publishersAtJanus(janus, room: roomNumber)
-        #expect(publishing[b.id] == false, "b in recvOnly: \(publishing)")
-        try await b.room.changeMode(.sendAndRecv)
-        await Self.waitSubscribed(a, to: [b])
-        #expect(b.room.localParticipant.publication(.audio)?.isMuted == true)
-        #expect(a.room.remoteParticipants[b.id]?.trackPublications["audio"]?.isMuted == true)
-        let fromB = attachers[0].probe(b.id)
-        let framesBefore = fromB.snapshot.frames
-        fromB.pcm.withLock { $0.removeAll() }
-        await window(start: 500)
-        #expect(fromB.snapshot.frames - framesBefore >= 10, "b's camera after the round trip: \(fromB.snapshot)")
-        let loud = fromB.pcm.withLock { $0.filter { abs(Int($0)) > 1000 }.count }
-        #expect(loud == 0, "b's muted microphone was heard: \(loud) loud samples")
-
-        // c to signallingOnly -> recvOnly: it subscribes to both, and back: it lets both go.
-        try await c.room.changeMode(.recvOnly)
-        await Self.waitSubscribed(c, to: [a, b])
-        try await c.room.changeMode(.signallingOnly)
-        await c.wait("c let go of its subscriptions") { c.room.sfu?.subscriptions.isEmpty == true }
-        for p in peers { p.room.disconnectAll() }
     }
 }

@@ -18,7 +18,13 @@ final class LineBuffer: Sendable {
 struct NodeProcessError: Error { var message: String }
 
 final class NodeProcess: @unchecked Sendable {
+    /// The revue-node next to the test binary (a debug build), or `REVUE_NODE_BINARY` (for
+    /// figures with a release build).
     static var binary: String? {
+        if let path = ProcessInfo.processInfo.environment["REVUE_NODE_BINARY"], FileManager.default.isExecutableFile(atPath: path)
+        {
+            return path
+        }
         let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         for candidate in [
             dir, dir.deletingLastPathComponent(),
