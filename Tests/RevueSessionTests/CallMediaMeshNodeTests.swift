@@ -139,8 +139,9 @@ final class NodeMesh: @unchecked Sendable {
     /// decoded >= 90 % of each other member's fed frames and heard it (loud samples for at least
     /// half the fed time). Returns the failures (empty when every pair carried media both ways)
     /// and the CPU seconds (user + system) the members used during the feed.
-    func checkMedia(_ members: [Int], seconds: Double = 3, video: Bool = true) async -> (failures: [String], cpu: Double, wall: Double, uplink: [Int])
-    {
+    func checkMedia(_ members: [Int], seconds: Double = 3, video: Bool = true) async -> (
+        failures: [String], cpu: Double, wall: Double, uplink: [Int]
+    ) {
         var before: [Int: [String: (frames: Int, loud: Int)]] = [:]
         for i in members { before[i] = await mediaStats(i) }
         var uplink0: [Int] = []
