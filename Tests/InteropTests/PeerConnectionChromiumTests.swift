@@ -103,10 +103,7 @@ struct PeerConnectionChromiumTests {
     }
 
     /// The page's `mediaStats()` as a dictionary.
-    static func pageStats(_ peer: JSONLinePeer) throws -> [String: Any] {
-        let text = try #require(try peer.call(JSEPInteropTests.js("mediaStats"))["sdp"])
-        return try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
-    }
+    static func pageStats(_ peer: JSONLinePeer) throws -> [String: Any] { try peer.pageStats() }
 
     /// A numeric field of `mediaStats()`, 0 when absent.
     static func number(_ stats: [String: Any], _ key: String) -> Double {

@@ -117,3 +117,20 @@ package func cliFreePort() -> Int {
     }
     return 47_000
 }
+
+/// Reads `handle` on a thread of its own until end of file and hands `onLine` each complete line
+/// (without its newline), in order. For the stdout of a peer process a test talks to by lines.
+package func readLines(of handle: FileHandle, _ onLine: @escaping @Sendable (String) -> Void) {
+    Thread {
+        var pending = Data()
+        while true {
+            let chunk = handle.availableData
+            if chunk.isEmpty { return }
+            pending.append(chunk)
+            while let nl = pending.firstIndex(of: 10) {
+                onLine(String(decoding: pending[pending.startIndex..<nl], as: UTF8.self))
+                pending = Data(pending[(nl + 1)...])
+            }
+        }
+    }.start()
+}

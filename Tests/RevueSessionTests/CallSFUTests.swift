@@ -352,4 +352,56 @@ final class ProbeAttacher: RoomDelegate {
             a.room.disconnectAll()
         }
     }
+
+    /// The interop check that what a participant publishes is standard WebRTC: with end-to-end
+    /// encryption off, headless Chromium subscribes to a participant's feed in the call's Janus
+    /// room as a plain subscriber, decodes its frames and shows them.
+    @Test func aBrowserSubscribesToAParticipantWhenEndToEndEncryptionIsOff() async throws {
+        let scripts =
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .path + "/scripts/webrtc"
+        let (browser, dir) = try JSONLinePeer.chromium(scripts: scripts)
+        defer {
+            browser.stop()
+            dir.remove()
+        }
+        try await Self.withThreeFriends(e2ee: false) { janus, roomNumber, peers in
+            let (a, b) = (peers[0], peers[1])
+            try await startCall(a, b)
+            await Self.waitSubscribed(b, to: [a])
+            let feed = try #require(a.room.sfu?.feed)
+            let admin = try await JanusSession.create(server: janus.address)
+            let handle = try await JanusVideoRoom(session: admin)
+            let offer = try await handle.joinAsSubscriber(room: roomNumber, feeds: [feed])
+            let answer = try #require(try browser.call(JSONLinePeer.js("receiveAnswer", offer))["sdp"])
+            try await handle.start(answer: answer)
+            await a.wait("Chromium connected to Janus", timeout: 20) {
+                (try? browser.pageStats())?["connection"] as? String == "connected"
+            }
+            let publisher = try #require(a.room.sfu?.publisher)
+            let before = Int(publisher.videoSendStatistics?.outbound.framesEncoded ?? 0)
+            await CallMediaQualityTests.feed(a.room.localParticipant.localTrackPublications, tone: 440, seconds: 4, startFrame: 0)
+                .value
+            let encoded = Int(publisher.videoSendStatistics?.outbound.framesEncoded ?? 0) - before
+            var stats: [String: Any] = [:]
+            await a.wait("Chromium decoded a's frames", timeout: 10) {
+                stats = (try? browser.pageStats()) ?? [:]
+                return (stats["framesDecoded"] as? NSNumber)?.intValue ?? 0 >= encoded * 9 / 10
+            }
+            let shot = try browser.call([
+                "op": "screenshot", "path": dir.file("participant-via-janus.png"), "x": "0", "y": "0", "width": "320",
+                "height": "180",
+            ])
+            let decoded = (stats["framesDecoded"] as? NSNumber)?.intValue ?? 0
+            print("CallSFUTests Chromium subscriber: decoded \(decoded) of \(encoded) frames; screenshot \(shot)")
+            #expect(encoded >= 45 && decoded >= encoded * 9 / 10, "Chromium decoded \(decoded) of \(encoded): \(stats)")
+            #expect(stats["receivedCodec"] as? String == "video/VP8", "\(stats)")
+            #expect(((stats["totalAudioEnergy"] as? NSNumber)?.doubleValue ?? 0) > 0, "\(stats)")
+            let notBlack = Double(shot["not_black"] ?? "") ?? 0, luma = Double(shot["mean_luma"] ?? "") ?? 0
+            #expect(notBlack > 0.5 && luma > 24, "the <video> element: \(shot)")
+            try? await handle.leave()
+            await admin.destroy()
+            a.room.disconnectAll()
+        }
+    }
 }
