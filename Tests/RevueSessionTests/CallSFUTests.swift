@@ -404,4 +404,51 @@ final class ProbeAttacher: RoomDelegate {
             a.room.disconnectAll()
         }
     }
+
+    /// Turning the camera on and off during a call renegotiates the publisher connection with
+    /// Janus (`configure` with a new offer); Janus announces the feed's new streams, and each
+    /// subscriber subscribes afresh: the camera's pictures reach the other participant and stop
+    /// when it is turned off, while the microphone goes on throughout.
+    @Test func aCameraTurnedOnAndOffMidCallReachesTheSubscriber() async throws {
+        try await Self.withThreeFriends {
+            $0[0].room.options.cameraEnabled = false
+        } _: { _, _, peers in
+            let (a, b) = (peers[0], peers[1])
+            let ranges = [a.id: 0..<10_000]
+            let attacher = ProbeAttacher(ranges: ranges)
+            b.room.delegates.add(delegate: attacher)
+            try await startCall(a, b)
+            await Self.waitSubscribed(b, to: [a])
+            #expect(a.room.localParticipant.publication(.video) == nil)
+            @MainActor func feed(_ start: Int) async {
+                await CallMediaQualityTests.feed(
+                    a.room.localParticipant.localTrackPublications, tone: 440, seconds: 2, startFrame: start
+                ).value
+                await settle(0.5)
+            }
+            let probe = attacher.probe(a.id)
+            await feed(0)
+            #expect(probe.snapshot.frames == 0 && probe.snr(440) > 10, "audio only: \(probe.snapshot), \(probe.snr(440)) dB")
+
+            a.room.localParticipant.setCamera(enabled: true)
+            await b.wait("a's camera at b") {
+                (b.room.remoteParticipants[a.id]?.trackPublications["video"] as? RemoteTrackPublication)?.isSubscribed == true
+                    && a.room.sfu?.published == [.audio, .video]
+            }
+            await feed(200)
+            let on = probe.snapshot.frames
+            #expect(on >= 15, "after the camera was turned on: \(probe.snapshot)")
+            #expect(probe.snr(440) > 10)
+
+            a.room.localParticipant.setCamera(enabled: false)
+            await a.wait("a's camera off at Janus") { a.room.sfu?.published == [.audio] }
+            await settle(0.5)
+            let off = probe.snapshot.frames
+            probe.pcm.withLock { $0.removeAll() }
+            await feed(400)
+            #expect(probe.snapshot.frames - off <= 2, "after the camera was turned off: \(probe.snapshot.frames - off) frames")
+            #expect(probe.snr(440) > 10, "the microphone after the camera went off")
+            a.room.disconnectAll()
+        }
+    }
 }

@@ -230,13 +230,8 @@ extension Room {
     /// its new stream has a new SSRC, and the receive pipeline follows one audio stream, so the
     /// leg's pipeline starts afresh (a few milliseconds; the video resumes with the next keyframe).
     func remoteAudioRepublished(_ p: RemoteParticipant) {
-        if let sfu, let sub = sfu.subscriptions.removeValue(forKey: p.identity) {
-            // Its new audio stream comes in a new section of the same feed: subscribing afresh
-            // gives a pipeline that follows it.
-            sub.close()
-            sfuReconcile()
-            return
-        }
+        // Through an SFU, Janus's `publishers` event about the feed remakes the subscription.
+        if sfu != nil { return }
         guard let leg = legs[p.identity], leg.pipeline != nil else { return }
         leg.stopReceiving()
         startReceiving(leg)

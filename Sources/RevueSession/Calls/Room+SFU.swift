@@ -62,7 +62,6 @@ final class SFUSubscription {
     let connection: PeerConnection
     let videoOut = RendererSwitch()
     let audioOut = AudioSinkSwitch()
-    var events: Task<Void, Never>?
     var packetsSeen: UInt64 = 0
     var packetsSeenAt = monotonicNow()
 
@@ -73,7 +72,6 @@ final class SFUSubscription {
     }
 
     func close() {
-        events?.cancel()
         connection.close()
         let handle = handle
         Task { try? await handle.detach() }
@@ -97,8 +95,10 @@ final class SFUMedia {
     var published: Set<TrackKind> = []
     /// Capturers of our tracks on `publisher`.
     var capturers: [TrackKind: AnyObject] = [:]
-    /// Feeds Janus says are publishing now.
+    /// Feeds Janus says are publishing now, and the codecs of each (what changes when a
+    /// publisher adds or removes a track).
     var live: Set<UInt64> = []
+    var feedCodecs: [UInt64: [String]] = [:]
     /// The feed each remote participant announced, and our subscription to it.
     var remoteFeeds: [String: UInt64] = [:]
     var subscriptions: [String: SFUSubscription] = [:]
@@ -378,6 +378,7 @@ extension Room {
         sfu.privateID = joined.privateID
         sfu.feed = joined.id
         sfu.live = Set(joined.publishers.map(\.id))
+        for p in joined.publishers { sfu.feedCodecs[p.id] = p.codecs }
         if sfu.closed {
             try? await handle.leave()
             await session.destroy()
@@ -387,8 +388,23 @@ extension Room {
             for await e in handle.events {
                 guard let self, let sfu, !sfu.closed else { return }
                 switch e {
-                case .publishers(let list): sfu.live.formUnion(list.map(\.id))
-                case .unpublished(let id), .leaving(let id): sfu.live.remove(id)
+                case .publishers(let list):
+                    for p in list {
+                        // A live feed listed again changed its streams (a camera turned on or
+                        // off): Janus does not renegotiate existing subscriptions, so ours to it
+                        // is made afresh.
+                        if sfu.live.contains(p.id), sfu.feedCodecs[p.id] != p.codecs,
+                            let (id, sub) = sfu.subscriptions.first(where: { $0.value.feed == p.id })
+                        {
+                            sfu.subscriptions[id] = nil
+                            sub.close()
+                        }
+                        sfu.live.insert(p.id)
+                        sfu.feedCodecs[p.id] = p.codecs
+                    }
+                case .unpublished(let id), .leaving(let id):
+                    sfu.live.remove(id)
+                    sfu.feedCodecs[id] = nil
                 default: continue
                 }
                 self.sfuReconcile()
@@ -466,19 +482,6 @@ extension Room {
                     continue
                 }
                 sfu.subscriptions[id] = sub
-                sub.events = Task { [weak sub] in
-                    for await e in handle.events {
-                        // Janus renegotiates when the publisher adds or removes a track.
-                        guard case .updated(let json) = e, let sdp = json["jsep"]?["sdp"]?.string, let sub else { continue }
-                        do {
-                            try await sub.connection.setRemoteDescription(JSEPSessionDescription(parsing: sdp, type: .offer))
-                            let answer = try await sub.connection.createAnswer()
-                            try await sub.handle.start(answer: answer.sdp)
-                        } catch {
-                            continue
-                        }
-                    }
-                }
                 if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
             } catch {
                 sfuFailed("subscribing to the participant's feed failed: \(error)", for: id)
