@@ -93,6 +93,15 @@ final class ProbeAttacher: RoomDelegate {
         try await body(janus, room, peers)
     }
 
+    /// One `ProbeAttacher` per peer, each knowing every peer's bar-code range (peer i feeds
+    /// frames from i * 10,000: `startFrame` i * 30,000 at 15 fps).
+    static func attachProbes(_ peers: [CallPeer]) -> ([String: Range<Int>], [ProbeAttacher]) {
+        let ranges = Dictionary(uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
+        let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
+        for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
+        return (ranges, attachers)
+    }
+
     /// Peers with the SFU setting, 320x180.
     static func peers(_ names: [String], node: RendezvousNode, janus: JanusServer, room: UInt64, e2ee: Bool = true) throws
         -> [CallPeer]
@@ -150,10 +159,7 @@ final class ProbeAttacher: RoomDelegate {
     @Test func threeParticipantsEveryDirectionEndToEndEncryptedAndKeysRotateOnLeave() async throws {
         try await Self.withThreeFriends { janus, roomNumber, peers in
             let (a, b, c) = (peers[0], peers[1], peers[2])
-            let ranges = Dictionary(
-                uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
-            let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
-            for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
+            let (ranges, attachers) = Self.attachProbes(peers)
             try await startCall(a, b)
             try await startCall(a, c)
             await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
@@ -249,10 +255,7 @@ final class ProbeAttacher: RoomDelegate {
             $0[2].room.options.mode = .signallingOnly
         } _: { janus, roomNumber, peers in
             let (a, b, c) = (peers[0], peers[1], peers[2])
-            let ranges = Dictionary(
-                uniqueKeysWithValues: peers.enumerated().map { ($1.id, ($0 * 10_000)..<($0 * 10_000 + 10_000)) })
-            let attachers = peers.map { _ in ProbeAttacher(ranges: ranges) }
-            for (p, at) in zip(peers, attachers) { p.room.delegates.add(delegate: at) }
+            let (_, attachers) = Self.attachProbes(peers)
             try await startCall(a, b)
             try await startCall(a, c)
             await Self.waitSubscribed(b, to: [a])
