@@ -454,4 +454,42 @@ final class ProbeAttacher: RoomDelegate {
             a.room.disconnectAll()
         }
     }
+
+    /// Unsubscribing from one track pauses it at the server: Janus stops forwarding the stream
+    /// (no more packets arrive, not only no more pictures), the other track goes on, and
+    /// subscribing again brings the pictures back.
+    @Test func anUnsubscribedTrackIsPausedAtTheServer() async throws {
+        try await Self.withThreeFriends { _, _, peers in
+            let (a, b) = (peers[0], peers[1])
+            let (_, attachers) = Self.attachProbes(peers)
+            try await startCall(a, b)
+            await Self.waitSubscribed(b, to: [a])
+            @MainActor func packets(_ kind: String) -> UInt64 {
+                b.room.inboundStats(of: a.id)?.filter { $0.kind == kind }.reduce(0) { $0 + $1.packetsReceived } ?? 0
+            }
+            @MainActor func feed(_ start: Int) async {
+                await CallMediaQualityTests.feed(
+                    a.room.localParticipant.localTrackPublications, tone: 440, seconds: 1.5, startFrame: start
+                ).value
+                await settle(0.5)
+            }
+            let video = try #require(b.room.remoteParticipants[a.id]?.trackPublications["video"] as? RemoteTrackPublication)
+            video.setSubscribed(false)
+            await b.wait("a's video paused at Janus") {
+                b.room.sfu?.subscriptions[a.id]?.forwarding[.video] == false
+            }
+            await settle(0.3)
+            let (video0, audio0) = (packets("video"), packets("audio"))
+            await feed(0)
+            #expect(packets("video") - video0 <= 2, "video packets while unsubscribed: \(packets("video") - video0)")
+            #expect(packets("audio") - audio0 >= 50, "audio packets meanwhile: \(packets("audio") - audio0)")
+            let probe = attachers[1].probe(a.id)
+            let frames = probe.snapshot.frames
+            video.setSubscribed(true)
+            await b.wait("a's video forwarded again") { b.room.sfu?.subscriptions[a.id]?.forwarding[.video] == true }
+            await feed(300)
+            #expect(probe.snapshot.frames - frames >= 10, "frames after subscribing again: \(probe.snapshot.frames - frames)")
+            a.room.disconnectAll()
+        }
+    }
 }

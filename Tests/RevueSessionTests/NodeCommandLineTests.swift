@@ -151,6 +151,11 @@ import Testing
             (["--turn", "u:@203.0.113.1:3478"], "empty TURN password"),
             (["--turn", "u:p@203.0.113.1:3478?transport=quic"], "?transport=udp or ?transport=tcp"),
             (["--stun"], "--stun"),
+            (["--sfu", "https://127.0.0.1:8088/janus"], "--sfu takes http://ADDR:PORT/PATH"),
+            (["--sfu", "http://janus.example:8088/janus"], "--sfu takes http://ADDR:PORT/PATH"),
+            (["--sfu", "http://127.0.0.1:8088/janus", "--sfu-room", "0"], "--sfu-room"),
+            (["--sfu-room", "7"], "--sfu-room and --sfu-clear go with --sfu"),
+            (["--sfu-clear"], "--sfu-room and --sfu-clear go with --sfu"),
         ]
         for (arguments, message) in cases {
             let run = try runNode(["--data", "/nonexistent/revue-node-usage"] + arguments)
@@ -159,6 +164,6 @@ import Testing
         let help = try runNode(["--help"])
         #expect(
             help.status == 0 && help.stdout.contains("--stun HOST:PORT")
-                && help.stdout.contains("--turn USER:PASS@HOST:PORT[?transport=tcp]"))
+                && help.stdout.contains("--turn USER:PASS@HOST:PORT[?transport=tcp]") && help.stdout.contains("--sfu URL"))
     }
 }

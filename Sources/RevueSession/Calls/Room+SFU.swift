@@ -62,6 +62,10 @@ final class SFUSubscription {
     let connection: PeerConnection
     let videoOut = RendererSwitch()
     let audioOut = AudioSinkSwitch()
+    /// The mid of each kind's section in Janus's offer, and whether Janus forwards it now (a
+    /// track the App unsubscribed from is paused at the server, not only at our sink).
+    var mids: [TrackKind: String] = [:]
+    var forwarding: [TrackKind: Bool] = [:]
     var packetsSeen: UInt64 = 0
     var packetsSeenAt = monotonicNow()
 
@@ -473,7 +477,14 @@ extension Room {
                 let sub = SFUSubscription(feed: feed, handle: handle, connection: pc)
                 pc.videoRenderer = sub.videoOut
                 pc.audioSink = sub.audioOut
-                try await pc.setRemoteDescription(JSEPSessionDescription(parsing: offer, type: .offer))
+                let description = try JSEPSessionDescription(parsing: offer, type: .offer)
+                for m in description.media where !m.isRejected {
+                    guard let mid = m.mid else { continue }
+                    if m.kind == .audio, sub.mids[.audio] == nil { sub.mids[.audio] = mid }
+                    if m.kind == .video, sub.mids[.video] == nil { sub.mids[.video] = mid }
+                }
+                for kind in sub.mids.keys { sub.forwarding[kind] = true }
+                try await pc.setRemoteDescription(description)
                 let answer = try await pc.createAnswer()
                 try await handle.start(answer: answer.sdp)
                 // The participant may have left, or changed feed, meanwhile.
@@ -485,6 +496,22 @@ extension Room {
                 if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
             } catch {
                 sfuFailed("subscribing to the participant's feed failed: \(error)", for: id)
+            }
+        }
+        await sfuPauseUnsubscribed(sfu)
+    }
+
+    /// Asks Janus to stop (or resume) forwarding each stream whose track the App unsubscribed
+    /// from (or subscribed to again): a subscriber `configure` with the stream's mid and `send`.
+    private func sfuPauseUnsubscribed(_ sfu: SFUMedia) async {
+        for (id, sub) in sfu.subscriptions.sorted(by: { $0.key < $1.key }) {
+            guard let p = remoteParticipants[id] else { continue }
+            for (kind, mid) in sub.mids.sorted(by: { $0.value < $1.value }) {
+                let want = p.remoteTrackPublications.first { $0.kind == kind }?.isSubscribed ?? true
+                guard sub.forwarding[kind] != want, !sfu.closed else { continue }
+                sub.forwarding[kind] = want
+                // A refusal is not retried every pass: the sink still follows the subscription.
+                _ = try? await sub.handle.configure(["streams": [["mid": .string(mid), "send": .bool(want)]]])
             }
         }
     }
