@@ -36,13 +36,12 @@ struct CallNodeRestartTests {
         b = try NodeProcess(["--data", dir + "/b", "--port", "\(bPort)"] + args)
         _ = try #require(await b.wait(timeout: 5, event("ready")))
         let restartedAfter = monotonicNow() - killedAt
-        #expect(restartedAfter < 1, "restarted after \(restartedAfter) s")
+        // Back before a could call b offline: what ends the leg below is the new epoch.
+        #expect(restartedAfter < timeouts.connectionTimeout, "restarted after \(restartedAfter) s")
         let left = await a.wait(timeout: timeouts.connectionTimeout + 5, event("participantDidDisconnect", ["friendId": bId]))
-        let leftAfter = monotonicNow() - killedAt
         #expect(left?["reason"] as? String == "connectionLost")
-        // a never saw b offline: the epoch, not the keepalive timeout, ended the leg. (The time
-        // bound allows one tick and scheduling slack on a loaded machine, like the crash tests.)
-        #expect(leftAfter < timeouts.connectionTimeout + 1.5, "left after \(leftAfter) s")
+        print("restarted node's old leg ended after \(monotonicNow() - killedAt) s")
+        // a never saw b offline: the epoch, not the keepalive timeout, ended the leg.
         #expect(
             !a.events.contains {
                 $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == false
