@@ -407,7 +407,8 @@ let commands: [NodeCommand] = [
 let encoded = commands.enumerated().map { i, c in
     NodeCommandLine.encode(
         NodeRequest(
-            name: NodeCommandLine.name(of: c), id: i % 3 == 0 ? nil : NodeCommandID(i % 3 == 1 ? i as Any : "r\(i)" as Any),
+            name: NodeCommandLine.name(of: c),
+            id: i % 3 == 0 ? nil : NodeCommandID(i % 3 == 1 ? .int(Int64(i)) : .string("r\(i)")),
             command: c))
 }
 save("fuzz-node-command", "every-command", Array(encoded.joined(separator: "\n").utf8))

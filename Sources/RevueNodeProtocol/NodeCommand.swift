@@ -67,27 +67,91 @@ public enum NodeCommand: Sendable, Equatable {
     case quit
 }
 
-/// The optional `"id"` of a command line, echoed in every reply. Any JSON value is allowed; it
-/// is kept as its JSON text so it echoes unchanged.
-/// Thread rule: a value type. Cost: one JSON parse per `value`.
-public struct NodeCommandID: Sendable, Equatable {
-    /// The value as JSON text (JSONSerialization's form, keys sorted).
-    public let json: String
+/// A JSON value of any shape: the `"id"` of a command line, echoed unchanged in every reply.
+/// Integers that fit in 64 bits stay integers; other numbers are doubles.
+/// Thread rule: a value type. Cost: its storage.
+public enum NodeJSONValue: Sendable, Equatable, Codable {
+    /// `null`.
+    case null
+    /// `true` or `false`.
+    case bool(Bool)
+    /// A number without fraction or exponent that fits in `Int64`.
+    case int(Int64)
+    /// Any other (finite) number.
+    case double(Double)
+    /// A string.
+    case string(String)
+    /// An array.
+    case array([NodeJSONValue])
+    /// An object.
+    case object([String: NodeJSONValue])
 
-    /// Wraps a JSON value of `JSONSerialization`; nil when it cannot be written back as JSON.
-    public init?(_ value: Any) {
-        guard JSONSerialization.isValidJSONObject([value]),
-            let data = try? JSONSerialization.data(
-                withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes])
-        else { return nil }
-        json = String(decoding: data, as: UTF8.self)
+    /// Reads any JSON value.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() {
+            self = .null
+        } else if let b = try? c.decode(Bool.self) {
+            self = .bool(b)
+        } else if let i = try? c.decode(Int64.self) {
+            self = .int(i)
+        } else if let d = try? c.decode(Double.self) {
+            self = .double(d)
+        } else if let s = try? c.decode(String.self) {
+            self = .string(s)
+        } else if let a = try? c.decode([NodeJSONValue].self) {
+            self = .array(a)
+        } else {
+            self = .object(try c.decode([String: NodeJSONValue].self))
+        }
     }
 
-    /// The value as `JSONSerialization` returns it (NSNumber, String, Array, Dictionary, NSNull),
-    /// for a reply object.
-    public var value: Any {
-        (try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])) ?? NSNull()
+    /// Writes the value back as JSON.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let b): try c.encode(b)
+        case .int(let i): try c.encode(i)
+        case .double(let d): try c.encode(d)
+        case .string(let s): try c.encode(s)
+        case .array(let a): try c.encode(a)
+        case .object(let o): try c.encode(o)
+        }
     }
+
+    /// The value in `JSONSerialization`'s types (Int, Double, Bool, String, Array, Dictionary,
+    /// NSNull), for a reply written with it.
+    public var foundationValue: Any {
+        switch self {
+        case .null: NSNull()
+        case .bool(let b): b
+        case .int(let i): Int(i)
+        case .double(let d): d
+        case .string(let s): s
+        case .array(let a): a.map(\.foundationValue)
+        case .object(let o): o.mapValues(\.foundationValue)
+        }
+    }
+}
+
+/// The optional `"id"` of a command line, echoed in every reply. Any JSON value is allowed.
+/// Thread rule: a value type. Cost: its storage.
+public struct NodeCommandID: Sendable, Equatable, Codable {
+    /// The value as sent.
+    public let json: NodeJSONValue
+
+    /// Wraps a JSON value.
+    public init(_ json: NodeJSONValue) { self.json = json }
+
+    /// Reads the id's JSON value.
+    public init(from decoder: any Decoder) throws { json = try NodeJSONValue(from: decoder) }
+
+    /// Writes the id's JSON value.
+    public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
+
+    /// The value for a reply object written with `JSONSerialization`.
+    public var value: Any { json.foundationValue }
 }
 
 /// A parsed command line: the command name as sent, its id, and the typed command.
@@ -146,76 +210,16 @@ public enum NodeCommandLine {
     /// Parses one line: blank, a typed command, or the error event to print.
     public static func parse(_ line: String) -> Parsed {
         guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { return .blank }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
-            let cmd = object["cmd"] as? String
-        else {
+        do {
+            return .request(try JSONDecoder().decode(NodeRequest.self, from: Data(line.utf8)))
+        } catch let error as NodeCommandError {
+            return .error(error)
+        } catch {
             return .error(
                 NodeCommandError(
                     name: nil, id: nil, error: "invalidCommand",
                     fields: ["detail": "each line must be a JSON object with a \"cmd\" string"]))
         }
-        let id = object["id"].flatMap { NodeCommandID($0) }
-        func string(_ key: String) -> String? { object[key] as? String }
-        func bool(_ key: String, _ fallback: Bool) -> Bool { (object[key] as? Bool) ?? fallback }
-        func double(_ key: String, _ fallback: Double) -> Double { (object[key] as? Double) ?? fallback }
-        func fail(_ error: String, _ fields: [String: String] = [:]) -> Parsed {
-            .error(NodeCommandError(name: cmd, id: id, error: error, fields: fields))
-        }
-        func missing(_ field: String) -> Parsed { fail("missingField", ["field": field]) }
-        let command: NodeCommand
-        switch cmd {
-        case "address": command = .address
-        case "add-friend":
-            guard let address = string("address") else { return missing("address") }
-            command = .addFriend(address: address, message: string("message") ?? "")
-        case "accept", "delete", "invite", "accept-call", "reject-call", "cancel-call":
-            guard let friendId = string("friendId") else { return missing("friendId") }
-            switch cmd {
-            case "accept": command = .accept(friendId: friendId)
-            case "delete": command = .delete(friendId: friendId)
-            case "invite": command = .invite(friendId: friendId, message: string("message") ?? "")
-            case "accept-call": command = .acceptCall(friendId: friendId)
-            case "reject-call": command = .rejectCall(friendId: friendId)
-            default: command = .cancelCall(friendId: friendId)
-            }
-        case "set-name": command = .setName(string("name") ?? "")
-        case "set-status-message": command = .setStatusMessage(string("statusMessage") ?? "")
-        case "set-status":
-            switch string("status") ?? "none" {
-            case "none": command = .setStatus(.none)
-            case "away": command = .setStatus(.away)
-            case "busy": command = .setStatus(.busy)
-            default: return fail("invalidStatus")
-            }
-        case "set-nospam":
-            guard let n = object["nospam"] as? Int, let v = UInt32(exactly: n) else { return missing("nospam") }
-            command = .setNospam(v)
-        case "message":
-            guard let friendId = string("friendId"), let message = string("message") else { return missing("friendId/message") }
-            command = .message(friendId: friendId, message: message, timeout: double("timeout", 10))
-        case "list": command = .list
-        case "counters": command = .counters
-        case "hangup": command = .hangup(friendId: string("friendId"))
-        case "call-message":
-            guard let message = string("message") else { return missing("message") }
-            command = .callMessage(message: message, to: object["to"] as? [String], timeout: double("timeout", 10))
-        case "mute-request": command = .muteRequest(friendId: string("friendId"), isMuted: bool("isMuted", true))
-        case "mic": command = .mic(enabled: bool("enabled", true))
-        case "camera": command = .camera(enabled: bool("enabled", true))
-        case "mute": command = .mute(sid: string("sid") ?? "audio")
-        case "unmute": command = .unmute(sid: string("sid") ?? "audio")
-        case "subscribe":
-            command = .subscribe(friendId: string("friendId"), sid: string("sid") ?? "", subscribed: bool("subscribed", true))
-        case "mode":
-            guard let mode = string("mode").flatMap(ParticipantMode.init(rawValue:)) else { return fail("invalidMode") }
-            command = .mode(mode)
-        case "feed": command = .feed(seconds: double("seconds", 5), tone: double("tone", 440))
-        case "media-stats": command = .mediaStats
-        case "room": command = .room
-        case "quit": command = .quit
-        default: return fail("unknownCommand")
-        }
-        return .request(NodeRequest(name: cmd, id: id, command: command))
     }
 
     /// The wire name of a command (`"cmd"`).
@@ -255,32 +259,133 @@ public enum NodeCommandLine {
     /// Writes a request as one command line (no newline) that `parse` reads back as the same
     /// request: every field explicit, keys sorted. For scripts and tests driving revue-node.
     public static func encode(_ request: NodeRequest) -> String {
-        var o: [String: Any] = ["cmd": request.name]
-        if let id = request.id { o["id"] = id.value }
-        switch request.command {
-        case .address, .list, .counters, .mediaStats, .room, .quit: break
-        case .addFriend(let address, let message): o["address"] = address; o["message"] = message
-        case .accept(let f), .delete(let f), .acceptCall(let f), .rejectCall(let f), .cancelCall(let f): o["friendId"] = f
-        case .invite(let f, let message): o["friendId"] = f; o["message"] = message
-        case .setName(let name): o["name"] = name
-        case .setStatusMessage(let text): o["statusMessage"] = text
-        case .setStatus(let s): o["status"] = s == UserStatus.none ? "none" : s == .away ? "away" : "busy"
-        case .setNospam(let n): o["nospam"] = Int(n)
-        case .message(let f, let message, let timeout): o["friendId"] = f; o["message"] = message; o["timeout"] = timeout
-        case .hangup(let f): if let f { o["friendId"] = f }
-        case .callMessage(let message, let to, let timeout):
-            o["message"] = message; o["timeout"] = timeout
-            if let to { o["to"] = to }
-        case .muteRequest(let f, let isMuted): if let f { o["friendId"] = f }; o["isMuted"] = isMuted
-        case .mic(let enabled), .camera(let enabled): o["enabled"] = enabled
-        case .mute(let sid), .unmute(let sid): o["sid"] = sid
-        case .subscribe(let f, let sid, let subscribed):
-            if let f { o["friendId"] = f }
-            o["sid"] = sid; o["subscribed"] = subscribed
-        case .mode(let m): o["mode"] = m.rawValue
-        case .feed(let seconds, let tone): o["seconds"] = seconds; o["tone"] = tone
-        }
-        let data = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Only a non-finite number (which no parsed command holds) cannot be written.
+        let data = (try? encoder.encode(request)) ?? Data()
         return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// The command line's fields, decoded with `Codable`: `cmd` picks the command, the fields it
+/// takes are checked and typed, and a field of the wrong type counts as absent (its default, or
+/// `missingField` when it is required).
+extension NodeRequest: Codable {
+    enum Field: String, CodingKey {
+        case cmd, id, address, message, friendId, name, statusMessage, status, nospam, timeout, to, isMuted, enabled, sid,
+            subscribed, mode, seconds, tone
+    }
+
+    /// Reads one command object. Throws `NodeCommandError` for a known-shaped line with a bad
+    /// command (unknown, a field missing, an invalid status or mode), and a `DecodingError` when
+    /// the line is not a JSON object with a `"cmd"` string.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Field.self)
+        let cmd = try c.decode(String.self, forKey: .cmd)
+        let id = (try? c.decodeIfPresent(NodeCommandID.self, forKey: .id)) ?? nil
+        func value<T: Decodable>(_ key: Field, _ type: T.Type = T.self) -> T? {
+            (try? c.decodeIfPresent(T.self, forKey: key)) ?? nil
+        }
+        func string(_ key: Field) -> String? { value(key) }
+        func fail(_ error: String, _ fields: [String: String] = [:]) -> NodeCommandError {
+            NodeCommandError(name: cmd, id: id, error: error, fields: fields)
+        }
+        func required(_ key: Field) throws(NodeCommandError) -> String {
+            guard let v = string(key) else { throw fail("missingField", ["field": key.rawValue]) }
+            return v
+        }
+        let command: NodeCommand
+        switch cmd {
+        case "address": command = .address
+        case "add-friend": command = .addFriend(address: try required(.address), message: string(.message) ?? "")
+        case "accept": command = .accept(friendId: try required(.friendId))
+        case "delete": command = .delete(friendId: try required(.friendId))
+        case "invite": command = .invite(friendId: try required(.friendId), message: string(.message) ?? "")
+        case "accept-call": command = .acceptCall(friendId: try required(.friendId))
+        case "reject-call": command = .rejectCall(friendId: try required(.friendId))
+        case "cancel-call": command = .cancelCall(friendId: try required(.friendId))
+        case "set-name": command = .setName(string(.name) ?? "")
+        case "set-status-message": command = .setStatusMessage(string(.statusMessage) ?? "")
+        case "set-status":
+            switch string(.status) ?? "none" {
+            case "none": command = .setStatus(.none)
+            case "away": command = .setStatus(.away)
+            case "busy": command = .setStatus(.busy)
+            default: throw fail("invalidStatus")
+            }
+        case "set-nospam":
+            guard let n = value(.nospam, UInt32.self) else { throw fail("missingField", ["field": "nospam"]) }
+            command = .setNospam(n)
+        case "message":
+            guard let friendId = string(.friendId), let message = string(.message) else {
+                throw fail("missingField", ["field": "friendId/message"])
+            }
+            command = .message(friendId: friendId, message: message, timeout: value(.timeout) ?? 10)
+        case "list": command = .list
+        case "counters": command = .counters
+        case "hangup": command = .hangup(friendId: string(.friendId))
+        case "call-message":
+            command = .callMessage(message: try required(.message), to: value(.to), timeout: value(.timeout) ?? 10)
+        case "mute-request": command = .muteRequest(friendId: string(.friendId), isMuted: value(.isMuted) ?? true)
+        case "mic": command = .mic(enabled: value(.enabled) ?? true)
+        case "camera": command = .camera(enabled: value(.enabled) ?? true)
+        case "mute": command = .mute(sid: string(.sid) ?? "audio")
+        case "unmute": command = .unmute(sid: string(.sid) ?? "audio")
+        case "subscribe":
+            command = .subscribe(friendId: string(.friendId), sid: string(.sid) ?? "", subscribed: value(.subscribed) ?? true)
+        case "mode":
+            guard let mode = string(.mode).flatMap(ParticipantMode.init(rawValue:)) else { throw fail("invalidMode") }
+            command = .mode(mode)
+        case "feed": command = .feed(seconds: value(.seconds) ?? 5, tone: value(.tone) ?? 440)
+        case "media-stats": command = .mediaStats
+        case "room": command = .room
+        case "quit": command = .quit
+        default: throw fail("unknownCommand")
+        }
+        self.init(name: cmd, id: id, command: command)
+    }
+
+    /// Writes the command object: `cmd`, `id` when set, and every field the command takes.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Field.self)
+        try c.encode(name, forKey: .cmd)
+        try c.encodeIfPresent(id, forKey: .id)
+        switch command {
+        case .address, .list, .counters, .mediaStats, .room, .quit: break
+        case .addFriend(let address, let message):
+            try c.encode(address, forKey: .address)
+            try c.encode(message, forKey: .message)
+        case .accept(let f), .delete(let f), .acceptCall(let f), .rejectCall(let f), .cancelCall(let f):
+            try c.encode(f, forKey: .friendId)
+        case .invite(let f, let message):
+            try c.encode(f, forKey: .friendId)
+            try c.encode(message, forKey: .message)
+        case .setName(let name): try c.encode(name, forKey: .name)
+        case .setStatusMessage(let text): try c.encode(text, forKey: .statusMessage)
+        case .setStatus(let s): try c.encode(s == UserStatus.none ? "none" : s == .away ? "away" : "busy", forKey: .status)
+        case .setNospam(let n): try c.encode(n, forKey: .nospam)
+        case .message(let f, let message, let timeout):
+            try c.encode(f, forKey: .friendId)
+            try c.encode(message, forKey: .message)
+            try c.encode(timeout, forKey: .timeout)
+        case .hangup(let f): try c.encodeIfPresent(f, forKey: .friendId)
+        case .callMessage(let message, let to, let timeout):
+            try c.encode(message, forKey: .message)
+            try c.encode(timeout, forKey: .timeout)
+            try c.encodeIfPresent(to, forKey: .to)
+        case .muteRequest(let f, let isMuted):
+            try c.encodeIfPresent(f, forKey: .friendId)
+            try c.encode(isMuted, forKey: .isMuted)
+        case .mic(let enabled), .camera(let enabled): try c.encode(enabled, forKey: .enabled)
+        case .mute(let sid), .unmute(let sid): try c.encode(sid, forKey: .sid)
+        case .subscribe(let f, let sid, let subscribed):
+            try c.encodeIfPresent(f, forKey: .friendId)
+            try c.encode(sid, forKey: .sid)
+            try c.encode(subscribed, forKey: .subscribed)
+        case .mode(let m): try c.encode(m.rawValue, forKey: .mode)
+        case .feed(let seconds, let tone):
+            try c.encode(seconds, forKey: .seconds)
+            try c.encode(tone, forKey: .tone)
+        }
     }
 }

@@ -32,7 +32,14 @@ import Testing
     @Test func fieldErrorsNameTheCommandTheFieldAndEchoTheID() throws {
         let missing = try #require(error(#"{"cmd":"add-friend","id":[1,{"a":null}]}"#))
         #expect(missing.name == "add-friend" && missing.error == "missingField" && missing.fields == ["field": "address"])
-        #expect(missing.id?.json == #"[1,{"a":null}]"#)
+        #expect(missing.id?.json == .array([.int(1), .object(["a": .null])]))
+        #expect(
+            NodeCommandLine.encode(NodeRequest(name: "list", id: missing.id, command: .list))
+                == #"{"cmd":"list","id":[1,{"a":null}]}"#)
+        // A field of the wrong type counts as absent: missing when required, its default when not.
+        #expect(error(#"{"cmd":"accept","friendId":7}"#)?.fields == ["field": "friendId"])
+        #expect(try request(#"{"cmd":"mic","enabled":"no"}"#).command == .mic(enabled: true))
+        #expect(try request(#"{"cmd":"list","id":2.5}"#).id == NodeCommandID(.double(2.5)))
         #expect(error(#"{"cmd":"message","friendId":"AB"}"#)?.fields == ["field": "friendId/message"])
         #expect(error(#"{"cmd":"set-nospam","nospam":4294967296}"#)?.fields == ["field": "nospam"])
         #expect(error(#"{"cmd":"set-nospam","nospam":-1}"#)?.error == "missingField")
@@ -72,7 +79,7 @@ import Testing
             .feed(seconds: 1, tone: 1000), .mediaStats, .room, .quit,
         ]
         for (i, c) in commands.enumerated() {
-            let r = NodeRequest(name: NodeCommandLine.name(of: c), id: NodeCommandID(i), command: c)
+            let r = NodeRequest(name: NodeCommandLine.name(of: c), id: NodeCommandID(.int(Int64(i))), command: c)
             let line = NodeCommandLine.encode(r)
             #expect(!line.contains("\n"))
             #expect(try request(line) == r, "\(line)")

@@ -117,11 +117,10 @@ package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
         var sent = 0
         var sentBytes = 0
         var dropped = 0
-        /// Packets not sent because the track is muted.
-        var muted = 0
     }
     private let socket: UDPSocket
-    /// While true the track's packets are discarded (counted in `traffic.muted`).
+    /// While true the track's packets are discarded unsent; they are not counted as dropped, since
+    /// a muted track is meant to send nothing.
     let isMuted = Atomic<Bool>(false)
     private let state = Mutex(State())
     /// What the stream protects with; the same object is in the stream's configuration.
@@ -152,10 +151,7 @@ package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
     /// Sends the protected `packet` on the selected pair; counts it as dropped when not active,
     /// when the stream does not protect yet, or when sending fails.
     package func write(_ packet: UnsafeRawBufferPointer) {
-        if isMuted.load(ordering: .relaxed) {
-            state.withLock { $0.muted += 1 }
-            return
-        }
+        if isMuted.load(ordering: .relaxed) { return }
         let protected = protection.adopted
         state.withLock { s in
             guard protected, let path = s.path, path.send(packet, on: socket) else {

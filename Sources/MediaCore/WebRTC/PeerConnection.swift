@@ -417,13 +417,6 @@ package final class PeerConnection: @unchecked Sendable {
         if was, !muted { track.video?.requestKeyframe() }
     }
 
-    /// The engine streams behind the live local track whose capturer is `capturer` (for its
-    /// speaking events and statistics); nil for an unknown capturer. Thread rule: any thread.
-    /// Cost: a lock.
-    package func localStreams(of capturer: AnyObject) -> (video: VideoSendStream?, audio: AudioSendStream?)? {
-        shared.withLock { $0.tracks.first { $0.capturer === capturer } }.map { ($0.video, $0.audio) }
-    }
-
     /// The sections our descriptions describe: every live track (with the mid a description gave
     /// it) and the sections of removed tracks.
     static func transceivers(_ s: Shared) -> [JSEPTrack] {

@@ -53,10 +53,8 @@ final class MediaLeg {
     let videoOut = RendererSwitch()
     let audioOut = AudioSinkSwitch()
     var playout: AudioPlayoutClock?
-    /// Packets received on the participant's expected tracks at the last change, and when
-    /// (`Room.mediaStarved`).
-    var packetsSeen: UInt64 = 0
-    var packetsSeenAt = monotonicNow()
+    /// When the participant's expected tracks last delivered a packet (`Room.mediaStarved`).
+    var arrivals = ArrivalWatch()
 
     func stopReceiving() {
         playout?.stop()
@@ -131,6 +129,25 @@ final class LocalMedia {
     }
 }
 
+/// How long a packet count has not changed: one per receiving connection, read every tick.
+/// Main actor; cheap.
+struct ArrivalWatch {
+    private var count: UInt64 = 0
+    private var changedAt = monotonicNow()
+
+    /// Starts counting quiet time afresh from `count` at `now`.
+    mutating func reset(count: UInt64, now: Double) {
+        self.count = count
+        changedAt = now
+    }
+
+    /// Seconds since `count` last changed (0 when it changed now).
+    mutating func quietFor(count: UInt64, now: Double) -> Double {
+        if count != self.count { reset(count: count, now: now) }
+        return now - changedAt
+    }
+}
+
 extension Room {
     /// Most candidates taken from one `adr` message.
     static let maxCandidatesPerSignal = 16
@@ -139,7 +156,7 @@ extension Room {
         if s.op == CallSignal.Op.sfu { return receiveSFUSignal(s, from: id) }
         if usesSFU, s.op == CallSignal.Op.media, remoteParticipants[id] != nil {
             return sfuFailed(
-                "the participant sends its media peer to peer, ours goes through \(options.sfu?.url ?? "an SFU")", for: id)
+                "the participant sends its media peer to peer, ours goes through \(callSFU?.url ?? "an SFU")", for: id)
         }
         guard let leg = legs[id] else { return }
         switch s.op {
@@ -489,9 +506,10 @@ extension Room {
 
     func tickMedia(now: Double) {
         for id in legs.keys { syncMediaPath(id) }
-        sfuReconcile()
         guard now - lastStatistics >= 1 else { return }
         lastStatistics = now
+        // Every change reconciles the SFU side at once; this is the once-a-second safety net.
+        sfuReconcile()
         let local = localParticipant
         for pub in local.localTrackPublications {
             var stats = TrackStatistics()
@@ -499,12 +517,12 @@ extension Room {
                 stats.packetsSent = media.fanOut.packetsSent.load(ordering: .relaxed)
                 stats.bytesSent = media.fanOut.bytesSent.load(ordering: .relaxed)
                 if let v = media.video { stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded) }
-            } else if let sfu, let pc = sfu.publisher, let capturer = sfu.capturers[pub.kind] {
+            } else if let sfu, let pc = sfu.publisher, sfu.capturers[pub.kind] != nil {
                 let sent = pc.sentTraffic(pub.kind == .video ? .video : .audio)
                 stats.packetsSent = UInt64(sent.packets)
                 stats.bytesSent = UInt64(sent.bytes)
-                if let v = pc.localStreams(of: capturer)?.video {
-                    stats.framesEncoded = UInt64(v.statistics.outbound.framesEncoded)
+                if pub.kind == .video, let v = pc.videoSendStatistics {
+                    stats.framesEncoded = UInt64(v.outbound.framesEncoded)
                 }
             } else {
                 continue
@@ -543,15 +561,13 @@ extension Room {
         let kinds = Set(p.remoteTrackPublications.filter { $0.isSubscribed && !$0.isMuted }.map(\.kind.rawValue))
         let received =
             inboundStats(of: id)?.filter { kinds.contains($0.kind) }.reduce(UInt64(0)) { $0 + $1.packetsReceived } ?? 0
-        let seen = leg?.packetsSeen ?? sub?.packetsSeen ?? 0
-        if kinds.isEmpty || received != seen {
-            leg?.packetsSeen = received
-            leg?.packetsSeenAt = now
-            sub?.packetsSeen = received
-            sub?.packetsSeenAt = now
+        if kinds.isEmpty {
+            leg?.arrivals.reset(count: received, now: now)
+            sub?.arrivals.reset(count: received, now: now)
             return false
         }
-        return now - (leg?.packetsSeenAt ?? sub?.packetsSeenAt ?? now) >= Self.mediaStarvedAfter
+        let quietFor = leg?.arrivals.quietFor(count: received, now: now) ?? sub?.arrivals.quietFor(count: received, now: now) ?? 0
+        return quietFor >= Self.mediaStarvedAfter
     }
 
     /// Fraction of media packets lost from a participant so far (RFC 3550 A.3 cumulative counts).

@@ -103,6 +103,7 @@ extension Room {
         post(nil, room: { $1.room($0, participantDidConnect: p) }, participant: nil)
         if !joined {
             joined = true
+            callSFU = mediaLegsEnabled ? options.sfu : nil
             localParticipant.mode = options.mode
             wantPublished = [.audio: options.micEnabled, .video: options.cameraEnabled]
             wantMuted = [:]
@@ -152,6 +153,7 @@ extension Room {
         for pub in localParticipant.localTrackPublications { unpublish(pub, tell: false) }
         stopSFU()
         joined = false
+        callSFU = nil
         pendingJoins = [:]
         introductions = [:]
         heldJoins = [:]

@@ -66,8 +66,8 @@ final class SFUSubscription {
     /// track the App unsubscribed from is paused at the server, not only at our sink).
     var mids: [TrackKind: String] = [:]
     var forwarding: [TrackKind: Bool] = [:]
-    var packetsSeen: UInt64 = 0
-    var packetsSeenAt = monotonicNow()
+    /// When the participant's expected tracks last delivered a packet (`Room.mediaStarved`).
+    var arrivals = ArrivalWatch()
 
     init(feed: UInt64, handle: JanusVideoRoom, connection: PeerConnection) {
         self.feed = feed
@@ -156,13 +156,13 @@ final class SFUMedia {
 
 extension Room {
     /// Whether the call's media goes through an SFU.
-    var usesSFU: Bool { sfu != nil || (options.sfu != nil && mediaLegsEnabled) }
+    var usesSFU: Bool { callSFU != nil }
 
     /// The SFU side of the call, made when the call starts (nil without `options.sfu`).
     @discardableResult
     func ensureSFU() -> SFUMedia? {
         if let sfu { return sfu }
-        guard joined, mediaLegsEnabled, let server = options.sfu else { return nil }
+        guard joined, let server = callSFU else { return nil }
         guard let s = SFUMedia(server: server) else {
             for id in remoteParticipants.keys {
                 sfuFailed(
@@ -257,7 +257,7 @@ extension Room {
         guard remoteParticipants[id] != nil else { return }
         guard let sfu = ensureSFU(), s.sfu == sfu.server.identifier else {
             return sfuFailed(
-                "the participant's media goes through \(s.sfu ?? "another server"), ours \(options.sfu?.identifier ?? "peer to peer")",
+                "the participant's media goes through \(s.sfu ?? "another server"), ours \(callSFU?.identifier ?? "peer to peer")",
                 for: id)
         }
         guard let feedText = s.feed, let feed = UInt64(feedText) else { return }

@@ -119,8 +119,11 @@ public final class Room {
     /// Media of each call leg by friend ID, and of each local track.
     var legs: [String: MediaLeg] = [:]
     var localMedia: [TrackKind: LocalMedia] = [:]
-    /// The call's media through an SFU (`options.sfu`), instead of `legs` and `localMedia`.
+    /// The call's media through an SFU (`callSFU`), instead of `legs` and `localMedia`.
     var sfu: SFUMedia?
+    /// The SFU the current call uses: `options.sfu` when the call started, fixed until it ends
+    /// (options changed mid-call apply to the next call).
+    var callSFU: SFUServer?
     /// SSRCs used by our send streams and receive pipelines while the current legs exist
     /// (`freshSSRC`).
     var usedSSRCs: Set<UInt32> = []
