@@ -1,3 +1,4 @@
+import MediaCore
 import RevueSession
 
 extension FuzzEntries {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import MediaCore
 import RevueSession
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import MediaCore
 import Testing
 
 @testable import RevueSession

@@ -2,7 +2,8 @@ internal import CMediaShims
 
 /// libsodium's status from its one `sodium_init()` call. A global `let` is initialised lazily and
 /// exactly once, thread-safely, by the Swift runtime; sodium_init itself is also idempotent.
-private let sodiumInitStatus: Int32 = sodium_init()
+/// The one `sodium_init()` of the process (`Sodium.ready` reads it too).
+let sodiumInitStatus: Int32 = sodium_init()
 
 /// Cryptographically secure random bytes from libsodium (`randombytes_buf`, backed by the kernel's
 /// `getrandom`): SRTP master keys, session keys, RTP SSRCs and initial sequence numbers.

@@ -46,7 +46,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// it on every packet it receives.
     public var mki: MKI?
 
-    private let secret: SecretBytes
+    private let secret: SecretKeyBytes
 
     /// Key material from a master key and salt of exactly the suite's lengths.
     /// Throws `.wrongLength` (naming the part and both lengths) when a length is wrong.
@@ -67,10 +67,11 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
         self.suite = suite
         self.lifetime = lifetime
         self.mki = mki
-        secret = SecretBytes(count: suite.keyAndSaltLength)
-        masterKey.withUnsafeBytes { secret.bytes.copyMemory(from: $0) }
-        masterSalt.withUnsafeBytes {
-            UnsafeMutableRawBufferPointer(rebasing: secret.bytes[suite.masterKeyLength...]).copyMemory(from: $0)
+        secret = SecretKeyBytes(count: suite.keyAndSaltLength) { out in
+            masterKey.withUnsafeBytes { out.copyMemory(from: $0) }
+            masterSalt.withUnsafeBytes {
+                UnsafeMutableRawBufferPointer(rebasing: out[suite.masterKeyLength...]).copyMemory(from: $0)
+            }
         }
     }
 
@@ -84,7 +85,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
                     + "(\(suite.masterKeyLength) + \(suite.masterSaltLength)), got \(keyAndSalt.count)")
         }
         self.suite = suite
-        secret = SecretBytes(keyAndSalt)
+        secret = SecretKeyBytes(keyAndSalt)
     }
 
     /// Key material from a master key and a master salt read in place (the DTLS-SRTP exporter's
@@ -96,21 +97,20 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
             key.count == suite.masterKeyLength && salt.count == suite.masterSaltLength,
             "key or salt length does not match \(suite.sdpName)")
         self.suite = suite
-        secret = SecretBytes(count: suite.keyAndSaltLength)
-        UnsafeMutableRawBufferPointer(rebasing: secret.bytes[0..<key.count]).copyMemory(from: key)
-        UnsafeMutableRawBufferPointer(rebasing: secret.bytes[key.count...]).copyMemory(from: salt)
+        secret = SecretKeyBytes(count: suite.keyAndSaltLength) { out in
+            UnsafeMutableRawBufferPointer(rebasing: out[0..<key.count]).copyMemory(from: key)
+            UnsafeMutableRawBufferPointer(rebasing: out[key.count...]).copyMemory(from: salt)
+        }
     }
 
-    private init(suite: SRTPSuite, secret: SecretBytes) {
+    private init(suite: SRTPSuite, secret: SecretKeyBytes) {
         self.suite = suite
         self.secret = secret
     }
 
     /// Fresh random key and salt for `suite` from libsodium's secure generator.
     public static func random(for suite: SRTPSuite = .default) -> SRTPKeyMaterial {
-        let secret = SecretBytes(count: suite.keyAndSaltLength)
-        RandomBytes.fill(secret.bytes)
-        return SRTPKeyMaterial(suite: suite, secret: secret)
+        SRTPKeyMaterial(suite: suite, secret: Sodium.randomSecret(suite.keyAndSaltLength))
     }
 
     /// A copy of the master key bytes.
@@ -122,7 +122,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
 
     /// Calls `body` with key||salt in place, without copying (for `SRTPContext`).
     func withKeyAndSalt<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        try body(UnsafeRawBufferPointer(secret.bytes))
+        try body(secret.bytes)
     }
 
     // MARK: RFC 4568 inline form
@@ -285,11 +285,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// Equal when suite, lifetime, MKI and bytes match; the bytes are compared in constant time.
     public static func == (a: SRTPKeyMaterial, b: SRTPKeyMaterial) -> Bool {
         guard a.suite == b.suite, a.lifetime == b.lifetime, a.mki == b.mki else { return false }
-        if a.secret === b.secret { return true }
-        RandomBytes.ensureInitialized()
-        return sodium_memcmp(
-            a.secret.bytes.baseAddress!, b.secret.bytes.baseAddress!,
-            a.secret.bytes.count) == 0
+        return a.secret === b.secret || a.secret == b.secret
     }
 }
 
@@ -329,33 +325,12 @@ public struct SRTPKeyMaterialError: Error, Sendable, Equatable, CustomStringConv
     public var description: String { message }
 }
 
-/// Key bytes in one allocation, zeroed (`sodium_memzero`) before it is freed.
-private final class SecretBytes: @unchecked Sendable {
-    let bytes: UnsafeMutableRawBufferPointer
-
-    init(count: Int) {
-        bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
-        bytes.initializeMemory(as: UInt8.self, repeating: 0)
-        if count == 0 { fatalError("empty key material") }
-    }
-
-    convenience init(_ source: [UInt8]) {
-        self.init(count: source.count)
-        source.withUnsafeBytes { bytes.copyMemory(from: $0) }
-    }
-
-    deinit {
-        sodium_memzero(bytes.baseAddress!, bytes.count)
-        bytes.deallocate()
-    }
-}
-
 /// Standard base64 (RFC 4648 section 4), used for the RFC 4568 key-salt.
 enum SRTPInlineBase64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// Encodes with `=` padding.
-    static func encode(_ bytes: UnsafeMutableRawBufferPointer) -> String {
+    static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
         var out = [UInt8]()
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var i = 0

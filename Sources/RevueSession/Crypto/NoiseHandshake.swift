@@ -4,6 +4,7 @@
 //   ...
 //   -> e, es, s, ss
 //   <- e, ee, se
+package import MediaCore
 
 /// An X25519 key pair. The secret lives in a `SecretKeyBytes`, zeroed when the last reference to
 /// it goes. Immutable; any thread.

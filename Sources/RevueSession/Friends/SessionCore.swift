@@ -4,7 +4,7 @@
 // clarity wins over allocation-free code here. docs/session.md describes the protocol.
 import Dispatch
 import Foundation
-internal import MediaCore
+package import MediaCore
 
 #if canImport(Glibc)
     import Glibc

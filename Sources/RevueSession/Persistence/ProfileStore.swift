@@ -3,6 +3,7 @@
 // lock file so two processes never share one identity.
 import Dispatch
 import Foundation
+package import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -2,7 +2,7 @@
 // RFC 7983 demultiplexing ranges (STUN 0-3, DTLS 20-63, RTP/RTCP 128-191). docs/session.md has
 // the byte layouts.
 
-internal import MediaCore
+package import MediaCore
 
 /// The first byte of each session datagram.
 package enum PacketType: UInt8 {

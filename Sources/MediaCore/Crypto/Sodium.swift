@@ -1,25 +1,23 @@
-// The few libsodium primitives the session layer is built from: X25519, ChaCha20-Poly1305 (IETF),
-// BLAKE2b, and the HMAC/HKDF constructions of the Noise specification (rev 34, section 4.3).
+// The libsodium primitives the engine and the session layer are built from: X25519,
+// ChaCha20-Poly1305 (IETF), BLAKE2b, Argon2id, secretbox, and the HMAC/HKDF constructions of the
+// Noise specification (rev 34, section 4.3). Random bytes come from `RandomBytes`.
 internal import CMediaShims
 
 /// Thin, allocation-tolerant wrappers over libsodium. Control-plane only (handshakes, friend
 /// messages); every function is thread-safe because libsodium's are once `sodium_init` ran.
 package enum Sodium {
-    /// Runs `sodium_init` once per process (idempotent in libsodium; cheap after the first call).
-    package static let ready: Bool = { sodium_init() >= 0 }()
+    /// Whether libsodium initialised (its one `sodium_init`, shared with `RandomBytes`).
+    package static var ready: Bool { sodiumInitStatus >= 0 }
 
-    /// `count` bytes from the system CSPRNG (`randombytes_buf`).
-    static func random(_ count: Int) -> [UInt8] {
-        precondition(ready)
-        var out = [UInt8](repeating: 0, count: count)
-        out.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, count) }
-        return out
-    }
+    /// `count` bytes from the system CSPRNG (`RandomBytes`).
+    package static func random(_ count: Int) -> [UInt8] { RandomBytes.bytes(count) }
 
-    /// A uniformly random UInt32 (`randombytes_random`).
-    static func randomUInt32() -> UInt32 {
-        precondition(ready)
-        return randombytes_random()
+    /// A uniformly random UInt32 (`RandomBytes`).
+    package static func randomUInt32() -> UInt32 { RandomBytes.uint32() }
+
+    /// `count` random bytes straight into zeroing storage (cookie secrets, SRTP keys).
+    package static func randomSecret(_ count: Int) -> SecretKeyBytes {
+        SecretKeyBytes(count: count) { RandomBytes.fill($0) }
     }
 
     /// X25519 public key of a 32-byte secret (`crypto_scalarmult_base`).
@@ -34,13 +32,13 @@ package enum Sodium {
 
     /// Zeroes an array's bytes in place (`sodium_memzero`). Only this array's buffer: copies that
     /// share it are copied first by Swift and keep their bytes.
-    static func wipe(_ bytes: inout [UInt8]) {
+    package static func wipe(_ bytes: inout [UInt8]) {
         bytes.withUnsafeMutableBytes { if let b = $0.baseAddress { sodium_memzero(b, $0.count) } }
     }
 
     /// X25519 shared secret (`crypto_scalarmult`); nil when the peer's point has small order
     /// (libsodium returns -1 for an all-zero result), which the caller treats as a forged packet.
-    static func x25519(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
+    package static func x25519(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
         precondition(ready && secret.count == 32)
         guard peerPublic.count == 32 else { return nil }
         var out = [UInt8](repeating: 0, count: 32)
@@ -103,14 +101,8 @@ package enum Sodium {
         return out
     }
 
-    /// `count` random bytes straight into zeroing storage (cookie secrets).
-    static func randomSecret(_ count: Int) -> SecretKeyBytes {
-        var bytes = random(count)
-        return SecretKeyBytes(wiping: &bytes)
-    }
-
     /// Keyed BLAKE2b over bytes in place (no copy): the read-queue screen's mac1 check.
-    static func keyedBlake2b(key: [UInt8], _ data: UnsafeRawBufferPointer, outputLength: Int = 16) -> [UInt8] {
+    package static func keyedBlake2b(key: [UInt8], _ data: UnsafeRawBufferPointer, outputLength: Int = 16) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: outputLength)
         _ = out.withUnsafeMutableBufferPointer { o in
             key.withUnsafeBufferPointer { k in
@@ -124,7 +116,7 @@ package enum Sodium {
 
     /// HMAC-BLAKE2b as RFC 2104 defines it with BLAKE2b's 128-byte block (Noise section 4.3, not
     /// BLAKE2b's own keyed mode).
-    static func hmac(key: [UInt8], _ data: [UInt8]) -> [UInt8] {
+    package static func hmac(key: [UInt8], _ data: [UInt8]) -> [UInt8] {
         var k = key.count > 128 ? blake2b(key) : key
         k += [UInt8](repeating: 0, count: 128 - k.count)
         let inner = blake2b(k.map { $0 ^ 0x36 }, data)
@@ -132,7 +124,7 @@ package enum Sodium {
     }
 
     /// Noise HKDF (section 4.3): two or three 64-byte outputs chained from `chainingKey`.
-    static func hkdf(chainingKey: [UInt8], input: [UInt8], outputs: Int) -> [[UInt8]] {
+    package static func hkdf(chainingKey: [UInt8], input: [UInt8], outputs: Int) -> [[UInt8]] {
         let temp = hmac(key: chainingKey, input)
         let o1 = hmac(key: temp, [1])
         let o2 = hmac(key: temp, o1 + [2])
@@ -142,7 +134,7 @@ package enum Sodium {
 
     /// ChaCha20-Poly1305 IETF nonce from a Noise counter: 4 zero bytes then the counter, little
     /// endian (Noise section 12.3).
-    static func nonce(_ n: UInt64) -> [UInt8] {
+    package static func nonce(_ n: UInt64) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 12)
         for i in 0..<8 { out[4 + i] = UInt8(truncatingIfNeeded: n >> (8 * UInt64(i))) }
         return out
@@ -204,7 +196,7 @@ package enum Sodium {
 
     /// A 32-byte key from a passphrase (`crypto_pwhash`, Argon2id, libsodium's "moderate" limits:
     /// about 256 MiB and a second or so). Nil when the system refuses the memory.
-    static func passphraseKey(_ passphrase: String, salt: [UInt8], opsLimit: UInt64, memLimit: Int) -> [UInt8]? {
+    package static func passphraseKey(_ passphrase: String, salt: [UInt8], opsLimit: UInt64, memLimit: Int) -> [UInt8]? {
         precondition(ready && salt.count == Int(crypto_pwhash_saltbytes()))
         var out = [UInt8](repeating: 0, count: 32)
         let length = UInt64(passphrase.utf8.count)
@@ -220,15 +212,15 @@ package enum Sodium {
     }
 
     /// libsodium's "moderate" Argon2id limits (operations, bytes).
-    static var passphraseLimits: (ops: UInt64, mem: Int) {
+    package static var passphraseLimits: (ops: UInt64, mem: Int) {
         (UInt64(crypto_pwhash_opslimit_moderate()), Int(crypto_pwhash_memlimit_moderate()))
     }
 
     /// Salt length of `passphraseKey`.
-    static var passphraseSaltLength: Int { Int(crypto_pwhash_saltbytes()) }
+    package static var passphraseSaltLength: Int { Int(crypto_pwhash_saltbytes()) }
 
     /// `crypto_secretbox_easy` (XSalsa20-Poly1305) with a fresh random 24-byte nonce: nonce + box.
-    static func secretbox(key: [UInt8], _ plaintext: [UInt8]) -> [UInt8] {
+    package static func secretbox(key: [UInt8], _ plaintext: [UInt8]) -> [UInt8] {
         precondition(ready && key.count == 32)
         let nonce = random(24)
         var out = [UInt8](repeating: 0, count: plaintext.count + 16)
@@ -245,7 +237,7 @@ package enum Sodium {
     }
 
     /// Opens what `secretbox` made; nil when the key is wrong or the box was altered.
-    static func secretboxOpen(key: [UInt8], _ sealed: [UInt8]) -> [UInt8]? {
+    package static func secretboxOpen(key: [UInt8], _ sealed: [UInt8]) -> [UInt8]? {
         precondition(ready && key.count == 32)
         guard sealed.count >= 24 + 16 else { return nil }
         let nonce = Array(sealed[0..<24]), box = Array(sealed[24...])
@@ -280,7 +272,7 @@ package enum Sodium {
     }
 
     /// Constant-time comparison (`sodium_memcmp`).
-    static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    package static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         return a.withUnsafeBytes { x in b.withUnsafeBytes { sodium_memcmp(x.baseAddress!, $0.baseAddress!, a.count) == 0 } }
     }

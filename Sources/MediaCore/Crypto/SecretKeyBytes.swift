@@ -1,4 +1,4 @@
-// Key material of the session layer (X25519 secrets, transport keys) in its own heap buffer,
+// Key material (X25519 secrets, transport keys, SRTP master keys) in its own heap buffer,
 // zeroed with sodium_memzero when its last reference goes, so released keys do not linger in
 // freed memory the way the buffers of plain byte arrays do.
 internal import CMediaShims
@@ -18,11 +18,23 @@ package final class SecretKeyBytes: @unchecked Sendable, Equatable {
         bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
     }
 
+    /// `count` bytes written once by `initialize` (random key material, a key read in place), with
+    /// no other copy made. `count` must be at least 1.
+    package init(count: Int, initialize: (UnsafeMutableRawBufferPointer) -> Void) {
+        precondition(count > 0, "empty key material")
+        buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 16)
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        initialize(buffer)
+    }
+
     /// Copies `bytes`, then zeroes the caller's array in place.
     package convenience init(wiping bytes: inout [UInt8]) {
         self.init(bytes)
         Sodium.wipe(&bytes)
     }
+
+    /// The bytes in place, valid while this object lives (keep a reference to it meanwhile).
+    package var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(buffer) }
 
     /// Reads the bytes without copying them out.
     package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
