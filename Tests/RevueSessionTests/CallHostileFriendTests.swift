@@ -19,11 +19,12 @@ final class HostileFriend {
     init(_ peer: CallPeer) {
         self.peer = peer
         let room = peer.room
-        peer.revue.core!.reservedMessageHandler = { [weak self, weak room] id, text in
-            guard let self else { return }
-            let s = CallSignal.parse(text)
+        peer.revue.core!.reservedMessageHandler = { [weak self, weak room] id, body in
+            guard let self else { return SessionCore.isReserved(body) }
+            let s = CallSignal.parse(body)
             if let s { self.received.append((id, s)) }
-            if self.honest, !self.withheld.contains(s?.op ?? "") { room?.receive(text, from: id) }
+            if self.honest, !self.withheld.contains(s?.op ?? ""), let room { return room.receiveReserved(body, from: id) }
+            return SessionCore.isReserved(body)
         }
     }
 

@@ -215,7 +215,7 @@ import Testing
         try c.friends.sendInvitation(friendId: b.id, message: "u")
         await b.waitCall("received(c,u)")
         let inv = b.room.invitations[c.id]!.inv
-        b.room.receive(CallSignal(op: CallSignal.Op.cancel, inv: inv).json, from: c.id)
+        b.room.receive(CallSignal(op: CallSignal.Op.cancel, inv: inv), from: c.id)
         try b.friends.deleteFriend(friendId: c.id)
         #expect(!b.calls.contains { $0.hasPrefix("ended(c") })
         await b.waitCall("ended(c,finished)")

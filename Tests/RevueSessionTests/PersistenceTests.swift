@@ -162,9 +162,11 @@ import Testing
         bobCore.store.queuedWriteDelayForTesting = 0.4
         var handled: [String] = []
         var writesWhenAllHandled: Int?
-        bobCore.reservedMessageHandler = { _, text in
-            handled.append(text)
+        bobCore.reservedMessageHandler = { _, body in
+            guard SessionCore.isReserved(body) else { return false }
+            handled.append(String(decoding: body, as: UTF8.self))
             if handled.count == 8 { writesWhenAllHandled = bobCore.store.queuedWritesCompleted }
+            return true
         }
         let writesBefore = bobCore.store.queuedWritesCompleted
         let signals = (0..<8).map { #"{"op":"probe-\#($0)","type":"msg"}"# }

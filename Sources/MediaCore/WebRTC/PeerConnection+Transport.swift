@@ -41,15 +41,6 @@ struct PeerConnectionNegotiation: Sendable {
             }
         }
     }
-
-    /// The payload type `codec` travels under (nil: the peer did not accept it).
-    func payloadType(for codec: VPXCodec?) -> UInt8? {
-        switch codec {
-        case nil: opus
-        case .vp8?: vp8
-        case .vp9?: vp9
-        }
-    }
 }
 
 /// One local track: its engine send stream and the sink that protects and sends its packets.

@@ -378,7 +378,7 @@ package final class PeerConnection: @unchecked Sendable {
             track.stop()
             throw refused
         }
-        onQueue { self.feedback?.replaceTargets(self.shared.withLock { $0.tracks }.map(\.feedbackTarget)) }
+        retargetFeedback()
     }
 
     /// Stops sending the local track whose capturer `addVideoTrack`/`addAudioTrack` returned: its
@@ -401,6 +401,11 @@ package final class PeerConnection: @unchecked Sendable {
         }
         guard let removed else { throw .invalidState("no live local track has this capturer") }
         removed.stop()
+        retargetFeedback()
+    }
+
+    /// On the queue: the peer's RTCP feedback goes to the live tracks' streams.
+    private func retargetFeedback() {
         onQueue { self.feedback?.replaceTargets(self.shared.withLock { $0.tracks }.map(\.feedbackTarget)) }
     }
 

@@ -69,8 +69,16 @@ struct CallSignal: Codable, Sendable, Equatable {
         return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
     }
 
-    /// Parses a reserved message; nil (counted and dropped by the caller) when it is not one of ours.
-    static func parse(_ text: String) -> CallSignal? {
-        try? JSONDecoder().decode(CallSignal.self, from: Data(text.utf8))
+    /// Parses a message as a call signal; nil when it is not one (the caller decides whether it
+    /// was a malformed reserved message, dropped and counted, or the App's).
+    static func parse(_ body: [UInt8]) -> CallSignal? {
+        // Only a JSON object can be one: plain-text App messages cost no decoder.
+        guard body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) == UInt8(ascii: "{") else {
+            return nil
+        }
+        return try? JSONDecoder().decode(CallSignal.self, from: Data(body))
     }
+
+    /// Parses a message's text as a call signal (tests and fuzzing).
+    static func parse(_ text: String) -> CallSignal? { parse(Array(text.utf8)) }
 }

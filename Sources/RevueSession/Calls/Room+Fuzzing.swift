@@ -28,7 +28,9 @@ extension Room {
 
     /// Fuzzing: handles one reserved message from a friend exactly as the friend's stream hands it
     /// over. Main actor; cost: one JSON decode plus whatever the message does.
-    package func receiveForFuzzing(_ text: String, from friendId: String) { receive(text, from: friendId) }
+    package func receiveForFuzzing(_ text: String, from friendId: String) {
+        _ = receiveReserved(Array(text.utf8), from: friendId)
+    }
 
     /// Fuzzing: runs the room's 50 ms timer work as if `secondsAhead` more seconds had passed, so
     /// deadlines pass. Main actor.

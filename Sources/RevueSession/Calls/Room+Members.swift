@@ -2,9 +2,18 @@
 // in-call messages and mute requests, friend paths and profiles mirrored onto participants.
 
 extension Room {
-    /// Every reserved message from a friend arrives here (SessionCore's reservedMessageHandler).
-    func receive(_ text: String, from id: String) {
-        guard let s = CallSignal.parse(text) else { return }
+    /// Every message from a friend is offered here first (SessionCore's reservedMessageHandler):
+    /// a call signal is handled and true returned; an App message returns false. One JSON decode
+    /// per message, two only for a JSON object that is not a call signal.
+    func receiveReserved(_ body: [UInt8], from id: String) -> Bool {
+        guard let s = CallSignal.parse(body) else { return SessionCore.isReserved(body) }
+        guard SessionCore.reservedTypes.contains(s.type) else { return false }
+        receive(s, from: id)
+        return true
+    }
+
+    /// Handles one call signal from a friend.
+    func receive(_ s: CallSignal, from id: String) {
         answerUnknownCall(s, from: id)
         switch s.type {
         case "track": receiveTrackSignal(s, from: id)

@@ -224,7 +224,9 @@ public final class Room {
         epoch = Self.randomId()
         refreshLocalProfile(core)
         localParticipant.mode = options.mode
-        core.reservedMessageHandler = { [weak self] id, text in self?.receive(text, from: id) }
+        core.reservedMessageHandler = { [weak self] id, body in
+            self?.receiveReserved(body, from: id) ?? SessionCore.isReserved(body)
+        }
         core.friendWillBeDeleted = { [weak self] id in self?.endForDeletion(id) }
         core.tickHook = { [weak self] now in self?.tick(now: now) }
         core.friendPathsChanged = { [weak self] id, paths in self?.pathsChanged(id, paths) }

@@ -177,10 +177,9 @@ extension SessionCore {
 
     /// Hands an SDK message to the call layer; false (nothing done) when it is the App's.
     func deliverReserved(_ f: FriendState, _ body: [UInt8]) -> Bool {
-        guard Self.isReserved(body) else { return false }
-        counters.reservedMessagesSwallowed += 1
-        reservedMessageHandler?(f.id, String(decoding: body, as: UTF8.self))
-        return true
+        let reserved = reservedMessageHandler.map { $0(f.id, body) } ?? Self.isReserved(body)
+        if reserved { counters.reservedMessagesSwallowed += 1 }
+        return reserved
     }
 
     /// Hands an App message to the delegates (`deliverReserved` has ruled out the SDK's own).
@@ -215,8 +214,11 @@ extension SessionCore {
             let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
             let type = object["type"] as? String
         else { return false }
-        return type == "msg" || type == "adr" || type == "track"
+        return reservedTypes.contains(type)
     }
+
+    /// The `type`s that make a JSON object one of the SDK's own messages.
+    static let reservedTypes: Set<String> = ["msg", "adr", "track"]
 
     func applyProfile(_ f: FriendState, _ body: [UInt8]) {
         var r = ByteReader(body)

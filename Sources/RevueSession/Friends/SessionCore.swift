@@ -145,9 +145,10 @@ package final class SessionCore {
     package var indexSeam: (() -> UInt32)?
     package var timestampSeam: (() -> UInt64)?
 
-    // Hooks for the call layer: the SDK's own messages (friend id, JSON text), and a
+    // Hooks for the call layer: every message a friend sends is offered to it first (friend id,
+    // bytes; it answers whether the message was the SDK's own, so it parses it once), and a
     // friend about to be deleted (to end a call or an invitation first).
-    var reservedMessageHandler: ((String, String) -> Void)?
+    var reservedMessageHandler: ((String, [UInt8]) -> Bool)?
     var friendWillBeDeleted: ((String) -> Void)?
     /// Call layer: every housekeeping tick (monotonic now), a friend's paths changed, a friend's
     /// (or, with your own id, your) name, status message or status changed.
