@@ -53,7 +53,7 @@ final class CoturnServer {
         let command =
             namespace.map { ["/usr/bin/ip", "netns", "exec", $0, "turnserver"] } ?? ["/usr/bin/turnserver"]
         process = try ToolProcess(
-            "/usr/bin/python3", ["-c", JanusServer.unblockSignalsAndExec] + command + ["-c", dir.file("turnserver.conf")],
+            "/usr/bin/python3", ["-c", unblockSignalsAndExec] + command + ["-c", dir.file("turnserver.conf")],
             cwd: dir.path)
     }
 

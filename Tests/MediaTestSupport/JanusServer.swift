@@ -104,15 +104,11 @@ package final class JanusServer {
         process = try ToolProcess(
             "/usr/bin/python3",
             [
-                "-c", Self.unblockSignalsAndExec, "/usr/bin/janus", "-C", dir.file("janus.jcfg"), "-F", dir.path, "-L",
+                "-c", unblockSignalsAndExec, "/usr/bin/janus", "-C", dir.file("janus.jcfg"), "-F", dir.path, "-L",
                 dir.file("janus.log"), "-o",
             ],
             cwd: dir.path)
     }
-
-    /// A Python program that clears the signal mask and execs its arguments (same pid).
-    package static let unblockSignalsAndExec =
-        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
 
     /// Starts Janus and waits until it answers (`waitUntilReady`); throws `JanusNotReady` with
     /// the reason and the log tail when it does not (the server is stopped then).

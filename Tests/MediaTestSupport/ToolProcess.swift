@@ -8,6 +8,12 @@ import MediaCore
 #endif
 
 /// The outcome of a finished process.
+/// A Python program that clears the signal mask and execs its arguments (same pid). The test
+/// process blocks most signals in the thread that spawns children, and a child inherits the mask
+/// through exec: a server started directly would ignore SIGTERM. Run as `python3 -c` with it.
+package let unblockSignalsAndExec =
+    "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
+
 package struct ToolRun {
     package var status: Int32
     package var stdout: String

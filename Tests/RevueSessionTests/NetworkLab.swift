@@ -48,6 +48,7 @@
 // `killDirectPath()` dropped).
 import Foundation
 import MediaCore
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -66,16 +67,10 @@ final class LabProcess: @unchecked Sendable {
     /// Runs `executable` with `arguments` inside network namespace `namespace`; stdout and stderr
     /// both go to `output`.
     init(namespace: String, _ executable: String, _ arguments: [String], cwd: String? = nil) throws {
-        // The test process blocks most signals in the thread that spawns children, and a child
-        // inherits the mask through exec: the process would ignore `stop()`'s SIGTERM and wait
-        // for the SIGKILL 2 s later. A one-line Python wrapper clears the mask, then execs.
+        // Through `unblockSignalsAndExec`, so that `stop()`'s SIGTERM is not ignored (which
+        // would wait for the SIGKILL 2 s later).
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments =
-            [
-                "-c",
-                "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])",
-                "/usr/sbin/ip", "netns", "exec", namespace, executable,
-            ] + arguments
+        process.arguments = ["-c", unblockSignalsAndExec, "/usr/sbin/ip", "netns", "exec", namespace, executable] + arguments
         if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         let pipe = Pipe()
         process.standardOutput = pipe
