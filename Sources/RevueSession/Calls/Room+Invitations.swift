@@ -166,9 +166,7 @@ extension Room {
             reply.mode = localParticipant.mode.rawValue
             // Once this leg is over, a retransmission of the connect (to a friend that restarted
             // before acknowledging it) carries nothing.
-            core?.sendReserved(friendId: id, text: reply.json) { [weak self] in
-                self?.remoteParticipants[id] != nil && self?.participantInvitations[id] == inv
-            }
+            send(reply, to: id) { $0.remoteParticipants[id] != nil && $0.participantInvitations[id] == inv }
             connectParticipant(id, inv: inv, mode: s.mode)
         case CallSignal.Op.connect:
             guard case .accepting(let mine, _) = state, mine == inv else {

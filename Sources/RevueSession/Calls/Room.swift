@@ -186,19 +186,22 @@ public final class Room {
     var core: SessionCore? { revue.core }
 
     /// Sends a call-layer message to a friend on the encrypted reliable stream; false when offline.
+    /// With `wanted`, a retransmission (to a friend that restarted before acknowledging) carries
+    /// nothing once `wanted` answers false for the room: an answered invitation must not ring again.
     @discardableResult
-    func send(_ signal: CallSignal, to friendId: String) -> Bool {
-        core?.sendReserved(friendId: friendId, text: signal.json) ?? false
+    func send(_ signal: CallSignal, to friendId: String, while wanted: ((Room) -> Bool)? = nil) -> Bool {
+        let stillWanted = wanted.map { wanted in { [weak self] in self.map(wanted) ?? false } }
+        return core?.sendReserved(friendId: friendId, text: signal.json, stillWanted: stillWanted) ?? false
     }
 
-    /// Sends an invitation so that a retransmission after it was answered, cancelled or timed out
-    /// carries nothing: a friend that crashed before acknowledging it must not see it again.
+    /// Sends an invitation that is withdrawn from retransmission once it was answered, cancelled
+    /// or timed out.
     func sendInvite(_ signal: CallSignal, to friendId: String) -> Bool {
         let inv = signal.inv
-        return core?.sendReserved(friendId: friendId, text: signal.json) { [weak self] in
-            guard case .outgoing(let current, _, _, _) = self?.invitations[friendId] else { return false }
+        return send(signal, to: friendId) { room in
+            guard case .outgoing(let current, _, _, _) = room.invitations[friendId] else { return false }
             return current == inv
-        } ?? false
+        }
     }
 
     /// Queues an event for the room delegates and the participant's delegates, in order with every
