@@ -35,7 +35,7 @@ let package = Package(
         .executableTarget(name: "revue-media", dependencies: ["MediaCore", "RevueSession", "RevueCommandLine"]),
         // revue-node's command-line protocol (JSON lines to typed commands), a library so that
         // fuzz-node-command can reach it.
-        .target(name: "RevueNodeProtocol", dependencies: ["RevueSession"]),
+        .target(name: "RevueNodeProtocol", dependencies: ["MediaCore", "RevueSession"]),
         .executableTarget(
             name: "revue-node", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol", "RevueCommandLine"]),
         // Counting malloc-family wrappers defined in the revue-bench executable (heap allocations per

@@ -2,6 +2,7 @@
 // into a typed command or an error event. revue-node runs the commands; the fuzz target
 // fuzz-node-command (Fuzz/, docs/robustness.md) feeds it arbitrary lines.
 import Foundation
+package import MediaCore
 public import RevueSession
 
 /// One revue-node command, with the fields it takes already checked and typed.
@@ -67,85 +68,17 @@ public enum NodeCommand: Sendable, Equatable {
     case quit
 }
 
-/// A JSON value of any shape: the `"id"` of a command line, echoed unchanged in every reply.
-/// Integers that fit in 64 bits stay integers; other numbers are doubles.
-/// Thread rule: a value type. Cost: its storage.
-public enum NodeJSONValue: Sendable, Equatable, Codable {
-    /// `null`.
-    case null
-    /// `true` or `false`.
-    case bool(Bool)
-    /// A number without fraction or exponent that fits in `Int64`.
-    case int(Int64)
-    /// Any other (finite) number.
-    case double(Double)
-    /// A string.
-    case string(String)
-    /// An array.
-    case array([NodeJSONValue])
-    /// An object.
-    case object([String: NodeJSONValue])
-
-    /// Reads any JSON value.
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() {
-            self = .null
-        } else if let b = try? c.decode(Bool.self) {
-            self = .bool(b)
-        } else if let i = try? c.decode(Int64.self) {
-            self = .int(i)
-        } else if let d = try? c.decode(Double.self) {
-            self = .double(d)
-        } else if let s = try? c.decode(String.self) {
-            self = .string(s)
-        } else if let a = try? c.decode([NodeJSONValue].self) {
-            self = .array(a)
-        } else {
-            self = .object(try c.decode([String: NodeJSONValue].self))
-        }
-    }
-
-    /// Writes the value back as JSON.
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.singleValueContainer()
-        switch self {
-        case .null: try c.encodeNil()
-        case .bool(let b): try c.encode(b)
-        case .int(let i): try c.encode(i)
-        case .double(let d): try c.encode(d)
-        case .string(let s): try c.encode(s)
-        case .array(let a): try c.encode(a)
-        case .object(let o): try c.encode(o)
-        }
-    }
-
-    /// The value in `JSONSerialization`'s types (Int, Double, Bool, String, Array, Dictionary,
-    /// NSNull), for a reply written with it.
-    public var foundationValue: Any {
-        switch self {
-        case .null: NSNull()
-        case .bool(let b): b
-        case .int(let i): Int(i)
-        case .double(let d): d
-        case .string(let s): s
-        case .array(let a): a.map(\.foundationValue)
-        case .object(let o): o.mapValues(\.foundationValue)
-        }
-    }
-}
-
 /// The optional `"id"` of a command line, echoed in every reply. Any JSON value is allowed.
 /// Thread rule: a value type. Cost: its storage.
 public struct NodeCommandID: Sendable, Equatable, Codable {
     /// The value as sent.
-    public let json: NodeJSONValue
+    package let json: JSONValue
 
     /// Wraps a JSON value.
-    public init(_ json: NodeJSONValue) { self.json = json }
+    package init(_ json: JSONValue) { self.json = json }
 
     /// Reads the id's JSON value.
-    public init(from decoder: any Decoder) throws { json = try NodeJSONValue(from: decoder) }
+    public init(from decoder: any Decoder) throws { json = try JSONValue(from: decoder) }
 
     /// Writes the id's JSON value.
     public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }

@@ -36,7 +36,7 @@ struct JanusClientParsingTests {
     }
 
     @Test func jsonKeepsJanusIdentifiersExact() throws {
-        let json = try JanusJSON.parse(
+        let json = try JSONValue.parse(
             Self.bytes(#"{"janus":"success","data":{"id":8841414694755395},"n":1.5,"ok":true,"list":[1,"a",null]}"#))
         #expect(json["janus"]?.string == "success")
         #expect(json["data"]?["id"]?.id == 8_841_414_694_755_395)
@@ -44,16 +44,16 @@ struct JanusClientParsingTests {
         #expect(json["ok"]?.bool == true)
         #expect(json["list"]?.array?.count == 3)
         // Written and read back unchanged.
-        #expect(try JanusJSON.parse(json.bytes) == json)
-        #expect(throws: JanusError.self) { try JanusJSON.parse(Self.bytes("{not json")) }
-        let built: JanusJSON = ["request": "join", "room": 1234]
+        #expect(try JSONValue.parse(json.bytes) == json)
+        #expect(throws: JanusError.self) { try JSONValue.parse(Self.bytes("{not json")) }
+        let built: JSONValue = ["request": "join", "room": 1234]
         #expect(built.setting("ptype", "publisher")["ptype"]?.string == "publisher")
     }
 
     @Test func videoRoomEventsAreTyped() throws {
         func event(_ data: String, janus: String = "event") throws -> [JanusVideoRoomEvent] {
             JanusVideoRoomEvent.parse(
-                try JanusJSON.parse(
+                try JSONValue.parse(
                     Self.bytes(
                         #"{"janus":"\#(janus)","sender":7,"plugindata":{"plugin":"janus.plugin.videoroom","data":\#(data)}}"#)))
         }
@@ -66,7 +66,7 @@ struct JanusClientParsingTests {
         #expect(publishers == [.publishers([JanusPublisher(id: 5, display: "x", codecs: ["vp8", "opus"])])])
         #expect(try event("{}", janus: "webrtcup") == [.webrtcUp])
         #expect(
-            JanusVideoRoomEvent.parse(try JanusJSON.parse(Self.bytes(#"{"janus":"hangup","sender":7,"reason":"DTLS alert"}"#)))
+            JanusVideoRoomEvent.parse(try JSONValue.parse(Self.bytes(#"{"janus":"hangup","sender":7,"reason":"DTLS alert"}"#)))
                 == [.hangup("DTLS alert")])
     }
 }

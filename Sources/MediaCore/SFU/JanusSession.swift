@@ -31,11 +31,11 @@ package actor JanusSession {
 
     private enum Waiter {
         case expected
-        case waiting(CheckedContinuation<Result<JanusJSON, JanusError>, Never>)
-        case arrived(JanusJSON)
+        case waiting(CheckedContinuation<Result<JSONValue, JanusError>, Never>)
+        case arrived(JSONValue)
     }
     private var waiters: [String: Waiter] = [:]
-    private var handles: [UInt64: AsyncStream<JanusJSON>.Continuation] = [:]
+    private var handles: [UInt64: AsyncStream<JSONValue>.Continuation] = [:]
     private var pollTask: Task<Void, Never>?
     private var keepaliveTask: Task<Void, Never>?
     private var closedReason: String?
@@ -69,14 +69,14 @@ package actor JanusSession {
     /// Thread rule: any task. Cost: one request.
     package static func info(server: SocketAddress, basePath: String = "/janus", timeoutSeconds: Double = 5)
         async throws(JanusError)
-        -> JanusJSON
+        -> JSONValue
     {
         let response = try await JanusHTTPClient(server: server).send(
             method: "GET", path: basePath + "/info", timeoutSeconds: timeoutSeconds)
         guard response.status == 200 else {
             throw .http(status: response.status, body: String(decoding: response.body.prefix(200), as: UTF8.self))
         }
-        return try JanusJSON.parse(response.body)
+        return try JSONValue.parse(response.body)
     }
 
     private func startBackground() {
@@ -94,10 +94,10 @@ package actor JanusSession {
 
     /// Attaches a plugin handle (`"janus": "attach"`) and returns its id and the stream of the
     /// events addressed to it that no request waits for. Thread rule: any task. Cost: one request.
-    package func attach(plugin: String) async throws(JanusError) -> (handle: UInt64, events: AsyncStream<JanusJSON>) {
+    package func attach(plugin: String) async throws(JanusError) -> (handle: UInt64, events: AsyncStream<JSONValue>) {
         let reply = try await request(["janus": "attach", "plugin": .string(plugin)])
         guard let handle = reply["data"]?["id"]?.id else { throw .malformed("no handle id in \(reply)") }
-        let (stream, continuation) = AsyncStream<JanusJSON>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        let (stream, continuation) = AsyncStream<JSONValue>.makeStream(bufferingPolicy: .bufferingNewest(256))
         if let reason = closedReason {
             continuation.finish()
             throw .closed(reason)
@@ -118,19 +118,19 @@ package actor JanusSession {
     /// event with the same transaction that follows an `ack`. A plugin error (`error_code` in the
     /// plugin data) throws `.janus`. Thread rule: any task. Cost: one request; waits for the
     /// event at most `requestTimeoutSeconds`.
-    package func message(handle: UInt64, body: JanusJSON, jsep: JanusJSON? = nil) async throws(JanusError) -> JanusJSON {
-        var payload: JanusJSON = ["janus": "message", "body": body]
+    package func message(handle: UInt64, body: JSONValue, jsep: JSONValue? = nil) async throws(JanusError) -> JSONValue {
+        var payload: JSONValue = ["janus": "message", "body": body]
         if let jsep { payload = payload.setting("jsep", jsep) }
         let transaction = Self.newTransaction()
         waiters[transaction] = .expected
-        let reply: JanusJSON
+        let reply: JSONValue
         do {
             reply = try await request(payload, handle: handle, transaction: transaction)
         } catch {
             waiters.removeValue(forKey: transaction)
             throw error
         }
-        let answer: JanusJSON
+        let answer: JSONValue
         if reply["janus"]?.string == "ack" {
             answer = try await waitForEvent(transaction)
         } else {
@@ -146,8 +146,8 @@ package actor JanusSession {
     /// Sends one request (`body` plus a transaction) to the session, or to `handle`, and returns
     /// Janus's immediate reply; `"janus": "error"` throws `.janus`. Thread rule: any task.
     /// Cost: one HTTP request.
-    package func request(_ body: JanusJSON, handle: UInt64? = nil, transaction: String? = nil) async throws(JanusError)
-        -> JanusJSON
+    package func request(_ body: JSONValue, handle: UInt64? = nil, transaction: String? = nil) async throws(JanusError)
+        -> JSONValue
     {
         if let reason = closedReason { throw .closed(reason) }
         let path = basePath + "/\(id)" + (handle.map { "/\($0)" } ?? "")
@@ -187,7 +187,7 @@ package actor JanusSession {
         }
         pollFailingSince = nil
         guard closedReason == nil else { return false }
-        guard let json = try? JanusJSON.parse(response.body) else { return true }
+        guard let json = try? JSONValue.parse(response.body) else { return true }
         let events = json.array ?? [json]
         for event in events {
             if event["janus"]?.string == "error", let code = event["error"]?["code"]?.int, code == 458 {
@@ -199,7 +199,7 @@ package actor JanusSession {
         return true
     }
 
-    private func dispatch(_ event: JanusJSON) {
+    private func dispatch(_ event: JSONValue) {
         let kind = event["janus"]?.string ?? ""
         if kind == "keepalive" || kind == "ack" { return }
         if let transaction = event["transaction"]?.string, let waiter = waiters[transaction] {
@@ -221,7 +221,7 @@ package actor JanusSession {
         }
     }
 
-    private func waitForEvent(_ transaction: String) async throws(JanusError) -> JanusJSON {
+    private func waitForEvent(_ transaction: String) async throws(JanusError) -> JSONValue {
         if case .arrived(let event)? = waiters[transaction] {
             waiters.removeValue(forKey: transaction)
             return event
@@ -232,7 +232,7 @@ package actor JanusSession {
             await self?.expire(transaction)
         }
         defer { timer.cancel() }
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JanusJSON, JanusError>, Never>) in
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONValue, JanusError>, Never>) in
             if let reason = closedReason {
                 continuation.resume(returning: .failure(.closed(reason)))
             } else {
@@ -264,17 +264,28 @@ package actor JanusSession {
 
     private static func newTransaction() -> String { ICEAgent.randomICEString(12) }
 
-    private static func post(_ client: JanusHTTPClient, path: String, body: JanusJSON, timeout: Double) async throws(JanusError)
-        -> JanusJSON
+    private static func post(_ client: JanusHTTPClient, path: String, body: JSONValue, timeout: Double) async throws(JanusError)
+        -> JSONValue
     {
         let response = try await client.send(method: "POST", path: path, body: body.bytes, timeoutSeconds: timeout)
         guard response.status == 200 else {
             throw .http(status: response.status, body: String(decoding: response.body.prefix(200), as: UTF8.self))
         }
-        let json = try JanusJSON.parse(response.body)
+        let json = try JSONValue.parse(response.body)
         if json["janus"]?.string == "error" {
             throw .janus(code: Int(json["error"]?["code"]?.int ?? 0), reason: json["error"]?["reason"]?.string ?? "")
         }
         return json
+    }
+}
+
+extension JSONValue {
+    /// Parses UTF-8 JSON text; throws `JanusError.malformed` for anything else. Cost: one decode.
+    package static func parse(_ bytes: [UInt8]) throws(JanusError) -> JSONValue {
+        do {
+            return try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+        } catch {
+            throw .malformed("not JSON: \(String(decoding: bytes.prefix(200), as: UTF8.self))")
+        }
     }
 }

@@ -19,7 +19,7 @@ package struct JanusPublisher: Sendable, Hashable {
         self.codecs = codecs
     }
 
-    init?(_ json: JanusJSON) {
+    init?(_ json: JSONValue) {
         guard let id = json["id"]?.id else { return nil }
         self.init(
             id: id, display: json["display"]?.string,
@@ -62,7 +62,7 @@ package enum JanusVideoRoomEvent: Sendable, Hashable {
     /// `audiolevel_event`).
     case talking(UInt64, Bool)
     /// The subscription's streams changed (`updated`; with a new offer when Janus renegotiates).
-    case updated(JanusJSON)
+    case updated(JSONValue)
     /// The handle's peer connection is up on Janus's side (`webrtcup`).
     case webrtcUp
     /// Janus started or stopped receiving a kind of media (`media`: "audio"/"video", receiving).
@@ -72,9 +72,9 @@ package enum JanusVideoRoomEvent: Sendable, Hashable {
     /// The handle was detached.
     case detached
     /// Any other event, as Janus sent it.
-    case other(JanusJSON)
+    case other(JSONValue)
 
-    static func parse(_ event: JanusJSON) -> [JanusVideoRoomEvent] {
+    static func parse(_ event: JSONValue) -> [JanusVideoRoomEvent] {
         switch event["janus"]?.string {
         case "webrtcup": return [.webrtcUp]
         case "media": return [.media(event["type"]?.string ?? "", event["receiving"]?.bool ?? false)]
@@ -162,7 +162,7 @@ package final class JanusVideoRoom: Sendable {
     /// Creates a room (`create`) and returns its id. Throws `.janus` (e.g. 427: the room exists).
     /// Thread rule: any task. Cost: one request.
     package func createRoom(_ options: JanusRoomOptions = JanusRoomOptions()) async throws(JanusError) -> UInt64 {
-        var body: JanusJSON = [
+        var body: JSONValue = [
             "request": "create", "publishers": .int(Int64(options.publishers)),
             "videocodec": .string(options.videoCodec), "audiocodec": .string(options.audioCodec),
             "bitrate": .int(Int64(options.bitrate)), "audiolevel_event": .bool(options.audioLevelEvents),
@@ -192,7 +192,7 @@ package final class JanusVideoRoom: Sendable {
     /// Joins `room` as a publisher (`join`, `ptype: publisher`): we are in the room and see its
     /// publishers, but send nothing until `publish`. Thread rule: any task. Cost: one request.
     package func joinAsPublisher(room: UInt64, display: String? = nil) async throws(JanusError) -> JanusJoined {
-        var body: JanusJSON = ["request": "join", "ptype": "publisher", "room": .int(Int64(room))]
+        var body: JSONValue = ["request": "join", "ptype": "publisher", "room": .int(Int64(room))]
         if let display { body = body.setting("display", .string(display)) }
         let data = Self.data(try await session.message(handle: handle, body: body))
         guard data["videoroom"]?.string == "joined", let id = data["id"]?.id else {
@@ -207,7 +207,7 @@ package final class JanusVideoRoom: Sendable {
     /// for our `PeerConnection`. Thread rule: any task. Cost: one request; Janus answers once it
     /// has gathered its candidates (usually a few ms).
     package func publish(offer sdp: String, display: String? = nil) async throws(JanusError) -> String {
-        var body: JanusJSON = ["request": "publish"]
+        var body: JSONValue = ["request": "publish"]
         if let display { body = body.setting("display", .string(display)) }
         let reply = try await session.message(handle: handle, body: body, jsep: ["type": "offer", "sdp": .string(sdp)])
         guard reply["jsep"]?["type"]?.string == "answer", let answer = reply["jsep"]?["sdp"]?.string else {
@@ -219,7 +219,7 @@ package final class JanusVideoRoom: Sendable {
     /// Changes a publisher's or subscriber's settings (`configure`, e.g. `["audio": false]` or a
     /// `bitrate`), with a JSEP offer when one is given; returns Janus's JSEP answer SDP if any.
     /// Thread rule: any task. Cost: one request.
-    package func configure(_ settings: JanusJSON = [:], offer sdp: String? = nil) async throws(JanusError) -> String? {
+    package func configure(_ settings: JSONValue = [:], offer sdp: String? = nil) async throws(JanusError) -> String? {
         let body = settings.setting("request", "configure")
         let reply = try await session.message(
             handle: handle, body: body, jsep: sdp.map { ["type": "offer", "sdp": .string($0)] })
@@ -243,7 +243,7 @@ package final class JanusVideoRoom: Sendable {
     /// answer it with `start`. `privateID` ties the subscription to our publisher, if we have one.
     /// Thread rule: any task. Cost: one request.
     package func joinAsSubscriber(room: UInt64, feeds: [UInt64], privateID: UInt64? = nil) async throws(JanusError) -> String {
-        var body: JanusJSON = [
+        var body: JSONValue = [
             "request": "join", "ptype": "subscriber", "room": .int(Int64(room)),
             "streams": .array(feeds.map { ["feed": .int(Int64($0))] }),
         ]
@@ -284,5 +284,5 @@ package final class JanusVideoRoom: Sendable {
         try await session.detach(handle: handle)
     }
 
-    private static func data(_ reply: JanusJSON) -> JanusJSON { reply["plugindata"]?["data"] ?? .null }
+    private static func data(_ reply: JSONValue) -> JSONValue { reply["plugindata"]?["data"] ?? .null }
 }

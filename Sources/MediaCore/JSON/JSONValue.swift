@@ -1,11 +1,11 @@
-// The JSON of the Janus API as a Sendable value: requests are built from it, responses and events
-// are read from it. Janus's identifiers (sessions, handles, rooms, feeds) are integers below 2^53,
-// so integers are kept exact as Int64.
+// A JSON value of any shape as a Sendable, Codable value: the Janus API's requests, responses
+// and events are built from and read into it, and revue-node's command ids are kept in it.
+// Integers are kept exact as Int64 (Janus's identifiers are integers below 2^53).
 import Foundation
 
 /// A JSON value. Thread rule: a value type. Cost: parsing and writing go through Foundation's
 /// `JSONDecoder`/`JSONEncoder` (a few microseconds per small message).
-package enum JanusJSON: Sendable, Hashable, Codable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
+package enum JSONValue: Sendable, Hashable, Codable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral
 {
     /// `null`.
@@ -19,9 +19,9 @@ package enum JanusJSON: Sendable, Hashable, Codable, ExpressibleByStringLiteral,
     /// A string.
     case string(String)
     /// An array.
-    case array([JanusJSON])
+    case array([JSONValue])
     /// An object.
-    case object([String: JanusJSON])
+    case object([String: JSONValue])
 
     /// A string literal. Cost: none.
     package init(stringLiteral value: String) { self = .string(value) }
@@ -30,11 +30,11 @@ package enum JanusJSON: Sendable, Hashable, Codable, ExpressibleByStringLiteral,
     /// A Boolean literal. Cost: none.
     package init(booleanLiteral value: Bool) { self = .bool(value) }
     /// An object literal. Cost: a dictionary.
-    package init(dictionaryLiteral elements: (String, JanusJSON)...) {
+    package init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
     /// An array literal. Cost: an array.
-    package init(arrayLiteral elements: JanusJSON...) { self = .array(elements) }
+    package init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
 
     /// Decodes any JSON value (Codable). Cost: recursive.
     package init(from decoder: any Decoder) throws {
@@ -49,10 +49,10 @@ package enum JanusJSON: Sendable, Hashable, Codable, ExpressibleByStringLiteral,
             self = .double(d)
         } else if let s = try? c.decode(String.self) {
             self = .string(s)
-        } else if let a = try? c.decode([JanusJSON].self) {
+        } else if let a = try? c.decode([JSONValue].self) {
             self = .array(a)
         } else {
-            self = .object(try c.decode([String: JanusJSON].self))
+            self = .object(try c.decode([String: JSONValue].self))
         }
     }
 
@@ -70,15 +70,6 @@ package enum JanusJSON: Sendable, Hashable, Codable, ExpressibleByStringLiteral,
         }
     }
 
-    /// Parses UTF-8 JSON text; throws `JanusError.malformed` for anything else. Cost: one decode.
-    package static func parse(_ bytes: [UInt8]) throws(JanusError) -> JanusJSON {
-        do {
-            return try JSONDecoder().decode(JanusJSON.self, from: Data(bytes))
-        } catch {
-            throw .malformed("not JSON: \(String(decoding: bytes.prefix(200), as: UTF8.self))")
-        }
-    }
-
     /// The value as compact UTF-8 JSON text. Cost: one encode.
     package var bytes: [UInt8] {
         // Encoding a tree of plain values cannot fail.
@@ -86,7 +77,7 @@ package enum JanusJSON: Sendable, Hashable, Codable, ExpressibleByStringLiteral,
     }
 
     /// The member `key` of an object (nil for a missing key or a non-object). Cost: a lookup.
-    package subscript(key: String) -> JanusJSON? {
+    package subscript(key: String) -> JSONValue? {
         if case .object(let o) = self { return o[key] }
         return nil
     }
@@ -106,13 +97,27 @@ package enum JanusJSON: Sendable, Hashable, Codable, ExpressibleByStringLiteral,
     /// The Boolean, if it is one. Cost: none.
     package var bool: Bool? { if case .bool(let b) = self { b } else { nil } }
     /// The elements, if it is an array. Cost: none.
-    package var array: [JanusJSON]? { if case .array(let a) = self { a } else { nil } }
+    package var array: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
 
     /// The value with `key` set to `value` (an object; any other value becomes one). Cost: a copy.
-    package func setting(_ key: String, _ value: JanusJSON) -> JanusJSON {
-        var o: [String: JanusJSON] = [:]
+    package func setting(_ key: String, _ value: JSONValue) -> JSONValue {
+        var o: [String: JSONValue] = [:]
         if case .object(let existing) = self { o = existing }
         o[key] = value
         return .object(o)
+    }
+
+    /// The value in `JSONSerialization`'s types (Int, Double, Bool, String, Array, Dictionary,
+    /// NSNull), for a reply written with it. Cost: a copy of the tree.
+    package var foundationValue: Any {
+        switch self {
+        case .null: NSNull()
+        case .bool(let b): b
+        case .int(let i): Int(i)
+        case .double(let d): d
+        case .string(let s): s
+        case .array(let a): a.map(\.foundationValue)
+        case .object(let o): o.mapValues(\.foundationValue)
+        }
     }
 }
