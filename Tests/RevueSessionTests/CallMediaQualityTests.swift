@@ -11,18 +11,24 @@ final class CheckingRenderer: VideoRenderer, @unchecked Sendable {
     struct Result { var frames = 0; var unreadable = 0; var minPSNR = Double.infinity; var sumPSNR = 0.0 }
     let result = Mutex(Result())
     func render(_ frame: DecodedVideoFrame) {
-        guard let index = SyntheticVideo.frameIndex(in: frame.view) else {
+        guard let (_, psnr) = syntheticFrameQuality(frame) else {
             result.withLock { $0.unreadable += 1 }
             return
         }
-        let reference = VideoFrame(width: frame.view.width, height: frame.view.height)
-        SyntheticVideo.render(frameIndex: index, into: reference)
-        let psnr = Quality.psnr(reference.view, frame.view)
         result.withLock {
             $0.frames += 1; $0.minPSNR = min($0.minPSNR, psnr); $0.sumPSNR += psnr
         }
     }
     var frames: Int { result.withLock { $0.frames } }
+}
+
+/// The test video's frame index read from a decoded frame's bar code, and the frame's PSNR
+/// against that frame rendered afresh; nil when no bar code can be read.
+func syntheticFrameQuality(_ frame: DecodedVideoFrame) -> (index: Int, psnr: Double)? {
+    guard let index = SyntheticVideo.frameIndex(in: frame.view) else { return nil }
+    let reference = VideoFrame(width: frame.view.width, height: frame.view.height)
+    SyntheticVideo.render(frameIndex: index, into: reference)
+    return (index, Quality.psnr(reference.view, frame.view))
 }
 
 /// Collects decoded PCM.

@@ -9,27 +9,48 @@ import Testing
 
 @Suite(.serialized, .enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
 struct CallSFUNodeTests {
+    /// Starts Janus and `count` nodes pointed at a fresh room of it, and forms the call from node
+    /// 0 (every node with `tracks` subscribed tracks from every other). The caller stops both.
+    func sfuRoom(count: Int, videoSize: String = "160x120", extra: [String] = [], tracks: Int, timeout: Double)
+        async throws -> (janus: JanusServer, mesh: NodeMesh, joinTime: Double)
+    {
+        let janus = try await JanusServer.started()
+        let mesh: NodeMesh
+        do {
+            let room = UInt64.random(in: 1...1_000_000)
+            mesh = try await NodeMesh(
+                count: count, videoSize: videoSize,
+                extra: ["--sfu", "http://127.0.0.1:\(janus.port)/janus", "--sfu-room", "\(room)"] + extra)
+        } catch {
+            janus.stop()
+            throw error
+        }
+        let started = monotonicNow()
+        do {
+            for i in 1..<count { try await mesh.invite(0, i) }
+        } catch {
+            mesh.stop()
+            janus.stop()
+            throw error
+        }
+        let formed = await mesh.waitForMesh(Array(0..<count), tracks: tracks, timeout: timeout)
+        #expect(formed, "the SFU room did not complete")
+        return (janus, mesh, monotonicNow() - started)
+    }
+
     /// `REVUE_SFU_NODES` participants (4 by default: 6 and 10 need more than this 2-core
     /// machine's CPU, docs/performance.md) encoding at 320x180 (`REVUE_SFU_VIDEO_SIZE`), 15 fps,
     /// with Opus, E2EE on.
     @Test func everyNodeOfAnSFURoomReceivesEveryOtherOnce() async throws {
         let count = Int(ProcessInfo.processInfo.environment["REVUE_SFU_NODES"] ?? "") ?? 4
-        let janus = try await JanusServer.started()
-        defer { janus.stop() }
-        let room = UInt64.random(in: 1...1_000_000)
-        let mesh = try await NodeMesh(
-            count: count, videoSize: ProcessInfo.processInfo.environment["REVUE_SFU_VIDEO_SIZE"] ?? "320x180",
-            extra: ["--sfu", "http://127.0.0.1:\(janus.port)/janus", "--sfu-room", "\(room)"])
-        defer { mesh.stop() }
+        let (janus, mesh, joinTime) = try await sfuRoom(
+            count: count, videoSize: ProcessInfo.processInfo.environment["REVUE_SFU_VIDEO_SIZE"] ?? "320x180", tracks: 2,
+            timeout: 60)
+        defer { mesh.stop(); janus.stop() }
         let all = Array(0..<count)
-        let started = monotonicNow()
-        for i in 1..<count { try await mesh.invite(0, i) }
-        let formed = await mesh.waitForMesh(all, timeout: 60)
-        let joinTime = monotonicNow() - started
-        #expect(formed, "the SFU room did not complete")
-        let janusCPU0 = NodeMesh.cpuSeconds(pid: janus.process.process.processIdentifier)
+        let janusCPU0 = janus.cpuSeconds
         let r = await mesh.checkMedia(all, seconds: 4)
-        let janusCPU = NodeMesh.cpuSeconds(pid: janus.process.process.processIdentifier) - janusCPU0
+        let janusCPU = janus.cpuSeconds - janusCPU0
         #expect(r.failures.isEmpty, "\(r.failures)")
         // One copy up: a participant's uplink is about its own media once (~110 kB/s at this
         // size), not once per receiver.
@@ -50,21 +71,12 @@ struct CallSFUNodeTests {
     /// other, and when one speaks alone every other participant's speaking list names that one.
     @Test func everyNodeOfALargeAudioRoomHearsEveryOtherAndSeesWhoSpeaks() async throws {
         let count = Int(ProcessInfo.processInfo.environment["REVUE_SFU_AUDIO_NODES"] ?? "") ?? 6
-        let janus = try await JanusServer.started()
-        defer { janus.stop() }
-        let room = UInt64.random(in: 1...1_000_000)
-        let mesh = try await NodeMesh(
-            count: count, extra: ["--sfu", "http://127.0.0.1:\(janus.port)/janus", "--sfu-room", "\(room)", "--no-camera"])
-        defer { mesh.stop() }
+        let (janus, mesh, joinTime) = try await sfuRoom(count: count, extra: ["--no-camera"], tracks: 1, timeout: 120)
+        defer { mesh.stop(); janus.stop() }
         let all = Array(0..<count)
-        let started = monotonicNow()
-        for i in 1..<count { try await mesh.invite(0, i) }
-        let formed = await mesh.waitForMesh(all, tracks: 1, timeout: 120)
-        let joinTime = monotonicNow() - started
-        #expect(formed, "the SFU room did not complete")
-        let janusCPU0 = NodeMesh.cpuSeconds(pid: janus.process.process.processIdentifier)
+        let janusCPU0 = janus.cpuSeconds
         let r = await mesh.checkMedia(all, seconds: 3, video: false)
-        let janusCPU = NodeMesh.cpuSeconds(pid: janus.process.process.processIdentifier) - janusCPU0
+        let janusCPU = janus.cpuSeconds - janusCPU0
         #expect(r.failures.isEmpty, "\(r.failures.count) directions failed: \(r.failures.prefix(10))")
         print(
             "\(count)-participant SFU audio room: joined in \(String(format: "%.1f", joinTime)) s; "
@@ -90,4 +102,9 @@ struct CallSFUNodeTests {
         #expect(await mesh.hangUpAll())
         for n in mesh.nodes { n.quit() }
     }
+}
+
+extension JanusServer {
+    /// CPU seconds the server has used so far (user + system).
+    var cpuSeconds: Double { NodeMesh.cpuSeconds(pid: process.process.processIdentifier) }
 }

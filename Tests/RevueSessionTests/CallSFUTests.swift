@@ -20,13 +20,10 @@ final class SenderProbe: VideoRenderer, AudioSink, @unchecked Sendable {
     init(range: Range<Int>) { self.range = range }
 
     func render(_ frame: DecodedVideoFrame) {
-        guard let index = SyntheticVideo.frameIndex(in: frame.view) else {
+        guard let (index, psnr) = syntheticFrameQuality(frame) else {
             counts.withLock { $0.unreadable += 1 }
             return
         }
-        let reference = VideoFrame(width: frame.view.width, height: frame.view.height)
-        SyntheticVideo.render(frameIndex: index, into: reference)
-        let psnr = Quality.psnr(reference.view, frame.view)
         counts.withLock {
             if range.contains(index) && psnr > 25 {
                 $0.frames += 1
@@ -436,7 +433,7 @@ final class ProbeAttacher: RoomDelegate {
             a.room.localParticipant.setCamera(enabled: true)
             await b.wait("a's camera at b") {
                 (b.room.remoteParticipants[a.id]?.trackPublications["video"] as? RemoteTrackPublication)?.isSubscribed == true
-                    && a.room.sfu?.published == [.audio, .video]
+                    && a.room.sfu?.negotiated == [.audio, .video]
             }
             await feed(200)
             let on = probe.snapshot.frames
@@ -444,7 +441,7 @@ final class ProbeAttacher: RoomDelegate {
             #expect(probe.snr(440) > 10)
 
             a.room.localParticipant.setCamera(enabled: false)
-            await a.wait("a's camera off at Janus") { a.room.sfu?.published == [.audio] }
+            await a.wait("a's camera off at Janus") { a.room.sfu?.negotiated == [.audio] }
             await settle(0.5)
             let off = probe.snapshot.frames
             probe.pcm.withLock { $0.removeAll() }

@@ -96,7 +96,7 @@ final class SFUMedia {
     /// The connection our tracks go out on (nil while we publish nothing), and the track kinds
     /// Janus has agreed to in the last exchange.
     var publisher: PeerConnection?
-    var published: Set<TrackKind> = []
+    var negotiated: Set<TrackKind> = []
     /// Capturers of our tracks on `publisher`.
     var capturers: [TrackKind: AnyObject] = [:]
     /// Feeds Janus says are publishing now, and the codecs of each (what changes when a
@@ -423,11 +423,11 @@ extension Room {
     /// when none is left.
     private func sfuPublish(_ sfu: SFUMedia, _ handle: JanusVideoRoom) async {
         let want = Set(sfu.capturers.keys)
-        guard want != sfu.published else { return }
+        guard want != sfu.negotiated else { return }
         if want.isEmpty {
             let pc = sfu.publisher
             sfu.publisher = nil
-            sfu.published = []
+            sfu.negotiated = []
             try? await handle.unpublish()
             pc?.close()
             return
@@ -436,14 +436,14 @@ extension Room {
         do {
             let offer = try await pc.createOffer()
             let answer: String?
-            if sfu.published.isEmpty {
+            if sfu.negotiated.isEmpty {
                 answer = try await handle.publish(offer: offer.sdp)
             } else {
                 answer = try await handle.configure([:], offer: offer.sdp)
             }
             guard let answer else { throw JanusError.malformed("configure answered without SDP") }
             try await pc.setRemoteDescription(JSEPSessionDescription(parsing: answer, type: .answer))
-            sfu.published = want
+            sfu.negotiated = want
         } catch {
             let detail = "publishing to the SFU failed: \(error)"
             for id in remoteParticipants.keys { sfuFailed(detail, for: id) }
