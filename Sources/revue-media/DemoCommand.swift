@@ -40,6 +40,8 @@ enum DemoCommand: Command {
     static let flagOptions: Set<String> = ["--json", "--quiet", "-q"]
 
     /// Capture times of sent video frames by index, and latencies/PSNR of decoded ones.
+    /// Sendable: every field is used under `lock` while media flows, and read without it only after the pipelines
+    /// stopped (their threads joined).
     final class Measurements: @unchecked Sendable {
         let lock = NSLock()
         var captureNs: [Int: UInt64] = [:]

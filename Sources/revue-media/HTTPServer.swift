@@ -63,7 +63,7 @@ struct HTTPResponse {
 /// The listening socket, its accept thread and one thread per connection.
 /// Thread rule: `start` and `stop` from one thread; the handler runs on connection threads, any
 /// number at once (up to `maxConnections`). Cost: one thread, plus one per open connection.
-final class HTTPServer: @unchecked Sendable {
+final class HTTPServer: Sendable {
     /// Limits on what a client may send. Thread rule: a value. Cost: none.
     struct Limits {
         /// Request line and header fields together, bytes.

@@ -49,6 +49,8 @@ typealias DecodedVideoHandler = (I420View, UInt32, UInt64) -> Void
 /// Called with each stretch of decoded 48 kHz audio (interleaved Float) in playout order.
 typealias DecodedAudioHandler = (UnsafeBufferPointer<Float>) -> Void
 
+/// Sendable: the packet state is a `Locked<State>` (every field behind its lock) and `sockets` a `let`;
+/// `receivers` is touched only by `start` and `stop`, from one controlling thread.
 final class MediaReceiver: @unchecked Sendable {
     let sockets: [UDPSocket]
     private var receivers: [UDPReceiver] = []

@@ -207,7 +207,7 @@ final class MediaSender {
 /// The send pipelines' sink: UDP in `sendmmsg` batches, each packet also recorded to the pcap
 /// file when `--pcap` asked for one.
 /// Thread rule: `write`/`flush` from one pipeline worker. Cost: the UDP sink's copy, plus the pcap copy.
-final class RecordingSink: PacketSink, @unchecked Sendable {
+final class RecordingSink: PacketSink, Sendable {
     private let udp: UDPPacketSink
     private let pcap: PcapPacketSink?
     private let pcapDestination: PcapEndpoint

@@ -9,7 +9,7 @@ import MediaCore
 import RevueCommandLine
 import RevueSession
 
-final class PipelineReceiver: @unchecked Sendable {
+final class PipelineReceiver: Sendable {
     let socket: UDPSocket
     let pipeline: ReceivePipeline
     let clock: AudioPlayoutClock?
@@ -55,6 +55,8 @@ final class PipelineReceiver: @unchecked Sendable {
 
 /// Measures each decoded picture (through `onVideo`) and records it into a VP8/VP9 IVF at 30 fps.
 /// Thread rule: `render` on the pipeline's thread; `finish` after the pipeline stopped.
+/// Sendable: the writer, encoder, scaler and counters are used under `lock`; `frames` is read unlocked only after
+/// the pipeline stopped (its thread joined); `onVideo` runs only on the pipeline's thread.
 final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
     private let lock = NSLock()
     private let writer: IVFWriter
@@ -104,6 +106,7 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
 
 /// Keeps the played 48 kHz audio (for the quality measurement) and records it as Ogg Opus.
 /// Thread rule: `play` on the playout clock's thread; the rest after the clock stopped.
+/// Sendable: the buffers, writer, encoder and `played` are used only under `lock` (`playedSamples` copies under it).
 final class RecordingAudioSink: AudioSink, @unchecked Sendable {
     private let lock = NSLock()
     private let writer: OggOpusWriter
@@ -159,7 +162,7 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
 /// go to .y4m (gaps in the RTP timestamps repeat frames) and/or .ivf (re-encoded from the
 /// pictures); audio pulled every 10 ms by an `AudioPlayoutClock` goes to .wav and/or .ogg
 /// (re-encoded), from the first packet on.
-final class PipelineFileReceiver: @unchecked Sendable {
+final class PipelineFileReceiver: Sendable {
     let pipelines: [ReceivePipeline]
     private let clocks: [AudioPlayoutClock]
     let renderer: FileRenderer
@@ -235,6 +238,8 @@ final class PipelineFileReceiver: @unchecked Sendable {
 /// Writes decoded pictures to .y4m (constant rate; RTP timestamp gaps repeat the picture) and/or
 /// re-encodes them to .ivf. Created lazily at the first picture (its size).
 /// Thread rule: `render` on the pipeline's thread; `finish` after it stopped.
+/// Sendable: the writers, encoder, scaler and counters are used under `lock`; `frames` is read unlocked only
+/// after the pipeline stopped (its thread joined).
 final class FileRenderer: VideoRenderer, @unchecked Sendable {
     private let lock = NSLock()
     private let y4mPath: String?, ivfPath: String?
@@ -308,6 +313,8 @@ final class FileRenderer: VideoRenderer, @unchecked Sendable {
 
 /// Records the played audio of one stream to .wav and/or .ogg (re-encoded), from the first
 /// packet received on. Thread rule: `play` on the playout thread; the rest after it stopped.
+/// Sendable: the writers, encoder and flags are used under `lock`; `hasAudio` is read unlocked only after the
+/// playout clock stopped (its thread joined).
 final class FileAudioSink: AudioSink, @unchecked Sendable {
     private let lock = NSLock()
     private let hasPackets: @Sendable () -> Bool

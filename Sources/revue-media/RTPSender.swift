@@ -47,7 +47,7 @@ extension PcapEndpoint {
 /// Listens on the sender's socket for RTCP from the receiver (SRTCP with the same key): PLI and
 /// FIR (RFC 4585 §6.3.1, RFC 5104 §4.3.1) set a keyframe request for the media SSRC they name;
 /// NACKs (RFC 4585 §6.2.1) are counted.
-final class RTCPFeedbackListener: @unchecked Sendable {
+final class RTCPFeedbackListener: Sendable {
     private let receiver: UDPReceiver
     /// Atomics shared with the receiving thread.
     final class Flags: Sendable {
@@ -138,6 +138,7 @@ final class RTCPFeedbackListener: @unchecked Sendable {
 }
 
 /// A byte buffer owned by one receiving thread (the closure that captures it).
+/// Sendable: `bytes` is used only by the one UDP receiver thread whose handler captures the buffer.
 final class ScratchBuffer: @unchecked Sendable {
     var bytes: [UInt8]
     init(_ count: Int) { bytes = [UInt8](repeating: 0, count: count) }
@@ -146,6 +147,8 @@ final class ScratchBuffer: @unchecked Sendable {
 /// A value behind an `NSLock`, for state several threads touch off the hot path. (A `Mutex` needs
 /// `sending` values in and out, which the receivers' closures over non-Sendable state cannot give.)
 /// Thread rule: any thread; `with` holds the lock while `body` runs. Cost: one uncontended lock.
+/// Sendable: `value` is read and written only inside `with`, under `lock`; what `body` returns leaves the lock,
+/// so it should be a copy, not a non-Sendable object held inside.
 final class Locked<T>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: T

@@ -120,7 +120,7 @@ enum WebRTCCommand: Command {
 /// What the server sends: Y4M or the moving pattern at 30 fps, WAV or a tone in 20 ms chunks,
 /// on the wall clock, into the capturers of every connected session; files loop at their end.
 /// Thread rule: `start`/`stop` from one thread; the counters from any. Cost: one thread.
-final class WebRTCSource: @unchecked Sendable {
+final class WebRTCSource: Sendable {
     let width: Int, height: Int
     let name: String
     private let videoPath: String?, audioPath: String?
@@ -225,7 +225,7 @@ final class WebRTCSource: @unchecked Sendable {
 /// The sessions the endpoint made, the HTTP routes, and the recordings of the first session.
 /// Thread rule: `handle` from any number of connection threads at once; the rest from any
 /// thread. Cost: per session a `PeerConnection` (a socket, encoder and receive threads).
-final class WebRTCSessions: @unchecked Sendable {
+final class WebRTCSessions: Sendable {
     /// One call: its connection and the capturers the source feeds.
     struct Session {
         let connection: PeerConnection
@@ -400,6 +400,7 @@ final class WebRTCSessions: @unchecked Sendable {
 /// frame, audio re-encoded to Ogg Opus (both through the receive-side recorders the demo uses).
 /// Thread rule: `render` on the receive pipeline's thread, the audio sink on the playout
 /// thread, `finish` after the connection closed. Cost: a VP8 and an Opus encoder.
+/// Sendable: `video` and `failure` are used only under `lock`, `frames` is atomic, the rest are `let`s.
 final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
     private let videoPath: String?
     private let lock = NSLock()
@@ -460,6 +461,7 @@ final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
 /// Records played PCM to Ogg Opus, made at the first block (so that no file is started when no
 /// audio arrives). Thread rule: `play` on the playout thread; `finish` after it stopped.
 /// Cost: an Opus encoder.
+/// Sendable: `sink`, `failure` and `samples` are used only under `lock`; `path` is a `let`.
 final class WebRTCAudioRecorder: AudioSink, @unchecked Sendable {
     private let path: String
     private let lock = NSLock()

@@ -323,6 +323,7 @@ final class RoomPrinter: RoomDelegate {
 let roomPrinter = RoomPrinter()
 
 /// Counts decoded PCM samples and their peak, on the playout thread.
+/// Sendable: `samples` and `loud` are read and written only under `lock`.
 final class CountingAudioSink: AudioSink, @unchecked Sendable {
     private let lock = NSLock()
     private var samples = 0, loud = 0

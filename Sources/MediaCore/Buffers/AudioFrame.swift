@@ -5,6 +5,7 @@
 /// `frameCount` says how many are valid. Thread rule: not synchronised; one thread uses it at a
 /// time, and handing it over through a ring publishes its contents. Cost: `init` allocates
 /// `capacity * channels * sampleFormat.bytesPerSample` bytes; nothing else allocates.
+/// Sendable: no lock inside; safe because one thread at a time uses a frame, handed over through a ring or pool.
 public final class AudioFrame: @unchecked Sendable {
     /// How a sample is stored.
     public enum SampleFormat: Sendable, Hashable, CaseIterable {

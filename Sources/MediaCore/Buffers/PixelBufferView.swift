@@ -8,6 +8,7 @@
 /// the numbers. 4:2:0 and 4:2:2 chroma of odd sizes round up, as libyuv and ffmpeg do.
 /// Thread rule: a value type over memory the caller owns and keeps unchanged and alive while the
 /// view is used. Cost: none (a few comparisons to create).
+/// Sendable: `let` fields and read-only pointers; the caller keeps the planes alive and unchanged meanwhile.
 public struct PixelBufferView: @unchecked Sendable {
     /// Layout of the pixels.
     public let format: PixelFormat

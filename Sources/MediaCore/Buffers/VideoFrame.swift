@@ -5,6 +5,7 @@
 /// per-frame path never allocates.
 /// Thread rule: not synchronised; one thread writes it at a time, and handing it over through a
 /// ring (release/acquire) publishes its contents. Cost: `init` allocates `width*height*1.5` bytes.
+/// Sendable: no lock inside; safe because one thread at a time uses a frame, handed over through a ring or pool.
 public final class VideoFrame: @unchecked Sendable {
     /// Width in pixels of the luma plane.
     public let width: Int
@@ -90,6 +91,7 @@ public final class VideoFrame: @unchecked Sendable {
 /// A borrowed, read-only view of I420 planes: a decoder's output or a `VideoFrame`'s pixels.
 /// It does not own memory; it is valid only as long as its owner says (for a decoder, until the
 /// next decode call). Thread rule: a value type over memory someone else owns. Cost: none.
+/// Sendable: read-only pointers; the owner keeps the planes alive and unchanged while any thread uses the view.
 public struct I420View: @unchecked Sendable {
     /// Width of the picture in pixels (the Y plane's width).
     public var width: Int

@@ -7,6 +7,7 @@ import Synchronization
 /// A borrowed buffer of interleaved PCM handed to `AudioBufferCapturer.capture(_:)`: Int16 (full
 /// scale 32767) or Float32 (full scale 1.0) samples, 1 or 2 channels, 8-96 kHz, any length.
 /// Thread rule: a value type over memory the caller keeps alive during the call. Cost: none.
+/// Sendable: `let` fields; the samples are only read, from memory the caller keeps alive and unchanged meanwhile.
 public struct PCMBufferView: @unchecked Sendable {
     enum Samples {
         case int16(UnsafeBufferPointer<Int16>)
@@ -57,6 +58,8 @@ public struct PCMBufferView: @unchecked Sendable {
 /// Thread rule: `capture` from any thread, several at once (their buffers interleave in ring
 /// order); never blocks, never takes a lock the pipeline holds, never allocates.
 /// Cost: one pass over the samples plus a few atomic operations per 20 ms chunk.
+/// Sendable: the gate and in-flight count are atomics, the ring and pool lock-free, the rest `let`s; `worker` is
+/// written once, in the owning stream's init, before other threads can reach the capturer.
 public final class AudioBufferCapturer: @unchecked Sendable {
     /// Frames (per channel) one pooled chunk holds: 20 ms at 96 kHz.
     public static let chunkFrames = 1920
@@ -72,6 +75,7 @@ public final class AudioBufferCapturer: @unchecked Sendable {
     private let inFlight = Atomic<Int>(0)
     /// The worker to wake after a push. Unchecked but safe: set once by the stream before it
     /// starts the capturer (the `accepting` flag's release/acquire orders it before any capture).
+    // Safe: written once by the owning stream's init, before other threads can reach the capturer; only read after.
     nonisolated(unsafe) var worker: WorkerThread?
 
     init(channels: Int, ringCapacity: Int, counters: SendCounters) {

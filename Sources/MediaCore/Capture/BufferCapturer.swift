@@ -24,6 +24,8 @@ import Synchronization
 /// `scaleFilter = .none`, or sizes needing no such scaling, avoid it (`SendPipelineAllocationTests`).
 /// Delegates: add and remove on the main actor; they are called there.
 /// Cost: one libyuv pass (BGRA 720p -> I420 ~0.2 ms) plus a few atomic operations.
+/// Sendable: counters and gates are atomics, rings lock-free; `pools` slots are written under `control` and published
+/// by releasing stores; `worker` is set once in the stream's init; the delegate list is main-actor only.
 public final class BufferCapturer: @unchecked Sendable {
     /// Whether the capturer's stream accepts frames.
     public enum State: Sendable, Hashable {
@@ -51,9 +53,11 @@ public final class BufferCapturer: @unchecked Sendable {
     private let control = Mutex<Void>(())
     /// The worker to wake after a push; set once by the stream before it starts (the `accepting`
     /// flag's release/acquire orders that write before any capture reads it).
+    // Safe: written once by the owning stream's init, before other threads can reach the capturer; only read after.
     nonisolated(unsafe) var worker: WorkerThread?
     /// Main-actor only: `add`/`remove` are `@MainActor` and notifications hop to the main actor,
     /// so no two threads touch it.
+    // Safe: read and written only on the main actor (`@MainActor` add/remove and main-actor tasks).
     nonisolated(unsafe) private var delegateList: [WeakVideoCapturerDelegate] = []
 
     /// Makes a capturer producing `width` x `height` frames; `ringCapacity` (power of two) frames

@@ -166,4 +166,5 @@ package final class MPSCRing<Element> {
 /// The ring hands elements from one thread to another, so it is Sendable only when its elements
 /// are. Unchecked because the slots live behind a raw pointer; the acquire/release protocol on
 /// `head` and `tail` (above) is what makes a slot visible to exactly one thread at a time.
+/// Sendable: `head`, `tail` and each slot's sequence number are atomics; everything else is set in init.
 extension MPSCRing: @unchecked Sendable where Element: Sendable {}

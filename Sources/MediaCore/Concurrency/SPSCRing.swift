@@ -95,4 +95,5 @@ package final class SPSCRing<Element> {
 /// The ring hands elements from one thread to another, so it is Sendable only when its elements
 /// are. Unchecked because the slots live behind a raw pointer; the acquire/release protocol on
 /// `head` and `tail` (above) is what makes a slot visible to exactly one thread at a time.
+/// Sendable: `head`/`tail` are atomics; `cachedHead` belongs to the producer, `cachedTail` to the consumer.
 extension SPSCRing: @unchecked Sendable where Element: Sendable {}

@@ -18,6 +18,8 @@ import Synchronization
 /// worker thread. A started worker keeps itself alive until `stop()`, so always stop it.
 /// Cost: one thread (default stack) while running; `wake()` is one atomic exchange, plus a
 /// `sem_post` system call when the worker sleeps.
+/// Sendable: `state` and `running` are atomics, the semaphore sits behind a `let` pointer, `body` runs only on the
+/// worker thread; `thread` is touched only by `start`/`stop` on the controlling thread.
 package final class WorkerThread: @unchecked Sendable {
     /// A name for diagnostics and precondition messages.
     public let name: String

@@ -56,6 +56,7 @@ public struct IVFFrameHeader: Hashable, Sendable {
 /// Reads an IVF file (VP8/VP9 frames) frame by frame into caller buffers, streaming.
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one copy of each payload from the page cache.
+/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
 public final class IVFReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
@@ -188,6 +189,7 @@ public final class IVFReader: @unchecked Sendable {
 /// renames into place; `abort()` or deinit without `finish()` leaves nothing behind.
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one buffered copy of each payload.
+/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
 public final class IVFWriter: @unchecked Sendable {
     /// The destination path, as given.
     public let path: String

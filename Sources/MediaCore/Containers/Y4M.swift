@@ -137,6 +137,7 @@ public struct Y4MHeader: Hashable, Sendable {
 /// time, never the whole file).
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: `readFrame` is a copy of the pixels from the page cache.
+/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
 public final class Y4MReader: @unchecked Sendable {
     /// The file being read, as given.
     public let path: String
@@ -251,6 +252,7 @@ public final class Y4MReader: @unchecked Sendable {
 /// only after `finish()`; `abort()` or deinit without `finish()` leaves nothing behind.
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one buffered copy of each frame's pixels.
+/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
 public final class Y4MWriter: @unchecked Sendable {
     /// The destination path.
     public let path: String

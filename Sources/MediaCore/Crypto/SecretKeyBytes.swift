@@ -5,6 +5,8 @@ internal import CMediaShims
 
 /// Secret bytes that are zeroed when released. Immutable after init, so any thread may read it;
 /// creating one costs one allocation and a copy.
+/// Sendable: `buffer` is a `let`; its bytes change only in init, deinit and `wipe()`, which is meant for a key no
+/// other thread still reads.
 package final class SecretKeyBytes: @unchecked Sendable, Equatable {
     private let buffer: UnsafeMutableRawBufferPointer
 

@@ -78,6 +78,8 @@ package struct ICEAgentStatistics: Sendable, Equatable {
 /// One ICE agent (see the file comment). Thread rule: every method from any thread; callbacks
 /// run on the agent's private queue, one at a time. Cost: a few STUN transactions per pair per
 /// second; nothing on the media path but `path`.
+/// Sendable: the agent state (`var`s, TURN clients, timers) is used only on `queue` (and in deinit); what other
+/// threads read or set lives in the `shared` Mutex; `backlog` is atomic; the rest are `let`s.
 package final class ICEAgent: @unchecked Sendable {
     package let configuration: ICEAgentConfiguration
     /// Our ufrag (4+ characters) and password (22+ characters), random (RFC 8445 §5.3).

@@ -88,6 +88,7 @@ package struct TURNClientTiming: Sendable {
 /// Every response is trusted only after its transaction ID matches a request of ours and its
 /// MESSAGE-INTEGRITY (long-term key) and FINGERPRINT check out; what a stranger can make it keep is
 /// bounded by `maxPendingTransactions`, `maxPermissions` and `maxChannels`.
+/// Sendable: every `var` (and the `scratch` bytes) is used only under `lock`; the rest are `let`s set in init.
 package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Where the allocation stands.
     package enum State: Sendable, Equatable {

@@ -8,6 +8,8 @@ import Synchronization
 /// One nonblocking TCP connection to a TURN server. Thread rule: `write` and `close` from any
 /// thread; the callbacks run on the connection's reader thread, one at a time. Cost: one thread
 /// and a 128 KiB read buffer per connection; a write is one `sendmsg` (more when the socket is full).
+/// Sendable: `fd` and `connected` are used under `writeLock`, `stopping` is atomic, the callbacks are `@Sendable`
+/// `let`s; the read buffer is local to the reader thread.
 final class TURNTCPConnection: @unchecked Sendable {
     /// How long a write may wait for room in the socket before the connection is dropped (ms).
     static let writeTimeoutMilliseconds: Int32 = 1000

@@ -35,6 +35,8 @@ public struct SpeakingEvent: Sendable, Equatable {
 /// started stream keeps itself alive until `stop()`: always stop it.
 /// Cost: per 20 ms frame one resampler pass, one level pass, one Opus encode (~0.3 ms at
 /// complexity 10 mono); no allocation once warm (a change of input rate re-creates the resampler).
+/// Sendable: encoder and frame state are used only by the worker thread (by `stop`'s caller after the join, or
+/// `pump`'s); control and feedback arrive through atomics and rings; `worker` is set once in init.
 public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     /// Settings of an audio send stream.
     public struct Configuration: Sendable {
@@ -115,6 +117,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     public var ssrc: UInt32 { configuration.ssrc }
     /// Speaking decisions, in order (a buffering stream: iterate it, or set `onSpeakingEvent`).
     public let speakingEvents: AsyncStream<SpeakingEvent>
+    // Safe only when set before `start` and not while running: the worker reads it without a lock.
     /// Called on the worker thread for each speaking decision. Set before `start` (starting the
     /// worker orders the write before the worker's reads), never while running.
     nonisolated(unsafe) public var onSpeakingEvent: (@Sendable (SpeakingEvent) -> Void)?
@@ -144,6 +147,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let running = Atomic<Bool>(false)
     /// Held from `start` to `stop`: a running stream keeps itself alive (its worker refers to it).
     /// Only `start` and `stop` touch it, and both run on the one controlling thread.
+    // Safe: touched only by `start` and `stop`, on the one controlling thread.
     nonisolated(unsafe) private var keepAlive: Unmanaged<AudioSendStream>?
     private var bitrate: Int
     private var estimateCap = Int.max

@@ -12,6 +12,8 @@ public protocol AudioSink: AnyObject, Sendable {
 /// device's callback driving NetEq's `GetAudio`. Uses absolute `clock_nanosleep` deadlines on
 /// `CLOCK_MONOTONIC`, so the cadence does not drift.
 /// Thread rule: `start`/`stop` from one controlling thread. Cost: one thread; no allocation per tick.
+/// Sendable: `worker` is touched only by `start`/`stop` (one controlling thread) and deinit; the playout thread
+/// uses only the Sendable stream and sink and the atomics in `control`.
 public final class AudioPlayoutClock: @unchecked Sendable {
     private let stream: AudioReceiveStream
     private let sink: AudioSink

@@ -4,7 +4,7 @@
 /// generic dispatch, not the ring the pipeline uses (`MPSCRing<VideoFrame>` inside MediaCore).
 /// Thread rule: as the wrapped ring (`mpsc*`: any threads; `spsc*`: one producer, one consumer).
 /// Cost: one ring operation plus a call.
-package final class HandOffRingProbe: @unchecked Sendable {
+package final class HandOffRingProbe: Sendable {
     private let mpsc: MPSCRing<Int>
     private let spsc: SPSCRing<Int>
 

@@ -53,6 +53,6 @@ package final class LateSendProtection: Sendable {
 
 /// An SRTP context handed from the thread that made it to the egress thread, which owns it from
 /// then on. Thread rule: immutable.
-struct SRTPContextBox: @unchecked Sendable {
+struct SRTPContextBox: Sendable {
     let context: SRTPContext
 }

@@ -11,11 +11,13 @@ import Synchronization
 /// Thread rule: `write`/`flush` from the pipeline threads (a mutex lets an audio and a video
 /// stream share one file); `finish` once, after the streams stopped. Cost: one copy per packet
 /// into the writer's 64 KiB buffer, a `write` syscall per 64 KiB; no allocation after `init`.
+/// Sendable: `writer` is used only under `lock`, the counters are atomics, the rest are `let`s.
 package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     private let lock = Mutex<Void>(())
     /// Guarded by `lock`: read and written only inside `lock.withLock`. Not a `Mutex<PcapWriter?>`
     /// because `write` hands the caller's (non-Sendable) packet buffer to the writer inside the
     /// lock, which region checking rejects for a value that lives in the mutex.
+    // Safe: accessed only inside `lock.withLock`.
     nonisolated(unsafe) private var writer: PcapWriter?
     private let failures = Atomic<Int>(0)
     private let written = Atomic<Int>(0)

@@ -8,6 +8,8 @@ import Synchronization
 ///
 /// Thread rule: `start`/`stop` from one controlling thread; `counters` and `remoteInbound` from any
 /// thread. Cost: one thread; parsing RTCP allocates small arrays (a few per second).
+/// Sendable: `thread` is touched only by `start`/`stop` (one controlling thread) and deinit; `worker` is a `let`
+/// whose counters are published through a Mutex.
 public final class RTCPSenderEndpoint: @unchecked Sendable {
     /// Settings of the endpoint.
     public struct Configuration: Sendable {
@@ -94,6 +96,8 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
     /// W3C remote-inbound-rtp per SSRC (refreshed every 20 ms).
     public var remoteInbound: [UInt32: RemoteInboundRTPStreamStats] { worker.published.withLock { $0.1 } }
 
+    /// Sendable: the `var`s, batch, buffer and session are used only on the endpoint's thread; other threads touch
+    /// only `stopping` (atomic) and `published` (Mutex).
     private final class Worker: @unchecked Sendable {
         let socket: UDPSocket
         let configuration: Configuration

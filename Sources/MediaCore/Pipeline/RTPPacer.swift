@@ -67,6 +67,8 @@ protocol RTPPacerEgress: AnyObject {
 /// thread. Without `start()` (tests driving the stream by hand) `flush` sends everything at once.
 /// Cost: one copy per packet into a preallocated slot; no allocation after `init`; one thread
 /// waking every interval while packets wait, sleeping otherwise.
+/// Sendable: slots pass from producer to consumer through the `head`/`tail` atomics; consumer state is the pacer
+/// thread's (or the draining caller's); `stats` is a Mutex; `target` is set before `start`, `thread` in start/stop.
 final class RTPPacer: @unchecked Sendable {
     let settings: PacerSettings
     /// Without an egress target (tests), packets are written to `sink` as they are.
@@ -88,7 +90,8 @@ final class RTPPacer: @unchecked Sendable {
     private let targetBitrate = Atomic<Int>(0)
     private let running = Atomic<Bool>(false)
     private let stats = Mutex(PacerStatistics())
-    private var semaphore = sem_t()
+    /// On the heap: threads share it through a stable pointer, not an inout access to a stored var.
+    private let semaphore: UnsafeMutablePointer<sem_t> = .allocate(capacity: 1)
     private var thread: TransportThread?
     /// Consumer state.
     private var budget = 0
@@ -123,12 +126,13 @@ final class RTPPacer: @unchecked Sendable {
         enqueuedAt = .allocate(capacity: settings.capacity)
         enqueuedAt.initialize(repeating: 0, count: settings.capacity)
         self.targetBitrate.store(targetBitrate, ordering: .relaxed)
-        sem_init(&semaphore, 0, 0)
+        sem_init(semaphore, 0, 0)
     }
 
     deinit {
         // The owner stops the pacer before it goes (a running thread holds no reference to it).
-        sem_destroy(&semaphore)
+        sem_destroy(semaphore)
+        semaphore.deallocate()
         munmap(storage, storageBytes); lengths.deallocate(); enqueuedAt.deallocate()
     }
 
@@ -142,7 +146,7 @@ final class RTPPacer: @unchecked Sendable {
     /// Stops the thread after it has sent what was queued. From the controlling thread.
     func stop() {
         guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        sem_post(&semaphore)
+        sem_post(semaphore)
         thread?.join()
         thread = nil
         drain()
@@ -158,7 +162,7 @@ final class RTPPacer: @unchecked Sendable {
     var isRunning: Bool { running.load(ordering: .acquiring) }
 
     /// Wakes the thread (NACKs are queued). Any thread.
-    func wake() { if running.load(ordering: .acquiring) { sem_post(&semaphore) } }
+    func wake() { if running.load(ordering: .acquiring) { sem_post(semaphore) } }
 
     /// Packets waiting.
     var queuedPackets: Int {
@@ -172,7 +176,7 @@ final class RTPPacer: @unchecked Sendable {
 
     /// Wakes the pacer's thread (a frame is queued); without a thread, sends everything queued now.
     func flush() {
-        if running.load(ordering: .acquiring) { sem_post(&semaphore) } else { drain() }
+        if running.load(ordering: .acquiring) { sem_post(semaphore) } else { drain() }
     }
 
     private func enqueue(_ packet: UnsafeRawBufferPointer) {
@@ -214,7 +218,7 @@ final class RTPPacer: @unchecked Sendable {
         let delta = untilNs &- min(untilNs, UDPSocket.monotonicNanoseconds())
         let total = UInt64(realtime.tv_nsec) + delta
         var deadline = timespec(tv_sec: realtime.tv_sec + Int(total / 1_000_000_000), tv_nsec: Int(total % 1_000_000_000))
-        _ = sem_timedwait(&semaphore, &deadline)
+        _ = sem_timedwait(semaphore, &deadline)
     }
 
     /// The pacing rate now: the factor times the target, raised when the queue would otherwise

@@ -22,6 +22,9 @@ import Synchronization
 /// Cost: per packet one header marshal, one payload copy, one SRTP protect, one history copy,
 /// one sink write; no allocation of ours (Debian's NSS-backed libsrtp itself mallocs inside
 /// `srtp_protect`: 5 times per GCM packet, 14 per AES-CM packet, measured by the allocation tests).
+/// Sendable: `header`, the sequencers and `buffer` are used only by the worker (the egress reads the
+/// fixed `headerSize`); `srtp`, `history` and the RTX
+/// state are used only by the egress thread; NACKs arrive through an MPSC ring; the rest are `let`s.
 package final class RTPSendCore: @unchecked Sendable {
     let ssrc: UInt32
     let mtu: Int
@@ -43,6 +46,9 @@ package final class RTPSendCore: @unchecked Sendable {
 
     /// The header of the next packet; `sequenceNumber`, `timestamp`, `marker` change per packet.
     var header: RTPHeader
+    /// `header.marshalSize`, fixed at init (the extensions are reserved there); the NACK path on
+    /// the pacer's thread reads this instead of `header`, which the worker changes per packet.
+    let headerSize: Int
     private var sequencer: RTPSequencer
     private let buffer: UnsafeMutableRawBufferPointer
     /// Queued NACKed sequence numbers, each packed with the route that asked (`route + 1` in the
@@ -97,6 +103,7 @@ package final class RTPSendCore: @unchecked Sendable {
         if let id = audioLevelID { header.extensions.setAudioLevel(RTPAudioLevel(voiceActivity: false, level: 127), id: id) }
         if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(rawValue: 0), id: id) }
         if let t = transportSequence { header.extensions.setTransportSequenceNumber(0, id: t.id) }
+        headerSize = header.marshalSize
         self.transportSequence = transportSequence
         buffer = .allocate(byteCount: mtu + 128, alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
@@ -124,7 +131,7 @@ package final class RTPSendCore: @unchecked Sendable {
     /// The largest RTP payload (descriptor included) that keeps a protected packet within `mtu`
     /// (and, with RTX, its retransmission too: the OSN adds 2 bytes).
     var maxPayloadSize: Int {
-        mtu - header.marshalSize - reservedOverhead - (rtx == nil ? 0 : RTXPacket.overhead)
+        mtu - headerSize - reservedOverhead - (rtx == nil ? 0 : RTXPacket.overhead)
     }
 
     /// The sequence number the next packet gets.
@@ -150,7 +157,6 @@ package final class RTPSendCore: @unchecked Sendable {
         stampSendTime(now)
         header.timestamp = timestamp
         var packets = 0, octets = 0
-        let headerSize = header.marshalSize
         for i in 0..<payloads.count {
             header.sequenceNumber = sequencer.next()
             let length = payloads.writePacket(at: i, header: &header, into: buffer)
@@ -251,14 +257,14 @@ package final class RTPSendCore: @unchecked Sendable {
             let route = Int(entry >> 16) - 1
             let result = history.retransmit(seq: seq, nowNs: now, maxRetransmissions: maxRetransmissions) { stored in
                 var bytes = stored
-                var payload = stored.count - header.marshalSize - (srtp?.rtpOverhead ?? 0)
+                var payload = stored.count - headerSize - (srtp?.rtpOverhead ?? 0)
                 if let rtx {
                     guard
                         let n = RTXPacket.wrap(
                             stored, payloadType: rtx.payloadType, sequenceNumber: rtxSequencer.next(),
                             ssrc: rtx.ssrc, into: rtxBuffer)
                     else { return }
-                    payload = stored.count - header.marshalSize
+                    payload = stored.count - headerSize
                     stampTransportSequence(rtxBuffer, length: n, nowNs: UInt64(bitPattern: now))
                     var wire = n
                     if let srtp {
@@ -282,7 +288,7 @@ package final class RTPSendCore: @unchecked Sendable {
         if resent > 0 {
             sink.flush()
             counters.add(counters.retransmittedPacketsSent, UInt64(resent))
-            counters.add(counters.headerBytesSent, UInt64(resent * header.marshalSize))  // webrtc-stats: resends too
+            counters.add(counters.headerBytesSent, UInt64(resent * headerSize))  // webrtc-stats: resends too
         }
         return (did, unrecoverable)
     }

@@ -67,6 +67,8 @@ public struct AudioReceiveSettings: Sendable {
 /// any thread. Packets cross from one to the other through an SPSC ring of preallocated slots.
 /// Cost: one packet copy to the ring and one into the jitter buffer; the decode; no allocation after
 /// `init`.
+/// Sendable: network-side state belongs to the network thread, playout state to the audio thread; packets cross
+/// in preallocated slots through two SPSC rings, and `stats` is published through a Mutex.
 public final class AudioReceiveStream: @unchecked Sendable {
     /// SSRC of the stream.
     public let ssrc: UInt32

@@ -89,6 +89,8 @@ public struct ReceivePipelineStatistics: Sendable, Equatable {
 /// `audio.pullAudio` (from one audio thread) at any time; renderers are called on the pipeline's
 /// thread. Cost: per packet one unprotect in place, one copy into the jitter buffer and one into the
 /// frame; no allocation in steady state (RTCP building allocates small arrays a few times a second).
+/// Sendable: the handler properties are read only by `start`, which copies them into the engine before its
+/// thread starts; `thread` is touched only by `start`/`stop`; `engine` is a `let` (see its note).
 public final class ReceivePipeline: @unchecked Sendable {
     /// The configuration.
     public let configuration: ReceivePipelineConfiguration
@@ -199,6 +201,8 @@ public final class ReceivePipeline: @unchecked Sendable {
     }
 
     /// Everything the pipeline's thread owns.
+    /// Sendable: the `var`s belong to the pipeline's thread (`start` sets `other`, `feedback` and `sendPath` before
+    /// that thread starts); other threads use only the Mutexes and atomics.
     final class Engine: @unchecked Sendable {
         let configuration: ReceivePipelineConfiguration
         let socket: UDPSocket

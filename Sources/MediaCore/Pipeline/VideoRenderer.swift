@@ -33,7 +33,7 @@ public protocol VideoRenderer: AnyObject {
 /// A renderer that keeps a copy of the latest frame and counts frames; for tests, tools and a UI
 /// that polls. Thread rule: `render` from the engine thread, the rest from any thread.
 /// Cost: one I420 copy per frame into a reused buffer (reallocated when the size changes).
-public final class LatestFrameRenderer: VideoRenderer, @unchecked Sendable {
+public final class LatestFrameRenderer: VideoRenderer, Sendable {
     private let lock = Mutex<State>(State())
     private struct State {
         var frame: VideoFrame?

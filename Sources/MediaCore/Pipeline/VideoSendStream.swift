@@ -36,6 +36,8 @@ import Synchronization
 /// alive until `stop()`: always stop it. Cost: the worker allocates
 /// nothing per frame once warm (libvpx's encode dominates); `init` allocates the pools, encoder,
 /// history and SRTP session.
+/// Sendable: encoder, packetizer and keyframe state are written only by the worker thread (by `stop`'s caller after
+/// the join, or `pump`'s); control and feedback arrive through atomics and rings; `worker` is set once in init.
 public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     /// Settings of a video send stream; every field has a real-time default.
     public struct Configuration: Sendable {
@@ -163,6 +165,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let running = Atomic<Bool>(false)
     /// Held from `start` to `stop`: a running stream keeps itself alive (its worker refers to it).
     /// Only `start` and `stop` touch it, and both run on the one controlling thread.
+    // Safe: touched only by `start` and `stop`, on the one controlling thread.
     nonisolated(unsafe) private var keepAlive: Unmanaged<VideoSendStream>?
 
     /// Creates a stopped stream sending to `sink`. Throws `.encoder` or `.srtp` when libvpx or
@@ -186,6 +189,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             maxConcurrentCaptures: c.maxConcurrentCaptures, counters: counters,
             scaleFilter: c.scaleFilter)
         clock = RTPClock(rate: RTPClock.videoRate, initialTimestamp: c.initialTimestamp)
+        initialRTPTimestamp = clock.initialTimestamp
         vp8 = VP8Packetizer()
         vp9 = VP9Packetizer()
         frameRate = c.encoder.frameRate
@@ -335,8 +339,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         roundTripTimeNs.store(Int64(min(seconds, 10) * 1e9), ordering: .relaxed)
     }
 
-    /// RTP timestamp of the first frame (known once the stream is made).
-    public var initialRTPTimestamp: UInt32 { clock.initialTimestamp }
+    /// RTP timestamp of the first frame (known once the stream is made; any thread).
+    public let initialRTPTimestamp: UInt32
 
     // MARK: Worker
 

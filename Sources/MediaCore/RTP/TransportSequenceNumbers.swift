@@ -12,6 +12,8 @@ import Synchronization
 /// Thread rule: any thread (atomics; several senders may take numbers at once, one reader looks
 /// entries up). Cost: `take` is one atomic increment, plus three atomic stores and a fence when
 /// logging; `sent` three atomic loads; no allocation after `init`.
+/// Sendable: the counter and every log slot are atomics (a seqlock per slot) behind `let` pointers made in init;
+/// nothing else changes after init.
 public final class TransportSequenceNumbers: @unchecked Sendable {
     private let next: Atomic<UInt64>
     /// Number of send-log slots (a power of two; 0: no log).

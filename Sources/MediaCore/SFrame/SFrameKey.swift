@@ -8,6 +8,7 @@ internal import CMediaShims
 /// `Mutex`, never shared unlocked). Cost: `init` runs HKDF and allocates the OpenSSL
 /// context (microseconds); `seal`/`open` do not allocate and cost one AES pass plus, for the CTR
 /// suites, one SHA-256 pass over header, metadata and ciphertext.
+/// Sendable: the key bytes are `let`s; the OpenSSL context is used only under the owner's lock (above).
 package final class SFrameKey: @unchecked Sendable {
     /// The suite the key was derived for.
     package let suite: SFrameCipherSuite
@@ -21,6 +22,7 @@ package final class SFrameKey: @unchecked Sendable {
     private let saltHigh: UInt32
     private let saltLow: UInt64
     /// The OpenSSL cipher (`cms_sframe_aead`), owned: freed in deinit.
+    // Safe: the pointer never changes; the context behind it is used only under the owner's lock (see the type).
     nonisolated(unsafe) private let aead: OpaquePointer
 
     /// Derives the key for `keyID` from `baseKey` (any non-empty length; throws `.invalidKey` when

@@ -63,6 +63,7 @@ public final class SRTPContext: Sendable {
     /// Serialises every libsrtp call on `session`.
     private let lock = Mutex(())
     /// The libsrtp session; only touched while holding `lock` (and in deinit).
+    // Safe: the pointer is set once in init; libsrtp is called on it only inside `lock` (and in deinit).
     nonisolated(unsafe) private let session: srtp_t
     /// A private copy of key||salt, kept to add streams later; zeroed on deinit.
     private let key: SRTPKeyMaterial

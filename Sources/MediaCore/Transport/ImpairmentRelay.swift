@@ -10,6 +10,8 @@ import Synchronization
 /// Thread rule: `start()`/`stop()` from one controlling thread; the relay works on its own thread;
 /// `statistics` from any thread. Cost: one thread, two sockets, `2 x maxQueuedPackets x
 /// maxPacketSize` bytes of pool; per packet a copy, a heap insertion and removal; no allocation.
+/// Sendable: `thread` is touched only by `start`/`stop` (one controlling thread) and deinit; `engine` is a `let`;
+/// `update` and `statistics` go through the engine's Mutexes.
 package final class ImpairmentRelay: @unchecked Sendable {
     /// Counters of one direction.
     public struct DirectionStatistics: Sendable, Equatable {
@@ -128,6 +130,8 @@ package final class ImpairmentRelay: @unchecked Sendable {
     public var statistics: Statistics { engine.published.withLock { $0 } }
 
     /// What the relay's thread owns: both lanes and the last sender seen on the listen side.
+    /// Sendable: the lanes and `lastSource` are used only on the relay's thread; other threads use only `stopping`
+    /// (atomic), `published` and `pending` (Mutexes).
     private final class Engine: @unchecked Sendable {
         static let maxWaitMilliseconds: UInt64 = 20
 

@@ -7,6 +7,8 @@ import Synchronization
 ///
 /// Thread rule: `write`/`flush` from one pipeline thread; `statistics` from any thread.
 /// Cost: a memcpy per packet and one system call per batch; no allocation after `init`.
+/// Sendable: the batch and slots are used only by the one sending thread (hand-overs ordered by thread join);
+/// `counters` is a Mutex; the rest are `let`s.
 public final class UDPPacketSink: PacketSink, @unchecked Sendable {
     /// Counters since creation.
     public struct Statistics: Sendable, Equatable {

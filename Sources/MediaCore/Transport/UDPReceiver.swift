@@ -8,6 +8,8 @@ import Synchronization
 /// Thread rule: `start()`/`stop()` from one controlling thread; the handler runs on the receiver's
 /// thread and must not block for long; `statistics` from any thread.
 /// Cost: one `recvmmsg` per batch of up to `batchCapacity` datagrams; no allocation per datagram.
+/// Sendable: `thread` is touched only by `start`/`stop`/`isRunning` (one controlling thread) and deinit; `worker`
+/// is a `let` whose counters are a Mutex.
 public final class UDPReceiver: @unchecked Sendable {
     /// Counters since creation.
     public struct Statistics: Sendable, Equatable {
@@ -72,6 +74,8 @@ public final class UDPReceiver: @unchecked Sendable {
     public var statistics: Statistics { worker.counters.withLock { $0 } }
 
     /// What the receiving thread owns.
+    /// Sendable: all `let`s; the batch and handler are used only on the receiving thread; `stopping` is atomic and
+    /// `counters` a Mutex.
     private final class Worker: @unchecked Sendable {
         let socket: UDPSocket
         let batch: UDPReceiveBatch

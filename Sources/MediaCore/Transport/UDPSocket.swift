@@ -8,6 +8,8 @@ import Glibc
 /// Thread rule: the kernel serialises calls, so one thread may send while another receives;
 /// `close()` (and the last release) only when no other thread is inside a call.
 /// Cost: one system call per method (batches: one per batch).
+/// Sendable: `descriptor` and `connectedAddress` change only in `close()` and `connect(to:)`, which the thread rule
+/// keeps apart from other calls; the kernel serialises the rest.
 public final class UDPSocket: @unchecked Sendable {
     /// How a socket is opened.
     public struct Options: Sendable {

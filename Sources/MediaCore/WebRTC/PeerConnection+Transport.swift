@@ -45,7 +45,7 @@ struct PeerConnectionNegotiation: Sendable {
 
 /// One local track: its engine send stream and the sink that protects and sends its packets.
 /// Thread rule: immutable after creation; `stop` from any thread.
-final class PeerConnectionLocalTrack: @unchecked Sendable {
+final class PeerConnectionLocalTrack: Sendable {
     let jsep: JSEPTrack
     /// The video codec (nil: Opus audio).
     let codec: VPXCodec?
@@ -102,7 +102,7 @@ final class PeerConnectionLocalTrack: @unchecked Sendable {
 /// `deactivate`. Thread rule: `write` from the stream's egress thread (under a lock, with NACK
 /// resends from the same thread); `activate`/`deactivate` from any thread. Cost: an atomic load,
 /// a lock and one `sendto` (or ChannelData send) per packet.
-package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
+package final class PeerConnectionRTPSender: PacketSink, Sendable {
     struct State {
         var path: ICESendPath?
         var sent = 0
@@ -162,6 +162,7 @@ package final class PeerConnectionRTPSender: PacketSink, @unchecked Sendable {
 /// reports (from the receive pipeline's thread) drive the send streams, and sender reports
 /// (RFC 3550 §6.4.1) go out from the connection's queue. Thread rule: both under one lock.
 /// Cost: parsing and building RTCP allocate small arrays, a few times a second.
+/// Sendable: the session, the report buffer and `nextReportNs` are used only under `lock`; the rest are `let`s.
 final class PeerConnectionFeedback: @unchecked Sendable {
     private let lock = Mutex<Void>(())
     /// Used only under `lock`.

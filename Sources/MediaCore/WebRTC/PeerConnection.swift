@@ -128,6 +128,8 @@ package struct PeerConnectionConfiguration: Sendable {
 /// Cost: one socket; an ICE agent (a few STUN transactions a second); one DTLS handshake (a few
 /// ms of CPU); per local track the engine's send stream (encoder thread, pacer for video), and one
 /// receive pipeline thread plus one audio playout thread once connected.
+/// Sendable: the queue state (`dtls`, timer, pipeline, playout, feedback...) is used only on `queue` (and in
+/// deinit); shared state lives in the `shared` and `agentSlot` Mutexes; the rest are `let`s.
 package final class PeerConnection: @unchecked Sendable {
     /// The settings it was made with.
     package let configuration: PeerConnectionConfiguration
@@ -707,6 +709,7 @@ package final class PeerConnection: @unchecked Sendable {
 
 /// A renderer handed between threads: the app sets it, the receive pipeline calls it on its own
 /// thread (the renderer's thread rule). Thread rule: immutable.
+/// Sendable: the slot only carries the reference; the engine calls the renderer only on its pipeline's thread.
 struct PeerConnectionRendererSlot: @unchecked Sendable {
     let renderer: any VideoRenderer
 }

@@ -10,6 +10,9 @@ import Synchronization
 /// Thread rule: `handle` on the leg's receive-pipeline thread; `setTargets` and `counters` from
 /// any thread (the main actor); one lock, never held by the media path. Cost: parsing RTCP
 /// allocates small arrays (a few per second).
+/// Sendable: `session` is used only under `lock`; `route` and `transportSequence` (atomic inside)
+/// are `let`s. (A `Mutex<RTCPSenderSession>` is refused by region checking: `handle` passes the
+/// session a borrowed buffer, which cannot be sent into the lock.)
 final class CallLegFeedback: @unchecked Sendable {
     /// The leg's id in every `TrackFanOut` (retransmissions to this leg only).
     let route: Int
@@ -17,6 +20,7 @@ final class CallLegFeedback: @unchecked Sendable {
     /// and logs its send time; the participant's transport-cc feedback is matched against it.
     let transportSequence = TransportSequenceNumbers()
     private let lock = Mutex<Void>(())
+    // Safe: read and changed only inside `lock.withLock`.
     nonisolated(unsafe) private var session: RTCPSenderSession
 
     /// A leg whose estimate starts (and stays at most) at `videoBitrate`.
@@ -53,7 +57,7 @@ final class CallLegFeedback: @unchecked Sendable {
 /// shared encoder (whose one limiter spaces keyframes, whichever leg asks), and the leg's estimate
 /// joins the others' in the fan-out, where the lowest wins.
 /// Thread rule: any thread (the leg's pipeline thread). Cost: a ring push, an atomic or a lock.
-final class LegVideoFeedback: RTPSendFeedbackTarget, @unchecked Sendable {
+final class LegVideoFeedback: RTPSendFeedbackTarget, Sendable {
     let stream: VideoSendStream
     let fanOut: TrackFanOut
     let route: Int
@@ -75,7 +79,7 @@ final class LegVideoFeedback: RTPSendFeedbackTarget, @unchecked Sendable {
 }
 
 /// One leg's view of the shared audio send stream: NACKs resend to this leg only.
-final class LegAudioFeedback: RTPSendFeedbackTarget, @unchecked Sendable {
+final class LegAudioFeedback: RTPSendFeedbackTarget, Sendable {
     let stream: AudioSendStream
     let route: Int
     init(stream: AudioSendStream, route: Int) { self.stream = stream; self.route = route }

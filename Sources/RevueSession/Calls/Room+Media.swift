@@ -83,14 +83,17 @@ final class MediaLeg {
         playout?.stop()
         pipeline?.stop()
         agent.close()
-        socket.close()
+        // `socket` is not closed here: a fan-out target may still hold it; `UDPSocket.deinit`
+        // closes it with the last reference.
     }
 }
 
 /// Forwards decoded video to the renderer the App attached to a remote video track (or nowhere).
 /// Thread rule: `render` on the receive engine's thread; `target` set from the main actor.
+/// Sendable: `_target` is read and written only under `lock`, which is also held while it renders.
 final class RendererSwitch: VideoRenderer, @unchecked Sendable {
     private let lock = Mutex<Void>(())
+    // Safe: accessed only inside `lock.withLock`.
     nonisolated(unsafe) private var _target: (any VideoRenderer)?
     var target: (any VideoRenderer)? {
         get { lock.withLock { _ in _target } }
@@ -102,15 +105,16 @@ final class RendererSwitch: VideoRenderer, @unchecked Sendable {
 }
 
 /// Forwards decoded PCM to the sink the App attached to a remote audio track (or nowhere).
-final class AudioSinkSwitch: AudioSink, @unchecked Sendable {
-    private let lock = Mutex<Void>(())
-    nonisolated(unsafe) private var _target: (any AudioSink)?
+/// Thread rule: `play` on the playout thread; `target` from any thread. Cost: one lock per 10 ms,
+/// held while the sink plays (so a sink replaced or removed is never called afterwards).
+final class AudioSinkSwitch: AudioSink {
+    private let slot = Mutex<(any AudioSink)?>(nil)
     var target: (any AudioSink)? {
-        get { lock.withLock { _ in _target } }
-        set { lock.withLock { _ in _target = newValue } }
+        get { slot.withLock { $0 } }
+        set { slot.withLock { $0 = newValue } }
     }
     func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
-        lock.withLock { _ in _target?.play(samples, sampleRate: sampleRate, channels: channels) }
+        slot.withLock { $0?.play(samples, sampleRate: sampleRate, channels: channels) }
     }
 }
 
@@ -124,8 +128,9 @@ final class LocalMedia {
 
     func stop() {
         video?.stop()
-        audio?.onSpeakingEvent = nil
+        // After the join: the worker reads the callback without a lock.
         audio?.stop()
+        audio?.onSpeakingEvent = nil
     }
 }
 
@@ -314,8 +319,11 @@ extension Room {
 
     func participantDisconnectedMedia(_ p: RemoteParticipant) {
         if let sfu { return sfuParticipantLeft(p.identity, sfu) }
-        legs.removeValue(forKey: p.identity)?.close()
+        // Out of the fan-outs first; the socket closes when the last holder lets go (a send thread
+        // may still be inside a write to the leg from a target list taken before).
+        let leg = legs.removeValue(forKey: p.identity)
         updateTargets()
+        leg?.close()
         // With no leg left, no key remembers the SSRCs used under it.
         if legs.isEmpty { usedSSRCs = Set(localMedia.values.compactMap { $0.video?.ssrc ?? $0.audio?.ssrc }) }
     }

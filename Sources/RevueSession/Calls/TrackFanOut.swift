@@ -17,6 +17,8 @@ import Synchronization
 /// Thread rule: `write` on the stream's sending thread only (its pacer or worker); `setTargets`/
 /// `isMuted`/estimates any thread. Cost: per packet and leg one copy, one header-extension walk,
 /// one SRTP protect, one `sendto`; no allocation.
+/// Sendable: `targets` and `estimates` are Mutexes, the counters atomics; `scratch` is used only by the writes,
+/// on the stream's one sending thread.
 final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
     struct Target: Sendable {
         let participant: String
@@ -121,6 +123,7 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
 /// holds the last `slots` RTP sequence numbers, more than a send history keeps.
 /// Thread rule: `number` on the track's sending thread only (the fan-out's `write`). Cost: one
 /// table read and write per packet; no allocation after `init`.
+/// Sendable: `table` is used only by `number`, on the track's one sending thread; `counter` is atomic inside.
 final class TransportNumbering: @unchecked Sendable {
     /// The leg's counter, shared by all its tracks.
     let counter: TransportSequenceNumbers

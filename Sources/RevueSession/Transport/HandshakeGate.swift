@@ -9,6 +9,8 @@ import Synchronization
 /// the main actor (`rotate` from the main actor every two minutes). Thread rule: `screen` only on
 /// the read queue; the rest from any thread. Cost per initiation: one BLAKE2b, under load up to
 /// two more and a 46-byte reply.
+/// Sendable: keys are `let`s, the secrets a Mutex, the counters atomics; `socket` is set once before reading
+/// starts; `tokens` and `tokensAt` are used only by `screen`, on the read queue.
 final class HandshakeGate: @unchecked Sendable {
     private let mac1Key: [UInt8]
     private let cookieKey: [UInt8]

@@ -12,6 +12,8 @@ import Synchronization
 /// socket). `send` and `close` are called on the main actor; received datagrams are read on a
 /// private queue and handed to `onReceive` on the main queue. `close()` (or deinit) cancels the read
 /// source, whose cancel handler closes the descriptor, so no read ever runs on a closed one.
+/// Sendable: `source` and `closed` are used only on the main actor (and in deinit); the read queue uses only the
+/// `let` socket and the atomic backlog, and closes the descriptor itself, in the cancel handler.
 final class SessionSocket: @unchecked Sendable {
     private let socket: UDPSocket
     /// The bound port.
