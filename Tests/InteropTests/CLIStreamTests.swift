@@ -115,7 +115,7 @@ import Testing
                 "-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!", "rtpvp8depay",
                 "!", "vp8dec", "!", "fakesink", "num-buffers=20",
             ])
-        usleep(700_000)
+        #expect(waitForUDPListener(port: port), "gst-launch did not bind \(port)")
         let send = try revueMedia(["send", "--seconds", "2", "--to", "127.0.0.1:\(port)"] + common, cwd: dir.path)
         #expect(send.status == 0, "\(send.stderr)")
         let run = gst.wait(timeout: 5)
@@ -136,7 +136,7 @@ import Testing
                 "--key", Self.keyBase64, "-o", "r.y4m", "-o", "r.wav", "-o", "r.ivf",
                 "--duration", "4", "--json", "-q",
             ] + (raw ? ["--raw"] : []), cwd: dir.path)
-        usleep(500_000)
+        #expect(waitForUDPListener(port: port), "receive did not bind \(port)")
         let srtp = "rtp-cipher=aes-128-icm rtp-auth=hmac-sha1-80 rtcp-cipher=aes-128-icm rtcp-auth=hmac-sha1-80"
         let pipeline = """
             videotestsrc num-buffers=45 ! video/x-raw,width=160,height=120,framerate=30/1 ! vp8enc deadline=1 keyframe-max-dist=15 ! \
@@ -195,7 +195,7 @@ import Testing
                 "relay", "--listen", "127.0.0.1:\(relayPort)", "--to", "127.0.0.1:\(port)",
                 "--loss", "0.05", "--delay", "10", "--seed", "7", "--duration", "4", "--json", "-q",
             ])
-        usleep(400_000)
+        #expect(waitForUDPListener(port: relayPort), "relay did not bind \(relayPort)")
         let send = try revueMedia([
             "send", "--pattern", "moving", "--size", "160x120", "--seconds", "2.5", "--to", "127.0.0.1:\(relayPort)",
             "--suite", "aes-128-gcm", "--key", Data(Self.keyBytes.prefix(28)).base64EncodedString(), "--json", "-q",
@@ -233,7 +233,7 @@ import Testing
                 "receive", "--listen", "127.0.0.1:\(port)", "--key", key, "-o", "r.y4m", "-o", "r.ogg",
                 "--json", "-q",
             ], cwd: dir.path)
-        usleep(400_000)
+        #expect(waitForUDPListener(port: port), "receive did not bind \(port)")
         let send = try revueMedia([
             "send", "--pattern", "moving", "--pattern", "tone", "--size", "160x120", "--seconds", "1.5",
             "--to", "127.0.0.1:\(port)", "--key", key, "-q",

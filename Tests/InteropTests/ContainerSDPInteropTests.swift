@@ -46,7 +46,7 @@ import Testing
                 "-v", "error", "-protocol_whitelist", "file,udp,rtp,srtp", "-i", sdp,
                 "-map", "0:v", "-map", "0:a", "-c", "copy", "-t", "1", "-y", out,
             ])
-        usleep(700_000)
+        #expect(waitForUDPListener(port: port), "ffmpeg did not bind \(port)")
         let srtp = "rtp-cipher=aes-128-icm rtp-auth=hmac-sha1-80 rtcp-cipher=aes-128-icm rtcp-auth=hmac-sha1-80"
         let pipeline = """
             videotestsrc num-buffers=75 ! video/x-raw,width=160,height=120,framerate=30/1 ! vp8enc deadline=1 keyframe-max-dist=10 ! \
@@ -84,7 +84,7 @@ import Testing
                 "-q", "udpsrc", "port=\(port)", "caps=\(caps)", "!", "srtpdec", "!",
                 "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10",
             ])
-        usleep(500_000)
+        #expect(waitForUDPListener(port: port), "gst-launch did not bind \(port)")
         let key = SDPBase64.encode(video.crypto[0].keys[0].keyAndSalt)
         let ff = try runTool(
             "ffmpeg",
@@ -133,7 +133,7 @@ import Testing
                 "-q", "filesrc", "location=\(sdp)", "!", "sdpdemux", "timeout=5000000", "!",
                 "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10",
             ])
-        usleep(700_000)
+        #expect(waitForUDPListener(port: port), "gst-launch did not bind \(port)")
         let send = try runTool(
             "gst-launch-1.0",
             [

@@ -91,7 +91,7 @@ struct DTLSGStreamerInteropTests {
                 "udpsink", "host=127.0.0.1", "port=\(ourPort)", "sync=false", "async=false",
             ])
         defer { if gst.process.isRunning { gst.signal(SIGKILL) } }
-        usleep(700_000)  // let udpsrc bind before our first flight
+        #expect(waitForUDPListener(port: gstPort), "gst-launch did not bind \(gstPort)")
         try #require(gst.process.isRunning, "gst-launch exited at once: \(gst.wait(timeout: 1).stderr)")
 
         // The handshake, driven as a peer connection would: datagrams in, timers.

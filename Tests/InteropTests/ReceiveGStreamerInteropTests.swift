@@ -146,7 +146,7 @@ func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [VideoFrame] {
                 "rtpjitterbuffer", "latency=200", "!", "rtpvp8depay", "!", "vp8dec", "!",
                 "video/x-raw,format=I420", "!", "filesink", "location=\(dir.file("out.yuv"))",
             ])
-        usleep(1_000_000)  // let udpsrc bind
+        #expect(waitForUDPListener(port: port), "gst-launch did not bind \(port)")
 
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let destination = SocketAddress.loopbackIPv4(port: UInt16(port))

@@ -41,7 +41,7 @@
             var args = ["-q", "udpsrc", "port=\(port)", "buffer-size=4194304", "caps=\(caps)", "!"]
             if srtp { args += ["srtpdec", "!"] }
             let gst = try ToolProcess("gst-launch-1.0", args + rest + ["buffer-mode=2", "sync=false"])
-            usleep(700_000)  // let udpsrc bind
+            #expect(waitForUDPListener(port: port), "gst-launch did not bind \(port)")
             try send()
             usleep(700_000)  // let the last packets through the decoder
             let stillRunning = gst.process.isRunning

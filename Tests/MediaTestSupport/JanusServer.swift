@@ -112,10 +112,19 @@ package final class JanusServer {
 
     /// Starts Janus and waits until it answers (`waitUntilReady`); throws `JanusNotReady` with
     /// the reason and the log tail when it does not (the server is stopped then).
+    /// A port another process took after `cliFreePort` chose it is tried again with a new one
+    /// (at most three times).
     package static func started(seconds: Double = 15) async throws -> JanusServer {
-        let janus = try JanusServer()
-        try await janus.waitUntilReady(seconds: seconds)
-        return janus
+        for attempt in 1...3 {
+            let janus = try JanusServer()
+            do {
+                try await janus.waitUntilReady(seconds: seconds)
+                return janus
+            } catch let e as JanusNotReady where attempt < 3 && e.detail.contains("Couldn't start webserver") {
+                continue
+            }
+        }
+        preconditionFailure("unreachable: the third attempt returns or throws")
     }
 
     /// The HTTP transport's address.

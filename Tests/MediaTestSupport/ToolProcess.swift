@@ -112,16 +112,36 @@ package struct InteropTempDir {
     package func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// An even free UDP port on 127.0.0.1 with port+1...port+3 likely free as well.
+/// An even port on 127.0.0.1 free for UDP and TCP, with port+1...port+3 free for UDP as well.
+/// Drawn below the kernel's ephemeral range (32768-60999 by default), so that no outgoing
+/// connection or unbound socket takes it between this check and the server's bind.
 package func cliFreePort() -> Int {
     for _ in 0..<100 {
-        let port = Int.random(in: 20_000...60_000) & ~1
-        let ok = (0..<4).allSatisfy { i in
-            (try? UDPSocket(bindingTo: .loopbackIPv4(port: UInt16(port + i)))) != nil
-        }
+        let port = Int.random(in: 20_000...32_000) & ~1
+        let ok =
+            tcpPortIsFree(port)
+            && (0..<4).allSatisfy { i in
+                (try? UDPSocket(bindingTo: .loopbackIPv4(port: UInt16(port + i)))) != nil
+            }
         if ok { return port }
     }
-    return 47_000
+    return 27_000
+}
+
+/// Whether a TCP listener could bind 127.0.0.1:`port` now.
+private func tcpPortIsFree(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var one: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = UInt16(port).bigEndian
+    addr.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
 }
 
 /// Reads `handle` on a thread of its own until end of file and hands `onLine` each complete line
@@ -139,4 +159,25 @@ package func readLines(of handle: FileHandle, _ onLine: @escaping @Sendable (Str
             }
         }
     }.start()
+}
+
+/// Waits until some process has a UDP socket bound to `port` (IPv4 or IPv6, read from
+/// /proc/net/udp and /proc/net/udp6), for at most `seconds`; whether one appeared. For a test
+/// that starts a receiving tool (GStreamer, ffmpeg, our CLI) before sending to it: a fixed sleep
+/// is too short the first time GStreamer builds its plugin registry, and too long otherwise.
+@discardableResult
+package func waitForUDPListener(port: Int, seconds: Double = 10) -> Bool {
+    let suffix = ":" + String(format: "%04X", port)
+    let deadline = Date().addingTimeInterval(seconds)
+    repeat {
+        for table in ["/proc/net/udp", "/proc/net/udp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                if fields.count > 1, fields[1].hasSuffix(suffix) { return true }
+            }
+        }
+        usleep(10_000)
+    } while Date() < deadline
+    return false
 }
