@@ -24,9 +24,8 @@ internal import CMediaShims
 /// between threads, hence `Sendable`); create one per capturer or stage (creation is cheap:
 /// nothing is allocated until a call needs scratch).
 /// Cost: one pass of libyuv SIMD per stage; a 720p BGRA -> I420 conversion takes ~0.2 ms here.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over through a ring or lock (as
-/// `BufferCapturer` does).
-public final class ColorConverter: @unchecked Sendable {
+/// Not `Sendable`: it has one owner (a capturer keeps its own behind a lock); move it with `sending`.
+public final class ColorConverter {
     /// How `scale` and scaling conversions filter, libyuv's `FilterMode`.
     public enum ScaleFilter: Sendable, Hashable, CaseIterable {
         /// Point sampling (libyuv kFilterNone): fastest, aliased.

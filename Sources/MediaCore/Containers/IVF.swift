@@ -56,8 +56,8 @@ public struct IVFFrameHeader: Hashable, Sendable {
 /// Reads an IVF file (VP8/VP9 frames) frame by frame into caller buffers, streaming.
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one copy of each payload from the page cache.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
-public final class IVFReader: @unchecked Sendable {
+/// Not `Sendable`: it has one owner; move it to another thread or task with `sending`.
+public final class IVFReader {
     /// The file being read, as given.
     public let path: String
     /// The file header, read when the reader opened the file.
@@ -189,8 +189,8 @@ public final class IVFReader: @unchecked Sendable {
 /// renames into place; `abort()` or deinit without `finish()` leaves nothing behind.
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one buffered copy of each payload.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
-public final class IVFWriter: @unchecked Sendable {
+/// Not `Sendable`: it has one owner; move it to another thread or task with `sending`.
+public final class IVFWriter {
     /// The destination path, as given.
     public let path: String
     /// The header written at the top of the file.

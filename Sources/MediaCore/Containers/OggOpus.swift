@@ -148,8 +148,8 @@ public struct OggOpusPacket: Hashable, Sendable {
 /// the pre-skip and end trimming of each packet from the granule positions (§4).
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one copy of each packet into the caller's buffer.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
-public final class OggOpusReader: @unchecked Sendable {
+/// Not `Sendable`: it has one owner; move it to another thread or task with `sending`.
+public final class OggOpusReader {
     /// The file being read, as given.
     public let path: String
     /// The identification header (`OpusHead`) read from the first page.
@@ -334,8 +334,8 @@ public final class OggOpusReader: @unchecked Sendable {
 /// optional end trimming on the last page. The file appears under its name only after `finish()`.
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: each packet is copied once into its page.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
-public final class OggOpusWriter: @unchecked Sendable {
+/// Not `Sendable`: it has one owner; move it to another thread or task with `sending`.
+public final class OggOpusWriter {
     /// The destination path, as given.
     public let path: String
     /// The identification header (`OpusHead`) written on the first page.

@@ -34,8 +34,8 @@ enum WAVConvert {
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: `read` copies from the page cache; converting between
 /// Int16 and Float goes through a 16 KiB scratch buffer.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
-public final class WAVReader: @unchecked Sendable {
+/// Not `Sendable`: it has one owner; move it to another thread or task with `sending`.
+public final class WAVReader {
     /// The file being read, as given.
     public let path: String
     /// Sample frames per second.
@@ -276,8 +276,8 @@ public final class WAVReader: @unchecked Sendable {
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: buffered writes; converting sample types goes through a
 /// 16 KiB scratch buffer.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
-public final class WAVWriter: @unchecked Sendable {
+/// Not `Sendable`: it has one owner; move it to another thread or task with `sending`.
+public final class WAVWriter {
     /// The destination path.
     public let path: String
     /// Sample frames per second of the file.

@@ -137,8 +137,8 @@ public struct Y4MHeader: Hashable, Sendable {
 /// time, never the whole file).
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: `readFrame` is a copy of the pixels from the page cache.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
-public final class Y4MReader: @unchecked Sendable {
+/// Not `Sendable`: it has one owner; move it to another thread or task with `sending`.
+public final class Y4MReader {
     /// The file being read, as given.
     public let path: String
     /// The parsed stream header.
@@ -252,8 +252,8 @@ public final class Y4MReader: @unchecked Sendable {
 /// only after `finish()`; `abort()` or deinit without `finish()` leaves nothing behind.
 /// Thread rule: one thread at a time; it may be handed to another thread between calls.
 /// Cost: one buffered copy of each frame's pixels.
-/// Sendable: no lock inside; safe because one thread at a time uses it, handed over with a lock, ring or join.
-public final class Y4MWriter: @unchecked Sendable {
+/// Not `Sendable`: it has one owner; move it to another thread or task with `sending`.
+public final class Y4MWriter {
     /// The destination path.
     public let path: String
     /// The header written at the top of the file.
