@@ -68,7 +68,7 @@ final class Flood: Sendable {
         try await befriend(alice, bob)
         let mac1Key = HandshakeMACs.mac1Key(bob.revue.core!.identity.publicKey)
         let packets = (0..<256).map { _ -> [UInt8] in
-            var d = Sodium.random(111)
+            var d = RandomBytes.bytes(111)
             d[0] = PacketType.handshakeInitiation.rawValue
             d[1] = revueProtocolVersion
             return d + Sodium.keyedBlake2b(key: mac1Key, d) + [UInt8](repeating: 0, count: 16)
@@ -159,18 +159,19 @@ final class Flood: Sendable {
             case 0:
                 let k = i / 8 % real.count
                 // Each with a full datagram of fresh tags.
-                let tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
+                let tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in RandomBytes.bytes(16) }
                 packets.append(
                     RendezvousClient.registration(
                         keys: real[k], timestamp: UInt64(i + 10), cookie: cookie, macKey: macKeys[k], tags: tags))
             case 1, 2, 3:
                 packets.append(
                     RendezvousClient.registration(
-                        keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: cookie, macKey: Sodium.random(32)))
+                        keys: KeyPair(secret: RandomBytes.bytes(32)), timestamp: 5, cookie: cookie, macKey: RandomBytes.bytes(32))
+                )
             default:
                 packets.append(
                     RendezvousClient.registration(
-                        keys: KeyPair(secret: Sodium.random(32)), timestamp: 5, cookie: Sodium.random(16), macKey: nil))
+                        keys: KeyPair(secret: RandomBytes.bytes(32)), timestamp: 5, cookie: RandomBytes.bytes(16), macKey: nil))
             }
         }
         let total = 1_000_000, rate = 100_000.0
@@ -200,7 +201,7 @@ final class Flood: Sendable {
         let late = try RendezvousClient(nodePort: port, host: "127.1.0.1")
         defer { late.close() }
         #expect(await late.register())
-        warm.tags = [Sodium.random(16)]
+        warm.tags = [RandomBytes.bytes(16)]
         #expect(await warm.register())
         #expect(await warm.registerOnce())
         #expect(await late.lookup(warm.tags[0]) == warm.endpoint)

@@ -33,7 +33,7 @@ final class ByteCounters {
 /// A LAN announcement carrying `tags` (padded with random ones to a multiple of 8) at `port`.
 func announce(_ tags: [[UInt8]], port: UInt16) -> [UInt8] {
     var all = tags
-    while all.count % 8 != 0 { all.append(Sodium.random(16)) }
+    while all.count % 8 != 0 { all.append(RandomBytes.bytes(16)) }
     var w = ByteWriter()
     w.u8(PacketType.lanAnnounce.rawValue)
     w.u8(revueProtocolVersion)
@@ -71,7 +71,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         defer { attacker.close() }
         var sent = 0
         for p in sinks.ports {
-            let a = announce([Sodium.random(16)], port: p)
+            let a = announce([RandomBytes.bytes(16)], port: p)
             attacker.send(a, to: SocketAddress(ip: 0x7F00_0001, port: port))
             sent += a.count
         }
@@ -177,9 +177,9 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion)
             w.u64((bob.revue.core!.nodeStates.values.first!.pendingLookups.last?.nonce ?? 0) | 1 << 63)
             var plain = ByteWriter()
-            plain.append(bob.revue.core!.nodeStates.values.first!.pendingLookups.last?.tag ?? Sodium.random(16))
+            plain.append(bob.revue.core!.nodeStates.values.first!.pendingLookups.last?.tag ?? RandomBytes.bytes(16))
             plain.u8(1); plain.u32(0x7F00_0001); plain.u16(sinks.ports[0]); plain.u8(1); plain.u16(0)
-            w.append(Sodium.seal(key: Sodium.random(32), nonce: 1, ad: w.bytes, plaintext: plain.bytes))
+            w.append(Sodium.seal(key: RandomBytes.bytes(32), nonce: 1, ad: w.bytes, plaintext: plain.bytes))
             for _ in 0..<20 {
                 raw.send(
                     w.bytes, from: SocketAddress(ip: 0x7F00_0001, port: node.port),
@@ -200,11 +200,11 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             defer { peer.remove() }
             let core = peer.revue.core!
             let nodeAddress = SocketAddress(ip: 0xCB00_7105, port: 9)
-            let macKey = Sodium.random(32)
+            let macKey = RandomBytes.bytes(32)
             let friend = KeyPair()
-            let tag = Sodium.random(16)
+            let tag = RandomBytes.bytes(16)
             core.nodeStates[nodeAddress] = SessionCore.NodeState(
-                nodeKey: Sodium.random(32), macKey: SecretKeyBytes(macKey), token: Sodium.random(16),
+                nodeKey: RandomBytes.bytes(32), macKey: SecretKeyBytes(macKey), token: RandomBytes.bytes(16),
                 pendingLookups: [7, 8].map { .init(nonce: $0, tag: tag, friendId: Hex.encode(friend.publicKey)) })
             try peer.revue.friends.addFriendNorequest(friendId: Hex.encode(friend.publicKey))
             for (nonce, ip): (UInt64, UInt32) in [(7, 0xC0A8_0107), (8, 0xC633_6407)] {
@@ -273,7 +273,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         #expect(await c.register())
         let refused = node.refusedForLimits
         for _ in 0..<20 {
-            c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
+            c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in RandomBytes.bytes(16) }
             #expect(await c.registerOnce())
         }
         #expect(node.tagCount == RendezvousNode.maxTagsPerEntry)
@@ -283,7 +283,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         c.timestamp += 1
         let big = RendezvousClient.registration(
             keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
-            tags: (0...RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) })
+            tags: (0...RendezvousAuth.maxTagsPerRegistration).map { _ in RandomBytes.bytes(16) })
         c.socket.send(big, to: c.node)
         await settle(0.2)
         #expect(node.droppedPackets == dropped + 1)
@@ -309,7 +309,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             clients.append(c)
             #expect(await c.register())
             for _ in 0..<(RendezvousNode.maxTagsPerEntry / RendezvousAuth.maxTagsPerRegistration) {
-                c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in Sodium.random(16) }
+                c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in RandomBytes.bytes(16) }
                 c.timestamp += 1
                 c.socket.send(
                     RendezvousClient.registration(
@@ -322,7 +322,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         #expect(node.tagCount == RendezvousNode.maxTagsPerPrefix)
         let other = try RendezvousClient(nodePort: node.port, host: "127.1.0.1")
         defer { other.close() }
-        other.tags = [Sodium.random(16)]
+        other.tags = [RandomBytes.bytes(16)]
         #expect(await other.register())
         #expect(await other.registerOnce())
         #expect(node.tagCount == RendezvousNode.maxTagsPerPrefix + 1)
@@ -369,7 +369,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let known = try #require(core.nodeStates[nodeAddress]?.nodeKey)
         var w = ByteWriter()
         w.u8(PacketType.rendezvousRegistered.rawValue); w.u8(revueProtocolVersion); w.u8(0)
-        w.u32(0x7F00_0001); w.u16(bob.revue.port); w.append(KeyPair().publicKey); w.append(Sodium.random(16));
+        w.u32(0x7F00_0001); w.u16(bob.revue.port); w.append(KeyPair().publicKey); w.append(RandomBytes.bytes(16));
         w.append([UInt8](repeating: 0, count: 16))
         let forged = core.counters.droppedForged
         core.handle(w.bytes, from: nodeAddress)
@@ -438,9 +438,9 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let tags = try #require(aliceCore.relayTags(for: bob.revue.core!.identity.publicKey))
         var w = ByteWriter()
         w.u8(PacketType.relaySend.rawValue); w.u8(revueProtocolVersion)
-        w.append(aliceCore.nodeStates[nodeAddress]!.registrationKeys.publicKey); w.append(Sodium.random(16))
+        w.append(aliceCore.nodeStates[nodeAddress]!.registrationKeys.publicKey); w.append(RandomBytes.bytes(16))
         w.append(tags.target); w.append(tags.source)
-        w.append([PacketType.transportData.rawValue] + Sodium.random(40))
+        w.append([PacketType.transportData.rawValue] + RandomBytes.bytes(40))
         for _ in 0..<10 { raw.send(w.bytes, from: aliceEndpoint, to: nodeAddress) }
         await bob.wait("refused and dropped") { node.refusedRegistrations - refused >= 2 && node.droppedPackets - dropped >= 10 }
         // Alice's relayed traffic still reaches Bob as hers.
@@ -578,7 +578,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         try peer.start()
         #expect(peer.id == id, "the secret was written from the zeroing storage")
         #expect(peer.revue.core!.profile.secretKey.isEmpty, "loaded profile: no hex secret kept")
-        var source = Sodium.random(32)
+        var source = RandomBytes.bytes(32)
         let copy = source
         let key = SecretKeyBytes(wiping: &source)
         #expect(source.allSatisfy { $0 == 0 } && key.exposedCopy == copy)
@@ -586,7 +586,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         #expect(key.isZero)
         // DH results and chaining keys are wiped by MixKey.
         var symmetric = NoiseSymmetricState(protocolName: NoiseIKHandshake.protocolName)
-        var dh = Sodium.random(32)
+        var dh = RandomBytes.bytes(32)
         symmetric.mixKey(&dh)
         #expect(dh.allSatisfy { $0 == 0 })
 

@@ -48,7 +48,7 @@ import Testing
         let stranger = try RendezvousClient(nodePort: node.port)
         defer { stranger.close() }
         // Unregistered: no MAC key, and a lookup with a made-up one gets no answer.
-        stranger.macKey = Sodium.random(32)
+        stranger.macKey = RandomBytes.bytes(32)
         #expect(await stranger.lookup(requestTag(of: bob)) == nil)
         #expect(node.droppedPackets >= 1)
         // The cookie round: the first registration is refused with a cookie, no X25519 spent.

@@ -120,7 +120,7 @@ import Testing
         let mac1Key = HandshakeMACs.mac1Key(bob.revue.core!.identity.publicKey)
         // Without mac1: one BLAKE2b each, dropped as forged, no answer.
         for _ in 0..<300 {
-            var d = Sodium.random(160)
+            var d = RandomBytes.bytes(160)
             d[0] = PacketType.handshakeInitiation.rawValue
             d[1] = revueProtocolVersion
             attacker.send(d, to: target)
@@ -130,7 +130,7 @@ import Testing
         // With a valid mac1 (anyone knowing Bob's key can make it): past half the load bucket
         // each gets a 46-byte cookie reply instead of four X25519.
         for _ in 0..<1500 {
-            var d = Sodium.random(111)
+            var d = RandomBytes.bytes(111)
             d[0] = PacketType.handshakeInitiation.rawValue
             d[1] = revueProtocolVersion
             d += Sodium.keyedBlake2b(key: mac1Key, d) + [UInt8](repeating: 0, count: 16)
@@ -152,7 +152,7 @@ import Testing
         let mac1Key = HandshakeMACs.mac1Key(me.publicKey)
         let from = SocketAddress(ip: 0x7F00_0001, port: 4242)
         func initiation(cookie: [UInt8]? = nil, badMac1: Bool = false) -> [UInt8] {
-            var d = Sodium.random(111)
+            var d = RandomBytes.bytes(111)
             d[0] = PacketType.handshakeInitiation.rawValue
             d[1] = revueProtocolVersion
             var mac1 = Sodium.keyedBlake2b(key: mac1Key, d)
@@ -166,15 +166,15 @@ import Testing
         #expect(!screen(initiation()) && gate.cookieReplies.load(ordering: .relaxed) == 1, "under load: a cookie reply instead")
         let cookie = gate.cookie(for: HandshakeMACs.endpointBytes(from))
         #expect(screen(initiation(cookie: cookie)), "a valid mac2 passes under load")
-        #expect(!screen(initiation(cookie: Sodium.random(16))), "a made-up cookie does not")
+        #expect(!screen(initiation(cookie: RandomBytes.bytes(16))), "a made-up cookie does not")
         gate.rotate()
         #expect(screen(initiation(cookie: cookie)), "the previous cookie stays valid once")
         gate.rotate()
         #expect(!screen(initiation(cookie: cookie)), "and not twice")
         // Other datagrams pass untouched.
-        #expect([PacketType.transportData.rawValue, 0x00, 0x80].allSatisfy { b in screen([b] + Sodium.random(60)) })
+        #expect([PacketType.transportData.rawValue, 0x00, 0x80].allSatisfy { b in screen([b] + RandomBytes.bytes(60)) })
         #expect(
-            gate.cookieReply(senderIndex: 1, mac1: Sodium.random(16), cookieInput: [1]).count == 46,
+            gate.cookieReply(senderIndex: 1, mac1: RandomBytes.bytes(16), cookieInput: [1]).count == 46,
             "smaller than any initiation (143)")
     }
 }

@@ -35,11 +35,8 @@ package final class SecretKeyBytes: @unchecked Sendable, Equatable {
         Sodium.wipe(&bytes)
     }
 
-    /// The bytes in place, valid while this object lives (keep a reference to it meanwhile).
-    package var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(buffer) }
-
-    /// Reads the bytes without copying them out.
-    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    /// Reads the bytes in place, without copying them out; the pointer is valid only in `body`.
+    package func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try body(UnsafeRawBufferPointer(buffer))
     }
 

@@ -9,12 +9,6 @@ package enum Sodium {
     /// Whether libsodium initialised (its one `sodium_init`, shared with `RandomBytes`).
     package static var ready: Bool { sodiumInitStatus >= 0 }
 
-    /// `count` bytes from the system CSPRNG (`RandomBytes`).
-    package static func random(_ count: Int) -> [UInt8] { RandomBytes.bytes(count) }
-
-    /// A uniformly random UInt32 (`RandomBytes`).
-    package static func randomUInt32() -> UInt32 { RandomBytes.uint32() }
-
     /// `count` random bytes straight into zeroing storage (cookie secrets, SRTP keys).
     package static func randomSecret(_ count: Int) -> SecretKeyBytes {
         SecretKeyBytes(count: count) { RandomBytes.fill($0) }
@@ -222,7 +216,7 @@ package enum Sodium {
     /// `crypto_secretbox_easy` (XSalsa20-Poly1305) with a fresh random 24-byte nonce: nonce + box.
     package static func secretbox(key: [UInt8], _ plaintext: [UInt8]) -> [UInt8] {
         precondition(ready && key.count == 32)
-        let nonce = random(24)
+        let nonce = RandomBytes.bytes(24)
         var out = [UInt8](repeating: 0, count: plaintext.count + 16)
         _ = out.withUnsafeMutableBufferPointer { o in
             plaintext.withUnsafeBufferPointer { p in

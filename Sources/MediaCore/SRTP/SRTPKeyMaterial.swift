@@ -114,15 +114,15 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     }
 
     /// A copy of the master key bytes.
-    public var masterKey: [UInt8] { Array(secret.bytes[0..<suite.masterKeyLength]) }
+    public var masterKey: [UInt8] { secret.withUnsafeBytes { Array($0[0..<suite.masterKeyLength]) } }
     /// A copy of the master salt bytes.
-    public var masterSalt: [UInt8] { Array(secret.bytes[suite.masterKeyLength...]) }
+    public var masterSalt: [UInt8] { secret.withUnsafeBytes { Array($0[suite.masterKeyLength...]) } }
     /// A copy of key||salt, the layout libsrtp and `inline:` use.
-    public var keyAndSalt: [UInt8] { Array(secret.bytes) }
+    public var keyAndSalt: [UInt8] { secret.exposedCopy }
 
     /// Calls `body` with key||salt in place, without copying (for `SRTPContext`).
     func withKeyAndSalt<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        try body(secret.bytes)
+        try secret.withUnsafeBytes(body)
     }
 
     // MARK: RFC 4568 inline form
@@ -131,7 +131,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// RFC 4648 section 4 with padding), then `|lifetime` (written `2^n` when a power of two) and
     /// `|mki:length` when set. Contains the key: send it only over an encrypted channel.
     public var inlineKeyParams: String {
-        var text = "inline:" + SRTPInlineBase64.encode(secret.bytes)
+        var text = "inline:" + secret.withUnsafeBytes { SRTPInlineBase64.encode($0) }
         if let lifetime {
             if lifetime != 0 && lifetime & (lifetime - 1) == 0 {
                 text += "|2^\(lifetime.trailingZeroBitCount)"
@@ -248,11 +248,12 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     public var fingerprint: String {
         RandomBytes.ensureInitialized()
         var digest = [UInt8](repeating: 0, count: Int(crypto_generichash_BYTES_MIN))
-        let input = secret.bytes
-        _ = crypto_generichash(
-            &digest, digest.count,
-            input.baseAddress!.assumingMemoryBound(to: UInt8.self),
-            UInt64(input.count), nil, 0)
+        secret.withUnsafeBytes { input in
+            _ = crypto_generichash(
+                &digest, digest.count,
+                input.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                UInt64(input.count), nil, 0)
+        }
         return digest.prefix(4).map { byte in
             let hex = String(byte, radix: 16)
             return hex.count == 1 ? "0" + hex : hex
@@ -285,7 +286,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// Equal when suite, lifetime, MKI and bytes match; the bytes are compared in constant time.
     public static func == (a: SRTPKeyMaterial, b: SRTPKeyMaterial) -> Bool {
         guard a.suite == b.suite, a.lifetime == b.lifetime, a.mki == b.mki else { return false }
-        return a.secret === b.secret || a.secret == b.secret
+        return a.secret == b.secret
     }
 }
 

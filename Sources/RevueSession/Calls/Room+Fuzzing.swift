@@ -95,8 +95,8 @@ extension SessionCore {
         guard let f = friends[friendId] else { return }
         if f.current == nil {
             f.current = TransportSession(
-                localIndex: Sodium.randomUInt32(), remoteIndex: Sodium.randomUInt32(),
-                keys: (SecretKeyBytes(Sodium.random(32)), SecretKeyBytes(Sodium.random(32))),
+                localIndex: RandomBytes.uint32(), remoteIndex: RandomBytes.uint32(),
+                keys: (SecretKeyBytes(RandomBytes.bytes(32)), SecretKeyBytes(RandomBytes.bytes(32))),
                 isInitiator: true, created: monotonicNow())
         }
         f.lastReceived = monotonicNow()

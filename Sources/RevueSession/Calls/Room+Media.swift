@@ -267,7 +267,7 @@ extension Room {
     /// distinct SSRCs.
     func freshSSRC() -> UInt32 {
         while true {
-            let ssrc = Sodium.randomUInt32()
+            let ssrc = RandomBytes.uint32()
             if ssrc != 0, usedSSRCs.insert(ssrc).inserted { return ssrc }
         }
     }

@@ -99,10 +99,9 @@ final class SFUMedia {
     var negotiated: Set<TrackKind> = []
     /// Capturers of our tracks on `publisher`.
     var capturers: [TrackKind: AnyObject] = [:]
-    /// Feeds Janus says are publishing now, and the codecs of each (what changes when a
+    /// Feeds Janus says are publishing now, with the codecs of each (what changes when a
     /// publisher adds or removes a track).
-    var live: Set<UInt64> = []
-    var feedCodecs: [UInt64: [String]] = [:]
+    var liveFeeds: [UInt64: [String]] = [:]
     /// The feed each remote participant announced, and our subscription to it.
     var remoteFeeds: [String: UInt64] = [:]
     var subscriptions: [String: SFUSubscription] = [:]
@@ -381,8 +380,7 @@ extension Room {
         sfu.handle = handle
         sfu.privateID = joined.privateID
         sfu.feed = joined.id
-        sfu.live = Set(joined.publishers.map(\.id))
-        for p in joined.publishers { sfu.feedCodecs[p.id] = p.codecs }
+        for p in joined.publishers { sfu.liveFeeds[p.id] = p.codecs }
         if sfu.closed {
             try? await handle.leave()
             await session.destroy()
@@ -397,18 +395,16 @@ extension Room {
                         // A live feed listed again changed its streams (a camera turned on or
                         // off): Janus does not renegotiate existing subscriptions, so ours to it
                         // is made afresh.
-                        if sfu.live.contains(p.id), sfu.feedCodecs[p.id] != p.codecs,
+                        if let codecs = sfu.liveFeeds[p.id], codecs != p.codecs,
                             let (id, sub) = sfu.subscriptions.first(where: { $0.value.feed == p.id })
                         {
                             sfu.subscriptions[id] = nil
                             sub.close()
                         }
-                        sfu.live.insert(p.id)
-                        sfu.feedCodecs[p.id] = p.codecs
+                        sfu.liveFeeds[p.id] = p.codecs
                     }
                 case .unpublished(let id), .leaving(let id):
-                    sfu.live.remove(id)
-                    sfu.feedCodecs[id] = nil
+                    sfu.liveFeeds[id] = nil
                 default: continue
                 }
                 self.sfuReconcile()
@@ -456,7 +452,7 @@ extension Room {
         var desired: [String: UInt64] = [:]
         if localParticipant.mode.receives {
             for (id, p) in remoteParticipants {
-                guard p.mode.sends, let feed = sfu.remoteFeeds[id], sfu.live.contains(feed),
+                guard p.mode.sends, let feed = sfu.remoteFeeds[id], sfu.liveFeeds[feed] != nil,
                     p.remoteTrackPublications.contains(where: { $0.wanted })
                 else { continue }
                 desired[id] = feed

@@ -264,7 +264,7 @@ public final class Room {
 
     /// A 64-bit random identifier in hex.
     static func randomId() -> String {
-        String(format: "%08X%08X", Sodium.randomUInt32(), Sodium.randomUInt32())
+        String(format: "%08X%08X", RandomBytes.uint32(), RandomBytes.uint32())
     }
 }
 

@@ -14,7 +14,7 @@ package final class KeyPair: Sendable {
 
     /// A fresh key pair from the system CSPRNG (the random bytes are zeroed after the copy).
     convenience init() {
-        var bytes = Sodium.random(32)
+        var bytes = RandomBytes.bytes(32)
         self.init(secret: SecretKeyBytes(wiping: &bytes))
     }
 

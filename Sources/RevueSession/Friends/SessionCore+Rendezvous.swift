@@ -239,7 +239,7 @@ extension SessionCore {
         var out: [[UInt8]] = []
         for start in stride(from: 0, to: tags.count, by: PrivacyTags.maxLANTags) {
             var chunk = Array(tags[start..<min(tags.count, start + PrivacyTags.maxLANTags)])
-            while chunk.count % 8 != 0 { chunk.append(Sodium.random(16)) }
+            while chunk.count % 8 != 0 { chunk.append(RandomBytes.bytes(16)) }
             var w = ByteWriter(capacity: 5 + 16 * chunk.count)
             w.u8(PacketType.lanAnnounce.rawValue)
             w.u8(revueProtocolVersion)

@@ -45,7 +45,7 @@ extension SessionCore {
     func newIndex() -> UInt32 {
         if let indexSeam { return indexSeam() }
         while true {
-            let i = Sodium.randomUInt32()
+            let i = RandomBytes.uint32()
             if i != 0 && indices[i] == nil { return i }
         }
     }

@@ -215,7 +215,7 @@ package final class SessionCore {
         } else {
             identity = KeyPair()
             store.secret = identity.secret
-            profile = StoredProfile(secretKey: "", nospam: Sodium.randomUInt32())
+            profile = StoredProfile(secretKey: "", nospam: RandomBytes.uint32())
             guard store.save(profile) else {
                 store.close()
                 throw RevueError(.dataDirectory, "cannot write \(store.path)")
@@ -239,7 +239,7 @@ package final class SessionCore {
         } else {
             lanSocket = nil
         }
-        streamEpoch = max(1, Sodium.randomUInt32())
+        streamEpoch = max(1, RandomBytes.uint32())
         for f in profile.friends {
             let key = RevueAddress.parseFriendId(f.id)!
             let state = FriendState(key: key, stored: f)

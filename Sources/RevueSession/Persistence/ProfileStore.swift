@@ -188,7 +188,7 @@ final class ProfileStore {
         if profile.secretKey.isEmpty, let secret { profile.secretKey = Hex.encode(secret.exposedCopy) }
         if let passphrase {
             if sealed == nil {
-                let salt = Sodium.random(Sodium.passphraseSaltLength)
+                let salt = RandomBytes.bytes(Sodium.passphraseSaltLength)
                 let limits = Self.sealingLimits
                 guard var secret = Hex.decode(profile.secretKey),
                     let key = Sodium.passphraseKey(passphrase, salt: salt, opsLimit: limits.ops, memLimit: limits.mem)

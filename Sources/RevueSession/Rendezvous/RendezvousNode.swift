@@ -392,7 +392,7 @@ public final class RendezvousNode {
                 tagsPerPrefix[e.endpoint.prefixKey, default: e.tags.count] -= e.tags.count
                 tagsPerPrefix[from.prefixKey, default: 0] += e.tags.count
                 e.endpoint = from
-                e.token = Sodium.random(16)
+                e.token = RandomBytes.bytes(16)
             }
         } else {
             guard entries.count < Self.maxEntries, perPrefix[from.prefixKey, default: 0] < Self.maxEntriesPerPrefix else {
@@ -402,7 +402,7 @@ public final class RendezvousNode {
             perPrefix[from.prefixKey, default: 0] += 1
             e = Entry(
                 endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
-                token: Sodium.random(16), relayTokens: Self.relayBurst, relayAt: now)
+                token: RandomBytes.bytes(16), relayTokens: Self.relayBurst, relayAt: now)
         }
         e.status = status
         e.lastSeen = now

@@ -61,7 +61,7 @@ final class HandshakeGate: @unchecked Sendable {
     /// The 46-byte cookie reply to an initiation from `input`'s endpoint.
     func cookieReply(senderIndex: UInt32, mac1: [UInt8], cookieInput: [UInt8]) -> [UInt8] {
         let cookie = cookie(for: cookieInput)
-        let nonce = UInt64(Sodium.randomUInt32()) << 32 | UInt64(Sodium.randomUInt32())
+        let nonce = UInt64(RandomBytes.uint32()) << 32 | UInt64(RandomBytes.uint32())
         var w = ByteWriter(capacity: 46)
         w.u8(PacketType.cookieReply.rawValue)
         w.u8(revueProtocolVersion)
