@@ -37,7 +37,7 @@ final class SessionSocket: @unchecked Sendable {
         let drops = Atomic<Int>(0)
     }
 
-    /// Creates and binds the socket (1 MiB receive buffer, broadcast allowed); `reusePort` lets
+    /// Creates and binds the socket (4 MiB receive buffer, broadcast allowed); `reusePort` lets
     /// several instances on one host share the LAN discovery port. An IPv6 host ("::" for every
     /// interface) makes an IPv6-only socket. Throws `.invalidConfiguration` for a host that is not
     /// an address or resolvable name, `.socket` with the kernel's reason otherwise.
@@ -48,7 +48,9 @@ final class SessionSocket: @unchecked Sendable {
         family = bindAddress.family
         var options = UDPSocket.Options()
         options.nonBlocking = true
-        options.receiveBufferSize = 1 << 20
+        // Room for about 160 ms of a 50,000/s handshake flood (the kernel doubles the request up
+        // to net.core.rmem_max): a reader descheduled that long loses nothing.
+        options.receiveBufferSize = 4 << 20
         options.reuseAddress = reusePort
         do {
             let s = try UDPSocket(family: bindAddress.family, options: options)
