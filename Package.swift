@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "RevueSDK", dependencies: ["MediaCore", "RevueSession"]),
         .target(name: "RevueMedia", dependencies: ["MediaCore"]),
         // The argument parser, help text and exit statuses shared by the four executables.
-        .target(name: "RevueCommandLine"),
+        .target(name: "RevueCommandLine", dependencies: ["MediaCore"]),
         .executableTarget(name: "revue-media", dependencies: ["MediaCore", "RevueSession", "RevueCommandLine"]),
         // revue-node's command-line protocol (JSON lines to typed commands), a library so that
         // fuzz-node-command can reach it.

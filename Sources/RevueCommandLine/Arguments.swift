@@ -1,7 +1,11 @@
 // The one command-line parser of Revue's executables (revue-media, revue-node, revue-bench,
 // revue-soak): options described once as `OptionSpec`s, from which both the parsing and the
 // `--help` text come; typed errors with fixed exit statuses (`runTool`).
-import Foundation
+import MediaCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A usage error (an unknown option, a missing or malformed value): exit status 2.
 package struct UsageError: Error, CustomStringConvertible {
@@ -72,9 +76,9 @@ package struct CommandSpec: Sendable {
         }
         let width = min(32, (shown.map(\.count).max() ?? 0) + 2)
         for (o, s) in zip(options, shown) {
-            lines.append("  " + s.padding(toLength: max(width, s.count + 2), withPad: " ", startingAt: 0) + o.help)
+            lines.append("  " + s.padded(to: max(width, s.count + 2)) + o.help)
         }
-        lines.append("  " + "-h, --help".padding(toLength: width, withPad: " ", startingAt: 0) + "show this help")
+        lines.append("  " + "-h, --help".padded(to: width) + "show this help")
         if !epilogue.isEmpty { lines += ["", epilogue] }
         return lines.joined(separator: "\n")
     }
@@ -180,7 +184,7 @@ package struct Arguments {
 
     /// Parses a number with an optional k (1e3), M (1e6) or G (1e9) suffix.
     package static func parseNumber(_ s: String) -> Double? {
-        var text = s.trimmingCharacters(in: .whitespaces)
+        var text = s.trimmingWhitespace
         var scale = 1.0
         switch text.last {
         case "k", "K": scale = 1e3; text.removeLast()
@@ -203,10 +207,10 @@ package func runTool(_ tool: String, _ body: () throws -> Int32) -> Never {
         print(help.text)
         exit(0)
     } catch let error as UsageError {
-        FileHandle.standardError.write(Data("\(tool): \(error)\nrun '\(tool) --help' for usage\n".utf8))
+        StandardStream.error("\(tool): \(error)\nrun '\(tool) --help' for usage\n")
         exit(2)
     } catch {
-        FileHandle.standardError.write(Data("\(tool): \(error)\n".utf8))
+        StandardStream.error("\(tool): \(error)\n")
         exit(1)
     }
 }

@@ -1,9 +1,14 @@
+package import MediaCore
+public import RevueSession
+
 // The revue-node command protocol (docs/revue-node.md): one JSON object per stdin line, turned
 // into a typed command or an error event. revue-node runs the commands; the fuzz target
 // fuzz-node-command (Fuzz/, docs/robustness.md) feeds it arbitrary lines.
-import Foundation
-package import MediaCore
-public import RevueSession
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One revue-node command, with the fields it takes already checked and typed.
 /// Fields the old untyped code looked up later (a friend that must be in the call) stay optional,
@@ -82,9 +87,6 @@ public struct NodeCommandID: Sendable, Equatable, Codable {
 
     /// Writes the id's JSON value.
     public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
-
-    /// The value for a reply object written with `JSONSerialization`.
-    public var value: Any { json.foundationValue }
 }
 
 /// A parsed command line: the command name as sent, its id, and the typed command.
@@ -117,11 +119,11 @@ public struct NodeCommandError: Error, Sendable, Equatable {
     /// Extra string fields of the event (`"field"` for `missingField`, `"detail"` for `invalidCommand`).
     public var fields: [String: String]
 
-    /// The error event as a JSON object for `JSONSerialization`: `event`, `error`, `cmd`, `id`, fields.
+    /// The error event as a JSON object (see `JSONValue(any:)`): `event`, `error`, `cmd`, `id`, fields.
     public var event: [String: Any] {
         var o: [String: Any] = ["event": "error", "error": error]
         if let name { o["cmd"] = name }
-        if let id { o["id"] = id.value }
+        if let id { o["id"] = id.json }
         for (k, v) in fields { o[k] = v }
         return o
     }
@@ -142,7 +144,7 @@ public enum NodeCommandLine {
 
     /// Parses one line: blank, a typed command, or the error event to print.
     public static func parse(_ line: String) -> Parsed {
-        guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { return .blank }
+        guard !line.trimmingWhitespace.isEmpty else { return .blank }
         do {
             return .request(try JSONDecoder().decode(NodeRequest.self, from: Data(line.utf8)))
         } catch let error as NodeCommandError {

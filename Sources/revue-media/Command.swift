@@ -1,8 +1,17 @@
-import Foundation
 // The command table and what every command shares: --help, --quiet, file kinds by extension.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One `revue-media` command.
 protocol Command {
@@ -22,7 +31,9 @@ enum MediaFileKind: String {
 
     /// From the file name's extension: `.y4m`, `.wav`, `.ivf`, `.ogg`/`.opus`, `.sdp`, `.pcap`.
     init?(extensionOf path: String) {
-        switch (path as NSString).pathExtension.lowercased() {
+        let name = path.split(separator: "/").last ?? ""
+        let fileExtension = name.lastIndex(of: ".").map { name[name.index(after: $0)...] } ?? ""
+        switch fileExtension.lowercased() {
         case "y4m": self = .y4m
         case "wav", "wave": self = .wav
         case "ivf": self = .ivf
@@ -36,15 +47,17 @@ enum MediaFileKind: String {
     /// From the first bytes of the file; nil when they match no format read here. Throws for a
     /// missing or unreadable file, naming it.
     static func sniff(_ path: String) throws -> MediaFileKind? {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            var isDir: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDir) {
-                throw InputError(description: isDir.boolValue ? "\(path): is a directory" : "\(path): permission denied")
-            }
-            throw InputError(description: "\(path): no such file")
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw InputError(description: errno == EACCES ? "\(path): permission denied" : "\(path): no such file")
         }
-        defer { try? handle.close() }
-        let head = [UInt8]((try? handle.read(upToCount: 16)) ?? Data())
+        if info.st_mode & S_IFMT == S_IFDIR { throw InputError(description: "\(path): is a directory") }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw InputError(description: "\(path): permission denied") }
+        defer { close(fd) }
+        var head = [UInt8](repeating: 0, count: 16)
+        let count = head.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        head.removeLast(16 - max(0, count))
         func starts(_ s: String) -> Bool { head.starts(with: Array(s.utf8)) }
         if starts("YUV4MPEG2") { return .y4m }
         if starts("RIFF") || starts("RF64") { return .wav }
@@ -68,15 +81,16 @@ func wantsHelp(_ args: [String]) -> Bool { args.contains("--help") || args.conta
 /// Checks that an output's directory exists, so the error names the output rather than a
 /// temporary file.
 func checkOutputDirectory(_ path: String, option: String = "-o") throws {
-    let dir = (path as NSString).deletingLastPathComponent
-    var isDir: ObjCBool = false
+    let slash = path.lastIndex(of: "/")
+    let dir = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? ""
+    var isDir = false
     if !dir.isEmpty {
         if !FileManager.default.fileExists(atPath: dir, isDirectory: &isDir) {
             throw InputError(description: "\(path): directory \(dir) does not exist")
         }
-        if !isDir.boolValue { throw InputError(description: "\(path): \(dir) is not a directory") }
+        if !isDir { throw InputError(description: "\(path): \(dir) is not a directory") }
     }
-    if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue {
+    if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir {
         throw InputError(description: "\(path): is a directory")
     }
 }

@@ -1,8 +1,13 @@
-import Foundation
 // `revue-media decode`: IVF (VP8/VP9) to Y4M, Ogg Opus to WAV.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 enum DecodeCommand: Command {
     static let name = "decode"

@@ -1,10 +1,15 @@
-import Foundation
 // `revue-media demo`: a whole call in one process over real loopback UDP: a synthetic camera and
 // microphone, the sender, SRTP, the impairment relay at mild settings, the receiver; then what
 // arrived is measured against what was sent.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -43,7 +48,7 @@ enum DemoCommand: Command {
     /// Sendable: every field is used under `lock` while media flows, and read without it only after the pipelines
     /// stopped (their threads joined).
     final class Measurements: @unchecked Sendable {
-        let lock = NSLock()
+        let lock = Lock()
         var captureNs: [Int: UInt64] = [:]
         var latenciesMs: [Double] = []
         var psnr: [Double] = []
@@ -80,12 +85,12 @@ enum DemoCommand: Command {
         if let problem = impairment.problem { throw UsageError(description: problem) }
 
         // Output directory.
-        var isDir: ObjCBool = false
+        var isDir = false
         if FileManager.default.fileExists(atPath: outDir, isDirectory: &isDir) {
-            guard isDir.boolValue else { throw InputError(description: "\(outDir): exists and is not a directory") }
+            guard isDir else { throw InputError(description: "\(outDir): exists and is not a directory") }
         } else {
             do { try FileManager.default.createDirectory(atPath: outDir, withIntermediateDirectories: true) } catch {
-                throw InputError(description: "\(outDir): cannot create the output directory: \(error.localizedDescription)")
+                throw InputError(description: "\(outDir): cannot create the output directory: \(error)")
             }
         }
         let videoPath = "\(outDir)/received.ivf", audioPath = "\(outDir)/received.ogg", statsPath = "\(outDir)/stats.json"
@@ -257,19 +262,19 @@ enum DemoCommand: Command {
             Console.out(stats.rendered())
         } else {
             func row(_ name: String, _ a: String, _ b: String, _ c: String) -> String {
-                name.padding(toLength: 16, withPad: " ", startingAt: 0) + a.padding(toLength: 14, withPad: " ", startingAt: 0)
-                    + b.padding(toLength: 14, withPad: " ", startingAt: 0) + c
+                name.padded(to: 16) + a.padded(to: 14)
+                    + b.padded(to: 14) + c
             }
             Console.out(
                 """
-                demo: \(String(format: "%.1f", elapsed)) s call over loopback UDP, SRTP \(key.suite), relay loss \(impairment.loss * 100) %, delay \(Int(impairment.delayMilliseconds)) ms, jitter \(Int(impairment.jitterMilliseconds)) ms
+                demo: \(elapsed.fixed(1)) s call over loopback UDP, SRTP \(key.suite), relay loss \(impairment.loss * 100) %, delay \(Int(impairment.delayMilliseconds)) ms, jitter \(Int(impairment.jitterMilliseconds)) ms
                 \(row("", "sent", "received", "recovered / lost"))
                 \(row("video frames", "\(v.frames.load(ordering: .relaxed))", "\(vin.framesDecoded)", "\(max(0, Int(vin.keyFramesDecoded) - 1)) keyframes on PLI, \(vin.freezeCount) freezes"))
                 \(row("video packets", "\(v.packets.load(ordering: .relaxed))", "\(vin.packetsReceived)", "\(retransmitted) resent on NACK / \(vin.packetsLost) lost"))
                 \(row("audio packets", "\(a.packets.load(ordering: .relaxed))", "\(ain.packetsReceived)", "\(fecSamples / 960) by FEC / \(ain.packetsLost) lost"))
-                video quality   PSNR \(String(format: "%.2f", psnrMean)) dB mean, \(String(format: "%.2f", psnrMin)) dB min over \(m.psnr.count) frames identified by bar code
-                audio quality   SNR \(String(format: "%.2f", snr)) dB, correlation \(String(format: "%.3f", correlation)) (lag \(lag) samples)
-                latency         capture to decoded frame p50 \(String(format: "%.1f", pct(0.5))) ms, p99 \(String(format: "%.1f", pct(0.99))) ms
+                video quality   PSNR \(psnrMean.fixed(2)) dB mean, \(psnrMin.fixed(2)) dB min over \(m.psnr.count) frames identified by bar code
+                audio quality   SNR \(snr.fixed(2)) dB, correlation \(correlation.fixed(3)) (lag \(lag) samples)
+                latency         capture to decoded frame p50 \(pct(0.5).fixed(1)) ms, p99 \(pct(0.99).fixed(1)) ms
                 bitrates        video \(Format.bitrate(videoBitrate)), audio \(Format.bitrate(audioBitrate))
                 files           \((written + [statsPath]).joined(separator: ", "))
                 """)

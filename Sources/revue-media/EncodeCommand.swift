@@ -1,8 +1,13 @@
-import Foundation
 // `revue-media encode`: Y4M or a video pattern to VP8/VP9 in IVF; WAV or an audio pattern to Ogg Opus.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 enum EncodeCommand: Command {
     static let name = "encode"

@@ -1,8 +1,13 @@
-import Foundation
 // The encode stages shared by `encode` and `demo`: frames to VP8/VP9, samples to Opus packets.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Video encoder settings from the command line.
 struct VideoEncodeOptions {

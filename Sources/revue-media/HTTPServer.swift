@@ -1,10 +1,17 @@
-import Foundation
 // A small HTTP/1.1 server over a TCP socket for `revue-media webrtc`: one request per
 // connection (the response closes it), bounded in every direction so that a bad client costs a
 // thread for at most the read timeout and a few dozen KiB, and never more than `maxConnections`
 // threads at once. Requests that break the limits or the grammar get 400, 405, 411, 413 or 431.
+import Dispatch
+import MediaCore
 import RevueCommandLine
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -128,7 +135,7 @@ final class HTTPServer: Sendable {
 
     /// Starts accepting on a thread of its own.
     func start() {
-        Thread { [self] in
+        _ = TransportThread(name: "revue.http.accept") { [self] in
             defer { acceptDone.signal() }
             while !stopping.load(ordering: .relaxed) {
                 var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -136,12 +143,12 @@ final class HTTPServer: Sendable {
                 let client = accept(fd, nil, nil)
                 guard client >= 0 else { continue }
                 open.wait()
-                Thread { [self] in
+                _ = TransportThread(name: "revue.http.connection") { [self] in
                     defer { open.signal() }
                     serve(client)
-                }.start()
+                }
             }
-        }.start()
+        }
     }
 
     /// Stops accepting and closes the listening socket; connections in progress finish.
@@ -228,7 +235,7 @@ final class HTTPServer: Sendable {
             guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
                 !line[..<colon].contains(where: { $0 == " " || $0 == "\t" })
             else { return .failure(Refusal(status: 400, message: "malformed header field")) }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingWhitespace
         }
         if headers["transfer-encoding"] != nil {
             return .failure(Refusal(status: 501, message: "Transfer-Encoding is not supported; send Content-Length"))

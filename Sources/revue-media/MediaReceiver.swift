@@ -1,4 +1,3 @@
-import Foundation
 // The receiving end of `receive` and `demo`: UDP on two ports (video on PORT, audio on PORT+2 by
 // convention; any stream on either), RFC 7983 demultiplexing, SRTP unprotect, routing by payload
 // type, VP8/VP9 depacketizing and decoding, Opus decoding with FEC/concealment, PLI feedback, and
@@ -7,6 +6,12 @@ import MediaCore
 import RevueCommandLine
 import RevueSession
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// What the receiver expects on the wire.
 struct ReceiveTracks {

@@ -1,10 +1,15 @@
-import Foundation
 // The sending end of `send` and `demo`: plays a video source and an audio source in real time into
 // the engine's send pipelines (VideoSendStream, AudioSendStream: encode, packetize, SRTP, UDP),
 // answering a receiver's PLI/FIR with a keyframe.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc

@@ -1,8 +1,13 @@
-import Foundation
 // Where encode and send get their media: a Y4M or WAV file, or a built-in synthetic pattern.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A source of I420 frames at a constant frame rate.
 protocol VideoSource: AnyObject {

@@ -1,7 +1,17 @@
-// Results on stdout (text or --json), messages on stderr, and the ordered JSON values both use.
-import Foundation
 import MediaCore
+import RevueCommandLine
 import RevueSession
+
+// Results on stdout (text or --json), messages on stderr, and the ordered JSON values both use.
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A JSON value whose objects keep their key order, so `--json` output reads like the text form.
 enum JSON {
@@ -20,7 +30,7 @@ enum JSON {
         case .int(let v): return String(v)
         case .double(let v):
             guard v.isFinite else { return "null" }
-            if v == v.rounded(), abs(v) < 1e15 { return String(format: "%.1f", v) }
+            if v == v.rounded(), abs(v) < 1e15 { return v.fixed(1) }
             return "\(v)"
         case .bool(let v): return v ? "true" : "false"
         case .null: return "null"
@@ -50,7 +60,9 @@ enum JSON {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar)
             }
         }
@@ -67,10 +79,10 @@ enum JSON {
 
 enum Console {
     /// Writes to stderr.
-    static func error(_ s: String) { FileHandle.standardError.write(Data((s.hasSuffix("\n") ? s : s + "\n").utf8)) }
+    static func error(_ s: String) { StandardStream.error(s.hasSuffix("\n") ? s : s + "\n") }
     /// Writes a result line to stdout and flushes (stdout may be a pipe).
     static func out(_ s: String) {
-        FileHandle.standardOutput.write(Data((s.hasSuffix("\n") ? s : s + "\n").utf8))
+        StandardStream.output(s.hasSuffix("\n") ? s : s + "\n")
     }
 }
 
@@ -78,13 +90,13 @@ enum Console {
 enum Format {
     /// `1.50 Mb/s`, `32.0 kb/s`.
     static func bitrate(_ bps: Double) -> String {
-        if bps >= 1e6 { return String(format: "%.2f Mb/s", bps / 1e6) }
-        return String(format: "%.1f kb/s", bps / 1e3)
+        if bps >= 1e6 { return "\((bps / 1e6).fixed(2)) Mb/s" }
+        return "\((bps / 1e3).fixed(1)) kb/s"
     }
     /// `12.345 s`.
-    static func seconds(_ s: Double) -> String { String(format: "%.3f s", s) }
+    static func seconds(_ s: Double) -> String { "\(s.fixed(3)) s" }
     /// A frame rate: `30`, `29.97`.
     static func rate(_ r: ContainerRational) -> String {
-        r.denominator == 1 ? "\(r.numerator)" : String(format: "%.3f", r.doubleValue)
+        r.denominator == 1 ? "\(r.numerator)" : r.doubleValue.fixed(3)
     }
 }

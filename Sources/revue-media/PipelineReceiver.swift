@@ -1,4 +1,3 @@
-import Foundation
 // The demo's receiving end on the engine's receive pipeline: one UDP socket -> ReceivePipeline
 // (SRTP unprotect, jitter buffer, NACK, PLI, depacketize, decode) -> a renderer that measures
 // each picture and records it; Opus pulled every 10 ms by an AudioPlayoutClock into a sink that
@@ -8,6 +7,12 @@ import Foundation
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 final class PipelineReceiver: Sendable {
     let socket: UDPSocket
@@ -58,7 +63,7 @@ final class PipelineReceiver: Sendable {
 /// Sendable: the writer, encoder, scaler and counters are used under `lock`; `frames` is read unlocked only after
 /// the pipeline stopped (its thread joined); `onVideo` runs only on the pipeline's thread.
 final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private let writer: IVFWriter
     private let encoder: VideoStreamEncoder
     private let onVideo: DecodedVideoHandler
@@ -108,7 +113,7 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
 /// Thread rule: `play` on the playout clock's thread; the rest after the clock stopped.
 /// Sendable: the buffers, writer, encoder and `played` are used only under `lock` (`playedSamples` copies under it).
 final class RecordingAudioSink: AudioSink, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private let writer: OggOpusWriter
     private let encoder: OpusStreamEncoder
     private var floats = [Float](repeating: 0, count: 960)
@@ -241,7 +246,7 @@ final class PipelineFileReceiver: Sendable {
 /// Sendable: the writers, encoder, scaler and counters are used under `lock`; `frames` is read unlocked only
 /// after the pipeline stopped (its thread joined).
 final class FileRenderer: VideoRenderer, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private let y4mPath: String?, ivfPath: String?
     private let codec: VPXCodec
     private let rate: ContainerRational
@@ -316,7 +321,7 @@ final class FileRenderer: VideoRenderer, @unchecked Sendable {
 /// Sendable: the writers, encoder and flags are used under `lock`; `hasAudio` is read unlocked only after the
 /// playout clock stopped (its thread joined).
 final class FileAudioSink: AudioSink, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private let hasPackets: @Sendable () -> Bool
     private let wav: WAVWriter?
     private let ogg: OggOpusWriter?

@@ -1,8 +1,13 @@
-import Foundation
 // `revue-media probe`: what a media file holds (codec, size, rate, duration, counts, bitrate).
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 enum ProbeCommand: Command {
     static let name = "probe"
@@ -45,7 +50,7 @@ enum ProbeCommand: Command {
                 case .array(let items): text = items.map { $0.rendered(compact: true) }.joined(separator: "; ")
                 default: text = value.rendered(compact: true)
                 }
-                lines.append("  " + (key + ":").padding(toLength: 14, withPad: " ", startingAt: 0) + text)
+                lines.append("  " + (key + ":").padded(to: 14) + text)
             }
             Console.out(lines.joined(separator: "\n"))
         }

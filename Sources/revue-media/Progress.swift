@@ -1,6 +1,12 @@
+import RevueCommandLine
+
 // Progress on stderr: a bar with percent, rate and ETA on a terminal; a line every few seconds
 // otherwise; nothing with --quiet. Results go to stdout.
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -57,11 +63,13 @@ final class Progress {
             } else {
                 line += "/\(total)"
             }
-            line += String(format: " %3.0f%% %.1f %@/s ETA %.0fs", fraction * 100, rate, unit, final ? 0 : eta)
+            let percent = (fraction * 100).fixed(0)
+            line +=
+                " \(String(repeating: " ", count: max(0, 3 - percent.count)))\(percent)% \(rate.fixed(1)) \(unit)/s ETA \((final ? 0 : eta).fixed(0))s"
         } else {
-            line += String(format: " %@ %.1f %@/s", unit, rate, unit)
+            line += " \(unit) \(rate.fixed(1)) \(unit)/s"
         }
         let text = isTTY ? "\r\u{1B}[K" + line + (final ? "\n" : "") : line + "\n"
-        FileHandle.standardError.write(Data(text.utf8))
+        StandardStream.error(text)
     }
 }

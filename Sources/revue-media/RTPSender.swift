@@ -1,4 +1,3 @@
-import Foundation
 // The packet end of `send` and `demo`: what the sender keeps of each outgoing stream, the pcap
 // endpoints of its addresses, and the RTCP listener that turns a receiver's PLI/FIR into keyframes.
 // Packets themselves are made, protected and sent by the engine's send pipelines.
@@ -6,6 +5,12 @@ import MediaCore
 import RevueCommandLine
 import RevueSession
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Counters of one outgoing stream. Thread rule: written by the sending thread, read anywhere.
 final class SendCounters: Sendable {
@@ -144,13 +149,13 @@ final class ScratchBuffer: @unchecked Sendable {
     init(_ count: Int) { bytes = [UInt8](repeating: 0, count: count) }
 }
 
-/// A value behind an `NSLock`, for state several threads touch off the hot path. (A `Mutex` needs
+/// A value behind a `Lock`, for state several threads touch off the hot path. (A `Mutex` needs
 /// `sending` values in and out, which the receivers' closures over non-Sendable state cannot give.)
 /// Thread rule: any thread; `with` holds the lock while `body` runs. Cost: one uncontended lock.
 /// Sendable: `value` is read and written only inside `with`, under `lock`; what `body` returns leaves the lock,
 /// so it should be a copy, not a non-Sendable object held inside.
 final class Locked<T>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var value: T
     init(_ value: T) { self.value = value }
     func with<R>(_ body: (inout T) throws -> R) rethrows -> R {

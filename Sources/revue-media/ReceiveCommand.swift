@@ -1,8 +1,13 @@
-import Foundation
 // `revue-media receive`: receives SRTP (VP8/VP9 + Opus) on HOST:PORT and writes files.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -151,7 +156,7 @@ enum ReceiveCommand: Command {
         } else {
             Console.out(
                 """
-                received on \(listen) for \(String(format: "%.1f", elapsed)) s: \(written.joined(separator: ", "))
+                received on \(listen) for \(elapsed.fixed(1)) s: \(written.joined(separator: ", "))
                   video: \(c.videoPackets) packets (\(c.videoPacketsLost) lost), \(c.videoFramesDecoded) frames decoded, \(c.pliSent) PLI sent
                   audio: \(c.audioPackets) packets (\(c.audioPacketsLost) lost, \(c.audioPacketsRecoveredFEC) recovered by FEC)
                 """)
@@ -230,7 +235,7 @@ enum ReceiveCommand: Command {
         } else {
             Console.out(
                 """
-                received on \(listen) for \(String(format: "%.1f", elapsed)) s: \(written.joined(separator: ", "))
+                received on \(listen) for \(elapsed.fixed(1)) s: \(written.joined(separator: ", "))
                   video: \(v.packetsReceived) packets (\(v.packetsLost) lost), \(v.framesDecoded) frames decoded, \(v.nackCount) NACK and \(v.pliCount) PLI sent
                   audio: \(a.packetsReceived) packets (\(a.packetsLost) lost), \(a.concealedSamples) samples concealed
                 """)

@@ -1,9 +1,14 @@
-import Foundation
 // `revue-media relay`: the impairment relay (loss, bursts, delay, jitter, reordering,
 // duplication, rate limit) between a sender and a receiver, both directions.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -97,7 +102,7 @@ enum RelayCommand: Command {
         } else {
             Console.out(
                 """
-                relay \(relay.listenAddress) -> \(configuration.to), \(String(format: "%.1f", Date().timeIntervalSince(start))) s
+                relay \(relay.listenAddress) -> \(configuration.to), \(Date().timeIntervalSince(start).fixed(1)) s
                   forward: \(directionText(s.forward))
                   reverse: \(directionText(s.reverse))
                 """)

@@ -1,9 +1,14 @@
-import Foundation
 // `revue-media send`: plays files or patterns in real time as SRTP over UDP, with an SDP that
 // ffmpeg or GStreamer can receive with.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 enum SendCommand: Command {
     static let name = "send"
@@ -195,7 +200,7 @@ enum SendCommand: Command {
         if args.flag("--json") {
             Console.out(JSON.object(fields).rendered())
         } else {
-            var lines = ["sent to \(destination) for \(String(format: "%.1f", elapsed)) s"]
+            var lines = ["sent to \(destination) for \(elapsed.fixed(1)) s"]
             for (label, stream) in [("video", sender.videoStream), ("audio", sender.audioStream)] {
                 guard let stream else { continue }
                 let c = stream.counters

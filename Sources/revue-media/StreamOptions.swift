@@ -1,8 +1,13 @@
-import Foundation
 // Options shared by `send`, `receive` and `demo`: SRTP suites and keys, SDP in and out.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 enum StreamOptions {
     /// `--suite` names: the CLI's lower-case spelling or the SDP name.

@@ -1,13 +1,19 @@
-import Foundation
 // `revue-media webrtc`: a browser calls Revue. An HTTP server (HTTPServer.swift) serves a page
 // at `/` and a WHIP/WHEP-style endpoint at `/session` (RFC 9725 signalling: POST an SDP offer,
 // get the answer with 201 Created and a Location; DELETE the Location to hang up). Each session
 // is a `PeerConnection` that sends the moving test pattern and a tone (or a Y4M and a WAV file,
 // looped) and records the first session's incoming video and audio to IVF and Ogg Opus.
+import Dispatch
 import MediaCore
 import RevueCommandLine
 import RevueSession
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -159,10 +165,10 @@ final class WebRTCSource: Sendable {
     }
 
     func start(into sessions: WebRTCSessions) {
-        Thread { [self] in
+        _ = TransportThread(name: "revue.webrtc.source") { [self] in
             defer { done.signal() }
             do { try loop(sessions) } catch { Console.error("webrtc: the source stopped: \(error)") }
-        }.start()
+        }
     }
 
     private func loop(_ sessions: WebRTCSessions) throws {
@@ -279,7 +285,7 @@ final class WebRTCSessions: Sendable {
         case "/session":
             if request.method == "OPTIONS" { return HTTPResponse(status: 204, headers: [("Allow", "POST, OPTIONS")]) }
             guard request.method == "POST" else { return .text(405, "POST an SDP offer", headers: [("Allow", "POST, OPTIONS")]) }
-            let type = request.headers["content-type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+            let type = request.headers["content-type"]?.split(separator: ";").first?.trimmingWhitespace
             guard type?.lowercased() == "application/sdp" else {
                 return .text(415, "the offer must be Content-Type: application/sdp")
             }
@@ -403,7 +409,7 @@ final class WebRTCSessions: Sendable {
 /// Sendable: `video` and `failure` are used only under `lock`, `frames` is atomic, the rest are `let`s.
 final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
     private let videoPath: String?
-    private let lock = NSLock()
+    private let lock = Lock()
     private var video: RecordingRenderer?
     private var failure: Error?
     let audioSink: WebRTCAudioRecorder?
@@ -464,14 +470,14 @@ final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
 /// Sendable: `sink`, `failure` and `samples` are used only under `lock`; `path` is a `let`.
 final class WebRTCAudioRecorder: AudioSink, @unchecked Sendable {
     private let path: String
-    private let lock = NSLock()
+    private let lock = Lock()
     private var sink: RecordingAudioSink?
     private var failure: Error?
     private var samples = 0
 
     init(path: String) { self.path = path }
 
-    var summary: String { "\(String(format: "%.1f", Double(lock.withLock { samples }) / 48_000)) s of audio received" }
+    var summary: String { "\((Double(lock.withLock { samples }) / 48_000).fixed(1)) s of audio received" }
 
     func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
         lock.lock()
@@ -495,6 +501,6 @@ final class WebRTCAudioRecorder: AudioSink, @unchecked Sendable {
             Console.error("webrtc: no audio arrived; \(path) not written")
             return nil
         }
-        return (written, String(format: "%.1f s of Opus", Double(samples) / 48_000))
+        return (written, "\((Double(samples) / 48_000).fixed(1)) s of Opus")
     }
 }

@@ -1,9 +1,14 @@
-import Foundation
 // revue-media: Revue's file-based command line (encode, decode, send, receive, probe, relay, demo, webrtc).
 // Exit status: 0 success, 1 bad input (a file or stream that cannot be used), 2 bad usage.
 import MediaCore
 import RevueCommandLine
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -18,7 +23,7 @@ let usage = """
     usage: revue-media COMMAND [options]
 
     commands:
-    \(commands.map { "  " + $0.name.padding(toLength: 10, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
+    \(commands.map { "  " + $0.name.padded(to: 10) + $0.summary }.joined(separator: "\n"))
 
     `revue-media COMMAND --help` describes a command. Numbers accept k and M suffixes (1500k).
     Exit status: 0 success, 1 bad input, 2 bad usage.

@@ -1,4 +1,4 @@
-import Foundation
+import Dispatch
 import MediaCore
 import RevueCommandLine
 // revue-node: a headless Revue peer driven by JSON lines on stdin, reporting every RevueDelegate
@@ -6,6 +6,12 @@ import RevueCommandLine
 // The protocol is documented in docs/revue-node.md.
 import RevueNodeProtocol
 import RevueSession
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -15,15 +21,16 @@ signal(SIGPIPE, SIG_IGN)
 
 /// Writes one JSON object as a line on stdout.
 func emit(_ object: [String: Any]) {
-    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+    guard let line = JSONValue(any: object)?.sortedLine else {
+        StandardStream.error("revue-node: an event with a value JSON cannot hold: \(object)\n")
         return
     }
-    FileHandle.standardOutput.write(data + Data("\n".utf8))
+    StandardStream.output(line + "\n")
 }
 
 /// Prints `message` on stderr and exits: status 2 for bad usage (the default), 1 for a failure.
 func fail(_ message: String, status: Int32 = 2) -> Never {
-    FileHandle.standardError.write(Data("revue-node: \(message)\n".utf8))
+    StandardStream.error("revue-node: \(message)\n")
     exit(status)
 }
 
@@ -227,10 +234,10 @@ final class EventPrinter: RevueDelegate {
         emit(["event": "didUpdateIsDiscoverable", "isDiscoverable": isDiscoverable])
     }
     func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) {
-        emit(["event": "didSendInvitation", "friendId": friendId, "message": message ?? NSNull()])
+        emit(["event": "didSendInvitation", "friendId": friendId, "message": message ?? JSONValue.null])
     }
     func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) {
-        emit(["event": "didReceiveInvitation", "friendId": friendId, "message": message ?? NSNull()])
+        emit(["event": "didReceiveInvitation", "friendId": friendId, "message": message ?? JSONValue.null])
     }
     func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) {
         emit(["event": "didEndInvitation", "friendId": friendId, "reason": "\(reason)"])
@@ -265,16 +272,16 @@ final class RoomPrinter: RoomDelegate {
         out("didFailToPublishTrack", localParticipant, ["kind": kind.rawValue, "error": "mediaSetupFailed", "detail": detail])
     }
     func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {
-        out("participantDidDisconnect", participant, ["reason": participant.disconnectReason.map { "\($0)" } ?? NSNull()])
+        out("participantDidDisconnect", participant, ["reason": participant.disconnectReason.map { "\($0)" } ?? JSONValue.null])
     }
     func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) {
         out("didUpdateConnectionQuality", participant, ["quality": "\(quality)"])
     }
     func room(_ room: Room, participant: Participant, didUpdateName name: String?) {
-        out("didUpdateName", participant, ["name": name ?? NSNull()])
+        out("didUpdateName", participant, ["name": name ?? JSONValue.null])
     }
     func room(_ room: Room, participant: Participant, didUpdateStatusMessage statusMessage: String?) {
-        out("didUpdateStatusMessage", participant, ["statusMessage": statusMessage ?? NSNull()])
+        out("didUpdateStatusMessage", participant, ["statusMessage": statusMessage ?? JSONValue.null])
     }
     func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) {
         out("didUpdateStatus", participant, ["status": statusName(status)])
@@ -325,7 +332,7 @@ let roomPrinter = RoomPrinter()
 /// Counts decoded PCM samples and their peak, on the playout thread.
 /// Sendable: `samples` and `loud` are read and written only under `lock`.
 final class CountingAudioSink: AudioSink, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var samples = 0, loud = 0
     func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
         let peak = s.reduce(0) { max($0, abs(Int($1))) }
@@ -340,7 +347,7 @@ func feedSynthetic(
     audio: AudioBufferCapturer?, video: BufferCapturer?, seconds: Double, tone: Double,
     done: @escaping @Sendable (Int, Int) -> Void
 ) {
-    Thread.detachNewThread {
+    _ = TransportThread(name: "revue-node.feed") {
         var framesFed = 0, samplesFed = 0
         let frame = VideoFrame(width: 320, height: 180)
         var pcm = [Int16](repeating: 0, count: 960)
@@ -476,7 +483,7 @@ func run(_ line: String) {
     let friends = revue.friends
     let cmd = request.name
     var reply: [String: Any] = ["cmd": cmd]
-    if let id = request.id { reply["id"] = id.value }
+    if let id = request.id { reply["id"] = id.json }
     func ok(_ extra: [String: Any] = [:]) { emit(reply.merging(["event": "ok"]) { $1 }.merging(extra) { $1 }) }
     func error(_ name: String, _ extra: [String: Any] = [:]) {
         emit(reply.merging(["event": "error", "error": name]) { $1 }.merging(extra) { $1 })
@@ -617,8 +624,7 @@ func run(_ line: String) {
         let audio = pubs.first { $0.kind == .audio }?.audioCapturer
         let video = pubs.first { $0.kind == .video }?.videoCapturer
         guard audio != nil || video != nil else { return error("notPublished") }
-        let idValue = request.id?.value
-        let requestId = (idValue as? Int).map(String.init) ?? (idValue as? String)
+        let requestId = request.id?.json
         feedSynthetic(audio: audio, video: video, seconds: seconds, tone: tone) { frames, samples in
             var done: [String: Any] = ["event": "ok", "cmd": "feed", "videoFramesFed": frames, "audioSamplesFed": samples]
             if let requestId { done["id"] = requestId }
@@ -630,7 +636,7 @@ func run(_ line: String) {
             return [
                 "friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples,
                 "loudSamples": audio.loud,
-                "path": callLegPath(revue.room, friendId: id) ?? NSNull(),
+                "path": callLegPath(revue.room, friendId: id) ?? JSONValue.null,
             ]
         }
         ok(["participants": list, "uplinkBytes": revue.room.uplinkBytes])
@@ -645,7 +651,7 @@ func run(_ line: String) {
         }
         let participants: [[String: Any]] = room.remoteParticipants.values.sorted { $0.identity < $1.identity }.map { p in
             [
-                "friendId": p.identity, "name": p.name ?? NSNull(), "mode": p.mode.rawValue, "tracks": tracks(p),
+                "friendId": p.identity, "name": p.name ?? JSONValue.null, "mode": p.mode.rawValue, "tracks": tracks(p),
                 "connectionQuality": "\(p.connectionQuality)", "isSpeaking": p.isSpeaking,
             ]
         }
@@ -662,7 +668,7 @@ func run(_ line: String) {
 
 /// Reads stdin on its own thread; each line is run on the main actor, in order. EOF quits.
 func readCommands() {
-    let thread = Thread {
+    _ = TransportThread(name: "revue-node.stdin") {
         while let line = readLine(strippingNewline: true) {
             DispatchQueue.main.async { MainActor.assumeIsolated { run(line) } }
         }
@@ -673,7 +679,6 @@ func readCommands() {
             }
         }
     }
-    thread.start()
 }
 
 MainActor.assumeIsolated {

@@ -48,7 +48,7 @@ import Testing
         let unknown = try #require(error(#"{"cmd":"nope","id":"x"}"#))
         #expect(
             unknown.error == "unknownCommand" && unknown.event["cmd"] as? String == "nope"
-                && unknown.event["id"] as? String == "x")
+                && unknown.event["id"] as? JSONValue == "x")
     }
 
     @Test func defaultsMatchTheProtocol() throws {
@@ -64,7 +64,7 @@ import Testing
         #expect(try request(#"{"cmd":"add-friend","address":"X"}"#).command == .addFriend(address: "X", message: ""))
         let call = try request(#"{"cmd":"call-message","message":"hi","to":["A","B"],"timeout":2.5,"id":7}"#)
         #expect(call.command == .callMessage(message: "hi", to: ["A", "B"], timeout: 2.5))
-        #expect(call.id?.value as? Int == 7)
+        #expect(call.id?.json == 7)
     }
 
     @Test func everyCommandRoundTripsThroughItsLine() throws {

@@ -14,9 +14,14 @@
 //   its consent checks on the selected pair carry USE-CANDIDATE. The controlled agent follows
 //   the pair nominated most recently, and switches on its own when the selected pair goes silent.
 import Dispatch
-import Foundation
 import Glibc
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Settings of an `ICEAgent`. Thread rule: a value type.
 package struct ICEAgentConfiguration: Sendable {

@@ -1,7 +1,12 @@
 // ICE agent: connectivity checks (RFC 8445 §7), answering the peer's checks, nomination,
 // keepalives and consent (RFC 7675), failover. Runs on the agent's queue.
 import Dispatch
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension ICEAgent {
     // MARK: Datagrams in

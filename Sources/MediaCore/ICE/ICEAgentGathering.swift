@@ -1,7 +1,12 @@
 // ICE agent: gathering host, server-reflexive and relayed candidates (RFC 8445 §5.1), remote
 // credentials and candidates, and pair formation (§6.1.2). Runs on the agent's queue.
 import Dispatch
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension ICEAgent {
     /// Binding requests to STUN servers carry a SOFTWARE attribute this long, so the answer (an

@@ -1,7 +1,12 @@
+import Synchronization
+
 // ICE candidates (RFC 8445 §5.1) and their SDP attribute form (RFC 8839 §5.1), the STUN/TURN
 // servers an agent gathers from, and the send path media follows (the selected pair).
-import Foundation
-import Synchronization
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The kind of an ICE candidate (RFC 8445 §5.1.1).
 package enum ICECandidateType: String, Sendable, Hashable, CaseIterable {

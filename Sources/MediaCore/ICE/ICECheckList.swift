@@ -1,6 +1,10 @@
 // The ICE agent's bookkeeping: local candidates with their base, candidate pairs (RFC 8445 §6.1.2)
 // and outstanding STUN transactions. Everything here lives on the agent's queue.
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A local candidate and where it sends from. Thread rule: a value on the agent's queue.
 struct ICELocalCandidate {

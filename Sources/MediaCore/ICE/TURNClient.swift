@@ -1,9 +1,14 @@
 // A TURN client (RFC 8656): one allocation on one server, over UDP (sharing the agent's socket)
 // or TCP (its own connection), with long-term credentials, permissions, channels and refreshes.
 import Dispatch
-import Foundation
 import Glibc
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Counters of one `TURNClient`. Every datagram `handleDatagram` takes from the server's address,
 /// and every frame of the TCP connection, adds one to `received` and one to exactly one of the
@@ -170,7 +175,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private let sendTap: (@Sendable ([UInt8]) -> Void)?
     private let timerQueue = DispatchQueue(label: "revue.turn.timer")
     /// Guards everything below.
-    private let lock = NSLock()
+    private let lock = Lock()
     private var timer: DispatchSourceTimer?
     private var tcp: TURNTCPConnection?
     private var current: State = .idle

@@ -1,9 +1,14 @@
+import Glibc
+import Synchronization
+
 // The TCP connection of a TURN client whose server is reached over TCP (RFC 8656 §3.1): connects,
 // reads on its own thread, cuts the stream into STUN messages and ChannelData frames (§12.5), and
 // writes whole frames under a lock.
-import Foundation
-import Glibc
-import Synchronization
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One nonblocking TCP connection to a TURN server. Thread rule: `write` and `close` from any
 /// thread; the callbacks run on the connection's reader thread, one at a time. Cost: one thread
@@ -19,7 +24,7 @@ final class TURNTCPConnection: @unchecked Sendable {
     static let maxFrame = 20 + 65_532
 
     private let server: SocketAddress
-    private let writeLock = NSLock()
+    private let writeLock = Lock()
     /// The descriptor (-1 before connecting and once closed). Written under `writeLock`.
     private var fd: Int32 = -1
     private var connected = false
@@ -44,9 +49,7 @@ final class TURNTCPConnection: @unchecked Sendable {
 
     /// Starts the reader thread, which connects and then reads until `close()` or an error.
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "revue.turn.tcp"
-        thread.start()
+        _ = TransportThread(name: "revue.turn.tcp") { [self] in run() }
     }
 
     /// Writes one frame made of up to three parts (header, payload, padding); false when not

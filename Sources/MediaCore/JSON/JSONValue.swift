@@ -1,7 +1,11 @@
 // A JSON value of any shape as a Sendable, Codable value: the Janus API's requests, responses
 // and events are built from and read into it, and revue-node's command ids are kept in it.
 // Integers are kept exact as Int64 (Janus's identifiers are integers below 2^53).
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A JSON value. Thread rule: a value type. Cost: parsing and writing go through Foundation's
 /// `JSONDecoder`/`JSONEncoder` (a few microseconds per small message).
@@ -107,17 +111,53 @@ package enum JSONValue: Sendable, Hashable, Codable, ExpressibleByStringLiteral,
         return .object(o)
     }
 
-    /// The value in `JSONSerialization`'s types (Int, Double, Bool, String, Array, Dictionary,
-    /// NSNull), for a reply written with it. Cost: a copy of the tree.
-    package var foundationValue: Any {
-        switch self {
-        case .null: NSNull()
-        case .bool(let b): b
-        case .int(let i): Int(i)
-        case .double(let d): d
-        case .string(let s): s
-        case .array(let a): a.map(\.foundationValue)
-        case .object(let o): o.mapValues(\.foundationValue)
+    /// A tree of plain Swift values as JSON, for replies built as dictionary literals: `JSONValue`
+    /// itself, `String`, `Bool`, any integer (exact when it fits 64 bits) or floating-point number,
+    /// arrays and string-keyed dictionaries of these, and optionals (nil is `null`). Nil when some
+    /// value has another type. Cost: a copy of the tree.
+    package init?(any value: Any) {
+        switch value {
+        case let v as JSONValue: self = v
+        case let s as String: self = .string(s)
+        case let s as Substring: self = .string(String(s))
+        case let b as Bool: self = .bool(b)
+        case let i as any BinaryInteger:
+            guard let exact = Int64(exactly: i) else { return nil }
+            self = .int(exact)
+        case let d as any BinaryFloatingPoint: self = .double(Double(d))
+        case let a as [Any]:
+            var out: [JSONValue] = []
+            out.reserveCapacity(a.count)
+            for element in a {
+                guard let v = JSONValue(any: element) else { return nil }
+                out.append(v)
+            }
+            self = .array(out)
+        case let o as [String: Any]:
+            var out: [String: JSONValue] = [:]
+            for (key, element) in o {
+                guard let v = JSONValue(any: element) else { return nil }
+                out[key] = v
+            }
+            self = .object(out)
+        default:
+            let mirror = Mirror(reflecting: value)
+            guard mirror.displayStyle == .optional else { return nil }
+            guard let wrapped = mirror.children.first?.value else {
+                self = .null
+                return
+            }
+            guard let v = JSONValue(any: wrapped) else { return nil }
+            self = v
         }
+    }
+
+    /// The value as one line of JSON text with its object keys sorted and slashes unescaped, as
+    /// the tools print their events; nil when it holds a non-finite number, which JSON cannot
+    /// write. Cost: one encode.
+    package var sortedLine: String? {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) }
     }
 }

@@ -4,8 +4,13 @@
 // FoundationNetworking's URLSession works here too, but it would bring libcurl into the engine
 // library for a handful of JSON requests and has no response size limit.
 import Dispatch
-import Foundation
 import Glibc
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Why a request to Janus failed. Thread rule: a value type. Cost: none.
 package enum JanusError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -175,8 +180,8 @@ package struct JanusHTTPClient: Sendable {
         var chunked = false
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let name = line[..<colon].trimmingWhitespace.lowercased()
+            let value = line[line.index(after: colon)...].trimmingWhitespace
             if name == "content-length" {
                 guard let n = Int(value), n >= 0 else { throw .malformed("Content-Length '\(value)'") }
                 contentLength = n
@@ -194,7 +199,7 @@ package struct JanusHTTPClient: Sendable {
                     return nil
                 }
                 let sizeText = String(decoding: data[pos..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
-                guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
+                guard let size = Int(sizeText.trimmingWhitespace, radix: 16) else {
                     throw .malformed("chunk size '\(sizeText)'")
                 }
                 if size == 0 { return Response(status: status, body: body) }

@@ -2,7 +2,11 @@
 // session, `POST /janus/<session>` attaches plugin handles, `POST /janus/<session>/<handle>`
 // sends plugin messages, and a long poll `GET /janus/<session>` brings the asynchronous events
 // (plugin events answering a message, webrtcup, media, hangup, detached). docs/sfu.md.
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One Janus session with its long poll and keepalive.
 ///

@@ -1,9 +1,11 @@
 import Glibc
 
-/// A joinable POSIX thread running one closure: the engine-owned threads of `UDPReceiver` and
-/// `ImpairmentRelay` (Dispatch queues cannot be joined and may hop threads).
+/// A POSIX thread running one closure: the engine-owned threads of `UDPReceiver` and
+/// `ImpairmentRelay` (Dispatch queues cannot be joined and may hop threads), and detached threads
+/// (the TURN-over-TCP reader, the tools' input readers): a thread never joined is detached when
+/// its `TransportThread` goes, so `_ = TransportThread(name:) { ... }` starts a detached one.
 /// Thread rule: `join()` once, from another thread. Cost: one thread.
-final class TransportThread {
+package final class TransportThread {
     private final class Box {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
@@ -13,7 +15,7 @@ final class TransportThread {
     private var joined = false
 
     /// Starts a thread that runs `body`; traps when the system cannot create one.
-    init(name: String, _ body: @escaping @Sendable () -> Void) {
+    package init(name: String, _ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
         let rc = pthread_create(
@@ -28,7 +30,7 @@ final class TransportThread {
     }
 
     /// Waits for the body to return.
-    func join() {
+    package func join() {
         guard !joined else { return }
         joined = true
         pthread_join(thread, nil)

@@ -7,8 +7,13 @@
 // the receiver asks for a keyframe with PLI when its first frame is not one). Once connected, the
 // engine's receive pipeline reads it and hands STUN and DTLS back.
 import Dispatch
-import Foundation
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// What the answer agreed for media: the payload types both sides use (the offerer's). Thread
 /// rule: a value type. Cost: none.

@@ -3,8 +3,13 @@
 // pipeline of the engine for VP8/VP9 video and Opus audio. The wiring (demultiplexing, the DTLS
 // handshake, starting media) is in PeerConnection+Transport.swift; docs/webrtc.md describes it.
 import Dispatch
-import Foundation
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Where a `PeerConnection` stands (the W3C `RTCPeerConnectionState` subset this engine has).
 /// Thread rule: a value type. Cost: none.

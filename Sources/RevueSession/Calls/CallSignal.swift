@@ -1,7 +1,11 @@
 // The call layer's wire messages: JSON objects in the SDK's reserved format (a "type" of msg, adr
 // or track), sent on the friend's reliable, ordered, Noise-encrypted message stream, so the other
 // side's SDK takes them and its App never sees them.
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One call-layer message. `type` is "msg" (invitations, membership, chat, mute requests, modes),
 /// "adr" (media endpoint and SRTP keys) or "track" (track announcements).

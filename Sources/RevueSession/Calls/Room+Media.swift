@@ -5,9 +5,18 @@
 // pipeline, drives our send streams (`CallLegFeedback`); speaking events from the engine's
 // speaking detector. docs/session.md "Media".
 import Dispatch
-import Foundation
 internal import MediaCore
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Ids of call legs in `TrackFanOut`s (unique in the process).
 private let legRoutes = Atomic<Int>(0)
@@ -634,7 +643,7 @@ extension Room {
             out["localType"] = pair.local.type.rawValue
             out["remoteType"] = pair.remote.type.rawValue
         }
-        out["route"] = leg.sendPath.route?.description ?? NSNull()
+        out["route"] = leg.sendPath.route?.description ?? JSONValue.null
         out["relayed"] = leg.sendPath.route?.isRelayed ?? false
         out["candidates"] = leg.agent.localCandidates.map(\.description)
         let s = leg.agent.statistics

@@ -6,8 +6,13 @@
 // friend channel (never taken from Janus's display names), together with its SFrame key (RFC
 // 9605) when the call is end-to-end encrypted. docs/session.md "Calls through an SFU".
 import Dispatch
-import Foundation
 internal import MediaCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A Janus server (its VideoRoom plugin) that carries a call's media instead of a mesh.
 ///

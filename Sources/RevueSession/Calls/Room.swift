@@ -1,9 +1,14 @@
+internal import MediaCore
+
 // The call: who is in it, their tracks,
 // and the events of both delegate layers. One Room per Revue instance; `Room.shared` is the one of
 // `Revue.shared`. Calls are meshes: every pair of participants is a pair of friends with its own
 // encrypted channel, over which the call layer's reserved messages travel (docs/session.md, "Calls").
-import Foundation
-internal import MediaCore
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Options the local participant joins a call with.
 public struct RoomOptions: Sendable, Hashable {
@@ -264,7 +269,8 @@ public final class Room {
 
     /// A 64-bit random identifier in hex.
     static func randomId() -> String {
-        String(format: "%08X%08X", RandomBytes.uint32(), RandomBytes.uint32())
+        let hex = String(UInt64(RandomBytes.uint32()) << 32 | UInt64(RandomBytes.uint32()), radix: 16, uppercase: true)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }
 

@@ -1,7 +1,12 @@
 // The reliable, ordered friend-message stream: queue, window, retransmission, receipts, in-order
 // delivery to the App (each message saved before its receipt), reserved SDK messages, profiles.
 import Dispatch
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -211,10 +216,14 @@ extension SessionCore {
     /// Whether a message is one of the SDK's own: a JSON object whose "type" is msg, adr or track.
     static func isReserved(_ body: [UInt8]) -> Bool {
         guard let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }), first == UInt8(ascii: "{"),
-            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-            let type = object["type"] as? String
+            let tagged = try? JSONDecoder().decode(TypeTag.self, from: Data(body))
         else { return false }
-        return reservedTypes.contains(type)
+        return reservedTypes.contains(tagged.type)
+    }
+
+    /// The one member `isReserved` reads: a JSON object's string `type` (other members ignored).
+    private struct TypeTag: Decodable {
+        let type: String
     }
 
     /// The `type`s that make a JSON object one of the SDK's own messages.

@@ -1,7 +1,12 @@
 // Rendezvous nodes (authenticated registration, lookups, presence) and LAN discovery.
 import Dispatch
-import Foundation
 internal import MediaCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc

@@ -1,8 +1,13 @@
 // Datagrams: demultiplexing, the Noise IK handshake as initiator and responder, transport
 // packets (AEAD, replay window), frames, routes and paths.
 import Dispatch
-import Foundation
 package import MediaCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc

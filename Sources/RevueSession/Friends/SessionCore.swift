@@ -3,8 +3,13 @@
 // the main actor (datagrams hop there from the socket's read queue); it is the control plane, so
 // clarity wins over allocation-free code here. docs/session.md describes the protocol.
 import Dispatch
-import Foundation
 package import MediaCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc

@@ -2,8 +2,13 @@
 // written atomically (temp file, fsync, rename, fsync of the directory) with mode 0600, and a
 // lock file so two processes never share one identity.
 import Dispatch
-import Foundation
 package import MediaCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -80,7 +85,7 @@ final class ProfileStore {
     init(directory: String, passphrase: String? = nil) throws(RevueError) {
         self.directory = directory
         self.passphrase = passphrase
-        var isDir: ObjCBool = false
+        var isDir = false
         if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDir) {
             do {
                 try FileManager.default.createDirectory(
@@ -89,7 +94,7 @@ final class ProfileStore {
             } catch {
                 throw RevueError(.dataDirectory, "cannot create data directory \(directory): \(error)")
             }
-        } else if !isDir.boolValue {
+        } else if !isDir {
             throw RevueError(.dataDirectory, "data directory \(directory) is a file")
         }
         var st = stat()
@@ -243,7 +248,7 @@ final class ProfileStore {
         nextCompletions = []
         let path = self.path, directory = self.directory, delay = queuedWriteDelayForTesting
         io.async {
-            if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+            if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
             let ok = ProfileStore.write(data, path: path, directory: directory)
             DispatchQueue.main.async {
                 MainActor.assumeIsolated {
