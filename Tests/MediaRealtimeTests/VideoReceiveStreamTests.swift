@@ -185,7 +185,11 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
 
     @Test func nackListNamesTheMissingPacketsAndTheHoleIsWaitedForThenSkipped() throws {
         let frames = try videoPackets(.vp8, count: 6)
-        let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp8, payloadType: 98), renderer: nil)
+        // Repair is checked at the moments packets arrive; when frames are released is the
+        // subject of `framesLeaveAtTheirPlayoutTimeSpacedAsCaptured`.
+        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)
+        settings.schedulesRendering = false
+        let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: nil)
         var t: UInt64 = 1_000_000_000
         for p in frames[0] + frames[1] { feed(s, p, at: t) }
         s.process(nowNs: t)
@@ -218,8 +222,9 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         let frames = try videoPackets(codec, count: 5)
         try #require(frames[0].count > lostAtStart + 1, "the keyframe spans several packets")
         let renderer = IndexingRenderer(width: 320, height: 240)
-        let s = try VideoReceiveStream(
-            ssrc: 77, settings: VideoReceiveSettings(codec: codec, payloadType: 98), renderer: renderer)
+        var settings = VideoReceiveSettings(codec: codec, payloadType: 98)
+        settings.schedulesRendering = false  // repair, checked at arrivals (see above)
+        let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: renderer)
         let seq = { (p: [UInt8]) in (try! RTPHeader(parsing: p.withUnsafeBytes { $0 })).sequenceNumber }
         var t: UInt64 = 1_000_000_000
         // The keyframe's first packet(s) are lost: nothing before the first packet received tells
@@ -301,5 +306,87 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         }
         #expect(renderer.frameCount == 70)
         #expect(allocations == 0, "\(allocations) allocations for 60 frames")
+    }
+}
+
+/// Records each rendered frame's bar-code index, its `renderTimeNs` and the simulated time of the
+/// `render` call.
+private final class TimingRenderer: VideoRenderer {
+    var now: UInt64 = 0
+    var frames: [(index: Int, renderNs: UInt64, calledNs: UInt64, psnr: Double)] = []
+    private let reference = VideoFrame(width: 320, height: 240)
+
+    func render(_ frame: DecodedVideoFrame) {
+        let index = SyntheticVideo.frameIndex(in: frame.view) ?? -1
+        if index >= 0 { SyntheticVideo.render(frameIndex: index, into: reference) }
+        let psnr = index >= 0 ? Quality.psnr(reference.view, frame.view) : 0
+        frames.append((index, frame.renderTimeNs, now, psnr))
+    }
+}
+
+@Suite struct VideoRenderSchedulingTests {
+    /// 90 frames at 30 fps over a network that delays them 20 ms and bunches them: each group of
+    /// three frames arrives at once, when the third would have (plus 0-15 ms more per group), the
+    /// way a congested Wi-Fi link or a paced keyframe delivers them. The stream's clock runs by
+    /// hand in 1 ms steps, ahead of the real monotonic clock the decoder's timings come from.
+    private func play(scheduled: Bool) throws -> (TimingRenderer, captureNs: [UInt64], arrivalNs: [UInt64]) {
+        let frames = try videoPackets(.vp8, count: 90)
+        let renderer = TimingRenderer()
+        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)
+        settings.schedulesRendering = scheduled
+        let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: renderer)
+        let base = UDPSocket.monotonicNanoseconds() + 100_000_000_000
+        let capture = (0..<90).map { base + UInt64($0) * 33_333_333 }
+        let extraMs: [UInt64] = [
+            3, 15, 0, 9, 12, 6, 1, 14, 4, 10, 7, 2, 13, 5, 11, 8, 0, 15, 6, 9, 2, 11, 7, 0, 14, 5, 10, 3, 12, 8,
+        ]
+        var arrival: [UInt64] = []
+        for i in 0..<90 {
+            let groupEnd: UInt64 = capture[i / 3 * 3 + 2]
+            arrival.append(groupEnd + 20_000_000 + extraMs[i / 3] * 1_000_000)
+        }
+        var next = 0
+        var t = arrival[0]
+        while t < arrival[89] + 1_000_000_000 {
+            while next < 90 && arrival[next] <= t {
+                for p in frames[next] { feed(s, p, at: arrival[next]) }
+                next += 1
+            }
+            renderer.now = t
+            s.process(nowNs: t)
+            t += 1_000_000
+        }
+        return (renderer, capture, arrival)
+    }
+
+    @Test func framesLeaveAtTheirPlayoutTimeSpacedAsCaptured() throws {
+        let (r, capture, arrival) = try play(scheduled: true)
+        #expect(r.frames.map(\.index) == Array(0..<90), "every frame, in order")
+        #expect(r.frames.allSatisfy { $0.psnr > 30 })
+        // Once the delay has grown to cover the bunching (100 ms per second: the first second),
+        // frames are due one frame interval apart, as captured, however they arrived; a change
+        // of delay moves an interval by at most 3.3 ms.
+        let steady = r.frames.dropFirst(30)
+        let intervals = zip(steady.dropFirst(), steady).map { Double($0.renderNs) - Double($1.renderNs) }
+        let worst = intervals.map { abs($0 - 33_333_333) }.max() ?? .infinity
+        #expect(worst < 4_000_000, "render intervals \(intervals.map { ($0 / 1e6).rounded() })")
+        for f in r.frames {
+            // Never before the frame was whole, never long after its playout time, and
+            // handed over about a render delay ahead of the time it is to be shown.
+            #expect(f.calledNs >= arrival[f.index])
+            #expect(f.renderNs >= f.calledNs && f.renderNs <= f.calledNs + 40_000_000)
+            let latency = Double(f.renderNs - capture[f.index]) / 1e6
+            #expect(latency >= 20 && latency < 160, "frame \(f.index): capture to render \(latency) ms")
+        }
+    }
+
+    @Test func withoutSchedulingFramesGoAsTheyArriveBunched() throws {
+        let (r, _, arrival) = try play(scheduled: false)
+        #expect(r.frames.map(\.index) == Array(0..<90))
+        // Rendered at arrival: three frames at once, then a gap of about 100 ms.
+        for f in r.frames { #expect(f.calledNs - arrival[f.index] < 1_000_000) }
+        let steady = r.frames.dropFirst(30)
+        let intervals = zip(steady.dropFirst(), steady).map { Double($0.calledNs) - Double($1.calledNs) }
+        #expect(intervals.filter { $0 < 2_000_000 }.count >= 35, "bunched: \(intervals.map { ($0 / 1e6).rounded() })")
     }
 }

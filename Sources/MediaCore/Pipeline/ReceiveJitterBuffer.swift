@@ -171,6 +171,18 @@ public final class RTPJitterBuffer {
         return UInt64(min(maxNs, minNs + settings.jitterFactor * peakVariationNs))
     }
 
+    /// When a packet with RTP `timestamp` would arrive over the least-delayed path seen lately:
+    /// the baseline that follows the sender's media clock, so times computed from it are spaced as
+    /// the media was captured. Adding a delay that covers the delay variation (`targetDelayNs`)
+    /// gives a playout time. Nil before the first packet was measured (and after a reset).
+    /// Cost: a few operations.
+    public func baselineArrivalNs(forTimestamp timestamp: UInt32) -> UInt64? {
+        guard lastTransitNs != nil, minTransitNs != .max else { return nil }
+        let unwrapped = unwrappedTimestamp + Int64(Int32(bitPattern: timestamp &- lastTimestamp))
+        let t = unwrapped * 1_000_000_000 / Int64(clockRate) + minTransitNs
+        return t > 0 ? UInt64(t) : 0
+    }
+
     /// Extends a 16-bit sequence number to the one nearest the highest seen (RFC 3550 A.1).
     @inline(__always)
     public func extend(_ seq: UInt16) -> Int64 {

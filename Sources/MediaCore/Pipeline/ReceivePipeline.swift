@@ -257,7 +257,7 @@ public final class ReceivePipeline: @unchecked Sendable {
 
         func run() {
             while !stopping.load(ordering: .acquiring) {
-                if (try? socket.waitUntilReadable(timeoutMilliseconds: configuration.tickMilliseconds)) == true {
+                if (try? socket.waitUntilReadable(timeoutMilliseconds: waitMilliseconds())) == true {
                     // Drain what is queued, a batch at a time, before playing out.
                     var rounds = 0
                     while rounds < 8, let n = try? batch.receive(from: socket, wait: false), n > 0 {
@@ -277,6 +277,20 @@ public final class ReceivePipeline: @unchecked Sendable {
                 }
                 tick(nowNs: UDPSocket.monotonicNanoseconds())
             }
+        }
+
+        /// How long to wait for packets: one tick, or less when a video frame is due to leave its
+        /// jitter buffer sooner (render scheduling), so frames are released within a millisecond
+        /// of their playout time rather than a tick late.
+        private func waitMilliseconds() -> Int {
+            var wait = configuration.tickMilliseconds
+            var due = UInt64.max
+            for v in videos where v.nextReleaseNs != 0 { due = min(due, v.nextReleaseNs) }
+            guard due != .max else { return wait }
+            let now = UDPSocket.monotonicNanoseconds()
+            let untilDue = due > now ? Int((due - now + 999_999) / 1_000_000) : 0
+            wait = min(wait, untilDue)
+            return wait
         }
 
         private func drainInjected() {

@@ -34,6 +34,19 @@ public struct VideoReceiveSettings: Sendable {
     public var maxFrameSize = 2 << 20
     /// Decoder threads.
     public var decoderThreads = 1
+    /// Render scheduling, as libwebrtc's frame timing does it: a complete frame leaves the jitter
+    /// buffer for the decoder at its playout time, so frames reach the renderer spaced as they
+    /// were captured even when the network bunches them, each with the `renderTimeNs` at which it
+    /// should be shown. The playout time aims at the arrival time the frame's RTP timestamp maps to
+    /// on the least-delayed path (`RTPJitterBuffer.baselineArrivalNs`) plus the adaptive target
+    /// delay, and moves toward that aim by at most 100 ms per second of media (libwebrtc's limit):
+    /// a change of delay or of the path's baseline stretches or shrinks frame intervals by at most
+    /// 10 % instead of making a jump. False: every frame is decoded and rendered as soon as it is
+    /// complete (recording to a file, lowest latency).
+    public var schedulesRendering = true
+    /// How long the renderer takes to show a frame, in milliseconds: `renderTimeNs` is the
+    /// decode-time estimate plus this after the frame left the buffer (libwebrtc's default is 10).
+    public var renderDelayMilliseconds: Double = 10
     /// SFrame end-to-end decryption (RFC 9605) of every assembled frame before the decoder, with
     /// the keys of the sending side; nil (default) decodes frames as they arrive. A frame that
     /// fails to decrypt is dropped (`framesDropped`, `framesDecryptionFailed`) and a keyframe is
@@ -105,6 +118,21 @@ public final class VideoReceiveStream {
     /// Bit k: layer k may reference a lost frame, so its frames are skipped until one of them is
     /// a layer-sync frame (it references the base layer only).
     private var brokenUpperLayers: UInt8 = 0
+    /// With `schedulesRendering`: when the frame at the head of the jitter buffer is due to leave
+    /// it (0: none is waiting). The engine sleeps no longer than this.
+    public private(set) var nextReleaseNs: UInt64 = 0
+    /// When the frame being played left the buffer: its scheduled time, or the time it was taken
+    /// when it was late or unscheduled.
+    private var frameReleaseNs: UInt64 = 0
+    /// With `schedulesRendering`: how far after its baseline arrival time the last frame
+    /// scheduled plays out, in nanoseconds (the target delay, approached at 100 ms per second).
+    public private(set) var playoutDelayNs: Double = 0
+    /// The RTP timestamp and playout time of the last frame scheduled.
+    private var lastScheduled: (timestamp: UInt32, playoutNs: Double)?
+    /// Decode time estimate in nanoseconds: follows a longer decode quickly (1/4 of the difference
+    /// per frame) and a shorter one slowly (1/32), so `renderTimeNs` is rarely earlier than a frame
+    /// can be ready and one slow decode does not move the render times of the frames after it.
+    public private(set) var decodeTimeEstimateNs: UInt64 = 0
 
     /// Creates the stream's decoder and buffers. Throws when libvpx cannot create a decoder.
     public init(ssrc: UInt32, settings: VideoReceiveSettings, renderer: VideoRenderer?) throws(VPXError) {
@@ -237,7 +265,21 @@ public final class VideoReceiveStream {
     @discardableResult
     public func process(nowNs: UInt64) -> Int {
         var decoded = 0
+        nextReleaseNs = 0
         while true {
+            if let head = jitterBuffer.peekNext, !inFrame || head.timestamp != frameTimestamp {
+                // The head starts a new frame: with scheduling, it waits for its playout time
+                // (to the engine's timer granularity, 1 ms).
+                var release = nowNs
+                if settings.schedulesRendering, let due = playoutTimeNs(forTimestamp: head.timestamp) {
+                    guard nowNs + 1_000_000 >= due else {
+                        nextReleaseNs = due
+                        break
+                    }
+                    release = due
+                }
+                frameReleaseNs = release
+            }
             if let p = jitterBuffer.popNext() {
                 nack.forget(below: p.extendedSequence + 1)
                 decoded += play(p, nowNs: nowNs)
@@ -316,10 +358,18 @@ public final class VideoReceiveStream {
         }
         let firstArrival = frameFirstArrivalNs
         var shown = false
+        let decodeStartNs = UDPSocket.monotonicNanoseconds()
         do {
             let r: Bool? = try decoder.decode(data) { view in
                 let decodedNs = UDPSocket.monotonicNanoseconds()
-                self.deliver(view, frame: frame, firstArrival: firstArrival, decodedNs: decodedNs)
+                self.updateDecodeTimeEstimate(decodedNs &- decodeStartNs)
+                let renderNs =
+                    self.settings.schedulesRendering
+                    ? max(
+                        decodedNs, nowNs,
+                        self.frameReleaseNs + self.decodeTimeEstimateNs
+                            + UInt64(self.settings.renderDelayMilliseconds * 1e6)) : decodedNs
+                self.deliver(view, frame: frame, firstArrival: firstArrival, decodedNs: decodedNs, renderNs: renderNs)
                 return true
             }
             shown = r ?? false
@@ -375,7 +425,41 @@ public final class VideoReceiveStream {
         return false
     }
 
-    private func deliver(_ view: I420View, frame: RTPAssembledFrame, firstArrival: UInt64, decodedNs: UInt64) {
+    /// The playout time of the frame with RTP `timestamp`, fixed when the frame is first asked
+    /// about: the aim (baseline arrival plus target delay), kept within 10 % of the media time
+    /// since the last frame scheduled from that frame's playout time. A jump of more than a second
+    /// (a restarted sender, a long pause) takes the aim at once.
+    private func playoutTimeNs(forTimestamp timestamp: UInt32) -> UInt64? {
+        if let last = lastScheduled, last.timestamp == timestamp { return UInt64(max(0, last.playoutNs)) }
+        guard let baseline = jitterBuffer.baselineArrivalNs(forTimestamp: timestamp) else { return nil }
+        let aim = Double(baseline) + Double(jitterBuffer.targetDelayNs)
+        var playout = aim
+        if let last = lastScheduled {
+            let mediaNs = Double(Int32(bitPattern: timestamp &- last.timestamp)) * 1e9 / 90_000
+            let predicted = last.playoutNs + mediaNs
+            if mediaNs >= 0 && abs(aim - predicted) < 1e9 {
+                let step = mediaNs * 0.1  // 100 ms per second of media
+                playout = max(predicted - step, min(predicted + step, aim))
+            }
+        }
+        lastScheduled = (timestamp, playout)
+        playoutDelayNs = playout - Double(baseline)
+        return UInt64(max(0, playout))
+    }
+
+    private func updateDecodeTimeEstimate(_ ns: UInt64) {
+        if decodeTimeEstimateNs == 0 {
+            decodeTimeEstimateNs = ns
+        } else if ns > decodeTimeEstimateNs {
+            decodeTimeEstimateNs += (ns - decodeTimeEstimateNs) / 4
+        } else {
+            decodeTimeEstimateNs -= (decodeTimeEstimateNs - ns) / 32
+        }
+    }
+
+    private func deliver(
+        _ view: I420View, frame: RTPAssembledFrame, firstArrival: UInt64, decodedNs: UInt64, renderNs: UInt64
+    ) {
         stats.frameWidth = view.width
         stats.frameHeight = view.height
         guard let renderer else { return }
@@ -396,7 +480,7 @@ public final class VideoReceiveStream {
             DecodedVideoFrame(
                 view: view, packed: packedView, packedStride: stride,
                 rtpTimestamp: frame.timestamp, ssrc: ssrc, isKeyframe: frame.isKeyframe,
-                firstPacketArrivalNs: firstArrival, decodedNs: decodedNs))
+                firstPacketArrivalNs: firstArrival, decodedNs: decodedNs, renderTimeNs: renderNs))
     }
 
     /// W3C webrtc-stats freeze rule: an interval between rendered frames longer than

@@ -20,6 +20,11 @@ public struct DecodedVideoFrame {
     public let firstPacketArrivalNs: UInt64
     /// `CLOCK_MONOTONIC` nanoseconds when decoding finished.
     public let decodedNs: UInt64
+    /// `CLOCK_MONOTONIC` nanoseconds when the frame should be on screen: with render scheduling
+    /// (`VideoReceiveSettings.schedulesRendering`, the default), frames are handed over at their
+    /// playout time, a render delay ahead of this, so consecutive frames' render times are spaced
+    /// as the sender captured them; without it, `decodedNs`.
+    public let renderTimeNs: UInt64
 }
 
 /// Where a receive pipeline puts decoded video (like libwebrtc's `VideoSinkInterface`).
