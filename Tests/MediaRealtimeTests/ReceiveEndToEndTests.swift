@@ -30,10 +30,10 @@ struct EndToEndCall {
     let endpoint: RTCPSenderEndpoint
     let width: Int, height: Int
 
-    init(width: Int = 320, height: Int = 240, bitrate: Int = 500_000) throws {
+    init(width: Int = 320, height: Int = 240, bitrate: Int = 500_000, lipSync: Bool = true) throws {
         self.width = width; self.height = height
         renderer = IndexingRenderer(width: width, height: height)
-        receiver = try makeReceiver(key: key, renderer: renderer)
+        receiver = try makeReceiver(key: key, renderer: renderer, lipSync: lipSync)
         var o = UDPSocket.Options()
         o.receiveBufferSize = 1 << 20
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: o)
@@ -65,10 +65,12 @@ struct EndToEndCall {
     func stop() { video.stop(); audio.stop(); endpoint.stop(); receiver.stop() }
 
     /// Captures `frames` frames at 30 fps (and 20 ms of audio per 20 ms) in real time, starting at
-    /// frame `first`; `onFrame` runs before each capture.
-    func capture(frames: Range<Int>, onFrame: (Int) -> Void = { _ in }) {
+    /// frame `first`; `onFrame` runs before each capture. With `beeps`, the audio is silence with
+    /// a 50 ms 1 kHz beep at the start of every second of capture time, when the frame whose
+    /// index is a multiple of 30 is captured.
+    func capture(frames: Range<Int>, beeps: Bool = false, onFrame: (Int) -> Void = { _ in }) {
         let picture = VideoFrame(width: width, height: height)
-        var source = SyntheticAudio(pattern: .speech, sampleRate: 48_000)
+        var source = SyntheticAudio(pattern: beeps ? .silence : .speech, sampleRate: 48_000)
         let start = UDPSocket.monotonicNanoseconds()
         var audioSent = 0
         for (k, i) in frames.enumerated() {
@@ -76,7 +78,12 @@ struct EndToEndCall {
             while UDPSocket.monotonicNanoseconds() < due {
                 let elapsed = UDPSocket.monotonicNanoseconds() - start
                 while UInt64(audioSent) * 20_000_000 <= elapsed {
-                    let pcm = source.int16s(frames: 960)
+                    var pcm = source.int16s(frames: 960)
+                    if beeps {
+                        for s in 0..<960 where (audioSent * 960 + s) % 48_000 < 2_400 {
+                            pcm[s] = Int16(12_000 * sin(2 * Double.pi * 1_000 * Double(audioSent * 960 + s) / 48_000))
+                        }
+                    }
                     pcm.withUnsafeBufferPointer {
                         audio.capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(audioSent) * 20_000_000)
                     }

@@ -16,7 +16,7 @@ final class CollectingAudioSink: AudioSink, @unchecked Sendable {
 /// A receive pipeline on a loopback socket with one VP8 and one Opus stream.
 func makeReceiver(
     key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
-    renderer: VideoRenderer
+    renderer: VideoRenderer, lipSync: Bool = true
 ) throws -> ReceivePipeline {
     var options = UDPSocket.Options()
     options.receiveBufferSize = 1 << 21
@@ -30,6 +30,7 @@ func makeReceiver(
     audio.fecEnabled = fec
     conf.audio = audio
     conf.reportIntervalMilliseconds = 200
+    conf.synchronizesAudioAndVideo = lipSync
     return try ReceivePipeline(socket: socket, configuration: conf, renderer: renderer)
 }
 

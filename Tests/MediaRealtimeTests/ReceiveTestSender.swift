@@ -208,7 +208,11 @@ final class IndexingRenderer: VideoRenderer, @unchecked Sendable {
         }
         if frame.packed != nil { packedFrames += 1 }
         lock.withLock { $0[index] = psnr }
+        renderTimes.withLock { $0[index] = frame.renderTimeNs }
     }
+
+    /// Each frame's `renderTimeNs`, by index.
+    let renderTimes = Mutex<[Int: UInt64]>([:])
 
     var indices: Set<Int> { lock.withLock { Set($0.keys.filter { $0 >= 0 }) } }
     var minimumPSNR: Double { lock.withLock { $0.filter { $0.key >= 0 }.values.min() ?? 0 } }

@@ -114,6 +114,11 @@ public final class AudioReceiveStream: @unchecked Sendable {
     private var filteredLevel: Double = -1
     private var lastPlayDecoded = false
     private let published = Mutex(InboundRTPStreamStats())
+    /// Where playout is: the RTP timestamp (48 kHz) of the next sample to play and when it plays,
+    /// published after every pull for lip sync (`AudioVideoSync`). Nil until playout started.
+    private let position = Mutex<(playNs: UInt64, rtpTimestamp: UInt32)?>(nil)
+    /// Extra delay for lip sync, added to the jitter buffer's target (set by the receive engine).
+    private let synchronizationDelayNs = Atomic<Int64>(0)
     /// Samples recovered from FEC (audio thread).
     public private(set) var fecRecoveredSamples = 0
     /// The jitter buffer's counters (late, duplicate, restarts...). Thread rule: the audio thread,
@@ -221,7 +226,27 @@ public final class AudioReceiveStream: @unchecked Sendable {
         }
         audioStats.totalSamplesReceived += UInt64(need)
         published.withLock { $0 = audioStats }
+        // The block just pulled plays from now; the sample after it 10 ms later.
+        let queued = pcmCount + resampledCount * 48_000 / settings.outputSampleRate
+        let next: (playNs: UInt64, rtpTimestamp: UInt32)? =
+            playing ? (nowNs + 10_000_000, expectedTimestamp &- UInt32(truncatingIfNeeded: queued)) : nil
+        position.withLock { $0 = next }
         return need
+    }
+
+    /// The RTP timestamp of the next sample to play and the monotonic time it plays at, as of the
+    /// last pull (nil before playout started). Thread rule: any thread. Cost: one lock.
+    public var playoutPosition: (playNs: UInt64, rtpTimestamp: UInt32)? { position.withLock { $0 } }
+
+    /// Sets the extra playout delay lip sync asks of this stream (added to the adaptive target;
+    /// the buffer grows to it by time-stretching). Thread rule: any thread. Cost: one atomic store.
+    package func setSynchronizationDelay(nanoseconds: Int64) {
+        synchronizationDelayNs.store(max(0, nanoseconds), ordering: .relaxed)
+    }
+
+    /// The jitter buffer's adaptive target plus the lip-sync delay, in nanoseconds.
+    private var playoutTargetNs: UInt64 {
+        jitterBuffer.targetDelayNs + UInt64(synchronizationDelayNs.load(ordering: .relaxed))
     }
 
     private func drainHandoff() {
@@ -252,7 +277,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
             let room = UnsafeMutableBufferPointer(rebasing: pcm[(pcmCount * ch)...])
             if !playing {
                 // Prebuffer to the target delay before the first packet plays.
-                let target = UInt64(jitterBuffer.targetDelayNs) * 48_000 / 1_000_000_000
+                let target = playoutTargetNs * 48_000 / 1_000_000_000
                 if jitterBuffer.count > 0 && UInt64(jitterBuffer.bufferedTimestampSpan) + 960 >= target {
                     playing = true
                     filteredLevel = -1  // a new run: the level is measured afresh
@@ -269,7 +294,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
             let cap: UInt64 =
                 settings.playoutAdjustment == .dropPackets
                 ? 60_000_000 : UInt64(max(0, settings.hardCapMilliseconds) * 1e6)
-            if span > jitterBuffer.targetDelayNs + cap && jitterBuffer.count > 2 {
+            if span > playoutTargetNs + cap && jitterBuffer.count > 2 {
                 if let p = jitterBuffer.popNext() {
                     audioStats.packetsDiscarded += 1
                     expectedTimestamp = p.timestamp &+ UInt32((try? OpusPayload.sampleCount(packet: payloadOf(p))) ?? 960)
@@ -300,7 +325,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
         // NetEq-like smoothing: about 32 packets' memory, so one late or early packet does not
         // trigger a stretch, a sustained offset (drift, a new target) does.
         filteredLevel = filteredLevel < 0 ? level : filteredLevel + (level - filteredLevel) / 32
-        let target = Double(jitterBuffer.targetDelayNs) * 48_000 / 1e9
+        let target = Double(playoutTargetNs) * 48_000 / 1e9
         let block = UnsafeMutableBufferPointer(rebasing: pcm[0...])
         if filteredLevel > target + 960 {
             let removed = stretch.accelerate(block, frames: pcmCount)
@@ -324,9 +349,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
     /// packet is missing (then a walk to the first held one).
     public var bufferLevelMilliseconds: Double { Double(levelSamples) / 48 }
 
-    /// The jitter buffer's adaptive target delay in milliseconds. Thread rule: the audio thread.
-    /// Cost: O(1).
-    public var targetDelayMilliseconds: Double { Double(jitterBuffer.targetDelayNs) / 1e6 }
+    /// The playout target delay in milliseconds: the jitter buffer's adaptive target plus any
+    /// lip-sync delay. Thread rule: the audio thread. Cost: O(1).
+    public var targetDelayMilliseconds: Double { Double(playoutTargetNs) / 1e6 }
 
     private func payloadOf(_ p: JitterBufferPacket) -> UnsafeRawBufferPointer {
         (try? RTPPacket(parsing: p.bytes))?.payload ?? UnsafeRawBufferPointer(start: nil, count: 0)

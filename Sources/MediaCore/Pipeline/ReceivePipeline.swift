@@ -34,6 +34,10 @@ public struct ReceivePipelineConfiguration: Sendable {
     public var useFullIntraRequest = false
     /// Largest number of SSRCs accepted (more are dropped and counted).
     public var maxStreams = 8
+    /// Lip sync: with one audio and one video stream, the stream that plays early is delayed so
+    /// both play in step, from the sender reports' capture-time mapping (`AudioVideoSync`).
+    /// The video stream needs `schedulesRendering` for its share of the delay.
+    public var synchronizesAudioAndVideo = true
     /// Engine tick in milliseconds: the longest the engine sleeps waiting for packets.
     public var tickMilliseconds = 5
     /// recvmmsg batch size.
@@ -198,7 +202,25 @@ public final class ReceivePipeline: @unchecked Sendable {
         var inbound: [InboundRTPStreamStats] = []
         var longestFreeze: Double = 0
         var peakBuffered = 0
+        var sync: AudioVideoSyncState? = nil
     }
+
+    /// Lip sync's state (see `ReceivePipelineConfiguration.synchronizesAudioAndVideo`), refreshed
+    /// about once a second once both streams have had a sender report and played.
+    /// Thread rule: a value type. Cost: none.
+    public struct AudioVideoSyncState: Sendable, Equatable {
+        /// How much later (positive) or earlier audio plays than video, relative to their capture
+        /// times, at the last measurement, in milliseconds.
+        public var offsetMilliseconds: Double
+        /// The extra delay given to video, in milliseconds.
+        public var videoDelayMilliseconds: Double
+        /// The extra delay given to audio, in milliseconds.
+        public var audioDelayMilliseconds: Double
+    }
+
+    /// Lip sync's latest measurement and delays; nil while it has nothing to measure (no audio
+    /// or video yet, no sender reports, or turned off). Thread rule: any thread. Cost: one lock.
+    public var audioVideoSync: AudioVideoSyncState? { engine.published.withLock { $0.sync } }
 
     /// Everything the pipeline's thread owns.
     /// Sendable: the `var`s belong to the pipeline's thread (`start` sets `other`, `feedback` and `sendPath` before
@@ -229,6 +251,9 @@ public final class ReceivePipeline: @unchecked Sendable {
         var remote: SocketAddress?
         var reportSchedule: RTCPReportSchedule
         var lastPublishNs: UInt64 = 0
+        var avSync = AudioVideoSync()
+        var lastSyncNs: UInt64 = 0
+        var syncState: AudioVideoSyncState?
         let batch: UDPReceiveBatch
         let rtcpBuffer: UnsafeMutableRawBufferPointer
         /// Where an RTX packet's original is rebuilt before it enters its stream's jitter buffer.
@@ -451,6 +476,10 @@ public final class ReceivePipeline: @unchecked Sendable {
                 peakBuffered = max(peakBuffered, v.jitterBuffer.count)
                 v.process(nowNs: nowNs)
             }
+            if configuration.synchronizesAudioAndVideo && nowNs >= lastSyncNs + 1_000_000_000 {
+                lastSyncNs = nowNs
+                synchronize()
+            }
             sendFeedback(nowNs: nowNs)
             if nowNs >= lastPublishNs + 20_000_000 || stopping.load(ordering: .relaxed) {
                 lastPublishNs = nowNs
@@ -462,8 +491,31 @@ public final class ReceivePipeline: @unchecked Sendable {
                 }
                 let freeze = Double(videos.map(\.longestFreezeNs).max() ?? 0) / 1e9
                 let c = counters, peak = peakBuffered
-                published.withLock { $0 = Published(counters: c, inbound: inbound, longestFreeze: freeze, peakBuffered: peak) }
+                let sync = syncState
+                published.withLock {
+                    $0 = Published(counters: c, inbound: inbound, longestFreeze: freeze, peakBuffered: peak, sync: sync)
+                }
             }
+        }
+
+        /// One lip-sync step (about once a second): with one audio and one video stream that have
+        /// both had a sender report and played, compares each one's delay from capture to play and
+        /// hands each stream its extra delay.
+        private func synchronize() {
+            guard let audio, audioSSRC != nil, videos.count == 1, let video = videos.first,
+                let (renderNs, videoTimestamp) = video.lastRendered,
+                let (playNs, audioTimestamp) = audio.playoutPosition,
+                let videoCapture = video.receiveStatistics.senderTimeNs(ofRTPTimestamp: videoTimestamp, clockRate: 90_000),
+                let audioCapture = audio.receiveStatistics.senderTimeNs(ofRTPTimestamp: audioTimestamp, clockRate: 48_000)
+            else { return }
+            avSync.update(
+                audioPlayNs: Double(playNs), audioCaptureNs: audioCapture, videoRenderNs: Double(renderNs),
+                videoCaptureNs: videoCapture)
+            video.synchronizationDelayNs = video.settings.schedulesRendering ? avSync.videoExtraNs : 0
+            audio.setSynchronizationDelay(nanoseconds: Int64(avSync.audioExtraNs))
+            syncState = AudioVideoSyncState(
+                offsetMilliseconds: (avSync.lastOffsetNs ?? 0) / 1e6, videoDelayMilliseconds: avSync.videoExtraNs / 1e6,
+                audioDelayMilliseconds: avSync.audioExtraNs / 1e6)
         }
 
         /// Builds and sends RTCP: feedback at once when due, the regular report on its interval.

@@ -127,6 +127,12 @@ public final class VideoReceiveStream {
     /// With `schedulesRendering`: how far after its baseline arrival time the last frame
     /// scheduled plays out, in nanoseconds (the target delay, approached at 100 ms per second).
     public private(set) var playoutDelayNs: Double = 0
+    /// Extra playout delay lip sync asks of this stream, in nanoseconds (set by the receive
+    /// engine from `AudioVideoSync`); added to the aim of `schedulesRendering`.
+    public var synchronizationDelayNs: Double = 0
+    /// The render time and RTP timestamp of the last frame handed to the renderer (or decoded,
+    /// without one), for lip sync.
+    public private(set) var lastRendered: (renderNs: UInt64, rtpTimestamp: UInt32)?
     /// The RTP timestamp and playout time of the last frame scheduled.
     private var lastScheduled: (timestamp: UInt32, playoutNs: Double)?
     /// Decode time estimate in nanoseconds: follows a longer decode quickly (1/4 of the difference
@@ -432,7 +438,7 @@ public final class VideoReceiveStream {
     private func playoutTimeNs(forTimestamp timestamp: UInt32) -> UInt64? {
         if let last = lastScheduled, last.timestamp == timestamp { return UInt64(max(0, last.playoutNs)) }
         guard let baseline = jitterBuffer.baselineArrivalNs(forTimestamp: timestamp) else { return nil }
-        let aim = Double(baseline) + Double(jitterBuffer.targetDelayNs)
+        let aim = Double(baseline) + Double(jitterBuffer.targetDelayNs) + synchronizationDelayNs
         var playout = aim
         if let last = lastScheduled {
             let mediaNs = Double(Int32(bitPattern: timestamp &- last.timestamp)) * 1e9 / 90_000
@@ -460,6 +466,7 @@ public final class VideoReceiveStream {
     private func deliver(
         _ view: I420View, frame: RTPAssembledFrame, firstArrival: UInt64, decodedNs: UInt64, renderNs: UInt64
     ) {
+        lastRendered = (renderNs, frame.timestamp)
         stats.frameWidth = view.width
         stats.frameHeight = view.height
         guard let renderer else { return }
