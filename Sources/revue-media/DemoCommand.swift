@@ -56,6 +56,8 @@ enum DemoCommand: Command {
         var audio: [Float] = []
         var lastIndex = -1
         var framesOutOfOrder = 0
+        /// Render times of the frames captured on each whole second (index a multiple of 30).
+        var markedRenderNs: [Int: UInt64] = [:]
     }
 
     static func run(_ argv: [String]) throws -> Int32 {
@@ -102,7 +104,8 @@ enum DemoCommand: Command {
         let receiver = try PipelineReceiver(
             key: key, codec: videoOptions.codec, width: size.width, height: size.height,
             videoPath: videoPath, audioPath: audioPath
-        ) { view, _, decodedNs in
+        ) { frame in
+            let view = frame.view, decodedNs = frame.decodedNs
             guard let index = SyntheticVideo.frameIndex(in: view) else {
                 m.lock.lock(); m.framesUnidentified += 1; m.lock.unlock(); return
             }
@@ -117,6 +120,7 @@ enum DemoCommand: Command {
             }
             if psnr.isFinite { m.psnr.append(psnr) }
             if index <= m.lastIndex { m.framesOutOfOrder += 1 }
+            if index % 30 == 0 { m.markedRenderNs[index / 30] = frame.renderTimeNs }
             m.lastIndex = index
             m.lock.unlock()
         }
@@ -134,7 +138,7 @@ enum DemoCommand: Command {
             frames: Int(seconds * 30))
         let microphone = PatternAudioSource(
             pattern: .speech, name: "microphone", sampleRate: 48_000, channels: 1,
-            frames: Int64(seconds * 48_000))
+            frames: Int64(seconds * 48_000), beepEverySecond: true)
         var wire = SendWire(destination: relay.listenAddress, key: key)
         wire.separateAudioPort = false  // one 5-tuple through the relay, demultiplexed by payload type
         let sender = try MediaSender(
@@ -168,9 +172,23 @@ enum DemoCommand: Command {
         // Audio quality: best lag by cross-correlation on the first seconds, then SNR and
         // correlation over everything at that lag.
         var source = SyntheticAudio(pattern: .speech, sampleRate: 48_000, channels: 1, amplitude: 0.5)
-        let reference48k = source.floats(frames: Int(seconds * 48_000))
+        var reference48k = source.floats(frames: Int(seconds * 48_000))
+        PatternAudioSource.addBeeps(to: &reference48k, firstFrame: 0, sampleRate: 48_000)
         let received = receiver.audioSink?.playedSamples ?? []
-        let (lag, snr, correlation) = audioQuality(reference: reference48k, received: received, maxLag: 48_000)
+        let (lag, snr, correlation, segmentLags) = audioQuality(reference: reference48k, received: received, maxLag: 48_000)
+        // Lip sync: each whole second of capture time is marked in both streams (the beep's first
+        // sample, the frame with index 30 x k); the beep's play time (where the alignment above
+        // put that sample in what was played) minus the marked frame's render time.
+        var syncOffsetsMs: [Double] = []
+        for (k, renderNs) in m.markedRenderNs.sorted(by: { $0.key < $1.key }) where k >= 3 {
+            guard let segmentLag = segmentLags[k * 48_000],
+                let playNs = receiver.audioSink?.playTime(ofSample: k * 48_000 + segmentLag)
+            else { continue }
+            syncOffsetsMs.append((Double(playNs) - Double(renderNs)) / 1e6)
+        }
+        let syncMean = syncOffsetsMs.isEmpty ? Double.nan : syncOffsetsMs.reduce(0, +) / Double(syncOffsetsMs.count)
+        let syncWorst = syncOffsetsMs.max { abs($0) < abs($1) } ?? .nan
+        let syncWithin = syncOffsetsMs.filter { abs($0) <= 45 }.count
 
         let inbound = receiver.pipeline.inboundStats
         let vin = inbound.first { $0.kind == "video" } ?? InboundRTPStreamStats()
@@ -239,6 +257,14 @@ enum DemoCommand: Command {
                 ])
             ),
             (
+                "lipSync",
+                .object([
+                    ("marks", .int(syncOffsetsMs.count)), ("meanMs", JSON.rounded(syncMean, 1)),
+                    ("worstMs", JSON.rounded(syncWorst, 1)), ("within45Ms", .int(syncWithin)),
+                    ("offsetsMs", .array(syncOffsetsMs.map { JSON.rounded($0, 1) })),
+                ])
+            ),
+            (
                 "relay",
                 .object([
                     ("received", .int(relayStats.forward.received)), ("forwarded", .int(relayStats.forward.forwarded)),
@@ -275,6 +301,7 @@ enum DemoCommand: Command {
                 video quality   PSNR \(psnrMean.fixed(2)) dB mean, \(psnrMin.fixed(2)) dB min over \(m.psnr.count) frames identified by bar code
                 audio quality   SNR \(snr.fixed(2)) dB, correlation \(correlation.fixed(3)) (lag \(lag) samples)
                 latency         capture to decoded frame p50 \(pct(0.5).fixed(1)) ms, p99 \(pct(0.99).fixed(1)) ms
+                lip sync        beep minus marked frame \(syncMean.fixed(1)) ms mean, worst \(syncWorst.fixed(1)) ms, \(syncWithin) of \(syncOffsetsMs.count) seconds within 45 ms
                 bitrates        video \(Format.bitrate(videoBitrate)), audio \(Format.bitrate(audioBitrate))
                 files           \((written + [statsPath]).joined(separator: ", "))
                 """)
@@ -289,8 +316,8 @@ enum DemoCommand: Command {
     /// each 200 ms segment of the reference is aligned on its own: a coarse search on 8x block averages
     /// within `maxLag`, then within +-50 ms of the previous segment's lag, refined to the sample.
     /// SNR sums signal and error over all segments; correlation is the mean of the segments'.
-    static func audioQuality(reference: [Float], received: [Float], maxLag: Int) -> (Int, Double, Double) {
-        guard reference.count >= 48_000, received.count > 4800 else { return (0, .nan, .nan) }
+    static func audioQuality(reference: [Float], received: [Float], maxLag: Int) -> (Int, Double, Double, [Int: Int]) {
+        guard reference.count >= 48_000, received.count > 4800 else { return (0, .nan, .nan, [:]) }
         func decimate(_ x: [Float]) -> [Float] {
             stride(from: 0, to: x.count - 7, by: 8).map { i in (x[i..<(i + 8)].reduce(0, +)) / 8 }
         }
@@ -312,6 +339,7 @@ enum DemoCommand: Command {
         let segment = 9_600
         var previous: Int?
         var signal = 0.0, noise = 0.0, correlations: [Double] = [], firstLag = 0
+        var lags: [Int: Int] = [:]
         for start in stride(from: 0, to: reference.count - segment + 1, by: segment) {
             let coarseRange = previous.map { ($0 / 8 - 300)...($0 / 8 + 300) } ?? 0...(maxLag / 8)
             guard let coarse = bestLag(dr, dx, from: start / 8, window: segment / 8, coarseRange),
@@ -319,6 +347,7 @@ enum DemoCommand: Command {
             else { continue }
             if previous == nil { firstLag = lag }
             previous = lag
+            lags[start] = lag
             var sxy = 0.0, sxx = 0.0, syy = 0.0, sx = 0.0, sy = 0.0
             for i in start..<(start + segment) {
                 let x = Double(reference[i]), y = Double(received[i + lag])
@@ -329,8 +358,11 @@ enum DemoCommand: Command {
             let den = (sxx / n - (sx / n) * (sx / n)).squareRoot() * (syy / n - (sy / n) * (sy / n)).squareRoot()
             if den > 1e-9 { correlations.append((sxy / n - (sx / n) * (sy / n)) / den) }
         }
-        guard !correlations.isEmpty else { return (0, .nan, .nan) }
-        return (firstLag, noise > 0 ? 10 * log10(signal / noise) : 100, correlations.reduce(0, +) / Double(correlations.count))
+        guard !correlations.isEmpty else { return (0, .nan, .nan, lags) }
+        return (
+            firstLag, noise > 0 ? 10 * log10(signal / noise) : 100, correlations.reduce(0, +) / Double(correlations.count),
+            lags
+        )
     }
 
     /// Writes `text` to `path` through the engine's atomic writer (temporary file, fsync, rename).

@@ -3,6 +3,10 @@ import MediaCore
 import RevueCommandLine
 import RevueSession
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -146,12 +150,19 @@ final class PatternAudioSource: AudioSource {
     let frameCount: Int64?
     private var generator: SyntheticAudio
     private var delivered: Int64 = 0
+    private let beeps: Bool
 
-    init(pattern: SyntheticAudio.Pattern, name: String, sampleRate: Int, channels: Int, frames: Int64?) {
+    /// With `beepEverySecond`, a 50 ms 1 kHz beep is added at the start of every second (the
+    /// demo's lip-sync mark: the video frame captured at that instant is the marked one).
+    init(
+        pattern: SyntheticAudio.Pattern, name: String, sampleRate: Int, channels: Int, frames: Int64?,
+        beepEverySecond: Bool = false
+    ) {
         self.name = "pattern \(name)"
         self.sampleRate = sampleRate
         self.channels = channels
         frameCount = frames
+        beeps = beepEverySecond
         generator = SyntheticAudio(pattern: pattern, sampleRate: sampleRate, channels: channels, amplitude: 0.5)
     }
 
@@ -159,8 +170,29 @@ final class PatternAudioSource: AudioSource {
         var room = buffer.count / channels
         if let frameCount { room = Int(min(Int64(room), frameCount - delivered)) }
         guard room > 0 else { return 0 }
-        generator.render(into: UnsafeMutableBufferPointer(rebasing: buffer[0..<(room * channels)]))
+        let out = UnsafeMutableBufferPointer(rebasing: buffer[0..<(room * channels)])
+        generator.render(into: out)
+        if beeps { Self.addBeeps(to: out, firstFrame: Int(delivered), sampleRate: sampleRate, channels: channels) }
         delivered += Int64(room)
         return room
+    }
+
+    /// Adds the once-a-second beep (50 ms of 1 kHz at 0.4 of full scale) to interleaved `samples`
+    /// whose first frame is frame `firstFrame` of the stream.
+    static func addBeeps(
+        to samples: UnsafeMutableBufferPointer<Float>, firstFrame: Int, sampleRate: Int, channels: Int = 1
+    ) {
+        let beepFrames = sampleRate / 20
+        for f in 0..<(samples.count / channels) {
+            let n = firstFrame + f
+            guard n % sampleRate < beepFrames else { continue }
+            let v = Float(0.4 * sin(2 * Double.pi * 1_000 * Double(n) / Double(sampleRate)))
+            for c in 0..<channels { samples[f * channels + c] += v }
+        }
+    }
+
+    /// `addBeeps` on an array (the demo's reference signal).
+    static func addBeeps(to samples: inout [Float], firstFrame: Int, sampleRate: Int) {
+        samples.withUnsafeMutableBufferPointer { addBeeps(to: $0, firstFrame: firstFrame, sampleRate: sampleRate) }
     }
 }

@@ -23,7 +23,7 @@ final class PipelineReceiver: Sendable {
 
     init(
         key: SRTPKeyMaterial?, codec: VPXCodec, width: Int, height: Int, videoPath: String, audioPath: String,
-        onVideo: @escaping DecodedVideoHandler
+        onVideo: @escaping (DecodedVideoFrame) -> Void
     ) throws {
         do { socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0)) } catch {
             throw InputError(description: "cannot open the receiver's socket: \(error)")
@@ -66,13 +66,13 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
     private let lock = Lock()
     private let writer: IVFWriter
     private let encoder: VideoStreamEncoder
-    private let onVideo: DecodedVideoHandler
+    private let onVideo: (DecodedVideoFrame) -> Void
     private var scaled: VideoFrame?
     private let converter = ColorConverter()
     private var failure: Error?
     private(set) var frames = 0
 
-    init(path: String, codec: VPXCodec, width: Int, height: Int, onVideo: @escaping DecodedVideoHandler) throws {
+    init(path: String, codec: VPXCodec, width: Int, height: Int, onVideo: @escaping (DecodedVideoFrame) -> Void) throws {
         var options = VideoEncodeOptions()
         options.codec = codec
         options.bitrate = 4_000_000
@@ -84,7 +84,7 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
     }
 
     func render(_ frame: DecodedVideoFrame) {
-        onVideo(frame.view, frame.rtpTimestamp, frame.decodedNs)
+        onVideo(frame)
         lock.lock(); defer { lock.unlock() }
         guard failure == nil else { return }
         do {
@@ -120,6 +120,9 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
     private var failure: Error?
     /// Everything played so far, mono Float at 48 kHz.
     private(set) var played: [Float] = []
+    /// When each block of `played` was handed over (its first sample's index and the monotonic
+    /// time of the `play` call, when the block starts sounding): the demo's lip-sync measurement.
+    private(set) var blockTimes: [(firstSample: Int, ns: UInt64)] = []
 
     /// Whether `played` keeps the PCM (the demo measures it; a long recording should not).
     private let keepsPlayed: Bool
@@ -139,7 +142,10 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
         let frames = samples.count / max(1, channels)
         if floats.count < frames { floats = [Float](repeating: 0, count: frames) }
         for i in 0..<frames { floats[i] = Float(samples[i * channels]) / 32768 }
-        if keepsPlayed { played.append(contentsOf: floats[0..<frames]) }
+        if keepsPlayed {
+            blockTimes.append((played.count, UDPSocket.monotonicNanoseconds()))
+            played.append(contentsOf: floats[0..<frames])
+        }
         guard failure == nil else { return }
         do {
             try floats.withUnsafeBufferPointer { p in
@@ -151,6 +157,20 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
     }
 
     var playedSamples: [Float] { lock.lock(); defer { lock.unlock() }; return played }
+
+    /// The monotonic time at which played sample `index` sounded; nil past the end.
+    func playTime(ofSample index: Int) -> UInt64? {
+        lock.lock(); defer { lock.unlock() }
+        guard index >= 0, index < played.count else { return nil }
+        // The last block starting at or before `index` (blocks are in order).
+        var low = 0, high = blockTimes.count - 1
+        while low < high {
+            let mid = (low + high + 1) / 2
+            if blockTimes[mid].firstSample <= index { low = mid } else { high = mid - 1 }
+        }
+        let block = blockTimes[low]
+        return block.ns + UInt64(index - block.firstSample) * 1_000_000_000 / 48_000
+    }
 
     func finish() throws -> String? {
         lock.lock(); defer { lock.unlock() }

@@ -433,7 +433,7 @@ final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
         if video == nil {
             do {
                 video = try RecordingRenderer(
-                    path: videoPath, codec: .vp8, width: frame.view.width, height: frame.view.height, onVideo: { _, _, _ in })
+                    path: videoPath, codec: .vp8, width: frame.view.width, height: frame.view.height, onVideo: { _ in })
             } catch {
                 failure = error
                 return
