@@ -58,6 +58,8 @@ enum DemoCommand: Command {
         var framesOutOfOrder = 0
         /// Render times of the frames captured on each whole second (index a multiple of 30).
         var markedRenderNs: [Int: UInt64] = [:]
+        /// Each frame's first-packet arrival and render time, by index (render scheduling).
+        var arrivalAndRenderNs: [Int: (arrival: UInt64, render: UInt64)] = [:]
     }
 
     static func run(_ argv: [String]) throws -> Int32 {
@@ -121,6 +123,7 @@ enum DemoCommand: Command {
             if psnr.isFinite { m.psnr.append(psnr) }
             if index <= m.lastIndex { m.framesOutOfOrder += 1 }
             if index % 30 == 0 { m.markedRenderNs[index / 30] = frame.renderTimeNs }
+            m.arrivalAndRenderNs[index] = (frame.firstPacketArrivalNs, frame.renderTimeNs)
             m.lastIndex = index
             m.lock.unlock()
         }
@@ -189,6 +192,18 @@ enum DemoCommand: Command {
         let syncMean = syncOffsetsMs.isEmpty ? Double.nan : syncOffsetsMs.reduce(0, +) / Double(syncOffsetsMs.count)
         let syncWorst = syncOffsetsMs.max { abs($0) < abs($1) } ?? .nan
         let syncWithin = syncOffsetsMs.filter { abs($0) <= 45 }.count
+        // Render scheduling: how far consecutive frames' intervals stray from the capture
+        // interval (33.3 ms), as they arrived (first packet) and as they are to be shown.
+        func intervalJitterP95(_ time: ((arrival: UInt64, render: UInt64)) -> UInt64) -> Double {
+            var deviations: [Double] = []
+            for (i, t) in m.arrivalAndRenderNs where i > 0 {
+                guard let previous = m.arrivalAndRenderNs[i - 1] else { continue }
+                deviations.append(abs((Double(time(t)) - Double(time(previous))) / 1e6 - 1000.0 / 30))
+            }
+            deviations.sort()
+            return deviations.isEmpty ? .nan : deviations[min(deviations.count - 1, Int(Double(deviations.count) * 0.95))]
+        }
+        let arrivalJitter = intervalJitterP95 { $0.arrival }, renderJitter = intervalJitterP95 { $0.render }
 
         let inbound = receiver.pipeline.inboundStats
         let vin = inbound.first { $0.kind == "video" } ?? InboundRTPStreamStats()
@@ -240,6 +255,8 @@ enum DemoCommand: Command {
                     ("framesIdentified", .int(m.psnr.count)), ("psnrMean", JSON.rounded(psnrMean, 2)),
                     ("psnrMin", JSON.rounded(psnrMin, 2)),
                     ("latencyP50Ms", JSON.rounded(pct(0.5), 2)), ("latencyP99Ms", JSON.rounded(pct(0.99), 2)),
+                    ("arrivalIntervalJitterP95Ms", JSON.rounded(arrivalJitter, 2)),
+                    ("renderIntervalJitterP95Ms", JSON.rounded(renderJitter, 2)),
                     ("bitrate", .int(Int(videoBitrate))),
                 ])
             ),
@@ -301,6 +318,7 @@ enum DemoCommand: Command {
                 video quality   PSNR \(psnrMean.fixed(2)) dB mean, \(psnrMin.fixed(2)) dB min over \(m.psnr.count) frames identified by bar code
                 audio quality   SNR \(snr.fixed(2)) dB, correlation \(correlation.fixed(3)) (lag \(lag) samples)
                 latency         capture to decoded frame p50 \(pct(0.5).fixed(1)) ms, p99 \(pct(0.99).fixed(1)) ms
+                frame timing    interval off 33.3 ms (p95): arrival \(arrivalJitter.fixed(1)) ms, render \(renderJitter.fixed(1)) ms
                 lip sync        beep minus marked frame \(syncMean.fixed(1)) ms mean, worst \(syncWorst.fixed(1)) ms, \(syncWithin) of \(syncOffsetsMs.count) seconds within 45 ms
                 bitrates        video \(Format.bitrate(videoBitrate)), audio \(Format.bitrate(audioBitrate))
                 files           \((written + [statsPath]).joined(separator: ", "))
