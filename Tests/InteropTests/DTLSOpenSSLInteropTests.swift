@@ -57,8 +57,8 @@ struct DTLSOpenSSLInteropTests {
             "-dtls1_2", "-cert", dir.file("cert.pem"), "-key", dir.file("key.pem"), "-use_srtp", profile,
             "-keymatexport", "EXTRACTOR-dtls_srtp", "-keymatexportlen", "\(length)",
         ]
-        // The tools read stdin; a pipe that stays open for a while keeps them from quitting on EOF
-        // before the handshake.
+        // The tools read stdin and quit at its end: it stays open until our side of the handshake
+        // is over, so each run takes as long as its handshake.
         var peer: SocketAddress?
         let tool: ToolProcess
         if role == .active {
@@ -66,11 +66,11 @@ struct DTLSOpenSSLInteropTests {
             peer = .loopbackIPv4(port: UInt16(port))
             let command = (["openssl", "s_server", "-accept", "127.0.0.1:\(port)", "-verify", "1", "-naccept", "1"] + common)
                 .joined(separator: " ")
-            tool = try ToolProcess("/bin/sh", ["-c", "sleep 6 | exec \(command)"])
+            tool = try ToolProcess("/bin/sh", ["-c", "exec \(command)"], keepsInputOpen: true)
             usleep(500_000)
         } else {
             let command = (["openssl", "s_client", "-connect", "127.0.0.1:\(ourPort)"] + common).joined(separator: " ")
-            tool = try ToolProcess("/bin/sh", ["-c", "sleep 3 | exec \(command)"])
+            tool = try ToolProcess("/bin/sh", ["-c", "exec \(command)"], keepsInputOpen: true)
         }
 
         var conf = DTLSTransport.Configuration(role: role)
@@ -95,6 +95,9 @@ struct DTLSOpenSSLInteropTests {
         }
         let keys = transport.takeKeys()
         transport.close()
+        // Our last flight may still be on its way to the tool: give it a moment before its EOF.
+        usleep(300_000)
+        tool.closeInput()
         let run = tool.wait(timeout: 15)
         try #require(
             transport.state == .closed || transport.state == .connected,

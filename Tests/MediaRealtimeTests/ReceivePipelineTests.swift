@@ -16,7 +16,7 @@ final class CollectingAudioSink: AudioSink, @unchecked Sendable {
 /// A receive pipeline on a loopback socket with one VP8 and one Opus stream.
 func makeReceiver(
     key: SRTPKeyMaterial?, nack: Bool = true, fec: Bool = true,
-    renderer: VideoRenderer, lipSync: Bool = true
+    renderer: VideoRenderer, lipSync: Bool = true, schedulesRendering: Bool = true
 ) throws -> ReceivePipeline {
     var options = UDPSocket.Options()
     options.receiveBufferSize = 1 << 21
@@ -25,6 +25,7 @@ func makeReceiver(
     var video = VideoReceiveSettings(codec: .vp8, payloadType: 96)
     video.nackEnabled = nack
     video.renderFormat = .bgra
+    video.schedulesRendering = schedulesRendering
     conf.video = [video]
     var audio = AudioReceiveSettings(payloadType: 111)
     audio.fecEnabled = fec

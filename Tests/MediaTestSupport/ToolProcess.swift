@@ -32,12 +32,18 @@ package struct ToolMissing: Error, CustomStringConvertible {
 package final class ToolProcess: @unchecked Sendable {
     package let process = Process()
     private let outPipe = Pipe(), errPipe = Pipe()
+    private let inPipe: Pipe?
     nonisolated(unsafe) private var outData = Data(), errData = Data()
     private let group = DispatchGroup()
 
     /// Starts `executable` (a path, or a tool name looked up in /usr/bin, /usr/local/bin and /bin)
-    /// in `cwd`.
-    package init(_ executable: String, _ arguments: [String], cwd: String? = nil, environment: [String: String]? = nil) throws {
+    /// in `cwd`. Its standard input is empty, or, with `keepsInputOpen`, a pipe that stays open
+    /// until `closeInput()` (for tools that quit at the end of their input, such as OpenSSL's
+    /// `s_client` and `s_server`).
+    package init(
+        _ executable: String, _ arguments: [String], cwd: String? = nil, environment: [String: String]? = nil,
+        keepsInputOpen: Bool = false
+    ) throws {
         var exe = executable
         if !exe.contains("/") {
             guard
@@ -55,7 +61,8 @@ package final class ToolProcess: @unchecked Sendable {
         if let environment { process.environment = environment }
         process.standardOutput = outPipe
         process.standardError = errPipe
-        process.standardInput = FileHandle.nullDevice
+        inPipe = keepsInputOpen ? Pipe() : nil
+        process.standardInput = inPipe ?? FileHandle.nullDevice
         try process.run()
         let o = outPipe.fileHandleForReading, e = errPipe.fileHandleForReading
         group.enter()
@@ -67,6 +74,9 @@ package final class ToolProcess: @unchecked Sendable {
             errData = e.readDataToEndOfFile(); group.leave()
         }
     }
+
+    /// Closes the process's standard input (with `keepsInputOpen`): it reads end of file.
+    package func closeInput() { try? inPipe?.fileHandleForWriting.close() }
 
     /// Sends `signal` to the process.
     package func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
@@ -135,13 +145,7 @@ private func tcpPortIsFree(_ port: Int) -> Bool {
     defer { close(fd) }
     var one: Int32 = 1
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = UInt16(port).bigEndian
-    addr.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-    return withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-    }
+    return SocketAddress.loopbackIPv4(port: UInt16(port)).withSockaddr { bind(fd, $0, $1) == 0 }
 }
 
 /// Reads `handle` on a thread of its own until end of file and hands `onLine` each complete line

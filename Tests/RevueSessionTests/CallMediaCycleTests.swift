@@ -12,6 +12,11 @@ func processThreadCount() -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
 }
 
+/// Open file descriptors of this process (entries of /proc/self/fd, less the one listing it).
+func processDescriptorCount() -> Int {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0) - 1
+}
+
 /// Resident set size in kB (VmRSS of /proc/self/status), after glibc returned free memory of every
 /// arena to the system (`malloc_trim`), so freed-but-cached memory does not count as a leak.
 func residentKilobytes() -> Int {
@@ -28,7 +33,8 @@ func residentKilobytes() -> Int {
 @MainActor
 @Suite(.serialized) struct CallMediaCycleTests {
     /// 20 calls with media (send streams with their worker threads, media sockets, SRTP contexts),
-    /// each hung up: threads and RSS come back to where they were after the first calls.
+    /// each hung up: threads, open descriptors (media sockets) and RSS come back to where they
+    /// were after the first calls.
     @Test func twentyCallCyclesLeakNoThreadsAndNoMemory() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
@@ -36,7 +42,7 @@ func residentKilobytes() -> Int {
         defer { a.peer.remove(); b.peer.remove() }
         try await makeFriends([a, b])
         weak var lastParticipant: RemoteParticipant?
-        var threadsAfterWarmup = 0, rssAfterWarmup = 0
+        var threadsAfterWarmup = 0, rssAfterWarmup = 0, descriptorsAfterWarmup = 0
         for cycle in 0..<20 {
             let (caller, callee) = cycle % 2 == 0 ? (a, b) : (b, a)
             try caller.friends.sendInvitation(friendId: callee.id, message: "\(cycle)")
@@ -63,12 +69,17 @@ func residentKilobytes() -> Int {
             if cycle == 7 {
                 threadsAfterWarmup = processThreadCount()
                 rssAfterWarmup = residentKilobytes()
+                descriptorsAfterWarmup = processDescriptorCount()
             }
         }
         await settle(0.5)
         #expect(lastParticipant == nil, "a RemoteParticipant outlived its call")
         #expect(a.room.localMedia.isEmpty && b.room.localMedia.isEmpty && a.room.legs.isEmpty && b.room.legs.isEmpty)
-        let threads = processThreadCount(), rss = residentKilobytes()
+        let threads = processThreadCount(), rss = residentKilobytes(), descriptors = processDescriptorCount()
+        // Each call opens a media socket per leg on both sides (and the DTLS/SRTP state with it);
+        // a socket left open would add two per cycle, 24 in all. A few are allowed for the
+        // runtime's own (Dispatch, timers).
+        #expect(descriptors <= descriptorsAfterWarmup + 4, "descriptors \(descriptorsAfterWarmup) -> \(descriptors)")
         // Each call starts 6 send threads (2 video workers, their 2 pacers, 2 audio workers); a
         // leak would add 6 per cycle, 72 in all. Dispatch's own pool may grow by a couple.
         #expect(threads <= threadsAfterWarmup + 3, "threads \(threadsAfterWarmup) -> \(threads)")

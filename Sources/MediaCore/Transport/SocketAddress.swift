@@ -223,8 +223,9 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Calls `body` with this address as a kernel `sockaddr` and its length.
-    func withSockaddr<R, E: Error>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws(E) -> R) throws(E) -> R {
+    /// Calls `body` with this address as a kernel `sockaddr` and its length. Cost: a copy into a
+    /// `sockaddr_storage` on the stack.
+    package func withSockaddr<R, E: Error>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws(E) -> R) throws(E) -> R {
         var storage = sockaddr_storage()
         let length = write(into: &storage)
         return try withUnsafePointer(to: &storage) { (p) throws(E) -> R in
