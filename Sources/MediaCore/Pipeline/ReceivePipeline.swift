@@ -308,14 +308,11 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// jitter buffer sooner (render scheduling), so frames are released within a millisecond
         /// of their playout time rather than a tick late.
         private func waitMilliseconds() -> Int {
-            var wait = configuration.tickMilliseconds
-            var due = UInt64.max
-            for v in videos where v.nextReleaseNs != 0 { due = min(due, v.nextReleaseNs) }
-            guard due != .max else { return wait }
+            let due = videos.lazy.map { $0.nextReleaseNs }.filter { $0 != 0 }.min()
+            guard let due else { return configuration.tickMilliseconds }
             let now = UDPSocket.monotonicNanoseconds()
             let untilDue = due > now ? Int((due - now + 999_999) / 1_000_000) : 0
-            wait = min(wait, untilDue)
-            return wait
+            return min(configuration.tickMilliseconds, untilDue)
         }
 
         private func drainInjected() {

@@ -124,9 +124,6 @@ public final class VideoReceiveStream {
     /// When the frame being played left the buffer: its scheduled time, or the time it was taken
     /// when it was late or unscheduled.
     private var frameReleaseNs: UInt64 = 0
-    /// With `schedulesRendering`: how far after its baseline arrival time the last frame
-    /// scheduled plays out, in nanoseconds (the target delay, approached at 100 ms per second).
-    public private(set) var playoutDelayNs: Double = 0
     /// Extra playout delay lip sync asks of this stream, in nanoseconds (set by the receive
     /// engine from `AudioVideoSync`); added to the aim of `schedulesRendering`.
     public var synchronizationDelayNs: Double = 0
@@ -449,7 +446,6 @@ public final class VideoReceiveStream {
             }
         }
         lastScheduled = (timestamp, playout)
-        playoutDelayNs = playout - Double(baseline)
         return UInt64(max(0, playout))
     }
 

@@ -193,12 +193,11 @@ public struct RTPReceptionStatistics: Sendable {
     /// clock to its wall clock, which lip sync relates the streams of one sender by.
     public private(set) var lastSenderReportTimes: (ntp: NTPTime, rtpTimestamp: UInt32)?
 
-    /// The sender's wall-clock time (NTP, in nanoseconds since 1900) of RTP `timestamp` by the last
-    /// sender report, at `clockRate`; nil before one arrived. Cost: a few operations.
+    /// The sender's wall-clock time (Unix-epoch nanoseconds, from its NTP time) of RTP `timestamp`
+    /// by the last sender report, at `clockRate`; nil before one arrived. Cost: a few operations.
     public func senderTimeNs(ofRTPTimestamp timestamp: UInt32, clockRate: Int) -> Double? {
         guard let (ntp, rtp) = lastSenderReportTimes else { return nil }
-        let ntpNs = Double(ntp.rawValue >> 32) * 1e9 + Double(ntp.rawValue & 0xFFFF_FFFF) * 1e9 / 4_294_967_296
-        return ntpNs + Double(Int32(bitPattern: timestamp &- rtp)) * 1e9 / Double(clockRate)
+        return Double(ntp.unixNanoseconds) + Double(Int32(bitPattern: timestamp &- rtp)) * 1e9 / Double(clockRate)
     }
 
     /// A report block at `nowNs` (same clock as `senderReportReceived`) with LSR/DLSR from the
