@@ -159,7 +159,7 @@ struct BottleneckSimulation {
             65534: (10_000, 1000), 65535: (20_000, 1001), 0: (30_000, 1002),
             1: (40_000, 1003),
         ]  // 2 was never logged
-        adapter.adapt(fb) { s in sends[s].map { (sendNs: $0.0, size: $0.1) } }
+        adapter.adapt(fb) { s in sends[s].map { (sendNs: $0.0, size: $0.1, probeCluster: 0) } }
         let r = adapter.results
         #expect(r.map(\.sequenceNumber) == [65534, 65535, 65536, 65537])
         #expect(r.map(\.arrivalNs) == [1_025_000_000, nil, 975_000_000, 977_000_000])
@@ -170,7 +170,7 @@ struct BottleneckSimulation {
         // The next feedback continues the sequence past the 16-bit wrap, and its reference time
         // crosses the 24-bit wrap (0x7FFFFF then -0x800000, one 64 ms step later).
         var a2 = TransportFeedbackAdapter()
-        let log: (UInt16) -> (sendNs: UInt64, size: Int)? = { (sendNs: UInt64($0) * 1000, size: 100) }
+        let log: (UInt16) -> (sendNs: UInt64, size: Int, probeCluster: Int)? = { (UInt64($0) * 1000, 100, 0) }
         a2.adapt(
             RTCPTransportFeedback(
                 senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 65535, referenceTime: 0x7F_FFFF,
@@ -188,11 +188,12 @@ struct BottleneckSimulation {
     @Test func sendLogKeepsTheLastPacketsAndForgetsOverwrittenOnes() {
         let n = TransportSequenceNumbers(initial: 65_530, sendLogCapacity: 16)
         var taken: [UInt16] = []
-        for i in 0..<20 { taken.append(n.take(sendNs: UInt64(1000 + i), size: 100 + i)) }
+        for i in 0..<20 { taken.append(n.take(sendNs: UInt64(1000 + i), size: 100 + i, probeCluster: i % 3 == 0 ? 32767 : 0)) }
         #expect(taken.first == 65_530 && taken.last == 13)
         #expect(n.sent(65_530) == nil, "overwritten by number 10")
-        #expect(n.sent(65_534)! == (sendNs: 1004, size: 104))
-        #expect(n.sent(13)! == (sendNs: 1019, size: 119))
+        #expect(n.sent(65_534)! == (sendNs: 1004, size: 104, probeCluster: 0))
+        #expect(n.sent(13)! == (sendNs: 1019, size: 119, probeCluster: 0))
+        #expect(n.sent(12)! == (sendNs: 1018, size: 118, probeCluster: 32767))
         #expect(n.sent(14) == nil, "not sent yet")
     }
 
@@ -210,7 +211,7 @@ struct BottleneckSimulation {
         bytes.withUnsafeMutableBytes { _ = fb.marshal(into: $0) }
         let parsed = try bytes.withUnsafeBytes { try RTCPTransportFeedback(parsing: $0) }
         var adapter = TransportFeedbackAdapter()
-        adapter.adapt(parsed) { _ in (sendNs: 0, size: 1) }
+        adapter.adapt(parsed) { _ in (sendNs: 0, size: 1, probeCluster: 0) }
         let got = adapter.results.map(\.arrivalNs)
         #expect(got.count == 4 && got[2] == nil)
         #expect(got[1]! - got[0]! == 1_000_000 && got[3]! - got[0]! == 90_000_000)

@@ -207,3 +207,71 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         #expect(largestBurst(e) <= 2 * 500 + 1000)
     }
 }
+
+/// Keeps every packet's bytes and when it reached the sink.
+final class CopyingSink: PacketSink, @unchecked Sendable {
+    let packets = Mutex<[(ns: UInt64, bytes: [UInt8])]>([])
+    func write(_ packet: UnsafeRawBufferPointer) {
+        let now = UDPSocket.monotonicNanoseconds()
+        packets.withLock { $0.append((now, Array(packet))) }
+    }
+    func flush() {}
+}
+
+/// Probe clusters leave from the pacer's thread at the cluster's rate, padded on the RTX SSRC.
+@Suite(.serialized) struct ProbeClusterPacerTests {
+    @Test func aProbeIsPaddedOnTheRTXSSRCAtItsRateAndLoggedWithItsCluster() throws {
+        var c = VideoSendStream.Configuration(codec: .vp8, width: 320, height: 180)
+        c.encoder.bitrate = 300_000
+        c.srtp = nil
+        c.rtxPayloadType = 97
+        let numbers = TransportSequenceNumbers()
+        c.transportSequence = (id: 5, numbers: numbers)
+        let sink = CopyingSink()
+        let stream = try VideoSendStream(configuration: c, sink: sink)
+        #expect(!stream.canProbe, "no pacer thread yet")
+        stream.start()
+        defer { stream.stop() }
+        let picture = VideoFrame(width: 320, height: 180)
+        for i in 0..<3 {
+            SyntheticVideo.render(frameIndex: i, into: picture)
+            sendTestCapture(stream.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
+            usleep(33_333)
+        }
+        usleep(100_000)  // the frames have left
+        let mediaCount = sink.packets.withLock { $0.count }
+        #expect(mediaCount > 0)
+        #expect(stream.canProbe)
+        let cluster = ProbeCluster(id: 321, bitrate: 4_000_000)  // 7500 bytes in 15 ms
+        #expect(stream.handleProbe(cluster))
+        let deadline = UDPSocket.monotonicNanoseconds() + 2_000_000_000
+        while stream.statistics.pacer?.probeClusters != 1 && UDPSocket.monotonicNanoseconds() < deadline { usleep(2_000) }
+        let stats = try #require(stream.statistics.pacer)
+        #expect(stats.probeClusters == 1)
+        let padding = sink.packets.withLock { Array($0[mediaCount...]) }
+        let bytes = padding.reduce(0) { $0 + $1.bytes.count }
+        #expect(padding.count >= cluster.minimumPackets && bytes >= cluster.minimumBytes)
+        #expect(UInt64(padding.count) == stats.paddingPackets && UInt64(bytes) == stats.paddingBytes)
+        for p in padding {
+            let packet = try p.bytes.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            #expect(packet.header.ssrc == c.rtxSSRC && packet.header.payloadType == 97 && packet.header.padding)
+            #expect(packet.payload.count == 0 && packet.paddingSize == p.bytes.count - packet.header.marshalSize)
+            let seq = try #require(packet.header.extensions.transportSequenceNumber(id: 5))
+            #expect(numbers.sent(seq)?.probeCluster == 321)
+            #expect(p.bytes.withUnsafeBytes { RTXPacket.isPaddingOnly($0) })
+        }
+        // Spread at about the cluster's rate (7500 bytes at 4 Mbit/s: 15 ms), not in one burst.
+        let spreadMs = Double(padding.last!.ns - padding.first!.ns) / 1e6
+        print("probe cluster: \(padding.count) padding packets, \(bytes) bytes over \(spreadMs) ms")
+        #expect(spreadMs >= 8, "a burst, not paced: \(spreadMs) ms")
+        // Media sent before the probe is not in the cluster.
+        var mediaTagged = 0
+        for p in sink.packets.withLock({ Array($0[..<mediaCount]) }) {
+            let packet = try p.bytes.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            if let seq = packet.header.extensions.transportSequenceNumber(id: 5), numbers.sent(seq)?.probeCluster != 0 {
+                mediaTagged += 1
+            }
+        }
+        #expect(mediaTagged == 0)
+    }
+}

@@ -3,6 +3,8 @@
 /// transport-wide feedback (`DelayBasedBandwidthEstimator`, once the first transport-cc feedback
 /// arrives), and the receiver's REMB (draft-alvestrand-rmcat-remb-03, which carries the
 /// receiver's delay-based estimate). The target is the smallest of the three that are known.
+/// Probe results (`probeSent`, then the feedback about the cluster) set the delay-based and the
+/// loss-based estimate at once.
 ///
 /// Loss below 2 % raises the rate by 8 % per second of feedback; loss above 10 % cuts it to
 /// `rate x (1 - 0.5 x loss)`, at most once per 300 ms; in between the rate holds. The target is the smaller of that, the delay-based estimate and the
@@ -26,6 +28,11 @@ public struct SendSideBandwidthEstimator: Sendable {
     public var delayBasedBitrate: Int? { usesDelayBased ? Int(delayBased.estimate) : nil }
     /// Matches transport feedback to the send log.
     public private(set) var feedbackAdapter = TransportFeedbackAdapter()
+    /// Measures probe clusters from transport feedback.
+    public private(set) var probes = ProbeBitrateEstimator()
+    /// The rate the last transport feedback's probe cluster was delivered at, bits per second
+    /// (nil when that feedback completed none).
+    public private(set) var probeResult: Double?
     private var usesDelayBased = false
     private var lastIncreaseNs: UInt64 = 0
     private var lastDecreaseNs: UInt64 = 0
@@ -59,11 +66,29 @@ public struct SendSideBandwidthEstimator: Sendable {
         transportFeedback(feedbackAdapter.results, nowNs: nowNs)
     }
 
-    /// Feeds transport feedback already matched to send times (`TransportFeedbackAdapter`).
+    /// Feeds transport feedback already matched to send times (`TransportFeedbackAdapter`). A
+    /// probe cluster these results complete (`probeResult`) becomes the delay-based estimate and
+    /// the loss-based one, as with libwebrtc's goog_cc (unless the delay detector signals
+    /// over-use).
     public mutating func transportFeedback(_ results: [TransportPacketResult], nowNs: UInt64) {
+        probeResult = nil
         guard !results.isEmpty else { return }
         usesDelayBased = true
-        delayBased.update(results, nowNs: Int64(bitPattern: nowNs))
+        let now = Int64(bitPattern: nowNs)
+        delayBased.update(results, nowNs: now)
+        guard let result = probes.update(results, nowNs: now) else { return }
+        probeResult = result
+        let applied = delayBased.probeResultsApplied
+        let e = delayBased.applyProbeResult(result, nowNs: now)
+        if delayBased.probeResultsApplied != applied {
+            lossBasedBitrate = max(Double(minimumBitrate), min(Double(maximumBitrate), e))
+        }
+    }
+
+    /// Follows probe `cluster`, sent now (`CLOCK_MONOTONIC` `nowNs`), so its feedback gives a
+    /// `probeResult`.
+    public mutating func probeSent(_ cluster: ProbeCluster, nowNs: UInt64) {
+        probes.register(cluster, nowNs: Int64(bitPattern: nowNs))
     }
 
     /// The latest round-trip time in seconds (RTCP LSR/DLSR), for the delay-based rate control.

@@ -10,10 +10,13 @@ public struct TransportPacketResult: Sendable, Equatable {
     public var arrivalNs: Int64?
     /// Wire size in bytes (RTP header and SRTP tag included).
     public var size: Int
+    /// The probe cluster it was sent for (`ProbeCluster.id`), 0 when none.
+    public var probeCluster: Int
 
     /// Makes a result.
-    public init(sequenceNumber: Int64, sendNs: Int64, arrivalNs: Int64?, size: Int) {
+    public init(sequenceNumber: Int64, sendNs: Int64, arrivalNs: Int64?, size: Int, probeCluster: Int = 0) {
         self.sequenceNumber = sequenceNumber; self.sendNs = sendNs; self.arrivalNs = arrivalNs; self.size = size
+        self.probeCluster = probeCluster
     }
 }
 
@@ -42,10 +45,11 @@ public struct TransportFeedbackAdapter: Sendable {
     public init(expectedPacketsPerFeedback: Int = 512) { results.reserveCapacity(expectedPacketsPerFeedback) }
 
     /// Adapts `feedback`, looking each reported packet's send up with `lookup` (send time in
-    /// `CLOCK_MONOTONIC` ns and wire size, nil when unknown); the results replace `results`.
+    /// `CLOCK_MONOTONIC` ns, wire size and probe cluster, nil when unknown); the results replace
+    /// `results`.
     public mutating func adapt(
         _ feedback: RTCPTransportFeedback,
-        lookup: (UInt16) -> (sendNs: UInt64, size: Int)?
+        lookup: (UInt16) -> (sendNs: UInt64, size: Int, probeCluster: Int)?
     ) {
         results.removeAll(keepingCapacity: true)
         // Unwrap the 24-bit reference time against the previous one.
@@ -82,7 +86,7 @@ public struct TransportFeedbackAdapter: Sendable {
             results.append(
                 TransportPacketResult(
                     sequenceNumber: ext, sendNs: Int64(bitPattern: sent.sendNs),
-                    arrivalNs: at, size: sent.size))
+                    arrivalNs: at, size: sent.size, probeCluster: sent.probeCluster))
         }
         highest = max(highest, base + Int64(feedback.packets.count) - 1)
     }
@@ -119,8 +123,9 @@ public struct TransportFeedbackAdapter: Sendable {
 ///   bitrate covers its whole window) also counts as over-use: a full drop-tail queue no longer
 ///   grows, so its delay trend is flat while it drops.
 ///
-/// Not done: probing (short bursts above the estimate to find capacity faster after a drop); the
-/// estimate therefore regains capacity at 8 % per second.
+/// - Probing: a probe's result (`applyProbeResult`, from `ProbeBitrateEstimator`) replaces the
+///   estimate when the detector does not signal over-use, so capacity found by a burst above
+///   the estimate is taken at once rather than regained at 8 % per second.
 /// Thread rule: one owner thread (where RTCP arrives). Cost: O(packets) per feedback, O(window)
 /// per packet group; no allocation after `init`.
 public struct DelayBasedBandwidthEstimator: Sendable {
@@ -179,6 +184,8 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     public private(set) var lossDecreaseCount = 0
     /// Packet groups compared.
     public private(set) var groupDeltas = 0
+    /// Probe results taken as the estimate (`applyProbeResult`).
+    public private(set) var probeResultsApplied = 0
     /// Link capacity (mean acknowledged bitrate at decreases), bits per second; nil when unknown.
     public var linkCapacity: Double? { capacityKbps.map { $0 * 1000 } }
 
@@ -400,6 +407,7 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         // share of the first few packets' rate (say, of a keyframe's first burst) would be far
         // too deep.
         let acked = windowFull ? acknowledgedBitrate : 0
+        let before = estimate
         switch state {
         case .increase:
             if let c = capacityKbps, acked / 1000 > c + 3 * capacityDeviation(c) { capacityKbps = nil }
@@ -413,7 +421,9 @@ public struct DelayBasedBandwidthEstimator: Sendable {
             } else {
                 estimate *= pow108(dt)
             }
-            if acked > 0 { estimate = min(estimate, 1.5 * acked + 10_000) }
+            // An increase never goes past what the path is shown to carry; an estimate already
+            // above that (a probe found more) is kept, not pulled down.
+            if acked > 0 { estimate = min(estimate, max(before, 1.5 * acked + 10_000)) }
         case .decrease:
             let interval = min(max(roundTripNs, 10_000_000), 200_000_000)
             if lastDecreaseNs == .min || nowNs - lastDecreaseNs >= interval {
@@ -435,6 +445,19 @@ public struct DelayBasedBandwidthEstimator: Sendable {
             break
         }
         estimate = min(max(estimate, minimumBitrate), maximumBitrate)
+    }
+
+    /// Takes a probe's result (`ProbeBitrateEstimator`) at `nowNs` as the estimate, unless the
+    /// detector signals over-use (then the decrease stands). A result is never taken below
+    /// the smaller of the estimate and the acknowledged bitrate: a probe that found less than
+    /// the path is already seen to carry measured the probe, not the path. Returns the estimate.
+    @discardableResult
+    public mutating func applyProbeResult(_ bitsPerSecond: Double, nowNs: Int64) -> Double {
+        guard bitsPerSecond.isFinite, bitsPerSecond > 0, usage != .overusing else { return estimate }
+        let floor = windowFull ? min(estimate, acknowledgedBitrate) : 0
+        estimate = min(max(max(bitsPerSecond, floor), minimumBitrate), maximumBitrate)
+        probeResultsApplied += 1
+        return estimate
     }
 
     private var windowFull: Bool { latestArrivalNs - firstAckNs >= Int64(buckets.count) * Self.bucketNs }

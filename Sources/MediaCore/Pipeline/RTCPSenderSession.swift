@@ -55,6 +55,8 @@ public final class RTCPSenderSession {
         public var keyframeRequestsThrottled = 0
         /// RTCP compound packets that failed to parse.
         public var malformed = 0
+        /// Probe clusters a target stream took (`ProbeController`).
+        public var probeClustersSent = 0
     }
 
     /// Our media SSRCs (RTCP about others is ignored).
@@ -75,6 +77,11 @@ public final class RTCPSenderSession {
     /// delay-based estimate (`SendSideBandwidthEstimator.transportFeedback`); nil ignores it.
     public var transportSequenceNumbers: TransportSequenceNumbers?
 
+    /// Decides when to probe the path above the estimate; it acts once transport feedback
+    /// arrives and a video target takes probes (a paced `VideoSendStream` with RTX). Set to nil
+    /// to never probe.
+    public var probeController: ProbeController?
+
     private weak var handler: RTCPFeedbackHandler?
     private var targets: [UInt32: any RTPSendFeedbackTarget] = [:]
     private var sent: [UInt32: (packets: UInt32, octets: UInt32)] = [:]
@@ -93,6 +100,7 @@ public final class RTCPSenderSession {
             startBitrate: startBitrate, minimumBitrate: minimumBitrate,
             maximumBitrate: maximumBitrate)
         lastTarget = estimator.targetBitrate
+        probeController = ProbeController(maximumBitrate: maximumBitrate)
         for s in ssrcs { remoteInbound[s] = RemoteInboundRTPStreamStats(); remoteInbound[s]!.ssrc = s }
     }
 
@@ -197,6 +205,7 @@ public final class RTCPSenderSession {
                 guard let numbers = transportSequenceNumbers else { break }
                 counters.transportFeedbackReceived += 1
                 estimator.transportFeedback(feedback, sendLog: numbers, nowNs: nowNs)
+                probe(nowNs: nowNs)
                 publishTarget()
             case .receiverEstimatedMaxBitrate(let remb):
                 counters.rembsReceived += 1
@@ -205,6 +214,25 @@ public final class RTCPSenderSession {
             default:
                 break
             }
+        }
+    }
+
+    /// Asks the controller for probes after a transport feedback (the first starts it) and hands
+    /// them to the first video target that takes them.
+    private func probe(nowNs: UInt64) {
+        guard var controller = probeController,
+            let target = targets.values.sorted(by: { $0.ssrc < $1.ssrc }).first(where: { $0.carriesVideo && $0.canProbe })
+        else { return }
+        let now = Int64(bitPattern: nowNs)
+        controller.maximumBitrate = estimator.maximumBitrate
+        let clusters =
+            controller.hasStarted
+            ? controller.update(estimate: estimator.targetBitrate, probeResult: estimator.probeResult, nowNs: now)
+            : controller.start(estimate: estimator.targetBitrate, nowNs: now)
+        probeController = controller
+        for c in clusters where target.handleProbe(c) {
+            estimator.probeSent(c, nowNs: nowNs)
+            counters.probeClustersSent += 1
         }
     }
 

@@ -37,6 +37,12 @@ public struct PacerStatistics: Sendable, Equatable {
     public var totalQueueDelayNs: UInt64 = 0
     /// The pacing rate last used, bits per second.
     public var pacingRate: Int = 0
+    /// Probe clusters sent (`ProbeCluster`).
+    public var probeClusters: UInt64 = 0
+    /// Padding packets the probes needed beyond the media that was waiting.
+    public var paddingPackets: UInt64 = 0
+    /// Wire bytes of those padding packets.
+    public var paddingBytes: UInt64 = 0
 }
 
 /// Where a pacer's packets go when they leave: the send stream's egress stamps the send time,
@@ -44,8 +50,12 @@ public struct PacerStatistics: Sendable, Equatable {
 /// on the pacer's thread (or the thread driving a pacer without one).
 protocol RTPPacerEgress: AnyObject {
     /// Sends one unprotected packet held in `packet` (with room for the SRTP tag after `length`)
-    /// at `nowNs`; returns the bytes that went on the wire (0: dropped).
-    func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int
+    /// at `nowNs`, logged as part of probe cluster `probeCluster` (0: none); returns the bytes
+    /// that went on the wire (0: dropped).
+    func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int) -> Int
+    /// Sends one padding packet of about `bytes` bytes for probe cluster `probeCluster` at
+    /// `nowNs`; returns the bytes that went on the wire (0: the stream cannot pad).
+    func egressPadding(bytes: Int, nowNs: UInt64, probeCluster: Int) -> Int
     /// Flushes the socket after a batch of egresses.
     func egressFlush()
     /// Answers queued NACKs (retransmissions leave before queued media).
@@ -98,6 +108,11 @@ final class RTPPacer: @unchecked Sendable {
     private var lastProcessNs: UInt64 = 0
     private var sentSinceFlush = 0
     private var local = PacerStatistics()
+    /// Probe clusters requested and not yet started (any thread), and the one being sent
+    /// (consumer).
+    private let probeRequests = Mutex<[ProbeCluster]>([])
+    private let probesPending = Atomic<Bool>(false)
+    private var probe: (cluster: ProbeCluster, startNs: UInt64, bytes: Int, packets: Int)?
 
     /// A pacer in front of `sink` for packets of at most `maxPacketSize` bytes, pacing at
     /// `settings.pacingFactor` x `targetBitrate`. Allocates the queue once.
@@ -164,6 +179,24 @@ final class RTPPacer: @unchecked Sendable {
     /// Wakes the thread (NACKs are queued). Any thread.
     func wake() { if running.load(ordering: .acquiring) { sem_post(semaphore) } }
 
+    /// Queues probe `cluster`: the pacer's thread sends it next, at its rate (at least the
+    /// pacing rate), media first and padding (`RTPPacerEgress.egressPadding`) when none waits,
+    /// waking every millisecond, until it has sent the cluster's bytes and packets (or 50 ms
+    /// passed). At
+    /// most 4 wait; returns false when the thread does not run or 4 wait already. Any thread.
+    func requestProbe(_ cluster: ProbeCluster) -> Bool {
+        guard running.load(ordering: .acquiring) else { return false }
+        let queued = probeRequests.withLock { q -> Bool in
+            guard q.count < 4 else { return false }
+            q.append(cluster)
+            return true
+        }
+        guard queued else { return false }
+        probesPending.store(true, ordering: .releasing)
+        sem_post(semaphore)
+        return true
+    }
+
     /// Packets waiting.
     var queuedPackets: Int {
         Int(tail.load(ordering: .acquiring) &- head.load(ordering: .acquiring))
@@ -203,7 +236,9 @@ final class RTPPacer: @unchecked Sendable {
             target?.egressServiceNacks()
             let now = UDPSocket.monotonicNanoseconds()
             process(nowNs: now)
-            if queuedPackets == 0 {
+            if probe != nil || probesPending.load(ordering: .acquiring) {
+                wait(untilNs: now + 1_000_000)
+            } else if queuedPackets == 0 {
                 // Nothing waits: sleep until the producer flushes (or 100 ms pass).
                 wait(untilNs: now + 100_000_000)
             } else {
@@ -232,6 +267,19 @@ final class RTPPacer: @unchecked Sendable {
     /// One interval: adds the budget earned since the last one (at most one interval's worth
     /// beyond zero), sends while it is positive, flushes once.
     private func process(nowNs: UInt64) {
+        if probe == nil, probesPending.load(ordering: .acquiring) {
+            let next = probeRequests.withLock { q -> ProbeCluster? in
+                let c = q.first
+                if c != nil { q.removeFirst() }
+                probesPending.store(!q.isEmpty, ordering: .releasing)
+                return c
+            }
+            if let next { probe = (next, nowNs, 0, 0) }
+        }
+        if let p = probe {
+            processProbe(p.cluster, nowNs: nowNs)
+            return
+        }
         let rate = pacingRate()
         let intervalBytes = Int(Double(rate) * settings.intervalMilliseconds / 8000)
         let elapsed = nowNs &- min(nowNs, lastProcessNs)
@@ -243,6 +291,44 @@ final class RTPPacer: @unchecked Sendable {
             budget -= send(slot: Int(h & mask), nowNs: nowNs)
             h &+= 1
             head.store(h, ordering: .releasing)
+        }
+        finishInterval(rate: rate)
+    }
+
+    /// One step of a probe cluster: what the cluster's rate allows since it started (plus one
+    /// millisecond's worth), less what it sent, goes to queued media first, then to padding, so
+    /// a late wake-up catches up instead of lowering the rate the cluster is measured at. The
+    /// cluster ends when it has sent its bytes and packets.
+    private func processProbe(_ cluster: ProbeCluster, nowNs: UInt64) {
+        guard var p = probe else { return }
+        let rate = max(cluster.bitrate, pacingRate())
+        lastProcessNs = nowNs
+        let elapsed = Double(nowNs &- min(nowNs, p.startNs) + 1_000_000)
+        var allowance = Int(Double(rate) * elapsed / 8e9) - p.bytes
+        var h = head.load(ordering: .relaxed)
+        let t = tail.load(ordering: .acquiring)
+        while allowance > 0 && !(p.bytes >= cluster.minimumBytes && p.packets >= cluster.minimumPackets) {
+            var wire: Int
+            if h != t {
+                wire = send(slot: Int(h & mask), nowNs: nowNs, probeCluster: cluster.id)
+                h &+= 1
+                head.store(h, ordering: .releasing)
+            } else {
+                wire = target?.egressPadding(bytes: min(allowance, rate / 8000), nowNs: nowNs, probeCluster: cluster.id) ?? 0
+                guard wire > 0 else { break }
+                local.paddingPackets += 1
+                local.paddingBytes += UInt64(wire)
+                sentSinceFlush += 1
+            }
+            allowance -= wire
+            p.bytes += wire
+            p.packets += 1
+        }
+        probe = p
+        if (p.bytes >= cluster.minimumBytes && p.packets >= cluster.minimumPackets) || nowNs &- p.startNs > 50_000_000 {
+            probe = nil
+            local.probeClusters += 1
+            budget = 0
         }
         finishInterval(rate: rate)
     }
@@ -261,13 +347,13 @@ final class RTPPacer: @unchecked Sendable {
         finishInterval(rate: pacingRate())
     }
 
-    private func send(slot: Int, nowNs: UInt64) -> Int {
+    private func send(slot: Int, nowNs: UInt64, probeCluster: Int = 0) -> Int {
         let n = lengths[slot]
         var wire = n
         if let target {
             wire = target.egress(
                 UnsafeMutableRawBufferPointer(start: storage + slot * slotSize, count: slotSize),
-                length: n, nowNs: nowNs)
+                length: n, nowNs: nowNs, probeCluster: probeCluster)
         } else {
             sink?.write(UnsafeRawBufferPointer(start: storage + slot * slotSize, count: n))
         }

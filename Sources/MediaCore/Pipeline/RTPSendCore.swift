@@ -57,6 +57,11 @@ package final class RTPSendCore: @unchecked Sendable {
     /// RTX: the retransmission's sequence numbers and the buffer it is built in.
     private var rtxSequencer: RTPSequencer
     private let rtxBuffer: UnsafeMutableRawBufferPointer
+    /// The header of a padding packet on the RTX SSRC (padding bit set, the media header's
+    /// elements), marshalled once; empty without RTX.
+    private let paddingTemplate: [UInt8]
+    /// The RTP timestamp of the last packet that left (padding packets carry it). Egress thread.
+    private var lastEgressTimestamp: UInt32 = 0
     /// Pacing: `send` queues here and the pacer's thread calls the egress.
     let pacer: RTPPacer?
     /// Transport-wide sequence numbers: the element's ID and the transport's counter.
@@ -110,6 +115,17 @@ package final class RTPSendCore: @unchecked Sendable {
         nacks = MPSCRing<UInt64>(capacity: 1024)
         rtxSequencer = RTPSequencer(initial: RandomBytes.initialSequenceNumber())
         rtxBuffer = .allocate(byteCount: rtx == nil ? 0 : mtu + 128, alignment: 16)
+        if let rtx {
+            var h = header
+            h.padding = true
+            h.payloadType = rtx.payloadType
+            h.ssrc = rtx.ssrc
+            paddingTemplate = [UInt8](unsafeUninitializedCapacity: headerSize) { b, n in
+                n = h.marshal(into: UnsafeMutableRawBufferPointer(b))
+            }
+        } else {
+            paddingTemplate = []
+        }
         self.pacer = pacer
         pacer?.target = self
     }
@@ -181,10 +197,11 @@ package final class RTPSendCore: @unchecked Sendable {
     /// Protects the unprotected packet in `packet` in place, keeps it in the history (RTX: the
     /// unprotected bytes, before protection) and writes it to the sink. Returns the wire length,
     /// 0 when SRTP refused it (counted). Egress thread.
-    private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
+    private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int = 0) -> Int {
         if let late { adoptLate(late, packet) }
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
-        stampTransportSequence(packet, length: length, nowNs: nowNs)
+        lastEgressTimestamp = UInt32(packet[4]) << 24 | UInt32(packet[5]) << 16 | UInt32(packet[6]) << 8 | UInt32(packet[7])
+        stampTransportSequence(packet, length: length, nowNs: nowNs, probeCluster: probeCluster)
         // RTX rebuilds retransmissions from the unprotected packet.
         if rtx != nil {
             history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), nowNs: Int64(bitPattern: nowNs))
@@ -217,13 +234,18 @@ package final class RTPSendCore: @unchecked Sendable {
 
     /// Gives the packet the transport's next transport-wide sequence number, when configured, and
     /// logs its send time and wire size (SRTP tag included) for the delay-based estimate.
-    @inline(__always) private func stampTransportSequence(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) {
+    @inline(__always) private func stampTransportSequence(
+        _ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int = 0
+    ) {
         if let t = transportSequence, let numbers = t.numbers,
             let at = RTPHeaderExtensions.elementOffset(id: t.id, in: packet, length: length)
         {
-            packet.put16(at, numbers.take(sendNs: nowNs, size: length + (srtp?.rtpOverhead ?? 0)))
+            packet.put16(at, numbers.take(sendNs: nowNs, size: length + (srtp?.rtpOverhead ?? 0), probeCluster: probeCluster))
         }
     }
+
+    /// Whether the stream can send padding (`egressPadding`): it has RTX and its keys are known.
+    var canPad: Bool { rtx != nil && late == nil }
 
     /// Any thread: queues NACKed sequence numbers for the worker (RFC 4585 §6.2.1) and counts one
     /// NACK. With a `route` (and a `RoutedPacketSink`), the packets are resent to that receiver
@@ -321,6 +343,11 @@ public protocol RTPSendFeedbackTarget: AnyObject, Sendable {
     /// The latest round-trip time to the receiver (RFC 3550 §6.4.1 LSR/DLSR), seconds: a video
     /// stream spaces forced keyframes at least this far apart. Default: ignored.
     func handleRoundTripTime(_ seconds: Double)
+    /// Whether the stream can send probe clusters (it is paced, with RTX for padding). Default false.
+    var canProbe: Bool { get }
+    /// Sends probe `cluster` (`ProbeController`): the pacer sends at its rate, padding on the RTX
+    /// SSRC when no media waits. Returns false when the stream cannot probe. Default: false.
+    func handleProbe(_ cluster: ProbeCluster) -> Bool
 }
 
 extension RTPSendFeedbackTarget {
@@ -328,16 +355,50 @@ extension RTPSendFeedbackTarget {
     public var carriesVideo: Bool { false }
     /// Ignores the round-trip time by default.
     public func handleRoundTripTime(_ seconds: Double) {}
+    /// False by default.
+    public var canProbe: Bool { false }
+    /// Takes no probes by default.
+    public func handleProbe(_ cluster: ProbeCluster) -> Bool { false }
 }
 
 extension RTPSendCore: RTPPacerEgress {
     /// Stamps abs-send-time with the moment the packet leaves (what the receiver's delay estimate
     /// needs), then protects, keeps and writes it. Pacer's thread.
-    package func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64) -> Int {
+    package func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int) -> Int {
         if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: packet, length: length) {
             packet.put24(at, RTPAbsSendTime(nanoseconds: nowNs).rawValue)
         }
-        return store(packet, length: length, nowNs: nowNs)
+        return store(packet, length: length, nowNs: nowNs, probeCluster: probeCluster)
+    }
+
+    /// A padding-only packet on the RTX SSRC (RFC 3550 §5.1 padding, RFC 4588's stream, as
+    /// libwebrtc pads): the media header's elements, stamped like media, then up to 255 bytes
+    /// of padding, about `bytes` on the wire in all. Receivers drop it after recording its
+    /// transport-wide number. Returns the wire size, 0 without RTX (or with keys still to come).
+    /// Pacer's thread.
+    func egressPadding(bytes: Int, nowNs: UInt64, probeCluster: Int) -> Int {
+        guard canPad else { return 0 }
+        let overhead = srtp?.rtpOverhead ?? 0
+        let pad = min(255, max(1, bytes - headerSize - overhead))
+        paddingTemplate.withUnsafeBytes { rtxBuffer.copyMemory(from: $0) }
+        rtxBuffer.put16(2, rtxSequencer.next())
+        rtxBuffer.put32(4, lastEgressTimestamp)
+        let length = headerSize + pad
+        for i in headerSize..<(length - 1) { rtxBuffer[i] = 0 }
+        rtxBuffer[length - 1] = UInt8(pad)
+        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer, length: length) {
+            rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: nowNs).rawValue)
+        }
+        stampTransportSequence(rtxBuffer, length: length, nowNs: nowNs, probeCluster: probeCluster)
+        var wire = length
+        if let srtp {
+            do { wire = try srtp.protect(rtxBuffer, length: length) } catch {
+                counters.add(counters.protectFailures)
+                return 0
+            }
+        }
+        sink.write(UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire]))
+        return wire
     }
 
     /// Flushes the sink. Pacer's thread.

@@ -70,8 +70,11 @@ public struct ReceivePipelineStatistics: Sendable, Equatable {
     public var truncated = 0
     /// RFC 4588 retransmissions unwrapped into their original stream.
     public var rtxUnwrapped = 0
-    /// RTX packets dropped: no OSN (padding only), or no single stream they can belong to.
+    /// RTX packets dropped: no single stream they can belong to.
     public var rtxDropped = 0
+    /// Padding-only RTX packets (a sender's bandwidth probes): their transport-wide numbers are
+    /// recorded for feedback, the rest dropped.
+    public var rtxPadding = 0
     /// RTCP compound packets sent, and how many NACK, PLI, FIR, REMB packets they carried.
     public var rtcpSent = 0, nacksSent = 0, plisSent = 0, firsSent = 0, rembsSent = 0
     /// Transport feedback packets sent.
@@ -421,6 +424,14 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// yet seen, or shared by several streams of that payload type, is dropped and counted.
         private func handleRTX(_ d: UDPDatagram, payloadType pt: UInt8) {
             guard let bytes = unprotect(d, rtcp: false) else { return }
+            if RTXPacket.originalSequenceNumber(bytes) == nil || RTXPacket.isPaddingOnly(bytes) {
+                // Padding (a sender's bandwidth probe): its transport-wide number counts for the
+                // sender's estimate; nothing else in it does.
+                guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
+                recordTransportSequence(packet, arrivalNs: d.receivedAtNanoseconds)
+                counters.rtxPadding += 1
+                return
+            }
             var target: VideoReceiveStream?
             var matches = 0
             for v in videos where v.settings.rtxPayloadType == pt { target = v; matches += 1 }

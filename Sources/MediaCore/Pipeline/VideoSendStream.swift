@@ -333,6 +333,18 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     /// True: keyframe requests apply.
     public var carriesVideo: Bool { true }
 
+    /// Whether the stream takes probe clusters: its pacer's thread runs and it has RTX to pad
+    /// with (and its keys). Any thread.
+    public var canProbe: Bool { (pacer?.isRunning ?? false) && core.canPad }
+
+    /// Sends probe `cluster` from the pacer (`RTPPacer.requestProbe`): at the cluster's rate,
+    /// queued media first, RTX padding when none waits, each packet logged with the cluster in
+    /// the transport-wide send log. False when the stream cannot probe. Any thread; a lock.
+    public func handleProbe(_ cluster: ProbeCluster) -> Bool {
+        guard canProbe, let pacer else { return false }
+        return pacer.requestProbe(cluster)
+    }
+
     /// The latest round-trip time: forced keyframes are spaced at least max(300 ms, RTT) apart. Any thread.
     public func handleRoundTripTime(_ seconds: Double) {
         guard seconds.isFinite && seconds >= 0 else { return }

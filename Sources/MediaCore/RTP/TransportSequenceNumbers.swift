@@ -19,7 +19,8 @@ public final class TransportSequenceNumbers: @unchecked Sendable {
     /// Number of send-log slots (a power of two; 0: no log).
     public let sendLogCapacity: Int
     private let mask: Int
-    /// Per slot a seqlock-style tag (0 while being written, else `1 << 63 | seq << 32 | size`) and
+    /// Per slot a seqlock-style tag (0 while being written, else
+    /// `1 << 63 | seq << 32 | probeCluster << 16 | size`) and
     /// the send time. One writer per slot per lap: the thread that took that number.
     private let tags: UnsafeMutablePointer<Atomic<UInt64>>
     private let times: UnsafeMutablePointer<Atomic<UInt64>>
@@ -55,8 +56,9 @@ public final class TransportSequenceNumbers: @unchecked Sendable {
     public func take() -> UInt16 { UInt16(truncatingIfNeeded: next.wrappingAdd(1, ordering: .relaxed).oldValue) }
 
     /// Takes the next number for a packet of `size` bytes (as it goes on the wire, RTP header and
-    /// SRTP tag included) leaving at `sendNs` (`CLOCK_MONOTONIC`), and logs both.
-    public func take(sendNs: UInt64, size: Int) -> UInt16 {
+    /// SRTP tag included) leaving at `sendNs` (`CLOCK_MONOTONIC`), and logs both, with the probe
+    /// cluster it was sent for (`ProbeCluster.id`, 1...32767; 0: none).
+    public func take(sendNs: UInt64, size: Int, probeCluster: Int = 0) -> UInt16 {
         let seq = take()
         guard sendLogCapacity > 0 else { return seq }
         let slot = Int(seq) & mask
@@ -64,14 +66,16 @@ public final class TransportSequenceNumbers: @unchecked Sendable {
         tags[slot].store(0, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
         times[slot].store(sendNs, ordering: .relaxed)
-        let tag = 1 << 63 | UInt64(seq) << 32 | UInt64(min(max(size, 0), 0xFFFF))
+        let cluster = UInt64(min(max(probeCluster, 0), 0x7FFF))
+        let tag = 1 << 63 | UInt64(seq) << 32 | cluster << 16 | UInt64(min(max(size, 0), 0xFFFF))
         tags[slot].store(tag, ordering: .releasing)
         return seq
     }
 
-    /// The logged send time (`CLOCK_MONOTONIC` ns) and wire size of packet `sequenceNumber`, or nil
-    /// when it was never logged, has been overwritten, or is being written right now.
-    public func sent(_ sequenceNumber: UInt16) -> (sendNs: UInt64, size: Int)? {
+    /// The logged send time (`CLOCK_MONOTONIC` ns), wire size and probe cluster (0: none) of
+    /// packet `sequenceNumber`, or nil when it was never logged, has been overwritten, or is being
+    /// written right now.
+    public func sent(_ sequenceNumber: UInt16) -> (sendNs: UInt64, size: Int, probeCluster: Int)? {
         guard sendLogCapacity > 0 else { return nil }
         let slot = Int(sequenceNumber) & mask
         let t1 = tags[slot].load(ordering: .acquiring)
@@ -79,6 +83,6 @@ public final class TransportSequenceNumbers: @unchecked Sendable {
         atomicMemoryFence(ordering: .acquiring)
         let t2 = tags[slot].load(ordering: .relaxed)
         guard t1 == t2, t1 >> 63 == 1, UInt16(truncatingIfNeeded: t1 >> 32) == sequenceNumber else { return nil }
-        return (ns, Int(t1 & 0xFFFF))
+        return (ns, Int(t1 & 0xFFFF), Int(t1 >> 16 & 0x7FFF))
     }
 }

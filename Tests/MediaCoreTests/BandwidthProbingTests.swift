@@ -1,0 +1,179 @@
+import Testing
+
+@testable import MediaCore
+
+/// Probe clusters measured from transport feedback, the controller that asks for them, and the
+/// estimator taking their results.
+@Suite struct BandwidthProbingTests {
+    /// Results of a cluster of `count` packets of `size` bytes sent `sendGapNs` apart and
+    /// arriving `arrivalGapNs` apart.
+    static func cluster(
+        id: Int, count: Int, size: Int = 1000, sendGapNs: Int64, arrivalGapNs: Int64, startNs: Int64 = 1_000_000_000
+    ) -> [TransportPacketResult] {
+        (0..<count).map { k in
+            TransportPacketResult(
+                sequenceNumber: Int64(k), sendNs: startNs + Int64(k) * sendGapNs,
+                arrivalNs: 50_000_000 + startNs + Int64(k) * arrivalGapNs, size: size, probeCluster: id)
+        }
+    }
+
+    @Test func aSaturatedPathGivesNinetyFivePercentOfItsReceiveRate() throws {
+        var e = ProbeBitrateEstimator()
+        e.register(ProbeCluster(id: 7, bitrate: 2_000_000), nowNs: 1_000_000_000)
+        // Sent at 2 Mbit/s (1000 B every 4 ms), delivered at 1 Mbit/s (every 8 ms).
+        let u = e.update(Self.cluster(id: 7, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 8_000_000), nowNs: 1_100_000_000)
+        let r = try #require(u)
+        // Receive rate: 9 packets' bytes over 72 ms = 1 Mbit/s, below 90 % of the send rate.
+        #expect(abs(r - 950_000) < 1)
+    }
+
+    @Test func anUnsaturatedPathGivesTheSmallerOfSendAndReceiveRate() throws {
+        var e = ProbeBitrateEstimator()
+        e.register(ProbeCluster(id: 1, bitrate: 2_000_000), nowNs: 1_000_000_000)
+        // Sent every 4 ms, received every 3.9 ms (a little bunched): the send rate, 2 Mbit/s.
+        let u = e.update(Self.cluster(id: 1, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 3_900_000), nowNs: 1_100_000_000)
+        let r = try #require(u)
+        #expect(abs(r - 2_000_000) < 1)
+    }
+
+    @Test func tooFewPacketsOtherClustersAndBadTimingGiveNothing() {
+        var result: Double?
+        var e = ProbeBitrateEstimator()
+        e.register(ProbeCluster(id: 2, bitrate: 2_000_000), nowNs: 1_000_000_000)  // 3750 bytes, 5 packets
+        // 3 of 5 packets (below 80 %).
+        result = e.update(
+            Self.cluster(id: 2, count: 3, size: 1500, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 1_100_000_000)
+        #expect(result == nil)
+        // A cluster never registered, and media (cluster 0).
+        result = e.update(Self.cluster(id: 3, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 1_100_000_000)
+        #expect(result == nil)
+        result = e.update(Self.cluster(id: 0, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 1_100_000_000)
+        #expect(result == nil)
+        // Received more than twice as fast as sent: the feedback cannot be right.
+        e.register(ProbeCluster(id: 4, bitrate: 1_000_000), nowNs: 1_000_000_000)
+        result = e.update(Self.cluster(id: 4, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 1_000_000), nowNs: 1_100_000_000)
+        #expect(result == nil)
+        #expect(e.invalidCount == 1)
+        // A cluster registered more than a second before its feedback is forgotten.
+        e.register(ProbeCluster(id: 5, bitrate: 1_000_000), nowNs: 1_000_000_000)
+        result = e.update(Self.cluster(id: 5, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 2_100_000_000)
+        #expect(result == nil)
+        #expect(e.resultCount == 0)
+    }
+
+    @Test func aClusterReportedOverTwoFeedbacksIsMeasuredWhole() throws {
+        var result: Double?
+        var e = ProbeBitrateEstimator()
+        e.register(ProbeCluster(id: 9, bitrate: 4_000_000), nowNs: 1_000_000_000)  // 7500 bytes
+        let all = Self.cluster(id: 9, count: 10, sendGapNs: 2_000_000, arrivalGapNs: 2_000_000)
+        result = e.update(Array(all[0..<4]), nowNs: 1_050_000_000)
+        #expect(result == nil, "4000 of 7500 bytes")
+        let u = e.update(Array(all[4...]), nowNs: 1_100_000_000)
+        let r = try #require(u)
+        #expect(abs(r - 4_000_000) < 1)
+    }
+
+    @Test func theControllerProbesAtTheStartAndFurtherWhileResultsKeepUp() {
+        var probes: [ProbeCluster]
+        var c = ProbeController(maximumBitrate: 10_000_000)
+        let first = c.start(estimate: 1_000_000, nowNs: 0)
+        #expect(first.map(\.bitrate) == [3_000_000, 6_000_000])
+        #expect(first.map(\.id) == [1, 2])
+        #expect(first[0].minimumBytes == 3_000_000 / 8 * 15 / 1000 && first[0].minimumPackets == 5)
+        probes = c.start(estimate: 1_000_000, nowNs: 0)
+        #expect(probes.isEmpty, "once")
+        // The 3 Mbit/s cluster's result alone is below 70 % of 6 Mbit/s: wait for the other.
+        probes = c.update(estimate: 3_000_000, probeResult: 3_000_000, nowNs: 100_000_000)
+        #expect(probes.isEmpty)
+        // 5 Mbit/s came back from the 6 Mbit/s probe: probe 10 (2 x 5, the maximum).
+        probes = c.update(estimate: 5_000_000, probeResult: 5_000_000, nowNs: 200_000_000)
+        #expect(probes.map(\.bitrate) == [10_000_000])
+        // The path carries 7: below 70 % of 10, no further probe, ever (the result timed out).
+        probes = c.update(estimate: 7_000_000, probeResult: 6_500_000, nowNs: 300_000_000)
+        #expect(probes.isEmpty)
+        probes = c.update(estimate: 7_000_000, probeResult: nil, nowNs: 1_400_000_000)
+        #expect(probes.isEmpty)
+        #expect(c.clustersRequested == 3)
+        // A start at the maximum probes nothing.
+        var atMax = ProbeController(maximumBitrate: 1_000_000)
+        probes = atMax.start(estimate: 1_000_000, nowNs: 0)
+        #expect(probes.isEmpty)
+    }
+
+    @Test func theControllerProbesEveryThreeSecondsAfterALargeDropUntilRecovered() {
+        var probes: [ProbeCluster]
+        var c = ProbeController(maximumBitrate: 3_000_000)
+        _ = c.start(estimate: 2_500_000, nowNs: 0)  // probes 3 Mbit/s
+        probes = c.update(estimate: 2_500_000, probeResult: nil, nowNs: 2_000_000_000)
+        #expect(probes.isEmpty, "result timed out")
+        // 60 % of the highest: a large drop. The first recovery probe comes 3 s later, at twice
+        // the estimate (at most the highest), and every 3 s after.
+        probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 3_000_000_000)
+        #expect(probes.isEmpty)
+        #expect(c.isRecovering)
+        probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 5_900_000_000)
+        #expect(probes.isEmpty)
+        probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 6_000_000_000)
+        #expect(probes.map(\.bitrate) == [2_000_000])
+        // That probe found only 1 Mbit/s: wait for the next interval (the result timed out).
+        probes = c.update(estimate: 1_000_000, probeResult: 1_000_000, nowNs: 6_100_000_000)
+        #expect(probes.isEmpty)
+        probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 8_000_000_000)
+        #expect(probes.isEmpty)
+        probes = c.update(estimate: 800_000, probeResult: nil, nowNs: 9_000_000_000)
+        #expect(probes.map(\.bitrate) == [1_600_000])
+        // The path is back: the result keeps up, so the next probe goes at once, to the maximum.
+        probes = c.update(estimate: 1_600_000, probeResult: 1_600_000, nowNs: 9_100_000_000)
+        #expect(probes.map(\.bitrate) == [3_000_000])
+        // Within 85 % of the highest: recovered, no more recovery probes.
+        probes = c.update(estimate: 2_400_000, probeResult: 2_400_000, nowNs: 9_200_000_000)
+        #expect(probes.isEmpty)
+        #expect(!c.isRecovering)
+        probes = c.update(estimate: 2_400_000, probeResult: nil, nowNs: 20_000_000_000)
+        #expect(probes.isEmpty)
+    }
+
+    /// The delay-based estimate takes a probe's result, but not while over-using, and never
+    /// below what the feedback shows arriving; later increases do not pull it back down to
+    /// 1.5 x the acknowledged bitrate.
+    @Test func theDelayBasedEstimateTakesProbeResults() {
+        var d = DelayBasedBandwidthEstimator(startBitrate: 500_000, maximumBitrate: 5_000_000)
+        // One second of steady 500 kbit/s arrivals (1250 B every 20 ms), no queue growth.
+        var results: [TransportPacketResult] = []
+        for k in 0..<50 {
+            let t = Int64(k) * 20_000_000
+            results.append(TransportPacketResult(sequenceNumber: Int64(k), sendNs: t, arrivalNs: t + 30_000_000, size: 1250))
+        }
+        d.update(results, nowNs: 1_050_000_000)
+        #expect(d.usage == .normal)
+        let before = d.estimate
+        #expect(d.applyProbeResult(2_000_000, nowNs: 1_060_000_000) == 2_000_000)
+        #expect(d.probeResultsApplied == 1)
+        // Another second at the same rate: the increase is capped at 1.5 x acknowledged + 10k,
+        // which no longer lowers the probed estimate.
+        results = (50..<100).map { k in
+            let t = Int64(k) * 20_000_000
+            return TransportPacketResult(sequenceNumber: Int64(k), sendNs: t, arrivalNs: t + 30_000_000, size: 1250)
+        }
+        d.update(results, nowNs: 2_050_000_000)
+        #expect(d.estimate == 2_000_000)
+        // A result below both the estimate and the acknowledged rate is raised to the latter.
+        #expect(abs(d.applyProbeResult(100_000, nowNs: 2_060_000_000) - d.acknowledgedBitrate) < 1)
+        #expect(before < 1_000_000)
+    }
+
+    /// The send-side estimator applies a registered cluster's result to the delay-based and the
+    /// loss-based estimate, so the target jumps.
+    @Test func theSendSideTargetFollowsAProbe() {
+        var e = SendSideBandwidthEstimator(startBitrate: 300_000, maximumBitrate: 3_000_000)
+        e.probeSent(ProbeCluster(id: 1, bitrate: 2_000_000), nowNs: 1_000_000_000)
+        e.transportFeedback(Self.cluster(id: 1, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 1_100_000_000)
+        #expect(e.probeResult.map { abs($0 - 2_000_000) < 1 } == true)
+        #expect(e.targetBitrate == 2_000_000)
+        // The next feedback has no cluster: no result.
+        e.transportFeedback(
+            Self.cluster(id: 0, count: 3, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000, startNs: 1_200_000_000),
+            nowNs: 1_300_000_000)
+        #expect(e.probeResult == nil)
+    }
+}
