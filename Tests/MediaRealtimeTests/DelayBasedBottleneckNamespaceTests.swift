@@ -115,6 +115,8 @@ final class ShapedVethPair {
         var estimates: [(t: Double, bps: Int)] = []
         var probeClusters = 0
         var paddingPackets: UInt64 = 0
+        /// Padding the receiver recorded for feedback and dropped.
+        var paddingReceived = 0
 
         /// The target at `t` seconds (the last one set by then).
         func estimate(at t: Double) -> Int { estimates.last { $0.t <= t }?.bps ?? 0 }
@@ -210,6 +212,7 @@ final class ShapedVethPair {
         result.unmatched = measure.unmatched
         result.probeClusters = session.counters.probeClustersSent
         result.paddingPackets = video.statistics.pacer?.paddingPackets ?? 0
+        result.paddingReceived = receiver.statistics.rtxPadding
         let capacityAt: (Int) -> Int = { s in
             var end = 0.0
             for p in phases { end += p.seconds; if Double(s) < end { return p.kbit * 1000 } }
@@ -278,6 +281,8 @@ final class ShapedVethPair {
         // over 20 s): one recovery probe every 3 s, and a chain of probes once one keeps up.
         #expect(probed.reached(1_700_000, after: 12) != nil, "the estimate did not come back within 6 s")
         #expect(probed.probeClusters >= 3 && probed.paddingPackets > 0)
+        // Padding lost on the narrow path is not received; most is.
+        #expect(probed.paddingReceived > 0 && UInt64(probed.paddingReceived) <= probed.paddingPackets)
     }
 
     @Test(

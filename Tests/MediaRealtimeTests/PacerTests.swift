@@ -223,7 +223,8 @@ final class CopyingSink: PacketSink, @unchecked Sendable {
     @Test func aProbeIsPaddedOnTheRTXSSRCAtItsRateAndLoggedWithItsCluster() throws {
         var c = VideoSendStream.Configuration(codec: .vp8, width: 320, height: 180)
         c.encoder.bitrate = 300_000
-        c.srtp = nil
+        let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
+        c.srtp = key
         c.rtxPayloadType = 97
         let numbers = TransportSequenceNumbers()
         c.transportSequence = (id: 5, numbers: numbers)
@@ -252,13 +253,18 @@ final class CopyingSink: PacketSink, @unchecked Sendable {
         let bytes = padding.reduce(0) { $0 + $1.bytes.count }
         #expect(padding.count >= cluster.minimumPackets && bytes >= cluster.minimumBytes)
         #expect(UInt64(padding.count) == stats.paddingPackets && UInt64(bytes) == stats.paddingBytes)
+        // Protected on the RTX SSRC: a receiver's context (its own replay window per SSRC)
+        // takes every one.
+        let inbound = try SRTPContext(material: key, direction: .inbound)
         for p in padding {
-            let packet = try p.bytes.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            var plain = p.bytes
+            let n = try plain.withUnsafeMutableBytes { try inbound.unprotect($0, length: $0.count) }
+            let packet = try plain.withUnsafeBytes { try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             #expect(packet.header.ssrc == c.rtxSSRC && packet.header.payloadType == 97 && packet.header.padding)
-            #expect(packet.payload.count == 0 && packet.paddingSize == p.bytes.count - packet.header.marshalSize)
+            #expect(packet.payload.count == 0 && packet.paddingSize == n - packet.header.marshalSize)
             let seq = try #require(packet.header.extensions.transportSequenceNumber(id: 5))
             #expect(numbers.sent(seq)?.probeCluster == 321)
-            #expect(p.bytes.withUnsafeBytes { RTXPacket.isPaddingOnly($0) })
+            #expect(plain.withUnsafeBytes { RTXPacket.isPaddingOnly(UnsafeRawBufferPointer(rebasing: $0[0..<n])) })
         }
         // Spread at about the cluster's rate (7500 bytes at 4 Mbit/s: 15 ms), not in one burst.
         let spreadMs = Double(padding.last!.ns - padding.first!.ns) / 1e6
@@ -267,6 +273,7 @@ final class CopyingSink: PacketSink, @unchecked Sendable {
         // Media sent before the probe is not in the cluster.
         var mediaTagged = 0
         for p in sink.packets.withLock({ Array($0[..<mediaCount]) }) {
+            // The header is in the clear under SRTP: parse it without the (encrypted) payload.
             let packet = try p.bytes.withUnsafeBytes { try RTPPacket(parsing: $0) }
             if let seq = packet.header.extensions.transportSequenceNumber(id: 5), numbers.sent(seq)?.probeCluster != 0 {
                 mediaTagged += 1
