@@ -133,6 +133,31 @@ import Testing
         #expect(probes.isEmpty)
     }
 
+    @Test func anApplicationLimitedSenderIsProbedEveryFiveSeconds() {
+        var c = ProbeController(maximumBitrate: 3_000_000)
+        var probes = c.start(estimate: 500_000, nowNs: 0)
+        #expect(probes.map(\.bitrate) == [1_500_000, 3_000_000])
+        // The results never came (timed out); only 200 kbit/s arrives of a 500 kbit/s estimate.
+        probes = c.update(estimate: 500_000, probeResult: nil, nowNs: 1_500_000_000, acknowledgedBitrate: 200_000)
+        #expect(probes.map(\.bitrate) == [1_000_000], "application-limited: twice the estimate")
+        // The path carries it: the chain goes on to the maximum.
+        probes = c.update(estimate: 1_000_000, probeResult: 1_000_000, nowNs: 1_600_000_000, acknowledgedBitrate: 200_000)
+        #expect(probes.map(\.bitrate) == [2_000_000])
+        probes = c.update(estimate: 2_000_000, probeResult: 2_000_000, nowNs: 1_700_000_000, acknowledgedBitrate: 200_000)
+        #expect(probes.map(\.bitrate) == [3_000_000])
+        probes = c.update(estimate: 2_200_000, probeResult: 2_200_000, nowNs: 1_800_000_000, acknowledgedBitrate: 200_000)
+        #expect(probes.isEmpty, "no further than the maximum")
+        // Still application-limited: the next probe 5 s after the last one.
+        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 6_400_000_000, acknowledgedBitrate: 200_000)
+        #expect(probes.isEmpty)
+        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 6_500_000_000, acknowledgedBitrate: 200_000)
+        #expect(probes.map(\.bitrate) == [3_000_000])
+        #expect(c.applicationLimitedProbes == 2)
+        // Not application-limited (most of the estimate arrives): nothing.
+        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 20_000_000_000, acknowledgedBitrate: 2_000_000)
+        #expect(probes.isEmpty)
+    }
+
     /// The delay-based estimate takes a probe's result, but not while over-using, and never
     /// below what the feedback shows arriving; later increases do not pull it back down to
     /// 1.5 x the acknowledged bitrate.

@@ -124,6 +124,9 @@ public struct ProbeBitrateEstimator: Sendable {
 ///   leads to the next probe at once, as above, so a path whose capacity returns is found within
 ///   one interval and a few round trips, not regained at 8 % per second; a path still narrow
 ///   sees a burst of 15 ms at twice its rate every few seconds.
+/// - While the sender is application-limited (less than 65 % of the estimate arrives: a still
+///   picture, a low encoder ceiling), a probe at twice the estimate every 5 s, so the estimate
+///   keeps up with the path's capacity instead of staying at 1.5 x the little that is sent.
 ///
 /// Thread rule: one owner (where RTCP arrives). Cost: O(1) per estimate; no allocation.
 public struct ProbeController: Sendable {
@@ -145,6 +148,11 @@ public struct ProbeController: Sendable {
         public var slowRecoveryIntervalNs: Int64 = 10_000_000_000
         /// A probe whose result has not come back in this time is given up.
         public var resultTimeoutNs: Int64 = 1_000_000_000
+        /// The sender is application-limited when what arrives is below this share of the
+        /// estimate (libwebrtc's ALR detector: 65 %)...
+        public var applicationLimitedThreshold = 0.65
+        /// ...and then probes at `furtherScale` x the estimate this often (libwebrtc: 5 s).
+        public var applicationLimitedIntervalNs: Int64 = 5_000_000_000
         /// Defaults.
         public init() {}
     }
@@ -166,6 +174,9 @@ public struct ProbeController: Sendable {
     private var highestEstimate = 0.0
     private var recovering = false
     private var lastRecoveryProbeNs: Int64 = .min
+    private var lastApplicationLimitedProbeNs: Int64 = .min
+    /// Probes sent because the sender was application-limited.
+    public private(set) var applicationLimitedProbes = 0
 
     /// A controller probing up to `maximumBitrate`.
     public init(maximumBitrate: Int, settings: Settings = Settings()) {
@@ -188,9 +199,12 @@ public struct ProbeController: Sendable {
         return out
     }
 
-    /// The estimate after a feedback, with the probe result that feedback gave (nil when none):
-    /// the probes to send now.
-    public mutating func update(estimate: Int, probeResult: Double?, nowNs: Int64) -> [ProbeCluster] {
+    /// The estimate after a feedback, with the probe result that feedback gave (nil when none)
+    /// and the acknowledged bitrate (what the feedback says arrived, nil when unknown): the
+    /// probes to send now.
+    public mutating func update(
+        estimate: Int, probeResult: Double?, nowNs: Int64, acknowledgedBitrate: Double? = nil
+    ) -> [ProbeCluster] {
         guard started else { return [] }
         let e = Double(estimate)
         var out: [ProbeCluster] = []
@@ -219,6 +233,19 @@ public struct ProbeController: Sendable {
         if recovering, e >= settings.recoveredThreshold * highestEstimate {
             recovering = false
             highestEstimate = e
+        }
+        // Application-limited: the estimate cannot grow past what little is sent (1.5 x the
+        // acknowledged rate), so probe to keep it near the path's capacity.
+        if !recovering, awaitedBitrate == 0, out.isEmpty, let acked = acknowledgedBitrate, acked > 0,
+            acked < settings.applicationLimitedThreshold * e, estimate < maximumBitrate,
+            lastApplicationLimitedProbeNs == .min
+                || nowNs - lastApplicationLimitedProbeNs >= settings.applicationLimitedIntervalNs
+        {
+            lastApplicationLimitedProbeNs = nowNs
+            let rate = min(maximumBitrate, Int(settings.furtherScale * e))
+            applicationLimitedProbes += 1
+            out.append(cluster(rate))
+            expectResult(rate, nowNs: nowNs)
         }
         if recovering, awaitedBitrate == 0, out.isEmpty {
             let interval = recoveryProbes < 10 ? settings.recoveryIntervalNs : settings.slowRecoveryIntervalNs

@@ -227,7 +227,9 @@ public final class RTCPSenderSession {
         controller.maximumBitrate = estimator.maximumBitrate
         let clusters =
             controller.hasStarted
-            ? controller.update(estimate: estimator.targetBitrate, probeResult: estimator.probeResult, nowNs: now)
+            ? controller.update(
+                estimate: estimator.targetBitrate, probeResult: estimator.probeResult, nowNs: now,
+                acknowledgedBitrate: estimator.delayBased.acknowledgedBitrate)
             : controller.start(estimate: estimator.targetBitrate, nowNs: now)
         probeController = controller
         for c in clusters where target.handleProbe(c) {
