@@ -220,9 +220,13 @@ public final class RTCPSenderSession {
     /// Asks the controller for probes after a transport feedback (the first starts it) and hands
     /// them to the first video target that takes them.
     private func probe(nowNs: UInt64) {
-        guard var controller = probeController,
-            let target = targets.values.sorted(by: { $0.ssrc < $1.ssrc }).first(where: { $0.carriesVideo && $0.canProbe })
-        else { return }
+        // The probing target with the lowest SSRC (a stable choice), found without sorting.
+        var target: (any RTPSendFeedbackTarget)?
+        for t in targets.values where t.carriesVideo && t.canProbe {
+            if let best = target, best.ssrc <= t.ssrc { continue }
+            target = t
+        }
+        guard var controller = probeController, let target else { return }
         let now = Int64(bitPattern: nowNs)
         controller.maximumBitrate = estimator.maximumBitrate
         let clusters =
