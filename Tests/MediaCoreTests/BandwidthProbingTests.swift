@@ -105,7 +105,7 @@ import Testing
         var c = ProbeController(maximumBitrate: 3_000_000)
         _ = c.start(estimate: 2_500_000, nowNs: 0)  // probes 3 Mbit/s
         probes = c.update(estimate: 2_500_000, probeResult: nil, nowNs: 2_000_000_000)
-        #expect(probes.isEmpty, "result timed out")
+        #expect(probes.map(\.bitrate) == [3_000_000], "no result came back: the start probes once more")
         // 60 % of the highest: a large drop. The first recovery probe comes 3 s later, at twice
         // the estimate (at most the highest), and every 3 s after.
         probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 3_000_000_000)
@@ -137,20 +137,23 @@ import Testing
         var c = ProbeController(maximumBitrate: 3_000_000)
         var probes = c.start(estimate: 500_000, nowNs: 0)
         #expect(probes.map(\.bitrate) == [1_500_000, 3_000_000])
-        // The results never came (timed out); only 200 kbit/s arrives of a 500 kbit/s estimate.
+        // The results never came (timed out): the start probes once more, then never again.
         probes = c.update(estimate: 500_000, probeResult: nil, nowNs: 1_500_000_000, acknowledgedBitrate: 200_000)
-        #expect(probes.map(\.bitrate) == [1_000_000], "application-limited: twice the estimate")
+        #expect(probes.map(\.bitrate) == [1_500_000, 3_000_000])
+        // Only 200 kbit/s arrives of a 500 kbit/s estimate: application-limited, twice the estimate.
+        probes = c.update(estimate: 500_000, probeResult: nil, nowNs: 2_600_000_000, acknowledgedBitrate: 200_000)
+        #expect(probes.map(\.bitrate) == [1_000_000])
         // The path carries it: the chain goes on to the maximum.
-        probes = c.update(estimate: 1_000_000, probeResult: 1_000_000, nowNs: 1_600_000_000, acknowledgedBitrate: 200_000)
+        probes = c.update(estimate: 1_000_000, probeResult: 1_000_000, nowNs: 2_700_000_000, acknowledgedBitrate: 200_000)
         #expect(probes.map(\.bitrate) == [2_000_000])
-        probes = c.update(estimate: 2_000_000, probeResult: 2_000_000, nowNs: 1_700_000_000, acknowledgedBitrate: 200_000)
+        probes = c.update(estimate: 2_000_000, probeResult: 2_000_000, nowNs: 2_800_000_000, acknowledgedBitrate: 200_000)
         #expect(probes.map(\.bitrate) == [3_000_000])
-        probes = c.update(estimate: 2_200_000, probeResult: 2_200_000, nowNs: 1_800_000_000, acknowledgedBitrate: 200_000)
+        probes = c.update(estimate: 2_200_000, probeResult: 2_200_000, nowNs: 2_900_000_000, acknowledgedBitrate: 200_000)
         #expect(probes.isEmpty, "no further than the maximum")
         // Still application-limited: the next probe 5 s after the last one.
-        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 6_400_000_000, acknowledgedBitrate: 200_000)
+        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 7_500_000_000, acknowledgedBitrate: 200_000)
         #expect(probes.isEmpty)
-        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 6_500_000_000, acknowledgedBitrate: 200_000)
+        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 7_600_000_000, acknowledgedBitrate: 200_000)
         #expect(probes.map(\.bitrate) == [3_000_000])
         #expect(c.applicationLimitedProbes == 2)
         // Not application-limited (most of the estimate arrives): nothing.

@@ -114,7 +114,8 @@ public struct ProbeBitrateEstimator: Sendable {
 
 /// Decides when to probe and how high (in the manner of libwebrtc's `ProbeController`):
 ///
-/// - At the start, two clusters at 3x and 6x the start bitrate (at most the maximum); while a
+/// - At the start, two clusters at 3x and 6x the start bitrate (at most the maximum; sent once
+///   more when no result came back within a second, as when the first keyframe crowds them out); while a
 ///   result comes back at 70 % or more of what was probed, the next probe goes to twice the
 ///   result, until the maximum is reached. So a call finds its path's capacity within a few
 ///   round trips instead of climbing 8 % per second from where it started.
@@ -167,6 +168,9 @@ public struct ProbeController: Sendable {
     public private(set) var recoveryProbes = 0
 
     private var started = false
+    /// Whether any probe result came back, and whether the start probes were sent a second time.
+    private var anyResult = false
+    private var startRetried = false
     private var nextId = 1
     /// The rate of the highest probe whose result is awaited (0: none), and when it was sent.
     private var awaitedBitrate = 0
@@ -189,6 +193,10 @@ public struct ProbeController: Sendable {
         guard !started else { return [] }
         started = true
         highestEstimate = Double(estimate)
+        return startProbes(estimate: estimate, nowNs: nowNs)
+    }
+
+    private mutating func startProbes(estimate: Int, nowNs: Int64) -> [ProbeCluster] {
         var out: [ProbeCluster] = []
         for scale in [settings.firstScale, settings.secondScale] {
             let rate = min(maximumBitrate, Int(Double(estimate) * scale))
@@ -220,8 +228,15 @@ public struct ProbeController: Sendable {
                 }
             } else if nowNs - awaitedSinceNs > settings.resultTimeoutNs {
                 awaitedBitrate = 0
+                // The start probes gave nothing usable (lost behind the first keyframe, say):
+                // once, the same probes again.
+                if !startRetried, probeResult == nil, !anyResult {
+                    startRetried = true
+                    out = startProbes(estimate: estimate, nowNs: nowNs)
+                }
             }
         }
+        if probeResult != nil { anyResult = true }
         // Recovery after a large drop.
         if e >= highestEstimate {
             highestEstimate = e

@@ -28,6 +28,9 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         /// `transportSequence`): transport-cc feedback is matched to its send log and drives the
         /// delay-based estimate. nil: transport feedback is ignored (REMB and loss only).
         public var transportSequenceNumbers: TransportSequenceNumbers?
+        /// Whether the estimate probes the path above itself (`ProbeController`; takes effect
+        /// with `transportSequenceNumbers` and a video stream that is paced and has RTX).
+        public var probes = true
         /// SSRC of our RTCP packets' SDES (the first stream's by default).
         public var cname = "revue-sender"
 
@@ -72,6 +75,7 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
             targets: targets, startBitrate: configuration.startBitrate,
             minimumBitrate: configuration.minimumBitrate, maximumBitrate: configuration.maximumBitrate)
         session.transportSequenceNumbers = configuration.transportSequenceNumbers
+        if !configuration.probes { session.probeController = nil }
         worker = Worker(socket: socket, configuration: configuration, session: session, inbound: inbound, outbound: outbound)
     }
 

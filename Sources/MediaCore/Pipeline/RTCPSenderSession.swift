@@ -107,7 +107,7 @@ public final class RTCPSenderSession {
     /// A session feeding the send pipeline's streams (`VideoSendStream`, `AudioSendStream`): NACKs
     /// go to the stream (which resends from its history and asks its encoder for a keyframe when it
     /// cannot), PLI/FIR become keyframe requests, and the bandwidth estimate caps the video
-    /// streams' bitrate (`handleEstimatedBitrate`). Sender reports come from `senderReports`.
+    /// streams' bitrate (`handleEstimatedBitrate`, from the start estimate on). Sender reports come from `senderReports`.
     public convenience init(
         targets: [any RTPSendFeedbackTarget], startBitrate: Int,
         minimumBitrate: Int = 50_000, maximumBitrate: Int = 5_000_000
@@ -116,6 +116,9 @@ public final class RTCPSenderSession {
             ssrcs: targets.map(\.ssrc), handler: nil, startBitrate: startBitrate,
             minimumBitrate: minimumBitrate, maximumBitrate: maximumBitrate)
         for t in targets { self.targets[t.ssrc] = t }
+        // From the first frame: an encoder left at its configured rate until the first RTCP
+        // would send its first keyframe far above the start estimate.
+        for t in targets where t.carriesVideo { t.handleEstimatedBitrate(estimator.targetBitrate) }
     }
 
     /// Replaces the target streams (tracks published or unpublished); the estimate, counters and
