@@ -19,7 +19,7 @@ extension FuzzEntries {
                     "non-blank line \(line.debugDescription) read as blank")
             case .error(let e):
                 fuzzRequire(
-                    !e.error.isEmpty && e.event["event"] as? String == "error",
+                    !e.error.isEmpty && e.event["event"] == "error",
                     "error without a name for \(line.debugDescription)")
             case .request(let request):
                 fuzzRequire(

@@ -119,12 +119,12 @@ public struct NodeCommandError: Error, Sendable, Equatable {
     /// Extra string fields of the event (`"field"` for `missingField`, `"detail"` for `invalidCommand`).
     public var fields: [String: String]
 
-    /// The error event as a JSON object (see `JSONValue(any:)`): `event`, `error`, `cmd`, `id`, fields.
-    public var event: [String: Any] {
-        var o: [String: Any] = ["event": "error", "error": error]
-        if let name { o["cmd"] = name }
+    /// The error event's fields: `event`, `error`, `cmd`, `id`, and `fields`.
+    package var event: [String: JSONValue] {
+        var o: [String: JSONValue] = ["event": "error", "error": .string(error)]
+        if let name { o["cmd"] = .string(name) }
         if let id { o["id"] = id.json }
-        for (k, v) in fields { o[k] = v }
+        for (k, v) in fields { o[k] = .string(v) }
         return o
     }
 }

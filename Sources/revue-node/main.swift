@@ -20,8 +20,8 @@ import RevueSession
 signal(SIGPIPE, SIG_IGN)
 
 /// Writes one JSON object as a line on stdout.
-func emit(_ object: [String: Any]) {
-    guard let line = JSONValue(any: object)?.sortedLine else {
+func emit(_ object: [String: JSONValue]) {
+    guard let line = JSONValue.object(object).sortedLine else {
         StandardStream.error("revue-node: an event with a value JSON cannot hold: \(object)\n")
         return
     }
@@ -169,7 +169,7 @@ func runRendezvous() {
     do {
         let node = try RendezvousNode(host: options.host, port: options.port)
         nodeKeeper = node
-        emit(["event": "ready", "mode": "rendezvous", "port": Int(node.port)])
+        emit(["event": "ready", "mode": "rendezvous", "port": .integer(node.port)])
     } catch {
         fail("\(error)", status: 1)
     }
@@ -187,17 +187,18 @@ func statusName(_ s: UserStatus) -> String {
     }
 }
 
-func pathsObject(_ p: FriendConnectionPaths) -> [[String: Any]] {
-    p.paths.map { path in
-        var o: [String: Any] = ["endpoint": path.endpoint]
-        switch path.kind {
-        case .directLAN: o["kind"] = "directLAN"
-        case .directUDP: o["kind"] = "directUDP"
-        case .relayed: o["kind"] = "relayed"
-        }
-        if let rtt = path.roundTripTime { o["rtt"] = (rtt * 1e6).rounded() / 1e6 }
-        return o
-    }
+func pathsObject(_ p: FriendConnectionPaths) -> JSONValue {
+    .array(
+        p.paths.map { path in
+            var o: [String: JSONValue] = ["endpoint": .string(path.endpoint)]
+            switch path.kind {
+            case .directLAN: o["kind"] = "directLAN"
+            case .directUDP: o["kind"] = "directUDP"
+            case .relayed: o["kind"] = "relayed"
+            }
+            if let rtt = path.roundTripTime { o["rtt"] = .double((rtt * 1e6).rounded() / 1e6) }
+            return .object(o)
+        })
 }
 
 func presenceName(_ p: PresenceStatus) -> String {
@@ -213,34 +214,37 @@ func presenceName(_ p: PresenceStatus) -> String {
 @MainActor
 final class EventPrinter: RevueDelegate {
     func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) {
-        emit(["event": "didReceiveFriendRequest", "friendId": friendId, "message": message])
+        emit(["event": "didReceiveFriendRequest", "friendId": .string(friendId), "message": .string(message)])
     }
     func revue(_ revue: Revue, friend friendId: String, didUpdateName name: String) {
-        emit(["event": "didUpdateName", "friendId": friendId, "name": name])
+        emit(["event": "didUpdateName", "friendId": .string(friendId), "name": .string(name)])
     }
     func revue(_ revue: Revue, friend friendId: String, didUpdateStatusMessage statusMessage: String) {
-        emit(["event": "didUpdateStatusMessage", "friendId": friendId, "statusMessage": statusMessage])
+        emit(["event": "didUpdateStatusMessage", "friendId": .string(friendId), "statusMessage": .string(statusMessage)])
     }
     func revue(_ revue: Revue, friend friendId: String, didUpdateStatus status: UserStatus) {
-        emit(["event": "didUpdateStatus", "friendId": friendId, "status": statusName(status)])
+        emit(["event": "didUpdateStatus", "friendId": .string(friendId), "status": .string(statusName(status))])
     }
     func revue(_ revue: Revue, friend friendId: String, didUpdatePaths paths: FriendConnectionPaths) {
-        emit(["event": "didUpdatePaths", "friendId": friendId, "isOnline": paths.isOnline, "paths": pathsObject(paths)])
+        emit([
+            "event": "didUpdatePaths", "friendId": .string(friendId), "isOnline": .bool(paths.isOnline),
+            "paths": pathsObject(paths),
+        ])
     }
     func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) {
-        emit(["event": "didReceiveMessage", "friendId": friendId, "message": message])
+        emit(["event": "didReceiveMessage", "friendId": .string(friendId), "message": .string(message)])
     }
     func revue(_ revue: Revue, didUpdateIsDiscoverable isDiscoverable: Bool) {
-        emit(["event": "didUpdateIsDiscoverable", "isDiscoverable": isDiscoverable])
+        emit(["event": "didUpdateIsDiscoverable", "isDiscoverable": .bool(isDiscoverable)])
     }
     func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) {
-        emit(["event": "didSendInvitation", "friendId": friendId, "message": message ?? JSONValue.null])
+        emit(["event": "didSendInvitation", "friendId": .string(friendId), "message": .text(message)])
     }
     func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) {
-        emit(["event": "didReceiveInvitation", "friendId": friendId, "message": message ?? JSONValue.null])
+        emit(["event": "didReceiveInvitation", "friendId": .string(friendId), "message": .text(message)])
     }
     func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) {
-        emit(["event": "didEndInvitation", "friendId": friendId, "reason": "\(reason)"])
+        emit(["event": "didEndInvitation", "friendId": .string(friendId), "reason": .string("\(reason)")])
     }
 }
 
@@ -250,13 +254,13 @@ final class RoomPrinter: RoomDelegate {
     /// Decoded video and audio per participant (by friend ID), for `media-stats`.
     var renderers: [String: LatestFrameRenderer] = [:]
     var audioSinks: [String: CountingAudioSink] = [:]
-    func out(_ event: String, _ p: Participant?, _ extra: [String: Any] = [:]) {
-        var o: [String: Any] = ["event": event, "layer": "room"]
-        if let p { o["friendId"] = p.identity; o["isLocal"] = p is LocalParticipant }
+    func out(_ event: String, _ p: Participant?, _ extra: [String: JSONValue] = [:]) {
+        var o: [String: JSONValue] = ["event": .string(event), "layer": "room"]
+        if let p { o["friendId"] = .string(p.identity); o["isLocal"] = .bool(p is LocalParticipant) }
         emit(o.merging(extra) { $1 })
     }
     func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {
-        out("participantDidConnect", participant, ["mode": participant.mode.rawValue])
+        out("participantDidConnect", participant, ["mode": .string(participant.mode.rawValue)])
     }
     func roomDidStartCall(_ room: Room) { out("roomDidStartCall", nil) }
     func roomDidEndCall(_ room: Room) { out("roomDidEndCall", nil) }
@@ -264,33 +268,35 @@ final class RoomPrinter: RoomDelegate {
         switch error {
         case .connectionLost: out("callDidFailWithError", nil, ["error": "connectionLost"])
         case .mediaSetupFailed(let id, let detail):
-            out("callDidFailWithError", nil, ["error": "mediaSetupFailed", "friendId": id, "detail": detail])
+            out("callDidFailWithError", nil, ["error": "mediaSetupFailed", "friendId": .string(id), "detail": .string(detail)])
         }
     }
     func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {
         guard case .mediaSetupFailed(let detail) = error else { return }
-        out("didFailToPublishTrack", localParticipant, ["kind": kind.rawValue, "error": "mediaSetupFailed", "detail": detail])
+        out(
+            "didFailToPublishTrack", localParticipant,
+            ["kind": .string(kind.rawValue), "error": "mediaSetupFailed", "detail": .string(detail)])
     }
     func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {
-        out("participantDidDisconnect", participant, ["reason": participant.disconnectReason.map { "\($0)" } ?? JSONValue.null])
+        out("participantDidDisconnect", participant, ["reason": .text(participant.disconnectReason.map { "\($0)" })])
     }
     func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) {
-        out("didUpdateConnectionQuality", participant, ["quality": "\(quality)"])
+        out("didUpdateConnectionQuality", participant, ["quality": .string("\(quality)")])
     }
     func room(_ room: Room, participant: Participant, didUpdateName name: String?) {
-        out("didUpdateName", participant, ["name": name ?? JSONValue.null])
+        out("didUpdateName", participant, ["name": .text(name)])
     }
     func room(_ room: Room, participant: Participant, didUpdateStatusMessage statusMessage: String?) {
-        out("didUpdateStatusMessage", participant, ["statusMessage": statusMessage ?? JSONValue.null])
+        out("didUpdateStatusMessage", participant, ["statusMessage": .text(statusMessage)])
     }
     func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) {
-        out("didUpdateStatus", participant, ["status": statusName(status)])
+        out("didUpdateStatus", participant, ["status": .string(statusName(status))])
     }
     func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) {
-        out("didPublishTrack", localParticipant, ["sid": publication.sid, "kind": publication.kind.rawValue])
+        out("didPublishTrack", localParticipant, ["sid": .string(publication.sid), "kind": .string(publication.kind.rawValue)])
     }
     func room(_ room: Room, localParticipant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) {
-        out("didUnpublishTrack", localParticipant, ["sid": publication.sid, "kind": publication.kind.rawValue])
+        out("didUnpublishTrack", localParticipant, ["sid": .string(publication.sid), "kind": .string(publication.kind.rawValue)])
     }
     func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {
         // Count what arrives, so `media-stats` can tell a script that media flows.
@@ -305,25 +311,25 @@ final class RoomPrinter: RoomDelegate {
             audioSinks[key] = sink
             publication.audioSink = sink
         }
-        out("didSubscribeTrack", participant, ["sid": publication.sid, "kind": publication.kind.rawValue])
+        out("didSubscribeTrack", participant, ["sid": .string(publication.sid), "kind": .string(publication.kind.rawValue)])
     }
     func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {
-        out("didUnsubscribeTrack", participant, ["sid": publication.sid, "kind": publication.kind.rawValue])
+        out("didUnsubscribeTrack", participant, ["sid": .string(publication.sid), "kind": .string(publication.kind.rawValue)])
     }
     func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {
-        out("didUpdateIsMuted", participant, ["sid": trackPublication.sid, "isMuted": isMuted])
+        out("didUpdateIsMuted", participant, ["sid": .string(trackPublication.sid), "isMuted": .bool(isMuted)])
     }
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) {
-        out("didReceiveMessage", participant, ["message": message])
+        out("didReceiveMessage", participant, ["message": .string(message)])
     }
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) {
-        out("didReceiveMuteRequest", participant, ["isMuted": isMuted])
+        out("didReceiveMuteRequest", participant, ["isMuted": .bool(isMuted)])
     }
     func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) {
-        out("didUpdateSpeakingParticipants", nil, ["speakers": speakers.map(\.identity)])
+        out("didUpdateSpeakingParticipants", nil, ["speakers": .strings(speakers.map(\.identity))])
     }
     func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) {
-        out("didUpdateMode", participant, ["mode": mode.rawValue])
+        out("didUpdateMode", participant, ["mode": .string(mode.rawValue)])
     }
 }
 
@@ -379,8 +385,8 @@ let printer = EventPrinter()
 /// The call leg's ICE state for `media-stats`' `path` field: the selected pair (candidate types
 /// and addresses), the route media takes, our candidates and check counters; nil without a leg.
 @MainActor
-func callLegPath(_ room: Room, friendId: String) -> [String: Any]? {
-    room.mediaPathDiagnostics(friendId)
+func callLegPath(_ room: Room, friendId: String) -> JSONValue {
+    room.mediaPathDiagnostics(friendId).map { .object($0) } ?? .null
 }
 
 @MainActor
@@ -411,7 +417,10 @@ func startPeer() {
         revue.room.options.videoHeight = size.height
     }
     if let name = options.name { revue.setSelfName(name) }
-    emit(["event": "ready", "mode": "peer", "address": revue.revueAddress, "revueId": revue.revueId, "port": Int(revue.port)])
+    emit([
+        "event": "ready", "mode": "peer", "address": .string(revue.revueAddress), "revueId": .string(revue.revueId),
+        "port": .integer(revue.port),
+    ])
 }
 
 /// The name revue-node reports for one of the SDK's typed errors (docs/revue-node.md): its case
@@ -482,28 +491,33 @@ func run(_ line: String) {
     let revue = Revue.shared
     let friends = revue.friends
     let cmd = request.name
-    var reply: [String: Any] = ["cmd": cmd]
+    var reply: [String: JSONValue] = ["cmd": .string(cmd)]
     if let id = request.id { reply["id"] = id.json }
-    func ok(_ extra: [String: Any] = [:]) { emit(reply.merging(["event": "ok"]) { $1 }.merging(extra) { $1 }) }
-    func error(_ name: String, _ extra: [String: Any] = [:]) {
-        emit(reply.merging(["event": "error", "error": name]) { $1 }.merging(extra) { $1 })
+    func ok(_ extra: [String: JSONValue] = [:]) { emit(reply.merging(["event": "ok"]) { $1 }.merging(extra) { $1 }) }
+    func error(_ name: String, _ extra: [String: JSONValue] = [:]) {
+        emit(reply.merging(["event": "error", "error": .string(name)]) { $1 }.merging(extra) { $1 })
     }
     switch request.command {
     case .address:
-        ok(["address": revue.revueAddress, "revueId": revue.revueId, "port": Int(revue.port), "nospam": Int(revue.nospam)])
+        ok([
+            "address": .string(revue.revueAddress), "revueId": .string(revue.revueId), "port": .integer(revue.port),
+            "nospam": .integer(revue.nospam),
+        ])
     case .addFriend(let address, let message):
-        do throws(FriendAddError) { ok(["friendId": try friends.addFriend(address: address, message: message)]) } catch let e {
+        do throws(FriendAddError) {
+            ok(["friendId": .string(try friends.addFriend(address: address, message: message))])
+        } catch let e {
             error(errorName(e))
         }
     case .accept(let friendId):
-        do throws(FriendAddError) { ok(["friendId": try friends.addFriendNorequest(friendId: friendId)]) } catch let e {
+        do throws(FriendAddError) { ok(["friendId": .string(try friends.addFriendNorequest(friendId: friendId))]) } catch let e {
             error(errorName(e))
         }
     case .delete(let friendId):
         do {
             try friends.deleteFriend(friendId: friendId)
-            ok(["friendId": friendId])
-        } catch .notFound { error("notFound") } catch let e { error("failed", ["code": -1, "detail": "\(e)"]) }
+            ok(["friendId": .string(friendId)])
+        } catch .notFound { error("notFound") } catch let e { error("failed", ["code": -1, "detail": .string("\(e)")]) }
     case .setName(let name):
         revue.setSelfName(name)
         ok()
@@ -515,43 +529,45 @@ func run(_ line: String) {
         ok()
     case .setNospam(let v):
         revue.nospam = v
-        ok(["address": revue.revueAddress])
+        ok(["address": .string(revue.revueAddress)])
     case .message(let friendId, let message, let timeout):
         Task { @MainActor in
             do throws(FriendMessageError) {
                 let messageId = try await friends.sendMessage(friendId: friendId, message: message, timeout: timeout)
-                ok(["friendId": friendId, "messageId": Int(messageId)])
+                ok(["friendId": .string(friendId), "messageId": .integer(messageId)])
             } catch .timeout(let messageId) {
-                error("timeout", ["friendId": friendId, "messageId": Int(messageId)])
+                error("timeout", ["friendId": .string(friendId), "messageId": .integer(messageId)])
             } catch let e {
-                error(errorName(e), ["friendId": friendId])
+                error(errorName(e), ["friendId": .string(friendId)])
             }
         }
     case .list:
-        let list: [[String: Any]] = friends.getFriendList().map { id in
+        let list: [JSONValue] = friends.getFriendList().map { id in
             let paths = friends.getFriendPaths(friendId: id)
             return [
-                "friendId": id, "name": friends.getFriendName(friendId: id),
-                "statusMessage": friends.getFriendStatusMessage(friendId: id),
-                "status": statusName(friends.getFriendStatus(friendId: id)),
-                "isOnline": paths.isOnline, "paths": pathsObject(paths),
-                "presence": presenceName(friends.getFriendPresenceStatus(friendId: id)),
+                "friendId": .string(id), "name": .string(friends.getFriendName(friendId: id)),
+                "statusMessage": .string(friends.getFriendStatusMessage(friendId: id)),
+                "status": .string(statusName(friends.getFriendStatus(friendId: id))),
+                "isOnline": .bool(paths.isOnline), "paths": pathsObject(paths),
+                "presence": .string(presenceName(friends.getFriendPresenceStatus(friendId: id))),
             ]
         }
-        ok(["friends": list])
+        ok(["friends": .array(list)])
     case .counters:
         let c = revue.counters
         ok([
-            "droppedMalformed": c.droppedMalformed, "droppedForged": c.droppedForged, "droppedReplayed": c.droppedReplayed,
-            "droppedUnknownSession": c.droppedUnknownSession, "droppedNonFriend": c.droppedNonFriend,
-            "droppedWrongNospam": c.droppedWrongNospam, "droppedRateLimited": c.droppedRateLimited,
-            "friendRequestsReceived": c.friendRequestsReceived,
-            "duplicatesSuppressed": c.duplicatesSuppressed, "reservedMessagesSwallowed": c.reservedMessagesSwallowed,
-            "handshakesCompleted": c.handshakesCompleted, "droppedAnnounces": c.droppedAnnounces,
-            "initiationsThrottled": c.initiationsThrottled, "candidatesDropped": c.candidatesDropped,
-            "cookieRepliesSent": c.cookieRepliesSent, "droppedExpired": c.droppedExpired,
-            "droppedLookupReplies": c.droppedLookupReplies, "droppedOverload": c.droppedOverload,
-            "requestsForgotten": c.requestsForgotten, "callSignalsRefused": c.callSignalsRefused,
+            "droppedMalformed": .integer(c.droppedMalformed), "droppedForged": .integer(c.droppedForged),
+            "droppedReplayed": .integer(c.droppedReplayed),
+            "droppedUnknownSession": .integer(c.droppedUnknownSession), "droppedNonFriend": .integer(c.droppedNonFriend),
+            "droppedWrongNospam": .integer(c.droppedWrongNospam), "droppedRateLimited": .integer(c.droppedRateLimited),
+            "friendRequestsReceived": .integer(c.friendRequestsReceived),
+            "duplicatesSuppressed": .integer(c.duplicatesSuppressed),
+            "reservedMessagesSwallowed": .integer(c.reservedMessagesSwallowed),
+            "handshakesCompleted": .integer(c.handshakesCompleted), "droppedAnnounces": .integer(c.droppedAnnounces),
+            "initiationsThrottled": .integer(c.initiationsThrottled), "candidatesDropped": .integer(c.candidatesDropped),
+            "cookieRepliesSent": .integer(c.cookieRepliesSent), "droppedExpired": .integer(c.droppedExpired),
+            "droppedLookupReplies": .integer(c.droppedLookupReplies), "droppedOverload": .integer(c.droppedOverload),
+            "requestsForgotten": .integer(c.requestsForgotten), "callSignalsRefused": .integer(c.callSignalsRefused),
         ])
     case .invite(let friendId, _), .acceptCall(let friendId), .rejectCall(let friendId), .cancelCall(let friendId):
         do throws(FriendCallError) {
@@ -561,12 +577,12 @@ func run(_ line: String) {
             case .rejectCall: try friends.rejectInvitation(friendId: friendId)
             default: try friends.cancelInvitation(friendId: friendId)
             }
-            ok(["friendId": friendId])
-        } catch let e { error(errorName(e), ["friendId": friendId]) }
+            ok(["friendId": .string(friendId)])
+        } catch let e { error(errorName(e), ["friendId": .string(friendId)]) }
     case .hangup(let friendId):
         if let friendId {
             guard let p = revue.room.remoteParticipants[friendId.uppercased()] else {
-                return error("notInCall", ["friendId": friendId])
+                return error("notInCall", ["friendId": .string(friendId)])
             }
             p.disconnect()
         } else {
@@ -578,14 +594,14 @@ func run(_ line: String) {
         Task { @MainActor in
             do throws(FriendMessageError) {
                 let results = try await revue.room.localParticipant.sendMessage(message, to: to, timeout: timeout)
-                var perRecipient: [String: String] = [:]
+                var perRecipient: [String: JSONValue] = [:]
                 for (id, result) in results {
                     switch result {
                     case .success: perRecipient[id] = "delivered"
-                    case .failure(let e): perRecipient[id] = errorName(e)
+                    case .failure(let e): perRecipient[id] = .string(errorName(e))
                     }
                 }
-                ok(["results": perRecipient])
+                ok(["results": .object(perRecipient)])
             } catch let e { error(errorName(e)) }
         }
     case .muteRequest(let friendId, let isMuted):
@@ -602,10 +618,10 @@ func run(_ line: String) {
         ok()
     case .mute(let sid), .unmute(let sid):
         guard let pub = revue.room.localParticipant.localTrackPublications.first(where: { $0.sid == sid }) else {
-            return error("notPublished", ["sid": sid])
+            return error("notPublished", ["sid": .string(sid)])
         }
         if case .mute = request.command { pub.mute() } else { pub.unmute() }
-        ok(["sid": sid])
+        ok(["sid": .string(sid)])
     case .subscribe(let friendId, let sid, let subscribed):
         guard let friendId, let p = revue.room.remoteParticipants[friendId.uppercased()],
             let pub = p.remoteTrackPublications.first(where: { $0.sid == sid })
@@ -616,7 +632,7 @@ func run(_ line: String) {
         Task { @MainActor in
             do throws(RoomError) {
                 try await revue.room.changeMode(mode)
-                ok(["mode": mode.rawValue])
+                ok(["mode": .string(mode.rawValue)])
             } catch let e { error(errorName(e)) }
         }
     case .feed(let seconds, let tone):
@@ -626,38 +642,43 @@ func run(_ line: String) {
         guard audio != nil || video != nil else { return error("notPublished") }
         let requestId = request.id?.json
         feedSynthetic(audio: audio, video: video, seconds: seconds, tone: tone) { frames, samples in
-            var done: [String: Any] = ["event": "ok", "cmd": "feed", "videoFramesFed": frames, "audioSamplesFed": samples]
+            var done: [String: JSONValue] = [
+                "event": "ok", "cmd": "feed", "videoFramesFed": .integer(frames), "audioSamplesFed": .integer(samples),
+            ]
             if let requestId { done["id"] = requestId }
             emit(done)
         }
     case .mediaStats:
-        let list: [[String: Any]] = revue.room.remoteParticipants.keys.sorted().map { id in
+        let list: [JSONValue] = revue.room.remoteParticipants.keys.sorted().map { id in
             let audio = roomPrinter.audioSinks[id]?.counts ?? (samples: 0, loud: 0)
             return [
-                "friendId": id, "videoFrames": roomPrinter.renderers[id]?.frameCount ?? 0, "audioSamples": audio.samples,
-                "loudSamples": audio.loud,
-                "path": callLegPath(revue.room, friendId: id) ?? JSONValue.null,
+                "friendId": .string(id), "videoFrames": .integer(roomPrinter.renderers[id]?.frameCount ?? 0),
+                "audioSamples": .integer(audio.samples), "loudSamples": .integer(audio.loud),
+                "path": callLegPath(revue.room, friendId: id),
             ]
         }
-        ok(["participants": list, "uplinkBytes": revue.room.uplinkBytes])
+        ok(["participants": .array(list), "uplinkBytes": .integer(revue.room.uplinkBytes)])
     case .room:
         let room = revue.room
-        func tracks(_ p: Participant) -> [[String: Any]] {
-            p.trackPublications.values.sorted { $0.sid < $1.sid }.map { pub in
-                var o: [String: Any] = ["sid": pub.sid, "kind": pub.kind.rawValue, "isMuted": pub.isMuted]
-                if let r = pub as? RemoteTrackPublication { o["isSubscribed"] = r.isSubscribed }
-                return o
-            }
+        func tracks(_ p: Participant) -> JSONValue {
+            .array(
+                p.trackPublications.values.sorted { $0.sid < $1.sid }.map { pub in
+                    var o: [String: JSONValue] = [
+                        "sid": .string(pub.sid), "kind": .string(pub.kind.rawValue), "isMuted": .bool(pub.isMuted),
+                    ]
+                    if let r = pub as? RemoteTrackPublication { o["isSubscribed"] = .bool(r.isSubscribed) }
+                    return .object(o)
+                })
         }
-        let participants: [[String: Any]] = room.remoteParticipants.values.sorted { $0.identity < $1.identity }.map { p in
+        let participants: [JSONValue] = room.remoteParticipants.values.sorted { $0.identity < $1.identity }.map { p in
             [
-                "friendId": p.identity, "name": p.name ?? JSONValue.null, "mode": p.mode.rawValue, "tracks": tracks(p),
-                "connectionQuality": "\(p.connectionQuality)", "isSpeaking": p.isSpeaking,
+                "friendId": .string(p.identity), "name": .text(p.name), "mode": .string(p.mode.rawValue), "tracks": tracks(p),
+                "connectionQuality": .string("\(p.connectionQuality)"), "isSpeaking": .bool(p.isSpeaking),
             ]
         }
         ok([
-            "participants": participants, "mode": room.localParticipant.mode.rawValue, "tracks": tracks(room.localParticipant),
-            "activeSpeakers": room.activeSpeakers.map(\.identity),
+            "participants": .array(participants), "mode": .string(room.localParticipant.mode.rawValue),
+            "tracks": tracks(room.localParticipant), "activeSpeakers": .strings(room.activeSpeakers.map(\.identity)),
         ])
     case .quit:
         revue.destroy()

@@ -111,46 +111,12 @@ package enum JSONValue: Sendable, Hashable, Codable, ExpressibleByStringLiteral,
         return .object(o)
     }
 
-    /// A tree of plain Swift values as JSON, for replies built as dictionary literals: `JSONValue`
-    /// itself, `String`, `Bool`, any integer (exact when it fits 64 bits) or floating-point number,
-    /// arrays and string-keyed dictionaries of these, and optionals (nil is `null`). Nil when some
-    /// value has another type. Cost: a copy of the tree.
-    package init?(any value: Any) {
-        switch value {
-        case let v as JSONValue: self = v
-        case let s as String: self = .string(s)
-        case let s as Substring: self = .string(String(s))
-        case let b as Bool: self = .bool(b)
-        case let i as any BinaryInteger:
-            guard let exact = Int64(exactly: i) else { return nil }
-            self = .int(exact)
-        case let d as any BinaryFloatingPoint: self = .double(Double(d))
-        case let a as [Any]:
-            var out: [JSONValue] = []
-            out.reserveCapacity(a.count)
-            for element in a {
-                guard let v = JSONValue(any: element) else { return nil }
-                out.append(v)
-            }
-            self = .array(out)
-        case let o as [String: Any]:
-            var out: [String: JSONValue] = [:]
-            for (key, element) in o {
-                guard let v = JSONValue(any: element) else { return nil }
-                out[key] = v
-            }
-            self = .object(out)
-        default:
-            let mirror = Mirror(reflecting: value)
-            guard mirror.displayStyle == .optional else { return nil }
-            guard let wrapped = mirror.children.first?.value else {
-                self = .null
-                return
-            }
-            guard let v = JSONValue(any: wrapped) else { return nil }
-            self = v
-        }
-    }
+    /// An integer (any width; clamped to 64 bits). Cost: none.
+    package static func integer(_ value: some BinaryInteger) -> JSONValue { .int(Int64(clamping: value)) }
+    /// A string, or `null` for nil. Cost: none.
+    package static func text(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+    /// An array of strings. Cost: an array.
+    package static func strings(_ values: [String]) -> JSONValue { .array(values.map { .string($0) }) }
 
     /// The value as one line of JSON text with its object keys sorted and slashes unescaped, as
     /// the tools print their events; nil when it holds a non-finite number, which JSON cannot

@@ -1,7 +1,7 @@
 // A package seam for fuzzing the call signalling (FuzzEntries.callSignal, docs/robustness.md):
 // drives a real Room's signal handling with messages as they arrive from friends, without media
 // legs, and reads back what the room holds and what it sent. Nothing here runs in production.
-package import MediaCore
+internal import MediaCore
 
 /// How much call state a room holds now: what a stranger or a hostile friend could try to grow.
 package struct CallStateCounts: Sendable, Equatable {

@@ -5,7 +5,7 @@
 // pipeline, drives our send streams (`CallLegFeedback`); speaking events from the engine's
 // speaking detector. docs/session.md "Media".
 import Dispatch
-internal import MediaCore
+package import MediaCore
 import Synchronization
 
 #if canImport(FoundationEssentials)
@@ -621,49 +621,50 @@ extension Room {
     /// A call leg's ICE state, for diagnostics (revue-node's `media-stats`): the selected pair's
     /// candidate types and addresses, the route media takes, our gathered candidates, and the
     /// agent's counters. nil without a leg to that participant. Main actor; cheap.
-    package func mediaPathDiagnostics(_ id: String) -> [String: Any]? {
+    package func mediaPathDiagnostics(_ id: String) -> [String: JSONValue]? {
+        func received(_ st: ReceivePipelineStatistics) -> JSONValue {
+            [
+                "datagrams": .integer(st.datagrams), "rtp": .integer(st.rtp), "rtcp": .integer(st.rtcp),
+                "other": .integer(st.other), "authFailures": .integer(st.authFailures),
+            ]
+        }
         if legs[id] == nil, let sfu {
-            var out: [String: Any] = ["sfu": sfu.server.url, "room": String(sfu.server.room), "subscribed": false]
+            var out: [String: JSONValue] = [
+                "sfu": .string(sfu.server.url), "room": .string(String(sfu.server.room)), "subscribed": false,
+            ]
             guard let sub = sfu.subscriptions[id] else { return out }
             out["subscribed"] = true
-            out["feed"] = String(sub.feed)
-            out["state"] = sub.connection.state.rawValue
-            if let st = sub.connection.receiveStatistics {
-                out["received"] = [
-                    "datagrams": st.datagrams, "rtp": st.rtp, "rtcp": st.rtcp, "other": st.other, "authFailures": st.authFailures,
-                ]
-            }
+            out["feed"] = .string(String(sub.feed))
+            out["state"] = .string(sub.connection.state.rawValue)
+            if let st = sub.connection.receiveStatistics { out["received"] = received(st) }
             return out
         }
         guard let leg = legs[id] else { return nil }
-        var out: [String: Any] = [:]
+        var out: [String: JSONValue] = [:]
         if let pair = leg.agent.selectedPair {
-            out["local"] = pair.local.description
-            out["remote"] = pair.remote.description
-            out["localType"] = pair.local.type.rawValue
-            out["remoteType"] = pair.remote.type.rawValue
+            out["local"] = .string(pair.local.description)
+            out["remote"] = .string(pair.remote.description)
+            out["localType"] = .string(pair.local.type.rawValue)
+            out["remoteType"] = .string(pair.remote.type.rawValue)
         }
-        out["route"] = leg.sendPath.route?.description ?? JSONValue.null
-        out["relayed"] = leg.sendPath.route?.isRelayed ?? false
-        out["candidates"] = leg.agent.localCandidates.map(\.description)
+        out["route"] = .text(leg.sendPath.route?.description)
+        out["relayed"] = .bool(leg.sendPath.route?.isRelayed ?? false)
+        out["candidates"] = .strings(leg.agent.localCandidates.map(\.description))
         let s = leg.agent.statistics
-        out["checksSent"] = s.checksSent
-        out["responsesReceived"] = s.responsesReceived
-        out["selectedPairChanges"] = s.selectedPairChanges
-        out["checksAnswered"] = s.checksAnswered
-        out["droppedRequests"] = s.droppedRequests
-        out["droppedResponses"] = s.droppedResponses
-        out["turn"] = leg.agent.turnStatistics.map { "\($0)" }
-        if let st = leg.pipeline?.statistics {
-            out["received"] = [
-                "datagrams": st.datagrams, "rtp": st.rtp, "rtcp": st.rtcp, "other": st.other, "authFailures": st.authFailures,
-            ]
-        }
-        out["sent"] = Int(leg.sendPath.packetCounts.sent)
-        out["pairs"] = leg.agent.pairSnapshots.map { p in
-            "\(p.local) -> \(p.remote)" + (p.valid ? " valid" : "") + (p.failed ? " failed" : "")
-                + (p.selected ? " selected" : "")
-        }
+        out["checksSent"] = .integer(s.checksSent)
+        out["responsesReceived"] = .integer(s.responsesReceived)
+        out["selectedPairChanges"] = .integer(s.selectedPairChanges)
+        out["checksAnswered"] = .integer(s.checksAnswered)
+        out["droppedRequests"] = .integer(s.droppedRequests)
+        out["droppedResponses"] = .integer(s.droppedResponses)
+        out["turn"] = .strings(leg.agent.turnStatistics.map { "\($0)" })
+        if let st = leg.pipeline?.statistics { out["received"] = received(st) }
+        out["sent"] = .integer(leg.sendPath.packetCounts.sent)
+        out["pairs"] = .strings(
+            leg.agent.pairSnapshots.map { p in
+                "\(p.local) -> \(p.remote)" + (p.valid ? " valid" : "") + (p.failed ? " failed" : "")
+                    + (p.selected ? " selected" : "")
+            })
         return out
     }
 }

@@ -3,7 +3,7 @@
 // the main actor (datagrams hop there from the socket's read queue); it is the control plane, so
 // clarity wins over allocation-free code here. docs/session.md describes the protocol.
 import Dispatch
-package import MediaCore
+internal import MediaCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
