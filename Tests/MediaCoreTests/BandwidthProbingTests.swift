@@ -17,22 +17,24 @@ import Testing
         }
     }
 
-    @Test func aSaturatedPathGivesNinetyFivePercentOfItsReceiveRate() throws {
+    /// The rate a 2 Mbit/s cluster of ten 1000-byte packets sent 4 ms apart is measured at when
+    /// they arrive `arrivalGapNs` apart.
+    static func measured(arrivalGapNs: Int64) -> Double? {
         var e = ProbeBitrateEstimator()
         e.register(ProbeCluster(id: 7, bitrate: 2_000_000), nowNs: 1_000_000_000)
-        // Sent at 2 Mbit/s (1000 B every 4 ms), delivered at 1 Mbit/s (every 8 ms).
-        let u = e.update(Self.cluster(id: 7, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 8_000_000), nowNs: 1_100_000_000)
-        let r = try #require(u)
-        // Receive rate: 9 packets' bytes over 72 ms = 1 Mbit/s, below 90 % of the send rate.
+        return e.update(Self.cluster(id: 7, count: 10, sendGapNs: 4_000_000, arrivalGapNs: arrivalGapNs), nowNs: 1_100_000_000)
+    }
+
+    @Test func aSaturatedPathGivesNinetyFivePercentOfItsReceiveRate() throws {
+        // Delivered every 8 ms: 9 packets' bytes over 72 ms = 1 Mbit/s, below 90 % of the send
+        // rate (9 packets' bytes over 36 ms = 2 Mbit/s).
+        let r = try #require(Self.measured(arrivalGapNs: 8_000_000))
         #expect(abs(r - 950_000) < 1)
     }
 
     @Test func anUnsaturatedPathGivesTheSmallerOfSendAndReceiveRate() throws {
-        var e = ProbeBitrateEstimator()
-        e.register(ProbeCluster(id: 1, bitrate: 2_000_000), nowNs: 1_000_000_000)
-        // Sent every 4 ms, received every 3.9 ms (a little bunched): the send rate, 2 Mbit/s.
-        let u = e.update(Self.cluster(id: 1, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 3_900_000), nowNs: 1_100_000_000)
-        let r = try #require(u)
+        // Received every 3.9 ms (a little bunched): the send rate, 2 Mbit/s.
+        let r = try #require(Self.measured(arrivalGapNs: 3_900_000))
         #expect(abs(r - 2_000_000) < 1)
     }
 
@@ -100,65 +102,67 @@ import Testing
         #expect(probes.isEmpty)
     }
 
+    /// One feedback for the controller: the estimate (kbit/s), the probe result (kbit/s), the
+    /// time (ms), the acknowledged rate (kbit/s), and the probe rates expected back (kbit/s).
+    struct Step {
+        var estimate: Int, result: Int?, atMs: Int64, acked: Int? = nil, expected: [Int]
+        var note: Comment = ""
+    }
+
+    /// Feeds `steps` to `c`, checking each one's probes.
+    static func play(_ c: inout ProbeController, _ steps: [Step], sourceLocation: SourceLocation = #_sourceLocation) {
+        for s in steps {
+            let probes = c.update(
+                estimate: s.estimate * 1000, probeResult: s.result.map { Double($0 * 1000) }, nowNs: s.atMs * 1_000_000,
+                acknowledgedBitrate: s.acked.map { Double($0 * 1000) })
+            #expect(probes.map { $0.bitrate / 1000 } == s.expected, "at \(s.atMs) ms: \(s.note)", sourceLocation: sourceLocation)
+        }
+    }
+
     @Test func theControllerProbesEveryThreeSecondsAfterALargeDropUntilRecovered() {
-        var probes: [ProbeCluster]
         var c = ProbeController(maximumBitrate: 3_000_000)
-        _ = c.start(estimate: 2_500_000, nowNs: 0)  // probes 3 Mbit/s
-        probes = c.update(estimate: 2_500_000, probeResult: nil, nowNs: 2_000_000_000)
-        #expect(probes.map(\.bitrate) == [3_000_000], "no result came back: the start probes once more")
-        // 60 % of the highest: a large drop. The first recovery probe comes 3 s later, at twice
-        // the estimate (at most the highest), and every 3 s after.
-        probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 3_000_000_000)
-        #expect(probes.isEmpty)
+        #expect(c.start(estimate: 2_500_000, nowNs: 0).map(\.bitrate) == [3_000_000])
+        Self.play(
+            &c,
+            [
+                Step(estimate: 2500, result: nil, atMs: 2000, expected: [3000], note: "no result: the start probes once more"),
+                Step(estimate: 1000, result: nil, atMs: 3000, expected: [], note: "a large drop: recovery starts"),
+            ])
         #expect(c.isRecovering)
-        probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 5_900_000_000)
-        #expect(probes.isEmpty)
-        probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 6_000_000_000)
-        #expect(probes.map(\.bitrate) == [2_000_000])
-        // That probe found only 1 Mbit/s: wait for the next interval (the result timed out).
-        probes = c.update(estimate: 1_000_000, probeResult: 1_000_000, nowNs: 6_100_000_000)
-        #expect(probes.isEmpty)
-        probes = c.update(estimate: 1_000_000, probeResult: nil, nowNs: 8_000_000_000)
-        #expect(probes.isEmpty)
-        probes = c.update(estimate: 800_000, probeResult: nil, nowNs: 9_000_000_000)
-        #expect(probes.map(\.bitrate) == [1_600_000])
-        // The path is back: the result keeps up, so the next probe goes at once, to the maximum.
-        probes = c.update(estimate: 1_600_000, probeResult: 1_600_000, nowNs: 9_100_000_000)
-        #expect(probes.map(\.bitrate) == [3_000_000])
-        // Within 85 % of the highest: recovered, no more recovery probes.
-        probes = c.update(estimate: 2_400_000, probeResult: 2_400_000, nowNs: 9_200_000_000)
-        #expect(probes.isEmpty)
+        // Recovery probes at twice the estimate (at most the highest), 3 s apart.
+        Self.play(
+            &c,
+            [
+                Step(estimate: 1000, result: nil, atMs: 5900, expected: []),
+                Step(estimate: 1000, result: nil, atMs: 6000, expected: [2000]),
+                Step(estimate: 1000, result: 1000, atMs: 6100, expected: [], note: "found only 1 Mbit/s: wait"),
+                Step(estimate: 1000, result: nil, atMs: 8000, expected: []),
+                Step(estimate: 800, result: nil, atMs: 9000, expected: [1600]),
+                Step(
+                    estimate: 1600, result: 1600, atMs: 9100, expected: [3000], note: "the path is back: at once, to the maximum"),
+                Step(estimate: 2400, result: 2400, atMs: 9200, expected: [], note: "within 85 % of the highest: recovered"),
+            ])
         #expect(!c.isRecovering)
-        probes = c.update(estimate: 2_400_000, probeResult: nil, nowNs: 20_000_000_000)
-        #expect(probes.isEmpty)
+        Self.play(&c, [Step(estimate: 2400, result: nil, atMs: 20_000, expected: [])])
     }
 
     @Test func anApplicationLimitedSenderIsProbedEveryFiveSeconds() {
         var c = ProbeController(maximumBitrate: 3_000_000)
-        var probes = c.start(estimate: 500_000, nowNs: 0)
-        #expect(probes.map(\.bitrate) == [1_500_000, 3_000_000])
-        // The results never came (timed out): the start probes once more, then never again.
-        probes = c.update(estimate: 500_000, probeResult: nil, nowNs: 1_500_000_000, acknowledgedBitrate: 200_000)
-        #expect(probes.map(\.bitrate) == [1_500_000, 3_000_000])
-        // Only 200 kbit/s arrives of a 500 kbit/s estimate: application-limited, twice the estimate.
-        probes = c.update(estimate: 500_000, probeResult: nil, nowNs: 2_600_000_000, acknowledgedBitrate: 200_000)
-        #expect(probes.map(\.bitrate) == [1_000_000])
-        // The path carries it: the chain goes on to the maximum.
-        probes = c.update(estimate: 1_000_000, probeResult: 1_000_000, nowNs: 2_700_000_000, acknowledgedBitrate: 200_000)
-        #expect(probes.map(\.bitrate) == [2_000_000])
-        probes = c.update(estimate: 2_000_000, probeResult: 2_000_000, nowNs: 2_800_000_000, acknowledgedBitrate: 200_000)
-        #expect(probes.map(\.bitrate) == [3_000_000])
-        probes = c.update(estimate: 2_200_000, probeResult: 2_200_000, nowNs: 2_900_000_000, acknowledgedBitrate: 200_000)
-        #expect(probes.isEmpty, "no further than the maximum")
-        // Still application-limited: the next probe 5 s after the last one.
-        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 7_500_000_000, acknowledgedBitrate: 200_000)
-        #expect(probes.isEmpty)
-        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 7_600_000_000, acknowledgedBitrate: 200_000)
-        #expect(probes.map(\.bitrate) == [3_000_000])
+        #expect(c.start(estimate: 500_000, nowNs: 0).map(\.bitrate) == [1_500_000, 3_000_000])
+        // Only 200 kbit/s arrives of the estimate throughout.
+        Self.play(
+            &c,
+            [
+                Step(estimate: 500, result: nil, atMs: 1500, acked: 200, expected: [1500, 3000], note: "no result: once more"),
+                Step(estimate: 500, result: nil, atMs: 2600, acked: 200, expected: [1000], note: "application-limited: 2x"),
+                Step(estimate: 1000, result: 1000, atMs: 2700, acked: 200, expected: [2000], note: "it keeps up: further"),
+                Step(estimate: 2000, result: 2000, atMs: 2800, acked: 200, expected: [3000]),
+                Step(estimate: 2200, result: 2200, atMs: 2900, acked: 200, expected: [], note: "no further than the maximum"),
+                Step(estimate: 2200, result: nil, atMs: 7500, acked: 200, expected: []),
+                Step(estimate: 2200, result: nil, atMs: 7600, acked: 200, expected: [3000], note: "5 s after the last"),
+                Step(estimate: 2200, result: nil, atMs: 20_000, acked: 2000, expected: [], note: "not application-limited"),
+            ])
         #expect(c.applicationLimitedProbes == 2)
-        // Not application-limited (most of the estimate arrives): nothing.
-        probes = c.update(estimate: 2_200_000, probeResult: nil, nowNs: 20_000_000_000, acknowledgedBitrate: 2_000_000)
-        #expect(probes.isEmpty)
     }
 
     /// The delay-based estimate takes a probe's result, but not while over-using, and never

@@ -5,6 +5,61 @@ import Testing
 
 @testable import MediaCore
 
+/// A receiver that sends transport-cc feedback (element ID 5) and receiver reports every
+/// 250 ms but no REMB, behind an `ImpairmentRelay` shaped by `forward` (10 ms back), and the
+/// sender's socket. VP8 on payload type 96, RTX on 97 with `rtx`.
+func transportFeedbackPath(
+    key: SRTPKeyMaterial?, rtx: Bool, forward: ImpairmentModel.Settings, seed: UInt64
+) throws -> (receiver: ReceivePipeline, relay: ImpairmentRelay, txSocket: UDPSocket) {
+    let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+    var conf = ReceivePipelineConfiguration(remoteKey: key)
+    var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
+    if rtx { settings.rtxPayloadType = 97 }
+    conf.video = [settings]
+    conf.transportSequenceNumberExtensionID = 5
+    conf.sendREMB = false
+    conf.reportIntervalMilliseconds = 250
+    let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: nil)
+    var relayConf = ImpairmentRelay.Configuration(
+        listen: .loopbackIPv4(port: 0), to: try rxSocket.localAddress(), impairment: forward, seed: seed)
+    relayConf.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
+    return (receiver, try ImpairmentRelay(configuration: relayConf), try UDPSocket(bindingTo: .loopbackIPv4(port: 0)))
+}
+
+/// A 640x360 VP8 send stream numbering its packets for transport-cc (ID 5; RTX on 97 with `rtx`)
+/// towards `relay`, and the `RTCPSenderEndpoint` on `txSocket` that matches the feedback to
+/// its send log.
+func transportFeedbackSender(
+    txSocket: UDPSocket, relay: ImpairmentRelay, key: SRTPKeyMaterial?, rtx: Bool, encoderBitrate: Int, start: Int,
+    maximum: Int, probes: Bool
+) throws -> (VideoSendStream, RTCPSenderEndpoint) {
+    let numbers = TransportSequenceNumbers()
+    var vc = sendTestVideoConfiguration(width: 640, height: 360, srtp: key)
+    vc.encoder.bitrate = encoderBitrate
+    vc.transportSequence = (id: 5, numbers: numbers)
+    if rtx { vc.rtxPayloadType = 97 }
+    let video = try VideoSendStream(configuration: vc, sink: UDPPacketSink(socket: txSocket, destination: relay.listenAddress))
+    var ec = RTCPSenderEndpoint.Configuration(remoteKey: key, localKey: key)
+    ec.startBitrate = start
+    ec.maximumBitrate = maximum
+    ec.transportSequenceNumbers = numbers
+    ec.probes = probes
+    return (video, try RTCPSenderEndpoint(socket: txSocket, configuration: ec, targets: [video]))
+}
+
+/// Captures `frames` 640x360 synthetic frames into `video` at 30 fps in real time, calling
+/// `after` with each frame's index once it is captured.
+func feedRealTime(_ video: VideoSendStream, frames: Int, after: (Int) -> Void = { _ in }) {
+    let picture = VideoFrame(width: 640, height: 360)
+    let start = UDPSocket.monotonicNanoseconds()
+    for i in 0..<frames {
+        while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(1000) }
+        SyntheticVideo.render(frameIndex: i, into: picture)
+        sendTestCapture(video.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
+        after(i)
+    }
+}
+
 /// The send path on transport-wide feedback: VideoSendStream numbering its packets ->
 /// ImpairmentRelay (600 kbit/s, 100 ms queue) -> ReceivePipeline sending transport-cc feedback and
 /// receiver reports, no REMB -> RTCPSenderEndpoint with the transport's send log. The endpoint's
@@ -12,39 +67,14 @@ import Testing
 /// from 1.5 Mbit/s.
 @Suite(.serialized) struct TransportFeedbackEstimateTests {
     @Test func theEncoderTargetFollowsTheEstimateFromTransportFeedback() throws {
-        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-        var conf = ReceivePipelineConfiguration(remoteKey: nil)
-        conf.video = [VideoReceiveSettings(codec: .vp8, payloadType: 96)]
-        conf.transportSequenceNumberExtensionID = 5
-        conf.sendREMB = false
-        conf.reportIntervalMilliseconds = 250
-        let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: nil)
         let bottleneck = ImpairmentModel.Settings(delayMilliseconds: 10, rateBitsPerSecond: 600_000, queueLimitMilliseconds: 100)
-        var relayConf = ImpairmentRelay.Configuration(
-            listen: .loopbackIPv4(port: 0), to: try rxSocket.localAddress(),
-            impairment: bottleneck, seed: 3)
-        relayConf.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
-        let relay = try ImpairmentRelay(configuration: relayConf)
-        let txSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-        let numbers = TransportSequenceNumbers()
-        var vc = sendTestVideoConfiguration(width: 640, height: 360)
-        vc.encoder.bitrate = 1_500_000
-        vc.transportSequence = (id: 5, numbers: numbers)
-        let video = try VideoSendStream(
-            configuration: vc, sink: UDPPacketSink(socket: txSocket, destination: relay.listenAddress))
-        var ec = RTCPSenderEndpoint.Configuration(remoteKey: nil, localKey: nil)
-        ec.startBitrate = 1_500_000
-        ec.maximumBitrate = 1_500_000
-        ec.transportSequenceNumbers = numbers
-        let endpoint = try RTCPSenderEndpoint(socket: txSocket, configuration: ec, targets: [video])
+        let (receiver, relay, txSocket) = try transportFeedbackPath(key: nil, rtx: false, forward: bottleneck, seed: 3)
+        let (video, endpoint) = try transportFeedbackSender(
+            txSocket: txSocket, relay: relay, key: nil, rtx: false, encoderBitrate: 1_500_000, start: 1_500_000,
+            maximum: 1_500_000, probes: true)
         relay.start(); receiver.start(); video.start(); endpoint.start()
-        let picture = VideoFrame(width: 640, height: 360)
-        let start = UDPSocket.monotonicNanoseconds()
         var targets: [Int] = []
-        for i in 0..<150 {
-            while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(1000) }
-            SyntheticVideo.render(frameIndex: i, into: picture)
-            sendTestCapture(video.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
+        feedRealTime(video, frames: 150) { i in
             if i % 15 == 14 { targets.append(Int(video.statistics.outbound.targetBitrate)) }
         }
         let stats = endpoint.statistics
@@ -70,42 +100,13 @@ import Testing
 @Suite(.serialized) struct ProbingEndToEndTests {
     static func run(probing: Bool) throws -> (target: Int, padding: Int, clusters: Int) {
         let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
-        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-        var conf = ReceivePipelineConfiguration(remoteKey: key)
-        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
-        settings.rtxPayloadType = 97
-        conf.video = [settings]
-        conf.transportSequenceNumberExtensionID = 5
-        conf.sendREMB = false
-        conf.reportIntervalMilliseconds = 250
-        let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: nil)
         let path = ImpairmentModel.Settings(delayMilliseconds: 10, rateBitsPerSecond: 2_500_000, queueLimitMilliseconds: 50)
-        var relayConf = ImpairmentRelay.Configuration(
-            listen: .loopbackIPv4(port: 0), to: try rxSocket.localAddress(), impairment: path, seed: 5)
-        relayConf.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
-        let relay = try ImpairmentRelay(configuration: relayConf)
-        let txSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-        let numbers = TransportSequenceNumbers()
-        var vc = sendTestVideoConfiguration(width: 640, height: 360, srtp: key)
-        vc.encoder.bitrate = 3_000_000
-        vc.transportSequence = (id: 5, numbers: numbers)
-        vc.rtxPayloadType = 97
-        let video = try VideoSendStream(
-            configuration: vc, sink: UDPPacketSink(socket: txSocket, destination: relay.listenAddress))
-        var ec = RTCPSenderEndpoint.Configuration(remoteKey: key, localKey: key)
-        ec.startBitrate = 300_000
-        ec.maximumBitrate = 3_000_000
-        ec.transportSequenceNumbers = numbers
-        ec.probes = probing
-        let endpoint = try RTCPSenderEndpoint(socket: txSocket, configuration: ec, targets: [video])
+        let (receiver, relay, txSocket) = try transportFeedbackPath(key: key, rtx: true, forward: path, seed: 5)
+        let (video, endpoint) = try transportFeedbackSender(
+            txSocket: txSocket, relay: relay, key: key, rtx: true, encoderBitrate: 3_000_000, start: 300_000,
+            maximum: 3_000_000, probes: probing)
         relay.start(); receiver.start(); video.start(); endpoint.start()
-        let picture = VideoFrame(width: 640, height: 360)
-        let start = UDPSocket.monotonicNanoseconds()
-        for i in 0..<60 {
-            while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(1000) }
-            SyntheticVideo.render(frameIndex: i, into: picture)
-            sendTestCapture(video.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
-        }
+        feedRealTime(video, frames: 60)
         let stats = endpoint.statistics
         let padding = receiver.statistics.rtxPadding
         video.stop(); endpoint.stop(); receiver.stop(); relay.stop()
