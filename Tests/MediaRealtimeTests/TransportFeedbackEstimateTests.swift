@@ -5,46 +5,51 @@ import Testing
 
 @testable import MediaCore
 
-/// A receiver that sends transport-cc feedback (element ID 5) and receiver reports every
-/// 250 ms but no REMB, behind an `ImpairmentRelay` shaped by `forward` (10 ms back), and the
-/// sender's socket. VP8 on payload type 96, RTX on 97 with `rtx`.
-func transportFeedbackPath(
-    key: SRTPKeyMaterial?, rtx: Bool, forward: ImpairmentModel.Settings, seed: UInt64
-) throws -> (receiver: ReceivePipeline, relay: ImpairmentRelay, txSocket: UDPSocket) {
-    let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-    var conf = ReceivePipelineConfiguration(remoteKey: key)
-    var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
-    if rtx { settings.rtxPayloadType = 97 }
-    conf.video = [settings]
-    conf.transportSequenceNumberExtensionID = 5
-    conf.sendREMB = false
-    conf.reportIntervalMilliseconds = 250
-    let receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: nil)
-    var relayConf = ImpairmentRelay.Configuration(
-        listen: .loopbackIPv4(port: 0), to: try rxSocket.localAddress(), impairment: forward, seed: seed)
-    relayConf.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
-    return (receiver, try ImpairmentRelay(configuration: relayConf), try UDPSocket(bindingTo: .loopbackIPv4(port: 0)))
-}
+/// One sender and one receiver on transport-wide feedback, on loopback: a 640x360 VP8 send
+/// stream numbering its packets (element ID 5; RTX on 97 with `rtx`) and the
+/// `RTCPSenderEndpoint` matching the feedback to its send log, through an `ImpairmentRelay`
+/// shaped by `forward` (10 ms back), to a receiver that sends transport-cc and receiver reports
+/// every 250 ms but no REMB.
+struct TransportFeedbackRig {
+    let receiver: ReceivePipeline
+    let relay: ImpairmentRelay
+    let video: VideoSendStream
+    let endpoint: RTCPSenderEndpoint
 
-/// A 640x360 VP8 send stream numbering its packets for transport-cc (ID 5; RTX on 97 with `rtx`)
-/// towards `relay`, and the `RTCPSenderEndpoint` on `txSocket` that matches the feedback to
-/// its send log.
-func transportFeedbackSender(
-    txSocket: UDPSocket, relay: ImpairmentRelay, key: SRTPKeyMaterial?, rtx: Bool, encoderBitrate: Int, start: Int,
-    maximum: Int, probes: Bool
-) throws -> (VideoSendStream, RTCPSenderEndpoint) {
-    let numbers = TransportSequenceNumbers()
-    var vc = sendTestVideoConfiguration(width: 640, height: 360, srtp: key)
-    vc.encoder.bitrate = encoderBitrate
-    vc.transportSequence = (id: 5, numbers: numbers)
-    if rtx { vc.rtxPayloadType = 97 }
-    let video = try VideoSendStream(configuration: vc, sink: UDPPacketSink(socket: txSocket, destination: relay.listenAddress))
-    var ec = RTCPSenderEndpoint.Configuration(remoteKey: key, localKey: key)
-    ec.startBitrate = start
-    ec.maximumBitrate = maximum
-    ec.transportSequenceNumbers = numbers
-    ec.probes = probes
-    return (video, try RTCPSenderEndpoint(socket: txSocket, configuration: ec, targets: [video]))
+    init(
+        key: SRTPKeyMaterial?, rtx: Bool, forward: ImpairmentModel.Settings, seed: UInt64, encoderBitrate: Int,
+        start: Int, maximum: Int, probes: Bool
+    ) throws {
+        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        var conf = ReceivePipelineConfiguration(remoteKey: key)
+        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
+        if rtx { settings.rtxPayloadType = 97 }
+        conf.video = [settings]
+        conf.transportSequenceNumberExtensionID = 5
+        conf.sendREMB = false
+        conf.reportIntervalMilliseconds = 250
+        receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: nil)
+        var relayConf = ImpairmentRelay.Configuration(
+            listen: .loopbackIPv4(port: 0), to: try rxSocket.localAddress(), impairment: forward, seed: seed)
+        relayConf.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
+        relay = try ImpairmentRelay(configuration: relayConf)
+        let txSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let numbers = TransportSequenceNumbers()
+        var vc = sendTestVideoConfiguration(width: 640, height: 360, srtp: key)
+        vc.encoder.bitrate = encoderBitrate
+        vc.transportSequence = (id: 5, numbers: numbers)
+        if rtx { vc.rtxPayloadType = 97 }
+        video = try VideoSendStream(configuration: vc, sink: UDPPacketSink(socket: txSocket, destination: relay.listenAddress))
+        var ec = RTCPSenderEndpoint.Configuration(remoteKey: key, localKey: key)
+        ec.startBitrate = start
+        ec.maximumBitrate = maximum
+        ec.transportSequenceNumbers = numbers
+        ec.probes = probes
+        endpoint = try RTCPSenderEndpoint(socket: txSocket, configuration: ec, targets: [video])
+    }
+
+    func start() { relay.start(); receiver.start(); video.start(); endpoint.start() }
+    func stop() { video.stop(); endpoint.stop(); receiver.stop(); relay.stop() }
 }
 
 /// Captures `frames` 640x360 synthetic frames into `video` at 30 fps in real time, calling
@@ -68,17 +73,17 @@ func feedRealTime(_ video: VideoSendStream, frames: Int, after: (Int) -> Void = 
 @Suite(.serialized) struct TransportFeedbackEstimateTests {
     @Test func theEncoderTargetFollowsTheEstimateFromTransportFeedback() throws {
         let bottleneck = ImpairmentModel.Settings(delayMilliseconds: 10, rateBitsPerSecond: 600_000, queueLimitMilliseconds: 100)
-        let (receiver, relay, txSocket) = try transportFeedbackPath(key: nil, rtx: false, forward: bottleneck, seed: 3)
-        let (video, endpoint) = try transportFeedbackSender(
-            txSocket: txSocket, relay: relay, key: nil, rtx: false, encoderBitrate: 1_500_000, start: 1_500_000,
+        let rig = try TransportFeedbackRig(
+            key: nil, rtx: false, forward: bottleneck, seed: 3, encoderBitrate: 1_500_000, start: 1_500_000,
             maximum: 1_500_000, probes: true)
-        relay.start(); receiver.start(); video.start(); endpoint.start()
+        let (relay, video, endpoint) = (rig.relay, rig.video, rig.endpoint)
+        rig.start()
         var targets: [Int] = []
         feedRealTime(video, frames: 150) { i in
             if i % 15 == 14 { targets.append(Int(video.statistics.outbound.targetBitrate)) }
         }
         let stats = endpoint.statistics
-        video.stop(); endpoint.stop(); receiver.stop(); relay.stop()
+        rig.stop()
         print(
             "transport-cc estimate: targets \(targets), delay-based \(stats.delayBasedBitrate ?? -1), acknowledged \(stats.acknowledgedBitrate), "
                 + "feedback \(stats.session.transportFeedbackReceived), REMB \(stats.session.rembsReceived), "
@@ -101,15 +106,15 @@ func feedRealTime(_ video: VideoSendStream, frames: Int, after: (Int) -> Void = 
     static func run(probing: Bool) throws -> (target: Int, padding: Int, clusters: Int) {
         let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
         let path = ImpairmentModel.Settings(delayMilliseconds: 10, rateBitsPerSecond: 2_500_000, queueLimitMilliseconds: 50)
-        let (receiver, relay, txSocket) = try transportFeedbackPath(key: key, rtx: true, forward: path, seed: 5)
-        let (video, endpoint) = try transportFeedbackSender(
-            txSocket: txSocket, relay: relay, key: key, rtx: true, encoderBitrate: 3_000_000, start: 300_000,
-            maximum: 3_000_000, probes: probing)
-        relay.start(); receiver.start(); video.start(); endpoint.start()
-        feedRealTime(video, frames: 60)
-        let stats = endpoint.statistics
+        let rig = try TransportFeedbackRig(
+            key: key, rtx: true, forward: path, seed: 5, encoderBitrate: 3_000_000, start: 300_000, maximum: 3_000_000,
+            probes: probing)
+        let receiver = rig.receiver
+        rig.start()
+        feedRealTime(rig.video, frames: 60)
+        let stats = rig.endpoint.statistics
         let padding = receiver.statistics.rtxPadding
-        video.stop(); endpoint.stop(); receiver.stop(); relay.stop()
+        rig.stop()
         print(
             "probing \(probing): target \(stats.targetBitrate) after 2 s, clusters \(stats.session.probeClustersSent), "
                 + "padding received \(padding), receiver auth failures \(receiver.statistics.authFailures)")

@@ -112,7 +112,16 @@ final class RTPPacer: @unchecked Sendable {
     /// (consumer).
     private let probeRequests = Mutex<[ProbeCluster]>([])
     private let probesPending = Atomic<Bool>(false)
-    private var probe: (cluster: ProbeCluster, startNs: UInt64, bytes: Int, packets: Int)?
+    private var probe: ActiveProbe?
+
+    /// The probe cluster the pacer's thread is sending, and what it has sent of it.
+    private struct ActiveProbe {
+        let cluster: ProbeCluster
+        let startNs: UInt64
+        var bytes = 0, packets = 0
+        /// Whether it has sent the cluster's bytes and packets.
+        var isComplete: Bool { bytes >= cluster.minimumBytes && packets >= cluster.minimumPackets }
+    }
 
     /// A pacer in front of `sink` for packets of at most `maxPacketSize` bytes, pacing at
     /// `settings.pacingFactor` x `targetBitrate`. Allocates the queue once.
@@ -182,8 +191,8 @@ final class RTPPacer: @unchecked Sendable {
     /// Queues probe `cluster`: the pacer's thread sends it next, at its rate (at least the
     /// pacing rate), media first and padding (`RTPPacerEgress.egressPadding`) when none waits,
     /// waking every millisecond, until it has sent the cluster's bytes and packets (or 50 ms
-    /// passed). At
-    /// most 4 wait; returns false when the thread does not run or 4 wait already. Any thread.
+    /// passed). At most 4 wait; returns false when the thread does not run or 4 wait already.
+    /// Any thread.
     func requestProbe(_ cluster: ProbeCluster) -> Bool {
         guard running.load(ordering: .acquiring) else { return false }
         let queued = probeRequests.withLock { q -> Bool in
@@ -274,10 +283,10 @@ final class RTPPacer: @unchecked Sendable {
                 probesPending.store(!q.isEmpty, ordering: .releasing)
                 return c
             }
-            if let next { probe = (next, nowNs, 0, 0) }
+            if let next { probe = ActiveProbe(cluster: next, startNs: nowNs) }
         }
-        if let p = probe {
-            processProbe(p.cluster, nowNs: nowNs)
+        if probe != nil {
+            processProbe(nowNs: nowNs)
             return
         }
         let rate = pacingRate()
@@ -299,15 +308,16 @@ final class RTPPacer: @unchecked Sendable {
     /// millisecond's worth), less what it sent, goes to queued media first, then to padding, so
     /// a late wake-up catches up instead of lowering the rate the cluster is measured at. The
     /// cluster ends when it has sent its bytes and packets.
-    private func processProbe(_ cluster: ProbeCluster, nowNs: UInt64) {
+    private func processProbe(nowNs: UInt64) {
         guard var p = probe else { return }
+        let cluster = p.cluster
         let rate = max(cluster.bitrate, pacingRate())
         lastProcessNs = nowNs
         let elapsed = Double(nowNs &- min(nowNs, p.startNs) + 1_000_000)
         var allowance = Int(Double(rate) * elapsed / 8e9) - p.bytes
         var h = head.load(ordering: .relaxed)
         let t = tail.load(ordering: .acquiring)
-        while allowance > 0 && !(p.bytes >= cluster.minimumBytes && p.packets >= cluster.minimumPackets) {
+        while allowance > 0 && !p.isComplete {
             var wire: Int
             if h != t {
                 wire = send(slot: Int(h & mask), nowNs: nowNs, probeCluster: cluster.id)
@@ -325,7 +335,7 @@ final class RTPPacer: @unchecked Sendable {
             p.packets += 1
         }
         probe = p
-        if (p.bytes >= cluster.minimumBytes && p.packets >= cluster.minimumPackets) || nowNs &- p.startNs > 50_000_000 {
+        if p.isComplete || nowNs &- p.startNs > 50_000_000 {
             probe = nil
             local.probeClusters += 1
             budget = 0

@@ -199,8 +199,9 @@ package final class RTPSendCore: @unchecked Sendable {
     /// 0 when SRTP refused it (counted). Egress thread.
     private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int = 0) -> Int {
         if let late { adoptLate(late, packet) }
-        let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
-        lastEgressTimestamp = UInt32(packet[4]) << 24 | UInt32(packet[5]) << 16 | UInt32(packet[6]) << 8 | UInt32(packet[7])
+        let raw = UnsafeRawBufferPointer(packet)
+        let seq = raw.u16(2)
+        if rtx != nil { lastEgressTimestamp = raw.u32(4) }  // only padding (RTX) reads it
         stampTransportSequence(packet, length: length, nowNs: nowNs, probeCluster: probeCluster)
         // RTX rebuilds retransmissions from the unprotected packet.
         if rtx != nil {
@@ -384,7 +385,8 @@ extension RTPSendCore: RTPPacerEgress {
         rtxBuffer.put16(2, rtxSequencer.next())
         rtxBuffer.put32(4, lastEgressTimestamp)
         let length = headerSize + pad
-        for i in headerSize..<(length - 1) { rtxBuffer[i] = 0 }
+        UnsafeMutableRawBufferPointer(rebasing: rtxBuffer[headerSize..<(length - 1)]).initializeMemory(
+            as: UInt8.self, repeating: 0)
         rtxBuffer[length - 1] = UInt8(pad)
         if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer, length: length) {
             rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: nowNs).rawValue)
