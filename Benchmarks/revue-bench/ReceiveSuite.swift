@@ -106,8 +106,8 @@ enum ReceiveSuite {
                 p.withUnsafeBytes { work.copyMemory(from: $0) }
                 let n = try inbound.unprotect(work, length: p.count)
                 let packet = try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: work[0..<n]))
-                video.insert(packet, arrivalNs: t0)
-                video.process(nowNs: t0)
+                video.insert(packet, arrival: MonotonicTime(nanoseconds: t0))
+                video.process(now: MonotonicTime(nanoseconds: t0))
             }
             let dt = Double(nowNs() - t0) / 1e9
             precondition(video.statsSnapshot().framesDecoded == UInt64(stream.frames), "receive path lost frames")

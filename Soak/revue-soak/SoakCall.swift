@@ -88,7 +88,7 @@ final class SoakCall {
 
     func startAll() {
         relay.start(); receiver.start(); clock.start(); video.start(); audio.start(); endpoint.start()
-        start = UDPSocket.monotonicNanoseconds()
+        start = MonotonicTime.now.nanoseconds
     }
 
     func stopAll() {
@@ -106,10 +106,10 @@ final class SoakCall {
     /// Captures in real time (30 fps video, 20 ms audio chunks) for `seconds`, calling `tick`
     /// about every 100 ms with the seconds since the call started.
     func capture(seconds: Double, tick: (Double) -> Void = { _ in }) {
-        let until = UDPSocket.monotonicNanoseconds() + UInt64(seconds * 1e9)
-        var nextTick = UDPSocket.monotonicNanoseconds()
+        let until = MonotonicTime.now.nanoseconds + UInt64(seconds * 1e9)
+        var nextTick = MonotonicTime.now.nanoseconds
         while true {
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             if now >= until { break }
             let elapsed = now - start
             while UInt64(audioChunks) * 20_000_000 <= elapsed {
@@ -140,7 +140,7 @@ final class SoakCall {
         let t0 = Probe.now()
         for _ in 0..<count { captureVideo() }
         // Keep the real-time schedule: the next frames are due later than the burst's indices.
-        start = UDPSocket.monotonicNanoseconds() - UInt64(videoFrames) * 33_333_333
+        start = MonotonicTime.now.nanoseconds - UInt64(videoFrames) * 33_333_333
         audioChunks = videoFrames * 33_333_333 / 20_000_000
         return Probe.now() - t0
     }

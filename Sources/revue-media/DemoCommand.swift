@@ -107,7 +107,7 @@ enum DemoCommand: Command {
             key: key, codec: videoOptions.codec, width: size.width, height: size.height,
             videoPath: videoPath, audioPath: audioPath
         ) { frame in
-            let view = frame.view, decodedNs = frame.decodedNs
+            let view = frame.view, decodedNs = frame.decodedAt.nanoseconds
             guard let index = SyntheticVideo.frameIndex(in: view) else {
                 m.lock.lock(); m.framesUnidentified += 1; m.lock.unlock(); return
             }
@@ -122,8 +122,8 @@ enum DemoCommand: Command {
             }
             if psnr.isFinite { m.psnr.append(psnr) }
             if index <= m.lastIndex { m.framesOutOfOrder += 1 }
-            if index % 30 == 0 { m.markedRenderNs[index / 30] = frame.renderTimeNs }
-            m.arrivalAndRenderNs[index] = (frame.firstPacketArrivalNs, frame.renderTimeNs)
+            if index % 30 == 0 { m.markedRenderNs[index / 30] = frame.renderTime.nanoseconds }
+            m.arrivalAndRenderNs[index] = (frame.firstPacketArrival.nanoseconds, frame.renderTime.nanoseconds)
             m.lastIndex = index
             m.lock.unlock()
         }

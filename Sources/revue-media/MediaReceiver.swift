@@ -205,7 +205,7 @@ final class MediaReceiver: @unchecked Sendable {
 
     private static func handle(_ s: State, _ d: UDPDatagram, socket: UDPSocket) {
         s.counters.datagrams += 1
-        let now = d.receivedAtNanoseconds
+        let now = d.receivedAt.nanoseconds
         if s.counters.firstPacketNs == nil { s.counters.firstPacketNs = now }
         s.counters.lastPacketNs = now
         let kind = RTPDemultiplexer.classify(d.bytes)
@@ -280,7 +280,7 @@ final class MediaReceiver: @unchecked Sendable {
                 s.counters.videoFramesDecoded += 1
                 if frame.isKeyframe { s.counters.videoKeyframesDecoded += 1 }
                 writeY4M(s, image, pts: pts)
-                s.onVideo?(image, frame.timestamp, UDPSocket.monotonicNanoseconds())
+                s.onVideo?(image, frame.timestamp, MonotonicTime.now.nanoseconds)
             }
             ok = true
         } catch {

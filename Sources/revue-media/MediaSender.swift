@@ -153,7 +153,7 @@ final class MediaSender {
             feedback.stop()
             collectPipelineStatistics()
         }
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         let frame = video.map { VideoFrame(width: $0.width, height: $0.height) }
         var videoIndex = 0, videoDone = video == nil
         var audioChunks = 0, audioDone = audio == nil
@@ -170,7 +170,7 @@ final class MediaSender {
         while !(videoDone && audioDone) {
             if shouldStop() { stopped = true; break }
             let due = min(videoDone ? .max : videoDue(), audioDone ? .max : audioDue())
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             if due > now {
                 let wait = min(due - now, 50_000_000)
                 var ts = timespec(tv_sec: Int(wait / 1_000_000_000), tv_nsec: Int(wait % 1_000_000_000))
@@ -179,7 +179,7 @@ final class MediaSender {
             }
             if !videoDone && videoDue() <= due, let video, let frame, let pipeline = videoPipeline {
                 guard try video.next(into: frame) else { videoDone = true; continue }
-                let captured = UDPSocket.monotonicNanoseconds()
+                let captured = MonotonicTime.now.nanoseconds
                 if feedback.takeKeyframeRequest() { pipeline.handlePictureLossIndication() }
                 pipeline.capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(captured))
                 onVideoFrame?(videoIndex, captured)

@@ -143,7 +143,7 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
         if floats.count < frames { floats = [Float](repeating: 0, count: frames) }
         for i in 0..<frames { floats[i] = Float(samples[i * channels]) / 32768 }
         if keepsPlayed {
-            blockTimes.append((played.count, UDPSocket.monotonicNanoseconds()))
+            blockTimes.append((played.count, MonotonicTime.now.nanoseconds))
             played.append(contentsOf: floats[0..<frames])
         }
         guard failure == nil else { return }

@@ -176,10 +176,10 @@ final class WebRTCSource: Sendable {
         var video = try makeVideo(), audio = try makeAudio()
         var floats = [Float](repeating: 0, count: 4096)
         var pcm = [Int16](repeating: 0, count: 4096)
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         var n = 0, chunks = 0
         while !stopping.load(ordering: .relaxed) {
-            let now = UDPSocket.monotonicNanoseconds() - start
+            let now = MonotonicTime.now.nanoseconds - start
             while UInt64(n) * 33_333_333 <= now {
                 if try !video.next(into: frame) {
                     video = try makeVideo()

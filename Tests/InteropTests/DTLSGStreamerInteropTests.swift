@@ -97,25 +97,25 @@ struct DTLSGStreamerInteropTests {
         // The handshake, driven as a peer connection would: datagrams in, timers.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         defer { buffer.deallocate() }
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         transport.start(now: start)
         var media = 0
         while transport.state == .connecting || transport.state == .new {
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             if now - start > 12_000_000_000 { break }
             let wait = transport.nextDeadline(now: now).map { $0 > now ? Int(($0 - now) / 1_000_000) + 1 : 0 } ?? 50
             if try socket.waitUntilReadable(timeoutMilliseconds: min(wait, 50)) {
                 let got = try socket.receive(into: buffer)
                 let datagram = UnsafeRawBufferPointer(rebasing: buffer[0..<got.count])
                 if let first = datagram.first, DTLSTransport.isDTLS(firstByte: first) {
-                    transport.handle(datagram: datagram, now: UDPSocket.monotonicNanoseconds())
+                    transport.handle(datagram: datagram, now: MonotonicTime.now.nanoseconds)
                 } else {
                     media += 1
                 }
             }
-            transport.handleTimeout(now: UDPSocket.monotonicNanoseconds())
+            transport.handleTimeout(now: MonotonicTime.now.nanoseconds)
         }
-        let handshakeMs = Double(UDPSocket.monotonicNanoseconds() - start) / 1e6
+        let handshakeMs = Double(MonotonicTime.now.nanoseconds - start) / 1e6
         try #require(
             transport.state == .connected,
             "DTLS with GStreamer: \(transport.state), \(transport.statistics); gst-launch: \(gst.process.isRunning ? "running" : gst.wait(timeout: 1).stderr)"
@@ -139,9 +139,9 @@ struct DTLSGStreamerInteropTests {
 
         // Us -> GStreamer: our VP8, protected with our send key, paced at 30 fps.
         let protect = try SRTPContext(material: keys.send, direction: .outbound)
-        let sendStart = UDPSocket.monotonicNanoseconds()
+        let sendStart = MonotonicTime.now.nanoseconds
         for (i, packets) in packetsOfFrame.enumerated() {
-            while UDPSocket.monotonicNanoseconds() < sendStart + UInt64(i) * 33_333_333 { usleep(1000) }
+            while MonotonicTime.now.nanoseconds < sendStart + UInt64(i) * 33_333_333 { usleep(1000) }
             for p in packets {
                 p.withUnsafeBytes { buffer.copyMemory(from: $0) }
                 let m = try protect.protect(buffer, length: p.count)
@@ -151,7 +151,7 @@ struct DTLSGStreamerInteropTests {
         _ = pollUntil(5) { renderer.frames.withLock { $0 } >= 60 }
         usleep(500_000)  // GStreamer's jitter buffer and decoder drain
         receiver.stop()
-        let listened = UDPSocket.monotonicNanoseconds() - sendStart
+        let listened = MonotonicTime.now.nanoseconds - sendStart
         let decodedByUs = renderer.frames.withLock { $0 }
         let receiveStats = receiver.statistics
         gst.signal(SIGINT)

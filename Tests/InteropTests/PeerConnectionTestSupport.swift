@@ -38,10 +38,10 @@ final class PeerConnectionFeeder: @unchecked Sendable {
             defer { done.signal() }
             let frame = VideoFrame(width: width, height: height)
             var synth = SyntheticAudio(pattern: .tone(frequency: tone), sampleRate: 48_000, amplitude: 0.5)
-            let start = UDPSocket.monotonicNanoseconds()
+            let start = MonotonicTime.now.nanoseconds
             var n = 0, chunks = 0
             while !stopping.load(ordering: .relaxed) {
-                let now = UDPSocket.monotonicNanoseconds() - start
+                let now = MonotonicTime.now.nanoseconds - start
                 // Video every 33.3 ms, audio every 20 ms, both on the wall clock (a slow machine
                 // catches up instead of drifting).
                 while let video, UInt64(n) * 33_333_333 <= now {

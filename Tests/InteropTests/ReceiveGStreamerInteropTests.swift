@@ -153,9 +153,9 @@ func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [VideoFrame] {
         let protect = try SRTPContext(material: key, direction: .outbound)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         defer { buffer.deallocate() }
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         for (i, packets) in packetsOfFrame.enumerated() {
-            while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(1000) }
+            while MonotonicTime.now.nanoseconds < start + UInt64(i) * 33_333_333 { usleep(1000) }
             for p in packets {
                 buffer.copyMemory(from: UnsafeRawBufferPointer(start: p, count: p.count))
                 let m = (try? protect.protect(buffer, length: p.count)) ?? 0

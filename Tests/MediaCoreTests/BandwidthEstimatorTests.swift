@@ -6,14 +6,14 @@ import Testing
     @Test func lossBasedEstimateFallsUnderHeavyLossHoldsInBetweenAndRecovers() {
         var e = SendSideBandwidthEstimator(startBitrate: 1_000_000, minimumBitrate: 50_000, maximumBitrate: 2_000_000)
         var t: UInt64 = 1_000_000_000
-        for _ in 0..<5 { t += 500_000_000; e.receiverReport(fractionLost: 51, nowNs: t) }  // 20 %
+        for _ in 0..<5 { t += 500_000_000; e.receiverReport(fractionLost: 51, now: MonotonicTime(nanoseconds: t)) }  // 20 %
         let low = e.targetBitrate
         #expect(low < 600_000, "\(low)")
-        t += 500_000_000; e.receiverReport(fractionLost: 13, nowNs: t)  // 5 %: hold
+        t += 500_000_000; e.receiverReport(fractionLost: 13, now: MonotonicTime(nanoseconds: t))  // 5 %: hold
         #expect(e.targetBitrate == low)
-        for _ in 0..<20 { t += 500_000_000; e.receiverReport(fractionLost: 0, nowNs: t) }
+        for _ in 0..<20 { t += 500_000_000; e.receiverReport(fractionLost: 0, now: MonotonicTime(nanoseconds: t)) }
         #expect(e.targetBitrate > low * 2, "recovers at 8 %/s: \(e.targetBitrate)")
-        for _ in 0..<200 { t += 500_000_000; e.receiverReport(fractionLost: 0, nowNs: t) }
+        for _ in 0..<200 { t += 500_000_000; e.receiverReport(fractionLost: 0, now: MonotonicTime(nanoseconds: t)) }
         #expect(e.targetBitrate == 2_000_000, "capped at the maximum")
     }
 
@@ -34,7 +34,7 @@ import Testing
         for k in frames {
             delay = max(0, delay + queueGrowthMs)
             let arrival = UInt64(Double(k) * 33.333_333e6 + delay * 1e6) + 1_000_000_000
-            _ = r.packetArrived(timestamp: UInt32(k * 3000), arrivalNs: arrival, size: bytes)
+            _ = r.packetArrived(timestamp: UInt32(k * 3000), arrival: MonotonicTime(nanoseconds: arrival), size: bytes)
         }
         return delay
     }

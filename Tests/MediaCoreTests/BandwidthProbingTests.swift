@@ -21,8 +21,10 @@ import Testing
     /// they arrive `arrivalGapNs` apart.
     static func measured(arrivalGapNs: Int64) -> Double? {
         var e = ProbeBitrateEstimator()
-        e.register(ProbeCluster(id: 7, bitrate: 2_000_000), nowNs: 1_000_000_000)
-        return e.update(Self.cluster(id: 7, count: 10, sendGapNs: 4_000_000, arrivalGapNs: arrivalGapNs), nowNs: 1_100_000_000)
+        e.register(ProbeCluster(id: 7, bitrate: 2_000_000), now: MonotonicTime(nanoseconds: 1_000_000_000))
+        return e.update(
+            Self.cluster(id: 7, count: 10, sendGapNs: 4_000_000, arrivalGapNs: arrivalGapNs),
+            now: MonotonicTime(nanoseconds: 1_100_000_000))
     }
 
     @Test func aSaturatedPathGivesNinetyFivePercentOfItsReceiveRate() throws {
@@ -41,24 +43,33 @@ import Testing
     @Test func tooFewPacketsOtherClustersAndBadTimingGiveNothing() {
         var result: Double?
         var e = ProbeBitrateEstimator()
-        e.register(ProbeCluster(id: 2, bitrate: 2_000_000), nowNs: 1_000_000_000)  // 3750 bytes, 5 packets
+        e.register(ProbeCluster(id: 2, bitrate: 2_000_000), now: MonotonicTime(nanoseconds: 1_000_000_000))  // 3750 bytes, 5 packets
         // 3 of 5 packets (below 80 %).
         result = e.update(
-            Self.cluster(id: 2, count: 3, size: 1500, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 1_100_000_000)
+            Self.cluster(id: 2, count: 3, size: 1500, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000),
+            now: MonotonicTime(nanoseconds: 1_100_000_000))
         #expect(result == nil)
         // A cluster never registered, and media (cluster 0).
-        result = e.update(Self.cluster(id: 3, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 1_100_000_000)
+        result = e.update(
+            Self.cluster(id: 3, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000),
+            now: MonotonicTime(nanoseconds: 1_100_000_000))
         #expect(result == nil)
-        result = e.update(Self.cluster(id: 0, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 1_100_000_000)
+        result = e.update(
+            Self.cluster(id: 0, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000),
+            now: MonotonicTime(nanoseconds: 1_100_000_000))
         #expect(result == nil)
         // Received more than twice as fast as sent: the feedback cannot be right.
-        e.register(ProbeCluster(id: 4, bitrate: 1_000_000), nowNs: 1_000_000_000)
-        result = e.update(Self.cluster(id: 4, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 1_000_000), nowNs: 1_100_000_000)
+        e.register(ProbeCluster(id: 4, bitrate: 1_000_000), now: MonotonicTime(nanoseconds: 1_000_000_000))
+        result = e.update(
+            Self.cluster(id: 4, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 1_000_000),
+            now: MonotonicTime(nanoseconds: 1_100_000_000))
         #expect(result == nil)
         #expect(e.invalidCount == 1)
         // A cluster registered more than a second before its feedback is forgotten.
-        e.register(ProbeCluster(id: 5, bitrate: 1_000_000), nowNs: 1_000_000_000)
-        result = e.update(Self.cluster(id: 5, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 2_100_000_000)
+        e.register(ProbeCluster(id: 5, bitrate: 1_000_000), now: MonotonicTime(nanoseconds: 1_000_000_000))
+        result = e.update(
+            Self.cluster(id: 5, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000),
+            now: MonotonicTime(nanoseconds: 2_100_000_000))
         #expect(result == nil)
         #expect(e.resultCount == 0)
     }
@@ -66,11 +77,11 @@ import Testing
     @Test func aClusterReportedOverTwoFeedbacksIsMeasuredWhole() throws {
         var result: Double?
         var e = ProbeBitrateEstimator()
-        e.register(ProbeCluster(id: 9, bitrate: 4_000_000), nowNs: 1_000_000_000)  // 7500 bytes
+        e.register(ProbeCluster(id: 9, bitrate: 4_000_000), now: MonotonicTime(nanoseconds: 1_000_000_000))  // 7500 bytes
         let all = Self.cluster(id: 9, count: 10, sendGapNs: 2_000_000, arrivalGapNs: 2_000_000)
-        result = e.update(Array(all[0..<4]), nowNs: 1_050_000_000)
+        result = e.update(Array(all[0..<4]), now: MonotonicTime(nanoseconds: 1_050_000_000))
         #expect(result == nil, "4000 of 7500 bytes")
-        let u = e.update(Array(all[4...]), nowNs: 1_100_000_000)
+        let u = e.update(Array(all[4...]), now: MonotonicTime(nanoseconds: 1_100_000_000))
         let r = try #require(u)
         #expect(abs(r - 4_000_000) < 1)
     }
@@ -78,27 +89,27 @@ import Testing
     @Test func theControllerProbesAtTheStartAndFurtherWhileResultsKeepUp() {
         var probes: [ProbeCluster]
         var c = ProbeController(maximumBitrate: 10_000_000)
-        let first = c.start(estimate: 1_000_000, nowNs: 0)
+        let first = c.start(estimate: 1_000_000, now: MonotonicTime(nanoseconds: 0))
         #expect(first.map(\.bitrate) == [3_000_000, 6_000_000])
         #expect(first.map(\.id) == [1, 2])
         #expect(first[0].minimumBytes == 3_000_000 / 8 * 15 / 1000 && first[0].minimumPackets == 5)
-        probes = c.start(estimate: 1_000_000, nowNs: 0)
+        probes = c.start(estimate: 1_000_000, now: MonotonicTime(nanoseconds: 0))
         #expect(probes.isEmpty, "once")
         // The 3 Mbit/s cluster's result alone is below 70 % of 6 Mbit/s: wait for the other.
-        probes = c.update(estimate: 3_000_000, probeResult: 3_000_000, nowNs: 100_000_000)
+        probes = c.update(estimate: 3_000_000, probeResult: 3_000_000, now: MonotonicTime(nanoseconds: 100_000_000))
         #expect(probes.isEmpty)
         // 5 Mbit/s came back from the 6 Mbit/s probe: probe 10 (2 x 5, the maximum).
-        probes = c.update(estimate: 5_000_000, probeResult: 5_000_000, nowNs: 200_000_000)
+        probes = c.update(estimate: 5_000_000, probeResult: 5_000_000, now: MonotonicTime(nanoseconds: 200_000_000))
         #expect(probes.map(\.bitrate) == [10_000_000])
         // The path carries 7: below 70 % of 10, no further probe, ever (the result timed out).
-        probes = c.update(estimate: 7_000_000, probeResult: 6_500_000, nowNs: 300_000_000)
+        probes = c.update(estimate: 7_000_000, probeResult: 6_500_000, now: MonotonicTime(nanoseconds: 300_000_000))
         #expect(probes.isEmpty)
-        probes = c.update(estimate: 7_000_000, probeResult: nil, nowNs: 1_400_000_000)
+        probes = c.update(estimate: 7_000_000, probeResult: nil, now: MonotonicTime(nanoseconds: 1_400_000_000))
         #expect(probes.isEmpty)
         #expect(c.clustersRequested == 3)
         // A start at the maximum probes nothing.
         var atMax = ProbeController(maximumBitrate: 1_000_000)
-        probes = atMax.start(estimate: 1_000_000, nowNs: 0)
+        probes = atMax.start(estimate: 1_000_000, now: MonotonicTime(nanoseconds: 0))
         #expect(probes.isEmpty)
     }
 
@@ -113,7 +124,8 @@ import Testing
     static func play(_ c: inout ProbeController, _ steps: [Step], sourceLocation: SourceLocation = #_sourceLocation) {
         for s in steps {
             let probes = c.update(
-                estimate: s.estimate * 1000, probeResult: s.result.map { Double($0 * 1000) }, nowNs: s.atMs * 1_000_000,
+                estimate: s.estimate * 1000, probeResult: s.result.map { Double($0 * 1000) },
+                now: MonotonicTime(nanoseconds: UInt64(s.atMs * 1_000_000)),
                 acknowledgedBitrate: s.acked.map { Double($0 * 1000) })
             #expect(probes.map { $0.bitrate / 1000 } == s.expected, "at \(s.atMs) ms: \(s.note)", sourceLocation: sourceLocation)
         }
@@ -121,7 +133,7 @@ import Testing
 
     @Test func theControllerProbesEveryThreeSecondsAfterALargeDropUntilRecovered() {
         var c = ProbeController(maximumBitrate: 3_000_000)
-        #expect(c.start(estimate: 2_500_000, nowNs: 0).map(\.bitrate) == [3_000_000])
+        #expect(c.start(estimate: 2_500_000, now: MonotonicTime(nanoseconds: 0)).map(\.bitrate) == [3_000_000])
         Self.play(
             &c,
             [
@@ -148,7 +160,7 @@ import Testing
 
     @Test func anApplicationLimitedSenderIsProbedEveryFiveSeconds() {
         var c = ProbeController(maximumBitrate: 3_000_000)
-        #expect(c.start(estimate: 500_000, nowNs: 0).map(\.bitrate) == [1_500_000, 3_000_000])
+        #expect(c.start(estimate: 500_000, now: MonotonicTime(nanoseconds: 0)).map(\.bitrate) == [1_500_000, 3_000_000])
         // Only 200 kbit/s arrives of the estimate throughout.
         Self.play(
             &c,
@@ -176,10 +188,10 @@ import Testing
             let t = Int64(k) * 20_000_000
             results.append(TransportPacketResult(sequenceNumber: Int64(k), sendNs: t, arrivalNs: t + 30_000_000, size: 1250))
         }
-        d.update(results, nowNs: 1_050_000_000)
+        d.update(results, now: MonotonicTime(nanoseconds: 1_050_000_000))
         #expect(d.usage == .normal)
         let before = d.estimate
-        #expect(d.applyProbeResult(2_000_000, nowNs: 1_060_000_000) == 2_000_000)
+        #expect(d.applyProbeResult(2_000_000, now: MonotonicTime(nanoseconds: 1_060_000_000)) == 2_000_000)
         #expect(d.probeResultsApplied == 1)
         // Another second at the same rate: the increase is capped at 1.5 x acknowledged + 10k,
         // which no longer lowers the probed estimate.
@@ -187,10 +199,10 @@ import Testing
             let t = Int64(k) * 20_000_000
             return TransportPacketResult(sequenceNumber: Int64(k), sendNs: t, arrivalNs: t + 30_000_000, size: 1250)
         }
-        d.update(results, nowNs: 2_050_000_000)
+        d.update(results, now: MonotonicTime(nanoseconds: 2_050_000_000))
         #expect(d.estimate == 2_000_000)
         // A result below both the estimate and the acknowledged rate is raised to the latter.
-        #expect(abs(d.applyProbeResult(100_000, nowNs: 2_060_000_000) - d.acknowledgedBitrate) < 1)
+        #expect(abs(d.applyProbeResult(100_000, now: MonotonicTime(nanoseconds: 2_060_000_000)) - d.acknowledgedBitrate) < 1)
         #expect(before < 1_000_000)
     }
 
@@ -198,14 +210,16 @@ import Testing
     /// loss-based estimate, so the target jumps.
     @Test func theSendSideTargetFollowsAProbe() {
         var e = SendSideBandwidthEstimator(startBitrate: 300_000, maximumBitrate: 3_000_000)
-        e.probeSent(ProbeCluster(id: 1, bitrate: 2_000_000), nowNs: 1_000_000_000)
-        e.transportFeedback(Self.cluster(id: 1, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000), nowNs: 1_100_000_000)
+        e.probeSent(ProbeCluster(id: 1, bitrate: 2_000_000), now: MonotonicTime(nanoseconds: 1_000_000_000))
+        e.transportFeedback(
+            Self.cluster(id: 1, count: 10, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000),
+            now: MonotonicTime(nanoseconds: 1_100_000_000))
         #expect(e.probeResult.map { abs($0 - 2_000_000) < 1 } == true)
         #expect(e.targetBitrate == 2_000_000)
         // The next feedback has no cluster: no result.
         e.transportFeedback(
             Self.cluster(id: 0, count: 3, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000, startNs: 1_200_000_000),
-            nowNs: 1_300_000_000)
+            now: MonotonicTime(nanoseconds: 1_300_000_000))
         #expect(e.probeResult == nil)
     }
 }

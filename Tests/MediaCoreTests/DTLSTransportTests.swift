@@ -38,10 +38,10 @@ private final class LossyLink {
 
     /// Runs until both sides leave the handshake states or `seconds` of real time pass.
     func run(_ active: DTLSTransport, _ passive: DTLSTransport, seconds: Double = 20) {
-        let stop = UDPSocket.monotonicNanoseconds() + UInt64(seconds * 1e9)
+        let stop = MonotonicTime.now.nanoseconds + UInt64(seconds * 1e9)
         func running(_ t: DTLSTransport) -> Bool { t.state == .new || t.state == .connecting }
         while running(active) || running(passive) {
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             if now > stop { return }
             if !toPassive.isEmpty {
                 let d = toPassive.removeFirst()
@@ -57,7 +57,7 @@ private final class LossyLink {
             }
             let next = [active.nextDeadline(now: now), passive.nextDeadline(now: now)].compactMap { $0 }.min() ?? now + 1_000_000
             if next > now { usleep(UInt32(min(next - now, 50_000_000) / 1000) + 100) }
-            let later = UDPSocket.monotonicNanoseconds()
+            let later = MonotonicTime.now.nanoseconds
             active.handleTimeout(now: later)
             passive.handleTimeout(now: later)
         }
@@ -112,14 +112,14 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         peer.agent.startReading { [self] bytes, from in
             if let first = bytes.first, DTLSTransport.isDTLS(firstByte: first) {
                 let copy = Array(bytes)
-                queue.async { self.transport.handle(datagram: copy, now: UDPSocket.monotonicNanoseconds()) }
+                queue.async { self.transport.handle(datagram: copy, now: MonotonicTime.now.nanoseconds) }
             } else {
                 peer.received.withLock { $0.append((Array(bytes), from)) }
             }
         }
         let t = DispatchSource.makeTimerSource(queue: queue)
         t.schedule(deadline: .now(), repeating: .milliseconds(5))
-        t.setEventHandler { [self] in transport.handleTimeout(now: UDPSocket.monotonicNanoseconds()) }
+        t.setEventHandler { [self] in transport.handleTimeout(now: MonotonicTime.now.nanoseconds) }
         t.resume()
         timer = t
     }
@@ -137,7 +137,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         passive.setRemoteFingerprint(active.fingerprint)
         let link = LossyLink(loss: 0.3, seed: profiles.count == 2 ? 7 : 11)
         link.connect(active, passive)
-        active.start(now: UDPSocket.monotonicNanoseconds())
+        active.start(now: MonotonicTime.now.nanoseconds)
         link.run(active, passive)
 
         #expect(active.state == .connected, "active: \(active.state)")
@@ -182,7 +182,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         a.agent.start()
         b.agent.start()
         #expect(iceWait(3) { a.agent.path.route != nil && b.agent.path.route != nil })
-        dtlsA.queue.sync { dtlsA.transport.start(now: UDPSocket.monotonicNanoseconds()) }
+        dtlsA.queue.sync { dtlsA.transport.start(now: MonotonicTime.now.nanoseconds) }
         #expect(
             iceWait(5) {
                 dtlsA.queue.sync { dtlsA.transport.state == .connected }
@@ -219,17 +219,17 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         var a = configuration(.active), p = configuration(.passive)
         a.initialRetransmissionTimeout = 1
         p.initialRetransmissionTimeout = 1
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         let active = try DTLSTransport(configuration: a)
         let passive = try DTLSTransport(configuration: p)
-        let made = UDPSocket.monotonicNanoseconds()
+        let made = MonotonicTime.now.nanoseconds
         active.setRemoteFingerprint(passive.fingerprint)
         passive.setRemoteFingerprint(active.fingerprint)
         let link = LossyLink(loss: 0, seed: 1)
         link.connect(active, passive)
         active.start(now: made)
         link.run(active, passive)
-        let done = UDPSocket.monotonicNanoseconds()
+        let done = MonotonicTime.now.nanoseconds
         #expect(active.state == .connected && passive.state == .connected)
         print(
             "DTLS in-process: two endpoints (keys and certificates) in \(Double(made - start) / 1e6) ms, "
@@ -239,9 +239,9 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         // close() sends close_notify; the peer moves to .closed and drops what follows.
         active.close()
         #expect(active.state == .closed && link.toPassive.count == 1)
-        for d in link.toPassive { passive.handle(datagram: d, now: UDPSocket.monotonicNanoseconds()) }
+        for d in link.toPassive { passive.handle(datagram: d, now: MonotonicTime.now.nanoseconds) }
         #expect(passive.state == .closed)
-        passive.handle(datagram: link.toPassive[0], now: UDPSocket.monotonicNanoseconds())
+        passive.handle(datagram: link.toPassive[0], now: MonotonicTime.now.nanoseconds)
         #expect(passive.statistics.droppedAfterEnd == 1)
     }
 
@@ -255,7 +255,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         active.onStateChange = { states.append($0) }
         let link = LossyLink(loss: 0, seed: 3)
         link.connect(active, passive)
-        active.start(now: UDPSocket.monotonicNanoseconds())
+        active.start(now: MonotonicTime.now.nanoseconds)
         link.run(active, passive, seconds: 5)
         #expect(active.state == .failed(.fingerprintMismatch))
         #expect(states.last == .failed(.fingerprintMismatch) && !states.contains(.connected))
@@ -268,7 +268,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         let passive = try DTLSTransport(configuration: configuration(.passive))
         let link = LossyLink(loss: 0, seed: 5)
         link.connect(active, passive)
-        active.start(now: UDPSocket.monotonicNanoseconds())
+        active.start(now: MonotonicTime.now.nanoseconds)
         link.run(active, passive, seconds: 5)
         #expect(active.state == .awaitingFingerprint && passive.state == .awaitingFingerprint)
         #expect(active.takeKeys() == nil && passive.takeKeys() == nil)
@@ -285,24 +285,24 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         active.setRemoteFingerprint(DTLSFingerprint(bytes: [UInt8](repeating: 1, count: 32))!)
         var sent = 0
         active.onDatagram = { _ in sent += 1 }
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         active.start(now: start)
         var calls = 0
         while active.state == .connecting, calls < 10_000 {
             calls += 1
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             guard let next = active.nextDeadline(now: now) else { break }
             // The deadline never lies past the overall bound.
             #expect(next <= start + 1_000_000_000)
             if next > now { usleep(UInt32((next - now) / 1000) + 100) }
-            let later = UDPSocket.monotonicNanoseconds()
+            let later = MonotonicTime.now.nanoseconds
             active.handleTimeout(now: later)
             if active.state != .connecting { #expect(later >= start + 1_000_000_000) }
         }
         #expect(active.state == .failed(.handshakeTimeout))
         #expect(sent >= 3, "the ClientHello was sent \(sent) times")
         #expect(active.statistics.retransmissions == sent - 1)
-        #expect(active.takeKeys() == nil && active.nextDeadline(now: UDPSocket.monotonicNanoseconds()) == nil)
+        #expect(active.takeKeys() == nil && active.nextDeadline(now: MonotonicTime.now.nanoseconds) == nil)
         // The overall bound holds on its own clock: a caller whose clock jumps past it fails at once.
         let other = try DTLSTransport(configuration: c)
         other.onDatagram = { _ in }
@@ -331,14 +331,14 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         let link = LossyLink(loss: 0, seed: 9)
         link.connect(active, passive)
         // Garbage before, during and after the handshake, to both sides.
-        for g in garbage.prefix(70) { passive.handle(datagram: g, now: UDPSocket.monotonicNanoseconds()) }
+        for g in garbage.prefix(70) { passive.handle(datagram: g, now: MonotonicTime.now.nanoseconds) }
         #expect(passive.state == .new, "garbage started the passive side")
-        active.start(now: UDPSocket.monotonicNanoseconds())
-        for g in garbage.dropFirst(70).prefix(70) { active.handle(datagram: g, now: UDPSocket.monotonicNanoseconds()) }
+        active.start(now: MonotonicTime.now.nanoseconds)
+        for g in garbage.dropFirst(70).prefix(70) { active.handle(datagram: g, now: MonotonicTime.now.nanoseconds) }
         link.run(active, passive, seconds: 5)
         for g in garbage.dropFirst(140) {
-            active.handle(datagram: g, now: UDPSocket.monotonicNanoseconds())
-            passive.handle(datagram: g, now: UDPSocket.monotonicNanoseconds())
+            active.handle(datagram: g, now: MonotonicTime.now.nanoseconds)
+            passive.handle(datagram: g, now: MonotonicTime.now.nanoseconds)
         }
         #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
         let dropped = [active, passive].map {
@@ -386,10 +386,10 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         passive.setRemoteFingerprint(active.fingerprint)
         let link = LossyLink(loss: 0, seed: 21)
         link.connect(active, passive)
-        for d in malformed + unexpected { passive.handle(datagram: d, now: UDPSocket.monotonicNanoseconds()) }
+        for d in malformed + unexpected { passive.handle(datagram: d, now: MonotonicTime.now.nanoseconds) }
         #expect(passive.state == .new)
-        active.start(now: UDPSocket.monotonicNanoseconds())
-        for d in malformed + unexpected { active.handle(datagram: d, now: UDPSocket.monotonicNanoseconds()) }
+        active.start(now: MonotonicTime.now.nanoseconds)
+        for d in malformed + unexpected { active.handle(datagram: d, now: MonotonicTime.now.nanoseconds) }
         #expect(active.state == .connecting)
         link.run(active, passive, seconds: 5)
         #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
@@ -398,7 +398,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
             #expect(side.statistics.unexpectedDropped == unexpected.count, "\(side.statistics)")
         }
         // Once connected, application data in the clear is still refused.
-        passive.handle(datagram: unexpected[0], now: UDPSocket.monotonicNanoseconds())
+        passive.handle(datagram: unexpected[0], now: MonotonicTime.now.nanoseconds)
         #expect(passive.statistics.unexpectedDropped == unexpected.count + 1 && passive.state == .connected)
     }
 
@@ -418,9 +418,9 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
                 ]
                 record += (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next()) }
                 if record[0] == 22 && length > 12 { record[13] = 1 }  // looks like a ClientHello
-                passive.handle(datagram: record, now: UDPSocket.monotonicNanoseconds())
+                passive.handle(datagram: record, now: MonotonicTime.now.nanoseconds)
             }
-            passive.handleTimeout(now: UDPSocket.monotonicNanoseconds())
+            passive.handleTimeout(now: MonotonicTime.now.nanoseconds)
             #expect(passive.state != .connected && passive.state != .awaitingFingerprint)
             #expect(passive.takeKeys() == nil)
         }
@@ -430,17 +430,17 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         let active = try DTLSTransport(configuration: configuration(.active))
         var sent = 0
         active.onDatagram = { _ in sent += 1 }
-        active.start(now: UDPSocket.monotonicNanoseconds())
+        active.start(now: MonotonicTime.now.nanoseconds)
         #expect(sent >= 1 && active.state == .connecting)
         // A plaintext fatal handshake_failure alert (level 2, description 40) at epoch 0.
-        active.handle(datagram: [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 40], now: UDPSocket.monotonicNanoseconds())
+        active.handle(datagram: [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 40], now: MonotonicTime.now.nanoseconds)
         guard case .failed(.alert(let code, let name)) = active.state else {
             Issue.record("expected a typed alert, got \(active.state)")
             return
         }
         #expect(code == 40 && name.lowercased().contains("handshake"), "\(code) \(name)")
         #expect(active.takeKeys() == nil)
-        active.handle(datagram: [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 10), now: UDPSocket.monotonicNanoseconds())
+        active.handle(datagram: [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 10), now: MonotonicTime.now.nanoseconds)
         #expect(active.statistics.droppedAfterEnd == 1)
     }
 
@@ -451,7 +451,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         passive.setRemoteFingerprint(active.fingerprint)
         let link = LossyLink(loss: 0, seed: 4)
         link.connect(active, passive)
-        active.start(now: UDPSocket.monotonicNanoseconds())
+        active.start(now: MonotonicTime.now.nanoseconds)
         link.run(active, passive, seconds: 5)
         for side in [active, passive] {
             guard case .failed(.protocolError) = side.state else {

@@ -57,7 +57,7 @@ struct BottleneckSimulation {
                     let size = pacerQueue[sent]
                     sent += 1
                     budget -= Double(size)
-                    let seq = numbers.take(sendNs: UInt64(now), size: size)
+                    let seq = numbers.take(sendTime: MonotonicTime(nanoseconds: UInt64(now)), size: size)
                     sentInInterval += 1
                     let start = max(now, linkFreeNs)
                     if start - now > queueLimitNs {
@@ -72,7 +72,7 @@ struct BottleneckSimulation {
                 pacerQueue.removeFirst(sent)
             }
             while let first = inFlight.first, first.arrivalNs <= now {
-                builder.packetArrived(sequenceNumber: first.seq, arrivalNs: UInt64(first.arrivalNs))
+                builder.packetArrived(sequenceNumber: first.seq, arrival: MonotonicTime(nanoseconds: UInt64(first.arrivalNs)))
                 sampleDelivered += first.size
                 inFlight.removeFirst()
             }
@@ -93,7 +93,9 @@ struct BottleneckSimulation {
             while let f = feedbackInFlight.first, f.atNs <= now {
                 feedbackInFlight.removeFirst()
                 let parsed = f.bytes.withUnsafeBytes { try? RTCPTransportFeedback(parsing: $0) }
-                if let parsed { estimator.transportFeedback(parsed, sendLog: numbers, nowNs: UInt64(now)) }
+                if let parsed {
+                    estimator.transportFeedback(parsed, sendLog: numbers, now: MonotonicTime(nanoseconds: UInt64(now)))
+                }
                 if debug {
                     print(
                         "t \(now / 1_000_000 - 1000) trend \(estimator.delayBased.trend) thr \(estimator.delayBased.threshold) usage \(estimator.delayBased.usage) delay \(Int(estimator.delayBased.estimate)) acked \(Int(estimator.delayBased.acknowledgedBitrate)) loss \(Int(estimator.lossBasedBitrate)) groups \(estimator.delayBased.groupDeltas) matched \(estimator.feedbackAdapter.results.count) unmatched \(estimator.feedbackAdapter.unmatched)"
@@ -102,7 +104,7 @@ struct BottleneckSimulation {
             }
             while let r = reportsInFlight.first, r.atNs <= now {
                 reportsInFlight.removeFirst()
-                estimator.receiverReport(fractionLost: r.fraction, nowNs: UInt64(now))
+                estimator.receiverReport(fractionLost: r.fraction, now: MonotonicTime(nanoseconds: UInt64(now)))
             }
             if now >= nextSampleNs {
                 nextSampleNs += 100_000_000
@@ -159,7 +161,7 @@ struct BottleneckSimulation {
             65534: (10_000, 1000), 65535: (20_000, 1001), 0: (30_000, 1002),
             1: (40_000, 1003),
         ]  // 2 was never logged
-        adapter.adapt(fb) { s in sends[s].map { (sendNs: $0.0, size: $0.1, probeCluster: 0) } }
+        adapter.adapt(fb) { s in sends[s].map { (sendTime: MonotonicTime(nanoseconds: $0.0), size: $0.1, probeCluster: 0) } }
         let r = adapter.results
         #expect(r.map(\.sequenceNumber) == [65534, 65535, 65536, 65537])
         #expect(r.map(\.arrivalNs) == [1_025_000_000, nil, 975_000_000, 977_000_000])
@@ -170,7 +172,9 @@ struct BottleneckSimulation {
         // The next feedback continues the sequence past the 16-bit wrap, and its reference time
         // crosses the 24-bit wrap (0x7FFFFF then -0x800000, one 64 ms step later).
         var a2 = TransportFeedbackAdapter()
-        let log: (UInt16) -> (sendNs: UInt64, size: Int, probeCluster: Int)? = { (UInt64($0) * 1000, 100, 0) }
+        let log: (UInt16) -> (sendTime: MonotonicTime, size: Int, probeCluster: Int)? = {
+            (MonotonicTime(nanoseconds: UInt64($0) * 1000), 100, 0)
+        }
         a2.adapt(
             RTCPTransportFeedback(
                 senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 65535, referenceTime: 0x7F_FFFF,
@@ -188,12 +192,16 @@ struct BottleneckSimulation {
     @Test func sendLogKeepsTheLastPacketsAndForgetsOverwrittenOnes() {
         let n = TransportSequenceNumbers(initial: 65_530, sendLogCapacity: 16)
         var taken: [UInt16] = []
-        for i in 0..<20 { taken.append(n.take(sendNs: UInt64(1000 + i), size: 100 + i, probeCluster: i % 3 == 0 ? 32767 : 0)) }
+        for i in 0..<20 {
+            taken.append(
+                n.take(
+                    sendTime: MonotonicTime(nanoseconds: UInt64(1000 + i)), size: 100 + i, probeCluster: i % 3 == 0 ? 32767 : 0))
+        }
         #expect(taken.first == 65_530 && taken.last == 13)
         #expect(n.sent(65_530) == nil, "overwritten by number 10")
-        #expect(n.sent(65_534)! == (sendNs: 1004, size: 104, probeCluster: 0))
-        #expect(n.sent(13)! == (sendNs: 1019, size: 119, probeCluster: 0))
-        #expect(n.sent(12)! == (sendNs: 1018, size: 118, probeCluster: 32767))
+        #expect(n.sent(65_534)! == (sendTime: MonotonicTime(nanoseconds: 1004), size: 104, probeCluster: 0))
+        #expect(n.sent(13)! == (sendTime: MonotonicTime(nanoseconds: 1019), size: 119, probeCluster: 0))
+        #expect(n.sent(12)! == (sendTime: MonotonicTime(nanoseconds: 1018), size: 118, probeCluster: 32767))
         #expect(n.sent(14) == nil, "not sent yet")
     }
 
@@ -203,7 +211,7 @@ struct BottleneckSimulation {
         var b = TransportFeedbackBuilder()
         let arrivals: [Int64] = [5_000_000_000, 5_001_000_000, 5_001_260_000, 5_090_000_000]
         for (k, t) in arrivals.enumerated() where k != 2 {
-            b.packetArrived(sequenceNumber: UInt16(100 + k), arrivalNs: UInt64(t))
+            b.packetArrived(sequenceNumber: UInt16(100 + k), arrival: MonotonicTime(nanoseconds: UInt64(t)))
         }
         let made = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         let fb = try #require(made)
@@ -211,7 +219,7 @@ struct BottleneckSimulation {
         bytes.withUnsafeMutableBytes { _ = fb.marshal(into: $0) }
         let parsed = try bytes.withUnsafeBytes { try RTCPTransportFeedback(parsing: $0) }
         var adapter = TransportFeedbackAdapter()
-        adapter.adapt(parsed) { _ in (sendNs: 0, size: 1, probeCluster: 0) }
+        adapter.adapt(parsed) { _ in (sendTime: .zero, size: 1, probeCluster: 0) }
         let got = adapter.results.map(\.arrivalNs)
         #expect(got.count == 4 && got[2] == nil)
         #expect(got[1]! - got[0]! == 1_000_000 && got[3]! - got[0]! == 90_000_000)

@@ -5,7 +5,7 @@ import Testing
 @Suite struct RTCPReportScheduleTests {
     @Test func intervalsAreSpreadOverHalfToOneAndAHalfTimesTheNominalOne() {
         var schedule = RTCPReportSchedule(intervalMilliseconds: 500)
-        let first = schedule.isDue(nowNs: 1_000)
+        let first = schedule.isDue(now: MonotonicTime(nanoseconds: 1_000))
         #expect(first, "the first report goes out at once")
         var now: UInt64 = 1_000
         var intervals: [UInt64] = []
@@ -13,7 +13,7 @@ import Testing
         var last = now
         while intervals.count < 400 {
             now += 1_000_000
-            if schedule.isDue(nowNs: now) {
+            if schedule.isDue(now: MonotonicTime(nanoseconds: now)) {
                 intervals.append(now - last)
                 last = now
             }
@@ -27,9 +27,9 @@ import Testing
 
     @Test func notDueBeforeItsTime() {
         var schedule = RTCPReportSchedule(intervalMilliseconds: 100)
-        let first = schedule.isDue(nowNs: 0)
-        let early = schedule.isDue(nowNs: 49_000_000)
-        let late = schedule.isDue(nowNs: 151_000_000)
+        let first = schedule.isDue(now: MonotonicTime(nanoseconds: 0))
+        let early = schedule.isDue(now: MonotonicTime(nanoseconds: 49_000_000))
+        let late = schedule.isDue(now: MonotonicTime(nanoseconds: 151_000_000))
         #expect(first)
         #expect(!early, "never sooner than half the interval")
         #expect(late, "never later than 1.5 times the interval")

@@ -9,7 +9,9 @@ private final class RecordingHandler: RTCPFeedbackHandler {
     var keyframes = 0
     var bitrates: [Int] = []
     func retransmit(ssrc: UInt32, sequenceNumber: UInt16) -> SendHistory.Lookup {
-        history.retransmit(seq: sequenceNumber, nowNs: 0, maxRetransmissions: 2) { _ in resent.append(sequenceNumber) }
+        history.retransmit(seq: sequenceNumber, now: MonotonicTime(nanoseconds: 0), maxRetransmissions: 2) { _ in
+            resent.append(sequenceNumber)
+        }
     }
     func requestKeyframe(ssrc: UInt32) { keyframes += 1 }
     func setTargetBitrate(_ bitsPerSecond: Int) { bitrates.append(bitsPerSecond) }
@@ -20,14 +22,18 @@ nonisolated(unsafe) private var fakeClock: UInt64 = 0
 private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt64? = nil, arrival: NTPTime? = nil) {
     fakeClock += 1_000_000_000
     let now = nowNs ?? fakeClock
-    RTCPCompound.bytes(packets).withUnsafeBytes { s.handle($0, nowNs: now, arrival: arrival ?? RTCPSenderSession.wallClock()) }
+    RTCPCompound.bytes(packets).withUnsafeBytes {
+        s.handle($0, now: MonotonicTime(nanoseconds: now), arrival: arrival ?? RTCPSenderSession.wallClock())
+    }
 }
 
 @Suite struct RTCPSenderSessionTests {
     @Test func nackResendsFromHistoryAndCountsButNeverKeyframesAPacketThatIsGoneOrResentTooOften() {
         let h = RecordingHandler()
         for s: UInt16 in 10...20 {
-            [UInt8](repeating: UInt8(s), count: 50).withUnsafeBytes { _ = h.history.store(seq: s, packet: $0, nowNs: 0) }
+            [UInt8](repeating: UInt8(s), count: 50).withUnsafeBytes {
+                _ = h.history.store(seq: s, packet: $0, now: MonotonicTime(nanoseconds: 0))
+            }
         }
         let s = RTCPSenderSession(ssrcs: [42], handler: h, startBitrate: 500_000)
         handle(s, [.genericNack(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 42, lost: [12, 14, 15]))])
@@ -82,7 +88,7 @@ private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt
 
     @Test func malformedRTCPIsCountedAndIgnored() {
         let s = RTCPSenderSession(ssrcs: [42], handler: nil, startBitrate: 500_000)
-        [0x80, 201, 0, 9].withUnsafeBytes { s.handle(UnsafeRawBufferPointer($0), nowNs: 0) }
+        [0x80, 201, 0, 9].withUnsafeBytes { s.handle(UnsafeRawBufferPointer($0), now: MonotonicTime(nanoseconds: 0)) }
         #expect(s.counters.malformed == 1)
     }
 }

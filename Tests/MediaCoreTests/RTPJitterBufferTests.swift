@@ -14,7 +14,7 @@ func jbPacket(_ seq: UInt16, ts: UInt32 = 0, payload: Int = 20, ssrc: UInt32 = 7
 extension RTPJitterBuffer {
     @discardableResult
     func insert(_ bytes: [UInt8], seq: UInt16, ts: UInt32 = 0, at ns: UInt64) -> InsertResult {
-        bytes.withUnsafeBytes { insert($0, sequenceNumber: seq, timestamp: ts, arrivalNs: ns) }
+        bytes.withUnsafeBytes { insert($0, sequenceNumber: seq, timestamp: ts, arrival: MonotonicTime(nanoseconds: ns)) }
     }
     /// Pops everything playable in order, returning the sequence numbers.
     func drainInOrder() -> [UInt16] {
@@ -165,7 +165,9 @@ extension RTPJitterBuffer {
         let allocations = AllocationCounter.count {
             for k in 1..<200 {
                 packets[k].withUnsafeBytes {
-                    _ = jb.insert($0, sequenceNumber: UInt16(k), timestamp: UInt32(k) * 3000, arrivalNs: UInt64(k) * 1000)
+                    _ = jb.insert(
+                        $0, sequenceNumber: UInt16(k), timestamp: UInt32(k) * 3000,
+                        arrival: MonotonicTime(nanoseconds: UInt64(k) * 1000))
                 }
                 while jb.popNext() != nil {}
             }

@@ -7,7 +7,7 @@ import Testing
         var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
         var seq: UInt16 = 65_000
         for i in 0..<200_000 {
-            s.update(sequenceNumber: seq, timestamp: 0, arrivalNs: Int64(i))
+            s.update(sequenceNumber: seq, timestamp: 0, arrival: MonotonicTime(nanoseconds: UInt64(Int64(i))))
             seq &+= 1
         }
         #expect(s.extendedHighestSequence == 65_000 + 199_999)
@@ -22,7 +22,7 @@ import Testing
         for i in 0..<100 where i % 4 != 1 {
             s.update(
                 sequenceNumber: UInt16(truncatingIfNeeded: 65_500 + i), timestamp: UInt32(i * 960),
-                arrivalNs: Int64(i) * 20_000_000)
+                arrival: MonotonicTime(nanoseconds: UInt64(Int64(i) * 20_000_000)))
         }
         let block = s.makeReportBlock(lastSenderReport: 0xAABB_CCDD, delaySinceLastSenderReport: 65_536)
         #expect(block.ssrc == 7)
@@ -35,7 +35,7 @@ import Testing
         for i in 100..<150 {
             s.update(
                 sequenceNumber: UInt16(truncatingIfNeeded: 65_500 + i), timestamp: UInt32(i * 960),
-                arrivalNs: Int64(i) * 20_000_000)
+                arrival: MonotonicTime(nanoseconds: UInt64(Int64(i) * 20_000_000)))
         }
         let f1706 = s.takeFractionLost()
         #expect(f1706 == 0)
@@ -48,12 +48,16 @@ import Testing
     @Test func consecutiveResendsFarBehindAreLateWithinTheLateWindow() {
         func run(_ s: inout RTPReceptionStatistics) {
             for seq in 1_000..<1_400 where seq != 1_050 && seq != 1_051 {
-                s.update(sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 3000), arrivalNs: Int64(seq) * 33_000_000)
+                s.update(
+                    sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 3000),
+                    arrival: MonotonicTime(nanoseconds: UInt64(Int64(seq) * 33_000_000)))
             }
-            s.update(sequenceNumber: 1_050, timestamp: 1_050 * 3000, arrivalNs: 1_400 * 33_000_000)
-            s.update(sequenceNumber: 1_051, timestamp: 1_051 * 3000, arrivalNs: 1_401 * 33_000_000)
+            s.update(sequenceNumber: 1_050, timestamp: 1_050 * 3000, arrival: MonotonicTime(nanoseconds: 1_400 * 33_000_000))
+            s.update(sequenceNumber: 1_051, timestamp: 1_051 * 3000, arrival: MonotonicTime(nanoseconds: 1_401 * 33_000_000))
             for seq in 1_400..<1_500 {
-                s.update(sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 3000), arrivalNs: Int64(seq + 2) * 33_000_000)
+                s.update(
+                    sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 3000),
+                    arrival: MonotonicTime(nanoseconds: UInt64(Int64(seq + 2) * 33_000_000)))
             }
         }
         var windowed = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000, lateWindow: 1024)
@@ -66,7 +70,9 @@ import Testing
 
     @Test func duplicatesMakeCumulativeLostNegativeAndLateOnesAreCounted() {
         var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
-        for seq: UInt16 in [10, 11, 12, 12, 12, 14, 13] { s.update(sequenceNumber: seq, timestamp: 0, arrivalNs: 0) }
+        for seq: UInt16 in [10, 11, 12, 12, 12, 14, 13] {
+            s.update(sequenceNumber: seq, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
+        }
         #expect(s.extendedHighestSequence == 14)
         #expect(s.received == 7)
         #expect(s.cumulativeLost == -2)
@@ -76,16 +82,16 @@ import Testing
 
     @Test func largeJumpIsIgnoredUnlessTheSenderRestarted() {
         var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
-        for seq: UInt16 in 100..<110 { s.update(sequenceNumber: seq, timestamp: 0, arrivalNs: 0) }
-        let r1 = s.update(sequenceNumber: 30_000, timestamp: 0, arrivalNs: 0)
+        for seq: UInt16 in 100..<110 { s.update(sequenceNumber: seq, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0)) }
+        let r1 = s.update(sequenceNumber: 30_000, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
         #expect(!r1)  // stray packet
         #expect(s.extendedHighestSequence == 109)
-        let r2 = s.update(sequenceNumber: 110, timestamp: 0, arrivalNs: 0)
+        let r2 = s.update(sequenceNumber: 110, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
         #expect(r2)
         // Two sequential packets far away: statistics restart there (RFC 3550 A.1).
-        let r3 = s.update(sequenceNumber: 40_000, timestamp: 0, arrivalNs: 0)
+        let r3 = s.update(sequenceNumber: 40_000, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
         #expect(!r3)
-        let r4 = s.update(sequenceNumber: 40_001, timestamp: 0, arrivalNs: 0)
+        let r4 = s.update(sequenceNumber: 40_001, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
         #expect(r4)
         #expect(s.extendedHighestSequence == 40_001)
         #expect(s.received == 1)
@@ -94,16 +100,16 @@ import Testing
 
     @Test func probationWaitsForSequentialPackets() {
         var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000, probation: 2)
-        let r5 = s.update(sequenceNumber: 500, timestamp: 0, arrivalNs: 0)
+        let r5 = s.update(sequenceNumber: 500, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
         #expect(!r5)
         #expect(s.expected == 0)
-        let r6 = s.update(sequenceNumber: 9, timestamp: 0, arrivalNs: 0)
+        let r6 = s.update(sequenceNumber: 9, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
         #expect(!r6)  // not sequential: probation restarts with 9 as the first of a new run
         #expect(s.expected == 0)
-        let r7 = s.update(sequenceNumber: 10, timestamp: 0, arrivalNs: 0)
+        let r7 = s.update(sequenceNumber: 10, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
         #expect(r7)  // second sequential packet: the source is valid, statistics start at 10
         #expect(s.received == 1 && s.expected == 1)
-        let r8 = s.update(sequenceNumber: 12, timestamp: 0, arrivalNs: 0)
+        let r8 = s.update(sequenceNumber: 12, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
         #expect(r8)
         #expect(s.received == 2 && s.expected == 3 && s.cumulativeLost == 1)
     }
@@ -115,7 +121,7 @@ import Testing
         var model = 0.0
         for i in 0..<400 {
             let arrival = Int64(i) * 33_333_333 + (i % 2 == 0 ? 5_000_000 : -5_000_000)
-            s.update(sequenceNumber: UInt16(i), timestamp: UInt32(i * 3000), arrivalNs: arrival)
+            s.update(sequenceNumber: UInt16(i), timestamp: UInt32(i * 3000), arrival: MonotonicTime(nanoseconds: UInt64(arrival)))
             if i > 0 { model += (900 - model) / 16 }
         }
         #expect(abs(Double(s.jitter) - model) <= 2, "jitter \(s.jitter) vs model \(model)")
@@ -125,7 +131,7 @@ import Testing
         for i in 0..<100 {
             w.update(
                 sequenceNumber: UInt16(i), timestamp: UInt32.max &- 100_000 &+ UInt32(i * 3000),
-                arrivalNs: Int64(i) * 1_000_000_000 / 30)
+                arrival: MonotonicTime(nanoseconds: UInt64(Int64(i) * 1_000_000_000 / 30)))
         }
         #expect(w.jitter <= 1)
     }
@@ -134,7 +140,8 @@ import Testing
         var s = RTPReceptionStatistics(ssrc: 9, clockRate: 90_000)
         for k in 0..<100 where k % 10 != 5 {
             s.update(
-                sequenceNumber: UInt16(k), timestamp: UInt32(k * 3000), arrivalNs: Int64(k) * 33_333_333,
+                sequenceNumber: UInt16(k), timestamp: UInt32(k * 3000),
+                arrival: MonotonicTime(nanoseconds: UInt64(Int64(k) * 33_333_333)),
                 size: 100, headerSize: 12)
         }
         #expect(s.packetsReceived == 90 && s.packetsLost == 10)
@@ -148,8 +155,13 @@ import Testing
         // enter the A.8 estimate.
         var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
         for k in 0..<50 where k != 20 {
-            s.update(sequenceNumber: UInt16(k), timestamp: UInt32(k * 3000), arrivalNs: Int64(k) * 33_333_333)
-            if k == 21 { s.update(sequenceNumber: 20, timestamp: 20 * 3000, arrivalNs: 20 * 33_333_333 + 40_000_000) }
+            s.update(
+                sequenceNumber: UInt16(k), timestamp: UInt32(k * 3000),
+                arrival: MonotonicTime(nanoseconds: UInt64(Int64(k) * 33_333_333)))
+            if k == 21 {
+                s.update(
+                    sequenceNumber: 20, timestamp: 20 * 3000, arrival: MonotonicTime(nanoseconds: 20 * 33_333_333 + 40_000_000))
+            }
         }
         #expect(s.jitter == 0)
         #expect(s.cumulativeLost == 0)
@@ -157,12 +169,12 @@ import Testing
 
     @Test func reportBlockTakesLSRAndDLSRFromTheLastSenderReport() {
         var s = RTPReceptionStatistics(ssrc: 1, clockRate: 90_000)
-        s.update(sequenceNumber: 1, timestamp: 0, arrivalNs: 0)
-        #expect(s.makeReportBlock(nowNs: 1_000_000_000).lastSenderReport == 0, "no SR yet")
+        s.update(sequenceNumber: 1, timestamp: 0, arrival: MonotonicTime(nanoseconds: 0))
+        #expect(s.makeReportBlock(now: MonotonicTime(nanoseconds: 1_000_000_000)).lastSenderReport == 0, "no SR yet")
         let sr = RTCPSenderReport(
             ssrc: 1, ntpTime: NTPTime(rawValue: 0x0001_2345_6789_0000), rtpTime: 0, packetCount: 0, octetCount: 0)
-        s.senderReportReceived(sr, arrivalNs: 5_000_000_000)
-        let b = s.makeReportBlock(nowNs: 5_500_000_000)
+        s.senderReportReceived(sr, arrival: MonotonicTime(nanoseconds: 5_000_000_000))
+        let b = s.makeReportBlock(now: MonotonicTime(nanoseconds: 5_500_000_000))
         #expect(b.lastSenderReport == 0x2345_6789)  // RFC 3550 §6.4.1: middle 32 bits of the NTP time
         #expect(b.delaySinceLastSenderReport == 32768)  // 0.5 s in 1/65536 s
     }

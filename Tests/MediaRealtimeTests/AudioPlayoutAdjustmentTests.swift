@@ -169,10 +169,12 @@ private func largestStep(_ x: ArraySlice<Int16>) -> Int {
         func step() {
             let now = 1_000_000_000 + UInt64(pull) * 10_000_000
             while next < count && arrivals[next] <= now {
-                rtp[next].withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: arrivals[next]) }
+                rtp[next].withUnsafeBytes {
+                    s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: arrivals[next]))
+                }
                 next += 1
             }
-            s.pullAudio(into: out, nowNs: now)
+            s.pullAudio(into: out, now: MonotonicTime(nanoseconds: now))
             pull += 1
         }
         for _ in 0..<100 { step() }

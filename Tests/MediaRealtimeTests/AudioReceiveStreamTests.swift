@@ -29,7 +29,7 @@ private func insert(_ s: AudioReceiveStream, _ payload: [UInt8], seq: UInt16, ts
             header: RTPHeader(payloadType: 111, sequenceNumber: seq, timestamp: ts, ssrc: 5),
             payload: payload.withUnsafeBytes { $0 }, into: b)
     }
-    bytes.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: ns) }
+    bytes.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: ns)) }
 }
 
 /// Plays `packets` (nil = lost) through a stream in real cadence and returns the stream after
@@ -56,7 +56,7 @@ private func play(
             }
             next += 1
         }
-        buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, nowNs: now) }
+        buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, now: MonotonicTime(nanoseconds: now)) }
         out += buffer
     }
     return (s, out)
@@ -139,7 +139,9 @@ private func play(
         for k in 0..<60 { insert(s, packets[k], seq: UInt16(k), ts: UInt32(k * 960), at: 1_000_000_000) }
         var buffer = [Int16](repeating: 0, count: 480)
         for pull in 0..<30 {
-            buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, nowNs: 1_000_000_000 + UInt64(pull) * 10_000_000) }
+            buffer.withUnsafeMutableBufferPointer {
+                _ = s.pullAudio(into: $0, now: MonotonicTime(nanoseconds: 1_000_000_000 + UInt64(pull) * 10_000_000))
+            }
         }
         // 300 ms played; packets beyond the hard cap (target + 200 ms) were dropped rather than
         // delaying playout.
@@ -159,7 +161,9 @@ private func play(
             } else {
                 var buffer = [Int16](repeating: 0, count: 480)
                 for k in 0..<1000 {
-                    buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, nowNs: UInt64(k) * 10_000_000) }
+                    buffer.withUnsafeMutableBufferPointer {
+                        _ = s.pullAudio(into: $0, now: MonotonicTime(nanoseconds: UInt64(k) * 10_000_000))
+                    }
                     _ = s.stats
                     pulls.add(1, ordering: .relaxed)
                 }

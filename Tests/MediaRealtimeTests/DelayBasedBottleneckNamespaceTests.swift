@@ -164,7 +164,7 @@ final class ShapedVethPair {
         let picture = VideoFrame(width: 640, height: 360)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         defer { buffer.deallocate() }
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         var frame = 0
         var phaseEnd = 0.0
         var targets: [Int: Int] = [:]
@@ -172,18 +172,18 @@ final class ShapedVethPair {
         for (k, phase) in phases.enumerated() {
             if k > 0 { try lab.setRate(kbit: phase.kbit) }
             phaseEnd += phase.seconds
-            while Double(UDPSocket.monotonicNanoseconds() - start) / 1e9 < phaseEnd {
+            while Double(MonotonicTime.now.nanoseconds - start) / 1e9 < phaseEnd {
                 let due = start + UInt64(frame) * 33_333_333
                 while true {
-                    let before = UDPSocket.monotonicNanoseconds()
+                    let before = MonotonicTime.now.nanoseconds
                     guard before < due else { break }
                     let wait = Int((due - before) / 1_000_000)
                     guard (try? txSocket.waitUntilReadable(timeoutMilliseconds: max(0, wait))) == true,
                         let n = try? txSocket.receive(into: buffer).count
                     else { continue }
-                    let now = UDPSocket.monotonicNanoseconds()
+                    let now = MonotonicTime.now.nanoseconds
                     let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-                    session.handle(bytes, nowNs: now)
+                    session.handle(bytes, now: MonotonicTime(nanoseconds: now))
                     guard let packets = try? RTCPCompound.parse(bytes) else { continue }
                     for case .transportFeedback(let f) in packets {
                         result.feedback += 1
@@ -200,7 +200,7 @@ final class ShapedVethPair {
                 SyntheticVideo.render(frameIndex: frame, into: picture)
                 sendTestCapture(video.capturer, picture, timeStampNs: Int64(frame) * 33_333_333)
                 frame += 1
-                result.estimates.append((Double(UDPSocket.monotonicNanoseconds() - start) / 1e9, session.estimator.targetBitrate))
+                result.estimates.append((Double(MonotonicTime.now.nanoseconds - start) / 1e9, session.estimator.targetBitrate))
                 if frame % 30 == 0 {
                     targets[frame / 30 - 1] = Int(video.statistics.outbound.targetBitrate)
                     let e = session.estimator

@@ -42,14 +42,14 @@ private final class Endpoint: Sendable {
     /// Returns as soon as `count` reaches `n`; otherwise once no datagram has arrived for `quiet`
     /// ms (the relay has nothing left in flight), or after 10 s.
     func settle(expecting n: Int = .max, quietMilliseconds quiet: UInt64 = 500) {
-        let deadline = UDPSocket.monotonicNanoseconds() + 10_000_000_000
+        let deadline = MonotonicTime.now.nanoseconds + 10_000_000_000
         var last = count
-        var stableSince = UDPSocket.monotonicNanoseconds()
-        while count < n && UDPSocket.monotonicNanoseconds() < deadline
-            && UDPSocket.monotonicNanoseconds() - stableSince < quiet * 1_000_000
+        var stableSince = MonotonicTime.now.nanoseconds
+        while count < n && MonotonicTime.now.nanoseconds < deadline
+            && MonotonicTime.now.nanoseconds - stableSince < quiet * 1_000_000
         {
             usleep(2000)
-            if count != last { last = count; stableSince = UDPSocket.monotonicNanoseconds() }
+            if count != last { last = count; stableSince = MonotonicTime.now.nanoseconds }
         }
     }
 
@@ -109,8 +109,8 @@ private func sendPaced(
         relay.start()
         #expect(relay.upstreamAddress.family == .ipv4 && relay.upstreamAddress.port != 0)
         try destination.send([1, 2, 3], to: relay.upstreamAddress)
-        let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
-        while relay.statistics.reverse.droppedWithoutPeer == 0 && UDPSocket.monotonicNanoseconds() < deadline { usleep(2000) }
+        let deadline = MonotonicTime.now.nanoseconds + 5_000_000_000
+        while relay.statistics.reverse.droppedWithoutPeer == 0 && MonotonicTime.now.nanoseconds < deadline { usleep(2000) }
         #expect(relay.statistics.reverse.droppedWithoutPeer == 1)
         // Once the sender has spoken, replies reach it.
         try sender.send([9], to: relay.listenAddress)
@@ -203,16 +203,16 @@ private func sendPaced(
                 impairment: .init(rateBitsPerSecond: 1_000_000, queueLimitMilliseconds: 100), seed: 1))
         relay.start()
         // Offer 5 Mbit/s: 1250-byte packets, 5 every 10 ms, for about a second.
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         var seq = 0
-        while UDPSocket.monotonicNanoseconds() - start < 1_000_000_000 {
+        while MonotonicTime.now.nanoseconds - start < 1_000_000_000 {
             let tick = start + UInt64(seq / 5) * 10_000_000
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             if now < tick { usleep(UInt32((tick - now) / 1000)) }
             try sender.send(numbered(seq, size: 1250), to: relay.listenAddress)
             seq += 1
         }
-        let offeredSeconds = Double(UDPSocket.monotonicNanoseconds() - start) / 1e9
+        let offeredSeconds = Double(MonotonicTime.now.nanoseconds - start) / 1e9
         destination.settle()
         relay.stop()
         let stats = relay.statistics.forward
@@ -275,12 +275,12 @@ private func sendPaced(
                 listen: .loopbackIPv4(port: 0), to: destination.address, impairment: .init(delayMilliseconds: 10_000)))
         relay.start()
         for seq in 0..<10 { try sender.send(numbered(seq), to: relay.listenAddress) }
-        let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
-        while relay.statistics.forward.queued < 10 && UDPSocket.monotonicNanoseconds() < deadline { usleep(2000) }
+        let deadline = MonotonicTime.now.nanoseconds + 5_000_000_000
+        while relay.statistics.forward.queued < 10 && MonotonicTime.now.nanoseconds < deadline { usleep(2000) }
         #expect(relay.statistics.forward.queued == 10)
-        let begin = UDPSocket.monotonicNanoseconds()
+        let begin = MonotonicTime.now.nanoseconds
         relay.stop()
-        #expect(UDPSocket.monotonicNanoseconds() - begin < 1_000_000_000)
+        #expect(MonotonicTime.now.nanoseconds - begin < 1_000_000_000)
         #expect(destination.count == 0)
     }
 

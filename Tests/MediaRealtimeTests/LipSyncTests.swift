@@ -41,10 +41,10 @@ private final class StreamDelayRelay: @unchecked Sendable {
                         sender = r.source
                         // RTP (not RTCP, RFC 5761): the payload type is the low 7 bits of byte 1.
                         let pt = bytes.count > 1 && !(192...223).contains(bytes[1]) ? bytes[1] & 0x7F : 255
-                        queue.append((UDPSocket.monotonicNanoseconds() + (delays[pt] ?? 0), bytes))
+                        queue.append((MonotonicTime.now.nanoseconds + (delays[pt] ?? 0), bytes))
                     }
                 }
-                let now = UDPSocket.monotonicNanoseconds()
+                let now = MonotonicTime.now.nanoseconds
                 var kept: [(due: UInt64, bytes: [UInt8])] = []
                 for item in queue {
                     if item.due <= now {
@@ -71,7 +71,7 @@ private final class BeepDetector: AudioSink, @unchecked Sendable {
     private var quietSamples = 0
 
     func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
-        let now = UDPSocket.monotonicNanoseconds()
+        let now = MonotonicTime.now.nanoseconds
         for (i, s) in samples.enumerated() {
             if abs(Int(s)) > 3_000 {
                 if quietSamples >= sampleRate * 3 / 100 {

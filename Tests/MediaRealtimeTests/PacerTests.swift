@@ -10,7 +10,7 @@ final class TimingSink: PacketSink, @unchecked Sendable {
     struct Entry { var ns: UInt64; var size: Int; var ssrc: UInt32; var timestamp: UInt32 }
     let entries = Mutex<[Entry]>([])
     func write(_ packet: UnsafeRawBufferPointer) {
-        let now = UDPSocket.monotonicNanoseconds()
+        let now = MonotonicTime.now.nanoseconds
         let e = Entry(
             ns: now, size: packet.count, ssrc: packet.count >= 12 ? packet.u32(8) : 0,
             timestamp: packet.count >= 12 ? packet.u32(4) : 0)
@@ -46,16 +46,16 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         let stream = try VideoSendStream(configuration: c, sink: sink)
         stream.start()
         let picture = VideoFrame(width: width, height: height)
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         for i in 0..<frames {
-            while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(500) }
+            while MonotonicTime.now.nanoseconds < start + UInt64(i) * 33_333_333 { usleep(500) }
             SyntheticVideo.render(frameIndex: i, into: picture)
             sendTestCapture(stream.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
         }
         // Let the pacer send what it holds (stopping sends the rest at once).
-        let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
+        let deadline = MonotonicTime.now.nanoseconds + 5_000_000_000
         usleep(100_000)
-        while UDPSocket.monotonicNanoseconds() < deadline {
+        while MonotonicTime.now.nanoseconds < deadline {
             let s = stream.statistics
             if s.outbound.framesEncoded + s.capture.droppedRingFull >= UInt64(frames),
                 (s.pacer?.packetsPaced ?? 0) == s.outbound.packetsSent || !paced
@@ -116,13 +116,13 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         let picture = VideoFrame(width: Self.width, height: Self.height)
         var source = SyntheticAudio(pattern: .speech, sampleRate: 48_000)
         var captureNs: [UInt64] = []
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         var nextFrame = 0
         // 600 ms: audio every 20 ms, video at 30 fps, a keyframe forced at 300 ms.
         for k in 0..<30 {
-            while UDPSocket.monotonicNanoseconds() < start + UInt64(k) * 20_000_000 { usleep(300) }
+            while MonotonicTime.now.nanoseconds < start + UInt64(k) * 20_000_000 { usleep(300) }
             let pcm = source.int16s(frames: 960)
-            captureNs.append(UDPSocket.monotonicNanoseconds())
+            captureNs.append(MonotonicTime.now.nanoseconds)
             pcm.withUnsafeBufferPointer {
                 audio.capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(k) * 20_000_000)
             }
@@ -196,8 +196,8 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         packet[0] = 0x80
         for _ in 0..<100 { packet.withUnsafeBytes { pacer.write($0) } }
         pacer.flush()
-        let start = UDPSocket.monotonicNanoseconds()
-        while pacer.queuedPackets > 0 && UDPSocket.monotonicNanoseconds() - start < 3_000_000_000 { usleep(5000) }
+        let start = MonotonicTime.now.nanoseconds
+        while pacer.queuedPackets > 0 && MonotonicTime.now.nanoseconds - start < 3_000_000_000 { usleep(5000) }
         pacer.stop()
         let e = sink.all
         let span = Double(e.last!.ns - e.first!.ns) / 1e9
@@ -212,7 +212,7 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
 final class CopyingSink: PacketSink, @unchecked Sendable {
     let packets = Mutex<[(ns: UInt64, bytes: [UInt8])]>([])
     func write(_ packet: UnsafeRawBufferPointer) {
-        let now = UDPSocket.monotonicNanoseconds()
+        let now = MonotonicTime.now.nanoseconds
         packets.withLock { $0.append((now, Array(packet))) }
     }
     func flush() {}
@@ -245,8 +245,8 @@ final class CopyingSink: PacketSink, @unchecked Sendable {
         #expect(stream.canProbe)
         let cluster = ProbeCluster(id: 321, bitrate: 4_000_000)  // 7500 bytes in 15 ms
         #expect(stream.handleProbe(cluster))
-        let deadline = UDPSocket.monotonicNanoseconds() + 2_000_000_000
-        while stream.statistics.pacer?.probeClusters != 1 && UDPSocket.monotonicNanoseconds() < deadline { usleep(2_000) }
+        let deadline = MonotonicTime.now.nanoseconds + 2_000_000_000
+        while stream.statistics.pacer?.probeClusters != 1 && MonotonicTime.now.nanoseconds < deadline { usleep(2_000) }
         let stats = try #require(stream.statistics.pacer)
         #expect(stats.probeClusters == 1)
         let padding = sink.packets.withLock { Array($0[mediaCount...]) }

@@ -7,8 +7,8 @@ import Testing
 private func drain(_ count: Int, from socket: UDPSocket) throws -> [[UInt8]] {
     let batch = UDPReceiveBatch(capacity: 64, bufferSize: 2048)
     var out: [[UInt8]] = []
-    let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
-    while out.count < count && UDPSocket.monotonicNanoseconds() < deadline {
+    let deadline = MonotonicTime.now.nanoseconds + 5_000_000_000
+    while out.count < count && MonotonicTime.now.nanoseconds < deadline {
         guard try socket.waitUntilReadable(timeoutMilliseconds: 100) else { continue }
         let n = try batch.receive(from: socket, wait: false)
         for i in 0..<n { out.append([UInt8](batch[i].bytes)) }

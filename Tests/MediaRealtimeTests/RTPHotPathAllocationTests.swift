@@ -30,7 +30,8 @@
                     let n = plan.writePacket(at: i, header: &state.2, into: out)
                     guard let pkt = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: out[0..<n])) else { return -1 }
                     state.5.update(
-                        sequenceNumber: pkt.header.sequenceNumber, timestamp: pkt.header.timestamp, arrivalNs: Int64(f))
+                        sequenceNumber: pkt.header.sequenceNumber, timestamp: pkt.header.timestamp,
+                        arrival: MonotonicTime(nanoseconds: UInt64(Int64(f))))
                     if let r = try? depacketizer.push(pkt), let fr = r.frame { total &+= fr.data.count }
                 }
                 let plan9 = state.1.packetize(frame: frame, maxPayloadSize: 1180, keyframe: f % 10 == 0, width: 640, height: 480)

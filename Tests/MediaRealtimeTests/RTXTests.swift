@@ -52,10 +52,10 @@ struct RTXCall {
         sink.destination.withLock { $0 = destination }
         receiver.start(); video.start(); endpoint.start()
         let picture = VideoFrame(width: Self.width, height: Self.height)
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         for i in 0..<frames {
             let due = start + UInt64(i) * 33_333_333
-            while UDPSocket.monotonicNanoseconds() < due { usleep(1000) }
+            while MonotonicTime.now.nanoseconds < due { usleep(1000) }
             SyntheticVideo.render(frameIndex: i, into: picture)
             sendTestCapture(video.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
         }

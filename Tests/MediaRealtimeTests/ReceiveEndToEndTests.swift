@@ -71,12 +71,12 @@ struct EndToEndCall {
     func capture(frames: Range<Int>, beeps: Bool = false, onFrame: (Int) -> Void = { _ in }) {
         let picture = VideoFrame(width: width, height: height)
         var source = SyntheticAudio(pattern: beeps ? .silence : .speech, sampleRate: 48_000)
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         var audioSent = 0
         for (k, i) in frames.enumerated() {
             let due = start + UInt64(k) * 33_333_333
-            while UDPSocket.monotonicNanoseconds() < due {
-                let elapsed = UDPSocket.monotonicNanoseconds() - start
+            while MonotonicTime.now.nanoseconds < due {
+                let elapsed = MonotonicTime.now.nanoseconds - start
                 while UInt64(audioSent) * 20_000_000 <= elapsed {
                     var pcm = source.int16s(frames: 960)
                     if beeps {

@@ -108,10 +108,10 @@ func makeReceiver(
 
         var rng = SystemRandomNumberGenerator()
         var forged = 0, truncated = 0, random = 0, replayed = 0
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         var v = 0
-        while UDPSocket.monotonicNanoseconds() < start + 2_000_000_000 {
-            let now = UDPSocket.monotonicNanoseconds()
+        while MonotonicTime.now.nanoseconds < start + 2_000_000_000 {
+            let now = MonotonicTime.now.nanoseconds
             if now >= start + UInt64(v) * 33_333_333 {
                 try sender.sendVideoFrame(v)
                 v += 1

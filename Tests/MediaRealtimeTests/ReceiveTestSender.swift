@@ -70,7 +70,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     // MARK: RTCPFeedbackHandler
 
     func retransmit(ssrc: UInt32, sequenceNumber: UInt16) -> SendHistory.Lookup {
-        let r = history.retransmit(seq: sequenceNumber, nowNs: Int64(UDPSocket.monotonicNanoseconds()), maxRetransmissions: 3) {
+        let r = history.retransmit(seq: sequenceNumber, now: .now, maxRetransmissions: 3) {
             bytes in
             _ = try? socket.send(bytes, to: destination)
         }
@@ -82,7 +82,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         bitrateChanges.append(bitsPerSecond)
         if ProcessInfo.processInfo.environment["RECV_DEBUG"] != nil {
             print(
-                "t=\(UDPSocket.monotonicNanoseconds() / 1_000_000 % 100_000) target \(bitsPerSecond) remb \(session.estimator.remb ?? -1) loss \(session.estimator.lastFractionLost) lossBased \(Int(session.estimator.lossBasedBitrate))"
+                "t=\(MonotonicTime.now.nanoseconds / 1_000_000 % 100_000) target \(bitsPerSecond) remb \(session.estimator.remb ?? -1) loss \(session.estimator.lastFractionLost) lossBased \(Int(session.estimator.lossBasedBitrate))"
             )
         }
         encoder.bitrate = max(50_000, bitsPerSecond)
@@ -95,7 +95,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         if let protect { n = (try? protect.protect(buffer, length: length)) ?? 0 }
         guard n > 0 else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-        if store { history.store(seq: seq, packet: bytes, nowNs: Int64(UDPSocket.monotonicNanoseconds())) }
+        if store { history.store(seq: seq, packet: bytes, now: .now) }
         _ = try? socket.send(bytes, to: destination)
         packetsSent += 1
     }
@@ -151,7 +151,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
                 guard let m = try? rtcpIn.unprotectRTCP(rx, length: n) else { continue }
                 n = m
             }
-            session.handle(UnsafeRawBufferPointer(rebasing: rx[0..<n]), nowNs: UDPSocket.monotonicNanoseconds())
+            session.handle(UnsafeRawBufferPointer(rebasing: rx[0..<n]), now: .now)
         }
     }
 
@@ -160,11 +160,11 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         seconds: Double, video: Bool = true, audio: Bool = false, startFrame: Int = 0,
         onSecond: ((Int) -> Void)? = nil
     ) throws {
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         let end = start + UInt64(seconds * 1e9)
         var v = 0, a = 0, lastSR: UInt64 = 0
         while true {
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             if now >= end { break }
             let elapsed = now - start
             if video && elapsed >= UInt64(v) * 33_333_333 {
@@ -208,7 +208,7 @@ final class IndexingRenderer: VideoRenderer, @unchecked Sendable {
         }
         if frame.packed != nil { packedFrames += 1 }
         lock.withLock { $0[index] = psnr }
-        renderTimes.withLock { $0[index] = frame.renderTimeNs }
+        renderTimes.withLock { $0[index] = frame.renderTime.nanoseconds }
     }
 
     /// Each frame's `renderTimeNs`, by index.

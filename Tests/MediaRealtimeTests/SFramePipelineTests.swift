@@ -46,12 +46,14 @@ import Testing
         var t: UInt64 = 1_000_000_000
         var requests = 0
         for f in frames {
-            for p in f { p.withUnsafeBytes { stream.insert(try! RTPPacket(parsing: $0), arrivalNs: t) } }
-            stream.process(nowNs: t)
-            if stream.takeKeyframeRequest(nowNs: t) { requests += 1 }
+            for p in f {
+                p.withUnsafeBytes { stream.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: t)) }
+            }
+            stream.process(now: MonotonicTime(nanoseconds: t))
+            if stream.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)) { requests += 1 }
             t += 33_333_333
         }
-        stream.process(nowNs: t + 1_000_000_000)
+        stream.process(now: MonotonicTime(nanoseconds: t + 1_000_000_000))
         return (renderer, stream.statsSnapshot(), requests)
     }
 
@@ -216,10 +218,12 @@ import Testing
             for pull in 0..<(packets.count * 2 + 10) {
                 let now = UInt64(pull) * 10_000_000 + 1_000_000_000
                 while next < packets.count && UInt64(next) * 20_000_000 + 1_000_000_000 <= now {
-                    packets[next].withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: now) }
+                    packets[next].withUnsafeBytes {
+                        s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: now))
+                    }
                     next += 1
                 }
-                buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, nowNs: now) }
+                buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, now: MonotonicTime(nanoseconds: now)) }
                 out += buffer.map { Float($0) / 32768 }
             }
             return (out, s.stats)
@@ -312,9 +316,9 @@ import Testing
         let s = try VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
         var t: UInt64 = 1_000_000_000
         for f in frames[0..<10] {
-            for p in f { p.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: t) } }
-            s.process(nowNs: t)
-            _ = s.takeNackList(nowNs: t)
+            for p in f { p.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: t)) } }
+            s.process(now: MonotonicTime(nanoseconds: t))
+            _ = s.takeNackList(now: MonotonicTime(nanoseconds: t))
             t += 33_333_333
         }
         // Each packet's insert and each frame's playout counted on its own, as
@@ -323,12 +327,12 @@ import Testing
         for f in frames[10..<25] {
             for p in f {
                 allocations += p.withUnsafeBytes { bytes in
-                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrivalNs: t) }
+                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrival: MonotonicTime(nanoseconds: t)) }
                 }
             }
             allocations += AllocationCounter.count {
-                s.process(nowNs: t)
-                _ = s.takeNackList(nowNs: t)
+                s.process(now: MonotonicTime(nanoseconds: t))
+                _ = s.takeNackList(now: MonotonicTime(nanoseconds: t))
             }
             t += 33_333_333
         }

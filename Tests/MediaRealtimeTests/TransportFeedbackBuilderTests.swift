@@ -36,7 +36,9 @@ import Testing
             sent.append((seq, (seq == 65_533 || seq == 2) ? nil : t))
         }
         let order = [0, 1, 2, 3, 4, 5, 7, 6, 8, 9, 10, 11]
-        for i in order { if let at = sent[i].1 { b.packetArrived(sequenceNumber: sent[i].0, arrivalNs: at) } }
+        for i in order {
+            if let at = sent[i].1 { b.packetArrived(sequenceNumber: sent[i].0, arrival: MonotonicTime(nanoseconds: at)) }
+        }
         let made = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         let f = try #require(made)
         let parsed = try Self.roundTrip(f)
@@ -55,8 +57,8 @@ import Testing
         // Nothing new: no feedback; the next one starts after the last and counts up.
         let none = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         #expect(none == nil)
-        b.packetArrived(sequenceNumber: 6, arrivalNs: t + 1_000_000)
-        b.packetArrived(sequenceNumber: 65_535, arrivalNs: t + 2_000_000)  // already reported: late
+        b.packetArrived(sequenceNumber: 6, arrival: MonotonicTime(nanoseconds: t + 1_000_000))
+        b.packetArrived(sequenceNumber: 65_535, arrival: MonotonicTime(nanoseconds: t + 2_000_000))  // already reported: late
         let madeAgain = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         let g = try #require(madeAgain)
         #expect(g.baseSequenceNumber == 6 && g.packets.count == 1 && g.feedbackPacketCount == 1)
@@ -65,10 +67,10 @@ import Testing
 
     @Test func aNegativeDeltaForAReorderedPacketSurvivesTheWire() throws {
         var b = TransportFeedbackBuilder()
-        b.packetArrived(sequenceNumber: 10, arrivalNs: 1_000_000_000)
-        b.packetArrived(sequenceNumber: 12, arrivalNs: 1_010_000_000)
-        b.packetArrived(sequenceNumber: 11, arrivalNs: 1_020_000_000)
-        b.packetArrived(sequenceNumber: 13, arrivalNs: 1_005_000_000)  // earlier than 12 and 11: negative delta
+        b.packetArrived(sequenceNumber: 10, arrival: MonotonicTime(nanoseconds: 1_000_000_000))
+        b.packetArrived(sequenceNumber: 12, arrival: MonotonicTime(nanoseconds: 1_010_000_000))
+        b.packetArrived(sequenceNumber: 11, arrival: MonotonicTime(nanoseconds: 1_020_000_000))
+        b.packetArrived(sequenceNumber: 13, arrival: MonotonicTime(nanoseconds: 1_005_000_000))  // earlier than 12 and 11: negative delta
         let made = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         let f = try Self.roundTrip(try #require(made))
         let r = Self.arrivals(f).map { $0! }
@@ -77,7 +79,9 @@ import Testing
 
     @Test func aStrangerCannotGrowTheWindowBeyondItsCapacity() throws {
         var b = TransportFeedbackBuilder(capacity: 64)
-        for k in 0..<1000 { b.packetArrived(sequenceNumber: UInt16(k * 7 % 65_536), arrivalNs: UInt64(k) * 1_000_000) }
+        for k in 0..<1000 {
+            b.packetArrived(sequenceNumber: UInt16(k * 7 % 65_536), arrival: MonotonicTime(nanoseconds: UInt64(k) * 1_000_000))
+        }
         let made = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         let f = try #require(made)
         #expect(f.packets.count <= 64)
@@ -126,9 +130,9 @@ import Testing
         config.transportSequence = (id: 5, numbers: TransportSequenceNumbers(initial: 65_500))
         let stream = try VideoSendStream(configuration: config, sink: sink)
         receiver.start(); stream.start()
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         for i in 0..<20 {
-            while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(1000) }
+            while MonotonicTime.now.nanoseconds < start + UInt64(i) * 33_333_333 { usleep(1000) }
             sendTestCapture(stream.capturer, sendTestFrame(i, width: 320, height: 240), timeStampNs: Int64(i) * 33_333_333)
         }
         usleep(300_000)

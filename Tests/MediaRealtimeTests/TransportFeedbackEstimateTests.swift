@@ -56,9 +56,9 @@ struct TransportFeedbackRig {
 /// `after` with each frame's index once it is captured.
 func feedRealTime(_ video: VideoSendStream, frames: Int, after: (Int) -> Void = { _ in }) {
     let picture = VideoFrame(width: 640, height: 360)
-    let start = UDPSocket.monotonicNanoseconds()
+    let start = MonotonicTime.now.nanoseconds
     for i in 0..<frames {
-        while UDPSocket.monotonicNanoseconds() < start + UInt64(i) * 33_333_333 { usleep(1000) }
+        while MonotonicTime.now.nanoseconds < start + UInt64(i) * 33_333_333 { usleep(1000) }
         SyntheticVideo.render(frameIndex: i, into: picture)
         sendTestCapture(video.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
         after(i)
@@ -144,8 +144,8 @@ func feedRealTime(_ video: VideoSendStream, frames: Int, after: (Int) -> Void = 
         // One round: 30 packets 3 ms apart arriving 20 ms later.
         func round() throws -> RTCPTransportFeedback {
             for _ in 0..<30 {
-                let seq = numbers.take(sendNs: now, size: 1200)
-                builder.packetArrived(sequenceNumber: seq, arrivalNs: now + 20_000_000)
+                let seq = numbers.take(sendTime: MonotonicTime(nanoseconds: now), size: 1200)
+                builder.packetArrived(sequenceNumber: seq, arrival: MonotonicTime(nanoseconds: now + 20_000_000))
                 now += 3_000_000
             }
             let made = builder.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
@@ -154,14 +154,16 @@ func feedRealTime(_ video: VideoSendStream, frames: Int, after: (Int) -> Void = 
         for _ in 0..<20 {  // warm: the result array reaches its size
             let fb = try round()
             adapter.adapt(fb, sendLog: numbers)
-            estimator.update(adapter.results, nowNs: Int64(now))
+            estimator.update(adapter.results, now: MonotonicTime(nanoseconds: now))
         }
         var feedbacks: [RTCPTransportFeedback] = []
         for _ in 0..<10 { feedbacks.append(try round()) }
         var sends = [UInt64](repeating: 0, count: 300)
         var found = 0
         let logging = AllocationCounter.count {
-            for i in 0..<300 { sends[i] = UInt64(numbers.take(sendNs: now + UInt64(i), size: 1000)) }
+            for i in 0..<300 {
+                sends[i] = UInt64(numbers.take(sendTime: MonotonicTime(nanoseconds: now + UInt64(i)), size: 1000))
+            }
             for i in 0..<300 where numbers.sent(UInt16(truncatingIfNeeded: sends[i])) != nil { found += 1 }
         }
         var matched = 0
@@ -174,10 +176,15 @@ func feedRealTime(_ video: VideoSendStream, frames: Int, after: (Int) -> Void = 
         // The estimator's first pass over paths the warm-up did not take (its first decrease, the
         // link capacity) allocates once (runtime metadata); the second pass is the steady state.
         let estimatingFirst = AllocationCounter.count {
-            for k in 0..<feedbacks.count { estimator.update(adapter.results, nowNs: Int64(now) + Int64(k) * 100_000_000) }
+            for k in 0..<feedbacks.count {
+                estimator.update(adapter.results, now: MonotonicTime(nanoseconds: UInt64(Int64(now) + Int64(k) * 100_000_000)))
+            }
         }
         let estimating = AllocationCounter.count {
-            for k in 0..<feedbacks.count { estimator.update(adapter.results, nowNs: Int64(now) + Int64(k + 10) * 100_000_000) }
+            for k in 0..<feedbacks.count {
+                estimator.update(
+                    adapter.results, now: MonotonicTime(nanoseconds: UInt64(Int64(now) + Int64(k + 10) * 100_000_000)))
+            }
         }
         print(
             "transport-cc allocations: send log \(logging) for 300 packets, adapter \(adapting) for 10 feedbacks, "

@@ -18,7 +18,7 @@ private final class Collected: Sendable {
 
     func handle(_ d: UDPDatagram) {
         let entry = Entry(
-            bytes: [UInt8](d.bytes), source: d.source, receivedAt: d.receivedAtNanoseconds,
+            bytes: [UInt8](d.bytes), source: d.source, receivedAt: d.receivedAt.nanoseconds,
             truncated: d.isTruncated, onReceiverThread: pthread_equal(pthread_self(), testThread) == 0)
         entries.withLock { $0.append(entry) }
     }
@@ -30,8 +30,8 @@ private final class Collected: Sendable {
 
     /// Waits up to 5 s for `n` datagrams.
     func wait(for n: Int) -> Bool {
-        let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
-        while count < n && UDPSocket.monotonicNanoseconds() < deadline { usleep(2000) }
+        let deadline = MonotonicTime.now.nanoseconds + 5_000_000_000
+        while count < n && MonotonicTime.now.nanoseconds < deadline { usleep(2000) }
         return count >= n
     }
 }
@@ -47,7 +47,7 @@ private final class Collected: Sendable {
         #expect(receiver.isRunning)
         let sender = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let destination = try socket.localAddress()
-        let before = UDPSocket.monotonicNanoseconds()
+        let before = MonotonicTime.now.nanoseconds
         var sent: [[UInt8]] = []
         for i in 0..<200 {
             let packet = (0..<(1 + i * 7)).map { UInt8(truncatingIfNeeded: $0 ^ i) }
@@ -56,7 +56,7 @@ private final class Collected: Sendable {
         }
         #expect(collected.wait(for: 200))
         receiver.stop()
-        let after = UDPSocket.monotonicNanoseconds()
+        let after = MonotonicTime.now.nanoseconds
         let entries = collected.entries.withLock { $0 }
         #expect(entries.map(\.bytes) == sent)
         let senderAddress = try sender.localAddress()
@@ -94,9 +94,9 @@ private final class Collected: Sendable {
         let receiver = UDPReceiver(socket: socket) { collected.handle($0) }
         receiver.start()
         usleep(30_000)
-        let start = UDPSocket.monotonicNanoseconds()
+        let start = MonotonicTime.now.nanoseconds
         receiver.stop()
-        let elapsed = UDPSocket.monotonicNanoseconds() - start
+        let elapsed = MonotonicTime.now.nanoseconds - start
         #expect(elapsed < 1_000_000_000, "stop took \(elapsed / 1_000_000) ms")
         #expect(!receiver.isRunning)
         // After stop has joined, nothing reaches the handler any more.

@@ -11,8 +11,8 @@ private func pattern(_ index: Int, size: Int) -> [UInt8] {
 /// Receives until `count` datagrams arrived or 5 s passed; returns copies and sources.
 private func receiveAll(_ count: Int, on socket: UDPSocket, batch: UDPReceiveBatch) throws -> [([UInt8], SocketAddress?, Bool)] {
     var out: [([UInt8], SocketAddress?, Bool)] = []
-    let deadline = UDPSocket.monotonicNanoseconds() + 5_000_000_000
-    while out.count < count && UDPSocket.monotonicNanoseconds() < deadline {
+    let deadline = MonotonicTime.now.nanoseconds + 5_000_000_000
+    while out.count < count && MonotonicTime.now.nanoseconds < deadline {
         guard try socket.waitUntilReadable(timeoutMilliseconds: 100) else { continue }
         let n = try batch.receive(from: socket, wait: false)
         for i in 0..<n { out.append(([UInt8](batch[i].bytes), batch[i].source, batch[i].isTruncated)) }
@@ -140,19 +140,19 @@ private func ipv6LoopbackAvailable() -> Bool {
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         let to = try receiver.localAddress()
-        let t0 = UDPSocket.monotonicNanoseconds()
+        let t0 = MonotonicTime.now.nanoseconds
         _ = try [UInt8](repeating: 1, count: 100).withUnsafeBytes { try sender.send($0, to: to) }
         usleep(80_000)
-        let t1 = UDPSocket.monotonicNanoseconds()
+        let t1 = MonotonicTime.now.nanoseconds
         _ = try [UInt8](repeating: 2, count: 100).withUnsafeBytes { try sender.send($0, to: to) }
         usleep(80_000)
-        let t2 = UDPSocket.monotonicNanoseconds()
+        let t2 = MonotonicTime.now.nanoseconds
         #expect(try batch.receive(from: receiver, wait: false) == 2, sourceLocation: sourceLocation)
-        let a = batch[0].receivedAtNanoseconds, b = batch[1].receivedAtNanoseconds
+        let a = batch[0].receivedAt.nanoseconds, b = batch[1].receivedAt.nanoseconds
         #expect(batch[0].bytes.first == 1 && batch[1].bytes.first == 2, sourceLocation: sourceLocation)
         #expect(a >= t0 && a < t1, "first stamped \(Int64(a) - Int64(t0)) ns after its send", sourceLocation: sourceLocation)
         #expect(b >= t1 && b < t2, "second stamped \(Int64(b) - Int64(t1)) ns after its send", sourceLocation: sourceLocation)
-        #expect(batch.receivedAtNanoseconds >= t2 && b < batch.receivedAtNanoseconds, sourceLocation: sourceLocation)
+        #expect(batch.receivedAt.nanoseconds >= t2 && b < batch.receivedAt.nanoseconds, sourceLocation: sourceLocation)
     }
 
     @Test func bufferSizesAreApplied() throws {

@@ -38,7 +38,7 @@ private func videoPackets(_ codec: VPXCodec, count: Int, keyframesAt: Set<Int> =
 }
 
 private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
-    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: ns) }
+    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: ns)) }
 }
 
 @Suite struct VideoReceiveStreamTests {
@@ -52,7 +52,7 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         for f in frames {
             // Reverse each frame's packets: the jitter buffer puts them back in order.
             for p in f.reversed() { feed(s, p, at: t) }
-            s.process(nowNs: t)
+            s.process(now: MonotonicTime(nanoseconds: t))
             t += 33_333_333
         }
         #expect(renderer.indices == Set(0..<20))
@@ -74,8 +74,8 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         var plis = 0
         for (i, f) in frames.enumerated() {
             for (k, p) in f.enumerated() where !(i == 8 && k == 0) { feed(s, p, at: t) }  // frame 8 loses its first packet
-            s.process(nowNs: t)
-            if s.takeKeyframeRequest(nowNs: t) { plis += 1 }
+            s.process(now: MonotonicTime(nanoseconds: t))
+            if s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)) { plis += 1 }
             t += 33_333_333
         }
         // Frames 0-7 decode; 8 is incomplete; 9-19 depend on it and are not decoded into garbage;
@@ -123,11 +123,11 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         var requests = 0
         for (i, f) in frames.enumerated() {
             for (k, p) in f.enumerated() where !drop(i, k) { feed(s, p, at: t) }
-            s.process(nowNs: t)
-            if s.takeKeyframeRequest(nowNs: t) { requests += 1 }
+            s.process(now: MonotonicTime(nanoseconds: t))
+            if s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)) { requests += 1 }
             t += 33_333_333
         }
-        s.process(nowNs: t + 1_000_000_000)
+        s.process(now: MonotonicTime(nanoseconds: t + 1_000_000_000))
         return (renderer, s, requests, info)
     }
 
@@ -192,29 +192,29 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: nil)
         var t: UInt64 = 1_000_000_000
         for p in frames[0] + frames[1] { feed(s, p, at: t) }
-        s.process(nowNs: t)
+        s.process(now: MonotonicTime(nanoseconds: t))
         // Frame 2's packets go missing; frame 3 arrives.
         let missing = frames[2].map { (try! RTPHeader(parsing: $0.withUnsafeBytes { $0 })).sequenceNumber }
         t += 66_666_666
         for p in frames[3] { feed(s, p, at: t) }
-        s.process(nowNs: t)
-        #expect(s.takeNackList(nowNs: t) == missing)
+        s.process(now: MonotonicTime(nanoseconds: t))
+        #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)) == missing)
         #expect(s.statsSnapshot().framesDecoded == 2, "waits for the hole")
         // The retransmissions arrive: frames 2 and 3 decode.
         t += 30_000_000
         for p in frames[2] { feed(s, p, at: t) }
-        s.process(nowNs: t)
+        s.process(now: MonotonicTime(nanoseconds: t))
         #expect(s.statsSnapshot().framesDecoded == 4)
         #expect(s.statsSnapshot().nackCount == 1)
         // Frame 4 lost for good: after the hole wait, frame 5 is skipped to (and not decoded: its
         // reference is gone), and a keyframe is requested.
         for p in frames[5] { feed(s, p, at: t) }
-        s.process(nowNs: t + s.holeWaitNs - 1)
+        s.process(now: MonotonicTime(nanoseconds: t + s.holeWaitNs - 1))
         #expect(s.jitterBuffer.hasHole)
-        s.process(nowNs: t + s.holeWaitNs)
+        s.process(now: MonotonicTime(nanoseconds: t + s.holeWaitNs))
         #expect(!s.jitterBuffer.hasHole)
         #expect(s.statsSnapshot().framesDecoded == 4)
-        #expect(s.takeKeyframeRequest(nowNs: t + s.holeWaitNs))
+        #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t + s.holeWaitNs)))
     }
 
     @Test(arguments: [(VPXCodec.vp8, 1), (.vp8, 2), (.vp9, 1), (.vp9, 2)])
@@ -230,20 +230,20 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         // The keyframe's first packet(s) are lost: nothing before the first packet received tells
         // the receiver they exist, except that it does not start a frame.
         for p in frames[0].dropFirst(lostAtStart) + frames[1] { feed(s, p, at: t) }
-        s.process(nowNs: t)
+        s.process(now: MonotonicTime(nanoseconds: t))
         #expect(s.statsSnapshot().framesDecoded == 0, "the stream waits for its start")
         // One packet back at a time: each retransmission that does not start the frame either
         // makes the one before it the next hole.
         for k in (0..<lostAtStart).reversed() {
-            #expect(s.takeNackList(nowNs: t) == [seq(frames[0][k])])
+            #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)) == [seq(frames[0][k])])
             t += 25_000_000
             feed(s, frames[0][k], at: t)
-            s.process(nowNs: t)
+            s.process(now: MonotonicTime(nanoseconds: t))
         }
-        #expect(s.takeNackList(nowNs: t).isEmpty, "nothing before the frame's start is asked for")
-        for f in frames[2...] { for p in f { feed(s, p, at: t) }; s.process(nowNs: t); t += 33_333_333 }
+        #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)).isEmpty, "nothing before the frame's start is asked for")
+        for f in frames[2...] { for p in f { feed(s, p, at: t) }; s.process(now: MonotonicTime(nanoseconds: t)); t += 33_333_333 }
         #expect(renderer.indices == Set(0..<5), "\(renderer.indices.sorted())")
-        #expect(!s.takeKeyframeRequest(nowNs: t), "no PLI: NACK repaired the start")
+        #expect(!s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)), "no PLI: NACK repaired the start")
         #expect(s.statsSnapshot().framesDropped == 0)
     }
 
@@ -255,9 +255,9 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp9, payloadType: 98), renderer: nil)
         let t: UInt64 = 1_000_000_000
         for p in frames[2].dropFirst() + frames[3] { feed(s, p, at: t) }
-        s.process(nowNs: t)
-        #expect(s.takeNackList(nowNs: t).isEmpty)
-        #expect(s.takeKeyframeRequest(nowNs: t))
+        s.process(now: MonotonicTime(nanoseconds: t))
+        #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)).isEmpty)
+        #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)))
     }
 
     @Test func aStreamStartThatNeverComesIsGivenUpOnAfterTheHoleWait() throws {
@@ -265,14 +265,14 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         let s = try VideoReceiveStream(ssrc: 77, settings: VideoReceiveSettings(codec: .vp8, payloadType: 98), renderer: nil)
         let t: UInt64 = 1_000_000_000
         for p in frames[0].dropFirst() + frames[1] { feed(s, p, at: t) }
-        s.process(nowNs: t)
-        #expect(s.takeNackList(nowNs: t).count == 1)
-        s.process(nowNs: t + s.holeWaitNs - 1)
+        s.process(now: MonotonicTime(nanoseconds: t))
+        #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)).count == 1)
+        s.process(now: MonotonicTime(nanoseconds: t + s.holeWaitNs - 1))
         #expect(s.jitterBuffer.hasHole)
-        s.process(nowNs: t + s.holeWaitNs)
+        s.process(now: MonotonicTime(nanoseconds: t + s.holeWaitNs))
         #expect(!s.jitterBuffer.hasHole)
         #expect(s.statsSnapshot().framesDecoded == 0)
-        #expect(s.takeKeyframeRequest(nowNs: t + s.holeWaitNs), "then the keyframe is asked for")
+        #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t + s.holeWaitNs)), "then the keyframe is asked for")
     }
 
     @Test func steadyStateReceiveAllocatesNothingPerPacket() throws {
@@ -285,8 +285,8 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         // Warm up: the keyframe (libvpx sizes its frame pool), the BGRA buffer, the renderer's copy.
         for f in frames[0..<10] {
             for p in f { feed(s, p, at: t) }
-            s.process(nowNs: t)
-            _ = s.takeNackList(nowNs: t)
+            s.process(now: MonotonicTime(nanoseconds: t))
+            _ = s.takeNackList(now: MonotonicTime(nanoseconds: t))
             t += 33_333_333
         }
         // Each packet's insert and each frame's playout (depacketize, decode, BGRA, render, NACK
@@ -295,12 +295,12 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         for f in frames[10..<70] {
             for p in f {
                 allocations += p.withUnsafeBytes { bytes in
-                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrivalNs: t) }
+                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrival: MonotonicTime(nanoseconds: t)) }
                 }
             }
             allocations += AllocationCounter.count {
-                s.process(nowNs: t)
-                _ = s.takeNackList(nowNs: t)
+                s.process(now: MonotonicTime(nanoseconds: t))
+                _ = s.takeNackList(now: MonotonicTime(nanoseconds: t))
             }
             t += 33_333_333
         }
@@ -320,7 +320,7 @@ private final class TimingRenderer: VideoRenderer {
         let index = SyntheticVideo.frameIndex(in: frame.view) ?? -1
         if index >= 0 { SyntheticVideo.render(frameIndex: index, into: reference) }
         let psnr = index >= 0 ? Quality.psnr(reference.view, frame.view) : 0
-        frames.append((index, frame.renderTimeNs, now, psnr))
+        frames.append((index, frame.renderTime.nanoseconds, now, psnr))
     }
 }
 
@@ -335,7 +335,7 @@ private final class TimingRenderer: VideoRenderer {
         var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)
         settings.schedulesRendering = scheduled
         let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: renderer)
-        let base = UDPSocket.monotonicNanoseconds() + 100_000_000_000
+        let base = MonotonicTime.now.nanoseconds + 100_000_000_000
         let capture = (0..<90).map { base + UInt64($0) * 33_333_333 }
         let extraMs: [UInt64] = [
             3, 15, 0, 9, 12, 6, 1, 14, 4, 10, 7, 2, 13, 5, 11, 8, 0, 15, 6, 9, 2, 11, 7, 0, 14, 5, 10, 3, 12, 8,
@@ -353,7 +353,7 @@ private final class TimingRenderer: VideoRenderer {
                 next += 1
             }
             renderer.now = t
-            s.process(nowNs: t)
+            s.process(now: MonotonicTime(nanoseconds: t))
             t += 1_000_000
         }
         return (renderer, capture, arrival)

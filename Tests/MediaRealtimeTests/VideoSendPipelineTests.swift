@@ -173,16 +173,18 @@ func sendTestVideoConfiguration(
         var firstCaptureNs: Int64?
         for i in 0..<5 {
             let f = sendTestFrame(i, width: 640, height: 480)
-            let ts = Int64(UDPSocket.monotonicNanoseconds())
+            let ts = Int64(MonotonicTime.now.nanoseconds)
             if firstCaptureNs == nil { firstCaptureNs = ts }
             sendTestCapture(stream.capturer, f, timeStampNs: ts)
             stream.pump()
         }
         stream.stop()
         let info = stream.senderInfo
-        #expect(info.lastCapturedAtNs > 0 && info.lastSendNs > info.lastCapturedAtNs, "the encode took time")
-        let now = UDPSocket.monotonicNanoseconds() + 7_000_000
-        let reported = info.rtpTimestamp(atNs: now, clockRate: 90_000)
+        #expect(
+            info.lastCapturedAt.nanoseconds > 0 && info.lastSendTime.nanoseconds > info.lastCapturedAt.nanoseconds,
+            "the encode took time")
+        let now = MonotonicTime.now.nanoseconds + 7_000_000
+        let reported = info.rtpTimestamp(at: MonotonicTime(nanoseconds: now), clockRate: 90_000)
         let expected = stream.initialRTPTimestamp &+ UInt32((Int64(now) - firstCaptureNs!) * 90_000 / 1_000_000_000)
         let error = abs(Int(Int32(bitPattern: reported &- expected)))
         #expect(error <= 9, "sender report off the capture clock by \(error) ticks")

@@ -34,10 +34,10 @@ public final class AudioFrame: @unchecked Sendable {
     }
     /// Capture time of the first frame, in nanoseconds on the caller's clock.
     public var timestampNs: Int64 = 0
-    /// `CLOCK_MONOTONIC` nanoseconds at which the first frame was captured, as the capturer
-    /// estimates it (its arrival minus the buffer's duration); 0 when it did not come through a
-    /// capturer. Sender reports map RTP time to wall time from it.
-    public var capturedAtNs: UInt64 = 0
+    /// When the first frame was captured, as the capturer estimates it (its arrival minus the
+    /// buffer's duration); `.zero` when it did not come through a capturer. Sender reports map RTP
+    /// time to wall time from it.
+    public var capturedAt = MonotonicTime.zero
     /// Start of the interleaved sample storage (`capacity * channels` samples).
     public let data: UnsafeMutableRawPointer
 

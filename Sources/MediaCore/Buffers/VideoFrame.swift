@@ -21,10 +21,10 @@ public final class VideoFrame: @unchecked Sendable {
     public var chromaHeight: Int { (height + 1) / 2 }
     /// Capture time in nanoseconds on the caller's clock (monotonic recommended).
     public var timestampNs: Int64 = 0
-    /// `CLOCK_MONOTONIC` nanoseconds when the capturer received the frame (0 when it did not come
-    /// through a capturer): sender reports map RTP time to wall time from this instant, so the
-    /// encode time does not bias them (as libwebrtc maps from capture time).
-    public var capturedAtNs: UInt64 = 0
+    /// When the capturer received the frame (`.zero` when it did not come through a capturer):
+    /// sender reports map RTP time to wall time from this instant, so the encode time does not
+    /// bias them (as libwebrtc maps from capture time).
+    public var capturedAt = MonotonicTime.zero
     /// Rotation still to be applied by a renderer (0 once capture has rotated the pixels).
     public var rotation: VideoRotation = .rotation0
 

@@ -89,7 +89,7 @@ public final class AudioBufferCapturer: @unchecked Sendable {
 
     /// Captures interleaved PCM. Returns at once; see the type's rules. Any thread.
     public func capture(_ buffer: PCMBufferView) {
-        let arrivalNs = UDPSocket.monotonicNanoseconds()
+        let arrivalNs = MonotonicTime.now.nanoseconds
         inFlight.add(1, ordering: .sequentiallyConsistent)
         defer { inFlight.subtract(1, ordering: .releasing) }
         guard accepting.load(ordering: .sequentiallyConsistent) else {
@@ -118,7 +118,8 @@ public final class AudioBufferCapturer: @unchecked Sendable {
             }
             frame.sampleRate = buffer.sampleRate
             frame.timestampNs = ts
-            frame.capturedAtNs = firstSampleNs &+ UInt64(offset - n) * 1_000_000_000 / UInt64(buffer.sampleRate)
+            frame.capturedAt = MonotonicTime(
+                nanoseconds: firstSampleNs &+ UInt64(offset - n) * 1_000_000_000 / UInt64(buffer.sampleRate))
             frame.frameCount = n
             let out = frame.float32Samples
             switch buffer.samples {

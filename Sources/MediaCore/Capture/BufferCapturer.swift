@@ -95,14 +95,14 @@ public final class BufferCapturer: @unchecked Sendable {
     /// Captures a frame stamped with the current `CLOCK_MONOTONIC` time, unrotated.
     /// Any thread; see the type's rules.
     public func capture(_ buffer: PixelBufferView) {
-        capture(buffer, timeStampNs: Int64(bitPattern: UDPSocket.monotonicNanoseconds()), rotation: .rotation0)
+        capture(buffer, timeStampNs: Int64(bitPattern: MonotonicTime.now.nanoseconds), rotation: .rotation0)
     }
 
     /// Captures a frame taken at `timeStampNs` (monotonic nanoseconds on your clock; the RTP
     /// timestamp follows it) that must be rotated clockwise by `rotation` to be upright.
     /// Returns at once: the frame is queued, or dropped and counted. Any thread; see the type's rules.
     public func capture(_ buffer: PixelBufferView, timeStampNs: Int64, rotation: VideoRotation = .rotation0) {
-        let arrivalNs = UDPSocket.monotonicNanoseconds()
+        let arrivalNs = MonotonicTime.now.nanoseconds
         inFlight.add(1, ordering: .sequentiallyConsistent)
         defer { inFlight.subtract(1, ordering: .releasing) }
         guard accepting.load(ordering: .sequentiallyConsistent) else {
@@ -129,7 +129,7 @@ public final class BufferCapturer: @unchecked Sendable {
             return
         }
         frame.timestampNs = timeStampNs
-        frame.capturedAtNs = arrivalNs
+        frame.capturedAt = MonotonicTime(nanoseconds: arrivalNs)
         counters.add(counters.captured)
         ring.pushDroppingOldest(frame) { old in
             self.recycle(old)

@@ -175,7 +175,7 @@ package final class ICEAgent: @unchecked Sendable {
         tieBreaker = t
         controlling = configuration.controlling
         queue = DispatchQueue(label: "revue.ice-agent")
-        bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: UDPSocket.monotonicNanoseconds())
+        bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: MonotonicTime.now.nanoseconds)
         queue.setSpecific(key: queueKey, value: 1)
         shared.withLock { $0.controlling = configuration.controlling }
     }
@@ -393,7 +393,7 @@ package final class ICEAgent: @unchecked Sendable {
         return String(RandomBytes.bytes(count).map { alphabet[Int($0 & 63)] })
     }
 
-    static func now() -> UInt64 { UDPSocket.monotonicNanoseconds() }
+    static func now() -> UInt64 { MonotonicTime.now.nanoseconds }
 
     func bump(_ counter: WritableKeyPath<ICEAgentStatistics, Int>) {
         shared.withLock { $0.stats[keyPath: counter] += 1 }

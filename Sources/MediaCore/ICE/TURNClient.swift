@@ -403,7 +403,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         return k
     }
 
-    private static func now() -> UInt64 { UDPSocket.monotonicNanoseconds() }
+    private static func now() -> UInt64 { MonotonicTime.now.nanoseconds }
     private static func nanoseconds(_ seconds: Double) -> UInt64 { UInt64(max(0, seconds) * 1e9) }
 
     /// Under the lock: ChannelData or a Send indication for channel `n`, without allocating.

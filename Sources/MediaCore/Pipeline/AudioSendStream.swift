@@ -359,7 +359,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     /// Places the frame's first sample (`frameCaptureNs`, inside `chunk`) on the monotonic clock.
     private func noteFrameStart(_ chunk: AudioFrame) {
         frameCapturedAtNs =
-            chunk.capturedAtNs == 0 ? 0 : chunk.capturedAtNs &+ UInt64(max(0, frameCaptureNs &- chunk.timestampNs))
+            chunk.capturedAt == .zero
+            ? 0 : chunk.capturedAt.nanoseconds &+ UInt64(max(0, frameCaptureNs &- chunk.timestampNs))
     }
 
     /// Level, speaking detector, Opus, RTP for the full frame in `pcm`.
@@ -384,13 +385,13 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         }
         let timestamp = initialTimestamp &+ UInt32(truncatingIfNeeded: samplesSent)
         samplesSent += Int64(frameSamples)
-        let t0 = UDPSocket.monotonicNanoseconds()
+        let t0 = MonotonicTime.now.nanoseconds
         let length: Int
         do { length = try encoder.encode(samples, into: packet) } catch {
             counters.add(counters.framesDroppedByEncoder)
             return
         }
-        let encodedNs = UDPSocket.monotonicNanoseconds()
+        let encodedNs = MonotonicTime.now.nanoseconds
         counters.add(counters.encodeTimeNs, encodedNs &- t0)
         counters.add(counters.framesEncoded)
         if length <= 2 {  // DTX silence (RFC 7587 §3.2): not sent
@@ -416,6 +417,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             frame = UnsafeRawBufferPointer(rebasing: sframePacket[0..<n])
         }
         let payloads = OpusPayload.packetize(frame: frame, maxPayloadSize: core.maxPayloadSize)
-        core.send(payloads, timestamp: timestamp, captureNs: frameCaptureNs, capturedAtNs: frameCapturedAtNs, nowNs: encodedNs)
+        core.send(
+            payloads, timestamp: timestamp, captureNs: frameCaptureNs,
+            capturedAt: MonotonicTime(nanoseconds: frameCapturedAtNs), now: MonotonicTime(nanoseconds: encodedNs))
     }
 }

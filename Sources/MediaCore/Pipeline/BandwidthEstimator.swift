@@ -56,46 +56,46 @@ public struct SendSideBandwidthEstimator: Sendable {
         return max(minimumBitrate, min(maximumBitrate, Int(t)))
     }
 
-    /// Feeds one transport-cc feedback packet received at `nowNs` (`CLOCK_MONOTONIC`), matched
+    /// Feeds one transport-cc feedback packet received at `now`, matched
     /// against the send times `numbers` logged; the delay-based estimate takes part from now on.
     public mutating func transportFeedback(
         _ feedback: RTCPTransportFeedback, sendLog numbers: TransportSequenceNumbers,
-        nowNs: UInt64
+        now: MonotonicTime
     ) {
         feedbackAdapter.adapt(feedback, sendLog: numbers)
-        transportFeedback(feedbackAdapter.results, nowNs: nowNs)
+        transportFeedback(feedbackAdapter.results, now: now)
     }
 
     /// Feeds transport feedback already matched to send times (`TransportFeedbackAdapter`). A
     /// probe cluster these results complete (`probeResult`) becomes the delay-based estimate and
     /// the loss-based one, as with libwebrtc's goog_cc (unless the delay detector signals
     /// over-use).
-    public mutating func transportFeedback(_ results: [TransportPacketResult], nowNs: UInt64) {
+    public mutating func transportFeedback(_ results: [TransportPacketResult], now: MonotonicTime) {
         probeResult = nil
         guard !results.isEmpty else { return }
         usesDelayBased = true
-        let now = Int64(bitPattern: nowNs)
-        delayBased.update(results, nowNs: now)
-        guard let result = probes.update(results, nowNs: now) else { return }
+        delayBased.update(results, now: now)
+        guard let result = probes.update(results, now: now) else { return }
         probeResult = result
         let applied = delayBased.probeResultsApplied
-        let e = delayBased.applyProbeResult(result, nowNs: now)
+        let e = delayBased.applyProbeResult(result, now: now)
         if delayBased.probeResultsApplied != applied {
             lossBasedBitrate = max(Double(minimumBitrate), min(Double(maximumBitrate), e))
         }
     }
 
-    /// Follows probe `cluster`, sent now (`CLOCK_MONOTONIC` `nowNs`), so its feedback gives a
+    /// Follows probe `cluster`, sent at `now`, so its feedback gives a
     /// `probeResult`.
-    public mutating func probeSent(_ cluster: ProbeCluster, nowNs: UInt64) {
-        probes.register(cluster, nowNs: Int64(bitPattern: nowNs))
+    public mutating func probeSent(_ cluster: ProbeCluster, now: MonotonicTime) {
+        probes.register(cluster, now: now)
     }
 
     /// The latest round-trip time in seconds (RTCP LSR/DLSR), for the delay-based rate control.
     public mutating func roundTripTime(seconds: Double) { delayBased.roundTripTime(seconds: seconds) }
 
-    /// Feeds an RTCP report block's fraction lost (RFC 3550 §6.4.1, 0...255 as 1/256) received at `nowNs`.
-    public mutating func receiverReport(fractionLost: UInt8, nowNs: UInt64) {
+    /// Feeds an RTCP report block's fraction lost (RFC 3550 §6.4.1, 0...255 as 1/256) received at `now`.
+    public mutating func receiverReport(fractionLost: UInt8, now: MonotonicTime) {
+        let nowNs = now.nanoseconds
         let loss = Double(fractionLost) / 256
         lastFractionLost = loss
         if loss < 0.02 {
@@ -175,7 +175,8 @@ public struct ReceiveSideBandwidthEstimator: Sendable {
 
     /// Feeds one packet's arrival. Returns true when the estimate changed enough (5 % or more
     /// down) that a REMB should go out now rather than with the next regular report.
-    public mutating func packetArrived(timestamp: UInt32, arrivalNs: UInt64, size: Int) -> Bool {
+    public mutating func packetArrived(timestamp: UInt32, arrival: MonotonicTime, size: Int) -> Bool {
+        let arrivalNs = arrival.nanoseconds
         addBytes(size, at: arrivalNs)
         if firstArrivalNs == 0 { firstArrivalNs = arrivalNs }
         if !haveGroup {

@@ -53,9 +53,10 @@ public struct ProbeBitrateEstimator: Sendable {
     /// An estimator with no clusters.
     public init() {}
 
-    /// Starts following `cluster`, sent at `nowNs` (`CLOCK_MONOTONIC`). The oldest of 8 followed
+    /// Starts following `cluster`, sent at `now`. The oldest of 8 followed
     /// clusters makes room; a cluster older than 1 s is forgotten when its feedback is adapted.
-    public mutating func register(_ cluster: ProbeCluster, nowNs: Int64) {
+    public mutating func register(_ cluster: ProbeCluster, now: MonotonicTime) {
+        let nowNs = Int64(bitPattern: now.nanoseconds)
         var victim = 0
         for k in 0..<slots.count {
             guard let s = slots[k] else { victim = k; break }
@@ -67,7 +68,8 @@ public struct ProbeBitrateEstimator: Sendable {
 
     /// Adds one feedback's results; returns the delivered rate in bits per second of the last
     /// cluster these results made valid, nil when none.
-    public mutating func update(_ results: [TransportPacketResult], nowNs: Int64) -> Double? {
+    public mutating func update(_ results: [TransportPacketResult], now: MonotonicTime) -> Double? {
+        let nowNs = Int64(bitPattern: now.nanoseconds)
         for k in 0..<slots.count where slots[k].map({ nowNs - $0.registeredNs > 1_000_000_000 }) == true { slots[k] = nil }
         var touched: UInt8 = 0
         for i in 0..<results.count {
@@ -120,7 +122,7 @@ public struct ProbeBitrateEstimator: Sendable {
 ///   result, until the maximum is reached. So a call finds its path's capacity within a few
 ///   round trips instead of climbing 8 % per second from where it started.
 /// - After a large drop (the estimate below 66 % of the highest it reached), a probe at twice the
-///   estimate (at most that highest) every `recoveryIntervalNs` (3 s; 10 s after ten probes that
+///   estimate (at most that highest) every `recoveryInterval` (3 s; 10 s after ten probes that
 ///   found nothing) until the estimate is back within 85 % of the highest. A result that keeps up
 ///   leads to the next probe at once, as above, so a path whose capacity returns is found within
 ///   one interval and a few round trips, not regained at 8 % per second; a path still narrow
@@ -144,16 +146,16 @@ public struct ProbeController: Sendable {
         /// Recovery ends when the estimate is back within this share of the highest.
         public var recoveredThreshold = 0.85
         /// Time between recovery probes (while they find nothing: ten, then `slowRecoveryInterval`).
-        public var recoveryIntervalNs: Int64 = 3_000_000_000
+        public var recoveryInterval: Duration = .seconds(3)
         /// Time between recovery probes after ten found nothing.
-        public var slowRecoveryIntervalNs: Int64 = 10_000_000_000
+        public var slowRecoveryInterval: Duration = .seconds(10)
         /// A probe whose result has not come back in this time is given up.
-        public var resultTimeoutNs: Int64 = 1_000_000_000
+        public var resultTimeout: Duration = .seconds(1)
         /// The sender is application-limited when what arrives is below this share of the
         /// estimate (libwebrtc's ALR detector: 65 %)...
         public var applicationLimitedThreshold = 0.65
         /// ...and then probes at `furtherScale` x the estimate this often (libwebrtc: 5 s).
-        public var applicationLimitedIntervalNs: Int64 = 5_000_000_000
+        public var applicationLimitedInterval: Duration = .seconds(5)
         /// Defaults.
         public init() {}
     }
@@ -189,7 +191,8 @@ public struct ProbeController: Sendable {
     }
 
     /// The first probes, once: call when media starts flowing with transport feedback.
-    public mutating func start(estimate: Int, nowNs: Int64) -> [ProbeCluster] {
+    public mutating func start(estimate: Int, now: MonotonicTime) -> [ProbeCluster] {
+        let nowNs = Int64(bitPattern: now.nanoseconds)
         guard !started else { return [] }
         started = true
         highestEstimate = Double(estimate)
@@ -211,9 +214,10 @@ public struct ProbeController: Sendable {
     /// and the acknowledged bitrate (what the feedback says arrived, nil when unknown): the
     /// probes to send now.
     public mutating func update(
-        estimate: Int, probeResult: Double?, nowNs: Int64, acknowledgedBitrate: Double? = nil
+        estimate: Int, probeResult: Double?, now: MonotonicTime, acknowledgedBitrate: Double? = nil
     ) -> [ProbeCluster] {
         guard started else { return [] }
+        let nowNs = Int64(bitPattern: now.nanoseconds)
         let e = Double(estimate)
         var out: [ProbeCluster] = []
         if awaitedBitrate > 0 {
@@ -226,7 +230,7 @@ public struct ProbeController: Sendable {
                     out.append(cluster(next))
                     expectResult(next, nowNs: nowNs)
                 }
-            } else if nowNs - awaitedSinceNs > settings.resultTimeoutNs {
+            } else if nowNs - awaitedSinceNs > settings.resultTimeout.inNanoseconds {
                 awaitedBitrate = 0
                 // The start probes gave nothing usable (lost behind the first keyframe, say):
                 // once, the same probes again.
@@ -254,7 +258,7 @@ public struct ProbeController: Sendable {
         if !recovering, awaitedBitrate == 0, out.isEmpty, let acked = acknowledgedBitrate, acked > 0,
             acked < settings.applicationLimitedThreshold * e, estimate < maximumBitrate,
             lastApplicationLimitedProbeNs == .min
-                || nowNs - lastApplicationLimitedProbeNs >= settings.applicationLimitedIntervalNs
+                || nowNs - lastApplicationLimitedProbeNs >= settings.applicationLimitedInterval.inNanoseconds
         {
             lastApplicationLimitedProbeNs = nowNs
             let rate = min(maximumBitrate, Int(settings.furtherScale * e))
@@ -263,7 +267,8 @@ public struct ProbeController: Sendable {
             expectResult(rate, nowNs: nowNs)
         }
         if recovering, awaitedBitrate == 0, out.isEmpty {
-            let interval = recoveryProbes < 10 ? settings.recoveryIntervalNs : settings.slowRecoveryIntervalNs
+            let interval =
+                recoveryProbes < 10 ? settings.recoveryInterval.inNanoseconds : settings.slowRecoveryInterval.inNanoseconds
             if nowNs - lastRecoveryProbeNs >= interval {
                 lastRecoveryProbeNs = nowNs
                 recoveryProbes += 1

@@ -44,12 +44,12 @@ public struct TransportFeedbackAdapter: Sendable {
     /// An adapter reserving room for `expectedPacketsPerFeedback` results.
     public init(expectedPacketsPerFeedback: Int = 512) { results.reserveCapacity(expectedPacketsPerFeedback) }
 
-    /// Adapts `feedback`, looking each reported packet's send up with `lookup` (send time in
-    /// `CLOCK_MONOTONIC` ns, wire size and probe cluster, nil when unknown); the results replace
+    /// Adapts `feedback`, looking each reported packet's send up with `lookup` (send time,
+    /// wire size and probe cluster, nil when unknown); the results replace
     /// `results`.
     public mutating func adapt(
         _ feedback: RTCPTransportFeedback,
-        lookup: (UInt16) -> (sendNs: UInt64, size: Int, probeCluster: Int)?
+        lookup: (UInt16) -> (sendTime: MonotonicTime, size: Int, probeCluster: Int)?
     ) {
         results.removeAll(keepingCapacity: true)
         // Unwrap the 24-bit reference time against the previous one.
@@ -85,7 +85,7 @@ public struct TransportFeedbackAdapter: Sendable {
             guard let sent = lookup(UInt16(truncatingIfNeeded: ext)) else { unmatched += 1; continue }
             results.append(
                 TransportPacketResult(
-                    sequenceNumber: ext, sendNs: Int64(bitPattern: sent.sendNs),
+                    sequenceNumber: ext, sendNs: Int64(bitPattern: sent.sendTime.nanoseconds),
                     arrivalNs: at, size: sent.size, probeCluster: sent.probeCluster))
         }
         highest = max(highest, base + Int64(feedback.packets.count) - 1)
@@ -247,10 +247,11 @@ public struct DelayBasedBandwidthEstimator: Sendable {
     }
 
     /// Feeds one transport feedback's results (`TransportFeedbackAdapter.results`) received at
-    /// `nowNs` (`CLOCK_MONOTONIC`): the delay filter sees every received packet, then the rate
+    /// `now`: the delay filter sees every received packet, then the rate
     /// controller runs once. Returns the new estimate.
     @discardableResult
-    public mutating func update(_ results: [TransportPacketResult], nowNs: Int64) -> Double {
+    public mutating func update(_ results: [TransportPacketResult], now: MonotonicTime) -> Double {
+        let nowNs = Int64(bitPattern: now.nanoseconds)
         var any = false, lost = 0
         for k in 0..<results.count {
             let r = results[k]
@@ -447,12 +448,12 @@ public struct DelayBasedBandwidthEstimator: Sendable {
         estimate = min(max(estimate, minimumBitrate), maximumBitrate)
     }
 
-    /// Takes a probe's result (`ProbeBitrateEstimator`) at `nowNs` as the estimate, unless the
+    /// Takes a probe's result (`ProbeBitrateEstimator`) at `now` as the estimate, unless the
     /// detector signals over-use (then the decrease stands). A result is never taken below
     /// the smaller of the estimate and the acknowledged bitrate: a probe that found less than
     /// the path is already seen to carry measured the probe, not the path. Returns the estimate.
     @discardableResult
-    public mutating func applyProbeResult(_ bitsPerSecond: Double, nowNs: Int64) -> Double {
+    public mutating func applyProbeResult(_ bitsPerSecond: Double, now: MonotonicTime) -> Double {
         guard bitsPerSecond.isFinite, bitsPerSecond > 0, usage != .overusing else { return estimate }
         let floor = windowFull ? min(estimate, acknowledgedBitrate) : 0
         estimate = min(max(max(bitsPerSecond, floor), minimumBitrate), maximumBitrate)

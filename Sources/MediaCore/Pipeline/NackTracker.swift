@@ -60,9 +60,10 @@ public final class NackTracker {
     /// Missing packets being tracked.
     public private(set) var missingCount = 0
 
-    /// Notes the arrival of extended sequence `ext` at `nowNs`: packets skipped between the
+    /// Notes the arrival of extended sequence `ext` at `now`: packets skipped between the
     /// highest seen and `ext` become missing; a missing `ext` is recovered.
-    public func packetArrived(_ ext: Int64, nowNs: UInt64) {
+    public func packetArrived(_ ext: Int64, now: MonotonicTime) {
+        let nowNs = now.nanoseconds
         if !started {
             started = true
             low = ext; high = ext + 1
@@ -128,7 +129,8 @@ public final class NackTracker {
     /// `max(rttNs, minimumRetryIntervalNs)` ago) and marks them sent. Entries that used up
     /// `maxTries` are dropped and counted in `givenUp`; returns how many were given up in this call.
     @discardableResult
-    public func collect(nowNs: UInt64, rttNs: UInt64, into out: inout [UInt16]) -> Int {
+    public func collect(now: MonotonicTime, rttNs: UInt64, into out: inout [UInt16]) -> Int {
+        let nowNs = now.nanoseconds
         guard missingCount > 0 else { return 0 }
         let interval = max(rttNs, minimumRetryIntervalNs)
         var gaveUp = 0

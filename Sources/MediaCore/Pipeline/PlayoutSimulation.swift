@@ -104,11 +104,13 @@ package enum PlayoutSimulation {
             let now = 1_000_000_000 + UInt64(pull) * 10_000_000
             while next < order.count && arrivals[order[next]] <= now {
                 let k = order[next]
-                rtp[k].withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrivalNs: arrivals[k]) }
+                rtp[k].withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: arrivals[k])) }
                 next += 1
             }
             out.withUnsafeMutableBufferPointer { o in
-                _ = s.pullAudio(into: UnsafeMutableBufferPointer(rebasing: o[(pull * 480)..<((pull + 1) * 480)]), nowNs: now)
+                _ = s.pullAudio(
+                    into: UnsafeMutableBufferPointer(rebasing: o[(pull * 480)..<((pull + 1) * 480)]),
+                    now: MonotonicTime(nanoseconds: now))
             }
             if Double(pull) / 100 >= settleSeconds {
                 let level = s.bufferLevelMilliseconds, m = level - s.targetDelayMilliseconds

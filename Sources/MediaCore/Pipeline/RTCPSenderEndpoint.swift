@@ -138,9 +138,9 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
                 {
                     for i in 0..<n { handle(batch[i]) }
                 }
-                let now = UDPSocket.monotonicNanoseconds()
-                if remote != nil && reportSchedule.isDue(nowNs: now) {
-                    sendReports(nowNs: now)
+                let now = MonotonicTime.now
+                if remote != nil && reportSchedule.isDue(now: now) {
+                    sendReports(now: now)
                 }
                 stats.session = session.counters
                 stats.targetBitrate = session.estimator.targetBitrate
@@ -162,12 +162,12 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
             }
             stats.rtcpReceived += 1
             if configuration.destination == nil { remote = d.source }
-            session.handle(bytes, nowNs: d.receivedAtNanoseconds)
+            session.handle(bytes, now: d.receivedAt)
         }
 
-        private func sendReports(nowNs: UInt64) {
+        private func sendReports(now: MonotonicTime) {
             guard let remote else { return }
-            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), nowNs: nowNs)
+            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), now: now)
             guard let first = reports.first else { return }
             var packets: [RTCPPacket] = reports.map { .senderReport($0) }
             packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: configuration.cname)))

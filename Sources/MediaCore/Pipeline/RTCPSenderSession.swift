@@ -134,13 +134,13 @@ public final class RTCPSenderSession {
     }
 
     /// Sender reports (RFC 3550 §6.4.1) for every target stream at `ntpTime`, whose RTP timestamp
-    /// is the stream's last one advanced by the time since its media was captured (`nowNs`,
-    /// monotonic; `RTPSenderInfo.rtpTimestamp(atNs:clockRate:)`).
-    public func senderReports(ntpTime: NTPTime, nowNs: UInt64) -> [RTCPSenderReport] {
+    /// is the stream's last one advanced by the time from its media's capture to `now`
+    /// (`RTPSenderInfo.rtpTimestamp(at:clockRate:)`).
+    public func senderReports(ntpTime: NTPTime, now: MonotonicTime) -> [RTCPSenderReport] {
         targets.values.sorted { $0.ssrc < $1.ssrc }.map { t in
             let info = t.senderInfo
             let clock: UInt64 = t.carriesVideo ? 90_000 : 48_000
-            let rtp = info.rtpTimestamp(atNs: nowNs, clockRate: clock)
+            let rtp = info.rtpTimestamp(at: now, clockRate: clock)
             return RTCPSenderReport(
                 ssrc: t.ssrc, ntpTime: ntpTime, rtpTime: rtp,
                 packetCount: UInt32(truncatingIfNeeded: info.packetCount),
@@ -172,8 +172,10 @@ public final class RTCPSenderSession {
         return RTCPSenderReport(ssrc: ssrc, ntpTime: ntpTime, rtpTime: rtpTimestamp, packetCount: s.packets, octetCount: s.octets)
     }
 
-    /// Handles one unprotected RTCP compound packet from the receiver. Malformed input is counted.
-    public func handle(_ rtcp: UnsafeRawBufferPointer, nowNs: UInt64, arrival: NTPTime = RTCPSenderSession.wallClock()) {
+    /// Handles one unprotected RTCP compound packet from the receiver, received at `now`.
+    /// Malformed input is counted.
+    public func handle(_ rtcp: UnsafeRawBufferPointer, now: MonotonicTime, arrival: NTPTime = RTCPSenderSession.wallClock()) {
+        let nowNs = now.nanoseconds
         guard let packets = try? RTCPCompound.parse(rtcp) else { counters.malformed += 1; return }
         for p in packets {
             switch p {
@@ -207,8 +209,8 @@ public final class RTCPSenderSession {
             case .transportFeedback(let feedback):
                 guard let numbers = transportSequenceNumbers else { break }
                 counters.transportFeedbackReceived += 1
-                estimator.transportFeedback(feedback, sendLog: numbers, nowNs: nowNs)
-                probe(nowNs: nowNs)
+                estimator.transportFeedback(feedback, sendLog: numbers, now: now)
+                probe(now: now)
                 publishTarget()
             case .receiverEstimatedMaxBitrate(let remb):
                 counters.rembsReceived += 1
@@ -222,7 +224,7 @@ public final class RTCPSenderSession {
 
     /// Asks the controller for probes after a transport feedback (the first starts it) and hands
     /// them to the first video target that takes them.
-    private func probe(nowNs: UInt64) {
+    private func probe(now: MonotonicTime) {
         // The probing target with the lowest SSRC (a stable choice), found without sorting.
         var target: (any RTPSendFeedbackTarget)?
         for t in targets.values where t.carriesVideo && t.canProbe {
@@ -230,17 +232,16 @@ public final class RTCPSenderSession {
             target = t
         }
         guard var controller = probeController, let target else { return }
-        let now = Int64(bitPattern: nowNs)
         controller.maximumBitrate = estimator.maximumBitrate
         let clusters =
             controller.hasStarted
             ? controller.update(
-                estimate: estimator.targetBitrate, probeResult: estimator.probeResult, nowNs: now,
+                estimate: estimator.targetBitrate, probeResult: estimator.probeResult, now: now,
                 acknowledgedBitrate: estimator.delayBased.acknowledgedBitrate)
-            : controller.start(estimate: estimator.targetBitrate, nowNs: now)
+            : controller.start(estimate: estimator.targetBitrate, now: now)
         probeController = controller
         for c in clusters where target.handleProbe(c) {
-            estimator.probeSent(c, nowNs: nowNs)
+            estimator.probeSent(c, now: now)
             counters.probeClustersSent += 1
         }
     }
@@ -284,7 +285,7 @@ public final class RTCPSenderSession {
             remoteInbound[b.ssrc] = s
             if !lossSeen {
                 lossSeen = true
-                estimator.receiverReport(fractionLost: b.fractionLost, nowNs: nowNs)
+                estimator.receiverReport(fractionLost: b.fractionLost, now: MonotonicTime(nanoseconds: nowNs))
             }
         }
         publishTarget()

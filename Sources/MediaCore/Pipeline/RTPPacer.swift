@@ -50,12 +50,12 @@ public struct PacerStatistics: Sendable, Equatable {
 /// on the pacer's thread (or the thread driving a pacer without one).
 protocol RTPPacerEgress: AnyObject {
     /// Sends one unprotected packet held in `packet` (with room for the SRTP tag after `length`)
-    /// at `nowNs`, logged as part of probe cluster `probeCluster` (0: none); returns the bytes
+    /// at `now`, logged as part of probe cluster `probeCluster` (0: none); returns the bytes
     /// that went on the wire (0: dropped).
-    func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int) -> Int
+    func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, now: MonotonicTime, probeCluster: Int) -> Int
     /// Sends one padding packet of about `bytes` bytes for probe cluster `probeCluster` at
-    /// `nowNs`; returns the bytes that went on the wire (0: the stream cannot pad).
-    func egressPadding(bytes: Int, nowNs: UInt64, probeCluster: Int) -> Int
+    /// `now`; returns the bytes that went on the wire (0: the stream cannot pad).
+    func egressPadding(bytes: Int, now: MonotonicTime, probeCluster: Int) -> Int
     /// Flushes the socket after a batch of egresses.
     func egressFlush()
     /// Answers queued NACKs (retransmissions leave before queued media).
@@ -163,7 +163,7 @@ final class RTPPacer: @unchecked Sendable {
     /// Starts the pacer's thread. From the controlling thread.
     func start() {
         guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        lastProcessNs = UDPSocket.monotonicNanoseconds()
+        lastProcessNs = MonotonicTime.now.nanoseconds
         thread = TransportThread(name: "revue.pacer") { [unowned self] in self.run() }
     }
 
@@ -232,7 +232,7 @@ final class RTPPacer: @unchecked Sendable {
         let slot = Int(t & mask)
         (storage + slot * slotSize).copyMemory(from: base, byteCount: packet.count)
         lengths[slot] = packet.count
-        enqueuedAt[slot] = UDPSocket.monotonicNanoseconds()
+        enqueuedAt[slot] = MonotonicTime.now.nanoseconds
         queuedBytes.add(packet.count, ordering: .relaxed)
         tail.store(t &+ 1, ordering: .releasing)
     }
@@ -243,7 +243,7 @@ final class RTPPacer: @unchecked Sendable {
         let intervalNs = UInt64(settings.intervalMilliseconds * 1e6)
         while running.load(ordering: .acquiring) {
             target?.egressServiceNacks()
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             process(nowNs: now)
             if probe != nil || probesPending.load(ordering: .acquiring) {
                 wait(untilNs: now + 1_000_000)
@@ -259,7 +259,7 @@ final class RTPPacer: @unchecked Sendable {
     private func wait(untilNs: UInt64) {
         var realtime = timespec()
         clock_gettime(CLOCK_REALTIME, &realtime)
-        let delta = untilNs &- min(untilNs, UDPSocket.monotonicNanoseconds())
+        let delta = untilNs &- min(untilNs, MonotonicTime.now.nanoseconds)
         let total = UInt64(realtime.tv_nsec) + delta
         var deadline = timespec(tv_sec: realtime.tv_sec + Int(total / 1_000_000_000), tv_nsec: Int(total % 1_000_000_000))
         _ = sem_timedwait(semaphore, &deadline)
@@ -324,7 +324,9 @@ final class RTPPacer: @unchecked Sendable {
                 h &+= 1
                 head.store(h, ordering: .releasing)
             } else {
-                wire = target?.egressPadding(bytes: min(allowance, rate / 8000), nowNs: nowNs, probeCluster: cluster.id) ?? 0
+                wire =
+                    target?.egressPadding(
+                        bytes: min(allowance, rate / 8000), now: MonotonicTime(nanoseconds: nowNs), probeCluster: cluster.id) ?? 0
                 guard wire > 0 else { break }
                 local.paddingPackets += 1
                 local.paddingBytes += UInt64(wire)
@@ -348,7 +350,7 @@ final class RTPPacer: @unchecked Sendable {
         target?.egressServiceNacks()
         var h = head.load(ordering: .relaxed)
         let t = tail.load(ordering: .acquiring)
-        let now = UDPSocket.monotonicNanoseconds()
+        let now = MonotonicTime.now.nanoseconds
         while h != t {
             _ = send(slot: Int(h & mask), nowNs: now)
             h &+= 1
@@ -363,7 +365,7 @@ final class RTPPacer: @unchecked Sendable {
         if let target {
             wire = target.egress(
                 UnsafeMutableRawBufferPointer(start: storage + slot * slotSize, count: slotSize),
-                length: n, nowNs: nowNs, probeCluster: probeCluster)
+                length: n, now: MonotonicTime(nanoseconds: nowNs), probeCluster: probeCluster)
         } else {
             sink?.write(UnsafeRawBufferPointer(start: storage + slot * slotSize, count: n))
         }

@@ -154,21 +154,21 @@ package final class RTPSendCore: @unchecked Sendable {
     var nextSequenceNumber: UInt16 { sequencer.nextSequenceNumber }
 
     /// Stamps abs-send-time (once per frame: its packets leave together).
-    @inline(__always) func stampSendTime(_ nowNs: UInt64) {
-        if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(nanoseconds: nowNs), id: id) }
+    @inline(__always) func stampSendTime(_ now: MonotonicTime) {
+        if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(nanoseconds: now.nanoseconds), id: id) }
     }
 
     /// Sends every packet of `payloads` with RTP timestamp `timestamp`, then flushes the sink.
-    /// `capturedAtNs` (`CLOCK_MONOTONIC`, 0 when unknown) is when the media was captured: sender
-    /// reports map RTP time from it. `nowNs` (`CLOCK_MONOTONIC`) stamps abs-send-time, the history
+    /// `capturedAt` (`.zero` when unknown) is when the media was captured: sender
+    /// reports map RTP time from it. `now` stamps abs-send-time, the history
     /// and the sender-report info: a
     /// caller that has just read the clock (the video worker, right after the encode) passes it
     /// rather than paying another read per frame. Returns (packets, payload bytes) sent. Worker
     /// thread only.
     @discardableResult
     func send<P: RTPFramePayloads>(
-        _ payloads: P, timestamp: UInt32, captureNs: Int64, capturedAtNs: UInt64 = 0,
-        nowNs now: UInt64 = UDPSocket.monotonicNanoseconds()
+        _ payloads: P, timestamp: UInt32, captureNs: Int64, capturedAt: MonotonicTime = .zero,
+        now: MonotonicTime = .now
     ) -> (Int, Int) {
         stampSendTime(now)
         header.timestamp = timestamp
@@ -178,7 +178,7 @@ package final class RTPSendCore: @unchecked Sendable {
             let length = payloads.writePacket(at: i, header: &header, into: buffer)
             if let pacer {
                 pacer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
-            } else if store(buffer, length: length, nowNs: now) == 0 {
+            } else if store(buffer, length: length, now: now) == 0 {
                 continue
             }
             packets += 1
@@ -190,22 +190,22 @@ package final class RTPSendCore: @unchecked Sendable {
         counters.add(counters.headerBytesSent, UInt64(packets * headerSize))
         counters.publishSent(
             packets: UInt64(packets), payloadOctets: UInt64(octets), rtpTimestamp: timestamp,
-            captureNs: captureNs, capturedAtNs: capturedAtNs, sendNs: now)
+            captureNs: captureNs, capturedAtNs: capturedAt.nanoseconds, sendNs: now.nanoseconds)
         return (packets, octets)
     }
 
     /// Protects the unprotected packet in `packet` in place, keeps it in the history (RTX: the
     /// unprotected bytes, before protection) and writes it to the sink. Returns the wire length,
     /// 0 when SRTP refused it (counted). Egress thread.
-    private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int = 0) -> Int {
+    private func store(_ packet: UnsafeMutableRawBufferPointer, length: Int, now: MonotonicTime, probeCluster: Int = 0) -> Int {
         if let late { adoptLate(late, packet) }
         let raw = UnsafeRawBufferPointer(packet)
         let seq = raw.u16(2)
         if rtx != nil { lastEgressTimestamp = raw.u32(4) }  // only padding (RTX) reads it
-        stampTransportSequence(packet, length: length, nowNs: nowNs, probeCluster: probeCluster)
+        stampTransportSequence(packet, length: length, now: now, probeCluster: probeCluster)
         // RTX rebuilds retransmissions from the unprotected packet.
         if rtx != nil {
-            history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), nowNs: Int64(bitPattern: nowNs))
+            history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), now: now)
         }
         var wire = length
         if let srtp {
@@ -215,7 +215,7 @@ package final class RTPSendCore: @unchecked Sendable {
             }
         }
         let bytes = UnsafeRawBufferPointer(start: packet.baseAddress, count: wire)
-        if rtx == nil { history.store(seq: seq, packet: bytes, nowNs: Int64(bitPattern: nowNs)) }
+        if rtx == nil { history.store(seq: seq, packet: bytes, now: now) }
         sink.write(bytes)
         return wire
     }
@@ -236,12 +236,12 @@ package final class RTPSendCore: @unchecked Sendable {
     /// Gives the packet the transport's next transport-wide sequence number, when configured, and
     /// logs its send time and wire size (SRTP tag included) for the delay-based estimate.
     @inline(__always) private func stampTransportSequence(
-        _ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int = 0
+        _ packet: UnsafeMutableRawBufferPointer, length: Int, now: MonotonicTime, probeCluster: Int = 0
     ) {
         if let t = transportSequence, let numbers = t.numbers,
             let at = RTPHeaderExtensions.elementOffset(id: t.id, in: packet, length: length)
         {
-            packet.put16(at, numbers.take(sendNs: nowNs, size: length + (srtp?.rtpOverhead ?? 0), probeCluster: probeCluster))
+            packet.put16(at, numbers.take(sendTime: now, size: length + (srtp?.rtpOverhead ?? 0), probeCluster: probeCluster))
         }
     }
 
@@ -272,13 +272,13 @@ package final class RTPSendCore: @unchecked Sendable {
 
     private func answerNacks() -> (didWork: Bool, unrecoverable: Bool) {
         var did = false, unrecoverable = false, resent = 0
-        var now: Int64 = 0  // read once, and only when a NACK is queued (this runs every step)
+        var now = MonotonicTime.zero  // read once, and only when a NACK is queued (this runs every step)
         while let entry = nacks.tryPop() {
-            if !did { now = Int64(bitPattern: UDPSocket.monotonicNanoseconds()) }
+            if !did { now = .now }
             did = true
             let seq = UInt16(truncatingIfNeeded: entry)
             let route = Int(entry >> 16) - 1
-            let result = history.retransmit(seq: seq, nowNs: now, maxRetransmissions: maxRetransmissions) { stored in
+            let result = history.retransmit(seq: seq, now: now, maxRetransmissions: maxRetransmissions) { stored in
                 var bytes = stored
                 var payload = stored.count - headerSize - (srtp?.rtpOverhead ?? 0)
                 if let rtx {
@@ -288,7 +288,7 @@ package final class RTPSendCore: @unchecked Sendable {
                             ssrc: rtx.ssrc, into: rtxBuffer)
                     else { return }
                     payload = stored.count - headerSize
-                    stampTransportSequence(rtxBuffer, length: n, nowNs: UInt64(bitPattern: now))
+                    stampTransportSequence(rtxBuffer, length: n, now: now)
                     var wire = n
                     if let srtp {
                         do { wire = try srtp.protect(rtxBuffer, length: n) } catch {
@@ -365,11 +365,11 @@ extension RTPSendFeedbackTarget {
 extension RTPSendCore: RTPPacerEgress {
     /// Stamps abs-send-time with the moment the packet leaves (what the receiver's delay estimate
     /// needs), then protects, keeps and writes it. Pacer's thread.
-    package func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, nowNs: UInt64, probeCluster: Int) -> Int {
+    package func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, now: MonotonicTime, probeCluster: Int) -> Int {
         if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: packet, length: length) {
-            packet.put24(at, RTPAbsSendTime(nanoseconds: nowNs).rawValue)
+            packet.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
         }
-        return store(packet, length: length, nowNs: nowNs, probeCluster: probeCluster)
+        return store(packet, length: length, now: now, probeCluster: probeCluster)
     }
 
     /// A padding-only packet on the RTX SSRC (RFC 3550 §5.1 padding, RFC 4588's stream, as
@@ -377,7 +377,7 @@ extension RTPSendCore: RTPPacerEgress {
     /// of padding, about `bytes` on the wire in all. Receivers drop it after recording its
     /// transport-wide number. Returns the wire size, 0 without RTX (or with keys still to come).
     /// Pacer's thread.
-    func egressPadding(bytes: Int, nowNs: UInt64, probeCluster: Int) -> Int {
+    func egressPadding(bytes: Int, now: MonotonicTime, probeCluster: Int) -> Int {
         guard canPad else { return 0 }
         let overhead = srtp?.rtpOverhead ?? 0
         let pad = min(255, max(1, bytes - headerSize - overhead))
@@ -389,9 +389,9 @@ extension RTPSendCore: RTPPacerEgress {
             as: UInt8.self, repeating: 0)
         rtxBuffer[length - 1] = UInt8(pad)
         if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer, length: length) {
-            rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: nowNs).rawValue)
+            rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
         }
-        stampTransportSequence(rtxBuffer, length: length, nowNs: nowNs, probeCluster: probeCluster)
+        stampTransportSequence(rtxBuffer, length: length, now: now, probeCluster: probeCluster)
         var wire = length
         if let srtp {
             do { wire = try srtp.protect(rtxBuffer, length: length) } catch {

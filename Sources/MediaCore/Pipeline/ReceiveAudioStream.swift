@@ -82,7 +82,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
         var length = 0
         var sequence: UInt16 = 0
         var timestamp: UInt32 = 0
-        var arrivalNs: UInt64 = 0
+        var arrival = MonotonicTime.zero
         init(size: Int) { buffer = .allocate(byteCount: size, alignment: 16) }
         deinit { buffer.deallocate() }
     }
@@ -116,7 +116,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
     private let published = Mutex(InboundRTPStreamStats())
     /// Where playout is: the RTP timestamp (48 kHz) of the next sample to play and when it plays,
     /// published after every pull for lip sync (`AudioVideoSync`). Nil until playout started.
-    private let position = Mutex<(playNs: UInt64, rtpTimestamp: UInt32)?>(nil)
+    private let position = Mutex<(playTime: MonotonicTime, rtpTimestamp: UInt32)?>(nil)
     /// Extra delay for lip sync, added to the jitter buffer's target (set by the receive engine).
     private let synchronizationDelayNs = Atomic<Int64>(0)
     /// Samples recovered from FEC (audio thread).
@@ -172,12 +172,13 @@ public final class AudioReceiveStream: @unchecked Sendable {
 
     // MARK: Network thread
 
-    /// Takes one unprotected RTP packet of this stream. Network thread only; never blocks.
-    public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
+    /// Takes one unprotected RTP packet of this stream, arrived at `arrival`. Network thread only;
+    /// never blocks.
+    public func insert(_ packet: RTPPacket, arrival: MonotonicTime) {
         let h = packet.header
         receiveStatistics.update(
             sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
-            arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
+            arrival: arrival, size: packet.buffer.count,
             headerSize: packet.headerSize)
         guard packet.buffer.count <= settings.jitterBuffer.maxPacketSize, let slot = free.tryPop() else {
             networkDiscarded += 1
@@ -187,7 +188,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
         slot.length = packet.buffer.count
         slot.sequence = h.sequenceNumber
         slot.timestamp = h.timestamp
-        slot.arrivalNs = arrivalNs
+        slot.arrival = arrival
         _ = filled.tryPush(slot)
     }
 
@@ -195,10 +196,11 @@ public final class AudioReceiveStream: @unchecked Sendable {
 
     /// Writes the next 10 ms (`samplesPerPull` x channels interleaved samples at the output rate)
     /// into `output` and returns the samples per channel written (always `samplesPerPull`): decoded
-    /// audio, FEC-recovered or concealed audio, or silence before playout starts. Audio thread only.
+    /// audio, FEC-recovered or concealed audio, or silence before playout starts. `now` is when the
+    /// block starts to play. Audio thread only.
     @discardableResult
-    public func pullAudio(into output: UnsafeMutableBufferPointer<Int16>, nowNs: UInt64 = UDPSocket.monotonicNanoseconds()) -> Int
-    {
+    public func pullAudio(into output: UnsafeMutableBufferPointer<Int16>, now: MonotonicTime = .now) -> Int {
+        let nowNs = now.nanoseconds
         let ch = settings.channels
         let need = samplesPerPull
         precondition(output.count >= need * ch, "pullAudio needs room for \(need) x \(ch) samples")
@@ -228,15 +230,15 @@ public final class AudioReceiveStream: @unchecked Sendable {
         published.withLock { $0 = audioStats }
         // The block just pulled plays from now; the sample after it 10 ms later.
         let queued = pcmCount + resampledCount * 48_000 / settings.outputSampleRate
-        let next: (playNs: UInt64, rtpTimestamp: UInt32)? =
-            playing ? (nowNs + 10_000_000, expectedTimestamp &- UInt32(truncatingIfNeeded: queued)) : nil
+        let next: (playTime: MonotonicTime, rtpTimestamp: UInt32)? =
+            playing ? (now + .milliseconds(10), expectedTimestamp &- UInt32(truncatingIfNeeded: queued)) : nil
         position.withLock { $0 = next }
         return need
     }
 
-    /// The RTP timestamp of the next sample to play and the monotonic time it plays at, as of the
-    /// last pull (nil before playout started). Thread rule: any thread. Cost: one lock.
-    public var playoutPosition: (playNs: UInt64, rtpTimestamp: UInt32)? { position.withLock { $0 } }
+    /// The RTP timestamp of the next sample to play and the time it plays at, as of the last pull
+    /// (nil before playout started). Thread rule: any thread. Cost: one lock.
+    public var playoutPosition: (playTime: MonotonicTime, rtpTimestamp: UInt32)? { position.withLock { $0 } }
 
     /// Sets the extra playout delay lip sync asks of this stream (added to the adaptive target;
     /// the buffer grows to it by time-stretching). Thread rule: any thread. Cost: one atomic store.
@@ -253,7 +255,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
         while let slot = filled.tryPop() {
             let r = jitterBuffer.insert(
                 UnsafeRawBufferPointer(rebasing: slot.buffer[0..<slot.length]),
-                sequenceNumber: slot.sequence, timestamp: slot.timestamp, arrivalNs: slot.arrivalNs)
+                sequenceNumber: slot.sequence, timestamp: slot.timestamp, arrival: slot.arrival)
             if r == .late || r == .duplicate || r == .tooLarge { audioStats.packetsDiscarded += 1 }
             // The buffer restarted (a jump, or a sender that restarted behind): its timestamps
             // start anywhere, so playout prebuffers again and takes its timing from the new run
@@ -400,7 +402,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
             lastWasConcealed = false
             lastPlayDecoded = true
             underrunSamples = 0
-            audioStats.jitterBufferDelay += Double(n) * Double(nowNs &- p.arrivalNs) / 1e9
+            audioStats.jitterBufferDelay += Double(n) * Double(nowNs &- p.arrival.nanoseconds) / 1e9
             audioStats.jitterBufferEmittedCount += UInt64(n)
             return n
         }

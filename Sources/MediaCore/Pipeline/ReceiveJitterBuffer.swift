@@ -45,8 +45,8 @@ public struct JitterBufferPacket {
     public let extendedSequence: Int64
     /// RTP timestamp.
     public let timestamp: UInt32
-    /// `CLOCK_MONOTONIC` nanoseconds when it arrived.
-    public let arrivalNs: UInt64
+    /// When it arrived.
+    public let arrival: MonotonicTime
     /// RTP sequence number.
     public var sequenceNumber: UInt16 { UInt16(truncatingIfNeeded: extendedSequence) }
 }
@@ -176,11 +176,11 @@ public final class RTPJitterBuffer {
     /// the media was captured. Adding a delay that covers the delay variation (`targetDelayNs`)
     /// gives a playout time. Nil before the first packet was measured (and after a reset).
     /// Cost: a few operations.
-    public func baselineArrivalNs(forTimestamp timestamp: UInt32) -> UInt64? {
+    public func baselineArrival(forTimestamp timestamp: UInt32) -> MonotonicTime? {
         guard lastTransitNs != nil, minTransitNs != .max else { return nil }
         let unwrapped = unwrappedTimestamp + Int64(Int32(bitPattern: timestamp &- lastTimestamp))
         let t = unwrapped * 1_000_000_000 / Int64(clockRate) + minTransitNs
-        return t > 0 ? UInt64(t) : 0
+        return MonotonicTime(nanoseconds: t > 0 ? UInt64(t) : 0)
     }
 
     /// Extends a 16-bit sequence number to the one nearest the highest seen (RFC 3550 A.1).
@@ -190,11 +190,12 @@ public final class RTPJitterBuffer {
         return highest + delta
     }
 
-    /// Stores one RTP packet (`bytes` is the whole packet) that arrived at `arrivalNs`.
+    /// Stores one RTP packet (`bytes` is the whole packet) that arrived at `arrival`.
     public func insert(
         _ bytes: UnsafeRawBufferPointer, sequenceNumber seq: UInt16, timestamp: UInt32,
-        arrivalNs: UInt64
+        arrival: MonotonicTime
     ) -> InsertResult {
+        let arrivalNs = arrival.nanoseconds
         guard bytes.count <= settings.maxPacketSize, bytes.count > 0 else {
             counters.tooLarge += 1
             return .tooLarge
@@ -310,7 +311,7 @@ public final class RTPJitterBuffer {
         guard lengths[slot] > 0, sequences[slot] == ext else { return nil }
         return JitterBufferPacket(
             bytes: UnsafeRawBufferPointer(start: storage + slot * settings.maxPacketSize, count: lengths[slot]),
-            extendedSequence: ext, timestamp: timestamps[slot], arrivalNs: arrivals[slot])
+            extendedSequence: ext, timestamp: timestamps[slot], arrival: MonotonicTime(nanoseconds: arrivals[slot]))
     }
 
     /// The next packet in sequence order, if it is here (without removing it).

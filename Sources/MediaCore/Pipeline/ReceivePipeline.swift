@@ -109,11 +109,11 @@ public final class ReceivePipeline: @unchecked Sendable {
     /// packets); set before `start`.
     public var otherDatagramHandler: (@Sendable (UDPDatagram) -> Void)?
     /// Called on the pipeline's thread with every RTCP compound packet that passed SRTCP (RFC 3711
-    /// §3.4), unprotected, and its arrival time (monotonic ns): when the socket also sends our
+    /// §3.4), unprotected, and its arrival time: when the socket also sends our
     /// media (a call leg), this is the participant's feedback about it (NACK, PLI, FIR, REMB,
     /// receiver reports) for an `RTCPSenderSession`. The bytes are valid only during the call.
     /// Set before `start`.
-    public var rtcpFeedbackHandler: (@Sendable (UnsafeRawBufferPointer, _ arrivalNs: UInt64) -> Void)?
+    public var rtcpFeedbackHandler: (@Sendable (UnsafeRawBufferPointer, _ arrival: MonotonicTime) -> Void)?
     /// Where our RTCP goes when set (an ICE agent's selected pair, direct or through a TURN
     /// relay); nil: back to where the media comes from, or `rtcpDestination`. Set before `start`.
     package var sendPath: ICESendPath?
@@ -238,7 +238,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         let stopping = Atomic<Bool>(false)
         let published = Mutex(Published())
         var other: (@Sendable (UDPDatagram) -> Void)?
-        var feedback: (@Sendable (UnsafeRawBufferPointer, UInt64) -> Void)?
+        var feedback: (@Sendable (UnsafeRawBufferPointer, MonotonicTime) -> Void)?
         var sendPath: ICESendPath?
         /// Datagrams from `inject`, and how many did not fit (read under the lock).
         let injected = Mutex<(queue: [[UInt8]], drops: Int)>(([], 0))
@@ -303,7 +303,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                         audioPayloadType = u.audio
                     }
                 }
-                tick(nowNs: UDPSocket.monotonicNanoseconds())
+                tick(now: .now)
             }
         }
 
@@ -311,9 +311,9 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// jitter buffer sooner (render scheduling), so frames are released within a millisecond
         /// of their playout time rather than a tick late.
         private func waitMilliseconds() -> Int {
-            let due = videos.lazy.map { $0.nextReleaseNs }.filter { $0 != 0 }.min()
+            let due = videos.lazy.compactMap { $0.nextRelease?.nanoseconds }.min()
             guard let due else { return configuration.tickMilliseconds }
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             let untilDue = due > now ? Int((due - now + 999_999) / 1_000_000) : 0
             return min(configuration.tickMilliseconds, untilDue)
         }
@@ -328,12 +328,12 @@ public final class ReceivePipeline: @unchecked Sendable {
                 return q.queue
             }
             guard !items.isEmpty else { return }
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now
             for i in items.indices {
                 items[i].withUnsafeMutableBytes { b in
                     handle(
                         UDPDatagram(
-                            bytes: UnsafeRawBufferPointer(b), source: remote, receivedAtNanoseconds: now, isTruncated: false))
+                            bytes: UnsafeRawBufferPointer(b), source: remote, receivedAt: now, isTruncated: false))
                 }
             }
         }
@@ -355,7 +355,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                     let kind = RTPDemultiplexer.classify(inner)
                     if kind == .rtp || kind == .rtcp {
                         let unwrapped = UDPDatagram(
-                            bytes: inner, source: d.source, receivedAtNanoseconds: d.receivedAtNanoseconds, isTruncated: false)
+                            bytes: inner, source: d.source, receivedAt: d.receivedAt, isTruncated: false)
                         if kind == .rtp {
                             counters.rtp += 1; handleRTP(unwrapped)
                         } else {
@@ -406,15 +406,15 @@ public final class ReceivePipeline: @unchecked Sendable {
             guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
             if remote == nil || configuration.rtcpDestination == nil { remote = configuration.rtcpDestination ?? d.source }
             let ssrc = packet.header.ssrc
-            recordTransportSequence(packet, arrivalNs: d.receivedAtNanoseconds)
+            recordTransportSequence(packet, arrival: d.receivedAt)
             if isAudio, let audio {
                 if audioSSRC == nil { audioSSRC = ssrc }
                 guard audioSSRC == ssrc else { counters.unknownStream += 1; return }
-                audio.insert(packet, arrivalNs: d.receivedAtNanoseconds)
+                audio.insert(packet, arrival: d.receivedAt)
                 return
             }
             guard let stream = videoStream(ssrc: ssrc, payloadType: pt) else { counters.unknownStream += 1; return }
-            stream.insert(packet, arrivalNs: d.receivedAtNanoseconds)
+            stream.insert(packet, arrival: d.receivedAt)
         }
 
         /// An RFC 4588 retransmission (its own SSRC and payload type): unprotected on its SSRC (its
@@ -428,7 +428,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 // Padding (a sender's bandwidth probe): its transport-wide number counts for the
                 // sender's estimate; nothing else in it does.
                 guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
-                recordTransportSequence(packet, arrivalNs: d.receivedAtNanoseconds)
+                recordTransportSequence(packet, arrival: d.receivedAt)
                 counters.rtxPadding += 1
                 return
             }
@@ -446,8 +446,8 @@ public final class ReceivePipeline: @unchecked Sendable {
                 return
             }
             counters.rtxUnwrapped += 1
-            recordTransportSequence(packet, arrivalNs: d.receivedAtNanoseconds)
-            stream.insert(packet, arrivalNs: d.receivedAtNanoseconds)
+            recordTransportSequence(packet, arrival: d.receivedAt)
+            stream.insert(packet, arrival: d.receivedAt)
         }
 
         private func videoStream(ssrc: UInt32, payloadType: UInt8) -> VideoReceiveStream? {
@@ -463,15 +463,15 @@ public final class ReceivePipeline: @unchecked Sendable {
         private func handleRTCP(_ d: UDPDatagram) {
             guard let bytes = unprotect(d, rtcp: true) else { return }
             guard let packets = try? RTCPCompound.parse(bytes) else { counters.malformed += 1; return }
-            feedback?(bytes, d.receivedAtNanoseconds)
+            feedback?(bytes, d.receivedAt)
             for p in packets {
                 if case .senderReport(let sr) = p {
                     counters.senderReportsReceived += 1
                     for v in videos where v.ssrc == sr.ssrc {
-                        v.receiveStatistics.senderReportReceived(sr, arrivalNs: Int64(bitPattern: d.receivedAtNanoseconds))
+                        v.receiveStatistics.senderReportReceived(sr, arrival: d.receivedAt)
                     }
                     if sr.ssrc == audioSSRC, let audio {
-                        audio.receiveStatistics.senderReportReceived(sr, arrivalNs: Int64(bitPattern: d.receivedAtNanoseconds))
+                        audio.receiveStatistics.senderReportReceived(sr, arrival: d.receivedAt)
                     }
                 }
             }
@@ -479,16 +479,17 @@ public final class ReceivePipeline: @unchecked Sendable {
 
         var peakBuffered = 0
 
-        func tick(nowNs: UInt64) {
+        func tick(now: MonotonicTime) {
+            let nowNs = now.nanoseconds
             for v in videos {
                 peakBuffered = max(peakBuffered, v.jitterBuffer.count)
-                v.process(nowNs: nowNs)
+                v.process(now: now)
             }
             if configuration.synchronizesAudioAndVideo && nowNs >= lastSyncNs + 1_000_000_000 {
                 lastSyncNs = nowNs
                 synchronize()
             }
-            sendFeedback(nowNs: nowNs)
+            sendFeedback(now: now)
             if nowNs >= lastPublishNs + 20_000_000 || stopping.load(ordering: .relaxed) {
                 lastPublishNs = nowNs
                 var inbound = videos.map { $0.statsSnapshot() }
@@ -511,13 +512,14 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// hands each stream its extra delay.
         private func synchronize() {
             guard let audio, audioSSRC != nil, videos.count == 1, let video = videos.first,
-                let (renderNs, videoTimestamp) = video.lastRendered,
-                let (playNs, audioTimestamp) = audio.playoutPosition,
+                let (renderTime, videoTimestamp) = video.lastRendered,
+                let (playTime, audioTimestamp) = audio.playoutPosition,
                 let videoCapture = video.receiveStatistics.senderTimeNs(ofRTPTimestamp: videoTimestamp, clockRate: 90_000),
                 let audioCapture = audio.receiveStatistics.senderTimeNs(ofRTPTimestamp: audioTimestamp, clockRate: 48_000)
             else { return }
             avSync.update(
-                audioPlayNs: Double(playNs), audioCaptureNs: audioCapture, videoRenderNs: Double(renderNs),
+                audioPlayNs: Double(playTime.nanoseconds), audioCaptureNs: audioCapture,
+                videoRenderNs: Double(renderTime.nanoseconds),
                 videoCaptureNs: videoCapture)
             video.synchronizationDelayNs = video.settings.schedulesRendering ? avSync.videoExtraNs : 0
             audio.setSynchronizationDelay(nanoseconds: Int64(avSync.audioExtraNs))
@@ -535,14 +537,15 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// would otherwise take every request for the first stream's. With one stream the extra
         /// report blocks are not needed, and would give the sender's loss-based estimate more,
         /// shorter loss intervals than it is tuned for.
-        private func sendFeedback(nowNs: UInt64) {
+        private func sendFeedback(now: MonotonicTime) {
+            let nowNs = now.nanoseconds
             guard remote != nil || sendPath != nil else { return }
             let ssrc = configuration.localSSRC
             var remb = false
             var session: [RTCPPacket] = []
             for v in videos {
                 var feedback: [RTCPPacket] = []
-                let lost = v.takeNackList(nowNs: nowNs)
+                let lost = v.takeNackList(now: now)
                 if !lost.isEmpty {
                     // A NACK packet carries at most what fits; 100 pairs is far below the MTU.
                     let nack = RTCPGenericNack(senderSSRC: ssrc, mediaSSRC: v.ssrc, lost: Array(lost.prefix(400)))
@@ -553,7 +556,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                                 pairs: Array(nack.pairs.prefix(100)))))
                     counters.nacksSent += 1
                 }
-                if v.takeKeyframeRequest(nowNs: nowNs) {
+                if v.takeKeyframeRequest(now: now) {
                     if configuration.useFullIntraRequest {
                         firSequence &+= 1
                         feedback.append(
@@ -570,7 +573,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 if v.bandwidth.usage == .overusing && nowNs >= lastRembNs + 200_000_000 { remb = true }
                 if !feedback.isEmpty {
                     if videos.count > 1 {
-                        let block = v.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))
+                        let block = v.receiveStatistics.makeReportBlock(now: now)
                         send([.receiverReport(RTCPReceiverReport(ssrc: ssrc, reports: [block]))] + feedback)
                     } else {
                         session += feedback
@@ -585,13 +588,13 @@ public final class ReceivePipeline: @unchecked Sendable {
                 session.append(.transportFeedback(tcc))
                 counters.transportFeedbackSent += 1
             }
-            let reportDue = reportSchedule.isDue(nowNs: nowNs)
+            let reportDue = reportSchedule.isDue(now: now)
             guard reportDue || !session.isEmpty || remb else { return }
             var blocks: [RTCPReportBlock] = []
             if reportDue {
-                for v in videos { blocks.append(v.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))) }
+                for v in videos { blocks.append(v.receiveStatistics.makeReportBlock(now: now)) }
                 if let audio, let a = audioSSRC {
-                    var b = audio.receiveStatistics.makeReportBlock(nowNs: Int64(bitPattern: nowNs))
+                    var b = audio.receiveStatistics.makeReportBlock(now: now)
                     b.ssrc = a
                     blocks.append(b)
                 }
@@ -642,11 +645,11 @@ public final class ReceivePipeline: @unchecked Sendable {
         var lastTransportFeedbackNs: UInt64 = 0
 
         /// Records the packet's transport-wide sequence number, when configured.
-        @inline(__always) func recordTransportSequence(_ packet: RTPPacket, arrivalNs: UInt64) {
+        @inline(__always) func recordTransportSequence(_ packet: RTPPacket, arrival: MonotonicTime) {
             if let id = configuration.transportSequenceNumberExtensionID,
                 let seq = packet.header.extensions.transportSequenceNumber(id: id)
             {
-                transportFeedback.packetArrived(sequenceNumber: seq, arrivalNs: arrivalNs)
+                transportFeedback.packetArrived(sequenceNumber: seq, arrival: arrival)
             }
         }
     }

@@ -36,15 +36,15 @@ public struct VideoReceiveSettings: Sendable {
     public var decoderThreads = 1
     /// Render scheduling, as libwebrtc's frame timing does it: a complete frame leaves the jitter
     /// buffer for the decoder at its playout time, so frames reach the renderer spaced as they
-    /// were captured even when the network bunches them, each with the `renderTimeNs` at which it
+    /// were captured even when the network bunches them, each with the `renderTime` at which it
     /// should be shown. The playout time aims at the arrival time the frame's RTP timestamp maps to
-    /// on the least-delayed path (`RTPJitterBuffer.baselineArrivalNs`) plus the adaptive target
+    /// on the least-delayed path (`RTPJitterBuffer.baselineArrival`) plus the adaptive target
     /// delay, and moves toward that aim by at most 100 ms per second of media (libwebrtc's limit):
     /// a change of delay or of the path's baseline stretches or shrinks frame intervals by at most
     /// 10 % instead of making a jump. False: every frame is decoded and rendered as soon as it is
     /// complete (recording to a file, lowest latency).
     public var schedulesRendering = true
-    /// How long the renderer takes to show a frame, in milliseconds: `renderTimeNs` is the
+    /// How long the renderer takes to show a frame, in milliseconds: `renderTime` is the
     /// decode-time estimate plus this after the frame left the buffer (libwebrtc's default is 10).
     public var renderDelayMilliseconds: Double = 10
     /// SFrame end-to-end decryption (RFC 9605) of every assembled frame before the decoder, with
@@ -119,8 +119,9 @@ public final class VideoReceiveStream {
     /// a layer-sync frame (it references the base layer only).
     private var brokenUpperLayers: UInt8 = 0
     /// With `schedulesRendering`: when the frame at the head of the jitter buffer is due to leave
-    /// it (0: none is waiting). The engine sleeps no longer than this.
-    public private(set) var nextReleaseNs: UInt64 = 0
+    /// it (nil: none is waiting). The engine sleeps no longer than this.
+    public var nextRelease: MonotonicTime? { nextReleaseNs == 0 ? nil : MonotonicTime(nanoseconds: nextReleaseNs) }
+    private var nextReleaseNs: UInt64 = 0
     /// When the frame being played left the buffer: its scheduled time, or the time it was taken
     /// when it was late or unscheduled.
     private var frameReleaseNs: UInt64 = 0
@@ -129,11 +130,11 @@ public final class VideoReceiveStream {
     public var synchronizationDelayNs: Double = 0
     /// The render time and RTP timestamp of the last frame handed to the renderer (or decoded,
     /// without one), for lip sync.
-    public private(set) var lastRendered: (renderNs: UInt64, rtpTimestamp: UInt32)?
+    public private(set) var lastRendered: (renderTime: MonotonicTime, rtpTimestamp: UInt32)?
     /// The RTP timestamp and playout time of the last frame scheduled.
     private var lastScheduled: (timestamp: UInt32, playoutNs: Double)?
     /// Decode time estimate in nanoseconds: follows a longer decode quickly (1/4 of the difference
-    /// per frame) and a shorter one slowly (1/32), so `renderTimeNs` is rarely earlier than a frame
+    /// per frame) and a shorter one slowly (1/32), so `renderTime` is rarely earlier than a frame
     /// can be ready and one slow decode does not move the render times of the frames after it.
     public private(set) var decodeTimeEstimateNs: UInt64 = 0
 
@@ -165,12 +166,12 @@ public final class VideoReceiveStream {
         decrypted.deallocate()
     }
 
-    /// Takes one unprotected RTP packet of this stream (parsed as `packet`) that arrived at `arrivalNs`.
-    public func insert(_ packet: RTPPacket, arrivalNs: UInt64) {
+    /// Takes one unprotected RTP packet of this stream (parsed as `packet`) that arrived at `arrival`.
+    public func insert(_ packet: RTPPacket, arrival: MonotonicTime) {
         let h = packet.header
         receiveStatistics.update(
             sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
-            arrivalNs: Int64(bitPattern: arrivalNs), size: packet.buffer.count,
+            arrival: arrival, size: packet.buffer.count,
             headerSize: packet.headerSize)
         if sendTimeSource == .undecided {
             if let id = settings.absSendTimeExtensionID, h.extensions.absSendTime(id: id) != nil {
@@ -184,18 +185,18 @@ public final class VideoReceiveStream {
         if sendTimeSource == .absSendTime {
             // 6.18 fixed-point seconds shifted to 32 bits: wraps every 64 s like a 2^26 Hz clock.
             if let id = settings.absSendTimeExtensionID, let t = h.extensions.absSendTime(id: id) {
-                _ = bandwidth.packetArrived(timestamp: t.rawValue << 8, arrivalNs: arrivalNs, size: packet.buffer.count)
+                _ = bandwidth.packetArrived(timestamp: t.rawValue << 8, arrival: arrival, size: packet.buffer.count)
             }
         } else {
-            _ = bandwidth.packetArrived(timestamp: h.timestamp, arrivalNs: arrivalNs, size: packet.buffer.count)
+            _ = bandwidth.packetArrived(timestamp: h.timestamp, arrival: arrival, size: packet.buffer.count)
         }
         let result = jitterBuffer.insert(
             packet.buffer, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
-            arrivalNs: arrivalNs)
+            arrival: arrival)
         switch result {
         case .stored, .reset:
             if result == .reset { nack.clear() }
-            if settings.nackEnabled { nack.packetArrived(jitterBuffer.extend(h.sequenceNumber), nowNs: arrivalNs) }
+            if settings.nackEnabled { nack.packetArrived(jitterBuffer.extend(h.sequenceNumber), now: arrival) }
         case .duplicate, .late, .tooLarge:
             stats.packetsDiscarded += 1
         }
@@ -263,10 +264,11 @@ public final class VideoReceiveStream {
         nack.roundTripEstimateNs > 0 ? UInt64(nack.roundTripEstimateNs) : roundTripNs
     }
 
-    /// Plays out what is ready at `nowNs`: decodes complete frames, skips holes waited for long
+    /// Plays out what is ready at `now`: decodes complete frames, skips holes waited for long
     /// enough. Returns the number of frames decoded.
     @discardableResult
-    public func process(nowNs: UInt64) -> Int {
+    public func process(now: MonotonicTime) -> Int {
+        let nowNs = now.nanoseconds
         var decoded = 0
         nextReleaseNs = 0
         while true {
@@ -289,7 +291,7 @@ public final class VideoReceiveStream {
                 continue
             }
             guard jitterBuffer.hasHole, let first = jitterBuffer.firstPresent() else { break }
-            guard nowNs >= first.arrivalNs + holeWaitNs else { break }
+            guard nowNs >= first.arrival.nanoseconds + holeWaitNs else { break }
             jitterBuffer.skipToNextPresent()
             if let n = jitterBuffer.next { nack.forget(below: n) }
         }
@@ -302,9 +304,9 @@ public final class VideoReceiveStream {
         if !inFrame || p.timestamp != frameTimestamp {
             inFrame = true
             frameTimestamp = p.timestamp
-            frameFirstArrivalNs = p.arrivalNs
-        } else if p.arrivalNs < frameFirstArrivalNs {
-            frameFirstArrivalNs = p.arrivalNs
+            frameFirstArrivalNs = p.arrival.nanoseconds
+        } else if p.arrival.nanoseconds < frameFirstArrivalNs {
+            frameFirstArrivalNs = p.arrival.nanoseconds
         }
         let result: RTPDepacketizeResult
         do {
@@ -361,10 +363,10 @@ public final class VideoReceiveStream {
         }
         let firstArrival = frameFirstArrivalNs
         var shown = false
-        let decodeStartNs = UDPSocket.monotonicNanoseconds()
+        let decodeStartNs = MonotonicTime.now.nanoseconds
         do {
             let r: Bool? = try decoder.decode(data) { view in
-                let decodedNs = UDPSocket.monotonicNanoseconds()
+                let decodedNs = MonotonicTime.now.nanoseconds
                 self.updateDecodeTimeEstimate(decodedNs &- decodeStartNs)
                 let renderNs =
                     self.settings.schedulesRendering
@@ -434,7 +436,7 @@ public final class VideoReceiveStream {
     /// (a restarted sender, a long pause) takes the aim at once.
     private func playoutTimeNs(forTimestamp timestamp: UInt32) -> UInt64? {
         if let last = lastScheduled, last.timestamp == timestamp { return UInt64(max(0, last.playoutNs)) }
-        guard let baseline = jitterBuffer.baselineArrivalNs(forTimestamp: timestamp) else { return nil }
+        guard let baseline = jitterBuffer.baselineArrival(forTimestamp: timestamp)?.nanoseconds else { return nil }
         let aim = Double(baseline) + Double(jitterBuffer.targetDelayNs) + synchronizationDelayNs
         var playout = aim
         if let last = lastScheduled {
@@ -462,7 +464,7 @@ public final class VideoReceiveStream {
     private func deliver(
         _ view: I420View, frame: RTPAssembledFrame, firstArrival: UInt64, decodedNs: UInt64, renderNs: UInt64
     ) {
-        lastRendered = (renderNs, frame.timestamp)
+        lastRendered = (MonotonicTime(nanoseconds: renderNs), frame.timestamp)
         stats.frameWidth = view.width
         stats.frameHeight = view.height
         guard let renderer else { return }
@@ -483,7 +485,8 @@ public final class VideoReceiveStream {
             DecodedVideoFrame(
                 view: view, packed: packedView, packedStride: stride,
                 rtpTimestamp: frame.timestamp, ssrc: ssrc, isKeyframe: frame.isKeyframe,
-                firstPacketArrivalNs: firstArrival, decodedNs: decodedNs, renderTimeNs: renderNs))
+                firstPacketArrival: MonotonicTime(nanoseconds: firstArrival), decodedAt: MonotonicTime(nanoseconds: decodedNs),
+                renderTime: MonotonicTime(nanoseconds: renderNs)))
     }
 
     /// W3C webrtc-stats freeze rule: an interval between rendered frames longer than
@@ -517,7 +520,8 @@ public final class VideoReceiveStream {
 
     /// True when a keyframe request (PLI) is due now; marks it sent. The engine calls this when
     /// building feedback.
-    public func takeKeyframeRequest(nowNs: UInt64) -> Bool {
+    public func takeKeyframeRequest(now: MonotonicTime) -> Bool {
+        let nowNs = now.nanoseconds
         guard keyframeRequested || nackGaveUp else { return false }
         let interval = UInt64(settings.keyframeRequestIntervalMilliseconds * 1e6)
         guard lastKeyframeRequestNs == 0 || nowNs >= lastKeyframeRequestNs + interval else { return false }
@@ -530,10 +534,10 @@ public final class VideoReceiveStream {
     private var nackGaveUp = false
 
     /// Sequence numbers to NACK now (empty when NACK is off); valid until the next call.
-    public func takeNackList(nowNs: UInt64) -> [UInt16] {
+    public func takeNackList(now: MonotonicTime) -> [UInt16] {
         nackScratch.removeAll(keepingCapacity: true)
         guard settings.nackEnabled else { return nackScratch }
-        if nack.collect(nowNs: nowNs, rttNs: currentRoundTripNs, into: &nackScratch) > 0 { nackGaveUp = true }
+        if nack.collect(now: now, rttNs: currentRoundTripNs, into: &nackScratch) > 0 { nackGaveUp = true }
         if !nackScratch.isEmpty { stats.nackCount += 1 }
         return nackScratch
     }

@@ -15,38 +15,39 @@ public final class SendHistory {
     /// Largest packet that fits in a slot.
     public let maxPacketSize: Int
     /// Packets older than this are not retransmitted.
-    public let maxAgeNs: Int64
+    public var maxAge: Duration { .nanoseconds(maxAgeNs) }
+    private let maxAgeNs: Int64
 
     private let mask: Int
     private let storage: UnsafeMutableRawPointer
     private var lengths: [Int]
     private var sequence: [UInt16]
-    private var sentAt: [Int64]
+    private var sentAt: [UInt64]
     private var retransmissions: [UInt8]
 
     /// Creates a history; allocates `capacity * maxPacketSize` bytes once.
-    public init(capacity: Int = 1024, maxPacketSize: Int = 1500, maxAgeNs: Int64 = 1_000_000_000) {
+    public init(capacity: Int = 1024, maxPacketSize: Int = 1500, maxAge: Duration = .seconds(1)) {
         precondition(
             capacity > 0 && capacity & (capacity - 1) == 0 && capacity <= 32768,
             "SendHistory capacity must be a power of two up to 32768")
         precondition(maxPacketSize > 0)
         self.capacity = capacity
         self.maxPacketSize = maxPacketSize
-        self.maxAgeNs = maxAgeNs
+        maxAgeNs = maxAge.inNanoseconds
         mask = capacity - 1
         storage = UnsafeMutableRawPointer.allocate(byteCount: capacity * maxPacketSize, alignment: 64)
         lengths = [Int](repeating: 0, count: capacity)
         sequence = [UInt16](repeating: 0, count: capacity)
-        sentAt = [Int64](repeating: 0, count: capacity)
+        sentAt = [UInt64](repeating: 0, count: capacity)
         retransmissions = [UInt8](repeating: 0, count: capacity)
     }
 
     deinit { storage.deallocate() }
 
     /// Keeps a copy of a sent packet with RTP sequence number `seq`, replacing whatever used its
-    /// slot. Packets larger than `maxPacketSize` are not kept (returns false).
+    /// slot, sent at `now`. Packets larger than `maxPacketSize` are not kept (returns false).
     @discardableResult
-    public func store(seq: UInt16, packet: UnsafeRawBufferPointer, nowNs: Int64) -> Bool {
+    public func store(seq: UInt16, packet: UnsafeRawBufferPointer, now: MonotonicTime) -> Bool {
         let slot = Int(seq) & mask
         guard packet.count <= maxPacketSize, let base = packet.baseAddress else {
             lengths[slot] = 0
@@ -55,7 +56,7 @@ public final class SendHistory {
         (storage + slot * maxPacketSize).copyMemory(from: base, byteCount: packet.count)
         lengths[slot] = packet.count
         sequence[slot] = seq
-        sentAt[slot] = nowNs
+        sentAt[slot] = now.nanoseconds
         retransmissions[slot] = 0
         return true
     }
@@ -72,15 +73,15 @@ public final class SendHistory {
         case exhausted
     }
 
-    /// Looks up `seq` for retransmission; when found, calls `body` with the stored bytes (valid
-    /// only inside it) and counts the retransmission.
+    /// Looks up `seq` for retransmission at `now`; when found, calls `body` with the stored bytes
+    /// (valid only inside it) and counts the retransmission.
     public func retransmit(
-        seq: UInt16, nowNs: Int64, maxRetransmissions: Int = 3,
+        seq: UInt16, now: MonotonicTime, maxRetransmissions: Int = 3,
         _ body: (UnsafeRawBufferPointer) -> Void
     ) -> Lookup {
         let slot = Int(seq) & mask
         guard lengths[slot] > 0, sequence[slot] == seq else { return .missing }
-        guard nowNs - sentAt[slot] <= maxAgeNs else { return .expired }
+        guard now.nanoseconds(since: MonotonicTime(nanoseconds: sentAt[slot])) <= maxAgeNs else { return .expired }
         guard Int(retransmissions[slot]) < maxRetransmissions else { return .exhausted }
         retransmissions[slot] &+= 1
         body(UnsafeRawBufferPointer(start: storage + slot * maxPacketSize, count: lengths[slot]))

@@ -16,15 +16,15 @@ public struct DecodedVideoFrame {
     public let ssrc: UInt32
     /// True for a keyframe.
     public let isKeyframe: Bool
-    /// `CLOCK_MONOTONIC` nanoseconds when the frame's first packet arrived.
-    public let firstPacketArrivalNs: UInt64
-    /// `CLOCK_MONOTONIC` nanoseconds when decoding finished.
-    public let decodedNs: UInt64
-    /// `CLOCK_MONOTONIC` nanoseconds when the frame should be on screen: with render scheduling
+    /// When the frame's first packet arrived.
+    public let firstPacketArrival: MonotonicTime
+    /// When decoding finished.
+    public let decodedAt: MonotonicTime
+    /// When the frame should be on screen: with render scheduling
     /// (`VideoReceiveSettings.schedulesRendering`, the default), frames are handed over at their
     /// playout time, a render delay ahead of this, so consecutive frames' render times are spaced
-    /// as the sender captured them; without it, `decodedNs`.
-    public let renderTimeNs: UInt64
+    /// as the sender captured them; without it, `decodedAt`.
+    public let renderTime: MonotonicTime
 }
 
 /// Where a receive pipeline puts decoded video (like libwebrtc's `VideoSinkInterface`).

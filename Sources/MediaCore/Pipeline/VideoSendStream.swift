@@ -442,14 +442,14 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         let ticks = max(clock.ticks(sinceOriginTo: frame.timestampNs), lastTicks + 1)
         lastTicks = ticks
         let rtpTimestamp = clock.initialTimestamp &+ UInt32(truncatingIfNeeded: ticks)
-        let captureNs = frame.timestampNs, capturedAtNs = frame.capturedAtNs
-        let t0 = UDPSocket.monotonicNanoseconds()
+        let captureNs = frame.timestampNs, capturedAtNs = frame.capturedAt.nanoseconds
+        let t0 = MonotonicTime.now.nanoseconds
         let result: VPXEncodeResult
         do {
             result = try encoder.encode(frame.view, pts: ticks) { encoded in
                 // The encode's end is also the packets' send time (abs-send-time, history, sender
                 // report): packetizing takes microseconds, so one clock read serves both.
-                let t1 = UDPSocket.monotonicNanoseconds()
+                let t1 = MonotonicTime.now.nanoseconds
                 counters.add(counters.encodeTimeNs, t1 &- t0)
                 packetizeAndSend(
                     encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs,
@@ -517,7 +517,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             let packets = vp8.packetize(
                 frame: frame, maxPayloadSize: maxPayload, temporalLayer: layer,
                 nonReference: encoded.isDroppable)
-            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs, nowNs: sendNs)
+            core.send(
+                packets, timestamp: rtpTimestamp, captureNs: captureNs,
+                capturedAt: MonotonicTime(nanoseconds: capturedAtNs), now: MonotonicTime(nanoseconds: sendNs))
         case .vp9:
             let layer =
                 encoded.temporalLayerCount > 1
@@ -528,7 +530,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             let packets = vp9.packetize(
                 frame: frame, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
                 width: encoded.width, height: encoded.height, layer: layer)
-            core.send(packets, timestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs, nowNs: sendNs)
+            core.send(
+                packets, timestamp: rtpTimestamp, captureNs: captureNs,
+                capturedAt: MonotonicTime(nanoseconds: capturedAtNs), now: MonotonicTime(nanoseconds: sendNs))
         }
     }
 }

@@ -8,9 +8,9 @@
 public struct RTCPReportSchedule: Sendable {
     /// The mean interval between reports, in nanoseconds.
     public let nominalIntervalNs: UInt64
-    /// When the next report is due (`CLOCK_MONOTONIC` nanoseconds); 0 before the first one, which
-    /// is due at once.
-    public private(set) var nextDueNs: UInt64 = 0
+    /// When the next report is due; `.zero` before the first one, which is due at once.
+    public var nextDue: MonotonicTime { MonotonicTime(nanoseconds: nextDueNs) }
+    private var nextDueNs: UInt64 = 0
 
     /// A schedule with the given mean interval.
     public init(intervalMilliseconds: Double) {
@@ -18,9 +18,10 @@ public struct RTCPReportSchedule: Sendable {
         nominalIntervalNs = UInt64(intervalMilliseconds * 1e6)
     }
 
-    /// True when a report is due at `nowNs`; it then draws the next interval from
+    /// True when a report is due at `now`; it then draws the next interval from
     /// [0.5, 1.5] x the nominal one.
-    public mutating func isDue(nowNs: UInt64) -> Bool {
+    public mutating func isDue(now: MonotonicTime) -> Bool {
+        let nowNs = now.nanoseconds
         guard nowNs >= nextDueNs else { return false }
         var rng = SystemRandomNumberGenerator()
         let interval = UInt64.random(in: nominalIntervalNs / 2...nominalIntervalNs + nominalIntervalNs / 2, using: &rng)

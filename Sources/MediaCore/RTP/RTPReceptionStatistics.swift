@@ -70,15 +70,16 @@ public struct RTPReceptionStatistics: Sendable {
     /// RFC 3550 Appendix A.1 `update_seq` plus the A.8 jitter update. Returns false when the
     /// packet is not (yet) counted: still in probation, or a single large sequence jump (a second,
     /// sequential packet after the jump restarts the statistics, as for a restarted sender).
-    /// `arrivalNs` is the arrival time on any monotonic clock. Jitter is updated only for packets
+    /// `arrival` is when the packet arrived. Jitter is updated only for packets
     /// that advance the highest sequence number, so late, duplicate and retransmitted packets
     /// (resent with their original sequence number and timestamp) do not distort it.
     /// `size` (the whole packet) and `headerSize` feed the byte counters, counted for every call.
     @discardableResult
     public mutating func update(
-        sequenceNumber seq: UInt16, timestamp: UInt32, arrivalNs: Int64,
+        sequenceNumber seq: UInt16, timestamp: UInt32, arrival: MonotonicTime,
         size: Int = 0, headerSize: Int = 0
     ) -> Bool {
+        let arrivalNs = Int64(bitPattern: arrival.nanoseconds)
         bytesReceived &+= UInt64(max(0, size - headerSize))
         headerBytesReceived &+= UInt64(max(0, headerSize))
         if !started {
@@ -181,11 +182,11 @@ public struct RTPReceptionStatistics: Sendable {
     /// Interarrival jitter in seconds (W3C `jitter`).
     public var jitterSeconds: Double { Double(jitterQ4) / 16 / Double(clockRate) }
 
-    /// Notes a sender report from this source received at `arrivalNs` (monotonic), for the LSR and
-    /// DLSR fields of the next report blocks (RFC 3550 §6.4.1).
-    public mutating func senderReportReceived(_ sr: RTCPSenderReport, arrivalNs: Int64) {
+    /// Notes a sender report from this source received at `arrival`, for the LSR and DLSR fields
+    /// of the next report blocks (RFC 3550 §6.4.1).
+    public mutating func senderReportReceived(_ sr: RTCPSenderReport, arrival: MonotonicTime) {
         lastSR = sr.ntpTime.middle32
-        lastSRArrivalNs = arrivalNs
+        lastSRArrivalNs = Int64(bitPattern: arrival.nanoseconds)
         lastSenderReportTimes = (sr.ntpTime, sr.rtpTime)
     }
 
@@ -200,9 +201,10 @@ public struct RTPReceptionStatistics: Sendable {
         return Double(ntp.unixNanoseconds) + Double(Int32(bitPattern: timestamp &- rtp)) * 1e9 / Double(clockRate)
     }
 
-    /// A report block at `nowNs` (same clock as `senderReportReceived`) with LSR/DLSR from the
-    /// last sender report (0 when none); advances the fraction-lost interval.
-    public mutating func makeReportBlock(nowNs: Int64) -> RTCPReportBlock {
+    /// A report block at `now` with LSR/DLSR from the last sender report (0 when none); advances
+    /// the fraction-lost interval.
+    public mutating func makeReportBlock(now: MonotonicTime) -> RTCPReportBlock {
+        let nowNs = Int64(bitPattern: now.nanoseconds)
         let dlsr: UInt32 =
             lastSR == 0
             ? 0

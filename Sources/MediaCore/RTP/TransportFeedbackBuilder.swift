@@ -41,9 +41,9 @@ public struct TransportFeedbackBuilder: Sendable {
     /// Whether packets arrived since the last feedback.
     public var hasPending: Bool { started && highest >= base }
 
-    /// Records that the packet numbered `sequenceNumber` arrived at `arrivalNs` (monotonic).
-    public mutating func packetArrived(sequenceNumber: UInt16, arrivalNs: UInt64) {
-        let ns = Int64(bitPattern: arrivalNs & 0x7FFF_FFFF_FFFF_FFFF)
+    /// Records that the packet numbered `sequenceNumber` arrived at `arrival`.
+    public mutating func packetArrived(sequenceNumber: UInt16, arrival: MonotonicTime) {
+        let ns = Int64(bitPattern: arrival.nanoseconds & 0x7FFF_FFFF_FFFF_FFFF)
         if !started {
             started = true
             base = Int64(sequenceNumber)

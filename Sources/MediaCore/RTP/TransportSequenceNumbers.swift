@@ -5,7 +5,7 @@ import Synchronization
 /// feedback covers all of them in one sequence. Each packet takes the next number when it leaves
 /// (media, retransmission), never when it is queued.
 ///
-/// The counter also keeps the send log the sender's delay-based estimate needs: `take(sendNs:size:)`
+/// The counter also keeps the send log the sender's delay-based estimate needs: `take(sendTime:size:)`
 /// records when each numbered packet left and how big it was, in a bounded table of
 /// `sendLogCapacity` slots indexed by sequence number (the oldest entries are overwritten), and
 /// `sent(_:)` looks one up when its feedback arrives.
@@ -56,26 +56,26 @@ public final class TransportSequenceNumbers: @unchecked Sendable {
     public func take() -> UInt16 { UInt16(truncatingIfNeeded: next.wrappingAdd(1, ordering: .relaxed).oldValue) }
 
     /// Takes the next number for a packet of `size` bytes (as it goes on the wire, RTP header and
-    /// SRTP tag included) leaving at `sendNs` (`CLOCK_MONOTONIC`), and logs both, with the probe
+    /// SRTP tag included) leaving at `sendTime`, and logs both, with the probe
     /// cluster it was sent for (`ProbeCluster.id`, 1...32767; 0: none).
-    public func take(sendNs: UInt64, size: Int, probeCluster: Int = 0) -> UInt16 {
+    public func take(sendTime: MonotonicTime, size: Int, probeCluster: Int = 0) -> UInt16 {
         let seq = take()
         guard sendLogCapacity > 0 else { return seq }
         let slot = Int(seq) & mask
         // Writer half of a seqlock: invalidate, publish the data, then the tag that vouches for it.
         tags[slot].store(0, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
-        times[slot].store(sendNs, ordering: .relaxed)
+        times[slot].store(sendTime.nanoseconds, ordering: .relaxed)
         let cluster = UInt64(min(max(probeCluster, 0), 0x7FFF))
         let tag = 1 << 63 | UInt64(seq) << 32 | cluster << 16 | UInt64(min(max(size, 0), 0xFFFF))
         tags[slot].store(tag, ordering: .releasing)
         return seq
     }
 
-    /// The logged send time (`CLOCK_MONOTONIC` ns), wire size and probe cluster (0: none) of
+    /// The logged send time, wire size and probe cluster (0: none) of
     /// packet `sequenceNumber`, or nil when it was never logged, has been overwritten, or is being
     /// written right now.
-    public func sent(_ sequenceNumber: UInt16) -> (sendNs: UInt64, size: Int, probeCluster: Int)? {
+    public func sent(_ sequenceNumber: UInt16) -> (sendTime: MonotonicTime, size: Int, probeCluster: Int)? {
         guard sendLogCapacity > 0 else { return nil }
         let slot = Int(sequenceNumber) & mask
         let t1 = tags[slot].load(ordering: .acquiring)
@@ -83,6 +83,6 @@ public final class TransportSequenceNumbers: @unchecked Sendable {
         atomicMemoryFence(ordering: .acquiring)
         let t2 = tags[slot].load(ordering: .relaxed)
         guard t1 == t2, t1 >> 63 == 1, UInt16(truncatingIfNeeded: t1 >> 32) == sequenceNumber else { return nil }
-        return (ns, Int(t1 & 0xFFFF), Int(t1 >> 16 & 0x7FFF))
+        return (MonotonicTime(nanoseconds: ns), Int(t1 & 0xFFFF), Int(t1 >> 16 & 0x7FFF))
     }
 }

@@ -88,9 +88,9 @@ package struct JanusHTTPClient: Sendable {
 
     /// The blocking exchange, on the calling thread.
     func exchange(method: String, path: String, body: [UInt8]?, timeoutSeconds: Double) -> Result<Response, JanusError> {
-        let deadline = UDPSocket.monotonicNanoseconds() &+ UInt64(max(timeoutSeconds, 0.001) * 1e9)
+        let deadline = MonotonicTime.now.nanoseconds &+ UInt64(max(timeoutSeconds, 0.001) * 1e9)
         func remainingMs() -> Int32 {
-            let now = UDPSocket.monotonicNanoseconds()
+            let now = MonotonicTime.now.nanoseconds
             return now >= deadline ? 0 : Int32(min((deadline - now) / 1_000_000 + 1, 60_000))
         }
         let fd = socket(

@@ -98,8 +98,8 @@ final class SendCounters: Sendable {
                 octetCount: srOctetCount.load(ordering: .relaxed),
                 lastRTPTimestamp: srLastRTPTimestamp.load(ordering: .relaxed),
                 lastCaptureNs: srLastCaptureNs.load(ordering: .relaxed),
-                lastSendNs: srLastSendNs.load(ordering: .relaxed),
-                lastCapturedAtNs: srLastCapturedAtNs.load(ordering: .relaxed))
+                lastSendTime: MonotonicTime(nanoseconds: srLastSendNs.load(ordering: .relaxed)),
+                lastCapturedAt: MonotonicTime(nanoseconds: srLastCapturedAtNs.load(ordering: .relaxed)))
             atomicMemoryFence(ordering: .acquiring)
             if srVersion.load(ordering: .relaxed) == v0 { return info }
         }
@@ -173,31 +173,32 @@ public struct RTPSenderInfo: Sendable, Equatable {
     public var lastRTPTimestamp: UInt32
     /// Capture time (caller's clock, ns) that `lastRTPTimestamp` stands for.
     public var lastCaptureNs: Int64
-    /// `CLOCK_MONOTONIC` ns when that packet was handed to the sink (0 before the first).
-    public var lastSendNs: UInt64
-    /// `CLOCK_MONOTONIC` ns when the media that `lastRTPTimestamp` stands for was captured (0 when
-    /// its frames did not come through a capturer).
-    public var lastCapturedAtNs: UInt64 = 0
+    /// When that packet was handed to the sink (`.zero` before the first).
+    public var lastSendTime: MonotonicTime
+    /// When the media that `lastRTPTimestamp` stands for was captured (`.zero` when its frames did
+    /// not come through a capturer).
+    public var lastCapturedAt: MonotonicTime = .zero
 
     /// A snapshot of the given fields.
     public init(
         ssrc: UInt32, packetCount: UInt64, octetCount: UInt64, lastRTPTimestamp: UInt32,
-        lastCaptureNs: Int64, lastSendNs: UInt64, lastCapturedAtNs: UInt64 = 0
+        lastCaptureNs: Int64, lastSendTime: MonotonicTime, lastCapturedAt: MonotonicTime = .zero
     ) {
         self.ssrc = ssrc
         self.packetCount = packetCount
         self.octetCount = octetCount
         self.lastRTPTimestamp = lastRTPTimestamp
         self.lastCaptureNs = lastCaptureNs
-        self.lastSendNs = lastSendNs
-        self.lastCapturedAtNs = lastCapturedAtNs
+        self.lastSendTime = lastSendTime
+        self.lastCapturedAt = lastCapturedAt
     }
 
-    /// The stream's RTP timestamp at `nowNs` (`CLOCK_MONOTONIC`) for a sender report (RFC 3550
-    /// §6.4.1): the last timestamp advanced by the time since its media was captured, or, for
-    /// media that did not come through a capturer, since its packet left.
-    public func rtpTimestamp(atNs nowNs: UInt64, clockRate: UInt64) -> UInt32 {
-        let reference = lastCapturedAtNs > 0 ? lastCapturedAtNs : lastSendNs
+    /// The stream's RTP timestamp at `now` for a sender report (RFC 3550 §6.4.1): the last
+    /// timestamp advanced by the time since its media was captured, or, for media that did not
+    /// come through a capturer, since its packet left.
+    public func rtpTimestamp(at now: MonotonicTime, clockRate: UInt64) -> UInt32 {
+        let nowNs = now.nanoseconds
+        let reference = lastCapturedAt > .zero ? lastCapturedAt.nanoseconds : lastSendTime.nanoseconds
         guard reference > 0 && nowNs > reference else { return lastRTPTimestamp }
         return lastRTPTimestamp &+ UInt32(truncatingIfNeeded: (nowNs - reference) * clockRate / 1_000_000_000)
     }

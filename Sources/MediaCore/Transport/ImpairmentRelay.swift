@@ -160,7 +160,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
                     forwardLane.replaceModel(ImpairmentModel(settings: new.forward, seed: new.seed))
                     reverseLane.replaceModel(ImpairmentModel(settings: new.reverse, seed: new.seed ^ 0x5EED_0F_2E7E_25E0))
                 }
-                let now = UDPSocket.monotonicNanoseconds()
+                let now = MonotonicTime.now.nanoseconds
                 forwardLane.deliverDue(now: now)
                 reverseLane.deliverDue(now: now)
                 publish()
@@ -296,7 +296,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
                     continue
                 case .address(let address): destination = address
                 }
-                switch model.decide(arrival: datagram.receivedAtNanoseconds, size: datagram.bytes.count) {
+                switch model.decide(arrival: datagram.receivedAt.nanoseconds, size: datagram.bytes.count) {
                 case .drop: break
                 case .deliver(let at):
                     enqueue(datagram.bytes, at: at, to: destination)

@@ -184,11 +184,4 @@ public final class UDPSocket: @unchecked Sendable {
         guard getsockopt(descriptor, level, name, &v, &length) == 0 else { throw SocketError.last(operation) }
         return v
     }
-
-    /// `CLOCK_MONOTONIC` in nanoseconds: the clock of receive timestamps and relay schedules.
-    public static func monotonicNanoseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
 }

@@ -8,10 +8,10 @@ public struct UDPDatagram {
     public let bytes: UnsafeRawBufferPointer
     /// Who sent it; nil only for an address family other than IPv4/IPv6.
     public let source: SocketAddress?
-    /// `CLOCK_MONOTONIC` nanoseconds when it reached the socket: the kernel's receive timestamp
-    /// (`SO_TIMESTAMPNS`) mapped onto `UDPSocket.monotonicNanoseconds()`, or, when the kernel gave
-    /// none, when its batch was read; never earlier than the datagram the batch gave before it.
-    public let receivedAtNanoseconds: UInt64
+    /// When it reached the socket: the kernel's receive timestamp (`SO_TIMESTAMPNS`) mapped onto
+    /// the monotonic clock, or, when the kernel gave none, when its batch was read; never earlier
+    /// than the datagram the batch gave before it.
+    public let receivedAt: MonotonicTime
     /// True when the datagram was longer than the buffer (`MSG_TRUNC`); `bytes` holds its start.
     public let isTruncated: Bool
 }
@@ -32,8 +32,8 @@ public final class UDPReceiveBatch {
     public let bufferSize: Int
     /// Datagrams from the last receive.
     public private(set) var count = 0
-    /// `CLOCK_MONOTONIC` nanoseconds when the last batch returned.
-    public private(set) var receivedAtNanoseconds: UInt64 = 0
+    /// When the last batch returned.
+    public private(set) var receivedAt = MonotonicTime.zero
 
     private let storage: UnsafeMutableRawPointer
     private let headers: UnsafeMutablePointer<cms_mmsghdr>
@@ -43,7 +43,7 @@ public final class UDPReceiveBatch {
     private let control: UnsafeMutableRawPointer
     private let controlSize: Int
     /// The socket whose receive timestamps were last turned on (-1: none yet).
-    /// Per datagram of the last receive, its arrival time (see `UDPDatagram.receivedAtNanoseconds`).
+    /// Per datagram of the last receive, its arrival time (see `UDPDatagram.receivedAt`).
     private let arrivals: UnsafeMutablePointer<UInt64>
     /// The latest arrival time handed out: arrivals never go backwards, even where stamped and
     /// unstamped datagrams meet (the kernel starts stamping a moment after it is asked to).
@@ -100,7 +100,8 @@ public final class UDPReceiveBatch {
         }
         let flags = wait ? Int32(MSG_WAITFORONE) : Int32(MSG_DONTWAIT)
         let rc = cms_recvmmsg(socket.descriptor, headers, UInt32(capacity), flags, nil)
-        receivedAtNanoseconds = UDPSocket.monotonicNanoseconds()
+        receivedAt = .now
+        let receivedAtNanoseconds = receivedAt.nanoseconds
         if rc < 0 {
             let code = SocketErrno.current
             if code == .wouldBlock || code == .interrupted { return 0 }
@@ -139,7 +140,7 @@ public final class UDPReceiveBatch {
             : nil
         return UDPDatagram(
             bytes: UnsafeRawBufferPointer(start: storage + index * bufferSize, count: length),
-            source: source, receivedAtNanoseconds: arrivals[index],
+            source: source, receivedAt: MonotonicTime(nanoseconds: arrivals[index]),
             isTruncated: header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0)
     }
 }

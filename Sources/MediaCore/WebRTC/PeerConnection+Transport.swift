@@ -167,7 +167,7 @@ package final class PeerConnectionRTPSender: PacketSink, Sendable {
 /// reports (from the receive pipeline's thread) drive the send streams, and sender reports
 /// (RFC 3550 §6.4.1) go out from the connection's queue. Thread rule: both under one lock.
 /// Cost: parsing and building RTCP allocate small arrays, a few times a second.
-/// Sendable: the session, the report buffer and `nextReportNs` are used only under `lock`; the rest are `let`s.
+/// Sendable: the session, the report buffer and `reportSchedule` are used only under `lock`; the rest are `let`s.
 final class PeerConnectionFeedback: @unchecked Sendable {
     private let lock = Mutex<Void>(())
     /// Used only under `lock`.
@@ -176,7 +176,7 @@ final class PeerConnectionFeedback: @unchecked Sendable {
     private let outbound: SRTPContext
     private let cname: String
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
-    private var nextReportNs: UInt64 = 0
+    private var reportSchedule = RTCPReportSchedule(intervalMilliseconds: 1000)
 
     init(session: RTCPSenderSession, outbound: SRTPContext, cname: String) {
         self.session = session
@@ -191,17 +191,16 @@ final class PeerConnectionFeedback: @unchecked Sendable {
     }
 
     /// The peer's RTCP about our media, unprotected (the pipeline's thread).
-    func handle(_ rtcp: UnsafeRawBufferPointer, arrivalNs: UInt64) {
-        lock.withLock { _ in session.handle(rtcp, nowNs: arrivalNs) }
+    func handle(_ rtcp: UnsafeRawBufferPointer, arrival: MonotonicTime) {
+        lock.withLock { _ in session.handle(rtcp, now: arrival) }
     }
 
     /// Sends a compound SR + SDES for every local stream on `path` when one is due (every
     /// 0.5-1.5 s, RFC 3550 §6.2). Called from the connection's queue timer.
-    func sendReportIfDue(nowNs: UInt64, socket: UDPSocket, path: ICESendPath) {
+    func sendReportIfDue(now: MonotonicTime, socket: UDPSocket, path: ICESendPath) {
         lock.withLock { _ in
-            guard nowNs >= nextReportNs else { return }
-            nextReportNs = nowNs + UInt64.random(in: 500_000_000...1_500_000_000)
-            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), nowNs: nowNs)
+            guard reportSchedule.isDue(now: now) else { return }
+            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), now: now)
             guard let first = reports.first else { return }
             var packets: [RTCPPacket] = reports.map { .senderReport($0) }
             packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
@@ -261,7 +260,7 @@ extension PeerConnection {
         setState(.connecting, error: nil)
         onQueue {
             self.dtls.setRole(role)
-            self.connectDeadline = UDPSocket.monotonicNanoseconds() &+ UInt64(self.configuration.connectTimeoutSeconds * 1e9)
+            self.connectDeadline = MonotonicTime.now.nanoseconds &+ UInt64(self.configuration.connectTimeoutSeconds * 1e9)
             let t = DispatchSource.makeTimerSource(queue: self.queue)
             t.schedule(deadline: .now() + .milliseconds(20), repeating: .milliseconds(20), leeway: .milliseconds(5))
             t.setEventHandler { [weak self] in self?.tick() }
@@ -278,7 +277,7 @@ extension PeerConnection {
         guard state == .connecting, agent?.path.route != nil else { return }
         if !dtlsStarted {
             dtlsStarted = true
-            dtls.start(now: UDPSocket.monotonicNanoseconds())
+            dtls.start(now: MonotonicTime.now.nanoseconds)
         }
         replayEarlyDTLS()
     }
@@ -294,9 +293,9 @@ extension PeerConnection {
     /// On the queue, every 20 ms: while connecting, DTLS retransmissions and the connect deadline;
     /// once connected, sender reports.
     func tick() {
-        let now = UDPSocket.monotonicNanoseconds()
+        let now = MonotonicTime.now.nanoseconds
         if state == .connected {
-            if let feedback, let agent { feedback.sendReportIfDue(nowNs: now, socket: socket, path: agent.path) }
+            if let feedback, let agent { feedback.sendReportIfDue(now: .now, socket: socket, path: agent.path) }
         } else if state == .connecting {
             if !dtlsStarted { pathChanged() }
             if dtlsStarted, let d = dtls.nextDeadline(now: now), d <= now { dtls.handleTimeout(now: now) }
@@ -324,9 +323,9 @@ extension PeerConnection {
         guard route.peer == from else { return }
         if !dtlsStarted, state == .connecting {
             dtlsStarted = true
-            dtls.start(now: UDPSocket.monotonicNanoseconds())
+            dtls.start(now: MonotonicTime.now.nanoseconds)
         }
-        dtls.handle(datagram: bytes, now: UDPSocket.monotonicNanoseconds())
+        dtls.handle(datagram: bytes, now: MonotonicTime.now.nanoseconds)
     }
 
     /// On the queue, inside a DTLS call.
@@ -377,7 +376,7 @@ extension PeerConnection {
             session: RTCPSenderSession(targets: tracks.map(\.feedbackTarget), startBitrate: configuration.videoBitrate),
             outbound: rtcpContext, cname: cname)
         self.feedback = feedback
-        pipeline.rtcpFeedbackHandler = { bytes, arrival in feedback.handle(bytes, arrivalNs: arrival) }
+        pipeline.rtcpFeedbackHandler = { bytes, arrival in feedback.handle(bytes, arrival: arrival) }
         pipeline.otherDatagramHandler = { [weak self, weak agent] d in
             guard let source = d.source, let first = d.bytes.first else { return }
             if DTLSTransport.isDTLS(firstByte: first) {

@@ -33,8 +33,8 @@ final class CallLegFeedback: @unchecked Sendable {
     }
 
     /// One unprotected RTCP compound packet from the participant (receive-pipeline thread).
-    func handle(_ rtcp: UnsafeRawBufferPointer, arrivalNs: UInt64) {
-        lock.withLock { _ in session.handle(rtcp, nowNs: arrivalNs) }
+    func handle(_ rtcp: UnsafeRawBufferPointer, arrival: MonotonicTime) {
+        lock.withLock { _ in session.handle(rtcp, now: arrival) }
     }
 
     /// The streams this leg's feedback drives now (tracks published or unpublished).

@@ -242,7 +242,7 @@ extension Room {
         // agent's checks and TURN traffic (RFC 7983: first byte 0-3 and 64-79), which the pipeline
         // hands on; its own RTCP leaves on the selected pair.
         let feedback = leg.feedback, agent = leg.agent
-        pipeline.rtcpFeedbackHandler = { rtcp, arrivalNs in feedback.handle(rtcp, arrivalNs: arrivalNs) }
+        pipeline.rtcpFeedbackHandler = { rtcp, arrival in feedback.handle(rtcp, arrival: arrival) }
         pipeline.otherDatagramHandler = { d in
             if let source = d.source { agent.handleDatagram(d.bytes, from: source) }
         }

@@ -102,7 +102,7 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
         {
             let rtpSeq = UInt16(scratch[2]) << 8 | UInt16(scratch[3])
             let seq = t.numbering.number(
-                rtpSequence: rtpSeq, sendNs: UDPSocket.monotonicNanoseconds(),
+                rtpSequence: rtpSeq, sendTime: .now,
                 size: packet.count + t.context.rtpOverhead)
             scratch[at] = UInt8(truncatingIfNeeded: seq >> 8)
             scratch[at + 1] = UInt8(truncatingIfNeeded: seq)
@@ -142,12 +142,12 @@ final class TransportNumbering: @unchecked Sendable {
     deinit { table.deallocate() }
 
     /// The transport-wide number for RTP packet `rtpSequence` of `size` wire bytes leaving at
-    /// `sendNs`: the one it had on this leg before, or the next one.
-    func number(rtpSequence: UInt16, sendNs: UInt64, size: Int) -> UInt16 {
+    /// `sendTime`: the one it had on this leg before, or the next one.
+    func number(rtpSequence: UInt16, sendTime: MonotonicTime, size: Int) -> UInt16 {
         let slot = Int(rtpSequence) & (Self.slots - 1)
         let entry = table[slot]
         if entry >> 32 == 1, UInt16(truncatingIfNeeded: entry >> 16) == rtpSequence { return UInt16(truncatingIfNeeded: entry) }
-        let n = counter.take(sendNs: sendNs, size: size)
+        let n = counter.take(sendTime: sendTime, size: size)
         table[slot] = 1 << 32 | UInt64(rtpSequence) << 16 | UInt64(n)
         return n
     }
