@@ -159,7 +159,7 @@ import Testing
         await alice.wait("the stream to bob drained") { aliceCore.friends[bob.id]?.outbound.isEmpty == true }
 
         // Every queued write takes 0.4 s; eight signals one write each would take 3.2 s.
-        bobCore.store.queuedWriteDelayForTesting = 0.4
+        bobCore.store.queuedWriteDelayForTesting = .milliseconds(400)
         var handled: [String] = []
         var writesWhenAllHandled: Int?
         bobCore.reservedMessageHandler = { _, body in
