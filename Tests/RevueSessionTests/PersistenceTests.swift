@@ -70,7 +70,7 @@ import Testing
         // No rendezvous: Bob learns Alice's endpoint from her request, Alice from his handshake.
         let aliceCore = alice.revue.core!
         try alice.revue.friends.addFriend(address: bob.revue.revueAddress, message: "hi")
-        aliceCore.friends[bob.id]!.candidates[.direct(SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))] = monotonicNow()
+        aliceCore.friends[bob.id]!.candidates[.direct(SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))] = MonotonicTime.now
         await bob.waitForEvent(.request(alice.id, "hi"))
         try bob.revue.friends.addFriendNorequest(friendId: alice.id)
         await alice.waitForEvent(.paths(bob.id, true))
