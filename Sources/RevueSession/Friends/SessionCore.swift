@@ -15,13 +15,6 @@ internal import MediaCore
     import Glibc
 #endif
 
-/// Monotonic seconds (CLOCK_MONOTONIC).
-func monotonicNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
 @MainActor
 package final class SessionCore {
     /// Largest friend message, in UTF-8 bytes (one datagram with headroom for headers).
