@@ -265,7 +265,7 @@ final class CallSignalHarness {
         reset()
         for record in records where !record.isEmpty { step(record) }
         // Every deadline passes: each invitation still open must end now, exactly once.
-        room.tickForFuzzing(secondsAhead: 10_000)
+        room.tickForFuzzing(ahead: .seconds(10_000))
         settle(fed: nil, from: nil, before: room.participantIds)
         fuzzRequire(open.isEmpty, "invitations never ended: \(open)")
         fuzzRequire(room.stateCounts.invitations == 0, "the room still holds invitations after every deadline")
@@ -298,7 +298,7 @@ final class CallSignalHarness {
             case 4: room.remoteParticipants[friend]?.disconnect()
             default: room.disconnectAll()
             }
-        case 5: room.tickForFuzzing(secondsAhead: Double(body.first ?? 0) * 0.25)
+        case 5: room.tickForFuzzing(ahead: .milliseconds(250) * Int(body.first ?? 0))
         case 6: room.pathsChangedForFuzzing(friend, online: (body.first ?? 0) & 1 == 1)
         default: room.endForDeletionForFuzzing(friend)
         }

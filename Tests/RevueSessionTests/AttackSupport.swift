@@ -59,8 +59,8 @@ final class RendezvousClient {
 
     /// Waits for the next reply of `type` after `count` replies; nil after 2 s.
     func next(_ type: PacketType, after count: Int) async -> [UInt8]? {
-        let deadline = monotonicNow() + 2
-        while monotonicNow() < deadline {
+        let deadline = MonotonicTime.now + .seconds(2)
+        while MonotonicTime.now < deadline {
             if let r = replies.dropFirst(count).last(where: { $0.first == type.rawValue }) { return r }
             await settle(0.005)
         }
@@ -119,8 +119,8 @@ final class RendezvousClient {
 
     /// Waits (yielding the main actor) until `condition` holds, at most 5 s.
     func wait(_ condition: () -> Bool) async {
-        let deadline = monotonicNow() + 5
-        while !condition() && monotonicNow() < deadline { await settle(0.01) }
+        let deadline = MonotonicTime.now + .seconds(5)
+        while !condition() && MonotonicTime.now < deadline { await settle(0.01) }
     }
 
     func close() { socket.close() }

@@ -136,19 +136,19 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
         let core = alice.revue.core!
-        #expect(core.lanFastLeft > 0 && core.announceInterval(now: monotonicNow()) == 1, "fast after start")
+        #expect(core.lanFastLeft > 0 && core.announceInterval(now: MonotonicTime.now) == .seconds(1), "fast after start")
         await alice.wait("the fast announcements done", timeout: 5) { core.lanFastLeft == 0 }
-        #expect(SessionCore.lanEagerGap.contains(core.announceInterval(now: monotonicNow())), "then eager, jittered")
-        core.lanEagerWindow = 0
-        core.lanEagerUntil = 0
-        #expect(core.announceInterval(now: monotonicNow()) == SessionCore.lanQuietInterval, "no friend: quiet")
+        #expect(SessionCore.lanEagerGap.contains(core.announceInterval(now: MonotonicTime.now)), "then eager, jittered")
+        core.lanEagerWindow = .zero
+        core.lanEagerUntil = .zero
+        #expect(core.announceInterval(now: MonotonicTime.now) == SessionCore.lanQuietInterval, "no friend: quiet")
         try await befriend(alice, bob)
-        core.lanEagerUntil = 0
+        core.lanEagerUntil = .zero
         core.lanFastLeft = 0
-        #expect(core.announceInterval(now: monotonicNow()) == SessionCore.lanQuietInterval, "every friend connected: quiet")
+        #expect(core.announceInterval(now: MonotonicTime.now) == SessionCore.lanQuietInterval, "every friend connected: quiet")
         bob.stop()
         await alice.waitForEvent(.paths(bob.id, false))
-        #expect(SessionCore.lanEagerGap.contains(core.announceInterval(now: monotonicNow())), "a friend offline: eager")
+        #expect(SessionCore.lanEagerGap.contains(core.announceInterval(now: MonotonicTime.now)), "a friend offline: eager")
     }
 
     @Test func localSubnetTest() {
@@ -243,7 +243,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         // One client with a valid cookie floods registrations of fresh keys with good MACs.
         let flooder = clients[1]
         let agreementsBefore = node.keyAgreements
-        let start = monotonicNow()
+        let start = MonotonicTime.now
         var sent = 0
         for _ in 0..<400 {
             let k = KeyPair()
@@ -253,7 +253,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             sent += 1
         }
         await settle(0.5)
-        let elapsed = monotonicNow() - start
+        let elapsed = (MonotonicTime.now - start).inSeconds
         let agreements = node.keyAgreements - agreementsBefore
         #expect(
             Double(agreements) <= RendezvousNode.keyBurst + RendezvousNode.keyRate * elapsed + 1,
@@ -461,7 +461,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         alice.revue.core!.sendTap = { p, route in
             if case .direct = route, p.first == PacketType.handshakeInitiation.rawValue { captured.append(p) }
         }
-        alice.revue.core!.initiate(alice.revue.core!.friends[bob.id]!, now: monotonicNow())
+        alice.revue.core!.initiate(alice.revue.core!.friends[bob.id]!, now: MonotonicTime.now)
         await alice.wait("an initiation captured") { !captured.isEmpty }
         await bob.wait("the rekey answered") { bob.revue.core!.friends[alice.id]!.lastHandshakeTimestamp > 0 }
         await settle(0.3)
@@ -552,10 +552,13 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
 
         let eventsBefore = alice.friendEvents.count
         let core = alice.revue.core!, f = core.friends[bob.id]!
-        for p in [alice, bob] { p.revue.core!.sessionMessageLimit = 1 << 60; p.revue.core!.sessionLifetimeOverride = 0.0001 }
+        for p in [alice, bob] {
+            p.revue.core!.sessionMessageLimit = 1 << 60
+            p.revue.core!.sessionLifetimeOverride = .microseconds(100)
+        }
         // Before the next tick drops it: a send on the expired session is refused.
         let sentBefore = f.current!.sendCounter
-        core.sendPing(f, route: f.bestRoute(now: monotonicNow(), timeout: 2)!, now: monotonicNow())
+        core.sendPing(f, route: f.bestRoute(now: MonotonicTime.now, timeout: .seconds(2))!, now: MonotonicTime.now)
         #expect(core.counters.droppedExpired == 1 && f.current?.sendCounter == sentBefore)
         await alice.wait("offline when the keys expire", timeout: 3) {
             alice.friendEvents.dropFirst(eventsBefore).contains(.paths(bob.id, false))

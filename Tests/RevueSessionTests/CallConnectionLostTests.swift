@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 
 @testable import RevueSession
@@ -30,7 +31,7 @@ import Testing
         let sids = a.room.remoteParticipants[b.id]!.remoteTrackPublications.map(\.sid)
         let mark = a.recorder.timeline.count
 
-        let crashedAt = monotonicNow()
+        let crashedAt = MonotonicTime.now
         b.revue.abandonForTesting()
         await a.wait("b left the call", timeout: timeouts.connectionTimeout + 5) {
             a.recorder.participant.contains { $0.hasPrefix("disconnected(b,") }
@@ -38,7 +39,7 @@ import Testing
         // The wait above is the time bound: the keepalive timeout plus slack. No tighter bound is
         // asserted: a session whose own timer stalled (a loaded machine) gives its friends two more
         // keepalive intervals before it calls them offline, by design.
-        print("crashed participant left after \(monotonicNow() - crashedAt) s")
+        print("crashed participant left after \((MonotonicTime.now - crashedAt).inSeconds) s")
         #expect(a.room.remoteParticipants.isEmpty)
         #expect(a.room.remoteParticipants[b.id] == nil)
         // Friend offline first, then the participant's paths on both layers, its tracks
@@ -79,7 +80,7 @@ import Testing
             a.recorder.participant.contains { $0.hasPrefix("disconnected(b,") }
         }
         // Never before the grace period (a lower bound: scheduling can only make it later).
-        #expect(monotonicNow() - offlineSince >= grace)
+        #expect(MonotonicTime.now - offlineSince >= .seconds(grace))
         #expect(a.room.remoteParticipants[b.id] == nil)
         #expect(a.recorder.participant.last == "disconnected(b,connectionLost)")
         #expect(a.recorder.room.last { $0.hasPrefix("disconnect") } == "disconnect(b,connectionLost)")
@@ -110,12 +111,12 @@ struct CallNodeKillTests {
         _ = try #require(await a.wait(timeout: 20, event("participantDidConnect", ["friendId": bId])))
 
         let timeouts = RevueTimeouts()  // revue-node runs with the defaults
-        let killedAt = monotonicNow()
+        let killedAt = MonotonicTime.now
         b.kill()
         let left = await a.wait(timeout: timeouts.connectionTimeout + 5, event("participantDidDisconnect", ["friendId": bId]))
         #expect(left?["reason"] as? String == "connectionLost")
         // The wait is the time bound (see the in-process test for why there is no tighter one).
-        print("killed node left after \(monotonicNow() - killedAt) s")
+        print("killed node left after \((MonotonicTime.now - killedAt).inSeconds) s")
         // Offline first (the friend layer's didUpdatePaths), then the leave.
         let lines = a.events.compactMap { e -> String? in
             guard e["friendId"] as? String == bId, let name = e["event"] as? String else { return nil }

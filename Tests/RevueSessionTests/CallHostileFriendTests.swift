@@ -133,7 +133,7 @@ final class HostileFriend {
         h.join(b.id, token: "BAD0BAD0BAD0BAD0", members: [a.id])
 
         // The held joins are refused after Room.introductionWait.
-        await b.wait("every attempt refused", timeout: Room.introductionWait + 3) {
+        await b.wait("every attempt refused", timeout: (Room.introductionWait + .seconds(3)).inSeconds) {
             b.revue.counters.callSignalsRefused - refused0 >= 7
         }
         await settle(0.5)
@@ -191,7 +191,7 @@ final class HostileFriend {
         var longName = CallSignal(type: "track", op: CallSignal.Op.publish)
         longName.sid = "n"; longName.kind = "video"; longName.text = String(repeating: "n", count: Room.maxTrackNameLength + 1)
         flood += [longId, longName]
-        let started = monotonicNow()
+        let started = MonotonicTime.now
         for s in flood {
             let text = s.json
             while !hp.revue.core!.sendReserved(friendId: a.id, text: text) { try await Task.sleep(for: .milliseconds(2)) }
@@ -200,7 +200,7 @@ final class HostileFriend {
         await a.wait("every publication delivered", timeout: 60) {
             a.revue.counters.callSignalsRefused - refused0 >= expected
         }
-        print("track publication flood: \(flood.count) publications in \(monotonicNow() - started) s")
+        print("track publication flood: \(flood.count) publications in \((MonotonicTime.now - started).inSeconds) s")
         await settle(0.3)
         #expect(a.revue.counters.reservedMessagesSwallowed - swallowed0 >= flood.count)
 

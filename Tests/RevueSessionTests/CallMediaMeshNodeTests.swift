@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 
 @testable import RevueSession
@@ -94,8 +95,8 @@ final class NodeMesh: @unchecked Sendable {
     /// Waits until each of `members` has every other member as a participant with both tracks
     /// subscribed, and a media route (an ICE pair that answered) to each of them.
     func waitForMesh(_ members: [Int], tracks: Int = 2, timeout: Double = 30) async -> Bool {
-        let deadline = monotonicNow() + timeout
-        while monotonicNow() < deadline {
+        let deadline = MonotonicTime.now + .seconds(timeout)
+        while MonotonicTime.now < deadline {
             var complete = true
             for i in members {
                 guard let room = await call(i, ["cmd": "room"]), let ps = room["participants"] as? [[String: Any]] else {
@@ -147,7 +148,7 @@ final class NodeMesh: @unchecked Sendable {
         var uplink0: [Int] = []
         for i in members { uplink0.append(await uplinkBytes(i)) }
         let cpu0 = members.map { cpuSeconds(nodes[$0]) }.reduce(0, +)
-        let t0 = monotonicNow()
+        let t0 = MonotonicTime.now
         var tags: [Int: String] = [:]
         for i in members {
             serial += 1
@@ -163,7 +164,7 @@ final class NodeMesh: @unchecked Sendable {
         }
         // Let the last frames through the jitter buffers.
         try? await Task.sleep(for: .milliseconds(1000))
-        let wall = monotonicNow() - t0
+        let wall = (MonotonicTime.now - t0).inSeconds
         let cpu = members.map { cpuSeconds(nodes[$0]) }.reduce(0, +) - cpu0
         var failures: [String] = []
         var uplink: [Int] = []
@@ -193,8 +194,8 @@ final class NodeMesh: @unchecked Sendable {
     /// Everyone hangs up; waits until every room is empty.
     func hangUpAll() async -> Bool {
         for i in nodes.indices { _ = await call(i, ["cmd": "hangup"]) }
-        let deadline = monotonicNow() + 20
-        while monotonicNow() < deadline {
+        let deadline = MonotonicTime.now + .seconds(20)
+        while MonotonicTime.now < deadline {
             var empty = true
             for i in nodes.indices {
                 let room = await call(i, ["cmd": "room"])

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 
 @testable import RevueSession
@@ -74,14 +75,14 @@ struct CallMediaResumeNamespaceTests {
         let online = await a.wait(timeout: 10, nth: onlineBefore + 1) {
             $0["event"] as? String == "didUpdatePaths" && $0["friendId"] as? String == bId && $0["isOnline"] as? Bool == true
         }
-        let backAt = monotonicNow()
+        let backAt = MonotonicTime.now
         #expect(online != nil, "b never came back")
         let atReturn = await framesFromB()
         var resumedAfter = Double.infinity
         var last = atReturn
-        while monotonicNow() - backAt < 8 {
+        while MonotonicTime.now - backAt < .seconds(8) {
             last = await framesFromB()
-            if last >= atReturn + 3 { resumedAfter = monotonicNow() - backAt; break }
+            if last >= atReturn + 3 { resumedAfter = (MonotonicTime.now - backAt).inSeconds; break }
             try? await Task.sleep(for: .milliseconds(50))
         }
         print("resume: video decoded again \(String(format: "%.2f", resumedAfter)) s after b was back online")

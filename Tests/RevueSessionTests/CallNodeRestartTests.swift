@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 
 @testable import RevueSession
@@ -31,16 +32,16 @@ struct CallNodeRestartTests {
         _ = try #require(await a.wait(timeout: 20, event("participantDidConnect", ["friendId": bId])))
 
         let timeouts = RevueTimeouts()  // revue-node runs with the defaults
-        let killedAt = monotonicNow()
+        let killedAt = MonotonicTime.now
         b.kill()
         b = try NodeProcess(["--data", dir + "/b", "--port", "\(bPort)"] + args)
         _ = try #require(await b.wait(timeout: 5, event("ready")))
-        let restartedAfter = monotonicNow() - killedAt
+        let restartedAfter = (MonotonicTime.now - killedAt).inSeconds
         // Back before a could call b offline: what ends the leg below is the new epoch.
         #expect(restartedAfter < timeouts.connectionTimeout, "restarted after \(restartedAfter) s")
         let left = await a.wait(timeout: timeouts.connectionTimeout + 5, event("participantDidDisconnect", ["friendId": bId]))
         #expect(left?["reason"] as? String == "connectionLost")
-        print("restarted node's old leg ended after \(monotonicNow() - killedAt) s")
+        print("restarted node's old leg ended after \((MonotonicTime.now - killedAt).inSeconds) s")
         // a never saw b offline: the epoch, not the keepalive timeout, ended the leg.
         #expect(
             !a.events.contains {

@@ -215,7 +215,7 @@ final class ProbeAttacher: RoomDelegate {
             c.room.disconnectAll()
             await a.wait("c gone") { a.room.remoteParticipants[c.id] == nil && b.room.remoteParticipants[c.id] == nil }
             await a.wait("a's key rotated") { a.room.sfu.map { $0.keyIDs.video != oldVideoKID } ?? false }
-            try? await Task.sleep(for: .seconds(Room.sfuKeySwitchDelay + 0.3))
+            try? await Task.sleep(for: Room.sfuKeySwitchDelay + .milliseconds(300))
             let keyedBefore = keyed.probe.snapshot.frames
             let bFromA = attachers[1].probe(a.id), bBefore = bFromA.snapshot.frames
             feeds = [a, b].enumerated().map { i, p in

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 
 @testable import RevueSession
@@ -174,9 +175,9 @@ final class CallPeer {
     func wait(_ what: String, timeout: Double = 10, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool)
         async
     {
-        let deadline = monotonicNow() + timeout
+        let deadline = MonotonicTime.now + .seconds(timeout)
         while !condition() {
-            if monotonicNow() > deadline {
+            if MonotonicTime.now > deadline {
                 Issue.record(
                     "\(name): timed out waiting for \(what); calls: \(recorder.calls) room: \(recorder.room)",
                     sourceLocation: sourceLocation)

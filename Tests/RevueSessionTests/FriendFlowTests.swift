@@ -49,7 +49,8 @@ import Testing
         await #expect(throws: FriendMessageError.reservedFormat) {
             _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: #" {"type":"track","op":"publish"}"#)
         }
-        _ = try await alice.revue.core!.sendMessage(friendId: bob.id, message: #"{"type":"msg","x":1}"#, timeout: 10).get()
+        _ = try await alice.revue.core!.sendMessage(friendId: bob.id, message: #"{"type":"msg","x":1}"#, timeout: .seconds(10))
+            .get()
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: #"{"kind":"chat","type":"note"}"#)
         await bob.waitForEvent(.message(alice.id, #"{"kind":"chat","type":"note"}"#))
         #expect(bob.revue.counters.reservedMessagesSwallowed == swallowed + 1)

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 
 @testable import RevueSession
@@ -201,7 +202,7 @@ import Testing
         // deletion (not .cancelled).
         try a.friends.sendInvitation(friendId: b.id, message: "t")
         await b.waitCall("received(a,t)")
-        let deadlinePassed = monotonicNow() + 10
+        let deadlinePassed = MonotonicTime.now + .seconds(10)
         a.room.tickInvitations(now: deadlinePassed)
         try a.friends.deleteFriend(friendId: b.id)
         #expect(a.calls == ["sent(b)"])

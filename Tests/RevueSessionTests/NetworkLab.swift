@@ -99,8 +99,8 @@ final class LabProcess: @unchecked Sendable {
 
     /// Waits until a line contains `text`; false after `timeout` seconds or when the process ended.
     func waitForLine(containing text: String, timeout: Double) async -> Bool {
-        let deadline = monotonicNow() + timeout
-        while monotonicNow() < deadline {
+        let deadline = MonotonicTime.now + .seconds(timeout)
+        while MonotonicTime.now < deadline {
             if output.contains(where: { $0.contains(text) }) { return true }
             if !process.isRunning { return output.contains(where: { $0.contains(text) }) }
             try? await Task.sleep(for: .milliseconds(20))
@@ -112,8 +112,8 @@ final class LabProcess: @unchecked Sendable {
     func stop() {
         guard process.isRunning else { return }
         Glibc.kill(process.processIdentifier, SIGTERM)
-        let deadline = monotonicNow() + 2
-        while process.isRunning && monotonicNow() < deadline { usleep(10_000) }
+        let deadline = MonotonicTime.now + .seconds(2)
+        while process.isRunning && MonotonicTime.now < deadline { usleep(10_000) }
         if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
@@ -476,8 +476,8 @@ final class NetworkLab: @unchecked Sendable {
 
     /// True once something listens on coturn's TCP port in the internet namespace.
     private func waitForTURNListening(timeout: Double) async -> Bool {
-        let deadline = monotonicNow() + timeout
-        while monotonicNow() < deadline {
+        let deadline = MonotonicTime.now + .seconds(timeout)
+        while MonotonicTime.now < deadline {
             let r = shell(
                 "ip netns exec \(internet) ss -Htln 'sport = :\(Self.turnPort)'; ip netns exec \(internet) ss -Huln 'sport = :\(Self.turnPort)'"
             )

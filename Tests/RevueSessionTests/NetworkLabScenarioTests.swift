@@ -54,7 +54,7 @@ final class LabCall: @unchecked Sendable {
                     "b never got a's friend request\na events \(a.events.suffix(8))\nb events \(b.events.suffix(8))\n\(diagnosis())"
             )
         }
-        let accepted = monotonicNow()
+        let accepted = MonotonicTime.now
         b.send(["cmd": "accept", "friendId": aId])
         guard
             await a.wait(
@@ -67,7 +67,7 @@ final class LabCall: @unchecked Sendable {
             await snapshotCounters()
             throw NodeProcessError(message: "a never saw b online\n\(diagnosis())")
         }
-        onlineAfter = monotonicNow() - accepted
+        onlineAfter = (MonotonicTime.now - accepted).inSeconds
     }
 
     /// a invites b, b accepts; both see the other connected with both its tracks subscribed.
@@ -77,7 +77,7 @@ final class LabCall: @unchecked Sendable {
             throw NodeProcessError(message: "no invitation at b\n\(diagnosis())")
         }
         b.send(["cmd": "accept-call", "friendId": aId])
-        let acceptedAt = monotonicNow()
+        let acceptedAt = MonotonicTime.now
         for (p, other) in [(a, bId), (b, aId)] {
             guard await p.wait(timeout: 20, event("participantDidConnect", ["friendId": other])) != nil,
                 await p.wait(
@@ -90,15 +90,15 @@ final class LabCall: @unchecked Sendable {
         // Both feed once connected (not judged), to time the first decoded frame each way.
         let feeds = [startFeed(a, seconds: 3, tone: 440), startFeed(b, seconds: 3, tone: 660)]
         // Media flows once each leg's ICE agent selected a pair; the judged feed starts later.
-        let deadline = monotonicNow() + 15
-        while monotonicNow() < deadline, pathAfter == .infinity || firstFrameAfter == .infinity {
+        let deadline = MonotonicTime.now + .seconds(15)
+        while MonotonicTime.now < deadline, pathAfter == .infinity || firstFrameAfter == .infinity {
             if pathAfter == .infinity {
                 let pa = await mediaPath(a, about: bId), pb = await mediaPath(b, about: aId)
-                if pa?["local"] != nil, pb?["local"] != nil { pathAfter = monotonicNow() - acceptedAt }
+                if pa?["local"] != nil, pb?["local"] != nil { pathAfter = (MonotonicTime.now - acceptedAt).inSeconds }
             }
             if firstFrameAfter == .infinity {
                 let x = await received(a, from: bId), y = await received(b, from: aId)
-                if x.frames > 0 && y.frames > 0 { firstFrameAfter = monotonicNow() - acceptedAt }
+                if x.frames > 0 && y.frames > 0 { firstFrameAfter = (MonotonicTime.now - acceptedAt).inSeconds }
             }
             try? await Task.sleep(for: .milliseconds(20))
         }
@@ -278,16 +278,16 @@ final class LabCall: @unchecked Sendable {
         -> (gapAtA: Double, gapAtB: Double, before: (t: Double, aFromB: Int, bFromA: Int)?)
     {
         let ta = startFeed(a, seconds: seconds, tone: 440), tb = startFeed(b, seconds: seconds, tone: 660)
-        let start = monotonicNow()
+        let start = MonotonicTime.now
         var samples: [(t: Double, aFromB: Int, bFromA: Int)] = []
         var actionTime: Double?
-        while monotonicNow() - start < seconds - 0.5 {
-            if actionTime == nil, monotonicNow() - start >= event {
+        while (MonotonicTime.now - start).inSeconds < seconds - 0.5 {
+            if actionTime == nil, (MonotonicTime.now - start).inSeconds >= event {
                 try action()
-                actionTime = monotonicNow() - start
+                actionTime = (MonotonicTime.now - start).inSeconds
             }
             let x = await received(a, from: bId), y = await received(b, from: aId)
-            samples.append((monotonicNow() - start, x.frames, y.frames))
+            samples.append(((MonotonicTime.now - start).inSeconds, x.frames, y.frames))
             try? await Task.sleep(for: .milliseconds(100))
         }
         _ = await feedDone(a, ta, timeout: 30)

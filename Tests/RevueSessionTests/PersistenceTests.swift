@@ -70,7 +70,7 @@ import Testing
         // No rendezvous: Bob learns Alice's endpoint from her request, Alice from his handshake.
         let aliceCore = alice.revue.core!
         try alice.revue.friends.addFriend(address: bob.revue.revueAddress, message: "hi")
-        aliceCore.friends[bob.id]!.candidates[.direct(SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))] = monotonicNow()
+        aliceCore.friends[bob.id]!.candidates[.direct(SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))] = MonotonicTime.now
         await bob.waitForEvent(.request(alice.id, "hi"))
         try bob.revue.friends.addFriendNorequest(friendId: alice.id)
         await alice.waitForEvent(.paths(bob.id, true))
@@ -159,7 +159,7 @@ import Testing
         await alice.wait("the stream to bob drained") { aliceCore.friends[bob.id]?.outbound.isEmpty == true }
 
         // Every queued write takes 0.4 s; eight signals one write each would take 3.2 s.
-        bobCore.store.queuedWriteDelayForTesting = 0.4
+        bobCore.store.queuedWriteDelayForTesting = .milliseconds(400)
         var handled: [String] = []
         var writesWhenAllHandled: Int?
         bobCore.reservedMessageHandler = { _, body in

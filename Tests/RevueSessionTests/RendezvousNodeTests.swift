@@ -97,8 +97,8 @@ import Testing
         let request = Self.paddedBinding()
         _ = try request.withUnsafeBytes { try client.send($0, to: nodeAddress) }
         var replies: [[UInt8]] = []
-        let deadline = monotonicNow() + 3
-        while replies.isEmpty && monotonicNow() < deadline {
+        let deadline = MonotonicTime.now + .seconds(3)
+        while replies.isEmpty && MonotonicTime.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
             replies = Self.drain(client)
         }
@@ -126,8 +126,8 @@ import Testing
             [0x00, 0x01] + [UInt8](repeating: 0, count: 60),
         ]
         for bytes in unanswered { _ = try bytes.withUnsafeBytes { try client.send($0, to: nodeAddress) } }
-        let wait = monotonicNow() + 3
-        while node.bindingDropped < unanswered.count && monotonicNow() < wait { try await Task.sleep(for: .milliseconds(10)) }
+        let wait = MonotonicTime.now + .seconds(3)
+        while node.bindingDropped < unanswered.count && MonotonicTime.now < wait { try await Task.sleep(for: .milliseconds(10)) }
         #expect(node.bindingDropped == unanswered.count)
         try await Task.sleep(for: .milliseconds(100))
         #expect(Self.drain(client).isEmpty)
@@ -139,13 +139,13 @@ import Testing
         defer { node.stop() }
         let (client, nodeAddress) = try Self.stunClient(node)
         let flood = 200
-        let start = monotonicNow()
+        let start = MonotonicTime.now
         for _ in 0..<flood { _ = try Self.paddedBinding().withUnsafeBytes { try client.send($0, to: nodeAddress) } }
-        let deadline = monotonicNow() + 5
-        while node.bindingAnswers + node.refusedForLimits < flood && monotonicNow() < deadline {
+        let deadline = MonotonicTime.now + .seconds(5)
+        while node.bindingAnswers + node.refusedForLimits < flood && MonotonicTime.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
-        let elapsed = monotonicNow() - start
+        let elapsed = (MonotonicTime.now - start).inSeconds
         #expect(node.bindingAnswers + node.refusedForLimits == flood)
         // The burst is answered; beyond it only what the rate refilled meanwhile.
         #expect(node.bindingAnswers >= Int(RendezvousNode.bindingBurstPerSource))

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
 
@@ -86,8 +87,8 @@ final class NodeProcess: @unchecked Sendable {
 
     /// Waits for the `nth` (1-based) line matching `match`; nil after `timeout`.
     func wait(timeout: Double = 5, nth: Int = 1, _ match: @escaping ([String: Any]) -> Bool) async -> [String: Any]? {
-        let deadline = monotonicNow() + timeout
-        while monotonicNow() < deadline {
+        let deadline = MonotonicTime.now + .seconds(timeout)
+        while MonotonicTime.now < deadline {
             let hits = events.filter(match)
             if hits.count >= nth { return hits[nth - 1] }
             try? await Task.sleep(for: .milliseconds(20))
@@ -109,14 +110,14 @@ final class NodeProcess: @unchecked Sendable {
     func kill() {
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
-        let deadline = monotonicNow() + 2
-        while !buffer.closed.load(ordering: .acquiring) && monotonicNow() < deadline { usleep(5_000) }
+        let deadline = MonotonicTime.now + .seconds(2)
+        while !buffer.closed.load(ordering: .acquiring) && MonotonicTime.now < deadline { usleep(5_000) }
     }
 
     func quit() {
         send(["cmd": "quit"])
-        let deadline = monotonicNow() + 3
-        while process.isRunning && monotonicNow() < deadline { usleep(10_000) }
+        let deadline = MonotonicTime.now + .seconds(3)
+        while process.isRunning && MonotonicTime.now < deadline { usleep(10_000) }
         if process.isRunning { kill() }
     }
 }

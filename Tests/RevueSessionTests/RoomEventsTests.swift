@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 
 @testable import RevueSession
@@ -111,10 +112,10 @@ import Testing
         }
         // Served one by one, b could get the message only after c's 5 s timeout; served at once,
         // it has it within a round trip. The bound is that timeout, not a guess at machine speed.
-        let started = monotonicNow()
+        let started = MonotonicTime.now
         let send = Task { @MainActor in try await a.room.localParticipant.sendMessage("to both", to: recipients, timeout: 5) }
         await b.waitRoom("message(a,to both)", timeout: 10)
-        let arrivedAfter = monotonicNow() - started
+        let arrivedAfter = (MonotonicTime.now - started).inSeconds
         #expect(arrivedAfter < 5, "b got the message after \(arrivedAfter) s: not before c's timeout")
         let results = try await send.value
         #expect(Set(results.keys) == [b.id, c.id])
@@ -139,11 +140,11 @@ import Testing
         try await startCall(a, b)
         b.revue.abandonForTesting()  // no receipt will come: each waiter stays until its deadline
         let f = try #require(a.revue.core?.friends[b.id])
-        func newestDeadline() -> Double? { f.waiters.max { $0.key < $1.key }?.value.deadline }
+        func newestDeadline() -> MonotonicTime? { f.waiters.max { $0.key < $1.key }?.value.deadline }
         var tasks: [Task<Void, Never>] = []
         for (timeout, expected) in [(nil, 10.0), (100, 30), (1, 5), (17, 17)] as [(Double?, Double)] {
             let count = f.waiters.count
-            let t0 = monotonicNow()
+            let t0 = MonotonicTime.now
             tasks.append(
                 Task { @MainActor in
                     if let timeout {
@@ -155,12 +156,13 @@ import Testing
             await a.wait("queued") { f.waiters.count == count + 1 }
             let deadline = try #require(newestDeadline())
             #expect(
-                abs(deadline - t0 - expected) < 0.5, "friend message, timeout \(String(describing: timeout)): \(deadline - t0)")
+                abs((deadline - t0).inSeconds - expected) < 0.5,
+                "friend message, timeout \(String(describing: timeout)): \((deadline - t0).inSeconds)")
         }
         // In-call messages: the same default and clamp.
         for (timeout, expected) in [(nil, 10.0), (100, 30), (1, 5)] as [(Double?, Double)] {
             let count = f.waiters.count
-            let t0 = monotonicNow()
+            let t0 = MonotonicTime.now
             tasks.append(
                 Task { @MainActor in
                     if let timeout {
@@ -172,7 +174,8 @@ import Testing
             await a.wait("queued") { f.waiters.count == count + 1 }
             let deadline = try #require(newestDeadline())
             #expect(
-                abs(deadline - t0 - expected) < 0.5, "in-call message, timeout \(String(describing: timeout)): \(deadline - t0)")
+                abs((deadline - t0).inSeconds - expected) < 0.5,
+                "in-call message, timeout \(String(describing: timeout)): \((deadline - t0).inSeconds)")
         }
         a.peer.stop()  // ends the waiters
         for t in tasks { await t.value }

@@ -90,7 +90,7 @@ import Testing
         try carol.revue.friends.addFriend(address: oldAddress, message: "old address")
         // Dave adds Bob without a request: his handshakes are a non-friend's.
         try dave.revue.friends.addFriendNorequest(friendId: bob.id)
-        for p in [carol, dave] { p.revue.core!.friends[bob.id]!.candidates[bobEndpoint] = monotonicNow() }
+        for p in [carol, dave] { p.revue.core!.friends[bob.id]!.candidates[bobEndpoint] = MonotonicTime.now }
         await bob.wait("wrong nospam and non-friend counted", timeout: 5) {
             bob.revue.counters.droppedWrongNospam >= 2 && bob.revue.counters.droppedNonFriend >= 2
         }

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 
 @testable import RevueSession
@@ -91,9 +92,9 @@ final class TestPeer: RevueDelegate {
         _ what: String, timeout: Double = 5, sourceLocation: SourceLocation = #_sourceLocation,
         _ condition: () -> Bool
     ) async {
-        let deadline = monotonicNow() + timeout
+        let deadline = MonotonicTime.now + .seconds(timeout)
         while !condition() {
-            if monotonicNow() > deadline {
+            if MonotonicTime.now > deadline {
                 Issue.record("timed out waiting for \(what); events: \(events)", sourceLocation: sourceLocation)
                 return
             }

@@ -1,3 +1,5 @@
+internal import MediaCore
+
 /// Friend requests, the friend list and friend messages of one `Revue` instance.
 /// Main actor only. Every call is O(1) or O(friends) in memory; adding and deleting
 /// also write the friend list to the data directory.
@@ -51,7 +53,7 @@ public final class FriendManager {
     /// The paths to a friend now (`.offline` when not connected or not a friend).
     public func getFriendPaths(friendId: String) -> FriendConnectionPaths {
         guard let f = friend(friendId), let core = revue.core else { return .offline }
-        return f.paths(now: monotonicNow(), timeout: core.timeouts.connectionTimeout)
+        return f.paths(now: MonotonicTime.now, timeout: core.timeouts.connectionTimeout)
     }
 
     /// What the presence service last heard from a friend (`.offline` without rendezvous nodes).
@@ -72,7 +74,8 @@ public final class FriendManager {
     public func sendMessage(friendId: String, message: String, timeout: Double = 10) async throws(FriendMessageError) -> UInt32 {
         guard let core = revue.core else { throw .friendNotFound }
         guard !SessionCore.isReserved(Array(message.utf8)) else { throw .reservedFormat }
-        return try await core.sendMessage(friendId: normalize(friendId), message: message, timeout: timeout).get()
+        return try await core.sendMessage(friendId: normalize(friendId), message: message, timeout: Revue.clampTimeout(timeout))
+            .get()
     }
 
     private func normalize(_ id: String) -> String { id.trimmingWhitespace().uppercased() }

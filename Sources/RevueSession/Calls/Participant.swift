@@ -1,3 +1,5 @@
+internal import MediaCore
+
 /// Someone in the call: you (`LocalParticipant`) or a friend (`RemoteParticipant`). Main actor.
 /// Name, status message and status follow the friend's (yours for the local participant).
 @MainActor
@@ -44,7 +46,7 @@ public final class RemoteParticipant: Participant {
     /// The friend connection (the same value as `FriendManager.getFriendPaths(friendId:)`).
     public internal(set) var paths = FriendConnectionPaths.offline
     /// When the friend connection was lost during the call (nil while a path works).
-    var offlineSince: Double?
+    var offlineSince: MonotonicTime?
     /// Whether it published audio before in this call (a second audio stream restarts the leg's
     /// receive pipeline, `Room.remoteAudioRepublished`).
     var audioPublished = false
@@ -108,6 +110,7 @@ public final class LocalParticipant: Participant {
         timeout: Double = 10
     ) async throws(FriendMessageError) -> [String: Result<UInt32, FriendMessageError>] {
         guard let room else { throw .friendNotFound }
-        return try await room.sendChat(message, to: participants ?? Array(room.remoteParticipants.values), timeout: timeout)
+        return try await room.sendChat(
+            message, to: participants ?? Array(room.remoteParticipants.values), timeout: Revue.clampTimeout(timeout))
     }
 }

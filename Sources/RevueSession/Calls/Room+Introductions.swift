@@ -5,6 +5,8 @@
 // token; a member connects it only with a valid introduction: made by one of its participants,
 // for this friend, not expired, not used before. docs/session.md "Introductions".
 
+internal import MediaCore
+
 extension Room {
     /// Vouches for a participant that just connected to each of our other participants.
     /// Cost: two small messages per other participant.
@@ -39,7 +41,7 @@ extension Room {
         {
             introductions[oldest] = nil
         }
-        introductions[token] = Introduction(newcomer: newcomer, introducer: id, deadline: monotonicNow() + invitationTimeout)
+        introductions[token] = Introduction(newcomer: newcomer, introducer: id, deadline: MonotonicTime.now + invitationTimeout)
         if let held = heldJoins[newcomer], held.token == token {
             heldJoins[newcomer] = nil
             receiveJoin(from: newcomer, token: token, mode: held.mode)
@@ -49,7 +51,7 @@ extension Room {
     /// A participant handed us introductions to its other members: join each we are not with.
     func joinIntroduced(_ tokens: [String: String]) {
         guard let core, !remoteParticipants.isEmpty else { return }
-        let now = monotonicNow()
+        let now = MonotonicTime.now
         for (member, token) in tokens.sorted(by: { $0.key < $1.key })
         where member != core.ownId && remoteParticipants[member] == nil && invitations[member] == nil
             && pendingJoins[member] == nil
@@ -71,10 +73,10 @@ extension Room {
                 // Its introduction may still be on its way from the introducer: wait for it. One
                 // per friend: a join held before is refused.
                 if heldJoins[id] != nil { refuse(id, answer: false) }
-                heldJoins[id] = HeldJoin(token: token, mode: mode, since: monotonicNow())
+                heldJoins[id] = HeldJoin(token: token, mode: mode, since: MonotonicTime.now)
                 return
             }
-            guard intro.newcomer == id, intro.deadline > monotonicNow(), remoteParticipants[intro.introducer] != nil else {
+            guard intro.newcomer == id, intro.deadline > MonotonicTime.now, remoteParticipants[intro.introducer] != nil else {
                 return refuse(id, answer: true)
             }
             useIntroduction(token)
@@ -111,7 +113,7 @@ extension Room {
     }
 
     /// Every 50 ms: expired introductions go; a held join whose introduction never came is refused.
-    func tickIntroductions(now: Double) {
+    func tickIntroductions(now: MonotonicTime) {
         if introductions.contains(where: { $0.value.deadline <= now }) {
             introductions = introductions.filter { $0.value.deadline > now }
         }

@@ -3,6 +3,8 @@
 // participantDidConnect: every transition removes the state before queueing its one event, and a
 // message for an invitation no longer in progress is answered (or ignored), never reported.
 
+internal import MediaCore
+
 extension FriendManager {
     /// Largest invitation message, in UTF-8 bytes.
     public static let maxInvitationMessageLength = 900
@@ -39,10 +41,13 @@ extension FriendManager {
 }
 
 extension Room {
-    var invitationTimeout: Double { core?.timeouts.invitationTimeout ?? 30 }
+    /// `RevueTimeouts.invitationTimeout` (30 s once the session is gone).
+    var invitationTimeout: Duration { core?.timeouts.invitationTimeout ?? .seconds(30) }
     /// How much longer than the inviter the invited side waits: the inviter's end must have time to
     /// arrive, so the invited side times out only when the inviter cannot be reached.
-    var answerGrace: Double { max(3, invitationTimeout * 0.5) }
+    var answerGrace: Duration { max(.seconds(3), invitationTimeout * 0.5) }
+    /// `RevueTimeouts.connectionTimeout` (1.6 s once the session is gone).
+    var connectionTimeout: Duration { core?.timeouts.connectionTimeout ?? .milliseconds(1600) }
 
     func sendInvitation(friendId id: String, message: String) throws(FriendCallError) {
         guard let core, core.friends[id] != nil else { throw .friendNotFound }
@@ -53,7 +58,7 @@ extension Room {
         s.text = message
         s.members = remoteParticipants.keys.sorted()
         let sent = sendInvite(s, to: id)
-        invitations[id] = .outgoing(inv: inv, message: message, deadline: monotonicNow() + invitationTimeout, sent: sent)
+        invitations[id] = .outgoing(inv: inv, message: message, deadline: MonotonicTime.now + invitationTimeout, sent: sent)
         emitRevue { $1.revue($0, friend: id, didSendInvitation: message) }
     }
 
@@ -63,7 +68,7 @@ extension Room {
         s.members = remoteParticipants.keys.sorted()
         s.mode = localParticipant.mode.rawValue
         guard send(s, to: id) else { throw .friendNotReachable }
-        invitations[id] = .accepting(inv: inv, deadline: monotonicNow() + answerGrace)
+        invitations[id] = .accepting(inv: inv, deadline: MonotonicTime.now + answerGrace)
     }
 
     func rejectInvitation(friendId id: String) throws(FriendCallError) {
@@ -106,7 +111,7 @@ extension Room {
     }
 
     /// Timers: invitation deadlines, resending invitations to friends who were offline.
-    func tickInvitations(now: Double) {
+    func tickInvitations(now: MonotonicTime) {
         for (id, state) in invitations.sorted(by: { $0.key < $1.key }) {
             switch state {
             case .outgoing(let inv, let message, let deadline, let sent):
@@ -142,7 +147,7 @@ extension Room {
                 send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id)
                 return
             }
-            invitations[id] = .incoming(inv: inv, deadline: monotonicNow() + invitationTimeout + answerGrace)
+            invitations[id] = .incoming(inv: inv, deadline: MonotonicTime.now + invitationTimeout + answerGrace)
             let text = s.text
             emitRevue { $1.revue($0, friend: id, didReceiveInvitation: text) }
         case CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject:

@@ -147,16 +147,16 @@ final class LocalMedia {
 /// Main actor; cheap.
 struct ArrivalWatch {
     private var count: UInt64 = 0
-    private var changedAt = monotonicNow()
+    private var changedAt = MonotonicTime.now
 
     /// Starts counting quiet time afresh from `count` at `now`.
-    mutating func reset(count: UInt64, now: Double) {
+    mutating func reset(count: UInt64, now: MonotonicTime) {
         self.count = count
         changedAt = now
     }
 
-    /// Seconds since `count` last changed (0 when it changed now).
-    mutating func quietFor(count: UInt64, now: Double) -> Double {
+    /// Time since `count` last changed (zero when it changed now).
+    mutating func quietFor(count: UInt64, now: MonotonicTime) -> Duration {
         if count != self.count { reset(count: count, now: now) }
         return now - changedAt
     }
@@ -521,9 +521,9 @@ extension Room {
         updateActiveSpeakers()
     }
 
-    func tickMedia(now: Double) {
+    func tickMedia(now: MonotonicTime) {
         for id in legs.keys { syncMediaPath(id) }
-        guard now - lastStatistics >= 1 else { return }
+        guard now - lastStatistics >= .seconds(1) else { return }
         lastStatistics = now
         // Every change reconciles the SFU side at once; this is the once-a-second safety net.
         sfuReconcile()
@@ -559,8 +559,7 @@ extension Room {
                 stats.jitter = s.jitter
                 stats.framesDecoded = s.framesDecoded
                 stats.roundTripTime =
-                    core?.friends[id]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?
-                    .roundTripTime
+                    core?.friends[id]?.paths(now: now, timeout: connectionTimeout).paths.first?.roundTripTime
                 post(
                     p, room: { $1.room($0, participant: p, trackPublication: pub, didUpdateStatistics: stats) },
                     participant: { $0.participant(p, trackPublication: pub, didUpdateStatistics: stats) })
@@ -569,9 +568,9 @@ extension Room {
     }
 
     /// Whether a participant's subscribed, unmuted tracks delivered no packet for
-    /// `mediaStarvedAfter` seconds (its connection quality is then `.poor`, whatever the friend
+    /// `mediaStarvedAfter` (its connection quality is then `.poor`, whatever the friend
     /// channel's RTT). Called every tick; cheap (one statistics read).
-    func mediaStarved(_ p: RemoteParticipant, now: Double) -> Bool {
+    func mediaStarved(_ p: RemoteParticipant, now: MonotonicTime) -> Bool {
         let id = p.identity
         let leg = legs[id], sub = sfu?.subscriptions[id]
         guard leg != nil || sub != nil else { return false }
@@ -583,7 +582,8 @@ extension Room {
             sub?.arrivals.reset(count: received, now: now)
             return false
         }
-        let quietFor = leg?.arrivals.quietFor(count: received, now: now) ?? sub?.arrivals.quietFor(count: received, now: now) ?? 0
+        let quietFor =
+            leg?.arrivals.quietFor(count: received, now: now) ?? sub?.arrivals.quietFor(count: received, now: now) ?? .zero
         return quietFor >= Self.mediaStarvedAfter
     }
 

@@ -1,6 +1,8 @@
 // Membership of the mesh: participants connecting and leaving, group members joining each other,
 // in-call messages and mute requests, friend paths and profiles mirrored onto participants.
 
+internal import MediaCore
+
 extension Room {
     /// Every message from a friend is offered here first (SessionCore's reservedMessageHandler):
     /// a call signal is handled and true returned; an App message returns false. One JSON decode
@@ -86,8 +88,8 @@ extension Room {
             s.type == "track" || s.type == "adr"
             || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
         guard inCall else { return }
-        let now = monotonicNow()
-        if let last = unknownCallAnswered[id], now - last < 1 { return }
+        let now = MonotonicTime.now
+        if let last = unknownCallAnswered[id], now - last < .seconds(1) { return }
         unknownCallAnswered[id] = now
         send(CallSignal(op: CallSignal.Op.hangup), to: id)
     }
@@ -171,8 +173,9 @@ extension Room {
     }
 
     /// In-call messages: friend messages in the reserved format, with their receipts.
-    /// Sends to every recipient concurrently; one result per friend ID.
-    func sendChat(_ text: String, to participants: [RemoteParticipant], timeout: Double) async throws(FriendMessageError)
+    /// Sends to every recipient concurrently, each waiting up to `timeout` for its receipt; one
+    /// result per friend ID.
+    func sendChat(_ text: String, to participants: [RemoteParticipant], timeout: Duration) async throws(FriendMessageError)
         -> [String: Result<UInt32, FriendMessageError>]
     {
         guard let core else { throw .friendNotFound }
@@ -181,10 +184,9 @@ extension Room {
         let json = s.json
         guard json.utf8.count <= FriendManager.maxMessageLength else { throw .messageTooLong }
         let ids = Set(participants.map(\.identity))
-        let clamped = Revue.clampTimeout(timeout)
         // All queued at once (each task enqueues on the main actor before the first await ends).
         let sends = ids.sorted().map { id in
-            (id, Task { @MainActor in await core.sendMessage(friendId: id, message: json, timeout: clamped) })
+            (id, Task { @MainActor in await core.sendMessage(friendId: id, message: json, timeout: timeout) })
         }
         var results: [String: Result<UInt32, FriendMessageError>] = [:]
         for (id, task) in sends { results[id] = await task.value }
@@ -192,20 +194,19 @@ extension Room {
     }
 
     /// Every 50 ms: invitation timers, stale joins, lost participants, connection quality.
-    func tick(now: Double) {
+    func tick(now: MonotonicTime) {
         tickInvitations(now: now)
         for (id, at) in pendingJoins where now - at > invitationTimeout { pendingJoins[id] = nil }
         tickIntroductions(now: now)
         // A participant offline for the grace period leaves (without a grace, pathsChanged did).
-        let lostAfter = core?.timeouts.callLostTimeout ?? 0
+        let lostAfter = core?.timeouts.callLostTimeout ?? .zero
         for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) {
             if let since = p.offlineSince, now - since >= lostAfter {
                 hangUp(p, reason: .connectionLost, notify: false)
                 continue
             }
             // The live RTT (a new RTT alone does not change the paths value the participant holds).
-            let rtt = core?.friends[p.identity]?.paths(now: now, timeout: core?.timeouts.connectionTimeout ?? 1.6).paths.first?
-                .roundTripTime
+            let rtt = core?.friends[p.identity]?.paths(now: now, timeout: connectionTimeout).paths.first?.roundTripTime
             let quality = mediaStarved(p, now: now) ? .poor : ConnectionQuality.from(loss: mediaLoss(p), roundTripTime: rtt)
             if quality != p.connectionQuality {
                 p.connectionQuality = quality
@@ -232,13 +233,13 @@ extension Room {
         guard let p = remoteParticipants[id] else { return }
         p.paths = paths
         let resumed = paths.isOnline && p.offlineSince != nil
-        p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? monotonicNow())
+        p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? MonotonicTime.now)
         // Back online within the grace, or on another path: media goes where the friend is now.
         if paths.isOnline { followPath(id, resumed: resumed) }
         post(
             p, room: { $1.room($0, participant: p, didUpdatePaths: paths) },
             participant: { $0.participant(p, didUpdatePaths: paths) })
-        if !paths.isOnline, (core?.timeouts.callLostTimeout ?? 0) <= 0 {
+        if !paths.isOnline, (core?.timeouts.callLostTimeout ?? .zero) <= .zero {
             hangUp(p, reason: .connectionLost, notify: false)
         }
     }

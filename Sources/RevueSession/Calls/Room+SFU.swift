@@ -304,14 +304,14 @@ extension Room {
         let ids = remoteParticipants.keys.filter { $0 != gone }
         sfuAnnounce(sfu, to: Array(ids))
         let video = sfu.video, audio = sfu.audio
-        DispatchQueue.main.asyncAfter(deadline: .now() + Self.sfuKeySwitchDelay) {
+        DispatchQueue.main.asyncAfter(deadline: .now() + .nanoseconds(Int(Self.sfuKeySwitchDelay.inNanoseconds))) {
             try? video?.setKey(keyID: kids.video, baseKey: key)
             try? audio?.setKey(keyID: kids.audio, baseKey: key)
         }
     }
 
     /// How long after announcing a new frame key our senders start using it.
-    static let sfuKeySwitchDelay = 1.0
+    static let sfuKeySwitchDelay = Duration.seconds(1)
 
     // MARK: Convergence
 

@@ -56,11 +56,11 @@ public final class Room {
     /// Invitations in progress, by friend ID.
     enum InvitationState {
         /// You invited; waiting for an answer until `deadline`. `sent` once it reached the stream.
-        case outgoing(inv: String, message: String, deadline: Double, sent: Bool)
+        case outgoing(inv: String, message: String, deadline: MonotonicTime, sent: Bool)
         /// You were invited; waiting for your answer until `deadline`.
-        case incoming(inv: String, deadline: Double)
+        case incoming(inv: String, deadline: MonotonicTime)
         /// You accepted; waiting for the inviter's `connect` until `deadline`.
-        case accepting(inv: String, deadline: Double)
+        case accepting(inv: String, deadline: MonotonicTime)
 
         var inv: String {
             switch self {
@@ -76,18 +76,18 @@ public final class Room {
     struct Introduction {
         var newcomer: String
         var introducer: String
-        var deadline: Double
+        var deadline: MonotonicTime
     }
     /// Introductions by token (at most `maxIntroductions`).
     var introductions: [String: Introduction] = [:]
     /// Tokens already used (the last 128), so a replayed `join` is refused at once.
     var usedIntroductions: [String] = []
     /// A `join` whose introduction has not arrived yet (it travels on another friend's channel),
-    /// kept for `introductionWait` seconds; one per friend.
+    /// kept for `introductionWait`; one per friend.
     struct HeldJoin {
         var token: String
         var mode: String?
-        var since: Double
+        var since: MonotonicTime
     }
     var heldJoins: [String: HeldJoin] = [:]
     /// This run's epoch (random 64-bit, hex, new at each `initialize`), sent in `hello` to each friend that comes online;
@@ -97,7 +97,7 @@ public final class Room {
 
     var friendEpochs: [String: String] = [:]
     var onlineFriends: Set<String> = []
-    var unknownCallAnswered: [String: Double] = [:]
+    var unknownCallAnswered: [String: MonotonicTime] = [:]
     static let maxIntroductions = 64
     /// Publications kept per remote participant (an honest peer has two: audio and video); a
     /// `publish` past this is refused and counted in `RevueCounters.callSignalsRefused`.
@@ -106,12 +106,13 @@ public final class Room {
     /// "video", "microphone", "camera"); longer ones are refused and counted likewise.
     static let maxTrackIdLength = 64
     static let maxTrackNameLength = 128
-    /// Seconds without a packet on a subscribed, unmuted track after which a participant's
+    /// Time without a packet on a subscribed, unmuted track after which a participant's
     /// connection quality is `.poor`.
-    static let mediaStarvedAfter = 2.0
-    static let introductionWait = 3.0
+    static let mediaStarvedAfter = Duration.seconds(2)
+    /// How long a `join` waits for its introduction.
+    static let introductionWait = Duration.seconds(3)
     /// `join` messages sent to group members, by friend ID, with when.
-    var pendingJoins: [String: Double] = [:]
+    var pendingJoins: [String: MonotonicTime] = [:]
     /// The invitation each participant connected through (to match a late cancel/reject).
     var participantInvitations: [String: String] = [:]
     /// What you want published while you send (`setMicrophone`/`setCamera`, remembered across modes).
@@ -135,7 +136,8 @@ public final class Room {
     /// Tests: where a leg's media goes instead of the participant's address (a lossy relay in
     /// between); nil sends directly.
     var mediaPathForTests: ((String, MediaCore.SocketAddress) -> MediaCore.SocketAddress)?
-    var lastStatistics: Double = 0
+    /// When track statistics were last posted (`.zero`: the clock's start, before any tick).
+    var lastStatistics = MonotonicTime.zero
     /// Tests: publishing a track of this kind fails as if its encoder could not be created.
     var publishFailureForTests: TrackKind?
     /// Fuzzing (`Room+Fuzzing.swift`): false connects participants without a media leg (no socket,
@@ -275,8 +277,8 @@ public final class Room {
 }
 
 extension Revue {
-    /// Clamps a call-layer timeout the way friend messages are clamped.
-    static func clampTimeout(_ t: Double) -> Double { min(30, max(5, t)) }
+    /// An app's message timeout in seconds, clamped to 5...30 s (NaN gives 5 s).
+    static func clampTimeout(_ t: Double) -> Duration { .seconds(min(30, max(5, t))) }
 }
 
 extension Room {

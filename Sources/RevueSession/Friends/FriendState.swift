@@ -28,13 +28,13 @@ final class TransportSession {
     let sendKey: SecretKeyBytes
     let receiveKey: SecretKeyBytes
     let isInitiator: Bool
-    let created: Double
+    let created: MonotonicTime
     var sendCounter: UInt64 = 0
     var replay = ReplayWindow()
 
     init(
         localIndex: UInt32, remoteIndex: UInt32, keys: (send: SecretKeyBytes, receive: SecretKeyBytes), isInitiator: Bool,
-        created: Double
+        created: MonotonicTime
     ) {
         self.localIndex = localIndex
         self.remoteIndex = remoteIndex
@@ -49,7 +49,7 @@ final class TransportSession {
 struct PendingHandshake {
     var handshake: NoiseIKHandshake
     let localIndex: UInt32
-    let started: Double
+    let started: MonotonicTime
     /// The initiation as sent, without its two MACs, and its mac1 (the cookie reply's AD).
     let body: [UInt8]
     let mac1: [UInt8]
@@ -62,7 +62,7 @@ struct PendingHandshake {
 struct HandshakeCookie {
     let value: [UInt8]
     let endpoint: SocketAddress
-    let received: Double
+    let received: MonotonicTime
 }
 
 /// One queued reliable item of the outbound stream.
@@ -71,7 +71,8 @@ struct OutboundItem {
     let kind: ReliableKind
     var body: [UInt8]
     let messageId: UInt32?
-    var lastSent: Double = -.infinity
+    /// When it was last sent (nil: not sent yet on this connection).
+    var lastSent: MonotonicTime? = nil
     /// For an SDK message that only means something while its sender's state lasts (an
     /// invitation): checked before each retransmission; once false, the item keeps its place in
     /// the stream but carries `SessionCore.withdrawnReserved` instead.
@@ -81,13 +82,13 @@ struct OutboundItem {
 /// A `sendMessage` call waiting for its receipt.
 struct MessageWaiter {
     let continuation: CheckedContinuation<Result<UInt32, FriendMessageError>, Never>
-    let deadline: Double
+    let deadline: MonotonicTime
 }
 
 /// State of a route that carried authenticated traffic.
 struct RouteState {
-    var lastReceived: Double
-    var rtt: Double?
+    var lastReceived: MonotonicTime
+    var rtt: Duration?
 }
 
 /// Everything about one friend.
@@ -98,7 +99,7 @@ final class FriendState {
 
     /// Routes to try for handshakes, with when we last heard of each. At most
     /// `SessionCore.maxCandidates`; unauthenticated ones expire after `SessionCore.candidateLifetime`.
-    var candidates: [Route: Double] = [:]
+    var candidates: [Route: MonotonicTime] = [:]
     /// The endpoint saved in the profile (the last one that carried authenticated traffic): tried
     /// on every handshake round, never expired.
     var storedRoute: Route?
@@ -107,15 +108,16 @@ final class FriendState {
     /// response already on its way.
     var previousPending: PendingHandshake?
     var cookie: HandshakeCookie?
-    var lastInitiation: Double = -.infinity
+    /// When the last handshake round started (nil: none yet, or one is due now).
+    var lastInitiation: MonotonicTime?
     /// When a claimed new endpoint last started a handshake round (at most one a second).
-    var lastTriggered: Double = -.infinity
+    var lastTriggered: MonotonicTime?
     var initiationAttempts = 0
     /// Highest handshake timestamp accepted from this friend in this run; after a restart, the
     /// stored reservation (`StoredProfile.Friend.handshakeTimestamp`), so replays are refused too.
     var lastHandshakeTimestamp: UInt64
     /// When a handshake reservation was last written for this friend (at most one write a second).
-    var lastReservationWrite: Double = -.infinity
+    var lastReservationWrite: MonotonicTime?
 
     var current: TransportSession?
     var previous: TransportSession?
@@ -124,13 +126,15 @@ final class FriendState {
 
     /// Routes that carried authenticated traffic; at most `SessionCore.maxRoutes`.
     var routes: [Route: RouteState] = [:]
-    var lastReceived: Double = -.infinity
-    var lastPing: Double = -.infinity
+    /// When the last authenticated packet arrived, and the last ping went out (nil: never).
+    var lastReceived: MonotonicTime?
+    var lastPing: MonotonicTime?
     /// When direct candidates were last probed while only the relay worked.
-    var lastProbe: Double = -.infinity
+    var lastProbe: MonotonicTime?
     var emittedPaths = FriendConnectionPaths.offline
     var presence = PresenceStatus.offline
-    var lastLookup: Double = -.infinity
+    /// When the friend was last looked up at the rendezvous nodes (nil: not yet, or due now).
+    var lastLookup: MonotonicTime?
     /// The key of our `PrivacyTags` with this friend (one X25519, computed on first use).
     var pairKey: SecretKeyBytes?
     /// The relay tags of one epoch (`SessionCore.relayTags`), so a relayed packet costs no hashing.
@@ -178,7 +182,7 @@ final class FriendState {
     }
 
     /// Live paths, best first: LAN, then public UDP, then relayed; lower RTT first within a kind.
-    func paths(now: Double, timeout: Double) -> FriendConnectionPaths {
+    func paths(now: MonotonicTime, timeout: Duration) -> FriendConnectionPaths {
         guard isConnected else { return .offline }
         func rank(_ k: FriendConnectionPath.Kind) -> Int { k == .directLAN ? 0 : k == .directUDP ? 1 : 2 }
         var live = routes.filter { now - $0.value.lastReceived <= timeout }
@@ -188,16 +192,20 @@ final class FriendState {
         }
         let result =
             live
-            .map { FriendConnectionPath(kind: $0.key.kind, endpoint: $0.key.endpoint.description, roundTripTime: $0.value.rtt) }
+            .map {
+                FriendConnectionPath(
+                    kind: $0.key.kind, endpoint: $0.key.endpoint.description, roundTripTime: $0.value.rtt?.inSeconds)
+            }
             .sorted { (rank($0.kind), $0.roundTripTime ?? 9, $0.endpoint) < (rank($1.kind), $1.roundTripTime ?? 9, $1.endpoint) }
         return FriendConnectionPaths(paths: result)
     }
 
     /// The route to send on: the best live one, else the most recently heard candidate.
-    func bestRoute(now: Double, timeout: Double) -> Route? {
+    func bestRoute(now: MonotonicTime, timeout: Duration) -> Route? {
         func rank(_ r: Route) -> Int { r.kind == .directLAN ? 0 : r.kind == .directUDP ? 1 : 2 }
         let live = routes.filter { now - $0.value.lastReceived <= timeout }
-        if let best = live.min(by: { (rank($0.key), $0.value.rtt ?? 9) < (rank($1.key), $1.value.rtt ?? 9) }) {
+        let unmeasured = Duration.seconds(9)
+        if let best = live.min(by: { (rank($0.key), $0.value.rtt ?? unmeasured) < (rank($1.key), $1.value.rtt ?? unmeasured) }) {
             return best.key
         }
         return routes.max(by: { $0.value.lastReceived < $1.value.lastReceived })?.key

@@ -1,6 +1,7 @@
 // The reliable, ordered friend-message stream: queue, window, retransmission, receipts, in-order
 // delivery to the App (each message saved before its receipt), reserved SDK messages, profiles.
 import Dispatch
+internal import MediaCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -13,7 +14,7 @@ import Dispatch
 #endif
 
 extension SessionCore {
-    func sendMessage(friendId: String, message: String, timeout: Double) async -> Result<UInt32, FriendMessageError> {
+    func sendMessage(friendId: String, message: String, timeout: Duration) async -> Result<UInt32, FriendMessageError> {
         let body = Array(message.utf8)
         guard let f = friends[friendId] else { return .failure(.friendNotFound) }
         guard body.count <= Self.maxMessageLength else { return .failure(.messageTooLong) }
@@ -22,7 +23,7 @@ extension SessionCore {
         let messageId = nextMessageId
         nextMessageId = nextMessageId == UInt32.max ? 1 : nextMessageId + 1
         enqueue(f, kind: .message, body: body, messageId: messageId)
-        let deadline = monotonicNow() + min(30, max(5, timeout))
+        let deadline = MonotonicTime.now + min(.seconds(30), max(.seconds(5), timeout))
         return await withCheckedContinuation { c in
             f.waiters[messageId] = MessageWaiter(continuation: c, deadline: deadline)
         }
@@ -31,7 +32,7 @@ extension SessionCore {
     func enqueue(_ f: FriendState, kind: ReliableKind, body: [UInt8], messageId: UInt32?, stillWanted: (() -> Bool)? = nil) {
         f.outbound.append(OutboundItem(seq: f.nextSeq, kind: kind, body: body, messageId: messageId, stillWanted: stillWanted))
         f.nextSeq &+= 1
-        pumpOutbound(f, now: monotonicNow())
+        pumpOutbound(f, now: MonotonicTime.now)
     }
 
     /// Queues our profile for a friend. At most two profile items wait per friend: a newer profile
@@ -45,7 +46,7 @@ extension SessionCore {
         w.append(name)
         w.append(Self.utf8Prefix(profile.statusMessage, maxBytes: 512))
         let queued = f.outbound.indices.filter { f.outbound[$0].kind == .profile }
-        if let last = queued.last, f.outbound[last].lastSent == -.infinity {
+        if let last = queued.last, f.outbound[last].lastSent == nil {
             let old = f.outbound[last]
             f.outbound[last] = OutboundItem(seq: old.seq, kind: .profile, body: w.bytes, messageId: nil)
             return
@@ -72,10 +73,11 @@ extension SessionCore {
     }
 
     /// Sends items of the window that were never sent or whose retransmission time came.
-    func pumpOutbound(_ f: FriendState, now: Double) {
+    func pumpOutbound(_ f: FriendState, now: MonotonicTime) {
         guard f.isConnected else { return }
-        for i in f.outbound.indices.prefix(Self.sendWindow) where now - f.outbound[i].lastSent >= timeouts.retransmitInterval {
-            if f.outbound[i].lastSent > -.infinity, let wanted = f.outbound[i].stillWanted, !wanted() {
+        for i in f.outbound.indices.prefix(Self.sendWindow) where now.since(f.outbound[i].lastSent) >= timeouts.retransmitInterval
+        {
+            if f.outbound[i].lastSent != nil, let wanted = f.outbound[i].stillWanted, !wanted() {
                 // Its sequence number stays (the stream has no gaps); its meaning is gone. A friend
                 // that restarted before acknowledging it gets nothing to act on.
                 f.outbound[i].body = Self.withdrawnReserved

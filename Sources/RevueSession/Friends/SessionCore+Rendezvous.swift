@@ -121,7 +121,7 @@ extension SessionCore {
         // A different node key while the node accepts us under the one we know is a spoofed
         // answer (a restarted node stops accepting first): it does not make us switch.
         if let known = state.nodeKey, known != nodeKey, let last = lastRegistered[from],
-            monotonicNow() - last <= timeouts.rendezvousInterval * 3 + 0.5
+            MonotonicTime.now - last <= timeouts.rendezvousInterval * 3 + .milliseconds(500)
         {
             counters.droppedForged += 1
             return
@@ -145,7 +145,7 @@ extension SessionCore {
         if accepted == 1 {
             state.token = token
             state.tokenKey = state.registrationKeys.publicKey
-            lastRegistered[from] = monotonicNow()
+            lastRegistered[from] = MonotonicTime.now
         }
         nodeStates[from] = state
         if accepted != 1 && again { sendRegistration(to: from) }
@@ -207,7 +207,7 @@ extension SessionCore {
         }
         let v6 = found == 2 ? p.take(16) : nil
         guard tag == pending.tag, let f = friends[pending.friendId] else { return }
-        let fresh = found != 0 && Double(age) <= timeouts.rendezvousInterval * 4 + 1
+        let fresh = found != 0 && .seconds(Int(age)) <= timeouts.rendezvousInterval * 4 + .seconds(1)
         // A pending request's two lookups: the request tag's "not found" does not hide the other.
         if fresh || f.stored.requestNospam == nil {
             f.presence = fresh ? PresenceStatus(UserStatus(rawValue: status) ?? .none) : .offline
@@ -219,7 +219,7 @@ extension SessionCore {
             return
         }
         let route = Route.direct(endpoint)
-        let now = monotonicNow()
+        let now = MonotonicTime.now
         let isNew = f.candidates[route] == nil
         addCandidate(f, route, now: now)
         if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
@@ -307,7 +307,7 @@ extension SessionCore {
                 continue
             }
             let route = Route.direct(SocketAddress(ip: from.ip, port: port))
-            let now = monotonicNow()
+            let now = MonotonicTime.now
             let isNew = f.candidates[route] == nil
             addCandidate(f, route, now: now)
             if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
@@ -315,8 +315,8 @@ extension SessionCore {
     }
 
     func updateDiscoverable() {
-        let now = monotonicNow()
-        let registered = lastRegistered.values.contains { now - $0 <= timeouts.rendezvousInterval * 3 + 0.5 }
+        let now = MonotonicTime.now
+        let registered = lastRegistered.values.contains { now - $0 <= timeouts.rendezvousInterval * 3 + .milliseconds(500) }
         let value = registered || lanSocket != nil
         guard value != isDiscoverable else { return }
         isDiscoverable = value

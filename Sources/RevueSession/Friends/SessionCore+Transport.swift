@@ -121,8 +121,8 @@ extension SessionCore {
         // load, and only initiations whose mac2 proves the sender receives at its address (with a
         // cookie we sent there) get through, each source within its own small budget. The others
         // get a cookie reply, smaller than what they sent.
-        let now = monotonicNow()
-        handshakeTokens = min(Self.handshakeBurst, handshakeTokens + (now - handshakeTokensAt) * Self.handshakeRate)
+        let now = MonotonicTime.now
+        handshakeTokens = min(Self.handshakeBurst, handshakeTokens + (now - handshakeTokensAt).inSeconds * Self.handshakeRate)
         handshakeTokensAt = now
         handshakeTokens = max(0, handshakeTokens - 1)
         if handshakeTokens < Self.handshakeBurst / 2 {
@@ -141,7 +141,7 @@ extension SessionCore {
                 return
             }
             var bucket = sourceTokens[source] ?? (Self.perSourceBurst, now)
-            bucket.tokens = min(Self.perSourceBurst, bucket.tokens + (now - bucket.at) * Self.perSourceRate)
+            bucket.tokens = min(Self.perSourceBurst, bucket.tokens + (now - bucket.at).inSeconds * Self.perSourceRate)
             bucket.at = now
             guard bucket.tokens >= 1 else {
                 sourceTokens[source] = bucket
@@ -212,7 +212,7 @@ extension SessionCore {
         // so rekeys (every 2 minutes) rarely wait for the disk; a friend that makes us write more
         // than once a second is refused (`droppedRateLimited`), and a failed write answers nothing.
         if timestamp > f.stored.handshakeTimestamp ?? 0 {
-            guard now - f.lastReservationWrite >= Self.reservationWriteInterval else {
+            guard now.since(f.lastReservationWrite) >= Self.reservationWriteInterval else {
                 counters.droppedRateLimited += 1
                 return
             }
@@ -273,7 +273,7 @@ extension SessionCore {
         }
         f.pending = nil
         f.previousPending = nil
-        let now = monotonicNow()
+        let now = MonotonicTime.now
         let session = TransportSession(
             localIndex: receiverIndex, remoteIndex: senderIndex,
             keys: pending.handshake.transportSecrets(), isInitiator: true, created: now)
@@ -282,7 +282,7 @@ extension SessionCore {
         sendPing(f, route: route, now: now)  // confirms the session to the responder
     }
 
-    func install(_ f: FriendState, _ session: TransportSession, now: Double) {
+    func install(_ f: FriendState, _ session: TransportSession, now: MonotonicTime) {
         counters.handshakesCompleted += 1
         let wasConnected = f.isConnected
         if let old = f.previous, old !== f.current { indices[old.localIndex] = nil }
@@ -292,14 +292,14 @@ extension SessionCore {
         if !wasConnected { connected(f, now: now) }
     }
 
-    func connected(_ f: FriendState, now: Double) {
+    func connected(_ f: FriendState, now: MonotonicTime) {
         if f.stored.requestNospam != nil {
             f.stored.requestNospam = nil
             f.stored.requestMessage = nil
             saveSoon()
         }
         enqueueProfile(f)
-        for i in f.outbound.indices { f.outbound[i].lastSent = -.infinity }
+        for i in f.outbound.indices { f.outbound[i].lastSent = nil }
         pumpOutbound(f, now: now)
     }
 
@@ -317,7 +317,7 @@ extension SessionCore {
             counters.droppedReplayed += 1
             return
         }
-        guard !isExpired(session, now: monotonicNow()), counter < sessionMessageLimit else {
+        guard !isExpired(session, now: MonotonicTime.now), counter < sessionMessageLimit else {
             counters.droppedExpired += 1
             return
         }
@@ -327,7 +327,7 @@ extension SessionCore {
             return
         }
         session.replay.record(counter)
-        let now = monotonicNow()
+        let now = MonotonicTime.now
         if session === f.next {
             f.next = nil
             install(f, session, now: now)
@@ -336,7 +336,7 @@ extension SessionCore {
         handleFrame(f, plain, route: route, now: now)
     }
 
-    func handleFrame(_ f: FriendState, _ plain: [UInt8], route: Route, now: Double) {
+    func handleFrame(_ f: FriendState, _ plain: [UInt8], route: Route, now: MonotonicTime) {
         var r = ByteReader(plain)
         guard let typeByte = r.u8(), let type = FrameType(rawValue: typeByte) else {
             counters.droppedMalformed += 1
@@ -351,8 +351,9 @@ extension SessionCore {
             sendFrame(f, w.bytes, route: route)
         case .pong:
             guard let t = r.u64() else { return }
-            let rtt = now - Double(bitPattern: t)
-            if rtt >= 0 && rtt < 10 { f.routes[route]?.rtt = rtt }
+            // Our ping's send time, echoed.
+            let rtt = now - MonotonicTime(nanoseconds: t)
+            if rtt >= .zero && rtt < .seconds(10) { f.routes[route]?.rtt = rtt }
         case .reliable:
             guard let epoch = r.u32(), let seq = r.u32(), let k = r.u8(), let kind = ReliableKind(rawValue: k) else {
                 counters.droppedMalformed += 1
@@ -368,7 +369,7 @@ extension SessionCore {
         }
     }
 
-    func noteAuthenticated(_ f: FriendState, route: Route, now: Double) {
+    func noteAuthenticated(_ f: FriendState, route: Route, now: MonotonicTime) {
         f.lastReceived = now
         if f.routes[route] == nil, f.routes.count >= Self.maxRoutes,
             let oldest = f.routes.min(by: { $0.value.lastReceived < $1.value.lastReceived })
@@ -385,7 +386,7 @@ extension SessionCore {
         updatePaths(f, now: now)
     }
 
-    func updatePaths(_ f: FriendState, now: Double) {
+    func updatePaths(_ f: FriendState, now: MonotonicTime) {
         let paths = f.paths(now: now, timeout: timeouts.connectionTimeout)
         guard paths != f.emittedPaths else { return }
         f.emittedPaths = paths
@@ -404,15 +405,16 @@ extension SessionCore {
         f.pending = nil
         f.previousPending = nil
         f.routes = [:]
-        f.lastInitiation = -.infinity
+        f.lastInitiation = nil
     }
 
     /// Encrypts one frame on the current session and sends it on `route` (default: the best).
     func sendFrame(_ f: FriendState, _ frame: [UInt8], route: Route? = nil) {
-        guard let s = f.current, let route = route ?? f.bestRoute(now: monotonicNow(), timeout: timeouts.connectionTimeout) else {
+        guard let s = f.current, let route = route ?? f.bestRoute(now: MonotonicTime.now, timeout: timeouts.connectionTimeout)
+        else {
             return
         }
-        guard !isExpired(s, now: monotonicNow()), s.sendCounter < sessionMessageLimit else {
+        guard !isExpired(s, now: MonotonicTime.now), s.sendCounter < sessionMessageLimit else {
             counters.droppedExpired += 1
             return
         }
@@ -426,18 +428,18 @@ extension SessionCore {
         send(w.bytes, route: route, friendKey: f.key)
     }
 
-    func sendPing(_ f: FriendState, route: Route, now: Double) {
+    func sendPing(_ f: FriendState, route: Route, now: MonotonicTime) {
         var w = ByteWriter()
         w.u8(FrameType.ping.rawValue)
-        w.u64(now.bitPattern)
+        w.u64(now.nanoseconds)
         sendFrame(f, w.bytes, route: route)
     }
 
     /// Starts a handshake round because a new endpoint was claimed for a friend (a lookup answer
     /// or a LAN announcement): sent to that endpoint only, and at most once a
     /// `triggeredInitiationGap` per friend, so claims cannot make us send faster than they arrive.
-    func initiateTriggered(_ f: FriendState, route: Route, now: Double) {
-        guard now - f.lastTriggered >= Self.triggeredInitiationGap else {
+    func initiateTriggered(_ f: FriendState, route: Route, now: MonotonicTime) {
+        guard now.since(f.lastTriggered) >= Self.triggeredInitiationGap else {
             counters.initiationsThrottled += 1
             return
         }
@@ -446,7 +448,7 @@ extension SessionCore {
     }
 
     /// Records a candidate route for a friend, forgetting the oldest when the table is full.
-    func addCandidate(_ f: FriendState, _ route: Route, now: Double) {
+    func addCandidate(_ f: FriendState, _ route: Route, now: MonotonicTime) {
         if f.candidates[route] == nil, f.candidates.count >= Self.maxCandidates,
             let oldest = f.candidates.min(by: { $0.value < $1.value })
         {
@@ -458,7 +460,7 @@ extension SessionCore {
 
     /// Starts an IK handshake with a friend, sent to the freshest candidate routes (and the stored
     /// endpoint), or to `only`.
-    func initiate(_ f: FriendState, now: Double, only: Route? = nil) {
+    func initiate(_ f: FriendState, now: MonotonicTime, only: Route? = nil) {
         let localIndex = newIndex()
         var header = ByteWriter()
         header.u8(PacketType.handshakeInitiation.rawValue)
@@ -502,10 +504,10 @@ extension SessionCore {
 
     /// Sends the pending initiation on a route with its mac1, and a mac2 when we hold a fresh
     /// cookie from that route's endpoint.
-    func sendInitiation(_ f: FriendState, route: Route, now: Double) {
+    func sendInitiation(_ f: FriendState, route: Route, now: MonotonicTime) {
         guard let p = f.pending else { return }
         var packet = p.body + p.mac1
-        if let c = f.cookie, c.endpoint == route.endpoint, now - c.received < Self.cookieSecretLifetime - 10 {
+        if let c = f.cookie, c.endpoint == route.endpoint, now - c.received < Self.cookieSecretLifetime - .seconds(10) {
             packet += Sodium.keyedBlake2b(key: c.value, packet)
         } else {
             packet += [UInt8](repeating: 0, count: 16)
@@ -540,7 +542,7 @@ extension SessionCore {
             counters.droppedForged += 1
             return
         }
-        let now = monotonicNow()
+        let now = MonotonicTime.now
         f.cookie = HandshakeCookie(value: cookie, endpoint: route.endpoint, received: now)
         p.resentWithCookie = true
         f.pending = p
@@ -549,16 +551,18 @@ extension SessionCore {
 
     /// Whether a session passed its hard lifetime: past `rekeyInterval` plus a margin for the
     /// rekey to finish, its keys are never used again (WireGuard's REJECT_AFTER_TIME).
-    func isExpired(_ s: TransportSession, now: Double) -> Bool {
+    func isExpired(_ s: TransportSession, now: MonotonicTime) -> Bool {
         now - s.created > hardSessionLifetime
     }
 
     /// `rekeyInterval` * 1.5, at least `rekeyInterval` + 30 s (tests may shorten it).
-    var hardSessionLifetime: Double { sessionLifetimeOverride ?? max(timeouts.rekeyInterval * 1.5, timeouts.rekeyInterval + 30) }
+    var hardSessionLifetime: Duration {
+        sessionLifetimeOverride ?? max(timeouts.rekeyInterval * 1.5, timeouts.rekeyInterval + .seconds(30))
+    }
 
     /// Drops a friend's sessions that passed their hard lifetime or message limit; with none left
     /// the friend is offline until a new handshake completes.
-    func expireSessions(_ f: FriendState, now: Double) {
+    func expireSessions(_ f: FriendState, now: MonotonicTime) {
         func dead(_ s: TransportSession?) -> Bool {
             guard let s else { return false }
             return isExpired(s, now: now) || s.sendCounter >= sessionMessageLimit || s.replay.highest >= sessionMessageLimit

@@ -15,13 +15,6 @@ internal import MediaCore
     import Glibc
 #endif
 
-/// Monotonic seconds (CLOCK_MONOTONIC).
-func monotonicNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
 @MainActor
 package final class SessionCore {
     /// Largest friend message, in UTF-8 bytes (one datagram with headroom for headers).
@@ -46,25 +39,25 @@ package final class SessionCore {
     static let maxCandidates = 8
     /// Authenticated routes kept per friend.
     static let maxRoutes = 8
-    /// Candidates not heard of again for this long are forgotten (seconds).
-    static let candidateLifetime = 30.0
-    /// A new candidate starts a handshake round at most this often per friend (seconds).
-    static let triggeredInitiationGap = 1.0
+    /// Candidates not heard of again for this long are forgotten.
+    static let candidateLifetime = Duration.seconds(30)
+    /// A new candidate starts a handshake round at most this often per friend.
+    static let triggeredInitiationGap = Duration.seconds(1)
     /// Friend requests from strangers remembered at once (for replay checks and accepting).
     static let maxRequests = 256
     /// Items of the SDK's own messages (call signalling) queued per friend beyond the App's.
     static let reservedQueueCapacity = 64
     /// Received items waiting for delivery to the App (or reordering) per friend.
     static let inboundWindow: UInt32 = 256
-    /// Cookies given under load are MACs with a secret replaced this often (seconds).
-    static let cookieSecretLifetime = 120.0
+    /// Cookies given under load are MACs with a secret replaced this often.
+    static let cookieSecretLifetime = Duration.seconds(120)
     /// How far past an accepted handshake timestamp the stored reservation reaches (10 minutes of
     /// the friend's clock, in nanoseconds): one synchronous profile write answers every handshake
     /// of that friend for that long. After a crash the friend's own initiations are refused until
     /// its clock passes the reservation (ours to it still connect at once).
     static let handshakeReservation: UInt64 = 600 * 1_000_000_000
-    /// Least time between two reservation writes for one friend (seconds).
-    static let reservationWriteInterval = 1.0
+    /// Least time between two reservation writes for one friend.
+    static let reservationWriteInterval = Duration.seconds(1)
     /// Reliable items in flight per friend.
     static let sendWindow = 32
 
@@ -75,7 +68,7 @@ package final class SessionCore {
     /// Whether this core is still the running one of its `Revue`.
     var isCurrent: Bool { !isStopped && revue.core === self }
     let configuration: RevueConfiguration
-    let timeouts: RevueTimeouts
+    let timeouts: SessionTimeouts
     let store: ProfileStore
     let identity: KeyPair
     let ownId: String
@@ -95,26 +88,28 @@ package final class SessionCore {
     var lastTimestamp: UInt64 = 0
 
     let rendezvousNodes: [SocketAddress]
-    var lastRegister: Double = -.infinity
-    var lastRegistered: [SocketAddress: Double] = [:]
+    /// When we last registered at the rendezvous nodes (nil: not yet, or due now).
+    var lastRegister: MonotonicTime?
+    var lastRegistered: [SocketAddress: MonotonicTime] = [:]
     /// What we know of each rendezvous node: its static key (from its replies), our MAC key with
     /// it, the cookie it gave our endpoint, our relay token, and the nonces of our open lookups.
     var nodeStates: [SocketAddress: NodeState] = [:]
-    var lastAnnounce: Double = -.infinity
+    /// When we last announced on the LAN (nil: not yet).
+    var lastAnnounce: MonotonicTime?
     /// Announce every 5-10 s until then, and while a friend is offline (see `announceInterval`).
-    var lanEagerUntil = -Double.infinity
-    /// How long after start or a new friend announcements stay eager (seconds).
-    package var lanEagerWindow = 60.0
+    var lanEagerUntil = MonotonicTime.zero
+    /// How long after start or a new friend announcements stay eager.
+    package var lanEagerWindow = Duration.seconds(60)
     /// Announcements left at one a second (after start or a new friend).
     var lanFastLeft = 0
     /// Announcements at one a second after start or a new friend.
     static let lanFastCount = 3
     /// The eager gap until the next announcement, drawn in `lanEagerGap` after each one (jitter).
-    var lanEagerGapNow = 5.0
-    /// Range of the eager gap between announcements (seconds).
-    static let lanEagerGap = 5.0...10.0
+    var lanEagerGapNow = Duration.seconds(5)
+    /// Range of the eager gap between announcements.
+    static let lanEagerGap = Duration.seconds(5)...Duration.seconds(10)
     /// Announcement interval when every friend is connected and the eager window passed.
-    static let lanQuietInterval = 15.0
+    static let lanQuietInterval = Duration.seconds(15)
     /// LAN tags of friends (previous, current and next epoch) -> friend id, for the epoch it was
     /// built in; nil after the friend list changed.
     var lanTable: (epoch: UInt32, tags: [[UInt8]: String])?
@@ -124,18 +119,18 @@ package final class SessionCore {
     package var wallClockSeam: (() -> Double)?
     var isDiscoverable = false
     package var handshakeTokens = SessionCore.handshakeBurst
-    var handshakeTokensAt = monotonicNow()
+    var handshakeTokensAt = MonotonicTime.now
     /// Per-source token buckets used under load, keyed by endpoint.
-    var sourceTokens: [SocketAddress: (tokens: Double, at: Double)] = [:]
+    var sourceTokens: [SocketAddress: (tokens: Double, at: MonotonicTime)] = [:]
     /// The read-queue screen of initiations; it also holds the cookie secrets (made when).
     let gate: HandshakeGate
-    var cookieSecretAt = monotonicNow()
+    var cookieSecretAt = MonotonicTime.now
     /// Our own mac1 key (responder side), computed once.
     lazy var ownMac1Key = HandshakeMACs.mac1Key(identity.publicKey)
     /// Hard limits of a transport session: messages sent or received on one set of keys (a rekey
     /// starts at half), and a lifetime replacing the default one (test seam; nil in production).
     package var sessionMessageLimit: UInt64 = 1 << 60
-    package var sessionLifetimeOverride: Double?
+    package var sessionLifetimeOverride: Duration?
     // Test seams: observe every session datagram sent, and drop direct sends (to force the relay).
     var sendTap: (([UInt8], Route) -> Void)?
     package var dropDirectSends = false
@@ -157,7 +152,7 @@ package final class SessionCore {
     var friendWillBeDeleted: ((String) -> Void)?
     /// Call layer: every housekeeping tick (monotonic now), a friend's paths changed, a friend's
     /// (or, with your own id, your) name, status message or status changed.
-    var tickHook: ((Double) -> Void)?
+    var tickHook: ((MonotonicTime) -> Void)?
     var friendPathsChanged: ((String, FriendConnectionPaths) -> Void)?
     var profileObserver: ((String, ProfileField) -> Void)?
 
@@ -198,7 +193,7 @@ package final class SessionCore {
         guard Sodium.ready else { throw RevueError(.socket, "libsodium failed to initialize") }
         self.revue = revue
         self.configuration = configuration
-        self.timeouts = configuration.timeouts
+        self.timeouts = SessionTimeouts(configuration.timeouts)
         var nodes: [SocketAddress] = []
         for text in configuration.rendezvousNodes {
             guard let a = SocketAddress.parse(text) else {
@@ -258,8 +253,8 @@ package final class SessionCore {
     /// they go out once a second only for `lanFastCount` announcements after start or after
     /// adding a friend; then every 5-10 s (jittered) while someone may be looking (during
     /// `lanEagerWindow`, or while a friend is offline); else every `lanQuietInterval`.
-    func announceInterval(now: Double) -> Double {
-        if lanFastLeft > 0 { return 1 }
+    func announceInterval(now: MonotonicTime) -> Duration {
+        if lanFastLeft > 0 { return .seconds(1) }
         return now < lanEagerUntil || friends.values.contains(where: { !$0.isConnected }) ? lanEagerGapNow : Self.lanQuietInterval
     }
 
@@ -268,7 +263,7 @@ package final class SessionCore {
 
     /// Starts receiving and the 50 ms housekeeping timer.
     func start() {
-        lanEagerUntil = monotonicNow() + lanEagerWindow
+        lanEagerUntil = MonotonicTime.now + lanEagerWindow
         lanFastLeft = Self.lanFastCount
         gate.socket = socket
         let gate = self.gate
@@ -349,7 +344,7 @@ package final class SessionCore {
         guard status.rawValue != profile.status else { return }
         profile.status = status.rawValue
         profileChanged()
-        lastRegister = -.infinity  // tell the presence service now
+        lastRegister = nil  // tell the presence service now
         let id = ownId
         emit { $1.revue($0, friend: id, didUpdateStatus: status) }
         profileObserver?(id, .status)
@@ -430,7 +425,7 @@ package final class SessionCore {
         stored.requestNospam = requestNospam
         stored.requestMessage = message
         let f = FriendState(key: key, stored: stored)
-        if let r = requestRoutes[id] { f.candidates[r] = monotonicNow() }
+        if let r = requestRoutes[id] { f.candidates[r] = MonotonicTime.now }
         requestRoutes[id] = nil
         requestTimestamps[id] = nil
         friends[id] = f
@@ -440,12 +435,12 @@ package final class SessionCore {
             friendOrder.removeLast()
             throw .storageFailed
         }
-        f.lastInitiation = -.infinity
-        f.lastLookup = -.infinity
-        lanEagerUntil = max(lanEagerUntil, monotonicNow() + lanEagerWindow)
+        f.lastInitiation = nil
+        f.lastLookup = nil
+        lanEagerUntil = max(lanEagerUntil, MonotonicTime.now + lanEagerWindow)
         lanFastLeft = Self.lanFastCount
         lanTable = nil
-        tickFriend(f, now: monotonicNow())
+        tickFriend(f, now: MonotonicTime.now)
         return id
     }
 
@@ -474,13 +469,13 @@ package final class SessionCore {
 
     // MARK: - Timers
 
-    var lastTick = monotonicNow()
+    var lastTick = MonotonicTime.now
     /// After the main actor was held up (a stall, a suspended process), friends get time to be
     /// heard again before any is declared offline.
-    var timeoutGraceUntil = -Double.infinity
+    var timeoutGraceUntil = MonotonicTime.zero
 
     func tick() {
-        let now = monotonicNow()
+        let now = MonotonicTime.now
         if now - cookieSecretAt >= Self.cookieSecretLifetime {
             gate.rotate()
             cookieSecretAt = now
@@ -490,24 +485,25 @@ package final class SessionCore {
         counters.droppedRateLimited += screened
         counters.droppedForged += gate.badMac1.exchange(0, ordering: .relaxed)
         if sourceTokens.count > Self.maxSources / 2 {
-            sourceTokens = sourceTokens.filter { now - $0.value.at < 2 }
+            sourceTokens = sourceTokens.filter { now - $0.value.at < .seconds(2) }
         }
         counters.droppedOverload = socket.droppedOverload + (lanSocket?.droppedOverload ?? 0)
-        if now - lastTick > timeouts.connectionTimeout / 2 { timeoutGraceUntil = now + 2 * timeouts.keepaliveInterval }
+        if now - lastTick > timeouts.connectionTimeout / 2 { timeoutGraceUntil = now + timeouts.keepaliveInterval * 2 }
         lastTick = now
         for id in friendOrder {
             if let f = friends[id] { tickFriend(f, now: now) }
         }
         tickHook?(now)
-        if !rendezvousNodes.isEmpty, now - lastRegister >= timeouts.rendezvousInterval {
+        if !rendezvousNodes.isEmpty, now.since(lastRegister) >= timeouts.rendezvousInterval {
             lastRegister = now
             for node in rendezvousNodes { sendRegistration(to: node) }
             updateDiscoverable()
         }
-        if let lanSocket, isDiscoverable, now - lastAnnounce >= announceInterval(now: now) {
+        if let lanSocket, isDiscoverable, now.since(lastAnnounce) >= announceInterval(now: now) {
             lastAnnounce = now
             lanFastLeft = max(0, lanFastLeft - 1)
-            lanEagerGapNow = Double.random(in: Self.lanEagerGap)
+            lanEagerGapNow = .seconds(
+                Double.random(in: Self.lanEagerGap.lowerBound.inSeconds...Self.lanEagerGap.upperBound.inSeconds))
             let group = SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort)
             lanSent = lanAnnouncements()
             for datagram in lanSent { lanSocket.send(datagram, to: group) }
@@ -517,14 +513,14 @@ package final class SessionCore {
     /// How long to wait before the next handshake round with an offline friend: the retry interval
     /// (4x after 10 attempts), but at most 0.25 s while its responder is under load (it sent us a
     /// cookie in the last 10 s), as each round then has to get through a flood.
-    func retryInterval(_ f: FriendState, now: Double) -> Double {
+    func retryInterval(_ f: FriendState, now: MonotonicTime) -> Duration {
         let base = timeouts.handshakeRetryInterval * (f.initiationAttempts > 10 ? 4 : 1)
-        if let c = f.cookie, now - c.received < 10 { return min(base, 0.25) }
+        if let c = f.cookie, now - c.received < .seconds(10) { return min(base, .milliseconds(250)) }
         return base
     }
 
-    func tickFriend(_ f: FriendState, now: Double) {
-        if f.isConnected, now - f.lastReceived > timeouts.connectionTimeout, now >= timeoutGraceUntil {
+    func tickFriend(_ f: FriendState, now: MonotonicTime) {
+        if f.isConnected, now.since(f.lastReceived) > timeouts.connectionTimeout, now >= timeoutGraceUntil {
             dropSessions(f)
         }
         expireSessions(f, now: now)
@@ -535,7 +531,7 @@ package final class SessionCore {
         }
         updatePaths(f, now: now)
         if let c = f.current {
-            if now - f.lastPing >= timeouts.keepaliveInterval {
+            if now.since(f.lastPing) >= timeouts.keepaliveInterval {
                 f.lastPing = now
                 for (route, state) in f.routes where now - state.lastReceived <= timeouts.connectionTimeout {
                     sendPing(f, route: route, now: now)
@@ -545,26 +541,26 @@ package final class SessionCore {
             let hasDirect = f.routes.contains {
                 if case .direct = $0.key { now - $0.value.lastReceived <= timeouts.connectionTimeout } else { false }
             }
-            if !hasDirect, now - f.lastProbe >= timeouts.handshakeRetryInterval {
+            if !hasDirect, now.since(f.lastProbe) >= timeouts.handshakeRetryInterval {
                 f.lastProbe = now
                 let direct = f.candidates.filter { if case .direct = $0.key { true } else { false } }
                 for (route, _) in direct.sorted(by: { $0.value > $1.value }).prefix(4) { sendPing(f, route: route, now: now) }
             }
             let age = now - c.created
             let worn = c.sendCounter >= sessionMessageLimit / 2 || c.replay.highest >= sessionMessageLimit / 2
-            if f.pending == nil, age > timeouts.rekeyInterval * (c.isInitiator ? 1 : 1.1) || worn,
-                now - f.lastInitiation >= timeouts.handshakeRetryInterval
+            if f.pending == nil, age > (c.isInitiator ? timeouts.rekeyInterval : timeouts.rekeyInterval * 1.1) || worn,
+                now.since(f.lastInitiation) >= timeouts.handshakeRetryInterval
             {
                 initiate(f, now: now)
             }
             pumpOutbound(f, now: now)
-        } else if now - f.lastInitiation >= retryInterval(f, now: now) {
+        } else if now.since(f.lastInitiation) >= retryInterval(f, now: now) {
             // A friend long unreachable is tried less often; one that comes back initiates itself,
             // and a new endpoint from a lookup or announcement triggers an attempt at once.
             initiate(f, now: now)
         }
         let lookupEvery = f.isConnected ? timeouts.rendezvousInterval * 3 : timeouts.rendezvousInterval
-        if !rendezvousNodes.isEmpty, now - f.lastLookup >= lookupEvery {
+        if !rendezvousNodes.isEmpty, now.since(f.lastLookup) >= lookupEvery {
             f.lastLookup = now
             for node in rendezvousNodes { sendLookups(f, to: node) }
         }

@@ -238,7 +238,7 @@ final class ProfileStore {
 
     /// Test seams: writes queued by `saveSoon` that completed, and a delay added to each (a slow disk).
     package private(set) var queuedWritesCompleted = 0
-    package var queuedWriteDelayForTesting: Double = 0
+    package var queuedWriteDelayForTesting = Duration.zero
 
     private func startWrite() {
         guard !writing, let data = nextData else { return }
@@ -248,7 +248,7 @@ final class ProfileStore {
         nextCompletions = []
         let path = self.path, directory = self.directory, delay = queuedWriteDelayForTesting
         io.async {
-            if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
+            if delay > .zero { usleep(UInt32(delay.inNanoseconds / 1_000)) }
             let ok = ProfileStore.write(data, path: path, directory: directory)
             DispatchQueue.main.async {
                 MainActor.assumeIsolated {

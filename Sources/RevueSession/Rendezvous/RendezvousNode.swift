@@ -30,14 +30,14 @@ public final class RendezvousNode {
     private struct Entry {
         var endpoint: SocketAddress
         var status: UInt8
-        var lastSeen: Double
+        var lastSeen: MonotonicTime
         var timestamp: UInt64
         let macKey: SecretKeyBytes
         var token: [UInt8]
         var relayTokens: Double
-        var relayAt: Double
+        var relayAt: MonotonicTime
         /// Tags this registration is found by, and when each was last registered.
-        var tags: [[UInt8]: Double] = [:]
+        var tags: [[UInt8]: MonotonicTime] = [:]
     }
 
     /// Nil for the fuzzing node, which only answers through `sendTap`.
@@ -59,14 +59,14 @@ public final class RendezvousNode {
     /// Tags held by the entries of each network (`prefixKey`).
     private var tagsPerPrefix: [UInt64: Int] = [:]
     /// Per source (`SocketAddress.sourceKey`: an IPv4 address or an IPv6 /64): tokens for X25519 work on unknown keys (rate `keyRate`).
-    private var sourceTokens: [UInt64: (tokens: Double, at: Double)] = [:]
+    private var sourceTokens: [UInt64: (tokens: Double, at: MonotonicTime)] = [:]
     /// Binding answers: the global bucket and one per source (IPv4 address or IPv6 /64).
-    private var bindingTokens = (tokens: bindingBurst, at: monotonicNow())
-    private var bindingSourceTokens: [UInt64: (tokens: Double, at: Double)] = [:]
+    private var bindingTokens = (tokens: bindingBurst, at: MonotonicTime.now)
+    private var bindingSourceTokens: [UInt64: (tokens: Double, at: MonotonicTime)] = [:]
     private var cookieSecret = Sodium.randomSecret(32)
     private var previousCookieSecret = Sodium.randomSecret(32)
-    private var cookieSecretAt = monotonicNow()
-    private var lastSweep = monotonicNow()
+    private var cookieSecretAt = MonotonicTime.now
+    private var lastSweep = MonotonicTime.now
 
     /// The secrets the node holds now: each registration's MAC key, then the two cookie secrets
     /// (tests of their storage). Main actor; cost: one pass over the registrations.
@@ -135,6 +135,8 @@ public final class RendezvousNode {
     }
     /// Registrations older than this are forgotten (seconds).
     public var expiry: Double = 10
+    /// `expiry` as a duration.
+    private var expiryDuration: Duration { .seconds(clamping: expiry) }
 
     /// The UDP port the node listens on.
     public var port: UInt16 { socket?.localPort ?? 0 }
@@ -168,14 +170,15 @@ public final class RendezvousNode {
 
     /// Removes expired registrations and idle rate buckets; rotates the cookie secret every
     /// two minutes. O(entries), at most once a second.
-    private func sweep(now: Double) {
-        guard now - lastSweep >= 1 else { return }
+    private func sweep(now: MonotonicTime) {
+        guard now - lastSweep >= .seconds(1) else { return }
         lastSweep = now
-        if now - cookieSecretAt >= 120 {
+        if now - cookieSecretAt >= .seconds(120) {
             previousCookieSecret = cookieSecret
             cookieSecret = Sodium.randomSecret(32)
             cookieSecretAt = now
         }
+        let expiry = expiryDuration
         let before = entries.count
         entries = entries.filter { now - $0.value.lastSeen <= expiry }
         sweptEntries += before - entries.count
@@ -198,15 +201,15 @@ public final class RendezvousNode {
         }
         tagOwners = owners
         tagsPerPrefix = counts
-        sourceTokens = sourceTokens.filter { now - $0.value.at < Self.keyBurst / Self.keyRate }
+        sourceTokens = sourceTokens.filter { (now - $0.value.at).inSeconds < Self.keyBurst / Self.keyRate }
         bindingSourceTokens = bindingSourceTokens.filter {
-            now - $0.value.at < Self.bindingBurstPerSource / Self.bindingRatePerSource
+            (now - $0.value.at).inSeconds < Self.bindingBurstPerSource / Self.bindingRatePerSource
         }
     }
 
     /// Answers a STUN Binding request (see the type's comment); anything else STUN-like is dropped
     /// and counted. One parse, one CRC-32 and at most one answer no larger than the request.
-    private func answerBinding(_ bytes: [UInt8], from: SocketAddress, now: Double) {
+    private func answerBinding(_ bytes: [UInt8], from: SocketAddress, now: MonotonicTime) {
         // 20-byte header, XOR-MAPPED-ADDRESS (IPv4: 4 + 8), FINGERPRINT (4 + 4).
         let answerSize = 20 + (from.family == .ipv4 ? 12 : 24) + 8
         guard let request = try? STUNMessage(parsing: bytes), request.method == .binding, request.messageClass == .request,
@@ -216,14 +219,15 @@ public final class RendezvousNode {
             bindingDropped += 1
             return
         }
-        bindingTokens.tokens = min(Self.bindingBurst, bindingTokens.tokens + (now - bindingTokens.at) * Self.bindingRate)
+        bindingTokens.tokens = min(
+            Self.bindingBurst, bindingTokens.tokens + (now - bindingTokens.at).inSeconds * Self.bindingRate)
         bindingTokens.at = now
         guard bindingSourceTokens.count < Self.maxBindingSources || bindingSourceTokens[from.sourceKey] != nil else {
             refusedForLimits += 1
             return
         }
         var bucket = bindingSourceTokens[from.sourceKey] ?? (Self.bindingBurstPerSource, now)
-        bucket.tokens = min(Self.bindingBurstPerSource, bucket.tokens + (now - bucket.at) * Self.bindingRatePerSource)
+        bucket.tokens = min(Self.bindingBurstPerSource, bucket.tokens + (now - bucket.at).inSeconds * Self.bindingRatePerSource)
         bucket.at = now
         guard bucket.tokens >= 1, bindingTokens.tokens >= 1 else {
             bindingSourceTokens[from.sourceKey] = bucket
@@ -243,7 +247,7 @@ public final class RendezvousNode {
     package func handle(_ bytes: [UInt8], from: SocketAddress) {
         receiveTap?(bytes, from)
         if let first = bytes.first, STUNMessage.mayBeSTUN(firstByte: first) {
-            let now = monotonicNow()
+            let now = MonotonicTime.now
             sweep(now: now)
             return answerBinding(bytes, from: from, now: now)
         }
@@ -252,8 +256,9 @@ public final class RendezvousNode {
             droppedPackets += 1
             return
         }
-        let now = monotonicNow()
+        let now = MonotonicTime.now
         sweep(now: now)
+        let expiry = expiryDuration
         switch type {
         case .rendezvousRegister:
             guard bytes.count >= RendezvousAuth.registerLength,
@@ -293,7 +298,7 @@ public final class RendezvousNode {
                 p.u32(e.endpoint.ip)
                 p.u16(e.endpoint.port)
                 p.u8(e.status)
-                p.u16(UInt16(min(65_535, now - e.lastSeen)))
+                p.u16(UInt16(min(65_535, (now - e.lastSeen).inSeconds)))
                 if e.endpoint.family == .ipv6 { p.append(e.endpoint.addressBytes) }
             } else {
                 p.u8(0); p.u32(0); p.u16(0); p.u8(0); p.u16(0)
@@ -311,7 +316,7 @@ public final class RendezvousNode {
                 tagOwners[sourceTag] == source, s.tags[sourceTag] != nil,
                 let owner = tagOwners[target], let e = entries[owner], now - e.lastSeen <= expiry
             else { droppedPackets += 1; return }
-            s.relayTokens = min(Self.relayBurst, s.relayTokens + (now - s.relayAt) * Self.relayRate)
+            s.relayTokens = min(Self.relayBurst, s.relayTokens + (now - s.relayAt).inSeconds * Self.relayRate)
             s.relayAt = now
             guard s.relayTokens >= 1 else {
                 entries[source] = s
@@ -336,9 +341,9 @@ public final class RendezvousNode {
     /// (or refresh) the registration's, within the caps; a tag another key holds moves to this one
     /// when it comes from the holder's IP address or the holder stopped registering it
     /// (`tagTakeoverAge`).
-    private func register(_ bytes: [UInt8], key: [UInt8], timestamp: UInt64, cookie: [UInt8], from: SocketAddress, now: Double)
-        -> Bool
-    {
+    private func register(
+        _ bytes: [UInt8], key: [UInt8], timestamp: UInt64, cookie: [UInt8], from: SocketAddress, now: MonotonicTime
+    ) -> Bool {
         // The cookie first (one BLAKE2b): a spoofed source never saw it.
         guard
             Sodium.equal(cookie, self.cookie(for: from, secret: cookieSecret))
@@ -356,7 +361,7 @@ public final class RendezvousNode {
                 return false
             }
             var bucket = sourceTokens[from.sourceKey] ?? (Self.keyBurst, now)
-            bucket.tokens = min(Self.keyBurst, bucket.tokens + (now - bucket.at) * Self.keyRate)
+            bucket.tokens = min(Self.keyBurst, bucket.tokens + (now - bucket.at).inSeconds * Self.keyRate)
             bucket.at = now
             guard bucket.tokens >= 1 else {
                 sourceTokens[from.sourceKey] = bucket
@@ -424,7 +429,7 @@ public final class RendezvousNode {
                     // once the holder stopped registering it.
                     guard
                         held.endpoint.addressBytes == from.addressBytes
-                            || now - (held.tags[tag] ?? -.infinity) > Self.tagTakeoverAge
+                            || now.since(held.tags[tag]) > .seconds(Self.tagTakeoverAge)
                     else {
                         refusedForLimits += 1
                         continue

@@ -24,7 +24,7 @@ final class HandshakeGate: @unchecked Sendable {
     var socket: SessionSocket?
     // Read queue only: the load bucket.
     private var tokens: Double
-    private var tokensAt = monotonicNow()
+    private var tokensAt = MonotonicTime.now
     private let rate: Double, burst: Double
 
     init(publicKey: [UInt8], rate: Double, burst: Double) {
@@ -84,8 +84,8 @@ final class HandshakeGate: @unchecked Sendable {
             badMac1.add(1, ordering: .relaxed)
             return false
         }
-        let now = monotonicNow()
-        tokens = min(burst, tokens + (now - tokensAt) * rate)
+        let now = MonotonicTime.now
+        tokens = min(burst, tokens + (now - tokensAt).inSeconds * rate)
         tokensAt = now
         tokens = max(0, tokens - 1)
         guard tokens < burst / 2 else { return true }
