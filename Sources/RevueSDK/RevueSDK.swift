@@ -12,6 +12,8 @@
 @_exported import struct MediaCore.DecodedVideoFrame
 @_exported import struct MediaCore.I420View
 @_exported import class MediaCore.LatestFrameRenderer
+// The clock a decoded frame's times are on.
+@_exported import struct MediaCore.MonotonicTime
 @_exported import struct MediaCore.PCMBufferView
 @_exported import struct MediaCore.PixelBufferView
 @_exported import enum MediaCore.PixelFormat

@@ -119,7 +119,7 @@ extension RTPJitterBuffer {
         }
         #expect(played == 1999)
         #expect(jb.counters.late == 1 && jb.counters.resets == 1)
-        #expect(jb.targetDelayNs < 100_000_000, "the new run's timestamps do not count as delay variation")
+        #expect(jb.targetDelay < .milliseconds(100), "the new run's timestamps do not count as delay variation")
     }
 
     @Test func aSingleStrayPacketFarBehindDoesNotRestartTheBuffer() {
@@ -151,9 +151,9 @@ extension RTPJitterBuffer {
             jittery.insert(jbPacket(s), seq: s, ts: ts, at: t + UInt64(rng.next() % 60) * 1_000_000)
             huge.insert(jbPacket(s), seq: s, ts: ts, at: t + UInt64(rng.next() % 600) * 1_000_000)
         }
-        #expect(steady.targetDelayNs >= 20_000_000 && steady.targetDelayNs < 25_000_000, "\(steady.targetDelayNs)")
-        #expect(jittery.targetDelayNs > 50_000_000 && jittery.targetDelayNs <= 150_000_000, "\(jittery.targetDelayNs)")
-        #expect(huge.targetDelayNs == 150_000_000, "capped at the maximum")
+        #expect(steady.targetDelay >= .milliseconds(20) && steady.targetDelay < .milliseconds(25), "\(steady.targetDelay)")
+        #expect(jittery.targetDelay > .milliseconds(50) && jittery.targetDelay <= .milliseconds(150), "\(jittery.targetDelay)")
+        #expect(huge.targetDelay == .milliseconds(150), "capped at the maximum")
         #expect(jittery.jitterSeconds > steady.jitterSeconds)
     }
 

@@ -155,8 +155,8 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         let medianAudio = delays[delays.count / 2], worstAudio = delays.last!
         print(
             "audio delay median \(String(format: "%.2f", medianAudio)) ms, max \(String(format: "%.2f", worstAudio)) ms "
-                + "(\(delays.count) packets); video queue delay max \(Double(pacer.maxQueueDelayNs) / 1e6) ms, mean "
-                + "\(Double(pacer.totalQueueDelayNs) / Double(max(1, pacer.packetsPaced)) / 1e6) ms; keyframes \(keyframes); "
+                + "(\(delays.count) packets); video queue delay max \(pacer.maxQueueDelay.inSeconds * 1e3) ms, mean "
+                + "\(pacer.totalQueueDelay.inSeconds * 1e3 / Double(max(1, pacer.packetsPaced))) ms; keyframes \(keyframes); "
                 + "largest frame \(largest.count) packets over \(Double(largest.last!.ns - largest.first!.ns) / 1e6) ms with \(during.count) audio packets between"
         )
         #expect(delays.count >= 28, "audio packets sent: \(delays.count)")
@@ -166,8 +166,8 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
         #expect(!during.isEmpty, "audio packets left while the keyframe was being paced")
         // Video waited in the queue; audio did not wait for it: its median delay is a small part
         // of the video's longest queueing (no audio packet took as long as the keyframe's tail).
-        #expect(Double(pacer.maxQueueDelayNs) / 1e6 > 4 * medianAudio)
-        #expect(worstAudio * 1e6 < Double(pacer.maxQueueDelayNs))
+        #expect(pacer.maxQueueDelay.inSeconds * 1e3 > 4 * medianAudio)
+        #expect(worstAudio * 1e6 < Double(pacer.maxQueueDelay.inNanoseconds))
     }
 
     /// Without a thread (driven by hand), a flush sends everything queued, in order.

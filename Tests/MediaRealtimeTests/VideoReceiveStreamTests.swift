@@ -209,12 +209,12 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         // Frame 4 lost for good: after the hole wait, frame 5 is skipped to (and not decoded: its
         // reference is gone), and a keyframe is requested.
         for p in frames[5] { feed(s, p, at: t) }
-        s.process(now: MonotonicTime(nanoseconds: t + s.holeWaitNs - 1))
+        s.process(now: MonotonicTime(nanoseconds: t) + s.holeWait - .nanoseconds(1))
         #expect(s.jitterBuffer.hasHole)
-        s.process(now: MonotonicTime(nanoseconds: t + s.holeWaitNs))
+        s.process(now: MonotonicTime(nanoseconds: t) + s.holeWait)
         #expect(!s.jitterBuffer.hasHole)
         #expect(s.statsSnapshot().framesDecoded == 4)
-        #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t + s.holeWaitNs)))
+        #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t) + s.holeWait))
     }
 
     @Test(arguments: [(VPXCodec.vp8, 1), (.vp8, 2), (.vp9, 1), (.vp9, 2)])
@@ -267,12 +267,12 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         for p in frames[0].dropFirst() + frames[1] { feed(s, p, at: t) }
         s.process(now: MonotonicTime(nanoseconds: t))
         #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)).count == 1)
-        s.process(now: MonotonicTime(nanoseconds: t + s.holeWaitNs - 1))
+        s.process(now: MonotonicTime(nanoseconds: t) + s.holeWait - .nanoseconds(1))
         #expect(s.jitterBuffer.hasHole)
-        s.process(now: MonotonicTime(nanoseconds: t + s.holeWaitNs))
+        s.process(now: MonotonicTime(nanoseconds: t) + s.holeWait)
         #expect(!s.jitterBuffer.hasHole)
         #expect(s.statsSnapshot().framesDecoded == 0)
-        #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t + s.holeWaitNs)), "then the keyframe is asked for")
+        #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t) + s.holeWait), "then the keyframe is asked for")
     }
 
     @Test func steadyStateReceiveAllocatesNothingPerPacket() throws {

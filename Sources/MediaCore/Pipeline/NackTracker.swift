@@ -2,7 +2,7 @@
 /// missing, when each was last asked for, and when to give up on one.
 ///
 /// A missing packet is NACKed at once, then again every round-trip time (at least
-/// `minimumRetryIntervalNs`) until it arrives, `maxTries` requests went out, or it falls out of the
+/// `minimumRetryInterval`) until it arrives, `maxTries` requests went out, or it falls out of the
 /// window; libwebrtc's `NackRequester` behaves the same way. Storage is preallocated (`capacity`
 /// entries indexed by extended sequence number `& mask`).
 /// Thread rule: one owner thread (the receive engine). Cost: O(1) per packet; `collect` walks the
@@ -25,7 +25,11 @@ public final class NackTracker {
     /// Requests per missing packet before giving up.
     public var maxTries: Int
     /// Shortest time between two requests for the same packet.
-    public var minimumRetryIntervalNs: UInt64
+    public var minimumRetryInterval: Duration {
+        get { .nanoseconds(Int64(minimumRetryIntervalNs)) }
+        set { minimumRetryIntervalNs = UInt64(max(0, newValue.inNanoseconds)) }
+    }
+    private var minimumRetryIntervalNs: UInt64
     /// Counters.
     public private(set) var counters = Counters()
 
@@ -39,12 +43,12 @@ public final class NackTracker {
     private var started = false
 
     /// Makes a tracker for a window of `capacity` packets (power of two).
-    public init(capacity: Int = 512, maxTries: Int = 10, minimumRetryIntervalNs: UInt64 = 20_000_000) {
+    public init(capacity: Int = 512, maxTries: Int = 10, minimumRetryInterval: Duration = .milliseconds(20)) {
         precondition(capacity >= 16 && capacity & (capacity - 1) == 0, "NACK window \(capacity) must be a power of two >= 16")
         precondition(maxTries >= 1)
         self.capacity = capacity
         self.maxTries = maxTries
-        self.minimumRetryIntervalNs = minimumRetryIntervalNs
+        minimumRetryIntervalNs = UInt64(max(0, minimumRetryInterval.inNanoseconds))
         mask = Int64(capacity - 1)
         missing = [Bool](repeating: false, count: capacity)
         lastSent = [UInt64](repeating: 0, count: capacity)
@@ -52,10 +56,12 @@ public final class NackTracker {
         exts = [Int64](repeating: -1, count: capacity)
     }
 
-    /// Round-trip time measured from NACK to retransmission (smoothed, RFC 6298 style), in
-    /// nanoseconds; 0 before the first sample. A receive-only endpoint has no sender reports of its
-    /// own to measure RTT with (RFC 3550 §6.4.1), so this is what paces its retries.
-    public private(set) var roundTripEstimateNs: Double = 0
+    /// Round-trip time measured from NACK to retransmission (smoothed, RFC 6298 style); nil before
+    /// the first sample. A receive-only endpoint has no sender reports of its own to measure RTT
+    /// with (RFC 3550 §6.4.1), so this is what paces its retries.
+    public var roundTripEstimate: Duration? { roundTripEstimateNs > 0 ? .nanoseconds(Int64(roundTripEstimateNs)) : nil }
+    /// `roundTripEstimate` in nanoseconds, 0 before the first sample.
+    private(set) var roundTripEstimateNs: Double = 0
 
     /// Missing packets being tracked.
     public private(set) var missingCount = 0
@@ -126,10 +132,11 @@ public final class NackTracker {
     }
 
     /// Appends to `out` the sequence numbers to request now (never asked, or asked more than
-    /// `max(rttNs, minimumRetryIntervalNs)` ago) and marks them sent. Entries that used up
+    /// `max(roundTrip, minimumRetryInterval)` ago) and marks them sent. Entries that used up
     /// `maxTries` are dropped and counted in `givenUp`; returns how many were given up in this call.
     @discardableResult
-    public func collect(now: MonotonicTime, rttNs: UInt64, into out: inout [UInt16]) -> Int {
+    public func collect(now: MonotonicTime, roundTrip: Duration, into out: inout [UInt16]) -> Int {
+        let rttNs = UInt64(max(0, roundTrip.inNanoseconds))
         let nowNs = now.nanoseconds
         guard missingCount > 0 else { return 0 }
         let interval = max(rttNs, minimumRetryIntervalNs)

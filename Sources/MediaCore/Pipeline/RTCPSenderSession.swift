@@ -25,7 +25,7 @@ public protocol RTCPFeedbackHandler: AnyObject {
 /// requests (a repeated FIR sequence number is ignored, RFC 5104 §4.3.1.2). Send-stream targets
 /// rate-limit keyframes themselves (one limiter per stream, shared by every session feeding it);
 /// with a `RTCPFeedbackHandler` the session passes at most one request per
-/// `minimumKeyframeIntervalNs`. REMB into the estimate's cap; transport-cc feedback (with `transportSequenceNumbers`) into the
+/// `minimumKeyframeInterval`. REMB into the estimate's cap; transport-cc feedback (with `transportSequenceNumbers`) into the
 /// delay-based estimate; round-trip times to the targets and the estimate.
 /// Thread rule: one owner thread. Cost: parsing RTCP allocates small arrays (a few per second).
 public final class RTCPSenderSession {
@@ -71,7 +71,7 @@ public final class RTCPSenderSession {
     public var maxRetransmissions = 3
     /// Keyframe requests closer than this to the previous one (per SSRC) are not passed on to the
     /// handler (targets limit themselves).
-    public var minimumKeyframeIntervalNs: UInt64 = 300_000_000
+    public var minimumKeyframeInterval: Duration = .milliseconds(300)
 
     /// The transport's sequence numbers and send log: with it, transport-cc feedback drives the
     /// delay-based estimate (`SendSideBandwidthEstimator.transportFeedback`); nil ignores it.
@@ -253,9 +253,9 @@ public final class RTCPSenderSession {
             if fullIntra { target.handleFullIntraRequest() } else { target.handlePictureLossIndication() }
             return
         }
-        // Requests within `minimumKeyframeIntervalNs` of the last one are served by that keyframe:
+        // Requests within `minimumKeyframeInterval` of the last one are served by that keyframe:
         // on a congested path a keyframe per PLI would only add to the congestion that lost it.
-        if let last = lastKeyframeRequestNs[ssrc], nowNs < last + minimumKeyframeIntervalNs {
+        if let last = lastKeyframeRequestNs[ssrc], nowNs < last + UInt64(max(0, minimumKeyframeInterval.inNanoseconds)) {
             counters.keyframeRequestsThrottled += 1
             return
         }

@@ -31,10 +31,12 @@ public struct PacerStatistics: Sendable, Equatable {
     public var packetsPaced: UInt64 = 0
     /// Packets dropped because the queue was full.
     public var overflows: UInt64 = 0
-    /// The longest time a packet waited in the queue, nanoseconds.
-    public var maxQueueDelayNs: UInt64 = 0
-    /// Sum over all packets of the time each waited in the queue, nanoseconds.
-    public var totalQueueDelayNs: UInt64 = 0
+    /// The longest time a packet waited in the queue.
+    public var maxQueueDelay: Duration { .nanoseconds(Int64(maxQueueDelayNs)) }
+    /// Sum over all packets of the time each waited in the queue.
+    public var totalQueueDelay: Duration { .nanoseconds(Int64(totalQueueDelayNs)) }
+    var maxQueueDelayNs: UInt64 = 0
+    var totalQueueDelayNs: UInt64 = 0
     /// The pacing rate last used, bits per second.
     public var pacingRate: Int = 0
     /// Probe clusters sent (`ProbeCluster`).

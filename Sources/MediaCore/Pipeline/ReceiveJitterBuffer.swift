@@ -164,16 +164,19 @@ public final class RTPJitterBuffer {
     /// RFC 3550 A.8 interarrival jitter in RTP timestamp units (for report blocks).
     public var jitterTimestampUnits: UInt32 { UInt32(clamping: Int64(jitterNs * Double(clockRate) / 1e9)) }
 
-    /// The adaptive target delay in nanoseconds: the minimum plus `jitterFactor` x the recent peak
-    /// of delay variation, capped at the maximum.
-    public var targetDelayNs: UInt64 {
+    /// The adaptive target delay: the minimum plus `jitterFactor` x the recent peak of delay
+    /// variation, capped at the maximum.
+    public var targetDelay: Duration { .nanoseconds(Int64(targetDelayNs)) }
+
+    /// `targetDelay` in nanoseconds.
+    var targetDelayNs: UInt64 {
         let minNs = settings.minimumDelayMilliseconds * 1e6, maxNs = settings.maximumDelayMilliseconds * 1e6
         return UInt64(min(maxNs, minNs + settings.jitterFactor * peakVariationNs))
     }
 
     /// When a packet with RTP `timestamp` would arrive over the least-delayed path seen lately:
     /// the baseline that follows the sender's media clock, so times computed from it are spaced as
-    /// the media was captured. Adding a delay that covers the delay variation (`targetDelayNs`)
+    /// the media was captured. Adding a delay that covers the delay variation (`targetDelay`)
     /// gives a playout time. Nil before the first packet was measured (and after a reset).
     /// Cost: a few operations.
     public func baselineArrival(forTimestamp timestamp: UInt32) -> MonotonicTime? {

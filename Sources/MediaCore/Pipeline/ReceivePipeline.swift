@@ -498,7 +498,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                     s.ssrc = ssrc
                     inbound.append(s)
                 }
-                let freeze = Double(videos.map(\.longestFreezeNs).max() ?? 0) / 1e9
+                let freeze = videos.map(\.longestFreeze).max()?.inSeconds ?? 0
                 let c = counters, peak = peakBuffered
                 let sync = syncState
                 published.withLock {
@@ -521,7 +521,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 audioPlayNs: Double(playTime.nanoseconds), audioCaptureNs: audioCapture,
                 videoRenderNs: Double(renderTime.nanoseconds),
                 videoCaptureNs: videoCapture)
-            video.synchronizationDelayNs = video.settings.schedulesRendering ? avSync.videoExtraNs : 0
+            video.synchronizationDelay = .nanoseconds(Int64(video.settings.schedulesRendering ? avSync.videoExtraNs : 0))
             audio.setSynchronizationDelay(nanoseconds: Int64(avSync.audioExtraNs))
             syncState = AudioVideoSyncState(
                 offsetMilliseconds: (avSync.lastOffsetNs ?? 0) / 1e6, videoDelayMilliseconds: avSync.videoExtraNs / 1e6,

@@ -90,8 +90,12 @@ public final class VideoReceiveStream {
     public private(set) var stats = InboundRTPStreamStats()
     /// Receiver-side delay-based bandwidth estimate (for REMB).
     public var bandwidth = ReceiveSideBandwidthEstimator(clockRate: 90_000)
-    /// Round-trip time in nanoseconds used for NACK timing.
-    public var roundTripNs: UInt64
+    /// The round trip assumed for NACK timing until one is measured.
+    public var roundTrip: Duration {
+        get { .nanoseconds(Int64(roundTripNs)) }
+        set { roundTripNs = UInt64(max(0, newValue.inNanoseconds)) }
+    }
+    private var roundTripNs: UInt64
 
     private let renderer: VideoRenderer?
     private let decoder: VPXDecoder
@@ -125,18 +129,24 @@ public final class VideoReceiveStream {
     /// When the frame being played left the buffer: its scheduled time, or the time it was taken
     /// when it was late or unscheduled.
     private var frameReleaseNs: UInt64 = 0
-    /// Extra playout delay lip sync asks of this stream, in nanoseconds (set by the receive
-    /// engine from `AudioVideoSync`); added to the aim of `schedulesRendering`.
-    public var synchronizationDelayNs: Double = 0
+    /// Extra playout delay lip sync asks of this stream (set by the receive engine from
+    /// `AudioVideoSync`); added to the aim of `schedulesRendering`.
+    public var synchronizationDelay: Duration {
+        get { .nanoseconds(Int64(synchronizationDelayNs)) }
+        set { synchronizationDelayNs = Double(newValue.inNanoseconds) }
+    }
+    /// `synchronizationDelay` in nanoseconds.
+    var synchronizationDelayNs: Double = 0
     /// The render time and RTP timestamp of the last frame handed to the renderer (or decoded,
     /// without one), for lip sync.
     public private(set) var lastRendered: (renderTime: MonotonicTime, rtpTimestamp: UInt32)?
     /// The RTP timestamp and playout time of the last frame scheduled.
     private var lastScheduled: (timestamp: UInt32, playoutNs: Double)?
-    /// Decode time estimate in nanoseconds: follows a longer decode quickly (1/4 of the difference
+    /// Decode time estimate: follows a longer decode quickly (1/4 of the difference
     /// per frame) and a shorter one slowly (1/32), so `renderTime` is rarely earlier than a frame
     /// can be ready and one slow decode does not move the render times of the frames after it.
-    public private(set) var decodeTimeEstimateNs: UInt64 = 0
+    public var decodeTimeEstimate: Duration { .nanoseconds(Int64(decodeTimeEstimateNs)) }
+    private var decodeTimeEstimateNs: UInt64 = 0
 
     /// Creates the stream's decoder and buffers. Throws when libvpx cannot create a decoder.
     public init(ssrc: UInt32, settings: VideoReceiveSettings, renderer: VideoRenderer?) throws(VPXError) {
@@ -250,7 +260,10 @@ public final class VideoReceiveStream {
     }
 
     /// How long a hole is waited for before it is skipped.
-    public var holeWaitNs: UInt64 {
+    public var holeWait: Duration { .nanoseconds(Int64(holeWaitNs)) }
+
+    /// `holeWait` in nanoseconds.
+    var holeWaitNs: UInt64 {
         let target = jitterBuffer.targetDelayNs
         guard settings.nackEnabled else { return max(target, 5_000_000) }
         let maxNs = UInt64(settings.jitterBuffer.maximumDelayMilliseconds * 1e6)
@@ -259,8 +272,11 @@ public final class VideoReceiveStream {
     }
 
     /// The round trip used for NACK timing: measured from NACK to retransmission when known,
-    /// otherwise `roundTripNs` (set by the engine, or the configured assumption).
-    public var currentRoundTripNs: UInt64 {
+    /// otherwise `roundTrip` (the configured assumption, or what the engine set).
+    public var currentRoundTrip: Duration { .nanoseconds(Int64(currentRoundTripNs)) }
+
+    /// `currentRoundTrip` in nanoseconds.
+    var currentRoundTripNs: UInt64 {
         nack.roundTripEstimateNs > 0 ? UInt64(nack.roundTripEstimateNs) : roundTripNs
     }
 
@@ -510,8 +526,9 @@ public final class VideoReceiveStream {
         }
     }
 
-    /// The longest freeze so far, in nanoseconds.
-    public private(set) var longestFreezeNs: UInt64 = 0
+    /// The longest freeze so far.
+    public var longestFreeze: Duration { .nanoseconds(Int64(longestFreezeNs)) }
+    private var longestFreezeNs: UInt64 = 0
 
     private func requestKeyframe(nowNs: UInt64) {
         keyframeRequested = true
@@ -537,7 +554,7 @@ public final class VideoReceiveStream {
     public func takeNackList(now: MonotonicTime) -> [UInt16] {
         nackScratch.removeAll(keepingCapacity: true)
         guard settings.nackEnabled else { return nackScratch }
-        if nack.collect(now: now, rttNs: currentRoundTripNs, into: &nackScratch) > 0 { nackGaveUp = true }
+        if nack.collect(now: now, roundTrip: currentRoundTrip, into: &nackScratch) > 0 { nackGaveUp = true }
         if !nackScratch.isEmpty { stats.nackCount += 1 }
         return nackScratch
     }

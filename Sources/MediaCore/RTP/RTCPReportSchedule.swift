@@ -6,8 +6,9 @@
 /// Thread rule: a value type owned by the thread that sends the reports. Cost: one random number
 /// per report.
 public struct RTCPReportSchedule: Sendable {
-    /// The mean interval between reports, in nanoseconds.
-    public let nominalIntervalNs: UInt64
+    /// The mean interval between reports.
+    public var nominalInterval: Duration { .nanoseconds(Int64(nominalIntervalNs)) }
+    private let nominalIntervalNs: UInt64
     /// When the next report is due; `.zero` before the first one, which is due at once.
     public var nextDue: MonotonicTime { MonotonicTime(nanoseconds: nextDueNs) }
     private var nextDueNs: UInt64 = 0
