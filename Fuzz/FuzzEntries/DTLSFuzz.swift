@@ -18,7 +18,7 @@ extension FuzzEntries {
     @Sendable public static func dtls(_ data: UnsafeRawBufferPointer) {
         guard let mode = data.first else { return }
         let records = fuzzRecords(UnsafeRawBufferPointer(rebasing: data[1...]), limit: 32)
-        var now: UInt64 = 1_000_000_000
+        var now = MonotonicTime(nanoseconds: 1_000_000_000)
         if mode & 1 == 0 {
             var configuration = DTLSTransport.Configuration(role: .passive)
             configuration.handshakeTimeout = 60
@@ -27,7 +27,7 @@ extension FuzzEntries {
             passive.onDatagram = { _ in }
             for record in records {
                 passive.handle(datagram: record, now: now)
-                now += 10_000_000
+                now += .milliseconds(10)
                 passive.handleTimeout(now: now)
                 fuzzRequire(
                     passive.state != .connected && passive.state != .awaitingFingerprint,
@@ -85,9 +85,10 @@ extension FuzzEntries {
         var clientFlights: [[UInt8]] = [], serverFlights: [[UInt8]] = []
         active.onDatagram = { clientFlights.append(Array($0)) }
         passive.onDatagram = { serverFlights.append(Array($0)) }
-        active.start(now: 1)
+        let now = MonotonicTime(nanoseconds: 1)
+        active.start(now: now)
         let hello = clientFlights
-        for d in hello { passive.handle(datagram: d, now: 1) }
+        for d in hello { passive.handle(datagram: d, now: now) }
         out.append(("stranger-client-hello", [0] + records(hello)))
         out.append(("stranger-server-flight", [0] + records(serverFlights)))
         let header: (UInt8, [UInt8]) -> [UInt8] = { type, body in

@@ -97,25 +97,25 @@ struct DTLSGStreamerInteropTests {
         // The handshake, driven as a peer connection would: datagrams in, timers.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         defer { buffer.deallocate() }
-        let start = MonotonicTime.now.nanoseconds
+        let start = MonotonicTime.now
         transport.start(now: start)
         var media = 0
         while transport.state == .connecting || transport.state == .new {
-            let now = MonotonicTime.now.nanoseconds
-            if now - start > 12_000_000_000 { break }
-            let wait = transport.nextDeadline(now: now).map { $0 > now ? Int(($0 - now) / 1_000_000) + 1 : 0 } ?? 50
+            let now = MonotonicTime.now
+            if now - start > .seconds(12) { break }
+            let wait = transport.nextDeadline(now: now).map { $0 > now ? Int(($0 - now).inNanoseconds / 1_000_000) + 1 : 0 } ?? 50
             if try socket.waitUntilReadable(timeoutMilliseconds: min(wait, 50)) {
                 let got = try socket.receive(into: buffer)
                 let datagram = UnsafeRawBufferPointer(rebasing: buffer[0..<got.count])
                 if let first = datagram.first, DTLSTransport.isDTLS(firstByte: first) {
-                    transport.handle(datagram: datagram, now: MonotonicTime.now.nanoseconds)
+                    transport.handle(datagram: datagram, now: .now)
                 } else {
                     media += 1
                 }
             }
-            transport.handleTimeout(now: MonotonicTime.now.nanoseconds)
+            transport.handleTimeout(now: .now)
         }
-        let handshakeMs = Double(MonotonicTime.now.nanoseconds - start) / 1e6
+        let handshakeMs = Double((MonotonicTime.now - start).inNanoseconds) / 1e6
         try #require(
             transport.state == .connected,
             "DTLS with GStreamer: \(transport.state), \(transport.statistics); gst-launch: \(gst.process.isRunning ? "running" : gst.wait(timeout: 1).stderr)"

@@ -80,18 +80,18 @@ struct DTLSOpenSSLInteropTests {
         transport.onDatagram = { d in if let peer { _ = try? socket.send(d, to: peer) } }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 16)
         defer { buffer.deallocate() }
-        let start = MonotonicTime.now.nanoseconds
+        let start = MonotonicTime.now
         transport.start(now: start)
         while transport.state == .new || transport.state == .connecting {
-            let now = MonotonicTime.now.nanoseconds
-            if now - start > 10_000_000_000 { break }
+            let now = MonotonicTime.now
+            if now - start > .seconds(10) { break }
             if try socket.waitUntilReadable(timeoutMilliseconds: 10) {
                 let got = try socket.receive(into: buffer)
                 if peer == nil { peer = got.source }
                 transport.handle(
-                    datagram: UnsafeRawBufferPointer(rebasing: buffer[0..<got.count]), now: MonotonicTime.now.nanoseconds)
+                    datagram: UnsafeRawBufferPointer(rebasing: buffer[0..<got.count]), now: .now)
             }
-            transport.handleTimeout(now: MonotonicTime.now.nanoseconds)
+            transport.handleTimeout(now: .now)
         }
         let keys = transport.takeKeys()
         transport.close()

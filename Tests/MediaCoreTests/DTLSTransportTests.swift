@@ -38,10 +38,10 @@ private final class LossyLink {
 
     /// Runs until both sides leave the handshake states or `seconds` of real time pass.
     func run(_ active: DTLSTransport, _ passive: DTLSTransport, seconds: Double = 20) {
-        let stop = MonotonicTime.now.nanoseconds + UInt64(seconds * 1e9)
+        let stop = MonotonicTime.now + .seconds(seconds)
         func running(_ t: DTLSTransport) -> Bool { t.state == .new || t.state == .connecting }
         while running(active) || running(passive) {
-            let now = MonotonicTime.now.nanoseconds
+            let now = MonotonicTime.now
             if now > stop { return }
             if !toPassive.isEmpty {
                 let d = toPassive.removeFirst()
@@ -55,9 +55,10 @@ private final class LossyLink {
                 active.handle(datagram: d, now: now)
                 continue
             }
-            let next = [active.nextDeadline(now: now), passive.nextDeadline(now: now)].compactMap { $0 }.min() ?? now + 1_000_000
-            if next > now { usleep(UInt32(min(next - now, 50_000_000) / 1000) + 100) }
-            let later = MonotonicTime.now.nanoseconds
+            let next =
+                [active.nextDeadline(now: now), passive.nextDeadline(now: now)].compactMap { $0 }.min() ?? now + .milliseconds(1)
+            if next > now { usleep(UInt32(min(next - now, .milliseconds(50)).inNanoseconds / 1000) + 100) }
+            let later = MonotonicTime.now
             active.handleTimeout(now: later)
             passive.handleTimeout(now: later)
         }
@@ -112,14 +113,14 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         peer.agent.startReading { [self] bytes, from in
             if let first = bytes.first, DTLSTransport.isDTLS(firstByte: first) {
                 let copy = Array(bytes)
-                queue.async { self.transport.handle(datagram: copy, now: MonotonicTime.now.nanoseconds) }
+                queue.async { self.transport.handle(datagram: copy, now: .now) }
             } else {
                 peer.received.withLock { $0.append((Array(bytes), from)) }
             }
         }
         let t = DispatchSource.makeTimerSource(queue: queue)
         t.schedule(deadline: .now(), repeating: .milliseconds(5))
-        t.setEventHandler { [self] in transport.handleTimeout(now: MonotonicTime.now.nanoseconds) }
+        t.setEventHandler { [self] in transport.handleTimeout(now: .now) }
         t.resume()
         timer = t
     }
@@ -137,7 +138,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         passive.setRemoteFingerprint(active.fingerprint)
         let link = LossyLink(loss: 0.3, seed: profiles.count == 2 ? 7 : 11)
         link.connect(active, passive)
-        active.start(now: MonotonicTime.now.nanoseconds)
+        active.start(now: .now)
         link.run(active, passive)
 
         #expect(active.state == .connected, "active: \(active.state)")
@@ -182,7 +183,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         a.agent.start()
         b.agent.start()
         #expect(iceWait(3) { a.agent.path.route != nil && b.agent.path.route != nil })
-        dtlsA.queue.sync { dtlsA.transport.start(now: MonotonicTime.now.nanoseconds) }
+        dtlsA.queue.sync { dtlsA.transport.start(now: .now) }
         #expect(
             iceWait(5) {
                 dtlsA.queue.sync { dtlsA.transport.state == .connected }
@@ -219,29 +220,29 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         var a = configuration(.active), p = configuration(.passive)
         a.initialRetransmissionTimeout = 1
         p.initialRetransmissionTimeout = 1
-        let start = MonotonicTime.now.nanoseconds
+        let start = MonotonicTime.now
         let active = try DTLSTransport(configuration: a)
         let passive = try DTLSTransport(configuration: p)
-        let made = MonotonicTime.now.nanoseconds
+        let made = MonotonicTime.now
         active.setRemoteFingerprint(passive.fingerprint)
         passive.setRemoteFingerprint(active.fingerprint)
         let link = LossyLink(loss: 0, seed: 1)
         link.connect(active, passive)
         active.start(now: made)
         link.run(active, passive)
-        let done = MonotonicTime.now.nanoseconds
+        let done = MonotonicTime.now
         #expect(active.state == .connected && passive.state == .connected)
         print(
-            "DTLS in-process: two endpoints (keys and certificates) in \(Double(made - start) / 1e6) ms, "
-                + "handshake in \(Double(done - made) / 1e6) ms over \(link.delivered) datagrams, "
+            "DTLS in-process: two endpoints (keys and certificates) in \(Double((made - start).inNanoseconds) / 1e6) ms, "
+                + "handshake in \(Double((done - made).inNanoseconds) / 1e6) ms over \(link.delivered) datagrams, "
                 + "\(active.statistics.retransmissions + passive.statistics.retransmissions) retransmissions")
 
         // close() sends close_notify; the peer moves to .closed and drops what follows.
         active.close()
         #expect(active.state == .closed && link.toPassive.count == 1)
-        for d in link.toPassive { passive.handle(datagram: d, now: MonotonicTime.now.nanoseconds) }
+        for d in link.toPassive { passive.handle(datagram: d, now: .now) }
         #expect(passive.state == .closed)
-        passive.handle(datagram: link.toPassive[0], now: MonotonicTime.now.nanoseconds)
+        passive.handle(datagram: link.toPassive[0], now: .now)
         #expect(passive.statistics.droppedAfterEnd == 1)
     }
 
@@ -255,7 +256,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         active.onStateChange = { states.append($0) }
         let link = LossyLink(loss: 0, seed: 3)
         link.connect(active, passive)
-        active.start(now: MonotonicTime.now.nanoseconds)
+        active.start(now: .now)
         link.run(active, passive, seconds: 5)
         #expect(active.state == .failed(.fingerprintMismatch))
         #expect(states.last == .failed(.fingerprintMismatch) && !states.contains(.connected))
@@ -268,7 +269,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         let passive = try DTLSTransport(configuration: configuration(.passive))
         let link = LossyLink(loss: 0, seed: 5)
         link.connect(active, passive)
-        active.start(now: MonotonicTime.now.nanoseconds)
+        active.start(now: .now)
         link.run(active, passive, seconds: 5)
         #expect(active.state == .awaitingFingerprint && passive.state == .awaitingFingerprint)
         #expect(active.takeKeys() == nil && passive.takeKeys() == nil)
@@ -285,31 +286,32 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         active.setRemoteFingerprint(DTLSFingerprint(bytes: [UInt8](repeating: 1, count: 32))!)
         var sent = 0
         active.onDatagram = { _ in sent += 1 }
-        let start = MonotonicTime.now.nanoseconds
+        let start = MonotonicTime.now
         active.start(now: start)
         var calls = 0
         while active.state == .connecting, calls < 10_000 {
             calls += 1
-            let now = MonotonicTime.now.nanoseconds
+            let now = MonotonicTime.now
             guard let next = active.nextDeadline(now: now) else { break }
             // The deadline never lies past the overall bound.
-            #expect(next <= start + 1_000_000_000)
-            if next > now { usleep(UInt32((next - now) / 1000) + 100) }
-            let later = MonotonicTime.now.nanoseconds
+            #expect(next <= start + .seconds(1))
+            if next > now { usleep(UInt32((next - now).inNanoseconds / 1000) + 100) }
+            let later = MonotonicTime.now
             active.handleTimeout(now: later)
-            if active.state != .connecting { #expect(later >= start + 1_000_000_000) }
+            if active.state != .connecting { #expect(later >= start + .seconds(1)) }
         }
         #expect(active.state == .failed(.handshakeTimeout))
         #expect(sent >= 3, "the ClientHello was sent \(sent) times")
         #expect(active.statistics.retransmissions == sent - 1)
-        #expect(active.takeKeys() == nil && active.nextDeadline(now: MonotonicTime.now.nanoseconds) == nil)
+        #expect(active.takeKeys() == nil && active.nextDeadline(now: .now) == nil)
         // The overall bound holds on its own clock: a caller whose clock jumps past it fails at once.
         let other = try DTLSTransport(configuration: c)
         other.onDatagram = { _ in }
-        other.start(now: 1_000)
-        other.handleTimeout(now: 1_000 + 999_000_000)
+        let early = MonotonicTime(nanoseconds: 1_000)
+        other.start(now: early)
+        other.handleTimeout(now: early + .milliseconds(999))
         #expect(other.state == .connecting)
-        other.handleTimeout(now: 1_000 + 1_000_000_000)
+        other.handleTimeout(now: early + .seconds(1))
         #expect(other.state == .failed(.handshakeTimeout))
     }
 
@@ -331,14 +333,14 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         let link = LossyLink(loss: 0, seed: 9)
         link.connect(active, passive)
         // Garbage before, during and after the handshake, to both sides.
-        for g in garbage.prefix(70) { passive.handle(datagram: g, now: MonotonicTime.now.nanoseconds) }
+        for g in garbage.prefix(70) { passive.handle(datagram: g, now: .now) }
         #expect(passive.state == .new, "garbage started the passive side")
-        active.start(now: MonotonicTime.now.nanoseconds)
-        for g in garbage.dropFirst(70).prefix(70) { active.handle(datagram: g, now: MonotonicTime.now.nanoseconds) }
+        active.start(now: .now)
+        for g in garbage.dropFirst(70).prefix(70) { active.handle(datagram: g, now: .now) }
         link.run(active, passive, seconds: 5)
         for g in garbage.dropFirst(140) {
-            active.handle(datagram: g, now: MonotonicTime.now.nanoseconds)
-            passive.handle(datagram: g, now: MonotonicTime.now.nanoseconds)
+            active.handle(datagram: g, now: .now)
+            passive.handle(datagram: g, now: .now)
         }
         #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
         let dropped = [active, passive].map {
@@ -386,10 +388,10 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         passive.setRemoteFingerprint(active.fingerprint)
         let link = LossyLink(loss: 0, seed: 21)
         link.connect(active, passive)
-        for d in malformed + unexpected { passive.handle(datagram: d, now: MonotonicTime.now.nanoseconds) }
+        for d in malformed + unexpected { passive.handle(datagram: d, now: .now) }
         #expect(passive.state == .new)
-        active.start(now: MonotonicTime.now.nanoseconds)
-        for d in malformed + unexpected { active.handle(datagram: d, now: MonotonicTime.now.nanoseconds) }
+        active.start(now: .now)
+        for d in malformed + unexpected { active.handle(datagram: d, now: .now) }
         #expect(active.state == .connecting)
         link.run(active, passive, seconds: 5)
         #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
@@ -398,7 +400,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
             #expect(side.statistics.unexpectedDropped == unexpected.count, "\(side.statistics)")
         }
         // Once connected, application data in the clear is still refused.
-        passive.handle(datagram: unexpected[0], now: MonotonicTime.now.nanoseconds)
+        passive.handle(datagram: unexpected[0], now: .now)
         #expect(passive.statistics.unexpectedDropped == unexpected.count + 1 && passive.state == .connected)
     }
 
@@ -418,9 +420,9 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
                 ]
                 record += (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next()) }
                 if record[0] == 22 && length > 12 { record[13] = 1 }  // looks like a ClientHello
-                passive.handle(datagram: record, now: MonotonicTime.now.nanoseconds)
+                passive.handle(datagram: record, now: .now)
             }
-            passive.handleTimeout(now: MonotonicTime.now.nanoseconds)
+            passive.handleTimeout(now: .now)
             #expect(passive.state != .connected && passive.state != .awaitingFingerprint)
             #expect(passive.takeKeys() == nil)
         }
@@ -430,17 +432,17 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         let active = try DTLSTransport(configuration: configuration(.active))
         var sent = 0
         active.onDatagram = { _ in sent += 1 }
-        active.start(now: MonotonicTime.now.nanoseconds)
+        active.start(now: .now)
         #expect(sent >= 1 && active.state == .connecting)
         // A plaintext fatal handshake_failure alert (level 2, description 40) at epoch 0.
-        active.handle(datagram: [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 40], now: MonotonicTime.now.nanoseconds)
+        active.handle(datagram: [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 40], now: .now)
         guard case .failed(.alert(let code, let name)) = active.state else {
             Issue.record("expected a typed alert, got \(active.state)")
             return
         }
         #expect(code == 40 && name.lowercased().contains("handshake"), "\(code) \(name)")
         #expect(active.takeKeys() == nil)
-        active.handle(datagram: [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 10), now: MonotonicTime.now.nanoseconds)
+        active.handle(datagram: [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 10), now: .now)
         #expect(active.statistics.droppedAfterEnd == 1)
     }
 
@@ -451,7 +453,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         passive.setRemoteFingerprint(active.fingerprint)
         let link = LossyLink(loss: 0, seed: 4)
         link.connect(active, passive)
-        active.start(now: MonotonicTime.now.nanoseconds)
+        active.start(now: .now)
         link.run(active, passive, seconds: 5)
         for side in [active, passive] {
             guard case .failed(.protocolError) = side.state else {

@@ -145,7 +145,8 @@ package final class DTLSTransport {
 
     private let endpoint: OpaquePointer
     private var keys: SRTPKeys?
-    private var deadline: UInt64 = .max
+    /// When the handshake fails if it has not finished (set by `start`).
+    private var deadline: MonotonicTime?
     /// Whether a datagram of the peer's first flight has been accepted.
     private var heardFromPeer = false
     private var sendBuffer: UnsafeMutableRawBufferPointer
@@ -213,19 +214,19 @@ package final class DTLSTransport {
         cms_dtls_set_client(endpoint, role == .active ? 1 : 0)
     }
 
-    /// Starts the handshake at monotonic time `now` (nanoseconds): the active side sends its first
-    /// flight, both sides start the overall timeout. Calling it again does nothing.
-    package func start(now: UInt64) {
+    /// Starts the handshake at `now`: the active side sends its first flight, both sides start the
+    /// overall timeout. Calling it again does nothing.
+    package func start(now: MonotonicTime) {
         guard state == .new else { return }
-        deadline = now &+ UInt64(max(0, configuration.handshakeTimeout) * 1e9)
+        deadline = now + .nanoseconds(Int64(max(0, configuration.handshakeTimeout) * 1e9))
         setState(.connecting)
         if configuration.role == .active { process(cms_dtls_handshake(endpoint)) }
     }
 
-    /// Handles one received datagram at monotonic time `now`. A passive transport that was not
-    /// started starts here. Datagrams the screen refuses (not DTLS, malformed, unexpected at this
-    /// point; see `Statistics`) are dropped and counted without reaching OpenSSL.
-    package func handle(datagram: UnsafeRawBufferPointer, now: UInt64) {
+    /// Handles one received datagram at `now`. A passive transport that was not started starts
+    /// here. Datagrams the screen refuses (not DTLS, malformed, unexpected at this point; see
+    /// `Statistics`) are dropped and counted without reaching OpenSSL.
+    package func handle(datagram: UnsafeRawBufferPointer, now: MonotonicTime) {
         statistics.datagramsReceived += 1
         switch state {
         case .failed, .closed:
@@ -252,18 +253,19 @@ package final class DTLSTransport {
     }
 
     /// `handle(datagram:now:)` for a byte array.
-    package func handle(datagram: [UInt8], now: UInt64) {
+    package func handle(datagram: [UInt8], now: MonotonicTime) {
         datagram.withUnsafeBytes { handle(datagram: $0, now: now) }
     }
 
-    /// The monotonic time (nanoseconds) at which `handleTimeout` must be called next: the earlier of
-    /// the flight's retransmission timer and the handshake deadline. Nil when no timer runs
-    /// (connected, failed, closed, or not started).
-    package func nextDeadline(now: UInt64) -> UInt64? {
+    /// When `handleTimeout` must be called next: the earlier of the flight's retransmission timer
+    /// and the handshake deadline. Nil when no timer runs (connected, failed, closed, or not
+    /// started).
+    package func nextDeadline(now: MonotonicTime) -> MonotonicTime? {
         switch state {
         case .connecting:
+            guard let deadline else { return nil }
             let us = cms_dtls_timeout_us(endpoint)
-            return us >= 0 ? min(deadline, now &+ UInt64(us) &* 1000) : deadline
+            return us >= 0 ? min(deadline, now + .microseconds(us)) : deadline
         case .awaitingFingerprint:
             return deadline
         default:
@@ -273,12 +275,12 @@ package final class DTLSTransport {
 
     /// Resends the outstanding flight if its timer has expired, and fails the handshake with
     /// `.handshakeTimeout` once `now` is past the overall deadline. Cheap when nothing is due.
-    package func handleTimeout(now: UInt64) {
+    package func handleTimeout(now: MonotonicTime) {
         switch state {
         case .connecting, .awaitingFingerprint: break
         default: return
         }
-        if now >= deadline {
+        if let deadline, now >= deadline {
             fail(.handshakeTimeout)
             return
         }

@@ -59,6 +59,17 @@ package struct ICEAgentConfiguration: Sendable {
     package init(controlling: Bool) { self.controlling = controlling }
 }
 
+extension ICEAgentConfiguration {
+    /// `checkIntervalMilliseconds` (at least 1 ms).
+    var checkInterval: Duration { .milliseconds(max(1, checkIntervalMilliseconds)) }
+    /// `keepaliveIntervalMilliseconds` (at least 10 ms), before the jitter.
+    var keepaliveInterval: Duration { .milliseconds(max(10, keepaliveIntervalMilliseconds)) }
+    /// `failoverAfterMilliseconds` (at least 1 ms).
+    var failoverAfter: Duration { .milliseconds(max(1, failoverAfterMilliseconds)) }
+    /// `relayCheckDelayMilliseconds` (not negative).
+    var relayCheckDelay: Duration { .milliseconds(max(0, relayCheckDelayMilliseconds)) }
+}
+
 /// Counters of an agent. Thread rule: a value type.
 package struct ICEAgentStatistics: Sendable, Equatable {
     package var checksSent = 0
@@ -136,7 +147,8 @@ package final class ICEAgent: @unchecked Sendable {
     var turns: [TURNClient] = []
     var turnDone: [Bool] = []
     var gatheringComplete = false
-    var gatheringDeadline: UInt64 = 0
+    /// When gathering stops waiting for servers (set by `start`).
+    var gatheringDeadline: MonotonicTime?
     var foundations: [String: String] = [:]
     var selected: ICECandidatePair?
     /// Controlling side: the pair our latest USE-CANDIDATE check is for.
@@ -144,12 +156,13 @@ package final class ICEAgent: @unchecked Sendable {
     /// Controlling side: the pair whose nominating check last succeeded (`selected` may run
     /// ahead of it: media starts on the first valid pair, before nomination).
     var nominated: ICECandidatePair?
-    var nominationStartedAt: UInt64?
-    var firstValidAt: UInt64 = 0
-    /// When the first connectivity check went out (0: none yet).
-    var checksStartedAt: UInt64 = 0
-    /// When the last new (not retransmitted, not keepalive) check went out (0: none yet).
-    var lastNewCheckAt: UInt64 = 0
+    var nominationStartedAt: MonotonicTime?
+    /// When the first pair became valid (nil: none yet).
+    var firstValidAt: MonotonicTime?
+    /// When the first connectivity check went out (nil: none yet).
+    var checksStartedAt: MonotonicTime?
+    /// When the last new (not retransmitted, not keepalive) check went out (nil: none yet).
+    var lastNewCheckAt: MonotonicTime?
     var bucket: ICETokenBucket
     /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
     var earlyRequests: [(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
@@ -175,7 +188,7 @@ package final class ICEAgent: @unchecked Sendable {
         tieBreaker = t
         controlling = configuration.controlling
         queue = DispatchQueue(label: "revue.ice-agent")
-        bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: MonotonicTime.now.nanoseconds)
+        bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: .now)
         queue.setSpecific(key: queueKey, value: 1)
         shared.withLock { $0.controlling = configuration.controlling }
     }
@@ -392,8 +405,6 @@ package final class ICEAgent: @unchecked Sendable {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
         return String(RandomBytes.bytes(count).map { alphabet[Int($0 & 63)] })
     }
-
-    static func now() -> UInt64 { MonotonicTime.now.nanoseconds }
 
     func bump(_ counter: WritableKeyPath<ICEAgentStatistics, Int>) {
         shared.withLock { $0.stats[keyPath: counter] += 1 }

@@ -54,7 +54,7 @@ extension ICEAgent {
             bump(\.droppedRequests)
             return
         }
-        let now = Self.now()
+        let now = MonotonicTime.now
         guard bucket.take(now: now) else {
             bump(\.rateLimitedRequests)
             return
@@ -96,7 +96,7 @@ extension ICEAgent {
     /// the pair, a triggered check (§7.3.1.4) and, on the controlled side, the nomination.
     func learnFromRequest(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool) {
         guard !closed, relay != nil || (from.family == socket.family && !configuration.relayOnly) else { return }
-        let now = Self.now()
+        let now = MonotonicTime.now
         var remote = remotes.first { $0.address == from }
         if remote == nil {
             guard remotes.count < configuration.maxRemoteCandidates, priority != 0 else {
@@ -166,7 +166,7 @@ extension ICEAgent {
         }
     }
 
-    func sendCheck(_ pair: ICECandidatePair, kind: ICECheckTransaction.Kind, nominate: Bool, now: UInt64) {
+    func sendCheck(_ pair: ICECandidatePair, kind: ICECheckTransaction.Kind, nominate: Bool, now: MonotonicTime) {
         guard let ru = remoteUfrag else { return }
         var m = STUNMessage(method: .binding, class: .request)
         m.appendText(STUNMessage.AttributeType.username, "\(ru):\(localUfrag)")
@@ -186,11 +186,11 @@ extension ICEAgent {
         {
             transactions[oldest.key] = nil
         }
-        let rto: UInt64 = kind == .check ? 100_000_000 : 2_000_000_000
+        let rto: Duration = kind == .check ? .milliseconds(100) : .seconds(2)
         transactions[m.transactionID] = ICECheckTransaction(
             pair: pair, bytes: bytes, destination: pair.remote.address, relay: pair.local.relay, kind: kind,
             nominate: nominate && controlling, sentControlling: controlling, prflxPriority: prflx,
-            rtoNanoseconds: rto, nextAt: now + rto, startedAt: now)
+            rto: rto, nextAt: now + rto, startedAt: now)
         if kind == .check && !pair.valid { pair.state = .inProgress }
         transmit(bytes, to: pair.remote.address, relay: pair.local.relay)
         bump(\.checksSent)
@@ -215,7 +215,7 @@ extension ICEAgent {
         }
         transactions[m.transactionID] = nil
         bump(\.responsesReceived)
-        let now = Self.now()
+        let now = MonotonicTime.now
         let pair = t.pair
         guard pairs.contains(where: { $0 === pair }) else { return }
         if m.messageClass == .errorResponse {
@@ -256,8 +256,8 @@ extension ICEAgent {
             pair.lastResponseAt = now
             pair.failedOver = false
         }
-        if validPair.nextKeepaliveAt == 0 { validPair.nextKeepaliveAt = now + keepaliveInterval() }
-        if firstValidAt == 0 { firstValidAt = now }
+        if validPair.nextKeepaliveAt == .zero { validPair.nextKeepaliveAt = now + keepaliveInterval() }
+        if firstValidAt == nil { firstValidAt = now }
         if let r = validPair.local.relay, channels[channelKey(r, validPair.remote.address)] == nil,
             let ch = turns[r].bindChannel(validPair.remote.address)
         {
@@ -274,7 +274,7 @@ extension ICEAgent {
             }
         } else {
             let nominatedAt = max(pair.peerNominatedAt, validPair.peerNominatedAt)
-            if nominatedAt > 0 && (selected == nil || selected === validPair || nominatedAt >= selected!.peerNominatedAt) {
+            if nominatedAt > .zero && (selected == nil || selected === validPair || nominatedAt >= selected!.peerNominatedAt) {
                 validPair.peerNominatedAt = nominatedAt
                 select(validPair, now: now)
             } else if selected == nil {
@@ -286,13 +286,15 @@ extension ICEAgent {
 
     func channelKey(_ relay: Int, _ peer: SocketAddress) -> String { "\(relay) \(peer)" }
 
-    func keepaliveInterval() -> UInt64 {
-        UInt64(Double(max(10, configuration.keepaliveIntervalMilliseconds)) * Double.random(in: 0.8...1.2) * 1e6)
+    /// The time until a valid pair's next keepalive: the configured interval times 0.8...1.2.
+    func keepaliveInterval() -> Duration {
+        let ms = Double(max(10, configuration.keepaliveIntervalMilliseconds)) * Double.random(in: 0.8...1.2)
+        return .nanoseconds(Int64(ms * 1e6))
     }
 
     // MARK: Selection and nomination
 
-    func select(_ pair: ICECandidatePair, now: UInt64) {
+    func select(_ pair: ICECandidatePair, now: MonotonicTime) {
         guard pair !== selected else { return }
         let route: ICESendPath.Route
         if let r = pair.local.relay {
@@ -329,23 +331,23 @@ extension ICEAgent {
     /// Whether pairs through a relay are held back now: a direct pair works, or direct pairs
     /// exist, some not yet failed, and the first check went out less than
     /// `relayCheckDelayMilliseconds` ago.
-    func relayHeld(now: UInt64) -> Bool {
+    func relayHeld(now: MonotonicTime) -> Bool {
         if pairs.contains(where: { !$0.usesRelay && isUsable($0, now: now) }) { return true }
         let directPending = pairs.contains { !$0.usesRelay && $0.state != .failed }
         guard directPending else { return false }
-        return checksStartedAt == 0
-            || now &- checksStartedAt < UInt64(max(0, configuration.relayCheckDelayMilliseconds)) * 1_000_000
+        guard let started = checksStartedAt else { return true }
+        return now - started < configuration.relayCheckDelay
     }
 
     /// Usable now: valid, not failed over, and answered within the failover time.
-    func isUsable(_ p: ICECandidatePair, now: UInt64) -> Bool {
-        p.valid && !p.failedOver && now &- p.lastResponseAt < UInt64(max(1, configuration.failoverAfterMilliseconds)) * 1_000_000
+    func isUsable(_ p: ICECandidatePair, now: MonotonicTime) -> Bool {
+        p.valid && !p.failedOver && now - p.lastResponseAt < configuration.failoverAfter
     }
 
     /// Controlling side: nominates the best usable pair when none is selected (after the first
     /// valid pair, once higher-priority pairs are done or 200 ms passed), or when a better one than
     /// the selected pair has worked for two keepalive intervals (renomination).
-    func updateNomination(now: UInt64) {
+    func updateNomination(now: MonotonicTime) {
         guard controlling, remoteUfrag != nil else { return }
         guard let best = pairs.filter({ isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
         if best === nominated { return }
@@ -353,16 +355,16 @@ extension ICEAgent {
             // Leaving a working pair: only for a better one that has kept answering for a while,
             // so a flaky path does not make the selection flap.
             guard best.isBetter(than: s),
-                now &- best.usableSince >= 2 * UInt64(max(10, configuration.keepaliveIntervalMilliseconds)) * 1_000_000
+                now - best.usableSince >= configuration.keepaliveInterval * 2
             else { return }
         }
         if nominated == nil {
             let pending = pairs.contains {
                 !$0.valid && ($0.state == .waiting || $0.state == .inProgress) && $0.priority > best.priority
             }
-            if pending && now &- firstValidAt < 200_000_000 { return }
+            if pending, let first = firstValidAt, now - first < .milliseconds(200) { return }
         }
-        if nominationTarget === best, let started = nominationStartedAt, now &- started < 1_000_000_000 { return }
+        if nominationTarget === best, let started = nominationStartedAt, now - started < .seconds(1) { return }
         nominationTarget = best
         nominationStartedAt = now
         sendCheck(best, kind: .check, nominate: true, now: now)
@@ -372,7 +374,7 @@ extension ICEAgent {
 
     func tick() {
         guard !closed else { return }
-        let now = Self.now()
+        let now = MonotonicTime.now
         // Retransmissions and timeouts.
         for (id, t) in transactions where t.nextAt <= now {
             if t.kind == .keepalive || t.sends >= 6 {
@@ -384,8 +386,8 @@ extension ICEAgent {
             }
             var u = t
             u.sends += 1
-            u.rtoNanoseconds = min(u.rtoNanoseconds * 2, 1_600_000_000)
-            u.nextAt = now + u.rtoNanoseconds
+            u.rto = min(u.rto * 2, .milliseconds(1600))
+            u.nextAt = now + u.rto
             transactions[id] = u
             transmit(t.bytes, to: t.destination, relay: t.relay)
         }
@@ -395,8 +397,8 @@ extension ICEAgent {
                 continue
             }
             serverTransactions[i].sends += 1
-            serverTransactions[i].rtoNanoseconds *= 2
-            serverTransactions[i].nextAt = now + serverTransactions[i].rtoNanoseconds
+            serverTransactions[i].rto *= 2
+            serverTransactions[i].nextAt = now + serverTransactions[i].rto
             let s = serverTransactions[i]
             s.bytes.withUnsafeBytes { _ = try? socket.send($0, to: s.server.address) }
         }
@@ -407,7 +409,7 @@ extension ICEAgent {
         // recover), but none through a relay while a direct pair works.
         let directWorks = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
 
-        for p in pairs where p.valid && p.nextKeepaliveAt <= now && !(directWorks && p.usesRelay && p !== selected) {
+        for p in pairs where p.valid && now >= p.nextKeepaliveAt && !(directWorks && p.usesRelay && p !== selected) {
             p.nextKeepaliveAt = now + keepaliveInterval()
             sendCheck(p, kind: .keepalive, nominate: controlling && p === selected, now: now)
         }
@@ -420,10 +422,9 @@ extension ICEAgent {
     /// appear, so a check does not wait for the next tick (with a 50 ms Ta, those waits were most
     /// of a loopback connection's set-up) unless one went out less than Ta ago. At most one early
     /// check comes between two ticks.
-    func sendNextCheck(now: UInt64, early: Bool = false) {
-        let ta = UInt64(max(1, configuration.checkIntervalMilliseconds)) * 1_000_000
+    func sendNextCheck(now: MonotonicTime, early: Bool = false) {
         guard !closed, started, remoteUfrag != nil else { return }
-        if early && lastNewCheckAt != 0 && now &- lastNewCheckAt < ta { return }
+        if early, let last = lastNewCheckAt, now - last < configuration.checkInterval { return }
         var next: ICECandidatePair?
         let directWorksNow = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
         while next == nil, !triggeredQueue.isEmpty {
@@ -437,7 +438,7 @@ extension ICEAgent {
             next = pairs.filter { $0.state == .waiting && !$0.valid && !(held && $0.usesRelay) }.max { $0.priority < $1.priority }
         }
         if let next {
-            if checksStartedAt == 0 { checksStartedAt = now }
+            if checksStartedAt == nil { checksStartedAt = now }
             lastNewCheckAt = now
             sendCheck(next, kind: .check, nominate: false, now: now)
         }
@@ -445,15 +446,15 @@ extension ICEAgent {
 
     /// Sends the next check now if the pacing allows, after the current handler returns.
     func kickChecks() {
-        queue.async { [weak self] in self?.sendNextCheck(now: Self.now(), early: true) }
+        queue.async { [weak self] in self?.sendNextCheck(now: .now, early: true) }
     }
 
     /// Failover and consent: a selected pair silent for `failoverAfterMilliseconds` is marked
     /// failed and replaced at once by the best usable pair; with no answer on any pair for
     /// `consentExpirySeconds`, the route goes away (RFC 7675 §5.1).
-    func superviseSelection(now: UInt64) {
-        let latest = pairs.map(\.lastResponseAt).max() ?? 0
-        if selected != nil, latest > 0, Double(now &- latest) / 1e9 > configuration.consentExpirySeconds {
+    func superviseSelection(now: MonotonicTime) {
+        let latest = pairs.map(\.lastResponseAt).max() ?? .zero
+        if selected != nil, latest > .zero, (now - latest).inSeconds > configuration.consentExpirySeconds {
             for p in pairs where p.valid { p.failedOver = true }
             nominationTarget = nil
             nominated = nil
@@ -461,8 +462,7 @@ extension ICEAgent {
             return
         }
         guard let s = selected else { return }
-        let limit = UInt64(max(1, configuration.failoverAfterMilliseconds)) * 1_000_000
-        guard now &- max(s.lastResponseAt, s.selectedAt) > limit else { return }
+        guard now - max(s.lastResponseAt, s.selectedAt) > configuration.failoverAfter else { return }
         s.failedOver = true
         s.state = .failed
         guard let next = pairs.filter({ $0 !== s && isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else {

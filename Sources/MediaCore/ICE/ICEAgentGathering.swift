@@ -17,8 +17,8 @@ extension ICEAgent {
     func startOnQueue() {
         guard !started, !closed else { return }
         started = true
-        let now = Self.now()
-        gatheringDeadline = now + 8_000_000_000
+        let now = MonotonicTime.now
+        gatheringDeadline = now + .seconds(8)
         if !configuration.relayOnly { gatherHost() }
         for server in configuration.servers
         where server.kind == .stun && server.address.family == socket.family && !configuration.relayOnly {
@@ -31,7 +31,7 @@ extension ICEAgent {
             serverTransactions.append(
                 ICEServerTransaction(
                     server: server, transactionID: m.transactionID, bytes: bytes,
-                    nextAt: now + 250_000_000, rtoNanoseconds: 250_000_000))
+                    nextAt: now + .milliseconds(250), rto: .milliseconds(250)))
             bytes.withUnsafeBytes { _ = try? socket.send($0, to: server.address) }
         }
         for server in configuration.servers
@@ -159,10 +159,14 @@ extension ICEAgent {
         checkGatheringComplete()
     }
 
-    func checkGatheringComplete(now: UInt64 = 0) {
+    /// Announces the end of gathering once every server is done, or (given the time) once
+    /// `gatheringDeadline` has passed.
+    func checkGatheringComplete(now: MonotonicTime? = nil) {
         guard !gatheringComplete, started else { return }
         let serversDone = serverTransactions.allSatisfy(\.done) && turnDone.allSatisfy { $0 }
-        guard serversDone || (now != 0 && now >= gatheringDeadline) else { return }
+        if !serversDone {
+            guard let now, let deadline = gatheringDeadline, now >= deadline else { return }
+        }
         gatheringComplete = true
         shared.withLock { $0.onGatheringComplete }?()
     }

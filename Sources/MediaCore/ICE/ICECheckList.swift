@@ -32,18 +32,18 @@ final class ICECandidatePair {
     var valid = false
     /// Waiting in the triggered-check queue.
     var triggered = false
-    /// Monotonic nanoseconds of the last authenticated success response (0: never): liveness and consent.
-    var lastResponseAt: UInt64 = 0
-    /// When the next keepalive / consent check goes out (valid pairs).
-    var nextKeepaliveAt: UInt64 = 0
-    /// Controlled side: when the peer last sent USE-CANDIDATE on this pair (0: never).
-    var peerNominatedAt: UInt64 = 0
-    /// When the pair was last selected.
-    var selectedAt: UInt64 = 0
+    /// When the last authenticated success response came (`.zero`: never): liveness and consent.
+    var lastResponseAt = MonotonicTime.zero
+    /// When the next keepalive / consent check goes out (valid pairs; `.zero` until the first answer).
+    var nextKeepaliveAt = MonotonicTime.zero
+    /// Controlled side: when the peer last sent USE-CANDIDATE on this pair (`.zero`: never).
+    var peerNominatedAt = MonotonicTime.zero
+    /// When the pair was last selected (`.zero`: never).
+    var selectedAt = MonotonicTime.zero
     /// Marked failed by failover (no answer for too long); cleared by the next answer.
     var failedOver = false
-    /// When the pair last became usable (valid and answering after being neither).
-    var usableSince: UInt64 = 0
+    /// When the pair last became usable (valid and answering after being neither; `.zero`: never).
+    var usableSince = MonotonicTime.zero
 
     init(local: ICELocalCandidate, remote: ICECandidate) {
         self.local = local
@@ -83,9 +83,10 @@ struct ICECheckTransaction {
     let sentControlling: Bool
     let prflxPriority: UInt32
     var sends = 1
-    var rtoNanoseconds: UInt64
-    var nextAt: UInt64
-    let startedAt: UInt64
+    /// The retransmission timeout, doubled per retransmission up to 1.6 s.
+    var rto: Duration
+    var nextAt: MonotonicTime
+    let startedAt: MonotonicTime
 }
 
 /// A Binding transaction to a STUN server for a server-reflexive candidate. Thread rule: the agent's queue.
@@ -94,8 +95,9 @@ struct ICEServerTransaction {
     let transactionID: [UInt8]
     let bytes: [UInt8]
     var sends = 1
-    var nextAt: UInt64
-    var rtoNanoseconds: UInt64
+    var nextAt: MonotonicTime
+    /// The retransmission timeout, doubled per retransmission.
+    var rto: Duration
     var done = false
 }
 
@@ -104,9 +106,9 @@ struct ICETokenBucket {
     let rate: Double
     let capacity: Double
     var tokens: Double
-    var at: UInt64
+    var at: MonotonicTime
 
-    init(perSecond: Int, now: UInt64) {
+    init(perSecond: Int, now: MonotonicTime) {
         rate = Double(max(1, perSecond))
         capacity = 2 * rate
         tokens = capacity
@@ -114,9 +116,9 @@ struct ICETokenBucket {
     }
 
     /// Takes one token; false when none is left.
-    mutating func take(now: UInt64) -> Bool {
+    mutating func take(now: MonotonicTime) -> Bool {
         if now > at {
-            tokens = min(capacity, tokens + Double(now - at) / 1e9 * rate)
+            tokens = min(capacity, tokens + Double(now.nanoseconds(since: at)) / 1e9 * rate)
             at = now
         }
         guard tokens >= 1 else { return false }

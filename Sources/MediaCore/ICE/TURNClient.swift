@@ -131,8 +131,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         /// The key the request was signed with (nil: sent without credentials).
         var key: [UInt8]?
         var transmissions = 1
-        var nextAt: UInt64
-        var timeout: UInt64
+        var nextAt: MonotonicTime
+        /// The wait before the next transmission (or, after the last, the timeout).
+        var timeout: Duration
         /// Stale-nonce retries behind this request.
         var retries: Int
     }
@@ -140,14 +141,16 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private struct Permission {
         var confirmed = false
         var pending = false
-        var refreshAt: UInt64 = 0
+        /// When it is (re)requested (`.zero`: as soon as the allocation is made).
+        var refreshAt = MonotonicTime.zero
     }
 
     private struct Channel {
         let peer: SocketAddress
         var confirmed = false
         var pending = false
-        var refreshAt: UInt64 = 0
+        /// When it is (re)bound (`.zero`: as soon as the allocation is made).
+        var refreshAt = MonotonicTime.zero
         /// A Send indication to `peer` up to the DATA attribute's header (its length last). Its
         /// transaction ID stays the same for the channel: indications are never matched.
         let indicationHeader: [UInt8]
@@ -186,7 +189,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private var nonce: String?
     private var key: [UInt8]?
     private var transactions: [TransactionKey: Transaction] = [:]
-    private var refreshAt: UInt64 = .max
+    /// When the allocation is refreshed next (nil: no refresh due).
+    private var refreshAt: MonotonicTime?
     private var permissions: [SocketAddress: Permission] = [:]
     private var channels: [UInt16: Channel] = [:]
     private var channelOf: [SocketAddress: UInt16] = [:]
@@ -374,7 +378,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         let wasAllocated: Bool
         if case .allocated = current { wasAllocated = true } else { wasAllocated = false }
         transactions.removeAll()
-        refreshAt = .max
+        refreshAt = nil
         permissions.removeAll()
         channels.removeAll()
         channelOf.removeAll()
@@ -403,8 +407,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         return k
     }
 
-    private static func now() -> UInt64 { MonotonicTime.now.nanoseconds }
-    private static func nanoseconds(_ seconds: Double) -> UInt64 { UInt64(max(0, seconds) * 1e9) }
+    /// A `TURNClientTiming` value in seconds as a duration (whole nanoseconds, not negative).
+    private static func duration(_ seconds: Double) -> Duration { .nanoseconds(Int64(max(0, seconds) * 1e9)) }
 
     /// Under the lock: ChannelData or a Send indication for channel `n`, without allocating.
     private func sendLocked(_ payload: UnsafeRawBufferPointer, channel n: UInt16, _ c: Channel) -> Bool {
@@ -468,7 +472,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// requests are pending).
     private func sendPermission(_ k: SocketAddress) {
         guard start(.permission(k), retries: 0) else {
-            permissions[k]?.refreshAt = Self.now() + Self.nanoseconds(1)
+            permissions[k]?.refreshAt = MonotonicTime.now + .seconds(1)
             return
         }
         permissions[k]?.pending = true
@@ -478,7 +482,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// requests are pending).
     private func sendChannelBind(_ n: UInt16) {
         guard start(.channel(n), retries: 0) else {
-            channels[n]?.refreshAt = Self.now() + Self.nanoseconds(1)
+            channels[n]?.refreshAt = MonotonicTime.now + .seconds(1)
             return
         }
         channels[n]?.pending = true
@@ -518,9 +522,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             signing = key
         }
         let bytes = m.encode(integrity: signing, fingerprint: true)
-        let now = Self.now()
-        let first =
-            tcp != nil ? Self.nanoseconds(settings.tcpTransactionTimeout) : Self.nanoseconds(settings.retransmissionTimeout)
+        let now = MonotonicTime.now
+        let first = Self.duration(tcp != nil ? settings.tcpTransactionTimeout : settings.retransmissionTimeout)
         transactions[TransactionKey(m.transactionID)] = Transaction(
             purpose: purpose, method: m.method, bytes: bytes, key: signing, nextAt: now + first, timeout: first, retries: retries)
         stats.requestsSent += 1
@@ -643,7 +646,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     }
 
     private func succeeded(_ t: Transaction, _ m: STUNMessage) {
-        let now = Self.now()
+        let now = MonotonicTime.now
         switch t.purpose {
         case .allocate:
             guard current == .allocating else { return }
@@ -663,17 +666,17 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         case .permission(let p):
             permissions[p]?.confirmed = true
             permissions[p]?.pending = false
-            permissions[p]?.refreshAt = now + Self.nanoseconds(settings.permissionRefresh)
+            permissions[p]?.refreshAt = now + Self.duration(settings.permissionRefresh)
         case .channel(let n):
             guard let c = channels[n] else { return }
             channels[n]?.confirmed = true
             channels[n]?.pending = false
-            channels[n]?.refreshAt = now + Self.nanoseconds(settings.channelRefresh)
+            channels[n]?.refreshAt = now + Self.duration(settings.channelRefresh)
             // A ChannelBind installs or refreshes the peer's permission too (RFC 8656 §12.2).
             let p = Self.permissionKey(c.peer)
             if permissions[p]?.pending == false {
                 permissions[p]?.confirmed = true
-                permissions[p]?.refreshAt = now + Self.nanoseconds(settings.permissionRefresh)
+                permissions[p]?.refreshAt = now + Self.duration(settings.permissionRefresh)
             }
         }
     }
@@ -709,7 +712,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     /// Under the lock: a transaction of `purpose` ended without success.
     private func failed(_ purpose: Purpose, _ reason: String) {
-        let later = Self.now() + Self.nanoseconds(settings.retryAfterFailure)
+        let later = MonotonicTime.now + Self.duration(settings.retryAfterFailure)
         switch purpose {
         case .allocate:
             if current == .allocating { fail(reason) }
@@ -724,9 +727,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         }
     }
 
-    private func scheduleRefresh(lifetime: UInt32, now: UInt64) {
+    private func scheduleRefresh(lifetime: UInt32, now: MonotonicTime) {
         let l = Double(lifetime)
-        refreshAt = now + Self.nanoseconds(max(l / 2, l - settings.refreshMargin))
+        refreshAt = now + Self.duration(max(l / 2, l - settings.refreshMargin))
     }
 
     // MARK: State and timers
@@ -742,7 +745,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private func fail(_ reason: String) {
         setState(.failed(reason))
         transactions.removeAll()
-        refreshAt = .max
+        refreshAt = nil
         tcp?.close()
         tcp = nil
         stopTimer()
@@ -772,24 +775,22 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private func reschedule() {
         guard let timer else { return }
         var next = refreshAt
-        for t in transactions.values { next = min(next, t.nextAt) }
+        for t in transactions.values { next = min(next ?? t.nextAt, t.nextAt) }
         if case .allocated = current {
-            for p in permissions.values where !p.pending { next = min(next, p.refreshAt) }
-            for c in channels.values where !c.pending { next = min(next, c.refreshAt) }
+            for p in permissions.values where !p.pending { next = min(next ?? p.refreshAt, p.refreshAt) }
+            for c in channels.values where !c.pending { next = min(next ?? c.refreshAt, c.refreshAt) }
         }
-        if next == .max {
-            timer.schedule(deadline: .distantFuture)
-        } else {
-            let now = Self.now()
-            timer.schedule(deadline: .now() + .nanoseconds(Int(next > now ? min(next - now, 1 << 50) : 0)))
-        }
+        guard let next else { return timer.schedule(deadline: .distantFuture) }
+        let now = MonotonicTime.now
+        let delay = next > now ? min(next - now, .nanoseconds(1 << 50)) : .zero
+        timer.schedule(deadline: .now() + .nanoseconds(Int(delay.inNanoseconds)))
     }
 
     /// The timer: retransmissions, timeouts and refreshes that are due.
     private func tick() {
         lock.lock()
         defer { lock.unlock() }
-        let now = Self.now()
+        let now = MonotonicTime.now
         for (k, t) in transactions where t.nextAt <= now {
             let limit = tcp != nil ? 1 : settings.maxTransmissions
             if t.transmissions >= limit {
@@ -800,7 +801,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             } else {
                 var u = t
                 u.transmissions += 1
-                u.timeout = min(u.timeout * 2, Self.nanoseconds(settings.maxRetransmissionTimeout))
+                u.timeout = min(u.timeout * 2, Self.duration(settings.maxRetransmissionTimeout))
                 u.nextAt = now + u.timeout
                 transactions[k] = u
                 stats.retransmissions += 1
@@ -808,14 +809,14 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             }
         }
         if case .allocated = current {
-            if refreshAt <= now {
-                refreshAt = .max
+            if let due = refreshAt, now >= due {
+                refreshAt = nil
                 if !start(.refresh(lifetime: settings.requestedLifetime), retries: 0) {
-                    refreshAt = now + Self.nanoseconds(1)
+                    refreshAt = now + .seconds(1)
                 }
             }
-            for (p, v) in permissions where !v.pending && v.refreshAt <= now { sendPermission(p) }
-            for (n, c) in channels where !c.pending && c.refreshAt <= now { sendChannelBind(n) }
+            for (p, v) in permissions where !v.pending && now >= v.refreshAt { sendPermission(p) }
+            for (n, c) in channels where !c.pending && now >= c.refreshAt { sendChannelBind(n) }
         }
         if current == .closed && transactions.isEmpty { return stopTimer() }
         reschedule()

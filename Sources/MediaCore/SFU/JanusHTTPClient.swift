@@ -88,10 +88,10 @@ package struct JanusHTTPClient: Sendable {
 
     /// The blocking exchange, on the calling thread.
     func exchange(method: String, path: String, body: [UInt8]?, timeoutSeconds: Double) -> Result<Response, JanusError> {
-        let deadline = MonotonicTime.now.nanoseconds &+ UInt64(max(timeoutSeconds, 0.001) * 1e9)
+        let deadline = MonotonicTime.now + .nanoseconds(Int64(max(timeoutSeconds, 0.001) * 1e9))
         func remainingMs() -> Int32 {
-            let now = MonotonicTime.now.nanoseconds
-            return now >= deadline ? 0 : Int32(min((deadline - now) / 1_000_000 + 1, 60_000))
+            let now = MonotonicTime.now
+            return now >= deadline ? 0 : Int32(min((deadline - now).inNanoseconds / 1_000_000 + 1, 60_000))
         }
         let fd = socket(
             server.cFamily, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

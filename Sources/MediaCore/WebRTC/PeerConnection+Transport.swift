@@ -260,7 +260,7 @@ extension PeerConnection {
         setState(.connecting, error: nil)
         onQueue {
             self.dtls.setRole(role)
-            self.connectDeadline = MonotonicTime.now.nanoseconds &+ UInt64(self.configuration.connectTimeoutSeconds * 1e9)
+            self.connectDeadline = MonotonicTime.now + .nanoseconds(Int64(self.configuration.connectTimeoutSeconds * 1e9))
             let t = DispatchSource.makeTimerSource(queue: self.queue)
             t.schedule(deadline: .now() + .milliseconds(20), repeating: .milliseconds(20), leeway: .milliseconds(5))
             t.setEventHandler { [weak self] in self?.tick() }
@@ -277,7 +277,7 @@ extension PeerConnection {
         guard state == .connecting, agent?.path.route != nil else { return }
         if !dtlsStarted {
             dtlsStarted = true
-            dtls.start(now: MonotonicTime.now.nanoseconds)
+            dtls.start(now: .now)
         }
         replayEarlyDTLS()
     }
@@ -293,9 +293,9 @@ extension PeerConnection {
     /// On the queue, every 20 ms: while connecting, DTLS retransmissions and the connect deadline;
     /// once connected, sender reports.
     func tick() {
-        let now = MonotonicTime.now.nanoseconds
+        let now = MonotonicTime.now
         if state == .connected {
-            if let feedback, let agent { feedback.sendReportIfDue(now: .now, socket: socket, path: agent.path) }
+            if let feedback, let agent { feedback.sendReportIfDue(now: now, socket: socket, path: agent.path) }
         } else if state == .connecting {
             if !dtlsStarted { pathChanged() }
             if dtlsStarted, let d = dtls.nextDeadline(now: now), d <= now { dtls.handleTimeout(now: now) }
@@ -323,9 +323,9 @@ extension PeerConnection {
         guard route.peer == from else { return }
         if !dtlsStarted, state == .connecting {
             dtlsStarted = true
-            dtls.start(now: MonotonicTime.now.nanoseconds)
+            dtls.start(now: .now)
         }
-        dtls.handle(datagram: bytes, now: MonotonicTime.now.nanoseconds)
+        dtls.handle(datagram: bytes, now: .now)
     }
 
     /// On the queue, inside a DTLS call.

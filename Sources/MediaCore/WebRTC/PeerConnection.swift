@@ -158,7 +158,8 @@ package final class PeerConnection: @unchecked Sendable {
     var playout: AudioPlayoutClock?
     var feedback: PeerConnectionFeedback?
     var dtlsStarted = false
-    var connectDeadline: UInt64?
+    /// While connecting: when the connection fails if it has not connected.
+    var connectDeadline: MonotonicTime?
     /// DTLS datagrams that came before the roles or the ICE route were known (the peer's first
     /// flight often does): replayed once both are, instead of waiting for the peer to retransmit
     /// (which cost a loopback connection about 55 ms). At most `maxEarlyDTLS` of at most 2 KiB;
