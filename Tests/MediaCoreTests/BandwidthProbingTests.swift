@@ -43,7 +43,8 @@ import Testing
     @Test func tooFewPacketsOtherClustersAndBadTimingGiveNothing() {
         var result: Double?
         var e = ProbeBitrateEstimator()
-        e.register(ProbeCluster(id: 2, bitrate: 2_000_000), now: MonotonicTime(nanoseconds: 1_000_000_000))  // 3750 bytes, 5 packets
+        // 3750 bytes, 5 packets.
+        e.register(ProbeCluster(id: 2, bitrate: 2_000_000), now: MonotonicTime(nanoseconds: 1_000_000_000))
         // 3 of 5 packets (below 80 %).
         result = e.update(
             Self.cluster(id: 2, count: 3, size: 1500, sendGapNs: 4_000_000, arrivalGapNs: 4_000_000),

@@ -70,7 +70,8 @@ import Testing
         b.packetArrived(sequenceNumber: 10, arrival: MonotonicTime(nanoseconds: 1_000_000_000))
         b.packetArrived(sequenceNumber: 12, arrival: MonotonicTime(nanoseconds: 1_010_000_000))
         b.packetArrived(sequenceNumber: 11, arrival: MonotonicTime(nanoseconds: 1_020_000_000))
-        b.packetArrived(sequenceNumber: 13, arrival: MonotonicTime(nanoseconds: 1_005_000_000))  // earlier than 12 and 11: negative delta
+        // Earlier than 12 and 11: a negative delta.
+        b.packetArrived(sequenceNumber: 13, arrival: MonotonicTime(nanoseconds: 1_005_000_000))
         let made = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         let f = try Self.roundTrip(try #require(made))
         let r = Self.arrivals(f).map { $0! }

@@ -46,6 +46,7 @@ public struct MonotonicTime: Sendable, Hashable, Comparable, CustomStringConvert
         return MonotonicTime(nanoseconds: back >= nanoseconds ? 0 : nanoseconds - back)
     }
 
+    /// Whether `a` is earlier than `b`.
     @inlinable public static func < (a: MonotonicTime, b: MonotonicTime) -> Bool { a.nanoseconds < b.nanoseconds }
 
     /// The time from `b` to `a`.
