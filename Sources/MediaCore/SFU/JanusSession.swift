@@ -44,7 +44,7 @@ package actor JanusSession {
     private var keepaliveTask: Task<Void, Never>?
     private var closedReason: String?
     /// When the long poll started failing (nil while it works).
-    private var pollFailingSince: Date?
+    private var pollFailingSince: MonotonicTime?
 
     private init(id: UInt64, client: JanusHTTPClient, basePath: String, requestTimeoutSeconds: Double) {
         self.id = id
@@ -180,9 +180,10 @@ package actor JanusSession {
             if closedReason != nil { return false }
             // A transient failure: try again shortly. After a minute of failures (longer than
             // Janus's default session timeout) the session is gone: close it.
-            let since = pollFailingSince ?? Date()
+            let now = MonotonicTime.now
+            let since = pollFailingSince ?? now
             pollFailingSince = since
-            if Date().timeIntervalSince(since) > 60 {
+            if now - since > .seconds(60) {
                 close(reason: "the long poll has failed for a minute: \(error)")
                 return false
             }

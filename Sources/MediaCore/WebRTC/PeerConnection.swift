@@ -301,10 +301,10 @@ package final class PeerConnection: @unchecked Sendable {
     /// Waits until the state is `.connected`, `.failed` or `.closed`, or `timeout` seconds pass;
     /// returns the state then. Thread rule: any task. Cost: polls every 20 ms.
     package func waitUntilSettled(timeout: Double) async -> PeerConnectionState {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = MonotonicTime.now + .nanoseconds(Int64(max(0, min(timeout, 1e6)) * 1e9))
         while true {
             let s = state
-            if s == .connected || s == .failed || s == .closed || Date() > deadline { return s }
+            if s == .connected || s == .failed || s == .closed || MonotonicTime.now > deadline { return s }
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
     }
@@ -681,8 +681,9 @@ package final class PeerConnection: @unchecked Sendable {
     }
 
     private func waitForGathering() async {
-        let deadline = Date().addingTimeInterval(configuration.gatheringTimeoutSeconds)
-        while !shared.withLock({ $0.gatheringComplete }) && Date() < deadline {
+        let wait = max(0, min(configuration.gatheringTimeoutSeconds, 1e6))
+        let deadline = MonotonicTime.now + .nanoseconds(Int64(wait * 1e9))
+        while !shared.withLock({ $0.gatheringComplete }) && MonotonicTime.now < deadline {
             try? await Task.sleep(nanoseconds: 10_000_000)
         }
     }
