@@ -139,9 +139,8 @@ final class RendezvousHarness {
                 to == from && request.first == PacketType.rendezvousRegister.rawValue
                     && request.count >= RendezvousAuth.registerLength,
                 "registered answer to something else")
-            guard let accepted = r.u8(), r.u32() != nil, r.u16() != nil, let key = r.take(32), let cookie = r.take(16),
-                let token = r.take(16)
-            else { return fuzzRequire(false, "short registered answer") }
+            guard let accepted = r.u8(), let key = r.take(32), let cookie = r.take(16), let token = r.take(16), r.remaining == 0
+            else { return fuzzRequire(false, "a registered answer of the wrong length") }
             if nodeKey == nil {
                 nodeKey = key
                 for i in clients.indices {
@@ -183,14 +182,16 @@ final class RendezvousHarness {
                 return fuzzRequire(false, "a lookup answer that its asker cannot open")
             }
             var p = ByteReader(plain)
-            guard let tag = p.take(16), let found = p.u8(), let ip = p.u32(), let port = p.u16() else {
+            guard let tag = p.take(16), let found = p.u8(), p.u8() != nil, p.u16() != nil else {
                 return fuzzRequire(false, "short lookup answer")
             }
+            let endpoint = found == 1 ? p.endpoint() : nil
+            fuzzRequire(p.remaining == 0 && (found == 1) == (endpoint != nil), "a lookup answer of the wrong shape")
             let askedTag = Sodium.open(key: macKey, nonce: asked, ad: Array(request[0..<42]), ciphertext: request[42...])
             fuzzRequire(askedTag == tag, "a lookup answered for another tag")
             if found == 1 {
                 fuzzRequire(
-                    tagOwners[tag].flatMap { registered[$0] } == SocketAddress(ipv4Address: ip, port: port),
+                    tagOwners[tag].flatMap { registered[$0] } == endpoint,
                     "lookup named an endpoint not registered last for that tag")
             }
         case .relayDeliver:

@@ -283,11 +283,12 @@ struct SessionFixture: Sendable {
         }
         var registered = ByteWriter()
         registered.u8(PacketType.rendezvousRegistered.rawValue); registered.u8(revueProtocolVersion); registered.u8(1)
-        registered.u32(0x7F00_0001); registered.u16(33_445); registered.append(friend.publicKey)
+        registered.append(friend.publicKey)
         registered.append([UInt8](repeating: 7, count: 16)); registered.append([UInt8](repeating: 9, count: 16))
         var lookup = ByteWriter()
         lookup.u8(PacketType.rendezvousLookupReply.rawValue); lookup.u8(revueProtocolVersion); lookup.u64(1 << 63 | 5)
-        lookup.append(friendRelayTags[1]); lookup.u8(1); lookup.u32(0x7F00_0001); lookup.u16(33_446); lookup.u8(0); lookup.u16(12)
+        lookup.append(friendRelayTags[1]); lookup.u8(1); lookup.u8(0); lookup.u16(12)
+        lookup.endpoint(SocketAddress(ipv4Address: 0x7F00_0001, port: 33_446))
         lookup.append([UInt8](repeating: 0, count: 16))
         var lan = ByteWriter()
         lan.u8(PacketType.lanAnnounce.rawValue); lan.u8(revueProtocolVersion); lan.u16(33_447); lan.u8(8);

@@ -42,7 +42,7 @@ let spec = CommandSpec(
         """,
     options: [
         OptionSpec("--data", value: "DIR", help: "data directory (identity, friends); required for a peer"),
-        OptionSpec("--host", value: "ADDR", help: "address to bind (default 0.0.0.0)"),
+        OptionSpec("--host", value: "ADDR", help: "address to bind (default 0.0.0.0; :: for IPv6 and IPv4 on one socket)"),
         OptionSpec("--port", value: "N", help: "UDP port to bind, 0-65535 (default 0: any free port)"),
         OptionSpec("--name", value: "NAME", help: "your display name"),
         OptionSpec(

@@ -76,7 +76,6 @@ final class RendezvousClient {
         guard let reply = await next(.rendezvousRegistered, after: before) else { return false }
         var r = ByteReader(reply, offset: 2)
         let accepted = r.u8() == 1
-        _ = r.u32(); _ = r.u16()
         let key = r.take(32)!
         if key != nodeKey {
             nodeKey = key
@@ -109,12 +108,13 @@ final class RendezvousClient {
         w.append(Sodium.seal(key: macKey, nonce: lookupNonce, ad: w.bytes, plaintext: tag))
         let before = replies.count
         socket.send(w.bytes, to: node)
-        guard let reply = await next(.rendezvousLookupReply, after: before), reply.count == RendezvousAuth.lookupReplyLength,
+        guard let reply = await next(.rendezvousLookupReply, after: before),
+            reply.count == RendezvousAuth.lookupReplyLength(.ipv4),
             let plain = Sodium.open(key: macKey, nonce: lookupNonce | 1 << 63, ad: Array(reply[0..<10]), ciphertext: reply[10...])
         else { return nil }
         var r = ByteReader(plain)
-        guard r.take(16) == tag, r.u8() == 1, let ip = r.u32(), let port = r.u16() else { return nil }
-        return SocketAddress(ip: ip, port: port)
+        guard r.take(16) == tag, r.u8() == 1, r.u8() != nil, r.u16() != nil else { return nil }
+        return r.endpoint()
     }
 
     /// Waits (yielding the main actor) until `condition` holds, at most 5 s.

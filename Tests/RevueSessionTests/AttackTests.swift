@@ -178,7 +178,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             w.u64((bob.revue.core!.nodeStates.values.first!.pendingLookups.last?.nonce ?? 0) | 1 << 63)
             var plain = ByteWriter()
             plain.append(bob.revue.core!.nodeStates.values.first!.pendingLookups.last?.tag ?? RandomBytes.bytes(16))
-            plain.u8(1); plain.u32(0x7F00_0001); plain.u16(sinks.ports[0]); plain.u8(1); plain.u16(0)
+            plain.u8(1); plain.u8(1); plain.u16(0); plain.endpoint(SocketAddress(ip: 0x7F00_0001, port: sinks.ports[0]))
             w.append(Sodium.seal(key: RandomBytes.bytes(32), nonce: 1, ad: w.bytes, plaintext: plain.bytes))
             for _ in 0..<20 {
                 raw.send(
@@ -212,7 +212,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
                 w.u8(PacketType.rendezvousLookupReply.rawValue); w.u8(revueProtocolVersion); w.u64(nonce | 1 << 63)
                 var plain = ByteWriter()
                 plain.append(tag)
-                plain.u8(1); plain.u32(ip); plain.u16(4000); plain.u8(1); plain.u16(0)
+                plain.u8(1); plain.u8(1); plain.u16(0); plain.endpoint(SocketAddress(ip: ip, port: 4000))
                 w.append(Sodium.seal(key: macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: plain.bytes))
                 core.handle(w.bytes, from: nodeAddress)
             }
@@ -369,7 +369,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let known = try #require(core.nodeStates[nodeAddress]?.nodeKey)
         var w = ByteWriter()
         w.u8(PacketType.rendezvousRegistered.rawValue); w.u8(revueProtocolVersion); w.u8(0)
-        w.u32(0x7F00_0001); w.u16(bob.revue.port); w.append(KeyPair().publicKey); w.append(RandomBytes.bytes(16));
+        w.append(KeyPair().publicKey); w.append(RandomBytes.bytes(16));
         w.append([UInt8](repeating: 0, count: 16))
         let forged = core.counters.droppedForged
         core.handle(w.bytes, from: nodeAddress)

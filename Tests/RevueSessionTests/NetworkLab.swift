@@ -29,6 +29,13 @@
 //   made in a namespace; macvlan works).
 // - `ipv6Only`: homes and their links get only IPv6, routed without NAT: home n has
 //   2001:db8:<n>::2/64, NAT n's wan 2001:db8:a<n>::2/64, the services 2001:db8:ff::1.
+// - `dualStackHomes`: those homes get IPv6 beside their NATed IPv4: 2001:db8:<n>::2/64, routed
+//   without translation, behind the same stateful filter as IPv4 (no new flow in from the wan),
+//   as a home router's IPv6 firewall does.
+// - The rendezvous node binds "::" (every address of both families) and so answers from the
+//   address it was asked at only because it reads each datagram's destination (IP_PKTINFO): the
+//   internet namespace's route would otherwise pick the address of the link the answer leaves
+//   on, which no NAT's conntrack entry and no home's filter lets through.
 // - `udpBlocked` homes: the NAT's forward chain drops all UDP to the internet and all TCP but
 //   to coturn's port; `signallingHole` keeps UDP to the rendezvous node's port open (the session
 //   layer's friend connection is UDP only, so without it no call can be set up at all).
@@ -153,6 +160,8 @@ final class NetworkLab: @unchecked Sendable {
         var signallingHole = true
         /// Homes and their links get only IPv6 (routed, no NAT).
         var ipv6Only = false
+        /// Homes (1, 2) that also get IPv6 beside their IPv4 (routed, behind the NAT's filter).
+        var dualStackHomes: Set<Int> = []
         /// Start a rendezvous node in the internet namespace.
         var rendezvous = true
         /// Start coturn in the internet namespace.
@@ -203,6 +212,8 @@ final class NetworkLab: @unchecked Sendable {
         let site = options.sameLAN ? 1 : n
         return natKind(n) == .none ? "198.18.\(site)" : "10.0.\(site)"
     }
+    /// Home `n`'s IPv6 address beside its IPv4 one (`dualStackHomes`).
+    func homeIPv6Address(_ n: Int) -> String { "2001:db8:\(n)::2" }
     /// Home `n`'s own address.
     func homeAddress(_ n: Int) -> String {
         if options.ipv6Only { return "2001:db8:\(options.sameLAN ? 1 : n)::\(options.sameLAN ? n + 1 : 2)" }
@@ -235,10 +246,8 @@ final class NetworkLab: @unchecked Sendable {
             if !options.udpBlocked.isEmpty { try run(udpBlockScript(), "UDP block") }
             if options.turn { try await startCoturn() }
             if options.rendezvous {
-                // Bound to the services' address: bound to 0.0.0.0 its answers would leave from
-                // the address of the link they go out on, which no NAT's conntrack expects.
-                let node = try NodeProcess(
-                    ["--rendezvous", "--host", serviceHost, "--port", "\(Self.rendezvousPort)"], namespace: internet)
+                // Bound to "::": see the rendezvous node in the notes at the top.
+                let node = try NodeProcess(["--rendezvous", "--host", "::", "--port", "\(Self.rendezvousPort)"], namespace: internet)
                 rendezvous = node
                 guard await node.wait(timeout: 10, event("ready")) != nil else {
                     throw NetworkLabError(description: "the rendezvous node in \(internet) did not report ready: \(node.events)")
@@ -343,6 +352,14 @@ final class NetworkLab: @unchecked Sendable {
                         ip -n \(hn) route add default via \(lanPrefix(h)).1
 
                         """
+                    if options.dualStackHomes.contains(h) {
+                        s += """
+                            ip -n \(hn) addr add \(homeIPv6Address(h))/64 dev eth0 nodad
+                            ip -n \(hn) -6 route add default via 2001:db8:\(site)::1
+                            ip -n \(n) addr add 2001:db8:\(site)::1/64 dev lan nodad
+
+                            """
+                    }
                 }
             }
             s += "ip -n \(n) link set lan up\n"

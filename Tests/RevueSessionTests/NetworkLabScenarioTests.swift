@@ -27,11 +27,12 @@ final class LabCall: @unchecked Sendable {
     private var counterSnapshot: (a: [String: Int], b: [String: Int]) = ([:], [:])
 
     /// Starts both peers with `arguments` (each also gets `--video-size 160x120`).
-    init(_ lab: NetworkLab, arguments: [String]) throws {
+    /// `arguments` go to both peers, `perHome[n]` to home n's peer only.
+    init(_ lab: NetworkLab, arguments: [String], perHome: [Int: [String]] = [:]) throws {
         self.lab = lab
         let common = ["--video-size", "160x120"] + arguments
-        a = try lab.peer(home: 1, name: "a", common)
-        do { b = try lab.peer(home: 2, name: "b", common) } catch { a.kill(); throw error }
+        a = try lab.peer(home: 1, name: "a", common + (perHome[1] ?? []))
+        do { b = try lab.peer(home: 2, name: "b", common + (perHome[2] ?? [])) } catch { a.kill(); throw error }
     }
 
     /// The usual flags: the lab's coturn as STUN and TURN server (TURN over TCP when `tcp`).
@@ -514,12 +515,12 @@ struct NetworkLabSelfTests {
 struct NetworkLabScenarioTests {
     /// Builds a lab, runs `body` with a call in it, always tears down (peers first).
     func withCall(
-        _ options: NetworkLab.Options, arguments: (NetworkLab) -> [String],
+        _ options: NetworkLab.Options, arguments: (NetworkLab) -> [String], perHome: [Int: [String]] = [:],
         body: (LabCall) async throws -> Void
     ) async throws {
         let lab = try await NetworkLab(options)
         defer { lab.teardown() }
-        let call = try LabCall(lab, arguments: arguments(lab))
+        let call = try LabCall(lab, arguments: arguments(lab), perHome: perHome)
         defer { call.stop() }
         try await body(call)
     }
@@ -633,6 +634,42 @@ struct NetworkLabScenarioTests {
                 #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
                 let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
                 #expect((path["remote"] as? String)?.contains("[2001:db8:") == true, "\(path)")
+            })
+    }
+
+    /// Home 1 has IPv6 beside its NATed IPv4 and its peer binds "::" (one dual-stack socket for
+    /// the friend session and for the call leg); home 2 has IPv4 only, behind a cone NAT. The
+    /// dual-stack peer reaches the IPv4-only friend through both NATs: media both ways over IPv4.
+    @Test func aDualStackPeerCallsAnIPv4OnlyFriendAcrossNATs() async throws {
+        try await withCall(
+            .init(home1: .cone, home2: .cone, dualStackHomes: [1]), arguments: { LabCall.iceArguments($0) },
+            perHome: [1: ["--host", "::"]],
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("dual stack to IPv4 only:\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+                let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
+                #expect((path["remote"] as? String)?.contains("[") == false, "\(path)")
+            })
+    }
+
+    /// Both homes dual-stack (IPv4 behind cone NATs, IPv6 routed behind the same filters), both
+    /// peers bound to "::": the friend connection runs over IPv4 (the rendezvous node is named by
+    /// its IPv4 address), and the call's ICE prefers the IPv6 pair (RFC 8421), which needs no
+    /// translation: media both ways over IPv6 from the same sockets.
+    @Test func dualStackHomesCallOverIPv6() async throws {
+        try await withCall(
+            .init(home1: .cone, home2: .cone, dualStackHomes: [1, 2]), arguments: { ["--host", "::"] + LabCall.iceArguments($0) },
+            body: { call in
+                try await call.befriend()
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("dual stack both:\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+                let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
+                #expect((path["remote"] as? String)?.contains("[2001:db8:2::2]") == true, "\(path)")
             })
     }
 

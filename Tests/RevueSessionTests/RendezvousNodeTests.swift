@@ -60,8 +60,11 @@ import Testing
         #expect(node.keyAgreements == agreements + 1)
         #expect(await stranger.lookup(requestTag(of: bob)) == SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
         // Every answer is no larger than its question.
-        #expect(RendezvousAuth.registeredLength <= RendezvousAuth.registerLength)
-        #expect(RendezvousAuth.lookupReplyLength <= RendezvousAuth.lookupLength)
+        #expect(RendezvousAuth.registeredLength < RendezvousAuth.registerLength)
+        for family in [SocketAddress.Family.ipv4, .ipv6] {
+            #expect(RendezvousAuth.lookupReplyLength(family) < RendezvousAuth.lookupLength)
+        }
+        #expect(RendezvousAuth.lookupReplyLength(nil) < RendezvousAuth.lookupLength)
     }
 
     /// A nonblocking client socket and the node's address.

@@ -95,7 +95,7 @@ extension ICEAgent {
     /// After an authenticated request: the remote candidate (peer-reflexive if new, §7.3.1.3),
     /// the pair, a triggered check (§7.3.1.4) and, on the controlled side, the nomination.
     func learnFromRequest(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool) {
-        guard !closed, relay != nil || (from.family == socket.family && !configuration.relayOnly) else { return }
+        guard !closed, relay != nil || (socket.carries(from.family) && !configuration.relayOnly) else { return }
         let now = MonotonicTime.now
         var remote = remotes.first { $0.address == from }
         if remote == nil {

@@ -21,7 +21,7 @@ extension ICEAgent {
         gatheringDeadline = now + .seconds(8)
         if !configuration.relayOnly { gatherHost() }
         for server in configuration.servers
-        where server.kind == .stun && server.address.family == socket.family && !configuration.relayOnly {
+        where server.kind == .stun && socket.carries(server.address.family) && !configuration.relayOnly {
             var m = STUNMessage(method: .binding, class: .request)
             let name = "Revue ICE"
             m.appendText(
@@ -36,7 +36,7 @@ extension ICEAgent {
         }
         for server in configuration.servers
         where server.kind == .turn
-            && (server.transport == .tcp || server.address.family == socket.family)
+            && (server.transport == .tcp || socket.carries(server.address.family))
         {
             let index = turns.count
             let client = TURNClient(server: server, socket: socket, queue: queue)
@@ -82,11 +82,12 @@ extension ICEAgent {
         let bound = (try? socket.localAddress()) ?? (socket.family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0))
         var addresses: [SocketAddress]
         if let given = configuration.hostAddresses {
-            addresses = given.filter { $0.family == socket.family }.map {
+            addresses = given.filter { socket.carries($0.family) }.map {
                 var a = $0; a.port = bound.port; return a
             }
         } else {
-            addresses = ICEHostAddresses.addresses(bound: bound, includeLoopback: ICEHostAddresses.isLoopback(bound))
+            addresses = ICEHostAddresses.addresses(
+                bound: bound, includeLoopback: ICEHostAddresses.isLoopback(bound), dualStack: socket.isDualStack)
         }
         var seen = Set<SocketAddress>()
         addresses = addresses.filter { seen.insert($0).inserted }
@@ -131,7 +132,7 @@ extension ICEAgent {
         guard !t.done else { return }
         serverTransactions[index].done = true
         if m.messageClass == .successResponse, let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress),
-            mapped.family == socket.family
+            socket.carries(mapped.family)
         {
             addServerReflexive(mapped, server: t.server.address)
         }
@@ -149,7 +150,7 @@ extension ICEAgent {
                 priority: ICECandidate.priority(type: .relay, localPreference: lp),
                 address: relayed, type: .relay, relatedAddress: mapped)
             addLocal(ICELocalCandidate(candidate: c, base: relayed, relay: index))
-            if mapped.family == socket.family && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
+            if socket.carries(mapped.family) && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
             turnDone[index] = true
         case .failed, .closed:
             turnDone[index] = true

@@ -210,7 +210,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         self.queue = queue
         sendTap = nil
         serverName.initialize(to: sockaddr_storage())
-        serverNameLength = server.address.write(into: serverName)
+        serverNameLength = server.address.write(into: serverName, socketFamily: socket.family)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
     }
 

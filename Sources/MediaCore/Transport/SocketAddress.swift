@@ -55,6 +55,9 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         SocketAddress(ipv6: [UInt8](repeating: 0, count: 16), port: port)
     }
 
+    /// True for the wildcard addresses 0.0.0.0 and :: (bind to every interface).
+    public var isUnspecified: Bool { high == 0 && (family == .ipv4 || low == 0) }
+
     /// The address bytes in network order (4 for IPv4, 16 for IPv6).
     public var addressBytes: [UInt8] {
         var out = [UInt8]()
@@ -179,7 +182,9 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Reads a kernel `sockaddr`; nil for families other than IPv4/IPv6.
+    /// Reads a kernel `sockaddr`; nil for families other than IPv4/IPv6. A v4-mapped IPv6
+    /// address (`::ffff:a.b.c.d`, how a dual-stack socket reports an IPv4 peer) reads as the IPv4
+    /// address it stands for, so one peer has one `SocketAddress` whichever socket it reached.
     init?(sockaddr pointer: UnsafePointer<sockaddr>) {
         switch Int32(pointer.pointee.sa_family) {
         case AF_INET:
@@ -188,17 +193,41 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         case AF_INET6:
             let sin6 = UnsafeRawPointer(pointer).loadUnaligned(as: sockaddr_in6.self)
             self.init(sockaddrIn6: sin6)
+            if isV4Mapped {
+                let v4 = withUnsafeBytes(of: low) { (a: $0[4], b: $0[5], c: $0[6], d: $0[7]) }  // bytes 12...15
+                self = SocketAddress(ipv4: v4.a, v4.b, v4.c, v4.d, port: port)
+            }
         default:
             return nil
         }
     }
 
+    /// True for an IPv6 address in `::ffff:0:0/96` (an IPv4 address as a dual-stack socket writes it).
+    var isV4Mapped: Bool {
+        guard family == .ipv6, high == 0 else { return false }
+        return withUnsafeBytes(of: low) { $0[0] == 0 && $0[1] == 0 && $0[2] == 0xFF && $0[3] == 0xFF }  // bytes 8...11
+    }
+
     /// The `AF_*` constant.
     var cFamily: Int32 { family == .ipv4 ? AF_INET : AF_INET6 }
 
-    /// Writes this address as a kernel `sockaddr` into `storage`; returns its length.
-    func write(into storage: UnsafeMutablePointer<sockaddr_storage>) -> socklen_t {
+    /// Writes this address as a kernel `sockaddr` into `storage`; returns its length. For a socket
+    /// of `socketFamily` .ipv6 an IPv4 address is written v4-mapped (`::ffff:a.b.c.d`), the form a
+    /// dual-stack socket sends to.
+    func write(into storage: UnsafeMutablePointer<sockaddr_storage>, socketFamily: Family? = nil) -> socklen_t {
         let raw = UnsafeMutableRawPointer(storage)
+        if family == .ipv4 && socketFamily == .ipv6 {
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = port.bigEndian
+            withUnsafeMutableBytes(of: &sin6.sin6_addr) { dst in
+                dst[10] = 0xFF
+                dst[11] = 0xFF
+                withUnsafeBytes(of: high) { (dst.baseAddress! + 12).copyMemory(from: $0.baseAddress!, byteCount: 4) }
+            }
+            raw.storeBytes(of: sin6, as: sockaddr_in6.self)
+            return socklen_t(MemoryLayout<sockaddr_in6>.size)
+        }
         switch family {
         case .ipv4:
             var sin = sockaddr_in()
@@ -225,9 +254,12 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// Calls `body` with this address as a kernel `sockaddr` and its length. Cost: a copy into a
     /// `sockaddr_storage` on the stack.
-    package func withSockaddr<R, E: Error>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws(E) -> R) throws(E) -> R {
+    /// With `socketFamily` .ipv6 an IPv4 address is passed v4-mapped (for a dual-stack socket).
+    package func withSockaddr<R, E: Error>(
+        socketFamily: Family? = nil, _ body: (UnsafePointer<sockaddr>, socklen_t) throws(E) -> R
+    ) throws(E) -> R {
         var storage = sockaddr_storage()
-        let length = write(into: &storage)
+        let length = write(into: &storage, socketFamily: socketFamily)
         return try withUnsafePointer(to: &storage) { (p) throws(E) -> R in
             try p.withMemoryRebound(to: sockaddr.self, capacity: 1) { (sa) throws(E) -> R in try body(sa, length) }
         }

@@ -21,6 +21,13 @@ public final class UDPSocket: @unchecked Sendable {
         public var sendBufferSize: Int? = nil
         /// `SO_REUSEADDR`.
         public var reuseAddress = false
+        /// For an IPv6 socket: carry IPv4 too (`IPV6_V6ONLY` off). IPv4 peers then appear as IPv4
+        /// addresses (never as v4-mapped IPv6 ones) and IPv4 destinations are accepted. Off: the
+        /// socket speaks IPv6 only. Ignored for IPv4 sockets.
+        public var dualStack = false
+        /// Report the local address each datagram arrived at (`receiveWithDestination(into:)`), so
+        /// an answer can leave from it (`send(_:to:from:)`) on a host with several addresses.
+        public var receiveDestinations = false
         /// Default options: blocking, kernel buffer sizes.
         public init() {}
     }
@@ -31,16 +38,30 @@ public final class UDPSocket: @unchecked Sendable {
     public let family: SocketAddress.Family
     /// The peer set by `connect(to:)`, if any.
     public private(set) var connectedAddress: SocketAddress?
+    /// An IPv6 socket that carries IPv4 too (`Options.dualStack`).
+    public let isDualStack: Bool
+
+    /// Whether this socket can send to and receive from addresses of `family`: its own family,
+    /// and IPv4 on a dual-stack IPv6 socket.
+    public func carries(_ family: SocketAddress.Family) -> Bool {
+        family == self.family || (isDualStack && family == .ipv4)
+    }
 
     /// Opens an unbound UDP socket of `family`.
     public init(family: SocketAddress.Family, options: Options = Options()) throws(SocketError) {
         self.family = family
+        isDualStack = family == .ipv6 && options.dualStack
         let type =
             Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
             | (options.nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
         descriptor = Glibc.socket(family == .ipv4 ? AF_INET : AF_INET6, type, 0)
         guard descriptor >= 0 else { throw SocketError.last("socket") }
-        if family == .ipv6 { try setOption(Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, "setsockopt(IPV6_V6ONLY)") }
+        if family == .ipv6 {
+            try setOption(Int32(IPPROTO_IPV6), IPV6_V6ONLY, isDualStack ? 0 : 1, "setsockopt(IPV6_V6ONLY)")
+        }
+        if options.receiveDestinations, cms_enable_destination_info(descriptor, family == .ipv6 ? 1 : 0) != 0 {
+            throw SocketError.last("setsockopt(PKTINFO)")
+        }
         if options.reuseAddress { try setOption(SOL_SOCKET, SO_REUSEADDR, 1, "setsockopt(SO_REUSEADDR)") }
         if let size = options.receiveBufferSize { try setReceiveBufferSize(size) }
         if let size = options.sendBufferSize { try setSendBufferSize(size) }
@@ -66,13 +87,13 @@ public final class UDPSocket: @unchecked Sendable {
 
     /// `bind(2)`.
     public func bind(to address: SocketAddress) throws(SocketError) {
-        let rc = address.withSockaddr { Glibc.bind(descriptor, $0, $1) }
+        let rc = address.withSockaddr(socketFamily: family) { Glibc.bind(descriptor, $0, $1) }
         guard rc == 0 else { throw SocketError.last("bind", address) }
     }
 
     /// `connect(2)`: fixes the peer, so sends need no address and only its datagrams are received.
     public func connect(to address: SocketAddress) throws(SocketError) {
-        let rc = address.withSockaddr { Glibc.connect(descriptor, $0, $1) }
+        let rc = address.withSockaddr(socketFamily: family) { Glibc.connect(descriptor, $0, $1) }
         guard rc == 0 else { throw SocketError.last("connect", address) }
         connectedAddress = address
     }
@@ -101,7 +122,9 @@ public final class UDPSocket: @unchecked Sendable {
         while true {
             let rc: Int
             if let destination {
-                rc = destination.withSockaddr { sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, $1) }
+                rc = destination.withSockaddr(socketFamily: family) {
+                    sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, $1)
+                }
             } else {
                 rc = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
             }
@@ -132,6 +155,52 @@ public final class UDPSocket: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
             }
             return (min(rc, buffer.count), source, rc > buffer.count)
+        }
+    }
+
+    /// Sends one datagram to `destination` from the local address `source` (`IP_PKTINFO` /
+    /// `IPV6_PKTINFO`): on a host with several addresses, the answer to a datagram leaves from the
+    /// address that datagram arrived at, which is where the asker (and any NAT or firewall on the
+    /// way) expects it from. `source` nil, or a wildcard, sends as `send(_:to:)` does. Throws as
+    /// `send` does, and `invalidArgument` when `source` is not an address of this host (any more).
+    /// Cost: one `sendmsg(2)`.
+    @discardableResult
+    public func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress, from source: SocketAddress?)
+        throws(SocketError) -> Int
+    {
+        guard let source, !source.isUnspecified else { return try send(bytes, to: destination) }
+        var from = sockaddr_storage()
+        _ = source.write(into: &from, socketFamily: family)
+        while true {
+            let rc = destination.withSockaddr(socketFamily: family) {
+                cms_send_from(descriptor, bytes.baseAddress, bytes.count, $0, $1, &from)
+            }
+            if rc >= 0 { return rc }
+            if errno == EINTR { continue }
+            throw SocketError.last("sendmsg", destination)
+        }
+    }
+
+    /// Receives one datagram into `buffer`, as `receive(into:)` does, and the local address it
+    /// arrived at (`destination`, port 0; nil unless the socket was opened with
+    /// `Options.receiveDestinations`). An IPv6 destination carries the arrival interface as its
+    /// scope id. Cost: one `recvmsg(2)`.
+    public func receiveWithDestination(into buffer: UnsafeMutableRawBufferPointer) throws(SocketError)
+        -> (count: Int, source: SocketAddress?, destination: SocketAddress?, truncated: Bool)
+    {
+        var source = sockaddr_storage()
+        var destination = sockaddr_storage()
+        while true {
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let rc = cms_receive_with_destination(descriptor, buffer.baseAddress, buffer.count, &source, &length, &destination)
+            if rc < 0 {
+                if errno == EINTR { continue }
+                throw SocketError.last("recvmsg")
+            }
+            func read(_ s: inout sockaddr_storage) -> SocketAddress? {
+                withUnsafePointer(to: &s) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) } }
+            }
+            return (min(rc, buffer.count), length > 0 ? read(&source) : nil, read(&destination), rc > buffer.count)
         }
     }
 

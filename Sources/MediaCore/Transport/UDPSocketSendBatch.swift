@@ -68,6 +68,16 @@ public final class UDPSendBatch {
         return true
     }
 
+    /// Rewrites IPv4 destinations as v4-mapped IPv6 ones, the form a dual-stack socket sends to.
+    /// Cost: one family test per datagram, and a rewrite of the IPv4 ones.
+    private func mapIPv4Destinations() {
+        for i in 0..<count where headers[i].msg_hdr.msg_name != nil && addresses[i].ss_family == sa_family_t(AF_INET) {
+            guard let address = SocketAddress(sockaddr: UnsafeRawPointer(addresses + i).assumingMemoryBound(to: sockaddr.self))
+            else { continue }
+            headers[i].msg_hdr.msg_namelen = address.write(into: addresses + i, socketFamily: .ipv6)
+        }
+    }
+
     /// Forgets the appended datagrams without sending them.
     public func removeAll() { count = 0 }
 
@@ -77,6 +87,7 @@ public final class UDPSendBatch {
     @discardableResult
     public func send(on socket: UDPSocket) -> Result {
         var result = Result()
+        if socket.isDualStack { mapIPv4Destinations() }
         var start = 0
         while start < count {
             let rc = cms_sendmmsg(socket.descriptor, headers + start, UInt32(count - start), Int32(MSG_NOSIGNAL))

@@ -3,9 +3,10 @@ public struct RevueConfiguration: Sendable {
     /// Where the identity, profile and friend list live (created with mode 0700 if missing).
     public var dataDirectory: String
     /// Local address the UDP sockets (the friend session's and each call leg's) bind to:
-    /// "0.0.0.0" for every IPv4 interface, "::" for every IPv6 interface. An instance speaks one
-    /// family: bound to IPv6 it reaches IPv6 rendezvous nodes and friends only, and does not use
-    /// LAN discovery (IPv4 multicast).
+    /// "0.0.0.0" for every IPv4 interface (IPv4 only); "::" for every interface of both families,
+    /// on one dual-stack socket that reaches IPv4 and IPv6 rendezvous nodes and friends; a
+    /// specific address for that address alone (a specific IPv6 address: IPv6 only, and no LAN
+    /// discovery, which is IPv4 multicast). Answers leave from the local address they were asked at.
     public var bindHost: String = "0.0.0.0"
     /// Local UDP port; 0 lets the system choose (read it back from `Revue.port`).
     public var port: UInt16 = 0

@@ -76,7 +76,10 @@ final class MediaLeg {
     init(bindHost: String, videoBitrate: Int, ice: ICEAgentConfiguration) throws {
         feedback = CallLegFeedback(route: legRoutes.wrappingAdd(1, ordering: .relaxed).oldValue, videoBitrate: videoBitrate)
         let host = (try? MediaCore.SocketAddress(parsing: bindHost, defaultPort: 0)) ?? .anyIPv4(port: 0)
-        socket = try MediaCore.UDPSocket(bindingTo: host)
+        var options = MediaCore.UDPSocket.Options()
+        // Bound to "::", a leg carries IPv4 too, as the friend session's socket does.
+        options.dualStack = host.family == .ipv6 && host.isUnspecified
+        socket = try MediaCore.UDPSocket(bindingTo: host, options: options)
         port = try socket.localAddress().port
         sendKey = .random(for: .aeadAES128GCM)
         agent = ICEAgent(socket: socket, configuration: ice)

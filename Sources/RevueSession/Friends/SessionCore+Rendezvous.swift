@@ -110,8 +110,7 @@ extension SessionCore {
     func handleRegistered(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
         guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.registeredLength, r.u8() == revueProtocolVersion,
-            let accepted = r.u8(), r.u32() != nil, r.u16() != nil, let nodeKey = r.take(32), let cookie = r.take(16),
-            let token = r.take(16)
+            let accepted = r.u8(), let nodeKey = r.take(32), let cookie = r.take(16), let token = r.take(16)
         else {
             counters.droppedMalformed += 1
             return
@@ -180,7 +179,7 @@ extension SessionCore {
     func handleLookupReply(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
         guard rendezvousNodes.contains(from),
-            bytes.count == RendezvousAuth.lookupReplyLength || bytes.count == RendezvousAuth.lookupReplyLength + 16,
+            [nil, .ipv4, .ipv6].contains(where: { bytes.count == RendezvousAuth.lookupReplyLength($0) }),
             r.u8() == revueProtocolVersion,
             let nonce = r.u64()
         else {
@@ -198,22 +197,24 @@ extension SessionCore {
         let pending = state.pendingLookups.remove(at: open)
         nodeStates[from] = state
         var p = ByteReader(plain)
-        // Found is 0 (not registered), 1 (an IPv4 endpoint) or 2 (IPv6, its 16 bytes at the end).
-        guard let tag = p.take(16), let found = p.u8(), found <= 2, let ip = p.u32(), let port = p.u16(), let status = p.u8(),
-            let age = p.u16(), p.remaining == (found == 2 ? 16 : 0)
-        else {
+        // Found is 0 (not registered) or 1 (registered: its endpoint follows).
+        guard let tag = p.take(16), let found = p.u8(), found <= 1, let status = p.u8(), let age = p.u16() else {
             counters.droppedMalformed += 1
             return
         }
-        let v6 = found == 2 ? p.take(16) : nil
+        let registered = found == 1 ? p.endpoint() : nil
+        guard p.remaining == 0, (found == 1) == (registered != nil) else {
+            counters.droppedMalformed += 1
+            return
+        }
         guard tag == pending.tag, let f = friends[pending.friendId] else { return }
         let fresh = found != 0 && .seconds(Int(age)) <= timeouts.rendezvousInterval * 4 + .seconds(1)
         // A pending request's two lookups: the request tag's "not found" does not hide the other.
         if fresh || f.stored.requestNospam == nil {
             f.presence = fresh ? PresenceStatus(UserStatus(rawValue: status) ?? .none) : .offline
         }
-        guard found != 0 else { return }
-        let endpoint = v6.map { SocketAddress(ipv6: $0, port: port) } ?? SocketAddress(ip: ip, port: port)
+        // An endpoint of a family our socket does not carry could never answer.
+        guard let endpoint = registered, socket.carries(endpoint.family) else { return }
         if endpoint.isPrivateOrLoopback, !from.isPrivateOrLoopback, !configuration.acceptPrivateEndpointsFromPublicNodes {
             counters.droppedLookupReplies += 1
             return

@@ -230,8 +230,8 @@ package final class SessionCore {
             throw error
         }
         // LAN discovery is IPv4 multicast and announces our port for the announcer's IPv4
-        // address, so an instance bound to IPv6 does not announce.
-        if configuration.lanDiscovery, socket.family == .ipv4,
+        // address, so an instance bound to IPv6 only does not announce (a dual-stack one does).
+        if configuration.lanDiscovery, socket.carries(.ipv4),
             let s = try? SessionSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
             s.joinMulticast(group: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort))
         {

@@ -271,9 +271,6 @@ public final class RendezvousNode {
             w.u8(PacketType.rendezvousRegistered.rawValue)
             w.u8(revueProtocolVersion)
             w.u8(accepted ? 1 : 0)
-            // The sender's endpoint as seen here (IPv4; 0 for an IPv6 sender), for diagnosis.
-            w.u32(from.ip)
-            w.u16(from.port)
             w.append(identity.publicKey)
             w.append(self.cookie(for: from, secret: cookieSecret))
             w.append(accepted ? entries[key]!.token : [UInt8](repeating: 0, count: 16))
@@ -288,22 +285,20 @@ public final class RendezvousNode {
                 return
             }
             openedTap?(tag)
-            var p = ByteWriter(capacity: 26)
+            var p = ByteWriter(capacity: 39)
             p.append(tag)
-            if let owner = tagOwners[tag], let e = entries[owner], now - e.lastSeen <= expiry,
-                let at = e.tags[tag], now - at <= expiry
-            {
-                // Found: 1 with an IPv4 endpoint; 2 with an IPv6 one, whose 16 bytes follow.
-                p.u8(e.endpoint.family == .ipv4 ? 1 : 2)
-                p.u32(e.endpoint.ip)
-                p.u16(e.endpoint.port)
+            let found = tagOwners[tag].flatMap { entries[$0] }.flatMap { e in
+                now - e.lastSeen <= expiry && e.tags[tag].map { now - $0 <= expiry } == true ? e : nil
+            }
+            if let e = found {
+                p.u8(1)
                 p.u8(e.status)
                 p.u16(UInt16(min(65_535, (now - e.lastSeen).inSeconds)))
-                if e.endpoint.family == .ipv6 { p.append(e.endpoint.addressBytes) }
+                p.endpoint(e.endpoint)
             } else {
-                p.u8(0); p.u32(0); p.u16(0); p.u8(0); p.u16(0)
+                p.u8(0); p.u8(0); p.u16(0)
             }
-            var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength + 16)
+            var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength(found?.endpoint.family))
             w.u8(PacketType.rendezvousLookupReply.rawValue)
             w.u8(revueProtocolVersion)
             w.u64(nonce | 1 << 63)

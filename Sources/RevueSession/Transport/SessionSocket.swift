@@ -1,5 +1,6 @@
-// The session's UDP socket (IPv4 or IPv6): MediaCore's `UDPSocket`, nonblocking, read on a private
-// dispatch queue; datagrams hop to the main actor in arrival order.
+// The session's UDP socket (IPv4, IPv6, or both): MediaCore's `UDPSocket`, nonblocking, read on a
+// private dispatch queue; datagrams hop to the main actor in arrival order. Answers leave from the
+// local address their peer last reached us at.
 import Dispatch
 internal import MediaCore
 import Synchronization
@@ -8,18 +9,78 @@ import Synchronization
     import Glibc
 #endif
 
-/// One bound UDP socket (IPv4, or IPv6 only) of a Revue instance (or of a rendezvous node, or the LAN discovery
-/// socket). `send` and `close` are called on the main actor; received datagrams are read on a
-/// private queue and handed to `onReceive` on the main queue. `close()` (or deinit) cancels the read
-/// source, whose cancel handler closes the descriptor, so no read ever runs on a closed one.
-/// Sendable: `source` and `closed` are used only on the main actor (and in deinit); the read queue uses only the
-/// `let` socket and the atomic backlog, and closes the descriptor itself, in the cancel handler.
+/// One bound UDP socket of a Revue instance (or of a rendezvous node, or the LAN discovery socket):
+/// IPv4, IPv6 only, or both (bound to "::"). `send` and `close` are called on the main actor;
+/// received datagrams are read on a private queue and handed to `onReceive` on the main queue.
+/// `close()` (or deinit) cancels the read source, whose cancel handler closes the descriptor, so no
+/// read ever runs on a closed one.
+///
+/// On a host with several addresses, a datagram to a peer leaves from the local address that
+/// peer's last datagram arrived at (`IP_PKTINFO`/`IPV6_PKTINFO`), not from whichever address the
+/// kernel's route picks: a peer, NAT or firewall that sent to one of our addresses expects the
+/// answer from it. Those local addresses are kept for at most `maxReplySources` peers.
+///
+/// Sendable: `source` and `closed` are used only on the main actor (and in deinit); the read queue
+/// uses the `let` socket, the atomic backlog and its own `ReadContext`, and closes the descriptor
+/// itself, in the cancel handler; `replySources` is a `Mutex`.
 final class SessionSocket: @unchecked Sendable {
     private let socket: UDPSocket
     /// The bound port.
     let localPort: UInt16
-    /// The family of the bound address: an instance speaks IPv4 or IPv6, not both.
-    let family: SocketAddress.Family
+    /// Whether datagrams to and from addresses of `family` travel on this socket: its own family,
+    /// and IPv4 too on a dual-stack socket (bound to "::").
+    func carries(_ family: SocketAddress.Family) -> Bool { socket.carries(family) }
+    /// Bound to "::": IPv6 and IPv4 on one socket.
+    var isDualStack: Bool { socket.isDualStack }
+    /// Per peer, the local address its last datagram arrived at (see the type's comment).
+    private let replySources = ReplySources()
+    /// Peers whose local address is kept at most; past it the oldest entry goes (a flood of
+    /// spoofed sources costs the real peers their entry, which only means their answers take the
+    /// kernel's route until their next datagram).
+    static let maxReplySources = 1024
+    /// The datagram the read queue is handling, so a `screen` answers from its local address.
+    private let readContext = ReadContext()
+
+    /// The local addresses answers leave from, per peer (nil: send from the kernel's choice), in
+    /// insertion order for eviction. Any thread; one uncontended lock per call.
+    final class ReplySources: Sendable {
+        private struct Table {
+            var byPeer: [SocketAddress: SocketAddress?] = [:]
+            var order: [SocketAddress] = []
+            var orderStart = 0
+        }
+        private let table = Mutex(Table())
+
+        func record(_ local: SocketAddress, for peer: SocketAddress) {
+            table.withLock { t in
+                if t.byPeer.updateValue(local, forKey: peer) == nil { t.order.append(peer) }
+                while t.byPeer.count > SessionSocket.maxReplySources, t.orderStart < t.order.count {
+                    t.byPeer.removeValue(forKey: t.order[t.orderStart])
+                    t.orderStart += 1
+                }
+                if t.orderStart >= SessionSocket.maxReplySources {
+                    t.order.removeFirst(t.orderStart)
+                    t.orderStart = 0
+                }
+            }
+        }
+
+        func local(for peer: SocketAddress) -> SocketAddress? { table.withLock { $0.byPeer[peer] ?? nil } }
+
+        /// Stops using `local` for `peer` (until the peer's next datagram records it again).
+        func forget(_ local: SocketAddress, for peer: SocketAddress) {
+            table.withLock { if $0.byPeer[peer] == local { $0.byPeer[peer] = .some(nil) } }
+        }
+
+        var count: Int { table.withLock { $0.byPeer.count } }
+    }
+
+    /// What the read queue knows of the datagram in hand. Used only on the read queue.
+    private final class ReadContext: @unchecked Sendable {
+        // Safe: read and written only on the socket's read queue (its event handler and the
+        // `screen` it calls synchronously).
+        var destination: SocketAddress?
+    }
     private let queue = DispatchQueue(label: "revue.udp")
     private var source: DispatchSourceRead?
     private var closed = false
@@ -45,8 +106,9 @@ final class SessionSocket: @unchecked Sendable {
         guard let bindAddress = SocketAddress.sessionAddress(host: host, port: port) else {
             throw RevueError(.invalidConfiguration, "bind host '\(host)' is not an IPv4 or IPv6 address or resolvable name")
         }
-        family = bindAddress.family
         var options = UDPSocket.Options()
+        options.dualStack = bindAddress.family == .ipv6 && bindAddress.isUnspecified
+        options.receiveDestinations = true
         options.nonBlocking = true
         // Room for about 160 ms of a 50,000/s handshake flood (the kernel doubles the request up
         // to net.core.rmem_max): a reader descheduled that long loses nothing.
@@ -81,6 +143,8 @@ final class SessionSocket: @unchecked Sendable {
     ) {
         let socket = self.socket
         let backlog = self.backlog
+        let replySources = self.replySources
+        let context = readContext
         let source = DispatchSource.makeReadSource(fileDescriptor: socket.descriptor, queue: queue)
         source.setEventHandler {
             var buffer = [UInt8](repeating: 0, count: 2048)
@@ -97,10 +161,11 @@ final class SessionSocket: @unchecked Sendable {
             }
             while true {
                 let received = buffer.withUnsafeMutableBytes { b in
-                    Result { () throws(SocketError) in try socket.receive(into: b) }
+                    Result { () throws(SocketError) in try socket.receiveWithDestination(into: b) }
                 }
                 guard case .success(let r) = received else { break }  // wouldBlock: drained
                 guard let address = r.source else { continue }
+                context.destination = r.destination
                 if let screen, !buffer.withUnsafeBytes({ screen(UnsafeRawBufferPointer(rebasing: $0[0..<r.count]), address) }) {
                     continue
                 }
@@ -108,6 +173,9 @@ final class SessionSocket: @unchecked Sendable {
                     backlog.queued.subtract(1, ordering: .relaxed)
                     backlog.drops.add(1, ordering: .relaxed)
                     continue
+                }
+                if let local = r.destination, !local.isMulticastOrBroadcast {
+                    replySources.record(local, for: address)
                 }
                 batch.append((Array(buffer[0..<r.count]), address))
                 if batch.count == 64 { flush() }
@@ -119,19 +187,38 @@ final class SessionSocket: @unchecked Sendable {
         source.resume()
     }
 
-    /// Sends one datagram; failures (no route, buffer full, closed, another address family) are
-    /// ignored like a lost packet.
+    /// Sends one datagram, from the local address `address` last reached us at; failures (no
+    /// route, buffer full, closed, another address family) are ignored like a lost packet.
     @discardableResult
     func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool {
-        guard !closed, address.family == family else { return false }
-        return bytes.withUnsafeBytes { b in (try? socket.send(b, to: address)) == bytes.count }
+        guard !closed, socket.carries(address.family) else { return false }
+        let local = replySources.local(for: address)
+        return send(bytes, to: address, from: local) == bytes.count
     }
 
-    /// Sends from the read queue (a `screen` answering); ignored failures as `send`. The read
-    /// handler never runs after `close`, so no closed check is needed.
+    /// Sends from the read queue (a `screen` answering the datagram in hand, from the local
+    /// address it arrived at); ignored failures as `send`. The read handler never runs after
+    /// `close`, so no closed check is needed.
     func sendFromReadQueue(_ bytes: [UInt8], to address: SocketAddress) {
-        guard address.family == family else { return }
-        _ = bytes.withUnsafeBytes { b in try? socket.send(b, to: address) }
+        guard socket.carries(address.family) else { return }
+        let local = readContext.destination.flatMap { $0.isMulticastOrBroadcast ? nil : $0 }
+        send(bytes, to: address, from: local)
+    }
+
+    /// One datagram from `local` (nil: the kernel's choice). A local address that is no longer
+    /// ours (renumbered) is dropped for that peer until its next datagram, and this one goes from
+    /// the kernel's choice.
+    @discardableResult
+    private func send(_ bytes: [UInt8], to address: SocketAddress, from local: SocketAddress?) -> Int? {
+        bytes.withUnsafeBytes { b in
+            guard let local else { return try? socket.send(b, to: address) }
+            do {
+                return try socket.send(b, to: address, from: local)
+            } catch {
+                replySources.forget(local, for: address)
+                return try? socket.send(b, to: address)
+            }
+        }
     }
 
     /// Stops reading and closes the descriptor (asynchronously, on the read queue).

@@ -41,6 +41,13 @@ extension SocketAddress {
         return addressBytes.prefix(7).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
+    /// A multicast or limited-broadcast address (224.0.0.0/4, 255.255.255.255, ff00::/8): never a
+    /// source to answer from.
+    var isMulticastOrBroadcast: Bool {
+        guard family == .ipv4 else { return addressBytes[0] == 0xFF }
+        return ip >> 28 == 0xE || ip == 0xFFFF_FFFF
+    }
+
     /// Loopback, or inside the subnet of one of this host's interfaces: where a LAN announcement
     /// may come from.
     var isOnLocalSubnet: Bool {

@@ -27,15 +27,17 @@ package enum PacketType: UInt8 {
     /// The registration key is random per node and run, never the long-term key; the tags are
     /// `PrivacyTags.rendezvous` for each friend and `PrivacyTags.request` for ourselves.
     case rendezvousRegister = 0x58
-    /// From a rendezvous node: [type][version][accepted u8][observed ip u32][observed port u16]
-    /// [node key 32][cookie 16][relay token 16] (token zeros unless accepted).
+    /// From a rendezvous node: [type][version][accepted u8][node key 32][cookie 16]
+    /// [relay token 16] (token zeros unless accepted). It does not echo the sender's endpoint: a
+    /// STUN Binding request to the node tells that, and an IPv6 endpoint would make the answer
+    /// larger than the smallest registration.
     case rendezvousRegistered = 0x59
     /// To a rendezvous node: [type][version][registration key 32][nonce u64][AEAD(tag 16)], key =
     /// the registration key, AD = the 42 bytes before, nonce < 2^63 never reused (a clock).
     case rendezvousLookup = 0x5A
     /// From a rendezvous node: [type][version][nonce u64 = the lookup's + 2^63][AEAD([tag 16]
-    /// [found u8][ip u32][port u16][status u8][age s u16])], key = the asker's registration key,
-    /// AD = the 10 bytes before.
+    /// [found u8][status u8][age s u16][endpoint 7|19, only when found is 1])], key = the asker's
+    /// registration key, AD = the 10 bytes before.
     case rendezvousLookupReply = 0x5B
     /// To a rendezvous node: [type][version][registration key 32][relay token 16][target tag 16]
     /// [source tag 16][inner datagram]; the source tag must be one the sender registered.
@@ -89,6 +91,14 @@ package struct ByteWriter {
     package mutating func u32(_ v: UInt32) { for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) } }
     package mutating func u64(_ v: UInt64) { for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) } }
     package mutating func append(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
+
+    /// An endpoint: [family u8: 4 or 6][address 4 or 16 bytes, network order][port u16]
+    /// (`RendezvousAuth.endpointLength` bytes). The one address encoding of the session protocol.
+    package mutating func endpoint(_ a: SocketAddress) {
+        u8(a.family == .ipv4 ? 4 : 6)
+        append(a.addressBytes)
+        u16(a.port)
+    }
 }
 
 /// Reads little-endian integers from a byte array; every read returns nil past the end, so a
@@ -138,6 +148,20 @@ package struct ByteReader {
         return Array(bytes[offset..<offset + n])
     }
 
+    /// An endpoint as `ByteWriter.endpoint` writes it; nil for a truncated one or another family byte.
+    package mutating func endpoint() -> SocketAddress? {
+        switch u8() {
+        case 4:
+            guard let a = take(4), let port = u16() else { return nil }
+            return SocketAddress(ipv4: a[0], a[1], a[2], a[3], port: port)
+        case 6:
+            guard let a = take(16), let port = u16() else { return nil }
+            return SocketAddress(ipv6: a, port: port)
+        default:
+            return nil
+        }
+    }
+
     package mutating func rest() -> [UInt8] {
         defer { offset = bytes.count }
         return Array(bytes[offset...])
@@ -155,9 +179,16 @@ package enum RendezvousAuth {
     package static let registerHeaderLength = 1 + 1 + 32 + 8 + 16
     /// Tags one registration datagram carries at most (587 bytes): more take several datagrams.
     package static let maxTagsPerRegistration = 32
-    package static let registeredLength = 1 + 1 + 1 + 4 + 2 + 32 + 16 + 16
+    /// An endpoint on the wire (`ByteWriter.endpoint`): family byte, address, port.
+    package static func endpointLength(_ family: SocketAddress.Family) -> Int { family == .ipv4 ? 1 + 4 + 2 : 1 + 16 + 2 }
+    /// A registration answer (67 bytes, less than the smallest registration).
+    package static let registeredLength = 1 + 1 + 1 + 32 + 16 + 16
     package static let lookupLength = 1 + 1 + 32 + 8 + 16 + 16
-    package static let lookupReplyLength = 1 + 1 + 8 + 16 + 1 + 4 + 2 + 1 + 2 + 16
+    /// A lookup answer: without an endpoint (not found, 46 bytes), or with one of `family` (53 or
+    /// 65 bytes), always smaller than the 74-byte lookup.
+    package static func lookupReplyLength(_ family: SocketAddress.Family?) -> Int {
+        1 + 1 + 8 + 16 + 1 + 1 + 2 + (family.map(endpointLength) ?? 0) + 16
+    }
     /// The relay send header before the inner datagram.
     package static let relaySendHeaderLength = 1 + 1 + 32 + 16 + 16 + 16
     /// The relay deliver header before the inner datagram.
