@@ -247,7 +247,8 @@ final class NetworkLab: @unchecked Sendable {
             if options.turn { try await startCoturn() }
             if options.rendezvous {
                 // Bound to "::": see the rendezvous node in the notes at the top.
-                let node = try NodeProcess(["--rendezvous", "--host", "::", "--port", "\(Self.rendezvousPort)"], namespace: internet)
+                let node = try NodeProcess(
+                    ["--rendezvous", "--host", "::", "--port", "\(Self.rendezvousPort)"], namespace: internet)
                 rendezvous = node
                 guard await node.wait(timeout: 10, event("ready")) != nil else {
                     throw NetworkLabError(description: "the rendezvous node in \(internet) did not report ready: \(node.events)")

@@ -661,7 +661,8 @@ struct NetworkLabScenarioTests {
     /// translation: media both ways over IPv6 from the same sockets.
     @Test func dualStackHomesCallOverIPv6() async throws {
         try await withCall(
-            .init(home1: .cone, home2: .cone, dualStackHomes: [1, 2]), arguments: { ["--host", "::"] + LabCall.iceArguments($0) },
+            .init(home1: .cone, home2: .cone, dualStackHomes: [1, 2]),
+            arguments: { ["--host", "::"] + LabCall.iceArguments($0) },
             body: { call in
                 try await call.befriend()
                 try await call.startCall()
