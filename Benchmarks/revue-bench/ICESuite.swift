@@ -25,7 +25,7 @@ enum ICEBenchSuite {
         let destination = try sink.localAddress()
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         defer { socket.close() }
-        let path = ICESendPath(.direct(destination))
+        let path = ICESendPath(.direct(destination, from: nil))
         let payload = [UInt8](repeating: 0x80, count: 1200)
         try payload.withUnsafeBytes { bytes in
             try compare(
@@ -38,6 +38,26 @@ enum ICEBenchSuite {
             } anchor: {
                 let t0 = threadCPUNs()
                 for _ in 0..<packets { _ = try? socket.send(bytes, to: destination) }
+                return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)
+            }
+        }
+        // A leg bound to a wildcard address names its local address on every packet
+        // (`sendmsg` with IP_PKTINFO), against the kernel choosing it (`sendto`), same socket.
+        let wildcard = try UDPSocket(bindingTo: .anyIPv4(port: 0))
+        defer { wildcard.close() }
+        let pinned = ICESendPath(.direct(destination, from: .loopbackIPv4(port: 0)))
+        let unpinned = ICESendPath(.direct(destination, from: nil))
+        try payload.withUnsafeBytes { bytes in
+            try compare(
+                reporter, options, suite: "ice", case: "send 1200B from the pair's local address (wildcard socket)",
+                metric: "packets/CPU-s", unit: "1/s", higherIsBetter: true, anchorName: "the kernel's choice of source"
+            ) {
+                let t0 = threadCPUNs()
+                for _ in 0..<packets { pinned.send(bytes, on: wildcard) }
+                return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)
+            } anchor: {
+                let t0 = threadCPUNs()
+                for _ in 0..<packets { unpinned.send(bytes, on: wildcard) }
                 return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)
             }
         }
@@ -80,7 +100,7 @@ enum ICEBenchSuite {
             let sender = PeerConnectionRTPSender(socket: socket, protection: LateSendProtection())
             sender.activate(
                 context: try SRTPContext(material: material, direction: .outbound), payloadType: 100,
-                path: ICESendPath(.direct(destination)))
+                path: ICESendPath(.direct(destination, from: nil)))
             return run(try core(srtp: nil, late: sender.protection, sink: sender))
         } anchor: {
             run(try core(srtp: material, late: nil, sink: SendtoSink(socket: socket, destination: destination)))

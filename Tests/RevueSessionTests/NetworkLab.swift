@@ -520,6 +520,21 @@ final class NetworkLab: @unchecked Sendable {
             """, "kill direct path")
     }
 
+    /// Gives home `n` (IPv4, NAT `.none`) a second address on its LAN (.13), after its first, so
+    /// the kernel keeps choosing the first as the source of what the home sends; then makes the
+    /// first unreachable from the other home (the internet drops UDP from home `3 - n` to it), as
+    /// a host whose main address is firewalled and whose alias is not. Returns the second address.
+    @discardableResult
+    func addReachableAlias(home n: Int) throws -> String {
+        let h = home(n), first = homeAddress(n), alias = "\(lanPrefix(n)).13", other = publicAddress(3 - n)
+        try run(
+            """
+            ip -n \(h) addr add \(alias)/24 dev eth0
+            ip netns exec \(internet) nft add rule inet labobs transit ip saddr \(other) ip daddr \(first) meta l4proto udp counter drop comment '"alias-only"'
+            """, "alias for home \(n)")
+        return alias
+    }
+
     /// Moves home `n` (IPv4, NAT `.none`) to another address on its LAN, the way a laptop that
     /// changes networks gets a new one: the new address is added, the old one removed (the new
     /// one promoted so the LAN route stays), the default route set again. Returns the new address.

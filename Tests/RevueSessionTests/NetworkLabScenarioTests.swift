@@ -85,7 +85,10 @@ final class LabCall: @unchecked Sendable {
                     timeout: 20, nth: 2, { $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == other })
                     != nil
             else {
-                throw NodeProcessError(message: "the call did not connect with both tracks\n\(diagnosis())")
+                throw NodeProcessError(
+                    message:
+                        "the call did not connect with both tracks\na events \(a.events.suffix(6))\nb events \(b.events.suffix(6))\n\(diagnosis())"
+                )
             }
         }
         // Both feed once connected (not judged), to time the first decoded frame each way.
@@ -671,6 +674,29 @@ struct NetworkLabScenarioTests {
                 #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
                 let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
                 #expect((path["remote"] as? String)?.contains("[2001:db8:2::2]") == true, "\(path)")
+            })
+    }
+
+    /// Home 1 has two public addresses and only the second is reachable from home 2 (the first,
+    /// which the kernel picks as the source of everything home 1 sends, is firewalled). Peer a's
+    /// call leg is bound to every address and offers both as host candidates; b's checks reach
+    /// the second, and a answers them from it (and sends its own checks and media from it), so
+    /// the pair works with no relay offered at all. Answered from the kernel's choice, the checks
+    /// would fail as ICE requires (the answer's source is not where the check went) and the call
+    /// would have no media.
+    @Test func aHostWithSeveralAddressesAnswersChecksAsTheAddressAsked() async throws {
+        try await withCall(
+            .init(home1: .none, home2: .none), arguments: { ["--stun", $0.stunArgument] },
+            body: { call in
+                let alias = try call.lab.addReachableAlias(home: 1)
+                try await call.befriend()
+                try await call.startCall()
+                let failures = await call.mediaBothWays()
+                print("host with a reachable alias \(alias):\n\(call.diagnosis())")
+                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+                let path = try #require(await call.mediaPath(call.b, about: call.aId), "no media path\n\(call.diagnosis())")
+                #expect((path["remote"] as? String)?.hasPrefix("host \(alias):") == true, "\(path)")
+                #expect(call.lab.relayBytes() == 0)
             })
     }
 

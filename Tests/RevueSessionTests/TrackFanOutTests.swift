@@ -43,7 +43,7 @@ import Testing
                 TrackFanOut.Target(
                     participant: "p\(k)", route: 10 + k,
                     context: try SRTPContext(material: .random(for: .aeadAES128GCM), direction: .outbound, options: o),
-                    socket: out, path: ICESendPath(.direct(try leg.localAddress())),
+                    socket: out, path: ICESendPath(.direct(try leg.localAddress(), from: nil)),
                     numbering: TransportNumbering(counter: counters[k]))
             })
         var c = VideoSendStream.Configuration(codec: .vp8, width: 160, height: 120)

@@ -32,9 +32,6 @@ static inline int cms_enable_receive_timestamps(int fd) {
     return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
 }
 
-// Bytes of control data one message needs for its receive timestamp.
-static inline size_t cms_receive_timestamp_control_size(void) { return CMSG_SPACE(sizeof(struct timespec)); }
-
 // The receive timestamp (CLOCK_REALTIME nanoseconds) in a received message's control data; -1
 // when there is none.
 static inline long long cms_receive_timestamp_ns(const struct msghdr *m) {
@@ -70,11 +67,44 @@ static inline int cms_enable_destination_info(int fd, int ipv6) {
     return setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
 }
 
-// Receives one datagram into `buffer` with recvmsg(2): returns its full length (MSG_TRUNC) or -1
-// (errno). The source goes to `source` (`*source_length` in: its size, out: the address length);
-// the local address it arrived at to `destination` (family AF_UNSPEC when the kernel gave none;
-// an IPv6 destination carries the arrival interface as its scope id).
-static inline long cms_receive_with_destination(int fd, void *buffer, size_t length, struct sockaddr_storage *source,
+// The local address a received message arrived at, from its IP_PKTINFO / IPV6_PKTINFO control
+// data, into `destination` (an IPv6 one carries the arrival interface as its scope id). Returns 1
+// when the message had one, else 0 (and `destination` has family AF_UNSPEC).
+static inline int cms_message_destination(const struct msghdr *m, struct sockaddr_storage *destination) {
+    memset(destination, 0, sizeof *destination);
+    if (m->msg_control == NULL || m->msg_controllen < sizeof(struct cmsghdr)) return 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO && c->cmsg_len >= CMSG_LEN(sizeof(struct cms_in_pktinfo))) {
+            struct cms_in_pktinfo info;
+            memcpy(&info, CMSG_DATA(c), sizeof info);
+            struct sockaddr_in *d = (struct sockaddr_in *)destination;
+            d->sin_family = AF_INET;
+            d->sin_addr = info.addr;
+            return 1;
+        }
+        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO && c->cmsg_len >= CMSG_LEN(sizeof(struct cms_in6_pktinfo))) {
+            struct cms_in6_pktinfo info;
+            memcpy(&info, CMSG_DATA(c), sizeof info);
+            struct sockaddr_in6 *d = (struct sockaddr_in6 *)destination;
+            d->sin6_family = AF_INET6;
+            d->sin6_addr = info.addr;
+            d->sin6_scope_id = info.ifindex;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// Bytes of control data one received message needs for its receive timestamp and its local
+// destination address together.
+static inline size_t cms_receive_control_size(void) {
+    return CMSG_SPACE(sizeof(struct timespec)) + CMSG_SPACE(sizeof(struct cms_in6_pktinfo));
+}
+
+// Receives one datagram into `buffer` with recvmsg(2) and `flags` (MSG_DONTWAIT, or 0): returns
+// its full length (MSG_TRUNC) or -1 (errno). The source goes to `source` (`*source_length` in: its size, out: the address length);
+// the local address it arrived at to `destination` (`cms_message_destination`).
+static inline long cms_receive_with_destination(int fd, void *buffer, size_t length, int flags, struct sockaddr_storage *source,
                                                 socklen_t *source_length, struct sockaddr_storage *destination) {
     struct iovec vector = { buffer, length };
     union { struct cmsghdr align; char bytes[CMSG_SPACE(sizeof(struct cms_in6_pktinfo)) + CMSG_SPACE(sizeof(struct timespec)) + 64]; } control;
@@ -86,27 +116,10 @@ static inline long cms_receive_with_destination(int fd, void *buffer, size_t len
     m.msg_iovlen = 1;
     m.msg_control = control.bytes;
     m.msg_controllen = sizeof control.bytes;
-    long rc = (long)recvmsg(fd, &m, MSG_TRUNC);
+    long rc = (long)recvmsg(fd, &m, MSG_TRUNC | flags);
     if (rc < 0) return rc;
     *source_length = m.msg_namelen;
-    memset(destination, 0, sizeof *destination);
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c)) {
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO && c->cmsg_len >= CMSG_LEN(sizeof(struct cms_in_pktinfo))) {
-            struct cms_in_pktinfo info;
-            memcpy(&info, CMSG_DATA(c), sizeof info);
-            struct sockaddr_in *d = (struct sockaddr_in *)destination;
-            d->sin_family = AF_INET;
-            d->sin_addr = info.addr;
-        } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO
-                   && c->cmsg_len >= CMSG_LEN(sizeof(struct cms_in6_pktinfo))) {
-            struct cms_in6_pktinfo info;
-            memcpy(&info, CMSG_DATA(c), sizeof info);
-            struct sockaddr_in6 *d = (struct sockaddr_in6 *)destination;
-            d->sin6_family = AF_INET6;
-            d->sin6_addr = info.addr;
-            d->sin6_scope_id = info.ifindex;
-        }
-    }
+    cms_message_destination(&m, destination);
     return rc;
 }
 

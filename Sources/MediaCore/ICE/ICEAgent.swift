@@ -127,6 +127,11 @@ package final class ICEAgent: @unchecked Sendable {
     // MARK: Queue state (only on `queue`)
 
     let socket: UDPSocket
+    /// The socket is bound to a wildcard address: each check, answer and media packet then names
+    /// its local address (the pair's base, or where a request arrived) instead of leaving from
+    /// the kernel's route, so every host candidate of a host with several addresses answers as
+    /// itself (RFC 8445 §7.2.5.2.1 fails a check answered from another address).
+    let sendsFromBase: Bool
     let queue: DispatchQueue
     let queueKey = DispatchSpecificKey<UInt8>()
     /// Our 64-bit tie-breaker (RFC 8445 §7.1.1).
@@ -165,7 +170,7 @@ package final class ICEAgent: @unchecked Sendable {
     var lastNewCheckAt: MonotonicTime?
     var bucket: ICETokenBucket
     /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
-    var earlyRequests: [(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
+    var earlyRequests: [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
     static let maxEarlyRequests = 16
     static let maxLocalCandidates = 64
     static let maxOutstandingPerPair = 8
@@ -180,6 +185,7 @@ package final class ICEAgent: @unchecked Sendable {
     package init(socket: UDPSocket, configuration: ICEAgentConfiguration) {
         self.configuration = configuration
         self.socket = socket
+        sendsFromBase = (try? socket.localAddress())?.isUnspecified ?? false
         localUfrag = Self.randomICEString(8)
         localPassword = Self.randomICEString(24)
         localKey = STUNMessage.shortTermKey(password: localPassword)
@@ -258,11 +264,12 @@ package final class ICEAgent: @unchecked Sendable {
         queue.async { self.addRemoteCandidateOnQueue(candidate) }
     }
 
-    /// A datagram from the socket that is not RTP/RTCP (STUN, TURN ChannelData/control).
+    /// A datagram from the socket that is not RTP/RTCP (STUN, TURN ChannelData/control), with
+    /// the local address it arrived at when known (`UDPDatagram.destination`).
     /// Copies it and handles it on the agent's queue (a bounded backlog; beyond it, dropped and counted).
-    package func handleDatagram(_ bytes: UnsafeRawBufferPointer, from: SocketAddress) {
+    package func handleDatagram(_ bytes: UnsafeRawBufferPointer, from: SocketAddress, to local: SocketAddress? = nil) {
         if DispatchQueue.getSpecific(key: queueKey) != nil {
-            process(Array(bytes), from: from)
+            process(Array(bytes), from: from, to: local)
             return
         }
         guard backlog.add(1, ordering: .relaxed).newValue <= Self.maxBacklog else {
@@ -273,7 +280,7 @@ package final class ICEAgent: @unchecked Sendable {
         let copy = Array(bytes)
         queue.async {
             self.backlog.subtract(1, ordering: .relaxed)
-            self.process(copy, from: from)
+            self.process(copy, from: from, to: local)
         }
     }
 
@@ -371,30 +378,17 @@ package final class ICEAgent: @unchecked Sendable {
 
     private func readAvailable(_ other: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)?) {
         guard readSource != nil else { return }
-        let fd = socket.descriptor
-        guard fd >= 0 else { return }
+        guard socket.descriptor >= 0 else { return }
         for _ in 0..<64 {
-            var storage = sockaddr_storage()
-            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let n = readBuffer.withUnsafeMutableBytes { buf in
-                withUnsafeMutablePointer(to: &storage) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        recvfrom(fd, buf.baseAddress, buf.count, Int32(MSG_DONTWAIT), $0, &length)
-                    }
-                }
-            }
-            guard n > 0 else { return }
-            guard
-                let from = withUnsafePointer(
-                    to: &storage,
-                    {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
-                    })
-            else { continue }
+            guard let r = try? readBuffer.withUnsafeMutableBytes({ try socket.receiveWithDestination(into: $0, wait: false) }),
+                r.count > 0
+            else { return }
+            let n = r.count
+            guard let from = r.source else { continue }
             if let drop = shared.withLock({ $0.dropFilter }), drop(from) { continue }
             let first = readBuffer[0]
             if first < 4 || (64...79).contains(first) {
-                process(Array(readBuffer[0..<n]), from: from)
+                process(Array(readBuffer[0..<n]), from: from, to: r.destination)
             } else if let other {
                 readBuffer.withUnsafeBytes { other(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from) }
             }

@@ -11,15 +11,16 @@ import Dispatch
 extension ICEAgent {
     // MARK: Datagrams in
 
-    /// A datagram from the socket (STUN, or anything from a TURN server).
-    func process(_ bytes: [UInt8], from: SocketAddress) {
+    /// A datagram from the socket (STUN, or anything from a TURN server), and the local address
+    /// it arrived at when known.
+    func process(_ bytes: [UInt8], from: SocketAddress, to local: SocketAddress? = nil) {
         guard !closed, !bytes.isEmpty else { return }
         if let drop = shared.withLock({ $0.dropFilter }), drop(from) { return }
         for client in turns where client.server.transport == .udp && client.server.address == from {
             if bytes.withUnsafeBytes({ client.handleDatagram($0, from: from) }) { return }
         }
         guard STUNMessage.mayBeSTUN(firstByte: bytes[0]) else { return }
-        handleSTUN(bytes, from: from, relay: nil)
+        handleSTUN(bytes, from: from, relay: nil, to: local)
     }
 
     /// A peer's datagram relayed by TURN client `index`: STUN checks on the relayed candidate, or media.
@@ -34,10 +35,10 @@ extension ICEAgent {
         }
     }
 
-    func handleSTUN(_ bytes: [UInt8], from: SocketAddress, relay: Int?) {
+    func handleSTUN(_ bytes: [UInt8], from: SocketAddress, relay: Int?, to local: SocketAddress? = nil) {
         guard let m = try? STUNMessage(parsing: bytes), m.method == .binding else { return }
         switch m.messageClass {
-        case .request: handleRequest(m, bytes: bytes, from: from, relay: relay)
+        case .request: handleRequest(m, bytes: bytes, from: from, relay: relay, to: local)
         case .successResponse, .errorResponse: handleResponse(m, bytes: bytes, from: from, relay: relay)
         case .indication: break
         }
@@ -45,7 +46,8 @@ extension ICEAgent {
 
     // MARK: Requests to us (RFC 8445 §7.3)
 
-    func handleRequest(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?) {
+    /// `local`: the address the request arrived at (nil: unknown); the answer leaves from it.
+    func handleRequest(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?, to local: SocketAddress?) {
         guard STUNMessage.hasValidFingerprint(bytes), let user = m.text(STUNMessage.AttributeType.username),
             let colon = user.firstIndex(of: ":"), user[..<colon] == localUfrag,
             remoteUfrag == nil || user[user.index(after: colon)...] == remoteUfrag!,
@@ -78,23 +80,25 @@ extension ICEAgent {
             bump(\.rateLimitedRequests)
             return
         }
-        transmit(out, to: from, relay: relay)
+        transmit(out, to: from, relay: relay, from: local)
         bump(\.checksAnswered)
         guard !conflict else { return }
         let priority = m.uint32(STUNMessage.AttributeType.priority) ?? 0
         let useCandidate = m.value(STUNMessage.AttributeType.useCandidate) != nil
         guard remoteUfrag != nil, started else {
-            earlyRequests.removeAll { $0.from == from && $0.relay == relay }
+            earlyRequests.removeAll { $0.from == from && $0.to == local && $0.relay == relay }
             if earlyRequests.count >= Self.maxEarlyRequests { earlyRequests.removeFirst() }
-            earlyRequests.append((from, relay, priority, useCandidate))
+            earlyRequests.append((from, local, relay, priority, useCandidate))
             return
         }
-        learnFromRequest(from: from, relay: relay, priority: priority, useCandidate: useCandidate)
+        learnFromRequest(from: from, to: local, relay: relay, priority: priority, useCandidate: useCandidate)
     }
 
     /// After an authenticated request: the remote candidate (peer-reflexive if new, §7.3.1.3),
-    /// the pair, a triggered check (§7.3.1.4) and, on the controlled side, the nomination.
-    func learnFromRequest(from: SocketAddress, relay: Int?, priority: UInt32, useCandidate: Bool) {
+    /// the pair, a triggered check (§7.3.1.4) and, on the controlled side, the nomination. The
+    /// pair's local candidate is the one whose base the request arrived at (`local`), when known.
+    func learnFromRequest(from: SocketAddress, to local: SocketAddress? = nil, relay: Int?, priority: UInt32, useCandidate: Bool)
+    {
         guard !closed, relay != nil || (socket.carries(from.family) && !configuration.relayOnly) else { return }
         let now = MonotonicTime.now
         var remote = remotes.first { $0.address == from }
@@ -117,10 +121,14 @@ extension ICEAgent {
                     addPair(local: $0, remote: remote)
                 }
         } else {
-            let direct = pairs.filter { $0.local.relay == nil && $0.remote.address == from }
+            func arrivedAt(_ l: ICELocalCandidate) -> Bool { local.map { sameHost(l.base, $0) } ?? true }
+            let direct = pairs.filter { $0.local.relay == nil && $0.remote.address == from && arrivedAt($0.local) }
             pair =
                 direct.first { $0.valid && !$0.failedOver } ?? direct.max { $0.priority < $1.priority }
-                ?? locals.first(where: { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family })
+                ?? (locals.first(where: {
+                    $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family && arrivedAt($0)
+                })
+                ?? locals.first(where: { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family }))
                 .flatMap { addPair(local: $0, remote: remote) }
         }
         guard let pair else { return }
@@ -158,13 +166,19 @@ extension ICEAgent {
 
     // MARK: Checks out (RFC 8445 §7.2)
 
-    func transmit(_ bytes: [UInt8], to: SocketAddress, relay: Int?) {
+    /// Sends on the socket (from `local` when the socket is bound to a wildcard and it is known)
+    /// or through TURN allocation `relay`.
+    func transmit(_ bytes: [UInt8], to: SocketAddress, relay: Int?, from local: SocketAddress? = nil) {
         if let relay {
             turns[relay].send(bytes, to: to)
         } else {
-            bytes.withUnsafeBytes { _ = try? socket.send($0, to: to) }
+            bytes.withUnsafeBytes { _ = try? socket.send($0, to: to, from: sendsFromBase ? local : nil) }
         }
     }
+
+    /// The same address (ports and scope aside): a local candidate's base against where a
+    /// datagram arrived.
+    func sameHost(_ a: SocketAddress, _ b: SocketAddress) -> Bool { a.family == b.family && a.addressBytes == b.addressBytes }
 
     func sendCheck(_ pair: ICECandidatePair, kind: ICECheckTransaction.Kind, nominate: Bool, now: MonotonicTime) {
         guard let ru = remoteUfrag else { return }
@@ -192,7 +206,7 @@ extension ICEAgent {
             nominate: nominate && controlling, sentControlling: controlling, prflxPriority: prflx,
             rto: rto, nextAt: now + rto, startedAt: now)
         if kind == .check && !pair.valid { pair.state = .inProgress }
-        transmit(bytes, to: pair.remote.address, relay: pair.local.relay)
+        transmit(bytes, to: pair.remote.address, relay: pair.local.relay, from: pair.local.base)
         bump(\.checksSent)
     }
 
@@ -303,7 +317,7 @@ extension ICEAgent {
             channels[key] = ch
             route = .relay(turns[r], channel: ch, peer: pair.remote.address)
         } else {
-            route = .direct(pair.remote.address)
+            route = .direct(pair.remote.address, from: sendsFromBase ? pair.local.base : nil)
         }
         selected = pair
         pair.selectedAt = now
@@ -389,7 +403,7 @@ extension ICEAgent {
             u.rto = min(u.rto * 2, .milliseconds(1600))
             u.nextAt = now + u.rto
             transactions[id] = u
-            transmit(t.bytes, to: t.destination, relay: t.relay)
+            transmit(t.bytes, to: t.destination, relay: t.relay, from: t.pair.local.base)
         }
         for i in serverTransactions.indices where !serverTransactions[i].done && serverTransactions[i].nextAt <= now {
             if serverTransactions[i].sends >= 4 {

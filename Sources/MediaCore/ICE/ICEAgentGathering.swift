@@ -187,7 +187,9 @@ extension ICEAgent {
     func processEarlyRequests() {
         let early = earlyRequests
         earlyRequests.removeAll()
-        for r in early { learnFromRequest(from: r.from, relay: r.relay, priority: r.priority, useCandidate: r.useCandidate) }
+        for r in early {
+            learnFromRequest(from: r.from, to: r.to, relay: r.relay, priority: r.priority, useCandidate: r.useCandidate)
+        }
     }
 
     func addRemoteCandidateOnQueue(_ c: ICECandidate) {

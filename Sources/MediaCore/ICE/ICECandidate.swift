@@ -134,18 +134,20 @@ package protocol TURNChannelSender: AnyObject, Sendable {
 /// Where a call leg's media goes now: the selected ICE pair, set by the agent, read by every
 /// thread that sends on the leg (each video and audio sender, the receive pipeline's RTCP).
 /// Thread rule: any thread. Cost per send: one lock-free-in-practice `Mutex` read and one
-/// `sendto` (direct) or ChannelData send (relayed).
+/// `sendto` (direct; `sendmsg` when the route names its local address) or ChannelData send (relayed).
 package final class ICESendPath: Sendable {
     /// A route of the selected pair.
     package enum Route: Sendable, CustomStringConvertible {
-        /// Straight from our socket to the peer.
-        case direct(SocketAddress)
+        /// Straight from our socket to the peer; from the local address `from` when set (a socket
+        /// bound to a wildcard address sends as the pair's local candidate).
+        case direct(SocketAddress, from: SocketAddress?)
         /// Through our TURN allocation: `channel` is bound to `peer`.
         case relay(any TURNChannelSender, channel: UInt16, peer: SocketAddress)
 
         package var description: String {
             switch self {
-            case .direct(let a): return "direct \(a)"
+            case .direct(let a, let local?): return "direct \(a) from \(local.host)"
+            case .direct(let a, nil): return "direct \(a)"
             case .relay(_, let c, let p): return "relay channel 0x\(String(c, radix: 16)) to \(p)"
             }
         }
@@ -153,7 +155,7 @@ package final class ICESendPath: Sendable {
         /// The peer's address (the remote candidate).
         package var peer: SocketAddress {
             switch self {
-            case .direct(let a), .relay(_, _, let a): return a
+            case .direct(let a, _), .relay(_, _, let a): return a
             }
         }
 
@@ -166,7 +168,7 @@ package final class ICESendPath: Sendable {
         /// (no formatting), for callers that poll the route.
         package func isSame(as other: Route?) -> Bool {
             switch (self, other) {
-            case (.direct(let a), .direct(let b)?): return a == b
+            case (.direct(let a, let x), .direct(let b, let y)?): return a == b && x == y
             case (.relay(let s1, let c1, let p1), .relay(let s2, let c2, let p2)?): return s1 === s2 && c1 == c2 && p1 == p2
             default: return false
             }
@@ -195,8 +197,8 @@ package final class ICESendPath: Sendable {
     package func send(_ bytes: UnsafeRawBufferPointer, on socket: UDPSocket) -> Bool {
         let ok: Bool
         switch state.withLock({ $0 }) {
-        case .direct(let a)?:
-            ok = ((try? socket.send(bytes, to: a)) ?? 0) > 0
+        case .direct(let a, let local)?:
+            ok = ((try? socket.send(bytes, to: a, from: local)) ?? 0) > 0
         case .relay(let sender, let channel, _)?:
             ok = sender.sendChannelData(bytes, channel: channel)
         case nil:

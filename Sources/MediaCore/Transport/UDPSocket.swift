@@ -184,15 +184,17 @@ public final class UDPSocket: @unchecked Sendable {
     /// Receives one datagram into `buffer`, as `receive(into:)` does, and the local address it
     /// arrived at (`destination`, port 0; nil unless the socket was opened with
     /// `Options.receiveDestinations`). An IPv6 destination carries the arrival interface as its
-    /// scope id. Cost: one `recvmsg(2)`.
-    public func receiveWithDestination(into buffer: UnsafeMutableRawBufferPointer) throws(SocketError)
+    /// scope id. With `wait` false the call never blocks (`wouldBlock` when nothing is queued).
+    /// Cost: one `recvmsg(2)`.
+    public func receiveWithDestination(into buffer: UnsafeMutableRawBufferPointer, wait: Bool = true) throws(SocketError)
         -> (count: Int, source: SocketAddress?, destination: SocketAddress?, truncated: Bool)
     {
         var source = sockaddr_storage()
         var destination = sockaddr_storage()
         while true {
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let rc = cms_receive_with_destination(descriptor, buffer.baseAddress, buffer.count, &source, &length, &destination)
+            let rc = cms_receive_with_destination(
+                descriptor, buffer.baseAddress, buffer.count, wait ? 0 : Int32(MSG_DONTWAIT), &source, &length, &destination)
             if rc < 0 {
                 if errno == EINTR { continue }
                 throw SocketError.last("recvmsg")

@@ -14,6 +14,32 @@ public struct UDPDatagram {
     public let receivedAt: MonotonicTime
     /// True when the datagram was longer than the buffer (`MSG_TRUNC`); `bytes` holds its start.
     public let isTruncated: Bool
+    /// The message header it came with (for `destination`), valid as long as `bytes`.
+    let header: UnsafePointer<msghdr>?
+
+    init(
+        bytes: UnsafeRawBufferPointer, source: SocketAddress?, receivedAt: MonotonicTime, isTruncated: Bool,
+        header: UnsafePointer<msghdr>? = nil
+    ) {
+        self.bytes = bytes
+        self.source = source
+        self.receivedAt = receivedAt
+        self.isTruncated = isTruncated
+        self.header = header
+    }
+
+    /// The local address it arrived at (port 0), when its socket was opened with
+    /// `UDPSocket.Options.receiveDestinations`; nil otherwise. Read on demand (a walk over the
+    /// message's control data), so the media path that never asks pays nothing. Valid as long as
+    /// `bytes`.
+    public var destination: SocketAddress? {
+        guard let header else { return nil }
+        var storage = sockaddr_storage()
+        guard cms_message_destination(header, &storage) == 1 else { return nil }
+        return withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+        }
+    }
 }
 
 /// A preallocated ring of `capacity` receive buffers of `bufferSize` bytes each, filled by one
@@ -61,7 +87,7 @@ public final class UDPReceiveBatch {
         vectors = .allocate(capacity: capacity)
         addresses = .allocate(capacity: capacity)
         addresses.initialize(repeating: sockaddr_storage(), count: capacity)
-        controlSize = cms_receive_timestamp_control_size()
+        controlSize = cms_receive_control_size()
         control = .allocate(byteCount: capacity * controlSize, alignment: 16)
         control.initializeMemory(as: UInt8.self, repeating: 0, count: capacity * controlSize)
         arrivals = .allocate(capacity: capacity)
@@ -141,6 +167,7 @@ public final class UDPReceiveBatch {
         return UDPDatagram(
             bytes: UnsafeRawBufferPointer(start: storage + index * bufferSize, count: length),
             source: source, receivedAt: MonotonicTime(nanoseconds: arrivals[index]),
-            isTruncated: header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0)
+            isTruncated: header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0,
+            header: UnsafeRawPointer(headers + index).assumingMemoryBound(to: msghdr.self))
     }
 }

@@ -384,7 +384,7 @@ extension PeerConnection {
                 let copy = Array(d.bytes)
                 connection.queue.async { connection.handleDTLS(copy, from: source) }
             } else {
-                agent?.handleDatagram(d.bytes, from: source)
+                agent?.handleDatagram(d.bytes, from: source, to: d.destination)
             }
         }
         pipeline.sendPath = agent.path

@@ -203,7 +203,12 @@ package final class PeerConnection: @unchecked Sendable {
     package init(configuration: PeerConnectionConfiguration = PeerConnectionConfiguration()) throws(PeerConnectionError) {
         self.configuration = configuration
         do {
-            socket = try UDPSocket(bindingTo: configuration.bindAddress)
+            // A wildcard bind learns where each datagram arrived (its agent answers as that
+            // address); "::" carries IPv4 too.
+            var options = UDPSocket.Options()
+            options.receiveDestinations = configuration.bindAddress.isUnspecified
+            options.dualStack = configuration.bindAddress.family == .ipv6 && configuration.bindAddress.isUnspecified
+            socket = try UDPSocket(bindingTo: configuration.bindAddress, options: options)
         } catch {
             throw .setup("cannot bind \(configuration.bindAddress): \(error)")
         }

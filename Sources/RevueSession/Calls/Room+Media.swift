@@ -77,8 +77,10 @@ final class MediaLeg {
         feedback = CallLegFeedback(route: legRoutes.wrappingAdd(1, ordering: .relaxed).oldValue, videoBitrate: videoBitrate)
         let host = (try? MediaCore.SocketAddress(parsing: bindHost, defaultPort: 0)) ?? .anyIPv4(port: 0)
         var options = MediaCore.UDPSocket.Options()
-        // Bound to "::", a leg carries IPv4 too, as the friend session's socket does.
+        // Bound to "::", a leg carries IPv4 too, as the friend session's socket does; bound to a
+        // wildcard, it learns where each datagram arrived, so its agent answers as that address.
         options.dualStack = host.family == .ipv6 && host.isUnspecified
+        options.receiveDestinations = host.isUnspecified
         socket = try MediaCore.UDPSocket(bindingTo: host, options: options)
         port = try socket.localAddress().port
         sendKey = .random(for: .aeadAES128GCM)
@@ -213,7 +215,7 @@ extension Room {
     func syncMediaPath(_ id: String) {
         guard let leg = legs[id] else { return }
         var route = leg.agent.path.route
-        if case .direct(let a)? = route, let map = mediaPathForTests { route = .direct(map(id, a)) }
+        if case .direct(let a, let local)? = route, let map = mediaPathForTests { route = .direct(map(id, a), from: local) }
         let before = leg.sendPath.route
         if let route, route.isSame(as: before) { return }
         if route == nil && before == nil { return }
@@ -247,7 +249,7 @@ extension Room {
         let feedback = leg.feedback, agent = leg.agent
         pipeline.rtcpFeedbackHandler = { rtcp, arrival in feedback.handle(rtcp, arrival: arrival) }
         pipeline.otherDatagramHandler = { d in
-            if let source = d.source { agent.handleDatagram(d.bytes, from: source) }
+            if let source = d.source { agent.handleDatagram(d.bytes, from: source, to: d.destination) }
         }
         pipeline.sendPath = leg.sendPath
         agent.stopReading()

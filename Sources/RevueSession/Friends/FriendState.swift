@@ -89,6 +89,9 @@ struct MessageWaiter {
 struct RouteState {
     var lastReceived: MonotonicTime
     var rtt: Duration?
+    /// When a pong last came back on this route for a ping we sent on it: proof that the friend
+    /// hears us there too, not only we them (nil: never).
+    var confirmedAt: MonotonicTime?
 }
 
 /// Everything about one friend.
@@ -200,12 +203,19 @@ final class FriendState {
         return FriendConnectionPaths(paths: result)
     }
 
-    /// The route to send on: the best live one, else the most recently heard candidate.
+    /// The route to send on: the best live one, else the most recently heard candidate. A live
+    /// route whose pongs come back (confirmed within `timeout`) beats one we only hear from: a
+    /// friend's datagrams can reach us on a path ours cannot take back (its firewall lets only
+    /// its own flows out), and sending there would lose everything.
     func bestRoute(now: MonotonicTime, timeout: Duration) -> Route? {
         func rank(_ r: Route) -> Int { r.kind == .directLAN ? 0 : r.kind == .directUDP ? 1 : 2 }
+        func unconfirmed(_ s: RouteState) -> Int { s.confirmedAt.map { now - $0 <= timeout } == true ? 0 : 1 }
         let live = routes.filter { now - $0.value.lastReceived <= timeout }
         let unmeasured = Duration.seconds(9)
-        if let best = live.min(by: { (rank($0.key), $0.value.rtt ?? unmeasured) < (rank($1.key), $1.value.rtt ?? unmeasured) }) {
+        if let best = live.min(by: {
+            (unconfirmed($0.value), rank($0.key), $0.value.rtt ?? unmeasured)
+                < (unconfirmed($1.value), rank($1.key), $1.value.rtt ?? unmeasured)
+        }) {
             return best.key
         }
         return routes.max(by: { $0.value.lastReceived < $1.value.lastReceived })?.key

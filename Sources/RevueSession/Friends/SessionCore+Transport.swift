@@ -353,7 +353,10 @@ extension SessionCore {
             guard let t = r.u64() else { return }
             // Our ping's send time, echoed.
             let rtt = now - MonotonicTime(nanoseconds: t)
-            if rtt >= .zero && rtt < .seconds(10) { f.routes[route]?.rtt = rtt }
+            if rtt >= .zero && rtt < .seconds(10) {
+                f.routes[route]?.rtt = rtt
+                f.routes[route]?.confirmedAt = now
+            }
         case .reliable:
             guard let epoch = r.u32(), let seq = r.u32(), let k = r.u8(), let kind = ReliableKind(rawValue: k) else {
                 counters.droppedMalformed += 1
