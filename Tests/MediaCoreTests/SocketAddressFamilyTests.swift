@@ -118,15 +118,16 @@ import Testing
         #expect(Self.receive(client)?.0 == [10])
     }
 
-    /// Sending from an address this host does not have fails with an error (the caller then
-    /// falls back to the kernel's choice); a socket without `receiveDestinations` reports none.
-    @Test func aSourceThatIsNotOursIsRefused() throws {
+    /// A source this host does not have (any more: a renumbered host) sends from the kernel's
+    /// choice instead of failing, so the peer sees the new address; a socket without
+    /// `receiveDestinations` reports no destination.
+    @Test func aSourceThatIsNotOursFallsBackToTheKernelsChoice() throws {
         let server = try Self.socket(.anyIPv4(port: 0))
         let client = try Self.socket(.loopbackIPv4(port: 0))
-        let notOurs = SocketAddress(ipv4: 192, 0, 2, 1, port: 0)
-        #expect(throws: SocketError.self) {
-            try [UInt8]([1]).withUnsafeBytes { try server.send($0, to: try client.localAddress(), from: notOurs) }
-        }
+        let notOurs = SocketAddress(ipv4: 192, 0, 2, 77, port: 0)
+        _ = try [UInt8]([5]).withUnsafeBytes { try server.send($0, to: try client.localAddress(), from: notOurs) }
+        let arrived = try #require(Self.receive(client))
+        #expect(arrived.0 == [5] && arrived.1?.addressBytes == [127, 0, 0, 1])
         _ = try [UInt8]([1]).withUnsafeBytes { try client.send($0, to: .loopbackIPv4(port: try server.localAddress().port)) }
         var buffer = [UInt8](repeating: 0, count: 64)
         let r = try buffer.withUnsafeMutableBytes { try server.receiveWithDestination(into: $0) }

@@ -161,9 +161,11 @@ public final class UDPSocket: @unchecked Sendable {
     /// Sends one datagram to `destination` from the local address `source` (`IP_PKTINFO` /
     /// `IPV6_PKTINFO`): on a host with several addresses, the answer to a datagram leaves from the
     /// address that datagram arrived at, which is where the asker (and any NAT or firewall on the
-    /// way) expects it from. `source` nil, or a wildcard, sends as `send(_:to:)` does. Throws as
-    /// `send` does, and `invalidArgument` when `source` is not an address of this host (any more).
-    /// Cost: one `sendmsg(2)`.
+    /// way) expects it from. `source` nil, or a wildcard, sends as `send(_:to:)` does. When
+    /// `source` is no longer an address of this host (renumbered, an interface gone), the datagram
+    /// leaves from the kernel's choice instead, as it would without a source: the peer then sees a
+    /// new address, which ICE and the session follow. Throws as `send` does.
+    /// Cost: one `sendmsg(2)`; two system calls while `source` cannot be used.
     @discardableResult
     public func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress, from source: SocketAddress?)
         throws(SocketError) -> Int
@@ -177,6 +179,9 @@ public final class UDPSocket: @unchecked Sendable {
             }
             if rc >= 0 { return rc }
             if errno == EINTR { continue }
+            // A source that cannot be used (EINVAL, EADDRNOTAVAIL, or no route from it): the
+            // kernel's choice. Errors a plain send would share (a full buffer) are not retried.
+            if errno != EAGAIN && errno != ENOBUFS && errno != EMSGSIZE { return try send(bytes, to: destination) }
             throw SocketError.last("sendmsg", destination)
         }
     }

@@ -41,11 +41,11 @@ final class SessionSocket: @unchecked Sendable {
     /// The datagram the read queue is handling, so a `screen` answers from its local address.
     private let readContext = ReadContext()
 
-    /// The local addresses answers leave from, per peer (nil: send from the kernel's choice), in
-    /// insertion order for eviction. Any thread; one uncontended lock per call.
+    /// The local addresses answers leave from, per peer, in insertion order for eviction. Any
+    /// thread; one uncontended lock per call.
     final class ReplySources: Sendable {
         private struct Table {
-            var byPeer: [SocketAddress: SocketAddress?] = [:]
+            var byPeer: [SocketAddress: SocketAddress] = [:]
             var order: [SocketAddress] = []
             var orderStart = 0
         }
@@ -65,12 +65,7 @@ final class SessionSocket: @unchecked Sendable {
             }
         }
 
-        func local(for peer: SocketAddress) -> SocketAddress? { table.withLock { $0.byPeer[peer] ?? nil } }
-
-        /// Stops using `local` for `peer` (until the peer's next datagram records it again).
-        func forget(_ local: SocketAddress, for peer: SocketAddress) {
-            table.withLock { if $0.byPeer[peer] == local { $0.byPeer[peer] = .some(nil) } }
-        }
+        func local(for peer: SocketAddress) -> SocketAddress? { table.withLock { $0.byPeer[peer] } }
 
         var count: Int { table.withLock { $0.byPeer.count } }
     }
@@ -205,20 +200,10 @@ final class SessionSocket: @unchecked Sendable {
         send(bytes, to: address, from: local)
     }
 
-    /// One datagram from `local` (nil: the kernel's choice). A local address that is no longer
-    /// ours (renumbered) is dropped for that peer until its next datagram, and this one goes from
-    /// the kernel's choice.
+    /// One datagram from `local` (nil, or no longer ours: the kernel's choice).
     @discardableResult
     private func send(_ bytes: [UInt8], to address: SocketAddress, from local: SocketAddress?) -> Int? {
-        bytes.withUnsafeBytes { b in
-            guard let local else { return try? socket.send(b, to: address) }
-            do {
-                return try socket.send(b, to: address, from: local)
-            } catch {
-                replySources.forget(local, for: address)
-                return try? socket.send(b, to: address)
-            }
-        }
+        bytes.withUnsafeBytes { b in try? socket.send(b, to: address, from: local) }
     }
 
     /// Stops reading and closes the descriptor (asynchronously, on the read queue).
