@@ -41,8 +41,10 @@ enum ICEBenchSuite {
                 return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)
             }
         }
-        // A leg bound to a wildcard address names its local address on every packet
-        // (`sendmsg` with IP_PKTINFO), against the kernel choosing it (`sendto`), same socket.
+        // A leg bound to a wildcard address on a host where the kernel's route would pick another
+        // source names the pair's local address on every packet (`sendmsg` with IP_PKTINFO),
+        // against the kernel choosing it (`sendto`), same socket. Where the kernel's choice is the
+        // pair's own address (one address per family), the agent does not name it.
         let wildcard = try UDPSocket(bindingTo: .anyIPv4(port: 0))
         defer { wildcard.close() }
         let pinned = ICESendPath(.direct(destination, from: .loopbackIPv4(port: 0)))

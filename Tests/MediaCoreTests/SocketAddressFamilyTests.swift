@@ -134,6 +134,19 @@ import Testing
         #expect(r.count == 1 && r.destination == nil)
     }
 
+    /// The source the kernel's route picks: toward 127.0.0.2 it is 127.0.0.1 (what `ip route get`
+    /// says on Linux), which is why an answer to a question sent to 127.0.0.2 must name its
+    /// source; a dual-stack socket reports IPv4 sources as IPv4.
+    @Test func theKernelsRouteSourceIsReported() throws {
+        let v4 = try Self.socket(.anyIPv4(port: 0))
+        #expect(v4.routeSource(toward: SocketAddress(ipv4: 127, 0, 0, 2, port: 9)) == SocketAddress.loopbackIPv4(port: 0))
+        let dual = try Self.socket(.anyIPv6(port: 0), dualStack: true)
+        #expect(dual.routeSource(toward: .loopbackIPv6(port: 9)) == SocketAddress.loopbackIPv6(port: 0))
+        #expect(dual.routeSource(toward: .loopbackIPv4(port: 9)) == SocketAddress.loopbackIPv4(port: 0))
+        let only6 = try Self.socket(.anyIPv6(port: 0))
+        #expect(only6.routeSource(toward: .loopbackIPv4(port: 9)) == nil)
+    }
+
     /// The kernel's v4-mapped form reads as the IPv4 address it stands for; the wildcard test.
     @Test func v4MappedAddressesReadAsIPv4() throws {
         var sin6 = sockaddr_in6()

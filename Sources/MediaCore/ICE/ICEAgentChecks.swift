@@ -317,7 +317,11 @@ extension ICEAgent {
             channels[key] = ch
             route = .relay(turns[r], channel: ch, peer: pair.remote.address)
         } else {
-            route = .direct(pair.remote.address, from: sendsFromBase ? pair.local.base : nil)
+            // Media names its source only where the kernel's route would pick another one: a
+            // named source costs a `sendmsg` with control data per packet instead of a `sendto`.
+            let base = pair.local.base
+            let named = sendsFromBase && !(socket.routeSource(toward: pair.remote.address).map { sameHost($0, base) } ?? false)
+            route = .direct(pair.remote.address, from: named ? base : nil)
         }
         selected = pair
         pair.selectedAt = now

@@ -186,6 +186,19 @@ public final class UDPSocket: @unchecked Sendable {
         }
     }
 
+    /// The local address the kernel's route picks as the source toward `destination` (the name of
+    /// a throwaway UDP socket of this socket's kind connected there; no datagram is sent); nil
+    /// when there is no route. Cost: four system calls; for choosing once per path, not per packet.
+    public func routeSource(toward destination: SocketAddress) -> SocketAddress? {
+        var options = Options()
+        options.dualStack = isDualStack
+        guard let probe = try? UDPSocket(family: family, options: options) else { return nil }
+        defer { probe.close() }
+        guard (try? probe.connect(to: destination)) != nil, var source = try? probe.localAddress() else { return nil }
+        source.port = 0
+        return source
+    }
+
     /// Receives one datagram into `buffer`, as `receive(into:)` does, and the local address it
     /// arrived at (`destination`, port 0; nil unless the socket was opened with
     /// `Options.receiveDestinations`). An IPv6 destination carries the arrival interface as its
