@@ -91,4 +91,18 @@ extension Duration {
         let (s, atto) = components
         return Double(s) + Double(atto) / 1e18
     }
+
+    /// Longest interval a setting in seconds becomes: a hundred years, still far from
+    /// overflowing a `MonotonicTime` it is added to.
+    package static let longestSetting = Duration.seconds(100 * 365 * 86_400)
+
+    /// A setting in seconds (`Double`, as apps and configurations give them) as a duration, kept
+    /// within `longestSetting` either way: infinity and NaN become a hundred years, where
+    /// `Duration.seconds(_:)` or `Int64(_:)` would trap. Cost: a few comparisons.
+    package static func seconds(clamping seconds: Double) -> Duration {
+        let limit = longestSetting.inSeconds
+        guard !seconds.isNaN, seconds < limit else { return longestSetting }
+        guard seconds > -limit else { return .zero - longestSetting }
+        return .seconds(seconds)
+    }
 }

@@ -260,7 +260,7 @@ extension PeerConnection {
         setState(.connecting, error: nil)
         onQueue {
             self.dtls.setRole(role)
-            self.connectDeadline = MonotonicTime.now + .nanoseconds(Int64(self.configuration.connectTimeoutSeconds * 1e9))
+            self.connectDeadline = MonotonicTime.now + .seconds(clamping: max(self.configuration.connectTimeoutSeconds, 0))
             let t = DispatchSource.makeTimerSource(queue: self.queue)
             t.schedule(deadline: .now() + .milliseconds(20), repeating: .milliseconds(20), leeway: .milliseconds(5))
             t.setEventHandler { [weak self] in self?.tick() }

@@ -306,7 +306,7 @@ package final class PeerConnection: @unchecked Sendable {
     /// Waits until the state is `.connected`, `.failed` or `.closed`, or `timeout` seconds pass;
     /// returns the state then. Thread rule: any task. Cost: polls every 20 ms.
     package func waitUntilSettled(timeout: Double) async -> PeerConnectionState {
-        let deadline = MonotonicTime.now + .nanoseconds(Int64(max(0, min(timeout, 1e6)) * 1e9))
+        let deadline = MonotonicTime.now + .seconds(clamping: max(timeout, 0))
         while true {
             let s = state
             if s == .connected || s == .failed || s == .closed || MonotonicTime.now > deadline { return s }
@@ -686,8 +686,7 @@ package final class PeerConnection: @unchecked Sendable {
     }
 
     private func waitForGathering() async {
-        let wait = max(0, min(configuration.gatheringTimeoutSeconds, 1e6))
-        let deadline = MonotonicTime.now + .nanoseconds(Int64(wait * 1e9))
+        let deadline = MonotonicTime.now + .seconds(clamping: max(configuration.gatheringTimeoutSeconds, 0))
         while !shared.withLock({ $0.gatheringComplete }) && MonotonicTime.now < deadline {
             try? await Task.sleep(nanoseconds: 10_000_000)
         }

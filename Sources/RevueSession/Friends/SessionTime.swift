@@ -11,21 +11,6 @@ extension MonotonicTime {
     }
 }
 
-extension Duration {
-    /// Longest interval a setting becomes: a hundred years, still far from overflowing a
-    /// `MonotonicTime` it is added to.
-    static let longestSetting = Duration.seconds(100 * 365 * 86_400)
-
-    /// `seconds` from an app's setting as a duration, kept within `longestSetting` either way: an
-    /// infinite value (or NaN) is a hundred years, where `Duration.seconds` would trap.
-    static func seconds(clamping seconds: Double) -> Duration {
-        let limit = longestSetting.inSeconds
-        guard !seconds.isNaN, seconds < limit else { return longestSetting }
-        guard seconds > -limit else { return .zero - longestSetting }
-        return .seconds(seconds)
-    }
-}
-
 /// `RevueTimeouts` as durations, read once when the session starts.
 struct SessionTimeouts {
     /// How often a connected friend is pinged.
