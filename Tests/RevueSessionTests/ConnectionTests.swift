@@ -123,9 +123,12 @@ func multicastAvailable() -> Bool {
 @Suite(.serialized, .enabled(if: multicastAvailable(), "no IPv4 multicast route on this host"))
 struct LANDiscoveryTests {
 
-    @Test func friendsFindEachOtherByMulticast() async throws {
+    /// Bound to every IPv4 address, and to "::" (one dual-stack socket, which answers the IPv4
+    /// announcements' senders over IPv4).
+    @Test(arguments: ["0.0.0.0", "::"])
+    func friendsFindEachOtherByMulticast(bindHost: String) async throws {
         func lan(_ c: inout RevueConfiguration) {
-            c.bindHost = "0.0.0.0"
+            c.bindHost = bindHost
             c.lanDiscovery = true
             c.lanDiscoveryPort = 33_441
         }

@@ -258,6 +258,18 @@ final class LabCall: @unchecked Sendable {
         await stats(p, about: id)?["path"] as? [String: Any]
     }
 
+    /// Friends, a call, and media both ways (judged, printed under `label`); returns the media
+    /// path `side` (a by default) reports toward the other peer.
+    func mediaFlowsBothWays(_ label: String, pathAt side: Int = 1) async throws -> [String: Any] {
+        try await befriend()
+        try await startCall()
+        let failures = await mediaBothWays()
+        print("\(label):\n\(diagnosis())")
+        #expect(failures.isEmpty, "\(failures)\n\(diagnosis())")
+        let (p, other) = side == 1 ? (a, bId) : (b, aId)
+        return try #require(await mediaPath(p, about: other), "no media path\n\(diagnosis())")
+    }
+
     /// For each side, whether its leg's selected pair goes through coturn (its local candidate
     /// or the remote one is relayed), as media-stats reports it (`path`); nil when a side
     /// reports no selected pair.
@@ -630,12 +642,7 @@ struct NetworkLabScenarioTests {
         try await withCall(
             .init(home1: .none, home2: .none, ipv6Only: true), arguments: { ["--host", "::"] + LabCall.iceArguments($0) },
             body: { call in
-                try await call.befriend()
-                try await call.startCall()
-                let failures = await call.mediaBothWays()
-                print("IPv6 only:\n\(call.diagnosis())")
-                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-                let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
+                let path = try await call.mediaFlowsBothWays("IPv6 only")
                 #expect((path["remote"] as? String)?.contains("[2001:db8:") == true, "\(path)")
             })
     }
@@ -648,12 +655,7 @@ struct NetworkLabScenarioTests {
             .init(home1: .cone, home2: .cone, dualStackHomes: [1]), arguments: { LabCall.iceArguments($0) },
             perHome: [1: ["--host", "::"]],
             body: { call in
-                try await call.befriend()
-                try await call.startCall()
-                let failures = await call.mediaBothWays()
-                print("dual stack to IPv4 only:\n\(call.diagnosis())")
-                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-                let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
+                let path = try await call.mediaFlowsBothWays("dual stack to IPv4 only")
                 #expect((path["remote"] as? String)?.contains("[") == false, "\(path)")
             })
     }
@@ -667,12 +669,7 @@ struct NetworkLabScenarioTests {
             .init(home1: .cone, home2: .cone, dualStackHomes: [1, 2]),
             arguments: { ["--host", "::"] + LabCall.iceArguments($0) },
             body: { call in
-                try await call.befriend()
-                try await call.startCall()
-                let failures = await call.mediaBothWays()
-                print("dual stack both:\n\(call.diagnosis())")
-                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-                let path = try #require(await call.mediaPath(call.a, about: call.bId), "no media path\n\(call.diagnosis())")
+                let path = try await call.mediaFlowsBothWays("dual stack both")
                 #expect((path["remote"] as? String)?.contains("[2001:db8:2::2]") == true, "\(path)")
             })
     }
@@ -689,12 +686,7 @@ struct NetworkLabScenarioTests {
             .init(home1: .none, home2: .none), arguments: { ["--stun", $0.stunArgument] },
             body: { call in
                 let alias = try call.lab.addReachableAlias(home: 1)
-                try await call.befriend()
-                try await call.startCall()
-                let failures = await call.mediaBothWays()
-                print("host with a reachable alias \(alias):\n\(call.diagnosis())")
-                #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
-                let path = try #require(await call.mediaPath(call.b, about: call.aId), "no media path\n\(call.diagnosis())")
+                let path = try await call.mediaFlowsBothWays("host with a reachable alias \(alias)", pathAt: 2)
                 #expect((path["remote"] as? String)?.hasPrefix("host \(alias):") == true, "\(path)")
                 #expect(call.lab.relayBytes() == 0)
             })
