@@ -441,7 +441,7 @@ func sendTestVideoConfiguration(
         let sink = MemoryPacketSink()
         let stream = try VideoSendStream(configuration: sendTestVideoConfiguration(width: w, height: h), sink: sink)
         stream.startWithoutWorker()
-        var storage = [UInt8](repeating: 128, count: w * h * 4)
+        let storage = [UInt8](repeating: 128, count: w * h * 4)
         for (i, format) in PixelFormat.allCases.enumerated() {
             try storage.withUnsafeBytes { raw in
                 let view = try PixelBufferView.contiguous(raw, format: format, width: w, height: h)

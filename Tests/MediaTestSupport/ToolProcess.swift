@@ -116,7 +116,7 @@ package struct InteropTempDir {
     /// Every entry, hidden ones (temporary outputs) included.
     package var contents: [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
     package func write(_ name: String, _ bytes: [UInt8]) {
-        FileManager.default.createFile(atPath: file(name), contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: file(name), contents: Data(bytes))
     }
     package func read(_ name: String) -> [UInt8] { [UInt8](FileManager.default.contents(atPath: file(name)) ?? Data()) }
     package func remove() { try? FileManager.default.removeItem(atPath: path) }

@@ -53,9 +53,9 @@ func residentKilobytes() -> Int {
                 caller.room.legs[callee.id]?.destination != nil && callee.room.legs[caller.id]?.destination != nil
             }
             lastParticipant = callee.room.remoteParticipants[caller.id]
-            weak var stream = caller.room.localMedia[.video]?.video
-            weak var leg = caller.room.legs[callee.id]
-            weak var pub = caller.room.localParticipant.localTrackPublications.first
+            weak let stream = caller.room.localMedia[.video]?.video
+            weak let leg = caller.room.legs[callee.id]
+            weak let pub = caller.room.localParticipant.localTrackPublications.first
             defer {
                 #expect(stream == nil && leg == nil && pub == nil, "cycle \(cycle): stream, leg or publication outlived the call")
             }

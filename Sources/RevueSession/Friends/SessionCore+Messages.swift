@@ -206,7 +206,7 @@ extension SessionCore {
     @discardableResult
     func sendReserved(friendId: String, text: String, stillWanted: (() -> Bool)? = nil) -> Bool {
         guard let f = friends[friendId], f.isConnected,
-            f.outbound.count { $0.kind == .message && $0.messageId == nil } < Self.reservedQueueCapacity
+            f.outbound.count(where: { $0.kind == .message && $0.messageId == nil }) < Self.reservedQueueCapacity
         else { return false }
         enqueue(f, kind: .message, body: Array(text.utf8), messageId: nil, stillWanted: stillWanted)
         return true

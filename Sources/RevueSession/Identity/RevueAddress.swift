@@ -1,4 +1,4 @@
-package import MediaCore
+internal import MediaCore
 
 /// A Revue address: the public key, a 4-byte "nospam" value and a 2-byte checksum, 38 bytes shown
 /// as 76 hexadecimal digits (the shape of a Tox ID). The nospam lets you change what you hand out

@@ -2,7 +2,7 @@
 // written atomically (temp file, fsync, rename, fsync of the directory) with mode 0600, and a
 // lock file so two processes never share one identity.
 import Dispatch
-package import MediaCore
+internal import MediaCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
