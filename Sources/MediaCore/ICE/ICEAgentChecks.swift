@@ -123,13 +123,11 @@ extension ICEAgent {
         } else {
             func arrivedAt(_ l: ICELocalCandidate) -> Bool { local.map { sameHost(l.base, $0) } ?? true }
             let direct = pairs.filter { $0.local.relay == nil && $0.remote.address == from && arrivedAt($0.local) }
+            // A new pair: the local candidate of the address the request arrived at, else any of its family.
+            let sameFamily = locals.filter { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family }
             pair =
                 direct.first { $0.valid && !$0.failedOver } ?? direct.max { $0.priority < $1.priority }
-                ?? (locals.first(where: {
-                    $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family && arrivedAt($0)
-                })
-                ?? locals.first(where: { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family }))
-                .flatMap { addPair(local: $0, remote: remote) }
+                ?? (sameFamily.first(where: arrivedAt) ?? sameFamily.first).flatMap { addPair(local: $0, remote: remote) }
         }
         guard let pair else { return }
         if useCandidate && !controlling {
