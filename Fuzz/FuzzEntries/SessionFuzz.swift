@@ -362,6 +362,7 @@ final class SessionHarness {
         precondition(revue.revueId == Hex.encode(fixture.core.publicKey), "the core did not load the fixed identity")
         revue.delegates.add(delegate: deliveries)
         core.dropDirectSends = true
+        core.makesLinks = false
         core.wallClockSeam = { SessionFixture.wallClock }
         core.ephemeralSeam = { SessionFixture.coreEphemeral }
         core.indexSeam = { [unowned self] in

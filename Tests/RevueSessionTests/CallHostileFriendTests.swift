@@ -93,11 +93,8 @@ final class HostileFriend {
         let audio = try #require(b.room.localParticipant.publication(.audio)?.audioCapturer)
         let feeding = CallMediaSendTests.feedSpeech(audio, chunks: 300, talking: 0..<300, seed: 7)
         defer { feeding.cancel() }
-        // h offers a media socket of its own, as a participant would.
-        let socket = try MediaCore.UDPSocket(bindingTo: MediaCore.SocketAddress(parsing: "127.0.0.1", defaultPort: 0))
-        defer { socket.close() }
+        // h offers a media key of its own, as a participant would.
         var adr = CallSignal(type: "adr", op: CallSignal.Op.media)
-        adr.port = Int(try socket.localAddress().port)
         adr.suite = SRTPSuite.aeadAES128GCM.sdpName
         adr.key = SRTPKeyMaterial.random(for: .aeadAES128GCM).inlineKeyParams
 
@@ -151,9 +148,9 @@ final class HostileFriend {
         #expect(
             after.allSatisfy { [CallSignal.Op.hangup, CallSignal.Op.hello].contains($0.signal.op) }, "\(after.map(\.signal.op))")
         #expect(after.contains { $0.signal.op == CallSignal.Op.hangup })
-        // b's audio went to a the whole time, and not one packet to h's socket.
+        // b's audio went to a the whole time, and none of it to h: b made h no leg and no place
+        // in its fan-outs (checked above), so its link to h carried only the session and ICE.
         #expect((a.room.legs[b.id]?.pipeline?.inboundStats.first { $0.kind == "audio" }?.packetsReceived ?? 0) > 50)
-        #expect(try !socket.waitUntilReadable(timeoutMilliseconds: 200))
         // a, who made the introductions, saw none of this.
         #expect(a.revue.counters.callSignalsRefused == 0)
         a.room.disconnectAll()

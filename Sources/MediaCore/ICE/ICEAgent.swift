@@ -117,6 +117,7 @@ package final class ICEAgent: @unchecked Sendable {
         var onSelectedPairChange: (@Sendable (ICECandidate?, ICECandidate?) -> Void)?
         var onRelayedMedia: (@Sendable (UnsafeRawBufferPointer) -> Void)?
         var onRelayedDTLS: (@Sendable ([UInt8], SocketAddress) -> Void)?
+        var onRelayedOther: (@Sendable ([UInt8], SocketAddress) -> Void)?
         var dropFilter: (@Sendable (SocketAddress) -> Bool)?
     }
     let shared = Mutex<Shared>(Shared())
@@ -233,6 +234,14 @@ package final class ICEAgent: @unchecked Sendable {
     package var onRelayedDTLS: (@Sendable ([UInt8], _ peer: SocketAddress) -> Void)? {
         get { shared.withLock { $0.onRelayedDTLS } }
         set { shared.withLock { $0.onRelayedDTLS = newValue } }
+    }
+
+    /// Anything else that arrived through a TURN relay (neither STUN, RTP/RTCP nor DTLS: another
+    /// protocol sharing the socket, such as a session's own packets), unwrapped, with the peer's
+    /// address as the relay saw it. Called on the agent's queue. Without it they are dropped.
+    package var onRelayedOther: (@Sendable ([UInt8], _ peer: SocketAddress) -> Void)? {
+        get { shared.withLock { $0.onRelayedOther } }
+        set { shared.withLock { $0.onRelayedOther = newValue } }
     }
 
     /// Tests only: datagrams whose source this returns true for are dropped on arrival, as if the

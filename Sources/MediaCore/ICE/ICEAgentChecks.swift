@@ -30,7 +30,9 @@ extension ICEAgent {
             handleSTUN(bytes, from: peer, relay: index)
         } else if (128...191).contains(first), let cb = shared.withLock({ $0.onRelayedMedia }) {
             bytes.withUnsafeBytes { cb($0) }
-        } else if DTLSTransport.isDTLS(firstByte: first), let cb = shared.withLock({ $0.onRelayedDTLS }) {
+        } else if DTLSTransport.isDTLS(firstByte: first) {
+            shared.withLock({ $0.onRelayedDTLS })?(bytes, peer)
+        } else if !(128...191).contains(first), let cb = shared.withLock({ $0.onRelayedOther }) {
             cb(bytes, peer)
         }
     }

@@ -177,11 +177,29 @@ extension ICEAgent {
     func setRemoteCredentialsOnQueue(ufrag: String, password: String) {
         guard !closed, !ufrag.isEmpty, !password.isEmpty else { return }
         if let old = remoteUfrag, old == ufrag, remotePassword == password { return }
+        if remoteUfrag != nil { forgetRemoteGeneration() }
         remoteUfrag = ufrag
         remotePassword = password
         remoteKey = STUNMessage.shortTermKey(password: password)
         if started { processEarlyRequests() }
         kickChecks()
+    }
+
+    /// The peer changed its credentials: an ICE restart on its side (RFC 8445 §9). Its old
+    /// candidates, every pair with them and the checks in flight go; media stops until a pair of
+    /// the new generation works (the old peer agent is gone or no longer answers as itself).
+    func forgetRemoteGeneration() {
+        remotes.removeAll()
+        pairs.removeAll()
+        triggeredQueue.removeAll()
+        transactions.removeAll()
+        nominationTarget = nil
+        nominated = nil
+        nominationStartedAt = nil
+        firstValidAt = nil
+        checksStartedAt = nil
+        lastNewCheckAt = nil
+        deselect()
     }
 
     func processEarlyRequests() {

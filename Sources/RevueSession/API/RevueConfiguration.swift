@@ -118,6 +118,9 @@ public struct RevueCounters: Sendable, Equatable {
     public var droppedLookupReplies = 0
     /// Datagrams dropped at the socket because the main actor was too far behind (a flood).
     public var droppedOverload = 0
+    /// Friend links (a friend's own socket and ICE agent) that could not be made: that friend's
+    /// session stays on the session socket, and a call to it cannot carry media.
+    public var linkFailures = 0
     /// Friend requests from strangers forgotten because the table of pending requests was full.
     public var requestsForgotten = 0
     /// Call signalling from a friend refused: a `join` without a valid, unused introduction for

@@ -28,17 +28,10 @@ struct CallSignal: Codable, Sendable, Equatable {
     var kind: String?
     /// Whether the sender wants a track of the receiver (subscription).
     var subscribed: Bool?
-    /// Media: the sender's media UDP port, its SRTP suite and key (RFC 4568 inline form) for the
-    /// direction sender -> receiver of this call leg.
-    var port: Int?
+    /// Media: the sender's SRTP suite and key (RFC 4568 inline form) for the direction sender ->
+    /// receiver of this call leg. (The path is the friends' link, set up by the session.)
     var suite: String?
     var key: String?
-    /// ICE (RFC 8445) of the leg's media socket: the sender's ufrag and password (`media`), and
-    /// its candidates in SDP attribute form (RFC 8839 §5.1), sent as they are gathered
-    /// (`media`, then `candidates`).
-    var ufrag: String?
-    var pwd: String?
-    var cands: [String]?
     /// Speaking: whether the sender speaks, and its level (0...1).
     var speaking: Bool?
     var level: Double?
@@ -57,7 +50,7 @@ struct CallSignal: Codable, Sendable, Equatable {
         static let connect = "connect", join = "join", joined = "joined", hangup = "hangup"
         static let chat = "chat", muteRequest = "mute-request", mode = "mode"
         static let publish = "publish", unpublish = "unpublish", mute = "mute", subscribe = "subscribe"
-        static let speaking = "speaking", media = "media", candidates = "candidates"
+        static let speaking = "speaking", media = "media"
         static let introduce = "introduce", intros = "intros", hello = "hello", sfu = "sfu"
     }
 

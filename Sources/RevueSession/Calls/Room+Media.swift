@@ -1,5 +1,6 @@
-// The media side of a call: per call leg (pair of participants) a media UDP socket and an SRTP key
-// per direction, agreed only inside the friends' encrypted channel ("adr" message); per local
+// The media side of a call: per call leg (pair of participants) the friends' link (their one
+// socket and ICE path, `FriendLink`) and an SRTP key per direction, agreed only inside the
+// friends' encrypted channel ("adr" message); per local
 // track one send stream of the engine whose plain RTP is fanned out to every subscribed leg
 // (`TrackFanOut`); the participant's RTCP feedback about our media, read by the leg's receive
 // pipeline, drives our send streams (`CallLegFeedback`); speaking events from the engine's
@@ -33,15 +34,17 @@ final class PipelineSlot: Sendable {
 
 /// One call leg's media state (main actor).
 final class MediaLeg {
-    let socket: MediaCore.UDPSocket
+    /// The friends' link the leg runs on, lent to it while the leg lives: its socket carries the
+    /// friend session, ICE and the leg's media.
+    let link: FriendLink
+    var socket: MediaCore.UDPSocket { link.socket }
     /// The leg's RTCP sender side: the participant's NACK/PLI/FIR/REMB/reports about our media.
     let feedback: CallLegFeedback
-    let port: UInt16
     /// Our key for what we send on this leg; the participant receives it in an `adr` message.
     let sendKey: SRTPKeyMaterial
-    /// Finds and keeps the path to the participant's media socket (RFC 8445): direct, through
-    /// NATs, or through a TURN relay; checks, consent and failover share `socket` with the media.
-    let agent: ICEAgent
+    /// Finds and keeps the path to the participant (RFC 8445): direct, through NATs, or through
+    /// a TURN relay; checks, consent and failover share the socket with the session and the media.
+    var agent: ICEAgent { link.agent }
     /// What our media and RTCP on this leg go out on: the agent's selected pair (copied on the
     /// main actor, through `Room.mediaPathForTests` in tests).
     let sendPath = ICESendPath()
@@ -58,7 +61,7 @@ final class MediaLeg {
     /// The engine's receive pipeline on `socket` (once the participant's key arrived), and where
     /// its decoded video and audio go: the renderer and PCM sink the App attached.
     var pipeline: ReceivePipeline?
-    let running = PipelineSlot()
+    var running: PipelineSlot { link.running }
     let videoOut = RendererSwitch()
     let audioOut = AudioSinkSwitch()
     var playout: AudioPlayoutClock?
@@ -73,32 +76,24 @@ final class MediaLeg {
         pipeline = nil
     }
 
-    init(bindHost: String, videoBitrate: Int, ice: ICEAgentConfiguration) throws {
+    /// A leg on `link`, which the caller has lent it (`FriendLink.lend`).
+    init(link: FriendLink, videoBitrate: Int) {
+        self.link = link
         feedback = CallLegFeedback(route: legRoutes.wrappingAdd(1, ordering: .relaxed).oldValue, videoBitrate: videoBitrate)
-        let host = (try? MediaCore.SocketAddress(parsing: bindHost, defaultPort: 0)) ?? .anyIPv4(port: 0)
-        var options = MediaCore.UDPSocket.Options()
-        // Bound to "::", a leg carries IPv4 too, as the friend session's socket does; bound to a
-        // wildcard, it learns where each datagram arrived, so its agent answers as that address.
-        options.dualStack = host.family == .ipv6 && host.isUnspecified
-        options.receiveDestinations = host.isUnspecified
-        socket = try MediaCore.UDPSocket(bindingTo: host, options: options)
-        port = try socket.localAddress().port
         sendKey = .random(for: .aeadAES128GCM)
-        agent = ICEAgent(socket: socket, configuration: ice)
     }
 
-    /// Ends the leg: the pipeline, the agent (and its TURN allocations), the socket.
+    /// Ends the leg: its pipeline stops and the link goes back to the friend session (its agent
+    /// reads the socket again). The socket is not closed: the link keeps it, and a fan-out target
+    /// may still hold it.
     func close() {
         stopReceiving()
-        agent.close()
+        link.giveBack()
     }
 
     deinit {
         playout?.stop()
         pipeline?.stop()
-        agent.close()
-        // `socket` is not closed here: a fan-out target may still hold it; `UDPSocket.deinit`
-        // closes it with the last reference.
     }
 }
 
@@ -168,38 +163,19 @@ struct ArrivalWatch {
 }
 
 extension Room {
-    /// Most candidates taken from one `adr` message.
-    static let maxCandidatesPerSignal = 16
-
     func receiveMediaSignal(_ s: CallSignal, from id: String) {
         if s.op == CallSignal.Op.sfu { return receiveSFUSignal(s, from: id) }
         if usesSFU, s.op == CallSignal.Op.media, remoteParticipants[id] != nil {
             return sfuFailed(
                 "the participant sends its media peer to peer, ours goes through \(callSFU?.url ?? "an SFU")", for: id)
         }
-        guard let leg = legs[id] else { return }
-        switch s.op {
-        case CallSignal.Op.media:
-            guard let key = s.key, let suite = s.suite.flatMap(SRTPSuite.init(sdpName:)),
-                let material = try? SRTPKeyMaterial(suite: suite, inline: key),
-                let ufrag = s.ufrag, let pwd = s.pwd
-            else { return }
-            leg.remoteKey = material
-            if leg.pipeline == nil { startReceiving(leg) }
-            if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
-            leg.agent.setRemoteCredentials(ufrag: ufrag, password: pwd)
-            addRemoteCandidates(s.cands, to: leg)
-        case CallSignal.Op.candidates:
-            addRemoteCandidates(s.cands, to: leg)
-        default:
-            break
-        }
-    }
-
-    private func addRemoteCandidates(_ texts: [String]?, to leg: MediaLeg) {
-        for text in (texts ?? []).prefix(Self.maxCandidatesPerSignal) {
-            if let c = ICECandidate(sdpValue: text) { leg.agent.addRemoteCandidate(c) }
-        }
+        guard let leg = legs[id], s.op == CallSignal.Op.media else { return }
+        guard let key = s.key, let suite = s.suite.flatMap(SRTPSuite.init(sdpName:)),
+            let material = try? SRTPKeyMaterial(suite: suite, inline: key)
+        else { return }
+        leg.remoteKey = material
+        if leg.pipeline == nil { startReceiving(leg) }
+        if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
     }
 
     /// A participant's friend connection is back after an outage (`resumed`): every video track
@@ -223,14 +199,6 @@ extension Room {
         if (before == nil) != (route == nil) { updateTargets() }
     }
 
-    /// Our local ICE candidate for a leg, trickled to the participant as it is gathered.
-    func sendLocalCandidate(_ c: ICECandidate, to id: String) {
-        guard legs[id] != nil else { return }
-        var s = CallSignal(type: "adr", op: CallSignal.Op.candidates)
-        s.cands = [c.sdpValue]
-        send(s, to: id)
-    }
-
     /// Starts the leg's receive pipeline with the participant's key. The SRTCP it sends is
     /// protected with our leg key, under an SSRC no other stream of ours has used with it.
     func startReceiving(_ leg: MediaLeg) {
@@ -244,15 +212,16 @@ extension Room {
         guard let pipeline = try? ReceivePipeline(socket: leg.socket, configuration: c, renderer: leg.videoOut) else { return }
         leg.pipeline = pipeline
         // The participant's RTCP about our media arrives on this socket too, and so do the ICE
-        // agent's checks and TURN traffic (RFC 7983: first byte 0-3 and 64-79), which the pipeline
-        // hands on; its own RTCP leaves on the selected pair.
-        let feedback = leg.feedback, agent = leg.agent
+        // agent's checks, TURN traffic (RFC 7983: first byte 0-3 and 64-79) and the friend
+        // session's packets (80-95), which the pipeline hands to the link; its own RTCP leaves on
+        // the selected pair.
+        let feedback = leg.feedback, demux = leg.link.demux
         pipeline.rtcpFeedbackHandler = { rtcp, arrival in feedback.handle(rtcp, arrival: arrival) }
         pipeline.otherDatagramHandler = { d in
-            if let source = d.source { agent.handleDatagram(d.bytes, from: source, to: d.destination) }
+            if let source = d.source { demux(d.bytes, source, d.destination) }
         }
         pipeline.sendPath = leg.sendPath
-        agent.stopReading()
+        leg.link.readByPipeline()
         pipeline.start()
         leg.running.pipeline = pipeline
         if let stream = pipeline.audio {
@@ -298,37 +267,22 @@ extension Room {
             }
             return
         }
-        // One side of each leg controls ICE (RFC 8445 §6.1.1): the one with the smaller ID.
-        var ice = ICEAgentConfiguration(controlling: core.ownId < id)
-        ice.servers = core.configuration.resolvedICEServers
-        let leg: MediaLeg
-        do {
-            leg = try MediaLeg(bindHost: core.configuration.bindHost, videoBitrate: bitrate, ice: ice)
-        } catch {
-            let detail = "\(error)"
+        // The media takes the friends' link: the session's ICE path to that friend, on which
+        // the friend session already runs (both sides use their link, so both agree on the path).
+        guard let f = core.friends[id], let link = core.ensureLink(f), link.lend() else {
+            let detail = "no path of its own to this friend (\(core.counters.linkFailures) links could not be made)"
             post(
                 nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) },
                 participant: nil)
             return
         }
+        let leg = MediaLeg(link: link, videoBitrate: bitrate)
         legs[id] = leg
-        leg.agent.onCandidate = { [weak self] c in
-            DispatchQueue.main.async { MainActor.assumeIsolated { self?.sendLocalCandidate(c, to: id) } }
-        }
-        leg.agent.onSelectedPairChange = { [weak self] _, _ in
-            DispatchQueue.main.async { MainActor.assumeIsolated { self?.syncMediaPath(id) } }
-        }
-        let running = leg.running
-        leg.agent.onRelayedMedia = { bytes in running.pipeline?.inject(bytes) }
         var s = CallSignal(type: "adr", op: CallSignal.Op.media)
-        s.port = Int(leg.port)
         s.suite = leg.sendKey.suite.sdpName
         s.key = leg.sendKey.inlineKeyParams
-        s.ufrag = leg.agent.localUfrag
-        s.pwd = leg.agent.localPassword
         send(s, to: id)
-        leg.agent.startReading()
-        leg.agent.start()
+        syncMediaPath(id)
     }
 
     func participantDisconnectedMedia(_ p: RemoteParticipant) {

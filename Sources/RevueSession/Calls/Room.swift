@@ -240,6 +240,7 @@ public final class Room {
         core.friendWillBeDeleted = { [weak self] id in self?.endForDeletion(id) }
         core.tickHook = { [weak self] now in self?.tick(now: now) }
         core.friendPathsChanged = { [weak self] id, paths in self?.pathsChanged(id, paths) }
+        core.linkRouteChanged = { [weak self] id in self?.syncMediaPath(id) }
         core.profileObserver = { [weak self] id, field in self?.profileChanged(id, field) }
     }
 

@@ -1,21 +1,18 @@
 // Per-friend connection and stream state, owned by SessionCore on the main actor.
 internal import MediaCore
 
-/// Where packets for a friend go: straight to an endpoint, or through a rendezvous node's relay.
+/// Where packets for a friend go: straight to an endpoint from the session socket, through a
+/// rendezvous node's relay, or on the selected ICE pair of the friend's link (`FriendLink`).
 enum Route: Hashable, Sendable {
     case direct(SocketAddress)
     case relay(SocketAddress)
+    case link
 
-    var kind: FriendConnectionPath.Kind {
-        switch self {
-        case .direct(let a): return a.isLocal ? .directLAN : .directUDP
-        case .relay: return .relayed
-        }
-    }
-
-    var endpoint: SocketAddress {
+    /// The endpoint of a session-socket route (nil for the link, whose pair can change).
+    var endpoint: SocketAddress? {
         switch self {
         case .direct(let a), .relay(let a): return a
+        case .link: return nil
         }
     }
 }
@@ -134,6 +131,8 @@ final class FriendState {
     var lastPing: MonotonicTime?
     /// When direct candidates were last probed while only the relay worked.
     var lastProbe: MonotonicTime?
+    /// The friend's link: its own socket and ICE agent (nil: not made yet, or closed).
+    var link: FriendLink?
     var emittedPaths = FriendConnectionPaths.offline
     var presence = PresenceStatus.offline
     /// When the friend was last looked up at the rendezvous nodes (nil: not yet, or due now).
@@ -184,33 +183,55 @@ final class FriendState {
         return nil
     }
 
+    /// What a route is, as the App sees it: its kind and endpoint (the link's from its selected
+    /// pair: relayed when either side's candidate is a TURN relay). nil for the link without a pair.
+    func describe(_ route: Route) -> (kind: FriendConnectionPath.Kind, endpoint: SocketAddress)? {
+        switch route {
+        case .direct(let a): return (a.isLocal ? .directLAN : .directUDP, a)
+        case .relay(let a): return (.relayed, a)
+        case .link:
+            guard let r = link?.route, let pair = link?.agent.selectedPair else { return nil }
+            let relayed = r.isRelayed || pair.remote.type == .relay
+            return (relayed ? .relayed : r.peer.isLocal ? .directLAN : .directUDP, r.peer)
+        }
+    }
+
     /// Live paths, best first: LAN, then public UDP, then relayed; lower RTT first within a kind.
     func paths(now: MonotonicTime, timeout: Duration) -> FriendConnectionPaths {
         guard isConnected else { return .offline }
         func rank(_ k: FriendConnectionPath.Kind) -> Int { k == .directLAN ? 0 : k == .directUDP ? 1 : 2 }
-        var live = routes.filter { now - $0.value.lastReceived <= timeout }
-        if live.isEmpty, let last = routes.max(by: { $0.value.lastReceived < $1.value.lastReceived }) {
+        var live = routes.filter { now - $0.value.lastReceived <= timeout && describe($0.key) != nil }
+        if live.isEmpty, let last = routes.filter({ describe($0.key) != nil }).max(by: { $0.value.lastReceived < $1.value.lastReceived }) {
             // Still connected (e.g. during the grace after a stall): show the last route heard.
             live = [last.key: last.value]
         }
         let result =
             live
-            .map {
-                FriendConnectionPath(
-                    kind: $0.key.kind, endpoint: $0.key.endpoint.description, roundTripTime: $0.value.rtt?.inSeconds)
+            .compactMap { route, state in
+                describe(route).map {
+                    FriendConnectionPath(kind: $0.kind, endpoint: $0.endpoint.description, roundTripTime: state.rtt?.inSeconds)
+                }
             }
             .sorted { (rank($0.kind), $0.roundTripTime ?? 9, $0.endpoint) < (rank($1.kind), $1.roundTripTime ?? 9, $1.endpoint) }
         return FriendConnectionPaths(paths: result)
     }
 
-    /// The route to send on: the best live one, else the most recently heard candidate. A live
-    /// route whose pongs come back (confirmed within `timeout`) beats one we only hear from: a
-    /// friend's datagrams can reach us on a path ours cannot take back (its firewall lets only
-    /// its own flows out), and sending there would lose everything.
-    func bestRoute(now: MonotonicTime, timeout: Duration) -> Route? {
-        func rank(_ r: Route) -> Int { r.kind == .directLAN ? 0 : r.kind == .directUDP ? 1 : 2 }
+    /// The route to send on: the link's selected ICE pair when it has one (checked by ICE both
+    /// ways and kept by consent); else the best live route of the session socket, else the most
+    /// recently heard candidate. A live route whose pongs come back (confirmed within `timeout`)
+    /// beats one we only hear from: a friend's datagrams can reach us on a path ours cannot take
+    /// back (its firewall lets only its own flows out), and sending there would lose everything.
+    /// `useLink` false: the session socket's routes only.
+    func bestRoute(now: MonotonicTime, timeout: Duration, useLink: Bool = true) -> Route? {
+        if useLink, link?.route != nil { return .link }
+        func rank(_ r: Route) -> Int {
+            switch r {
+            case .direct(let a): return a.isLocal ? 0 : 1
+            case .relay, .link: return 2
+            }
+        }
         func unconfirmed(_ s: RouteState) -> Int { s.confirmedAt.map { now - $0 <= timeout } == true ? 0 : 1 }
-        let live = routes.filter { now - $0.value.lastReceived <= timeout }
+        let live = routes.filter { now - $0.value.lastReceived <= timeout && $0.key != .link }
         let unmeasured = Duration.seconds(9)
         if let best = live.min(by: {
             (unconfirmed($0.value), rank($0.key), $0.value.rtt ?? unmeasured)
@@ -218,7 +239,7 @@ final class FriendState {
         }) {
             return best.key
         }
-        return routes.max(by: { $0.value.lastReceived < $1.value.lastReceived })?.key
+        return routes.filter { $0.key != .link }.max(by: { $0.value.lastReceived < $1.value.lastReceived })?.key
             ?? candidates.max(by: { $0.value < $1.value })?.key
     }
 }

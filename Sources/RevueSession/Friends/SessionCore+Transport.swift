@@ -72,6 +72,9 @@ extension SessionCore {
         case .direct(let a):
             if dropDirectSends { return }
             socket.send(packet, to: a)
+        case .link:
+            if dropDirectSends { return }
+            friends[Hex.encode(friendKey)]?.link?.send(packet)
         case .relay(let node):
             // The node forwards only with the token it gave our registration, and only from a
             // source tag we registered.
@@ -126,7 +129,8 @@ extension SessionCore {
         handshakeTokensAt = now
         handshakeTokens = max(0, handshakeTokens - 1)
         if handshakeTokens < Self.handshakeBurst / 2 {
-            let source = route.endpoint
+            // Handshakes arrive on the session socket only, so the route has an endpoint.
+            guard let source = route.endpoint else { return }
             let cookieInput = HandshakeMACs.endpointBytes(source) + (relayedFrom ?? [])
             let macInput = Array(bytes[0..<(macStart + 16)])
             let valid = gate.mac2Valid(mac2, macInput: macInput, cookieInput: cookieInput)
@@ -301,9 +305,29 @@ extension SessionCore {
         enqueueProfile(f)
         for i in f.outbound.indices { f.outbound[i].lastSent = nil }
         pumpOutbound(f, now: now)
+        if let link = f.link {
+            // A link kept from before an outage: tell the friend again, it may have a new one.
+            link.peerKnows = nil
+            announceLink(f, now: now)
+        } else {
+            _ = ensureLink(f)
+        }
     }
 
-    func handleData(_ bytes: [UInt8], route: Route) {
+    /// A datagram the friend's link received (first byte in the session's range, any sender):
+    /// only transport data, and only of that friend's sessions, is taken.
+    func handleLinkDatagram(_ bytes: [UInt8], friendId: String) {
+        guard bytes.first == PacketType.transportData.rawValue else {
+            counters.droppedMalformed += 1
+            return
+        }
+        guard let f = friends[friendId], f.link != nil else { return }
+        handleData(bytes, route: .link, on: f)
+    }
+
+    /// `on`: the friend whose link the packet came on; a packet of another friend's session is
+    /// then dropped as forged (a link is that friend's path only).
+    func handleData(_ bytes: [UInt8], route: Route, on linkFriend: FriendState? = nil) {
         var r = ByteReader(bytes, offset: 1)
         guard let receiverIndex = r.u32(), let counter = r.u64(), r.remaining >= 16 else {
             counters.droppedMalformed += 1
@@ -311,6 +335,10 @@ extension SessionCore {
         }
         guard let id = indices[receiverIndex], let f = friends[id], let session = f.session(index: receiverIndex) else {
             counters.droppedUnknownSession += 1
+            return
+        }
+        if let linkFriend, linkFriend !== f {
+            counters.droppedForged += 1
             return
         }
         guard session.replay.wouldAccept(counter) else {
@@ -369,6 +397,8 @@ extension SessionCore {
         case .bye:
             dropSessions(f)
             updatePaths(f, now: now)
+        case .link:
+            handleLinkFrame(f, &r, now: now)
         }
     }
 
@@ -380,7 +410,7 @@ extension SessionCore {
             f.routes[oldest.key] = nil
         }
         f.routes[route, default: RouteState(lastReceived: now)].lastReceived = now
-        addCandidate(f, route, now: now)
+        if route != .link { addCandidate(f, route, now: now) }
         if case .direct(let a) = route, f.stored.endpoint != a.description {
             f.stored.endpoint = a.description
             f.storedRoute = route
@@ -413,7 +443,8 @@ extension SessionCore {
 
     /// Encrypts one frame on the current session and sends it on `route` (default: the best).
     func sendFrame(_ f: FriendState, _ frame: [UInt8], route: Route? = nil) {
-        guard let s = f.current, let route = route ?? f.bestRoute(now: MonotonicTime.now, timeout: timeouts.connectionTimeout)
+        guard let s = f.current,
+            let route = route ?? f.bestRoute(now: MonotonicTime.now, timeout: timeouts.connectionTimeout, useLink: !dropDirectSends)
         else {
             return
         }
@@ -545,8 +576,9 @@ extension SessionCore {
             counters.droppedForged += 1
             return
         }
+        guard let endpoint = route.endpoint else { return }
         let now = MonotonicTime.now
-        f.cookie = HandshakeCookie(value: cookie, endpoint: route.endpoint, received: now)
+        f.cookie = HandshakeCookie(value: cookie, endpoint: endpoint, received: now)
         p.resentWithCookie = true
         f.pending = p
         sendInitiation(f, route: route, now: now)

@@ -131,7 +131,8 @@ package final class SessionCore {
     /// starts at half), and a lifetime replacing the default one (test seam; nil in production).
     package var sessionMessageLimit: UInt64 = 1 << 60
     package var sessionLifetimeOverride: Duration?
-    // Test seams: observe every session datagram sent, and drop direct sends (to force the relay).
+    // Test seams: observe every session datagram sent, and drop direct sends, the links' included
+    // (to force the relay, or with no rendezvous node, an outage).
     var sendTap: (([UInt8], Route) -> Void)?
     package var dropDirectSends = false
     /// Test seam: received stream items are delivered but their position is never saved nor
@@ -154,6 +155,15 @@ package final class SessionCore {
     /// (or, with your own id, your) name, status message or status changed.
     var tickHook: ((MonotonicTime) -> Void)?
     var friendPathsChanged: ((String, FriendConnectionPaths) -> Void)?
+    /// Call layer: a friend link's selected pair changed (the call's media follows it).
+    var linkRouteChanged: ((String) -> Void)?
+    /// Whether connected friends get a link (`FriendLink`); off only in the session fuzzer, whose
+    /// inputs must not open sockets.
+    package var makesLinks = true
+    /// How often a `link` frame is repeated while the friend lacks part of ours, and the least
+    /// gap between two answered at once.
+    static let linkAnnounceInterval = Duration.milliseconds(500)
+    static let linkAnswerGap = Duration.milliseconds(100)
     var profileObserver: ((String, ProfileField) -> Void)?
 
     enum ProfileField { case name, statusMessage, status }
@@ -288,7 +298,10 @@ package final class SessionCore {
     func shutdown() {
         defer { isStopped = true }
         for f in friends.values where f.isConnected { sendFrame(f, [FrameType.bye.rawValue]) }
-        for f in friends.values { failWaiters(f) }
+        for f in friends.values {
+            failWaiters(f)
+            closeLink(f)
+        }
         timer?.cancel()
         timer = nil
         socket.close()
@@ -304,7 +317,10 @@ package final class SessionCore {
     /// socket closed.
     func abandon() {
         isStopped = true
-        for f in friends.values { failWaiters(f) }
+        for f in friends.values {
+            failWaiters(f)
+            closeLink(f)
+        }
         timer?.cancel()
         timer = nil
         socket.close()
@@ -458,6 +474,7 @@ package final class SessionCore {
         }
         if f.isConnected { sendFrame(f, [FrameType.bye.rawValue]) }
         dropSessions(f)
+        closeLink(f)
         failWaiters(f)
     }
 
@@ -530,6 +547,7 @@ package final class SessionCore {
             counters.candidatesDropped += stale.count
         }
         updatePaths(f, now: now)
+        tickLink(f, now: now)
         if let c = f.current {
             if now.since(f.lastPing) >= timeouts.keepaliveInterval {
                 f.lastPing = now

@@ -62,6 +62,10 @@ package enum FrameType: UInt8 {
     case ack = 3
     /// [type]: the sender is going offline (destroy); drop its sessions now.
     case bye = 4
+    /// [type][ufrag s8][password s8][your ufrag s8][your candidates taken u8][count u8]
+    /// [candidate s8 x count] (s8: a one-byte length, then UTF-8; candidates in SDP form, RFC 8839):
+    /// the sender's ICE agent of the friend's link (`FriendLink`), and what it knows of ours.
+    case link = 5
 }
 
 /// Kinds of reliable items.
