@@ -56,6 +56,31 @@ import Testing
         #expect(b.agent.selectedPair?.remote.address == a.address && a.agent.selectedPair?.remote.address == b.address)
     }
 
+    /// The peer's credentials change (it restarted its agent, RFC 8445 §9): the old candidates
+    /// and pairs go at once, media stops on the old pair, and checks with the new agent find a
+    /// pair with it alone.
+    @Test func newRemoteCredentialsForgetTheOldGeneration() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
+        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
+        let c = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
+        defer { a.close(); b.close(); c.close() }
+        b.agent.onCandidate = { [weak a] cand in a?.agent.addRemoteCandidate(cand) }
+        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        for p in [b, a] { p.startReading(); p.agent.start() }
+        #expect(iceWait(2) { a.agent.selectedPair?.remote.address == b.address })
+        b.close()
+        a.agent.setRemoteCredentials(ufrag: c.agent.localUfrag, password: c.agent.localPassword)
+        #expect(iceWait(1) { a.agent.selectedPair == nil && a.agent.path.route == nil })
+        #expect(a.agent.pairSnapshots.allSatisfy { $0.remote.address != b.address }, "\(a.agent.pairSnapshots)")
+        c.agent.onCandidate = { [weak a] cand in a?.agent.addRemoteCandidate(cand) }
+        c.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        c.startReading()
+        c.agent.start()
+        #expect(iceWait(2) { a.agent.selectedPair?.remote.address == c.address && c.agent.selectedPair != nil })
+        #expect(a.agent.pairSnapshots.allSatisfy { $0.remote.address == c.address }, "\(a.agent.pairSnapshots)")
+    }
+
     /// A remote candidate first learned from a check (peer-reflexive) and signalled later: the
     /// selected pair then names the signalled candidate (RFC 8445 §7.3.1.3), on the same path.
     @Test func aSignalledCandidateReplacesThePeerReflexiveOne() throws {

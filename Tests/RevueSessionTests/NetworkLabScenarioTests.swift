@@ -173,6 +173,14 @@ final class LabCall: @unchecked Sendable {
                 )
             }
         }
+        // One path per friend: each side's friend session runs on the link the leg's media
+        // takes (the same socket and selected pair), and was heard on it lately.
+        for (name, p, id) in [("a", a, bId), ("b", b, aId)] {
+            let path = await mediaPath(p, about: id)
+            if path?["sessionOnLink"] as? Bool != true {
+                failures.append("\(name)'s friend session is not on the call's path: \(String(describing: path))")
+            }
+        }
         return failures
     }
 
@@ -520,8 +528,8 @@ struct NetworkLabSelfTests {
 
 /// Calls across the network lab's NATs. Each scenario prints what the peers and coturn report
 /// (friend paths, media-stats with the leg's path, relay bytes, allocations), so a failing one
-/// says which step broke. Until call media uses ICE, the scenarios whose peers have no direct
-/// path fail at the media check, with media-stats showing no decoded frames. Root only.
+/// says which step broke. Every scenario that carries media also checks that the friend session
+/// runs on the same path (the friends' link) as the call. Root only.
 @Suite(
     .serialized,
     .enabled(

@@ -606,6 +606,12 @@ extension Room {
             out["localType"] = .string(pair.local.type.rawValue)
             out["remoteType"] = .string(pair.remote.type.rawValue)
         }
+        if let core, let f = core.friends[id] {
+            // One path per friend: the session sends on this leg's link and was heard on it lately.
+            let now = MonotonicTime.now, timeout = core.timeouts.connectionTimeout
+            let heard = f.routes[.link].map { now - $0.lastReceived <= timeout } ?? false
+            out["sessionOnLink"] = .bool(f.link === leg.link && f.bestRoute(now: now, timeout: timeout) == .link && heard)
+        }
         out["route"] = .text(leg.sendPath.route?.description)
         out["relayed"] = .bool(leg.sendPath.route?.isRelayed ?? false)
         out["candidates"] = .strings(leg.agent.localCandidates.map(\.description))

@@ -201,7 +201,9 @@ final class FriendState {
         guard isConnected else { return .offline }
         func rank(_ k: FriendConnectionPath.Kind) -> Int { k == .directLAN ? 0 : k == .directUDP ? 1 : 2 }
         var live = routes.filter { now - $0.value.lastReceived <= timeout && describe($0.key) != nil }
-        if live.isEmpty, let last = routes.filter({ describe($0.key) != nil }).max(by: { $0.value.lastReceived < $1.value.lastReceived }) {
+        if live.isEmpty,
+            let last = routes.filter({ describe($0.key) != nil }).max(by: { $0.value.lastReceived < $1.value.lastReceived })
+        {
             // Still connected (e.g. during the grace after a stall): show the last route heard.
             live = [last.key: last.value]
         }

@@ -444,7 +444,8 @@ extension SessionCore {
     /// Encrypts one frame on the current session and sends it on `route` (default: the best).
     func sendFrame(_ f: FriendState, _ frame: [UInt8], route: Route? = nil) {
         guard let s = f.current,
-            let route = route ?? f.bestRoute(now: MonotonicTime.now, timeout: timeouts.connectionTimeout, useLink: !dropDirectSends)
+            let route = route
+                ?? f.bestRoute(now: MonotonicTime.now, timeout: timeouts.connectionTimeout, useLink: !dropDirectSends)
         else {
             return
         }
