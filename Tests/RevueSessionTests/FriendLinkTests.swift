@@ -14,6 +14,17 @@ import Testing
         _ = bytes.withUnsafeBytes { try? socket.send($0, to: target) }
     }
 
+    /// Two friends on loopback (through a rendezvous node) whose links carry their session.
+    func withLinkedFriends(_ body: (TestPeer, TestPeer) async throws -> Void) async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try TestPeer(rendezvous: node), b = try TestPeer(rendezvous: node)
+        defer { a.remove(); b.remove() }
+        try await befriend(a, b)
+        await waitForLinks(a, b)
+        try await body(a, b)
+    }
+
     /// Waits until both sides send the friend session on their links' selected pairs and have
     /// heard the other on it.
     func waitForLinks(_ a: TestPeer, _ b: TestPeer) async {
@@ -29,12 +40,10 @@ import Testing
     /// included) leave on it, the App sees it among the friend's paths, and the two links know
     /// each other's credentials.
     @Test func theFriendSessionMovesOntoTheLink() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let a = try TestPeer(rendezvous: node), b = try TestPeer(rendezvous: node)
-        defer { a.remove(); b.remove() }
-        try await befriend(a, b)
-        await waitForLinks(a, b)
+        try await withLinkedFriends { a, b in try await sessionMovesOntoTheLink(a, b) }
+    }
+
+    func sessionMovesOntoTheLink(_ a: TestPeer, _ b: TestPeer) async throws {
         let la = try #require(link(a, to: b)), lb = try #require(link(b, to: a))
         #expect(la.remoteUfrag == lb.agent.localUfrag && lb.remoteUfrag == la.agent.localUfrag)
         #expect(la.socket.descriptor != lb.socket.descriptor)
@@ -102,12 +111,10 @@ import Testing
     /// takes its new credentials as an ICE restart (the old candidates and pairs go), finds a
     /// pair with it, and the session moves onto the link again.
     @Test func aRestartedFriendsNewLinkIsFollowed() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let a = try TestPeer(rendezvous: node), b = try TestPeer(rendezvous: node)
-        defer { a.remove(); b.remove() }
-        try await befriend(a, b)
-        await waitForLinks(a, b)
+        try await withLinkedFriends { a, b in try await restartedFriendIsFollowed(a, b) }
+    }
+
+    func restartedFriendIsFollowed(_ a: TestPeer, _ b: TestPeer) async throws {
         let kept = try #require(link(a, to: b))
         let oldUfrag = try #require(link(b, to: a)).agent.localUfrag
         b.stop()

@@ -173,8 +173,13 @@ final class LabCall: @unchecked Sendable {
                 )
             }
         }
-        // One path per friend: each side's friend session runs on the link the leg's media
-        // takes (the same socket and selected pair), and was heard on it lately.
+        return failures + (await sessionOffTheCallsPath())
+    }
+
+    /// One path per friend: each side's friend session must run on the link the leg's media
+    /// takes (the same socket and selected pair) and have been heard on it lately. The failures.
+    func sessionOffTheCallsPath() async -> [String] {
+        var failures: [String] = []
         for (name, p, id) in [("a", a, bId), ("b", b, aId)] {
             let path = await mediaPath(p, about: id)
             if path?["sessionOnLink"] as? Bool != true {
@@ -725,6 +730,8 @@ struct NetworkLabScenarioTests {
                 #expect(
                     (path?["route"] as? String)?.contains(newAddress) == true, "b's media route to a: \(String(describing: path))"
                 )
+                let offPath = await call.sessionOffTheCallsPath()
+                #expect(offPath.isEmpty, "\(offPath)\n\(call.diagnosis())")
                 let ended = (call.a.events + call.b.events).filter {
                     ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
                 }
@@ -733,7 +740,8 @@ struct NetworkLabScenarioTests {
     }
 
     /// Cone to cone, then UDP between the two NATs is dropped mid-call: media fails over to the
-    /// relay with no gap over 2 s either way, and the call does not end.
+    /// relay with no gap over 2 s either way, the call does not end, and the friend session is on
+    /// the relayed pair with it.
     @Test func directPathDeathFailsOverToTheRelay() async throws {
         try await withCall(
             .init(home1: .cone, home2: .cone), arguments: { ["--call-lost-timeout", "10"] + LabCall.iceArguments($0) },
@@ -756,6 +764,11 @@ struct NetworkLabScenarioTests {
                     ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError"].contains($0["event"] as? String ?? "")
                 }
                 #expect(ended.isEmpty, "the call ended: \(ended)")
+                // The friend session moved to the relay with the media.
+                let offPath = await call.sessionOffTheCallsPath()
+                #expect(offPath.isEmpty, "\(offPath)\n\(call.diagnosis())")
+                let relayed = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
+                #expect(!relayed.contains(false), "a leg is not on the relay after the cut\n\(call.diagnosis())")
             })
     }
 }
