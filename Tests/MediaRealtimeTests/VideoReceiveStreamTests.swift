@@ -217,6 +217,33 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t) + s.holeWait))
     }
 
+    /// After a path change, what went missing on the old path is not asked for again (a burst of
+    /// stale resends would queue ahead of the keyframe at the sender); a keyframe is asked for at
+    /// once, and losses on the new path are asked for as usual.
+    @Test func aPathChangeAsksForAKeyframeInsteadOfTheOldPathsLosses() throws {
+        let frames = try videoPackets(.vp8, count: 8)
+        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)
+        settings.schedulesRendering = false
+        let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: nil)
+        var t: UInt64 = 1_000_000_000
+        for p in frames[0] + frames[1] { feed(s, p, at: t) }
+        s.process(now: MonotonicTime(nanoseconds: t))
+        #expect(!s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)))
+        // The old path dies with frames 2-4 in flight; the new one starts with frame 5.
+        s.pathChanged()
+        t += 1_000_000_000
+        for p in frames[5] { feed(s, p, at: t) }
+        s.process(now: MonotonicTime(nanoseconds: t))
+        #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)).isEmpty, "the old path's losses are not asked for")
+        #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)))
+        // Frame 6 is lost on the new path: asked for as usual.
+        let lost = frames[6].map { (try! RTPHeader(parsing: $0.withUnsafeBytes { $0 })).sequenceNumber }
+        t += 66_666_666
+        for p in frames[7] { feed(s, p, at: t) }
+        s.process(now: MonotonicTime(nanoseconds: t))
+        #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)) == lost)
+    }
+
     @Test(arguments: [(VPXCodec.vp8, 1), (.vp8, 2), (.vp9, 1), (.vp9, 2)])
     func lostFirstPacketsOfTheStreamAreNackedInsteadOfCostingTheKeyframe(codec: VPXCodec, lostAtStart: Int) throws {
         let frames = try videoPackets(codec, count: 5)

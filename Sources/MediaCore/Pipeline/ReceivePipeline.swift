@@ -118,6 +118,12 @@ public final class ReceivePipeline: @unchecked Sendable {
     /// relay); nil: back to where the media comes from, or `rtcpDestination`. Set before `start`.
     package var sendPath: ICESendPath?
 
+    /// The path to the sender changed (an ICE failover): every video stream asks for a keyframe
+    /// (PLI, or FIR when configured) with the next feedback and stops asking for the packets lost
+    /// on the old path (`VideoReceiveStream.pathChanged`). Thread rule: any thread. Cost: one
+    /// atomic store.
+    package func pathChanged() { engine.pathChanged.store(true, ordering: .relaxed) }
+
     /// Most injected datagrams waiting for the pipeline's thread; more are dropped.
     package static let maxInjected = 512
 
@@ -245,6 +251,8 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// Settings from `updatePayloadTypes`, taken by the pipeline's thread.
         let pendingUpdate = Mutex<(video: [VideoReceiveSettings], audio: UInt8?)?>(nil)
         let updatePending = Atomic<Bool>(false)
+        /// Set by `pathChanged`, taken by the pipeline's thread.
+        let pathChanged = Atomic<Bool>(false)
         /// The video settings and audio payload type in force (the pipeline's thread).
         var videoSettings: [VideoReceiveSettings]
         var audioPayloadType: UInt8?
@@ -489,6 +497,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 lastSyncNs = nowNs
                 synchronize()
             }
+            if pathChanged.exchange(false, ordering: .relaxed) { for v in videos { v.pathChanged() } }
             sendFeedback(now: now)
             if nowNs >= lastPublishNs + 20_000_000 || stopping.load(ordering: .relaxed) {
                 lastPublishNs = nowNs

@@ -530,6 +530,16 @@ public final class VideoReceiveStream {
     public var longestFreeze: Duration { .nanoseconds(Int64(longestFreezeNs)) }
     private var longestFreezeNs: UInt64 = 0
 
+    /// The path from the sender changed (a failover): what was in flight on the old one is lost.
+    /// Asks for a keyframe with the next feedback (`takeKeyframeRequest`) and does not ask for
+    /// the lost packets again: NACK tracking restarts at the next packet, so the sender's pacer
+    /// does not queue a burst of stale resends ahead of the keyframe. Thread rule: the
+    /// pipeline's thread.
+    public func pathChanged() {
+        keyframeRequested = true
+        nack.clear()
+    }
+
     private func requestKeyframe(nowNs: UInt64) {
         keyframeRequested = true
         _ = nowNs

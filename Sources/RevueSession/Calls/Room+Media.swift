@@ -197,6 +197,14 @@ extension Room {
         if route == nil && before == nil { return }
         leg.sendPath.route = route
         if (before == nil) != (route == nil) { updateTargets() }
+        // Moved to another pair (the old one failed, or an address changed): what was in flight on
+        // the old path is lost. Asking for all of it again (a second of video after a failover)
+        // makes the participant's pacer send a burst of stale resends ahead of the keyframe the
+        // gaps end in, which added about 0.6 s to the freeze; our pipeline asks for a keyframe at
+        // once instead, on the new path. (The receiver asks rather than the sender sends: a
+        // keyframe sent the moment our side switched can reach the participant's TURN allocation
+        // before it has switched and permitted us, and be dropped there.)
+        if before != nil, route != nil { leg.pipeline?.pathChanged() }
     }
 
     /// Starts the leg's receive pipeline with the participant's key. The SRTCP it sends is
