@@ -25,17 +25,6 @@ import Testing
         try await body(a, b)
     }
 
-    /// Waits until both sides send the friend session on their links' selected pairs and have
-    /// heard the other on it.
-    func waitForLinks(_ a: TestPeer, _ b: TestPeer) async {
-        for (p, q) in [(a, b), (b, a)] {
-            await p.wait("\(p === a ? "a" : "b") on its link", timeout: 10) {
-                guard let f = p.revue.core?.friends[q.id] else { return false }
-                return f.bestRoute(now: .now, timeout: .seconds(2)) == .link && f.routes[.link] != nil
-            }
-        }
-    }
-
     /// Once friends are online, each side's link finds a pair, the session's frames (messages
     /// included) leave on it, the App sees it among the friend's paths, and the two links know
     /// each other's credentials.

@@ -20,13 +20,17 @@ import Testing
         defer { alice.remove(); bob.remove() }
         var captured: [[UInt8]] = []
         alice.revue.core!.sendTap = { packet, route in
-            if case .direct = route,
-                packet.first == PacketType.transportData.rawValue || packet.first == PacketType.handshakeInitiation.rawValue
-            {
+            // What Alice sends straight to Bob: on the session socket or on her link to him.
+            if case .relay = route { return }
+            if packet.first == PacketType.transportData.rawValue || packet.first == PacketType.handshakeInitiation.rawValue {
                 captured.append(packet)
             }
         }
         try await befriend(alice, bob)
+        // Once the session runs on the friends' links, their paths stay as they are: any event
+        // from here on would come from the hostile datagrams.
+        await waitForLinks(alice, bob)
+        await settle(0.3)
         for i in 0..<5 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "real \(i)") }
         alice.revue.core!.sendTap = nil
         let eventsBefore = bob.friendEvents

@@ -123,3 +123,15 @@ func befriend(_ a: TestPeer, _ b: TestPeer, message: String = "hi") async throws
     await a.waitForEvent(.paths(b.id, true))
     await b.waitForEvent(.paths(a.id, true))
 }
+
+/// Waits until both friends send their session on their links' selected pairs and have heard
+/// each other on it (after that, their paths stay as they are on a quiet loopback).
+@MainActor
+func waitForLinks(_ a: TestPeer, _ b: TestPeer) async {
+    for (p, q) in [(a, b), (b, a)] {
+        await p.wait("\(p === a ? "first" : "second") peer on its link", timeout: 10) {
+            guard let f = p.revue.core?.friends[q.id] else { return false }
+            return f.bestRoute(now: .now, timeout: .seconds(2)) == .link && f.routes[.link] != nil
+        }
+    }
+}
