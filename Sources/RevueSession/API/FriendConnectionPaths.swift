@@ -23,13 +23,16 @@ public struct FriendConnectionPath: Sendable, Hashable {
         case directLAN
         /// Directly over UDP to a public address (possibly through NAT).
         case directUDP
-        /// Through a rendezvous node's blind relay; it forwards encrypted packets it cannot read.
+        /// Through a relay that forwards encrypted packets it cannot read: a rendezvous node's
+        /// blind relay, or a TURN server on the path the friend connection found with ICE.
         case relayed
     }
 
     /// How packets travel on this path.
     public var kind: Kind
-    /// The friend's address as seen from here ("203.0.113.5:33445"), or the relay's for `.relayed`.
+    /// The friend's address as seen from here ("203.0.113.5:33445"); for `.relayed`, the relay's
+    /// (the rendezvous node's, or the friend's relayed address on a TURN server when the friend's
+    /// side relays; the friend's own address when only ours does).
     public var endpoint: String
     /// Last measured round-trip time in seconds, nil until a keepalive came back. Not part of
     /// equality: a new RTT alone does not produce `didUpdatePaths`.

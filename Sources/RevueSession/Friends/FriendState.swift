@@ -183,6 +183,12 @@ final class FriendState {
         return nil
     }
 
+    /// Whether the link has a selected pair and the friend's session was heard on it within `timeout`.
+    func linkIsLive(now: MonotonicTime, timeout: Duration) -> Bool {
+        guard link?.route != nil, let heard = routes[.link]?.lastReceived else { return false }
+        return now - heard <= timeout
+    }
+
     /// What a route is, as the App sees it: its kind and endpoint (the link's from its selected
     /// pair: relayed when either side's candidate is a TURN relay). nil for the link without a pair.
     func describe(_ route: Route) -> (kind: FriendConnectionPath.Kind, endpoint: SocketAddress)? {
@@ -196,7 +202,9 @@ final class FriendState {
         }
     }
 
-    /// Live paths, best first: LAN, then public UDP, then relayed; lower RTT first within a kind.
+    /// Live paths, best first: LAN, then public UDP, then relayed; within a kind the link first
+    /// (the session sends on it), then lower RTT first. (Ordering same-kind routes by RTT alone
+    /// would reorder them, and so report a change, whenever two RTTs cross.)
     func paths(now: MonotonicTime, timeout: Duration) -> FriendConnectionPaths {
         guard isConnected else { return .offline }
         func rank(_ k: FriendConnectionPath.Kind) -> Int { k == .directLAN ? 0 : k == .directUDP ? 1 : 2 }
@@ -211,21 +219,30 @@ final class FriendState {
             live
             .compactMap { route, state in
                 describe(route).map {
-                    FriendConnectionPath(kind: $0.kind, endpoint: $0.endpoint.description, roundTripTime: state.rtt?.inSeconds)
+                    (
+                        path: FriendConnectionPath(
+                            kind: $0.kind, endpoint: $0.endpoint.description, roundTripTime: state.rtt?.inSeconds),
+                        linkFirst: route == .link ? 0 : 1
+                    )
                 }
             }
-            .sorted { (rank($0.kind), $0.roundTripTime ?? 9, $0.endpoint) < (rank($1.kind), $1.roundTripTime ?? 9, $1.endpoint) }
+            .sorted {
+                (rank($0.path.kind), $0.linkFirst, $0.path.roundTripTime ?? 9, $0.path.endpoint)
+                    < (rank($1.path.kind), $1.linkFirst, $1.path.roundTripTime ?? 9, $1.path.endpoint)
+            }
+            .map(\.path)
         return FriendConnectionPaths(paths: result)
     }
 
-    /// The route to send on: the link's selected ICE pair when it has one (checked by ICE both
-    /// ways and kept by consent); else the best live route of the session socket, else the most
-    /// recently heard candidate. A live route whose pongs come back (confirmed within `timeout`)
-    /// beats one we only hear from: a friend's datagrams can reach us on a path ours cannot take
-    /// back (its firewall lets only its own flows out), and sending there would lose everything.
+    /// The route to send on: the link's selected ICE pair when it has one and the friend's session
+    /// was heard on it within `timeout` (a pair ICE still holds can be dead: the friend restarted
+    /// with a new link); else the best live route of the session socket, else the most recently
+    /// heard candidate. A live route whose pongs come back (confirmed within `timeout`) beats one
+    /// we only hear from: a friend's datagrams can reach us on a path ours cannot take back (its
+    /// firewall lets only its own flows out), and sending there would lose everything.
     /// `useLink` false: the session socket's routes only.
     func bestRoute(now: MonotonicTime, timeout: Duration, useLink: Bool = true) -> Route? {
-        if useLink, link?.route != nil { return .link }
+        if useLink, linkIsLive(now: now, timeout: timeout) { return .link }
         func rank(_ r: Route) -> Int {
             switch r {
             case .direct(let a): return a.isLocal ? 0 : 1

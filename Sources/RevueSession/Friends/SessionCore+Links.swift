@@ -32,7 +32,10 @@ extension SessionCore {
             },
             onPathChange: { [weak self] in
                 guard let self, let f = friends[id] else { return }
-                updatePaths(f, now: .now)
+                let now = MonotonicTime.now
+                // A ping on the new pair at once: its pong moves the session onto it.
+                if f.isConnected, f.link?.route != nil, !dropDirectSends { sendPing(f, route: .link, now: now) }
+                updatePaths(f, now: now)
                 linkRouteChanged?(id)
             })
         announceLink(f, now: .now)

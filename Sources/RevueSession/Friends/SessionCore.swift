@@ -554,6 +554,10 @@ package final class SessionCore {
                 for (route, state) in f.routes where now - state.lastReceived <= timeouts.connectionTimeout {
                     sendPing(f, route: route, now: now)
                 }
+                // A link with a pair the session was not heard on lately: its pong makes it live.
+                if !dropDirectSends, f.link?.route != nil, !f.linkIsLive(now: now, timeout: timeouts.connectionTimeout) {
+                    sendPing(f, route: .link, now: now)
+                }
             }
             // Only relayed: keep probing the direct candidates so a direct path is found again.
             let hasDirect = f.routes.contains {
