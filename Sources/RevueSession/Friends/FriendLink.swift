@@ -30,9 +30,8 @@ final class FriendLink {
     var remoteCandidates: Set<String> = []
     /// What the friend's last `link` frame says it knows of ours (our ufrag, how many candidates).
     var peerKnows: (ufrag: String, count: Int)?
-    /// When we last sent a `link` frame (nil: not yet), and whether a new candidate waits.
+    /// When we last sent a `link` frame (nil: not yet).
     var lastAnnounce: MonotonicTime?
-    var candidatesChanged = false
     /// Since when the friend is offline (nil: online); the link closes after `idleLifetime`.
     var offlineSince: MonotonicTime?
 

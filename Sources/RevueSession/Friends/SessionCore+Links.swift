@@ -26,8 +26,7 @@ extension SessionCore {
         f.link = link
         link.start(
             onCandidate: { [weak self] in
-                guard let self, let f = friends[id], let link = f.link else { return }
-                link.candidatesChanged = true
+                guard let self, let f = friends[id] else { return }
                 announceLink(f, now: .now)
             },
             onPathChange: { [weak self] in
@@ -64,7 +63,6 @@ extension SessionCore {
     func announceLink(_ f: FriendState, now: MonotonicTime) {
         guard f.isConnected, let link = f.link else { return }
         link.lastAnnounce = now
-        link.candidatesChanged = false
         sendFrame(f, link.announcement())
     }
 
