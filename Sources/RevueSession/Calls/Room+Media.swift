@@ -615,10 +615,10 @@ extension Room {
             out["remoteType"] = .string(pair.remote.type.rawValue)
         }
         if let core, let f = core.friends[id] {
-            // One path per friend: the session sends on this leg's link and was heard on it lately.
-            let now = MonotonicTime.now, timeout = core.timeouts.connectionTimeout
-            let heard = f.routes[.link].map { now - $0.lastReceived <= timeout } ?? false
-            out["sessionOnLink"] = .bool(f.link === leg.link && f.bestRoute(now: now, timeout: timeout) == .link && heard)
+            // One path per friend: the session sends on this leg's link (which it does only while
+            // it was heard on it lately).
+            let onLink = f.bestRoute(now: .now, timeout: core.timeouts.connectionTimeout) == .link
+            out["sessionOnLink"] = .bool(f.link === leg.link && onLink)
         }
         out["route"] = .text(leg.sendPath.route?.description)
         out["relayed"] = .bool(leg.sendPath.route?.isRelayed ?? false)
