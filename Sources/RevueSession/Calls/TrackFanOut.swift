@@ -4,8 +4,8 @@ import Synchronization
 
 /// The `PacketSink` of a local track's send stream (which itself sends plain RTP): each packet is
 /// copied into a preallocated buffer, protected with the SRTP context of each subscribed call leg
-/// (a key per leg and direction, RFC 3711 §3.3) and sent on that leg's media socket along its
-/// selected ICE pair (straight to the participant, or through a TURN relay). One encode
+/// (a key per leg and direction, RFC 3711 §3.3) and sent on that leg's socket (the friends' link)
+/// along its selected ICE pair (straight to the participant, or through a TURN relay). One encode
 /// serves every participant of a mesh. A retransmission (a NACK from one leg, RFC 4585 §6.2.1)
 /// goes to that leg only (`RoutedPacketSink`); each leg's bandwidth estimate is kept here and the
 /// encoder follows the lowest of the legs the track goes to (one encode must fit every path).
