@@ -170,7 +170,14 @@ struct RevueNodeProcessTests {
             await alice.wait(timeout: 5, nth: 2) { $0["event"] as? String == "didUpdatePaths" && $0["isOnline"] as? Bool == true }
                 != nil)
         alice.send(["cmd": "message", "friendId": bobId, "message": "after restart", "id": 99])
-        #expect(await alice.wait { $0["event"] as? String == "ok" && $0["id"] as? Int == 99 } != nil)
+        let sent = await alice.wait { $0["event"] as? String == "ok" && $0["id"] as? Int == 99 }
+        if sent == nil {
+            for p in [alice, bob] { p.send(["cmd": "counters", "id": "diag"]) }
+            _ = await alice.wait { $0["id"] as? String == "diag" }
+            _ = await bob.wait { $0["id"] as? String == "diag" }
+            Issue.record(
+                "the message after the restart got no receipt.\nalice: \(alice.events.suffix(12))\nbob: \(bob.events.suffix(12))")
+        }
         #expect(await bob.wait(event("didReceiveMessage", ["message": "after restart"])) != nil)
         received = bob.events.filter(event("didReceiveMessage")).map { $0["message"] as! String }
         #expect(received == ["after restart"], "nothing from before the restart is delivered again")
