@@ -183,16 +183,22 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         #expect(requests >= 1)
     }
 
-    @Test func nackListNamesTheMissingPacketsAndTheHoleIsWaitedForThenSkipped() throws {
-        let frames = try videoPackets(.vp8, count: 6)
-        // Repair is checked at the moments packets arrive; when frames are released is the
-        // subject of `framesLeaveAtTheirPlayoutTimeSpacedAsCaptured`.
+    /// VP8 packets of `count` frames, and a stream without render scheduling that received the
+    /// first two at `t`. Repair is checked at the moments packets arrive; when frames are released
+    /// is the subject of `framesLeaveAtTheirPlayoutTimeSpacedAsCaptured`.
+    func repairStream(frames count: Int, at t: UInt64) throws -> (frames: [[[UInt8]]], stream: VideoReceiveStream) {
+        let frames = try videoPackets(.vp8, count: count)
         var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)
         settings.schedulesRendering = false
         let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: nil)
-        var t: UInt64 = 1_000_000_000
         for p in frames[0] + frames[1] { feed(s, p, at: t) }
         s.process(now: MonotonicTime(nanoseconds: t))
+        return (frames, s)
+    }
+
+    @Test func nackListNamesTheMissingPacketsAndTheHoleIsWaitedForThenSkipped() throws {
+        var t: UInt64 = 1_000_000_000
+        let (frames, s) = try repairStream(frames: 6, at: t)
         // Frame 2's packets go missing; frame 3 arrives.
         let missing = frames[2].map { (try! RTPHeader(parsing: $0.withUnsafeBytes { $0 })).sequenceNumber }
         t += 66_666_666
@@ -221,13 +227,8 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
     /// stale resends would queue ahead of the keyframe at the sender); a keyframe is asked for at
     /// once, and losses on the new path are asked for as usual.
     @Test func aPathChangeAsksForAKeyframeInsteadOfTheOldPathsLosses() throws {
-        let frames = try videoPackets(.vp8, count: 8)
-        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 98)
-        settings.schedulesRendering = false
-        let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: nil)
         var t: UInt64 = 1_000_000_000
-        for p in frames[0] + frames[1] { feed(s, p, at: t) }
-        s.process(now: MonotonicTime(nanoseconds: t))
+        let (frames, s) = try repairStream(frames: 8, at: t)
         #expect(!s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)))
         // The old path dies with frames 2-4 in flight; the new one starts with frame 5.
         s.pathChanged()
