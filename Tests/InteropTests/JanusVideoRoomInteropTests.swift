@@ -91,7 +91,7 @@ struct JanusVideoRoomInteropTests {
             configuration: PeerConnectionConfiguration = JanusVideoRoomInteropTests.configuration()
         ) async throws -> Subscription {
             let h = try await JanusVideoRoom(session: session)
-            let offer = try await h.joinAsSubscriber(room: room, feeds: [feed], privateID: joined.privateID)
+            let offer = try await h.joinAsSubscriber(room: room, feeds: [feed], privateID: joined.privateID).sdp!
             let pc = try PeerConnection(configuration: configuration)
             let s = Subscription(feed: feed, from: from, handle: h, connection: pc)
             pc.videoRenderer = s.probe
@@ -322,7 +322,7 @@ struct JanusVideoRoomInteropTests {
             try await publisher.publish()
             try await Self.waitConnected([("publisher", publisher.publisher!)], janus: janus)
             let handle = try await JanusVideoRoom(session: admin)
-            let offer = try await handle.joinAsSubscriber(room: room, feeds: [publisher.joined.id])
+            let offer = try await handle.joinAsSubscriber(room: room, feeds: [publisher.joined.id]).sdp!
             let answer = try #require(try browser.call(JSEPInteropTests.js("receiveAnswer", offer))["sdp"])
             try await handle.start(answer: answer)
             let connected = await waitFor(timeout: 20) {
@@ -495,7 +495,7 @@ struct JanusVideoRoomInteropTests {
             try await b.publish()
             try await Self.waitConnected([("b", b.publisher!)], janus: janus)
             b.startFeeding()
-            let offer = try await w.handle.subscribe(feeds: [b.joined.id])
+            let offer = try await w.handle.subscribe(feeds: [b.joined.id]).sdp!
             try await w.connection.setRemoteDescription(JSEPSessionDescription(parsing: offer, type: .offer))
             let answer = try await w.connection.createAnswer()
             try await w.handle.start(answer: answer.sdp)

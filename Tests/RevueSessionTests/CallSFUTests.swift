@@ -115,7 +115,9 @@ final class ProbeAttacher: RoomDelegate {
     /// Waits until `me` receives each of `others` through a connected subscription.
     static func waitSubscribed(_ me: CallPeer, to others: [CallPeer], timeout: Double = 20) async {
         await me.wait("\(me.name) subscribed at the SFU to \(others.map(\.name))", timeout: timeout) {
-            others.allSatisfy { o in me.room.sfu?.subscriptions[o.id]?.connection.state == .connected }
+            others.allSatisfy { o in
+                me.room.sfu?.subscriptions[o.id] != nil && me.room.sfu?.subscriber?.connection.state == .connected
+            }
         }
     }
 
@@ -130,7 +132,7 @@ final class ProbeAttacher: RoomDelegate {
         init(server: SocketAddress, room: UInt64, feed: UInt64, range: Range<Int>, decrypt: Bool) async throws {
             session = try await JanusSession.create(server: server)
             let handle = try await JanusVideoRoom(session: session)
-            let offer = try await handle.joinAsSubscriber(room: room, feeds: [feed])
+            let offer = try await handle.joinAsSubscriber(room: room, feeds: [feed]).sdp!
             var c = PeerConnectionConfiguration()
             c.gatheringTimeoutSeconds = 2
             if decrypt { c.frameDecryption = receiver }
@@ -372,7 +374,7 @@ final class ProbeAttacher: RoomDelegate {
             let feed = try #require(a.room.sfu?.feed)
             let admin = try await JanusSession.create(server: janus.address)
             let handle = try await JanusVideoRoom(session: admin)
-            let offer = try await handle.joinAsSubscriber(room: roomNumber, feeds: [feed])
+            let offer = try await handle.joinAsSubscriber(room: roomNumber, feeds: [feed]).sdp!
             let answer = try #require(try browser.call(JSONLinePeer.js("receiveAnswer", offer))["sdp"])
             try await handle.start(answer: answer)
             await a.wait("Chromium connected to Janus", timeout: 20) {

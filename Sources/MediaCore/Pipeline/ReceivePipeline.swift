@@ -9,8 +9,12 @@ public struct ReceivePipelineConfiguration: Sendable {
     public var localKey: SRTPKeyMaterial?
     /// Video streams by payload type; a new SSRC with one of these payload types starts a stream.
     public var video: [VideoReceiveSettings] = []
-    /// The audio stream's settings (one Opus stream), or nil.
+    /// The audio streams' settings (Opus), or nil.
     public var audio: AudioReceiveSettings? = nil
+    /// Most audio SSRCs taken, each its own stream with these settings (an SFU subscription
+    /// carries one per participant); packets of further SSRCs are dropped and counted. The
+    /// first SSRC plays in `ReceivePipeline.audio`, every one in `audioStreams`.
+    public var maxAudioStreams = 1
     /// SSRC of our RTCP.
     public var localSSRC: UInt32 = UInt32.random(in: 1...UInt32.max)
     /// CNAME in our RTCP (RFC 3550 §6.5.1).
@@ -30,6 +34,11 @@ public struct ReceivePipelineConfiguration: Sendable {
     public var transportSequenceNumberExtensionID: UInt8? = nil
     /// Interval between transport feedback packets (libwebrtc: 100 ms).
     public var transportFeedbackIntervalMilliseconds = 100
+    /// Every NACK, PLI or FIR goes in a compound of its own, led by a receiver report whose one
+    /// block is the stream it is about, even with a single video stream. A server that
+    /// demultiplexes bundled RTCP by the first report block (Janus) drops feedback that follows
+    /// a report without blocks. Always so with several video streams.
+    public var feedbackLedByReportBlock = false
     /// Use FIR (RFC 5104) instead of PLI to ask for keyframes.
     public var useFullIntraRequest = false
     /// Largest number of SSRCs accepted (more are dropped and counted).
@@ -103,8 +112,18 @@ public final class ReceivePipeline: @unchecked Sendable {
     public let configuration: ReceivePipelineConfiguration
     /// The socket packets arrive on (and RTCP leaves from).
     public let socket: UDPSocket
-    /// The audio stream, when configured: pull it with `pullAudio(into:)` or an `AudioPlayoutClock`.
+    /// The (first) audio stream, when configured: pull it with `pullAudio(into:)` or an
+    /// `AudioPlayoutClock`.
     public let audio: AudioReceiveStream?
+
+    /// Every audio stream so far with its SSRC, in order of arrival (`audio` first, once its
+    /// first packet came). More appear only with `maxAudioStreams` above 1. Thread rule: any
+    /// thread. Cost: one lock and a copy of the list.
+    public var audioStreams: [(ssrc: UInt32, stream: AudioReceiveStream)] { engine.audioList.withLock { $0 } }
+
+    /// Counts changes of `audioStreams`, so a reader can skip the copy while it stays the same.
+    /// Thread rule: any thread. Cost: one atomic load.
+    public var audioStreamsGeneration: Int { engine.audioGeneration.load(ordering: .acquiring) }
     /// Called on the pipeline's thread for datagrams that are neither RTP nor RTCP (STUN, session
     /// packets); set before `start`.
     public var otherDatagramHandler: (@Sendable (UDPDatagram) -> Void)?
@@ -258,7 +277,12 @@ public final class ReceivePipeline: @unchecked Sendable {
         var audioPayloadType: UInt8?
         var counters = ReceivePipelineStatistics()
         var videos: [VideoReceiveStream] = []
-        var audioSSRC: UInt32?
+        /// The audio streams (the first is `audio`) and their SSRCs, in arrival order.
+        var audios: [AudioReceiveStream] = []
+        var audioSSRCs: [UInt32] = []
+        /// `audios` as published to other threads, and its change count.
+        let audioList = Mutex<[(ssrc: UInt32, stream: AudioReceiveStream)]>([])
+        let audioGeneration = Atomic<Int>(0)
         var remote: SocketAddress?
         var reportSchedule: RTCPReportSchedule
         var lastPublishNs: UInt64 = 0
@@ -415,10 +439,9 @@ public final class ReceivePipeline: @unchecked Sendable {
             if remote == nil || configuration.rtcpDestination == nil { remote = configuration.rtcpDestination ?? d.source }
             let ssrc = packet.header.ssrc
             recordTransportSequence(packet, arrival: d.receivedAt)
-            if isAudio, let audio {
-                if audioSSRC == nil { audioSSRC = ssrc }
-                guard audioSSRC == ssrc else { counters.unknownStream += 1; return }
-                audio.insert(packet, arrival: d.receivedAt)
+            if isAudio {
+                guard let stream = audioStream(ssrc: ssrc) else { counters.unknownStream += 1; return }
+                stream.insert(packet, arrival: d.receivedAt)
                 return
             }
             guard let stream = videoStream(ssrc: ssrc, payloadType: pt) else { counters.unknownStream += 1; return }
@@ -458,9 +481,33 @@ public final class ReceivePipeline: @unchecked Sendable {
             stream.insert(packet, arrival: d.receivedAt)
         }
 
+        /// The audio stream of `ssrc`: the first SSRC takes `audio`, later ones (up to
+        /// `maxAudioStreams`) get streams of their own; nil past the limits.
+        private func audioStream(ssrc: UInt32) -> AudioReceiveStream? {
+            for (i, s) in audioSSRCs.enumerated() where s == ssrc { return audios[i] }
+            guard let audio, audios.count < configuration.maxAudioStreams,
+                videos.count + audios.count < configuration.maxStreams
+            else { return nil }
+            let stream: AudioReceiveStream
+            if audios.isEmpty {
+                stream = audio
+            } else {
+                var settings = audio.settings
+                if let pt = audioPayloadType { settings.payloadType = pt }
+                guard let made = try? AudioReceiveStream(ssrc: ssrc, settings: settings) else { return nil }
+                stream = made
+            }
+            audios.append(stream)
+            audioSSRCs.append(ssrc)
+            let list = Array(zip(audioSSRCs, audios)).map { (ssrc: $0.0, stream: $0.1) }
+            audioList.withLock { $0 = list }
+            audioGeneration.add(1, ordering: .releasing)
+            return stream
+        }
+
         private func videoStream(ssrc: UInt32, payloadType: UInt8) -> VideoReceiveStream? {
             for v in videos where v.ssrc == ssrc { return v.settings.payloadType == payloadType ? v : nil }
-            guard videos.count + (audioSSRC == nil ? 0 : 1) < configuration.maxStreams,
+            guard videos.count + audios.count < configuration.maxStreams,
                 let settings = videoSettings.first(where: { $0.payloadType == payloadType }),
                 let stream = try? VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
             else { return nil }
@@ -478,8 +525,8 @@ public final class ReceivePipeline: @unchecked Sendable {
                     for v in videos where v.ssrc == sr.ssrc {
                         v.receiveStatistics.senderReportReceived(sr, arrival: d.receivedAt)
                     }
-                    if sr.ssrc == audioSSRC, let audio {
-                        audio.receiveStatistics.senderReportReceived(sr, arrival: d.receivedAt)
+                    for (i, a) in audioSSRCs.enumerated() where a == sr.ssrc {
+                        audios[i].receiveStatistics.senderReportReceived(sr, arrival: d.receivedAt)
                     }
                 }
             }
@@ -502,7 +549,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             if nowNs >= lastPublishNs + 20_000_000 || stopping.load(ordering: .relaxed) {
                 lastPublishNs = nowNs
                 var inbound = videos.map { $0.statsSnapshot() }
-                if let audio, let ssrc = audioSSRC {
+                for (ssrc, audio) in zip(audioSSRCs, audios) {
                     var s = audio.statsSnapshot()
                     s.ssrc = ssrc
                     inbound.append(s)
@@ -520,7 +567,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// both had a sender report and played, compares each one's delay from capture to play and
         /// hands each stream its extra delay.
         private func synchronize() {
-            guard let audio, audioSSRC != nil, videos.count == 1, let video = videos.first,
+            guard audios.count == 1, let audio = audios.first, videos.count == 1, let video = videos.first,
                 let (renderTime, videoTimestamp) = video.lastRendered,
                 let (playTime, audioTimestamp) = audio.playoutPosition,
                 let videoCapture = video.receiveStatistics.senderTimeNs(ofRTPTimestamp: videoTimestamp, clockRate: 90_000),
@@ -581,7 +628,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 }
                 if v.bandwidth.usage == .overusing && nowNs >= lastRembNs + 200_000_000 { remb = true }
                 if !feedback.isEmpty {
-                    if videos.count > 1 {
+                    if videos.count > 1 || configuration.feedbackLedByReportBlock {
                         let block = v.receiveStatistics.makeReportBlock(now: now)
                         send([.receiverReport(RTCPReceiverReport(ssrc: ssrc, reports: [block]))] + feedback)
                     } else {
@@ -591,7 +638,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             }
             if transportFeedback.hasPending,
                 nowNs >= lastTransportFeedbackNs + UInt64(configuration.transportFeedbackIntervalMilliseconds) * 1_000_000,
-                let tcc = transportFeedback.makeFeedback(senderSSRC: ssrc, mediaSSRC: videos.first?.ssrc ?? audioSSRC ?? 0)
+                let tcc = transportFeedback.makeFeedback(senderSSRC: ssrc, mediaSSRC: videos.first?.ssrc ?? audioSSRCs.first ?? 0)
             {
                 lastTransportFeedbackNs = nowNs
                 session.append(.transportFeedback(tcc))
@@ -602,13 +649,20 @@ public final class ReceivePipeline: @unchecked Sendable {
             var blocks: [RTCPReportBlock] = []
             if reportDue {
                 for v in videos { blocks.append(v.receiveStatistics.makeReportBlock(now: now)) }
-                if let audio, let a = audioSSRC {
+                for (a, audio) in zip(audioSSRCs, audios) {
                     var b = audio.receiveStatistics.makeReportBlock(now: now)
                     b.ssrc = a
                     blocks.append(b)
                 }
             }
+            // A report holds at most 31 blocks (RFC 3550 §6.4.2: a 5-bit count); more streams
+            // (a large SFU subscription) take further reports in the same compound.
             var packets: [RTCPPacket] = [.receiverReport(RTCPReceiverReport(ssrc: ssrc, reports: Array(blocks.prefix(31))))]
+            var rest = blocks.dropFirst(31)
+            while !rest.isEmpty {
+                packets.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reports: Array(rest.prefix(31)))))
+                rest = rest.dropFirst(31)
+            }
             if reportDue {
                 packets.append(.sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: configuration.cname)))
             }

@@ -49,6 +49,44 @@ package struct JanusJoined: Sendable, Hashable {
     package var publishers: [JanusPublisher]
 }
 
+/// One stream of a subscription as Janus describes it (`streams` in `attached` and `updated`):
+/// which section (mid) carries which publisher's stream. Thread rule: a value type. Cost: none.
+package struct JanusSubscriberStream: Sendable, Hashable {
+    /// The section's mid in Janus's offer.
+    package var mid: String
+    /// `audio`, `video` or `data`.
+    package var type: String
+    /// The publisher whose stream it carries (nil for a data channel or an emptied section).
+    package var feed: UInt64?
+    /// Whether the section carries a stream now (false once its publisher left or it was
+    /// unsubscribed; Janus may reuse the section later).
+    package var active: Bool
+
+    init?(_ json: JSONValue) {
+        guard let mid = json["mid"]?.string, let type = json["type"]?.string else { return nil }
+        self.mid = mid
+        self.type = type
+        feed = json["feed_id"]?.id
+        active = json["active"]?.bool ?? true
+    }
+}
+
+/// Janus's description of a subscription after a change: the streams it now carries and, when
+/// the change needs a renegotiation, the offer (SDP text) to answer with `start(answer:)`.
+/// Thread rule: a value type. Cost: none.
+package struct JanusSubscriberUpdate: Sendable, Hashable {
+    /// Janus's offer, when it sent one.
+    package var sdp: String?
+    /// Every section of the subscription.
+    package var streams: [JanusSubscriberStream]
+
+    /// Reads a reply or an `updated` event (the plugin data's `streams`, the `jsep` offer).
+    package init(_ event: JSONValue) {
+        sdp = event["jsep"]?["type"]?.string == "offer" ? event["jsep"]?["sdp"]?.string : nil
+        streams = (event["plugindata"]?["data"]?["streams"]?.array ?? []).compactMap(JanusSubscriberStream.init)
+    }
+}
+
 /// An asynchronous event of a VideoRoom handle (one nobody's request waited for).
 /// Thread rule: a value type. Cost: none.
 package enum JanusVideoRoomEvent: Sendable, Hashable {
@@ -239,34 +277,45 @@ package final class JanusVideoRoom: Sendable {
     }
 
     /// Subscribes to `feeds` of `room` (`join`, `ptype: subscriber`, one stream list entry per
-    /// feed) and returns Janus's JSEP offer (SDP text, `sendonly` media with Janus's candidates);
-    /// answer it with `start`. `privateID` ties the subscription to our publisher, if we have one.
-    /// Thread rule: any task. Cost: one request.
-    package func joinAsSubscriber(room: UInt64, feeds: [UInt64], privateID: UInt64? = nil) async throws(JanusError) -> String {
+    /// feed) and returns Janus's offer (SDP text, `sendonly` media with Janus's candidates) and
+    /// its streams; answer it with `start`. `privateID` ties the subscription to our publisher,
+    /// if we have one. Thread rule: any task. Cost: one request.
+    package func joinAsSubscriber(room: UInt64, feeds: [UInt64], privateID: UInt64? = nil) async throws(JanusError)
+        -> JanusSubscriberUpdate
+    {
         var body: JSONValue = [
             "request": "join", "ptype": "subscriber", "room": .int(Int64(room)),
             "streams": .array(feeds.map { ["feed": .int(Int64($0))] }),
         ]
         if let privateID { body = body.setting("private_id", .int(Int64(privateID))) }
-        let reply = try await session.message(handle: handle, body: body)
-        guard reply["jsep"]?["type"]?.string == "offer", let offer = reply["jsep"]?["sdp"]?.string else {
-            throw .malformed("subscribe answered without a JSEP offer: \(Self.data(reply))")
-        }
-        return offer
+        return try await offering(body, "join")
     }
 
     /// Adds `feeds` to this subscriber handle's subscription (`subscribe`, Janus's multistream
-    /// API): the same peer connection receives them, in new sections of a renegotiation offer
-    /// that this returns (SDP text); answer it with `start(answer:)` after applying it to the
-    /// connection. Thread rule: any task. Cost: one request.
-    package func subscribe(feeds: [UInt64]) async throws(JanusError) -> String {
-        let reply = try await session.message(
-            handle: handle,
-            body: ["request": "subscribe", "streams": .array(feeds.map { ["feed": .int(Int64($0))] })])
-        guard reply["jsep"]?["type"]?.string == "offer", let offer = reply["jsep"]?["sdp"]?.string else {
-            throw .malformed("subscribe answered without a JSEP offer: \(Self.data(reply))")
+    /// API): the same peer connection receives them, in new (or reused) sections of the
+    /// renegotiation offer this returns; answer it with `start(answer:)` after applying it to
+    /// the connection. Thread rule: any task. Cost: one request.
+    package func subscribe(feeds: [UInt64]) async throws(JanusError) -> JanusSubscriberUpdate {
+        try await offering(["request": "subscribe", "streams": .array(feeds.map { ["feed": .int(Int64($0))] })], "subscribe")
+    }
+
+    /// Removes `feeds` from this subscriber handle's subscription (`unsubscribe`): their
+    /// sections go inactive in the renegotiation offer this returns (when Janus sends one).
+    /// Thread rule: any task.
+    /// Cost: one request.
+    package func unsubscribe(feeds: [UInt64]) async throws(JanusError) -> JanusSubscriberUpdate {
+        try await offering(
+            ["request": "unsubscribe", "streams": .array(feeds.map { ["feed": .int(Int64($0))] })], nil)
+    }
+
+    /// Sends a request Janus answers with an offer, and reads it; a request `name`d must have one.
+    private func offering(_ body: JSONValue, _ name: String?) async throws(JanusError) -> JanusSubscriberUpdate {
+        let reply = try await session.message(handle: handle, body: body)
+        let update = JanusSubscriberUpdate(reply)
+        guard update.sdp != nil || name == nil else {
+            throw .malformed("\(name ?? "") answered without a JSEP offer: \(Self.data(reply))")
         }
-        return offer
+        return update
     }
 
     /// Answers Janus's subscriber offer, the first one or a renegotiation (`start` with our JSEP

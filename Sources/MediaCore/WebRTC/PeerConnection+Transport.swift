@@ -358,6 +358,11 @@ extension PeerConnection {
         var a = AudioReceiveSettings(payloadType: n.opus ?? 111)
         a.frameDecryption = configuration.frameDecryption
         c.audio = a
+        c.maxAudioStreams = configuration.maxAudioStreams
+        c.maxStreams = configuration.maxReceiveStreams
+        // Several participants' streams: an SFU subscription (Janus finds the stream feedback is
+        // about by the first report block).
+        c.feedbackLedByReportBlock = configuration.maxAudioStreams > 1
         c.localSSRC = freshSSRC()
         c.cname = cname
         // The peer numbers its packets transport-wide (browsers do when transport-cc is agreed):
@@ -420,19 +425,24 @@ extension PeerConnection {
     /// fresh context and starts with a keyframe.
     func applyNegotiation(answer: JSEPSessionDescription, answerIsLocal: Bool) {
         let n = PeerConnectionNegotiation(answer: answer)
-        let (tracks, mids, sink) = shared.withLock { s in
+        let (tracks, mids, sink, streamSink) = shared.withLock { s in
             s.answer = (answer, answerIsLocal)
             // A removed track's section that this exchange rejected is gone for good: it is not
             // offered again (JSEP keeps a rejected section rejected).
             s.detached.removeAll { d in answer.media.first { $0.mid == d.mid }?.isRejected ?? true }
             if n.opus != nil || n.vp8 != nil || n.vp9 != nil { s.negotiated = n }
-            return (s.tracks, s.mids, s.audioSink)
+            return (s.tracks, s.mids, s.audioSink, s.audioStreamSink)
         }
         guard state == .connected, let keys = srtpKeys, let agent, let pipeline else { return }
         pipeline.updatePayloadTypes(video: videoReceiveSettings(n), audioPayloadType: n.opus)
-        if n.opus != nil, playout == nil, let sink, let stream = pipeline.audio {
-            let clock = AudioPlayoutClock(stream: stream, sink: sink)
-            clock.start()
+        if n.opus != nil, playout == nil {
+            var clock: AudioPlayoutClock?
+            if configuration.maxAudioStreams > 1, let streamSink {
+                clock = AudioPlayoutClock(pipeline: pipeline, sink: streamSink)
+            } else if let sink, let stream = pipeline.audio {
+                clock = AudioPlayoutClock(stream: stream, sink: sink)
+            }
+            clock?.start()
             playout = clock
         }
         for t in tracks {

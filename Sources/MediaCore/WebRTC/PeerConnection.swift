@@ -106,6 +106,12 @@ package struct PeerConnectionConfiguration: Sendable {
     /// Decrypts the peer's SFrame-protected video frames and Opus packets (keys by KID); frames
     /// that fail are dropped and counted (`framesDecryptionFailed`). Nil: media is taken as is.
     package var frameDecryption: SFrameReceiver? = nil
+    /// Most remote audio streams played (one per SSRC, each into `audioStreamSink`); with 1 the
+    /// first one plays into `audioSink`. An SFU subscription to several participants sets more.
+    package var maxAudioStreams = 1
+    /// Most remote streams (audio and video SSRCs) taken in all; packets of further ones are
+    /// dropped and counted.
+    package var maxReceiveStreams = 8
 
     /// The defaults above.
     package init() {}
@@ -189,6 +195,7 @@ package final class PeerConnection: @unchecked Sendable {
         var onLocalCandidate: (@Sendable (JSEPCandidate) -> Void)?
         var videoRenderer: PeerConnectionRendererSlot?
         var audioSink: (any AudioSink)?
+        var audioStreamSink: (any AudioStreamSink)?
         var negotiated: PeerConnectionNegotiation?
         /// The answer of the last complete exchange, and whether it is ours.
         var answer: (description: JSEPSessionDescription, isLocal: Bool)?
@@ -279,6 +286,14 @@ package final class PeerConnection: @unchecked Sendable {
     package var audioSink: (any AudioSink)? {
         get { shared.withLock { $0.audioSink } }
         set { shared.withLock { $0.audioSink = newValue } }
+    }
+
+    /// Where each remote audio stream's PCM goes, named by its SSRC, when the connection takes
+    /// several (`maxAudioStreams` above 1): all of them play on one clock thread. Set before the
+    /// connection connects; later changes are not seen.
+    package var audioStreamSink: (any AudioStreamSink)? {
+        get { shared.withLock { $0.audioStreamSink } }
+        set { shared.withLock { $0.audioStreamSink = newValue } }
     }
 
     // MARK: State

@@ -393,7 +393,8 @@ extension Room {
     /// nothing is set up.
     func inboundStats(of id: String) -> [InboundRTPStreamStats]? {
         if let leg = legs[id] { return leg.pipeline?.inboundStats }
-        return sfu?.subscriptions[id]?.connection.inboundStats
+        guard let sfu, let view = sfu.subscriptions[id], let sub = sfu.subscriber else { return nil }
+        return sub.connection.inboundStats.filter { view.ssrcs.contains($0.ssrc) }
     }
 
     func remoteMuteChanged(_ p: RemoteParticipant, _ pub: TrackPublication) {}
@@ -599,9 +600,10 @@ extension Room {
             var out: [String: JSONValue] = [
                 "sfu": .string(sfu.server.url), "room": .string(String(sfu.server.room)), "subscribed": false,
             ]
-            guard let sub = sfu.subscriptions[id] else { return out }
+            guard let view = sfu.subscriptions[id], let sub = sfu.subscriber else { return out }
             out["subscribed"] = true
-            out["feed"] = .string(String(sub.feed))
+            out["feed"] = .string(String(view.feed))
+            out["mids"] = .strings(view.mids.values.sorted())
             out["state"] = .string(sub.connection.state.rawValue)
             if let st = sub.connection.receiveStatistics { out["received"] = received(st) }
             return out

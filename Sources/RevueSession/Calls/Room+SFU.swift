@@ -1,12 +1,15 @@
 // Calls through an SFU: with `RoomOptions.sfu` set, the call's signalling stays on the friend
 // channels (invitations, participants, tracks, mutes, modes, messages, speaking) but the media
 // goes through a Janus VideoRoom: each participant publishes its tracks once on one WebRTC
-// connection to Janus and receives each other participant's feed on a connection of its own.
+// connection to Janus and receives every other participant's feed on one more: a single
+// multistream subscription whose sections Janus adds and removes by renegotiation as
+// participants come and go.
 // Which feed belongs to which participant is said by the participant itself, over the encrypted
 // friend channel (never taken from Janus's display names), together with its SFrame key (RFC
 // 9605) when the call is end-to-end encrypted. docs/session.md "Calls through an SFU".
 import Dispatch
 internal import MediaCore
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -59,31 +62,98 @@ public struct SFUServer: Sendable, Hashable {
     }
 }
 
-/// One remote participant's feed as we receive it from the SFU: its VideoRoom subscriber handle
-/// and the WebRTC connection Janus sends it on. Main actor.
-final class SFUSubscription {
-    let feed: UInt64
+/// Our one subscription at the SFU (main actor): a VideoRoom subscriber handle and the WebRTC
+/// connection Janus sends every subscribed feed on, one section per stream. Decoded video and
+/// audio are routed by SSRC to the participant whose stream the section carries.
+final class SFUSubscriber {
     let handle: JanusVideoRoom
     let connection: PeerConnection
-    let videoOut = RendererSwitch()
-    let audioOut = AudioSinkSwitch()
-    /// The mid of each kind's section in Janus's offer, and whether Janus forwards it now (a
-    /// track the App unsubscribed from is paused at the server, not only at our sink).
-    var mids: [TrackKind: String] = [:]
-    var forwarding: [TrackKind: Bool] = [:]
-    /// When the participant's expected tracks last delivered a packet (`Room.mediaStarved`).
-    var arrivals = ArrivalWatch()
+    let video = SSRCVideoRouter()
+    let audio = SSRCAudioRouter()
+    /// Every section of the subscription by mid, as Janus last described it.
+    var streams: [String: JanusSubscriberStream] = [:]
+    /// Each section's media SSRC in Janus's last offer, by mid.
+    var ssrcs: [String: UInt32] = [:]
+    /// An offer Janus made on its own (a publisher left), waiting for the next pass to answer it.
+    var pending: JanusSubscriberUpdate?
+    var events: Task<Void, Never>?
 
-    init(feed: UInt64, handle: JanusVideoRoom, connection: PeerConnection) {
-        self.feed = feed
+    init(handle: JanusVideoRoom, connection: PeerConnection) {
         self.handle = handle
         self.connection = connection
     }
 
+    /// The feeds the subscription carries now.
+    var feeds: Set<UInt64> { Set(streams.values.filter(\.active).compactMap(\.feed)) }
+
+    /// Takes Janus's description of the subscription: its streams and, when it made one, its
+    /// offer, which the connection applies and answers.
+    @MainActor func apply(_ update: JanusSubscriberUpdate) async throws {
+        if let sdp = update.sdp {
+            let offer = try JSEPSessionDescription(parsing: sdp, type: .offer)
+            try await connection.setRemoteDescription(offer)
+            let answer = try await connection.createAnswer()
+            try await handle.start(answer: answer.sdp)
+            for m in offer.media {
+                guard let mid = m.mid else { continue }
+                ssrcs[mid] = m.isRejected ? nil : m.sendingSSRCs.first?.media
+            }
+        }
+        if !update.streams.isEmpty { streams = Dictionary(update.streams.map { ($0.mid, $0) }, uniquingKeysWith: { $1 }) }
+    }
+
     func close() {
+        events?.cancel()
         connection.close()
         let handle = handle
         Task { try? await handle.detach() }
+    }
+}
+
+/// One remote participant's feed as we receive it from the SFU: the sections of our subscription
+/// that carry it, and the switches its decoded media goes through to the App. Main actor.
+final class SFUSubscription {
+    let feed: UInt64
+    let videoOut = RendererSwitch()
+    let audioOut = AudioSinkSwitch()
+    /// The mid of each kind's section, and whether Janus forwards it now (a track the App
+    /// unsubscribed from is paused at the server, not only at our sink).
+    var mids: [TrackKind: String] = [:]
+    var forwarding: [TrackKind: Bool] = [:]
+    /// The media SSRCs of its sections (its share of the connection's statistics).
+    var ssrcs: Set<UInt32> = []
+    /// When the participant's expected tracks last delivered a packet (`Room.mediaStarved`).
+    var arrivals = ArrivalWatch()
+    /// Set when the feed's streams changed (a camera turned on or off): Janus does not add the
+    /// new stream to a subscription, so the feed is unsubscribed and subscribed again.
+    var stale = false
+
+    init(feed: UInt64) { self.feed = feed }
+}
+
+/// Hands each decoded frame of a multistream connection to the switch of the participant whose
+/// stream it is, by SSRC. Thread rule: `render` on the receive pipeline's thread, `routes` from
+/// any thread. Cost: one lock and a dictionary lookup per frame.
+final class SSRCVideoRouter: VideoRenderer, Sendable {
+    private let table = Mutex<[UInt32: RendererSwitch]>([:])
+    var routes: [UInt32: RendererSwitch] {
+        get { table.withLock { $0 } }
+        set { table.withLock { $0 = newValue } }
+    }
+    func render(_ frame: DecodedVideoFrame) { table.withLock { $0[frame.ssrc] }?.render(frame) }
+}
+
+/// The same for audio: each stream's 10 ms of PCM to its participant's switch. Thread rule:
+/// `play` on the playout thread, `routes` from any thread. Cost: one lock and a lookup per
+/// stream every 10 ms.
+final class SSRCAudioRouter: AudioStreamSink {
+    private let table = Mutex<[UInt32: AudioSinkSwitch]>([:])
+    var routes: [UInt32: AudioSinkSwitch] {
+        get { table.withLock { $0 } }
+        set { table.withLock { $0 = newValue } }
+    }
+    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, ssrc: UInt32) {
+        table.withLock { $0[ssrc] }?.play(samples, sampleRate: sampleRate, channels: channels)
     }
 }
 
@@ -107,20 +177,25 @@ final class SFUMedia {
     /// Feeds Janus says are publishing now, with the codecs of each (what changes when a
     /// publisher adds or removes a track).
     var liveFeeds: [UInt64: [String]] = [:]
-    /// The feed each remote participant announced, and our subscription to it.
+    /// The feed each remote participant announced; our subscription, and each participant's
+    /// share of it.
     var remoteFeeds: [String: UInt64] = [:]
+    var subscriber: SFUSubscriber?
     var subscriptions: [String: SFUSubscription] = [:]
+    /// Failed subscription exchanges in a row.
+    var subscribeFailures = 0
     /// Set once the server could not be reached or refused us (the reason).
     var failure: String?
     var working = false, dirty = false, closed = false
     var events: Task<Void, Never>?
 
     /// End-to-end encryption: our senders (one key ID per track kind, one base key), the base key
-    /// and key IDs announced, and per remote participant the receiver holding its keys.
+    /// and key IDs announced, and the receiver holding every participant's keys (each frame
+    /// names its key by ID; a participant may not claim IDs another one holds).
     let video: SFrameSender?, audio: SFrameSender?
     var baseKey: [UInt8] = []
     var keyIDs: (video: UInt64, audio: UInt64) = (0, 0)
-    var receivers: [String: SFrameReceiver] = [:]
+    let frames: SFrameReceiver?
     /// Key IDs each participant announced, oldest first (the two latest generations are kept).
     var remoteKeyIDs: [String: [UInt64]] = [:]
     static let suite = SFrameCipherSuite.aes128GCMSHA256_128
@@ -135,9 +210,11 @@ final class SFUMedia {
             keyIDs = Self.freshKeyIDs()
             video = try? SFrameSender(suite: Self.suite, keyID: keyIDs.video, baseKey: baseKey)
             audio = try? SFrameSender(suite: Self.suite, keyID: keyIDs.audio, baseKey: baseKey)
+            frames = SFrameReceiver(suite: Self.suite)
         } else {
             video = nil
             audio = nil
+            frames = nil
         }
     }
 
@@ -147,14 +224,6 @@ final class SFUMedia {
         var a = UInt64(RandomBytes.uint32())
         while a == v { a = UInt64(RandomBytes.uint32()) }
         return (v, a)
-    }
-
-    func receiver(for id: String) -> SFrameReceiver? {
-        guard server.endToEndEncryption else { return nil }
-        if let r = receivers[id] { return r }
-        let r = SFrameReceiver(suite: Self.suite)
-        receivers[id] = r
-        return r
     }
 }
 
@@ -267,7 +336,8 @@ extension Room {
         guard let feedText = s.feed, let feed = UInt64(feedText) else { return }
         if sfu.server.endToEndEncryption {
             guard let key = s.key.flatMap({ Data(base64Encoded: $0) }), key.count == 16, let kids = s.kids, kids.count == 2,
-                kids[0] != kids[1], let receiver = sfu.receiver(for: id)
+                kids[0] != kids[1], let receiver = sfu.frames,
+                !sfu.remoteKeyIDs.contains(where: { $0.key != id && $0.value.contains(where: kids.contains) })
             else { return refuse(id, answer: false) }
             var held = sfu.remoteKeyIDs[id] ?? []
             if !held.contains(kids[0]) {
@@ -288,10 +358,10 @@ extension Room {
     /// decrypt what we send from now on (if it kept receiving from the server). The new key goes
     /// to the remaining participants first; our senders switch to it a second later.
     func sfuParticipantLeft(_ id: String, _ sfu: SFUMedia) {
-        sfu.subscriptions.removeValue(forKey: id)?.close()
+        sfu.subscriptions[id] = nil
         sfu.remoteFeeds[id] = nil
-        sfu.receivers[id] = nil
-        sfu.remoteKeyIDs[id] = nil
+        for kid in sfu.remoteKeyIDs.removeValue(forKey: id) ?? [] { sfu.frames?.removeKey(keyID: kid) }
+        sfuReconcile()
         guard sfu.server.endToEndEncryption, !remoteParticipants.filter({ $0.key != id }).isEmpty else { return }
         sfuRotateKey(sfu, excluding: id)
     }
@@ -400,11 +470,8 @@ extension Room {
                         // A live feed listed again changed its streams (a camera turned on or
                         // off): Janus does not renegotiate existing subscriptions, so ours to it
                         // is made afresh.
-                        if let codecs = sfu.liveFeeds[p.id], codecs != p.codecs,
-                            let (id, sub) = sfu.subscriptions.first(where: { $0.value.feed == p.id })
-                        {
-                            sfu.subscriptions[id] = nil
-                            sub.close()
+                        if let codecs = sfu.liveFeeds[p.id], codecs != p.codecs {
+                            for sub in sfu.subscriptions.values where sub.feed == p.id { sub.stale = true }
                         }
                         sfu.liveFeeds[p.id] = p.codecs
                     }
@@ -416,6 +483,9 @@ extension Room {
             }
         }
     }
+
+    /// How many times in a row the subscription is made afresh after a failed exchange.
+    static let sfuSubscribeAttempts = 3
 
     /// Most publishers in a room we create.
     static let sfuMaxPublishers = 64
@@ -452,7 +522,9 @@ extension Room {
         }
     }
 
-    /// One subscription per participant that publishes a live feed while we receive it.
+    /// Our subscription carries the feed of every participant that publishes one while we
+    /// receive it: feeds are added (`subscribe`) and removed (`unsubscribe`) by renegotiating
+    /// the one connection; each participant's sections are then routed to its switches.
     private func sfuSubscribe(_ sfu: SFUMedia) async {
         var desired: [String: UInt64] = [:]
         if localParticipant.mode.receives {
@@ -463,43 +535,125 @@ extension Room {
                 desired[id] = feed
             }
         }
-        for (id, s) in sfu.subscriptions where desired[id] != s.feed {
+        var resubscribe: Set<UInt64> = []
+        for (id, s) in sfu.subscriptions where desired[id] != s.feed || s.stale {
             sfu.subscriptions[id] = nil
-            s.close()
+            if s.stale { resubscribe.insert(s.feed) }
         }
-        for (id, feed) in desired.sorted(by: { $0.key < $1.key }) where sfu.subscriptions[id] == nil {
-            guard let session = sfu.session, !sfu.closed else { return }
-            do {
-                let handle = try await JanusVideoRoom(session: session)
-                let offer = try await handle.joinAsSubscriber(room: sfu.server.room, feeds: [feed], privateID: sfu.privateID)
-                var c = sfuConnectionConfiguration(sfu)
-                c.frameDecryption = sfu.receiver(for: id)
-                let pc = try PeerConnection(configuration: c)
-                let sub = SFUSubscription(feed: feed, handle: handle, connection: pc)
-                pc.videoRenderer = sub.videoOut
-                pc.audioSink = sub.audioOut
-                let description = try JSEPSessionDescription(parsing: offer, type: .offer)
-                for m in description.media where !m.isRejected {
-                    guard let mid = m.mid else { continue }
-                    if m.kind == .audio, sub.mids[.audio] == nil { sub.mids[.audio] = mid }
-                    if m.kind == .video, sub.mids[.video] == nil { sub.mids[.video] = mid }
-                }
-                for kind in sub.mids.keys { sub.forwarding[kind] = true }
-                try await pc.setRemoteDescription(description)
-                let answer = try await pc.createAnswer()
-                try await handle.start(answer: answer.sdp)
-                // The participant may have left, or changed feed, meanwhile.
-                guard !sfu.closed, sfu.remoteFeeds[id] == feed, remoteParticipants[id] != nil else {
-                    sub.close()
-                    continue
-                }
-                sfu.subscriptions[id] = sub
-                if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
-            } catch {
-                sfuFailed("subscribing to the participant's feed failed: \(error)", for: id)
+        let wanted = Set(desired.values)
+        do {
+            if let sub = sfu.subscriber, let pending = sub.pending {
+                sub.pending = nil
+                try await sub.apply(pending)
             }
+            if let sub = sfu.subscriber {
+                let gone = sub.feeds.subtracting(wanted).union(resubscribe.intersection(sub.feeds))
+                if !gone.isEmpty, !sfu.closed { try await sub.apply(sub.handle.unsubscribe(feeds: gone.sorted())) }
+                let new = wanted.subtracting(sub.feeds)
+                if !new.isEmpty, !sfu.closed { try await sub.apply(sub.handle.subscribe(feeds: new.sorted())) }
+            } else if !wanted.isEmpty, let session = sfu.session, !sfu.closed {
+                try await sfuStartSubscriber(sfu, session, feeds: wanted.sorted())
+            }
+            sfu.subscribeFailures = 0
+        } catch {
+            return sfuSubscriptionBroke(sfu, "\(error)")
+        }
+        guard !sfu.closed else { return }
+        // The participant may have left, or changed feed, meanwhile.
+        let carried = sfu.subscriber?.feeds ?? []
+        for (id, feed) in desired.sorted(by: { $0.key < $1.key })
+        where sfu.subscriptions[id] == nil && carried.contains(feed) && sfu.remoteFeeds[id] == feed
+            && remoteParticipants[id] != nil
+        {
+            sfu.subscriptions[id] = SFUSubscription(feed: feed)
+        }
+        sfuRoute(sfu)
+        for id in sfu.subscriptions.keys {
+            if let p = remoteParticipants[id] { for pub in p.remoteTrackPublications { updateSinks(pub) } }
         }
         await sfuPauseUnsubscribed(sfu)
+    }
+
+    /// The subscription is in an unknown state (an exchange failed, or its connection did): it
+    /// is made afresh a second later, up to `sfuSubscribeAttempts` times in a row before the
+    /// participants it should carry are told.
+    func sfuSubscriptionBroke(_ sfu: SFUMedia, _ reason: String) {
+        guard !sfu.closed else { return }
+        sfu.subscriber?.close()
+        sfu.subscriber = nil
+        sfu.subscriptions = [:]
+        sfu.subscribeFailures += 1
+        if sfu.subscribeFailures < Self.sfuSubscribeAttempts {
+            DispatchQueue.main.asyncAfter(deadline: .now() + 1) { [weak self] in self?.sfuReconcile() }
+        } else {
+            for (id, p) in remoteParticipants.sorted(by: { $0.key < $1.key }) where p.mode.sends {
+                sfuFailed("subscribing to the participant's feed failed: \(reason)", for: id)
+            }
+        }
+    }
+
+    /// Makes the subscriber handle and its connection, subscribed to `feeds`.
+    private func sfuStartSubscriber(_ sfu: SFUMedia, _ session: JanusSession, feeds: [UInt64]) async throws {
+        let handle = try await JanusVideoRoom(session: session)
+        let update = try await handle.joinAsSubscriber(room: sfu.server.room, feeds: feeds, privateID: sfu.privateID)
+        var c = sfuConnectionConfiguration(sfu)
+        c.frameDecryption = sfu.frames
+        c.maxAudioStreams = Self.sfuMaxPublishers
+        c.maxReceiveStreams = 2 * Self.sfuMaxPublishers
+        let pc = try PeerConnection(configuration: c)
+        let sub = SFUSubscriber(handle: handle, connection: pc)
+        pc.videoRenderer = sub.video
+        pc.audioStreamSink = sub.audio
+        let token = ObjectIdentifier(sub)
+        pc.onStateChange = { [weak self] state in
+            guard state == .failed else { return }
+            DispatchQueue.main.async {
+                MainActor.assumeIsolated {
+                    guard let self, let sfu = self.sfu, let sub = sfu.subscriber, ObjectIdentifier(sub) == token, !sfu.closed
+                    else { return }
+                    self.sfuSubscriptionBroke(sfu, "the connection to the SFU failed")
+                }
+            }
+        }
+        guard !sfu.closed else { return sub.close() }
+        sfu.subscriber = sub
+        // Janus renegotiates on its own when a subscribed publisher leaves or unpublishes.
+        sub.events = Task { @MainActor [weak self, weak sfu, weak sub] in
+            for await e in handle.events {
+                guard case .updated(let json) = e, let sfu, let sub, !sfu.closed else { continue }
+                let update = JanusSubscriberUpdate(json)
+                if update.sdp != nil { sub.pending = update }
+                self?.sfuReconcile()
+            }
+        }
+        try await sub.apply(update)
+    }
+
+    /// Points each participant's share of the subscription at its sections: their mids, SSRCs
+    /// and the routes of their decoded media.
+    private func sfuRoute(_ sfu: SFUMedia) {
+        guard let sub = sfu.subscriber else { return }
+        var video: [UInt32: RendererSwitch] = [:], audio: [UInt32: AudioSinkSwitch] = [:]
+        for view in sfu.subscriptions.values {
+            var mids: [TrackKind: String] = [:]
+            for s in sub.streams.values.sorted(by: { $0.mid < $1.mid }) where s.active && s.feed == view.feed {
+                guard let kind = TrackKind(rawValue: s.type), mids[kind] == nil else { continue }
+                mids[kind] = s.mid
+            }
+            for (kind, mid) in mids where view.mids[kind] != mid { view.forwarding[kind] = true }
+            view.mids = mids
+            view.ssrcs = []
+            for (kind, mid) in mids {
+                guard let ssrc = sub.ssrcs[mid] else { continue }
+                view.ssrcs.insert(ssrc)
+                switch kind {
+                case .video: video[ssrc] = view.videoOut
+                case .audio: audio[ssrc] = view.audioOut
+                }
+            }
+        }
+        sub.video.routes = video
+        sub.audio.routes = audio
     }
 
     /// Asks Janus to stop (or resume) forwarding each stream whose track the App unsubscribed
@@ -512,7 +666,7 @@ extension Room {
                 guard sub.forwarding[kind] != want, !sfu.closed else { continue }
                 sub.forwarding[kind] = want
                 // A refusal is not retried every pass: the sink still follows the subscription.
-                _ = try? await sub.handle.configure(["streams": [["mid": .string(mid), "send": .bool(want)]]])
+                _ = try? await sfu.subscriber?.handle.configure(["streams": [["mid": .string(mid), "send": .bool(want)]]])
             }
         }
     }
@@ -524,7 +678,8 @@ extension Room {
         self.sfu = nil
         sfu.closed = true
         sfu.events?.cancel()
-        for s in sfu.subscriptions.values { s.close() }
+        sfu.subscriber?.close()
+        sfu.subscriber = nil
         sfu.subscriptions = [:]
         sfu.publisher?.close()
         sfu.publisher = nil
