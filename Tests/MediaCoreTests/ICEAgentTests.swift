@@ -34,6 +34,35 @@ import Testing
         #expect(a.agent.isControlling && !b.agent.isControlling)
     }
 
+    /// A quiet agent (a friends' link with no call) keeps its pair with a consent check every few
+    /// seconds instead of four a second; woken, it checks at once and at full pace again. Its
+    /// peer, at full pace throughout, answers either way and the pair stays selected on both.
+    @Test func aQuietAgentChecksConsentSeldomAndWakesAtOnce() throws {
+        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
+        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
+        defer { a.close(); b.close() }
+        iceConnect(a, b)
+        #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        a.agent.setQuiet(true)
+        // Let checks in flight settle, then count two quiet seconds.
+        Thread.sleep(forTimeInterval: 0.5)
+        let quiet0 = a.agent.statistics.checksSent
+        Thread.sleep(forTimeInterval: 2)
+        let quiet = a.agent.statistics.checksSent - quiet0
+        // One valid pair at 2.5 s (x 0.8...1.2): at most one check in 2 s.
+        #expect(quiet <= 1, "\(quiet) checks while quiet")
+        #expect(a.agent.selectedPair != nil && b.agent.selectedPair != nil)
+
+        let woken0 = a.agent.statistics.checksSent
+        a.agent.setQuiet(false)
+        #expect(iceWait(0.2) { a.agent.statistics.checksSent > woken0 }, "no check at once on waking")
+        Thread.sleep(forTimeInterval: 2)
+        let active = a.agent.statistics.checksSent - woken0
+        // 250 ms (x 0.8...1.2) for 2 s: about 8.
+        #expect(active >= 6, "\(active) checks in 2 s at full pace")
+        #expect(a.agent.selectedPair != nil && b.agent.selectedPair != nil)
+    }
+
     /// Candidates and credentials in any order: B's candidates reach A before A starts, A's reach
     /// B before B knows A's credentials, and the credentials come last (A's checks arrive at B
     /// first and are answered, then checked back).

@@ -53,6 +53,15 @@ struct CallSFUNodeTests {
         let r = await mesh.checkMedia(all, seconds: 4)
         let janusCPU = janus.cpuSeconds - janusCPU0
         #expect(r.failures.isEmpty, "\(r.failures)")
+        for n in [0, count - 1] where !r.failures.isEmpty {
+            let st = await mesh.call(n, ["cmd": "media-stats"])
+            for p in st?["participants"] as? [[String: Any]] ?? [] {
+                let path = p["path"] as? [String: Any] ?? [:]
+                print(
+                    "DEBUGSFU \(n) from \(mesh.ids.firstIndex(of: p["friendId"] as? String ?? "") ?? -1): frames \(p["videoFrames"] ?? "") loud \(p["loudSamples"] ?? "") mids \(path["mids"] ?? "") ssrcs \(path["ssrcs"] ?? "") packets \(path["packets"] ?? "") decfail \(path["decryptionFailures"] ?? "") dropped \(path["framesDropped"] ?? "") fwd \(path["forwarding"] ?? "") rcv \(path["received"] ?? "")"
+                )
+            }
+        }
         // One copy up: a participant's uplink is about its own media once (~110 kB/s at this
         // size), not once per receiver.
         let perSecond = r.uplink.map { Double($0) / 4 }

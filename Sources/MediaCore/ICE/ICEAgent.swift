@@ -46,6 +46,12 @@ package struct ICEAgentConfiguration: Sendable {
     package var relayCheckDelayMilliseconds = 500
     /// RFC 7675 §5.1: with no consent on any pair for this long, media stops.
     package var consentExpirySeconds: Double = 30
+    /// While quiet (`ICEAgent.setQuiet`): the keepalive interval, the silence that fails a pair
+    /// over, and the agent's tick once no check is waiting. RFC 7675 §5.1 asks for a consent
+    /// check about every 5 s; 2.5 s keeps two in each failover window.
+    package var quietKeepaliveIntervalMilliseconds = 2500
+    package var quietFailoverAfterMilliseconds = 6000
+    package var quietTickMilliseconds = 500
     /// Most remote candidates kept (more are dropped and counted).
     package var maxRemoteCandidates = 32
     /// Most candidate pairs kept (RFC 8445 §6.1.2.5 suggests 100).
@@ -177,6 +183,11 @@ package final class ICEAgent: @unchecked Sendable {
     static let maxOutstandingPerPair = 8
     var channels: [String: UInt16] = [:]
     var timer: DispatchSourceTimer?
+    /// The tick's period now (`retime`), and whether the agent is quiet (`setQuiet`). On the queue.
+    var tickPeriodMilliseconds = 0
+    var quiet = false
+    /// When the agent last left quiet (`setQuiet(false)`). On the queue.
+    var wokeAt = MonotonicTime.zero
     var readSource: DispatchSourceRead?
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     var prflxCount = 0

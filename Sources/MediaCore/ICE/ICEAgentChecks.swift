@@ -302,7 +302,8 @@ extension ICEAgent {
 
     /// The time until a valid pair's next keepalive: the configured interval times 0.8...1.2.
     func keepaliveInterval() -> Duration {
-        let ms = Double(max(10, configuration.keepaliveIntervalMilliseconds)) * Double.random(in: 0.8...1.2)
+        let base = quiet ? configuration.quietKeepaliveIntervalMilliseconds : configuration.keepaliveIntervalMilliseconds
+        let ms = Double(max(10, base)) * Double.random(in: 0.8...1.2)
         return .nanoseconds(Int64(ms * 1e6))
     }
 
@@ -359,7 +360,7 @@ extension ICEAgent {
 
     /// Usable now: valid, not failed over, and answered within the failover time.
     func isUsable(_ p: ICECandidatePair, now: MonotonicTime) -> Bool {
-        p.valid && !p.failedOver && now - p.lastResponseAt < configuration.failoverAfter
+        p.valid && !p.failedOver && now - max(p.lastResponseAt, wokeAt) < failoverAfter
     }
 
     /// Controlling side: nominates the best usable pair when none is selected (after the first
@@ -433,6 +434,50 @@ extension ICEAgent {
         }
         superviseSelection(now: now)
         updateNomination(now: now)
+        retime()
+    }
+
+    /// The silence after which a selected pair fails over (longer while quiet).
+    var failoverAfter: Duration {
+        quiet ? .milliseconds(max(1, configuration.quietFailoverAfterMilliseconds)) : configuration.failoverAfter
+    }
+
+    /// Whether checks, retransmissions or gathering need the fast tick.
+    var hasCheckWork: Bool {
+        !gatheringComplete || !triggeredQueue.isEmpty || transactions.values.contains { $0.kind == .check }
+            || serverTransactions.contains { !$0.done } || pairs.contains { $0.state == .waiting || $0.state == .inProgress }
+    }
+
+    /// Sets the tick: the check pacing (Ta), or `quietTickMilliseconds` while quiet with no check
+    /// work. On the queue; cheap when nothing changes.
+    func retime() {
+        guard let timer, !closed else { return }
+        let fast = max(5, min(100, configuration.checkIntervalMilliseconds))
+        let want = quiet && !hasCheckWork ? max(fast, configuration.quietTickMilliseconds) : fast
+        guard want != tickPeriodMilliseconds else { return }
+        tickPeriodMilliseconds = want
+        timer.schedule(
+            deadline: .now() + .milliseconds(want), repeating: .milliseconds(want), leeway: .milliseconds(want > fast ? 20 : 2))
+    }
+
+    /// Slower upkeep for a path that carries little, such as a friends' link with no call on it
+    /// (`quiet`), or the full pace again: consent checks every
+    /// `quietKeepaliveIntervalMilliseconds` instead of `keepaliveIntervalMilliseconds`, failover
+    /// after `quietFailoverAfterMilliseconds`, and a tick of `quietTickMilliseconds` while no
+    /// check is waiting (checks for new candidates still go at Ta). Leaving quiet checks every
+    /// valid pair at once. Thread rule: any thread (applied on the agent's queue). Cost: none.
+    package func setQuiet(_ quiet: Bool) {
+        onQueueAsync { agent in
+            guard agent.quiet != quiet else { return }
+            agent.quiet = quiet
+            if !quiet {
+                let now = MonotonicTime.now
+                for p in agent.pairs where p.valid { p.nextKeepaliveAt = now }
+                // Answers were expected only every few seconds: the failover window starts now.
+                agent.wokeAt = now
+            }
+            agent.retime()
+        }
     }
 
     /// One new connectivity check, paced at Ta (RFC 8445 §6.1.4.2): a triggered pair first, then the
@@ -464,7 +509,10 @@ extension ICEAgent {
 
     /// Sends the next check now if the pacing allows, after the current handler returns.
     func kickChecks() {
-        queue.async { [weak self] in self?.sendNextCheck(now: .now, early: true) }
+        queue.async { [weak self] in
+            self?.sendNextCheck(now: .now, early: true)
+            self?.retime()
+        }
     }
 
     /// Failover and consent: a selected pair silent for `failoverAfterMilliseconds` is marked
@@ -480,7 +528,7 @@ extension ICEAgent {
             return
         }
         guard let s = selected else { return }
-        guard now - max(s.lastResponseAt, s.selectedAt) > configuration.failoverAfter else { return }
+        guard now - max(s.lastResponseAt, s.selectedAt, wokeAt) > failoverAfter else { return }
         s.failedOver = true
         s.state = .failed
         guard let next = pairs.filter({ $0 !== s && isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else {

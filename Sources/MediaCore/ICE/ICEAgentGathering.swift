@@ -54,6 +54,7 @@ extension ICEAgent {
         t.schedule(deadline: .now() + .milliseconds(tick), repeating: .milliseconds(tick), leeway: .milliseconds(2))
         t.setEventHandler { [weak self] in self?.tick() }
         timer = t
+        tickPeriodMilliseconds = tick
         t.resume()
         checkGatheringComplete()
         if remoteUfrag != nil { processEarlyRequests() }

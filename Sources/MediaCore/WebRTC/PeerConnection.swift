@@ -112,6 +112,10 @@ package struct PeerConnectionConfiguration: Sendable {
     /// Most remote streams (audio and video SSRCs) taken in all; packets of further ones are
     /// dropped and counted.
     package var maxReceiveStreams = 8
+    /// The socket's kernel receive buffer (`SO_RCVBUF`, capped by `net.core.rmem_max`); nil:
+    /// the system default. A connection carrying many streams sets more, so a burst that
+    /// arrives while the receive thread waits for a core is not dropped by the kernel.
+    package var receiveBufferBytes: Int? = nil
 
     /// The defaults above.
     package init() {}
@@ -215,6 +219,7 @@ package final class PeerConnection: @unchecked Sendable {
             var options = UDPSocket.Options()
             options.receiveDestinations = configuration.bindAddress.isUnspecified
             options.dualStack = configuration.bindAddress.family == .ipv6 && configuration.bindAddress.isUnspecified
+            options.receiveBufferSize = configuration.receiveBufferBytes
             socket = try UDPSocket(bindingTo: configuration.bindAddress, options: options)
         } catch {
             throw .setup("cannot bind \(configuration.bindAddress): \(error)")

@@ -273,6 +273,7 @@ extension Room {
                 sfuAnnounce(sfu, to: [id])
                 sfuReconcile()
             }
+            if let early = earlySFUSignals.removeValue(forKey: id) { receiveSFUSignal(early, from: id) }
             return
         }
         // The media takes the friends' link: the session's ICE path to that friend, on which
@@ -594,6 +595,7 @@ extension Room {
             [
                 "datagrams": .integer(st.datagrams), "rtp": .integer(st.rtp), "rtcp": .integer(st.rtcp),
                 "other": .integer(st.other), "authFailures": .integer(st.authFailures),
+                "unknownStream": .integer(st.unknownStream),
             ]
         }
         if legs[id] == nil, let sfu {
@@ -604,6 +606,12 @@ extension Room {
             out["subscribed"] = true
             out["feed"] = .string(String(view.feed))
             out["mids"] = .strings(view.mids.values.sorted())
+            out["ssrcs"] = .strings(view.ssrcs.sorted().map(String.init))
+            out["forwarding"] = .strings(view.forwarding.filter(\.value).map(\.key.rawValue).sorted())
+            let inbound = sub.connection.inboundStats.filter { view.ssrcs.contains($0.ssrc) }
+            out["packets"] = .integer(Int(inbound.reduce(0) { $0 + $1.packetsReceived }))
+            out["decryptionFailures"] = .integer(Int(inbound.reduce(0) { $0 + $1.framesDecryptionFailed }))
+            out["framesDropped"] = .integer(Int(inbound.reduce(0) { $0 + $1.framesDropped }))
             out["state"] = .string(sub.connection.state.rawValue)
             if let st = sub.connection.receiveStatistics { out["received"] = received(st) }
             return out

@@ -199,6 +199,8 @@ final class SFUMedia {
     /// Key IDs each participant announced, oldest first (the two latest generations are kept).
     var remoteKeyIDs: [String: [UInt64]] = [:]
     static let suite = SFrameCipherSuite.aes128GCMSHA256_128
+    /// Most publishers in a room we create.
+    static let maxPublishers = 64
 
     init?(server: SFUServer) {
         guard let e = server.endpoint() else { return nil }
@@ -210,7 +212,9 @@ final class SFUMedia {
             keyIDs = Self.freshKeyIDs()
             video = try? SFrameSender(suite: Self.suite, keyID: keyIDs.video, baseKey: baseKey)
             audio = try? SFrameSender(suite: Self.suite, keyID: keyIDs.audio, baseKey: baseKey)
-            frames = SFrameReceiver(suite: Self.suite)
+            // Two key IDs per participant, for two generations each (the one in flight while a
+            // rotation takes effect).
+            frames = SFrameReceiver(suite: Self.suite, maxKeys: 4 * Self.maxPublishers)
         } else {
             video = nil
             audio = nil
@@ -327,7 +331,13 @@ extension Room {
 
     /// A participant's `adr sfu`: its server (must be ours), its feed, its frame keys.
     func receiveSFUSignal(_ s: CallSignal, from id: String) {
-        guard remoteParticipants[id] != nil else { return }
+        guard remoteParticipants[id] != nil else {
+            // Its sender counts us in the call already; we will count it in a moment.
+            if joined, earlySFUSignals[id] != nil || earlySFUSignals.count < Self.maxEarlySFUSignals {
+                earlySFUSignals[id] = s
+            }
+            return
+        }
         guard let sfu = ensureSFU(), s.sfu == sfu.server.identifier else {
             return sfuFailed(
                 "the participant's media goes through \(s.sfu ?? "another server"), ours \(callSFU?.identifier ?? "peer to peer")",
@@ -343,7 +353,11 @@ extension Room {
             if !held.contains(kids[0]) {
                 // Keys of older generations go; the previous one stays for frames still in flight.
                 while held.count > 2 { receiver.removeKey(keyID: held.removeFirst()) }
-                for kid in kids { try? receiver.addKey(keyID: kid, baseKey: [UInt8](key)) }
+                do {
+                    for kid in kids { try receiver.addKey(keyID: kid, baseKey: [UInt8](key)) }
+                } catch {
+                    return refuse(id, answer: false)
+                }
                 held += kids
                 sfu.remoteKeyIDs[id] = held
             }
@@ -488,7 +502,7 @@ extension Room {
     static let sfuSubscribeAttempts = 3
 
     /// Most publishers in a room we create.
-    static let sfuMaxPublishers = 64
+    static let sfuMaxPublishers = SFUMedia.maxPublishers
 
     /// Offers our current tracks to Janus when they differ from the last exchange; unpublishes
     /// when none is left.
@@ -600,6 +614,7 @@ extension Room {
         c.frameDecryption = sfu.frames
         c.maxAudioStreams = Self.sfuMaxPublishers
         c.maxReceiveStreams = 2 * Self.sfuMaxPublishers
+        c.receiveBufferBytes = 2 << 20
         let pc = try PeerConnection(configuration: c)
         let sub = SFUSubscriber(handle: handle, connection: pc)
         pc.videoRenderer = sub.video

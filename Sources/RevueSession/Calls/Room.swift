@@ -113,6 +113,10 @@ public final class Room {
     static let introductionWait = Duration.seconds(3)
     /// `join` messages sent to group members, by friend ID, with when.
     var pendingJoins: [String: MonotonicTime] = [:]
+    /// A friend's SFU announcement (`adr sfu`) that came before the friend was a participant here
+    /// (it learnt of us first): kept until it is one, at most `maxEarlySFUSignals` friends.
+    var earlySFUSignals: [String: CallSignal] = [:]
+    static let maxEarlySFUSignals = 64
     /// The invitation each participant connected through (to match a late cancel/reject).
     var participantInvitations: [String: String] = [:]
     /// What you want published while you send (`setMicrophone`/`setCamera`, remembered across modes).
@@ -290,6 +294,7 @@ extension Room {
         remoteParticipants = [:]
         invitations = [:]
         pendingJoins = [:]
+        earlySFUSignals = [:]
         introductions = [:]
         usedIntroductions = []
         heldJoins = [:]

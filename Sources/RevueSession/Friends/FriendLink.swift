@@ -53,6 +53,9 @@ final class FriendLink {
         options.receiveDestinations = host.isUnspecified
         socket = try MediaCore.UDPSocket(bindingTo: host, options: options)
         let agent = ICEAgent(socket: socket, configuration: ice)
+        // Quiet until a call takes the path: a link carries only the session's few packets, so
+        // it checks consent every few seconds rather than four times a second.
+        agent.setQuiet(true)
         self.agent = agent
         demux = { bytes, from, to in
             guard let first = bytes.first else { return }
@@ -90,6 +93,7 @@ final class FriendLink {
     func lend() -> Bool {
         guard !isLent else { return false }
         isLent = true
+        agent.setQuiet(false)
         return true
     }
 
@@ -97,6 +101,7 @@ final class FriendLink {
     func giveBack() {
         isLent = false
         running.pipeline = nil
+        agent.setQuiet(true)
         readByAgent()
     }
 
