@@ -140,9 +140,10 @@ final class NodeMesh: @unchecked Sendable {
     /// decoded >= 90 % of each other member's fed frames and heard it (loud samples for at least
     /// half the fed time). Returns the failures (empty when every pair carried media both ways)
     /// and the CPU seconds (user + system) the members used during the feed.
-    func checkMedia(_ members: [Int], seconds: Double = 3, video: Bool = true) async -> (
+    func checkMedia(_ members: [Int], seconds: Double = 3, video: Bool = true, senders: [Int]? = nil) async -> (
         failures: [String], cpu: Double, wall: Double, uplink: [Int]
     ) {
+        let senders = senders ?? members
         var before: [Int: [String: (frames: Int, loud: Int)]] = [:]
         for i in members { before[i] = await mediaStats(i) }
         var uplink0: [Int] = []
@@ -150,13 +151,13 @@ final class NodeMesh: @unchecked Sendable {
         let cpu0 = members.map { cpuSeconds(nodes[$0]) }.reduce(0, +)
         let t0 = MonotonicTime.now
         var tags: [Int: String] = [:]
-        for i in members {
+        for i in senders {
             serial += 1
             tags[i] = "feed\(serial)"
             nodes[i].send(["cmd": "feed", "seconds": seconds, "tone": 300 + 100 * i, "id": tags[i]!])
         }
         var fed: [Int: (frames: Int, samples: Int)] = [:]
-        for i in members {
+        for i in senders {
             let done = await nodes[i].wait(timeout: seconds + 30) {
                 $0["event"] as? String == "ok" && $0["id"] as? String == tags[i]
             }
@@ -171,7 +172,7 @@ final class NodeMesh: @unchecked Sendable {
         for (k, i) in members.enumerated() { uplink.append(await uplinkBytes(i) - uplink0[k]) }
         for i in members {
             let after = await mediaStats(i)
-            for j in members where j != i {
+            for j in senders where j != i {
                 let id = ids[j]
                 let frames = (after[id]?.frames ?? 0) - (before[i]?[id]?.frames ?? 0)
                 let loud = (after[id]?.loud ?? 0) - (before[i]?[id]?.loud ?? 0)
