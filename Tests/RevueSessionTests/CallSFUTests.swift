@@ -192,7 +192,11 @@ final class ProbeAttacher: RoomDelegate {
                     print(
                         "CallSFUTests: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB"
                     )
-                    #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB")
+                    let audio = me.room.inboundStats(of: other.id)?.first { $0.kind == "audio" }
+                    #expect(
+                        snr > 10,
+                        "\(me.name) hears \(other.name) at \(snr) dB; audio: \(audio.map { "\($0.packetsReceived) packets, \($0.packetsLost) lost, \($0.concealedSamples) concealed, \($0.insertedSamplesForDeceleration) inserted, \($0.removedSamplesForAcceleration) removed, \($0.packetsDiscarded) discarded" } ?? "none")"
+                    )
                 }
             }
             // One copy up per publisher: what it sent equals what each receiver got (not twice that).
