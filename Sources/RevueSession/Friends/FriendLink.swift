@@ -39,9 +39,8 @@ final class FriendLink {
     static let idleLifetime = Duration.seconds(30)
     /// Most candidates a `link` frame carries, and most taken from one.
     static let maxCandidates = 16
-    /// The first bytes of the session's own packets (docs/session.md: 0x51-0x5E), a range RFC 7983
-    /// gives to no other protocol.
-    static let sessionRange: ClosedRange<UInt8> = 80...95
+    /// The first bytes of the session's own packets (docs/session.md).
+    static let sessionRange = PacketType.firstByteRange
 
     /// Binds the socket on `bindHost` (port 0) as the session's socket is bound: dual-stack on
     /// "::", told where each datagram arrived on a wildcard address. `inbox` receives the

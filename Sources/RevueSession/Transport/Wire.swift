@@ -6,6 +6,10 @@ package import MediaCore
 
 /// The first byte of each session datagram.
 package enum PacketType: UInt8 {
+    /// The first bytes a session packet may start with: 80-95, a block RFC 7983 gives to no other
+    /// protocol sharing a socket with STUN, TURN, DTLS and SRTP (every type below is in it).
+    package static let firstByteRange: ClosedRange<UInt8> = 80...95
+
     /// Noise IK message 1: [type][version][sender index u32][e, s, payload][mac1 16][mac2 16].
     /// mac1 = keyed BLAKE2b (key `HandshakeMACs.mac1Key(responder public key)`) over the bytes
     /// before it; mac2 = keyed BLAKE2b (key: a cookie from the responder) over the bytes before
