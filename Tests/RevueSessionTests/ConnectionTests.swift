@@ -89,6 +89,7 @@ import Testing
         let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
         try await befriend(alice, bob)
+        #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline)
         bob.revue.abandonForTesting()  // receipts never come
         let started = MonotonicTime.now
         var results: [Result<UInt32, FriendMessageError>] = []

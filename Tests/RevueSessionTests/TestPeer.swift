@@ -122,6 +122,11 @@ func befriend(_ a: TestPeer, _ b: TestPeer, message: String = "hi") async throws
     try b.revue.friends.addFriendNorequest(friendId: a.id)
     await a.waitForEvent(.paths(b.id, true))
     await b.waitForEvent(.paths(a.id, true))
+    // Online now, not only once: under load a first session can be replaced while both sides
+    // settle, and a test that starts at once must find both connected.
+    await a.wait("both online", timeout: 10) {
+        a.revue.friends.getFriendPaths(friendId: b.id).isOnline && b.revue.friends.getFriendPaths(friendId: a.id).isOnline
+    }
 }
 
 /// Waits until both friends send their session on their links' selected pairs and have heard

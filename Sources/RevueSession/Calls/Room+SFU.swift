@@ -68,8 +68,8 @@ public struct SFUServer: Sendable, Hashable {
 final class SFUSubscriber {
     let handle: JanusVideoRoom
     let connection: PeerConnection
-    let video = SSRCVideoRouter()
-    let audio = SSRCAudioRouter()
+    let video = SSRCRouter<RendererSwitch>()
+    let audio = SSRCRouter<AudioSinkSwitch>()
     /// Every section of the subscription by mid, as Janus last described it.
     var streams: [String: JanusSubscriberStream] = [:]
     /// Each section's media SSRC in Janus's last offer, by mid.
@@ -131,29 +131,26 @@ final class SFUSubscription {
     init(feed: UInt64) { self.feed = feed }
 }
 
-/// Hands each decoded frame of a multistream connection to the switch of the participant whose
-/// stream it is, by SSRC. Thread rule: `render` on the receive pipeline's thread, `routes` from
-/// any thread. Cost: one lock and a dictionary lookup per frame.
-final class SSRCVideoRouter: VideoRenderer, Sendable {
-    private let table = Mutex<[UInt32: RendererSwitch]>([:])
-    var routes: [UInt32: RendererSwitch] {
+/// Which participant's switch each stream of a multistream connection goes to, by SSRC, for
+/// decoded frames (`VideoRenderer`) or PCM (`AudioStreamSink`). Thread rule: the media calls on
+/// the pipeline's or the playout thread, `routes` from any thread. Cost: one lock and a
+/// dictionary lookup per frame, or per stream every 10 ms.
+final class SSRCRouter<Target: AnyObject & Sendable>: Sendable {
+    private let table = Mutex<[UInt32: Target]>([:])
+    var routes: [UInt32: Target] {
         get { table.withLock { $0 } }
         set { table.withLock { $0 = newValue } }
     }
-    func render(_ frame: DecodedVideoFrame) { table.withLock { $0[frame.ssrc] }?.render(frame) }
+    func target(_ ssrc: UInt32) -> Target? { table.withLock { $0[ssrc] } }
 }
 
-/// The same for audio: each stream's 10 ms of PCM to its participant's switch. Thread rule:
-/// `play` on the playout thread, `routes` from any thread. Cost: one lock and a lookup per
-/// stream every 10 ms.
-final class SSRCAudioRouter: AudioStreamSink {
-    private let table = Mutex<[UInt32: AudioSinkSwitch]>([:])
-    var routes: [UInt32: AudioSinkSwitch] {
-        get { table.withLock { $0 } }
-        set { table.withLock { $0 = newValue } }
-    }
+extension SSRCRouter: VideoRenderer where Target == RendererSwitch {
+    func render(_ frame: DecodedVideoFrame) { target(frame.ssrc)?.render(frame) }
+}
+
+extension SSRCRouter: AudioStreamSink where Target == AudioSinkSwitch {
     func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, ssrc: UInt32) {
-        table.withLock { $0[ssrc] }?.play(samples, sampleRate: sampleRate, channels: channels)
+        target(ssrc)?.play(samples, sampleRate: sampleRate, channels: channels)
     }
 }
 
@@ -459,7 +456,7 @@ extension Room {
             guard case .janus(426, _) = error else { throw error }
             var o = JanusRoomOptions()
             o.room = room
-            o.publishers = Self.sfuMaxPublishers
+            o.publishers = SFUMedia.maxPublishers
             o.description = "revue"
             do { _ = try await handle.createRoom(o) } catch {
                 guard case .janus(427, _) = error else { throw error }
@@ -500,9 +497,6 @@ extension Room {
 
     /// How many times in a row the subscription is made afresh after a failed exchange.
     static let sfuSubscribeAttempts = 3
-
-    /// Most publishers in a room we create.
-    static let sfuMaxPublishers = SFUMedia.maxPublishers
 
     /// Offers our current tracks to Janus when they differ from the last exchange; unpublishes
     /// when none is left.
@@ -612,8 +606,8 @@ extension Room {
         let update = try await handle.joinAsSubscriber(room: sfu.server.room, feeds: feeds, privateID: sfu.privateID)
         var c = sfuConnectionConfiguration(sfu)
         c.frameDecryption = sfu.frames
-        c.maxAudioStreams = Self.sfuMaxPublishers
-        c.maxReceiveStreams = 2 * Self.sfuMaxPublishers
+        c.maxAudioStreams = SFUMedia.maxPublishers
+        c.maxReceiveStreams = 2 * SFUMedia.maxPublishers
         c.receiveBufferBytes = 2 << 20
         let pc = try PeerConnection(configuration: c)
         let sub = SFUSubscriber(handle: handle, connection: pc)
