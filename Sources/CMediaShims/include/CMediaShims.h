@@ -16,5 +16,6 @@
 #include "cms_crypto.h"
 #include "cms_dtls.h"
 #include "cms_sframe.h"
+#include "cms_heap.h"
 
 #endif
