@@ -80,7 +80,7 @@ enum AudioSendSuite {
 
         /// Once: the hand-written header parses as RTP with both extension elements.
         private func checkHeader(_ length: Int) {
-            let parsed = try? RTPHeader(parsing: UnsafeRawBufferPointer(rebasing: packet[0..<length]))
+            let parsed = try? RTPHeader(parsing: UnsafeRawBufferPointer(rebasing: packet[0..<length]).bytes)
             precondition(
                 parsed?.payloadType == 111 && parsed?.extensions.length(id: 1) == 1
                     && parsed?.extensions.length(id: 3) == 3, "same-work anchor: bad RTP header")

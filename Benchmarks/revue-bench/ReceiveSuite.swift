@@ -105,8 +105,9 @@ enum ReceiveSuite {
             for p in stream.packets {
                 p.withUnsafeBytes { work.copyMemory(from: $0) }
                 let n = try inbound.unprotect(work, length: p.count)
-                let packet = try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: work[0..<n]))
-                video.insert(packet, arrival: MonotonicTime(nanoseconds: t0))
+                let bytes = UnsafeRawBufferPointer(rebasing: work[0..<n])
+                let packet = try RTPPacket(parsing: bytes)
+                video.insert(packet, in: bytes, arrival: MonotonicTime(nanoseconds: t0))
                 video.process(now: MonotonicTime(nanoseconds: t0))
             }
             let dt = Double(nowNs() - t0) / 1e9

@@ -13,7 +13,7 @@ extension FuzzEntries {
 
     private static func opusUnlocked(_ data: UnsafeRawBufferPointer) {
         let info = OpusPacketInfo.sampleCount(data)
-        let payload = try? OpusPayload.sampleCount(packet: data)
+        let payload = try? OpusPayload.sampleCount(packet: data.bytes)
         _ = OpusPacketInfo.frameCount(data)
         if let toc = data.first { _ = OpusPacketInfo.frameSamples(toc: toc) }
         guard let frames = try? OpusPacket.validate(data) else { return }

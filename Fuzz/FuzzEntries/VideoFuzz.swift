@@ -9,25 +9,26 @@ extension FuzzEntries {
         let capacity = data.first.map { $0 & 1 == 1 ? 1500 : 1 << 16 } ?? 1 << 16
         let depacketizer = VP8Depacketizer(maxFrameSize: capacity)
         for record in fuzzRecords(data.count > 0 ? UnsafeRawBufferPointer(rebasing: data[1...]) : data) {
-            guard let packet = try? RTPPacket(parsing: record) else { continue }
-            if let (d, size) = try? VP8PayloadDescriptor.parse(packet.payload) {
-                fuzzRequire(size < packet.payload.count, "VP8 descriptor of \(size) bytes leaves no data")
-                _ = try? VP8PayloadHeader(parsing: UnsafeRawBufferPointer(rebasing: packet.payload[size...]))
+            guard let packet = try? RTPPacket(parsing: record.bytes) else { continue }
+            let payload = record.bytes.extracting(packet.payloadRange)
+            if let (d, size) = try? VP8PayloadDescriptor.parse(payload) {
+                fuzzRequire(size < packet.payloadSize, "VP8 descriptor of \(size) bytes leaves no data")
+                _ = try? VP8PayloadHeader(parsing: payload.extracting(size...))
                 var out = [UInt8](repeating: 0, count: 16)
                 let n = out.withUnsafeMutableBytes { d.marshal(into: $0) }
                 out[n] = 0  // one byte of VP8 data so the descriptor parses
                 let again = out.withUnsafeBytes {
-                    try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)]))
+                    try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)]).bytes)
                 }
                 fuzzRequire(
                     again?.0 == d && again?.1 == n, "VP8 descriptor changed through marshal: \(d) -> \(String(describing: again))"
                 )
             }
-            guard let result = try? depacketizer.push(packet) else { continue }
+            guard let result = try? depacketizer.push(packet, in: record.bytes) else { continue }
             if let frame = result.frame {
                 fuzzRequire(frame.data.count <= capacity, "VP8 frame of \(frame.data.count) bytes exceeds capacity \(capacity)")
                 fuzzRequire(frame.packetCount >= 1, "VP8 frame of no packet")
-                _ = try? VP8PayloadHeader(parsing: frame.data)
+                _ = try? VP8PayloadHeader(parsing: frame.data.bytes)
             }
         }
     }
@@ -38,11 +39,11 @@ extension FuzzEntries {
         let capacity = data.first.map { $0 & 1 == 1 ? 1500 : 1 << 16 } ?? 1 << 16
         let depacketizer = VP9Depacketizer(maxFrameSize: capacity)
         for record in fuzzRecords(data.count > 0 ? UnsafeRawBufferPointer(rebasing: data[1...]) : data) {
-            _ = try? VP9ScalabilityStructure.parse(record)
-            guard let packet = try? RTPPacket(parsing: record) else { continue }
-            if let (d, size) = try? VP9PayloadDescriptor.parse(packet.payload) {
+            _ = try? VP9ScalabilityStructure.parse(record.bytes)
+            guard let packet = try? RTPPacket(parsing: record.bytes) else { continue }
+            if let (d, size) = try? VP9PayloadDescriptor.parse(record.bytes.extracting(packet.payloadRange)) {
                 fuzzRequire(
-                    size < packet.payload.count || (d.scalabilityStructure != nil && !d.startOfFrame),
+                    size < packet.payloadSize || (d.scalabilityStructure != nil && !d.startOfFrame),
                     "VP9 descriptor of \(size) bytes leaves no data")
                 for i in 0..<d.referenceCount { _ = d.referenceDiff(at: i) }
                 if let ss = d.scalabilityStructure {
@@ -52,7 +53,7 @@ extension FuzzEntries {
                 let n = out.withUnsafeMutableBytes { d.marshal(into: $0) }
                 out[n] = 0
                 let again = out.withUnsafeBytes {
-                    try? VP9PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)]))
+                    try? VP9PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)]).bytes)
                 }
                 var expected = d  // the picture group description is parsed but not written back
                 expected.scalabilityStructure?.pictureGroupSize = 0
@@ -60,7 +61,7 @@ extension FuzzEntries {
                     again?.0 == expected && again?.1 == n,
                     "VP9 descriptor changed through marshal: \(d) -> \(String(describing: again))")
             }
-            guard let result = try? depacketizer.push(packet) else { continue }
+            guard let result = try? depacketizer.push(packet, in: record.bytes) else { continue }
             if let frame = result.frame {
                 fuzzRequire(frame.data.count <= capacity, "VP9 frame of \(frame.data.count) bytes exceeds capacity \(capacity)")
             }

@@ -223,7 +223,8 @@ final class MediaReceiver: @unchecked Sendable {
             if let srtp = s.srtp {
                 do { length = try srtp.unprotect(b, length: length) } catch { s.counters.rejectedPackets += 1; return }
             }
-            guard let packet = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: b[0..<length])) else {
+            let bytes = UnsafeRawBufferPointer(rebasing: b[0..<length])
+            guard let packet = try? RTPPacket(parsing: bytes) else {
                 s.counters.rejectedPackets += 1
                 return
             }
@@ -232,25 +233,25 @@ final class MediaReceiver: @unchecked Sendable {
             if let v = s.tracks.video, pt == v.payloadType {
                 s.videoSource = d.source
                 s.videoSocket = socket
-                video(s, packet, now: now)
+                video(s, packet, in: bytes, now: now)
             } else if let a = s.tracks.audio, pt == a.payloadType {
-                audio(s, packet)
+                audio(s, packet, in: bytes)
             } else {
                 s.counters.unknownPayloadType += 1
             }
         }
     }
 
-    private static func video(_ s: State, _ packet: RTPPacket, now: UInt64) {
+    private static func video(_ s: State, _ packet: RTPPacket, in bytes: UnsafeRawBufferPointer, now: UInt64) {
         s.counters.videoPackets += 1
-        s.counters.videoBytes += packet.buffer.count
+        s.counters.videoBytes += bytes.count
         s.counters.videoSSRC = packet.header.ssrc
         let result: RTPDepacketizeResult
         do {
             if let vp8 = s.vp8 {
-                result = try vp8.push(packet)
+                result = try vp8.push(packet, in: bytes)
             } else if let vp9 = s.vp9 {
-                result = try vp9.push(packet)
+                result = try vp9.push(packet, in: bytes)
             } else {
                 return
             }
@@ -340,10 +341,13 @@ final class MediaReceiver: @unchecked Sendable {
         }
     }
 
-    private static func audio(_ s: State, _ packet: RTPPacket) {
+    private static func audio(_ s: State, _ packet: RTPPacket, in bytes: UnsafeRawBufferPointer) {
         guard let decoder = s.opus, let channels = s.tracks.audio?.channels else { return }
         let payload: UnsafeRawBufferPointer
-        do { payload = try OpusPayload.depacketize(packet) } catch { s.counters.rejectedPackets += 1; return }
+        do { payload = UnsafeRawBufferPointer(rebasing: bytes[try OpusPayload.depacketize(packet)]) } catch {
+            s.counters.rejectedPackets += 1
+            return
+        }
         guard let samples = OpusPacketInfo.sampleCount(payload) else { s.counters.rejectedPackets += 1; return }
         let seq = packet.header.sequenceNumber
         var lost = 0
@@ -354,7 +358,7 @@ final class MediaReceiver: @unchecked Sendable {
         }
         s.nextAudioSequence = seq &+ 1
         s.counters.audioPackets += 1
-        s.counters.audioBytes += packet.buffer.count
+        s.counters.audioBytes += bytes.count
         s.counters.audioSSRC = packet.header.ssrc
         s.counters.audioPacketsLost += lost
         do {

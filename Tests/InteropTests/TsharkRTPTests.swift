@@ -221,7 +221,7 @@
                     let opus: [UInt8] =
                         [UInt8(config << 3 | code)] + (0..<(code == 0 ? 61 : 80)).map { UInt8(truncatingIfNeeded: $0 &* 13) }
                     let n = try opus.withUnsafeBytes { raw in
-                        samples.append(try OpusPayload.sampleCount(packet: raw))
+                        samples.append(try OpusPayload.sampleCount(packet: raw.bytes))
                         let plan = OpusPayload.packetize(frame: raw, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
                         header.sequenceNumber = seq.next()
                         return buf.withUnsafeMutableBytes { plan.writePacket(at: 0, header: &header, into: $0) }

@@ -11,17 +11,18 @@ import Testing
             writeRTPPackets(OpusPayload.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq)
         }
         #expect(packets.count == 1)
-        try withParsedRTP(packets[0]) { p throws in
+        let packet = packets[0]
+        try withParsedRTP(packet) { p throws in
             #expect(p.header.marker)  // audio: marker is the caller's (first packet after DTX)
             #expect(p.header.sequenceNumber == 65535)
-            #expect(Array(try OpusPayload.depacketize(p)) == opus)
-            #expect(try OpusPayload.sampleCount(packet: p.payload) == 960)
+            #expect(Array(packet[try OpusPayload.depacketize(p)]) == opus)
+            #expect(try OpusPayload.sampleCount(packet: packet.span.bytes.extracting(p.payloadRange)) == 960)
         }
         #expect(seq.next() == 0)
     }
 
     @Test func sampleCountFollowsTOC() throws {
-        func count(_ b: [UInt8]) throws -> Int { try b.withUnsafeBytes { try OpusPayload.sampleCount(packet: $0) } }
+        func count(_ b: [UInt8]) throws -> Int { try OpusPayload.sampleCount(packet: b.span.bytes) }
         #expect(try count([0 << 3]) == 480)  // SILK NB 10 ms
         #expect(try count([3 << 3]) == 2880)  // SILK NB 60 ms
         #expect(try count([12 << 3]) == 480)  // hybrid SWB 10 ms

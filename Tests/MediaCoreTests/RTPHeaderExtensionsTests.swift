@@ -24,14 +24,15 @@ import Testing
     ]
 
     @Test func parsesRFC8285OneByteExample() throws {
-        try withParsedRTP(Self.packet(withExtension: Self.rfcOneByte)) { p in
+        let bytes = Self.packet(withExtension: Self.rfcOneByte)
+        try withParsedRTP(bytes) { p in
             let e = p.header.extensions
             #expect(e.form == .oneByte)
             #expect(e.elementIDs == [1, 2, 3])
             #expect(e.data(id: 1) == [0xA1])
             #expect(e.data(id: 2) == [0xB1, 0xB2])
             #expect(e.data(id: 3) == [0xC1, 0xC2, 0xC3, 0xC4])
-            #expect(Array(p.payload) == [0x42])
+            #expect(Array(bytes[p.payloadRange]) == [0x42])
         }
     }
 

@@ -2,10 +2,15 @@ import Testing
 
 @testable import MediaCore
 
-/// Parses `bytes` as RTP and hands the packet view to `body` while the bytes are alive.
+/// Parses `bytes` as RTP and hands the packet to `body`.
 @discardableResult
 func withParsedRTP<R>(_ bytes: [UInt8], _ body: (RTPPacket) throws -> R) throws -> R {
-    try bytes.withUnsafeBytes { raw in try body(try RTPPacket(parsing: raw)) }
+    try body(try RTPPacket(parsing: bytes.span.bytes))
+}
+
+/// The payload of the RTP packet `bytes`, copied out by the packet's `payloadRange`.
+func rtpPayload(_ bytes: [UInt8]) throws -> [UInt8] {
+    Array(bytes[try RTPPacket(parsing: bytes.span.bytes).payloadRange])
 }
 
 /// The RTPError code a parse of `bytes` throws, or nil when it parses.
@@ -41,20 +46,40 @@ func marshalRTP(_ h: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8]
             #expect(p.header.ssrc == 476_325_762)
             #expect(p.header.csrcs.isEmpty)
             #expect(p.extensionProfile == 1)
-            #expect(Array(p.extensionBody) == [0xFF, 0xFF, 0xFF, 0xFF])
+            #expect(Array(Self.pionPacket[p.extensionRange]) == [0xFF, 0xFF, 0xFF, 0xFF])
             #expect(p.header.extensions.isEmpty)  // profile 1 is not RFC 8285
             #expect(p.headerSize == 20)
-            #expect(Array(p.payload) == [0x98, 0x36, 0xBE, 0x89, 0x9E])
+            #expect(Array(Self.pionPacket[p.payloadRange]) == [0x98, 0x36, 0xBE, 0x89, 0x9E])
             #expect(p.payloadRange == 20..<25)
             #expect(p.paddingSize == 0)
         }
     }
 
-    @Test func payloadIsAViewIntoTheCallersBuffer() throws {
-        try Self.pionPacket.withUnsafeBytes { raw in
-            let p = try RTPPacket(parsing: raw)
-            #expect(p.payload.baseAddress == raw.baseAddress! + 20)
+    /// The packet keeps offsets, not pointers: it stays meaningful after the buffer it was
+    /// parsed from is gone, and names the same bytes in any copy of them.
+    @Test func aParsedPacketNamesItsPartsByOffsetAndOutlivesItsBuffer() throws {
+        let p = try Self.pionPacket.withUnsafeBytes { try RTPPacket(parsing: $0.bytes) }
+        #expect(p.byteCount == 25 && p.headerSize == 20 && p.payloadSize == 5)
+        #expect(p.extensionRange == 16..<20 && p.payloadRange == 20..<25)
+        let copy = Array(Self.pionPacket)
+        #expect(Array(copy[p.payloadRange]) == [0x98, 0x36, 0xBE, 0x89, 0x9E])
+    }
+
+    /// Marshalling into an output span appends after what it already holds.
+    @Test func marshalAppendsToAnOutputSpan() throws {
+        let h = RTPHeader(marker: true, payloadType: 111, sequenceNumber: 0x1234, timestamp: 0xDEADBEEF, ssrc: 0x01020304)
+        let payload: [UInt8] = [0xAA, 0xBB]
+        var out = [UInt8](repeating: 0xEE, count: 3 + RTPPacket.marshalSize(header: h, payloadSize: 2, paddingSize: 2) + 5)
+        let (written, held) = out.withUnsafeMutableBytes { raw in
+            var span = OutputRawSpan(buffer: raw, initializedCount: 3)
+            let n = RTPPacket.marshal(header: h, payload: payload.span.bytes, paddingSize: 2, into: &span)
+            return (n, span.byteCount)
         }
+        #expect(written == 16 && held == 19)
+        #expect(Array(out[3..<19]) == [0xA0, 0xEF, 0x12, 0x34, 0xDE, 0xAD, 0xBE, 0xEF, 1, 2, 3, 4, 0xAA, 0xBB, 0, 2])
+        #expect(out[19...].allSatisfy { $0 == 0xEE } && out[..<3].allSatisfy { $0 == 0xEE })
+        let parsed = try RTPPacket(parsing: out.span.bytes.extracting(3..<19))
+        #expect(parsed.header.sequenceNumber == 0x1234 && parsed.paddingSize == 2 && parsed.payloadRange == 12..<14)
     }
 
     @Test func marshalMatchesKnownBytesForMinimalHeader() {
@@ -78,7 +103,7 @@ func marshalRTP(_ h: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8]
                     var expected = h
                     expected.padding = padding > 0
                     #expect(p.header == expected)
-                    #expect(Array(p.payload) == payload)
+                    #expect(Array(bytes[p.payloadRange]) == payload)
                     #expect(p.paddingSize == padding)
                     #expect(p.extensionProfile == 0xBEDE)
                 }
@@ -128,7 +153,7 @@ func marshalRTP(_ h: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8]
         #expect(rtpParseError(base + [1, 2, 0]) == .badPadding)  // count 0
         #expect(rtpParseError(base + [1, 2, 4]) == .badPadding)  // 4 > 3 bytes after header
         try? withParsedRTP(base + [1, 2, 3]) { p in  // padding eats the whole payload: valid
-            #expect(p.payload.isEmpty)
+            #expect(p.payloadSize == 0 && p.payloadRange.isEmpty)
             #expect(p.paddingSize == 3)
         }
         #expect(rtpParseError(base + [1, 2, 3]) == nil)

@@ -57,14 +57,14 @@ import Testing
             FuzzEntries.rtp(raw)
             FuzzEntries.rtcp(raw)
             FuzzEntries.opus(raw)
-            if let p = try? RTPPacket(parsing: raw) {
-                _ = try? vp8.push(p)
-                _ = try? vp9.push(p)
+            if let p = try? RTPPacket(parsing: raw.bytes) {
+                _ = try? vp8.push(p, in: raw.bytes)
+                _ = try? vp9.push(p, in: raw.bytes)
                 _ = try? OpusPayload.depacketize(p)
             }
-            _ = try? VP8PayloadDescriptor.parse(raw)
-            _ = try? VP9PayloadDescriptor.parse(raw)
-            _ = try? VP9ScalabilityStructure.parse(raw)
+            _ = try? VP8PayloadDescriptor.parse(raw.bytes)
+            _ = try? VP9PayloadDescriptor.parse(raw.bytes)
+            _ = try? VP9ScalabilityStructure.parse(raw.bytes)
             _ = try? RTCPTransportFeedback(parsing: raw)
         }
     }

@@ -119,13 +119,15 @@
         }
 
         /// Feeds packets to `push` in order and collects (frame bytes, key frame flag, incomplete count).
-        static func depacketize(_ packets: [[UInt8]], _ push: (RTPPacket) throws -> RTPDepacketizeResult) throws -> (
-            frames: [[UInt8]], keys: [Bool], incomplete: Int
-        ) {
+        static func depacketize(_ packets: [[UInt8]], _ push: (RTPPacket, UnsafeRawBufferPointer) throws -> RTPDepacketizeResult)
+            throws -> (
+                frames: [[UInt8]], keys: [Bool], incomplete: Int
+            )
+        {
             var frames: [[UInt8]] = [], keys: [Bool] = [], incomplete = 0
             for p in packets {
                 try p.withUnsafeBytes { raw in
-                    let r = try push(try RTPPacket(parsing: raw))
+                    let r = try push(try RTPPacket(parsing: raw), raw)
                     incomplete += r.incompleteFrames
                     if let f = r.frame { frames.append(Array(f.data)); keys.append(f.isKeyframe) }
                 }
@@ -174,7 +176,7 @@
             #expect(packets.count > frames.count)
             #expect(packets.allSatisfy { $0.count <= 1200 })
             let d = VP8Depacketizer()
-            let got = try GStreamerPayloadCheck.depacketize(packets) { try d.push($0) }
+            let got = try GStreamerPayloadCheck.depacketize(packets) { try d.push($0, in: $1) }
             #expect(got.incomplete == 0)
             #expect(got.frames.count == frames.count)
             #expect(got.frames == frames)

@@ -32,7 +32,7 @@ func vp8DescriptorBytes(_ d: VP8PayloadDescriptor) -> [UInt8] {
 }
 
 func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
-    try b.withUnsafeBytes { try VP8PayloadDescriptor.parse($0) }
+    try VP8PayloadDescriptor.parse(b.span.bytes)
 }
 
 @Suite struct VP8PayloadTests {
@@ -66,19 +66,19 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
     @Test func payloadHeaderReadsKeyframeSize() throws {
         // RFC 7741 §4.3 / RFC 6386 §9.1: P=0 (key), show=1, start code, 640x480.
         let key: [UInt8] = [0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x80, 0x02, 0xE0, 0x01]
-        let h = try key.withUnsafeBytes { try VP8PayloadHeader(parsing: $0) }
+        let h = try key.withUnsafeBytes { try VP8PayloadHeader(parsing: $0.bytes) }
         #expect(h.isKeyframe && h.showFrame)
         #expect(h.width == 640 && h.height == 480)
         #expect(h.firstPartitionSize == 0x10)
-        let inter = try [UInt8]([0x31, 0x00, 0x00]).withUnsafeBytes { try VP8PayloadHeader(parsing: $0) }
+        let inter = try [UInt8]([0x31, 0x00, 0x00]).withUnsafeBytes { try VP8PayloadHeader(parsing: $0.bytes) }
         #expect(!inter.isKeyframe && inter.width == nil)
         #expect(throws: RTPError.badPayloadDescriptor) {
             try [UInt8]([0x10, 0x02, 0x00, 0x9D, 0x01, 0x2B, 0x80, 0x02, 0xE0, 0x01]).withUnsafeBytes {
-                try VP8PayloadHeader(parsing: $0)
+                try VP8PayloadHeader(parsing: $0.bytes)
             }
         }
         #expect(throws: RTPError.truncated) {
-            try [UInt8]([0x10, 0x02, 0x00, 0x9D]).withUnsafeBytes { try VP8PayloadHeader(parsing: $0) }
+            try [UInt8]([0x10, 0x02, 0x00, 0x9D]).withUnsafeBytes { try VP8PayloadHeader(parsing: $0.bytes) }
         }
     }
 
@@ -108,7 +108,7 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
             for (i, p) in packets.enumerated() {
                 try withParsedRTP(p) { pkt in
                     #expect(pkt.header.marker == (i == packets.count - 1))
-                    let r = try depacketizer.push(pkt)
+                    let r = try depacketizer.push(pkt, in: p.span.bytes)
                     #expect(r.incompleteFrames == 0 && r.lostPackets == 0)
                     if let f = r.frame {
                         got = Array(f.data)
@@ -145,7 +145,7 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         var complete: [UInt32] = [], incomplete = 0, lost = 0
         for p in stream {
             try withParsedRTP(p) { pkt in
-                let r = try d.push(pkt)
+                let r = try d.push(pkt, in: p.span.bytes)
                 incomplete += r.incompleteFrames
                 lost += r.lostPackets
                 if let f = r.frame { complete.append(f.timestamp); #expect(Array(f.data) == frame) }
@@ -168,7 +168,7 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         var frames = 0
         for p in [packets[0], packets[0], packets[1], packets[0], packets[2]] {
             try withParsedRTP(p) { pkt in
-                let r = try d.push(pkt)
+                let r = try d.push(pkt, in: p.span.bytes)
                 if let f = r.frame { frames += 1; #expect(Array(f.data) == frame) }
                 #expect(r.incompleteFrames == 0)
             }
@@ -189,7 +189,7 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         }
         for (i, p) in packets.enumerated() {
             try withParsedRTP(p) { pkt in
-                let (d, _) = try VP8PayloadDescriptor.parse(pkt.payload)
+                let (d, _) = try VP8PayloadDescriptor.parse(p.span.bytes.extracting(pkt.payloadRange))
                 #expect(
                     d
                         == VP8PayloadDescriptor(

@@ -49,11 +49,11 @@
             #expect(packets.count > frames.count)
             // GStreamer's payloader uses non-flexible mode (F=0).
             let flexible = try packets[0].withUnsafeBytes {
-                try VP9PayloadDescriptor.parse(try RTPPacket(parsing: $0).payload).0.flexibleMode
+                try VP9PayloadDescriptor.parse(try RTPPacket(parsing: $0).payload(in: $0).bytes).0.flexibleMode
             }
             #expect(!flexible)
             let d = VP9Depacketizer()
-            let got = try GStreamerPayloadCheck.depacketize(packets) { try d.push($0) }
+            let got = try GStreamerPayloadCheck.depacketize(packets) { try d.push($0, in: $1) }
             #expect(got.incomplete == 0)
             #expect(got.frames.count == frames.count)
             #expect(got.frames == frames)

@@ -9,7 +9,7 @@ func vp9DescriptorBytes(_ d: VP9PayloadDescriptor) -> [UInt8] {
 }
 
 func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
-    try b.withUnsafeBytes { try VP9PayloadDescriptor.parse($0) }
+    try VP9PayloadDescriptor.parse(b.span.bytes)
 }
 
 @Suite struct VP9PayloadTests {
@@ -97,11 +97,11 @@ func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
             for (i, p) in packets.enumerated() {
                 try withParsedRTP(p) { pkt in
                     #expect(pkt.header.marker == (i == packets.count - 1))
-                    let (desc, _) = try VP9PayloadDescriptor.parse(pkt.payload)
+                    let (desc, _) = try VP9PayloadDescriptor.parse(p.span.bytes.extracting(pkt.payloadRange))
                     #expect(desc.startOfFrame == (i == 0) && desc.endOfFrame == (i == packets.count - 1))
                     #expect(desc.flexibleMode && desc.interPicturePredicted == !keyframe)
                     #expect((desc.scalabilityStructure != nil) == (keyframe && i == 0))
-                    let r = try d.push(pkt)
+                    let r = try d.push(pkt, in: p.span.bytes)
                     #expect(r.incompleteFrames == 0 && r.lostPackets == 0)
                     if let f = r.frame {
                         got = Array(f.data)
@@ -138,7 +138,7 @@ func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
         var frames: [[UInt8]] = [], incomplete = 0, keys = 0
         for p in stream {
             try withParsedRTP(p) { pkt in
-                let r = try d.push(pkt)
+                let r = try d.push(pkt, in: p.span.bytes)
                 incomplete += r.incompleteFrames
                 if let f = r.frame { frames.append(Array(f.data)); if f.isKeyframe { keys += 1 } }
             }

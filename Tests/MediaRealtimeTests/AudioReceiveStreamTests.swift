@@ -29,7 +29,7 @@ private func insert(_ s: AudioReceiveStream, _ payload: [UInt8], seq: UInt16, ts
             header: RTPHeader(payloadType: 111, sequenceNumber: seq, timestamp: ts, ssrc: 5),
             payload: payload.withUnsafeBytes { $0 }, into: b)
     }
-    bytes.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: ns)) }
+    bytes.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: ns)) }
 }
 
 /// Plays `packets` (nil = lost) through a stream in real cadence and returns the stream after

@@ -59,8 +59,8 @@ func sendTestReceiveAudio(_ packets: [[UInt8]], channels: Int, key: SRTPKeyMater
         try bytes.withUnsafeBytes { raw in
             let packet = try RTPPacket(parsing: raw)
             out.headers.append(packet.header)
-            let payload = try OpusPayload.depacketize(packet)
-            out.payloadSamples.append(try OpusPayload.sampleCount(packet: payload))
+            let payload = UnsafeRawBufferPointer(rebasing: raw[try OpusPayload.depacketize(packet)])
+            out.payloadSamples.append(try OpusPayload.sampleCount(packet: payload.bytes))
             let n = try pcm.withUnsafeMutableBufferPointer { try decoder.decode(payload, into: $0) }
             out.pcm += pcm[0..<(n * channels)]
         }

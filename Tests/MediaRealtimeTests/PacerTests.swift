@@ -261,7 +261,7 @@ final class CopyingSink: PacketSink, @unchecked Sendable {
             let n = try plain.withUnsafeMutableBytes { try inbound.unprotect($0, length: $0.count) }
             let packet = try plain.withUnsafeBytes { try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             #expect(packet.header.ssrc == c.rtxSSRC && packet.header.payloadType == 97 && packet.header.padding)
-            #expect(packet.payload.count == 0 && packet.paddingSize == n - packet.header.marshalSize)
+            #expect(packet.payloadSize == 0 && packet.paddingSize == n - packet.header.marshalSize)
             let seq = try #require(packet.header.extensions.transportSequenceNumber(id: 5))
             #expect(numbers.sent(seq)?.probeCluster == 321)
             #expect(plain.withUnsafeBytes { RTXPacket.isPaddingOnly(UnsafeRawBufferPointer(rebasing: $0[0..<n])) })

@@ -32,7 +32,9 @@
                     state.5.update(
                         sequenceNumber: pkt.header.sequenceNumber, timestamp: pkt.header.timestamp,
                         arrival: MonotonicTime(nanoseconds: UInt64(Int64(f))))
-                    if let r = try? depacketizer.push(pkt), let fr = r.frame { total &+= fr.data.count }
+                    if let r = try? depacketizer.push(pkt, in: UnsafeRawBufferPointer(rebasing: out[0..<n])), let fr = r.frame {
+                        total &+= fr.data.count
+                    }
                 }
                 let plan9 = state.1.packetize(frame: frame, maxPayloadSize: 1180, keyframe: f % 10 == 0, width: 640, height: 480)
                 for i in 0..<plan9.count { total &+= plan9.writePacket(at: i, header: &state.2, into: out) }

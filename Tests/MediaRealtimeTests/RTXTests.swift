@@ -166,7 +166,7 @@ struct RTXCall {
                     #expect(p.header.timestamp == headers[index].timestamp && p.header.marker == headers[index].marker)
                     #expect(RTXPacket.originalSequenceNumber(raw) == headers[index].sequenceNumber)
                     let original = try sent[index].withUnsafeBytes { try RTPPacket(parsing: $0) }
-                    #expect(Array(p.payload.dropFirst(2)) == Array(original.payload))
+                    #expect(Array(p.payload(in: raw).dropFirst(2)) == Array(sent[index][original.payloadRange]))
                 }
             } else {
                 #expect(packet == sent[index])

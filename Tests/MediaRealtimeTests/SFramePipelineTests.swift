@@ -47,7 +47,7 @@ import Testing
         var requests = 0
         for f in frames {
             for p in f {
-                p.withUnsafeBytes { stream.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: t)) }
+                p.withUnsafeBytes { stream.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: t)) }
             }
             stream.process(now: MonotonicTime(nanoseconds: t))
             if stream.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)) { requests += 1 }
@@ -127,7 +127,7 @@ import Testing
             var assembled: RTPAssembledFrame?
             for p in f {
                 try p.withUnsafeBytes { b in
-                    if let frame = try depacketizer.push(try RTPPacket(parsing: b)).frame {
+                    if let frame = try depacketizer.push(try RTPPacket(parsing: b), in: b).frame {
                         assembled = frame
                         // The clear prefix: VP8 frame tag, and for a keyframe the start code and size.
                         let d = frame.data
@@ -172,8 +172,8 @@ import Testing
             })
         let kids = try frames.map { f in
             try f[0].withUnsafeBytes { b in
-                let payload = try RTPPacket(parsing: b).payload
-                let (descriptor, length) = try VP8PayloadDescriptor.parse(payload)
+                let payload = try RTPPacket(parsing: b).payload(in: b)
+                let (descriptor, length) = try VP8PayloadDescriptor.parse(payload.bytes)
                 _ = descriptor
                 let frame = UnsafeRawBufferPointer(rebasing: payload[length...])
                 let prefix = SFrameMediaFormat.vp8.clearPrefixLength(of: frame)
@@ -219,7 +219,7 @@ import Testing
                 let now = UInt64(pull) * 10_000_000 + 1_000_000_000
                 while next < packets.count && UInt64(next) * 20_000_000 + 1_000_000_000 <= now {
                     packets[next].withUnsafeBytes {
-                        s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: now))
+                        s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: now))
                     }
                     next += 1
                 }
@@ -234,8 +234,8 @@ import Testing
         #expect(packets.count == 50 && plainPackets.count == 50)
         // Each packet carries the TOC in the clear, a 1-byte header (KID 7, CTR < 8) or 2, and a 4-byte tag.
         for (p, q) in zip(packets, plainPackets) {
-            let a = try p.withUnsafeBytes { try RTPPacket(parsing: $0).payload.count }
-            let b = try q.withUnsafeBytes { try RTPPacket(parsing: $0).payload.count }
+            let a = try p.withUnsafeBytes { try RTPPacket(parsing: $0).payloadSize }
+            let b = try q.withUnsafeBytes { try RTPPacket(parsing: $0).payloadSize }
             #expect(a - b == 5 || a - b == 6)
         }
         let (reference, _) = try play(plainPackets, nil)
@@ -316,7 +316,9 @@ import Testing
         let s = try VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
         var t: UInt64 = 1_000_000_000
         for f in frames[0..<10] {
-            for p in f { p.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: t)) } }
+            for p in f {
+                p.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: t)) }
+            }
             s.process(now: MonotonicTime(nanoseconds: t))
             _ = s.takeNackList(now: MonotonicTime(nanoseconds: t))
             t += 33_333_333
@@ -327,7 +329,9 @@ import Testing
         for f in frames[10..<25] {
             for p in f {
                 allocations += p.withUnsafeBytes { bytes in
-                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrival: MonotonicTime(nanoseconds: t)) }
+                    AllocationCounter.count {
+                        s.insert(try! RTPPacket(parsing: bytes), in: bytes, arrival: MonotonicTime(nanoseconds: t))
+                    }
                 }
             }
             allocations += AllocationCounter.count {

@@ -38,7 +38,7 @@ private func videoPackets(_ codec: VPXCodec, count: Int, keyframesAt: Set<Int> =
 }
 
 private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
-    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: ns)) }
+    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: ns)) }
 }
 
 @Suite struct VideoReceiveStreamTests {
@@ -105,10 +105,10 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         var info: [(layer: UInt8, nonReference: Bool, packets: Int)] = []
         var lastTimestamp: UInt32?
         for p in packets {
-            let rtp = try p.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            let rtp = try RTPPacket(parsing: p.span.bytes)
             if rtp.header.timestamp != lastTimestamp {
                 frames.append([])
-                let (d, _) = try VP8PayloadDescriptor.parse(rtp.payload)
+                let (d, _) = try VP8PayloadDescriptor.parse(p.span.bytes.extracting(rtp.payloadRange))
                 info.append((d.temporalLayerID ?? 255, d.nonReference, 0))
                 lastTimestamp = rtp.header.timestamp
             }
@@ -200,7 +200,7 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         var t: UInt64 = 1_000_000_000
         let (frames, s) = try repairStream(frames: 6, at: t)
         // Frame 2's packets go missing; frame 3 arrives.
-        let missing = frames[2].map { (try! RTPHeader(parsing: $0.withUnsafeBytes { $0 })).sequenceNumber }
+        let missing = frames[2].map { (try! RTPHeader(parsing: $0.span.bytes)).sequenceNumber }
         t += 66_666_666
         for p in frames[3] { feed(s, p, at: t) }
         s.process(now: MonotonicTime(nanoseconds: t))
@@ -238,7 +238,7 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         #expect(s.takeNackList(now: MonotonicTime(nanoseconds: t)).isEmpty, "the old path's losses are not asked for")
         #expect(s.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)))
         // Frame 6 is lost on the new path: asked for as usual.
-        let lost = frames[6].map { (try! RTPHeader(parsing: $0.withUnsafeBytes { $0 })).sequenceNumber }
+        let lost = frames[6].map { (try! RTPHeader(parsing: $0.span.bytes)).sequenceNumber }
         t += 66_666_666
         for p in frames[7] { feed(s, p, at: t) }
         s.process(now: MonotonicTime(nanoseconds: t))
@@ -253,7 +253,7 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         var settings = VideoReceiveSettings(codec: codec, payloadType: 98)
         settings.schedulesRendering = false  // repair, checked at arrivals (see above)
         let s = try VideoReceiveStream(ssrc: 77, settings: settings, renderer: renderer)
-        let seq = { (p: [UInt8]) in (try! RTPHeader(parsing: p.withUnsafeBytes { $0 })).sequenceNumber }
+        let seq = { (p: [UInt8]) in (try! RTPHeader(parsing: p.span.bytes)).sequenceNumber }
         var t: UInt64 = 1_000_000_000
         // The keyframe's first packet(s) are lost: nothing before the first packet received tells
         // the receiver they exist, except that it does not start a frame.
@@ -323,7 +323,9 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
         for f in frames[10..<70] {
             for p in f {
                 allocations += p.withUnsafeBytes { bytes in
-                    AllocationCounter.count { s.insert(try! RTPPacket(parsing: bytes), arrival: MonotonicTime(nanoseconds: t)) }
+                    AllocationCounter.count {
+                        s.insert(try! RTPPacket(parsing: bytes), in: bytes, arrival: MonotonicTime(nanoseconds: t))
+                    }
                 }
             }
             allocations += AllocationCounter.count {

@@ -65,7 +65,7 @@ func sendTestReceive(
         try bytes.withUnsafeBytes { raw in
             let packet = try RTPPacket(parsing: raw)
             out.headers.append(packet.header)
-            let result = codec == .vp8 ? try vp8.push(packet) : try vp9.push(packet)
+            let result = codec == .vp8 ? try vp8.push(packet, in: raw) : try vp9.push(packet, in: raw)
             out.incomplete += result.incompleteFrames
             guard let frame = result.frame else { return }
             let decoded: SendTestDecodedFrame? = try decoder.decode(frame.data) { view in
@@ -338,7 +338,8 @@ func sendTestVideoConfiguration(
         // webrtc-stats: packetsSent and bytesSent include the retransmissions.
         let firstTransmissions = sent.count + sink.packets.count  // frames 0-2, then frame 3
         #expect(s.outbound.packetsSent == UInt64(firstTransmissions) + 2)
-        let header = try RTPHeader(parsing: sent[1].withUnsafeBytes { $0 })
+        let resentFirst = sent[1]
+        let header = try RTPHeader(parsing: resentFirst.span.bytes)
         let resentPayload = UInt64(sent[1].count + sent[3].count - 2 * (header.marshalSize + 16))  // GCM tag 16
         #expect(s.outbound.retransmittedBytesSent == resentPayload)
         // webrtc-stats: headerBytesSent counts the resent headers too, so with bytesSent it adds
@@ -465,7 +466,7 @@ func sendTestVideoConfiguration(
         for bytes in packets {
             try bytes.withUnsafeBytes { raw in
                 let p = try RTPPacket(parsing: raw)
-                let (d, _) = try VP8PayloadDescriptor.parse(p.payload)
+                let (d, _) = try VP8PayloadDescriptor.parse(p.payload(in: raw).bytes)
                 if d.startsFrame { firsts.append(d) }
             }
         }

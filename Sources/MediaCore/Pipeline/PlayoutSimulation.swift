@@ -104,7 +104,9 @@ package enum PlayoutSimulation {
             let now = 1_000_000_000 + UInt64(pull) * 10_000_000
             while next < order.count && arrivals[order[next]] <= now {
                 let k = order[next]
-                rtp[k].withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), arrival: MonotonicTime(nanoseconds: arrivals[k])) }
+                rtp[k].withUnsafeBytes {
+                    s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: arrivals[k]))
+                }
                 next += 1
             }
             out.withUnsafeMutableBufferPointer { o in

@@ -172,20 +172,25 @@ public final class AudioReceiveStream: @unchecked Sendable {
 
     // MARK: Network thread
 
-    /// Takes one unprotected RTP packet of this stream, arrived at `arrival`. Network thread only;
-    /// never blocks.
-    public func insert(_ packet: RTPPacket, arrival: MonotonicTime) {
+    /// Takes one unprotected RTP packet of this stream, parsed as `packet` from `bytes`, arrived at
+    /// `arrival`. Network thread only; never blocks. Cost: one copy of the packet.
+    public func insert(_ packet: RTPPacket, in bytes: RawSpan, arrival: MonotonicTime) {
+        bytes.withUnsafeBytes { insert(packet, in: $0, arrival: arrival) }
+    }
+
+    /// `insert(_:in:arrival:)` on the raw buffer the packet was parsed from.
+    package func insert(_ packet: RTPPacket, in bytes: UnsafeRawBufferPointer, arrival: MonotonicTime) {
         let h = packet.header
         receiveStatistics.update(
             sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
-            arrival: arrival, size: packet.buffer.count,
+            arrival: arrival, size: bytes.count,
             headerSize: packet.headerSize)
-        guard packet.buffer.count <= settings.jitterBuffer.maxPacketSize, let slot = free.tryPop() else {
+        guard bytes.count <= settings.jitterBuffer.maxPacketSize, let slot = free.tryPop() else {
             networkDiscarded += 1
             return
         }
-        slot.buffer.copyMemory(from: packet.buffer)
-        slot.length = packet.buffer.count
+        slot.buffer.copyMemory(from: bytes)
+        slot.length = bytes.count
         slot.sequence = h.sequenceNumber
         slot.timestamp = h.timestamp
         slot.arrival = arrival
@@ -299,7 +304,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
             if span > playoutTargetNs + cap && jitterBuffer.count > 2 {
                 if let p = jitterBuffer.popNext() {
                     audioStats.packetsDiscarded += 1
-                    expectedTimestamp = p.timestamp &+ UInt32((try? OpusPayload.sampleCount(packet: payloadOf(p))) ?? 960)
+                    expectedTimestamp = p.timestamp &+ UInt32((try? OpusPayload.sampleCount(packet: payloadOf(p).bytes)) ?? 960)
                     continue
                 }
             }
@@ -356,7 +361,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
     public var targetDelayMilliseconds: Double { Double(playoutTargetNs) / 1e6 }
 
     private func payloadOf(_ p: JitterBufferPacket) -> UnsafeRawBufferPointer {
-        (try? RTPPacket(parsing: p.bytes))?.payload ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        (try? RTPPacket(parsing: p.bytes))?.payload(in: p.bytes) ?? UnsafeRawBufferPointer(start: nil, count: 0)
     }
 
     /// The Opus packet of `p`: as received, or decrypted into `decrypted` with `frameDecryption`

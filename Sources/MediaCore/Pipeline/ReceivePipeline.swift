@@ -441,11 +441,11 @@ public final class ReceivePipeline: @unchecked Sendable {
             recordTransportSequence(packet, arrival: d.receivedAt)
             if isAudio {
                 guard let stream = audioStream(ssrc: ssrc) else { counters.unknownStream += 1; return }
-                stream.insert(packet, arrival: d.receivedAt)
+                stream.insert(packet, in: bytes, arrival: d.receivedAt)
                 return
             }
             guard let stream = videoStream(ssrc: ssrc, payloadType: pt) else { counters.unknownStream += 1; return }
-            stream.insert(packet, arrival: d.receivedAt)
+            stream.insert(packet, in: bytes, arrival: d.receivedAt)
         }
 
         /// An RFC 4588 retransmission (its own SSRC and payload type): unprotected on its SSRC (its
@@ -472,13 +472,14 @@ public final class ReceivePipeline: @unchecked Sendable {
                 counters.rtxDropped += 1
                 return
             }
-            guard let packet = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<n])) else {
+            let original = UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<n])
+            guard let packet = try? RTPPacket(parsing: original) else {
                 counters.malformed += 1
                 return
             }
             counters.rtxUnwrapped += 1
             recordTransportSequence(packet, arrival: d.receivedAt)
-            stream.insert(packet, arrival: d.receivedAt)
+            stream.insert(packet, in: original, arrival: d.receivedAt)
         }
 
         /// The audio stream of `ssrc`: the first SSRC takes `audio`, later ones (up to

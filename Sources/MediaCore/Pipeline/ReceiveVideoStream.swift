@@ -176,12 +176,18 @@ public final class VideoReceiveStream {
         decrypted.deallocate()
     }
 
-    /// Takes one unprotected RTP packet of this stream (parsed as `packet`) that arrived at `arrival`.
-    public func insert(_ packet: RTPPacket, arrival: MonotonicTime) {
+    /// Takes one unprotected RTP packet of this stream, parsed as `packet` from `bytes`, that
+    /// arrived at `arrival`.
+    public func insert(_ packet: RTPPacket, in bytes: RawSpan, arrival: MonotonicTime) {
+        bytes.withUnsafeBytes { insert(packet, in: $0, arrival: arrival) }
+    }
+
+    /// `insert(_:in:arrival:)` on the raw buffer the packet was parsed from.
+    package func insert(_ packet: RTPPacket, in bytes: UnsafeRawBufferPointer, arrival: MonotonicTime) {
         let h = packet.header
         receiveStatistics.update(
             sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
-            arrival: arrival, size: packet.buffer.count,
+            arrival: arrival, size: bytes.count,
             headerSize: packet.headerSize)
         if sendTimeSource == .undecided {
             if let id = settings.absSendTimeExtensionID, h.extensions.absSendTime(id: id) != nil {
@@ -195,13 +201,13 @@ public final class VideoReceiveStream {
         if sendTimeSource == .absSendTime {
             // 6.18 fixed-point seconds shifted to 32 bits: wraps every 64 s like a 2^26 Hz clock.
             if let id = settings.absSendTimeExtensionID, let t = h.extensions.absSendTime(id: id) {
-                _ = bandwidth.packetArrived(timestamp: t.rawValue << 8, arrival: arrival, size: packet.buffer.count)
+                _ = bandwidth.packetArrived(timestamp: t.rawValue << 8, arrival: arrival, size: bytes.count)
             }
         } else {
-            _ = bandwidth.packetArrived(timestamp: h.timestamp, arrival: arrival, size: packet.buffer.count)
+            _ = bandwidth.packetArrived(timestamp: h.timestamp, arrival: arrival, size: bytes.count)
         }
         let result = jitterBuffer.insert(
-            packet.buffer, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
+            bytes, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
             arrival: arrival)
         switch result {
         case .stored, .reset:
@@ -252,10 +258,10 @@ public final class VideoReceiveStream {
     private func startIsWorthSearching(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let packet = try? RTPPacket(parsing: bytes) else { return false }
         if settings.codec == .vp8 {
-            guard let (d, _) = try? VP8PayloadDescriptor.parse(packet.payload) else { return false }
+            guard let (d, _) = try? VP8PayloadDescriptor.parse(packet.payload(in: bytes).bytes) else { return false }
             return !d.startsFrame
         }
-        guard let (d, _) = try? VP9PayloadDescriptor.parse(packet.payload) else { return false }
+        guard let (d, _) = try? VP9PayloadDescriptor.parse(packet.payload(in: bytes).bytes) else { return false }
         return !d.startOfFrame && !d.interPicturePredicted
     }
 
@@ -326,7 +332,7 @@ public final class VideoReceiveStream {
         }
         let result: RTPDepacketizeResult
         do {
-            if let vp8 { result = try vp8.push(packet) } else { result = try vp9!.push(packet) }
+            if let vp8 { result = try vp8.push(packet, in: p.bytes) } else { result = try vp9!.push(packet, in: p.bytes) }
         } catch {
             stats.packetsDiscarded += 1
             return 0

@@ -16,22 +16,22 @@ public enum OpusPayload {
         return OpusFramePackets(frame: frame)
     }
 
-    /// The Opus packet inside an RTP packet: its payload, unchanged (RFC 7587 §4.2). Throws
-    /// `emptyPayload` for an empty payload.
-    public static func depacketize(_ packet: RTPPacket) throws(RTPError) -> UnsafeRawBufferPointer {
-        guard packet.payload.count > 0 else {
+    /// Where the Opus packet inside an RTP packet lies in the bytes it was parsed from: the whole
+    /// payload, unchanged (RFC 7587 §4.2). Throws `emptyPayload` for an empty payload.
+    public static func depacketize(_ packet: RTPPacket) throws(RTPError) -> Range<Int> {
+        guard packet.payloadSize > 0 else {
             throw RTPError(.emptyPayload, "Opus RTP packet seq \(packet.header.sequenceNumber) has an empty payload")
         }
-        return packet.payload
+        return packet.payloadRange
     }
 
     /// Samples at 48 kHz that an Opus packet decodes to, from its TOC byte and frame count
     /// (RFC 6716 §3.1-§3.2). Throws `truncated` for an empty packet or a code 3 packet without
     /// its count byte, and `badPayloadDescriptor` for more than 120 ms of audio (§3.2.5).
     /// The RTP timestamp advances by this much per packet (RFC 7587 §4.1).
-    public static func sampleCount(packet p: UnsafeRawBufferPointer) throws(RTPError) -> Int {
-        guard p.count >= 1 else { throw RTPError(.truncated, "empty Opus packet") }
-        let config = Int(p[0] >> 3)
+    public static func sampleCount(packet p: RawSpan) throws(RTPError) -> Int {
+        guard p.byteCount >= 1 else { throw RTPError(.truncated, "empty Opus packet") }
+        let config = Int(p.u8(0) >> 3)
         let frameSamples: Int
         switch config {
         case 0...11:  // SILK: 10, 20, 40, 60 ms
@@ -42,14 +42,14 @@ public enum OpusPayload {
             frameSamples = 120 << (config & 3)
         }
         let frames: Int
-        switch p[0] & 3 {
+        switch p.u8(0) & 3 {
         case 0: frames = 1
         case 1, 2: frames = 2
         default:
-            guard p.count >= 2 else {
+            guard p.byteCount >= 2 else {
                 throw RTPError(.truncated, "Opus code 3 packet lacks its frame count byte (RFC 6716 §3.2.5)")
             }
-            frames = Int(p[1] & 0x3F)
+            frames = Int(p.u8(1) & 0x3F)
         }
         let total = frames * frameSamples
         guard frames >= 1 && total <= 5760 else {

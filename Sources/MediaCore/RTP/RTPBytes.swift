@@ -21,6 +21,35 @@ extension UnsafeRawBufferPointer {
     }
 }
 
+extension RawSpan {
+    // The same accessors on a span: each read is bounds-checked by the span itself.
+    @inline(__always) func u8(_ at: Int) -> UInt8 { unsafe unsafeLoad(fromByteOffset: at, as: UInt8.self) }
+    @inline(__always) func u16(_ at: Int) -> UInt16 {
+        UInt16(bigEndian: unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt16.self))
+    }
+    @inline(__always) func u24(_ at: Int) -> UInt32 { UInt32(u8(at)) << 16 | UInt32(u16(at + 1)) }
+    @inline(__always) func u32(_ at: Int) -> UInt32 {
+        UInt32(bigEndian: unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt32.self))
+    }
+    @inline(__always) func u64(_ at: Int) -> UInt64 {
+        UInt64(bigEndian: unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt64.self))
+    }
+}
+
+extension OutputRawSpan {
+    /// Lets a writer that takes a raw buffer fill the free capacity; `write` returns the bytes it
+    /// wrote, which become initialized. The writers trap rather than write past the buffer.
+    @inline(__always) @discardableResult
+    mutating func appendWriting(_ write: (UnsafeMutableRawBufferPointer) -> Int) -> Int {
+        withUnsafeMutableBytes { buffer, initialized in
+            let n = write(UnsafeMutableRawBufferPointer(rebasing: buffer[initialized...]))
+            precondition(n <= buffer.count - initialized, "writer reported more bytes than the span's free capacity")
+            initialized += n
+            return n
+        }
+    }
+}
+
 extension UnsafeMutableRawBufferPointer {
     @inline(__always) func put8(_ at: Int, _ v: UInt8) { self[at] = v }
     @inline(__always) func put16(_ at: Int, _ v: UInt16) {

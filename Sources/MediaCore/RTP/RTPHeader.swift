@@ -55,7 +55,7 @@ public struct RTPHeader: Sendable, Equatable {
     /// Traps when `buffer` is too small, `payloadType` exceeds 127 or there are more than 15
     /// CSRCs: those are programming errors. Cost: no allocation.
     @discardableResult
-    public func marshal(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize
         precondition(buffer.count >= size, "buffer of \(buffer.count) bytes too small for a \(size)-byte RTP header")
         precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
@@ -74,7 +74,15 @@ public struct RTPHeader: Sendable, Equatable {
 
     /// Parses the header of an RTP packet (convenience over `RTPPacket(parsing:)`, which also
     /// validates padding). Throws the same errors.
-    public init(parsing buffer: UnsafeRawBufferPointer) throws(RTPError) {
-        self = try RTPPacket(parsing: buffer).header
+    public init(parsing bytes: RawSpan) throws(RTPError) {
+        self = try RTPPacket(parsing: bytes).header
+    }
+
+    /// Appends the header to `out` and returns its size (`marshalSize`). Traps when `out` has
+    /// less free capacity than that, `payloadType` exceeds 127 or there are more than 15 CSRCs.
+    /// Cost: no allocation.
+    @discardableResult
+    public func marshal(into out: inout OutputRawSpan) -> Int {
+        out.appendWriting { marshal(into: $0) }
     }
 }

@@ -182,7 +182,7 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
     /// Returns nil for profiles that are not RFC 8285 (the caller keeps the raw bytes).
     /// Throws `badExtensionElement` when an element runs past the block and `extensionCapacity`
     /// when the block holds more than this type stores.
-    public init?(profile: UInt16, body: UnsafeRawBufferPointer) throws(RTPError) {
+    public init?(profile: UInt16, body: RawSpan) throws(RTPError) {
         if profile == Self.oneByteProfile {
             form = .oneByte
         } else if profile & 0xFFF0 == Self.twoByteProfile {
@@ -192,8 +192,8 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
             return nil
         }
         var i = 0
-        while i < body.count {
-            let b = body[i]
+        while i < body.byteCount {
+            let b = body.u8(i)
             if b == 0 { i += 1; continue }  // padding byte, RFC 8285 §4.2/§4.3
             let id: UInt8, length: Int, start: Int
             if form == .oneByte {
@@ -205,18 +205,18 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
                 length = Int(b & 0x0F) + 1
                 start = i + 1
             } else {
-                guard i + 1 < body.count else {
+                guard i + 1 < body.byteCount else {
                     throw RTPError(
                         .badExtensionElement, "two-byte header extension element \(b) at offset \(i) has no length byte")
                 }
                 id = b
-                length = Int(body[i + 1])
+                length = Int(body.u8(i + 1))
                 start = i + 2
             }
-            guard start + length <= body.count else {
+            guard start + length <= body.byteCount else {
                 throw RTPError(
                     .badExtensionElement,
-                    "header extension element \(id) of \(length) bytes at offset \(i) runs past the \(body.count)-byte extension block"
+                    "header extension element \(id) of \(length) bytes at offset \(i) runs past the \(body.byteCount)-byte extension block"
                 )
             }
             guard count < Self.maxElements, dataUsed + length <= Self.maxDataBytes else {
@@ -226,7 +226,7 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
             }
             if index(of: id) == nil {  // a repeated ID keeps its first value
                 ids[count] = id; lengths[count] = UInt8(length); offsets[count] = UInt16(dataUsed)
-                for k in 0..<length { data[dataUsed + k] = body[start + k] }
+                for k in 0..<length { data[dataUsed + k] = body.u8(start + k) }
                 count += 1
                 dataUsed += length
             }

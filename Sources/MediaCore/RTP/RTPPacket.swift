@@ -1,39 +1,41 @@
-/// A parsed RTP packet (RFC 3550 §5.1): the header by value plus views into the caller's buffer
-/// for the payload and the raw header extension, so parsing never copies the payload.
+/// A parsed RTP packet (RFC 3550 §5.1): the header by value and where the payload and the raw
+/// header extension lie in the parsed bytes, so parsing never copies the payload.
 ///
-/// The views are valid only while the caller's buffer is alive and unchanged.
-/// Thread rule: a value type holding borrowed pointers; use it on the thread that owns the buffer.
-/// Cost: parsing is O(header) and allocates only when the packet carries CSRCs.
-public struct RTPPacket {
+/// The packet holds no pointer into the bytes it was parsed from: take the payload from those
+/// bytes with `payloadRange` (`bytes.extracting(packet.payloadRange)` on a `RawSpan`).
+/// Thread rule: a plain value, usable anywhere. Cost: parsing is O(header) and allocates only
+/// when the packet carries CSRCs.
+public struct RTPPacket: Sendable {
     /// The header fields (CSRCs, RFC 8285 elements).
     public var header: RTPHeader
-    /// The whole datagram as given to the parser.
-    public let buffer: UnsafeRawBufferPointer
+    /// Length of the whole datagram as given to the parser.
+    public let byteCount: Int
     /// Bytes of fixed header + CSRCs + header extension.
     public let headerSize: Int
-    /// The payload (after the header, before padding): a view into `buffer`.
-    public let payload: UnsafeRawBufferPointer
     /// Number of padding bytes at the end (RFC 3550 §5.1 "P"), 0 without padding.
     public let paddingSize: Int
     /// The RFC 3550 §5.3.1 "defined by profile" field of the header extension, nil without one.
     public let extensionProfile: UInt16?
-    /// The header extension body (after its 4-byte header): a view into `buffer`, empty without one.
-    public let extensionBody: UnsafeRawBufferPointer
+    /// Offsets of the header extension body (after its 4-byte header) in the parsed bytes; empty
+    /// without one.
+    public let extensionRange: Range<Int>
 
-    /// Offsets of the payload within `buffer`.
-    public var payloadRange: Range<Int> { headerSize..<(headerSize + payload.count) }
+    /// Offsets of the payload (after the header, before padding) in the parsed bytes.
+    public var payloadRange: Range<Int> { headerSize..<(byteCount - paddingSize) }
+    /// Bytes of payload.
+    public var payloadSize: Int { byteCount - headerSize - paddingSize }
 
     /// Parses and validates an RTP packet. Rejects, with a message naming the field:
     /// fewer than 12 bytes (`truncated`), version not 2 (`badVersion`), a CSRC count past the end
     /// (`csrcOverrun`), an extension header or length past the end (`extensionOverrun`), a
     /// malformed RFC 8285 element (`badExtensionElement`), a padding count of zero or larger than
     /// what follows the header (`badPadding`).
-    public init(parsing buffer: UnsafeRawBufferPointer) throws(RTPError) {
-        let n = buffer.count
+    public init(parsing bytes: RawSpan) throws(RTPError) {
+        let n = bytes.byteCount
         guard n >= RTPHeader.fixedSize else {
             throw RTPError(.truncated, "RTP packet of \(n) bytes is shorter than the 12-byte fixed header (RFC 3550 §5.1)")
         }
-        let b0 = buffer[0], b1 = buffer[1]
+        let b0 = bytes.u8(0), b1 = bytes.u8(1)
         guard b0 >> 6 == 2 else {
             throw RTPError(.badVersion, "RTP packet has version \(b0 >> 6), expected 2 (RFC 3550 §5.1)")
         }
@@ -45,27 +47,27 @@ public struct RTPPacket {
         var csrcs: [UInt32] = []
         if cc > 0 {
             csrcs.reserveCapacity(cc)
-            for i in 0..<cc { csrcs.append(buffer.u32(12 + 4 * i)) }
+            for i in 0..<cc { csrcs.append(bytes.u32(12 + 4 * i)) }
         }
         var extensions = RTPHeaderExtensions()
         var profile: UInt16? = nil
-        var body = UnsafeRawBufferPointer(rebasing: buffer[at..<at])
+        var body = at..<at
         if b0 & 0x10 != 0 {
             guard at + 4 <= n else {
                 throw RTPError(
                     .extensionOverrun,
                     "RTP packet of \(n) bytes has X set but no room for the 4-byte extension header at offset \(at)")
             }
-            let p = buffer.u16(at)
-            let words = Int(buffer.u16(at + 2))
+            let p = bytes.u16(at)
+            let words = Int(bytes.u16(at + 2))
             let end = at + 4 + 4 * words
             guard end <= n else {
                 throw RTPError(
                     .extensionOverrun, "RTP header extension of \(words) words at offset \(at) runs past the \(n)-byte packet")
             }
-            body = buffer.view(at + 4, 4 * words)
+            body = (at + 4)..<end
             profile = p
-            if let parsed = try RTPHeaderExtensions(profile: p, body: body) { extensions = parsed }
+            if let parsed = try RTPHeaderExtensions(profile: p, body: bytes.extracting(body)) { extensions = parsed }
             at = end
         }
         var padding = 0
@@ -73,7 +75,7 @@ public struct RTPPacket {
             guard n > at else {
                 throw RTPError(.badPadding, "RTP packet has P set but no byte after its \(at)-byte header")
             }
-            padding = Int(buffer[n - 1])
+            padding = Int(bytes.u8(n - 1))
             guard padding > 0 && padding <= n - at else {
                 throw RTPError(
                     .badPadding, "RTP padding count \(padding) is zero or exceeds the \(n - at) bytes after the header")
@@ -81,14 +83,23 @@ public struct RTPPacket {
         }
         header = RTPHeader(
             padding: b0 & 0x20 != 0, marker: b1 & 0x80 != 0, payloadType: b1 & 0x7F,
-            sequenceNumber: buffer.u16(2), timestamp: buffer.u32(4), ssrc: buffer.u32(8),
+            sequenceNumber: bytes.u16(2), timestamp: bytes.u32(4), ssrc: bytes.u32(8),
             csrcs: csrcs, extensions: extensions)
-        self.buffer = buffer
+        byteCount = n
         headerSize = at
         paddingSize = padding
-        payload = buffer.view(at, n - at - padding)
         extensionProfile = profile
-        extensionBody = body
+        extensionRange = body
+    }
+
+    /// Parses the packet in `buffer` (the engine's receive paths hold raw buffers).
+    package init(parsing buffer: UnsafeRawBufferPointer) throws(RTPError) {
+        try self.init(parsing: buffer.bytes)
+    }
+
+    /// The payload within `buffer`, the bytes this packet was parsed from.
+    package func payload(in buffer: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        buffer.view(headerSize, payloadSize)
     }
 
     /// Bytes `marshal(header:payload:paddingSize:into:)` writes.
@@ -100,7 +111,7 @@ public struct RTPPacket {
     /// §5.1 padding (zeros ending with the count byte). Returns the bytes written.
     /// Traps when the buffer is too small or `paddingSize` exceeds 255. Cost: one payload copy.
     @discardableResult
-    public static func marshal(
+    package static func marshal(
         header: RTPHeader, payload: UnsafeRawBufferPointer, paddingSize: Int = 0,
         into buffer: UnsafeMutableRawBufferPointer
     ) -> Int {
@@ -118,5 +129,16 @@ public struct RTPPacket {
             at += paddingSize
         }
         return at
+    }
+
+    /// Appends a whole packet to `out`: header (P set when `paddingSize > 0`), payload copy, and
+    /// RFC 3550 §5.1 padding (zeros ending with the count byte). Returns the bytes appended.
+    /// Traps when `out` has less free capacity than `marshalSize(header:payloadSize:paddingSize:)`
+    /// or `paddingSize` exceeds 255. Cost: one payload copy.
+    @discardableResult
+    public static func marshal(header: RTPHeader, payload: RawSpan, paddingSize: Int = 0, into out: inout OutputRawSpan) -> Int {
+        payload.withUnsafeBytes { payload in
+            out.appendWriting { marshal(header: header, payload: payload, paddingSize: paddingSize, into: $0) }
+        }
     }
 }

@@ -15,18 +15,24 @@ public final class VP8Depacketizer {
         assembler = RTPFrameAssembler(capacity: maxFrameSize)
     }
 
-    /// Feeds one packet. The returned frame's bytes are valid until the next call.
+    /// Feeds one packet, parsed from `bytes`. The returned frame's bytes are valid until the next call.
     /// Throws when the payload descriptor is malformed. The packet is then ignored as if lost:
     /// the next packet shows a sequence gap, so the frame it belonged to is reported incomplete.
-    public func push(_ packet: RTPPacket) throws(RTPError) -> RTPDepacketizeResult {
-        let (d, size) = try VP8PayloadDescriptor.parse(packet.payload)
+    public func push(_ packet: RTPPacket, in bytes: RawSpan) throws(RTPError) -> RTPDepacketizeResult {
+        try bytes.withUnsafeBytes { (buffer) throws(RTPError) in try push(packet, in: buffer) }
+    }
+
+    /// `push(_:in:)` on the raw buffer the packet was parsed from (the receive pipeline's).
+    package func push(_ packet: RTPPacket, in buffer: UnsafeRawBufferPointer) throws(RTPError) -> RTPDepacketizeResult {
+        let payload = packet.payload(in: buffer)
+        let (d, size) = try VP8PayloadDescriptor.parse(payload.bytes)
         var result = RTPDepacketizeResult()
         let h = packet.header
         let previousPictureID = assembler.pictureID
         guard assembler.accept(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp, into: &result) else {
             return result
         }
-        let data = UnsafeRawBufferPointer(rebasing: packet.payload[size...])
+        let data = UnsafeRawBufferPointer(rebasing: payload[size...])
         if d.startsFrame {
             if assembler.isAssembling { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
             if result.incompleteFrames == 1 && result.incompleteNonReferenceFrames == 1,

@@ -93,48 +93,50 @@ public struct VP8PayloadDescriptor: Sendable, Equatable {
     /// Throws `emptyPayload` for an empty payload and `truncated` when the flags announce more
     /// bytes than the payload has (RFC 7741 §4.2). A descriptor with no VP8 data after it is
     /// `truncated` too (RFC 7741 §4.1: every packet carries payload).
-    public static func parse(_ p: UnsafeRawBufferPointer) throws(RTPError) -> (VP8PayloadDescriptor, Int) {
-        guard p.count > 0 else { throw RTPError(.emptyPayload, "VP8 RTP payload is empty") }
+    public static func parse(_ p: RawSpan) throws(RTPError) -> (VP8PayloadDescriptor, Int) {
+        guard p.byteCount > 0 else { throw RTPError(.emptyPayload, "VP8 RTP payload is empty") }
         var d = VP8PayloadDescriptor()
-        let b0 = p[0]
+        let b0 = p.u8(0)
         d.nonReference = b0 & 0x20 != 0
         d.startOfPartition = b0 & 0x10 != 0
         d.partitionIndex = b0 & 0x07
         var at = 1
         if b0 & 0x80 != 0 {
-            guard p.count > at else {
+            guard p.byteCount > at else {
                 throw RTPError(.truncated, "VP8 payload descriptor has X set but ends after 1 byte (RFC 7741 §4.2)")
             }
-            let x = p[1]
+            let x = p.u8(1)
             at = 2
             if x & 0x80 != 0 {
-                guard p.count > at else { throw RTPError(.truncated, "VP8 payload descriptor ends before its PictureID") }
-                if p[at] & 0x80 != 0 {
-                    guard p.count > at + 1 else {
+                guard p.byteCount > at else { throw RTPError(.truncated, "VP8 payload descriptor ends before its PictureID") }
+                if p.u8(at) & 0x80 != 0 {
+                    guard p.byteCount > at + 1 else {
                         throw RTPError(.truncated, "VP8 payload descriptor ends inside its 15-bit PictureID")
                     }
                     d.pictureID = p.u16(at) & 0x7FFF
                     d.longPictureID = true
                     at += 2
                 } else {
-                    d.pictureID = UInt16(p[at])
+                    d.pictureID = UInt16(p.u8(at))
                     d.longPictureID = false
                     at += 1
                 }
             }
             if x & 0x40 != 0 {
-                guard p.count > at else { throw RTPError(.truncated, "VP8 payload descriptor ends before its TL0PICIDX") }
-                d.tl0PicIdx = p[at]; at += 1
+                guard p.byteCount > at else { throw RTPError(.truncated, "VP8 payload descriptor ends before its TL0PICIDX") }
+                d.tl0PicIdx = p.u8(at); at += 1
             }
             if x & 0x30 != 0 {
-                guard p.count > at else { throw RTPError(.truncated, "VP8 payload descriptor ends before its TID/KEYIDX byte") }
-                let tk = p[at]; at += 1
+                guard p.byteCount > at else {
+                    throw RTPError(.truncated, "VP8 payload descriptor ends before its TID/KEYIDX byte")
+                }
+                let tk = p.u8(at); at += 1
                 if x & 0x20 != 0 { d.temporalLayerID = tk >> 6; d.layerSync = tk & 0x20 != 0 }
                 if x & 0x10 != 0 { d.keyIndex = tk & 0x1F }
             }
         }
-        guard p.count > at else {
-            throw RTPError(.truncated, "VP8 RTP payload of \(p.count) bytes holds only its \(at)-byte descriptor")
+        guard p.byteCount > at else {
+            throw RTPError(.truncated, "VP8 RTP payload of \(p.byteCount) bytes holds only its \(at)-byte descriptor")
         }
         return (d, at)
     }
@@ -160,26 +162,26 @@ public struct VP8PayloadHeader: Sendable, Equatable {
     /// Parses the header from the first bytes of a frame (after the payload descriptor of its
     /// first packet). Throws `truncated` when fewer than 3 bytes (10 for a key frame) are given
     /// and `badPayloadDescriptor` when a key frame lacks the start code 9d 01 2a.
-    public init(parsing p: UnsafeRawBufferPointer) throws(RTPError) {
-        guard p.count >= 3 else {
-            throw RTPError(.truncated, "VP8 payload header needs 3 bytes, got \(p.count) (RFC 7741 §4.3)")
+    public init(parsing p: RawSpan) throws(RTPError) {
+        guard p.byteCount >= 3 else {
+            throw RTPError(.truncated, "VP8 payload header needs 3 bytes, got \(p.byteCount) (RFC 7741 §4.3)")
         }
-        let b0 = p[0]
+        let b0 = p.u8(0)
         isKeyframe = b0 & 0x01 == 0
         version = (b0 >> 1) & 0x07
         showFrame = b0 & 0x10 != 0
-        firstPartitionSize = Int(b0 >> 5) | Int(p[1]) << 3 | Int(p[2]) << 11
+        firstPartitionSize = Int(b0 >> 5) | Int(p.u8(1)) << 3 | Int(p.u8(2)) << 11
         width = nil
         height = nil
         if isKeyframe {
-            guard p.count >= 10 else {
-                throw RTPError(.truncated, "VP8 key frame header needs 10 bytes, got \(p.count) (RFC 6386 §9.1)")
+            guard p.byteCount >= 10 else {
+                throw RTPError(.truncated, "VP8 key frame header needs 10 bytes, got \(p.byteCount) (RFC 6386 §9.1)")
             }
-            guard p[3] == 0x9D, p[4] == 0x01, p[5] == 0x2A else {
+            guard p.u8(3) == 0x9D, p.u8(4) == 0x01, p.u8(5) == 0x2A else {
                 throw RTPError(.badPayloadDescriptor, "VP8 key frame lacks the start code 9d 01 2a (RFC 6386 §9.1)")
             }
-            width = (Int(p[6]) | Int(p[7]) << 8) & 0x3FFF
-            height = (Int(p[8]) | Int(p[9]) << 8) & 0x3FFF
+            width = (Int(p.u8(6)) | Int(p.u8(7)) << 8) & 0x3FFF
+            height = (Int(p.u8(8)) | Int(p.u8(9)) << 8) & 0x3FFF
         }
     }
 }

@@ -165,10 +165,10 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
     /// Parses the descriptor at the start of `payload`; returns it and its size. Throws
     /// `emptyPayload`, `truncated` when fields run past the payload or no VP9 data follows, and
     /// `badPayloadDescriptor` for more than 3 P_DIFFs or a zero P_DIFF (RFC 9628 §4.2).
-    public static func parse(_ p: UnsafeRawBufferPointer) throws(RTPError) -> (VP9PayloadDescriptor, Int) {
-        guard p.count > 0 else { throw RTPError(.emptyPayload, "VP9 RTP payload is empty") }
+    public static func parse(_ p: RawSpan) throws(RTPError) -> (VP9PayloadDescriptor, Int) {
+        guard p.byteCount > 0 else { throw RTPError(.emptyPayload, "VP9 RTP payload is empty") }
         var d = VP9PayloadDescriptor()
-        let b0 = p[0]
+        let b0 = p.u8(0)
         d.interPicturePredicted = b0 & 0x40 != 0
         d.flexibleMode = b0 & 0x10 != 0
         d.startOfFrame = b0 & 0x08 != 0
@@ -176,29 +176,29 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
         d.notReferenceForUpperSpatial = b0 & 0x01 != 0
         var at = 1
         func need(_ k: Int, _ what: String) throws(RTPError) {
-            guard p.count >= at + k else {
+            guard p.byteCount >= at + k else {
                 throw RTPError(
                     .truncated,
-                    "VP9 payload descriptor of \(p.count) bytes ends before its \(what) at offset \(at) (RFC 9628 §4.2)")
+                    "VP9 payload descriptor of \(p.byteCount) bytes ends before its \(what) at offset \(at) (RFC 9628 §4.2)")
             }
         }
         if b0 & 0x80 != 0 {
             try need(1, "PictureID")
-            if p[at] & 0x80 != 0 {
+            if p.u8(at) & 0x80 != 0 {
                 try need(2, "15-bit PictureID")
                 d.pictureID = p.u16(at) & 0x7FFF; d.longPictureID = true; at += 2
             } else {
-                d.pictureID = UInt16(p[at]); d.longPictureID = false; at += 1
+                d.pictureID = UInt16(p.u8(at)); d.longPictureID = false; at += 1
             }
         }
         if b0 & 0x20 != 0 {
             try need(d.flexibleMode ? 1 : 2, "layer indices")
-            let l = p[at]
+            let l = p.u8(at)
             d.layer = Layer(
                 temporalID: l >> 5, switchingUpPoint: l & 0x10 != 0, spatialID: (l >> 1) & 7,
                 interLayerDependency: l & 1 != 0)
             at += 1
-            if !d.flexibleMode { d.tl0PicIdx = p[at]; at += 1 }
+            if !d.flexibleMode { d.tl0PicIdx = p.u8(at); at += 1 }
         }
         if d.flexibleMode && d.interPicturePredicted {
             var more = true
@@ -207,7 +207,7 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
                 guard d.referenceCount < 3 else {
                     throw RTPError(.badPayloadDescriptor, "VP9 payload descriptor has more than 3 P_DIFF entries (RFC 9628 §4.2)")
                 }
-                let r = p[at]; at += 1
+                let r = p.u8(at); at += 1
                 guard r >> 1 != 0 else {
                     throw RTPError(.badPayloadDescriptor, "VP9 payload descriptor has P_DIFF 0 (RFC 9628 §4.2)")
                 }
@@ -217,13 +217,13 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
             }
         }
         if b0 & 0x02 != 0 {
-            let (ss, n) = try VP9ScalabilityStructure.parse(p.view(at, p.count - at))
+            let (ss, n) = try VP9ScalabilityStructure.parse(p.extracting(at...))
             d.scalabilityStructure = ss
             at += n
         }
         // RFC 9628 §4.2 allows an SS-only packet; otherwise VP9 data must follow.
-        guard p.count > at || (d.scalabilityStructure != nil && !d.startOfFrame) else {
-            throw RTPError(.truncated, "VP9 RTP payload of \(p.count) bytes holds only its \(at)-byte descriptor")
+        guard p.byteCount > at || (d.scalabilityStructure != nil && !d.startOfFrame) else {
+            throw RTPError(.truncated, "VP9 RTP payload of \(p.byteCount) bytes holds only its \(at)-byte descriptor")
         }
         return (d, at)
     }
@@ -280,28 +280,28 @@ public struct VP9ScalabilityStructure: Sendable, Equatable {
     }
 
     /// Parses the structure at the start of `p`; returns it and its size. Throws `truncated`.
-    public static func parse(_ p: UnsafeRawBufferPointer) throws(RTPError) -> (VP9ScalabilityStructure, Int) {
+    public static func parse(_ p: RawSpan) throws(RTPError) -> (VP9ScalabilityStructure, Int) {
         func trunc(_ what: String) -> RTPError {
-            RTPError(.truncated, "VP9 scalability structure of \(p.count) bytes ends inside its \(what) (RFC 9628 §4.2.1)")
+            RTPError(.truncated, "VP9 scalability structure of \(p.byteCount) bytes ends inside its \(what) (RFC 9628 §4.2.1)")
         }
-        guard p.count >= 1 else { throw trunc("first byte") }
+        guard p.byteCount >= 1 else { throw trunc("first byte") }
         var ss = VP9ScalabilityStructure(width: 0, height: 0)
         ss.hasResolutions = false
-        ss.spatialLayers = Int(p[0] >> 5) + 1
-        ss.hasResolutions = p[0] & 0x10 != 0
-        let g = p[0] & 0x08 != 0
+        ss.spatialLayers = Int(p.u8(0) >> 5) + 1
+        ss.hasResolutions = p.u8(0) & 0x10 != 0
+        let g = p.u8(0) & 0x08 != 0
         var at = 1
         if ss.hasResolutions {
-            guard p.count >= at + 4 * ss.spatialLayers else { throw trunc("resolutions") }
+            guard p.byteCount >= at + 4 * ss.spatialLayers else { throw trunc("resolutions") }
             for i in 0..<ss.spatialLayers { ss.widths[i] = p.u16(at); ss.heights[i] = p.u16(at + 2); at += 4 }
         }
         if g {
-            guard p.count > at else { throw trunc("N_G") }
-            ss.pictureGroupSize = Int(p[at]); at += 1
+            guard p.byteCount > at else { throw trunc("N_G") }
+            ss.pictureGroupSize = Int(p.u8(at)); at += 1
             for _ in 0..<ss.pictureGroupSize {
-                guard p.count > at else { throw trunc("picture group") }
-                let r = Int((p[at] >> 2) & 3); at += 1
-                guard p.count >= at + r else { throw trunc("picture group P_DIFFs") }
+                guard p.byteCount > at else { throw trunc("picture group") }
+                let r = Int((p.u8(at) >> 2) & 3); at += 1
+                guard p.byteCount >= at + r else { throw trunc("picture group P_DIFFs") }
                 at += r
             }
         }

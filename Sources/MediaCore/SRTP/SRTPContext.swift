@@ -240,7 +240,7 @@ public final class SRTPContext: Sendable {
     /// header, `.replayFail` when resending an index without `allowRepeatTransmission`,
     /// `.noSuchSSRC` when the SSRC has no stream, `.keyExpired` at the key's packet limit.
     /// `length` beyond `buffer.count` is a programmer error and traps.
-    public func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
+    package func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
         try process(buffer, length: length, growth: rtpOverhead) { srtp_protect_mki($0, $1, $2, useMKI, 0) }
     }
 
@@ -250,13 +250,13 @@ public final class SRTPContext: Sendable {
     /// window, `.badParam` for a malformed or too-short packet, `.noSuchSSRC` for an unknown SSRC,
     /// `.badMKI` when the packet's MKI is not this context's.
     /// On error the buffer's contents are unspecified.
-    public func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
+    package func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
         try process(buffer, length: length, growth: 0) { srtp_unprotect_mki($0, $1, $2, useMKI) }
     }
 
     /// Protects the (compound) RTCP packet in `buffer[0..<length]` in place (RFC 3711 section 3.4)
     /// and returns the SRTCP length (`length + rtcpOverhead`); errors as `protect`.
-    public func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
+    package func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
         try process(buffer, length: length, growth: rtcpOverhead) {
             srtp_protect_rtcp_mki($0, $1, $2, useMKI, 0)
         }
@@ -264,8 +264,36 @@ public final class SRTPContext: Sendable {
 
     /// Verifies and decrypts the SRTCP packet in `buffer[0..<length]` in place and returns the
     /// RTCP length; errors as `unprotect` (replay uses the SRTCP index).
-    public func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
+    package func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
         try process(buffer, length: length, growth: 0) { srtp_unprotect_rtcp_mki($0, $1, $2, useMKI) }
+    }
+
+    /// Protects the RTP packet in `packet[0..<length]` in place and returns the SRTP length
+    /// (`length + rtpOverhead`); the span must have room for the tag. Errors as the raw-buffer form.
+    /// Thread rule: as the context's. Cost: as the raw-buffer form, no copy.
+    public func protect(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
+        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in try protect(buffer, length: length) }
+    }
+
+    /// Verifies and decrypts the SRTP packet in `packet[0..<length]` in place and returns the
+    /// RTP length. Errors as the raw-buffer form; on error the bytes are unspecified.
+    /// Thread rule: as the context's. Cost: as the raw-buffer form, no copy.
+    public func unprotect(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
+        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in try unprotect(buffer, length: length) }
+    }
+
+    /// Protects the (compound) RTCP packet in `packet[0..<length]` in place and returns the
+    /// SRTCP length (`length + rtcpOverhead`). Errors as the raw-buffer form.
+    /// Thread rule: as the context's. Cost: as the raw-buffer form, no copy.
+    public func protectRTCP(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
+        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in try protectRTCP(buffer, length: length) }
+    }
+
+    /// Verifies and decrypts the SRTCP packet in `packet[0..<length]` in place and returns the
+    /// RTCP length. Errors as the raw-buffer form.
+    /// Thread rule: as the context's. Cost: as the raw-buffer form, no copy.
+    public func unprotectRTCP(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
+        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in try unprotectRTCP(buffer, length: length) }
     }
 
     @inline(__always)
