@@ -5,13 +5,11 @@ import Testing
 func rtcpBytes(_ packets: [RTCPPacket]) -> [UInt8] { RTCPCompound.bytes(packets) }
 
 func parseRTCP(_ b: [UInt8], requireReportFirst: Bool = false) throws -> [RTCPPacket] {
-    try b.withUnsafeBytes { try RTCPCompound.parse($0, requireReportFirst: requireReportFirst) }
+    try RTCPCompound.parse(b.span.bytes, requireReportFirst: requireReportFirst)
 }
 
 func rtcpParseError(_ b: [UInt8]) -> RTPError? {
-    b.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> RTPError? in
-        do throws(RTPError) { _ = try RTCPCompound.parse(raw); return nil } catch { return error }
-    }
+    do throws(RTPError) { _ = try RTCPCompound.parse(b.span.bytes); return nil } catch { return error }
 }
 
 @Suite struct RTCPPacketTests {
@@ -20,6 +18,29 @@ func rtcpParseError(_ b: [UInt8]) -> RTPError? {
         0x81, 0xC9, 0x00, 0x07, 0x90, 0x2F, 0x9E, 0x2E, 0xBC, 0x5E, 0x9A, 0x40, 0x00, 0x00, 0x00, 0x00,
         0x00, 0x00, 0x46, 0xE1, 0x00, 0x00, 0x01, 0x11, 0x09, 0xF3, 0x64, 0x32, 0x00, 0x02, 0x4A, 0x79,
     ]
+
+    /// A compound marshalled into an output span lands after what the span already holds, and
+    /// each packet parses alone from its own bytes.
+    @Test func compoundMarshalsIntoAnOutputSpanAndPacketsParseAlone() throws {
+        let packets: [RTCPPacket] = [
+            try RTCPPacket(parsing: Self.pionRR.span.bytes),
+            .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 2)),
+        ]
+        let size = RTCPCompound.marshalSize(packets)
+        var out = [UInt8](repeating: 0xEE, count: 2 + size + 3)
+        let (written, held) = out.withUnsafeMutableBytes { raw in
+            var span = OutputRawSpan(buffer: raw, initializedCount: 2)
+            let n = RTCPCompound.marshal(packets, into: &span)
+            return (n, span.byteCount)
+        }
+        #expect(written == size && held == 2 + size)
+        #expect(Array(out[2..<(2 + Self.pionRR.count)]) == Self.pionRR)
+        #expect(out[..<2].allSatisfy { $0 == 0xEE } && out[(2 + size)...].allSatisfy { $0 == 0xEE })
+        let datagram = Array(out[2..<(2 + size)])
+        #expect(try RTCPCompound.parse(datagram.span.bytes) == packets)
+        let pli = Array(datagram[Self.pionRR.count...])
+        #expect(try RTCPPacket(parsing: pli.span.bytes) == packets[1])
+    }
 
     @Test func parsesKnownReceiverReport() throws {
         let rr = try Self.pionRR.withUnsafeBytes { try RTCPReceiverReport(parsing: $0) }

@@ -16,22 +16,25 @@ private func protect(_ context: SRTPContext, _ packet: [UInt8], rtcp: Bool = fal
         ? context.maxProtectedSize(forRTCP: packet.count)
         : context.maxProtectedSize(for: packet.count)
     var buffer = packet + [UInt8](repeating: 0, count: room - packet.count)
-    let length = try buffer.withUnsafeMutableBytes { raw in
+    // Through the public span form: in place, in the array's own storage.
+    var span = buffer.mutableSpan
+    var bytes = span.mutableBytes
+    let length =
         rtcp
-            ? try context.protectRTCP(raw, length: packet.count)
-            : try context.protect(raw, length: packet.count)
-    }
+        ? try context.protectRTCP(&bytes, length: packet.count)
+        : try context.protect(&bytes, length: packet.count)
     return Array(buffer[..<length])
 }
 
 /// Unprotects `packet` in place in a copy; returns the RTP/RTCP bytes.
 private func unprotect(_ context: SRTPContext, _ packet: [UInt8], rtcp: Bool = false) throws -> [UInt8] {
     var buffer = packet
-    let length = try buffer.withUnsafeMutableBytes { raw in
+    var span = buffer.mutableSpan
+    var bytes = span.mutableBytes
+    let length =
         rtcp
-            ? try context.unprotectRTCP(raw, length: packet.count)
-            : try context.unprotect(raw, length: packet.count)
-    }
+        ? try context.unprotectRTCP(&bytes, length: packet.count)
+        : try context.unprotect(&bytes, length: packet.count)
     return Array(buffer[..<length])
 }
 

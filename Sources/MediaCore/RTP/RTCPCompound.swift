@@ -14,7 +14,7 @@ public enum RTCPPacket: Sendable, Equatable {
     case other(header: RTCPHeader, bytes: [UInt8])
 
     /// Parses one packet (exactly the bytes of one packet, as `RTCPCompoundIterator` yields).
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let h = try RTCPHeader(parsing: bytes)
         switch (h.packetType, h.count) {
         case (.senderReport, _): self = .senderReport(try RTCPSenderReport(parsing: bytes))
@@ -31,6 +31,15 @@ public enum RTCPPacket: Sendable, Equatable {
             self = .other(header: h, bytes: Array(bytes.view(0, h.packetSize)))
         }
     }
+
+    /// Parses one packet from exactly its bytes; errors as the compound's `parse`.
+    public init(parsing bytes: RawSpan) throws(RTPError) {
+        self = try bytes.withUnsafeBytes { (b) throws(RTPError) in try RTCPPacket(parsing: b) }
+    }
+
+    /// Appends the packet to `out`; returns `marshalSize`. Traps when `out` has less free capacity.
+    @discardableResult
+    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
 
     /// Bytes `marshal(into:)` writes.
     public var marshalSize: Int {
@@ -50,7 +59,7 @@ public enum RTCPPacket: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         switch self {
         case .senderReport(let p): p.marshal(into: b)
         case .receiverReport(let p): p.marshal(into: b)
@@ -75,7 +84,7 @@ public enum RTCPCompound {
     /// Parses every packet of a datagram, validating each length (`RTCPCompoundIterator`) and
     /// each packet's content. With `requireReportFirst`, also enforces RFC 3550 §6.1 (the
     /// first packet is an SR or RR); RFC 5506 reduced-size RTCP relaxes that, so it is off by default.
-    public static func parse(_ datagram: UnsafeRawBufferPointer, requireReportFirst: Bool = false) throws(RTPError)
+    package static func parse(_ datagram: UnsafeRawBufferPointer, requireReportFirst: Bool = false) throws(RTPError)
         -> [RTCPPacket]
     {
         var it = RTCPCompoundIterator(datagram)
@@ -91,12 +100,25 @@ public enum RTCPCompound {
         return out
     }
 
+    /// Parses every packet of `datagram`; as the raw-buffer form (each length and each packet's
+    /// content validated, RFC 3550 §6.1 order with `requireReportFirst`).
+    public static func parse(_ datagram: RawSpan, requireReportFirst: Bool = false) throws(RTPError) -> [RTCPPacket] {
+        try datagram.withUnsafeBytes { (b) throws(RTPError) in try parse(b, requireReportFirst: requireReportFirst) }
+    }
+
+    /// Appends the packets back to back to `out`; returns the bytes appended. Traps when `out` has
+    /// less free capacity than `marshalSize(packets)`.
+    @discardableResult
+    public static func marshal(_ packets: [RTCPPacket], into out: inout OutputRawSpan) -> Int {
+        out.appendWriting { marshal(packets, into: $0) }
+    }
+
     /// Bytes `marshal(_:into:)` writes.
     public static func marshalSize(_ packets: [RTCPPacket]) -> Int { packets.reduce(0) { $0 + $1.marshalSize } }
 
     /// Writes the packets back to back; returns the bytes written.
     @discardableResult
-    public static func marshal(_ packets: [RTCPPacket], into b: UnsafeMutableRawBufferPointer) -> Int {
+    package static func marshal(_ packets: [RTCPPacket], into b: UnsafeMutableRawBufferPointer) -> Int {
         precondition(b.count >= marshalSize(packets), "buffer too small for compound RTCP")
         var at = 0
         for p in packets { at += p.marshal(into: b.tail(at)) }

@@ -75,7 +75,7 @@ public struct RTCPGenericNack: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         precondition(b.count >= marshalSize)
         RTCPHeader(count: 1, packetType: .transportFeedback, packetSize: marshalSize).marshal(into: b)
         b.put32(4, senderSSRC); b.put32(8, mediaSSRC)
@@ -86,7 +86,7 @@ public struct RTCPGenericNack: Sendable, Equatable {
     /// Parses one generic NACK. Throws `wrongPacketType` for another type/FMT and
     /// `badRTCPLength` when the FCI is not a whole number of pairs or is empty (RFC 4585 §6.2.1
     /// requires at least one).
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (_, body) = try RTCPHeader.expect(bytes, .transportFeedback, fmt: 1, minBody: 12, what: "generic NACK")
         guard body.count % 4 == 0 else {
             throw RTPError(.badRTCPLength, "generic NACK FCI of \(body.count - 8) bytes is not whole 4-byte entries")

@@ -17,7 +17,7 @@ public struct RTCPGoodbye: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize
         precondition(sources.count < 32 && b.count >= size && (reason?.utf8.count ?? 0) <= 255)
         RTCPHeader(count: UInt8(sources.count), packetType: .goodbye, packetSize: size).marshal(into: b)
@@ -33,7 +33,7 @@ public struct RTCPGoodbye: Sendable, Equatable {
 
     /// Parses one BYE packet. Throws `badRTCPLength` when the sources or reason do not fit; a
     /// reason that is not valid UTF-8 is left out (`reason` nil), the BYE itself still counts.
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (h, body) = try RTCPHeader.expect(bytes, .goodbye, minBody: 0, what: "goodbye")
         let n = Int(h.count)
         guard 4 * n <= body.count else {

@@ -25,7 +25,7 @@ public struct RTCPHeader: Sendable, Equatable {
     }
 
     /// Writes the 4 header bytes.
-    public func marshal(into b: UnsafeMutableRawBufferPointer) {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) {
         precondition(b.count >= 4)
         b[0] = 0x80 | (padding ? 0x20 : 0) | count
         b[1] = packetType.rawValue
@@ -34,7 +34,7 @@ public struct RTCPHeader: Sendable, Equatable {
 
     /// Parses the header at the start of `b` and checks that the packet it announces fits.
     /// Throws `truncated` (under 4 bytes), `badRTCPPacket` (version not 2) or `badRTCPLength`.
-    public init(parsing b: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing b: UnsafeRawBufferPointer) throws(RTPError) {
         guard b.count >= 4 else {
             throw RTPError(.truncated, "RTCP packet of \(b.count) bytes is shorter than its 4-byte header (RFC 3550 §6.4.1)")
         }
@@ -80,17 +80,17 @@ public struct RTCPPacketType: RawRepresentable, Sendable, Hashable {
 /// Every length is validated before a packet is returned; the first malformed packet throws and
 /// ends the walk. RFC 3550 §6.4.1: only the last packet of a compound may carry padding.
 /// Thread rule: a value type borrowing the datagram. Cost: O(1) per packet.
-public struct RTCPCompoundIterator {
+package struct RTCPCompoundIterator {
     private let buffer: UnsafeRawBufferPointer
     private var offset = 0
     private var sawPadding = false
 
     /// Starts at the first packet of `datagram`.
-    public init(_ datagram: UnsafeRawBufferPointer) { buffer = datagram }
+    package init(_ datagram: UnsafeRawBufferPointer) { buffer = datagram }
 
     /// The next packet, nil at the end. Throws for an empty datagram, a header or length running
     /// past the datagram, or padding on a packet that is not the last.
-    public mutating func next() throws(RTPError) -> (header: RTCPHeader, bytes: UnsafeRawBufferPointer)? {
+    package mutating func next() throws(RTPError) -> (header: RTCPHeader, bytes: UnsafeRawBufferPointer)? {
         if offset == 0 && buffer.count == 0 {
             throw RTPError(.truncated, "empty RTCP datagram")
         }

@@ -15,7 +15,7 @@ public struct RTCPPictureLossIndication: Sendable, Equatable {
 
     /// Writes the packet; returns 12.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         precondition(b.count >= 12)
         RTCPHeader(count: 1, packetType: .payloadFeedback, packetSize: 12).marshal(into: b)
         b.put32(4, senderSSRC); b.put32(8, mediaSSRC)
@@ -23,7 +23,7 @@ public struct RTCPPictureLossIndication: Sendable, Equatable {
     }
 
     /// Parses one PLI. Throws `wrongPacketType` or `badRTCPLength`.
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (_, body) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 1, minBody: 8, what: "PLI")
         senderSSRC = body.u32(0); mediaSSRC = body.u32(4)
     }
@@ -56,7 +56,7 @@ public struct RTCPFullIntraRequest: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         precondition(b.count >= marshalSize)
         RTCPHeader(count: 4, packetType: .payloadFeedback, packetSize: marshalSize).marshal(into: b)
         b.put32(4, senderSSRC); b.put32(8, 0)
@@ -68,7 +68,7 @@ public struct RTCPFullIntraRequest: Sendable, Equatable {
 
     /// Parses one FIR. Throws `wrongPacketType`, or `badRTCPLength` when the FCI is not whole
     /// 8-byte entries or is empty.
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (_, body) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 4, minBody: 16, what: "FIR")
         guard (body.count - 8) % 8 == 0 else {
             throw RTPError(.badRTCPLength, "FIR FCI of \(body.count - 8) bytes is not whole 8-byte entries (RFC 5104 §4.3.1.1)")

@@ -29,7 +29,7 @@ public struct RTCPReceiverEstimatedMaxBitrate: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         precondition(b.count >= marshalSize && ssrcs.count < 256)
         RTCPHeader(count: 15, packetType: .payloadFeedback, packetSize: marshalSize).marshal(into: b)
         b.put32(4, senderSSRC); b.put32(8, 0)
@@ -48,7 +48,7 @@ public struct RTCPReceiverEstimatedMaxBitrate: Sendable, Equatable {
 
     /// Parses one REMB. Throws `wrongPacketType` (including an AFB that is not "REMB") or
     /// `badRTCPLength` when the SSRC count does not match the length.
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (_, body) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 15, minBody: 16, what: "REMB")
         guard body[8] == 0x52, body[9] == 0x45, body[10] == 0x4D, body[11] == 0x42 else {
             throw RTPError(.wrongPacketType, "application-layer feedback is not REMB (no \"REMB\" identifier)")

@@ -29,7 +29,7 @@ public struct RTCPSenderReport: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`. Traps on a short buffer or over 31 blocks.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         precondition(reports.count < 32 && b.count >= marshalSize)
         RTCPHeader(count: UInt8(reports.count), packetType: .senderReport, packetSize: marshalSize).marshal(into: b)
         b.put32(4, ssrc); b.put64(8, ntpTime.rawValue); b.put32(16, rtpTime)
@@ -40,7 +40,7 @@ public struct RTCPSenderReport: Sendable, Equatable {
 
     /// Parses one SR packet at the start of `bytes`. Throws `wrongPacketType` for another type
     /// and `badRTCPLength` when the blocks do not fit.
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (h, body) = try RTCPHeader.expect(bytes, .senderReport, minBody: 24, what: "sender report")
         ssrc = body.u32(0); ntpTime = NTPTime(rawValue: body.u64(4)); rtpTime = body.u32(12)
         packetCount = body.u32(16); octetCount = body.u32(20)
@@ -64,7 +64,7 @@ public struct RTCPReceiverReport: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         precondition(reports.count < 32 && b.count >= marshalSize)
         RTCPHeader(count: UInt8(reports.count), packetType: .receiverReport, packetSize: marshalSize).marshal(into: b)
         b.put32(4, ssrc)
@@ -73,7 +73,7 @@ public struct RTCPReceiverReport: Sendable, Equatable {
     }
 
     /// Parses one RR packet at the start of `bytes`.
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (h, body) = try RTCPHeader.expect(bytes, .receiverReport, minBody: 4, what: "receiver report")
         ssrc = body.u32(0)
         reports = try RTCPReportBlock.parseList(body, at: 4, count: Int(h.count), what: "receiver report")

@@ -63,7 +63,7 @@ public struct RTCPSourceDescription: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize
         precondition(chunks.count < 32 && b.count >= size)
         RTCPHeader(count: UInt8(chunks.count), packetType: .sourceDescription, packetSize: size).marshal(into: b)
@@ -84,7 +84,7 @@ public struct RTCPSourceDescription: Sendable, Equatable {
 
     /// Parses one SDES packet. Throws `badRTCPPacket` when an item runs past its chunk or a
     /// chunk lacks its terminating null item, `badRTCPLength` when chunks do not fit.
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (h, body) = try RTCPHeader.expect(bytes, .sourceDescription, minBody: 0, what: "source description")
         chunks = []
         var at = 0

@@ -88,7 +88,7 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
     /// Writes the packet; returns `marshalSize`. Up to 3 zero bytes after the last receive delta
     /// align it to 32 bits (draft §3.1 "zero padding"; the P bit stays clear, see the type's note).
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize, raw = unpaddedSize
         precondition(b.count >= size)
         RTCPHeader(count: 15, packetType: .transportFeedback, packetSize: size).marshal(into: b)
@@ -113,7 +113,7 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
     /// Throws `wrongPacketType`, `badRTCPLength` when chunks
     /// or deltas run past the packet, and `badRTCPPacket` for the reserved 2-bit symbol 11 or a
     /// zero status count.
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
+    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
         let (_, body) = try RTCPHeader.expect(bytes, .transportFeedback, fmt: 15, minBody: 16, what: "transport-cc feedback")
         senderSSRC = body.u32(0); mediaSSRC = body.u32(4)
         baseSequenceNumber = body.u16(8)
