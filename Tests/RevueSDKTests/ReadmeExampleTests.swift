@@ -2,7 +2,7 @@ import Foundation
 import RevueMedia
 import Testing
 
-/// The README's ten-line example, kept byte-identical to the README (checked below) and run.
+/// The README's short example, kept byte-identical to the README (checked below) and run.
 @Suite struct ReadmeExampleTests {
     /// Runs the example's body; returns the PSNR of every decoded frame.
     static func runExample() throws -> [Double] {
@@ -18,9 +18,11 @@ import Testing
         let source = VideoFrame(width: 1280, height: 720)
         for n in 0..<30 {
             SyntheticVideo.render(frameIndex: n, into: source)
-            try encoder.encode(source.view, pts: Int64(n) * 3000) { packet in
-                let psnr = (try? decoder.decode(packet.data) { Quality.psnr(source.view, $0) }) ?? nil
-                print("frame \(n): \(packet.data.count) bytes, PSNR \(psnr ?? 0) dB")
+            try source.withView { picture in
+                try encoder.encode(picture, pts: Int64(n) * 3000) { packet in
+                    let psnr = try? packet.withBytes { try decoder.decode($0) { Quality.psnr(picture, $0) } }
+                    print("frame \(n): \(packet.byteCount) bytes, PSNR \(psnr ?? 0) dB")
+                }
             }
         }
         // README-EXAMPLE-END
@@ -44,7 +46,7 @@ import Testing
         let begin = try #require(source.range(of: "// README-EXAMPLE-BEGIN\n"))
         let end = try #require(source.range(of: "        // README-EXAMPLE-END"))
         let example = normalise(source[begin.upperBound..<end.lowerBound].split(separator: "\n"))
-        let start = try #require(readme.range(of: "A ten-line example"))
+        let start = try #require(readme.range(of: "A short example"))
         let block = try #require(readme.range(of: "```swift\n", range: start.upperBound..<readme.endIndex))
         let close = try #require(readme.range(of: "```", range: block.upperBound..<readme.endIndex))
         let shown = normalise(readme[block.upperBound..<close.lowerBound].split(separator: "\n"))

@@ -60,8 +60,15 @@ public final class VideoFrame: @unchecked Sendable {
 
     deinit { storage.deallocate() }
 
-    /// A read-only view of the planes, valid while this frame is alive and unchanged.
-    public var view: I420View {
+    /// Lends a read-only view of the planes to `body`; the view is valid only during the call.
+    /// Thread rule: the thread that owns the frame. Cost: none.
+    public func withView<R, E: Error>(_ body: (I420View) throws(E) -> R) throws(E) -> R {
+        try withExtendedLifetime(self) { () throws(E) -> R in try body(view) }
+    }
+
+    /// A read-only view of the planes, valid while this frame is alive and unchanged (the engine's
+    /// own code, which keeps the frame alive around it).
+    package var view: I420View {
         I420View(
             width: width, height: height,
             y: UnsafePointer(y), strideY: strideY,
@@ -89,29 +96,32 @@ public final class VideoFrame: @unchecked Sendable {
 }
 
 /// A borrowed, read-only view of I420 planes: a decoder's output or a `VideoFrame`'s pixels.
-/// It does not own memory; it is valid only as long as its owner says (for a decoder, until the
-/// next decode call). Thread rule: a value type over memory someone else owns. Cost: none.
-/// Sendable: read-only pointers; the owner keeps the planes alive and unchanged while any thread uses the view.
+/// It is lent to a closure (`VideoFrame.withView`, `DecodedVideoFrame.withView`,
+/// `VPXDecoder.decode`) and valid only during that call; read the pixels with `withPlanes`.
+/// Thread rule: a value type over memory someone else owns. Cost: none.
+/// Sendable: read-only pointers, kept private; the owner keeps the planes alive and unchanged
+/// while any thread uses the view. (Swift 6.3 cannot yet declare a non-escapable view type
+/// without an experimental feature, so the scope is the closure's.)
 public struct I420View: @unchecked Sendable {
     /// Width of the picture in pixels (the Y plane's width).
     public var width: Int
     /// Height of the picture in pixels (the Y plane's height).
     public var height: Int
     /// First byte of the Y (luma) plane.
-    public var y: UnsafePointer<UInt8>
+    package var y: UnsafePointer<UInt8>
     /// Bytes from one Y row to the next.
     public var strideY: Int
     /// First byte of the U (Cb) plane, half the width and height of Y rounded up.
-    public var u: UnsafePointer<UInt8>
+    package var u: UnsafePointer<UInt8>
     /// Bytes from one U row to the next.
     public var strideU: Int
     /// First byte of the V (Cr) plane, half the width and height of Y rounded up.
-    public var v: UnsafePointer<UInt8>
+    package var v: UnsafePointer<UInt8>
     /// Bytes from one V row to the next.
     public var strideV: Int
 
     /// Creates a view over planes that someone else owns.
-    public init(
+    package init(
         width: Int, height: Int,
         y: UnsafePointer<UInt8>, strideY: Int,
         u: UnsafePointer<UInt8>, strideU: Int,
@@ -121,6 +131,21 @@ public struct I420View: @unchecked Sendable {
         self.y = y; self.strideY = strideY
         self.u = u; self.strideU = strideU
         self.v = v; self.strideV = strideV
+    }
+
+    /// Lends the three planes to `body` as spans: each runs from its first pixel to the last
+    /// pixel of its last row (row `r` starts at `r * stride`). Thread rule: as the view's.
+    /// Cost: none.
+    public func withPlanes<R, E: Error>(
+        _ body: (_ y: Span<UInt8>, _ u: Span<UInt8>, _ v: Span<UInt8>) throws(E) -> R
+    ) throws(E) -> R {
+        func plane(_ p: UnsafePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) -> UnsafeBufferPointer<UInt8> {
+            UnsafeBufferPointer(start: p, count: h == 0 ? 0 : stride * (h - 1) + w)
+        }
+        let yb = plane(y, strideY, width, height)
+        let ub = plane(u, strideU, chromaWidth, chromaHeight)
+        let vb = plane(v, strideV, chromaWidth, chromaHeight)
+        return try body(yb.span, ub.span, vb.span)
     }
 
     /// Width of each chroma plane.

@@ -75,7 +75,12 @@ public final class VPXDecoder {
     /// frame size and libvpx's detail), and `missingReference` for an inter frame while
     /// `awaitingKeyframe`. After any error the decoder awaits a keyframe.
     /// Cost: libvpx's decode; the view is not copied.
-    public func decode<R>(_ data: UnsafeRawBufferPointer, _ body: (I420View) -> R) throws(VPXError) -> R? {
+    public func decode<R>(_ data: RawSpan, _ body: (I420View) -> R) throws(VPXError) -> R? {
+        try data.withUnsafeBytes { (raw) throws(VPXError) in try decode(raw, body) }
+    }
+
+    /// `decode(_:_:)` on a raw buffer (the engine's own frame buffers).
+    package func decode<R>(_ data: UnsafeRawBufferPointer, _ body: (I420View) -> R) throws(VPXError) -> R? {
         guard let base = data.baseAddress, !data.isEmpty else {
             throw VPXError(rawValue: VPXError.corruptFrame.rawValue, detail: "\(codec) frame is empty")
         }

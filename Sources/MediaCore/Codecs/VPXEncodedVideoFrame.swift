@@ -2,12 +2,18 @@
 /// buffer plus what a packetizer needs (RFC 7741 for VP8: keyframe, temporal layer id, TL0PICIDX,
 /// layer sync; draft-ietf-payload-vp9 / RFC 9628 for VP9).
 ///
-/// `data` is valid ONLY inside the closure it is passed to (libvpx reuses the buffer on the next
+/// Its bytes (`withBytes`) are valid ONLY inside the closure it is passed to (libvpx reuses the buffer on the next
 /// encode); copy it out or packetize it there.
 /// Thread rule: use only in the closure, on the encoding thread. Cost: none (no copy).
 public struct EncodedVideoFrame {
     /// The compressed bytes, owned by the encoder; valid only inside the closure.
-    public let data: UnsafeRawBufferPointer
+    package let data: UnsafeRawBufferPointer
+    /// Bytes of compressed data.
+    public var byteCount: Int { data.count }
+
+    /// Lends the compressed bytes to `body`. Thread rule: inside the encoder's closure only.
+    /// Cost: none.
+    public func withBytes<R, E: Error>(_ body: (RawSpan) throws(E) -> R) throws(E) -> R { try body(data.bytes) }
     /// VP8 or VP9.
     public let codec: VPXCodec
     /// Whether the frame is a keyframe (decodable on its own).

@@ -5,9 +5,9 @@ import Synchronization
 /// Cost: none (views into the decoder's and the stream's buffers).
 public struct DecodedVideoFrame {
     /// The I420 picture (libvpx's buffer; copy it to keep it).
-    public let view: I420View
+    package let view: I420View
     /// The picture in the stream's `renderFormat` (packed RGB), when one was requested.
-    public let packed: UnsafeRawBufferPointer?
+    package let packed: UnsafeRawBufferPointer?
     /// Bytes per row of `packed`.
     public let packedStride: Int
     /// RTP timestamp of the frame (90 kHz).
@@ -25,6 +25,22 @@ public struct DecodedVideoFrame {
     /// playout time, a render delay ahead of this, so consecutive frames' render times are spaced
     /// as the sender captured them; without it, `decodedAt`.
     public let renderTime: MonotonicTime
+
+    /// Width of the picture in pixels.
+    public var width: Int { view.width }
+    /// Height of the picture in pixels.
+    public var height: Int { view.height }
+
+    /// Lends the I420 picture to `body` (read its pixels with `I420View.withPlanes`, or copy it
+    /// with `VideoFrame.copy(from:)`). Thread rule: during `render` only. Cost: none.
+    public func withView<R, E: Error>(_ body: (I420View) throws(E) -> R) throws(E) -> R { try body(view) }
+
+    /// Lends the picture in the stream's `renderFormat` (`packedStride` bytes per row) to `body`,
+    /// nil when no packed format was requested. Thread rule: during `render` only. Cost: none.
+    public func withPacked<R, E: Error>(_ body: (RawSpan?) throws(E) -> R) throws(E) -> R {
+        if let packed { return try body(packed.bytes) }
+        return try body(nil)
+    }
 }
 
 /// Where a receive pipeline puts decoded video (like libwebrtc's `VideoSinkInterface`).
