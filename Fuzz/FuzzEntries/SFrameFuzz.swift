@@ -31,7 +31,7 @@ extension FuzzEntries {
         }
         if selector & 0x80 == 0 {
             if body.count > prefix,
-                let (header, length) = try? SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: body[prefix...]))
+                let (header, length) = try? SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: body[prefix...]).bytes)
             {
                 let reparsed = try? SFrameHeader.parse(header.bytes)
                 fuzzRequire(
@@ -41,7 +41,7 @@ extension FuzzEntries {
             guard let n = try? receiver.decryptFrame(body, clearPrefix: prefix, into: output) else { return }
             fuzzRequire(n >= 0 && n <= body.count, "decrypted \(n) bytes from \(body.count)")
             guard body.count > prefix,
-                let (header, _) = try? SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: body[prefix...])),
+                let (header, _) = try? SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: body[prefix...]).bytes),
                 let sender = try? SFrameSender(
                     suite: suite, keyID: header.keyID, baseKey: sframeBaseKey, initialCounter: header.counter),
                 let m = try? sender.encryptFrame(

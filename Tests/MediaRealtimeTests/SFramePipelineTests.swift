@@ -177,7 +177,7 @@ import Testing
                 _ = descriptor
                 let frame = UnsafeRawBufferPointer(rebasing: payload[length...])
                 let prefix = SFrameMediaFormat.vp8.clearPrefixLength(of: frame)
-                return try SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: frame[prefix...])).header.keyID
+                return try SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: frame[prefix...]).bytes).header.keyID
             }
         }
         #expect(kids == Array(repeating: 1, count: 15) + Array(repeating: 2, count: 15))

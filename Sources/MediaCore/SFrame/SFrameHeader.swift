@@ -68,9 +68,9 @@ public struct SFrameHeader: Hashable, Sendable {
     /// Parses the header at the start of `bytes`; returns it and its length. Throws
     /// `.malformedHeader` when the bytes end before the header does. Any header that parses is
     /// accepted, including a longer-than-needed encoding: the bytes are authenticated as they came.
-    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
+    public static func parse(_ bytes: RawSpan) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
         var length = 0
-        guard let header = parse(bytes, length: &length) else { throw .malformedHeader }
+        guard let header = bytes.withUnsafeBytes({ parse($0, length: &length) }) else { throw .malformedHeader }
         return (header, length)
     }
 
@@ -99,9 +99,9 @@ public struct SFrameHeader: Hashable, Sendable {
         return SFrameHeader(keyID: keyID, counter: counter)
     }
 
-    /// Parses a header from an array (see `parse(_:)` on a buffer).
+    /// Parses a header from an array (see `parse(_:)` on a span).
     public static func parse(_ bytes: [UInt8]) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
-        try bytes.withUnsafeBytes { b in Result { () throws(SFrameError) in try parse(b) } }.get()
+        try parse(bytes.span.bytes)
     }
 
     /// Writes the low `count` bytes of `value`, most significant first, at `at`.
