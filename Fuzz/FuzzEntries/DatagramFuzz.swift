@@ -5,7 +5,7 @@ extension FuzzEntries {
     /// it as what it was classified as. A packet that parses as RTP with a payload type outside
     /// 64-95 must have been classified as RTP.
     @Sendable public static func datagram(_ data: UnsafeRawBufferPointer) {
-        let kind = RTPDemultiplexer.classify(data)
+        let kind = RTPDemultiplexer.classify(data.bytes)
         switch kind {
         case .rtp:
             if let p = try? RTPPacket(parsing: data) {

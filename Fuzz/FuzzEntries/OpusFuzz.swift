@@ -12,15 +12,15 @@ extension FuzzEntries {
     }
 
     private static func opusUnlocked(_ data: UnsafeRawBufferPointer) {
-        let info = OpusPacketInfo.sampleCount(data)
+        let info = OpusPacketInfo.sampleCount(data.bytes)
         let payload = try? OpusPayload.sampleCount(packet: data.bytes)
-        _ = OpusPacketInfo.frameCount(data)
+        _ = OpusPacketInfo.frameCount(data.bytes)
         if let toc = data.first { _ = OpusPacketInfo.frameSamples(toc: toc) }
         guard let frames = try? OpusPacket.validate(data) else { return }
         fuzzRequire((try? OpusPacket.frameCount(data)) == frames, "libopus frame counts disagree")
         fuzzRequire(
-            OpusPacketInfo.frameCount(data) == frames,
-            "OpusPacketInfo.frameCount \(String(describing: OpusPacketInfo.frameCount(data))) != libopus \(frames)")
+            OpusPacketInfo.frameCount(data.bytes) == frames,
+            "OpusPacketInfo.frameCount \(String(describing: OpusPacketInfo.frameCount(data.bytes))) != libopus \(frames)")
         let samples = try? OpusPacket.sampleCount(data, sampleRate: .hz48000)
         fuzzRequire(
             info == samples, "OpusPacketInfo.sampleCount \(String(describing: info)) != libopus \(String(describing: samples))")

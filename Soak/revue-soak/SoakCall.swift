@@ -23,7 +23,7 @@ final class CountingRenderer: VideoRenderer, @unchecked Sendable {
 /// Counts played PCM samples.
 final class CountingAudioSink: AudioSink, @unchecked Sendable {
     let samples = Atomic<Int>(0)
-    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+    func play(_ s: Span<Int16>, sampleRate: Int, channels: Int) {
         samples.add(s.count / max(1, channels), ordering: .relaxed)
     }
 }

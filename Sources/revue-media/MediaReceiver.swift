@@ -208,7 +208,7 @@ final class MediaReceiver: @unchecked Sendable {
         let now = d.receivedAt.nanoseconds
         if s.counters.firstPacketNs == nil { s.counters.firstPacketNs = now }
         s.counters.lastPacketNs = now
-        let kind = RTPDemultiplexer.classify(d.bytes)
+        let kind = RTPDemultiplexer.classify(d.bytes.bytes)
         guard kind == .rtp || kind == .rtcp, d.bytes.count <= s.buffer.count else { s.counters.rejectedPackets += 1; return }
         s.buffer.withUnsafeMutableBytes { b in
             b.copyMemory(from: d.bytes)
@@ -348,7 +348,7 @@ final class MediaReceiver: @unchecked Sendable {
             s.counters.rejectedPackets += 1
             return
         }
-        guard let samples = OpusPacketInfo.sampleCount(payload) else { s.counters.rejectedPackets += 1; return }
+        guard let samples = OpusPacketInfo.sampleCount(payload.bytes) else { s.counters.rejectedPackets += 1; return }
         let seq = packet.header.sequenceNumber
         var lost = 0
         if let expected = s.nextAudioSequence {

@@ -137,7 +137,7 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
             comments: ["ENCODER=revue-media demo (the receiver's playout)"])
     }
 
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
         lock.lock(); defer { lock.unlock() }
         let frames = samples.count / max(1, channels)
         if floats.count < frames { floats = [Float](repeating: 0, count: frames) }
@@ -366,7 +366,7 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
         }
     }
 
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
         lock.lock(); defer { lock.unlock() }
         if !hasAudio {
             guard hasPackets() else { return }
@@ -374,7 +374,7 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
         }
         guard failure == nil else { return }
         do {
-            try wav?.write(samples)
+            if let wav { try samples.withUnsafeBufferPointer { try wav.write($0) } }
             if let encoder, let ogg {
                 if floats.count < samples.count { floats = [Float](repeating: 0, count: samples.count) }
                 for i in 0..<samples.count { floats[i] = Float(samples[i]) / 32768 }

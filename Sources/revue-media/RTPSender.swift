@@ -78,7 +78,9 @@ final class RTCPFeedbackListener: Sendable {
         let flags = self.flags
         let targets = self.targets
         receiver = UDPReceiver(socket: socket) { datagram in
-            guard datagram.bytes.count <= box.bytes.count, RTPDemultiplexer.classify(datagram.bytes) == .rtcp else { return }
+            guard datagram.bytes.count <= box.bytes.count, RTPDemultiplexer.classify(datagram.bytes.bytes) == .rtcp else {
+                return
+            }
             box.bytes.withUnsafeMutableBytes { b in
                 b.copyMemory(from: datagram.bytes)
                 var length = datagram.bytes.count

@@ -479,7 +479,7 @@ final class WebRTCAudioRecorder: AudioSink, @unchecked Sendable {
 
     var summary: String { "\((Double(lock.withLock { samples }) / 48_000).fixed(1)) s of audio received" }
 
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
         lock.lock()
         defer { lock.unlock() }
         guard failure == nil else { return }

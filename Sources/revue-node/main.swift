@@ -340,8 +340,9 @@ let roomPrinter = RoomPrinter()
 final class CountingAudioSink: AudioSink, @unchecked Sendable {
     private let lock = Lock()
     private var samples = 0, loud = 0
-    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
-        let peak = s.reduce(0) { max($0, abs(Int($1))) }
+    func play(_ s: Span<Int16>, sampleRate: Int, channels: Int) {
+        var peak = 0
+        for i in s.indices { peak = max(peak, abs(Int(s[i]))) }
         lock.lock(); samples += s.count; if peak > 1000 { loud += s.count }; lock.unlock()
     }
     var counts: (samples: Int, loud: Int) { lock.lock(); defer { lock.unlock() }; return (samples, loud) }

@@ -76,9 +76,9 @@ final class ChromiumMediaProbe: VideoRenderer, AudioSink, @unchecked Sendable {
         }
     }
 
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
         var squares = 0.0
-        for s in samples { squares += Double(s) * Double(s) }
+        for i in samples.indices { squares += Double(samples[i]) * Double(samples[i]) }
         let rms = (squares / Double(max(samples.count, 1))).squareRoot() / 32768
         audio.withLock {
             $0.loudest = max($0.loudest, rms)

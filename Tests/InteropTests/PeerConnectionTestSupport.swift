@@ -129,7 +129,7 @@ final class PeerConnectionProbe: VideoRenderer, AudioSink, @unchecked Sendable {
         }
     }
 
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
         let step = max(channels, 1)
         var blockSquares = 0.0
         for i in stride(from: 0, to: samples.count, by: step) { blockSquares += Double(samples[i]) * Double(samples[i]) }

@@ -1,4 +1,5 @@
 import Foundation
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -27,7 +28,7 @@ private final class CopyingRenderer: VideoRenderer, @unchecked Sendable {
 
 private final class PCMSink: AudioSink, @unchecked Sendable {
     let samples = Mutex<[Int16]>([])
-    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) { samples.withLock { $0.append(contentsOf: s) } }
+    func play(_ s: Span<Int16>, sampleRate: Int, channels: Int) { samples.withLock { $0 += copied(s) } }
 }
 
 /// Reads I420 frames of `width` x `height` packed back to back (GStreamer raw output).

@@ -584,7 +584,7 @@ private let headerVectors: [(kid: UInt64, ctr: UInt64, header: String)] = [
 
     @Test func clearPrefixFollowsTheCodec() {
         func prefix(_ format: SFrameMediaFormat, _ bytes: [UInt8]) -> Int {
-            bytes.withUnsafeBytes { format.clearPrefixLength(of: $0) }
+            format.clearPrefixLength(of: bytes.span.bytes)
         }
         let key: [UInt8] = [0x50, 0x2d, 0x01, 0x9d, 0x01, 0x2a] + Array(repeating: 0, count: 20)  // bit 0 clear
         let delta: [UInt8] = [0x31, 0x02, 0x00] + Array(repeating: 0, count: 20)

@@ -70,10 +70,10 @@ private final class BeepDetector: AudioSink, @unchecked Sendable {
     let onsets = Mutex<[UInt64]>([])
     private var quietSamples = 0
 
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
         let now = MonotonicTime.now.nanoseconds
-        for (i, s) in samples.enumerated() {
-            if abs(Int(s)) > 3_000 {
+        for i in samples.indices {
+            if abs(Int(samples[i])) > 3_000 {
                 if quietSamples >= sampleRate * 3 / 100 {
                     onsets.withLock { $0.append(now + UInt64(i) * 1_000_000_000 / UInt64(sampleRate)) }
                 }

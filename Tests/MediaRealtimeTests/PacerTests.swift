@@ -264,7 +264,7 @@ final class CopyingSink: PacketSink, @unchecked Sendable {
             #expect(packet.payloadSize == 0 && packet.paddingSize == n - packet.header.marshalSize)
             let seq = try #require(packet.header.extensions.transportSequenceNumber(id: 5))
             #expect(numbers.sent(seq)?.probeCluster == 321)
-            #expect(plain.withUnsafeBytes { RTXPacket.isPaddingOnly(UnsafeRawBufferPointer(rebasing: $0[0..<n])) })
+            #expect(plain.withUnsafeBytes { RTXPacket.isPaddingOnly(UnsafeRawBufferPointer(rebasing: $0[0..<n]).bytes) })
         }
         // Spread at about the cluster's rate (7500 bytes at 4 Mbit/s: 15 ms), not in one burst.
         let spreadMs = Double(padding.last!.ns - padding.first!.ns) / 1e6

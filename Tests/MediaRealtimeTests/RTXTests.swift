@@ -104,7 +104,7 @@ struct RTXCall {
             let p = try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: raw[0..<n]))
             #expect(p.header.payloadType == 97 && p.header.ssrc == 0x5566_7788 && p.header.marker)
             #expect(p.header.extensions.absSendTime(id: 3)?.rawValue == 0x123456)
-            #expect(RTXPacket.originalSequenceNumber(UnsafeRawBufferPointer(rebasing: raw[0..<n])) == 0xBEEF)
+            #expect(RTXPacket.originalSequenceNumber(UnsafeRawBufferPointer(rebasing: raw[0..<n]).bytes) == 0xBEEF)
         }
         var back = [UInt8](repeating: 0, count: 300)
         let m = try #require(
@@ -164,7 +164,7 @@ struct RTXCall {
                     let p = try RTPPacket(parsing: raw)
                     #expect(p.header.ssrc == 0x0102_0304 && p.header.payloadType == 97)
                     #expect(p.header.timestamp == headers[index].timestamp && p.header.marker == headers[index].marker)
-                    #expect(RTXPacket.originalSequenceNumber(raw) == headers[index].sequenceNumber)
+                    #expect(RTXPacket.originalSequenceNumber(raw.bytes) == headers[index].sequenceNumber)
                     let original = try sent[index].withUnsafeBytes { try RTPPacket(parsing: $0) }
                     #expect(Array(p.payload(in: raw).dropFirst(2)) == Array(sent[index][original.payloadRange]))
                 }

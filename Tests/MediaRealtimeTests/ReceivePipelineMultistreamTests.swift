@@ -3,6 +3,7 @@
 // told each stream's SSRC; and feedback that a server demultiplexing RTCP by the first report
 // block (Janus) can attribute.
 import Foundation
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -11,8 +12,8 @@ import Testing
 /// Collects the PCM of each stream by SSRC.
 final class PerStreamAudioSink: AudioStreamSink, Sendable {
     let streams = Mutex<[UInt32: [Int16]]>([:])
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, ssrc: UInt32) {
-        streams.withLock { $0[ssrc, default: []].append(contentsOf: samples) }
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int, ssrc: UInt32) {
+        streams.withLock { $0[ssrc, default: []] += copied(samples) }
     }
 }
 

@@ -1,4 +1,5 @@
 import Glibc
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -7,8 +8,8 @@ import Testing
 /// Collects what an `AudioPlayoutClock` plays.
 final class CollectingAudioSink: AudioSink, @unchecked Sendable {
     let samples = Mutex<[Int16]>([])
-    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
-        samples.withLock { $0.append(contentsOf: s) }
+    func play(_ s: Span<Int16>, sampleRate: Int, channels: Int) {
+        samples.withLock { $0 += copied(s) }
     }
     var count: Int { samples.withLock { $0.count } }
 }

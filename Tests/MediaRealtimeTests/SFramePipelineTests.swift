@@ -176,7 +176,7 @@ import Testing
                 let (descriptor, length) = try VP8PayloadDescriptor.parse(payload.bytes)
                 _ = descriptor
                 let frame = UnsafeRawBufferPointer(rebasing: payload[length...])
-                let prefix = SFrameMediaFormat.vp8.clearPrefixLength(of: frame)
+                let prefix = SFrameMediaFormat.vp8.clearPrefixLength(of: frame.bytes)
                 return try SFrameHeader.parse(UnsafeRawBufferPointer(rebasing: frame[prefix...]).bytes).header.keyID
             }
         }

@@ -22,3 +22,8 @@ package func audioZeroCrossings(_ signal: ArraySlice<Float>) -> Int {
 package func audioRMS(_ signal: ArraySlice<Float>) -> Double {
     Array(signal).withUnsafeBufferPointer { AudioLevel.rms($0) }
 }
+
+/// A copy of the samples an `AudioSink` was lent.
+package func copied(_ samples: Span<Int16>) -> [Int16] {
+    samples.withUnsafeBufferPointer { Array($0) }
+}

@@ -10,8 +10,8 @@ import Testing
 final class MediaCounter: VideoRenderer, AudioSink, @unchecked Sendable {
     let frames = Atomic<Int>(0), loud = Atomic<Int>(0)
     func render(_ frame: DecodedVideoFrame) { frames.add(1, ordering: .relaxed) }
-    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
-        if s.contains(where: { abs(Int($0)) > 1000 }) { loud.add(1, ordering: .relaxed) }
+    func play(_ s: Span<Int16>, sampleRate: Int, channels: Int) {
+        if s.indices.contains(where: { abs(Int(s[$0])) > 1000 }) { loud.add(1, ordering: .relaxed) }
     }
     var counts: (frames: Int, loud: Int) { (frames.load(ordering: .relaxed), loud.load(ordering: .relaxed)) }
 }

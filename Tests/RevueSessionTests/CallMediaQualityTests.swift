@@ -1,5 +1,6 @@
 import Foundation
 import MediaCore
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -34,7 +35,7 @@ func syntheticFrameQuality(_ frame: DecodedVideoFrame) -> (index: Int, psnr: Dou
 /// Collects decoded PCM.
 final class CollectingSink: AudioSink, @unchecked Sendable {
     let samples = Mutex<[Int16]>([])
-    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) { samples.withLock { $0.append(contentsOf: s) } }
+    func play(_ s: Span<Int16>, sampleRate: Int, channels: Int) { samples.withLock { $0 += copied(s) } }
 }
 
 /// SNR in dB of a pure tone at `frequency`: the least-squares sinusoid at that frequency against

@@ -33,7 +33,7 @@ final class SenderProbe: VideoRenderer, AudioSink, @unchecked Sendable {
             }
         }
     }
-    func play(_ s: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) { pcm.withLock { $0.append(contentsOf: s) } }
+    func play(_ s: Span<Int16>, sampleRate: Int, channels: Int) { pcm.withLock { $0 += copied(s) } }
 
     var snapshot: Counts { counts.withLock { $0 } }
     var meanPSNR: Double { let c = snapshot; return c.frames > 0 ? c.psnrSum / Double(c.frames) : 0 }

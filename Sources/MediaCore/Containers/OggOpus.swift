@@ -256,7 +256,7 @@ public final class OggOpusReader {
             queueIndex = 0
             var total: Int64 = 0
             for (n, r) in assembler.packets.enumerated() {
-                let count = assembler.bytes[r].withUnsafeBytes { OpusPacketInfo.sampleCount($0) }
+                let count = assembler.bytes[r].withUnsafeBytes { OpusPacketInfo.sampleCount($0.bytes) }
                 guard let samples = count else {
                     throw ContainerError(
                         .malformed, path: path,
@@ -395,7 +395,7 @@ public final class OggOpusWriter {
             throw ContainerError(
                 .malformed, path: path, "packet \(packetsWritten) is empty (an Ogg Opus packet has at least a TOC byte)")
         }
-        if let toc = OpusPacketInfo.sampleCount(packet), toc != sampleCount {
+        if let toc = OpusPacketInfo.sampleCount(packet.bytes), toc != sampleCount {
             throw ContainerError(
                 .malformed, path: path,
                 "packet \(packetsWritten) lasts \(toc) samples by its TOC, not \(sampleCount)")

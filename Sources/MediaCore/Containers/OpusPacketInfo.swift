@@ -15,28 +15,28 @@ public enum OpusPacketInfo {
 
     /// Number of frames in the packet (RFC 6716 §3.2: code 0 one, codes 1-2 two, code 3 the count
     /// in the second byte), nil when the packet is empty or malformed.
-    public static func frameCount(_ packet: UnsafeRawBufferPointer) -> Int? {
-        guard packet.count >= 1 else { return nil }
-        switch packet[0] & 3 {
+    public static func frameCount(_ packet: RawSpan) -> Int? {
+        guard packet.byteCount >= 1 else { return nil }
+        switch packet.u8(0) & 3 {
         case 0: return 1
         case 1, 2: return 2
         default:
-            guard packet.count >= 2 else { return nil }
-            let m = Int(packet[1] & 0x3F)
+            guard packet.byteCount >= 2 else { return nil }
+            let m = Int(packet.u8(1) & 0x3F)
             return m == 0 ? nil : m
         }
     }
 
     /// Duration of the packet in samples at 48 kHz; nil for an empty or malformed packet or one
     /// longer than the 120 ms RFC 6716 §3.2.5 allows.
-    public static func sampleCount(_ packet: UnsafeRawBufferPointer) -> Int? {
+    public static func sampleCount(_ packet: RawSpan) -> Int? {
         guard let frames = frameCount(packet) else { return nil }
-        let n = frames * frameSamples(toc: packet[0])
+        let n = frames * frameSamples(toc: packet.u8(0))
         return n <= 5760 ? n : nil
     }
 
     /// Array convenience for `sampleCount(_:)`.
     public static func sampleCount(_ packet: [UInt8]) -> Int? {
-        packet.withUnsafeBytes { sampleCount($0) }
+        sampleCount(packet.span.bytes)
     }
 }

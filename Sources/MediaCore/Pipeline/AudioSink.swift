@@ -4,8 +4,8 @@ import Synchronization
 /// Where a playout clock puts decoded audio: a sound card, a file, a test.
 /// Thread rule: `play` is called on the playout thread every 10 ms; it must not block for long.
 public protocol AudioSink: AnyObject, Sendable {
-    /// Receives 10 ms of interleaved PCM at `sampleRate`; the buffer is valid only during the call.
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int)
+    /// Receives 10 ms of interleaved PCM at `sampleRate`, lent for the call.
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int)
 }
 
 /// Where a playout clock of several streams (`AudioPlayoutClock(pipeline:sink:)`) puts each
@@ -13,9 +13,8 @@ public protocol AudioSink: AnyObject, Sendable {
 /// Thread rule: `play` is called on the playout thread, every stream every 10 ms; it must not
 /// block for long.
 public protocol AudioStreamSink: AnyObject, Sendable {
-    /// Receives 10 ms of interleaved PCM of stream `ssrc` at `sampleRate`; the buffer is valid
-    /// only during the call.
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, ssrc: UInt32)
+    /// Receives 10 ms of interleaved PCM of stream `ssrc` at `sampleRate`, lent for the call.
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int, ssrc: UInt32)
 }
 
 /// A 10 ms clock thread that pulls audio streams and feeds sinks, like an audio device's
@@ -71,10 +70,10 @@ public final class AudioPlayoutClock: @unchecked Sendable {
                 buffer.deallocate()
                 buffer = .allocate(capacity: need)
             }
-            func pull(_ stream: AudioReceiveStream, _ play: (UnsafeBufferPointer<Int16>, Int, Int) -> Void) {
+            func pull(_ stream: AudioReceiveStream, _ play: (Span<Int16>, Int, Int) -> Void) {
                 let ch = stream.settings.channels
                 let n = stream.pullAudio(into: UnsafeMutableBufferPointer(rebasing: buffer[0..<(stream.samplesPerPull * ch)]))
-                play(UnsafeBufferPointer(rebasing: buffer[0..<(n * ch)]), stream.settings.outputSampleRate, ch)
+                play(UnsafeBufferPointer(rebasing: buffer[0..<(n * ch)]).span, stream.settings.outputSampleRate, ch)
             }
             var streams: [(ssrc: UInt32, stream: AudioReceiveStream)] = []
             var generation = -1

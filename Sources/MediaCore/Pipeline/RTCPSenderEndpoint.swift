@@ -153,7 +153,7 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         }
 
         private func handle(_ d: UDPDatagram) {
-            guard !d.isTruncated, RTPDemultiplexer.classify(d.bytes) == .rtcp else { stats.otherDropped += 1; return }
+            guard !d.isTruncated, RTPDemultiplexer.classify(d.bytes.bytes) == .rtcp else { stats.otherDropped += 1; return }
             var bytes = d.bytes
             if let inbound {
                 let b = UnsafeMutableRawBufferPointer(mutating: d.bytes)

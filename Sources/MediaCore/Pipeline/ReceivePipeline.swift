@@ -373,7 +373,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         func handle(_ d: UDPDatagram) {
             counters.datagrams += 1
             if d.isTruncated { counters.truncated += 1; return }
-            switch RTPDemultiplexer.classify(d.bytes) {
+            switch RTPDemultiplexer.classify(d.bytes.bytes) {
             case .rtp:
                 counters.rtp += 1
                 handleRTP(d)
@@ -384,7 +384,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 // TURN ChannelData (RFC 8656 §12.4) from our relay: RTP/RTCP inside is handled
                 // here, in place; anything else (checks through the relay) goes to `other`.
                 if let inner = TURNChannelData.parse(d.bytes)?.data {
-                    let kind = RTPDemultiplexer.classify(inner)
+                    let kind = RTPDemultiplexer.classify(inner.bytes)
                     if kind == .rtp || kind == .rtcp {
                         let unwrapped = UDPDatagram(
                             bytes: inner, source: d.source, receivedAt: d.receivedAt, isTruncated: false)
@@ -455,7 +455,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         /// yet seen, or shared by several streams of that payload type, is dropped and counted.
         private func handleRTX(_ d: UDPDatagram, payloadType pt: UInt8) {
             guard let bytes = unprotect(d, rtcp: false) else { return }
-            if RTXPacket.originalSequenceNumber(bytes) == nil || RTXPacket.isPaddingOnly(bytes) {
+            if RTXPacket.originalSequenceNumber(bytes.bytes) == nil || RTXPacket.isPaddingOnly(bytes.bytes) {
                 // Padding (a sender's bandwidth probe): its transport-wide number counts for the
                 // sender's estimate; nothing else in it does.
                 guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }

@@ -23,23 +23,24 @@ public enum DatagramKind: Sendable, Equatable {
 public enum RTPDemultiplexer {
     /// Classifies one datagram (RFC 7983 §7, RFC 5761 §4). A 128...191 datagram shorter than
     /// 2 bytes is `.other`: it cannot be RTP or RTCP.
-    public static func classify(_ d: UnsafeRawBufferPointer) -> DatagramKind {
-        guard let b0 = d.first else { return .other }
+    public static func classify(_ d: RawSpan) -> DatagramKind {
+        guard d.byteCount > 0 else { return .other }
+        let b0 = d.u8(0)
         switch b0 {
         case 0...3: return .stun
         case 16...19: return .zrtp
         case 20...63: return .dtls
         case 64...79: return .turnChannel
         case 128...191:
-            guard d.count >= 2 else { return .other }
+            guard d.byteCount >= 2 else { return .other }
             // RFC 5761 §4: RTCP packet types 192-223 map onto RTP PT 64-95 with the marker bit
             // set or clear; RTP streams must avoid PTs 64-95 when multiplexed.
-            let pt = d[1] & 0x7F
+            let pt = d.u8(1) & 0x7F
             return (64...95).contains(pt) ? .rtcp : .rtp
         default: return .other
         }
     }
 
     /// Classifies a byte array (convenience).
-    public static func classify(_ bytes: [UInt8]) -> DatagramKind { bytes.withUnsafeBytes { classify($0) } }
+    public static func classify(_ bytes: [UInt8]) -> DatagramKind { classify(bytes.span.bytes) }
 }

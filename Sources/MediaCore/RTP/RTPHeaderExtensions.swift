@@ -151,10 +151,15 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
         return 4 + (body + 3) & ~3
     }
 
+    /// Appends the encoding to `out` and returns its size; traps when `out` has too little free
+    /// capacity. Cost: no allocation.
+    @discardableResult
+    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
+
     /// Writes the extension block (profile, length in words, elements, zero padding) and returns
     /// the bytes written (`marshalSize`). Traps if `buffer` is too small or a forced one-byte form
     /// cannot hold an element.
-    public func marshal(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize
         guard size > 0 else { return 0 }
         precondition(buffer.count >= size, "buffer too small for RTP header extension")

@@ -73,14 +73,18 @@ public enum RTXPacket {
 
     /// Whether an RTX packet carries only padding (RFC 3550 §5.1: its padding covers everything
     /// after the header), so no original packet. False for a malformed header.
-    public static func isPaddingOnly(_ rtx: UnsafeRawBufferPointer) -> Bool {
-        guard let h = headerLength(rtx), rtx[0] & 0x20 != 0, rtx.count > h else { return false }
-        return Int(rtx[rtx.count - 1]) >= rtx.count - h
+    public static func isPaddingOnly(_ rtx: RawSpan) -> Bool {
+        rtx.withUnsafeBytes { rtx in
+            guard let h = headerLength(rtx), rtx[0] & 0x20 != 0, rtx.count > h else { return false }
+            return Int(rtx[rtx.count - 1]) >= rtx.count - h
+        }
     }
 
     /// The original sequence number an RTX packet carries, or nil when it carries none.
-    public static func originalSequenceNumber(_ rtx: UnsafeRawBufferPointer) -> UInt16? {
-        guard let h = headerLength(rtx), rtx.count >= h + overhead else { return nil }
-        return UInt16(rtx[h]) << 8 | UInt16(rtx[h + 1])
+    public static func originalSequenceNumber(_ rtx: RawSpan) -> UInt16? {
+        rtx.withUnsafeBytes { rtx in
+            guard let h = headerLength(rtx), rtx.count >= h + overhead else { return nil }
+            return UInt16(rtx[h]) << 8 | UInt16(rtx[h + 1])
+        }
     }
 }

@@ -63,9 +63,14 @@ public struct VP8PayloadDescriptor: Sendable, Equatable {
         return n
     }
 
+    /// Appends the encoding to `out` and returns its size; traps when `out` has too little free
+    /// capacity. Cost: no allocation.
+    @discardableResult
+    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
+
     /// Writes the descriptor; returns `marshalSize`. Traps on a too-small buffer.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize
         precondition(b.count >= size, "buffer too small for VP8 payload descriptor")
         precondition(partitionIndex < 8, "VP8 partition index \(partitionIndex) exceeds 3 bits")

@@ -129,10 +129,15 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
         return n
     }
 
+    /// Appends the encoding to `out` and returns its size; traps when `out` has too little free
+    /// capacity. Cost: no allocation.
+    @discardableResult
+    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
+
     /// Writes the descriptor; returns `marshalSize`. Traps on a too-small buffer or a flexible
     /// predicted frame without P_DIFF (RFC 9628 §4.2 requires one).
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         let size = marshalSize
         precondition(b.count >= size, "buffer too small for VP9 payload descriptor")
         precondition(
@@ -267,9 +272,14 @@ public struct VP9ScalabilityStructure: Sendable, Equatable {
     /// Bytes `marshal(into:)` writes (no picture group written).
     public var marshalSize: Int { 1 + (hasResolutions ? 4 * spatialLayers : 0) }
 
+    /// Appends the encoding to `out` and returns its size; traps when `out` has too little free
+    /// capacity. Cost: no allocation.
+    @discardableResult
+    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
+
     /// Writes the structure without a picture group description (G=0); returns `marshalSize`.
     @discardableResult
-    public func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
         precondition(b.count >= marshalSize && spatialLayers >= 1 && spatialLayers <= 8)
         b[0] = UInt8(spatialLayers - 1) << 5 | (hasResolutions ? 0x10 : 0)
         var at = 1

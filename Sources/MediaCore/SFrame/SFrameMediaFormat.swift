@@ -23,7 +23,12 @@ public enum SFrameMediaFormat: Sendable, Hashable {
     case opus
 
     /// How many leading bytes of `frame` stay in the clear (never more than the frame holds).
-    public func clearPrefixLength(of frame: UnsafeRawBufferPointer) -> Int {
+    public func clearPrefixLength(of frame: RawSpan) -> Int {
+        frame.withUnsafeBytes { clearPrefixLength(of: $0) }
+    }
+
+    /// `clearPrefixLength(of:)` on a raw buffer (the send and receive streams' per-frame path).
+    package func clearPrefixLength(of frame: UnsafeRawBufferPointer) -> Int {
         // Not `frame.first`: in an unoptimised build that allocated on every call.
         guard frame.count > 0 else { return 0 }
         let first = frame[0]

@@ -122,7 +122,7 @@ final class AudioSinkSwitch: AudioSink {
         get { slot.withLock { $0 } }
         set { slot.withLock { $0 = newValue } }
     }
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int) {
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
         slot.withLock { $0?.play(samples, sampleRate: sampleRate, channels: channels) }
     }
 }

@@ -149,7 +149,7 @@ extension SSRCRouter: VideoRenderer where Target == RendererSwitch {
 }
 
 extension SSRCRouter: AudioStreamSink where Target == AudioSinkSwitch {
-    func play(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, ssrc: UInt32) {
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int, ssrc: UInt32) {
         target(ssrc)?.play(samples, sampleRate: sampleRate, channels: channels)
     }
 }
