@@ -49,7 +49,13 @@ struct CallNodeRestartTests {
             })
         #expect(a.events.filter(event("roomDidEndCall")).count == 1)
 
-        // A new call: both connected, and b's audio reaches a.
+        // A new call: both connected, and b's audio reaches a. Whether the first call got as far
+        // as a subscribing to b's audio depends on how soon after connecting b was killed, so the
+        // subscription awaited below is the first one after those already seen.
+        let subscribesToB: ([String: Any]) -> Bool = {
+            $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == bId && $0["kind"] as? String == "audio"
+        }
+        let earlierSubscriptions = a.events.filter(subscribesToB).count
         a.send(["cmd": "invite", "friendId": bId, "message": "again"])
         // Only this invitation rings: the first one, answered by b's previous run, is not replayed.
         _ = try #require(await b.wait(timeout: 20, event("didReceiveInvitation", ["friendId": aId, "message": "again"])))
@@ -65,9 +71,7 @@ struct CallNodeRestartTests {
             return
         }
         _ = try #require(await b.wait(timeout: 20, event("participantDidConnect", ["friendId": aId])))
-        let subscribed = await a.wait(timeout: 20, nth: 2) {
-            $0["event"] as? String == "didSubscribeTrack" && $0["friendId"] as? String == bId && $0["kind"] as? String == "audio"
-        }
+        let subscribed = await a.wait(timeout: 20, nth: earlierSubscriptions + 1, subscribesToB)
         if subscribed == nil {
             Issue.record("a never subscribed to b's audio again.\na: \(a.events)\nb: \(b.events)")
             return

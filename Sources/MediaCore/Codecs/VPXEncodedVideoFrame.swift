@@ -2,8 +2,8 @@
 /// buffer plus what a packetizer needs (RFC 7741 for VP8: keyframe, temporal layer id, TL0PICIDX,
 /// layer sync; draft-ietf-payload-vp9 / RFC 9628 for VP9).
 ///
-/// Its bytes (`withBytes`) are valid ONLY inside the closure it is passed to (libvpx reuses the buffer on the next
-/// encode); copy it out or packetize it there.
+/// Its bytes (`withBytes`) are valid ONLY inside the closure it is passed to (libvpx reuses the
+/// buffer on the next encode); copy them out or packetize them there.
 /// Thread rule: use only in the closure, on the encoding thread. Cost: none (no copy).
 public struct EncodedVideoFrame {
     /// The compressed bytes, owned by the encoder; valid only inside the closure.
@@ -14,6 +14,7 @@ public struct EncodedVideoFrame {
     /// Lends the compressed bytes to `body`. Thread rule: inside the encoder's closure only.
     /// Cost: none.
     public func withBytes<R, E: Error>(_ body: (RawSpan) throws(E) -> R) throws(E) -> R { try body(data.bytes) }
+
     /// VP8 or VP9.
     public let codec: VPXCodec
     /// Whether the frame is a keyframe (decodable on its own).
