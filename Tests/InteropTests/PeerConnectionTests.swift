@@ -183,6 +183,34 @@ struct PeerConnectionTests {
         await #expect(throws: PeerConnectionError.self) { try await a.setRemoteDescription(offer) }
     }
 
+    /// Twelve audio calls negotiated at once, on two cores: every end connects. The answerer's
+    /// first DTLS datagram can reach the offerer while it is still applying the answer; it must be
+    /// handled in the role the answer gives (passive), never in the default one. Handled in the
+    /// default role, both ends send a ClientHello, each drops the other's, and both time out.
+    @Test func manyCallsNegotiatedAtOnceAllConnect() async throws {
+        var pairs: [(PeerConnection, PeerConnection)] = []
+        for _ in 0..<12 {
+            pairs.append(
+                (try PeerConnection(configuration: Self.configuration()), try PeerConnection(configuration: Self.configuration()))
+            )
+        }
+        defer { for (a, b) in pairs { a.close(); b.close() } }
+        for (a, b) in pairs {
+            _ = try a.addAudioTrack()
+            _ = try b.addAudioTrack()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (a, b) in pairs { group.addTask { try await Self.negotiate(a, b) } }
+            try await group.waitForAll()
+        }
+        for (i, (a, b)) in pairs.enumerated() {
+            let stateA = await a.waitUntilSettled(timeout: 30), stateB = await b.waitUntilSettled(timeout: 30)
+            #expect(
+                stateA == .connected && stateB == .connected,
+                "call \(i): a \(stateA) \(a.error.map { "\($0)" } ?? ""), b \(stateB) \(b.error.map { "\($0)" } ?? "")")
+        }
+    }
+
     @Test func unreachablePeerFailsWithICEFailed() async throws {
         var c = Self.configuration()
         c.connectTimeoutSeconds = 3

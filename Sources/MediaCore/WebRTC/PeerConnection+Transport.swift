@@ -252,14 +252,18 @@ extension PeerConnection {
         guard negotiation.opus != nil || negotiation.vp8 != nil || negotiation.vp9 != nil else {
             throw .invalidDescription("no codec in common")
         }
-        shared.withLock {
-            $0.negotiated = negotiation
-            $0.answer = (answer, answerIsLocal)
-            $0.role = role
-        }
-        setState(.connecting, error: nil)
+        // One step on the queue: the DTLS role is set before `handleDTLS` (which waits for
+        // `negotiated`) or `pathChanged` (which waits for `.connecting`) can start the handshake.
+        // Set apart, a datagram queued meanwhile started it in the default role: both ends then
+        // sent a ClientHello, each dropped the other's, and both timed out.
         onQueue {
+            self.shared.withLock {
+                $0.negotiated = negotiation
+                $0.answer = (answer, answerIsLocal)
+                $0.role = role
+            }
             self.dtls.setRole(role)
+            self.setState(.connecting, error: nil)
             self.connectDeadline = MonotonicTime.now + .seconds(clamping: max(self.configuration.connectTimeoutSeconds, 0))
             let t = DispatchSource.makeTimerSource(queue: self.queue)
             t.schedule(deadline: .now() + .milliseconds(20), repeating: .milliseconds(20), leeway: .milliseconds(5))
