@@ -43,11 +43,11 @@ enum ReceiveSuite {
             SyntheticVideo.render(frameIndex: index, into: frame)
             try encoder.encode(frame.view, pts: Int64(index) * 3000) { e in
                 var header = RTPHeader(payloadType: 96, timestamp: UInt32(index * 3000), ssrc: 0xABCD)
-                let split = packetizer.packetize(frame: e.data, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
+                let split = packetizer.packetize(frameSize: e.byteCount, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
                 for p in 0..<split.count {
                     header.sequenceNumber = seq
                     seq &+= 1
-                    let n = split.writePacket(at: p, header: &header, into: buffer)
+                    let n = split.writePacket(at: p, header: &header, of: e.data, into: buffer)
                     let m = try! protect.protect(buffer, length: n)
                     body(UnsafeRawBufferPointer(rebasing: buffer[0..<m]))
                 }

@@ -131,18 +131,20 @@ func packetSequence(_ frameList: [[UInt8]], maxPayload: Int, vp9: Bool, size: (I
     for (i, frame) in frameList.enumerated() {
         header.timestamp = UInt32(i * 3000)
         frame.withUnsafeBytes { f in
-            func emit<P: RTPFramePayloads>(_ plan: P) {
+            func emit<P: RTPFramePayloadWriter>(_ plan: P) {
                 for k in 0..<plan.count {
                     var out = [UInt8](repeating: 0, count: header.marshalSize + plan.payloadSize(at: k))
-                    let n = out.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, into: $0) }
+                    let n = out.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, of: f, into: $0) }
                     packets.append(Array(out[..<n]))
                     header.sequenceNumber &+= 1
                 }
             }
             if vp9 {
-                emit(vp9p.packetize(frame: f, maxPayloadSize: maxPayload, keyframe: i == 0, width: size.0, height: size.1))
+                emit(
+                    vp9p.packetize(
+                        frameSize: f.count, maxPayloadSize: maxPayload, keyframe: i == 0, width: size.0, height: size.1))
             } else {
-                emit(vp8.packetize(frame: f, maxPayloadSize: maxPayload))
+                emit(vp8.packetize(frameSize: f.count, maxPayloadSize: maxPayload))
             }
         }
     }

@@ -199,12 +199,12 @@ func synthesizedVP8Packets(frames: Int, ssrc: UInt32, firstSequence: UInt16, mtu
         var packets: [[UInt8]] = []
         try encoder.encode(frame.view, pts: Int64(i) * 3000) { encoded in
             var header = RTPHeader(payloadType: 96, timestamp: UInt32(i * 3000), ssrc: ssrc)
-            let split = packetizer.packetize(frame: encoded.data, maxPayloadSize: header.maxPayloadSize(mtu: mtu))
+            let split = packetizer.packetize(frameSize: encoded.byteCount, maxPayloadSize: header.maxPayloadSize(mtu: mtu))
             for p in 0..<split.count {
                 header.sequenceNumber = seq
                 seq &+= 1
                 var bytes = [UInt8](repeating: 0, count: mtu + 100)
-                let n = bytes.withUnsafeMutableBytes { split.writePacket(at: p, header: &header, into: $0) }
+                let n = bytes.withUnsafeMutableBytes { split.writePacket(at: p, header: &header, of: encoded.data, into: $0) }
                 packets.append(Array(bytes[0..<n]))
             }
         }

@@ -103,15 +103,15 @@
                 }
                 header.csrcs = frameIndex == 3 ? [1, 2, 3] : []
                 frame.withUnsafeBytes { raw in
-                    let plan = vp8.packetize(frame: raw, maxPayloadSize: header.maxPayloadSize(mtu: 1200) - 8)
+                    let plan = vp8.packetize(frameSize: raw.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200) - 8)
                     for i in 0..<plan.count {
                         header.sequenceNumber = seq.next()
                         let padding = frameIndex == 5 ? 8 : 0
-                        var n = buf.withUnsafeMutableBytes { plan.writePacket(at: i, header: &header, into: $0) }
+                        var n = buf.withUnsafeMutableBytes { plan.writePacket(at: i, header: &header, of: raw, into: $0) }
                         if padding > 0 {
                             // Re-marshal with RFC 3550 padding through RTPPacket.marshal.
                             var payload = [UInt8](repeating: 0, count: plan.payloadSize(at: i))
-                            _ = payload.withUnsafeMutableBytes { plan.writePayload(at: i, into: $0) }
+                            _ = payload.withUnsafeMutableBytes { plan.writePayload(at: i, of: raw, into: $0) }
                             n = buf.withUnsafeMutableBytes { out in
                                 payload.withUnsafeBytes {
                                     RTPPacket.marshal(header: header, payload: $0, paddingSize: padding, into: out)
@@ -173,10 +173,11 @@
                 let layer: VP8Packetizer.TemporalLayer? = f == 2 ? .init(id: 1, layerSync: true, tl0PicIdx: 9) : nil
                 header.timestamp &+= 3000
                 frame.withUnsafeBytes { raw in
-                    let plan = vp8.packetize(frame: raw, maxPayloadSize: header.maxPayloadSize(mtu: 1200), temporalLayer: layer)
+                    let plan = vp8.packetize(
+                        frameSize: raw.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200), temporalLayer: layer)
                     for i in 0..<plan.count {
                         header.sequenceNumber = seq.next()
-                        let n = buf.withUnsafeMutableBytes { plan.writePacket(at: i, header: &header, into: $0) }
+                        let n = buf.withUnsafeMutableBytes { plan.writePacket(at: i, header: &header, of: raw, into: $0) }
                         datagrams.append(Array(buf[0..<n]))
                         expected.append((i == 0, plan.descriptor.pictureID!, layer?.tl0PicIdx, layer?.id, i == 0 ? f == 0 : nil))
                     }
@@ -222,9 +223,9 @@
                         [UInt8(config << 3 | code)] + (0..<(code == 0 ? 61 : 80)).map { UInt8(truncatingIfNeeded: $0 &* 13) }
                     let n = try opus.withUnsafeBytes { raw in
                         samples.append(try OpusPayload.sampleCount(packet: raw.bytes))
-                        let plan = OpusPayload.packetize(frame: raw, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
+                        let plan = OpusPayload.packetize(frameSize: raw.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
                         header.sequenceNumber = seq.next()
-                        return buf.withUnsafeMutableBytes { plan.writePacket(at: 0, header: &header, into: $0) }
+                        return buf.withUnsafeMutableBytes { plan.writePacket(at: 0, header: &header, of: raw, into: $0) }
                     }
                     header.timestamp &+= UInt32(samples.last!)
                     datagrams.append(Array(buf[0..<n]))

@@ -15,34 +15,41 @@ import Testing
     @Test func knownAmplitudesGiveKnownLevels() {
         // RFC 6465 Appendix A scale: a full-scale square wave is 0 dBov, a full-scale sine -3.01 dBov.
         let square = (0..<4800).map { $0 % 2 == 0 ? Int16.max : Int16.min }
-        square.withUnsafeBufferPointer {
-            #expect(abs(AudioLevel.dBov($0)) < 0.01)
-            #expect(AudioLevel.rfc6464Level($0) == 0)
+        do {
+            let samples = square.span
+            #expect(abs(AudioLevel.dBov(samples)) < 0.01)
+            #expect(AudioLevel.rfc6464Level(samples) == 0)
         }
-        Self.sine(amplitude: 1).withUnsafeBufferPointer {
-            #expect(abs(AudioLevel.dBov($0) + 3.0103) < 0.01)
-            #expect(AudioLevel.rfc6464Level($0) == 3)
+        do {
+            let loud = Self.sine(amplitude: 1)
+            let samples = loud.span
+            #expect(abs(AudioLevel.dBov(samples) + 3.0103) < 0.01)
+            #expect(AudioLevel.rfc6464Level(samples) == 3)
         }
-        Self.sine(amplitude: 0.1).withUnsafeBufferPointer {
-            #expect(abs(AudioLevel.dBov($0) + 23.0103) < 0.01)
-            #expect(AudioLevel.rfc6464Level($0) == 23)
+        do {
+            let quiet = Self.sine(amplitude: 0.1)
+            let samples = quiet.span
+            #expect(abs(AudioLevel.dBov(samples) + 23.0103) < 0.01)
+            #expect(AudioLevel.rfc6464Level(samples) == 23)
         }
         // A +-1 LSB square wave: 20 log10(1/32768) = -90.3 dBov.
         let lsb = (0..<480).map { Int16($0 % 2 == 0 ? 1 : -1) }
-        lsb.withUnsafeBufferPointer {
-            #expect(abs(AudioLevel.dBov($0) + 90.309) < 0.01)
-            #expect(AudioLevel.rfc6464Level($0) == 90)
+        do {
+            let samples = lsb.span
+            #expect(abs(AudioLevel.dBov(samples) + 90.309) < 0.01)
+            #expect(AudioLevel.rfc6464Level(samples) == 90)
         }
     }
 
     @Test func silenceIsLevel127() {
         let zeros = [Int16](repeating: 0, count: 960)
-        zeros.withUnsafeBufferPointer {
-            #expect(AudioLevel.dBov($0) == -.infinity)
-            #expect(AudioLevel.rfc6464Level($0) == AudioLevel.silence)
+        do {
+            let samples = zeros.span
+            #expect(AudioLevel.dBov(samples) == -.infinity)
+            #expect(AudioLevel.rfc6464Level(samples) == AudioLevel.silence)
         }
         let empty: [Float] = []
-        empty.withUnsafeBufferPointer { #expect(AudioLevel.rfc6464Level($0) == 127) }
+        #expect(AudioLevel.rfc6464Level(empty.span) == 127)
         #expect(AudioLevel.rfc6464Level(dBov: -127.4) == 127)
         #expect(AudioLevel.rfc6464Level(dBov: -140) == 127)
         #expect(AudioLevel.rfc6464Level(dBov: -126.6) == 127)
@@ -59,7 +66,7 @@ import Testing
         var sum = 0.0
         for s in samples { sum += Double(s) * Double(s) }
         let want = (sum / Double(count)).squareRoot()
-        let got = samples.withUnsafeBufferPointer { AudioLevel.rms($0) }
+        let got = AudioLevel.rms(samples.span)
         #expect(want > 0)
         #expect(abs(got - want) <= 1e-6 * want, "\(count) samples: \(got) vs \(want)")
     }
@@ -68,8 +75,8 @@ import Testing
         var speech = SyntheticAudio(pattern: .speech, sampleRate: 16_000, amplitude: 0.6)
         let floats = speech.floats(frames: 16_000)
         let ints = floats.map { Int16(($0 * 32767).rounded()) }
-        let a = floats.withUnsafeBufferPointer { AudioLevel.dBov($0) }
-        let b = ints.withUnsafeBufferPointer { AudioLevel.dBov($0) }
+        let a = AudioLevel.dBov(floats.span)
+        let b = AudioLevel.dBov(ints.span)
         #expect(abs(a - b) < 0.01)
     }
 }

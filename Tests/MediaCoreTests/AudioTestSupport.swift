@@ -35,15 +35,18 @@ func audioSNR(reference: [Float], decoded: [Float], delay: Int, skip: Int, slack
     return (result.snr, result.lag + lagStart)
 }
 
-/// Encodes `signal` (interleaved Float) frame by frame and returns the packets.
+/// Encodes `signal` (interleaved Float) frame by frame and returns the packets (through the span
+/// API).
 func opusEncodeAll(_ signal: [Float], encoder: OpusEncoder, frame: OpusFrameDuration = .ms20) throws -> [[UInt8]] {
     let step = frame.samples(at: encoder.sampleRate) * encoder.channels
     var packets: [[UInt8]] = []
     var buffer = [UInt8](repeating: 0, count: OpusEncoder.maxPacketByteCount)
     var offset = 0
     while offset + step <= signal.count {
-        let n = try signal[offset..<(offset + step)].withUnsafeBufferPointer { pcm in
-            try buffer.withUnsafeMutableBytes { try encoder.encode(pcm, into: $0) }
+        let pcm = signal.span.extracting(offset..<(offset + step))
+        let n = try buffer.withUnsafeMutableBytes { raw in
+            var packet = OutputRawSpan(buffer: raw, initializedCount: 0)
+            return try encoder.encode(pcm, into: &packet)
         }
         packets.append(Array(buffer[0..<n]))
         offset += step
@@ -51,14 +54,13 @@ func opusEncodeAll(_ signal: [Float], encoder: OpusEncoder, frame: OpusFrameDura
     return packets
 }
 
-/// Decodes `packets` one after the other into one interleaved Float signal.
+/// Decodes `packets` one after the other into one interleaved Float signal (through the span API).
 func opusDecodeAll(_ packets: [[UInt8]], decoder: OpusDecoder) throws -> [Float] {
     var out: [Float] = []
     var pcm = [Float](repeating: 0, count: decoder.maxFrameSize * decoder.channels)
     for packet in packets {
-        let n = try packet.withUnsafeBytes { bytes in
-            try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
-        }
+        var output = pcm.mutableSpan
+        let n = try decoder.decode(packet.span.bytes, into: &output)
         out.append(contentsOf: pcm[0..<(n * decoder.channels)])
     }
     return out

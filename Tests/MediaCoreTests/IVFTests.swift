@@ -9,7 +9,14 @@ import Testing
         let path = dir.file("a.ivf")
         let w = try IVFWriter(path: path, codec: .vp9, width: 320, height: 240, timeBase: ContainerRational(1, 90_000))
         let frames: [[UInt8]] = (0..<7).map { i in (0..<(i * 100 + 1)).map { UInt8(truncatingIfNeeded: $0 * 31 + i) } }
-        for (i, f) in frames.enumerated() { try w.write(f, pts: Int64(i) * 3000 + 1 << 33) }
+        // Odd frames through the span form, even ones through the array form.
+        for (i, f) in frames.enumerated() {
+            if i % 2 == 1 {
+                try w.write(f.span.bytes, pts: Int64(i) * 3000 + 1 << 33)
+            } else {
+                try w.write(f, pts: Int64(i) * 3000 + 1 << 33)
+            }
+        }
         try w.finish()
         let bytes = dir.read("a.ivf")
         #expect(bytes.count == 32 + frames.reduce(0) { $0 + 12 + $1.count })
@@ -30,6 +37,27 @@ import Testing
         }
         #expect(try r.readFrame(into: &buffer) == nil)
         #expect(r.framesRead == 7)
+    }
+
+    /// `readPayload(into:)` appends each payload after what the output span holds.
+    @Test func readsPayloadsIntoAnOutputSpan() throws {
+        let dir = ContainerTempDir(); defer { dir.remove() }
+        let w = try IVFWriter(path: dir.file("o.ivf"), codec: .vp8, width: 16, height: 16, timeBase: ContainerRational(1, 30))
+        try w.write([1, 2, 3], pts: 0); try w.write([4, 5], pts: 1); try w.write([], pts: 2)
+        try w.finish()
+        let r = try IVFReader(path: dir.file("o.ivf"))
+        var out = [UInt8](repeating: 0xEE, count: 9)
+        let held = try out.withUnsafeMutableBytes { raw throws in
+            var span = OutputRawSpan(buffer: raw, initializedCount: 2)
+            while let h = try r.nextFrameHeader() {
+                let before = span.byteCount
+                try r.readPayload(into: &span)
+                #expect(span.byteCount == before + h.size)
+            }
+            return span.byteCount
+        }
+        #expect(held == 7 && out == [0xEE, 0xEE, 1, 2, 3, 4, 5, 0xEE, 0xEE])
+        #expect(r.framesRead == 3)
     }
 
     @Test func skipsPayloadsOnRequest() throws {

@@ -51,16 +51,15 @@ import Testing
             var out: [Float] = []
             var pcm = [Float](repeating: 0, count: decoder.maxFrameSize)
             for (i, packet) in packets.enumerated() {
-                let n = try pcm.withUnsafeMutableBufferPointer { pcm in
-                    if lost.contains(i) {
-                        if useFEC {
-                            return try packets[i + 1].withUnsafeBytes {
-                                try decoder.decodeFEC(nextPacket: $0, into: pcm, frameSize: frame)
-                            }
-                        }
-                        return try decoder.concealLoss(into: pcm, frameSize: frame)
-                    }
-                    return try packet.withUnsafeBytes { try decoder.decode($0, into: pcm) }
+                var output = pcm.mutableSpan
+                let n: Int
+                if !lost.contains(i) {
+                    n = try decoder.decode(packet.span.bytes, into: &output)
+                } else if useFEC {
+                    let next = packets[i + 1]
+                    n = try decoder.decodeFEC(nextPacket: next.span.bytes, into: &output, frameSize: frame)
+                } else {
+                    n = try decoder.concealLoss(into: &output, frameSize: frame)
                 }
                 #expect(n == frame)
                 out.append(contentsOf: pcm[0..<n])

@@ -3,11 +3,12 @@ import Testing
 @testable import MediaCore
 
 @Suite struct OpusPacketTests {
-    /// Hand-built packets with the TOC fields of RFC 6716 section 3.1 (config << 3 | stereo << 2 | code).
+    /// Hand-built packets, read through spans, with the TOC fields of RFC 6716 section 3.1 (config << 3 | stereo << 2 | code).
     @Test func readsTOCFieldsOfHandBuiltPackets() throws {
         // Config 0: SILK narrowband 10 ms, mono, code 0 (one frame), 3 payload bytes.
         let silk: [UInt8] = [0x00, 1, 2, 3]
-        try silk.withUnsafeBytes { p throws in
+        do {
+            let p = silk.span.bytes
             #expect(try OpusPacket.mode(p) == .silk)
             #expect(try OpusPacket.bandwidth(p) == .narrowband)
             #expect(try OpusPacket.samplesPerFrame(p, sampleRate: .hz48000) == 480)
@@ -17,7 +18,8 @@ import Testing
         }
         // Config 13: hybrid superwideband 20 ms, stereo, code 1 (two equal frames of 2 bytes).
         let hybrid: [UInt8] = [13 << 3 | 0x04 | 0x01, 1, 2, 3, 4]
-        try hybrid.withUnsafeBytes { p throws in
+        do {
+            let p = hybrid.span.bytes
             #expect(try OpusPacket.mode(p) == .hybrid)
             #expect(try OpusPacket.bandwidth(p) == .superwideband)
             #expect(try OpusPacket.frameCount(p) == 2)
@@ -26,7 +28,8 @@ import Testing
         }
         // Config 31: CELT fullband 20 ms, mono, code 3 CBR with 3 frames of 1 byte.
         let celt: [UInt8] = [31 << 3 | 0x03, 0x03, 7, 8, 9]
-        try celt.withUnsafeBytes { p throws in
+        do {
+            let p = celt.span.bytes
             #expect(try OpusPacket.mode(p) == .celt)
             #expect(try OpusPacket.bandwidth(p) == .fullband)
             #expect(try OpusPacket.frameCount(p) == 3)
@@ -34,7 +37,8 @@ import Testing
         }
         // Config 16: CELT narrowband 2.5 ms.
         let short: [UInt8] = [16 << 3, 0xAA]
-        try short.withUnsafeBytes { p throws in
+        do {
+            let p = short.span.bytes
             #expect(try OpusPacket.samplesPerFrame(p, sampleRate: .hz48000) == 120)
             #expect(try OpusPacket.bandwidth(p) == .narrowband)
         }

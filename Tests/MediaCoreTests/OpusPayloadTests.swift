@@ -7,9 +7,8 @@ import Testing
         let opus: [UInt8] = [0x78] + rtpTestBytes(80, seed: 2)  // TOC: config 15 (hybrid FB 20 ms), code 0
         var header = RTPHeader(marker: true, payloadType: 111, timestamp: 48_000, ssrc: 3)
         var seq = RTPSequencer(initial: 65535)
-        let packets = opus.withUnsafeBytes {
-            writeRTPPackets(OpusPayload.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq)
-        }
+        let packets = writeRTPPackets(
+            OpusPayload.packetize(frameSize: opus.count, maxPayloadSize: 1188), of: opus, header: &header, sequencer: &seq)
         #expect(packets.count == 1)
         let packet = packets[0]
         try withParsedRTP(packet) { p throws in

@@ -13,13 +13,13 @@ import Testing
         return generator.floats(frames: Int(Double(rate) * seconds))
     }
 
-    /// Resamples all of `input` in one call (plus a flush of zeros so the tail comes out).
+    /// Resamples all of `input` in one call, through the span API (plus a flush of zeros so the
+    /// tail comes out).
     static func resampleWhole(_ resampler: Resampler, _ input: [Float]) -> [Float] {
         var output = [Float](
             repeating: 0, count: resampler.maxOutputFrames(forInputFrames: input.count / resampler.channels) * resampler.channels)
-        let (consumed, produced) = input.withUnsafeBufferPointer { i in
-            output.withUnsafeMutableBufferPointer { resampler.process(i, into: $0) }
-        }
+        var out = output.mutableSpan
+        let (consumed, produced) = resampler.process(input.span, into: &out)
         #expect(consumed * resampler.channels == input.count)
         return Array(output[0..<(produced * resampler.channels)])
     }

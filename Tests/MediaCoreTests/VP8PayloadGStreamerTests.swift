@@ -150,10 +150,10 @@
                 for (i, f) in frames.enumerated() {
                     header.timestamp = clock.timestamp(captureNs: Int64(i) * 1_000_000_000 / 30)
                     f.withUnsafeBytes { raw in
-                        let plan = packetizer.packetize(frame: raw, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
+                        let plan = packetizer.packetize(frameSize: raw.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
                         for k in 0..<plan.count {
                             header.sequenceNumber = seq.next()
-                            let n = buf.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, into: $0) }
+                            let n = buf.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, of: raw, into: $0) }
                             out.append(Array(buf[0..<n]))
                         }
                     }

@@ -2,17 +2,26 @@ import Testing
 
 @testable import MediaCore
 
-/// Writes every packet of `payloads` as a full RTP packet with consecutive sequence numbers.
+/// Writes every packet of `payloads`, cut from `frame`, as a full RTP packet with consecutive
+/// sequence numbers, through the span API (each packet appended after a few bytes already held,
+/// which must stay as they are).
 func writeRTPPackets(
-    _ payloads: some RTPFramePayloads, header: inout RTPHeader, sequencer: inout RTPSequencer,
+    _ payloads: some RTPFramePayloads, of frame: [UInt8], header: inout RTPHeader, sequencer: inout RTPSequencer,
     mtu: Int = 1200
 ) -> [[UInt8]] {
     var out: [[UInt8]] = []
     var buf = [UInt8](repeating: 0, count: mtu + 64)
     for i in 0..<payloads.count {
         header.sequenceNumber = sequencer.next()
-        let n = buf.withUnsafeMutableBytes { payloads.writePacket(at: i, header: &header, into: $0) }
-        out.append(Array(buf[0..<n]))
+        buf[0] = 0xEE; buf[1] = 0xEE
+        let (n, held) = buf.withUnsafeMutableBytes { raw in
+            var span = OutputRawSpan(buffer: raw, initializedCount: 2)
+            let n = payloads.writePacket(at: i, header: &header, of: frame.span.bytes, into: &span)
+            return (n, span.byteCount)
+        }
+        #expect(held == 2 + n && buf[0] == 0xEE && buf[1] == 0xEE)
+        #expect(n - header.marshalSize == payloads.payloadSize(at: i))
+        out.append(Array(buf[2..<(2 + n)]))
     }
     return out
 }
@@ -96,10 +105,8 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         let depacketizer = VP8Depacketizer()
         for frameIndex in 0..<2 {
             header.timestamp &+= 3000
-            let packets = frame.withUnsafeBytes { raw in
-                let plan = packetizer.packetize(frame: raw, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
-                return writeRTPPackets(plan, header: &header, sequencer: &seq)
-            }
+            let plan = packetizer.packetize(frameSize: frame.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
+            let packets = writeRTPPackets(plan, of: frame, header: &header, sequencer: &seq)
             let sizes = packets.map(\.count)
             #expect(sizes.max()! <= 1200)
             #expect(sizes.max()! - sizes.min()! <= 1, "uneven split \(sizes)")
@@ -132,9 +139,9 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         for f in 0..<4 {
             header.timestamp = UInt32(f * 3000)
             all.append(
-                frame.withUnsafeBytes {
-                    writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq)
-                })
+                writeRTPPackets(
+                    packetizer.packetize(frameSize: frame.count, maxPayloadSize: 1188), of: frame, header: &header,
+                    sequencer: &seq))
         }
         #expect(all[0].count == 5)
         // Frame 0: lose a middle packet. Frame 1: lose its first. Frame 2: lose its last. Frame 3 intact.
@@ -161,15 +168,16 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         var packetizer = VP8Packetizer()
         var header = RTPHeader(payloadType: 96, ssrc: 1)
         var seq = RTPSequencer(initial: 0)
-        let packets = frame.withUnsafeBytes {
-            writeRTPPackets(packetizer.packetize(frame: $0, maxPayloadSize: 1188), header: &header, sequencer: &seq)
-        }
+        let packets = writeRTPPackets(
+            packetizer.packetize(frameSize: frame.count, maxPayloadSize: 1188), of: frame, header: &header, sequencer: &seq)
         let d = VP8Depacketizer()
         var frames = 0
         for p in [packets[0], packets[0], packets[1], packets[0], packets[2]] {
             try withParsedRTP(p) { pkt in
                 let r = try d.push(pkt, in: p.span.bytes)
-                if let f = r.frame { frames += 1; #expect(Array(f.data) == frame) }
+                if let f = r.frame {
+                    frames += 1; #expect(f.byteCount == frame.count && f.withBytes { $0.withUnsafeBytes { Array($0) } } == frame)
+                }
                 #expect(r.incompleteFrames == 0)
             }
         }
@@ -182,11 +190,9 @@ func parseVP8Descriptor(_ b: [UInt8]) throws -> (VP8PayloadDescriptor, Int) {
         var seq = RTPSequencer(initial: 0)
         let frame = rtpTestBytes(2500, seed: 1)
         let layer = VP8Packetizer.TemporalLayer(id: 1, layerSync: true, tl0PicIdx: 200)
-        let packets = frame.withUnsafeBytes {
-            writeRTPPackets(
-                packetizer.packetize(frame: $0, maxPayloadSize: 1188, temporalLayer: layer, nonReference: true),
-                header: &header, sequencer: &seq)
-        }
+        let packets = writeRTPPackets(
+            packetizer.packetize(frameSize: frame.count, maxPayloadSize: 1188, temporalLayer: layer, nonReference: true),
+            of: frame, header: &header, sequencer: &seq)
         for (i, p) in packets.enumerated() {
             try withParsedRTP(p) { pkt in
                 let (d, _) = try VP8PayloadDescriptor.parse(p.span.bytes.extracting(pkt.payloadRange))

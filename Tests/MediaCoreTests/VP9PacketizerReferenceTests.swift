@@ -60,10 +60,10 @@ private func sendVP9(layers: Int, count: Int, keyframesAt: Set<Int> = [0]) throw
                 e.temporalLayerCount > 1
                 ? VP9PayloadDescriptor.Layer(temporalID: UInt8(e.temporalLayerId), switchingUpPoint: e.isLayerSync) : nil
             let plan = packetizer.packetize(
-                frame: e.data, maxPayloadSize: 1100, keyframe: e.isKeyframe,
+                frameSize: e.byteCount, maxPayloadSize: 1100, keyframe: e.isKeyframe,
                 width: e.width, height: e.height, layer: layer)
             var first = [UInt8](repeating: 0, count: 1200)
-            let n = first.withUnsafeMutableBytes { plan.writePayload(at: 0, into: $0) }
+            let n = first.withUnsafeMutableBytes { plan.writePayload(at: 0, of: e.data, into: $0) }
             out.append(SentPicture(data: Array(e.data), bits: RFCDescriptorBits(Array(first[0..<n]))))
         }
     }

@@ -22,11 +22,11 @@
                     let key = f[0] & 0x04 == 0
                     f.withUnsafeBytes { raw in
                         let plan = packetizer.packetize(
-                            frame: raw, maxPayloadSize: header.maxPayloadSize(mtu: 1200), keyframe: key,
+                            frameSize: raw.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200), keyframe: key,
                             width: 640, height: 480)
                         for k in 0..<plan.count {
                             header.sequenceNumber = seq.next()
-                            let n = buf.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, into: $0) }
+                            let n = buf.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, of: raw, into: $0) }
                             out.append(Array(buf[0..<n]))
                         }
                     }

@@ -83,13 +83,11 @@ func parseVP9Descriptor(_ b: [UInt8]) throws -> (VP9PayloadDescriptor, Int) {
         let d = VP9Depacketizer()
         for keyframe in [true, false] {
             header.timestamp &+= 3000
-            let packets = frame.withUnsafeBytes {
-                writeRTPPackets(
-                    packetizer.packetize(
-                        frame: $0, maxPayloadSize: header.maxPayloadSize(mtu: 1200),
-                        keyframe: keyframe, width: 1280, height: 720),
-                    header: &header, sequencer: &seq)
-            }
+            let packets = writeRTPPackets(
+                packetizer.packetize(
+                    frameSize: frame.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200),
+                    keyframe: keyframe, width: 1280, height: 720),
+                of: frame, header: &header, sequencer: &seq)
             let sizes = packets.map(\.count)
             #expect(sizes.max()! <= 1200)
             #expect(sizes.max()! - sizes.min()! <= 1, "uneven split \(sizes)")

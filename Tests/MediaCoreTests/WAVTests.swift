@@ -42,7 +42,8 @@ import Testing
         let w = try WAVWriter(path: path, sampleRate: 44_100, channelCount: channels, format: format)
         let frames = 10_000
         let ints: [Int16] = (0..<(frames * channels)).map { Int16(truncatingIfNeeded: $0 &* 37 &- 20_000) }
-        try w.write(Array(ints[0..<(4000 * channels)]))
+        // Int16 through the span form, Float through the array form: both sample types land.
+        try w.write(ints.span.extracting(0..<(4000 * channels)))
         try w.write(ints[(4000 * channels)...].map { WAVConvert.toFloat($0) })
         try w.finish()
         let bytes = dir.read("a.wav")
@@ -55,7 +56,8 @@ import Testing
         var asInt = [Int16](repeating: 0, count: 3000 * channels)
         var collected: [Int16] = []
         while true {
-            let n = try asInt.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+            var span = asInt.mutableSpan
+            let n = try r.read(into: &span)
             if n == 0 { break }
             collected += asInt[0..<(n * channels)]
         }
@@ -64,7 +66,8 @@ import Testing
 
         let r2 = try WAVReader(path: path)
         var asFloat = [Float](repeating: 0, count: frames * channels + 10)
-        let n = try asFloat.withUnsafeMutableBufferPointer { try r2.read(into: $0) }
+        var floatSpan = asFloat.mutableSpan
+        let n = try r2.read(into: &floatSpan)
         #expect(n == frames)
         #expect(asFloat[0..<(frames * channels)].map(WAVConvert.toInt16) == ints)
     }

@@ -67,8 +67,11 @@ import Testing
         guard let a = pool.acquire(), let b = pool.acquire() else { Issue.record("pool empty"); return }
         #expect(pool.acquire() == nil)
         a.frameCount = 320
-        a.int16Samples[639] = -7
-        #expect(a.int16Samples.count == 640)
+        let count = a.withInt16Samples { samples in
+            samples[639] = -7
+            return samples.count
+        }
+        #expect(count == 640 && a.int16Samples[639] == -7)
         #expect(a.durationNs == 20_000_000)
         pool.release(a)
         let c = pool.acquire()

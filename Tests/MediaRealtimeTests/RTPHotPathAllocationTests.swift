@@ -23,11 +23,13 @@
             for f in 0..<frames {
                 state.2.timestamp = state.4.timestamp(captureNs: Int64(f) * 33_333_333)
                 state.2.extensions.setAbsSendTime(RTPAbsSendTime(nanoseconds: UInt64(f) * 33_333_333), id: 3)
-                let plan = state.0.packetize(frame: frame, maxPayloadSize: state.2.maxPayloadSize(mtu: 1200))
+                let plan = state.0.packetize(frameSize: frame.count, maxPayloadSize: state.2.maxPayloadSize(mtu: 1200))
                 for i in 0..<plan.count {
                     state.2.sequenceNumber = state.3.next()
                     state.2.extensions.setTransportSequenceNumber(state.2.sequenceNumber, id: 5)
-                    let n = plan.writePacket(at: i, header: &state.2, into: out)
+                    // The public span form for VP8, the raw form the send paths use for VP9 and Opus.
+                    var span = OutputRawSpan(buffer: out, initializedCount: 0)
+                    let n = plan.writePacket(at: i, header: &state.2, of: frame.bytes, into: &span)
                     guard let pkt = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: out[0..<n])) else { return -1 }
                     state.5.update(
                         sequenceNumber: pkt.header.sequenceNumber, timestamp: pkt.header.timestamp,
@@ -36,11 +38,12 @@
                         total &+= fr.data.count
                     }
                 }
-                let plan9 = state.1.packetize(frame: frame, maxPayloadSize: 1180, keyframe: f % 10 == 0, width: 640, height: 480)
-                for i in 0..<plan9.count { total &+= plan9.writePacket(at: i, header: &state.2, into: out) }
+                let plan9 = state.1.packetize(
+                    frameSize: frame.count, maxPayloadSize: 1180, keyframe: f % 10 == 0, width: 640, height: 480)
+                for i in 0..<plan9.count { total &+= plan9.writePacket(at: i, header: &state.2, of: frame, into: out) }
                 if probe { total &+= [Int](repeating: f, count: 3).count }
-                let opusPlan = OpusPayload.packetize(frame: opus, maxPayloadSize: 1180)
-                total &+= opusPlan.writePacket(at: 0, header: &state.2, into: out)
+                let opusPlan = OpusPayload.packetize(frameSize: opus.count, maxPayloadSize: 1180)
+                total &+= opusPlan.writePacket(at: 0, header: &state.2, of: opus, into: out)
             }
             return total
         }

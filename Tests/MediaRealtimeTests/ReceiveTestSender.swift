@@ -108,10 +108,10 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         try encoder.encode(frame.view, pts: pts, forceKeyframe: force) { encoded in
             if encoded.isKeyframe { keyframesSent += 1 }
             var header = RTPHeader(payloadType: videoPT, timestamp: UInt32(truncatingIfNeeded: pts), ssrc: videoSSRC)
-            let packets = packetizer.packetize(frame: encoded.data, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
+            let packets = packetizer.packetize(frameSize: encoded.byteCount, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
             for i in 0..<packets.count {
                 header.sequenceNumber = videoSeq
-                let n = packets.writePacket(at: i, header: &header, into: buffer)
+                let n = packets.writePacket(at: i, header: &header, of: encoded.data, into: buffer)
                 session.packetSent(ssrc: videoSSRC, payloadBytes: n - 12)
                 send(n, seq: videoSeq, store: true)
                 videoSeq &+= 1

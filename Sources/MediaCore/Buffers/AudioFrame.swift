@@ -39,7 +39,7 @@ public final class AudioFrame: @unchecked Sendable {
     /// time to wall time from it.
     public var capturedAt = MonotonicTime.zero
     /// Start of the interleaved sample storage (`capacity * channels` samples).
-    public let data: UnsafeMutableRawPointer
+    package let data: UnsafeMutableRawPointer
 
     /// Allocates zeroed storage for `capacity` frames.
     public init(sampleFormat: SampleFormat, sampleRate: Int, channels: Int, capacity: Int) {
@@ -62,15 +62,32 @@ public final class AudioFrame: @unchecked Sendable {
     deinit { data.deallocate() }
 
     /// Valid interleaved Int16 samples (`frameCount * channels`). Traps for Float32 storage.
-    public var int16Samples: UnsafeMutableBufferPointer<Int16> {
+    package var int16Samples: UnsafeMutableBufferPointer<Int16> {
         precondition(sampleFormat == .int16, "AudioFrame holds Float32, not Int16")
         return UnsafeMutableBufferPointer(start: data.assumingMemoryBound(to: Int16.self), count: frameCount * channels)
     }
 
     /// Valid interleaved Float32 samples (`frameCount * channels`). Traps for Int16 storage.
-    public var float32Samples: UnsafeMutableBufferPointer<Float> {
+    package var float32Samples: UnsafeMutableBufferPointer<Float> {
         precondition(sampleFormat == .float32, "AudioFrame holds Int16, not Float32")
         return UnsafeMutableBufferPointer(start: data.assumingMemoryBound(to: Float.self), count: frameCount * channels)
+    }
+
+    /// Lends the valid interleaved Int16 samples (`frameCount * channels`) for reading and writing,
+    /// during the call only. Traps for Float32 storage. Thread rule: the frame's owner. Cost: none.
+    public func withInt16Samples<R, E: Error>(_ body: (inout MutableSpan<Int16>) throws(E) -> R) throws(E) -> R {
+        try withExtendedLifetime(self) { () throws(E) -> R in
+            var span = int16Samples.mutableSpan
+            return try body(&span)
+        }
+    }
+
+    /// Lends the valid interleaved Float32 samples like `withInt16Samples`. Traps for Int16 storage.
+    public func withFloat32Samples<R, E: Error>(_ body: (inout MutableSpan<Float>) throws(E) -> R) throws(E) -> R {
+        try withExtendedLifetime(self) { () throws(E) -> R in
+            var span = float32Samples.mutableSpan
+            return try body(&span)
+        }
     }
 
     /// Duration of the valid frames in nanoseconds.

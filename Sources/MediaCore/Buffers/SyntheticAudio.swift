@@ -77,7 +77,7 @@ public struct SyntheticAudio: Sendable {
 
     /// Renders `output.count / channels` frames of interleaved Float samples (full scale 1.0)
     /// starting at `position`, and advances `position`. `output.count` must be a multiple of `channels`.
-    public mutating func render(into output: UnsafeMutableBufferPointer<Float>) {
+    package mutating func render(into output: UnsafeMutableBufferPointer<Float>) {
         precondition(
             output.count % channels == 0, "SyntheticAudio buffer of \(output.count) is not whole \(channels)-channel frames")
         let frames = output.count / channels
@@ -89,7 +89,7 @@ public struct SyntheticAudio: Sendable {
     }
 
     /// Renders interleaved Int16 samples (full scale 32767) like the Float overload.
-    public mutating func render(into output: UnsafeMutableBufferPointer<Int16>) {
+    package mutating func render(into output: UnsafeMutableBufferPointer<Int16>) {
         precondition(
             output.count % channels == 0, "SyntheticAudio buffer of \(output.count) is not whole \(channels)-channel frames")
         let frames = output.count / channels
@@ -206,4 +206,20 @@ public struct SyntheticAudio: Sendable {
 
     /// A uniform value in [0, 1) from 53 bits of `bits`.
     private func unit(_ bits: UInt64) -> Double { Double(bits >> 11) * 0x1p-53 }
+}
+
+// MARK: Spans
+
+extension SyntheticAudio {
+    /// Renders `output.count / channels` frames of interleaved Float samples (full scale 1.0)
+    /// starting at `position`, and advances `position`. `output.count` must be a multiple of
+    /// `channels` (traps otherwise).
+    public mutating func render(into output: inout MutableSpan<Float>) {
+        output.withUnsafeMutableBufferPointer { render(into: $0) }
+    }
+
+    /// Renders interleaved Int16 samples (full scale 32767) like the Float form.
+    public mutating func render(into output: inout MutableSpan<Int16>) {
+        output.withUnsafeMutableBufferPointer { render(into: $0) }
+    }
 }

@@ -28,12 +28,12 @@ public final class VideoFrame: @unchecked Sendable {
     /// Rotation still to be applied by a renderer (0 once capture has rotated the pixels).
     public var rotation: VideoRotation = .rotation0
 
-    /// Start of the luma plane.
-    public let y: UnsafeMutablePointer<UInt8>
+    /// Start of the luma plane (the engine's own code; others use `withMutablePlanes`).
+    package let y: UnsafeMutablePointer<UInt8>
     /// Start of the U (Cb) plane.
-    public let u: UnsafeMutablePointer<UInt8>
+    package let u: UnsafeMutablePointer<UInt8>
     /// Start of the V (Cr) plane.
-    public let v: UnsafeMutablePointer<UInt8>
+    package let v: UnsafeMutablePointer<UInt8>
     private let storage: UnsafeMutableRawPointer
     /// Total bytes owned by this frame.
     public let byteCount: Int
@@ -64,6 +64,22 @@ public final class VideoFrame: @unchecked Sendable {
     /// Thread rule: the thread that owns the frame. Cost: none.
     public func withView<R, E: Error>(_ body: (I420View) throws(E) -> R) throws(E) -> R {
         try withExtendedLifetime(self) { () throws(E) -> R in try body(view) }
+    }
+
+    /// Lends the three planes for writing: Y (rows `strideY` bytes apart), then U and V (rows
+    /// `strideUV` apart), each `stride * (rows - 1) + rowWidth` bytes long, so that a row's padding
+    /// past the picture can be written too but nothing past the last row. The spans are valid only
+    /// during the call. Thread rule: the thread that owns the frame. Cost: none.
+    public func withMutablePlanes<R, E: Error>(
+        _ body: (_ y: inout MutableSpan<UInt8>, _ u: inout MutableSpan<UInt8>, _ v: inout MutableSpan<UInt8>) throws(E) -> R
+    ) throws(E) -> R {
+        try withExtendedLifetime(self) { () throws(E) -> R in
+            let yb = UnsafeMutableBufferPointer(start: y, count: strideY * (height - 1) + width)
+            let ub = UnsafeMutableBufferPointer(start: u, count: strideUV * (chromaHeight - 1) + chromaWidth)
+            let vb = UnsafeMutableBufferPointer(start: v, count: strideUV * (chromaHeight - 1) + chromaWidth)
+            var ys = yb.mutableSpan, us = ub.mutableSpan, vs = vb.mutableSpan
+            return try body(&ys, &us, &vs)
+        }
     }
 
     /// A read-only view of the planes, valid while this frame is alive and unchanged (the engine's

@@ -1,7 +1,8 @@
 internal import CMediaShims
 
-/// An Opus decoder (libopus `OpusDecoder`): one packet in, interleaved Int16 or Float32 PCM out,
-/// written into caller memory; also in-band FEC recovery and packet loss concealment (PLC).
+/// An Opus decoder (libopus `OpusDecoder`): one packet in (a `RawSpan`), interleaved Int16 or
+/// Float32 PCM out, written to the front of a caller's `MutableSpan`; also in-band FEC recovery and
+/// packet loss concealment (PLC).
 ///
 /// Thread rule: one thread at a time (not `Sendable`). Cost: decoding 20 ms is a fraction of the
 /// encode cost; nothing here allocates. Packets come from the network, so malformed ones throw
@@ -42,7 +43,7 @@ public final class OpusDecoder {
     /// Decodes one packet into `pcm` (interleaved) and returns the samples per channel written.
     /// Throws `invalidPacket` for an empty or malformed packet and `bufferTooSmall` when `pcm`
     /// cannot hold the packet's duration.
-    public func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusError) -> Int {
+    package func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusError) -> Int {
         let data = try validated(packet)
         let frameSize = pcm.count / channels
         guard let output = pcm.baseAddress, frameSize > 0 else { throw tooSmall(packet, pcm.count) }
@@ -52,7 +53,7 @@ public final class OpusDecoder {
     }
 
     /// Decodes one packet into `pcm` as Float32 (nominal range -1...1); same rules as the Int16 overload.
-    public func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>) throws(OpusError) -> Int {
+    package func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>) throws(OpusError) -> Int {
         let data = try validated(packet)
         let frameSize = pcm.count / channels
         guard let output = pcm.baseAddress, frameSize > 0 else { throw tooSmall(packet, pcm.count) }
@@ -70,7 +71,7 @@ public final class OpusDecoder {
     /// usually `lastPacketDuration`); traps otherwise or when `pcm` is smaller. When `nextPacket`
     /// holds no FEC data libopus falls back to concealment. Afterwards decode `nextPacket` itself
     /// normally. Returns the samples per channel written.
-    public func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int)
+    package func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int)
         throws(OpusError) -> Int
     {
         let data = try validated(nextPacket)
@@ -81,7 +82,7 @@ public final class OpusDecoder {
     }
 
     /// Float32 overload of `decodeFEC(nextPacket:into:frameSize:)`.
-    public func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int)
+    package func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int)
         throws(OpusError) -> Int
     {
         let data = try validated(nextPacket)
@@ -94,7 +95,7 @@ public final class OpusDecoder {
     /// Packet loss concealment: synthesises `frameSize` samples per channel of plausible audio for
     /// a lost packet with no FEC available (`opus_decode` with a NULL packet). `frameSize` must be
     /// the lost duration (multiple of 2.5 ms, at most 120 ms) and fit in `pcm`; traps otherwise.
-    public func concealLoss(into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int) throws(OpusError) -> Int {
+    package func concealLoss(into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int) throws(OpusError) -> Int {
         let output = checkedOutput(pcm, frameSize)
         let result = cms_opus_decode(state, nil, 0, output, Int32(frameSize), 0)
         try OpusError.check(result, "Opus loss concealment of \(frameSize) samples")
@@ -102,7 +103,7 @@ public final class OpusDecoder {
     }
 
     /// Float32 overload of `concealLoss(into:frameSize:)`.
-    public func concealLoss(into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int) throws(OpusError) -> Int {
+    package func concealLoss(into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int) throws(OpusError) -> Int {
         let output = checkedOutput(pcm, frameSize)
         let result = cms_opus_decode_float(state, nil, 0, output, Int32(frameSize), 0)
         try OpusError.check(result, "Opus loss concealment of \(frameSize) samples")
@@ -175,5 +176,58 @@ public final class OpusDecoder {
 
     private func tooSmall(_ packet: UnsafeRawBufferPointer, _ count: Int) -> OpusError {
         OpusError(.bufferTooSmall, "Opus packet of \(packet.count) bytes decoded into a buffer of \(count) samples")
+    }
+}
+
+// MARK: Spans
+
+extension OpusDecoder {
+    /// Decodes one packet into the front of `pcm` (interleaved) and returns the samples per channel
+    /// written. Throws `invalidPacket` for an empty or malformed packet and `bufferTooSmall` when
+    /// `pcm` cannot hold the packet's duration (`maxFrameSize * channels` always can).
+    public func decode(_ packet: RawSpan, into pcm: inout MutableSpan<Int16>) throws(OpusError) -> Int {
+        try packet.withUnsafeBytes { (p) throws(OpusError) in
+            try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try decode(p, into: o) }
+        }
+    }
+
+    /// Decodes one packet into the front of `pcm` as Float32 (nominal range -1...1); same rules as
+    /// the Int16 form.
+    public func decode(_ packet: RawSpan, into pcm: inout MutableSpan<Float>) throws(OpusError) -> Int {
+        try packet.withUnsafeBytes { (p) throws(OpusError) in
+            try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try decode(p, into: o) }
+        }
+    }
+
+    /// Recovers a lost packet from the in-band FEC data of the packet that followed it, writing
+    /// `frameSize` samples per channel to the front of `pcm` (see the decoder's loss recovery:
+    /// `frameSize` is the lost duration, usually `lastPacketDuration`; traps when it is not a whole
+    /// Opus frame duration or does not fit). Then decode `nextPacket` itself normally.
+    public func decodeFEC(nextPacket: RawSpan, into pcm: inout MutableSpan<Int16>, frameSize: Int) throws(OpusError) -> Int {
+        try nextPacket.withUnsafeBytes { (p) throws(OpusError) in
+            try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in
+                try decodeFEC(nextPacket: p, into: o, frameSize: frameSize)
+            }
+        }
+    }
+
+    /// The Float32 form of `decodeFEC(nextPacket:into:frameSize:)`.
+    public func decodeFEC(nextPacket: RawSpan, into pcm: inout MutableSpan<Float>, frameSize: Int) throws(OpusError) -> Int {
+        try nextPacket.withUnsafeBytes { (p) throws(OpusError) in
+            try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in
+                try decodeFEC(nextPacket: p, into: o, frameSize: frameSize)
+            }
+        }
+    }
+
+    /// Conceals a lost packet with no FEC: `frameSize` samples per channel of plausible audio to
+    /// the front of `pcm` (same bounds as `decodeFEC`).
+    public func concealLoss(into pcm: inout MutableSpan<Int16>, frameSize: Int) throws(OpusError) -> Int {
+        try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try concealLoss(into: o, frameSize: frameSize) }
+    }
+
+    /// The Float32 form of `concealLoss(into:frameSize:)`.
+    public func concealLoss(into pcm: inout MutableSpan<Float>, frameSize: Int) throws(OpusError) -> Int {
+        try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try concealLoss(into: o, frameSize: frameSize) }
     }
 }

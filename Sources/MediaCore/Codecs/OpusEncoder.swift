@@ -54,7 +54,7 @@ public final class OpusEncoder {
     /// fit; under `minPacketByteCount` bytes it throws `bufferTooSmall` (libopus would silently
     /// emit a TOC-only "lost frame" packet, indistinguishable from DTX). `maxPacketByteCount`
     /// always suffices. Never allocates.
-    public func encode(_ pcm: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
+    package func encode(_ pcm: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
         let frameSize = validatedFrameSize(pcm.count)
         guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count >= Self.minPacketByteCount else {
             throw OpusError(
@@ -68,7 +68,7 @@ public final class OpusEncoder {
     /// Encodes one frame of interleaved Float32 PCM (nominal range -1...1) into `packet`, returning
     /// the packet length. Same rules as the Int16 overload; the two produce identical packets for
     /// identical input (`Float(x) / 32768`).
-    public func encode(_ pcm: UnsafeBufferPointer<Float>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
+    package func encode(_ pcm: UnsafeBufferPointer<Float>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
         let frameSize = validatedFrameSize(pcm.count)
         guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count >= Self.minPacketByteCount else {
             throw OpusError(
@@ -208,5 +208,39 @@ public final class OpusEncoder {
         let status = set(state, value)
         // The typed setters only pass values libopus accepts, so a failure is a bug here.
         precondition(status == OPUS_OK, "opus_encoder_ctl set \(what) = \(value) failed: \(OpusError(rawValue: status))")
+    }
+}
+
+// MARK: Spans
+
+extension OpusEncoder {
+    /// Encodes one frame of interleaved Int16 PCM and appends the packet to `packet`, returning
+    /// its length. `pcm.count / channels` must be the sample count of an `OpusFrameDuration`
+    /// (traps otherwise). A result of 2 bytes or less is DTX silence (`OpusPacket.isDTXSilence`),
+    /// which need not be sent. Less free capacity in `packet` lowers this frame's bitrate to fit;
+    /// under `minPacketByteCount` it throws `bufferTooSmall`; `maxPacketByteCount` always
+    /// suffices. Never allocates.
+    @discardableResult
+    public func encode(_ pcm: Span<Int16>, into packet: inout OutputRawSpan) throws(OpusError) -> Int {
+        try pcm.withUnsafeBufferPointer { (input) throws(OpusError) in
+            try packet.withUnsafeMutableBytes { (buffer, initialized) throws(OpusError) in
+                let n = try encode(input, into: UnsafeMutableRawBufferPointer(rebasing: buffer[initialized...]))
+                initialized += n
+                return n
+            }
+        }
+    }
+
+    /// Encodes one frame of interleaved Float32 PCM (nominal range -1...1); same rules as the Int16
+    /// form, and the same packet for the same input (`Float(x) / 32768`).
+    @discardableResult
+    public func encode(_ pcm: Span<Float>, into packet: inout OutputRawSpan) throws(OpusError) -> Int {
+        try pcm.withUnsafeBufferPointer { (input) throws(OpusError) in
+            try packet.withUnsafeMutableBytes { (buffer, initialized) throws(OpusError) in
+                let n = try encode(input, into: UnsafeMutableRawBufferPointer(rebasing: buffer[initialized...]))
+                initialized += n
+                return n
+            }
+        }
     }
 }

@@ -74,7 +74,7 @@ public final class Resampler {
     ///
     /// Consumes as much input as `output` has room for; feed the unconsumed rest again next time.
     /// Buffer counts must be whole multiples of `channels` (traps otherwise). Never allocates.
-    public func process(_ input: UnsafeBufferPointer<Int16>, into output: UnsafeMutableBufferPointer<Int16>) -> (
+    package func process(_ input: UnsafeBufferPointer<Int16>, into output: UnsafeMutableBufferPointer<Int16>) -> (
         consumed: Int, produced: Int
     ) {
         var (inLength, outLength) = lengths(input.count, output.count)
@@ -87,7 +87,7 @@ public final class Resampler {
     }
 
     /// Float32 overload of `process(_:into:)` (any scale; the filter is linear).
-    public func process(_ input: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>) -> (
+    package func process(_ input: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>) -> (
         consumed: Int, produced: Int
     ) {
         var (inLength, outLength) = lengths(input.count, output.count)
@@ -124,4 +124,21 @@ public final class Resampler {
 
     /// Clears the filter history, as for a new stream (`speex_resampler_reset_mem`).
     public func reset() { _ = speex_resampler_reset_mem(state) }
+}
+
+// MARK: Spans
+
+extension Resampler {
+    /// Resamples interleaved Int16 `input` into the front of `output` and returns how many frames
+    /// (samples per channel) were consumed from `input` and produced into `output`. Consumes as
+    /// much input as `output` has room for; feed the unconsumed rest again next time. Counts must
+    /// be whole multiples of `channels` (traps otherwise). Never allocates.
+    public func process(_ input: Span<Int16>, into output: inout MutableSpan<Int16>) -> (consumed: Int, produced: Int) {
+        input.withUnsafeBufferPointer { i in output.withUnsafeMutableBufferPointer { process(i, into: $0) } }
+    }
+
+    /// The Float32 form of `process(_:into:)` (any scale; the filter is linear).
+    public func process(_ input: Span<Float>, into output: inout MutableSpan<Float>) -> (consumed: Int, produced: Int) {
+        input.withUnsafeBufferPointer { i in output.withUnsafeMutableBufferPointer { process(i, into: $0) } }
+    }
 }

@@ -144,7 +144,7 @@ public final class IVFReader {
     }
 
     /// Reads the payload announced by `nextFrameHeader()` into `buffer` (at least that size).
-    public func readPayload(into buffer: UnsafeMutableRawBufferPointer) throws(ContainerError) {
+    package func readPayload(into buffer: UnsafeMutableRawBufferPointer) throws(ContainerError) {
         guard let h = pending else { preconditionFailure("IVFReader.readPayload without nextFrameHeader") }
         precondition(buffer.count >= h.size, "IVFReader.readPayload: buffer too small")
         pending = nil
@@ -219,7 +219,7 @@ public final class IVFWriter {
     }
 
     /// Appends one frame with its presentation time in time-base units.
-    public func write(_ payload: UnsafeRawBufferPointer, pts: Int64) throws(ContainerError) {
+    package func write(_ payload: UnsafeRawBufferPointer, pts: Int64) throws(ContainerError) {
         precondition(payload.count <= Int(UInt32.max), "IVFWriter: frame larger than 4 GiB")
         var h: (UInt32, UInt64) = (UInt32(payload.count).littleEndian, UInt64(bitPattern: pts).littleEndian)
         try withUnsafeBytes(of: &h) { b in
@@ -247,4 +247,26 @@ public final class IVFWriter {
 
     /// Discards the output; nothing is left on disk.
     public func abort() { file.abort() }
+}
+
+// MARK: Spans
+
+extension IVFReader {
+    /// Appends the payload announced by `nextFrameHeader()` to `output`, which must have that much
+    /// free capacity (traps otherwise). Throws `truncated` when the file ends inside the frame.
+    public func readPayload(into output: inout OutputRawSpan) throws(ContainerError) {
+        try output.withUnsafeMutableBytes { (buffer, initialized) throws(ContainerError) in
+            let free = UnsafeMutableRawBufferPointer(rebasing: buffer[initialized...])
+            let size = pending.map { Int($0.size) } ?? 0
+            try readPayload(into: free)
+            initialized += size
+        }
+    }
+}
+
+extension IVFWriter {
+    /// Appends one frame with its presentation time in time-base units.
+    public func write(_ payload: RawSpan, pts: Int64) throws(ContainerError) {
+        try payload.withUnsafeBytes { (p) throws(ContainerError) in try write(p, pts: pts) }
+    }
 }

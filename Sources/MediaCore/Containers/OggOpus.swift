@@ -389,7 +389,7 @@ public final class OggOpusWriter {
     /// e.g. 960 for 20 ms; for packets from the network, `OpusPacketInfo.sampleCount`). Throws,
     /// writing nothing, when the packet is empty or its TOC says another duration (packets from the
     /// network can be anything); traps on a duration outside 1...5760 (a programmer error).
-    public func write(_ packet: UnsafeRawBufferPointer, sampleCount: Int) throws(ContainerError) {
+    package func write(_ packet: UnsafeRawBufferPointer, sampleCount: Int) throws(ContainerError) {
         precondition(sampleCount > 0 && sampleCount <= 5760, "OggOpusWriter: packet duration out of range")
         guard packet.count >= 1 else {
             throw ContainerError(
@@ -440,4 +440,16 @@ public final class OggOpusWriter {
 
     /// Discards the output; nothing is left on disk.
     public func abort() { file.abort() }
+}
+
+// MARK: Spans
+
+extension OggOpusWriter {
+    /// Appends one Opus packet lasting `sampleCount` samples at 48 kHz (what the encoder was given,
+    /// e.g. 960 for 20 ms; for packets from the network, `OpusPacketInfo.sampleCount`). Throws,
+    /// writing nothing, when the packet is empty or its TOC says another duration; traps on a
+    /// duration outside 1...5760 (a programmer error).
+    public func write(_ packet: RawSpan, sampleCount: Int) throws(ContainerError) {
+        try packet.withUnsafeBytes { (p) throws(ContainerError) in try write(p, sampleCount: sampleCount) }
+    }
 }

@@ -416,9 +416,9 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             }
             frame = UnsafeRawBufferPointer(rebasing: sframePacket[0..<n])
         }
-        let payloads = OpusPayload.packetize(frame: frame, maxPayloadSize: core.maxPayloadSize)
+        let payloads = OpusPayload.packetize(frameSize: frame.count, maxPayloadSize: core.maxPayloadSize)
         core.send(
-            payloads, timestamp: timestamp, captureNs: frameCaptureNs,
+            payloads, of: frame, timestamp: timestamp, captureNs: frameCaptureNs,
             capturedAt: MonotonicTime(nanoseconds: frameCapturedAtNs), now: MonotonicTime(nanoseconds: encodedNs))
     }
 }

@@ -158,7 +158,8 @@ package final class RTPSendCore: @unchecked Sendable {
         if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(nanoseconds: now.nanoseconds), id: id) }
     }
 
-    /// Sends every packet of `payloads` with RTP timestamp `timestamp`, then flushes the sink.
+    /// Sends every packet of `payloads`, cut from `frame`, with RTP timestamp `timestamp`, then
+    /// flushes the sink.
     /// `capturedAt` (`.zero` when unknown) is when the media was captured: sender
     /// reports map RTP time from it. `now` stamps abs-send-time, the history
     /// and the sender-report info: a
@@ -166,16 +167,16 @@ package final class RTPSendCore: @unchecked Sendable {
     /// rather than paying another read per frame. Returns (packets, payload bytes) sent. Worker
     /// thread only.
     @discardableResult
-    func send<P: RTPFramePayloads>(
-        _ payloads: P, timestamp: UInt32, captureNs: Int64, capturedAt: MonotonicTime = .zero,
-        now: MonotonicTime = .now
+    func send<P: RTPFramePayloadWriter>(
+        _ payloads: P, of frame: UnsafeRawBufferPointer, timestamp: UInt32, captureNs: Int64,
+        capturedAt: MonotonicTime = .zero, now: MonotonicTime = .now
     ) -> (Int, Int) {
         stampSendTime(now)
         header.timestamp = timestamp
         var packets = 0, octets = 0
         for i in 0..<payloads.count {
             header.sequenceNumber = sequencer.next()
-            let length = payloads.writePacket(at: i, header: &header, into: buffer)
+            let length = payloads.writePacket(at: i, header: &header, of: frame, into: buffer)
             if let pacer {
                 pacer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
             } else if store(buffer, length: length, now: now) == 0 {

@@ -39,8 +39,13 @@ public struct JitterBufferSettings: Sendable, Equatable {
 /// what the buffer knows about it. Valid until the next `insert` (which may reuse the slot).
 /// Thread rule: the buffer's thread. Cost: none (a view).
 public struct JitterBufferPacket {
-    /// The whole RTP packet (header and payload), as received after SRTP.
-    public let bytes: UnsafeRawBufferPointer
+    /// The whole RTP packet (header and payload), as received after SRTP, in the buffer's storage
+    /// (the engine's own code; others use `withBytes`).
+    package let bytes: UnsafeRawBufferPointer
+    /// Size of the packet in bytes.
+    public var byteCount: Int { bytes.count }
+    /// Lends the whole packet to `body`; before the buffer's next `insert` only. Cost: none.
+    public func withBytes<R, E: Error>(_ body: (RawSpan) throws(E) -> R) throws(E) -> R { try body(bytes.bytes) }
     /// RFC 3550 sequence number extended with its rollover count (A.1), starting near the first packet's.
     public let extendedSequence: Int64
     /// RTP timestamp.

@@ -515,10 +515,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                     tl0PicIdx: encoded.tl0PicIndex)
                 : nil
             let packets = vp8.packetize(
-                frame: frame, maxPayloadSize: maxPayload, temporalLayer: layer,
+                frameSize: frame.count, maxPayloadSize: maxPayload, temporalLayer: layer,
                 nonReference: encoded.isDroppable)
             core.send(
-                packets, timestamp: rtpTimestamp, captureNs: captureNs,
+                packets, of: frame, timestamp: rtpTimestamp, captureNs: captureNs,
                 capturedAt: MonotonicTime(nanoseconds: capturedAtNs), now: MonotonicTime(nanoseconds: sendNs))
         case .vp9:
             let layer =
@@ -528,10 +528,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                     switchingUpPoint: encoded.isLayerSync)
                 : nil
             let packets = vp9.packetize(
-                frame: frame, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
+                frameSize: frame.count, maxPayloadSize: maxPayload, keyframe: encoded.isKeyframe,
                 width: encoded.width, height: encoded.height, layer: layer)
             core.send(
-                packets, timestamp: rtpTimestamp, captureNs: captureNs,
+                packets, of: frame, timestamp: rtpTimestamp, captureNs: captureNs,
                 capturedAt: MonotonicTime(nanoseconds: capturedAtNs), now: MonotonicTime(nanoseconds: sendNs))
         }
     }

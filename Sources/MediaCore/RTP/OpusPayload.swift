@@ -6,14 +6,14 @@ public enum OpusPayload {
     /// RFC 7587 §4.1: the RTP clock rate is always 48 000 Hz.
     public static let clockRate = 48_000
 
-    /// Wraps one encoded Opus packet as the single payload of its RTP packet (RFC 7587 §4.2).
-    /// Traps when it does not fit `maxPayloadSize` (Opus packets are at most 1275 bytes per frame,
-    /// far below a 1200-byte MTU at normal bitrates) or is empty.
-    public static func packetize(frame: UnsafeRawBufferPointer, maxPayloadSize: Int) -> OpusFramePackets {
+    /// Plans one encoded Opus packet of `frameSize` bytes as the single payload of its RTP packet
+    /// (RFC 7587 §4.2). Traps when it does not fit `maxPayloadSize` (Opus packets are at most 1275
+    /// bytes per frame, far below a 1200-byte MTU at normal bitrates) or is empty.
+    public static func packetize(frameSize: Int, maxPayloadSize: Int) -> OpusFramePackets {
         precondition(
-            frame.count > 0 && frame.count <= maxPayloadSize,
-            "Opus packet of \(frame.count) bytes does not fit a \(maxPayloadSize)-byte payload")
-        return OpusFramePackets(frame: frame)
+            frameSize > 0 && frameSize <= maxPayloadSize,
+            "Opus packet of \(frameSize) bytes does not fit a \(maxPayloadSize)-byte payload")
+        return OpusFramePackets(frameSize: frameSize)
     }
 
     /// Where the Opus packet inside an RTP packet lies in the bytes it was parsed from: the whole
@@ -60,21 +60,29 @@ public enum OpusPayload {
     }
 }
 
-/// The single RTP payload of one Opus packet.
-/// Thread rule: a value type borrowing the packet. Cost: writing copies it once.
-public struct OpusFramePackets: RTPFramePayloads {
-    /// The Opus packet (borrowed).
-    public let frame: UnsafeRawBufferPointer
+/// The single RTP payload of one Opus packet: its size, not its bytes.
+/// Thread rule: a value type. Cost: writing copies the packet once.
+public struct OpusFramePackets: RTPFramePayloadWriter, Equatable {
+    /// Bytes of the Opus packet.
+    public let frameSize: Int
     /// One: the Opus packet travels whole in a single RTP payload.
     public var count: Int { 1 }
     /// False: for audio the caller sets the marker (first packet after DTX, RFC 3551 §4.1).
     public var setsMarkerOnLastPacket: Bool { false }
     /// Bytes of the one payload: the whole Opus packet (RFC 7587 §4.2).
-    public func payloadSize(at index: Int) -> Int { frame.count }
-    /// Writes the Opus packet into `buffer`; returns its size. No allocation.
-    public func writePayload(at index: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        precondition(index == 0 && buffer.count >= frame.count, "buffer too small for Opus packet")
+    public func payloadSize(at index: Int) -> Int { frameSize }
+
+    /// Appends the Opus packet to `output`. No allocation.
+    public func writePayload(at index: Int, of frame: RawSpan, into output: inout OutputRawSpan) {
+        appendPayload(at: index, of: frame, into: &output)
+    }
+
+    /// The raw form: writes the Opus packet at the start of `buffer`, returns its size.
+    package func writePayload(at index: Int, of frame: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int
+    {
+        precondition(frame.count == frameSize, "a \(frame.count)-byte packet for a \(frameSize)-byte Opus plan")
+        precondition(index == 0 && buffer.count >= frameSize, "buffer too small for Opus packet")
         buffer.copy(frame, to: 0)
-        return frame.count
+        return frameSize
     }
 }

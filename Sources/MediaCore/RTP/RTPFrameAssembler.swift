@@ -1,10 +1,17 @@
 /// One video frame reassembled from RTP packets by a depacketizer.
 ///
-/// `data` points into the depacketizer's own buffer and is valid until its next `push`.
+/// The bytes stay in the depacketizer's own buffer, valid until its next `push`: read them there
+/// with `withBytes`, or copy them out.
 /// Thread rule: borrowed memory, use on the depacketizer's thread. Cost: none (a view).
 public struct RTPAssembledFrame {
-    /// The frame's bytes in decoder format (payload descriptors removed).
-    public let data: UnsafeRawBufferPointer
+    /// The frame's bytes in decoder format (payload descriptors removed), in the depacketizer's
+    /// buffer (the engine's own code; others use `withBytes`).
+    package let data: UnsafeRawBufferPointer
+    /// Size of the frame in bytes.
+    public var byteCount: Int { data.count }
+    /// Lends the frame's bytes (decoder format) to `body`; before the depacketizer's next `push`
+    /// only. Cost: none.
+    public func withBytes<R, E: Error>(_ body: (RawSpan) throws(E) -> R) throws(E) -> R { try body(data.bytes) }
     /// RTP timestamp shared by the frame's packets.
     public let timestamp: UInt32
     /// Sequence number of the frame's first packet.

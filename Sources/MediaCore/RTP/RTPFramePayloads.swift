@@ -1,35 +1,67 @@
-/// The packets one encoded frame becomes under a payload format: how many, and how to write each
-/// packet's payload (descriptor + fragment) into caller memory.
+/// The packets one encoded frame becomes under a payload format: how many, how large, and how to
+/// write each packet's payload (descriptor and fragment) from the frame's bytes.
 ///
-/// Conformers (`VP8FramePackets`, `VP9FramePackets`, `OpusFramePackets`) borrow the frame's
-/// bytes: the frame must stay alive and unchanged until the last packet is written.
-/// Thread rule: value types used by one packetizing thread. Cost: writing copies the fragment once.
-public protocol RTPFramePayloads {
+/// A plan (`VP8FramePackets`, `VP9FramePackets`, `OpusFramePackets`) holds sizes and descriptors
+/// only, never the frame: each write is handed the frame's bytes, which must be the `frameSize`
+/// bytes the plan was made for.
+/// Thread rule: value types, freely shared. Cost: writing copies the fragment once.
+public protocol RTPFramePayloads: Sendable {
     /// Number of RTP packets the frame is split into (at least 1).
     var count: Int { get }
-    /// Bytes `writePayload(at:into:)` writes for packet `index`.
+    /// Bytes of the frame the plan splits.
+    var frameSize: Int { get }
+    /// Bytes `writePayload(at:of:into:)` appends for packet `index`.
     func payloadSize(at index: Int) -> Int
-    /// Writes packet `index`'s RTP payload into `buffer`; returns the bytes written.
-    func writePayload(at index: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int
+    /// Appends packet `index`'s RTP payload, cut from `frame`, to `output`. Traps when `frame` is
+    /// not `frameSize` bytes or `output` lacks `payloadSize(at:)` bytes of room.
+    func writePayload(at index: Int, of frame: RawSpan, into output: inout OutputRawSpan)
     /// Whether `writePacket` sets the marker on the last packet and clears it on the others
     /// (video, RFC 7741 §4.1 / RFC 9628 §4.1) or leaves the caller's marker alone (audio).
     var setsMarkerOnLastPacket: Bool { get }
+}
+
+/// The raw-buffer form of `RTPFramePayloads.writePayload`, for the send paths inside the package.
+package protocol RTPFramePayloadWriter: RTPFramePayloads {
+    /// Writes packet `index`'s payload from `frame` at the start of `buffer`; returns its size.
+    func writePayload(at index: Int, of frame: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int
 }
 
 extension RTPFramePayloads {
     /// Video formats mark the frame's last packet.
     public var setsMarkerOnLastPacket: Bool { true }
 
-    /// Writes packet `index` whole: `header` (for video with the marker bit set on the frame's
-    /// last packet, RFC 7741 §4.1, RFC 9628 §4.1, and cleared otherwise), then its payload. The
-    /// caller sets `sequenceNumber` and `timestamp` first. Returns the packet's size. No allocation.
+    /// Appends packet `index` whole to `output`: `header` (for video with the marker bit set on
+    /// the frame's last packet, RFC 7741 §4.1, RFC 9628 §4.1, and cleared otherwise), then its
+    /// payload cut from `frame`. The caller sets `sequenceNumber` and `timestamp` first. Returns
+    /// the packet's size. No allocation.
+    @discardableResult
     public func writePacket(
-        at index: Int, header: inout RTPHeader,
+        at index: Int, header: inout RTPHeader, of frame: RawSpan, into output: inout OutputRawSpan
+    ) -> Int {
+        if setsMarkerOnLastPacket { header.marker = index == count - 1 }
+        let start = output.byteCount
+        _ = header.marshal(into: &output)
+        writePayload(at: index, of: frame, into: &output)
+        return output.byteCount - start
+    }
+}
+
+extension RTPFramePayloadWriter {
+    /// `writePayload(at:of:into:)` on spans, through the raw form.
+    @inline(__always)
+    func appendPayload(at index: Int, of frame: RawSpan, into output: inout OutputRawSpan) {
+        frame.withUnsafeBytes { f in _ = output.appendWriting { writePayload(at: index, of: f, into: $0) } }
+    }
+
+    /// The raw form of `writePacket(at:header:of:into:)`, for the send paths: writes at the
+    /// start of `buffer`, returns the packet's size.
+    package func writePacket(
+        at index: Int, header: inout RTPHeader, of frame: UnsafeRawBufferPointer,
         into buffer: UnsafeMutableRawBufferPointer
     ) -> Int {
         if setsMarkerOnLastPacket { header.marker = index == count - 1 }
         let h = header.marshal(into: buffer)
-        return h + writePayload(at: index, into: buffer.tail(h))
+        return h + writePayload(at: index, of: frame, into: buffer.tail(h))
     }
 }
 

@@ -29,15 +29,15 @@ public struct VP8Packetizer: Sendable {
         self.pictureID = (pictureID ?? UInt16.random(in: 0...0x7FFF)) & 0x7FFF
     }
 
-    /// Plans the packets of one encoded frame whose payloads must each fit `maxPayloadSize`
-    /// (`header.maxPayloadSize(mtu:)`), and advances the PictureID. `frame` must stay valid until
-    /// the packets are written. Traps on an empty frame.
+    /// Plans the packets of one encoded frame of `frameSize` bytes whose payloads must each fit
+    /// `maxPayloadSize` (`header.maxPayloadSize(mtu:)`), and advances the PictureID. Traps on an
+    /// empty frame.
     public mutating func packetize(
-        frame: UnsafeRawBufferPointer, maxPayloadSize: Int,
+        frameSize: Int, maxPayloadSize: Int,
         temporalLayer: TemporalLayer? = nil,
         nonReference: Bool = false
     ) -> VP8FramePackets {
-        precondition(frame.count > 0, "empty VP8 frame")
+        precondition(frameSize > 0, "empty VP8 frame")
         var d = VP8PayloadDescriptor(
             nonReference: nonReference, startOfPartition: true, partitionIndex: 0,
             pictureID: pictureID, longPictureID: true)
@@ -47,18 +47,16 @@ public struct VP8Packetizer: Sendable {
             d.layerSync = t.layerSync
         }
         pictureID = (pictureID &+ 1) & 0x7FFF
-        let split = RTPEvenSplit(dataSize: frame.count, maxPayloadSize: maxPayloadSize, overhead: d.marshalSize)
-        return VP8FramePackets(descriptor: d, frame: frame, split: split)
+        let split = RTPEvenSplit(dataSize: frameSize, maxPayloadSize: maxPayloadSize, overhead: d.marshalSize)
+        return VP8FramePackets(descriptor: d, split: split)
     }
 }
 
-/// The RTP payloads of one VP8 frame, made by `VP8Packetizer.packetize`.
-/// Thread rule: a value type borrowing the frame. Cost: writing copies the fragment once.
-public struct VP8FramePackets: RTPFramePayloads {
+/// The RTP payloads of one VP8 frame, made by `VP8Packetizer.packetize`: sizes and the
+/// descriptor, not the frame. Thread rule: a value type. Cost: writing copies the fragment once.
+public struct VP8FramePackets: RTPFramePayloadWriter, Equatable {
     /// The descriptor of the first packet (later packets clear S).
     public let descriptor: VP8PayloadDescriptor
-    /// The frame being split (borrowed).
-    public let frame: UnsafeRawBufferPointer
     /// How the frame is spread over packets.
     public let split: RTPEvenSplit
 
@@ -67,8 +65,18 @@ public struct VP8FramePackets: RTPFramePayloads {
     /// Bytes of payload `index`, descriptor included.
     public func payloadSize(at index: Int) -> Int { split.payloadSize(at: index) }
 
-    /// Writes payload `index` (descriptor and data) into `buffer`; returns its size. No allocation.
-    public func writePayload(at index: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    /// Bytes of the frame.
+    public var frameSize: Int { split.dataSize }
+
+    /// Appends payload `index` (descriptor and data) to `output`. No allocation.
+    public func writePayload(at index: Int, of frame: RawSpan, into output: inout OutputRawSpan) {
+        appendPayload(at: index, of: frame, into: &output)
+    }
+
+    /// The raw form: writes payload `index` at the start of `buffer`, returns its size.
+    package func writePayload(at index: Int, of frame: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int
+    {
+        precondition(frame.count == split.dataSize, "a \(frame.count)-byte frame for a \(split.dataSize)-byte VP8 plan")
         var d = descriptor
         d.startOfPartition = index == 0
         let n = d.marshal(into: buffer)

@@ -42,13 +42,13 @@ public struct VP9Packetizer: Sendable {
     /// Plans the packets of one encoded frame (payloads fit `maxPayloadSize`) and advances the
     /// PictureID. `keyframe` clears P (no P_DIFF); otherwise the P_DIFFs follow `layer`'s temporal
     /// ID (see the type's comment); `width`/`height` feed the key frame's scalability structure.
-    /// `frame` must stay valid until the packets are written. Traps on an empty frame.
+    /// `frameSize` is the encoded frame's size in bytes. Traps on an empty frame.
     public mutating func packetize(
-        frame: UnsafeRawBufferPointer, maxPayloadSize: Int, keyframe: Bool,
+        frameSize: Int, maxPayloadSize: Int, keyframe: Bool,
         width: Int = 0, height: Int = 0,
         layer: VP9PayloadDescriptor.Layer? = nil
     ) -> VP9FramePackets {
-        precondition(frame.count > 0, "empty VP9 frame")
+        precondition(frameSize > 0, "empty VP9 frame")
         var d = VP9PayloadDescriptor(
             interPicturePredicted: !keyframe, flexibleMode: true,
             pictureID: pictureID, longPictureID: true, layer: layer)
@@ -73,19 +73,17 @@ public struct VP9Packetizer: Sendable {
         }
         let overhead = d.marshalSize - ssSize
         let split = RTPEvenSplit(
-            dataSize: frame.count, maxPayloadSize: maxPayloadSize, overhead: overhead,
+            dataSize: frameSize, maxPayloadSize: maxPayloadSize, overhead: overhead,
             firstExtra: ssSize)
-        return VP9FramePackets(descriptor: d, frame: frame, split: split)
+        return VP9FramePackets(descriptor: d, split: split)
     }
 }
 
-/// The RTP payloads of one VP9 frame, made by `VP9Packetizer.packetize`.
-/// Thread rule: a value type borrowing the frame. Cost: writing copies the fragment once.
-public struct VP9FramePackets: RTPFramePayloads {
+/// The RTP payloads of one VP9 frame, made by `VP9Packetizer.packetize`: sizes and the
+/// descriptor, not the frame. Thread rule: a value type. Cost: writing copies the fragment once.
+public struct VP9FramePackets: RTPFramePayloadWriter, Equatable {
     /// The descriptor of the first packet (later packets clear B and drop the SS; the last sets E).
     public let descriptor: VP9PayloadDescriptor
-    /// The frame being split (borrowed).
-    public let frame: UnsafeRawBufferPointer
     /// How the frame is spread over packets.
     public let split: RTPEvenSplit
 
@@ -94,8 +92,18 @@ public struct VP9FramePackets: RTPFramePayloads {
     /// Bytes of payload `index`, descriptor included.
     public func payloadSize(at index: Int) -> Int { split.payloadSize(at: index) }
 
-    /// Writes payload `index` (descriptor and data) into `buffer`; returns its size. No allocation.
-    public func writePayload(at index: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    /// Bytes of the frame.
+    public var frameSize: Int { split.dataSize }
+
+    /// Appends payload `index` (descriptor and data) to `output`. No allocation.
+    public func writePayload(at index: Int, of frame: RawSpan, into output: inout OutputRawSpan) {
+        appendPayload(at: index, of: frame, into: &output)
+    }
+
+    /// The raw form: writes payload `index` at the start of `buffer`, returns its size.
+    package func writePayload(at index: Int, of frame: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int
+    {
+        precondition(frame.count == split.dataSize, "a \(frame.count)-byte frame for a \(split.dataSize)-byte VP9 plan")
         var d = descriptor
         d.startOfFrame = index == 0
         d.endOfFrame = index == split.count - 1
