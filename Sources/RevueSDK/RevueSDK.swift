@@ -9,6 +9,8 @@
 @_exported import protocol MediaCore.AudioSink
 // Video in: an app feeds frames it captured into a local track's capturer.
 @_exported import class MediaCore.BufferCapturer
+// What a pixel view throws when your buffer cannot hold the picture it describes.
+@_exported import struct MediaCore.ColorConversionError
 @_exported import struct MediaCore.DecodedVideoFrame
 @_exported import struct MediaCore.I420View
 @_exported import class MediaCore.LatestFrameRenderer

@@ -35,6 +35,58 @@ import Testing
         }
     }
 
+    /// The span constructors lend the same views the checks make over the caller's own bytes, and
+    /// throw without calling the closure when a plane is too short.
+    @Test func spanConstructorsLendCheckedViewsOfTheCallersBytes() throws {
+        let y = [UInt8](repeating: 1, count: 40 * 9 + 33), u = [UInt8](repeating: 2, count: 20 * 8 + 17)
+        let v = [UInt8](repeating: 3, count: 20 * 8 + 17)
+        let yBase = y.withUnsafeBytes { $0.baseAddress! }, uBase = u.withUnsafeBytes { $0.baseAddress! }
+        let vBase = v.withUnsafeBytes { $0.baseAddress! }
+        let i420 = try PixelBufferView.withI420(
+            width: 33, height: 10, y: y.span.bytes, strideY: 40, u: u.span.bytes, strideU: 20, v: v.span.bytes, strideV: 20
+        ) { view in
+            (
+                view.format, view.stride(ofPlane: 0), view.stride(ofPlane: 2), view.base(ofPlane: 0) == yBase,
+                view.base(ofPlane: 1) == uBase, view.base(ofPlane: 2) == vBase
+            )
+        }
+        #expect(i420.0 == .i420 && i420.1 == 40 && i420.2 == 20 && i420.3 && i420.4 && i420.5)
+        let nv12 = try PixelBufferView.withNV12(
+            width: 33, height: 10, y: y.span.bytes, strideY: 40, uv: y.span.bytes, strideUV: 40
+        ) {
+            ($0.planeCount, $0.format)
+        }
+        #expect(nv12 == (2, .nv12))
+        let nv21 = try PixelBufferView.withNV21(
+            width: 33, height: 10, y: y.span.bytes, strideY: 40, vu: y.span.bytes, strideVU: 40
+        ) {
+            $0.format
+        }
+        #expect(nv21 == .nv21)
+        let packed = try PixelBufferView.withPacked(format: .bgra, width: 9, height: 9, data: y.span.bytes, stride: 40) {
+            ($0.width, $0.height, $0.stride(ofPlane: 0))
+        }
+        #expect(packed == (9, 9, 40))
+        let raw = [UInt8](repeating: 0, count: PixelBufferView.byteCount(for: .i420, width: 33, height: 17))
+        let strides = try PixelBufferView.withContiguous(raw.span.bytes, format: .i420, width: 33, height: 17) {
+            [$0.stride(ofPlane: 0), $0.stride(ofPlane: 1), $0.stride(ofPlane: 2)]
+        }
+        #expect(strides == [33, 17, 17])
+
+        var called = false
+        #expect(throws: ColorConversionError.self) {
+            try PixelBufferView.withPacked(format: .bgra, width: 11, height: 9, data: y.span.bytes, stride: 44) { _ in
+                called = true
+            }
+        }
+        #expect(throws: ColorConversionError.self) {
+            try PixelBufferView.withContiguous(raw.span.bytes.extracting(0..<100), format: .i420, width: 33, height: 17) { _ in
+                called = true
+            }
+        }
+        #expect(!called)
+    }
+
     @Test func rejectsBadSizesStridesAndBuffers() throws {
         let bytes = [UInt8](repeating: 0, count: 64 * 48 * 4)
         try bytes.withUnsafeBytes { raw in

@@ -15,11 +15,9 @@ import Testing
         var tone = SyntheticAudio(pattern: .tone(frequency: 440), sampleRate: 48_000, amplitude: 0.5)
         let signal = tone.floats(frames: 3_840) + [Float](repeating: 0, count: 5_760)
         for k in 0..<10 {
-            signal.withUnsafeBufferPointer { all in
-                stream.capturer.capture(
-                    UnsafeBufferPointer(rebasing: all[(k * 960)..<((k + 1) * 960)]), sampleRate: 48_000,
-                    channels: 1, timeStampNs: Int64(k) * 20_000_000)
-            }
+            stream.capturer.capture(
+                signal.span.extracting((k * 960)..<((k + 1) * 960)), sampleRate: 48_000, channels: 1,
+                timeStampNs: Int64(k) * 20_000_000)
         }
         let s = stream.statistics.capture
         #expect(s.captured == 4 && s.droppedRingFull == 6)
@@ -44,14 +42,14 @@ import Testing
         let ints: [Int16] = (0..<(frames * inputChannels)).map { Int16(truncatingIfNeeded: $0 &* 7919 &- 30_000) }
         let floats: [Float] = ints.map { Float($0) / 32768 * 1.5 }  // beyond full scale too: passed as is
         for asInt in [false, true] {
+            // Int16 through a lent `PCMBufferView`, Float through the span form of `capture`.
             if asInt {
-                ints.withUnsafeBufferPointer {
-                    stream.capturer.capture($0, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0)
+                PCMBufferView.withInt16(ints.span, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0) {
+                    #expect($0.frameCount == frames)
+                    stream.capturer.capture($0)
                 }
             } else {
-                floats.withUnsafeBufferPointer {
-                    stream.capturer.capture($0, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0)
-                }
+                stream.capturer.capture(floats.span, sampleRate: 48_000, channels: inputChannels, timeStampNs: 0)
             }
             func input(_ i: Int, _ c: Int) -> Float {
                 asInt ? Float(ints[i * inputChannels + c]) * (1 / 32768) : floats[i * inputChannels + c]
@@ -81,13 +79,12 @@ import Testing
         let stream = try AudioSendStream(configuration: sendTestAudioConfiguration(), sink: MemoryPacketSink())
         stream.startWithoutWorker()
         let samples = [Int16](repeating: 0, count: 961)
-        samples.withUnsafeBufferPointer { p in
-            stream.capturer.capture(p, sampleRate: 7_999, channels: 1, timeStampNs: 0)  // rate too low
-            stream.capturer.capture(p, sampleRate: 192_000, channels: 1, timeStampNs: 0)  // rate too high
-            stream.capturer.capture(p, sampleRate: 48_000, channels: 3, timeStampNs: 0)  // 3 channels
-            stream.capturer.capture(p, sampleRate: 48_000, channels: 2, timeStampNs: 0)  // 961 not whole frames
-            stream.capturer.capture(p, sampleRate: 8_000, channels: 1, timeStampNs: 0)  // fine
-        }
+        let p = samples.span
+        stream.capturer.capture(p, sampleRate: 7_999, channels: 1, timeStampNs: 0)  // rate too low
+        stream.capturer.capture(p, sampleRate: 192_000, channels: 1, timeStampNs: 0)  // rate too high
+        stream.capturer.capture(p, sampleRate: 48_000, channels: 3, timeStampNs: 0)  // 3 channels
+        stream.capturer.capture(p, sampleRate: 48_000, channels: 2, timeStampNs: 0)  // 961 not whole frames
+        stream.capturer.capture(p, sampleRate: 8_000, channels: 1, timeStampNs: 0)  // fine
         stream.stop()
         let s = stream.statistics.capture
         #expect(s.droppedInvalid == 4 && s.captured == 1)

@@ -1,6 +1,8 @@
 /// A borrowed, validated description of a caller's raw video buffer: its `PixelFormat`, size and
-/// up to three planes, each a base address and a stride in bytes. It is what `BufferCapturer`
-/// receives and `ColorConverter` reads.
+/// up to three planes, each a span of bytes and a stride. It is what `BufferCapturer` receives and
+/// `ColorConverter` reads. Make one with `withPacked`, `withI420`, `withNV12`, `withNV21` or
+/// `withContiguous`, which lend it to a closure over your bytes: the view is valid during that
+/// call only.
 ///
 /// Every initialiser checks what can be checked: a positive size (at most 16384 on a side), each
 /// plane present, each stride at least the row's bytes, each plane's byte count at least
@@ -26,7 +28,7 @@ public struct PixelBufferView: @unchecked Sendable {
 
     /// Base address of plane `index` (0..<planeCount): Y (or the packed pixels), then U/UV/VU,
     /// then V.
-    public func base(ofPlane index: Int) -> UnsafeRawPointer {
+    package func base(ofPlane index: Int) -> UnsafeRawPointer {
         precondition(index >= 0 && index < planeCount, "plane \(index) of a \(planeCount)-plane \(format) buffer")
         switch index {
         case 0: return bases.0
@@ -56,7 +58,7 @@ public struct PixelBufferView: @unchecked Sendable {
     // MARK: Validating initialisers
 
     /// A one-plane packed buffer: `.bgra`, `.argb`, `.rgba`, `.abgr`, `.rgb24`, `.yuy2` or `.uyvy`.
-    public static func packed(
+    package static func packed(
         format: PixelFormat, width: Int, height: Int,
         data: UnsafeRawBufferPointer, stride: Int
     ) throws(ColorConversionError) -> PixelBufferView {
@@ -71,7 +73,7 @@ public struct PixelBufferView: @unchecked Sendable {
     }
 
     /// Three-plane I420: Y at full size, U and V at `(width+1)/2` x `(height+1)/2`.
-    public static func i420(
+    package static func i420(
         width: Int, height: Int,
         y: UnsafeRawBufferPointer, strideY: Int,
         u: UnsafeRawBufferPointer, strideU: Int,
@@ -87,7 +89,7 @@ public struct PixelBufferView: @unchecked Sendable {
     }
 
     /// Two-plane NV12: Y, then interleaved U,V pairs at half resolution.
-    public static func nv12(
+    package static func nv12(
         width: Int, height: Int,
         y: UnsafeRawBufferPointer, strideY: Int,
         uv: UnsafeRawBufferPointer, strideUV: Int
@@ -96,7 +98,7 @@ public struct PixelBufferView: @unchecked Sendable {
     }
 
     /// Two-plane NV21: Y, then interleaved V,U pairs at half resolution.
-    public static func nv21(
+    package static func nv21(
         width: Int, height: Int,
         y: UnsafeRawBufferPointer, strideY: Int,
         vu: UnsafeRawBufferPointer, strideVU: Int
@@ -107,7 +109,7 @@ public struct PixelBufferView: @unchecked Sendable {
     /// A buffer of any format whose planes follow each other with no padding: the layout of a raw
     /// file (`ffmpeg -f rawvideo`), with the default strides of `defaultStrides(for:width:)`.
     /// `buffer` must hold at least `byteCount(for:width:height:)` bytes.
-    public static func contiguous(
+    package static func contiguous(
         _ buffer: UnsafeRawBufferPointer, format: PixelFormat,
         width: Int, height: Int
     ) throws(ColorConversionError) -> PixelBufferView {
@@ -226,5 +228,75 @@ extension PixelBufferView {
             strideY: frame.strideY,
             u: UnsafeRawBufferPointer(start: frame.u, count: frame.strideU * (ch - 1) + cw), strideU: frame.strideU,
             v: UnsafeRawBufferPointer(start: frame.v, count: frame.strideV * (ch - 1) + cw), strideV: frame.strideV)
+    }
+}
+
+// MARK: Views over spans
+
+extension PixelBufferView {
+    /// Lends `body` a view of a one-plane packed buffer (`.bgra`, `.argb`, `.rgba`, `.abgr`,
+    /// `.rgb24`, `.yuy2` or `.uyvy`) whose rows are `stride` bytes apart. Throws
+    /// `ColorConversionError` naming the plane and the numbers when the buffer cannot hold the
+    /// picture, without calling `body`.
+    public static func withPacked<R>(
+        format: PixelFormat, width: Int, height: Int, data: RawSpan, stride: Int, _ body: (PixelBufferView) -> R
+    ) throws(ColorConversionError) -> R {
+        try data.withUnsafeBytes { (d) throws(ColorConversionError) in
+            body(try packed(format: format, width: width, height: height, data: d, stride: stride))
+        }
+    }
+
+    /// Lends `body` a view of three-plane I420: Y at full size, U and V at `(width+1)/2` x
+    /// `(height+1)/2`. Throws like `withPacked`.
+    public static func withI420<R>(
+        width: Int, height: Int, y: RawSpan, strideY: Int, u: RawSpan, strideU: Int, v: RawSpan, strideV: Int,
+        _ body: (PixelBufferView) -> R
+    ) throws(ColorConversionError) -> R {
+        try y.withUnsafeBytes { (yb) throws(ColorConversionError) in
+            try u.withUnsafeBytes { (ub) throws(ColorConversionError) in
+                try v.withUnsafeBytes { (vb) throws(ColorConversionError) in
+                    body(
+                        try i420(
+                            width: width, height: height, y: yb, strideY: strideY, u: ub, strideU: strideU, v: vb,
+                            strideV: strideV))
+                }
+            }
+        }
+    }
+
+    /// Lends `body` a view of two-plane NV12: Y, then interleaved U,V pairs at half resolution.
+    /// Throws like `withPacked`.
+    public static func withNV12<R>(
+        width: Int, height: Int, y: RawSpan, strideY: Int, uv: RawSpan, strideUV: Int, _ body: (PixelBufferView) -> R
+    ) throws(ColorConversionError) -> R {
+        try y.withUnsafeBytes { (yb) throws(ColorConversionError) in
+            try uv.withUnsafeBytes { (cb) throws(ColorConversionError) in
+                body(try nv12(width: width, height: height, y: yb, strideY: strideY, uv: cb, strideUV: strideUV))
+            }
+        }
+    }
+
+    /// Lends `body` a view of two-plane NV21: Y, then interleaved V,U pairs at half resolution.
+    /// Throws like `withPacked`.
+    public static func withNV21<R>(
+        width: Int, height: Int, y: RawSpan, strideY: Int, vu: RawSpan, strideVU: Int, _ body: (PixelBufferView) -> R
+    ) throws(ColorConversionError) -> R {
+        try y.withUnsafeBytes { (yb) throws(ColorConversionError) in
+            try vu.withUnsafeBytes { (cb) throws(ColorConversionError) in
+                body(try nv21(width: width, height: height, y: yb, strideY: strideY, vu: cb, strideVU: strideVU))
+            }
+        }
+    }
+
+    /// Lends `body` a view of a buffer of any format whose planes follow each other with no
+    /// padding (a raw file's layout, `ffmpeg -f rawvideo`), with the strides of
+    /// `defaultStrides(for:width:)`. `buffer` must hold `byteCount(for:width:height:)` bytes.
+    /// Throws like `withPacked`.
+    public static func withContiguous<R>(
+        _ buffer: RawSpan, format: PixelFormat, width: Int, height: Int, _ body: (PixelBufferView) -> R
+    ) throws(ColorConversionError) -> R {
+        try buffer.withUnsafeBytes { (b) throws(ColorConversionError) in
+            body(try contiguous(b, format: format, width: width, height: height))
+        }
     }
 }

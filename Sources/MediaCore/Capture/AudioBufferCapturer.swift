@@ -6,6 +6,8 @@ import Synchronization
 
 /// A borrowed buffer of interleaved PCM handed to `AudioBufferCapturer.capture(_:)`: Int16 (full
 /// scale 32767) or Float32 (full scale 1.0) samples, 1 or 2 channels, 8-96 kHz, any length.
+/// `withInt16` and `withFloat32` lend one over your samples to a closure: it is valid during that
+/// call only.
 /// Thread rule: a value type over memory the caller keeps alive during the call. Cost: none.
 /// Sendable: `let` fields; the samples are only read, from memory the caller keeps alive and unchanged meanwhile.
 public struct PCMBufferView: @unchecked Sendable {
@@ -22,13 +24,13 @@ public struct PCMBufferView: @unchecked Sendable {
     public let timeStampNs: Int64
 
     /// Int16 samples. Validated by `capture` (bad rates, channel counts or lengths are dropped and counted).
-    public init(int16 samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+    package init(int16 samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
         self.samples = .int16(samples); self.sampleRate = sampleRate; self.channels = channels
         self.timeStampNs = timeStampNs
     }
 
     /// Float32 samples. Validated by `capture`.
-    public init(float32 samples: UnsafeBufferPointer<Float>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+    package init(float32 samples: UnsafeBufferPointer<Float>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
         self.samples = .float32(samples); self.sampleRate = sampleRate; self.channels = channels
         self.timeStampNs = timeStampNs
     }
@@ -140,12 +142,12 @@ public final class AudioBufferCapturer: @unchecked Sendable {
     }
 
     /// Captures Int16 interleaved samples taken at `timeStampNs`.
-    public func capture(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+    package func capture(_ samples: UnsafeBufferPointer<Int16>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
         capture(PCMBufferView(int16: samples, sampleRate: sampleRate, channels: channels, timeStampNs: timeStampNs))
     }
 
     /// Captures Float32 interleaved samples taken at `timeStampNs`.
-    public func capture(_ samples: UnsafeBufferPointer<Float>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+    package func capture(_ samples: UnsafeBufferPointer<Float>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
         capture(PCMBufferView(float32: samples, sampleRate: sampleRate, channels: channels, timeStampNs: timeStampNs))
     }
 
@@ -192,5 +194,41 @@ public final class AudioBufferCapturer: @unchecked Sendable {
     func setAccepting(_ on: Bool) {
         accepting.store(on, ordering: .sequentiallyConsistent)
         if !on { while inFlight.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() } }
+    }
+}
+
+// MARK: Spans
+
+extension PCMBufferView {
+    /// Lends `body` a view of interleaved Int16 `samples` taken at `timeStampNs`. The capturer
+    /// validates it (bad rates, channel counts or lengths are dropped and counted).
+    public static func withInt16<R, E: Error>(
+        _ samples: Span<Int16>, sampleRate: Int, channels: Int, timeStampNs: Int64, _ body: (PCMBufferView) throws(E) -> R
+    ) throws(E) -> R {
+        try samples.withUnsafeBufferPointer { (p) throws(E) in
+            try body(PCMBufferView(int16: p, sampleRate: sampleRate, channels: channels, timeStampNs: timeStampNs))
+        }
+    }
+
+    /// Lends `body` a view of interleaved Float32 `samples` taken at `timeStampNs`.
+    public static func withFloat32<R, E: Error>(
+        _ samples: Span<Float>, sampleRate: Int, channels: Int, timeStampNs: Int64, _ body: (PCMBufferView) throws(E) -> R
+    ) throws(E) -> R {
+        try samples.withUnsafeBufferPointer { (p) throws(E) in
+            try body(PCMBufferView(float32: p, sampleRate: sampleRate, channels: channels, timeStampNs: timeStampNs))
+        }
+    }
+}
+
+extension AudioBufferCapturer {
+    /// Captures interleaved Int16 samples taken at `timeStampNs`. Same rules and cost as
+    /// `capture(_:)`; any thread, never blocks.
+    public func capture(_ samples: Span<Int16>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+        samples.withUnsafeBufferPointer { capture($0, sampleRate: sampleRate, channels: channels, timeStampNs: timeStampNs) }
+    }
+
+    /// Captures interleaved Float32 samples taken at `timeStampNs`.
+    public func capture(_ samples: Span<Float>, sampleRate: Int, channels: Int, timeStampNs: Int64) {
+        samples.withUnsafeBufferPointer { capture($0, sampleRate: sampleRate, channels: channels, timeStampNs: timeStampNs) }
     }
 }
