@@ -49,7 +49,8 @@ import Testing
 
     @Test func writesCanonicalOneByteLayout() {
         var e = RTPHeaderExtensions()
-        e.set(id: 1, [0xA1]); e.set(id: 2, [0xB1, 0xB2]); e.set(id: 3, [0xC1, 0xC2, 0xC3, 0xC4])
+        let third: [UInt8] = [0xC1, 0xC2, 0xC3, 0xC4]
+        e.set(id: 1, [0xA1]); e.set(id: 2, [0xB1, 0xB2]); e.set(id: 3, bytes: third.span.bytes)
         var out = [UInt8](repeating: 0xEE, count: e.marshalSize)
         _ = out.withUnsafeMutableBytes { e.marshal(into: $0) }
         // Same elements as the RFC figure without the interior padding; zero padded at the end.

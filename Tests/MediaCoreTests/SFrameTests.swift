@@ -357,6 +357,13 @@ private let headerVectors: [(kid: UInt64, ctr: UInt64, header: String)] = [
             let header = SFrameHeader(keyID: v.kid, counter: v.ctr)
             #expect(header.bytes == hex(v.header), "kid \(v.kid) ctr \(v.ctr)")
             #expect(header.encodedLength == v.header.count / 2)
+            // The span form appends after what the output already holds.
+            var out = [UInt8](repeating: 0xEE, count: 1 + header.encodedLength)
+            let written = out.withUnsafeMutableBytes { raw in
+                var span = OutputRawSpan(buffer: raw, initializedCount: 1)
+                return header.encode(into: &span)
+            }
+            #expect(written == header.encodedLength && out == [0xEE] + hex(v.header))
             let (parsed, length) = try SFrameHeader.parse(hex(v.header))
             #expect(parsed == header)
             #expect(length == v.header.count / 2)

@@ -101,7 +101,7 @@ enum VPXTestSupport {
         let (packets, _) = try VPXTestSupport.encode(encoder, frames: 0..<12, forceKeyframeAt: [7])
         #expect(packets.filter(\.isKeyframe).map(\.index) == [0, 7])
         for p in packets {
-            let info = try p.data.withUnsafeBytes { try VPXDecoder.peekStreamInfo($0, codec: codec) }
+            let info = try VPXDecoder.peekStreamInfo(p.data.span.bytes, codec: codec)
             #expect(info.isKeyframe == p.isKeyframe, "frame \(p.index)")
             if p.isKeyframe {
                 #expect(info.width == 320 && info.height == 180)

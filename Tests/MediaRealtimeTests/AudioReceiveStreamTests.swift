@@ -56,7 +56,8 @@ private func play(
             }
             next += 1
         }
-        buffer.withUnsafeMutableBufferPointer { _ = s.pullAudio(into: $0, now: MonotonicTime(nanoseconds: now)) }
+        var span = buffer.mutableSpan
+        s.pullAudio(into: &span, now: MonotonicTime(nanoseconds: now))
         out += buffer
     }
     return (s, out)

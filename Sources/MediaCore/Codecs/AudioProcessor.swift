@@ -46,7 +46,7 @@ public final class AudioProcessor {
     /// Processes one frame in place (`speex_preprocess_run`); `frame.count` must equal `frameSize`
     /// (traps otherwise). Returns the VAD flag and speech probability.
     @discardableResult
-    public func process(_ frame: UnsafeMutableBufferPointer<Int16>) -> Result {
+    package func process(_ frame: UnsafeMutableBufferPointer<Int16>) -> Result {
         precondition(frame.count == frameSize, "AudioProcessor frame of \(frame.count) samples, expected \(frameSize)")
         let vad = speex_preprocess_run(state, frame.baseAddress!)
         return Result(isSpeech: vad != 0, speechProbability: Double(getInt(SPEEX_PREPROCESS_GET_PROB)) / 100)
@@ -146,5 +146,14 @@ public final class AudioProcessor {
     private func setInt(_ request: Int32, _ value: Int32) {
         let status = cms_speex_preprocess_set_int(state, request, value)
         precondition(status == 0, "speex_preprocess_ctl(\(request), \(value)) failed")
+    }
+}
+
+extension AudioProcessor {
+    /// Processes one frame in place (`speex_preprocess_run`); `frame.count` must equal
+    /// `frameSize` (traps otherwise). Returns the VAD flag and speech probability.
+    @discardableResult
+    public func process(_ frame: inout MutableSpan<Int16>) -> Result {
+        frame.withUnsafeMutableBufferPointer { process($0) }
     }
 }

@@ -142,7 +142,7 @@ public final class VPXDecoder {
     /// VP8 inter frames report `isKeyframe == false` and size 0. Throws for data that is not a
     /// frame of `codec` (a truncated keyframe header, a wrong sync code or frame marker).
     /// Thread rule: any thread. Cost: reads a few header bytes.
-    public static func peekStreamInfo(_ data: UnsafeRawBufferPointer, codec: VPXCodec) throws(VPXError) -> VPXStreamInfo {
+    package static func peekStreamInfo(_ data: UnsafeRawBufferPointer, codec: VPXCodec) throws(VPXError) -> VPXStreamInfo {
         guard let base = data.baseAddress, !data.isEmpty else {
             throw VPXError(rawValue: VPXError.corruptFrame.rawValue, detail: "\(codec) frame is empty")
         }
@@ -166,5 +166,14 @@ public final class VPXDecoder {
     private func drain() {
         var iter: vpx_codec_iter_t? = nil
         while vpx_codec_get_frame(ctx, &iter) != nil {}
+    }
+}
+
+extension VPXDecoder {
+    /// Reads keyframe flag and size from a frame's header (`vpx_codec_peek_stream_info`). VP8
+    /// inter frames report `isKeyframe == false` and size 0. Throws for data that is not a frame
+    /// of `codec`. Thread rule: any thread. Cost: reads a few header bytes.
+    public static func peekStreamInfo(_ data: RawSpan, codec: VPXCodec) throws(VPXError) -> VPXStreamInfo {
+        try data.withUnsafeBytes { (d) throws(VPXError) in try peekStreamInfo(d, codec: codec) }
     }
 }

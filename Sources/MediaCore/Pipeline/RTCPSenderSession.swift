@@ -174,7 +174,7 @@ public final class RTCPSenderSession {
 
     /// Handles one unprotected RTCP compound packet from the receiver, received at `now`.
     /// Malformed input is counted.
-    public func handle(_ rtcp: UnsafeRawBufferPointer, now: MonotonicTime, arrival: NTPTime = RTCPSenderSession.wallClock()) {
+    package func handle(_ rtcp: UnsafeRawBufferPointer, now: MonotonicTime, arrival: NTPTime = RTCPSenderSession.wallClock()) {
         let nowNs = now.nanoseconds
         guard let packets = try? RTCPCompound.parse(rtcp) else { counters.malformed += 1; return }
         for p in packets {
@@ -298,5 +298,13 @@ public final class RTCPSenderSession {
             handler?.setTargetBitrate(t)
             for target in targets.values where target.carriesVideo { target.handleEstimatedBitrate(t) }
         }
+    }
+}
+
+extension RTCPSenderSession {
+    /// Handles one unprotected RTCP compound packet from the receiver, received at `now`.
+    /// Malformed input is counted.
+    public func handle(_ rtcp: RawSpan, now: MonotonicTime, arrival: NTPTime = RTCPSenderSession.wallClock()) {
+        rtcp.withUnsafeBytes { handle($0, now: now, arrival: arrival) }
     }
 }

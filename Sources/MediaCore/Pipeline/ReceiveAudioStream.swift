@@ -204,7 +204,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
     /// audio, FEC-recovered or concealed audio, or silence before playout starts. `now` is when the
     /// block starts to play. Audio thread only.
     @discardableResult
-    public func pullAudio(into output: UnsafeMutableBufferPointer<Int16>, now: MonotonicTime = .now) -> Int {
+    package func pullAudio(into output: UnsafeMutableBufferPointer<Int16>, now: MonotonicTime = .now) -> Int {
         let nowNs = now.nanoseconds
         let ch = settings.channels
         let need = samplesPerPull
@@ -465,5 +465,16 @@ public final class AudioReceiveStream: @unchecked Sendable {
         receiveStatistics.fill(&s)
         s.packetsDiscarded += UInt64(networkDiscarded)
         return s
+    }
+}
+
+extension AudioReceiveStream {
+    /// Writes the next 10 ms (`samplesPerPull` x channels interleaved samples at the output rate)
+    /// to the front of `output` and returns the samples per channel written: decoded audio,
+    /// FEC-recovered or concealed audio, or silence before playout starts. `now` is when the
+    /// block starts to play. Audio thread only.
+    @discardableResult
+    public func pullAudio(into output: inout MutableSpan<Int16>, now: MonotonicTime = .now) -> Int {
+        output.withUnsafeMutableBufferPointer { pullAudio(into: $0, now: now) }
     }
 }

@@ -47,7 +47,7 @@ public final class SendHistory {
     /// Keeps a copy of a sent packet with RTP sequence number `seq`, replacing whatever used its
     /// slot, sent at `now`. Packets larger than `maxPacketSize` are not kept (returns false).
     @discardableResult
-    public func store(seq: UInt16, packet: UnsafeRawBufferPointer, now: MonotonicTime) -> Bool {
+    package func store(seq: UInt16, packet: UnsafeRawBufferPointer, now: MonotonicTime) -> Bool {
         let slot = Int(seq) & mask
         guard packet.count <= maxPacketSize, let base = packet.baseAddress else {
             lengths[slot] = 0
@@ -91,5 +91,14 @@ public final class SendHistory {
     /// Forgets every packet (e.g. after a stream restart).
     public func removeAll() {
         for i in 0..<capacity { lengths[i] = 0 }
+    }
+}
+
+extension SendHistory {
+    /// Keeps a copy of a sent packet with RTP sequence number `seq`, replacing whatever used its
+    /// slot, sent at `now`. Packets larger than `maxPacketSize` are not kept (returns false).
+    @discardableResult
+    public func store(seq: UInt16, packet: RawSpan, now: MonotonicTime) -> Bool {
+        packet.withUnsafeBytes { store(seq: seq, packet: $0, now: now) }
     }
 }

@@ -106,7 +106,7 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
     }
 
     /// Sets element `id` to a copy of `bytes` (replacing an existing one). No allocation.
-    public mutating func set(id: UInt8, bytes: UnsafeRawBufferPointer) {
+    package mutating func set(id: UInt8, bytes: UnsafeRawBufferPointer) {
         let o = reserve(id: id, length: bytes.count)
         for k in 0..<bytes.count { data[o + k] = bytes[k] }
     }
@@ -270,5 +270,12 @@ extension RTPHeaderExtensions {
             at += 1 + size
         }
         return nil
+    }
+}
+
+extension RTPHeaderExtensions {
+    /// Sets element `id` to a copy of `bytes` (replacing an existing one). No allocation.
+    public mutating func set(id: UInt8, bytes: RawSpan) {
+        bytes.withUnsafeBytes { set(id: id, bytes: $0) }
     }
 }

@@ -33,7 +33,7 @@ public struct SFrameHeader: Hashable, Sendable {
     /// Writes the header at the start of `buffer`, which must hold `encodedLength` bytes (traps
     /// otherwise), and returns the number of bytes written.
     @discardableResult
-    public func encode(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    package func encode(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let length = encodedLength
         precondition(buffer.count >= length, "SFrame header needs \(length) bytes")
         var config: UInt8 = 0
@@ -114,5 +114,14 @@ public struct SFrameHeader: Hashable, Sendable {
         var v: UInt64 = 0
         for i in 0..<count { v = v << 8 | UInt64(bytes[at + i]) }
         return v
+    }
+}
+
+extension SFrameHeader {
+    /// Appends the header (`encodedLength` bytes) to `output` (traps on less free capacity) and
+    /// returns the number of bytes written.
+    @discardableResult
+    public func encode(into output: inout OutputRawSpan) -> Int {
+        output.appendWriting { encode(into: $0) }
     }
 }

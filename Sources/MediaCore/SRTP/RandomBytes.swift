@@ -19,7 +19,7 @@ public enum RandomBytes {
     }
 
     /// Fills `buffer` with random bytes. Does not allocate.
-    public static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+    package static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         ensureInitialized()
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
         randombytes_buf(base, buffer.count)
@@ -78,4 +78,11 @@ public struct SecureRandomNumberGenerator: RandomNumberGenerator, Sendable {
 
     /// The next random 64-bit value.
     public mutating func next() -> UInt64 { RandomBytes.uint64() }
+}
+
+extension RandomBytes {
+    /// Fills `bytes` with random bytes from the system's secure source. Does not allocate.
+    public static func fill(_ bytes: inout MutableRawSpan) {
+        bytes.withUnsafeMutableBytes { fill($0) }
+    }
 }
