@@ -269,11 +269,7 @@ extension PixelBufferView {
     public static func withNV12<R>(
         width: Int, height: Int, y: RawSpan, strideY: Int, uv: RawSpan, strideUV: Int, _ body: (PixelBufferView) -> R
     ) throws(ColorConversionError) -> R {
-        try y.withUnsafeBytes { (yb) throws(ColorConversionError) in
-            try uv.withUnsafeBytes { (cb) throws(ColorConversionError) in
-                body(try nv12(width: width, height: height, y: yb, strideY: strideY, uv: cb, strideUV: strideUV))
-            }
-        }
+        try withSemiPlanar(.nv12, width, height, y, strideY, uv, strideUV, body)
     }
 
     /// Lends `body` a view of two-plane NV21: Y, then interleaved V,U pairs at half resolution.
@@ -281,9 +277,16 @@ extension PixelBufferView {
     public static func withNV21<R>(
         width: Int, height: Int, y: RawSpan, strideY: Int, vu: RawSpan, strideVU: Int, _ body: (PixelBufferView) -> R
     ) throws(ColorConversionError) -> R {
+        try withSemiPlanar(.nv21, width, height, y, strideY, vu, strideVU, body)
+    }
+
+    private static func withSemiPlanar<R>(
+        _ format: PixelFormat, _ width: Int, _ height: Int, _ y: RawSpan, _ strideY: Int, _ chroma: RawSpan,
+        _ strideChroma: Int, _ body: (PixelBufferView) -> R
+    ) throws(ColorConversionError) -> R {
         try y.withUnsafeBytes { (yb) throws(ColorConversionError) in
-            try vu.withUnsafeBytes { (cb) throws(ColorConversionError) in
-                body(try nv21(width: width, height: height, y: yb, strideY: strideY, vu: cb, strideVU: strideVU))
+            try chroma.withUnsafeBytes { (cb) throws(ColorConversionError) in
+                body(try semiPlanar(format, width, height, yb, strideY, cb, strideChroma))
             }
         }
     }
