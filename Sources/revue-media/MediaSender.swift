@@ -225,6 +225,9 @@ final class RecordingSink: PacketSink, Sendable {
         pcapDestination = PcapEndpoint(destination)
     }
 
+    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
+    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
+
     func write(_ packet: UnsafeRawBufferPointer) {
         udp.write(packet)
         pcap?.write(packet, to: pcapDestination)

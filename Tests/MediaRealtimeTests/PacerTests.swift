@@ -9,6 +9,9 @@ import Testing
 final class TimingSink: PacketSink, @unchecked Sendable {
     struct Entry { var ns: UInt64; var size: Int; var ssrc: UInt32; var timestamp: UInt32 }
     let entries = Mutex<[Entry]>([])
+    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
+    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
+
     func write(_ packet: UnsafeRawBufferPointer) {
         let now = MonotonicTime.now.nanoseconds
         let e = Entry(
@@ -211,6 +214,9 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
 /// Keeps every packet's bytes and when it reached the sink.
 final class CopyingSink: PacketSink, @unchecked Sendable {
     let packets = Mutex<[(ns: UInt64, bytes: [UInt8])]>([])
+    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
+    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
+
     func write(_ packet: UnsafeRawBufferPointer) {
         let now = MonotonicTime.now.nanoseconds
         packets.withLock { $0.append((now, Array(packet))) }

@@ -26,7 +26,10 @@ package final class MemoryPacketSink: PacketSink {
     }
 
     /// Copies the packet.
-    public func write(_ packet: UnsafeRawBufferPointer) {
+    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
+    package func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
+
+    package func write(_ packet: UnsafeRawBufferPointer) {
         let copy = [UInt8](packet)
         state.withLock { s in
             s.written += 1

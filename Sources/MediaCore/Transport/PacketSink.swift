@@ -10,20 +10,23 @@
 /// counters may be read from any thread. Cost: per sink (a copy into a preallocated slot for UDP).
 public protocol PacketSink: AnyObject, Sendable {
     /// Hands over one packet; its bytes are consumed before the call returns.
-    func write(_ packet: UnsafeRawBufferPointer)
+    func write(_ packet: RawSpan)
     /// Sends (or records) everything written since the last flush.
     func flush()
 }
 
 extension PacketSink {
+    /// The raw-buffer form of `write`, for the send paths inside the package.
+    package func write(_ packet: UnsafeRawBufferPointer) { write(packet.bytes) }
+
     /// Writes every packet of `packets` in order (does not flush).
-    public func write<S: Sequence>(contentsOf packets: S) where S.Element == UnsafeRawBufferPointer {
+    package func write<S: Sequence>(contentsOf packets: S) where S.Element == UnsafeRawBufferPointer {
         for packet in packets { write(packet) }
     }
 
     /// Writes a packet held in an array (convenience for tests and control traffic; does not flush).
     public func write(_ packet: [UInt8]) {
-        packet.withUnsafeBytes { write($0) }
+        write(packet.span.bytes)
     }
 
     /// Writes `packets` in order and flushes: one frame's worth in one call (convenience for

@@ -9,5 +9,10 @@ public protocol RoutedPacketSink: PacketSink {
     /// Sends `packet` to the receiver identified by `route` only (a value the caller gave the
     /// stream with `handleNack(_:route:)`); an unknown route drops the packet. Bytes are consumed
     /// before the call returns.
-    func write(_ packet: UnsafeRawBufferPointer, route: Int)
+    func write(_ packet: RawSpan, route: Int)
+}
+
+extension RoutedPacketSink {
+    /// The raw-buffer form of `write(_:route:)`, for the send paths inside the package.
+    package func write(_ packet: UnsafeRawBufferPointer, route: Int) { write(packet.bytes, route: route) }
 }

@@ -54,7 +54,10 @@ public final class UDPPacketSink: PacketSink, @unchecked Sendable {
     deinit { slots.deallocate() }
 
     /// Copies the packet into the batch; sends the batch when it is full.
-    public func write(_ packet: UnsafeRawBufferPointer) {
+    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
+    public func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
+
+    package func write(_ packet: UnsafeRawBufferPointer) {
         guard packet.count <= maxPacketSize else {
             counters.withLock { $0.oversizePackets += 1 }
             return

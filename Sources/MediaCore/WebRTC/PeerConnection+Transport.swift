@@ -146,6 +146,9 @@ package final class PeerConnectionRTPSender: PacketSink, Sendable {
 
     /// Sends the protected `packet` on the selected pair; counts it as dropped when not active,
     /// when the stream does not protect yet, or when sending fails.
+    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
+    package func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
+
     package func write(_ packet: UnsafeRawBufferPointer) {
         if isMuted.load(ordering: .relaxed) { return }
         let protected = protection.adopted

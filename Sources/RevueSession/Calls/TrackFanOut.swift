@@ -75,6 +75,9 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
         }
     }
 
+    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
+    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
+
     func write(_ packet: UnsafeRawBufferPointer) {
         if muted.load(ordering: .relaxed) {
             packetsMuted.add(1, ordering: .relaxed)
@@ -86,6 +89,9 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
             bytesSent.add(UInt64(packet.count), ordering: .relaxed)
         }
     }
+
+    /// The span form of `write(_:route:)` (the `RoutedPacketSink` requirement).
+    func write(_ packet: RawSpan, route: Int) { packet.withUnsafeBytes { write($0, route: route) } }
 
     func write(_ packet: UnsafeRawBufferPointer, route: Int) {
         guard !muted.load(ordering: .relaxed),
