@@ -15,7 +15,7 @@ extension FuzzEntries {
             switch NodeCommandLine.parse(line) {
             case .blank:
                 fuzzRequire(
-                    line.unicodeScalars.allSatisfy { $0 == "\t" || $0.properties.generalCategory == .spaceSeparator },
+                    line.allSatisfy(\.isWhitespace),
                     "non-blank line \(line.debugDescription) read as blank")
             case .error(let e):
                 fuzzRequire(

@@ -74,9 +74,10 @@ public final class VideoFrame: @unchecked Sendable {
         _ body: (_ y: inout MutableSpan<UInt8>, _ u: inout MutableSpan<UInt8>, _ v: inout MutableSpan<UInt8>) throws(E) -> R
     ) throws(E) -> R {
         try withExtendedLifetime(self) { () throws(E) -> R in
-            let yb = UnsafeMutableBufferPointer(start: y, count: strideY * (height - 1) + width)
-            let ub = UnsafeMutableBufferPointer(start: u, count: strideUV * (chromaHeight - 1) + chromaWidth)
-            let vb = UnsafeMutableBufferPointer(start: v, count: strideUV * (chromaHeight - 1) + chromaWidth)
+            let chroma = planeByteCount(stride: strideUV, width: chromaWidth, rows: chromaHeight)
+            let yb = UnsafeMutableBufferPointer(start: y, count: planeByteCount(stride: strideY, width: width, rows: height))
+            let ub = UnsafeMutableBufferPointer(start: u, count: chroma)
+            let vb = UnsafeMutableBufferPointer(start: v, count: chroma)
             var ys = yb.mutableSpan, us = ub.mutableSpan, vs = vb.mutableSpan
             return try body(&ys, &us, &vs)
         }
@@ -156,7 +157,7 @@ public struct I420View: @unchecked Sendable {
         _ body: (_ y: Span<UInt8>, _ u: Span<UInt8>, _ v: Span<UInt8>) throws(E) -> R
     ) throws(E) -> R {
         func plane(_ p: UnsafePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) -> UnsafeBufferPointer<UInt8> {
-            UnsafeBufferPointer(start: p, count: h == 0 ? 0 : stride * (h - 1) + w)
+            UnsafeBufferPointer(start: p, count: planeByteCount(stride: stride, width: w, rows: h))
         }
         let yb = plane(y, strideY, width, height)
         let ub = plane(u, strideU, chromaWidth, chromaHeight)
@@ -169,3 +170,7 @@ public struct I420View: @unchecked Sendable {
     /// Height of each chroma plane.
     public var chromaHeight: Int { (height + 1) / 2 }
 }
+
+/// Bytes a plane of `rows` rows `stride` apart spans when its last row holds `width` bytes: what
+/// the lent plane spans cover (nothing past the last row's last pixel).
+private func planeByteCount(stride: Int, width: Int, rows: Int) -> Int { rows == 0 ? 0 : stride * (rows - 1) + width }

@@ -223,7 +223,7 @@ extension OpusEncoder {
     @discardableResult
     public func encode(_ pcm: Span<Int16>, into packet: inout OutputRawSpan) throws(OpusError) -> Int {
         try pcm.withUnsafeBufferPointer { (input) throws(OpusError) in
-            try Self.append(to: &packet) { (free) throws(OpusError) in try encode(input, into: free) }
+            try packet.appendWriting { (free) throws(OpusError) in try encode(input, into: free) }
         }
     }
 
@@ -232,18 +232,7 @@ extension OpusEncoder {
     @discardableResult
     public func encode(_ pcm: Span<Float>, into packet: inout OutputRawSpan) throws(OpusError) -> Int {
         try pcm.withUnsafeBufferPointer { (input) throws(OpusError) in
-            try Self.append(to: &packet) { (free) throws(OpusError) in try encode(input, into: free) }
-        }
-    }
-
-    /// Lets `write` fill `packet`'s free capacity; the bytes it reports become initialized.
-    private static func append(
-        to packet: inout OutputRawSpan, _ write: (UnsafeMutableRawBufferPointer) throws(OpusError) -> Int
-    ) throws(OpusError) -> Int {
-        try packet.withUnsafeMutableBytes { (buffer, initialized) throws(OpusError) in
-            let n = try write(UnsafeMutableRawBufferPointer(rebasing: buffer[initialized...]))
-            initialized += n
-            return n
+            try packet.appendWriting { (free) throws(OpusError) in try encode(input, into: free) }
         }
     }
 }

@@ -255,11 +255,10 @@ extension IVFReader {
     /// Appends the payload announced by `nextFrameHeader()` to `output`, which must have that much
     /// free capacity (traps otherwise). Throws `truncated` when the file ends inside the frame.
     public func readPayload(into output: inout OutputRawSpan) throws(ContainerError) {
-        try output.withUnsafeMutableBytes { (buffer, initialized) throws(ContainerError) in
-            let free = UnsafeMutableRawBufferPointer(rebasing: buffer[initialized...])
-            let size = pending.map { Int($0.size) } ?? 0
+        let size = pending.map { Int($0.size) } ?? 0
+        try output.appendWriting { (free) throws(ContainerError) in
             try readPayload(into: free)
-            initialized += size
+            return size
         }
     }
 }

@@ -38,11 +38,12 @@ extension RawSpan {
 
 extension OutputRawSpan {
     /// Lets a writer that takes a raw buffer fill the free capacity; `write` returns the bytes it
-    /// wrote, which become initialized. The writers trap rather than write past the buffer.
+    /// wrote, which become initialized. The writers trap rather than write past the buffer; a
+    /// writer that throws leaves the span as it was.
     @inline(__always) @discardableResult
-    mutating func appendWriting(_ write: (UnsafeMutableRawBufferPointer) -> Int) -> Int {
-        withUnsafeMutableBytes { buffer, initialized in
-            let n = write(UnsafeMutableRawBufferPointer(rebasing: buffer[initialized...]))
+    mutating func appendWriting<E: Error>(_ write: (UnsafeMutableRawBufferPointer) throws(E) -> Int) throws(E) -> Int {
+        try withUnsafeMutableBytes { (buffer, initialized) throws(E) in
+            let n = try write(UnsafeMutableRawBufferPointer(rebasing: buffer[initialized...]))
             precondition(n <= buffer.count - initialized, "writer reported more bytes than the span's free capacity")
             initialized += n
             return n
