@@ -13,36 +13,11 @@ demo: deps
 	$(SWIFT) build -c release --product revue-media
 	$$($(SWIFT) build -c release --show-bin-path)/revue-media demo --seconds $(SECONDS) --out $(OUT)
 
-# The session tests assert timing (a friend offline within 2 s); they run first, on their own,
-# so the CPU-heavy codec and call-media tests running in parallel cannot starve them on a 2-core
-# machine; the calls through a Janus SFU (a real server and several peers) one suite at a time;
-# the call-media tests (real encoders in several peers) run next, the resume test (it
-# times how soon video comes back) alone after them, the call-cycle leak test (it reads the
-# process's resident memory, which tests running beside it would move) alone too, then the load attacks
-# (a spoofed handshake flood, a million fake registrations) alone. Then, one test at a
-# time: the real-time media tests (MediaRealtimeTests: pipelines paced by the wall clock, threads,
-# UDP, the relay), the interop tests (external encoders and decoders), and every test whose name
-# contains "allocat" (the exact allocation counter crashed walking the loader's object list while
-# parallel tests ran). Last, everything else in parallel: the parser, codec, container, SRTP and
-# SDP tests, which use neither threads nor the clock.
-TIMED_TESTS = RevueSessionTests|SDKScenarioTests
-SERIAL_TESTS = MediaRealtimeTests|InteropTests|[Aa]llocat
-
-## make test: checks the formatting (make lint), builds and runs the whole test suite, then
-## FUZZ_SMOKE_RUNS inputs of every fuzz target
-## (at most FUZZ_SMOKE_SECONDS each)
+## make test: checks the formatting (make lint), builds and runs the whole test suite in phases
+## (scripts/test says which tests run beside which, and why), then FUZZ_SMOKE_RUNS inputs of
+## every fuzz target (at most FUZZ_SMOKE_SECONDS each); prints each phase's time.
 test: deps lint
-	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --filter '$(TIMED_TESTS)' --skip 'CallMedia|CallSFU|AttackLoad|NetworkLab'
-	$(SWIFT) test --skip-build --no-parallel --filter CallSFU
-	$(SWIFT) test --skip-build --filter CallMedia --skip 'CallMediaResume|CallMediaCycle'
-	$(SWIFT) test --skip-build --filter CallMediaResume
-	$(SWIFT) test --skip-build --filter CallMediaCycle
-	$(SWIFT) test --skip-build --filter AttackLoad
-	$(SWIFT) test --skip-build --filter NetworkLab
-	$(SWIFT) test --skip-build --no-parallel --filter '$(SERIAL_TESTS)' --skip '$(TIMED_TESTS)|CallMedia|AttackLoad'
-	$(SWIFT) test --skip-build --skip '$(TIMED_TESTS)|CallMedia|AttackLoad|$(SERIAL_TESTS)'
-	FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_MAX_SECONDS=$(FUZZ_SMOKE_SECONDS) FUZZ_SCRATCH=.build-fuzz-smoke scripts/fuzz
+	SWIFT=$(SWIFT) FUZZ_SMOKE_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/test
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
 ##   BENCH_ARGS passes options (e.g. BENCH_ARGS="ring --reps 9"); charts go to docs/performance/.
@@ -58,8 +33,8 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
-## make fuzz: every libFuzzer target (Fuzz/, docs/robustness.md) for FUZZ_SECONDS each, one after
-## the other; crash inputs are kept in Fuzz/crashes/<target>/ (commit them: the tests replay them)
+## make fuzz: every libFuzzer target (Fuzz/, docs/robustness.md) for FUZZ_SECONDS each, one target
+## per core at a time; crash inputs are kept in Fuzz/crashes/<target>/ (commit them: the tests replay them)
 FUZZ_SECONDS ?= 180
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz

@@ -232,8 +232,7 @@ final class NetworkLab: @unchecked Sendable {
     /// Builds the lab, then starts what `options` asks for; on any failure everything built so
     /// far is removed and the error names the failing step.
     init(_ options: Options = Options()) async throws {
-        // One lab at a time in this process (suites run in parallel): each lab's peers, coturn
-        // and media feeds get the machine's cores to themselves as far as the lab tests go.
+        // At most two labs at a time in this process (LabLease says why).
         await LabLease.shared.acquire()
         self.options = options
         prefix = "rl\(getpid())x\(Self.serial.wrappingAdd(1, ordering: .relaxed).oldValue)"
@@ -726,22 +725,28 @@ final class NetworkLab: @unchecked Sendable {
     }
 }
 
-/// The right to build a lab: held from `NetworkLab.init` to `teardown()`, one holder at a time,
-/// waiters served in order. Thread rule: an actor. Cost: none while free.
+/// The right to build a lab: held from `NetworkLab.init` to `teardown()`, by at most
+/// `capacity` labs at once, waiters served in order. A lab's peers and coturn use about a quarter
+/// of a core (their media is small and the scenarios mostly wait on the clock), so two labs share
+/// a 2-core machine without starving each other; more would crowd the failover timings.
+/// Thread rule: an actor. Cost: none while a place is free.
 actor LabLease {
-    static let shared = LabLease()
-    private var held = false
+    static let shared = LabLease(capacity: 2)
+    private let capacity: Int
+    private var holders = 0
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
-    /// Waits until no other lab exists, then holds the lease.
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Waits until fewer than `capacity` labs exist, then holds a place.
     func acquire() async {
-        guard held else { held = true; return }
+        guard holders >= capacity else { holders += 1; return }
         await withCheckedContinuation { waiters.append($0) }
     }
 
-    /// Passes the lease to the next waiter, or frees it.
+    /// Passes the place to the next waiter, or frees it.
     func release() {
-        if waiters.isEmpty { held = false } else { waiters.removeFirst().resume() }
+        if waiters.isEmpty { holders -= 1 } else { waiters.removeFirst().resume() }
     }
 }
 

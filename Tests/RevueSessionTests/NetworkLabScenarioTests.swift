@@ -347,7 +347,6 @@ final class LabCall: @unchecked Sendable {
 /// documents, coturn allocates and relays and the lab's counters and log reading see it, and a
 /// UDP-blocked home reaches coturn over TCP only. Root only.
 @Suite(
-    .serialized,
     .enabled(if: networkLabHasTURN, "needs root, ip, nft and coturn's turnserver: the network lab self-tests are skipped"))
 struct NetworkLabSelfTests {
     /// The NAT kinds do what the lab says: cone keeps one public port (the home's own) for every
@@ -536,7 +535,6 @@ struct NetworkLabSelfTests {
 /// says which step broke. Every scenario that carries media also checks that the friend session
 /// runs on the same path (the friends' link) as the call. Root only.
 @Suite(
-    .serialized,
     .enabled(
         if: networkLabHasTURN,
         "needs root, ip, nft, coturn's turnserver and a built revue-node: the network lab scenarios are skipped"))
