@@ -15,7 +15,7 @@ import Testing
         }
         for seq in UInt16(100)..<116 {
             var got: [UInt8] = []
-            let r = h.retransmit(seq: seq, now: MonotonicTime(nanoseconds: 10)) { got = Array($0) }
+            let r = h.retransmit(seq: seq, now: MonotonicTime(nanoseconds: 10)) { got = $0.withUnsafeBytes { Array($0) } }
             #expect(r == .found(count: 1))
             #expect(got == packet(seq))
         }
@@ -34,7 +34,9 @@ import Testing
         }
         for kept: UInt16 in [65534, 65535, 0, 1, 2, 3, 4, 5] {
             var got: [UInt8] = []
-            #expect(h.retransmit(seq: kept, now: MonotonicTime(nanoseconds: 0)) { got = Array($0) } == .found(count: 1))
+            #expect(
+                h.retransmit(seq: kept, now: MonotonicTime(nanoseconds: 0)) { got = $0.withUnsafeBytes { Array($0) } }
+                    == .found(count: 1))
             #expect(got == packet(kept))
         }
         #expect(h.retransmit(seq: 6, now: MonotonicTime(nanoseconds: 0)) { _ in } == .missing)

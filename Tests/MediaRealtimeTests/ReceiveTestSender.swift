@@ -70,8 +70,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     // MARK: RTCPFeedbackHandler
 
     func retransmit(ssrc: UInt32, sequenceNumber: UInt16) -> SendHistory.Lookup {
-        let r = history.retransmit(seq: sequenceNumber, now: .now, maxRetransmissions: 3) {
-            bytes in
+        let r = history.retransmit(seq: sequenceNumber, now: .now, maxRetransmissions: 3) { (bytes: RawSpan) in
             _ = try? socket.send(bytes, to: destination)
         }
         if case .found = r { retransmissions += 1 }

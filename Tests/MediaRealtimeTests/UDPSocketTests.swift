@@ -95,6 +95,45 @@ private func ipv6LoopbackAvailable() -> Bool {
         #expect(source == (try a.localAddress()))
     }
 
+    /// The span forms a user of the engine sees: a datagram sent from a span arrives whole, one
+    /// longer than the receiving span is clipped and flagged, the arrival address comes with
+    /// `receiveWithDestination`, and a batch lends each datagram's bytes as a span.
+    @Test func spanFormsSendReceiveAndLendDatagrams() throws {
+        var options = UDPSocket.Options()
+        options.receiveDestinations = true
+        let receiver = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options)
+        let sender = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let to = try receiver.localAddress(), from = try sender.localAddress()
+        let long = pattern(5, size: 300), short = pattern(6, size: 80), third = pattern(7, size: 40)
+        #expect(try sender.send(long.span.bytes, to: to) == 300)
+        #expect(try sender.send(short.span.bytes, to: to, from: .loopbackIPv4(port: 0)) == 80)
+        #expect(try sender.send(third.span.bytes, to: to, from: nil) == 40)
+
+        var buffer = [UInt8](repeating: 0, count: 100)
+        #expect(try receiver.waitUntilReadable(timeoutMilliseconds: 5000))
+        var view = buffer.mutableSpan
+        var bytes = view.mutableBytes
+        let first = try receiver.receive(into: &bytes)
+        #expect(first.count == 100 && first.truncated && first.source == from)
+        #expect(buffer == Array(long[0..<100]))
+
+        #expect(try receiver.waitUntilReadable(timeoutMilliseconds: 5000))
+        var view2 = buffer.mutableSpan
+        var bytes2 = view2.mutableBytes
+        let second = try receiver.receiveWithDestination(into: &bytes2)
+        #expect(second.count == 80 && !second.truncated && second.source == from)
+        #expect(second.destination?.host == "127.0.0.1")
+        #expect(Array(buffer[0..<80]) == short)
+
+        let batch = UDPReceiveBatch(capacity: 4, bufferSize: 64)
+        #expect(try receiver.waitUntilReadable(timeoutMilliseconds: 5000))
+        #expect(try batch.receive(from: receiver, wait: false) == 1)
+        let datagram = batch[0]
+        #expect(datagram.byteCount == 40)
+        let lent = datagram.withBytes { span in (0..<span.byteCount).map { span.unsafeLoad(fromByteOffset: $0, as: UInt8.self) } }
+        #expect(lent == third)
+    }
+
     @Test func receiveTimesOutWithWouldBlock() throws {
         let s = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         try s.setReceiveTimeout(nanoseconds: 20_000_000)

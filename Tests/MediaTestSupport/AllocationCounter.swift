@@ -21,8 +21,8 @@ import Synchronization
 /// reuse hides it entirely). Measurements are serialised by a process-wide lock.
 /// Known gap: with other tests running in parallel in the same process, walking the loader's object
 /// list crashed (a bad `l_ld`/symbol-table pointer, cause not yet found), so `make test` runs every
-/// test whose name contains "allocat" in its one-at-a-time phase, and the walk skips any object
-/// whose tables do not lie inside its loaded segments.
+/// test whose name contains "allocat" in a test process that runs one test at a time
+/// (scripts/test), and the walk skips any object whose tables do not lie inside its loaded segments.
 /// Lives in its own target (MediaTestSupport) so that both MediaCoreTests and MediaRealtimeTests
 /// use this one counter.
 package enum AllocationCounter {

@@ -2,7 +2,24 @@
 /// with its source. Thread rule: pure functions. Cost: one pass over the samples.
 public enum Quality {
     /// Mean squared error between two planes of `width` x `height` bytes.
+    /// Cost: one pass; traps when a span is shorter than its plane.
     public static func meanSquaredError(
+        _ a: Span<UInt8>, _ strideA: Int, _ b: Span<UInt8>, _ strideB: Int, width: Int, height: Int
+    )
+        -> Double
+    {
+        guard width > 0 && height > 0 else { return 0 }
+        precondition(
+            a.count >= strideA * (height - 1) + width && b.count >= strideB * (height - 1) + width, "plane shorter than its size")
+        return a.withUnsafeBufferPointer { pa in
+            b.withUnsafeBufferPointer { pb in
+                meanSquaredError(pa.baseAddress!, strideA, pb.baseAddress!, strideB, width: width, height: height)
+            }
+        }
+    }
+
+    /// `meanSquaredError(_:_:_:_:width:height:)` over raw planes, for the engine's own callers.
+    package static func meanSquaredError(
         _ a: UnsafePointer<UInt8>, _ strideA: Int,
         _ b: UnsafePointer<UInt8>, _ strideB: Int,
         width: Int, height: Int

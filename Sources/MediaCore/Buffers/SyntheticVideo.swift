@@ -119,7 +119,15 @@ public enum SyntheticVideo {
     /// checkerboard, grey zone plate, box, digits, bar code) in other colours; converted to I420,
     /// `frameIndex(in:)` reads it back. `stride` is bytes per row (>= 4 x width).
     /// Cost: about one memcpy of the buffer plus per-pixel work on a quarter of it.
-    public static func renderBGRA(
+    public static func renderBGRA(frameIndex n: Int, width: Int, height: Int, into buffer: inout MutableRawSpan, stride: Int) {
+        precondition(height == 0 || buffer.byteCount >= stride * (height - 1) + width * 4, "SyntheticVideo BGRA buffer too small")
+        buffer.withUnsafeMutableBytes {
+            renderBGRA(frameIndex: n, width: width, height: height, into: $0.baseAddress!, stride: stride)
+        }
+    }
+
+    /// `renderBGRA(frameIndex:width:height:into:stride:)` into raw memory, for the engine's own callers.
+    package static func renderBGRA(
         frameIndex n: Int, width: Int, height: Int,
         into buffer: UnsafeMutableRawPointer, stride: Int
     ) {

@@ -129,7 +129,16 @@ public final class ColorConverter {
     /// `.rgb24`; alpha is 255) in `destination`, rows `stride` bytes apart. Throws
     /// `.unsupportedFormat`, `.invalidSize`, `.invalidStride`, `.missingPlane` or `.bufferTooSmall`.
     /// Never allocates. Cost: one libyuv pass.
-    public func convert(
+    public func convert(_ source: I420View, to format: PixelFormat, into destination: inout MutableRawSpan, stride: Int)
+        throws(ColorConversionError)
+    {
+        try destination.withUnsafeMutableBytes { (d) throws(ColorConversionError) in
+            try convert(source, to: format, into: d, stride: stride)
+        }
+    }
+
+    /// `convert(_:to:into:stride:)` into a raw buffer, for the engine's own callers.
+    package func convert(
         _ source: I420View, to format: PixelFormat,
         into destination: UnsafeMutableRawBufferPointer, stride: Int
     ) throws(ColorConversionError) {

@@ -279,7 +279,7 @@ package final class RTPSendCore: @unchecked Sendable {
             did = true
             let seq = UInt16(truncatingIfNeeded: entry)
             let route = Int(entry >> 16) - 1
-            let result = history.retransmit(seq: seq, now: now, maxRetransmissions: maxRetransmissions) { stored in
+            let result = history.retransmitStored(seq: seq, now: now, maxRetransmissions: maxRetransmissions) { stored in
                 var bytes = stored
                 var payload = stored.count - headerSize - (srtp?.rtpOverhead ?? 0)
                 if let rtx {

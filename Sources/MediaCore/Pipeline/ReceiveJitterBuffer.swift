@@ -199,7 +199,14 @@ public final class RTPJitterBuffer {
     }
 
     /// Stores one RTP packet (`bytes` is the whole packet) that arrived at `arrival`.
-    public func insert(
+    public func insert(_ bytes: RawSpan, sequenceNumber seq: UInt16, timestamp: UInt32, arrival: MonotonicTime)
+        -> InsertResult
+    {
+        bytes.withUnsafeBytes { insert($0, sequenceNumber: seq, timestamp: timestamp, arrival: arrival) }
+    }
+
+    /// `insert(_:sequenceNumber:timestamp:arrival:)` over a raw buffer, for the engine's own callers.
+    package func insert(
         _ bytes: UnsafeRawBufferPointer, sequenceNumber seq: UInt16, timestamp: UInt32,
         arrival: MonotonicTime
     ) -> InsertResult {

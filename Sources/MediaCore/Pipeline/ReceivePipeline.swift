@@ -130,9 +130,9 @@ public final class ReceivePipeline: @unchecked Sendable {
     /// Called on the pipeline's thread with every RTCP compound packet that passed SRTCP (RFC 3711
     /// §3.4), unprotected, and its arrival time: when the socket also sends our
     /// media (a call leg), this is the participant's feedback about it (NACK, PLI, FIR, REMB,
-    /// receiver reports) for an `RTCPSenderSession`. The bytes are valid only during the call.
+    /// receiver reports) for an `RTCPSenderSession`. The span cannot outlive the call.
     /// Set before `start`.
-    public var rtcpFeedbackHandler: (@Sendable (UnsafeRawBufferPointer, _ arrival: MonotonicTime) -> Void)?
+    public var rtcpFeedbackHandler: (@Sendable (RawSpan, _ arrival: MonotonicTime) -> Void)?
     /// Where our RTCP goes when set (an ICE agent's selected pair, direct or through a TURN
     /// relay); nil: back to where the media comes from, or `rtcpDestination`. Set before `start`.
     package var sendPath: ICESendPath?
@@ -263,7 +263,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         let stopping = Atomic<Bool>(false)
         let published = Mutex(Published())
         var other: (@Sendable (UDPDatagram) -> Void)?
-        var feedback: (@Sendable (UnsafeRawBufferPointer, MonotonicTime) -> Void)?
+        var feedback: (@Sendable (RawSpan, MonotonicTime) -> Void)?
         var sendPath: ICESendPath?
         /// Datagrams from `inject`, and how many did not fit (read under the lock).
         let injected = Mutex<(queue: [[UInt8]], drops: Int)>(([], 0))
@@ -519,7 +519,7 @@ public final class ReceivePipeline: @unchecked Sendable {
         private func handleRTCP(_ d: UDPDatagram) {
             guard let bytes = unprotect(d, rtcp: true) else { return }
             guard let packets = try? RTCPCompound.parse(bytes) else { counters.malformed += 1; return }
-            feedback?(bytes, d.receivedAt)
+            feedback?(bytes.bytes, d.receivedAt)
             for p in packets {
                 if case .senderReport(let sr) = p {
                     counters.senderReportsReceived += 1

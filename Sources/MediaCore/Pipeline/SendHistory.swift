@@ -75,7 +75,14 @@ public final class SendHistory {
 
     /// Looks up `seq` for retransmission at `now`; when found, calls `body` with the stored bytes
     /// (valid only inside it) and counts the retransmission.
-    public func retransmit(
+    public func retransmit(seq: UInt16, now: MonotonicTime, maxRetransmissions: Int = 3, _ body: (RawSpan) -> Void)
+        -> Lookup
+    {
+        retransmitStored(seq: seq, now: now, maxRetransmissions: maxRetransmissions) { body($0.bytes) }
+    }
+
+    /// `retransmit(seq:now:maxRetransmissions:_:)` lending a raw buffer, for the engine's own callers.
+    package func retransmitStored(
         seq: UInt16, now: MonotonicTime, maxRetransmissions: Int = 3,
         _ body: (UnsafeRawBufferPointer) -> Void
     ) -> Lookup {

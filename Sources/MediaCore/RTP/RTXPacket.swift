@@ -27,6 +27,17 @@ public enum RTXPacket {
     /// original sequence number, then the original payload (and padding, if any). Returns the bytes
     /// written, or nil when `original` is not a valid RTP header or `buffer` is too small.
     public static func wrap(
+        _ original: RawSpan, payloadType: UInt8, sequenceNumber: UInt16, ssrc: UInt32, into buffer: inout MutableRawSpan
+    ) -> Int? {
+        original.withUnsafeBytes { o in
+            buffer.withUnsafeMutableBytes { b in
+                wrap(o, payloadType: payloadType, sequenceNumber: sequenceNumber, ssrc: ssrc, into: b)
+            }
+        }
+    }
+
+    /// `wrap(_:payloadType:sequenceNumber:ssrc:into:)` over raw buffers, for the engine's own callers.
+    package static func wrap(
         _ original: UnsafeRawBufferPointer, payloadType: UInt8, sequenceNumber: UInt16,
         ssrc: UInt32, into buffer: UnsafeMutableRawBufferPointer
     ) -> Int? {
@@ -49,7 +60,14 @@ public enum RTXPacket {
     /// sequence number, then the payload after the OSN. Returns the bytes written, or nil when the
     /// packet is not valid RTP, has no room for an OSN (a padding-only packet), or `buffer` is
     /// too small: the caller drops and counts it.
-    public static func unwrap(
+    public static func unwrap(_ rtx: RawSpan, payloadType: UInt8, ssrc: UInt32, into buffer: inout MutableRawSpan) -> Int? {
+        rtx.withUnsafeBytes { r in
+            buffer.withUnsafeMutableBytes { b in unwrap(r, payloadType: payloadType, ssrc: ssrc, into: b) }
+        }
+    }
+
+    /// `unwrap(_:payloadType:ssrc:into:)` over raw buffers, for the engine's own callers.
+    package static func unwrap(
         _ rtx: UnsafeRawBufferPointer, payloadType: UInt8, ssrc: UInt32,
         into buffer: UnsafeMutableRawBufferPointer
     ) -> Int? {

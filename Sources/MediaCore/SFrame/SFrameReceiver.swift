@@ -106,6 +106,17 @@ public final class SFrameReceiver: Sendable {
     /// `.replay` or `.authenticationFailed`; `.bufferTooSmall` and `.cryptoFailure` are not counted.
     /// No allocation.
     public func decrypt(
+        _ frame: RawSpan, metadata: RawSpan, into output: inout MutableRawSpan
+    ) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
+        try frame.withUnsafeBytes { (f) throws(SFrameError) in
+            try metadata.withUnsafeBytes { (m) throws(SFrameError) in
+                try output.withUnsafeMutableBytes { (o) throws(SFrameError) in try decrypt(f, metadata: m, into: o) }
+            }
+        }
+    }
+
+    /// `decrypt(_:metadata:into:)` over raw buffers, for the engine's own callers.
+    package func decrypt(
         _ frame: UnsafeRawBufferPointer, metadata: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
         try decrypt(frame, metadata: metadata, into: output, recordingCounter: true)
@@ -173,7 +184,18 @@ public final class SFrameReceiver: Sendable {
     /// Decrypts a frame made by `SFrameSender.encryptFrame`: copies the first `clearPrefix` bytes
     /// and decrypts the SFrame ciphertext after them with those bytes as metadata. Returns the
     /// plaintext frame's length (prefix included). Errors as `decrypt`. No allocation.
-    public func decryptFrame(
+    public func decryptFrame(_ frame: RawSpan, clearPrefix: Int, into output: inout MutableRawSpan) throws(SFrameError)
+        -> Int
+    {
+        try frame.withUnsafeBytes { (f) throws(SFrameError) -> Int in
+            try output.withUnsafeMutableBytes { (o) throws(SFrameError) -> Int in
+                try decryptFrame(f, clearPrefix: clearPrefix, into: o)
+            }
+        }
+    }
+
+    /// `decryptFrame(_:clearPrefix:into:)` over raw buffers, for the engine's own callers.
+    package func decryptFrame(
         _ frame: UnsafeRawBufferPointer, clearPrefix: Int, into output: UnsafeMutableRawBufferPointer
     ) throws(SFrameError) -> Int {
         try decryptFrame(frame, clearPrefix: clearPrefix, into: output, recordingCounter: true)

@@ -74,7 +74,18 @@ public final class SFrameSender: Sendable {
     /// `header || metadata` and returns the bytes written. `output` must not overlap the inputs.
     /// Throws `.bufferTooSmall`, `.counterExhausted` or `.cryptoFailure`; a failed call uses no
     /// counter value. No allocation.
-    public func encrypt(
+    public func encrypt(_ plaintext: RawSpan, metadata: RawSpan, into output: inout MutableRawSpan) throws(SFrameError)
+        -> Int
+    {
+        try plaintext.withUnsafeBytes { (p) throws(SFrameError) -> Int in
+            try metadata.withUnsafeBytes { (m) throws(SFrameError) -> Int in
+                try output.withUnsafeMutableBytes { (o) throws(SFrameError) -> Int in try encrypt(p, metadata: m, into: o) }
+            }
+        }
+    }
+
+    /// `encrypt(_:metadata:into:)` over raw buffers, for the engine's own callers.
+    package func encrypt(
         _ plaintext: UnsafeRawBufferPointer, metadata: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws(SFrameError) -> Int {
         try state.withLock { (s: inout State) throws(SFrameError) -> Int in
@@ -103,7 +114,18 @@ public final class SFrameSender: Sendable {
     /// written (at most `frame.count + SFrameHeader.maxLength + suite.tagLength`). A frame shorter
     /// than `clearPrefix` is refused (`.frameShorterThanClearPrefix`): the receiver would look for
     /// the header inside the tag. No allocation.
-    public func encryptFrame(
+    public func encryptFrame(_ frame: RawSpan, clearPrefix: Int, into output: inout MutableRawSpan) throws(SFrameError)
+        -> Int
+    {
+        try frame.withUnsafeBytes { (f) throws(SFrameError) -> Int in
+            try output.withUnsafeMutableBytes { (o) throws(SFrameError) -> Int in
+                try encryptFrame(f, clearPrefix: clearPrefix, into: o)
+            }
+        }
+    }
+
+    /// `encryptFrame(_:clearPrefix:into:)` over raw buffers, for the engine's own callers.
+    package func encryptFrame(
         _ frame: UnsafeRawBufferPointer, clearPrefix: Int, into output: UnsafeMutableRawBufferPointer
     ) throws(SFrameError) -> Int {
         guard clearPrefix <= frame.count else { throw .frameShorterThanClearPrefix }

@@ -2,8 +2,9 @@ internal import CMediaShims
 import Glibc
 
 /// A UDP socket (IPv4 or IPv6) that owns its file descriptor and closes it in `deinit`.
-/// Single datagrams go through `send(_:to:)`/`receive(into:)`; batches through `UDPSendBatch`
-/// (`sendmmsg`) and `UDPReceiveBatch` (`recvmmsg`).
+/// Single datagrams go through `send(_:to:)`/`receive(into:)` (from and into spans); received
+/// batches through `UDPReceiveBatch` (`recvmmsg`), and sent ones through a `UDPPacketSink`
+/// (`sendmmsg`).
 ///
 /// Thread rule: the kernel serialises calls, so one thread may send while another receives;
 /// `close()` (and the last release) only when no other thread is inside a call.
@@ -117,8 +118,15 @@ public final class UDPSocket: @unchecked Sendable {
     }
 
     /// Sends one datagram to `destination` (nil on a connected socket). Returns the bytes sent.
+    /// Cost: one `sendto(2)`.
     @discardableResult
-    public func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress? = nil) throws(SocketError) -> Int {
+    public func send(_ bytes: RawSpan, to destination: SocketAddress? = nil) throws(SocketError) -> Int {
+        try bytes.withUnsafeBytes { (raw) throws(SocketError) -> Int in try send(raw, to: destination) }
+    }
+
+    /// `send(_:to:)` for bytes the engine holds by pointer.
+    @discardableResult
+    package func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress? = nil) throws(SocketError) -> Int {
         while true {
             let rc: Int
             if let destination {
@@ -134,9 +142,17 @@ public final class UDPSocket: @unchecked Sendable {
         }
     }
 
-    /// Receives one datagram into `buffer`: its length (clipped to the buffer), its source and
-    /// whether it was longer than the buffer (`MSG_TRUNC`).
-    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SocketError)
+    /// Receives one datagram into the start of `buffer`: its length (clipped to the buffer), its
+    /// source and whether it was longer than the buffer (`MSG_TRUNC`). Blocks unless the socket is
+    /// non-blocking or has a receive timeout. Cost: one `recvfrom(2)`.
+    public func receive(into buffer: inout MutableRawSpan) throws(SocketError)
+        -> (count: Int, source: SocketAddress?, truncated: Bool)
+    {
+        try buffer.withUnsafeMutableBytes { (raw) throws(SocketError) in try receive(into: raw) }
+    }
+
+    /// `receive(into:)` into memory the engine holds by pointer.
+    package func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SocketError)
         -> (count: Int, source: SocketAddress?, truncated: Bool)
     {
         var storage = sockaddr_storage()
@@ -167,7 +183,15 @@ public final class UDPSocket: @unchecked Sendable {
     /// new address, which ICE and the session follow. Throws as `send` does.
     /// Cost: one `sendmsg(2)`; two system calls while `source` cannot be used.
     @discardableResult
-    public func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress, from source: SocketAddress?)
+    public func send(_ bytes: RawSpan, to destination: SocketAddress, from source: SocketAddress?) throws(SocketError)
+        -> Int
+    {
+        try bytes.withUnsafeBytes { (raw) throws(SocketError) -> Int in try send(raw, to: destination, from: source) }
+    }
+
+    /// `send(_:to:from:)` for bytes the engine holds by pointer.
+    @discardableResult
+    package func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress, from source: SocketAddress?)
         throws(SocketError) -> Int
     {
         guard let source, !source.isUnspecified else { return try send(bytes, to: destination) }
@@ -204,7 +228,14 @@ public final class UDPSocket: @unchecked Sendable {
     /// `Options.receiveDestinations`). An IPv6 destination carries the arrival interface as its
     /// scope id. With `wait` false the call never blocks (`wouldBlock` when nothing is queued).
     /// Cost: one `recvmsg(2)`.
-    public func receiveWithDestination(into buffer: UnsafeMutableRawBufferPointer, wait: Bool = true) throws(SocketError)
+    public func receiveWithDestination(into buffer: inout MutableRawSpan, wait: Bool = true) throws(SocketError)
+        -> (count: Int, source: SocketAddress?, destination: SocketAddress?, truncated: Bool)
+    {
+        try buffer.withUnsafeMutableBytes { (raw) throws(SocketError) in try receiveWithDestination(into: raw, wait: wait) }
+    }
+
+    /// `receiveWithDestination(into:wait:)` into memory the engine holds by pointer.
+    package func receiveWithDestination(into buffer: UnsafeMutableRawBufferPointer, wait: Bool = true) throws(SocketError)
         -> (count: Int, source: SocketAddress?, destination: SocketAddress?, truncated: Bool)
     {
         var source = sockaddr_storage()

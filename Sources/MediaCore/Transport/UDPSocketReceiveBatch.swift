@@ -4,17 +4,18 @@ import Glibc
 /// One received datagram, borrowed from a `UDPReceiveBatch`: valid until the batch receives again.
 /// Thread rule: use on the receiving thread, during the handler call. Cost: none (a view).
 public struct UDPDatagram {
-    /// The datagram's bytes (clipped to the batch's buffer size when truncated).
-    public let bytes: UnsafeRawBufferPointer
+    /// The datagram's bytes (clipped to the batch's buffer size when truncated); the engine's
+    /// view, valid while the batch holds it. Users read them through `withBytes(_:)`.
+    package let bytes: UnsafeRawBufferPointer
     /// Who sent it; nil only for an address family other than IPv4/IPv6.
     public let source: SocketAddress?
     /// When it reached the socket: the kernel's receive timestamp (`SO_TIMESTAMPNS`) mapped onto
     /// the monotonic clock, or, when the kernel gave none, when its batch was read; never earlier
     /// than the datagram the batch gave before it.
     public let receivedAt: MonotonicTime
-    /// True when the datagram was longer than the buffer (`MSG_TRUNC`); `bytes` holds its start.
+    /// True when the datagram was longer than the buffer (`MSG_TRUNC`); the bytes hold its start.
     public let isTruncated: Bool
-    /// The message header it came with (for `destination`), valid as long as `bytes`.
+    /// The message header it came with (for `destination`), valid as long as the bytes.
     let header: UnsafePointer<msghdr>?
 
     init(
@@ -28,10 +29,17 @@ public struct UDPDatagram {
         self.header = header
     }
 
+    /// The datagram's length in bytes (clipped to the batch's buffer size when truncated).
+    public var byteCount: Int { bytes.count }
+
+    /// Lends the datagram's bytes (clipped to the batch's buffer size when truncated) to `body`;
+    /// the span cannot outlive the call. Cost: none (no copy).
+    public func withBytes<R, E: Error>(_ body: (RawSpan) throws(E) -> R) throws(E) -> R { try body(bytes.bytes) }
+
     /// The local address it arrived at (port 0), when its socket was opened with
     /// `UDPSocket.Options.receiveDestinations`; nil otherwise. Read on demand (a walk over the
-    /// message's control data), so the media path that never asks pays nothing. Valid as long as
-    /// `bytes`.
+    /// message's control data), so the media path that never asks pays nothing. Valid during the
+    /// handler call, as the bytes are.
     public var destination: SocketAddress? {
         guard let header else { return nil }
         var storage = sockaddr_storage()

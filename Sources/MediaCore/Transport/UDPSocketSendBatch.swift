@@ -6,30 +6,30 @@ import Glibc
 /// `append` keeps a pointer to the caller's bytes: they must stay valid until `send(on:)` returns.
 ///
 /// Thread rule: one thread at a time. Cost: one system call per `send(on:)` (more only after an error).
-public final class UDPSendBatch {
+package final class UDPSendBatch {
     /// What one `send(on:)` achieved.
-    public struct Result: Sendable, Equatable {
+    package struct Result: Sendable, Equatable {
         /// Datagrams the kernel accepted.
-        public var sent = 0
+        package var sent = 0
         /// Bytes in those datagrams.
-        public var bytesSent = 0
+        package var bytesSent = 0
         /// Datagrams not sent because of an error (they are dropped, not retried).
-        public var dropped = 0
+        package var dropped = 0
         /// The last error seen, if any.
-        public var lastError: SocketError? = nil
+        package var lastError: SocketError? = nil
     }
 
     /// Most datagrams one batch holds.
-    public let capacity: Int
+    package let capacity: Int
     /// Datagrams appended since the last send.
-    public private(set) var count = 0
+    package private(set) var count = 0
 
     private let headers: UnsafeMutablePointer<cms_mmsghdr>
     private let vectors: UnsafeMutablePointer<iovec>
     private let addresses: UnsafeMutablePointer<sockaddr_storage>
 
     /// Preallocates room for `capacity` datagrams (Linux accepts at most 1024 per call).
-    public init(capacity: Int = 64) {
+    package init(capacity: Int = 64) {
         precondition(capacity > 0 && capacity <= 1024, "sendmmsg batches hold 1...1024 datagrams")
         self.capacity = capacity
         headers = .allocate(capacity: capacity)
@@ -47,12 +47,12 @@ public final class UDPSendBatch {
     }
 
     /// True when no more datagrams fit.
-    public var isFull: Bool { count == capacity }
+    package var isFull: Bool { count == capacity }
 
     /// Adds a datagram for `destination` (nil on a connected socket). Returns false when full.
     /// The bytes are not copied: keep them valid until `send(on:)` returns.
     @discardableResult
-    public func append(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress? = nil) -> Bool {
+    package func append(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress? = nil) -> Bool {
         guard count < capacity else { return false }
         let i = count
         vectors[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
@@ -79,13 +79,13 @@ public final class UDPSendBatch {
     }
 
     /// Forgets the appended datagrams without sending them.
-    public func removeAll() { count = 0 }
+    package func removeAll() { count = 0 }
 
     /// Sends every appended datagram with `sendmmsg`, then empties the batch. A datagram the
     /// kernel refuses is dropped and counted, the rest still go out; on `wouldBlock` (full send
     /// buffer of a non-blocking socket) the remainder is dropped. Never throws.
     @discardableResult
-    public func send(on socket: UDPSocket) -> Result {
+    package func send(on socket: UDPSocket) -> Result {
         var result = Result()
         if socket.isDualStack { mapIPv4Destinations() }
         var start = 0
