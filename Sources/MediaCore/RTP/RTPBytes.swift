@@ -51,6 +51,20 @@ extension OutputRawSpan {
     }
 }
 
+extension MutableRawSpan {
+    /// Lends `input`'s bytes and this span's memory to `body` as raw buffers: how a span form
+    /// (`encrypt(_:metadata:into:)`, `RTXPacket.wrap`, ...) calls the raw-buffer form the engine
+    /// uses. Cost: none.
+    @inline(__always)
+    mutating func withRawBuffers<R, E: Error>(
+        reading input: RawSpan, _ body: (UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws(E) -> R
+    ) throws(E) -> R {
+        try input.withUnsafeBytes { (i) throws(E) -> R in
+            try withUnsafeMutableBytes { (o) throws(E) -> R in try body(i, o) }
+        }
+    }
+}
+
 extension UnsafeMutableRawBufferPointer {
     @inline(__always) func put8(_ at: Int, _ v: UInt8) { self[at] = v }
     @inline(__always) func put16(_ at: Int, _ v: UInt16) {

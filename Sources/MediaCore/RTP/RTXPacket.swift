@@ -29,10 +29,8 @@ public enum RTXPacket {
     public static func wrap(
         _ original: RawSpan, payloadType: UInt8, sequenceNumber: UInt16, ssrc: UInt32, into buffer: inout MutableRawSpan
     ) -> Int? {
-        original.withUnsafeBytes { o in
-            buffer.withUnsafeMutableBytes { b in
-                wrap(o, payloadType: payloadType, sequenceNumber: sequenceNumber, ssrc: ssrc, into: b)
-            }
+        buffer.withRawBuffers(reading: original) { o, b in
+            wrap(o, payloadType: payloadType, sequenceNumber: sequenceNumber, ssrc: ssrc, into: b)
         }
     }
 
@@ -61,9 +59,7 @@ public enum RTXPacket {
     /// packet is not valid RTP, has no room for an OSN (a padding-only packet), or `buffer` is
     /// too small: the caller drops and counts it.
     public static func unwrap(_ rtx: RawSpan, payloadType: UInt8, ssrc: UInt32, into buffer: inout MutableRawSpan) -> Int? {
-        rtx.withUnsafeBytes { r in
-            buffer.withUnsafeMutableBytes { b in unwrap(r, payloadType: payloadType, ssrc: ssrc, into: b) }
-        }
+        buffer.withRawBuffers(reading: rtx) { r, b in unwrap(r, payloadType: payloadType, ssrc: ssrc, into: b) }
     }
 
     /// `unwrap(_:payloadType:ssrc:into:)` over raw buffers, for the engine's own callers.

@@ -108,10 +108,8 @@ public final class SFrameReceiver: Sendable {
     public func decrypt(
         _ frame: RawSpan, metadata: RawSpan, into output: inout MutableRawSpan
     ) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
-        try frame.withUnsafeBytes { (f) throws(SFrameError) in
-            try metadata.withUnsafeBytes { (m) throws(SFrameError) in
-                try output.withUnsafeMutableBytes { (o) throws(SFrameError) in try decrypt(f, metadata: m, into: o) }
-            }
+        try metadata.withUnsafeBytes { (m) throws(SFrameError) in
+            try output.withRawBuffers(reading: frame) { (f, o) throws(SFrameError) in try decrypt(f, metadata: m, into: o) }
         }
     }
 
@@ -187,10 +185,8 @@ public final class SFrameReceiver: Sendable {
     public func decryptFrame(_ frame: RawSpan, clearPrefix: Int, into output: inout MutableRawSpan) throws(SFrameError)
         -> Int
     {
-        try frame.withUnsafeBytes { (f) throws(SFrameError) -> Int in
-            try output.withUnsafeMutableBytes { (o) throws(SFrameError) -> Int in
-                try decryptFrame(f, clearPrefix: clearPrefix, into: o)
-            }
+        try output.withRawBuffers(reading: frame) { (f, o) throws(SFrameError) in
+            try decryptFrame(f, clearPrefix: clearPrefix, into: o)
         }
     }
 

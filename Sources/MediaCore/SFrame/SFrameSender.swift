@@ -77,10 +77,8 @@ public final class SFrameSender: Sendable {
     public func encrypt(_ plaintext: RawSpan, metadata: RawSpan, into output: inout MutableRawSpan) throws(SFrameError)
         -> Int
     {
-        try plaintext.withUnsafeBytes { (p) throws(SFrameError) -> Int in
-            try metadata.withUnsafeBytes { (m) throws(SFrameError) -> Int in
-                try output.withUnsafeMutableBytes { (o) throws(SFrameError) -> Int in try encrypt(p, metadata: m, into: o) }
-            }
+        try metadata.withUnsafeBytes { (m) throws(SFrameError) -> Int in
+            try output.withRawBuffers(reading: plaintext) { (p, o) throws(SFrameError) in try encrypt(p, metadata: m, into: o) }
         }
     }
 
@@ -117,10 +115,8 @@ public final class SFrameSender: Sendable {
     public func encryptFrame(_ frame: RawSpan, clearPrefix: Int, into output: inout MutableRawSpan) throws(SFrameError)
         -> Int
     {
-        try frame.withUnsafeBytes { (f) throws(SFrameError) -> Int in
-            try output.withUnsafeMutableBytes { (o) throws(SFrameError) -> Int in
-                try encryptFrame(f, clearPrefix: clearPrefix, into: o)
-            }
+        try output.withRawBuffers(reading: frame) { (f, o) throws(SFrameError) in
+            try encryptFrame(f, clearPrefix: clearPrefix, into: o)
         }
     }
 
