@@ -34,10 +34,54 @@ import Testing
         #expect(abs(r - 950_000) < 1)
     }
 
-    @Test func anUnsaturatedPathGivesTheSmallerOfSendAndReceiveRate() throws {
+    @Test func anUnsaturatedPathGivesTheSendRate() throws {
         // Received every 3.9 ms (a little bunched): the send rate, 2 Mbit/s.
         let r = try #require(Self.measured(arrivalGapNs: 3_900_000))
         #expect(abs(r - 2_000_000) < 1)
+    }
+
+    /// A 1.2 Mbit/s cluster of one 1200-byte media packet and nine 100-byte padding packets,
+    /// paced (each packet followed by its own time at 1.2 Mbit/s), with the media packet first or
+    /// last, through a path of `capacity` bits per second (nil: faster than the cluster) that
+    /// sends each packet on once it has received all of it and sent the one before.
+    static func mixed(mediaFirst: Bool, capacity: Int64?) -> [TransportPacketResult] {
+        let sizes = mediaFirst ? [1200] + Array(repeating: 100, count: 9) : Array(repeating: 100, count: 9) + [1200]
+        var sendNs: Int64 = 1_000_000_000
+        var arrivalNs: Int64 = 0
+        var out: [TransportPacketResult] = []
+        for (k, size) in sizes.enumerated() {
+            let serialisation = capacity.map { Int64(size) * 8 * 1_000_000_000 / $0 } ?? 0
+            arrivalNs = max(arrivalNs, sendNs + 50_000_000) + serialisation
+            out.append(
+                TransportPacketResult(sequenceNumber: Int64(k), sendNs: sendNs, arrivalNs: arrivalNs, size: size, probeCluster: 3)
+            )
+            sendNs += Int64(size) * 8 * 1_000_000_000 / 1_200_000
+        }
+        return out
+    }
+
+    static func measuredMixed(mediaFirst: Bool, capacity: Int64?) -> Double? {
+        var e = ProbeBitrateEstimator()
+        e.register(ProbeCluster(id: 3, bitrate: 1_200_000), now: MonotonicTime(nanoseconds: 1_000_000_000))
+        return e.update(Self.mixed(mediaFirst: mediaFirst, capacity: capacity), now: MonotonicTime(nanoseconds: 1_100_000_000))
+    }
+
+    @Test func aClusterMixingMediaAndSmallPaddingThatThePathKeptUpWithGivesTheSendRate() throws {
+        // The arrivals keep the send spacing. Less the first packet's bytes, the arrivals alone
+        // would read 900 bytes over 15 ms (0.48 Mbit/s: "saturated"); less the last one's, a
+        // large last packet would make the receive rate over twice the send rate ("invalid").
+        for mediaFirst in [true, false] {
+            let r = try #require(Self.measuredMixed(mediaFirst: mediaFirst, capacity: nil), "media first: \(mediaFirst)")
+            #expect(abs(r - 1_200_000) < 1_000, "media first: \(mediaFirst): \(r)")
+        }
+    }
+
+    @Test func aSaturatedPathIsMeasuredAtItsRateWhateverThePacketSizes() throws {
+        // A 0.6 Mbit/s path queues the cluster and passes it on at its own rate: 95 % of that.
+        for mediaFirst in [true, false] {
+            let r = try #require(Self.measuredMixed(mediaFirst: mediaFirst, capacity: 600_000), "media first: \(mediaFirst)")
+            #expect(abs(r - 570_000) < 1_000, "media first: \(mediaFirst): \(r)")
+        }
     }
 
     @Test func tooFewPacketsOtherClustersAndBadTimingGiveNothing() {

@@ -117,6 +117,12 @@ final class ShapedVethPair {
         var paddingPackets: UInt64 = 0
         /// Padding the receiver recorded for feedback and dropped.
         var paddingReceived = 0
+        /// Each feedback that requested clusters or gave a probe result: the time, the result
+        /// and the estimates after it.
+        var probeLog: [String] = []
+        /// Each probe cluster's packets as the feedback reported them: size, send and arrival
+        /// time in tenths of a millisecond since the start ("-": lost).
+        var clusterPackets: [String] = []
 
         /// The target at `t` seconds (the last one set by then).
         func estimate(at t: Double) -> Int { estimates.last { $0.t <= t }?.bps ?? 0 }
@@ -169,6 +175,8 @@ final class ShapedVethPair {
         var phaseEnd = 0.0
         var targets: [Int: Int] = [:]
         var parts: [Int: String] = [:]
+        var clusterPackets: [Int: [String]] = [:]
+        var clusterSeen: [Int: (packets: Int, bytes: Int, lost: Int, minS: Int64, maxS: Int64, minA: Int64, maxA: Int64)] = [:]
         for (k, phase) in phases.enumerated() {
             if k > 0 { try lab.setRate(kbit: phase.kbit) }
             phaseEnd += phase.seconds
@@ -183,12 +191,38 @@ final class ShapedVethPair {
                     else { continue }
                     let now = MonotonicTime.now.nanoseconds
                     let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+                    let requestedBefore = session.probeController?.clustersRequested ?? 0
                     session.handle(bytes, now: MonotonicTime(nanoseconds: now))
+                    let requested = session.probeController?.clustersRequested ?? 0
+                    if requested != requestedBefore || session.estimator.probeResult != nil {
+                        let e = session.estimator
+                        result.probeLog.append(
+                            String(format: "%.2f s", Double(now - start) / 1e9)
+                                + " result \(e.probeResult.map { String(Int($0) / 1000) } ?? "-")"
+                                + " clusters +\(requested - requestedBefore) target \(e.targetBitrate / 1000)"
+                                + " delay \(e.delayBasedBitrate.map { $0 / 1000 } ?? -1) loss \(Int(e.lossBasedBitrate) / 1000)"
+                                + " acked \(Int(e.delayBased.acknowledgedBitrate) / 1000) \(e.delayBased.usage)")
+                    }
                     guard let packets = try? RTCPCompound.parse(bytes) else { continue }
                     for case .transportFeedback(let f) in packets {
                         result.feedback += 1
                         measure.adapt(f, sendLog: numbers)
                         for r in measure.results {
+                            if r.probeCluster != 0 {
+                                var c = clusterSeen[r.probeCluster] ?? (0, 0, 0, .max, .min, .max, .min)
+                                c.packets += 1
+                                c.bytes += r.size
+                                if let a = r.arrivalNs {
+                                    c.minA = min(c.minA, a); c.maxA = max(c.maxA, a)
+                                } else {
+                                    c.lost += 1
+                                }
+                                c.minS = min(c.minS, r.sendNs); c.maxS = max(c.maxS, r.sendNs)
+                                clusterSeen[r.probeCluster] = c
+                                clusterPackets[r.probeCluster, default: []].append(
+                                    "\(r.size)B s\((UInt64(r.sendNs) &- start) / 100_000) a\(r.arrivalNs.map { String((UInt64($0) &- start) / 100_000) } ?? "-")"
+                                )
+                            }
                             guard let a = r.arrivalNs else { continue }
                             let owd = a - r.sendNs
                             minOWD = min(minOWD, owd)
@@ -210,6 +244,13 @@ final class ShapedVethPair {
             }
         }
         result.unmatched = measure.unmatched
+        for (id, c) in clusterSeen.sorted(by: { $0.key < $1.key }) {
+            result.probeLog.append(
+                "cluster \(id): sent at \(String(format: "%.2f", Double(UInt64(c.minS) &- start) / 1e9)) s, \(c.packets) packets \(c.bytes) bytes, \(c.lost) lost, "
+                    + "sent over \(String(format: "%.1f", Double(c.maxS - c.minS) / 1e6)) ms, arrived over \(String(format: "%.1f", Double(c.maxA - c.minA) / 1e6)) ms"
+            )
+            result.clusterPackets.append("cluster \(id): " + (clusterPackets[id] ?? []).joined(separator: " "))
+        }
         result.probeClusters = session.counters.probeClustersSent
         result.paddingPackets = video.statistics.pacer?.paddingPackets ?? 0
         result.paddingReceived = receiver.statistics.rtxPadding
@@ -273,6 +314,9 @@ final class ShapedVethPair {
             "probing: target at 2 s \(probed.estimate(at: 2) / 1000) kbit/s (without probes \(plain.estimate(at: 2) / 1000)); "
                 + "at 11.5 s \(probed.estimate(at: 11.5) / 1000); 1.7 Mbit/s again \(probed.reached(1_700_000, after: 12).map { String($0 - 12) } ?? "never") s after the path returned; "
                 + "\(probed.probeClusters) clusters, \(probed.paddingPackets) padding packets")
+        print(
+            "probing: the feedback that asked for probes or gave a result, then each cluster:\n  "
+                + probed.probeLog.joined(separator: "\n  "))
         #expect(probed.estimate(at: 2) >= 1_500_000, "the start probes found the path")
         #expect(plain.estimate(at: 2) < 600_000, "without probes the start is slow")
         #expect(plain.probeClusters == 0 && plain.paddingPackets == 0)
@@ -280,6 +324,10 @@ final class ShapedVethPair {
         // Within the 6 s the path stays at 2.5 Mbit/s (8 % a second from 0.3 Mbit/s would take
         // over 20 s): one recovery probe every 3 s, and a chain of probes once one keeps up.
         #expect(probed.reached(1_700_000, after: 12) != nil, "the estimate did not come back within 6 s")
+        // A recovery slower than the first probe after the path returned: show why.
+        if (probed.reached(1_700_000, after: 12) ?? .infinity) > 13.5 {
+            print("probing: the clusters' packets:\n  " + probed.clusterPackets.joined(separator: "\n  "))
+        }
         #expect(probed.probeClusters >= 3 && probed.paddingPackets > 0)
         // Padding lost on the narrow path is not received; most is.
         #expect(probed.paddingReceived > 0 && UInt64(probed.paddingReceived) <= probed.paddingPackets)

@@ -287,4 +287,47 @@ final class CopyingSink: PacketSink, @unchecked Sendable {
         }
         #expect(mediaTagged == 0)
     }
+
+    /// A slow cluster made of full-size media packets: at 370 kbit/s five 1200-byte packets take
+    /// about 100 ms, so a cluster cut at 50 ms had three and gave no result; it now runs until it
+    /// has its packets.
+    @Test func aSlowClusterOfFullSizeMediaPacketsRunsUntilItHasItsPackets() throws {
+        var c = VideoSendStream.Configuration(codec: .vp8, width: 640, height: 360)
+        c.encoder.bitrate = 3_000_000
+        c.rtxPayloadType = 97
+        let numbers = TransportSequenceNumbers()
+        c.transportSequence = (id: 5, numbers: numbers)
+        let sink = CopyingSink()
+        let stream = try VideoSendStream(configuration: c, sink: sink)
+        stream.start()
+        defer { stream.stop() }
+        // The pacer drains slowly (100 kbit/s x its factor): the keyframe's packets wait in its
+        // queue when the probe starts, and the cluster is made of them.
+        stream.handleEstimatedBitrate(100_000)
+        let picture = VideoFrame(width: 640, height: 360)
+        SyntheticVideo.render(frameIndex: 0, into: picture)
+        sendTestCapture(stream.capturer, picture, timeStampNs: 0)
+        let queued = MonotonicTime.now.nanoseconds + 1_000_000_000
+        while sink.packets.withLock({ $0.isEmpty }) && MonotonicTime.now.nanoseconds < queued { usleep(1_000) }
+        let cluster = ProbeCluster(id: 77, bitrate: 370_000)  // 693 bytes in 15 ms, 5 packets
+        #expect(stream.handleProbe(cluster))
+        let deadline = MonotonicTime.now.nanoseconds + 2_000_000_000
+        while stream.statistics.pacer?.probeClusters != 1 && MonotonicTime.now.nanoseconds < deadline { usleep(2_000) }
+        #expect(stream.statistics.pacer?.probeClusters == 1)
+        var tagged: [(ns: UInt64, size: Int, padding: Bool)] = []
+        for p in sink.packets.withLock({ $0 }) {
+            let packet = try p.bytes.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            guard let seq = packet.header.extensions.transportSequenceNumber(id: 5), numbers.sent(seq)?.probeCluster == 77
+            else { continue }
+            tagged.append((p.ns, p.bytes.count, packet.header.ssrc == c.rtxSSRC))
+        }
+        let spreadMs = tagged.count > 1 ? Double(tagged.last!.ns - tagged.first!.ns) / 1e6 : 0
+        print(
+            "slow cluster: \(tagged.count) packets (\(tagged.filter(\.padding).count) padding), sizes \(tagged.map(\.size)), over \(spreadMs) ms"
+        )
+        #expect(tagged.count >= cluster.minimumPackets, "the cluster ended with \(tagged.count) packets")
+        #expect(tagged.filter { !$0.padding }.count >= 3, "media made up the cluster")
+        // Still at the cluster's rate: four full-size packets at 370 kbit/s take about 100 ms.
+        #expect(spreadMs > 60, "\(spreadMs) ms")
+    }
 }

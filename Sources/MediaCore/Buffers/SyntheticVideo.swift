@@ -120,7 +120,7 @@ public enum SyntheticVideo {
     /// `frameIndex(in:)` reads it back. `stride` is bytes per row (>= 4 x width).
     /// Cost: about one memcpy of the buffer plus per-pixel work on a quarter of it.
     public static func renderBGRA(frameIndex n: Int, width: Int, height: Int, into buffer: inout MutableRawSpan, stride: Int) {
-        precondition(height == 0 || buffer.byteCount >= stride * (height - 1) + width * 4, "SyntheticVideo BGRA buffer too small")
+        precondition(height > 0 && buffer.byteCount >= stride * (height - 1) + width * 4, "SyntheticVideo BGRA buffer too small")
         buffer.withUnsafeMutableBytes {
             renderBGRA(frameIndex: n, width: width, height: height, into: $0.baseAddress!, stride: stride)
         }

@@ -24,15 +24,21 @@ public struct ProbeCluster: Sendable, Equatable {
 }
 
 /// Turns transport feedback about probe clusters into the rate the path delivered them at
-/// (libwebrtc's `ProbeBitrateEstimator`). For a cluster of which at least 80 % of the packets and
-/// bytes were reported received: the send rate is its bytes (less the last packet's) over the time
-/// from its first to its last send, the receive rate its bytes (less the first packet's) over the
-/// time from its first to its last arrival. The result is the smaller of the two; when the path
-/// delivered less than 90 % of the send rate, it was saturated, and the result is 95 % of the
-/// receive rate. A cluster spread over more than a second, or received more than twice as fast
-/// as it was sent (the receiver's clock or the feedback is off), gives nothing.
-/// Thread rule: one owner (where RTCP arrives). Cost: O(packets) per feedback over a fixed table
-/// of 8 clusters; no allocation.
+/// (after libwebrtc's `ProbeBitrateEstimator`). A cluster counts once at least 80 % of its
+/// packets and bytes were reported received. Whether the path kept up is read from the packets'
+/// one-way delays (arrival less send time, whatever the clock offset):
+/// - They stayed within 1 ms (or a tenth of the time the sends took): the path kept up, and the
+///   arrivals follow the sender's pacing. The result is the send rate: the bytes less the last
+///   packet's (the span ends when it was sent) over the longer of the send and arrival spans.
+/// - Otherwise a queue formed, and the result is libwebrtc's: the receive rate is the bytes less
+///   the first packet's (the span starts when that one had arrived) over the arrival span; the
+///   smaller of it and the send rate, or 95 % of the receive rate when that is below 90 % of the
+///   send rate (the path was saturated).
+/// libwebrtc reads every cluster the second way; a cluster that mixes a full-size media packet
+/// with small padding then reads a path that kept up as saturated (a large first packet) or as
+/// received implausibly fast (a large last one).
+/// A cluster spread over more than a second, or whose arrivals took less than half the time its
+/// sends did (the receiver's clock or the feedback is off), gives nothing.
 public struct ProbeBitrateEstimator: Sendable {
     private struct Aggregate {
         var cluster: ProbeCluster
@@ -40,6 +46,7 @@ public struct ProbeBitrateEstimator: Sendable {
         var firstSendNs: Int64 = .max, lastSendNs: Int64 = .min
         var firstArrivalNs: Int64 = .max, lastArrivalNs: Int64 = .min
         var lastSendSize = 0, firstArrivalSize = 0
+        var minDelayNs: Int64 = .max, maxDelayNs: Int64 = .min
         var bytes = 0, packets = 0
     }
 
@@ -82,6 +89,8 @@ public struct ProbeBitrateEstimator: Sendable {
                 if r.sendNs >= a.lastSendNs { a.lastSendNs = r.sendNs; a.lastSendSize = r.size }
                 if arrival < a.firstArrivalNs { a.firstArrivalNs = arrival; a.firstArrivalSize = r.size }
                 if arrival > a.lastArrivalNs { a.lastArrivalNs = arrival }
+                a.minDelayNs = min(a.minDelayNs, arrival - r.sendNs)
+                a.maxDelayNs = max(a.maxDelayNs, arrival - r.sendNs)
                 a.bytes += r.size
                 a.packets += 1
                 slots[k] = a
@@ -99,15 +108,19 @@ public struct ProbeBitrateEstimator: Sendable {
                 invalidCount += 1
                 continue
             }
-            let sendRate = Double(a.bytes - a.lastSendSize) * 8 / sendInterval
-            let receiveRate = Double(a.bytes - a.firstArrivalSize) * 8 / receiveInterval
-            guard receiveRate <= 2 * sendRate else {
+            guard 2 * receiveInterval >= sendInterval else {
                 invalidCount += 1
                 continue
             }
-            var rate = min(sendRate, receiveRate)
-            if receiveRate < 0.9 * sendRate { rate = 0.95 * receiveRate }
-            result = rate
+            let sent = Double(a.bytes - a.lastSendSize) * 8
+            let queued = Double(a.maxDelayNs - a.minDelayNs) / 1e9 > max(0.001, 0.1 * sendInterval)
+            if !queued {
+                result = sent / max(sendInterval, receiveInterval)
+            } else {
+                let sendRate = sent / sendInterval
+                let receiveRate = Double(a.bytes - a.firstArrivalSize) * 8 / receiveInterval
+                result = receiveRate < 0.9 * sendRate ? 0.95 * receiveRate : min(sendRate, receiveRate)
+            }
             resultCount += 1
         }
         return result

@@ -121,8 +121,18 @@ final class RTPPacer: @unchecked Sendable {
         let cluster: ProbeCluster
         let startNs: UInt64
         var bytes = 0, packets = 0
+        /// The largest packet it has sent, bytes.
+        var largestPacket = 0
         /// Whether it has sent the cluster's bytes and packets.
         var isComplete: Bool { bytes >= cluster.minimumBytes && packets >= cluster.minimumPackets }
+
+        /// How long it may take, nanoseconds: 50 ms, or longer when its minimum packets at the
+        /// size of its largest one need more at its rate (full-size media packets in a cluster
+        /// at a few hundred kbit/s: 5 of 1200 bytes at 370 kbit/s take 130 ms), at most 250 ms.
+        func timeLimitNs(rate: Int) -> UInt64 {
+            let needed = Double(cluster.minimumPackets * largestPacket) * 8e9 / Double(max(1, rate))
+            return UInt64(min(250e6, max(50e6, needed)))
+        }
     }
 
     /// A pacer in front of `sink` for packets of at most `maxPacketSize` bytes, pacing at
@@ -192,8 +202,8 @@ final class RTPPacer: @unchecked Sendable {
 
     /// Queues probe `cluster`: the pacer's thread sends it next, at its rate (at least the
     /// pacing rate), media first and padding (`RTPPacerEgress.egressPadding`) when none waits,
-    /// waking every millisecond, until it has sent the cluster's bytes and packets (or 50 ms
-    /// passed). At most 4 wait; returns false when the thread does not run or 4 wait already.
+    /// waking every millisecond, until it has sent the cluster's bytes and packets (or its time
+    /// passed: 50 ms, up to 250 ms when full-size packets make up a slow cluster). At most 4 wait; returns false when the thread does not run or 4 wait already.
     /// Any thread.
     func requestProbe(_ cluster: ProbeCluster) -> Bool {
         guard running.load(ordering: .acquiring) else { return false }
@@ -337,9 +347,10 @@ final class RTPPacer: @unchecked Sendable {
             allowance -= wire
             p.bytes += wire
             p.packets += 1
+            p.largestPacket = max(p.largestPacket, wire)
         }
         probe = p
-        if p.isComplete || nowNs &- p.startNs > 50_000_000 {
+        if p.isComplete || nowNs &- p.startNs > p.timeLimitNs(rate: rate) {
             probe = nil
             local.probeClusters += 1
             budget = 0

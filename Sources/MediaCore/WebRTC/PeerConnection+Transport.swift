@@ -194,7 +194,7 @@ final class PeerConnectionFeedback: @unchecked Sendable {
     }
 
     /// The peer's RTCP about our media, unprotected (the pipeline's thread).
-    func handle(_ rtcp: UnsafeRawBufferPointer, arrival: MonotonicTime) {
+    func handle(_ rtcp: RawSpan, arrival: MonotonicTime) {
         lock.withLock { _ in session.handle(rtcp, now: arrival) }
     }
 
@@ -388,7 +388,7 @@ extension PeerConnection {
             session: RTCPSenderSession(targets: tracks.map(\.feedbackTarget), startBitrate: configuration.videoBitrate),
             outbound: rtcpContext, cname: cname)
         self.feedback = feedback
-        pipeline.rtcpFeedbackHandler = { bytes, arrival in bytes.withUnsafeBytes { feedback.handle($0, arrival: arrival) } }
+        pipeline.rtcpFeedbackHandler = { bytes, arrival in feedback.handle(bytes, arrival: arrival) }
         pipeline.otherDatagramHandler = { [weak self, weak agent] d in
             guard let source = d.source, let first = d.bytes.first else { return }
             if DTLSTransport.isDTLS(firstByte: first) {

@@ -33,7 +33,7 @@ final class CallLegFeedback: @unchecked Sendable {
     }
 
     /// One unprotected RTCP compound packet from the participant (receive-pipeline thread).
-    func handle(_ rtcp: UnsafeRawBufferPointer, arrival: MonotonicTime) {
+    func handle(_ rtcp: RawSpan, arrival: MonotonicTime) {
         lock.withLock { _ in session.handle(rtcp, now: arrival) }
     }
 

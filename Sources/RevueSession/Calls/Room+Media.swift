@@ -224,7 +224,7 @@ extension Room {
         // session's packets (80-95), which the pipeline hands to the link; its own RTCP leaves on
         // the selected pair.
         let feedback = leg.feedback, demux = leg.link.demux
-        pipeline.rtcpFeedbackHandler = { rtcp, arrival in rtcp.withUnsafeBytes { feedback.handle($0, arrival: arrival) } }
+        pipeline.rtcpFeedbackHandler = { rtcp, arrival in feedback.handle(rtcp, arrival: arrival) }
         pipeline.otherDatagramHandler = { d in
             if let source = d.source { demux(d.bytes, source, d.destination) }
         }
