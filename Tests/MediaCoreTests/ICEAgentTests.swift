@@ -256,7 +256,9 @@ import Testing
         #expect(a.agent.selectedPair?.remote.address == b.address)
         #expect(a.changes.withLock { $0.allSatisfy { $0.remote?.address != attackerAddress } })
         #expect(a.agent.pairSnapshots.filter { $0.remote.address == attackerAddress }.allSatisfy { !$0.valid })
-        #expect(b.agent.statistics.droppedResponses == 0)
+        // Nothing reached b but a's answers: on a busy machine a check of b's may go out twice
+        // before its answer comes, and the second answer finds no transaction.
+        #expect(b.agent.statistics.droppedResponses <= b.agent.statistics.checksRetransmitted, "\(b.agent.statistics)")
 
         // Control: the same answer from the address the check went to, signed with the peer's
         // key, is accepted, so it was the checks above that kept the planted candidate out.

@@ -79,6 +79,9 @@ extension ICEAgentConfiguration {
 /// Counters of an agent. Thread rule: a value type.
 package struct ICEAgentStatistics: Sendable, Equatable {
     package var checksSent = 0
+    /// Checks sent again after no answer within their RTO (the same transaction: when both copies
+    /// are answered, the second answer finds no transaction and counts in `droppedResponses`).
+    package var checksRetransmitted = 0
     package var checksAnswered = 0
     package var responsesReceived = 0
     /// Responses with no matching transaction, a bad MESSAGE-INTEGRITY or FINGERPRINT, or from

@@ -409,6 +409,7 @@ extension ICEAgent {
             u.nextAt = now + u.rto
             transactions[id] = u
             transmit(t.bytes, to: t.destination, relay: t.relay, from: t.pair.local.base)
+            bump(\.checksRetransmitted)
         }
         for i in serverTransactions.indices where !serverTransactions[i].done && serverTransactions[i].nextAt <= now {
             if serverTransactions[i].sends >= 4 {
