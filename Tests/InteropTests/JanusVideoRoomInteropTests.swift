@@ -133,6 +133,24 @@ struct JanusVideoRoomInteropTests {
         }
     }
 
+    /// Waits until each participant's publisher connection is up and Janus lists it as a
+    /// publisher, so a subscription to its feed cannot fail with "No such feed" (428): our side
+    /// is connected when its DTLS handshake ends, Janus makes the feed once it has seen the end
+    /// too, and on a busy machine a subscriber once asked in between.
+    static func waitPublishing(_ publishers: [Participant], room: UInt64, janus: JanusServer) async throws {
+        try await waitConnected(publishers.map { ("publisher \($0.index)", $0.publisher!) }, janus: janus)
+        guard let lister = publishers.first?.handle else { return }
+        let ids = Set(publishers.map(\.joined.id))
+        let deadline = MonotonicTime.now + .seconds(10)
+        var listed: [JanusParticipant] = []
+        while MonotonicTime.now < deadline {
+            listed = try await lister.listParticipants(room: room)
+            if ids.isSubset(of: Set(listed.filter(\.publisher).map(\.id))) { return }
+            try? await Task.sleep(nanoseconds: 50_000_000)
+        }
+        Issue.record("Janus does not list \(ids) as publishers within 10 s: \(listed) — Janus log: \(janus.logTail(1500))")
+    }
+
     @Test func threePublishersEachReceiveTheOtherTwoThroughJanus() async throws {
         let (janus, admin, _, room) = try await Self.startJanus()
         defer { janus.stop() }
@@ -140,7 +158,7 @@ struct JanusVideoRoomInteropTests {
         do {
             for i in 0..<3 { participants.append(try await Participant(index: i, server: janus.address, room: room)) }
             for p in participants { try await p.publish() }
-            try await Self.waitConnected(participants.map { ("publisher \($0.index)", $0.publisher!) }, janus: janus)
+            try await Self.waitPublishing(participants, room: room, janus: janus)
             for p in participants {
                 for q in participants where q !== p {
                     _ = try await p.subscribe(room: room, feed: q.joined.id, from: q.index)
@@ -245,7 +263,7 @@ struct JanusVideoRoomInteropTests {
             for i in 0..<4 { participants.append(try await Participant(index: i, server: janus.address, room: room)) }
             let sender = participants[0]
             try await sender.publish(configuration: publishing)
-            try await Self.waitConnected([("publisher", sender.publisher!)], janus: janus)
+            try await Self.waitPublishing([sender], room: room, janus: janus)
             let receivers: [(name: String, decryption: SFrameReceiver?)] = [
                 ("with the keys", keyed), ("with a wrong key", wrong), ("without decrypting", nil),
             ]
@@ -320,7 +338,7 @@ struct JanusVideoRoomInteropTests {
             let publisher = try await Participant(index: 0, server: janus.address, room: room)
             participants.append(publisher)
             try await publisher.publish()
-            try await Self.waitConnected([("publisher", publisher.publisher!)], janus: janus)
+            try await Self.waitPublishing([publisher], room: room, janus: janus)
             let handle = try await JanusVideoRoom(session: admin)
             let offer = try await handle.joinAsSubscriber(room: room, feeds: [publisher.joined.id]).sdp!
             let answer = try #require(try browser.call(JSEPInteropTests.js("receiveAnswer", offer))["sdp"])
@@ -372,7 +390,7 @@ struct JanusVideoRoomInteropTests {
             let (a, b, watcher) = (participants[0], participants[1], participants[2])
             try await a.publish()
             try await b.publish()
-            try await Self.waitConnected([("a", a.publisher!), ("b", b.publisher!)], janus: janus)
+            try await Self.waitPublishing([a, b], room: room, janus: janus)
             let bFromA = try await b.subscribe(room: room, feed: a.joined.id, from: 0)
             let watcherFromA = try await watcher.subscribe(room: room, feed: a.joined.id, from: 0)
             let watcherFromB = try await watcher.subscribe(room: room, feed: b.joined.id, from: 1)
@@ -483,7 +501,7 @@ struct JanusVideoRoomInteropTests {
             for i in 0..<3 { participants.append(try await Participant(index: i, server: janus.address, room: room)) }
             let (a, b, watcher) = (participants[0], participants[1], participants[2])
             try await a.publish()
-            try await Self.waitConnected([("a", a.publisher!)], janus: janus)
+            try await Self.waitPublishing([a], room: room, janus: janus)
             let w = try await watcher.subscribe(room: room, feed: a.joined.id, from: 0)
             try await Self.waitConnected([("watcher", w.connection)], janus: janus)
             a.startFeeding()
@@ -493,7 +511,7 @@ struct JanusVideoRoomInteropTests {
 
             // b arrives; the watcher adds its feed to the same subscription.
             try await b.publish()
-            try await Self.waitConnected([("b", b.publisher!)], janus: janus)
+            try await Self.waitPublishing([b], room: room, janus: janus)
             b.startFeeding()
             let offer = try await w.handle.subscribe(feeds: [b.joined.id]).sdp!
             try await w.connection.setRemoteDescription(JSEPSessionDescription(parsing: offer, type: .offer))
