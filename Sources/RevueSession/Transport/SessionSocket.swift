@@ -131,7 +131,9 @@ final class SessionSocket: @unchecked Sendable {
     /// Starts reading; `onReceive` runs on the main queue for each datagram, in arrival order
     /// (datagrams longer than 2048 bytes arrive cut to 2048: none of the session's are), up to 64
     /// per main-queue block. `screen`, when given, runs first on the read queue for every datagram
-    /// and drops those it returns false for.
+    /// and drops those it returns false for. A datagram that passed waits for at most 64 more
+    /// reads before it hops: under a flood the screen drops, the socket never runs dry, and the
+    /// few that pass (a friend's handshake) would otherwise wait for the flood to end.
     func start(
         screen: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Bool)? = nil,
         onReceive: @escaping @Sendable ([UInt8], SocketAddress) -> Void
@@ -145,10 +147,13 @@ final class SessionSocket: @unchecked Sendable {
             var buffer = [UInt8](repeating: 0, count: 2048)
             // Up to 64 datagrams hop to the main queue together (one block, not one each).
             var batch: [([UInt8], SocketAddress)] = []
+            // Datagrams read since the oldest one in `batch`.
+            var heldFor = 0
             func flush() {
                 guard !batch.isEmpty else { return }
                 let items = batch
                 batch = []
+                heldFor = 0
                 DispatchQueue.main.async {
                     backlog.queued.subtract(items.count, ordering: .relaxed)
                     for (data, address) in items { onReceive(data, address) }
@@ -159,6 +164,10 @@ final class SessionSocket: @unchecked Sendable {
                     Result { () throws(SocketError) in try socket.receiveWithDestination(into: b) }
                 }
                 guard case .success(let r) = received else { break }  // wouldBlock: drained
+                if !batch.isEmpty {
+                    heldFor += 1
+                    if heldFor >= 64 { flush() }
+                }
                 guard let address = r.source else { continue }
                 context.destination = r.destination
                 if let screen, !buffer.withUnsafeBytes({ screen(UnsafeRawBufferPointer(rebasing: $0[0..<r.count]), address) }) {
