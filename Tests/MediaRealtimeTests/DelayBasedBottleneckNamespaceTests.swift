@@ -175,8 +175,7 @@ final class ShapedVethPair {
         var phaseEnd = 0.0
         var targets: [Int: Int] = [:]
         var parts: [Int: String] = [:]
-        var clusterPackets: [Int: [String]] = [:]
-        var clusterSeen: [Int: (packets: Int, bytes: Int, lost: Int, minS: Int64, maxS: Int64, minA: Int64, maxA: Int64)] = [:]
+        var clusterResults: [Int: [TransportPacketResult]] = [:]  // the feedback about each probe cluster
         for (k, phase) in phases.enumerated() {
             if k > 0 { try lab.setRate(kbit: phase.kbit) }
             phaseEnd += phase.seconds
@@ -208,21 +207,7 @@ final class ShapedVethPair {
                         result.feedback += 1
                         measure.adapt(f, sendLog: numbers)
                         for r in measure.results {
-                            if r.probeCluster != 0 {
-                                var c = clusterSeen[r.probeCluster] ?? (0, 0, 0, .max, .min, .max, .min)
-                                c.packets += 1
-                                c.bytes += r.size
-                                if let a = r.arrivalNs {
-                                    c.minA = min(c.minA, a); c.maxA = max(c.maxA, a)
-                                } else {
-                                    c.lost += 1
-                                }
-                                c.minS = min(c.minS, r.sendNs); c.maxS = max(c.maxS, r.sendNs)
-                                clusterSeen[r.probeCluster] = c
-                                clusterPackets[r.probeCluster, default: []].append(
-                                    "\(r.size)B s\((UInt64(r.sendNs) &- start) / 100_000) a\(r.arrivalNs.map { String((UInt64($0) &- start) / 100_000) } ?? "-")"
-                                )
-                            }
+                            if r.probeCluster != 0 { clusterResults[r.probeCluster, default: []].append(r) }
                             guard let a = r.arrivalNs else { continue }
                             let owd = a - r.sendNs
                             minOWD = min(minOWD, owd)
@@ -244,12 +229,16 @@ final class ShapedVethPair {
             }
         }
         result.unmatched = measure.unmatched
-        for (id, c) in clusterSeen.sorted(by: { $0.key < $1.key }) {
+        for (id, rs) in clusterResults.sorted(by: { $0.key < $1.key }) {
+            let sends = rs.map(\.sendNs), arrivals = rs.compactMap(\.arrivalNs)
+            let spanMs = { (t: [Int64]) in String(format: "%.1f", Double((t.max() ?? 0) - (t.min() ?? 0)) / 1e6) }
             result.probeLog.append(
-                "cluster \(id): sent at \(String(format: "%.2f", Double(UInt64(c.minS) &- start) / 1e9)) s, \(c.packets) packets \(c.bytes) bytes, \(c.lost) lost, "
-                    + "sent over \(String(format: "%.1f", Double(c.maxS - c.minS) / 1e6)) ms, arrived over \(String(format: "%.1f", Double(c.maxA - c.minA) / 1e6)) ms"
-            )
-            result.clusterPackets.append("cluster \(id): " + (clusterPackets[id] ?? []).joined(separator: " "))
+                "cluster \(id): sent at \(String(format: "%.2f", Double(UInt64(sends.min()!) &- start) / 1e9)) s, \(rs.count) packets \(rs.map(\.size).reduce(0, +)) bytes, \(rs.count - arrivals.count) lost, "
+                    + "sent over \(spanMs(sends)) ms, arrived over \(spanMs(arrivals)) ms")
+            let packets = rs.map { r in
+                "\(r.size)B s\((UInt64(r.sendNs) &- start) / 100_000) a\(r.arrivalNs.map { String((UInt64($0) &- start) / 100_000) } ?? "-")"
+            }
+            result.clusterPackets.append("cluster \(id): " + packets.joined(separator: " "))
         }
         result.probeClusters = session.counters.probeClustersSent
         result.paddingPackets = video.statistics.pacer?.paddingPackets ?? 0

@@ -203,8 +203,8 @@ final class RTPPacer: @unchecked Sendable {
     /// Queues probe `cluster`: the pacer's thread sends it next, at its rate (at least the
     /// pacing rate), media first and padding (`RTPPacerEgress.egressPadding`) when none waits,
     /// waking every millisecond, until it has sent the cluster's bytes and packets (or its time
-    /// passed: 50 ms, up to 250 ms when full-size packets make up a slow cluster). At most 4 wait; returns false when the thread does not run or 4 wait already.
-    /// Any thread.
+    /// passed: 50 ms, up to 250 ms when full-size packets make up a slow cluster). At most 4
+    /// wait; returns false when the thread does not run or 4 wait already. Any thread.
     func requestProbe(_ cluster: ProbeCluster) -> Bool {
         guard running.load(ordering: .acquiring) else { return false }
         let queued = probeRequests.withLock { q -> Bool in
