@@ -14,21 +14,6 @@ import Testing
 
 /// Raw HTTP over TCP to the server under test: what a misbehaving client sends.
 enum RawHTTP {
-    /// A free TCP port on loopback (bound, read and released; the server binds it next).
-    static func freePort() -> UInt16 {
-        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(s) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &a) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) }
-        }
-        return UInt16(bigEndian: a.sin_port)
-    }
-
     /// A connected socket, or -1.
     static func connect(_ port: UInt16) -> Int32 {
         let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -103,7 +88,7 @@ struct CLIWebRTCTests {
     @Test func serverRefusesBadRequestsAndKeepsServing() async throws {
         let dir = InteropTempDir()
         defer { dir.remove() }
-        let port = RawHTTP.freePort()
+        let port = UInt16(cliFreePort())
         let server = try ToolProcess(
             CLIBinary.path, ["webrtc", "--port", "\(port)", "--seconds", "90", "--max-sessions", "1"], cwd: dir.path)
         var stopped = false
@@ -242,7 +227,7 @@ struct CLIWebRTCTests {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
             throw JSONLinePeer.Failure(description: "chromium is not installed: run scripts/install-deps")
         }
-        let port = RawHTTP.freePort()
+        let port = UInt16(cliFreePort())
         let videoOut = dir.file("from-chromium.ivf"), audioOut = dir.file("from-chromium.ogg")
         let server = try ToolProcess(
             CLIBinary.path,

@@ -36,7 +36,7 @@ import Testing
 
     @Test func ffmpegReceivesSRTPFromGStreamerThroughOurSDP() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let port = containerFreeUDPPort()
+        let port = cliFreePort()
         let sdp = dir.file("stream.sdp")
         try Self.description(port: port).write(to: sdp)
         let out = dir.file("received.mkv")
@@ -74,7 +74,7 @@ import Testing
     }
 
     @Test func gstreamerReceivesSRTPFromFFmpegWithCapsFromOurSDP() throws {
-        let port = containerFreeUDPPort()
+        let port = cliFreePort()
         let video = Self.description(port: port).media[0]
         let caps = try #require(video.gstreamerCaps)
         #expect(caps.hasPrefix("application/x-srtp, media=(string)video, payload=(int)96, clock-rate=(int)90000"))
@@ -101,7 +101,7 @@ import Testing
 
     @Test func parsesTheSDPFFmpegWritesForItsSRTPStream() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let port = containerFreeUDPPort()
+        let port = cliFreePort()
         let key = Self.key(7)
         let run = try runTool(
             "ffmpeg",
@@ -122,7 +122,7 @@ import Testing
 
     @Test func gstreamerSdpdemuxReceivesThroughOurPlainSDP() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let port = containerFreeUDPPort()
+        let port = cliFreePort()
         var s = Self.description(port: port, crypto: false)
         s.media.removeLast()
         let sdp = dir.file("plain.sdp")

@@ -61,7 +61,7 @@ struct DTLSGStreamerInteropTests {
         options.receiveBufferSize = 1 << 21
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options)
         let ourPort = try socket.localAddress().port
-        let gstPort = containerFreeUDPPort()
+        let gstPort = cliFreePort()
         let gstAddress = SocketAddress.loopbackIPv4(port: UInt16(gstPort))
         transport.onDatagram = { d in _ = try? socket.send(d, to: gstAddress) }
 

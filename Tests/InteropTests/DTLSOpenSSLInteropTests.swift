@@ -62,7 +62,7 @@ struct DTLSOpenSSLInteropTests {
         var peer: SocketAddress?
         let tool: ToolProcess
         if role == .active {
-            let port = containerFreeUDPPort()
+            let port = cliFreePort()
             peer = .loopbackIPv4(port: UInt16(port))
             let command = (["openssl", "s_server", "-accept", "127.0.0.1:\(port)", "-verify", "1", "-naccept", "1"] + common)
                 .joined(separator: " ")

@@ -127,7 +127,7 @@ func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [VideoFrame] {
         let dir = InteropTempDir()
         defer { dir.remove() }
         let key = SRTPKeyMaterial.random(for: suite)
-        let port = containerFreeUDPPort()
+        let port = cliFreePort()
         let ssrc: UInt32 = 0x0BAD_CAFE
         let (cipher, auth) = gstCipher(suite)
         let caps =

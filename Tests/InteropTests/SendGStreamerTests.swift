@@ -58,7 +58,7 @@
         @Test(arguments: [(VPXCodec.vp8, SRTPSuite?.some(.aeadAES128GCM)), (.vp8, .aesCM128HMACSHA1_80), (.vp9, nil)])
         func gstreamerDecodesOurVideoWithPSNRAboveBound(_ codec: VPXCodec, _ suite: SRTPSuite?) throws {
             let dir = InteropTempDir(); defer { dir.remove() }
-            let port = containerFreeUDPPort()
+            let port = cliFreePort()
             let w = 320, h = 240, count = 30
             var config = VideoSendStream.Configuration(codec: codec, width: w, height: h)
             config.encoder.bitrate = 1_500_000
@@ -132,7 +132,7 @@
         @Test(arguments: [SRTPSuite?.some(.aeadAES128GCM), nil])
         func gstreamerDecodesOurOpus(_ suite: SRTPSuite?) throws {
             let dir = InteropTempDir(); defer { dir.remove() }
-            let port = containerFreeUDPPort()
+            let port = cliFreePort()
             var config = AudioSendStream.Configuration()
             config.bitrate = 64_000
             config.srtp = suite.map { SRTPKeyMaterial.random(for: $0) }
