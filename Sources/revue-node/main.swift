@@ -349,13 +349,14 @@ final class CountingAudioSink: AudioSink, @unchecked Sendable {
 }
 
 /// Feeds a tone and the synthetic test video into the local tracks in real time, off the main actor.
-/// `done` receives how many video frames and audio samples were captured.
+/// `done` receives how many video frames and audio samples were captured, and the most (ms) the
+/// feed fell behind its schedule (a starved feed catches up in a burst, as no camera would).
 func feedSynthetic(
     audio: AudioBufferCapturer?, video: BufferCapturer?, seconds: Double, tone: Double,
-    done: @escaping @Sendable (Int, Int) -> Void
+    done: @escaping @Sendable (Int, Int, Int) -> Void
 ) {
     _ = TransportThread(name: "revue-node.feed") {
-        var framesFed = 0, samplesFed = 0
+        var framesFed = 0, samplesFed = 0, maxLagNs = 0
         let frame = VideoFrame(width: 320, height: 180)
         var pcm = [Int16](repeating: 0, count: 960)
         let start = DispatchTime.now().uptimeNanoseconds
@@ -373,9 +374,9 @@ func feedSynthetic(
             }
             let due = start + UInt64(chunk + 1) * 20_000_000
             let now = DispatchTime.now().uptimeNanoseconds
-            if due > now { usleep(UInt32((due - now) / 1000)) }
+            if due > now { usleep(UInt32((due - now) / 1000)) } else { maxLagNs = max(maxLagNs, Int(now - due)) }
         }
-        done(framesFed, samplesFed)
+        done(framesFed, samplesFed, maxLagNs / 1_000_000)
     }
 }
 
@@ -642,9 +643,10 @@ func run(_ line: String) {
         let video = pubs.first { $0.kind == .video }?.videoCapturer
         guard audio != nil || video != nil else { return error("notPublished") }
         let requestId = request.id?.json
-        feedSynthetic(audio: audio, video: video, seconds: seconds, tone: tone) { frames, samples in
+        feedSynthetic(audio: audio, video: video, seconds: seconds, tone: tone) { frames, samples, lagMs in
             var done: [String: JSONValue] = [
                 "event": "ok", "cmd": "feed", "videoFramesFed": .integer(frames), "audioSamplesFed": .integer(samples),
+                "maxLagMilliseconds": .integer(lagMs),
             ]
             if let requestId { done["id"] = requestId }
             emit(done)
@@ -658,7 +660,18 @@ func run(_ line: String) {
                 "path": callLegPath(revue.room, friendId: id),
             ]
         }
-        ok(["participants": .array(list), "uplinkBytes": .integer(revue.room.uplinkBytes)])
+        var reply: [String: JSONValue] = ["participants": .array(list), "uplinkBytes": .integer(revue.room.uplinkBytes)]
+        if let v = revue.room.videoSendStatistics {
+            let c = v.capture, o = v.outbound
+            reply["videoSend"] = [
+                "captured": .integer(Int(c.captured)), "droppedRingFull": .integer(Int(c.droppedRingFull)),
+                "droppedPoolExhausted": .integer(Int(c.droppedPoolExhausted)),
+                "droppedFrameRate": .integer(Int(c.droppedFrameRate)), "framesEncoded": .integer(Int(o.framesEncoded)),
+                "framesDroppedByEncoder": .integer(Int(o.framesDroppedByEncoder)),
+                "targetBitrate": .integer(Int(o.targetBitrate)), "pacerOverflows": .integer(Int(v.pacer?.overflows ?? 0)),
+            ]
+        }
+        ok(reply)
     case .room:
         let room = revue.room
         func tracks(_ p: Participant) -> JSONValue {

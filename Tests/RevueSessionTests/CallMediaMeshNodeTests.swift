@@ -137,9 +137,13 @@ final class NodeMesh: @unchecked Sendable {
     }
 
     /// Every member feeds `seconds` of tone and test video at once; then every member must have
-    /// decoded >= 90 % of each other member's fed frames and heard it (loud samples for at least
-    /// half the fed time). Returns the failures (empty when every pair carried media both ways)
-    /// and the CPU seconds (user + system) the members used during the feed.
+    /// decoded >= 90 % of the frames each other member encoded and heard it (loud samples for at
+    /// least half the fed time), and each sender must have encoded at least half the frames it was
+    /// fed. The two video bounds keep apart what the call carries and what a sender's capture
+    /// keeps: on a starved machine the capture ring drops frames the encoder could not take in
+    /// time (it keeps the newest), as it would with a camera. Returns the failures (empty when
+    /// every pair carried media both ways) and the CPU seconds (user + system) the members used
+    /// during the feed.
     func checkMedia(_ members: [Int], seconds: Double = 3, video: Bool = true, senders: [Int]? = nil) async -> (
         failures: [String], cpu: Double, wall: Double, uplink: [Int]
     ) {
@@ -148,6 +152,8 @@ final class NodeMesh: @unchecked Sendable {
         for i in members { before[i] = await mediaStats(i) }
         var uplink0: [Int] = []
         for i in members { uplink0.append(await uplinkBytes(i)) }
+        var send0: [Int: [String: Int]] = [:]
+        for i in senders { send0[i] = await videoSend(i) }
         let cpu0 = members.map { cpuSeconds(nodes[$0]) }.reduce(0, +)
         let t0 = MonotonicTime.now
         var tags: [Int: String] = [:]
@@ -157,11 +163,13 @@ final class NodeMesh: @unchecked Sendable {
             nodes[i].send(["cmd": "feed", "seconds": seconds, "tone": 300 + 100 * i, "id": tags[i]!])
         }
         var fed: [Int: (frames: Int, samples: Int)] = [:]
+        var lagMs: [Int: Int] = [:]
         for i in senders {
             let done = await nodes[i].wait(timeout: seconds + 30) {
                 $0["event"] as? String == "ok" && $0["id"] as? String == tags[i]
             }
             fed[i] = (done?["videoFramesFed"] as? Int ?? -1, done?["audioSamplesFed"] as? Int ?? -1)
+            lagMs[i] = done?["maxLagMilliseconds"] as? Int ?? -1
         }
         // Let the last frames through the jitter buffers.
         try? await Task.sleep(for: .milliseconds(1000))
@@ -170,21 +178,46 @@ final class NodeMesh: @unchecked Sendable {
         var failures: [String] = []
         var uplink: [Int] = []
         for (k, i) in members.enumerated() { uplink.append(await uplinkBytes(i) - uplink0[k]) }
+        var encoded: [Int: Int] = [:]
+        for j in senders where video {
+            let e = (await videoSend(j))["framesEncoded"].map { $0 - (send0[j]?["framesEncoded"] ?? 0) } ?? -1
+            encoded[j] = e
+            if e * 2 < fed[j]!.frames { failures.append("sender \(j): encoded \(e) of \(fed[j]!.frames) fed frames") }
+        }
         for i in members {
             let after = await mediaStats(i)
             for j in senders where j != i {
                 let id = ids[j]
                 let frames = (after[id]?.frames ?? 0) - (before[i]?[id]?.frames ?? 0)
                 let loud = (after[id]?.loud ?? 0) - (before[i]?[id]?.loud ?? 0)
-                let needFrames = Int((Double(fed[j]!.frames) * 0.9).rounded(.up))
+                let sent = encoded[j] ?? 0
+                let needFrames = Int((Double(sent) * 0.9).rounded(.up))
                 let needLoud = fed[j]!.samples / 2
-                if (video && (fed[j]!.frames <= 0 || frames < needFrames)) || loud < needLoud {
+                if (video && (sent <= 0 || frames < needFrames)) || loud < needLoud {
                     failures.append(
-                        "\(i) from \(j): \(frames) of \(fed[j]!.frames) frames, \(loud) loud of \(fed[j]!.samples) samples")
+                        "\(i) from \(j): \(frames) of \(sent) encoded frames, \(loud) loud of \(fed[j]!.samples) samples")
                 }
             }
         }
+        if !failures.isEmpty {
+            // Where a sender's frames went: its capture and encoder over the feed, and how far its
+            // feed fell behind the clock (a starved feed catches up in a burst that the capture
+            // ring, which keeps the newest frames, partly drops).
+            for j in senders {
+                let after = await videoSend(j)
+                let delta = after.keys.sorted().map { k in
+                    k == "targetBitrate" ? "\(k) \(after[k]!)" : "\(k) +\(after[k]! - (send0[j]?[k] ?? 0))"
+                }
+                failures.append("sender \(j): feed fell behind by up to \(lagMs[j] ?? -1) ms; \(delta.joined(separator: ", "))")
+            }
+        }
         return (failures, cpu, wall, uplink)
+    }
+
+    /// The member's video send counters (`media-stats` `videoSend`): captured, dropped by reason,
+    /// encoded, the target bitrate and pacer overflows; empty without a video track.
+    func videoSend(_ i: Int) async -> [String: Int] {
+        (await call(i, ["cmd": "media-stats"]))?["videoSend"] as? [String: Int] ?? [:]
     }
 
     /// Media bytes the member has sent in this call (`media-stats` `uplinkBytes`).
@@ -224,8 +257,8 @@ final class NodeMesh: @unchecked Sendable {
 }
 
 /// Media on every leg of a mesh of real processes, however the mesh formed: each peer feeds a
-/// tone and test video, and every peer must decode >= 90 % of the frames and hear the tone of
-/// every other peer.
+/// tone and test video, and every peer must decode >= 90 % of the frames every other peer encoded
+/// and hear its tone (`NodeMesh.checkMedia`).
 @Suite(.serialized, .enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
 struct CallMediaMeshNodeTests {
     /// The three ways a mesh of `mesh.nodes` forms, each followed by the media check on every leg

@@ -659,4 +659,12 @@ extension Room {
         if let sfu, let pc = sfu.publisher { return pc.sentTraffic(.video).bytes + pc.sentTraffic(.audio).bytes }
         return localMedia.values.reduce(0) { $0 + Int($1.fanOut.bytesSent.load(ordering: .relaxed)) }
     }
+
+    /// What our video send stream has done in this call (frames captured, dropped by reason,
+    /// encoded; the pacer's queue): the mesh's one stream, or the publisher's through an SFU; nil
+    /// without a video track. Main actor; takes a snapshot of counters.
+    package var videoSendStatistics: VideoSendStream.Statistics? {
+        if let sfu, let pc = sfu.publisher { return pc.videoSendStatistics }
+        return localMedia[.video]?.video?.statistics
+    }
 }
