@@ -118,8 +118,7 @@ final class SendtoSink: PacketSink, @unchecked Sendable {
         self.socket = socket
         self.destination = destination
     }
-    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-    func write(_ packet: UnsafeRawBufferPointer) { _ = try? socket.send(packet, to: destination) }
+    func write(_ packet: RawSpan) { _ = try? socket.send(packet, to: destination) }
     func flush() {}
 }
 

@@ -126,8 +126,7 @@ enum ReceiveSuite {
         let socket: UDPSocket
         let destination: SocketAddress
         init(socket: UDPSocket, destination: SocketAddress) { self.socket = socket; self.destination = destination }
-        func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-        func write(_ packet: UnsafeRawBufferPointer) { _ = try? socket.send(packet, to: destination) }
+        func write(_ packet: RawSpan) { _ = try? socket.send(packet, to: destination) }
         func flush() {}
     }
 

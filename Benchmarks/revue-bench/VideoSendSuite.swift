@@ -20,14 +20,13 @@ final class BenchCountingSink: PacketSink, @unchecked Sendable {
     let bytes = Atomic<Int>(0)
     /// Called with the RTP timestamp of each marker packet (the header stays clear under SRTP).
     nonisolated(unsafe) var onFrameEnd: ((UInt32) -> Void)?
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    func write(_ packet: UnsafeRawBufferPointer) {
-        packets.add(1, ordering: .relaxed)
-        bytes.add(packet.count, ordering: .relaxed)
-        if let onFrameEnd, packet.count >= 12, packet[1] & 0x80 != 0 {
-            onFrameEnd(UInt32(packet[4]) << 24 | UInt32(packet[5]) << 16 | UInt32(packet[6]) << 8 | UInt32(packet[7]))
+    func write(_ packet: RawSpan) {
+        packet.withUnsafeBytes { packet in
+            packets.add(1, ordering: .relaxed)
+            bytes.add(packet.count, ordering: .relaxed)
+            if let onFrameEnd, packet.count >= 12, packet[1] & 0x80 != 0 {
+                onFrameEnd(UInt32(packet[4]) << 24 | UInt32(packet[5]) << 16 | UInt32(packet[6]) << 8 | UInt32(packet[7]))
+            }
         }
     }
     func flush() {}

@@ -225,12 +225,12 @@ final class RecordingSink: PacketSink, Sendable {
         pcapDestination = PcapEndpoint(destination)
     }
 
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    func write(_ packet: UnsafeRawBufferPointer) {
-        udp.write(packet)
-        pcap?.write(packet, to: pcapDestination)
+    /// Sends `packet` and, when recording, appends it to the capture.
+    func write(_ packet: RawSpan) {
+        packet.withUnsafeBytes { packet in
+            udp.write(packet)
+            pcap?.write(packet, to: pcapDestination)
+        }
     }
 
     func flush() { udp.flush() }

@@ -9,15 +9,14 @@ import Testing
 final class TimingSink: PacketSink, @unchecked Sendable {
     struct Entry { var ns: UInt64; var size: Int; var ssrc: UInt32; var timestamp: UInt32 }
     let entries = Mutex<[Entry]>([])
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    func write(_ packet: UnsafeRawBufferPointer) {
-        let now = MonotonicTime.now.nanoseconds
-        let e = Entry(
-            ns: now, size: packet.count, ssrc: packet.count >= 12 ? packet.u32(8) : 0,
-            timestamp: packet.count >= 12 ? packet.u32(4) : 0)
-        entries.withLock { $0.append(e) }
+    func write(_ packet: RawSpan) {
+        packet.withUnsafeBytes { packet in
+            let now = MonotonicTime.now.nanoseconds
+            let e = Entry(
+                ns: now, size: packet.count, ssrc: packet.count >= 12 ? packet.u32(8) : 0,
+                timestamp: packet.count >= 12 ? packet.u32(4) : 0)
+            entries.withLock { $0.append(e) }
+        }
     }
     func flush() {}
     var all: [Entry] { entries.withLock { $0 } }
@@ -214,12 +213,11 @@ func largestBurst(_ entries: [TimingSink.Entry], windowNs: UInt64 = 5_000_000) -
 /// Keeps every packet's bytes and when it reached the sink.
 final class CopyingSink: PacketSink, @unchecked Sendable {
     let packets = Mutex<[(ns: UInt64, bytes: [UInt8])]>([])
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    func write(_ packet: UnsafeRawBufferPointer) {
-        let now = MonotonicTime.now.nanoseconds
-        packets.withLock { $0.append((now, Array(packet))) }
+    func write(_ packet: RawSpan) {
+        packet.withUnsafeBytes { packet in
+            let now = MonotonicTime.now.nanoseconds
+            packets.withLock { $0.append((now, Array(packet))) }
+        }
     }
     func flush() {}
 }

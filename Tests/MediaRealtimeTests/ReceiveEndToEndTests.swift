@@ -11,10 +11,7 @@ final class ReceiveSwitchableSink: PacketSink, @unchecked Sendable {
     let socket: UDPSocket
     let destination = Mutex<SocketAddress?>(nil)
     init(socket: UDPSocket) { self.socket = socket }
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    func write(_ packet: UnsafeRawBufferPointer) {
+    func write(_ packet: RawSpan) {
         guard let d = destination.withLock({ $0 }) else { return }
         _ = try? socket.send(packet, to: d)
     }

@@ -41,10 +41,7 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     }
 
     /// Appends `packet` as one UDP datagram from `source` to `destination`, stamped with the current time. Sending threads; serialized inside.
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    package func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    package func write(_ packet: UnsafeRawBufferPointer) { write(packet, to: destination) }
+    package func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0, to: destination) } }
 
     /// Appends `packet` as one UDP datagram from `source` to another destination: for one file
     /// shared by streams sent to different ports. Sending threads; serialized inside.

@@ -26,19 +26,18 @@ package final class MemoryPacketSink: PacketSink {
     }
 
     /// Copies the packet.
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    package func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    package func write(_ packet: UnsafeRawBufferPointer) {
-        let copy = [UInt8](packet)
-        state.withLock { s in
-            s.written += 1
-            if s.ring.count < capacity {
-                s.ring.append(copy)
-            } else {
-                s.ring[s.head] = copy
-                s.head = (s.head + 1) % capacity
-                s.dropped += 1
+    package func write(_ packet: RawSpan) {
+        packet.withUnsafeBytes { packet in
+            let copy = [UInt8](packet)
+            state.withLock { s in
+                s.written += 1
+                if s.ring.count < capacity {
+                    s.ring.append(copy)
+                } else {
+                    s.ring[s.head] = copy
+                    s.head = (s.head + 1) % capacity
+                    s.dropped += 1
+                }
             }
         }
     }

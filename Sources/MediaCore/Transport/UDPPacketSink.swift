@@ -54,18 +54,17 @@ public final class UDPPacketSink: PacketSink, @unchecked Sendable {
     deinit { slots.deallocate() }
 
     /// Copies the packet into the batch; sends the batch when it is full.
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    public func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    package func write(_ packet: UnsafeRawBufferPointer) {
-        guard packet.count <= maxPacketSize else {
-            counters.withLock { $0.oversizePackets += 1 }
-            return
+    public func write(_ packet: RawSpan) {
+        packet.withUnsafeBytes { packet in
+            guard packet.count <= maxPacketSize else {
+                counters.withLock { $0.oversizePackets += 1 }
+                return
+            }
+            let slot = slots + batch.count * maxPacketSize
+            if let base = packet.baseAddress { slot.copyMemory(from: base, byteCount: packet.count) }
+            batch.append(UnsafeRawBufferPointer(start: slot, count: packet.count), to: destination)
+            if batch.isFull { flush() }
         }
-        let slot = slots + batch.count * maxPacketSize
-        if let base = packet.baseAddress { slot.copyMemory(from: base, byteCount: packet.count) }
-        batch.append(UnsafeRawBufferPointer(start: slot, count: packet.count), to: destination)
-        if batch.isFull { flush() }
     }
 
     /// Sends the pending packets in one `sendmmsg` (nothing when empty).

@@ -146,19 +146,18 @@ package final class PeerConnectionRTPSender: PacketSink, Sendable {
 
     /// Sends the protected `packet` on the selected pair; counts it as dropped when not active,
     /// when the stream does not protect yet, or when sending fails.
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    package func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    package func write(_ packet: UnsafeRawBufferPointer) {
-        if isMuted.load(ordering: .relaxed) { return }
-        let protected = protection.adopted
-        state.withLock { s in
-            guard protected, let path = s.path, path.send(packet, on: socket) else {
-                s.dropped += 1
-                return
+    package func write(_ packet: RawSpan) {
+        packet.withUnsafeBytes { packet in
+            if isMuted.load(ordering: .relaxed) { return }
+            let protected = protection.adopted
+            state.withLock { s in
+                guard protected, let path = s.path, path.send(packet, on: socket) else {
+                    s.dropped += 1
+                    return
+                }
+                s.sent += 1
+                s.sentBytes += packet.count
             }
-            s.sent += 1
-            s.sentBytes += packet.count
         }
     }
 

@@ -75,29 +75,30 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
         }
     }
 
-    /// Hands over one packet as a span (the `PacketSink` requirement); the raw form below does the work.
-    func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0) } }
-
-    func write(_ packet: UnsafeRawBufferPointer) {
-        if muted.load(ordering: .relaxed) {
-            packetsMuted.add(1, ordering: .relaxed)
-            return
-        }
-        let current = targets.withLock { $0 }
-        for t in current where send(packet, to: t) {
-            packetsSent.add(1, ordering: .relaxed)
-            bytesSent.add(UInt64(packet.count), ordering: .relaxed)
+    /// Sends `packet` to every target under its own SRTP context; counts it as muted instead while
+    /// the track is muted.
+    func write(_ packet: RawSpan) {
+        packet.withUnsafeBytes { packet in
+            if muted.load(ordering: .relaxed) {
+                packetsMuted.add(1, ordering: .relaxed)
+                return
+            }
+            let current = targets.withLock { $0 }
+            for t in current where send(packet, to: t) {
+                packetsSent.add(1, ordering: .relaxed)
+                bytesSent.add(UInt64(packet.count), ordering: .relaxed)
+            }
         }
     }
 
-    /// The span form of `write(_:route:)` (the `RoutedPacketSink` requirement).
-    func write(_ packet: RawSpan, route: Int) { packet.withUnsafeBytes { write($0, route: route) } }
-
-    func write(_ packet: UnsafeRawBufferPointer, route: Int) {
-        guard !muted.load(ordering: .relaxed),
-            let t = targets.withLock({ $0.first { $0.route == route } })
-        else { return }
-        if send(packet, to: t) { packetsResent.add(1, ordering: .relaxed) }
+    /// Resends `packet` to the one target with `route` (a NACK's sender); nothing while muted.
+    func write(_ packet: RawSpan, route: Int) {
+        packet.withUnsafeBytes { packet in
+            guard !muted.load(ordering: .relaxed),
+                let t = targets.withLock({ $0.first { $0.route == route } })
+            else { return }
+            if send(packet, to: t) { packetsResent.add(1, ordering: .relaxed) }
+        }
     }
 
     private func send(_ packet: UnsafeRawBufferPointer, to t: Target) -> Bool {
