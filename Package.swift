@@ -46,8 +46,9 @@ let package = Package(
             path: "Benchmarks/revue-bench"),
         // MediaCoreTests: parsers, codecs, containers, SRTP, SDP; no threads, no wall clock, so they
         // run in parallel. MediaRealtimeTests: the rings, capture, send and receive pipelines, UDP,
-        // the relay and the exact allocation counts, run one at a time (Makefile). MediaTestSupport
-        // holds what both use: the allocation counter and a few signal measures.
+        // the relay, the ICE agent and DTLS over sockets, and the exact allocation counts, run one
+        // at a time (scripts/test). MediaTestSupport holds what the test targets share: the
+        // allocation counter, signal measures, a seeded generator, the external-process runner.
         .target(name: "MediaTestSupport", dependencies: ["MediaCore"], path: "Tests/MediaTestSupport"),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries", "MediaTestSupport"]),
         .testTarget(name: "MediaRealtimeTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),

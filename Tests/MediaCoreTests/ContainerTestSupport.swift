@@ -1,4 +1,5 @@
 import Foundation
+import MediaTestSupport
 
 @testable import MediaCore
 
@@ -56,19 +57,6 @@ func drawContainerTestPattern(_ frame: VideoFrame, index: Int) {
     }
 }
 
-/// A small deterministic generator for corruption tests (SplitMix64).
-struct ContainerTestRandom {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
-
 /// Feeds `read` every truncation of `bytes` and `mutations` randomly corrupted copies: each must
 /// either succeed or throw a `ContainerError` that names the file. A crash fails the whole run.
 /// Returns how many variants threw.
@@ -79,7 +67,7 @@ func exerciseCorruptions(
     var errors = 0
     var unnamed: [String] = []
     var variants: [[UInt8]] = stride(from: 0, to: bytes.count, by: truncationStep).map { Array(bytes.prefix($0)) }
-    var rng = ContainerTestRandom(state: 42)
+    var rng = TestRandom(state: 42)
     for _ in 0..<mutations {
         var b = bytes
         for _ in 0..<(1 + rng.below(4)) {

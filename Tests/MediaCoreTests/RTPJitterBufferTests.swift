@@ -143,7 +143,7 @@ extension RTPJitterBuffer {
         let steady = RTPJitterBuffer(settings: settings, clockRate: 90_000)
         let jittery = RTPJitterBuffer(settings: settings, clockRate: 90_000)
         let huge = RTPJitterBuffer(settings: settings, clockRate: 90_000)
-        var rng = SplitMix(seed: 3)
+        var rng = TestRandom(state: 3)
         for k in 0..<200 {
             let s = UInt16(k), ts = UInt32(k * 3000)
             let t = UInt64(k) * 33_333_333 + 1_000_000_000
@@ -173,18 +173,5 @@ extension RTPJitterBuffer {
             }
         }
         #expect(allocations == 0)
-    }
-}
-
-/// splitmix64, for reproducible test noise.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

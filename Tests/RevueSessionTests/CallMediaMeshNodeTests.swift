@@ -178,6 +178,19 @@ final class NodeMesh: @unchecked Sendable {
         var failures: [String] = []
         var uplink: [Int] = []
         for (k, i) in members.enumerated() { uplink.append(await uplinkBytes(i) - uplink0[k]) }
+        // A sender whose estimate fell (on a starved machine, late packets read as a queue) paces
+        // what it encoded more slowly, up to the pacer's 2 s queue limit: wait, up to 3 s more,
+        // until no receiver's frame count moves for half a second. The CPU and uplink figures above
+        // stay those of the feed and 1 s.
+        var lastTotal = -1, still = 0
+        let drainEnd = MonotonicTime.now + .seconds(3)
+        while still < 2 && MonotonicTime.now < drainEnd {
+            var total = 0
+            for i in members { total += (await mediaStats(i)).values.reduce(0) { $0 + $1.frames } }
+            still = total == lastTotal ? still + 1 : 0
+            lastTotal = total
+            try? await Task.sleep(for: .milliseconds(250))
+        }
         var encoded: [Int: Int] = [:]
         for j in senders where video {
             let e = (await videoSend(j))["framesEncoded"].map { $0 - (send0[j]?["framesEncoded"] ?? 0) } ?? -1

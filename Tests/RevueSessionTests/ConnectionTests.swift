@@ -7,7 +7,7 @@ import Testing
 /// The friend connection: going and coming, keys rotating, the relay, the send queue.
 @MainActor
 @Suite(.serialized) struct ConnectionTests {
-    @Test func crashedFriendGoesOfflineWithin2sAndReturnsWithoutUserAction() async throws {
+    @Test func crashedFriendGoesOfflineAfterTheTimeoutAndReturnsWithoutUserAction() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
         let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
@@ -16,7 +16,11 @@ import Testing
         let goneAt = MonotonicTime.now
         bob.revue.abandonForTesting()
         await alice.waitForEvent(.paths(bob.id, false), timeout: 3)
-        #expect(MonotonicTime.now - goneAt < .seconds(2))
+        // Offline 1.6 s after Bob's last packet (a ping every 0.5 s, so 1.1-1.6 s after the
+        // crash), seen on a 50 ms tick of the main queue. This process runs about 110 tests at
+        // once, whose main-actor work can hold that tick back: 2.17 s was seen once in CI.
+        let offlineAfter = MonotonicTime.now - goneAt
+        #expect(offlineAfter >= .milliseconds(1100) && offlineAfter < .milliseconds(2500), "offline after \(offlineAfter)")
         let backAt = MonotonicTime.now
         // Paths events also come while online (a round-trip time measured, a path added), so
         // "back" is the first online event after the offline one, not a count of online events.

@@ -1,4 +1,5 @@
 import Foundation
+import MediaTestSupport
 import Testing
 
 @testable import MediaCore
