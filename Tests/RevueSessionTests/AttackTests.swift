@@ -88,7 +88,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
     // new claimed endpoints start at most one round a second and the candidate table stays at 8,
     // so the victim sends fewer bytes toward them than the attacker spends.
     @Test func lanAnnounceFloodIsRateLimitedBelowAmplificationOne() async throws {
-        let lanPort = UInt16.random(in: 40_000...49_000)
+        let lanPort = testLANPort(Int.random(in: 10...149))
         let victim = try TestPeer { c in
             c.lanDiscovery = true
             c.lanDiscoveryPort = lanPort
@@ -127,7 +127,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
     // then every 5-10 s (jittered) while someone may be looking (eager window, or a friend
     // offline), else every 15 s.
     @Test func lanAnnouncementsSlowDownWhenEveryFriendIsConnected() async throws {
-        let lanPort = UInt16.random(in: 50_000...59_000)
+        let lanPort = testLANPort(Int.random(in: 150...299))
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
         let alice = try TestPeer(rendezvous: node) {

@@ -135,7 +135,7 @@ struct LANDiscoveryTests {
         func lan(_ c: inout RevueConfiguration) {
             c.bindHost = bindHost
             c.lanDiscovery = true
-            c.lanDiscoveryPort = 33_441
+            c.lanDiscoveryPort = testLANPort(1)
         }
         let alice = try TestPeer(tweak: lan), bob = try TestPeer(tweak: lan)
         defer { alice.remove(); bob.remove() }

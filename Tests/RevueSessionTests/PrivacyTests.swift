@@ -173,7 +173,7 @@ extension PrivacyTests {
 @Suite(.serialized, .enabled(if: multicastAvailable(), "no IPv4 multicast route on this host"))
 struct LANPrivacyTests {
     @Test func aLANObserverNeverSeesALongTermKey() async throws {
-        let lanPort: UInt16 = 33_442
+        let lanPort = testLANPort(2)
         let observer = try SessionSocket(host: "0.0.0.0", port: lanPort, reusePort: true)
         defer { observer.close() }
         #expect(observer.joinMulticast(group: SocketAddress(ip: SessionCore.lanGroup, port: lanPort)))
@@ -216,7 +216,7 @@ struct LANPrivacyTests {
         func lan(_ c: inout RevueConfiguration) {
             c.bindHost = "0.0.0.0"
             c.lanDiscovery = true
-            c.lanDiscoveryPort = 33_443
+            c.lanDiscoveryPort = testLANPort(3)
         }
         let alice = try TestPeer(tweak: lan), bob = try TestPeer(tweak: lan)
         defer { alice.remove(); bob.remove() }
