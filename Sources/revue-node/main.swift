@@ -421,7 +421,7 @@ func startPeer() {
     if let name = options.name { revue.setSelfName(name) }
     emit([
         "event": "ready", "mode": "peer", "address": .string(revue.revueAddress), "revueId": .string(revue.revueId),
-        "port": .integer(revue.port),
+        "port": .integer(revue.port), "lan": .bool(revue.isDiscoveringOnLAN),
     ])
 }
 

@@ -117,7 +117,7 @@ import Testing
 }
 
 /// LAN discovery by multicast: two friends find each other with no rendezvous node and no stored
-/// endpoint. Uses the real discovery port, so it runs alone.
+/// endpoint. Each test has its own discovery port (`testLANPort`).
 func multicastAvailable() -> Bool {
     guard let s = try? SessionSocket(host: "0.0.0.0", port: 0) else { return false }
     defer { s.close() }
@@ -143,5 +143,26 @@ struct LANDiscoveryTests {
         #expect(alice.events.isEmpty || alice.events == [.discoverable(true)])
         try await befriend(alice, bob)
         #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .directLAN)
+    }
+
+    /// Another program holds the discovery port without sharing it: the instance starts without
+    /// LAN discovery and says so. With the port free it runs; with the setting off it does not.
+    @Test func aDiscoveryPortHeldByAnotherSocketLeavesDiscoveryOffAndSaysSo() throws {
+        let port = testLANPort(4)
+        func lan(_ c: inout RevueConfiguration) {
+            c.lanDiscovery = true
+            c.lanDiscoveryPort = port
+        }
+        let holder = try SessionSocket(host: "0.0.0.0", port: port)  // without SO_REUSEPORT
+        let blocked = try TestPeer(tweak: lan)
+        #expect(blocked.revue.isInitialized && !blocked.revue.isDiscoveringOnLAN)
+        blocked.remove()
+        holder.close()
+        let running = try TestPeer(tweak: lan)
+        defer { running.remove() }
+        #expect(running.revue.isDiscoveringOnLAN)
+        let off = try TestPeer()
+        defer { off.remove() }
+        #expect(!off.revue.isDiscoveringOnLAN)
     }
 }

@@ -76,6 +76,12 @@ public final class Revue {
     /// Whether others can find you now (see `RevueDelegate.revue(_:didUpdateIsDiscoverable:)`).
     public var isDiscoverable: Bool { core?.isDiscoverable ?? false }
 
+    /// Whether LAN discovery runs: `RevueConfiguration.lanDiscovery` is on, the instance carries
+    /// IPv4, and its socket bound `lanDiscoveryPort` and joined the multicast group. False when
+    /// another program holds that port without sharing it (`SO_REUSEPORT`) or the host has no IPv4
+    /// multicast route; friends are then found through rendezvous nodes only. Main actor; cheap.
+    public var isDiscoveringOnLAN: Bool { core?.lanSocket != nil }
+
     /// What the session layer dropped or handled so far.
     public var counters: RevueCounters { core?.counters ?? RevueCounters() }
 

@@ -12,6 +12,7 @@ public struct RevueConfiguration: Sendable {
     public var port: UInt16 = 0
     /// Announce yourself to the local network and find friends there (UDP multicast to
     /// 239.255.77.77 on `lanDiscoveryPort`, TTL 1), only while you are discoverable.
+    /// `Revue.isDiscoveringOnLAN` tells whether it could start.
     public var lanDiscovery: Bool = false
     /// The UDP port LAN announcements go to.
     public var lanDiscoveryPort: UInt16 = 33_440
