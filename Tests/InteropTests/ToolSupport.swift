@@ -50,13 +50,3 @@ func runShell(_ script: String) -> (status: Int32, output: String) {
     p.waitUntilExit()
     return (p.terminationStatus, String(decoding: data, as: UTF8.self))
 }
-
-/// Polls `condition` every 10 ms for up to `seconds`; its last value.
-func pollUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(10_000)
-    }
-    return condition()
-}

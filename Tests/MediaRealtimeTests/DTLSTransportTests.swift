@@ -183,10 +183,10 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         dtlsB.attach(to: b, remote: dtlsA.transport.fingerprint)
         a.agent.start()
         b.agent.start()
-        #expect(iceWait(3) { a.agent.path.route != nil && b.agent.path.route != nil })
+        #expect(pollUntil(3) { a.agent.path.route != nil && b.agent.path.route != nil })
         dtlsA.queue.sync { dtlsA.transport.start(now: .now) }
         #expect(
-            iceWait(5) {
+            pollUntil(5) {
                 dtlsA.queue.sync { dtlsA.transport.state == .connected }
                     && dtlsB.queue.sync { dtlsB.transport.state == .connected }
             })
@@ -204,7 +204,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
                 let n = try buffer.withUnsafeMutableBytes { try out.protect($0, length: packet.count) }
                 _ = buffer.withUnsafeBytes { from.agent.path.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), on: from.socket) }
             }
-            #expect(iceWait(2) { to.received.withLock { $0.count } >= 5 })
+            #expect(pollUntil(2) { to.received.withLock { $0.count } >= 5 })
             var opened: [[UInt8]] = []
             for (bytes, _) in to.received.withLock({ $0 }) {
                 var buffer = bytes

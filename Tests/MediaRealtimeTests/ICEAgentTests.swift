@@ -2,6 +2,7 @@
 // pick the best pair, resolve role conflicts, fail over and recover, lose consent; attacks with a
 // raw UDP socket (forged responses, unauthenticated requests, floods) are performed and refused.
 import Foundation
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -16,17 +17,17 @@ import Testing
         let b = try ICETestPeer(bind: bind, controlling: false)
         defer { a.close(); b.close() }
         iceConnect(a, b)
-        #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        #expect(pollUntil(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
         #expect(a.agent.selectedPair?.remote.address == b.address)
         #expect(b.agent.selectedPair?.remote.address == a.address)
         #expect(a.agent.path.route?.peer == b.address)
         #expect(b.agent.path.route?.peer == a.address)
-        #expect(iceWait(2) { a.gathered.load(ordering: .relaxed) && b.gathered.load(ordering: .relaxed) })
+        #expect(pollUntil(2) { a.gathered.load(ordering: .relaxed) && b.gathered.load(ordering: .relaxed) })
         #expect(a.agent.localCandidates.map(\.address) == [a.address])
 
         a.sendMedia([0x80, 0xA1])
         b.sendMedia([0x80, 0xB1])
-        #expect(iceWait(2) { b.received(tagged: [0x80, 0xA1]).count == 5 && a.received(tagged: [0x80, 0xB1]).count == 5 })
+        #expect(pollUntil(2) { b.received(tagged: [0x80, 0xA1]).count == 5 && a.received(tagged: [0x80, 0xB1]).count == 5 })
         #expect(b.received(tagged: [0x80, 0xA1]).allSatisfy { $0.from == a.address })
         let sa = a.agent.statistics, sb = b.agent.statistics
         #expect(sa.checksSent > 0 && sa.responsesReceived > 0 && sa.checksAnswered > 0)
@@ -42,7 +43,7 @@ import Testing
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
         defer { a.close(); b.close() }
         iceConnect(a, b)
-        #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        #expect(pollUntil(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
         a.agent.setQuiet(true)
         // Let checks in flight settle, then count two quiet seconds.
         Thread.sleep(forTimeInterval: 0.5)
@@ -55,7 +56,7 @@ import Testing
 
         let woken0 = a.agent.statistics.checksSent
         a.agent.setQuiet(false)
-        #expect(iceWait(0.2) { a.agent.statistics.checksSent > woken0 }, "no check at once on waking")
+        #expect(pollUntil(0.2) { a.agent.statistics.checksSent > woken0 }, "no check at once on waking")
         Thread.sleep(forTimeInterval: 2)
         let active = a.agent.statistics.checksSent - woken0
         // 250 ms (x 0.8...1.2) for 2 s: about 8.
@@ -74,14 +75,14 @@ import Testing
         b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
         b.startReading()
         b.agent.start()
-        #expect(iceWait(1) { b.gathered.load(ordering: .relaxed) })
+        #expect(pollUntil(1) { b.gathered.load(ordering: .relaxed) })
         a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
         a.startReading()
         a.agent.start()
-        #expect(iceWait(1) { b.agent.statistics.checksAnswered > 0 })
+        #expect(pollUntil(1) { b.agent.statistics.checksAnswered > 0 })
         #expect(b.agent.selectedPair == nil && b.agent.statistics.checksSent == 0)
         b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
-        #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        #expect(pollUntil(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
         #expect(b.agent.selectedPair?.remote.address == a.address && a.agent.selectedPair?.remote.address == b.address)
     }
 
@@ -97,16 +98,16 @@ import Testing
         a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
         b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
         for p in [b, a] { p.startReading(); p.agent.start() }
-        #expect(iceWait(2) { a.agent.selectedPair?.remote.address == b.address })
+        #expect(pollUntil(2) { a.agent.selectedPair?.remote.address == b.address })
         b.close()
         a.agent.setRemoteCredentials(ufrag: c.agent.localUfrag, password: c.agent.localPassword)
-        #expect(iceWait(1) { a.agent.selectedPair == nil && a.agent.path.route == nil })
+        #expect(pollUntil(1) { a.agent.selectedPair == nil && a.agent.path.route == nil })
         #expect(a.agent.pairSnapshots.allSatisfy { $0.remote.address != b.address }, "\(a.agent.pairSnapshots)")
         c.agent.onCandidate = { [weak a] cand in a?.agent.addRemoteCandidate(cand) }
         c.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
         c.startReading()
         c.agent.start()
-        #expect(iceWait(2) { a.agent.selectedPair?.remote.address == c.address && c.agent.selectedPair != nil })
+        #expect(pollUntil(2) { a.agent.selectedPair?.remote.address == c.address && c.agent.selectedPair != nil })
         #expect(a.agent.pairSnapshots.allSatisfy { $0.remote.address == c.address }, "\(a.agent.pairSnapshots)")
     }
 
@@ -120,11 +121,11 @@ import Testing
         a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
         b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
         for p in [b, a] { p.startReading(); p.agent.start() }
-        #expect(iceWait(2) { b.agent.selectedPair != nil })
+        #expect(pollUntil(2) { b.agent.selectedPair != nil })
         #expect(b.agent.selectedPair?.remote.type == .prflx && b.agent.selectedPair?.remote.address == a.address)
         let host = try #require(a.agent.localCandidates.first { $0.type == .host })
         b.agent.addRemoteCandidate(host)
-        #expect(iceWait(1) { b.agent.selectedPair?.remote.type == .host }, "\(String(describing: b.agent.selectedPair))")
+        #expect(pollUntil(1) { b.agent.selectedPair?.remote.type == .host }, "\(String(describing: b.agent.selectedPair))")
         #expect(b.agent.selectedPair?.remote.address == a.address && b.agent.path.route?.peer == a.address)
     }
 
@@ -134,7 +135,7 @@ import Testing
         let (a, b, forwarder) = try Self.twoPaths()
         defer { a.close(); b.close(); forwarder.stop() }
         #expect(
-            iceWait(3) {
+            pollUntil(3) {
                 a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
                     && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
             }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
@@ -151,7 +152,7 @@ import Testing
         let (a, b, forwarder) = try Self.twoPaths()
         defer { a.close(); b.close(); forwarder.stop() }
         #expect(
-            iceWait(3) {
+            pollUntil(3) {
                 a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
                     && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
             })
@@ -159,21 +160,21 @@ import Testing
         a.agent.dropFilterForTests = { $0 == bAddress }
         b.agent.dropFilterForTests = { $0 == aAddress }
         #expect(
-            iceWait(2) {
+            pollUntil(2) {
                 a.agent.path.route?.peer == forwarder.address && b.agent.path.route?.peer == forwarder.address
             }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         a.sendMedia([0x80, 0xC1])
         b.sendMedia([0x80, 0xC2])
-        #expect(iceWait(1) { b.received(tagged: [0x80, 0xC1]).count == 5 && a.received(tagged: [0x80, 0xC2]).count == 5 })
+        #expect(pollUntil(1) { b.received(tagged: [0x80, 0xC1]).count == 5 && a.received(tagged: [0x80, 0xC2]).count == 5 })
         #expect(b.received(tagged: [0x80, 0xC1]).allSatisfy { $0.from == forwarder.address })
 
         a.agent.dropFilterForTests = nil
         b.agent.dropFilterForTests = nil
         #expect(
-            iceWait(3) { a.agent.path.route?.peer == bAddress && b.agent.path.route?.peer == aAddress },
+            pollUntil(3) { a.agent.path.route?.peer == bAddress && b.agent.path.route?.peer == aAddress },
             "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         a.sendMedia([0x80, 0xD1])
-        #expect(iceWait(1) { b.received(tagged: [0x80, 0xD1]).count == 5 })
+        #expect(pollUntil(1) { b.received(tagged: [0x80, 0xD1]).count == 5 })
         #expect(b.received(tagged: [0x80, 0xD1]).allSatisfy { $0.from == aAddress })
         #expect(a.agent.statistics.selectedPairChanges >= 3)
     }
@@ -188,10 +189,10 @@ import Testing
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false, configure: configure)
         defer { a.close(); b.close() }
         iceConnect(a, b)
-        #expect(iceWait(2) { a.agent.path.route != nil && b.agent.path.route != nil })
+        #expect(pollUntil(2) { a.agent.path.route != nil && b.agent.path.route != nil })
         a.agent.dropFilterForTests = { _ in true }
         b.agent.dropFilterForTests = { _ in true }
-        #expect(iceWait(4) { a.agent.path.route == nil && b.agent.path.route == nil })
+        #expect(pollUntil(4) { a.agent.path.route == nil && b.agent.path.route == nil })
         #expect(a.agent.selectedPair == nil && b.agent.selectedPair == nil)
         #expect(a.changes.withLock { $0.last?.remote == nil } && b.changes.withLock { $0.last?.remote == nil })
         #expect(a.agent.path.send(UnsafeRawBufferPointer(start: nil, count: 0), on: a.socket) == false)
@@ -205,12 +206,12 @@ import Testing
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: bothControlling)
         defer { a.close(); b.close() }
         iceConnect(a, b)
-        #expect(iceWait(3) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        #expect(pollUntil(3) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
         #expect(a.agent.isControlling != b.agent.isControlling)
         #expect(a.agent.statistics.roleSwitches + b.agent.statistics.roleSwitches >= 1)
         #expect(a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address)
         a.sendMedia([0x80, 0xE1])
-        #expect(iceWait(1) { b.received(tagged: [0x80, 0xE1]).count == 5 })
+        #expect(pollUntil(1) { b.received(tagged: [0x80, 0xE1]).count == 5 })
     }
 
     /// An attacker who sees our checks to its address (a remote candidate it planted, with a higher
@@ -250,8 +251,8 @@ import Testing
         }
         _ = try rightButElsewhere.withUnsafeBytes { try elsewhere.send($0, to: a.address) }
 
-        #expect(iceWait(2) { a.agent.statistics.droppedResponses >= 4 })
-        #expect(iceWait(2) { a.agent.selectedPair?.remote.address == b.address })
+        #expect(pollUntil(2) { a.agent.statistics.droppedResponses >= 4 })
+        #expect(pollUntil(2) { a.agent.selectedPair?.remote.address == b.address })
         usleep(300_000)
         #expect(a.agent.selectedPair?.remote.address == b.address)
         #expect(a.changes.withLock { $0.allSatisfy { $0.remote?.address != attackerAddress } })
@@ -264,7 +265,7 @@ import Testing
         // key, is accepted, so it was the checks above that kept the planted candidate out.
         let accepted = a.agent.statistics.responsesReceived
         _ = try rightButElsewhere.withUnsafeBytes { try attacker.send($0, to: a.address) }
-        #expect(iceWait(1) { a.agent.pairSnapshots.contains { $0.remote.address == attackerAddress && $0.valid } })
+        #expect(pollUntil(1) { a.agent.pairSnapshots.contains { $0.remote.address == attackerAddress && $0.valid } })
         #expect(a.agent.statistics.responsesReceived > accepted)
     }
 
@@ -333,7 +334,7 @@ import Testing
             let m = try STUNMessage(parsing: answer.bytes)
             #expect(answer.bytes.count <= sizes[m.transactionID] ?? 0)
         }
-        #expect(iceWait(1) { a.agent.statistics.rateLimitedRequests + a.agent.statistics.checksAnswered == 200 })
+        #expect(pollUntil(1) { a.agent.statistics.rateLimitedRequests + a.agent.statistics.checksAnswered == 200 })
         #expect(a.agent.statistics.checksAnswered == answers.count)
     }
 
@@ -350,7 +351,7 @@ import Testing
                     foundation: "\(i)", priority: UInt32(1000 + i),
                     address: .init(ipv4: 127, 0, 9, UInt8(i), port: 9), type: .host))
         }
-        #expect(iceWait(1) { a.agent.statistics.droppedRemoteCandidates == 12 })
+        #expect(pollUntil(1) { a.agent.statistics.droppedRemoteCandidates == 12 })
         #expect(a.agent.pairSnapshots.count == 5)
         // The pairs kept are the highest-priority ones.
         #expect(a.agent.pairSnapshots.map(\.remote.priority).min() == 1003)
@@ -380,7 +381,7 @@ import Testing
         let answerBytes = answer.encode(fingerprint: true)
         #expect(request.bytes.count >= answerBytes.count)
         _ = try answerBytes.withUnsafeBytes { try server.send($0, to: request.from) }
-        #expect(iceWait(2) { a.gathered.load(ordering: .relaxed) })
+        #expect(pollUntil(2) { a.gathered.load(ordering: .relaxed) })
         let candidates = seen.withLock { $0 }
         #expect(candidates.filter { $0.type == .host }.map(\.address.host) == ["127.0.0.1", "127.0.0.2"])
         #expect(candidates.allSatisfy { $0.type != .host || $0.address.port == a.address.port })
@@ -452,7 +453,7 @@ import Testing
             let seen = Mutex<[ICECandidate]>([])
             peer.agent.onCandidate = { c in seen.withLock { $0.append(c) } }
             peer.agent.start()
-            #expect(iceWait(2) { peer.gathered.load(ordering: .relaxed) })
+            #expect(pollUntil(2) { peer.gathered.load(ordering: .relaxed) })
             let hosts = seen.withLock { $0 }
             #expect(hosts == peer.agent.localCandidates)
             #expect(
@@ -474,7 +475,7 @@ import Testing
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
         defer { a.close(); b.close() }
         iceConnect(a, b)
-        #expect(iceWait(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        #expect(pollUntil(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
         let raw = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let rawAddress = try raw.localAddress()
         let request = iceBindingRequest(username: "\(a.agent.localUfrag):\(b.agent.localUfrag)", password: a.agent.localPassword)
@@ -513,7 +514,7 @@ import Testing
         #expect(answers.isEmpty, "\(answers.count) answers to garbage")
         #expect(a.agent.statistics.checksAnswered > 0 && a.agent.selectedPair?.remote.address == b.address)
         a.sendMedia([0x80, 0xF1])
-        #expect(iceWait(1) { b.received(tagged: [0x80, 0xF1]).count == 5 })
+        #expect(pollUntil(1) { b.received(tagged: [0x80, 0xF1]).count == 5 })
     }
 
     /// A and B on 127.0.0.1 with a forwarding socket as a second path between them, offered to each

@@ -5,16 +5,6 @@ import Synchronization
 
 @testable import MediaCore
 
-/// Polls `condition` every 10 ms for up to `seconds`; true as soon as it holds.
-func iceWait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(10_000)
-    }
-    return condition()
-}
-
 /// One side of a test call: a UDP socket, its agent (reading the socket itself), what arrived
 /// outside ICE, and every selected-pair change.
 final class ICETestPeer: Sendable {

@@ -148,6 +148,27 @@ private func tcpPortIsFree(_ port: Int) -> Bool {
     return SocketAddress.loopbackIPv4(port: UInt16(port)).withSockaddr { bind(fd, $0, $1) == 0 }
 }
 
+/// Runs `work` (a feed paced by `usleep`, anything that blocks) on a thread of its own and waits
+/// for it without holding one of the concurrency pool's threads, which other tests need.
+package func onOwnThread(_ work: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+        Thread {
+            work(); c.resume()
+        }.start()
+    }
+}
+
+/// Polls `condition` every 10 ms for up to `seconds` (blocking the calling thread); true as soon
+/// as it holds, else its last value.
+package func pollUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(10_000)
+    }
+    return condition()
+}
+
 /// Reads `handle` on a thread of its own until end of file and hands `onLine` each complete line
 /// (without its newline), in order. For the stdout of a peer process a test talks to by lines.
 package func readLines(of handle: FileHandle, _ onLine: @escaping @Sendable (String) -> Void) {

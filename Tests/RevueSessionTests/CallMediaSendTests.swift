@@ -1,5 +1,6 @@
 import Foundation
 import MediaCore
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -88,34 +89,38 @@ final class SpeakingRecorder: ParticipantDelegate {
         let audio = try #require(audioPub.audioCapturer)
         let video = try #require(a.room.localParticipant.localTrackPublications.first { $0.kind == .video }?.videoCapturer)
         // 1 s near-silence, 2 s speech, 2 s near-silence at 48 kHz in 20 ms buffers; 15 fps video.
-        let feeder = Task.detached {
-            let speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, amplitude: 0.5)
-            let hiss = SyntheticAudio(pattern: .whiteNoise, sampleRate: 48_000, amplitude: 0.0005)
-            var pcm = [Int16](repeating: 0, count: 960)
-            let (w, h) = (320, 180)
-            let bgra = UnsafeMutableRawPointer.allocate(byteCount: w * h * 4, alignment: 32)
-            defer { bgra.deallocate() }
-            let start = DispatchTime.now().uptimeNanoseconds
-            for chunk in 0..<250 {
-                let talking = chunk >= 50 && chunk < 150
-                for i in 0..<960 {
-                    let f = chunk * 960 + i
-                    pcm[i] = Int16(32767 * (talking ? speech.sample(atFrame: f) : hiss.sample(atFrame: f)))
-                }
-                let ts = Int64(chunk) * 20_000_000
-                pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
-                if chunk % 3 == 0 {
-                    SyntheticVideo.renderBGRA(frameIndex: chunk / 3, width: w, height: h, into: bgra, stride: w * 4)
-                    if let view = try? PixelBufferView.packed(
-                        format: .bgra, width: w, height: h, data: UnsafeRawBufferPointer(start: bgra, count: w * h * 4),
-                        stride: w * 4)
-                    {
-                        video.capture(view, timeStampNs: ts)
+        // On a thread of its own: the feed sleeps between chunks, and a pool thread it held would
+        // be missing for the tests beside it.
+        let feeder = Task {
+            await onOwnThread {
+                let speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, amplitude: 0.5)
+                let hiss = SyntheticAudio(pattern: .whiteNoise, sampleRate: 48_000, amplitude: 0.0005)
+                var pcm = [Int16](repeating: 0, count: 960)
+                let (w, h) = (320, 180)
+                let bgra = UnsafeMutableRawPointer.allocate(byteCount: w * h * 4, alignment: 32)
+                defer { bgra.deallocate() }
+                let start = DispatchTime.now().uptimeNanoseconds
+                for chunk in 0..<250 {
+                    let talking = chunk >= 50 && chunk < 150
+                    for i in 0..<960 {
+                        let f = chunk * 960 + i
+                        pcm[i] = Int16(32767 * (talking ? speech.sample(atFrame: f) : hiss.sample(atFrame: f)))
                     }
+                    let ts = Int64(chunk) * 20_000_000
+                    pcm.withUnsafeBufferPointer { audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: ts) }
+                    if chunk % 3 == 0 {
+                        SyntheticVideo.renderBGRA(frameIndex: chunk / 3, width: w, height: h, into: bgra, stride: w * 4)
+                        if let view = try? PixelBufferView.packed(
+                            format: .bgra, width: w, height: h, data: UnsafeRawBufferPointer(start: bgra, count: w * h * 4),
+                            stride: w * 4)
+                        {
+                            video.capture(view, timeStampNs: ts)
+                        }
+                    }
+                    let due = start + UInt64(chunk + 1) * 20_000_000
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    if due > now { usleep(UInt32((due - now) / 1000)) }
                 }
-                let due = start + UInt64(chunk + 1) * 20_000_000
-                let now = DispatchTime.now().uptimeNanoseconds
-                if due > now { usleep(UInt32((due - now) / 1000)) }
             }
         }
         await b.wait("b hears a speaking", timeout: 15) { speakingOnB.speaking.first == true }
@@ -165,22 +170,24 @@ extension CallMediaSendTests {
     nonisolated static func feedSpeech(_ audio: AudioBufferCapturer, chunks: Int, talking: Range<Int>, seed: UInt64) -> Task<
         Void, Never
     > {
-        Task.detached {
-            let speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, amplitude: 0.5, seed: seed)
-            let hiss = SyntheticAudio(pattern: .whiteNoise, sampleRate: 48_000, amplitude: 0.0005, seed: seed)
-            var pcm = [Int16](repeating: 0, count: 960)
-            let start = DispatchTime.now().uptimeNanoseconds
-            for chunk in 0..<chunks {
-                for i in 0..<960 {
-                    let f = chunk * 960 + i
-                    pcm[i] = Int16(32767 * (talking.contains(chunk) ? speech.sample(atFrame: f) : hiss.sample(atFrame: f)))
+        Task {
+            await onOwnThread {
+                let speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, amplitude: 0.5, seed: seed)
+                let hiss = SyntheticAudio(pattern: .whiteNoise, sampleRate: 48_000, amplitude: 0.0005, seed: seed)
+                var pcm = [Int16](repeating: 0, count: 960)
+                let start = DispatchTime.now().uptimeNanoseconds
+                for chunk in 0..<chunks {
+                    for i in 0..<960 {
+                        let f = chunk * 960 + i
+                        pcm[i] = Int16(32767 * (talking.contains(chunk) ? speech.sample(atFrame: f) : hiss.sample(atFrame: f)))
+                    }
+                    pcm.withUnsafeBufferPointer {
+                        audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(chunk) * 20_000_000)
+                    }
+                    let due = start + UInt64(chunk + 1) * 20_000_000
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    if due > now { usleep(UInt32((due - now) / 1000)) }
                 }
-                pcm.withUnsafeBufferPointer {
-                    audio.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(chunk) * 20_000_000)
-                }
-                let due = start + UInt64(chunk + 1) * 20_000_000
-                let now = DispatchTime.now().uptimeNanoseconds
-                if due > now { usleep(UInt32((due - now) / 1000)) }
             }
         }
     }

@@ -90,7 +90,12 @@ import Testing
     @Test func queueFullAndTimeoutClampedToFiveSeconds() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
-        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
+        // Bob stays online for Alice throughout (a 30 s connection timeout): the queue fills
+        // against a friend who is there and never answers. With the default 1.6 s, a busy main
+        // actor once let Bob go offline before the one send too many, which then failed as
+        // `friendNotReachable`.
+        let alice = try TestPeer(rendezvous: node) { $0.timeouts.connectionTimeout = 30 }
+        let bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
         try await befriend(alice, bob)
         #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline)
@@ -113,6 +118,8 @@ import Testing
         let elapsed = MonotonicTime.now - started
         #expect(elapsed >= .milliseconds(4900) && elapsed < .seconds(7), "timeout 1 s is clamped to 5 s")
         #expect(results.allSatisfy { if case .failure(.timeout) = $0 { true } else { false } })
+        #expect(
+            alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline, "the timeouts came from the queue, not from Bob going")
     }
 }
 

@@ -69,7 +69,13 @@ extension SDKScenarios {
         // participant, and the room's speaker list holds the peer, then nobody.
         let peerAudio = try #require(peers.peer.room.localParticipant.localTrackPublications.first { $0.kind == .audio })
         let capturer = try #require(peerAudio.audioCapturer)
-        await Task.detached { feedSpeechBetweenSilences(into: capturer) }.value
+        // On a thread of its own: the feed sleeps between chunks for 4 s, and a thread of the
+        // concurrency pool it held would be missing for the tests beside it.
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            Thread {
+                feedSpeechBetweenSilences(into: capturer); c.resume()
+            }.start()
+        }
         #expect(await waitUntil { tile.speakingChanges.count >= 2 && Room.shared.activeSpeakers.isEmpty })
         #expect(tile.speakingChanges.prefix(2) == [true, false])
         #expect(mine.speakerLists.first == [peerId] && mine.speakerLists.last == [])
