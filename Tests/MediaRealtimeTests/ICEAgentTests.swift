@@ -129,16 +129,19 @@ import Testing
         #expect(b.agent.selectedPair?.remote.address == a.address && b.agent.path.route?.peer == a.address)
     }
 
+    /// Both paths of `twoPaths` are valid on both agents, and each selected the direct one.
+    static func bothPathsValidDirectSelected(_ a: ICETestPeer, _ b: ICETestPeer) -> Bool {
+        a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
+            && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
+    }
+
     /// With a direct path and a forwarded one (a NAT-like second path), both agents select the
     /// direct pair, the highest-priority valid pair, while the other becomes valid too.
     @Test func selectsTheHighestPriorityPair() throws {
         let (a, b, forwarder) = try Self.twoPaths()
         defer { a.close(); b.close(); forwarder.stop() }
         #expect(
-            pollUntil(3) {
-                a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
-                    && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
-            }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+            pollUntil(3) { Self.bothPathsValidDirectSelected(a, b) }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
         for peer in [a, b] {
             let pairs = peer.agent.pairSnapshots
             let best = pairs.filter(\.valid).max { $0.priority < $1.priority }
@@ -152,10 +155,7 @@ import Testing
         let (a, b, forwarder) = try Self.twoPaths()
         defer { a.close(); b.close(); forwarder.stop() }
         #expect(
-            pollUntil(3) {
-                a.agent.pairSnapshots.filter(\.valid).count >= 2 && b.agent.pairSnapshots.filter(\.valid).count >= 2
-                    && a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address
-            })
+            pollUntil(3) { Self.bothPathsValidDirectSelected(a, b) })
         let aAddress = a.address, bAddress = b.address
         a.agent.dropFilterForTests = { $0 == bAddress }
         b.agent.dropFilterForTests = { $0 == aAddress }

@@ -117,30 +117,35 @@ func iceBindingRequest(
     return (m.encode(integrity: password.map { STUNMessage.shortTermKey(password: $0) }, fingerprint: fingerprint), m)
 }
 
-/// Every datagram `socket` receives within `seconds`.
-func iceReceiveAll(_ socket: UDPSocket, seconds: Double) -> [(bytes: [UInt8], from: SocketAddress)] {
-    var out: [(bytes: [UInt8], from: SocketAddress)] = []
+/// Hands `take` each datagram `socket` receives within `seconds`, until `take` returns true.
+func iceReceive(_ socket: UDPSocket, seconds: Double, _ take: ([UInt8], SocketAddress) -> Bool) {
     var buffer = [UInt8](repeating: 0, count: 2048)
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         guard (try? socket.waitUntilReadable(timeoutMilliseconds: 10)) == true,
             let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source
         else { continue }
-        out.append((Array(buffer[0..<got.count]), from))
+        if take(Array(buffer[0..<got.count]), from) { return }
+    }
+}
+
+/// Every datagram `socket` receives within `seconds`.
+func iceReceiveAll(_ socket: UDPSocket, seconds: Double) -> [(bytes: [UInt8], from: SocketAddress)] {
+    var out: [(bytes: [UInt8], from: SocketAddress)] = []
+    iceReceive(socket, seconds: seconds) { bytes, from in
+        out.append((bytes, from))
+        return false
     }
     return out
 }
 
 /// The first Binding request `socket` receives within `seconds`.
 func iceReceiveRequest(_ socket: UDPSocket, seconds: Double) -> (bytes: [UInt8], message: STUNMessage, from: SocketAddress)? {
-    var buffer = [UInt8](repeating: 0, count: 2048)
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        guard (try? socket.waitUntilReadable(timeoutMilliseconds: 10)) == true,
-            let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source
-        else { continue }
-        let bytes = Array(buffer[0..<got.count])
-        if let m = try? STUNMessage(parsing: bytes), m.messageClass == .request { return (bytes, m, from) }
+    var request: (bytes: [UInt8], message: STUNMessage, from: SocketAddress)?
+    iceReceive(socket, seconds: seconds) { bytes, from in
+        guard let m = try? STUNMessage(parsing: bytes), m.messageClass == .request else { return false }
+        request = (bytes, m, from)
+        return true
     }
-    return nil
+    return request
 }
