@@ -70,10 +70,7 @@ struct ICEAgentNamespaceTests {
                 s.agent.close()
             }
         }
-        a.agent.onCandidate = { [weak b] c in b?.agent.addRemoteCandidate(c) }
-        b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
-        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
-        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        exchangeICESignalling(a.agent, b.agent)
         a.agent.start()
         b.agent.start()
 

@@ -101,10 +101,7 @@ import Testing
         let a = try Side(server: server.address, controlling: true, relayOnly: false)
         let b = try Side(server: server.address, controlling: false, relayOnly: false)
         defer { a.agent.close(); b.agent.close() }
-        a.agent.onCandidate = { [weak b] c in b?.agent.addRemoteCandidate(c) }
-        b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
-        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
-        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        exchangeICESignalling(a.agent, b.agent)
         a.startReading()
         b.startReading()
         a.agent.start()

@@ -172,10 +172,7 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
         let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
         defer { a.close(); b.close() }
-        a.agent.onCandidate = { [weak b] c in b?.agent.addRemoteCandidate(c) }
-        b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
-        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
-        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        exchangeICESignalling(a.agent, b.agent)
         let dtlsA = try QueueOwnedDTLS(configuration(.active))
         let dtlsB = try QueueOwnedDTLS(configuration(.passive))
         defer { dtlsA.stop(); dtlsB.stop() }

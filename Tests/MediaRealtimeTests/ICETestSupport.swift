@@ -1,6 +1,7 @@
 // What the ICE agent tests share: peers on real loopback sockets, a second path between them
 // (a forwarding socket, like a NAT), raw STUN crafting, and polling.
 import Foundation
+import MediaTestSupport
 import Synchronization
 
 @testable import MediaCore
@@ -55,10 +56,7 @@ final class ICETestPeer: Sendable {
 /// Wires two peers as signalling would: credentials both ways, candidates trickled through
 /// `onCandidate`; both read their sockets and start.
 func iceConnect(_ a: ICETestPeer, _ b: ICETestPeer) {
-    a.agent.onCandidate = { [weak b] c in b?.agent.addRemoteCandidate(c) }
-    b.agent.onCandidate = { [weak a] c in a?.agent.addRemoteCandidate(c) }
-    a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword)
-    b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+    exchangeICESignalling(a.agent, b.agent)
     a.startReading()
     b.startReading()
     a.agent.start()
