@@ -271,4 +271,23 @@ import Testing
         #expect(Array(b.calls[mark...]) == ["received(a,again)", "connect(a)"])
         #expect(a.calls.filter { $0 == "ended(b,finished)" }.isEmpty, "\(a.calls)")
     }
+
+    /// The race of the test above, made certain: the restarted invitee handles the replayed
+    /// connect before the paths event that greets the inviter. Its answer must still come after
+    /// a hello, or the inviter ends the call with `.remoteHangUp` instead of `.connectionLost`.
+    @Test func anAnswerToACallOfAnEarlierRunFollowsAHello() async throws {
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
+        defer { a.peer.remove(); b.peer.remove() }
+        try await makeFriends([a, b])
+        let bCore = try #require(b.revue.core), aCore = try #require(a.revue.core)
+        await b.wait("b's stream to a drained") { bCore.friends[a.id]?.outbound.isEmpty == true }
+        aCore.withholdReceipts = true  // what b sends from here on stays in b's stream
+
+        b.room.onlineFriends.remove(a.id)  // the paths event has not reached the room yet
+        b.room.receive(CallSignal(op: CallSignal.Op.connect, inv: "of-a-run-that-is-gone"), from: a.id)
+        let sent = bCore.friends[a.id]!.outbound.map { CallSignal.parse($0.body).map { [$0.op, $0.epoch] } }
+        #expect(sent == [[CallSignal.Op.hello, b.room.epoch], [CallSignal.Op.hangup, nil]])
+    }
 }

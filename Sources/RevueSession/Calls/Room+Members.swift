@@ -16,6 +16,10 @@ extension Room {
 
     /// Handles one call signal from a friend.
     func receive(_ s: CallSignal, from id: String) {
+        // The friend is evidently online, and its stream can bring signalling for a call of our
+        // previous run before the paths event reached the room. The hello goes ahead of any
+        // answer (a hang-up, an end), so the friend ends that call as lost, not as hung up.
+        greet(id)
         answerUnknownCall(s, from: id)
         switch s.type {
         case "track": receiveTrackSignal(s, from: id)
@@ -90,8 +94,17 @@ extension Room {
         guard inCall else { return }
         let now = MonotonicTime.now
         if let last = unknownCallAnswered[id], now - last < .seconds(1) { return }
-        unknownCallAnswered[id] = now
-        send(CallSignal(op: CallSignal.Op.hangup), to: id)
+        // Not counted when the stream could not take it yet (the connection is not complete).
+        if send(CallSignal(op: CallSignal.Op.hangup), to: id) { unknownCallAnswered[id] = now }
+    }
+
+    /// Tells a friend which run of ours it talks to, once each time it comes online (not before
+    /// its stream can take the hello: a message can arrive before the connection is complete).
+    func greet(_ id: String) {
+        guard !onlineFriends.contains(id) else { return }
+        var hello = CallSignal(op: CallSignal.Op.hello)
+        hello.epoch = epoch
+        if send(hello, to: id) { onlineFriends.insert(id) }
     }
 
     /// Adds a friend to the call: participantDidConnect (room only), then your tracks to them.
@@ -222,12 +235,9 @@ extension Room {
     /// participant going offline leaves the call at once (`.connectionLost`, after its
     /// didUpdatePaths), unless `RevueTimeouts.callLostTimeout` gives it a grace period (`tick`).
     func pathsChanged(_ id: String, _ paths: FriendConnectionPaths) {
-        if paths.isOnline, onlineFriends.insert(id).inserted {
-            // Each time a friend comes online, tell it which run of ours it talks to.
-            var hello = CallSignal(op: CallSignal.Op.hello)
-            hello.epoch = epoch
-            send(hello, to: id)
-        } else if !paths.isOnline {
+        if paths.isOnline {
+            greet(id)
+        } else {
             onlineFriends.remove(id)
         }
         guard let p = remoteParticipants[id] else { return }
