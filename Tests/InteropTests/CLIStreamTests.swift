@@ -252,23 +252,21 @@ import Testing
 
     @Test func demoWritesReceivedMediaAndStats() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let r = try revueMedia(
-            ["demo", "--seconds", "12", "--out", "out", "--size", "320x180", "-q"], cwd: dir.path, timeout: 60)
+        let r = try revueMedia(["demo", "--seconds", "7", "--out", "out", "--size", "320x180", "-q"], cwd: dir.path, timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("PSNR") && r.stdout.contains("p99") && r.stdout.contains("lip sync"))
         let stats = try #require(cliJSON(String(decoding: Data(dir.read("out/stats.json")), as: UTF8.self)))
         let video = try #require(stats["video"] as? [String: Any]), audio = try #require(stats["audio"] as? [String: Any])
-        #expect((video["framesSent"] as? Int) == 360)
-        #expect((video["framesDecoded"] as? Int ?? 0) >= 325, "\(video)")
-        // Lip sync, end to end: the beep of each second plays within 45 ms of the frame captured
-        // with it (ITU-R BT.1359's detectability bound) once sync has settled. The demo reports
-        // from the third second; the correction overshoots until about the sixth (55-63 ms at
-        // seconds 4-5 in two runs on a busy machine; docs/media-engine.md), so the bound holds
-        // from there.
+        #expect((video["framesSent"] as? Int) == 210)
+        #expect((video["framesDecoded"] as? Int ?? 0) >= 190, "\(video)")
+        // Lip sync, end to end: the beep of each second the demo reports (from the third, once
+        // sync has settled) plays within 45 ms of the frame captured with it (ITU-R BT.1359's
+        // detectability bound). As in `LipSyncTests`, one second may measure up to 90 ms, for a
+        // late render or pull on a busy machine.
         let sync = try #require(stats["lipSync"] as? [String: Any])
         let offsets = sync["offsetsMs"] as? [Double] ?? []
-        let settled = offsets.dropFirst(3)
-        #expect(settled.count >= 4 && settled.allSatisfy { abs($0) <= 45 }, "\(sync)")
+        #expect(
+            offsets.count >= 3 && offsets.filter { abs($0) > 45 }.count <= 1 && offsets.allSatisfy { abs($0) <= 90 }, "\(sync)")
         #expect((video["psnrMean"] as? Double ?? 0) > 30, "\(video)")
         #expect((video["latencyP50Ms"] as? Double ?? 0) >= 20, "the relay adds 20 ms: \(video)")
         #expect((audio["correlation"] as? Double ?? 0) > 0.6, "\(audio)")

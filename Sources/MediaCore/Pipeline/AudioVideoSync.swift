@@ -4,9 +4,18 @@
 /// shown last, "local play time minus capture time" can be compared. The difference is what one
 /// stream must be delayed by to play in step with the other. The stream that is early gets an
 /// extra delay (video: added to its playout time; audio: added to its jitter buffer's target,
-/// reached by time-stretching), the other's extra is taken back first, and each update moves the
-/// extras by half the (damped) offset and at most `maxStepNs`, so a correction is never heard or
-/// seen as a jump and does not overshoot.
+/// reached by time-stretching), and the other's extra is taken back first.
+///
+/// What is filtered is the offset the streams would have with no extra delay (the measured offset
+/// plus the extras in force), which does not move when a correction is made: filtering the
+/// measured offset instead and adding a share of it at each update (an integrator behind a
+/// lagging filter) kept adding after the offset was gone, and overshot a 150 ms difference by
+/// 40-56 ms. Each update moves the extras half the way to that filtered offset, at most
+/// `maxStepNs`: a stream reaches a new delay over a while (video by at most 100 ms per second,
+/// audio by time-stretching), so the next measurement can still miss part of a correction already
+/// made, and a full step would then overshoot by that part. A stream that took its delay more
+/// slowly than `maxStepNs` a second would still make it overshoot by what it has not yet taken;
+/// video's playout time moves by 100 ms a second, audio by a pitch period per 20 ms packet.
 ///
 /// Thread rule: a value owned by the receive engine's thread. Cost: a few operations per update
 /// (once a second).
@@ -22,7 +31,9 @@ package struct AudioVideoSync: Sendable {
     /// The last measured offset: how much later (positive) or earlier audio plays than video,
     /// relative to their capture times, in nanoseconds. Nil before the first measurement.
     package private(set) var lastOffsetNs: Double?
-    private var filteredOffsetNs: Double?
+    /// The filtered offset without extra delays (`videoExtraNs - audioExtraNs` that puts both in
+    /// step). Nil before the first measurement.
+    package private(set) var filteredNaturalOffsetNs: Double?
 
     package init() {}
 
@@ -34,14 +45,14 @@ package struct AudioVideoSync: Sendable {
         // between the clocks is the same for both and cancels in the difference.
         let offset = (audioPlayNs - audioCaptureNs) - (videoRenderNs - videoCaptureNs)
         lastOffsetNs = offset
+        // Without the extras in force: video's extra made video later (less offset), audio's
+        // made audio later.
+        let natural = offset + videoExtraNs - audioExtraNs
         // Damped: half of each new measurement (one late pull or frame does not swing it).
-        let filtered = filteredOffsetNs.map { $0 + (offset - $0) / 2 } ?? offset
-        filteredOffsetNs = filtered
-        // The relative extra (video minus audio) that would put both in step, approached by half
-        // the measured offset per update, as libwebrtc does: a stream's buffer grows to a new
-        // delay over a while (audio by time-stretching), so the offset measured next still shows
-        // part of a correction already made, and taking all of it would overshoot.
-        let wanted = max(-maxExtraNs, min(maxExtraNs, videoExtraNs - audioExtraNs + filtered / 2))
+        let filtered = filteredNaturalOffsetNs.map { $0 + (natural - $0) / 2 } ?? natural
+        filteredNaturalOffsetNs = filtered
+        let current = videoExtraNs - audioExtraNs
+        let wanted = current + (max(-maxExtraNs, min(maxExtraNs, filtered)) - current) / 2
         let videoTarget = max(0, wanted), audioTarget = max(0, -wanted)
         videoExtraNs += max(-maxStepNs, min(maxStepNs, videoTarget - videoExtraNs))
         audioExtraNs += max(-maxStepNs, min(maxStepNs, audioTarget - audioExtraNs))
