@@ -108,6 +108,26 @@ extension AudioVideoSync {
         #expect(abs(streams.offset()) <= 5 * Self.ms)
     }
 
+    /// Frames rendered as they complete take no extra delay: video late is corrected by delaying
+    /// audio as before, audio late is left as it is (and no video extra piles up unused).
+    @Test func whenVideoCannotWaitOnlyAudioIsDelayed() {
+        for naturalMs in [150.0, -150.0] {
+            var streams = SimulatedStreams(naturalNs: naturalMs * Self.ms, videoRateNs: 100 * Self.ms, audioRateNs: 100 * Self.ms)
+            var sync = AudioVideoSync()
+            sync.videoCanBeDelayed = false
+            for _ in 0..<12 {
+                sync.update(offsetNs: streams.offset())
+                streams.follow(sync)
+            }
+            #expect(sync.videoExtraNs == 0, "\(sync)")
+            if naturalMs > 0 {
+                #expect(sync.audioExtraNs == 0 && abs(streams.offset() / Self.ms - naturalMs) <= 1, "\(sync)")
+            } else {
+                #expect(abs(sync.audioExtraNs / Self.ms - 150) <= 5 && abs(streams.offset()) <= 5 * Self.ms, "\(sync)")
+            }
+        }
+    }
+
     @Test func whenThePathsEvenOutTheExtraIsTakenBack() {
         var streams = SimulatedStreams(naturalNs: 150 * Self.ms, videoRateNs: 100 * Self.ms, audioRateNs: 100 * Self.ms)
         var sync = AudioVideoSync()

@@ -117,6 +117,7 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
             pubs.first { $0.kind == .audio }!.audioSink = sinks[i]
         }
         await a.wait("a's targets") { a.room.localMedia.values.allSatisfy { _ in true } }
+        let kernelDropsBefore = udpReceiveBufferErrors()
         let feedA = Self.feed(a.room.localParticipant.localTrackPublications, tone: 440, seconds: 10, startFrame: 0)
         let feedB = Self.feed(b.room.localParticipant.localTrackPublications, tone: 660, seconds: 10, startFrame: 0)
         await feedA.value
@@ -146,7 +147,14 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
         await a.wait("inbound stats") { (a.recorder.statistics["b/video"]?.framesDecoded ?? 0) > 100 }
         await a.wait("outbound stats") { (a.recorder.statistics["a/video"]?.framesEncoded ?? 0) > 100 }
         #expect((a.recorder.statistics["b/audio"]?.packetsReceived ?? 0) > 400)
-        #expect(a.recorder.statistics["b/audio"]?.packetsLost == 0)
+        // Loopback loses nothing of its own. What the kernel dropped from a full receive buffer
+        // meanwhile (machine-wide; a receive thread starved while this phase's ten calls encode at
+        // once: 3 audio packets once) may be missing too, and on a quiet machine that is none.
+        let kernelDrops = udpReceiveBufferErrors() - kernelDropsBefore
+        let lost = a.recorder.statistics["b/audio"]?.packetsLost
+        #expect(
+            lost != nil && lost! <= Int64(kernelDrops),
+            "b's audio: \(lost ?? -1) lost, \(kernelDrops) datagrams dropped by the kernel")
         #expect((a.recorder.statistics["a/audio"]?.packetsSent ?? 0) > 400)
         // Loopback, no loss, sub-millisecond RTT: excellent.
         await a.waitRoom("quality(b,excellent)")

@@ -24,6 +24,9 @@ package struct AudioVideoSync: Sendable {
     package var maxStepNs: Double = 80_000_000
     /// The largest extra delay either stream is given.
     package var maxExtraNs: Double = 1_000_000_000
+    /// Whether video can take an extra delay (it cannot when its frames are not scheduled for
+    /// rendering). When it cannot, only an early audio stream is corrected.
+    package var videoCanBeDelayed = true
     /// Extra delay for the video stream, in nanoseconds.
     package private(set) var videoExtraNs: Double = 0
     /// Extra delay for the audio stream, in nanoseconds.
@@ -53,7 +56,7 @@ package struct AudioVideoSync: Sendable {
         filteredNaturalOffsetNs = filtered
         let current = videoExtraNs - audioExtraNs
         let wanted = current + (max(-maxExtraNs, min(maxExtraNs, filtered)) - current) / 2
-        let videoTarget = max(0, wanted), audioTarget = max(0, -wanted)
+        let videoTarget = videoCanBeDelayed ? max(0, wanted) : 0, audioTarget = max(0, -wanted)
         videoExtraNs += max(-maxStepNs, min(maxStepNs, videoTarget - videoExtraNs))
         audioExtraNs += max(-maxStepNs, min(maxStepNs, audioTarget - audioExtraNs))
     }

@@ -574,11 +574,13 @@ public final class ReceivePipeline: @unchecked Sendable {
                 let videoCapture = video.receiveStatistics.senderTimeNs(ofRTPTimestamp: videoTimestamp, clockRate: 90_000),
                 let audioCapture = audio.receiveStatistics.senderTimeNs(ofRTPTimestamp: audioTimestamp, clockRate: 48_000)
             else { return }
+            // Unscheduled frames are decoded and rendered as they complete: no extra delay applies.
+            avSync.videoCanBeDelayed = video.settings.schedulesRendering
             avSync.update(
                 audioPlayNs: Double(playTime.nanoseconds), audioCaptureNs: audioCapture,
                 videoRenderNs: Double(renderTime.nanoseconds),
                 videoCaptureNs: videoCapture)
-            video.synchronizationDelay = .nanoseconds(Int64(video.settings.schedulesRendering ? avSync.videoExtraNs : 0))
+            video.synchronizationDelay = .nanoseconds(Int64(avSync.videoExtraNs))
             audio.setSynchronizationDelay(nanoseconds: Int64(avSync.audioExtraNs))
             syncState = AudioVideoSyncState(
                 offsetMilliseconds: (avSync.lastOffsetNs ?? 0) / 1e6, videoDelayMilliseconds: avSync.videoExtraNs / 1e6,
