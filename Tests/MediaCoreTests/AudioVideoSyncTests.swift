@@ -21,6 +21,17 @@ private struct SimulatedStreams {
         videoInForceNs += max(-videoRateNs, min(videoRateNs, sync.videoExtraNs - videoInForceNs))
         audioInForceNs += max(-audioRateNs, min(audioRateNs, sync.audioExtraNs - audioInForceNs))
     }
+
+    /// `updates` seconds of lip sync (measure, update, follow); the offsets measured, in ms.
+    @discardableResult
+    mutating func run(_ sync: inout AudioVideoSync, updates: Int) -> [Double] {
+        (0..<updates).map { _ in
+            let measured = offset()
+            sync.update(offsetNs: measured)
+            follow(sync)
+            return measured / 1_000_000
+        }
+    }
 }
 
 extension AudioVideoSync {
@@ -36,21 +47,8 @@ extension AudioVideoSync {
 @Suite struct AudioVideoSyncTests {
     private static let ms = 1_000_000.0
 
-    /// Runs `updates` seconds and returns the offset measured at each (before its update).
-    private func run(
-        naturalMs: Double, videoRateMs: Double, audioRateMs: Double, updates: Int = 12
-    ) -> (offsets: [Double], sync: AudioVideoSync) {
-        var streams = SimulatedStreams(
-            naturalNs: naturalMs * Self.ms, videoRateNs: videoRateMs * Self.ms, audioRateNs: audioRateMs * Self.ms)
-        var sync = AudioVideoSync()
-        var offsets: [Double] = []
-        for _ in 0..<updates {
-            let offset = streams.offset()
-            offsets.append(offset / Self.ms)
-            sync.update(offsetNs: offset)
-            streams.follow(sync)
-        }
-        return (offsets, sync)
+    private static func streams(naturalMs: Double, rateMs: Double = 100) -> SimulatedStreams {
+        SimulatedStreams(naturalNs: naturalMs * ms, videoRateNs: rateMs * ms, audioRateNs: rateMs * ms)
     }
 
     @Test(arguments: [150.0, -150.0, 400.0, -60.0])
@@ -59,7 +57,8 @@ extension AudioVideoSync {
         // and ones that take it only as fast as the step limit (80 ms a second). Audio takes it
         // faster: one pitch period (2.5-15 ms) per 20 ms packet.
         for rate in [100.0, 80.0] {
-            let (offsets, sync) = run(naturalMs: naturalMs, videoRateMs: rate, audioRateMs: rate)
+            var streams = Self.streams(naturalMs: naturalMs, rateMs: rate), sync = AudioVideoSync()
+            let offsets = streams.run(&sync, updates: 12)
             let settleAt = abs(naturalMs) > 200 ? 9 : 5
             for (second, offset) in offsets.enumerated() {
                 // Never past the other side by more than 10 ms.
@@ -89,22 +88,15 @@ extension AudioVideoSync {
     }
 
     @Test func oneLateMeasurementMovesTheExtraByAQuarterOfIt() {
-        var streams = SimulatedStreams(naturalNs: 150 * Self.ms, videoRateNs: 100 * Self.ms, audioRateNs: 100 * Self.ms)
-        var sync = AudioVideoSync()
-        for _ in 0..<15 {
-            sync.update(offsetNs: streams.offset())
-            streams.follow(sync)
-        }
+        var streams = Self.streams(naturalMs: 150), sync = AudioVideoSync()
+        streams.run(&sync, updates: 15)
         let before = sync.videoExtraNs
         // One render 100 ms late makes video look 100 ms later than it plays.
         sync.update(offsetNs: streams.offset(noiseNs: -100 * Self.ms))
         #expect(abs((sync.videoExtraNs - before) / Self.ms + 25) <= 1, "\(before / Self.ms) -> \(sync.videoExtraNs / Self.ms)")
         // Then it comes back.
         streams.follow(sync)
-        for _ in 0..<10 {
-            sync.update(offsetNs: streams.offset())
-            streams.follow(sync)
-        }
+        streams.run(&sync, updates: 10)
         #expect(abs(streams.offset()) <= 5 * Self.ms)
     }
 
@@ -112,13 +104,9 @@ extension AudioVideoSync {
     /// audio as before, audio late is left as it is (and no video extra piles up unused).
     @Test func whenVideoCannotWaitOnlyAudioIsDelayed() {
         for naturalMs in [150.0, -150.0] {
-            var streams = SimulatedStreams(naturalNs: naturalMs * Self.ms, videoRateNs: 100 * Self.ms, audioRateNs: 100 * Self.ms)
-            var sync = AudioVideoSync()
+            var streams = Self.streams(naturalMs: naturalMs), sync = AudioVideoSync()
             sync.videoCanBeDelayed = false
-            for _ in 0..<12 {
-                sync.update(offsetNs: streams.offset())
-                streams.follow(sync)
-            }
+            streams.run(&sync, updates: 12)
             #expect(sync.videoExtraNs == 0, "\(sync)")
             if naturalMs > 0 {
                 #expect(sync.audioExtraNs == 0 && abs(streams.offset() / Self.ms - naturalMs) <= 1, "\(sync)")
@@ -129,13 +117,10 @@ extension AudioVideoSync {
     }
 
     @Test func whenThePathsEvenOutTheExtraIsTakenBack() {
-        var streams = SimulatedStreams(naturalNs: 150 * Self.ms, videoRateNs: 100 * Self.ms, audioRateNs: 100 * Self.ms)
-        var sync = AudioVideoSync()
-        for second in 0..<24 {
-            if second == 12 { streams.naturalNs = -50 * Self.ms }  // now audio is early
-            sync.update(offsetNs: streams.offset())
-            streams.follow(sync)
-        }
+        var streams = Self.streams(naturalMs: 150), sync = AudioVideoSync()
+        streams.run(&sync, updates: 12)
+        streams.naturalNs = -50 * Self.ms  // now audio is early
+        streams.run(&sync, updates: 12)
         #expect(sync.videoExtraNs <= 1 * Self.ms && abs(sync.audioExtraNs / Self.ms - 50) <= 5, "\(sync)")
         #expect(abs(streams.offset()) <= 5 * Self.ms)
     }

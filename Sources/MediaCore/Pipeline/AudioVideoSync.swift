@@ -36,7 +36,7 @@ package struct AudioVideoSync: Sendable {
     package private(set) var lastOffsetNs: Double?
     /// The filtered offset without extra delays (`videoExtraNs - audioExtraNs` that puts both in
     /// step). Nil before the first measurement.
-    package private(set) var filteredNaturalOffsetNs: Double?
+    private var filteredNaturalOffsetNs: Double?
 
     package init() {}
 
