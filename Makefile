@@ -41,7 +41,7 @@ fuzz: deps
 
 ## make fuzz-smoke: builds every fuzz target and runs each on FUZZ_SMOKE_RUNS inputs from a fixed
 ## seed (repeatable; a broken harness fails), stopping a slow target after FUZZ_SMOKE_SECONDS.
-## The same run ends `make test`.
+## `make test` runs the same, beside its last tests.
 FUZZ_SMOKE_RUNS ?= 20000
 FUZZ_SMOKE_SECONDS ?= 8
 fuzz-smoke: deps
