@@ -14,8 +14,9 @@ demo: deps
 	$$($(SWIFT) build -c release --show-bin-path)/revue-media demo --seconds $(SECONDS) --out $(OUT)
 
 ## make test: checks the formatting (make lint), builds and runs the whole test suite in phases
-## (scripts/test says which tests run beside which, and why), then FUZZ_SMOKE_RUNS inputs of
-## every fuzz target (at most FUZZ_SMOKE_SECONDS each); prints each phase's time.
+## (scripts/test says which tests run beside which, and why) and, beside its last tests at idle
+## priority, FUZZ_SMOKE_RUNS inputs of every fuzz target (at most twice FUZZ_SMOKE_SECONDS each);
+## prints each phase's time.
 test: deps lint
 	SWIFT=$(SWIFT) FUZZ_SMOKE_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/test
 

@@ -206,3 +206,16 @@ package func waitForUDPListener(port: Int, seconds: Double = 10) -> Bool {
     } while Date() < deadline
     return false
 }
+
+/// Datagrams the kernel dropped because a UDP socket's receive buffer was full, machine-wide
+/// (`RcvbufErrors` in /proc/net/snmp); 0 when unreadable. Read it before and after a test on
+/// loopback to tell a datagram the product lost from one the kernel dropped while the receiving
+/// thread was starved.
+package func udpReceiveBufferErrors() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/net/snmp", encoding: .utf8) else { return 0 }
+    let lines = text.split(separator: "\n").filter { $0.hasPrefix("Udp:") }
+    guard lines.count >= 2 else { return 0 }
+    let names = lines[0].split(separator: " "), values = lines[1].split(separator: " ")
+    guard let i = names.firstIndex(of: "RcvbufErrors"), i < values.count else { return 0 }
+    return Int(values[i]) ?? 0
+}

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCore
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -288,15 +289,4 @@ final class TraceLog: Sendable {
         #expect(await warm.registerOnce())
         #expect(await late.lookup(warm.tags[0]) == warm.endpoint)
     }
-}
-
-/// Datagrams the kernel dropped because a UDP socket's receive buffer was full, machine-wide
-/// (`RcvbufErrors` in /proc/net/snmp); 0 when unreadable.
-func udpReceiveBufferErrors() -> Int {
-    guard let text = try? String(contentsOfFile: "/proc/net/snmp", encoding: .utf8) else { return 0 }
-    let lines = text.split(separator: "\n").filter { $0.hasPrefix("Udp:") }
-    guard lines.count >= 2 else { return 0 }
-    let names = lines[0].split(separator: " "), values = lines[1].split(separator: " ")
-    guard let i = names.firstIndex(of: "RcvbufErrors"), i < values.count else { return 0 }
-    return Int(values[i]) ?? 0
 }
