@@ -14,9 +14,8 @@ demo: deps
 	$$($(SWIFT) build -c release --show-bin-path)/revue-media demo --seconds $(SECONDS) --out $(OUT)
 
 ## make test: checks the formatting (make lint), builds and runs the whole test suite in phases
-## (scripts/test says which tests run beside which, and why) and, beside its last tests at idle
-## priority, FUZZ_SMOKE_RUNS inputs of every fuzz target (at most twice FUZZ_SMOKE_SECONDS each);
-## prints each phase's time.
+## (scripts/test says which tests run beside which, and why), then FUZZ_SMOKE_RUNS inputs of
+## every fuzz target (at most FUZZ_SMOKE_SECONDS each); prints each phase's time.
 test: deps lint
 	SWIFT=$(SWIFT) FUZZ_SMOKE_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/test
 
@@ -42,7 +41,7 @@ fuzz: deps
 
 ## make fuzz-smoke: builds every fuzz target and runs each on FUZZ_SMOKE_RUNS inputs from a fixed
 ## seed (repeatable; a broken harness fails), stopping a slow target after FUZZ_SMOKE_SECONDS.
-## `make test` runs the same, beside its last tests.
+## The same run ends `make test`.
 FUZZ_SMOKE_RUNS ?= 20000
 FUZZ_SMOKE_SECONDS ?= 8
 fuzz-smoke: deps
