@@ -44,9 +44,10 @@ private func largestStep(_ x: ArraySlice<Int16>) -> Int {
         let stretch = AudioTimeStretch()
         var rng: UInt64 = 0x9E37_79B9_7F4A_7C15
         func noise(_ amplitude: Double) -> [Int16] {
-            (0..<960).map { _ in
+            (0..<960).map { _ -> Int16 in
                 rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17
-                return Int16(amplitude * (Double(rng >> 11) / Double(1 << 53) * 2 - 1))
+                let unit: Double = Double(rng >> 11) / 9_007_199_254_740_992  // 2^53: in [0, 1)
+                return Int16(amplitude * (2 * unit - 1))
             }
         }
         var loud = noise(10_000)
@@ -69,7 +70,9 @@ private func largestStep(_ x: ArraySlice<Int16>) -> Int {
         var block = mono.flatMap { [$0, $0] }
         let removed = block.withUnsafeMutableBufferPointer { stretch.accelerate($0, frames: 960) }
         #expect(removed > 0)
-        #expect((0..<(960 - removed)).allSatisfy { block[2 * $0] == block[2 * $0 + 1] })
+        let kept: Int = 960 - removed
+        let channelsAlike = (0..<kept).allSatisfy { (i: Int) -> Bool in block[2 * i] == block[2 * i + 1] }
+        #expect(channelsAlike)
     }
 }
 
