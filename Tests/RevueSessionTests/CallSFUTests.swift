@@ -37,11 +37,12 @@ final class SenderProbe: VideoRenderer, AudioSink, @unchecked Sendable {
 
     var snapshot: Counts { counts.withLock { $0 } }
     var meanPSNR: Double { let c = snapshot; return c.frames > 0 ? c.psnrSum / Double(c.frames) : 0 }
-    /// The tone's SNR over the last `seconds` of sound played (ending 0.1 s before the last loud
-    /// sample, so the window lies inside the tone): the median over 0.2 s windows, each fitted on
-    /// its own, so that one jump in phase where the playout stretched or concealed to follow the
-    /// network's jitter (as it should) does not count as noise over the whole second; -99
-    /// without that much sound.
+    /// The tone's SNR over the last `seconds` of sound played, ending 0.1 s before the last loud
+    /// sample (the playout conceals for up to 0.2 s after a stream ends, so the last window may
+    /// hold some of that): the median over 0.2 s windows, each fitted on its own, so that one jump
+    /// in phase where the playout stretched to follow the network's jitter (as it should), or the
+    /// concealment at the end, does not count as noise over the whole second; -99 without that
+    /// much sound.
     func snr(_ frequency: Double, seconds: Double = 1) -> Double {
         pcm.withLock { x in
             guard let last = x.lastIndex(where: { abs(Int($0)) > 1000 }) else { return -99 }
