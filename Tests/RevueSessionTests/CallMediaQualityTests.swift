@@ -53,6 +53,15 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
     return 10 * log10(fitted / max(total - fitted, 1e-9))
 }
 
+/// `toneSNR` of each whole `window` samples of `x`, from its start, sorted: its median tells
+/// whether a tone is heard, whatever single jump in phase (the playout stretching to follow
+/// jitter) lies in one window.
+func windowedToneSNRs(_ x: ArraySlice<Int16>, frequency: Double, window: Int) -> [Double] {
+    stride(from: x.startIndex, through: x.endIndex - window, by: window).map {
+        toneSNR(x[$0..<$0 + window], frequency: frequency)
+    }.sorted()
+}
+
 @MainActor
 @Suite(.serialized) struct CallMediaQualityTests {
     /// Feeds one participant's capturers in real time: a tone and the synthetic video at 15 fps.
@@ -134,13 +143,8 @@ func toneSNR(_ x: ArraySlice<Int16>, frequency: Double, sampleRate: Double = 48_
             let pcm = sinks[i].samples.withLock { $0 }
             #expect(pcm.count >= 8 * 48_000, "side \(i): \(pcm.count) samples")
             // 0.5 s windows from the middle of the call (after the jitter buffer settled).
-            var snrs: [Double] = []
-            var start = 3 * 48_000
-            while start + 24_000 <= min(pcm.count, 9 * 48_000) {
-                snrs.append(toneSNR(pcm[start..<start + 24_000], frequency: tone))
-                start += 24_000
-            }
-            snrs.sort()
+            let middle = pcm[min(3 * 48_000, pcm.count)..<min(pcm.count, 9 * 48_000)]
+            let snrs = windowedToneSNRs(middle, frequency: tone, window: 24_000)
             #expect(!snrs.isEmpty && snrs[snrs.count / 2] >= 20, "side \(i): tone SNR \(snrs)")
         }
         // Statistics arrive on the room with W3C names, inbound for b's tracks, outbound for a's.

@@ -48,9 +48,7 @@ final class SenderProbe: VideoRenderer, AudioSink, @unchecked Sendable {
             guard let last = x.lastIndex(where: { abs(Int($0)) > 1000 }) else { return -99 }
             let end = last - 4_800, start = end - Int(seconds * 48_000)
             guard start >= 0 else { return -99 }
-            let snrs = stride(from: start, to: end - 9_599, by: 9_600).map {
-                toneSNR(x[$0..<$0 + 9_600], frequency: frequency)
-            }.sorted()
+            let snrs = windowedToneSNRs(x[start..<end], frequency: frequency, window: 9_600)
             return snrs.isEmpty ? -99 : snrs[snrs.count / 2]
         }
     }
@@ -196,14 +194,13 @@ final class ProbeAttacher: RoomDelegate {
                     #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
                     #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
                     let snr = probe.snr(Self.tones[j])
-                    print(
-                        "CallSFUTests: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB"
-                    )
                     let audio = me.room.inboundStats(of: other.id)?.first { $0.kind == "audio" }
                     let playout = audio.map {
                         "\($0.packetsReceived) packets, \($0.packetsLost) lost, \($0.concealedSamples) concealed, \($0.insertedSamplesForDeceleration) inserted, \($0.removedSamplesForAcceleration) removed, \($0.packetsDiscarded) discarded"
                     }
-                    print("CallSFUTests: \(me.name) from \(other.name): audio \(playout ?? "none")")
+                    print(
+                        "CallSFUTests: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB; audio \(playout ?? "none")"
+                    )
                     #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB; audio: \(playout ?? "none")")
                 }
             }
