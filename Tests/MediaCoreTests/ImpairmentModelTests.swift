@@ -83,6 +83,25 @@ extension ImpairmentModel.Decision {
         #expect(a.1 != c.1)
     }
 
+    @Test func theLossStageAloneDrawsTheSameLossesAsAWholeDecision() {
+        // Loss is the first stage and, with nothing else set, the only random draw: `drawLoss()`
+        // must lose the same packets that `decide` drops, and count them the same way.
+        let settings = ImpairmentModel.Settings(loss: 0.05, burst: 3)
+        var whole = ImpairmentModel(settings: settings, seed: 21)
+        var lossOnly = ImpairmentModel(settings: settings, seed: 21)
+        let dropped = (0..<20_000).map { whole.decide(arrival: UInt64($0), size: 10) == .drop(.loss) }
+        let drawn = (0..<20_000).map { _ in lossOnly.drawLoss() }
+        #expect(dropped == drawn)
+        #expect(lossOnly.counters.lost == whole.counters.lost && lossOnly.counters.lossBursts == whole.counters.lossBursts)
+        #expect(lossOnly.counters.packets == 0)
+        // Skipping the loss stage delivers everything.
+        var lossless = ImpairmentModel(settings: settings, seed: 21)
+        let delivered = (0..<1000).filter {
+            lossless.decide(arrival: UInt64($0), size: 10, applyingLoss: false) == .deliver(at: UInt64($0))
+        }
+        #expect(delivered.count == 1000 && lossless.counters.lost == 0 && lossless.counters.delivered == 1000)
+    }
+
     @Test func jitterStaysWithinBoundsAroundTheDelay() {
         // 20 ms spacing > 2 x jitter: order keeping never moves a packet, so the raw spread shows.
         let (_, decisions) = run(.init(delayMilliseconds: 50, jitterMilliseconds: 10), count: 20_000, spacing: 20 * ms)

@@ -159,6 +159,89 @@ private func sendPaced(
         }
     }
 
+    @Test func lossPerStreamLosesTheSamePacketsOfAStreamHoweverTheLinkIsShared() throws {
+        /// An RTP packet of `ssrc` with sequence number `seq` (payload type 96, 60 bytes of payload).
+        func rtp(ssrc: UInt32, seq: Int) -> [UInt8] {
+            var p: [UInt8] = [0x80, 96, UInt8(truncatingIfNeeded: seq >> 8), UInt8(truncatingIfNeeded: seq), 0, 0, 0, 0]
+            p += withUnsafeBytes(of: ssrc.bigEndian) { [UInt8]($0) }
+            return p + [UInt8](repeating: 0xAB, count: 60)
+        }
+        let rtcp: [UInt8] = [0x80, 200, 0, 6] + [UInt8](repeating: 0, count: 24)
+        let audio: UInt32 = 0x3333_4444, video: UInt32 = 0x1111_2222
+        let settings = ImpairmentModel.Settings(loss: 0.1, burst: 2)
+        /// Sends 300 packets of `audio` with `company` other datagrams after each, and returns the
+        /// audio sequence numbers that arrived (nil when the kernel dropped some on the way in).
+        func run(perStream: Bool, company: Int, shift: Int) throws -> Set<Int>? {
+            let sender = try Endpoint(), destination = try Endpoint()
+            var configuration = ImpairmentRelay.Configuration(
+                listen: .loopbackIPv4(port: 0), to: destination.address, impairment: settings, seed: 99)
+            configuration.lossPerStream = perStream
+            let relay = try ImpairmentRelay(configuration: configuration)
+            relay.start()
+            var sent = 0
+            for seq in 0..<300 {
+                try sender.send(rtp(ssrc: audio, seq: seq), to: relay.listenAddress)
+                for k in 0..<company {
+                    let other = (seq + k + shift) % 4 == 0 ? rtcp : rtp(ssrc: video, seq: seq * company + k)
+                    try sender.send(other, to: relay.listenAddress)
+                }
+                sent += 1 + company
+                if seq % 10 == 9 { usleep(3000) }
+            }
+            destination.settle()
+            relay.stop()
+            let stats = relay.statistics.forward
+            #expect(stats.droppedByLoss + stats.forwarded == stats.received)
+            #expect(stats.droppedByLoss > 0)
+            guard stats.received == sent else { return nil }
+            return Set(
+                destination.packets.filter {
+                    $0.count >= 12 && $0[1] == 96 && $0[8...11].elementsEqual([0x33, 0x33, 0x44, 0x44])
+                }
+                .map { Int($0[2]) << 8 | Int($0[3]) })
+        }
+        let alone = try run(perStream: true, company: 0, shift: 0)
+        let crowded = try run(perStream: true, company: 3, shift: 1)
+        let shifted = try run(perStream: true, company: 2, shift: 2)
+        print(
+            "audio packets arriving of 300, own loss model: \([alone, crowded, shifted].map { $0.map { "\($0.count)" } ?? "kernel drop" })"
+        )
+        if let alone, let crowded, let shifted {
+            #expect(alone.count < 300 && alone.count > 200, "\(300 - alone.count) of 300 audio packets lost at 10 %")
+            #expect(crowded == alone && shifted == alone)
+        }
+        // With one model for the direction, the audio's losses depend on what shares the link.
+        if let shared1 = try run(perStream: false, company: 3, shift: 1),
+            let shared2 = try run(perStream: false, company: 2, shift: 2)
+        {
+            print("audio packets arriving of 300, shared loss model: \(shared1.count), \(shared2.count)")
+            #expect(shared1 != shared2)
+        }
+    }
+
+    @Test func lossPerStreamBoundsItsStreamsAndCountsEveryLoss() throws {
+        let sender = try Endpoint(), destination = try Endpoint()
+        var configuration = ImpairmentRelay.Configuration(
+            listen: .loopbackIPv4(port: 0), to: destination.address, impairment: .init(loss: 0.2), seed: 5)
+        configuration.lossPerStream = true
+        let relay = try ImpairmentRelay(configuration: configuration)
+        relay.start()
+        // A stranger cycling through 64 SSRCs, and datagrams too short to be RTP.
+        for i in 0..<1280 {
+            var p: [UInt8] = [0x80, 96, 0, UInt8(truncatingIfNeeded: i), 0, 0, 0, 0, 0, 0, 0, UInt8(i % 64)]
+            if i % 16 == 15 { p = [0x80, 96, 0] }
+            try sender.send(p + [UInt8](repeating: 1, count: 40), to: relay.listenAddress)
+            if i % 10 == 9 { usleep(3000) }
+        }
+        destination.settle()
+        relay.stop()
+        let stats = relay.statistics.forward
+        #expect(stats.droppedByLoss + stats.forwarded == stats.received)
+        #expect(destination.count == stats.forwarded)
+        // About 20 % lost, whichever model drew the loss.
+        #expect(abs(Double(stats.droppedByLoss) / Double(stats.received) - 0.2) < 0.05, "\(stats)")
+    }
+
     @Test func reorderingIsObservedAtTheDestination() throws {
         let sender = try Endpoint(), destination = try Endpoint()
         let relay = try ImpairmentRelay(
@@ -304,10 +387,15 @@ private func sendPaced(
         ])
         #expect(oneWay.listen == .loopbackIPv6(port: 5000))
         #expect(oneWay.reverse.isTransparent && oneWay.forward.loss == 0.1)
+        #expect(!c.lossPerStream && !oneWay.lossPerStream)
+        let perStream = try ImpairmentRelay.Configuration(arguments: [
+            "--listen", "5000", "--to", "127.0.0.1:6000", "--loss", "0.1", "--loss-per-stream",
+        ])
+        #expect(perStream.lossPerStream && perStream.forward.loss == 0.1)
         // Every option the parser accepts is in the help text.
         for option in [
             "--listen", "--to", "--loss", "--burst", "--delay", "--jitter", "--reorder", "--reorder-delay",
-            "--duplicate", "--rate", "--queue", "--seed", "--forward-only",
+            "--duplicate", "--rate", "--queue", "--seed", "--forward-only", "--loss-per-stream",
         ] {
             #expect(ImpairmentRelay.Configuration.usage.contains(option))
         }

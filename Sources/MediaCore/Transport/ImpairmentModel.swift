@@ -162,17 +162,18 @@ package struct ImpairmentModel: Sendable {
     /// Decides the fate of a packet of `size` bytes arriving at `arrival` (nanoseconds; arrivals
     /// must not go backwards).
     public mutating func decide(arrival: UInt64, size: Int) -> Decision {
+        decide(arrival: arrival, size: size, applyingLoss: true)
+    }
+
+    /// `decide(arrival:size:)` with the loss stage skipped when `applyingLoss` is false: the
+    /// relay's per-stream mode draws each stream's losses from the stream's own model
+    /// (`drawLoss()`) and lets this one do the rest.
+    public mutating func decide(arrival: UInt64, size: Int, applyingLoss: Bool) -> Decision {
         counters.packets += 1
         counters.bytes += size
 
         // 1. Loss.
-        if isLost() {
-            if !lastWasLost { counters.lossBursts += 1 }
-            lastWasLost = true
-            counters.lost += 1
-            return .drop(.loss)
-        }
-        lastWasLost = false
+        if applyingLoss && drawLoss() { return .drop(.loss) }
 
         // 2. Rate limit: a link serialising bytes at the configured rate behind a bounded queue.
         var departure = arrival
@@ -208,6 +209,19 @@ package struct ImpairmentModel: Sendable {
             return .deliverTwice(at: delivery, duplicateAt: delivery)
         }
         return .deliver(at: delivery)
+    }
+
+    /// The loss stage alone: whether the next packet is lost (random or in a Gilbert burst).
+    /// Counts the loss and its burst in `counters`, but not the packet.
+    public mutating func drawLoss() -> Bool {
+        guard isLost() else {
+            lastWasLost = false
+            return false
+        }
+        if !lastWasLost { counters.lossBursts += 1 }
+        lastWasLost = true
+        counters.lost += 1
+        return true
     }
 
     private mutating func isLost() -> Bool {

@@ -45,6 +45,11 @@ package final class ImpairmentRelay: @unchecked Sendable {
         public var queued = 0
     }
 
+    /// Most RTP streams per direction with their own loss model under
+    /// `Configuration.lossPerStream`; later streams share the direction's model (a stranger
+    /// sending many SSRCs cannot grow the relay's state).
+    public static let maxLossStreams = 16
+
     /// Counters of both directions.
     public struct Statistics: Sendable, Equatable {
         /// From the listen side to `to`.
@@ -77,17 +82,16 @@ package final class ImpairmentRelay: @unchecked Sendable {
         listenAddress = try listenSocket.localAddress()
         upstreamAddress = try upstream.localAddress()
         let forward = Lane(
-            receiveOn: listenSocket, sendOn: upstream,
-            model: ImpairmentModel(settings: configuration.forward, seed: configuration.seed),
-            configuration: configuration)
+            receiveOn: listenSocket, sendOn: upstream, settings: configuration.forward,
+            seed: configuration.seed, configuration: configuration)
         let reverse = Lane(
-            receiveOn: upstream, sendOn: listenSocket,
-            model: ImpairmentModel(
-                settings: configuration.reverse,
-                seed: configuration.seed ^ 0x5EED_0F_2E7E_25E0),
-            configuration: configuration)
+            receiveOn: upstream, sendOn: listenSocket, settings: configuration.reverse,
+            seed: Self.reverseSeed(configuration.seed), configuration: configuration)
         engine = Engine(forward: forward, reverse: reverse)
     }
+
+    /// The reverse direction's seed, derived from the configuration's.
+    static func reverseSeed(_ seed: UInt64) -> UInt64 { seed ^ 0x5EED_0F_2E7E_25E0 }
 
     /// Releasing a running relay stops and joins its thread.
     deinit { stop() }
@@ -157,8 +161,8 @@ package final class ImpairmentRelay: @unchecked Sendable {
                 if let new = pending.withLock({ c in
                     defer { c = nil }; return c
                 }) {
-                    forwardLane.replaceModel(ImpairmentModel(settings: new.forward, seed: new.seed))
-                    reverseLane.replaceModel(ImpairmentModel(settings: new.reverse, seed: new.seed ^ 0x5EED_0F_2E7E_25E0))
+                    forwardLane.replaceModels(settings: new.forward, seed: new.seed)
+                    reverseLane.replaceModels(settings: new.reverse, seed: ImpairmentRelay.reverseSeed(new.seed))
                 }
                 let now = MonotonicTime.now.nanoseconds
                 forwardLane.deliverDue(now: now)
@@ -209,7 +213,15 @@ package final class ImpairmentRelay: @unchecked Sendable {
 
         let input: UDPSocket
         let output: UDPSocket
+        /// The direction's model: every stage for most packets; all but loss for the streams in
+        /// `streamLoss`.
         var model: ImpairmentModel
+        /// Under `lossPerStream`: the loss models of the first `maxLossStreams` RTP streams seen,
+        /// by SSRC (a linear search of at most 16 entries; capacity reserved up front).
+        let lossPerStream: Bool
+        var streamLoss: [(ssrc: UInt32, model: ImpairmentModel)] = []
+        var settings: ImpairmentModel.Settings
+        var seed: UInt64
         var counters = DirectionStatistics()
         let maxPacketSize: Int
         let receiveBatch: UDPReceiveBatch
@@ -220,13 +232,20 @@ package final class ImpairmentRelay: @unchecked Sendable {
         var heap: [Entry]
         var order: UInt64 = 0
 
-        init(receiveOn input: UDPSocket, sendOn output: UDPSocket, model: ImpairmentModel, configuration: Configuration) {
+        init(
+            receiveOn input: UDPSocket, sendOn output: UDPSocket, settings: ImpairmentModel.Settings, seed: UInt64,
+            configuration: Configuration
+        ) {
             precondition(
                 configuration.maxQueuedPackets > 0 && configuration.maxPacketSize > 0,
                 "the relay needs room for at least one packet")
             self.input = input
             self.output = output
-            self.model = model
+            self.model = ImpairmentModel(settings: settings, seed: seed)
+            self.settings = settings
+            self.seed = seed
+            lossPerStream = configuration.lossPerStream
+            streamLoss.reserveCapacity(lossPerStream ? ImpairmentRelay.maxLossStreams : 0)
             maxPacketSize = configuration.maxPacketSize
             receiveBatch = UDPReceiveBatch(capacity: 64, bufferSize: maxPacketSize)
             sendBatch = UDPSendBatch(capacity: 64)
@@ -245,18 +264,41 @@ package final class ImpairmentRelay: @unchecked Sendable {
         /// Counters of the models replaced by `replaceModel`.
         var retired = ImpairmentModel.Counters()
 
-        /// Uses `new` from now on, keeping the old model's counts in `retired`.
-        func replaceModel(_ new: ImpairmentModel) {
-            retired.lost += model.counters.lost
+        /// Uses new models made from `settings` and `seed` from now on (the per-stream ones are made
+        /// again as streams show up), keeping the old models' counts in `retired`.
+        func replaceModels(settings: ImpairmentModel.Settings, seed: UInt64) {
+            retired.lost += model.counters.lost + streamLost
             retired.queueDropped += model.counters.queueDropped
             retired.duplicated += model.counters.duplicated
             retired.reordered += model.counters.reordered
-            model = new
+            model = ImpairmentModel(settings: settings, seed: seed)
+            streamLoss.removeAll(keepingCapacity: true)
+            self.settings = settings
+            self.seed = seed
+        }
+
+        /// Packets the per-stream loss models dropped.
+        var streamLost: Int { streamLoss.reduce(0) { $0 + $1.model.counters.lost } }
+
+        /// Under `lossPerStream`, the index in `streamLoss` of the RTP stream `bytes` belongs to
+        /// (added when new and there is room); nil for other datagrams and streams beyond the limit.
+        private func lossStream(of bytes: UnsafeRawBufferPointer) -> Int? {
+            guard lossPerStream, bytes.count >= 12 else { return nil }
+            let span = bytes.bytes
+            guard RTPDemultiplexer.classify(span) == .rtp else { return nil }
+            let ssrc = span.u32(8)
+            if let i = streamLoss.firstIndex(where: { $0.ssrc == ssrc }) { return i }
+            guard streamLoss.count < ImpairmentRelay.maxLossStreams else { return nil }
+            // Only the loss stage of these models is used; the golden-ratio multiple spreads the
+            // SSRC's bits over the seed.
+            let lossOnly = ImpairmentModel.Settings(loss: settings.loss, burst: settings.burst)
+            streamLoss.append((ssrc, ImpairmentModel(settings: lossOnly, seed: seed ^ (UInt64(ssrc) &* 0x9E37_79B9_7F4A_7C15))))
+            return streamLoss.count - 1
         }
 
         var snapshot: DirectionStatistics {
             var s = counters
-            s.droppedByLoss = retired.lost + model.counters.lost
+            s.droppedByLoss = retired.lost + model.counters.lost + streamLost
             s.droppedByQueue = retired.queueDropped + model.counters.queueDropped
             s.duplicated = retired.duplicated + model.counters.duplicated
             s.reordered = retired.reordered + model.counters.reordered
@@ -296,7 +338,14 @@ package final class ImpairmentRelay: @unchecked Sendable {
                     continue
                 case .address(let address): destination = address
                 }
-                switch model.decide(arrival: datagram.receivedAt.nanoseconds, size: datagram.bytes.count) {
+                var applyingLoss = true
+                if let stream = lossStream(of: datagram.bytes) {
+                    if streamLoss[stream].model.drawLoss() { continue }
+                    applyingLoss = false
+                }
+                switch model.decide(
+                    arrival: datagram.receivedAt.nanoseconds, size: datagram.bytes.count, applyingLoss: applyingLoss)
+                {
                 case .drop: break
                 case .deliver(let at):
                     enqueue(datagram.bytes, at: at, to: destination)

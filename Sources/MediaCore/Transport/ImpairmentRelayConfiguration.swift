@@ -13,7 +13,7 @@ extension ImpairmentRelay {
     /// Everything a relay needs; maps 1:1 to
     /// `revue-media relay --listen PORT --to HOST:PORT [--loss P] [--burst N] [--delay MS]
     /// [--jitter MS] [--reorder P] [--reorder-delay MS] [--duplicate P] [--rate BPS] [--queue MS]
-    /// [--seed N] [--forward-only]`. Probabilities are fractions.
+    /// [--seed N] [--forward-only] [--loss-per-stream]`. Probabilities are fractions.
     /// Thread rule: a value. Cost: none.
     public struct Configuration: Sendable, Equatable {
         /// `--listen PORT` (all IPv4 interfaces) or `--listen HOST:PORT`: where the sender sends to.
@@ -27,6 +27,14 @@ extension ImpairmentRelay {
         public var reverse: ImpairmentModel.Settings
         /// `--seed N`: the forward model uses `seed`, the reverse one a seed derived from it.
         public var seed: UInt64
+        /// `--loss-per-stream`: each RTP stream (told apart by its SSRC) loses packets by its own
+        /// loss model, seeded from `seed` and the SSRC, instead of one model for everything on the
+        /// direction. Two runs that send the same packets of a stream then lose the same ones,
+        /// whatever else shares the link and however it interleaves, which makes A/B runs (with and
+        /// without a repair mechanism) compare like with like. RTCP, STUN and other datagrams, and
+        /// the streams beyond the first `ImpairmentRelay.maxLossStreams` on a direction, share the
+        /// direction's model. Delay, jitter, reordering, duplication and the rate limit stay shared.
+        public var lossPerStream = false
         /// Most packets waiting in the relay (per direction) for their delivery time; more are
         /// dropped and counted as overflow.
         public var maxQueuedPackets: Int = 4096
@@ -47,6 +55,7 @@ extension ImpairmentRelay {
               --queue MS         rate limiter queue before tail drop (default 100)
               --seed N           random seed (default 1); same seed, same decisions
               --forward-only     impair only listen -> to, not the replies
+              --loss-per-stream  each RTP stream (SSRC) has its own loss draws
             """
 
         /// A relay from `listen` to `to`, with `impairment` in both directions unless `reverse` is given.
@@ -68,6 +77,7 @@ extension ImpairmentRelay {
             var settings = ImpairmentModel.Settings()
             var seed: UInt64 = 1
             var forwardOnly = false
+            var lossPerStream = false
             var i = 0
             func value(_ option: String) throws(ImpairmentRelayConfigurationError) -> String {
                 guard i + 1 < arguments.count else {
@@ -124,6 +134,7 @@ extension ImpairmentRelay {
                     }
                     seed = v
                 case "--forward-only": forwardOnly = true
+                case "--loss-per-stream": lossPerStream = true
                 default:
                     throw ImpairmentRelayConfigurationError(option: option, reason: "unknown option")
                 }
@@ -133,6 +144,7 @@ extension ImpairmentRelay {
             guard let listen else { throw ImpairmentRelayConfigurationError(option: "--listen", reason: "required") }
             guard let to else { throw ImpairmentRelayConfigurationError(option: "--to", reason: "required") }
             self.init(listen: listen, to: to, impairment: settings, reverse: forwardOnly ? .init() : nil, seed: seed)
+            self.lossPerStream = lossPerStream
         }
     }
 }
