@@ -15,7 +15,7 @@ demo: deps
 
 ## make test: checks the formatting (make lint), builds and runs the whole test suite in phases
 ## (scripts/test says which tests run beside which, and why), then FUZZ_SMOKE_RUNS inputs of
-## every fuzz target (at most FUZZ_SMOKE_SECONDS each); prints each phase's time.
+## every fuzz target (at most FUZZ_SMOKE_SECONDS each); prints each phase's time and CPU time.
 test: deps lint
 	SWIFT=$(SWIFT) FUZZ_SMOKE_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/test
 
