@@ -27,8 +27,17 @@ import Testing
         // "back" is the first online event after the offline one, not a count of online events.
         let offlineAt = alice.friendEvents.lastIndex(of: .paths(bob.id, false)) ?? alice.friendEvents.endIndex
         try bob.start()
-        await alice.wait("second online", timeout: 3) { alice.friendEvents[offlineAt...].contains(.paths(bob.id, true)) }
-        #expect(MonotonicTime.now - backAt < .seconds(2))
+        await alice.wait("second online", timeout: 4) { alice.friendEvents[offlineAt...].contains(.paths(bob.id, true)) }
+        // Back within about 10 ms on an idle machine: the restarted Bob sends his first handshake
+        // to Alice's stored endpoint at once. 0.09-0.32 s with two busy loops beside this process;
+        // 2.65 s once in CI, beside the other three lanes. The bound asks that Bob comes back by
+        // himself, within a few handshake rounds (one a second), not how soon the shared main
+        // queue gets to it; the counters say more when it took over a second.
+        let backAfter = MonotonicTime.now - backAt
+        if backAfter > .seconds(1) {
+            print("back after \(backAfter)\nalice: \(alice.revue.counters)\nbob: \(bob.revue.counters)")
+        }
+        #expect(backAfter < .seconds(3), "back after \(backAfter)")
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "welcome back")
         await bob.waitForEvent(.message(alice.id, "welcome back"))
         // Online, offline, online: exactly one offline event between online ones.
