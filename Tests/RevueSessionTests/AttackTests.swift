@@ -509,25 +509,32 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
             let target = try MediaCore.SocketAddress(parsing: "127.0.0.1", defaultPort: port)
             _ = try p.withUnsafeBytes { try socket.send($0, to: target) }
         }
-        var buffer = [UInt8](repeating: 0, count: 2048)
-        func answered(within ms: Int) throws -> Bool {
-            guard try socket.waitUntilReadable(timeoutMilliseconds: ms) else { return false }
+        // Polls without blocking: this suite runs on the main actor, which every peer of the
+        // process shares, and a blocking wait of 500 ms stalled them all (their ticks, their
+        // packets) for that long.
+        func answered(within ms: Int) async throws -> Bool {
+            let deadline = MonotonicTime.now + .milliseconds(ms)
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            while try !socket.waitUntilReadable(timeoutMilliseconds: 0) {
+                guard MonotonicTime.now < deadline else { return false }
+                try await Task.sleep(for: .milliseconds(5))
+            }
             let n = try buffer.withUnsafeMutableBytes { try socket.receive(into: $0).count }
             return n > 0 && buffer[0] == PacketType.handshakeResponse.rawValue
         }
         let captured = initiation(index: 0x5100)
         try send(captured, to: port)
-        #expect(try answered(within: 3000), "the initiation is answered")
+        #expect(try await answered(within: 3000), "the initiation is answered")
         victim.kill()
         victim = try NodeProcess(["--data", dir, "--host", "127.0.0.1"])
         let again = try #require(await victim.wait(event("ready")))
         let newPort = UInt16(try #require(again["port"] as? Int))
         try send(captured, to: newPort)
-        #expect(try !answered(within: 500), "the replay after the crash is not answered")
+        #expect(try await !answered(within: 500), "the replay after the crash is not answered")
         // The price of writing once per `handshakeReservation`: after a crash the friend's own new
         // initiations are refused too until its clock passes the reservation (ours to it are not).
         try send(initiation(index: 0x5101), to: newPort)
-        #expect(try !answered(within: 500))
+        #expect(try await !answered(within: 500))
         victim.send(["cmd": "counters"])
         let counters = try #require(await victim.wait(event("ok", ["cmd": "counters"])))
         #expect(counters["droppedReplayed"] as? Int == 2, "\(counters)")
