@@ -162,9 +162,12 @@ private func sendPaced(
     @Test func lossPerStreamLosesTheSamePacketsOfAStreamHoweverTheLinkIsShared() throws {
         /// An RTP packet of `ssrc` with sequence number `seq` (payload type 96, 60 bytes of payload).
         func rtp(ssrc: UInt32, seq: Int) -> [UInt8] {
-            var p: [UInt8] = [0x80, 96, UInt8(truncatingIfNeeded: seq >> 8), UInt8(truncatingIfNeeded: seq), 0, 0, 0, 0]
-            p += withUnsafeBytes(of: ssrc.bigEndian) { [UInt8]($0) }
-            return p + [UInt8](repeating: 0xAB, count: 60)
+            var p = [UInt8](repeating: 0xAB, count: 72)
+            p.withUnsafeMutableBytes {
+                _ = RTPHeader(payloadType: 96, sequenceNumber: UInt16(truncatingIfNeeded: seq), timestamp: 0, ssrc: ssrc)
+                    .marshal(into: $0)
+            }
+            return p
         }
         let rtcp: [UInt8] = [0x80, 200, 0, 6] + [UInt8](repeating: 0, count: 24)
         let audio: UInt32 = 0x3333_4444, video: UInt32 = 0x1111_2222
@@ -195,10 +198,10 @@ private func sendPaced(
             #expect(stats.droppedByLoss > 0)
             guard stats.received == sent else { return nil }
             return Set(
-                destination.packets.filter {
-                    $0.count >= 12 && $0[1] == 96 && $0[8...11].elementsEqual([0x33, 0x33, 0x44, 0x44])
-                }
-                .map { Int($0[2]) << 8 | Int($0[3]) })
+                destination.packets.compactMap { bytes in
+                    let header = bytes.withUnsafeBytes { try? RTPPacket(parsing: $0).header }
+                    return header.flatMap { $0.ssrc == audio ? Int($0.sequenceNumber) : nil }
+                })
         }
         let alone = try run(perStream: true, company: 0, shift: 0)
         let crowded = try run(perStream: true, company: 3, shift: 1)

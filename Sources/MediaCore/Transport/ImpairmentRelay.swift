@@ -220,7 +220,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
         /// by SSRC (a linear search of at most 16 entries; capacity reserved up front).
         let lossPerStream: Bool
         var streamLoss: [(ssrc: UInt32, model: ImpairmentModel)] = []
-        var settings: ImpairmentModel.Settings
+        /// The seed `model` was made with; the per-stream models' seeds derive from it.
         var seed: UInt64
         var counters = DirectionStatistics()
         let maxPacketSize: Int
@@ -242,7 +242,6 @@ package final class ImpairmentRelay: @unchecked Sendable {
             self.input = input
             self.output = output
             self.model = ImpairmentModel(settings: settings, seed: seed)
-            self.settings = settings
             self.seed = seed
             lossPerStream = configuration.lossPerStream
             streamLoss.reserveCapacity(lossPerStream ? ImpairmentRelay.maxLossStreams : 0)
@@ -261,7 +260,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
 
         var nextDue: UInt64? { heap.first?.due }
 
-        /// Counters of the models replaced by `replaceModel`.
+        /// Counters of the models replaced by `replaceModels`.
         var retired = ImpairmentModel.Counters()
 
         /// Uses new models made from `settings` and `seed` from now on (the per-stream ones are made
@@ -273,7 +272,6 @@ package final class ImpairmentRelay: @unchecked Sendable {
             retired.reordered += model.counters.reordered
             model = ImpairmentModel(settings: settings, seed: seed)
             streamLoss.removeAll(keepingCapacity: true)
-            self.settings = settings
             self.seed = seed
         }
 
@@ -291,7 +289,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
             guard streamLoss.count < ImpairmentRelay.maxLossStreams else { return nil }
             // Only the loss stage of these models is used; the golden-ratio multiple spreads the
             // SSRC's bits over the seed.
-            let lossOnly = ImpairmentModel.Settings(loss: settings.loss, burst: settings.burst)
+            let lossOnly = ImpairmentModel.Settings(loss: model.settings.loss, burst: model.settings.burst)
             streamLoss.append((ssrc, ImpairmentModel(settings: lossOnly, seed: seed ^ (UInt64(ssrc) &* 0x9E37_79B9_7F4A_7C15))))
             return streamLoss.count - 1
         }
