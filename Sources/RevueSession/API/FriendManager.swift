@@ -53,7 +53,7 @@ public final class FriendManager {
     /// The paths to a friend now (`.offline` when not connected or not a friend).
     public func getFriendPaths(friendId: String) -> FriendConnectionPaths {
         guard let f = friend(friendId), let core = revue.core else { return .offline }
-        return f.paths(now: MonotonicTime.now, timeout: core.timeouts.connectionTimeout)
+        return f.paths(now: core.scheduler.now, timeout: core.timeouts.connectionTimeout)
     }
 
     /// What the presence service last heard from a friend (`.offline` without rendezvous nodes).

@@ -30,8 +30,13 @@ public final class Revue {
     /// connecting to friends. Throws `RevueError` (data directory in use, corrupt profile, socket).
     /// Cost: one file read, one socket; the first run also writes a new key pair.
     public func initialize(_ configuration: RevueConfiguration) throws(RevueError) {
+        try initialize(configuration, environment: .live)
+    }
+
+    /// `initialize(_:)` on another clock, socket and disk (tests: a simulated clock and network).
+    package func initialize(_ configuration: RevueConfiguration, environment: SessionEnvironment) throws(RevueError) {
         guard core == nil else { throw RevueError(.alreadyInitialized, "initialize(_:) called twice without destroy()") }
-        let core = try SessionCore(revue: self, configuration: configuration)
+        let core = try SessionCore(revue: self, configuration: configuration, environment: environment)
         self.core = core
         room.attach(core)
         core.start()

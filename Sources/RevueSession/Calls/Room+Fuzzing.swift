@@ -34,7 +34,7 @@ extension Room {
 
     /// Fuzzing: runs the room's 50 ms timer work as if `ahead` more time had passed, so deadlines
     /// pass. Main actor.
-    package func tickForFuzzing(ahead: Duration) { tick(now: MonotonicTime.now + ahead) }
+    package func tickForFuzzing(ahead: Duration) { tick(now: self.now + ahead) }
 
     /// Fuzzing: the friend came online or went offline (what the friend layer reports). Main actor.
     package func pathsChangedForFuzzing(_ friendId: String, online: Bool) {
@@ -97,9 +97,9 @@ extension SessionCore {
             f.current = TransportSession(
                 localIndex: RandomBytes.uint32(), remoteIndex: RandomBytes.uint32(),
                 keys: (SecretKeyBytes(RandomBytes.bytes(32)), SecretKeyBytes(RandomBytes.bytes(32))),
-                isInitiator: true, created: MonotonicTime.now)
+                isInitiator: true, created: scheduler.now)
         }
-        f.lastReceived = MonotonicTime.now
+        f.lastReceived = scheduler.now
     }
 
     /// Fuzzing: the call-layer messages queued for a friend since the last call, as JSON text,

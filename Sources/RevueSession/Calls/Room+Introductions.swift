@@ -41,7 +41,7 @@ extension Room {
         {
             introductions[oldest] = nil
         }
-        introductions[token] = Introduction(newcomer: newcomer, introducer: id, deadline: MonotonicTime.now + invitationTimeout)
+        introductions[token] = Introduction(newcomer: newcomer, introducer: id, deadline: self.now + invitationTimeout)
         if let held = heldJoins[newcomer], held.token == token {
             heldJoins[newcomer] = nil
             receiveJoin(from: newcomer, token: token, mode: held.mode)
@@ -51,7 +51,7 @@ extension Room {
     /// A participant handed us introductions to its other members: join each we are not with.
     func joinIntroduced(_ tokens: [String: String]) {
         guard let core, !remoteParticipants.isEmpty else { return }
-        let now = MonotonicTime.now
+        let now = self.now
         for (member, token) in tokens.sorted(by: { $0.key < $1.key })
         where member != core.ownId && remoteParticipants[member] == nil && invitations[member] == nil
             && pendingJoins[member] == nil
@@ -73,10 +73,10 @@ extension Room {
                 // Its introduction may still be on its way from the introducer: wait for it. One
                 // per friend: a join held before is refused.
                 if heldJoins[id] != nil { refuse(id, answer: false) }
-                heldJoins[id] = HeldJoin(token: token, mode: mode, since: MonotonicTime.now)
+                heldJoins[id] = HeldJoin(token: token, mode: mode, since: self.now)
                 return
             }
-            guard intro.newcomer == id, intro.deadline > MonotonicTime.now, remoteParticipants[intro.introducer] != nil else {
+            guard intro.newcomer == id, intro.deadline > self.now, remoteParticipants[intro.introducer] != nil else {
                 return refuse(id, answer: true)
             }
             useIntroduction(token)

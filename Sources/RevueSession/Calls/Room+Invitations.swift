@@ -58,7 +58,7 @@ extension Room {
         s.text = message
         s.members = remoteParticipants.keys.sorted()
         let sent = sendInvite(s, to: id)
-        invitations[id] = .outgoing(inv: inv, message: message, deadline: MonotonicTime.now + invitationTimeout, sent: sent)
+        invitations[id] = .outgoing(inv: inv, message: message, deadline: self.now + invitationTimeout, sent: sent)
         emitRevue { $1.revue($0, friend: id, didSendInvitation: message) }
     }
 
@@ -68,7 +68,7 @@ extension Room {
         s.members = remoteParticipants.keys.sorted()
         s.mode = localParticipant.mode.rawValue
         guard send(s, to: id) else { throw .friendNotReachable }
-        invitations[id] = .accepting(inv: inv, deadline: MonotonicTime.now + answerGrace)
+        invitations[id] = .accepting(inv: inv, deadline: self.now + answerGrace)
     }
 
     func rejectInvitation(friendId id: String) throws(FriendCallError) {
@@ -147,7 +147,7 @@ extension Room {
                 send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id)
                 return
             }
-            invitations[id] = .incoming(inv: inv, deadline: MonotonicTime.now + invitationTimeout + answerGrace)
+            invitations[id] = .incoming(inv: inv, deadline: self.now + invitationTimeout + answerGrace)
             let text = s.text
             emitRevue { $1.revue($0, friend: id, didReceiveInvitation: text) }
         case CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject:

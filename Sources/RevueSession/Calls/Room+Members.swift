@@ -92,7 +92,7 @@ extension Room {
             s.type == "track" || s.type == "adr"
             || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
         guard inCall else { return }
-        let now = MonotonicTime.now
+        let now = self.now
         if let last = unknownCallAnswered[id], now - last < .seconds(1) { return }
         // Not counted when the stream could not take it yet (the connection is not complete).
         if send(CallSignal(op: CallSignal.Op.hangup), to: id) { unknownCallAnswered[id] = now }
@@ -243,7 +243,7 @@ extension Room {
         guard let p = remoteParticipants[id] else { return }
         p.paths = paths
         let resumed = paths.isOnline && p.offlineSince != nil
-        p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? MonotonicTime.now)
+        p.offlineSince = paths.isOnline ? nil : (p.offlineSince ?? self.now)
         // Back online within the grace, or on another path: media goes where the friend is now.
         if paths.isOnline { followPath(id, resumed: resumed) }
         post(

@@ -196,6 +196,9 @@ public final class Room {
 
     var core: SessionCore? { revue.core }
 
+    /// The session's clock (the real one once the session is gone).
+    var now: MonotonicTime { core?.scheduler.now ?? MonotonicTime.now }
+
     /// Sends a call-layer message to a friend on the encrypted reliable stream; false when offline.
     /// With `wanted`, a retransmission (to a friend that restarted before acknowledging) carries
     /// nothing once `wanted` answers false for the room: an answered invitation must not ring again.

@@ -123,6 +123,13 @@ final class FriendState {
     var previous: TransportSession?
     /// A session we answered, unconfirmed until its first transport packet arrives.
     var next: TransportSession?
+    /// The answered session `next` replaced, still unconfirmed and still installable: the
+    /// initiator accepts the answer to either of its last two initiations (`previousPending`), so
+    /// the responder keeps the sessions of its last two answers. Without it, when a round trip
+    /// takes longer than the handshake retry interval, the initiator installs the session of its
+    /// older initiation while the responder has already replaced it, and each side drops the
+    /// other's packets (both retry at the same pace, so the next rounds cross the same way).
+    var previousNext: TransportSession?
 
     /// Routes that carried authenticated traffic; at most `SessionCore.maxRoutes`.
     var routes: [Route: RouteState] = [:]
@@ -179,6 +186,7 @@ final class FriendState {
     func session(index: UInt32) -> TransportSession? {
         if current?.localIndex == index { return current }
         if next?.localIndex == index { return next }
+        if previousNext?.localIndex == index { return previousNext }
         if previous?.localIndex == index { return previous }
         return nil
     }

@@ -31,7 +31,7 @@ extension SessionCore {
             },
             onPathChange: { [weak self] in
                 guard let self, let f = friends[id] else { return }
-                let now = MonotonicTime.now
+                let now = scheduler.now
                 // A ping on the new pair at once: its pong moves the session onto it.
                 if f.isConnected, f.link?.route != nil, !dropDirectSends { sendPing(f, route: .link, now: now) }
                 updatePaths(f, now: now)

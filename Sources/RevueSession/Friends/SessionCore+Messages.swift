@@ -23,7 +23,7 @@ extension SessionCore {
         let messageId = nextMessageId
         nextMessageId = nextMessageId == UInt32.max ? 1 : nextMessageId + 1
         enqueue(f, kind: .message, body: body, messageId: messageId)
-        let deadline = MonotonicTime.now + min(.seconds(30), max(.seconds(5), timeout))
+        let deadline = scheduler.now + min(.seconds(30), max(.seconds(5), timeout))
         return await withCheckedContinuation { c in
             f.waiters[messageId] = MessageWaiter(continuation: c, deadline: deadline)
         }
@@ -32,7 +32,7 @@ extension SessionCore {
     func enqueue(_ f: FriendState, kind: ReliableKind, body: [UInt8], messageId: UInt32?, stillWanted: (() -> Bool)? = nil) {
         f.outbound.append(OutboundItem(seq: f.nextSeq, kind: kind, body: body, messageId: messageId, stillWanted: stillWanted))
         f.nextSeq &+= 1
-        pumpOutbound(f, now: MonotonicTime.now)
+        pumpOutbound(f, now: scheduler.now)
     }
 
     /// Queues our profile for a friend. At most two profile items wait per friend: a newer profile

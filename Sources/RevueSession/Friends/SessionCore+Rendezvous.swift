@@ -120,7 +120,7 @@ extension SessionCore {
         // A different node key while the node accepts us under the one we know is a spoofed
         // answer (a restarted node stops accepting first): it does not make us switch.
         if let known = state.nodeKey, known != nodeKey, let last = lastRegistered[from],
-            MonotonicTime.now - last <= timeouts.rendezvousInterval * 3 + .milliseconds(500)
+            scheduler.now - last <= timeouts.rendezvousInterval * 3 + .milliseconds(500)
         {
             counters.droppedForged += 1
             return
@@ -144,7 +144,7 @@ extension SessionCore {
         if accepted == 1 {
             state.token = token
             state.tokenKey = state.registrationKeys.publicKey
-            lastRegistered[from] = MonotonicTime.now
+            lastRegistered[from] = scheduler.now
         }
         nodeStates[from] = state
         if accepted != 1 && again { sendRegistration(to: from) }
@@ -220,7 +220,7 @@ extension SessionCore {
             return
         }
         let route = Route.direct(endpoint)
-        let now = MonotonicTime.now
+        let now = scheduler.now
         let isNew = f.candidates[route] == nil
         addCandidate(f, route, now: now)
         if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
@@ -308,7 +308,7 @@ extension SessionCore {
                 continue
             }
             let route = Route.direct(SocketAddress(ip: from.ip, port: port))
-            let now = MonotonicTime.now
+            let now = scheduler.now
             let isNew = f.candidates[route] == nil
             addCandidate(f, route, now: now)
             if isNew, !f.isConnected { initiateTriggered(f, route: route, now: now) }
@@ -316,7 +316,7 @@ extension SessionCore {
     }
 
     func updateDiscoverable() {
-        let now = MonotonicTime.now
+        let now = scheduler.now
         let registered = lastRegistered.values.contains { now - $0 <= timeouts.rendezvousInterval * 3 + .milliseconds(500) }
         let value = registered || lanSocket != nil
         guard value != isDiscoverable else { return }

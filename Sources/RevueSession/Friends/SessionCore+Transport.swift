@@ -124,7 +124,7 @@ extension SessionCore {
         // load, and only initiations whose mac2 proves the sender receives at its address (with a
         // cookie we sent there) get through, each source within its own small budget. The others
         // get a cookie reply, smaller than what they sent.
-        let now = MonotonicTime.now
+        let now = scheduler.now
         handshakeTokens = min(Self.handshakeBurst, handshakeTokens + (now - handshakeTokensAt).inSeconds * Self.handshakeRate)
         handshakeTokensAt = now
         handshakeTokens = max(0, handshakeTokens - 1)
@@ -240,7 +240,8 @@ extension SessionCore {
         w.u32(localIndex)
         w.u32(senderIndex)
         w.append(message2)
-        if let old = f.next { indices[old.localIndex] = nil }
+        if let older = f.previousNext { indices[older.localIndex] = nil }
+        f.previousNext = f.next
         f.next = TransportSession(
             localIndex: localIndex, remoteIndex: senderIndex, keys: hs.transportSecrets(), isInitiator: false, created: now)
         indices[localIndex] = id
@@ -277,7 +278,7 @@ extension SessionCore {
         }
         f.pending = nil
         f.previousPending = nil
-        let now = MonotonicTime.now
+        let now = scheduler.now
         let session = TransportSession(
             localIndex: receiverIndex, remoteIndex: senderIndex,
             keys: pending.handshake.transportSecrets(), isInitiator: true, created: now)
@@ -345,7 +346,7 @@ extension SessionCore {
             counters.droppedReplayed += 1
             return
         }
-        guard !isExpired(session, now: MonotonicTime.now), counter < sessionMessageLimit else {
+        guard !isExpired(session, now: scheduler.now), counter < sessionMessageLimit else {
             counters.droppedExpired += 1
             return
         }
@@ -355,9 +356,13 @@ extension SessionCore {
             return
         }
         session.replay.record(counter)
-        let now = MonotonicTime.now
-        if session === f.next {
+        let now = scheduler.now
+        if session === f.next || session === f.previousNext {
+            // The initiator confirmed this one: the other answered session will never be used.
+            let other = session === f.next ? f.previousNext : f.next
+            if let other { indices[other.localIndex] = nil }
             f.next = nil
+            f.previousNext = nil
             install(f, session, now: now)
         }
         noteAuthenticated(f, route: route, now: now)
@@ -429,12 +434,13 @@ extension SessionCore {
     }
 
     func dropSessions(_ f: FriendState) {
-        for s in [f.current, f.previous, f.next].compactMap({ $0 }) { indices[s.localIndex] = nil }
+        for s in [f.current, f.previous, f.next, f.previousNext].compactMap({ $0 }) { indices[s.localIndex] = nil }
         if let p = f.pending { indices[p.localIndex] = nil }
         if let p = f.previousPending { indices[p.localIndex] = nil }
         f.current = nil
         f.previous = nil
         f.next = nil
+        f.previousNext = nil
         f.pending = nil
         f.previousPending = nil
         f.routes = [:]
@@ -445,11 +451,11 @@ extension SessionCore {
     func sendFrame(_ f: FriendState, _ frame: [UInt8], route: Route? = nil) {
         guard let s = f.current,
             let route = route
-                ?? f.bestRoute(now: MonotonicTime.now, timeout: timeouts.connectionTimeout, useLink: !dropDirectSends)
+                ?? f.bestRoute(now: scheduler.now, timeout: timeouts.connectionTimeout, useLink: !dropDirectSends)
         else {
             return
         }
-        guard !isExpired(s, now: MonotonicTime.now), s.sendCounter < sessionMessageLimit else {
+        guard !isExpired(s, now: scheduler.now), s.sendCounter < sessionMessageLimit else {
             counters.droppedExpired += 1
             return
         }
@@ -578,7 +584,7 @@ extension SessionCore {
             return
         }
         guard let endpoint = route.endpoint else { return }
-        let now = MonotonicTime.now
+        let now = scheduler.now
         f.cookie = HandshakeCookie(value: cookie, endpoint: endpoint, received: now)
         p.resentWithCookie = true
         f.pending = p
@@ -605,6 +611,7 @@ extension SessionCore {
         }
         if dead(f.previous) { indices[f.previous!.localIndex] = nil; f.previous = nil }
         if dead(f.next) { indices[f.next!.localIndex] = nil; f.next = nil }
+        if dead(f.previousNext) { indices[f.previousNext!.localIndex] = nil; f.previousNext = nil }
         if dead(f.current) {
             let pending = f.pending, previousPending = f.previousPending
             let attempt = f.lastInitiation

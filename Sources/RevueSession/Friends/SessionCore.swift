@@ -73,8 +73,10 @@ package final class SessionCore {
     let identity: KeyPair
     let ownId: String
     var profile: StoredProfile
-    let socket: SessionSocket
-    var timer: DispatchSourceTimer?
+    /// The clock and timer queue of everything the session does (`SessionEnvironment`).
+    let scheduler: any TaskScheduler
+    let socket: any DatagramPort
+    var timer: ScheduledWork?
     let lanSocket: SessionSocket?
 
     var friends: [String: FriendState] = [:]
@@ -119,12 +121,12 @@ package final class SessionCore {
     package var wallClockSeam: (() -> Double)?
     var isDiscoverable = false
     package var handshakeTokens = SessionCore.handshakeBurst
-    var handshakeTokensAt = MonotonicTime.now
+    var handshakeTokensAt: MonotonicTime
     /// Per-source token buckets used under load, keyed by endpoint.
     var sourceTokens: [SocketAddress: (tokens: Double, at: MonotonicTime)] = [:]
     /// The read-queue screen of initiations; it also holds the cookie secrets (made when).
     let gate: HandshakeGate
-    var cookieSecretAt = MonotonicTime.now
+    var cookieSecretAt: MonotonicTime
     /// Our own mac1 key (responder side), computed once.
     lazy var ownMac1Key = HandshakeMACs.mac1Key(identity.publicKey)
     /// Hard limits of a transport session: messages sent or received on one set of keys (a rekey
@@ -199,9 +201,15 @@ package final class SessionCore {
     var requestRoutes: [String: Route] = [:]
     var requestTimestamps: [String: UInt64] = [:]
 
-    init(revue: Revue, configuration: RevueConfiguration) throws(RevueError) {
+    init(revue: Revue, configuration: RevueConfiguration, environment: SessionEnvironment = .live) throws(RevueError) {
         guard Sodium.ready else { throw RevueError(.socket, "libsodium failed to initialize") }
         self.revue = revue
+        scheduler = environment.scheduler
+        let start = environment.scheduler.now
+        handshakeTokensAt = start
+        cookieSecretAt = start
+        lastTick = start
+        makesLinks = environment.makesLinks
         self.configuration = configuration
         self.timeouts = SessionTimeouts(configuration.timeouts)
         var nodes: [SocketAddress] = []
@@ -232,16 +240,19 @@ package final class SessionCore {
             }
         }
         ownId = Hex.encode(identity.publicKey)
-        gate = HandshakeGate(publicKey: identity.publicKey, rate: Self.handshakeRate, burst: Self.handshakeBurst)
+        gate = HandshakeGate(
+            publicKey: identity.publicKey, rate: Self.handshakeRate, burst: Self.handshakeBurst, scheduler: environment.scheduler)
+        store.scheduler = environment.scheduler
+        store.simulatedDisk = environment.simulatedDisk
         do {
-            socket = try SessionSocket(host: configuration.bindHost, port: configuration.port)
+            socket = try environment.bindSocket(configuration.bindHost, configuration.port)
         } catch {
             store.close()
             throw error
         }
         // LAN discovery is IPv4 multicast and announces our port for the announcer's IPv4
         // address, so an instance bound to IPv6 only does not announce (a dual-stack one does).
-        if configuration.lanDiscovery, socket.carries(.ipv4),
+        if configuration.lanDiscovery, environment.lanDiscovery, socket.carries(.ipv4),
             let s = try? SessionSocket(host: "0.0.0.0", port: configuration.lanDiscoveryPort, reusePort: true),
             s.joinMulticast(group: SocketAddress(ip: Self.lanGroup, port: configuration.lanDiscoveryPort))
         {
@@ -273,7 +284,7 @@ package final class SessionCore {
 
     /// Starts receiving and the 50 ms housekeeping timer.
     func start() {
-        lanEagerUntil = MonotonicTime.now + lanEagerWindow
+        lanEagerUntil = scheduler.now + lanEagerWindow
         lanFastLeft = Self.lanFastCount
         gate.socket = socket
         let gate = self.gate
@@ -285,13 +296,10 @@ package final class SessionCore {
         lanSocket?.start { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handleLAN(bytes, from: from, onMulticastSocket: true) }
         }
-        let t = DispatchSource.makeTimerSource(queue: .main)
-        t.schedule(deadline: .now(), repeating: .milliseconds(50))
-        t.setEventHandler { [weak self] in MainActor.assumeIsolated { self?.tick() } }
-        t.resume()
-        timer = t
+        timer = scheduler.scheduleRepeating(every: .milliseconds(50)) { [weak self] in
+            MainActor.assumeIsolated { self?.tick() }
+        }
         updateDiscoverable()
-        tick()
     }
 
     /// Says goodbye to connected friends, fails pending sends, closes the socket and the store.
@@ -410,7 +418,7 @@ package final class SessionCore {
         pending.append(item)
         guard !drainScheduled else { return }
         drainScheduled = true
-        DispatchQueue.main.async { [weak self] in
+        scheduler.schedule(after: .zero) { [weak self] in
             MainActor.assumeIsolated { self?.drainEvents() }
         }
     }
@@ -441,7 +449,7 @@ package final class SessionCore {
         stored.requestNospam = requestNospam
         stored.requestMessage = message
         let f = FriendState(key: key, stored: stored)
-        if let r = requestRoutes[id] { f.candidates[r] = MonotonicTime.now }
+        if let r = requestRoutes[id] { f.candidates[r] = scheduler.now }
         requestRoutes[id] = nil
         requestTimestamps[id] = nil
         friends[id] = f
@@ -453,10 +461,10 @@ package final class SessionCore {
         }
         f.lastInitiation = nil
         f.lastLookup = nil
-        lanEagerUntil = max(lanEagerUntil, MonotonicTime.now + lanEagerWindow)
+        lanEagerUntil = max(lanEagerUntil, scheduler.now + lanEagerWindow)
         lanFastLeft = Self.lanFastCount
         lanTable = nil
-        tickFriend(f, now: MonotonicTime.now)
+        tickFriend(f, now: scheduler.now)
         return id
     }
 
@@ -486,13 +494,13 @@ package final class SessionCore {
 
     // MARK: - Timers
 
-    var lastTick = MonotonicTime.now
+    var lastTick: MonotonicTime
     /// After the main actor was held up (a stall, a suspended process), friends get time to be
     /// heard again before any is declared offline.
     var timeoutGraceUntil = MonotonicTime.zero
 
     func tick() {
-        let now = MonotonicTime.now
+        let now = scheduler.now
         if now - cookieSecretAt >= Self.cookieSecretLifetime {
             gate.rotate()
             cookieSecretAt = now

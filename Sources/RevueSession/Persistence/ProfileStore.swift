@@ -73,6 +73,11 @@ final class ProfileStore {
     private let passphrase: String?
     /// The identity's secret, written into each save (the in-memory profile keeps no copy).
     var secret: SecretKeyBytes?
+    /// Where queued writes report back: the session's scheduler. With a simulated clock
+    /// (`SessionEnvironment.simulatedDisk`), a queued write runs at once on the caller's thread and
+    /// its completion comes `queuedWriteDelayForTesting` later on that clock.
+    var scheduler: any TaskScheduler = DispatchTaskScheduler.main
+    var simulatedDisk = false
     /// The sealed secret written instead of the clear one (made once per run: Argon2id is slow).
     private var sealed: StoredProfile.SealedSecret?
     /// Argon2id limits for newly sealed keys: libsodium's "moderate" ones (256 MiB, about a second).
@@ -247,20 +252,26 @@ final class ProfileStore {
         inFlightCompletions = nextCompletions
         nextCompletions = []
         let path = self.path, directory = self.directory, delay = queuedWriteDelayForTesting
+        if simulatedDisk {
+            let ok = ProfileStore.write(data, path: path, directory: directory)
+            scheduler.schedule(after: delay) { MainActor.assumeIsolated { self.finishWrite(ok) } }
+            return
+        }
         io.async {
             if delay > .zero { usleep(UInt32(delay.inNanoseconds / 1_000)) }
             let ok = ProfileStore.write(data, path: path, directory: directory)
-            DispatchQueue.main.async {
-                MainActor.assumeIsolated {
-                    self.queuedWritesCompleted += 1
-                    self.writing = false
-                    let completions = self.inFlightCompletions
-                    self.inFlightCompletions = []
-                    for c in completions { c(ok) }
-                    self.startWrite()
-                }
-            }
+            DispatchQueue.main.async { MainActor.assumeIsolated { self.finishWrite(ok) } }
         }
+    }
+
+    /// A queued write ended: its completions run, and the next queued snapshot (if any) starts.
+    private func finishWrite(_ ok: Bool) {
+        queuedWritesCompleted += 1
+        writing = false
+        let completions = inFlightCompletions
+        inFlightCompletions = []
+        for c in completions { c(ok) }
+        startWrite()
     }
 
     /// The atomic write: a new temp file (0600, `O_EXCL | O_NOFOLLOW`, so a file or symlink planted

@@ -41,7 +41,9 @@ public final class RendezvousNode {
     }
 
     /// Nil for the fuzzing node, which only answers through `sendTap`.
-    private let socket: SessionSocket?
+    private let socket: (any DatagramPort)?
+    /// The node's clock (the real one, or a test's simulated one).
+    private let scheduler: any TaskScheduler
     /// Sees every datagram the node sends (fuzzing and tests); nil in production.
     package var sendTap: (([UInt8], SocketAddress) -> Void)?
     /// Sees every datagram the node receives: what a curious operator sees on the wire (tests);
@@ -61,12 +63,12 @@ public final class RendezvousNode {
     /// Per source (`SocketAddress.sourceKey`: an IPv4 address or an IPv6 /64): tokens for X25519 work on unknown keys (rate `keyRate`).
     private var sourceTokens: [UInt64: (tokens: Double, at: MonotonicTime)] = [:]
     /// Binding answers: the global bucket and one per source (IPv4 address or IPv6 /64).
-    private var bindingTokens = (tokens: bindingBurst, at: MonotonicTime.now)
+    private var bindingTokens: (tokens: Double, at: MonotonicTime)
     private var bindingSourceTokens: [UInt64: (tokens: Double, at: MonotonicTime)] = [:]
     private var cookieSecret = Sodium.randomSecret(32)
     private var previousCookieSecret = Sodium.randomSecret(32)
-    private var cookieSecretAt = MonotonicTime.now
-    private var lastSweep = MonotonicTime.now
+    private var cookieSecretAt: MonotonicTime
+    private var lastSweep: MonotonicTime
 
     /// The secrets the node holds now: each registration's MAC key, then the two cookie secrets
     /// (tests of their storage). Main actor; cost: one pass over the registrations.
@@ -142,10 +144,20 @@ public final class RendezvousNode {
     public var port: UInt16 { socket?.localPort ?? 0 }
 
     /// Binds the node's socket (`port` 0 picks one) and starts serving.
-    public init(host: String = "0.0.0.0", port: UInt16 = 0) throws(RevueError) {
-        let s = try SessionSocket(host: host, port: port)
+    public convenience init(host: String = "0.0.0.0", port: UInt16 = 0) throws(RevueError) {
+        self.init(socket: try SessionSocket(host: host, port: port), scheduler: DispatchTaskScheduler.main)
+    }
+
+    /// A node serving on `socket` (started here) on `scheduler`'s clock: tests run one on a
+    /// simulated network.
+    package init(socket s: any DatagramPort, scheduler: any TaskScheduler) {
         socket = s
-        s.start { [weak self] bytes, from in
+        self.scheduler = scheduler
+        let start = scheduler.now
+        bindingTokens = (Self.bindingBurst, start)
+        cookieSecretAt = start
+        lastSweep = start
+        s.start(screen: nil) { [weak self] bytes, from in
             MainActor.assumeIsolated { self?.handle(bytes, from: from) }
         }
     }
@@ -154,6 +166,11 @@ public final class RendezvousNode {
     /// answers come out through `sendTap`.
     package init(socketless: Void) {
         socket = nil
+        scheduler = DispatchTaskScheduler.main
+        let start = scheduler.now
+        bindingTokens = (Self.bindingBurst, start)
+        cookieSecretAt = start
+        lastSweep = start
     }
 
     /// Closes the socket.
@@ -247,7 +264,7 @@ public final class RendezvousNode {
     package func handle(_ bytes: [UInt8], from: SocketAddress) {
         receiveTap?(bytes, from)
         if let first = bytes.first, STUNMessage.mayBeSTUN(firstByte: first) {
-            let now = MonotonicTime.now
+            let now = scheduler.now
             sweep(now: now)
             return answerBinding(bytes, from: from, now: now)
         }
@@ -256,7 +273,7 @@ public final class RendezvousNode {
             droppedPackets += 1
             return
         }
-        let now = MonotonicTime.now
+        let now = scheduler.now
         sweep(now: now)
         let expiry = expiryDuration
         switch type {

@@ -21,13 +21,16 @@ final class HandshakeGate: @unchecked Sendable {
     let cookieReplies = Atomic<Int>(0)
     let badMac1 = Atomic<Int>(0)
     /// Where cookie replies go out (set once the socket exists).
-    var socket: SessionSocket?
-    // Read queue only: the load bucket.
+    var socket: (any DatagramPort)?
+    // Read queue only: the load bucket, on the session's clock.
     private var tokens: Double
-    private var tokensAt = MonotonicTime.now
+    private var tokensAt: MonotonicTime
     private let rate: Double, burst: Double
+    private let scheduler: any TaskScheduler
 
-    init(publicKey: [UInt8], rate: Double, burst: Double) {
+    init(publicKey: [UInt8], rate: Double, burst: Double, scheduler: any TaskScheduler = DispatchTaskScheduler.main) {
+        self.scheduler = scheduler
+        tokensAt = scheduler.now
         mac1Key = HandshakeMACs.mac1Key(publicKey)
         cookieKey = HandshakeMACs.cookieKey(publicKey)
         self.rate = rate
@@ -84,7 +87,7 @@ final class HandshakeGate: @unchecked Sendable {
             badMac1.add(1, ordering: .relaxed)
             return false
         }
-        let now = MonotonicTime.now
+        let now = scheduler.now
         tokens = min(burst, tokens + (now - tokensAt).inSeconds * rate)
         tokensAt = now
         tokens = max(0, tokens - 1)
@@ -99,7 +102,7 @@ final class HandshakeGate: @unchecked Sendable {
         let senderIndex = UInt32(bytes[2]) | UInt32(bytes[3]) << 8 | UInt32(bytes[4]) << 16 | UInt32(bytes[5]) << 24
         let reply = cookieReply(senderIndex: senderIndex, mac1: mac1, cookieInput: cookieInput)
         cookieReplies.add(1, ordering: .relaxed)
-        socket?.sendFromReadQueue(reply, to: from)
+        socket?.sendFromReceiveContext(reply, to: from)
         return false
     }
 }

@@ -23,7 +23,7 @@ import Synchronization
 /// Sendable: `source` and `closed` are used only on the main actor (and in deinit); the read queue
 /// uses the `let` socket, the atomic backlog and its own `ReadContext`, and closes the descriptor
 /// itself, in the cancel handler; `replySources` is a `Mutex`.
-final class SessionSocket: @unchecked Sendable {
+final class SessionSocket: DatagramPort, @unchecked Sendable {
     private let socket: UDPSocket
     /// The bound port.
     let localPort: UInt16
@@ -203,7 +203,7 @@ final class SessionSocket: @unchecked Sendable {
     /// Sends from the read queue (a `screen` answering the datagram in hand, from the local
     /// address it arrived at); ignored failures as `send`. The read handler never runs after
     /// `close`, so no closed check is needed.
-    func sendFromReadQueue(_ bytes: [UInt8], to address: SocketAddress) {
+    func sendFromReceiveContext(_ bytes: [UInt8], to address: SocketAddress) {
         guard socket.carries(address.family) else { return }
         let local = readContext.destination.flatMap { $0.isMulticastOrBroadcast ? nil : $0 }
         send(bytes, to: address, from: local)

@@ -1,0 +1,117 @@
+// Whole sessions on simulated time: Revue instances and a rendezvous node on one `SimulatedTime`,
+// talking over a `VirtualNetwork`. Every timer, timeout, retransmission and handshake runs on the
+// simulated clock, datagrams take the time the network's links say, and profile writes complete
+// when the simulated disk says; so a scenario gives the same events at the same simulated times
+// in every run, beside any load, and seconds of session time pass in milliseconds.
+import Foundation
+import MediaCore
+import MediaTestSupport
+import Testing
+
+@testable import RevueSession
+
+/// A simulated world: a clock, a network, a rendezvous node at 127.77.0.100:33400 and peers at
+/// 127.77.0.1, .2, ... (virtual addresses: nothing is sent on a real socket). Main actor.
+@MainActor
+final class SimulatedWorld {
+    let time = SimulatedTime()
+    let network: VirtualNetwork
+    let node: RendezvousNode
+    static let nodeAddress = SocketAddress(ipv4: 127, 77, 0, 100, port: 33_400)
+    private(set) var peers: [SimulatedPeer] = []
+    let directory =
+        FileManager.default.temporaryDirectory.appendingPathComponent("revue-sim-\(UUID().uuidString)").path
+
+    /// A world whose links all have `link` (1 ms one way by default), drawn from `seed`.
+    init(seed: UInt64 = 1, link: ImpairmentModel.Settings = ImpairmentModel.Settings(delayMilliseconds: 1)) {
+        network = VirtualNetwork(time: time, seed: seed, defaultLink: link)
+        node = RendezvousNode(socket: network.bind(Self.nodeAddress), scheduler: time)
+    }
+
+    /// The address of the `n`th peer's host (n from 0).
+    static func host(_ n: Int) -> SocketAddress { SocketAddress(ipv4: 127, 77, 0, UInt8(1 + n), port: 0) }
+
+    /// The session environment of a peer on `host`: the world's clock, a port of its network, a
+    /// simulated disk, no friend links (their ICE agents use real sockets) and no LAN discovery.
+    func environment(host: SocketAddress) -> SessionEnvironment {
+        let network = self.network
+        return SessionEnvironment(
+            scheduler: time,
+            bindSocket: { _, port throws(RevueError) in
+                MainActor.assumeIsolated { network.bind(SocketAddress(host, port: port)) }
+            },
+            makesLinks: false, lanDiscovery: false, simulatedDisk: true)
+    }
+
+    /// Starts a peer on the next host, registered with the world's rendezvous node.
+    func addPeer(_ name: String, tweak: (inout RevueConfiguration) -> Void = { _ in }) throws -> SimulatedPeer {
+        let host = Self.host(peers.count)
+        var c = RevueConfiguration(dataDirectory: directory + "/" + name)
+        c.bindHost = host.host
+        c.port = 40_000
+        c.lanDiscovery = false
+        c.rendezvousNodes = [Self.nodeAddress.description]
+        c.timeouts.rendezvousInterval = 0.2
+        c.timeouts.handshakeRetryInterval = 0.2
+        tweak(&c)
+        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment(host: host))
+        peers.append(peer)
+        for p in peers {
+            p.recorder.names[peer.id] = name
+            peer.recorder.names[p.id] = p.name
+        }
+        return peer
+    }
+
+    /// Makes `a` and `b` friends (a requests, b accepts once the request arrived) and runs until
+    /// both see each other online; whether that happened within `timeout` of simulated time.
+    func befriend(_ a: SimulatedPeer, _ b: SimulatedPeer, timeout: Duration = .seconds(10)) throws -> Bool {
+        try a.friends.addFriend(address: b.revue.revueAddress, message: "hi")
+        guard time.runUntil(timeout: timeout, { b.requests.contains(a.id) }) else { return false }
+        try b.friends.addFriendNorequest(friendId: a.id)
+        return time.runUntil(timeout: timeout) { a.isOnline(with: b) && b.isOnline(with: a) }
+    }
+
+    /// Runs simulated time until `condition` holds or `timeout` passes; whether it held.
+    @discardableResult
+    func run(until timeout: Duration, _ condition: () -> Bool) -> Bool { time.runUntil(timeout: timeout, condition) }
+
+    /// Runs simulated time for `duration`.
+    func run(for duration: Duration) { time.advance(by: duration) }
+
+    /// Destroys every peer, runs the goodbyes out, and removes the data directories.
+    func close() {
+        for p in peers { p.revue.destroy() }
+        time.advance(by: .milliseconds(100))
+        node.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// One Revue instance of a `SimulatedWorld`, with a recorder of its invitation and room events
+/// and of the friend requests it received. Main actor.
+@MainActor
+final class SimulatedPeer: RevueDelegate {
+    let name: String
+    let revue = Revue()
+    let recorder = CallRecorder()
+    private(set) var requests: [String] = []
+    let id: String
+    var friends: FriendManager { revue.friends }
+    var room: Room { revue.room }
+    var core: SessionCore { revue.core! }
+    var calls: [String] { recorder.calls }
+
+    init(name: String, configuration: RevueConfiguration, environment: SessionEnvironment) throws {
+        self.name = name
+        try revue.initialize(configuration, environment: environment)
+        id = revue.revueId
+        revue.delegates.add(delegate: self)
+        revue.delegates.add(delegate: recorder)
+        revue.room.delegates.add(delegate: recorder)
+    }
+
+    func isOnline(with other: SimulatedPeer) -> Bool { friends.getFriendPaths(friendId: other.id).isOnline }
+
+    func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) { requests.append(friendId) }
+}
