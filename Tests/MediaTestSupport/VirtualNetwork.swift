@@ -122,8 +122,7 @@ package final class VirtualNetwork: @unchecked Sendable {
         }
         let key = Self.linkKey(sourceNAT?.publicHost ?? source, destination)
         var model =
-            links[key]
-            ?? ImpairmentModel(settings: linkSettings[key] ?? defaultSettings, seed: seed &+ UInt64(truncatingIfNeeded: key.hashValueStable))
+            links[key] ?? ImpairmentModel(settings: linkSettings[key] ?? defaultSettings, seed: seed &+ key.hashValueStable)
         let nowNs = time.now.nanoseconds
         let decision = model.decide(arrival: nowNs, size: bytes.count)
         links[key] = model

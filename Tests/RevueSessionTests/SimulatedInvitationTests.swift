@@ -31,7 +31,7 @@ import Testing
         )
     }
 
-    @Test(arguments: [1.0, 60, 120, 150, 250])
+    @Test(arguments: [1.0, 60, 120, 150, 250, 400, 700])
     func anInvitationSentTheMomentFriendsConnectArrives(oneWayMs: Double) throws {
         var failures: [String] = []
         for seed in UInt64(1)...4 {

@@ -19,8 +19,11 @@ final class SimulatedWorld {
     let node: RendezvousNode
     static let nodeAddress = SocketAddress(ipv4: 127, 77, 0, 100, port: 33_400)
     private(set) var peers: [SimulatedPeer] = []
+    /// The peers' data directories: in memory (/dev/shm) where there is one, as the simulated disk
+    /// writes at once and an fsync there costs nothing.
     let directory =
-        FileManager.default.temporaryDirectory.appendingPathComponent("revue-sim-\(UUID().uuidString)").path
+        (FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : FileManager.default.temporaryDirectory.path)
+        + "/revue-sim-\(UUID().uuidString)"
 
     /// A world whose links all have `link` (1 ms one way by default), drawn from `seed`.
     init(seed: UInt64 = 1, link: ImpairmentModel.Settings = ImpairmentModel.Settings(delayMilliseconds: 1)) {
@@ -114,4 +117,20 @@ final class SimulatedPeer: RevueDelegate {
     func isOnline(with other: SimulatedPeer) -> Bool { friends.getFriendPaths(friendId: other.id).isOnline }
 
     func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) { requests.append(friendId) }
+}
+
+extension SimulatedWorld {
+    /// Makes every pair of `peers` friends at once (every request sent, then every one accepted)
+    /// and runs until each sees every other online; whether that happened within `timeout`.
+    func befriendAll(_ peers: [SimulatedPeer], timeout: Duration = .seconds(30)) throws -> Bool {
+        for (i, a) in peers.enumerated() {
+            for b in peers[(i + 1)...] { try a.friends.addFriend(address: b.revue.revueAddress, message: "hi") }
+        }
+        for (i, b) in peers.enumerated() {
+            let requesters = peers[..<i]
+            guard run(until: timeout, { requesters.allSatisfy { b.requests.contains($0.id) } }) else { return false }
+            for a in requesters { try b.friends.addFriendNorequest(friendId: a.id) }
+        }
+        return run(until: timeout) { peers.allSatisfy { p in peers.allSatisfy { $0 === p || p.isOnline(with: $0) } } }
+    }
 }
