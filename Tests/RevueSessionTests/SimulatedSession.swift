@@ -82,6 +82,21 @@ final class SimulatedWorld {
     /// Runs simulated time for `duration`.
     func run(for duration: Duration) { time.advance(by: duration) }
 
+    /// `run(until:_:)` for tests with tasks of their own on the main actor (a `sendMessage`
+    /// waiting for its receipt): after each 10 ms step it yields, so those tasks run too.
+    @discardableResult
+    func runYielding(until timeout: Duration, _ condition: () -> Bool) async -> Bool {
+        let end = time.now + timeout
+        for _ in 0..<4 { await Task.yield() }
+        time.runDue()
+        while !condition() {
+            guard time.now < end else { return false }
+            time.advance(by: min(.milliseconds(10), end - time.now))
+            for _ in 0..<4 { await Task.yield() }
+        }
+        return true
+    }
+
     /// Destroys every peer, runs the goodbyes out, and removes the data directories.
     func close() {
         for p in peers { p.revue.destroy() }
@@ -107,6 +122,8 @@ final class SimulatedPeer: RevueDelegate {
 
     init(name: String, configuration: RevueConfiguration, environment: SessionEnvironment) throws {
         self.name = name
+        self.configuration = configuration
+        self.environment = environment
         try revue.initialize(configuration, environment: environment)
         id = revue.revueId
         revue.delegates.add(delegate: self)
@@ -114,9 +131,59 @@ final class SimulatedPeer: RevueDelegate {
         revue.room.delegates.add(delegate: recorder)
     }
 
+    /// The configuration and environment it was started with (a restart uses them again).
+    let configuration: RevueConfiguration
+    let environment: SessionEnvironment
+    /// Online/offline changes per friend id, with the simulated time they came at.
+    private(set) var onlineChanges: [(friend: String, online: Bool, at: MonotonicTime)] = []
+    /// Friend messages received, in order.
+    private(set) var messages: [(friend: String, text: String)] = []
+
     func isOnline(with other: SimulatedPeer) -> Bool { friends.getFriendPaths(friendId: other.id).isOnline }
 
+    /// Starts the instance again after `destroy()` or a simulated crash, on the same data
+    /// directory, address and clock.
+    func restart() throws {
+        try revue.initialize(configuration, environment: environment)
+        revue.delegates.add(delegate: self)
+        revue.delegates.add(delegate: recorder)
+        revue.room.delegates.add(delegate: recorder)
+    }
+
+    /// Sends a friend message; the result (message id or error) lands in the returned box once the
+    /// receipt arrives or the send fails, as simulated time runs.
+    func send(_ text: String, to friend: SimulatedPeer, timeout: Double = 10) -> MessageOutcome {
+        let outcome = MessageOutcome()
+        // The instance itself, not its FriendManager, which holds it unowned.
+        let revue = self.revue, id = friend.id
+        Task { @MainActor in
+            do throws(FriendMessageError) {
+                outcome.result = .success(try await revue.friends.sendMessage(friendId: id, message: text, timeout: timeout))
+            } catch {
+                outcome.result = .failure(error)
+            }
+        }
+        return outcome
+    }
+
     func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) { requests.append(friendId) }
+
+    func revue(_ revue: Revue, friend friendId: String, didUpdatePaths paths: FriendConnectionPaths) {
+        let now = revue.core?.scheduler.now ?? .zero
+        if onlineChanges.last(where: { $0.friend == friendId })?.online != paths.isOnline {
+            onlineChanges.append((friendId, paths.isOnline, now))
+        }
+    }
+
+    func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) {
+        messages.append((friendId, message))
+    }
+}
+
+/// Where a `SimulatedPeer.send` result lands. Main actor.
+@MainActor
+final class MessageOutcome {
+    var result: Result<UInt32, FriendMessageError>?
 }
 
 extension SimulatedWorld {
