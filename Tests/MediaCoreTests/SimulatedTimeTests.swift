@@ -150,7 +150,8 @@ final class Trace<T: Sendable>: Sendable {
     /// Two homes behind NATs of `kind`, a server outside: each sends to the server, learns its
     /// outside address from the source the server saw, then both send to each other's learned
     /// address (hole punching). Whether each got the other's datagram.
-    func holePunch(_ kind: VirtualNetwork.NATBehaviour) -> (aGot: Bool, bGot: Bool, aOutside: SocketAddress, aToB: SocketAddress?) {
+    func holePunch(_ kind: VirtualNetwork.NATBehaviour) -> (aGot: Bool, bGot: Bool, aOutside: SocketAddress, aToB: SocketAddress?)
+    {
         let time = SimulatedTime()
         let network = VirtualNetwork(time: time)
         network.addNAT(publicHost: Self.host(101), behaviour: kind, insideHosts: [Self.host(1)])
