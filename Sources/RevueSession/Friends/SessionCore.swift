@@ -300,6 +300,7 @@ package final class SessionCore {
             MainActor.assumeIsolated { self?.tick() }
         }
         updateDiscoverable()
+        tick()
     }
 
     /// Says goodbye to connected friends, fails pending sends, closes the socket and the store.
