@@ -84,6 +84,14 @@ package final class VirtualNetwork: @unchecked Sendable {
         links[key] = nil
     }
 
+    /// Hosts whose cable is pulled: every datagram from or to them is lost (counted in `lost`).
+    private var cutHosts: Set<SocketAddress> = []
+
+    /// Pulls `host`'s cable (`true`) or plugs it back in (`false`).
+    package func setCut(_ host: SocketAddress, _ cut: Bool) {
+        if cut { cutHosts.insert(Self.host(host)) } else { cutHosts.remove(Self.host(host)) }
+    }
+
     /// Puts `insideHosts` behind a NAT whose outside address is `publicHost`.
     package func addNAT(publicHost: SocketAddress, behaviour: NATBehaviour, insideHosts: [SocketAddress]) {
         let nat = NAT(publicHost: Self.host(publicHost), behaviour: behaviour)
@@ -114,6 +122,10 @@ package final class VirtualNetwork: @unchecked Sendable {
     /// source's NAT (if any), the link, and the destination's NAT (if any).
     func send(_ bytes: [UInt8], from source: SocketAddress, to destination: SocketAddress) {
         counters.sent += 1
+        if cutHosts.contains(Self.host(source)) || cutHosts.contains(Self.host(destination)) {
+            counters.lost += 1
+            return
+        }
         var from = source
         let sourceNAT = nat(inside: source)
         let destinationNAT = nat(inside: destination)

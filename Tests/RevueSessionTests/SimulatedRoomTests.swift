@@ -14,13 +14,16 @@ import Testing
     /// invitation arrives; returns, per peer, the participants it lacks when `timeout` ends.
     func formRoom(
         count: Int, link: ImpairmentModel.Settings, seed: UInt64, timeout: Duration,
-        tweak: (inout RevueConfiguration) -> Void = { _ in }
+        diskDelay: Duration = .zero, tweak: (inout RevueConfiguration) -> Void = { _ in }
     ) throws -> [String: [String]] {
         let world = SimulatedWorld(seed: seed, link: link)
         defer { world.close() }
         var peers: [SimulatedPeer] = []
         for n in 0..<count { peers.append(try world.addPeer("p\(n)", tweak: tweak)) }
-        for p in peers { p.room.mediaLegsEnabled = false }
+        for p in peers {
+            p.room.mediaLegsEnabled = false
+            p.core.store.queuedWriteDelayForTesting = diskDelay
+        }
         #expect(try world.befriendAll(peers), "every pair online")
         let host = peers[0]
         for p in peers.dropFirst() { try host.friends.sendInvitation(friendId: p.id, message: "room") }
@@ -37,7 +40,10 @@ import Testing
             let lacks = peers.filter { $0 !== p && p.room.remoteParticipants[$0.id] == nil }.map(\.name)
             if !lacks.isEmpty { missing[p.name] = lacks }
         }
-        print("room of \(count), seed \(seed), \(link.delayMilliseconds) ms: formed at \(world.time.now), missing \(missing)")
+        let refused = peers.map { $0.core.counters.callSignalsRefused }.reduce(0, +)
+        print(
+            "room of \(count), seed \(seed), \(link.delayMilliseconds) ms, disk \(diskDelay): formed at \(world.time.now), "
+                + "refused signals \(refused), missing \(missing)")
         return missing
     }
 
@@ -59,5 +65,56 @@ import Testing
         let missing = try formRoom(
             count: 25, link: ImpairmentModel.Settings(delayMilliseconds: 150), seed: 1, timeout: .seconds(30))
         #expect(missing.isEmpty, "participants missing: \(missing)")
+    }
+
+    /// Every receipt waits 300 ms for the receiver's disk, so each friend's stream holds many
+    /// unacknowledged call signals while 24 newcomers are introduced to each other.
+    @Test func aRoomOfTwentyFiveFormsOnSlowDisks() throws {
+        var link = ImpairmentModel.Settings(delayMilliseconds: 20)
+        link.loss = 0.02
+        let missing = try formRoom(count: 25, link: link, seed: 4, timeout: .seconds(30), diskDelay: .milliseconds(300)) {
+            $0.timeouts = RevueTimeouts()
+        }
+        #expect(missing.isEmpty, "participants missing: \(missing)")
+    }
+
+    /// A newcomer loses its network for 2.5 s (longer than the connection timeout, shorter than
+    /// the call's 10 s lost timeout) right after it joined the host, while the host introduces it
+    /// to the 23 others: once it is back, it must still join every one of them.
+    @Test func aNewcomerCutOffWhileBeingIntroducedStillJoinsEveryone() throws {
+        let world = SimulatedWorld(seed: 5, link: ImpairmentModel.Settings(delayMilliseconds: 20))
+        defer { world.close() }
+        var peers: [SimulatedPeer] = []
+        for n in 0..<25 {
+            peers.append(
+                try world.addPeer("p\(n)") {
+                    $0.timeouts = RevueTimeouts()
+                    $0.timeouts.callLostTimeout = 10
+                })
+        }
+        for p in peers { p.room.mediaLegsEnabled = false }
+        #expect(try world.befriendAll(peers))
+        let host = peers[0], late = peers[24]
+        for p in peers.dropFirst().dropLast() { try host.friends.sendInvitation(friendId: p.id, message: "room") }
+        #expect(
+            world.run(until: .seconds(10)) {
+                for p in peers.dropFirst().dropLast() where p.room.invitations[host.id] != nil {
+                    _ = try? p.friends.acceptInvitation(friendId: host.id)
+                }
+                return peers.dropLast().allSatisfy { $0.room.remoteParticipants.count == 23 }
+            })
+        try host.friends.sendInvitation(friendId: late.id, message: "room")
+        #expect(world.run(until: .seconds(5)) { late.room.invitations[host.id] != nil })
+        try late.friends.acceptInvitation(friendId: host.id)
+        #expect(world.run(until: .seconds(5)) { late.room.remoteParticipants[host.id] != nil })
+        world.network.setCut(SimulatedWorld.host(24), true)
+        world.run(for: .milliseconds(2500))
+        world.network.setCut(SimulatedWorld.host(24), false)
+        let formed = world.run(until: .seconds(30)) { peers.allSatisfy { $0.room.remoteParticipants.count == 24 } }
+        let lacking = peers.filter { $0.room.remoteParticipants.count < 24 }.map {
+            "\($0.name): \($0.room.remoteParticipants.count)"
+        }
+        print("newcomer cut for 2.5 s: formed \(formed) at \(world.time.now), lacking \(lacking)")
+        #expect(formed, "lacking: \(lacking)")
     }
 }
