@@ -3,7 +3,7 @@ SWIFT ?= swift
 OUT ?= out
 SECONDS ?= 10
 
-.PHONY: deps demo test bench build release clean fuzz fuzz-smoke test-sanitizers docs lint format api-surface
+.PHONY: deps demo test test-e2e bench build release clean fuzz fuzz-smoke test-sanitizers docs lint format api-surface
 
 deps:
 	@scripts/install-deps
@@ -13,11 +13,19 @@ demo: deps
 	$(SWIFT) build -c release --product revue-media
 	$$($(SWIFT) build -c release --show-bin-path)/revue-media demo --seconds $(SECONDS) --out $(OUT)
 
-## make test: checks the formatting (make lint), builds and runs the whole test suite in phases
-## (scripts/test says which tests run beside which, and why), then FUZZ_SMOKE_RUNS inputs of
-## every fuzz target (at most FUZZ_SMOKE_SECONDS each); prints each phase's time and CPU time.
+## make test: checks the formatting (make lint), builds the tests and runs those that read no wall
+## clock (units, the file-only interop suites, whole sessions on simulated time) and one end-to-end
+## exchange with each real peer (GStreamer, Chromium, Janus, coturn, a NAT in the network lab);
+## prints each phase's time and CPU time (scripts/test).
 test: deps lint
-	SWIFT=$(SWIFT) FUZZ_SMOKE_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/test
+	SWIFT=$(SWIFT) scripts/test
+
+## make test-e2e: the real-time tests (pipelines on the wall clock, peers on loopback, revue-node
+## processes, every interop suite, the network lab), in phases that keep timing tests apart from
+## busy neighbours, then FUZZ_SMOKE_RUNS inputs of every fuzz target (at most FUZZ_SMOKE_SECONDS
+## each). Run it after `make test` (it reuses its build).
+test-e2e: deps
+	SWIFT=$(SWIFT) FUZZ_SMOKE_RUNS=$(FUZZ_SMOKE_RUNS) FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/test e2e
 
 ## make bench: every benchmark suite (release build), results in docs/performance.md form
 ##   BENCH_ARGS passes options (e.g. BENCH_ARGS="ring --reps 9"); charts go to docs/performance/.
@@ -41,7 +49,7 @@ fuzz: deps
 
 ## make fuzz-smoke: builds every fuzz target and runs each on FUZZ_SMOKE_RUNS inputs from a fixed
 ## seed (repeatable; a broken harness fails), stopping a slow target after FUZZ_SMOKE_SECONDS.
-## The same run ends `make test`.
+## The same run ends `make test-e2e`.
 FUZZ_SMOKE_RUNS ?= 20000
 FUZZ_SMOKE_SECONDS ?= 8
 fuzz-smoke: deps
