@@ -385,7 +385,8 @@ extension Room {
         let ids = remoteParticipants.keys.filter { $0 != gone }
         sfuAnnounce(sfu, to: Array(ids))
         let video = sfu.video, audio = sfu.audio
-        DispatchQueue.main.asyncAfter(deadline: .now() + .nanoseconds(Int(Self.sfuKeySwitchDelay.inNanoseconds))) {
+        let scheduler = core?.scheduler ?? DispatchTaskScheduler.main
+        scheduler.schedule(after: Self.sfuKeySwitchDelay) {
             try? video?.setKey(keyID: kids.video, baseKey: key)
             try? audio?.setKey(keyID: kids.audio, baseKey: key)
         }
@@ -592,7 +593,9 @@ extension Room {
         sfu.subscriptions = [:]
         sfu.subscribeFailures += 1
         if sfu.subscribeFailures < Self.sfuSubscribeAttempts {
-            DispatchQueue.main.asyncAfter(deadline: .now() + 1) { [weak self] in self?.sfuReconcile() }
+            (core?.scheduler ?? DispatchTaskScheduler.main).schedule(after: .seconds(1)) { [weak self] in
+                MainActor.assumeIsolated { self?.sfuReconcile() }
+            }
         } else {
             for (id, p) in remoteParticipants.sorted(by: { $0.key < $1.key }) where p.mode.sends {
                 sfuFailed("subscribing to the participant's feed failed: \(reason)", for: id)
