@@ -70,7 +70,7 @@ TSAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(Ring|FramePool|
 # shown, bitrate recovered within seconds) from a test sender that paces itself by the wall clock.
 # TSan makes encoding and decoding 5-20x slower, so sender and receiver fall behind real time and
 # audio is concealed for lateness, not for a race (measured: 9-51 % concealed, no TSan report).
-# Their bounds stay as they are; they run unsanitized in `make test`.
+# Their bounds stay as they are; they run unsanitized in `make test-e2e`.
 TSAN_SKIP_full = ReceiveLossRecoveryTests|ReceiveBandwidthEstimationTests|SendBitrateRecoveryTests|decodesEveryFrameAndPlaysAudioFromOurSenderOverLoopback|sendPipelineThroughFivePercentLossIsRepairedByNackAndFEC
 ASAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|SFrame|STUN|Y4M|WAV|IVF|Ogg|SDP|JSEP|DTLS|Janus|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
 ASAN_SKIP_full =
@@ -85,7 +85,7 @@ TSAN_TESTS ?= $(TSAN_TESTS_$(SANITIZE_SET))
 TSAN_SKIP ?= $(TSAN_SKIP_$(SANITIZE_SET))
 ASAN_TESTS ?= $(ASAN_TESTS_$(SANITIZE_SET))
 ASAN_SKIP ?= $(ASAN_SKIP_$(SANITIZE_SET))
-# The TSan tests run one at a time, as in `make test`: the pipeline tests run real-time threads.
+# The TSan tests run one at a time, as in `make test-e2e`: the pipeline tests run real-time threads.
 # scripts/tsan-mutex.c tells TSan about Synchronization.Mutex's contended paths, which run in the
 # uninstrumented toolchain library: without it TSan reports false races on Mutex-protected data.
 TSAN_MUTEX = $(CURDIR)/.build-tsan/tsan-mutex.so
