@@ -201,3 +201,42 @@ extension SimulatedWorld {
         return run(until: timeout) { peers.allSatisfy { p in peers.allSatisfy { $0 === p || p.isOnline(with: $0) } } }
     }
 }
+
+extension SimulatedWorld {
+    /// Adds one peer per name for call tests: the invitation timeout given (30 s by default, as
+    /// `CallPeer`'s), any further `tweak`, and the room's media legs off (signalling only).
+    func addCallPeers(
+        _ names: [String], invitationTimeout: Double = 30, tweak: (inout RevueConfiguration) -> Void = { _ in }
+    ) throws -> [SimulatedPeer] {
+        try names.map { name in
+            let p = try addPeer(name) {
+                $0.timeouts.invitationTimeout = invitationTimeout
+                tweak(&$0)
+            }
+            p.room.mediaLegsEnabled = false
+            return p
+        }
+    }
+
+    /// Runs until `peer` has recorded the invitation or room event `event` among its calls, or
+    /// `timeout` passes; whether it did.
+    func run(until timeout: Duration = .seconds(10), _ peer: SimulatedPeer, recorded event: String) -> Bool {
+        run(until: timeout) { peer.calls.contains(event) }
+    }
+
+    /// Runs until `peer` has recorded the room event `event`, or `timeout` passes; whether it did.
+    func run(until timeout: Duration = .seconds(10), _ peer: SimulatedPeer, roomEvent event: String) -> Bool {
+        run(until: timeout) { peer.recorder.room.contains(event) }
+    }
+
+    /// Invites `b` from `a`; `b` accepts once the invitation arrived; runs until each sees the
+    /// other in its room. Whether all that happened within `timeout`.
+    func startCall(_ a: SimulatedPeer, _ b: SimulatedPeer, message: String = "join us", timeout: Duration = .seconds(10)) throws
+        -> Bool
+    {
+        try a.friends.sendInvitation(friendId: b.id, message: message)
+        guard run(until: timeout, { b.room.invitations[a.id] != nil }) else { return false }
+        try b.friends.acceptInvitation(friendId: a.id)
+        return run(until: timeout) { a.room.remoteParticipants[b.id] != nil && b.room.remoteParticipants[a.id] != nil }
+    }
+}
