@@ -13,6 +13,16 @@ import Testing
 
 @MainActor
 @Suite struct SimulatedCallTimingTests {
+    /// A second RoomDelegate that only records the call events, to check every delegate gets them.
+    final class CallEvents: RoomDelegate {
+        var events: [String] = []
+        func roomDidStartCall(_ room: Room) { events.append("started") }
+        func roomDidEndCall(_ room: Room) { events.append("ended") }
+        func room(_ room: Room, callDidFailWithError error: CallError) { events.append("failed(\(error))") }
+        func room(_ room: Room, participantDidConnect participant: RemoteParticipant) { events.append("connect") }
+        func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) { events.append("disconnect") }
+    }
+
     /// The call events only (start, end, failure, connects and disconnects), in order.
     static func order(_ p: SimulatedPeer) -> [String] {
         p.recorder.room.filter {
@@ -121,7 +131,7 @@ import Testing
         #expect(try world.befriendAll(peers))
         for p in peers { p.room.options.cameraEnabled = false }
         let start = world.time.now
-        let second = RoomEventsTests.CallEvents()
+        let second = CallEvents()
         a.room.delegates.add(delegate: second)
 
         #expect(try world.startCall(a, b))
@@ -217,7 +227,9 @@ import Testing
             let deadline = try #require(newestDeadline())
             let took = deadline - t0
             figures.append("\(inCall ? "in-call" : "friend") \(timeout.map { "\($0)" } ?? "default") -> \(took)")
-            #expect(took == .seconds(expected), "\(inCall ? "in-call" : "friend") message, timeout \(String(describing: timeout)): \(took)")
+            #expect(
+                took == .seconds(expected),
+                "\(inCall ? "in-call" : "friend") message, timeout \(String(describing: timeout)): \(took)")
         }
         print("message deadlines: \(figures)")
         a.revue.destroy()  // ends the waiters

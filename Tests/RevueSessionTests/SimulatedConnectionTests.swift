@@ -188,7 +188,8 @@ import Testing
         #expect(await world.runYielding(until: .seconds(1)) { f.queuedMessages == FriendManager.sendQueueCapacity })
         let tooMany = alice.send("one too many", to: bob)
         #expect(await world.runYielding(until: .seconds(1)) { tooMany.result != nil })
-        if case .failure(.sendQueueFull) = tooMany.result {} else {
+        if case .failure(.sendQueueFull) = tooMany.result {
+        } else {
             Issue.record("one too many: \(String(describing: tooMany.result))")
         }
         #expect(await world.runYielding(until: .seconds(12)) { outcomes.allSatisfy { $0.result != nil } })

@@ -289,7 +289,9 @@ import Testing
         let leftAfter = world.time.now - restartedAt
         // Everything a had queued reached the new run and was acknowledged.
         #expect(world.run(until: .seconds(10)) { aCore.friends[b.id]?.outbound.isEmpty == true })
-        print("the crashed invitee's call ended \(leftAfter) after its restart; a's stream drained after \(world.time.now - restartedAt)")
+        print(
+            "the crashed invitee's call ended \(leftAfter) after its restart; a's stream drained after \(world.time.now - restartedAt)"
+        )
         #expect(Array(b.calls[mark...]).isEmpty, "\(b.calls[mark...])")
         #expect(b.room.invitations.isEmpty)
 

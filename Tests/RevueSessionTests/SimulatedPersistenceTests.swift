@@ -27,7 +27,10 @@ import Testing
         let arrivedAfter = world.time.now - restartedAt
         #expect(await world.runYielding(until: .seconds(5)) { outcome.result != nil })
         print("message in flight: arrived \(arrivedAfter) after the restart, receipt after \(world.time.now - restartedAt)")
-        if case .success = outcome.result {} else { Issue.record("expected a receipt, got \(String(describing: outcome.result))") }
+        if case .success = outcome.result {
+        } else {
+            Issue.record("expected a receipt, got \(String(describing: outcome.result))")
+        }
         #expect(arrivedAfter <= .milliseconds(200), "arrived after \(arrivedAfter)")
     }
 
