@@ -167,9 +167,10 @@ import Testing
         let unblockedAt = world.time.now
         #expect(
             world.run(until: .seconds(5)) { alice.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .directLAN })
-        print(
-            "relayed: online after \(onlineAfter), \(world.node.relayedPackets) packets relayed; "
-                + "direct again \(world.time.now - unblockedAt) after unblocking")
+        // (How many packets the node relayed is not printed: the session sends to a friend's
+        // routes in dictionary order, which changes from process to process, and so does that
+        // count, 24 or 30 here; the times do not change.)
+        print("relayed: online after \(onlineAfter); direct again \(world.time.now - unblockedAt) after unblocking")
     }
 
     /// A friend who is there (a 30 s connection timeout keeps him online for Alice) but never

@@ -31,6 +31,15 @@ final class SimulatedWorld {
         node = RendezvousNode(socket: network.bind(Self.nodeAddress), scheduler: time)
     }
 
+    /// The wall clock the peers' tag epochs read (seconds since 1970): half past an hour when the
+    /// world starts, moving with simulated time. Pinned so that a run never straddles the
+    /// ten minutes before an epoch boundary, when a peer registers two epochs' tags and the
+    /// figures would depend on the hour the test ran.
+    var wallClock: @Sendable () -> Double {
+        let time = self.time, start = time.now
+        return { 1_800_001_800 + (time.now - start).inSeconds }
+    }
+
     /// The address of the `n`th peer's host (n from 0).
     static func host(_ n: Int) -> SocketAddress { SocketAddress(ipv4: 127, 77, 0, UInt8(1 + n), port: 0) }
 
@@ -57,7 +66,7 @@ final class SimulatedWorld {
         c.timeouts.rendezvousInterval = 0.2
         c.timeouts.handshakeRetryInterval = 0.2
         tweak(&c)
-        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment(host: host))
+        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment(host: host), wallClock: wallClock)
         peers.append(peer)
         for p in peers {
             p.recorder.names[peer.id] = name
@@ -120,20 +129,27 @@ final class SimulatedPeer: RevueDelegate {
     var core: SessionCore { revue.core! }
     var calls: [String] { recorder.calls }
 
-    init(name: String, configuration: RevueConfiguration, environment: SessionEnvironment) throws {
+    init(
+        name: String, configuration: RevueConfiguration, environment: SessionEnvironment,
+        wallClock: @escaping @Sendable () -> Double
+    ) throws {
         self.name = name
         self.configuration = configuration
         self.environment = environment
+        self.wallClock = wallClock
         try revue.initialize(configuration, environment: environment)
+        revue.core?.wallClockSeam = wallClock
         id = revue.revueId
         revue.delegates.add(delegate: self)
         revue.delegates.add(delegate: recorder)
         revue.room.delegates.add(delegate: recorder)
     }
 
-    /// The configuration and environment it was started with (a restart uses them again).
+    /// The configuration, environment and epoch clock it was started with (a restart uses them
+    /// again).
     let configuration: RevueConfiguration
     let environment: SessionEnvironment
+    let wallClock: @Sendable () -> Double
     /// Online/offline changes per friend id, with the simulated time they came at.
     private(set) var onlineChanges: [(friend: String, online: Bool, at: MonotonicTime)] = []
     /// Friend messages received, in order.
@@ -145,6 +161,7 @@ final class SimulatedPeer: RevueDelegate {
     /// directory, address and clock.
     func restart() throws {
         try revue.initialize(configuration, environment: environment)
+        revue.core?.wallClockSeam = wallClock
         revue.delegates.add(delegate: self)
         revue.delegates.add(delegate: recorder)
         revue.room.delegates.add(delegate: recorder)
