@@ -230,32 +230,4 @@ final class HostileFriend {
         await a.waitRoom("message(h,still here)")
         a.room.disconnectAll()
     }
-
-    @Test func signallingForACallThePeerDoesNotHaveIsAnsweredWithOneHangUp() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
-        defer { a.peer.remove(); b.peer.remove() }
-        try await makeFriends([a, b])
-        // a believes it is in a call with b (b restarted, say); b has no call.
-        let stale = HostileFriend(a)
-        stale.honest = false
-        var mute = CallSignal(type: "track", op: CallSignal.Op.mute)
-        mute.sid = "audio"; mute.muted = true
-        stale.send(mute, to: b.id)
-        var mode = CallSignal(op: CallSignal.Op.mode)
-        mode.mode = "recvOnly"
-        stale.send(mode, to: b.id)
-        await a.wait("hang-up from b") { stale.received.contains { $0.from == b.id && $0.signal.op == CallSignal.Op.hangup } }
-        await settle(0.3)
-        // One answer for the burst (at most one a second), nothing reported at b.
-        #expect(stale.received.filter { $0.from == b.id && $0.signal.op == CallSignal.Op.hangup }.count == 1)
-        #expect(b.recorder.room.isEmpty)
-        // A second later it is answered again.
-        await settle(0.8)
-        stale.send(mute, to: b.id)
-        await a.wait("second hang-up") {
-            stale.received.filter { $0.from == b.id && $0.signal.op == CallSignal.Op.hangup }.count == 2
-        }
-    }
 }

@@ -42,58 +42,6 @@ import Testing
         #expect(alice.revue.friends.getFriendList() == [bob.id])
     }
 
-    @Test func messageInFlightWhenFriendCrashesArrivesAfterItsRestart() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
-        defer { alice.remove(); bob.remove() }
-        try await befriend(alice, bob)
-        bob.revue.abandonForTesting()
-        var result: Result<UInt32, FriendMessageError>?
-        Task { @MainActor in
-            do throws(FriendMessageError) {
-                result = .success(
-                    try await alice.revue.friends.sendMessage(friendId: bob.id, message: "while you were out", timeout: 10))
-            } catch { result = .failure(error) }
-        }
-        await settle(0.3)
-        bob.events = []
-        try bob.start()
-        await bob.waitForEvent(.message(alice.id, "while you were out"), timeout: 5)
-        await alice.wait("receipt") { result != nil }
-        if case .success = result {} else { Issue.record("expected a receipt, got \(String(describing: result))") }
-    }
-
-    @Test func outageLosesNoQueuedMessage() async throws {
-        let alice = try TestPeer(), bob = try TestPeer()
-        defer { alice.remove(); bob.remove() }
-        // No rendezvous: Bob learns Alice's endpoint from her request, Alice from his handshake.
-        let aliceCore = alice.revue.core!
-        try alice.revue.friends.addFriend(address: bob.revue.revueAddress, message: "hi")
-        aliceCore.friends[bob.id]!.candidates[.direct(SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))] = MonotonicTime.now
-        await bob.waitForEvent(.request(alice.id, "hi"))
-        try bob.revue.friends.addFriendNorequest(friendId: alice.id)
-        await alice.waitForEvent(.paths(bob.id, true))
-        aliceCore.dropDirectSends = true
-        bob.revue.core!.dropDirectSends = true
-        var results: [Result<UInt32, FriendMessageError>] = []
-        for i in 0..<3 {
-            Task { @MainActor in
-                do throws(FriendMessageError) {
-                    results.append(
-                        .success(try await alice.revue.friends.sendMessage(friendId: bob.id, message: "o\(i)", timeout: 10)))
-                } catch { results.append(.failure(error)) }
-            }
-        }
-        await alice.waitForEvent(.paths(bob.id, false), timeout: 3)
-        aliceCore.dropDirectSends = false
-        bob.revue.core!.dropDirectSends = false
-        await alice.wait("receipts", timeout: 6) { results.count == 3 }
-        #expect(results.allSatisfy { if case .success = $0 { true } else { false } })
-        let got = bob.friendEvents.compactMap { if case .message(_, let m) = $0 { m } else { nil } }
-        #expect(got == ["o0", "o1", "o2"])
-    }
-
     @Test func profileFileIsOwnerOnlyAndAtomicallyReplaced() async throws {
         let peer = try TestPeer()
         defer { peer.remove() }

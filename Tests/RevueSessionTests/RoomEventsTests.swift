@@ -4,74 +4,11 @@ import Testing
 
 @testable import RevueSession
 
-/// The call as a whole on every RoomDelegate (started, ended, failed), publish failures, in-call
-/// messages to several participants, and the rules the room layer inherits from the friend layer:
-/// message timeouts, a failed delete, profile events, destroy().
+/// Publish failures and the rules the room layer inherits from the friend layer: a failed delete,
+/// profile events, destroy(). (SimulatedCallTimingTests has the call's events over time and the
+/// in-call message deadlines.)
 @MainActor
 @Suite(.serialized) struct RoomEventsTests {
-    /// A second RoomDelegate that only records the call events, to check every delegate gets them.
-    final class CallEvents: RoomDelegate {
-        var events: [String] = []
-        func roomDidStartCall(_ room: Room) { events.append("started") }
-        func roomDidEndCall(_ room: Room) { events.append("ended") }
-        func room(_ room: Room, callDidFailWithError error: CallError) { events.append("failed(\(error))") }
-        func room(_ room: Room, participantDidConnect participant: RemoteParticipant) { events.append("connect") }
-        func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) { events.append("disconnect") }
-    }
-
-    static func order(_ p: CallPeer) -> [String] {
-        p.recorder.room.filter {
-            ["started", "ended"].contains($0) || $0.hasPrefix("failed") || $0.hasPrefix("connect") || $0.hasPrefix("disconnect")
-        }
-    }
-
-    @Test func callStartsBeforeTheFirstParticipantAndEndsAfterTheLastOnEveryDelegate() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let peers = try ["a", "b", "c"].map { try CallPeer($0, node: node) }
-        defer { for p in peers { p.peer.remove() } }
-        let (a, b, c) = (peers[0], peers[1], peers[2])
-        try await makeFriends(peers)
-        for p in peers { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
-        let second = CallEvents()
-        a.room.delegates.add(delegate: second)
-
-        try await startCall(a, b)
-        try await startCall(a, c)
-        await c.wait("c with b") { c.room.remoteParticipants[b.id] != nil }
-        b.room.disconnectAll()
-        await a.wait("b gone") { a.room.remoteParticipants[b.id] == nil }
-        c.room.disconnectAll()
-        await a.wait("a ended") { Self.order(a).last == "ended" }
-        #expect(
-            Self.order(a) == [
-                "started", "connect(b)", "connect(c)", "disconnect(b,remoteHangUp)", "disconnect(c,remoteHangUp)", "ended",
-            ])
-        #expect(second.events == ["started", "connect", "connect", "disconnect", "disconnect", "ended"])
-        await c.wait("c ended") { Self.order(c).last == "ended" }
-        #expect(Self.order(c).first == "started" && Self.order(c).filter { $0 == "started" }.count == 1)
-
-        // A second call starts again.
-        try await startCall(b, a)
-        await a.wait("second start") { a.recorder.room.filter { $0 == "started" }.count == 2 }
-        #expect(Self.order(a).suffix(2) == ["started", "connect(b)"])
-        b.room.disconnectAll()
-        await a.wait("second end") { Self.order(a).last == "ended" }
-    }
-
-    @Test func lostLastParticipantFailsTheCallThenEndsIt() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let a = try CallPeer("a", node: node), b = try CallPeer("b", node: node)
-        defer { a.peer.remove(); b.peer.remove() }
-        try await makeFriends([a, b])
-        for p in [a, b] { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
-        try await startCall(a, b)
-        b.revue.abandonForTesting()
-        await a.wait("a ended", timeout: 6) { Self.order(a).last == "ended" }
-        #expect(Self.order(a) == ["started", "connect(b)", "disconnect(b,connectionLost)", "failed(connectionLost)", "ended"])
-    }
-
     @Test func aTrackThatCannotBeSetUpIsReportedAndNotPublished() async throws {
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
@@ -92,93 +29,6 @@ import Testing
         await a.wait("published now") { a.recorder.room.contains("publish(video)") }
         #expect(a.room.localParticipant.publication(.video)?.videoCapturer != nil)
         a.room.disconnectAll()
-    }
-
-    @Test func inCallMessageGoesToAllAtOnceWithAResultPerRecipient() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let a = try CallPeer("a", node: node) { $0.timeouts.callLostTimeout = 30 }
-        let b = try CallPeer("b", node: node), c = try CallPeer("c", node: node)
-        defer { for p in [a, b, c] { p.peer.remove() } }
-        try await makeFriends([a, b, c])
-        for p in [a, b, c] { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
-        try await startCall(a, b)
-        try await startCall(a, c)
-        // c vanishes without a word; a keeps it in the call (grace) and cannot reach it.
-        c.revue.abandonForTesting()
-        // The recipients in an order where c would hold b up if they were served one by one.
-        let recipients = [a.room.remoteParticipants[c.id]!, a.room.remoteParticipants[b.id]!].sorted {
-            $0.identity == c.id && $1.identity != c.id
-        }
-        // Served one by one, b could get the message only after c's 5 s timeout; served at once,
-        // it has it within a round trip. The bound is that timeout, not a guess at machine speed.
-        let started = MonotonicTime.now
-        let send = Task { @MainActor in try await a.room.localParticipant.sendMessage("to both", to: recipients, timeout: 5) }
-        await b.waitRoom("message(a,to both)", timeout: 10)
-        let arrivedAfter = (MonotonicTime.now - started).inSeconds
-        #expect(arrivedAfter < 5, "b got the message after \(arrivedAfter) s: not before c's timeout")
-        let results = try await send.value
-        #expect(Set(results.keys) == [b.id, c.id])
-        if case .success = results[b.id] {} else { Issue.record("b: \(String(describing: results[b.id]))") }
-        if case .failure = results[c.id] {} else { Issue.record("c: \(String(describing: results[c.id]))") }
-        // Nothing to send: only too long a message throws.
-        await #expect(throws: FriendMessageError.messageTooLong) {
-            try await a.room.localParticipant.sendMessage(
-                String(repeating: "x", count: FriendManager.maxMessageLength), timeout: 5)
-        }
-        a.room.disconnectAll()
-    }
-
-    @Test func messageTimeoutsDefaultToTenSecondsAndClampToFiveAndThirty() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let a = try CallPeer("a", node: node) { $0.timeouts.callLostTimeout = 30 }
-        let b = try CallPeer("b", node: node)
-        defer { a.peer.remove(); b.peer.remove() }
-        try await makeFriends([a, b])
-        for p in [a, b] { p.room.options.cameraEnabled = false }  // audio only: light beside the timing tests
-        try await startCall(a, b)
-        b.revue.abandonForTesting()  // no receipt will come: each waiter stays until its deadline
-        let f = try #require(a.revue.core?.friends[b.id])
-        func newestDeadline() -> MonotonicTime? { f.waiters.max { $0.key < $1.key }?.value.deadline }
-        var tasks: [Task<Void, Never>] = []
-        for (timeout, expected) in [(nil, 10.0), (100, 30), (1, 5), (17, 17)] as [(Double?, Double)] {
-            let count = f.waiters.count
-            let t0 = MonotonicTime.now
-            tasks.append(
-                Task { @MainActor in
-                    if let timeout {
-                        _ = try? await a.friends.sendMessage(friendId: b.id, message: "m", timeout: timeout)
-                    } else {
-                        _ = try? await a.friends.sendMessage(friendId: b.id, message: "m")
-                    }
-                })
-            await a.wait("queued") { f.waiters.count == count + 1 }
-            let deadline = try #require(newestDeadline())
-            #expect(
-                abs((deadline - t0).inSeconds - expected) < 0.5,
-                "friend message, timeout \(String(describing: timeout)): \((deadline - t0).inSeconds)")
-        }
-        // In-call messages: the same default and clamp.
-        for (timeout, expected) in [(nil, 10.0), (100, 30), (1, 5)] as [(Double?, Double)] {
-            let count = f.waiters.count
-            let t0 = MonotonicTime.now
-            tasks.append(
-                Task { @MainActor in
-                    if let timeout {
-                        _ = try? await a.room.localParticipant.sendMessage("c", timeout: timeout)
-                    } else {
-                        _ = try? await a.room.localParticipant.sendMessage("c")
-                    }
-                })
-            await a.wait("queued") { f.waiters.count == count + 1 }
-            let deadline = try #require(newestDeadline())
-            #expect(
-                abs((deadline - t0).inSeconds - expected) < 0.5,
-                "in-call message, timeout \(String(describing: timeout)): \((deadline - t0).inSeconds)")
-        }
-        a.peer.stop()  // ends the waiters
-        for t in tasks { await t.value }
     }
 
     @Test func failedDeleteKeepsTheFriendAndEndsTheCall() async throws {

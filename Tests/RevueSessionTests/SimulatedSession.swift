@@ -31,6 +31,15 @@ final class SimulatedWorld {
         node = RendezvousNode(socket: network.bind(Self.nodeAddress), scheduler: time)
     }
 
+    /// The wall clock the peers' tag epochs read (seconds since 1970): half past an hour when the
+    /// world starts, moving with simulated time. Pinned so that a run never straddles the
+    /// ten minutes before an epoch boundary, when a peer registers two epochs' tags and the
+    /// figures would depend on the hour the test ran.
+    var wallClock: @Sendable () -> Double {
+        let time = self.time, start = time.now
+        return { 1_800_001_800 + (time.now - start).inSeconds }
+    }
+
     /// The address of the `n`th peer's host (n from 0).
     static func host(_ n: Int) -> SocketAddress { SocketAddress(ipv4: 127, 77, 0, UInt8(1 + n), port: 0) }
 
@@ -57,7 +66,7 @@ final class SimulatedWorld {
         c.timeouts.rendezvousInterval = 0.2
         c.timeouts.handshakeRetryInterval = 0.2
         tweak(&c)
-        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment(host: host))
+        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment(host: host), wallClock: wallClock)
         peers.append(peer)
         for p in peers {
             p.recorder.names[peer.id] = name
@@ -120,20 +129,27 @@ final class SimulatedPeer: RevueDelegate {
     var core: SessionCore { revue.core! }
     var calls: [String] { recorder.calls }
 
-    init(name: String, configuration: RevueConfiguration, environment: SessionEnvironment) throws {
+    init(
+        name: String, configuration: RevueConfiguration, environment: SessionEnvironment,
+        wallClock: @escaping @Sendable () -> Double
+    ) throws {
         self.name = name
         self.configuration = configuration
         self.environment = environment
+        self.wallClock = wallClock
         try revue.initialize(configuration, environment: environment)
+        revue.core?.wallClockSeam = wallClock
         id = revue.revueId
         revue.delegates.add(delegate: self)
         revue.delegates.add(delegate: recorder)
         revue.room.delegates.add(delegate: recorder)
     }
 
-    /// The configuration and environment it was started with (a restart uses them again).
+    /// The configuration, environment and epoch clock it was started with (a restart uses them
+    /// again).
     let configuration: RevueConfiguration
     let environment: SessionEnvironment
+    let wallClock: @Sendable () -> Double
     /// Online/offline changes per friend id, with the simulated time they came at.
     private(set) var onlineChanges: [(friend: String, online: Bool, at: MonotonicTime)] = []
     /// Friend messages received, in order.
@@ -145,6 +161,7 @@ final class SimulatedPeer: RevueDelegate {
     /// directory, address and clock.
     func restart() throws {
         try revue.initialize(configuration, environment: environment)
+        revue.core?.wallClockSeam = wallClock
         revue.delegates.add(delegate: self)
         revue.delegates.add(delegate: recorder)
         revue.room.delegates.add(delegate: recorder)
@@ -199,5 +216,44 @@ extension SimulatedWorld {
             for a in requesters { try b.friends.addFriendNorequest(friendId: a.id) }
         }
         return run(until: timeout) { peers.allSatisfy { p in peers.allSatisfy { $0 === p || p.isOnline(with: $0) } } }
+    }
+}
+
+extension SimulatedWorld {
+    /// Adds one peer per name for call tests: the invitation timeout given (30 s by default, as
+    /// `CallPeer`'s), any further `tweak`, and the room's media legs off (signalling only).
+    func addCallPeers(
+        _ names: [String], invitationTimeout: Double = 30, tweak: (inout RevueConfiguration) -> Void = { _ in }
+    ) throws -> [SimulatedPeer] {
+        try names.map { name in
+            let p = try addPeer(name) {
+                $0.timeouts.invitationTimeout = invitationTimeout
+                tweak(&$0)
+            }
+            p.room.mediaLegsEnabled = false
+            return p
+        }
+    }
+
+    /// Runs until `peer` has recorded the invitation or room event `event` among its calls, or
+    /// `timeout` passes; whether it did.
+    func run(until timeout: Duration = .seconds(10), _ peer: SimulatedPeer, recorded event: String) -> Bool {
+        run(until: timeout) { peer.calls.contains(event) }
+    }
+
+    /// Runs until `peer` has recorded the room event `event`, or `timeout` passes; whether it did.
+    func run(until timeout: Duration = .seconds(10), _ peer: SimulatedPeer, roomEvent event: String) -> Bool {
+        run(until: timeout) { peer.recorder.room.contains(event) }
+    }
+
+    /// Invites `b` from `a`; `b` accepts once the invitation arrived; runs until each sees the
+    /// other in its room. Whether all that happened within `timeout`.
+    func startCall(_ a: SimulatedPeer, _ b: SimulatedPeer, message: String = "join us", timeout: Duration = .seconds(10)) throws
+        -> Bool
+    {
+        try a.friends.sendInvitation(friendId: b.id, message: message)
+        guard run(until: timeout, { b.room.invitations[a.id] != nil }) else { return false }
+        try b.friends.acceptInvitation(friendId: a.id)
+        return run(until: timeout) { a.room.remoteParticipants[b.id] != nil && b.room.remoteParticipants[a.id] != nil }
     }
 }
