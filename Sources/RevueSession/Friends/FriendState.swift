@@ -15,6 +15,21 @@ enum Route: Hashable, Sendable {
         case .link: return nil
         }
     }
+
+    /// A key that orders routes the same way in every run (a dictionary's order changes from
+    /// process to process), for sends that go out at the same instant.
+    var orderKey: String {
+        switch self {
+        case .direct(let a): return "d" + a.description
+        case .relay(let a): return "r" + a.description
+        case .link: return "l"
+        }
+    }
+
+    /// Candidates heard of most recently first; ties in a fixed order (`orderKey`).
+    static func newestFirst(_ a: (key: Route, value: MonotonicTime), _ b: (key: Route, value: MonotonicTime)) -> Bool {
+        a.value != b.value ? a.value > b.value : a.key.orderKey < b.key.orderKey
+    }
 }
 
 /// One established Noise transport session (a pair of keys after the IK handshake, zeroed when

@@ -534,7 +534,7 @@ extension SessionCore {
             routes = [only]
         } else {
             routes = f.candidates.filter { if case .direct = $0.key { return true } else { return false } }
-                .sorted { $0.value > $1.value }.prefix(4).map(\.key)
+                .sorted(by: Route.newestFirst).prefix(4).map(\.key)
             if let stored = f.storedRoute, !routes.contains(stored) { routes.append(stored) }
             if f.initiationAttempts >= 2 || routes.isEmpty {
                 routes += rendezvousNodes.map { Route.relay($0) }

@@ -560,7 +560,9 @@ package final class SessionCore {
         if let c = f.current {
             if now.since(f.lastPing) >= timeouts.keepaliveInterval {
                 f.lastPing = now
-                for (route, state) in f.routes where now - state.lastReceived <= timeouts.connectionTimeout {
+                // In a fixed order (Route.orderKey), so runs on a simulated clock repeat exactly.
+                for (route, state) in f.routes.sorted(by: { $0.key.orderKey < $1.key.orderKey })
+                where now - state.lastReceived <= timeouts.connectionTimeout {
                     sendPing(f, route: route, now: now)
                 }
                 // A link with a pair the session was not heard on lately: its pong makes it live.
@@ -575,7 +577,7 @@ package final class SessionCore {
             if !hasDirect, now.since(f.lastProbe) >= timeouts.handshakeRetryInterval {
                 f.lastProbe = now
                 let direct = f.candidates.filter { if case .direct = $0.key { true } else { false } }
-                for (route, _) in direct.sorted(by: { $0.value > $1.value }).prefix(4) { sendPing(f, route: route, now: now) }
+                for (route, _) in direct.sorted(by: Route.newestFirst).prefix(4) { sendPing(f, route: route, now: now) }
             }
             let age = now - c.created
             let worn = c.sendCounter >= sessionMessageLimit / 2 || c.replay.highest >= sessionMessageLimit / 2
