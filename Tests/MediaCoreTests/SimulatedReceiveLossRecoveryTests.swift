@@ -22,12 +22,16 @@ struct SimulatedLossResult: CustomStringConvertible, Equatable {
     var capacity = 0
     var minimumPSNR = 0.0
     var packetsLost = 0
+    /// Digests of the video shown (index, render time, PSNR) and of the audio played.
+    var videoDigest: UInt64 = 0
+    var audioDigest: UInt64 = 0
     var decodedShare: Double { Double(framesShown) / Double(max(1, framesSent)) }
     var description: String {
         "shown \(framesShown)/\(framesSent) (\(Int(decodedShare * 100)) %), longest freeze \(longestFreeze) s, "
             + "concealed \(String(format: "%.3f", concealedShare)), FEC samples \(fecSamples), NACKs \(nacksSent), "
             + "resent \(retransmissions), PLIs \(plis), peak buffered \(peakBuffered)/\(capacity), "
-            + "min PSNR \(String(format: "%.2f", minimumPSNR)), path lost \(packetsLost)"
+            + "min PSNR \(String(format: "%.2f", minimumPSNR)), path lost \(packetsLost), "
+            + "video digest \(String(videoDigest, radix: 16)), audio digest \(String(audioDigest, radix: 16))"
     }
 }
 
@@ -67,6 +71,8 @@ func runSimulated(
     r.capacity = VideoReceiveSettings(codec: .vp8, payloadType: 96).jitterBuffer.capacity
     r.minimumPSNR = call.frames.minimumPSNR
     r.packetsLost = call.forward.counters.lost
+    r.videoDigest = call.frames.digest
+    r.audioDigest = call.audio.digest
     return r
 }
 

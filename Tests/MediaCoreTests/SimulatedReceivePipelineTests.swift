@@ -34,7 +34,8 @@ import Testing
                 + "decoded \(video.framesDecoded), keyframes \(video.keyFramesDecoded), freezes \(video.freezeCount), "
                 + "audio packets \(audio.packetsReceived)/\(sender.audioFramesSent), concealed \(audio.concealedSamples)"
                 + "/\(audio.totalSamplesReceived), RMS \(String(format: "%.1f", sqrt(energy))), RTCP sent \(stats.rtcpSent), "
-                + "RTT \(String(format: "%.4f", remote.roundTripTime)) s (\(remote.roundTripTimeMeasurements) measurements)")
+                + "RTT \(String(format: "%.4f", remote.roundTripTime)) s (\(remote.roundTripTimeMeasurements) measurements), "
+                + "video digest \(String(call.frames.digest, radix: 16)), audio digest \(String(call.audio.digest, radix: 16))")
 
         #expect(frames >= 30, "the sender sent its frames")
         #expect(seen.isSuperset(of: Set(0..<(frames - 1))), "missing frames \(Set(0..<(frames - 1)).subtracting(seen).sorted())")

@@ -113,8 +113,9 @@ package final class SimulatedFrameRecorder: VideoRenderer, Sendable {
         var packed = 0
     }
     private let state = Mutex(State())
-    /// Safe: touched only inside `render`, under `state`'s lock.
-    private nonisolated(unsafe) let reference: VideoFrame
+    /// The sender's frame of the index read, rendered again; touched only inside `render`, under
+    /// `state`'s lock.
+    private let reference: VideoFrame
 
     /// A recorder of `width` x `height` frames.
     package init(width: Int, height: Int) { reference = VideoFrame(width: width, height: height) }
@@ -146,6 +147,37 @@ package final class SimulatedFrameRecorder: VideoRenderer, Sendable {
     package var packedFrames: Int { state.withLock { $0.packed } }
     /// Each shown frame's render time, by index.
     package var renderTimes: [Int: MonotonicTime] { state.withLock { $0.renderTimes } }
+
+    /// A 64-bit FNV-1a digest of every shown frame's index, render time and PSNR, in index order:
+    /// equal digests mean the same frames were shown at the same times at the same quality.
+    package var digest: UInt64 {
+        state.withLock { s in
+            var d = Digest()
+            for index in s.psnr.keys.sorted() {
+                d.add(UInt64(index))
+                d.add(s.renderTimes[index]?.nanoseconds ?? 0)
+                d.add(s.psnr[index]!.bitPattern)
+            }
+            return d.value
+        }
+    }
+}
+
+/// 64-bit FNV-1a over 64-bit words, for comparing runs. Thread rule: a value type. Cost: a
+/// multiply per byte.
+package struct Digest: Sendable {
+    /// The digest so far.
+    package private(set) var value: UInt64 = 0xCBF2_9CE4_8422_2325
+
+    /// An empty digest.
+    package init() {}
+
+    /// Adds the eight bytes of `word`.
+    package mutating func add(_ word: UInt64) {
+        for shift in stride(from: 0, to: 64, by: 8) {
+            value = (value ^ (word >> UInt64(shift) & 0xFF)) &* 0x100_0000_01B3
+        }
+    }
 }
 
 /// Collects the audio a playout pull produced. Thread rule: any thread (a lock). Cost: a copy of
@@ -160,6 +192,15 @@ package final class SimulatedAudioRecorder: Sendable {
 
     /// Everything played so far.
     package var samples: [Int16] { collected.withLock { $0 } }
+
+    /// A 64-bit FNV-1a digest of everything played: equal digests mean the same samples.
+    package var digest: UInt64 {
+        collected.withLock { samples in
+            var d = Digest()
+            for s in samples { d.add(UInt64(UInt16(bitPattern: s))) }
+            return d.value
+        }
+    }
 }
 
 /// A one-way VP8 + Opus call on a `SimulatedTime`: a `SimulatedMediaSender`, a forward and a
