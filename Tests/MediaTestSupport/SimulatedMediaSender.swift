@@ -40,7 +40,8 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
     /// Every bitrate the estimate gave the encoder, in order.
     package private(set) var bitrateChanges: [Int] = []
 
-    private let time: SimulatedTime
+    /// Unowned: the clock's queue holds the sender's scheduled sends, which hold the sender.
+    private unowned let time: SimulatedTime
     private let output: (UnsafeRawBufferPointer) -> Void
     private let protect: SRTPContext?
     private let rtcpIn: SRTPContext?
@@ -65,6 +66,7 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
 
     /// A sender of `width` x `height` video at `bitrate` (the estimate's start) encrypted with
     /// `key` (nil: plain RTP), whose packets go to `output` (lent for the call, at `time.now`).
+    /// `time` must outlive the sender.
     package init(
         time: SimulatedTime, key: SRTPKeyMaterial?, width: Int = 320, height: Int = 240, bitrate: Int = 400_000,
         audioFEC: Bool = true, output: @escaping (UnsafeRawBufferPointer) -> Void

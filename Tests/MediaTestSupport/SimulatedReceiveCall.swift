@@ -37,14 +37,15 @@ package final class SimulatedImpairedPath: @unchecked Sendable {
 
     /// What the path did so far.
     package private(set) var counters = Counters()
-    private let time: SimulatedTime
+    /// Unowned: the clock's queue holds the deliveries, which hold the path.
+    private unowned let time: SimulatedTime
     private var model: ImpairmentModel
     private let seed: UInt64
     private let lossPerStream: Bool
     private var streamLoss: [(ssrc: UInt32, model: ImpairmentModel)] = []
     private let deliver: (UnsafeMutableRawBufferPointer) -> Void
 
-    /// A path on `time` impaired by `settings` with `seed`.
+    /// A path on `time` (which must outlive it) impaired by `settings` with `seed`.
     package init(
         time: SimulatedTime, settings: ImpairmentModel.Settings, seed: UInt64, lossPerStream: Bool,
         deliver: @escaping (UnsafeMutableRawBufferPointer) -> Void

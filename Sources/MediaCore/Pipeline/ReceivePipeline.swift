@@ -253,7 +253,8 @@ public final class ReceivePipeline: @unchecked Sendable {
 
     /// Everything the pipeline's thread owns.
     /// Sendable: the `var`s belong to the pipeline's thread (`start` sets `other`, `feedback` and `sendPath` before
-    /// that thread starts); other threads use only the Mutexes and atomics.
+    /// that thread starts), or, driven (`startDriven`), to the one thread that drives it; other threads use only
+    /// the Mutexes and atomics.
     final class Engine: @unchecked Sendable {
         let configuration: ReceivePipelineConfiguration
         let socket: UDPSocket
