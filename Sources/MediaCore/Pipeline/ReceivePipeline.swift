@@ -177,6 +177,7 @@ public final class ReceivePipeline: @unchecked Sendable {
     /// Starts the pipeline's thread. Calling it twice traps.
     public func start() {
         precondition(thread == nil, "ReceivePipeline.start() called twice")
+        precondition(!engine.driven, "ReceivePipeline.start() on a pipeline driven by its caller")
         engine.other = otherDatagramHandler
         engine.feedback = rtcpFeedbackHandler
         engine.sendPath = sendPath
@@ -252,7 +253,8 @@ public final class ReceivePipeline: @unchecked Sendable {
 
     /// Everything the pipeline's thread owns.
     /// Sendable: the `var`s belong to the pipeline's thread (`start` sets `other`, `feedback` and `sendPath` before
-    /// that thread starts); other threads use only the Mutexes and atomics.
+    /// that thread starts), or, driven (`startDriven`), to the one thread that drives it; other threads use only
+    /// the Mutexes and atomics.
     final class Engine: @unchecked Sendable {
         let configuration: ReceivePipelineConfiguration
         let socket: UDPSocket
@@ -265,6 +267,11 @@ public final class ReceivePipeline: @unchecked Sendable {
         var other: (@Sendable (UDPDatagram) -> Void)?
         var feedback: (@Sendable (RawSpan, MonotonicTime) -> Void)?
         var sendPath: ICESendPath?
+        /// Driven from the caller (`startDriven`): no thread, no socket reads, every time from
+        /// the caller, and RTCP handed to `rtcpOutput` instead of the socket.
+        var driven = false
+        /// Where RTCP goes when driven: the protected compound packet and its destination.
+        var rtcpOutput: ((UnsafeRawBufferPointer, SocketAddress?) -> Void)?
         /// Datagrams from `inject`, and how many did not fit (read under the lock).
         let injected = Mutex<(queue: [[UInt8]], drops: Int)>(([], 0))
         /// Settings from `updatePayloadTypes`, taken by the pipeline's thread.
@@ -325,32 +332,39 @@ public final class ReceivePipeline: @unchecked Sendable {
                         rounds += 1
                     }
                 }
-                drainInjected()
-                if updatePending.load(ordering: .acquiring) {
-                    updatePending.store(false, ordering: .relaxed)
-                    if let u = pendingUpdate.withLock({ u in
-                        defer { u = nil }; return u
-                    }) {
-                        videoSettings = u.video
-                        audioPayloadType = u.audio
-                    }
-                }
+                drainInjected(now: nil)
+                applyPendingUpdate()
                 tick(now: .now)
+            }
+        }
+
+        /// Takes the settings `updatePayloadTypes` left, if any.
+        func applyPendingUpdate() {
+            guard updatePending.load(ordering: .acquiring) else { return }
+            updatePending.store(false, ordering: .relaxed)
+            if let u = pendingUpdate.withLock({ u in
+                defer { u = nil }; return u
+            }) {
+                videoSettings = u.video
+                audioPayloadType = u.audio
             }
         }
 
         /// How long to wait for packets: one tick, or less when a video frame is due to leave its
         /// jitter buffer sooner (render scheduling), so frames are released within a millisecond
         /// of their playout time rather than a tick late.
-        private func waitMilliseconds() -> Int {
+        /// `now` nil: the clock is read (only when a frame is waiting).
+        func waitMilliseconds(now reading: MonotonicTime? = nil) -> Int {
             let due = videos.lazy.compactMap { $0.nextRelease?.nanoseconds }.min()
             guard let due else { return configuration.tickMilliseconds }
-            let now = MonotonicTime.now.nanoseconds
+            let now = (reading ?? MonotonicTime.now).nanoseconds
             let untilDue = due > now ? Int((due - now + 999_999) / 1_000_000) : 0
             return min(configuration.tickMilliseconds, untilDue)
         }
 
-        private func drainInjected() {
+        /// Handles the injected datagrams as received at `now` (nil: the clock, read only when
+        /// there are some).
+        func drainInjected(now reading: MonotonicTime?) {
             // Taken out whole, so each datagram's storage is ours alone and is unprotected in
             // place without another copy.
             var items: [[UInt8]] = injected.withLock { q in
@@ -360,7 +374,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 return q.queue
             }
             guard !items.isEmpty else { return }
-            let now = MonotonicTime.now
+            let now = reading ?? MonotonicTime.now
             for i in items.indices {
                 items[i].withUnsafeMutableBytes { b in
                     handle(
@@ -512,6 +526,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 let settings = videoSettings.first(where: { $0.payloadType == payloadType }),
                 let stream = try? VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
             else { return nil }
+            stream.takesTimeFromCaller = driven
             videos.append(stream)
             return stream
         }
@@ -697,7 +712,9 @@ public final class ReceivePipeline: @unchecked Sendable {
                 size = n
             }
             let bytes = UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<size])
-            if let sendPath {
+            if let rtcpOutput {
+                rtcpOutput(bytes, remote)
+            } else if let sendPath {
                 sendPath.send(bytes, on: socket)
             } else if let remote {
                 _ = try? socket.send(bytes, to: remote)
@@ -718,5 +735,63 @@ public final class ReceivePipeline: @unchecked Sendable {
                 transportFeedback.packetArrived(sequenceNumber: seq, arrival: arrival)
             }
         }
+    }
+}
+
+// MARK: - Driven by the caller
+
+extension ReceivePipeline {
+    /// Readies the pipeline to be run by its caller instead of its own thread: nothing reads the
+    /// socket, datagrams come in through `receive(_:from:at:)`, the engine's periodic work runs in
+    /// `runEngine(now:)`, and every time the engine uses (arrivals, playout, NACK and report
+    /// timing, decode times) is one the caller passed in, so the pipeline runs on a simulated
+    /// clock. Outgoing RTCP (receiver reports, NACK, PLI or FIR, REMB, transport feedback),
+    /// SRTCP-protected as on the wire, goes to `rtcpOutput` with its destination (the last media
+    /// source, or `configuration.rtcpDestination`) instead of the socket; the bytes are lent for
+    /// the call. `reportSeed` seeds the receiver report intervals (RFC 3550 §6.3.1 randomizes
+    /// them), so a run repeats exactly. The handler properties are taken now, as `start` takes
+    /// them. Calling it after `start`, or twice, traps.
+    /// Thread rule: this and every later call to `receive`, `runEngine`, `nextWakeup` and the
+    /// audio streams' `pullAudio` from one thread. Cost: none beyond the engine's own work.
+    package func startDriven(
+        reportSeed: UInt64, rtcpOutput: @escaping (UnsafeRawBufferPointer, SocketAddress?) -> Void
+    ) {
+        precondition(thread == nil && !engine.driven, "ReceivePipeline.startDriven() after a start")
+        engine.driven = true
+        engine.rtcpOutput = rtcpOutput
+        engine.other = otherDatagramHandler
+        engine.feedback = rtcpFeedbackHandler
+        engine.sendPath = sendPath
+        engine.reportSchedule = RTCPReportSchedule(
+            intervalMilliseconds: configuration.reportIntervalMilliseconds, seed: reportSeed)
+    }
+
+    /// Handles one datagram that reached the pipeline from `source` at `arrival`, as the engine's
+    /// thread handles each datagram of a batch it read. The bytes are unprotected in place (the
+    /// caller's buffer is changed) and not kept after the call. Follow the datagrams of one
+    /// instant with one `runEngine(now:)`, as the thread does after each batch.
+    /// Thread rule: the driving thread (`startDriven`). Cost: as a datagram off the socket.
+    package func receive(_ bytes: UnsafeMutableRawBufferPointer, from source: SocketAddress?, at arrival: MonotonicTime) {
+        precondition(engine.driven, "ReceivePipeline.receive(_:from:at:) before startDriven")
+        engine.handle(
+            UDPDatagram(bytes: UnsafeRawBufferPointer(bytes), source: source, receivedAt: arrival, isTruncated: false))
+    }
+
+    /// What the engine's thread does after each wait: handles injected datagrams (as received at
+    /// `now`), applies `updatePayloadTypes`, then plays out, asks for what is missing and sends
+    /// the RTCP that is due, all at `now`. Thread rule: the driving thread. Cost: one engine tick.
+    package func runEngine(now: MonotonicTime) {
+        precondition(engine.driven, "ReceivePipeline.runEngine(now:) before startDriven")
+        engine.drainInjected(now: now)
+        engine.applyPendingUpdate()
+        engine.tick(now: now)
+    }
+
+    /// When the engine's thread, having run at `now`, would wake again if no datagram came: one
+    /// tick later, or sooner when a video frame is due to leave its jitter buffer (whole
+    /// milliseconds, as the thread's wait). Thread rule: the driving thread. Cost: a scan of the
+    /// video streams.
+    package func nextWakeup(now: MonotonicTime) -> MonotonicTime {
+        now + .milliseconds(engine.waitMilliseconds(now: now))
     }
 }

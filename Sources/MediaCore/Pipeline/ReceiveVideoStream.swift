@@ -147,6 +147,11 @@ public final class VideoReceiveStream {
     /// can be ready and one slow decode does not move the render times of the frames after it.
     public var decodeTimeEstimate: Duration { .nanoseconds(Int64(decodeTimeEstimateNs)) }
     private var decodeTimeEstimateNs: UInt64 = 0
+    /// When true, the stream never reads the clock: a decode starts and ends at the `now` given
+    /// to `process` (a receive pipeline driven on a simulated clock, where decoding takes no
+    /// time). False (default): decode times are measured on `MonotonicTime.now`. Set before the
+    /// first packet. Thread rule: the owner thread. Cost: one branch per decoded frame.
+    package var takesTimeFromCaller = false
 
     /// Creates the stream's decoder and buffers. Throws when libvpx cannot create a decoder.
     public init(ssrc: UInt32, settings: VideoReceiveSettings, renderer: VideoRenderer?) throws(VPXError) {
@@ -385,10 +390,10 @@ public final class VideoReceiveStream {
         }
         let firstArrival = frameFirstArrivalNs
         var shown = false
-        let decodeStartNs = MonotonicTime.now.nanoseconds
+        let decodeStartNs = takesTimeFromCaller ? nowNs : MonotonicTime.now.nanoseconds
         do {
             let r: Bool? = try decoder.decode(data) { view in
-                let decodedNs = MonotonicTime.now.nanoseconds
+                let decodedNs = self.takesTimeFromCaller ? nowNs : MonotonicTime.now.nanoseconds
                 self.updateDecodeTimeEstimate(decodedNs &- decodeStartNs)
                 let renderNs =
                     self.settings.schedulesRendering

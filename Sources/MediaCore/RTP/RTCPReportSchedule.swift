@@ -12,6 +12,9 @@ public struct RTCPReportSchedule: Sendable {
     /// When the next report is due; `.zero` before the first one, which is due at once.
     public var nextDue: MonotonicTime { MonotonicTime(nanoseconds: nextDueNs) }
     private var nextDueNs: UInt64 = 0
+    /// The seeded source of the intervals (`init(intervalMilliseconds:seed:)`); nil: the system
+    /// generator.
+    private var seeded: ImpairmentModel.Generator?
 
     /// A schedule with the given mean interval.
     public init(intervalMilliseconds: Double) {
@@ -19,13 +22,27 @@ public struct RTCPReportSchedule: Sendable {
         nominalIntervalNs = UInt64(intervalMilliseconds * 1e6)
     }
 
+    /// A schedule whose intervals come from a generator seeded with `seed`: the same seed and
+    /// the same `isDue` calls give the same report times (simulated-time tests). Cost: as the
+    /// unseeded schedule.
+    package init(intervalMilliseconds: Double, seed: UInt64) {
+        self.init(intervalMilliseconds: intervalMilliseconds)
+        seeded = ImpairmentModel.Generator(seed: seed)
+    }
+
     /// True when a report is due at `now`; it then draws the next interval from
     /// [0.5, 1.5] x the nominal one.
     public mutating func isDue(now: MonotonicTime) -> Bool {
         let nowNs = now.nanoseconds
         guard nowNs >= nextDueNs else { return false }
-        var rng = SystemRandomNumberGenerator()
-        let interval = UInt64.random(in: nominalIntervalNs / 2...nominalIntervalNs + nominalIntervalNs / 2, using: &rng)
+        let range = nominalIntervalNs / 2...nominalIntervalNs + nominalIntervalNs / 2
+        let interval: UInt64
+        if seeded != nil {
+            interval = UInt64.random(in: range, using: &seeded!)
+        } else {
+            var rng = SystemRandomNumberGenerator()
+            interval = UInt64.random(in: range, using: &rng)
+        }
         nextDueNs = nowNs + interval
         return true
     }
