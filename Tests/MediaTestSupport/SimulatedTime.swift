@@ -27,9 +27,12 @@ package final class SimulatedTime: TaskScheduler {
 
     private let state: Mutex<State>
 
+    /// Where a clock starts unless told: 1,000 s.
+    package static let defaultStart = MonotonicTime(nanoseconds: 1_000_000_000_000)
+
     /// A clock that reads `start` (by default 1,000 s: well clear of zero, which the engine uses
     /// as "never").
-    package init(start: MonotonicTime = MonotonicTime(nanoseconds: 1_000_000_000_000)) {
+    package init(start: MonotonicTime = SimulatedTime.defaultStart) {
         state = Mutex(State(now: start))
     }
 

@@ -36,7 +36,7 @@ final class SimulatedWorld {
     /// ten minutes before an epoch boundary, when a peer registers two epochs' tags and the
     /// figures would depend on the hour the test ran.
     var wallClock: @Sendable () -> Double {
-        let time = self.time, start = time.now
+        let time = self.time, start = SimulatedTime.defaultStart
         return { 1_800_001_800 + (time.now - start).inSeconds }
     }
 
@@ -52,7 +52,7 @@ final class SimulatedWorld {
             bindSocket: { _, port throws(RevueError) in
                 MainActor.assumeIsolated { network.bind(SocketAddress(host, port: port)) }
             },
-            makesLinks: false, lanDiscovery: false, simulatedDisk: true)
+            makesLinks: false, lanDiscovery: false, simulatedDisk: true, wallClock: wallClock)
     }
 
     /// Starts a peer on the next host, registered with the world's rendezvous node.
@@ -66,7 +66,7 @@ final class SimulatedWorld {
         c.timeouts.rendezvousInterval = 0.2
         c.timeouts.handshakeRetryInterval = 0.2
         tweak(&c)
-        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment(host: host), wallClock: wallClock)
+        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment(host: host))
         peers.append(peer)
         for p in peers {
             p.recorder.names[peer.id] = name
@@ -129,27 +129,20 @@ final class SimulatedPeer: RevueDelegate {
     var core: SessionCore { revue.core! }
     var calls: [String] { recorder.calls }
 
-    init(
-        name: String, configuration: RevueConfiguration, environment: SessionEnvironment,
-        wallClock: @escaping @Sendable () -> Double
-    ) throws {
+    init(name: String, configuration: RevueConfiguration, environment: SessionEnvironment) throws {
         self.name = name
         self.configuration = configuration
         self.environment = environment
-        self.wallClock = wallClock
         try revue.initialize(configuration, environment: environment)
-        revue.core?.wallClockSeam = wallClock
         id = revue.revueId
         revue.delegates.add(delegate: self)
         revue.delegates.add(delegate: recorder)
         revue.room.delegates.add(delegate: recorder)
     }
 
-    /// The configuration, environment and epoch clock it was started with (a restart uses them
-    /// again).
+    /// The configuration and environment it was started with (a restart uses them again).
     let configuration: RevueConfiguration
     let environment: SessionEnvironment
-    let wallClock: @Sendable () -> Double
     /// Online/offline changes per friend id, with the simulated time they came at.
     private(set) var onlineChanges: [(friend: String, online: Bool, at: MonotonicTime)] = []
     /// Friend messages received, in order.
@@ -161,7 +154,6 @@ final class SimulatedPeer: RevueDelegate {
     /// directory, address and clock.
     func restart() throws {
         try revue.initialize(configuration, environment: environment)
-        revue.core?.wallClockSeam = wallClock
         revue.delegates.add(delegate: self)
         revue.delegates.add(delegate: recorder)
         revue.room.delegates.add(delegate: recorder)

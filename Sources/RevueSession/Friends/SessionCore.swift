@@ -75,6 +75,8 @@ package final class SessionCore {
     var profile: StoredProfile
     /// The clock and timer queue of everything the session does (`SessionEnvironment`).
     let scheduler: any TaskScheduler
+    /// Seconds since 1970 (`SessionEnvironment.wallClock`), for the tag epochs.
+    let wallClock: @Sendable () -> Double
     let socket: any DatagramPort
     var timer: ScheduledWork?
     let lanSocket: SessionSocket?
@@ -205,6 +207,7 @@ package final class SessionCore {
         guard Sodium.ready else { throw RevueError(.socket, "libsodium failed to initialize") }
         self.revue = revue
         scheduler = environment.scheduler
+        wallClock = environment.wallClock
         let start = environment.scheduler.now
         handshakeTokensAt = start
         cookieSecretAt = start
@@ -280,7 +283,7 @@ package final class SessionCore {
     }
 
     /// Seconds since 1970 for the tag epochs.
-    func wallNow() -> Double { wallClockSeam?() ?? Date().timeIntervalSince1970 }
+    func wallNow() -> Double { wallClockSeam?() ?? wallClock() }
 
     /// Starts receiving and the 50 ms housekeeping timer.
     func start() {

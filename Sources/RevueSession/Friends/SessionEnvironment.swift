@@ -3,10 +3,19 @@
 // same session code on a simulated clock and an in-process network.
 package import MediaCore
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// The outside world of one session core. Thread rule: a value, read once when the session starts.
 package struct SessionEnvironment: Sendable {
     /// The clock every "now", timeout and timer of the session reads and schedules on.
     package var scheduler: any TaskScheduler
+    /// Wall-clock time in seconds since 1970, read for the rendezvous and LAN tag epochs (the
+    /// only use of the date: every interval is on `scheduler`).
+    package var wallClock: @Sendable () -> Double
     /// Binds the session's datagram socket (host, port; port 0: any).
     package var bindSocket: @Sendable (String, UInt16) throws(RevueError) -> any DatagramPort
     /// Whether connected friends get a link of their own (a socket and an ICE agent each).
@@ -20,9 +29,11 @@ package struct SessionEnvironment: Sendable {
     /// One environment from its parts.
     package init(
         scheduler: any TaskScheduler, bindSocket: @escaping @Sendable (String, UInt16) throws(RevueError) -> any DatagramPort,
-        makesLinks: Bool, lanDiscovery: Bool, simulatedDisk: Bool
+        makesLinks: Bool, lanDiscovery: Bool, simulatedDisk: Bool,
+        wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
         self.scheduler = scheduler
+        self.wallClock = wallClock
         self.bindSocket = bindSocket
         self.makesLinks = makesLinks
         self.lanDiscovery = lanDiscovery
