@@ -117,4 +117,46 @@ import Testing
         print("newcomer cut for 2.5 s: formed \(formed) at \(world.time.now), lacking \(lacking)")
         #expect(formed, "lacking: \(lacking)")
     }
+
+    /// A member of the call is cut off for 3 s (offline for everyone, but inside the call's 10 s
+    /// lost timeout) while a newcomer joins and the host introduces it: once the member is back,
+    /// the newcomer and the member must still join each other.
+    @Test func aMemberOfflineWhileANewcomerIsIntroducedStillJoinsIt() throws {
+        let world = SimulatedWorld(seed: 6, link: ImpairmentModel.Settings(delayMilliseconds: 20))
+        defer { world.close() }
+        var peers: [SimulatedPeer] = []
+        for n in 0..<6 {
+            peers.append(
+                try world.addPeer("p\(n)") {
+                    $0.timeouts = RevueTimeouts()
+                    $0.timeouts.callLostTimeout = 10
+                })
+        }
+        for p in peers { p.room.mediaLegsEnabled = false }
+        #expect(try world.befriendAll(peers))
+        let host = peers[0], away = peers[2], late = peers[5]
+        for p in peers[1..<5] { try host.friends.sendInvitation(friendId: p.id, message: "room") }
+        #expect(
+            world.run(until: .seconds(10)) {
+                for p in peers[1..<5] where p.room.invitations[host.id] != nil {
+                    _ = try? p.friends.acceptInvitation(friendId: host.id)
+                }
+                return peers[0..<5].allSatisfy { $0.room.remoteParticipants.count == 4 }
+            })
+        world.network.setCut(SimulatedWorld.host(2), true)
+        world.run(for: .seconds(2))
+        try host.friends.sendInvitation(friendId: late.id, message: "room")
+        #expect(world.run(until: .seconds(5)) { late.room.invitations[host.id] != nil })
+        try late.friends.acceptInvitation(friendId: host.id)
+        #expect(world.run(until: .seconds(5)) { late.room.remoteParticipants[host.id] != nil })
+        world.run(for: .seconds(1))
+        world.network.setCut(SimulatedWorld.host(2), false)
+        let formed = world.run(until: .seconds(20)) { peers.allSatisfy { $0.room.remoteParticipants.count == 5 } }
+        let lacking = peers.filter { $0.room.remoteParticipants.count < 5 }.map {
+            "\($0.name): \($0.room.remoteParticipants.count)"
+        }
+        print("member cut for 3 s while a newcomer joined: formed \(formed) at \(world.time.now), lacking \(lacking)")
+        #expect(formed, "lacking: \(lacking)")
+        #expect(away.room.remoteParticipants[late.id] != nil && late.room.remoteParticipants[away.id] != nil)
+    }
 }

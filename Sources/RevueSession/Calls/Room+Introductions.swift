@@ -9,20 +9,70 @@ internal import MediaCore
 
 extension Room {
     /// Vouches for a participant that just connected to each of our other participants.
-    /// Cost: two small messages per other participant.
-    func introduce(_ newcomer: String) {
+    /// Cost: two small messages per other participant. A member (or the newcomer) whose stream
+    /// cannot take the message now (offline inside the call's lost timeout, or a full stream) is
+    /// owed the introduction: the tick sends it once both can be reached
+    /// (`retryOwedIntroductions`), for `invitationTimeout` from `owedSince` (default: now).
+    func introduce(_ newcomer: String, to only: [String]? = nil, owedSince: [String: MonotonicTime] = [:]) {
+        let now = self.now
         var tokens: [String: String] = [:]
-        for member in remoteParticipants.keys.sorted() where member != newcomer {
+        var owed: [String: MonotonicTime] = [:]
+        for member in (only ?? remoteParticipants.keys.sorted()) where member != newcomer && remoteParticipants[member] != nil {
             let token = Self.randomId()
             var s = CallSignal(op: CallSignal.Op.introduce, inv: token)
             s.text = newcomer
             // The member first, so the introduction is usually there before the newcomer's join.
-            if send(s, to: member) { tokens[member] = token }
+            if send(s, to: member) { tokens[member] = token } else { owed[member] = owedSince[member] ?? now }
         }
-        guard !tokens.isEmpty else { return }
-        var s = CallSignal(op: CallSignal.Op.intros)
-        s.intros = tokens
-        send(s, to: newcomer)
+        if !tokens.isEmpty {
+            var s = CallSignal(op: CallSignal.Op.intros)
+            s.intros = tokens
+            // The members' introductions are then never used; they expire.
+            if !send(s, to: newcomer) { for member in tokens.keys { owed[member] = owedSince[member] ?? now } }
+        }
+        if !owed.isEmpty { owedIntroductions[newcomer, default: [:]].merge(owed) { old, _ in old } }
+    }
+
+    /// Every 50 ms: introductions owed (see `introduce`) go out to the members that can be reached
+    /// now, while the newcomer can be reached too; an owed introduction is dropped once the
+    /// newcomer or the member left the call, or after `invitationTimeout`.
+    func retryOwedIntroductions(now: MonotonicTime) {
+        guard let core, !owedIntroductions.isEmpty else { return }
+        for newcomer in owedIntroductions.keys.sorted() {
+            let owed = (owedIntroductions[newcomer] ?? [:]).filter {
+                remoteParticipants[newcomer] != nil && remoteParticipants[$0.key] != nil && now - $0.value <= invitationTimeout
+            }
+            owedIntroductions[newcomer] = owed.isEmpty ? nil : owed
+            guard core.friends[newcomer]?.isConnected == true else { continue }
+            let ready = owed.keys.filter { core.friends[$0]?.isConnected == true }.sorted()
+            guard !ready.isEmpty else { continue }
+            for member in ready { owedIntroductions[newcomer]?[member] = nil }
+            if owedIntroductions[newcomer]?.isEmpty == true { owedIntroductions[newcomer] = nil }
+            introduce(newcomer, to: ready, owedSince: owed)
+        }
+    }
+
+    /// Every 50 ms: a `join` we owe a member we were introduced to (it could not be reached when
+    /// the introduction came) goes out once it can be, until the introduction's `invitationTimeout`.
+    func retryOwedJoins(now: MonotonicTime) {
+        guard let core, !owedJoins.isEmpty else { return }
+        for member in owedJoins.keys.sorted() {
+            guard let owed = owedJoins[member] else { continue }
+            if remoteParticipants.isEmpty || remoteParticipants[member] != nil || now - owed.since > invitationTimeout {
+                owedJoins[member] = nil
+                continue
+            }
+            guard core.friends[member]?.isConnected == true, invitations[member] == nil, pendingJoins[member] == nil else {
+                continue
+            }
+            var s = CallSignal(op: CallSignal.Op.join, inv: owed.token)
+            s.members = remoteParticipants.keys.sorted()
+            s.mode = localParticipant.mode.rawValue
+            if send(s, to: member) {
+                pendingJoins[member] = now
+                owedJoins[member] = nil
+            }
+        }
     }
 
     /// A participant vouches for a newcomer. Refused (and counted) from anyone not in our call.
@@ -56,11 +106,17 @@ extension Room {
         where member != core.ownId && remoteParticipants[member] == nil && invitations[member] == nil
             && pendingJoins[member] == nil
         {
-            guard let f = core.friends[member], f.isConnected else { continue }
+            // A member who is not our friend cannot be joined (members need not all be friends);
+            // one we cannot reach now is owed the join (`retryOwedJoins`).
+            guard let f = core.friends[member] else { continue }
             var s = CallSignal(op: CallSignal.Op.join, inv: token)
             s.members = remoteParticipants.keys.sorted()
             s.mode = localParticipant.mode.rawValue
-            if send(s, to: member) { pendingJoins[member] = now }
+            if f.isConnected, send(s, to: member) {
+                pendingJoins[member] = now
+            } else if owedJoins[member] == nil, owedJoins.count < Self.maxIntroductions {
+                owedJoins[member] = (token, now)
+            }
         }
     }
 
@@ -110,6 +166,9 @@ extension Room {
     /// A participant left: its introductions, and any for it, are void.
     func forgetIntroductions(of id: String) {
         introductions = introductions.filter { $0.value.introducer != id && $0.value.newcomer != id }
+        owedIntroductions[id] = nil
+        for newcomer in owedIntroductions.keys { owedIntroductions[newcomer]?[id] = nil }
+        owedJoins[id] = nil
     }
 
     /// Every 50 ms: expired introductions go; a held join whose introduction never came is refused.
@@ -121,5 +180,7 @@ extension Room {
             heldJoins[id] = nil
             refuse(id, answer: true)
         }
+        retryOwedIntroductions(now: now)
+        retryOwedJoins(now: now)
     }
 }

@@ -90,6 +90,12 @@ public final class Room {
         var since: MonotonicTime
     }
     var heldJoins: [String: HeldJoin] = [:]
+    /// Introductions we owe (`introduce`): per newcomer we connected, the members we could not
+    /// reach then, with since when. Bounded by the participants.
+    var owedIntroductions: [String: [String: MonotonicTime]] = [:]
+    /// Joins we owe (`joinIntroduced`): per member we were introduced to but could not reach, the
+    /// token and since when; at most `maxIntroductions`.
+    var owedJoins: [String: (token: String, since: MonotonicTime)] = [:]
     /// This run's epoch (random 64-bit, hex, new at each `initialize`), sent in `hello` to each friend that comes online;
     /// the last epoch heard from each friend; friends online now; when an unknown call was last
     /// answered per friend.
@@ -301,6 +307,8 @@ extension Room {
         introductions = [:]
         usedIntroductions = []
         heldJoins = [:]
+        owedIntroductions = [:]
+        owedJoins = [:]
         onlineFriends = []
         friendEpochs = [:]
         unknownCallAnswered = [:]
