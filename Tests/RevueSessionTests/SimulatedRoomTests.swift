@@ -78,14 +78,11 @@ import Testing
         #expect(missing.isEmpty, "participants missing: \(missing)")
     }
 
-    /// A newcomer loses its network for 2.5 s (longer than the connection timeout, shorter than
-    /// the call's 10 s lost timeout) right after it joined the host, while the host introduces it
-    /// to the 23 others: once it is back, it must still join every one of them.
-    @Test func aNewcomerCutOffWhileBeingIntroducedStillJoinsEveryone() throws {
-        let world = SimulatedWorld(seed: 5, link: ImpairmentModel.Settings(delayMilliseconds: 20))
-        defer { world.close() }
+    /// `count` peers, all friends, with the default timeouts and a 10 s call lost timeout, media
+    /// legs off; the first invites every other but the last, and all but the last form a call.
+    func callOfAllButTheLast(_ world: SimulatedWorld, count: Int) throws -> [SimulatedPeer] {
         var peers: [SimulatedPeer] = []
-        for n in 0..<25 {
+        for n in 0..<count {
             peers.append(
                 try world.addPeer("p\(n)") {
                     $0.timeouts = RevueTimeouts()
@@ -94,15 +91,26 @@ import Testing
         }
         for p in peers { p.room.mediaLegsEnabled = false }
         #expect(try world.befriendAll(peers))
-        let host = peers[0], late = peers[24]
-        for p in peers.dropFirst().dropLast() { try host.friends.sendInvitation(friendId: p.id, message: "room") }
+        let host = peers[0], members = peers[1..<(count - 1)]
+        for p in members { try host.friends.sendInvitation(friendId: p.id, message: "room") }
         #expect(
             world.run(until: .seconds(10)) {
-                for p in peers.dropFirst().dropLast() where p.room.invitations[host.id] != nil {
+                for p in members where p.room.invitations[host.id] != nil {
                     _ = try? p.friends.acceptInvitation(friendId: host.id)
                 }
-                return peers.dropLast().allSatisfy { $0.room.remoteParticipants.count == 23 }
+                return peers.dropLast().allSatisfy { $0.room.remoteParticipants.count == count - 2 }
             })
+        return peers
+    }
+
+    /// A newcomer loses its network for 2.5 s (longer than the connection timeout, shorter than
+    /// the call's 10 s lost timeout) right after it joined the host, while the host introduces it
+    /// to the 23 others: once it is back, it must still join every one of them.
+    @Test func aNewcomerCutOffWhileBeingIntroducedStillJoinsEveryone() throws {
+        let world = SimulatedWorld(seed: 5, link: ImpairmentModel.Settings(delayMilliseconds: 20))
+        defer { world.close() }
+        let peers = try callOfAllButTheLast(world, count: 25)
+        let host = peers[0], late = peers[24]
         try host.friends.sendInvitation(friendId: late.id, message: "room")
         #expect(world.run(until: .seconds(5)) { late.room.invitations[host.id] != nil })
         try late.friends.acceptInvitation(friendId: host.id)
@@ -124,25 +132,8 @@ import Testing
     @Test func aMemberOfflineWhileANewcomerIsIntroducedStillJoinsIt() throws {
         let world = SimulatedWorld(seed: 6, link: ImpairmentModel.Settings(delayMilliseconds: 20))
         defer { world.close() }
-        var peers: [SimulatedPeer] = []
-        for n in 0..<6 {
-            peers.append(
-                try world.addPeer("p\(n)") {
-                    $0.timeouts = RevueTimeouts()
-                    $0.timeouts.callLostTimeout = 10
-                })
-        }
-        for p in peers { p.room.mediaLegsEnabled = false }
-        #expect(try world.befriendAll(peers))
+        let peers = try callOfAllButTheLast(world, count: 6)
         let host = peers[0], away = peers[2], late = peers[5]
-        for p in peers[1..<5] { try host.friends.sendInvitation(friendId: p.id, message: "room") }
-        #expect(
-            world.run(until: .seconds(10)) {
-                for p in peers[1..<5] where p.room.invitations[host.id] != nil {
-                    _ = try? p.friends.acceptInvitation(friendId: host.id)
-                }
-                return peers[0..<5].allSatisfy { $0.room.remoteParticipants.count == 4 }
-            })
         world.network.setCut(SimulatedWorld.host(2), true)
         world.run(for: .seconds(2))
         try host.friends.sendInvitation(friendId: late.id, message: "room")
