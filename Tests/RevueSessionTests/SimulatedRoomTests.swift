@@ -103,6 +103,26 @@ import Testing
         return peers
     }
 
+    /// The host (the first peer) invites the last one, which accepts; runs until they are in call.
+    func letTheLastJoinTheHost(_ world: SimulatedWorld, _ peers: [SimulatedPeer]) throws {
+        let host = peers[0], late = peers[peers.count - 1]
+        try host.friends.sendInvitation(friendId: late.id, message: "room")
+        #expect(world.run(until: .seconds(5)) { late.room.invitations[host.id] != nil })
+        try late.friends.acceptInvitation(friendId: host.id)
+        #expect(world.run(until: .seconds(5)) { late.room.remoteParticipants[host.id] != nil })
+    }
+
+    /// Runs until every peer has every other as a participant, or `timeout`; whether it did, and
+    /// the participant count of each peer that lacks some.
+    func runUntilFull(_ world: SimulatedWorld, _ peers: [SimulatedPeer], timeout: Duration) -> (Bool, [String]) {
+        let full = peers.count - 1
+        let formed = world.run(until: timeout) { peers.allSatisfy { $0.room.remoteParticipants.count == full } }
+        let lacking = peers.filter { $0.room.remoteParticipants.count < full }.map {
+            "\($0.name): \($0.room.remoteParticipants.count)"
+        }
+        return (formed, lacking)
+    }
+
     /// A newcomer loses its network for 2.5 s (longer than the connection timeout, shorter than
     /// the call's 10 s lost timeout) right after it joined the host, while the host introduces it
     /// to the 23 others: once it is back, it must still join every one of them.
@@ -110,18 +130,11 @@ import Testing
         let world = SimulatedWorld(seed: 5, link: ImpairmentModel.Settings(delayMilliseconds: 20))
         defer { world.close() }
         let peers = try callOfAllButTheLast(world, count: 25)
-        let host = peers[0], late = peers[24]
-        try host.friends.sendInvitation(friendId: late.id, message: "room")
-        #expect(world.run(until: .seconds(5)) { late.room.invitations[host.id] != nil })
-        try late.friends.acceptInvitation(friendId: host.id)
-        #expect(world.run(until: .seconds(5)) { late.room.remoteParticipants[host.id] != nil })
+        try letTheLastJoinTheHost(world, peers)
         world.network.setCut(SimulatedWorld.host(24), true)
         world.run(for: .milliseconds(2500))
         world.network.setCut(SimulatedWorld.host(24), false)
-        let formed = world.run(until: .seconds(30)) { peers.allSatisfy { $0.room.remoteParticipants.count == 24 } }
-        let lacking = peers.filter { $0.room.remoteParticipants.count < 24 }.map {
-            "\($0.name): \($0.room.remoteParticipants.count)"
-        }
+        let (formed, lacking) = runUntilFull(world, peers, timeout: .seconds(30))
         print("newcomer cut for 2.5 s: formed \(formed) at \(world.time.now), lacking \(lacking)")
         #expect(formed, "lacking: \(lacking)")
     }
@@ -133,19 +146,13 @@ import Testing
         let world = SimulatedWorld(seed: 6, link: ImpairmentModel.Settings(delayMilliseconds: 20))
         defer { world.close() }
         let peers = try callOfAllButTheLast(world, count: 6)
-        let host = peers[0], away = peers[2], late = peers[5]
+        let away = peers[2], late = peers[5]
         world.network.setCut(SimulatedWorld.host(2), true)
         world.run(for: .seconds(2))
-        try host.friends.sendInvitation(friendId: late.id, message: "room")
-        #expect(world.run(until: .seconds(5)) { late.room.invitations[host.id] != nil })
-        try late.friends.acceptInvitation(friendId: host.id)
-        #expect(world.run(until: .seconds(5)) { late.room.remoteParticipants[host.id] != nil })
+        try letTheLastJoinTheHost(world, peers)
         world.run(for: .seconds(1))
         world.network.setCut(SimulatedWorld.host(2), false)
-        let formed = world.run(until: .seconds(20)) { peers.allSatisfy { $0.room.remoteParticipants.count == 5 } }
-        let lacking = peers.filter { $0.room.remoteParticipants.count < 5 }.map {
-            "\($0.name): \($0.room.remoteParticipants.count)"
-        }
+        let (formed, lacking) = runUntilFull(world, peers, timeout: .seconds(20))
         print("member cut for 3 s while a newcomer joined: formed \(formed) at \(world.time.now), lacking \(lacking)")
         #expect(formed, "lacking: \(lacking)")
         #expect(away.room.remoteParticipants[late.id] != nil && late.room.remoteParticipants[away.id] != nil)

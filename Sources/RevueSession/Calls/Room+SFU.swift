@@ -385,7 +385,6 @@ extension Room {
         let ids = remoteParticipants.keys.filter { $0 != gone }
         sfuAnnounce(sfu, to: Array(ids))
         let video = sfu.video, audio = sfu.audio
-        let scheduler = core?.scheduler ?? DispatchTaskScheduler.main
         scheduler.schedule(after: Self.sfuKeySwitchDelay) {
             try? video?.setKey(keyID: kids.video, baseKey: key)
             try? audio?.setKey(keyID: kids.audio, baseKey: key)
@@ -593,7 +592,7 @@ extension Room {
         sfu.subscriptions = [:]
         sfu.subscribeFailures += 1
         if sfu.subscribeFailures < Self.sfuSubscribeAttempts {
-            (core?.scheduler ?? DispatchTaskScheduler.main).schedule(after: .seconds(1)) { [weak self] in
+            scheduler.schedule(after: .seconds(1)) { [weak self] in
                 MainActor.assumeIsolated { self?.sfuReconcile() }
             }
         } else {

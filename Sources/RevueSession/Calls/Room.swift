@@ -202,8 +202,9 @@ public final class Room {
 
     var core: SessionCore? { revue.core }
 
-    /// The session's clock (the real one once the session is gone).
-    var now: MonotonicTime { core?.scheduler.now ?? MonotonicTime.now }
+    /// The session's clock and timers (the real ones once the session is gone).
+    var scheduler: any TaskScheduler { core?.scheduler ?? DispatchTaskScheduler.main }
+    var now: MonotonicTime { scheduler.now }
 
     /// Sends a call-layer message to a friend on the encrypted reliable stream; false when offline.
     /// With `wanted`, a retransmission (to a friend that restarted before acknowledging) carries
