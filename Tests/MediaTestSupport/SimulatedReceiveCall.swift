@@ -40,7 +40,7 @@ package final class SimulatedImpairedPath: @unchecked Sendable {
     /// Unowned: the clock's queue holds the deliveries, which hold the path.
     private unowned let time: SimulatedTime
     private var model: ImpairmentModel
-    private let seed: UInt64
+    private var seed: UInt64
     private let lossPerStream: Bool
     private var streamLoss: [(ssrc: UInt32, model: ImpairmentModel)] = []
     private let deliver: (UnsafeMutableRawBufferPointer) -> Void
@@ -56,6 +56,17 @@ package final class SimulatedImpairedPath: @unchecked Sendable {
         self.lossPerStream = lossPerStream
         self.deliver = deliver
     }
+
+    /// From now on the path behaves as a fresh one with `settings` and `seed` (as a sender moving
+    /// to another relay): datagrams already on their way still arrive as they were scheduled.
+    package func change(to settings: ImpairmentModel.Settings, seed: UInt64) {
+        model = ImpairmentModel(settings: settings, seed: seed)
+        self.seed = seed
+        streamLoss = []
+    }
+
+    /// The path's impairment now.
+    package var settings: ImpairmentModel.Settings { model.settings }
 
     /// Sends a datagram now.
     package func send(_ bytes: UnsafeRawBufferPointer) {
@@ -204,7 +215,61 @@ package final class SimulatedAudioRecorder: Sendable {
     }
 }
 
-/// A one-way VP8 + Opus call on a `SimulatedTime`: a `SimulatedMediaSender`, a forward and a
+/// The sending end of a `SimulatedCall`: it sends media from `start` at simulated times through
+/// the output it was made with, and takes the receiver's RTCP.
+/// Thread rule: the simulated clock's thread. Cost: the sender's own.
+package protocol SimulatedCallSender: AnyObject, Sendable {
+    /// Sends `seconds` of media from now on (work scheduled on the clock).
+    func start(seconds: Double, video: Bool, audio: Bool)
+    /// Handles one RTCP datagram from the receiver that reached the sender now (the bytes may be
+    /// changed in place).
+    func receiveRTCP(_ bytes: UnsafeMutableRawBufferPointer)
+}
+
+extension SimulatedMediaSender: SimulatedCallSender {}
+
+/// The call whose sender is the `SimulatedMediaSender` (a model of a sender: plain resends, no
+/// pacing), for the receive side's tests.
+package typealias SimulatedReceiveCall = SimulatedCall<SimulatedMediaSender>
+
+extension SimulatedCall where Sender == SimulatedMediaSender {
+    /// A call with `options` whose sender is a `SimulatedMediaSender`, starting at the clock's
+    /// current time (a new clock by default).
+    package convenience init(_ options: Options, time: SimulatedTime = SimulatedTime()) throws {
+        try self.init(options, time: time) { time, key, options, output in
+            try SimulatedMediaSender(
+                time: time, key: key, width: options.width, height: options.height, bitrate: options.bitrate,
+                output: output)
+        }
+    }
+}
+
+/// What a `SimulatedCall` is made of. Thread rule: a value type. Cost: none.
+package struct SimulatedCallOptions: Sendable {
+    /// SRTP suite (the key is fixed, so runs repeat byte for byte).
+    package var suite: SRTPSuite = .aeadAES128GCM
+    /// Media direction impairment.
+    package var forward = ImpairmentModel.Settings()
+    /// RTCP direction impairment; nil: the same as `forward`.
+    package var reverse: ImpairmentModel.Settings? = nil
+    /// Seed of the forward path; the reverse one's is derived from it.
+    package var seed: UInt64 = 1
+    /// Loss drawn per RTP stream (`ImpairmentRelay.Configuration.lossPerStream`).
+    package var lossPerStream = true
+    /// The receiver asks for lost video packets (generic NACK).
+    package var nack = true
+    /// The receiver rebuilds lost audio packets from the next packet's in-band FEC.
+    package var fec = true
+    /// The video size of the sender.
+    package var width = 320, height = 240
+    /// The sender's start bitrate (and its encoder's until the estimate changes it).
+    package var bitrate = 400_000
+
+    /// Default options: no impairment, recovery on.
+    package init() {}
+}
+
+/// A one-way VP8 + Opus call on a `SimulatedTime`: a sender (`Sender`), a forward and a
 /// reverse `SimulatedImpairedPath`, and a `ReceivePipeline` driven from the clock
 /// (`startDriven`): each datagram is handled at its delivery time and the engine runs after the
 /// datagrams of each instant and whenever its thread would wake (`nextWakeup`); its RTCP goes back
@@ -213,38 +278,16 @@ package final class SimulatedAudioRecorder: Sendable {
 /// Thread rule: one thread, the one that advances `time`. Cost: the real encoders and decoders
 /// plus one scheduled item per datagram, engine wake-up and pull.
 /// Sendable: used only on the simulated clock's one thread.
-package final class SimulatedReceiveCall: @unchecked Sendable {
+package final class SimulatedCall<Sender: SimulatedCallSender>: @unchecked Sendable {
     /// What the call is made of.
-    package struct Options: Sendable {
-        /// SRTP suite (the key is fixed, so runs repeat byte for byte).
-        package var suite: SRTPSuite = .aeadAES128GCM
-        /// Media direction impairment.
-        package var forward = ImpairmentModel.Settings()
-        /// RTCP direction impairment; nil: the same as `forward`.
-        package var reverse: ImpairmentModel.Settings? = nil
-        /// Seed of the forward path; the reverse one's is derived from it.
-        package var seed: UInt64 = 1
-        /// Loss drawn per RTP stream (`ImpairmentRelay.Configuration.lossPerStream`).
-        package var lossPerStream = true
-        /// The receiver asks for lost video packets (generic NACK).
-        package var nack = true
-        /// The receiver rebuilds lost audio packets from the next packet's in-band FEC.
-        package var fec = true
-        /// The video size of the sender.
-        package var width = 320, height = 240
-        /// The sender's start bitrate (and its encoder's until the estimate changes it).
-        package var bitrate = 400_000
-
-        /// Default options: no impairment, recovery on.
-        package init() {}
-    }
+    package typealias Options = SimulatedCallOptions
 
     /// The clock everything runs on.
     package let time: SimulatedTime
     /// The receiver, driven from `time`.
     package let pipeline: ReceivePipeline
     /// The sender (set during `init`).
-    package private(set) var sender: SimulatedMediaSender!
+    package private(set) var sender: Sender!
     /// The decoded video.
     package let frames: SimulatedFrameRecorder
     /// The audio played, 10 ms a pull.
@@ -261,8 +304,12 @@ package final class SimulatedReceiveCall: @unchecked Sendable {
     private var pull: ScheduledWork?
     private let pcm: UnsafeMutableBufferPointer<Int16>
 
-    /// A call with `options`, starting at the clock's current time (a new clock by default).
-    package init(_ options: Options, time: SimulatedTime = SimulatedTime()) throws {
+    /// A call with `options` and the sender `makeSender` makes (given the clock, the call's key,
+    /// the options and where its datagrams go), starting at the clock's current time.
+    package init(
+        _ options: Options, time: SimulatedTime,
+        makeSender: (SimulatedTime, SRTPKeyMaterial, Options, @escaping (UnsafeRawBufferPointer) -> Void) throws -> Sender
+    ) throws {
         self.time = time
         let keyBytes = (0..<options.suite.keyAndSaltLength).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
         let key = try SRTPKeyMaterial(suite: options.suite, keyAndSalt: keyBytes)
@@ -291,9 +338,7 @@ package final class SimulatedReceiveCall: @unchecked Sendable {
             time: time, settings: options.reverse ?? options.forward,
             seed: SimulatedImpairedPath.reverseSeed(options.seed), lossPerStream: options.lossPerStream
         ) { [unowned self] bytes in sender.receiveRTCP(bytes) }
-        sender = try SimulatedMediaSender(
-            time: time, key: key, width: options.width, height: options.height, bitrate: options.bitrate
-        ) { [unowned self] bytes in forward.send(bytes) }
+        sender = try makeSender(time, key, options) { [unowned self] bytes in forward.send(bytes) }
         pipeline.startDriven(reportSeed: options.seed) { [unowned self] bytes, _ in reverse.send(bytes) }
     }
 

@@ -79,6 +79,10 @@ public final class AudioBufferCapturer: @unchecked Sendable {
     /// starts the capturer (the `accepting` flag's release/acquire orders it before any capture).
     // Safe: written once by the owning stream's init, before other threads can reach the capturer; only read after.
     nonisolated(unsafe) var worker: WorkerThread?
+    /// The clock captures are stamped on arrival with (a driven stream's; `CLOCK_MONOTONIC` by
+    /// default). Set by the owning stream before it opens the capturer; only read after.
+    // Safe: written before the capturer accepts frames (other threads reach it only after); only read after.
+    nonisolated(unsafe) var clock = EngineClock.monotonic
 
     init(channels: Int, ringCapacity: Int, counters: SendCounters) {
         self.channels = channels
@@ -91,7 +95,7 @@ public final class AudioBufferCapturer: @unchecked Sendable {
 
     /// Captures interleaved PCM. Returns at once; see the type's rules. Any thread.
     public func capture(_ buffer: PCMBufferView) {
-        let arrivalNs = MonotonicTime.now.nanoseconds
+        let arrivalNs = clock.now.nanoseconds
         inFlight.add(1, ordering: .sequentiallyConsistent)
         defer { inFlight.subtract(1, ordering: .releasing) }
         guard accepting.load(ordering: .sequentiallyConsistent) else {

@@ -55,6 +55,10 @@ public final class BufferCapturer: @unchecked Sendable {
     /// flag's release/acquire orders that write before any capture reads it).
     // Safe: written once by the owning stream's init, before other threads can reach the capturer; only read after.
     nonisolated(unsafe) var worker: WorkerThread?
+    /// The clock captures are stamped on arrival with (a driven stream's; `CLOCK_MONOTONIC` by
+    /// default). Set by the owning stream before it opens the capturer; only read after.
+    // Safe: written before the capturer accepts frames (other threads reach it only after); only read after.
+    nonisolated(unsafe) var clock = EngineClock.monotonic
     /// Main-actor only: `add`/`remove` are `@MainActor` and notifications hop to the main actor,
     /// so no two threads touch it.
     // Safe: read and written only on the main actor (`@MainActor` add/remove and main-actor tasks).
@@ -95,14 +99,14 @@ public final class BufferCapturer: @unchecked Sendable {
     /// Captures a frame stamped with the current `CLOCK_MONOTONIC` time, unrotated.
     /// Any thread; see the type's rules.
     public func capture(_ buffer: PixelBufferView) {
-        capture(buffer, timeStampNs: Int64(bitPattern: MonotonicTime.now.nanoseconds), rotation: .rotation0)
+        capture(buffer, timeStampNs: Int64(bitPattern: clock.now.nanoseconds), rotation: .rotation0)
     }
 
     /// Captures a frame taken at `timeStampNs` (monotonic nanoseconds on your clock; the RTP
     /// timestamp follows it) that must be rotated clockwise by `rotation` to be upright.
     /// Returns at once: the frame is queued, or dropped and counted. Any thread; see the type's rules.
     public func capture(_ buffer: PixelBufferView, timeStampNs: Int64, rotation: VideoRotation = .rotation0) {
-        let arrivalNs = MonotonicTime.now.nanoseconds
+        let arrivalNs = clock.now.nanoseconds
         inFlight.add(1, ordering: .sequentiallyConsistent)
         defer { inFlight.subtract(1, ordering: .releasing) }
         guard accepting.load(ordering: .sequentiallyConsistent) else {

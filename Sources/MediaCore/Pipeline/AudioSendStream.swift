@@ -203,6 +203,9 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         sframePacket.deallocate()
     }
 
+    /// The clock the stream reads (`startDriven` may set another before the stream runs).
+    private var engineClock = EngineClock.monotonic
+
     // MARK: Lifecycle
 
     /// Starts the worker and opens the capturer. Traps if already running.
@@ -240,8 +243,19 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     }
 
     /// Tests and benchmarks: runs the worker's steps on this thread until nothing is pending.
-    /// Only when started with `startWithoutWorker()`.
-    func pump() { while step() {} }
+    /// Only when started with `startWithoutWorker()` or `startDriven(clock:)`.
+    package func pump() { while step() {} }
+
+    /// Runs the stream from its caller on `clock` (a simulated one in tests): no worker thread;
+    /// the caller captures, then calls `pump()` to encode and send what was captured, and every
+    /// time the stream reads (capture arrival, encode and send times) is `clock`'s. Stop with
+    /// `stop()`. Thread rule: the one driving thread, for this and every later call. Cost: none.
+    package func startDriven(clock: EngineClock) {
+        engineClock = clock
+        core.clock = clock
+        capturer.clock = clock
+        startWithoutWorker()
+    }
 
     /// Whether the stream is running.
     public var isRunning: Bool { running.load(ordering: .acquiring) }
@@ -385,13 +399,13 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         }
         let timestamp = initialTimestamp &+ UInt32(truncatingIfNeeded: samplesSent)
         samplesSent += Int64(frameSamples)
-        let t0 = MonotonicTime.now.nanoseconds
+        let t0 = engineClock.now.nanoseconds
         let length: Int
         do { length = try encoder.encode(samples, into: packet) } catch {
             counters.add(counters.framesDroppedByEncoder)
             return
         }
-        let encodedNs = MonotonicTime.now.nanoseconds
+        let encodedNs = engineClock.now.nanoseconds
         counters.add(counters.encodeTimeNs, encodedNs &- t0)
         counters.add(counters.framesEncoded)
         if length <= 2 {  // DTX silence (RFC 7587 §3.2): not sent

@@ -95,6 +95,39 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         thread = nil
     }
 
+    /// Runs the endpoint from its caller on `clock` (a simulated one in tests) instead of its
+    /// thread: nothing reads the socket; the receiver's datagrams come in through
+    /// `receive(_:from:at:)`, sender reports go out from `runDriven(now:)` (the thread's turn,
+    /// every 20 ms at most), protected as on the wire, to `output` with their destination (the
+    /// bytes are lent for the call). Report intervals are drawn from `reportSeed`, so a run
+    /// repeats exactly; NTP times are `clock`'s. Calling it after `start`, or twice, traps.
+    /// Thread rule: the one driving thread, for this and every later call. Cost: none.
+    package func startDriven(
+        clock: EngineClock, reportSeed: UInt64, output: @escaping (UnsafeRawBufferPointer, SocketAddress) -> Void
+    ) {
+        precondition(thread == nil && worker.output == nil, "RTCPSenderEndpoint.startDriven() after a start")
+        worker.clock = clock
+        worker.output = output
+        worker.reportSchedule = RTCPReportSchedule(
+            intervalMilliseconds: worker.configuration.reportIntervalMilliseconds, seed: reportSeed)
+    }
+
+    /// Handles one datagram from the receiver that arrived from `source` at `arrival`, as the
+    /// thread handles each one it reads (unprotected in place: the caller's buffer changes).
+    /// Thread rule: the driving thread (`startDriven`). Cost: as a datagram off the socket.
+    package func receive(_ bytes: UnsafeMutableRawBufferPointer, from source: SocketAddress?, at arrival: MonotonicTime) {
+        precondition(worker.output != nil, "RTCPSenderEndpoint.receive(_:from:at:) before startDriven")
+        worker.handle(UDPDatagram(bytes: UnsafeRawBufferPointer(bytes), source: source, receivedAt: arrival, isTruncated: false))
+    }
+
+    /// What the thread does after each wait, at `now`: sends the sender reports that are due and
+    /// publishes `statistics` and `remoteInbound`. Call it every 20 ms and after each received
+    /// datagram, as the thread runs. Thread rule: the driving thread. Cost: one turn of the thread.
+    package func runDriven(now: MonotonicTime) {
+        precondition(worker.output != nil, "RTCPSenderEndpoint.runDriven(now:) before startDriven")
+        worker.turn(now: now)
+    }
+
     /// Counters (refreshed every 20 ms).
     public var statistics: Statistics { worker.published.withLock { $0.0 } }
     /// W3C remote-inbound-rtp per SSRC (refreshed every 20 ms).
@@ -115,6 +148,10 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         var stats = Statistics()
         var remote: SocketAddress?
         var reportSchedule: RTCPReportSchedule
+        /// The clock reports and arrivals are stamped with, and where reports go instead of the
+        /// socket when driven (`startDriven`).
+        var clock = EngineClock.monotonic
+        var output: ((UnsafeRawBufferPointer, SocketAddress) -> Void)?
 
         init(
             socket: UDPSocket, configuration: Configuration, session: RTCPSenderSession, inbound: SRTPContext?,
@@ -138,21 +175,25 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
                 {
                     for i in 0..<n { handle(batch[i]) }
                 }
-                let now = MonotonicTime.now
-                if remote != nil && reportSchedule.isDue(now: now) {
-                    sendReports(now: now)
-                }
-                stats.session = session.counters
-                stats.targetBitrate = session.estimator.targetBitrate
-                stats.delayBasedBitrate = session.estimator.delayBasedBitrate
-                stats.acknowledgedBitrate = Int(session.estimator.delayBased.acknowledgedBitrate)
-                stats.delayUsage = session.estimator.delayBased.usage
-                let s = stats, r = session.remoteInbound
-                published.withLock { $0 = (s, r) }
+                turn(now: clock.now)
             }
         }
 
-        private func handle(_ d: UDPDatagram) {
+        /// Sends the reports that are due at `now` and publishes the counters.
+        func turn(now: MonotonicTime) {
+            if remote != nil && reportSchedule.isDue(now: now) {
+                sendReports(now: now)
+            }
+            stats.session = session.counters
+            stats.targetBitrate = session.estimator.targetBitrate
+            stats.delayBasedBitrate = session.estimator.delayBasedBitrate
+            stats.acknowledgedBitrate = Int(session.estimator.delayBased.acknowledgedBitrate)
+            stats.delayUsage = session.estimator.delayBased.usage
+            let s = stats, r = session.remoteInbound
+            published.withLock { $0 = (s, r) }
+        }
+
+        func handle(_ d: UDPDatagram) {
             guard !d.isTruncated, RTPDemultiplexer.classify(d.bytes.bytes) == .rtcp else { stats.otherDropped += 1; return }
             var bytes = d.bytes
             if let inbound {
@@ -162,12 +203,12 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
             }
             stats.rtcpReceived += 1
             if configuration.destination == nil { remote = d.source }
-            session.handle(bytes, now: d.receivedAt)
+            session.handle(bytes, now: d.receivedAt, arrival: clock.ntpNow)
         }
 
         private func sendReports(now: MonotonicTime) {
             guard let remote else { return }
-            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), now: now)
+            let reports = session.senderReports(ntpTime: clock.ntpNow, now: now)
             guard let first = reports.first else { return }
             var packets: [RTCPPacket] = reports.map { .senderReport($0) }
             packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: configuration.cname)))
@@ -178,7 +219,11 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
                 guard let n = try? outbound.protectRTCP(buffer, length: size) else { return }
                 size = n
             }
-            if (try? socket.send(UnsafeRawBufferPointer(rebasing: buffer[0..<size]), to: remote)) != nil {
+            let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<size])
+            if let output {
+                output(bytes, remote)
+                stats.senderReportsSent += 1
+            } else if (try? socket.send(bytes, to: remote)) != nil {
                 stats.senderReportsSent += 1
             }
         }

@@ -105,6 +105,11 @@ final class RTPPacer: @unchecked Sendable {
     /// On the heap: threads share it through a stable pointer, not an inout access to a stored var.
     private let semaphore: UnsafeMutablePointer<sem_t> = .allocate(capacity: 1)
     private var thread: TransportThread?
+    /// Driven by a caller instead of a thread (`startDriven`): what a wake-up calls instead of
+    /// posting the semaphore. Set before the pacer runs, cleared by `stop`.
+    private var drivenWake: (@Sendable () -> Void)?
+    /// The clock the pacer stamps and paces by. Set before `start`/`startDriven`.
+    var clock = EngineClock.monotonic
     /// Consumer state.
     private var budget = 0
     private var lastProcessNs: UInt64 = 0
@@ -175,14 +180,39 @@ final class RTPPacer: @unchecked Sendable {
     /// Starts the pacer's thread. From the controlling thread.
     func start() {
         guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        lastProcessNs = MonotonicTime.now.nanoseconds
+        lastProcessNs = clock.now.nanoseconds
         thread = TransportThread(name: "revue.pacer") { [unowned self] in self.run() }
+    }
+
+    /// Runs the pacer from its caller instead of a thread: the caller calls `runDriven(now:)`
+    /// when `wake` asks (a frame or a NACK is queued, a probe requested: `wake` is called on the
+    /// producer's thread, inside `flush`) and when the previous run said. Everything else is as
+    /// with the thread. From the controlling thread, before the producer writes.
+    func startDriven(wake: @escaping @Sendable () -> Void) {
+        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        drivenWake = wake
+        lastProcessNs = clock.now.nanoseconds
+    }
+
+    /// One turn of the pacer's loop at `now` (driven): answers NACKs, sends what the budget or the
+    /// probe allows, and returns when the thread would next wake if nothing woke it (one interval
+    /// while packets wait, a millisecond while probing, 100 ms when idle). Thread rule: the one
+    /// driving thread, which is also the producer's. Cost: one pacing interval's work.
+    func runDriven(now: MonotonicTime) -> MonotonicTime {
+        precondition(drivenWake != nil, "RTPPacer.runDriven(now:) before startDriven")
+        return MonotonicTime(nanoseconds: turn(nowNs: now.nanoseconds))
+    }
+
+    /// Wakes the consumer: posts the thread's semaphore, or asks the driving caller to run.
+    private func signal() {
+        if let drivenWake { drivenWake() } else { sem_post(semaphore) }
     }
 
     /// Stops the thread after it has sent what was queued. From the controlling thread.
     func stop() {
         guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        sem_post(semaphore)
+        if drivenWake == nil { sem_post(semaphore) }
+        drivenWake = nil
         thread?.join()
         thread = nil
         drain()
@@ -198,7 +228,7 @@ final class RTPPacer: @unchecked Sendable {
     var isRunning: Bool { running.load(ordering: .acquiring) }
 
     /// Wakes the thread (NACKs are queued). Any thread.
-    func wake() { if running.load(ordering: .acquiring) { sem_post(semaphore) } }
+    func wake() { if running.load(ordering: .acquiring) { signal() } }
 
     /// Queues probe `cluster`: the pacer's thread sends it next, at its rate (at least the
     /// pacing rate), media first and padding (`RTPPacerEgress.egressPadding`) when none waits,
@@ -214,7 +244,7 @@ final class RTPPacer: @unchecked Sendable {
         }
         guard queued else { return false }
         probesPending.store(true, ordering: .releasing)
-        sem_post(semaphore)
+        signal()
         return true
     }
 
@@ -230,7 +260,7 @@ final class RTPPacer: @unchecked Sendable {
 
     /// Wakes the pacer's thread (a frame is queued); without a thread, sends everything queued now.
     func flush() {
-        if running.load(ordering: .acquiring) { sem_post(semaphore) } else { drain() }
+        if running.load(ordering: .acquiring) { signal() } else { drain() }
     }
 
     private func enqueue(_ packet: UnsafeRawBufferPointer) {
@@ -244,7 +274,7 @@ final class RTPPacer: @unchecked Sendable {
         let slot = Int(t & mask)
         (storage + slot * slotSize).copyMemory(from: base, byteCount: packet.count)
         lengths[slot] = packet.count
-        enqueuedAt[slot] = MonotonicTime.now.nanoseconds
+        enqueuedAt[slot] = clock.now.nanoseconds
         queuedBytes.add(packet.count, ordering: .relaxed)
         tail.store(t &+ 1, ordering: .releasing)
     }
@@ -252,26 +282,25 @@ final class RTPPacer: @unchecked Sendable {
     // MARK: Consumer
 
     private func run() {
-        let intervalNs = UInt64(settings.intervalMilliseconds * 1e6)
         while running.load(ordering: .acquiring) {
-            target?.egressServiceNacks()
-            let now = MonotonicTime.now.nanoseconds
-            process(nowNs: now)
-            if probe != nil || probesPending.load(ordering: .acquiring) {
-                wait(untilNs: now + 1_000_000)
-            } else if queuedPackets == 0 {
-                // Nothing waits: sleep until the producer flushes (or 100 ms pass).
-                wait(untilNs: now + 100_000_000)
-            } else {
-                wait(untilNs: now + intervalNs)
-            }
+            wait(untilNs: turn(nowNs: clock.now.nanoseconds))
         }
+    }
+
+    /// One turn of the loop at `nowNs`; returns when to run the next one.
+    private func turn(nowNs: UInt64) -> UInt64 {
+        target?.egressServiceNacks()
+        process(nowNs: nowNs)
+        if probe != nil || probesPending.load(ordering: .acquiring) { return nowNs + 1_000_000 }
+        // Nothing waits: sleep until the producer flushes (or 100 ms pass).
+        if queuedPackets == 0 { return nowNs + 100_000_000 }
+        return nowNs + UInt64(settings.intervalMilliseconds * 1e6)
     }
 
     private func wait(untilNs: UInt64) {
         var realtime = timespec()
         clock_gettime(CLOCK_REALTIME, &realtime)
-        let delta = untilNs &- min(untilNs, MonotonicTime.now.nanoseconds)
+        let delta = untilNs &- min(untilNs, clock.now.nanoseconds)
         let total = UInt64(realtime.tv_nsec) + delta
         var deadline = timespec(tv_sec: realtime.tv_sec + Int(total / 1_000_000_000), tv_nsec: Int(total % 1_000_000_000))
         _ = sem_timedwait(semaphore, &deadline)
@@ -363,7 +392,7 @@ final class RTPPacer: @unchecked Sendable {
         target?.egressServiceNacks()
         var h = head.load(ordering: .relaxed)
         let t = tail.load(ordering: .acquiring)
-        let now = MonotonicTime.now.nanoseconds
+        let now = clock.now.nanoseconds
         while h != t {
             _ = send(slot: Int(h & mask), nowNs: now)
             h &+= 1

@@ -64,6 +64,8 @@ package final class RTPSendCore: @unchecked Sendable {
     private var lastEgressTimestamp: UInt32 = 0
     /// Pacing: `send` queues here and the pacer's thread calls the egress.
     let pacer: RTPPacer?
+    /// The clock resends read (the stream's). Set before the stream starts.
+    var clock = EngineClock.monotonic
     /// Transport-wide sequence numbers: the element's ID and the transport's counter.
     let transportSequence: (id: UInt8, numbers: TransportSequenceNumbers?)?
 
@@ -169,7 +171,7 @@ package final class RTPSendCore: @unchecked Sendable {
     @discardableResult
     func send<P: RTPFramePayloadWriter>(
         _ payloads: P, of frame: UnsafeRawBufferPointer, timestamp: UInt32, captureNs: Int64,
-        capturedAt: MonotonicTime = .zero, now: MonotonicTime = .now
+        capturedAt: MonotonicTime = .zero, now: MonotonicTime
     ) -> (Int, Int) {
         stampSendTime(now)
         header.timestamp = timestamp
@@ -275,7 +277,7 @@ package final class RTPSendCore: @unchecked Sendable {
         var did = false, unrecoverable = false, resent = 0
         var now = MonotonicTime.zero  // read once, and only when a NACK is queued (this runs every step)
         while let entry = nacks.tryPop() {
-            if !did { now = .now }
+            if !did { now = clock.now }
             did = true
             let seq = UInt16(truncatingIfNeeded: entry)
             let route = Int(entry >> 16) - 1

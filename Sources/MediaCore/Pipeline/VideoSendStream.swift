@@ -207,6 +207,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         for _ in 0..<capturer.ring.capacity { if let f = capturer.ring.tryPop() { capturer.recycle(f) } }
     }
 
+    /// The clock the stream reads (`startDriven` may set another before the stream runs).
+    private var engineClock = EngineClock.monotonic
+
     // MARK: Lifecycle
 
     /// Starts the worker and opens the capturer. Traps if already running.
@@ -242,8 +245,30 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     }
 
     /// Tests and benchmarks: runs the worker's steps on this thread until nothing is pending.
-    /// Only when started with `startWithoutWorker()`.
-    func pump() { while step() {} }
+    /// Only when started with `startWithoutWorker()` or `startDriven(clock:pacerWake:)`.
+    package func pump() { while step() {} }
+
+    /// Runs the stream from its caller on `clock` (a simulated one in tests): no worker thread
+    /// and no pacer thread; the caller captures, then calls `pump()` to encode what was captured,
+    /// and runs the pacer with `runPacer(now:)` when `pacerWake` asks (called inside `pump()` and
+    /// the NACK and probe handlers, on the driving thread) and when the previous run said. Every
+    /// time the stream reads (capture arrival, encode and send times, pacing, resend ages) is
+    /// `clock`'s. Stop with `stop()`. Thread rule: the one driving thread, for this and every
+    /// later call, feedback included. Cost: none.
+    package func startDriven(clock: EngineClock, pacerWake: @escaping @Sendable () -> Void) {
+        engineClock = clock
+        core.clock = clock
+        capturer.clock = clock
+        if let pacer {
+            pacer.clock = clock
+            pacer.startDriven(wake: pacerWake)
+        }
+        startWithoutWorker()
+    }
+
+    /// One turn of the pacer at `now` (driven streams); returns when to run it again, or nil when
+    /// the stream has no pacer. Thread rule: the driving thread. Cost: one pacing interval.
+    package func runPacer(now: MonotonicTime) -> MonotonicTime? { pacer?.runDriven(now: now) }
 
     /// Whether the stream is running.
     public var isRunning: Bool { running.load(ordering: .acquiring) }
@@ -443,13 +468,13 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         lastTicks = ticks
         let rtpTimestamp = clock.initialTimestamp &+ UInt32(truncatingIfNeeded: ticks)
         let captureNs = frame.timestampNs, capturedAtNs = frame.capturedAt.nanoseconds
-        let t0 = MonotonicTime.now.nanoseconds
+        let t0 = engineClock.now.nanoseconds
         let result: VPXEncodeResult
         do {
             result = try encoder.encode(frame.view, pts: ticks) { encoded in
                 // The encode's end is also the packets' send time (abs-send-time, history, sender
                 // report): packetizing takes microseconds, so one clock read serves both.
-                let t1 = MonotonicTime.now.nanoseconds
+                let t1 = engineClock.now.nanoseconds
                 counters.add(counters.encodeTimeNs, t1 &- t0)
                 packetizeAndSend(
                     encoded, rtpTimestamp: rtpTimestamp, captureNs: captureNs, capturedAtNs: capturedAtNs,
