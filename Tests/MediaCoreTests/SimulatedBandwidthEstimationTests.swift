@@ -17,7 +17,9 @@ import Testing
         let call = try SimulatedCall(sendPipeline: options)
         let sender = call.sender!
         var targets: [Int] = []
-        sender.onFrame = { _ in targets.append(Int(sender.video.statistics.outbound.targetBitrate)) }
+        sender.onFrame = { i in
+            if i % 8 == 7 { targets.append(Int(sender.video.statistics.outbound.targetBitrate)) }
+        }
         call.start(seconds: 20)
         call.advance(by: .milliseconds(3500))
         let congested = Int(sender.video.statistics.outbound.targetBitrate)

@@ -20,7 +20,9 @@ import Testing
         let call = try SimulatedCall(sendPipeline: options)
         let sender = call.sender!
         var samples: [(frame: Int, target: Int)] = []
-        sender.onFrame = { i in samples.append((i, Int(sender.video.statistics.outbound.targetBitrate))) }
+        sender.onFrame = { i in
+            if i % 8 == 7 { samples.append((i, Int(sender.video.statistics.outbound.targetBitrate))) }
+        }
         call.start(seconds: 11)
         call.advance(by: .seconds(3))
         let refused = sender.video.statistics.retransmissionsRefused

@@ -33,8 +33,8 @@ package final class SimulatedSendPipeline: SimulatedCallSender, @unchecked Senda
     package let endpoint: RTCPSenderEndpoint
     /// Video frames and audio packets captured by the last `start`.
     package private(set) var videoFramesCaptured = 0, audioFramesCaptured = 0
-    /// Runs every 8th video frame, before it is captured, with the frame's index (for sampling
-    /// the stream's state).
+    /// Runs before each video frame is captured, with the frame's index (for sampling the
+    /// stream's state or asking for a keyframe).
     package var onFrame: ((Int) -> Void)?
     /// Where the receiver's RTCP comes from.
     package let receiverAddress = SocketAddress.loopbackIPv4(port: 5006)
@@ -148,7 +148,7 @@ package final class SimulatedSendPipeline: SimulatedCallSender, @unchecked Senda
     }
 
     private func captureVideo(_ index: Int) {
-        if index % 8 == 7 { onFrame?(index) }
+        onFrame?(index)
         SyntheticVideo.render(frameIndex: index, into: picture)
         withExtendedLifetime(picture) {
             video.capturer.capture(PixelBufferView(picture.view), timeStampNs: Int64(time.now.nanoseconds))
