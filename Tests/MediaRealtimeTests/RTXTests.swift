@@ -6,64 +6,6 @@ import Testing
 
 @testable import MediaCore
 
-/// A video send stream with RTX through an impairment relay to a receive pipeline that unwraps it,
-/// the sender's RTCP endpoint answering the receiver's NACKs.
-struct RTXCall {
-    let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
-    let renderer: IndexingRenderer
-    let receiver: ReceivePipeline
-    let sink: ReceiveSwitchableSink
-    let video: VideoSendStream
-    let endpoint: RTCPSenderEndpoint
-    static let width = 320, height = 240
-
-    init(rtxOnSender: Bool, rtxOnReceiver: Bool) throws {
-        renderer = IndexingRenderer(width: Self.width, height: Self.height)
-        var options = UDPSocket.Options()
-        options.receiveBufferSize = 1 << 21
-        let rxSocket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: options)
-        var conf = ReceivePipelineConfiguration(remoteKey: key)
-        var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
-        settings.renderFormat = .bgra
-        if rtxOnReceiver { settings.rtxPayloadType = 97 }
-        conf.video = [settings]
-        conf.reportIntervalMilliseconds = 200
-        receiver = try ReceivePipeline(socket: rxSocket, configuration: conf, renderer: renderer)
-        var o = UDPSocket.Options()
-        o.receiveBufferSize = 1 << 20
-        let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0), options: o)
-        sink = ReceiveSwitchableSink(socket: socket)
-        var vc = VideoSendStream.Configuration(codec: .vp8, width: Self.width, height: Self.height)
-        vc.encoder.bitrate = 500_000
-        vc.srtp = key
-        vc.payloadType = 96
-        vc.historyCapacity = 2048
-        if rtxOnSender { vc.rtxPayloadType = 97 }
-        video = try VideoSendStream(configuration: vc, sink: sink)
-        var ec = RTCPSenderEndpoint.Configuration(remoteKey: key, localKey: key)
-        ec.reportIntervalMilliseconds = 250
-        ec.startBitrate = 500_000
-        ec.maximumBitrate = 500_000
-        endpoint = try RTCPSenderEndpoint(socket: socket, configuration: ec, targets: [video])
-    }
-
-    /// Sends `frames` at 30 fps in real time through `destination`.
-    func run(to destination: SocketAddress, frames: Int) {
-        sink.destination.withLock { $0 = destination }
-        receiver.start(); video.start(); endpoint.start()
-        let picture = VideoFrame(width: Self.width, height: Self.height)
-        let start = MonotonicTime.now.nanoseconds
-        for i in 0..<frames {
-            let due = start + UInt64(i) * 33_333_333
-            while MonotonicTime.now.nanoseconds < due { usleep(1000) }
-            SyntheticVideo.render(frameIndex: i, into: picture)
-            sendTestCapture(video.capturer, picture, timeStampNs: Int64(i) * 33_333_333)
-        }
-        usleep(400_000)
-        video.stop(); endpoint.stop(); receiver.stop()
-    }
-}
-
 @Suite(.serialized) struct RTXTests {
     /// An RTP packet with CSRCs, a one-byte header extension, the marker bit and a payload.
     static func original() -> [UInt8] {
@@ -179,50 +121,6 @@ struct RTXCall {
             // Room for the OSN: an RTX packet stays within the MTU.
             #expect(resent.allSatisfy { $0.count <= config.mtu })
         }
-    }
-
-    /// 5 % loss both ways: repairs arrive as RTX, are unwrapped into the stream and decode.
-    @Test func lossIsRepairedByRTXAndTheFramesDecode() throws {
-        let call = try RTXCall(rtxOnSender: true, rtxOnReceiver: true)
-        let loss = ImpairmentModel.Settings(loss: 0.05, delayMilliseconds: 10)
-        let relay = try ImpairmentRelay(
-            configuration: .init(
-                listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
-                impairment: loss, reverse: loss, seed: 21))
-        relay.start()
-        call.run(to: relay.listenAddress, frames: 90)
-        relay.stop()
-        let rx = call.receiver.statistics
-        let out = call.video.statistics.outbound
-        let shown = call.renderer.indices.filter { $0 < 80 }.count
-        print(
-            "RTX, 5 % loss: shown \(shown)/80, resent \(out.retransmittedPacketsSent), unwrapped \(rx.rtxUnwrapped), "
-                + "dropped \(rx.rtxDropped), NACKs \(rx.nacksSent), PLIs \(rx.plisSent), min PSNR \(call.renderer.minimumPSNR)")
-        #expect(out.retransmittedPacketsSent > 0)
-        #expect(rx.rtxUnwrapped > 0 && rx.rtxUnwrapped <= Int(out.retransmittedPacketsSent))
-        #expect(rx.rtxDropped == 0 && rx.unknownStream == 0 && rx.malformed == 0)
-        #expect(shown >= 72, "decoded share \(shown)/80")
-        #expect(call.renderer.minimumPSNR > 28)
-        let inbound = try #require(call.receiver.inboundStats.first { $0.kind == "video" })
-        #expect(inbound.ssrc == call.video.ssrc, "RTX started no stream of its own")
-    }
-
-    /// A receiver that did not negotiate RTX drops the RTX packets (counted), never crashes, and
-    /// still plays what arrived.
-    @Test func aReceiverWithoutRTXCountsRTXPacketsAsUnknown() throws {
-        let call = try RTXCall(rtxOnSender: true, rtxOnReceiver: false)
-        let loss = ImpairmentModel.Settings(loss: 0.05, delayMilliseconds: 5)
-        let relay = try ImpairmentRelay(
-            configuration: .init(
-                listen: .loopbackIPv4(port: 0), to: try call.receiver.socket.localAddress(),
-                impairment: loss, reverse: .init(delayMilliseconds: 5), seed: 3))
-        relay.start()
-        call.run(to: relay.listenAddress, frames: 45)
-        relay.stop()
-        let rx = call.receiver.statistics
-        #expect(call.video.statistics.outbound.retransmittedPacketsSent > 0)
-        #expect(rx.unknownStream > 0 && rx.rtxUnwrapped == 0)
-        #expect(!call.renderer.indices.isEmpty)
     }
 
     /// An independent parser: GStreamer's `rtprtxreceive` (RFC 4588 receiver) takes our stream

@@ -260,6 +260,8 @@ package struct SimulatedCallOptions: Sendable {
     package var nack = true
     /// The receiver rebuilds lost audio packets from the next packet's in-band FEC.
     package var fec = true
+    /// The RTX payload type the receiver unwraps (RFC 4588); nil: RTX is not negotiated.
+    package var rtxPayloadType: UInt8? = nil
     /// The video size of the sender.
     package var width = 320, height = 240
     /// The sender's start bitrate (and its encoder's until the estimate changes it).
@@ -316,6 +318,7 @@ package final class SimulatedCall<Sender: SimulatedCallSender>: @unchecked Senda
         var conf = ReceivePipelineConfiguration(remoteKey: key)
         var video = VideoReceiveSettings(codec: .vp8, payloadType: 96)
         video.nackEnabled = options.nack
+        video.rtxPayloadType = options.rtxPayloadType
         video.renderFormat = .bgra
         conf.video = [video]
         var audioSettings = AudioReceiveSettings(payloadType: 111)
