@@ -69,12 +69,10 @@ struct EndToEndCall {
     func stop() { video.stop(); audio.stop(); endpoint.stop(); receiver.stop() }
 
     /// Captures `frames` frames at 30 fps (and 20 ms of audio per 20 ms) in real time, starting at
-    /// frame `first`; `onFrame` runs before each capture. With `beeps`, the audio is silence with
-    /// a 50 ms 1 kHz beep at the start of every second of capture time, when the frame whose
-    /// index is a multiple of 30 is captured.
-    func capture(frames: Range<Int>, beeps: Bool = false, onFrame: (Int) -> Void = { _ in }) {
+    /// frame `first`; `onFrame` runs before each capture.
+    func capture(frames: Range<Int>, onFrame: (Int) -> Void = { _ in }) {
         let picture = VideoFrame(width: width, height: height)
-        var source = SyntheticAudio(pattern: beeps ? .silence : .speech, sampleRate: 48_000)
+        var source = SyntheticAudio(pattern: .speech, sampleRate: 48_000)
         let start = MonotonicTime.now.nanoseconds
         var audioSent = 0
         for (k, i) in frames.enumerated() {
@@ -82,12 +80,7 @@ struct EndToEndCall {
             while MonotonicTime.now.nanoseconds < due {
                 let elapsed = MonotonicTime.now.nanoseconds - start
                 while UInt64(audioSent) * 20_000_000 <= elapsed {
-                    var pcm = source.int16s(frames: 960)
-                    if beeps {
-                        for s in 0..<960 where (audioSent * 960 + s) % 48_000 < 2_400 {
-                            pcm[s] = Int16(12_000 * sin(2 * Double.pi * 1_000 * Double(audioSent * 960 + s) / 48_000))
-                        }
-                    }
+                    let pcm = source.int16s(frames: 960)
                     pcm.withUnsafeBufferPointer {
                         audio.capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(audioSent) * 20_000_000)
                     }

@@ -68,6 +68,10 @@ package final class SimulatedImpairedPath: @unchecked Sendable {
     /// The path's impairment now.
     package var settings: ImpairmentModel.Settings { model.settings }
 
+    /// A further fixed delay for the RTP packets of some payload types (as when audio and video
+    /// take different routes); order within a payload type is kept. RTCP is not delayed.
+    package var extraDelay: [UInt8: Duration] = [:]
+
     /// Sends a datagram now.
     package func send(_ bytes: UnsafeRawBufferPointer) {
         counters.sent += 1
@@ -84,12 +88,21 @@ package final class SimulatedImpairedPath: @unchecked Sendable {
         case .drop:
             counters.lost += 1
         case .deliver(let at):
-            schedule(Array(bytes), at: at, now: now)
+            schedule(Array(bytes), at: at + extra(bytes), now: now)
         case .deliverTwice(let at, let duplicateAt):
             let copy = Array(bytes)
-            schedule(copy, at: at, now: now)
-            schedule(copy, at: duplicateAt, now: now)
+            schedule(copy, at: at + extra(bytes), now: now)
+            schedule(copy, at: duplicateAt + extra(bytes), now: now)
         }
+    }
+
+    /// `extraDelay` of the packet's payload type, nanoseconds (RTP only: RFC 5761 keeps 192-223
+    /// in byte 1 for RTCP).
+    private func extra(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        guard !extraDelay.isEmpty, bytes.count > 1, !(192...223).contains(bytes[1]),
+            let d = extraDelay[bytes[1] & 0x7F]
+        else { return 0 }
+        return UInt64(d.inNanoseconds)
     }
 
     private func schedule(_ copy: [UInt8], at due: UInt64, now: UInt64) {
@@ -262,6 +275,8 @@ package struct SimulatedCallOptions: Sendable {
     package var fec = true
     /// The RTX payload type the receiver unwraps (RFC 4588); nil: RTX is not negotiated.
     package var rtxPayloadType: UInt8? = nil
+    /// The receiver delays audio or video so that they play in step (lip sync).
+    package var lipSync = true
     /// The video size of the sender.
     package var width = 320, height = 240
     /// The sender's start bitrate (and its encoder's until the estimate changes it).
@@ -298,6 +313,9 @@ package final class SimulatedCall<Sender: SimulatedCallSender>: @unchecked Senda
     package private(set) var forward: SimulatedImpairedPath!
     /// The RTCP direction (set during `init`).
     package private(set) var reverse: SimulatedImpairedPath!
+    /// When the 10 ms audio pulls started (`start`): sample k of `audio` played at this time plus
+    /// k / 48,000 s.
+    package private(set) var audioStart: MonotonicTime?
     /// Where the sender is (the source of its datagrams; the receiver's RTCP goes there).
     package let senderAddress = SocketAddress.loopbackIPv4(port: 5004)
 
@@ -326,6 +344,7 @@ package final class SimulatedCall<Sender: SimulatedCallSender>: @unchecked Senda
         conf.audio = audioSettings
         conf.reportIntervalMilliseconds = 200
         conf.localSSRC = 0x5EC0_4D01
+        conf.synchronizesAudioAndVideo = options.lipSync
         frames = SimulatedFrameRecorder(width: options.width, height: options.height)
         // Never bound or read: the pipeline is driven, and its RTCP leaves through `rtcpOutput`.
         pipeline = try ReceivePipeline(socket: UDPSocket(family: .ipv4), configuration: conf, renderer: frames)
@@ -354,6 +373,7 @@ package final class SimulatedCall<Sender: SimulatedCallSender>: @unchecked Senda
     /// Starts the 10 ms audio pull and the engine's timer, then the sender for `seconds` of media.
     /// Advance `time` to play it.
     package func start(seconds: Double, video: Bool = true, audio: Bool = true) {
+        audioStart = time.now
         pull = time.scheduleRepeating(every: .milliseconds(10)) { [unowned self] in pullAudio() }
         runEngine()
         sender.start(seconds: seconds, video: video, audio: audio)

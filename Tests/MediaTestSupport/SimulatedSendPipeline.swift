@@ -2,6 +2,7 @@
 // packetizer, pacer, SRTP, NACK history, keyframe limiter), AudioSendStream and
 // RTCPSenderEndpoint (bandwidth estimate, probing, sender reports), each driven from the test's
 // clock instead of its threads, so the send side's timing behaviour repeats exactly.
+import Foundation
 import MediaCore
 
 /// A VP8 + Opus sender made of the engine's own send streams, driven by a `SimulatedTime`: frames
@@ -36,6 +37,9 @@ package final class SimulatedSendPipeline: SimulatedCallSender, @unchecked Senda
     /// Runs before each video frame is captured, with the frame's index (for sampling the
     /// stream's state or asking for a keyframe).
     package var onFrame: ((Int) -> Void)?
+    /// Audio of silence with a 50 ms 1 kHz beep at the start of every second of capture time
+    /// (from the first `start`) instead of speech.
+    package var beeps = false
     /// Where the receiver's RTCP comes from.
     package let receiverAddress = SocketAddress.loopbackIPv4(port: 5006)
 
@@ -49,6 +53,7 @@ package final class SimulatedSendPipeline: SimulatedCallSender, @unchecked Senda
     private var pacerTimer: ScheduledWork?
     private var endpointTimer: ScheduledWork?
     private var firstFrame = 0
+    private var audioSamplesCaptured = 0
 
     /// A sender of `width` x `height` VP8 at `bitrate` encrypted with `key`, its packets to
     /// `output` (lent for the call, at `time.now`); `configure` may change the streams' settings
@@ -63,13 +68,20 @@ package final class SimulatedSendPipeline: SimulatedCallSender, @unchecked Senda
         self.output = output
         picture = VideoFrame(width: width, height: height)
         var vc = VideoSendStream.Configuration(codec: .vp8, width: width, height: height)
+        // Fixed SSRCs, sequence numbers and timestamps: a path that draws losses per stream seeds
+        // each stream's draws from its SSRC, so a run repeats exactly.
         vc.ssrc = 0x5EED_0001
+        vc.rtxSSRC = 0x5EED_0003
+        vc.initialSequenceNumber = 1000
+        vc.initialTimestamp = 90_000
         vc.encoder.bitrate = bitrate
         vc.srtp = key
         vc.payloadType = 96
         vc.historyCapacity = 2048
         var ac = AudioSendStream.Configuration()
         ac.ssrc = 0x5EED_0002
+        ac.initialSequenceNumber = 5000
+        ac.initialTimestamp = 48_000
         ac.srtp = key
         ac.payloadType = 111
         ac.inbandFEC = true
@@ -157,8 +169,16 @@ package final class SimulatedSendPipeline: SimulatedCallSender, @unchecked Senda
     }
 
     private func captureAudio() {
-        let samples = audioSource.int16s(frames: 960)
-        for i in 0..<960 { pcm[i] = samples[i] }
+        if beeps {
+            for i in 0..<960 {
+                let n = audioSamplesCaptured + i
+                pcm[i] = n % 48_000 < 2_400 ? Int16(12_000 * sin(2 * Double.pi * 1_000 * Double(n) / 48_000)) : 0
+            }
+        } else {
+            let samples = audioSource.int16s(frames: 960)
+            for i in 0..<960 { pcm[i] = samples[i] }
+        }
+        audioSamplesCaptured += 960
         pcm.withUnsafeBufferPointer {
             audio.capturer.capture($0, sampleRate: 48_000, channels: 1, timeStampNs: Int64(time.now.nanoseconds))
         }
