@@ -345,10 +345,13 @@ final class SimulatedRendezvousClient {
     @Test func oneIPv6Slash48CannotFillTheNode() throws {
         let limits = RendezvousLab.scaledLimits
         let lab = RendezvousLab(
-            limits: limits, nodeAddress: SocketAddress(ipv6: [0x20, 0x01, 0x0D, 0xB8, 0, 0xFF] + [UInt8](repeating: 0, count: 9) + [1], port: 33_400))
+            limits: limits,
+            nodeAddress: SocketAddress(
+                ipv6: [0x20, 0x01, 0x0D, 0xB8, 0, 0xFF] + [UInt8](repeating: 0, count: 9) + [1], port: 33_400))
         let node = lab.node
         func address(_ site: UInt8, _ slash56: UInt8, _ slash64: UInt8) -> SocketAddress {
-            SocketAddress(ipv6: [0x20, 0x01, 0x0D, 0xB8, 0, site, slash56, slash64] + [UInt8](repeating: 0, count: 7) + [1], port: 5000)
+            SocketAddress(
+                ipv6: [0x20, 0x01, 0x0D, 0xB8, 0, site, slash56, slash64] + [UInt8](repeating: 0, count: 7) + [1], port: 5000)
         }
         var attempts = 0
         for slash56 in 0..<16 {
@@ -424,7 +427,8 @@ final class SimulatedRendezvousClient {
                 + "answers (\(bytesOut) B, \(String(format: "%.3f", Double(bytesOut) / Double(bytesIn)))x; an answer is "
                 + "\(String(format: "%.2f", Double(RendezvousAuth.registeredUnsealedLength) / Double(request.count)))x its "
                 + "request), \(unanswered) unanswered and counted; \(spoofed) spoofed sources in 0.5 s "
-                + "drew \(spoofedAnswers) (the total burst is \(Int(l.cookieAnswerBurst)), the source table \(l.maxCookieAnswerSources))")
+                + "drew \(spoofedAnswers) (the total burst is \(Int(l.cookieAnswerBurst)), the source table \(l.maxCookieAnswerSources))"
+        )
     }
 
     /// A registered client floods lookups, five a millisecond for a second: answered only up to

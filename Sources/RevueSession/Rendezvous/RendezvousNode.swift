@@ -514,7 +514,8 @@ public final class RendezvousNode {
         let header = Array(bytes[0..<RendezvousAuth.registerHeaderLength])
         let sealed = bytes[RendezvousAuth.registerHeaderLength...]
         if var e = entries[key] {
-            guard timestamp > e.timestamp, let plain = Sodium.open(key: e.macKey, nonce: timestamp, ad: header, ciphertext: sealed),
+            guard timestamp > e.timestamp,
+                let plain = Sodium.open(key: e.macKey, nonce: timestamp, ad: header, ciphertext: sealed),
                 let status = plain.first, (plain.count - 1) % 16 == 0
             else {
                 refusedRegistrations += 1
