@@ -15,6 +15,9 @@ extension FuzzEntries {
     /// - no amplification: the node's answers to one datagram total no more bytes than it;
     /// - a registration is accepted only for one of the clients (nobody else holds a key it can
     ///   seal for), from an endpoint the node had given the cookie it carries;
+    /// - a sealed registration answer goes only to a client's registration, opens under that
+    ///   client's key with the registration's timestamp (plus 3 x 2^62) as nonce, and no nonce
+    ///   seals two answers; an unsealed one carries only the node key and a cookie;
     /// - a lookup is answered only to a client, sealed under that client's key with the lookup's
     ///   nonce (top bit set), for the tag asked, and "found" names exactly the endpoint of the
     ///   client whose accepted registration carried that tag last;
@@ -56,6 +59,8 @@ final class RendezvousHarness {
     var sent: [([UInt8], SocketAddress)] = []
     var history: [[UInt8]] = []
     var lookupNonce: UInt64 = 0
+    /// Client index and nonce of each sealed registration answer seen: a nonce seals one only.
+    var sealedNonces: Set<[UInt64]> = []
 
     func run(_ records: [[UInt8]]) {
         node.sendTap = { [unowned self] bytes, to in sent.append((bytes, to)) }
@@ -139,35 +144,54 @@ final class RendezvousHarness {
                 to == from && request.first == PacketType.rendezvousRegister.rawValue
                     && request.count >= RendezvousAuth.registerLength,
                 "registered answer to something else")
-            guard let accepted = r.u8(), let key = r.take(32), let cookie = r.take(16), let token = r.take(16), r.remaining == 0
-            else { return fuzzRequire(false, "a registered answer of the wrong length") }
-            if nodeKey == nil {
-                nodeKey = key
-                for i in clients.indices {
-                    clients[i].macKey = RendezvousAuth.key(secret: clients[i].keys.secret, peerPublic: key)
-                }
-            }
-            fuzzRequire(key == nodeKey, "the node key changed within a run")
             let registeredKey = Array(request[2..<34]), carried = Array(request[42..<58])
-            if accepted == 1 {
-                let i = clients.firstIndex { $0.keys.publicKey == registeredKey }
-                fuzzRequire(i != nil, "a registration accepted for a key nobody here can MAC for")
-                fuzzRequire(cookiesGiven[from, default: []].contains(carried), "accepted without a cookie given to that endpoint")
-                tokens[registeredKey] = (token, from)
-                registered[registeredKey] = from
-                if let i, clients[i].endpoint == from { clients[i].token = token }
-                // The tags it carried (the harness holds every client's key) now lead to it.
-                var t = ByteReader(request, offset: 34)
-                if let i, let k = clients[i].macKey, let timestamp = t.u64(),
-                    let plain = Sodium.open(
+            var t = ByteReader(request, offset: 34)
+            let timestamp = t.u64() ?? 0
+            let i = clients.firstIndex { $0.keys.publicKey == registeredKey }
+            let cookie: [UInt8]
+            switch r.u8() {
+            case RendezvousAuth.registeredUnsealed:
+                guard let key = r.take(32), let c = r.take(16), r.remaining == 0 else {
+                    return fuzzRequire(false, "an unsealed registered answer of the wrong length")
+                }
+                if nodeKey == nil {
+                    nodeKey = key
+                    for i in clients.indices {
+                        clients[i].macKey = RendezvousAuth.key(secret: clients[i].keys.secret, peerPublic: key)
+                    }
+                }
+                fuzzRequire(key == nodeKey, "the node key changed within a run")
+                cookie = c
+            case RendezvousAuth.registeredSealed:
+                // Only to a client's registration (nobody else holds a key it can seal for),
+                // under its key, with the nonce of that registration's timestamp.
+                guard let i, let k = clients[i].macKey, let nonce = r.u64(), r.remaining == 33 + 16,
+                    nonce == timestamp | RendezvousAuth.registeredNonceBits,
+                    let plain = Sodium.open(key: k, nonce: nonce, ad: Array(reply[0..<11]), ciphertext: reply[11...]),
+                    plain[0] <= 1
+                else { return fuzzRequire(false, "a sealed registered answer its registrant cannot open") }
+                fuzzRequire(sealedNonces.insert([UInt64(i), nonce]).inserted, "a registration nonce sealed twice")
+                cookie = Array(plain[1..<17])
+                if plain[0] == 1 {
+                    let token = Array(plain[17..<33])
+                    fuzzRequire(
+                        cookiesGiven[from, default: []].contains(carried), "accepted without a cookie given to that endpoint")
+                    tokens[registeredKey] = (token, from)
+                    registered[registeredKey] = from
+                    if clients[i].endpoint == from { clients[i].token = token }
+                    // The tags it carried (the harness holds every client's key) now lead to it.
+                    if let plain = Sodium.open(
                         key: k, nonce: timestamp, ad: Array(request[0..<RendezvousAuth.registerHeaderLength]),
                         ciphertext: request[RendezvousAuth.registerHeaderLength...])
-                {
-                    var p = ByteReader(plain, offset: 1)
-                    while let tag = p.take(16) { tagOwners[tag] = registeredKey }
-                } else {
-                    fuzzRequire(false, "an accepted registration the harness cannot open")
+                    {
+                        var p = ByteReader(plain, offset: 1)
+                        while let tag = p.take(16) { tagOwners[tag] = registeredKey }
+                    } else {
+                        fuzzRequire(false, "an accepted registration the harness cannot open")
+                    }
                 }
+            default:
+                return fuzzRequire(false, "a registered answer of another form")
             }
             cookiesGiven[to, default: []].append(cookie)
             if let i = client(at: to) { clients[i].cookie = cookie }

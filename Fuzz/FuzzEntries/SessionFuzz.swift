@@ -282,9 +282,10 @@ struct SessionFixture: Sendable {
             return w.bytes
         }
         var registered = ByteWriter()
-        registered.u8(PacketType.rendezvousRegistered.rawValue); registered.u8(revueProtocolVersion); registered.u8(1)
+        registered.u8(PacketType.rendezvousRegistered.rawValue); registered.u8(revueProtocolVersion)
+        registered.u8(RendezvousAuth.registeredUnsealed)
         registered.append(friend.publicKey)
-        registered.append([UInt8](repeating: 7, count: 16)); registered.append([UInt8](repeating: 9, count: 16))
+        registered.append([UInt8](repeating: 7, count: 16))
         var lookup = ByteWriter()
         lookup.u8(PacketType.rendezvousLookupReply.rawValue); lookup.u8(revueProtocolVersion); lookup.u64(1 << 63 | 5)
         lookup.append(friendRelayTags[1]); lookup.u8(1); lookup.u8(0); lookup.u16(12)

@@ -153,6 +153,13 @@ package final class VirtualNetwork: @unchecked Sendable {
         }
     }
 
+    /// Sends a datagram whose source address is `source` whether or not anything is bound there:
+    /// a spoofed source, as an off-path attacker sends it. It takes the link from `source`'s host
+    /// like any other. Thread rule and cost as `send`.
+    package func inject(_ bytes: [UInt8], from source: SocketAddress, to destination: SocketAddress) {
+        send(bytes, from: source, to: destination)
+    }
+
     private func arrive(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress) {
         var destination = to
         if let n = nats.first(where: { $0.publicHost == Self.host(to) }) {

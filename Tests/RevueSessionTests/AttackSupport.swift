@@ -72,19 +72,40 @@ final class RendezvousClient {
     func registerOnce() async -> Bool {
         let before = replies.count
         timestamp += 1
+        let sent = timestamp
         socket.send(Self.registration(keys: keys, timestamp: timestamp, cookie: cookie, macKey: macKey, tags: tags), to: node)
         guard let reply = await next(.rendezvousRegistered, after: before) else { return false }
+        return read(reply, timestamp: sent)
+    }
+
+    /// Reads a registration answer: the node key and cookie of an unsealed one, or the
+    /// acceptance, cookie and relay token of a sealed one (opened under `macKey` with the nonce
+    /// of the registration sent at `timestamp`); whether it accepted.
+    func read(_ reply: [UInt8], timestamp: UInt64) -> Bool {
         var r = ByteReader(reply, offset: 2)
-        let accepted = r.u8() == 1
-        let key = r.take(32)!
-        if key != nodeKey {
-            nodeKey = key
-            macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: key)
+        switch r.u8() {
+        case RendezvousAuth.registeredUnsealed:
+            guard reply.count == RendezvousAuth.registeredUnsealedLength, let key = r.take(32), let c = r.take(16) else {
+                return false
+            }
+            if key != nodeKey {
+                nodeKey = key
+                macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: key)
+            }
+            cookie = c
+            return false
+        case RendezvousAuth.registeredSealed:
+            guard reply.count == RendezvousAuth.registeredLength, let macKey, let nonce = r.u64(),
+                nonce == timestamp | RendezvousAuth.registeredNonceBits,
+                let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(reply[0..<11]), ciphertext: reply[11...])
+            else { return false }
+            cookie = Array(plain[1..<17])
+            guard plain[0] == 1 else { return false }
+            token = Array(plain[17..<33])
+            return true
+        default:
+            return false
         }
-        cookie = r.take(16)!
-        let t = r.take(16)!
-        if accepted { token = t }
-        return accepted
     }
 
     /// The cookie round then the real registration; true when accepted.

@@ -368,9 +368,8 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let nodeAddress = SocketAddress(ip: 0x7F00_0001, port: node.port)
         let known = try #require(core.nodeStates[nodeAddress]?.nodeKey)
         var w = ByteWriter()
-        w.u8(PacketType.rendezvousRegistered.rawValue); w.u8(revueProtocolVersion); w.u8(0)
-        w.append(KeyPair().publicKey); w.append(RandomBytes.bytes(16));
-        w.append([UInt8](repeating: 0, count: 16))
+        w.u8(PacketType.rendezvousRegistered.rawValue); w.u8(revueProtocolVersion); w.u8(RendezvousAuth.registeredUnsealed)
+        w.append(KeyPair().publicKey); w.append(RandomBytes.bytes(16))
         let forged = core.counters.droppedForged
         core.handle(w.bytes, from: nodeAddress)
         #expect(core.nodeStates[nodeAddress]?.nodeKey == known)

@@ -3,9 +3,11 @@ import Testing
 @testable import RevueSession
 
 @Suite struct ProtocolVersionTests {
-    /// Version 4: one endpoint encoding (a family byte, 4 or 16 address bytes, the port) in
-    /// rendezvous registration and lookup answers, so IPv4 and IPv6 endpoints read alike. Version 3
-    /// (tags at rendezvous nodes, no long-term key on the wire outside the Noise handshake) and
-    /// older peers and nodes are not understood.
-    @Test func protocolVersionIsFour() { #expect(revueProtocolVersion == 4) }
+    /// Version 5: a rendezvous node seals its answer to a registration that opened under its key
+    /// (acceptance, cookie, relay token, under the registration's MAC key with the timestamp as
+    /// nonce) and sends only the node key and a cookie unsealed, so the two forms of `registered`
+    /// differ from version 4's single 67-byte one. Version 4 (one endpoint encoding, a family byte,
+    /// 4 or 16 address bytes and the port, in registration and lookup answers) and older peers and
+    /// nodes are not understood.
+    @Test func protocolVersionIsFive() { #expect(revueProtocolVersion == 5) }
 }

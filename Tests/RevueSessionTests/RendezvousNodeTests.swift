@@ -61,6 +61,7 @@ import Testing
         #expect(await stranger.lookup(requestTag(of: bob)) == SocketAddress(ip: 0x7F00_0001, port: bob.revue.port))
         // Every answer is no larger than its question.
         #expect(RendezvousAuth.registeredLength < RendezvousAuth.registerLength)
+        #expect(RendezvousAuth.registeredUnsealedLength < RendezvousAuth.registerLength)
         for family in [SocketAddress.Family.ipv4, .ipv6] {
             #expect(RendezvousAuth.lookupReplyLength(family) < RendezvousAuth.lookupLength)
         }

@@ -3,4 +3,4 @@
 internal import MediaCore
 
 /// The version of the Revue session protocol this build speaks.
-public let revueProtocolVersion: UInt8 = 4
+public let revueProtocolVersion: UInt8 = 5

@@ -50,12 +50,16 @@ extension SessionCore {
                 var plain = [profile.status]
                 for tag in chunk { plain += tag }
                 w.append(Sodium.seal(key: k, nonce: timestamp, ad: w.bytes, plaintext: plain))
+                state.pendingRegistrations.append(
+                    PendingRegistration(timestamp: timestamp, macKey: k, registrationKey: state.registrationKeys.publicKey))
+                if state.pendingRegistrations.count > 64 { state.pendingRegistrations.removeFirst() }
             } else {
                 w.append([UInt8](repeating: 0, count: 17))
             }
             sendTap?(w.bytes, .direct(node))
             socket.send(w.bytes, to: node)
         }
+        nodeStates[node] = state
     }
 
     /// The tags we register: for each friend the one it looks us up by, and our own request tag
@@ -105,26 +109,65 @@ extension SessionCore {
         return [e &- 1, e, e &+ 1].contains { Sodium.equal(PrivacyTags.rendezvous(pairKey: k, owner: key, epoch: $0), tag) }
     }
 
-    /// A node's answer to a registration: its key, a cookie for our endpoint, and when accepted
-    /// the token that lets us use its relay.
+    /// A node's answer to a registration (docs/session.md, 0x59). A sealed one (accepted or not,
+    /// a cookie for our endpoint, the relay token) is believed only when it names one of our
+    /// open registrations and opens under that registration's MAC key; an unsealed one (the
+    /// node's key and a cookie: first contact, or the node lost us) only while the node has not
+    /// accepted us lately (three registration intervals), as anyone can send it. Everything else
+    /// is dropped and counted as forged. Main actor; at most one AEAD open, and one X25519 for a
+    /// new node key.
     func handleRegistered(_ bytes: [UInt8], from: SocketAddress) {
         var r = ByteReader(bytes, offset: 1)
-        guard rendezvousNodes.contains(from), bytes.count == RendezvousAuth.registeredLength, r.u8() == revueProtocolVersion,
-            let accepted = r.u8(), let nodeKey = r.take(32), let cookie = r.take(16), let token = r.take(16)
+        guard rendezvousNodes.contains(from), r.u8() == revueProtocolVersion, let form = r.u8(),
+            (form == RendezvousAuth.registeredSealed && bytes.count == RendezvousAuth.registeredLength)
+                || (form == RendezvousAuth.registeredUnsealed && bytes.count == RendezvousAuth.registeredUnsealedLength)
         else {
             counters.droppedMalformed += 1
             return
         }
         var state = nodeStates[from] ?? NodeState()
-        var again = false
-        // A different node key while the node accepts us under the one we know is a spoofed
-        // answer (a restarted node stops accepting first): it does not make us switch.
-        if let known = state.nodeKey, known != nodeKey, let last = lastRegistered[from],
-            scheduler.now - last <= timeouts.rendezvousInterval * 3 + .milliseconds(500)
-        {
+        if form == RendezvousAuth.registeredSealed {
+            let bits = RendezvousAuth.registeredNonceBits
+            guard let nonce = r.u64(), nonce & bits == bits,
+                let open = state.pendingRegistrations.firstIndex(where: { $0.timestamp == nonce & ~bits }),
+                let plain = Sodium.open(
+                    key: state.pendingRegistrations[open].macKey, nonce: nonce, ad: Array(bytes[0..<11]),
+                    ciphertext: bytes[11...]),
+                plain.count == 33, plain[0] <= 1
+            else {
+                counters.droppedForged += 1
+                return
+            }
+            let pending = state.pendingRegistrations.remove(at: open)
+            let accepted = plain[0] == 1, cookie = Array(plain[1..<17]), token = Array(plain[17..<33])
+            let again = !accepted && state.cookie != cookie
+            state.cookie = cookie
+            if accepted {
+                // The token of the current registration key, or of the previous one until the
+                // current one is accepted (a late answer to the previous key changes nothing then).
+                let current = state.registrationKeys.publicKey
+                if pending.registrationKey == current || state.tokenKey != current {
+                    state.token = token
+                    state.tokenKey = pending.registrationKey
+                }
+                lastRegistered[from] = scheduler.now
+            }
+            nodeStates[from] = state
+            if again { sendRegistration(to: from) }
+            updateDiscoverable()
+            return
+        }
+        guard let nodeKey = r.take(32), let cookie = r.take(16) else {
+            counters.droppedMalformed += 1
+            return
+        }
+        // While the node accepts us, its answers are sealed: an unsealed one is someone else's
+        // (a restarted node stops accepting us first, and is believed after that).
+        if let last = lastRegistered[from], scheduler.now - last <= timeouts.rendezvousInterval * 3 + .milliseconds(500) {
             counters.droppedForged += 1
             return
         }
+        var again = false
         if state.nodeKey != nodeKey {
             // First contact, or the node restarted with a new key: register again now.
             guard let k = RendezvousAuth.heldKey(secret: state.registrationKeys.secret, peerPublic: nodeKey) else {
@@ -135,19 +178,15 @@ extension SessionCore {
             state.macKey = k
             state.token = nil
             state.tokenKey = nil
+            state.pendingRegistrations = []
             again = true
         }
         if state.cookie != cookie {
             state.cookie = cookie
             again = true
         }
-        if accepted == 1 {
-            state.token = token
-            state.tokenKey = state.registrationKeys.publicKey
-            lastRegistered[from] = scheduler.now
-        }
         nodeStates[from] = state
-        if accepted != 1 && again { sendRegistration(to: from) }
+        if again { sendRegistration(to: from) }
         updateDiscoverable()
     }
 
@@ -161,7 +200,7 @@ extension SessionCore {
         var tags = [PrivacyTags.rendezvous(pairKey: k, owner: f.key, epoch: e)]
         if let nospam = f.stored.requestNospam { tags.append(PrivacyTags.request(publicKey: f.key, nospam: nospam, epoch: e)) }
         for tag in tags {
-            let nonce = nextTimestamp() & ~(1 << 63)
+            let nonce = nextTimestamp() & ~RendezvousAuth.registeredNonceBits
             var w = ByteWriter(capacity: RendezvousAuth.lookupLength)
             w.u8(PacketType.rendezvousLookup.rawValue)
             w.u8(revueProtocolVersion)

@@ -189,6 +189,17 @@ package final class SessionCore {
         var token: [UInt8]? = nil
         /// Our last 64 lookups: nonce (answers carry it with the top bit set), tag and friend id.
         var pendingLookups: [PendingLookup] = []
+        /// Our last 64 sealed registrations not answered yet: a sealed answer must name one of
+        /// them (so a captured answer cannot be replayed) and open under its MAC key.
+        var pendingRegistrations: [PendingRegistration] = []
+    }
+
+    /// One sealed registration at a node waiting for its answer.
+    struct PendingRegistration {
+        let timestamp: UInt64
+        let macKey: SecretKeyBytes
+        /// The registration key it was sent under (the relay token of its answer belongs to it).
+        let registrationKey: [UInt8]
     }
 
     /// One open lookup at a node.

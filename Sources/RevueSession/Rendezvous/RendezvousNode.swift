@@ -1,49 +1,120 @@
 // A rendezvous node: friends register where they are (the endpoint the node sees) and their
 // status, look up each other's endpoints, and relay Noise packets when no direct path works.
 // The node sees per-node registration keys, blinded tags and endpoints, never a long-term key or a
-// session key: relayed packets stay encrypted end to end. Run it with `revue-node --rendezvous`, or in process for tests. It also answers
-// STUN Binding requests (RFC 8489), so any STUN client can learn its public address from it.
+// session key: relayed packets stay encrypted end to end. Run it with `revue-node --rendezvous`,
+// or in process for tests. It also answers STUN Binding requests (RFC 8489), so any STUN client
+// can learn its public address from it.
 package import MediaCore
 
-/// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram,
-/// plus a sweep of expired entries once a second.
+/// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram
+/// (amortised), plus a sweep of expired entries once a second.
 ///
 /// Registrations are keyed by a registration key (random per node and run at the peer, not its
 /// long-term key) and carry, encrypted to the node, the tags (`PrivacyTags`) the peer is looked up
-/// by; lookups and relay sends name a tag. What a stranger can make it keep is bounded: at most
-/// `maxEntries` registrations, at most `maxEntriesPerPrefix` from one network (an IPv4 /24 or an
-/// IPv6 /56), at most `maxTagsPerEntry` tags per registration, `maxTagsPerPrefix` per network and `maxTags` in all, and
-/// `maxSources` per-source rate buckets. A
-/// registration must carry a cookie (a MAC of the sender's address the node sent there) before
-/// the node spends an X25519 on an unknown key, so spoofed sources cost it one BLAKE2b and an
-/// answer no larger than the question. Relaying needs the token handed to an accepted
-/// registration and is rate limited per registration.
+/// by; lookups and relay sends name a tag. What a stranger can make it keep is bounded (`Limits`):
+/// registrations and tags in all, per network at two widths (an IPv4 /24 or IPv6 /56, and an IPv4
+/// /16 or IPv6 /48), tags per registration, and the per-source rate buckets. Networks beyond
+/// their first few registrations (or tags) share only part of the capacity, the rest being kept
+/// for networks that hold few; when full, the node evicts from the heaviest network rather than
+/// refuse a lighter one. The caps apply when a registration moves to another network too.
+///
+/// A registration must carry a cookie (a MAC of the sender's address the node sent there)
+/// before the node spends an X25519 on an unknown key, so spoofed sources cost it one BLAKE2b and
+/// an unsealed answer (key and cookie) smaller than the question, sent at a per-source and a
+/// total rate. A registration that opens under its key with a growing timestamp is answered
+/// sealed to that key (acceptance, cookie, relay token), so nobody else can forge or replay the
+/// answer. Lookups are rate limited per registration and each nonce is answered once; relaying
+/// needs the token handed to an accepted registration and is rate limited per registration.
 ///
 /// STUN: a datagram whose first byte is 0-3 (RFC 7983) that parses as a Binding request (with a
 /// valid FINGERPRINT when it has one) gets a Binding success response with XOR-MAPPED-ADDRESS
 /// and FINGERPRINT (40 bytes for IPv4), but only when the request is at least as large as that
 /// answer: a client pads its request (a SOFTWARE or PADDING attribute of 12 bytes or more), so a
 /// spoofed source never gets back more bytes than were sent. Answers are rate limited globally
-/// and per source (an IPv4 address or an IPv6 /64) (`bindingRate`, `bindingRatePerSource`, at most `maxBindingSources` buckets).
+/// and per source (an IPv4 address or an IPv6 /64) (`bindingRate`, `bindingRatePerSource`, at
+/// most `maxBindingSources` buckets).
 @MainActor
 public final class RendezvousNode {
+    /// The caps and rates one node applies. The defaults are the type's constants (the production
+    /// values); tests of the mechanisms give smaller caps, in the same proportions, so a flood
+    /// that fills them stays short. Value type, fixed for a node's life.
+    package struct Limits: Sendable {
+        /// Registrations kept at most.
+        package var maxEntries = RendezvousNode.maxEntries
+        /// Registrations kept at most from one IPv4 /24 or IPv6 /56.
+        package var maxEntriesPerPrefix = RendezvousNode.maxEntriesPerPrefix
+        /// Registrations kept at most from one IPv4 /16 or IPv6 /48.
+        package var maxEntriesPerWidePrefix = RendezvousNode.maxEntriesPerWidePrefix
+        /// How many registrations a /16 or /48 holds before the rest count as bulk.
+        package var smallNetworkEntries = 16
+        /// Registrations bulk may never take: kept for networks that hold few.
+        package var reservedEntries = 16_384
+        /// Tags one registration may hold at most.
+        package var maxTagsPerEntry = RendezvousNode.maxTagsPerEntry
+        /// Tags held at most in all.
+        package var maxTags = RendezvousNode.maxTags
+        /// Tags held at most by the registrations of one IPv4 /24 or IPv6 /56.
+        package var maxTagsPerPrefix = RendezvousNode.maxTagsPerPrefix
+        /// Tags held at most by the registrations of one IPv4 /16 or IPv6 /48.
+        package var maxTagsPerWidePrefix = RendezvousNode.maxTagsPerWidePrefix
+        /// How many tags a /16 or /48 holds before the rest count as bulk.
+        package var smallNetworkTags = 1024
+        /// Tags bulk may never take: kept for networks that hold few.
+        package var reservedTags = 65_536
+        /// Lookups per second one registration may have answered.
+        package var lookupRate = 1024.0
+        /// Bucket size for `lookupRate`: lookups one registration may have answered at once.
+        package var lookupBurst = 2048.0
+        /// Unsealed registration answers (key and cookie) per second in total.
+        package var cookieAnswerRate = 2000.0
+        /// Bucket size for `cookieAnswerRate`.
+        package var cookieAnswerBurst = 4000.0
+        /// Unsealed registration answers per second to one source (IPv4 address or IPv6 /64).
+        package var cookieAnswerRatePerSource = 10.0
+        /// Bucket size for `cookieAnswerRatePerSource`.
+        package var cookieAnswerBurstPerSource = 20.0
+        /// Sources with an unsealed-answer bucket at most (more are refused until the sweep).
+        package var maxCookieAnswerSources = 4096
+
+        /// The production values.
+        package init() {}
+    }
+
     private struct Entry {
         var endpoint: SocketAddress
         var status: UInt8
         var lastSeen: MonotonicTime
+        /// The last timestamp that opened under `macKey`: a later one is needed, and each
+        /// sealed answer's nonce is made of one.
         var timestamp: UInt64
         let macKey: SecretKeyBytes
         var token: [UInt8]
-        var relayTokens: Double
-        var relayAt: MonotonicTime
-        /// Tags this registration is found by, and when each was last registered.
+        var relay: TokenBucket
+        var lookups: TokenBucket
+        /// The four highest lookup nonces answered: a nonce must be above the lowest and not
+        /// among them, so each is answered (and its answer sealed) once.
+        var lookupNonces: SIMD4<UInt64> = .zero
+        /// Tags this registration is found by, and when each was last registered; every one of
+        /// them has this registration as its owner (`tagOwners`).
         var tags: [[UInt8]: MonotonicTime] = [:]
+    }
+
+    /// What a registration is answered with.
+    private enum Answer {
+        /// It opened under its key with a growing timestamp (now spent): sealed to that key,
+        /// accepted or not.
+        case sealed(accepted: Bool, macKey: SecretKeyBytes)
+        /// It did not (no cookie yet, an unknown key over the rate, a bad seal, an old
+        /// timestamp), or nothing could hold its timestamp: the node key and a cookie, unsealed.
+        case unsealed
     }
 
     /// Nil for the fuzzing node, which only answers through `sendTap`.
     private let socket: (any DatagramPort)?
     /// The node's clock (the real one, or a test's simulated one).
     private let scheduler: any TaskScheduler
+    /// The caps and rates this node applies.
+    package let limits: Limits
     /// Sees every datagram the node sends (fuzzing and tests); nil in production.
     package var sendTap: (([UInt8], SocketAddress) -> Void)?
     /// Sees every datagram the node receives: what a curious operator sees on the wire (tests);
@@ -54,17 +125,23 @@ public final class RendezvousNode {
     package var openedTap: (([UInt8]) -> Void)?
     private let identity = KeyPair()
     private var entries: [[UInt8]: Entry] = [:]
-    /// Tag -> the registration key that registered it last.
+    /// Tag -> the registration key that holds it.
     private var tagOwners: [[UInt8]: [UInt8]] = [:]
-    /// Entries per network (`SocketAddress.prefixKey`: an IPv4 /24 or an IPv6 /56).
-    private var perPrefix: [UInt64: Int] = [:]
-    /// Tags held by the entries of each network (`prefixKey`).
-    private var tagsPerPrefix: [UInt64: Int] = [:]
-    /// Per source (`SocketAddress.sourceKey`: an IPv4 address or an IPv6 /64): tokens for X25519 work on unknown keys (rate `keyRate`).
-    private var sourceTokens: [UInt64: (tokens: Double, at: MonotonicTime)] = [:]
-    /// Binding answers: the global bucket and one per source (IPv4 address or IPv6 /64).
-    private var bindingTokens: (tokens: Double, at: MonotonicTime)
-    private var bindingSourceTokens: [UInt64: (tokens: Double, at: MonotonicTime)] = [:]
+    /// Registrations per network, narrow (`prefixKey`: IPv4 /24, IPv6 /56) and wide
+    /// (`widePrefixKey`: IPv4 /16, IPv6 /48).
+    private var entryLoad: NetworkLoad
+    private var entryWideLoad: NetworkLoad
+    /// Tags held by the registrations of each network, narrow and wide.
+    private var tagLoad: NetworkLoad
+    private var tagWideLoad: NetworkLoad
+    /// The registration keys of each wide network (what eviction picks from).
+    private var members: [UInt64: Set<[UInt8]>] = [:]
+    /// Per source (`SocketAddress.sourceKey`): tokens for X25519 work on unknown keys (`keyRate`).
+    private var sourceTokens: [UInt64: TokenBucket] = [:]
+    /// Binding answers, in total and per source.
+    private var binding: RateLimiter
+    /// Unsealed registration answers, in total and per source.
+    private var cookieAnswerLimiter: RateLimiter
     private var cookieSecret = Sodium.randomSecret(32)
     private var previousCookieSecret = Sodium.randomSecret(32)
     private var cookieSecretAt: MonotonicTime
@@ -75,18 +152,22 @@ public final class RendezvousNode {
     var heldSecrets: [SecretKeyBytes] { entries.values.map(\.macKey) + [cookieSecret, previousCookieSecret] }
 
     /// Registrations kept at most.
-    public static let maxEntries = 65_536
+    nonisolated public static let maxEntries = 65_536
     /// Tags one registration may hold at most.
-    public static let maxTagsPerEntry = 512
+    nonisolated public static let maxTagsPerEntry = 512
     /// Tags held at most in all.
-    public static let maxTags = 262_144
+    nonisolated public static let maxTags = 262_144
     /// Tags held at most by the registrations of one network (IPv4 /24, IPv6 /56).
-    public static let maxTagsPerPrefix = 16_384
+    nonisolated public static let maxTagsPerPrefix = 16_384
+    /// Tags held at most by the registrations of one wide network (IPv4 /16, IPv6 /48).
+    nonisolated public static let maxTagsPerWidePrefix = 32_768
     /// A tag moves to a registration from another IP address only after its holder has not
     /// registered it for this long (seconds; peers register every second).
     public static let tagTakeoverAge = 3.0
     /// Registrations kept at most from one network (IPv4 /24, IPv6 /56).
-    public static let maxEntriesPerPrefix = 256
+    nonisolated public static let maxEntriesPerPrefix = 256
+    /// Registrations kept at most from one wide network (IPv4 /16, IPv6 /48).
+    nonisolated public static let maxEntriesPerWidePrefix = 4096
     /// Source addresses with a rate bucket at most (more are refused until the next sweep).
     public static let maxSources = 65_536
     /// New keys one source address may have checked per second (each costs an X25519).
@@ -110,13 +191,23 @@ public final class RendezvousNode {
 
     /// Datagrams forwarded by the relay so far.
     public private(set) var relayedPackets = 0
-    /// Datagrams dropped as malformed, unauthenticated (relay token, lookup MAC) or from
-    /// unregistered senders.
+    /// Datagrams dropped as malformed, unauthenticated (relay token, lookup MAC), replayed
+    /// (a lookup nonce answered before) or from unregistered senders.
     public private(set) var droppedPackets = 0
     /// Registrations refused (no valid cookie yet, unknown node key, bad MAC, replayed timestamp).
     public private(set) var refusedRegistrations = 0
-    /// Registrations, relayed datagrams and key checks refused by a cap or a rate limit.
+    /// Registrations, tags, lookups, relayed datagrams and key checks refused by a cap or a rate
+    /// limit.
     public private(set) var refusedForLimits = 0
+    /// Unsealed registration answers (node key and cookie) sent so far.
+    public private(set) var cookieAnswers = 0
+    /// Registrations left unanswered because the per-source or total rate of unsealed answers
+    /// was reached (each is counted in `refusedRegistrations` or `refusedForLimits` too).
+    public private(set) var unansweredRegistrations = 0
+    /// Registrations evicted from the heaviest network to make room for a lighter one.
+    public private(set) var evictedEntries = 0
+    /// Tags evicted from the heaviest network to make room for a lighter one.
+    public private(set) var evictedTags = 0
     /// Binding requests answered so far.
     public private(set) var bindingAnswers = 0
     /// STUN datagrams dropped: not a Binding request, unparsable, a bad FINGERPRINT, or smaller
@@ -130,6 +221,12 @@ public final class RendezvousNode {
     public var entryCount: Int { entries.count }
     /// Tags currently held.
     public var tagCount: Int { tagOwners.count }
+    /// Registrations held from the network (IPv4 /24, IPv6 /56) of `address`. Main actor; O(1).
+    package func entries(inNetworkOf address: SocketAddress) -> Int { entryLoad[address.prefixKey] }
+    /// Registrations held from the wide network (IPv4 /16, IPv6 /48) of `address`. Main actor; O(1).
+    package func entries(inWideNetworkOf address: SocketAddress) -> Int { entryWideLoad[address.widePrefixKey] }
+    /// Tags held by the registrations of the wide network of `address`. Main actor; O(1).
+    package func tags(inWideNetworkOf address: SocketAddress) -> Int { tagWideLoad[address.widePrefixKey] }
     /// Everything the node holds about registrations, for tests that play a curious node: per
     /// registration key, its endpoint, status and tags. O(entries + tags).
     package var storedState: [(key: [UInt8], endpoint: SocketAddress, status: UInt8, tags: [[UInt8]])] {
@@ -148,13 +245,15 @@ public final class RendezvousNode {
         self.init(socket: try SessionSocket(host: host, port: port), scheduler: DispatchTaskScheduler.main)
     }
 
-    /// A node serving on `socket` (started here) on `scheduler`'s clock: tests run one on a
-    /// simulated network.
-    package init(socket s: any DatagramPort, scheduler: any TaskScheduler) {
+    /// A node serving on `socket` (started here) on `scheduler`'s clock, with `limits`: tests run
+    /// one on a simulated network.
+    package init(socket s: any DatagramPort, scheduler: any TaskScheduler, limits: Limits = Limits()) {
         socket = s
         self.scheduler = scheduler
+        self.limits = limits
         let start = scheduler.now
-        bindingTokens = (Self.bindingBurst, start)
+        (entryLoad, entryWideLoad, tagLoad, tagWideLoad) = Self.loads(limits)
+        (binding, cookieAnswerLimiter) = Self.limiters(limits, now: start)
         cookieSecretAt = start
         lastSweep = start
         s.start(screen: nil) { [weak self] bytes, from in
@@ -167,10 +266,33 @@ public final class RendezvousNode {
     package init(socketless: Void) {
         socket = nil
         scheduler = DispatchTaskScheduler.main
+        limits = Limits()
         let start = scheduler.now
-        bindingTokens = (Self.bindingBurst, start)
+        (entryLoad, entryWideLoad, tagLoad, tagWideLoad) = Self.loads(limits)
+        (binding, cookieAnswerLimiter) = Self.limiters(limits, now: start)
         cookieSecretAt = start
         lastSweep = start
+    }
+
+    /// Empty per-network counts for `limits`.
+    private static func loads(_ limits: Limits) -> (NetworkLoad, NetworkLoad, NetworkLoad, NetworkLoad) {
+        (
+            NetworkLoad(smallShare: limits.smallNetworkEntries), NetworkLoad(smallShare: limits.smallNetworkEntries),
+            NetworkLoad(smallShare: limits.smallNetworkTags), NetworkLoad(smallShare: limits.smallNetworkTags)
+        )
+    }
+
+    /// Full Binding and unsealed-answer buckets at `now`.
+    private static func limiters(_ limits: Limits, now: MonotonicTime) -> (RateLimiter, RateLimiter) {
+        (
+            RateLimiter(
+                rate: bindingRate, burst: bindingBurst, ratePerSource: bindingRatePerSource,
+                burstPerSource: bindingBurstPerSource, maxSources: maxBindingSources, now: now),
+            RateLimiter(
+                rate: limits.cookieAnswerRate, burst: limits.cookieAnswerBurst,
+                ratePerSource: limits.cookieAnswerRatePerSource, burstPerSource: limits.cookieAnswerBurstPerSource,
+                maxSources: limits.maxCookieAnswerSources, now: now)
+        )
     }
 
     /// Closes the socket.
@@ -185,8 +307,8 @@ public final class RendezvousNode {
         Sodium.keyedBlake2b(key: secret, HandshakeMACs.endpointBytes(a))
     }
 
-    /// Removes expired registrations and idle rate buckets; rotates the cookie secret every
-    /// two minutes. O(entries), at most once a second.
+    /// Removes expired registrations and tags and idle rate buckets; rotates the cookie secret
+    /// every two minutes. O(entries + tags), at most once a second.
     private func sweep(now: MonotonicTime) {
         guard now - lastSweep >= .seconds(1) else { return }
         lastSweep = now
@@ -196,33 +318,95 @@ public final class RendezvousNode {
             cookieSecretAt = now
         }
         let expiry = expiryDuration
-        let before = entries.count
-        entries = entries.filter { now - $0.value.lastSeen <= expiry }
-        sweptEntries += before - entries.count
-        if before != entries.count {
-            perPrefix = [:]
-            for e in entries.values { perPrefix[e.endpoint.prefixKey, default: 0] += 1 }
+        let expired = entries.filter { now - $0.value.lastSeen > expiry }.keys
+        for key in expired { removeEntry(key) }
+        sweptEntries += expired.count
+        // Tags not registered again within the expiry go.
+        for (key, e) in entries {
+            let stale = e.tags.filter { now - $0.value > expiry }.keys
+            for tag in stale { removeTag(tag, of: key) }
         }
-        // Tags not registered again within the expiry go, with their owners' index.
-        var owners: [[UInt8]: [UInt8]] = [:]
-        owners.reserveCapacity(tagOwners.count)
-        var counts: [UInt64: Int] = [:]
-        for (key, var e) in entries {
-            let kept = e.tags.filter { now - $0.value <= expiry && tagOwners[$0.key] == key }
-            if kept.count != e.tags.count {
-                e.tags = kept
-                entries[key] = e
-            }
-            for tag in kept.keys { owners[tag] = key }
-            if !kept.isEmpty { counts[e.endpoint.prefixKey, default: 0] += kept.count }
-        }
-        tagOwners = owners
-        tagsPerPrefix = counts
         sourceTokens = sourceTokens.filter { (now - $0.value.at).inSeconds < Self.keyBurst / Self.keyRate }
-        bindingSourceTokens = bindingSourceTokens.filter {
-            (now - $0.value.at).inSeconds < Self.bindingBurstPerSource / Self.bindingRatePerSource
+        binding.sweep(now: now)
+        cookieAnswerLimiter.sweep(now: now)
+    }
+
+    // MARK: Holding and releasing
+
+    /// Counts entry `key` at `endpoint` in (or, `sign` -1, out of) its networks.
+    private func load(_ key: [UInt8], at endpoint: SocketAddress, _ sign: Int) {
+        entryLoad.add(endpoint.prefixKey, sign)
+        entryWideLoad.add(endpoint.widePrefixKey, sign)
+        if sign > 0 {
+            members[endpoint.widePrefixKey, default: []].insert(key)
+        } else {
+            members[endpoint.widePrefixKey]?.remove(key)
+            if members[endpoint.widePrefixKey]?.isEmpty == true { members[endpoint.widePrefixKey] = nil }
         }
     }
+
+    /// Forgets entry `key` with its tags. O(its tags).
+    private func removeEntry(_ key: [UInt8]) {
+        guard let e = entries[key] else { return }
+        for tag in e.tags.keys { removeTag(tag, of: key) }
+        entries[key] = nil
+        load(key, at: e.endpoint, -1)
+    }
+
+    /// Takes `tag` from entry `key` (which holds it). O(1).
+    private func removeTag(_ tag: [UInt8], of key: [UInt8]) {
+        guard let endpoint = entries[key]?.endpoint, entries[key]?.tags.removeValue(forKey: tag) != nil else { return }
+        if tagOwners[tag] == key { tagOwners[tag] = nil }
+        tagLoad.add(endpoint.prefixKey, -1)
+        tagWideLoad.add(endpoint.widePrefixKey, -1)
+    }
+
+    /// Whether one more registration from `address`'s networks fits, evicting from the heaviest
+    /// wide network when the node (or the bulk share, for a network past its small share) is full
+    /// and that network holds more than `address`'s would. The registration asked about is not
+    /// counted anywhere yet. O(1) amortised.
+    private func admitsEntry(from address: SocketAddress) -> Bool {
+        let narrow = address.prefixKey, wide = address.widePrefixKey
+        guard entryLoad[narrow] < limits.maxEntriesPerPrefix, entryWideLoad[wide] < limits.maxEntriesPerWidePrefix else {
+            return false
+        }
+        let isBulk = entryWideLoad[wide] >= limits.smallNetworkEntries
+        while entryWideLoad.total >= limits.maxEntries
+            || (isBulk && entryWideLoad.bulk >= limits.maxEntries - limits.reservedEntries)
+        {
+            guard let heaviest = entryWideLoad.heaviest, entryWideLoad[heaviest] > entryWideLoad[wide] + 1,
+                let victim = members[heaviest]?.first
+            else { return false }
+            removeEntry(victim)
+            evictedEntries += 1
+        }
+        return true
+    }
+
+    /// Whether one more tag held from `address`'s networks fits (`adds`: it is not held by anyone
+    /// yet, so the total grows), evicting a tag of the heaviest wide network when the node (or the
+    /// bulk share) is full and that network holds more than `address`'s would. O(1) amortised,
+    /// plus a scan of the heaviest network's registrations for one with tags.
+    private func admitsTag(from address: SocketAddress, adds: Bool) -> Bool {
+        let narrow = address.prefixKey, wide = address.widePrefixKey
+        guard tagLoad[narrow] < limits.maxTagsPerPrefix, tagWideLoad[wide] < limits.maxTagsPerWidePrefix else {
+            return false
+        }
+        let isBulk = tagWideLoad[wide] >= limits.smallNetworkTags
+        while (adds && tagOwners.count >= limits.maxTags)
+            || (isBulk && tagWideLoad.bulk >= limits.maxTags - limits.reservedTags)
+        {
+            guard let heaviest = tagWideLoad.heaviest, tagWideLoad[heaviest] > tagWideLoad[wide] + 1,
+                let victim = members[heaviest]?.first(where: { entries[$0]?.tags.isEmpty == false }),
+                let tag = entries[victim]?.tags.keys.first
+            else { return false }
+            removeTag(tag, of: victim)
+            evictedTags += 1
+        }
+        return true
+    }
+
+    // MARK: Datagrams
 
     /// Answers a STUN Binding request (see the type's comment); anything else STUN-like is dropped
     /// and counted. One parse, one CRC-32 and at most one answer no larger than the request.
@@ -236,24 +420,10 @@ public final class RendezvousNode {
             bindingDropped += 1
             return
         }
-        bindingTokens.tokens = min(
-            Self.bindingBurst, bindingTokens.tokens + (now - bindingTokens.at).inSeconds * Self.bindingRate)
-        bindingTokens.at = now
-        guard bindingSourceTokens.count < Self.maxBindingSources || bindingSourceTokens[from.sourceKey] != nil else {
+        guard binding.take(from.sourceKey, now: now) else {
             refusedForLimits += 1
             return
         }
-        var bucket = bindingSourceTokens[from.sourceKey] ?? (Self.bindingBurstPerSource, now)
-        bucket.tokens = min(Self.bindingBurstPerSource, bucket.tokens + (now - bucket.at).inSeconds * Self.bindingRatePerSource)
-        bucket.at = now
-        guard bucket.tokens >= 1, bindingTokens.tokens >= 1 else {
-            bindingSourceTokens[from.sourceKey] = bucket
-            refusedForLimits += 1
-            return
-        }
-        bucket.tokens -= 1
-        bindingSourceTokens[from.sourceKey] = bucket
-        bindingTokens.tokens -= 1
         var answer = STUNMessage(method: .binding, class: .successResponse, transactionID: request.transactionID)
         answer.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, from)
         bindingAnswers += 1
@@ -275,7 +445,6 @@ public final class RendezvousNode {
         }
         let now = scheduler.now
         sweep(now: now)
-        let expiry = expiryDuration
         switch type {
         case .rendezvousRegister:
             guard bytes.count >= RendezvousAuth.registerLength,
@@ -283,180 +452,271 @@ public final class RendezvousNode {
                 (bytes.count - RendezvousAuth.registerLength) % 16 == 0, let key = r.take(32),
                 let timestamp = r.u64(), let cookie = r.take(16)
             else { droppedPackets += 1; return }
-            let accepted = register(bytes, key: key, timestamp: timestamp, cookie: cookie, from: from, now: now)
-            var w = ByteWriter(capacity: RendezvousAuth.registeredLength)
-            w.u8(PacketType.rendezvousRegistered.rawValue)
-            w.u8(revueProtocolVersion)
-            w.u8(accepted ? 1 : 0)
-            w.append(identity.publicKey)
-            w.append(self.cookie(for: from, secret: cookieSecret))
-            w.append(accepted ? entries[key]!.token : [UInt8](repeating: 0, count: 16))
-            send(w.bytes, to: from)
+            let answer = register(bytes, key: key, timestamp: timestamp, cookie: cookie, from: from, now: now)
+            sendAnswer(answer, key: key, timestamp: timestamp, to: from, now: now)
         case .rendezvousLookup:
-            guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let nonce = r.u64(), nonce >> 63 == 0,
-                let a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
-                let tag = Sodium.open(key: a.macKey, nonce: nonce, ad: Array(bytes[0..<42]), ciphertext: bytes[42...]),
-                tag.count == 16
-            else {
-                droppedPackets += 1
-                return
-            }
-            openedTap?(tag)
-            var p = ByteWriter(capacity: 39)
-            p.append(tag)
-            let found = tagOwners[tag].flatMap { entries[$0] }.flatMap { e in
-                now - e.lastSeen <= expiry && e.tags[tag].map { now - $0 <= expiry } == true ? e : nil
-            }
-            if let e = found {
-                p.u8(1)
-                p.u8(e.status)
-                p.u16(UInt16(min(65_535, (now - e.lastSeen).inSeconds)))
-                p.endpoint(e.endpoint)
-            } else {
-                p.u8(0); p.u8(0); p.u16(0)
-            }
-            var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength(found?.endpoint.family))
-            w.u8(PacketType.rendezvousLookupReply.rawValue)
-            w.u8(revueProtocolVersion)
-            w.u64(nonce | 1 << 63)
-            w.append(Sodium.seal(key: a.macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: p.bytes))
-            send(w.bytes, to: from)
+            lookup(bytes, reader: r, from: from, now: now)
         case .relaySend:
-            guard let source = r.take(32), let token = r.take(16), let target = r.take(16), let sourceTag = r.take(16),
-                r.remaining > 0,
-                var s = entries[source], s.endpoint == from, now - s.lastSeen <= expiry, Sodium.equal(s.token, token),
-                tagOwners[sourceTag] == source, s.tags[sourceTag] != nil,
-                let owner = tagOwners[target], let e = entries[owner], now - e.lastSeen <= expiry
-            else { droppedPackets += 1; return }
-            s.relayTokens = min(Self.relayBurst, s.relayTokens + (now - s.relayAt).inSeconds * Self.relayRate)
-            s.relayAt = now
-            guard s.relayTokens >= 1 else {
-                entries[source] = s
-                refusedForLimits += 1
-                return
-            }
-            s.relayTokens -= 1
-            entries[source] = s
-            var w = ByteWriter(capacity: bytes.count)
-            w.u8(PacketType.relayDeliver.rawValue)
-            w.u8(revueProtocolVersion)
-            w.append(sourceTag)
-            w.append(r.rest())
-            send(w.bytes, to: e.endpoint)
-            relayedPackets += 1
+            relay(bytes, reader: r, from: from, now: now)
         default:
             droppedPackets += 1
         }
     }
 
-    /// Checks and stores one registration; true when accepted. The tags it carries are added to
-    /// (or refresh) the registration's, within the caps; a tag another key holds moves to this one
-    /// when it comes from the holder's IP address or the holder stopped registering it
-    /// (`tagTakeoverAge`).
+    /// Sends a registration's answer (docs/session.md, 0x59): sealed under the registration's MAC
+    /// key with the spent timestamp as nonce, or unsealed within the per-source and total rate.
+    private func sendAnswer(_ answer: Answer, key: [UInt8], timestamp: UInt64, to: SocketAddress, now: MonotonicTime) {
+        let cookie = self.cookie(for: to, secret: cookieSecret)
+        var w = ByteWriter(capacity: RendezvousAuth.registeredLength)
+        w.u8(PacketType.rendezvousRegistered.rawValue)
+        w.u8(revueProtocolVersion)
+        switch answer {
+        case .sealed(let accepted, let macKey):
+            let nonce = timestamp | RendezvousAuth.registeredNonceBits
+            w.u8(RendezvousAuth.registeredSealed)
+            w.u64(nonce)
+            var plain = ByteWriter(capacity: 33)
+            plain.u8(accepted ? 1 : 0)
+            plain.append(cookie)
+            plain.append(accepted ? entries[key]?.token ?? [UInt8](repeating: 0, count: 16) : [UInt8](repeating: 0, count: 16))
+            w.append(Sodium.seal(key: macKey, nonce: nonce, ad: w.bytes, plaintext: plain.bytes))
+        case .unsealed:
+            guard cookieAnswerLimiter.take(to.sourceKey, now: now) else {
+                unansweredRegistrations += 1
+                return
+            }
+            cookieAnswers += 1
+            w.u8(RendezvousAuth.registeredUnsealed)
+            w.append(identity.publicKey)
+            w.append(cookie)
+        }
+        send(w.bytes, to: to)
+    }
+
+    /// Checks and stores one registration; what to answer. A key the node holds costs one AEAD
+    /// open whatever the cookie (so a peer that moved gets a sealed cookie for its new endpoint);
+    /// an unknown key needs the cookie, then an X25519 within the source's rate. The tags it carries
+    /// are added to (or refresh) the registration's, within the caps; a tag another key holds
+    /// moves to this one when it comes from the holder's IP address or the holder stopped
+    /// registering it (`tagTakeoverAge`).
     private func register(
         _ bytes: [UInt8], key: [UInt8], timestamp: UInt64, cookie: [UInt8], from: SocketAddress, now: MonotonicTime
-    ) -> Bool {
-        // The cookie first (one BLAKE2b): a spoofed source never saw it.
-        guard
+    ) -> Answer {
+        // The cookie (one BLAKE2b): a spoofed source never saw it.
+        let cookieValid =
             Sodium.equal(cookie, self.cookie(for: from, secret: cookieSecret))
-                || Sodium.equal(cookie, self.cookie(for: from, secret: previousCookieSecret))
-        else {
+            || Sodium.equal(cookie, self.cookie(for: from, secret: previousCookieSecret))
+        // Timestamps at or above 2^62 would make the nonce of a sealed answer ambiguous.
+        guard timestamp >> 62 == 0 else {
             refusedRegistrations += 1
-            return false
-        }
-        let macKey: SecretKeyBytes
-        if let e = entries[key] {
-            macKey = e.macKey
-        } else {
-            guard sourceTokens.count < Self.maxSources || sourceTokens[from.sourceKey] != nil else {
-                refusedForLimits += 1
-                return false
-            }
-            var bucket = sourceTokens[from.sourceKey] ?? (Self.keyBurst, now)
-            bucket.tokens = min(Self.keyBurst, bucket.tokens + (now - bucket.at).inSeconds * Self.keyRate)
-            bucket.at = now
-            guard bucket.tokens >= 1 else {
-                sourceTokens[from.sourceKey] = bucket
-                refusedForLimits += 1
-                return false
-            }
-            bucket.tokens -= 1
-            sourceTokens[from.sourceKey] = bucket
-            keyAgreements += 1
-            guard let k = RendezvousAuth.heldKey(secret: identity.secret, peerPublic: key) else {
-                refusedRegistrations += 1
-                return false
-            }
-            macKey = k
+            return .unsealed
         }
         let header = Array(bytes[0..<RendezvousAuth.registerHeaderLength])
-        guard
-            let plain = Sodium.open(
-                key: macKey, nonce: timestamp, ad: header, ciphertext: bytes[RendezvousAuth.registerHeaderLength...]),
-            let status = plain.first, (plain.count - 1) % 16 == 0,
-            timestamp > entries[key]?.timestamp ?? 0
+        let sealed = bytes[RendezvousAuth.registerHeaderLength...]
+        if var e = entries[key] {
+            guard timestamp > e.timestamp,
+                let plain = Sodium.open(key: e.macKey, nonce: timestamp, ad: header, ciphertext: sealed),
+                let status = plain.first, (plain.count - 1) % 16 == 0
+            else {
+                refusedRegistrations += 1
+                return .unsealed
+            }
+            openedTap?(plain)
+            // Spent: the answer's nonce is made of it, so it is never answered again.
+            e.timestamp = timestamp
+            guard cookieValid else {
+                entries[key] = e
+                refusedRegistrations += 1
+                return .sealed(accepted: false, macKey: e.macKey)
+            }
+            if e.endpoint != from {
+                guard move(key, &e, to: from) else {
+                    entries[key] = e
+                    refusedForLimits += 1
+                    return .sealed(accepted: false, macKey: e.macKey)
+                }
+            }
+            e.status = status
+            e.lastSeen = now
+            addTags(plain, to: &e, key: key, from: from, now: now)
+            entries[key] = e
+            return .sealed(accepted: true, macKey: e.macKey)
+        }
+        guard cookieValid else {
+            refusedRegistrations += 1
+            return .unsealed
+        }
+        guard sourceTokens.count < Self.maxSources || sourceTokens[from.sourceKey] != nil else {
+            refusedForLimits += 1
+            return .unsealed
+        }
+        var bucket = sourceTokens[from.sourceKey] ?? TokenBucket(burst: Self.keyBurst, now: now)
+        let allowed = bucket.take(now: now, rate: Self.keyRate, burst: Self.keyBurst)
+        sourceTokens[from.sourceKey] = bucket
+        guard allowed else {
+            refusedForLimits += 1
+            return .unsealed
+        }
+        keyAgreements += 1
+        guard let macKey = RendezvousAuth.heldKey(secret: identity.secret, peerPublic: key),
+            let plain = Sodium.open(key: macKey, nonce: timestamp, ad: header, ciphertext: sealed),
+            let status = plain.first, (plain.count - 1) % 16 == 0
         else {
             refusedRegistrations += 1
-            return false
+            return .unsealed
         }
         openedTap?(plain)
-        var e: Entry
-        if let old = entries[key] {
-            e = old
-            if e.endpoint != from {
-                perPrefix[e.endpoint.prefixKey, default: 1] -= 1
-                perPrefix[from.prefixKey, default: 0] += 1
-                tagsPerPrefix[e.endpoint.prefixKey, default: e.tags.count] -= e.tags.count
-                tagsPerPrefix[from.prefixKey, default: 0] += e.tags.count
-                e.endpoint = from
-                e.token = RandomBytes.bytes(16)
-            }
-        } else {
-            guard entries.count < Self.maxEntries, perPrefix[from.prefixKey, default: 0] < Self.maxEntriesPerPrefix else {
-                refusedForLimits += 1
+        // Refused here, nothing holds its timestamp: the answer stays unsealed.
+        guard admitsEntry(from: from) else {
+            refusedForLimits += 1
+            return .unsealed
+        }
+        var e = Entry(
+            endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
+            token: RandomBytes.bytes(16), relay: TokenBucket(burst: Self.relayBurst, now: now),
+            lookups: TokenBucket(burst: limits.lookupBurst, now: now))
+        entries[key] = e
+        load(key, at: from, 1)
+        addTags(plain, to: &e, key: key, from: from, now: now)
+        entries[key] = e
+        return .sealed(accepted: true, macKey: macKey)
+    }
+
+    /// Moves entry `key` (held as `e`) to `to`, with a new relay token, when `to`'s networks
+    /// admit it as they would a new registration (evicting from the heaviest when full); a move
+    /// to another network releases its tags, which the registration that moved it carries again
+    /// (through the tag caps of the new network). False, and nothing changed, when refused.
+    private func move(_ key: [UInt8], _ e: inout Entry, to: SocketAddress) -> Bool {
+        let old = e.endpoint
+        if old.prefixKey != to.prefixKey || old.widePrefixKey != to.widePrefixKey {
+            load(key, at: old, -1)
+            guard admitsEntry(from: to) else {
+                load(key, at: old, 1)
                 return false
             }
-            perPrefix[from.prefixKey, default: 0] += 1
-            e = Entry(
-                endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
-                token: RandomBytes.bytes(16), relayTokens: Self.relayBurst, relayAt: now)
+            entries[key] = e
+            for tag in e.tags.keys { removeTag(tag, of: key) }
+            e.tags = [:]
+            load(key, at: to, 1)
         }
-        e.status = status
-        e.lastSeen = now
-        e.timestamp = timestamp
+        e.endpoint = to
+        e.token = RandomBytes.bytes(16)
+        return true
+    }
+
+    /// Adds the tags of an opened registration (`plain`: status, then tags) to entry `key`
+    /// (`e`, at `from`), or refreshes them, within the caps.
+    private func addTags(_ plain: [UInt8], to e: inout Entry, key: [UInt8], from: SocketAddress, now: MonotonicTime) {
         var i = 1
         while i + 16 <= plain.count {
             let tag = Array(plain[i..<(i + 16)])
             i += 16
-            if e.tags[tag] == nil {
-                guard e.tags.count < Self.maxTagsPerEntry, tagOwners[tag] != nil || tagOwners.count < Self.maxTags,
-                    tagsPerPrefix[from.prefixKey, default: 0] < Self.maxTagsPerPrefix
+            if e.tags[tag] != nil {
+                e.tags[tag] = now
+                continue
+            }
+            guard e.tags.count < limits.maxTagsPerEntry else {
+                refusedForLimits += 1
+                continue
+            }
+            let owner = tagOwners[tag]
+            if let owner, owner != key, let held = entries[owner] {
+                // Someone who saw a tag (on path, in a relay send) cannot take it over: it
+                // moves only to the holder's address (a restart, a new registration key) or
+                // once the holder stopped registering it.
+                guard
+                    held.endpoint.addressBytes == from.addressBytes
+                        || now.since(held.tags[tag]) > .seconds(Self.tagTakeoverAge)
                 else {
                     refusedForLimits += 1
                     continue
                 }
-                if let owner = tagOwners[tag], owner != key, let held = entries[owner] {
-                    // Someone who saw a tag (on path, in a relay send) cannot take it over: it
-                    // moves only to the holder's address (a restart, a new registration key) or
-                    // once the holder stopped registering it.
-                    guard
-                        held.endpoint.addressBytes == from.addressBytes
-                            || now.since(held.tags[tag]) > .seconds(Self.tagTakeoverAge)
-                    else {
-                        refusedForLimits += 1
-                        continue
-                    }
-                    if held.tags[tag] != nil {
-                        entries[owner]?.tags[tag] = nil
-                        tagsPerPrefix[held.endpoint.prefixKey, default: 1] -= 1
-                    }
-                }
-                tagsPerPrefix[from.prefixKey, default: 0] += 1
             }
+            guard admitsTag(from: from, adds: tagOwners[tag] == nil) else {
+                refusedForLimits += 1
+                continue
+            }
+            if let holder = tagOwners[tag] { removeTag(tag, of: holder) }
             tagOwners[tag] = key
             e.tags[tag] = now
+            tagLoad.add(from.prefixKey, 1)
+            tagWideLoad.add(from.widePrefixKey, 1)
         }
-        entries[key] = e
-        return true
+    }
+
+    /// Answers a lookup from a registered endpoint (docs/session.md, 0x5A/0x5B): sealed under the
+    /// asker's key with its nonce plus 2^63, each nonce once, within `Limits.lookupRate`.
+    private func lookup(_ bytes: [UInt8], reader: ByteReader, from: SocketAddress, now: MonotonicTime) {
+        var r = reader
+        let expiry = expiryDuration
+        guard bytes.count == RendezvousAuth.lookupLength, let asker = r.take(32), let nonce = r.u64(), nonce >> 62 == 0,
+            var a = entries[asker], a.endpoint == from, now - a.lastSeen <= expiry,
+            let tag = Sodium.open(key: a.macKey, nonce: nonce, ad: Array(bytes[0..<42]), ciphertext: bytes[42...]),
+            tag.count == 16
+        else {
+            droppedPackets += 1
+            return
+        }
+        // A nonce answered before (a replay) is not answered again: that would seal twice under it.
+        guard nonce > a.lookupNonces.min(), !any(a.lookupNonces .== SIMD4(repeating: nonce)) else {
+            droppedPackets += 1
+            return
+        }
+        for i in a.lookupNonces.indices where a.lookupNonces[i] == a.lookupNonces.min() {
+            a.lookupNonces[i] = nonce
+            break
+        }
+        let allowed = a.lookups.take(now: now, rate: limits.lookupRate, burst: limits.lookupBurst)
+        entries[asker] = a
+        guard allowed else {
+            refusedForLimits += 1
+            return
+        }
+        openedTap?(tag)
+        var p = ByteWriter(capacity: 39)
+        p.append(tag)
+        let found = tagOwners[tag].flatMap { entries[$0] }.flatMap { e in
+            now - e.lastSeen <= expiry && e.tags[tag].map { now - $0 <= expiry } == true ? e : nil
+        }
+        if let e = found {
+            p.u8(1)
+            p.u8(e.status)
+            p.u16(UInt16(min(65_535, (now - e.lastSeen).inSeconds)))
+            p.endpoint(e.endpoint)
+        } else {
+            p.u8(0); p.u8(0); p.u16(0)
+        }
+        var w = ByteWriter(capacity: RendezvousAuth.lookupReplyLength(found?.endpoint.family))
+        w.u8(PacketType.rendezvousLookupReply.rawValue)
+        w.u8(revueProtocolVersion)
+        w.u64(nonce | 1 << 63)
+        w.append(Sodium.seal(key: a.macKey, nonce: nonce | 1 << 63, ad: w.bytes, plaintext: p.bytes))
+        send(w.bytes, to: from)
+    }
+
+    /// Forwards a relay send from a registered endpoint with its token and a source tag it holds
+    /// to the target tag's holder, within `relayRate`.
+    private func relay(_ bytes: [UInt8], reader: ByteReader, from: SocketAddress, now: MonotonicTime) {
+        var r = reader
+        let expiry = expiryDuration
+        guard let source = r.take(32), let token = r.take(16), let target = r.take(16), let sourceTag = r.take(16),
+            r.remaining > 0,
+            var s = entries[source], s.endpoint == from, now - s.lastSeen <= expiry, Sodium.equal(s.token, token),
+            tagOwners[sourceTag] == source, s.tags[sourceTag] != nil,
+            let owner = tagOwners[target], let e = entries[owner], now - e.lastSeen <= expiry
+        else { droppedPackets += 1; return }
+        let allowed = s.relay.take(now: now, rate: Self.relayRate, burst: Self.relayBurst)
+        entries[source] = s
+        guard allowed else {
+            refusedForLimits += 1
+            return
+        }
+        var w = ByteWriter(capacity: bytes.count)
+        w.u8(PacketType.relayDeliver.rawValue)
+        w.u8(revueProtocolVersion)
+        w.append(sourceTag)
+        w.append(r.rest())
+        send(w.bytes, to: e.endpoint)
+        relayedPackets += 1
     }
 }

@@ -41,6 +41,14 @@ extension SocketAddress {
         return addressBytes.prefix(7).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
+    /// The key the wider per-network caps count this address under: the IPv4 /16, or the IPv6
+    /// /48 (what one organisation or provider customer is typically given). IPv4 keys have 0xFE in
+    /// the top byte; IPv6 keys have 0 in the top two bytes.
+    var widePrefixKey: UInt64 {
+        if let v4 = ipv4Address { return 0xFE << 56 | UInt64(v4 >> 16) }
+        return addressBytes.prefix(6).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
     /// A multicast or limited-broadcast address (224.0.0.0/4, 255.255.255.255, ff00::/8): never a
     /// source to answer from.
     var isMulticastOrBroadcast: Bool {

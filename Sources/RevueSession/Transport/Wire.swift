@@ -26,18 +26,26 @@ package enum PacketType: UInt8 {
     /// To a rendezvous node: [type][version][registration key 32][timestamp u64][cookie 16]
     /// [AEAD(status u8, tag 16 x n)], n <= `RendezvousAuth.maxTagsPerRegistration`; AEAD key =
     /// `RendezvousAuth.key` of the per-node registration key pair and the node's key, nonce = the
-    /// timestamp, AD = the 58 bytes before; cookie = the last one the node gave this endpoint.
+    /// timestamp (below 2^62, growing), AD = the 58 bytes before; cookie = the last one the node
+    /// gave this endpoint.
     /// Before the node's key is known: an empty AEAD of 16 zero bytes (asks for key and cookie).
     /// The registration key is random per node and run, never the long-term key; the tags are
     /// `PrivacyTags.rendezvous` for each friend and `PrivacyTags.request` for ourselves.
     case rendezvousRegister = 0x58
-    /// From a rendezvous node: [type][version][accepted u8][node key 32][cookie 16]
-    /// [relay token 16] (token zeros unless accepted). It does not echo the sender's endpoint: a
-    /// STUN Binding request to the node tells that, and an IPv6 endpoint would make the answer
-    /// larger than the smallest registration.
+    /// From a rendezvous node, in one of two forms (the third byte tells which):
+    /// - sealed, to a registration that opened under its key with a growing timestamp:
+    ///   [type][version][1][nonce u64 = the timestamp + 3 x 2^62][AEAD(accepted u8, cookie 16,
+    ///   relay token 16)] (token zeros unless accepted), key = the registration's MAC key, AD =
+    ///   the 11 bytes before (`RendezvousAuth.registeredLength`);
+    /// - unsealed, to anything else (first contact, no cookie yet, an unknown key):
+    ///   [type][version][0][node key 32][cookie 16] (`RendezvousAuth.registeredUnsealedLength`):
+    ///   never an acceptance or a token, and believed only while the node has not accepted us lately.
+    /// Neither echoes the sender's endpoint: a STUN Binding request to the node tells that, and an
+    /// IPv6 endpoint would make the answer larger than the smallest registration.
     case rendezvousRegistered = 0x59
     /// To a rendezvous node: [type][version][registration key 32][nonce u64][AEAD(tag 16)], key =
-    /// the registration key, AD = the 42 bytes before, nonce < 2^63 never reused (a clock).
+    /// the registration key, AD = the 42 bytes before, nonce < 2^62 never reused (a clock; the
+    /// node answers each nonce once and only one above the lowest of the last four it answered).
     case rendezvousLookup = 0x5A
     /// From a rendezvous node: [type][version][nonce u64 = the lookup's + 2^63][AEAD([tag 16]
     /// [found u8][status u8][age s u16][endpoint 7|19, only when found is 1])], key = the asker's
@@ -176,10 +184,12 @@ package struct ByteReader {
     }
 }
 
-/// Authentication of rendezvous registrations: only the holder of a static key can register an
-/// endpoint for it. The MAC key comes from X25519 between the peer's static key and the node's
-/// (which the node sends in every reply), so an off-path sender cannot move someone's endpoint, and
-/// the increasing timestamp stops a captured registration from being replayed from elsewhere.
+/// Authentication of rendezvous registrations and their answers: only the holder of a static key
+/// can register an endpoint for it, and only the node can answer it. The MAC key comes from X25519
+/// between the peer's registration key and the node's static key (which the node sends in its
+/// unsealed answers), so an off-path sender cannot move someone's endpoint or hand a peer a relay
+/// token or cookie, and the increasing timestamp stops a captured registration (or its sealed
+/// answer) from being replayed. Pure functions and constants, any thread.
 package enum RendezvousAuth {
     /// A registration without tags (the smallest; the first, before the node's key is known).
     package static let registerLength = 1 + 1 + 32 + 8 + 16 + 1 + 16
@@ -189,8 +199,19 @@ package enum RendezvousAuth {
     package static let maxTagsPerRegistration = 32
     /// An endpoint on the wire (`ByteWriter.endpoint`): family byte, address, port.
     package static func endpointLength(_ family: SocketAddress.Family) -> Int { family == .ipv4 ? 1 + 4 + 2 : 1 + 16 + 2 }
-    /// A registration answer (67 bytes, less than the smallest registration).
-    package static let registeredLength = 1 + 1 + 1 + 32 + 16 + 16
+    /// The form byte of a sealed registration answer.
+    package static let registeredSealed: UInt8 = 1
+    /// The form byte of an unsealed registration answer (node key and cookie).
+    package static let registeredUnsealed: UInt8 = 0
+    /// A sealed registration answer (60 bytes, less than the smallest registration).
+    package static let registeredLength = 1 + 1 + 1 + 8 + (1 + 16 + 16) + 16
+    /// An unsealed registration answer (51 bytes, less than the smallest registration).
+    package static let registeredUnsealedLength = 1 + 1 + 1 + 32 + 16
+    /// The bits a sealed registration answer sets in the registration's timestamp to make its
+    /// nonce: apart from the registration's own (top bits clear) and from lookup answers' (top
+    /// bit set, the next clear), so no nonce seals two messages under one key.
+    package static let registeredNonceBits: UInt64 = 3 << 62
+    /// A lookup (74 bytes).
     package static let lookupLength = 1 + 1 + 32 + 8 + 16 + 16
     /// A lookup answer: without an endpoint (not found, 46 bytes), or with one of `family` (53 or
     /// 65 bytes), always smaller than the 74-byte lookup.
@@ -202,6 +223,8 @@ package enum RendezvousAuth {
     /// The relay deliver header before the inner datagram.
     package static let relayDeliverHeaderLength = 1 + 1 + 16
 
+    /// The MAC key of a registration key pair and a node (either side's secret, the other's
+    /// public key); nil for an invalid (small-order) key. One X25519 and one BLAKE2b.
     package static func key(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
         guard var shared = Sodium.x25519(secret: secret, peerPublic: peerPublic) else { return nil }
         defer { Sodium.wipe(&shared) }
