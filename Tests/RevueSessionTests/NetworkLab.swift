@@ -26,6 +26,11 @@
 //   it, a peer's early hole-punching packet would leave a conntrack entry in the NAT for the
 //   NAT itself, and the home's own packet to that peer, a moment later, would then be mapped to
 //   another port.
+// - NAT `.addressRestricted`: `.cone`'s masquerade, and a set of the addresses the home sent to
+//   (2 minutes each): a new inbound flow from one of them, whatever its source port, is DNATed to
+//   the home at the port it came to (the masquerade kept the home's port), ahead of the drop of
+//   new flows. An address-restricted cone, which a symmetric NAT's new port per destination can
+//   reach directly.
 // - NAT `.symmetric`: `masquerade random`: each new destination gets its own randomly chosen
 //   source port (a conntrack entry per flow), which is what makes it symmetric. `probeMapping`
 //   checks it on the running lab (`NetworkLabSelfTests`): one socket sending to three ports was
@@ -36,6 +41,12 @@
 // - `sameLAN`: home 2 sits on home 1's LAN (10.0.1.3), behind home 1's NAT. The LAN is a set of
 //   macvlans in bridge mode on one veth in <p>n1 (this kernel lets no bridge or dummy device be
 //   made in a namespace; macvlan works).
+// - `lanIsolation` (with `sameLAN`): each home drops the other's LAN address, as an access
+//   point's client isolation does, and takes its ephemeral ports from its own range (home 1
+//   20000-29999, home 2 30000-39999). `hairpin` then makes the NAT loop a home's datagram to the
+//   NAT's public address back to the home whose range the port is in (DNAT by port range, SNAT
+//   to the public address), so the homes reach each other at their server-reflexive addresses;
+//   without it such a datagram ends at the NAT.
 // - `ipv6Only`: homes and their links get only IPv6, routed without NAT: home n has
 //   2001:db8:<n>::2/64, NAT n's wan 2001:db8:a<n>::2/64, the services 2001:db8:ff::1.
 // - `dualStackHomes`: those homes get IPv6 beside their NATed IPv4: 2001:db8:<n>::2/64, routed
@@ -151,6 +162,10 @@ final class NetworkLab: @unchecked Sendable {
         case none
         /// `masquerade`: a port-restricted cone with port preservation.
         case cone
+        /// `.cone`, but filtering by address only: a new flow in from an address the home sent
+        /// to in the last 2 minutes, from any port, is let in to the home (address-restricted
+        /// cone).
+        case addressRestricted
         /// `masquerade random`: a new public port per destination.
         case symmetric
     }
@@ -178,6 +193,14 @@ final class NetworkLab: @unchecked Sendable {
         /// The NATs' public addresses and the services on one Ethernet segment (203.0.113.0/24)
         /// instead of routed links into the internet namespace (IPv4 only; not with `sameLAN`).
         var flatSegment = false
+        /// With `sameLAN`: the two homes cannot reach each other on the LAN (each drops the
+        /// other's address, as a Wi-Fi access point's client isolation does); each home's
+        /// ephemeral ports come from its own range (home 1 20000-29999, home 2 30000-39999).
+        var lanIsolation = false
+        /// With `sameLAN` and a `.cone` NAT: the NAT hairpins, i.e. a home's datagram to the NAT's
+        /// public address comes back to the home whose port it names (by the port ranges above),
+        /// with the NAT's public address and the sender's port as its source.
+        var hairpin = false
         /// The internet namespace has a default route (to the sink, see the notes at the top).
         /// Without it, as on a flat segment with nothing beyond, a datagram coturn sends to an
         /// address outside the lab's links fails with "network unreachable".
@@ -433,8 +456,57 @@ final class NetworkLab: @unchecked Sendable {
                 ip netns exec \(n) nft add rule inet labfw transit iifname wan ct state new counter drop
 
                 """
+            if kind == .addressRestricted {
+                // Remember every address the home sends to (for 2 minutes); a new flow in from one
+                // of them goes to the home at the port it arrived at (the home's own port, which
+                // the masquerade kept), ahead of the drop of new flows.
+                s += """
+                    ip netns exec \(n) nft add set ip labnat contacted '{ type ipv4_addr; flags dynamic,timeout; timeout 2m; }'
+                    ip netns exec \(n) nft add chain ip labnat seen '{ type filter hook forward priority filter; policy accept; }'
+                    ip netns exec \(n) nft add rule ip labnat seen oifname wan update @contacted '{ ip daddr }'
+                    ip netns exec \(n) nft add chain ip labnat pre '{ type nat hook prerouting priority dstnat; policy accept; }'
+                    ip netns exec \(n) nft add rule ip labnat pre iifname wan ip saddr @contacted meta l4proto udp dnat to \(homeAddress(site))
+                    ip netns exec \(n) nft insert rule inet labfw transit iifname wan ct status dnat counter accept
+
+                    """
+            }
         }
+        if options.sameLAN && (options.lanIsolation || options.hairpin) { s += sharedLANScript() }
         return s.isEmpty ? "true" : s
+    }
+
+    /// The ephemeral port range of home `n` on a shared LAN with `lanIsolation` or `hairpin`.
+    private func portRange(_ n: Int) -> ClosedRange<Int> { n == 1 ? 20_000...29_999 : 30_000...39_999 }
+
+    /// `lanIsolation` and `hairpin` on a shared LAN (see `Options`).
+    private func sharedLANScript() -> String {
+        var s = ""
+        for h in [1, 2] {
+            let hn = home(h), r = portRange(h)
+            s += "ip netns exec \(hn) sysctl -qw net.ipv4.ip_local_port_range='\(r.lowerBound) \(r.upperBound)'\n"
+            if options.lanIsolation {
+                let other = homeAddress(3 - h)
+                s += """
+                    ip netns exec \(hn) nft add table inet labiso
+                    ip netns exec \(hn) nft add chain inet labiso in '{ type filter hook input priority 0; policy accept; }'
+                    ip netns exec \(hn) nft add chain inet labiso out '{ type filter hook output priority 0; policy accept; }'
+                    ip netns exec \(hn) nft add rule inet labiso in ip saddr \(other) counter drop
+                    ip netns exec \(hn) nft add rule inet labiso out ip daddr \(other) counter drop
+
+                    """
+            }
+        }
+        if options.hairpin {
+            let n = prefix + "n1", wan = wanAddress(1)
+            s += """
+                ip netns exec \(n) nft add chain ip labnat hairpin '{ type nat hook prerouting priority dstnat; policy accept; }'
+                ip netns exec \(n) nft add rule ip labnat hairpin iifname lan ip daddr \(wan) udp dport \(portRange(1).lowerBound)-\(portRange(1).upperBound) dnat to \(homeAddress(1))
+                ip netns exec \(n) nft add rule ip labnat hairpin iifname lan ip daddr \(wan) udp dport \(portRange(2).lowerBound)-\(portRange(2).upperBound) dnat to \(homeAddress(2))
+                ip netns exec \(n) nft add rule ip labnat post iifname lan oifname lan ct status dnat snat to \(wan)
+
+                """
+        }
+        return s
     }
 
     /// Counters in the internet namespace: coturn's relay ports (both directions), its

@@ -4,26 +4,29 @@ import Testing
 
 @testable import RevueSession
 
-/// Calls that must go through coturn (or find a direct pair) across the network lab's NAT kinds
-/// and layouts: the NATs' public addresses routed into the internet namespace, or on one flat
-/// segment with the services. Each case carries a few seconds of media both ways, asserts it from
-/// the peers' media-stats (frames decoded each way) and prints the selected pair of both legs.
-/// Root only.
+/// Calls across the network lab's NAT kinds and layouts that need coturn, or a direct pair only
+/// some NATs allow: the NATs' public addresses routed into the internet namespace or on one flat
+/// segment with the services (whose namespace then has no default route, so coturn cannot send
+/// to an address outside the lab), TURN over UDP and TCP, over IPv6, port- and
+/// address-restricted cones, NATs that hairpin and NATs that do not. Each case carries a few
+/// seconds of media both ways, asserts the frames decoded each way from the peers' media-stats,
+/// and prints them with both legs' selected pairs. Root only.
 @Suite(
     .enabled(
         if: networkLabHasTURN,
         "needs root, ip, nft, coturn's turnserver and a built revue-node: the network lab relay cases are skipped"))
 struct NetworkLabRelayTests {
-    /// Builds a lab with `options`, befriends two peers (home 1 and home 2, given the lab's coturn
-    /// as STUN and TURN server, TURN over TCP when `tcp`), calls, feeds `seconds` of media both
-    /// ways, prints the frames and the selected pairs under `label`, and returns them.
-    @discardableResult
+    /// Builds a lab with `options`, runs `prepare` on it, befriends two peers (home 1 and home 2,
+    /// given the lab's coturn as STUN and TURN server, TURN over TCP when `tcp`, plus
+    /// `arguments`), calls, feeds `seconds` of media both ways, prints the frames and the selected
+    /// pairs under `label`, expects media both ways, then runs `check` on the call.
     func relayCall(
-        _ label: String, _ options: NetworkLab.Options, tcp: Bool = false, seconds: Double = 3,
-        arguments: [String] = []
-    ) async throws -> (aPath: [String: Any], bPath: [String: Any]) {
+        _ label: String, _ options: NetworkLab.Options, tcp: Bool = false, seconds: Double = 3, arguments: [String] = [],
+        prepare: (NetworkLab) throws -> Void = { _ in }, check: (LabCall) async throws -> Void = { _ in }
+    ) async throws {
         let lab = try await NetworkLab(options)
         defer { lab.teardown() }
+        try prepare(lab)
         let call = try LabCall(lab, arguments: arguments + LabCall.iceArguments(lab, tcp: tcp))
         defer { call.stop() }
         try await call.befriend()
@@ -31,26 +34,118 @@ struct NetworkLabRelayTests {
         let failures = await call.mediaBothWays(seconds: seconds)
         let pa = await call.mediaPath(call.a, about: call.bId) ?? [:]
         let pb = await call.mediaPath(call.b, about: call.aId) ?? [:]
+        let j = call.judged
         print(
-            "\(label): a decoded \(call.judged.aFromB) of \(call.judged.fedByB) frames from b, b \(call.judged.bFromA) of \(call.judged.fedByA) from a; "
+            "\(label): a decoded \(j.aFromB) of \(j.fedByB) frames from b, b \(j.bFromA) of \(j.fedByA) from a; "
                 + "a's pair \(pa["local"] ?? "none") -> \(pa["remote"] ?? "none"), "
-                + "b's pair \(pb["local"] ?? "none") -> \(pb["remote"] ?? "none")")
+                + "b's pair \(pb["local"] ?? "none") -> \(pb["remote"] ?? "none"); coturn relayed \(lab.relayBytes()) bytes")
         #expect(failures.isEmpty, "\(label): \(failures)\n\(call.diagnosis())")
-        return (pa, pb)
+        try await check(call)
     }
+
+    /// Expects both legs on the relay (`relayed`) or both off it.
+    func expectLegs(_ call: LabCall, relayed: Bool) async throws {
+        let legs = try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())")
+        #expect(legs == [relayed, relayed], "legs relayed: \(legs)\n\(call.diagnosis())")
+    }
+
+    // MARK: Symmetric NATs: only the relay works
 
     /// Both homes behind symmetric NATs on one flat segment with coturn: media both ways through
-    /// the relay over UDP.
+    /// the relay over UDP. Before the relayed candidates stopped pairing with the peer's private
+    /// addresses, coturn closed both allocations after its first send to a home's private address
+    /// failed, and not one frame arrived.
     @Test func flatSymmetricToSymmetricOverUDP() async throws {
         try await relayCall(
-            "flat symmetric/symmetric TURN UDP",
-            .init(home1: .symmetric, home2: .symmetric, flatSegment: true, servicesDefaultRoute: false))
+            "flat symmetric/symmetric, TURN over UDP",
+            .init(home1: .symmetric, home2: .symmetric, flatSegment: true, servicesDefaultRoute: false),
+            check: { try await expectLegs($0, relayed: true) })
     }
 
-    /// A cone NAT and a symmetric one on one flat segment with coturn: media both ways.
+    /// The same over TURN over TCP.
+    @Test func flatSymmetricToSymmetricOverTCP() async throws {
+        try await relayCall(
+            "flat symmetric/symmetric, TURN over TCP",
+            .init(home1: .symmetric, home2: .symmetric, flatSegment: true, servicesDefaultRoute: false), tcp: true,
+            check: { call in
+                try await expectLegs(call, relayed: true)
+                #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
+            })
+    }
+
+    /// A cone NAT and a symmetric one on the flat segment: media both ways over UDP (the cone's
+    /// filter drops the symmetric side's new ports, so through the relay).
     @Test func flatConeToSymmetricOverUDP() async throws {
         try await relayCall(
-            "flat cone/symmetric TURN UDP", .init(home1: .cone, home2: .symmetric, flatSegment: true, servicesDefaultRoute: false)
-        )
+            "flat port-restricted cone/symmetric, TURN over UDP",
+            .init(home1: .cone, home2: .symmetric, flatSegment: true, servicesDefaultRoute: false),
+            check: { try await expectLegs($0, relayed: true) })
+    }
+
+    /// Symmetric NATs routed into the internet namespace (each on its own link), coturn's
+    /// namespace without a default route: through the relay over UDP.
+    @Test func routedSymmetricToSymmetricOverUDP() async throws {
+        try await relayCall(
+            "routed symmetric/symmetric, TURN over UDP",
+            .init(home1: .symmetric, home2: .symmetric, servicesDefaultRoute: false),
+            check: { try await expectLegs($0, relayed: true) })
+    }
+
+    /// The same over TURN over TCP.
+    @Test func routedSymmetricToSymmetricOverTCP() async throws {
+        try await relayCall(
+            "routed symmetric/symmetric, TURN over TCP",
+            .init(home1: .symmetric, home2: .symmetric, servicesDefaultRoute: false), tcp: true,
+            check: { call in
+                try await expectLegs(call, relayed: true)
+                #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
+            })
+    }
+
+    /// IPv6-only homes without NAT whose direct UDP is dropped between them: media both ways
+    /// through coturn, reached over IPv6. The relayed addresses are IPv4 (coturn's default: the
+    /// client asks for no address family), which the dual-stack sockets pair with each other.
+    @Test func ipv6OnlyThroughTheRelayOverUDP() async throws {
+        try await relayCall(
+            "IPv6-only homes, direct path cut, TURN over UDP over IPv6", .init(home1: .none, home2: .none, ipv6Only: true),
+            arguments: ["--host", "::"], prepare: { try $0.killDirectPath() },
+            check: { call in
+                try await expectLegs(call, relayed: true)
+                #expect(call.lab.turnClientTraffic().udp > 0, "no UDP to coturn\n\(call.diagnosis())")
+            })
+    }
+
+    // MARK: Cone filtering
+
+    /// An address-restricted cone lets in the symmetric side's new port (it sent to that
+    /// address): a direct pair, no relay.
+    @Test func addressRestrictedConeToSymmetricConnectsDirectly() async throws {
+        try await relayCall(
+            "flat address-restricted cone/symmetric",
+            .init(home1: .addressRestricted, home2: .symmetric, flatSegment: true, servicesDefaultRoute: false),
+            check: { try await expectLegs($0, relayed: false) })
+    }
+
+    // MARK: Hairpinning
+
+    /// Two homes behind one NAT that cannot reach each other on their LAN: a NAT that hairpins
+    /// carries the call between their public (server-reflexive) addresses, no relay.
+    @Test func aHairpinningNATConnectsIsolatedHomesDirectly() async throws {
+        try await relayCall(
+            "one hairpinning cone NAT, isolated homes",
+            .init(home1: .cone, sameLAN: true, lanIsolation: true, hairpin: true, servicesDefaultRoute: false),
+            check: { call in
+                try await expectLegs(call, relayed: false)
+                let path = await call.mediaPath(call.a, about: call.bId) ?? [:]
+                #expect((path["remote"] as? String ?? "").contains(call.lab.publicAddress(2)), "\(path)")
+            })
+    }
+
+    /// The same homes behind a NAT that does not hairpin: through the relay.
+    @Test func aNATThatDoesNotHairpinLeavesIsolatedHomesTheRelay() async throws {
+        try await relayCall(
+            "one cone NAT without hairpinning, isolated homes",
+            .init(home1: .cone, sameLAN: true, lanIsolation: true, servicesDefaultRoute: false),
+            check: { try await expectLegs($0, relayed: true) })
     }
 }

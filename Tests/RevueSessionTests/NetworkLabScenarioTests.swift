@@ -381,6 +381,19 @@ struct NetworkLabSelfTests {
         #expect(!symmetric.unsolicitedArrived)
     }
 
+    /// An address-restricted cone keeps the home's port for every destination and lets in a
+    /// packet from a port the home never sent to on an address it did send to.
+    @Test func addressRestrictedConeFiltersByAddressOnly() async throws {
+        let lab = try await NetworkLab(.init(home1: .addressRestricted, rendezvous: false, turn: false))
+        defer { lab.teardown() }
+        let probe = try lab.probeMapping(home: 1)
+        print(
+            "lab NAT probe: address-restricted home 1 port \(probe.local.port) mapped to \(probe.mapped.map(\.description)), unsolicited in: \(probe.unsolicitedArrived)"
+        )
+        #expect(Set(probe.mapped).count == 1 && probe.mapped.first?.port == probe.local.port)
+        #expect(probe.unsolicitedArrived, "address-restricted: a new port on a known address gets in")
+    }
+
     /// One STUN transaction from `socket` to `server`: the answer with the request's transaction
     /// ID, retried every 200 ms for up to 3 s.
     func transaction(_ socket: UDPSocket, _ request: STUNMessage, key: [UInt8]? = nil, to server: SocketAddress) throws
