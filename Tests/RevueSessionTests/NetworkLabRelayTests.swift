@@ -137,7 +137,8 @@ struct NetworkLabRelayTests {
             check: { call in
                 try await expectLegs(call, relayed: false)
                 let path = await call.mediaPath(call.a, about: call.bId) ?? [:]
-                #expect((path["remote"] as? String ?? "").contains(call.lab.publicAddress(2)), "\(path)")
+                let remote = path["remote"] as? String ?? ""
+                #expect(remote.contains(call.lab.publicAddress(2)), "\(path)")
             })
     }
 
@@ -147,5 +148,69 @@ struct NetworkLabRelayTests {
             "one cone NAT without hairpinning, isolated homes",
             .init(home1: .cone, sameLAN: true, lanIsolation: true, servicesDefaultRoute: false),
             check: { try await expectLegs($0, relayed: true) })
+    }
+}
+
+/// A call leg that finds no media path says so: `callDidFailWithError(.mediaSetupFailed)` on
+/// both sides within a few seconds of the call connecting, naming why. Root only.
+@Suite(
+    .enabled(
+        if: networkLabHasTURN,
+        "needs root, ip, nft, coturn's turnserver and a built revue-node: the network lab path failure cases are skipped"))
+struct NetworkLabNoPathTests {
+    /// Friends, then a call; returns each side's `callDidFailWithError` event (nil when none
+    /// came within `timeout` seconds of b accepting) and the seconds it took.
+    func failedCall(_ label: String, _ options: NetworkLab.Options, arguments: (NetworkLab) -> [String]) async throws -> [(
+        event: [String: Any]?, after: Double
+    )] {
+        let lab = try await NetworkLab(options)
+        defer { lab.teardown() }
+        let call = try LabCall(lab, arguments: arguments(lab))
+        defer { call.stop() }
+        try await call.befriend()
+        call.a.send(["cmd": "invite", "friendId": call.bId, "message": "lab call"])
+        _ = try #require(await call.b.wait(timeout: 20, event("didReceiveInvitation", ["friendId": call.aId])))
+        call.b.send(["cmd": "accept-call", "friendId": call.aId])
+        let accepted = MonotonicTime.now
+        var out: [(event: [String: Any]?, after: Double)] = []
+        for (p, other) in [(call.a, call.bId), (call.b, call.aId)] {
+            let e = await p.wait(timeout: 12, event("callDidFailWithError", ["friendId": other]))
+            out.append((e, (MonotonicTime.now - accepted).inSeconds))
+        }
+        for (name, r) in zip(["a", "b"], out) {
+            print(
+                "\(label): \(name) callDidFailWithError \(String(format: "%.1f", r.after)) s after accepting: "
+                    + "\(r.event?["error"] ?? "none") \(r.event?["detail"] ?? "")")
+        }
+        return out
+    }
+
+    /// Symmetric NATs and no TURN server: no pair can work; both sides report it with the checks
+    /// that went unanswered, about 5 s after the call starts.
+    @Test func symmetricToSymmetricWithoutTURNFailsWithNoPair() async throws {
+        let results = try await failedCall(
+            "symmetric/symmetric without TURN", .init(home1: .symmetric, home2: .symmetric, flatSegment: true),
+            arguments: { ["--stun", $0.stunArgument] })
+        for r in results {
+            let detail = r.event?["detail"] as? String ?? ""
+            #expect(r.event?["error"] as? String == "mediaSetupFailed")
+            #expect(detail.contains("no candidate pair succeeded"), "\(r)")
+            #expect(r.after < 10, "\(r)")
+        }
+    }
+
+    /// The same with a TURN server that refuses the password: the refusal is named.
+    @Test func symmetricToSymmetricWithRefusedTURNNamesTheRefusal() async throws {
+        let results = try await failedCall(
+            "symmetric/symmetric, TURN refuses the password", .init(home1: .symmetric, home2: .symmetric, flatSegment: true),
+            arguments: {
+                ["--stun", $0.stunArgument, "--turn", "\(NetworkLab.turnUser):wrong@\($0.serviceEndpoint(NetworkLab.turnPort))"]
+            })
+        for r in results {
+            let detail = r.event?["detail"] as? String ?? ""
+            #expect(r.event?["error"] as? String == "mediaSetupFailed")
+            #expect(detail.contains("TURN refused"), "\(r)")
+            #expect(r.after < 10, "\(r)")
+        }
     }
 }
