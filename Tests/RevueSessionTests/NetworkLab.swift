@@ -9,6 +9,15 @@
 //   <p>h2 10.0.2.2 ── eth0|lan 10.0.2.1 <p>n2 198.51.100.2 wan ── w2 198.51.100.1 ┘  (rendezvous :33400,
 //                                                                              coturn :3478, relays 49160-49200)
 //
+// - `flatSegment`: no routed links; the NATs' wan addresses (203.0.113.2 and .3) and the
+//   services (203.0.113.1) share one Ethernet segment (macvlans in bridge mode on a veth in <p>i),
+//   so the NATs reach each other and coturn's relay ports without a router between them. The
+//   direct-path counters and `killDirectPath()` then sit in each NAT's postrouting hook.
+// - `servicesDefaultRoute: false`: the internet namespace has no default route, as on a flat
+//   segment with nothing beyond it. A datagram coturn relays to an address outside the lab's
+//   links (a home's private address) then fails with "network unreachable", and coturn closes the
+//   allocation that sent it (its log: "udp send: Network is unreachable", then the allocation's
+//   "closed ... reason: general"); the client is not told and keeps sending into the void.
 // - NAT `.cone`: `masquerade` on the NAT's wan. Linux keeps the source port when it can and
 //   reuses the mapping for every destination (endpoint-independent mapping); an inbound packet
 //   is only let in when it answers a conntrack entry, i.e. comes from an address and port the
@@ -17,6 +26,11 @@
 //   it, a peer's early hole-punching packet would leave a conntrack entry in the NAT for the
 //   NAT itself, and the home's own packet to that peer, a moment later, would then be mapped to
 //   another port.
+// - NAT `.addressRestricted`: `.cone`'s masquerade, and a set of the addresses the home sent to
+//   (2 minutes each): a new inbound flow from one of them, whatever its source port, is DNATed to
+//   the home at the port it came to (the masquerade kept the home's port), ahead of the drop of
+//   new flows. An address-restricted cone, which a symmetric NAT's new port per destination can
+//   reach directly.
 // - NAT `.symmetric`: `masquerade random`: each new destination gets its own randomly chosen
 //   source port (a conntrack entry per flow), which is what makes it symmetric. `probeMapping`
 //   checks it on the running lab (`NetworkLabSelfTests`): one socket sending to three ports was
@@ -27,6 +41,12 @@
 // - `sameLAN`: home 2 sits on home 1's LAN (10.0.1.3), behind home 1's NAT. The LAN is a set of
 //   macvlans in bridge mode on one veth in <p>n1 (this kernel lets no bridge or dummy device be
 //   made in a namespace; macvlan works).
+// - `lanIsolation` (with `sameLAN`): each home drops the other's LAN address, as an access
+//   point's client isolation does, and takes its ephemeral ports from its own range (home 1
+//   20000-29999, home 2 30000-39999). `hairpin` then makes the NAT loop a home's datagram to the
+//   NAT's public address back to the home whose range the port is in (DNAT by port range, SNAT
+//   to the public address), so the homes reach each other at their server-reflexive addresses;
+//   without it such a datagram ends at the NAT.
 // - `ipv6Only`: homes and their links get only IPv6, routed without NAT: home n has
 //   2001:db8:<n>::2/64, NAT n's wan 2001:db8:a<n>::2/64, the services 2001:db8:ff::1.
 // - `dualStackHomes`: those homes get IPv6 beside their NATed IPv4: 2001:db8:<n>::2/64, routed
@@ -142,6 +162,10 @@ final class NetworkLab: @unchecked Sendable {
         case none
         /// `masquerade`: a port-restricted cone with port preservation.
         case cone
+        /// `.cone`, but filtering by address only: a new flow in from an address the home sent
+        /// to in the last 2 minutes, from any port, is let in to the home (address-restricted
+        /// cone).
+        case addressRestricted
         /// `masquerade random`: a new public port per destination.
         case symmetric
     }
@@ -166,6 +190,21 @@ final class NetworkLab: @unchecked Sendable {
         var rendezvous = true
         /// Start coturn in the internet namespace.
         var turn = true
+        /// The NATs' public addresses and the services on one Ethernet segment (203.0.113.0/24)
+        /// instead of routed links into the internet namespace (IPv4 only; not with `sameLAN`).
+        var flatSegment = false
+        /// With `sameLAN`: the two homes cannot reach each other on the LAN (each drops the
+        /// other's address, as a Wi-Fi access point's client isolation does); each home's
+        /// ephemeral ports come from its own range (home 1 20000-29999, home 2 30000-39999).
+        var lanIsolation = false
+        /// With `sameLAN` and a `.cone` NAT: the NAT hairpins, i.e. a home's datagram to the NAT's
+        /// public address comes back to the home whose port it names (by the port ranges above),
+        /// with the NAT's public address and the sender's port as its source.
+        var hairpin = false
+        /// The internet namespace has a default route (to the sink, see the notes at the top).
+        /// Without it, as on a flat segment with nothing beyond, a datagram coturn sends to an
+        /// address outside the lab's links fails with "network unreachable".
+        var servicesDefaultRoute = true
     }
 
     static let rendezvousPort: UInt16 = 33_400
@@ -226,7 +265,10 @@ final class NetworkLab: @unchecked Sendable {
         if natKind(n) == .none { return homeAddress(n) }
         return wanAddress(options.sameLAN ? 1 : n)
     }
-    private func wanAddress(_ site: Int) -> String { site == 1 ? "192.0.2.2" : "198.51.100.2" }
+    private func wanAddress(_ site: Int) -> String {
+        if options.flatSegment { return "203.0.113.\(site + 1)" }
+        return site == 1 ? "192.0.2.2" : "198.51.100.2"
+    }
     private func wanRouter(_ site: Int) -> String { site == 1 ? "192.0.2.1" : "198.51.100.1" }
 
     /// Builds the lab, then starts what `options` asks for; on any failure everything built so
@@ -278,8 +320,20 @@ final class NetworkLab: @unchecked Sendable {
                 "ip netns add \($0)\nip -n \($0) link set lo up\n"
                     + "ip netns exec \($0) sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0"
             }.joined(separator: "\n") + "\n"
+        // The flat segment: macvlans in bridge mode on one veth in the internet namespace (one
+        // for the services, one per NAT), as `sameLAN`'s LAN is built.
+        s +=
+            options.flatSegment
+            ? """
+            ip -n \(i) link add seg type veth peer name segpeer
+            ip -n \(i) link set seg up
+            ip -n \(i) link set segpeer up
+            ip -n \(i) link add flat link seg type macvlan mode bridge
+            ip -n \(i) link set flat up
+            ip -n \(i) addr add 203.0.113.1/24 dev flat
+
+            """ : "ip -n \(i) addr add 203.0.113.1/32 dev lo\n"
         s += """
-            ip -n \(i) addr add 203.0.113.1/32 dev lo
             ip -n \(i) addr add 2001:db8:ff::1/128 dev lo nodad
             ip netns exec \(i) sysctl -qw net.ipv4.ip_forward=1
             ip netns exec \(i) sysctl -qw net.ipv6.conf.all.forwarding=1
@@ -288,7 +342,7 @@ final class NetworkLab: @unchecked Sendable {
             ip -n \(prefix)x link set up1 up
             ip -n \(i) addr add 100.64.0.1/30 dev up0
             ip -n \(prefix)x addr add 100.64.0.2/30 dev up1
-            ip -n \(i) route add default via 100.64.0.2
+            \(options.servicesDefaultRoute ? "ip -n \(i) route add default via 100.64.0.2" : "true")
             ip netns exec \(prefix)x nft add table inet sink
             ip netns exec \(prefix)x nft add chain inet sink pre '{ type filter hook prerouting priority -300; policy drop; }'
 
@@ -296,21 +350,34 @@ final class NetworkLab: @unchecked Sendable {
         let sites = options.sameLAN ? [1] : [1, 2]
         for site in sites {
             let n = prefix + "n\(site)"
-            s += """
-                ip link add w\(site) netns \(i) type veth peer name wan netns \(n)
-                ip -n \(i) link set w\(site) up
-                ip -n \(n) link set wan up
-                ip netns exec \(n) sysctl -qw net.ipv4.ip_forward=1
-                ip netns exec \(n) sysctl -qw net.ipv6.conf.all.forwarding=1
-                ip -n \(i) addr add \(wanRouter(site))/24 dev w\(site)
-                ip -n \(n) addr add \(wanAddress(site))/24 dev wan
-                ip -n \(n) route add default via \(wanRouter(site))
-                ip -n \(i) addr add 2001:db8:a\(site)::1/64 dev w\(site) nodad
-                ip -n \(n) addr add 2001:db8:a\(site)::2/64 dev wan nodad
-                ip -n \(n) -6 route add default via 2001:db8:a\(site)::1
-                ip -n \(i) -6 route add 2001:db8:\(site)::/64 via 2001:db8:a\(site)::2
+            if options.flatSegment {
+                s += """
+                    ip -n \(i) link add w\(site) link seg type macvlan mode bridge
+                    ip -n \(i) link set w\(site) netns \(n)
+                    ip -n \(n) link set w\(site) name wan
+                    ip -n \(n) link set wan up
+                    ip netns exec \(n) sysctl -qw net.ipv4.ip_forward=1
+                    ip -n \(n) addr add \(wanAddress(site))/24 dev wan
+                    ip -n \(n) route add default via 203.0.113.1
 
-                """
+                    """
+            } else {
+                s += """
+                    ip link add w\(site) netns \(i) type veth peer name wan netns \(n)
+                    ip -n \(i) link set w\(site) up
+                    ip -n \(n) link set wan up
+                    ip netns exec \(n) sysctl -qw net.ipv4.ip_forward=1
+                    ip netns exec \(n) sysctl -qw net.ipv6.conf.all.forwarding=1
+                    ip -n \(i) addr add \(wanRouter(site))/24 dev w\(site)
+                    ip -n \(n) addr add \(wanAddress(site))/24 dev wan
+                    ip -n \(n) route add default via \(wanRouter(site))
+                    ip -n \(i) addr add 2001:db8:a\(site)::1/64 dev w\(site) nodad
+                    ip -n \(n) addr add 2001:db8:a\(site)::2/64 dev wan nodad
+                    ip -n \(n) -6 route add default via 2001:db8:a\(site)::1
+                    ip -n \(i) -6 route add 2001:db8:\(site)::/64 via 2001:db8:a\(site)::2
+
+                    """
+            }
             if natKind(site) == .none && !v6 {
                 s += "ip -n \(i) route add \(lanPrefix(site)).0/24 via \(wanAddress(site))\n"
             }
@@ -389,8 +456,57 @@ final class NetworkLab: @unchecked Sendable {
                 ip netns exec \(n) nft add rule inet labfw transit iifname wan ct state new counter drop
 
                 """
+            if kind == .addressRestricted {
+                // Remember every address the home sends to (for 2 minutes); a new flow in from one
+                // of them goes to the home at the port it arrived at (the home's own port, which
+                // the masquerade kept), ahead of the drop of new flows.
+                s += """
+                    ip netns exec \(n) nft add set ip labnat contacted '{ type ipv4_addr; flags dynamic,timeout; timeout 2m; }'
+                    ip netns exec \(n) nft add chain ip labnat seen '{ type filter hook forward priority filter; policy accept; }'
+                    ip netns exec \(n) nft add rule ip labnat seen oifname wan update @contacted '{ ip daddr }'
+                    ip netns exec \(n) nft add chain ip labnat pre '{ type nat hook prerouting priority dstnat; policy accept; }'
+                    ip netns exec \(n) nft add rule ip labnat pre iifname wan ip saddr @contacted meta l4proto udp dnat to \(homeAddress(site))
+                    ip netns exec \(n) nft insert rule inet labfw transit iifname wan ct status dnat counter accept
+
+                    """
+            }
         }
+        if options.sameLAN && (options.lanIsolation || options.hairpin) { s += sharedLANScript() }
         return s.isEmpty ? "true" : s
+    }
+
+    /// The ephemeral port range of home `n` on a shared LAN with `lanIsolation` or `hairpin`.
+    private func portRange(_ n: Int) -> ClosedRange<Int> { n == 1 ? 20_000...29_999 : 30_000...39_999 }
+
+    /// `lanIsolation` and `hairpin` on a shared LAN (see `Options`).
+    private func sharedLANScript() -> String {
+        var s = ""
+        for h in [1, 2] {
+            let hn = home(h), r = portRange(h)
+            s += "ip netns exec \(hn) sysctl -qw net.ipv4.ip_local_port_range='\(r.lowerBound) \(r.upperBound)'\n"
+            if options.lanIsolation {
+                let other = homeAddress(3 - h)
+                s += """
+                    ip netns exec \(hn) nft add table inet labiso
+                    ip netns exec \(hn) nft add chain inet labiso in '{ type filter hook input priority 0; policy accept; }'
+                    ip netns exec \(hn) nft add chain inet labiso out '{ type filter hook output priority 0; policy accept; }'
+                    ip netns exec \(hn) nft add rule inet labiso in ip saddr \(other) counter drop
+                    ip netns exec \(hn) nft add rule inet labiso out ip daddr \(other) counter drop
+
+                    """
+            }
+        }
+        if options.hairpin {
+            let n = prefix + "n1", wan = wanAddress(1)
+            s += """
+                ip netns exec \(n) nft add chain ip labnat hairpin '{ type nat hook prerouting priority dstnat; policy accept; }'
+                ip netns exec \(n) nft add rule ip labnat hairpin iifname lan ip daddr \(wan) udp dport \(portRange(1).lowerBound)-\(portRange(1).upperBound) dnat to \(homeAddress(1))
+                ip netns exec \(n) nft add rule ip labnat hairpin iifname lan ip daddr \(wan) udp dport \(portRange(2).lowerBound)-\(portRange(2).upperBound) dnat to \(homeAddress(2))
+                ip netns exec \(n) nft add rule ip labnat post iifname lan oifname lan ct status dnat snat to \(wan)
+
+                """
+        }
+        return s
     }
 
     /// Counters in the internet namespace: coturn's relay ports (both directions), its
@@ -414,11 +530,26 @@ final class NetworkLab: @unchecked Sendable {
     private func directCounterRules() -> String {
         guard !options.sameLAN else { return "" }
         let a = publicAddress(1), b = publicAddress(2), family = options.ipv6Only ? "ip6" : "ip"
-        var s = """
-            ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter comment '"direct-1to2"'
-            ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter comment '"direct-2to1"'
+        var s = ""
+        if options.flatSegment {
+            // Nothing between the NATs crosses the internet namespace: each NAT counts what it
+            // sends to the other.
+            for (site, to) in [(1, b), (2, a)] {
+                let n = prefix + "n\(site)"
+                s += """
+                    ip netns exec \(n) nft add table inet labobs
+                    ip netns exec \(n) nft add chain inet labobs transit '{ type filter hook postrouting priority 0; policy accept; }'
+                    ip netns exec \(n) nft add rule inet labobs transit oifname wan ip daddr \(to) meta l4proto udp counter comment '"direct-\(site)to\(3 - site)"'
 
-            """
+                    """
+            }
+        } else {
+            s += """
+                ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter comment '"direct-1to2"'
+                ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(b) \(family) daddr \(a) meta l4proto udp counter comment '"direct-2to1"'
+
+                """
+        }
         // And in each home: what of it got through the home's NAT.
         for (h, other) in [(1, b), (2, a)] {
             s += """
@@ -512,6 +643,14 @@ final class NetworkLab: @unchecked Sendable {
     func killDirectPath() throws {
         let a = publicAddress(1), b = publicAddress(2)
         let family = options.ipv6Only ? "ip6" : "ip"
+        if options.flatSegment {
+            try run(
+                """
+                ip netns exec \(prefix)n1 nft add rule inet labobs transit oifname wan ip daddr \(b) meta l4proto udp counter drop comment '"direct-cut"'
+                ip netns exec \(prefix)n2 nft add rule inet labobs transit oifname wan ip daddr \(a) meta l4proto udp counter drop comment '"direct-cut"'
+                """, "kill direct path")
+            return
+        }
         try run(
             """
             ip netns exec \(internet) nft add rule inet labobs transit \(family) saddr \(a) \(family) daddr \(b) meta l4proto udp counter drop comment '"direct-cut"'
@@ -606,8 +745,14 @@ final class NetworkLab: @unchecked Sendable {
     /// UDP packets between the homes' public addresses that crossed the internet, each way
     /// (counted before `killDirectPath()`'s drop rules, so dropped ones count too).
     func directPackets() -> (oneToTwo: Int, twoToOne: Int) {
-        let c = counters(in: internet, table: "labobs")
-        return (c["direct-1to2"]?.packets ?? 0, c["direct-2to1"]?.packets ?? 0)
+        guard options.flatSegment else {
+            let c = counters(in: internet, table: "labobs")
+            return (c["direct-1to2"]?.packets ?? 0, c["direct-2to1"]?.packets ?? 0)
+        }
+        return (
+            counters(in: prefix + "n1", table: "labobs")["direct-1to2"]?.packets ?? 0,
+            counters(in: prefix + "n2", table: "labobs")["direct-2to1"]?.packets ?? 0
+        )
     }
 
     /// UDP packets from the other home's public address that reached home `n` (through its NAT).
@@ -616,7 +761,10 @@ final class NetworkLab: @unchecked Sendable {
     }
 
     /// Packets `killDirectPath()` dropped so far.
-    func directPathDrops() -> Int { counters(in: internet, table: "labobs")["direct-cut"]?.packets ?? 0 }
+    func directPathDrops() -> Int {
+        guard options.flatSegment else { return counters(in: internet, table: "labobs")["direct-cut"]?.packets ?? 0 }
+        return [1, 2].reduce(0) { $0 + (counters(in: prefix + "n\($1)", table: "labobs")["direct-cut"]?.packets ?? 0) }
+    }
 
     /// UDP packets home `n`'s NAT refused to let out (with `udpBlocked`).
     func blockedUDP(home n: Int) -> Int { counters(in: nat(n), table: "labblock")["udp-blocked"]?.packets ?? 0 }
@@ -628,9 +776,12 @@ final class NetworkLab: @unchecked Sendable {
 
     /// coturn's whole log so far (its log file, written as it goes; what it printed before
     /// opening the file comes from its output).
-    var turnLog: [String] {
+    var turnLog: [String] { (coturn?.output ?? []) + turnFileLog }
+
+    /// coturn's log file so far (what it logs once the file is open; no copy of its output).
+    var turnFileLog: [String] {
         let file = (try? String(contentsOfFile: directory + "/coturn/turn.log", encoding: .utf8)) ?? ""
-        return (coturn?.output ?? []) + file.split(separator: "\n").map(String.init)
+        return file.split(separator: "\n").map(String.init)
     }
 
     // MARK: Probing the NATs

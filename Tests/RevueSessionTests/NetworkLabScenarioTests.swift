@@ -25,6 +25,9 @@ final class LabCall: @unchecked Sendable {
     private var serial = 0
     /// Each side's non-zero session counters at the last `snapshotCounters()`.
     private var counterSnapshot: (a: [String: Int], b: [String: Int]) = ([:], [:])
+    /// Frames each side decoded of the other during the last `mediaBothWays` measured feed, and
+    /// how many the other side fed.
+    private(set) var judged = (aFromB: 0, bFromA: 0, fedByB: 0, fedByA: 0)
 
     /// Starts both peers with `arguments` (each also gets `--video-size 160x120`).
     /// `arguments` go to both peers, `perHome[n]` to home n's peer only.
@@ -163,6 +166,7 @@ final class LabCall: @unchecked Sendable {
         try? await Task.sleep(for: .milliseconds(1000))  // the last frames through the jitter buffers
         let a1 = await received(a, from: bId), b1 = await received(b, from: aId)
         await snapshotCounters()
+        judged = (a1.frames - a0.frames, b1.frames - b0.frames, fb.frames, fa.frames)
         var failures: [String] = []
         for (who, fed, before, after) in [("a from b", fb, a0, a1), ("b from a", fa, b0, b1)] {
             let frames = after.frames - before.frames, loud = after.loud - before.loud
@@ -221,6 +225,13 @@ final class LabCall: @unchecked Sendable {
             "session counters (non-zero): a \(counterSnapshot.a.sorted { $0.key < $1.key }), b \(counterSnapshot.b.sorted { $0.key < $1.key })",
         ]
         for h in lab.options.udpBlocked.sorted() { lines.append("home \(h) NAT dropped \(lab.blockedUDP(home: h)) UDP packets") }
+        // coturn's own account of trouble: failed sends (it closes the allocation that sent
+        // one) and closed allocations with their packet counts.
+        var seen = Set<String>()
+        let trouble = lab.turnLog.filter {
+            ($0.contains("send: ") || $0.contains("usage: ") || $0.contains("closed")) && seen.insert($0).inserted
+        }
+        if !trouble.isEmpty { lines.append("coturn log: " + trouble.suffix(12).joined(separator: "\n  ")) }
         let ended = (a.events + b.events).filter {
             ["participantDidDisconnect", "roomDidEndCall", "callDidFailWithError", "didFailToPublishTrack"].contains(
                 $0["event"] as? String ?? "")
@@ -368,6 +379,19 @@ struct NetworkLabSelfTests {
         #expect(symmetric.mapped.allSatisfy { $0.host == lab.publicAddress(2) })
         #expect(Set(symmetric.mapped.map(\.port)).count == symmetric.mapped.count, "symmetric: a new port per destination")
         #expect(!symmetric.unsolicitedArrived)
+    }
+
+    /// An address-restricted cone keeps the home's port for every destination and lets in a
+    /// packet from a port the home never sent to on an address it did send to.
+    @Test func addressRestrictedConeFiltersByAddressOnly() async throws {
+        let lab = try await NetworkLab(.init(home1: .addressRestricted, rendezvous: false, turn: false))
+        defer { lab.teardown() }
+        let probe = try lab.probeMapping(home: 1)
+        print(
+            "lab NAT probe: address-restricted home 1 port \(probe.local.port) mapped to \(probe.mapped.map(\.description)), unsolicited in: \(probe.unsolicitedArrived)"
+        )
+        #expect(Set(probe.mapped).count == 1 && probe.mapped.first?.port == probe.local.port)
+        #expect(probe.unsolicitedArrived, "address-restricted: a new port on a known address gets in")
     }
 
     /// One STUN transaction from `socket` to `server`: the answer with the request's transaction

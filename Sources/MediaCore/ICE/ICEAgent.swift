@@ -330,8 +330,6 @@ package final class ICEAgent: @unchecked Sendable {
         }
     }
 
-    /// The candidate pairs now, for diagnostics and tests. Thread rule: any thread (waits for the
-    /// agent's queue). Cost: one copy of the check list.
     /// Each TURN allocation's counters (diagnostics). Thread rule: any thread (waits for the
     /// agent's queue).
     package var turnStatistics: [TURNClientStatistics] {
@@ -340,6 +338,41 @@ package final class ICEAgent: @unchecked Sendable {
         return out
     }
 
+    /// Why no pair works, in words, for a caller that stops waiting for one: each TURN
+    /// allocation that failed (the server's refusal or the lack of an answer), permissions or
+    /// channels a server refused, and the checks (pairs, checks sent, answers received, the
+    /// peer's checks answered), or that the peer offered no candidate. Thread rule: any thread
+    /// (waits for the agent's queue). Cost: a pass over the pairs and the TURN clients.
+    package var noPathReason: String {
+        var parts: [String] = []
+        onQueue {
+            for t in self.turns {
+                if case .failed(let reason) = t.state {
+                    parts.append("TURN refused: \(t.server.address) (\(t.server.transport)): \(reason)")
+                }
+                let st = t.statistics
+                if st.permissionFailures > 0 {
+                    parts.append(
+                        "TURN permission failed: \(t.server.address): \(st.permissionFailures) refused or unanswered, last "
+                            + (st.lastPermissionFailure ?? "?"))
+                }
+            }
+            let st = self.shared.withLock { $0.stats }
+            if self.remotes.isEmpty {
+                parts.append("no candidate pair succeeded: the peer offered no candidate")
+            } else {
+                let relayed = self.pairs.filter(\.usesRelay).count
+                parts.append(
+                    "no candidate pair succeeded: \(self.pairs.count) pairs (\(relayed) through a relay) with "
+                        + "\(self.remotes.count) remote candidates, \(st.checksSent) checks sent, "
+                        + "\(st.responsesReceived) answers received, \(st.checksAnswered) of the peer's checks answered")
+            }
+        }
+        return parts.joined(separator: "; ")
+    }
+
+    /// The candidate pairs now, for diagnostics and tests. Thread rule: any thread (waits for the
+    /// agent's queue). Cost: one copy of the check list.
     package var pairSnapshots: [PairSnapshot] {
         var out: [PairSnapshot] = []
         onQueue {

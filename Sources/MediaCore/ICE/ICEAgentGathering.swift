@@ -109,7 +109,7 @@ extension ICEAgent {
             !locals.contains(where: { $0.candidate.address == l.candidate.address && $0.relay == l.relay })
         else { return }
         locals.append(l)
-        if l.pairs { for r in remotes { addPair(local: l, remote: r) } }
+        if l.pairs { for r in remotes where Self.relayCanReach(l, r) { addPair(local: l, remote: r) } }
         guard signal else { return }
         let cb = shared.withLock { s -> (@Sendable (ICECandidate) -> Void)? in
             s.localCandidates.append(l.candidate)
@@ -233,8 +233,21 @@ extension ICEAgent {
             return
         }
         remotes.append(c)
-        for l in locals where l.pairs { addPair(local: l, remote: c) }
+        for l in locals where l.pairs && Self.relayCanReach(l, c) { addPair(local: l, remote: c) }
         kickChecks()
+    }
+
+    /// Whether a signalled remote candidate is worth pairing with local candidate `l`: always,
+    /// unless `l` is relayed on a server with a global address and the remote candidate's address
+    /// is private, shared, link-local or loopback space (`ICEHostAddresses.isNonGlobal`). That
+    /// address belongs to the peer's own network, which the relay is not in, so the check could
+    /// never succeed; and the server's attempt to send there can cost the whole allocation:
+    /// coturn, on a host with no route to it ("network unreachable"), closes the allocation that
+    /// sent it, and every relayed pair of ours dies with it. A peer-reflexive candidate learned
+    /// through the relay is paired where it is learned (the relay did reach it).
+    static func relayCanReach(_ l: ICELocalCandidate, _ remote: ICECandidate) -> Bool {
+        guard l.relay != nil, remote.type != .prflx else { return true }
+        return ICEHostAddresses.isNonGlobal(l.candidate.address) || !ICEHostAddresses.isNonGlobal(remote.address)
     }
 
     /// Forms a pair (same family; replacing the lowest-priority idle pair when at `maxPairs`).

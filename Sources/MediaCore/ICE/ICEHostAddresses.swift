@@ -42,4 +42,20 @@ enum ICEHostAddresses {
         let b = a.addressBytes
         return a.family == .ipv4 ? b[0] == 127 : b == [UInt8](repeating: 0, count: 15) + [1]
     }
+
+    /// True for addresses no server on the internet can send to: IPv4 private (RFC 1918), shared
+    /// (100.64.0.0/10), link-local, loopback and 0.0.0.0/8; IPv6 unspecified, loopback,
+    /// link-local (fe80::/10) and unique local (fc00::/7); an IPv4-mapped IPv6 address as its
+    /// IPv4 address. Such an address is only reachable from inside the network that uses it.
+    static func isNonGlobal(_ a: SocketAddress) -> Bool {
+        var b = a.addressBytes
+        if b.count == 16, b[0..<10].allSatisfy({ $0 == 0 }), b[10] == 0xFF, b[11] == 0xFF { b = Array(b[12...]) }
+        if b.count == 4 {
+            return b[0] == 0 || b[0] == 10 || b[0] == 127 || (b[0] == 172 && (16...31).contains(b[1]))
+                || (b[0] == 192 && b[1] == 168) || (b[0] == 169 && b[1] == 254) || (b[0] == 100 && (64...127).contains(b[1]))
+        }
+        guard b.count == 16 else { return false }
+        return b.allSatisfy { $0 == 0 } || b == [UInt8](repeating: 0, count: 15) + [1]
+            || (b[0] == 0xFE && b[1] & 0xC0 == 0x80) || b[0] & 0xFE == 0xFC
+    }
 }

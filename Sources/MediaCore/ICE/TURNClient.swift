@@ -51,6 +51,11 @@ package struct TURNClientStatistics: Sendable, Equatable {
     package var sendFailures = 0
     /// Permissions, channels or requests refused by the caps of `TURNClient`.
     package var refusedForLimits = 0
+    /// CreatePermission and ChannelBind transactions the server refused or never answered (each
+    /// is tried again after `TURNClientTiming.retryAfterFailure`).
+    package var permissionFailures = 0
+    /// Why the last of those failed (the server's error code and reason, or no answer).
+    package var lastPermissionFailure: String?
 
     package init() {}
 
@@ -721,9 +726,13 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         case .permission(let p):
             permissions[p]?.pending = false
             permissions[p]?.refreshAt = later
+            stats.permissionFailures += 1
+            stats.lastPermissionFailure = "CreatePermission for \(p.host): \(reason)"
         case .channel(let n):
             channels[n]?.pending = false
             channels[n]?.refreshAt = later
+            stats.permissionFailures += 1
+            stats.lastPermissionFailure = "ChannelBind for \(channels[n]?.peer.description ?? "?"): \(reason)"
         }
     }
 

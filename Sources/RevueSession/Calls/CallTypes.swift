@@ -30,8 +30,11 @@ public enum TrackPublishError: Error, Sendable, Hashable {
 
 /// Why a call failed (`RoomDelegate.room(_:callDidFailWithError:)`).
 public enum CallError: Error, Sendable, Hashable {
-    /// A call leg's media (its UDP socket) could not be set up with `participant` (a friend ID);
-    /// that participant stays in the call without media.
+    /// A call leg's media could not be set up with `participant` (a friend ID): no path of its
+    /// own to that friend, or no working ICE pair within 5 s of the leg's start; `detail` says
+    /// why (for the latter: a TURN server's refusal, refused permissions, or how many checks went
+    /// unanswered). That participant stays in the call without media; should a pair work later,
+    /// its media starts then.
     case mediaSetupFailed(participant: String, detail: String)
     /// The last participant left because its connection was lost (`.connectionLost`); the call
     /// ends right after this event.

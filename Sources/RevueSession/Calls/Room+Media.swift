@@ -67,6 +67,10 @@ final class MediaLeg {
     var playout: AudioPlayoutClock?
     /// When the participant's expected tracks last delivered a packet (`Room.mediaStarved`).
     var arrivals = ArrivalWatch()
+    /// When the leg began, and whether its ICE agent has had a working pair since (or the call
+    /// reported that it found none within `Room.mediaPathTimeout`).
+    var startedAt = MonotonicTime.zero
+    var pathSettled = false
 
     func stopReceiving() {
         playout?.stop()
@@ -286,6 +290,7 @@ extension Room {
             return
         }
         let leg = MediaLeg(link: link, videoBitrate: bitrate)
+        leg.startedAt = now
         legs[id] = leg
         var s = CallSignal(type: "adr", op: CallSignal.Op.media)
         s.suite = leg.sendKey.suite.sdpName
@@ -492,6 +497,7 @@ extension Room {
 
     func tickMedia(now: MonotonicTime) {
         for id in legs.keys { syncMediaPath(id) }
+        for id in legs.keys.sorted() { checkMediaPath(id, now: now) }
         guard now - lastStatistics >= .seconds(1) else { return }
         lastStatistics = now
         // Every change reconciles the SFU side at once; this is the once-a-second safety net.
@@ -534,6 +540,25 @@ extension Room {
                     participant: { $0.participant(p, trackPublication: pub, didUpdateStatistics: stats) })
             }
         }
+    }
+
+    /// A leg whose ICE agent found no working pair within `mediaPathTimeout` of its start: the
+    /// call reports `mediaSetupFailed` for that participant once, naming why (a TURN server's
+    /// refusal, refused permissions, or the checks that got no answer), instead of staying
+    /// connected without a word. The agent keeps checking, and media flows if a pair works later.
+    func checkMediaPath(_ id: String, now: MonotonicTime) {
+        guard let leg = legs[id], !leg.pathSettled else { return }
+        if leg.agent.path.route != nil {
+            leg.pathSettled = true
+            return
+        }
+        guard now - leg.startedAt >= Self.mediaPathTimeout else { return }
+        leg.pathSettled = true
+        let seconds = Int(Self.mediaPathTimeout.inSeconds.rounded())
+        let detail = "no media path within \(seconds) s: " + leg.agent.noPathReason
+        post(
+            nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) }, participant: nil
+        )
     }
 
     /// Whether a participant's subscribed, unmuted tracks delivered no packet for

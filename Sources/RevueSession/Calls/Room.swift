@@ -115,6 +115,9 @@ public final class Room {
     /// Time without a packet on a subscribed, unmuted track after which a participant's
     /// connection quality is `.poor`.
     static let mediaStarvedAfter = Duration.seconds(2)
+    /// How long a new call leg waits for its ICE agent to find a working pair before the call
+    /// reports `CallError.mediaSetupFailed` for that participant (once; the agent keeps trying).
+    static let mediaPathTimeout = Duration.seconds(5)
     /// How long a `join` waits for its introduction.
     static let introductionWait = Duration.seconds(3)
     /// `join` messages sent to group members, by friend ID, with when.
