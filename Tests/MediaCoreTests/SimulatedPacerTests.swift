@@ -15,8 +15,11 @@ final class SimulatedWire: @unchecked Sendable {
         var ns: UInt64
         var bytes: [UInt8]
         var size: Int { bytes.count }
-        var ssrc: UInt32 { bytes.count >= 12 ? UInt32(bytes[8]) << 24 | UInt32(bytes[9]) << 16 | UInt32(bytes[10]) << 8 | UInt32(bytes[11]) : 0 }
-        var timestamp: UInt32 { bytes.count >= 8 ? UInt32(bytes[4]) << 24 | UInt32(bytes[5]) << 16 | UInt32(bytes[6]) << 8 | UInt32(bytes[7]) : 0 }
+        var ssrc: UInt32 { bytes.count >= 12 ? word(at: 8) : 0 }
+        var timestamp: UInt32 { bytes.count >= 8 ? word(at: 4) : 0 }
+        func word(at i: Int) -> UInt32 {
+            UInt32(bytes[i]) << 24 | UInt32(bytes[i + 1]) << 16 | UInt32(bytes[i + 2]) << 8 | UInt32(bytes[i + 3])
+        }
     }
     private(set) var packets: [Packet] = []
     let time: SimulatedTime

@@ -96,7 +96,8 @@ public final class BufferCapturer: @unchecked Sendable {
 
     // MARK: Capture
 
-    /// Captures a frame stamped with the current `CLOCK_MONOTONIC` time, unrotated.
+    /// Captures a frame stamped with the current `CLOCK_MONOTONIC` time (the driving clock's, for
+    /// a stream driven on another clock), unrotated.
     /// Any thread; see the type's rules.
     public func capture(_ buffer: PixelBufferView) {
         capture(buffer, timeStampNs: Int64(bitPattern: clock.now.nanoseconds), rotation: .rotation0)

@@ -76,7 +76,9 @@ protocol RTPPacerEgress: AnyObject {
 ///
 /// Thread rule: `write`/`flush` from the one producer (the stream's worker); the pacer's thread is
 /// the only one sending while it runs; `setTargetBitrate`, `wake` and `statistics` from any
-/// thread. Without `start()` (tests driving the stream by hand) `flush` sends everything at once.
+/// thread. Without `start()` (tests driving the stream by hand) `flush` sends everything at once;
+/// after `startDriven(wake:)` the caller runs the thread's loop one turn at a time on its own
+/// clock (`clock`, `runDriven(now:)`).
 /// Cost: one copy per packet into a preallocated slot; no allocation after `init`; one thread
 /// waking every interval while packets wait, sleeping otherwise.
 /// Sendable: slots pass from producer to consumer through the `head`/`tail` atomics; consumer state is the pacer
