@@ -41,9 +41,13 @@ final class RoomMessageOutcome {
         }
 
         // An in-call message reaches everyone on both layers; a mute request too.
+        // The 1 s timeout is clamped to 5 s.
         let sent = RoomMessageOutcome()
-        Task { @MainActor in sent.results = try? await a.room.localParticipant.sendMessage("hello all", timeout: 1) }  // clamped to 5 s
-        #expect(await world.runYielding(until: .seconds(10)) { [b, c, d].allSatisfy { $0.recorder.room.contains("message(a,hello all)") } })
+        Task { @MainActor in sent.results = try? await a.room.localParticipant.sendMessage("hello all", timeout: 1) }
+        #expect(
+            await world.runYielding(until: .seconds(10)) {
+                [b, c, d].allSatisfy { $0.recorder.room.contains("message(a,hello all)") }
+            })
         for p in [b, c, d] { #expect(p.recorder.participant.contains("message(a,hello all)")) }
         #expect(await world.runYielding(until: .seconds(10)) { sent.results != nil })
         #expect(Set(sent.results?.keys ?? [:].keys) == [b.id, c.id, d.id])

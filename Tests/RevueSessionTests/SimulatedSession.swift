@@ -147,6 +147,10 @@ final class SimulatedPeer: RevueDelegate {
     private(set) var onlineChanges: [(friend: String, online: Bool, at: MonotonicTime)] = []
     /// Friend messages received, in order.
     private(set) var messages: [(friend: String, text: String)] = []
+    /// Every friend-layer event, in order (as `TestPeer` records them).
+    private(set) var events: [Event] = []
+    /// The events other than discoverable ones, for order checks.
+    var friendEvents: [Event] { events.filter { if case .discoverable = $0 { false } else { true } } }
 
     func isOnline(with other: SimulatedPeer) -> Bool { friends.getFriendPaths(friendId: other.id).isOnline }
 
@@ -175,9 +179,21 @@ final class SimulatedPeer: RevueDelegate {
         return outcome
     }
 
-    func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) { requests.append(friendId) }
+    func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) {
+        requests.append(friendId)
+        events.append(.request(friendId, message))
+    }
+    func revue(_ revue: Revue, friend friendId: String, didUpdateName name: String) { events.append(.name(friendId, name)) }
+    func revue(_ revue: Revue, friend friendId: String, didUpdateStatusMessage statusMessage: String) {
+        events.append(.statusMessage(friendId, statusMessage))
+    }
+    func revue(_ revue: Revue, friend friendId: String, didUpdateStatus status: UserStatus) {
+        events.append(.status(friendId, status))
+    }
+    func revue(_ revue: Revue, didUpdateIsDiscoverable isDiscoverable: Bool) { events.append(.discoverable(isDiscoverable)) }
 
     func revue(_ revue: Revue, friend friendId: String, didUpdatePaths paths: FriendConnectionPaths) {
+        events.append(.paths(friendId, paths.isOnline))
         let now = revue.core?.scheduler.now ?? .zero
         if onlineChanges.last(where: { $0.friend == friendId })?.online != paths.isOnline {
             onlineChanges.append((friendId, paths.isOnline, now))
@@ -186,6 +202,7 @@ final class SimulatedPeer: RevueDelegate {
 
     func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) {
         messages.append((friendId, message))
+        events.append(.message(friendId, message))
     }
 }
 
