@@ -142,31 +142,6 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
     }
 }
 
-extension PrivacyTests {
-    /// Friends that reach each other only through the relay keep talking across an epoch change
-    /// (new tags, new registration keys).
-    @Test func relayedFriendsKeepTalkingAcrossAnEpochChange() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
-        defer { alice.remove(); bob.remove() }
-        let mid = (Date().timeIntervalSince1970 / 3600).rounded(.down) * 3600 + 1800
-        for p in [alice, bob] {
-            p.revue.core!.dropDirectSends = true
-            p.revue.core!.wallClockSeam = { mid }
-        }
-        try await befriend(alice, bob)
-        #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .relayed)
-        for p in [alice, bob] { p.revue.core!.wallClockSeam = { mid + 3600 } }
-        await settle(1.5)
-        _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "next hour")
-        await bob.waitForEvent(.message(alice.id, "next hour"))
-        _ = try await bob.revue.friends.sendMessage(friendId: alice.id, message: "and back")
-        await alice.waitForEvent(.message(bob.id, "and back"))
-        #expect(bob.revue.counters.droppedForged == 0 && alice.revue.counters.droppedForged == 0)
-    }
-}
-
 /// The LAN observer: a socket in the discovery group records every announcement while two
 /// friends find each other there.
 @MainActor
