@@ -10,38 +10,6 @@ import Testing
 
 @MainActor
 @Suite(.serialized) struct PersistenceTests {
-    @Test func identityProfileAndFriendsSurviveRestartAndMessagesAreNotRedelivered() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
-        defer { alice.remove(); bob.remove() }
-        try await befriend(alice, bob)
-        alice.revue.setSelfName("Alice")
-        await bob.waitForEvent(.name(alice.id, "Alice"))
-        let address = bob.revue.revueAddress
-        for i in 0..<3 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "before \(i)") }
-
-        // Bob crashes and comes back: same identity, same friend, Alice's name known, no replay of
-        // the messages he already acknowledged.
-        bob.revue.abandonForTesting()
-        bob.events = []
-        try bob.start()
-        #expect(bob.revue.revueAddress == address)
-        #expect(bob.revue.friends.getFriendList() == [alice.id])
-        #expect(bob.revue.friends.getFriendName(friendId: alice.id) == "Alice")
-        await bob.waitForEvent(.paths(alice.id, true))
-        for i in 0..<3 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "after \(i)") }
-        let got = bob.friendEvents.compactMap { if case .message(_, let m) = $0 { m } else { nil } }
-        #expect(got == ["after 0", "after 1", "after 2"])
-        #expect(!bob.friendEvents.contains(.name(alice.id, "Alice")), "unchanged name is not announced again")
-
-        // Alice restarts (clean): her own profile is kept.
-        alice.stop()
-        try alice.start()
-        #expect(alice.revue.selfName == "Alice")
-        #expect(alice.revue.friends.getFriendList() == [bob.id])
-    }
-
     @Test func profileFileIsOwnerOnlyAndAtomicallyReplaced() async throws {
         let peer = try TestPeer()
         defer { peer.remove() }

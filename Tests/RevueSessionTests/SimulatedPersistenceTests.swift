@@ -13,6 +13,42 @@ import Testing
     /// A message sent while the friend is down (crashed, not yet offline for the sender) arrives
     /// once he is back, and the sender's `sendMessage` returns with the receipt, well within its
     /// 10 s timeout.
+    /// Bob crashes and comes back: the same identity and friend, Alice's name known, and no
+    /// replay of the messages he already acknowledged; Alice restarts cleanly and keeps her own
+    /// profile.
+    @Test func identityProfileAndFriendsSurviveRestartAndMessagesAreNotRedelivered() async throws {
+        let world = SimulatedWorld(seed: 3)
+        defer { world.close() }
+        let alice = try world.addPeer("alice"), bob = try world.addPeer("bob")
+        #expect(try world.befriend(alice, bob))
+        alice.revue.setSelfName("Alice")
+        #expect(world.run(until: .seconds(5)) { bob.events.contains(.name(alice.id, "Alice")) })
+        let address = bob.revue.revueAddress
+        let before = (0..<3).map { alice.send("before \($0)", to: bob) }
+        #expect(await world.runYielding(until: .seconds(10)) { before.allSatisfy { $0.result != nil } })
+        #expect(bob.messages.map(\.text) == ["before 0", "before 1", "before 2"])
+
+        bob.revue.abandonForTesting()
+        bob.clearEvents()
+        world.run(for: .milliseconds(300))
+        try bob.restart()
+        #expect(bob.revue.revueAddress == address)
+        #expect(bob.friends.getFriendList() == [alice.id])
+        #expect(bob.friends.getFriendName(friendId: alice.id) == "Alice")
+        #expect(world.run(until: .seconds(5)) { bob.events.contains(.paths(alice.id, true)) })
+        let after = (0..<3).map { alice.send("after \($0)", to: bob) }
+        #expect(await world.runYielding(until: .seconds(10)) { after.allSatisfy { $0.result != nil } })
+        world.run(for: .milliseconds(500))
+        #expect(bob.messages.map(\.text) == ["after 0", "after 1", "after 2"])
+        #expect(!bob.friendEvents.contains(.name(alice.id, "Alice")), "an unchanged name is not announced again")
+
+        alice.revue.destroy()
+        world.run(for: .milliseconds(100))
+        try alice.restart()
+        #expect(alice.revue.selfName == "Alice")
+        #expect(alice.friends.getFriendList() == [bob.id])
+    }
+
     @Test func aMessageInFlightWhenTheFriendCrashesArrivesAfterItsRestart() async throws {
         let world = SimulatedWorld()
         defer { world.close() }

@@ -151,6 +151,11 @@ final class SimulatedPeer: RevueDelegate {
     private(set) var events: [Event] = []
     /// The events other than discoverable ones, for order checks.
     var friendEvents: [Event] { events.filter { if case .discoverable = $0 { false } else { true } } }
+    /// Forgets the events recorded so far (before a restart, say).
+    func clearEvents() {
+        events = []
+        messages = []
+    }
 
     func isOnline(with other: SimulatedPeer) -> Bool { friends.getFriendPaths(friendId: other.id).isOnline }
 
