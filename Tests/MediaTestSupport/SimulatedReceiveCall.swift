@@ -277,6 +277,8 @@ package struct SimulatedCallOptions: Sendable {
     package var rtxPayloadType: UInt8? = nil
     /// The receiver delays audio or video so that they play in step (lip sync).
     package var lipSync = true
+    /// The receiver sends transport-wide feedback for header extension ID 5 instead of REMB.
+    package var transportFeedback = false
     /// The video size of the sender.
     package var width = 320, height = 240
     /// The sender's start bitrate (and its encoder's until the estimate changes it).
@@ -345,6 +347,10 @@ package final class SimulatedCall<Sender: SimulatedCallSender>: @unchecked Senda
         conf.reportIntervalMilliseconds = 200
         conf.localSSRC = 0x5EC0_4D01
         conf.synchronizesAudioAndVideo = options.lipSync
+        if options.transportFeedback {
+            conf.transportSequenceNumberExtensionID = 5
+            conf.sendREMB = false
+        }
         frames = SimulatedFrameRecorder(width: options.width, height: options.height)
         // Never bound or read: the pipeline is driven, and its RTCP leaves through `rtcpOutput`.
         pipeline = try ReceivePipeline(socket: UDPSocket(family: .ipv4), configuration: conf, renderer: frames)
