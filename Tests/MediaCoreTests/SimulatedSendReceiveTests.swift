@@ -59,7 +59,8 @@ import Testing
         let out = call.sender.video.statistics.outbound
         let seen = call.frames.indices
         print(
-            "simulated missed keyframe: PLIs \(out.pliCount), keyframes \(out.keyFramesEncoded), shown \(seen.count), first \(seen.min() ?? -1), last \(seen.max() ?? -1)")
+            "simulated missed keyframe: PLIs \(out.pliCount), keyframes \(out.keyFramesEncoded), shown \(seen.count), first \(seen.min() ?? -1), last \(seen.max() ?? -1)"
+        )
         #expect(out.pliCount >= 1, "the receiver asked for a keyframe")
         #expect(out.keyFramesEncoded >= 2)
         #expect(!seen.isEmpty && seen.min()! > 10 && seen.min()! <= 14 && seen.max()! >= 40, "\(seen.sorted())")
