@@ -72,7 +72,7 @@ TSAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(Ring|FramePool|
 # audio is concealed for lateness, not for a race (measured: 9-51 % concealed, no TSan report).
 # Their bounds stay as they are; they run unsanitized in `make test-e2e`. Also left out: the
 # simulated-time suites, which run the pipeline on the test's one thread (no race to find).
-TSAN_SKIP_full = Simulated|ReceiveBandwidthEstimationTests|SendBitrateRecoveryTests|decodesEveryFrameAndPlaysAudioFromOurSenderOverLoopback|sendPipelineThroughFivePercentLossIsRepairedByNackAndFEC
+TSAN_SKIP_full = Simulated|decodesEveryFrameAndPlaysAudioFromOurSenderOverLoopback
 ASAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|SFrame|STUN|Y4M|WAV|IVF|Ogg|SDP|JSEP|DTLS|Janus|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
 ASAN_SKIP_full =
 # The CI set: the same suites without the exact allocation-count tests. Those count mallocs, which
