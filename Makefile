@@ -3,7 +3,7 @@ SWIFT ?= swift
 OUT ?= out
 SECONDS ?= 10
 
-.PHONY: deps demo test test-e2e bench build release clean fuzz fuzz-smoke test-sanitizers docs lint format api-surface
+.PHONY: deps demo test test-e2e bench build release clean fuzz fuzz-smoke test-sanitizers docs lint format api-surface api-baseline
 
 deps:
 	@scripts/install-deps
@@ -125,6 +125,13 @@ docs: deps
 	$(SWIFT) build --target RevueSDK
 	$(SWIFT) build --target RevueMedia
 	scripts/build-docs $(OUT)/docs
+
+## make api-baseline: records the public API of RevueSDK and RevueMedia in api/ (make test fails
+## when the built API differs from it: commit a meant change with its api/ file).
+api-baseline: deps
+	$(SWIFT) build --target RevueSDK
+	$(SWIFT) build --target RevueMedia
+	scripts/api-baseline --write
 
 ## make api-surface: counts the public types, declarations and Unsafe* signatures of each library.
 api-surface: deps
