@@ -72,15 +72,16 @@ struct NetworkLabTURNCredentialsTests {
         #expect(lab.relayBytes() > 0)
     }
 
-    /// Credentials that last 6 s, coturn allocations that last 4 s (so refreshed every 2 s):
-    /// the peers renew their credentials every 3 s, and a call carries media both ways through
-    /// coturn for 12 s, well past the expiry of the credentials its allocations were made with,
-    /// as coturn keeps an allocation's key once it was authenticated.
+    /// Credentials that last 6 s, coturn allocations capped at 4 s (so refreshed every 2 s) and
+    /// nonces that go stale every 2 s: the peers renew their credentials every 3 s, and a call
+    /// carries media both ways through coturn for 12 s, well past the expiry of the credentials
+    /// its allocations were made with (coturn keeps an allocation's key once it authenticated it;
+    /// `coturnRefusesExpiredCredentialsAndKeepsAllocationsMadeBefore` checks the refreshes).
     @Test func credentialsAreRenewedAndACallOutlivesThem() async throws {
         let lab = try await NetworkLab(
             .init(
                 home1: .symmetric, home2: .symmetric, servicesDefaultRoute: false, sharedSecretLifetime: 6,
-                turnExtraConfiguration: ["max-allocate-lifetime=4"]))
+                turnExtraConfiguration: ["max-allocate-lifetime=4", "stale-nonce=2"]))
         defer { lab.teardown() }
         let call = try LabCall(lab, arguments: [])
         defer { call.stop() }
@@ -93,11 +94,9 @@ struct NetworkLabTURNCredentialsTests {
         let expiries = users.compactMap { UInt64($0.split(separator: ":").first ?? "") }
         let ca = await Self.counters(call, call.a)
         let received = ca["turnCredentialsReceived"] as? Int ?? 0
-        let refreshes = lab.turnLog.count { $0.contains("REFRESH processed, success") }
         print(
             "TURN credentials lasting 6 s: a received \(received) sets; allocations by \(users) (expired "
-                + "\(expiries.map { Int(end) - Int($0) }) s before the call's end); \(refreshes) refreshes granted; "
-                + "a decoded \(j.aFromB) of \(j.fedByB) frames from b, b \(j.bFromA) of \(j.fedByA) from a over 12 s")
+                + "\(expiries.map { Int(end) - Int($0) }) s before the call's end); a decoded \(j.aFromB) of \(j.fedByB) frames from b, b \(j.bFromA) of \(j.fedByA) from a over 12 s")
         #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
         #expect(try #require(await call.legsRelayed()) == [true, true])
         #expect(received >= 3, "credentials were not renewed: \(ca)")
@@ -106,10 +105,15 @@ struct NetworkLabTURNCredentialsTests {
 
     /// coturn, paired with the node's secret, refuses credentials whose expiry has passed and
     /// credentials made with another secret (a 401 to our TURN client), and grants fresh ones.
-    /// A stranger in a home asking the node for credentials with a registration key it never
-    /// registered gets no answer.
-    @Test func coturnRefusesExpiredCredentialsAndTheNodeAnswersNoStranger() async throws {
-        let lab = try await NetworkLab(.init(home1: .cone, home2: .cone, sharedSecretLifetime: 60))
+    /// An allocation made with credentials that expire 3 s later is refreshed after they expired
+    /// (coturn caps allocations at 4 s and lets nonces go stale every 2 s here), through new
+    /// nonces, and stays allocated. A stranger in a home asking the node for credentials with a
+    /// registration key it never registered gets no answer.
+    @Test func coturnRefusesExpiredCredentialsAndKeepsAllocationsMadeBefore() async throws {
+        let lab = try await NetworkLab(
+            .init(
+                home1: .cone, home2: .cone, sharedSecretLifetime: 60,
+                turnExtraConfiguration: ["max-allocate-lifetime=4", "stale-nonce=2"]))
         defer { lab.teardown() }
         let turn = try SocketAddress(host: lab.serviceHost, port: NetworkLab.turnPort)
         let now = UInt64(Date().timeIntervalSince1970)
@@ -125,7 +129,7 @@ struct NetworkLabTURNCredentialsTests {
         ]
         var outcomes: [String: TURNClient.State] = [:]
         for (label, credentials) in cases {
-            outcomes[label] = try await allocate(lab, turn, credentials)
+            outcomes[label] = try await allocate(lab, turn, credentials).state
         }
         print("coturn with the shared secret: \(cases.map { "\($0.0) \($0.1.username): \(outcomes[$0.0]!)" })")
         if case .allocated = outcomes["fresh"] {} else { Issue.record("fresh credentials refused: \(outcomes)") }
@@ -136,6 +140,27 @@ struct NetworkLabTURNCredentialsTests {
             }
             #expect(reason.contains("401"), "\(label): \(reason)")
         }
+
+        // Allocated at most 1 s before the credentials expire (tried again if the second turned
+        // first): the allocation's refresh 2 s in, and the permission refreshed every 0.5 s
+        // through nonces gone stale, all come after the expiry.
+        var late: (state: TURNClient.State, statistics: TURNClientStatistics)?
+        for _ in 0..<3 {
+            let expiring = TURNCredentials.make(
+                secret: secret, id: "0123456789abcdef", expiry: UInt64(Date().timeIntervalSince1970) + 1)
+            let outcome = try await allocate(lab, turn, expiring, keep: 8, permission: try SocketAddress(host: lab.publicAddress(2), port: 9))
+            if case .failed = outcome.state, outcome.statistics.allocationRefreshes == 0 { continue }
+            late = outcome
+            break
+        }
+        let (state, statistics) = try #require(late)
+        print(
+            "an allocation made under 1 s before its credentials expired, 8 s later: \(state), "
+                + "\(statistics.allocationRefreshes) refreshes, \(statistics.staleNonceRetries) stale-nonce retries, "
+                + "\(statistics.permissionFailures) permission failures")
+        if case .allocated = state {} else { Issue.record("the allocation did not outlive its credentials: \(state)") }
+        #expect(statistics.allocationRefreshes >= 1 && statistics.staleNonceRetries >= 2, "\(statistics)")
+        #expect(statistics.permissionFailures == 0, "\(statistics)")
 
         // A stranger: a fresh registration key, a MAC key of its own making.
         let socket = try lab.inNamespace(lab.home(1)) { try UDPSocket(bindingTo: .anyIPv4(port: 0)) }
@@ -157,8 +182,13 @@ struct NetworkLabTURNCredentialsTests {
     }
 
     /// Allocates on `turn` from home 1 over UDP with `credentials` through our TURN client; the
-    /// state it ends in (allocated or failed), or its last state after 8 s.
-    func allocate(_ lab: NetworkLab, _ turn: SocketAddress, _ credentials: TURNCredentials) async throws -> TURNClient.State {
+    /// state it ends in (allocated or failed), or its last state after 8 s; with `keep`, the state
+    /// `keep` seconds after it was allocated. With the client's counters then. With `permission`,
+    /// a permission for that address refreshed every 0.5 s.
+    func allocate(
+        _ lab: NetworkLab, _ turn: SocketAddress, _ credentials: TURNCredentials, keep: Double? = nil,
+        permission: SocketAddress? = nil
+    ) async throws -> (state: TURNClient.State, statistics: TURNClientStatistics) {
         let socket = try lab.inNamespace(lab.home(1)) { try UDPSocket(bindingTo: .anyIPv4(port: 0)) }
         let server = ICEServer(
             kind: .turn, address: turn, username: credentials.username, password: credentials.password)
@@ -181,15 +211,24 @@ struct NetworkLabTURNCredentialsTests {
             reading.done.wait()
             socket.close()
         }
+        if let permission {
+            var timing = TURNClientTiming()
+            timing.permissionRefresh = 0.5
+            client.timing = timing
+            client.createPermission(permission)
+        }
         client.allocate()
         let deadline = MonotonicTime.now + .seconds(8)
         while MonotonicTime.now < deadline {
             switch client.state {
-            case .allocated, .failed: return client.state
+            case .allocated:
+                if let keep { try await Task.sleep(for: .seconds(keep)) }
+                return (client.state, client.statistics)
+            case .failed: return (client.state, client.statistics)
             default: try await Task.sleep(for: .milliseconds(20))
             }
         }
-        return client.state
+        return (client.state, client.statistics)
     }
 }
 
