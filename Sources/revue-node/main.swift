@@ -175,7 +175,9 @@ func iceServers(stun: [String], turn: [String]) throws -> [RevueICEServer] {
 /// the secret file is refused (`TURNOffer`).
 func turnOffer(urls: [String], secretFile: String?, lifetime: Int?, rendezvous: Bool) throws -> TURNOffer? {
     guard !urls.isEmpty || secretFile != nil || lifetime != nil else { return nil }
-    guard rendezvous else { throw UsageError(description: "--turn-url, --turn-secret and --turn-lifetime go with a bare --rendezvous") }
+    guard rendezvous else {
+        throw UsageError(description: "--turn-url, --turn-secret and --turn-lifetime go with a bare --rendezvous")
+    }
     guard !urls.isEmpty, let secretFile else { throw UsageError(description: "--turn-url and --turn-secret go together") }
     do throws(RevueError) {
         let servers = try urls.map { (url: String) throws(RevueError) -> ICEServer in try TURNOffer.server(parsing: url) }
@@ -199,7 +201,8 @@ func runRendezvous() {
         nodeKeeper = node
         var ready: [String: JSONValue] = ["event": "ready", "mode": "rendezvous", "port": .integer(node.port)]
         if let offer = options.turnOffer {
-            ready["turn"] = .array(offer.servers.map { .string("\($0.address)" + ($0.transport == .tcp ? "?transport=tcp" : "")) })
+            ready["turn"] = .array(
+                offer.servers.map { .string("\($0.address)" + ($0.transport == .tcp ? "?transport=tcp" : "")) })
             ready["turnLifetime"] = .integer(Int(offer.lifetime))
         }
         emit(ready)

@@ -23,7 +23,9 @@ struct NetworkLabTURNCredentialsTests {
     /// The user names of coturn's granted allocations ("user <NAME>" in its log lines).
     static func allocationUsers(_ lab: NetworkLab) -> [String] {
         lab.turnAllocations().compactMap { line in
-            guard let start = line.range(of: "user <"), let end = line[start.upperBound...].firstIndex(of: ">") else { return nil }
+            guard let start = line.range(of: "user <"), let end = line[start.upperBound...].firstIndex(of: ">") else {
+                return nil
+            }
             return String(line[start.upperBound..<end])
         }
     }
@@ -96,7 +98,8 @@ struct NetworkLabTURNCredentialsTests {
         let received = ca["turnCredentialsReceived"] as? Int ?? 0
         print(
             "TURN credentials lasting 6 s: a received \(received) sets; allocations by \(users) (expired "
-                + "\(expiries.map { Int(end) - Int($0) }) s before the call's end); a decoded \(j.aFromB) of \(j.fedByB) frames from b, b \(j.bFromA) of \(j.fedByA) from a over 12 s")
+                + "\(expiries.map { Int(end) - Int($0) }) s before the call's end); a decoded \(j.aFromB) of \(j.fedByB) frames from b, b \(j.bFromA) of \(j.fedByA) from a over 12 s"
+        )
         #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
         #expect(try #require(await call.legsRelayed()) == [true, true])
         #expect(received >= 3, "credentials were not renewed: \(ca)")
@@ -148,7 +151,8 @@ struct NetworkLabTURNCredentialsTests {
         for _ in 0..<3 {
             let expiring = TURNCredentials.make(
                 secret: secret, id: "0123456789abcdef", expiry: UInt64(Date().timeIntervalSince1970) + 1)
-            let outcome = try await allocate(lab, turn, expiring, keep: 8, permission: try SocketAddress(host: lab.publicAddress(2), port: 9))
+            let outcome = try await allocate(
+                lab, turn, expiring, keep: 8, permission: try SocketAddress(host: lab.publicAddress(2), port: 9))
             if case .failed = outcome.state, outcome.statistics.allocationRefreshes == 0 { continue }
             late = outcome
             break
@@ -200,7 +204,9 @@ struct NetworkLabTURNCredentialsTests {
                 guard (try? socket.waitUntilReadable(timeoutMilliseconds: 50)) == true,
                     let got = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }), let from = got.source
                 else { continue }
-                buffer.withUnsafeBytes { _ = client.handleDatagram(UnsafeRawBufferPointer(rebasing: $0[0..<got.count]), from: from) }
+                buffer.withUnsafeBytes {
+                    _ = client.handleDatagram(UnsafeRawBufferPointer(rebasing: $0[0..<got.count]), from: from)
+                }
             }
             reading.done.signal()
         }

@@ -13,7 +13,8 @@ extension SimulatedRendezvousClient {
     /// A credentials request under this client's registration key and MAC key with `nonce` (the
     /// next timestamp when nil).
     func credentialsRequest(nonce: UInt64? = nil) -> (bytes: [UInt8], nonce: UInt64) {
-        let n = nonce ?? { timestamp += 1; return timestamp }()
+        if nonce == nil { timestamp += 1 }
+        let n = nonce ?? timestamp
         var w = ByteWriter()
         w.u8(PacketType.turnCredentialsRequest.rawValue)
         w.u8(revueProtocolVersion)
@@ -74,7 +75,9 @@ extension SimulatedRendezvousClient {
         #expect(c.username == "1700000000:0123456789abcdef")
         #expect(c.password == "0miuuPXK8vXH9ymlaSoM95J2PXo=")
         #expect(c.expiry == 1_700_000_000)
-        let vectors = ["": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy"]
+        let vectors = [
+            "": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy",
+        ]
         for (plain, encoded) in vectors { #expect(TURNCredentials.base64(Array(plain.utf8)) == encoded) }
         print("TURN credentials: user \(c.username), password \(c.password)")
     }

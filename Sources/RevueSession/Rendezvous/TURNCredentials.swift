@@ -53,7 +53,9 @@ package struct TURNCredentials: Sendable, Equatable {
         var mac = [UInt8](repeating: 0, count: 20)
         let ok = key.withUnsafeBytes { k in
             data.withUnsafeBytes { d in
-                mac.withUnsafeMutableBufferPointer { cms_hmac_sha1(k.baseAddress, k.count, d.baseAddress, d.count, $0.baseAddress) }
+                mac.withUnsafeMutableBufferPointer {
+                    cms_hmac_sha1(k.baseAddress, k.count, d.baseAddress, d.count, $0.baseAddress)
+                }
             }
         }
         precondition(ok == 1, "HMAC-SHA1 failed in libcrypto")
