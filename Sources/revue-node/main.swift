@@ -52,6 +52,13 @@ let spec = CommandSpec(
         OptionSpec(
             "--turn", value: "USER:PASS@HOST:PORT[?transport=tcp]",
             help: "a TURN server for call media, over UDP or TCP (repeatable)"),
+        OptionSpec(
+            "--turn-url", value: "turn:HOST:PORT[?transport=tcp]",
+            help: "with --rendezvous: a coturn server whose credentials the node hands its peers (repeatable, up to 4)"),
+        OptionSpec(
+            "--turn-secret", value: "FILE", help: "with --turn-url: the file holding coturn's static-auth-secret"),
+        OptionSpec(
+            "--turn-lifetime", value: "S", help: "with --turn-url: seconds each set of TURN credentials lasts (default 3600)"),
         OptionSpec("--lan", help: "discover peers on the local network"),
         OptionSpec("--invitation-timeout", value: "S", help: "seconds an invitation waits for an answer"),
         OptionSpec("--mode", value: "MODE", help: "sendAndRecv, signallingOnly or recvOnly (default sendAndRecv)"),
@@ -77,6 +84,7 @@ struct Options {
     var rendezvousNodes: [String] = []
     var serveRendezvous = false
     var iceServers: [RevueICEServer] = []
+    var turnOffer: TURNOffer?
     var lan = false
     var invitationTimeout: Double?
     var mode: ParticipantMode = .sendAndRecv
@@ -98,6 +106,9 @@ func parseOptions() throws -> Options {
     o.rendezvousNodes = a.strings("--rendezvous")
     o.serveRendezvous = a.flag("--rendezvous")
     o.iceServers = try iceServers(stun: a.strings("--stun"), turn: a.strings("--turn"))
+    o.turnOffer = try turnOffer(
+        urls: a.strings("--turn-url"), secretFile: a.string("--turn-secret"),
+        lifetime: try a.int("--turn-lifetime", range: 2...604_800), rendezvous: o.serveRendezvous && o.data == nil)
     o.lan = a.flag("--lan")
     if let t = try a.double("--invitation-timeout") {
         guard t > 0 else { throw UsageError(description: "--invitation-timeout needs seconds above 0") }
@@ -159,6 +170,24 @@ func iceServers(stun: [String], turn: [String]) throws -> [RevueICEServer] {
     return out
 }
 
+/// The node's TURN offer from `--turn-url`, `--turn-secret` and `--turn-lifetime`: nil without
+/// them; a usage error when only some are given, when they are given to a peer, or when a URL or
+/// the secret file is refused (`TURNOffer`).
+func turnOffer(urls: [String], secretFile: String?, lifetime: Int?, rendezvous: Bool) throws -> TURNOffer? {
+    guard !urls.isEmpty || secretFile != nil || lifetime != nil else { return nil }
+    guard rendezvous else {
+        throw UsageError(description: "--turn-url, --turn-secret and --turn-lifetime go with a bare --rendezvous")
+    }
+    guard !urls.isEmpty, let secretFile else { throw UsageError(description: "--turn-url and --turn-secret go together") }
+    do throws(RevueError) {
+        let servers = try urls.map { (url: String) throws(RevueError) -> ICEServer in try TURNOffer.server(parsing: url) }
+        let secret = try TURNOffer.readSecret(path: secretFile)
+        return try TURNOffer(servers: servers, secret: secret, lifetime: UInt32(lifetime ?? Int(TURNOffer.defaultLifetime)))
+    } catch {
+        throw UsageError(description: error.message)
+    }
+}
+
 let options: Options
 do { options = try parseOptions() } catch { runTool("revue-node") { throw error } }
 
@@ -168,8 +197,15 @@ do { options = try parseOptions() } catch { runTool("revue-node") { throw error 
 func runRendezvous() {
     do {
         let node = try RendezvousNode(host: options.host, port: options.port)
+        node.turnOffer = options.turnOffer
         nodeKeeper = node
-        emit(["event": "ready", "mode": "rendezvous", "port": .integer(node.port)])
+        var ready: [String: JSONValue] = ["event": "ready", "mode": "rendezvous", "port": .integer(node.port)]
+        if let offer = options.turnOffer {
+            ready["turn"] = .array(
+                offer.servers.map { .string("\($0.address)" + ($0.transport == .tcp ? "?transport=tcp" : "")) })
+            ready["turnLifetime"] = .integer(Int(offer.lifetime))
+        }
+        emit(ready)
     } catch {
         fail("\(error)", status: 1)
     }
@@ -569,6 +605,8 @@ func run(_ line: String) {
             "initiationsThrottled": .integer(c.initiationsThrottled), "candidatesDropped": .integer(c.candidatesDropped),
             "cookieRepliesSent": .integer(c.cookieRepliesSent), "droppedExpired": .integer(c.droppedExpired),
             "droppedLookupReplies": .integer(c.droppedLookupReplies), "droppedOverload": .integer(c.droppedOverload),
+            "turnCredentialsRequested": .integer(c.turnCredentialsRequested),
+            "turnCredentialsReceived": .integer(c.turnCredentialsReceived),
             "requestsForgotten": .integer(c.requestsForgotten), "callSignalsRefused": .integer(c.callSignalsRefused),
         ])
     case .invite(let friendId, _), .acceptCall(let friendId), .rejectCall(let friendId), .cancelCall(let friendId):

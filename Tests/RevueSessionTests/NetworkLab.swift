@@ -205,12 +205,25 @@ final class NetworkLab: @unchecked Sendable {
         /// Without it, as on a flat segment with nothing beyond, a datagram coturn sends to an
         /// address outside the lab's links fails with "network unreachable".
         var servicesDefaultRoute = true
+        /// Pair the rendezvous node with coturn by a shared secret, as a deployment does
+        /// (docs/turn.md): coturn checks `use-auth-secret` credentials (no static user, with
+        /// `user-quota`, `total-quota` and `max-bps`), and the node, given `--turn-url` for UDP and
+        /// TCP and `--turn-secret`, hands its registered peers credentials lasting this many
+        /// seconds. Nil: coturn's static user `lab`.
+        var sharedSecretLifetime: Int? = nil
+        /// Lines added to coturn's configuration (e.g. `max-allocate-lifetime=4`).
+        var turnExtraConfiguration: [String] = []
     }
 
     static let rendezvousPort: UInt16 = 33_400
     static let turnPort: UInt16 = 3478
     static let relayPorts: ClosedRange<UInt16> = 49_160...49_200
     static let turnUser = "lab", turnPassword = "labpass", turnRealm = "revue.lab"
+    /// coturn's `static-auth-secret` with `sharedSecretLifetime` (the node reads it from a file).
+    static let turnSecret = "revue-lab-shared-secret-0123456789"
+    /// The quotas coturn applies with `sharedSecretLifetime`: allocations per user (the user
+    /// name's id, whatever its expiry), allocations in all, bytes per second per allocation.
+    static let turnUserQuota = 12, turnTotalQuota = 1200, turnMaxBps = 3_000_000
 
     let options: Options
     /// The namespace name prefix (unique per process and lab).
@@ -289,7 +302,8 @@ final class NetworkLab: @unchecked Sendable {
             if options.rendezvous {
                 // Bound to "::": see the rendezvous node in the notes at the top.
                 let node = try NodeProcess(
-                    ["--rendezvous", "--host", "::", "--port", "\(Self.rendezvousPort)"], namespace: internet)
+                    ["--rendezvous", "--host", "::", "--port", "\(Self.rendezvousPort)"] + (try turnOfferArguments()),
+                    namespace: internet)
                 rendezvous = node
                 guard await node.wait(timeout: 10, event("ready")) != nil else {
                     throw NetworkLabError(description: "the rendezvous node in \(internet) did not report ready: \(node.events)")
@@ -586,6 +600,30 @@ final class NetworkLab: @unchecked Sendable {
         return s
     }
 
+    /// The node's `--turn-url`, `--turn-secret` and `--turn-lifetime` with `sharedSecretLifetime`
+    /// (the secret written to a file of mode 0600); none without.
+    private func turnOfferArguments() throws -> [String] {
+        guard let lifetime = options.sharedSecretLifetime else { return [] }
+        let file = directory + "/turn-secret"
+        try (Self.turnSecret + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        let server = serviceEndpoint(Self.turnPort)
+        return [
+            "--turn-url", "turn:\(server)", "--turn-url", "turn:\(server)?transport=tcp", "--turn-secret", file,
+            "--turn-lifetime", "\(lifetime)",
+        ]
+    }
+
+    /// coturn's authentication lines: the static user, or with `sharedSecretLifetime` the shared
+    /// secret and the quotas.
+    private var turnAuthConfiguration: String {
+        guard options.sharedSecretLifetime != nil else { return "lt-cred-mech\nuser=\(Self.turnUser):\(Self.turnPassword)" }
+        return [
+            "use-auth-secret", "static-auth-secret=\(Self.turnSecret)", "user-quota=\(Self.turnUserQuota)",
+            "total-quota=\(Self.turnTotalQuota)", "max-bps=\(Self.turnMaxBps)",
+        ].joined(separator: "\n")
+    }
+
     private func startCoturn() async throws {
         let dir = directory + "/coturn"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -597,8 +635,7 @@ final class NetworkLab: @unchecked Sendable {
                 min-port=\(Self.relayPorts.lowerBound)
                 max-port=\(Self.relayPorts.upperBound)
                 realm=\(Self.turnRealm)
-                lt-cred-mech
-                user=\(Self.turnUser):\(Self.turnPassword)
+                \(turnAuthConfiguration)
                 fingerprint
                 no-tls
                 no-dtls
@@ -611,7 +648,7 @@ final class NetworkLab: @unchecked Sendable {
                 pidfile=\(dir)/turnserver.pid
                 userdb=\(dir)/turndb
 
-                """
+                """ + options.turnExtraConfiguration.map { $0 + "\n" }.joined()
         try config.write(toFile: dir + "/turnserver.conf", atomically: true, encoding: .utf8)
         let p = try LabProcess(namespace: internet, "turnserver", ["-c", dir + "/turnserver.conf"], cwd: dir)
         coturn = p

@@ -38,16 +38,7 @@ extension ICEAgent {
         where server.kind == .turn
             && (server.transport == .tcp || socket.carries(server.address.family))
         {
-            let index = turns.count
-            let client = TURNClient(server: server, socket: socket, queue: queue)
-            client.onStateChange = { [weak self] state in self?.onQueueAsync { $0.turnStateChanged(index, state) } }
-            client.onPeerData = { [weak self] peer, payload in
-                let copy = Array(payload)
-                self?.onQueueAsync { $0.handlePeerData(index, peer: peer, copy) }
-            }
-            turns.append(client)
-            turnDone.append(false)
-            client.allocate()
+            startTURN(server)
         }
         let tick = max(5, min(100, configuration.checkIntervalMilliseconds))
         let t = DispatchSource.makeTimerSource(queue: queue)
@@ -59,6 +50,49 @@ extension ICEAgent {
         checkGatheringComplete()
         if remoteUfrag != nil { processEarlyRequests() }
     }
+
+    /// Starts an allocation on `server` (a TURN server) as the `turns.count`-th relay.
+    private func startTURN(_ server: ICEServer) {
+        let index = turns.count
+        let client = TURNClient(server: server, socket: socket, queue: queue)
+        client.onStateChange = { [weak self] state in self?.onQueueAsync { $0.turnStateChanged(index, state) } }
+        client.onPeerData = { [weak self] peer, payload in
+            let copy = Array(payload)
+            self?.onQueueAsync { $0.handlePeerData(index, peer: peer, copy) }
+        }
+        turns.append(client)
+        turnDone.append(false)
+        client.allocate()
+    }
+
+    /// TURN servers learned after the start (credentials a rendezvous node handed out): each one
+    /// whose address and transport no live allocation of ours uses yet starts an allocation, whose
+    /// relayed candidate is signalled as it comes (trickled). A server already in use is left
+    /// alone: its allocation keeps the credentials it was made with (coturn holds an allocation's
+    /// key, so an allocation outlives the credentials' expiry). STUN servers are ignored.
+    /// At most `maxAddedRelays` relays are added in the agent's life (stale credentials cannot
+    /// pile up allocations). Thread rule: any thread (runs on the agent's queue). Cost: one
+    /// allocation (a few STUN transactions) per new server.
+    package func addServers(_ servers: [ICEServer]) {
+        queue.async {
+            guard self.started, !self.closed else { return }
+            for server in servers
+            where server.kind == .turn && (server.transport == .tcp || self.socket.carries(server.address.family)) {
+                let inUse = self.turns.contains { t in
+                    guard t.server.address == server.address, t.server.transport == server.transport else { return false }
+                    switch t.state {
+                    case .failed, .closed: return false
+                    default: return true
+                    }
+                }
+                guard !inUse, self.turns.count < self.configuration.servers.count + Self.maxAddedRelays else { continue }
+                self.startTURN(server)
+            }
+        }
+    }
+
+    /// Relays `addServers` may start in an agent's life.
+    static let maxAddedRelays = 8
 
     /// Runs `body` on the queue: at once when already on it (TURN callbacks on our queue), else async.
     func onQueueAsync(_ body: @escaping @Sendable (ICEAgent) -> Void) {

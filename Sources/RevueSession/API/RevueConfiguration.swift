@@ -117,6 +117,11 @@ public struct RevueCounters: Sendable, Equatable {
     /// Lookup answers that were unauthenticated, stale, or named a private or loopback endpoint
     /// while coming from a public node.
     public var droppedLookupReplies = 0
+    /// TURN credentials requests sent to rendezvous nodes (docs/turn.md, Deployment).
+    public var turnCredentialsRequested = 0
+    /// TURN credentials answers from rendezvous nodes that opened and parsed (each with the
+    /// node's TURN servers, or none when it offers none).
+    public var turnCredentialsReceived = 0
     /// Datagrams dropped at the socket because the main actor was too far behind (a flood).
     public var droppedOverload = 0
     /// Friend links (a friend's own socket and ICE agent) that could not be made: that friend's

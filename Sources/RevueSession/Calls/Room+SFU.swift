@@ -263,7 +263,7 @@ extension Room {
         c.videoBitrate =
             VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder
             .bitrate
-        c.iceServers = core?.configuration.resolvedICEServers ?? []
+        c.iceServers = core?.callICEServers ?? []
         c.gatheringTimeoutSeconds = 2
         c.connectTimeoutSeconds = 15
         c.videoFrameEncryption = sfu.video

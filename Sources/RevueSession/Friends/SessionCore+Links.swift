@@ -12,7 +12,7 @@ extension SessionCore {
         guard makesLinks else { return nil }
         // One side of each pair controls (RFC 8445 §6.1.1): the one with the smaller ID, as in calls.
         var ice = ICEAgentConfiguration(controlling: ownId < f.id)
-        ice.servers = configuration.resolvedICEServers
+        ice.servers = callICEServers
         let id = f.id
         let link: FriendLink
         do {

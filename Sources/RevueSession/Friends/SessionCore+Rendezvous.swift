@@ -154,6 +154,7 @@ extension SessionCore {
             }
             nodeStates[from] = state
             if again { sendRegistration(to: from) }
+            if accepted { requestCredentialsIfDue(from: from, now: scheduler.now) }
             updateDiscoverable()
             return
         }

@@ -27,6 +27,7 @@ extension SessionCore {
         case .cookieReply: handleCookieReply(bytes, route: .direct(from))
         case .rendezvousRegistered: handleRegistered(bytes, from: from)
         case .rendezvousLookupReply: handleLookupReply(bytes, from: from)
+        case .turnCredentials: handleCredentials(bytes, from: from)
         case .relayDeliver:
             var r = ByteReader(bytes, offset: 1)
             guard rendezvousNodes.contains(from), r.u8() == revueProtocolVersion, let source = r.take(16) else {

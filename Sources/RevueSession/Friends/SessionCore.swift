@@ -192,6 +192,24 @@ package final class SessionCore {
         /// Our last 64 sealed registrations not answered yet: a sealed answer must name one of
         /// them (so a captured answer cannot be replayed) and open under its MAC key.
         var pendingRegistrations: [PendingRegistration] = []
+        /// The TURN credentials this node handed us (its servers with them), and when.
+        var turnGrant: TURNGrant? = nil
+        /// Our open TURN credentials requests (at most 8): an answer must name one of them and
+        /// open under the MAC key it was sealed with.
+        var pendingCredentials: [(nonce: UInt64, macKey: SecretKeyBytes)] = []
+        /// No credentials request before this (nil: any time), and the wait after the next one,
+        /// doubled per unanswered request up to `SessionCore.credentialsMaxBackoff` (from
+        /// `SessionCore.credentialsMinBackoff`, 2 s).
+        var nextCredentialsRequest: MonotonicTime? = nil
+        var credentialsBackoff = Duration.seconds(2)
+    }
+
+    /// TURN servers with credentials from a rendezvous node: usable until `expiresAt`, asked for
+    /// again from `renewAt` (half their life).
+    struct TURNGrant {
+        var servers: [ICEServer]
+        var expiresAt: MonotonicTime
+        var renewAt: MonotonicTime
     }
 
     /// One sealed registration at a node waiting for its answer.
@@ -539,6 +557,7 @@ package final class SessionCore {
             for node in rendezvousNodes { sendRegistration(to: node) }
             updateDiscoverable()
         }
+        for node in rendezvousNodes { requestCredentialsIfDue(from: node, now: now) }
         if let lanSocket, isDiscoverable, now.since(lastAnnounce) >= announceInterval(now: now) {
             lastAnnounce = now
             lanFastLeft = max(0, lanFastLeft - 1)

@@ -6,6 +6,10 @@
 // can learn its public address from it.
 package import MediaCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A rendezvous node on one UDP socket. Main actor (datagrams hop there); O(1) per datagram
 /// (amortised), plus a sweep of expired entries once a second.
 ///
@@ -33,6 +37,14 @@ package import MediaCore
 /// spoofed source never gets back more bytes than were sent. Answers are rate limited globally
 /// and per source (an IPv4 address or an IPv6 /64) (`bindingRate`, `bindingRatePerSource`, at
 /// most `maxBindingSources` buckets).
+///
+/// TURN credentials (`turnOffer`): a registered peer asks with a request sealed under its
+/// registration's MAC key (`PacketType.turnCredentialsRequest`) and gets coturn shared-secret
+/// credentials for the node's TURN servers, sealed the same way, each request nonce answered
+/// once. Only a registration that is held, fresh and at the asking endpoint gets any; each is
+/// rate limited (`Limits.credentialBurst` at once, `Limits.credentialRequestsPerLifetime` per
+/// lifetime after that), as are networks (an IPv4 /24 or IPv6 /56) and the node in all. The node
+/// keeps nothing per credential: they are made from the secret and the registration key.
 @MainActor
 public final class RendezvousNode {
     /// The caps and rates one node applies. The defaults are the type's constants (the production
@@ -75,6 +87,22 @@ public final class RendezvousNode {
         package var cookieAnswerBurstPerSource = 20.0
         /// Sources with an unsealed-answer bucket at most (more are refused until the sweep).
         package var maxCookieAnswerSources = 4096
+        /// TURN credentials one registration may have answered at once.
+        package var credentialBurst = 3.0
+        /// TURN credentials one registration may have answered per credential lifetime, after
+        /// the burst (a peer asks once per half lifetime).
+        package var credentialRequestsPerLifetime = 4.0
+        /// TURN credentials answered per second in total.
+        package var credentialRate = 500.0
+        /// Bucket size for `credentialRate`.
+        package var credentialRateBurst = 1000.0
+        /// TURN credentials answered per second to the registrations of one network (IPv4 /24,
+        /// IPv6 /56).
+        package var credentialRatePerNetwork = 2.0
+        /// Bucket size for `credentialRatePerNetwork`.
+        package var credentialBurstPerNetwork = 64.0
+        /// Networks with a credentials bucket at most (more are refused until the sweep).
+        package var maxCredentialNetworks = 4096
 
         /// The production values.
         package init() {}
@@ -97,6 +125,12 @@ public final class RendezvousNode {
         /// Tags this registration is found by, and when each was last registered; every one of
         /// them has this registration as its owner (`tagOwners`).
         var tags: [[UInt8]: MonotonicTime] = [:]
+        /// The highest TURN credentials request nonce answered (at first the timestamp of the
+        /// registration that made the entry): a request needs a higher one, so each answer's
+        /// nonce seals once.
+        var credentialsNonce: UInt64
+        /// TURN credentials answered to this registration (`Limits.credentialBurst`).
+        var credentials: TokenBucket
     }
 
     /// What a registration is answered with.
@@ -142,6 +176,15 @@ public final class RendezvousNode {
     private var binding: RateLimiter
     /// Unsealed registration answers, in total and per source.
     private var cookieAnswerLimiter: RateLimiter
+    /// TURN credentials answers, in total and per network (`prefixKey`).
+    private var credentialLimiter: RateLimiter
+    /// The TURN servers and secret this node hands credentials for; nil: it answers requests with
+    /// no server. Main actor; set before serving (revue-node does) or at any time.
+    package var turnOffer: TURNOffer?
+    /// Seconds since 1970, for the credentials' expiry (a test's clock in simulated runs).
+    package var wallClock: @Sendable () -> Double = { Double(time(nil)) }
+    /// Keys the id in each TURN user name: a registration key's id says nothing about the key.
+    private let turnIdSecret = Sodium.randomSecret(32)
     private var cookieSecret = Sodium.randomSecret(32)
     private var previousCookieSecret = Sodium.randomSecret(32)
     private var cookieSecretAt: MonotonicTime
@@ -210,6 +253,10 @@ public final class RendezvousNode {
     public private(set) var evictedTags = 0
     /// Binding requests answered so far.
     public private(set) var bindingAnswers = 0
+    /// TURN credentials answers sent so far (with servers, or none when there is no offer).
+    public private(set) var credentialsIssued = 0
+    /// TURN credentials requests refused by a rate limit (each counted in `refusedForLimits` too).
+    public private(set) var credentialsRefused = 0
     /// STUN datagrams dropped: not a Binding request, unparsable, a bad FINGERPRINT, or smaller
     /// than their answer would be (over-limit ones count in `refusedForLimits`).
     public private(set) var bindingDropped = 0
@@ -253,7 +300,7 @@ public final class RendezvousNode {
         self.limits = limits
         let start = scheduler.now
         (entryLoad, entryWideLoad, tagLoad, tagWideLoad) = Self.loads(limits)
-        (binding, cookieAnswerLimiter) = Self.limiters(limits, now: start)
+        (binding, cookieAnswerLimiter, credentialLimiter) = Self.limiters(limits, now: start)
         cookieSecretAt = start
         lastSweep = start
         s.start(screen: nil) { [weak self] bytes, from in
@@ -269,7 +316,7 @@ public final class RendezvousNode {
         limits = Limits()
         let start = scheduler.now
         (entryLoad, entryWideLoad, tagLoad, tagWideLoad) = Self.loads(limits)
-        (binding, cookieAnswerLimiter) = Self.limiters(limits, now: start)
+        (binding, cookieAnswerLimiter, credentialLimiter) = Self.limiters(limits, now: start)
         cookieSecretAt = start
         lastSweep = start
     }
@@ -282,8 +329,8 @@ public final class RendezvousNode {
         )
     }
 
-    /// Full Binding and unsealed-answer buckets at `now`.
-    private static func limiters(_ limits: Limits, now: MonotonicTime) -> (RateLimiter, RateLimiter) {
+    /// Full Binding, unsealed-answer and credentials buckets at `now`.
+    private static func limiters(_ limits: Limits, now: MonotonicTime) -> (RateLimiter, RateLimiter, RateLimiter) {
         (
             RateLimiter(
                 rate: bindingRate, burst: bindingBurst, ratePerSource: bindingRatePerSource,
@@ -291,7 +338,11 @@ public final class RendezvousNode {
             RateLimiter(
                 rate: limits.cookieAnswerRate, burst: limits.cookieAnswerBurst,
                 ratePerSource: limits.cookieAnswerRatePerSource, burstPerSource: limits.cookieAnswerBurstPerSource,
-                maxSources: limits.maxCookieAnswerSources, now: now)
+                maxSources: limits.maxCookieAnswerSources, now: now),
+            RateLimiter(
+                rate: limits.credentialRate, burst: limits.credentialRateBurst,
+                ratePerSource: limits.credentialRatePerNetwork, burstPerSource: limits.credentialBurstPerNetwork,
+                maxSources: limits.maxCredentialNetworks, now: now)
         )
     }
 
@@ -329,6 +380,7 @@ public final class RendezvousNode {
         sourceTokens = sourceTokens.filter { (now - $0.value.at).inSeconds < Self.keyBurst / Self.keyRate }
         binding.sweep(now: now)
         cookieAnswerLimiter.sweep(now: now)
+        credentialLimiter.sweep(now: now)
     }
 
     // MARK: Holding and releasing
@@ -458,6 +510,8 @@ public final class RendezvousNode {
             lookup(bytes, reader: r, from: from, now: now)
         case .relaySend:
             relay(bytes, reader: r, from: from, now: now)
+        case .turnCredentialsRequest:
+            answerCredentials(bytes, reader: r, from: from, now: now)
         default:
             droppedPackets += 1
         }
@@ -574,7 +628,8 @@ public final class RendezvousNode {
         var e = Entry(
             endpoint: from, status: status, lastSeen: now, timestamp: timestamp, macKey: macKey,
             token: RandomBytes.bytes(16), relay: TokenBucket(burst: Self.relayBurst, now: now),
-            lookups: TokenBucket(burst: limits.lookupBurst, now: now))
+            lookups: TokenBucket(burst: limits.lookupBurst, now: now), credentialsNonce: timestamp,
+            credentials: TokenBucket(burst: limits.credentialBurst, now: now))
         entries[key] = e
         load(key, at: from, 1)
         addTags(plain, to: &e, key: key, from: from, now: now)
@@ -718,5 +773,54 @@ public final class RendezvousNode {
         w.append(r.rest())
         send(w.bytes, to: e.endpoint)
         relayedPackets += 1
+    }
+
+    // MARK: TURN credentials
+
+    /// Answers a TURN credentials request from a registered endpoint (docs/session.md, 0x55/0x56):
+    /// sealed under the registration's MAC key with the request's nonce plus 2^62, each nonce
+    /// once, within the per-registration, per-network and total rates. The user name's id is a
+    /// keyed hash of the registration key (stable while the peer keeps that key). One AEAD open,
+    /// one BLAKE2b, one HMAC-SHA1 and one AEAD seal; nothing stored but the nonce and the bucket.
+    private func answerCredentials(_ bytes: [UInt8], reader: ByteReader, from: SocketAddress, now: MonotonicTime) {
+        var r = reader
+        let expiry = expiryDuration
+        let headerLength = RendezvousAuth.credentialsRequestLength - RendezvousAuth.credentialsPaddingLength - 16
+        guard bytes.count == RendezvousAuth.credentialsRequestLength, let key = r.take(32), let nonce = r.u64(),
+            nonce >> 62 == 0, var e = entries[key], e.endpoint == from, now - e.lastSeen <= expiry, nonce > e.credentialsNonce,
+            Sodium.open(key: e.macKey, nonce: nonce, ad: Array(bytes[0..<headerLength]), ciphertext: bytes[headerLength...])
+                != nil
+        else {
+            droppedPackets += 1
+            return
+        }
+        // Spent: the answer's nonce is made of it.
+        e.credentialsNonce = nonce
+        let lifetime = turnOffer?.lifetime ?? TURNOffer.defaultLifetime
+        let allowed = e.credentials.take(
+            now: now, rate: limits.credentialRequestsPerLifetime / Double(lifetime), burst: limits.credentialBurst)
+        entries[key] = e
+        guard allowed, credentialLimiter.take(from.prefixKey, now: now) else {
+            refusedForLimits += 1
+            credentialsRefused += 1
+            return
+        }
+        let plain: [UInt8]
+        if let offer = turnOffer {
+            let id = Hex.encode(Sodium.keyedBlake2b(key: turnIdSecret, key, outputLength: 8)).lowercased()
+            let expiresAt = UInt64(max(0, wallClock())) + UInt64(lifetime)
+            let credentials = TURNCredentials.make(secret: offer.secret, id: id, expiry: expiresAt)
+            plain = TURNCredentialsWire.plaintext(validFor: lifetime, credentials: credentials, servers: offer.servers)
+        } else {
+            plain = TURNCredentialsWire.plaintext(validFor: lifetime, credentials: nil, servers: [])
+        }
+        let answerNonce = nonce | RendezvousAuth.credentialsNonceBit
+        var w = ByteWriter(capacity: RendezvousAuth.maxCredentialsLength)
+        w.u8(PacketType.turnCredentials.rawValue)
+        w.u8(revueProtocolVersion)
+        w.u64(answerNonce)
+        w.append(Sodium.seal(key: e.macKey, nonce: answerNonce, ad: w.bytes, plaintext: plain))
+        credentialsIssued += 1
+        send(w.bytes, to: from)
     }
 }

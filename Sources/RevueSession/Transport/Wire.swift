@@ -23,6 +23,18 @@ package enum PacketType: UInt8 {
     /// [type][version][receiver index u32][nonce u64][AEAD(cookie 16)], key
     /// `HandshakeMACs.cookieKey(responder public key)`, AD the initiation's mac1.
     case cookieReply = 0x54
+    /// To a rendezvous node, from a registered peer: [type][version][registration key 32]
+    /// [nonce u64][AEAD(zeros)] (`RendezvousAuth.credentialsRequestLength`), key = the
+    /// registration's MAC key, AD = the 42 bytes before, nonce < 2^62 and above every nonce the
+    /// node answered for that registration (the lookup clock). Asks for TURN credentials; the
+    /// zeros make it at least as large as the largest answer.
+    case turnCredentialsRequest = 0x55
+    /// From a rendezvous node: [type][version][nonce u64 = the request's + 2^62][AEAD(valid for
+    /// s u32, username s8, password s8, count u8, [transport u8: 0 UDP, 1 TCP][endpoint 7|19] x
+    /// count)], key = the registration's MAC key, AD = the 10 bytes before. coturn's
+    /// shared-secret credentials (`TURNCredentials`) for the node's TURN servers; count 0 when
+    /// the node offers none (ask again after the time given).
+    case turnCredentials = 0x56
     /// To a rendezvous node: [type][version][registration key 32][timestamp u64][cookie 16]
     /// [AEAD(status u8, tag 16 x n)], n <= `RendezvousAuth.maxTagsPerRegistration`; AEAD key =
     /// `RendezvousAuth.key` of the per-node registration key pair and the node's key, nonce = the
@@ -218,6 +230,25 @@ package enum RendezvousAuth {
     package static func lookupReplyLength(_ family: SocketAddress.Family?) -> Int {
         1 + 1 + 8 + 16 + 1 + 1 + 2 + (family.map(endpointLength) ?? 0) + 16
     }
+    /// TURN servers one credentials answer names at most.
+    package static let maxTURNServers = 4
+    /// A TURN user name on the wire is at most this long ("<expiry>:<id>").
+    package static let maxTURNUsernameLength = 32
+    /// A TURN password on the wire is at most this long (base64 of an HMAC-SHA1: 28).
+    package static let maxTURNPasswordLength = 28
+    /// The nonce bit a credentials answer sets in its request's nonce: apart from registrations
+    /// and lookups (top bits clear), registration answers (both set) and lookup answers (top bit
+    /// set, the next clear).
+    package static let credentialsNonceBit: UInt64 = 1 << 62
+    /// The largest credentials answer: four IPv6 servers and the longest user name and password
+    /// (173 bytes).
+    package static let maxCredentialsLength =
+        1 + 1 + 8 + 4 + (1 + maxTURNUsernameLength) + (1 + maxTURNPasswordLength) + 1
+        + maxTURNServers * (1 + 19) + 16
+    /// The zeros a credentials request seals, so that it is never smaller than its answer.
+    package static let credentialsPaddingLength = 118
+    /// A credentials request (176 bytes): never smaller than its answer.
+    package static let credentialsRequestLength = 1 + 1 + 32 + 8 + credentialsPaddingLength + 16
     /// The relay send header before the inner datagram.
     package static let relaySendHeaderLength = 1 + 1 + 32 + 16 + 16 + 16
     /// The relay deliver header before the inner datagram.
