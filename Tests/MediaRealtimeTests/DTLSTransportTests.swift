@@ -426,14 +426,22 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         }
     }
 
-    @Test func fatalAlertFromThePeerIsTyped() throws {
+    @Test func fatalAlertFromThePeerIsTypedOnceItsGraceHasPassed() throws {
         let active = try DTLSTransport(configuration: configuration(.active))
         var sent = 0
         active.onDatagram = { _ in sent += 1 }
-        active.start(now: .now)
+        let start = MonotonicTime.now
+        active.start(now: start)
         #expect(sent >= 1 && active.state == .connecting)
-        // A plaintext fatal handshake_failure alert (level 2, description 40) at epoch 0.
-        active.handle(datagram: [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 40], now: .now)
+        // A plaintext fatal handshake_failure alert (level 2, description 40) at epoch 0: held,
+        // since anyone could have sent it; the peer says nothing more, so once the grace (2 s)
+        // has passed the handshake fails with that alert.
+        active.handle(datagram: [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 40], now: start)
+        #expect(active.state == .connecting && active.statistics.plaintextAlertsHeld == 1)
+        active.handleTimeout(now: start + .milliseconds(1900))
+        #expect(active.state == .connecting)
+        #expect(active.nextDeadline(now: start + .milliseconds(1900))! <= start + .seconds(2))
+        active.handleTimeout(now: start + .seconds(2))
         guard case .failed(.alert(let code, let name)) = active.state else {
             Issue.record("expected a typed alert, got \(active.state)")
             return
@@ -442,6 +450,43 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         #expect(active.takeKeys() == nil)
         active.handle(datagram: [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 10), now: .now)
         #expect(active.statistics.droppedAfterEnd == 1)
+    }
+
+    /// An attacker who knows the addresses (or sends through the TURN relay, which hands the
+    /// same datagrams to the transport) forges fatal alerts in the clear at both sides while
+    /// they shake hands, and again once they are connected: the handshake finishes and the
+    /// association stays up.
+    @Test func forgedPlaintextAlertsEndNoHandshakeAndNoAssociation() throws {
+        let active = try DTLSTransport(configuration: configuration(.active))
+        let passive = try DTLSTransport(configuration: configuration(.passive))
+        active.setRemoteFingerprint(passive.fingerprint)
+        passive.setRemoteFingerprint(active.fingerprint)
+        let link = LossyLink(loss: 0, seed: 8)
+        link.connect(active, passive)
+        let forged: [[UInt8]] = [
+            [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 40],  // handshake_failure
+            [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 7, 0, 2, 2, 10],  // unexpected_message
+            [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 9, 0, 2, 1, 0],  // close_notify (a warning)
+        ]
+        active.start(now: .now)
+        for d in forged { passive.handle(datagram: d, now: .now) }  // before the ClientHello
+        // The ClientHello reaches the passive side, then the forged alerts reach the active side
+        // before the passive side's answer.
+        if !link.toPassive.isEmpty { passive.handle(datagram: link.toPassive.removeFirst(), now: .now) }
+        for d in forged { active.handle(datagram: d, now: .now) }
+        #expect(active.state == .connecting && passive.state == .connecting)
+        link.run(active, passive, seconds: 5)
+        #expect(active.state == .connected && passive.state == .connected, "\(active.state) \(passive.state)")
+        #expect(active.statistics.plaintextAlertsHeld == 3 && passive.statistics.plaintextAlertsHeld == 3)
+        for d in forged {
+            active.handle(datagram: d, now: .now)
+            passive.handle(datagram: d, now: .now)
+        }
+        active.handleTimeout(now: .now + .seconds(5))
+        passive.handleTimeout(now: .now + .seconds(5))
+        #expect(active.state == .connected && passive.state == .connected)
+        #expect(active.statistics.plaintextAlertsDropped == 3 && passive.statistics.plaintextAlertsDropped == 3)
+        #expect(active.takeKeys() != nil && passive.takeKeys() != nil)
     }
 
     @Test func noCommonSRTPProfileFailsWithoutKeys() throws {

@@ -17,7 +17,10 @@ internal import CMediaShims
 /// `start`. On success `state` becomes `.connected` and `takeKeys()` hands out the SRTP key
 /// material once. Malformed datagrams, records that cannot be right at that point (which would
 /// make OpenSSL end the handshake) and datagrams after failure are dropped and counted in
-/// `statistics`; nothing a peer sends can trap. Pass it only datagrams from the ICE-verified
+/// `statistics`; nothing a peer sends can trap. An alert in the clear, which anyone who knows the
+/// addresses can forge (directly or through a TURN relay), never ends the association at once:
+/// during the handshake a fatal one is held for `plaintextAlertGrace` and forgotten if the
+/// handshake moves on; after it, it is dropped. Pass it only datagrams from the ICE-verified
 /// remote address: a well-formed hostile handshake message still ends the handshake.
 ///
 /// Thread rule: single owner. One thread (or serial queue) makes every call, and `onDatagram` and
@@ -49,6 +52,12 @@ package final class DTLSTransport {
         package var initialRetransmissionTimeout: Double = 0.1
         /// The retransmission timeout stops doubling here, in seconds.
         package var maxRetransmissionTimeout: Double = 3
+        /// How long a fatal alert in the clear (epoch 0, so anyone who knows the addresses can
+        /// forge one) is held during the handshake before it ends it, in seconds: a datagram that
+        /// moves the handshake on in the meantime shows the peer is still in it, and the alert is
+        /// forgotten. A peer that really gave up sends nothing more, and the handshake fails with
+        /// its alert once this has passed.
+        package var plaintextAlertGrace: Double = 2
         /// How long the generated certificate is valid, in days (it is used once per session).
         package var certificateValidityDays: Int = 30
         /// The SRTP protection profiles offered (use_srtp, RFC 5764 section 4.1.1), most preferred
@@ -99,6 +108,10 @@ package final class DTLSTransport {
         package var droppedAfterEnd = 0
         /// Flights resent after their retransmission timer expired.
         package var retransmissions = 0
+        /// Alerts in the clear (epoch 0) held during the handshake instead of ending it, and
+        /// those dropped after it (where nothing unauthenticated may end the association).
+        package var plaintextAlertsHeld = 0
+        package var plaintextAlertsDropped = 0
     }
 
     /// The SRTP master keys of both directions, for the negotiated profile. Thread rule: an
@@ -149,6 +162,9 @@ package final class DTLSTransport {
     private var deadline: MonotonicTime?
     /// Whether a datagram of the peer's first flight has been accepted.
     private var heardFromPeer = false
+    /// A fatal alert in the clear received during the handshake: its code, and when it ends the
+    /// handshake unless the handshake moves on first (`plaintextAlertGrace`).
+    private var heldAlert: (code: UInt8, failsAt: MonotonicTime)?
     private var sendBuffer: UnsafeMutableRawBufferPointer
 
     /// A transport for `configuration.role` with a fresh key and certificate. Throws
@@ -246,10 +262,33 @@ package final class DTLSTransport {
             statistics.unexpectedDropped += 1
             return
         case .accept:
-            heardFromPeer = true
+            break
         }
+        if let alert = Self.plaintextAlert(datagram) {
+            // Unauthenticated: it may come from anyone who knows the addresses (or through the
+            // relay), so it never ends an association by itself. During the handshake a fatal
+            // one is held (`plaintextAlertGrace`); a warning, or one after the handshake, goes.
+            switch state {
+            case .new, .connecting:
+                statistics.plaintextAlertsHeld += 1
+                if alert.fatal && heldAlert == nil {
+                    heldAlert = (alert.code, now + .nanoseconds(Int64(max(0, configuration.plaintextAlertGrace) * 1e9)))
+                }
+            default:
+                statistics.plaintextAlertsDropped += 1
+            }
+            return
+        }
+        heardFromPeer = true
         if state == .new { start(now: now) }
+        heldAlert = nil  // the peer is still in the handshake
         process(cms_dtls_feed(endpoint, datagram.baseAddress, datagram.count))
+    }
+
+    /// The alert of a datagram that is one plaintext (epoch 0) alert record, else nil.
+    private static func plaintextAlert(_ datagram: UnsafeRawBufferPointer) -> (code: UInt8, fatal: Bool)? {
+        guard datagram.count == 15, datagram[0] == 21, datagram[3] == 0, datagram[4] == 0 else { return nil }
+        return (datagram[14], datagram[13] == 2)
     }
 
     /// `handle(datagram:now:)` for a byte array.
@@ -263,7 +302,8 @@ package final class DTLSTransport {
     package func nextDeadline(now: MonotonicTime) -> MonotonicTime? {
         switch state {
         case .connecting:
-            guard let deadline else { return nil }
+            guard var deadline else { return nil }
+            if let held = heldAlert { deadline = min(deadline, held.failsAt) }
             let us = cms_dtls_timeout_us(endpoint)
             return us >= 0 ? min(deadline, now + .microseconds(us)) : deadline
         case .awaitingFingerprint:
@@ -285,6 +325,11 @@ package final class DTLSTransport {
             return
         }
         guard state == .connecting else { return }
+        if let held = heldAlert, now >= held.failsAt {
+            let name = cms_dtls_alert_name(Int32(held.code)).map { String(cString: $0) } ?? "unknown"
+            fail(.alert(code: held.code, description: name))
+            return
+        }
         switch cms_dtls_handle_timeout(endpoint) {
         case 1:
             flush()
