@@ -8,10 +8,53 @@ import Testing
     import Glibc
 #endif
 
+/// What a hand-driven rendezvous client keeps of its registration, and how it reads the node's
+/// answers (shared by the clients on real sockets and on the simulated network).
+@MainActor
+protocol RendezvousRegistrationState: AnyObject {
+    var keys: KeyPair { get }
+    var nodeKey: [UInt8]? { get set }
+    var macKey: [UInt8]? { get set }
+    var cookie: [UInt8] { get set }
+    var token: [UInt8]? { get set }
+}
+
+extension RendezvousRegistrationState {
+    /// Reads a registration answer: the node key and cookie of an unsealed one, or the
+    /// acceptance, cookie and relay token of a sealed one (opened under `macKey` with the nonce
+    /// of the registration sent at `timestamp`); whether it accepted.
+    func read(_ reply: [UInt8], timestamp: UInt64) -> Bool {
+        var r = ByteReader(reply, offset: 2)
+        switch r.u8() {
+        case RendezvousAuth.registeredUnsealed:
+            guard reply.count == RendezvousAuth.registeredUnsealedLength, let key = r.take(32), let c = r.take(16) else {
+                return false
+            }
+            if key != nodeKey {
+                nodeKey = key
+                macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: key)
+            }
+            cookie = c
+            return false
+        case RendezvousAuth.registeredSealed:
+            guard reply.count == RendezvousAuth.registeredLength, let macKey, let nonce = r.u64(),
+                nonce == timestamp | RendezvousAuth.registeredNonceBits,
+                let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(reply[0..<11]), ciphertext: reply[11...])
+            else { return false }
+            cookie = Array(plain[1..<17])
+            guard plain[0] == 1 else { return false }
+            token = Array(plain[17..<33])
+            return true
+        default:
+            return false
+        }
+    }
+}
+
 /// A hand-driven rendezvous client on its own loopback socket: the cookie round, registration,
 /// lookups and relay sends, byte by byte, so attack tests can forge, replay and flood.
 @MainActor
-final class RendezvousClient {
+final class RendezvousClient: RendezvousRegistrationState {
     let socket: SessionSocket
     let keys: KeyPair
     let node: SocketAddress
@@ -78,35 +121,6 @@ final class RendezvousClient {
         return read(reply, timestamp: sent)
     }
 
-    /// Reads a registration answer: the node key and cookie of an unsealed one, or the
-    /// acceptance, cookie and relay token of a sealed one (opened under `macKey` with the nonce
-    /// of the registration sent at `timestamp`); whether it accepted.
-    func read(_ reply: [UInt8], timestamp: UInt64) -> Bool {
-        var r = ByteReader(reply, offset: 2)
-        switch r.u8() {
-        case RendezvousAuth.registeredUnsealed:
-            guard reply.count == RendezvousAuth.registeredUnsealedLength, let key = r.take(32), let c = r.take(16) else {
-                return false
-            }
-            if key != nodeKey {
-                nodeKey = key
-                macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: key)
-            }
-            cookie = c
-            return false
-        case RendezvousAuth.registeredSealed:
-            guard reply.count == RendezvousAuth.registeredLength, let macKey, let nonce = r.u64(),
-                nonce == timestamp | RendezvousAuth.registeredNonceBits,
-                let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(reply[0..<11]), ciphertext: reply[11...])
-            else { return false }
-            cookie = Array(plain[1..<17])
-            guard plain[0] == 1 else { return false }
-            token = Array(plain[17..<33])
-            return true
-        default:
-            return false
-        }
-    }
 
     /// The cookie round then the real registration; true when accepted.
     func register() async -> Bool {

@@ -57,7 +57,7 @@ final class RendezvousLab {
 /// and floods of fresh keys), lookups, byte by byte. Main actor; each exchange runs the lab's
 /// clock for a round trip.
 @MainActor
-final class SimulatedRendezvousClient {
+final class SimulatedRendezvousClient: RendezvousRegistrationState {
     let lab: RendezvousLab
     private(set) var port: VirtualDatagramPort
     var keys = KeyPair()
@@ -113,33 +113,6 @@ final class SimulatedRendezvousClient {
         return token != nil
     }
 
-    /// Reads a registration answer (see `RendezvousClient.read`); whether it accepted.
-    func read(_ reply: [UInt8], timestamp: UInt64) -> Bool {
-        var r = ByteReader(reply, offset: 2)
-        switch r.u8() {
-        case RendezvousAuth.registeredUnsealed:
-            guard reply.count == RendezvousAuth.registeredUnsealedLength, let key = r.take(32), let c = r.take(16) else {
-                return false
-            }
-            if key != nodeKey {
-                nodeKey = key
-                macKey = RendezvousAuth.key(secret: keys.secret, peerPublic: key)
-            }
-            cookie = c
-            return false
-        case RendezvousAuth.registeredSealed:
-            guard reply.count == RendezvousAuth.registeredLength, let macKey, let nonce = r.u64(),
-                nonce == timestamp | RendezvousAuth.registeredNonceBits,
-                let plain = Sodium.open(key: macKey, nonce: nonce, ad: Array(reply[0..<11]), ciphertext: reply[11...])
-            else { return false }
-            cookie = Array(plain[1..<17])
-            guard plain[0] == 1 else { return false }
-            token = Array(plain[17..<33])
-            return true
-        default:
-            return false
-        }
-    }
 
     /// Registers `count` fresh keys from this endpoint with its cookie, each carrying `tagsEach`
     /// random tags (at most 32), without waiting for answers: a flood of genuine registrations.

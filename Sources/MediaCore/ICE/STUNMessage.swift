@@ -319,12 +319,16 @@ package struct STUNMessage: Equatable, Sendable {
     }
 
     static func hmacSHA1(key: [UInt8], _ data: [UInt8]) -> [UInt8] {
+        key.withUnsafeBytes { hmacSHA1(key: $0, data) }
+    }
+
+    /// HMAC-SHA1 (RFC 2104) of `data` under `key`, read in place: STUN's MESSAGE-INTEGRITY and
+    /// TURN's shared-secret passwords. Thread rule: any thread. Cost: one HMAC-SHA1 in libcrypto.
+    package static func hmacSHA1(key: UnsafeRawBufferPointer, _ data: [UInt8]) -> [UInt8] {
         var mac = [UInt8](repeating: 0, count: 20)
-        let ok = key.withUnsafeBytes { k in
-            data.withUnsafeBytes { d in
-                mac.withUnsafeMutableBufferPointer {
-                    cms_hmac_sha1(k.baseAddress, k.count, d.baseAddress, d.count, $0.baseAddress)
-                }
+        let ok = data.withUnsafeBytes { d in
+            mac.withUnsafeMutableBufferPointer {
+                cms_hmac_sha1(key.baseAddress, key.count, d.baseAddress, d.count, $0.baseAddress)
             }
         }
         precondition(ok == 1, "HMAC-SHA1 failed in libcrypto")

@@ -50,16 +50,7 @@ package struct TURNCredentials: Sendable, Equatable {
     /// HMAC-SHA1 of `data` under the secret's bytes, read in place (no copy of the secret).
     /// Thread rule: any thread. Cost: one HMAC-SHA1 in libcrypto.
     package static func hmacSHA1(key: SecretKeyBytes, _ data: [UInt8]) -> [UInt8] {
-        var mac = [UInt8](repeating: 0, count: 20)
-        let ok = key.withUnsafeBytes { k in
-            data.withUnsafeBytes { d in
-                mac.withUnsafeMutableBufferPointer {
-                    cms_hmac_sha1(k.baseAddress, k.count, d.baseAddress, d.count, $0.baseAddress)
-                }
-            }
-        }
-        precondition(ok == 1, "HMAC-SHA1 failed in libcrypto")
-        return mac
+        key.withUnsafeBytes { STUNMessage.hmacSHA1(key: $0, data) }
     }
 
     /// Standard base64 with padding (RFC 4648 §4), as coturn encodes the HMAC.
