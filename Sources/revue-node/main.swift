@@ -51,7 +51,7 @@ let spec = CommandSpec(
         OptionSpec("--stun", value: "HOST:PORT", help: "a STUN server for call media (repeatable)"),
         OptionSpec(
             "--turn", value: "USER:PASS@HOST:PORT[?transport=tcp]",
-            help: "a TURN server for call media, over UDP or TCP (repeatable)"),
+            help: "a TURN server for call media, over UDP or TCP, or TLS as turns:USER:PASS@HOST[:PORT][?ca=FILE] (repeatable)"),
         OptionSpec("--lan", help: "discover peers on the local network"),
         OptionSpec("--invitation-timeout", value: "S", help: "seconds an invitation waits for an answer"),
         OptionSpec("--mode", value: "MODE", help: "sendAndRecv, signallingOnly or recvOnly (default sendAndRecv)"),
@@ -138,7 +138,8 @@ func parseOptions() throws -> Options {
 }
 
 /// The `--stun` and `--turn` values as servers: every `--stun` must be `HOST:PORT` and every
-/// `--turn` `USER:PASS@HOST:PORT[?transport=tcp]`, else a usage error naming the option.
+/// `--turn` `USER:PASS@HOST:PORT[?transport=tcp]` (or a `turn:`/`turns:` form, `RevueICEServer(parsing:)`),
+/// else a usage error naming the option.
 func iceServers(stun: [String], turn: [String]) throws -> [RevueICEServer] {
     var out: [RevueICEServer] = []
     for (option, values, kind) in [("--stun", stun, RevueICEServer.Kind.stun), ("--turn", turn, .turn)] {

@@ -5,7 +5,8 @@ import Testing
 
 @testable import MediaCore
 
-// TURNClient against a real coturn on loopback: allocations over UDP and TCP, data with a peer
+// TURNClient against a real coturn on loopback: allocations over UDP, TCP and TLS (and the
+// certificates it must refuse), data with a peer
 // through the relay both ways (Send/Data indications and ChannelData), a wrong password, a forged
 // response, and close deleting the allocation.
 #if canImport(Glibc)
@@ -76,9 +77,23 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 
 @Suite(.serialized) struct TURNClientTests {
     static func turnServer(
-        _ coturn: CoturnServer, transport: ICEServer.Transport = .udp, password: String = CoturnServer.password
+        _ coturn: CoturnServer, transport: ICEServer.Transport = .udp, password: String = CoturnServer.password,
+        tls: ICEServer.TLSVerification = .init()
     ) -> ICEServer {
-        ICEServer(kind: .turn, address: coturn.address, username: CoturnServer.user, password: password, transport: transport)
+        ICEServer(
+            kind: .turn, address: transport == .tls ? coturn.tlsAddress : coturn.address, username: CoturnServer.user,
+            password: password, transport: transport, tls: tls)
+    }
+
+    /// Waits until `client` is allocated or failed (up to `seconds`); its state then.
+    static func settled(_ client: TURNClient, seconds: Double = 10) -> TURNClient.State {
+        _ = eventually(seconds) {
+            switch client.state {
+            case .allocated, .failed: return true
+            default: return false
+            }
+        }
+        return client.state
     }
 
     static func relayed(_ client: TURNClient) -> (relayed: SocketAddress, mapped: SocketAddress)? {
@@ -96,15 +111,20 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 
     /// The whole life of one allocation with a peer: permission and indications both ways, a
     /// channel and ChannelData both ways (odd sizes, so TCP padding is exercised), then close.
+    /// Over TLS the server presents a certificate from a test CA, which the client is given.
     func exchange(transport: ICEServer.Transport) throws {
-        let coturn = try CoturnServer()
+        let certificates = transport == .tls ? try TURNTLSCertificates() : nil
+        defer { certificates?.remove() }
+        let coturn = try CoturnServer(tls: certificates.map { ($0.serverCertificate, $0.serverKey) })
         defer { coturn.stop() }
         try coturn.waitUntilReady()
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let peer = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let peerAddress = try peer.localAddress()
+        let verification = ICEServer.TLSVerification(certificateAuthorityFile: certificates?.caFile)
         let client = TURNClient(
-            server: Self.turnServer(coturn, transport: transport), socket: socket, queue: DispatchQueue(label: "turn.test"))
+            server: Self.turnServer(coturn, transport: transport, tls: verification), socket: socket,
+            queue: DispatchQueue(label: "turn.test"))
         let recorder = TURNRecorder()
         recorder.attach(client)
         let declined = Mutex<[[UInt8]]>([])
@@ -158,7 +178,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         let allocations = media.withUnsafeBytes { p in
             AllocationCounter.count { for _ in 0..<20 { _ = client.sendChannelData(p, channel: channel) } }
         }
-        #expect(allocations == 0)
+        // Over TLS, OpenSSL 3's record encryption allocates twice per record (ours: nothing).
+        #expect(allocations <= (transport == .tls ? 40 : 0), "\(transport): \(allocations) allocations in 20 ChannelData sends")
+        print("TURN over \(transport): 20 ChannelData sends of 1001 bytes made \(allocations) heap allocations")
         for _ in 0..<20 { #expect(try Self.receive(peer)?.0 == media) }
         for size in [7, 998] {
             let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 ^ 0x5A) }
@@ -224,6 +246,71 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 
     @Test func allocationOverTCPRelaysWithIndicationsAndChannels() throws {
         try exchange(transport: .tcp)
+    }
+
+    /// TURN over TLS (`turns:`): coturn presents a certificate for 127.0.0.1 signed by a test CA
+    /// made at test time; the client checks it against that CA before anything else is sent.
+    @Test func allocationOverTLSRelaysWithIndicationsAndChannels() throws {
+        try exchange(transport: .tls)
+    }
+
+    /// Every certificate the client must not trust fails the allocation with the reason, before a
+    /// single TURN request is sent: a chain to another CA, a certificate for another name (checked
+    /// as a DNS name and as the server's IP address), a fingerprint that is not the pinned one. The
+    /// right pin alone (no CA) allocates.
+    @Test func aWrongServerCertificateFailsTheTLSAllocation() throws {
+        let certificates = try TURNTLSCertificates()
+        defer { certificates.remove() }
+        let coturn = try CoturnServer(tls: (certificates.serverCertificate, certificates.serverKey))
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let elsewhere = try CoturnServer(tls: (certificates.elsewhereCertificate, certificates.elsewhereKey))
+        defer { elsewhere.stop() }
+        try elsewhere.waitUntilReady()
+        let rightPin = try certificates.sha256(of: certificates.serverCertificate)
+        let wrongPin = try certificates.sha256(of: certificates.elsewhereCertificate)
+        let cases: [(String, CoturnServer, ICEServer.TLSVerification, expected: String?)] = [
+            (
+                "another CA", coturn, .init(certificateAuthorityFile: certificates.otherCAFile),
+                "unable to get local issuer certificate"
+            ),
+            (
+                "another DNS name", coturn,
+                .init(serverName: "elsewhere.revue.test", certificateAuthorityFile: certificates.caFile),
+                "hostname mismatch"
+            ),
+            (
+                "a certificate for another name", elsewhere, .init(certificateAuthorityFile: certificates.caFile),
+                "IP address mismatch"
+            ),
+            ("a wrong pin", coturn, .init(sha256Fingerprint: wrongPin), "not the pinned one"),
+            ("the right CA", coturn, .init(certificateAuthorityFile: certificates.caFile), nil),
+            (
+                "the right DNS name", coturn, .init(serverName: "turn.revue.test", certificateAuthorityFile: certificates.caFile),
+                nil
+            ),
+            ("the right pin", coturn, .init(sha256Fingerprint: rightPin), nil),
+        ]
+        for (name, server, verification, expected) in cases {
+            let client = TURNClient(
+                server: Self.turnServer(server, transport: .tls, tls: verification),
+                socket: try UDPSocket(bindingTo: .loopbackIPv4(port: 0)), queue: DispatchQueue(label: "turn.test"))
+            client.allocate()
+            let state = Self.settled(client)
+            print("TURN over TLS with \(name): \(state)")
+            if let expected {
+                guard case .failed(let reason) = state else {
+                    Issue.record("\(name): \(state), expected a refusal")
+                    client.close()
+                    continue
+                }
+                #expect(reason.contains("certificate was refused") && reason.contains(expected), "\(name): \(reason)")
+                #expect(client.statistics.requestsSent == 0, "\(name): nothing is sent to a server we do not trust")
+            } else {
+                #expect(Self.relayed(client) != nil, "\(name): \(state)")
+            }
+            client.close()
+        }
     }
 
     @Test func aWrongPasswordFailsWithTheReason() throws {

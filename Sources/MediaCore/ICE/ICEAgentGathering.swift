@@ -36,7 +36,7 @@ extension ICEAgent {
         }
         for server in configuration.servers
         where server.kind == .turn
-            && (server.transport == .tcp || socket.carries(server.address.family))
+            && (server.transport.isStream || socket.carries(server.address.family))
         {
             let index = turns.count
             let client = TURNClient(server: server, socket: socket, queue: queue)

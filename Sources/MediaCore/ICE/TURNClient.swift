@@ -280,16 +280,16 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         defer { lock.unlock() }
         guard current == .idle else { return }
         setState(.allocating)
-        if socket != nil || server.transport == .tcp {
+        if socket != nil || server.transport.isStream {
             let t = DispatchSource.makeTimerSource(queue: timerQueue)
             t.setEventHandler { [weak self] in self?.tick() }
             t.schedule(deadline: .distantFuture)
             t.resume()
             timer = t
         }
-        if server.transport == .tcp && sendTap == nil {
+        if server.transport.isStream && sendTap == nil {
             let connection = TURNTCPConnection(
-                server: server.address,
+                server: server.address, tls: server.transport == .tls ? server.tls : nil,
                 onConnected: { [weak self] in self?.connected() },
                 onFrame: { [weak self] frame in _ = self?.process(frame) },
                 onClosed: { [weak self] reason in self?.connectionClosed(reason) })
