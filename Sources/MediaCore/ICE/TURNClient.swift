@@ -221,10 +221,18 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private let socket: UDPSocket?
     private let queue: DispatchQueue
     private let sendTap: (@Sendable ([UInt8]) -> Void)?
-    private let timerQueue = DispatchQueue(label: "revue.turn.timer")
+    /// The clock and timer queue of every deadline (retransmissions, refreshes, the liveness
+    /// check, reconnecting): a dispatch queue of the client's own on the real clock unless
+    /// injected; `timersOn` once `allocate()` armed them.
+    private let scheduler: any TaskScheduler
+    private let timersOn: Bool
     /// Guards everything below.
     private let lock = Lock()
-    private var timer: DispatchSourceTimer?
+    /// The tick scheduled next and when it is due (it may come early: a later deadline leaves an
+    /// earlier tick in place, which finds nothing due and schedules the next).
+    private var pendingTick: ScheduledWork?
+    private var tickAt: MonotonicTime?
+    private var timersActive = false
     private var tcp: TURNTCPConnection?
     private var current: State = .idle
     private var stateHandler: (@Sendable (State) -> Void)?
@@ -264,30 +272,39 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     /// `socket`: for a UDP server, the socket the allocation is made from (the caller passes every
     /// datagram from `server.address` to `handleDatagram`); for TCP, unused (the client connects).
-    package init(server: ICEServer, socket: UDPSocket, queue: DispatchQueue) {
+    /// `scheduler`: the clock and timers (nil: the real clock and a dispatch queue of its own).
+    package init(server: ICEServer, socket: UDPSocket, queue: DispatchQueue, scheduler: (any TaskScheduler)? = nil) {
         self.server = server
         self.socket = socket
         self.queue = queue
         sendTap = nil
+        self.scheduler = scheduler ?? DispatchTaskScheduler(queue: DispatchQueue(label: "revue.turn.timer"))
+        timersOn = true
         serverName.initialize(to: sockaddr_storage())
         serverNameLength = server.address.write(into: serverName, socketFamily: socket.family)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
     }
 
-    /// A client without a socket or timers, for the STUN fuzzer: everything it would send goes to
-    /// `sendTap`, datagrams come in through `handleDatagram`, and nothing happens with time.
-    package init(socketlessServer server: ICEServer, sendTap: @escaping @Sendable ([UInt8]) -> Void) {
+    /// A client without a socket, for the STUN fuzzer and tests on simulated time: everything it
+    /// would send goes to `sendTap` (called under the client's lock: it must not call back into
+    /// the client), datagrams come in through `handleDatagram`. Without `scheduler` nothing
+    /// happens with time; with one, every timer runs on it (a `SimulatedTime` in tests).
+    package init(
+        socketlessServer server: ICEServer, scheduler: (any TaskScheduler)? = nil, sendTap: @escaping @Sendable ([UInt8]) -> Void
+    ) {
         self.server = server
         socket = nil
         queue = DispatchQueue(label: "revue.turn.socketless")
         self.sendTap = sendTap
+        self.scheduler = scheduler ?? DispatchTaskScheduler(queue: DispatchQueue(label: "revue.turn.timer"))
+        timersOn = scheduler != nil || server.transport.isStream
         serverName.initialize(to: sockaddr_storage())
         serverNameLength = server.address.write(into: serverName)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
     }
 
     deinit {
-        timer?.cancel()
+        pendingTick?.cancel()
         tcp?.close()
         serverName.deallocate()
         scratch.deallocate()
@@ -346,13 +363,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         defer { lock.unlock() }
         guard current == .idle else { return }
         setState(.allocating)
-        if socket != nil || server.transport.isStream {
-            let t = DispatchSource.makeTimerSource(queue: timerQueue)
-            t.setEventHandler { [weak self] in self?.tick() }
-            t.schedule(deadline: .distantFuture)
-            t.resume()
-            timer = t
-        }
+        timersActive = timersOn
         if server.transport.isStream && sendTap == nil {
             connect()
         } else {
@@ -555,7 +566,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// requests are pending).
     private func sendPermission(_ k: SocketAddress) {
         guard start(.permission(k), retries: 0) else {
-            permissions[k]?.refreshAt = MonotonicTime.now + .seconds(1)
+            permissions[k]?.refreshAt = scheduler.now + .seconds(1)
             return
         }
         permissions[k]?.pending = true
@@ -565,7 +576,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// requests are pending).
     private func sendChannelBind(_ n: UInt16) {
         guard start(.channel(n), retries: 0) else {
-            channels[n]?.refreshAt = MonotonicTime.now + .seconds(1)
+            channels[n]?.refreshAt = scheduler.now + .seconds(1)
             return
         }
         channels[n]?.pending = true
@@ -617,7 +628,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             signing = key
         }
         let bytes = m.encode(integrity: signing, fingerprint: true)
-        let now = MonotonicTime.now
+        let now = scheduler.now
         let first = Self.duration(tcp != nil ? settings.tcpTransactionTimeout : settings.retransmissionTimeout)
         transactions[TransactionKey(m.transactionID)] = Transaction(
             purpose: purpose, method: m.method, bytes: bytes, key: signing, nextAt: now + first, timeout: first, retries: retries)
@@ -741,7 +752,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     }
 
     private func succeeded(_ t: Transaction, _ m: STUNMessage) {
-        let now = MonotonicTime.now
+        let now = scheduler.now
         switch t.purpose {
         case .allocate:
             guard current == .allocating else { return }
@@ -843,7 +854,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     /// Under the lock: a transaction of `purpose` ended without success.
     private func failed(_ purpose: Purpose, _ reason: String) {
-        let later = MonotonicTime.now + Self.duration(settings.retryAfterFailure)
+        let later = scheduler.now + Self.duration(settings.retryAfterFailure)
         switch purpose {
         case .allocate:
             if current == .allocating { fail(reason) }
@@ -913,7 +924,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         if server.transport.isStream && sendTap == nil {
             tcp?.close()
             reconnectingAfter = reason
-            reconnectUntil = MonotonicTime.now + Self.duration(settings.reconnectWindow)
+            reconnectUntil = scheduler.now + Self.duration(settings.reconnectWindow)
             connect()
         } else {
             start(.allocate, retries: 0)
@@ -958,8 +969,10 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     }
 
     private func stopTimer() {
-        timer?.cancel()
-        timer = nil
+        timersActive = false
+        pendingTick?.cancel()
+        pendingTick = nil
+        tickAt = nil
     }
 
     private func connected() {
@@ -977,9 +990,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             // A connection made again after a loss: tried once a second within the window, then
             // the reason names both.
             guard let lost = reconnectingAfter else { return fail(reason) }
-            guard MonotonicTime.now + .seconds(1) < reconnectUntil else { return fail("\(lost); connecting again: \(reason)") }
+            guard scheduler.now + .seconds(1) < reconnectUntil else { return fail("\(lost); connecting again: \(reason)") }
             tcp = nil
-            timerQueue.asyncAfter(deadline: .now() + 1) { [weak self] in
+            scheduler.schedule(after: .seconds(1)) { [weak self] in
                 guard let self else { return }
                 self.lock.lock()
                 defer { self.lock.unlock() }
@@ -991,7 +1004,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     /// Under the lock: sets the timer to the next retransmission or refresh.
     private func reschedule() {
-        guard let timer else { return }
+        guard timersActive else { return }
         var next = refreshAt
         for t in transactions.values { next = min(next ?? t.nextAt, t.nextAt) }
         if case .allocated = current {
@@ -999,17 +1012,24 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             for c in channels.values where !c.pending { next = min(next ?? c.refreshAt, c.refreshAt) }
             if let l = nextLivenessCheck, !permissions.isEmpty { next = min(next ?? l, l) }
         }
-        guard let next else { return timer.schedule(deadline: .distantFuture) }
-        let now = MonotonicTime.now
-        let delay = next > now ? min(next - now, .nanoseconds(1 << 50)) : .zero
-        timer.schedule(deadline: .now() + .nanoseconds(Int(delay.inNanoseconds)))
+        guard let next else { return }
+        if let at = tickAt, at <= next { return }
+        pendingTick?.cancel()
+        let now = scheduler.now
+        tickAt = next
+        pendingTick = scheduler.schedule(after: next > now ? min(next - now, .nanoseconds(1 << 50)) : .zero) { [weak self] in
+            self?.tick()
+        }
     }
 
     /// The timer: retransmissions, timeouts and refreshes that are due.
     private func tick() {
         lock.lock()
         defer { lock.unlock() }
-        let now = MonotonicTime.now
+        guard timersActive else { return }
+        pendingTick = nil
+        tickAt = nil
+        let now = scheduler.now
         for (k, t) in transactions where t.nextAt <= now {
             let limit = tcp != nil ? 1 : t.purpose == .probe ? settings.probeTransmissions : settings.maxTransmissions
             if t.transmissions >= limit {
@@ -1017,7 +1037,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
                 stats.timeouts += 1
                 let lost = stats.allocationsLost
                 failed(t.purpose, "no answer from the TURN server \(server.address)")
-                if timer == nil { return }
+                if !timersActive { return }
                 // A lost allocation dropped every transaction: none of this pass's is left.
                 if stats.allocationsLost != lost { break }
             } else {
