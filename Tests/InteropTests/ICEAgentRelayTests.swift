@@ -16,12 +16,18 @@ import Testing
         let media = Mutex<[[UInt8]]>([])
         let candidates = Mutex<[ICECandidate]>([])
 
-        init(server: SocketAddress, controlling: Bool, relayOnly: Bool = true, local: SocketAddress = .loopbackIPv4(port: 0))
-            throws
-        {
+        init(
+            server: SocketAddress, controlling: Bool, relayOnly: Bool = true, local: SocketAddress = .loopbackIPv4(port: 0),
+            transport: ICEServer.Transport = .udp, tls: ICEServer.TLSVerification = .init()
+        ) throws {
             socket = try UDPSocket(bindingTo: local)
             var c = ICEAgentConfiguration(controlling: controlling)
-            c.servers = [ICEServer(kind: .turn, address: server, username: CoturnServer.user, password: CoturnServer.password)]
+            c.servers = [
+                ICEServer(
+                    kind: .turn, address: server, username: CoturnServer.user, password: CoturnServer.password,
+                    transport: transport,
+                    tls: tls)
+            ]
             c.relayOnly = relayOnly
             agent = ICEAgent(socket: socket, configuration: c)
             agent.onRelayedMedia = { [weak self] bytes in self?.media.withLock { $0.append(Array(bytes)) } }
@@ -234,5 +240,39 @@ import Testing
         )
         #expect(after < 25)
         #expect(ta?.allocationsLost == 1 && tb?.allocationsLost == 1)
+    }
+
+    /// Two relay-only agents whose TURN server is reached over TLS (`turns:`), its certificate
+    /// checked against a CA made at test time: they connect through their allocations and media
+    /// flows both ways.
+    @Test func relayOnlyAgentsConnectThroughCoturnOverTLS() throws {
+        let certificates = try TURNTLSCertificates()
+        defer { certificates.remove() }
+        let server = try CoturnServer(tls: (certificates.serverCertificate, certificates.serverKey))
+        defer { _ = server.stop() }
+        try server.waitUntilReady()
+        let verification = ICEServer.TLSVerification(certificateAuthorityFile: certificates.caFile)
+        let a = try Side(server: server.tlsAddress, controlling: true, transport: .tls, tls: verification)
+        let b = try Side(server: server.tlsAddress, controlling: false, transport: .tls, tls: verification)
+        defer { a.agent.close(); b.agent.close() }
+        exchangeICESignalling(a.agent, b.agent)
+        a.startReading()
+        b.startReading()
+        a.agent.start()
+        b.agent.start()
+        #expect(
+            pollUntil(8) { a.agent.selectedPair != nil && b.agent.selectedPair != nil },
+            "A: \(a.agent.noPathReason) B: \(b.agent.noPathReason)")
+        #expect(a.agent.path.route?.isRelayed == true && b.agent.path.route?.isRelayed == true)
+        #expect(
+            pollUntil(5) {
+                a.send(tag: 0xA7, count: 1)
+                b.send(tag: 0xB7, count: 1)
+                return b.received(tagged: 0xA7) >= 5 && a.received(tagged: 0xB7) >= 5
+            })
+        let sent = (a.agent.turnStatistics.first?.channelDataSent ?? -1, b.agent.turnStatistics.first?.channelDataSent ?? -1)
+        print(
+            "relay-only agents over TURN over TLS: A \(a.agent.selectedPair.map { "\($0.local) -> \($0.remote)" } ?? "none"), "
+                + "ChannelData sent A \(sent.0) B \(sent.1)")
     }
 }

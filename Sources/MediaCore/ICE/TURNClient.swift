@@ -1,5 +1,7 @@
-// A TURN client (RFC 8656): one allocation on one server, over UDP (sharing the agent's socket)
-// or TCP (its own connection), with long-term credentials, permissions, channels and refreshes.
+// A TURN client (RFC 8656): one allocation on one server, over UDP (sharing the agent's socket),
+// TCP or TLS (its own connection), with long-term credentials, permissions, channels, refreshes,
+// IPv6 or dual relayed addresses, and a lost allocation found (a Refresh when peers go silent) and
+// made again.
 import Dispatch
 import Glibc
 import Synchronization
@@ -117,9 +119,11 @@ package struct TURNClientTiming: Sendable {
 
 /// One TURN allocation. Thread rule: every method from any thread; `onStateChange` runs on
 /// `queue`; `onPeerData` runs synchronously on the thread that calls `handleDatagram` (UDP) or on
-/// the connection's reader thread (TCP), and must not call back into the client's control methods
-/// for long. Cost: control traffic allocates; `sendChannelData` does not (one `sendmsg` under the
-/// client's lock over UDP, one framed write over TCP); receiving ChannelData does not.
+/// the connection's reader thread (TCP, TLS), and must not call back into the client's control
+/// methods for long. Cost: control traffic allocates; `sendChannelData` does not (one `sendmsg`
+/// under the client's lock over UDP, one framed write over TCP; over TLS OpenSSL's record
+/// encryption allocates); receiving ChannelData does not. While it holds permissions, one timer
+/// wakeup a second looks for silence (`TURNClientTiming.silenceBeforeProbe`).
 ///
 /// Every response is trusted only after its transaction ID matches a request of ours and its
 /// MESSAGE-INTEGRITY (long-term key) and FINGERPRINT check out; what a stranger can make it keep is
