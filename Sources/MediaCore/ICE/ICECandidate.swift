@@ -102,7 +102,12 @@ package struct ICEServer: Hashable, Sendable, CustomStringConvertible {
     /// TCP, the `turns:` scheme of RFC 7065, where only TLS gets out or the server must be
     /// authenticated before it sees our credentials' user name).
     package enum Transport: String, Hashable, Sendable {
-        case udp, tcp, tls
+        /// UDP from the agent's socket.
+        case udp
+        /// A TCP connection of the client's own.
+        case tcp
+        /// TLS over a TCP connection of the client's own, the certificate checked per `tls`.
+        case tls
         /// TCP or TLS: a stream of our own with the server, framed as RFC 8656 §12.5 says.
         package var isStream: Bool { self != .udp }
     }

@@ -70,6 +70,7 @@ package struct STUNMessage: Equatable, Sendable {
         /// ("SSODA"); IANA lists 0x8032 and 0x8033 as other comprehension-optional attributes,
         /// which a server that does not know them ignores.
         package static let additionalAddressFamilyDraft: UInt16 = 0x8032
+        /// ADDRESS-ERROR-CODE at coturn's draft code point (see `additionalAddressFamilyDraft`).
         package static let addressErrorCodeDraft: UInt16 = 0x8033
         package static let software: UInt16 = 0x8022
         package static let fingerprint: UInt16 = 0x8028

@@ -61,15 +61,18 @@ package struct TURNClientStatistics: Sendable, Equatable {
     /// Families of a dual allocation (`RelayFamilies.both`) the server refused (ADDRESS-ERROR-CODE,
     /// or a 440 to the dual request, after which IPv4 alone is asked for), and why the last was.
     package var addressFamiliesRefused = 0
+    /// The family and the server's code and reason of the last of those.
     package var lastAddressFamilyRefusal: String?
     /// Refreshes sent at once because peers went silent while we sent to them (`TURNClientTiming
     /// .silenceBeforeProbe`), and how many of them the server confirmed.
     package var livenessProbes = 0
+    /// Those the server confirmed (the allocation was there).
     package var livenessProbesConfirmed = 0
     /// Allocations found gone (a 437, no answer or another refusal to a Refresh, or the TCP/TLS
     /// connection lost) and made again, with permissions and channels reinstalled; and why the
     /// last was lost.
     package var allocationsLost = 0
+    /// Why the last allocation was found lost.
     package var lastAllocationLoss: String?
 
     package init() {}
@@ -158,7 +161,12 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// allocation goes on with IPv4 alone, counted in `addressFamiliesRefused`).
     /// Thread rule: a value type.
     package enum RelayFamilies: Sendable, Equatable {
-        case ipv4, ipv6, both
+        /// An IPv4 relayed address (nothing is added to the Allocate).
+        case ipv4
+        /// An IPv6 relayed address (REQUESTED-ADDRESS-FAMILY).
+        case ipv6
+        /// One of each (ADDITIONAL-ADDRESS-FAMILY), IPv4 alone when the server refuses IPv6.
+        case both
     }
 
     /// The TURN server and credentials of the allocation.
