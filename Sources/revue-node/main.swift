@@ -51,7 +51,7 @@ let spec = CommandSpec(
         OptionSpec("--stun", value: "HOST:PORT", help: "a STUN server for call media (repeatable)"),
         OptionSpec(
             "--turn", value: "USER:PASS@HOST:PORT[?transport=tcp]",
-            help: "a TURN server for call media, over UDP or TCP (repeatable)"),
+            help: "a TURN server for call media, over UDP or TCP, or TLS as turns:USER:PASS@HOST[:PORT][?ca=FILE] (repeatable)"),
         OptionSpec(
             "--turn-url", value: "turn:HOST:PORT[?transport=tcp]",
             help: "with --rendezvous: a coturn server whose credentials the node hands its peers (repeatable, up to 4)"),
@@ -149,7 +149,8 @@ func parseOptions() throws -> Options {
 }
 
 /// The `--stun` and `--turn` values as servers: every `--stun` must be `HOST:PORT` and every
-/// `--turn` `USER:PASS@HOST:PORT[?transport=tcp]`, else a usage error naming the option.
+/// `--turn` `USER:PASS@HOST:PORT[?transport=tcp]` (or a `turn:`/`turns:` form, `RevueICEServer(parsing:)`),
+/// else a usage error naming the option.
 func iceServers(stun: [String], turn: [String]) throws -> [RevueICEServer] {
     var out: [RevueICEServer] = []
     for (option, values, kind) in [("--stun", stun, RevueICEServer.Kind.stun), ("--turn", turn, .turn)] {

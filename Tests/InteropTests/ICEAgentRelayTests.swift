@@ -1,5 +1,6 @@
 // The ICE agent through a real coturn relay: two agents that offer only relayed candidates connect
-// through their allocations, select a relayed pair (ChannelData route) and carry media both ways.
+// through their allocations, select a relayed pair (ChannelData route) and carry media both ways;
+// on IPv6 through an IPv6 relayed pair; and again through new allocations after coturn restarts.
 import Foundation
 import Synchronization
 import Testing
@@ -15,10 +16,18 @@ import Testing
         let media = Mutex<[[UInt8]]>([])
         let candidates = Mutex<[ICECandidate]>([])
 
-        init(server: SocketAddress, controlling: Bool, relayOnly: Bool = true) throws {
-            socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        init(
+            server: SocketAddress, controlling: Bool, relayOnly: Bool = true, local: SocketAddress = .loopbackIPv4(port: 0),
+            transport: ICEServer.Transport = .udp, tls: ICEServer.TLSVerification = .init()
+        ) throws {
+            socket = try UDPSocket(bindingTo: local)
             var c = ICEAgentConfiguration(controlling: controlling)
-            c.servers = [ICEServer(kind: .turn, address: server, username: CoturnServer.user, password: CoturnServer.password)]
+            c.servers = [
+                ICEServer(
+                    kind: .turn, address: server, username: CoturnServer.user, password: CoturnServer.password,
+                    transport: transport,
+                    tls: tls)
+            ]
             c.relayOnly = relayOnly
             agent = ICEAgent(socket: socket, configuration: c)
             agent.onRelayedMedia = { [weak self] bytes in self?.media.withLock { $0.append(Array(bytes)) } }
@@ -142,5 +151,128 @@ import Testing
         }
         #expect(wait(4) { direct(a, bHost) && direct(b, aHost) }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
         #expect(a.agent.selectedPair?.local.type == .host && b.agent.selectedPair?.local.type == .host)
+    }
+
+    /// Agents on ::1 that offer only relayed candidates, coturn on ::1 relaying from 127.0.0.1
+    /// and ::1: each asks for a dual allocation (the socket carries IPv6), offers an IPv4 and an
+    /// IPv6 relayed candidate, and the call goes through the IPv6 pair (IPv6 preferred, RFC 8421).
+    @Test func ipv6AgentsGatherAnIPv6RelayedCandidateAndUseIt() throws {
+        let server = try CoturnServer(ip: "::1", relayIPs: ["127.0.0.1", "::1"])
+        defer { _ = server.stop() }
+        try server.waitUntilReady()
+        let a = try Side(server: server.address, controlling: true, local: .loopbackIPv6(port: 0))
+        let b = try Side(server: server.address, controlling: false, local: .loopbackIPv6(port: 0))
+        defer { a.agent.close(); b.agent.close() }
+        exchangeICESignalling(a.agent, b.agent)
+        a.startReading()
+        b.startReading()
+        a.agent.start()
+        b.agent.start()
+        let ipv6Pair = { (s: Side) -> Bool in
+            s.agent.selectedPair.map { $0.local.type == .relay && $0.local.address.family == .ipv6 && $0.remote.type == .relay }
+                ?? false
+        }
+        #expect(
+            pollUntil(8) { ipv6Pair(a) && ipv6Pair(b) }, "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
+        for side in [a, b] {
+            let families = side.agent.localCandidates.filter { $0.type == .relay }.map(\.address.family)
+            #expect(families.sorted { $0 == .ipv6 && $1 == .ipv4 } == [.ipv6, .ipv4], "\(side.agent.localCandidates)")
+        }
+        print("IPv6 relayed pairs: A \(a.agent.selectedPair.map { "\($0.local) -> \($0.remote)" } ?? "none")")
+        #expect(
+            pollUntil(5) {
+                a.send(tag: 0xE1, count: 1)
+                b.send(tag: 0xE2, count: 1)
+                return b.received(tagged: 0xE1) >= 5 && a.received(tagged: 0xE2) >= 5
+            })
+    }
+
+    /// coturn is killed and started again on the same ports during a relayed call: both
+    /// allocations are gone and nothing says so. Each side, sending into silence, checks its
+    /// allocation with a Refresh, finds it lost, makes a new one; its new relayed candidate is
+    /// signalled (and the old one dropped with its pairs), and media flows again both ways.
+    @Test func aRelayedCallRecoversWhenCoturnRestarts() throws {
+        let server = try CoturnServer()
+        defer { _ = server.stop() }
+        try server.waitUntilReady()
+        let a = try Side(server: server.address, controlling: true)
+        let b = try Side(server: server.address, controlling: false)
+        defer { a.agent.close(); b.agent.close() }
+        exchangeICESignalling(a.agent, b.agent)
+        a.startReading()
+        b.startReading()
+        a.agent.start()
+        b.agent.start()
+        #expect(
+            pollUntil(8) { a.agent.selectedPair != nil && b.agent.selectedPair != nil },
+            "A: \(a.agent.pairSnapshots) B: \(b.agent.pairSnapshots)")
+        let stopping = Atomic<Bool>(false)
+        let sender = Thread {
+            while !stopping.load(ordering: .relaxed) {
+                a.send(tag: 0xF1, count: 1)
+                b.send(tag: 0xF2, count: 1)
+                usleep(50_000)
+            }
+        }
+        sender.start()
+        defer { stopping.store(true, ordering: .relaxed) }
+        #expect(pollUntil(5) { b.received(tagged: 0xF1) >= 10 && a.received(tagged: 0xF2) >= 10 })
+        let before = (a: a.received(tagged: 0xF2), b: b.received(tagged: 0xF1))
+        let relayedBefore = (a.agent.selectedPair?.local.address, b.agent.selectedPair?.local.address)
+
+        let restartedAt = Date()
+        try server.restart()
+        try server.waitUntilReady()
+        usleep(1_000_000)
+        let stalled = (a: a.received(tagged: 0xF2), b: b.received(tagged: 0xF1))
+        #expect(
+            pollUntil(25) { b.received(tagged: 0xF1) >= stalled.b + 10 && a.received(tagged: 0xF2) >= stalled.a + 10 },
+            "A: \(a.agent.pairSnapshots) \(a.agent.turnStatistics) B: \(b.agent.pairSnapshots) \(b.agent.turnStatistics)")
+        let after = Date().timeIntervalSince(restartedAt)
+        let (ta, tb) = (a.agent.turnStatistics.first, b.agent.turnStatistics.first)
+        print(
+            "relayed call across a coturn restart: media both ways again after \(String(format: "%.1f", after)) s; "
+                + "A relayed \(relayedBefore.0.map { "\($0)" } ?? "?") then \(a.agent.selectedPair.map { "\($0.local.address)" } ?? "none"), "
+                + "B \(relayedBefore.1.map { "\($0)" } ?? "?") then \(b.agent.selectedPair.map { "\($0.local.address)" } ?? "none"); "
+                + "allocations lost A \(ta?.allocationsLost ?? -1) B \(tb?.allocationsLost ?? -1), probes A \(ta?.livenessProbes ?? -1) "
+                + "B \(tb?.livenessProbes ?? -1), relayed candidates replaced A \(a.agent.statistics.relayedCandidatesReplaced) "
+                + "B \(b.agent.statistics.relayedCandidatesReplaced); media during the outage A \(stalled.a - before.a) B \(stalled.b - before.b)"
+        )
+        #expect(after < 25)
+        #expect(ta?.allocationsLost == 1 && tb?.allocationsLost == 1)
+    }
+
+    /// Two relay-only agents whose TURN server is reached over TLS (`turns:`), its certificate
+    /// checked against a CA made at test time: they connect through their allocations and media
+    /// flows both ways.
+    @Test func relayOnlyAgentsConnectThroughCoturnOverTLS() throws {
+        let certificates = try TURNTLSCertificates()
+        defer { certificates.remove() }
+        let server = try CoturnServer(tls: (certificates.serverCertificate, certificates.serverKey))
+        defer { _ = server.stop() }
+        try server.waitUntilReady()
+        let verification = ICEServer.TLSVerification(certificateAuthorityFile: certificates.caFile)
+        let a = try Side(server: server.tlsAddress, controlling: true, transport: .tls, tls: verification)
+        let b = try Side(server: server.tlsAddress, controlling: false, transport: .tls, tls: verification)
+        defer { a.agent.close(); b.agent.close() }
+        exchangeICESignalling(a.agent, b.agent)
+        a.startReading()
+        b.startReading()
+        a.agent.start()
+        b.agent.start()
+        #expect(
+            pollUntil(8) { a.agent.selectedPair != nil && b.agent.selectedPair != nil },
+            "A: \(a.agent.noPathReason) B: \(b.agent.noPathReason)")
+        #expect(a.agent.path.route?.isRelayed == true && b.agent.path.route?.isRelayed == true)
+        #expect(
+            pollUntil(5) {
+                a.send(tag: 0xA7, count: 1)
+                b.send(tag: 0xB7, count: 1)
+                return b.received(tagged: 0xA7) >= 5 && a.received(tagged: 0xB7) >= 5
+            })
+        let sent = (a.agent.turnStatistics.first?.channelDataSent ?? -1, b.agent.turnStatistics.first?.channelDataSent ?? -1)
+        print(
+            "relay-only agents over TURN over TLS: A \(a.agent.selectedPair.map { "\($0.local) -> \($0.remote)" } ?? "none"), "
+                + "ChannelData sent A \(sent.0) B \(sent.1)")
     }
 }

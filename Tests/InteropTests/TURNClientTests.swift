@@ -5,7 +5,8 @@ import Testing
 
 @testable import MediaCore
 
-// TURNClient against a real coturn on loopback: allocations over UDP and TCP, data with a peer
+// TURNClient against a real coturn on loopback: allocations over UDP, TCP and TLS (and the
+// certificates it must refuse), data with a peer
 // through the relay both ways (Send/Data indications and ChannelData), a wrong password, a forged
 // response, and close deleting the allocation.
 #if canImport(Glibc)
@@ -76,9 +77,23 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 
 @Suite(.serialized) struct TURNClientTests {
     static func turnServer(
-        _ coturn: CoturnServer, transport: ICEServer.Transport = .udp, password: String = CoturnServer.password
+        _ coturn: CoturnServer, transport: ICEServer.Transport = .udp, password: String = CoturnServer.password,
+        tls: ICEServer.TLSVerification = .init()
     ) -> ICEServer {
-        ICEServer(kind: .turn, address: coturn.address, username: CoturnServer.user, password: password, transport: transport)
+        ICEServer(
+            kind: .turn, address: transport == .tls ? coturn.tlsAddress : coturn.address, username: CoturnServer.user,
+            password: password, transport: transport, tls: tls)
+    }
+
+    /// Waits until `client` is allocated or failed (up to `seconds`); its state then.
+    static func settled(_ client: TURNClient, seconds: Double = 10) -> TURNClient.State {
+        _ = eventually(seconds) {
+            switch client.state {
+            case .allocated, .failed: return true
+            default: return false
+            }
+        }
+        return client.state
     }
 
     static func relayed(_ client: TURNClient) -> (relayed: SocketAddress, mapped: SocketAddress)? {
@@ -96,15 +111,20 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 
     /// The whole life of one allocation with a peer: permission and indications both ways, a
     /// channel and ChannelData both ways (odd sizes, so TCP padding is exercised), then close.
+    /// Over TLS the server presents a certificate from a test CA, which the client is given.
     func exchange(transport: ICEServer.Transport) throws {
-        let coturn = try CoturnServer()
+        let certificates = transport == .tls ? try TURNTLSCertificates() : nil
+        defer { certificates?.remove() }
+        let coturn = try CoturnServer(tls: certificates.map { ($0.serverCertificate, $0.serverKey) })
         defer { coturn.stop() }
         try coturn.waitUntilReady()
         let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let peer = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
         let peerAddress = try peer.localAddress()
+        let verification = ICEServer.TLSVerification(certificateAuthorityFile: certificates?.caFile)
         let client = TURNClient(
-            server: Self.turnServer(coturn, transport: transport), socket: socket, queue: DispatchQueue(label: "turn.test"))
+            server: Self.turnServer(coturn, transport: transport, tls: verification), socket: socket,
+            queue: DispatchQueue(label: "turn.test"))
         let recorder = TURNRecorder()
         recorder.attach(client)
         let declined = Mutex<[[UInt8]]>([])
@@ -158,7 +178,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         let allocations = media.withUnsafeBytes { p in
             AllocationCounter.count { for _ in 0..<20 { _ = client.sendChannelData(p, channel: channel) } }
         }
-        #expect(allocations == 0)
+        // Over TLS, OpenSSL 3's record encryption allocates twice per record (ours: nothing).
+        #expect(allocations <= (transport == .tls ? 40 : 0), "\(transport): \(allocations) allocations in 20 ChannelData sends")
+        print("TURN over \(transport): 20 ChannelData sends of 1001 bytes made \(allocations) heap allocations")
         for _ in 0..<20 { #expect(try Self.receive(peer)?.0 == media) }
         for size in [7, 998] {
             let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 ^ 0x5A) }
@@ -224,6 +246,254 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 
     @Test func allocationOverTCPRelaysWithIndicationsAndChannels() throws {
         try exchange(transport: .tcp)
+    }
+
+    /// TURN over TLS (`turns:`): coturn presents a certificate for 127.0.0.1 signed by a test CA
+    /// made at test time; the client checks it against that CA before anything else is sent.
+    @Test func allocationOverTLSRelaysWithIndicationsAndChannels() throws {
+        try exchange(transport: .tls)
+    }
+
+    /// Every certificate the client must not trust fails the allocation with the reason, before a
+    /// single TURN request is sent: a chain to another CA, a certificate for another name (checked
+    /// as a DNS name and as the server's IP address), a fingerprint that is not the pinned one. The
+    /// right pin alone (no CA) allocates.
+    @Test func aWrongServerCertificateFailsTheTLSAllocation() throws {
+        let certificates = try TURNTLSCertificates()
+        defer { certificates.remove() }
+        let coturn = try CoturnServer(tls: (certificates.serverCertificate, certificates.serverKey))
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let elsewhere = try CoturnServer(tls: (certificates.elsewhereCertificate, certificates.elsewhereKey))
+        defer { elsewhere.stop() }
+        try elsewhere.waitUntilReady()
+        let rightPin = try certificates.sha256(of: certificates.serverCertificate)
+        let wrongPin = try certificates.sha256(of: certificates.elsewhereCertificate)
+        let cases: [(String, CoturnServer, ICEServer.TLSVerification, expected: String?)] = [
+            (
+                "another CA", coturn, .init(certificateAuthorityFile: certificates.otherCAFile),
+                "unable to get local issuer certificate"
+            ),
+            (
+                "another DNS name", coturn,
+                .init(serverName: "elsewhere.revue.test", certificateAuthorityFile: certificates.caFile),
+                "hostname mismatch"
+            ),
+            (
+                "a certificate for another name", elsewhere, .init(certificateAuthorityFile: certificates.caFile),
+                "IP address mismatch"
+            ),
+            ("a wrong pin", coturn, .init(sha256Fingerprint: wrongPin), "not the pinned one"),
+            ("the right CA", coturn, .init(certificateAuthorityFile: certificates.caFile), nil),
+            (
+                "the right DNS name", coturn, .init(serverName: "turn.revue.test", certificateAuthorityFile: certificates.caFile),
+                nil
+            ),
+            ("the right pin", coturn, .init(sha256Fingerprint: rightPin), nil),
+        ]
+        for (name, server, verification, expected) in cases {
+            let client = TURNClient(
+                server: Self.turnServer(server, transport: .tls, tls: verification),
+                socket: try UDPSocket(bindingTo: .loopbackIPv4(port: 0)), queue: DispatchQueue(label: "turn.test"))
+            client.allocate()
+            let state = Self.settled(client)
+            print("TURN over TLS with \(name): \(state)")
+            if let expected {
+                guard case .failed(let reason) = state else {
+                    Issue.record("\(name): \(state), expected a refusal")
+                    client.close()
+                    continue
+                }
+                #expect(reason.contains("certificate was refused") && reason.contains(expected), "\(name): \(reason)")
+                #expect(client.statistics.requestsSent == 0, "\(name): nothing is sent to a server we do not trust")
+            } else {
+                #expect(Self.relayed(client) != nil, "\(name): \(state)")
+            }
+            client.close()
+        }
+    }
+
+    /// Permission, a Send indication, Data back and ChannelData both ways between `client`
+    /// (allocated) and `peer`; true when every datagram arrived with the relayed address of
+    /// `relayed`'s family as the peer's source.
+    static func relays(_ client: TURNClient, recorder: TURNRecorder, to peer: UDPSocket, via relayed: SocketAddress) throws
+        -> Bool
+    {
+        let peerAddress = try peer.localAddress()
+        client.createPermission(peerAddress)
+        guard eventually(5, { client.hasPermission(for: peerAddress) }) else { return false }
+        let hello = Array("to \(peerAddress) by Send indication".utf8)
+        guard client.send(hello, to: peerAddress), let got = try receive(peer), got.0 == hello, got.1 == relayed else {
+            return false
+        }
+        let before = recorder.data.count
+        _ = try [UInt8]([9, 8, 7]).withUnsafeBytes { try peer.send($0, to: relayed) }
+        guard eventually(5, { recorder.data.count == before + 1 }), recorder.data.last?.0 == peerAddress else { return false }
+        guard let channel = client.bindChannel(peerAddress),
+            eventually(5, { client.channel(for: peerAddress)?.confirmed == true })
+        else { return false }
+        let payload = [UInt8](repeating: 0x66, count: 501)
+        guard payload.withUnsafeBytes({ client.sendChannelData($0, channel: channel) }), let r = try receive(peer),
+            r.0 == payload,
+            r.1 == relayed
+        else { return false }
+        _ = try payload.withUnsafeBytes { try peer.send($0, to: relayed) }
+        return eventually { recorder.data.count == before + 2 && recorder.data.last?.1 == payload }
+    }
+
+    /// REQUESTED-ADDRESS-FAMILY IPv6 (RFC 8656 §18.8) to coturn on ::1: the relayed address is
+    /// IPv6 and data flows both ways with an IPv6 peer.
+    @Test func anIPv6RelayedAddressCarriesDataToAnIPv6Peer() throws {
+        let coturn = try CoturnServer(ip: "::1")
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let socket = try UDPSocket(bindingTo: .loopbackIPv6(port: 0))
+        let client = TURNClient(server: Self.turnServer(coturn), socket: socket, queue: DispatchQueue(label: "turn.test"))
+        client.relayFamilies = .ipv6
+        let recorder = TURNRecorder()
+        recorder.attach(client)
+        let pump = TURNDatagramPump(socket) { bytes, from in _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) } }
+        defer { pump.stop() }
+        client.allocate()
+        let state = Self.settled(client)
+        print("IPv6 relay from coturn on ::1: \(state)")
+        let (relayed, _) = try #require(Self.relayed(client), "\(state)")
+        #expect(relayed.family == .ipv6 && relayed.host == "::1", "\(relayed)")
+        #expect(client.relayedAddresses == [relayed])
+        let peer = try UDPSocket(bindingTo: .loopbackIPv6(port: 0))
+        #expect(try Self.relays(client, recorder: recorder, to: peer, via: relayed))
+        #expect(client.statistics.forgedResponses == 0 && client.statistics.addressFamiliesRefused == 0)
+        client.close()
+    }
+
+    /// ADDITIONAL-ADDRESS-FAMILY (RFC 8656 §18.11) to coturn relaying from 127.0.0.1 and ::1: one
+    /// allocation with an IPv4 and an IPv6 relayed address, each carrying data to a peer of its family.
+    @Test func aDualAllocationRelaysToIPv4AndIPv6Peers() throws {
+        let coturn = try CoturnServer(ip: "::1", relayIPs: ["127.0.0.1", "::1"])
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let socket = try UDPSocket(bindingTo: .loopbackIPv6(port: 0))
+        let client = TURNClient(server: Self.turnServer(coturn), socket: socket, queue: DispatchQueue(label: "turn.test"))
+        client.relayFamilies = .both
+        let recorder = TURNRecorder()
+        recorder.attach(client)
+        let pump = TURNDatagramPump(socket) { bytes, from in _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) } }
+        defer { pump.stop() }
+        client.allocate()
+        let state = Self.settled(client)
+        let all = client.relayedAddresses
+        print(
+            "dual allocation from coturn: \(state), relayed \(all), refused \(client.statistics.lastAddressFamilyRefusal ?? "none")"
+        )
+        let v4 = try #require(all.first { $0.family == .ipv4 }, "\(all) \(state)")
+        let v6 = try #require(all.first { $0.family == .ipv6 }, "\(all) \(state)")
+        #expect(all.count == 2 && Self.relayed(client)?.relayed == all[0])
+        #expect(try Self.relays(client, recorder: recorder, to: try UDPSocket(bindingTo: .loopbackIPv4(port: 0)), via: v4))
+        #expect(try Self.relays(client, recorder: recorder, to: try UDPSocket(bindingTo: .loopbackIPv6(port: 0)), via: v6))
+        client.close()
+    }
+
+    /// coturn relaying from 127.0.0.1 only: asked for IPv6 alone it answers 440 and the allocation
+    /// fails with that reason; asked for both, the allocation goes on with IPv4 and the refusal is
+    /// counted.
+    @Test func aServerWithoutIPv6RelaysRefusesTheFamilyCleanly() throws {
+        let coturn = try CoturnServer()
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        for families in [TURNClient.RelayFamilies.ipv6, .both] {
+            let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+            let client = TURNClient(server: Self.turnServer(coturn), socket: socket, queue: DispatchQueue(label: "turn.test"))
+            client.relayFamilies = families
+            let pump = TURNDatagramPump(socket) { bytes, from in
+                _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) }
+            }
+            client.allocate()
+            let state = Self.settled(client)
+            let stats = client.statistics
+            print(
+                "\(families) from coturn without IPv6 relays: \(state), relayed \(client.relayedAddresses); refused: "
+                    + (stats.lastAddressFamilyRefusal ?? "none"))
+            if families == .ipv6 {
+                guard case .failed(let reason) = state else {
+                    Issue.record("\(state)")
+                    pump.stop()
+                    continue
+                }
+                #expect(reason.hasPrefix("440") && reason.contains("IPv6"), "\(reason)")
+            } else {
+                #expect(Self.relayed(client)?.relayed.family == .ipv4, "\(state)")
+                #expect(client.relayedAddresses.count == 1 && stats.addressFamiliesRefused == 1)
+            }
+            #expect(stats.timeouts == 0 && stats.forgedResponses == 0)
+            client.close()
+            pump.stop()
+        }
+    }
+
+    /// coturn is killed and started again on the same ports while we relay to an echoing peer:
+    /// the allocation is gone, nothing tells the client. Sending into silence, it checks with a
+    /// Refresh (`silenceBeforeProbe`, 4 s), learns the allocation is gone (437 or no answer), makes a
+    /// new one, installs the permission and channel again, and the echoes come back, within 15 s
+    /// of the restart. Over TCP the lost connection says it at once.
+    func lostAllocationIsMadeAgain(transport: ICEServer.Transport) throws {
+        let coturn = try CoturnServer()
+        defer { coturn.stop() }
+        try coturn.waitUntilReady()
+        let socket = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peer = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
+        let peerAddress = try peer.localAddress()
+        let client = TURNClient(
+            server: Self.turnServer(coturn, transport: transport), socket: socket, queue: DispatchQueue(label: "turn.test"))
+        let echoes = Atomic<Int>(0)
+        client.onPeerData = { _, _ in echoes.add(1, ordering: .relaxed) }
+        let pump = TURNDatagramPump(socket) { bytes, from in _ = bytes.withUnsafeBytes { client.handleDatagram($0, from: from) } }
+        defer { pump.stop() }
+        let echo = TURNDatagramPump(peer) { bytes, from in _ = bytes.withUnsafeBytes { try? peer.send($0, to: from) } }
+        defer { echo.stop() }
+        let channel = try #require(client.bindChannel(peerAddress))
+        client.allocate()
+        #expect(eventually { client.channel(for: peerAddress)?.confirmed == true }, "\(client.state)")
+        let first = try #require(Self.relayed(client))
+        let stopping = Atomic<Bool>(false)
+        let sender = Thread {
+            let media = [UInt8](repeating: 0x42, count: 200)
+            while !stopping.load(ordering: .relaxed) {
+                _ = media.withUnsafeBytes { client.sendChannelData($0, channel: channel) }
+                usleep(50_000)
+            }
+        }
+        sender.start()
+        defer { stopping.store(true, ordering: .relaxed) }
+        #expect(eventually { echoes.load(ordering: .relaxed) >= 10 }, "echoes before the restart")
+
+        let restartedAt = Date()
+        try coturn.restart()
+        try coturn.waitUntilReady()
+        #expect(eventually(20) { client.statistics.allocationsLost == 1 }, "\(client.statistics)")
+        let lostAfter = Date().timeIntervalSince(restartedAt)
+        #expect(eventually(15) { client.channel(for: peerAddress)?.confirmed == true && Self.relayed(client) != nil })
+        let before = echoes.load(ordering: .relaxed)
+        #expect(eventually(15) { echoes.load(ordering: .relaxed) >= before + 10 }, "echoes through the new allocation")
+        let flowingAfter = Date().timeIntervalSince(restartedAt)
+        let second = try #require(Self.relayed(client))
+        let stats = client.statistics
+        print(
+            "TURN over \(transport), coturn restarted: allocation found lost after \(String(format: "%.1f", lostAfter)) s "
+                + "(\(stats.lastAllocationLoss ?? "?")), echoes again after \(String(format: "%.1f", flowingAfter)) s; "
+                + "relayed \(first.relayed) then \(second.relayed); probes \(stats.livenessProbes), lost \(stats.allocationsLost)"
+        )
+        #expect(flowingAfter < 15)
+        #expect(stats.allocationsLost == 1 && stats.forgedResponses == 0)
+        if transport == .udp { #expect(stats.livenessProbes >= 1) }
+        client.close()
+    }
+
+    @Test func aLostAllocationOverUDPIsMadeAgainAndDataFlows() throws {
+        try lostAllocationIsMadeAgain(transport: .udp)
+    }
+
+    @Test func aLostAllocationOverTCPIsMadeAgainAndDataFlows() throws {
+        try lostAllocationIsMadeAgain(transport: .tcp)
     }
 
     @Test func aWrongPasswordFailsWithTheReason() throws {
@@ -381,7 +651,7 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
     }
 
     /// Over TCP the allocation lives with the connection: when the server goes away, the client
-    /// fails with the reason.
+    /// tries a new connection once, and fails with both reasons when that is refused.
     @Test func tcpConnectionLossFailsTheAllocation() throws {
         let coturn = try CoturnServer()
         defer { coturn.stop() }
@@ -389,6 +659,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         let client = TURNClient(
             server: Self.turnServer(coturn, transport: .tcp), socket: try UDPSocket(bindingTo: .loopbackIPv4(port: 0)),
             queue: DispatchQueue(label: "turn.test"))
+        var timing = TURNClientTiming()
+        timing.reconnectWindow = 1.5
+        client.timing = timing
         client.allocate()
         #expect(eventually { Self.relayed(client) != nil }, "\(client.state)")
         coturn.stop()
@@ -397,7 +670,10 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
                 if case .failed = client.state { return true }
                 return false
             }, "\(client.state)")
-        if case .failed(let reason) = client.state { #expect(reason.contains("TCP"), "\(reason)") }
+        if case .failed(let reason) = client.state {
+            #expect(reason.contains("TCP") && reason.contains("connecting again"), "\(reason)")
+        }
+        #expect(client.statistics.allocationsLost == 1)
         client.close()
         #expect(client.state == .closed)
     }

@@ -101,6 +101,37 @@ import Testing
         #expect(try RevueICEServer(parsing: "turn.example.net:443").address == "turn.example.net:443")
     }
 
+    /// The RFC 7065 schemes: `turns:` is TURN over TLS (port 5349 unless given), with a CA file or
+    /// a pinned SHA-256 fingerprint; `turn:` and `stun:` default to port 3478; a user named like a
+    /// scheme still parses as a user.
+    @Test func schemesAndTLSFormsParse() throws {
+        let pin = String(repeating: "ab", count: 32)
+        let tls = try RevueICEServer(parsing: "turns:alice:pw@turn.example.net?ca=/etc/ca.pem")
+        #expect(
+            tls == .turns("turn.example.net:5349", username: "alice", password: "pw", certificateAuthorityFile: "/etc/ca.pem"))
+        #expect(tls.transport == .tls && tls.description == "turns:alice@turn.example.net:5349")
+        let pinned = try RevueICEServer(parsing: "turns:u:p@[2001:db8::1]:443?transport=tcp&fingerprint=\(pin)")
+        #expect(pinned.address == "[2001:db8::1]:443" && pinned.certificateSHA256 == pin && pinned.transport == .tls)
+        #expect(try RevueICEServer(parsing: "turn:u:p@h").address == "h:3478")
+        #expect(try RevueICEServer(parsing: "turn:u:p@h:1?transport=tcp").transport == .tcp)
+        #expect(try RevueICEServer(parsing: "stun:h") == .stun("h:3478"))
+        #expect(try RevueICEServer(parsing: "turn:secret@h:1") == .turn("h:1", username: "turn", password: "secret"))
+        // Resolved: the host name is what the certificate must name; a numeric address is checked
+        // as an IP subjectAltName; the pin becomes bytes.
+        let named = try RevueICEServer(parsing: "turns:u:p@localhost:5349?ca=/ca.pem").resolved()
+        #expect(named?.transport == .tls && named?.address == .loopbackIPv4(port: 5349))
+        #expect(named?.tls == ICEServer.TLSVerification(serverName: "localhost", certificateAuthorityFile: "/ca.pem"))
+        let numeric = try RevueICEServer(parsing: "turns:u:p@127.0.0.1?fingerprint=\(pin)").resolved()
+        #expect(numeric?.tls == ICEServer.TLSVerification(sha256Fingerprint: [UInt8](repeating: 0xAB, count: 32)))
+        #expect(RevueICEServer.turns("h:1", username: "u", password: "p", certificateSHA256: "12").resolved() == nil)
+        for text in [
+            "turns:u:p@h?transport=udp", "turns:u:p@h?fingerprint=12", "turns:u:p@h?cert=x", "u:p@h:1?transport=tls",
+            "u:p@h:1?ca=/ca.pem", "turn:u:p@h:0",
+        ] {
+            #expect(throws: RevueError.self, "\(text)") { try RevueICEServer(parsing: text) }
+        }
+    }
+
     @Test func malformedFormsAreInvalidConfiguration() {
         let bad = [
             "", "203.0.113.1", "203.0.113.1:0", "203.0.113.1:70000", ":3478", "2001:db8::1:3478", "[2001:db8::1:3478",

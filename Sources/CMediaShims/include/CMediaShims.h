@@ -2,7 +2,8 @@
 // It includes the Debian media libraries' headers and adds one-line `static inline` shims, prefixed
 // `cms_`, for what Swift cannot import: variadic *_ctl calls, function-like macros and ABI-versioned
 // init macros. Each library has its own header below; each shim says why it exists. The one
-// exception is the DTLS endpoint (cms_dtls.h, dtls.c), which needs C callbacks OpenSSL calls back.
+// exceptions are the DTLS endpoint (cms_dtls.h, dtls.c), which needs C callbacks OpenSSL calls back,
+// and the TLS client of TURN over TLS (cms_tls.h, tls.c), which needs a verify callback.
 #ifndef CMEDIASHIMS_H
 #define CMEDIASHIMS_H
 
@@ -15,6 +16,7 @@
 #include "cms_net.h"
 #include "cms_crypto.h"
 #include "cms_dtls.h"
+#include "cms_tls.h"
 #include "cms_sframe.h"
 #include "cms_heap.h"
 

@@ -98,6 +98,10 @@ package struct ICEAgentStatistics: Sendable, Equatable {
     package var droppedBacklog = 0
     /// Role switches after a conflict (RFC 8445 §7.3.1.1).
     package var roleSwitches = 0
+    /// Relayed candidates removed because their TURN allocation was lost and made again with
+    /// another relayed address (`TURNClientStatistics.allocationsLost`); the new ones were added
+    /// and signalled.
+    package var relayedCandidatesReplaced = 0
 }
 
 /// One ICE agent (see the file comment). Thread rule: every method from any thread; callbacks

@@ -119,7 +119,9 @@ extension ICEAgent {
         if let relay {
             pair =
                 pairs.first { $0.local.relay == relay && $0.remote.address == from }
-                ?? locals.first(where: { $0.relay == relay && $0.candidate.type == .relay }).flatMap {
+                ?? locals.first(where: {
+                    $0.relay == relay && $0.candidate.type == .relay && $0.candidate.address.family == from.family
+                }).flatMap {
                     addPair(local: $0, remote: remote)
                 }
         } else {

@@ -36,7 +36,7 @@ extension ICEAgent {
         }
         for server in configuration.servers
         where server.kind == .turn
-            && (server.transport == .tcp || socket.carries(server.address.family))
+            && (server.transport.isStream || socket.carries(server.address.family))
         {
             startTURN(server)
         }
@@ -60,6 +60,13 @@ extension ICEAgent {
             let copy = Array(payload)
             self?.onQueueAsync { $0.handlePeerData(index, peer: peer, copy) }
         }
+        // An IPv6 relayed address too (RFC 8656 dual allocation) when peers may reach us over
+        // IPv6: we have IPv6 host candidates, or offer only relayed ones from a socket that
+        // carries IPv6. A server without IPv6 relays answers with IPv4 alone.
+        let ipv6 =
+            locals.contains { $0.candidate.type == .host && $0.candidate.address.family == .ipv6 }
+            || (configuration.relayOnly && socket.carries(.ipv6))
+        client.relayFamilies = ipv6 ? .both : .ipv4
         turns.append(client)
         turnDone.append(false)
         client.allocate()
@@ -77,7 +84,7 @@ extension ICEAgent {
         queue.async {
             guard self.started, !self.closed else { return }
             for server in servers
-            where server.kind == .turn && (server.transport == .tcp || self.socket.carries(server.address.family)) {
+            where server.kind == .turn && (server.transport.isStream || self.socket.carries(server.address.family)) {
                 let inUse = self.turns.contains { t in
                     guard t.server.address == server.address, t.server.transport == server.transport else { return false }
                     switch t.state {
@@ -179,12 +186,20 @@ extension ICEAgent {
         switch state {
         case .allocated(let relayed, let mapped):
             let server = turns[index].server.address
-            let lp = 0xFFFF - UInt32(min(index, 0xFF))
-            let c = ICECandidate(
-                foundation: foundation(.relay, base: relayed, server: server),
-                priority: ICECandidate.priority(type: .relay, localPreference: lp),
-                address: relayed, type: .relay, relatedAddress: mapped)
-            addLocal(ICELocalCandidate(candidate: c, base: relayed, relay: index))
+            let all = turns[index].relayedAddresses
+            let addresses = all.contains(relayed) ? all : [relayed]
+            // A lost allocation made again (TURNClient.allocationsLost): the old relayed candidates
+            // go with their pairs, and the new ones are signalled like any late candidate.
+            replaceRelayedCandidates(of: index, keeping: addresses)
+            for (i, a) in addresses.enumerated() {
+                // IPv6 above IPv4 among one allocation's addresses (RFC 8421), as for host candidates.
+                let lp = (a.family == .ipv6 ? 0xFFFF : 0xFF00) - UInt32(min(index, 0x7F) * 2 + i)
+                let c = ICECandidate(
+                    foundation: foundation(.relay, base: a, server: server),
+                    priority: ICECandidate.priority(type: .relay, localPreference: lp),
+                    address: a, type: .relay, relatedAddress: mapped)
+                addLocal(ICELocalCandidate(candidate: c, base: a, relay: index))
+            }
             if socket.carries(mapped.family) && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
             turnDone[index] = true
         case .failed, .closed:
@@ -193,6 +208,28 @@ extension ICEAgent {
             break
         }
         checkGatheringComplete()
+    }
+
+    /// Removes the relayed candidates of TURN client `index` whose address is not in `addresses`,
+    /// with every pair and check that uses them; the selected pair among them is deselected (media
+    /// waits for a pair through the new allocation, or another path). Counted in
+    /// `ICEAgentStatistics.relayedCandidatesReplaced`.
+    func replaceRelayedCandidates(of index: Int, keeping addresses: [SocketAddress]) {
+        let gone = locals.filter { $0.relay == index && $0.candidate.type == .relay && !addresses.contains($0.candidate.address) }
+        guard !gone.isEmpty else { return }
+        let goneAddresses = Set(gone.map(\.candidate.address))
+        locals.removeAll { $0.relay == index && goneAddresses.contains($0.candidate.address) }
+        let dead = pairs.filter { $0.local.relay == index && goneAddresses.contains($0.local.candidate.address) }
+        for p in dead {
+            if let i = pairs.firstIndex(where: { $0 === p }) { removePair(at: i) }
+        }
+        if let n = nominationTarget, dead.contains(where: { $0 === n }) { nominationTarget = nil }
+        if let n = nominated, dead.contains(where: { $0 === n }) { nominated = nil }
+        if let s = selected, dead.contains(where: { $0 === s }) { deselect() }
+        shared.withLock {
+            $0.localCandidates.removeAll { goneAddresses.contains($0.address) && $0.type == .relay }
+            $0.stats.relayedCandidatesReplaced += gone.count
+        }
     }
 
     /// Announces the end of gathering once every server is done, or (given the time) once

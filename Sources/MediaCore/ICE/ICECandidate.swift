@@ -98,27 +98,66 @@ package struct ICECandidate: Hashable, Sendable, CustomStringConvertible {
 /// A STUN or TURN server an agent gathers candidates from. Thread rule: a value type.
 package struct ICEServer: Hashable, Sendable, CustomStringConvertible {
     package enum Kind: Hashable, Sendable { case stun, turn }
-    /// How we reach a TURN server (RFC 8656 §3.1: UDP, or TCP when UDP is blocked).
-    package enum Transport: String, Hashable, Sendable { case udp, tcp }
+    /// How we reach a TURN server (RFC 8656 §3.1: UDP, or TCP when UDP is blocked, or TLS over
+    /// TCP, the `turns:` scheme of RFC 7065, where only TLS gets out or the server must be
+    /// authenticated before it sees our credentials' user name).
+    package enum Transport: String, Hashable, Sendable {
+        /// UDP from the agent's socket.
+        case udp
+        /// A TCP connection of the client's own.
+        case tcp
+        /// TLS over a TCP connection of the client's own, the certificate checked per `tls`.
+        case tls
+        /// TCP or TLS: a stream of our own with the server, framed as RFC 8656 §12.5 says.
+        package var isStream: Bool { self != .udp }
+    }
+
+    /// How a TLS server's certificate is checked (`Transport.tls` only). Thread rule: a value type.
+    /// Cost: none until a connection is made (the CA file is read once per connection).
+    package struct TLSVerification: Hashable, Sendable {
+        /// The DNS name the certificate must carry (also sent as SNI); nil: the server's numeric
+        /// address, which the certificate must then carry as an IP subjectAltName.
+        package var serverName: String?
+        /// A PEM file of the CA certificates the server's chain must end at; nil: the system's
+        /// store (unless `sha256Fingerprint` is set).
+        package var certificateAuthorityFile: String?
+        /// The SHA-256 digest (32 bytes) of the server's certificate. Alone it replaces the chain
+        /// and name checks (a self-signed server certificate); with a CA file both must hold.
+        package var sha256Fingerprint: [UInt8]?
+
+        package init(serverName: String? = nil, certificateAuthorityFile: String? = nil, sha256Fingerprint: [UInt8]? = nil) {
+            self.serverName = serverName
+            self.certificateAuthorityFile = certificateAuthorityFile
+            self.sha256Fingerprint = sha256Fingerprint
+        }
+    }
 
     package var kind: Kind
     package var address: SocketAddress
     package var username: String
     package var password: String
     package var transport: Transport
+    /// The certificate checks of a `.tls` server (ignored otherwise).
+    package var tls: TLSVerification
 
-    package init(kind: Kind, address: SocketAddress, username: String = "", password: String = "", transport: Transport = .udp) {
+    package init(
+        kind: Kind, address: SocketAddress, username: String = "", password: String = "", transport: Transport = .udp,
+        tls: TLSVerification = TLSVerification()
+    ) {
         self.kind = kind
         self.address = address
         self.username = username
         self.password = password
         self.transport = transport
+        self.tls = tls
     }
 
     package var description: String {
-        switch kind {
-        case .stun: return "stun:\(address)"
-        case .turn: return "turn:\(username)@\(address)" + (transport == .tcp ? "?transport=tcp" : "")
+        switch (kind, transport) {
+        case (.stun, _): return "stun:\(address)"
+        case (.turn, .udp): return "turn:\(username)@\(address)"
+        case (.turn, .tcp): return "turn:\(username)@\(address)?transport=tcp"
+        case (.turn, .tls): return "turns:\(username)@\(address)"
         }
     }
 }

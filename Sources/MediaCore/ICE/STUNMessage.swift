@@ -56,10 +56,22 @@ package struct STUNMessage: Equatable, Sendable {
         package static let realm: UInt16 = 0x0014
         package static let nonce: UInt16 = 0x0015
         package static let xorRelayedAddress: UInt16 = 0x0016
+        /// REQUESTED-ADDRESS-FAMILY (RFC 8656 §18.8): the family of the relayed address asked for.
+        package static let requestedAddressFamily: UInt16 = 0x0017
         package static let requestedTransport: UInt16 = 0x0019
         package static let xorMappedAddress: UInt16 = 0x0020
         package static let priority: UInt16 = 0x0024
         package static let useCandidate: UInt16 = 0x0025
+        /// ADDITIONAL-ADDRESS-FAMILY (RFC 8656 §18.11): an IPv6 relayed address besides the IPv4 one.
+        package static let additionalAddressFamily: UInt16 = 0x8000
+        /// ADDRESS-ERROR-CODE (RFC 8656 §18.12): why one family of a dual allocation was refused.
+        package static let addressErrorCode: UInt16 = 0x8001
+        /// The code points coturn (4.6) still uses for the two, from the draft before RFC 8656
+        /// ("SSODA"); IANA lists 0x8032 and 0x8033 as other comprehension-optional attributes,
+        /// which a server that does not know them ignores.
+        package static let additionalAddressFamilyDraft: UInt16 = 0x8032
+        /// ADDRESS-ERROR-CODE at coturn's draft code point (see `additionalAddressFamilyDraft`).
+        package static let addressErrorCodeDraft: UInt16 = 0x8033
         package static let software: UInt16 = 0x8022
         package static let fingerprint: UInt16 = 0x8028
         package static let iceControlled: UInt16 = 0x8029
@@ -245,6 +257,18 @@ package struct STUNMessage: Equatable, Sendable {
     /// The address in an XOR-MAPPED-ADDRESS-style attribute of `type`, if present and well formed.
     package func xorAddress(_ type: UInt16) throws(STUNError) -> SocketAddress? {
         guard let v = value(type) else { return nil }
+        return try decodeXORAddress(v, type: type)
+    }
+
+    /// Every attribute of `type` decoded as an XOR address, in order (a dual allocation's answer
+    /// carries two XOR-RELAYED-ADDRESS attributes, RFC 8656 §7.3). Throws on a malformed one.
+    package func xorAddresses(_ type: UInt16) throws(STUNError) -> [SocketAddress] {
+        var out: [SocketAddress] = []
+        for a in attributes where a.type == type { out.append(try decodeXORAddress(a.value, type: type)) }
+        return out
+    }
+
+    private func decodeXORAddress(_ v: [UInt8], type: UInt16) throws(STUNError) -> SocketAddress {
         guard v.count == 8 || v.count == 20 else { throw .badAttribute(type: type) }
         let port = Self.get16(v, 2) ^ UInt16(Self.magicCookie >> 16)
         switch (v[1], v.count) {

@@ -1,5 +1,7 @@
-// A TURN client (RFC 8656): one allocation on one server, over UDP (sharing the agent's socket)
-// or TCP (its own connection), with long-term credentials, permissions, channels and refreshes.
+// A TURN client (RFC 8656): one allocation on one server, over UDP (sharing the agent's socket),
+// TCP or TLS (its own connection), with long-term credentials, permissions, channels, refreshes,
+// IPv6 or dual relayed addresses, and a lost allocation found (a Refresh when peers go silent) and
+// made again.
 import Dispatch
 import Glibc
 import Synchronization
@@ -56,6 +58,22 @@ package struct TURNClientStatistics: Sendable, Equatable {
     package var permissionFailures = 0
     /// Why the last of those failed (the server's error code and reason, or no answer).
     package var lastPermissionFailure: String?
+    /// Families of a dual allocation (`RelayFamilies.both`) the server refused (ADDRESS-ERROR-CODE,
+    /// or a 440 to the dual request, after which IPv4 alone is asked for), and why the last was.
+    package var addressFamiliesRefused = 0
+    /// The family and the server's code and reason of the last of those.
+    package var lastAddressFamilyRefusal: String?
+    /// Refreshes sent at once because peers went silent while we sent to them (`TURNClientTiming
+    /// .silenceBeforeProbe`), and how many of them the server confirmed.
+    package var livenessProbes = 0
+    /// Those the server confirmed (the allocation was there).
+    package var livenessProbesConfirmed = 0
+    /// Allocations found gone (a 437, no answer or another refusal to a Refresh, or the TCP/TLS
+    /// connection lost) and made again, with permissions and channels reinstalled; and why the
+    /// last was lost.
+    package var allocationsLost = 0
+    /// Why the last allocation was found lost.
+    package var lastAllocationLoss: String?
 
     package init() {}
 
@@ -85,15 +103,30 @@ package struct TURNClientTiming: Sendable {
     package var retryAfterFailure: Double = 30
     /// LIFETIME asked for in Allocate and Refresh requests; nil lets the server choose (600 s).
     package var requestedLifetime: UInt32? = nil
+    /// While we send to peers and no peer data has come through the relay for this long, a
+    /// Refresh goes at once to check that the allocation still exists (0: never). While peers stay
+    /// silent and the server confirms, the wait doubles up to 16 times this.
+    package var silenceBeforeProbe: Double = 4
+    /// How often the silence is looked at (seconds), while the allocation has permissions.
+    package var livenessCheckInterval: Double = 1
+    /// Transmissions of that Refresh over UDP before the allocation counts as lost (4: about
+    /// 3.75 s with the default retransmission timeouts). Over TCP or TLS it waits
+    /// `tcpTransactionTimeout`, but a server that went away closes the connection first.
+    package var probeTransmissions = 4
+    /// Over TCP or TLS, how long a lost connection is tried again (once a second) before the
+    /// allocation fails: a server that restarts is given this long to listen again.
+    package var reconnectWindow: Double = 10
 
     package init() {}
 }
 
 /// One TURN allocation. Thread rule: every method from any thread; `onStateChange` runs on
 /// `queue`; `onPeerData` runs synchronously on the thread that calls `handleDatagram` (UDP) or on
-/// the connection's reader thread (TCP), and must not call back into the client's control methods
-/// for long. Cost: control traffic allocates; `sendChannelData` does not (one `sendmsg` under the
-/// client's lock over UDP, one framed write over TCP); receiving ChannelData does not.
+/// the connection's reader thread (TCP, TLS), and must not call back into the client's control
+/// methods for long. Cost: control traffic allocates; `sendChannelData` does not (one `sendmsg`
+/// under the client's lock over UDP, one framed write over TCP; over TLS OpenSSL's record
+/// encryption allocates); receiving ChannelData does not. While it holds permissions, one timer
+/// wakeup a second looks for silence (`TURNClientTiming.silenceBeforeProbe`).
 ///
 /// Every response is trusted only after its transaction ID matches a request of ours and its
 /// MESSAGE-INTEGRITY (long-term key) and FINGERPRINT check out; what a stranger can make it keep is
@@ -106,7 +139,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         case idle, allocating
         /// The relayed address peers reach us at, and our address as the server sees it.
         case allocated(relayed: SocketAddress, mapped: SocketAddress)
-        /// The allocation could not be made or kept (the reason, with the server's error).
+        /// The allocation could not be made or kept (the reason, with the server's error). A lost
+        /// allocation is made again first (`allocating` once more, counted in
+        /// `TURNClientStatistics.allocationsLost`); this state is final.
         case failed(String)
         /// After `close()`.
         case closed
@@ -119,12 +154,29 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Channels bound at most.
     package static let maxChannels = 128
 
+    /// Which families of relayed address an Allocate asks for (RFC 8656 §7.1): IPv4 (the
+    /// default, nothing sent), IPv6 (REQUESTED-ADDRESS-FAMILY; a server without IPv6 relays
+    /// answers 440 and the allocation fails with that reason), or both (ADDITIONAL-ADDRESS-FAMILY:
+    /// an IPv4 and an IPv6 relayed address in one allocation; when the server refuses IPv6 the
+    /// allocation goes on with IPv4 alone, counted in `addressFamiliesRefused`).
+    /// Thread rule: a value type.
+    package enum RelayFamilies: Sendable, Equatable {
+        /// An IPv4 relayed address (nothing is added to the Allocate).
+        case ipv4
+        /// An IPv6 relayed address (REQUESTED-ADDRESS-FAMILY).
+        case ipv6
+        /// One of each (ADDITIONAL-ADDRESS-FAMILY), IPv4 alone when the server refuses IPv6.
+        case both
+    }
+
     /// The TURN server and credentials of the allocation.
     package let server: ICEServer
 
     private enum Purpose: Equatable {
         case allocate
         case refresh(lifetime: UInt32?)
+        /// A Refresh sent at once because peers went silent (`TURNClientTiming.silenceBeforeProbe`).
+        case probe
         case permission(SocketAddress)
         case channel(UInt16)
     }
@@ -181,10 +233,18 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private let socket: UDPSocket?
     private let queue: DispatchQueue
     private let sendTap: (@Sendable ([UInt8]) -> Void)?
-    private let timerQueue = DispatchQueue(label: "revue.turn.timer")
+    /// The clock and timer queue of every deadline (retransmissions, refreshes, the liveness
+    /// check, reconnecting): a dispatch queue of the client's own on the real clock unless
+    /// injected; `timersOn` once `allocate()` armed them.
+    private let scheduler: any TaskScheduler
+    private let timersOn: Bool
     /// Guards everything below.
     private let lock = Lock()
-    private var timer: DispatchSourceTimer?
+    /// The tick scheduled next and when it is due (it may come early: a later deadline leaves an
+    /// earlier tick in place, which finds nothing due and schedules the next).
+    private var pendingTick: ScheduledWork?
+    private var tickAt: MonotonicTime?
+    private var timersActive = false
     private var tcp: TURNTCPConnection?
     private var current: State = .idle
     private var stateHandler: (@Sendable (State) -> Void)?
@@ -201,6 +261,21 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private var channelOf: [SocketAddress: UInt16] = [:]
     private var nextChannel = TURNChannelData.channelRange.lowerBound
     private var stats = TURNClientStatistics()
+    private var families = RelayFamilies.ipv4
+    /// Every relayed address of the allocation (two for a dual allocation); empty without one.
+    private var relayedAll: [SocketAddress] = []
+    /// The liveness check: when it runs next, the counters it saw last, when peer data last came
+    /// (or the allocation was made) and when we last sent, the probe in flight, and how many probes
+    /// the server confirmed while peers stayed silent.
+    private var nextLivenessCheck: MonotonicTime?
+    private var seenDelivered = 0, seenSent = 0
+    private var heardAt = MonotonicTime.zero, sentAt = MonotonicTime.zero, lastProbeAt = MonotonicTime.zero
+    private var probing = false
+    private var quietProbes = 0
+    /// Why the TCP or TLS connection was lost while allocated (set while it is made again), and
+    /// until when it is tried again.
+    private var reconnectingAfter: String?
+    private var reconnectUntil = MonotonicTime.zero
     /// The server's address as a kernel sockaddr, and scratch room for a Send indication's header
     /// (bytes 0..<64) followed by four zero bytes of padding: the hot path's only memory.
     private let serverName = UnsafeMutablePointer<sockaddr_storage>.allocate(capacity: 1)
@@ -209,30 +284,39 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     /// `socket`: for a UDP server, the socket the allocation is made from (the caller passes every
     /// datagram from `server.address` to `handleDatagram`); for TCP, unused (the client connects).
-    package init(server: ICEServer, socket: UDPSocket, queue: DispatchQueue) {
+    /// `scheduler`: the clock and timers (nil: the real clock and a dispatch queue of its own).
+    package init(server: ICEServer, socket: UDPSocket, queue: DispatchQueue, scheduler: (any TaskScheduler)? = nil) {
         self.server = server
         self.socket = socket
         self.queue = queue
         sendTap = nil
+        self.scheduler = scheduler ?? DispatchTaskScheduler(queue: DispatchQueue(label: "revue.turn.timer"))
+        timersOn = true
         serverName.initialize(to: sockaddr_storage())
         serverNameLength = server.address.write(into: serverName, socketFamily: socket.family)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
     }
 
-    /// A client without a socket or timers, for the STUN fuzzer: everything it would send goes to
-    /// `sendTap`, datagrams come in through `handleDatagram`, and nothing happens with time.
-    package init(socketlessServer server: ICEServer, sendTap: @escaping @Sendable ([UInt8]) -> Void) {
+    /// A client without a socket, for the STUN fuzzer and tests on simulated time: everything it
+    /// would send goes to `sendTap` (called under the client's lock: it must not call back into
+    /// the client), datagrams come in through `handleDatagram`. Without `scheduler` nothing
+    /// happens with time; with one, every timer runs on it (a `SimulatedTime` in tests).
+    package init(
+        socketlessServer server: ICEServer, scheduler: (any TaskScheduler)? = nil, sendTap: @escaping @Sendable ([UInt8]) -> Void
+    ) {
         self.server = server
         socket = nil
         queue = DispatchQueue(label: "revue.turn.socketless")
         self.sendTap = sendTap
+        self.scheduler = scheduler ?? DispatchTaskScheduler(queue: DispatchQueue(label: "revue.turn.timer"))
+        timersOn = scheduler != nil || server.transport.isStream
         serverName.initialize(to: sockaddr_storage())
         serverNameLength = server.address.write(into: serverName)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
     }
 
     deinit {
-        timer?.cancel()
+        pendingTick?.cancel()
         tcp?.close()
         serverName.deallocate()
         scratch.deallocate()
@@ -253,6 +337,17 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     /// The counters so far.
     package var statistics: TURNClientStatistics { locked { stats } }
+
+    /// The families of relayed address asked for; set before `allocate()` (kept when a lost
+    /// allocation is made again).
+    package var relayFamilies: RelayFamilies {
+        get { locked { families } }
+        set { locked { families = newValue } }
+    }
+
+    /// Every relayed address of the allocation: the one of `state` first, then (dual allocation)
+    /// the other family's. Empty when not allocated.
+    package var relayedAddresses: [SocketAddress] { locked { relayedAll } }
 
     /// Requests sent and not yet answered or timed out.
     package var pendingTransactions: Int { locked { transactions.count } }
@@ -280,24 +375,23 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         defer { lock.unlock() }
         guard current == .idle else { return }
         setState(.allocating)
-        if socket != nil || server.transport == .tcp {
-            let t = DispatchSource.makeTimerSource(queue: timerQueue)
-            t.setEventHandler { [weak self] in self?.tick() }
-            t.schedule(deadline: .distantFuture)
-            t.resume()
-            timer = t
-        }
-        if server.transport == .tcp && sendTap == nil {
-            let connection = TURNTCPConnection(
-                server: server.address,
-                onConnected: { [weak self] in self?.connected() },
-                onFrame: { [weak self] frame in _ = self?.process(frame) },
-                onClosed: { [weak self] reason in self?.connectionClosed(reason) })
-            tcp = connection
-            connection.start()
+        timersActive = timersOn
+        if server.transport.isStream && sendTap == nil {
+            connect()
         } else {
             start(.allocate, retries: 0)
         }
+    }
+
+    /// Under the lock: a new TCP or TLS connection; the Allocate goes once it is up.
+    private func connect() {
+        let connection = TURNTCPConnection(
+            server: server.address, tls: server.transport == .tls ? server.tls : nil,
+            onConnected: { [weak self] in self?.connected() },
+            onFrame: { [weak self] frame in _ = self?.process(frame) },
+            onClosed: { [weak self] reason in self?.connectionClosed(reason) })
+        tcp = connection
+        connection.start()
     }
 
     /// Installs (and keeps refreshing) a permission for the peer's IP. Before the allocation it
@@ -384,6 +478,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         if case .allocated = current { wasAllocated = true } else { wasAllocated = false }
         transactions.removeAll()
         refreshAt = nil
+        nextLivenessCheck = nil
+        relayedAll = []
         permissions.removeAll()
         channels.removeAll()
         channelOf.removeAll()
@@ -410,6 +506,11 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         var k = peer
         k.port = 0
         return k
+    }
+
+    /// A reason phrase as text, without the NUL padding some servers (coturn) leave in it.
+    private static func phrase(_ bytes: ArraySlice<UInt8>) -> String {
+        String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
     }
 
     /// A `TURNClientTiming` value in seconds as a duration (whole nanoseconds, not negative).
@@ -477,7 +578,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// requests are pending).
     private func sendPermission(_ k: SocketAddress) {
         guard start(.permission(k), retries: 0) else {
-            permissions[k]?.refreshAt = MonotonicTime.now + .seconds(1)
+            permissions[k]?.refreshAt = scheduler.now + .seconds(1)
             return
         }
         permissions[k]?.pending = true
@@ -487,7 +588,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// requests are pending).
     private func sendChannelBind(_ n: UInt16) {
         guard start(.channel(n), retries: 0) else {
-            channels[n]?.refreshAt = MonotonicTime.now + .seconds(1)
+            channels[n]?.refreshAt = scheduler.now + .seconds(1)
             return
         }
         channels[n]?.pending = true
@@ -506,6 +607,18 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         case .allocate:
             m = STUNMessage(method: .allocate, class: .request)
             m.appendUInt32(STUNMessage.AttributeType.requestedTransport, 17 << 24)  // UDP (RFC 8656 §18.7)
+            if let l = settings.requestedLifetime { m.appendUInt32(STUNMessage.AttributeType.lifetime, l) }
+            // The family byte, then three reserved (RFC 8656 §18.8, §18.11): 0x02 is IPv6.
+            switch families {
+            case .ipv4: break
+            case .ipv6: m.appendUInt32(STUNMessage.AttributeType.requestedAddressFamily, 0x02 << 24)
+            case .both:
+                // The RFC 8656 code point and coturn's draft one: each server ignores the other.
+                m.appendUInt32(STUNMessage.AttributeType.additionalAddressFamily, 0x02 << 24)
+                m.appendUInt32(STUNMessage.AttributeType.additionalAddressFamilyDraft, 0x02 << 24)
+            }
+        case .probe:
+            m = STUNMessage(method: .refresh, class: .request)
             if let l = settings.requestedLifetime { m.appendUInt32(STUNMessage.AttributeType.lifetime, l) }
         case .refresh(let lifetime):
             m = STUNMessage(method: .refresh, class: .request)
@@ -527,7 +640,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             signing = key
         }
         let bytes = m.encode(integrity: signing, fingerprint: true)
-        let now = MonotonicTime.now
+        let now = scheduler.now
         let first = Self.duration(tcp != nil ? settings.tcpTransactionTimeout : settings.retransmissionTimeout)
         transactions[TransactionKey(m.transactionID)] = Transaction(
             purpose: purpose, method: m.method, bytes: bytes, key: signing, nextAt: now + first, timeout: first, retries: retries)
@@ -651,19 +764,40 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     }
 
     private func succeeded(_ t: Transaction, _ m: STUNMessage) {
-        let now = MonotonicTime.now
+        let now = scheduler.now
         switch t.purpose {
         case .allocate:
             guard current == .allocating else { return }
-            guard let relayed = try? m.xorAddress(STUNMessage.AttributeType.xorRelayedAddress),
+            guard let all = try? m.xorAddresses(STUNMessage.AttributeType.xorRelayedAddress), let relayed = all.first,
                 let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress)
             else {
                 return fail("the allocation answer lacks XOR-RELAYED-ADDRESS or XOR-MAPPED-ADDRESS")
             }
+            if let v = m.value(STUNMessage.AttributeType.addressErrorCode)
+                ?? m.value(STUNMessage.AttributeType.addressErrorCodeDraft), v.count >= 4
+            {
+                // One family of a dual allocation refused (RFC 8656 §18.12): family, reserved, class, number.
+                let family = v[0] == 0x02 ? "IPv6" : "IPv4"
+                stats.addressFamiliesRefused += 1
+                stats.lastAddressFamilyRefusal =
+                    "\(family): \(Int(v[2] & 0x07) * 100 + Int(v[3])) \(Self.phrase(v[4...]))"
+            }
+            // coturn names the refused family's relayed address too (the wildcard): left out.
+            relayedAll = all.filter { $0.port != 0 && !ICEHostAddresses.isWildcard($0) }
+            if relayedAll.isEmpty { relayedAll = [relayed] }
+            reconnectingAfter = nil
             scheduleRefresh(lifetime: m.uint32(STUNMessage.AttributeType.lifetime) ?? 600, now: now)
+            startLivenessTracking(now)
             setState(.allocated(relayed: relayed, mapped: mapped))
             for p in permissions.keys { sendPermission(p) }
             for n in channels.keys.sorted() { sendChannelBind(n) }
+        case .probe:
+            guard case .allocated = current else { return }
+            probing = false
+            quietProbes += 1
+            lastProbeAt = now
+            stats.livenessProbesConfirmed += 1
+            scheduleRefresh(lifetime: m.uint32(STUNMessage.AttributeType.lifetime) ?? 600, now: now)
         case .refresh(let lifetime):
             guard lifetime != 0, case .allocated = current else { return }
             stats.allocationRefreshes += 1
@@ -688,7 +822,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     private func errored(_ t: Transaction, _ m: STUNMessage) {
         let code = m.errorCode?.code ?? 0
-        let reason = m.errorCode?.reason ?? ""
+        let reason = Self.phrase(Array((m.errorCode?.reason ?? "").utf8)[...])
         let newNonce = m.text(STUNMessage.AttributeType.nonce)
         if code == 401 && t.key == nil {
             // The challenge (RFC 8489 §9.2.3): the realm and nonce make the long-term key.
@@ -712,17 +846,35 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             start(t.purpose, retries: t.retries + 1)
             return
         }
-        failed(t.purpose, code == 401 ? "401 \(reason): the server refused the username or password" : "\(code) \(reason)")
+        if code == 440, t.purpose == .allocate, families == .both {
+            // A server that will not make a dual allocation: IPv4 alone.
+            stats.addressFamiliesRefused += 1
+            stats.lastAddressFamilyRefusal = "IPv6 in addition: 440 \(reason)"
+            families = .ipv4
+            start(.allocate, retries: t.retries)
+            return
+        }
+        let text: String
+        switch code {
+        case 401: text = "401 \(reason): the server refused the username or password"
+        case 440 where t.purpose == .allocate:
+            text = "440 \(reason): the server does not relay \(families == .ipv6 ? "IPv6" : "this address family")"
+        default: text = "\(code) \(reason)"
+        }
+        failed(t.purpose, text)
     }
 
     /// Under the lock: a transaction of `purpose` ended without success.
     private func failed(_ purpose: Purpose, _ reason: String) {
-        let later = MonotonicTime.now + Self.duration(settings.retryAfterFailure)
+        let later = scheduler.now + Self.duration(settings.retryAfterFailure)
         switch purpose {
         case .allocate:
             if current == .allocating { fail(reason) }
         case .refresh(let lifetime):
-            if lifetime != 0, case .allocated = current { fail("refresh failed: \(reason)") }
+            if lifetime != 0, case .allocated = current { allocationLost("refresh failed: \(reason)") }
+        case .probe:
+            probing = false
+            if case .allocated = current { allocationLost("the check after peers went silent failed: \(reason)") }
         case .permission(let p):
             permissions[p]?.pending = false
             permissions[p]?.refreshAt = later
@@ -755,14 +907,84 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         setState(.failed(reason))
         transactions.removeAll()
         refreshAt = nil
+        nextLivenessCheck = nil
+        relayedAll = []
         tcp?.close()
         tcp = nil
         stopTimer()
     }
 
+    /// Under the lock: the server no longer has our allocation (or the connection it lived on is
+    /// gone). A new one is asked for at once (over a new connection for TCP and TLS); every
+    /// permission and channel is kept and installed again once it is made, under the same channel
+    /// numbers, so `sendChannelData` callers need not change anything.
+    private func allocationLost(_ reason: String) {
+        stats.allocationsLost += 1
+        stats.lastAllocationLoss = reason
+        transactions.removeAll()
+        refreshAt = nil
+        nextLivenessCheck = nil
+        probing = false
+        relayedAll = []
+        for k in permissions.keys { permissions[k] = Permission() }
+        for n in channels.keys {
+            channels[n]?.confirmed = false
+            channels[n]?.pending = false
+            channels[n]?.refreshAt = .zero
+        }
+        setState(.allocating)
+        if server.transport.isStream && sendTap == nil {
+            tcp?.close()
+            reconnectingAfter = reason
+            reconnectUntil = scheduler.now + Self.duration(settings.reconnectWindow)
+            connect()
+        } else {
+            start(.allocate, retries: 0)
+        }
+    }
+
+    /// Under the lock: a new allocation; the silence is measured from now.
+    private func startLivenessTracking(_ now: MonotonicTime) {
+        probing = false
+        quietProbes = 0
+        seenDelivered = stats.peerDataDelivered
+        seenSent = stats.channelDataSent + stats.sendIndicationsSent
+        heardAt = now
+        sentAt = .zero
+        lastProbeAt = .zero
+        nextLivenessCheck = settings.silenceBeforeProbe > 0 ? now + Self.duration(settings.livenessCheckInterval) : nil
+    }
+
+    /// Under the lock, allocated: notes whether peer data came and whether we sent since the last
+    /// look, and sends a Refresh at once when we have been sending into silence for
+    /// `silenceBeforeProbe` (doubling, up to 16 times, while the server confirms and peers stay
+    /// silent). Costs nothing on the data path: it compares the statistics' counters.
+    private func checkLiveness(_ now: MonotonicTime) {
+        nextLivenessCheck = now + Self.duration(settings.livenessCheckInterval)
+        let sent = stats.channelDataSent + stats.sendIndicationsSent
+        if stats.peerDataDelivered != seenDelivered {
+            seenDelivered = stats.peerDataDelivered
+            heardAt = now
+            quietProbes = 0
+        }
+        if sent != seenSent {
+            seenSent = sent
+            sentAt = now
+        }
+        guard !probing, !permissions.isEmpty, sentAt > heardAt else { return }
+        let wait = Self.duration(settings.silenceBeforeProbe * Double(1 << min(quietProbes, 4)))
+        guard now - max(heardAt, lastProbeAt) >= wait else { return }
+        if start(.probe, retries: 0) {
+            probing = true
+            stats.livenessProbes += 1
+        }
+    }
+
     private func stopTimer() {
-        timer?.cancel()
-        timer = nil
+        timersActive = false
+        pendingTick?.cancel()
+        pendingTick = nil
+        tickAt = nil
     }
 
     private func connected() {
@@ -775,38 +997,61 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         switch current {
-        case .allocating, .allocated: fail(reason)
+        case .allocated: allocationLost(reason)
+        case .allocating:
+            // A connection made again after a loss: tried once a second within the window, then
+            // the reason names both.
+            guard let lost = reconnectingAfter else { return fail(reason) }
+            guard scheduler.now + .seconds(1) < reconnectUntil else { return fail("\(lost); connecting again: \(reason)") }
+            tcp = nil
+            scheduler.schedule(after: .seconds(1)) { [weak self] in
+                guard let self else { return }
+                self.lock.lock()
+                defer { self.lock.unlock() }
+                if self.current == .allocating && self.tcp == nil { self.connect() }
+            }
         default: break
         }
     }
 
     /// Under the lock: sets the timer to the next retransmission or refresh.
     private func reschedule() {
-        guard let timer else { return }
+        guard timersActive else { return }
         var next = refreshAt
         for t in transactions.values { next = min(next ?? t.nextAt, t.nextAt) }
         if case .allocated = current {
             for p in permissions.values where !p.pending { next = min(next ?? p.refreshAt, p.refreshAt) }
             for c in channels.values where !c.pending { next = min(next ?? c.refreshAt, c.refreshAt) }
+            if let l = nextLivenessCheck, !permissions.isEmpty { next = min(next ?? l, l) }
         }
-        guard let next else { return timer.schedule(deadline: .distantFuture) }
-        let now = MonotonicTime.now
-        let delay = next > now ? min(next - now, .nanoseconds(1 << 50)) : .zero
-        timer.schedule(deadline: .now() + .nanoseconds(Int(delay.inNanoseconds)))
+        guard let next else { return }
+        if let at = tickAt, at <= next { return }
+        pendingTick?.cancel()
+        let now = scheduler.now
+        tickAt = next
+        pendingTick = scheduler.schedule(after: next > now ? min(next - now, .nanoseconds(1 << 50)) : .zero) { [weak self] in
+            self?.tick()
+        }
     }
 
     /// The timer: retransmissions, timeouts and refreshes that are due.
     private func tick() {
         lock.lock()
         defer { lock.unlock() }
-        let now = MonotonicTime.now
+        guard timersActive else { return }
+        pendingTick = nil
+        tickAt = nil
+        let now = scheduler.now
         for (k, t) in transactions where t.nextAt <= now {
-            let limit = tcp != nil ? 1 : settings.maxTransmissions
+            let limit = tcp != nil ? 1 : t.purpose == .probe ? settings.probeTransmissions : settings.maxTransmissions
             if t.transmissions >= limit {
                 transactions[k] = nil
                 stats.timeouts += 1
+                let lost = stats.allocationsLost
                 failed(t.purpose, "no answer from the TURN server \(server.address)")
-                if timer == nil { return }
+                if !timersActive { return }
+                // A lost allocation dropped every transaction: none of this pass's is left.
+                if stats.allocationsLost != lost { break }
             } else {
                 var u = t
                 u.transmissions += 1
@@ -826,6 +1071,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             }
             for (p, v) in permissions where !v.pending && now >= v.refreshAt { sendPermission(p) }
             for (n, c) in channels where !c.pending && now >= c.refreshAt { sendChannelBind(n) }
+            if let l = nextLivenessCheck, now >= l { checkLiveness(now) }
         }
         if current == .closed && transactions.isEmpty { return stopTimer() }
         reschedule()
