@@ -121,7 +121,6 @@ final class RendezvousClient: RendezvousRegistrationState {
         return read(reply, timestamp: sent)
     }
 
-
     /// The cookie round then the real registration; true when accepted.
     func register() async -> Bool {
         for _ in 0..<3 where await registerOnce() == false {}

@@ -113,7 +113,6 @@ final class SimulatedRendezvousClient: RendezvousRegistrationState {
         return token != nil
     }
 
-
     /// Registers `count` fresh keys from this endpoint with its cookie, each carrying `tagsEach`
     /// random tags (at most 32), without waiting for answers: a flood of genuine registrations.
     func floodFreshKeys(_ count: Int, tagsEach: Int) {
