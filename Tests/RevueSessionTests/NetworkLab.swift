@@ -213,10 +213,15 @@ final class NetworkLab: @unchecked Sendable {
         var sharedSecretLifetime: Int? = nil
         /// Lines added to coturn's configuration (e.g. `max-allocate-lifetime=4`).
         var turnExtraConfiguration: [String] = []
+        /// coturn also listens for TURN over TLS on `turnTLSPort`, with a certificate for its
+        /// address signed by a CA the lab makes (`turnCAFile`).
+        var turnTLS = false
     }
 
     static let rendezvousPort: UInt16 = 33_400
     static let turnPort: UInt16 = 3478
+    /// coturn's TLS port with `Options.turnTLS`.
+    static let turnTLSPort: UInt16 = 5349
     static let relayPorts: ClosedRange<UInt16> = 49_160...49_200
     static let turnUser = "lab", turnPassword = "labpass", turnRealm = "revue.lab"
     /// coturn's `static-auth-secret` with `sharedSecretLifetime` (the node reads it from a file).
@@ -257,6 +262,12 @@ final class NetworkLab: @unchecked Sendable {
     func turnArgument(tcp: Bool = false) -> String {
         "\(Self.turnUser):\(Self.turnPassword)@\(serviceEndpoint(Self.turnPort))" + (tcp ? "?transport=tcp" : "")
     }
+    /// `--turn` value for coturn's static user over TLS, verified against the lab's CA.
+    var turnTLSArgument: String {
+        "turns:\(Self.turnUser):\(Self.turnPassword)@\(serviceEndpoint(Self.turnTLSPort))?ca=\(turnCAFile)"
+    }
+    /// The CA that signed coturn's certificate (`Options.turnTLS`).
+    var turnCAFile: String { directory + "/coturn/ca.pem" }
 
     private func natKind(_ n: Int) -> NAT { n == 1 || options.sameLAN ? options.home1 : options.home2 }
     /// Home `n`'s LAN prefix (`a.b.c`), private behind a NAT, routed space without one.
@@ -536,6 +547,7 @@ final class NetworkLab: @unchecked Sendable {
             ip netns exec \(i) nft add rule inet labobs out udp sport \(r) counter comment '"relay-out"'
             ip netns exec \(i) nft add rule inet labobs in udp dport \(t) counter comment '"turn-udp"'
             ip netns exec \(i) nft add rule inet labobs in tcp dport \(t) counter comment '"turn-tcp"'
+            ip netns exec \(i) nft add rule inet labobs in tcp dport \(Self.turnTLSPort) counter comment '"turn-tls"'
             \(directCounterRules())
             """
     }
@@ -624,6 +636,25 @@ final class NetworkLab: @unchecked Sendable {
         ].joined(separator: "\n")
     }
 
+    /// coturn's TLS lines: with `Options.turnTLS`, a CA and a certificate for coturn's IPv4
+    /// address made with `openssl` in `dir`, and the TLS listener; else `no-tls`.
+    private func turnTLSConfiguration(dir: String) throws -> String {
+        guard options.turnTLS else { return "no-tls" }
+        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+        let r = shell(
+            """
+            set -e
+            cd '\(dir)'
+            printf 'subjectAltName=IP:203.0.113.1\\n' > san.cnf
+            openssl req -x509 \(ec) -keyout ca.key -out ca.pem -days 2 -subj /CN=revue-lab-ca 2>&1
+            openssl req \(ec) -keyout turn.key -out turn.csr -subj /CN=turn.revue.lab 2>&1
+            openssl x509 -req -in turn.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out turn.pem -days 2 \\
+                -extfile san.cnf 2>&1
+            """)
+        guard r.status == 0 else { throw NetworkLabError(description: "openssl could not make coturn's certificate: \(r.output)") }
+        return "tls-listening-port=\(Self.turnTLSPort)\ncert=\(dir)/turn.pem\npkey=\(dir)/turn.key"
+    }
+
     private func startCoturn() async throws {
         let dir = directory + "/coturn"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -637,7 +668,7 @@ final class NetworkLab: @unchecked Sendable {
                 realm=\(Self.turnRealm)
                 \(turnAuthConfiguration)
                 fingerprint
-                no-tls
+                \(try turnTLSConfiguration(dir: dir))
                 no-dtls
                 no-cli
                 no-tcp-relay
@@ -774,9 +805,9 @@ final class NetworkLab: @unchecked Sendable {
     }
 
     /// Packets clients sent to coturn's listening port so far, over UDP and over TCP.
-    func turnClientTraffic() -> (udp: Int, tcp: Int) {
+    func turnClientTraffic() -> (udp: Int, tcp: Int, tls: Int) {
         let c = counters(in: internet, table: "labobs")
-        return (c["turn-udp"]?.packets ?? 0, c["turn-tcp"]?.packets ?? 0)
+        return (c["turn-udp"]?.packets ?? 0, c["turn-tcp"]?.packets ?? 0, c["turn-tls"]?.packets ?? 0)
     }
 
     /// UDP packets between the homes' public addresses that crossed the internet, each way

@@ -21,13 +21,14 @@ struct NetworkLabRelayTests {
     /// `arguments`), calls, feeds `seconds` of media both ways, prints the frames and the selected
     /// pairs under `label`, expects media both ways, then runs `check` on the call.
     func relayCall(
-        _ label: String, _ options: NetworkLab.Options, tcp: Bool = false, seconds: Double = 3, arguments: [String] = [],
+        _ label: String, _ options: NetworkLab.Options, tcp: Bool = false, tls: Bool = false, seconds: Double = 3,
+        arguments: [String] = [],
         prepare: (NetworkLab) throws -> Void = { _ in }, check: (LabCall) async throws -> Void = { _ in }
     ) async throws {
         let lab = try await NetworkLab(options)
         defer { lab.teardown() }
         try prepare(lab)
-        let call = try LabCall(lab, arguments: arguments + LabCall.iceArguments(lab, tcp: tcp))
+        let call = try LabCall(lab, arguments: arguments + LabCall.iceArguments(lab, tcp: tcp, tls: tls))
         defer { call.stop() }
         try await call.befriend()
         try await call.startCall()
@@ -70,6 +71,20 @@ struct NetworkLabRelayTests {
             check: { call in
                 try await expectLegs(call, relayed: true)
                 #expect(call.lab.turnClientTraffic().tcp > 0, "no TCP to coturn\n\(call.diagnosis())")
+            })
+    }
+
+    /// The same over TURN over TLS (`turns:`): coturn's certificate, made by the lab for its
+    /// address, is checked against the lab's CA, and the peers reach coturn only on its TLS port.
+    @Test func flatSymmetricToSymmetricOverTLS() async throws {
+        var options = NetworkLab.Options(home1: .symmetric, home2: .symmetric, flatSegment: true, servicesDefaultRoute: false)
+        options.turnTLS = true
+        try await relayCall(
+            "flat symmetric/symmetric, TURN over TLS", options, tls: true,
+            check: { call in
+                try await expectLegs(call, relayed: true)
+                let traffic = call.lab.turnClientTraffic()
+                #expect(traffic.tls > 0 && traffic.tcp == 0, "\(traffic)\n\(call.diagnosis())")
             })
     }
 

@@ -39,8 +39,8 @@ final class LabCall: @unchecked Sendable {
     }
 
     /// The usual flags: the lab's coturn as STUN and TURN server (TURN over TCP when `tcp`).
-    static func iceArguments(_ lab: NetworkLab, tcp: Bool = false) -> [String] {
-        ["--stun", lab.stunArgument, "--turn", lab.turnArgument(tcp: tcp)]
+    static func iceArguments(_ lab: NetworkLab, tcp: Bool = false, tls: Bool = false) -> [String] {
+        ["--stun", lab.stunArgument, "--turn", tls ? lab.turnTLSArgument : lab.turnArgument(tcp: tcp)]
     }
 
     /// Both report ready; a sends a friend request, b accepts, and a sees b online.
