@@ -651,7 +651,9 @@ final class NetworkLab: @unchecked Sendable {
             openssl x509 -req -in turn.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out turn.pem -days 2 \\
                 -extfile san.cnf 2>&1
             """)
-        guard r.status == 0 else { throw NetworkLabError(description: "openssl could not make coturn's certificate: \(r.output)") }
+        guard r.status == 0 else {
+            throw NetworkLabError(description: "openssl could not make coturn's certificate: \(r.output)")
+        }
         return "tls-listening-port=\(Self.turnTLSPort)\ncert=\(dir)/turn.pem\npkey=\(dir)/turn.key"
     }
 
