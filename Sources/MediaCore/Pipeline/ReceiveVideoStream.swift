@@ -394,12 +394,7 @@ public final class VideoReceiveStream {
         }
         guard let frame = result.frame else { return 0 }
         if frame.timestamp == frameTimestamp && result.lostPackets == 0 && result.incompleteFrames == 0 {
-            let offset = jitterBuffer.baselineArrival(forTimestamp: frame.timestamp).map {
-                Double(frameLastArrivalNs) - Double($0.nanoseconds)
-            }
-            jitterEstimator.frameCompleted(
-                timestamp: frame.timestamp, completedNs: frameLastArrivalNs, bytes: frameBytes, offsetNs: offset,
-                isKeyframe: frame.isKeyframe, repaired: repairedTimestamps.contains(frame.timestamp))
+            measureFrame(frame)
         }
         stats.framesReceived += 1
         var data = frame.data
@@ -464,6 +459,20 @@ public final class VideoReceiveStream {
         stats.jitterBufferEmittedCount += 1
         if shown { updateFreeze(nowNs: nowNs, rendered: true) }
         return 1
+    }
+
+    /// Gives the jitter estimate a complete frame: when its last packet arrived, its size, how late
+    /// that was after its baseline arrival, and whether a packet of it was repaired.
+    private func measureFrame(_ frame: RTPAssembledFrame) {
+        var offset: Double? = nil
+        if let baseline = jitterBuffer.baselineArrival(forTimestamp: frame.timestamp) {
+            offset = Double(frameLastArrivalNs) - Double(baseline.nanoseconds)
+        }
+        var repaired = false
+        for i in 0..<repairedTimestamps.count where repairedTimestamps[i] == frame.timestamp { repaired = true }
+        jitterEstimator.frameCompleted(
+            timestamp: frame.timestamp, completedNs: frameLastArrivalNs, bytes: frameBytes, offsetNs: offset,
+            isKeyframe: frame.isKeyframe, repaired: repaired && repairedCount > 0)
     }
 
     /// After a loss in a temporally layered stream: whether `frame` decodes without the lost
