@@ -109,6 +109,15 @@ public final class VideoReceiveStream {
     private var lastKeyframeRequestNs: UInt64 = 0
     private var frameTimestamp: UInt32 = 0
     private var frameFirstArrivalNs: UInt64 = 0
+    /// Arrival of the latest packet of the frame being played, and the frame's bytes so far.
+    private var frameLastArrivalNs: UInt64 = 0
+    private var frameBytes = 0
+    /// RTP timestamps of the last frames a packet arrived behind the highest sequence number
+    /// for (a retransmission or reordering): their completion time is not the path's.
+    private var repairedTimestamps = [UInt32](repeating: 0, count: 8)
+    private var repairedCount = 0
+    /// The frame-size-aware jitter estimate the playout delay comes from.
+    package private(set) var jitterEstimator = VideoJitterEstimator()
     private var inFrame = false
     private var lastRenderNs: UInt64 = 0
     private var meanFrameIntervalNs: Double = 0
@@ -211,12 +220,19 @@ public final class VideoReceiveStream {
         } else {
             _ = bandwidth.packetArrived(timestamp: h.timestamp, arrival: arrival, size: bytes.count)
         }
+        if jitterBuffer.next != nil && jitterBuffer.extend(h.sequenceNumber) < jitterBuffer.highest {
+            repairedTimestamps[repairedCount & 7] = h.timestamp
+            repairedCount &+= 1
+        }
         let result = jitterBuffer.insert(
             bytes, sequenceNumber: h.sequenceNumber, timestamp: h.timestamp,
             arrival: arrival)
         switch result {
         case .stored, .reset:
-            if result == .reset { nack.clear() }
+            if result == .reset {
+                nack.clear()
+                jitterEstimator.reset()
+            }
             if settings.nackEnabled { nack.packetArrived(jitterBuffer.extend(h.sequenceNumber), now: arrival) }
         case .duplicate, .late, .tooLarge:
             stats.packetsDiscarded += 1
@@ -270,12 +286,28 @@ public final class VideoReceiveStream {
         return !d.startOfFrame && !d.interPicturePredicted
     }
 
+    /// The playout delay after a frame's baseline arrival (`RTPJitterBuffer.baselineArrival`)
+    /// that frames are scheduled with: what a large delta frame needs to complete, from the
+    /// frame-size-aware estimate (`VideoJitterEstimator`), within the jitter buffer's minimum and
+    /// maximum; the minimum until the first frame was measured. A keyframe's extra transmission
+    /// time is not in it: a paced keyframe completes late once. Thread rule: the owner thread.
+    /// Cost: a few operations.
+    public var targetDelay: Duration { .nanoseconds(Int64(targetDelayNs)) }
+
+    /// `targetDelay` in nanoseconds.
+    var targetDelayNs: UInt64 {
+        let minNs = settings.jitterBuffer.minimumDelayMilliseconds * 1e6
+        let maxNs = settings.jitterBuffer.maximumDelayMilliseconds * 1e6
+        guard let ms = jitterEstimator.targetMilliseconds else { return UInt64(minNs) }
+        return UInt64(min(maxNs, max(minNs, ms * 1e6)))
+    }
+
     /// How long a hole is waited for before it is skipped.
     public var holeWait: Duration { .nanoseconds(Int64(holeWaitNs)) }
 
     /// `holeWait` in nanoseconds.
     var holeWaitNs: UInt64 {
-        let target = jitterBuffer.targetDelayNs
+        let target = targetDelayNs
         guard settings.nackEnabled else { return max(target, 5_000_000) }
         let maxNs = UInt64(settings.jitterBuffer.maximumDelayMilliseconds * 1e6)
         // Room for about three requests: the first and two retries a round trip apart.
@@ -332,9 +364,13 @@ public final class VideoReceiveStream {
             inFrame = true
             frameTimestamp = p.timestamp
             frameFirstArrivalNs = p.arrival.nanoseconds
+            frameLastArrivalNs = p.arrival.nanoseconds
+            frameBytes = 0
         } else if p.arrival.nanoseconds < frameFirstArrivalNs {
             frameFirstArrivalNs = p.arrival.nanoseconds
         }
+        frameLastArrivalNs = max(frameLastArrivalNs, p.arrival.nanoseconds)
+        frameBytes += p.bytes.count
         let result: RTPDepacketizeResult
         do {
             if let vp8 { result = try vp8.push(packet, in: p.bytes) } else { result = try vp9!.push(packet, in: p.bytes) }
@@ -357,6 +393,9 @@ public final class VideoReceiveStream {
             }
         }
         guard let frame = result.frame else { return 0 }
+        if frame.timestamp == frameTimestamp && result.lostPackets == 0 && result.incompleteFrames == 0 {
+            measureFrame(frame)
+        }
         stats.framesReceived += 1
         var data = frame.data
         if let sframe = settings.frameDecryption {
@@ -422,6 +461,20 @@ public final class VideoReceiveStream {
         return 1
     }
 
+    /// Gives the jitter estimate a complete frame: when its last packet arrived, its size, how late
+    /// that was after its baseline arrival, and whether a packet of it was repaired.
+    private func measureFrame(_ frame: RTPAssembledFrame) {
+        var offset: Double? = nil
+        if let baseline = jitterBuffer.baselineArrival(forTimestamp: frame.timestamp) {
+            offset = Double(frameLastArrivalNs) - Double(baseline.nanoseconds)
+        }
+        var repaired = false
+        for i in 0..<repairedTimestamps.count where repairedTimestamps[i] == frame.timestamp { repaired = true }
+        jitterEstimator.frameCompleted(
+            timestamp: frame.timestamp, completedNs: frameLastArrivalNs, bytes: frameBytes, offsetNs: offset,
+            isKeyframe: frame.isKeyframe, repaired: repaired && repairedCount > 0)
+    }
+
     /// After a loss in a temporally layered stream: whether `frame` decodes without the lost
     /// frames. A lost base-layer frame means nothing does until a keyframe (the decoder then
     /// awaits one and one is requested); a frame of a layer that may reference a lost frame is
@@ -464,7 +517,7 @@ public final class VideoReceiveStream {
     private func playoutTimeNs(forTimestamp timestamp: UInt32) -> UInt64? {
         if let last = lastScheduled, last.timestamp == timestamp { return UInt64(max(0, last.playoutNs)) }
         guard let baseline = jitterBuffer.baselineArrival(forTimestamp: timestamp)?.nanoseconds else { return nil }
-        let aim = Double(baseline) + Double(jitterBuffer.targetDelayNs) + synchronizationDelayNs
+        let aim = Double(baseline) + Double(targetDelayNs) + synchronizationDelayNs
         var playout = aim
         if let last = lastScheduled {
             let mediaNs = Double(Int32(bitPattern: timestamp &- last.timestamp)) * 1e9 / 90_000
@@ -549,6 +602,7 @@ public final class VideoReceiveStream {
     public func pathChanged() {
         keyframeRequested = true
         nack.clear()
+        jitterEstimator.reset()
     }
 
     private func requestKeyframe(nowNs: UInt64) {
