@@ -62,6 +62,37 @@ extension FuzzEntries {
         }
     }
 
+    /// The seed inputs of fuzz-http: responses by length, chunked with extensions and a trailer,
+    /// after an interim response to the end of the connection, with a hostile chunk size, to HEAD;
+    /// requests by length and chunked.
+    public static func httpSeeds() -> [(name: String, bytes: [UInt8])] {
+        let seeds: [(String, UInt8, String)] = [
+            (
+                "response-length", 0,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"janus\":\"success\",\"id\":1}\n"
+            ),
+            (
+                "response-chunked", 4,
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\nA \r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\n"
+            ),
+            (
+                "response-interim-to-end", 8,
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 404 Not Found\r\nServer: x\r\n\r\nnothing here"
+            ),
+            (
+                "response-hostile-chunk", 0,
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7FFFFFFFFFFFFFFF\r\n-1\r\n"
+            ),
+            ("response-head", 2, "HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n"),
+            (
+                "request-post", 1,
+                "POST /session?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/sdp\r\nContent-Length: 4, 4\r\n\r\nv=0\n"
+            ),
+            ("request-chunked", 5, "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n"),
+        ]
+        return seeds.map { ($0.0, [$0.1] + Array($0.2.utf8)) }
+    }
+
     /// Feeds `pieces` one after another, then ends the connection.
     static func httpDecode(
         _ pieces: [ArraySlice<UInt8>], _ kind: HTTPMessageDecoder.Kind, _ limits: HTTPMessageLimits

@@ -1,6 +1,8 @@
 // HTTPMessageDecoder on good and hostile bytes: responses and requests by Content-Length, chunked
 // and to the end of the connection, fed whole and one byte at a time; then every kind of broken or
 // oversize input, each of which must end in its typed error (no trap, no overflow).
+import Foundation
+import FuzzEntries
 import Testing
 
 @testable import MediaCore
@@ -208,6 +210,14 @@ struct HTTPMessageCodecTests {
         let m = try #require(try decoder.append(Self.bytes("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab")))
         #expect(try decoder.append(Self.bytes("-1\r\n")) == m)
         #expect(try decoder.finish() == m)
+    }
+    @Test func committedSeedsAreTheFuzzEntrySeeds() throws {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Fuzz/corpus/fuzz-http")
+        for (name, bytes) in FuzzEntries.httpSeeds() {
+            let file = try Data(contentsOf: dir.appendingPathComponent(name))
+            #expect([UInt8](file) == bytes, "\(name)")
+        }
     }
 }
 
