@@ -43,6 +43,7 @@ public enum FuzzEntries {
         Target(name: "fuzz-call-signal", run: callSignal),
         Target(name: "fuzz-dtls", run: dtls),
         Target(name: "fuzz-sframe", run: sframe),
+        Target(name: "fuzz-http", run: http),
     ]
 
     /// The target called `name`, nil when there is none.

@@ -391,6 +391,8 @@ for (name, bytes) in FuzzEntries.stunSeeds() { save("fuzz-stun", name, bytes) }
 for (name, recordsOfSeed) in FuzzEntries.callSignalSeeds() { save("fuzz-call-signal", name, records(recordsOfSeed)) }
 // MARK: DTLS datagrams (FuzzEntries.dtls)
 for (name, bytes) in FuzzEntries.dtlsSeeds() { save("fuzz-dtls", name, bytes) }
+// MARK: HTTP/1.1 messages (FuzzEntries.http)
+for (name, bytes) in FuzzEntries.httpSeeds() { save("fuzz-http", name, bytes) }
 
 // MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
 // the revue-node process tests send them

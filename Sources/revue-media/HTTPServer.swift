@@ -180,84 +180,71 @@ final class HTTPServer: Sendable {
         var message: String
     }
 
-    /// Reads and parses one request within the limits and the read timeout.
+    /// Reads and parses one request within the limits and the read timeout (the grammar and the
+    /// size limits are `HTTPMessageDecoder`'s, the method and framing rules this server's).
     private func read(_ client: Int32) -> Result<HTTPRequest, Refusal> {
         let deadline = Date().addingTimeInterval(limits.readTimeout)
-        var buffer: [UInt8] = []
+        var decoder = HTTPMessageDecoder(
+            .request,
+            limits: HTTPMessageLimits(headBytes: limits.headerBytes, fieldCount: limits.headerCount, bodyBytes: limits.bodyBytes))
         var chunk = [UInt8](repeating: 0, count: 4096)
-        /// Reads more into `buffer`; nil on success, else the refusal.
-        func more() -> Refusal? {
+        var received = 0
+        var checked = false
+        while true {
             let left = deadline.timeIntervalSinceNow
-            guard left > 0 else { return Refusal(status: 408, message: "the request took too long") }
             var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pfd, 1, Int32(max(1, left * 1000)))
-            if ready == 0 { return Refusal(status: 408, message: "the request took too long") }
-            guard ready > 0 else { return Refusal(status: nil, message: "poll failed") }
+            let ready = left > 0 ? poll(&pfd, 1, Int32(max(1, min(left, 60) * 1000))) : 0
+            if ready == 0 {
+                // A client that sent nothing and stopped: not a request.
+                return .failure(Refusal(status: received == 0 ? nil : 408, message: "the request took too long"))
+            }
+            guard ready > 0 else { return .failure(Refusal(status: nil, message: "poll failed")) }
             let n = recv(client, &chunk, chunk.count, 0)
-            guard n > 0 else { return Refusal(status: nil, message: "the client closed the connection") }
-            buffer += chunk[0..<n]
-            return nil
-        }
-        // The head: up to the blank line, within headerBytes.
-        var headEnd: Int?
-        while headEnd == nil {
-            if let refusal = more() {
-                // A partial head from a client that stopped sending: not a request.
-                return .failure(buffer.isEmpty ? Refusal(status: nil, message: refusal.message) : refusal)
+            guard n > 0 else { return .failure(Refusal(status: nil, message: "the client closed the connection")) }
+            received += n
+            do {
+                let message = try decoder.append(chunk[0..<n])
+                if !checked, let head = decoder.head {
+                    checked = true
+                    if let refusal = Self.refusal(head) { return .failure(refusal) }
+                }
+                guard let message, case .request(let method, let target, _) = message.head.startLine else { continue }
+                var headers: [String: String] = [:]
+                for field in message.head.fields { headers[field.name] = field.value }
+                let path = String(target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
+                return .success(HTTPRequest(method: method, path: path, headers: headers, body: message.body))
+            } catch {
+                return .failure(Self.refusal(error))
             }
-            headEnd = Self.find([13, 10, 13, 10], in: buffer)
-            if headEnd == nil, buffer.count > limits.headerBytes {
-                return .failure(Refusal(status: 431, message: "the request head exceeds \(limits.headerBytes) bytes"))
-            }
         }
-        let end = headEnd!
-        if end > limits.headerBytes {
-            return .failure(Refusal(status: 431, message: "the request head exceeds \(limits.headerBytes) bytes"))
+    }
+
+    /// This server's rules on a parsed head: known methods, no transfer coding, a length for POST.
+    private static func refusal(_ head: HTTPHead) -> Refusal? {
+        guard case .request(let method, let target, _) = head.startLine else {
+            return Refusal(status: 400, message: "not a request")
         }
-        guard let head = String(validatingUTF8CString: buffer[0..<end]) else {
-            return .failure(Refusal(status: 400, message: "the request head is not text"))
+        guard target.hasPrefix("/"), method.utf8.allSatisfy({ ($0 >= 65 && $0 <= 90) || $0 == 45 }) else {
+            return Refusal(status: 400, message: "malformed request line")
         }
-        var lines = head.components(separatedBy: "\r\n")
-        let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: false)
-        guard requestLine.count == 3, requestLine[2] == "HTTP/1.1" || requestLine[2] == "HTTP/1.0",
-            !requestLine[0].isEmpty, requestLine[0].allSatisfy({ $0.isASCII && ($0.isUppercase || $0 == "-") }),
-            requestLine[1].hasPrefix("/")
-        else { return .failure(Refusal(status: 400, message: "malformed request line")) }
-        let method = String(requestLine[0])
-        guard Self.knownMethods.contains(method) else {
-            return .failure(Refusal(status: 405, message: "method \(method) is not allowed"))
+        guard knownMethods.contains(method) else { return Refusal(status: 405, message: "method \(method) is not allowed") }
+        if head.field("transfer-encoding") != nil {
+            return Refusal(status: 501, message: "Transfer-Encoding is not supported; send Content-Length")
         }
-        guard lines.count <= limits.headerCount else {
-            return .failure(Refusal(status: 431, message: "more than \(limits.headerCount) header fields"))
+        if method == "POST" && head.field("content-length") == nil {
+            return Refusal(status: 411, message: "Content-Length is required")
         }
-        var headers: [String: String] = [:]
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
-                !line[..<colon].contains(where: { $0 == " " || $0 == "\t" })
-            else { return .failure(Refusal(status: 400, message: "malformed header field")) }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingWhitespace
+        return nil
+    }
+
+    /// The status for a request the codec refused.
+    private static func refusal(_ error: HTTPMessageError) -> Refusal {
+        switch error {
+        case .headTooLarge, .tooManyFields: Refusal(status: 431, message: "\(error)")
+        case .bodyTooLarge: Refusal(status: 413, message: "\(error)")
+        case .unsupportedTransferCoding: Refusal(status: 501, message: "\(error); send Content-Length")
+        default: Refusal(status: 400, message: "\(error)")
         }
-        if headers["transfer-encoding"] != nil {
-            return .failure(Refusal(status: 501, message: "Transfer-Encoding is not supported; send Content-Length"))
-        }
-        var length = 0
-        if let text = headers["content-length"] {
-            guard let n = Int(text), n >= 0 else { return .failure(Refusal(status: 400, message: "bad Content-Length")) }
-            length = n
-        } else if method == "POST" {
-            return .failure(Refusal(status: 411, message: "Content-Length is required"))
-        }
-        guard length <= limits.bodyBytes else {
-            return .failure(Refusal(status: 413, message: "the body exceeds \(limits.bodyBytes) bytes"))
-        }
-        let bodyStart = end + 4
-        while buffer.count - bodyStart < length {
-            if let refusal = more() { return .failure(refusal) }
-        }
-        let path = String(requestLine[1].split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
-        return .success(
-            HTTPRequest(
-                method: method, path: path, headers: headers, body: Array(buffer[bodyStart..<(bodyStart + length)])))
     }
 
     /// Sends the response, with `Content-Length` and `Connection: close`, then shuts the socket.
@@ -286,22 +273,5 @@ final class HTTPServer: Sendable {
             guard n > 0 else { break }
             drained += n
         }
-    }
-
-    /// Where `needle` starts in `haystack`, or nil.
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] {
-            if Array(haystack[i..<(i + needle.count)]) == needle { return i }
-        }
-        return nil
-    }
-}
-
-extension String {
-    /// UTF-8 text from bytes, nil when they are not valid UTF-8 or contain NUL.
-    fileprivate init?(validatingUTF8CString bytes: ArraySlice<UInt8>) {
-        guard !bytes.contains(0), let s = String(bytes: bytes, encoding: .utf8) else { return nil }
-        self = s
     }
 }

@@ -27,6 +27,9 @@ package enum JanusError: Error, Hashable, Sendable, CustomStringConvertible {
     case responseTooLarge(Int)
     /// The response was not HTTP/1.x, or not the JSON Janus sends (what was wrong).
     case malformed(String)
+    /// The response broke HTTP/1.1 framing or one of its limits: a bad status line, header field,
+    /// Content-Length or chunk size, an oversize head, a connection that ended mid-message.
+    case invalidHTTP(HTTPMessageError)
     /// The session or handle was destroyed, or the session's long poll stopped.
     case closed(String)
 
@@ -39,6 +42,7 @@ package enum JanusError: Error, Hashable, Sendable, CustomStringConvertible {
         case .http(let status, let body): "HTTP \(status): \(body)"
         case .responseTooLarge(let limit): "response larger than \(limit) bytes"
         case .malformed(let s): "malformed response: \(s)"
+        case .invalidHTTP(let error): "invalid HTTP response: \(error)"
         case .closed(let s): "closed: \(s)"
         }
     }
@@ -48,8 +52,10 @@ package enum JanusError: Error, Hashable, Sendable, CustomStringConvertible {
 /// that takes requests one connection at a time.
 ///
 /// Limits: `maxResponseBytes` for the whole response (status line, headers and body), a
-/// deadline for the whole exchange. Bodies by `Content-Length`, `Transfer-Encoding: chunked`, or
-/// up to the end of the connection.
+/// deadline for the whole exchange, optionally `idleTimeoutSeconds` between two reads. Bodies by
+/// `Content-Length`, `Transfer-Encoding: chunked`, or up to the end of the connection, decoded by
+/// `HTTPMessageDecoder` as they arrive, so a response that breaks the grammar or a limit fails at
+/// once (`.invalidHTTP` or `.responseTooLarge`), whatever the server sends.
 /// Thread rule: a value type; `send` from any task (the socket work runs on a global dispatch
 /// queue, not on the caller's thread). Cost: a TCP connection per request (about 0.1 ms on
 /// loopback) plus one copy of the response.
@@ -58,6 +64,9 @@ package struct JanusHTTPClient: Sendable {
     package var server: SocketAddress
     /// The largest response taken (bytes); a larger one fails with `.responseTooLarge`.
     package var maxResponseBytes = 1 << 20
+    /// The longest wait for the next bytes of a response (seconds); nil: only the deadline of
+    /// `send` bounds it. Keep it above the server's long-poll hold time when there is one.
+    package var idleTimeoutSeconds: Double?
 
     /// A client for `server`. Cost: none.
     package init(server: SocketAddress) { self.server = server }
@@ -135,14 +144,18 @@ package struct JanusHTTPClient: Sendable {
             if poll(&w, 1, remainingMs()) == 0 { return .failure(.timeout("sending \(method) \(path)")) }
         }
 
-        // Read until the response is complete or the server closes.
-        var data: [UInt8] = []
+        // Read until the response is complete or the server closes, decoding as the bytes come.
+        var decoder = HTTPMessageDecoder(.response(toMethod: method), limits: limits)
+        var received = 0
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            if let response = try? Self.parse(data, complete: false) { return .success(response) }
+            var wait = remainingMs()
+            if let idle = idleTimeoutSeconds { wait = min(wait, Int32(min(max(idle, 0.001), 60) * 1000)) }
             var r = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let p = poll(&r, 1, remainingMs())
-            if p == 0 { return .failure(.timeout("waiting for the response to \(method) \(path)")) }
+            let p = poll(&r, 1, wait)
+            if p == 0 {
+                return .failure(.timeout("waiting for the response to \(method) \(path) (\(received) bytes received)"))
+            }
             if p < 0 { if errno == EINTR { continue } else { return .failure(.transport("poll: errno \(errno)")) } }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
             if n == 0 { break }
@@ -150,85 +163,56 @@ package struct JanusHTTPClient: Sendable {
                 if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { continue }
                 return .failure(.transport("receive: errno \(errno)"))
             }
-            data += chunk[0..<n]
-            if data.count > maxResponseBytes { return .failure(.responseTooLarge(maxResponseBytes)) }
+            received += n
+            if received > maxResponseBytes { return .failure(.responseTooLarge(maxResponseBytes)) }
+            do {
+                if let message = try decoder.append(chunk[0..<n]) { return Self.response(message) }
+            } catch {
+                return .failure(Self.janusError(error, limit: maxResponseBytes))
+            }
         }
         do {
-            guard let response = try Self.parse(data, complete: true) else {
-                return .failure(.malformed("the connection closed before the response was complete"))
-            }
-            return .success(response)
+            return Self.response(try decoder.finish())
         } catch {
-            return .failure(error)
+            return .failure(Self.janusError(error, limit: maxResponseBytes))
         }
     }
 
-    /// Parses a response from `data`: nil while incomplete (`complete`: the connection has
-    /// closed, so a body without length ends here). Throws `.malformed` for what is not HTTP/1.x.
+    /// The codec limits for a response of at most `maxResponseBytes`.
+    var limits: HTTPMessageLimits {
+        let cap = max(maxResponseBytes, 0)
+        return HTTPMessageLimits(headBytes: min(cap, 64 * 1024), fieldCount: 100, bodyBytes: cap)
+    }
+
+    private static func response(_ message: HTTPMessage) -> Result<Response, JanusError> {
+        guard case .status(_, let code, _) = message.head.startLine else {
+            return .failure(.malformed("not a status line"))
+        }
+        return .success(Response(status: code, body: message.body))
+    }
+
+    /// A size limit is `.responseTooLarge`, anything else `.invalidHTTP`.
+    private static func janusError(_ error: HTTPMessageError, limit: Int) -> JanusError {
+        switch error {
+        case .bodyTooLarge, .headTooLarge: .responseTooLarge(limit)
+        default: .invalidHTTP(error)
+        }
+    }
+
+    /// Parses a response to a GET from `data` with the default limit (1 MiB): nil while
+    /// incomplete (`complete`: the connection has closed, so a body without length ends here).
+    /// Throws `.invalidHTTP` or `.responseTooLarge` for what is not acceptable HTTP/1.x.
+    /// Thread rule: any thread. Cost: linear in `data`.
     static func parse(_ data: [UInt8], complete: Bool) throws(JanusError) -> Response? {
-        guard let headerEnd = find([13, 10, 13, 10], in: data, from: 0) else {
-            if complete { throw .malformed("no end of the header") }
-            return nil
+        let client = JanusHTTPClient(server: .loopbackIPv4(port: 0))
+        let message: HTTPMessage?
+        do {
+            message = try HTTPMessageDecoder.decode(
+                data, as: .response(toMethod: "GET"), limits: client.limits, complete: complete)
+        } catch {
+            throw janusError(error, limit: client.maxResponseBytes)
         }
-        let header = String(decoding: data[0..<headerEnd], as: UTF8.self)
-        let lines = header.components(separatedBy: "\r\n")
-        let statusParts = lines[0].split(separator: " ", maxSplits: 2)
-        guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let status = Int(statusParts[1]) else {
-            throw .malformed("status line '\(lines[0].prefix(80))'")
-        }
-        var contentLength: Int?
-        var chunked = false
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = line[..<colon].trimmingWhitespace.lowercased()
-            let value = line[line.index(after: colon)...].trimmingWhitespace
-            if name == "content-length" {
-                guard let n = Int(value), n >= 0 else { throw .malformed("Content-Length '\(value)'") }
-                contentLength = n
-            } else if name == "transfer-encoding", value.lowercased().contains("chunked") {
-                chunked = true
-            }
-        }
-        let start = headerEnd + 4
-        if chunked {
-            var body: [UInt8] = []
-            var pos = start
-            while true {
-                guard let lineEnd = find([13, 10], in: data, from: pos) else {
-                    if complete { throw .malformed("truncated chunk") }
-                    return nil
-                }
-                let sizeText = String(decoding: data[pos..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
-                guard let size = Int(sizeText.trimmingWhitespace, radix: 16) else {
-                    throw .malformed("chunk size '\(sizeText)'")
-                }
-                if size == 0 { return Response(status: status, body: body) }
-                let chunkStart = lineEnd + 2
-                guard data.count >= chunkStart + size + 2 else {
-                    if complete { throw .malformed("truncated chunk") }
-                    return nil
-                }
-                body += data[chunkStart..<(chunkStart + size)]
-                pos = chunkStart + size + 2
-            }
-        }
-        if let contentLength {
-            guard data.count >= start + contentLength else {
-                if complete { throw .malformed("body shorter than its Content-Length") }
-                return nil
-            }
-            return Response(status: status, body: Array(data[start..<(start + contentLength)]))
-        }
-        return complete ? Response(status: status, body: Array(data[start...])) : nil
-    }
-
-    private static func find(_ needle: [UInt8], in data: [UInt8], from: Int) -> Int? {
-        guard data.count >= needle.count else { return nil }
-        var i = from
-        while i + needle.count <= data.count {
-            if data[i] == needle[0] && data[i..<(i + needle.count)].elementsEqual(needle) { return i }
-            i += 1
-        }
-        return nil
+        guard let message else { return nil }
+        return try response(message).get()
     }
 }
