@@ -73,7 +73,7 @@ TSAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(Ring|FramePool|
 # Their bounds stay as they are; they run unsanitized in `make test-e2e`. Also left out: the
 # simulated-time suites, which run the pipeline on the test's one thread (no race to find).
 TSAN_SKIP_full = Simulated|decodesEveryFrameAndPlaysAudioFromOurSenderOverLoopback
-ASAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|SFrame|STUN|Y4M|WAV|IVF|Ogg|SDP|JSEP|DTLS|Janus|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
+ASAN_TESTS_full = (MediaCoreTests|MediaRealtimeTests)\.[A-Za-z]*(RTP|RTCP|VP8|VP9|VPX|Opus|SRTP|SFrame|STUN|Y4M|WAV|IVF|Ogg|SDP|JSEP|DTLS|Janus|HTTPMessage|ColorConverter|Resampler|AudioProcessor|PixelBufferView|FuzzRegression)[A-Za-z]*Tests
 ASAN_SKIP_full =
 # The CI set: the same suites without the exact allocation-count tests. Those count mallocs, which
 # the sanitizer runtimes replace, so they check nothing a sanitizer adds, and under TSan or ASan
