@@ -82,7 +82,7 @@ import Testing
     }
 
     /// An answer lifts every bound for its address; a request lifts the caps for its address and
-    /// adds one transaction; a new generation starts the budgets again.
+    /// tops its budget up to one transaction; a new generation starts the budgets again.
     @Test func answersAndRequestsLiftTheBoundForTheirAddressOnly() {
         var c = ICEAgentConfiguration(controlling: false)
         c.maxUnansweredAddressesPerSubnet = 2
@@ -100,6 +100,11 @@ import Testing
         #expect(admit(peer) == .never)  // the /24 holds two already
         // Through a relay, the same address has a budget of its own (caps count addresses).
         #expect(admit(a, relay: 0) == .send)
+        // The peer asks: its full budget (never spent, the cap held it back) may go now.
+        budget.noteRequest(from: peer, relay: nil)
+        for _ in 0..<c.unansweredSendsPerAddress { #expect(admit(peer) == .send) }
+        #expect(admit(peer) == .never)
+        // Asking again gives one more transaction, no more.
         budget.noteRequest(from: peer, relay: nil)
         for _ in 0..<ICEProbeBudget.sendsPerRequest { #expect(admit(peer) == .send) }
         #expect(admit(peer) == .never)

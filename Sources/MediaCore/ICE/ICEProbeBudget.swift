@@ -14,8 +14,8 @@
 //   (`unansweredChecksPerSecond`, `unansweredBytesPerSecond`, bursts of twice the rate), so the
 //   whole agent's unanswered traffic has a rate whatever the peer does.
 // An authenticated request from an address (the peer's own check) lifts the address caps for it
-// and adds `sendsPerRequest` to its budget, so the triggered check goes out; the buckets still
-// apply, because such a request may carry a forged source address.
+// and tops its budget up to `sendsPerRequest` (one transaction), so the triggered check goes
+// out; the buckets still apply, because such a request may carry a forged source address.
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -46,7 +46,7 @@ struct ICEProbeBudget {
     let sendsPerAddress: Int
     let maxAddresses: Int
     let maxAddressesPerSubnet: Int
-    /// Datagrams a request from an unanswered address adds to its budget: one transaction.
+    /// Datagrams a request from an unanswered address tops its budget up to: one transaction.
     static let sendsPerRequest = 6
 
     /// Addresses an authenticated response came from.
@@ -89,11 +89,11 @@ struct ICEProbeBudget {
     }
 
     /// An authenticated request came from `address` (on `relay`): it may be checked back
-    /// (`sendsPerRequest` more datagrams, the address caps lifted), under the buckets.
+    /// (at least `sendsPerRequest` datagrams left, the address caps lifted), under the buckets.
     mutating func noteRequest(from address: SocketAddress, relay: Int?) {
         guard !answered.contains(address) else { return }
         let d = Destination(address: address, relay: relay)
-        left[d] = max(0, left[d] ?? sendsPerAddress) + Self.sendsPerRequest
+        left[d] = max(left[d] ?? sendsPerAddress, Self.sendsPerRequest)
         if requested.count < 4 * Self.maxAnswered { requested.insert(address) }
     }
 
