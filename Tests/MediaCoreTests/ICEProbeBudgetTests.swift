@@ -35,8 +35,12 @@ import Testing
                 }
             }
         }
-        let bound = min(c.maxUnansweredAddresses * c.unansweredSendsPerAddress, 2 * c.unansweredChecksPerSecond + c.unansweredChecksPerSecond * seconds)
-        print("probe budget: \(total) datagrams (\(bytes) bytes) to \(sent.count) of 32 unanswered addresses in \(seconds) s; bound \(bound)")
+        let bound = min(
+            c.maxUnansweredAddresses * c.unansweredSendsPerAddress,
+            2 * c.unansweredChecksPerSecond + c.unansweredChecksPerSecond * seconds)
+        print(
+            "probe budget: \(total) datagrams (\(bytes) bytes) to \(sent.count) of 32 unanswered addresses in \(seconds) s; bound \(bound)"
+        )
         #expect(total <= bound)
         #expect(bytes <= 2 * c.unansweredBytesPerSecond + c.unansweredBytesPerSecond * seconds)
         #expect(sent.count == c.maxUnansweredAddresses)

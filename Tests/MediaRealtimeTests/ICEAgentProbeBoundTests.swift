@@ -76,13 +76,15 @@ import Testing
         }
         let c = ICEAgentConfiguration(controlling: false)
         let bound = min(
-            c.maxUnansweredAddresses * c.unansweredSendsPerAddress, 2 * c.unansweredChecksPerSecond + 6 * c.unansweredChecksPerSecond)
+            c.maxUnansweredAddresses * c.unansweredSendsPerAddress,
+            2 * c.unansweredChecksPerSecond + 6 * c.unansweredChecksPerSecond)
         let bounded = try run(bounded: true)
         let open = try run(bounded: false)
         print(
             "victims got \(bounded.datagrams) datagrams (\(bounded.bytes) bytes) at \(bounded.addresses.count) of 31 addresses "
                 + "in 6 s; bound \(bound) datagrams, \(2 * c.unansweredBytesPerSecond + 6 * c.unansweredBytesPerSecond) bytes; "
-                + "\(bounded.withheld) checks withheld; without the bound: \(open.datagrams) datagrams at \(open.addresses.count) addresses")
+                + "\(bounded.withheld) checks withheld; without the bound: \(open.datagrams) datagrams at \(open.addresses.count) addresses"
+        )
         #expect(bounded.connected, "the real peer did not connect")
         #expect(open.connected)
         #expect(bounded.datagrams <= bound)
@@ -120,7 +122,9 @@ import Testing
         Thread.sleep(forTimeInterval: 2)
         let got = Self.drain(victims)
         let reached = Set(got.map(\.index))
-        print("per /24: \(reached.filter { $0 < 24 }.count) and \(reached.filter { $0 >= 24 }.count) addresses of 24 each checked, \(got.count) datagrams")
+        print(
+            "per /24: \(reached.filter { $0 < 24 }.count) and \(reached.filter { $0 >= 24 }.count) addresses of 24 each checked, \(got.count) datagrams"
+        )
         #expect(reached.filter { $0 < 24 }.count == 8)
         #expect(reached.filter { $0 >= 24 }.count == 8)
         #expect(a.agent.statistics.checksWithheld >= 32)
