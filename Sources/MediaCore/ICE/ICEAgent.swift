@@ -58,6 +58,20 @@ package struct ICEAgentConfiguration: Sendable {
     package var maxPairs = 100
     /// Binding requests answered per second (bursts of twice this); the rest are dropped and counted.
     package var bindingRequestsPerSecond = 200
+    /// Datagrams (checks and their retransmissions together) sent toward one remote address, per
+    /// path (our socket, each TURN relay), before the address answered a check: then none until
+    /// it answers or sends an authenticated check itself (`ICEProbeBudget`).
+    package var unansweredSendsPerAddress = 12
+    /// Most distinct remote addresses checked before any answer from them (per generation of
+    /// the peer's candidates); the others are not checked until they send a check themselves.
+    package var maxUnansweredAddresses = 16
+    /// Most of those in one IPv4 /24 or IPv6 /64.
+    package var maxUnansweredAddressesPerSubnet = 8
+    /// Datagrams per second toward addresses that never answered, for the whole agent (bursts of
+    /// twice this); beyond it, checks and retransmissions wait.
+    package var unansweredChecksPerSecond = 20
+    /// Bytes per second of those datagrams (bursts of twice this).
+    package var unansweredBytesPerSecond = 4000
     /// Offer and use only relayed candidates (a TURN allocation each): the peer never learns our
     /// addresses, at the cost of every packet going through the relay (WebRTC's "relay" policy).
     package var relayOnly = false
@@ -102,6 +116,13 @@ package struct ICEAgentStatistics: Sendable, Equatable {
     /// another relayed address (`TURNClientStatistics.allocationsLost`); the new ones were added
     /// and signalled.
     package var relayedCandidatesReplaced = 0
+    /// Checks and retransmissions not sent toward an address that never answered, because its
+    /// budget (`unansweredSendsPerAddress`) was spent or the address caps were reached: each
+    /// pair or transaction given up counts once.
+    package var checksWithheld = 0
+    /// Times a check or retransmission toward an address that never answered waited for the
+    /// rate (`unansweredChecksPerSecond`, `unansweredBytesPerSecond`): once per tick it waits.
+    package var checksDelayed = 0
 }
 
 /// One ICE agent (see the file comment). Thread rule: every method from any thread; callbacks
@@ -183,6 +204,8 @@ package final class ICEAgent: @unchecked Sendable {
     /// When the last new (not retransmitted, not keepalive) check went out (nil: none yet).
     var lastNewCheckAt: MonotonicTime?
     var bucket: ICETokenBucket
+    /// What may still go toward addresses that never answered.
+    var probeBudget: ICEProbeBudget
     /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
     var earlyRequests: [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
     static let maxEarlyRequests = 16
@@ -214,6 +237,7 @@ package final class ICEAgent: @unchecked Sendable {
         controlling = configuration.controlling
         queue = DispatchQueue(label: "revue.ice-agent")
         bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: .now)
+        probeBudget = ICEProbeBudget(configuration: configuration, now: .now)
         queue.setSpecific(key: queueKey, value: 1)
         shared.withLock { $0.controlling = configuration.controlling }
     }

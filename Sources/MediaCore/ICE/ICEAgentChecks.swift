@@ -103,6 +103,7 @@ extension ICEAgent {
     {
         guard !closed, relay != nil || (socket.carries(from.family) && !configuration.relayOnly) else { return }
         let now = MonotonicTime.now
+        probeBudget.noteRequest(from: from, relay: relay)
         var remote = remotes.first { $0.address == from }
         if remote == nil {
             guard remotes.count < configuration.maxRemoteCandidates, priority != 0 else {
@@ -182,8 +183,13 @@ extension ICEAgent {
     /// datagram arrived.
     func sameHost(_ a: SocketAddress, _ b: SocketAddress) -> Bool { a.family == b.family && a.addressBytes == b.addressBytes }
 
-    func sendCheck(_ pair: ICECandidatePair, kind: ICECheckTransaction.Kind, nominate: Bool, now: MonotonicTime) {
-        guard let ru = remoteUfrag else { return }
+    /// Sends a check on `pair` (a new transaction) when `probeBudget` lets it go; the verdict
+    /// says whether it went, may go later, or may not go until the address answers.
+    @discardableResult
+    func sendCheck(_ pair: ICECandidatePair, kind: ICECheckTransaction.Kind, nominate: Bool, now: MonotonicTime)
+        -> ICEProbeBudget.Verdict
+    {
+        guard let ru = remoteUfrag else { return .later }
         var m = STUNMessage(method: .binding, class: .request)
         m.appendText(STUNMessage.AttributeType.username, "\(ru):\(localUfrag)")
         let lp = (pair.local.candidate.priority >> 8) & 0xFFFF
@@ -196,6 +202,15 @@ extension ICEAgent {
             m.appendUInt64(STUNMessage.AttributeType.iceControlled, tieBreaker)
         }
         let bytes = m.encode(integrity: remoteKey, fingerprint: true)
+        switch probeBudget.admit(pair.remote.address, relay: pair.local.relay, size: bytes.count, now: now) {
+        case .send: break
+        case .later:
+            bump(\.checksDelayed)
+            return .later
+        case .never:
+            bump(\.checksWithheld)
+            return .never
+        }
         let outstanding = transactions.filter { $0.value.pair === pair }
         if outstanding.count >= Self.maxOutstandingPerPair,
             let oldest = outstanding.min(by: { $0.value.startedAt < $1.value.startedAt })
@@ -210,6 +225,7 @@ extension ICEAgent {
         if kind == .check && !pair.valid { pair.state = .inProgress }
         transmit(bytes, to: pair.remote.address, relay: pair.local.relay, from: pair.local.base)
         bump(\.checksSent)
+        return .send
     }
 
     // MARK: Responses (RFC 8445 §7.2.5)
@@ -231,6 +247,7 @@ extension ICEAgent {
         }
         transactions[m.transactionID] = nil
         bump(\.responsesReceived)
+        probeBudget.noteAnswer(from: from)
         let now = MonotonicTime.now
         let pair = t.pair
         guard pairs.contains(where: { $0 === pair }) else { return }
@@ -396,9 +413,24 @@ extension ICEAgent {
     func tick() {
         guard !closed else { return }
         let now = MonotonicTime.now
+        // A new check first: it goes before retransmissions when the rate toward unanswered
+        // addresses leaves room for only one.
+        if remoteUfrag != nil { sendNextCheck(now: now) }
         // Retransmissions and timeouts.
-        for (id, t) in transactions where t.nextAt <= now {
-            if t.kind == .keepalive || t.sends >= 6 {
+        for (id, t) in transactions.sorted(by: { $0.value.startedAt < $1.value.startedAt }) where t.nextAt <= now {
+            var giveUp = t.kind == .keepalive || t.sends >= 6
+            if !giveUp {
+                switch probeBudget.admit(t.destination, relay: t.relay, size: t.bytes.count, now: now) {
+                case .send: break
+                case .later:
+                    bump(\.checksDelayed)
+                    continue
+                case .never:
+                    bump(\.checksWithheld)
+                    giveUp = true
+                }
+            }
+            if giveUp {
                 transactions[id] = nil
                 if t.kind == .check, t.pair.state == .inProgress, !transactions.values.contains(where: { $0.pair === t.pair }) {
                     t.pair.state = .failed
@@ -426,7 +458,6 @@ extension ICEAgent {
         }
         checkGatheringComplete(now: now)
         guard remoteUfrag != nil else { return }
-        sendNextCheck(now: now)
         // Keepalives / consent checks on every valid pair (failed-over ones too, so they can
         // recover), but none through a relay while a direct pair works.
         let directWorks = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
@@ -491,22 +522,42 @@ extension ICEAgent {
     func sendNextCheck(now: MonotonicTime, early: Bool = false) {
         guard !closed, started, remoteUfrag != nil else { return }
         if early, let last = lastNewCheckAt, now - last < configuration.checkInterval { return }
-        var next: ICECandidatePair?
         let directWorksNow = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
-        while next == nil, !triggeredQueue.isEmpty {
-            let p = triggeredQueue.removeFirst()
-            p.triggered = false
-            // A relayed pair waits (untriggered) while a direct pair works.
-            if p.state == .waiting && !(directWorksNow && p.usesRelay) { next = p }
-        }
         let held = relayHeld(now: now)
-        if next == nil {
-            next = pairs.filter { $0.state == .waiting && !$0.valid && !(held && $0.usesRelay) }.max { $0.priority < $1.priority }
-        }
-        if let next {
-            if checksStartedAt == nil { checksStartedAt = now }
-            lastNewCheckAt = now
-            sendCheck(next, kind: .check, nominate: false, now: now)
+        // A pair whose address may not be checked (`probeBudget`) fails and the next one is
+        // tried at once; one that must wait for the rate stays first in line.
+        for _ in 0...pairs.count {
+            var next: ICECandidatePair?
+            var fromTriggered = false
+            while next == nil, !triggeredQueue.isEmpty {
+                let p = triggeredQueue.removeFirst()
+                p.triggered = false
+                // A relayed pair waits (untriggered) while a direct pair works.
+                if p.state == .waiting && !(directWorksNow && p.usesRelay) {
+                    next = p
+                    fromTriggered = true
+                }
+            }
+            if next == nil {
+                next = pairs.filter { $0.state == .waiting && !$0.valid && !(held && $0.usesRelay) }.max {
+                    $0.priority < $1.priority
+                }
+            }
+            guard let next else { return }
+            switch sendCheck(next, kind: .check, nominate: false, now: now) {
+            case .send:
+                if checksStartedAt == nil { checksStartedAt = now }
+                lastNewCheckAt = now
+                return
+            case .later:
+                if fromTriggered {
+                    next.triggered = true
+                    triggeredQueue.insert(next, at: 0)
+                }
+                return
+            case .never:
+                if !next.valid { next.state = .failed }
+            }
         }
     }
 

@@ -271,6 +271,7 @@ extension ICEAgent {
         firstValidAt = nil
         checksStartedAt = nil
         lastNewCheckAt = nil
+        probeBudget.newGeneration()
         deselect()
     }
 

@@ -117,13 +117,29 @@ struct ICETokenBucket {
 
     /// Takes one token; false when none is left.
     mutating func take(now: MonotonicTime) -> Bool {
+        refill(now: now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+
+    /// The tokens there are now (refilled up to `capacity`).
+    mutating func available(now: MonotonicTime) -> Double {
+        refill(now: now)
+        return tokens
+    }
+
+    /// Takes `amount` tokens (callers check `available` first; never below zero).
+    mutating func take(_ amount: Double, now: MonotonicTime) {
+        refill(now: now)
+        tokens = max(0, tokens - amount)
+    }
+
+    private mutating func refill(now: MonotonicTime) {
         if now > at {
             tokens = min(capacity, tokens + Double(now.nanoseconds(since: at)) / 1e9 * rate)
             at = now
         }
-        guard tokens >= 1 else { return false }
-        tokens -= 1
-        return true
     }
 }
 
