@@ -122,18 +122,34 @@ import Testing
 
     @Test func gstreamerSdpdemuxReceivesThroughOurPlainSDP() throws {
         let dir = InteropTempDir(); defer { dir.remove() }
-        let port = cliFreePort()
-        var s = Self.description(port: port, crypto: false)
-        s.media.removeLast()
-        let sdp = dir.file("plain.sdp")
-        try s.write(to: sdp)
-        let gst = try ToolProcess(
-            "gst-launch-1.0",
-            [
-                "-q", "filesrc", "location=\(sdp)", "!", "sdpdemux", "timeout=5000000", "!",
-                "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10",
-            ])
-        #expect(waitForUDPListener(port: port), "gst-launch did not bind \(port)")
+        // sdpdemux binds the port the description names. In one `make test-e2e` run (lanes 2
+        // and 3 side by side) it never bound the port chosen here within 10 s and then timed out
+        // for want of packets, while alone it binds within a second: so a receiver that has not
+        // bound its port is started again on another one (at most twice), and what held the
+        // port is printed.
+        var port = 0, gst: ToolProcess?, sdp = ""
+        for attempt in 0..<3 where gst == nil {
+            port = cliFreePort()
+            var s = Self.description(port: port, crypto: false)
+            s.media.removeLast()
+            sdp = dir.file("plain-\(attempt).sdp")
+            try s.write(to: sdp)
+            let started = try ToolProcess(
+                "gst-launch-1.0",
+                [
+                    "-q", "filesrc", "location=\(sdp)", "!", "sdpdemux", "timeout=5000000", "!",
+                    "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10",
+                ])
+            if waitForUDPListener(port: port, seconds: 4) {
+                gst = started
+            } else {
+                let holders = (try? runTool("sh", ["-c", "ss -uanp 'sport = :\(port)'"], timeout: 5))?.stdout ?? ""
+                print("sdpdemux did not bind \(port) within 4 s (attempt \(attempt + 1)); on the port now: \(holders)")
+                started.signal(SIGTERM)
+                _ = started.wait(timeout: 2)
+            }
+        }
+        let receiver = try #require(gst, "gst-launch did not bind the port of its description in 3 attempts")
         // 3 s of video with a keyframe every 10 frames: a receiver whose pipeline is still
         // starting when the first packets come (a busy machine) still sees 10 frames.
         let send = try runTool(
@@ -145,7 +161,7 @@ import Testing
                 "sync=true",
             ], timeout: 15)
         #expect(send.status == 0)
-        let run = gst.wait(timeout: 5)
+        let run = receiver.wait(timeout: 5)
         #expect(!run.timedOut && run.status == 0, "sdpdemux decoded fewer than 10 frames: \(run.stderr)")
     }
 }
