@@ -3,6 +3,7 @@
 // concurrency thread waits on a socket (a long poll holds its connection for up to 30 s).
 // FoundationNetworking's URLSession works here too, but it would bring libcurl into the engine
 // library for a handful of JSON requests and has no response size limit.
+internal import CMediaShims
 import Dispatch
 import Glibc
 

@@ -142,7 +142,7 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         }
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        hints.ai_socktype = UDPSocket.datagramSocketType
         var list: UnsafeMutablePointer<addrinfo>? = nil
         let rc = getaddrinfo(host, nil, &hints, &list)
         guard rc == 0, let list else {

@@ -305,3 +305,10 @@ public final class UDPSocket: @unchecked Sendable {
         return v
     }
 }
+
+extension UDPSocket {
+    /// `SOCK_DGRAM`, for code in files that do not import CMediaShims: the socket constants of
+    /// `<sys/socket.h>` belong to whichever module's headers the compiler read first, and
+    /// CMediaShims (which includes it) is imported here. Thread rule: a constant. Cost: none.
+    static let datagramSocketType = Int32(SOCK_DGRAM.rawValue)
+}
