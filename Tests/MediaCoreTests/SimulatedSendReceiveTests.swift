@@ -1,6 +1,6 @@
 // Our send pipeline into our receive pipeline on simulated time: loss repaired by NACK and
-// in-band FEC, a receiver that missed the first keyframe asking for one, and the bandwidth
-// estimate following a congested path.
+// in-band FEC, and a receiver that missed the first keyframe asking for one. (The estimate under
+// a congested path is SimulatedBandwidthEstimationTests'.)
 import MediaCore
 import MediaTestSupport
 import Testing
@@ -65,26 +65,5 @@ import Testing
         #expect(out.keyFramesEncoded >= 2)
         #expect(!seen.isEmpty && seen.min()! > 10 && seen.min()! <= 14 && seen.max()! >= 40, "\(seen.sorted())")
         #expect(call.frames.unreadable == 0, "nothing decoded from a missing reference")
-    }
-
-    /// A 500 kbit/s bottleneck with a 400 ms queue under a 1.5 Mbit/s start: the estimate and
-    /// the encoder's target come down.
-    @Test func bandwidthEstimateLowersTheSendPipelinesBitrateOnACongestedPath() throws {
-        var options = SimulatedReceiveCall.Options()
-        options.forward = ImpairmentModel.Settings(delayMilliseconds: 10, rateBitsPerSecond: 500_000, queueLimitMilliseconds: 400)
-        options.reverse = ImpairmentModel.Settings(delayMilliseconds: 10)
-        options.width = 640
-        options.height = 360
-        options.bitrate = 1_500_000
-        options.seed = 3
-        let call = try SimulatedCall(sendPipeline: options)
-        call.start(seconds: 3.5)
-        call.advance(by: .milliseconds(3500))
-        let target = call.sender.video.statistics.outbound.targetBitrate
-        let estimate = call.sender.endpoint.statistics.targetBitrate
-        call.sender.stop()
-        print("simulated send pipeline under a 500 kbit/s bottleneck: encoder target \(target), estimate \(estimate)")
-        #expect(estimate < 800_000)
-        #expect(target < 800_000, "the encoder follows the estimate")
     }
 }
