@@ -8,6 +8,17 @@ import Testing
 @testable import MediaCore
 
 @Suite(.serialized) struct ICEAgentProbeBoundTests {
+    /// Gives `agent` one host candidate per victim socket, in falling priority: what a hostile
+    /// description does.
+    static func aim(_ agent: ICEAgent, at victims: [UDPSocket]) throws {
+        for (i, v) in victims.enumerated() {
+            agent.addRemoteCandidate(
+                ICECandidate(
+                    foundation: "v\(i)", priority: ICECandidate.priority(type: .host, localPreference: UInt32(60000 - i)),
+                    address: try v.localAddress(), type: .host))
+        }
+    }
+
     /// Every datagram waiting on `sockets` (not blocking), as (victim index, size).
     static func drain(_ sockets: [UDPSocket]) -> [(index: Int, size: Int)] {
         var out: [(index: Int, size: Int)] = []
@@ -46,12 +57,7 @@ import Testing
                 b.close()
                 for v in victims { v.close() }
             }
-            for (i, v) in victims.enumerated() {
-                a.agent.addRemoteCandidate(
-                    ICECandidate(
-                        foundation: "v\(i)", priority: ICECandidate.priority(type: .host, localPreference: UInt32(60000 - i)),
-                        address: try v.localAddress(), type: .host))
-            }
+            try Self.aim(a.agent, at: victims)
             // The peer's candidate: the lowest priority of all.
             b.agent.onCandidate = { [weak a] c in
                 a?.agent.addRemoteCandidate(
@@ -110,12 +116,7 @@ import Testing
             a.close()
             for v in victims { v.close() }
         }
-        for (i, v) in victims.enumerated() {
-            a.agent.addRemoteCandidate(
-                ICECandidate(
-                    foundation: "v\(i)", priority: ICECandidate.priority(type: .host, localPreference: UInt32(60000 - i)),
-                    address: try v.localAddress(), type: .host))
-        }
+        try Self.aim(a.agent, at: victims)
         a.agent.setRemoteCredentials(ufrag: "victims1", password: "victims-password-0123456789")
         a.startReading()
         a.agent.start()
