@@ -25,7 +25,11 @@ extension FuzzEntries {
     ///   to that source key at that source endpoint and a source tag that key registered last,
     ///   only to the endpoint of the target tag's last registrant, and carries the source tag;
     /// - a STUN answer goes only to the sender of a Binding request, is the Binding success for
-    ///   that transaction with a valid FINGERPRINT, and names the sender's address.
+    ///   that transaction with a valid FINGERPRINT, and names the sender's address;
+    /// - TURN credentials go only to a client's request from the endpoint its accepted
+    ///   registration came from, sealed under its key with the request's nonce plus 2^62, each
+    ///   nonce answered once, and coturn would accept them: the user name is an expiry and an id,
+    ///   the password the HMAC-SHA1 of the name under the node's TURN secret.
     /// Thread rule: as `session` (main thread, or hops there). Cost: three X25519 per input.
     @Sendable public static func rendezvous(_ data: UnsafeRawBufferPointer) {
         let records = fuzzRecords(data, limit: 64).map { [UInt8]($0) }
@@ -45,7 +49,18 @@ final class RendezvousHarness {
     }
 
     static let keys = (1...3).map { KeyPair(secret: [UInt8](repeating: UInt8($0), count: 32)) }
-    let node = RendezvousNode(socketless: ())
+    /// The node's TURN offer: one server, a fixed secret, and a fixed wall clock for the expiry.
+    static let turnSecret = Array("rendezvous-fuzz-turn-secret".utf8)
+    static let turnServer = ICEServer(
+        kind: .turn, address: SocketAddress(ipv4: 10, 9, 8, 7, port: 3478), username: "", password: "")
+    nonisolated static let wallClock: Double = 1_800_000_000
+    let node: RendezvousNode = {
+        let node = RendezvousNode(socketless: ())
+        node.turnOffer = try? TURNOffer(
+            servers: [RendezvousHarness.turnServer], secret: SecretKeyBytes(RendezvousHarness.turnSecret))
+        node.wallClock = { RendezvousHarness.wallClock }
+        return node
+    }()
     var clients = (0..<3).map { Client(keys: RendezvousHarness.keys[$0], endpoint: .loopbackIPv4(port: UInt16(50_001 + $0))) }
     var nodeKey: [UInt8]?
     /// Cookies the node sent, per endpoint; tokens per (key, endpoint); accepted endpoints per key.
@@ -61,6 +76,9 @@ final class RendezvousHarness {
     var lookupNonce: UInt64 = 0
     /// Client index and nonce of each sealed registration answer seen: a nonce seals one only.
     var sealedNonces: Set<[UInt64]> = []
+    /// The last credentials request nonce of each client, and the answer nonces seen per client.
+    var credentialsNonces = [UInt64](repeating: 0, count: 3)
+    var credentialsAnswered: Set<[UInt64]> = []
 
     func run(_ records: [[UInt8]]) {
         node.sendTap = { [unowned self] bytes, to in sent.append((bytes, to)) }
@@ -68,7 +86,7 @@ final class RendezvousHarness {
             guard let op = record.first else { continue }
             let rest = Array(record.dropFirst())
             let c = Int(rest.first ?? 0) % 3, d = Int(rest.dropFirst().first ?? 1) % 3
-            switch op % 5 {
+            switch op % 6 {
             case 0:
                 let sources = clients.map(\.endpoint) + [.loopbackIPv4(port: 9), SocketAddress(ipv4: 10, 1, 2, 3, port: 4000)]
                 deliver(Array(rest.dropFirst()), from: sources[Int(rest.first ?? 0) % sources.count])
@@ -100,6 +118,22 @@ final class RendezvousHarness {
                 w.u8(PacketType.relaySend.rawValue); w.u8(revueProtocolVersion)
                 w.append(clients[c].keys.publicKey); w.append(clients[c].token ?? [UInt8](repeating: 0, count: 16))
                 w.append(Self.tags[d]); w.append(Self.tags[c]); w.append(rest.dropFirst(2))
+                deliver(w.bytes, from: clients[c].endpoint)
+            case 4:
+                // A TURN credentials request, its nonce from the clock registrations use (the node
+                // takes only nonces above the registration's); with the second byte's top bit,
+                // the last nonce again.
+                if (rest.dropFirst().first ?? 0) & 0x80 == 0 {
+                    clients[c].timestamp += 1
+                    credentialsNonces[c] = clients[c].timestamp
+                }
+                let nonce = credentialsNonces[c]
+                var w = ByteWriter()
+                w.u8(PacketType.turnCredentialsRequest.rawValue); w.u8(revueProtocolVersion)
+                w.append(clients[c].keys.publicKey); w.u64(nonce)
+                let key = clients[c].macKey ?? [UInt8](repeating: 0, count: 32)
+                let padding = [UInt8](repeating: 0, count: RendezvousAuth.credentialsPaddingLength)
+                w.append(Sodium.seal(key: key, nonce: nonce, ad: w.bytes, plaintext: padding))
                 deliver(w.bytes, from: clients[c].endpoint)
             default:
                 // A datagram sent before, replayed from another client's endpoint.
@@ -231,8 +265,33 @@ final class RendezvousHarness {
                 tagOwners[target].flatMap { registered[$0] } == to, "relayed to an endpoint not registered for the target tag")
             fuzzRequire(r.take(16) == sourceTag, "relayed under another tag")
             fuzzRequire(Array(reply[18...]) == Array(request[82...]), "relayed another datagram")
+        case .turnCredentials:
+            checkCredentials(reply, to: to, request: request, from: from)
         default:
             fuzzRequire(false, "the node sent type \(reply.first ?? 0)")
         }
+    }
+
+    func checkCredentials(_ reply: [UInt8], to: SocketAddress, request: [UInt8], from: SocketAddress) {
+        guard request.first == PacketType.turnCredentialsRequest.rawValue,
+            request.count == RendezvousAuth.credentialsRequestLength
+        else { return fuzzRequire(false, "credentials answered to something else") }
+        let asker = Array(request[2..<34])
+        var q = ByteReader(request, offset: 34), r = ByteReader(reply, offset: 2)
+        guard to == from, let i = clients.firstIndex(where: { $0.keys.publicKey == asker }), let k = clients[i].macKey,
+            let asked = q.u64(), let nonce = r.u64(), nonce == asked | RendezvousAuth.credentialsNonceBit,
+            let plain = Sodium.open(key: k, nonce: nonce, ad: Array(reply[0..<10]), ciphertext: reply[10...])
+        else { return fuzzRequire(false, "a credentials answer its asker cannot open") }
+        fuzzRequire(registered[asker] == from, "credentials for a registration not held at that endpoint")
+        fuzzRequire(credentialsAnswered.insert([UInt64(i), nonce]).inserted, "a credentials nonce answered twice")
+        guard let (validFor, servers) = TURNCredentialsWire.parse(plain), let server = servers.first, servers.count == 1
+        else { return fuzzRequire(false, "a credentials answer that does not parse") }
+        fuzzRequire(validFor == TURNOffer.defaultLifetime && server.address == Self.turnServer.address, "other servers")
+        let expected = TURNCredentials.base64(
+            TURNCredentials.hmacSHA1(key: SecretKeyBytes(Self.turnSecret), Array(server.username.utf8)))
+        let expiry = TURNCredentials(username: server.username, password: server.password).expiry
+        fuzzRequire(
+            server.password == expected && expiry == UInt64(Self.wallClock) + UInt64(validFor),
+            "credentials coturn would refuse")
     }
 }

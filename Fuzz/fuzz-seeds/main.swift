@@ -356,7 +356,7 @@ for (name, datagrams) in FuzzEntries.sessionSeeds() {
 }
 
 // MARK: Rendezvous node actions (FuzzEntries.rendezvous): the cookie round and registration of
-// every client, lookups, relay sends, raw and replayed datagrams
+// every client, lookups, relay sends, TURN credentials requests, raw and replayed datagrams
 func action(_ op: UInt8, _ bytes: [UInt8]) -> [UInt8] { [op] + bytes }
 let register = (0..<3).flatMap { c in [action(1, [UInt8(c), 1]), action(1, [UInt8(c), 1])] }
 save("fuzz-rendezvous", "register-all", records(register))
@@ -381,7 +381,16 @@ save(
     records(
         register + [
             action(0, [0, 0x58, revueProtocolVersion] + Array(repeating: 1, count: 73)),
-            action(4, [1, 1]), action(4, [2, 3]), action(0, [3, 0x5C, revueProtocolVersion]),
+            action(5, [1, 1]), action(5, [2, 3]), action(0, [3, 0x5C, revueProtocolVersion]),
+        ]))
+
+// TURN credentials requests: from each client, one with a spent nonce, one before any
+// registration and one replayed from another client's endpoint.
+save(
+    "fuzz-rendezvous", "turn-credentials",
+    records(
+        [action(4, [0, 0])] + register + [
+            action(4, [0, 0]), action(4, [1, 0]), action(4, [2, 0]), action(4, [1, 0x80]), action(5, [2, 0xFF]),
         ]))
 
 // MARK: STUN messages and TURN client scripts (FuzzEntries.stun)
