@@ -653,4 +653,50 @@ private let headerVectors: [(kid: UInt64, ctr: UInt64, header: String)] = [
         #expect(n == 3 + 1 + SFrameCipherSuite.aes128GCMSHA256_128.tagLength)
         #expect(sender.statistics.framesEncrypted == 1)
     }
+
+    /// A receiver that binds senders takes a frame only on a stream bound to its KID: another
+    /// participant's key (which the receiver holds) on that stream is refused as `.wrongSender`,
+    /// so is any frame on a stream bound to nobody, or given without its SSRC; the bindings are
+    /// bounded like the keys.
+    @Test func boundStreamsTakeOnlyTheirSendersKeys() throws {
+        let suite = SFrameCipherSuite.aes128GCMSHA256_128
+        let alice = try SFrameSender(suite: suite, keyID: 1, baseKey: [1])
+        let bob = try SFrameSender(suite: suite, keyID: 2, baseKey: [2])
+        let receiver = SFrameReceiver(suite: suite, maxKeys: 2, bindsSenders: true)
+        try receiver.addKey(keyID: 1, baseKey: [1])
+        try receiver.addKey(keyID: 2, baseKey: [2])
+        try receiver.bind(ssrc: 0xA, keyIDs: [1])
+        try receiver.bind(ssrc: 0xB, keyIDs: [2])
+        func open(_ frame: [UInt8], ssrc: UInt32?) -> Result<[UInt8], SFrameError> {
+            var out = [UInt8](repeating: 0, count: frame.count)
+            return out.withUnsafeMutableBytes { o in
+                frame.withUnsafeBytes { f in
+                    Result { () throws(SFrameError) in
+                        try receiver.decryptFrame(f, clearPrefix: 0, into: o, recordingCounter: true, ssrc: ssrc)
+                    }
+                }
+            }.map { Array(out[0..<$0]) }
+        }
+        #expect(try open(alice.encrypt([7, 7]), ssrc: 0xA).get() == [7, 7])
+        #expect(try open(bob.encrypt([8]), ssrc: 0xB).get() == [8])
+        // Bob's frame on Alice's stream, Alice's on Bob's: both keys are held, neither is taken.
+        #expect(throws: SFrameError.wrongSender) { try open(bob.encrypt([9]), ssrc: 0xA).get() }
+        #expect(throws: SFrameError.wrongSender) { try open(alice.encrypt([9]), ssrc: 0xB).get() }
+        #expect(throws: SFrameError.wrongSender) { try open(alice.encrypt([9]), ssrc: 0xC).get() }
+        #expect(throws: SFrameError.wrongSender) { try open(alice.encrypt([9]), ssrc: nil).get() }
+        #expect(receiver.statistics.wrongSender == 4 && receiver.statistics.framesDecrypted == 2)
+        // The server moves Bob to stream 0xA: from then on it is Bob's.
+        try receiver.bind(ssrc: 0xA, keyIDs: [2])
+        #expect(try open(bob.encrypt([5]), ssrc: 0xA).get() == [5])
+        #expect(throws: SFrameError.wrongSender) { try open(alice.encrypt([5]), ssrc: 0xA).get() }
+        #expect(receiver.bindings == [0xA: [2], 0xB: [2]])
+        #expect(sframeError { try receiver.bind(ssrc: 0xD, keyIDs: [1]) } == .tooManyKeys)
+        receiver.unbind(ssrc: 0xB)
+        #expect(throws: SFrameError.wrongSender) { try open(bob.encrypt([6]), ssrc: 0xB).get() }
+        try receiver.bind(ssrc: 0xD, keyIDs: [1])
+        // A receiver that does not bind senders takes any held key on any stream, as before.
+        let open2 = SFrameReceiver(suite: suite)
+        try open2.addKey(keyID: 1, baseKey: [1])
+        #expect(try open2.decrypt(alice.encrypt([4])) == [4])
+    }
 }

@@ -83,6 +83,32 @@ import Testing
         #expect(sender.statistics.framesEncrypted == 30)
     }
 
+    /// A server that forwards one participant's video on the stream it says is another's: the
+    /// receiver holds both participants' keys, but with the stream bound to the key IDs of the
+    /// participant it is said to carry, not one frame decodes there (each is counted as failed
+    /// decryption and as a wrong sender); bound to its real sender, every frame decodes.
+    @Test func framesOnAStreamBoundToAnotherSenderNeverDecode() throws {
+        let alice = try SFrameSender(suite: Self.suite, keyID: 1, baseKey: Self.baseKey)
+        let frames = try Self.sendVP8(count: 20, encryption: alice)
+        let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0).header.ssrc }
+        let bobKey: [UInt8] = Self.baseKey.map { $0 ^ 0x5A }
+        func receiver(boundTo kids: [UInt64]) throws -> SFrameReceiver {
+            let r = SFrameReceiver(suite: Self.suite, bindsSenders: true)
+            try r.addKey(keyID: 1, baseKey: Self.baseKey)
+            try r.addKey(keyID: 2, baseKey: bobKey)
+            try r.bind(ssrc: ssrc, keyIDs: kids)
+            return r
+        }
+        let swapped = try receiver(boundTo: [2])
+        let (none, noneStats, _) = try Self.receiveVP8(frames, decryption: swapped)
+        #expect(none.indices.isEmpty && noneStats.framesDecoded == 0 && noneStats.framesDecryptionFailed == 20)
+        #expect(swapped.statistics.wrongSender == 20 && swapped.statistics.framesDecrypted == 0)
+        let right = try receiver(boundTo: [1])
+        let (renderer, stats, _) = try Self.receiveVP8(frames, decryption: right)
+        #expect(renderer.indices == Set(0..<20) && stats.framesDecryptionFailed == 0)
+        #expect(renderer.minimumPSNR > 30, "\(renderer.minimumPSNR)")
+    }
+
     /// VP9 goes the same way (its keyframe flag travels in the payload descriptor; one byte of the
     /// frame stays in the clear).
     @Test func vp9DecodesWithTheKeyAndNotWithout() throws {

@@ -36,7 +36,11 @@ struct CallSFUNodeTests {
         }
         let formed = await mesh.waitForMesh(Array(0..<count), tracks: tracks, timeout: timeout)
         #expect(formed, "the SFU room did not complete")
-        return (janus, mesh, (MonotonicTime.now - started).inSeconds)
+        let joinTime = (MonotonicTime.now - started).inSeconds
+        // Each join gives everyone a new frame key, which senders take a second later
+        // (`Room.sfuKeySwitchDelay`): until then the last to join decodes nothing of the others.
+        try? await Task.sleep(for: .milliseconds(1300))
+        return (janus, mesh, joinTime)
     }
 
     /// `REVUE_SFU_NODES` participants (4 by default; 10 pass with a release revue-node,

@@ -72,6 +72,10 @@ public struct AudioReceiveSettings: Sendable {
 public final class AudioReceiveStream: @unchecked Sendable {
     /// SSRC of the stream.
     public let ssrc: UInt32
+    /// The SSRC whose packets the stream plays: `ssrc`, or the one a receive pipeline gave a
+    /// stream made before its first packet (`adoptSSRC`). Frame decryption checks it against its
+    /// sender's binding (`SFrameReceiver.bind(ssrc:keyIDs:)`).
+    private let mediaSSRC: Atomic<UInt32>
     /// The settings.
     public let settings: AudioReceiveSettings
     /// Samples per channel one pull returns (10 ms at the output rate).
@@ -129,6 +133,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
     public init(ssrc: UInt32, settings: AudioReceiveSettings) throws(OpusError) {
         precondition(settings.channels == 1 || settings.channels == 2)
         self.ssrc = ssrc
+        mediaSSRC = Atomic(ssrc)
         self.settings = settings
         filled = SPSCRing(capacity: settings.handoffCapacity)
         free = SPSCRing(capacity: settings.handoffCapacity)
@@ -364,6 +369,11 @@ public final class AudioReceiveStream: @unchecked Sendable {
         (try? RTPPacket(parsing: p.bytes))?.payload(in: p.bytes) ?? UnsafeRawBufferPointer(start: nil, count: 0)
     }
 
+    /// Names the SSRC this stream plays, for a stream made before its first packet arrived.
+    /// Thread rule: any thread (the receive pipeline's, before the packets of `ssrc` go in). Cost:
+    /// one atomic store.
+    package func adoptSSRC(_ ssrc: UInt32) { mediaSSRC.store(ssrc, ordering: .relaxed) }
+
     /// The Opus packet of `p`: as received, or decrypted into `decrypted` with `frameDecryption`
     /// (nil when that fails). `readAhead`: the packet is read for the FEC of the one before it and
     /// decoded again at its own turn, so its counter is not recorded yet.
@@ -373,7 +383,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
         guard
             let n = try? sframe.decryptFrame(
                 payload, clearPrefix: SFrameMediaFormat.opus.clearPrefixLength(of: payload), into: decrypted,
-                recordingCounter: !readAhead)
+                recordingCounter: !readAhead, ssrc: mediaSSRC.load(ordering: .relaxed))
         else { return nil }
         return UnsafeRawBufferPointer(rebasing: decrypted[0..<n])
     }

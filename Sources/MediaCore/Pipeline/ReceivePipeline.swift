@@ -506,6 +506,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             let stream: AudioReceiveStream
             if audios.isEmpty {
                 stream = audio
+                stream.adoptSSRC(ssrc)
             } else {
                 var settings = audio.settings
                 if let pt = audioPayloadType { settings.payloadType = pt }

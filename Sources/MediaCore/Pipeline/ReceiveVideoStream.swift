@@ -403,7 +403,9 @@ public final class VideoReceiveStream {
             // fails is counted even while the decoder waits for a keyframe. The depacketizer read
             // the keyframe flag from the clear prefix; the rest needs the sender's key.
             let format: SFrameMediaFormat = settings.codec == .vp8 ? .vp8 : .vp9
-            guard let n = try? sframe.decryptFrame(data, clearPrefix: format.clearPrefixLength(of: data), into: decrypted)
+            guard
+                let n = try? sframe.decryptFrame(
+                    data, clearPrefix: format.clearPrefixLength(of: data), into: decrypted, recordingCounter: true, ssrc: ssrc)
             else {
                 stats.framesDropped += 1
                 stats.framesDecryptionFailed += 1

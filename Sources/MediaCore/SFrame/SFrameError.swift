@@ -24,4 +24,8 @@ public enum SFrameError: Error, Hashable, Sendable {
     /// A frame given to `encryptFrame` is shorter than the clear prefix asked for: a receiver,
     /// which takes the prefix length from the media format, could not find the header after it.
     case frameShorterThanClearPrefix
+    /// The receiver binds senders (`SFrameReceiver.bind(ssrc:keyIDs:)`) and the frame's KID is not
+    /// one its stream's sender announced (or the stream is bound to nobody): a key of another
+    /// participant, or a stream the server mapped to the wrong sender.
+    case wrongSender
 }

@@ -10,6 +10,12 @@ import Synchronization
 /// Key rotation: add the new KID before the sender switches, remove the old one once its frames
 /// have stopped; frames of both decrypt meanwhile.
 ///
+/// Senders bound to streams (`bindsSenders`): when one receiver holds the keys of several
+/// senders (every participant of a room behind an SFU), a frame must also be under a KID its
+/// stream's sender announced (`bind(ssrc:keyIDs:)`). Without that, a participant could have its
+/// frames shown as another's (its own key opens them whatever stream they arrive on), and a
+/// server could swap whose media goes on which stream.
+///
 /// Every rejection is counted in `statistics` by its reason.
 /// Thread rule: safe from any thread; every call runs under an internal `Mutex` (uncontended in a
 /// receive stream: its worker decrypts, the controlling thread rarely changes keys). Cost:
@@ -30,9 +36,11 @@ public final class SFrameReceiver: Sendable {
         public var replays: UInt64 = 0
         /// Frames too short for their header and tag.
         public var malformed: UInt64 = 0
+        /// Frames under a KID their stream's sender did not announce (`bindsSenders` only).
+        public var wrongSender: UInt64 = 0
 
         /// Every rejected frame.
-        public var framesRejected: UInt64 { authenticationFailures + unknownKeys + replays + malformed }
+        public var framesRejected: UInt64 { authenticationFailures + unknownKeys + replays + malformed + wrongSender }
     }
 
     /// One key held and its replay window.
@@ -48,6 +56,8 @@ public final class SFrameReceiver: Sendable {
     private struct State {
         var entries: [Entry] = []
         var statistics = Statistics()
+        /// Each bound stream's SSRC and the KIDs its sender announced (`bindsSenders`).
+        var bindings: [(ssrc: UInt32, keyIDs: [UInt64])] = []
     }
 
     /// How many counters below the highest one a frame may still arrive with.
@@ -55,15 +65,21 @@ public final class SFrameReceiver: Sendable {
 
     /// The suite every key of this receiver uses.
     public let suite: SFrameCipherSuite
-    /// The most keys held at once (`addKey` throws `.tooManyKeys` beyond).
+    /// The most keys held at once (`addKey` throws `.tooManyKeys` beyond); also the most streams
+    /// bound at once.
     public let maxKeys: Int
+    /// Frames are accepted only from bound streams, under a KID bound to their stream (see the
+    /// type's comment); a frame given without its SSRC is refused then.
+    public let bindsSenders: Bool
     private let state: Mutex<State>
 
-    /// A receiver for `suite` holding at most `maxKeys` keys (at least 1), none yet.
-    public init(suite: SFrameCipherSuite, maxKeys: Int = 16) {
+    /// A receiver for `suite` holding at most `maxKeys` keys (at least 1), none yet; with
+    /// `bindsSenders`, each frame must come on a stream bound to its KID.
+    public init(suite: SFrameCipherSuite, maxKeys: Int = 16, bindsSenders: Bool = false) {
         precondition(maxKeys >= 1, "an SFrame receiver needs room for a key")
         self.suite = suite
         self.maxKeys = maxKeys
+        self.bindsSenders = bindsSenders
         var s = State()
         s.entries.reserveCapacity(maxKeys)
         state = Mutex(s)
@@ -92,6 +108,32 @@ public final class SFrameReceiver: Sendable {
             s.entries.remove(at: i)
             return true
         }
+    }
+
+    /// Binds the stream `ssrc` to the KIDs its sender announced, replacing what it was bound to:
+    /// from now on its frames decrypt only under those (with `bindsSenders`). Throws
+    /// `.tooManyKeys` when `maxKeys` other streams are bound. Thread rule: any thread. Cost: a
+    /// linear look-up over the bound streams; allocates the copy of `keyIDs`.
+    public func bind(ssrc: UInt32, keyIDs: [UInt64]) throws(SFrameError) {
+        try state.withLock { (s: inout State) throws(SFrameError) in
+            if let i = s.bindings.firstIndex(where: { $0.ssrc == ssrc }) {
+                s.bindings[i].keyIDs = keyIDs
+            } else {
+                guard s.bindings.count < maxKeys else { throw .tooManyKeys }
+                s.bindings.append((ssrc, keyIDs))
+            }
+        }
+    }
+
+    /// Forgets the binding of `ssrc` (its frames are then refused, with `bindsSenders`).
+    /// Thread rule: any thread. Cost: a linear look-up over the bound streams.
+    public func unbind(ssrc: UInt32) {
+        state.withLock { s in s.bindings.removeAll { $0.ssrc == ssrc } }
+    }
+
+    /// The bound streams and their KIDs, by SSRC. Thread rule: any thread. Cost: allocates.
+    public var bindings: [UInt32: [UInt64]] {
+        state.withLock { s in Dictionary(s.bindings.map { ($0.ssrc, $0.keyIDs) }, uniquingKeysWith: { $1 }) }
     }
 
     /// The KIDs held, in the order they were added.
@@ -125,7 +167,7 @@ public final class SFrameReceiver: Sendable {
     /// which is decoded again at its own turn. Nothing is counted in `statistics` then either.
     package func decrypt(
         _ frame: UnsafeRawBufferPointer, metadata: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer,
-        recordingCounter: Bool
+        recordingCounter: Bool, ssrc: UInt32? = nil
     ) throws(SFrameError) -> (header: SFrameHeader, length: Int) {
         let tagLength = suite.tagLength
         var parsed = SFrameHeader(keyID: 0, counter: 0)
@@ -152,6 +194,19 @@ public final class SFrameReceiver: Sendable {
                 return .failure(.unknownKey)
             }
             let i = found
+            if bindsSenders {
+                var bound = false
+                if let ssrc {
+                    for b in s.bindings where b.ssrc == ssrc {
+                        bound = b.keyIDs.contains(header.keyID)
+                        break
+                    }
+                }
+                guard bound else {
+                    if recordingCounter { s.statistics.wrongSender += 1 }
+                    return .failure(.wrongSender)
+                }
+            }
             guard !Self.isReplay(header.counter, s.entries[i]) else {
                 if recordingCounter { s.statistics.replays += 1 }
                 return .failure(.replay)
@@ -197,17 +252,18 @@ public final class SFrameReceiver: Sendable {
         try decryptFrame(frame, clearPrefix: clearPrefix, into: output, recordingCounter: true)
     }
 
-    /// `decryptFrame`, optionally without recording the counter (see `decrypt(_:metadata:into:recordingCounter:)`).
+    /// `decryptFrame`, optionally without recording the counter (see `decrypt(_:metadata:into:recordingCounter:)`),
+    /// for a frame of the stream `ssrc` (checked against its binding with `bindsSenders`).
     package func decryptFrame(
         _ frame: UnsafeRawBufferPointer, clearPrefix: Int, into output: UnsafeMutableRawBufferPointer,
-        recordingCounter: Bool
+        recordingCounter: Bool, ssrc: UInt32? = nil
     ) throws(SFrameError) -> Int {
         let prefix = min(max(clearPrefix, 0), frame.count)
         guard output.count >= prefix else { throw .bufferTooSmall }
         let (_, length) = try decrypt(
             UnsafeRawBufferPointer(rebasing: frame[prefix...]),
             metadata: UnsafeRawBufferPointer(rebasing: frame[0..<prefix]),
-            into: UnsafeMutableRawBufferPointer(rebasing: output[prefix...]), recordingCounter: recordingCounter)
+            into: UnsafeMutableRawBufferPointer(rebasing: output[prefix...]), recordingCounter: recordingCounter, ssrc: ssrc)
         if prefix > 0 { output.baseAddress!.copyMemory(from: frame.baseAddress!, byteCount: prefix) }
         return prefix + length
     }

@@ -274,7 +274,7 @@ extension Room {
         let id = p.identity
         if usesSFU {
             if let sfu = ensureSFU() {
-                sfuAnnounce(sfu, to: [id])
+                sfuParticipantJoined(id, sfu)
                 sfuReconcile()
             }
             if let early = earlySFUSignals.removeValue(forKey: id) { receiveSFUSignal(early, from: id) }

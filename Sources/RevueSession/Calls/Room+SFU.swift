@@ -188,10 +188,14 @@ final class SFUMedia {
 
     /// End-to-end encryption: our senders (one key ID per track kind, one base key), the base key
     /// and key IDs announced, and the receiver holding every participant's keys (each frame
-    /// names its key by ID; a participant may not claim IDs another one holds).
+    /// names its key by ID; a participant may not claim IDs another one holds, and a stream's
+    /// frames decrypt only under the IDs of the participant whose feed the server says it is).
     let video: SFrameSender?, audio: SFrameSender?
     var baseKey: [UInt8] = []
     var keyIDs: (video: UInt64, audio: UInt64) = (0, 0)
+    /// Keys made (the first is 1) and the last one our senders switched to: they differ while a
+    /// new key is announced and not yet used, so a participant joining then can be given it.
+    var keyGeneration = 1, keyGenerationInUse = 1
     let frames: SFrameReceiver?
     /// Key IDs each participant announced, oldest first (the two latest generations are kept).
     var remoteKeyIDs: [String: [UInt64]] = [:]
@@ -210,8 +214,9 @@ final class SFUMedia {
             video = try? SFrameSender(suite: Self.suite, keyID: keyIDs.video, baseKey: baseKey)
             audio = try? SFrameSender(suite: Self.suite, keyID: keyIDs.audio, baseKey: baseKey)
             // Two key IDs per participant, for two generations each (the one in flight while a
-            // rotation takes effect).
-            frames = SFrameReceiver(suite: Self.suite, maxKeys: 4 * Self.maxPublishers)
+            // rotation takes effect). Each stream of the subscription is bound to the key IDs of
+            // the participant whose feed it carries (`sfuBindSenders`).
+            frames = SFrameReceiver(suite: Self.suite, maxKeys: 4 * Self.maxPublishers, bindsSenders: true)
         } else {
             video = nil
             audio = nil
@@ -341,6 +346,10 @@ extension Room {
                 for: id)
         }
         guard let feedText = s.feed, let feed = UInt64(feedText) else { return }
+        // One feed, one participant: a second claim would have its media shown as the claimant's.
+        guard !sfu.remoteFeeds.contains(where: { $0.key != id && $0.value == feed }) else {
+            return refuse(id, answer: false)
+        }
         if sfu.server.endToEndEncryption {
             guard let key = s.key.flatMap({ Data(base64Encoded: $0) }), key.count == 16, let kids = s.kids, kids.count == 2,
                 kids[0] != kids[1], let receiver = sfu.frames,
@@ -357,6 +366,7 @@ extension Room {
                 }
                 held += kids
                 sfu.remoteKeyIDs[id] = held
+                sfuBindSenders(sfu)
             }
         }
         if sfu.remoteFeeds[id] != feed {
@@ -382,13 +392,42 @@ extension Room {
         let kids = SFUMedia.freshKeyIDs()
         sfu.baseKey = key
         sfu.keyIDs = kids
+        sfu.keyGeneration += 1
+        let generation = sfu.keyGeneration
         let ids = remoteParticipants.keys.filter { $0 != gone }
         sfuAnnounce(sfu, to: Array(ids))
-        let video = sfu.video, audio = sfu.audio
-        scheduler.schedule(after: Self.sfuKeySwitchDelay) {
+        let video = sfu.video, audio = sfu.audio, token = ObjectIdentifier(sfu)
+        scheduler.schedule(after: Self.sfuKeySwitchDelay) { [weak self] in
             try? video?.setKey(keyID: kids.video, baseKey: key)
             try? audio?.setKey(keyID: kids.audio, baseKey: key)
+            MainActor.assumeIsolated {
+                guard let sfu = self?.sfu, ObjectIdentifier(sfu) == token else { return }
+                sfu.keyGenerationInUse = max(sfu.keyGenerationInUse, generation)
+            }
         }
+    }
+
+    /// A participant joined the call: it gets a key nothing was sent under yet, so whatever it
+    /// (or the server, for it) recorded before cannot be read with it. A key announced and not
+    /// yet in use is such a key already; otherwise every participant gets a new one.
+    func sfuParticipantJoined(_ id: String, _ sfu: SFUMedia) {
+        guard sfu.server.endToEndEncryption, sfu.feed != nil, sfu.keyGeneration == sfu.keyGenerationInUse else {
+            return sfuAnnounce(sfu, to: [id])
+        }
+        sfuRotateKey(sfu, excluding: nil)
+    }
+
+    /// Binds each stream of the subscription to the key IDs of the participant whose feed it
+    /// carries, and unbinds streams no longer carried: a frame decrypts only on its sender's
+    /// stream, whoever else's key would open it.
+    func sfuBindSenders(_ sfu: SFUMedia) {
+        guard let frames = sfu.frames else { return }
+        var bound: Set<UInt32> = []
+        for (id, view) in sfu.subscriptions {
+            let kids = sfu.remoteKeyIDs[id] ?? []
+            for ssrc in view.ssrcs where (try? frames.bind(ssrc: ssrc, keyIDs: kids)) != nil { bound.insert(ssrc) }
+        }
+        for ssrc in frames.bindings.keys where !bound.contains(ssrc) { frames.unbind(ssrc: ssrc) }
     }
 
     /// How long after announcing a new frame key our senders start using it.
@@ -665,6 +704,7 @@ extension Room {
         }
         sub.video.routes = video
         sub.audio.routes = audio
+        sfuBindSenders(sfu)
     }
 
     /// Asks Janus to stop (or resume) forwarding each stream whose track the App unsubscribed
