@@ -53,7 +53,7 @@ let spec = CommandSpec(
             "--turn", value: "USER:PASS@HOST:PORT[?transport=tcp]",
             help: "a TURN server for call media, over UDP or TCP, or TLS as turns:USER:PASS@HOST[:PORT][?ca=FILE] (repeatable)"),
         OptionSpec(
-            "--turn-url", value: "turn:HOST:PORT[?transport=tcp]",
+            "--turn-url", value: "turn:HOST:PORT[?transport=tcp]|turns:HOST:PORT",
             help: "with --rendezvous: a coturn server whose credentials the node hands its peers (repeatable, up to 4)"),
         OptionSpec(
             "--turn-secret", value: "FILE", help: "with --turn-url: the file holding coturn's static-auth-secret"),

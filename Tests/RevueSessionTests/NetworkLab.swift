@@ -613,17 +613,19 @@ final class NetworkLab: @unchecked Sendable {
     }
 
     /// The node's `--turn-url`, `--turn-secret` and `--turn-lifetime` with `sharedSecretLifetime`
-    /// (the secret written to a file of mode 0600); none without.
+    /// (the secret written to a file of mode 0600): coturn over UDP and TCP, or with `turnTLS`
+    /// over TLS only; none without.
     private func turnOfferArguments() throws -> [String] {
         guard let lifetime = options.sharedSecretLifetime else { return [] }
         let file = directory + "/turn-secret"
         try (Self.turnSecret + "\n").write(toFile: file, atomically: true, encoding: .utf8)
         chmod(file, 0o600)
         let server = serviceEndpoint(Self.turnPort)
-        return [
-            "--turn-url", "turn:\(server)", "--turn-url", "turn:\(server)?transport=tcp", "--turn-secret", file,
-            "--turn-lifetime", "\(lifetime)",
-        ]
+        // With `turnTLS` the node offers coturn's TLS port alone, so media can only go that way.
+        let urls =
+            options.turnTLS
+            ? ["turns:\(serviceEndpoint(Self.turnTLSPort))"] : ["turn:\(server)", "turn:\(server)?transport=tcp"]
+        return urls.flatMap { ["--turn-url", $0] } + ["--turn-secret", file, "--turn-lifetime", "\(lifetime)"]
     }
 
     /// coturn's authentication lines: the static user, or with `sharedSecretLifetime` the shared
@@ -925,9 +927,12 @@ final class NetworkLab: @unchecked Sendable {
     /// Starts a revue-node peer in home `n` with its data under the lab's directory, registered
     /// with the lab's rendezvous node, plus `arguments`.
     func peer(home n: Int, name: String, _ arguments: [String] = []) throws -> NodeProcess {
+        // With `turnTLS`, the lab's CA stands in for the system's CA store (OpenSSL reads
+        // SSL_CERT_FILE for it), as a public CA would for a deployed coturn.
         try NodeProcess(
-            ["--data", directory + "/" + name, "--name", name, "--rendezvous", rendezvousEndpoint] + arguments, namespace: home(n)
-        )
+            ["--data", directory + "/" + name, "--name", name, "--rendezvous", rendezvousEndpoint] + arguments,
+            namespace: home(n),
+            environment: options.turnTLS ? ["SSL_CERT_FILE": turnCAFile] : [:])
     }
 
     // MARK: Teardown

@@ -74,6 +74,33 @@ struct NetworkLabTURNCredentialsTests {
         #expect(lab.relayBytes() > 0)
     }
 
+    /// The same with the node offering coturn's TLS port alone (`turns:`): the peers, given
+    /// nothing TURN-related, check coturn's certificate against the CA store (the lab's CA stands
+    /// in for a public one) and relay the call over TLS, with the node's credentials.
+    @Test func symmetricHomesCallThroughTheNodesCoturnOverTLS() async throws {
+        var options = NetworkLab.Options(
+            home1: .symmetric, home2: .symmetric, servicesDefaultRoute: false, sharedSecretLifetime: 3600)
+        options.turnTLS = true
+        let lab = try await NetworkLab(options)
+        defer { lab.teardown() }
+        let call = try LabCall(lab, arguments: [])
+        defer { call.stop() }
+        try await call.befriend()
+        try await call.startCall()
+        let failures = await call.mediaBothWays(seconds: 3)
+        let j = call.judged
+        let users = Self.allocationUsers(lab)
+        let traffic = lab.turnClientTraffic()
+        print(
+            "node-issued turns: credentials, symmetric/symmetric: a decoded \(j.aFromB) of \(j.fedByB) frames from b, "
+                + "b \(j.bFromA) of \(j.fedByA) from a; coturn relayed \(lab.relayBytes()) bytes; client traffic \(traffic); "
+                + "allocations by \(users)")
+        #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
+        #expect(try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())") == [true, true])
+        #expect(traffic.tls > 0 && traffic.tcp == 0, "\(traffic)\n\(call.diagnosis())")
+        #expect(!users.isEmpty && users.allSatisfy(Self.isSharedSecretUser), "\(users)")
+    }
+
     /// Credentials that last 6 s, coturn allocations capped at 4 s (so refreshed every 2 s) and
     /// nonces that go stale every 2 s: the peers renew their credentials every 3 s, and a call
     /// carries media both ways through coturn for 12 s, well past the expiry of the credentials

@@ -42,14 +42,18 @@ final class NodeProcess: @unchecked Sendable {
     private let output = Pipe()
     private let buffer = LineBuffer()
 
-    /// Starts revue-node with `arguments`, inside network namespace `namespace` when given.
-    init(_ arguments: [String], namespace: String? = nil) throws {
+    /// Starts revue-node with `arguments`, inside network namespace `namespace` when given, with
+    /// `environment` added to this process's.
+    init(_ arguments: [String], namespace: String? = nil, environment: [String: String] = [:]) throws {
         if let namespace {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
             process.arguments = ["netns", "exec", namespace, Self.binary!] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: Self.binary!)
             process.arguments = arguments
+        }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
         process.standardInput = input
         process.standardOutput = output

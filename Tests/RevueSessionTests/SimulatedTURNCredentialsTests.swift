@@ -86,19 +86,49 @@ extension SimulatedRendezvousClient {
     /// than a request, so the node never amplifies; the URL forms parse; offers and secret files
     /// are checked.
     @Test func requestsAreNeverSmallerThanAnswersAndConfigurationIsChecked() throws {
-        let v6 = ICEServer(kind: .turn, address: try SocketAddress(parsing: "[2001:db8::1]:3478"))
+        // The largest answer: four IPv6 TLS servers whose names fill their budget.
+        let nameLength = RendezvousAuth.maxTURNServerNamesLength / RendezvousAuth.maxTURNServers
+        let v6 = (0..<RendezvousAuth.maxTURNServers).map { i in
+            ICEServer(
+                kind: .turn, address: try! SocketAddress(parsing: "[2001:db8::\(i + 1)]:5349"),
+                transport: .tls,
+                tls: ICEServer.TLSVerification(serverName: String(repeating: "t", count: nameLength - 4) + ".lab"))
+        }
         let longest = TURNCredentials(
             username: String(repeating: "9", count: RendezvousAuth.maxTURNUsernameLength),
             password: String(repeating: "x", count: RendezvousAuth.maxTURNPasswordLength))
-        let plain = TURNCredentialsWire.plaintext(
-            validFor: 3600, credentials: longest, servers: Array(repeating: v6, count: RendezvousAuth.maxTURNServers))
+        let plain = TURNCredentialsWire.plaintext(validFor: 3600, credentials: longest, servers: v6)
         #expect(10 + plain.count + 16 == RendezvousAuth.maxCredentialsLength)
         #expect(RendezvousAuth.maxCredentialsLength <= RendezvousAuth.credentialsRequestLength)
+        // TLS servers keep their names through the wire; the names' budget and characters are checked.
+        let parsed = try #require(TURNCredentialsWire.parse(plain)).servers
+        #expect(parsed.map(\.transport) == v6.map { _ in .tls } && parsed.map(\.tls.serverName) == v6.map(\.tls.serverName))
+        #expect(parsed.allSatisfy { $0.username == longest.username && $0.password == longest.password })
+        var tooLong = plain
+        tooLong[plain.count - nameLength - 1] = UInt8(nameLength + 1)
+        #expect(TURNCredentialsWire.parse(tooLong) == nil)
+        var badName = plain
+        badName[plain.count - 1] = UInt8(ascii: "/")
+        #expect(TURNCredentialsWire.parse(badName) == nil)
+        let named = try TURNOffer.server(parsing: "turns:localhost:5349")
+        #expect(named.transport == .tls && named.tls.serverName == "localhost" && named.address.port == 5349)
+        let numeric = try TURNOffer.server(parsing: "turns:203.0.113.1:5349")
+        #expect(numeric.transport == .tls && numeric.tls.serverName == nil)
+        let offer = try TURNOffer(servers: [named, numeric], secret: Self.secret)
+        #expect(offer.servers.map(\.tls.serverName) == ["localhost", nil])
+        // Three names of 16 bytes and one of 20: past the 64-byte budget.
+        var long = named
+        long.tls.serverName = String(repeating: "n", count: 16) + ".lab"
+        #expect(throws: RevueError.self) { try TURNOffer(servers: Array(v6.prefix(3)) + [long], secret: Self.secret) }
+        _ = try TURNOffer(servers: Array(v6.prefix(3)) + [named], secret: Self.secret)
         let udp = try TURNOffer.server(parsing: "turn:203.0.113.1:3478")
         #expect(udp.address == SocketAddress(ipv4: 203, 0, 113, 1, port: 3478) && udp.transport == .udp)
         let tcp = try TURNOffer.server(parsing: "turn:[2001:db8::1]:3478?transport=tcp")
         #expect(tcp.transport == .tcp && tcp.address.family == .ipv6)
-        for bad in ["stun:1.2.3.4:3478", "turn:1.2.3.4", "turn:1.2.3.4:3478?transport=sctp", "turn:0.0.0.0:3478"] {
+        for bad in [
+            "stun:1.2.3.4:3478", "turn:1.2.3.4", "turn:1.2.3.4:3478?transport=sctp", "turn:0.0.0.0:3478",
+            "turn:1.2.3.4:3478?transport=tls", "turns:1.2.3.4:5349?transport=tcp",
+        ] {
             #expect(throws: RevueError.self) { try TURNOffer.server(parsing: bad) }
         }
         #expect(throws: RevueError.self) { try TURNOffer(servers: [], secret: Self.secret) }

@@ -98,38 +98,61 @@ package struct TURNOffer: Sendable {
         }
         guard Set(servers).count == servers.count else { throw RevueError(.invalidConfiguration, "a TURN server is named twice") }
         guard lifetime >= 2 else { throw RevueError(.invalidConfiguration, "TURN credentials must last at least 2 s") }
+        let names = servers.filter { $0.transport == .tls }.reduce(0) { $0 + ($1.tls.serverName?.utf8.count ?? 0) }
+        guard names <= RendezvousAuth.maxTURNServerNamesLength else {
+            throw RevueError(
+                .invalidConfiguration,
+                "the TLS servers' names take \(names) bytes, more than \(RendezvousAuth.maxTURNServerNamesLength)")
+        }
         guard secret.count >= Self.minimumSecretLength else {
             throw RevueError(.invalidConfiguration, "the TURN secret has fewer than \(Self.minimumSecretLength) characters")
         }
-        self.servers = servers.map { ICEServer(kind: .turn, address: $0.address, transport: $0.transport) }
+        self.servers = servers.map {
+            ICEServer(
+                kind: .turn, address: $0.address, transport: $0.transport,
+                tls: $0.transport == .tls ? ICEServer.TLSVerification(serverName: $0.tls.serverName) : .init())
+        }
         self.secret = secret
         self.lifetime = lifetime
     }
 
     /// Parses a TURN server as WebRTC names it: `turn:HOST:PORT`, `turn:HOST:PORT?transport=udp`
-    /// or `?transport=tcp` (IPv6 in brackets). A host name is resolved now (IPv4 preferred):
-    /// peers get the address.
+    /// or `?transport=tcp`, or `turns:HOST:PORT` for TURN over TLS (RFC 7065; IPv6 in brackets).
+    /// A host name is resolved now (IPv4 preferred): peers get the address and, for `turns:`,
+    /// the name, which the server's certificate must carry (a numeric host: its IP address).
     /// Thread rule: any thread. Cost: may block on `getaddrinfo` for a name.
     /// - Throws: `RevueError` `.invalidConfiguration` naming the text and the problem.
     package static func server(parsing text: String) throws(RevueError) -> ICEServer {
         func bad(_ reason: String) -> RevueError {
-            RevueError(.invalidConfiguration, "TURN URL '\(text)': \(reason) (expected turn:HOST:PORT[?transport=tcp])")
+            RevueError(
+                .invalidConfiguration,
+                "TURN URL '\(text)': \(reason) (expected turn:HOST:PORT[?transport=tcp] or turns:HOST:PORT)")
         }
-        guard text.hasPrefix("turn:") else { throw bad("it must start with turn:") }
-        var rest = Substring(text.dropFirst("turn:".count))
-        var transport = ICEServer.Transport.udp
+        let tls = text.hasPrefix("turns:")
+        guard tls || text.hasPrefix("turn:") else { throw bad("it must start with turn: or turns:") }
+        var rest = Substring(text.dropFirst(tls ? "turns:".count : "turn:".count))
+        var transport = tls ? ICEServer.Transport.tls : .udp
         if let q = rest.firstIndex(of: "?") {
             let query = rest[rest.index(after: q)...]
             rest = rest[..<q]
-            guard query.hasPrefix("transport="),
-                let t = ICEServer.Transport(rawValue: String(query.dropFirst("transport=".count)).lowercased())
-            else { throw bad("the only option is ?transport=udp or ?transport=tcp") }
+            let value = query.hasPrefix("transport=") ? String(query.dropFirst("transport=".count)).lowercased() : ""
+            guard !tls, value == "udp" || value == "tcp", let t = ICEServer.Transport(rawValue: value) else {
+                throw bad(tls ? "turns: takes no option" : "the only option is ?transport=udp or ?transport=tcp")
+            }
             transport = t
         }
         let address: SocketAddress
         do { address = try SocketAddress(parsing: String(rest)) } catch { throw bad(error.reason) }
         guard address.port != 0, !address.isUnspecified else { throw bad("no port, or an unspecified address") }
-        return ICEServer(kind: .turn, address: address, transport: transport)
+        // A host name (not an IPv4 literal; IPv6 ones are bracketed) is what the certificate names.
+        var name: String?
+        if tls, !rest.hasPrefix("["), let colon = rest.lastIndex(of: ":"),
+            rest[..<colon].contains(where: { !($0.isNumber || $0 == ".") })
+        {
+            name = String(rest[..<colon]).lowercased()
+        }
+        return ICEServer(
+            kind: .turn, address: address, transport: transport, tls: ICEServer.TLSVerification(serverName: name))
     }
 
     /// Reads coturn's `static-auth-secret` from a file: its first line, surrounding white space
@@ -169,7 +192,8 @@ package struct TURNOffer: Sendable {
 /// The plaintext of a credentials answer (`PacketType.turnCredentials`): written by the node,
 /// read by the peer. Pure functions, any thread; cost linear in the servers.
 package enum TURNCredentialsWire {
-    /// [valid for s u32][username s8][password s8][count u8][transport u8][endpoint] x count.
+    /// [valid for s u32][username s8][password s8][count u8]([transport u8][endpoint]
+    /// [with transport 2: server name s8]) x count; transport 0 UDP, 1 TCP, 2 TLS.
     /// Precondition: at most `RendezvousAuth.maxTURNServers` servers, the user name and password
     /// within their wire bounds.
     package static func plaintext(validFor: UInt32, credentials: TURNCredentials?, servers: [ICEServer]) -> [UInt8] {
@@ -184,15 +208,25 @@ package enum TURNCredentialsWire {
         w.append(pass)
         w.u8(UInt8(servers.count))
         for s in servers {
-            w.u8(s.transport == .tcp ? 1 : 0)
+            switch s.transport {
+            case .udp: w.u8(0)
+            case .tcp: w.u8(1)
+            case .tls: w.u8(2)
+            }
             w.endpoint(s.address)
+            if s.transport == .tls {
+                let name = Array((s.tls.serverName ?? "").utf8)
+                w.u8(UInt8(name.count))
+                w.append(name)
+            }
         }
         return w.bytes
     }
 
     /// The servers of an answer with its credentials filled in, and how long they are valid for;
-    /// nil for anything malformed (lengths past their bounds, an unknown transport, trailing
-    /// bytes, servers without credentials).
+    /// nil for anything malformed (lengths past their bounds, an unknown transport, a server
+    /// name that is not a DNS name, trailing bytes, servers without credentials). A TLS server's
+    /// certificate is checked against the system's CA store and its name (or address).
     package static func parse(_ plain: [UInt8]) -> (validFor: UInt32, servers: [ICEServer])? {
         var r = ByteReader(plain)
         guard let validFor = r.u32(), let ul = r.u8(), Int(ul) <= RendezvousAuth.maxTURNUsernameLength,
@@ -201,10 +235,23 @@ package enum TURNCredentialsWire {
         else { return nil }
         let username = String(decoding: user, as: UTF8.self), password = String(decoding: pass, as: UTF8.self)
         var servers: [ICEServer] = []
+        var names = 0
         for _ in 0..<Int(count) {
-            guard let t = r.u8(), t <= 1, let address = r.endpoint(), address.port != 0 else { return nil }
-            servers.append(
-                ICEServer(kind: .turn, address: address, username: username, password: password, transport: t == 1 ? .tcp : .udp))
+            guard let t = r.u8(), t <= 2, let address = r.endpoint(), address.port != 0 else { return nil }
+            var server = ICEServer(
+                kind: .turn, address: address, username: username, password: password, transport: t == 0 ? .udp : .tcp)
+            if t == 2 {
+                guard let length = r.u8(), names + Int(length) <= RendezvousAuth.maxTURNServerNamesLength,
+                    let name = r.take(Int(length)),
+                    name.allSatisfy({
+                        $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") || ($0 < 0x80 && isalnum(Int32($0)) != 0)
+                    })
+                else { return nil }
+                names += Int(length)
+                server.transport = .tls
+                server.tls = ICEServer.TLSVerification(serverName: name.isEmpty ? nil : String(decoding: name, as: UTF8.self))
+            }
+            servers.append(server)
         }
         guard r.remaining == 0, servers.isEmpty || (!username.isEmpty && !password.isEmpty) else { return nil }
         return (validFor, servers)

@@ -240,14 +240,17 @@ package enum RendezvousAuth {
     /// and lookups (top bits clear), registration answers (both set) and lookup answers (top bit
     /// set, the next clear).
     package static let credentialsNonceBit: UInt64 = 1 << 62
-    /// The largest credentials answer: four IPv6 servers and the longest user name and password
-    /// (173 bytes).
+    /// The TLS servers' names of one credentials answer (each checked against its certificate)
+    /// take at most this many bytes together.
+    package static let maxTURNServerNamesLength = 64
+    /// The largest credentials answer: four IPv6 TLS servers, the longest names, user name and
+    /// password (241 bytes).
     package static let maxCredentialsLength =
         1 + 1 + 8 + 4 + (1 + maxTURNUsernameLength) + (1 + maxTURNPasswordLength) + 1
-        + maxTURNServers * (1 + 19) + 16
+        + maxTURNServers * (1 + 19 + 1) + maxTURNServerNamesLength + 16
     /// The zeros a credentials request seals, so that it is never smaller than its answer.
-    package static let credentialsPaddingLength = 118
-    /// A credentials request (176 bytes): never smaller than its answer.
+    package static let credentialsPaddingLength = maxCredentialsLength - (1 + 1 + 32 + 8 + 16)
+    /// A credentials request (241 bytes): never smaller than its answer.
     package static let credentialsRequestLength = 1 + 1 + 32 + 8 + credentialsPaddingLength + 16
     /// The relay send header before the inner datagram.
     package static let relaySendHeaderLength = 1 + 1 + 32 + 16 + 16 + 16
