@@ -234,6 +234,8 @@ package final class ICEAgent: @unchecked Sendable {
     /// When the agent last left quiet (`setQuiet(false)`). On the queue.
     var wokeAt = MonotonicTime.zero
     var reading = false
+    /// The keepalive jitter's generator when the agent was given a seed (else the system's).
+    var jitter: ImpairmentModel.Generator?
     var prflxCount = 0
 
     /// `socket`: the bound UDP socket every check and all media use; its datagrams that are not
@@ -249,16 +251,21 @@ package final class ICEAgent: @unchecked Sendable {
     /// and clock are `scheduler`'s and whose context is the scheduler's serial context: every
     /// method is called there, and datagrams arrive there through `transport`. Its TURN clients
     /// (UDP servers only: a transport other than a socket carries no TURN over TCP or TLS) send
-    /// through `transport` and run on `scheduler` too.
+    /// through `transport` and run on `scheduler` too. `seed`, when given, draws the tie-breaker
+    /// and the keepalive jitter from a generator seeded with it (not for production: the
+    /// tie-breaker is then guessable), so that a simulated run repeats exactly.
     package convenience init(
-        transport: any ICEDatagramTransport, configuration: ICEAgentConfiguration, scheduler: any TaskScheduler
+        transport: any ICEDatagramTransport, configuration: ICEAgentConfiguration, scheduler: any TaskScheduler,
+        seed: UInt64? = nil
     ) {
-        self.init(socket: nil, transport: transport, queue: nil, scheduler: scheduler, configuration: configuration)
+        self.init(
+            socket: nil, transport: transport, queue: nil, scheduler: scheduler, configuration: configuration,
+            seed: seed)
     }
 
     private init(
         socket: UDPSocket?, transport: any ICEDatagramTransport, queue: DispatchQueue?, scheduler: any TaskScheduler,
-        configuration: ICEAgentConfiguration
+        configuration: ICEAgentConfiguration, seed: UInt64? = nil
     ) {
         self.configuration = configuration
         self.socket = socket
@@ -270,7 +277,13 @@ package final class ICEAgent: @unchecked Sendable {
         localPassword = Self.randomICEString(24)
         localKey = STUNMessage.shortTermKey(password: localPassword)
         var t: UInt64 = 0
-        withUnsafeMutableBytes(of: &t) { RandomBytes.fill($0) }
+        if let seed {
+            var g = ImpairmentModel.Generator(seed: seed)
+            t = g.next()
+            jitter = g
+        } else {
+            withUnsafeMutableBytes(of: &t) { RandomBytes.fill($0) }
+        }
         tieBreaker = t
         controlling = configuration.controlling
         let now = scheduler.now

@@ -322,7 +322,8 @@ extension ICEAgent {
     /// The time until a valid pair's next keepalive: the configured interval times 0.8...1.2.
     func keepaliveInterval() -> Duration {
         let base = quiet ? configuration.quietKeepaliveIntervalMilliseconds : configuration.keepaliveIntervalMilliseconds
-        let ms = Double(max(10, base)) * Double.random(in: 0.8...1.2)
+        let factor = jitter != nil ? Double.random(in: 0.8...1.2, using: &jitter!) : Double.random(in: 0.8...1.2)
+        let ms = Double(max(10, base)) * factor
         return .nanoseconds(Int64(ms * 1e6))
     }
 
