@@ -32,6 +32,8 @@ final class SimulatedICEPeer: Sendable {
         agent.onSelectedPairChange = { [weak self] l, r in self?.changes.withLock { $0.append((time.now, l, r)) } }
         agent.onGatheringComplete = { [weak self] in self?.gatheredAt.withLock { $0 = time.now } }
         agent.startReading { [weak self] bytes, from in self?.received.withLock { $0.append((Array(bytes), from)) } }
+        // Media that came through a TURN relay, unwrapped by the agent (the sender is not known here).
+        agent.onRelayedMedia = { [weak self] bytes in self?.received.withLock { $0.append((Array(bytes), .anyIPv4(port: 0))) } }
     }
 
     /// Datagrams whose payload starts with `tag`.
@@ -95,15 +97,19 @@ func simulatedBindingRequest(username: String, password: String, controlling: Bo
     return m.encode(integrity: STUNMessage.shortTermKey(password: password), fingerprint: true)
 }
 
-/// An endpoint that never answers and records the simulated time of each datagram it receives.
+/// An endpoint that never answers and records the simulated time of each datagram it receives,
+/// and whether it was a STUN request (a check, not an answer to one).
 final class SimulatedVictim: Sendable {
     let port: VirtualDatagramPort
-    let arrivals = Mutex<[(at: MonotonicTime, size: Int)]>([])
+    let arrivals = Mutex<[(at: MonotonicTime, size: Int, request: Bool)]>([])
 
     init(_ network: VirtualNetwork, _ address: SocketAddress) {
         port = network.bind(address)
         let time = network.time
-        port.start(screen: nil) { [weak self] bytes, _ in self?.arrivals.withLock { $0.append((time.now, bytes.count)) } }
+        port.start(screen: nil) { [weak self] bytes, _ in
+            let request = (try? STUNMessage(parsing: bytes))?.messageClass == .request
+            self?.arrivals.withLock { $0.append((time.now, bytes.count, request)) }
+        }
     }
 
     var count: Int { arrivals.withLock { $0.count } }
