@@ -74,7 +74,8 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         #expect(b.received(tagged: [0x80, 0xE1]).count == 5)
         print(
             "simulated role conflict (both \(bothControlling ? "controlling" : "controlled")): settled at "
-                + "\(simulatedMilliseconds(time.now, since: start) ?? -1) ms, \(switches) switch(es), a controlling \(a.agent.isControlling)")
+                + "\(simulatedMilliseconds(time.now, since: start) ?? -1) ms, \(switches) switch(es), a controlling \(a.agent.isControlling)"
+        )
     }
 
     /// A check to an address that never answers is sent again after 100, 200, 400, 800 and 1600 ms
@@ -95,7 +96,9 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         let at = silent.arrivals.withLock { $0.map(\.at) }
         let gaps = zip(at.dropFirst(), at).map { simulatedMilliseconds($0.0, since: $0.1) ?? -1 }
         let stats = a.agent.statistics
-        print("simulated retransmissions to a silent address: \(at.count) datagrams, gaps \(gaps) ms; \(stats.checksRetransmitted) retransmitted")
+        print(
+            "simulated retransmissions to a silent address: \(at.count) datagrams, gaps \(gaps) ms; \(stats.checksRetransmitted) retransmitted"
+        )
         #expect(gaps == [100, 200, 400, 800, 1600])
         #expect(stats.checksSent == 1 && stats.checksRetransmitted == 5)
         #expect(a.agent.pairSnapshots.allSatisfy { $0.failed && !$0.valid }, "\(a.agent.pairSnapshots)")
@@ -198,8 +201,12 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         let relays = turn.relayedAddresses.map(\.host)
         for peer in [a, b] {
             let pair = try #require(peer.agent.selectedPair)
-            #expect(pair.local.type == .relay || pair.remote.type == .relay || relays.contains(pair.remote.address.host), "\(pair)")
-            #expect(peer.agent.pairSnapshots.filter { $0.valid }.allSatisfy { $0.local.type == .relay || relays.contains($0.remote.address.host) })
+            #expect(
+                pair.local.type == .relay || pair.remote.type == .relay || relays.contains(pair.remote.address.host), "\(pair)")
+            #expect(
+                peer.agent.pairSnapshots.filter { $0.valid }.allSatisfy {
+                    $0.local.type == .relay || relays.contains($0.remote.address.host)
+                })
         }
         #expect(a.agent.localCandidates.contains { $0.type == .relay } && b.agent.localCandidates.contains { $0.type == .relay })
         let relayedBefore = turn.counters.toClients
@@ -212,7 +219,8 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
                 + "\(simulatedMilliseconds(b.changes.withLock { $0.last?.at }, since: start) ?? -1) ms (b): "
                 + "a \(a.agent.selectedPair.map { "\($0.local.type) -> \($0.remote.type)" } ?? "-"), "
                 + "b \(b.agent.selectedPair.map { "\($0.local.type) -> \($0.remote.type)" } ?? "-"); "
-                + "TURN: \(turn.counters.allocations) allocations, \(turn.counters.toPeers) to peers, \(turn.counters.toClients) to clients")
+                + "TURN: \(turn.counters.allocations) allocations, \(turn.counters.toPeers) to peers, \(turn.counters.toClients) to clients"
+        )
     }
 }
 
@@ -226,7 +234,11 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         let forwarder = network.bind(host(0, 3, port: 7000))
         let aAddress = a.address, bAddress = b.address
         forwarder.start(screen: nil) { [weak forwarder] bytes, from in
-            if from == aAddress { forwarder?.send(bytes, to: bAddress) } else if from == bAddress { forwarder?.send(bytes, to: aAddress) }
+            if from == aAddress {
+                forwarder?.send(bytes, to: bAddress)
+            } else if from == bAddress {
+                forwarder?.send(bytes, to: aAddress)
+            }
         }
         let low = ICECandidate(
             foundation: "fwd", priority: ICECandidate.priority(type: .host, localPreference: 1), address: forwarder.address,
@@ -285,7 +297,8 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         let bBack = simulatedMilliseconds(b.changedAt(to: a.address, after: healedAt), since: healedAt) ?? -1
         print(
             "simulated failover: cut at +0, a on the forwarder at \(aAfter) ms, b at \(bAfter) ms (bound \(lower)...\(upper)); "
-                + "healed: a direct again at \(aBack) ms, b at \(bBack) ms; a changed pairs \(a.agent.statistics.selectedPairChanges) times")
+                + "healed: a direct again at \(aBack) ms, b at \(bBack) ms; a changed pairs \(a.agent.statistics.selectedPairChanges) times"
+        )
         #expect(a.agent.statistics.selectedPairChanges >= 3)
     }
 
@@ -303,7 +316,9 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         let b = SimulatedICEPeer(network, host(0, 2, port: 5000), controlling: false, seed: 52, configure: configure)
         defer { a.close(); b.close() }
         simulatedICEConnect(a, b)
-        #expect(time.runUntil(timeout: .seconds(2), step: .milliseconds(1)) { a.agent.path.route != nil && b.agent.path.route != nil })
+        #expect(
+            time.runUntil(timeout: .seconds(2), step: .milliseconds(1)) { a.agent.path.route != nil && b.agent.path.route != nil }
+        )
         time.advance(by: .seconds(1))
         let cutAt = time.now
         network.setCut(a.address, true)
@@ -331,7 +346,10 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         let b = SimulatedICEPeer(network, host(0, 2, port: 5000), controlling: false, seed: 62)
         defer { a.close(); b.close() }
         simulatedICEConnect(a, b)
-        #expect(time.runUntil(timeout: .seconds(2), step: .milliseconds(1)) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
+        #expect(
+            time.runUntil(timeout: .seconds(2), step: .milliseconds(1)) {
+                a.agent.selectedPair != nil && b.agent.selectedPair != nil
+            })
         a.agent.setQuiet(true)
         time.advance(by: .milliseconds(500))
         let quiet0 = a.agent.statistics.checksSent
@@ -372,7 +390,9 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
     @Test func checksArePacedInPriorityOrderWithTriggeredChecksFirst() throws {
         let time = SimulatedTime()
         let network = VirtualNetwork(time: time)
-        let a = SimulatedICEPeer(network, host(0, 1, port: 5000), controlling: true, seed: 71) { $0.checkIntervalMilliseconds = 60 }
+        let a = SimulatedICEPeer(network, host(0, 1, port: 5000), controlling: true, seed: 71) {
+            $0.checkIntervalMilliseconds = 60
+        }
         defer { a.close() }
         let targets = (0..<16).map { SimulatedVictim(network, host(5, UInt8(1 + $0), port: 6000)) }
         for (i, t) in targets.enumerated() {
@@ -393,8 +413,10 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         targets[15].port.send(request, to: a.address)
         time.advance(by: .milliseconds(700) - (time.now - start))
         // The first arrival at each target is its new check (retransmissions come later).
-        let firsts = targets.enumerated().compactMap { i, t in t.arrivals.withLock { $0.first(where: \.request).map { (i, $0.at) } } }
-            .sorted { $0.1 < $1.1 }
+        let firsts = targets.enumerated().compactMap { i, t in
+            t.arrivals.withLock { $0.first(where: \.request).map { (i, $0.at) } }
+        }
+        .sorted { $0.1 < $1.1 }
         let order = firsts.map(\.0)
         let gaps = zip(firsts.dropFirst(), firsts).map { simulatedMilliseconds($0.0.1, since: $0.1.1) ?? -1 }
         print("simulated pacing (Ta 60 ms): order \(order), gaps \(gaps) ms in 700 ms")
@@ -457,14 +479,16 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         }
         let c = ICEAgentConfiguration(controlling: false)
         let bound = min(
-            c.maxUnansweredAddresses * c.unansweredSendsPerAddress, 2 * c.unansweredChecksPerSecond + 6 * c.unansweredChecksPerSecond)
+            c.maxUnansweredAddresses * c.unansweredSendsPerAddress,
+            2 * c.unansweredChecksPerSecond + 6 * c.unansweredChecksPerSecond)
         let byteBound = 2 * c.unansweredBytesPerSecond + 6 * c.unansweredBytesPerSecond
         let bounded = run(bounded: true)
         let open = run(bounded: false)
         print(
             "simulated victims got \(bounded.datagrams) datagrams (\(bounded.bytes) bytes) at \(bounded.addresses.count) of 31 addresses "
                 + "in 6 s; bound \(bound) datagrams, \(byteBound) bytes; \(bounded.withheld) checks withheld; peer connected at "
-                + "\(bounded.connectedAt ?? -1) ms; without the bound: \(open.datagrams) datagrams at \(open.addresses.count) addresses")
+                + "\(bounded.connectedAt ?? -1) ms; without the bound: \(open.datagrams) datagrams at \(open.addresses.count) addresses"
+        )
         #expect(bounded.connectedAt != nil, "the real peer did not connect")
         #expect(open.connectedAt != nil)
         #expect(bounded.datagrams <= bound)
@@ -507,7 +531,9 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
     @Test func floodIsRateLimited() throws {
         let time = SimulatedTime()
         let network = VirtualNetwork(time: time)
-        let a = SimulatedICEPeer(network, host(0, 1, port: 5000), controlling: false, seed: 101) { $0.bindingRequestsPerSecond = 10 }
+        let a = SimulatedICEPeer(network, host(0, 1, port: 5000), controlling: false, seed: 101) {
+            $0.bindingRequestsPerSecond = 10
+        }
         defer { a.close() }
         a.agent.start()
         let flooder = network.bind(host(0, 66, port: 6000))
@@ -526,7 +552,9 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         time.advance(by: .milliseconds(10))
         let second = answers.withLock { $0.count } - first
         let stats = a.agent.statistics
-        print("simulated flood (10/s): \(first) of 200 answered at once, \(second) of 200 after 10 ms more; \(stats.rateLimitedRequests) limited")
+        print(
+            "simulated flood (10/s): \(first) of 200 answered at once, \(second) of 200 after 10 ms more; \(stats.rateLimitedRequests) limited"
+        )
         #expect(first == 20)
         #expect(second == 0)
         #expect(answers.withLock { $0.allSatisfy { $0 <= size } })

@@ -492,7 +492,9 @@ package final class ICEAgent: @unchecked Sendable {
         onQueue {
             guard !self.closed, !self.reading else { return }
             self.reading = true
-            self.transport.startReceiving { [weak self] bytes, from, to in self?.received(bytes, from: from, to: to, otherDatagram) }
+            self.transport.startReceiving { [weak self] bytes, from, to in
+                self?.received(bytes, from: from, to: to, otherDatagram)
+            }
         }
     }
 

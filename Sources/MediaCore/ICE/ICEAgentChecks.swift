@@ -493,7 +493,8 @@ extension ICEAgent {
         tickPeriodMilliseconds = want
         if let timer {
             timer.schedule(
-                deadline: .now() + .milliseconds(want), repeating: .milliseconds(want), leeway: .milliseconds(want > fast ? 20 : 2))
+                deadline: .now() + .milliseconds(want), repeating: .milliseconds(want),
+                leeway: .milliseconds(want > fast ? 20 : 2))
         } else {
             scheduleTick(after: want)
         }
