@@ -1,6 +1,9 @@
-// The ICE agent over real loopback sockets: two agents in one process connect and carry media,
-// pick the best pair, resolve role conflicts, fail over and recover, lose consent; attacks with a
-// raw UDP socket (forged responses, unauthenticated requests, floods) are performed and refused.
+// The ICE agent over real loopback sockets: two agents in one process connect and carry media
+// over IPv4 and IPv6, pick the best pair, gather from the interfaces and a STUN server; attacks
+// with a raw UDP socket (forged responses, unauthenticated requests, garbage) are performed and
+// refused. Nothing here bounds time beyond "within a few seconds": what is timing (failover,
+// consent expiry, the quiet pace, role conflicts, pacing, the probe budget and the answering rate)
+// is tested on simulated time in MediaCoreTests' SimulatedICEAgent suites.
 import Foundation
 import MediaTestSupport
 import Synchronization
@@ -33,35 +36,6 @@ import Testing
         #expect(sa.checksSent > 0 && sa.responsesReceived > 0 && sa.checksAnswered > 0)
         #expect(sa.droppedResponses == 0 && sb.droppedResponses == 0 && sa.droppedRequests == 0 && sb.droppedRequests == 0)
         #expect(a.agent.isControlling && !b.agent.isControlling)
-    }
-
-    /// A quiet agent (a friends' link with no call) keeps its pair with a consent check every few
-    /// seconds instead of four a second; woken, it checks at once and at full pace again. Its
-    /// peer, at full pace throughout, answers either way and the pair stays selected on both.
-    @Test func aQuietAgentChecksConsentSeldomAndWakesAtOnce() throws {
-        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true)
-        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false)
-        defer { a.close(); b.close() }
-        iceConnect(a, b)
-        #expect(pollUntil(2) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
-        a.agent.setQuiet(true)
-        // Let checks in flight settle, then count two quiet seconds.
-        Thread.sleep(forTimeInterval: 0.5)
-        let quiet0 = a.agent.statistics.checksSent
-        Thread.sleep(forTimeInterval: 2)
-        let quiet = a.agent.statistics.checksSent - quiet0
-        // One valid pair at 2.5 s (x 0.8...1.2): at most one check in 2 s.
-        #expect(quiet <= 1, "\(quiet) checks while quiet")
-        #expect(a.agent.selectedPair != nil && b.agent.selectedPair != nil)
-
-        let woken0 = a.agent.statistics.checksSent
-        a.agent.setQuiet(false)
-        #expect(pollUntil(0.2) { a.agent.statistics.checksSent > woken0 }, "no check at once on waking")
-        Thread.sleep(forTimeInterval: 2)
-        let active = a.agent.statistics.checksSent - woken0
-        // 250 ms (x 0.8...1.2) for 2 s: about 8.
-        #expect(active >= 6, "\(active) checks in 2 s at full pace")
-        #expect(a.agent.selectedPair != nil && b.agent.selectedPair != nil)
     }
 
     /// Candidates and credentials in any order: B's candidates reach A before A starts, A's reach
@@ -147,71 +121,6 @@ import Testing
             let best = pairs.filter(\.valid).max { $0.priority < $1.priority }
             #expect(best?.selected == true, "\(pairs)")
         }
-    }
-
-    /// The direct path dies (every datagram on it lost): within 2 s both agents send on the
-    /// forwarded path and media flows again; when the direct path comes back, it is selected again.
-    @Test func failsOverWithinTwoSecondsAndComesBack() throws {
-        let (a, b, forwarder) = try Self.twoPaths()
-        defer { a.close(); b.close(); forwarder.stop() }
-        #expect(
-            pollUntil(3) { Self.bothPathsValidDirectSelected(a, b) })
-        let aAddress = a.address, bAddress = b.address
-        a.agent.dropFilterForTests = { $0 == bAddress }
-        b.agent.dropFilterForTests = { $0 == aAddress }
-        #expect(
-            pollUntil(2) {
-                a.agent.path.route?.peer == forwarder.address && b.agent.path.route?.peer == forwarder.address
-            }, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
-        a.sendMedia([0x80, 0xC1])
-        b.sendMedia([0x80, 0xC2])
-        #expect(pollUntil(1) { b.received(tagged: [0x80, 0xC1]).count == 5 && a.received(tagged: [0x80, 0xC2]).count == 5 })
-        #expect(b.received(tagged: [0x80, 0xC1]).allSatisfy { $0.from == forwarder.address })
-
-        a.agent.dropFilterForTests = nil
-        b.agent.dropFilterForTests = nil
-        #expect(
-            pollUntil(3) { a.agent.path.route?.peer == bAddress && b.agent.path.route?.peer == aAddress },
-            "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
-        a.sendMedia([0x80, 0xD1])
-        #expect(pollUntil(1) { b.received(tagged: [0x80, 0xD1]).count == 5 })
-        #expect(b.received(tagged: [0x80, 0xD1]).allSatisfy { $0.from == aAddress })
-        #expect(a.agent.statistics.selectedPairChanges >= 3)
-    }
-
-    /// With no answer on any pair for `consentExpirySeconds`, the route goes away (RFC 7675) and
-    /// the change is reported.
-    @Test func consentExpiryRemovesTheRoute() throws {
-        let configure: (inout ICEAgentConfiguration) -> Void = {
-            $0.consentExpirySeconds = 1.5; $0.failoverAfterMilliseconds = 500
-        }
-        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true, configure: configure)
-        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false, configure: configure)
-        defer { a.close(); b.close() }
-        iceConnect(a, b)
-        #expect(pollUntil(2) { a.agent.path.route != nil && b.agent.path.route != nil })
-        a.agent.dropFilterForTests = { _ in true }
-        b.agent.dropFilterForTests = { _ in true }
-        #expect(pollUntil(4) { a.agent.path.route == nil && b.agent.path.route == nil })
-        #expect(a.agent.selectedPair == nil && b.agent.selectedPair == nil)
-        #expect(a.changes.withLock { $0.last?.remote == nil } && b.changes.withLock { $0.last?.remote == nil })
-        #expect(a.agent.path.send(UnsafeRawBufferPointer(start: nil, count: 0), on: a.socket) == false)
-    }
-
-    /// Both agents think they are controlling (or both controlled): the tie-breakers settle it
-    /// (RFC 8445 §7.3.1.1), exactly one ends up controlling and both use the same pair.
-    @Test(arguments: [true, false])
-    func roleConflictResolves(bothControlling: Bool) throws {
-        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: bothControlling)
-        let b = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: bothControlling)
-        defer { a.close(); b.close() }
-        iceConnect(a, b)
-        #expect(pollUntil(3) { a.agent.selectedPair != nil && b.agent.selectedPair != nil })
-        #expect(a.agent.isControlling != b.agent.isControlling)
-        #expect(a.agent.statistics.roleSwitches + b.agent.statistics.roleSwitches >= 1)
-        #expect(a.agent.selectedPair?.remote.address == b.address && b.agent.selectedPair?.remote.address == a.address)
-        a.sendMedia([0x80, 0xE1])
-        #expect(pollUntil(1) { b.received(tagged: [0x80, 0xE1]).count == 5 })
     }
 
     /// An attacker who sees our checks to its address (a remote candidate it planted, with a higher
@@ -310,34 +219,6 @@ import Testing
         #expect(STUNMessage.hasValidIntegrity(check.bytes, key: STUNMessage.shortTermKey(password: rawPassword)))
     }
 
-    /// A flood of correctly signed requests is answered only up to the rate limit (a burst of twice
-    /// the rate, then the rate), the rest counted; no answer is larger than its request.
-    @Test func floodIsRateLimited() throws {
-        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: false) { $0.bindingRequestsPerSecond = 10 }
-        defer { a.close() }
-        a.startReading()
-        a.agent.start()
-        let raw = try UDPSocket(bindingTo: .loopbackIPv4(port: 0))
-        let me = "\(a.agent.localUfrag):flooder"
-        let started = Date()
-        var sizes: [[UInt8]: Int] = [:]
-        for _ in 0..<200 {
-            let r = iceBindingRequest(username: me, password: a.agent.localPassword, controlling: true)
-            sizes[r.message.transactionID] = r.bytes.count
-            _ = try r.bytes.withUnsafeBytes { try raw.send($0, to: a.address) }
-        }
-        let answers = iceReceiveAll(raw, seconds: 0.5)
-        let elapsed = Date().timeIntervalSince(started)
-        #expect(answers.count >= 20)
-        #expect(Double(answers.count) <= 20 + 10 * elapsed + 1)
-        for answer in answers {
-            let m = try STUNMessage(parsing: answer.bytes)
-            #expect(answer.bytes.count <= sizes[m.transactionID] ?? 0)
-        }
-        #expect(pollUntil(1) { a.agent.statistics.rateLimitedRequests + a.agent.statistics.checksAnswered == 200 })
-        #expect(a.agent.statistics.checksAnswered == answers.count)
-    }
-
     /// Remote candidates beyond `maxRemoteCandidates` and pairs beyond `maxPairs` are not kept.
     @Test func remoteStateIsBounded() throws {
         let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true) {
@@ -391,57 +272,6 @@ import Testing
         let hosts = candidates.filter { $0.type == .host }
         #expect(hosts.count == 2 && hosts[0].priority != hosts[1].priority && hosts[0].foundation != hosts[1].foundation)
         #expect(Set(candidates.map(\.foundation)).count == candidates.count)
-    }
-
-    /// New checks go out one per Ta, in pair-priority order, and a triggered check (for a request
-    /// that just arrived) goes before the ordinary ones still waiting.
-    @Test func checksArePacedInPriorityOrderWithTriggeredChecksFirst() throws {
-        let a = try ICETestPeer(bind: .loopbackIPv4(port: 0), controlling: true) { $0.checkIntervalMilliseconds = 60 }
-        defer { a.close() }
-        let targets = try (0..<16).map { _ in try UDPSocket(bindingTo: .loopbackIPv4(port: 0)) }
-        let addresses = try targets.map { try $0.localAddress() }
-        // Priorities descend with the index: target 0 first, target 15 last.
-        for (i, address) in addresses.enumerated() {
-            a.agent.addRemoteCandidate(
-                ICECandidate(
-                    foundation: "t\(i)", priority: ICECandidate.priority(type: .host, localPreference: UInt32(60000 - i * 100)),
-                    address: address, type: .host))
-        }
-        let remoteUfrag = "targets1", remotePassword = "targets-password-0123456789"
-        a.agent.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
-        a.startReading()
-        let started = Date()
-        a.agent.start()
-        var order: [Int] = []  // target index of each new transaction, in arrival order
-        var seen = Set<[UInt8]>()
-        var buffer = [UInt8](repeating: 0, count: 2048)
-        var triggeredAt: Int?
-        while Date().timeIntervalSince(started) < 0.7 {
-            for (i, t) in targets.enumerated() {
-                while (try? t.waitUntilReadable(timeoutMilliseconds: 0)) == true {
-                    guard let got = try? buffer.withUnsafeMutableBytes({ try t.receive(into: $0) }),
-                        let m = try? STUNMessage(parsing: Array(buffer[0..<got.count])), m.messageClass == .request
-                    else { continue }
-                    if seen.insert(m.transactionID).inserted { order.append(i) }
-                }
-            }
-            if triggeredAt == nil, order.count >= 2 {
-                // The last target asks first: its check must jump the queue.
-                triggeredAt = order.count
-                let r = iceBindingRequest(
-                    username: "\(a.agent.localUfrag):\(remoteUfrag)", password: a.agent.localPassword, controlling: false)
-                _ = try r.bytes.withUnsafeBytes { try targets[15].send($0, to: a.address) }
-            }
-            usleep(1000)
-        }
-        let elapsed = Date().timeIntervalSince(started)
-        #expect(order.count >= 4)
-        #expect(Double(order.count) <= elapsed / 0.060 + 2, "\(order.count) checks in \(elapsed) s")
-        let triggered = try #require(order.firstIndex(of: 15), "\(order)")
-        #expect(triggered <= (triggeredAt ?? 0) + 1, "\(order)")
-        let ordinary = order.filter { $0 != 15 }
-        #expect(ordinary == ordinary.sorted(), "\(order)")
-        #expect(ordinary.first == 0)
     }
 
     /// Without `hostAddresses`: a socket bound to every interface offers each up, non-loopback

@@ -58,7 +58,8 @@ package final class VirtualNetwork: @unchecked Sendable {
         }
     }
 
-    let time: SimulatedTime
+    /// The clock the network runs on.
+    package let time: SimulatedTime
     private let seed: UInt64
     private var ports: [SocketAddress: VirtualDatagramPort] = [:]
     private var links: [String: ImpairmentModel] = [:]
@@ -91,6 +92,11 @@ package final class VirtualNetwork: @unchecked Sendable {
     package func setCut(_ host: SocketAddress, _ cut: Bool) {
         if cut { cutHosts.insert(Self.host(host)) } else { cutHosts.remove(Self.host(host)) }
     }
+
+    /// Whether a datagram reaches an address inside a NAT from outside that NAT (true, the
+    /// default) or is dropped and counted in `filtered` (false: private addresses are not routed
+    /// between networks, so a peer's host candidate behind another NAT cannot be reached).
+    package var routesToPrivateAddresses = true
 
     /// Puts `insideHosts` behind a NAT whose outside address is `publicHost`.
     package func addNAT(publicHost: SocketAddress, behaviour: NATBehaviour, insideHosts: [SocketAddress]) {
@@ -129,6 +135,10 @@ package final class VirtualNetwork: @unchecked Sendable {
         var from = source
         let sourceNAT = nat(inside: source)
         let destinationNAT = nat(inside: destination)
+        if !routesToPrivateAddresses, let d = destinationNAT, d !== sourceNAT {
+            counters.filtered += 1
+            return
+        }
         if let n = sourceNAT, n !== destinationNAT {
             from = outbound(n, inside: source, to: destination)
         }

@@ -126,10 +126,13 @@ package struct ICEAgentStatistics: Sendable, Equatable {
 }
 
 /// One ICE agent (see the file comment). Thread rule: every method from any thread; callbacks
-/// run on the agent's private queue, one at a time. Cost: a few STUN transactions per pair per
-/// second; nothing on the media path but `path`.
-/// Sendable: the agent state (`var`s, TURN clients, timers) is used only on `queue` (and in deinit); what other
-/// threads read or set lives in the `shared` Mutex; `backlog` is atomic; the rest are `let`s.
+/// run on the agent's private queue, one at a time. An agent made with `init(transport:configuration:scheduler:)`
+/// has no queue: its scheduler's serial context is its queue, and every method is called there
+/// (the test's thread on a simulated clock). Cost: a few STUN transactions per pair per second;
+/// nothing on the media path but `path`.
+/// Sendable: the agent state (`var`s, TURN clients, timers) is used only on its context (`queue`,
+/// or the scheduler's thread; and in deinit); what other threads read or set lives in the
+/// `shared` Mutex; `backlog` is atomic; the rest are `let`s.
 package final class ICEAgent: @unchecked Sendable {
     package let configuration: ICEAgentConfiguration
     /// Our ufrag (4+ characters) and password (22+ characters), random (RFC 8445 §5.3).
@@ -161,13 +164,23 @@ package final class ICEAgent: @unchecked Sendable {
 
     // MARK: Queue state (only on `queue`)
 
-    let socket: UDPSocket
+    /// The UDP socket of an agent made with `init(socket:configuration:)` (its TURN clients over
+    /// UDP send on it); nil for an agent on another transport.
+    let socket: UDPSocket?
+    /// Where checks, answers and server requests go and datagrams come from (the socket's
+    /// `ICESocketTransport` in production).
+    let transport: any ICEDatagramTransport
+    /// The clock of every deadline (checks, RTOs, Ta, keepalives, consent, failover, the relay
+    /// check delay, gathering, the probe budget and rate limits): `MonotonicTime.now` on `queue`
+    /// in production, or the injected one.
+    let scheduler: any TaskScheduler
     /// The socket is bound to a wildcard address: each check, answer and media packet then names
     /// its local address (the pair's base, or where a request arrived) instead of leaving from
     /// the kernel's route, so every host candidate of a host with several addresses answers as
     /// itself (RFC 8445 §7.2.5.2.1 fails a check answered from another address).
     let sendsFromBase: Bool
-    let queue: DispatchQueue
+    /// The agent's own serial queue (nil when its scheduler is its context).
+    let queue: DispatchQueue?
     let queueKey = DispatchSpecificKey<UInt8>()
     /// Our 64-bit tie-breaker (RFC 8445 §7.1.1).
     let tieBreaker: UInt64
@@ -213,38 +226,77 @@ package final class ICEAgent: @unchecked Sendable {
     static let maxOutstandingPerPair = 8
     var channels: [String: UInt16] = [:]
     var timer: DispatchSourceTimer?
+    /// The next tick of an agent without a queue (on its scheduler).
+    var scheduledTick: ScheduledWork?
     /// The tick's period now (`retime`), and whether the agent is quiet (`setQuiet`). On the queue.
     var tickPeriodMilliseconds = 0
     var quiet = false
     /// When the agent last left quiet (`setQuiet(false)`). On the queue.
     var wokeAt = MonotonicTime.zero
-    var readSource: DispatchSourceRead?
-    var readBuffer = [UInt8](repeating: 0, count: 65536)
+    var reading = false
+    /// The keepalive jitter's generator when the agent was given a seed (else the system's).
+    var jitter: ImpairmentModel.Generator?
     var prflxCount = 0
 
     /// `socket`: the bound UDP socket every check and all media use; its datagrams that are not
     /// RTP/RTCP must reach `handleDatagram`.
-    package init(socket: UDPSocket, configuration: ICEAgentConfiguration) {
+    package convenience init(socket: UDPSocket, configuration: ICEAgentConfiguration) {
+        let queue = DispatchQueue(label: "revue.ice-agent")
+        self.init(
+            socket: socket, transport: ICESocketTransport(socket: socket, queue: queue), queue: queue,
+            scheduler: DispatchTaskScheduler(queue: queue), configuration: configuration)
+    }
+
+    /// An agent on another transport (an endpoint of a simulated network in tests), whose timers
+    /// and clock are `scheduler`'s and whose context is the scheduler's serial context: every
+    /// method is called there, and datagrams arrive there through `transport`. Its TURN clients
+    /// (UDP servers only: a transport other than a socket carries no TURN over TCP or TLS) send
+    /// through `transport` and run on `scheduler` too. `seed`, when given, draws the tie-breaker
+    /// and the keepalive jitter from a generator seeded with it (not for production: the
+    /// tie-breaker is then guessable), so that a simulated run repeats exactly.
+    package convenience init(
+        transport: any ICEDatagramTransport, configuration: ICEAgentConfiguration, scheduler: any TaskScheduler,
+        seed: UInt64? = nil
+    ) {
+        self.init(
+            socket: nil, transport: transport, queue: nil, scheduler: scheduler, configuration: configuration,
+            seed: seed)
+    }
+
+    private init(
+        socket: UDPSocket?, transport: any ICEDatagramTransport, queue: DispatchQueue?, scheduler: any TaskScheduler,
+        configuration: ICEAgentConfiguration, seed: UInt64? = nil
+    ) {
         self.configuration = configuration
         self.socket = socket
-        sendsFromBase = (try? socket.localAddress())?.isUnspecified ?? false
+        self.transport = transport
+        self.scheduler = scheduler
+        self.queue = queue
+        sendsFromBase = transport.boundAddress?.isUnspecified ?? false
         localUfrag = Self.randomICEString(8)
         localPassword = Self.randomICEString(24)
         localKey = STUNMessage.shortTermKey(password: localPassword)
         var t: UInt64 = 0
-        withUnsafeMutableBytes(of: &t) { RandomBytes.fill($0) }
+        if let seed {
+            var g = ImpairmentModel.Generator(seed: seed)
+            t = g.next()
+            jitter = g
+        } else {
+            withUnsafeMutableBytes(of: &t) { RandomBytes.fill($0) }
+        }
         tieBreaker = t
         controlling = configuration.controlling
-        queue = DispatchQueue(label: "revue.ice-agent")
-        bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: .now)
-        probeBudget = ICEProbeBudget(configuration: configuration, now: .now)
-        queue.setSpecific(key: queueKey, value: 1)
+        let now = scheduler.now
+        bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: now)
+        probeBudget = ICEProbeBudget(configuration: configuration, now: now)
+        queue?.setSpecific(key: queueKey, value: 1)
         shared.withLock { $0.controlling = configuration.controlling }
     }
 
     deinit {
         timer?.cancel()
-        readSource?.cancel()
+        scheduledTick?.cancel()
+        if reading { transport.stopReceiving() }
         for t in turns { t.close() }
     }
 
@@ -299,27 +351,27 @@ package final class ICEAgent: @unchecked Sendable {
 
     /// Starts gathering (host candidates at once) and, once remote credentials are set, checks.
     package func start() {
-        queue.async { self.startOnQueue() }
+        later { self.startOnQueue() }
     }
 
     /// The peer's ufrag and password (from its offer or answer); checks start once they are known.
     /// Requests that arrived before (answered when their MESSAGE-INTEGRITY was ours) are checked
     /// back then. New values replace the old ones for every later check.
     package func setRemoteCredentials(ufrag: String, password: String) {
-        queue.async { self.setRemoteCredentialsOnQueue(ufrag: ufrag, password: password) }
+        later { self.setRemoteCredentialsOnQueue(ufrag: ufrag, password: password) }
     }
 
     /// A candidate of the peer (trickled, any order, before or after `start`). Beyond
     /// `maxRemoteCandidates`, dropped and counted.
     package func addRemoteCandidate(_ candidate: ICECandidate) {
-        queue.async { self.addRemoteCandidateOnQueue(candidate) }
+        later { self.addRemoteCandidateOnQueue(candidate) }
     }
 
     /// A datagram from the socket that is not RTP/RTCP (STUN, TURN ChannelData/control), with
     /// the local address it arrived at when known (`UDPDatagram.destination`).
     /// Copies it and handles it on the agent's queue (a bounded backlog; beyond it, dropped and counted).
     package func handleDatagram(_ bytes: UnsafeRawBufferPointer, from: SocketAddress, to local: SocketAddress? = nil) {
-        if DispatchQueue.getSpecific(key: queueKey) != nil {
+        if isOnContext {
             process(Array(bytes), from: from, to: local)
             return
         }
@@ -329,7 +381,7 @@ package final class ICEAgent: @unchecked Sendable {
             return
         }
         let copy = Array(bytes)
-        queue.async {
+        later {
             self.backlog.subtract(1, ordering: .relaxed)
             self.process(copy, from: from, to: local)
         }
@@ -420,27 +472,29 @@ package final class ICEAgent: @unchecked Sendable {
             self.closed = true
             self.timer?.cancel()
             self.timer = nil
-            self.readSource?.cancel()
-            self.readSource = nil
+            self.scheduledTick?.cancel()
+            self.scheduledTick = nil
+            if self.reading { self.transport.stopReceiving() }
+            self.reading = false
             for t in self.turns { t.close() }
             self.transactions.removeAll()
             self.triggeredQueue.removeAll()
         }
     }
 
-    /// Reads the socket on the agent's queue until `stopReading`: STUN and TURN datagrams (first
-    /// byte 0-3 or 64-79, RFC 7983) go to the agent, the others to `otherDatagram` (called on the
-    /// agent's queue). For before a media receive pipeline owns the socket, and for tests. Call
-    /// `stopReading` (or `close`) before the socket is closed.
+    /// Reads the transport (the socket) on the agent's context until `stopReading`: STUN and TURN
+    /// datagrams (first byte 0-3 or 64-79, RFC 7983) go to the agent, the others to
+    /// `otherDatagram` (called on the agent's context). For before a media receive pipeline owns
+    /// the socket, and for tests. Call `stopReading` (or `close`) before the socket is closed.
     /// Thread rule: any thread (waits for the agent's queue). Cost: one read source; a `recvfrom`
     /// and a copy per datagram.
     package func startReading(otherDatagram: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)? = nil) {
         onQueue {
-            guard !self.closed, self.readSource == nil else { return }
-            let source = DispatchSource.makeReadSource(fileDescriptor: self.socket.descriptor, queue: self.queue)
-            source.setEventHandler { [weak self] in self?.readAvailable(otherDatagram) }
-            self.readSource = source
-            source.resume()
+            guard !self.closed, !self.reading else { return }
+            self.reading = true
+            self.transport.startReceiving { [weak self] bytes, from, to in
+                self?.received(bytes, from: from, to: to, otherDatagram)
+            }
         }
     }
 
@@ -448,34 +502,39 @@ package final class ICEAgent: @unchecked Sendable {
     /// Thread rule: any thread (waits for the agent's queue). Cost: none.
     package func stopReading() {
         onQueue {
-            self.readSource?.cancel()
-            self.readSource = nil
+            if self.reading { self.transport.stopReceiving() }
+            self.reading = false
         }
     }
 
     // MARK: Plumbing
 
-    /// Runs `body` on the queue now: directly when already on it, else with `sync`.
+    /// Whether the caller runs on the agent's context: on its queue, or (an agent without one)
+    /// anywhere, since its scheduler's context is the only thread that calls it.
+    var isOnContext: Bool { queue == nil || DispatchQueue.getSpecific(key: queueKey) != nil }
+
+    /// Runs `body` on the agent's context now: directly when already on it, else with `sync`.
     func onQueue(_ body: () -> Void) {
-        if DispatchQueue.getSpecific(key: queueKey) != nil { body() } else { queue.sync(execute: body) }
+        if isOnContext { body() } else { queue!.sync(execute: body) }
     }
 
-    private func readAvailable(_ other: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)?) {
-        guard readSource != nil else { return }
-        guard socket.descriptor >= 0 else { return }
-        for _ in 0..<64 {
-            guard let r = try? readBuffer.withUnsafeMutableBytes({ try socket.receiveWithDestination(into: $0, wait: false) }),
-                r.count > 0
-            else { return }
-            let n = r.count
-            guard let from = r.source else { continue }
-            if let drop = shared.withLock({ $0.dropFilter }), drop(from) { continue }
-            let first = readBuffer[0]
-            if first < 4 || (64...79).contains(first) {
-                process(Array(readBuffer[0..<n]), from: from, to: r.destination)
-            } else if let other {
-                readBuffer.withUnsafeBytes { other(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from) }
-            }
+    /// Runs `body` on the agent's context after the current work: `queue.async`, or work due now
+    /// on the scheduler.
+    func later(_ body: @escaping @Sendable () -> Void) {
+        if let queue { queue.async(execute: body) } else { scheduler.schedule(after: .zero, body) }
+    }
+
+    /// A datagram from `startReading`'s transport.
+    private func received(
+        _ bytes: UnsafeRawBufferPointer, from: SocketAddress, to: SocketAddress?,
+        _ other: (@Sendable (UnsafeRawBufferPointer, SocketAddress) -> Void)?
+    ) {
+        guard reading, let first = bytes.first else { return }
+        if let drop = shared.withLock({ $0.dropFilter }), drop(from) { return }
+        if first < 4 || (64...79).contains(first) {
+            process(Array(bytes), from: from, to: to)
+        } else if let other {
+            other(bytes, from)
         }
     }
 

@@ -58,7 +58,7 @@ extension ICEAgent {
             bump(\.droppedRequests)
             return
         }
-        let now = MonotonicTime.now
+        let now = scheduler.now
         guard bucket.take(now: now) else {
             bump(\.rateLimitedRequests)
             return
@@ -101,8 +101,8 @@ extension ICEAgent {
     /// pair's local candidate is the one whose base the request arrived at (`local`), when known.
     func learnFromRequest(from: SocketAddress, to local: SocketAddress? = nil, relay: Int?, priority: UInt32, useCandidate: Bool)
     {
-        guard !closed, relay != nil || (socket.carries(from.family) && !configuration.relayOnly) else { return }
-        let now = MonotonicTime.now
+        guard !closed, relay != nil || (transport.carries(from.family) && !configuration.relayOnly) else { return }
+        let now = scheduler.now
         probeBudget.noteRequest(from: from, relay: relay)
         var remote = remotes.first { $0.address == from }
         if remote == nil {
@@ -175,7 +175,7 @@ extension ICEAgent {
         if let relay {
             turns[relay].send(bytes, to: to)
         } else {
-            bytes.withUnsafeBytes { _ = try? socket.send($0, to: to, from: sendsFromBase ? local : nil) }
+            bytes.withUnsafeBytes { _ = transport.send($0, to: to, from: sendsFromBase ? local : nil) }
         }
     }
 
@@ -248,7 +248,7 @@ extension ICEAgent {
         transactions[m.transactionID] = nil
         bump(\.responsesReceived)
         probeBudget.noteAnswer(from: from)
-        let now = MonotonicTime.now
+        let now = scheduler.now
         let pair = t.pair
         guard pairs.contains(where: { $0 === pair }) else { return }
         if m.messageClass == .errorResponse {
@@ -322,7 +322,8 @@ extension ICEAgent {
     /// The time until a valid pair's next keepalive: the configured interval times 0.8...1.2.
     func keepaliveInterval() -> Duration {
         let base = quiet ? configuration.quietKeepaliveIntervalMilliseconds : configuration.keepaliveIntervalMilliseconds
-        let ms = Double(max(10, base)) * Double.random(in: 0.8...1.2)
+        let factor = jitter != nil ? Double.random(in: 0.8...1.2, using: &jitter!) : Double.random(in: 0.8...1.2)
+        let ms = Double(max(10, base)) * factor
         return .nanoseconds(Int64(ms * 1e6))
     }
 
@@ -340,7 +341,7 @@ extension ICEAgent {
             // Media names its source only where the kernel's route would pick another one: a
             // named source costs a `sendmsg` with control data per packet instead of a `sendto`.
             let base = pair.local.base
-            let named = sendsFromBase && !(socket.routeSource(toward: pair.remote.address).map { sameHost($0, base) } ?? false)
+            let named = sendsFromBase && !(transport.routeSource(toward: pair.remote.address).map { sameHost($0, base) } ?? false)
             route = .direct(pair.remote.address, from: named ? base : nil)
         }
         selected = pair
@@ -412,7 +413,7 @@ extension ICEAgent {
 
     func tick() {
         guard !closed else { return }
-        let now = MonotonicTime.now
+        let now = scheduler.now
         // A new check first: it goes before retransmissions when the rate toward unanswered
         // addresses leaves room for only one.
         if remoteUfrag != nil { sendNextCheck(now: now) }
@@ -454,7 +455,7 @@ extension ICEAgent {
             serverTransactions[i].rto *= 2
             serverTransactions[i].nextAt = now + serverTransactions[i].rto
             let s = serverTransactions[i]
-            s.bytes.withUnsafeBytes { _ = try? socket.send($0, to: s.server.address) }
+            s.bytes.withUnsafeBytes { _ = transport.send($0, to: s.server.address, from: nil) }
         }
         checkGatheringComplete(now: now)
         guard remoteUfrag != nil else { return }
@@ -485,13 +486,30 @@ extension ICEAgent {
     /// Sets the tick: the check pacing (Ta), or `quietTickMilliseconds` while quiet with no check
     /// work. On the queue; cheap when nothing changes.
     func retime() {
-        guard let timer, !closed else { return }
+        guard timer != nil || scheduledTick != nil, !closed else { return }
         let fast = max(5, min(100, configuration.checkIntervalMilliseconds))
         let want = quiet && !hasCheckWork ? max(fast, configuration.quietTickMilliseconds) : fast
         guard want != tickPeriodMilliseconds else { return }
         tickPeriodMilliseconds = want
-        timer.schedule(
-            deadline: .now() + .milliseconds(want), repeating: .milliseconds(want), leeway: .milliseconds(want > fast ? 20 : 2))
+        if let timer {
+            timer.schedule(
+                deadline: .now() + .milliseconds(want), repeating: .milliseconds(want),
+                leeway: .milliseconds(want > fast ? 20 : 2))
+        } else {
+            scheduleTick(after: want)
+        }
+    }
+
+    /// Without a queue: the next tick `milliseconds` from now on the scheduler (replacing the one
+    /// pending), each tick arming the one after it at the period then in force, as the repeating
+    /// dispatch timer of an agent with a queue does.
+    func scheduleTick(after milliseconds: Int) {
+        scheduledTick?.cancel()
+        scheduledTick = scheduler.schedule(after: .milliseconds(milliseconds)) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.scheduleTick(after: self.tickPeriodMilliseconds)
+            self.tick()
+        }
     }
 
     /// Slower upkeep for a path that carries little, such as a friends' link with no call on it
@@ -505,7 +523,7 @@ extension ICEAgent {
             guard agent.quiet != quiet else { return }
             agent.quiet = quiet
             if !quiet {
-                let now = MonotonicTime.now
+                let now = agent.scheduler.now
                 for p in agent.pairs where p.valid { p.nextKeepaliveAt = now }
                 // Answers were expected only every few seconds: the failover window starts now.
                 agent.wokeAt = now
@@ -563,9 +581,10 @@ extension ICEAgent {
 
     /// Sends the next check now if the pacing allows, after the current handler returns.
     func kickChecks() {
-        queue.async { [weak self] in
-            self?.sendNextCheck(now: .now, early: true)
-            self?.retime()
+        later { [weak self] in
+            guard let self else { return }
+            self.sendNextCheck(now: self.scheduler.now, early: true)
+            self.retime()
         }
     }
 

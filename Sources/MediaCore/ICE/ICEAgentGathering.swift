@@ -17,11 +17,11 @@ extension ICEAgent {
     func startOnQueue() {
         guard !started, !closed else { return }
         started = true
-        let now = MonotonicTime.now
+        let now = scheduler.now
         gatheringDeadline = now + .seconds(8)
         if !configuration.relayOnly { gatherHost() }
         for server in configuration.servers
-        where server.kind == .stun && socket.carries(server.address.family) && !configuration.relayOnly {
+        where server.kind == .stun && transport.carries(server.address.family) && !configuration.relayOnly {
             var m = STUNMessage(method: .binding, class: .request)
             let name = "Revue ICE"
             m.appendText(
@@ -32,29 +32,47 @@ extension ICEAgent {
                 ICEServerTransaction(
                     server: server, transactionID: m.transactionID, bytes: bytes,
                     nextAt: now + .milliseconds(250), rto: .milliseconds(250)))
-            bytes.withUnsafeBytes { _ = try? socket.send($0, to: server.address) }
+            bytes.withUnsafeBytes { _ = transport.send($0, to: server.address, from: nil) }
         }
-        for server in configuration.servers
-        where server.kind == .turn
-            && (server.transport.isStream || socket.carries(server.address.family))
-        {
+        for server in configuration.servers where server.kind == .turn && canUseTURN(server) {
             startTURN(server)
         }
         let tick = max(5, min(100, configuration.checkIntervalMilliseconds))
-        let t = DispatchSource.makeTimerSource(queue: queue)
-        t.schedule(deadline: .now() + .milliseconds(tick), repeating: .milliseconds(tick), leeway: .milliseconds(2))
-        t.setEventHandler { [weak self] in self?.tick() }
-        timer = t
         tickPeriodMilliseconds = tick
-        t.resume()
+        if let queue {
+            let t = DispatchSource.makeTimerSource(queue: queue)
+            t.schedule(deadline: .now() + .milliseconds(tick), repeating: .milliseconds(tick), leeway: .milliseconds(2))
+            t.setEventHandler { [weak self] in self?.tick() }
+            timer = t
+            t.resume()
+        } else {
+            scheduleTick(after: tick)
+        }
         checkGatheringComplete()
         if remoteUfrag != nil { processEarlyRequests() }
     }
 
-    /// Starts an allocation on `server` (a TURN server) as the `turns.count`-th relay.
+    /// Whether a TURN server can be used: over TCP or TLS from an agent with a socket (the client
+    /// connects itself), over UDP when the transport carries the server's family.
+    func canUseTURN(_ server: ICEServer) -> Bool {
+        server.transport.isStream ? socket != nil : transport.carries(server.address.family)
+    }
+
+    /// Starts an allocation on `server` (a TURN server) as the `turns.count`-th relay: on the
+    /// socket and the agent's queue (its timers on a queue of its own, as before schedulers), or,
+    /// for an agent without a socket, through the transport and on the agent's scheduler.
     private func startTURN(_ server: ICEServer) {
         let index = turns.count
-        let client = TURNClient(server: server, socket: socket, queue: queue)
+        let client: TURNClient
+        if let socket, let queue {
+            client = TURNClient(server: server, socket: socket, queue: queue)
+        } else {
+            let transport = self.transport
+            let address = server.address
+            client = TURNClient(socketlessServer: server, scheduler: scheduler) { bytes in
+                _ = bytes.withUnsafeBytes { transport.send($0, to: address, from: nil) }
+            }
+        }
         client.onStateChange = { [weak self] state in self?.onQueueAsync { $0.turnStateChanged(index, state) } }
         client.onPeerData = { [weak self] peer, payload in
             let copy = Array(payload)
@@ -65,7 +83,7 @@ extension ICEAgent {
         // carries IPv6. A server without IPv6 relays answers with IPv4 alone.
         let ipv6 =
             locals.contains { $0.candidate.type == .host && $0.candidate.address.family == .ipv6 }
-            || (configuration.relayOnly && socket.carries(.ipv6))
+            || (configuration.relayOnly && transport.carries(.ipv6))
         client.relayFamilies = ipv6 ? .both : .ipv4
         turns.append(client)
         turnDone.append(false)
@@ -81,10 +99,9 @@ extension ICEAgent {
     /// pile up allocations). Thread rule: any thread (runs on the agent's queue). Cost: one
     /// allocation (a few STUN transactions) per new server.
     package func addServers(_ servers: [ICEServer]) {
-        queue.async {
+        later {
             guard self.started, !self.closed else { return }
-            for server in servers
-            where server.kind == .turn && (server.transport.isStream || self.socket.carries(server.address.family)) {
+            for server in servers where server.kind == .turn && self.canUseTURN(server) {
                 let inUse = self.turns.contains { t in
                     guard t.server.address == server.address, t.server.transport == server.transport else { return false }
                     switch t.state {
@@ -103,7 +120,7 @@ extension ICEAgent {
 
     /// Runs `body` on the queue: at once when already on it (TURN callbacks on our queue), else async.
     func onQueueAsync(_ body: @escaping @Sendable (ICEAgent) -> Void) {
-        if DispatchQueue.getSpecific(key: queueKey) != nil { body(self) } else { queue.async { body(self) } }
+        if isOnContext { body(self) } else { later { body(self) } }
     }
 
     /// RFC 8445 §5.1.2.1 local preference: IPv6 above IPv4 (RFC 8421), then the order of the
@@ -121,15 +138,15 @@ extension ICEAgent {
     }
 
     private func gatherHost() {
-        let bound = (try? socket.localAddress()) ?? (socket.family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0))
+        let bound = transport.boundAddress ?? (transport.family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0))
         var addresses: [SocketAddress]
         if let given = configuration.hostAddresses {
-            addresses = given.filter { socket.carries($0.family) }.map {
+            addresses = given.filter { transport.carries($0.family) }.map {
                 var a = $0; a.port = bound.port; return a
             }
         } else {
             addresses = ICEHostAddresses.addresses(
-                bound: bound, includeLoopback: ICEHostAddresses.isLoopback(bound), dualStack: socket.isDualStack)
+                bound: bound, includeLoopback: ICEHostAddresses.isLoopback(bound), dualStack: transport.isDualStack)
         }
         var seen = Set<SocketAddress>()
         addresses = addresses.filter { seen.insert($0).inserted }
@@ -174,7 +191,7 @@ extension ICEAgent {
         guard !t.done else { return }
         serverTransactions[index].done = true
         if m.messageClass == .successResponse, let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress),
-            socket.carries(mapped.family)
+            transport.carries(mapped.family)
         {
             addServerReflexive(mapped, server: t.server.address)
         }
@@ -200,7 +217,7 @@ extension ICEAgent {
                     address: a, type: .relay, relatedAddress: mapped)
                 addLocal(ICELocalCandidate(candidate: c, base: a, relay: index))
             }
-            if socket.carries(mapped.family) && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
+            if transport.carries(mapped.family) && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
             turnDone[index] = true
         case .failed, .closed:
             turnDone[index] = true

@@ -238,6 +238,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// injected; `timersOn` once `allocate()` armed them.
     private let scheduler: any TaskScheduler
     private let timersOn: Bool
+    /// `onStateChange` runs as work on `scheduler` (a socketless client given one: on a simulated
+    /// clock it then runs at the simulated time the state changed) instead of on `queue`.
+    private let announcesOnScheduler: Bool
     /// Guards everything below.
     private let lock = Lock()
     /// The tick scheduled next and when it is due (it may come early: a later deadline leaves an
@@ -292,6 +295,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         sendTap = nil
         self.scheduler = scheduler ?? DispatchTaskScheduler(queue: DispatchQueue(label: "revue.turn.timer"))
         timersOn = true
+        announcesOnScheduler = false
         serverName.initialize(to: sockaddr_storage())
         serverNameLength = server.address.write(into: serverName, socketFamily: socket.family)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
@@ -300,7 +304,8 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// A client without a socket, for the STUN fuzzer and tests on simulated time: everything it
     /// would send goes to `sendTap` (called under the client's lock: it must not call back into
     /// the client), datagrams come in through `handleDatagram`. Without `scheduler` nothing
-    /// happens with time; with one, every timer runs on it (a `SimulatedTime` in tests).
+    /// happens with time; with one, every timer and `onStateChange` runs on it (a `SimulatedTime`
+    /// in tests).
     package init(
         socketlessServer server: ICEServer, scheduler: (any TaskScheduler)? = nil, sendTap: @escaping @Sendable ([UInt8]) -> Void
     ) {
@@ -310,6 +315,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         self.sendTap = sendTap
         self.scheduler = scheduler ?? DispatchTaskScheduler(queue: DispatchQueue(label: "revue.turn.timer"))
         timersOn = scheduler != nil || server.transport.isStream
+        announcesOnScheduler = scheduler != nil
         serverName.initialize(to: sockaddr_storage())
         serverNameLength = server.address.write(into: serverName)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
@@ -322,7 +328,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         scratch.deallocate()
     }
 
-    /// Called on `queue` when `state` changes.
+    /// Called on `queue` (on the scheduler for a socketless client given one) when `state` changes.
     package var onStateChange: (@Sendable (State) -> Void)? {
         get { locked { stateHandler } }
         set { locked { stateHandler = newValue } }
@@ -899,7 +905,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private func setState(_ s: State) {
         guard s != current else { return }
         current = s
-        if let h = stateHandler { queue.async { h(s) } }
+        if let h = stateHandler {
+            if announcesOnScheduler { scheduler.schedule(after: .zero) { h(s) } } else { queue.async { h(s) } }
+        }
     }
 
     /// Under the lock: the allocation failed; everything stops.
