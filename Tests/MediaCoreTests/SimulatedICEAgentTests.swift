@@ -222,6 +222,54 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
                 + "TURN: \(turn.counters.allocations) allocations, \(turn.counters.toPeers) to peers, \(turn.counters.toClients) to clients"
         )
     }
+
+    /// TURN servers given to agents already running (credentials that arrive mid-call, from a
+    /// rendezvous node): between symmetric NATs nothing connects on STUN alone; once both agents
+    /// get the TURN server, each allocates, trickles its relayed candidate and the call goes
+    /// through the relay. The same server again starts nothing; ten more start only as many
+    /// relays as an agent may add in its life (`ICEAgent.maxAddedRelays`).
+    @Test func serversAddedToARunningAgentRelayTheCallWithinTheirBound() throws {
+        let time = SimulatedTime()
+        let network = VirtualNetwork(time: time, defaultLink: ImpairmentModel.Settings(delayMilliseconds: 10))
+        network.routesToPrivateAddresses = false
+        network.addNAT(publicHost: host(100, 1), behaviour: .symmetric, insideHosts: [host(1, 1)])
+        network.addNAT(publicHost: host(100, 2), behaviour: .symmetric, insideHosts: [host(2, 1)])
+        let stun = SimulatedSTUNServer(network: network, address: host(200, 1, port: 3478))
+        let turn = SimulatedTURNServer(network: network, address: host(200, 2, port: 3478))
+        let extra = (0..<10).map { SimulatedTURNServer(network: network, address: host(200, UInt8(10 + $0), port: 3478)) }
+        let a = SimulatedICEPeer(network, host(1, 1, port: 5000), controlling: true, seed: 41, servers: [stun.server])
+        let b = SimulatedICEPeer(network, host(2, 1, port: 5000), controlling: false, seed: 42, servers: [stun.server])
+        defer { a.close(); b.close(); stun.close(); turn.close(); for t in extra { t.close() } }
+        simulatedICEConnect(a, b)
+        time.advance(by: .seconds(3))
+        #expect(a.agent.path.route == nil && b.agent.path.route == nil, "connected without a relay: \(a.agent.pairSnapshots)")
+        let added = time.now
+        a.agent.addServers([turn.server])
+        b.agent.addServers([turn.server])
+        let done = time.runUntil(timeout: .seconds(5), step: .milliseconds(1)) {
+            (a.agent.path.route?.isRelayed ?? false) || (b.agent.path.route?.isRelayed ?? false)
+                ? a.agent.selectedPair != nil && b.agent.selectedPair != nil : false
+        }
+        #expect(done, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        let relayedAt = simulatedMilliseconds(a.changes.withLock { $0.last?.at }, since: added)
+        #expect(turn.counters.allocations == 2)
+        #expect(a.sendMedia([0x80, 0xA5]) == 5 && b.sendMedia([0x80, 0xB5]) == 5)
+        time.advance(by: .milliseconds(60))
+        #expect(b.received(tagged: [0x80, 0xA5]).count == 5 && a.received(tagged: [0x80, 0xB5]).count == 5)
+        // The same server again: in use, nothing new.
+        a.agent.addServers([turn.server])
+        time.advance(by: .seconds(1))
+        #expect(turn.counters.allocations == 2)
+        // Ten more: a has added one relay, so seven more start.
+        a.agent.addServers(extra.map(\.server))
+        time.advance(by: .seconds(2))
+        let extraAllocations = extra.map(\.counters.allocations).reduce(0, +)
+        #expect(extraAllocations == ICEAgent.maxAddedRelays - 1)
+        #expect(a.agent.localCandidates.filter { $0.type == .relay }.count == ICEAgent.maxAddedRelays)
+        print(
+            "simulated servers added mid-call: relayed route \(relayedAt ?? -1) ms after addServers; "
+                + "ten more servers gave \(extraAllocations) allocations (bound \(ICEAgent.maxAddedRelays) added relays)")
+    }
 }
 
 /// Consent, failover and the quiet pace, timed on the simulated clock.

@@ -196,6 +196,8 @@ package final class ICEAgent: @unchecked Sendable {
     var pairs: [ICECandidatePair] = []
     var triggeredQueue: [ICECandidatePair] = []
     var transactions: [[UInt8]: ICECheckTransaction] = [:]
+    /// Check transactions started in the agent's life (`ICECheckTransaction.serial`).
+    var transactionSerial: UInt64 = 0
     var serverTransactions: [ICEServerTransaction] = []
     var turns: [TURNClient] = []
     var turnDone: [Bool] = []

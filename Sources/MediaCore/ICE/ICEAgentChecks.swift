@@ -213,7 +213,7 @@ extension ICEAgent {
         }
         let outstanding = transactions.filter { $0.value.pair === pair }
         if outstanding.count >= Self.maxOutstandingPerPair,
-            let oldest = outstanding.min(by: { $0.value.startedAt < $1.value.startedAt })
+            let oldest = outstanding.min(by: { $0.value.startedBefore($1.value) })
         {
             transactions[oldest.key] = nil
         }
@@ -221,7 +221,8 @@ extension ICEAgent {
         transactions[m.transactionID] = ICECheckTransaction(
             pair: pair, bytes: bytes, destination: pair.remote.address, relay: pair.local.relay, kind: kind,
             nominate: nominate && controlling, sentControlling: controlling, prflxPriority: prflx,
-            rto: rto, nextAt: now + rto, startedAt: now)
+            rto: rto, nextAt: now + rto, startedAt: now, serial: transactionSerial)
+        transactionSerial &+= 1
         if kind == .check && !pair.valid { pair.state = .inProgress }
         transmit(bytes, to: pair.remote.address, relay: pair.local.relay, from: pair.local.base)
         bump(\.checksSent)
@@ -418,7 +419,7 @@ extension ICEAgent {
         // addresses leaves room for only one.
         if remoteUfrag != nil { sendNextCheck(now: now) }
         // Retransmissions and timeouts.
-        for (id, t) in transactions.sorted(by: { $0.value.startedAt < $1.value.startedAt }) where t.nextAt <= now {
+        for (id, t) in transactions.sorted(by: { $0.value.startedBefore($1.value) }) where t.nextAt <= now {
             var giveUp = t.kind == .keepalive || t.sends >= 6
             if !giveUp {
                 switch probeBudget.admit(t.destination, relay: t.relay, size: t.bytes.count, now: now) {

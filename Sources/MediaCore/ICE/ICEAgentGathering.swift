@@ -109,14 +109,15 @@ extension ICEAgent {
                     default: return true
                     }
                 }
-                guard !inUse, self.turns.count < self.configuration.servers.count + Self.maxAddedRelays else { continue }
+                let configured = self.configuration.servers.filter { $0.kind == .turn }.count
+                guard !inUse, self.turns.count < configured + Self.maxAddedRelays else { continue }
                 self.startTURN(server)
             }
         }
     }
 
     /// Relays `addServers` may start in an agent's life.
-    static let maxAddedRelays = 8
+    package static let maxAddedRelays = 8
 
     /// Runs `body` on the queue: at once when already on it (TURN callbacks on our queue), else async.
     func onQueueAsync(_ body: @escaping @Sendable (ICEAgent) -> Void) {

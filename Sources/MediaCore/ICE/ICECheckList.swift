@@ -87,6 +87,14 @@ struct ICECheckTransaction {
     var rto: Duration
     var nextAt: MonotonicTime
     let startedAt: MonotonicTime
+    /// Transactions started so far by the agent when this one started: orders those started at
+    /// the same instant (a dictionary's order differs between processes).
+    var serial: UInt64 = 0
+
+    /// Whether it started before `other`.
+    func startedBefore(_ other: ICECheckTransaction) -> Bool {
+        (startedAt, serial) < (other.startedAt, other.serial)
+    }
 }
 
 /// A Binding transaction to a STUN server for a server-reflexive candidate. Thread rule: the agent's queue.
