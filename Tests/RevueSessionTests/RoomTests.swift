@@ -3,8 +3,8 @@ import Testing
 
 @testable import RevueSession
 
-/// Rooms of in-process peers: the mesh, both delegate layers, messages, mute requests, tracks and
-/// modes (revue-events.md, videosdk-roles.md, skyway-ios-tutorial.md's join/leave behaviour).
+/// Rooms of in-process peers: the mesh, both delegate layers, messages, mute requests, tracks,
+/// participant modes and the join and leave events.
 @MainActor
 @Suite(.serialized) struct RoomTests {
     /// Invites `b` from `a` and waits until both see each other.

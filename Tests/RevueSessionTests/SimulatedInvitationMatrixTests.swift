@@ -1,5 +1,5 @@
-// The invitation matrix of revue-friends.md ("Inviting", "Why an invitation ended", "Delete a
-// friend") on simulated time: each side's event sequence, and when the deadlines fire. Links of
+// The invitation matrix (docs/session.md: inviting, why an invitation ended, deleting a friend)
+// on simulated time: each side's event sequence, and when the deadlines fire. Links of
 // 1 ms one way; the rooms' media legs are off (signalling only). Each test prints its figures,
 // which are the same in every run.
 import Foundation
