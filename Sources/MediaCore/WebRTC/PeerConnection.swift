@@ -197,6 +197,10 @@ package final class PeerConnection: @unchecked Sendable {
         var gatheringComplete = false
         var onStateChange: (@Sendable (PeerConnectionState) -> Void)?
         var onLocalCandidate: (@Sendable (JSEPCandidate) -> Void)?
+        var onGatheringComplete: (@Sendable () -> Void)?
+        var onSelectedPairChange: (@Sendable (_ selected: Bool) -> Void)?
+        /// Receive-only sections this side offers (no local track), with the mids given to them.
+        var receiveOnly: [JSEPTrack] = []
         var videoRenderer: PeerConnectionRendererSlot?
         var audioSink: (any AudioSink)?
         var audioStreamSink: (any AudioStreamSink)?
@@ -462,7 +466,7 @@ package final class PeerConnection: @unchecked Sendable {
             var j = t.jsep
             j.mid = s.mids[j.id]
             return j
-        } + s.detached
+        } + s.detached + s.receiveOnly
     }
 
     /// Records the mid of each live track's section in `description` (ours).
