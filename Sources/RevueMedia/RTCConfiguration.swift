@@ -106,7 +106,8 @@ public enum RTCIceTransportPolicy: String, Sendable, Hashable {
 
 /// How media sections share transports (W3C `RTCBundlePolicy`). This engine runs every section
 /// over one ICE and DTLS transport (BUNDLE, RFC 9143), so `.balanced` and `.maxBundle` behave
-/// the same; `.maxCompat` (a transport per section) is refused with `.notSupported`.
+/// the same: facing an offer without BUNDLE, only its first audio or video section is accepted.
+/// `.maxCompat` (a transport per section) is refused with `.notSupported`.
 /// Thread rule: a value type. Cost: none.
 public enum RTCBundlePolicy: String, Sendable, Hashable {
     /// Bundle when the peer does; this engine always offers one BUNDLE group.

@@ -390,7 +390,7 @@ public final class RTCPeerConnection: Sendable {
     /// Stops sending on a transceiver: its encoder stops now, and the next offer or answer makes
     /// its section receive only (make a new offer to tell the peer). Throws `.invalidState` for
     /// a transceiver that is not a live sending one of this connection.
-    /// Thread rule: any thread but the handlers. Cost: joins the encoder thread.
+    /// Thread rule: any thread, the handlers included. Cost: joins the encoder thread.
     public func removeTrack(_ transceiver: RTCRtpTransceiver) throws(RTCError) {
         guard let capturer: AnyObject = transceiver.videoCapturer ?? transceiver.audioCapturer else {
             throw .invalidState("a receive-only transceiver has no track")
@@ -568,7 +568,8 @@ public final class RTCPeerConnection: Sendable {
     }
 
     /// Ends the connection: stops media, sends DTLS close_notify, stops ICE, closes the socket.
-    /// Idempotent. Thread rule: any thread but the handlers. Cost: joins the media threads.
+    /// Idempotent. Thread rule: any thread, the handlers included (not the renderer or sink).
+    /// Cost: joins the media threads.
     public func close() {
         let wasOpen = state.withLock { s -> Bool in
             guard s.signaling != .closed else { return false }

@@ -12,7 +12,10 @@ import Synchronization
 #endif
 
 /// A WHIP endpoint: hands each offer `POST`ed to `path` to the program and answers with what it
-/// returns; each session gets a resource at `path/<id>` that `DELETE` ends.
+/// returns; each session gets a resource at `path/<id>` that `DELETE` ends. The answer carries
+/// every candidate (this endpoint takes no trickled candidates: `PATCH` gets 405), so answer
+/// with an `RTCPeerConnection` whose `gatheringWait` is not zero. Malformed or oversize requests
+/// get 400, 405, 413, 415 or 431 and never reach the program.
 /// Thread rule: `stop` from any thread; `answer` and `end` run on the server's connection threads
 /// (one per request, up to `maxConnections` at once), asynchronously from a task.
 /// Cost: one accept thread, plus one thread per open connection; a request is at most 8 KiB of
@@ -75,15 +78,14 @@ public final class WHIPServer: Sendable {
         _ = TransportThread(name: "revue.whip.accept") { [self] in acceptLoop() }
     }
 
-    /// Stops accepting and closes the listening socket; requests in progress finish.
-    /// Idempotent. Thread rule: any thread but `answer`/`end`. Cost: up to 100 ms.
+    /// Stops accepting and closes the listening socket; requests in progress finish. The server
+    /// runs (its accept thread keeps it) until this is called. Idempotent.
+    /// Thread rule: any thread but `answer`/`end`. Cost: up to 100 ms.
     public func stop() {
         guard !stopping.exchange(true, ordering: .relaxed) else { return }
         acceptDone.wait()
         close(fd)
     }
-
-    deinit { stop() }
 
     private func acceptLoop() {
         defer { acceptDone.signal() }
