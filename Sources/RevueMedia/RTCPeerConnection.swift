@@ -194,7 +194,7 @@ public final class RTCPeerConnection: Sendable {
         var ice = RTCIceConnectionState.new
         var gathering = RTCIceGatheringState.new
         /// Local candidates gathered before a local description was set (trickled once it is).
-        var pendingCandidates: [RTCIceCandidate] = []
+        var pendingCandidates: [JSEPCandidate] = []
         var localSet = false
         var gatheringDone = false
         var endTrickled = false
@@ -445,7 +445,7 @@ public final class RTCPeerConnection: Sendable {
     /// of local candidates starts. Throws `.invalidModification` for any other description,
     /// `.invalidState` out of order. Thread rule: any task. Cost: small.
     public func setLocalDescription(_ description: RTCSessionDescription) async throws(RTCError) {
-        let (signaling, flush) = try state.withLock { s throws(RTCError) -> (RTCSignalingState?, [RTCIceCandidate?]) in
+        let (signaling, flush) = try state.withLock { s throws(RTCError) -> (RTCSignalingState?, [JSEPCandidate?]) in
             guard s.signaling != .closed else { throw .invalidState("the connection is closed") }
             if s.local == description, s.created == nil { return (nil, []) }
             guard let created = s.created, created.type == description.type else {
@@ -460,7 +460,7 @@ public final class RTCPeerConnection: Sendable {
             s.local = description
             s.localSet = true
             s.signaling = description.type == .offer ? .haveLocalOffer : .stable
-            var flush: [RTCIceCandidate?] = s.pendingCandidates
+            var flush: [JSEPCandidate?] = s.pendingCandidates
             s.pendingCandidates = []
             if s.gatheringDone, !s.endTrickled {
                 s.endTrickled = true
@@ -469,7 +469,10 @@ public final class RTCPeerConnection: Sendable {
             return (s.signaling, flush)
         }
         if let signaling { emit { $0.signalingState?(signaling) } }
-        for c in flush { emit { $0.iceCandidate?(c) } }
+        for c in flush {
+            let candidate = c.map(trickled)
+            emit { $0.iceCandidate?(candidate) }
+        }
     }
 
     /// Makes the offer or answer the signalling state calls for and sets it (the W3C
@@ -594,20 +597,28 @@ public final class RTCPeerConnection: Sendable {
     }
 
     private func localCandidateGathered(_ c: JSEPCandidate) {
-        let local = engine.localDescription
-        let section = local?.media.firstIndex { !$0.isRejected }
-        let candidate = RTCIceCandidate(
-            candidate: "candidate:" + c.value, sdpMid: section.flatMap { local?.media[$0].mid } ?? "0",
-            sdpMLineIndex: section ?? 0,
-            usernameFragment: section.flatMap { local?.effectiveICE(of: local!.media[$0])?.usernameFragment })
         let now = state.withLock { s -> Bool in
             guard s.localSet else {
-                s.pendingCandidates.append(candidate)
+                s.pendingCandidates.append(c)
                 return false
             }
             return true
         }
-        if now { emit { $0.iceCandidate?(candidate) } }
+        if now {
+            let candidate = trickled(c)
+            emit { $0.iceCandidate?(candidate) }
+        }
+    }
+
+    /// `c` as it is trickled: under the first accepted section of the local description (the
+    /// BUNDLE tag; every section shares its transport) and the local ufrag.
+    private func trickled(_ c: JSEPCandidate) -> RTCIceCandidate {
+        let local = engine.localDescription
+        let index = local?.media.firstIndex { !$0.isRejected }
+        let section = index.flatMap { local?.media[$0] }
+        return RTCIceCandidate(
+            candidate: "candidate:" + c.value, sdpMid: section?.mid, sdpMLineIndex: index,
+            usernameFragment: section.flatMap { local?.effectiveICE(of: $0)?.usernameFragment })
     }
 
     private func gatheringCompleted() {

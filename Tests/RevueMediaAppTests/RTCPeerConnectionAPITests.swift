@@ -50,6 +50,7 @@ import Testing
                 $0.iceServers = [RTCIceServer(urls: ["turn:127.0.0.1"], username: "u", credential: "p")];
                 $0.iceTransportPolicy = .relay
             } == nil)
+        #expect(refusal { $0.localAddress = "::1" } == nil && refusal { $0.localAddress = "0.0.0.0" } == nil)
         for bad in ["http://127.0.0.1", "stun:", "stun:user@127.0.0.1", "turn:127.0.0.1?transport=sctp", "stun:127.0.0.1:99999"] {
             guard
                 case .invalidConfiguration? = refusal({
