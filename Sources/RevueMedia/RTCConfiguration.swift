@@ -3,6 +3,12 @@
 // needs beyond them (where the socket binds, the video size and bitrate).
 import MediaCore
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// A STUN or TURN server, as the W3C `RTCIceServer` names one: one or more URLs (RFC 7064
 /// `stun:host[:port]`, RFC 7065 `turn:host[:port][?transport=udp|tcp]` and `turns:host[:port]`)
 /// and, for TURN, a username and credential (RFC 8489 long-term credentials).
@@ -118,11 +124,44 @@ public enum RTCBundlePolicy: String, Sendable, Hashable {
     case maxBundle = "max-bundle"
 }
 
+/// A DTLS certificate and its private key (W3C `RTCCertificate`): an ECDSA P-256 key with a
+/// self-signed certificate. Give the same one to several connections (`RTCConfiguration.
+/// certificates`) and they all present one fingerprint, so a peer or a signalling service can
+/// recognise this endpoint across connections. The private key never leaves the process.
+/// Thread rule: any thread (immutable). Cost: `generate` takes about a millisecond; the key lives
+/// while this object or a connection made with it does.
+public final class RTCCertificate: Sendable, Hashable {
+    let identity: DTLSIdentity
+
+    private init(identity: DTLSIdentity) { self.identity = identity }
+
+    /// A fresh key and certificate valid for `expires` from now (rounded up to whole days,
+    /// 1 to 3650). Throws `.setup` when OpenSSL cannot make them.
+    public static func generate(expires: Duration = .seconds(30 * 86_400)) throws(RTCError) -> RTCCertificate {
+        let days = Int((RTCPeerConnection.seconds(expires) / 86_400).rounded(.up))
+        do { return RTCCertificate(identity: try DTLSIdentity(validityDays: max(1, min(days, 3650)))) } catch {
+            throw .setup("DTLS certificate: \(error)")
+        }
+    }
+
+    /// When the certificate stops being valid; a connection refuses an expired one.
+    public var expires: Date { identity.expires }
+
+    /// The certificate's fingerprint as `a=fingerprint` carries it: the algorithm (`sha-256`)
+    /// and the digest in colon-separated upper-case hex.
+    public var fingerprint: (algorithm: String, value: String) {
+        let parts = identity.fingerprint.sdpValue.split(separator: " ", maxSplits: 1)
+        return (String(parts[0]), String(parts.count > 1 ? parts[1] : ""))
+    }
+
+    /// Two certificates are equal when they are the same object (the same key).
+    public static func == (a: RTCCertificate, b: RTCCertificate) -> Bool { a === b }
+    /// Hashes the object's identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
 /// The settings of an `RTCPeerConnection`, fixed when it is made (W3C `RTCConfiguration`, plus
 /// the engine's own settings at the end). Thread rule: a value type. Cost: none.
-///
-/// Certificates: each connection makes a fresh ECDSA P-256 certificate for DTLS; this engine
-/// cannot take one supplied by the program (the W3C `certificates` member).
 public struct RTCConfiguration: Sendable, Hashable {
     /// STUN and TURN servers to gather candidates from.
     public var iceServers: [RTCIceServer] = []
@@ -130,6 +169,9 @@ public struct RTCConfiguration: Sendable, Hashable {
     public var iceTransportPolicy: RTCIceTransportPolicy = .all
     /// How sections share transports (see `RTCBundlePolicy`).
     public var bundlePolicy: RTCBundlePolicy = .balanced
+    /// The DTLS certificate to present (at most one: this engine has one DTLS identity per
+    /// connection); empty: a fresh certificate per connection.
+    public var certificates: [RTCCertificate] = []
     /// The address the connection's one UDP socket binds (port 0: a free port). The wildcard
     /// `0.0.0.0` (or `::`, both families) offers every up interface address; a loopback
     /// address offers only itself (two peers on one machine).

@@ -7,6 +7,12 @@ import Dispatch
 import MediaCore
 import Synchronization
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// The overall state of a connection (W3C `RTCPeerConnectionState`). This engine fails a
 /// connection whose selected pair stops answering, so it never reports `disconnected`.
 /// Thread rule: a value type. Cost: none.
@@ -205,10 +211,11 @@ public final class RTCPeerConnection: Sendable {
     }
     private let state = Mutex(State())
 
-    /// Makes a connection: binds its UDP socket, makes its DTLS certificate and resolves the ICE
-    /// servers' names. Throws `.invalidConfiguration` for a malformed server URL, TURN without
-    /// credentials, `.relay` without a TURN server, an address that does not parse or a video
-    /// size or bitrate out of range; `.notSupported` for `.maxCompat`; `.setup` when the socket
+    /// Makes a connection: binds its UDP socket, makes its DTLS certificate (unless one is
+    /// given) and resolves the ICE servers' names. Throws `.invalidConfiguration` for a malformed
+    /// server URL, TURN without credentials, `.relay` without a TURN server, an expired
+    /// certificate, an address that does not parse or a video size or bitrate out of range;
+    /// `.notSupported` for `.maxCompat` or more than one certificate; `.setup` when the socket
     /// cannot be bound. Thread rule: any thread. Cost: a socket, an ECDSA key (about a
     /// millisecond), a `getaddrinfo` per server host name.
     public init(configuration: RTCConfiguration = RTCConfiguration()) throws(RTCError) {
@@ -218,6 +225,13 @@ public final class RTCPeerConnection: Sendable {
         }
         var c = PeerConnectionConfiguration()
         for server in configuration.iceServers { c.iceServers += try server.engineServers() }
+        guard configuration.certificates.count <= 1 else {
+            throw .notSupported("more than one certificate: this engine presents one DTLS identity")
+        }
+        if let certificate = configuration.certificates.first {
+            guard certificate.expires > Date() else { throw .invalidConfiguration("the certificate expired") }
+            c.certificate = certificate.identity
+        }
         c.relayOnly = configuration.iceTransportPolicy == .relay
         if c.relayOnly, !c.iceServers.contains(where: { $0.kind == .turn }) {
             throw .invalidConfiguration("iceTransportPolicy relay needs a TURN server")

@@ -34,7 +34,11 @@ struct RTCLoopbackCallTests {
     }
 
     @Test func twoPeersTrickleAndExchangeVideoAndAudioBothWays() async throws {
-        let a = try RTCPeerConnection(configuration: Self.configuration())
+        // a presents a certificate of its own making; DTLS must verify it by its fingerprint.
+        let certificate = try RTCCertificate.generate()
+        var configurationA = Self.configuration()
+        configurationA.certificates = [certificate]
+        let a = try RTCPeerConnection(configuration: configurationA)
         let b = try RTCPeerConnection(configuration: Self.configuration())
         defer {
             a.close()
@@ -67,6 +71,7 @@ struct RTCLoopbackCallTests {
 
         // Offer/answer, every candidate by trickle.
         let offer = try await a.createOffer()
+        #expect(offer.sdp.contains("a=fingerprint:sha-256 \(certificate.fingerprint.value)\r\n"))
         try await a.setLocalDescription(offer)
         try await b.setRemoteDescription(Self.withoutCandidates(offer))
         let answer = try await b.createAnswer()

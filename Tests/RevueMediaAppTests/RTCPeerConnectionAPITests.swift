@@ -199,6 +199,32 @@ import Testing
         }
     }
 
+    @Test func aGeneratedCertificateGivesConnectionsOneFingerprint() async throws {
+        let certificate = try RTCCertificate.generate(expires: .seconds(86_400))
+        #expect(certificate.fingerprint.algorithm == "sha-256" && certificate.fingerprint.value.count == 32 * 3 - 1)
+        #expect(certificate.expires > Date() && certificate.expires < Date().addingTimeInterval(2 * 86_400))
+        var c = Self.loopback()
+        c.certificates = [certificate]
+        var fingerprints: [String] = []
+        for configuration in [c, c, Self.loopback()] {
+            let pc = try RTCPeerConnection(configuration: configuration)
+            defer { pc.close() }
+            try pc.addTrack(.audio)
+            let offer = try await pc.createOffer()
+            fingerprints += offer.sdp.components(separatedBy: "\r\n").filter { $0.hasPrefix("a=fingerprint:") }.prefix(1)
+        }
+        let expected = "a=fingerprint:sha-256 \(certificate.fingerprint.value)"
+        #expect(fingerprints.count == 3 && fingerprints[0] == expected && fingerprints[1] == expected, "\(fingerprints)")
+        #expect(fingerprints[2] != expected, "a connection without the certificate made its own")
+        c.certificates = [certificate, try RTCCertificate.generate()]
+        do {
+            _ = try RTCPeerConnection(configuration: c)
+            Issue.record("two certificates were accepted")
+        } catch {
+            guard case .notSupported = error else { throw error }
+        }
+    }
+
     @Test func statsValuesAndReportLookups() {
         let r = RTCStatsReport(records: [
             RTCStats(id: "x", type: .inboundRTP, timestamp: 1, members: ["packetsReceived": .int(7), "jitter": .double(0.5)]),
