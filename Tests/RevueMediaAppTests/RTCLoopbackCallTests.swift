@@ -203,6 +203,72 @@ struct RTCLoopbackCallTests {
     }
 }
 
+extension RTCLoopbackCallTests {
+    /// One offer/answer exchange with every candidate in the descriptions (no trickle).
+    static func exchange(_ offerer: RTCPeerConnection, _ answerer: RTCPeerConnection) async throws {
+        try await offerer.setLocalDescription()
+        try await answerer.setRemoteDescription(try #require(offerer.localDescription))
+        try await answerer.setLocalDescription()
+        try await offerer.setRemoteDescription(try #require(answerer.localDescription))
+    }
+
+    /// a offers audio and a receive-only video section, which b's video track answers (b → a
+    /// video); then a adds a video track and offers again, and b, with no second track, receives
+    /// it (a → b video). Each direction's frames are identified as the right sender's at ≥ 30 dB.
+    @Test func receiveOnlySectionThenVideoAddedByRenegotiation() async throws {
+        var configuration = Self.configuration()
+        configuration.gatheringWait = .seconds(2)
+        let a = try RTCPeerConnection(configuration: configuration)
+        let b = try RTCPeerConnection(configuration: configuration)
+        defer {
+            a.close()
+            b.close()
+        }
+        let logA = EventLog(), logB = EventLog()
+        logA.attach(to: a)
+        logB.attach(to: b)
+        let probeA = MediaProbe(), probeB = MediaProbe()
+        a.remoteVideoRenderer = probeA
+        b.remoteVideoRenderer = probeB
+        try a.addTrack(.audio)
+        let viewer = try a.addTransceiver(.video, direction: .recvonly)
+        try b.addTrack(.audio)
+        let bVideo = try b.addTrack(.video)
+
+        try await Self.exchange(a, b)
+        #expect(await waitFor(timeout: 20) { a.connectionState == .connected && b.connectionState == .connected })
+        let offer = try #require(a.localDescription).sdp
+        #expect(offer.contains("a=mid:\(viewer.mid ?? "?")\r\n") && offer.contains("a=recvonly"))
+        let feedB = PatternFeeder(
+            video: bVideo.videoCapturer, audio: nil, width: Self.width, height: Self.height, tone: 0, frameOffset: 10_000)
+        feedB.start()
+        _ = await waitFor(timeout: 30) { feedB.framesFed.load(ordering: .relaxed) >= 60 }
+        feedB.stop()
+
+        // a adds video and offers again on the same transport.
+        let aVideo = try a.addTrack(.video)
+        try await Self.exchange(a, b)
+        #expect(a.signalingState == .stable && b.signalingState == .stable && a.connectionState == .connected)
+        let feedA = PatternFeeder(video: aVideo.videoCapturer, audio: nil, width: Self.width, height: Self.height, tone: 0)
+        feedA.start()
+        _ = await waitFor(timeout: 30) { feedA.framesFed.load(ordering: .relaxed) >= 60 }
+        feedA.stop()
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+
+        let toA = probeA.video.withLock { $0 }, toB = probeB.video.withLock { $0 }
+        print(
+            "RTCLoopbackCallTests renegotiation: b→a (receive-only section) \(toA.frames) frames, PSNR \(toA.psnrMean) dB; a→b (added) \(toB.frames) frames, PSNR \(toB.psnrMean) dB"
+        )
+        #expect(toA.frames >= 50 && toA.identified >= toA.frames * 9 / 10 && toA.indexMin >= 10_000 && toA.psnrMean >= 30)
+        #expect(toB.frames >= 50 && toB.identified >= toB.frames * 9 / 10 && toB.indexMax < 10_000 && toB.psnrMean >= 30)
+        #expect(aVideo.mid != nil && aVideo.mid != viewer.mid)
+        #expect(logA.values("signaling") == ["have-local-offer", "stable", "have-local-offer", "stable"])
+        #expect(logB.values("signaling") == ["have-remote-offer", "stable", "have-remote-offer", "stable"])
+        #expect(logA.values("track") == ["audio", "video"] && logB.values("track") == ["audio", "video"])
+        #expect(logA.values("connection") == ["connecting", "connected"])
+    }
+}
+
 /// Waits until `condition` holds, running `trickle` every 20 ms meanwhile (the signalling
 /// server's delivery), or `timeout` seconds pass; with `until`, waits for that instead.
 func waitFor(
