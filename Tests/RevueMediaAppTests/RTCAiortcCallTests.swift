@@ -68,8 +68,8 @@ struct RTCAiortcCallTests {
         feeder.stop()
         try await Task.sleep(nanoseconds: 1_500_000_000)
         let aiortc = try peer.call(["op": "stats"])
-        // aiortc keeps sending: what was rendered first, then the stats (a frame is decoded
-        // before it is rendered, and held until its playout time, a few frames at most).
+        // aiortc keeps sending, and the receive statistics are a snapshot the engine publishes as
+        // it goes: the counts may differ by the frames of a moment.
         let v = probe.video.withLock { $0 }, au = probe.audio.withLock { $0 }
         let stats = await pc.getStats()
 
@@ -86,7 +86,7 @@ struct RTCAiortcCallTests {
         #expect(au.rms > 0.2 && au.rms < 0.5, "aiortc→Revue audio RMS \(au.rms)")
         #expect(abs(au.crossingsPerSecond - 880) < 44, "aiortc→Revue tone: \(au.crossingsPerSecond) crossings/s")
         let decoded = inVideo.int("framesDecoded") ?? 0
-        #expect(decoded >= Int64(v.frames) && decoded <= Int64(v.frames) + 10, "framesDecoded \(decoded), rendered \(v.frames)")
+        #expect(abs(decoded - Int64(v.frames)) <= 10, "framesDecoded \(decoded), rendered \(v.frames)")
         #expect((inVideo.int("packetsReceived") ?? 0) > Int64(v.frames), "a frame is at least a packet")
         #expect((inAudio.int("packetsReceived") ?? 0) >= 150)
         #expect((inVideo.double("jitter") ?? -1) >= 0 && (inVideo.double("jitter") ?? 1) < 0.2)
