@@ -162,8 +162,9 @@ public struct RTCTrackEvent: Sendable, Hashable {
 /// the engine (an answer starts ICE at once), so `setLocalDescription` takes exactly the
 /// description they returned (`.invalidModification` otherwise) and an offer cannot be rolled
 /// back; gathering starts at `createOffer`/`createAnswer` and waits up to
-/// `RTCConfiguration.gatheringWait`; `restartIce` throws `.notSupported`; one remote video and
-/// one remote audio stream are decoded at a time.
+/// `RTCConfiguration.gatheringWait`; `restartIce` throws `.notSupported`; the peer's first audio
+/// stream is the one played, and the frames of every remote video stream go to the one
+/// `remoteVideoRenderer` (`DecodedVideoFrame.ssrc` tells them apart).
 ///
 /// Thread rule: every method from any thread or task. The `on...` handlers run one at a time,
 /// in order, on the connection's private event queue; they may call back into the connection
