@@ -73,12 +73,16 @@ final class EchoVideo: VideoRenderer, @unchecked Sendable {
     }
 }
 
-/// Sends the client's audio straight back. Thread rule: `play` on the playout thread.
+/// Sends the client's audio straight back, timed by the samples played so far.
+/// Thread rule: `play` on the playout thread.
 final class EchoAudio: AudioSink, Sendable {
     let out: AudioBufferCapturer
+    let frames = Atomic<Int64>(0)
     init(out: AudioBufferCapturer) { self.out = out }
     func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
-        out.capture(samples, sampleRate: sampleRate, channels: channels, timeStampNs: 0)
+        let n = Int64(samples.count / max(channels, 1))
+        let start = frames.add(n, ordering: .relaxed).oldValue
+        out.capture(samples, sampleRate: sampleRate, channels: channels, timeStampNs: start * 1_000_000_000 / Int64(sampleRate))
     }
 }
 
