@@ -91,6 +91,11 @@ import Testing
         }
         try a.addTrack(.video)
         try a.addTrack(.audio)
+        // Statistics before any exchange: the transport, and each local track at zero.
+        let early = await a.getStats()
+        #expect(early["T01"]?.string("dtlsState") == "new" && early["T01"]?.string("selectedCandidatePairId") == nil)
+        #expect(early.records(ofType: .inboundRTP).isEmpty && early.records(ofType: .candidatePair).isEmpty)
+        #expect(early.records(ofType: .outboundRTP).map { $0.int("packetsSent") } == [0, 0])
         let receiveOnly = try b.addTransceiver(.video, direction: .recvonly)
         #expect(receiveOnly.videoCapturer == nil && receiveOnly.audioCapturer == nil && receiveOnly.mid != nil)
         guard case .notSupported? = await Self.error({ _ = try b.addTransceiver(.audio, direction: .inactive) }),
