@@ -585,7 +585,9 @@ public final class RTCPeerConnection: Sendable {
         throw .notSupported("ICE restart: this engine keeps one ICE session per connection; make a new RTCPeerConnection")
     }
 
-    /// Ends the connection: stops media, sends DTLS close_notify, stops ICE, closes the socket.
+    /// Ends the connection: stops media, sends DTLS close_notify, stops ICE, closes the socket;
+    /// the handlers hear the closed states (unlike the W3C API, which fires no event here) and
+    /// are then released, so a handler that captured the connection does not keep it alive.
     /// Idempotent. Thread rule: any thread, the handlers included (not the renderer or sink).
     /// Cost: joins the media threads.
     public func close() {
@@ -598,6 +600,8 @@ public final class RTCPeerConnection: Sendable {
         engine.close()
         emit { $0.signalingState?(.closed) }
         update(connection: .closed, ice: .closed)
+        // After the closing events: a handler that captured the connection no longer keeps it.
+        events.async { self.state.withLock { $0.handlers = Handlers() } }
     }
 
     // MARK: Engine events

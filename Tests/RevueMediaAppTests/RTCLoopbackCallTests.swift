@@ -198,8 +198,9 @@ struct RTCLoopbackCallTests {
         a.close()
         b.close()
         #expect(a.connectionState == .closed && a.signalingState == .closed)
-        _ = await waitFor(timeout: 2) { logA.values("connection").last == "closed" }
-        #expect(logA.values("connection").last == "closed")
+        _ = await waitFor(timeout: 2) { logA.values("connection").last == "closed" && a.onConnectionStateChange == nil }
+        #expect(logA.values("connection").last == "closed" && logA.values("signaling").last == "closed")
+        #expect(a.onConnectionStateChange == nil && a.onIceCandidate == nil, "the handlers are released after close")
     }
 }
 
