@@ -145,8 +145,8 @@ final class TrickleChannel: Sendable {
     /// The handler to set as the sender's `onIceCandidate`.
     var handler: @Sendable (RTCIceCandidate?) -> Void { { [self] c in self.queued.withLock { $0.append(c) } } }
 
-    /// Delivers what is queued to `target` (when it has a remote description); returns whether
-    /// anything was delivered.
+    /// Delivers what is queued to `target`, in order, once it has a remote description; the first
+    /// candidate it refuses throws.
     func deliver(to target: RTCPeerConnection) async throws {
         guard target.remoteDescription != nil else { return }
         let batch = queued.withLock { q in
