@@ -60,6 +60,11 @@ let package = Package(
         .testTarget(name: "SDKScenarioTests", dependencies: ["RevueSDK", "RevueMedia"]),
         // Interop against independent peers: GStreamer, ffmpeg, tshark, opus-tools.
         .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),
+        // The WebRTC peer-connection API written against `import RevueMedia` alone, as an app would:
+        // two peers on loopback, an aiortc peer, the whip-echo example over HTTP.
+        .testTarget(name: "RevueMediaAppTests", dependencies: ["RevueMedia"]),
+        // Examples: small programs on the public products, built with the tests.
+        .executableTarget(name: "whip-echo", dependencies: ["RevueMedia"], path: "Examples/whip-echo"),
     ],
     swiftLanguageModes: [.v6]
 )

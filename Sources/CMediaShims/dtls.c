@@ -159,29 +159,68 @@ static void set_error(cms_dtls *d, const char *what) {
     ERR_clear_error();
 }
 
-static int make_certificate(cms_dtls *d, int validity_days) {
-    d->key = EVP_EC_gen("P-256");
-    if (d->key == NULL) return 0;
-    d->cert = X509_new();
-    if (d->cert == NULL || !X509_set_version(d->cert, 2)) return 0;
+// A fresh ECDSA P-256 key and a self-signed certificate for it into *key and *cert (each set as
+// soon as made, so that the caller frees them on failure), and the certificate's SHA-256 digest.
+static int generate_identity(EVP_PKEY **key, X509 **cert, unsigned char fingerprint[32], int validity_days) {
+    *key = EVP_EC_gen("P-256");
+    if (*key == NULL) return 0;
+    *cert = X509_new();
+    if (*cert == NULL || !X509_set_version(*cert, 2)) return 0;
     unsigned char serial[8];
     if (RAND_bytes(serial, sizeof serial) != 1) return 0;
     serial[0] &= 0x7f;  // a positive INTEGER
     BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
-    int ok = bn != NULL && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(d->cert)) != NULL;
+    int ok = bn != NULL && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(*cert)) != NULL;
     BN_free(bn);
     if (!ok) return 0;
-    if (X509_gmtime_adj(X509_getm_notBefore(d->cert), -3600) == NULL) return 0;
-    if (X509_gmtime_adj(X509_getm_notAfter(d->cert), (long)validity_days * 86400) == NULL) return 0;
-    if (!X509_set_pubkey(d->cert, d->key)) return 0;
+    if (X509_gmtime_adj(X509_getm_notBefore(*cert), -3600) == NULL) return 0;
+    if (X509_gmtime_adj(X509_getm_notAfter(*cert), (long)validity_days * 86400) == NULL) return 0;
+    if (!X509_set_pubkey(*cert, *key)) return 0;
     char name[32];
     snprintf(name, sizeof name, "revue-%02x%02x%02x%02x", serial[4], serial[5], serial[6], serial[7]);
-    X509_NAME *subject = X509_get_subject_name(d->cert);
+    X509_NAME *subject = X509_get_subject_name(*cert);
     if (!X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, (const unsigned char *)name, -1, -1, 0)) return 0;
-    if (!X509_set_issuer_name(d->cert, subject)) return 0;
-    if (X509_sign(d->cert, d->key, EVP_sha256()) <= 0) return 0;
+    if (!X509_set_issuer_name(*cert, subject)) return 0;
+    if (X509_sign(*cert, *key, EVP_sha256()) <= 0) return 0;
     unsigned int length = 0;
-    return X509_digest(d->cert, EVP_sha256(), d->fingerprint, &length) == 1 && length == 32;
+    return X509_digest(*cert, EVP_sha256(), fingerprint, &length) == 1 && length == 32;
+}
+
+static int make_certificate(cms_dtls *d, int validity_days) {
+    return generate_identity(&d->key, &d->cert, d->fingerprint, validity_days);
+}
+
+struct cms_dtls_identity {
+    EVP_PKEY *key;
+    X509 *cert;
+    unsigned char fingerprint[32];
+};
+
+cms_dtls_identity *cms_dtls_identity_new(int validity_days, char *error, size_t error_size) {
+    cms_dtls_identity *identity = calloc(1, sizeof *identity);
+    if (identity == NULL) return NULL;
+    ERR_clear_error();
+    if (!generate_identity(&identity->key, &identity->cert, identity->fingerprint, validity_days)) {
+        unsigned long e = ERR_peek_last_error();
+        char reason[160] = "";
+        if (e != 0) ERR_error_string_n(e, reason, sizeof reason);
+        if (error != NULL && error_size > 0) snprintf(error, error_size, "certificate generation%s%s", reason[0] ? ": " : "", reason);
+        ERR_clear_error();
+        cms_dtls_identity_free(identity);
+        return NULL;
+    }
+    return identity;
+}
+
+void cms_dtls_identity_free(cms_dtls_identity *identity) {
+    if (identity == NULL) return;
+    X509_free(identity->cert);
+    EVP_PKEY_free(identity->key);
+    free(identity);
+}
+
+void cms_dtls_identity_fingerprint(const cms_dtls_identity *identity, unsigned char out[32]) {
+    memcpy(out, identity->fingerprint, 32);
 }
 
 void cms_dtls_set_client(cms_dtls *d, int is_client) {
@@ -191,6 +230,13 @@ void cms_dtls_set_client(cms_dtls *d, int is_client) {
 
 cms_dtls *cms_dtls_new(int is_client, int mtu, unsigned initial_timeout_ms, unsigned max_timeout_ms,
                        int validity_days, const char *srtp_profiles, char *error, size_t error_size) {
+    return cms_dtls_new_with_identity(is_client, mtu, initial_timeout_ms, max_timeout_ms, validity_days, NULL,
+                                      srtp_profiles, error, error_size);
+}
+
+cms_dtls *cms_dtls_new_with_identity(int is_client, int mtu, unsigned initial_timeout_ms, unsigned max_timeout_ms,
+                                     int validity_days, const cms_dtls_identity *identity, const char *srtp_profiles,
+                                     char *error, size_t error_size) {
     cms_dtls *d = calloc(1, sizeof *d);
     if (d == NULL) return NULL;
     d->mtu = mtu;
@@ -201,7 +247,17 @@ cms_dtls *cms_dtls_new(int is_client, int mtu, unsigned initial_timeout_ms, unsi
     ERR_clear_error();
     pthread_once(&datagram_method_once, make_datagram_method);
     if (datagram_method == NULL) { step = "BIO_meth_new"; goto fail; }
-    if (!make_certificate(d, validity_days)) { step = "certificate generation"; goto fail; }
+    if (identity != NULL) {
+        // Shared, read only: each endpoint holds a reference to the key and the certificate.
+        if (!EVP_PKEY_up_ref(identity->key)) { step = "key reference"; goto fail; }
+        d->key = identity->key;
+        if (!X509_up_ref(identity->cert)) { step = "certificate reference"; goto fail; }
+        d->cert = identity->cert;
+        memcpy(d->fingerprint, identity->fingerprint, 32);
+    } else if (!make_certificate(d, validity_days)) {
+        step = "certificate generation";
+        goto fail;
+    }
 
     d->ctx = SSL_CTX_new(DTLS_method());
     if (d->ctx == NULL) { step = "SSL_CTX_new"; goto fail; }

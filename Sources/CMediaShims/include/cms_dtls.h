@@ -11,6 +11,9 @@
 #include <stdint.h>
 
 typedef struct cms_dtls cms_dtls;
+/// An ECDSA P-256 key and its self-signed certificate, shared read only by any number of
+/// endpoints (each takes a reference), so that several connections present one fingerprint.
+typedef struct cms_dtls_identity cms_dtls_identity;
 
 /// Handshake progress as cms_dtls_handshake reports it.
 enum {
@@ -36,6 +39,23 @@ enum {
 /// is then in `error`, `error_size` bytes, NUL-terminated).
 cms_dtls *cms_dtls_new(int is_client, int mtu, unsigned initial_timeout_ms, unsigned max_timeout_ms,
                        int validity_days, const char *srtp_profiles, char *error, size_t error_size);
+
+/// As cms_dtls_new, presenting `identity` (its key and certificate; `validity_days` is then
+/// unused) instead of a fresh one when it is not NULL. The endpoint holds its own references:
+/// `identity` may be freed before it.
+cms_dtls *cms_dtls_new_with_identity(int is_client, int mtu, unsigned initial_timeout_ms, unsigned max_timeout_ms,
+                                     int validity_days, const cms_dtls_identity *identity, const char *srtp_profiles,
+                                     char *error, size_t error_size);
+
+/// A fresh ECDSA P-256 key and a self-signed certificate as cms_dtls_new makes them, for
+/// cms_dtls_new_with_identity. Returns NULL when OpenSSL fails (the reason in `error`).
+cms_dtls_identity *cms_dtls_identity_new(int validity_days, char *error, size_t error_size);
+
+/// Drops the caller's reference (endpoints made with it keep theirs). NULL is ignored.
+void cms_dtls_identity_free(cms_dtls_identity *identity);
+
+/// The SHA-256 digest of the identity's certificate into `out` (32 bytes).
+void cms_dtls_identity_fingerprint(const cms_dtls_identity *identity, unsigned char out[32]);
 
 /// Changes the role of an endpoint that has not started a handshake: `is_client` 1 starts it
 /// (a=setup:active), 0 answers it. For a peer connection whose offer advertised a certificate

@@ -60,6 +60,8 @@ package final class DTLSTransport {
         package var plaintextAlertGrace: Double = 2
         /// How long the generated certificate is valid, in days (it is used once per session).
         package var certificateValidityDays: Int = 30
+        /// The key and certificate to present; nil: a fresh pair for this endpoint.
+        package var identity: DTLSIdentity? = nil
         /// The SRTP protection profiles offered (use_srtp, RFC 5764 section 4.1.1), most preferred
         /// first: AEAD_AES_128_GCM (RFC 7714), then AES_CM_128_HMAC_SHA1_80, which every WebRTC
         /// stack supports. The server picks; the keys come out for its choice.
@@ -167,7 +169,8 @@ package final class DTLSTransport {
     private var heldAlert: (code: UInt8, failsAt: MonotonicTime)?
     private var sendBuffer: UnsafeMutableRawBufferPointer
 
-    /// A transport for `configuration.role` with a fresh key and certificate. Throws
+    /// A transport for `configuration.role` with a fresh key and certificate (or
+    /// `configuration.identity`'s). Throws
     /// `.protocolError` when OpenSSL cannot make them (out of memory, a broken libssl).
     package init(configuration: Configuration) throws(DTLSError) {
         self.configuration = configuration
@@ -176,13 +179,13 @@ package final class DTLSTransport {
         guard !configuration.srtpProfiles.isEmpty else { throw .protocolError(reason: "no SRTP profile to offer") }
         let profiles = configuration.srtpProfiles.map(Self.profileName).joined(separator: ":")
         guard
-            let made = cms_dtls_new(
+            let made = cms_dtls_new_with_identity(
                 configuration.role == .active ? 1 : 0,
                 Int32(max(256, min(configuration.mtu, 16384))),
                 ms(configuration.initialRetransmissionTimeout),
                 ms(configuration.maxRetransmissionTimeout),
                 Int32(max(1, min(configuration.certificateValidityDays, 3650))),
-                profiles, &error, error.count)
+                configuration.identity?.handle, profiles, &error, error.count)
         else {
             throw .protocolError(
                 reason: String(

@@ -192,6 +192,12 @@ final class PeerConnectionFeedback: @unchecked Sendable {
         lock.withLock { _ in session.replaceTargets(targets) }
     }
 
+    /// What the peer's receiver reports said about each local stream (round-trip time, loss,
+    /// jitter). Any thread; a lock and a copy.
+    var remoteInbound: [RemoteInboundRTPStreamStats] {
+        lock.withLock { _ in Array(session.remoteInbound.values) }
+    }
+
     /// The peer's RTCP about our media, unprotected (the pipeline's thread).
     func handle(_ rtcp: RawSpan, arrival: MonotonicTime) {
         lock.withLock { _ in session.handle(rtcp, now: arrival) }
@@ -223,10 +229,21 @@ extension PeerConnection {
             let candidate = JSEPCandidate(c)
             if let cb = self.shared.withLock({ $0.onLocalCandidate }) { self.queue.async { cb(candidate) } }
         }
-        agent.onGatheringComplete = { [weak self] in self?.shared.withLock { $0.gatheringComplete = true } }
-        agent.onSelectedPairChange = { [weak self] _, _ in
+        agent.onGatheringComplete = { [weak self] in
             guard let self else { return }
-            self.queue.async { self.pathChanged() }
+            let cb = self.shared.withLock { s in
+                s.gatheringComplete = true
+                return s.onGatheringComplete
+            }
+            if let cb { self.queue.async { cb() } }
+        }
+        agent.onSelectedPairChange = { [weak self] local, _ in
+            guard let self else { return }
+            let cb = self.shared.withLock { $0.onSelectedPairChange }
+            self.queue.async {
+                self.pathChanged()
+                cb?(local != nil)
+            }
         }
         // DTLS through a TURN relay (a relayed selected pair) comes unwrapped by the agent.
         agent.onRelayedDTLS = { [weak self] bytes, peer in

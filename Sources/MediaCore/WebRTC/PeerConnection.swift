@@ -87,6 +87,9 @@ package struct PeerConnectionConfiguration: Sendable {
     package var answererRole: DTLSTransport.Role = .active
     /// The SRTP protection profiles offered in DTLS, most preferred first.
     package var srtpProfiles: [SRTPSuite] = [.aeadAES128GCM, .aesCM128HMACSHA1_80]
+    /// The DTLS key and certificate to present (one fingerprint across connections); nil: a
+    /// fresh pair per connection.
+    package var certificate: DTLSIdentity? = nil
     /// From the remote description until connected: ICE and DTLS together must finish in this
     /// long, or the connection fails.
     package var connectTimeoutSeconds: Double = 30
@@ -197,6 +200,10 @@ package final class PeerConnection: @unchecked Sendable {
         var gatheringComplete = false
         var onStateChange: (@Sendable (PeerConnectionState) -> Void)?
         var onLocalCandidate: (@Sendable (JSEPCandidate) -> Void)?
+        var onGatheringComplete: (@Sendable () -> Void)?
+        var onSelectedPairChange: (@Sendable (_ selected: Bool) -> Void)?
+        /// Receive-only sections this side offers (no local track), with the mids given to them.
+        var receiveOnly: [JSEPTrack] = []
         var videoRenderer: PeerConnectionRendererSlot?
         var audioSink: (any AudioSink)?
         var audioStreamSink: (any AudioStreamSink)?
@@ -226,6 +233,7 @@ package final class PeerConnection: @unchecked Sendable {
         }
         var dtlsConfiguration = DTLSTransport.Configuration(role: configuration.answererRole)
         dtlsConfiguration.srtpProfiles = configuration.srtpProfiles
+        dtlsConfiguration.identity = configuration.certificate
         do {
             dtls = try DTLSTransport(configuration: dtlsConfiguration)
         } catch {
@@ -462,7 +470,7 @@ package final class PeerConnection: @unchecked Sendable {
             var j = t.jsep
             j.mid = s.mids[j.id]
             return j
-        } + s.detached
+        } + s.detached + s.receiveOnly
     }
 
     /// Records the mid of each live track's section in `description` (ours).
