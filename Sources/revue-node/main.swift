@@ -153,7 +153,9 @@ func parseOptions() throws -> Options {
         server.roomSecret = try a.string("--sfu-room-secret").map { try readCredential($0, option: "--sfu-room-secret") }
         server.pin = try a.string("--sfu-pin").map { try readCredential($0, option: "--sfu-pin") }
         if let ca = a.string("--sfu-ca") {
-            guard FileManager.default.isReadableFile(atPath: ca) else { throw InputError(description: "--sfu-ca \(ca): not readable") }
+            guard FileManager.default.isReadableFile(atPath: ca) else {
+                throw InputError(description: "--sfu-ca \(ca): not readable")
+            }
             server.certificateAuthorityFile = ca
         }
         o.sfu = server
@@ -171,7 +173,9 @@ func parseOptions() throws -> Options {
 /// line without surrounding whitespace; an input error when it cannot be read, is empty or longer
 /// than 4 KiB.
 func readCredential(_ path: String, option: String) throws -> String {
-    guard let data = FileManager.default.contents(atPath: path) else { throw InputError(description: "\(option) \(path): cannot be read") }
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw InputError(description: "\(option) \(path): cannot be read")
+    }
     guard data.count <= 4096 else { throw InputError(description: "\(option) \(path): longer than 4 KiB") }
     let line = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map { $0.trimmingWhitespace } ?? ""
     guard !line.isEmpty else { throw InputError(description: "\(option) \(path): empty") }

@@ -60,7 +60,9 @@ struct JanusTransportInteropTests {
             let info = try await JanusSession.info(endpoint: endpoint)
             #expect(info["server-name"]?.string == "revue-test", "\(url): \(info)")
             let took = try await Self.roundTrip(endpoint)
-            print("JanusTransportInteropTests: \(url): session, room, join, list, leave, destroy in \(String(format: "%.3f", took)) s")
+            print(
+                "JanusTransportInteropTests: \(url): session, room, join, list, leave, destroy in \(String(format: "%.3f", took)) s"
+            )
         }
 
         // The certificate's events arrive over wss as over a long poll: a second participant's
@@ -114,7 +116,10 @@ struct JanusTransportInteropTests {
             // The system's CAs do not know the test CA either.
             let system = try JanusEndpoint(url: url)
             let (unknown, _) = await Self.failure { _ = try await JanusSession.create(endpoint: system) }
-            if case .certificateRejected? = unknown {} else { Issue.record("\(url) with the system CAs: \(String(describing: unknown))") }
+            if case .certificateRejected? = unknown {
+            } else {
+                Issue.record("\(url) with the system CAs: \(String(describing: unknown))")
+            }
             // The certificate names localhost, not 127.0.0.1.
             let byAddress = try JanusEndpoint(
                 url: url.replacingOccurrences(of: "localhost", with: "127.0.0.1"), certificateAuthorityFile: ca.caFile)
@@ -191,7 +196,9 @@ struct JanusTransportInteropTests {
         var options = JanusRoomOptions()
         options.secret = "room-secret"
         options.pin = "1234"
-        print("JanusTransportInteropTests: a room with a secret and a pin: \(String(format: "%.3f", try await Self.roundTrip(endpoint, options: options))) s")
+        print(
+            "JanusTransportInteropTests: a room with a secret and a pin: \(String(format: "%.3f", try await Self.roundTrip(endpoint, options: options))) s"
+        )
 
         let session = try await JanusSession.create(endpoint: endpoint)
         let owner = try await JanusVideoRoom(session: session)
@@ -200,14 +207,22 @@ struct JanusTransportInteropTests {
         let room = try await owner.createRoom(options)
         // A wrong pin is refused as unauthorized; a missing one as a missing element (429).
         let (wrongPin, t1) = await Self.failure { _ = try await guest.joinAsPublisher(room: room, pin: "4321") }
-        if case .unauthorized(433, _)? = wrongPin {} else { Issue.record("join with a wrong pin: \(String(describing: wrongPin))") }
+        if case .unauthorized(433, _)? = wrongPin {
+        } else {
+            Issue.record("join with a wrong pin: \(String(describing: wrongPin))")
+        }
         let (noPin, t2) = await Self.failure { _ = try await guest.joinAsPublisher(room: room) }
         if case .janus(429, _)? = noPin {} else { Issue.record("join without the pin: \(String(describing: noPin))") }
-        print("JanusTransportInteropTests: wrong pin refused in \(String(format: "%.3f", t1)) s, missing pin in \(String(format: "%.3f", t2)) s")
+        print(
+            "JanusTransportInteropTests: wrong pin refused in \(String(format: "%.3f", t1)) s, missing pin in \(String(format: "%.3f", t2)) s"
+        )
         #expect(t1 < 1 && t2 < 1)
         _ = try await guest.joinAsPublisher(room: room, pin: "1234")
         let (wrongSecret, _) = await Self.failure { try await owner.destroyRoom(room, secret: "guess") }
-        if case .unauthorized(433, _)? = wrongSecret {} else { Issue.record("destroy with a wrong secret: \(String(describing: wrongSecret))") }
+        if case .unauthorized(433, _)? = wrongSecret {
+        } else {
+            Issue.record("destroy with a wrong secret: \(String(describing: wrongSecret))")
+        }
         try await owner.destroyRoom(room, secret: "room-secret")
         await session.destroy()
     }

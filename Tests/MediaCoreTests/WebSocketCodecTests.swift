@@ -46,7 +46,10 @@ struct WebSocketCodecTests {
         try h.check(try head(good))
         let bad: [(String, String)] = [
             (good.replacingOccurrences(of: "101 Switching Protocols", with: "200 OK"), "status 200 OK"),
-            (good.replacingOccurrences(of: "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", with: "x"), "Sec-WebSocket-Accept is x, not the one for our key"),
+            (
+                good.replacingOccurrences(of: "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", with: "x"),
+                "Sec-WebSocket-Accept is x, not the one for our key"
+            ),
             (good.replacingOccurrences(of: "janus-protocol", with: "other"), "subprotocol other instead of janus-protocol"),
             (good.replacingOccurrences(of: "keep-alive, Upgrade", with: "close"), "Connection does not say Upgrade"),
             (good.replacingOccurrences(of: "WebSocket\r\n", with: "h2c\r\n"), "Upgrade is h2c"),
@@ -86,7 +89,9 @@ struct WebSocketCodecTests {
         #expect(Self.decode(b256) == .success([.binary([UInt8](repeating: 7, count: 256))]))
         #expect(Self.decode(b64k) == .success([.binary([UInt8](repeating: 7, count: 65_536))]))
         // A control frame between fragments; a close ends the stream, what follows is dropped.
-        let mixed = Array(fragmented[0..<5]) + ping + Array(fragmented[5...]) + WebSocketFrame.close(code: 1001, reason: "away", mask: nil)
+        let mixed =
+            Array(fragmented[0..<5]) + ping + Array(fragmented[5...])
+            + WebSocketFrame.close(code: 1001, reason: "away", mask: nil)
             + unmasked
         #expect(Self.decode(mixed) == .success([.ping(Self.hello), .text("Hello"), .close(code: 1001, reason: "away")]))
         #expect(Self.decode([0x88, 0x00]) == .success([.close(code: nil, reason: "")]))
@@ -112,9 +117,18 @@ struct WebSocketCodecTests {
 
     @Test func hostileFramesAreTypedErrors() throws {
         let cases: [(String, [UInt8], WebSocketDecoder.Role, WebSocketError)] = [
-            ("64-bit length 2^63 - 1", [0x82, 0x7F, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], .client, .messageTooLarge(limit: 1000)),
-            ("64-bit length top bit", [0x82, 0x7F, 0x80, 0, 0, 0, 0, 0, 0, 0], .client, .badLength("a 64-bit length with its top bit set")),
-            ("64-bit length 2^64 - 1", [0x82, 0x7F] + [UInt8](repeating: 0xFF, count: 8), .client, .badLength("a 64-bit length with its top bit set")),
+            (
+                "64-bit length 2^63 - 1", [0x82, 0x7F, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], .client,
+                .messageTooLarge(limit: 1000)
+            ),
+            (
+                "64-bit length top bit", [0x82, 0x7F, 0x80, 0, 0, 0, 0, 0, 0, 0], .client,
+                .badLength("a 64-bit length with its top bit set")
+            ),
+            (
+                "64-bit length 2^64 - 1", [0x82, 0x7F] + [UInt8](repeating: 0xFF, count: 8), .client,
+                .badLength("a 64-bit length with its top bit set")
+            ),
             ("64-bit length below 65536", [0x82, 0x7F, 0, 0, 0, 0, 0, 0, 0, 5], .client, .badLength("5 written in 64 bits")),
             ("16-bit length below 126", [0x82, 0x7E, 0, 5], .client, .badLength("5 written in 16 bits")),
             ("16-bit length beyond the limit", [0x82, 0x7E, 0xFF, 0xFF], .client, .messageTooLarge(limit: 1000)),
@@ -168,7 +182,8 @@ struct WebSocketCodecTests {
         #expect(wss.transport == .webSocket && wss.host == "janus.example.org" && wss.port == 8989 && wss.path == "/")
         #expect(wss.tls == TLSClientSettings(certificateAuthorityFile: "/ca.pem") && wss.token == "t")
         let https = try JanusEndpoint(url: "HTTPS://[::1]/janus/")
-        #expect(https.transport == .http && https.host == "::1" && https.port == 443 && https.path == "/janus" && https.tls != nil)
+        #expect(
+            https.transport == .http && https.host == "::1" && https.port == 443 && https.path == "/janus" && https.tls != nil)
         let http = try JanusEndpoint(url: "http://localhost")
         #expect(http.port == 80 && http.path == "/janus" && http.tls == nil)
         let ws = try JanusEndpoint(url: "ws://10.0.0.1:8188/ws")

@@ -345,12 +345,17 @@ struct JanusHTTPClientTests {
                 "a storm of close frames", nil, Self.afterRequest([0x88, 0x02, 0x03, 0xE8], times: 20_000),
                 .closed("the server closed the WebSocket (1000 )")
             ),
-            ("a close with status 1005", nil, Self.afterRequest([0x88, 0x02, 0x03, 0xED]), .webSocket(.badClose("status code 1005"))),
+            (
+                "a close with status 1005", nil, Self.afterRequest([0x88, 0x02, 0x03, 0xED]),
+                .webSocket(.badClose("status code 1005"))
+            ),
             ("text that is not UTF-8", nil, Self.afterRequest([0x81, 0x02, 0xC3, 0x28]), .webSocket(.invalidUTF8)),
         ]
         for (name, answer, serve, expected) in cases {
             let (error, took) = try await Self.webSocketFailure(answer: answer, serve)
-            print("JanusHTTPClientTests: WebSocket \(name): \(error.map { "\($0)" } ?? "no error") after \(String(format: "%.3f", took)) s")
+            print(
+                "JanusHTTPClientTests: WebSocket \(name): \(error.map { "\($0)" } ?? "no error") after \(String(format: "%.3f", took)) s"
+            )
             #expect(error == expected, "\(name)")
             #expect(took < 2, "\(name) took \(took) s")
         }

@@ -233,7 +233,8 @@ package final class JanusServer {
     /// Whether the TLS, WebSocket and admin ports take connections.
     private func otherTransportsAnswer() async throws -> Bool {
         for port in [httpsPort, wsPort, wssPort, adminPort] where port != 0 {
-            guard (try? ClientStream.connect(host: "127.0.0.1", port: UInt16(port), tls: nil, deadline: .now + .seconds(1))) != nil
+            guard
+                (try? ClientStream.connect(host: "127.0.0.1", port: UInt16(port), tls: nil, deadline: .now + .seconds(1))) != nil
             else { return false }
         }
         return true

@@ -243,11 +243,15 @@ final class ProbeAttacher: RoomDelegate {
             try await startCall(a, b)
             for (p, other) in [(a, b), (b, a)] {
                 await p.wait("\(p.name)'s SFU refusal", timeout: 5) {
-                    p.recorder.room.contains { $0.hasPrefix("failed(mediaSetupFailed(participant: \"\(other.id)\"") && $0.contains("403") }
+                    p.recorder.room.contains {
+                        $0.hasPrefix("failed(mediaSetupFailed(participant: \"\(other.id)\"") && $0.contains("403")
+                    }
                 }
             }
             let took = Date().timeIntervalSince(started)
-            print("CallSFUTests: a wrong token refused \(String(format: "%.2f", took)) s after the call started: \(a.recorder.room.filter { $0.hasPrefix("failed") })")
+            print(
+                "CallSFUTests: a wrong token refused \(String(format: "%.2f", took)) s after the call started: \(a.recorder.room.filter { $0.hasPrefix("failed") })"
+            )
             #expect(took < 5)
             for p in peers { p.room.disconnectAll() }
         }

@@ -59,7 +59,8 @@ package actor JanusSession {
     package static func create(
         server: SocketAddress, basePath: String = "/janus", requestTimeoutSeconds: Double = 10
     ) async throws(JanusError) -> JanusSession {
-        try await create(endpoint: JanusEndpoint(server: server, basePath: basePath), requestTimeoutSeconds: requestTimeoutSeconds)
+        try await create(
+            endpoint: JanusEndpoint(server: server, basePath: basePath), requestTimeoutSeconds: requestTimeoutSeconds)
     }
 
     /// Creates a session at `endpoint` (HTTP or WebSocket, with its credentials) and starts its

@@ -231,7 +231,8 @@ package final class JanusHTTPTransport: JanusTransport {
     package func info(timeoutSeconds: Double) async throws(JanusError) -> JSONValue {
         let query = endpoint.credentialQuery.isEmpty ? "" : "?" + endpoint.credentialQuery.dropFirst()
         return try Self.checked(
-            try Self.json(try await client.send(method: "GET", path: endpoint.path + "/info" + query, timeoutSeconds: timeoutSeconds)))
+            try Self.json(
+                try await client.send(method: "GET", path: endpoint.path + "/info" + query, timeoutSeconds: timeoutSeconds)))
     }
 
     /// Nothing to end: every request has its own connection.
@@ -297,7 +298,8 @@ package final class JanusWebSocketTransport: JanusTransport, @unchecked Sendable
     ) async throws(JanusError) -> JanusWebSocketTransport {
         let result: Result<JanusWebSocketTransport, JanusError> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(returning: handshake(endpoint, timeoutSeconds: timeoutSeconds, maxMessageBytes: maxMessageBytes))
+                continuation.resume(
+                    returning: handshake(endpoint, timeoutSeconds: timeoutSeconds, maxMessageBytes: maxMessageBytes))
             }
         }
         return try result.get()
@@ -396,7 +398,9 @@ package final class JanusWebSocketTransport: JanusTransport, @unchecked Sendable
                     }
                 }
             } catch {
-                writeFrame(WebSocketFrame.close(code: error == .messageTooLarge(limit: maxMessageBytes) ? 1009 : 1002, mask: RandomBytes.bytes(4)))
+                writeFrame(
+                    WebSocketFrame.close(
+                        code: error == .messageTooLarge(limit: maxMessageBytes) ? 1009 : 1002, mask: RandomBytes.bytes(4)))
                 fail(.webSocket(error))
                 return
             }

@@ -239,7 +239,8 @@ package final class JanusVideoRoom: Sendable {
     /// Joins `room` as a publisher (`join`, `ptype: publisher`): we are in the room and see its
     /// publishers, but send nothing until `publish`. A room with a `pin` needs it (a wrong one
     /// throws `.unauthorized`). Thread rule: any task. Cost: one request.
-    package func joinAsPublisher(room: UInt64, display: String? = nil, pin: String? = nil) async throws(JanusError) -> JanusJoined {
+    package func joinAsPublisher(room: UInt64, display: String? = nil, pin: String? = nil) async throws(JanusError) -> JanusJoined
+    {
         var body: JSONValue = ["request": "join", "ptype": "publisher", "room": .int(Int64(room))]
         if let display { body = body.setting("display", .string(display)) }
         if let pin { body = body.setting("pin", .string(pin)) }

@@ -38,7 +38,8 @@ package enum WebSocketError: Error, Hashable, Sendable, CustomStringConvertible 
         case .handshake(let s): "WebSocket handshake refused: \(s)"
         case .reservedBits(let b): "WebSocket frame with reserved bits \(b)"
         case .unknownOpcode(let o): "WebSocket frame with unknown opcode \(o)"
-        case .badMasking(let masked): masked ? "masked WebSocket frame from the server" : "unmasked WebSocket frame from the client"
+        case .badMasking(let masked):
+            masked ? "masked WebSocket frame from the server" : "unmasked WebSocket frame from the client"
         case .badControlFrame(let s): "bad WebSocket control frame: \(s)"
         case .badLength(let s): "bad WebSocket frame length: \(s)"
         case .messageTooLarge(let limit): "WebSocket message larger than \(limit) bytes"
@@ -323,7 +324,9 @@ package struct WebSocketHandshake: Sendable, Hashable {
     package static func accept(forKey key: String) -> String {
         let input = Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8)
         var digest = [UInt8](repeating: 0, count: 20)
-        _ = input.withUnsafeBytes { i in digest.withUnsafeMutableBufferPointer { cms_sha1(i.baseAddress, i.count, $0.baseAddress) } }
+        _ = input.withUnsafeBytes { i in
+            digest.withUnsafeMutableBufferPointer { cms_sha1(i.baseAddress, i.count, $0.baseAddress) }
+        }
         return SDPBase64.encode(digest)
     }
 
@@ -348,7 +351,8 @@ package struct WebSocketHandshake: Sendable, Hashable {
             throw .handshake("Connection does not say Upgrade")
         }
         guard head.field("sec-websocket-accept") == Self.accept(forKey: key) else {
-            throw .handshake("Sec-WebSocket-Accept is \(head.field("sec-websocket-accept") ?? "missing"), not the one for our key")
+            throw .handshake(
+                "Sec-WebSocket-Accept is \(head.field("sec-websocket-accept") ?? "missing"), not the one for our key")
         }
         let chosen = head.field("sec-websocket-protocol")
         guard chosen == subprotocol else {

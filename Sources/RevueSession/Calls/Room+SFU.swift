@@ -267,7 +267,8 @@ extension Room {
         guard let s = SFUMedia(server: server) else {
             for id in remoteParticipants.keys {
                 sfuFailed(
-                    "\(server.url) is not an http, https, ws or wss URL with a host, or room \(server.room) is out of range", for: id)
+                    "\(server.url) is not an http, https, ws or wss URL with a host, or room \(server.room) is out of range",
+                    for: id)
             }
             return nil
         }
@@ -474,7 +475,9 @@ extension Room {
         let display = localParticipant.identity
         var joined: JanusJoined
         let first: Result<JanusJoined, JanusError>
-        do { first = .success(try await handle.joinAsPublisher(room: room, display: display, pin: sfu.server.pin)) } catch { first = .failure(error) }
+        do { first = .success(try await handle.joinAsPublisher(room: room, display: display, pin: sfu.server.pin)) } catch {
+            first = .failure(error)
+        }
         switch first {
         case .success(let j):
             joined = j
