@@ -7,8 +7,9 @@ import MediaCore
     import Glibc
 #endif
 
-/// A Janus server for one test: only the HTTP transport (on 127.0.0.1 at a free port, no admin
-/// API) and the VideoRoom plugin are loaded, no STUN or TURN, IPv4 only, half trickle (every
+/// A Janus server for one test: only the HTTP transport (on 127.0.0.1 at a free port; with
+/// `Options`, also HTTPS, the WebSocket transport's ws and wss, an `api_secret`, stored-token
+/// authentication with the admin API on its own port) and the VideoRoom plugin are loaded, no STUN or TURN, IPv4 only, half trickle (every
 /// candidate in Janus's SDP), no event handlers or loggers. The log goes to `janus.log` in the
 /// temporary directory (`logTail`). Stopped with `stop()` (SIGTERM, then SIGKILL).
 ///
