@@ -6,6 +6,7 @@
 // in its typed error, in bounded time, and the next request must still work.
 import Foundation
 import Glibc
+import MediaTestSupport
 import Synchronization
 import Testing
 
@@ -388,5 +389,118 @@ struct JanusHTTPClientTests {
         #expect(transport.droppedMessages == 1)
         #expect(pongSeen.withLock { $0 })
         transport.close()
+    }
+
+    // MARK: HTTPS
+
+    /// A TLS server (Python's ssl module, a certificate from the test's CA) on 127.0.0.1:`port`
+    /// that answers every connection the way `mode` says: `drip` (a reply a byte a second),
+    /// `endless` (a body without end), `stall` (accepts and never starts the handshake), `good`.
+    static let tlsServer = #"""
+        import socket, ssl, sys, time
+        mode, port, cert, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(8)
+        while True:
+            conn, _ = listener.accept()
+            try:
+                if mode == "stall":
+                    time.sleep(4)
+                    conn.close()
+                    continue
+                tls = ctx.wrap_socket(conn, server_side=True)
+                tls.recv(65536)
+                if mode == "drip":
+                    for b in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok":
+                        tls.send(bytes([b]))
+                        time.sleep(1)
+                elif mode == "endless":
+                    tls.send(b"HTTP/1.1 200 OK\r\n\r\n")
+                    while True:
+                        tls.send(b"a" * 4096)
+                else:
+                    tls.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                tls.close()
+            except Exception:
+                conn.close()
+        """#
+
+    /// Runs `body` against a TLS server in `mode` (see `tlsServer`); the server is stopped after.
+    static func withTLSServer<T>(
+        _ mode: String, _ ca: TestCertificateAuthority, _ body: (UInt16) async throws -> T
+    ) async throws -> T {
+        let port = cliFreePort()
+        let server = try ToolProcess(
+            "/usr/bin/python3", ["-c", tlsServer, mode, String(port), ca.serverCertificate, ca.serverKey])
+        defer {
+            server.signal(SIGKILL)
+            _ = server.wait(timeout: 5)
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while (try? ClientStream.connect(host: "127.0.0.1", port: UInt16(port), tls: nil, deadline: .now + .seconds(1))) == nil {
+            guard Date() < deadline, server.process.isRunning else {
+                let run = server.wait(timeout: 1)
+                throw JanusNotReady(detail: "python3's ssl server did not listen on \(port): \(run.stderr)")
+            }
+            usleep(50_000)
+        }
+        return try await body(UInt16(port))
+    }
+
+    @Test func hostileHTTPSServersAreBoundedToo() async throws {
+        let ca = try TestCertificateAuthority()
+        defer { ca.remove() }
+        func client(_ port: UInt16) -> JanusHTTPClient {
+            var c = JanusHTTPClient(host: "localhost", port: port, tls: TLSClientSettings(certificateAuthorityFile: ca.caFile))
+            c.maxResponseBytes = 100_000
+            return c
+        }
+        // A reply that drips a byte a second: the call's deadline ends it.
+        try await Self.withTLSServer("drip", ca) { port in
+            let started = Date()
+            do {
+                _ = try await client(port).send(method: "GET", path: "/janus/info", timeoutSeconds: 1.5)
+                Issue.record("a dripping reply was taken")
+            } catch let error as JanusError {
+                let took = Date().timeIntervalSince(started)
+                print("JanusHTTPClientTests: HTTPS drip: \(error) after \(String(format: "%.2f", took)) s")
+                if case .timeout = error {} else { Issue.record("drip: \(error)") }
+                #expect(took >= 1.4 && took < 2.5, "drip ended after \(took) s")
+            }
+        }
+        // A body without end: the size limit ends it.
+        try await Self.withTLSServer("endless", ca) { port in
+            let started = Date()
+            await #expect(throws: JanusError.responseTooLarge(100_000)) {
+                _ = try await client(port).send(method: "GET", path: "/janus/info", timeoutSeconds: 5)
+            }
+            print(
+                "JanusHTTPClientTests: HTTPS endless body refused after \(String(format: "%.2f", Date().timeIntervalSince(started))) s"
+            )
+        }
+        // A server that never starts the handshake: the deadline ends it.
+        try await Self.withTLSServer("stall", ca) { port in
+            let started = Date()
+            do {
+                _ = try await client(port).send(method: "GET", path: "/janus/info", timeoutSeconds: 0.5)
+                Issue.record("a stalled handshake answered")
+            } catch let error as JanusError {
+                let took = Date().timeIntervalSince(started)
+                if case .timeout = error {} else { Issue.record("stall: \(error)") }
+                #expect(took >= 0.45 && took < 1.5, "stall ended after \(took) s")
+            }
+        }
+        // A good server is answered, by name and through the CA; another CA is refused.
+        try await Self.withTLSServer("good", ca) { port in
+            let response = try await client(port).send(method: "GET", path: "/janus/info", timeoutSeconds: 5)
+            #expect(response.status == 200 && response.body == Array("ok".utf8))
+            var other = client(port)
+            other.tls = TLSClientSettings(certificateAuthorityFile: ca.otherCAFile)
+            await #expect(throws: JanusError.self) { _ = try await other.send(method: "GET", path: "/", timeoutSeconds: 5) }
+        }
     }
 }

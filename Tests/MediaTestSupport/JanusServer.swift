@@ -278,5 +278,7 @@ package final class JanusServer {
 /// Janus did not start or answer.
 package struct JanusNotReady: Error, CustomStringConvertible {
     package var detail: String
+    /// The error with `detail`.
+    package init(detail: String) { self.detail = detail }
     package var description: String { detail }
 }
