@@ -457,7 +457,8 @@ final class ProbeAttacher: RoomDelegate {
             await c.wait("c reports the server") { failed(c, about: a) }
             let detail = a.recorder.room.last { $0.hasPrefix("failed(") } ?? ""
             #expect(detail.contains("could not be joined"), "\(detail)")
-            #expect(SFUServer(url: "https://example.org/janus", room: 1).isUsable == false)
+            #expect(SFUServer(url: "ftp://example.org/janus", room: 1).isUsable == false)
+            #expect(SFUServer(url: "https://example.org/janus", room: 1).isUsable)
             #expect(SFUServer(url: "http://127.0.0.1:8088/janus", room: 0).isUsable == false)
             #expect(SFUServer(url: "http://[::1]:8088", room: 1 << 53).isUsable == false)
             #expect(SFUServer(url: "http://[::1]:8088", room: 7).isUsable)
