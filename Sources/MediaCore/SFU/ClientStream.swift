@@ -86,7 +86,7 @@ package final class ClientStream: @unchecked Sendable {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_ADDRCONFIG
+        // No AI_ADDRCONFIG: in a network namespace with only loopback it leaves out every address.
         var list: UnsafeMutablePointer<addrinfo>? = nil
         let rc = getaddrinfo(host, String(port), &hints, &list)
         guard rc == 0, let list else {
