@@ -291,13 +291,13 @@ package final class JanusWebSocketTransport: JanusTransport, @unchecked Sendable
     }
 
     /// Connects to a `ws`/`wss` endpoint and runs the opening handshake within `timeoutSeconds`,
-    /// then starts the reader thread. Thread rule: any task (the blocking work runs on a global
-    /// queue). Cost: a connection, a TLS handshake with `wss`, a thread.
+    /// then starts the reader thread. Thread rule: any task (the blocking work runs on a thread of
+    /// its own). Cost: a connection, a TLS handshake with `wss`, a thread.
     package static func connect(
         _ endpoint: JanusEndpoint, timeoutSeconds: Double, maxMessageBytes: Int = 1 << 20
     ) async throws(JanusError) -> JanusWebSocketTransport {
         let result: Result<JanusWebSocketTransport, JanusError> = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            _ = TransportThread(name: "janus-ws-open") {
                 continuation.resume(
                     returning: handshake(endpoint, timeoutSeconds: timeoutSeconds, maxMessageBytes: maxMessageBytes))
             }
