@@ -478,7 +478,8 @@ package final class JanusWebSocketTransport: JanusTransport, @unchecked Sendable
     }
 
     /// Sends the message as a text frame with `session_id`, `handle_id` and the credentials, and
-    /// waits for the first message with its transaction. Cost: one frame, a timer.
+    /// waits for the first message with its transaction. Cost: one frame written from a short-lived
+    /// thread, a timer.
     package func send(_ message: JSONValue, session: UInt64?, handle: UInt64?, timeoutSeconds: Double) async throws(JanusError)
         -> JSONValue
     {
@@ -498,7 +499,8 @@ package final class JanusWebSocketTransport: JanusTransport, @unchecked Sendable
                 continuation.resume(returning: .failure(failure))
                 return
             }
-            DispatchQueue.global().async {
+            // Its own thread: a server that stops reading would hold a dispatch worker here.
+            _ = TransportThread(name: "janus-ws-write") {
                 if let error = self.writeFrame(frame, seconds: timeoutSeconds) { self.expire(transaction, JanusError(error)) }
             }
             DispatchQueue.global().asyncAfter(deadline: .now() + timeoutSeconds) {
@@ -540,11 +542,11 @@ package final class JanusWebSocketTransport: JanusTransport, @unchecked Sendable
     }
 
     /// Sends a close frame, ends the connection and the reader thread; waiting calls fail with
-    /// `.closed`. Idempotent; returns at once (the close runs on a global queue).
+    /// `.closed`. Idempotent; returns at once (the close runs on a thread of its own).
     package func close() {
         guard !closing.exchange(true, ordering: .acquiringAndReleasing) else { return }
         fail(.closed("the WebSocket transport was closed"))
-        DispatchQueue.global().async {
+        _ = TransportThread(name: "janus-ws-close") {
             self.writeFrame(WebSocketFrame.close(code: 1000, mask: RandomBytes.bytes(4)), seconds: 0.5)
             self.stream.shutdown()
             self.readerDone.wait()
