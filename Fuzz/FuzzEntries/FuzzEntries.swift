@@ -44,6 +44,7 @@ public enum FuzzEntries {
         Target(name: "fuzz-dtls", run: dtls),
         Target(name: "fuzz-sframe", run: sframe),
         Target(name: "fuzz-http", run: http),
+        Target(name: "fuzz-websocket", run: webSocket),
     ]
 
     /// The target called `name`, nil when there is none.

@@ -403,6 +403,9 @@ for (name, bytes) in FuzzEntries.dtlsSeeds() { save("fuzz-dtls", name, bytes) }
 // MARK: HTTP/1.1 messages (FuzzEntries.http)
 for (name, bytes) in FuzzEntries.httpSeeds() { save("fuzz-http", name, bytes) }
 
+// MARK: WebSocket frames (FuzzEntries.webSocket)
+for (name, bytes) in FuzzEntries.webSocketSeeds() { save("fuzz-websocket", name, bytes) }
+
 // MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
 // the revue-node process tests send them
 let friendId = Hex.encode(seedKey)

@@ -206,6 +206,14 @@ int cms_tls_peer_fingerprint(const cms_tls *t, unsigned char out[32]) {
     return peer != NULL && X509_digest(peer, EVP_sha256(), out, &length) == 1 && length == 32;
 }
 
+int cms_tls_refusal(const cms_tls *t) {
+    long verify = SSL_get_verify_result(t->ssl);
+    if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) return CMS_TLS_REFUSED_NAME;
+    if (verify != X509_V_OK) return CMS_TLS_REFUSED_CERTIFICATE;
+    if (strstr(t->error, "certificate was refused") != NULL) return CMS_TLS_REFUSED_CERTIFICATE;
+    return 0;
+}
+
 const char *cms_tls_version(const cms_tls *t) { return SSL_get_version(t->ssl); }
 
 size_t cms_tls_error(const cms_tls *t, char *out, size_t size) {

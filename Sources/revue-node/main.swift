@@ -71,9 +71,16 @@ let spec = CommandSpec(
             help: "seconds an offline participant may stay in a call before it leaves (default 0)"),
         OptionSpec(
             "--sfu", value: "URL",
-            help: "send call media through a Janus VideoRoom: http://ADDR:PORT/janus (every participant names the same one)"),
+            help:
+                "send call media through a Janus VideoRoom: http(s)://HOST:PORT/janus or ws(s)://HOST:PORT/ (every participant names the same one)"
+        ),
         OptionSpec("--sfu-room", value: "N", help: "the VideoRoom room number with --sfu (default 1)"),
         OptionSpec("--sfu-clear", help: "with --sfu, no end-to-end frame encryption (a browser can then subscribe)"),
+        OptionSpec("--sfu-api-secret", value: "FILE", help: "with --sfu: the file holding Janus's api_secret"),
+        OptionSpec("--sfu-token", value: "FILE", help: "with --sfu: the file holding a Janus token (token_auth)"),
+        OptionSpec("--sfu-room-secret", value: "FILE", help: "with --sfu: the file holding the room's secret (set on creation)"),
+        OptionSpec("--sfu-pin", value: "FILE", help: "with --sfu: the file holding the room's pin"),
+        OptionSpec("--sfu-ca", value: "FILE", help: "with an https or wss --sfu: the PEM file of the CAs to trust"),
     ])
 
 struct Options {
@@ -137,15 +144,42 @@ func parseOptions() throws -> Options {
     }
     if let url = a.string("--sfu") {
         let room = try a.int("--sfu-room", range: 1...(1 << 53) - 1) ?? 1
-        let server = SFUServer(url: url, room: UInt64(room), endToEndEncryption: !a.flag("--sfu-clear"))
+        var server = SFUServer(url: url, room: UInt64(room), endToEndEncryption: !a.flag("--sfu-clear"))
         guard server.isUsable else {
-            throw UsageError(description: "--sfu takes http://ADDR:PORT/PATH with a numeric address or localhost")
+            throw UsageError(description: "--sfu takes http://, https://, ws:// or wss:// HOST[:PORT][/PATH]")
+        }
+        server.apiSecret = try a.string("--sfu-api-secret").map { try readCredential($0, option: "--sfu-api-secret") }
+        server.token = try a.string("--sfu-token").map { try readCredential($0, option: "--sfu-token") }
+        server.roomSecret = try a.string("--sfu-room-secret").map { try readCredential($0, option: "--sfu-room-secret") }
+        server.pin = try a.string("--sfu-pin").map { try readCredential($0, option: "--sfu-pin") }
+        if let ca = a.string("--sfu-ca") {
+            guard FileManager.default.isReadableFile(atPath: ca) else {
+                throw InputError(description: "--sfu-ca \(ca): not readable")
+            }
+            server.certificateAuthorityFile = ca
         }
         o.sfu = server
     } else if a.string("--sfu-room") != nil || a.flag("--sfu-clear") {
         throw UsageError(description: "--sfu-room and --sfu-clear go with --sfu")
+    } else if let stray = ["--sfu-api-secret", "--sfu-token", "--sfu-room-secret", "--sfu-pin", "--sfu-ca"].first(where: {
+        a.string($0) != nil
+    }) {
+        throw UsageError(description: "\(stray) goes with --sfu")
     }
     return o
+}
+
+/// A credential read from a file (a secret on the command line would show in `ps`): its first
+/// line without surrounding whitespace; an input error when it cannot be read, is empty or longer
+/// than 4 KiB.
+func readCredential(_ path: String, option: String) throws -> String {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw InputError(description: "\(option) \(path): cannot be read")
+    }
+    guard data.count <= 4096 else { throw InputError(description: "\(option) \(path): longer than 4 KiB") }
+    let line = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map { $0.trimmingWhitespace } ?? ""
+    guard !line.isEmpty else { throw InputError(description: "\(option) \(path): empty") }
+    return line
 }
 
 /// The `--stun` and `--turn` values as servers: every `--stun` must be `HOST:PORT` and every

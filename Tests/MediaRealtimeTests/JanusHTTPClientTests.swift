@@ -1,9 +1,13 @@
 // The Janus HTTP client against local TCP servers that misbehave: a response beyond the size
 // limit, a server that never answers, a port nobody listens on, hostile replies (bad and huge chunk
-// sizes and lengths, truncated and garbage heads, endless heads and bodies, a reply that drips).
-// Each must end in its typed error, in bounded time, and the next request must still work.
+// sizes and lengths, truncated and garbage heads, endless heads and bodies, a reply that drips),
+// and WebSocket servers that misbehave (a refused or forged upgrade, huge and overflowing frame
+// lengths, a bad opcode, masked frames, endless fragments, a storm of close frames). Each must end
+// in its typed error, in bounded time, and the next request must still work.
 import Foundation
 import Glibc
+import MediaTestSupport
+import Synchronization
 import Testing
 
 @testable import MediaCore
@@ -17,7 +21,7 @@ struct JanusHTTPClientTests {
         let port: UInt16
         let done = DispatchSemaphore(value: 0)
 
-        init(serve: @escaping @Sendable (Int32) -> Void) throws {
+        init(readsRequest: Bool = true, serve: @escaping @Sendable (Int32) -> Void) throws {
             let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var sin = sockaddr_in()
             sin.sin_family = sa_family_t(AF_INET)
@@ -39,8 +43,10 @@ struct JanusHTTPClientTests {
                 defer { done.signal() }
                 let client = accept(listener, nil, nil)
                 guard client >= 0 else { return }
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                _ = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress!, $0.count, 0) }
+                if readsRequest {
+                    var buffer = [UInt8](repeating: 0, count: 4096)
+                    _ = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress!, $0.count, 0) }
+                }
                 serve(client)
                 close(client)
             }.start()
@@ -228,5 +234,273 @@ struct JanusHTTPClientTests {
         let response = try await JanusHTTPClient(server: .loopbackIPv4(port: good.port)).send(
             method: "GET", path: "/janus/info", timeoutSeconds: 5)
         #expect(response.status == 200 && response.body == Array("ok".utf8))
+    }
+
+    // MARK: WebSocket
+
+    /// A WebSocket server on 127.0.0.1 for one connection: reads the upgrade request, answers it
+    /// with `answer` (given the request's key; nil: a correct 101 for `janus-protocol`), then
+    /// hands the socket and a decoder of the client's frames to `serve` on its own thread.
+    static func webSocketServer(
+        answer: (@Sendable (String) -> String)? = nil, serve: @escaping @Sendable (Int32, inout WebSocketDecoder) -> Void
+    ) throws -> OneShotServer {
+        try OneShotServer(readsRequest: false) { client in
+            var request: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while !request.suffix(4).elementsEqual([13, 10, 13, 10]) && request.count < 16_384 {
+                let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress!, $0.count, 0) }
+                guard n > 0 else { return }
+                request += buffer[0..<n]
+            }
+            let text = String(decoding: request, as: UTF8.self)
+            let key =
+                text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("sec-websocket-key:") }
+                .map { $0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces) } ?? ""
+            let reply =
+                answer?(key)
+                ?? "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(WebSocketHandshake.accept(forKey: key))\r\nSec-WebSocket-Protocol: janus-protocol\r\n\r\n"
+            guard sendAll(client, Array(reply.utf8)) else { return }
+            var decoder = WebSocketDecoder(role: .server)
+            serve(client, &decoder)
+        }
+    }
+
+    /// The next message the client sent, nil once it has gone (or after 5 s).
+    static func nextMessage(_ client: Int32, _ decoder: inout WebSocketDecoder) -> WebSocketMessage? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let m = try? decoder.next() { return m }
+            var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 5000) > 0 else { return nil }
+            let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress!, $0.count, 0) }
+            guard n > 0 else { return nil }
+            decoder.append(buffer[0..<n])
+        }
+    }
+
+    /// Sends raw frame bytes after reading the client's first request.
+    static func afterRequest(_ bytes: [UInt8], times: Int = 1) -> @Sendable (Int32, inout WebSocketDecoder) -> Void {
+        { client, decoder in
+            _ = nextMessage(client, &decoder)
+            for _ in 0..<times where sendAll(client, bytes) {}
+            _ = peerClosed(client, within: 3)
+        }
+    }
+
+    /// One `ping` request through a WebSocket transport to a server that answers with `serve`;
+    /// the error and how long it took.
+    static func webSocketFailure(
+        answer: (@Sendable (String) -> String)? = nil, _ serve: @escaping @Sendable (Int32, inout WebSocketDecoder) -> Void
+    ) async throws -> (JanusError?, Double) {
+        let server = try webSocketServer(answer: answer, serve: serve)
+        defer { server.finish() }
+        let started = Date()
+        do {
+            let endpoint = try JanusEndpoint(url: "ws://127.0.0.1:\(server.port)/")
+            let transport = try await JanusWebSocketTransport.connect(endpoint, timeoutSeconds: 3, maxMessageBytes: 100_000)
+            defer { transport.close() }
+            _ = try await transport.send(
+                ["janus": "ping", "transaction": "t1"], session: UInt64?.none, handle: UInt64?.none, timeoutSeconds: 3)
+            return (nil, Date().timeIntervalSince(started))
+        } catch {
+            return (error, Date().timeIntervalSince(started))
+        }
+    }
+
+    @Test func hostileWebSocketServersFailTypedAndTheNextCallWorks() async throws {
+        func frame(_ b0: UInt8, _ rest: [UInt8]) -> [UInt8] { [b0] + rest }
+        let cases: [(String, (@Sendable (String) -> String)?, @Sendable (Int32, inout WebSocketDecoder) -> Void, JanusError)] = [
+            (
+                "an upgrade refused", { _ in "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n" }, Self.afterRequest([]),
+                .webSocket(.handshake("status 403 Forbidden"))
+            ),
+            (
+                "a forged accept",
+                { _ in
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAA\r\nSec-WebSocket-Protocol: janus-protocol\r\n\r\n"
+                }, Self.afterRequest([]),
+                .webSocket(.handshake("Sec-WebSocket-Accept is AAAA, not the one for our key"))
+            ),
+            (
+                "a length of 2^63 - 1", nil, Self.afterRequest([0x81, 0x7F, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]),
+                .webSocket(.messageTooLarge(limit: 100_000))
+            ),
+            (
+                "a length with its top bit set", nil, Self.afterRequest([0x81, 0x7F, 0x80, 0, 0, 0, 0, 0, 0, 1]),
+                .webSocket(.badLength("a 64-bit length with its top bit set"))
+            ),
+            ("opcode 3", nil, Self.afterRequest([0x83, 0x00]), .webSocket(.unknownOpcode(3))),
+            ("reserved bits", nil, Self.afterRequest([0xC1, 0x00]), .webSocket(.reservedBits(4))),
+            ("a masked frame", nil, Self.afterRequest([0x81, 0x81, 1, 2, 3, 4, 0x7B]), .webSocket(.badMasking(masked: true))),
+            (
+                "endless fragments", nil,
+                { client, decoder in
+                    _ = Self.nextMessage(client, &decoder)
+                    guard Self.sendAll(client, [0x01, 0x7E, 0x10, 0x00] + [UInt8](repeating: 0x61, count: 4096)) else { return }
+                    let piece = [0x00, 0x7E, 0x10, 0x00] + [UInt8](repeating: 0x61, count: 4096)
+                    for _ in 0..<10_000 where Self.sendAll(client, piece) {}
+                },
+                .webSocket(.messageTooLarge(limit: 100_000))
+            ),
+            (
+                "a storm of close frames", nil, Self.afterRequest([0x88, 0x02, 0x03, 0xE8], times: 20_000),
+                .closed("the server closed the WebSocket (1000 )")
+            ),
+            (
+                "a close with status 1005", nil, Self.afterRequest([0x88, 0x02, 0x03, 0xED]),
+                .webSocket(.badClose("status code 1005"))
+            ),
+            ("text that is not UTF-8", nil, Self.afterRequest([0x81, 0x02, 0xC3, 0x28]), .webSocket(.invalidUTF8)),
+        ]
+        for (name, answer, serve, expected) in cases {
+            let (error, took) = try await Self.webSocketFailure(answer: answer, serve)
+            print(
+                "JanusHTTPClientTests: WebSocket \(name): \(error.map { "\($0)" } ?? "no error") after \(String(format: "%.3f", took)) s"
+            )
+            #expect(error == expected, "\(name)")
+            #expect(took < 2, "\(name) took \(took) s")
+        }
+
+        // A server that sends the head of a frame and then nothing: the request's deadline ends it.
+        let (stalled, took) = try await Self.webSocketFailure(Self.afterRequest([0x81, 0x7E, 0x01]))
+        if case .timeout? = stalled {} else { Issue.record("stall: \(String(describing: stalled))") }
+        #expect(took >= 2.9 && took < 4, "stall ended after \(took) s")
+
+        // The process lives on; a good server answers, after text that is not JSON (dropped and
+        // counted) and a ping (answered with a pong).
+        let pongSeen = Mutex(false)
+        let good = try Self.webSocketServer { client, decoder in
+            guard case .text(let request)? = Self.nextMessage(client, &decoder),
+                let json = try? JSONValue.parse(Array(request.utf8)), let transaction = json["transaction"]?.string
+            else { return }
+            _ = Self.sendAll(client, WebSocketFrame.encode(.text, Array("not json".utf8), mask: nil))
+            _ = Self.sendAll(client, WebSocketFrame.encode(.ping, [1, 2, 3], mask: nil))
+            if case .pong([1, 2, 3])? = Self.nextMessage(client, &decoder) { pongSeen.withLock { $0 = true } }
+            let reply: JSONValue = ["janus": "pong", "transaction": .string(transaction)]
+            _ = Self.sendAll(client, WebSocketFrame.encode(.text, reply.bytes, mask: nil))
+            _ = Self.peerClosed(client, within: 3)
+        }
+        defer { good.finish() }
+        let transport = try await JanusWebSocketTransport.connect(
+            try JanusEndpoint(url: "ws://localhost:\(good.port)/"), timeoutSeconds: 3)
+        let reply = try await transport.send(
+            ["janus": "ping", "transaction": "t2"], session: UInt64?.none, handle: UInt64?.none, timeoutSeconds: 3)
+        #expect(reply["janus"]?.string == "pong")
+        #expect(transport.droppedMessages == 1)
+        #expect(pongSeen.withLock { $0 })
+        transport.close()
+    }
+
+    // MARK: HTTPS
+
+    /// A TLS server (Python's ssl module, a certificate from the test's CA) on 127.0.0.1:`port`
+    /// that answers every connection the way `mode` says: `drip` (a reply a byte a second),
+    /// `endless` (a body without end), `stall` (accepts and never starts the handshake), `good`.
+    static let tlsServer = #"""
+        import socket, ssl, sys, time
+        mode, port, cert, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(8)
+        while True:
+            conn, _ = listener.accept()
+            try:
+                if mode == "stall":
+                    time.sleep(4)
+                    conn.close()
+                    continue
+                tls = ctx.wrap_socket(conn, server_side=True)
+                tls.recv(65536)
+                if mode == "drip":
+                    for b in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok":
+                        tls.send(bytes([b]))
+                        time.sleep(1)
+                elif mode == "endless":
+                    tls.send(b"HTTP/1.1 200 OK\r\n\r\n")
+                    while True:
+                        tls.send(b"a" * 4096)
+                else:
+                    tls.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                tls.close()
+            except Exception:
+                conn.close()
+        """#
+
+    /// Runs `body` against a TLS server in `mode` (see `tlsServer`); the server is stopped after.
+    static func withTLSServer<T>(
+        _ mode: String, _ ca: TestCertificateAuthority, _ body: (UInt16) async throws -> T
+    ) async throws -> T {
+        let port = cliFreePort()
+        let server = try ToolProcess(
+            "/usr/bin/python3", ["-c", tlsServer, mode, String(port), ca.serverCertificate, ca.serverKey])
+        defer {
+            server.signal(SIGKILL)
+            _ = server.wait(timeout: 5)
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while (try? ClientStream.connect(host: "127.0.0.1", port: UInt16(port), tls: nil, deadline: .now + .seconds(1))) == nil {
+            guard Date() < deadline, server.process.isRunning else {
+                let run = server.wait(timeout: 1)
+                throw JanusNotReady(detail: "python3's ssl server did not listen on \(port): \(run.stderr)")
+            }
+            usleep(50_000)
+        }
+        return try await body(UInt16(port))
+    }
+
+    @Test func hostileHTTPSServersAreBoundedToo() async throws {
+        let ca = try TestCertificateAuthority()
+        defer { ca.remove() }
+        func client(_ port: UInt16) -> JanusHTTPClient {
+            var c = JanusHTTPClient(host: "localhost", port: port, tls: TLSClientSettings(certificateAuthorityFile: ca.caFile))
+            c.maxResponseBytes = 100_000
+            return c
+        }
+        // A reply that drips a byte a second: the call's deadline ends it.
+        try await Self.withTLSServer("drip", ca) { port in
+            let started = Date()
+            do {
+                _ = try await client(port).send(method: "GET", path: "/janus/info", timeoutSeconds: 1.5)
+                Issue.record("a dripping reply was taken")
+            } catch let error as JanusError {
+                let took = Date().timeIntervalSince(started)
+                print("JanusHTTPClientTests: HTTPS drip: \(error) after \(String(format: "%.2f", took)) s")
+                if case .timeout = error {} else { Issue.record("drip: \(error)") }
+                #expect(took >= 1.4 && took < 2.5, "drip ended after \(took) s")
+            }
+        }
+        // A body without end: the size limit ends it.
+        try await Self.withTLSServer("endless", ca) { port in
+            let started = Date()
+            await #expect(throws: JanusError.responseTooLarge(100_000)) {
+                _ = try await client(port).send(method: "GET", path: "/janus/info", timeoutSeconds: 5)
+            }
+            print(
+                "JanusHTTPClientTests: HTTPS endless body refused after \(String(format: "%.2f", Date().timeIntervalSince(started))) s"
+            )
+        }
+        // A server that never starts the handshake: the deadline ends it.
+        try await Self.withTLSServer("stall", ca) { port in
+            let started = Date()
+            do {
+                _ = try await client(port).send(method: "GET", path: "/janus/info", timeoutSeconds: 0.5)
+                Issue.record("a stalled handshake answered")
+            } catch let error as JanusError {
+                let took = Date().timeIntervalSince(started)
+                if case .timeout = error {} else { Issue.record("stall: \(error)") }
+                #expect(took >= 0.45 && took < 1.5, "stall ended after \(took) s")
+            }
+        }
+        // A good server is answered, by name and through the CA; another CA is refused.
+        try await Self.withTLSServer("good", ca) { port in
+            let response = try await client(port).send(method: "GET", path: "/janus/info", timeoutSeconds: 5)
+            #expect(response.status == 200 && response.body == Array("ok".utf8))
+            var other = client(port)
+            other.tls = TLSClientSettings(certificateAuthorityFile: ca.otherCAFile)
+            await #expect(throws: JanusError.self) { _ = try await other.send(method: "GET", path: "/", timeoutSeconds: 5) }
+        }
     }
 }

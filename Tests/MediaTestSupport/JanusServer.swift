@@ -7,8 +7,9 @@ import MediaCore
     import Glibc
 #endif
 
-/// A Janus server for one test: only the HTTP transport (on 127.0.0.1 at a free port, no admin
-/// API) and the VideoRoom plugin are loaded, no STUN or TURN, IPv4 only, half trickle (every
+/// A Janus server for one test: only the HTTP transport (on 127.0.0.1 at a free port; with
+/// `Options`, also HTTPS, the WebSocket transport's ws and wss, an `api_secret`, stored-token
+/// authentication with the admin API on its own port) and the VideoRoom plugin are loaded, no STUN or TURN, IPv4 only, half trickle (every
 /// candidate in Janus's SDP), no event handlers or loggers. The log goes to `janus.log` in the
 /// temporary directory (`logTail`). Stopped with `stop()` (SIGTERM, then SIGKILL).
 ///
@@ -22,18 +23,61 @@ package final class JanusServer {
     package let port: Int
     package let dir = InteropTempDir()
     package let process: ToolProcess
+    package let options: Options
+    /// The HTTPS port (with a certificate), the WebSocket ports (ws; wss with a certificate) and
+    /// the admin API's plain HTTP port (with token authentication); 0 when off.
+    package let httpsPort: Int, wsPort: Int, wssPort: Int, adminPort: Int
+    /// The admin API's secret (token authentication only).
+    package let adminSecret = "revue-admin-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+
+    /// What the server offers beyond plain HTTP on 127.0.0.1: TLS, WebSockets and authentication.
+    package struct Options {
+        /// A PEM certificate and key: HTTPS (and wss with `webSocket`) on 127.0.0.1.
+        package var certificate: (pem: String, key: String)?
+        /// The WebSocket transport: ws on 127.0.0.1 (and wss with a certificate).
+        package var webSocket = false
+        /// `general.api_secret`.
+        package var apiSecret: String?
+        /// `general.token_auth` with tokens added through the admin API (`addToken`).
+        package var tokenAuth = false
+
+        /// Plain HTTP only, no authentication.
+        package init() {}
+    }
 
     /// Starts Janus with its HTTP transport on `port` (nil: a free one).
-    package init(port: Int? = nil) throws {
+    package convenience init(port: Int? = nil) throws { try self.init(port: port, options: Options()) }
+
+    /// Starts Janus with its HTTP transport on `port` (nil: a free one) and what `options` adds.
+    package init(port: Int? = nil, options: Options) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else {
             throw ToolMissing(tool: "janus (Debian package janus; scripts/install-deps)")
         }
+        self.options = options
         self.port = port ?? cliFreePort()
         let port = self.port
+        httpsPort = options.certificate == nil ? 0 : cliFreePort()
+        wsPort = options.webSocket ? cliFreePort() : 0
+        wssPort = options.webSocket && options.certificate != nil ? cliFreePort() : 0
+        adminPort = options.tokenAuth ? cliFreePort() : 0
         let plugins = ((try? FileManager.default.contentsOfDirectory(atPath: Self.folder + "/plugins")) ?? [])
             .filter { $0.hasSuffix(".so") && $0 != "libjanus_videoroom.so" }
+        let wanted: Set<String> = options.webSocket ? ["libjanus_http.so", "libjanus_websockets.so"] : ["libjanus_http.so"]
         let transports = ((try? FileManager.default.contentsOfDirectory(atPath: Self.folder + "/transports")) ?? [])
-            .filter { $0.hasSuffix(".so") && $0 != "libjanus_http.so" }
+            .filter { $0.hasSuffix(".so") && !wanted.contains($0) }
+        var authentication = ""
+        if let secret = options.apiSecret { authentication += "    api_secret = \"\(secret)\"\n" }
+        if options.tokenAuth { authentication += "    token_auth = true\n    admin_secret = \"\(adminSecret)\"\n" }
+        let certificates =
+            options.certificate.map {
+                """
+                certificates: {
+                    cert_pem = "\($0.pem)"
+                    cert_key = "\($0.key)"
+                }
+
+                """
+            } ?? ""
         let loggers = ((try? FileManager.default.contentsOfDirectory(atPath: Self.folder + "/loggers")) ?? [])
             .filter { $0.hasSuffix(".so") }
         let core = """
@@ -47,7 +91,7 @@ package final class JanusServer {
                 debug_timestamps = true
                 session_timeout = 60
                 server_name = "revue-test"
-            }
+            \(authentication)}
             media: {
                 ipv6 = false
                 rtp_port_range = "\(port + 10)-\(port + 400)"
@@ -81,13 +125,35 @@ package final class JanusServer {
                 http = true
                 port = \(port)
                 ip = "127.0.0.1"
-                https = false
+                https = \(httpsPort != 0)
+                secure_port = \(httpsPort == 0 ? 8089 : httpsPort)
+                secure_ip = "127.0.0.1"
             }
             admin: {
-                admin_http = false
+                admin_base_path = "/admin"
+                admin_http = \(adminPort != 0)
+                admin_port = \(adminPort == 0 ? 7088 : adminPort)
+                admin_ip = "127.0.0.1"
                 admin_https = false
             }
-
+            \(certificates)
+            """
+        let websockets = """
+            general: {
+                json = "plain"
+                ws = \(wsPort != 0)
+                ws_port = \(wsPort == 0 ? 8188 : wsPort)
+                ws_ip = "127.0.0.1"
+                wss = \(wssPort != 0)
+                wss_port = \(wssPort == 0 ? 8989 : wssPort)
+                wss_ip = "127.0.0.1"
+                ws_logging = "err,warn"
+            }
+            admin: {
+                admin_ws = false
+                admin_wss = false
+            }
+            \(certificates)
             """
         let videoroom = """
             general: {
@@ -97,6 +163,7 @@ package final class JanusServer {
             """
         dir.write("janus.jcfg", Array(core.utf8))
         dir.write("janus.transport.http.jcfg", Array(http.utf8))
+        if options.webSocket { dir.write("janus.transport.websockets.jcfg", Array(websockets.utf8)) }
         dir.write("janus.plugin.videoroom.jcfg", Array(videoroom.utf8))
         // The test process blocks most signals in the thread that spawns children, and a child
         // inherits that mask through exec: Janus would never see SIGTERM. A one-line Python
@@ -114,9 +181,9 @@ package final class JanusServer {
     /// the reason and the log tail when it does not (the server is stopped then).
     /// A port another process took after `cliFreePort` chose it is tried again with a new one
     /// (at most three times).
-    package static func started(seconds: Double = 15) async throws -> JanusServer {
+    package static func started(seconds: Double = 15, options: Options = Options()) async throws -> JanusServer {
         for attempt in 1...3 {
-            let janus = try JanusServer()
+            let janus = try JanusServer(options: options)
             do {
                 try await janus.waitUntilReady(seconds: seconds)
                 return janus
@@ -148,9 +215,11 @@ package final class JanusServer {
                 )
             }
             do {
-                let info = try await JanusSession.info(server: address, timeoutSeconds: 1)
-                if info["plugins"]?[JanusVideoRoom.plugin] != nil { return }
-                last = "info without the VideoRoom plugin"
+                var endpoint = JanusEndpoint(server: address)
+                endpoint.apiSecret = options.apiSecret
+                let info = try await JanusSession.info(endpoint: endpoint, timeoutSeconds: 1)
+                if info["plugins"]?[JanusVideoRoom.plugin] != nil, try await otherTransportsAnswer() { return }
+                last = "info without the VideoRoom plugin, or a transport that does not answer yet"
             } catch {
                 last = "\(error)"
             }
@@ -160,6 +229,30 @@ package final class JanusServer {
         stop()
         throw JanusNotReady(
             detail: "janus on 127.0.0.1:\(port) did not answer /janus/info within \(seconds) s (\(last)); log: \(tail)")
+    }
+
+    /// Whether the TLS, WebSocket and admin ports take connections.
+    private func otherTransportsAnswer() async throws -> Bool {
+        for port in [httpsPort, wsPort, wssPort, adminPort] where port != 0 {
+            guard
+                (try? ClientStream.connect(host: "127.0.0.1", port: UInt16(port), tls: nil, deadline: .now + .seconds(1))) != nil
+            else { return false }
+        }
+        return true
+    }
+
+    /// Adds `token` to the tokens Janus accepts (the admin API's `add_token`; token
+    /// authentication only). Throws the admin API's error.
+    nonisolated(nonsending) package func addToken(_ token: String) async throws {
+        let client = JanusHTTPClient(server: .loopbackIPv4(port: UInt16(adminPort)))
+        let body: JSONValue = [
+            "janus": "add_token", "token": .string(token), "transaction": "add-token", "admin_secret": .string(adminSecret),
+        ]
+        let response = try await client.send(method: "POST", path: "/admin", body: body.bytes, timeoutSeconds: 5)
+        let json = try JSONValue.parse(response.body)
+        guard response.status == 200, json["janus"]?.string == "success" else {
+            throw JanusNotReady(detail: "add_token answered \(response.status) \(String(decoding: response.body, as: UTF8.self))")
+        }
     }
 
     private var finished: ToolRun?
@@ -185,5 +278,7 @@ package final class JanusServer {
 /// Janus did not start or answer.
 package struct JanusNotReady: Error, CustomStringConvertible {
     package var detail: String
+    /// The error with `detail`.
+    package init(detail: String) { self.detail = detail }
     package var description: String { detail }
 }

@@ -79,16 +79,25 @@ final class ProbeAttacher: RoomDelegate {
     /// Janus, a rendezvous node and three friends a, b and c with the SFU setting (E2EE as
     /// `e2ee`; `adjust` changes their options before they befriend); all stopped after `body`,
     /// which gets the server, the room number and the peers.
+    /// `janusOptions` makes it a server with TLS, WebSockets or authentication, and `secure` has
+    /// the peers reach it over wss://localhost with that CA file, token and room pin (nil: its plain
+    /// HTTP API).
     static func withThreeFriends(
-        e2ee: Bool = true, adjust: ([CallPeer]) -> Void = { _ in },
+        e2ee: Bool = true, janusOptions: JanusServer.Options = JanusServer.Options(),
+        secure: (caFile: String, token: String, pin: String?)? = nil, adjust: ([CallPeer]) -> Void = { _ in },
         _ body: @MainActor (JanusServer, UInt64, [CallPeer]) async throws -> Void
     ) async throws {
-        let janus = try await JanusServer.started()
+        let janus = try await JanusServer.started(options: janusOptions)
         defer { janus.stop() }
         let node = try RendezvousNode(host: "127.0.0.1")
         defer { node.stop() }
         let room = UInt64.random(in: 1...1_000_000)
-        let peers = try Self.peers(["a", "b", "c"], node: node, janus: janus, room: room, e2ee: e2ee)
+        let server = secure.map {
+            SFUServer(
+                url: "wss://localhost:\(janus.wssPort)/", room: room, endToEndEncryption: e2ee, token: $0.token,
+                roomSecret: "room-secret", pin: $0.pin, certificateAuthorityFile: $0.caFile)
+        }
+        let peers = try Self.peers(["a", "b", "c"], node: node, janus: janus, room: room, e2ee: e2ee, server: server)
         defer { for p in peers { p.peer.remove() } }
         adjust(peers)
         try await makeFriends(peers)
@@ -105,14 +114,15 @@ final class ProbeAttacher: RoomDelegate {
     }
 
     /// Peers with the SFU setting, 320x180.
-    static func peers(_ names: [String], node: RendezvousNode, janus: JanusServer, room: UInt64, e2ee: Bool = true) throws
-        -> [CallPeer]
-    {
+    static func peers(
+        _ names: [String], node: RendezvousNode, janus: JanusServer, room: UInt64, e2ee: Bool = true, server: SFUServer? = nil
+    ) throws -> [CallPeer] {
         try names.map { name in
             let p = try CallPeer(name, node: node)
             p.room.options.videoWidth = 320
             p.room.options.videoHeight = 180
-            p.room.options.sfu = SFUServer(url: "http://127.0.0.1:\(janus.port)/janus", room: room, endToEndEncryption: e2ee)
+            p.room.options.sfu =
+                server ?? SFUServer(url: "http://127.0.0.1:\(janus.port)/janus", room: room, endToEndEncryption: e2ee)
             return p
         }
     }
@@ -153,6 +163,97 @@ final class ProbeAttacher: RoomDelegate {
         func close() async {
             connection.close()
             await session.destroy()
+        }
+    }
+
+    /// Janus with HTTPS, secure WebSockets and stored-token authentication (certificates from a CA
+    /// the test makes).
+    static func secureJanus(_ ca: TestCertificateAuthority) -> JanusServer.Options {
+        var o = JanusServer.Options()
+        o.certificate = (ca.serverCertificate, ca.serverKey)
+        o.webSocket = true
+        o.tokenAuth = true
+        return o
+    }
+
+    /// Three participants through Janus over wss:// (the host name `localhost` resolved, the
+    /// certificate checked against the test's CA) with a stored token, in a room they create with
+    /// a secret and a pin: all six directions decode the right sender's pictures and tone.
+    @Test func threeParticipantsOverSecureWebSocketWithAToken() async throws {
+        let ca = try TestCertificateAuthority()
+        defer { ca.remove() }
+        let token = "revue-token-\(UInt64.random(in: 0...UInt64.max))"
+        try await Self.withThreeFriends(
+            janusOptions: Self.secureJanus(ca), secure: (ca.caFile, token, "2468")
+        ) { janus, roomNumber, peers in
+            try await janus.addToken(token)
+            let (a, b, c) = (peers[0], peers[1], peers[2])
+            let (_, attachers) = Self.attachProbes(peers)
+            try await startCall(a, b)
+            try await startCall(a, c)
+            await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
+            for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+            for p in peers {
+                let transport = p.room.sfu?.session?.transport
+                #expect(transport is JanusWebSocketTransport, "\(p.name) talks to Janus through \(String(describing: transport))")
+            }
+            let seconds = 3.0
+            let feeds = peers.enumerated().map { i, p in
+                CallMediaQualityTests.feed(
+                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: seconds, startFrame: i * 30_000)
+            }
+            for f in feeds { await f.value }
+            await settle(0.6)
+            let fed = Int(seconds * 15)
+            for (i, me) in peers.enumerated() {
+                for (j, other) in peers.enumerated() where i != j {
+                    let probe = attachers[i].probe(other.id)
+                    let n = probe.snapshot
+                    let snr = probe.snr(Self.tones[j])
+                    print(
+                        "CallSFUTests wss+token: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB"
+                    )
+                    #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
+                    #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
+                    #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB")
+                }
+            }
+            // The room was made with its pin: a stranger with the token but without the pin is refused.
+            var endpoint = try JanusEndpoint(url: "wss://localhost:\(janus.wssPort)/", certificateAuthorityFile: ca.caFile)
+            endpoint.token = token
+            let stranger = try await JanusSession.create(endpoint: endpoint)
+            let handle = try await JanusVideoRoom(session: stranger)
+            await #expect(throws: JanusError.self) { _ = try await handle.joinAsPublisher(room: roomNumber, pin: "1357") }
+            await stranger.destroy()
+            for p in peers { p.room.disconnectAll() }
+        }
+    }
+
+    /// A token the server does not know: the call's SFU media fails at once for every
+    /// participant with `mediaSetupFailed` naming Janus's refusal (not after a timeout).
+    @Test func wrongTokenFailsAtOnce() async throws {
+        let ca = try TestCertificateAuthority()
+        defer { ca.remove() }
+        try await Self.withThreeFriends(
+            janusOptions: Self.secureJanus(ca), secure: (ca.caFile, "not-a-token", nil)
+        ) { janus, _, peers in
+            try await janus.addToken("the-real-token")
+            let (a, b) = (peers[0], peers[1])
+            let started = Date()
+            try await startCall(a, b)
+            for (p, other) in [(a, b), (b, a)] {
+                await p.wait("\(p.name)'s SFU refusal", timeout: 5) {
+                    p.recorder.room.contains {
+                        $0.hasPrefix("failed(mediaSetupFailed(participant: \"\(other.id)\"") && $0.contains("403")
+                    }
+                }
+            }
+            let took = Date().timeIntervalSince(started)
+            print(
+                "CallSFUTests: a wrong token refused \(String(format: "%.2f", took)) s after the call started: \(a.recorder.room.filter { $0.hasPrefix("failed") })"
+            )
+            #expect(took < 5)
+            for p in peers { p.room.disconnectAll() }
         }
     }
 
@@ -356,7 +457,8 @@ final class ProbeAttacher: RoomDelegate {
             await c.wait("c reports the server") { failed(c, about: a) }
             let detail = a.recorder.room.last { $0.hasPrefix("failed(") } ?? ""
             #expect(detail.contains("could not be joined"), "\(detail)")
-            #expect(SFUServer(url: "https://example.org/janus", room: 1).isUsable == false)
+            #expect(SFUServer(url: "ftp://example.org/janus", room: 1).isUsable == false)
+            #expect(SFUServer(url: "https://example.org/janus", room: 1).isUsable)
             #expect(SFUServer(url: "http://127.0.0.1:8088/janus", room: 0).isUsable == false)
             #expect(SFUServer(url: "http://[::1]:8088", room: 1 << 53).isUsable == false)
             #expect(SFUServer(url: "http://[::1]:8088", room: 7).isUsable)

@@ -188,8 +188,9 @@ import Testing
             (["--turn", "u:@203.0.113.1:3478"], "empty TURN password"),
             (["--turn", "u:p@203.0.113.1:3478?transport=quic"], "?transport=udp or ?transport=tcp"),
             (["--stun"], "--stun"),
-            (["--sfu", "https://127.0.0.1:8088/janus"], "--sfu takes http://ADDR:PORT/PATH"),
-            (["--sfu", "http://janus.example:8088/janus"], "--sfu takes http://ADDR:PORT/PATH"),
+            (["--sfu", "ftp://127.0.0.1:8088/janus"], "--sfu takes http://, https://, ws:// or wss://"),
+            (["--sfu", "https://user@janus.example/janus"], "--sfu takes http://, https://, ws:// or wss://"),
+            (["--sfu-token", "/etc/hostname"], "--sfu-token goes with --sfu"),
             (["--sfu", "http://127.0.0.1:8088/janus", "--sfu-room", "0"], "--sfu-room"),
             (["--sfu-room", "7"], "--sfu-room and --sfu-clear go with --sfu"),
             (["--sfu-clear"], "--sfu-room and --sfu-clear go with --sfu"),
@@ -198,6 +199,10 @@ import Testing
             let run = try runNode(["--data", "/nonexistent/revue-node-usage"] + arguments)
             #expect(run.status == 2 && run.stderr.contains(message), "\(arguments): \(run.status) \(run.stderr)")
         }
+        // A credential file that cannot be read is an input error (exit 1) naming the option.
+        let unreadable = try runNode(
+            ["--data", "/nonexistent/revue-node-usage", "--sfu", "wss://janus.example/", "--sfu-token", "/nonexistent/token"])
+        #expect(unreadable.status == 1 && unreadable.stderr.contains("--sfu-token /nonexistent/token"), "\(unreadable)")
         let help = try runNode(["--help"])
         #expect(
             help.status == 0 && help.stdout.contains("--stun HOST:PORT")

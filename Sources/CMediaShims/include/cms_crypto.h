@@ -24,4 +24,11 @@ static inline int cms_md5(const void *data, size_t length, unsigned char *out) {
     unsigned int outLength = 0;
     return EVP_Digest(data, length, out, &outLength, EVP_md5(), NULL) == 1 && outLength == 16;
 }
+
+/// SHA-1 of `data` into `out` (20 bytes; the WebSocket handshake's Sec-WebSocket-Accept, RFC 6455
+/// section 4.2.2). Returns 1 on success.
+static inline int cms_sha1(const void *data, size_t length, unsigned char *out) {
+    unsigned int outLength = 0;
+    return EVP_Digest(data, length, out, &outLength, EVP_sha1(), NULL) == 1 && outLength == 20;
+}
 #endif

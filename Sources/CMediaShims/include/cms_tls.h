@@ -64,6 +64,17 @@ int cms_tls_peer_fingerprint(const cms_tls *t, unsigned char out[32]);
 /// The negotiated protocol ("TLSv1.3", "TLSv1.2").
 const char *cms_tls_version(const cms_tls *t);
 
+/// What refused the server's certificate after a failed handshake: CMS_TLS_REFUSED_NAME when the
+/// certificate does not name the server (its name or address), CMS_TLS_REFUSED_CERTIFICATE for any
+/// other verification failure (unknown CA, expired, pin mismatch), 0 when the certificate was not
+/// the reason.
+int cms_tls_refusal(const cms_tls *t);
+
+enum {
+    CMS_TLS_REFUSED_CERTIFICATE = 1,
+    CMS_TLS_REFUSED_NAME = 2,
+};
+
 /// Why the last call failed into `out` (NUL-terminated); its length.
 size_t cms_tls_error(const cms_tls *t, char *out, size_t size);
 

@@ -1,11 +1,10 @@
 // A small HTTP/1.1 client for the Janus REST API: one request per TCP connection
-// (`Connection: close`), bounded in size and time, run on a blocking worker so that no Swift
-// concurrency thread waits on a socket (a long poll holds its connection for up to 30 s).
+// (`Connection: close`, plain or TLS through `ClientStream`), bounded in size and time, run on a
+// blocking worker so that no Swift concurrency thread waits on a socket (a long poll holds its
+// connection for up to 30 s).
 // FoundationNetworking's URLSession works here too, but it would bring libcurl into the engine
 // library for a handful of JSON requests and has no response size limit.
-internal import CMediaShims
 import Dispatch
-import Glibc
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -18,8 +17,17 @@ package enum JanusError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Janus answered with `"janus": "error"` (core error, e.g. 458 no such session) or a plugin
     /// error (`error_code`/`error` in the plugin data, e.g. 426 no such room).
     case janus(code: Int, reason: String)
+    /// Janus refused the credentials: a missing or wrong `api_secret` or `token` (core errors 403
+    /// and 405), or a wrong room `secret` or `pin` (VideoRoom error 433). Janus's code and reason.
+    case unauthorized(code: Int, reason: String)
     /// The TCP connection could not be made, or broke (the reason, with errno).
     case transport(String)
+    /// The server's host name could not be resolved (the name and the resolver's reason).
+    case resolutionFailed(String)
+    /// The server's TLS certificate was refused (unknown CA, expired...; OpenSSL's reason).
+    case certificateRejected(String)
+    /// The server's TLS certificate does not name the host (or address) connected to.
+    case nameMismatch(String)
     /// Connecting, sending or receiving took longer than allowed (what was waited for).
     case timeout(String)
     /// An HTTP status other than 200 (the status and the start of the body).
@@ -31,6 +39,10 @@ package enum JanusError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The response broke HTTP/1.1 framing or one of its limits: a bad status line, header field,
     /// Content-Length or chunk size, an oversize head, a connection that ended mid-message.
     case invalidHTTP(HTTPMessageError)
+    /// The WebSocket connection broke RFC 6455 or its message limit (or refused the upgrade).
+    case webSocket(WebSocketError)
+    /// The URL is not one the client can use (what is wrong with it).
+    case badURL(String)
     /// The session or handle was destroyed, or the session's long poll stopped.
     case closed(String)
 
@@ -38,39 +50,85 @@ package enum JanusError: Error, Hashable, Sendable, CustomStringConvertible {
     package var description: String {
         switch self {
         case .janus(let code, let reason): "Janus error \(code): \(reason)"
-        case .transport(let s): "HTTP transport: \(s)"
+        case .unauthorized(let code, let reason): "Janus refused the credentials (\(code)): \(reason)"
+        case .transport(let s): "transport: \(s)"
+        case .resolutionFailed(let s): "name resolution failed: \(s)"
+        case .certificateRejected(let s): "TLS certificate rejected: \(s)"
+        case .nameMismatch(let s): "TLS certificate does not name the server: \(s)"
         case .timeout(let s): "timed out: \(s)"
         case .http(let status, let body): "HTTP \(status): \(body)"
         case .responseTooLarge(let limit): "response larger than \(limit) bytes"
         case .malformed(let s): "malformed response: \(s)"
         case .invalidHTTP(let error): "invalid HTTP response: \(error)"
+        case .webSocket(let error): "\(error)"
+        case .badURL(let s): "bad Janus URL: \(s)"
         case .closed(let s): "closed: \(s)"
+        }
+    }
+
+    /// Janus's error `code` with `reason`: `.unauthorized` for the credential codes (403 and 405
+    /// from the core, 433 from the VideoRoom plugin), `.janus` for the others. Cost: none.
+    package static func fromJanus(code: Int, reason: String) -> JanusError {
+        [403, 405, 433].contains(code) ? .unauthorized(code: code, reason: reason) : .janus(code: code, reason: reason)
+    }
+
+    /// The Janus error for a stream failure. Cost: none.
+    package init(_ error: ClientStreamError) {
+        switch error {
+        case .resolutionFailed: self = .resolutionFailed(error.description)
+        case .connection(let s): self = .transport(s)
+        case .timeout(let s): self = .timeout(s)
+        case .certificateRejected(let s): self = .certificateRejected(s)
+        case .nameMismatch(let s): self = .nameMismatch(s)
+        case .tls(let s): self = .transport("TLS: \(s)")
         }
     }
 }
 
-/// One HTTP/1.1 endpoint (an IPv4 or IPv6 address and port; no TLS, no redirects, no proxies)
-/// that takes requests one connection at a time.
+/// One HTTP/1.1 endpoint (a host name or address and port, plain or TLS; no redirects, no
+/// proxies) that takes requests one connection at a time.
 ///
 /// Limits: `maxResponseBytes` for the whole response (status line, headers and body), a
 /// deadline for the whole exchange, optionally `idleTimeoutSeconds` between two reads. Bodies by
 /// `Content-Length`, `Transfer-Encoding: chunked`, or up to the end of the connection, decoded by
 /// `HTTPMessageDecoder` as they arrive, so a response that breaks the grammar or a limit fails at
 /// once (`.invalidHTTP` or `.responseTooLarge`), whatever the server sends.
-/// Thread rule: a value type; `send` from any task (the socket work runs on a global dispatch
-/// queue, not on the caller's thread). Cost: a TCP connection per request (about 0.1 ms on
-/// loopback) plus one copy of the response.
+/// Thread rule: a value type; `send` from any task (the socket work runs on a thread of its own,
+/// not on the caller's). Cost: a thread and a TCP connection per request (about 0.1 ms on
+/// loopback; with TLS a handshake, about 1 ms more) plus one copy of the response.
 package struct JanusHTTPClient: Sendable {
-    /// Where requests go.
-    package var server: SocketAddress
+    /// The server's host name or numeric address (IPv6 without brackets).
+    package var host: String
+    /// The server's TCP port.
+    package var port: UInt16
+    /// TLS settings for `https`; nil: plain HTTP.
+    package var tls: TLSClientSettings?
     /// The largest response taken (bytes); a larger one fails with `.responseTooLarge`.
     package var maxResponseBytes = 1 << 20
     /// The longest wait for the next bytes of a response (seconds); nil: only the deadline of
     /// `send` bounds it. Keep it above the server's long-poll hold time when there is one.
     package var idleTimeoutSeconds: Double?
 
-    /// A client for `server`. Cost: none.
-    package init(server: SocketAddress) { self.server = server }
+    /// A plain HTTP client for the numeric address `server`. Cost: none.
+    package init(server: SocketAddress) {
+        let text = "\(server)"
+        let hostPart = text[..<(text.lastIndex(of: ":") ?? text.endIndex)]
+        host = String(hostPart.hasPrefix("[") ? hostPart.dropFirst().dropLast() : hostPart)
+        port = server.port
+    }
+
+    /// A client for `host` at `port`, through TLS when `tls` is given. Cost: none.
+    package init(host: String, port: UInt16, tls: TLSClientSettings?) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+    }
+
+    /// The Host field's value.
+    var hostField: String {
+        let name = host.contains(":") ? "[\(host)]" : host
+        return port == (tls == nil ? 80 : 443) ? name : "\(name):\(port)"
+    }
 
     /// A response: the status code and the body.
     package struct Response: Sendable {
@@ -88,7 +146,10 @@ package struct JanusHTTPClient: Sendable {
     {
         let client = self
         let result: Result<Response, JanusError> = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            // A thread of its own, not a global dispatch queue: a long poll blocks for up to 30 s,
+            // and on Linux the dispatch pool (which Swift's global executor shares) adds a worker
+            // for blocked ones only after about a second, so every request waited that long.
+            _ = TransportThread(name: "janus-http") {
                 continuation.resume(
                     returning: client.exchange(method: method, path: path, body: body, timeoutSeconds: timeoutSeconds))
             }
@@ -99,50 +160,25 @@ package struct JanusHTTPClient: Sendable {
     /// The blocking exchange, on the calling thread.
     func exchange(method: String, path: String, body: [UInt8]?, timeoutSeconds: Double) -> Result<Response, JanusError> {
         let deadline = MonotonicTime.now + .nanoseconds(Int64(max(timeoutSeconds, 0.001) * 1e9))
-        func remainingMs() -> Int32 {
-            let now = MonotonicTime.now
-            return now >= deadline ? 0 : Int32(min((deadline - now).inNanoseconds / 1_000_000 + 1, 60_000))
+        let stream: ClientStream
+        do {
+            stream = try ClientStream.connect(host: host, port: port, tls: tls, deadline: deadline)
+        } catch {
+            return .failure(JanusError(error))
         }
-        let fd = socket(
-            server.cFamily, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return .failure(.transport("socket: errno \(errno)")) }
-        defer { Glibc.close(fd) }
-        var one: Int32 = 1
-        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-
-        // Connect.
-        let rc = server.withSockaddr { Glibc.connect(fd, $0, $1) }
-        if rc != 0 && errno != EINPROGRESS { return .failure(.transport("connect to \(server): errno \(errno)")) }
-        var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        while true {
-            let n = poll(&entry, 1, remainingMs())
-            if n > 0 { break }
-            if n < 0 && errno == EINTR { continue }
-            return .failure(.timeout("connecting to \(server)"))
-        }
-        var soError: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length)
-        if soError != 0 { return .failure(.transport("connect to \(server): errno \(soError)")) }
+        defer { stream.close() }
 
         // Send the request.
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: \(server)\r\nConnection: close\r\nAccept: application/json\r\n"
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: \(hostField)\r\nConnection: close\r\nAccept: application/json\r\n"
         if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
         head += "\r\n"
         var request = Array(head.utf8)
         if let body { request += body }
-        var sent = 0
-        while sent < request.count {
-            let n = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, request.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n > 0 {
-                sent += n
-                continue
-            }
-            if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
-                return .failure(.transport("send: errno \(errno)"))
-            }
-            var w = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            if poll(&w, 1, remainingMs()) == 0 { return .failure(.timeout("sending \(method) \(path)")) }
+        do {
+            try stream.write(request, deadline: deadline)
+        } catch {
+            if case .timeout = error { return .failure(.timeout("sending \(method) \(path)")) }
+            return .failure(JanusError(error))
         }
 
         // Read until the response is complete or the server closes, decoding as the bytes come.
@@ -150,20 +186,20 @@ package struct JanusHTTPClient: Sendable {
         var received = 0
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            var wait = remainingMs()
-            if let idle = idleTimeoutSeconds { wait = min(wait, Int32(min(max(idle, 0.001), 60) * 1000)) }
-            var r = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let p = poll(&r, 1, wait)
-            if p == 0 {
-                return .failure(.timeout("waiting for the response to \(method) \(path) (\(received) bytes received)"))
+            var wait = deadline
+            if let idle = idleTimeoutSeconds {
+                wait = min(deadline, MonotonicTime.now + .nanoseconds(Int64(min(max(idle, 0.001), 60) * 1e9)))
             }
-            if p < 0 { if errno == EINTR { continue } else { return .failure(.transport("poll: errno \(errno)")) } }
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+            let n: Int
+            do {
+                n = try stream.read(into: &chunk, deadline: wait)
+            } catch {
+                if case .timeout = error {
+                    return .failure(.timeout("waiting for the response to \(method) \(path) (\(received) bytes received)"))
+                }
+                return .failure(JanusError(error))
+            }
             if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { continue }
-                return .failure(.transport("receive: errno \(errno)"))
-            }
             received += n
             if received > maxResponseBytes { return .failure(.responseTooLarge(maxResponseBytes)) }
             do {

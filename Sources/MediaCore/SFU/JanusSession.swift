@@ -1,7 +1,9 @@
-// A session on a Janus server through its REST API (the HTTP transport): `POST /janus` makes the
-// session, `POST /janus/<session>` attaches plugin handles, `POST /janus/<session>/<handle>`
-// sends plugin messages, and a long poll `GET /janus/<session>` brings the asynchronous events
-// (plugin events answering a message, webrtcup, media, hangup, detached). docs/sfu.md.
+// A session on a Janus server through one of its API transports (JanusTransport.swift): over HTTP
+// `POST /janus` makes the session, `POST /janus/<session>` attaches plugin handles,
+// `POST /janus/<session>/<handle>` sends plugin messages, and a long poll `GET /janus/<session>`
+// brings the asynchronous events (plugin events answering a message, webrtcup, media, hangup,
+// detached); over a WebSocket the same messages carry `session_id`/`handle_id` and the server
+// pushes the events. docs/sfu.md.
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -20,16 +22,15 @@
 /// server, through the keepalives) until then. The long poll retries a failed poll every 200 ms; after a minute of failures the session is
 /// closed (requests then fail with `.closed`).
 ///
-/// Thread rule: an actor; every method from any task. Cost: one long-poll HTTP connection held
-/// open at all times (Janus answers it with up to 10 events, or a keepalive after 30 s), a
-/// keepalive request every 25 s, and one HTTP connection per request.
+/// Thread rule: an actor; every method from any task. Cost over HTTP: one long-poll connection
+/// held open at all times (Janus answers it with up to 10 events, or a keepalive after 30 s), a
+/// keepalive request every 25 s, and one connection per request; over a WebSocket: its one
+/// connection and reader thread, a keepalive every 25 s.
 package actor JanusSession {
     /// The session's id on the server.
     package nonisolated let id: UInt64
-    /// The HTTP endpoint of the server.
-    package nonisolated let client: JanusHTTPClient
-    /// The API's base path (`/janus` by default).
-    package nonisolated let basePath: String
+    /// How requests reach the server (HTTP or WebSocket).
+    package nonisolated let transport: any JanusTransport
     /// How long a request, or the event answering it, may take (seconds).
     package nonisolated let requestTimeoutSeconds: Double
 
@@ -46,10 +47,9 @@ package actor JanusSession {
     /// When the long poll started failing (nil while it works).
     private var pollFailingSince: MonotonicTime?
 
-    private init(id: UInt64, client: JanusHTTPClient, basePath: String, requestTimeoutSeconds: Double) {
+    private init(id: UInt64, transport: any JanusTransport, requestTimeoutSeconds: Double) {
         self.id = id
-        self.client = client
-        self.basePath = basePath
+        self.transport = transport
         self.requestTimeoutSeconds = requestTimeoutSeconds
     }
 
@@ -59,12 +59,32 @@ package actor JanusSession {
     package static func create(
         server: SocketAddress, basePath: String = "/janus", requestTimeoutSeconds: Double = 10
     ) async throws(JanusError) -> JanusSession {
-        let client = JanusHTTPClient(server: server)
-        let reply = try await post(
-            client, path: basePath, body: ["janus": "create", "transaction": .string(newTransaction())],
-            timeout: requestTimeoutSeconds)
-        guard let id = reply["data"]?["id"]?.id else { throw .malformed("no session id in \(reply)") }
-        let session = JanusSession(id: id, client: client, basePath: basePath, requestTimeoutSeconds: requestTimeoutSeconds)
+        try await create(
+            endpoint: JanusEndpoint(server: server, basePath: basePath), requestTimeoutSeconds: requestTimeoutSeconds)
+    }
+
+    /// Creates a session at `endpoint` (HTTP or WebSocket, with its credentials) and starts its
+    /// event loop and keepalive. Wrong credentials throw `.unauthorized` with Janus's first
+    /// answer; a refused certificate `.certificateRejected` or `.nameMismatch`. Thread rule: any
+    /// task. Cost: a connection (WebSocket) or a request (HTTP), then the session's standing cost.
+    package static func create(endpoint: JanusEndpoint, requestTimeoutSeconds: Double = 10) async throws(JanusError)
+        -> JanusSession
+    {
+        let transport = try await endpoint.open(timeoutSeconds: requestTimeoutSeconds)
+        let reply: JSONValue
+        do {
+            reply = try await transport.send(
+                ["janus": "create", "transaction": .string(newTransaction())], session: nil, handle: nil,
+                timeoutSeconds: requestTimeoutSeconds)
+        } catch {
+            transport.close()
+            throw error
+        }
+        guard let id = reply["data"]?["id"]?.id else {
+            transport.close()
+            throw .malformed("no session id in \(reply)")
+        }
+        let session = JanusSession(id: id, transport: transport, requestTimeoutSeconds: requestTimeoutSeconds)
         await session.startBackground()
         return session
     }
@@ -75,12 +95,15 @@ package actor JanusSession {
         async throws(JanusError)
         -> JSONValue
     {
-        let response = try await JanusHTTPClient(server: server).send(
-            method: "GET", path: basePath + "/info", timeoutSeconds: timeoutSeconds)
-        guard response.status == 200 else {
-            throw .http(status: response.status, body: String(decoding: response.body.prefix(200), as: UTF8.self))
-        }
-        return try JSONValue.parse(response.body)
+        try await info(endpoint: JanusEndpoint(server: server, basePath: basePath), timeoutSeconds: timeoutSeconds)
+    }
+
+    /// Asks the server at `endpoint` for its `info`. Thread rule: any task. Cost: one request
+    /// (and, over a WebSocket, a connection opened and closed).
+    package static func info(endpoint: JanusEndpoint, timeoutSeconds: Double = 5) async throws(JanusError) -> JSONValue {
+        let transport = try await endpoint.open(timeoutSeconds: timeoutSeconds)
+        defer { transport.close() }
+        return try await transport.info(timeoutSeconds: timeoutSeconds)
     }
 
     private func startBackground() {
@@ -142,21 +165,20 @@ package actor JanusSession {
             answer = reply
         }
         if let data = answer["plugindata"]?["data"], let code = data["error_code"]?.int {
-            throw .janus(code: Int(code), reason: data["error"]?.string ?? "")
+            throw JanusError.fromJanus(code: Int(code), reason: data["error"]?.string ?? "")
         }
         return answer
     }
 
     /// Sends one request (`body` plus a transaction) to the session, or to `handle`, and returns
-    /// Janus's immediate reply; `"janus": "error"` throws `.janus`. Thread rule: any task.
-    /// Cost: one HTTP request.
+    /// Janus's immediate reply; `"janus": "error"` throws `.janus` (`.unauthorized` for
+    /// credentials). Thread rule: any task. Cost: one request.
     package func request(_ body: JSONValue, handle: UInt64? = nil, transaction: String? = nil) async throws(JanusError)
         -> JSONValue
     {
         if let reason = closedReason { throw .closed(reason) }
-        let path = basePath + "/\(id)" + (handle.map { "/\($0)" } ?? "")
         let payload = body.setting("transaction", .string(transaction ?? Self.newTransaction()))
-        return try await Self.post(client, path: path, body: payload, timeout: requestTimeoutSeconds)
+        return try await transport.send(payload, session: id, handle: handle, timeoutSeconds: requestTimeoutSeconds)
     }
 
     /// Destroys the session on the server (`"janus": "destroy"`; its handles are detached there)
@@ -170,14 +192,19 @@ package actor JanusSession {
 
     // MARK: Long poll
 
-    /// One long poll; false once the session is closed (or gone on the server).
+    /// One long poll (or the events a WebSocket brought); false once the session is closed (or
+    /// gone on the server).
     private func pollOnce() async -> Bool {
         guard closedReason == nil else { return false }
-        let response: JanusHTTPClient.Response
+        let events: [JSONValue]
         do {
-            response = try await client.send(method: "GET", path: basePath + "/\(id)?maxev=10", timeoutSeconds: 45)
+            events = try await transport.events(session: id)
         } catch {
             if closedReason != nil { return false }
+            if transport.eventFailuresAreFinal {
+                close(reason: "the connection to Janus ended: \(error)")
+                return false
+            }
             // A transient failure: try again shortly. After a minute of failures (longer than
             // Janus's default session timeout) the session is gone: close it.
             let now = MonotonicTime.now
@@ -192,8 +219,6 @@ package actor JanusSession {
         }
         pollFailingSince = nil
         guard closedReason == nil else { return false }
-        guard let json = try? JSONValue.parse(response.body) else { return true }
-        let events = json.array ?? [json]
         for event in events {
             if event["janus"]?.string == "error", let code = event["error"]?["code"]?.int, code == 458 {
                 close(reason: "Janus no longer knows the session (458)")
@@ -263,25 +288,12 @@ package actor JanusSession {
         waiters.removeAll()
         for (_, stream) in handles { stream.finish() }
         handles.removeAll()
+        transport.close()
     }
 
     // MARK: Helpers
 
     private static func newTransaction() -> String { ICEAgent.randomICEString(12) }
-
-    private static func post(_ client: JanusHTTPClient, path: String, body: JSONValue, timeout: Double) async throws(JanusError)
-        -> JSONValue
-    {
-        let response = try await client.send(method: "POST", path: path, body: body.bytes, timeoutSeconds: timeout)
-        guard response.status == 200 else {
-            throw .http(status: response.status, body: String(decoding: response.body.prefix(200), as: UTF8.self))
-        }
-        let json = try JSONValue.parse(response.body)
-        if json["janus"]?.string == "error" {
-            throw .janus(code: Int(json["error"]?["code"]?.int ?? 0), reason: json["error"]?["reason"]?.string ?? "")
-        }
-        return json
-    }
 }
 
 extension JSONValue {

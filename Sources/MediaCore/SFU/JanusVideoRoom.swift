@@ -156,6 +156,10 @@ package struct JanusRoomOptions: Sendable {
     /// Whether Janus sends `talking`/`stopped-talking` events (needs the publishers' audio-level
     /// header extension).
     package var audioLevelEvents = false
+    /// The room's `secret`: needed to destroy or edit it (nil: none).
+    package var secret: String?
+    /// The room's `pin`: needed to join it (nil: anyone may join).
+    package var pin: String?
 
     /// The defaults above. Cost: none.
     package init() {}
@@ -207,15 +211,20 @@ package final class JanusVideoRoom: Sendable {
         ]
         if let room = options.room { body = body.setting("room", .int(Int64(room))) }
         if let d = options.description { body = body.setting("description", .string(d)) }
+        if let secret = options.secret { body = body.setting("secret", .string(secret)) }
+        if let pin = options.pin { body = body.setting("pin", .string(pin)) }
         let reply = try await session.message(handle: handle, body: body)
         guard let room = Self.data(reply)["room"]?.id else { throw .malformed("no room in \(reply)") }
         return room
     }
 
-    /// Destroys a room (`destroy`); its participants get `leaving`/`destroyed` events.
+    /// Destroys a room (`destroy`, with the room's `secret` when it has one); its participants
+    /// get `leaving`/`destroyed` events. A wrong secret throws `.unauthorized`.
     /// Thread rule: any task. Cost: one request.
-    package func destroyRoom(_ room: UInt64) async throws(JanusError) {
-        _ = try await session.message(handle: handle, body: ["request": "destroy", "room": .int(Int64(room))])
+    package func destroyRoom(_ room: UInt64, secret: String? = nil) async throws(JanusError) {
+        var body: JSONValue = ["request": "destroy", "room": .int(Int64(room))]
+        if let secret { body = body.setting("secret", .string(secret)) }
+        _ = try await session.message(handle: handle, body: body)
     }
 
     /// The participants of a room (`listparticipants`): who is there and who publishes.
@@ -228,10 +237,13 @@ package final class JanusVideoRoom: Sendable {
     }
 
     /// Joins `room` as a publisher (`join`, `ptype: publisher`): we are in the room and see its
-    /// publishers, but send nothing until `publish`. Thread rule: any task. Cost: one request.
-    package func joinAsPublisher(room: UInt64, display: String? = nil) async throws(JanusError) -> JanusJoined {
+    /// publishers, but send nothing until `publish`. A room with a `pin` needs it (a wrong one
+    /// throws `.unauthorized`). Thread rule: any task. Cost: one request.
+    package func joinAsPublisher(room: UInt64, display: String? = nil, pin: String? = nil) async throws(JanusError) -> JanusJoined
+    {
         var body: JSONValue = ["request": "join", "ptype": "publisher", "room": .int(Int64(room))]
         if let display { body = body.setting("display", .string(display)) }
+        if let pin { body = body.setting("pin", .string(pin)) }
         let data = Self.data(try await session.message(handle: handle, body: body))
         guard data["videoroom"]?.string == "joined", let id = data["id"]?.id else {
             throw .malformed("join answered \(data)")
@@ -279,15 +291,16 @@ package final class JanusVideoRoom: Sendable {
     /// Subscribes to `feeds` of `room` (`join`, `ptype: subscriber`, one stream list entry per
     /// feed) and returns Janus's offer (SDP text, `sendonly` media with Janus's candidates) and
     /// its streams; answer it with `start`. `privateID` ties the subscription to our publisher,
-    /// if we have one. Thread rule: any task. Cost: one request.
-    package func joinAsSubscriber(room: UInt64, feeds: [UInt64], privateID: UInt64? = nil) async throws(JanusError)
-        -> JanusSubscriberUpdate
+    /// if we have one; `pin` is the room's, when it has one. Thread rule: any task. Cost: one request.
+    package func joinAsSubscriber(room: UInt64, feeds: [UInt64], privateID: UInt64? = nil, pin: String? = nil)
+        async throws(JanusError) -> JanusSubscriberUpdate
     {
         var body: JSONValue = [
             "request": "join", "ptype": "subscriber", "room": .int(Int64(room)),
             "streams": .array(feeds.map { ["feed": .int(Int64($0))] }),
         ]
         if let privateID { body = body.setting("private_id", .int(Int64(privateID))) }
+        if let pin { body = body.setting("pin", .string(pin)) }
         return try await offering(body, "join")
     }
 

@@ -19,13 +19,19 @@ import Synchronization
 
 /// A Janus server (its VideoRoom plugin) that carries a call's media instead of a mesh.
 ///
-/// Every participant of the call must configure the same server and room: a participant whose
+/// Every participant of the call must configure the same server URL and room: a participant whose
 /// friend uses another one (or none) gets `callDidFailWithError(.mediaSetupFailed)` for that
-/// friend and no media with it. The room is created on the server by whoever joins it first.
+/// friend and no media with it. The room is created on the server by whoever joins it first, with
+/// `roomSecret` and `pin` when they are set. Credentials the server refuses (a wrong `apiSecret`,
+/// `token` or `pin`) and a certificate that does not check end the call's SFU media at once with
+/// `.mediaSetupFailed` naming the reason. The credentials stay on this device: participants
+/// compare only the URL, the room and the encryption setting.
 public struct SFUServer: Sendable, Hashable {
-    /// The server's HTTP API, for example `http://127.0.0.1:8088/janus`: `http` only, a numeric
-    /// IPv4 or IPv6 address or `localhost`, the port (80 when absent) and the API's base path
-    /// (`/janus` when absent).
+    /// The server's API: `http://` or `https://` (the REST API, for example
+    /// `https://janus.example.org/janus`) or `ws://` or `wss://` (the WebSocket API, for example
+    /// `wss://janus.example.org:8989/`); a host name, `localhost` or a numeric address (IPv6 in
+    /// brackets), the port (80 or 443 when absent) and the path (`/janus` for HTTP, `/` for
+    /// WebSocket when absent). A host name is resolved when the call starts.
     public var url: String
     /// The VideoRoom room number (1 to 2^53-1, a JSON number Janus keeps exactly).
     public var room: UInt64
@@ -33,32 +39,55 @@ public struct SFUServer: Sendable, Hashable {
     /// reaches the server, with keys that only the call's participants hold. On by default; off
     /// lets a plain WebRTC subscriber (a browser) decode the media.
     public var endToEndEncryption: Bool
+    /// The server's `api_secret` (Janus's `general.api_secret`), sent with every request; nil
+    /// when the server has none.
+    public var apiSecret: String?
+    /// A token of the server's stored-token authentication (`general.token_auth`, tokens added
+    /// through its admin API), sent with every request; nil when the server does not ask for one.
+    public var token: String?
+    /// The room's `secret`, set when this participant creates the room (needed to destroy or
+    /// edit it); nil: none.
+    public var roomSecret: String?
+    /// The room's `pin`: needed to join it, and set when this participant creates it; nil: none.
+    public var pin: String?
+    /// A PEM file of the CA certificates that `https` and `wss` servers are checked against; nil:
+    /// the system's CA store. The certificate must also name the URL's host.
+    public var certificateAuthorityFile: String?
 
-    /// A server and room; end-to-end encryption on unless you say otherwise.
+    /// A server and room; end-to-end encryption on unless you say otherwise; no credentials.
+    /// Cost: none.
     public init(url: String, room: UInt64, endToEndEncryption: Bool = true) {
         self.url = url
         self.room = room
         self.endToEndEncryption = endToEndEncryption
     }
 
-    /// Whether `url` and `room` are a server this client can reach (an `http` URL with a numeric
-    /// address or `localhost`, a room from 1 to 2^53-1). Cheap.
+    /// A server and room with credentials: the server's `apiSecret` or `token`, the room's
+    /// `roomSecret` and `pin`, and the CA file for `https`/`wss` (nil: the system's). Cost: none.
+    public init(
+        url: String, room: UInt64, endToEndEncryption: Bool = true, apiSecret: String? = nil, token: String? = nil,
+        roomSecret: String? = nil, pin: String? = nil, certificateAuthorityFile: String? = nil
+    ) {
+        self.init(url: url, room: room, endToEndEncryption: endToEndEncryption)
+        self.apiSecret = apiSecret
+        self.token = token
+        self.roomSecret = roomSecret
+        self.pin = pin
+        self.certificateAuthorityFile = certificateAuthorityFile
+    }
+
+    /// Whether `url` and `room` are a server this client can reach (an `http`, `https`, `ws` or
+    /// `wss` URL with a host, a room from 1 to 2^53-1). Nothing is resolved or connected. Cheap.
     public var isUsable: Bool { endpoint() != nil }
 
-    /// How participants compare their servers in the friend channel.
+    /// How participants compare their servers in the friend channel (no credentials).
     var identifier: String { "\(url)#\(room)#\(endToEndEncryption ? "e2ee" : "clear")" }
 
-    /// The server's address and base path, or nil when `url` is not one this client can reach.
-    func endpoint() -> (address: SocketAddress, basePath: String)? {
-        guard let c = URLComponents(string: url), c.scheme?.lowercased() == "http", var host = c.host, !host.isEmpty,
-            room > 0, room < 1 << 53
-        else { return nil }
-        if host == "localhost" { host = "127.0.0.1" }
-        if host.hasPrefix("[") { host = String(host.dropFirst().dropLast()) }
-        let port = UInt16(c.port ?? 80)
-        let text = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        guard let address = try? SocketAddress(parsing: text) else { return nil }
-        return (address, c.path.isEmpty ? "/janus" : c.path)
+    /// The server's endpoint with the credentials, or nil when `url` or `room` is not usable.
+    func endpoint() -> JanusEndpoint? {
+        guard room > 0, room < 1 << 53 else { return nil }
+        return try? JanusEndpoint(
+            url: url, certificateAuthorityFile: certificateAuthorityFile, apiSecret: apiSecret, token: token)
     }
 }
 
@@ -158,8 +187,7 @@ extension SSRCRouter: AudioStreamSink where Target == AudioSinkSwitch {
 /// publisher handle and connection, the subscriptions, the frame keys.
 final class SFUMedia {
     let server: SFUServer
-    let address: SocketAddress
-    let basePath: String
+    let endpoint: JanusEndpoint
     var session: JanusSession?
     var handle: JanusVideoRoom?
     var privateID: UInt64 = 0
@@ -206,8 +234,7 @@ final class SFUMedia {
     init?(server: SFUServer) {
         guard let e = server.endpoint() else { return nil }
         self.server = server
-        address = e.address
-        basePath = e.basePath
+        endpoint = e
         if server.endToEndEncryption {
             baseKey = RandomBytes.bytes(16)
             keyIDs = Self.freshKeyIDs()
@@ -245,7 +272,8 @@ extension Room {
         guard let s = SFUMedia(server: server) else {
             for id in remoteParticipants.keys {
                 sfuFailed(
-                    "\(server.url) is not an http URL with a numeric address, or room \(server.room) is out of range", for: id)
+                    "\(server.url) is not an http, https, ws or wss URL with a host, or room \(server.room) is out of range",
+                    for: id)
             }
             return nil
         }
@@ -475,7 +503,7 @@ extension Room {
     }
 
     private func sfuJoin(_ sfu: SFUMedia) async throws {
-        let session = try await JanusSession.create(server: sfu.address, basePath: sfu.basePath)
+        let session = try await JanusSession.create(endpoint: sfu.endpoint)
         sfu.session = session
         if sfu.closed {
             await session.destroy()
@@ -486,7 +514,9 @@ extension Room {
         let display = localParticipant.identity
         var joined: JanusJoined
         let first: Result<JanusJoined, JanusError>
-        do { first = .success(try await handle.joinAsPublisher(room: room, display: display)) } catch { first = .failure(error) }
+        do { first = .success(try await handle.joinAsPublisher(room: room, display: display, pin: sfu.server.pin)) } catch {
+            first = .failure(error)
+        }
         switch first {
         case .success(let j):
             joined = j
@@ -497,10 +527,12 @@ extension Room {
             o.room = room
             o.publishers = SFUMedia.maxPublishers
             o.description = "revue"
+            o.secret = sfu.server.roomSecret
+            o.pin = sfu.server.pin
             do { _ = try await handle.createRoom(o) } catch {
                 guard case .janus(427, _) = error else { throw error }
             }
-            joined = try await handle.joinAsPublisher(room: room, display: display)
+            joined = try await handle.joinAsPublisher(room: room, display: display, pin: sfu.server.pin)
         }
         sfu.handle = handle
         sfu.privateID = joined.privateID
@@ -644,7 +676,8 @@ extension Room {
     /// Makes the subscriber handle and its connection, subscribed to `feeds`.
     private func sfuStartSubscriber(_ sfu: SFUMedia, _ session: JanusSession, feeds: [UInt64]) async throws {
         let handle = try await JanusVideoRoom(session: session)
-        let update = try await handle.joinAsSubscriber(room: sfu.server.room, feeds: feeds, privateID: sfu.privateID)
+        let update = try await handle.joinAsSubscriber(
+            room: sfu.server.room, feeds: feeds, privateID: sfu.privateID, pin: sfu.server.pin)
         var c = sfuConnectionConfiguration(sfu)
         c.frameDecryption = sfu.frames
         c.maxAudioStreams = SFUMedia.maxPublishers
