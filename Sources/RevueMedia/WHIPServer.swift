@@ -171,11 +171,14 @@ public final class WHIPServer: Sendable {
         }
     }
 
-    /// Runs `body` in a task and waits for it on this (connection) thread.
+    /// Runs `body` in a task and waits for it on this (connection) thread. The task prefers the
+    /// server's own executor (`WHIPTaskExecutor`): on Linux the concurrency pool has one thread
+    /// per core, so a program whose pool threads are all blocked (synchronous work, waits) would
+    /// otherwise leave a client's offer unanswered until one frees up.
     private func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
         let done = DispatchSemaphore(value: 0)
         let result = Mutex<Result<T, any Error>?>(nil)
-        Task {
+        Task(executorPreference: WHIPTaskExecutor.shared) {
             let r: Result<T, any Error>
             do { r = .success(try await body()) } catch { r = .failure(error) }
             result.withLock { $0 = r }
@@ -213,5 +216,18 @@ public final class WHIPServer: Sendable {
             let b = UInt8.random(in: 0...255)
             return String(b >> 4, radix: 16) + String(b & 15, radix: 16)
         }.joined()
+    }
+}
+
+/// Where the WHIP server's tasks run: a serial dispatch queue of its own (dispatch gives such a
+/// queue a thread when it has work, whatever the concurrency pool is doing). Thread rule: any
+/// thread enqueues; jobs run one at a time on the queue. Cost: one dispatch per job.
+final class WHIPTaskExecutor: TaskExecutor, @unchecked Sendable {
+    static let shared = WHIPTaskExecutor()
+    private let queue = DispatchQueue(label: "revue.whip.tasks")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
