@@ -201,6 +201,9 @@ final class NetworkLab: @unchecked Sendable {
         /// public address comes back to the home whose port it names (by the port ranges above),
         /// with the NAT's public address and the sender's port as its source.
         var hairpin = false
+        /// coturn on an address of its own (203.0.113.10) instead of the rendezvous node's
+        /// (IPv4 only; not with `turnTLS`, whose certificate names the node's address).
+        var turnOwnAddress = false
         /// The internet namespace has a default route (to the sink, see the notes at the top).
         /// Without it, as on a flat segment with nothing beyond, a datagram coturn sends to an
         /// address outside the lab's links fails with "network unreachable".
@@ -257,14 +260,19 @@ final class NetworkLab: @unchecked Sendable {
     /// The rendezvous node as peers name it.
     var rendezvousEndpoint: String { serviceEndpoint(Self.rendezvousPort) }
     /// `--stun` value: coturn answers Binding requests.
-    var stunArgument: String { serviceEndpoint(Self.turnPort) }
+    /// coturn's address: the services' address, or its own with `turnOwnAddress`.
+    var turnHost: String { options.turnOwnAddress ? Self.turnOwnHost : serviceHost }
+    static let turnOwnHost = "203.0.113.10"
+    /// coturn's address and `port`.
+    func turnEndpoint(_ port: UInt16) -> String { options.ipv6Only ? serviceEndpoint(port) : "\(turnHost):\(port)" }
+    var stunArgument: String { turnEndpoint(Self.turnPort) }
     /// `--turn` value for coturn's static user.
     func turnArgument(tcp: Bool = false) -> String {
-        "\(Self.turnUser):\(Self.turnPassword)@\(serviceEndpoint(Self.turnPort))" + (tcp ? "?transport=tcp" : "")
+        "\(Self.turnUser):\(Self.turnPassword)@\(turnEndpoint(Self.turnPort))" + (tcp ? "?transport=tcp" : "")
     }
     /// `--turn` value for coturn's static user over TLS, verified against the lab's CA.
     var turnTLSArgument: String {
-        "turns:\(Self.turnUser):\(Self.turnPassword)@\(serviceEndpoint(Self.turnTLSPort))?ca=\(turnCAFile)"
+        "turns:\(Self.turnUser):\(Self.turnPassword)@\(turnEndpoint(Self.turnTLSPort))?ca=\(turnCAFile)"
     }
     /// The CA that signed coturn's certificate (`Options.turnTLS`).
     var turnCAFile: String { directory + "/coturn/ca.pem" }
@@ -356,8 +364,9 @@ final class NetworkLab: @unchecked Sendable {
             ip -n \(i) link add flat link seg type macvlan mode bridge
             ip -n \(i) link set flat up
             ip -n \(i) addr add 203.0.113.1/24 dev flat
+            ip -n \(i) addr add \(Self.turnOwnHost)/24 dev flat
 
-            """ : "ip -n \(i) addr add 203.0.113.1/32 dev lo\n"
+            """ : "ip -n \(i) addr add 203.0.113.1/32 dev lo\nip -n \(i) addr add \(Self.turnOwnHost)/32 dev lo\n"
         s += """
             ip -n \(i) addr add 2001:db8:ff::1/128 dev lo nodad
             ip netns exec \(i) sysctl -qw net.ipv4.ip_forward=1
@@ -620,11 +629,11 @@ final class NetworkLab: @unchecked Sendable {
         let file = directory + "/turn-secret"
         try (Self.turnSecret + "\n").write(toFile: file, atomically: true, encoding: .utf8)
         chmod(file, 0o600)
-        let server = serviceEndpoint(Self.turnPort)
+        let server = turnEndpoint(Self.turnPort)
         // With `turnTLS` the node offers coturn's TLS port alone, so media can only go that way.
         let urls =
             options.turnTLS
-            ? ["turns:\(serviceEndpoint(Self.turnTLSPort))"] : ["turn:\(server)", "turn:\(server)?transport=tcp"]
+            ? ["turns:\(turnEndpoint(Self.turnTLSPort))"] : ["turn:\(server)", "turn:\(server)?transport=tcp"]
         return urls.flatMap { ["--turn-url", $0] } + ["--turn-secret", file, "--turn-lifetime", "\(lifetime)"]
     }
 
@@ -662,7 +671,7 @@ final class NetworkLab: @unchecked Sendable {
     private func startCoturn() async throws {
         let dir = directory + "/coturn"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let ips = options.ipv6Only ? ["203.0.113.1", "2001:db8:ff::1"] : ["203.0.113.1"]
+        let ips = options.ipv6Only ? ["203.0.113.1", "2001:db8:ff::1"] : [turnHost]
         let config =
             ips.map { "listening-ip=\($0)\nrelay-ip=\($0)" }.joined(separator: "\n") + """
 

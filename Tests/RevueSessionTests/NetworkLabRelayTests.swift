@@ -17,18 +17,19 @@ import Testing
         "needs root, ip, nft, coturn's turnserver and a built revue-node: the network lab relay cases are skipped"))
 struct NetworkLabRelayTests {
     /// Builds a lab with `options`, runs `prepare` on it, befriends two peers (home 1 and home 2,
-    /// given the lab's coturn as STUN and TURN server, TURN over TCP when `tcp`, plus
-    /// `arguments`), calls, feeds `seconds` of media both ways, prints the frames and the selected
+    /// given the lab's coturn as STUN and TURN server with its static user unless `staticTURN` is
+    /// false, TURN over TCP when `tcp`, plus `arguments`), calls, feeds `seconds` of media both ways, prints the frames and the selected
     /// pairs under `label`, expects media both ways, then runs `check` on the call.
     func relayCall(
         _ label: String, _ options: NetworkLab.Options, tcp: Bool = false, tls: Bool = false, seconds: Double = 3,
-        arguments: [String] = [],
+        arguments: [String] = [], staticTURN: Bool = true,
         prepare: (NetworkLab) throws -> Void = { _ in }, check: (LabCall) async throws -> Void = { _ in }
     ) async throws {
         let lab = try await NetworkLab(options)
         defer { lab.teardown() }
         try prepare(lab)
-        let call = try LabCall(lab, arguments: arguments + LabCall.iceArguments(lab, tcp: tcp, tls: tls))
+        let ice = staticTURN ? LabCall.iceArguments(lab, tcp: tcp, tls: tls) : []
+        let call = try LabCall(lab, arguments: arguments + ice)
         defer { call.stop() }
         try await call.befriend()
         try await call.startCall()
@@ -86,6 +87,33 @@ struct NetworkLabRelayTests {
                 let traffic = call.lab.turnClientTraffic()
                 #expect(traffic.tls > 0 && traffic.tcp == 0, "\(traffic)\n\(call.diagnosis())")
             })
+    }
+
+    /// coturn on an address of its own, apart from the rendezvous node's (the deployments where
+    /// they run on separate hosts): symmetric NATs on the flat segment, media both ways through
+    /// the relay over UDP, and the same routed with the node handing out the credentials.
+    @Test func flatSymmetricToSymmetricWithTURNOnItsOwnAddress() async throws {
+        var options = NetworkLab.Options(home1: .symmetric, home2: .symmetric, flatSegment: true, servicesDefaultRoute: false)
+        options.turnOwnAddress = true
+        try await relayCall(
+            "flat symmetric/symmetric, coturn at \(NetworkLab.turnOwnHost), TURN over UDP", options,
+            check: { call in
+                try await expectLegs(call, relayed: true)
+                let pa = await call.mediaPath(call.a, about: call.bId) ?? [:]
+                let pb = await call.mediaPath(call.b, about: call.aId) ?? [:]
+                let pairs = "\(pa["local"] ?? "") \(pa["remote"] ?? "") \(pb["local"] ?? "") \(pb["remote"] ?? "")"
+                #expect(pairs.contains(NetworkLab.turnOwnHost), "no pair through coturn's address: \(pairs)")
+            })
+    }
+
+    @Test func routedSymmetricToSymmetricWithTURNOnItsOwnAddressAndNodeCredentials() async throws {
+        var options = NetworkLab.Options(
+            home1: .symmetric, home2: .symmetric, servicesDefaultRoute: false, sharedSecretLifetime: 3600)
+        options.turnOwnAddress = true
+        try await relayCall(
+            "routed symmetric/symmetric, coturn at \(NetworkLab.turnOwnHost), credentials from the node", options,
+            staticTURN: false,
+            check: { try await expectLegs($0, relayed: true) })
     }
 
     /// A cone NAT and a symmetric one on the flat segment: media both ways over UDP (the cone's
