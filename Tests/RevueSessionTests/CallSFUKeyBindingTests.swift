@@ -82,6 +82,52 @@ extension CallSFUTests {
         }
     }
 
+    /// The SFU lies about which feed each stream carries: at c, the streams Janus said carry a's
+    /// feed are said to carry b's and the other way round (what a server that swaps its SSRC
+    /// mapping reports), and c routes them so. Janus still forwards a's media on a's streams, so
+    /// c's renderer for b now gets a's frames and the other way round; bound to the key IDs of
+    /// the participant each stream is said to carry, none of them decodes (each is a wrong
+    /// sender), and nothing is shown under the wrong name.
+    @Test func anSFUThatSwapsWhoseFeedAStreamCarriesGetsNothingShownUnderTheWrongName() async throws {
+        try await Self.withThreeFriends { _, _, peers in
+            let (a, b, c) = (peers[0], peers[1], peers[2])
+            let (_, attachers) = Self.attachProbes(peers)
+            try await startCall(a, b)
+            try await startCall(a, c)
+            await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
+            for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+            try? await Task.sleep(for: Room.sfuKeySwitchDelay + .milliseconds(300))
+            let cSFU = try #require(c.room.sfu), sub = try #require(cSFU.subscriber), frames = try #require(cSFU.frames)
+            let aFeed = try #require(cSFU.remoteFeeds[a.id]), bFeed = try #require(cSFU.remoteFeeds[b.id])
+            for (mid, stream) in sub.streams {
+                if stream.feed == aFeed {
+                    sub.streams[mid]?.feed = bFeed
+                } else if stream.feed == bFeed {
+                    sub.streams[mid]?.feed = aFeed
+                }
+            }
+            c.room.sfuRoute(cSFU)
+            let probes = [a, b].map { attachers[2].probe($0.id) }
+            let before = probes.map(\.snapshot), wrongBefore = frames.statistics.wrongSender
+            let feeds = [(a, 0), (b, 1)].map { (p: CallPeer, i: Int) in
+                CallMediaQualityTests.feed(
+                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 2, startFrame: i * 30_000 + 900)
+            }
+            for f in feeds { await f.value }
+            await settle(0.5)
+            let wrong = frames.statistics.wrongSender - wrongBefore
+            for (i, probe) in probes.enumerated() {
+                let now = probe.snapshot
+                print(
+                    "CallSFUTests: swapped mapping, c's view of \([a, b][i].name): \(now.frames - before[i].frames) frames, "
+                        + "\(now.foreign - before[i].foreign) of another sender; \(wrong) frames refused as a wrong sender")
+                #expect(now.frames == before[i].frames && now.foreign == before[i].foreign, "\([a, b][i].name): \(now)")
+            }
+            #expect(wrong >= 40, "\(frames.statistics)")
+            for p in peers { p.room.disconnectAll() }
+        }
+    }
+
     /// Decrypts `frame` as the receive pipeline would for the stream `ssrc`: the plaintext length,
     /// or the error.
     static func open(_ frame: [UInt8], with receiver: SFrameReceiver, ssrc: UInt32) -> Result<Int, SFrameError> {

@@ -714,7 +714,7 @@ extension Room {
 
     /// Points each participant's share of the subscription at its sections: their mids, SSRCs
     /// and the routes of their decoded media.
-    private func sfuRoute(_ sfu: SFUMedia) {
+    func sfuRoute(_ sfu: SFUMedia) {
         guard let sub = sfu.subscriber else { return }
         var video: [UInt32: RendererSwitch] = [:], audio: [UInt32: AudioSinkSwitch] = [:]
         for view in sfu.subscriptions.values {
