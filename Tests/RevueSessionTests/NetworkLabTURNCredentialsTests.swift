@@ -91,10 +91,13 @@ struct NetworkLabTURNCredentialsTests {
         let j = call.judged
         let users = Self.allocationUsers(lab)
         let traffic = lab.turnClientTraffic()
+        let pa = await call.mediaPath(call.a, about: call.bId) ?? [:]
+        let pb = await call.mediaPath(call.b, about: call.aId) ?? [:]
         print(
             "node-issued turns: credentials, symmetric/symmetric: a decoded \(j.aFromB) of \(j.fedByB) frames from b, "
-                + "b \(j.bFromA) of \(j.fedByA) from a; coturn relayed \(lab.relayBytes()) bytes; client traffic \(traffic); "
-                + "allocations by \(users)")
+                + "b \(j.bFromA) of \(j.fedByA) from a; a's pair \(pa["local"] ?? "none") -> \(pa["remote"] ?? "none"), "
+                + "b's pair \(pb["local"] ?? "none") -> \(pb["remote"] ?? "none"); coturn relayed \(lab.relayBytes()) bytes; "
+                + "client traffic \(traffic); allocations by \(users)")
         #expect(failures.isEmpty, "\(failures)\n\(call.diagnosis())")
         #expect(try #require(await call.legsRelayed(), "no selected pair reported\n\(call.diagnosis())") == [true, true])
         #expect(traffic.tls > 0 && traffic.tcp == 0, "\(traffic)\n\(call.diagnosis())")
