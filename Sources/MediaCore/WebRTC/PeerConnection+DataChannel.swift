@@ -290,7 +290,8 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
     private func open(_ channel: DataChannel) {
         guard let id = channel.id, channel.readyState == .connecting else { return }
         if !channel.options.negotiated {
-            queued.sendQueue.append(Outgoing(kind: .control(stream: id), bytes: Self.openMessage(channel)))
+            // Ahead of the messages given while the channel was connecting.
+            queued.sendQueue.insert(Outgoing(kind: .control(stream: id), bytes: Self.openMessage(channel)), at: queued.sendHead)
             queued.awaitingAck.insert(id)
         }
         channel.state.withLock { $0.readyState = .open }
@@ -332,7 +333,7 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
             case .reset(let channel, let stream):
                 // usrsctp refuses while another reset is under way: the timer tries again.
                 guard association.resetStream(stream) else { return }
-                channel.state.withLock { $0.readyState = .closing }
+                channel.state.withLock { if $0.readyState != .closed { $0.readyState = .closing } }
             case .message(let channel, let ppid, let size):
                 guard let id = channel.id, queued.channels[id] === channel, channel.readyState == .open else {
                     // Closed meanwhile: the message goes with it.
