@@ -2,7 +2,8 @@
 // 1,000 messages each way on a reliable ordered channel (complete and in order), a 256 KiB
 // message each way, an unordered channel with no retransmissions, a negotiated channel (no
 // DCEP), a data-only connection answered by a connection with media, closing from either side,
-// and the peer's max-message-size enforced on send.
+// the peer's max-message-size enforced on send, and an unordered channel without retransmissions
+// through the impairment relay losing 5 % each way beside a reliable one.
 import Foundation
 import Synchronization
 import Testing
@@ -192,5 +193,71 @@ struct DataChannelTests {
         // The closing connection closes its channels, and the peer's once its association goes.
         a.close()
         #expect(fromA.readyState == .closed && aSide.readyState == .closed)
+    }
+
+    /// Everything between the two connections goes through the impairment relay, which loses 5 %
+    /// of the datagrams each way (ICE, DTLS and SCTP alike). a knows b only as the relay's
+    /// address; b learns a's from its checks (a peer-reflexive candidate). An unordered channel
+    /// with no retransmissions delivers what arrives: most of 2,000 messages, none twice, none
+    /// invented. A reliable ordered channel beside it still delivers all of its 300 messages in
+    /// order, the ones sent after the unreliable burst too: a lost message is given up (FORWARD-TSN)
+    /// instead of holding the association back.
+    @Test func unreliableChannelThroughFivePercentLoss() async throws {
+        let a = try PeerConnection(configuration: Self.configuration())
+        let b = try PeerConnection(configuration: Self.configuration())
+        defer {
+            a.close()
+            b.close()
+        }
+        let bPort = try #require(b.localAddress?.port)
+        let relay = try ImpairmentRelay(
+            configuration: .init(
+                listen: .loopbackIPv4(port: 0), to: .loopbackIPv4(port: bPort), impairment: .init(loss: 0.05),
+                reverse: .init(loss: 0.05), seed: 11))
+        relay.start()
+        defer { relay.stop() }
+        let inbox = DataChannelInbox()
+        inbox.attach(to: b)
+        var lossy = DataChannelOptions()
+        lossy.ordered = false
+        lossy.maxRetransmits = 0
+        let unreliable = try a.createDataChannel(label: "lossy", options: lossy)
+        let reliable = try a.createDataChannel(label: "reliable")
+
+        let offer = try await a.createOffer()
+        try await b.setRemoteDescription(
+            try JSEPSessionDescription(parsing: PeerConnectionChromiumTests.replacingCandidates(in: offer.sdp, with: nil), type: .offer))
+        let answer = try await b.createAnswer()
+        let relayed = PeerConnectionChromiumTests.replacingCandidates(
+            in: answer.sdp, with: "candidate:1 1 udp 2130706431 127.0.0.1 \(relay.listenAddress.port) typ host")
+        try await a.setRemoteDescription(try JSEPSessionDescription(parsing: relayed, type: .answer))
+        let sa = await a.waitUntilSettled(timeout: 60), sb = await b.waitUntilSettled(timeout: 60)
+        try #require(sa == .connected && sb == .connected, "a \(sa) \(a.error.map { "\($0)" } ?? ""), b \(sb)")
+        #expect(await waitFor(timeout: 30) { inbox.channel("lossy") != nil && inbox.channel("reliable") != nil })
+        let (_, lossyReceived) = try #require(inbox.channel("lossy"))
+        let (_, reliableReceived) = try #require(inbox.channel("reliable"))
+
+        for i in 0..<150 { try reliable.send("before\(i)") }
+        // In groups of 100, a few milliseconds apart, so the burst spans many packets.
+        for group in 0..<20 {
+            for i in 0..<100 { try unreliable.send("u\(group * 100 + i)") }
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        for i in 0..<150 { try reliable.send("after\(i)") }
+        #expect(await waitFor(timeout: 60) { reliableReceived.count >= 300 })
+        try await Task.sleep(nanoseconds: 500_000_000)
+        let texts = lossyReceived.texts
+        let sent = Set((0..<2000).map { "u\($0)" })
+        let stats = relay.statistics
+        let forwardLoss = Double(stats.forward.droppedByLoss) / Double(max(stats.forward.received, 1))
+        print(
+            "data channel through 5 % loss: \(texts.count) of 2,000 unreliable messages arrived; "
+                + "relay dropped \(stats.forward.droppedByLoss) of \(stats.forward.received) datagrams a→b and "
+                + "\(stats.reverse.droppedByLoss) of \(stats.reverse.received) b→a; reliable \(reliableReceived.count) of 300")
+        #expect(forwardLoss > 0.02 && forwardLoss < 0.08, "the relay lost \(forwardLoss * 100) % a→b")
+        #expect(stats.forward.droppedByLoss > 0)
+        #expect(texts.count >= 1700 && texts.count < 2000, "\(texts.count) of 2,000 arrived")
+        #expect(Set(texts).count == texts.count && Set(texts).isSubset(of: sent))
+        #expect(reliableReceived.texts == (0..<150).map { "before\($0)" } + (0..<150).map { "after\($0)" })
     }
 }
