@@ -263,7 +263,9 @@ int cms_sctp_receive(cms_sctp *s, void *out, size_t size, cms_sctp_received *inf
     int flags = 0;
     ssize_t n = usrsctp_recvv(s->sock, out, size, NULL, NULL, &rcv, &rcv_length, &info_type, &flags);
     if (n < 0) {
-        info->kind = (errno == EWOULDBLOCK || errno == EAGAIN) ? CMS_SCTP_NONE : CMS_SCTP_ERROR;
+        // Not connected yet (the association is still being set up) is nothing to read, not an
+        // end: the end comes as an association change notification.
+        info->kind = (errno == EWOULDBLOCK || errno == EAGAIN || errno == ENOTCONN) ? CMS_SCTP_NONE : CMS_SCTP_ERROR;
         return info->kind;
     }
     if (n == 0) {
