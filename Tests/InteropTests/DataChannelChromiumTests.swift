@@ -81,7 +81,8 @@ struct DataChannelChromiumTests {
     }
 
     /// Sends our 1,000 messages and 256 KiB on `channel` and checks both directions.
-    static func exchange(_ channel: DataChannel, _ received: DataChannelRecorder, peer: JSONLinePeer, label: String) async throws {
+    static func exchange(_ channel: DataChannel, _ received: DataChannelRecorder, peer: JSONLinePeer, label: String) async throws
+    {
         let start = Date()
         for i in 0..<count { try channel.send("r\(i)") }
         let pattern = (0..<262_144).map { UInt8($0 % 251) }
@@ -116,9 +117,14 @@ struct DataChannelChromiumTests {
         #expect(section.sctpPort == 5000)
         try await connection.setRemoteDescription(parsed)
         let answer = try await connection.createAnswer()
-        _ = try peer.call(["op": "take", "js": "dpc.setRemoteDescription({type: 'answer', sdp: \(Self.quoted(answer.sdp))}).then(() => dpc.signalingState)"])
+        _ = try peer.call([
+            "op": "take",
+            "js": "dpc.setRemoteDescription({type: 'answer', sdp: \(Self.quoted(answer.sdp))}).then(() => dpc.signalingState)",
+        ])
         let state = await connection.waitUntilSettled(timeout: 60)
-        try #require(state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error"); Chromium \(Self.stats(peer))")
+        try #require(
+            state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error"); Chromium \(Self.stats(peer))"
+        )
         #expect(await waitFor(timeout: 30) { inbox.channel("from-chromium") != nil })
         let (channel, received) = try #require(inbox.channel("from-chromium"))
         try await Self.exchange(channel, received, peer: peer, label: "Chromium→Revue")
@@ -141,7 +147,9 @@ struct DataChannelChromiumTests {
             try peer.call(["op": "dcAnswer", "js": "dcAnswer(\(Self.count), \(Self.quoted(offer.sdp)))"])["sdp"])
         try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer, type: .answer))
         let state = await connection.waitUntilSettled(timeout: 60)
-        try #require(state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error"); Chromium \(Self.stats(peer))")
+        try #require(
+            state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error"); Chromium \(Self.stats(peer))"
+        )
         #expect(await waitFor(timeout: 30) { channel.readyState == .open })
         try await Self.exchange(channel, received, peer: peer, label: "Revue→Chromium")
         #expect(Self.stats(peer)["labels"] as? String == "from-revue")

@@ -33,7 +33,8 @@ struct DataChannelInteropTests {
         defer { connection.close() }
         let inbox = DataChannelInbox()
         inbox.attach(to: connection)
-        let offer = try #require(try peer.call(["op": "offer", "label": "from-aiortc", "count": "\(Self.count)", "prefix": "p"])["sdp"])
+        let offer = try #require(
+            try peer.call(["op": "offer", "label": "from-aiortc", "count": "\(Self.count)", "prefix": "p"])["sdp"])
         let parsed = try JSEPSessionDescription(parsing: offer, type: .offer)
         #expect(parsed.media.contains { $0.isDataChannel })
         try await connection.setRemoteDescription(parsed)
@@ -84,7 +85,8 @@ struct DataChannelInteropTests {
         let received = DataChannelRecorder()
         received.attach(channel)
         let offer = try await connection.createOffer()
-        let answer = try #require(try peer.call(["op": "answer", "sdp": offer.sdp, "count": "\(Self.count)", "prefix": "p"])["sdp"])
+        let answer = try #require(
+            try peer.call(["op": "answer", "sdp": offer.sdp, "count": "\(Self.count)", "prefix": "p"])["sdp"])
         try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer, type: .answer))
         let state = await connection.waitUntilSettled(timeout: 60)
         try #require(state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error")")

@@ -60,7 +60,9 @@ struct DataChannelTests {
         let answer = try await b.createAnswer()
         try await a.setRemoteDescription(try JSEPSessionDescription(parsing: answer.sdp, type: .answer))
         let sa = await a.waitUntilSettled(timeout: 30), sb = await b.waitUntilSettled(timeout: 30)
-        try #require(sa == .connected && sb == .connected, "a \(sa) \(a.error.map { "\($0)" } ?? ""), b \(sb) \(b.error.map { "\($0)" } ?? "")")
+        try #require(
+            sa == .connected && sb == .connected,
+            "a \(sa) \(a.error.map { "\($0)" } ?? ""), b \(sb) \(b.error.map { "\($0)" } ?? "")")
     }
 
     @Test func reliableOrderedThousandMessagesEachWayAndLargeMessages() async throws {
@@ -110,7 +112,8 @@ struct DataChannelTests {
         let sa = a.dataChannelStatistics, sb = b.dataChannelStatistics
         print(
             "data channel loopback: 2,000 messages in \(String(format: "%.3f", elapsed)) s; "
-                + "SCTP packets a→b \(sa.packetsSent), b→a \(sb.packetsSent); drops \(sb.messagesTooLargeDropped + sb.messagesWithoutChannelDropped)")
+                + "SCTP packets a→b \(sa.packetsSent), b→a \(sb.packetsSent); drops \(sb.messagesTooLargeDropped + sb.messagesWithoutChannelDropped)"
+        )
         #expect(sb.messagesTooLargeDropped == 0 && sb.messagesWithoutChannelDropped == 0 && sb.malformedControlDropped == 0)
 
         // Over the peer's limit: refused at send with the limit named.
@@ -143,7 +146,9 @@ struct DataChannelTests {
         agreed.id = 42
         let negotiatedA = try a.createDataChannel(label: "agreed", options: agreed)
         let negotiatedB = try b.createDataChannel(label: "agreed", options: agreed)
-        #expect(throws: DataChannelError.invalidOptions("id 42 is in use")) { try a.createDataChannel(label: "x", options: agreed) }
+        #expect(throws: DataChannelError.invalidOptions("id 42 is in use")) {
+            try a.createDataChannel(label: "x", options: agreed)
+        }
         let recA = DataChannelRecorder(), recB = DataChannelRecorder()
         recA.attach(negotiatedA)
         recB.attach(negotiatedB)
@@ -226,7 +231,8 @@ struct DataChannelTests {
 
         let offer = try await a.createOffer()
         try await b.setRemoteDescription(
-            try JSEPSessionDescription(parsing: PeerConnectionChromiumTests.replacingCandidates(in: offer.sdp, with: nil), type: .offer))
+            try JSEPSessionDescription(
+                parsing: PeerConnectionChromiumTests.replacingCandidates(in: offer.sdp, with: nil), type: .offer))
         let answer = try await b.createAnswer()
         let relayed = PeerConnectionChromiumTests.replacingCandidates(
             in: answer.sdp, with: "candidate:1 1 udp 2130706431 127.0.0.1 \(relay.listenAddress.port) typ host")

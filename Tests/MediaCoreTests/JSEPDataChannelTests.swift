@@ -45,7 +45,8 @@ import Testing
         #expect(again.media.map(\.kind) == [.audio, .application, .video])
         #expect(again.media.map(\.mid) == ["0", "1", "2"])
         // A data-only offer, and one whose previous section is dropped without parameters.
-        let dataOnly = JSEPNegotiator.createOffer(tracks: [], transport: JSEPTests.transport, previous: nil, dataChannel: Self.parameters)
+        let dataOnly = JSEPNegotiator.createOffer(
+            tracks: [], transport: JSEPTests.transport, previous: nil, dataChannel: Self.parameters)
         #expect(dataOnly.media.count == 1 && dataOnly.media[0].isDataChannel)
         let dropped = JSEPNegotiator.createOffer(tracks: [JSEPTests.audio], transport: JSEPTests.transport, previous: offer)
         #expect(dropped.media[1].isRejected)
@@ -68,8 +69,16 @@ import Testing
         let owner = PeerConnectionDataChannels(queue: DispatchQueue(label: "test"), queueKey: DispatchSpecificKey())
         let cases: [(DataChannelOptions, String, String)] = [
             (DataChannelOptions(), "chat", ""),
-            ({ var o = DataChannelOptions(); o.ordered = false; o.maxRetransmits = 0; return o }(), "lossy", "proto"),
-            ({ var o = DataChannelOptions(); o.maxPacketLifeTime = 150; return o }(), "ünïcode ✓", ""),
+            (
+                {
+                    var o = DataChannelOptions(); o.ordered = false; o.maxRetransmits = 0; return o
+                }(), "lossy", "proto"
+            ),
+            (
+                {
+                    var o = DataChannelOptions(); o.maxPacketLifeTime = 150; return o
+                }(), "ünïcode ✓", ""
+            ),
         ]
         for (options, label, proto) in cases {
             var o = options

@@ -39,7 +39,9 @@ struct DataChannelHostilePeerTests {
 
         func send(stream: UInt16, ppid: UInt32, _ bytes: [UInt8]) {
             queue.sync {
-                let r = bytes.withUnsafeBytes { association.send(stream: stream, ppid: ppid, unordered: false, reliability: .reliable, $0) }
+                let r = bytes.withUnsafeBytes {
+                    association.send(stream: stream, ppid: ppid, unordered: false, reliability: .reliable, $0)
+                }
                 precondition(r == .sent, "the raw peer could not send: \(r)")
             }
         }

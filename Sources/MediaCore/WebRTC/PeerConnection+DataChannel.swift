@@ -606,7 +606,8 @@ extension PeerConnection {
 
     /// What our descriptions say about data channels.
     var dataChannelParameters: JSEPDataChannelParameters {
-        JSEPDataChannelParameters(sctpPort: Int(PeerConnectionDataChannels.sctpPort), maxMessageSize: PeerConnectionDataChannels.maxMessageSize)
+        JSEPDataChannelParameters(
+            sctpPort: Int(PeerConnectionDataChannels.sctpPort), maxMessageSize: PeerConnectionDataChannels.maxMessageSize)
     }
 
     /// Whether an offer made now carries a data section: a channel was made, or an earlier
