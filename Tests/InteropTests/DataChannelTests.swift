@@ -77,6 +77,9 @@ struct DataChannelTests {
         let channel = try a.createDataChannel(label: "chat")
         let mine = DataChannelRecorder()
         mine.attach(channel)
+        let lowEvents = Atomic<Int>(0)
+        channel.bufferedAmountLowThreshold = 1000
+        channel.onBufferedAmountLow = { lowEvents.add(1, ordering: .relaxed) }
         // Queued before the connection exists: sent once the channel opens.
         try channel.send("early")
         try await Self.connect(a, b)
@@ -109,6 +112,8 @@ struct DataChannelTests {
         #expect(got.count == 3 && got[1] == .text("") && got[2] == .binary([]))
         #expect(mine.messages.withLock { $0.last } == .binary(big))
         #expect(channel.bufferedAmount == 0)
+        // The 256 KiB message took bufferedAmount above the threshold and back below it.
+        #expect(lowEvents.load(ordering: .relaxed) >= 1)
         let sa = a.dataChannelStatistics, sb = b.dataChannelStatistics
         print(
             "data channel loopback: 2,000 messages in \(String(format: "%.3f", elapsed)) s; "
@@ -265,5 +270,38 @@ struct DataChannelTests {
         #expect(texts.count >= 1700 && texts.count < 2000, "\(texts.count) of 2,000 arrived")
         #expect(Set(texts).count == texts.count && Set(texts).isSubset(of: sent))
         #expect(reliableReceived.texts == (0..<150).map { "before\($0)" } + (0..<150).map { "after\($0)" })
+    }
+
+    /// A connection with audio only gets a data channel by renegotiation: the first channel
+    /// puts a data section in the next offer, the association starts when that exchange
+    /// completes, and the channel opens on the transport already running.
+    @Test func channelAddedByRenegotiation() async throws {
+        let a = try PeerConnection(configuration: Self.configuration())
+        let b = try PeerConnection(configuration: Self.configuration())
+        defer {
+            a.close()
+            b.close()
+        }
+        _ = try a.addAudioTrack()
+        _ = try b.addAudioTrack()
+        try await Self.connect(a, b)
+        #expect(a.localDescription?.media.contains { $0.isDataChannel } == false)
+        let inbox = DataChannelInbox()
+        inbox.attach(to: b)
+        let channel = try a.createDataChannel(label: "later")
+        let recorder = DataChannelRecorder()
+        recorder.attach(channel)
+        let offer = try await a.createOffer()
+        #expect(offer.media.map(\.kind) == [.audio, .application])
+        try await b.setRemoteDescription(try JSEPSessionDescription(parsing: offer.sdp, type: .offer))
+        let answer = try await b.createAnswer()
+        try await a.setRemoteDescription(try JSEPSessionDescription(parsing: answer.sdp, type: .answer))
+        #expect(await waitFor(timeout: 10) { inbox.channel("later") != nil && recorder.opened.load(ordering: .relaxed) })
+        let (theirs, received) = try #require(inbox.channel("later"))
+        try channel.send("over the same transport")
+        try theirs.send("back")
+        #expect(await waitFor(timeout: 10) { received.count >= 1 && recorder.count >= 1 })
+        #expect(received.texts == ["over the same transport"] && recorder.texts == ["back"])
+        #expect(a.state == .connected && b.state == .connected)
     }
 }

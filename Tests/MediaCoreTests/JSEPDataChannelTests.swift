@@ -1,8 +1,9 @@
 // The data channel section of offers and answers (RFC 8841) and the DATA_CHANNEL_OPEN message
 // (RFC 8832): a browser's section is parsed and answered with our SCTP port and message limit,
 // our offers carry one (kept in place on renegotiation), and DCEP opens are written and read
-// back, with every short or overlong one refused.
+// back, with every short or overlong one refused; the send queue's bounds, without a network.
 import Dispatch
+import Synchronization
 import Testing
 
 @testable import MediaCore
@@ -131,5 +132,31 @@ import Testing
         var negative = DataChannelOptions()
         negative.maxRetransmits = -1
         #expect(throws: DataChannelError.self) { try owner.create(label: "x", options: negative) }
+    }
+
+    /// What waits to be sent is bounded per connection (16 MiB) and released when the connection
+    /// ends; messages given before the peer's limit is known are held to 65,536 bytes.
+    @Test func sendQueueIsBoundedAndReleasedOnShutdown() throws {
+        let queue = DispatchQueue(label: "test")
+        let key = DispatchSpecificKey<UInt8>()
+        queue.setSpecific(key: key, value: 1)
+        let owner = PeerConnectionDataChannels(queue: queue, queueKey: key)
+        let channel = try owner.create(label: "bulk", options: DataChannelOptions())
+        let closed = Mutex(0)
+        channel.onClose = { closed.withLock { $0 += 1 } }
+        #expect(throws: DataChannelError.messageTooLarge(size: 65_537, limit: 65_536)) {
+            try channel.send([UInt8](repeating: 0, count: 65_537))
+        }
+        let chunk = [UInt8](repeating: 1, count: 65_536)
+        for _ in 0..<256 { try channel.send(chunk) }
+        #expect(channel.bufferedAmount == 16 << 20)
+        #expect(throws: DataChannelError.bufferFull) { try channel.send([1]) }
+        queue.sync { owner.shutdown() }
+        #expect(channel.bufferedAmount == 0 && channel.readyState == .closed)
+        #expect(closed.withLock { $0 } == 1)
+        #expect(throws: DataChannelError.invalidState("the channel is closed")) { try channel.send("x") }
+        #expect(throws: DataChannelError.invalidState("the connection is closed")) {
+            try owner.create(label: "late", options: DataChannelOptions())
+        }
     }
 }

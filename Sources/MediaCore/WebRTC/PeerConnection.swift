@@ -256,6 +256,8 @@ package final class PeerConnection: @unchecked Sendable {
     }
 
     deinit {
+        // The channels hold their machinery (and it them) until it shuts down: end it on its queue.
+        queue.async { [dataChannels] in dataChannels.shutdown() }
         timer?.cancel()
         playout?.stop()
         pipeline?.stop()
