@@ -1,6 +1,7 @@
 // The data channel layer of a PeerConnection against a hostile SCTP peer: a bare usrsctp
 // association of the test's (no DCEP of its own) linked to ours in memory, which sends opens on
-// our parity, an open whose lengths run past its end, data on streams nobody opened, an ACK
+// our parity, an open whose lengths run past its end, an open with a 9,000-byte label (over the
+// 8 KiB bound), data on streams nobody opened, an ACK
 // nobody asked for, an unknown PPID, a second open of a stream in use and a 300 KiB message over
 // our 256 KiB limit. Each is dropped and counted; the one proper open gets its ACK and its
 // channel keeps working after all of it.
@@ -107,6 +108,7 @@ struct DataChannelHostilePeerTests {
         peer.send(stream: 3, ppid: 50, Self.open(label: "short", labelLengthBonus: 40))
         peer.send(stream: 5, ppid: 51, Array("nobody opened this".utf8))
         peer.send(stream: 7, ppid: 50, [0x02])
+        peer.send(stream: 9, ppid: 50, Self.open(label: String(repeating: "l", count: 9000)))
         peer.send(stream: 1, ppid: 50, Self.open(label: "ok"))
         peer.send(stream: 1, ppid: 99, [1, 2, 3])
         peer.send(stream: 1, ppid: 53, [UInt8](repeating: 7, count: 300 * 1024))
@@ -115,7 +117,7 @@ struct DataChannelHostilePeerTests {
 
         #expect(await settled(within: 10) { messages.withLock { $0.count } >= 1 })
         let s = ours.shared.withLock { $0.statistics }
-        #expect(s.peerOpensRefused == 2, "\(s)")
+        #expect(s.peerOpensRefused == 3, "\(s)")
         #expect(s.malformedControlDropped == 2, "\(s)")
         #expect(s.messagesWithoutChannelDropped == 1, "\(s)")
         #expect(s.unknownPPIDDropped == 1, "\(s)")

@@ -21,6 +21,9 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
     static let maxSendMessageSize = 1 << 20
     /// Bytes that may wait in our send queue across all channels; `send` throws `.bufferFull` past it.
     package static let maxBufferedBytes = 16 << 20
+    /// The longest label and protocol (together, in bytes) of a channel the peer opens: with at
+    /// most 512 channels of its parity, what the peer makes us keep stays within 4 MiB.
+    static let maxPeerLabelBytes = 8192
     /// Streams each way (ids 0-1023), as browsers offer.
     static let streams: UInt16 = 1024
     /// The SCTP path MTU: with DTLS's record overhead (at most 37 bytes with AES-GCM, 65 with
@@ -455,7 +458,9 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
         guard type == Self.openType, let request = Self.parseOpen(bytes) else { return malformed() }
         // The opener's stream id has the opener's parity: the peer's, never ours.
         let peerParity: UInt16 = queued.role == .active ? 1 : 0
-        guard stream % 2 == peerParity, stream < Self.streams, queued.channels[stream] == nil else {
+        guard stream % 2 == peerParity, stream < Self.streams, queued.channels[stream] == nil,
+            request.label.utf8.count + request.protocol.utf8.count <= Self.maxPeerLabelBytes
+        else {
             shared.withLock { $0.statistics.peerOpensRefused += 1 }
             return
         }
