@@ -136,13 +136,19 @@ package struct PeerConnectionConfiguration: Sendable {
 /// so the peer may keep sending in it. The peer's new sections reach `videoRenderer` and
 /// `audioSink` like the first ones.
 ///
+/// Data channels (RFC 8831): `createDataChannel(label:options:)` and `onDataChannel`, on one SCTP
+/// association over the same DTLS transport (docs/webrtc.md, "Data channels").
+///
 /// Thread rule: every method from any thread or task; the callbacks (`onStateChange`,
-/// `onLocalCandidate`) run on the connection's private serial queue, one at a time, and must not
-/// call back into the connection synchronously. Decoded video reaches `videoRenderer` on the
+/// `onLocalCandidate`, and the data channels' `onDataChannel`, `onOpen`, `onMessage`, `onClose`,
+/// `onBufferedAmountLow`) run on the connection's private serial queue, one at a time; the
+/// first two must not call back into the connection synchronously (the data channel callbacks may
+/// call `send` and `close`). Decoded video reaches `videoRenderer` on the
 /// receive pipeline's thread, PCM reaches `audioSink` on the playout clock's thread.
 /// Cost: one socket; an ICE agent (a few STUN transactions a second); one DTLS handshake (a few
 /// ms of CPU); per local track the engine's send stream (encoder thread, pacer for video), and one
-/// receive pipeline thread plus one audio playout thread once connected.
+/// receive pipeline thread plus one audio playout thread once connected; with a data section,
+/// an SCTP association (1 MiB buffers each way) and a share of one process-wide timer thread.
 /// Sendable: the queue state (`dtls`, timer, pipeline, playout, feedback...) is used only on `queue` (and in
 /// deinit); shared state lives in the `shared` and `agentSlot` Mutexes; the rest are `let`s.
 package final class PeerConnection: @unchecked Sendable {
