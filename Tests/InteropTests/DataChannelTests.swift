@@ -304,4 +304,35 @@ struct DataChannelTests {
         #expect(received.texts == ["over the same transport"] && recorder.texts == ["back"])
         #expect(a.state == .connected && b.state == .connected)
     }
+
+    /// 16 MiB in 64 messages of 256 KiB, queued at once (the whole send bound), must arrive
+    /// complete and in order; the rate is printed for docs/webrtc.md, not asserted.
+    @Test func sixteenMebibytesOnAReliableChannel() async throws {
+        let a = try PeerConnection(configuration: Self.configuration())
+        let b = try PeerConnection(configuration: Self.configuration())
+        defer {
+            a.close()
+            b.close()
+        }
+        let inbox = DataChannelInbox()
+        inbox.attach(to: b)
+        let channel = try a.createDataChannel(label: "bulk")
+        let opened = DataChannelRecorder()
+        opened.attach(channel)
+        try await Self.connect(a, b)
+        #expect(await waitFor(timeout: 10) { inbox.channel("bulk") != nil && opened.opened.load(ordering: .relaxed) })
+        let (_, received) = try #require(inbox.channel("bulk"))
+        let start = Date()
+        for i in 0..<64 { try channel.send([UInt8](repeating: UInt8(i), count: 262_144)) }
+        #expect(await waitFor(timeout: 60) { received.count >= 64 })
+        let elapsed = Date().timeIntervalSince(start)
+        let ok = received.messages.withLock { m in
+            m.count == 64
+                && m.enumerated().allSatisfy { $0.element == .binary([UInt8](repeating: UInt8($0.offset), count: 262_144)) }
+        }
+        #expect(ok)
+        print(
+            "data channel loopback: 16 MiB in 256 KiB messages in \(String(format: "%.2f", elapsed)) s (\(String(format: "%.0f", 16 / elapsed)) MiB/s)"
+        )
+    }
 }
