@@ -155,7 +155,7 @@ import Testing
         #expect(channel.bufferedAmount == 0 && channel.readyState == .closed)
         #expect(closed.withLock { $0 } == 1)
         #expect(throws: DataChannelError.invalidState("the channel is closed")) { try channel.send("x") }
-        #expect(throws: DataChannelError.invalidState("the connection is closed")) {
+        #expect(throws: DataChannelError.invalidState("the connection or its SCTP association has ended")) {
             try owner.create(label: "late", options: DataChannelOptions())
         }
     }

@@ -118,7 +118,7 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
         let channel = DataChannel(label: label, options: options, id: options.id, locallyMade: true, owner: self)
         var failure: DataChannelError?
         onQueue {
-            if queued.shutDown { return failure = .invalidState("the connection is closed") }
+            if queued.shutDown { return failure = .invalidState("the connection or its SCTP association has ended") }
             if let id = options.id {
                 if queued.channels[id] != nil { return failure = .invalidOptions("id \(id) is in use") }
                 queued.channels[id] = channel
@@ -142,7 +142,7 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
         guard state == .connecting || state == .open else { throw .invalidState("the channel is \(state.rawValue)") }
         let size = message.count
         try shared.withLock { s throws(DataChannelError) in
-            if s.shutDown { throw .invalidState("the connection is closed") }
+            if s.shutDown { throw .invalidState("the connection or its SCTP association has ended") }
             let limit = min(s.sendLimit == 0 ? Self.maxSendMessageSize : s.sendLimit, Self.maxSendMessageSize)
             if size > limit { throw .messageTooLarge(size: size, limit: limit) }
             if s.buffered + size > Self.maxBufferedBytes { throw .bufferFull }
