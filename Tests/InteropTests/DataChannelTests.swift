@@ -302,6 +302,14 @@ struct DataChannelTests {
         try theirs.send("back")
         #expect(await waitFor(timeout: 10) { received.count >= 1 && recorder.count >= 1 })
         #expect(received.texts == ["over the same transport"] && recorder.texts == ["back"])
+        // A channel made once the association is up: its onOpen, set after it was made, runs.
+        let third = try a.createDataChannel(label: "third")
+        let thirdRecorder = DataChannelRecorder()
+        thirdRecorder.attach(third)
+        #expect(await waitFor(timeout: 10) { thirdRecorder.opened.load(ordering: .relaxed) && inbox.channel("third") != nil })
+        try third.send("3")
+        let (_, thirdReceived) = try #require(inbox.channel("third"))
+        #expect(await waitFor(timeout: 10) { thirdReceived.texts == ["3"] })
         #expect(a.state == .connected && b.state == .connected)
     }
 

@@ -129,7 +129,8 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
             } else {
                 queued.unassigned.append(channel)
             }
-            if queued.up { open(channel) }
+            // Opened on the queue's next turn, so that `onOpen` set after this returns is called.
+            if queued.up { queue.async { [self] in open(channel) } }
         }
         if let failure { throw failure }
         shared.withLock { $0.wanted = true }
