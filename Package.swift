@@ -21,7 +21,7 @@ let package = Package(
             linkerSettings: [
                 .linkedLibrary("opus"), .linkedLibrary("vpx"), .linkedLibrary("yuv"),
                 .linkedLibrary("speexdsp"), .linkedLibrary("srtp2"), .linkedLibrary("sodium"),
-                .linkedLibrary("crypto"), .linkedLibrary("ssl"),
+                .linkedLibrary("crypto"), .linkedLibrary("ssl"), .linkedLibrary("usrsctp"),
             ]
         ),
         .target(name: "MediaCore", dependencies: ["CMediaShims"]),

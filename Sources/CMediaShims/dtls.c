@@ -39,6 +39,13 @@ struct cms_dtls {
     size_t in_length;
     struct cms_datagram queue[CMS_DTLS_QUEUE_MAX];
     int queue_head, queue_count;
+    // Application data the peer sent (SCTP packets of data channels), in order, until the
+    // caller drains it with cms_dtls_next_application_data; bounded like the outgoing queue.
+    struct cms_datagram received[CMS_DTLS_QUEUE_MAX];
+    int received_head, received_count;
+    long received_dropped;
+    // One record's plaintext (at most 2^14 bytes, RFC 6347 section 4.1).
+    unsigned char plaintext[16384];
     int done, failed, closed;
     int alert, alert_fatal;
     long retransmissions;
@@ -312,6 +319,11 @@ void cms_dtls_free(cms_dtls *d) {
         struct cms_datagram *g = &d->queue[(d->queue_head + i) % CMS_DTLS_QUEUE_MAX];
         free(g->bytes);
     }
+    for (int i = 0; i < d->received_count; i++) {
+        struct cms_datagram *g = &d->received[(d->received_head + i) % CMS_DTLS_QUEUE_MAX];
+        OPENSSL_clear_free(g->bytes, g->length);
+    }
+    OPENSSL_cleanse(d->plaintext, sizeof d->plaintext);
     free(d);
 }
 
@@ -356,14 +368,34 @@ static void record_failure(cms_dtls *d, int ssl_error) {
     }
 }
 
-// After the handshake: application data is not used by DTLS-SRTP and is read and discarded; this
-// also lets OpenSSL answer a retransmitted final flight of the peer and notice close_notify.
+// After the handshake: application data (SCTP packets of data channels, RFC 8261) is kept for
+// cms_dtls_next_application_data; reading also lets OpenSSL answer a retransmitted final flight of
+// the peer and notice close_notify.
+static void keep_application_data(cms_dtls *d, int length) {
+    if (d->received_count == CMS_DTLS_QUEUE_MAX) {
+        d->received_dropped += 1;  // SCTP retransmits what is lost
+        return;
+    }
+    unsigned char *copy = malloc((size_t)length);
+    if (copy == NULL) {
+        d->received_dropped += 1;
+        return;
+    }
+    memcpy(copy, d->plaintext, (size_t)length);
+    int slot = (d->received_head + d->received_count) % CMS_DTLS_QUEUE_MAX;
+    d->received[slot].bytes = copy;
+    d->received[slot].length = (size_t)length;
+    d->received_count += 1;
+}
+
 static void read_after_handshake(cms_dtls *d) {
-    unsigned char buffer[2048];
     for (int i = 0; i < 64; i++) {
         ERR_clear_error();
-        int n = SSL_read(d->ssl, buffer, sizeof buffer);
-        if (n > 0) continue;
+        int n = SSL_read(d->ssl, d->plaintext, sizeof d->plaintext);
+        if (n > 0) {
+            keep_application_data(d, n);
+            continue;
+        }
         int e = SSL_get_error(d->ssl, n);
         if (e == SSL_ERROR_ZERO_RETURN) d->closed = 1;
         else if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
@@ -373,7 +405,6 @@ static void read_after_handshake(cms_dtls *d) {
         }
         break;
     }
-    OPENSSL_cleanse(buffer, sizeof buffer);
 }
 
 static int advance(cms_dtls *d) {
@@ -437,6 +468,34 @@ long cms_dtls_next_datagram(cms_dtls *d, void *out, size_t size) {
     d->queue_count -= 1;
     return (long)length;
 }
+
+// MARK: application data
+
+int cms_dtls_write(cms_dtls *d, const void *data, size_t length) {
+    if (!d->done || d->failed || d->closed || length == 0 || length > sizeof d->plaintext) return -1;
+    ERR_clear_error();
+    int n = SSL_write(d->ssl, data, (int)length);
+    if (n != (int)length) {
+        ERR_clear_error();
+        return -1;
+    }
+    return 1;
+}
+
+long cms_dtls_next_application_data(cms_dtls *d, void *out, size_t size) {
+    if (d->received_count == 0) return 0;
+    struct cms_datagram *g = &d->received[d->received_head];
+    if (g->length > size) return -1;
+    size_t length = g->length;
+    memcpy(out, g->bytes, length);
+    OPENSSL_clear_free(g->bytes, length);
+    g->bytes = NULL;
+    d->received_head = (d->received_head + 1) % CMS_DTLS_QUEUE_MAX;
+    d->received_count -= 1;
+    return (long)length;
+}
+
+long cms_dtls_application_data_dropped(const cms_dtls *d) { return d->received_dropped; }
 
 // MARK: results
 

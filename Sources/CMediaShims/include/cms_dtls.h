@@ -75,8 +75,8 @@ size_t cms_dtls_certificate_pem(const cms_dtls *d, char *out, size_t size);
 /// Returns 1, or 0 when the peer has presented none yet.
 int cms_dtls_peer_fingerprint(const cms_dtls *d, unsigned char out[32]);
 
-/// Hands one received datagram to OpenSSL and advances the handshake (or, once done, reads and
-/// discards application data and notices close_notify). Returns the handshake progress.
+/// Hands one received datagram to OpenSSL and advances the handshake (or, once done, keeps
+/// application data for cms_dtls_next_application_data and notices close_notify). Returns the handshake progress.
 int cms_dtls_feed(cms_dtls *d, const void *datagram, size_t length);
 
 /// Advances the handshake without input (the client's first flight). Returns the progress.
@@ -116,6 +116,19 @@ size_t cms_dtls_error(const cms_dtls *d, char *out, size_t size);
 
 /// The long name of an alert description code ("bad certificate", "handshake failure"...).
 const char *cms_dtls_alert_name(int code);
+
+/// Encrypts `length` bytes (1 to 16384) as one application data record, queued as an outgoing
+/// datagram (SCTP over DTLS, RFC 8261). Returns 1, or -1 before the handshake is done, after it
+/// failed or closed, or when OpenSSL refuses.
+int cms_dtls_write(cms_dtls *d, const void *data, size_t length);
+
+/// Moves the oldest received application data record's plaintext into `out` (`size` bytes).
+/// Returns its length, 0 when none is waiting, or -1 when `size` is too small (it stays queued).
+/// At most 64 records wait; more are dropped and counted.
+long cms_dtls_next_application_data(cms_dtls *d, void *out, size_t size);
+
+/// Application data records dropped because 64 were already waiting.
+long cms_dtls_application_data_dropped(const cms_dtls *d);
 
 /// Sends close_notify (queued as an outgoing datagram).
 void cms_dtls_close(cms_dtls *d);

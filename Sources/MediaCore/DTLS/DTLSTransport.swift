@@ -114,6 +114,14 @@ package final class DTLSTransport {
         /// those dropped after it (where nothing unauthenticated may end the association).
         package var plaintextAlertsHeld = 0
         package var plaintextAlertsDropped = 0
+        /// Application data records received and passed to `onApplicationData`.
+        package var applicationDataReceived = 0
+        /// Application data records dropped because 64 were already waiting (a peer that sends
+        /// faster than the owner drains; SCTP retransmits them).
+        package var applicationDataDropped = 0
+        /// Application data records sent with `sendApplicationData`, and those refused.
+        package var applicationDataSent = 0
+        package var applicationDataRefused = 0
     }
 
     /// The SRTP master keys of both directions, for the negotiated profile. Thread rule: an
@@ -142,6 +150,10 @@ package final class DTLSTransport {
     package var onDatagram: ((UnsafeRawBufferPointer) -> Void)?
     /// Called when `state` changes.
     package var onStateChange: ((State) -> Void)?
+    /// Called with each application data record the peer sent (the SCTP packets of data
+    /// channels, RFC 8261), valid only during the call, in order, and only once the peer is
+    /// verified (`.connected`): records that arrive before are held (at most 64) until then.
+    package var onApplicationData: ((UnsafeRawBufferPointer) -> Void)?
 
     /// The configuration the transport was made with.
     package private(set) var configuration: Configuration
@@ -168,6 +180,9 @@ package final class DTLSTransport {
     /// handshake unless the handshake moves on first (`plaintextAlertGrace`).
     private var heldAlert: (code: UInt8, failsAt: MonotonicTime)?
     private var sendBuffer: UnsafeMutableRawBufferPointer
+    /// Where a received application data record is copied for `onApplicationData` (16 KiB, made
+    /// with the first record).
+    private var receiveBuffer: UnsafeMutableRawBufferPointer?
 
     /// A transport for `configuration.role` with a fresh key and certificate (or
     /// `configuration.identity`'s). Throws
@@ -202,6 +217,7 @@ package final class DTLSTransport {
     deinit {
         cms_dtls_free(endpoint)
         sendBuffer.deallocate()
+        receiveBuffer?.deallocate()
     }
 
     /// This endpoint's certificate in PEM form (for peers that take a certificate rather than a
@@ -221,7 +237,10 @@ package final class DTLSTransport {
     package func setRemoteFingerprint(_ remote: DTLSFingerprint) {
         guard remoteFingerprint == nil else { return }
         remoteFingerprint = remote
-        if state == .awaitingFingerprint { verifyAndExport() }
+        if state == .awaitingFingerprint {
+            verifyAndExport()
+            deliverApplicationData()
+        }
     }
 
     /// Changes the role before the handshake starts (a peer connection's offer advertises the
@@ -286,6 +305,36 @@ package final class DTLSTransport {
         if state == .new { start(now: now) }
         heldAlert = nil  // the peer is still in the handshake
         process(cms_dtls_feed(endpoint, datagram.baseAddress, datagram.count))
+        deliverApplicationData()
+    }
+
+    /// Sends `bytes` (1 to 16,384) as one application data record (an SCTP packet, RFC 8261):
+    /// the datagram goes to `onDatagram` before this returns. Returns false, and counts it in
+    /// `applicationDataRefused`, unless `.connected`. Cost: one AEAD seal and one datagram.
+    @discardableResult
+    package func sendApplicationData(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard state == .connected, cms_dtls_write(endpoint, bytes.baseAddress, bytes.count) == 1 else {
+            statistics.applicationDataRefused += 1
+            return false
+        }
+        statistics.applicationDataSent += 1
+        flush()
+        return true
+    }
+
+    /// Hands the waiting application data records to `onApplicationData` once connected.
+    private func deliverApplicationData() {
+        guard state == .connected else { return }
+        statistics.applicationDataDropped = cms_dtls_application_data_dropped(endpoint)
+        if receiveBuffer == nil { receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16) }
+        guard let buffer = receiveBuffer else { return }
+        while true {
+            let n = cms_dtls_next_application_data(endpoint, buffer.baseAddress, buffer.count)
+            guard n > 0 else { return }
+            statistics.applicationDataReceived += 1
+            onApplicationData?(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            guard state == .connected else { return }
+        }
     }
 
     /// The alert of a datagram that is one plaintext (epoch 0) alert record, else nil.

@@ -129,6 +129,18 @@ public enum JSEPNegotiator {
         previous: JSEPSessionDescription? = nil,
         sessionID: UInt64 = newSessionID()
     ) -> JSEPSessionDescription {
+        createOffer(tracks: tracks, transport: transport, previous: previous, dataChannel: nil, sessionID: sessionID)
+    }
+
+    /// `createOffer` with an `m=application` section for data channels when `dataChannel` is
+    /// given (RFC 8841): an earlier data section keeps its mid and place, else it is added after
+    /// the tracks' sections.
+    package static func createOffer(
+        tracks: [JSEPTrack], transport: JSEPTransportParameters,
+        previous: JSEPSessionDescription?, dataChannel: JSEPDataChannelParameters?,
+        sessionID: UInt64 = newSessionID()
+    ) -> JSEPSessionDescription {
+        var dataPlaced = false
         var d = JSEPSessionDescription(type: .offer, origin: origin(previous: previous, sessionID: sessionID))
         var remaining = tracks
         var usedMids = Set<String>()
@@ -156,6 +168,9 @@ public enum JSEPNegotiator {
                 if var t = kept[k] {
                     t.mid = old.mid
                     d.media.append(section(for: t))
+                } else if let dataChannel, old.isDataChannel, !old.isRejected, !dataPlaced {
+                    d.media.append(dataSection(mid: old.mid, proto: old.proto, dataChannel))
+                    dataPlaced = true
                 } else {
                     d.media.append(rejected(old))
                 }
@@ -169,6 +184,10 @@ public enum JSEPNegotiator {
             }
             usedMids.insert(t.mid!)
             d.media.append(section(for: t))
+        }
+        if let dataChannel, !dataPlaced {
+            while usedMids.contains(String(next)) { next += 1 }
+            d.media.append(dataSection(mid: String(next), proto: JSEPDataChannelParameters.proto, dataChannel))
         }
         finish(&d, transport: transport, setup: .actpass)
         return d
@@ -190,11 +209,35 @@ public enum JSEPNegotiator {
         transport: JSEPTransportParameters, previous: JSEPSessionDescription? = nil,
         sessionID: UInt64 = newSessionID()
     ) -> JSEPSessionDescription {
+        createAnswer(to: offer, tracks: tracks, transport: transport, previous: previous, dataChannel: nil, sessionID: sessionID)
+    }
+
+    /// `createAnswer` that also accepts the offer's data channel section (`UDP/DTLS/SCTP` or
+    /// `DTLS/SCTP` with `webrtc-datachannel`, under the same BUNDLE rule as media) when
+    /// `dataChannel` is given, answering with our SCTP port and `a=max-message-size`.
+    package static func createAnswer(
+        to offer: JSEPSessionDescription, tracks: [JSEPTrack],
+        transport: JSEPTransportParameters, previous: JSEPSessionDescription?,
+        dataChannel: JSEPDataChannelParameters?, sessionID: UInt64 = newSessionID()
+    ) -> JSEPSessionDescription {
         var d = JSEPSessionDescription(type: .answer, origin: origin(previous: previous, sessionID: sessionID))
         var remaining = tracks
         var acceptedOne = false
         var setupRole: JSEPSetupRole = .active
+        var dataAccepted = false
         for offered in offer.media {
+            if let dataChannel, offered.isDataChannel, !offered.isRejected, !dataAccepted, let mid = offered.mid,
+                offer.bundle.isEmpty ? !acceptedOne : offer.bundle.contains(mid),
+                let role = offer.effectiveSetup(of: offered)?.answerRole
+            {
+                var s = dataSection(mid: mid, proto: offered.proto, dataChannel)
+                s.setup = role
+                setupRole = role
+                d.media.append(s)
+                acceptedOne = true
+                dataAccepted = true
+                continue
+            }
             guard !offered.isRejected, offered.isRTP, offered.proto.hasSuffix("SAVPF"),
                 offered.kind == .audio || offered.kind == .video, let mid = offered.mid,
                 offer.bundle.isEmpty ? !acceptedOne : offer.bundle.contains(mid),
@@ -295,6 +338,18 @@ public enum JSEPNegotiator {
         s.rtcpMux = true
         s.rtcpReducedSize = true
         if track.sends { addSender(track, to: &s) }
+        return s
+    }
+
+    /// A data channel section (RFC 8841): `m=application 9 <proto> webrtc-datachannel` with
+    /// `a=sctp-port` and `a=max-message-size`, no direction attribute.
+    static func dataSection(mid: String?, proto: String, _ p: JSEPDataChannelParameters) -> JSEPMediaSection {
+        var s = JSEPMediaSection(kind: .application, proto: proto, formats: [JSEPDataChannelParameters.format])
+        s.mid = mid
+        s.hasDirectionAttribute = false
+        s.otherAttributes = [
+            SDPAttribute("sctp-port", String(p.sctpPort)), SDPAttribute("max-message-size", String(p.maxMessageSize)),
+        ]
         return s
     }
 

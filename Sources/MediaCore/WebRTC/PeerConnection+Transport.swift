@@ -259,6 +259,8 @@ extension PeerConnection {
         onQueue {
             self.dtls.onDatagram = { [weak agent] bytes in _ = agent?.path.send(bytes, on: socket) }
             self.dtls.onStateChange = { [weak self] s in self?.dtlsStateChanged(s) }
+            // SCTP packets of the data channels (RFC 8261).
+            self.dtls.onApplicationData = { [weak self] bytes in self?.dataChannels.input(bytes) }
         }
         agent.start()
     }
@@ -268,7 +270,8 @@ extension PeerConnection {
     func startTransport(answer: JSEPSessionDescription, answerIsLocal: Bool, role: DTLSTransport.Role) throws(PeerConnectionError)
     {
         let negotiation = PeerConnectionNegotiation(answer: answer)
-        guard negotiation.opus != nil || negotiation.vp8 != nil || negotiation.vp9 != nil else {
+        let data = answer.media.contains { $0.isDataChannel && !$0.isRejected }
+        guard negotiation.opus != nil || negotiation.vp8 != nil || negotiation.vp9 != nil || data else {
             throw .invalidDescription("no codec in common")
         }
         // One step on the queue: the DTLS role is set before `handleDTLS` (which waits for
@@ -319,6 +322,7 @@ extension PeerConnection {
         let now = MonotonicTime.now
         if state == .connected {
             if let feedback, let agent { feedback.sendReportIfDue(now: now, socket: socket, path: agent.path) }
+            dataChannels.pump()
         } else if state == .connecting {
             if !dtlsStarted { pathChanged() }
             if dtlsStarted, let d = dtls.nextDeadline(now: now), d <= now { dtls.handleTimeout(now: now) }
@@ -362,6 +366,7 @@ extension PeerConnection {
         case .closed:
             if state == .connected {
                 stopMedia()
+                dataChannels.shutdown()
                 agent?.close()
                 setState(.closed, error: nil)
             }
@@ -457,6 +462,7 @@ extension PeerConnection {
             return (s.tracks, s.mids, s.audioSink, s.audioStreamSink)
         }
         guard state == .connected, let keys = srtpKeys, let agent, let pipeline else { return }
+        startDataChannels(answer: answer)
         pipeline.updatePayloadTypes(video: videoReceiveSettings(n), audioPayloadType: n.opus)
         if n.opus != nil, playout == nil {
             var clock: AudioPlayoutClock?
@@ -502,6 +508,7 @@ extension PeerConnection {
     /// On the queue: the connection failed; no media flows from now on.
     func fail(_ error: PeerConnectionError) {
         stopMedia()
+        dataChannels.shutdown()
         timer?.cancel()
         timer = nil
         // Not inside the DTLS endpoint's own callback.

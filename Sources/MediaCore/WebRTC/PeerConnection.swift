@@ -139,13 +139,19 @@ package struct PeerConnectionConfiguration: Sendable {
 /// so the peer may keep sending in it. The peer's new sections reach `videoRenderer` and
 /// `audioSink` like the first ones.
 ///
+/// Data channels (RFC 8831): `createDataChannel(label:options:)` and `onDataChannel`, on one SCTP
+/// association over the same DTLS transport (docs/webrtc.md, "Data channels").
+///
 /// Thread rule: every method from any thread or task; the callbacks (`onStateChange`,
-/// `onLocalCandidate`) run on the connection's private serial queue, one at a time, and must not
-/// call back into the connection synchronously. Decoded video reaches `videoRenderer` on the
+/// `onLocalCandidate`, and the data channels' `onDataChannel`, `onOpen`, `onMessage`, `onClose`,
+/// `onBufferedAmountLow`) run on the connection's private serial queue, one at a time; the
+/// first two must not call back into the connection synchronously (the data channel callbacks may
+/// call `send` and `close`). Decoded video reaches `videoRenderer` on the
 /// receive pipeline's thread, PCM reaches `audioSink` on the playout clock's thread.
 /// Cost: one socket; an ICE agent (a few STUN transactions a second); one DTLS handshake (a few
 /// ms of CPU); per local track the engine's send stream (encoder thread, pacer for video), and one
-/// receive pipeline thread plus one audio playout thread once connected.
+/// receive pipeline thread plus one audio playout thread once connected; with a data section,
+/// an SCTP association (1 MiB buffers each way) and a share of one process-wide timer thread.
 /// Sendable: the queue state (`dtls`, timer, pipeline, playout, feedback...) is used only on `queue` (and in
 /// deinit); shared state lives in the `shared` and `agentSlot` Mutexes; the rest are `let`s.
 package final class PeerConnection: @unchecked Sendable {
@@ -163,6 +169,8 @@ package final class PeerConnection: @unchecked Sendable {
     /// Only on `queue`.
     let dtls: DTLSTransport
     let localFingerprint: DTLSFingerprint
+    /// The data channels and the SCTP association under them (their state lives on `queue`).
+    let dataChannels: PeerConnectionDataChannels
 
     // MARK: Queue state (only on `queue`)
 
@@ -241,6 +249,7 @@ package final class PeerConnection: @unchecked Sendable {
             throw .setup("DTLS: \(error)")
         }
         localFingerprint = dtls.fingerprint
+        dataChannels = PeerConnectionDataChannels(queue: queue, queueKey: queueKey)
         queue.setSpecific(key: queueKey, value: 1)
     }
 
@@ -261,6 +270,8 @@ package final class PeerConnection: @unchecked Sendable {
     }
 
     deinit {
+        // The channels hold their machinery (and it them) until it shuts down: end it on its queue.
+        queue.async { [dataChannels] in dataChannels.shutdown() }
         timer?.cancel()
         playout?.stop()
         pipeline?.stop()
@@ -505,11 +516,14 @@ package final class PeerConnection: @unchecked Sendable {
         let agent = makeAgent(controlling: true)
         await waitForGathering()
         let transport = transportParameters(agent)
+        let offersData = offersDataChannel(previous: shared.withLock { $0.local })
         return try shared.withLock { s throws(PeerConnectionError) in
             guard s.signaling == .stable, s.state != .failed, s.state != .closed else {
                 throw .invalidState("an offer is already under way")
             }
-            let offer = JSEPNegotiator.createOffer(tracks: Self.transceivers(s), transport: transport, previous: s.local)
+            let offer = JSEPNegotiator.createOffer(
+                tracks: Self.transceivers(s), transport: transport, previous: s.local,
+                dataChannel: offersData ? dataChannelParameters : nil)
             s.local = offer
             s.signaling = .haveLocalOffer
             Self.recordMids(offer, in: &s)
@@ -529,7 +543,8 @@ package final class PeerConnection: @unchecked Sendable {
         if let current, previous != nil {
             // A renegotiation: the transport stays, and so does our DTLS role.
             var answer = JSEPNegotiator.createAnswer(
-                to: remote, tracks: tracks, transport: transportParameters(agent), previous: previous)
+                to: remote, tracks: tracks, transport: transportParameters(agent), previous: previous,
+                dataChannel: dataChannelParameters)
             let setup: JSEPSetupRole = current == .active ? .active : .passive
             for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
             if answer.setup != nil { answer.setup = setup }
@@ -542,9 +557,14 @@ package final class PeerConnection: @unchecked Sendable {
             onQueue { self.applyNegotiation(answer: answer, answerIsLocal: true) }
             return answer
         }
-        var answer = JSEPNegotiator.createAnswer(to: remote, tracks: tracks, transport: transportParameters(agent))
-        guard let first = answer.media.firstIndex(where: { !$0.isRejected && ($0.kind == .audio || $0.kind == .video) }) else {
-            throw .invalidDescription("the offer has no audio or video section this engine can accept")
+        var answer = JSEPNegotiator.createAnswer(
+            to: remote, tracks: tracks, transport: transportParameters(agent), previous: nil, dataChannel: dataChannelParameters)
+        guard
+            let first = answer.media.firstIndex(where: {
+                !$0.isRejected && ($0.kind == .audio || $0.kind == .video || $0.isDataChannel)
+            })
+        else {
+            throw .invalidDescription("the offer has no audio, video or data channel section this engine can accept")
         }
         let offered = remote.effectiveSetup(of: remote.media[first]) ?? .actpass
         let role: DTLSTransport.Role
@@ -571,9 +591,9 @@ package final class PeerConnection: @unchecked Sendable {
     /// SHA-256 fingerprint, `.invalidState` out of order. Thread rule: any task. Cost: small.
     package func setRemoteDescription(_ description: JSEPSessionDescription) async throws(PeerConnectionError) {
         // Everything is checked before anything is kept: a refused description changes nothing.
-        let usable = description.media.first { !$0.isRejected && ($0.kind == .audio || $0.kind == .video) }
+        let usable = description.media.first { !$0.isRejected && ($0.kind == .audio || $0.kind == .video || $0.isDataChannel) }
         guard let section = usable else {
-            throw .invalidDescription("no audio or video section")
+            throw .invalidDescription("no audio, video or data channel section")
         }
         guard let ice = description.effectiveICE(of: section) else { throw .invalidDescription("no a=ice-ufrag/a=ice-pwd") }
         guard let fp = description.effectiveFingerprints(of: section).first(where: { $0.algorithm.lowercased() == "sha-256" }),
@@ -648,6 +668,7 @@ package final class PeerConnection: @unchecked Sendable {
         let tracks = shared.withLock { $0.tracks }
         for t in tracks { t.stop() }
         onQueue {
+            self.dataChannels.shutdown()
             self.timer?.cancel()
             self.timer = nil
             self.playout?.stop()
