@@ -136,6 +136,38 @@ final class ProbeAttacher: RoomDelegate {
         }
     }
 
+    /// Feeds every peer's pictures and tone for `seconds`, then checks all directions: each decodes
+    /// at least 3/4 of every other's frames, none of another sender, at a mean PSNR over 32 dB, and
+    /// hears its tone (SNR over 10 dB); prints each direction's figures and audio playout.
+    static func feedAndCheckEveryDirection(_ peers: [CallPeer], _ attachers: [ProbeAttacher], seconds: Double, label: String)
+        async
+    {
+        let feeds = peers.enumerated().map { i, p in
+            CallMediaQualityTests.feed(
+                p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: seconds, startFrame: i * 30_000)
+        }
+        for f in feeds { await f.value }
+        await settle(0.6)
+        let fed = Int(seconds * 15)
+        for (i, me) in peers.enumerated() {
+            for (j, other) in peers.enumerated() where i != j {
+                let probe = attachers[i].probe(other.id)
+                let n = probe.snapshot
+                #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
+                #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
+                let snr = probe.snr(Self.tones[j])
+                let audio = me.room.inboundStats(of: other.id)?.first { $0.kind == "audio" }
+                let playout = audio.map {
+                    "\($0.packetsReceived) packets, \($0.packetsLost) lost, \($0.concealedSamples) concealed, \($0.insertedSamplesForDeceleration) inserted, \($0.removedSamplesForAcceleration) removed, \($0.packetsDiscarded) discarded"
+                }
+                print(
+                    "CallSFUTests\(label.isEmpty ? "" : " " + label): \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB; audio \(playout ?? "none")"
+                )
+                #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB; audio: \(playout ?? "none")")
+            }
+        }
+    }
+
     /// A raw subscriber at the server (what Janus, or anyone tapping it, gets): a subscription to
     /// `feed` with no call keys, or with the keys given.
     final class Tap {
@@ -197,27 +229,7 @@ final class ProbeAttacher: RoomDelegate {
                 let transport = p.room.sfu?.session?.transport
                 #expect(transport is JanusWebSocketTransport, "\(p.name) talks to Janus through \(String(describing: transport))")
             }
-            let seconds = 3.0
-            let feeds = peers.enumerated().map { i, p in
-                CallMediaQualityTests.feed(
-                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: seconds, startFrame: i * 30_000)
-            }
-            for f in feeds { await f.value }
-            await settle(0.6)
-            let fed = Int(seconds * 15)
-            for (i, me) in peers.enumerated() {
-                for (j, other) in peers.enumerated() where i != j {
-                    let probe = attachers[i].probe(other.id)
-                    let n = probe.snapshot
-                    let snr = probe.snr(Self.tones[j])
-                    print(
-                        "CallSFUTests wss+token: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB"
-                    )
-                    #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
-                    #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
-                    #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB")
-                }
-            }
+            await Self.feedAndCheckEveryDirection(peers, attachers, seconds: 3, label: "wss+token")
             // The room was made with its pin: a stranger with the token but without the pin is refused.
             var endpoint = try JanusEndpoint(url: "wss://localhost:\(janus.wssPort)/", certificateAuthorityFile: ca.caFile)
             endpoint.token = token
@@ -281,30 +293,8 @@ final class ProbeAttacher: RoomDelegate {
             for t in [blind, keyed] { #expect(await t.connection.waitUntilSettled(timeout: 15) == .connected) }
 
             let seconds = 4.0
-            var feeds = peers.enumerated().map { i, p in
-                CallMediaQualityTests.feed(
-                    p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: seconds, startFrame: i * 30_000)
-            }
-            for f in feeds { await f.value }
-            await settle(0.6)
+            await Self.feedAndCheckEveryDirection(peers, attachers, seconds: seconds, label: "")
             let fed = Int(seconds * 15)
-            for (i, me) in peers.enumerated() {
-                for (j, other) in peers.enumerated() where i != j {
-                    let probe = attachers[i].probe(other.id)
-                    let n = probe.snapshot
-                    #expect(n.frames >= fed * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n) of \(fed)")
-                    #expect(probe.meanPSNR > 32, "\(me.name) from \(other.name): \(probe.meanPSNR) dB")
-                    let snr = probe.snr(Self.tones[j])
-                    let audio = me.room.inboundStats(of: other.id)?.first { $0.kind == "audio" }
-                    let playout = audio.map {
-                        "\($0.packetsReceived) packets, \($0.packetsLost) lost, \($0.concealedSamples) concealed, \($0.insertedSamplesForDeceleration) inserted, \($0.removedSamplesForAcceleration) removed, \($0.packetsDiscarded) discarded"
-                    }
-                    print(
-                        "CallSFUTests: \(me.name) from \(other.name): \(n.frames) of \(fed) frames, \(String(format: "%.1f", probe.meanPSNR)) dB, tone SNR \(String(format: "%.1f", snr)) dB; audio \(playout ?? "none")"
-                    )
-                    #expect(snr > 10, "\(me.name) hears \(other.name) at \(snr) dB; audio: \(playout ?? "none")")
-                }
-            }
             // One copy up per publisher: what it sent equals what each receiver got (not twice that).
             for (i, p) in peers.enumerated() {
                 let sent = try #require(p.room.sfu?.publisher).sentTraffic(.video).bytes
@@ -330,7 +320,7 @@ final class ProbeAttacher: RoomDelegate {
             try? await Task.sleep(for: Room.sfuKeySwitchDelay + .milliseconds(300))
             let keyedBefore = keyed.probe.snapshot.frames
             let bFromA = attachers[1].probe(a.id), bBefore = bFromA.snapshot.frames
-            feeds = [a, b].enumerated().map { i, p in
+            let feeds = [a, b].enumerated().map { i, p in
                 CallMediaQualityTests.feed(
                     p.room.localParticipant.localTrackPublications, tone: Self.tones[i], seconds: 2, startFrame: i * 30_000 + 200)
             }
