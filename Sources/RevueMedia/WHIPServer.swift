@@ -1,15 +1,12 @@
 // A minimal WHIP endpoint (WebRTC-HTTP ingestion, RFC 9725) for programs built on
 // `RTCPeerConnection`: `POST` an SDP offer, get `201 Created` with the SDP answer and the
-// `Location` of the session; `DELETE` that location ends it. Plain HTTP/1.1 over TCP, one
-// request per connection, bounded in size, time and connections, so that a bad client costs
-// little. No TLS: put it behind a reverse proxy for anything but a local network.
+// `Location` of the session; `DELETE` that location ends it. Plain HTTP/1.1 over TCP through the
+// engine's small HTTP server (one request per connection, bounded in size, time and
+// connections, so that a bad client costs little). No TLS: put it behind a reverse proxy for
+// anything but a local network.
 import Dispatch
 import MediaCore
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// A WHIP endpoint: hands each offer `POST`ed to `path` to the program and answers with what it
 /// returns; each session gets a resource at `path/<id>` that `DELETE` ends. The answer carries
@@ -28,13 +25,8 @@ public final class WHIPServer: Sendable {
     /// Connections served at once; more wait in the listen backlog.
     public static let maxConnections = 8
 
-    private let fd: Int32
-    private let answer: @Sendable (_ offer: RTCSessionDescription, _ id: String) async throws -> RTCSessionDescription
-    private let end: @Sendable (_ id: String) async -> Void
-    private let sessions = Mutex<Set<String>>([])
-    private let stopping = Atomic<Bool>(false)
-    private let slots = DispatchSemaphore(value: WHIPServer.maxConnections)
-    private let acceptDone = DispatchSemaphore(value: 0)
+    private let server: HTTPServer
+    private let stopped = Atomic<Bool>(false)
 
     /// Listens on `host:port` (an IPv4 address; port 0: any free port) and starts accepting.
     /// `answer` gets each offer and the new session's id and returns the answer (an `RTCError`
@@ -48,126 +40,72 @@ public final class WHIPServer: Sendable {
         end: @escaping @Sendable (_ id: String) async -> Void = { _ in }
     ) throws(RTCError) {
         self.path = path
-        self.answer = answer
-        self.end = end
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+        var limits = HTTPServer.Limits()
+        limits.headerBytes = 8192
+        limits.headerCount = 32
+        limits.bodyBytes = 65536
+        limits.readTimeout = 5
+        limits.maxConnections = Self.maxConnections
+        let sessions = WHIPSessions()
+        do throws(HTTPServerError) {
+            server = try HTTPServer(host: host, port: port, limits: limits) { request in
+                Self.respond(to: request, path: path, sessions: sessions, answer: answer, end: end)
+            }
+        } catch .notIPv4 {
             throw .invalidConfiguration("WHIP host '\(host)' is not an IPv4 address")
+        } catch {
+            throw .setup(error.description)
         }
-        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard s >= 0 else { throw .setup("cannot open a TCP socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(s, 32) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(s)
-            throw .setup("cannot listen on \(host):\(port): \(reason)")
-        }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) }
-        }
-        self.port = UInt16(bigEndian: actual.sin_port)
-        fd = s
-        _ = TransportThread(name: "revue.whip.accept") { [self] in acceptLoop() }
+        self.port = server.port
+        server.start()
     }
 
     /// Stops accepting and closes the listening socket; requests in progress finish. The server
     /// runs (its accept thread keeps it) until this is called. Idempotent.
     /// Thread rule: any thread but `answer`/`end`. Cost: up to 100 ms.
     public func stop() {
-        guard !stopping.exchange(true, ordering: .relaxed) else { return }
-        acceptDone.wait()
-        close(fd)
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        server.stop()
     }
 
-    private func acceptLoop() {
-        defer { acceptDone.signal() }
-        while !stopping.load(ordering: .relaxed) {
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 100) > 0 else { continue }
-            let client = accept(fd, nil, nil)
-            guard client >= 0 else { continue }
-            slots.wait()
-            _ = TransportThread(name: "revue.whip.connection") { [self] in
-                defer { slots.signal() }
-                let (status, headers, body) = respond(to: read(client))
-                write(status: status, headers: headers, body: body, to: client)
-                close(client)
-            }
+    /// The response to `request`: the offer handed to `answer`, a session ended through `end`,
+    /// or the refusal. Runs on the server's connection threads.
+    private static func respond(
+        to request: HTTPRequest, path: String, sessions: WHIPSessions,
+        answer: @escaping @Sendable (_ offer: RTCSessionDescription, _ id: String) async throws -> RTCSessionDescription,
+        end: @escaping @Sendable (_ id: String) async -> Void
+    ) -> HTTPResponse {
+        func text(_ status: Int, _ message: String) -> HTTPResponse {
+            message.isEmpty ? HTTPResponse(status: status) : HTTPResponse.text(status, message)
         }
-    }
-
-    /// The request, or the status that refuses it (nil: the client went away).
-    private enum Request {
-        case message(method: String, target: String, contentType: String?, body: [UInt8])
-        case refused(Int?, String)
-    }
-
-    private func read(_ client: Int32) -> Request {
-        let deadline = MonotonicTime.now + .seconds(5)
-        var decoder = HTTPMessageDecoder(.request, limits: HTTPMessageLimits(headBytes: 8192, fieldCount: 32, bodyBytes: 65536))
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let left =
-                (deadline - MonotonicTime.now).components.seconds * 1000
-                + (deadline - MonotonicTime.now).components.attoseconds / 1_000_000_000_000_000
-            var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
-            guard left > 0, poll(&pfd, 1, Int32(clamping: left)) > 0 else { return .refused(408, "the request took too long") }
-            let n = recv(client, &chunk, chunk.count, 0)
-            guard n > 0 else { return .refused(nil, "closed") }
-            do {
-                guard let m = try decoder.append(chunk[0..<n]) else { continue }
-                guard case .request(let method, let target, _) = m.head.startLine else { return .refused(400, "not a request") }
-                return .message(method: method, target: target, contentType: m.head.field("content-type"), body: m.body)
-            } catch {
-                switch error {
-                case .headTooLarge, .tooManyFields: return .refused(431, "\(error)")
-                case .bodyTooLarge: return .refused(413, "\(error)")
-                default: return .refused(400, "\(error)")
-                }
-            }
-        }
-    }
-
-    /// The status, header fields and body for `request`.
-    private func respond(to request: Request) -> (Int, [(String, String)], String) {
-        guard case .message(let method, let target, let contentType, let body) = request else {
-            if case .refused(let status?, let why) = request { return (status, [], why + "\n") }
-            return (0, [], "")
-        }
+        let target = request.path
         let resource = target.hasPrefix(path + "/") ? String(target.dropFirst(path.count + 1)) : nil
-        switch (method, target == path, resource) {
+        switch (request.method, target == path, resource) {
         case ("POST", true, _):
-            guard contentType?.lowercased().hasPrefix("application/sdp") == true else {
-                return (415, [], "the offer must be application/sdp\n")
+            guard request.headers["content-type"]?.lowercased().hasPrefix("application/sdp") == true else {
+                return text(415, "the offer must be application/sdp")
             }
-            let id = Self.newID()
-            let offer = RTCSessionDescription(type: .offer, sdp: String(decoding: body, as: UTF8.self))
-            let result = runBlocking { [answer] in try await answer(offer, id) }
-            switch result {
+            let id = newID()
+            let offer = RTCSessionDescription(type: .offer, sdp: String(decoding: request.body, as: UTF8.self))
+            switch runBlocking({ try await answer(offer, id) }) {
             case .success(let a):
-                sessions.withLock { _ = $0.insert(id) }
-                return (201, [("Content-Type", "application/sdp"), ("Location", "\(path)/\(id)")], a.sdp)
-            case .failure(let e as RTCError): return (400, [], "\(e)\n")
-            case .failure(let e): return (500, [], "\(e)\n")
+                sessions.ids.withLock { _ = $0.insert(id) }
+                return HTTPResponse(
+                    status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "\(path)/\(id)")],
+                    body: Array(a.sdp.utf8))
+            case .failure(let e as RTCError): return text(400, "\(e)")
+            case .failure(let e): return text(500, "\(e)")
             }
         case ("DELETE", _, let id?):
-            guard sessions.withLock({ $0.remove(id) != nil }) else { return (404, [], "no such session\n") }
-            _ = runBlocking { [end] in await end(id) }
-            return (200, [], "")
+            guard sessions.ids.withLock({ $0.remove(id) != nil }) else { return text(404, "no such session") }
+            _ = runBlocking { await end(id) }
+            return text(200, "")
         case ("OPTIONS", true, _):
-            return (204, [("Accept-Post", "application/sdp")], "")
+            return HTTPResponse(status: 204, headers: [("Accept-Post", "application/sdp")])
         case (_, true, _), (_, _, .some):
-            return (405, [], "method \(method) is not allowed here\n")
+            return text(405, "method \(request.method) is not allowed here")
         default:
-            return (404, [], "not found\n")
+            return text(404, "not found")
         }
     }
 
@@ -175,7 +113,7 @@ public final class WHIPServer: Sendable {
     /// server's own executor (`WHIPTaskExecutor`): on Linux the concurrency pool has one thread
     /// per core, so a program whose pool threads are all blocked (synchronous work, waits) would
     /// otherwise leave a client's offer unanswered until one frees up.
-    private func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
+    private static func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
         let done = DispatchSemaphore(value: 0)
         let result = Mutex<Result<T, any Error>?>(nil)
         Task(executorPreference: WHIPTaskExecutor.shared) {
@@ -188,28 +126,6 @@ public final class WHIPServer: Sendable {
         return result.withLock { $0! }
     }
 
-    private func write(status: Int, headers: [(String, String)], body: String, to client: Int32) {
-        guard status != 0 else { return }
-        let reason =
-            [
-                200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-                408: "Request Timeout", 413: "Content Too Large", 415: "Unsupported Media Type",
-                431: "Request Header Fields Too Large", 500: "Internal Server Error",
-            ][status] ?? "Status"
-        var head = "HTTP/1.1 \(status) \(reason)\r\n"
-        for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        let bytes = Array(body.utf8)
-        head += "Content-Length: \(bytes.count)\r\nConnection: close\r\n\r\n"
-        let all = Array(head.utf8) + bytes
-        var sent = 0
-        while sent < all.count {
-            let n = all[sent...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { break }
-            sent += n
-        }
-        shutdown(client, Int32(SHUT_WR))
-    }
-
     /// 16 random hex digits.
     private static func newID() -> String {
         (0..<8).map { _ in
@@ -217,6 +133,12 @@ public final class WHIPServer: Sendable {
             return String(b >> 4, radix: 16) + String(b & 15, radix: 16)
         }.joined()
     }
+}
+
+/// The ids of a WHIP server's open sessions. Thread rule: any thread (under the mutex). Cost: a
+/// set of 16-character strings.
+final class WHIPSessions: Sendable {
+    let ids = Mutex<Set<String>>([])
 }
 
 /// Where the WHIP server's tasks run: a serial dispatch queue of its own (dispatch gives such a

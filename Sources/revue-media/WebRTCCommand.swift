@@ -92,7 +92,14 @@ enum WebRTCCommand: Command {
 
         let sessions = WebRTCSessions(
             configuration: configuration, maxSessions: maxSessions, videoPath: videoPath, audioPath: audioPath, quiet: quiet)
-        let server = try HTTPServer(host: host, port: UInt16(port)) { request in sessions.handle(request) }
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(host: host, port: UInt16(port)) { request in sessions.handle(request) }
+        } catch .notIPv4 {
+            throw UsageError(description: "--host \(host): not an IPv4 address")
+        } catch {
+            throw InputError(description: error.description)
+        }
         server.start()
         source.start(into: sessions)
         if !quiet {

@@ -1,52 +1,67 @@
-// A small HTTP/1.1 server over a TCP socket for `revue-media webrtc`: one request per
-// connection (the response closes it), bounded in every direction so that a bad client costs a
+// A small HTTP/1.1 server over a TCP socket, for `revue-media webrtc` and the WHIP endpoint of
+// RevueMedia: one request per connection (the response closes it), bounded in every direction so that a bad client costs a
 // thread for at most the read timeout and a few dozen KiB, and never more than `maxConnections`
 // threads at once. Requests that break the limits or the grammar get 400, 405, 411, 413 or 431.
 import Dispatch
 import MediaCore
-import RevueCommandLine
 import Synchronization
-
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
+/// Why an `HTTPServer` could not start. Thread rule: a value. Cost: none.
+package enum HTTPServerError: Error, CustomStringConvertible {
+    /// The host is not an IPv4 address.
+    case notIPv4(String)
+    /// The socket could not be opened, bound or listened on (why).
+    case cannotListen(String)
+
+    package var description: String {
+        switch self {
+        case .notIPv4(let host): "\(host) is not an IPv4 address"
+        case .cannotListen(let why): why
+        }
+    }
+}
+
 /// One parsed request. Thread rule: a value. Cost: none.
-struct HTTPRequest {
+package struct HTTPRequest {
     /// The method token as sent (`GET`, `POST`).
-    var method: String
+    package var method: String
     /// The request target's path (the query, if any, is dropped).
-    var path: String
+    package var path: String
     /// Header fields with lower-case names; a repeated field keeps its last value.
-    var headers: [String: String]
+    package var headers: [String: String]
     /// The body (`Content-Length` bytes).
-    var body: [UInt8]
+    package var body: [UInt8]
 }
 
 /// A response: status, extra header fields, body. Thread rule: a value. Cost: none.
-struct HTTPResponse {
+package struct HTTPResponse {
     /// The status code.
-    var status: Int
+    package var status: Int
     /// Header fields besides Content-Length, Connection and Cache-Control, which `write` adds.
-    var headers: [(String, String)] = []
+    package var headers: [(String, String)] = []
     /// The body.
-    var body: [UInt8] = []
+    package var body: [UInt8] = []
+
+    /// A response with `status`, `headers` and `body`.
+    package init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
 
     /// A plain-text response (for errors).
-    static func text(_ status: Int, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
+    package static func text(_ status: Int, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
         HTTPResponse(
             status: status, headers: [("Content-Type", "text/plain; charset=utf-8")] + headers,
             body: Array((message + "\n").utf8))
     }
 
     /// The reason phrase for the statuses this server sends.
-    static func reason(_ status: Int) -> String {
+    package static func reason(_ status: Int) -> String {
         switch status {
         case 200: return "OK"
         case 201: return "Created"
@@ -70,49 +85,53 @@ struct HTTPResponse {
 /// The listening socket, its accept thread and one thread per connection.
 /// Thread rule: `start` and `stop` from one thread; the handler runs on connection threads, any
 /// number at once (up to `maxConnections`). Cost: one thread, plus one per open connection.
-final class HTTPServer: Sendable {
+package final class HTTPServer: Sendable {
     /// Limits on what a client may send. Thread rule: a value. Cost: none.
-    struct Limits {
+    package struct Limits {
         /// Request line and header fields together, bytes.
-        var headerBytes = 8 * 1024
+        package var headerBytes = 8 * 1024
         /// Header fields.
-        var headerCount = 64
+        package var headerCount = 64
         /// Body bytes (`Content-Length`).
-        var bodyBytes = 64 * 1024
+        package var bodyBytes = 64 * 1024
         /// Seconds a client may take to send the whole request.
-        var readTimeout = 5.0
+        package var readTimeout = 5.0
         /// Connections served at once; more wait in the listen backlog.
-        var maxConnections = 16
+        package var maxConnections = 16
+
+        package init() {}
     }
 
     /// Methods this server knows; any other token gets 405 (a malformed one gets 400).
-    static let knownMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"]
+    package static let knownMethods: Set<String> = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT",
+    ]
 
-    let limits: Limits
+    package let limits: Limits
     /// The port bound (the one asked for, or the one the system chose for port 0).
-    let port: UInt16
+    package let port: UInt16
     private let fd: Int32
     private let handler: @Sendable (HTTPRequest) -> HTTPResponse
     private let open = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
     private let acceptDone = DispatchSemaphore(value: 0)
     /// Requests answered, and requests refused before the handler (bad grammar or limits).
-    let served = Atomic<Int>(0), refused = Atomic<Int>(0)
+    package let served = Atomic<Int>(0), refused = Atomic<Int>(0)
 
-    /// Binds `host:port` (an IPv4 address) and listens. Throws `InputError` when it cannot.
-    init(host: String, port: UInt16, limits: Limits = Limits(), handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse)
-        throws
-    {
+    /// Binds `host:port` (an IPv4 address) and listens. Throws `HTTPServerError` when it cannot.
+    package init(
+        host: String, port: UInt16, limits: Limits = Limits(), handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
+    ) throws(HTTPServerError) {
         self.limits = limits
         self.handler = handler
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
-            throw UsageError(description: "--host \(host): not an IPv4 address")
+            throw .notIPv4(host)
         }
         let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard s >= 0 else { throw InputError(description: "cannot open a TCP socket: \(String(cString: strerror(errno)))") }
+        guard s >= 0 else { throw .cannotListen("cannot open a TCP socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         let bound = withUnsafePointer(to: &address) {
@@ -121,7 +140,7 @@ final class HTTPServer: Sendable {
         guard bound == 0, listen(s, 64) == 0 else {
             let reason = String(cString: strerror(errno))
             close(s)
-            throw InputError(description: "cannot listen on \(host):\(port): \(reason)")
+            throw .cannotListen("cannot listen on \(host):\(port): \(reason)")
         }
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -134,7 +153,7 @@ final class HTTPServer: Sendable {
     }
 
     /// Starts accepting on a thread of its own.
-    func start() {
+    package func start() {
         _ = TransportThread(name: "revue.http.accept") { [self] in
             defer { acceptDone.signal() }
             while !stopping.load(ordering: .relaxed) {
@@ -152,7 +171,7 @@ final class HTTPServer: Sendable {
     }
 
     /// Stops accepting and closes the listening socket; connections in progress finish.
-    func stop() {
+    package func stop() {
         stopping.store(true, ordering: .relaxed)
         acceptDone.wait()
         close(fd)
@@ -183,7 +202,7 @@ final class HTTPServer: Sendable {
     /// Reads and parses one request within the limits and the read timeout (the grammar and the
     /// size limits are `HTTPMessageDecoder`'s, the method and framing rules this server's).
     private func read(_ client: Int32) -> Result<HTTPRequest, Refusal> {
-        let deadline = Date().addingTimeInterval(limits.readTimeout)
+        let deadline = MonotonicTime.now + .milliseconds(Int(limits.readTimeout * 1000))
         var decoder = HTTPMessageDecoder(
             .request,
             limits: HTTPMessageLimits(headBytes: limits.headerBytes, fieldCount: limits.headerCount, bodyBytes: limits.bodyBytes))
@@ -191,7 +210,7 @@ final class HTTPServer: Sendable {
         var received = 0
         var checked = false
         while true {
-            let left = deadline.timeIntervalSinceNow
+            let left = (deadline - MonotonicTime.now).inSeconds
             var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
             let ready = left > 0 ? poll(&pfd, 1, Int32(max(1, min(left, 60) * 1000))) : 0
             if ready == 0 {
@@ -262,10 +281,10 @@ final class HTTPServer: Sendable {
         shutdown(client, Int32(SHUT_WR))
         // Read what the client still sends (an oversize body) for a moment before closing:
         // closing with unread bytes resets the connection, and the client may lose the response.
-        let deadline = Date().addingTimeInterval(0.5)
+        let deadline = MonotonicTime.now + .milliseconds(500)
         var drained = 0
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while drained < 1 << 20, deadline.timeIntervalSinceNow > 0 {
+        while drained < 1 << 20, MonotonicTime.now < deadline {
             var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
             guard poll(&pfd, 1, 100) >= 0 else { break }
             guard pfd.revents != 0 else { continue }
