@@ -451,7 +451,7 @@ final class SessionHarness {
             let unauthenticated =
                 relaySource == nil
                 && (type == .rendezvousRegistered || type == .rendezvousLookupReply || type == .lanAnnounce
-                    || type == .relayDeliver)
+                    || type == .relayDeliver || type == .turnCredentials)
 
             let before = core.counters
             let delivered = deliveries.messages.count
