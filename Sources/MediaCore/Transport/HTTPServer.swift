@@ -1,9 +1,10 @@
 // A small HTTP/1.1 server over a TCP socket, for `revue-media webrtc` and the WHIP endpoint of
-// RevueMedia: one request per connection (the response closes it), bounded in every direction so that a bad client costs a
-// thread for at most the read timeout and a few dozen KiB, and never more than `maxConnections`
-// threads at once. Requests that break the limits or the grammar get 400, 405, 411, 413 or 431.
+// RevueMedia: one request per connection (the response closes it), bounded in every direction so
+// that a bad client costs a thread for at most the read timeout and a few dozen KiB, and never
+// more than `maxConnections` threads at once. Requests that break the limits or the grammar get
+// 400, 405, 411, 413 or 431.
+internal import CMediaShims
 import Dispatch
-import MediaCore
 import Synchronization
 
 #if canImport(Glibc)
