@@ -18,7 +18,7 @@ extension CallSFUTests {
             try await startCall(a, b)
             for (me, other) in [(a, b), (b, a)] { await Self.waitSubscribed(me, to: [other]) }
             let aSFU = try #require(a.room.sfu), bSFU = try #require(b.room.sfu)
-            try? await Task.sleep(for: Room.sfuKeySwitchDelay + .milliseconds(300))
+            await Self.waitKeysInUse([a, b])
             let keyBefore = aSFU.keyIDs.video
             let recorded = try #require(aSFU.video).encrypt(Array(repeating: 0x42, count: 64))
             let aAtB = try #require(bSFU.subscriptions[a.id]?.ssrcs.first)
@@ -39,7 +39,7 @@ extension CallSFUTests {
             #expect(Self.open(recorded, with: cFrames, ssrc: aAtC) == .failure(.unknownKey))
 
             // After the switch, a's media decodes at both.
-            try? await Task.sleep(for: Room.sfuKeySwitchDelay + .milliseconds(300))
+            await Self.waitKeysInUse(peers)
             let fromA = [1, 2].map { attachers[$0].probe(a.id) }
             let before = fromA.map(\.snapshot.frames)
             await CallMediaQualityTests.feed(
@@ -96,7 +96,7 @@ extension CallSFUTests {
             try await startCall(a, c)
             await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
             for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
-            try? await Task.sleep(for: Room.sfuKeySwitchDelay + .milliseconds(300))
+            await Self.waitKeysInUse(peers)
             let cSFU = try #require(c.room.sfu), sub = try #require(cSFU.subscriber), frames = try #require(cSFU.frames)
             let aFeed = try #require(cSFU.remoteFeeds[a.id]), bFeed = try #require(cSFU.remoteFeeds[b.id])
             for (mid, stream) in sub.streams {
@@ -125,6 +125,14 @@ extension CallSFUTests {
             }
             #expect(wrong >= 40, "\(frames.statistics)")
             for p in peers { p.room.disconnectAll() }
+        }
+    }
+
+    /// Waits until each of `peers` sends under the newest key it announced (its senders switch
+    /// `Room.sfuKeySwitchDelay` after announcing one).
+    static func waitKeysInUse(_ peers: [CallPeer]) async {
+        await peers[0].wait("every participant's senders on its newest key") {
+            peers.allSatisfy { p in p.room.sfu.map { $0.keyGeneration == $0.keyGenerationInUse } ?? false }
         }
     }
 

@@ -317,7 +317,7 @@ final class ProbeAttacher: RoomDelegate {
             c.room.disconnectAll()
             await a.wait("c gone") { a.room.remoteParticipants[c.id] == nil && b.room.remoteParticipants[c.id] == nil }
             await a.wait("a's key rotated") { a.room.sfu.map { $0.keyIDs.video != oldVideoKID } ?? false }
-            try? await Task.sleep(for: Room.sfuKeySwitchDelay + .milliseconds(300))
+            await Self.waitKeysInUse([a, b])
             let keyedBefore = keyed.probe.snapshot.frames
             let bFromA = attachers[1].probe(a.id), bBefore = bFromA.snapshot.frames
             let feeds = [a, b].enumerated().map { i, p in
