@@ -92,10 +92,7 @@ extension CallSFUTests {
         try await Self.withThreeFriends { _, _, peers in
             let (a, b, c) = (peers[0], peers[1], peers[2])
             let (_, attachers) = Self.attachProbes(peers)
-            try await startCall(a, b)
-            try await startCall(a, c)
-            await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
-            for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+            try await Self.startThreeWayCall(peers)
             await Self.waitKeysInUse(peers)
             let cSFU = try #require(c.room.sfu), sub = try #require(cSFU.subscriber), frames = try #require(cSFU.frames)
             let aFeed = try #require(cSFU.remoteFeeds[a.id]), bFeed = try #require(cSFU.remoteFeeds[b.id])

@@ -127,6 +127,16 @@ final class ProbeAttacher: RoomDelegate {
         }
     }
 
+    /// a invites b, then c; returns once all three are in one another's rooms and each receives
+    /// the other two through a connected subscription.
+    static func startThreeWayCall(_ peers: [CallPeer]) async throws {
+        let (a, b, c) = (peers[0], peers[1], peers[2])
+        try await startCall(a, b)
+        try await startCall(a, c)
+        await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
+        for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+    }
+
     /// Waits until `me` receives each of `others` through a connected subscription.
     static func waitSubscribed(_ me: CallPeer, to others: [CallPeer], timeout: Double = 20) async {
         await me.wait("\(me.name) subscribed at the SFU to \(others.map(\.name))", timeout: timeout) {
@@ -219,12 +229,8 @@ final class ProbeAttacher: RoomDelegate {
             janusOptions: Self.secureJanus(ca), secure: (ca.caFile, token, "2468")
         ) { janus, roomNumber, peers in
             try await janus.addToken(token)
-            let (a, b, c) = (peers[0], peers[1], peers[2])
             let (_, attachers) = Self.attachProbes(peers)
-            try await startCall(a, b)
-            try await startCall(a, c)
-            await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
-            for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+            try await Self.startThreeWayCall(peers)
             for p in peers {
                 let transport = p.room.sfu?.session?.transport
                 #expect(transport is JanusWebSocketTransport, "\(p.name) talks to Janus through \(String(describing: transport))")
@@ -277,10 +283,7 @@ final class ProbeAttacher: RoomDelegate {
         try await Self.withThreeFriends { janus, roomNumber, peers in
             let (a, b, c) = (peers[0], peers[1], peers[2])
             let (ranges, attachers) = Self.attachProbes(peers)
-            try await startCall(a, b)
-            try await startCall(a, c)
-            await b.wait("c in b's room") { b.room.remoteParticipants[c.id] != nil }
-            for p in peers { await Self.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+            try await Self.startThreeWayCall(peers)
 
             // A tap at the server on a's feed, without keys and with a's keys.
             let aSFU = try #require(a.room.sfu)
