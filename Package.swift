@@ -24,7 +24,40 @@ let package = Package(
                 .linkedLibrary("crypto"), .linkedLibrary("ssl"), .linkedLibrary("usrsctp"),
             ]
         ),
-        .target(name: "MediaCore", dependencies: ["CMediaShims"]),
+        // The media engine, in layers; each module may import only the ones above it in this list,
+        // and the compiler holds it to that (docs/architecture.md, "Modules").
+        // Base types: clocks and schedulers, rings and locks, atomic files, JSON, libsodium, stats.
+        .target(name: "MediaBase", dependencies: ["CMediaShims"]),
+        // Raw media: video and audio frames, pixel formats, frame pools, synthetic sources.
+        .target(name: "MediaFrames", dependencies: ["MediaBase", "CMediaShims"]),
+        // Codecs (Opus, VP8/VP9, libyuv conversion, the speex resampler) and the capturers.
+        .target(name: "MediaCodecs", dependencies: ["MediaFrames", "MediaBase", "CMediaShims"]),
+        // Wire formats with no I/O: RTP, RTCP, payload formats, SDP, STUN, the file containers.
+        .target(name: "MediaWire", dependencies: ["MediaFrames", "MediaBase", "CMediaShims"]),
+        // Moving bytes: sockets, HTTP and WebSocket codecs, ICE, TURN, DTLS, SRTP, SCTP, SFrame.
+        .target(name: "MediaTransport", dependencies: ["MediaWire", "MediaFrames", "MediaBase", "CMediaShims"]),
+        // Send and receive pipelines: pacing, jitter buffers, playout, congestion control, RTCP.
+        .target(
+            name: "MediaPipeline",
+            dependencies: ["MediaTransport", "MediaCodecs", "MediaWire", "MediaFrames", "MediaBase", "CMediaShims"]),
+        // The WebRTC peer (JSEP, bundle, DTLS-SRTP, data channels) over the pipelines.
+        .target(
+            name: "MediaWebRTC",
+            dependencies: [
+                "MediaPipeline", "MediaTransport", "MediaCodecs", "MediaWire", "MediaFrames", "MediaBase", "CMediaShims",
+            ]),
+        // The Janus VideoRoom client (HTTP, WebSocket, TLS).
+        .target(name: "MediaSFU", dependencies: ["MediaTransport", "MediaWire", "MediaBase", "CMediaShims"]),
+        // The whole engine as one import for the package's own targets; RevueMedia re-exports it.
+        .target(
+            name: "MediaCore",
+            dependencies: [
+                "MediaBase", "MediaFrames", "MediaCodecs", "MediaWire", "MediaTransport", "MediaPipeline", "MediaWebRTC",
+                "MediaSFU",
+            ]),
+        // Tools for testing media paths, shipped in no library: the impairment relay behind
+        // `revue-media relay` and the demo, in-memory sinks, playout and ring probes.
+        .target(name: "MediaTools", dependencies: ["MediaCore", "CMediaShims"]),
         .target(name: "RevueSession", dependencies: ["MediaCore", "CMediaShims"]),
         // RevueSDK re-exports the session API and the few media types it hands to apps;
         // RevueMedia re-exports the whole engine.
@@ -32,7 +65,8 @@ let package = Package(
         .target(name: "RevueMedia", dependencies: ["MediaCore"]),
         // The argument parser, help text and exit statuses shared by the four executables.
         .target(name: "RevueCommandLine", dependencies: ["MediaCore"]),
-        .executableTarget(name: "revue-media", dependencies: ["MediaCore", "RevueSession", "RevueCommandLine"]),
+        .executableTarget(
+            name: "revue-media", dependencies: ["MediaCore", "MediaTools", "RevueSession", "RevueCommandLine"]),
         // revue-node's command-line protocol (JSON lines to typed commands), a library so that
         // fuzz-node-command can reach it.
         .target(name: "RevueNodeProtocol", dependencies: ["MediaCore", "RevueSession"]),
@@ -42,16 +76,21 @@ let package = Package(
         // frame in `videosend`). Only ever a dependency of revue-bench: it replaces malloc process-wide.
         .target(name: "CBenchAlloc", path: "Benchmarks/CBenchAlloc"),
         .executableTarget(
-            name: "revue-bench", dependencies: ["MediaCore", "CMediaShims", "RevueSession", "CBenchAlloc", "RevueCommandLine"],
+            name: "revue-bench",
+            dependencies: [
+                "MediaCore", "MediaTools", "CMediaShims", "RevueSession", "CBenchAlloc", "RevueCommandLine",
+            ],
             path: "Benchmarks/revue-bench"),
         // MediaCoreTests: parsers, codecs, containers, SRTP, SDP; no threads, no wall clock, so they
         // run in parallel. MediaRealtimeTests: the rings, capture, send and receive pipelines, UDP,
         // the relay, the ICE agent and DTLS over sockets, and the exact allocation counts, run one
         // at a time (scripts/test). MediaTestSupport holds what the test targets share: the
         // allocation counter, signal measures, a seeded generator, the external-process runner.
-        .target(name: "MediaTestSupport", dependencies: ["MediaCore"], path: "Tests/MediaTestSupport"),
-        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "CMediaShims", "FuzzEntries", "MediaTestSupport"]),
-        .testTarget(name: "MediaRealtimeTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),
+        .target(name: "MediaTestSupport", dependencies: ["MediaCore", "MediaTools"], path: "Tests/MediaTestSupport"),
+        .testTarget(
+            name: "MediaCoreTests", dependencies: ["MediaCore", "MediaTools", "CMediaShims", "FuzzEntries", "MediaTestSupport"]),
+        .testTarget(
+            name: "MediaRealtimeTests", dependencies: ["MediaCore", "MediaTools", "CMediaShims", "MediaTestSupport"]),
         .testTarget(
             name: "RevueSessionTests", dependencies: ["RevueSession", "CMediaShims", "RevueNodeProtocol", "MediaTestSupport"]),
         .testTarget(name: "RevueSDKTests", dependencies: ["RevueSDK", "RevueMedia"]),
@@ -59,7 +98,8 @@ let package = Package(
         // Friend, invitation and call scenarios written against `import RevueSDK` alone, as an app would.
         .testTarget(name: "SDKScenarioTests", dependencies: ["RevueSDK", "RevueMedia"]),
         // Interop against independent peers: GStreamer, ffmpeg, tshark, opus-tools.
-        .testTarget(name: "InteropTests", dependencies: ["MediaCore", "CMediaShims", "MediaTestSupport"]),
+        .testTarget(
+            name: "InteropTests", dependencies: ["MediaCore", "MediaTools", "CMediaShims", "MediaTestSupport"]),
         // The WebRTC peer-connection API written against `import RevueMedia` alone, as an app would:
         // two peers on loopback, an aiortc peer, the whip-echo example over HTTP.
         .testTarget(name: "RevueMediaAppTests", dependencies: ["RevueMedia"]),
@@ -80,7 +120,7 @@ let fuzzTargets = [
 ]
 package.targets.append(
     .target(
-        name: "FuzzEntries", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol"],
+        name: "FuzzEntries", dependencies: ["MediaCore", "MediaTools", "RevueSession", "RevueNodeProtocol"],
         path: "Fuzz/FuzzEntries"))
 for name in fuzzTargets {
     package.targets.append(.executableTarget(name: name, dependencies: ["FuzzEntries"], path: "Fuzz/\(name)"))
@@ -94,4 +134,5 @@ package.targets.append(
 // Soak and fault runs (docs/soak.md, `make soak`): long calls, floods, kill -9. Not part of `make test`.
 package.targets.append(
     .executableTarget(
-        name: "revue-soak", dependencies: ["MediaCore", "RevueSession", "RevueCommandLine"], path: "Soak/revue-soak"))
+        name: "revue-soak", dependencies: ["MediaCore", "MediaTools", "RevueSession", "RevueCommandLine"], path: "Soak/revue-soak"
+    ))

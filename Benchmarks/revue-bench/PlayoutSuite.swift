@@ -2,6 +2,7 @@
 // packets, on the same seeded jitter and sender clock drift, with the CPU cost of a pull.
 import Foundation
 import MediaCore
+import MediaTools
 
 #if canImport(Glibc)
     import Glibc

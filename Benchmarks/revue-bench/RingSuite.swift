@@ -4,6 +4,7 @@ import Foundation
 // one producer against SPSCRing (what the multi-producer protocol costs when only one thread
 // captures).
 import MediaCore
+import MediaTools
 import Synchronization
 
 #if canImport(Glibc)

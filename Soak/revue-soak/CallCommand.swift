@@ -2,6 +2,7 @@ import Foundation
 // `revue-soak call`: a long A/V call through the impairment relay whose loss and jitter change
 // on a schedule; RSS and threads sampled; growth, thread count and stats consistency asserted.
 import MediaCore
+import MediaTools
 import RevueSession
 
 enum CallCommand {

@@ -2,6 +2,7 @@ import Foundation
 // `revue-soak flood`: forged datagrams at line rate; `revue-soak flood-test`: a call whose receive
 // socket is flooded by a child `revue-soak flood` process.
 import MediaCore
+import MediaTools
 import RevueSession
 
 #if canImport(Glibc)

@@ -3,6 +3,7 @@ import Foundation
 // send socket) -> ImpairmentRelay (both directions) -> our ReceivePipeline with an
 // AudioPlayoutClock, all in this process over loopback UDP, the same wiring as `revue-media demo`.
 import MediaCore
+import MediaTools
 import RevueSession
 import Synchronization
 

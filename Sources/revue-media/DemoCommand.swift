@@ -2,6 +2,7 @@
 // microphone, the sender, SRTP, the impairment relay at mild settings, the receiver; then what
 // arrived is measured against what was sent.
 import MediaCore
+import MediaTools
 import RevueCommandLine
 import RevueSession
 

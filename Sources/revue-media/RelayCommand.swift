@@ -1,6 +1,7 @@
 // `revue-media relay`: the impairment relay (loss, bursts, delay, jitter, reordering,
 // duplication, rate limit) between a sender and a receiver, both directions.
 import MediaCore
+import MediaTools
 import RevueCommandLine
 import RevueSession
 

@@ -1,10 +1,9 @@
 import Foundation
+import MediaCore
 // `revue-media encode` / `decode` / `probe` against independent tools: ffprobe and ffmpeg read
 // what we write with exact frame counts and durations, opusinfo validates our Ogg Opus, we read
 // files that ffmpeg and opusenc write, and encode-then-decode keeps PSNR/SNR above stated bounds.
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized) struct CLIEncodeDecodeTests {
     @Test(arguments: ["vp8", "vp9"])

@@ -1,10 +1,9 @@
 import Foundation
+import MediaCore
 // A corpus of bad inputs and bad usage for `revue-media`: every error names the file or argument
 // and what is wrong, the exit status is 1 for bad input and 2 for bad usage, and no output (not
 // even a temporary file) is left behind.
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,11 +1,10 @@
 import Foundation
+import MediaCore
 // `revue-media send`, `receive`, `relay` and `demo` over real loopback UDP against independent
 // peers: ffmpeg receives our stream through our SDP (AES-CM, the suite ffmpeg knows) and writes a
 // decodable file whose frames are the source frames (bar code and PSNR); GStreamer decodes our
 // stream with caps from our SDP; our receiver decodes GStreamer's; tshark reads our pcap.
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 // Running the built `revue-media` binary from tests (ToolSupport.swift runs processes): where it
 // is, and small readers for comparing outputs with their sources.

@@ -4,9 +4,8 @@
 // through the endpoint and media flows both ways: Revue's recording of the fake camera decodes
 // and is not black, and the page decodes nearly every frame Revue sent.
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// IVF against ffmpeg/ffprobe and vpxdec: real VP8/VP9 streams from libvpx through our reader and
 /// writer, checked packet for packet and decode for decode.

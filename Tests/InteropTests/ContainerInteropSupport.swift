@@ -1,6 +1,5 @@
 import Foundation
-
-@testable import MediaCore
+import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Ogg Opus against opus-tools (opusenc, opusinfo, opusdec) and ffmpeg: we read what they write
 /// (headers, granules, pre-skip, end trimming, every page CRC), and they accept what we write and

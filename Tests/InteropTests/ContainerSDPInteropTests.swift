@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// SDP against ffmpeg and GStreamer: real SRTP streams between the two independent
 /// implementations, keyed and described by our session descriptions.

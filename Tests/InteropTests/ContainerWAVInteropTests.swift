@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// WAV against ffmpeg/ffprobe: they read what we write sample-exactly; we read what they write
 /// (plain, WAVE_FORMAT_EXTENSIBLE, RF64, streamed to a pipe).

@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Y4M against ffmpeg/ffprobe, an independent reader and writer.
 @Suite struct ContainerY4MInteropTests {

@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 // A real coturn `turnserver` for the STUN and TURN tests, started from a generated configuration
 // on a free port and stopped at the end of the test.

@@ -1,8 +1,7 @@
 internal import CMediaShims
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 // STUN and TURN against a real coturn server on loopback, started from a generated configuration:
 // our Binding requests get our address back, our long-term credentials are accepted (and a wrong

@@ -4,10 +4,9 @@
 // messages each way must arrive complete and in order, and a 256 KiB binary message each way
 // intact. A browser that is missing or cannot start fails the test with the reason.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct DataChannelChromiumTests {

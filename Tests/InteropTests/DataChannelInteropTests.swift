@@ -4,10 +4,9 @@
 // complete and in order on both sides; a binary message of 256 KiB (or aiortc's
 // a=max-message-size, if lower) from each side arrives intact; one byte over that limit is refused.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct DataChannelInteropTests {

@@ -5,10 +5,10 @@
 // the peer's max-message-size enforced on send, and an unordered channel without retransmissions
 // through the impairment relay losing 5 % each way beside a reliable one.
 import Foundation
+import MediaCore
+import MediaTools
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 /// What one channel received, in order, and whether it opened and closed.
 final class DataChannelRecorder: Sendable {

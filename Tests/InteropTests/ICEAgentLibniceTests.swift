@@ -3,10 +3,9 @@
 // exchange credentials and candidates as signalling would, check each other, select a pair, and
 // media sent on our path reaches libnice and its echo comes back.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(
     .serialized,

@@ -7,10 +7,9 @@
 // makes the other router choose another port for its reply flow, and the holes would never meet.
 // Root only.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(
     .serialized,

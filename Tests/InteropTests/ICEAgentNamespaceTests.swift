@@ -3,10 +3,9 @@
 // then drops everything on the first link, as a dead Wi-Fi would: the agents move to the second
 // link within 2 s and media flows again; when the rule goes, they return to the first. Root only.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(
     .serialized,

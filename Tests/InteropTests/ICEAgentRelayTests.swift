@@ -2,10 +2,9 @@
 // through their allocations, select a relayed pair (ChannelData route) and carry media both ways;
 // on IPv6 through an IPv6 relayed pair; and again through new allocations after coturn restarts.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized) struct ICEAgentRelayTests {
     /// One side: a loopback socket, an agent with only relayed candidates, the media it got back

@@ -6,10 +6,9 @@
 // A peer that is missing or cannot run fails the test with the reason: scripts/install-deps
 // installs all three.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct JSEPInteropTests {

@@ -4,10 +4,9 @@
 // secret and pin; wrong credentials, a wrong CA, a certificate for another name and a name that
 // does not resolve each end in their typed error at once.
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct JanusTransportInteropTests {

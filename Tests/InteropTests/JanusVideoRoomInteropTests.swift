@@ -5,10 +5,9 @@
 // one copy of its media whatever the number of receivers; a participant that does not publish is
 // listed as no publisher; unpublishing ends the others' subscriptions to that feed.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct JanusVideoRoomInteropTests {

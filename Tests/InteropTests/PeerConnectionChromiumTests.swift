@@ -8,10 +8,10 @@
 // Once with Chromium offering, once with Revue offering (VP8, then VP9).
 // A browser that is missing or cannot start fails the test with the reason.
 import Foundation
+import MediaCore
+import MediaTools
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 /// Measures what a connection receives from Chromium: frames decoded, their luma, how much
 /// each differs from the one before it, and the loudest 10 ms of audio. Thread rule: `render` on

@@ -5,10 +5,9 @@
 // test reads back (frame count, PSNR) and reports the tone it heard. Once with aiortc offering,
 // once with Revue offering and only AES_CM_128_HMAC_SHA1_80 allowed in DTLS.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct PeerConnectionInteropTests {

@@ -2,10 +2,9 @@
 // into a connection's capturers in real time, a probe that receives decoded video and PCM and
 // measures them against the pattern, and Y4M files for the frames aiortc sends or received.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 /// Pushes `SyntheticVideo` frame `frameOffset` + n (30 fps) and a sine (20 ms chunks, 48 kHz mono)
 /// into the capturers from its own thread until stopped.

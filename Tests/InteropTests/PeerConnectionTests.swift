@@ -4,10 +4,9 @@
 // renegotiation: video added to an audio call by each side in turn and removed again, on the
 // same transport, with every direction checked.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct PeerConnectionTests {

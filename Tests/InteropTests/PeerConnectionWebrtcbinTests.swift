@@ -6,10 +6,9 @@
 // the frames to a Y4M file this test reads back (count, PSNR) and measures the tone. Once with
 // webrtcbin offering VP8, once with Revue offering VP9 and webrtcbin answering.
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct PeerConnectionWebrtcbinTests {

@@ -1,9 +1,8 @@
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,9 +1,8 @@
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 // TURNClient against a real coturn on loopback: allocations over UDP, TCP and TLS (and the
 // certificates it must refuse), data with a peer

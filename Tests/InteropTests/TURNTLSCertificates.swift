@@ -1,8 +1,7 @@
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 // Certificates for the TURN-over-TLS tests: the shared test CA (`TestCertificateAuthority`) with a
 // server certificate for 127.0.0.1, ::1 and turn.revue.test, one for another name only, and a

@@ -1,8 +1,8 @@
 import Glibc
+import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
-
-@testable import MediaCore
 
 /// A 440 Hz tone block (Int16, amplitude 8000) starting at sample `from`.
 private func tone(_ frames: Int, from: Int = 0, frequency: Double = 440) -> [Int16] {

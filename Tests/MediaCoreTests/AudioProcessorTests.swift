@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct AudioProcessorTests {
     static let rate = 16_000, frame = 320  // 20 ms

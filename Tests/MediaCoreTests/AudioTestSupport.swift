@@ -1,7 +1,6 @@
+import MediaCore
 // Helpers shared by the audio codec tests (Opus, Resampler, AudioProcessor, SyntheticAudio).
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Two streams as lip sync sees them, one update a second: their offset without extra delays
 /// (positive: audio plays later), and each stream's delay moving toward the extra it was given

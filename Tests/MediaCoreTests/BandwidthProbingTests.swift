@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Probe clusters measured from transport feedback, the controller that asks for them, and the
 /// estimator taking their results.

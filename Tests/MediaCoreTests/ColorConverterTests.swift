@@ -1,8 +1,7 @@
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 /// Conversions checked against the pure-Swift BT.601 reference in ReferenceColor.swift and
 /// against ffmpeg; rotation and scaling against exact reference rotations and area averages.

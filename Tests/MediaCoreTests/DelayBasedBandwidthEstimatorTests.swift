@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// A deterministic bottleneck for the estimator: a sender encoding 30 fps frames at the
 /// estimator's target, paced at 2.5x in 5 ms bursts, into a FIFO link of capacity `capacity(t)`

@@ -3,9 +3,8 @@
 // oversize input, each of which must end in its typed error (no trap, no overflow).
 import Foundation
 import FuzzEntries
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 struct HTTPMessageCodecTests {
     static func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }

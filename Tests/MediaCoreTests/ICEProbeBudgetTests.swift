@@ -1,10 +1,9 @@
+import MediaCore
 // The bound on checks toward addresses that never answered, on simulated time: an agent that
 // tries as hard as it can (a datagram to every destination every 10 ms) gets no more than the
 // per-address budget, the address caps and the rate let through; answers and the peer's own
 // checks lift the bound for their address only.
 import Testing
-
-@testable import MediaCore
 
 @Suite struct ICEProbeBudgetTests {
     static let t0 = MonotonicTime(nanoseconds: 1_000_000_000)

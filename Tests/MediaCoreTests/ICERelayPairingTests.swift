@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Which remote candidates a relayed candidate pairs with: a relay on a global address never
 /// checks a peer's private, shared, link-local or loopback address (the server cannot reach it,

@@ -1,6 +1,6 @@
+import MediaCore
+import MediaTools
 import Testing
-
-@testable import MediaCore
 
 private let ms: UInt64 = 1_000_000
 

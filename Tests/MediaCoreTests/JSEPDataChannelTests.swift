@@ -3,10 +3,9 @@
 // our offers carry one (kept in place on renegotiation), and DCEP opens are written and read
 // back, with every short or overlong one refused; the send queue's bounds, without a network.
 import Dispatch
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite struct JSEPDataChannelTests {
     static let parameters = JSEPDataChannelParameters(maxMessageSize: 262_144)

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct JSEPTests {
     static let fingerprint = JSEPFingerprint(bytes: (0..<32).map { UInt8($0 * 8 + 3) })

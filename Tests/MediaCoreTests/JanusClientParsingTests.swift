@@ -1,8 +1,7 @@
+import MediaCore
 // The Janus client's pure parts: HTTP/1.1 responses (Content-Length, chunked, to the end of the
 // connection, incomplete, malformed), JSON with Janus's 53-bit identifiers, and VideoRoom events.
 import Testing
-
-@testable import MediaCore
 
 struct JanusClientParsingTests {
     static func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// `MonotonicTime` arithmetic and settings in seconds turned into durations.
 @Suite struct MonotonicTimeTests {

@@ -1,7 +1,6 @@
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,6 @@
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 @Suite struct OpusEncoderTests {
     /// Round-trip configurations with the waveform SNR each must keep, for a 440 Hz tone and for the

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct OpusPacketTests {
     /// Hand-built packets, read through spans, with the TOC fields of RFC 6716 section 3.1 (config << 3 | stereo << 2 | code).

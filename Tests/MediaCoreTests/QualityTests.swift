@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct QualityTests {
     @Test func identicalFramesHaveMaximalPSNR() {

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 func rtcpBytes(_ packets: [RTCPPacket]) -> [UInt8] { RTCPCompound.bytes(packets) }
 

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// A feedback handler over a real `SendHistory` that records what was asked.
 private final class RecordingHandler: RTCPFeedbackHandler {

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct RTPHeaderExtensionsTests {
     static func packet(withExtension ext: [UInt8]) -> [UInt8] {

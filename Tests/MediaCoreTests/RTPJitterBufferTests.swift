@@ -1,7 +1,6 @@
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 /// A minimal RTP packet (12-byte header + `payload` bytes) for jitter buffer tests.
 func jbPacket(_ seq: UInt16, ts: UInt32 = 0, payload: Int = 20, ssrc: UInt32 = 7) -> [UInt8] {

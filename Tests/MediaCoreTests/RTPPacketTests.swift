@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Parses `bytes` as RTP and hands the packet to `body`.
 @discardableResult

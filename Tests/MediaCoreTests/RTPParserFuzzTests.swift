@@ -1,7 +1,6 @@
 import FuzzEntries
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Random and mutated buffers through every parser, with the fuzz targets' properties checked
 /// (`FuzzEntries`): each buffer parses, or throws an `RTPError`; none crashes (a trap, or a

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct RTPReceptionStatisticsTests {
     @Test func extendedHighestSequenceCountsEveryWrap() {

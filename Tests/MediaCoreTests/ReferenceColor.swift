@@ -1,4 +1,4 @@
-@testable import MediaCore
+import MediaCore
 
 /// A pure-Swift reference for the colour tests, written from the BT.601 equations (limited range,
 /// Y 16...235, chroma 16...240), independent of libyuv: an RGB image, its I420, packing into every

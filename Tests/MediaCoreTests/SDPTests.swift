@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct SDPTests {
     static let key: [UInt8] = (0..<30).map { UInt8($0 * 7 + 1) }

@@ -1,7 +1,6 @@
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 private func hex(_ s: String) -> [UInt8] {
     let c = Array(s.filter { !$0.isWhitespace }.utf8)

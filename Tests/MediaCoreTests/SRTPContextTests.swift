@@ -1,9 +1,8 @@
 import Dispatch
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// The `SRTPKeyMaterialError` thrown by `body`, or nil.
 private func keyError(_ body: () throws -> Void) -> SRTPKeyMaterialError? {

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Bytes from a hex string (spaces ignored).
 private func hex(_ s: String) -> [UInt8] {

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct SendHistoryTests {
     func packet(_ seq: UInt16, size: Int = 100) -> [UInt8] {

@@ -3,6 +3,7 @@
 // pipeline, a path with a 500 kbit/s rate limit and a 400 ms queue, our receive pipeline.
 import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
 
 @Suite struct SimulatedBandwidthEstimationTests {

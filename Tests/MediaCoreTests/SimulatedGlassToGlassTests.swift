@@ -5,6 +5,7 @@
 // network, the pacer and the jitter buffer's delay (plus the renderer's 10 ms render delay).
 import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
 
 @Suite struct SimulatedGlassToGlassTests {

@@ -1,10 +1,9 @@
+import MediaCore
 // What the simulated ICE agent suites share: agents on endpoints of a `VirtualNetwork`, driven by
 // a `SimulatedTime` (the agents' scheduler), with every selected-pair change stamped with the
 // simulated time it happened at.
 import MediaTestSupport
 import Synchronization
-
-@testable import MediaCore
 
 /// One side of a simulated call: an endpoint of the network, its agent (reading the endpoint),
 /// what arrived outside ICE, and every selected-pair change with its simulated time.

@@ -1,3 +1,4 @@
+import MediaCore
 // The ICE agent on simulated time over a virtual network: every assertion about time is made on
 // the simulated clock and printed, and the agents draw their tie-breakers and keepalive jitter
 // from seeds, so each figure is the same in every run. Host addresses are in 127.77/16 so nothing
@@ -5,10 +6,9 @@
 // datagrams) is in MediaRealtimeTests' ICEAgentTests, and against real NATs and coturn in
 // InteropTests.
 import MediaTestSupport
+import MediaTools
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { SocketAddress(ipv4: 127, 77, c, d, port: port) }
 

@@ -2,11 +2,11 @@
 // and a bare pacer driven the way its thread runs it. Each packet is stamped with the simulated
 // time it left, so burst sizes, spreads and queue delays are exact and the same in every run.
 import Foundation
+import MediaCore
 import MediaTestSupport
+import MediaTools
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 /// What left a simulated sender: each packet's simulated send time and bytes.
 /// Sendable: touched only on the simulated clock's thread (the test's).

@@ -3,6 +3,7 @@
 // the stream (or, not having negotiated RTX, counts them as an unknown stream).
 import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
 
 @Suite struct SimulatedRTXTests {

@@ -3,10 +3,10 @@
 // order on one thread (`SimulatedReceiveCall`), so the figures are the same on every run and under
 // any load.
 import Foundation
+import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
-
-@testable import MediaCore
 
 /// What one simulated run through an impaired path produced.
 struct SimulatedLossResult: CustomStringConvertible, Equatable {

@@ -3,10 +3,9 @@
 // over loopback), every frame decoded at full quality, audio played without concealment, and the
 // sender's RTT measured from our receiver reports.
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 @Suite struct SimulatedReceivePipelineTests {
     @Test(arguments: [SRTPSuite.aeadAES128GCM, .aesCM128HMACSHA1_80])

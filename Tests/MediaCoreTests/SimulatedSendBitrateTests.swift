@@ -5,6 +5,7 @@
 // run and on a busy machine.
 import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
 
 @Suite struct SimulatedSendBitrateTests {

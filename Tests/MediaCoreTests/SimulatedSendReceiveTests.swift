@@ -3,6 +3,7 @@
 // a congested path is SimulatedBandwidthEstimationTests'.)
 import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
 
 @Suite struct SimulatedSendReceiveTests {

@@ -1,8 +1,7 @@
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 // TURNClient's timers on simulated time: the allocation, permission and channel refreshes fall at
 // the exact seconds its timing says, and the silence check sends a Refresh at once, backs off while

@@ -4,6 +4,7 @@
 // RFC 4787 describes (hole punching works between cones and fails between symmetric NATs).
 import MediaCore
 import MediaTestSupport
+import MediaTools
 import Synchronization
 import Testing
 

@@ -4,6 +4,7 @@
 // receiver reports (no REMB).
 import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
 
 @Suite struct SimulatedTransportFeedbackTests {

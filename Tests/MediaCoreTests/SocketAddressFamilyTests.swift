@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Dual-stack sockets and answering from the address a datagram arrived at, on real loopback
 /// sockets (no clock, no threads: each datagram is already queued when it is read).

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// The span forms of the byte-level tools give what their raw-buffer forms (which the engine uses
 /// and the other suites test in depth) give: SFrame, RTX, the jitter buffer, colour conversion,

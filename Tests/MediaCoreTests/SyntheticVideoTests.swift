@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct SyntheticVideoTests {
     static func bytes(_ f: VideoFrame) -> [UInt8] {

@@ -1,9 +1,8 @@
 // The text helpers the engine and its tools share instead of Foundation's (trimming, padding,
 // fixed-point numbers) and JSON built from plain Swift values, as the tools print their events.
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 struct TextAndJSONTests {
     @Test func trimmingRemovesWhitespaceAtBothEndsOnly() {

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Writes every packet of `payloads`, cut from `frame`, as a full RTP packet with consecutive
 /// sequence numbers, through the span API (each packet appended after a few bytes already held,

@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// The first-packet payload descriptor fields read straight from the bytes as RFC 9628 §4.2 draws
 /// them (independent of `VP9PayloadDescriptor.parse`):

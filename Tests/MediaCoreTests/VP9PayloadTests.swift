@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 func vp9DescriptorBytes(_ d: VP9PayloadDescriptor) -> [UInt8] {
     var b = [UInt8](repeating: 0, count: d.marshalSize)

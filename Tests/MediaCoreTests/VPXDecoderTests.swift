@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct VPXDecoderTests {
     /// A minimal IVF writer for these tests (the real one lives in Containers/): 32-byte file header,

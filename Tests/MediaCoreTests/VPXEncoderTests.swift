@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// One encoded frame copied out of the encoder's closure, for the VPX tests.
 struct VPXTestPacket {

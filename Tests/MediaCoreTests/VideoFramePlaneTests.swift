@@ -1,6 +1,5 @@
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct VideoFramePlaneTests {
     /// Pixels written through `withMutablePlanes` are what `withView` then shows, for an odd size

@@ -1,7 +1,6 @@
 import Foundation
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 @Suite struct WAVTests {
     /// A hand-built WAV: RIFF header, the given chunks, sizes filled in.

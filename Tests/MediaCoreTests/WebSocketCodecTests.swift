@@ -4,9 +4,8 @@
 // payloads), each a typed error and never a trap; the endpoint URLs the Janus client takes.
 import Foundation
 import FuzzEntries
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 struct WebSocketCodecTests {
     static let hello = Array("Hello".utf8)

@@ -1,8 +1,8 @@
 import Foundation
+import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
-
-@testable import MediaCore
 
 @Suite struct AudioBufferCapturerTests {
     @Test func dropsNewestBufferWhenRingFull() throws {

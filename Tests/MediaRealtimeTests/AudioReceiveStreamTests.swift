@@ -1,8 +1,7 @@
 import Glibc
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 /// Encodes `count` 20 ms Opus packets of speech-like audio with in-band FEC (and DTX when asked).
 private func opusPackets(_ count: Int, fec: Bool = true, dtx: Bool = false, silenceFrom: Int = .max) throws -> [[UInt8]] {

@@ -1,9 +1,9 @@
 import Foundation
+import MediaCore
 import MediaTestSupport
+import MediaTools
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

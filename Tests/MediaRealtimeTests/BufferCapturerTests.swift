@@ -1,8 +1,8 @@
 import Foundation
+import MediaCore
+import MediaTools
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

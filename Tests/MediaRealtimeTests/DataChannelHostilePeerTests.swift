@@ -7,10 +7,9 @@
 // channel keeps working after all of it.
 import Dispatch
 import Foundation
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct DataChannelHostilePeerTests {

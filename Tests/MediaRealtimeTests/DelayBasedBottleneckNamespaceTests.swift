@@ -1,8 +1,7 @@
 import Foundation
 import Glibc
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Two network namespaces joined by a veth pair; the sender's side shapes its egress with
 /// `tc qdisc tbf` (rate changeable mid-run, `latency 50ms`). Sockets are opened inside each

@@ -5,11 +5,10 @@
 // consent expiry, the quiet pace, role conflicts, pacing, the probe budget and the answering rate)
 // is tested on simulated time in MediaCoreTests' SimulatedICEAgent suites.
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized) struct ICEAgentTests {
     /// Two agents on 127.0.0.1 (or ::1) select the pair within 2 s and media sent on `path` arrives.

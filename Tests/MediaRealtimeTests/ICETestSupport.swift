@@ -1,10 +1,9 @@
 // What the ICE agent tests share: peers on real loopback sockets, a second path between them
 // (a forwarding socket, like a NAT), raw STUN crafting, and polling.
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Synchronization
-
-@testable import MediaCore
 
 /// One side of a test call: a UDP socket, its agent (reading the socket itself), what arrived
 /// outside ICE, and every selected-pair change.

@@ -1,8 +1,8 @@
 import Glibc
+import MediaCore
+import MediaTools
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 private func ipv6LoopbackAvailable() -> Bool {
     (try? UDPSocket(bindingTo: .loopbackIPv6(port: 0))) != nil

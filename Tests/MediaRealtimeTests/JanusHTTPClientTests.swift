@@ -6,11 +6,10 @@
 // in its typed error, in bounded time, and the next request must still work.
 import Foundation
 import Glibc
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized)
 struct JanusHTTPClientTests {

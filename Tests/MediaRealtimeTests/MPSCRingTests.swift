@@ -1,8 +1,7 @@
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,7 @@
 import Glibc
+import MediaCore
+import MediaTools
 import Testing
-
-@testable import MediaCore
 
 /// Receives up to `count` datagrams (or until 5 s pass) and returns copies in arrival order.
 private func drain(_ count: Int, from socket: UDPSocket) throws -> [[UInt8]] {

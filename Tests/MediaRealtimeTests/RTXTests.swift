@@ -1,10 +1,10 @@
 import Foundation
 import Glibc
+import MediaCore
 import MediaTestSupport
+import MediaTools
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 @Suite(.serialized) struct RTXTests {
     /// An RTP packet with CSRCs, a one-byte header extension, the marker bit and a payload.

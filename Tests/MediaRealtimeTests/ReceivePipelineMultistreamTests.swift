@@ -3,11 +3,10 @@
 // told each stream's SSRC; and feedback that a server demultiplexing RTCP by the first report
 // block (Janus) can attribute.
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 /// Collects the PCM of each stream by SSRC.
 final class PerStreamAudioSink: AudioStreamSink, Sendable {

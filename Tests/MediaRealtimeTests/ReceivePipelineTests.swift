@@ -1,9 +1,8 @@
 import Glibc
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 /// Collects what an `AudioPlayoutClock` plays.
 final class CollectingAudioSink: AudioSink, @unchecked Sendable {

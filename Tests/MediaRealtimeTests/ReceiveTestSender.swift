@@ -1,8 +1,7 @@
 import Foundation
 import Glibc
+import MediaCore
 import Synchronization
-
-@testable import MediaCore
 
 /// A real-time media sender for receive-side tests, built only from existing building blocks
 /// (SyntheticVideo -> VPXEncoder -> VP8Packetizer -> SRTP -> UDP; SyntheticAudio -> Opus with

@@ -1,7 +1,7 @@
+import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
-
-@testable import MediaCore
 
 /// SFrame through the real pipelines: VP8 and Opus encrypted by the send streams, decrypted by the
 /// receive streams, and what a holder of the packets without the key (a forwarding server) sees.

@@ -1,8 +1,7 @@
 import Foundation
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

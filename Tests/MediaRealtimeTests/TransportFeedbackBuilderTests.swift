@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
+import MediaCore
+import MediaTools
 import Testing
-
-@testable import MediaCore
 
 @Suite struct TransportFeedbackBuilderTests {
     /// Rebuilds arrival times (ns, to the 250 µs tick) from a parsed feedback, nil for lost.

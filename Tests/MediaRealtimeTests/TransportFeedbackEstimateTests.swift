@@ -1,9 +1,8 @@
 import Foundation
 import Glibc
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 /// The sender's transport-cc bookkeeping allocates nothing once warm: logging sends, looking them
 /// up, and matching a parsed feedback to the log (parsing the RTCP itself allocates its arrays).

@@ -1,8 +1,7 @@
 import Glibc
+import MediaCore
 import Synchronization
 import Testing
-
-@testable import MediaCore
 
 /// What a test handler saw: copies of the datagrams with their metadata.
 private final class Collected: Sendable {

@@ -1,7 +1,6 @@
 import Glibc
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Whether this host can join an IPv4 multicast group (needs a multicast route).
 private func multicastJoinable() -> Bool {

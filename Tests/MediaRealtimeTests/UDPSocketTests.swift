@@ -1,7 +1,6 @@
 import Glibc
+import MediaCore
 import Testing
-
-@testable import MediaCore
 
 /// Bytes of datagram `index` with `size` bytes: distinct per datagram and per position.
 private func pattern(_ index: Int, size: Int) -> [UInt8] {

@@ -1,7 +1,6 @@
+import MediaCore
 import MediaTestSupport
 import Testing
-
-@testable import MediaCore
 
 /// Encodes `count` SyntheticVideo frames of `codec` at 320x240 and packetizes them (MTU 600, so
 /// frames span several packets): the packets of each frame, in order.

@@ -1,7 +1,7 @@
 import Foundation
+import MediaCore
+import MediaTools
 import Testing
-
-@testable import MediaCore
 
 #if canImport(Glibc)
     import Glibc

@@ -4,6 +4,7 @@
 // Everything runs in due-time order on the test's thread, so a run gives the same figures on any
 // machine under any load.
 import MediaCore
+import MediaTools
 import Synchronization
 
 /// One direction of a simulated path with the `ImpairmentRelay`'s behaviour: the same

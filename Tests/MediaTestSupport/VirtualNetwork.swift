@@ -3,6 +3,7 @@
 // limit behind a bounded queue, duplication), and NATs of the usual kinds. Nothing touches a real
 // socket: a datagram is a scheduled call on the `SimulatedTime` that the network runs on.
 import MediaCore
+import MediaTools
 import Synchronization
 
 /// A simulated network. Hosts are addresses (the port is ignored); use loopback-range addresses

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCore
+import MediaTools
 import Testing
 
 @testable import RevueSession

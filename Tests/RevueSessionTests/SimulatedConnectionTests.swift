@@ -5,6 +5,7 @@
 import Foundation
 import MediaCore
 import MediaTestSupport
+import MediaTools
 import Testing
 
 @testable import RevueSession

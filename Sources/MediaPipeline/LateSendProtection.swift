@@ -1,0 +1,59 @@
+import MediaTransport
+import Synchronization
+
+/// SRTP keys and the negotiated payload type handed to a send stream that is already running: a
+/// WebRTC connection makes its streams before DTLS has exported keys or the answer has fixed the
+/// payload types. The stream's egress takes the context with its next packet and from then on
+/// rewrites the payload type and protects in place, exactly as a stream made with keys does (no
+/// copy); until then its packets are unprotected, and the sink must not send them (`adopted`).
+///
+/// Thread rule: `provide`/`setPayloadType` from any thread; the rest is read by the stream's
+/// egress thread (the worker, or the pacer's thread) and by the sink. Cost: one atomic load per
+/// packet once adopted; a lock per packet only until then.
+package final class LateSendProtection: Sendable {
+    private let context = Mutex<SRTPContextBox?>(nil)
+    private let hasContext = Atomic<Bool>(false)
+    /// The payload type packets leave with, once set.
+    private let payloadTypeSlot = Atomic<UInt8>(0)
+    /// Set by the egress thread before it writes its first protected packet; packets written to
+    /// the sink before that are unprotected.
+    private let adoptedFlag = Atomic<Bool>(false)
+
+    /// A slot with nothing in it yet.
+    package init() {}
+
+    /// Gives the stream its SRTP context (the first call only; later contexts are ignored, so a
+    /// stream keeps its rollover counter across renegotiations) and the payload type to send with.
+    package func provide(context: SRTPContext, payloadType: UInt8) {
+        setPayloadType(payloadType)
+        self.context.withLock { slot in
+            if slot == nil { slot = SRTPContextBox(context: context) }
+        }
+        hasContext.store(true, ordering: .releasing)
+    }
+
+    /// Changes the payload type packets leave with (a renegotiation that mapped the codec anew).
+    package func setPayloadType(_ payloadType: UInt8) {
+        payloadTypeSlot.store(payloadType & 0x7F, ordering: .relaxed)
+    }
+
+    /// Whether the stream protects its packets now (the sink may send what it is given).
+    package var adopted: Bool { adoptedFlag.load(ordering: .acquiring) }
+
+    /// The payload type to write into each packet. Egress thread.
+    var payloadType: UInt8 { payloadTypeSlot.load(ordering: .relaxed) }
+
+    /// The context, once provided; the egress thread calls `markAdopted` when it uses it.
+    func takeContext() -> SRTPContext? {
+        guard hasContext.load(ordering: .acquiring) else { return nil }
+        return context.withLock { $0?.context }
+    }
+
+    func markAdopted() { adoptedFlag.store(true, ordering: .releasing) }
+}
+
+/// An SRTP context handed from the thread that made it to the egress thread, which owns it from
+/// then on. Thread rule: immutable.
+struct SRTPContextBox: Sendable {
+    let context: SRTPContext
+}

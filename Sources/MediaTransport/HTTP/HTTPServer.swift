@@ -1,0 +1,298 @@
+// A small HTTP/1.1 server over a TCP socket, for `revue-media webrtc` and the WHIP endpoint of
+// RevueMedia: one request per connection (the response closes it), bounded in every direction so
+// that a bad client costs a thread for at most the read timeout and a few dozen KiB, and never
+// more than `maxConnections` threads at once. Requests that break the limits or the grammar get
+// 400, 405, 411, 413 or 431.
+internal import CMediaShims
+import Dispatch
+import MediaBase
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Why an `HTTPServer` could not start. Thread rule: a value. Cost: none.
+package enum HTTPServerError: Error, CustomStringConvertible {
+    /// The host is not an IPv4 address.
+    case notIPv4(String)
+    /// The socket could not be opened, bound or listened on (why).
+    case cannotListen(String)
+
+    package var description: String {
+        switch self {
+        case .notIPv4(let host): "\(host) is not an IPv4 address"
+        case .cannotListen(let why): why
+        }
+    }
+}
+
+/// One parsed request. Thread rule: a value. Cost: none.
+package struct HTTPRequest {
+    /// The method token as sent (`GET`, `POST`).
+    package var method: String
+    /// The request target's path (the query, if any, is dropped).
+    package var path: String
+    /// Header fields with lower-case names; a repeated field keeps its last value.
+    package var headers: [String: String]
+    /// The body (`Content-Length` bytes).
+    package var body: [UInt8]
+}
+
+/// A response: status, extra header fields, body. Thread rule: a value. Cost: none.
+package struct HTTPResponse {
+    /// The status code.
+    package var status: Int
+    /// Header fields besides Content-Length, Connection and Cache-Control, which `write` adds.
+    package var headers: [(String, String)] = []
+    /// The body.
+    package var body: [UInt8] = []
+
+    /// A response with `status`, `headers` and `body`.
+    package init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A plain-text response (for errors).
+    package static func text(_ status: Int, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
+        HTTPResponse(
+            status: status, headers: [("Content-Type", "text/plain; charset=utf-8")] + headers,
+            body: Array((message + "\n").utf8))
+    }
+
+    /// The reason phrase for the statuses this server sends.
+    package static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: return "OK"
+        case 201: return "Created"
+        case 204: return "No Content"
+        case 400: return "Bad Request"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
+        case 411: return "Length Required"
+        case 413: return "Content Too Large"
+        case 415: return "Unsupported Media Type"
+        case 431: return "Request Header Fields Too Large"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 503: return "Service Unavailable"
+        default: return "Status"
+        }
+    }
+}
+
+/// The listening socket, its accept thread and one thread per connection.
+/// Thread rule: `start` and `stop` from one thread; the handler runs on connection threads, any
+/// number at once (up to `maxConnections`). Cost: one thread, plus one per open connection.
+package final class HTTPServer: Sendable {
+    /// Limits on what a client may send. Thread rule: a value. Cost: none.
+    package struct Limits {
+        /// Request line and header fields together, bytes.
+        package var headerBytes = 8 * 1024
+        /// Header fields.
+        package var headerCount = 64
+        /// Body bytes (`Content-Length`).
+        package var bodyBytes = 64 * 1024
+        /// Seconds a client may take to send the whole request.
+        package var readTimeout = 5.0
+        /// Connections served at once; more wait in the listen backlog.
+        package var maxConnections = 16
+
+        package init() {}
+    }
+
+    /// Methods this server knows; any other token gets 405 (a malformed one gets 400).
+    package static let knownMethods: Set<String> = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT",
+    ]
+
+    package let limits: Limits
+    /// The port bound (the one asked for, or the one the system chose for port 0).
+    package let port: UInt16
+    private let fd: Int32
+    private let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let open = DispatchSemaphore(value: 0)
+    private let stopping = Atomic<Bool>(false)
+    private let acceptDone = DispatchSemaphore(value: 0)
+    /// Requests answered, and requests refused before the handler (bad grammar or limits).
+    package let served = Atomic<Int>(0), refused = Atomic<Int>(0)
+
+    /// Binds `host:port` (an IPv4 address) and listens. Throws `HTTPServerError` when it cannot.
+    package init(
+        host: String, port: UInt16, limits: Limits = Limits(), handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
+    ) throws(HTTPServerError) {
+        self.limits = limits
+        self.handler = handler
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            throw .notIPv4(host)
+        }
+        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard s >= 0 else { throw .cannotListen("cannot open a TCP socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(s, 64) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(s)
+            throw .cannotListen("cannot listen on \(host):\(port): \(reason)")
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) }
+        }
+        self.port = UInt16(bigEndian: actual.sin_port)
+        fd = s
+        for _ in 0..<limits.maxConnections { open.signal() }
+    }
+
+    /// Starts accepting on a thread of its own.
+    package func start() {
+        _ = TransportThread(name: "revue.http.accept") { [self] in
+            defer { acceptDone.signal() }
+            while !stopping.load(ordering: .relaxed) {
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { continue }
+                open.wait()
+                _ = TransportThread(name: "revue.http.connection") { [self] in
+                    defer { open.signal() }
+                    serve(client)
+                }
+            }
+        }
+    }
+
+    /// Stops accepting and closes the listening socket; connections in progress finish.
+    package func stop() {
+        stopping.store(true, ordering: .relaxed)
+        acceptDone.wait()
+        close(fd)
+    }
+
+    /// Reads one request, answers it and closes the connection.
+    private func serve(_ client: Int32) {
+        defer { close(client) }
+        let response: HTTPResponse
+        switch read(client) {
+        case .success(let request):
+            response = handler(request)
+            served.add(1, ordering: .relaxed)
+        case .failure(let refusal):
+            refused.add(1, ordering: .relaxed)
+            guard let status = refusal.status else { return }
+            response = .text(status, refusal.message)
+        }
+        write(response, to: client)
+    }
+
+    /// Why a request was not handed to the handler (nil status: the client went away).
+    struct Refusal: Error {
+        var status: Int?
+        var message: String
+    }
+
+    /// Reads and parses one request within the limits and the read timeout (the grammar and the
+    /// size limits are `HTTPMessageDecoder`'s, the method and framing rules this server's).
+    private func read(_ client: Int32) -> Result<HTTPRequest, Refusal> {
+        let deadline = MonotonicTime.now + .milliseconds(Int(limits.readTimeout * 1000))
+        var decoder = HTTPMessageDecoder(
+            .request,
+            limits: HTTPMessageLimits(headBytes: limits.headerBytes, fieldCount: limits.headerCount, bodyBytes: limits.bodyBytes))
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var received = 0
+        var checked = false
+        while true {
+            let left = (deadline - MonotonicTime.now).inSeconds
+            var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+            let ready = left > 0 ? poll(&pfd, 1, Int32(max(1, min(left, 60) * 1000))) : 0
+            if ready == 0 {
+                // A client that sent nothing and stopped: not a request.
+                return .failure(Refusal(status: received == 0 ? nil : 408, message: "the request took too long"))
+            }
+            guard ready > 0 else { return .failure(Refusal(status: nil, message: "poll failed")) }
+            let n = recv(client, &chunk, chunk.count, 0)
+            guard n > 0 else { return .failure(Refusal(status: nil, message: "the client closed the connection")) }
+            received += n
+            do {
+                let message = try decoder.append(chunk[0..<n])
+                if !checked, let head = decoder.head {
+                    checked = true
+                    if let refusal = Self.refusal(head) { return .failure(refusal) }
+                }
+                guard let message, case .request(let method, let target, _) = message.head.startLine else { continue }
+                var headers: [String: String] = [:]
+                for field in message.head.fields { headers[field.name] = field.value }
+                let path = String(target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
+                return .success(HTTPRequest(method: method, path: path, headers: headers, body: message.body))
+            } catch {
+                return .failure(Self.refusal(error))
+            }
+        }
+    }
+
+    /// This server's rules on a parsed head: known methods, no transfer coding, a length for POST.
+    private static func refusal(_ head: HTTPHead) -> Refusal? {
+        guard case .request(let method, let target, _) = head.startLine else {
+            return Refusal(status: 400, message: "not a request")
+        }
+        guard target.hasPrefix("/"), method.utf8.allSatisfy({ ($0 >= 65 && $0 <= 90) || $0 == 45 }) else {
+            return Refusal(status: 400, message: "malformed request line")
+        }
+        guard knownMethods.contains(method) else { return Refusal(status: 405, message: "method \(method) is not allowed") }
+        if head.field("transfer-encoding") != nil {
+            return Refusal(status: 501, message: "Transfer-Encoding is not supported; send Content-Length")
+        }
+        if method == "POST" && head.field("content-length") == nil {
+            return Refusal(status: 411, message: "Content-Length is required")
+        }
+        return nil
+    }
+
+    /// The status for a request the codec refused.
+    private static func refusal(_ error: HTTPMessageError) -> Refusal {
+        switch error {
+        case .headTooLarge, .tooManyFields: Refusal(status: 431, message: "\(error)")
+        case .bodyTooLarge: Refusal(status: 413, message: "\(error)")
+        case .unsupportedTransferCoding: Refusal(status: 501, message: "\(error); send Content-Length")
+        default: Refusal(status: 400, message: "\(error)")
+        }
+    }
+
+    /// Sends the response, with `Content-Length` and `Connection: close`, then shuts the socket.
+    private func write(_ response: HTTPResponse, to client: Int32) {
+        var head = "HTTP/1.1 \(response.status) \(HTTPResponse.reason(response.status))\r\n"
+        for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+        head += "Content-Length: \(response.body.count)\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n"
+        let bytes = Array(head.utf8) + response.body
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { break }
+            sent += n
+        }
+        shutdown(client, Int32(SHUT_WR))
+        // Read what the client still sends (an oversize body) for a moment before closing:
+        // closing with unread bytes resets the connection, and the client may lose the response.
+        let deadline = MonotonicTime.now + .milliseconds(500)
+        var drained = 0
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while drained < 1 << 20, MonotonicTime.now < deadline {
+            var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 100) >= 0 else { break }
+            guard pfd.revents != 0 else { continue }
+            let n = recv(client, &chunk, chunk.count, 0)
+            guard n > 0 else { break }
+            drained += n
+        }
+    }
+}

@@ -1,0 +1,383 @@
+// ICE agent: gathering host, server-reflexive and relayed candidates (RFC 8445 §5.1), remote
+// credentials and candidates, and pair formation (§6.1.2). Runs on the agent's queue.
+import Dispatch
+import MediaBase
+import MediaWire
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension ICEAgent {
+    /// Binding requests to STUN servers carry a SOFTWARE attribute this long, so the answer (an
+    /// XOR-MAPPED-ADDRESS and a few more attributes) is never larger than the request: servers
+    /// that refuse to amplify answer it, and nothing we send can be amplified.
+    static let serverRequestSoftwareLength = 120
+
+    func startOnQueue() {
+        guard !started, !closed else { return }
+        started = true
+        let now = scheduler.now
+        gatheringDeadline = now + .seconds(8)
+        if !configuration.relayOnly { gatherHost() }
+        for server in configuration.servers
+        where server.kind == .stun && transport.carries(server.address.family) && !configuration.relayOnly {
+            var m = STUNMessage(method: .binding, class: .request)
+            let name = "Revue ICE"
+            m.appendText(
+                STUNMessage.AttributeType.software,
+                name + String(repeating: " ", count: Self.serverRequestSoftwareLength - name.count))
+            let bytes = m.encode(fingerprint: true)
+            serverTransactions.append(
+                ICEServerTransaction(
+                    server: server, transactionID: m.transactionID, bytes: bytes,
+                    nextAt: now + .milliseconds(250), rto: .milliseconds(250)))
+            bytes.withUnsafeBytes { _ = transport.send($0, to: server.address, from: nil) }
+        }
+        for server in configuration.servers where server.kind == .turn && canUseTURN(server) {
+            startTURN(server)
+        }
+        let tick = max(5, min(100, configuration.checkIntervalMilliseconds))
+        tickPeriodMilliseconds = tick
+        if let queue {
+            let t = DispatchSource.makeTimerSource(queue: queue)
+            t.schedule(deadline: .now() + .milliseconds(tick), repeating: .milliseconds(tick), leeway: .milliseconds(2))
+            t.setEventHandler { [weak self] in self?.tick() }
+            timer = t
+            t.resume()
+        } else {
+            scheduleTick(after: tick)
+        }
+        checkGatheringComplete()
+        if remoteUfrag != nil { processEarlyRequests() }
+    }
+
+    /// Whether a TURN server can be used: over TCP or TLS from an agent with a socket (the client
+    /// connects itself), over UDP when the transport carries the server's family.
+    func canUseTURN(_ server: ICEServer) -> Bool {
+        server.transport.isStream ? socket != nil : transport.carries(server.address.family)
+    }
+
+    /// Starts an allocation on `server` (a TURN server) as the `turns.count`-th relay: on the
+    /// socket and the agent's queue (its timers on a queue of its own, as before schedulers), or,
+    /// for an agent without a socket, through the transport and on the agent's scheduler.
+    private func startTURN(_ server: ICEServer) {
+        let index = turns.count
+        let client: TURNClient
+        if let socket, let queue {
+            client = TURNClient(server: server, socket: socket, queue: queue)
+        } else {
+            let transport = self.transport
+            let address = server.address
+            client = TURNClient(socketlessServer: server, scheduler: scheduler) { bytes in
+                _ = bytes.withUnsafeBytes { transport.send($0, to: address, from: nil) }
+            }
+        }
+        client.onStateChange = { [weak self] state in self?.onQueueAsync { $0.turnStateChanged(index, state) } }
+        client.onPeerData = { [weak self] peer, payload in
+            let copy = Array(payload)
+            self?.onQueueAsync { $0.handlePeerData(index, peer: peer, copy) }
+        }
+        // An IPv6 relayed address too (RFC 8656 dual allocation) when peers may reach us over
+        // IPv6: we have IPv6 host candidates, or offer only relayed ones from a socket that
+        // carries IPv6. A server without IPv6 relays answers with IPv4 alone.
+        let ipv6 =
+            locals.contains { $0.candidate.type == .host && $0.candidate.address.family == .ipv6 }
+            || (configuration.relayOnly && transport.carries(.ipv6))
+        client.relayFamilies = ipv6 ? .both : .ipv4
+        turns.append(client)
+        turnDone.append(false)
+        client.allocate()
+    }
+
+    /// TURN servers learned after the start (credentials a rendezvous node handed out): each one
+    /// whose address and transport no live allocation of ours uses yet starts an allocation, whose
+    /// relayed candidate is signalled as it comes (trickled). A server already in use is left
+    /// alone: its allocation keeps the credentials it was made with (coturn holds an allocation's
+    /// key, so an allocation outlives the credentials' expiry). STUN servers are ignored.
+    /// At most `maxAddedRelays` relays are added in the agent's life (stale credentials cannot
+    /// pile up allocations). Thread rule: any thread (runs on the agent's queue). Cost: one
+    /// allocation (a few STUN transactions) per new server.
+    package func addServers(_ servers: [ICEServer]) {
+        later {
+            guard self.started, !self.closed else { return }
+            for server in servers where server.kind == .turn && self.canUseTURN(server) {
+                let inUse = self.turns.contains { t in
+                    guard t.server.address == server.address, t.server.transport == server.transport else { return false }
+                    switch t.state {
+                    case .failed, .closed: return false
+                    default: return true
+                    }
+                }
+                let configured = self.configuration.servers.filter { $0.kind == .turn }.count
+                guard !inUse, self.turns.count < configured + Self.maxAddedRelays else { continue }
+                self.startTURN(server)
+            }
+        }
+    }
+
+    /// Relays `addServers` may start in an agent's life.
+    package static let maxAddedRelays = 8
+
+    /// Runs `body` on the queue: at once when already on it (TURN callbacks on our queue), else async.
+    func onQueueAsync(_ body: @escaping @Sendable (ICEAgent) -> Void) {
+        if isOnContext { body(self) } else { later { body(self) } }
+    }
+
+    /// RFC 8445 §5.1.2.1 local preference: IPv6 above IPv4 (RFC 8421), then the order of the
+    /// addresses (each interface address its own value).
+    func hostLocalPreference(_ address: SocketAddress, index: Int) -> UInt32 {
+        (address.family == .ipv6 ? 0xFFFF : 0x7FFF) - UInt32(min(index, 0x3FFF))
+    }
+
+    func foundation(_ type: ICECandidateType, base: SocketAddress, server: SocketAddress?) -> String {
+        let key = "\(type.rawValue)|\(base.host)|\(server?.description ?? "")"
+        if let f = foundations[key] { return f }
+        let f = String(foundations.count + 1)
+        foundations[key] = f
+        return f
+    }
+
+    private func gatherHost() {
+        let bound = transport.boundAddress ?? (transport.family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0))
+        var addresses: [SocketAddress]
+        if let given = configuration.hostAddresses {
+            addresses = given.filter { transport.carries($0.family) }.map {
+                var a = $0; a.port = bound.port; return a
+            }
+        } else {
+            addresses = ICEHostAddresses.addresses(
+                bound: bound, includeLoopback: ICEHostAddresses.isLoopback(bound), dualStack: transport.isDualStack)
+        }
+        var seen = Set<SocketAddress>()
+        addresses = addresses.filter { seen.insert($0).inserted }
+        for (i, a) in addresses.enumerated() {
+            let c = ICECandidate(
+                foundation: foundation(.host, base: a, server: nil),
+                priority: ICECandidate.priority(type: .host, localPreference: hostLocalPreference(a, index: i)),
+                address: a, type: .host)
+            addLocal(ICELocalCandidate(candidate: c, base: a, relay: nil))
+        }
+    }
+
+    /// The base a server-reflexive address is reported with: the first host candidate.
+    private var reflexiveBase: ICELocalCandidate? { locals.first { $0.candidate.type == .host } }
+
+    func addLocal(_ l: ICELocalCandidate, signal: Bool = true) {
+        guard locals.count < Self.maxLocalCandidates,
+            !locals.contains(where: { $0.candidate.address == l.candidate.address && $0.relay == l.relay })
+        else { return }
+        locals.append(l)
+        if l.pairs { for r in remotes where Self.relayCanReach(l, r) { addPair(local: l, remote: r) } }
+        guard signal else { return }
+        let cb = shared.withLock { s -> (@Sendable (ICECandidate) -> Void)? in
+            s.localCandidates.append(l.candidate)
+            return s.onCandidate
+        }
+        cb?(l.candidate)
+    }
+
+    func addServerReflexive(_ mapped: SocketAddress, server: SocketAddress) {
+        guard !locals.contains(where: { $0.candidate.address == mapped }), let base = reflexiveBase else { return }
+        let lp = (base.candidate.priority >> 8) & 0xFFFF
+        let c = ICECandidate(
+            foundation: foundation(.srflx, base: base.base, server: server),
+            priority: ICECandidate.priority(type: .srflx, localPreference: lp),
+            address: mapped, type: .srflx, relatedAddress: base.base)
+        addLocal(ICELocalCandidate(candidate: c, base: base.base, relay: nil))
+    }
+
+    func handleServerResponse(_ index: Int, _ m: STUNMessage, bytes: [UInt8]) {
+        let t = serverTransactions[index]
+        guard !t.done else { return }
+        serverTransactions[index].done = true
+        if m.messageClass == .successResponse, let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress),
+            transport.carries(mapped.family)
+        {
+            addServerReflexive(mapped, server: t.server.address)
+        }
+        checkGatheringComplete()
+    }
+
+    func turnStateChanged(_ index: Int, _ state: TURNClient.State) {
+        guard !closed, index < turns.count else { return }
+        switch state {
+        case .allocated(let relayed, let mapped):
+            let server = turns[index].server.address
+            let all = turns[index].relayedAddresses
+            let addresses = all.contains(relayed) ? all : [relayed]
+            // A lost allocation made again (TURNClient.allocationsLost): the old relayed candidates
+            // go with their pairs, and the new ones are signalled like any late candidate.
+            replaceRelayedCandidates(of: index, keeping: addresses)
+            for (i, a) in addresses.enumerated() {
+                // IPv6 above IPv4 among one allocation's addresses (RFC 8421), as for host candidates.
+                let lp = (a.family == .ipv6 ? 0xFFFF : 0xFF00) - UInt32(min(index, 0x7F) * 2 + i)
+                let c = ICECandidate(
+                    foundation: foundation(.relay, base: a, server: server),
+                    priority: ICECandidate.priority(type: .relay, localPreference: lp),
+                    address: a, type: .relay, relatedAddress: mapped)
+                addLocal(ICELocalCandidate(candidate: c, base: a, relay: index))
+            }
+            if transport.carries(mapped.family) && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
+            turnDone[index] = true
+        case .failed, .closed:
+            turnDone[index] = true
+        case .idle, .allocating:
+            break
+        }
+        checkGatheringComplete()
+    }
+
+    /// Removes the relayed candidates of TURN client `index` whose address is not in `addresses`,
+    /// with every pair and check that uses them; the selected pair among them is deselected (media
+    /// waits for a pair through the new allocation, or another path). Counted in
+    /// `ICEAgentStatistics.relayedCandidatesReplaced`.
+    func replaceRelayedCandidates(of index: Int, keeping addresses: [SocketAddress]) {
+        let gone = locals.filter { $0.relay == index && $0.candidate.type == .relay && !addresses.contains($0.candidate.address) }
+        guard !gone.isEmpty else { return }
+        let goneAddresses = Set(gone.map(\.candidate.address))
+        locals.removeAll { $0.relay == index && goneAddresses.contains($0.candidate.address) }
+        let dead = pairs.filter { $0.local.relay == index && goneAddresses.contains($0.local.candidate.address) }
+        for p in dead {
+            if let i = pairs.firstIndex(where: { $0 === p }) { removePair(at: i) }
+        }
+        if let n = nominationTarget, dead.contains(where: { $0 === n }) { nominationTarget = nil }
+        if let n = nominated, dead.contains(where: { $0 === n }) { nominated = nil }
+        if let s = selected, dead.contains(where: { $0 === s }) { deselect() }
+        shared.withLock {
+            $0.localCandidates.removeAll { goneAddresses.contains($0.address) && $0.type == .relay }
+            $0.stats.relayedCandidatesReplaced += gone.count
+        }
+    }
+
+    /// Announces the end of gathering once every server is done, or (given the time) once
+    /// `gatheringDeadline` has passed.
+    func checkGatheringComplete(now: MonotonicTime? = nil) {
+        guard !gatheringComplete, started else { return }
+        let serversDone = serverTransactions.allSatisfy(\.done) && turnDone.allSatisfy { $0 }
+        if !serversDone {
+            guard let now, let deadline = gatheringDeadline, now >= deadline else { return }
+        }
+        gatheringComplete = true
+        shared.withLock { $0.onGatheringComplete }?()
+    }
+
+    // MARK: Remote side
+
+    func setRemoteCredentialsOnQueue(ufrag: String, password: String) {
+        guard !closed, !ufrag.isEmpty, !password.isEmpty else { return }
+        if let old = remoteUfrag, old == ufrag, remotePassword == password { return }
+        if remoteUfrag != nil { forgetRemoteGeneration() }
+        remoteUfrag = ufrag
+        remotePassword = password
+        remoteKey = STUNMessage.shortTermKey(password: password)
+        if started { processEarlyRequests() }
+        kickChecks()
+    }
+
+    /// The peer changed its credentials: an ICE restart on its side (RFC 8445 §9). Its old
+    /// candidates, every pair with them and the checks in flight go; media stops until a pair of
+    /// the new generation works (the old peer agent is gone or no longer answers as itself).
+    func forgetRemoteGeneration() {
+        remotes.removeAll()
+        pairs.removeAll()
+        triggeredQueue.removeAll()
+        transactions.removeAll()
+        nominationTarget = nil
+        nominated = nil
+        nominationStartedAt = nil
+        firstValidAt = nil
+        checksStartedAt = nil
+        lastNewCheckAt = nil
+        probeBudget.newGeneration()
+        deselect()
+    }
+
+    func processEarlyRequests() {
+        let early = earlyRequests
+        earlyRequests.removeAll()
+        for r in early {
+            learnFromRequest(from: r.from, to: r.to, relay: r.relay, priority: r.priority, useCandidate: r.useCandidate)
+        }
+    }
+
+    func addRemoteCandidateOnQueue(_ c: ICECandidate) {
+        guard !closed else { return }
+        if let i = remotes.firstIndex(where: { $0.address == c.address }) {
+            // A peer-reflexive candidate learned from a check, now signalled: keep the signalled form.
+            if remotes[i].type == .prflx && c.type != .prflx {
+                remotes[i] = c
+                for p in pairs where p.remote.address == c.address { p.updateRemote(c) }
+                recomputePriorities()
+                // The selected pair's snapshot names the signalled candidate too (same path).
+                if let sel = selected, sel.remote.address == c.address {
+                    shared.withLock { $0.selected = (sel.local.candidate, sel.remote) }
+                }
+            }
+            return
+        }
+        guard c.component == 1, c.address.port != 0, !ICEHostAddresses.isWildcard(c.address),
+            remotes.count < configuration.maxRemoteCandidates
+        else {
+            bump(\.droppedRemoteCandidates)
+            return
+        }
+        remotes.append(c)
+        for l in locals where l.pairs && Self.relayCanReach(l, c) { addPair(local: l, remote: c) }
+        kickChecks()
+    }
+
+    /// Whether a signalled remote candidate is worth pairing with local candidate `l`: always,
+    /// unless `l` is relayed on a server with a global address and the remote candidate's address
+    /// is private, shared, link-local or loopback space (`ICEHostAddresses.isNonGlobal`). That
+    /// address belongs to the peer's own network, which the relay is not in, so the check could
+    /// never succeed; and the server's attempt to send there can cost the whole allocation:
+    /// coturn, on a host with no route to it ("network unreachable"), closes the allocation that
+    /// sent it, and every relayed pair of ours dies with it. A peer-reflexive candidate learned
+    /// through the relay is paired where it is learned (the relay did reach it).
+    package static func relayCanReach(_ l: ICELocalCandidate, _ remote: ICECandidate) -> Bool {
+        guard l.relay != nil, remote.type != .prflx else { return true }
+        return ICEHostAddresses.isNonGlobal(l.candidate.address) || !ICEHostAddresses.isNonGlobal(remote.address)
+    }
+
+    /// Forms a pair (same family; replacing the lowest-priority idle pair when at `maxPairs`).
+    @discardableResult
+    func addPair(local: ICELocalCandidate, remote: ICECandidate) -> ICECandidatePair? {
+        guard local.candidate.address.family == remote.address.family else { return nil }
+        if let p = pairs.first(where: {
+            $0.local.candidate.address == local.candidate.address && $0.local.relay == local.relay
+                && $0.remote.address == remote.address
+        }) {
+            return p
+        }
+        let p = ICECandidatePair(local: local, remote: remote)
+        p.priority = ICECandidatePair.priority(local: local.candidate.priority, remote: remote.priority, controlling: controlling)
+        if pairs.count >= max(1, configuration.maxPairs) {
+            guard
+                let worst = pairs.enumerated().filter({
+                    !$0.element.valid && $0.element.state != .inProgress && $0.element !== selected
+                })
+                .min(by: { $0.element.priority < $1.element.priority }), worst.element.priority < p.priority
+            else { return nil }
+            removePair(at: worst.offset)
+        }
+        pairs.append(p)
+        if let r = local.relay { turns[r].createPermission(remote.address) }
+        return p
+    }
+
+    private func removePair(at i: Int) {
+        let p = pairs.remove(at: i)
+        triggeredQueue.removeAll { $0 === p }
+        transactions = transactions.filter { $0.value.pair !== p }
+    }
+
+    func recomputePriorities() {
+        for p in pairs {
+            p.priority = ICECandidatePair.priority(
+                local: p.local.candidate.priority, remote: p.remote.priority, controlling: controlling)
+        }
+    }
+}
