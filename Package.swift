@@ -67,8 +67,8 @@ let package = Package(
         .target(name: "RevueCommandLine", dependencies: ["MediaCore"]),
         .executableTarget(
             name: "revue-media", dependencies: ["MediaCore", "MediaTools", "RevueSession", "RevueCommandLine"]),
-        // revue-node's command-line protocol (JSON lines to typed commands), a library so that
-        // fuzz-node-command can reach it.
+        // revue-node's line protocol (JSON lines to typed commands, typed events to JSON lines), a
+        // library so that fuzz-node-command and the tests can reach it.
         .target(name: "RevueNodeProtocol", dependencies: ["MediaCore", "RevueSession"]),
         .executableTarget(
             name: "revue-node", dependencies: ["MediaCore", "RevueSession", "RevueNodeProtocol", "RevueCommandLine"]),

@@ -406,8 +406,8 @@ for (name, bytes) in FuzzEntries.httpSeeds() { save("fuzz-http", name, bytes) }
 // MARK: WebSocket frames (FuzzEntries.webSocket)
 for (name, bytes) in FuzzEntries.webSocketSeeds() { save("fuzz-websocket", name, bytes) }
 
-// MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, and lines as
-// the revue-node process tests send them
+// MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, lines as the
+// revue-node process tests send them, and event lines as revue-node writes them
 let friendId = Hex.encode(seedKey)
 let commands: [NodeCommand] = [
     .address, .addFriend(address: seedAddress, message: "hi"), .accept(friendId: friendId), .delete(friendId: friendId),
@@ -443,3 +443,65 @@ save(
         not json
         {"cmd":"nope"}
         """.utf8))
+
+// revue-node's output lines (the same target reads every line as a NodeEvent too): one event of
+// each kind as NodeEvent.line writes it.
+let peer = NodeParticipant(friendId: friendId, isLocal: false)
+let me = NodeParticipant(friendId: friendId, isLocal: true)
+let events: [NodeEvent] = [
+    .ready(.peer(address: seedAddress, revueId: friendId, port: 40123, lan: true)),
+    .ready(.rendezvous(port: 33400, turn: NodeTURNOffer(servers: ["203.0.113.1:3478?transport=tcp"], lifetime: 3600))),
+    .ok(
+        NodeReply(
+            cmd: "address", id: NodeCommandID(1), result: .identity(address: seedAddress, revueId: friendId, port: 1, nospam: 2))),
+    .ok(NodeReply(cmd: "message", id: NodeCommandID("m"), result: .messageSent(friendId: friendId, messageId: 7))),
+    .ok(
+        NodeReply(
+            cmd: "list",
+            result: .friends([
+                NodeFriend(
+                    friendId: friendId, name: "Bob", statusMessage: "", status: .away, isOnline: true,
+                    paths: [NodePath(kind: .directLAN, endpoint: "127.0.0.1:41000", rtt: 0.0004)], presence: .online)
+            ]))),
+    .ok(NodeReply(cmd: "call-message", result: .callMessage(results: [friendId: "delivered"]))),
+    .ok(
+        NodeReply(
+            cmd: "feed", id: NodeCommandID("f"), result: .feed(videoFramesFed: 30, audioSamplesFed: 96_000, maxLagMilliseconds: 2)
+        )),
+    .ok(
+        NodeReply(
+            cmd: "media-stats",
+            result: .mediaStats(
+                NodeMediaStats(
+                    participants: [
+                        NodeMediaParticipant(
+                            friendId: friendId, videoFrames: 29, audioSamples: 960, loudSamples: 960,
+                            path: NodeMediaPath(["local": "host 127.0.0.1:1", "relayed": false, "checksSent": 3]))
+                    ], uplinkBytes: 1000,
+                    videoSend: NodeVideoSend(
+                        captured: 1, droppedRingFull: 0, droppedPoolExhausted: 0, droppedFrameRate: 0, framesEncoded: 1,
+                        framesDroppedByEncoder: 0, targetBitrate: 300_000, pacerOverflows: 0))))),
+    .ok(
+        NodeReply(
+            cmd: "room",
+            result: .room(
+                NodeRoomState(
+                    participants: [
+                        NodeRoomParticipant(
+                            friendId: friendId, name: nil, mode: .recvOnly,
+                            tracks: [NodeTrack(sid: "audio", kind: .audio, isMuted: false, isSubscribed: true)],
+                            connectionQuality: .good, isSpeaking: true)
+                    ], mode: .sendAndRecv, tracks: [NodeTrack(sid: "video", kind: .video, isMuted: true)],
+                    activeSpeakers: [friendId])))),
+    .error(NodeErrorReply(cmd: "message", id: NodeCommandID(3), error: "timeout", friendId: friendId, messageId: 4)),
+    .error(NodeErrorReply(cmd: "delete", error: "failed", code: -1, detail: "storage")),
+    .didUpdatePaths(friendId: friendId, isOnline: false, paths: []),
+    .didReceiveInvitation(friendId: friendId, message: nil),
+    .didEndInvitation(friendId: friendId, reason: .timeout),
+    .room(.participantDidDisconnect(peer, reason: .remoteHangUp)),
+    .room(.callDidFailWithError(.mediaSetupFailed(participant: friendId, detail: "no pair"))),
+    .room(.didFailToPublishTrack(me, kind: .video, error: .mediaSetupFailed(detail: "no encoder"))),
+    .room(.didUpdateConnectionQuality(peer, quality: .excellent)),
+    .room(.didUpdateSpeakingParticipants(speakers: [friendId])),
+]
+save("fuzz-node-command", "every-event", Array(events.compactMap(\.line).joined(separator: "\n").utf8))

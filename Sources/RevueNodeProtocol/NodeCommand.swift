@@ -119,13 +119,10 @@ public struct NodeCommandError: Error, Sendable, Equatable {
     /// Extra string fields of the event (`"field"` for `missingField`, `"detail"` for `invalidCommand`).
     public var fields: [String: String]
 
-    /// The error event's fields: `event`, `error`, `cmd`, `id`, and `fields`.
-    package var event: [String: JSONValue] {
-        var o: [String: JSONValue] = ["event": "error", "error": .string(error)]
-        if let name { o["cmd"] = .string(name) }
-        if let id { o["id"] = id.json }
-        for (k, v) in fields { o[k] = .string(v) }
-        return o
+    /// The error event revue-node prints for the line: `error`, `cmd` and `id` when known, and
+    /// `fields` (only `field` and `detail` are ever set). Cost: none.
+    public var event: NodeEvent {
+        .error(NodeErrorReply(cmd: name, id: id, error: error, detail: fields["detail"], field: fields["field"]))
     }
 }
 

@@ -19,10 +19,10 @@ import RevueSession
 
 signal(SIGPIPE, SIG_IGN)
 
-/// Writes one JSON object as a line on stdout.
-func emit(_ object: [String: JSONValue]) {
-    guard let line = JSONValue.object(object).sortedLine else {
-        StandardStream.error("revue-node: an event with a value JSON cannot hold: \(object)\n")
+/// Writes one event as a line on stdout (`NodeEvent.line`).
+func emit(_ event: NodeEvent) {
+    guard let line = event.line else {
+        StandardStream.error("revue-node: an event with a value JSON cannot hold: \(event)\n")
         return
     }
     StandardStream.output(line + "\n")
@@ -234,13 +234,12 @@ func runRendezvous() {
         let node = try RendezvousNode(host: options.host, port: options.port)
         node.turnOffer = options.turnOffer
         nodeKeeper = node
-        var ready: [String: JSONValue] = ["event": "ready", "mode": "rendezvous", "port": .integer(node.port)]
-        if let offer = options.turnOffer {
-            ready["turn"] = .array(
-                offer.servers.map { .string("\($0.address)" + ($0.transport == .tcp ? "?transport=tcp" : "")) })
-            ready["turnLifetime"] = .integer(Int(offer.lifetime))
+        let turn = options.turnOffer.map { offer in
+            NodeTURNOffer(
+                servers: offer.servers.map { "\($0.address)" + ($0.transport == .tcp ? "?transport=tcp" : "") },
+                lifetime: offer.lifetime)
         }
-        emit(ready)
+        emit(.ready(.rendezvous(port: node.port, turn: turn)))
     } catch {
         fail("\(error)", status: 1)
     }
@@ -250,124 +249,86 @@ var nodeKeeper: RendezvousNode?
 
 // MARK: - Peer mode
 
-func statusName(_ s: UserStatus) -> String {
-    switch s {
-    case .none: return "none"
-    case .away: return "away"
-    case .busy: return "busy"
-    }
+/// The paths of `didUpdatePaths` and `list`.
+func nodePaths(_ p: FriendConnectionPaths) -> [NodePath] { p.paths.map(NodePath.init) }
+
+/// The participant a room event is about.
+@MainActor
+func nodeParticipant(_ p: Participant) -> NodeParticipant {
+    NodeParticipant(friendId: p.identity, isLocal: p is LocalParticipant)
 }
 
-func pathsObject(_ p: FriendConnectionPaths) -> JSONValue {
-    .array(
-        p.paths.map { path in
-            var o: [String: JSONValue] = ["endpoint": .string(path.endpoint)]
-            switch path.kind {
-            case .directLAN: o["kind"] = "directLAN"
-            case .directUDP: o["kind"] = "directUDP"
-            case .relayed: o["kind"] = "relayed"
-            }
-            if let rtt = path.roundTripTime { o["rtt"] = .double((rtt * 1e6).rounded() / 1e6) }
-            return .object(o)
-        })
-}
-
-func presenceName(_ p: PresenceStatus) -> String {
-    switch p {
-    case .offline: return "offline"
-    case .online: return "online"
-    case .away: return "away"
-    case .busy: return "busy"
-    }
-}
-
-/// Turns delegate calls into JSON lines named after the delegate methods.
+/// Turns delegate calls into event lines named after the delegate methods.
 @MainActor
 final class EventPrinter: RevueDelegate {
     func revue(_ revue: Revue, didReceiveFriendRequest friendId: String, message: String) {
-        emit(["event": "didReceiveFriendRequest", "friendId": .string(friendId), "message": .string(message)])
+        emit(.didReceiveFriendRequest(friendId: friendId, message: message))
     }
     func revue(_ revue: Revue, friend friendId: String, didUpdateName name: String) {
-        emit(["event": "didUpdateName", "friendId": .string(friendId), "name": .string(name)])
+        emit(.didUpdateName(friendId: friendId, name: name))
     }
     func revue(_ revue: Revue, friend friendId: String, didUpdateStatusMessage statusMessage: String) {
-        emit(["event": "didUpdateStatusMessage", "friendId": .string(friendId), "statusMessage": .string(statusMessage)])
+        emit(.didUpdateStatusMessage(friendId: friendId, statusMessage: statusMessage))
     }
     func revue(_ revue: Revue, friend friendId: String, didUpdateStatus status: UserStatus) {
-        emit(["event": "didUpdateStatus", "friendId": .string(friendId), "status": .string(statusName(status))])
+        emit(.didUpdateStatus(friendId: friendId, status: status))
     }
     func revue(_ revue: Revue, friend friendId: String, didUpdatePaths paths: FriendConnectionPaths) {
-        emit([
-            "event": "didUpdatePaths", "friendId": .string(friendId), "isOnline": .bool(paths.isOnline),
-            "paths": pathsObject(paths),
-        ])
+        emit(.didUpdatePaths(friendId: friendId, isOnline: paths.isOnline, paths: nodePaths(paths)))
     }
     func revue(_ revue: Revue, friend friendId: String, didReceiveMessage message: String) {
-        emit(["event": "didReceiveMessage", "friendId": .string(friendId), "message": .string(message)])
+        emit(.didReceiveMessage(friendId: friendId, message: message))
     }
     func revue(_ revue: Revue, didUpdateIsDiscoverable isDiscoverable: Bool) {
-        emit(["event": "didUpdateIsDiscoverable", "isDiscoverable": .bool(isDiscoverable)])
+        emit(.didUpdateIsDiscoverable(isDiscoverable: isDiscoverable))
     }
     func revue(_ revue: Revue, friend friendId: String, didSendInvitation message: String?) {
-        emit(["event": "didSendInvitation", "friendId": .string(friendId), "message": .text(message)])
+        emit(.didSendInvitation(friendId: friendId, message: message))
     }
     func revue(_ revue: Revue, friend friendId: String, didReceiveInvitation message: String?) {
-        emit(["event": "didReceiveInvitation", "friendId": .string(friendId), "message": .text(message)])
+        emit(.didReceiveInvitation(friendId: friendId, message: message))
     }
     func revue(_ revue: Revue, friend friendId: String, didEndInvitation reason: InvitationEndReason) {
-        emit(["event": "didEndInvitation", "friendId": .string(friendId), "reason": .string("\(reason)")])
+        emit(.didEndInvitation(friendId: friendId, reason: reason))
     }
 }
 
-/// Turns RoomDelegate calls into JSON lines named after the methods, with `"layer":"room"`.
+/// Turns RoomDelegate calls into event lines named after the methods, with `"layer":"room"`.
 @MainActor
 final class RoomPrinter: RoomDelegate {
     /// Decoded video and audio per participant (by friend ID), for `media-stats`.
     var renderers: [String: LatestFrameRenderer] = [:]
     var audioSinks: [String: CountingAudioSink] = [:]
-    func out(_ event: String, _ p: Participant?, _ extra: [String: JSONValue] = [:]) {
-        var o: [String: JSONValue] = ["event": .string(event), "layer": "room"]
-        if let p { o["friendId"] = .string(p.identity); o["isLocal"] = .bool(p is LocalParticipant) }
-        emit(o.merging(extra) { $1 })
-    }
+    func out(_ event: NodeRoomEvent) { emit(.room(event)) }
     func room(_ room: Room, participantDidConnect participant: RemoteParticipant) {
-        out("participantDidConnect", participant, ["mode": .string(participant.mode.rawValue)])
+        out(.participantDidConnect(nodeParticipant(participant), mode: participant.mode))
     }
-    func roomDidStartCall(_ room: Room) { out("roomDidStartCall", nil) }
-    func roomDidEndCall(_ room: Room) { out("roomDidEndCall", nil) }
-    func room(_ room: Room, callDidFailWithError error: CallError) {
-        switch error {
-        case .connectionLost: out("callDidFailWithError", nil, ["error": "connectionLost"])
-        case .mediaSetupFailed(let id, let detail):
-            out("callDidFailWithError", nil, ["error": "mediaSetupFailed", "friendId": .string(id), "detail": .string(detail)])
-        }
-    }
+    func roomDidStartCall(_ room: Room) { out(.roomDidStartCall) }
+    func roomDidEndCall(_ room: Room) { out(.roomDidEndCall) }
+    func room(_ room: Room, callDidFailWithError error: CallError) { out(.callDidFailWithError(error)) }
     func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError) {
-        guard case .mediaSetupFailed(let detail) = error else { return }
-        out(
-            "didFailToPublishTrack", localParticipant,
-            ["kind": .string(kind.rawValue), "error": "mediaSetupFailed", "detail": .string(detail)])
+        out(.didFailToPublishTrack(nodeParticipant(localParticipant), kind: kind, error: error))
     }
     func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant) {
-        out("participantDidDisconnect", participant, ["reason": .text(participant.disconnectReason.map { "\($0)" })])
+        out(.participantDidDisconnect(nodeParticipant(participant), reason: participant.disconnectReason))
     }
     func room(_ room: Room, participant: Participant, didUpdateConnectionQuality quality: ConnectionQuality) {
-        out("didUpdateConnectionQuality", participant, ["quality": .string("\(quality)")])
+        out(.didUpdateConnectionQuality(nodeParticipant(participant), quality: quality))
     }
     func room(_ room: Room, participant: Participant, didUpdateName name: String?) {
-        out("didUpdateName", participant, ["name": .text(name)])
+        out(.didUpdateName(nodeParticipant(participant), name: name))
     }
     func room(_ room: Room, participant: Participant, didUpdateStatusMessage statusMessage: String?) {
-        out("didUpdateStatusMessage", participant, ["statusMessage": .text(statusMessage)])
+        out(.didUpdateStatusMessage(nodeParticipant(participant), statusMessage: statusMessage))
     }
     func room(_ room: Room, participant: Participant, didUpdateStatus status: UserStatus) {
-        out("didUpdateStatus", participant, ["status": .string(statusName(status))])
+        out(.didUpdateStatus(nodeParticipant(participant), status: status))
     }
     func room(_ room: Room, localParticipant: LocalParticipant, didPublishTrack publication: LocalTrackPublication) {
-        out("didPublishTrack", localParticipant, ["sid": .string(publication.sid), "kind": .string(publication.kind.rawValue)])
+        out(.didPublishTrack(nodeParticipant(localParticipant), sid: publication.sid, kind: publication.kind))
     }
     func room(_ room: Room, localParticipant: LocalParticipant, didUnpublishTrack publication: LocalTrackPublication) {
-        out("didUnpublishTrack", localParticipant, ["sid": .string(publication.sid), "kind": .string(publication.kind.rawValue)])
+        out(.didUnpublishTrack(nodeParticipant(localParticipant), sid: publication.sid, kind: publication.kind))
     }
     func room(_ room: Room, participant: RemoteParticipant, didSubscribeTrack publication: RemoteTrackPublication) {
         // Count what arrives, so `media-stats` can tell a script that media flows.
@@ -382,25 +343,25 @@ final class RoomPrinter: RoomDelegate {
             audioSinks[key] = sink
             publication.audioSink = sink
         }
-        out("didSubscribeTrack", participant, ["sid": .string(publication.sid), "kind": .string(publication.kind.rawValue)])
+        out(.didSubscribeTrack(nodeParticipant(participant), sid: publication.sid, kind: publication.kind))
     }
     func room(_ room: Room, participant: RemoteParticipant, didUnsubscribeTrack publication: RemoteTrackPublication) {
-        out("didUnsubscribeTrack", participant, ["sid": .string(publication.sid), "kind": .string(publication.kind.rawValue)])
+        out(.didUnsubscribeTrack(nodeParticipant(participant), sid: publication.sid, kind: publication.kind))
     }
     func room(_ room: Room, participant: Participant, trackPublication: TrackPublication, didUpdateIsMuted isMuted: Bool) {
-        out("didUpdateIsMuted", participant, ["sid": .string(trackPublication.sid), "isMuted": .bool(isMuted)])
+        out(.didUpdateIsMuted(nodeParticipant(participant), sid: trackPublication.sid, isMuted: isMuted))
     }
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMessage message: String) {
-        out("didReceiveMessage", participant, ["message": .string(message)])
+        out(.didReceiveMessage(nodeParticipant(participant), message: message))
     }
     func room(_ room: Room, participant: RemoteParticipant, didReceiveMuteRequest isMuted: Bool) {
-        out("didReceiveMuteRequest", participant, ["isMuted": .bool(isMuted)])
+        out(.didReceiveMuteRequest(nodeParticipant(participant), isMuted: isMuted))
     }
     func room(_ room: Room, didUpdateSpeakingParticipants speakers: [Participant]) {
-        out("didUpdateSpeakingParticipants", nil, ["speakers": .strings(speakers.map(\.identity))])
+        out(.didUpdateSpeakingParticipants(speakers: speakers.map(\.identity)))
     }
     func room(_ room: Room, participant: Participant, didUpdateMode mode: ParticipantMode) {
-        out("didUpdateMode", participant, ["mode": .string(mode.rawValue)])
+        out(.didUpdateMode(nodeParticipant(participant), mode: mode))
     }
 }
 
@@ -453,13 +414,11 @@ func feedSynthetic(
 
 let printer = EventPrinter()
 
-/// The path media of the call leg with `friendId` takes now, for `media-stats`: the selected ICE
-/// pair as `{"local": "<type> <address>", "remote": "<type> <address>", "relayed": Bool}`.
 /// The call leg's ICE state for `media-stats`' `path` field: the selected pair (candidate types
 /// and addresses), the route media takes, our candidates and check counters; nil without a leg.
 @MainActor
-func callLegPath(_ room: Room, friendId: String) -> JSONValue {
-    room.mediaPathDiagnostics(friendId).map { .object($0) } ?? .null
+func callLegPath(_ room: Room, friendId: String) -> NodeMediaPath? {
+    room.mediaPathDiagnostics(friendId).map(NodeMediaPath.init)
 }
 
 @MainActor
@@ -490,10 +449,7 @@ func startPeer() {
         revue.room.options.videoHeight = size.height
     }
     if let name = options.name { revue.setSelfName(name) }
-    emit([
-        "event": "ready", "mode": "peer", "address": .string(revue.revueAddress), "revueId": .string(revue.revueId),
-        "port": .integer(revue.port), "lan": .bool(revue.isDiscoveringOnLAN),
-    ])
+    emit(.ready(.peer(address: revue.revueAddress, revueId: revue.revueId, port: revue.port, lan: revue.isDiscoveringOnLAN)))
 }
 
 /// The name revue-node reports for one of the SDK's typed errors (docs/revue-node.md): its case
@@ -564,33 +520,36 @@ func run(_ line: String) {
     let revue = Revue.shared
     let friends = revue.friends
     let cmd = request.name
-    var reply: [String: JSONValue] = ["cmd": .string(cmd)]
-    if let id = request.id { reply["id"] = id.json }
-    func ok(_ extra: [String: JSONValue] = [:]) { emit(reply.merging(["event": "ok"]) { $1 }.merging(extra) { $1 }) }
-    func error(_ name: String, _ extra: [String: JSONValue] = [:]) {
-        emit(reply.merging(["event": "error", "error": .string(name)]) { $1 }.merging(extra) { $1 })
+    let id = request.id
+    func ok(_ result: NodeResult = .empty) { emit(.ok(NodeReply(cmd: cmd, id: id, result: result))) }
+    func error(
+        _ name: String, friendId: String? = nil, messageId: UInt32? = nil, sid: String? = nil, code: Int? = nil,
+        detail: String? = nil
+    ) {
+        emit(
+            .error(
+                NodeErrorReply(
+                    cmd: cmd, id: id, error: name, friendId: friendId, messageId: messageId, sid: sid, code: code,
+                    detail: detail)))
     }
     switch request.command {
     case .address:
-        ok([
-            "address": .string(revue.revueAddress), "revueId": .string(revue.revueId), "port": .integer(revue.port),
-            "nospam": .integer(revue.nospam),
-        ])
+        ok(.identity(address: revue.revueAddress, revueId: revue.revueId, port: revue.port, nospam: revue.nospam))
     case .addFriend(let address, let message):
         do throws(FriendAddError) {
-            ok(["friendId": .string(try friends.addFriend(address: address, message: message))])
+            ok(.friend(friendId: try friends.addFriend(address: address, message: message)))
         } catch let e {
             error(errorName(e))
         }
     case .accept(let friendId):
-        do throws(FriendAddError) { ok(["friendId": .string(try friends.addFriendNorequest(friendId: friendId))]) } catch let e {
+        do throws(FriendAddError) { ok(.friend(friendId: try friends.addFriendNorequest(friendId: friendId))) } catch let e {
             error(errorName(e))
         }
     case .delete(let friendId):
         do {
             try friends.deleteFriend(friendId: friendId)
-            ok(["friendId": .string(friendId)])
-        } catch .notFound { error("notFound") } catch let e { error("failed", ["code": -1, "detail": .string("\(e)")]) }
+            ok(.friend(friendId: friendId))
+        } catch .notFound { error("notFound") } catch let e { error("failed", code: -1, detail: "\(e)") }
     case .setName(let name):
         revue.setSelfName(name)
         ok()
@@ -602,48 +561,29 @@ func run(_ line: String) {
         ok()
     case .setNospam(let v):
         revue.nospam = v
-        ok(["address": .string(revue.revueAddress)])
+        ok(.address(revue.revueAddress))
     case .message(let friendId, let message, let timeout):
         Task { @MainActor in
             do throws(FriendMessageError) {
                 let messageId = try await friends.sendMessage(friendId: friendId, message: message, timeout: timeout)
-                ok(["friendId": .string(friendId), "messageId": .integer(messageId)])
+                ok(.messageSent(friendId: friendId, messageId: messageId))
             } catch .timeout(let messageId) {
-                error("timeout", ["friendId": .string(friendId), "messageId": .integer(messageId)])
+                error("timeout", friendId: friendId, messageId: messageId)
             } catch let e {
-                error(errorName(e), ["friendId": .string(friendId)])
+                error(errorName(e), friendId: friendId)
             }
         }
     case .list:
-        let list: [JSONValue] = friends.getFriendList().map { id in
+        let list = friends.getFriendList().map { id in
             let paths = friends.getFriendPaths(friendId: id)
-            return [
-                "friendId": .string(id), "name": .string(friends.getFriendName(friendId: id)),
-                "statusMessage": .string(friends.getFriendStatusMessage(friendId: id)),
-                "status": .string(statusName(friends.getFriendStatus(friendId: id))),
-                "isOnline": .bool(paths.isOnline), "paths": pathsObject(paths),
-                "presence": .string(presenceName(friends.getFriendPresenceStatus(friendId: id))),
-            ]
+            return NodeFriend(
+                friendId: id, name: friends.getFriendName(friendId: id),
+                statusMessage: friends.getFriendStatusMessage(friendId: id), status: friends.getFriendStatus(friendId: id),
+                isOnline: paths.isOnline, paths: nodePaths(paths), presence: friends.getFriendPresenceStatus(friendId: id))
         }
-        ok(["friends": .array(list)])
+        ok(.friends(list))
     case .counters:
-        let c = revue.counters
-        ok([
-            "droppedMalformed": .integer(c.droppedMalformed), "droppedForged": .integer(c.droppedForged),
-            "droppedReplayed": .integer(c.droppedReplayed),
-            "droppedUnknownSession": .integer(c.droppedUnknownSession), "droppedNonFriend": .integer(c.droppedNonFriend),
-            "droppedWrongNospam": .integer(c.droppedWrongNospam), "droppedRateLimited": .integer(c.droppedRateLimited),
-            "friendRequestsReceived": .integer(c.friendRequestsReceived),
-            "duplicatesSuppressed": .integer(c.duplicatesSuppressed),
-            "reservedMessagesSwallowed": .integer(c.reservedMessagesSwallowed),
-            "handshakesCompleted": .integer(c.handshakesCompleted), "droppedAnnounces": .integer(c.droppedAnnounces),
-            "initiationsThrottled": .integer(c.initiationsThrottled), "candidatesDropped": .integer(c.candidatesDropped),
-            "cookieRepliesSent": .integer(c.cookieRepliesSent), "droppedExpired": .integer(c.droppedExpired),
-            "droppedLookupReplies": .integer(c.droppedLookupReplies), "droppedOverload": .integer(c.droppedOverload),
-            "turnCredentialsRequested": .integer(c.turnCredentialsRequested),
-            "turnCredentialsReceived": .integer(c.turnCredentialsReceived),
-            "requestsForgotten": .integer(c.requestsForgotten), "callSignalsRefused": .integer(c.callSignalsRefused),
-        ])
+        ok(.counters(NodeCounters(revue.counters)))
     case .invite(let friendId, _), .acceptCall(let friendId), .rejectCall(let friendId), .cancelCall(let friendId):
         do throws(FriendCallError) {
             switch request.command {
@@ -652,12 +592,12 @@ func run(_ line: String) {
             case .rejectCall: try friends.rejectInvitation(friendId: friendId)
             default: try friends.cancelInvitation(friendId: friendId)
             }
-            ok(["friendId": .string(friendId)])
-        } catch let e { error(errorName(e), ["friendId": .string(friendId)]) }
+            ok(.friend(friendId: friendId))
+        } catch let e { error(errorName(e), friendId: friendId) }
     case .hangup(let friendId):
         if let friendId {
             guard let p = revue.room.remoteParticipants[friendId.uppercased()] else {
-                return error("notInCall", ["friendId": .string(friendId)])
+                return error("notInCall", friendId: friendId)
             }
             p.disconnect()
         } else {
@@ -669,14 +609,14 @@ func run(_ line: String) {
         Task { @MainActor in
             do throws(FriendMessageError) {
                 let results = try await revue.room.localParticipant.sendMessage(message, to: to, timeout: timeout)
-                var perRecipient: [String: JSONValue] = [:]
+                var perRecipient: [String: String] = [:]
                 for (id, result) in results {
                     switch result {
                     case .success: perRecipient[id] = "delivered"
-                    case .failure(let e): perRecipient[id] = .string(errorName(e))
+                    case .failure(let e): perRecipient[id] = errorName(e)
                     }
                 }
-                ok(["results": .object(perRecipient)])
+                ok(.callMessage(results: perRecipient))
             } catch let e { error(errorName(e)) }
         }
     case .muteRequest(let friendId, let isMuted):
@@ -693,10 +633,10 @@ func run(_ line: String) {
         ok()
     case .mute(let sid), .unmute(let sid):
         guard let pub = revue.room.localParticipant.localTrackPublications.first(where: { $0.sid == sid }) else {
-            return error("notPublished", ["sid": .string(sid)])
+            return error("notPublished", sid: sid)
         }
         if case .mute = request.command { pub.mute() } else { pub.unmute() }
-        ok(["sid": .string(sid)])
+        ok(.track(sid: sid))
     case .subscribe(let friendId, let sid, let subscribed):
         guard let friendId, let p = revue.room.remoteParticipants[friendId.uppercased()],
             let pub = p.remoteTrackPublications.first(where: { $0.sid == sid })
@@ -707,7 +647,7 @@ func run(_ line: String) {
         Task { @MainActor in
             do throws(RoomError) {
                 try await revue.room.changeMode(mode)
-                ok(["mode": .string(mode.rawValue)])
+                ok(.mode(mode))
             } catch let e { error(errorName(e)) }
         }
     case .feed(let seconds, let tone):
@@ -715,58 +655,48 @@ func run(_ line: String) {
         let audio = pubs.first { $0.kind == .audio }?.audioCapturer
         let video = pubs.first { $0.kind == .video }?.videoCapturer
         guard audio != nil || video != nil else { return error("notPublished") }
-        let requestId = request.id?.json
         feedSynthetic(audio: audio, video: video, seconds: seconds, tone: tone) { frames, samples, lagMs in
-            var done: [String: JSONValue] = [
-                "event": "ok", "cmd": "feed", "videoFramesFed": .integer(frames), "audioSamplesFed": .integer(samples),
-                "maxLagMilliseconds": .integer(lagMs),
-            ]
-            if let requestId { done["id"] = requestId }
-            emit(done)
+            emit(
+                .ok(
+                    NodeReply(
+                        cmd: "feed", id: id,
+                        result: .feed(videoFramesFed: frames, audioSamplesFed: samples, maxLagMilliseconds: lagMs))))
         }
     case .mediaStats:
-        let list: [JSONValue] = revue.room.remoteParticipants.keys.sorted().map { id in
+        let list = revue.room.remoteParticipants.keys.sorted().map { id in
             let audio = roomPrinter.audioSinks[id]?.counts ?? (samples: 0, loud: 0)
-            return [
-                "friendId": .string(id), "videoFrames": .integer(roomPrinter.renderers[id]?.frameCount ?? 0),
-                "audioSamples": .integer(audio.samples), "loudSamples": .integer(audio.loud),
-                "path": callLegPath(revue.room, friendId: id),
-            ]
+            return NodeMediaParticipant(
+                friendId: id, videoFrames: roomPrinter.renderers[id]?.frameCount ?? 0, audioSamples: audio.samples,
+                loudSamples: audio.loud, path: callLegPath(revue.room, friendId: id))
         }
-        var reply: [String: JSONValue] = ["participants": .array(list), "uplinkBytes": .integer(revue.room.uplinkBytes)]
-        if let v = revue.room.videoSendStatistics {
+        let videoSend = revue.room.videoSendStatistics.map { v in
             let c = v.capture, o = v.outbound
-            reply["videoSend"] = [
-                "captured": .integer(Int(c.captured)), "droppedRingFull": .integer(Int(c.droppedRingFull)),
-                "droppedPoolExhausted": .integer(Int(c.droppedPoolExhausted)),
-                "droppedFrameRate": .integer(Int(c.droppedFrameRate)), "framesEncoded": .integer(Int(o.framesEncoded)),
-                "framesDroppedByEncoder": .integer(Int(o.framesDroppedByEncoder)),
-                "targetBitrate": .integer(Int(o.targetBitrate)), "pacerOverflows": .integer(Int(v.pacer?.overflows ?? 0)),
-            ]
+            return NodeVideoSend(
+                captured: Int(c.captured), droppedRingFull: Int(c.droppedRingFull),
+                droppedPoolExhausted: Int(c.droppedPoolExhausted), droppedFrameRate: Int(c.droppedFrameRate),
+                framesEncoded: Int(o.framesEncoded), framesDroppedByEncoder: Int(o.framesDroppedByEncoder),
+                targetBitrate: Int(o.targetBitrate), pacerOverflows: Int(v.pacer?.overflows ?? 0))
         }
-        ok(reply)
+        ok(.mediaStats(NodeMediaStats(participants: list, uplinkBytes: revue.room.uplinkBytes, videoSend: videoSend)))
     case .room:
         let room = revue.room
-        func tracks(_ p: Participant) -> JSONValue {
-            .array(
-                p.trackPublications.values.sorted { $0.sid < $1.sid }.map { pub in
-                    var o: [String: JSONValue] = [
-                        "sid": .string(pub.sid), "kind": .string(pub.kind.rawValue), "isMuted": .bool(pub.isMuted),
-                    ]
-                    if let r = pub as? RemoteTrackPublication { o["isSubscribed"] = .bool(r.isSubscribed) }
-                    return .object(o)
-                })
+        func tracks(_ p: Participant) -> [NodeTrack] {
+            p.trackPublications.values.sorted { $0.sid < $1.sid }.map { pub in
+                NodeTrack(
+                    sid: pub.sid, kind: pub.kind, isMuted: pub.isMuted,
+                    isSubscribed: (pub as? RemoteTrackPublication)?.isSubscribed)
+            }
         }
-        let participants: [JSONValue] = room.remoteParticipants.values.sorted { $0.identity < $1.identity }.map { p in
-            [
-                "friendId": .string(p.identity), "name": .text(p.name), "mode": .string(p.mode.rawValue), "tracks": tracks(p),
-                "connectionQuality": .string("\(p.connectionQuality)"), "isSpeaking": .bool(p.isSpeaking),
-            ]
+        let participants = room.remoteParticipants.values.sorted { $0.identity < $1.identity }.map { p in
+            NodeRoomParticipant(
+                friendId: p.identity, name: p.name, mode: p.mode, tracks: tracks(p), connectionQuality: p.connectionQuality,
+                isSpeaking: p.isSpeaking)
         }
-        ok([
-            "participants": .array(participants), "mode": .string(room.localParticipant.mode.rawValue),
-            "tracks": tracks(room.localParticipant), "activeSpeakers": .strings(room.activeSpeakers.map(\.identity)),
-        ])
+        ok(
+            .room(
+                NodeRoomState(
+                    participants: participants, mode: room.localParticipant.mode, tracks: tracks(room.localParticipant),
+                    activeSpeakers: room.activeSpeakers.map(\.identity))))
     case .quit:
         revue.destroy()
         ok()

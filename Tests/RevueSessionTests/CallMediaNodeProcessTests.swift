@@ -1,4 +1,5 @@
 import Foundation
+import RevueNodeProtocol
 import Testing
 
 @testable import RevueSession
@@ -7,17 +8,17 @@ import Testing
 /// invitation matrix and a three-way mesh, each side's event sequence asserted.
 @Suite(.serialized, .enabled(if: NodeProcess.binary != nil, "revue-node is not built (swift build)"))
 struct CallMediaNodeProcessTests {
-    /// Invitation and room events of one node as short strings, in order.
+    /// Invitation and room events of one node as short strings, in order (read as `NodeEvent`s).
     static func callEvents(_ node: NodeProcess, names: [String: String]) -> [String] {
-        node.events.compactMap { e -> String? in
-            guard let name = e["event"] as? String else { return nil }
-            let who = (e["friendId"] as? String).map { names[$0] ?? "?" } ?? ""
-            switch name {
-            case "didSendInvitation": return "sent(\(who))"
-            case "didReceiveInvitation": return "received(\(who))"
-            case "didEndInvitation": return "ended(\(who),\(e["reason"] as? String ?? ""))"
-            case "participantDidConnect": return "connect(\(who))"
-            case "participantDidDisconnect": return "disconnect(\(who),\(e["reason"] as? String ?? ""))"
+        node.nodeEvents.compactMap { e -> String? in
+            func who(_ id: String) -> String { names[id] ?? "?" }
+            switch e {
+            case .didSendInvitation(let id, _): return "sent(\(who(id)))"
+            case .didReceiveInvitation(let id, _): return "received(\(who(id)))"
+            case .didEndInvitation(let id, let reason): return "ended(\(who(id)),\(reason))"
+            case .room(.participantDidConnect(let p, _)): return "connect(\(who(p.friendId)))"
+            case .room(.participantDidDisconnect(let p, let reason)):
+                return "disconnect(\(who(p.friendId)),\(reason.map { "\($0)" } ?? ""))"
             default: return nil
             }
         }
@@ -143,5 +144,6 @@ struct CallMediaNodeProcessTests {
                 "received(a)", "connect(a)", "connect(b)", "disconnect(b,remoteHangUp)", "disconnect(a,localHangUp)",
             ])
         for n in nodes { n.quit() }
+        for n in nodes + [rendezvous] { expectEveryLineIsANodeEvent(n) }
     }
 }

@@ -47,7 +47,8 @@ import Testing
         #expect(error(#"{"cmd":"mode","mode":"broadcast"}"#)?.error == "invalidMode")
         let unknown = try #require(error(#"{"cmd":"nope","id":"x"}"#))
         #expect(
-            unknown.error == "unknownCommand" && unknown.event["cmd"] == "nope" && unknown.event["id"] == "x")
+            unknown.error == "unknownCommand"
+                && unknown.event == .error(NodeErrorReply(cmd: "nope", id: NodeCommandID("x"), error: "unknownCommand")))
     }
 
     @Test func defaultsMatchTheProtocol() throws {

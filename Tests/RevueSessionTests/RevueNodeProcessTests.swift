@@ -1,5 +1,6 @@
 import Foundation
 import MediaCore
+import RevueNodeProtocol
 import Synchronization
 import Testing
 
@@ -79,6 +80,13 @@ final class NodeProcess: @unchecked Sendable {
         }
     }
 
+    /// Every output line so far, as written.
+    var lines: [String] { buffer.lines.withLock { $0 } }
+
+    /// Every output line so far read as a `NodeEvent` (a line that does not read is left out;
+    /// `expectEveryLineIsANodeEvent` checks there is none).
+    var nodeEvents: [NodeEvent] { lines.compactMap { try? NodeEvent(line: $0) } }
+
     /// Every parsed output line so far.
     var events: [[String: Any]] {
         buffer.lines.withLock { $0 }.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
@@ -123,6 +131,15 @@ final class NodeProcess: @unchecked Sendable {
         let deadline = MonotonicTime.now + .seconds(3)
         while process.isRunning && MonotonicTime.now < deadline { usleep(10_000) }
         if process.isRunning { kill() }
+    }
+}
+
+/// Checks that every line `process` wrote so far reads as a `NodeEvent` and is written back
+/// byte for byte: what revue-node prints is what RevueNodeProtocol describes.
+func expectEveryLineIsANodeEvent(_ process: NodeProcess, sourceLocation: SourceLocation = #_sourceLocation) {
+    for line in process.lines {
+        let event = try? NodeEvent(line: line)
+        #expect(event?.line == line, "not a NodeEvent: \(line)", sourceLocation: sourceLocation)
     }
 }
 
@@ -194,6 +211,7 @@ struct RevueNodeProcessTests {
         #expect(friends.count == 1 && friends.first?["name"] as? String == "Alice")
         alice.quit()
         bob.quit()
+        for p in [rendezvous, alice, bob] { expectEveryLineIsANodeEvent(p) }
     }
 
     @Test func sigkillWhileSavingLosesNothingAcknowledged() async throws {
