@@ -2,7 +2,7 @@
 // and aiortc shape theirs): offers and answers as typed values with SDP text, trickle ICE both
 // ways, transceivers fed from the engine's capturers, remote media into a renderer and a PCM
 // sink, state events and a W3C statistics report. It wraps the engine's `PeerConnection`
-// (MediaCore/WebRTC: one UDP socket, the ICE agent, DTLS-SRTP, VP8/VP9 and Opus both ways).
+// (MediaWebRTC: one UDP socket, the ICE agent, DTLS-SRTP, VP8/VP9 and Opus both ways).
 import Dispatch
 import MediaCore
 import Synchronization
