@@ -23,14 +23,14 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     private let failures = Atomic<Int>(0)
     private let written = Atomic<Int>(0)
     /// Endpoint written as the source of each record's IPv4/UDP headers.
-    public let source: PcapEndpoint
+    package let source: PcapEndpoint
     /// Endpoint written as the destination of each record's IPv4/UDP headers.
-    public let destination: PcapEndpoint
+    package let destination: PcapEndpoint
     /// The capture file (complete after `finish`).
-    public let path: String
+    package let path: String
 
     /// Creates the capture at `path` (written to a temporary name until `finish`).
-    public init(
+    package init(
         path: String, source: PcapEndpoint = PcapEndpoint(192, 0, 2, 1, port: 40_000),
         destination: PcapEndpoint = PcapEndpoint(192, 0, 2, 2, port: 50_000),
         linkType: PcapWriter.LinkType = .ethernet
@@ -59,10 +59,10 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     }
 
     /// Records are buffered by the writer; nothing to do per frame.
-    public func flush() {}
+    package func flush() {}
 
     /// Writes the rest and renames the file into place. Later writes are counted as failures.
-    public func finish() throws(PcapWriterError) {
+    package func finish() throws(PcapWriterError) {
         try lock.withLock { _ throws(PcapWriterError) in
             guard let w = writer else { throw PcapWriterError(EBADF, "pcap \(path) already finished") }
             writer = nil
@@ -71,7 +71,7 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     }
 
     /// Packets recorded.
-    public var packetCount: Int { written.load(ordering: .relaxed) }
+    package var packetCount: Int { written.load(ordering: .relaxed) }
     /// Packets that could not be recorded (I/O error, or after `finish`).
-    public var failureCount: Int { failures.load(ordering: .relaxed) }
+    package var failureCount: Int { failures.load(ordering: .relaxed) }
 }

@@ -11,17 +11,17 @@ package final class HandOffRingProbe: Sendable {
     private let spsc: SPSCRing<Int>
 
     /// Makes empty rings of `capacity` (a power of two).
-    public init(capacity: Int) {
+    package init(capacity: Int) {
         mpsc = MPSCRing(capacity: capacity)
         spsc = SPSCRing(capacity: capacity)
     }
 
     /// `MPSCRing.tryPush`.
-    public func mpscPush(_ value: Int) -> Bool { mpsc.tryPush(value) }
+    package func mpscPush(_ value: Int) -> Bool { mpsc.tryPush(value) }
     /// `MPSCRing.tryPop`.
-    public func mpscPop() -> Int? { mpsc.tryPop() }
+    package func mpscPop() -> Int? { mpsc.tryPop() }
     /// `SPSCRing.tryPush` (one producer thread).
-    public func spscPush(_ value: Int) -> Bool { spsc.tryPush(value) }
+    package func spscPush(_ value: Int) -> Bool { spsc.tryPush(value) }
     /// `SPSCRing.tryPop` (one consumer thread).
-    public func spscPop() -> Int? { spsc.tryPop() }
+    package func spscPop() -> Int? { spsc.tryPop() }
 }

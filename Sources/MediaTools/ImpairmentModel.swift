@@ -16,36 +16,36 @@ import MediaCore
 package struct ImpairmentModel: Sendable {
     /// What to do to packets. Probabilities are fractions (0.02 = 2 %); durations in milliseconds.
     /// The fields map 1:1 to `revue-media relay` options.
-    public struct Settings: Sendable, Equatable {
+    package struct Settings: Sendable, Equatable {
         /// `--loss P`: share of packets lost.
-        public var loss: Double = 0
+        package var loss: Double = 0
         /// `--burst N`: mean length of a loss burst in packets. At most 1: independent (Bernoulli)
         /// losses. Above 1: a Gilbert model whose bad state lasts `burst` packets on average and
         /// whose long-run loss is `loss`.
-        public var burst: Double = 1
+        package var burst: Double = 1
         /// `--delay MS`: fixed one-way delay.
-        public var delayMilliseconds: Double = 0
+        package var delayMilliseconds: Double = 0
         /// `--jitter MS`: each packet's delay varies uniformly within ±jitter (never below zero,
         /// and never ahead of the packet in front of it).
-        public var jitterMilliseconds: Double = 0
+        package var jitterMilliseconds: Double = 0
         /// `--reorder P`: share of packets held back so that later ones overtake them.
-        public var reorder: Double = 0
+        package var reorder: Double = 0
         /// `--reorder-delay MS`: how long a reordered packet is held beyond its normal time.
-        public var reorderDelayMilliseconds: Double = 20
+        package var reorderDelayMilliseconds: Double = 20
         /// `--duplicate P`: share of packets delivered twice.
-        public var duplicate: Double = 0
+        package var duplicate: Double = 0
         /// `--rate BPS`: link rate in bits per second, counting UDP payload bytes x 8 (headers are
         /// not counted); 0 means unlimited.
-        public var rateBitsPerSecond: Int = 0
+        package var rateBitsPerSecond: Int = 0
         /// `--queue MS`: longest wait in the rate limiter's queue; a packet that would wait longer
         /// is dropped (tail drop). Only used with a rate limit.
-        public var queueLimitMilliseconds: Double = 100
+        package var queueLimitMilliseconds: Double = 100
 
         /// No impairment.
-        public init() {}
+        package init() {}
 
         /// Settings from their option values; every argument defaults to "no impairment".
-        public init(
+        package init(
             loss: Double = 0, burst: Double = 1, delayMilliseconds: Double = 0,
             jitterMilliseconds: Double = 0, reorder: Double = 0, reorderDelayMilliseconds: Double = 20,
             duplicate: Double = 0, rateBitsPerSecond: Int = 0, queueLimitMilliseconds: Double = 100
@@ -62,13 +62,13 @@ package struct ImpairmentModel: Sendable {
         }
 
         /// True when the settings change nothing.
-        public var isTransparent: Bool {
+        package var isTransparent: Bool {
             loss == 0 && delayMilliseconds == 0 && jitterMilliseconds == 0 && reorder == 0
                 && duplicate == 0 && rateBitsPerSecond == 0
         }
 
         /// Why the settings are unusable, or nil when they are fine.
-        public var problem: String? {
+        package var problem: String? {
             func fraction(_ v: Double) -> Bool { v >= 0 && v <= 1 }
             if !fraction(loss) { return "loss \(loss) is not a fraction in 0...1" }
             if !fraction(reorder) { return "reorder \(reorder) is not a fraction in 0...1" }
@@ -88,7 +88,7 @@ package struct ImpairmentModel: Sendable {
     }
 
     /// Why a packet was dropped.
-    public enum DropReason: Sendable, Equatable {
+    package enum DropReason: Sendable, Equatable {
         /// Random or burst loss.
         case loss
         /// The rate limiter's queue was full (tail drop).
@@ -96,7 +96,7 @@ package struct ImpairmentModel: Sendable {
     }
 
     /// The fate of one packet. Times are in the caller's clock (nanoseconds, like the arrival).
-    public enum Decision: Sendable, Equatable {
+    package enum Decision: Sendable, Equatable {
         /// The packet is lost.
         case drop(DropReason)
         /// Deliver once at this time.
@@ -106,29 +106,29 @@ package struct ImpairmentModel: Sendable {
     }
 
     /// What the model has decided so far.
-    public struct Counters: Sendable, Equatable {
+    package struct Counters: Sendable, Equatable {
         /// Packets offered.
-        public var packets = 0
+        package var packets = 0
         /// Bytes offered.
-        public var bytes = 0
+        package var bytes = 0
         /// Packets dropped by loss.
-        public var lost = 0
+        package var lost = 0
         /// Packets dropped by the rate limiter's queue.
-        public var queueDropped = 0
+        package var queueDropped = 0
         /// Packets delivered (a duplicated packet counts once here).
-        public var delivered = 0
+        package var delivered = 0
         /// Extra copies made.
-        public var duplicated = 0
+        package var duplicated = 0
         /// Packets held back so that later ones overtake them.
-        public var reordered = 0
+        package var reordered = 0
         /// Loss bursts started (a run of consecutive losses counts once).
-        public var lossBursts = 0
+        package var lossBursts = 0
     }
 
     /// The settings in use.
-    public let settings: Settings
+    package let settings: Settings
     /// Decisions so far.
-    public private(set) var counters = Counters()
+    package private(set) var counters = Counters()
 
     private var random: Generator
     private let goodToBad: Double  // Gilbert: P(enter the bad state) per packet
@@ -144,7 +144,7 @@ package struct ImpairmentModel: Sendable {
 
     /// A model with `settings` and `seed`. Invalid settings trap: check `settings.problem` first
     /// for values that come from a user.
-    public init(settings: Settings, seed: UInt64) {
+    package init(settings: Settings, seed: UInt64) {
         if let problem = settings.problem { preconditionFailure("ImpairmentModel: \(problem)") }
         self.settings = settings
         random = Generator(seed: seed)
@@ -163,14 +163,14 @@ package struct ImpairmentModel: Sendable {
 
     /// Decides the fate of a packet of `size` bytes arriving at `arrival` (nanoseconds; arrivals
     /// must not go backwards).
-    public mutating func decide(arrival: UInt64, size: Int) -> Decision {
+    package mutating func decide(arrival: UInt64, size: Int) -> Decision {
         decide(arrival: arrival, size: size, applyingLoss: true)
     }
 
     /// `decide(arrival:size:)` with the loss stage skipped when `applyingLoss` is false: the
     /// relay's per-stream mode draws each stream's losses from the stream's own model
     /// (`drawLoss()`) and lets this one do the rest.
-    public mutating func decide(arrival: UInt64, size: Int, applyingLoss: Bool) -> Decision {
+    package mutating func decide(arrival: UInt64, size: Int, applyingLoss: Bool) -> Decision {
         counters.packets += 1
         counters.bytes += size
 
@@ -215,7 +215,7 @@ package struct ImpairmentModel: Sendable {
 
     /// The loss stage alone: whether the next packet is lost (random or in a Gilbert burst).
     /// Counts the loss and its burst in `counters`, but not the packet.
-    public mutating func drawLoss() -> Bool {
+    package mutating func drawLoss() -> Bool {
         guard isLost() else {
             lastWasLost = false
             return false

@@ -15,64 +15,64 @@ import Synchronization
 /// `update` and `statistics` go through the engine's Mutexes.
 package final class ImpairmentRelay: @unchecked Sendable {
     /// Counters of one direction.
-    public struct DirectionStatistics: Sendable, Equatable {
+    package struct DirectionStatistics: Sendable, Equatable {
         /// Datagrams received from this direction's source.
-        public var received = 0
+        package var received = 0
         /// Bytes in them.
-        public var bytesReceived = 0
+        package var bytesReceived = 0
         /// Datagrams sent on (copies included).
-        public var forwarded = 0
+        package var forwarded = 0
         /// Bytes in them.
-        public var bytesForwarded = 0
+        package var bytesForwarded = 0
         /// Dropped by random or burst loss.
-        public var droppedByLoss = 0
+        package var droppedByLoss = 0
         /// Dropped by the rate limiter's full queue.
-        public var droppedByQueue = 0
+        package var droppedByQueue = 0
         /// Dropped because `maxQueuedPackets` were already waiting.
-        public var droppedByOverflow = 0
+        package var droppedByOverflow = 0
         /// Replies dropped because no sender has been seen yet to return them to.
-        public var droppedWithoutPeer = 0
+        package var droppedWithoutPeer = 0
         /// Extra copies sent.
-        public var duplicated = 0
+        package var duplicated = 0
         /// Packets held back so later ones overtake them.
-        public var reordered = 0
+        package var reordered = 0
         /// Datagrams longer than `maxPacketSize` (relayed truncated).
-        public var truncated = 0
+        package var truncated = 0
         /// Datagrams the kernel refused to send (dropped).
-        public var sendErrors = 0
+        package var sendErrors = 0
         /// Failed receive calls (for example `ECONNREFUSED` after an ICMP unreachable).
-        public var receiveErrors = 0
+        package var receiveErrors = 0
         /// Datagrams waiting for their delivery time now.
-        public var queued = 0
+        package var queued = 0
     }
 
     /// Most RTP streams per direction with their own loss model under
     /// `Configuration.lossPerStream`; later streams share the direction's model (a stranger
     /// sending many SSRCs cannot grow the relay's state).
-    public static let maxLossStreams = 16
+    package static let maxLossStreams = 16
 
     /// Counters of both directions.
-    public struct Statistics: Sendable, Equatable {
+    package struct Statistics: Sendable, Equatable {
         /// From the listen side to `to`.
-        public var forward = DirectionStatistics()
+        package var forward = DirectionStatistics()
         /// From `to` back to the last sender.
-        public var reverse = DirectionStatistics()
+        package var reverse = DirectionStatistics()
     }
 
     /// The configuration the relay was made with (`update(configuration:)` changes only the
     /// impairment settings in use, not this value).
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// The bound listen address (with the real port when the configuration asked for port 0).
-    public let listenAddress: SocketAddress
+    package let listenAddress: SocketAddress
     /// The local address packets to `to` leave from: where `to` sees them come from and replies to.
-    public let upstreamAddress: SocketAddress
+    package let upstreamAddress: SocketAddress
 
     private let engine: Engine
     private var thread: TransportThread?
 
     /// Binds the listen socket and connects the upstream socket to `configuration.to`; traps on
     /// invalid impairment settings (check `Settings.problem` for user input).
-    public init(configuration: Configuration) throws(SocketError) {
+    package init(configuration: Configuration) throws(SocketError) {
         self.configuration = configuration
         var options = UDPSocket.Options()
         options.receiveBufferSize = 1 << 20
@@ -98,7 +98,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
     deinit { stop() }
 
     /// Starts relaying on the relay's thread. Calling it twice traps.
-    public func start() {
+    package func start() {
         precondition(thread == nil, "ImpairmentRelay.start() called twice")
         engine.stopping.store(false, ordering: .releasing)
         // The thread owns the engine, never the relay, so releasing the relay stops it.
@@ -108,7 +108,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
     /// Stops and joins the relay's thread (within about 20 ms plus one batch). Packets still
     /// waiting for their delivery time stay queued: a later `start()` sends them late, releasing the
     /// relay discards them. Idempotent.
-    public func stop() {
+    package func stop() {
         engine.stopping.store(true, ordering: .releasing)
         thread?.join()
         thread = nil
@@ -122,7 +122,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
     ///
     /// Thread rule: any thread. Cost: a lock; the relay thread swaps the models on its next loop
     /// (within about 20 ms).
-    public func update(configuration new: Configuration) {
+    package func update(configuration new: Configuration) {
         precondition(
             new.listen == configuration.listen && new.to == configuration.to
                 && new.maxQueuedPackets == configuration.maxQueuedPackets && new.maxPacketSize == configuration.maxPacketSize,
@@ -132,7 +132,7 @@ package final class ImpairmentRelay: @unchecked Sendable {
     }
 
     /// A snapshot of the counters (refreshed by the relay thread every loop, at least every 20 ms).
-    public var statistics: Statistics { engine.published.withLock { $0 } }
+    package var statistics: Statistics { engine.published.withLock { $0 } }
 
     /// What the relay's thread owns: both lanes and the last sender seen on the listen side.
     /// Sendable: the lanes and `lastSource` are used only on the relay's thread; other threads use only `stopping`

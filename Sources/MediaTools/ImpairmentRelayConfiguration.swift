@@ -4,11 +4,11 @@ import MediaCore
 /// Thread rule: a value. Cost: none.
 package struct ImpairmentRelayConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The option (`--loss`) or argument at fault.
-    public var option: String
+    package var option: String
     /// What is wrong.
-    public var reason: String
+    package var reason: String
     /// A readable description, for logs and error messages.
-    public var description: String { "\(option): \(reason)" }
+    package var description: String { "\(option): \(reason)" }
 }
 
 extension ImpairmentRelay {
@@ -17,18 +17,18 @@ extension ImpairmentRelay {
     /// [--jitter MS] [--reorder P] [--reorder-delay MS] [--duplicate P] [--rate BPS] [--queue MS]
     /// [--seed N] [--forward-only] [--loss-per-stream]`. Probabilities are fractions.
     /// Thread rule: a value. Cost: none.
-    public struct Configuration: Sendable, Equatable {
+    package struct Configuration: Sendable, Equatable {
         /// `--listen PORT` (all IPv4 interfaces) or `--listen HOST:PORT`: where the sender sends to.
-        public var listen: SocketAddress
+        package var listen: SocketAddress
         /// `--to HOST:PORT`: where packets are forwarded; its replies go back to the last sender.
-        public var to: SocketAddress
+        package var to: SocketAddress
         /// Impairment from the sender to `to`.
-        public var forward: ImpairmentModel.Settings
+        package var forward: ImpairmentModel.Settings
         /// Impairment of replies from `to` back to the sender (the same as `forward` unless
         /// `--forward-only`, which leaves replies unimpaired).
-        public var reverse: ImpairmentModel.Settings
+        package var reverse: ImpairmentModel.Settings
         /// `--seed N`: the forward model uses `seed`, the reverse one a seed derived from it.
-        public var seed: UInt64
+        package var seed: UInt64
         /// `--loss-per-stream`: each RTP stream (told apart by its SSRC) loses packets by its own
         /// loss model, seeded from `seed` and the SSRC, instead of one model for everything on the
         /// direction. Two runs that send the same packets of a stream then lose the same ones,
@@ -36,15 +36,15 @@ extension ImpairmentRelay {
         /// without a repair mechanism) compare like with like. RTCP, STUN and other datagrams, and
         /// the streams beyond the first `ImpairmentRelay.maxLossStreams` on a direction, share the
         /// direction's model. Delay, jitter, reordering, duplication and the rate limit stay shared.
-        public var lossPerStream = false
+        package var lossPerStream = false
         /// Most packets waiting in the relay (per direction) for their delivery time; more are
         /// dropped and counted as overflow.
-        public var maxQueuedPackets: Int = 4096
+        package var maxQueuedPackets: Int = 4096
         /// Largest datagram relayed whole; longer ones are truncated and counted.
-        public var maxPacketSize: Int = 2048
+        package var maxPacketSize: Int = 2048
 
         /// Help text for the options `init(arguments:)` accepts, for the CLI's `relay --help`.
-        public static let usage = """
+        package static let usage = """
             relay --listen PORT|HOST:PORT --to HOST:PORT [options]
               --loss P           share of packets lost (fraction, 0.02 = 2 %)
               --burst N          mean loss burst length in packets (Gilbert model when > 1)
@@ -61,7 +61,7 @@ extension ImpairmentRelay {
             """
 
         /// A relay from `listen` to `to`, with `impairment` in both directions unless `reverse` is given.
-        public init(
+        package init(
             listen: SocketAddress, to: SocketAddress, impairment: ImpairmentModel.Settings = .init(),
             reverse: ImpairmentModel.Settings? = nil, seed: UInt64 = 1
         ) {
@@ -73,7 +73,7 @@ extension ImpairmentRelay {
         }
 
         /// Parses the CLI options (without the `relay` word). `--listen` and `--to` are required.
-        public init(arguments: [String]) throws(ImpairmentRelayConfigurationError) {
+        package init(arguments: [String]) throws(ImpairmentRelayConfigurationError) {
             var listen: SocketAddress? = nil
             var to: SocketAddress? = nil
             var settings = ImpairmentModel.Settings()

@@ -17,11 +17,11 @@ package final class MemoryPacketSink: PacketSink {
     }
 
     /// Most packets kept.
-    public let capacity: Int
+    package let capacity: Int
     private let state = Mutex(State())
 
     /// Keeps at most `capacity` packets.
-    public init(capacity: Int = 100_000) {
+    package init(capacity: Int = 100_000) {
         precondition(capacity > 0, "a memory sink keeps at least one packet")
         self.capacity = capacity
     }
@@ -44,7 +44,7 @@ package final class MemoryPacketSink: PacketSink {
     }
 
     /// Counts the flush and marks every packet written so far as flushed.
-    public func flush() {
+    package func flush() {
         state.withLock { s in
             s.flushes += 1
             s.flushedPackets = s.written
@@ -52,12 +52,12 @@ package final class MemoryPacketSink: PacketSink {
     }
 
     /// The kept packets, oldest first.
-    public var packets: [[UInt8]] {
+    package var packets: [[UInt8]] {
         state.withLock { s in Array(s.ring[s.head...] + s.ring[..<s.head]) }
     }
 
     /// Returns the kept packets (oldest first) and forgets them; counters stay.
-    public func takePackets() -> [[UInt8]] {
+    package func takePackets() -> [[UInt8]] {
         state.withLock { s in
             let out = Array(s.ring[s.head...] + s.ring[..<s.head])
             s.ring.removeAll(keepingCapacity: true)
@@ -67,11 +67,11 @@ package final class MemoryPacketSink: PacketSink {
     }
 
     /// Packets written since creation.
-    public var writtenCount: Int { state.withLock { $0.written } }
+    package var writtenCount: Int { state.withLock { $0.written } }
     /// Packets dropped because the sink was full (oldest first).
-    public var droppedCount: Int { state.withLock { $0.dropped } }
+    package var droppedCount: Int { state.withLock { $0.dropped } }
     /// Calls to `flush()`.
-    public var flushCount: Int { state.withLock { $0.flushes } }
+    package var flushCount: Int { state.withLock { $0.flushes } }
     /// Packets written before the last `flush()`.
-    public var flushedPacketCount: Int { state.withLock { $0.flushedPackets } }
+    package var flushedPacketCount: Int { state.withLock { $0.flushedPackets } }
 }

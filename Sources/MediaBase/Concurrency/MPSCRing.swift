@@ -24,7 +24,7 @@ import Synchronization
 /// compare-exchange and two or three atomic loads/stores per call when uncontended.
 package final class MPSCRing<Element> {
     /// Number of slots (a power of two).
-    public let capacity: Int
+    package let capacity: Int
     private let mask: UInt64
     private let sequences: UnsafeMutablePointer<Atomic<UInt64>>
     private let slots: UnsafeMutablePointer<Element?>
@@ -36,7 +36,7 @@ package final class MPSCRing<Element> {
 
     /// Creates an empty ring. `capacity` must be a power of two >= 2 (a programmer error otherwise).
     /// Cost: one allocation of `capacity` slots and sequence numbers.
-    public convenience init(capacity: Int) {
+    package convenience init(capacity: Int) {
         self.init(capacity: capacity, startIndex: 0)
     }
 
@@ -73,7 +73,7 @@ package final class MPSCRing<Element> {
     /// With several consumers, "full" can be transient: a consumer that has claimed the slot one lap
     /// behind but not yet marked it free makes the slot look occupied. Owners that know the ring
     /// cannot really be full (a pool's free list) use `pushRetryingTransientFull`.
-    public func tryPush(_ element: Element) -> Bool {
+    package func tryPush(_ element: Element) -> Bool {
         var position = tail.load(ordering: .relaxed)
         while true {
             let slot = Int(truncatingIfNeeded: position & mask)
@@ -101,7 +101,7 @@ package final class MPSCRing<Element> {
     /// `capacity` by construction), retrying while a concurrent pop finishes freeing the slot.
     /// Returns false only if the ring stayed full for `attempts` tries, which means the caller's
     /// invariant is broken (e.g. an element returned twice). Never allocates; may spin briefly.
-    public func pushRetryingTransientFull(_ element: Element, attempts: Int = 1_000_000) -> Bool {
+    package func pushRetryingTransientFull(_ element: Element, attempts: Int = 1_000_000) -> Bool {
         for attempt in 0..<attempts {
             if tryPush(element) { return true }
             if attempt >= 64 { sched_yield() }
@@ -111,7 +111,7 @@ package final class MPSCRing<Element> {
 
     /// Removes and returns the oldest element, or nil when the ring is empty (or its oldest slot
     /// is still being written); never blocks. Any thread.
-    public func tryPop() -> Element? {
+    package func tryPop() -> Element? {
         var position = head.load(ordering: .relaxed)
         while true {
             let slot = Int(truncatingIfNeeded: position & mask)
@@ -143,7 +143,7 @@ package final class MPSCRing<Element> {
     /// This is the video capture policy: latency beats completeness. Any thread; `dropped` runs on
     /// the calling thread before this returns. Cost: as `tryPush`, plus one `tryPop` when full.
     @discardableResult
-    public func pushDroppingOldest(_ element: Element, dropped: (Element) -> Void) -> Bool {
+    package func pushDroppingOldest(_ element: Element, dropped: (Element) -> Void) -> Bool {
         if tryPush(element) { return true }
         if let oldest = tryPop() { dropped(oldest) }
         if tryPush(element) { return true }
@@ -152,7 +152,7 @@ package final class MPSCRing<Element> {
     }
 
     /// Elements waiting (an estimate while other threads push or pop).
-    public var count: Int {
+    package var count: Int {
         let h = head.load(ordering: .acquiring)
         let t = tail.load(ordering: .acquiring)
         let n = Int64(bitPattern: t &- h)
@@ -160,7 +160,7 @@ package final class MPSCRing<Element> {
     }
 
     /// Whether the ring looks empty (an estimate while other threads push or pop).
-    public var isEmpty: Bool { count == 0 }
+    package var isEmpty: Bool { count == 0 }
 }
 
 /// The ring hands elements from one thread to another, so it is Sendable only when its elements

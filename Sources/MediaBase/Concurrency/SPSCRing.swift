@@ -15,7 +15,7 @@ import Synchronization
 /// thread at a time; `count` is an estimate from anywhere. Cost: a few loads and one store each.
 package final class SPSCRing<Element> {
     /// Number of slots (a power of two).
-    public let capacity: Int
+    package let capacity: Int
     private let mask: UInt64
     private let slots: UnsafeMutablePointer<Element?>
 
@@ -30,7 +30,7 @@ package final class SPSCRing<Element> {
 
     /// Creates an empty ring. `capacity` must be a power of two >= 2 (a programmer error otherwise).
     /// Cost: one allocation of `capacity` slots.
-    public convenience init(capacity: Int) {
+    package convenience init(capacity: Int) {
         self.init(capacity: capacity, startIndex: 0)
     }
 
@@ -57,7 +57,7 @@ package final class SPSCRing<Element> {
 
     /// Appends `element` if there is room. Returns false (and keeps nothing) when the ring is full;
     /// never blocks. Producer thread only.
-    public func tryPush(_ element: Element) -> Bool {
+    package func tryPush(_ element: Element) -> Bool {
         let t = tail.load(ordering: .relaxed)  // only this thread stores `tail`
         if t &- cachedHead >= UInt64(capacity) {
             cachedHead = head.load(ordering: .acquiring)  // the consumer released that slot
@@ -70,7 +70,7 @@ package final class SPSCRing<Element> {
 
     /// Removes and returns the oldest element, or nil when the ring is empty; never blocks.
     /// Consumer thread only.
-    public func tryPop() -> Element? {
+    package func tryPop() -> Element? {
         let h = head.load(ordering: .relaxed)  // only this thread stores `head`
         if h == cachedTail {
             cachedTail = tail.load(ordering: .acquiring)  // sees the producer's element writes
@@ -82,14 +82,14 @@ package final class SPSCRing<Element> {
     }
 
     /// Elements waiting: exact on the consumer thread (it may only grow), an estimate elsewhere.
-    public var count: Int {
+    package var count: Int {
         let h = head.load(ordering: .acquiring)
         let t = tail.load(ordering: .acquiring)
         return Int(truncatingIfNeeded: min(t &- h, UInt64(capacity)))
     }
 
     /// Whether the ring looks empty (exact on the consumer thread).
-    public var isEmpty: Bool { count == 0 }
+    package var isEmpty: Bool { count == 0 }
 }
 
 /// The ring hands elements from one thread to another, so it is Sendable only when its elements

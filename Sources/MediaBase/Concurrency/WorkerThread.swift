@@ -22,7 +22,7 @@ import Synchronization
 /// worker thread; `thread` is touched only by `start`/`stop` on the controlling thread.
 package final class WorkerThread: @unchecked Sendable {
     /// A name for diagnostics and precondition messages.
-    public let name: String
+    package let name: String
     private let body: () -> Bool
     private let state = Atomic<Int>(WorkerThread.awake)
     private let running = Atomic<Bool>(false)
@@ -34,7 +34,7 @@ package final class WorkerThread: @unchecked Sendable {
 
     /// Creates a stopped worker. `body` does a bounded amount of work (for example: drain the
     /// ring) and returns whether it did any; it is called again at once when it did.
-    public init(name: String, body: @escaping () -> Bool) {
+    package init(name: String, body: @escaping () -> Bool) {
         self.name = name
         self.body = body
         semaphore = .allocate(capacity: 1)
@@ -48,10 +48,10 @@ package final class WorkerThread: @unchecked Sendable {
     }
 
     /// Whether the thread has been started and not yet stopped.
-    public var isRunning: Bool { running.load(ordering: .acquiring) }
+    package var isRunning: Bool { running.load(ordering: .acquiring) }
 
     /// Starts the thread. Traps if it is already running or the system refuses a thread.
-    public func start() {
+    package func start() {
         precondition(!running.load(ordering: .relaxed), "WorkerThread \(name) started twice")
         running.store(true, ordering: .releasing)
         let context = Unmanaged.passRetained(self).toOpaque()
@@ -69,7 +69,7 @@ package final class WorkerThread: @unchecked Sendable {
 
     /// Wakes the worker if it sleeps, so it calls `body` again. Never blocks, never allocates.
     @inline(__always)
-    public func wake() {
+    package func wake() {
         atomicMemoryFence(ordering: .sequentiallyConsistent)  // order the caller's push first
         if state.exchange(Self.awake, ordering: .sequentiallyConsistent) == Self.sleeping {
             sem_post(semaphore)
@@ -78,7 +78,7 @@ package final class WorkerThread: @unchecked Sendable {
 
     /// Asks the worker to finish (after its current `body` call and one final pass) and joins it.
     /// Blocks the caller until the thread has exited. Does nothing if not running.
-    public func stop() {
+    package func stop() {
         if let handle = thread {
             precondition(pthread_equal(handle, pthread_self()) == 0, "WorkerThread \(name) cannot stop itself from its body")
         }

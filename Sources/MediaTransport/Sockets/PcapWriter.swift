@@ -10,41 +10,41 @@ import MediaBase
 /// plus a message naming the file and the call.
 package struct PcapWriterError: RawRepresentable, Error, Hashable, Sendable, CustomStringConvertible {
     /// The `errno` value of the failed system call.
-    public let rawValue: Int32
+    package let rawValue: Int32
     /// The file and the call that failed.
-    public let message: String
+    package let message: String
     /// The value with this raw code.
-    public init(rawValue: Int32) { self.rawValue = rawValue; message = "" }
+    package init(rawValue: Int32) { self.rawValue = rawValue; message = "" }
     package init(_ code: Int32, _ message: String) { rawValue = code; self.message = message }
     /// Equal when the codes (raw values) are equal.
-    public static func == (a: Self, b: Self) -> Bool { a.rawValue == b.rawValue }
+    package static func == (a: Self, b: Self) -> Bool { a.rawValue == b.rawValue }
     /// Hashes what `==` compares.
-    public func hash(into h: inout Hasher) { h.combine(rawValue) }
+    package func hash(into h: inout Hasher) { h.combine(rawValue) }
     /// A readable description, for logs and error messages.
-    public var description: String { "\(message): \(String(cString: strerror(rawValue)))" }
+    package var description: String { "\(message): \(String(cString: strerror(rawValue)))" }
     /// `ENOENT`: a directory of the path does not exist.
-    public static let noSuchFile = PcapWriterError(rawValue: ENOENT)
+    package static let noSuchFile = PcapWriterError(rawValue: ENOENT)
     /// `EACCES`: permission denied.
-    public static let permissionDenied = PcapWriterError(rawValue: EACCES)
+    package static let permissionDenied = PcapWriterError(rawValue: EACCES)
     /// `ENOSPC`: the disk is full.
-    public static let noSpace = PcapWriterError(rawValue: ENOSPC)
+    package static let noSpace = PcapWriterError(rawValue: ENOSPC)
     /// `EBADF`: the writer was already finished.
-    public static let finished = PcapWriterError(rawValue: EBADF)
+    package static let finished = PcapWriterError(rawValue: EBADF)
 }
 
 /// An IPv4 address and UDP port written into synthesized packet headers.
 package struct PcapEndpoint: Sendable, Equatable {
     /// IPv4 address in host order, e.g. `0x7F000001` for 127.0.0.1.
-    public var address: UInt32
+    package var address: UInt32
     /// UDP port.
-    public var port: UInt16
+    package var port: UInt16
     /// Makes an endpoint from four address bytes and a port.
-    public init(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8, port: UInt16) {
+    package init(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8, port: UInt16) {
         address = UInt32(a) << 24 | UInt32(b) << 16 | UInt32(c) << 8 | UInt32(d)
         self.port = port
     }
     /// Makes an endpoint from a host-order address and a port.
-    public init(address: UInt32, port: UInt16) { self.address = address; self.port = port }
+    package init(address: UInt32, port: UInt16) { self.address = address; self.port = port }
 }
 
 /// Writes UDP datagrams (plain or SRTP/SRTCP RTP traffic) to a classic libpcap file (the
@@ -59,7 +59,7 @@ package struct PcapEndpoint: Sendable, Equatable {
 /// into the buffer, a `write` syscall per 64 KiB; no allocation after `init`.
 package final class PcapWriter {
     /// The link-layer header synthesized in front of each IPv4 packet.
-    public enum LinkType: Sendable {
+    package enum LinkType: Sendable {
         /// LINKTYPE_ETHERNET (1): 14-byte Ethernet II header with locally administered MACs.
         case ethernet
         /// LINKTYPE_RAW (101): packets start with the IPv4 header.
@@ -70,23 +70,23 @@ package final class PcapWriter {
     }
 
     /// The final file name.
-    public let path: String
+    package let path: String
     /// The link type written in the file header.
-    public let linkType: LinkType
+    package let linkType: LinkType
     private var file: AtomicFileWriter?
     private let buffer: UnsafeMutableRawBufferPointer
     private var used = 0
     private var ipID: UInt16 = 0
     /// Number of datagrams written so far.
-    public private(set) var packetCount = 0
+    package private(set) var packetCount = 0
 
     private static let bufferSize = 1 << 16
     /// Largest datagram accepted (IPv4 total length limit minus headers).
-    public static let maxDatagramSize = 65_535 - 20 - 8
+    package static let maxDatagramSize = 65_535 - 20 - 8
 
     /// Creates the temporary file and writes the pcap global header. Throws the `errno` of
     /// `open` or `write` with a message naming the file.
-    public init(path: String, linkType: LinkType = .ethernet) throws(PcapWriterError) {
+    package init(path: String, linkType: LinkType = .ethernet) throws(PcapWriterError) {
         self.path = path
         self.linkType = linkType
         do { file = try AtomicFileWriter(path: path, bufferCapacity: 0) } catch {
@@ -123,7 +123,7 @@ package final class PcapWriter {
     /// Appends one UDP datagram sent from `source` to `destination` at `timestampNs` (Unix-epoch
     /// nanoseconds; shown by tshark as the capture time). Traps on a datagram over
     /// `maxDatagramSize` bytes. Throws the `errno` of a failed `write`.
-    public func write(
+    package func write(
         _ datagram: UnsafeRawBufferPointer, from source: PcapEndpoint, to destination: PcapEndpoint,
         timestampNs: UInt64
     ) throws(PcapWriterError) {
@@ -222,7 +222,7 @@ package final class PcapWriter {
 
     /// Flushes, fsyncs and atomically renames the temporary file to `path`. Further writes throw
     /// `finished`. Throws the `errno` of `write`, `fsync`, `close` or `rename`.
-    public func finish() throws(PcapWriterError) {
+    package func finish() throws(PcapWriterError) {
         guard let file else { throw PcapWriterError(EBADF, "pcap \(path) already finished") }
         defer { self.file = nil }
         do {

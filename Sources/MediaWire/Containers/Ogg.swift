@@ -13,7 +13,7 @@ package enum OggCRC {
     }
 
     /// Continues a checksum over `bytes`.
-    public static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    package static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var c = crc
         table.withUnsafeBufferPointer { t in
             for b in bytes { c = (c << 8) ^ t[Int(UInt8(c >> 24) ^ b)] }
@@ -22,7 +22,7 @@ package enum OggCRC {
     }
 
     /// Checksum of `bytes` (a whole page whose CRC field is zero).
-    public static func checksum(_ bytes: [UInt8]) -> UInt32 {
+    package static func checksum(_ bytes: [UInt8]) -> UInt32 {
         bytes.withUnsafeBytes { update(0, $0) }
     }
 }

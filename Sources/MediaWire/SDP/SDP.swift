@@ -724,7 +724,7 @@ package enum SDPBase64 {
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// Encodes bytes as padded base64.
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var i = 0
@@ -746,7 +746,7 @@ package enum SDPBase64 {
     }
 
     /// Decodes padded or unpadded base64; nil on any other character or a bad length.
-    public static func decode<S: StringProtocol>(_ text: S) -> [UInt8]? {
+    package static func decode<S: StringProtocol>(_ text: S) -> [UInt8]? {
         var values: [UInt8] = []
         var padding = 0
         for c in text.utf8 {
