@@ -11,12 +11,18 @@ import Glibc
 /// offset of an average frame (over the least-delayed path, `RTPJitterBuffer.baselineArrival`),
 /// plus `theta0 x (large delta frame - average frame)`, plus `noiseDeviations` standard
 /// deviations of the size-corrected jitter. Keyframes and other frames far above the average size
-/// teach the filter the slope but stay out of the size statistics and the jitter, and the frame
-/// right after one (queued behind it) is not measured: a paced keyframe completes late once, it
-/// does not raise every later frame's delay. Frames that waited for a retransmission are not
-/// measured either (their delay is the repair's round trip, which hole waits cover). Jitter
-/// samples are clipped to a few deviations, so one outlier moves the estimate a little while a
-/// lasting change is followed within a dozen frames.
+/// teach the filter the slope but stay out of the size statistics and the jitter, and the frames
+/// queued behind one are not measured: a frame whose baseline arrival (when its first packet
+/// would have arrived had nothing been ahead of it in the sender's pacer) comes before the
+/// previous frame completed waited behind that frame, and when that frame was large or itself
+/// waited behind a large one, the wait is the large frame's doing. A paced keyframe ten times the
+/// delta frames' size leaves over several frame intervals: the frames captured meanwhile complete
+/// late once, they do not raise every later frame's delay. Frames that waited for a
+/// retransmission are not measured either (their delay is the repair's round trip, which hole
+/// waits cover). Jitter samples are clipped to a few deviations, so one outlier moves the
+/// estimate a little while a lasting change is followed within a dozen frames. The slope follows
+/// a change of the link's rate slowly (tens of seconds, as libwebrtc's does); until it has, the
+/// completion offset and the jitter take the change in.
 ///
 /// Thread rule: a value owned by the video stream's thread. Cost: a few dozen floating-point
 /// operations per frame; no allocation.
@@ -49,7 +55,10 @@ package struct VideoJitterEstimator: Sendable {
     private var levelSamples = 0.0
 
     private var previous: (timestamp: UInt32, completedNs: UInt64, bytes: Double)?
-    private var previousWasLarge = false
+    /// The previous frame was large, or waited in the sender's queue behind a large one.
+    private var previousInBacklog = false
+    /// The previous frame was not measured because it waited behind a large one.
+    private var previousQueued = false
 
     /// Frames measured so far (those that fed the completion offset).
     package private(set) var framesMeasured = 0
@@ -115,9 +124,21 @@ package struct VideoJitterEstimator: Sendable {
         }
         if !large { largeBytes = max(0.995 * largeBytes, size) }
 
-        let queuedBehindLarge = previousWasLarge
+        // Queued behind a large frame: the previous frame (large, or itself in that backlog)
+        // completed after this one's baseline arrival. Without a baseline, the frame right
+        // after a large one is taken as queued.
+        var queuedBehindLarge = false
+        if previousInBacklog, let prev = previous {
+            if let offsetNs {
+                queuedBehindLarge = Double(prev.completedNs) > Double(completedNs) - offsetNs
+            } else {
+                queuedBehindLarge = !previousQueued
+            }
+        }
+        let pairedWithQueued = previousQueued
         defer {
-            previousWasLarge = large
+            previousInBacklog = large || queuedBehindLarge
+            previousQueued = queuedBehindLarge
             previous = (timestamp, completedNs, size)
         }
         guard !repaired else { return }
@@ -127,7 +148,9 @@ package struct VideoJitterEstimator: Sendable {
             let mediaMs = Double(Int32(bitPattern: timestamp &- prev.timestamp)) / 90
             let arrivalMs = (Double(completedNs) - Double(prev.completedNs)) / 1e6
             // A pause or a jump of the sender's clock says nothing about the path.
-            if mediaMs > 0 && mediaMs < 3_000 && abs(arrivalMs - mediaMs) < 3_000 && !queuedBehindLarge {
+            if mediaMs > 0 && mediaMs < 3_000 && abs(arrivalMs - mediaMs) < 3_000 && !queuedBehindLarge
+                && !pairedWithQueued
+            {
                 let delayDelta = arrivalMs - mediaMs
                 let sizeDelta = size - prev.bytes
                 let sigma = deltaNoiseVariance.squareRoot()
