@@ -41,12 +41,12 @@ extension Room {
         case CallSignal.Op.join:
             receiveJoin(from: id, token: s.inv, mode: s.mode)
         case CallSignal.Op.joined:
-            guard pendingJoins.removeValue(forKey: id) != nil || remoteParticipants[id] != nil else {
+            guard introductions.endJoin(with: id) || remoteParticipants[id] != nil else {
                 return refuse(id, answer: true)
             }
             if remoteParticipants[id] == nil { connectParticipant(id, inv: nil, mode: s.mode) }
         case CallSignal.Op.hangup:
-            pendingJoins[id] = nil
+            introductions.endJoin(with: id)
             if let p = remoteParticipants[id] { hangUp(p, reason: .remoteHangUp, notify: false) }
         case CallSignal.Op.chat:
             guard let p = remoteParticipants[id], let text = s.text else { return }
@@ -79,15 +79,16 @@ extension Room {
         let old = friendEpochs.updateValue(new, forKey: id)
         guard let old, old != new else { return }
         if let p = remoteParticipants[id] { hangUp(p, reason: .connectionLost, notify: false) }
-        pendingJoins[id] = nil
-        heldJoins[id] = nil
+        introductions.friendRestarted(id)
     }
 
     /// Signalling about a call we do not have with this friend (our process restarted, or the call
     /// ended here first) is answered with a hang-up, at most once a second per friend, so the
     /// other side does not keep a participant that is not there.
     func answerUnknownCall(_ s: CallSignal, from id: String) {
-        guard remoteParticipants[id] == nil, pendingJoins[id] == nil, invitations[id] == nil, heldJoins[id] == nil else { return }
+        guard remoteParticipants[id] == nil, !introductions.isJoining(id), invitations[id] == nil,
+            !introductions.holdsJoin(from: id)
+        else { return }
         let inCall =
             s.type == "track" || s.type == "adr"
             || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
@@ -117,17 +118,16 @@ extension Room {
         p.mode = mode.flatMap(ParticipantMode.init(rawValue:)) ?? .sendAndRecv
         p.paths = f.emittedPaths
         remoteParticipants[id] = p
-        participantInvitations[id] = inv
-        pendingJoins[id] = nil
+        introductions.endJoin(with: id)
         // An invitation with them still in progress (they joined through an introduction
         // meanwhile) ends here: participantDidConnect is its one end, and a late accept or
         // connect for it finds nothing.
-        invitations[id] = nil
+        invitations.connected(id, through: inv)
         if !joined { post(nil, room: { $1.roomDidStartCall($0) }, participant: nil) }
         post(nil, room: { $1.room($0, participantDidConnect: p) }, participant: nil)
         if !joined {
             joined = true
-            callSFU = mediaLegsEnabled ? options.sfu : nil
+            callSFU = environment.mediaLegs ? options.sfu : nil
             localParticipant.mode = options.mode
             wantPublished = [.audio: options.micEnabled, .video: options.cameraEnabled]
             wantMuted = [:]
@@ -153,7 +153,7 @@ extension Room {
         }
         participantDisconnectedMedia(p)
         remoteParticipants[id] = nil
-        participantInvitations[id] = nil
+        invitations.participantLeft(id)
         forgetIntroductions(of: id)
         p.disconnectReason = reason
         if p.isSpeaking {
@@ -178,9 +178,7 @@ extension Room {
         stopSFU()
         joined = false
         callSFU = nil
-        pendingJoins = [:]
-        introductions = [:]
-        heldJoins = [:]
+        introductions.callEnded()
         localParticipant.mode = options.mode
         activeSpeakers = []
     }
@@ -209,7 +207,6 @@ extension Room {
     /// Every 50 ms: invitation timers, stale joins, lost participants, connection quality.
     func tick(now: MonotonicTime) {
         tickInvitations(now: now)
-        for (id, at) in pendingJoins where now - at > invitationTimeout { pendingJoins[id] = nil }
         tickIntroductions(now: now)
         // A participant offline for the grace period leaves (without a grace, pathsChanged did).
         let lostAfter = core?.timeouts.callLostTimeout ?? .zero
