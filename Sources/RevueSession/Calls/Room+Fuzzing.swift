@@ -61,8 +61,9 @@ extension Room {
         c.heldJoins = introductionCounts.held
         c.pendingJoins = introductionCounts.pending
         c.invitations = invitations.count
-        c.unknownCallAnswered = unknownCallAnswered.count
-        c.friendEpochs = friendEpochs.count
+        let runCounts = friendRuns.counts
+        c.unknownCallAnswered = runCounts.unknownCallAnswered
+        c.friendEpochs = runCounts.epochs
         return c
     }
 

@@ -98,9 +98,7 @@ extension Room {
     /// An invitation that already ended (its event possibly still queued) is left alone, so its
     /// one didEndInvitation, with the real reason, arrives after the deletion.
     func endForDeletion(_ id: String) {
-        friendEpochs[id] = nil
-        onlineFriends.remove(id)
-        unknownCallAnswered[id] = nil
+        friendRuns.forget(id)
         if let p = remoteParticipants[id] { hangUp(p, reason: .friendDeleted, notify: true) }
         introductions.endJoin(with: id)
         guard let state = invitations[id] else { return }

@@ -76,8 +76,7 @@ extension Room {
     /// quicker than the connection timeout, so the friend never looked offline).
     func receiveHello(_ s: CallSignal, from id: String) {
         guard let new = s.epoch, !new.isEmpty, new.utf8.count <= 32 else { return }
-        let old = friendEpochs.updateValue(new, forKey: id)
-        guard let old, old != new else { return }
+        guard friendRuns.heard(new, from: id) else { return }
         if let p = remoteParticipants[id] { hangUp(p, reason: .connectionLost, notify: false) }
         introductions.friendRestarted(id)
     }
@@ -94,18 +93,18 @@ extension Room {
             || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
         guard inCall else { return }
         let now = self.now
-        if let last = unknownCallAnswered[id], now - last < .seconds(1) { return }
+        guard friendRuns.mayAnswerUnknownCall(of: id, now: now) else { return }
         // Not counted when the stream could not take it yet (the connection is not complete).
-        if send(CallSignal(op: CallSignal.Op.hangup), to: id) { unknownCallAnswered[id] = now }
+        if send(CallSignal(op: CallSignal.Op.hangup), to: id) { friendRuns.answeredUnknownCall(of: id, at: now) }
     }
 
     /// Tells a friend which run of ours it talks to, once each time it comes online (not before
     /// its stream can take the hello: a message can arrive before the connection is complete).
     func greet(_ id: String) {
-        guard !onlineFriends.contains(id) else { return }
+        guard !friendRuns.wasGreeted(id) else { return }
         var hello = CallSignal(op: CallSignal.Op.hello)
-        hello.epoch = epoch
-        if send(hello, to: id) { onlineFriends.insert(id) }
+        hello.epoch = friendRuns.epoch
+        if send(hello, to: id) { friendRuns.greeted(id) }
     }
 
     /// Adds a friend to the call: participantDidConnect (room only), then your tracks to them.
@@ -235,7 +234,7 @@ extension Room {
         if paths.isOnline {
             greet(id)
         } else {
-            onlineFriends.remove(id)
+            friendRuns.wentOffline(id)
         }
         guard let p = remoteParticipants[id] else { return }
         p.paths = paths

@@ -57,14 +57,8 @@ public final class Room {
     var invitations = RoomInvitations()
     /// Introductions received, used, owed and held, and the joins we sent.
     var introductions = RoomIntroductions()
-    /// This run's epoch (random 64-bit, hex, new at each `initialize`), sent in `hello` to each friend that comes online;
-    /// the last epoch heard from each friend; friends online now; when an unknown call was last
-    /// answered per friend.
-    var epoch = ""
-
-    var friendEpochs: [String: String] = [:]
-    var onlineFriends: Set<String> = []
-    var unknownCallAnswered: [String: MonotonicTime] = [:]
+    /// Our epoch and each friend's, who was greeted, and unknown calls answered.
+    var friendRuns = RoomFriendRuns()
     /// Publications kept per remote participant (an honest peer has two: audio and video); a
     /// `publish` past this is refused and counted in `RevueCounters.callSignalsRefused`.
     static let maxRemotePublications = 16
@@ -197,7 +191,7 @@ public final class Room {
     /// Connects the room to a freshly initialized session.
     func attach(_ core: SessionCore) {
         localParticipant.identity = core.ownId
-        epoch = Self.randomId()
+        friendRuns.begin(epoch: Self.randomId())
         refreshLocalProfile(core)
         localParticipant.mode = options.mode
         core.reservedMessageHandler = { [weak self] id, body in
@@ -257,9 +251,7 @@ extension Room {
         invitations.removeAll()
         earlySFUSignals = [:]
         introductions.removeAll()
-        onlineFriends = []
-        friendEpochs = [:]
-        unknownCallAnswered = [:]
+        friendRuns.forgetFriends()
         localParticipant.trackPublications = [:]
         activeSpeakers = []
         joined = false
