@@ -277,7 +277,7 @@ extension Room {
                 sfuParticipantJoined(id, sfu)
                 sfuReconcile()
             }
-            if let early = earlySFUSignals.removeValue(forKey: id) { receiveSFUSignal(early, from: id) }
+            if let early = sfuLeg.takeEarly(from: id) { receiveSFUSignal(early, from: id) }
             return
         }
         // The media takes the friends' link: the session's ICE path to that friend, on which

@@ -126,7 +126,7 @@ extension Room {
         post(nil, room: { $1.room($0, participantDidConnect: p) }, participant: nil)
         if !joined {
             joined = true
-            callSFU = environment.mediaLegs ? options.sfu : nil
+            sfuLeg.callStarted(server: environment.mediaLegs ? options.sfu : nil)
             localParticipant.mode = options.mode
             wantPublished = [.audio: options.micEnabled, .video: options.cameraEnabled]
             wantMuted = [:]
@@ -176,7 +176,7 @@ extension Room {
         for pub in localParticipant.localTrackPublications { unpublish(pub, tell: false) }
         stopSFU()
         joined = false
-        callSFU = nil
+        sfuLeg.callEnded()
         introductions.callEnded()
         localParticipant.mode = options.mode
         activeSpeakers = []

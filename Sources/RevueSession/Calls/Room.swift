@@ -74,10 +74,6 @@ public final class Room {
     static let mediaPathTimeout = Duration.seconds(5)
     /// How long a `join` waits for its introduction.
     static let introductionWait = Duration.seconds(3)
-    /// A friend's SFU announcement (`adr sfu`) that came before the friend was a participant here
-    /// (it learnt of us first): kept until it is one, at most `maxEarlySFUSignals` friends.
-    var earlySFUSignals: [String: CallSignal] = [:]
-    static let maxEarlySFUSignals = 64
     /// What you want published while you send (`setMicrophone`/`setCamera`, remembered across modes).
     var wantPublished: [TrackKind: Bool] = [:]
     /// Whether each track was muted, so a track republished after a mode round trip comes back
@@ -88,11 +84,9 @@ public final class Room {
     /// Media of each call leg by friend ID, and of each local track.
     var legs: [String: MediaLeg] = [:]
     var localMedia: [TrackKind: LocalMedia] = [:]
-    /// The call's media through an SFU (`callSFU`), instead of `legs` and `localMedia`.
-    var sfu: SFUMedia?
-    /// The SFU the current call uses: `options.sfu` when the call started, fixed until it ends
-    /// (options changed mid-call apply to the next call).
-    var callSFU: SFUServer?
+    /// The SFU the current call uses, its media (instead of `legs` and `localMedia`), and early
+    /// SFU announcements.
+    var sfuLeg = RoomSFULeg()
     /// SSRCs used by our send streams and receive pipelines while the current legs exist
     /// (`freshSSRC`).
     var usedSSRCs: Set<UInt32> = []
@@ -249,7 +243,7 @@ extension Room {
         stopAllMedia()
         remoteParticipants = [:]
         invitations.removeAll()
-        earlySFUSignals = [:]
+        sfuLeg.forgetEarly()
         introductions.removeAll()
         friendRuns.forgetFriends()
         localParticipant.trackPublications = [:]
