@@ -19,7 +19,7 @@ extension FuzzEntries {
     /// - a local API call (invite, accept, reject, cancel, hang up with one, hang up with all);
     /// - time passing (the room's timer run up to a minute ahead), a friend going offline or coming
     ///   back, a friend being deleted (the call layer's part of it).
-    /// The room runs without media legs (`Room.mediaLegsEnabled`), in `signallingOnly` mode.
+    /// The room runs without media legs (`RoomEnvironment.mediaLegs`), in `signallingOnly` mode.
     /// Properties (a violation traps through `fuzzRequire`):
     /// - a participant connects only for a valid reason: the friend accepted our open invitation,
     ///   confirmed the one we accepted, answered a `join` we sent, or joined with a token a current
@@ -196,7 +196,7 @@ final class CallSignalHarness {
         room = revue.room
         friendIds = (0..<4).map { i in Hex.encode(KeyPair(secret: (0..<32).map { UInt8($0) &* 11 &+ UInt8(i) &+ 3 }).publicKey) }
         for id in friendIds { _ = try! revue.friends.addFriendNorequest(friendId: id) }
-        room.mediaLegsEnabled = false
+        room.environment.mediaLegs = false
         room.options.mode = .signallingOnly
         room.options.micEnabled = false
         room.options.cameraEnabled = false

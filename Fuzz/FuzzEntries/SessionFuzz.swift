@@ -362,14 +362,14 @@ final class SessionHarness {
         core = revue.core!
         precondition(revue.revueId == Hex.encode(fixture.core.publicKey), "the core did not load the fixed identity")
         revue.delegates.add(delegate: deliveries)
-        core.dropDirectSends = true
-        core.makesLinks = false
-        core.wallClockSeam = { SessionFixture.wallClock }
-        core.ephemeralSeam = { SessionFixture.coreEphemeral }
-        core.indexSeam = { [unowned self] in
+        core.environment.faults.dropDirectSends = true
+        core.environment.makesLinks = false
+        core.environment.wallClock = { SessionFixture.wallClock }
+        core.environment.randomness.ephemeralKeys = { SessionFixture.coreEphemeral }
+        core.environment.randomness.sessionIndex = { [unowned self] in
             defer { indices += 1 }; return SessionFixture.indexBase &+ UInt32(truncatingIfNeeded: indices)
         }
-        core.timestampSeam = { [unowned self] in
+        core.environment.handshakeTimestamp = { [unowned self] in
             defer { timestamps += 1 }; return SessionFixture.timestampBase &+ UInt64(timestamps)
         }
         reset()

@@ -164,8 +164,10 @@ final class TraceLog: Sendable {
         try alice.start()
         let trace = TraceLog()
         let alicePort = alice.revue.port
-        alice.revue.core!.sendTap = { p, r in trace.add(restart, "Alice sends type \(p.first ?? 0), \(p.count) B, to \(r)") }
-        bob.revue.core!.sendTap = { p, r in
+        alice.revue.core!.environment.sendTap = { p, r in
+            trace.add(restart, "Alice sends type \(p.first ?? 0), \(p.count) B, to \(r)")
+        }
+        bob.revue.core!.environment.sendTap = { p, r in
             var relayed = false
             if case .relay = r { relayed = true }
             if r.endpoint?.port == alicePort || relayed {

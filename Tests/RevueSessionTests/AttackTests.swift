@@ -413,8 +413,8 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         defer { node.stop() }
         let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
-        alice.revue.core!.dropDirectSends = true
-        bob.revue.core!.dropDirectSends = true
+        alice.revue.core!.environment.faults.dropDirectSends = true
+        bob.revue.core!.environment.faults.dropDirectSends = true
         try await befriend(alice, bob)
         #expect(alice.revue.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .relayed)
         let aliceEndpoint = SocketAddress(ip: 0x7F00_0001, port: alice.revue.port)
@@ -457,7 +457,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         defer { alice.remove(); bob.remove() }
         try await befriend(alice, bob)
         var captured: [[UInt8]] = []
-        alice.revue.core!.sendTap = { p, route in
+        alice.revue.core!.environment.sendTap = { p, route in
             if case .direct = route, p.first == PacketType.handshakeInitiation.rawValue { captured.append(p) }
         }
         alice.revue.core!.initiate(alice.revue.core!.friends[bob.id]!, now: MonotonicTime.now)
@@ -549,7 +549,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
         try await befriend(alice, bob)
-        for p in [alice, bob] { p.revue.core!.sessionMessageLimit = 60 }
+        for p in [alice, bob] { p.revue.core!.environment.faults.sessionMessageLimit = 60 }
         let before = alice.revue.counters.handshakesCompleted
         for i in 0..<40 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "m\(i)") }
         await bob.waitForEvent(.message(alice.id, "m39"))
@@ -559,8 +559,8 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         let eventsBefore = alice.friendEvents.count
         let core = alice.revue.core!, f = core.friends[bob.id]!
         for p in [alice, bob] {
-            p.revue.core!.sessionMessageLimit = 1 << 60
-            p.revue.core!.sessionLifetimeOverride = .microseconds(100)
+            p.revue.core!.environment.faults.sessionMessageLimit = 1 << 60
+            p.revue.core!.environment.faults.sessionLifetime = .microseconds(100)
         }
         // Before the next tick drops it: a send on the expired session is refused.
         let sentBefore = f.current!.sendCounter
@@ -569,7 +569,7 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         await alice.wait("offline when the keys expire", timeout: 3) {
             alice.friendEvents.dropFirst(eventsBefore).contains(.paths(bob.id, false))
         }
-        for p in [alice, bob] { p.revue.core!.sessionLifetimeOverride = nil }
+        for p in [alice, bob] { p.revue.core!.environment.faults.sessionLifetime = nil }
         await alice.wait("back online with new keys", timeout: 3) {
             alice.revue.friends.getFriendPaths(friendId: bob.id).isOnline
         }

@@ -66,7 +66,7 @@ final class HostileFriend {
         let intros = h.received.filter { $0.from == a.id && $0.signal.op == CallSignal.Op.intros }
         let used = try #require(intros.first?.signal.intros?[b.id])
         // Everyone else in the call was told about h by a, with the token h used at b.
-        #expect(b.room.usedIntroductions.contains(used))
+        #expect(b.room.introductions.wasUsed(used))
 
         // c is invited by a too, but never uses its introductions, so b keeps a real, unused one
         // for c; c hands its token for b to h (a stolen or shared introduction).

@@ -46,7 +46,7 @@ import Testing
         try await makeFriends([a, b])
         for p in [a, b] { p.room.options.videoWidth = 320; p.room.options.videoHeight = 180 }
         let box = RelayBox()
-        a.room.mediaPathForTests = { _, direct in
+        a.room.environment.mediaPath = { _, direct in
             if let r = box.relay { return r.listenAddress }
             guard
                 let r = try? ImpairmentRelay(

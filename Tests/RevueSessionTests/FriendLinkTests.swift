@@ -38,10 +38,10 @@ import Testing
         #expect(la.socket.descriptor != lb.socket.descriptor)
 
         var routes: [Route] = []
-        a.revue.core!.sendTap = { bytes, route in
+        a.revue.core!.environment.sendTap = { bytes, route in
             if bytes.first == PacketType.transportData.rawValue { routes.append(route) }
         }
-        defer { a.revue.core!.sendTap = nil }
+        defer { a.revue.core!.environment.sendTap = nil }
         _ = try await a.revue.friends.sendMessage(friendId: b.id, message: "on the link")
         await b.waitForEvent(.message(a.id, "on the link"))
         #expect(routes.contains(.link), "\(routes)")
@@ -66,12 +66,12 @@ import Testing
         try await befriend(a, c)
         await waitForLinks(a, c)
         var captured: [UInt8]?
-        b.revue.core!.sendTap = { bytes, _ in
+        b.revue.core!.environment.sendTap = { bytes, _ in
             if bytes.first == PacketType.transportData.rawValue, captured == nil { captured = bytes }
         }
         _ = try await b.revue.friends.sendMessage(friendId: a.id, message: "from b")
         await a.waitForEvent(.message(b.id, "from b"))
-        b.revue.core!.sendTap = nil
+        b.revue.core!.environment.sendTap = nil
         let packet = try #require(captured)
 
         let core = a.revue.core!

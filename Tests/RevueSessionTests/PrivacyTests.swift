@@ -70,8 +70,8 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         await bob.waitForEvent(.message(alice.id, "direct"))
         // Now only the relay: both drop direct sends and reconnect through the node.
         let relayedBefore = node.relayedPackets
-        alice.revue.core!.dropDirectSends = true
-        bob.revue.core!.dropDirectSends = true
+        alice.revue.core!.environment.faults.dropDirectSends = true
+        bob.revue.core!.environment.faults.dropDirectSends = true
         _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "relayed")
         await bob.waitForEvent(.message(alice.id, "relayed"), timeout: 10)
         #expect(node.relayedPackets > relayedBefore, "the relay carried the friends' traffic")
@@ -108,12 +108,12 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         defer { alice.remove(); bob.remove() }
         try await befriend(alice, bob)
         let mid = (Date().timeIntervalSince1970 / 3600).rounded(.down) * 3600 + 1800
-        for p in [alice, bob] { p.revue.core!.wallClockSeam = { mid } }
+        for p in [alice, bob] { p.revue.core!.environment.wallClock = { mid } }
         let before = Set(alice.revue.core!.registrationTags() + bob.revue.core!.registrationTags())
         await settle(1.3)  // a registration in the shifted epoch: its registration key
         let nodeAddress = SocketAddress(ip: 0x7F00_0001, port: node.port)
         let keyBefore = alice.revue.core!.nodeStates[nodeAddress]!.registrationKeys.publicKey
-        for p in [alice, bob] { p.revue.core!.wallClockSeam = { mid + 3600 } }
+        for p in [alice, bob] { p.revue.core!.environment.wallClock = { mid + 3600 } }
         let after = Set(alice.revue.core!.registrationTags() + bob.revue.core!.registrationTags())
         #expect(before.isDisjoint(with: after), "no tag survives into the next epoch")
         #expect(Set(alice.revue.core!.lanAnnouncements().flatMap { Array($0.dropFirst(5)) }).count > 0)

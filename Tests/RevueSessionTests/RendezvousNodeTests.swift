@@ -12,7 +12,7 @@ import Testing
         let bob = try TestPeer(rendezvous: node)
         defer { bob.remove() }
         var registrations: [[UInt8]] = []
-        bob.revue.core!.sendTap = { packet, _ in
+        bob.revue.core!.environment.sendTap = { packet, _ in
             if packet.first == PacketType.rendezvousRegister.rawValue { registrations.append(packet) }
         }
         await bob.waitForEvent(.discoverable(true))

@@ -19,7 +19,7 @@ import Testing
         let alice = try TestPeer(rendezvous: node), bob = try TestPeer(rendezvous: node)
         defer { alice.remove(); bob.remove() }
         var captured: [[UInt8]] = []
-        alice.revue.core!.sendTap = { packet, route in
+        alice.revue.core!.environment.sendTap = { packet, route in
             // What Alice sends straight to Bob: on the session socket or on her link to him.
             if case .relay = route { return }
             if packet.first == PacketType.transportData.rawValue || packet.first == PacketType.handshakeInitiation.rawValue {
@@ -32,7 +32,7 @@ import Testing
         await waitForLinks(alice, bob)
         await settle(0.3)
         for i in 0..<5 { _ = try await alice.revue.friends.sendMessage(friendId: bob.id, message: "real \(i)") }
-        alice.revue.core!.sendTap = nil
+        alice.revue.core!.environment.sendTap = nil
         // Replay only what Bob already took (its counter is in his replay window). A packet still
         // on its way, which a loaded machine can hold back for a second, or one that was lost
         // would reach him first from the attacker: not a replay but a first copy, whose source

@@ -152,8 +152,8 @@ import Testing
         let world = SimulatedWorld(link: ImpairmentModel.Settings(delayMilliseconds: 5))
         defer { world.close() }
         let alice = try world.addPeer("alice"), bob = try world.addPeer("bob")
-        alice.core.dropDirectSends = true
-        bob.core.dropDirectSends = true
+        alice.core.environment.faults.dropDirectSends = true
+        bob.core.environment.faults.dropDirectSends = true
         let startedAt = world.time.now
         #expect(try world.befriend(alice, bob))
         let onlineAfter = world.time.now - startedAt
@@ -163,8 +163,8 @@ import Testing
         #expect((try? outcome.result?.get()) != nil, "\(String(describing: outcome.result))")
         #expect(bob.messages.map(\.text) == ["through the relay"])
         #expect(world.node.relayedPackets > 0)
-        alice.core.dropDirectSends = false
-        bob.core.dropDirectSends = false
+        alice.core.environment.faults.dropDirectSends = false
+        bob.core.environment.faults.dropDirectSends = false
         let unblockedAt = world.time.now
         #expect(
             world.run(until: .seconds(5)) { alice.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .directLAN })

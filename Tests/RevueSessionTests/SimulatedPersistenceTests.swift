@@ -85,14 +85,14 @@ import Testing
         #expect(world.run(until: .seconds(5)) { bob.requests.contains(alice.id) })
         try bob.friends.addFriendNorequest(friendId: alice.id)
         #expect(world.run(until: .seconds(5)) { alice.isOnline(with: bob) && bob.isOnline(with: alice) })
-        alice.core.dropDirectSends = true
-        bob.core.dropDirectSends = true
+        alice.core.environment.faults.dropDirectSends = true
+        bob.core.environment.faults.dropDirectSends = true
         let outageAt = world.time.now
         let outcomes = (0..<3).map { alice.send("o\($0)", to: bob, timeout: 10) }
         #expect(await world.runYielding(until: .seconds(3)) { !alice.isOnline(with: bob) })
         let offlineAfter = world.time.now - outageAt
-        alice.core.dropDirectSends = false
-        bob.core.dropDirectSends = false
+        alice.core.environment.faults.dropDirectSends = false
+        bob.core.environment.faults.dropDirectSends = false
         let restoredAt = world.time.now
         #expect(await world.runYielding(until: .seconds(6)) { outcomes.allSatisfy { $0.result != nil } })
         print("outage: offline after \(offlineAfter), every receipt \(world.time.now - restoredAt) after the path came back")

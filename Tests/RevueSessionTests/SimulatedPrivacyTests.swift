@@ -17,8 +17,8 @@ import Testing
         let mid = (world.wallClock() / 3600).rounded(.down) * 3600 + 1800
         let epoch = SimulatedEpoch(mid)
         for p in [alice, bob] {
-            p.core.dropDirectSends = true
-            p.core.wallClockSeam = { epoch.seconds }
+            p.core.environment.faults.dropDirectSends = true
+            p.core.environment.wallClock = { epoch.seconds }
         }
         #expect(try world.befriend(alice, bob))
         #expect(alice.friends.getFriendPaths(friendId: bob.id).paths.first?.kind == .relayed)

@@ -194,7 +194,7 @@ final class SimulatedRendezvousClient: RendezvousRegistrationState {
         let captured = sealedToBob[0]
         let network = world.network, time = world.time
         let forgedBefore = core.counters.droppedForged, malformedBefore = core.counters.droppedMalformed
-        core.sendTap = { packet, _ in
+        core.environment.sendTap = { packet, _ in
             guard box.attackedAt == nil, packet.first == PacketType.rendezvousRegister.rawValue,
                 packet.count > RendezvousAuth.registerLength
             else { return }

@@ -23,7 +23,7 @@ import Testing
     @Test func aTrackThatCannotBeSetUpIsReportedAndNotPublished() throws {
         let world = SimulatedWorld(seed: 21)
         defer { world.close() }
-        let (a, b) = try Self.call(world) { $0[0].room.publishFailureForTests = .video }
+        let (a, b) = try Self.call(world) { $0[0].room.environment.publishFailure = .video }
         #expect(world.run(a, roomEvent: "publishFailed(video)"))
         #expect(world.run(until: .seconds(10)) { b.room.remoteParticipants[a.id]?.trackPublications["audio"] != nil })
         world.run(for: .milliseconds(300))
@@ -31,7 +31,7 @@ import Testing
         #expect(a.room.localParticipant.publication(.video) == nil)
         #expect(b.room.remoteParticipants[a.id]?.trackPublications["video"] == nil)
         // It can be tried again once the cause is gone.
-        a.room.publishFailureForTests = nil
+        a.room.environment.publishFailure = nil
         a.room.localParticipant.setCamera(enabled: true)
         #expect(world.run(a, roomEvent: "publish(video)"))
         #expect(a.room.localParticipant.publication(.video)?.videoCapturer != nil)

@@ -22,7 +22,7 @@ import Testing
         var peers: [SimulatedPeer] = []
         for n in 0..<count { peers.append(try world.addPeer("p\(n)", tweak: tweak)) }
         for p in peers {
-            p.room.mediaLegsEnabled = false
+            p.room.environment.mediaLegs = false
             p.core.store.queuedWriteDelayForTesting = diskDelay
         }
         #expect(try world.befriendAll(peers), "every pair online")
@@ -90,7 +90,7 @@ import Testing
                     $0.timeouts.callLostTimeout = 10
                 })
         }
-        for p in peers { p.room.mediaLegsEnabled = false }
+        for p in peers { p.room.environment.mediaLegs = false }
         #expect(try world.befriendAll(peers))
         let host = peers[0], members = peers[1..<(count - 1)]
         for p in members { try host.friends.sendInvitation(friendId: p.id, message: "room") }

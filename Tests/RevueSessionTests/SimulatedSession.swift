@@ -245,7 +245,7 @@ extension SimulatedWorld {
                 $0.timeouts.invitationTimeout = invitationTimeout
                 tweak(&$0)
             }
-            p.room.mediaLegsEnabled = false
+            p.room.environment.mediaLegs = false
             return p
         }
     }

@@ -23,8 +23,8 @@ package struct CallStateCounts: Sendable, Equatable {
 extension Room {
     /// The publication cap per remote participant (`maxRemotePublications`), for harnesses.
     package static var remotePublicationLimit: Int { maxRemotePublications }
-    /// The introduction cap (`maxIntroductions`), for harnesses.
-    package static var introductionLimit: Int { maxIntroductions }
+    /// The introduction cap (`RoomIntroductions.capacity`), for harnesses.
+    package static var introductionLimit: Int { RoomIntroductions.capacity }
 
     /// Fuzzing: handles one reserved message from a friend exactly as the friend's stream hands it
     /// over. Main actor; cost: one JSON decode plus whatever the message does.
@@ -55,13 +55,15 @@ extension Room {
         var c = CallStateCounts()
         c.participants = remoteParticipants.count
         c.mostPublications = remoteParticipants.values.map(\.trackPublications.count).max() ?? 0
-        c.introductions = introductions.count
-        c.usedIntroductions = usedIntroductions.count
-        c.heldJoins = heldJoins.count
-        c.pendingJoins = pendingJoins.count
+        let introductionCounts = introductions.counts
+        c.introductions = introductionCounts.introductions
+        c.usedIntroductions = introductionCounts.used
+        c.heldJoins = introductionCounts.held
+        c.pendingJoins = introductionCounts.pending
         c.invitations = invitations.count
-        c.unknownCallAnswered = unknownCallAnswered.count
-        c.friendEpochs = friendEpochs.count
+        let runCounts = friendRuns.counts
+        c.unknownCallAnswered = runCounts.unknownCallAnswered
+        c.friendEpochs = runCounts.epochs
         return c
     }
 

@@ -30,24 +30,20 @@ extension Room {
             // The members' introductions are then never used; they expire.
             if !send(s, to: newcomer) { for member in tokens.keys { owed[member] = owedSince[member] ?? now } }
         }
-        if !owed.isEmpty { owedIntroductions[newcomer, default: [:]].merge(owed) { old, _ in old } }
+        introductions.owe(owed, introductionOf: newcomer)
     }
 
     /// Every 50 ms: introductions owed (see `introduce`) go out to the members that can be reached
     /// now, while the newcomer can be reached too; an owed introduction is dropped once the
     /// newcomer or the member left the call, or after `invitationTimeout`.
     func retryOwedIntroductions(now: MonotonicTime) {
-        guard let core, !owedIntroductions.isEmpty else { return }
-        for newcomer in owedIntroductions.keys.sorted() {
-            let owed = (owedIntroductions[newcomer] ?? [:]).filter {
-                remoteParticipants[newcomer] != nil && remoteParticipants[$0.key] != nil && now - $0.value <= invitationTimeout
-            }
-            owedIntroductions[newcomer] = owed.isEmpty ? nil : owed
-            guard core.friends[newcomer]?.isConnected == true else { continue }
-            let ready = owed.keys.filter { core.friends[$0]?.isConnected == true }.sorted()
-            guard !ready.isEmpty else { continue }
-            for member in ready { owedIntroductions[newcomer]?[member] = nil }
-            if owedIntroductions[newcomer]?.isEmpty == true { owedIntroductions[newcomer] = nil }
+        guard let core, introductions.owesIntroductions else { return }
+        for newcomer in introductions.owedNewcomers {
+            guard
+                let (ready, owed) = introductions.takeReadyIntroductions(
+                    of: newcomer, now: now, timeout: invitationTimeout, isParticipant: { remoteParticipants[$0] != nil },
+                    isReachable: { core.friends[$0]?.isConnected == true })
+            else { continue }
             introduce(newcomer, to: ready, owedSince: owed)
         }
     }
@@ -55,22 +51,22 @@ extension Room {
     /// Every 50 ms: a `join` we owe a member we were introduced to (it could not be reached when
     /// the introduction came) goes out once it can be, until the introduction's `invitationTimeout`.
     func retryOwedJoins(now: MonotonicTime) {
-        guard let core, !owedJoins.isEmpty else { return }
-        for member in owedJoins.keys.sorted() {
-            guard let owed = owedJoins[member] else { continue }
+        guard let core, introductions.owesJoins else { return }
+        for member in introductions.owedJoinMembers {
+            guard let owed = introductions.owedJoin(to: member) else { continue }
             if remoteParticipants.isEmpty || remoteParticipants[member] != nil || now - owed.since > invitationTimeout {
-                owedJoins[member] = nil
+                introductions.dropOwedJoin(to: member)
                 continue
             }
-            guard core.friends[member]?.isConnected == true, invitations[member] == nil, pendingJoins[member] == nil else {
+            guard core.friends[member]?.isConnected == true, invitations[member] == nil, !introductions.isJoining(member) else {
                 continue
             }
             var s = CallSignal(op: CallSignal.Op.join, inv: owed.token)
             s.members = remoteParticipants.keys.sorted()
             s.mode = localParticipant.mode.rawValue
             if send(s, to: member) {
-                pendingJoins[member] = now
-                owedJoins[member] = nil
+                introductions.joinSent(to: member, at: now)
+                introductions.dropOwedJoin(to: member)
             }
         }
     }
@@ -86,14 +82,10 @@ extension Room {
         guard core.friends[newcomer] != nil else { return }
         // Already with us: nothing to allow (and nothing left for a later rejoin to use).
         guard remoteParticipants[newcomer] == nil else { return }
-        if introductions.count >= Self.maxIntroductions,
-            let oldest = introductions.min(by: { $0.value.deadline < $1.value.deadline })?.key
-        {
-            introductions[oldest] = nil
-        }
-        introductions[token] = Introduction(newcomer: newcomer, introducer: id, deadline: self.now + invitationTimeout)
-        if let held = heldJoins[newcomer], held.token == token {
-            heldJoins[newcomer] = nil
+        introductions.record(
+            RoomIntroductions.Introduction(newcomer: newcomer, introducer: id, deadline: self.now + invitationTimeout),
+            token: token)
+        if let held = introductions.takeHeldJoin(from: newcomer, token: token) {
             receiveJoin(from: newcomer, token: token, mode: held.mode)
         }
     }
@@ -104,7 +96,7 @@ extension Room {
         let now = self.now
         for (member, token) in tokens.sorted(by: { $0.key < $1.key })
         where member != core.ownId && remoteParticipants[member] == nil && invitations[member] == nil
-            && pendingJoins[member] == nil
+            && !introductions.isJoining(member)
         {
             // A member who is not our friend cannot be joined (members need not all be friends);
             // one we cannot reach now is owed the join (`retryOwedJoins`).
@@ -113,9 +105,9 @@ extension Room {
             s.members = remoteParticipants.keys.sorted()
             s.mode = localParticipant.mode.rawValue
             if f.isConnected, send(s, to: member) {
-                pendingJoins[member] = now
-            } else if owedJoins[member] == nil, owedJoins.count < Self.maxIntroductions {
-                owedJoins[member] = (token, now)
+                introductions.joinSent(to: member, at: now)
+            } else {
+                introductions.oweJoin(to: member, token: token, since: now)
             }
         }
     }
@@ -125,22 +117,22 @@ extension Room {
         if remoteParticipants[id] == nil {
             guard invitations[id] == nil, let token, !remoteParticipants.isEmpty else { return refuse(id, answer: true) }
             guard let intro = introductions[token] else {
-                if usedIntroductions.contains(token) { return refuse(id, answer: true) }
+                if introductions.wasUsed(token) { return refuse(id, answer: true) }
                 // Its introduction may still be on its way from the introducer: wait for it. One
                 // per friend: a join held before is refused.
-                if heldJoins[id] != nil { refuse(id, answer: false) }
-                heldJoins[id] = HeldJoin(token: token, mode: mode, since: self.now)
+                if introductions.holdsJoin(from: id) { refuse(id, answer: false) }
+                introductions.hold(RoomIntroductions.HeldJoin(token: token, mode: mode, since: self.now), from: id)
                 return
             }
             guard intro.newcomer == id, intro.deadline > self.now, remoteParticipants[intro.introducer] != nil else {
                 return refuse(id, answer: true)
             }
-            useIntroduction(token)
+            introductions.use(token)
         } else if let token, introductions[token]?.newcomer == id {
-            useIntroduction(token)
+            introductions.use(token)
         }
-        pendingJoins[id] = nil
-        heldJoins[id] = nil
+        introductions.endJoin(with: id)
+        introductions.dropHeldJoin(from: id)
         // `joined` leaves before our track announcements and media keys: the joiner adds us
         // as a participant when `joined` arrives and drops track and media messages from
         // friends who are not participants, so the other order left that leg without media.
@@ -151,12 +143,6 @@ extension Room {
         connectParticipant(id, inv: nil, mode: mode)
     }
 
-    func useIntroduction(_ token: String) {
-        introductions[token] = nil
-        usedIntroductions.append(token)
-        if usedIntroductions.count > 128 { usedIntroductions.removeFirst(usedIntroductions.count - 128) }
-    }
-
     /// Counts refused call signalling; `answer` tells the friend with a hang-up.
     func refuse(_ id: String, answer: Bool) {
         core?.counters.callSignalsRefused += 1
@@ -164,20 +150,12 @@ extension Room {
     }
 
     /// A participant left: its introductions, and any for it, are void.
-    func forgetIntroductions(of id: String) {
-        introductions = introductions.filter { $0.value.introducer != id && $0.value.newcomer != id }
-        owedIntroductions[id] = nil
-        for newcomer in owedIntroductions.keys { owedIntroductions[newcomer]?[id] = nil }
-        owedJoins[id] = nil
-    }
+    func forgetIntroductions(of id: String) { introductions.forget(participant: id) }
 
-    /// Every 50 ms: expired introductions go; a held join whose introduction never came is refused.
+    /// Every 50 ms: joins we sent that were not answered within `invitationTimeout` and expired
+    /// introductions go; a held join whose introduction never came is refused.
     func tickIntroductions(now: MonotonicTime) {
-        if introductions.contains(where: { $0.value.deadline <= now }) {
-            introductions = introductions.filter { $0.value.deadline > now }
-        }
-        for (id, held) in heldJoins.sorted(by: { $0.key < $1.key }) where now - held.since >= Self.introductionWait {
-            heldJoins[id] = nil
+        for id in introductions.expire(now: now, joinTimeout: invitationTimeout, holdLimit: Self.introductionWait) {
             refuse(id, answer: true)
         }
         retryOwedIntroductions(now: now)

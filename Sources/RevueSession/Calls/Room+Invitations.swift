@@ -58,7 +58,7 @@ extension Room {
         s.text = message
         s.members = remoteParticipants.keys.sorted()
         let sent = sendInvite(s, to: id)
-        invitations[id] = .outgoing(inv: inv, message: message, deadline: self.now + invitationTimeout, sent: sent)
+        invitations.invite(id, inv: inv, message: message, deadline: self.now + invitationTimeout, sent: sent)
         emitRevue { $1.revue($0, friend: id, didSendInvitation: message) }
     }
 
@@ -68,14 +68,14 @@ extension Room {
         s.members = remoteParticipants.keys.sorted()
         s.mode = localParticipant.mode.rawValue
         guard send(s, to: id) else { throw .friendNotReachable }
-        invitations[id] = .accepting(inv: inv, deadline: self.now + answerGrace)
+        invitations.accepted(id, inv: inv, deadline: self.now + answerGrace)
     }
 
     func rejectInvitation(friendId id: String) throws(FriendCallError) {
         guard let state = invitations[id] else { throw .invalidState }
         switch state {
         case .incoming(let inv, _), .accepting(let inv, _):
-            invitations[id] = nil
+            invitations.end(id)
             send(CallSignal(op: CallSignal.Op.reject, inv: inv), to: id)
             endInvitation(id, .rejected)
         case .outgoing:
@@ -85,7 +85,7 @@ extension Room {
 
     func cancelInvitation(friendId id: String) throws(FriendCallError) {
         guard case .outgoing(let inv, _, _, _) = invitations[id] else { throw .invalidState }
-        invitations[id] = nil
+        invitations.end(id)
         send(CallSignal(op: CallSignal.Op.cancel, inv: inv), to: id)
         endInvitation(id, .cancelled)
     }
@@ -98,11 +98,9 @@ extension Room {
     /// An invitation that already ended (its event possibly still queued) is left alone, so its
     /// one didEndInvitation, with the real reason, arrives after the deletion.
     func endForDeletion(_ id: String) {
-        friendEpochs[id] = nil
-        onlineFriends.remove(id)
-        unknownCallAnswered[id] = nil
+        friendRuns.forget(id)
         if let p = remoteParticipants[id] { hangUp(p, reason: .friendDeleted, notify: true) }
-        pendingJoins[id] = nil
+        introductions.endJoin(with: id)
         guard let state = invitations[id] else { return }
         switch state {
         case .outgoing: try? cancelInvitation(friendId: id)
@@ -112,24 +110,22 @@ extension Room {
 
     /// Timers: invitation deadlines, resending invitations to friends who were offline.
     func tickInvitations(now: MonotonicTime) {
-        for (id, state) in invitations.sorted(by: { $0.key < $1.key }) {
+        for (id, state) in invitations.inProgress {
             switch state {
             case .outgoing(let inv, let message, let deadline, let sent):
                 if now >= deadline {
-                    invitations[id] = nil
+                    invitations.end(id)
                     send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id)
                     endInvitation(id, .timeout)
                 } else if !sent {
                     var s = CallSignal(op: CallSignal.Op.invite, inv: inv)
                     s.text = message
                     s.members = remoteParticipants.keys.sorted()
-                    if sendInvite(s, to: id) {
-                        invitations[id] = .outgoing(inv: inv, message: message, deadline: deadline, sent: true)
-                    }
+                    if sendInvite(s, to: id) { invitations.markSent(id) }
                 }
             case .incoming(_, let deadline), .accepting(_, let deadline):
                 if now >= deadline {
-                    invitations[id] = nil
+                    invitations.end(id)
                     endInvitation(id, .timeout)
                 }
             }
@@ -147,14 +143,14 @@ extension Room {
                 send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id)
                 return
             }
-            invitations[id] = .incoming(inv: inv, deadline: self.now + invitationTimeout + answerGrace)
+            invitations.invited(by: id, inv: inv, deadline: self.now + invitationTimeout + answerGrace)
             let text = s.text
             emitRevue { $1.revue($0, friend: id, didReceiveInvitation: text) }
         case CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject:
             if let state, state.inv == inv {
-                invitations[id] = nil
+                invitations.end(id)
                 endInvitation(id, .finished)
-            } else if participantInvitations[id] == inv, let p = remoteParticipants[id] {
+            } else if invitations.connection(of: id) == inv, let p = remoteParticipants[id] {
                 // Ended on their side while our connect was on its way: the call is over.
                 hangUp(p, reason: .remoteHangUp, notify: false)
             }
@@ -165,20 +161,20 @@ extension Room {
                 if remoteParticipants[id] == nil { send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id) }
                 return
             }
-            invitations[id] = nil
+            invitations.end(id)
             var reply = CallSignal(op: CallSignal.Op.connect, inv: inv)
             reply.members = remoteParticipants.keys.sorted()
             reply.mode = localParticipant.mode.rawValue
             // Once this leg is over, a retransmission of the connect (to a friend that restarted
             // before acknowledging it) carries nothing.
-            send(reply, to: id) { $0.remoteParticipants[id] != nil && $0.participantInvitations[id] == inv }
+            send(reply, to: id) { $0.remoteParticipants[id] != nil && $0.invitations.connection(of: id) == inv }
             connectParticipant(id, inv: inv, mode: s.mode)
         case CallSignal.Op.connect:
             guard case .accepting(let mine, _) = state, mine == inv else {
                 if remoteParticipants[id] == nil { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
                 return
             }
-            invitations[id] = nil
+            invitations.end(id)
             connectParticipant(id, inv: inv, mode: s.mode)
         default:
             break

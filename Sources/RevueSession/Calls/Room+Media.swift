@@ -46,7 +46,7 @@ final class MediaLeg {
     /// a TURN relay; checks, consent and failover share the socket with the session and the media.
     var agent: ICEAgent { link.agent }
     /// What our media and RTCP on this leg go out on: the agent's selected pair (copied on the
-    /// main actor, through `Room.mediaPathForTests` in tests).
+    /// main actor, through `RoomEnvironment.mediaPath` in tests).
     let sendPath = ICESendPath()
     /// One outbound context per local track (libsrtp contexts are not shared between threads).
     var outbound: [TrackKind: SRTPContext] = [:]
@@ -195,7 +195,7 @@ extension Room {
     func syncMediaPath(_ id: String) {
         guard let leg = legs[id] else { return }
         var route = leg.agent.path.route
-        if case .direct(let a, let local)? = route, let map = mediaPathForTests { route = .direct(map(id, a), from: local) }
+        if case .direct(let a, let local)? = route, let map = environment.mediaPath { route = .direct(map(id, a), from: local) }
         let before = leg.sendPath.route
         if let route, route.isSame(as: before) { return }
         if route == nil && before == nil { return }
@@ -270,14 +270,14 @@ extension Room {
     func participantConnectedMedia(_ p: RemoteParticipant) {
         let bitrate = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder
             .bitrate
-        guard let core, mediaLegsEnabled else { return }
+        guard let core, environment.mediaLegs else { return }
         let id = p.identity
         if usesSFU {
             if let sfu = ensureSFU() {
                 sfuParticipantJoined(id, sfu)
                 sfuReconcile()
             }
-            if let early = earlySFUSignals.removeValue(forKey: id) { receiveSFUSignal(early, from: id) }
+            if let early = sfuLeg.takeEarly(from: id) { receiveSFUSignal(early, from: id) }
             return
         }
         // The media takes the friends' link: the session's ICE path to that friend, on which
@@ -313,7 +313,7 @@ extension Room {
     /// Starts the engine stream of a new local track (muted if the publication is); the error
     /// when the stream could not be created.
     func localTrackPublished(_ pub: LocalTrackPublication) -> TrackPublishError? {
-        if let publishFailureForTests, publishFailureForTests == pub.kind { return .mediaSetupFailed(detail: "forced by a test") }
+        if let failure = environment.publishFailure, failure == pub.kind { return .mediaSetupFailed(detail: "forced by a test") }
         if usesSFU {
             guard let sfu = ensureSFU() else { return .mediaSetupFailed(detail: "the SFU setting is not usable") }
             return sfuTrackPublished(pub, sfu)

@@ -41,12 +41,12 @@ extension Room {
         case CallSignal.Op.join:
             receiveJoin(from: id, token: s.inv, mode: s.mode)
         case CallSignal.Op.joined:
-            guard pendingJoins.removeValue(forKey: id) != nil || remoteParticipants[id] != nil else {
+            guard introductions.endJoin(with: id) || remoteParticipants[id] != nil else {
                 return refuse(id, answer: true)
             }
             if remoteParticipants[id] == nil { connectParticipant(id, inv: nil, mode: s.mode) }
         case CallSignal.Op.hangup:
-            pendingJoins[id] = nil
+            introductions.endJoin(with: id)
             if let p = remoteParticipants[id] { hangUp(p, reason: .remoteHangUp, notify: false) }
         case CallSignal.Op.chat:
             guard let p = remoteParticipants[id], let text = s.text else { return }
@@ -76,35 +76,35 @@ extension Room {
     /// quicker than the connection timeout, so the friend never looked offline).
     func receiveHello(_ s: CallSignal, from id: String) {
         guard let new = s.epoch, !new.isEmpty, new.utf8.count <= 32 else { return }
-        let old = friendEpochs.updateValue(new, forKey: id)
-        guard let old, old != new else { return }
+        guard friendRuns.heard(new, from: id) else { return }
         if let p = remoteParticipants[id] { hangUp(p, reason: .connectionLost, notify: false) }
-        pendingJoins[id] = nil
-        heldJoins[id] = nil
+        introductions.friendRestarted(id)
     }
 
     /// Signalling about a call we do not have with this friend (our process restarted, or the call
     /// ended here first) is answered with a hang-up, at most once a second per friend, so the
     /// other side does not keep a participant that is not there.
     func answerUnknownCall(_ s: CallSignal, from id: String) {
-        guard remoteParticipants[id] == nil, pendingJoins[id] == nil, invitations[id] == nil, heldJoins[id] == nil else { return }
+        guard remoteParticipants[id] == nil, !introductions.isJoining(id), invitations[id] == nil,
+            !introductions.holdsJoin(from: id)
+        else { return }
         let inCall =
             s.type == "track" || s.type == "adr"
             || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
         guard inCall else { return }
         let now = self.now
-        if let last = unknownCallAnswered[id], now - last < .seconds(1) { return }
+        guard friendRuns.mayAnswerUnknownCall(of: id, now: now) else { return }
         // Not counted when the stream could not take it yet (the connection is not complete).
-        if send(CallSignal(op: CallSignal.Op.hangup), to: id) { unknownCallAnswered[id] = now }
+        if send(CallSignal(op: CallSignal.Op.hangup), to: id) { friendRuns.answeredUnknownCall(of: id, at: now) }
     }
 
     /// Tells a friend which run of ours it talks to, once each time it comes online (not before
     /// its stream can take the hello: a message can arrive before the connection is complete).
     func greet(_ id: String) {
-        guard !onlineFriends.contains(id) else { return }
+        guard !friendRuns.wasGreeted(id) else { return }
         var hello = CallSignal(op: CallSignal.Op.hello)
-        hello.epoch = epoch
-        if send(hello, to: id) { onlineFriends.insert(id) }
+        hello.epoch = friendRuns.epoch
+        if send(hello, to: id) { friendRuns.greeted(id) }
     }
 
     /// Adds a friend to the call: participantDidConnect (room only), then your tracks to them.
@@ -117,17 +117,16 @@ extension Room {
         p.mode = mode.flatMap(ParticipantMode.init(rawValue:)) ?? .sendAndRecv
         p.paths = f.emittedPaths
         remoteParticipants[id] = p
-        participantInvitations[id] = inv
-        pendingJoins[id] = nil
+        introductions.endJoin(with: id)
         // An invitation with them still in progress (they joined through an introduction
         // meanwhile) ends here: participantDidConnect is its one end, and a late accept or
         // connect for it finds nothing.
-        invitations[id] = nil
+        invitations.connected(id, through: inv)
         if !joined { post(nil, room: { $1.roomDidStartCall($0) }, participant: nil) }
         post(nil, room: { $1.room($0, participantDidConnect: p) }, participant: nil)
         if !joined {
             joined = true
-            callSFU = mediaLegsEnabled ? options.sfu : nil
+            sfuLeg.callStarted(server: environment.mediaLegs ? options.sfu : nil)
             localParticipant.mode = options.mode
             wantPublished = [.audio: options.micEnabled, .video: options.cameraEnabled]
             wantMuted = [:]
@@ -153,7 +152,7 @@ extension Room {
         }
         participantDisconnectedMedia(p)
         remoteParticipants[id] = nil
-        participantInvitations[id] = nil
+        invitations.participantLeft(id)
         forgetIntroductions(of: id)
         p.disconnectReason = reason
         if p.isSpeaking {
@@ -177,10 +176,8 @@ extension Room {
         for pub in localParticipant.localTrackPublications { unpublish(pub, tell: false) }
         stopSFU()
         joined = false
-        callSFU = nil
-        pendingJoins = [:]
-        introductions = [:]
-        heldJoins = [:]
+        sfuLeg.callEnded()
+        introductions.callEnded()
         localParticipant.mode = options.mode
         activeSpeakers = []
     }
@@ -209,7 +206,6 @@ extension Room {
     /// Every 50 ms: invitation timers, stale joins, lost participants, connection quality.
     func tick(now: MonotonicTime) {
         tickInvitations(now: now)
-        for (id, at) in pendingJoins where now - at > invitationTimeout { pendingJoins[id] = nil }
         tickIntroductions(now: now)
         // A participant offline for the grace period leaves (without a grace, pathsChanged did).
         let lostAfter = core?.timeouts.callLostTimeout ?? .zero
@@ -238,7 +234,7 @@ extension Room {
         if paths.isOnline {
             greet(id)
         } else {
-            onlineFriends.remove(id)
+            friendRuns.wentOffline(id)
         }
         guard let p = remoteParticipants[id] else { return }
         p.paths = paths

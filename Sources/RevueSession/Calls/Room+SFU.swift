@@ -263,6 +263,13 @@ final class SFUMedia {
 extension Room {
     /// Whether the call's media goes through an SFU.
     var usesSFU: Bool { callSFU != nil }
+    /// The SFU the current call uses (`RoomSFULeg.server`).
+    var callSFU: SFUServer? { sfuLeg.server }
+    /// The call's media through an SFU (`RoomSFULeg.media`), instead of `legs` and `localMedia`.
+    var sfu: SFUMedia? {
+        get { sfuLeg.media }
+        set { sfuLeg.media = newValue }
+    }
 
     /// The SFU side of the call, made when the call starts (nil without `options.sfu`).
     @discardableResult
@@ -363,9 +370,7 @@ extension Room {
     func receiveSFUSignal(_ s: CallSignal, from id: String) {
         guard remoteParticipants[id] != nil else {
             // Its sender counts us in the call already; we will count it in a moment.
-            if joined, earlySFUSignals[id] != nil || earlySFUSignals.count < Self.maxEarlySFUSignals {
-                earlySFUSignals[id] = s
-            }
+            if joined { sfuLeg.keepEarly(s, from: id) }
             return
         }
         guard let sfu = ensureSFU(), s.sfu == sfu.server.identifier else {

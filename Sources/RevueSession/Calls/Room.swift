@@ -53,58 +53,12 @@ public final class Room {
 
     unowned let revue: Revue
 
-    /// Invitations in progress, by friend ID.
-    enum InvitationState {
-        /// You invited; waiting for an answer until `deadline`. `sent` once it reached the stream.
-        case outgoing(inv: String, message: String, deadline: MonotonicTime, sent: Bool)
-        /// You were invited; waiting for your answer until `deadline`.
-        case incoming(inv: String, deadline: MonotonicTime)
-        /// You accepted; waiting for the inviter's `connect` until `deadline`.
-        case accepting(inv: String, deadline: MonotonicTime)
-
-        var inv: String {
-            switch self {
-            case .outgoing(let i, _, _, _), .incoming(let i, _), .accepting(let i, _): return i
-            }
-        }
-    }
-
-    var invitations: [String: InvitationState] = [:]
-
-    /// An introduction a participant sent us: `newcomer` may join the call with its token until
-    /// `deadline`, once.
-    struct Introduction {
-        var newcomer: String
-        var introducer: String
-        var deadline: MonotonicTime
-    }
-    /// Introductions by token (at most `maxIntroductions`).
-    var introductions: [String: Introduction] = [:]
-    /// Tokens already used (the last 128), so a replayed `join` is refused at once.
-    var usedIntroductions: [String] = []
-    /// A `join` whose introduction has not arrived yet (it travels on another friend's channel),
-    /// kept for `introductionWait`; one per friend.
-    struct HeldJoin {
-        var token: String
-        var mode: String?
-        var since: MonotonicTime
-    }
-    var heldJoins: [String: HeldJoin] = [:]
-    /// Introductions we owe (`introduce`): per newcomer we connected, the members we could not
-    /// reach then, with since when. Bounded by the participants.
-    var owedIntroductions: [String: [String: MonotonicTime]] = [:]
-    /// Joins we owe (`joinIntroduced`): per member we were introduced to but could not reach, the
-    /// token and since when; at most `maxIntroductions`.
-    var owedJoins: [String: (token: String, since: MonotonicTime)] = [:]
-    /// This run's epoch (random 64-bit, hex, new at each `initialize`), sent in `hello` to each friend that comes online;
-    /// the last epoch heard from each friend; friends online now; when an unknown call was last
-    /// answered per friend.
-    var epoch = ""
-
-    var friendEpochs: [String: String] = [:]
-    var onlineFriends: Set<String> = []
-    var unknownCallAnswered: [String: MonotonicTime] = [:]
-    static let maxIntroductions = 64
+    /// Invitations in progress and the invitation each participant connected through.
+    var invitations = RoomInvitations()
+    /// Introductions received, used, owed and held, and the joins we sent.
+    var introductions = RoomIntroductions()
+    /// Our epoch and each friend's, who was greeted, and unknown calls answered.
+    var friendRuns = RoomFriendRuns()
     /// Publications kept per remote participant (an honest peer has two: audio and video); a
     /// `publish` past this is refused and counted in `RevueCounters.callSignalsRefused`.
     static let maxRemotePublications = 16
@@ -120,14 +74,6 @@ public final class Room {
     static let mediaPathTimeout = Duration.seconds(5)
     /// How long a `join` waits for its introduction.
     static let introductionWait = Duration.seconds(3)
-    /// `join` messages sent to group members, by friend ID, with when.
-    var pendingJoins: [String: MonotonicTime] = [:]
-    /// A friend's SFU announcement (`adr sfu`) that came before the friend was a participant here
-    /// (it learnt of us first): kept until it is one, at most `maxEarlySFUSignals` friends.
-    var earlySFUSignals: [String: CallSignal] = [:]
-    static let maxEarlySFUSignals = 64
-    /// The invitation each participant connected through (to match a late cancel/reject).
-    var participantInvitations: [String: String] = [:]
     /// What you want published while you send (`setMicrophone`/`setCamera`, remembered across modes).
     var wantPublished: [TrackKind: Bool] = [:]
     /// Whether each track was muted, so a track republished after a mode round trip comes back
@@ -138,24 +84,16 @@ public final class Room {
     /// Media of each call leg by friend ID, and of each local track.
     var legs: [String: MediaLeg] = [:]
     var localMedia: [TrackKind: LocalMedia] = [:]
-    /// The call's media through an SFU (`callSFU`), instead of `legs` and `localMedia`.
-    var sfu: SFUMedia?
-    /// The SFU the current call uses: `options.sfu` when the call started, fixed until it ends
-    /// (options changed mid-call apply to the next call).
-    var callSFU: SFUServer?
+    /// The SFU the current call uses, its media (instead of `legs` and `localMedia`), and early
+    /// SFU announcements.
+    var sfuLeg = RoomSFULeg()
     /// SSRCs used by our send streams and receive pipelines while the current legs exist
     /// (`freshSSRC`).
     var usedSSRCs: Set<UInt32> = []
-    /// Tests: where a leg's media goes instead of the participant's address (a lossy relay in
-    /// between); nil sends directly.
-    var mediaPathForTests: ((String, MediaCore.SocketAddress) -> MediaCore.SocketAddress)?
     /// When track statistics were last posted (`.zero`: the clock's start, before any tick).
     var lastStatistics = MonotonicTime.zero
-    /// Tests: publishing a track of this kind fails as if its encoder could not be created.
-    var publishFailureForTests: TrackKind?
-    /// Fuzzing (`Room+Fuzzing.swift`): false connects participants without a media leg (no socket,
-    /// no ICE agent), so only the signalling runs. True in production.
-    package var mediaLegsEnabled = true
+    /// Media legs on or off, a media path and a forced publication failure (tests and fuzzing).
+    package var environment = RoomEnvironment()
 
     init(revue: Revue) {
         self.revue = revue
@@ -223,8 +161,7 @@ public final class Room {
     func sendInvite(_ signal: CallSignal, to friendId: String) -> Bool {
         let inv = signal.inv
         return send(signal, to: friendId) { room in
-            guard case .outgoing(let current, _, _, _) = room.invitations[friendId] else { return false }
-            return current == inv
+            room.invitations.isOutgoing(friendId, inv: inv)
         }
     }
 
@@ -248,7 +185,7 @@ public final class Room {
     /// Connects the room to a freshly initialized session.
     func attach(_ core: SessionCore) {
         localParticipant.identity = core.ownId
-        epoch = Self.randomId()
+        friendRuns.begin(epoch: Self.randomId())
         refreshLocalProfile(core)
         localParticipant.mode = options.mode
         core.reservedMessageHandler = { [weak self] id, body in
@@ -264,7 +201,7 @@ public final class Room {
     /// Ends everything before the session goes away: friends are told when `polite`.
     func detach(polite: Bool) {
         if polite {
-            for (id, state) in invitations {
+            for (id, state) in invitations.byFriend {
                 switch state {
                 case .outgoing(let inv, _, _, _): send(CallSignal(op: CallSignal.Op.cancel, inv: inv), to: id)
                 case .incoming(let inv, _), .accepting(let inv, _): send(CallSignal(op: CallSignal.Op.reject, inv: inv), to: id)
@@ -305,18 +242,10 @@ extension Room {
     func forgetCallState() {
         stopAllMedia()
         remoteParticipants = [:]
-        invitations = [:]
-        pendingJoins = [:]
-        earlySFUSignals = [:]
-        introductions = [:]
-        usedIntroductions = []
-        heldJoins = [:]
-        owedIntroductions = [:]
-        owedJoins = [:]
-        onlineFriends = []
-        friendEpochs = [:]
-        unknownCallAnswered = [:]
-        participantInvitations = [:]
+        invitations.removeAll()
+        sfuLeg.forgetEarly()
+        introductions.removeAll()
+        friendRuns.forgetFriends()
         localParticipant.trackPublications = [:]
         activeSpeakers = []
         joined = false

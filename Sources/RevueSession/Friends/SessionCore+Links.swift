@@ -9,7 +9,7 @@ extension SessionCore {
     /// cannot be bound; the session then keeps to its own socket). Main actor.
     func ensureLink(_ f: FriendState) -> FriendLink? {
         if let link = f.link { return link }
-        guard makesLinks else { return nil }
+        guard environment.makesLinks else { return nil }
         // One side of each pair controls (RFC 8445 §6.1.1): the one with the smaller ID, as in calls.
         var ice = ICEAgentConfiguration(controlling: ownId < f.id)
         ice.servers = callICEServers
@@ -33,7 +33,9 @@ extension SessionCore {
                 guard let self, let f = friends[id] else { return }
                 let now = scheduler.now
                 // A ping on the new pair at once: its pong moves the session onto it.
-                if f.isConnected, f.link?.route != nil, !dropDirectSends { sendPing(f, route: .link, now: now) }
+                if f.isConnected, f.link?.route != nil, !environment.faults.dropDirectSends {
+                    sendPing(f, route: .link, now: now)
+                }
                 updatePaths(f, now: now)
                 linkRouteChanged?(id)
             })

@@ -140,7 +140,7 @@ extension SessionCore {
             if item.kind == .message, deliverReserved(f, item.body) {
                 afterEvents { [weak self, weak f] in
                     guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation,
-                        !self.withholdReceipts
+                        !self.environment.faults.withholdReceipts
                     else { return }
                     f.stored.inboundDelivered = max(f.stored.inboundDelivered, item.seq)
                     self.saveSoon { [weak self, weak f] ok in
@@ -155,7 +155,7 @@ extension SessionCore {
             if item.kind == .profile { applyProfile(f, item.body) } else { deliverMessage(f, item.body) }
             afterEvents { [weak self, weak f] in
                 guard let self, let f, self.friends[f.id] === f, f.deliveryGeneration == generation else { return }
-                if self.withholdReceipts {
+                if self.environment.faults.withholdReceipts {
                     f.delivering = false
                     self.pumpDelivery(f)
                     return

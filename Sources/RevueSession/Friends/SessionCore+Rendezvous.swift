@@ -56,7 +56,7 @@ extension SessionCore {
             } else {
                 w.append([UInt8](repeating: 0, count: 17))
             }
-            sendTap?(w.bytes, .direct(node))
+            environment.sendTap?(w.bytes, .direct(node))
             socket.send(w.bytes, to: node)
         }
         nodeStates[node] = state
@@ -210,7 +210,7 @@ extension SessionCore {
             w.append(Sodium.seal(key: macKey, nonce: nonce, ad: w.bytes, plaintext: tag))
             state.pendingLookups.append(PendingLookup(nonce: nonce, tag: tag, friendId: f.id))
             if state.pendingLookups.count > 64 { state.pendingLookups.removeFirst() }
-            sendTap?(w.bytes, .direct(node))
+            environment.sendTap?(w.bytes, .direct(node))
             socket.send(w.bytes, to: node)
         }
         nodeStates[node] = state

@@ -40,7 +40,7 @@ extension SessionCore {
         state.credentialsBackoff = min(state.credentialsBackoff * 2, Self.credentialsMaxBackoff)
         nodeStates[node] = state
         counters.turnCredentialsRequested += 1
-        sendTap?(w.bytes, .direct(node))
+        environment.sendTap?(w.bytes, .direct(node))
         socket.send(w.bytes, to: node)
     }
 

@@ -49,7 +49,7 @@ extension SessionCore {
     }
 
     func newIndex() -> UInt32 {
-        if let indexSeam { return indexSeam() }
+        if let index = environment.randomness.sessionIndex { return index() }
         while true {
             let i = RandomBytes.uint32()
             if i != 0 && indices[i] == nil { return i }
@@ -57,7 +57,7 @@ extension SessionCore {
     }
 
     func nextTimestamp() -> UInt64 {
-        if let timestampSeam { return timestampSeam() }
+        if let timestamp = environment.handshakeTimestamp { return timestamp() }
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let now = UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
@@ -68,13 +68,13 @@ extension SessionCore {
     /// Sends a datagram on a route (wrapping it for the relay when needed). Through a relay the
     /// target is named by a tag (`relayTags`), or by `relayTarget` (a source tag we received).
     func send(_ packet: [UInt8], route: Route, friendKey: [UInt8], relayTarget: [UInt8]? = nil) {
-        sendTap?(packet, route)
+        environment.sendTap?(packet, route)
         switch route {
         case .direct(let a):
-            if dropDirectSends { return }
+            if environment.faults.dropDirectSends { return }
             socket.send(packet, to: a)
         case .link:
-            if dropDirectSends { return }
+            if environment.faults.dropDirectSends { return }
             friends[Hex.encode(friendKey)]?.link?.send(packet)
         case .relay(let node):
             // The node forwards only with the token it gave our registration, and only from a
@@ -158,7 +158,8 @@ extension SessionCore {
         }
         let prologue = Array(bytes[0..<6])
         var hs = NoiseIKHandshake(
-            initiator: false, prologue: prologue, localStatic: identity, remoteStatic: nil, ephemeral: ephemeralSeam?())
+            initiator: false, prologue: prologue, localStatic: identity, remoteStatic: nil,
+            ephemeral: environment.randomness.ephemeralKeys?())
         guard let payload = hs.readMessage1(Array(bytes[6..<macStart])), let rs = hs.remoteStatic else {
             counters.droppedForged += 1
             return
@@ -347,7 +348,7 @@ extension SessionCore {
             counters.droppedReplayed += 1
             return
         }
-        guard !isExpired(session, now: scheduler.now), counter < sessionMessageLimit else {
+        guard !isExpired(session, now: scheduler.now), counter < environment.faults.sessionMessageLimit else {
             counters.droppedExpired += 1
             return
         }
@@ -452,11 +453,12 @@ extension SessionCore {
     func sendFrame(_ f: FriendState, _ frame: [UInt8], route: Route? = nil) {
         guard let s = f.current,
             let route = route
-                ?? f.bestRoute(now: scheduler.now, timeout: timeouts.connectionTimeout, useLink: !dropDirectSends)
+                ?? f.bestRoute(
+                    now: scheduler.now, timeout: timeouts.connectionTimeout, useLink: !environment.faults.dropDirectSends)
         else {
             return
         }
-        guard !isExpired(s, now: scheduler.now), s.sendCounter < sessionMessageLimit else {
+        guard !isExpired(s, now: scheduler.now), s.sendCounter < environment.faults.sessionMessageLimit else {
             counters.droppedExpired += 1
             return
         }
@@ -509,7 +511,8 @@ extension SessionCore {
         header.u8(revueProtocolVersion)
         header.u32(localIndex)
         var hs = NoiseIKHandshake(
-            initiator: true, prologue: header.bytes, localStatic: identity, remoteStatic: f.key, ephemeral: ephemeralSeam?())
+            initiator: true, prologue: header.bytes, localStatic: identity, remoteStatic: f.key,
+            ephemeral: environment.randomness.ephemeralKeys?())
         var payload = ByteWriter()
         if let nospam = f.stored.requestNospam {
             payload.u8(HandshakeKind.friendRequest.rawValue)
@@ -600,7 +603,7 @@ extension SessionCore {
 
     /// `rekeyInterval` * 1.5, at least `rekeyInterval` + 30 s (tests may shorten it).
     var hardSessionLifetime: Duration {
-        sessionLifetimeOverride ?? max(timeouts.rekeyInterval * 1.5, timeouts.rekeyInterval + .seconds(30))
+        environment.faults.sessionLifetime ?? max(timeouts.rekeyInterval * 1.5, timeouts.rekeyInterval + .seconds(30))
     }
 
     /// Drops a friend's sessions that passed their hard lifetime or message limit; with none left
@@ -608,7 +611,8 @@ extension SessionCore {
     func expireSessions(_ f: FriendState, now: MonotonicTime) {
         func dead(_ s: TransportSession?) -> Bool {
             guard let s else { return false }
-            return isExpired(s, now: now) || s.sendCounter >= sessionMessageLimit || s.replay.highest >= sessionMessageLimit
+            let limit = environment.faults.sessionMessageLimit
+            return isExpired(s, now: now) || s.sendCounter >= limit || s.replay.highest >= limit
         }
         if dead(f.previous) { indices[f.previous!.localIndex] = nil; f.previous = nil }
         if dead(f.next) { indices[f.next!.localIndex] = nil; f.next = nil }

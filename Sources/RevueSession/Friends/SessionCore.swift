@@ -73,10 +73,11 @@ package final class SessionCore {
     let identity: KeyPair
     let ownId: String
     var profile: StoredProfile
-    /// The clock and timer queue of everything the session does (`SessionEnvironment`).
-    let scheduler: any TaskScheduler
-    /// Seconds since 1970 (`SessionEnvironment.wallClock`), for the tag epochs.
-    let wallClock: @Sendable () -> Double
+    /// The clock, socket, randomness, send tap and faults the session runs with (set at
+    /// construction; tests and the session fuzzer change the parts read as it runs).
+    package var environment: SessionEnvironment
+    /// The clock and timer queue of everything the session does (`SessionEnvironment.scheduler`).
+    var scheduler: any TaskScheduler { environment.scheduler }
     let socket: any DatagramPort
     var timer: ScheduledWork?
     let lanSocket: SessionSocket?
@@ -119,8 +120,6 @@ package final class SessionCore {
     var lanTable: (epoch: UInt32, tags: [[UInt8]: String])?
     /// Our last announcement datagrams (multicast loops them back to us: they are ignored).
     var lanSent: [[UInt8]] = []
-    /// Wall clock for the tag epochs (test seam; nil: the real clock).
-    package var wallClockSeam: (() -> Double)?
     var isDiscoverable = false
     package var handshakeTokens = SessionCore.handshakeBurst
     var handshakeTokensAt: MonotonicTime
@@ -131,24 +130,6 @@ package final class SessionCore {
     var cookieSecretAt: MonotonicTime
     /// Our own mac1 key (responder side), computed once.
     lazy var ownMac1Key = HandshakeMACs.mac1Key(identity.publicKey)
-    /// Hard limits of a transport session: messages sent or received on one set of keys (a rekey
-    /// starts at half), and a lifetime replacing the default one (test seam; nil in production).
-    package var sessionMessageLimit: UInt64 = 1 << 60
-    package var sessionLifetimeOverride: Duration?
-    // Test seams: observe every session datagram sent, and drop direct sends, the links' included
-    // (to force the relay, or with no rendezvous node, an outage).
-    var sendTap: (([UInt8], Route) -> Void)?
-    package var dropDirectSends = false
-    /// Test seam: received stream items are delivered but their position is never saved nor
-    /// acknowledged, as if every delivery were followed by a crash before its receipt.
-    package var withholdReceipts = false
-    // Fuzzing seams (FuzzEntries.session): when set, handshake ephemerals, new session and
-    // handshake indices, and handshake timestamps come from these instead of libsodium's random
-    // generator and the clock, so a session and the datagrams that reach it replay identically
-    // from a stored input. Nil in production.
-    package var ephemeralSeam: (() -> KeyPair)?
-    package var indexSeam: (() -> UInt32)?
-    package var timestampSeam: (() -> UInt64)?
 
     // Hooks for the call layer: every message a friend sends is offered to it first (friend id,
     // bytes; it answers whether the message was the SDK's own, so it parses it once), and a
@@ -161,9 +142,6 @@ package final class SessionCore {
     var friendPathsChanged: ((String, FriendConnectionPaths) -> Void)?
     /// Call layer: a friend link's selected pair changed (the call's media follows it).
     var linkRouteChanged: ((String) -> Void)?
-    /// Whether connected friends get a link (`FriendLink`); off only in the session fuzzer, whose
-    /// inputs must not open sockets.
-    package var makesLinks = true
     /// How often a `link` frame is repeated while the friend lacks part of ours, and the least
     /// gap between two answered at once.
     static let linkAnnounceInterval = Duration.milliseconds(500)
@@ -235,13 +213,11 @@ package final class SessionCore {
     init(revue: Revue, configuration: RevueConfiguration, environment: SessionEnvironment = .live) throws(RevueError) {
         guard Sodium.ready else { throw RevueError(.socket, "libsodium failed to initialize") }
         self.revue = revue
-        scheduler = environment.scheduler
-        wallClock = environment.wallClock
+        self.environment = environment
         let start = environment.scheduler.now
         handshakeTokensAt = start
         cookieSecretAt = start
         lastTick = start
-        makesLinks = environment.makesLinks
         self.configuration = configuration
         self.timeouts = SessionTimeouts(configuration.timeouts)
         var nodes: [SocketAddress] = []
@@ -312,7 +288,7 @@ package final class SessionCore {
     }
 
     /// Seconds since 1970 for the tag epochs.
-    func wallNow() -> Double { wallClockSeam?() ?? wallClock() }
+    func wallNow() -> Double { environment.wallClock() }
 
     /// Starts receiving and the 50 ms housekeeping timer.
     func start() {
@@ -599,7 +575,9 @@ package final class SessionCore {
                     sendPing(f, route: route, now: now)
                 }
                 // A link with a pair the session was not heard on lately: its pong makes it live.
-                if !dropDirectSends, f.link?.route != nil, !f.linkIsLive(now: now, timeout: timeouts.connectionTimeout) {
+                if !environment.faults.dropDirectSends, f.link?.route != nil,
+                    !f.linkIsLive(now: now, timeout: timeouts.connectionTimeout)
+                {
                     sendPing(f, route: .link, now: now)
                 }
             }
@@ -613,7 +591,8 @@ package final class SessionCore {
                 for (route, _) in direct.sorted(by: Route.newestFirst).prefix(4) { sendPing(f, route: route, now: now) }
             }
             let age = now - c.created
-            let worn = c.sendCounter >= sessionMessageLimit / 2 || c.replay.highest >= sessionMessageLimit / 2
+            let limit = environment.faults.sessionMessageLimit
+            let worn = c.sendCounter >= limit / 2 || c.replay.highest >= limit / 2
             if f.pending == nil, age > (c.isInitiator ? timeouts.rekeyInterval : timeouts.rekeyInterval * 1.1) || worn,
                 now.since(f.lastInitiation) >= timeouts.handshakeRetryInterval
             {
