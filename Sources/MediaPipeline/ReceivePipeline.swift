@@ -537,7 +537,7 @@ public final class ReceivePipeline: @unchecked Sendable {
 
         private func handleRTCP(_ d: UDPDatagram) {
             guard let bytes = unprotect(d, rtcp: true) else { return }
-            guard let packets = try? RTCPCompound.parse(bytes) else { counters.malformed += 1; return }
+            guard let packets = try? RTCPCompound.parse(bytes.bytes) else { counters.malformed += 1; return }
             feedback?(bytes.bytes, d.receivedAt)
             for p in packets {
                 if case .senderReport(let sr) = p {
@@ -710,7 +710,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             var size = RTCPCompound.marshalSize(packets)
             let room = rtcpBuffer.count - (outbound?.rtcpOverhead ?? 0)
             while size > room && packets.count > 1 { packets.removeLast(); size = RTCPCompound.marshalSize(packets) }
-            RTCPCompound.marshal(packets, into: rtcpBuffer)
+            rtcpBuffer.appending { RTCPCompound.marshal(packets, into: &$0) }
             if let outbound {
                 guard let n = try? outbound.protectRTCP(rtcpBuffer, length: size) else { return }
                 size = n

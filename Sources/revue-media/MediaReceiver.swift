@@ -335,7 +335,7 @@ final class MediaReceiver: @unchecked Sendable {
             .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: s.localSSRC, mediaSSRC: ssrc)),
         ]
         s.rtcpBuffer.withUnsafeMutableBytes { b in
-            var length = RTCPCompound.marshal(packets, into: b)
+            var length = b.appending { RTCPCompound.marshal(packets, into: &$0) }
             if let out = s.srtcpOut { guard let l = try? out.protectRTCP(b, length: length) else { return }; length = l }
             if (try? socket.send(UnsafeRawBufferPointer(rebasing: b[0..<length]), to: to)) != nil { s.counters.pliSent += 1 }
         }

@@ -692,7 +692,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             lock.unlock()
             return false
         }
-        guard let message = try? STUNMessage(parsing: bytes) else {
+        guard let message = try? STUNMessage(parsing: unsafe RawSpan(_unsafeBytes: bytes)) else {
             stats.malformed += 1
             lock.unlock()
             return true

@@ -29,10 +29,10 @@ public struct OggOpusHead: Hashable, Sendable {
     /// The 19-byte packet.
     public var bytes: [UInt8] {
         var b: [UInt8] = []
-        b.appendContainerASCII("OpusHead")
+        b.append(contentsOf: "OpusHead".utf8)
         b.append(version); b.append(UInt8(channelCount))
-        b.appendContainerLE16(UInt16(preSkip)); b.appendContainerLE32(UInt32(inputSampleRate))
-        b.appendContainerLE16(UInt16(bitPattern: outputGain)); b.append(mappingFamily)
+        b.appendU16(UInt16(preSkip), .little); b.appendU32(UInt32(inputSampleRate), .little)
+        b.appendU16(UInt16(bitPattern: outputGain), .little); b.append(mappingFamily)
         return b
     }
 
@@ -58,8 +58,9 @@ public struct OggOpusHead: Hashable, Sendable {
                 .malformed, path: path, "OpusHead declares \(channels) channels with mapping family 0 (at most 2)")
         }
         var h = OggOpusHead(
-            channelCount: channels, preSkip: Int(ContainerLE.u16(b, 10)), inputSampleRate: Int(ContainerLE.u32(b, 12)),
-            outputGain: Int16(bitPattern: ContainerLE.u16(b, 16)))
+            channelCount: channels, preSkip: Int(b.span.bytes.u16(10, .little)),
+            inputSampleRate: Int(b.span.bytes.u32(12, .little)),
+            outputGain: Int16(bitPattern: b.span.bytes.u16(16, .little)))
         h.version = b[8]
         h.mappingFamily = family
         return h
@@ -83,10 +84,10 @@ public struct OggOpusTags: Hashable, Sendable {
     /// The packet.
     public var bytes: [UInt8] {
         var b: [UInt8] = []
-        b.appendContainerASCII("OpusTags")
-        b.appendContainerLE32(UInt32(vendor.utf8.count)); b.appendContainerASCII(vendor)
-        b.appendContainerLE32(UInt32(comments.count))
-        for c in comments { b.appendContainerLE32(UInt32(c.utf8.count)); b.appendContainerASCII(c) }
+        b.append(contentsOf: "OpusTags".utf8)
+        b.appendU32(UInt32(vendor.utf8.count), .little); b.append(contentsOf: vendor.utf8)
+        b.appendU32(UInt32(comments.count), .little)
+        for c in comments { b.appendU32(UInt32(c.utf8.count), .little); b.append(contentsOf: c.utf8) }
         return b
     }
 
@@ -104,17 +105,17 @@ public struct OggOpusTags: Hashable, Sendable {
         }
         guard b.count >= 16, b[0..<8].elementsEqual("OpusTags".utf8) else { throw bad("shorter than 16 bytes") }
         var at = 8
-        let vendorLength = Int(ContainerLE.u32(b, at)); at += 4
+        let vendorLength = Int(b.span.bytes.u32(at, .little)); at += 4
         guard vendorLength <= b.count - at else { throw bad("vendor string runs past the packet") }
         let vendor = String(decoding: b[at..<(at + vendorLength)], as: UTF8.self); at += vendorLength
         guard b.count - at >= 4 else { throw bad("no comment count") }
-        let count = Int(ContainerLE.u32(b, at)); at += 4
+        let count = Int(b.span.bytes.u32(at, .little)); at += 4
         guard count <= (b.count - at) / 4 else { throw bad("comment count \(count) does not fit in the packet") }
         var comments: [String] = []
         comments.reserveCapacity(count)
         for i in 0..<count {
             guard b.count - at >= 4 else { throw bad("comment \(i) has no length") }
-            let n = Int(ContainerLE.u32(b, at)); at += 4
+            let n = Int(b.span.bytes.u32(at, .little)); at += 4
             guard n <= b.count - at else { throw bad("comment \(i) runs past the packet") }
             comments.append(String(decoding: b[at..<(at + n)], as: UTF8.self)); at += n
         }
