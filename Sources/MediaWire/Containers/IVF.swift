@@ -144,8 +144,9 @@ public final class IVFReader {
         return h
     }
 
-    /// Reads the payload announced by `nextFrameHeader()` into `buffer` (at least that size).
-    package func readPayload(into buffer: UnsafeMutableRawBufferPointer) throws(ContainerError) {
+    /// Reads the payload announced by `nextFrameHeader()` into `buffer` (at least that size): the
+    /// file read under `readPayload(into:)` and `readFrame(into:)`.
+    fileprivate func readPayload(raw buffer: UnsafeMutableRawBufferPointer) throws(ContainerError) {
         guard let h = pending else { preconditionFailure("IVFReader.readPayload without nextFrameHeader") }
         precondition(buffer.count >= h.size, "IVFReader.readPayload: buffer too small")
         pending = nil
@@ -180,7 +181,7 @@ public final class IVFReader {
             }
         }
         try buffer.withUnsafeMutableBytes { b in
-            Result { () throws(ContainerError) in try readPayload(into: b) }
+            Result { () throws(ContainerError) in try readPayload(raw: b) }
         }.get()
         return h
     }
@@ -219,8 +220,9 @@ public final class IVFWriter {
         try file.write(header.bytes)
     }
 
-    /// Appends one frame with its presentation time in time-base units.
-    package func write(_ payload: UnsafeRawBufferPointer, pts: Int64) throws(ContainerError) {
+    /// Appends one frame with its presentation time in time-base units (the file writes under
+    /// `write(_:pts:)`).
+    fileprivate func write(raw payload: UnsafeRawBufferPointer, pts: Int64) throws(ContainerError) {
         precondition(payload.count <= Int(UInt32.max), "IVFWriter: frame larger than 4 GiB")
         var h: (UInt32, UInt64) = (UInt32(payload.count).littleEndian, UInt64(bitPattern: pts).littleEndian)
         try withUnsafeBytes(of: &h) { b in
@@ -235,7 +237,7 @@ public final class IVFWriter {
 
     /// Array convenience for `write(_:pts:)`.
     public func write(_ payload: [UInt8], pts: Int64) throws(ContainerError) {
-        try payload.withUnsafeBytes { b in Result { () throws(ContainerError) in try write(b, pts: pts) } }.get()
+        try write(payload.span.bytes, pts: pts)
     }
 
     /// Stores the frame count in the header, fsyncs and renames the file into place.
@@ -258,7 +260,7 @@ extension IVFReader {
     public func readPayload(into output: inout OutputRawSpan) throws(ContainerError) {
         let size = pending.map { Int($0.size) } ?? 0
         try output.appendWriting { (free) throws(ContainerError) in
-            try readPayload(into: free)
+            try readPayload(raw: free)
             return size
         }
     }
@@ -267,6 +269,6 @@ extension IVFReader {
 extension IVFWriter {
     /// Appends one frame with its presentation time in time-base units.
     public func write(_ payload: RawSpan, pts: Int64) throws(ContainerError) {
-        try payload.withUnsafeBytes { (p) throws(ContainerError) in try write(p, pts: pts) }
+        try payload.withUnsafeBytes { (p) throws(ContainerError) in try write(raw: p, pts: pts) }
     }
 }

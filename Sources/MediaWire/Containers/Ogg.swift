@@ -68,10 +68,10 @@ package final class OggPageWriter {
     package static func lacingCount(_ size: Int) -> Int { size / 255 + 1 }
 
     /// Queues one packet ending at `granule`.
-    package func append(_ packet: UnsafeRawBufferPointer, granule: Int64) {
-        body.append(contentsOf: packet)
-        packets.append((packet.count, granule))
-        pendingLacingCount += Self.lacingCount(packet.count)
+    package func append(_ packet: RawSpan, granule: Int64) {
+        body.append(contentsOf: packet.array(0, packet.byteCount))
+        packets.append((packet.byteCount, granule))
+        pendingLacingCount += Self.lacingCount(packet.byteCount)
     }
 
     /// Writes every pending packet as one or more pages. `flags` (beginning/end of stream) go on the

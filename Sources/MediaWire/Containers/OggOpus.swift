@@ -368,10 +368,10 @@ public final class OggOpusWriter {
         file = try ContainerFileWriter(path: path)
         pages = OggPageWriter(file: file, serial: serial)
         let id = head.bytes
-        id.withUnsafeBytes { pages.append($0, granule: 0) }
+        pages.append(id.span.bytes, granule: 0)
         try pages.flush(flags: .beginningOfStream)
         let comment = tags.bytes
-        comment.withUnsafeBytes { pages.append($0, granule: 0) }
+        pages.append(comment.span.bytes, granule: 0)
         try pages.flush()
     }
 
@@ -390,20 +390,20 @@ public final class OggOpusWriter {
     /// e.g. 960 for 20 ms; for packets from the network, `OpusPacketInfo.sampleCount`). Throws,
     /// writing nothing, when the packet is empty or its TOC says another duration (packets from the
     /// network can be anything); traps on a duration outside 1...5760 (a programmer error).
-    package func write(_ packet: UnsafeRawBufferPointer, sampleCount: Int) throws(ContainerError) {
+    public func write(_ packet: RawSpan, sampleCount: Int) throws(ContainerError) {
         precondition(sampleCount > 0 && sampleCount <= 5760, "OggOpusWriter: packet duration out of range")
-        guard packet.count >= 1 else {
+        guard packet.byteCount >= 1 else {
             throw ContainerError(
                 .malformed, path: path, "packet \(packetsWritten) is empty (an Ogg Opus packet has at least a TOC byte)")
         }
-        if let toc = OpusPacketInfo.sampleCount(packet.bytes), toc != sampleCount {
+        if let toc = OpusPacketInfo.sampleCount(packet), toc != sampleCount {
             throw ContainerError(
                 .malformed, path: path,
                 "packet \(packetsWritten) lasts \(toc) samples by its TOC, not \(sampleCount)")
         }
         if pages.hasPending
             && (pendingDuration >= maximumPageDuration
-                || pages.pendingLacingCount + OggPageWriter.lacingCount(packet.count) > 255)
+                || pages.pendingLacingCount + OggPageWriter.lacingCount(packet.byteCount) > 255)
         {
             try pages.flush()
             pendingDuration = 0
@@ -417,7 +417,7 @@ public final class OggOpusWriter {
 
     /// Array convenience for `write(_:sampleCount:)`.
     public func write(_ packet: [UInt8], sampleCount: Int) throws(ContainerError) {
-        try packet.withUnsafeBytes { b in Result { () throws(ContainerError) in try write(b, sampleCount: sampleCount) } }.get()
+        try write(packet.span.bytes, sampleCount: sampleCount)
     }
 
     /// Writes the last page with the end-of-stream flag, then fsyncs and renames into place.
@@ -441,16 +441,4 @@ public final class OggOpusWriter {
 
     /// Discards the output; nothing is left on disk.
     public func abort() { file.abort() }
-}
-
-// MARK: Spans
-
-extension OggOpusWriter {
-    /// Appends one Opus packet lasting `sampleCount` samples at 48 kHz (what the encoder was given,
-    /// e.g. 960 for 20 ms; for packets from the network, `OpusPacketInfo.sampleCount`). Throws,
-    /// writing nothing, when the packet is empty or its TOC says another duration; traps on a
-    /// duration outside 1...5760 (a programmer error).
-    public func write(_ packet: RawSpan, sampleCount: Int) throws(ContainerError) {
-        try packet.withUnsafeBytes { (p) throws(ContainerError) in try write(p, sampleCount: sampleCount) }
-    }
 }
