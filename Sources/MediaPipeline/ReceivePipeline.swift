@@ -400,7 +400,8 @@ public final class ReceivePipeline: @unchecked Sendable {
             case .turnChannel:
                 // TURN ChannelData (RFC 8656 §12.4) from our relay: RTP/RTCP inside is handled
                 // here, in place; anything else (checks through the relay) goes to `other`.
-                if let inner = TURNChannelData.parse(d.bytes)?.data {
+                if let range = TURNChannelData.parse(d.bytes.bytes)?.data {
+                    let inner = UnsafeRawBufferPointer(rebasing: d.bytes[range])
                     let kind = RTPDemultiplexer.classify(inner.bytes)
                     if kind == .rtp || kind == .rtcp {
                         let unwrapped = UDPDatagram(
