@@ -27,7 +27,11 @@ let package = Package(
         // The media engine, in layers; each module may import only the ones above it in this list,
         // and the compiler holds it to that (docs/architecture.md, "Modules").
         // Base types: clocks and schedulers, rings and locks, atomic files, JSON, libsodium, stats.
-        .target(name: "MediaBase", dependencies: ["CMediaShims"]),
+        // `Lifetimes` lets `SpanReader` (Bytes/ByteReader.swift) be a non-escapable cursor over a
+        // `RawSpan`; the modules that use it need no flag.
+        .target(
+            name: "MediaBase", dependencies: ["CMediaShims"],
+            swiftSettings: [.enableExperimentalFeature("Lifetimes")]),
         // Raw media: video and audio frames, pixel formats, frame pools, synthetic sources.
         .target(name: "MediaFrames", dependencies: ["MediaBase", "CMediaShims"]),
         // Codecs (Opus, VP8/VP9, libyuv conversion, the speex resampler) and the capturers.

@@ -12,7 +12,7 @@ extension FuzzEntries {
                 fuzzRequire(!(64...95).contains(p.header.payloadType), "RTP with PT \(p.header.payloadType) classified as RTP")
             }
         case .rtcp:
-            _ = try? RTCPCompound.parse(data, requireReportFirst: true)
+            _ = try? RTCPCompound.parse(data.bytes, requireReportFirst: true)
         default:
             break
         }

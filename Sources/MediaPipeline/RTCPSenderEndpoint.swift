@@ -217,7 +217,7 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
             packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: configuration.cname)))
             var size = RTCPCompound.marshalSize(packets)
             guard size + (outbound?.rtcpOverhead ?? 0) <= buffer.count else { return }
-            RTCPCompound.marshal(packets, into: buffer)
+            buffer.appending { RTCPCompound.marshal(packets, into: &$0) }
             if let outbound {
                 guard let n = try? outbound.protectRTCP(buffer, length: size) else { return }
                 size = n

@@ -174,7 +174,7 @@ public final class RTCPSenderSession {
     /// Malformed input is counted.
     package func handle(_ rtcp: UnsafeRawBufferPointer, now: MonotonicTime, arrival: NTPTime = RTCPSenderSession.wallClock()) {
         let nowNs = now.nanoseconds
-        guard let packets = try? RTCPCompound.parse(rtcp) else { counters.malformed += 1; return }
+        guard let packets = try? RTCPCompound.parse(rtcp.bytes) else { counters.malformed += 1; return }
         for p in packets {
             switch p {
             case .receiverReport(let rr): reports(rr.reports, nowNs: nowNs, arrival: arrival)

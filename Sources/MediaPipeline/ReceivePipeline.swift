@@ -400,7 +400,8 @@ public final class ReceivePipeline: @unchecked Sendable {
             case .turnChannel:
                 // TURN ChannelData (RFC 8656 §12.4) from our relay: RTP/RTCP inside is handled
                 // here, in place; anything else (checks through the relay) goes to `other`.
-                if let inner = TURNChannelData.parse(d.bytes)?.data {
+                if let range = TURNChannelData.parse(d.bytes.bytes)?.data {
+                    let inner = UnsafeRawBufferPointer(rebasing: d.bytes[range])
                     let kind = RTPDemultiplexer.classify(inner.bytes)
                     if kind == .rtp || kind == .rtcp {
                         let unwrapped = UDPDatagram(
@@ -537,7 +538,7 @@ public final class ReceivePipeline: @unchecked Sendable {
 
         private func handleRTCP(_ d: UDPDatagram) {
             guard let bytes = unprotect(d, rtcp: true) else { return }
-            guard let packets = try? RTCPCompound.parse(bytes) else { counters.malformed += 1; return }
+            guard let packets = try? RTCPCompound.parse(bytes.bytes) else { counters.malformed += 1; return }
             feedback?(bytes.bytes, d.receivedAt)
             for p in packets {
                 if case .senderReport(let sr) = p {
@@ -710,7 +711,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             var size = RTCPCompound.marshalSize(packets)
             let room = rtcpBuffer.count - (outbound?.rtcpOverhead ?? 0)
             while size > room && packets.count > 1 { packets.removeLast(); size = RTCPCompound.marshalSize(packets) }
-            RTCPCompound.marshal(packets, into: rtcpBuffer)
+            rtcpBuffer.appending { RTCPCompound.marshal(packets, into: &$0) }
             if let outbound {
                 guard let n = try? outbound.protectRTCP(rtcpBuffer, length: size) else { return }
                 size = n

@@ -219,7 +219,7 @@ final class PeerConnectionFeedback: @unchecked Sendable {
             packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
             let size = RTCPCompound.marshalSize(packets)
             guard size + outbound.rtcpOverhead <= buffer.count else { return }
-            _ = RTCPCompound.marshal(packets, into: buffer)
+            buffer.appending { RTCPCompound.marshal(packets, into: &$0) }
             guard let n = try? outbound.protectRTCP(buffer, length: size) else { return }
             _ = path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
         }

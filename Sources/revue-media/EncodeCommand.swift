@@ -155,7 +155,7 @@ enum EncodeCommand: Command {
         let progress = Progress(label: "encode \(output)", total: source.frameCount, unit: "frames", quiet: args.quiet)
         let frame = VideoFrame(width: source.width, height: source.height)
         let write: (EncodedVideoFrame, Int64) throws -> Void = { out, index in
-            try writer.write(out.data, pts: index)
+            try writer.write(out.data.bytes, pts: index)
             bytes += out.size
             if out.isKeyframe { keyframes += 1 }
         }
@@ -253,7 +253,7 @@ enum EncodeCommand: Command {
             label: "encode \(output)", total: source.frameCount.map { Int($0) }, unit: "samples", quiet: args.quiet)
         var buffer = [Float](repeating: 0, count: 4800 * source.channels)
         let write: (UnsafeRawBufferPointer, Int) throws -> Void = { packet, samples in
-            try writer.write(packet, sampleCount: samples)
+            try writer.write(packet.bytes, sampleCount: samples)
         }
         var interrupted = false
         do {

@@ -300,7 +300,7 @@ final class MediaReceiver: @unchecked Sendable {
                     path: path, codec: s.tracks.video!.codec == .vp8 ? .vp8 : .vp9, width: w, height: h,
                     timeBase: ContainerRational(s.y4mRate.denominator, s.y4mRate.numerator))
             }
-            try s.ivf?.write(frame.data, pts: slot)
+            try s.ivf?.write(frame.data.bytes, pts: slot)
             s.counters.videoFramesWritten += 1
         } catch { s.failure = s.failure ?? error }
     }
@@ -335,7 +335,7 @@ final class MediaReceiver: @unchecked Sendable {
             .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: s.localSSRC, mediaSSRC: ssrc)),
         ]
         s.rtcpBuffer.withUnsafeMutableBytes { b in
-            var length = RTCPCompound.marshal(packets, into: b)
+            var length = b.appending { RTCPCompound.marshal(packets, into: &$0) }
             if let out = s.srtcpOut { guard let l = try? out.protectRTCP(b, length: length) else { return }; length = l }
             if (try? socket.send(UnsafeRawBufferPointer(rebasing: b[0..<length]), to: to)) != nil { s.counters.pliSent += 1 }
         }
@@ -394,7 +394,7 @@ final class MediaReceiver: @unchecked Sendable {
             }
             let n = try s.pcm.withUnsafeMutableBufferPointer { try decoder.decode(payload, into: $0) }
             try emitAudio(s, count: n * channels)
-            try s.ogg?.write(payload, sampleCount: samples)
+            try s.ogg?.write(payload.bytes, sampleCount: samples)
             s.lastTOC = payload[0]
         } catch {
             if error is OpusError { s.counters.rejectedPackets += 1 } else { s.failure = s.failure ?? error }

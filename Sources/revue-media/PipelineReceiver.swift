@@ -94,7 +94,7 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
                 try converter.scale(view, into: scaled!, filter: .box)
                 view = scaled!.view
             }
-            try encoder.encode(view) { out, index in try self.writer.write(out.data, pts: index) }
+            try encoder.encode(view) { out, index in try self.writer.write(out.data.bytes, pts: index) }
             frames += 1
         } catch { failure = error }
     }
@@ -103,7 +103,7 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         if let failure { writer.abort(); throw failure }
         guard frames > 0 else { writer.abort(); return nil }
-        try encoder.flush { out, index in try self.writer.write(out.data, pts: index) }
+        try encoder.flush { out, index in try self.writer.write(out.data.bytes, pts: index) }
         try writer.finish()
         return writer.path
     }
@@ -150,7 +150,7 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
         do {
             try floats.withUnsafeBufferPointer { p in
                 try encoder.feed(UnsafeBufferPointer(rebasing: p[0..<frames])) { packet, n in
-                    try writer.write(packet, sampleCount: n)
+                    try writer.write(packet.bytes, sampleCount: n)
                 }
             }
         } catch { failure = error }
@@ -176,7 +176,7 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         if let failure { writer.abort(); throw failure }
         guard encoder.inputFrames > 0 else { writer.abort(); return nil }
-        try encoder.finish { packet, n in try writer.write(packet, sampleCount: n) }
+        try encoder.finish { packet, n in try writer.write(packet.bytes, sampleCount: n) }
         try writer.finish(originalSampleCount: encoder.originalSampleCount48k)
         return writer.path
     }
@@ -316,7 +316,7 @@ final class FileRenderer: VideoRenderer, @unchecked Sendable {
             let copies = written == 0 ? 1 : max(0, min(slot - written + 1, Int(rate.doubleValue * 10)))
             for _ in 0..<copies {
                 try y4m?.write(view)
-                if let encoder, let ivf { try encoder.encode(view) { out, index in try ivf.write(out.data, pts: index) } }
+                if let encoder, let ivf { try encoder.encode(view) { out, index in try ivf.write(out.data.bytes, pts: index) } }
                 written += 1
             }
             frames += 1
@@ -329,7 +329,7 @@ final class FileRenderer: VideoRenderer, @unchecked Sendable {
         var out: [String] = []
         if let y4m { try y4m.finish(); out.append(y4m.path) }
         if let ivf, let encoder {
-            try encoder.flush { o, index in try ivf.write(o.data, pts: index) }
+            try encoder.flush { o, index in try ivf.write(o.data.bytes, pts: index) }
             try ivf.finish(); out.append(ivf.path)
         }
         return out
@@ -380,7 +380,7 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
                 for i in 0..<samples.count { floats[i] = Float(samples[i]) / 32768 }
                 try floats.withUnsafeBufferPointer { p in
                     try encoder.feed(UnsafeBufferPointer(rebasing: p[0..<samples.count])) { packet, n in
-                        try ogg.write(packet, sampleCount: n)
+                        try ogg.write(packet.bytes, sampleCount: n)
                     }
                 }
             }
@@ -393,7 +393,7 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
         var out: [String] = []
         if let wav { try wav.finish(); out.append(wav.path) }
         if let ogg, let encoder {
-            try encoder.finish { packet, n in try ogg.write(packet, sampleCount: n) }
+            try encoder.finish { packet, n in try ogg.write(packet.bytes, sampleCount: n) }
             try ogg.finish(originalSampleCount: encoder.originalSampleCount48k)
             out.append(ogg.path)
         }

@@ -92,7 +92,7 @@ final class RTCPFeedbackListener: Sendable {
                 }
                 // The engine's RTCP parser (RFC 3550 §6.1 compound); only the feedback matters here:
                 // PLI (RFC 4585 §6.3.1), FIR (RFC 5104 §4.3.1), generic NACK (RFC 4585 §6.2.1), REMB.
-                guard let packets = try? RTCPCompound.parse(UnsafeRawBufferPointer(rebasing: b[0..<length])) else {
+                guard let packets = try? RTCPCompound.parse(b.bytes.extracting(0..<length)) else {
                     flags.rejected.add(1, ordering: .relaxed)
                     return
                 }

@@ -24,7 +24,7 @@ import Testing
             let nsegs = Int(bytes[at + 26])
             let size = 27 + nsegs + bytes[(at + 27)..<(at + 27 + nsegs)].reduce(0) { $0 + Int($1) }
             var page = Array(bytes[at..<(at + size)])
-            let stored = ContainerLE.u32(page, 22)
+            let stored = page.span.bytes.u32(22, .little)
             page[22] = 0; page[23] = 0; page[24] = 0; page[25] = 0
             if OggCRC.checksum(page) != stored { return -1 }
             at += size

@@ -33,7 +33,7 @@ import Testing
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
         let raw = dir.read("raw.pcm")
         var expected: [UInt8] = []
-        for s in samples { expected.appendContainerLE16(UInt16(bitPattern: s)) }
+        for s in samples { expected.appendU16(UInt16(bitPattern: s), .little) }
         #expect(raw == expected)
     }
 
@@ -70,7 +70,7 @@ import Testing
         #expect(r.frameCount == Int64(rate / 2))
         var expected: [Int16] = []
         let raw = dir.read("a.pcm")
-        for i in stride(from: 0, to: raw.count, by: 2) { expected.append(Int16(bitPattern: ContainerLE.u16(raw, i))) }
+        for i in stride(from: 0, to: raw.count, by: 2) { expected.append(Int16(bitPattern: raw.span.bytes.u16(i, .little))) }
         if codec == "pcm_s16le" {
             #expect(samples == expected)
         } else {

@@ -117,7 +117,7 @@
             let (dir, file) = try Tshark.capture([rr], port: 5009)
             defer { try? FileManager.default.removeItem(at: dir) }
             #expect(!Tshark.problems(try Tshark.verbose(file, decode: ["udp.port==5009,rtcp"])).isEmpty)
-            #expect(throws: RTPError.badRTCPLength) { try rr.withUnsafeBytes { try RTCPCompound.parse($0) } }
+            #expect(throws: RTPError.badRTCPLength) { try RTCPCompound.parse(rr.span.bytes) }
         }
     }
 #endif

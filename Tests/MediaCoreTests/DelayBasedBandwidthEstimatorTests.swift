@@ -78,8 +78,8 @@ struct BottleneckSimulation {
             if now >= nextFeedbackNs {
                 nextFeedbackNs += 100_000_000
                 if let fb = builder.makeFeedback(senderSSRC: 1, mediaSSRC: 2) {
-                    var bytes = [UInt8](repeating: 0, count: fb.marshalSize)
-                    bytes.withUnsafeMutableBytes { _ = fb.marshal(into: $0) }
+                    var bytes: [UInt8] = []
+                    bytes.append(capacity: fb.marshalSize) { fb.marshal(into: &$0) }
                     feedbackInFlight.append((now + propagationNs, bytes))
                 }
             }
@@ -91,7 +91,7 @@ struct BottleneckSimulation {
             }
             while let f = feedbackInFlight.first, f.atNs <= now {
                 feedbackInFlight.removeFirst()
-                let parsed = f.bytes.withUnsafeBytes { try? RTCPTransportFeedback(parsing: $0) }
+                let parsed = try? RTCPTransportFeedback(parsing: f.bytes.span.bytes)
                 if let parsed {
                     estimator.transportFeedback(parsed, sendLog: numbers, now: MonotonicTime(nanoseconds: UInt64(now)))
                 }
@@ -154,7 +154,7 @@ struct BottleneckSimulation {
     ]
 
     @Test func handBuiltFeedbackGivesArrivalTimesMatchedToSendTimes() throws {
-        let fb = try Self.handBuilt.withUnsafeBytes { try RTCPTransportFeedback(parsing: $0) }
+        let fb = try RTCPTransportFeedback(parsing: Self.handBuilt.span.bytes)
         var adapter = TransportFeedbackAdapter()
         let sends: [UInt16: (UInt64, Int)] = [
             65534: (10_000, 1000), 65535: (20_000, 1001), 0: (30_000, 1002),
@@ -214,9 +214,9 @@ struct BottleneckSimulation {
         }
         let made = b.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
         let fb = try #require(made)
-        var bytes = [UInt8](repeating: 0, count: fb.marshalSize)
-        bytes.withUnsafeMutableBytes { _ = fb.marshal(into: $0) }
-        let parsed = try bytes.withUnsafeBytes { try RTCPTransportFeedback(parsing: $0) }
+        var bytes: [UInt8] = []
+        bytes.append(capacity: fb.marshalSize) { fb.marshal(into: &$0) }
+        let parsed = try RTCPTransportFeedback(parsing: bytes.span.bytes)
         var adapter = TransportFeedbackAdapter()
         adapter.adapt(parsed) { _ in (sendTime: .zero, size: 1, probeCluster: 0) }
         let got = adapter.results.map(\.arrivalNs)

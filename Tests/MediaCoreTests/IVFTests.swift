@@ -20,7 +20,7 @@ import Testing
         let bytes = dir.read("a.ivf")
         #expect(bytes.count == 32 + frames.reduce(0) { $0 + 12 + $1.count })
         #expect(Array(bytes[0..<12]) == Array("DKIF".utf8) + [0, 0, 32, 0] + Array("VP90".utf8))
-        #expect(ContainerLE.u32(bytes, 24) == 7)
+        #expect(bytes.span.bytes.u32(24, .little) == 7)
 
         let r = try IVFReader(path: path)
         #expect(
@@ -75,15 +75,15 @@ import Testing
         rate: UInt32 = 30, scale: UInt32 = 1, headerSize: UInt16 = 32
     ) -> [UInt8] {
         var h: [UInt8] = Array("DKIF".utf8)
-        h.appendContainerLE16(0); h.appendContainerLE16(headerSize); h.appendContainerASCII(fourcc)
-        h.appendContainerLE16(width); h.appendContainerLE16(height); h.appendContainerLE32(rate); h.appendContainerLE32(scale)
-        h.appendContainerLE32(0); h.appendContainerLE32(0)
+        h.appendU16(0, .little); h.appendU16(headerSize, .little); h.append(contentsOf: fourcc.utf8)
+        h.appendU16(width, .little); h.appendU16(height, .little); h.appendU32(rate, .little); h.appendU32(scale, .little)
+        h.appendU32(0, .little); h.appendU32(0, .little)
         return h
     }
 
     static func frame(_ size: UInt32, _ payload: [UInt8]) -> [UInt8] {
         var f: [UInt8] = []
-        f.appendContainerLE32(size); f.appendContainerLE64(0)
+        f.appendU32(size, .little); f.appendU64(0, .little)
         return f + payload
     }
 

@@ -86,11 +86,11 @@ import Testing
         let path = dir.file("late.opus")
         let file = try ContainerFileWriter(path: path)
         let pw = OggPageWriter(file: file, serial: 7)
-        OggOpusHead(channelCount: 1, preSkip: 312).bytes.withUnsafeBytes { pw.append($0, granule: 0) }
+        pw.append(OggOpusHead(channelCount: 1, preSkip: 312).bytes.span.bytes, granule: 0)
         try pw.flush(flags: .beginningOfStream)
-        OggOpusTags().bytes.withUnsafeBytes { pw.append($0, granule: 0) }
+        pw.append(OggOpusTags().bytes.span.bytes, granule: 0)
         try pw.flush()
-        for i in 0..<3 { Self.packet(i).withUnsafeBytes { pw.append($0, granule: 100_000 + Int64(i + 1) * 960) } }
+        for i in 0..<3 { pw.append(Self.packet(i).span.bytes, granule: 100_000 + Int64(i + 1) * 960) }
         try pw.flush(flags: .endOfStream)
         try file.finish()
         let r = try OggOpusReader(path: path)
@@ -110,10 +110,10 @@ import Testing
             let path = dir.file("tmp.ogg")
             let file = try ContainerFileWriter(path: path)
             let pw = OggPageWriter(file: file, serial: 9)
-            head.withUnsafeBytes { pw.append($0, granule: 0) }
+            pw.append(head.span.bytes, granule: 0)
             try pw.flush(flags: .beginningOfStream)
-            if let t = tags { t.withUnsafeBytes { pw.append($0, granule: 0) }; try pw.flush() }
-            for (i, a) in audio.enumerated() { a.withUnsafeBytes { pw.append($0, granule: audioGranule ?? Int64(i + 1) * 960) } }
+            if let t = tags { pw.append(t.span.bytes, granule: 0); try pw.flush() }
+            for (i, a) in audio.enumerated() { pw.append(a.span.bytes, granule: audioGranule ?? Int64(i + 1) * 960) }
             try pw.flush(flags: audio.isEmpty ? [] : .endOfStream)
             try file.finish()
             return dir.read("tmp.ogg")

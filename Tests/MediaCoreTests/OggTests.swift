@@ -35,7 +35,7 @@ import Testing
         let w = OggPageWriter(file: file, serial: 0x1234_5678)
         for (i, n) in sizes.enumerated() {
             let p = (0..<n).map { UInt8(truncatingIfNeeded: $0 &+ i) }
-            p.withUnsafeBytes { w.append($0, granule: Int64(i + 1) * 100) }
+            w.append(p.span.bytes, granule: Int64(i + 1) * 100)
         }
         try w.flush(flags: [.beginningOfStream, .endOfStream])
         try file.finish()

@@ -42,7 +42,7 @@ func rtcpParseError(_ b: [UInt8]) -> RTPError? {
     }
 
     @Test func parsesKnownReceiverReport() throws {
-        let rr = try Self.pionRR.withUnsafeBytes { try RTCPReceiverReport(parsing: $0) }
+        let rr = try RTCPReceiverReport(parsing: Self.pionRR.span.bytes)
         #expect(
             rr
                 == RTCPReceiverReport(
@@ -117,12 +117,9 @@ func rtcpParseError(_ b: [UInt8]) -> RTPError? {
         ]
         let b = rtcpBytes(packets)
         #expect(try parseRTCP(b, requireReportFirst: true) == packets)
-        var it = try b.withUnsafeBytes { raw in
-            var it = RTCPCompoundIterator(raw)
-            var types: [UInt8] = []
-            while let (h, _) = try it.next() { types.append(h.packetType.rawValue) }
-            return types
-        }
+        var it: [UInt8] = []
+        var walk = RTCPCompoundIterator()
+        while let (h, _) = try walk.next(in: b.span.bytes) { it.append(h.packetType.rawValue) }
         #expect(it == [201, 202, 205, 206, 206, 206, 203])
         it = []
         // RFC 3550 §6.1: a compound must start with SR/RR when asked to check.
@@ -172,7 +169,7 @@ func rtcpParseError(_ b: [UInt8]) -> RTPError? {
     }
 
     @Test func wrongTypeIsReported() {
-        #expect(throws: RTPError.wrongPacketType) { try Self.pionRR.withUnsafeBytes { try RTCPSenderReport(parsing: $0) } }
-        #expect(throws: RTPError.wrongPacketType) { try Self.pionRR.withUnsafeBytes { try RTCPGenericNack(parsing: $0) } }
+        #expect(throws: RTPError.wrongPacketType) { try RTCPSenderReport(parsing: Self.pionRR.span.bytes) }
+        #expect(throws: RTPError.wrongPacketType) { try RTCPGenericNack(parsing: Self.pionRR.span.bytes) }
     }
 }

@@ -64,7 +64,7 @@ import Testing
             _ = try? VP8PayloadDescriptor.parse(raw.bytes)
             _ = try? VP9PayloadDescriptor.parse(raw.bytes)
             _ = try? VP9ScalabilityStructure.parse(raw.bytes)
-            _ = try? RTCPTransportFeedback(parsing: raw)
+            _ = try? RTCPTransportFeedback(parsing: raw.bytes)
         }
     }
 
@@ -101,11 +101,9 @@ import Testing
         // Truncating a valid RTCP compound anywhere other than a packet boundary must throw.
         let rtcp = Self.seeds()[3]
         var boundaries: Set<Int> = [0]
-        rtcp.withUnsafeBytes { raw in
-            var it = RTCPCompoundIterator(raw)
-            var at = 0
-            while let (h, _) = try? it.next() { at += h.packetSize; boundaries.insert(at) }
-        }
+        var it = RTCPCompoundIterator()
+        var at = 0
+        while let (h, _) = try? it.next(in: rtcp.span.bytes) { at += h.packetSize; boundaries.insert(at) }
         for cut in 0..<rtcp.count where !boundaries.contains(cut) {
             #expect(rtcpParseError(Array(rtcp.prefix(cut))) != nil, "cut at \(cut)")
         }

@@ -7,22 +7,22 @@ import Testing
     static func wav(_ chunks: [(String, [UInt8])], riffSize: UInt32? = nil) -> [UInt8] {
         var body: [UInt8] = Array("WAVE".utf8)
         for (id, data) in chunks {
-            body.appendContainerASCII(id); body.appendContainerLE32(UInt32(data.count)); body += data
+            body.append(contentsOf: id.utf8); body.appendU32(UInt32(data.count), .little); body += data
             if data.count & 1 == 1 { body.append(0) }
         }
         var out: [UInt8] = Array("RIFF".utf8)
-        out.appendContainerLE32(riffSize ?? UInt32(body.count))
+        out.appendU32(riffSize ?? UInt32(body.count), .little)
         return out + body
     }
 
     static func fmt(tag: UInt16, channels: Int, rate: Int, bits: Int, extensibleSubformat: UInt16? = nil) -> [UInt8] {
         var f: [UInt8] = []
-        f.appendContainerLE16(extensibleSubformat == nil ? tag : 0xFFFE); f.appendContainerLE16(UInt16(channels))
-        f.appendContainerLE32(UInt32(rate)); f.appendContainerLE32(UInt32(rate * channels * bits / 8))
-        f.appendContainerLE16(UInt16(channels * bits / 8)); f.appendContainerLE16(UInt16(bits))
+        f.appendU16(extensibleSubformat == nil ? tag : 0xFFFE, .little); f.appendU16(UInt16(channels), .little)
+        f.appendU32(UInt32(rate), .little); f.appendU32(UInt32(rate * channels * bits / 8), .little)
+        f.appendU16(UInt16(channels * bits / 8), .little); f.appendU16(UInt16(bits), .little)
         if let sub = extensibleSubformat {
-            f.appendContainerLE16(22); f.appendContainerLE16(UInt16(bits)); f.appendContainerLE32(channels == 1 ? 4 : 3)
-            f.appendContainerLE16(sub)
+            f.appendU16(22, .little); f.appendU16(UInt16(bits), .little); f.appendU32(channels == 1 ? 4 : 3, .little)
+            f.appendU16(sub, .little)
             f += [0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71]
         }
         return f
@@ -30,7 +30,7 @@ import Testing
 
     static func pcm16(_ samples: [Int16]) -> [UInt8] {
         var d: [UInt8] = []
-        for s in samples { d.appendContainerLE16(UInt16(bitPattern: s)) }
+        for s in samples { d.appendU16(UInt16(bitPattern: s), .little) }
         return d
     }
 
@@ -47,7 +47,7 @@ import Testing
         try w.finish()
         let bytes = dir.read("a.wav")
         #expect(bytes.count == (format == .int16 ? 44 : 58) + frames * channels * format.bytesPerSample)
-        #expect(ContainerLE.u32(bytes, 4) == UInt32(bytes.count - 8))
+        #expect(bytes.span.bytes.u32(4, .little) == UInt32(bytes.count - 8))
 
         let r = try WAVReader(path: path)
         #expect(r.sampleRate == 44_100 && r.channelCount == channels && r.sampleFormat == format)
@@ -98,7 +98,7 @@ import Testing
     @Test func readsWaveFormatExtensible() throws {
         let dir = ContainerTempDir(); defer { dir.remove() }
         var data: [UInt8] = []
-        for f: Float in [0.5, -0.25] { data.appendContainerLE32(f.bitPattern) }
+        for f: Float in [0.5, -0.25] { data.appendU32(f.bitPattern, .little) }
         let r = try WAVReader(
             path: dir.write(
                 "x.wav",

@@ -201,7 +201,7 @@ final class ShapedVethPair {
                                 + " delay \(e.delayBasedBitrate.map { $0 / 1000 } ?? -1) loss \(Int(e.lossBasedBitrate) / 1000)"
                                 + " acked \(Int(e.delayBased.acknowledgedBitrate) / 1000) \(e.delayBased.usage)")
                     }
-                    guard let packets = try? RTCPCompound.parse(bytes) else { continue }
+                    guard let packets = try? RTCPCompound.parse(bytes.bytes) else { continue }
                     for case .transportFeedback(let f) in packets {
                         result.feedback += 1
                         measure.adapt(f, sendLog: numbers)

@@ -136,7 +136,7 @@ private func tonePower(_ x: ArraySlice<Int16>, _ frequency: Double) -> Double {
             while (try? sender.waitUntilReadable(timeoutMilliseconds: 50)) == true {
                 let got = try buffer.withUnsafeMutableBytes { try sender.receive(into: $0).count }
                 let compound = try buffer.withUnsafeBytes {
-                    try RTCPCompound.parse(UnsafeRawBufferPointer(rebasing: $0[0..<got]))
+                    try RTCPCompound.parse($0.bytes.extracting(0..<got))
                 }
                 if compound.contains(where: { if case .pictureLossIndication = $0 { true } else { false } }) {
                     withPLI.append(compound)

@@ -141,9 +141,11 @@ func makeReceiver(
                 // Forged SRTCP: a sender report with a made-up tag and index.
                 var rtcp = [UInt8](repeating: 0, count: 52)
                 rtcp.withUnsafeMutableBytes { b in
-                    _ = RTCPSenderReport(
-                        ssrc: sender.videoSSRC, ntpTime: NTPTime(rawValue: 1), rtpTime: 0, packetCount: 0, octetCount: 0
-                    ).marshal(into: b)
+                    b.appending {
+                        RTCPSenderReport(
+                            ssrc: sender.videoSSRC, ntpTime: NTPTime(rawValue: 1), rtpTime: 0, packetCount: 0, octetCount: 0
+                        ).marshal(into: &$0)
+                    }
                 }
                 for i in 28..<52 { rtcp[i] = UInt8.random(in: 0...255, using: &rng) }
                 _ = rtcp.withUnsafeBytes { try? attacker.send($0, to: target) }; forged += 1

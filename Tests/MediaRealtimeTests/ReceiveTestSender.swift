@@ -135,7 +135,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
 
     func sendSenderReport(rtpTimestamp: UInt32) {
         let sr = session.senderReport(ssrc: videoSSRC, rtpTimestamp: rtpTimestamp)
-        var n = sr.marshal(into: buffer)
+        var n = buffer.appending { sr.marshal(into: &$0) }
         if let protect { n = (try? protect.protectRTCP(buffer, length: n)) ?? 0 }
         if n > 0 { _ = try? socket.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), to: destination) }
     }

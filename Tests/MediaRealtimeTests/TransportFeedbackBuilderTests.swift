@@ -16,10 +16,10 @@ import Testing
     }
 
     static func roundTrip(_ f: RTCPTransportFeedback) throws -> RTCPTransportFeedback {
-        var bytes = [UInt8](repeating: 0, count: f.marshalSize)
-        let n = bytes.withUnsafeMutableBytes { f.marshal(into: $0) }
+        var bytes: [UInt8] = []
+        let n = bytes.append(capacity: f.marshalSize) { f.marshal(into: &$0) }
         #expect(n == f.marshalSize && n % 4 == 0)
-        return try bytes.withUnsafeBytes { try RTCPTransportFeedback(parsing: $0) }
+        return try RTCPTransportFeedback(parsing: bytes.span.bytes)
     }
 
     @Test func feedbackAcrossTheWrapListsLossesAndArrivalTimesToTheTick() throws {
@@ -145,7 +145,7 @@ import Testing
         var buffer = [UInt8](repeating: 0, count: 2048)
         while (try? txSocket.waitUntilReadable(timeoutMilliseconds: 0)) == true {
             let n = try buffer.withUnsafeMutableBytes { try txSocket.receive(into: $0).count }
-            let packets = try buffer.withUnsafeBytes { try RTCPCompound.parse(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            let packets = try buffer.withUnsafeBytes { try RTCPCompound.parse($0.bytes.extracting(0..<n)) }
             for case .transportFeedback(let f) in packets { feedback.append(f) }
         }
         var reported: [UInt16: Int64] = [:]

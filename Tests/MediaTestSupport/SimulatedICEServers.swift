@@ -101,9 +101,7 @@ package final class SimulatedTURNServer: @unchecked Sendable {
     private func fromClient(_ bytes: [UInt8], from client: SocketAddress) {
         guard let first = bytes.first else { return }
         if TURNChannelData.mayBeChannelData(firstByte: first) {
-            let parsed = bytes.withUnsafeBytes { raw in
-                TURNChannelData.parse(raw).map { (channel: $0.channel, data: Array($0.data)) }
-            }
+            let parsed = TURNChannelData.parse(bytes.span.bytes).map { (channel: $0.channel, data: Array(bytes[$0.data])) }
             guard let parsed, let a = allocations[client], let peer = a.channels[parsed.channel] else {
                 counters.dropped += 1
                 return

@@ -204,7 +204,7 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
 
     private func sendSenderReport(rtpTimestamp: UInt32) {
         let report = session.senderReport(ssrc: videoSSRC, rtpTimestamp: rtpTimestamp, ntpTime: ntpNow)
-        var n = report.marshal(into: buffer)
+        var n = buffer.appending { report.marshal(into: &$0) }
         if let protect { n = (try? protect.protectRTCP(buffer, length: n)) ?? 0 }
         if n > 0 { output(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
     }

@@ -22,17 +22,32 @@ extension UnsafeRawBufferPointer {
 }
 
 extension RawSpan {
-    // The same accessors on a span: each read is bounds-checked by the span itself.
+    // Positional reads for fixed layouts (`SpanReader` reads the same fields in sequence). Each
+    // read is bounds-checked by the span itself and traps past its end; `order` is a constant at
+    // every call site, so the choice folds away.
+
+    /// The byte at `at`.
     @inlinable @inline(__always) package func u8(_ at: Int) -> UInt8 { unsafe unsafeLoad(fromByteOffset: at, as: UInt8.self) }
-    @inlinable @inline(__always) package func u16(_ at: Int) -> UInt16 {
-        UInt16(bigEndian: unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt16.self))
+    /// The two bytes at `at` as an integer in `order`.
+    @inlinable @inline(__always) package func u16(_ at: Int, _ order: ByteOrder = .big) -> UInt16 {
+        let raw = unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt16.self)
+        return order == .big ? UInt16(bigEndian: raw) : UInt16(littleEndian: raw)
     }
-    @inlinable @inline(__always) package func u24(_ at: Int) -> UInt32 { UInt32(u8(at)) << 16 | UInt32(u16(at + 1)) }
-    @inlinable @inline(__always) package func u32(_ at: Int) -> UInt32 {
-        UInt32(bigEndian: unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt32.self))
+    /// The three bytes at `at` as an integer in `order`.
+    @inlinable @inline(__always) package func u24(_ at: Int, _ order: ByteOrder = .big) -> UInt32 {
+        order == .big
+            ? UInt32(u8(at)) << 16 | UInt32(u16(at + 1, .big))
+            : UInt32(u16(at, .little)) | UInt32(u8(at + 2)) << 16
     }
-    @inlinable @inline(__always) package func u64(_ at: Int) -> UInt64 {
-        UInt64(bigEndian: unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt64.self))
+    /// The four bytes at `at` as an integer in `order`.
+    @inlinable @inline(__always) package func u32(_ at: Int, _ order: ByteOrder = .big) -> UInt32 {
+        let raw = unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt32.self)
+        return order == .big ? UInt32(bigEndian: raw) : UInt32(littleEndian: raw)
+    }
+    /// The eight bytes at `at` as an integer in `order`.
+    @inlinable @inline(__always) package func u64(_ at: Int, _ order: ByteOrder = .big) -> UInt64 {
+        let raw = unsafe unsafeLoadUnaligned(fromByteOffset: at, as: UInt64.self)
+        return order == .big ? UInt64(bigEndian: raw) : UInt64(littleEndian: raw)
     }
 }
 

@@ -672,11 +672,12 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         }
         let first = bytes[0]
         if TURNChannelData.mayBeChannelData(firstByte: first) {
-            guard let (n, data) = TURNChannelData.parse(bytes) else {
+            guard let (n, range) = TURNChannelData.parse(bytes.bytes) else {
                 stats.malformed += 1
                 lock.unlock()
                 return true
             }
+            let data = UnsafeRawBufferPointer(rebasing: bytes[range])
             guard case .allocated = current, let c = channels[n], let handler = peerHandler else {
                 stats.peerDataDropped += 1
                 lock.unlock()
@@ -692,7 +693,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             lock.unlock()
             return false
         }
-        guard let message = try? STUNMessage(parsing: bytes) else {
+        guard let message = try? STUNMessage(parsing: unsafe RawSpan(_unsafeBytes: bytes)) else {
             stats.malformed += 1
             lock.unlock()
             return true

@@ -203,34 +203,3 @@ package final class ContainerFileWriter {
     /// Drops the output. Safe to call more than once.
     package func abort() { file.abort() }
 }
-
-/// Little-endian field access for container headers (Y4M/WAV/IVF/Ogg fields are little-endian).
-package enum ContainerLE {
-    @inline(__always) package static func u16(_ p: UnsafeRawPointer, _ at: Int) -> UInt16 {
-        UInt16(p.load(fromByteOffset: at, as: UInt8.self)) | UInt16(p.load(fromByteOffset: at + 1, as: UInt8.self)) << 8
-    }
-    @inline(__always) package static func u32(_ p: UnsafeRawPointer, _ at: Int) -> UInt32 {
-        UInt32(u16(p, at)) | UInt32(u16(p, at + 2)) << 16
-    }
-    @inline(__always) package static func u64(_ p: UnsafeRawPointer, _ at: Int) -> UInt64 {
-        UInt64(u32(p, at)) | UInt64(u32(p, at + 4)) << 32
-    }
-    @inline(__always) package static func u16(_ a: [UInt8], _ at: Int) -> UInt16 { UInt16(a[at]) | UInt16(a[at + 1]) << 8 }
-    @inline(__always) package static func u32(_ a: [UInt8], _ at: Int) -> UInt32 {
-        UInt32(u16(a, at)) | UInt32(u16(a, at + 2)) << 16
-    }
-    @inline(__always) package static func u64(_ a: [UInt8], _ at: Int) -> UInt64 {
-        UInt64(u32(a, at)) | UInt64(u32(a, at + 4)) << 32
-    }
-}
-
-extension Array where Element == UInt8 {
-    package mutating func appendContainerLE16(_ v: UInt16) { append(UInt8(v & 0xFF)); append(UInt8(v >> 8)) }
-    package mutating func appendContainerLE32(_ v: UInt32) {
-        appendContainerLE16(UInt16(v & 0xFFFF)); appendContainerLE16(UInt16(v >> 16))
-    }
-    package mutating func appendContainerLE64(_ v: UInt64) {
-        appendContainerLE32(UInt32(v & 0xFFFF_FFFF)); appendContainerLE32(UInt32(v >> 32))
-    }
-    package mutating func appendContainerASCII(_ s: String) { append(contentsOf: s.utf8) }
-}

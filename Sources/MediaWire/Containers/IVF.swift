@@ -34,11 +34,11 @@ public struct IVFHeader: Hashable, Sendable {
     public var bytes: [UInt8] {
         var h: [UInt8] = []
         h.reserveCapacity(32)
-        h.appendContainerASCII("DKIF"); h.appendContainerLE16(0); h.appendContainerLE16(32);
-        h.appendContainerASCII(codec.rawValue)
-        h.appendContainerLE16(UInt16(width)); h.appendContainerLE16(UInt16(height))
-        h.appendContainerLE32(UInt32(timeBase.denominator)); h.appendContainerLE32(UInt32(timeBase.numerator))
-        h.appendContainerLE32(declaredFrameCount); h.appendContainerLE32(0)
+        h.append(contentsOf: "DKIF".utf8); h.appendU16(0, .little); h.appendU16(32, .little);
+        h.append(contentsOf: codec.rawValue.utf8)
+        h.appendU16(UInt16(width), .little); h.appendU16(UInt16(height), .little)
+        h.appendU32(UInt32(timeBase.denominator), .little); h.appendU32(UInt32(timeBase.numerator), .little)
+        h.appendU32(declaredFrameCount, .little); h.appendU32(0, .little)
         return h
     }
 }
@@ -83,7 +83,7 @@ public final class IVFReader {
         guard h.count == 32 else {
             throw ContainerError(.truncated, path: path, "IVF header is truncated (got \(h.count) of 32 bytes)")
         }
-        let version = ContainerLE.u16(h, 4), headerSize = Int(ContainerLE.u16(h, 6))
+        let version = h.span.bytes.u16(4, .little), headerSize = Int(h.span.bytes.u16(6, .little))
         guard version == 0 else { throw ContainerError(.unsupported, path: path, "unsupported IVF version \(version)") }
         guard headerSize >= 32 else {
             throw ContainerError(.malformed, path: path, "IVF header size \(headerSize) is smaller than 32")
@@ -92,7 +92,7 @@ public final class IVFReader {
         guard let codec = IVFCodec(rawValue: fourcc) else {
             throw ContainerError(.unsupported, path: path, "unsupported codec fourcc '\(fourcc)' (only VP80 and VP90)")
         }
-        let w = Int(ContainerLE.u16(h, 12)), hgt = Int(ContainerLE.u16(h, 14))
+        let w = Int(h.span.bytes.u16(12, .little)), hgt = Int(h.span.bytes.u16(14, .little))
         guard w > 0, hgt > 0 else {
             throw ContainerError(.malformed, path: path, "IVF header has an empty frame size \(w)x\(hgt)")
         }
@@ -101,13 +101,13 @@ public final class IVFReader {
                 .tooLarge, path: path,
                 "frame size \(w)x\(hgt) is too large (limit \(Y4MHeader.maximumDimension)x\(Y4MHeader.maximumDimension))")
         }
-        let rate = Int(ContainerLE.u32(h, 16)), scale = Int(ContainerLE.u32(h, 20))
+        let rate = Int(h.span.bytes.u32(16, .little)), scale = Int(h.span.bytes.u32(20, .little))
         guard rate > 0, scale > 0 else {
             throw ContainerError(.malformed, path: path, "IVF header has an invalid time base \(scale)/\(rate)")
         }
         header = IVFHeader(
             codec: codec, width: w, height: hgt, timeBase: ContainerRational(scale, rate),
-            declaredFrameCount: ContainerLE.u32(h, 24))
+            declaredFrameCount: h.span.bytes.u32(24, .little))
         maximumFrameSize = max(1 << 20, w * hgt * 4)
         if headerSize > 32, try file.skip(Int64(headerSize - 32)) < Int64(headerSize - 32) {
             throw ContainerError(.truncated, path: path, "IVF header is truncated (declares \(headerSize) bytes)")
@@ -128,7 +128,8 @@ public final class IVFReader {
             throw ContainerError(.truncated, path: path, "frame \(index) header is truncated (got \(got) of 12 bytes)")
         }
         let (size, pts) = withUnsafeBytes(of: &raw) {
-            (Int(ContainerLE.u32($0.baseAddress!, 0)), Int64(bitPattern: ContainerLE.u64($0.baseAddress!, 4)))
+            let b = unsafe RawSpan(_unsafeBytes: $0)
+            return (Int(b.u32(0, .little)), Int64(bitPattern: b.u64(4, .little)))
         }
         if size > maximumFrameSize {
             throw ContainerError(
@@ -143,8 +144,9 @@ public final class IVFReader {
         return h
     }
 
-    /// Reads the payload announced by `nextFrameHeader()` into `buffer` (at least that size).
-    package func readPayload(into buffer: UnsafeMutableRawBufferPointer) throws(ContainerError) {
+    /// Reads the payload announced by `nextFrameHeader()` into `buffer` (at least that size): the
+    /// file read under `readPayload(into:)` and `readFrame(into:)`.
+    fileprivate func readPayload(raw buffer: UnsafeMutableRawBufferPointer) throws(ContainerError) {
         guard let h = pending else { preconditionFailure("IVFReader.readPayload without nextFrameHeader") }
         precondition(buffer.count >= h.size, "IVFReader.readPayload: buffer too small")
         pending = nil
@@ -179,7 +181,7 @@ public final class IVFReader {
             }
         }
         try buffer.withUnsafeMutableBytes { b in
-            Result { () throws(ContainerError) in try readPayload(into: b) }
+            Result { () throws(ContainerError) in try readPayload(raw: b) }
         }.get()
         return h
     }
@@ -218,8 +220,9 @@ public final class IVFWriter {
         try file.write(header.bytes)
     }
 
-    /// Appends one frame with its presentation time in time-base units.
-    package func write(_ payload: UnsafeRawBufferPointer, pts: Int64) throws(ContainerError) {
+    /// Appends one frame with its presentation time in time-base units (the file writes under
+    /// `write(_:pts:)`).
+    fileprivate func write(raw payload: UnsafeRawBufferPointer, pts: Int64) throws(ContainerError) {
         precondition(payload.count <= Int(UInt32.max), "IVFWriter: frame larger than 4 GiB")
         var h: (UInt32, UInt64) = (UInt32(payload.count).littleEndian, UInt64(bitPattern: pts).littleEndian)
         try withUnsafeBytes(of: &h) { b in
@@ -234,13 +237,13 @@ public final class IVFWriter {
 
     /// Array convenience for `write(_:pts:)`.
     public func write(_ payload: [UInt8], pts: Int64) throws(ContainerError) {
-        try payload.withUnsafeBytes { b in Result { () throws(ContainerError) in try write(b, pts: pts) } }.get()
+        try write(payload.span.bytes, pts: pts)
     }
 
     /// Stores the frame count in the header, fsyncs and renames the file into place.
     public func finish() throws(ContainerError) {
         var v: [UInt8] = []
-        v.appendContainerLE32(UInt32(truncatingIfNeeded: framesWritten))
+        v.appendU32(UInt32(truncatingIfNeeded: framesWritten), .little)
         try file.patch(v, at: 24)
         try file.finish()
     }
@@ -257,7 +260,7 @@ extension IVFReader {
     public func readPayload(into output: inout OutputRawSpan) throws(ContainerError) {
         let size = pending.map { Int($0.size) } ?? 0
         try output.appendWriting { (free) throws(ContainerError) in
-            try readPayload(into: free)
+            try readPayload(raw: free)
             return size
         }
     }
@@ -266,6 +269,6 @@ extension IVFReader {
 extension IVFWriter {
     /// Appends one frame with its presentation time in time-base units.
     public func write(_ payload: RawSpan, pts: Int64) throws(ContainerError) {
-        try payload.withUnsafeBytes { (p) throws(ContainerError) in try write(p, pts: pts) }
+        try payload.withUnsafeBytes { (p) throws(ContainerError) in try write(raw: p, pts: pts) }
     }
 }

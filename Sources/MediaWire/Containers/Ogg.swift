@@ -68,10 +68,10 @@ package final class OggPageWriter {
     package static func lacingCount(_ size: Int) -> Int { size / 255 + 1 }
 
     /// Queues one packet ending at `granule`.
-    package func append(_ packet: UnsafeRawBufferPointer, granule: Int64) {
-        body.append(contentsOf: packet)
-        packets.append((packet.count, granule))
-        pendingLacingCount += Self.lacingCount(packet.count)
+    package func append(_ packet: RawSpan, granule: Int64) {
+        body.append(contentsOf: packet.array(0, packet.byteCount))
+        packets.append((packet.byteCount, granule))
+        pendingLacingCount += Self.lacingCount(packet.byteCount)
     }
 
     /// Writes every pending packet as one or more pages. `flags` (beginning/end of stream) go on the
@@ -122,13 +122,13 @@ package final class OggPageWriter {
 
     private func emit(lacing: [UInt8], bodyRange: Range<Int>, flags: OggPageFlags, granule: Int64) throws(ContainerError) {
         page.removeAll(keepingCapacity: true)
-        page.appendContainerASCII("OggS")
+        page.append(contentsOf: "OggS".utf8)
         page.append(0)
         page.append(flags.rawValue)
-        page.appendContainerLE64(UInt64(bitPattern: granule))
-        page.appendContainerLE32(serial)
-        page.appendContainerLE32(sequence)
-        page.appendContainerLE32(0)
+        page.appendU64(UInt64(bitPattern: granule), .little)
+        page.appendU32(serial, .little)
+        page.appendU32(sequence, .little)
+        page.appendU32(0, .little)
         page.append(UInt8(lacing.count))
         page.append(contentsOf: lacing)
         page.append(contentsOf: body[bodyRange])
@@ -253,7 +253,7 @@ package final class OggPageReader {
                 return false
             }
             pagesRead += 1
-            let storedCRC = ContainerLE.u32(header, 22)
+            let storedCRC = header.span.bytes.u32(22, .little)
             header[22] = 0; header[23] = 0; header[24] = 0; header[25] = 0
             var crc = header.withUnsafeBytes { OggCRC.update(0, $0) }
             crc = page.lacing.withUnsafeBytes { OggCRC.update(crc, $0) }
@@ -265,9 +265,9 @@ package final class OggPageReader {
                 continue
             }
             page.flags = OggPageFlags(rawValue: header[5])
-            page.granule = Int64(bitPattern: ContainerLE.u64(header, 6))
-            page.serial = ContainerLE.u32(header, 14)
-            page.sequence = ContainerLE.u32(header, 18)
+            page.granule = Int64(bitPattern: header.span.bytes.u64(6, .little))
+            page.serial = header.span.bytes.u32(14, .little)
+            page.sequence = header.span.bytes.u32(18, .little)
             page.offset = pageStart
             page.index = index
             return true

@@ -29,10 +29,10 @@ public struct OggOpusHead: Hashable, Sendable {
     /// The 19-byte packet.
     public var bytes: [UInt8] {
         var b: [UInt8] = []
-        b.appendContainerASCII("OpusHead")
+        b.append(contentsOf: "OpusHead".utf8)
         b.append(version); b.append(UInt8(channelCount))
-        b.appendContainerLE16(UInt16(preSkip)); b.appendContainerLE32(UInt32(inputSampleRate))
-        b.appendContainerLE16(UInt16(bitPattern: outputGain)); b.append(mappingFamily)
+        b.appendU16(UInt16(preSkip), .little); b.appendU32(UInt32(inputSampleRate), .little)
+        b.appendU16(UInt16(bitPattern: outputGain), .little); b.append(mappingFamily)
         return b
     }
 
@@ -58,8 +58,9 @@ public struct OggOpusHead: Hashable, Sendable {
                 .malformed, path: path, "OpusHead declares \(channels) channels with mapping family 0 (at most 2)")
         }
         var h = OggOpusHead(
-            channelCount: channels, preSkip: Int(ContainerLE.u16(b, 10)), inputSampleRate: Int(ContainerLE.u32(b, 12)),
-            outputGain: Int16(bitPattern: ContainerLE.u16(b, 16)))
+            channelCount: channels, preSkip: Int(b.span.bytes.u16(10, .little)),
+            inputSampleRate: Int(b.span.bytes.u32(12, .little)),
+            outputGain: Int16(bitPattern: b.span.bytes.u16(16, .little)))
         h.version = b[8]
         h.mappingFamily = family
         return h
@@ -83,10 +84,10 @@ public struct OggOpusTags: Hashable, Sendable {
     /// The packet.
     public var bytes: [UInt8] {
         var b: [UInt8] = []
-        b.appendContainerASCII("OpusTags")
-        b.appendContainerLE32(UInt32(vendor.utf8.count)); b.appendContainerASCII(vendor)
-        b.appendContainerLE32(UInt32(comments.count))
-        for c in comments { b.appendContainerLE32(UInt32(c.utf8.count)); b.appendContainerASCII(c) }
+        b.append(contentsOf: "OpusTags".utf8)
+        b.appendU32(UInt32(vendor.utf8.count), .little); b.append(contentsOf: vendor.utf8)
+        b.appendU32(UInt32(comments.count), .little)
+        for c in comments { b.appendU32(UInt32(c.utf8.count), .little); b.append(contentsOf: c.utf8) }
         return b
     }
 
@@ -104,17 +105,17 @@ public struct OggOpusTags: Hashable, Sendable {
         }
         guard b.count >= 16, b[0..<8].elementsEqual("OpusTags".utf8) else { throw bad("shorter than 16 bytes") }
         var at = 8
-        let vendorLength = Int(ContainerLE.u32(b, at)); at += 4
+        let vendorLength = Int(b.span.bytes.u32(at, .little)); at += 4
         guard vendorLength <= b.count - at else { throw bad("vendor string runs past the packet") }
         let vendor = String(decoding: b[at..<(at + vendorLength)], as: UTF8.self); at += vendorLength
         guard b.count - at >= 4 else { throw bad("no comment count") }
-        let count = Int(ContainerLE.u32(b, at)); at += 4
+        let count = Int(b.span.bytes.u32(at, .little)); at += 4
         guard count <= (b.count - at) / 4 else { throw bad("comment count \(count) does not fit in the packet") }
         var comments: [String] = []
         comments.reserveCapacity(count)
         for i in 0..<count {
             guard b.count - at >= 4 else { throw bad("comment \(i) has no length") }
-            let n = Int(ContainerLE.u32(b, at)); at += 4
+            let n = Int(b.span.bytes.u32(at, .little)); at += 4
             guard n <= b.count - at else { throw bad("comment \(i) runs past the packet") }
             comments.append(String(decoding: b[at..<(at + n)], as: UTF8.self)); at += n
         }
@@ -367,10 +368,10 @@ public final class OggOpusWriter {
         file = try ContainerFileWriter(path: path)
         pages = OggPageWriter(file: file, serial: serial)
         let id = head.bytes
-        id.withUnsafeBytes { pages.append($0, granule: 0) }
+        pages.append(id.span.bytes, granule: 0)
         try pages.flush(flags: .beginningOfStream)
         let comment = tags.bytes
-        comment.withUnsafeBytes { pages.append($0, granule: 0) }
+        pages.append(comment.span.bytes, granule: 0)
         try pages.flush()
     }
 
@@ -389,20 +390,20 @@ public final class OggOpusWriter {
     /// e.g. 960 for 20 ms; for packets from the network, `OpusPacketInfo.sampleCount`). Throws,
     /// writing nothing, when the packet is empty or its TOC says another duration (packets from the
     /// network can be anything); traps on a duration outside 1...5760 (a programmer error).
-    package func write(_ packet: UnsafeRawBufferPointer, sampleCount: Int) throws(ContainerError) {
+    public func write(_ packet: RawSpan, sampleCount: Int) throws(ContainerError) {
         precondition(sampleCount > 0 && sampleCount <= 5760, "OggOpusWriter: packet duration out of range")
-        guard packet.count >= 1 else {
+        guard packet.byteCount >= 1 else {
             throw ContainerError(
                 .malformed, path: path, "packet \(packetsWritten) is empty (an Ogg Opus packet has at least a TOC byte)")
         }
-        if let toc = OpusPacketInfo.sampleCount(packet.bytes), toc != sampleCount {
+        if let toc = OpusPacketInfo.sampleCount(packet), toc != sampleCount {
             throw ContainerError(
                 .malformed, path: path,
                 "packet \(packetsWritten) lasts \(toc) samples by its TOC, not \(sampleCount)")
         }
         if pages.hasPending
             && (pendingDuration >= maximumPageDuration
-                || pages.pendingLacingCount + OggPageWriter.lacingCount(packet.count) > 255)
+                || pages.pendingLacingCount + OggPageWriter.lacingCount(packet.byteCount) > 255)
         {
             try pages.flush()
             pendingDuration = 0
@@ -416,7 +417,7 @@ public final class OggOpusWriter {
 
     /// Array convenience for `write(_:sampleCount:)`.
     public func write(_ packet: [UInt8], sampleCount: Int) throws(ContainerError) {
-        try packet.withUnsafeBytes { b in Result { () throws(ContainerError) in try write(b, sampleCount: sampleCount) } }.get()
+        try write(packet.span.bytes, sampleCount: sampleCount)
     }
 
     /// Writes the last page with the end-of-stream flag, then fsyncs and renames into place.
@@ -440,16 +441,4 @@ public final class OggOpusWriter {
 
     /// Discards the output; nothing is left on disk.
     public func abort() { file.abort() }
-}
-
-// MARK: Spans
-
-extension OggOpusWriter {
-    /// Appends one Opus packet lasting `sampleCount` samples at 48 kHz (what the encoder was given,
-    /// e.g. 960 for 20 ms; for packets from the network, `OpusPacketInfo.sampleCount`). Throws,
-    /// writing nothing, when the packet is empty or its TOC says another duration; traps on a
-    /// duration outside 1...5760 (a programmer error).
-    public func write(_ packet: RawSpan, sampleCount: Int) throws(ContainerError) {
-        try packet.withUnsafeBytes { (p) throws(ContainerError) in try write(p, sampleCount: sampleCount) }
-    }
 }

@@ -77,7 +77,7 @@ public final class WAVReader {
         guard riff[8...11].elementsEqual("WAVE".utf8) else {
             throw ContainerError(.badMagic, path: path, "not a WAV file (RIFF form type is not WAVE)")
         }
-        let riffSize = ContainerLE.u32(riff, 4)
+        let riffSize = riff.span.bytes.u32(4, .little)
         var format: (tag: UInt16, channels: Int, rate: Int, align: Int, bits: Int)?
         var ds64Data: Int64?
         while true {
@@ -90,7 +90,7 @@ public final class WAVReader {
             let id = String(
                 decoding: head.prefix(4).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") },
                 as: UTF8.self)
-            let size = Int64(ContainerLE.u32(head, 4))
+            let size = Int64(head.span.bytes.u32(4, .little))
             switch id {
             case "ds64" where magic == "RF64", "fmt ":
                 guard size >= (id == "ds64" ? 24 : 16), size <= 4096 else {
@@ -101,18 +101,18 @@ public final class WAVReader {
                     throw ContainerError(.truncated, path: path, "\(id.trimmingSpaces) chunk is truncated")
                 }
                 if size & 1 == 1 { _ = try file.skip(1) }
-                if id == "ds64" { ds64Data = Int64(bitPattern: ContainerLE.u64(body, 8)); continue }
-                var tag = ContainerLE.u16(body, 0)
-                let channels = Int(ContainerLE.u16(body, 2)), rate = Int(ContainerLE.u32(body, 4))
-                let align = Int(ContainerLE.u16(body, 12)), bits = Int(ContainerLE.u16(body, 14))
+                if id == "ds64" { ds64Data = Int64(bitPattern: body.span.bytes.u64(8, .little)); continue }
+                var tag = body.span.bytes.u16(0, .little)
+                let channels = Int(body.span.bytes.u16(2, .little)), rate = Int(body.span.bytes.u32(4, .little))
+                let align = Int(body.span.bytes.u16(12, .little)), bits = Int(body.span.bytes.u16(14, .little))
                 if tag == 0xFFFE {
-                    guard body.count >= 40, ContainerLE.u16(body, 16) >= 22 else {
+                    guard body.count >= 40, body.span.bytes.u16(16, .little) >= 22 else {
                         throw ContainerError(.malformed, path: path, "WAVE_FORMAT_EXTENSIBLE fmt chunk is too short")
                     }
                     guard body[26..<40].elementsEqual(Self.extensibleGUIDTail) else {
                         throw ContainerError(.unsupported, path: path, "WAVE_FORMAT_EXTENSIBLE with an unknown sub-format GUID")
                     }
-                    tag = ContainerLE.u16(body, 24)
+                    tag = body.span.bytes.u16(24, .little)
                 }
                 format = (tag, channels, rate, align, bits)
             case "data":
@@ -304,23 +304,23 @@ public final class WAVWriter {
         file = try ContainerFileWriter(path: path)
         let align = channelCount * format.bytesPerSample
         var h: [UInt8] = []
-        h.appendContainerASCII("RIFF"); h.appendContainerLE32(0); h.appendContainerASCII("WAVE")
-        h.appendContainerASCII("fmt "); h.appendContainerLE32(format == .int16 ? 16 : 18)
-        h.appendContainerLE16(format == .int16 ? 1 : 3)
-        h.appendContainerLE16(UInt16(channelCount)); h.appendContainerLE32(UInt32(sampleRate))
-        h.appendContainerLE32(UInt32(sampleRate * align)); h.appendContainerLE16(UInt16(align))
-        h.appendContainerLE16(UInt16(format.bytesPerSample * 8))
+        h.append(contentsOf: "RIFF".utf8); h.appendU32(0, .little); h.append(contentsOf: "WAVE".utf8)
+        h.append(contentsOf: "fmt ".utf8); h.appendU32(format == .int16 ? 16 : 18, .little)
+        h.appendU16(format == .int16 ? 1 : 3, .little)
+        h.appendU16(UInt16(channelCount), .little); h.appendU32(UInt32(sampleRate), .little)
+        h.appendU32(UInt32(sampleRate * align), .little); h.appendU16(UInt16(align), .little)
+        h.appendU16(UInt16(format.bytesPerSample * 8), .little)
         if format == .float32 {
-            h.appendContainerLE16(0)  // cbSize
-            h.appendContainerASCII("fact"); h.appendContainerLE32(4)
+            h.appendU16(0, .little)  // cbSize
+            h.append(contentsOf: "fact".utf8); h.appendU32(4, .little)
             factOffset = Int64(h.count)
-            h.appendContainerLE32(0)
+            h.appendU32(0, .little)
         } else {
             factOffset = nil
         }
-        h.appendContainerASCII("data")
+        h.append(contentsOf: "data".utf8)
         dataSizeOffset = Int64(h.count)
-        h.appendContainerLE32(0)
+        h.appendU32(0, .little)
         try file.write(h)
         scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchBytes, alignment: 16)
     }
@@ -399,12 +399,12 @@ public final class WAVWriter {
         if dataBytes & 1 == 1 { try file.write([0]) }
         let total = file.offset
         var v: [UInt8] = []
-        v.appendContainerLE32(UInt32(total - 8))
+        v.appendU32(UInt32(total - 8), .little)
         try file.patch(v, at: 4)
-        v.removeAll(); v.appendContainerLE32(UInt32(dataBytes))
+        v.removeAll(); v.appendU32(UInt32(dataBytes), .little)
         try file.patch(v, at: dataSizeOffset)
         if let fact = factOffset {
-            v.removeAll(); v.appendContainerLE32(UInt32(truncatingIfNeeded: framesWritten))
+            v.removeAll(); v.appendU32(UInt32(truncatingIfNeeded: framesWritten), .little)
             try file.patch(v, at: fact)
         }
         try file.finish()

@@ -75,23 +75,24 @@ public struct RTCPGenericNack: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
-        precondition(b.count >= marshalSize)
-        RTCPHeader(count: 1, packetType: .transportFeedback, packetSize: marshalSize).marshal(into: b)
-        b.put32(4, senderSSRC); b.put32(8, mediaSSRC)
-        for (i, p) in pairs.enumerated() { b.put16(12 + 4 * i, p.packetID); b.put16(14 + 4 * i, p.lostBitmask) }
+    package func marshal(into out: inout OutputRawSpan) -> Int {
+        precondition(out.freeCapacity >= marshalSize)
+        RTCPHeader(count: 1, packetType: .transportFeedback, packetSize: marshalSize).marshal(into: &out)
+        out.appendU32(senderSSRC); out.appendU32(mediaSSRC)
+        for p in pairs { out.appendU16(p.packetID); out.appendU16(p.lostBitmask) }
         return marshalSize
     }
 
     /// Parses one generic NACK. Throws `wrongPacketType` for another type/FMT and
     /// `badRTCPLength` when the FCI is not a whole number of pairs or is empty (RFC 4585 §6.2.1
     /// requires at least one).
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (_, body) = try RTCPHeader.expect(bytes, .transportFeedback, fmt: 1, minBody: 12, what: "generic NACK")
-        guard body.count % 4 == 0 else {
-            throw RTPError(.badRTCPLength, "generic NACK FCI of \(body.count - 8) bytes is not whole 4-byte entries")
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (_, range) = try RTCPHeader.expect(bytes, .transportFeedback, fmt: 1, minBody: 12, what: "generic NACK")
+        let body = bytes.extracting(range)
+        guard body.byteCount % 4 == 0 else {
+            throw RTPError(.badRTCPLength, "generic NACK FCI of \(body.byteCount - 8) bytes is not whole 4-byte entries")
         }
         senderSSRC = body.u32(0); mediaSSRC = body.u32(4)
-        pairs = stride(from: 8, to: body.count, by: 4).map { Pair(packetID: body.u16($0), lostBitmask: body.u16($0 + 2)) }
+        pairs = stride(from: 8, to: body.byteCount, by: 4).map { Pair(packetID: body.u16($0), lostBitmask: body.u16($0 + 2)) }
     }
 }

@@ -17,38 +17,39 @@ public struct RTCPGoodbye: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into out: inout OutputRawSpan) -> Int {
         let size = marshalSize
-        precondition(sources.count < 32 && b.count >= size && (reason?.utf8.count ?? 0) <= 255)
-        RTCPHeader(count: UInt8(sources.count), packetType: .goodbye, packetSize: size).marshal(into: b)
+        precondition(sources.count < 32 && out.freeCapacity >= size && (reason?.utf8.count ?? 0) <= 255)
+        RTCPHeader(count: UInt8(sources.count), packetType: .goodbye, packetSize: size).marshal(into: &out)
         var at = 4
-        for s in sources { b.put32(at, s); at += 4 }
+        for s in sources { out.appendU32(s); at += 4 }
         if let reason {
-            b[at] = UInt8(reason.utf8.count); at += 1
-            for ch in reason.utf8 { b[at] = ch; at += 1 }
+            out.appendU8(UInt8(reason.utf8.count)); at += 1
+            for ch in reason.utf8 { out.appendU8(ch); at += 1 }
         }
-        b.zero(at, size - at)
+        out.appendZeros(size - at)
         return size
     }
 
     /// Parses one BYE packet. Throws `badRTCPLength` when the sources or reason do not fit; a
     /// reason that is not valid UTF-8 is left out (`reason` nil), the BYE itself still counts.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (h, body) = try RTCPHeader.expect(bytes, .goodbye, minBody: 0, what: "goodbye")
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (h, range) = try RTCPHeader.expect(bytes, .goodbye, minBody: 0, what: "goodbye")
+        let body = bytes.extracting(range)
         let n = Int(h.count)
-        guard 4 * n <= body.count else {
-            throw RTPError(.badRTCPLength, "BYE announces \(n) sources but its body has \(body.count) bytes")
+        guard 4 * n <= body.byteCount else {
+            throw RTPError(.badRTCPLength, "BYE announces \(n) sources but its body has \(body.byteCount) bytes")
         }
         sources = (0..<n).map { body.u32(4 * $0) }
         reason = nil
-        if body.count > 4 * n {
-            let len = Int(body[4 * n])
-            guard 4 * n + 1 + len <= body.count else {
+        if body.byteCount > 4 * n {
+            let len = Int(body.u8(4 * n))
+            guard 4 * n + 1 + len <= body.byteCount else {
                 throw RTPError(.badRTCPLength, "BYE reason of \(len) bytes runs past the packet")
             }
             // RFC 3550 §6.6: the reason is UTF-8. Invalid bytes are dropped with the reason rather
             // than repaired: U+FFFD repairs can grow it past the 255 bytes `marshal` accepts.
-            if len > 0 { reason = String(validating: body.view(4 * n + 1, len), as: UTF8.self) }
+            if len > 0 { reason = String(validating: body.array(4 * n + 1, len), as: UTF8.self) }
         }
     }
 }

@@ -24,29 +24,30 @@ public struct RTCPHeader: Sendable, Equatable {
         self.length = UInt16(packetSize / 4 - 1)
     }
 
-    /// Writes the 4 header bytes.
-    package func marshal(into b: UnsafeMutableRawBufferPointer) {
-        precondition(b.count >= 4)
-        b[0] = 0x80 | (padding ? 0x20 : 0) | count
-        b[1] = packetType.rawValue
-        b.put16(2, length)
+    /// Appends the 4 header bytes. Traps on too little room.
+    package func marshal(into out: inout OutputRawSpan) {
+        out.appendU8(0x80 | (padding ? 0x20 : 0) | count)
+        out.appendU8(packetType.rawValue)
+        out.appendU16(length)
     }
 
     /// Parses the header at the start of `b` and checks that the packet it announces fits.
     /// Throws `truncated` (under 4 bytes), `badRTCPPacket` (version not 2) or `badRTCPLength`.
-    package init(parsing b: UnsafeRawBufferPointer) throws(RTPError) {
-        guard b.count >= 4 else {
-            throw RTPError(.truncated, "RTCP packet of \(b.count) bytes is shorter than its 4-byte header (RFC 3550 §6.4.1)")
+    package init(parsing b: RawSpan) throws(RTPError) {
+        guard b.byteCount >= 4 else {
+            throw RTPError(.truncated, "RTCP packet of \(b.byteCount) bytes is shorter than its 4-byte header (RFC 3550 §6.4.1)")
         }
-        guard b[0] >> 6 == 2 else {
-            throw RTPError(.badRTCPPacket, "RTCP packet has version \(b[0] >> 6), expected 2 (RFC 3550 §6.4.1)")
+        let first = b.u8(0)
+        guard first >> 6 == 2 else {
+            throw RTPError(.badRTCPPacket, "RTCP packet has version \(first >> 6), expected 2 (RFC 3550 §6.4.1)")
         }
-        padding = b[0] & 0x20 != 0
-        count = b[0] & 0x1F
-        packetType = RTCPPacketType(rawValue: b[1])
+        padding = first & 0x20 != 0
+        count = first & 0x1F
+        packetType = RTCPPacketType(rawValue: b.u8(1))
         length = b.u16(2)
-        guard packetSize <= b.count else {
-            throw RTPError(.badRTCPLength, "RTCP packet type \(b[1]) announces \(packetSize) bytes but only \(b.count) remain")
+        guard packetSize <= b.byteCount else {
+            throw RTPError(
+                .badRTCPLength, "RTCP packet type \(b.u8(1)) announces \(packetSize) bytes but only \(b.byteCount) remain")
         }
     }
 }
@@ -74,66 +75,67 @@ public struct RTCPPacketType: RawRepresentable, Sendable, Hashable {
     public static let payloadFeedback = RTCPPacketType(rawValue: 206)
 }
 
-/// Walks the packets of a compound RTCP datagram (RFC 3550 §6.1) without copying: each element
-/// is one packet's header and bytes (a view into the datagram, padding included).
+/// Walks the packets of a compound RTCP datagram (RFC 3550 §6.1) without copying: each step
+/// yields one packet's header and where its bytes lie in the datagram (padding included); the
+/// caller takes them with `datagram.extracting(range)`.
 ///
 /// Every length is validated before a packet is returned; the first malformed packet throws and
 /// ends the walk. RFC 3550 §6.4.1: only the last packet of a compound may carry padding.
-/// Thread rule: a value type borrowing the datagram. Cost: O(1) per packet.
+/// Thread rule: a value type holding only a position; pass the same datagram to every `next`.
+/// Cost: O(1) per packet.
 package struct RTCPCompoundIterator {
-    private let buffer: UnsafeRawBufferPointer
     private var offset = 0
     private var sawPadding = false
 
-    /// Starts at the first packet of `datagram`.
-    package init(_ datagram: UnsafeRawBufferPointer) { buffer = datagram }
+    /// Starts at the first packet.
+    package init() {}
 
-    /// The next packet, nil at the end. Throws for an empty datagram, a header or length running
-    /// past the datagram, or padding on a packet that is not the last.
-    package mutating func next() throws(RTPError) -> (header: RTCPHeader, bytes: UnsafeRawBufferPointer)? {
-        if offset == 0 && buffer.count == 0 {
+    /// The next packet of `datagram`, nil at the end. Throws for an empty datagram, a header or
+    /// length running past the datagram, or padding on a packet that is not the last.
+    package mutating func next(in datagram: RawSpan) throws(RTPError) -> (header: RTCPHeader, range: Range<Int>)? {
+        if offset == 0 && datagram.byteCount == 0 {
             throw RTPError(.truncated, "empty RTCP datagram")
         }
-        guard offset < buffer.count else { return nil }
+        guard offset < datagram.byteCount else { return nil }
         if sawPadding {
             throw RTPError(.badRTCPPacket, "RTCP packet with padding is not the last of its compound (RFC 3550 §6.4.1)")
         }
-        let rest = buffer.view(offset, buffer.count - offset)
-        let h = try RTCPHeader(parsing: rest)
-        let bytes = rest.view(0, h.packetSize)
+        let h = try RTCPHeader(parsing: datagram.extracting(droppingFirst: offset))
+        let range = offset..<(offset + h.packetSize)
         offset += h.packetSize
         sawPadding = h.padding
-        return (h, bytes)
+        return (h, range)
     }
 }
 
 extension RTCPHeader {
-    /// The packet's content after the 4-byte header and before any padding, after checking the
-    /// padding count (RFC 3550 §6.4.1). `bytes` is exactly one packet.
-    static func body(of bytes: UnsafeRawBufferPointer, header h: RTCPHeader) throws(RTPError) -> UnsafeRawBufferPointer {
-        var end = bytes.count
+    /// Where the packet's content lies in `bytes` (after the 4-byte header and before any
+    /// padding), after checking the padding count (RFC 3550 §6.4.1). `bytes` is exactly one packet.
+    static func body(of bytes: RawSpan, header h: RTCPHeader) throws(RTPError) -> Range<Int> {
+        var end = bytes.byteCount
         if h.padding {
-            let pad = Int(bytes[bytes.count - 1])
-            guard pad > 0 && pad <= bytes.count - 4 else {
+            let pad = Int(bytes.u8(bytes.byteCount - 1))
+            guard pad > 0 && pad <= bytes.byteCount - 4 else {
                 throw RTPError(
-                    .badRTCPLength, "RTCP padding count \(pad) is zero or exceeds the \(bytes.count - 4)-byte packet body")
+                    .badRTCPLength, "RTCP padding count \(pad) is zero or exceeds the \(bytes.byteCount - 4)-byte packet body")
             }
             end -= pad
         }
-        return bytes.view(4, end - 4)
+        return 4..<end
     }
 
     /// Parses the header of a packet that must be of `type` (and FMT `fmt` if given) and returns
-    /// the header with its body. Throws `wrongPacketType` otherwise.
+    /// the header with where its body lies in `bytes` (`bytes.extracting(range)`). Throws
+    /// `wrongPacketType` otherwise.
     static func expect(
-        _ bytes: UnsafeRawBufferPointer, _ type: RTCPPacketType, fmt: UInt8? = nil,
+        _ bytes: RawSpan, _ type: RTCPPacketType, fmt: UInt8? = nil,
         minBody: Int, what: String
-    ) throws(RTPError) -> (RTCPHeader, UnsafeRawBufferPointer) {
+    ) throws(RTPError) -> (RTCPHeader, Range<Int>) {
         let h = try RTCPHeader(parsing: bytes)
         guard h.packetType == type, fmt == nil || h.count == fmt else {
             throw RTPError(.wrongPacketType, "RTCP packet type \(h.packetType.rawValue) FMT \(h.count) is not a \(what)")
         }
-        let body = try Self.body(of: bytes.view(0, h.packetSize), header: h)
+        let body = try Self.body(of: bytes.extracting(0..<h.packetSize), header: h)
         guard body.count >= minBody else {
             throw RTPError(.badRTCPLength, "RTCP \(what) body of \(body.count) bytes is shorter than \(minBody)")
         }

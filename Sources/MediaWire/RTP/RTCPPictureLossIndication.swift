@@ -15,16 +15,17 @@ public struct RTCPPictureLossIndication: Sendable, Equatable {
 
     /// Writes the packet; returns 12.
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
-        precondition(b.count >= 12)
-        RTCPHeader(count: 1, packetType: .payloadFeedback, packetSize: 12).marshal(into: b)
-        b.put32(4, senderSSRC); b.put32(8, mediaSSRC)
+    package func marshal(into out: inout OutputRawSpan) -> Int {
+        precondition(out.freeCapacity >= 12)
+        RTCPHeader(count: 1, packetType: .payloadFeedback, packetSize: 12).marshal(into: &out)
+        out.appendU32(senderSSRC); out.appendU32(mediaSSRC)
         return 12
     }
 
     /// Parses one PLI. Throws `wrongPacketType` or `badRTCPLength`.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (_, body) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 1, minBody: 8, what: "PLI")
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (_, range) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 1, minBody: 8, what: "PLI")
+        let body = bytes.extracting(range)
         senderSSRC = body.u32(0); mediaSSRC = body.u32(4)
     }
 }
@@ -56,24 +57,26 @@ public struct RTCPFullIntraRequest: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
-        precondition(b.count >= marshalSize)
-        RTCPHeader(count: 4, packetType: .payloadFeedback, packetSize: marshalSize).marshal(into: b)
-        b.put32(4, senderSSRC); b.put32(8, 0)
-        for (i, e) in entries.enumerated() {
-            b.put32(12 + 8 * i, e.ssrc); b[16 + 8 * i] = e.sequenceNumber; b.zero(17 + 8 * i, 3)
+    package func marshal(into out: inout OutputRawSpan) -> Int {
+        precondition(out.freeCapacity >= marshalSize)
+        RTCPHeader(count: 4, packetType: .payloadFeedback, packetSize: marshalSize).marshal(into: &out)
+        out.appendU32(senderSSRC); out.appendU32(0)
+        for e in entries {
+            out.appendU32(e.ssrc); out.appendU8(e.sequenceNumber); out.appendZeros(3)
         }
         return marshalSize
     }
 
     /// Parses one FIR. Throws `wrongPacketType`, or `badRTCPLength` when the FCI is not whole
     /// 8-byte entries or is empty.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (_, body) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 4, minBody: 16, what: "FIR")
-        guard (body.count - 8) % 8 == 0 else {
-            throw RTPError(.badRTCPLength, "FIR FCI of \(body.count - 8) bytes is not whole 8-byte entries (RFC 5104 §4.3.1.1)")
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (_, range) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 4, minBody: 16, what: "FIR")
+        let body = bytes.extracting(range)
+        guard (body.byteCount - 8) % 8 == 0 else {
+            throw RTPError(
+                .badRTCPLength, "FIR FCI of \(body.byteCount - 8) bytes is not whole 8-byte entries (RFC 5104 §4.3.1.1)")
         }
         senderSSRC = body.u32(0)
-        entries = stride(from: 8, to: body.count, by: 8).map { Entry(ssrc: body.u32($0), sequenceNumber: body[$0 + 4]) }
+        entries = stride(from: 8, to: body.byteCount, by: 8).map { Entry(ssrc: body.u32($0), sequenceNumber: body.u8($0 + 4)) }
     }
 }

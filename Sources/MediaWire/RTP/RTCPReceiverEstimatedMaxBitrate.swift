@@ -29,33 +29,34 @@ public struct RTCPReceiverEstimatedMaxBitrate: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
-        precondition(b.count >= marshalSize && ssrcs.count < 256)
-        RTCPHeader(count: 15, packetType: .payloadFeedback, packetSize: marshalSize).marshal(into: b)
-        b.put32(4, senderSSRC); b.put32(8, 0)
-        b[12] = 0x52; b[13] = 0x45; b[14] = 0x4D; b[15] = 0x42  // "REMB"
+    package func marshal(into out: inout OutputRawSpan) -> Int {
+        precondition(out.freeCapacity >= marshalSize && ssrcs.count < 256)
+        RTCPHeader(count: 15, packetType: .payloadFeedback, packetSize: marshalSize).marshal(into: &out)
+        out.appendU32(senderSSRC); out.appendU32(0)
+        out.appendU32(0x5245_4D42)  // "REMB"
         let (e, m) = Self.encode(bitrate: bitrate)
-        b[16] = UInt8(ssrcs.count)
-        b.put24(17, UInt32(e) << 18 | m)
-        for (i, s) in ssrcs.enumerated() { b.put32(20 + 4 * i, s) }
+        out.appendU8(UInt8(ssrcs.count))
+        out.appendU24(UInt32(e) << 18 | m)
+        for s in ssrcs { out.appendU32(s) }
         return marshalSize
     }
 
     /// Whether a PSFB FMT 15 body carries the "REMB" identifier (other AFB messages exist).
-    static func isREMB(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        bytes.count >= 16 && bytes[12] == 0x52 && bytes[13] == 0x45 && bytes[14] == 0x4D && bytes[15] == 0x42
+    static func isREMB(_ bytes: RawSpan) -> Bool {
+        bytes.byteCount >= 16 && bytes.u32(12) == 0x5245_4D42
     }
 
     /// Parses one REMB. Throws `wrongPacketType` (including an AFB that is not "REMB") or
     /// `badRTCPLength` when the SSRC count does not match the length.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (_, body) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 15, minBody: 16, what: "REMB")
-        guard body[8] == 0x52, body[9] == 0x45, body[10] == 0x4D, body[11] == 0x42 else {
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (_, range) = try RTCPHeader.expect(bytes, .payloadFeedback, fmt: 15, minBody: 16, what: "REMB")
+        let body = bytes.extracting(range)
+        guard body.u8(8) == 0x52, body.u8(9) == 0x45, body.u8(10) == 0x4D, body.u8(11) == 0x42 else {
             throw RTPError(.wrongPacketType, "application-layer feedback is not REMB (no \"REMB\" identifier)")
         }
-        let n = Int(body[12])
-        guard 16 + 4 * n <= body.count else {
-            throw RTPError(.badRTCPLength, "REMB announces \(n) SSRCs but its body has \(body.count) bytes")
+        let n = Int(body.u8(12))
+        guard 16 + 4 * n <= body.byteCount else {
+            throw RTPError(.badRTCPLength, "REMB announces \(n) SSRCs but its body has \(body.byteCount) bytes")
         }
         senderSSRC = body.u32(0)
         let v = body.u24(13)

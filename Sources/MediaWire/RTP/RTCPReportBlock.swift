@@ -34,33 +34,34 @@ public struct RTCPReportBlock: Sendable, Equatable {
         self.delaySinceLastSenderReport = delaySinceLastSenderReport
     }
 
-    func marshal(into b: UnsafeMutableRawBufferPointer, at o: Int) {
-        b.put32(o, ssrc)
-        b[o + 4] = fractionLost
-        b.put24(o + 5, UInt32(bitPattern: cumulativeLost) & 0xFF_FFFF)
-        b.put32(o + 8, extendedHighestSequence)
-        b.put32(o + 12, jitter)
-        b.put32(o + 16, lastSenderReport)
-        b.put32(o + 20, delaySinceLastSenderReport)
+    func marshal(into out: inout OutputRawSpan) {
+        out.appendU32(ssrc)
+        out.appendU8(fractionLost)
+        out.appendU24(UInt32(bitPattern: cumulativeLost) & 0xFF_FFFF)
+        out.appendU32(extendedHighestSequence)
+        out.appendU32(jitter)
+        out.appendU32(lastSenderReport)
+        out.appendU32(delaySinceLastSenderReport)
     }
 
-    init(parsing b: UnsafeRawBufferPointer, at o: Int) {
+    init(parsing b: RawSpan, at o: Int) {
         let raw = b.u24(o + 5)
         // Sign-extend the 24-bit two's complement value.
         let lost = Int32(bitPattern: raw << 8) >> 8
         self.init(
-            ssrc: b.u32(o), fractionLost: b[o + 4], cumulativeLost: lost,
+            ssrc: b.u32(o), fractionLost: b.u8(o + 4), cumulativeLost: lost,
             extendedHighestSequence: b.u32(o + 8), jitter: b.u32(o + 12),
             lastSenderReport: b.u32(o + 16), delaySinceLastSenderReport: b.u32(o + 20))
     }
 
     /// Parses `count` blocks from `body` starting at `offset`; throws `badRTCPLength` when they
     /// run past the body.
-    static func parseList(_ body: UnsafeRawBufferPointer, at offset: Int, count: Int, what: String) throws(RTPError)
+    static func parseList(_ body: RawSpan, at offset: Int, count: Int, what: String) throws(RTPError)
         -> [RTCPReportBlock]
     {
-        guard offset + count * size <= body.count else {
-            throw RTPError(.badRTCPLength, "RTCP \(what) announces \(count) report blocks but its body has \(body.count) bytes")
+        guard offset + count * size <= body.byteCount else {
+            throw RTPError(
+                .badRTCPLength, "RTCP \(what) announces \(count) report blocks but its body has \(body.byteCount) bytes")
         }
         var blocks: [RTCPReportBlock] = []
         blocks.reserveCapacity(count)

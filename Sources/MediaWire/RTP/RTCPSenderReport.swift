@@ -31,19 +31,20 @@ public struct RTCPSenderReport: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`. Traps on a short buffer or over 31 blocks.
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
-        precondition(reports.count < 32 && b.count >= marshalSize)
-        RTCPHeader(count: UInt8(reports.count), packetType: .senderReport, packetSize: marshalSize).marshal(into: b)
-        b.put32(4, ssrc); b.put64(8, ntpTime.rawValue); b.put32(16, rtpTime)
-        b.put32(20, packetCount); b.put32(24, octetCount)
-        for (i, r) in reports.enumerated() { r.marshal(into: b, at: 28 + i * RTCPReportBlock.size) }
+    package func marshal(into out: inout OutputRawSpan) -> Int {
+        precondition(reports.count < 32 && out.freeCapacity >= marshalSize)
+        RTCPHeader(count: UInt8(reports.count), packetType: .senderReport, packetSize: marshalSize).marshal(into: &out)
+        out.appendU32(ssrc); out.appendU64(ntpTime.rawValue); out.appendU32(rtpTime)
+        out.appendU32(packetCount); out.appendU32(octetCount)
+        for r in reports { r.marshal(into: &out) }
         return marshalSize
     }
 
     /// Parses one SR packet at the start of `bytes`. Throws `wrongPacketType` for another type
     /// and `badRTCPLength` when the blocks do not fit.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (h, body) = try RTCPHeader.expect(bytes, .senderReport, minBody: 24, what: "sender report")
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (h, range) = try RTCPHeader.expect(bytes, .senderReport, minBody: 24, what: "sender report")
+        let body = bytes.extracting(range)
         ssrc = body.u32(0); ntpTime = NTPTime(rawValue: body.u64(4)); rtpTime = body.u32(12)
         packetCount = body.u32(16); octetCount = body.u32(20)
         reports = try RTCPReportBlock.parseList(body, at: 24, count: Int(h.count), what: "sender report")
@@ -66,17 +67,18 @@ public struct RTCPReceiverReport: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
-        precondition(reports.count < 32 && b.count >= marshalSize)
-        RTCPHeader(count: UInt8(reports.count), packetType: .receiverReport, packetSize: marshalSize).marshal(into: b)
-        b.put32(4, ssrc)
-        for (i, r) in reports.enumerated() { r.marshal(into: b, at: 8 + i * RTCPReportBlock.size) }
+    package func marshal(into out: inout OutputRawSpan) -> Int {
+        precondition(reports.count < 32 && out.freeCapacity >= marshalSize)
+        RTCPHeader(count: UInt8(reports.count), packetType: .receiverReport, packetSize: marshalSize).marshal(into: &out)
+        out.appendU32(ssrc)
+        for r in reports { r.marshal(into: &out) }
         return marshalSize
     }
 
     /// Parses one RR packet at the start of `bytes`.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (h, body) = try RTCPHeader.expect(bytes, .receiverReport, minBody: 4, what: "receiver report")
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (h, range) = try RTCPHeader.expect(bytes, .receiverReport, minBody: 4, what: "receiver report")
+        let body = bytes.extracting(range)
         ssrc = body.u32(0)
         reports = try RTCPReportBlock.parseList(body, at: 4, count: Int(h.count), what: "receiver report")
     }

@@ -63,20 +63,20 @@ public struct RTCPSourceDescription: Sendable, Equatable {
 
     /// Writes the packet; returns `marshalSize`.
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into out: inout OutputRawSpan) -> Int {
         let size = marshalSize
-        precondition(chunks.count < 32 && b.count >= size)
-        RTCPHeader(count: UInt8(chunks.count), packetType: .sourceDescription, packetSize: size).marshal(into: b)
+        precondition(chunks.count < 32 && out.freeCapacity >= size)
+        RTCPHeader(count: UInt8(chunks.count), packetType: .sourceDescription, packetSize: size).marshal(into: &out)
         var at = 4
         for c in chunks {
             let start = at
-            b.put32(at, c.ssrc); at += 4
+            out.appendU32(c.ssrc); at += 4
             for item in c.items {
-                b[at] = item.type.rawValue; b[at + 1] = UInt8(item.text.count); at += 2
-                for (k, ch) in item.text.enumerated() { b[at + k] = ch }
+                out.appendU8(item.type.rawValue); out.appendU8(UInt8(item.text.count)); at += 2
+                out.appendBytes(item.text.span.bytes)
                 at += item.text.count
             }
-            b.zero(at, start + c.size - at)
+            out.appendZeros(start + c.size - at)
             at = start + c.size
         }
         return at
@@ -84,30 +84,31 @@ public struct RTCPSourceDescription: Sendable, Equatable {
 
     /// Parses one SDES packet. Throws `badRTCPPacket` when an item runs past its chunk or a
     /// chunk lacks its terminating null item, `badRTCPLength` when chunks do not fit.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (h, body) = try RTCPHeader.expect(bytes, .sourceDescription, minBody: 0, what: "source description")
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (h, range) = try RTCPHeader.expect(bytes, .sourceDescription, minBody: 0, what: "source description")
+        let body = bytes.extracting(range)
         chunks = []
         var at = 0
         for _ in 0..<Int(h.count) {
-            guard at + 4 <= body.count else {
+            guard at + 4 <= body.byteCount else {
                 throw RTPError(
                     .badRTCPLength,
-                    "SDES announces \(h.count) chunks but its \(body.count)-byte body ends at chunk \(chunks.count)")
+                    "SDES announces \(h.count) chunks but its \(body.byteCount)-byte body ends at chunk \(chunks.count)")
             }
             var chunk = Chunk(ssrc: body.u32(at), items: [])
             at += 4
             while true {
-                guard at < body.count else {
+                guard at < body.byteCount else {
                     throw RTPError(
                         .badRTCPPacket, "SDES chunk for SSRC \(chunk.ssrc) has no terminating null item (RFC 3550 §6.5)")
                 }
-                let t = body[at]
+                let t = body.u8(at)
                 if t == 0 { at = (at + 4) & ~3; break }  // null item, then pad to 32 bits
-                guard at + 2 <= body.count, at + 2 + Int(body[at + 1]) <= body.count else {
+                guard at + 2 <= body.byteCount, at + 2 + Int(body.u8(at + 1)) <= body.byteCount else {
                     throw RTPError(.badRTCPPacket, "SDES item type \(t) at offset \(at) runs past the packet")
                 }
-                let n = Int(body[at + 1])
-                chunk.items.append(Item(type: ItemType(rawValue: t), bytes: Array(body.view(at + 2, n))))
+                let n = Int(body.u8(at + 1))
+                chunk.items.append(Item(type: ItemType(rawValue: t), bytes: body.array(at + 2, n)))
                 at += 2 + n
             }
             chunks.append(chunk)

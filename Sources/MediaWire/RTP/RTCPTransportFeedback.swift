@@ -88,23 +88,22 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
     /// Writes the packet; returns `marshalSize`. Up to 3 zero bytes after the last receive delta
     /// align it to 32 bits (draft §3.1 "zero padding"; the P bit stays clear, see the type's note).
     @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    package func marshal(into out: inout OutputRawSpan) -> Int {
         let size = marshalSize, raw = unpaddedSize
-        precondition(b.count >= size)
-        RTCPHeader(count: 15, packetType: .transportFeedback, packetSize: size).marshal(into: b)
-        b.put32(4, senderSSRC); b.put32(8, mediaSSRC)
-        b.put16(12, baseSequenceNumber); b.put16(14, UInt16(packets.count))
-        b.put24(16, UInt32(bitPattern: referenceTime) & 0xFF_FFFF); b[19] = feedbackPacketCount
-        var at = 20
-        for c in chunks { b.put16(at, c); at += 2 }
+        precondition(out.freeCapacity >= size)
+        RTCPHeader(count: 15, packetType: .transportFeedback, packetSize: size).marshal(into: &out)
+        out.appendU32(senderSSRC); out.appendU32(mediaSSRC)
+        out.appendU16(baseSequenceNumber); out.appendU16(UInt16(packets.count))
+        out.appendU24(UInt32(bitPattern: referenceTime) & 0xFF_FFFF); out.appendU8(feedbackPacketCount)
+        for c in chunks { out.appendU16(c) }
         for p in packets {
             switch p.symbol {
-            case 1: b[at] = UInt8(p.receiveDelta!); at += 1
-            case 2: b.put16(at, UInt16(bitPattern: p.receiveDelta!)); at += 2
+            case 1: out.appendU8(UInt8(p.receiveDelta!))
+            case 2: out.appendU16(UInt16(bitPattern: p.receiveDelta!))
             default: break
             }
         }
-        b.zero(at, size - raw)
+        out.appendZeros(size - raw)
         return size
     }
 
@@ -113,19 +112,20 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
     /// Throws `wrongPacketType`, `badRTCPLength` when chunks
     /// or deltas run past the packet, and `badRTCPPacket` for the reserved 2-bit symbol 11 or a
     /// zero status count.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(RTPError) {
-        let (_, body) = try RTCPHeader.expect(bytes, .transportFeedback, fmt: 15, minBody: 16, what: "transport-cc feedback")
+    package init(parsing bytes: RawSpan) throws(RTPError) {
+        let (_, range) = try RTCPHeader.expect(bytes, .transportFeedback, fmt: 15, minBody: 16, what: "transport-cc feedback")
+        let body = bytes.extracting(range)
         senderSSRC = body.u32(0); mediaSSRC = body.u32(4)
         baseSequenceNumber = body.u16(8)
         let count = Int(body.u16(10))
         referenceTime = Int32(bitPattern: body.u24(12) << 8) >> 8
-        feedbackPacketCount = body[15]
+        feedbackPacketCount = body.u8(15)
         guard count > 0 else { throw RTPError(.badRTCPPacket, "transport-cc feedback has a zero packet status count") }
         var symbols: [UInt8] = []
         symbols.reserveCapacity(count)
         var at = 16
         while symbols.count < count {
-            guard at + 2 <= body.count else {
+            guard at + 2 <= body.byteCount else {
                 throw RTPError(.badRTCPLength, "transport-cc status chunks end after \(symbols.count) of \(count) packets")
             }
             let c = body.u16(at); at += 2
@@ -149,12 +149,12 @@ public struct RTCPTransportFeedback: Sendable, Equatable {
             switch s {
             case 0: results.append(PacketResult(receiveDelta: nil))
             case 1:
-                guard at + 1 <= body.count else {
+                guard at + 1 <= body.byteCount else {
                     throw RTPError(.badRTCPLength, "transport-cc receive deltas run past the packet")
                 }
-                results.append(PacketResult(receiveDelta: Int16(body[at]))); at += 1
+                results.append(PacketResult(receiveDelta: Int16(body.u8(at)))); at += 1
             default:
-                guard at + 2 <= body.count else {
+                guard at + 2 <= body.byteCount else {
                     throw RTPError(.badRTCPLength, "transport-cc receive deltas run past the packet")
                 }
                 results.append(PacketResult(receiveDelta: Int16(bitPattern: body.u16(at)))); at += 2

@@ -126,9 +126,9 @@ package struct STUNMessage: Equatable, Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(20 + body)
         let type = Self.messageType(method: method, class: messageClass)
-        Self.put16(&out, type)
-        Self.put16(&out, 0)  // length, set below
-        Self.put32(&out, Self.magicCookie)
+        out.appendU16(type)
+        out.appendU16(0)  // length, set below
+        out.appendU32(Self.magicCookie)
         out += transactionID
         for a in attributes where a.type != AttributeType.messageIntegrity && a.type != AttributeType.fingerprint {
             Self.appendAttribute(&out, a.type, a.value)
@@ -142,7 +142,7 @@ package struct STUNMessage: Equatable, Sendable {
             Self.setLength(&out, out.count - 20 + 8)
             let crc = CRC32.checksum(out) ^ Self.fingerprintXor
             var v: [UInt8] = []
-            Self.put32(&v, crc)
+            v.appendU32(crc)
             Self.appendAttribute(&out, AttributeType.fingerprint, v)
         }
         Self.setLength(&out, out.count - 20)
@@ -160,34 +160,28 @@ package struct STUNMessage: Equatable, Sendable {
     /// Parses a message; each attribute must fit (values are kept without padding). Integrity and
     /// fingerprint are not checked here: see `hasValidFingerprint(_:)` and
     /// `hasValidIntegrity(_:key:)`, which need the original bytes.
-    package init(parsing bytes: UnsafeRawBufferPointer) throws(STUNError) {
-        guard bytes.count >= 20, bytes[0] & 0xC0 == 0, Self.get32(bytes, 4) == Self.magicCookie else { throw .notSTUN }
-        let length = Int(Self.get16(bytes, 2))
-        guard length % 4 == 0, 20 + length == bytes.count else { throw .notSTUN }
-        let type = Self.get16(bytes, 0)
+    package init(parsing bytes: RawSpan) throws(STUNError) {
+        var r = SpanReader(bytes)
+        guard let type = r.u16(), type & 0xC000 == 0, let length = r.u16(), r.u32() == Self.magicCookie,
+            length % 4 == 0, r.remaining == 12 + Int(length), let id = r.array(12)
+        else { throw .notSTUN }
         let m = (type & 0x000F) | ((type & 0x00E0) >> 1) | ((type & 0x3E00) >> 2)
         let c = ((type >> 4) & 1) | ((type >> 7) & 2)
         method = Method(rawValue: m)
         messageClass = Class(rawValue: c)!
-        transactionID = Array(bytes[8..<20])
+        transactionID = id
         attributes = []
-        var i = 20
-        while i < bytes.count {
-            guard i + 4 <= bytes.count else { throw .truncatedAttribute(type: 0) }
-            let t = Self.get16(bytes, i), n = Int(Self.get16(bytes, i + 2))
-            guard i + 4 + n <= bytes.count else { throw .truncatedAttribute(type: t) }
-            attributes.append(Attribute(type: t, value: Array(bytes[(i + 4)..<(i + 4 + n)])))
-            i += 4 + (n + 3) & ~3
+        while !r.isAtEnd {
+            guard let t = r.u16(), let n = r.u16() else { throw .truncatedAttribute(type: 0) }
+            guard let value = r.array(Int(n)) else { throw .truncatedAttribute(type: t) }
+            attributes.append(Attribute(type: t, value: value))
+            r.skip(min((4 - Int(n) % 4) % 4, r.remaining))
         }
     }
 
     /// Parses `bytes` (see `init(parsing:)`).
     package init(parsing bytes: [UInt8]) throws(STUNError) {
-        var result: Result<STUNMessage, STUNError> = .failure(.notSTUN)
-        bytes.withUnsafeBytes { b in
-            do throws(STUNError) { result = .success(try STUNMessage(parsing: b)) } catch { result = .failure(error) }
-        }
-        self = try result.get()
+        try self.init(parsing: bytes.span.bytes)
     }
 
     /// The first value of attribute `type`.
@@ -195,10 +189,10 @@ package struct STUNMessage: Equatable, Sendable {
 
     /// True when the message ends with a FINGERPRINT attribute whose CRC-32 matches (RFC 8489 §14.7).
     package static func hasValidFingerprint(_ bytes: [UInt8]) -> Bool {
-        guard bytes.count >= 28, get16(bytes, bytes.count - 8) == AttributeType.fingerprint,
-            get16(bytes, bytes.count - 6) == 4
+        guard bytes.count >= 28, bytes.span.bytes.u16(bytes.count - 8) == AttributeType.fingerprint,
+            bytes.span.bytes.u16(bytes.count - 6) == 4
         else { return false }
-        let expected = get32(bytes, bytes.count - 4)
+        let expected = bytes.span.bytes.u32(bytes.count - 4)
         return CRC32.checksum(bytes[0..<(bytes.count - 8)]) ^ fingerprintXor == expected
     }
 
@@ -209,12 +203,12 @@ package struct STUNMessage: Equatable, Sendable {
         guard bytes.count >= 20 else { return false }
         var i = 20
         while i + 4 <= bytes.count {
-            let t = get16(bytes, i), n = Int(get16(bytes, i + 2))
+            let t = bytes.span.bytes.u16(i), n = Int(bytes.span.bytes.u16(i + 2))
             if t == AttributeType.messageIntegrity {
                 guard n == 20, i + 24 <= bytes.count else { return false }
                 let rest = i + 24
                 // Only FINGERPRINT may follow.
-                if rest != bytes.count && !(rest + 8 == bytes.count && get16(bytes, rest) == AttributeType.fingerprint) {
+                if rest != bytes.count && !(rest + 8 == bytes.count && bytes.span.bytes.u16(rest) == AttributeType.fingerprint) {
                     return false
                 }
                 var prefix = Array(bytes[0..<i])
@@ -250,7 +244,7 @@ package struct STUNMessage: Equatable, Sendable {
     /// cookie's top 16 bits, the address with the cookie (and the transaction ID for IPv6).
     package mutating func appendXORAddress(_ type: UInt16, _ address: SocketAddress) {
         var v: [UInt8] = [0, address.family == .ipv4 ? 1 : 2]
-        Self.put16(&v, address.port ^ UInt16(Self.magicCookie >> 16))
+        v.appendU16(address.port ^ UInt16(Self.magicCookie >> 16))
         v += zip(address.addressBytes, xorMask).map { $0 ^ $1 }
         attributes.append(Attribute(type: type, value: v))
     }
@@ -271,7 +265,7 @@ package struct STUNMessage: Equatable, Sendable {
 
     private func decodeXORAddress(_ v: [UInt8], type: UInt16) throws(STUNError) -> SocketAddress {
         guard v.count == 8 || v.count == 20 else { throw .badAttribute(type: type) }
-        let port = Self.get16(v, 2) ^ UInt16(Self.magicCookie >> 16)
+        let port = v.span.bytes.u16(2) ^ UInt16(Self.magicCookie >> 16)
         switch (v[1], v.count) {
         case (1, 8):
             let a = zip(v[4..<8], xorMask).map { $0 ^ $1 }
@@ -286,7 +280,7 @@ package struct STUNMessage: Equatable, Sendable {
     /// The cookie followed by the transaction ID: what XOR-encoded addresses are masked with.
     private var xorMask: [UInt8] {
         var m: [UInt8] = []
-        Self.put32(&m, Self.magicCookie)
+        m.appendU32(Self.magicCookie)
         return m + transactionID
     }
 
@@ -313,28 +307,28 @@ package struct STUNMessage: Equatable, Sendable {
     /// Appends a 32-bit attribute (PRIORITY, LIFETIME, REQUESTED-TRANSPORT...).
     package mutating func appendUInt32(_ type: UInt16, _ v: UInt32) {
         var b: [UInt8] = []
-        Self.put32(&b, v)
+        b.appendU32(v)
         attributes.append(Attribute(type: type, value: b))
     }
 
     /// A 32-bit attribute's value.
     package func uint32(_ type: UInt16) -> UInt32? {
         guard let v = value(type), v.count == 4 else { return nil }
-        return Self.get32(v, 0)
+        return v.span.bytes.u32(0)
     }
 
     /// Appends a 64-bit attribute (ICE-CONTROLLING / ICE-CONTROLLED tie-breakers).
     package mutating func appendUInt64(_ type: UInt16, _ v: UInt64) {
         var b: [UInt8] = []
-        Self.put32(&b, UInt32(v >> 32)); Self.put32(&b, UInt32(truncatingIfNeeded: v))
+        b.appendU32(UInt32(v >> 32)); b.appendU32(UInt32(truncatingIfNeeded: v))
         attributes.append(Attribute(type: type, value: b))
     }
 
     // MARK: Bytes
 
     static func appendAttribute(_ out: inout [UInt8], _ type: UInt16, _ value: [UInt8]) {
-        put16(&out, type)
-        put16(&out, UInt16(value.count))
+        out.appendU16(type)
+        out.appendU16(UInt16(value.count))
         out += value
         out += [UInt8](repeating: 0, count: (4 - value.count % 4) % 4)
     }
@@ -365,17 +359,6 @@ package struct STUNMessage: Equatable, Sendable {
         var d: UInt8 = 0
         for i in 0..<a.count { d |= a[i] ^ b[i] }
         return d == 0
-    }
-
-    static func put16(_ out: inout [UInt8], _ v: UInt16) { out += [UInt8(v >> 8), UInt8(v & 0xFF)] }
-    static func put32(_ out: inout [UInt8], _ v: UInt32) {
-        out += [UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)]
-    }
-    static func get16<C: RandomAccessCollection>(_ b: C, _ i: Int) -> UInt16 where C.Element == UInt8, C.Index == Int {
-        UInt16(b[b.startIndex + i]) << 8 | UInt16(b[b.startIndex + i + 1])
-    }
-    static func get32<C: RandomAccessCollection>(_ b: C, _ i: Int) -> UInt32 where C.Element == UInt8, C.Index == Int {
-        UInt32(get16(b, i)) << 16 | UInt32(get16(b, i + 2))
     }
 }
 

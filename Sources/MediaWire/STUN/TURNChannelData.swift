@@ -1,3 +1,5 @@
+import MediaBase
+
 // ChannelData framing (RFC 8656 §12.4, §12.5).
 
 /// The ChannelData message: `[channel number u16][length u16][application data]`, padded to a
@@ -14,15 +16,14 @@ package enum TURNChannelData {
     @inline(__always)
     package static func mayBeChannelData(firstByte first: UInt8) -> Bool { first & 0xF0 == 0x40 }
 
-    /// The channel number and the data of a ChannelData message; nil when `bytes` is shorter
-    /// than its header or than the length it declares, or the channel is out of range. Trailing
-    /// bytes (padding) are ignored. The data is a slice of `bytes`.
-    package static func parse(_ bytes: UnsafeRawBufferPointer) -> (channel: UInt16, data: UnsafeRawBufferPointer)? {
-        guard bytes.count >= headerSize else { return nil }
-        let channel = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
-        let length = Int(bytes[2]) << 8 | Int(bytes[3])
-        guard channelRange.contains(channel), headerSize + length <= bytes.count else { return nil }
-        return (channel, UnsafeRawBufferPointer(rebasing: bytes[headerSize..<(headerSize + length)]))
+    /// The channel number of a ChannelData message and where its data lies in `bytes` (take it
+    /// with `bytes.extracting(data)`); nil when `bytes` is shorter than its header or than the
+    /// length it declares, or the channel is out of range. Trailing bytes (padding) are ignored.
+    package static func parse(_ bytes: RawSpan) -> (channel: UInt16, data: Range<Int>)? {
+        var r = SpanReader(bytes)
+        guard let channel = r.u16(), let length = r.u16(), channelRange.contains(channel), r.remaining >= Int(length)
+        else { return nil }
+        return (channel, headerSize..<(headerSize + Int(length)))
     }
 
     /// The bytes on a stream a frame starting with this header occupies (header, data, padding).
@@ -30,7 +31,11 @@ package enum TURNChannelData {
 
     /// A whole ChannelData message (allocates; for tests and tools, not the hot path).
     package static func encode(channel: UInt16, data: [UInt8], padded: Bool) -> [UInt8] {
-        var out: [UInt8] = [UInt8(channel >> 8), UInt8(channel & 0xFF), UInt8(data.count >> 8), UInt8(data.count & 0xFF)] + data
+        var out: [UInt8] = []
+        out.reserveCapacity(paddedSize(dataLength: data.count))
+        out.appendU16(channel)
+        out.appendU16(UInt16(truncatingIfNeeded: data.count))
+        out += data
         if padded { out += [UInt8](repeating: 0, count: (4 - data.count % 4) % 4) }
         return out
     }

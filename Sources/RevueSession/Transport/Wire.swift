@@ -108,16 +108,18 @@ package enum HandshakeKind: UInt8 {
     case friendRequest = 1
 }
 
-/// Appends little-endian integers to a byte array.
+/// Builds a session datagram in a byte array: little-endian fields (the session wire's order)
+/// through the engine's byte appends (`appendU16(_:_:)` and the rest, MediaBase/Bytes). A value
+/// on one thread; each field is an amortized O(1) append.
 package struct ByteWriter {
     package var bytes: [UInt8] = []
 
     package init(capacity: Int = 64) { bytes.reserveCapacity(capacity) }
 
-    package mutating func u8(_ v: UInt8) { bytes.append(v) }
-    package mutating func u16(_ v: UInt16) { bytes.append(UInt8(truncatingIfNeeded: v)); bytes.append(UInt8(v >> 8)) }
-    package mutating func u32(_ v: UInt32) { for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) } }
-    package mutating func u64(_ v: UInt64) { for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) } }
+    package mutating func u8(_ v: UInt8) { bytes.appendU8(v) }
+    package mutating func u16(_ v: UInt16) { bytes.appendU16(v, .little) }
+    package mutating func u32(_ v: UInt32) { bytes.appendU32(v, .little) }
+    package mutating func u64(_ v: UInt64) { bytes.appendU64(v, .little) }
     package mutating func append(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
 
     /// An endpoint: [family u8: 4 or 6][address 4 or 16 bytes, network order][port u16]
@@ -129,8 +131,10 @@ package struct ByteWriter {
     }
 }
 
-/// Reads little-endian integers from a byte array; every read returns nil past the end, so a
-/// truncated datagram is rejected, never read out of bounds.
+/// Reads a session datagram it owns: little-endian fields through the engine's span reads
+/// (`RawSpan.u16(_:_:)` and the rest, MediaBase/Bytes); every read returns nil past the end, so
+/// a truncated datagram is rejected, never read out of bounds. A value on one thread; reads are
+/// O(1), `take` and `rest` copy.
 package struct ByteReader {
     package let bytes: [UInt8]
     package var offset: Int
@@ -151,23 +155,19 @@ package struct ByteReader {
     package mutating func u16() -> UInt16? {
         guard remaining >= 2 else { return nil }
         defer { offset += 2 }
-        return UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8
+        return bytes.span.bytes.u16(offset, .little)
     }
 
     package mutating func u32() -> UInt32? {
         guard remaining >= 4 else { return nil }
-        var v: UInt32 = 0
-        for i in 0..<4 { v |= UInt32(bytes[offset + i]) << (8 * UInt32(i)) }
-        offset += 4
-        return v
+        defer { offset += 4 }
+        return bytes.span.bytes.u32(offset, .little)
     }
 
     package mutating func u64() -> UInt64? {
         guard remaining >= 8 else { return nil }
-        var v: UInt64 = 0
-        for i in 0..<8 { v |= UInt64(bytes[offset + i]) << (8 * UInt64(i)) }
-        offset += 8
-        return v
+        defer { offset += 8 }
+        return bytes.span.bytes.u64(offset, .little)
     }
 
     package mutating func take(_ n: Int) -> [UInt8]? {
