@@ -1,3 +1,4 @@
+import MediaBase
 import MediaTransport
 import Synchronization
 
@@ -12,14 +13,12 @@ import Synchronization
 /// Thread rule: `write`/`flush` from the pipeline threads (a mutex lets an audio and a video
 /// stream share one file); `finish` once, after the streams stopped. Cost: one copy per packet
 /// into the writer's 64 KiB buffer, a `write` syscall per 64 KiB; no allocation after `init`.
-/// Sendable: `writer` is used only under `lock`, the counters are atomics, the rest are `let`s.
+/// Sendable: the writer lives in a `Locked` box (its `Mutex`), the counters are atomics, the rest
+/// are `let`s.
 package final class PcapPacketSink: PacketSink, @unchecked Sendable {
-    private let lock = Mutex<Void>(())
-    /// Guarded by `lock`: read and written only inside `lock.withLock`. Not a `Mutex<PcapWriter?>`
-    /// because `write` hands the caller's (non-Sendable) packet buffer to the writer inside the
-    /// lock, which region checking rejects for a value that lives in the mutex.
-    // Safe: accessed only inside `lock.withLock`.
-    nonisolated(unsafe) private var writer: PcapWriter?
+    /// The writer, nil after `finish`. A `Locked` box rather than a bare `Mutex`: `write` hands the
+    /// caller's packet buffer to the writer inside the lock.
+    private let writer: Locked<PcapWriter?>
     private let failures = Atomic<Int>(0)
     private let written = Atomic<Int>(0)
     /// Endpoint written as the source of each record's IPv4/UDP headers.
@@ -38,7 +37,7 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
         self.path = path
         self.source = source
         self.destination = destination
-        writer = try PcapWriter(path: path, linkType: linkType)
+        writer = Locked(try PcapWriter(path: path, linkType: linkType))
     }
 
     /// Appends `packet` as one UDP datagram from `source` to `destination`, stamped with the current time. Sending threads; serialized inside.
@@ -50,7 +49,7 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let now = UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-        let ok: Bool = lock.withLock { _ in
+        let ok: Bool = writer.withLock { writer in
             guard let w = writer else { return false }
             do { try w.write(packet, from: source, to: destination, timestampNs: now) } catch { return false }
             return true
@@ -63,7 +62,7 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
 
     /// Writes the rest and renames the file into place. Later writes are counted as failures.
     package func finish() throws(PcapWriterError) {
-        try lock.withLock { _ throws(PcapWriterError) in
+        try writer.withLock { (writer) throws(PcapWriterError) in
             guard let w = writer else { throw PcapWriterError(EBADF, "pcap \(path) already finished") }
             writer = nil
             try w.finish()

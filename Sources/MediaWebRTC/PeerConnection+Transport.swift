@@ -174,53 +174,56 @@ package final class PeerConnectionRTPSender: PacketSink, Sendable {
 /// reports (from the receive pipeline's thread) drive the send streams, and sender reports
 /// (RFC 3550 §6.4.1) go out from the connection's queue. Thread rule: both under one lock.
 /// Cost: parsing and building RTCP allocate small arrays, a few times a second.
-/// Sendable: the session, the report buffer and `reportSchedule` are used only under `lock`; the rest are `let`s.
+/// Sendable: the session, SRTCP, the report buffer and the schedule live in a `Locked` box; the
+/// rest are `let`s.
 final class PeerConnectionFeedback: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
-    /// Used only under `lock`.
-    private let session: RTCPSenderSession
-    /// SRTCP for the sender reports (under `lock`).
-    private let outbound: SRTPContext
+    /// What the lock guards.
+    private struct Core {
+        let session: RTCPSenderSession
+        /// SRTCP for the sender reports.
+        let outbound: SRTPContext
+        var reportSchedule = RTCPReportSchedule(intervalMilliseconds: 1000)
+    }
+    private let core: Locked<Core>
     private let cname: String
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
-    private var reportSchedule = RTCPReportSchedule(intervalMilliseconds: 1000)
 
     init(session: RTCPSenderSession, outbound: SRTPContext, cname: String) {
-        self.session = session
-        self.outbound = outbound
+        core = Locked(Core(session: session, outbound: outbound))
         self.cname = cname
     }
     deinit { buffer.deallocate() }
 
     /// The local streams feedback and reports are about (after a track is added or removed).
     func replaceTargets(_ targets: [any RTPSendFeedbackTarget]) {
-        lock.withLock { _ in session.replaceTargets(targets) }
+        core.withLock { $0.session.replaceTargets(targets) }
     }
 
     /// What the peer's receiver reports said about each local stream (round-trip time, loss,
     /// jitter). Any thread; a lock and a copy.
     var remoteInbound: [RemoteInboundRTPStreamStats] {
-        lock.withLock { _ in Array(session.remoteInbound.values) }
+        core.withLock { Array($0.session.remoteInbound.values) }
     }
 
     /// The peer's RTCP about our media, unprotected (the pipeline's thread).
     func handle(_ rtcp: RawSpan, arrival: MonotonicTime) {
-        lock.withLock { _ in session.handle(rtcp, now: arrival) }
+        core.withLock { $0.session.handle(rtcp, now: arrival) }
     }
 
     /// Sends a compound SR + SDES for every local stream on `path` when one is due (every
     /// 0.5-1.5 s, RFC 3550 §6.2). Called from the connection's queue timer.
     func sendReportIfDue(now: MonotonicTime, socket: UDPSocket, path: ICESendPath) {
-        lock.withLock { _ in
-            guard reportSchedule.isDue(now: now) else { return }
-            let reports = session.senderReports(ntpTime: RTCPSenderSession.wallClock(), now: now)
+        let buffer = buffer, cname = cname
+        core.withLock { core in
+            guard core.reportSchedule.isDue(now: now) else { return }
+            let reports = core.session.senderReports(ntpTime: RTCPSenderSession.wallClock(), now: now)
             guard let first = reports.first else { return }
             var packets: [RTCPPacket] = reports.map { .senderReport($0) }
             packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
             let size = RTCPCompound.marshalSize(packets)
-            guard size + outbound.rtcpOverhead <= buffer.count else { return }
+            guard size + core.outbound.rtcpOverhead <= buffer.count else { return }
             buffer.appending { RTCPCompound.marshal(packets, into: &$0) }
-            guard let n = try? outbound.protectRTCP(buffer, length: size) else { return }
+            guard let n = try? core.outbound.protectRTCP(buffer, length: size) else { return }
             _ = path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
         }
     }

@@ -45,11 +45,9 @@ enum DemoCommand: Command {
     ]
     static let flagOptions: Set<String> = ["--json", "--quiet", "-q"]
 
-    /// Capture times of sent video frames by index, and latencies/PSNR of decoded ones.
-    /// Sendable: every field is used under `lock` while media flows, and read without it only after the pipelines
-    /// stopped (their threads joined).
-    final class Measurements: @unchecked Sendable {
-        let lock = Lock()
+    /// Capture times of sent video frames by index, and latencies/PSNR of decoded ones: kept in a
+    /// `Locked` box while media flows, copied out once the pipelines stopped.
+    struct Measurements: Sendable {
         var captureNs: [Int: UInt64] = [:]
         var latenciesMs: [Double] = []
         var psnr: [Double] = []
@@ -102,7 +100,7 @@ enum DemoCommand: Command {
 
         // Receive pipeline on a loopback port, relay in front of it, send pipelines to the relay.
         let key = SRTPKeyMaterial.random(for: .aeadAES128GCM)
-        let m = Measurements()
+        let measurements = Locked(Measurements())
         let reference = VideoFrame(width: size.width, height: size.height)
         let receiver = try PipelineReceiver(
             key: key, codec: videoOptions.codec, width: size.width, height: size.height,
@@ -110,23 +108,24 @@ enum DemoCommand: Command {
         ) { frame in
             let view = frame.view, decodedNs = frame.decodedAt.nanoseconds
             guard let index = SyntheticVideo.frameIndex(in: view) else {
-                m.lock.lock(); m.framesUnidentified += 1; m.lock.unlock(); return
+                measurements.withLock { $0.framesUnidentified += 1 }
+                return
             }
             var psnr = Double.nan
             if view.width == reference.width && view.height == reference.height {
                 SyntheticVideo.render(frameIndex: index, into: reference)
                 psnr = Quality.psnr(reference.view, view)
             }
-            m.lock.lock()
-            if let captured = m.captureNs[index], decodedNs >= captured {
-                m.latenciesMs.append(Double(decodedNs - captured) / 1e6)
+            measurements.withLock { m in
+                if let captured = m.captureNs[index], decodedNs >= captured {
+                    m.latenciesMs.append(Double(decodedNs - captured) / 1e6)
+                }
+                if psnr.isFinite { m.psnr.append(psnr) }
+                if index <= m.lastIndex { m.framesOutOfOrder += 1 }
+                if index % 30 == 0 { m.markedRenderNs[index / 30] = frame.renderTime.nanoseconds }
+                m.arrivalAndRenderNs[index] = (frame.firstPacketArrival.nanoseconds, frame.renderTime.nanoseconds)
+                m.lastIndex = index
             }
-            if psnr.isFinite { m.psnr.append(psnr) }
-            if index <= m.lastIndex { m.framesOutOfOrder += 1 }
-            if index % 30 == 0 { m.markedRenderNs[index / 30] = frame.renderTime.nanoseconds }
-            m.arrivalAndRenderNs[index] = (frame.firstPacketArrival.nanoseconds, frame.renderTime.nanoseconds)
-            m.lastIndex = index
-            m.lock.unlock()
         }
         let receiverAddress = try receiver.socket.localAddress()
         let relay: ImpairmentRelay
@@ -149,7 +148,7 @@ enum DemoCommand: Command {
             video: camera, audio: microphone, videoOptions: videoOptions, audioOptions: audioOptions, wire: wire)
 
         sender.onVideoFrame = { index, ns in
-            m.lock.lock(); m.captureNs[index] = ns; m.lock.unlock()
+            measurements.withLock { $0.captureNs[index] = ns }
         }
 
         relay.start()
@@ -172,6 +171,7 @@ enum DemoCommand: Command {
         let elapsed = Date().timeIntervalSince(started)
         let written = try receiver.finish()
         try sender.finish()
+        let m = measurements.withLock { $0 }
 
         // Audio quality: best lag by cross-correlation on the first seconds, then SNR and
         // correlation over everything at that lag.

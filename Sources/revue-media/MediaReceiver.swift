@@ -164,7 +164,7 @@ final class MediaReceiver: @unchecked Sendable {
 
     /// Sets the callbacks (before `start`).
     func setHandlers(video: DecodedVideoHandler?, audio: DecodedAudioHandler?) {
-        state.with {
+        state.withLock {
             $0.onVideo = video; $0.onAudio = audio
         }
     }
@@ -172,7 +172,7 @@ final class MediaReceiver: @unchecked Sendable {
     func start() {
         for socket in sockets {
             let r = UDPReceiver(socket: socket, pollIntervalMilliseconds: 20) { [self] datagram in
-                state.with { s in MediaReceiver.handle(s, datagram, socket: socket) }
+                state.withLock { s in MediaReceiver.handle(s, datagram, socket: socket) }
             }
             receivers.append(r)
             r.start()
@@ -181,12 +181,12 @@ final class MediaReceiver: @unchecked Sendable {
 
     func stop() { for r in receivers { r.stop() } }
 
-    var counters: ReceiveCounters { state.with { $0.counters } }
+    var counters: ReceiveCounters { state.withLock { $0.counters } }
 
     /// Finishes every output that received media; returns the paths written. Throws when no media
     /// at all arrived (nothing is written then), or for a write error.
     func finish() throws -> [String] {
-        try state.with { s in
+        try state.withLock { s in
             if let failure = s.failure { abortAll(s); throw failure }
             var written: [String] = []
             do {

@@ -117,7 +117,7 @@ final class MediaSender {
         } else {
             audioPipeline = nil
         }
-        feedback.targets.with { t in
+        feedback.targets.withLock { t in
             if let v = videoPipeline { t[v.ssrc] = v }
             if let a = audioPipeline { t[a.ssrc] = a }
         }

@@ -60,19 +60,38 @@ final class PipelineReceiver: Sendable {
 
 /// Measures each decoded picture (through `onVideo`) and records it into a VP8/VP9 IVF at 30 fps.
 /// Thread rule: `render` on the pipeline's thread; `finish` after the pipeline stopped.
-/// Sendable: the writer, encoder, scaler and counters are used under `lock`; `frames` is read unlocked only after
-/// the pipeline stopped (its thread joined); `onVideo` runs only on the pipeline's thread.
+/// Sendable: the writer, encoder, scaler and counters live in a `Locked` box; `onVideo` runs only
+/// on the pipeline's thread.
 final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
-    private let lock = Lock()
+    private let core: Locked<RecordingRendererCore>
+    private let onVideo: (DecodedVideoFrame) -> Void
+
+    init(path: String, codec: VPXCodec, width: Int, height: Int, onVideo: @escaping (DecodedVideoFrame) -> Void) throws {
+        core = Locked(try RecordingRendererCore(path: path, codec: codec, width: width, height: height))
+        self.onVideo = onVideo
+    }
+
+    /// Pictures written so far.
+    var frames: Int { core.withLock { $0.frames } }
+
+    func render(_ frame: DecodedVideoFrame) {
+        onVideo(frame)
+        core.withLock { $0.render(frame) }
+    }
+
+    func finish() throws -> String? { try core.withLock { (core) throws -> String? in try core.finish() } }
+}
+
+/// `RecordingRenderer`'s state and work. Thread rule: one thread at a time (its box's lock).
+private final class RecordingRendererCore {
     private let writer: IVFWriter
     private let encoder: VideoStreamEncoder
-    private let onVideo: (DecodedVideoFrame) -> Void
     private var scaled: VideoFrame?
     private let converter = ColorConverter()
     private var failure: Error?
     private(set) var frames = 0
 
-    init(path: String, codec: VPXCodec, width: Int, height: Int, onVideo: @escaping (DecodedVideoFrame) -> Void) throws {
+    init(path: String, codec: VPXCodec, width: Int, height: Int) throws {
         var options = VideoEncodeOptions()
         options.codec = codec
         options.bitrate = 4_000_000
@@ -80,12 +99,9 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
         encoder = try VideoStreamEncoder(options: options, width: width, height: height, frameRate: ContainerRational(30, 1))
         writer = try IVFWriter(
             path: path, codec: codec == .vp8 ? .vp8 : .vp9, width: width, height: height, timeBase: ContainerRational(1, 30))
-        self.onVideo = onVideo
     }
 
     func render(_ frame: DecodedVideoFrame) {
-        onVideo(frame)
-        lock.lock(); defer { lock.unlock() }
         guard failure == nil else { return }
         do {
             var view = frame.view
@@ -100,7 +116,6 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
     }
 
     func finish() throws -> String? {
-        lock.lock(); defer { lock.unlock() }
         if let failure { writer.abort(); throw failure }
         guard frames > 0 else { writer.abort(); return nil }
         try encoder.flush { out, index in try self.writer.write(out.data.bytes, pts: index) }
@@ -111,9 +126,30 @@ final class RecordingRenderer: VideoRenderer, @unchecked Sendable {
 
 /// Keeps the played 48 kHz audio (for the quality measurement) and records it as Ogg Opus.
 /// Thread rule: `play` on the playout clock's thread; the rest after the clock stopped.
-/// Sendable: the buffers, writer, encoder and `played` are used only under `lock` (`playedSamples` copies under it).
+/// Sendable: the buffers, writer, encoder and `played` live in a `Locked` box (`playedSamples`
+/// copies under its lock).
 final class RecordingAudioSink: AudioSink, @unchecked Sendable {
-    private let lock = Lock()
+    private let core: Locked<RecordingAudioSinkCore>
+
+    init(path: String, keepsPlayed: Bool = true) throws {
+        core = Locked(try RecordingAudioSinkCore(path: path, keepsPlayed: keepsPlayed))
+    }
+
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
+        core.withLock { $0.play(samples, sampleRate: sampleRate, channels: channels) }
+    }
+
+    /// Everything played so far, mono Float at 48 kHz (a copy).
+    var playedSamples: [Float] { core.withLock { $0.played } }
+
+    /// The monotonic time at which played sample `index` sounded; nil past the end.
+    func playTime(ofSample index: Int) -> UInt64? { core.withLock { $0.playTime(ofSample: index) } }
+
+    func finish() throws -> String? { try core.withLock { (core) throws -> String? in try core.finish() } }
+}
+
+/// `RecordingAudioSink`'s state and work. Thread rule: one thread at a time (its box's lock).
+private final class RecordingAudioSinkCore {
     private let writer: OggOpusWriter
     private let encoder: OpusStreamEncoder
     private var floats = [Float](repeating: 0, count: 960)
@@ -138,7 +174,6 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
     }
 
     func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
-        lock.lock(); defer { lock.unlock() }
         let frames = samples.count / max(1, channels)
         if floats.count < frames { floats = [Float](repeating: 0, count: frames) }
         for i in 0..<frames { floats[i] = Float(samples[i * channels]) / 32768 }
@@ -156,11 +191,8 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
         } catch { failure = error }
     }
 
-    var playedSamples: [Float] { lock.lock(); defer { lock.unlock() }; return played }
-
     /// The monotonic time at which played sample `index` sounded; nil past the end.
     func playTime(ofSample index: Int) -> UInt64? {
-        lock.lock(); defer { lock.unlock() }
         guard index >= 0, index < played.count else { return nil }
         // The last block starting at or before `index` (blocks are in order).
         var low = 0, high = blockTimes.count - 1
@@ -173,7 +205,6 @@ final class RecordingAudioSink: AudioSink, @unchecked Sendable {
     }
 
     func finish() throws -> String? {
-        lock.lock(); defer { lock.unlock() }
         if let failure { writer.abort(); throw failure }
         guard encoder.inputFrames > 0 else { writer.abort(); return nil }
         try encoder.finish { packet, n in try writer.write(packet.bytes, sampleCount: n) }
@@ -263,10 +294,24 @@ final class PipelineFileReceiver: Sendable {
 /// Writes decoded pictures to .y4m (constant rate; RTP timestamp gaps repeat the picture) and/or
 /// re-encodes them to .ivf. Created lazily at the first picture (its size).
 /// Thread rule: `render` on the pipeline's thread; `finish` after it stopped.
-/// Sendable: the writers, encoder, scaler and counters are used under `lock`; `frames` is read unlocked only
-/// after the pipeline stopped (its thread joined).
+/// Sendable: the writers, encoder, scaler and counters live in a `Locked` box.
 final class FileRenderer: VideoRenderer, @unchecked Sendable {
-    private let lock = Lock()
+    private let core: Locked<FileRendererCore>
+
+    init(y4m: String?, ivf: String?, codec: VPXCodec, frameRate: ContainerRational) {
+        core = Locked(FileRendererCore(y4m: y4m, ivf: ivf, codec: codec, frameRate: frameRate))
+    }
+
+    /// Pictures received so far.
+    var frames: Int { core.withLock { $0.frames } }
+
+    func render(_ frame: DecodedVideoFrame) { core.withLock { $0.render(frame) } }
+
+    func finish() throws -> [String] { try core.withLock { (core) throws -> [String] in try core.finish() } }
+}
+
+/// `FileRenderer`'s state and work. Thread rule: one thread at a time (its box's lock).
+private final class FileRendererCore {
     private let y4mPath: String?, ivfPath: String?
     private let codec: VPXCodec
     private let rate: ContainerRational
@@ -285,7 +330,6 @@ final class FileRenderer: VideoRenderer, @unchecked Sendable {
     }
 
     func render(_ frame: DecodedVideoFrame) {
-        lock.lock(); defer { lock.unlock() }
         guard failure == nil, y4mPath != nil || ivfPath != nil else { return }
         do {
             let image = frame.view
@@ -324,7 +368,6 @@ final class FileRenderer: VideoRenderer, @unchecked Sendable {
     }
 
     func finish() throws -> [String] {
-        lock.lock(); defer { lock.unlock() }
         if let failure { y4m?.abort(); ivf?.abort(); throw failure }
         var out: [String] = []
         if let y4m { try y4m.finish(); out.append(y4m.path) }
@@ -338,10 +381,28 @@ final class FileRenderer: VideoRenderer, @unchecked Sendable {
 
 /// Records the played audio of one stream to .wav and/or .ogg (re-encoded), from the first
 /// packet received on. Thread rule: `play` on the playout thread; the rest after it stopped.
-/// Sendable: the writers, encoder and flags are used under `lock`; `hasAudio` is read unlocked only after the
-/// playout clock stopped (its thread joined).
+/// Sendable: the writers, encoder and flags live in a `Locked` box.
 final class FileAudioSink: AudioSink, @unchecked Sendable {
-    private let lock = Lock()
+    private let core: Locked<FileAudioSinkCore>
+
+    init(wav wavPath: String?, ogg oggPath: String?, channels: Int, hasPackets: @escaping @Sendable () -> Bool) throws {
+        core = Locked(try FileAudioSinkCore(wav: wavPath, ogg: oggPath, channels: channels, hasPackets: hasPackets))
+    }
+
+    /// Whether any audio was played (once packets had arrived).
+    var hasAudio: Bool { core.withLock { $0.hasAudio } }
+
+    func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
+        core.withLock { $0.play(samples, sampleRate: sampleRate, channels: channels) }
+    }
+
+    func finish() throws -> [String] { try core.withLock { (core) throws -> [String] in try core.finish() } }
+
+    func abort() { core.withLock { $0.abort() } }
+}
+
+/// `FileAudioSink`'s state and work. Thread rule: one thread at a time (its box's lock).
+private final class FileAudioSinkCore {
     private let hasPackets: @Sendable () -> Bool
     private let wav: WAVWriter?
     private let ogg: OggOpusWriter?
@@ -367,7 +428,6 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
     }
 
     func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
-        lock.lock(); defer { lock.unlock() }
         if !hasAudio {
             guard hasPackets() else { return }
             hasAudio = true
@@ -388,7 +448,6 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
     }
 
     func finish() throws -> [String] {
-        lock.lock(); defer { lock.unlock() }
         if let failure { wav?.abort(); ogg?.abort(); throw failure }
         var out: [String] = []
         if let wav { try wav.finish(); out.append(wav.path) }
@@ -400,5 +459,5 @@ final class FileAudioSink: AudioSink, @unchecked Sendable {
         return out
     }
 
-    func abort() { lock.lock(); wav?.abort(); ogg?.abort(); lock.unlock() }
+    func abort() { wav?.abort(); ogg?.abort() }
 }

@@ -99,7 +99,7 @@ final class RTCPFeedbackListener: Sendable {
                 let any = !packets.isEmpty
                 func keyframe(_ media: UInt32, full: Bool) {
                     counters[media]?.keyframeRequests.add(1, ordering: .relaxed)
-                    if let t = targets.with({ $0[media] }) {
+                    if let t = targets.withLock({ $0[media] }) {
                         if full { t.handleFullIntraRequest() } else { t.handlePictureLossIndication() }
                     } else {
                         flags.keyframeRequested.store(true, ordering: .releasing)
@@ -113,7 +113,7 @@ final class RTCPFeedbackListener: Sendable {
                         for entry in fir.entries { keyframe(entry.ssrc, full: true) }
                     case .genericNack(let nack):
                         counters[nack.mediaSSRC]?.nacks.add(1, ordering: .relaxed)
-                        if let t = targets.with({ $0[nack.mediaSSRC] }) {
+                        if let t = targets.withLock({ $0[nack.mediaSSRC] }) {
                             var lost: [UInt16] = []
                             for pair in nack.pairs {
                                 lost.append(pair.packetID)
@@ -125,7 +125,7 @@ final class RTCPFeedbackListener: Sendable {
                         }
                     case .receiverEstimatedMaxBitrate(let remb):
                         let bitrate = Int(clamping: remb.bitrate)
-                        targets.with {
+                        targets.withLock {
                             for target in $0.values { target.handleEstimatedBitrate(bitrate) }
                         }
                     default:
@@ -149,20 +149,4 @@ final class RTCPFeedbackListener: Sendable {
 final class ScratchBuffer: @unchecked Sendable {
     var bytes: [UInt8]
     init(_ count: Int) { bytes = [UInt8](repeating: 0, count: count) }
-}
-
-/// A value behind a `Lock`, for state several threads touch off the hot path. (A `Mutex` needs
-/// `sending` values in and out, which the receivers' closures over non-Sendable state cannot give.)
-/// Thread rule: any thread; `with` holds the lock while `body` runs. Cost: one uncontended lock.
-/// Sendable: `value` is read and written only inside `with`, under `lock`; what `body` returns leaves the lock,
-/// so it should be a copy, not a non-Sendable object held inside.
-final class Locked<T>: @unchecked Sendable {
-    private let lock = Lock()
-    private var value: T
-    init(_ value: T) { self.value = value }
-    func with<R>(_ body: (inout T) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
 }

@@ -413,12 +413,15 @@ final class WebRTCSessions: Sendable {
 /// frame, audio re-encoded to Ogg Opus (both through the receive-side recorders the demo uses).
 /// Thread rule: `render` on the receive pipeline's thread, the audio sink on the playout
 /// thread, `finish` after the connection closed. Cost: a VP8 and an Opus encoder.
-/// Sendable: `video` and `failure` are used only under `lock`, `frames` is atomic, the rest are `let`s.
+/// Sendable: the recorder and the first failure live in a `Locked` box, `frames` is atomic, the
+/// rest are `let`s.
 final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
+    private struct State {
+        var video: RecordingRenderer?
+        var failure: Error?
+    }
     private let videoPath: String?
-    private let lock = Lock()
-    private var video: RecordingRenderer?
-    private var failure: Error?
+    private let state = Locked(State())
     let audioSink: WebRTCAudioRecorder?
     private let frames = Atomic<Int>(0)
 
@@ -434,26 +437,24 @@ final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
     func render(_ frame: DecodedVideoFrame) {
         frames.add(1, ordering: .relaxed)
         guard let videoPath else { return }
-        lock.lock()
-        defer { lock.unlock() }
-        guard failure == nil else { return }
-        if video == nil {
-            do {
-                video = try RecordingRenderer(
-                    path: videoPath, codec: .vp8, width: frame.view.width, height: frame.view.height, onVideo: { _ in })
-            } catch {
-                failure = error
-                return
+        state.withLock { state in
+            guard state.failure == nil else { return }
+            if state.video == nil {
+                do {
+                    state.video = try RecordingRenderer(
+                        path: videoPath, codec: .vp8, width: frame.view.width, height: frame.view.height, onVideo: { _ in })
+                } catch {
+                    state.failure = error
+                    return
+                }
             }
+            state.video?.render(frame)
         }
-        video?.render(frame)
     }
 
     func finish() throws -> [(String, String)] {
         var written: [(String, String)] = []
-        lock.lock()
-        let video = self.video, failure = self.failure
-        lock.unlock()
+        let (video, failure) = state.withLock { ($0.video, $0.failure) }
         var firstError = failure
         if let video {
             do {
@@ -474,40 +475,42 @@ final class WebRTCRecorder: VideoRenderer, @unchecked Sendable {
 /// Records played PCM to Ogg Opus, made at the first block (so that no file is started when no
 /// audio arrives). Thread rule: `play` on the playout thread; `finish` after it stopped.
 /// Cost: an Opus encoder.
-/// Sendable: `sink`, `failure` and `samples` are used only under `lock`; `path` is a `let`.
+/// Sendable: the sink, the failure and the count live in a `Locked` box; `path` is a `let`.
 final class WebRTCAudioRecorder: AudioSink, @unchecked Sendable {
+    private struct State {
+        var sink: RecordingAudioSink?
+        var failure: Error?
+        var samples = 0
+    }
     private let path: String
-    private let lock = Lock()
-    private var sink: RecordingAudioSink?
-    private var failure: Error?
-    private var samples = 0
+    private let state = Locked(State())
 
     init(path: String) { self.path = path }
 
-    var summary: String { "\((Double(lock.withLock { samples }) / 48_000).fixed(1)) s of audio received" }
+    var summary: String { "\((Double(state.withLock { $0.samples }) / 48_000).fixed(1)) s of audio received" }
 
     func play(_ samples: Span<Int16>, sampleRate: Int, channels: Int) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard failure == nil else { return }
-        if sink == nil {
-            do { sink = try RecordingAudioSink(path: path, keepsPlayed: false) } catch {
-                failure = error
-                return
+        state.withLock { state in
+            guard state.failure == nil else { return }
+            if state.sink == nil {
+                do { state.sink = try RecordingAudioSink(path: path, keepsPlayed: false) } catch {
+                    state.failure = error
+                    return
+                }
             }
+            state.samples += samples.count / max(1, channels)
+            state.sink?.play(samples, sampleRate: sampleRate, channels: channels)
         }
-        self.samples += samples.count / max(1, channels)
-        sink?.play(samples, sampleRate: sampleRate, channels: channels)
     }
 
     func finish() throws -> (String, String)? {
-        lock.lock()
-        defer { lock.unlock() }
-        if let failure { throw failure }
-        guard let sink, let written = try sink.finish() else {
-            Console.error("webrtc: no audio arrived; \(path) not written")
-            return nil
+        try state.withLock { (state) throws -> (String, String)? in
+            if let failure = state.failure { throw failure }
+            guard let sink = state.sink, let written = try sink.finish() else {
+                Console.error("webrtc: no audio arrived; \(path) not written")
+                return nil
+            }
+            return (written, "\((Double(state.samples) / 48_000).fixed(1)) s of Opus")
         }
-        return (written, "\((Double(samples) / 48_000).fixed(1)) s of Opus")
     }
 }

@@ -6,6 +6,7 @@ import RevueCommandLine
 // The protocol is documented in docs/revue-node.md.
 import RevueNodeProtocol
 import RevueSession
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -368,16 +369,19 @@ final class RoomPrinter: RoomDelegate {
 let roomPrinter = RoomPrinter()
 
 /// Counts decoded PCM samples and their peak, on the playout thread.
-/// Sendable: `samples` and `loud` are read and written only under `lock`.
-final class CountingAudioSink: AudioSink, @unchecked Sendable {
-    private let lock = Lock()
-    private var samples = 0, loud = 0
+/// Sendable: the counts live in a `Mutex`.
+final class CountingAudioSink: AudioSink, Sendable {
+    private let state = Mutex((samples: 0, loud: 0))
     func play(_ s: Span<Int16>, sampleRate: Int, channels: Int) {
         var peak = 0
         for i in s.indices { peak = max(peak, abs(Int(s[i]))) }
-        lock.lock(); samples += s.count; if peak > 1000 { loud += s.count }; lock.unlock()
+        let count = s.count
+        state.withLock {
+            $0.samples += count
+            if peak > 1000 { $0.loud += count }
+        }
     }
-    var counts: (samples: Int, loud: Int) { lock.lock(); defer { lock.unlock() }; return (samples, loud) }
+    var counts: (samples: Int, loud: Int) { state.withLock { $0 } }
 }
 
 /// Feeds a tone and the synthetic test video into the local tracks in real time, off the main actor.

@@ -53,6 +53,36 @@ import Testing
         #expect(lstat(dir + "/profile.json.tmp", &st) != 0, "no temp file left")
     }
 
+    @Test func aSymlinkPlantedAtTheProfileIsReplacedNotFollowed() throws {
+        let dir = freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(
+            atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let target = dir + "-elsewhere"
+        defer { unlink(target) }
+        #expect(symlink(target, dir + "/profile.json") == 0)
+        let r = try initialize(dir).get()
+        r.setSelfName("replaced")
+        r.destroy()
+        var st = stat()
+        #expect(lstat(target, &st) != 0, "nothing written through the link")
+        #expect(lstat(dir + "/profile.json", &st) == 0)
+        #expect(st.st_mode & S_IFMT == S_IFREG, "the link itself replaced by the profile")
+        #expect(st.st_mode & 0o777 == 0o600)
+        #expect(try String(contentsOfFile: dir + "/profile.json", encoding: .utf8).contains("replaced"))
+    }
+
+    @Test func theProfileIsWrittenWithMode0600WhateverTheUmask() throws {
+        let dir = freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let old = umask(0)
+        defer { umask(old) }
+        let r = try initialize(dir).get()
+        r.setSelfName("umask")
+        r.destroy()
+        #expect(mode(dir + "/profile.json") == 0o600)
+    }
+
     @Test func dataDirectoryPermissionsAreChecked() throws {
         let dir = freshDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -30,6 +30,12 @@ package enum Sodium {
         bytes.withUnsafeMutableBytes { if let b = $0.baseAddress { sodium_memzero(b, $0.count) } }
     }
 
+    /// Zeroes memory in place (`sodium_memzero`, which the compiler does not remove): key material
+    /// in a buffer about to be freed. Thread rule: the caller owns the buffer. Cost: one pass.
+    package static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+        if let base = buffer.baseAddress { sodium_memzero(base, buffer.count) }
+    }
+
     /// X25519 shared secret (`crypto_scalarmult`); nil when the peer's point has small order
     /// (libsodium returns -1 for an all-zero result), which the caller treats as a forged packet.
     package static func x25519(secret: SecretKeyBytes, peerPublic: [UInt8]) -> [UInt8]? {
@@ -61,6 +67,20 @@ package enum Sodium {
         _ = out.withUnsafeMutableBufferPointer { o in
             input.withUnsafeBufferPointer {
                 crypto_generichash_blake2b(o.baseAddress!, outputLength, $0.baseAddress, UInt64($0.count), nil, 0)
+            }
+        }
+        return out
+    }
+
+    /// Unkeyed BLAKE2b of a secret's bytes, read in place (no copy to wipe): key fingerprints
+    /// for logs (`SRTPKeyMaterial.fingerprint`). Thread rule: any thread. Cost: one hash.
+    package static func blake2b(_ secret: SecretKeyBytes, outputLength: Int = 16) -> [UInt8] {
+        RandomBytes.ensureInitialized()
+        var out = [UInt8](repeating: 0, count: outputLength)
+        _ = out.withUnsafeMutableBufferPointer { o in
+            secret.withUnsafeBytes {
+                crypto_generichash_blake2b(
+                    o.baseAddress!, outputLength, $0.bindMemory(to: UInt8.self).baseAddress, UInt64($0.count), nil, 0)
             }
         }
         return out

@@ -17,16 +17,27 @@ package struct AtomicFileError: Error, Sendable, CustomStringConvertible {
         self.step = step; self.path = path; self.code = code
     }
 
+    /// The error of the system layer's call `step` on `path`.
+    package init(_ step: String, path: String, _ error: Errno) {
+        self.init(step, path: path, errno: error.rawValue)
+    }
+
     /// "<path>: <step>: <strerror>".
     package var description: String { "\(path): \(step): \(String(cString: strerror(code)))" }
 }
 
 /// The one way Revue writes a file that must never be seen half-written (containers, pcap
-/// captures, stats and SDP files; RevueSession's profile store can use it too): bytes go to a
-/// temporary file next to the destination (`dir/.name.tmp-XXXXXX`, created with `mkstemp`), and
-/// only `finish()` makes them appear under the real name: flush, `fsync`, close, `rename`, then a
-/// best-effort `fsync` of the directory so the rename survives a crash. A failure, `abort()` or
-/// deinit without `finish()` removes the temporary file.
+/// captures, stats and SDP files, RevueSession's profile): bytes go to a temporary file next to the
+/// destination, and only `finish()` makes them appear under the real name: flush, `fsync`, close,
+/// `rename`, then a best-effort `fsync` of the directory so the rename survives a crash. A failure,
+/// `abort()` or deinit without `finish()` removes the temporary file.
+///
+/// The temporary file is created with `O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC` and then given
+/// exactly `mode` (no umask): nothing already at its name, file or symbolic link, is ever written
+/// through. Its name is `dir/.name.tmp-XXXXXX` with a random suffix, or a fixed
+/// `temporaryPath` (the profile's `profile.json.tmp`), whose leftover from a crash, or anything
+/// planted there, is unlinked first (unlink removes a symbolic link, never its target). `rename`
+/// replaces a symbolic link at the destination itself, never its target.
 ///
 /// Thread rule: one thread at a time. Cost: one buffer of `bufferCapacity` bytes (64 KiB by
 /// default; 0 writes straight through), one `write(2)` per buffer; `finish()` costs two `fsync`s.
@@ -35,7 +46,7 @@ package final class AtomicFileWriter {
     package let path: String
     /// The temporary file the bytes go to until `finish()`.
     package let temporaryPath: String
-    private var fd: Int32
+    private var fd: FileDescriptor?
     private let buffer: UnsafeMutableRawPointer?
     private let capacity: Int
     private var count = 0
@@ -44,9 +55,15 @@ package final class AtomicFileWriter {
     /// True after `finish()` or `abort()`.
     package private(set) var isFinished = false
 
-    /// Creates the temporary file with permissions `mode` (0644 by default; 0600 for secrets).
-    /// Throws when `path` names no file or the directory does not accept a new file.
-    package init(path: String, mode: mode_t = 0o644, bufferCapacity: Int = 1 << 16) throws(AtomicFileError) {
+    /// The flags of the temporary file: a new file, never through a symbolic link.
+    private static let temporaryOptions: FileDescriptor.OpenOptions = [.create, .exclusiveCreate, .noFollow, .closeOnExec]
+
+    /// Creates the temporary file with permissions `mode` (0644 by default; 0600 for secrets):
+    /// `temporaryPath` when given (what is there is unlinked first), else a new random name next
+    /// to `path`. Throws when `path` names no file or the directory does not accept a new file.
+    package init(path: String, mode: mode_t = 0o644, temporaryPath: String? = nil, bufferCapacity: Int = 1 << 16)
+        throws(AtomicFileError)
+    {
         self.path = path
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { String(path[...$0]) } ?? ""
@@ -54,15 +71,54 @@ package final class AtomicFileWriter {
         if name.isEmpty || name == "." || name == ".." {
             throw AtomicFileError("is not a file name", path: path, errno: EISDIR)
         }
-        var template = Array("\(dir).\(name).tmp-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        if fd < 0 { throw AtomicFileError("cannot create output file", path: path, errno: Glibc.errno) }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        fchmod(fd, mode)
+        var created: (FileDescriptor, String)?
+        if let temporaryPath {
+            unlink(temporaryPath)
+            do throws(Errno) {
+                created = (
+                    try FileDescriptor.open(temporaryPath, .writeOnly, options: Self.temporaryOptions, permissions: mode),
+                    temporaryPath
+                )
+            } catch {
+                throw AtomicFileError("cannot create output file", path: path, error)
+            }
+        } else {
+            var attempts = 0
+            while created == nil {
+                let candidate = "\(dir).\(name).tmp-\(Self.randomSuffix())"
+                do throws(Errno) {
+                    created = (
+                        try FileDescriptor.open(candidate, .writeOnly, options: Self.temporaryOptions, permissions: mode),
+                        candidate
+                    )
+                } catch {
+                    attempts += 1
+                    if error != .fileExists || attempts >= 100 {
+                        throw AtomicFileError("cannot create output file", path: path, error)
+                    }
+                }
+            }
+        }
+        let (fd, temporary) = created!
+        do throws(Errno) {
+            try fd.setPermissions(mode)
+        } catch {
+            try? fd.close()
+            unlink(temporary)
+            throw AtomicFileError("cannot set the mode of the output file", path: path, error)
+        }
         self.fd = fd
-        temporaryPath = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        self.temporaryPath = temporary
         capacity = max(0, bufferCapacity)
         buffer = capacity > 0 ? UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64) : nil
+    }
+
+    /// Six random letters and digits, as `mkstemp` uses.
+    private static func randomSuffix() -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        var bytes = [UInt8](repeating: 0, count: 6)
+        RandomBytes.fill(&bytes)
+        return String(decoding: bytes.map { alphabet[Int($0) % alphabet.count] }, as: UTF8.self)
     }
 
     deinit {
@@ -70,9 +126,12 @@ package final class AtomicFileWriter {
         buffer?.deallocate()
     }
 
-    /// Writes `bytes` to `path` in one go: the atomic replacement of a small file.
-    package static func write(_ bytes: some Collection<UInt8>, to path: String, mode: mode_t = 0o644) throws(AtomicFileError) {
-        let file = try AtomicFileWriter(path: path, mode: mode, bufferCapacity: 0)
+    /// Writes `bytes` to `path` in one go: the atomic replacement of a small file (with
+    /// `temporaryPath`, through that fixed name; see `init`).
+    package static func write(
+        _ bytes: some Collection<UInt8>, to path: String, mode: mode_t = 0o644, temporaryPath: String? = nil
+    ) throws(AtomicFileError) {
+        let file = try AtomicFileWriter(path: path, mode: mode, temporaryPath: temporaryPath, bufferCapacity: 0)
         let array = Array(bytes)
         try array.withUnsafeBytes { raw in
             Result { () throws(AtomicFileError) in
@@ -83,23 +142,22 @@ package final class AtomicFileWriter {
     }
 
     private func sysWrite(_ src: UnsafeRawPointer, _ n: Int, at position: Int64? = nil) throws(AtomicFileError) {
-        var done = 0
-        while done < n {
-            let r =
-                position.map { pwrite(fd, src + done, n - done, off_t($0) + off_t(done)) }
-                ?? Glibc.write(fd, src + done, n - done)
-            if r < 0 {
-                let e = Glibc.errno
-                if e == EINTR { continue }
-                throw AtomicFileError("write failed", path: path, errno: e)
+        guard let fd else { throw AtomicFileError("write failed", path: path, .badDescriptor) }
+        let bytes = UnsafeRawBufferPointer(start: src, count: n)
+        do throws(Errno) {
+            if let position {
+                try fd.writeAll(bytes, toAbsoluteOffset: position)
+            } else {
+                try fd.writeAll(bytes)
             }
-            done += r
+        } catch {
+            throw AtomicFileError("write failed", path: path, error)
         }
     }
 
     /// Appends `n` bytes.
     package func write(_ src: UnsafeRawPointer, count n: Int) throws(AtomicFileError) {
-        precondition(!isFinished && fd >= 0, "write after finish or abort")
+        precondition(!isFinished && fd != nil, "write after finish or abort")
         if count + n > capacity {
             try flush()
             if n >= capacity {
@@ -146,14 +204,12 @@ package final class AtomicFileWriter {
         precondition(!isFinished, "finish called twice")
         do throws(AtomicFileError) {
             try flush()
-            if fsync(fd) != 0 { throw AtomicFileError("fsync failed", path: path, errno: Glibc.errno) }
-            if close(fd) != 0 {
-                fd = -1
-                throw AtomicFileError("close failed", path: path, errno: Glibc.errno)
-            }
-            fd = -1
+            guard let fd else { throw AtomicFileError("fsync failed", path: path, .badDescriptor) }
+            do throws(Errno) { try fd.sync() } catch { throw AtomicFileError("fsync failed", path: path, error) }
+            self.fd = nil
+            do throws(Errno) { try fd.close() } catch { throw AtomicFileError("close failed", path: path, error) }
             if rename(temporaryPath, path) != 0 {
-                throw AtomicFileError("cannot rename \(temporaryPath) into place", path: path, errno: Glibc.errno)
+                throw AtomicFileError("cannot rename \(temporaryPath) into place", path: path, .current)
             }
         } catch {
             abort()
@@ -163,13 +219,18 @@ package final class AtomicFileWriter {
         // Make the rename durable too (best effort: some file systems refuse fsync on directories).
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { String(path[...$0]) } ?? "."
-        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 { _ = fsync(dfd); close(dfd) }
+        if let directory = try? FileDescriptor.open(dir, .readOnly, options: [.directory, .closeOnExec]) {
+            try? directory.sync()
+            try? directory.close()
+        }
     }
 
     /// Drops the output: closes and removes the temporary file. Safe to call more than once.
     package func abort() {
-        if fd >= 0 { close(fd); fd = -1 }
+        if let fd {
+            try? fd.close()
+            self.fd = nil
+        }
         if !isFinished {
             unlink(temporaryPath)
             isFinished = true

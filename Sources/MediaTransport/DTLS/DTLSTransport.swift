@@ -481,7 +481,7 @@ package final class DTLSTransport {
         let k = negotiated.masterKeyLength, s = negotiated.masterSaltLength
         let exported = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * (k + s), alignment: 16)
         defer {
-            sodium_memzero(exported.baseAddress!, exported.count)
+            Sodium.wipe(exported)
             exported.deallocate()
         }
         guard cms_dtls_export_srtp(endpoint, exported.baseAddress!.assumingMemoryBound(to: UInt8.self), exported.count) == 1

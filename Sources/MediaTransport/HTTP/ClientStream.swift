@@ -60,18 +60,21 @@ package enum ClientStreamError: Error, Hashable, Sendable, CustomStringConvertib
 /// `shutdown` from any thread wakes both; `close` once neither works any more. Cost: a socket;
 /// with TLS an OpenSSL context (a CA file read) and about 40 kB.
 package final class ClientStream: @unchecked Sendable {
-    // Sendable: `fd` and `tls` are set once; every call on `tls` holds `lock`; the flags are atomic.
-    private let fd: Int32
-    private let tls: OpaquePointer?
-    private let lock = Mutex<Void>(())
+    // Sendable: `socket` is set once; the TLS client lives in a `Locked` box (every call on it holds
+    // the lock; nil once freed); the flags are atomic.
+    private let socket: TCPSocket
+    private let tls: Locked<OpaquePointer?>
+    /// Whether the stream runs TLS (fixed at connect).
+    private let isTLS: Bool
     private let closed = Atomic<Bool>(false)
     private let open = Atomic<Bool>(true)
     /// The address connected to, for messages.
     package let peer: String
 
-    private init(fd: Int32, tls: OpaquePointer?, peer: String) {
-        self.fd = fd
-        self.tls = tls
+    private init(socket: TCPSocket, tls: OpaquePointer?, peer: String) {
+        self.socket = socket
+        self.tls = Locked(tls)
+        isTLS = tls != nil
         self.peer = peer
     }
 
@@ -91,7 +94,7 @@ package final class ClientStream: @unchecked Sendable {
         var list: UnsafeMutablePointer<addrinfo>? = nil
         let rc = getaddrinfo(host, String(port), &hints, &list)
         guard rc == 0, let list else {
-            throw .resolutionFailed(host: host, reason: rc == EAI_SYSTEM ? "errno \(errno)" : String(cString: gai_strerror(rc)))
+            throw .resolutionFailed(host: host, reason: rc == EAI_SYSTEM ? "\(Errno.current)" : String(cString: gai_strerror(rc)))
         }
         defer { freeaddrinfo(list) }
         var lastError = ClientStreamError.resolutionFailed(host: host, reason: "no IPv4 or IPv6 address")
@@ -99,10 +102,10 @@ package final class ClientStream: @unchecked Sendable {
         while let entry = cursor {
             cursor = entry.pointee.ai_next
             guard let address = entry.pointee.ai_addr, let shown = SocketAddress(sockaddr: address) else { continue }
-            switch attempt(entry.pointee, shown: "\(shown)", deadline: deadline) {
-            case .success(let fd):
-                guard let tls else { return ClientStream(fd: fd, tls: nil, peer: "\(shown)") }
-                return try handshake(fd: fd, host: host, settings: tls, shown: "\(shown)", deadline: deadline)
+            switch attempt(shown, shown: "\(shown)", deadline: deadline) {
+            case .success(let socket):
+                guard let tls else { return ClientStream(socket: socket, tls: nil, peer: "\(shown)") }
+                return try handshake(socket: socket, host: host, settings: tls, shown: "\(shown)", deadline: deadline)
             case .failure(let error):
                 lastError = error
                 if case .timeout = error { throw error }
@@ -111,60 +114,46 @@ package final class ClientStream: @unchecked Sendable {
         throw lastError
     }
 
-    /// One nonblocking connect to one address; the connected socket or why not.
-    private static func attempt(_ entry: addrinfo, shown: String, deadline: MonotonicTime) -> Result<Int32, ClientStreamError> {
-        let fd = socket(
-            entry.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return .failure(.connection("socket: errno \(errno)")) }
-        var one: Int32 = 1
-        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        if Glibc.connect(fd, entry.ai_addr, entry.ai_addrlen) != 0 && errno != EINPROGRESS {
-            let e = errno
-            Glibc.close(fd)
-            return .failure(.connection("connect to \(shown): errno \(e)"))
+    /// One nonblocking connect to one address (`TCPSocket.connect`); the connected socket or why not.
+    private static func attempt(_ address: SocketAddress, shown: String, deadline: MonotonicTime) -> Result<
+        TCPSocket, ClientStreamError
+    > {
+        do throws(Errno) {
+            return .success(try TCPSocket.connect(to: address, deadline: deadline))
+        } catch {
+            if error == .timedOut { return .failure(.timeout("connecting to \(shown)")) }
+            return .failure(.connection("connect to \(shown): \(error)"))
         }
-        switch wait(fd, Int16(POLLOUT), deadline: deadline) {
-        case .failure:
-            Glibc.close(fd)
-            return .failure(.timeout("connecting to \(shown)"))
-        case .success:
-            break
-        }
-        var soError: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length)
-        if soError != 0 {
-            Glibc.close(fd)
-            return .failure(.connection("connect to \(shown): errno \(soError)"))
-        }
-        return .success(fd)
     }
 
-    /// The TLS handshake on the connected `fd`; closes `fd` when it fails.
+    /// The TLS handshake on the connected `socket`; closes it when it fails.
     private static func handshake(
-        fd: Int32, host: String, settings: TLSClientSettings, shown: String, deadline: MonotonicTime
+        socket: TCPSocket, host: String, settings: TLSClientSettings, shown: String, deadline: MonotonicTime
     ) throws(ClientStreamError) -> ClientStream {
         let name = settings.serverName ?? host
         var error = [CChar](repeating: 0, count: 320)
         let client: OpaquePointer? = name.withCString { n in
             if let ca = settings.certificateAuthorityFile {
-                return ca.withCString { cms_tls_new(fd, n, $0, nil, &error, error.count) }
+                return ca.withCString { cms_tls_new(socket.descriptor.rawValue, n, $0, nil, &error, error.count) }
             }
-            return cms_tls_new(fd, n, nil, nil, &error, error.count)
+            return cms_tls_new(socket.descriptor.rawValue, n, nil, nil, &error, error.count)
         }
         guard let client else {
-            Glibc.close(fd)
+            socket.close()
             throw .tls("setting up TLS for \(name): \(text(error))")
         }
-        let stream = ClientStream(fd: fd, tls: client, peer: shown)
+        let stream = ClientStream(socket: socket, tls: client, peer: shown)
         while true {
             let rc = Int(cms_tls_handshake(client))
             switch rc {
             case CMS_TLS_DONE:
                 return stream
             case CMS_TLS_WANT_READ, CMS_TLS_WANT_WRITE:
-                if case .failure = wait(fd, Int16(rc == CMS_TLS_WANT_READ ? POLLIN : POLLOUT), deadline: deadline) {
-                    throw .timeout("the TLS handshake with \(name) at \(shown)")
+                do throws(Errno) {
+                    try socket.wait(for: rc == CMS_TLS_WANT_READ ? .readable : .writable, deadline: deadline)
+                } catch {
+                    if error == .timedOut { throw .timeout("the TLS handshake with \(name) at \(shown)") }
+                    throw .connection("the TLS handshake with \(name) at \(shown): \(error)")
                 }
             default:
                 _ = cms_tls_error(client, &error, error.count)
@@ -184,24 +173,28 @@ package final class ClientStream: @unchecked Sendable {
         var sent = 0
         while sent < bytes.count {
             if closed.load(ordering: .relaxed) { throw .connection("closed") }
-            var want = Int16(POLLOUT)
-            let n: Int = bytes.withUnsafeBytes { raw in
-                let start = raw.baseAddress! + sent
-                if let tls {
-                    let rc = lock.withLock { _ in cms_tls_write(tls, start, raw.count - sent) }
-                    if rc == CMS_TLS_WANT_READ { want = Int16(POLLIN) }
-                    return rc > 0 ? rc : (rc == CMS_TLS_WANT_READ || rc == CMS_TLS_WANT_WRITE ? 0 : -1)
+            var want = TCPSocket.Events.writable
+            let n: Result<Int, Errno> = bytes.withUnsafeBytes { raw in
+                let rest = UnsafeRawBufferPointer(rebasing: raw[sent...])
+                if isTLS {
+                    let rc = tls.withLock { $0.map { cms_tls_write($0, rest.baseAddress, rest.count) } ?? CMS_TLS_FAILED }
+                    if rc == CMS_TLS_WANT_READ { want = .readable }
+                    return .success(rc > 0 ? rc : (rc == CMS_TLS_WANT_READ || rc == CMS_TLS_WANT_WRITE ? 0 : -1))
                 }
-                let rc = Glibc.send(fd, start, raw.count - sent, Int32(MSG_NOSIGNAL))
-                if rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return 0 }
-                return rc
+                return Result { () throws(Errno) in try socket.send(rest) }
             }
-            if n > 0 {
+            switch n {
+            case .success(let n) where n > 0:
                 sent += n
                 continue
+            case .success(let n) where n < 0:
+                throw .connection("send to \(peer): \(tlsError())")
+            case .failure(let error):
+                throw .connection("send to \(peer): \(error)")
+            default:
+                break
             }
-            if n < 0 { throw .connection("send to \(peer): \(tls == nil ? "errno \(errno)" : tlsError())") }
-            if case .failure = Self.wait(fd, want, deadline: deadline) { throw .timeout("sending to \(peer)") }
+            try wait(want, "sending to \(peer)", deadline: deadline)
         }
     }
 
@@ -211,21 +204,37 @@ package final class ClientStream: @unchecked Sendable {
     package func read(into buffer: inout [UInt8], deadline: MonotonicTime) throws(ClientStreamError) -> Int {
         while true {
             if closed.load(ordering: .relaxed) { throw .connection("closed") }
-            var want = Int16(POLLIN)
-            let n: Int = buffer.withUnsafeMutableBytes { raw in
-                if let tls {
-                    let rc = lock.withLock { _ in cms_tls_read(tls, raw.baseAddress, raw.count) }
-                    if rc == CMS_TLS_WANT_WRITE { want = Int16(POLLOUT) }
-                    if rc == CMS_TLS_WANT_READ || rc == CMS_TLS_WANT_WRITE { return -2 }
-                    return rc == CMS_TLS_CLOSED ? 0 : (rc > 0 ? rc : -1)
+            var want = TCPSocket.Events.readable
+            let n: Result<Int?, Errno> = buffer.withUnsafeMutableBytes { raw in
+                if isTLS {
+                    let rc = tls.withLock { $0.map { cms_tls_read($0, raw.baseAddress, raw.count) } ?? CMS_TLS_FAILED }
+                    if rc == CMS_TLS_WANT_WRITE { want = .writable }
+                    if rc == CMS_TLS_WANT_READ || rc == CMS_TLS_WANT_WRITE { return .success(nil) }
+                    return .success(rc == CMS_TLS_CLOSED ? 0 : (rc > 0 ? rc : -1))
                 }
-                let rc = recv(fd, raw.baseAddress, raw.count, 0)
-                if rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return -2 }
-                return rc
+                return Result { () throws(Errno) in try socket.receive(into: raw) }
             }
-            if n >= 0 { return n }
-            if n == -1 { throw .connection("receive from \(peer): \(tls == nil ? "errno \(errno)" : tlsError())") }
-            if case .failure = Self.wait(fd, want, deadline: deadline) { throw .timeout("reading from \(peer)") }
+            switch n {
+            case .success(.some(let n)) where n >= 0:
+                return n
+            case .success(.some):
+                throw .connection("receive from \(peer): \(tlsError())")
+            case .failure(let error):
+                throw .connection("receive from \(peer): \(error)")
+            case .success(.none):
+                break
+            }
+            try wait(want, "reading from \(peer)", deadline: deadline)
+        }
+    }
+
+    /// Waits for `events` by `deadline`; `.timeout(what)` when it passed. A failed wait returns,
+    /// for the call itself to report the socket's error.
+    private func wait(_ events: TCPSocket.Events, _ what: String, deadline: MonotonicTime) throws(ClientStreamError) {
+        do throws(Errno) {
+            try socket.wait(for: events, deadline: deadline)
+        } catch {
+            if error == .timedOut { throw .timeout(what) }
         }
     }
 
@@ -233,7 +242,7 @@ package final class ClientStream: @unchecked Sendable {
     /// Thread rule: any thread. Cost: one `shutdown`.
     package func shutdown() {
         closed.store(true, ordering: .relaxed)
-        _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
+        socket.shutdown(.both)
     }
 
     /// Frees the TLS client and closes the socket; idempotent. Thread rule: once no reader or
@@ -241,28 +250,18 @@ package final class ClientStream: @unchecked Sendable {
     package func close() {
         guard open.exchange(false, ordering: .acquiringAndReleasing) else { return }
         closed.store(true, ordering: .relaxed)
-        lock.withLock { _ in if let tls { cms_tls_free(tls) } }
-        Glibc.close(fd)
+        tls.withLock { client in
+            if let client { cms_tls_free(client) }
+            client = nil
+        }
+        socket.close()
     }
 
     private func tlsError() -> String {
-        guard let tls else { return "" }
+        guard isTLS else { return "" }
         var error = [CChar](repeating: 0, count: 320)
-        lock.withLock { _ in _ = cms_tls_error(tls, &error, error.count) }
+        tls.withLock { client in if let client { _ = cms_tls_error(client, &error, error.count) } }
         return Self.text(error)
-    }
-
-    /// Polls `fd` for `events` until `deadline`; failure when it passed.
-    private static func wait(_ fd: Int32, _ events: Int16, deadline: MonotonicTime) -> Result<Void, ClientStreamError> {
-        while true {
-            let now = MonotonicTime.now
-            guard now < deadline else { return .failure(.timeout("")) }
-            let ms = Int32(min((deadline - now).inNanoseconds / 1_000_000 + 1, 60_000))
-            var entry = pollfd(fd: fd, events: events, revents: 0)
-            let n = poll(&entry, 1, ms)
-            if n > 0 { return .success(()) }
-            if n < 0 && errno != EINTR { return .success(()) }  // Let the call itself report it.
-        }
     }
 
     /// A NUL-terminated C string in `bytes` as a Swift string.

@@ -112,7 +112,7 @@ package final class HTTPServer: Sendable {
     package let limits: Limits
     /// The port bound (the one asked for, or the one the system chose for port 0).
     package let port: UInt16
-    private let fd: Int32
+    private let listener: TCPSocket
     private let handler: @Sendable (HTTPRequest) -> HTTPResponse
     private let open = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
@@ -126,31 +126,22 @@ package final class HTTPServer: Sendable {
     ) throws(HTTPServerError) {
         self.limits = limits
         self.handler = handler
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+        var numeric = in_addr()
+        guard inet_pton(AF_INET, host, &numeric) == 1, let address = try? SocketAddress(host: host, port: port) else {
             throw .notIPv4(host)
         }
-        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard s >= 0 else { throw .cannotListen("cannot open a TCP socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        do throws(Errno) {
+            let listener = try TCPSocket.listen(on: address)
+            do throws(Errno) {
+                self.port = try listener.localAddress().port
+            } catch {
+                listener.close()
+                throw error
+            }
+            self.listener = listener
+        } catch {
+            throw .cannotListen("cannot listen on \(host):\(port): \(error)")
         }
-        guard bound == 0, listen(s, 64) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(s)
-            throw .cannotListen("cannot listen on \(host):\(port): \(reason)")
-        }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) }
-        }
-        self.port = UInt16(bigEndian: actual.sin_port)
-        fd = s
         for _ in 0..<limits.maxConnections { open.signal() }
     }
 
@@ -159,10 +150,10 @@ package final class HTTPServer: Sendable {
         _ = TransportThread(name: "revue.http.accept") { [self] in
             defer { acceptDone.signal() }
             while !stopping.load(ordering: .relaxed) {
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&pfd, 1, 100) > 0 else { continue }
-                let client = accept(fd, nil, nil)
-                guard client >= 0 else { continue }
+                guard (try? listener.poll(.readable, timeoutMilliseconds: 100)) == true, let client = try? listener.accept()
+                else {
+                    continue
+                }
                 open.wait()
                 _ = TransportThread(name: "revue.http.connection") { [self] in
                     defer { open.signal() }
@@ -176,12 +167,12 @@ package final class HTTPServer: Sendable {
     package func stop() {
         stopping.store(true, ordering: .relaxed)
         acceptDone.wait()
-        close(fd)
+        listener.close()
     }
 
     /// Reads one request, answers it and closes the connection.
-    private func serve(_ client: Int32) {
-        defer { close(client) }
+    private func serve(_ client: TCPSocket) {
+        defer { client.close() }
         let response: HTTPResponse
         switch read(client) {
         case .success(let request):
@@ -203,7 +194,7 @@ package final class HTTPServer: Sendable {
 
     /// Reads and parses one request within the limits and the read timeout (the grammar and the
     /// size limits are `HTTPMessageDecoder`'s, the method and framing rules this server's).
-    private func read(_ client: Int32) -> Result<HTTPRequest, Refusal> {
+    private func read(_ client: TCPSocket) -> Result<HTTPRequest, Refusal> {
         let deadline = MonotonicTime.now + .milliseconds(Int(limits.readTimeout * 1000))
         var decoder = HTTPMessageDecoder(
             .request,
@@ -212,15 +203,18 @@ package final class HTTPServer: Sendable {
         var received = 0
         var checked = false
         while true {
-            let left = (deadline - MonotonicTime.now).inSeconds
-            var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
-            let ready = left > 0 ? poll(&pfd, 1, Int32(max(1, min(left, 60) * 1000))) : 0
-            if ready == 0 {
+            let n: Int
+            do throws(Errno) {
+                try client.wait(for: .readable, deadline: deadline)
+                let received = chunk.withUnsafeMutableBytes { raw in Result { () throws(Errno) in try client.receive(into: raw) }
+                }
+                guard let count = try received.get() else { continue }
+                n = count
+            } catch {
+                guard error == .timedOut else { return .failure(Refusal(status: nil, message: "receive failed: \(error)")) }
                 // A client that sent nothing and stopped: not a request.
                 return .failure(Refusal(status: received == 0 ? nil : 408, message: "the request took too long"))
             }
-            guard ready > 0 else { return .failure(Refusal(status: nil, message: "poll failed")) }
-            let n = recv(client, &chunk, chunk.count, 0)
             guard n > 0 else { return .failure(Refusal(status: nil, message: "the client closed the connection")) }
             received += n
             do {
@@ -269,28 +263,25 @@ package final class HTTPServer: Sendable {
     }
 
     /// Sends the response, with `Content-Length` and `Connection: close`, then shuts the socket.
-    private func write(_ response: HTTPResponse, to client: Int32) {
+    private func write(_ response: HTTPResponse, to client: TCPSocket) {
         var head = "HTTP/1.1 \(response.status) \(HTTPResponse.reason(response.status))\r\n"
         for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
         head += "Content-Length: \(response.body.count)\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n"
         let bytes = Array(head.utf8) + response.body
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { break }
-            sent += n
-        }
-        shutdown(client, Int32(SHUT_WR))
+        let sendDeadline = MonotonicTime.now + .milliseconds(Int(limits.readTimeout * 1000))
+        _ = bytes.withUnsafeBytes { raw in Result { () throws(Errno) in try client.sendAll(raw, deadline: sendDeadline) } }
+        client.shutdown(.write)
         // Read what the client still sends (an oversize body) for a moment before closing:
         // closing with unread bytes resets the connection, and the client may lose the response.
         let deadline = MonotonicTime.now + .milliseconds(500)
         var drained = 0
         var chunk = [UInt8](repeating: 0, count: 4096)
         while drained < 1 << 20, MonotonicTime.now < deadline {
-            var pfd = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 100) >= 0 else { break }
-            guard pfd.revents != 0 else { continue }
-            let n = recv(client, &chunk, chunk.count, 0)
+            guard let ready = try? client.poll(.readable, timeoutMilliseconds: 100) else { break }
+            guard ready else { continue }
+            let result = chunk.withUnsafeMutableBytes { raw in Result { () throws(Errno) in try client.receive(into: raw) } }
+            guard case .success(let received) = result else { break }
+            guard let n = received else { continue }
             guard n > 0 else { break }
             drained += n
         }

@@ -133,7 +133,8 @@ package struct TURNClientTiming: Sendable {
 /// Every response is trusted only after its transaction ID matches a request of ours and its
 /// MESSAGE-INTEGRITY (long-term key) and FINGERPRINT check out; what a stranger can make it keep is
 /// bounded by `maxPendingTransactions`, `maxPermissions` and `maxChannels`.
-/// Sendable: every `var` (and the `scratch` bytes) is used only under `lock`; the rest are `let`s set in init.
+/// Sendable: the state, the scratch bytes and the work on them are a `TURNClientCore` in a `Locked`
+/// box, reached only under its lock; the rest are `let`s set in init.
 package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Where the allocation stands.
     package enum State: Sendable, Equatable {
@@ -173,6 +174,166 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     /// The TURN server and credentials of the allocation.
     package let server: ICEServer
+
+    /// The state and the work on it, reached only under the box's lock.
+    private let core: Locked<TURNClientCore>
+    /// Whether the server's datagrams come through `handleDatagram` (UDP, or a socketless client).
+    private let takesDatagrams: Bool
+
+    /// `socket`: for a UDP server, the socket the allocation is made from (the caller passes every
+    /// datagram from `server.address` to `handleDatagram`); for TCP, unused (the client connects).
+    /// `scheduler`: the clock and timers (nil: the real clock and a dispatch queue of its own).
+    package init(server: ICEServer, socket: UDPSocket, queue: DispatchQueue, scheduler: (any TaskScheduler)? = nil) {
+        self.server = server
+        takesDatagrams = server.transport == .udp
+        core = Locked(TURNClientCore(server: server, socket: socket, queue: queue, scheduler: scheduler))
+        core.withLock { $0.owner = self }
+    }
+
+    /// A client without a socket, for the STUN fuzzer and tests on simulated time: everything it
+    /// would send goes to `sendTap` (called under the client's lock: it must not call back into
+    /// the client), datagrams come in through `handleDatagram`. Without `scheduler` nothing
+    /// happens with time; with one, every timer and `onStateChange` runs on it (a `SimulatedTime`
+    /// in tests).
+    package init(
+        socketlessServer server: ICEServer, scheduler: (any TaskScheduler)? = nil, sendTap: @escaping @Sendable ([UInt8]) -> Void
+    ) {
+        self.server = server
+        takesDatagrams = true
+        core = Locked(TURNClientCore(socketlessServer: server, scheduler: scheduler, sendTap: sendTap))
+        core.withLock { $0.owner = self }
+    }
+
+    /// Called on `queue` (on the scheduler for a socketless client given one) when `state` changes.
+    package var onStateChange: (@Sendable (State) -> Void)? {
+        get { core.withLock { $0.onStateChange } }
+        set { core.withLock { $0.onStateChange = newValue } }
+    }
+    /// A peer's data relayed to us (Data indication or ChannelData), with the peer's address.
+    package var onPeerData: (@Sendable (_ peer: SocketAddress, _ payload: UnsafeRawBufferPointer) -> Void)? {
+        get { core.withLock { $0.onPeerData } }
+        set { core.withLock { $0.onPeerData = newValue } }
+    }
+
+    /// Where the allocation stands.
+    package var state: State { core.withLock { $0.state } }
+
+    /// The counters so far.
+    package var statistics: TURNClientStatistics { core.withLock { $0.statistics } }
+
+    /// The families of relayed address asked for; set before `allocate()` (kept when a lost
+    /// allocation is made again).
+    package var relayFamilies: RelayFamilies {
+        get { core.withLock { $0.relayFamilies } }
+        set { core.withLock { $0.relayFamilies = newValue } }
+    }
+
+    /// Every relayed address of the allocation: the one of `state` first, then (dual allocation)
+    /// the other family's. Empty when not allocated.
+    package var relayedAddresses: [SocketAddress] { core.withLock { $0.relayedAddresses } }
+
+    /// Requests sent and not yet answered or timed out.
+    package var pendingTransactions: Int { core.withLock { $0.pendingTransactions } }
+
+    /// The timers; set before `allocate()` (later changes apply to the next timer set).
+    package var timing: TURNClientTiming {
+        get { core.withLock { $0.timing } }
+        set { core.withLock { $0.timing = newValue } }
+    }
+
+    /// The channel bound to `peer`, and whether the server confirmed it.
+    package func channel(for peer: SocketAddress) -> (number: UInt16, confirmed: Bool)? {
+        core.withLock { $0.channel(for: peer) }
+    }
+
+    /// Whether a permission for `peer`'s IP address is installed (confirmed by the server).
+    package func hasPermission(for peer: SocketAddress) -> Bool { core.withLock { $0.hasPermission(for: peer) } }
+
+    /// Starts the Allocate transaction (401 → long-term credentials → allocation; refreshed
+    /// before it expires). Only from `idle`; otherwise nothing happens.
+    package func allocate() { core.withLock { $0.allocate() } }
+
+    /// Installs (and keeps refreshing) a permission for the peer's IP. Before the allocation it
+    /// is installed as soon as the allocation is made.
+    package func createPermission(_ peer: SocketAddress) { core.withLock { $0.createPermission(peer) } }
+
+    /// Binds a channel to the peer (also installs the permission) and returns its number at once
+    /// (0x4000...0x4FFF); nil when all are used. Data for it goes as Send indications until the
+    /// server confirms the binding.
+    package func bindChannel(_ peer: SocketAddress) -> UInt16? { core.withLock { $0.bindChannel(peer) } }
+
+    /// Sends a peer a datagram: ChannelData when its channel is confirmed, else a Send indication
+    /// (installing a permission for the peer first if it has none). False without an allocation.
+    @discardableResult
+    package func send(_ payload: [UInt8], to peer: SocketAddress) -> Bool { core.withLock { $0.send(payload, to: peer) } }
+
+    /// Sends `payload` to the peer bound to `channel`: ChannelData once the server confirmed the
+    /// binding, a Send indication before. No heap allocation. False without an allocation or for
+    /// an unknown channel.
+    package func sendChannelData(_ payload: UnsafeRawBufferPointer, channel: UInt16) -> Bool {
+        core.withLock { $0.sendChannelData(payload, channel: channel) }
+    }
+
+    /// A datagram that arrived on the shared UDP socket; true when it was this server's and is
+    /// consumed (responses, Data indications, ChannelData: peer data goes to `onPeerData`). False
+    /// for other sources, and for the server's datagrams that are not this allocation's (responses
+    /// to other transactions, anything neither STUN nor ChannelData), which the caller may handle.
+    package func handleDatagram(_ bytes: UnsafeRawBufferPointer, from: SocketAddress) -> Bool {
+        guard from == server.address, takesDatagrams else { return false }
+        return process(bytes)
+    }
+
+    /// Deletes the allocation (Refresh with lifetime 0, retransmitted over UDP until answered)
+    /// and stops every other timer. Idempotent.
+    package func close() { core.withLock { $0.close() } }
+
+    /// One datagram or TCP frame from the server; true when consumed. Peer data goes to its
+    /// handler after the lock is released.
+    fileprivate func process(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let (consumed, delivery) = core.withLock { $0.process(bytes) }
+        switch delivery {
+        case .channel(let handler, let peer, let data): handler(peer, data)
+        case .indication(let handler, let peer, let data): data.withUnsafeBytes { handler(peer, $0) }
+        case nil: break
+        }
+        return consumed
+    }
+
+    /// The TCP or TLS connection is up.
+    fileprivate func connected() { core.withLock { $0.connected() } }
+
+    /// The TCP or TLS connection failed or was closed by the server.
+    fileprivate func connectionClosed(_ reason: String) { core.withLock { $0.connectionClosed(reason) } }
+
+    /// A connection made again after a loss.
+    fileprivate func reconnect() { core.withLock { $0.reconnect() } }
+
+    /// The timer.
+    fileprivate func tick() { core.withLock { $0.tick() } }
+}
+
+/// Peer data `TURNClientCore.process` found, handed to `onPeerData` after the lock is released:
+/// ChannelData (its bytes in the caller's buffer) or a Data indication's payload.
+private enum TURNPeerDelivery {
+    case channel(
+        @Sendable (_ peer: SocketAddress, _ payload: UnsafeRawBufferPointer) -> Void, SocketAddress, UnsafeRawBufferPointer)
+    case indication(@Sendable (_ peer: SocketAddress, _ payload: UnsafeRawBufferPointer) -> Void, SocketAddress, [UInt8])
+}
+
+/// Everything of a `TURNClient` that changes, and the work on it: the client keeps it in a
+/// `Locked` box and calls it only under that lock. Thread rule: one thread at a time (the box's
+/// lock). Cost: see `TURNClient`.
+private final class TURNClientCore {
+    typealias State = TURNClient.State
+    typealias RelayFamilies = TURNClient.RelayFamilies
+    static var maxPendingTransactions: Int { TURNClient.maxPendingTransactions }
+    static var maxPermissions: Int { TURNClient.maxPermissions }
+    static var maxChannels: Int { TURNClient.maxChannels }
+
+    /// The TURN server and credentials of the allocation.
+    let server: ICEServer
+    /// The client, for the callbacks of timers and of the TCP connection (which take its lock).
+    weak var owner: TURNClient?
 
     private enum Purpose: Equatable {
         case allocate
@@ -243,8 +404,6 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// `onStateChange` runs as work on `scheduler` (a socketless client given one: on a simulated
     /// clock it then runs at the simulated time the state changed) instead of on `queue`.
     private let announcesOnScheduler: Bool
-    /// Guards everything below.
-    private let lock = Lock()
     /// The tick scheduled next and when it is due (it may come early: a later deadline leaves an
     /// earlier tick in place, which finds nothing due and schedules the next).
     private var pendingTick: ScheduledWork?
@@ -379,8 +538,6 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Starts the Allocate transaction (401 → long-term credentials → allocation; refreshed
     /// before it expires). Only from `idle`; otherwise nothing happens.
     package func allocate() {
-        lock.lock()
-        defer { lock.unlock() }
         guard current == .idle else { return }
         setState(.allocating)
         timersActive = timersOn
@@ -395,9 +552,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     private func connect() {
         let connection = TURNTCPConnection(
             server: server.address, tls: server.transport == .tls ? server.tls : nil,
-            onConnected: { [weak self] in self?.connected() },
-            onFrame: { [weak self] frame in _ = self?.process(frame) },
-            onClosed: { [weak self] reason in self?.connectionClosed(reason) })
+            onConnected: { [weak owner] in owner?.connected() },
+            onFrame: { [weak owner] frame in _ = owner?.process(frame) },
+            onClosed: { [weak owner] reason in owner?.connectionClosed(reason) })
         tcp = connection
         connection.start()
     }
@@ -405,8 +562,6 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// Installs (and keeps refreshing) a permission for the peer's IP. Before the allocation it
     /// is installed as soon as the allocation is made.
     package func createPermission(_ peer: SocketAddress) {
-        lock.lock()
-        defer { lock.unlock() }
         _ = ensurePermission(peer)
     }
 
@@ -414,8 +569,6 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// (0x4000...0x4FFF); nil when all are used. Data for it goes as Send indications until the
     /// server confirms the binding.
     package func bindChannel(_ peer: SocketAddress) -> UInt16? {
-        lock.lock()
-        defer { lock.unlock() }
         if let n = channelOf[peer] { return n }
         guard channels.count < Self.maxChannels else {
             stats.refusedForLimits += 1
@@ -440,8 +593,6 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// (installing a permission for the peer first if it has none). False without an allocation.
     @discardableResult
     package func send(_ payload: [UInt8], to peer: SocketAddress) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
         guard case .allocated = current, payload.count <= 65_000 else { stats.sendFailures += 1; return false }
         if let n = channelOf[peer], let c = channels[n] {
             return payload.withUnsafeBytes { sendLocked($0, channel: n, c) }
@@ -458,8 +609,6 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     /// binding, a Send indication before. No heap allocation. False without an allocation or for
     /// an unknown channel.
     package func sendChannelData(_ payload: UnsafeRawBufferPointer, channel: UInt16) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
         guard case .allocated = current, payload.count <= 65_000, let c = channels[channel] else {
             stats.sendFailures += 1
             return false
@@ -467,20 +616,9 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         return sendLocked(payload, channel: channel, c)
     }
 
-    /// A datagram that arrived on the shared UDP socket; true when it was this server's and is
-    /// consumed (responses, Data indications, ChannelData: peer data goes to `onPeerData`). False
-    /// for other sources, and for the server's datagrams that are not this allocation's (responses
-    /// to other transactions, anything neither STUN nor ChannelData), which the caller may handle.
-    package func handleDatagram(_ bytes: UnsafeRawBufferPointer, from: SocketAddress) -> Bool {
-        guard from == server.address, server.transport == .udp || sendTap != nil else { return false }
-        return process(bytes)
-    }
-
     /// Deletes the allocation (Refresh with lifetime 0, retransmitted over UDP until answered)
     /// and stops every other timer. Idempotent.
     package func close() {
-        lock.lock()
-        defer { lock.unlock() }
         if current == .closed { return }
         let wasAllocated: Bool
         if case .allocated = current { wasAllocated = true } else { wasAllocated = false }
@@ -504,11 +642,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
     // MARK: Sending
 
     @inline(__always)
-    private func locked<T>(_ body: () -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return body()
-    }
+    private func locked<T>(_ body: () -> T) -> T { body() }
 
     private static func permissionKey(_ peer: SocketAddress) -> SocketAddress {
         var k = peer
@@ -660,77 +794,63 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
 
     // MARK: Receiving
 
-    /// One datagram or TCP frame from the server; true when consumed.
-    private func process(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        lock.lock()
+    /// One datagram or TCP frame from the server: whether it was consumed, and the peer data to
+    /// hand to `onPeerData` once the lock is released.
+    func process(_ bytes: UnsafeRawBufferPointer) -> (consumed: Bool, delivery: TURNPeerDelivery?) {
         stats.received += 1
         // Indexing, not `first`: the generic `first` allocates in a debug build.
         guard bytes.count > 0 else {
             stats.malformed += 1
-            lock.unlock()
-            return false
+            return (false, nil)
         }
         let first = bytes[0]
         if TURNChannelData.mayBeChannelData(firstByte: first) {
             guard let (n, range) = TURNChannelData.parse(bytes.bytes) else {
                 stats.malformed += 1
-                lock.unlock()
-                return true
+                return (true, nil)
             }
             let data = UnsafeRawBufferPointer(rebasing: bytes[range])
             guard case .allocated = current, let c = channels[n], let handler = peerHandler else {
                 stats.peerDataDropped += 1
-                lock.unlock()
-                return true
+                return (true, nil)
             }
             stats.peerDataDelivered += 1
-            lock.unlock()
-            handler(c.peer, data)
-            return true
+            return (true, .channel(handler, c.peer, data))
         }
         guard STUNMessage.mayBeSTUN(firstByte: first) else {
             stats.malformed += 1
-            lock.unlock()
-            return false
+            return (false, nil)
         }
         guard let message = try? STUNMessage(parsing: unsafe RawSpan(_unsafeBytes: bytes)) else {
             stats.malformed += 1
-            lock.unlock()
-            return true
+            return (true, nil)
         }
         switch message.messageClass {
         case .successResponse, .errorResponse:
             let consumed = handleResponse(message, bytes)
-            lock.unlock()
-            return consumed
+            return (consumed, nil)
         case .indication where message.method == .data:
             let raw = Array(bytes)
             let hasFingerprint = message.attributes.contains { $0.type == STUNMessage.AttributeType.fingerprint }
             guard !hasFingerprint || STUNMessage.hasValidFingerprint(raw) else {
                 stats.peerDataDropped += 1
-                lock.unlock()
-                return true
+                return (true, nil)
             }
             guard let peer = try? message.xorAddress(STUNMessage.AttributeType.xorPeerAddress),
                 let data = message.value(STUNMessage.AttributeType.data)
             else {
                 stats.malformed += 1
-                lock.unlock()
-                return true
+                return (true, nil)
             }
             guard case .allocated = current, permissions[Self.permissionKey(peer)] != nil, let handler = peerHandler else {
                 stats.peerDataDropped += 1
-                lock.unlock()
-                return true
+                return (true, nil)
             }
             stats.peerDataDelivered += 1
-            lock.unlock()
-            data.withUnsafeBytes { handler(peer, $0) }
-            return true
+            return (true, .indication(handler, peer, data))
         default:
             stats.ignored += 1
-            lock.unlock()
-            return true
+            return (true, nil)
         }
     }
 
@@ -998,15 +1118,11 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         tickAt = nil
     }
 
-    private func connected() {
-        lock.lock()
-        defer { lock.unlock() }
+    func connected() {
         if current == .allocating { start(.allocate, retries: 0) }
     }
 
-    private func connectionClosed(_ reason: String) {
-        lock.lock()
-        defer { lock.unlock() }
+    func connectionClosed(_ reason: String) {
         switch current {
         case .allocated: allocationLost(reason)
         case .allocating:
@@ -1015,12 +1131,7 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
             guard let lost = reconnectingAfter else { return fail(reason) }
             guard scheduler.now + .seconds(1) < reconnectUntil else { return fail("\(lost); connecting again: \(reason)") }
             tcp = nil
-            scheduler.schedule(after: .seconds(1)) { [weak self] in
-                guard let self else { return }
-                self.lock.lock()
-                defer { self.lock.unlock() }
-                if self.current == .allocating && self.tcp == nil { self.connect() }
-            }
+            scheduler.schedule(after: .seconds(1)) { [weak owner] in owner?.reconnect() }
         default: break
         }
     }
@@ -1040,15 +1151,18 @@ package final class TURNClient: TURNChannelSender, @unchecked Sendable {
         pendingTick?.cancel()
         let now = scheduler.now
         tickAt = next
-        pendingTick = scheduler.schedule(after: next > now ? min(next - now, .nanoseconds(1 << 50)) : .zero) { [weak self] in
-            self?.tick()
+        pendingTick = scheduler.schedule(after: next > now ? min(next - now, .nanoseconds(1 << 50)) : .zero) { [weak owner] in
+            owner?.tick()
         }
     }
 
+    /// A connection made again after a loss, a second later.
+    func reconnect() {
+        if current == .allocating && tcp == nil { connect() }
+    }
+
     /// The timer: retransmissions, timeouts and refreshes that are due.
-    private func tick() {
-        lock.lock()
-        defer { lock.unlock() }
+    func tick() {
         guard timersActive else { return }
         pendingTick = nil
         tickAt = nil

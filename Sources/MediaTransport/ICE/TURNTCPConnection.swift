@@ -14,14 +14,14 @@ import Synchronization
     import Foundation
 #endif
 
-/// One nonblocking TCP connection to a TURN server, in the clear or with TLS. Thread rule: `write`
-/// and `close` from any thread; the callbacks run on the connection's reader thread, one at a time.
-/// Cost: one thread and a 128 KiB read buffer per connection; a write is one `sendmsg` (more when
-/// the socket is full). With TLS, one OpenSSL client and a 64 KiB write buffer more: a frame's
-/// parts are copied into it and written as one record (`SSL_write`), and reads decrypt under the
-/// write lock (OpenSSL's state is shared by both directions).
-/// Sendable: `fd`, `connected`, `tls` and `tlsBuffer` are used under `writeLock`, `stopping` is
-/// atomic, the callbacks are `@Sendable` `let`s; the read buffer is local to the reader thread.
+/// One nonblocking TCP connection (`TCPSocket`) to a TURN server, in the clear or with TLS.
+/// Thread rule: `write` and `close` from any thread; the callbacks run on the connection's reader
+/// thread, one at a time. Cost: one thread and a 128 KiB read buffer per connection; a write is one
+/// `sendmsg` (more when the socket is full). With TLS, one OpenSSL client and a 64 KiB write buffer
+/// more: a frame's parts are copied into it and written as one record (`SSL_write`), and reads
+/// decrypt under the same lock (OpenSSL's state is shared by both directions).
+/// Sendable: the socket and TLS state live in a `Locked` box (a `Mutex`), `stopping` is atomic, the callbacks are
+/// `@Sendable` `let`s; the read buffer is local to the reader thread.
 final class TURNTCPConnection: @unchecked Sendable {
     /// How long a write may wait for room in the socket before the connection is dropped (ms).
     static let writeTimeoutMilliseconds: Int32 = 1000
@@ -30,16 +30,20 @@ final class TURNTCPConnection: @unchecked Sendable {
     /// Largest frame: a STUN header plus the largest 4-aligned length, or ChannelData with padding.
     static let maxFrame = 20 + 65_532
 
+    /// What the writers and the reader share: the socket and, with TLS, the client.
+    private struct Shared {
+        /// The socket (nil before connecting and once closed).
+        var socket: TCPSocket?
+        var connected = false
+        /// The TLS client once the TCP connection is up (TLS only), and room for one whole frame.
+        var tls: OpaquePointer?
+        var tlsBuffer: UnsafeMutableRawBufferPointer?
+    }
+
     private let server: SocketAddress
     /// The certificate checks when the connection runs TLS; nil: plain TCP.
     private let verification: ICEServer.TLSVerification?
-    private let writeLock = Lock()
-    /// The descriptor (-1 before connecting and once closed). Written under `writeLock`.
-    private var fd: Int32 = -1
-    private var connected = false
-    /// The TLS client once the TCP connection is up (TLS only), and room for one whole frame.
-    private var tls: OpaquePointer?
-    private var tlsBuffer: UnsafeMutableRawBufferPointer?
+    private let shared = Locked(Shared())
     private let stopping = Atomic<Bool>(false)
 
     /// Called once the connection is up.
@@ -72,40 +76,41 @@ final class TURNTCPConnection: @unchecked Sendable {
         _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
         _ c: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)
     ) -> Bool {
-        writeLock.lock()
-        defer { writeLock.unlock() }
-        guard fd >= 0, connected else { return false }
-        if let tls, let tlsBuffer {
-            let total = a.count + b.count + c.count
-            guard total <= tlsBuffer.count else { return false }
-            let base = tlsBuffer.baseAddress!
-            if a.count > 0 { base.copyMemory(from: a.baseAddress!, byteCount: a.count) }
-            if b.count > 0 { (base + a.count).copyMemory(from: b.baseAddress!, byteCount: b.count) }
-            if c.count > 0 { (base + a.count + b.count).copyMemory(from: c.baseAddress!, byteCount: c.count) }
-            if tlsWrite(tls, UnsafeRawBufferPointer(rebasing: tlsBuffer[0..<total])) { return true }
-        } else if TURNGatheredSend.stream(fd, timeoutMilliseconds: Self.writeTimeoutMilliseconds, a, b, c) {
-            return true
+        shared.withLock { shared in
+            guard let socket = shared.socket, shared.connected else { return false }
+            if let tls = shared.tls, let tlsBuffer = shared.tlsBuffer {
+                let total = a.count + b.count + c.count
+                guard total <= tlsBuffer.count else { return false }
+                let base = tlsBuffer.baseAddress!
+                if a.count > 0 { base.copyMemory(from: a.baseAddress!, byteCount: a.count) }
+                if b.count > 0 { (base + a.count).copyMemory(from: b.baseAddress!, byteCount: b.count) }
+                if c.count > 0 { (base + a.count + b.count).copyMemory(from: c.baseAddress!, byteCount: c.count) }
+                if Self.tlsWrite(tls, socket, UnsafeRawBufferPointer(rebasing: tlsBuffer[0..<total])) { return true }
+            } else if TURNGatheredSend.stream(
+                socket.descriptor.rawValue, timeoutMilliseconds: Self.writeTimeoutMilliseconds, a, b, c)
+            {
+                return true
+            }
+            socket.shutdown(.both)
+            return false
         }
-        shutdown(fd, Int32(SHUT_RDWR))
-        return false
     }
 
-    /// Under `writeLock`: all of `bytes` through TLS, waiting for the socket up to
+    /// Under the lock: all of `bytes` through TLS, waiting for the socket up to
     /// `writeTimeoutMilliseconds`. False when TLS failed or the socket stayed full.
-    private func tlsWrite(_ tls: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    private static func tlsWrite(_ tls: OpaquePointer, _ socket: TCPSocket, _ bytes: UnsafeRawBufferPointer) -> Bool {
         var waited: Int32 = 0
         while true {
             let rc = cms_tls_write(tls, bytes.baseAddress, bytes.count)
             if rc == bytes.count { return true }
-            let events: Int32
+            let events: TCPSocket.Events
             switch rc {
-            case CMS_TLS_WANT_WRITE: events = POLLOUT
-            case CMS_TLS_WANT_READ: events = POLLIN
+            case CMS_TLS_WANT_WRITE: events = .writable
+            case CMS_TLS_WANT_READ: events = .readable
             default: return false
             }
-            if waited >= Self.writeTimeoutMilliseconds { return false }
-            var entry = pollfd(fd: fd, events: Int16(events), revents: 0)
-            _ = poll(&entry, 1, 50)
+            if waited >= writeTimeoutMilliseconds { return false }
+            _ = try? socket.poll(events, timeoutMilliseconds: 50)
             waited += 50
         }
     }
@@ -114,53 +119,41 @@ final class TURNTCPConnection: @unchecked Sendable {
     /// Idempotent.
     func close() {
         stopping.store(true, ordering: .sequentiallyConsistent)
-        writeLock.lock()
-        if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
-        writeLock.unlock()
+        shared.withLock { $0.socket?.shutdown(.both) }
     }
 
     private func finish(_ reason: String?) {
-        writeLock.lock()
-        if let tls { cms_tls_free(tls) }
-        tls = nil
-        tlsBuffer?.deallocate()
-        tlsBuffer = nil
-        if fd >= 0 { Glibc.close(fd) }
-        fd = -1
-        connected = false
-        writeLock.unlock()
+        shared.withLock { shared in
+            if let tls = shared.tls { cms_tls_free(tls) }
+            shared.tls = nil
+            shared.tlsBuffer?.deallocate()
+            shared.tlsBuffer = nil
+            shared.socket?.close()
+            shared.socket = nil
+            shared.connected = false
+        }
         if let reason, !stopping.load(ordering: .sequentiallyConsistent) { onClosed(reason) }
     }
 
     private func run() {
-        let s = Glibc.socket(
-            server.cFamily, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s >= 0 else { return finish("socket: errno \(errno)") }
-        var one: Int32 = 1
-        _ = setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        writeLock.lock()
-        fd = s
-        writeLock.unlock()
-        let rc = server.withSockaddr { Glibc.connect(s, $0, $1) }
-        if rc != 0 && errno != EINPROGRESS { return finish("connect to \(server): errno \(errno)") }
-        var waited = 0
-        while true {
-            if stopping.load(ordering: .sequentiallyConsistent) { return finish(nil) }
-            var entry = pollfd(fd: s, events: Int16(POLLOUT), revents: 0)
-            if poll(&entry, 1, 100) > 0 { break }
-            waited += 100
-            if waited >= Self.connectTimeoutMilliseconds { return finish("connect to \(server): timed out") }
+        let started = MonotonicTime.now
+        let socket: TCPSocket
+        do throws(Errno) {
+            socket = try TCPSocket.connect(
+                to: server, deadline: started + .milliseconds(Self.connectTimeoutMilliseconds),
+                isCancelled: { stopping.load(ordering: .sequentiallyConsistent) })
+        } catch {
+            if error.rawValue == ECANCELED { return finish(nil) }
+            if error == .timedOut { return finish("connect to \(server): timed out") }
+            return finish("connect to \(server): \(error)")
         }
-        var error: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        _ = getsockopt(s, SOL_SOCKET, SO_ERROR, &error, &length)
-        if error != 0 { return finish("connect to \(server): errno \(error)") }
+        shared.withLock { $0.socket = socket }
+        if stopping.load(ordering: .sequentiallyConsistent) { return finish(nil) }
         if let verification {
-            if let failure = handshake(s, verification, waited: waited) { return finish(failure) }
+            let waited = Int((MonotonicTime.now - started).inNanoseconds / 1_000_000)
+            if let failure = handshake(socket, verification, waited: waited) { return finish(failure) }
         }
-        writeLock.lock()
-        connected = true
-        writeLock.unlock()
+        shared.withLock { $0.connected = true }
         onConnected()
 
         let capacity = 2 * Self.maxFrame
@@ -168,33 +161,33 @@ final class TURNTCPConnection: @unchecked Sendable {
         defer { buffer.deallocate() }
         var filled = 0
         while !stopping.load(ordering: .sequentiallyConsistent) {
-            var entry = pollfd(fd: s, events: Int16(POLLIN), revents: 0)
             let n: Int
+            let free = UnsafeMutableRawBufferPointer(rebasing: buffer[filled...])
             if verification != nil {
-                writeLock.lock()
-                let pending = tls.map { cms_tls_pending($0) } ?? 0
-                writeLock.unlock()
-                if pending == 0 { guard poll(&entry, 1, 200) > 0 else { continue } }
-                writeLock.lock()
+                let pending = shared.withLock { $0.tls.map { cms_tls_pending($0) } ?? 0 }
+                if pending == 0 { guard (try? socket.poll(.readable, timeoutMilliseconds: 200)) == true else { continue } }
                 var error = [CChar](repeating: 0, count: 0)
-                let rc = tls.map { cms_tls_read($0, buffer.baseAddress! + filled, capacity - filled) } ?? CMS_TLS_FAILED
-                if rc == (CMS_TLS_FAILED), let tls {
-                    error = [CChar](repeating: 0, count: 320)
-                    _ = cms_tls_error(tls, &error, error.count)
+                let rc = shared.withLock { shared in
+                    let rc = shared.tls.map { cms_tls_read($0, free.baseAddress, free.count) } ?? CMS_TLS_FAILED
+                    if rc == (CMS_TLS_FAILED), let tls = shared.tls {
+                        error = [CChar](repeating: 0, count: 320)
+                        _ = cms_tls_error(tls, &error, error.count)
+                    }
+                    return rc
                 }
-                writeLock.unlock()
                 if rc == (CMS_TLS_CLOSED) { return finish("the TURN server closed the TLS connection") }
                 if rc == (CMS_TLS_WANT_READ) || rc == (CMS_TLS_WANT_WRITE) { continue }
                 if rc < 0 { return finish("TLS read: \(Self.text(error))") }
                 n = rc
             } else {
-                guard poll(&entry, 1, 200) > 0 else { continue }
-                n = recv(s, buffer.baseAddress! + filled, capacity - filled, 0)
-                if n == 0 { return finish("the TURN server closed the TCP connection") }
-                if n < 0 {
-                    if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { continue }
-                    return finish("TCP read: errno \(errno)")
+                guard (try? socket.poll(.readable, timeoutMilliseconds: 200)) == true else { continue }
+                do throws(Errno) {
+                    guard let count = try socket.receive(into: free) else { continue }
+                    n = count
+                } catch {
+                    return finish("TCP read: \(error)")
                 }
+                if n == 0 { return finish("the TURN server closed the TCP connection") }
             }
             filled += n
             var start = 0
@@ -226,10 +219,11 @@ final class TURNTCPConnection: @unchecked Sendable {
         finish(nil)
     }
 
-    /// Runs the TLS handshake on the connected socket `s` within what is left of the connect
-    /// timeout; nil once it is done (the client kept in `tls`), else why it failed.
-    private func handshake(_ s: Int32, _ v: ICEServer.TLSVerification, waited alreadyWaited: Int) -> String? {
+    /// Runs the TLS handshake on the connected `socket` within what is left of the connect
+    /// timeout; nil once it is done (the client kept in the shared state), else why it failed.
+    private func handshake(_ socket: TCPSocket, _ v: ICEServer.TLSVerification, waited alreadyWaited: Int) -> String? {
         let name = v.serverName ?? server.host
+        let s = socket.descriptor.rawValue
         var error = [CChar](repeating: 0, count: 320)
         let client: OpaquePointer? = name.withCString { n in
             v.certificateAuthorityFile.withOptionalCString { ca in
@@ -240,23 +234,23 @@ final class TURNTCPConnection: @unchecked Sendable {
             }
         }
         guard let client else { return "TLS with \(server): \(Self.text(error))" }
-        writeLock.lock()
-        tls = client
-        tlsBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.maxFrame + 4, alignment: 8)
-        writeLock.unlock()
+        shared.withLock { shared in
+            shared.tls = client
+            shared.tlsBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.maxFrame + 4, alignment: 8)
+        }
         var waited = alreadyWaited
         while true {
             if stopping.load(ordering: .sequentiallyConsistent) { return "closed" }
-            writeLock.lock()
-            let rc = Int(cms_tls_handshake(client))
-            if rc == CMS_TLS_FAILED { _ = cms_tls_error(client, &error, error.count) }
-            writeLock.unlock()
+            let rc = shared.withLock { _ in
+                let rc = Int(cms_tls_handshake(client))
+                if rc == CMS_TLS_FAILED { _ = cms_tls_error(client, &error, error.count) }
+                return rc
+            }
             switch rc {
             case CMS_TLS_DONE: return nil
             case CMS_TLS_WANT_READ, CMS_TLS_WANT_WRITE:
                 if waited >= Self.connectTimeoutMilliseconds { return "TLS with \(server): the handshake timed out" }
-                var entry = pollfd(fd: s, events: Int16(rc == CMS_TLS_WANT_READ ? POLLIN : POLLOUT), revents: 0)
-                _ = poll(&entry, 1, 100)
+                _ = try? socket.poll(rc == CMS_TLS_WANT_READ ? .readable : .writable, timeoutMilliseconds: 100)
                 waited += 100
             default:
                 return "TLS with \(server) (\(name)): \(Self.text(error))"

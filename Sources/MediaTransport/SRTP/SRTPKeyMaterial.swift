@@ -247,14 +247,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// First 4 bytes of BLAKE2b-128 over key||salt, in hex: identifies a key in logs without
     /// revealing it.
     public var fingerprint: String {
-        RandomBytes.ensureInitialized()
-        var digest = [UInt8](repeating: 0, count: Int(crypto_generichash_BYTES_MIN))
-        secret.withUnsafeBytes { input in
-            _ = crypto_generichash(
-                &digest, digest.count,
-                input.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                UInt64(input.count), nil, 0)
-        }
+        let digest = Sodium.blake2b(secret, outputLength: 16)
         return digest.prefix(4).map { byte in
             let hex = String(byte, radix: 16)
             return hex.count == 1 ? "0" + hex : hex

@@ -128,18 +128,17 @@ public final class UDPSocket: @unchecked Sendable {
     /// `send(_:to:)` for bytes the engine holds by pointer.
     @discardableResult
     package func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress? = nil) throws(SocketError) -> Int {
-        while true {
-            let rc: Int
-            if let destination {
-                rc = destination.withSockaddr(socketFamily: family) {
-                    sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, $1)
+        do throws(Errno) {
+            return try retryingOnInterrupt {
+                if let destination {
+                    return destination.withSockaddr(socketFamily: family) {
+                        sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, $1)
+                    }
                 }
-            } else {
-                rc = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+                return Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
             }
-            if rc >= 0 { return rc }
-            if errno == EINTR { continue }
-            throw SocketError.last("sendto", destination ?? connectedAddress)
+        } catch {
+            throw SocketError(error, operation: "sendto", address: destination ?? connectedAddress)
         }
     }
 
@@ -158,21 +157,22 @@ public final class UDPSocket: @unchecked Sendable {
     {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        while true {
-            let rc = withUnsafeMutablePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    recvfrom(descriptor, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC), $0, &length)
+        let rc: Int
+        do throws(Errno) {
+            rc = try retryingOnInterrupt {
+                withUnsafeMutablePointer(to: &storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        recvfrom(descriptor, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC), $0, &length)
+                    }
                 }
             }
-            if rc < 0 {
-                if errno == EINTR { continue }
-                throw SocketError.last("recvfrom")
-            }
-            let source = withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
-            }
-            return (min(rc, buffer.count), source, rc > buffer.count)
+        } catch {
+            throw SocketError(error, operation: "recvfrom")
         }
+        let source = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+        }
+        return (min(rc, buffer.count), source, rc > buffer.count)
     }
 
     /// Sends one datagram to `destination` from the local address `source` (`IP_PKTINFO` /
@@ -198,16 +198,19 @@ public final class UDPSocket: @unchecked Sendable {
         guard let source, !source.isUnspecified else { return try send(bytes, to: destination) }
         var from = sockaddr_storage()
         _ = source.write(into: &from, socketFamily: family)
-        while true {
-            let rc = destination.withSockaddr(socketFamily: family) {
-                cms_send_from(descriptor, bytes.baseAddress, bytes.count, $0, $1, &from)
+        do throws(Errno) {
+            return try retryingOnInterrupt {
+                destination.withSockaddr(socketFamily: family) {
+                    cms_send_from(descriptor, bytes.baseAddress, bytes.count, $0, $1, &from)
+                }
             }
-            if rc >= 0 { return rc }
-            if errno == EINTR { continue }
+        } catch {
             // A source that cannot be used (EINVAL, EADDRNOTAVAIL, or no route from it): the
             // kernel's choice. Errors a plain send would share (a full buffer) are not retried.
-            if errno != EAGAIN && errno != ENOBUFS && errno != EMSGSIZE { return try send(bytes, to: destination) }
-            throw SocketError.last("sendmsg", destination)
+            if !error.isWouldBlock && error.rawValue != ENOBUFS && error.rawValue != EMSGSIZE {
+                return try send(bytes, to: destination)
+            }
+            throw SocketError(error, operation: "sendmsg", address: destination)
         }
     }
 
@@ -241,18 +244,19 @@ public final class UDPSocket: @unchecked Sendable {
     {
         var source = sockaddr_storage()
         var destination = sockaddr_storage()
-        while true {
-            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let rc = cms_receive_with_destination(
-                descriptor, buffer.baseAddress, buffer.count, wait ? 0 : Int32(MSG_DONTWAIT), &source, &length, &destination)
-            if rc < 0 {
-                if errno == EINTR { continue }
-                throw SocketError.last("recvmsg")
+        do throws(Errno) {
+            var length = socklen_t(0)
+            let rc = try retryingOnInterrupt {
+                length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                return cms_receive_with_destination(
+                    descriptor, buffer.baseAddress, buffer.count, wait ? 0 : Int32(MSG_DONTWAIT), &source, &length, &destination)
             }
             func read(_ s: inout sockaddr_storage) -> SocketAddress? {
                 withUnsafePointer(to: &s) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) } }
             }
             return (min(rc, buffer.count), length > 0 ? read(&source) : nil, read(&destination), rc > buffer.count)
+        } catch {
+            throw SocketError(error, operation: "recvmsg")
         }
     }
 

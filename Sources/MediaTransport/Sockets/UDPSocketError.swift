@@ -56,9 +56,14 @@ public struct SocketError: Error, Hashable, Sendable, CustomStringConvertible {
         self.address = address
     }
 
+    /// The system layer's `errno` for `operation`.
+    init(_ error: Errno, operation: String, address: SocketAddress? = nil) {
+        self.init(SocketErrno(rawValue: error.rawValue), operation: operation, address: address)
+    }
+
     /// The current `errno` for `operation`.
     static func last(_ operation: String, _ address: SocketAddress? = nil) -> SocketError {
-        SocketError(.current, operation: operation, address: address)
+        SocketError(SocketErrno.current, operation: operation, address: address)
     }
 
     /// A readable description, for logs and error messages.

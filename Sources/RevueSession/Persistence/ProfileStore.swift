@@ -1,6 +1,6 @@
 // The data directory: profile.json (keys, nospam, profile, friend list, per-friend stream state),
-// written atomically (temp file, fsync, rename, fsync of the directory) with mode 0600, and a
-// lock file so two processes never share one identity.
+// written atomically by `AtomicFileWriter` (temp file, fsync, rename, fsync of the directory) with
+// mode 0600, and a lock file so two processes never share one identity.
 import Dispatch
 internal import MediaCore
 
@@ -274,34 +274,17 @@ final class ProfileStore {
         startWrite()
     }
 
-    /// The atomic write: a new temp file (0600, `O_EXCL | O_NOFOLLOW`, so a file or symlink planted
-    /// under its name is never written through), fsync, rename over profile.json, fsync of the
-    /// directory.
+    /// The atomic write, through `AtomicFileWriter` with mode 0600 and the fixed temporary name
+    /// `profile.json.tmp`: what is there is unlinked (a leftover of a crash, or something planted:
+    /// removed, never followed), the new temporary file is created with `O_EXCL | O_NOFOLLOW`, then
+    /// fsync, rename over profile.json, fsync of the directory. False (old file kept) when any step
+    /// fails.
     nonisolated static func write(_ data: Data, path: String, directory: String) -> Bool {
-        let tmp = path + ".tmp"
-        unlink(tmp)  // a leftover of a crash, or something planted: removed, never followed
-        let fd = open(tmp, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return false }
-        var ok = data.withUnsafeBytes { raw -> Bool in
-            var off = 0
-            while off < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + off, raw.count - off)
-                if n <= 0 { return false }
-                off += n
-            }
+        do throws(AtomicFileError) {
+            try AtomicFileWriter.write(data, to: path, mode: 0o600, temporaryPath: path + ".tmp")
             return true
-        }
-        ok = ok && fchmod(fd, 0o600) == 0 && fsync(fd) == 0
-        Glibc.close(fd)
-        guard ok, rename(tmp, path) == 0 else {
-            unlink(tmp)
+        } catch {
             return false
         }
-        let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 {
-            fsync(dfd)
-            Glibc.close(dfd)
-        }
-        return true
     }
 }
