@@ -130,7 +130,7 @@ package struct ImpairmentModel: Sendable {
     /// Decisions so far.
     package private(set) var counters = Counters()
 
-    private var random: Generator
+    private var random: SeededGenerator
     private let goodToBad: Double  // Gilbert: P(enter the bad state) per packet
     private let badToGood: Double  // Gilbert: P(leave the bad state) per packet
     private var inBadState = false
@@ -147,7 +147,7 @@ package struct ImpairmentModel: Sendable {
     package init(settings: Settings, seed: UInt64) {
         if let problem = settings.problem { preconditionFailure("ImpairmentModel: \(problem)") }
         self.settings = settings
-        random = Generator(seed: seed)
+        random = SeededGenerator(seed: seed)
         if settings.burst > 1 {
             badToGood = 1 / settings.burst
             goodToBad = settings.loss * badToGood / (1 - settings.loss)
@@ -237,9 +237,4 @@ package struct ImpairmentModel: Sendable {
         }
         return inBadState
     }
-}
-
-extension ImpairmentModel {
-    /// The model's reproducible generator.
-    package typealias Generator = SeededGenerator
 }

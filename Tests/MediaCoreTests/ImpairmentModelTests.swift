@@ -31,7 +31,7 @@ extension ImpairmentModel.Decision {
     @Test func generatorMatchesReferenceXoshiro256StarStar() {
         // First outputs of xoshiro256** seeded by splitmix64(12345), computed with a Python
         // transcription of the reference C code at prng.di.unimi.it.
-        var g = ImpairmentModel.Generator(seed: 12345)
+        var g = SeededGenerator(seed: 12345)
         #expect(
             (0..<5).map { _ in g.next() } == [
                 0xbe6a36374160d49b, 0x214aaa0637a688c6, 0xf69d16de9954d388, 0x0c60048c4e96e033, 0x8e2076aeed51c648,
