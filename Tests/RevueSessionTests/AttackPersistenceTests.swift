@@ -72,6 +72,24 @@ import Testing
         #expect(try String(contentsOfFile: dir + "/profile.json", encoding: .utf8).contains("replaced"))
     }
 
+    @Test func aSymlinkPlantedAtTheLockFileIsRefusedNotFollowed() throws {
+        let dir = freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(
+            atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let target = dir + "-lock-target"
+        defer { unlink(target) }
+        #expect(symlink(target, dir + "/lock") == 0)
+        guard case .failure(let e) = initialize(dir) else {
+            Issue.record("a data directory whose lock is a symbolic link was accepted")
+            return
+        }
+        #expect(e.code == .dataDirectory, "\(e)")
+        #expect(e.description.contains("lock"), "\(e)")
+        var st = stat()
+        #expect(lstat(target, &st) != 0, "nothing created through the link")
+    }
+
     @Test func theProfileIsWrittenWithMode0600WhateverTheUmask() throws {
         let dir = freshDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

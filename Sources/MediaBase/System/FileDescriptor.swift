@@ -1,5 +1,5 @@
 // An open file descriptor as a value, with the calls files need: open (with O_EXCL, O_NOFOLLOW and
-// O_CLOEXEC), read, write-all, pread/pwrite, fsync, fchmod and close, each retried on EINTR and
+// O_CLOEXEC), read, write-all, pread/pwrite, fsync, fchmod, an advisory lock and close, each retried on EINTR and
 // failing with a typed `Errno`.
 #if canImport(Glibc)
     import Glibc
@@ -113,6 +113,24 @@ package struct FileDescriptor: RawRepresentable, Hashable, Sendable {
     /// Sets the file's permission bits exactly (`fchmod(2)`, no umask).
     package func setPermissions(_ mode: mode_t) throws(Errno) {
         _ = try retryingOnInterrupt { fchmod(rawValue, mode) }
+    }
+
+    /// Takes an exclusive advisory lock on the whole file without waiting (`flock(2)` with
+    /// `LOCK_EX | LOCK_NB`): false when another open file description holds it. The lock goes
+    /// with `close()` (or `unlock()`). Cost: one system call.
+    package func tryLockExclusive() throws(Errno) -> Bool {
+        do {
+            _ = try retryingOnInterrupt { flock(rawValue, LOCK_EX | LOCK_NB) }
+            return true
+        } catch {
+            if error == .wouldBlock { return false }
+            throw error
+        }
+    }
+
+    /// Releases a lock taken with `tryLockExclusive()` (`flock(2)` with `LOCK_UN`).
+    package func unlock() throws(Errno) {
+        _ = try retryingOnInterrupt { flock(rawValue, LOCK_UN) }
     }
 
     /// Closes the descriptor (`close(2)`, not retried: Linux has released the number even when it

@@ -62,7 +62,7 @@ struct StoredProfile: Codable, Equatable {
 @MainActor
 final class ProfileStore {
     let directory: String
-    private var lockFD: Int32 = -1
+    private var lockFile: FileDescriptor?
     nonisolated var path: String { directory + "/profile.json" }
     private let io = DispatchQueue(label: "revue.profile")
     private var writing = false
@@ -116,29 +116,39 @@ final class ProfileStore {
             )
         }
         if st.st_mode & 0o077 != 0 { chmod(directory, 0o700) }
-        let fd = open(directory + "/lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw RevueError(.dataDirectory, "cannot open \(directory)/lock: \(String(cString: strerror(errno)))")
+        let lock: FileDescriptor
+        do {
+            lock = try FileDescriptor.open(
+                directory + "/lock", .readWrite, options: [.create, .closeOnExec, .noFollow], permissions: 0o600)
+        } catch {
+            throw RevueError(.dataDirectory, "cannot open \(directory)/lock: \(error)")
         }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            Glibc.close(fd)
+        let locked: Bool
+        do {
+            locked = try lock.tryLockExclusive()
+        } catch {
+            try? lock.close()
+            throw RevueError(.dataDirectory, "cannot lock \(directory)/lock: \(error)")
+        }
+        guard locked else {
+            try? lock.close()
             throw RevueError(.dataDirectory, "data directory \(directory) is in use by another Revue instance")
         }
-        lockFD = fd
+        lockFile = lock
     }
 
     /// Waits for queued writes, then releases the lock.
     func close() {
         io.sync {}
-        if lockFD >= 0 {
-            flock(lockFD, LOCK_UN)
-            Glibc.close(lockFD)
-            lockFD = -1
+        if let lock = lockFile {
+            try? lock.unlock()
+            try? lock.close()
+            lockFile = nil
         }
     }
 
     isolated deinit {
-        if lockFD >= 0 { Glibc.close(lockFD) }
+        try? lockFile?.close()
     }
 
     /// The stored profile, nil when there is none yet; throws `.corruptProfile` when a file exists
