@@ -12,8 +12,9 @@ import Synchronization
     import Foundation
 #endif
 
-/// Counters of one outgoing stream. Thread rule: written by the sending thread, read anywhere.
-final class SendCounters: Sendable {
+/// What `send` and `demo` report of one outgoing stream (copied from the engine's statistics; not
+/// the engine's own `SendCounters`). Thread rule: written by the sending thread, read anywhere.
+final class OutStreamCounters: Sendable {
     let packets = Atomic<Int>(0)
     let bytes = Atomic<Int>(0)
     let frames = Atomic<Int>(0)
@@ -30,7 +31,7 @@ final class RTPOutStream: Sendable {
     let ssrc: UInt32
     let payloadType: UInt8
     let destination: SocketAddress
-    let counters = SendCounters()
+    let counters = OutStreamCounters()
 
     init(destination: SocketAddress, ssrc: UInt32, payloadType: UInt8) {
         self.destination = destination
