@@ -3,8 +3,7 @@ import Foundation
 // fixed-capacity deque (what a lock-based queue costs), one consumer thread each; and MPSCRing with
 // one producer against SPSCRing (what the multi-producer protocol costs when only one thread
 // captures).
-import MediaCore
-import MediaTools
+@_spi(Engine) import MediaCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -93,8 +92,8 @@ enum RingSuite {
                 reporter, options, suite: "ring", case: "MPSC \(producers)P cap \(capacity)", metric: "items/s", unit: "1/s",
                 higherIsBetter: true, anchorName: "Mutex deque"
             ) {
-                let ring = HandOffRingProbe(capacity: capacity)  // MPSCRing<Int> specialised inside MediaCore
-                return transfer(items: items, producers: producers, push: { ring.mpscPush($0) }, pop: { ring.mpscPop() })
+                let ring = MPSCRing<Int>(capacity: capacity)  // specialised here: the ring's calls are inlinable
+                return transfer(items: items, producers: producers, push: { ring.tryPush($0) }, pop: { ring.tryPop() })
             } anchor: {
                 let deque = MutexDeque(capacity: capacity)
                 return transfer(items: items, producers: producers, push: { deque.tryPush($0) }, pop: { deque.tryPop() })
@@ -104,8 +103,8 @@ enum RingSuite {
             reporter, options, suite: "ring", case: "SPSC 1P cap \(capacity)", metric: "items/s", unit: "1/s",
             higherIsBetter: true, anchorName: "Mutex deque"
         ) {
-            let ring = HandOffRingProbe(capacity: capacity)
-            return transfer(items: items, producers: 1, push: { ring.spscPush($0) }, pop: { ring.spscPop() })
+            let ring = SPSCRing<Int>(capacity: capacity)
+            return transfer(items: items, producers: 1, push: { ring.tryPush($0) }, pop: { ring.tryPop() })
         } anchor: {
             let deque = MutexDeque(capacity: capacity)
             return transfer(items: items, producers: 1, push: { deque.tryPush($0) }, pop: { deque.tryPop() })
@@ -117,11 +116,11 @@ enum RingSuite {
             reporter, options, suite: "ring", case: "MPSC 1P vs SPSC cap \(capacity)", metric: "items/s", unit: "1/s",
             higherIsBetter: true, anchorName: "SPSC ring"
         ) {
-            let ring = HandOffRingProbe(capacity: capacity)
-            return transfer(items: items, producers: 1, push: { ring.mpscPush($0) }, pop: { ring.mpscPop() })
+            let ring = MPSCRing<Int>(capacity: capacity)
+            return transfer(items: items, producers: 1, push: { ring.tryPush($0) }, pop: { ring.tryPop() })
         } anchor: {
-            let ring = HandOffRingProbe(capacity: capacity)
-            return transfer(items: items, producers: 1, push: { ring.spscPush($0) }, pop: { ring.spscPop() })
+            let ring = SPSCRing<Int>(capacity: capacity)
+            return transfer(items: items, producers: 1, push: { ring.tryPush($0) }, pop: { ring.tryPop() })
         }
     }
 }

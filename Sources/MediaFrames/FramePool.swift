@@ -1,4 +1,4 @@
-import MediaBase
+@_spi(Engine) import MediaBase
 
 /// A fixed set of preallocated `VideoFrame`s of one size, handed out to capture and returned by
 /// the encoder, so the per-frame path never allocates.

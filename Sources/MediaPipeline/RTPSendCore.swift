@@ -1,4 +1,4 @@
-import MediaBase
+@_spi(Engine) import MediaBase
 import MediaTransport
 import MediaWire
 import Synchronization

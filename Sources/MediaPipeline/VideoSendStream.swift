@@ -1,4 +1,4 @@
-import MediaBase
+@_spi(Engine) import MediaBase
 import MediaCodecs
 import MediaFrames
 import MediaTransport

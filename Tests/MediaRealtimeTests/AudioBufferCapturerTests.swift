@@ -1,5 +1,5 @@
 import Foundation
-import MediaCore
+@_spi(Engine) import MediaCore
 import MediaTestSupport
 import MediaTools
 import Testing

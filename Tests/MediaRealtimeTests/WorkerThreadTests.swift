@@ -1,4 +1,4 @@
-import MediaCore
+@_spi(Engine) import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing

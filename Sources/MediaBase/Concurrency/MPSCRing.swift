@@ -22,16 +22,16 @@ import Synchronization
 ///
 /// Thread rule: every method may be called from any number of threads at once. Cost: one
 /// compare-exchange and two or three atomic loads/stores per call when uncontended.
-package final class MPSCRing<Element> {
+@_spi(Engine) public final class MPSCRing<Element> {
     /// Number of slots (a power of two).
-    package let capacity: Int
-    private let mask: UInt64
-    private let sequences: UnsafeMutablePointer<Atomic<UInt64>>
-    private let slots: UnsafeMutablePointer<Element?>
+    @usableFromInline package let capacity: Int
+    @usableFromInline let mask: UInt64
+    @usableFromInline let sequences: UnsafeMutablePointer<Atomic<UInt64>>
+    @usableFromInline let slots: UnsafeMutablePointer<Element?>
 
-    private let head: Atomic<UInt64>
+    @usableFromInline let head: Atomic<UInt64>
     private let padding0: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0)
-    private let tail: Atomic<UInt64>
+    @usableFromInline let tail: Atomic<UInt64>
     private let padding1: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0)
 
     /// Creates an empty ring. `capacity` must be a power of two >= 2 (a programmer error otherwise).
@@ -73,6 +73,7 @@ package final class MPSCRing<Element> {
     /// With several consumers, "full" can be transient: a consumer that has claimed the slot one lap
     /// behind but not yet marked it free makes the slot look occupied. Owners that know the ring
     /// cannot really be full (a pool's free list) use `pushRetryingTransientFull`.
+    @inlinable
     package func tryPush(_ element: Element) -> Bool {
         var position = tail.load(ordering: .relaxed)
         while true {
@@ -101,6 +102,7 @@ package final class MPSCRing<Element> {
     /// `capacity` by construction), retrying while a concurrent pop finishes freeing the slot.
     /// Returns false only if the ring stayed full for `attempts` tries, which means the caller's
     /// invariant is broken (e.g. an element returned twice). Never allocates; may spin briefly.
+    @inlinable
     package func pushRetryingTransientFull(_ element: Element, attempts: Int = 1_000_000) -> Bool {
         for attempt in 0..<attempts {
             if tryPush(element) { return true }
@@ -111,6 +113,7 @@ package final class MPSCRing<Element> {
 
     /// Removes and returns the oldest element, or nil when the ring is empty (or its oldest slot
     /// is still being written); never blocks. Any thread.
+    @inlinable
     package func tryPop() -> Element? {
         var position = head.load(ordering: .relaxed)
         while true {
@@ -142,7 +145,7 @@ package final class MPSCRing<Element> {
     /// per call and the call never loops unboundedly. Returns whether `element` was enqueued.
     /// This is the video capture policy: latency beats completeness. Any thread; `dropped` runs on
     /// the calling thread before this returns. Cost: as `tryPush`, plus one `tryPop` when full.
-    @discardableResult
+    @inlinable @discardableResult
     package func pushDroppingOldest(_ element: Element, dropped: (Element) -> Void) -> Bool {
         if tryPush(element) { return true }
         if let oldest = tryPop() { dropped(oldest) }
@@ -152,6 +155,7 @@ package final class MPSCRing<Element> {
     }
 
     /// Elements waiting (an estimate while other threads push or pop).
+    @inlinable
     package var count: Int {
         let h = head.load(ordering: .acquiring)
         let t = tail.load(ordering: .acquiring)
@@ -160,6 +164,7 @@ package final class MPSCRing<Element> {
     }
 
     /// Whether the ring looks empty (an estimate while other threads push or pop).
+    @inlinable
     package var isEmpty: Bool { count == 0 }
 }
 

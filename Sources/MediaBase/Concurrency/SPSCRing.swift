@@ -13,19 +13,19 @@ import Synchronization
 ///
 /// Thread rule: `tryPush` from one thread at a time, `tryPop` (and `peekCount`) from one other
 /// thread at a time; `count` is an estimate from anywhere. Cost: a few loads and one store each.
-package final class SPSCRing<Element> {
+@_spi(Engine) public final class SPSCRing<Element> {
     /// Number of slots (a power of two).
-    package let capacity: Int
-    private let mask: UInt64
-    private let slots: UnsafeMutablePointer<Element?>
+    @usableFromInline package let capacity: Int
+    @usableFromInline let mask: UInt64
+    @usableFromInline let slots: UnsafeMutablePointer<Element?>
 
     // Consumer-owned line: `head` plus the consumer's cached copy of `tail`.
-    private let head: Atomic<UInt64>
-    private var cachedTail: UInt64
+    @usableFromInline let head: Atomic<UInt64>
+    @usableFromInline var cachedTail: UInt64
     private let padding0: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
     // Producer-owned line: `tail` plus the producer's cached copy of `head`.
-    private let tail: Atomic<UInt64>
-    private var cachedHead: UInt64
+    @usableFromInline let tail: Atomic<UInt64>
+    @usableFromInline var cachedHead: UInt64
     private let padding1: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
 
     /// Creates an empty ring. `capacity` must be a power of two >= 2 (a programmer error otherwise).
@@ -57,6 +57,7 @@ package final class SPSCRing<Element> {
 
     /// Appends `element` if there is room. Returns false (and keeps nothing) when the ring is full;
     /// never blocks. Producer thread only.
+    @inlinable
     package func tryPush(_ element: Element) -> Bool {
         let t = tail.load(ordering: .relaxed)  // only this thread stores `tail`
         if t &- cachedHead >= UInt64(capacity) {
@@ -70,6 +71,7 @@ package final class SPSCRing<Element> {
 
     /// Removes and returns the oldest element, or nil when the ring is empty; never blocks.
     /// Consumer thread only.
+    @inlinable
     package func tryPop() -> Element? {
         let h = head.load(ordering: .relaxed)  // only this thread stores `head`
         if h == cachedTail {
@@ -82,6 +84,7 @@ package final class SPSCRing<Element> {
     }
 
     /// Elements waiting: exact on the consumer thread (it may only grow), an estimate elsewhere.
+    @inlinable
     package var count: Int {
         let h = head.load(ordering: .acquiring)
         let t = tail.load(ordering: .acquiring)
@@ -89,6 +92,7 @@ package final class SPSCRing<Element> {
     }
 
     /// Whether the ring looks empty (exact on the consumer thread).
+    @inlinable
     package var isEmpty: Bool { count == 0 }
 }
 

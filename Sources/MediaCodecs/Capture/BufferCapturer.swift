@@ -1,4 +1,4 @@
-import MediaBase
+@_spi(Engine) import MediaBase
 import MediaFrames
 import Synchronization
 
