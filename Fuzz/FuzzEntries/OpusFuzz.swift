@@ -16,21 +16,21 @@ extension FuzzEntries {
         let payload = try? OpusPayload.sampleCount(packet: data.bytes)
         _ = OpusPacketInfo.frameCount(data.bytes)
         if let toc = data.first { _ = OpusPacketInfo.frameSamples(toc: toc) }
-        guard let frames = try? OpusPacket.validate(data) else { return }
-        fuzzRequire((try? OpusPacket.frameCount(data)) == frames, "libopus frame counts disagree")
+        guard let frames = try? OpusPacket.validate(data.bytes) else { return }
+        fuzzRequire((try? OpusPacket.frameCount(data.bytes)) == frames, "libopus frame counts disagree")
         fuzzRequire(
             OpusPacketInfo.frameCount(data.bytes) == frames,
             "OpusPacketInfo.frameCount \(String(describing: OpusPacketInfo.frameCount(data.bytes))) != libopus \(frames)")
-        let samples = try? OpusPacket.sampleCount(data, sampleRate: .hz48000)
+        let samples = try? OpusPacket.sampleCount(data.bytes, sampleRate: .hz48000)
         fuzzRequire(
             info == samples, "OpusPacketInfo.sampleCount \(String(describing: info)) != libopus \(String(describing: samples))")
         fuzzRequire(
             payload == samples, "OpusPayload.sampleCount \(String(describing: payload)) != libopus \(String(describing: samples))"
         )
-        for rate in OpusSampleRate.allCases { _ = try? OpusPacket.samplesPerFrame(data, sampleRate: rate) }
-        _ = try? OpusPacket.bandwidth(data)
-        _ = try? OpusPacket.channelCount(data)
-        _ = try? OpusPacket.mode(data)
+        for rate in OpusSampleRate.allCases { _ = try? OpusPacket.samplesPerFrame(data.bytes, sampleRate: rate) }
+        _ = try? OpusPacket.bandwidth(data.bytes)
+        _ = try? OpusPacket.channelCount(data.bytes)
+        _ = try? OpusPacket.mode(data.bytes)
         if let decoded = try? opusDecoder.decode(data, into: opusPCM) {
             fuzzRequire(decoded == samples, "decoded \(decoded) samples, TOC says \(String(describing: samples))")
         }

@@ -189,7 +189,7 @@ import Testing
                 try pcm.withUnsafeMutableBufferPointer { try decoder.decodeFEC(nextPacket: bytes, into: $0, frameSize: 960) }
             }
         }
-        #expect(throws: OpusError.invalidPacket) { try bytes.withUnsafeBytes { try OpusPacket.validate($0) } }
+        #expect(throws: OpusError.invalidPacket) { try OpusPacket.validate(bytes.span.bytes) }
         // A good packet still decodes afterwards.
         let encoder = try OpusEncoder(sampleRate: .hz48000, channels: 1, application: .audio)
         let good = try opusEncodeAll(Self.speech(seconds: 0.02), encoder: encoder)[0]
@@ -204,7 +204,7 @@ import Testing
         let packet = try opusEncodeAll(Self.speech(seconds: 0.06), encoder: encoder, frame: .ms60)[0]
         // 60 ms in CELT is three 20 ms frames packed with code 3 and explicit VBR lengths.
         #expect(packet[0] & 0x03 == 3)
-        #expect(try packet.withUnsafeBytes { try OpusPacket.frameCount($0) } == 3)
+        #expect(try OpusPacket.frameCount(packet.span.bytes) == 3)
         let decoder = try OpusDecoder(sampleRate: .hz48000, channels: 1)
         var pcm = [Int16](repeating: 0, count: decoder.maxFrameSize)
         for length in [1, 2, 3, 4] {
@@ -228,7 +228,7 @@ import Testing
                 let n = try bytes.withUnsafeBytes { bytes in
                     try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
                 }
-                #expect(n == (try bytes.withUnsafeBytes { try OpusPacket.sampleCount($0, sampleRate: .hz48000) }))
+                #expect(n == (try OpusPacket.sampleCount(bytes.span.bytes, sampleRate: .hz48000)))
                 #expect(pcm[0..<(n * 2)].allSatisfy { $0.isFinite })
                 decoded += 1
             } catch {

@@ -161,15 +161,17 @@ import Testing
             encoder.maxBandwidth = limit
             let packets = try opusEncodeAll(Self.speech(.hz48000, seconds: 0.4), encoder: encoder)
             for packet in packets {
-                let bandwidth = try packet.withUnsafeBytes { try OpusPacket.bandwidth($0) }
+                let bandwidth = try OpusPacket.bandwidth(packet.span.bytes)
                 #expect(bandwidth <= limit)
             }
-            #expect(try packets.last!.withUnsafeBytes { try OpusPacket.bandwidth($0) } == limit)
+            let lastPacket = packets.last!
+            let last = try OpusPacket.bandwidth(lastPacket.span.bytes)
+            #expect(last == limit)
         }
         let forced = try OpusEncoder(sampleRate: .hz48000, channels: 1, application: .audio)
         forced.bandwidth = .narrowband
         let packets = try opusEncodeAll(Self.speech(.hz48000, seconds: 0.2), encoder: forced)
-        #expect(try packets.allSatisfy { try $0.withUnsafeBytes { try OpusPacket.bandwidth($0) } == .narrowband })
+        #expect(try packets.allSatisfy { try OpusPacket.bandwidth($0.span.bytes) == .narrowband })
         #expect(forced.bandwidth == .narrowband)
     }
 
@@ -180,7 +182,7 @@ import Testing
         #expect(packets.count == 240_000 / duration.microseconds)
         for packet in packets {
             #expect(
-                try packet.withUnsafeBytes { try OpusPacket.sampleCount($0, sampleRate: .hz48000) }
+                try OpusPacket.sampleCount(packet.span.bytes, sampleRate: .hz48000)
                     == duration.samples(at: .hz48000))
         }
     }
@@ -193,7 +195,8 @@ import Testing
         var small = [UInt8](repeating: 0, count: 20)
         let n = try pcm.withUnsafeBufferPointer { pcm in try small.withUnsafeMutableBytes { try encoder.encode(pcm, into: $0) } }
         #expect(n > 2 && n <= 20)
-        #expect(try small[0..<n].withUnsafeBytes { try OpusPacket.sampleCount($0, sampleRate: .hz48000) } == 960)
+        let sampleCount = try OpusPacket.sampleCount(small[0..<n].span.bytes, sampleRate: .hz48000)
+        #expect(sampleCount == 960)
         var tiny = [UInt8](repeating: 0, count: OpusEncoder.minPacketByteCount - 1)
         #expect(throws: OpusError.bufferTooSmall) {
             try pcm.withUnsafeBufferPointer { pcm in try tiny.withUnsafeMutableBytes { try encoder.encode(pcm, into: $0) } }

@@ -49,9 +49,9 @@ import Testing
         var speech = SyntheticAudio(pattern: .speech, sampleRate: 48_000, channels: 2, amplitude: 0.7)
         let packets = try opusEncodeAll(speech.floats(frames: 2880), encoder: stereo, frame: .ms60)
         try packets[0].withUnsafeBytes { p throws in
-            #expect(try OpusPacket.channelCount(p) == 2)
-            #expect(try OpusPacket.sampleCount(p, sampleRate: .hz48000) == 2880)
-            #expect(try OpusPacket.frameCount(p) * OpusPacket.samplesPerFrame(p, sampleRate: .hz48000) == 2880)
+            #expect(try OpusPacket.channelCount(p.bytes) == 2)
+            #expect(try OpusPacket.sampleCount(p.bytes, sampleRate: .hz48000) == 2880)
+            #expect(try OpusPacket.frameCount(p.bytes) * OpusPacket.samplesPerFrame(p.bytes, sampleRate: .hz48000) == 2880)
         }
         let voice = try OpusEncoder(sampleRate: .hz16000, channels: 1, application: .voip)
         voice.bitrate = 12_000
@@ -59,9 +59,9 @@ import Testing
         let voicePackets = try opusEncodeAll(mono.floats(frames: 3200), encoder: voice)
         for packet in voicePackets {
             try packet.withUnsafeBytes { p throws in
-                #expect(try OpusPacket.mode(p) == .silk)
-                #expect(try OpusPacket.bandwidth(p) <= .wideband)
-                #expect(try OpusPacket.channelCount(p) == 1)
+                #expect(try OpusPacket.mode(p.bytes) == .silk)
+                #expect(try OpusPacket.bandwidth(p.bytes) <= .wideband)
+                #expect(try OpusPacket.channelCount(p.bytes) == 1)
             }
         }
     }
@@ -69,22 +69,22 @@ import Testing
     @Test func throwsOnEmptyAndMalformedPackets() throws {
         let empty: [UInt8] = []
         try empty.withUnsafeBytes { p throws in
-            #expect(throws: OpusError.invalidPacket) { try OpusPacket.bandwidth(p) }
-            #expect(throws: OpusError.invalidPacket) { try OpusPacket.samplesPerFrame(p, sampleRate: .hz48000) }
-            #expect(throws: OpusError.invalidPacket) { try OpusPacket.frameCount(p) }
+            #expect(throws: OpusError.invalidPacket) { try OpusPacket.bandwidth(p.bytes) }
+            #expect(throws: OpusError.invalidPacket) { try OpusPacket.samplesPerFrame(p.bytes, sampleRate: .hz48000) }
+            #expect(throws: OpusError.invalidPacket) { try OpusPacket.frameCount(p.bytes) }
         }
         // Code 3 claiming 49 frames (more than the 48 allowed).
         let tooMany: [UInt8] = [0x03, 49] + [UInt8](repeating: 0, count: 49)
         try tooMany.withUnsafeBytes { p throws in
-            #expect(throws: OpusError.invalidPacket) { try OpusPacket.frameCount(p) }
-            #expect(throws: OpusError.invalidPacket) { try OpusPacket.channelCount(p) }
-            #expect(throws: OpusError.invalidPacket) { try OpusPacket.mode(p) }
-            #expect(throws: OpusError.invalidPacket) { try OpusPacket.sampleCount(p, sampleRate: .hz48000) }
+            #expect(throws: OpusError.invalidPacket) { try OpusPacket.frameCount(p.bytes) }
+            #expect(throws: OpusError.invalidPacket) { try OpusPacket.channelCount(p.bytes) }
+            #expect(throws: OpusError.invalidPacket) { try OpusPacket.mode(p.bytes) }
+            #expect(throws: OpusError.invalidPacket) { try OpusPacket.sampleCount(p.bytes, sampleRate: .hz48000) }
         }
         // The error's message names the input for logs.
         let bad: [UInt8] = [0x03, 0]
         let error = bad.withUnsafeBytes { p -> OpusError? in
-            do throws(OpusError) { _ = try OpusPacket.frameCount(p); return nil } catch { return error }
+            do throws(OpusError) { _ = try OpusPacket.frameCount(p.bytes); return nil } catch { return error }
         }
         #expect(error == .invalidPacket)
         #expect(error?.message?.contains("2 bytes") == true)

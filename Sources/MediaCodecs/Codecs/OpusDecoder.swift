@@ -159,7 +159,7 @@ public final class OpusDecoder {
         guard let data = packet.baseAddress, packet.count > 0 else {
             throw OpusError(.invalidPacket, "empty Opus packet (use concealLoss for a lost one)")
         }
-        try OpusPacket.validate(packet)
+        try OpusPacket.validate(packet.bytes)
         return data
     }
 
