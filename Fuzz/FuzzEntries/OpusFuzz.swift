@@ -31,7 +31,8 @@ extension FuzzEntries {
         _ = try? OpusPacket.bandwidth(data.bytes)
         _ = try? OpusPacket.channelCount(data.bytes)
         _ = try? OpusPacket.mode(data.bytes)
-        if let decoded = try? opusDecoder.decode(data, into: opusPCM) {
+        var pcm = opusPCM.mutableSpan
+        if let decoded = try? opusDecoder.decode(data.bytes, into: &pcm) {
             fuzzRequire(decoded == samples, "decoded \(decoded) samples, TOC says \(String(describing: samples))")
         }
     }

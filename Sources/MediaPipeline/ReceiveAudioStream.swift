@@ -400,7 +400,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
             if gap >= 480 {
                 // A timestamp jump in sequence: DTX silence (RFC 7587 §3.4) -- comfort noise.
                 let n = min(Int(gap) / 480 * 480, 5760)
-                let done = (try? decoder.concealLoss(into: room, frameSize: min(n, last))) ?? 0
+                var out = room.mutableSpan
+                let done = (try? decoder.concealLoss(into: &out, frameSize: min(n, last))) ?? 0
                 expectedTimestamp = expectedTimestamp &+ UInt32(done)
                 if done > 0 { return done }
             }
@@ -412,7 +413,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
             }
             let n: Int
             do {
-                n = try decoder.decode(payload, into: room)
+                var out = room.mutableSpan
+                n = try decoder.decode(payload.bytes, into: &out)
             } catch {
                 audioStats.packetsDiscarded += 1
                 return conceal(room, last)
@@ -429,9 +431,10 @@ public final class AudioReceiveStream: @unchecked Sendable {
         if jitterBuffer.count > 0, let next = jitterBuffer.next {
             // Try in-band FEC from the packet right after the missing one.
             if settings.fecEnabled, let following = jitterBuffer.packet(at: next + 1) {
+                var out = room.mutableSpan
                 if let payload = opusPacketOf(following, readAhead: true), !payload.isEmpty,
                     OpusPacket.isDTXSilence(byteCount: payload.count) == false,
-                    let n = try? decoder.decodeFEC(nextPacket: payload, into: room, frameSize: last)
+                    let n = try? decoder.decodeFEC(nextPacket: payload.bytes, into: &out, frameSize: last)
                 {
                     jitterBuffer.skipOne()
                     expectedTimestamp = expectedTimestamp &+ UInt32(n)
@@ -458,7 +461,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
     }
 
     private func conceal(_ room: UnsafeMutableBufferPointer<Int16>, _ frameSize: Int) -> Int {
-        let n = (try? decoder.concealLoss(into: room, frameSize: frameSize)) ?? 0
+        var out = room.mutableSpan
+        let n = (try? decoder.concealLoss(into: &out, frameSize: frameSize)) ?? 0
         guard n > 0 else {
             room.baseAddress!.update(repeating: 0, count: frameSize * settings.channels)
             return frameSize

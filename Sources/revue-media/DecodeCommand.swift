@@ -250,11 +250,8 @@ enum DecodeCommand: Command {
             while let p = try reader.readPacket(into: &packet) {
                 let n: Int
                 do {
-                    n = try packet.withUnsafeBytes { bytes in
-                        try pcm.withUnsafeMutableBufferPointer { out in
-                            try decoder.decode(UnsafeRawBufferPointer(rebasing: bytes[0..<p.byteCount]), into: out)
-                        }
-                    }
+                    var out = pcm.mutableSpan
+                    n = try decoder.decode(packet.span.bytes.extracting(0..<p.byteCount), into: &out)
                 } catch {
                     throw InputError(description: "\(input): packet \(reader.packetsRead - 1): \(error)")
                 }

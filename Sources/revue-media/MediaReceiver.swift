@@ -377,22 +377,28 @@ final class MediaReceiver: @unchecked Sendable {
                 let n: Int
                 if i == lost - 1,
                     let r = try? s.pcm.withUnsafeMutableBufferPointer({
-                        try decoder.decodeFEC(nextPacket: payload, into: $0, frameSize: frameSize)
+                        var out = $0.mutableSpan
+                        return try decoder.decodeFEC(nextPacket: payload.bytes, into: &out, frameSize: frameSize)
                     })
                 {
                     n = r
                     s.counters.audioPacketsRecoveredFEC += 1
                 } else {
                     n =
-                        (try? s.pcm.withUnsafeMutableBufferPointer { try decoder.concealLoss(into: $0, frameSize: frameSize) })
-                        ?? 0
+                        (try? s.pcm.withUnsafeMutableBufferPointer {
+                            var out = $0.mutableSpan
+                            return try decoder.concealLoss(into: &out, frameSize: frameSize)
+                        }) ?? 0
                     s.counters.audioPacketsConcealed += 1
                 }
                 try emitAudio(s, count: n * channels)
                 // Keep the Ogg timeline: a TOC-only packet (a zero-length frame) tells decoders to conceal.
                 try s.ogg?.write([s.lastTOC & 0xFC], sampleCount: frameSize)
             }
-            let n = try s.pcm.withUnsafeMutableBufferPointer { try decoder.decode(payload, into: $0) }
+            let n = try s.pcm.withUnsafeMutableBufferPointer { (pcm) throws(OpusError) in
+                var out = pcm.mutableSpan
+                return try decoder.decode(payload.bytes, into: &out)
+            }
             try emitAudio(s, count: n * channels)
             try s.ogg?.write(payload.bytes, sampleCount: samples)
             s.lastTOC = payload[0]

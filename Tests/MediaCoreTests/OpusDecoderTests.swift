@@ -101,7 +101,9 @@ import Testing
                 try packet.withUnsafeMutableBytes { try encoder.encode(input, into: $0) }
             }
             let samples = try packet[0..<n].withUnsafeBytes { bytes in
-                try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+                try pcm.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                }
             }
             #expect(samples == 960)
             #expect(decoder.finalRange == encoder.finalRange)
@@ -119,10 +121,14 @@ import Testing
         var worst = 0
         for packet in packets {
             let a = try packet.withUnsafeBytes { bytes in
-                try floats.withUnsafeMutableBufferPointer { try floatDecoder.decode(bytes, into: $0) }
+                try floats.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try floatDecoder.decode(bytes.bytes, into: &out)
+                }
             }
             let b = try packet.withUnsafeBytes { bytes in
-                try ints.withUnsafeMutableBufferPointer { try intDecoder.decode(bytes, into: $0) }
+                try ints.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try intDecoder.decode(bytes.bytes, into: &out)
+                }
             }
             #expect(a == 960 && b == 960)
             for i in 0..<960 {
@@ -139,12 +145,16 @@ import Testing
         let decoder = try OpusDecoder(sampleRate: .hz48000, channels: 1)
         var pcm = [Int16](repeating: 0, count: decoder.maxFrameSize)
         _ = try packets[0].withUnsafeBytes { bytes in
-            try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            try pcm.withUnsafeMutableBufferPointer {
+                var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+            }
         }
         #expect(decoder.lastPacketDuration == 1920)
         for duration in [OpusFrameDuration.ms2_5, .ms10, .ms20, .ms60] {
             let samples = duration.samples(at: .hz48000)
-            let n = try pcm.withUnsafeMutableBufferPointer { try decoder.concealLoss(into: $0, frameSize: samples) }
+            let n = try pcm.withUnsafeMutableBufferPointer {
+                var out = $0.mutableSpan; return try decoder.concealLoss(into: &out, frameSize: samples)
+            }
             #expect(n == samples)
             #expect(decoder.lastPacketDuration == samples)
         }
@@ -182,18 +192,27 @@ import Testing
         let decoder = try OpusDecoder(sampleRate: .hz48000, channels: 1)
         var pcm = [Float](repeating: 0, count: decoder.maxFrameSize)
         #expect(throws: OpusError.invalidPacket) {
-            try bytes.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
+            try bytes.withUnsafeBytes { bytes in
+                try pcm.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                }
+            }
         }
         #expect(throws: OpusError.invalidPacket) {
             try bytes.withUnsafeBytes { bytes in
-                try pcm.withUnsafeMutableBufferPointer { try decoder.decodeFEC(nextPacket: bytes, into: $0, frameSize: 960) }
+                try pcm.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try decoder.decodeFEC(nextPacket: bytes.bytes, into: &out, frameSize: 960)
+                }
             }
         }
         #expect(throws: OpusError.invalidPacket) { try OpusPacket.validate(bytes.span.bytes) }
         // A good packet still decodes afterwards.
         let encoder = try OpusEncoder(sampleRate: .hz48000, channels: 1, application: .audio)
         let good = try opusEncodeAll(Self.speech(seconds: 0.02), encoder: encoder)[0]
-        let n = try good.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+        let n = try good.withUnsafeBytes { bytes in
+            try pcm.withUnsafeMutableBufferPointer {
+                var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+            }
         }
         #expect(n == 960)
     }
@@ -211,7 +230,9 @@ import Testing
             let truncated = Array(packet[0..<length])
             #expect(throws: OpusError.invalidPacket, "truncated to \(length) bytes") {
                 try truncated.withUnsafeBytes { bytes in
-                    try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+                    try pcm.withUnsafeMutableBufferPointer {
+                        var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                    }
                 }
             }
         }
@@ -226,7 +247,9 @@ import Testing
             let bytes = (0..<Int.random(in: 1...120, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
             do {
                 let n = try bytes.withUnsafeBytes { bytes in
-                    try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+                    try pcm.withUnsafeMutableBufferPointer {
+                        var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                    }
                 }
                 #expect(n == (try OpusPacket.sampleCount(bytes.span.bytes, sampleRate: .hz48000)))
                 #expect(pcm[0..<(n * 2)].allSatisfy { $0.isFinite })
@@ -246,17 +269,26 @@ import Testing
         let decoder = try OpusDecoder(sampleRate: .hz48000, channels: 1)
         var half = [Int16](repeating: 0, count: 480)
         #expect(throws: OpusError.bufferTooSmall) {
-            try packet.withUnsafeBytes { bytes in try half.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            try packet.withUnsafeBytes { bytes in
+                try half.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                }
             }
         }
         var none: [Float] = []
         #expect(throws: OpusError.bufferTooSmall) {
-            try packet.withUnsafeBytes { bytes in try none.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            try packet.withUnsafeBytes { bytes in
+                try none.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                }
             }
         }
         var exact = [Int16](repeating: 0, count: 960)
         #expect(
-            try packet.withUnsafeBytes { bytes in try exact.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            try packet.withUnsafeBytes { bytes in
+                try exact.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                }
             } == 960)
     }
 
@@ -278,7 +310,10 @@ import Testing
         let bad: [UInt8] = [0x03, 0x00, 9, 9, 9]
         var matched = false
         do {
-            _ = try bad.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+            _ = try bad.withUnsafeBytes { bytes in
+                try pcm.withUnsafeMutableBufferPointer {
+                    var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                }
             }
         } catch OpusError.invalidPacket {
             matched = true
@@ -288,7 +323,10 @@ import Testing
         #expect(matched)
         let error = try #require(
             #expect(throws: OpusError.self) {
-                try bad.withUnsafeBytes { bytes in try pcm.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) }
+                try bad.withUnsafeBytes { bytes in
+                    try pcm.withUnsafeMutableBufferPointer {
+                        var out = $0.mutableSpan; return try decoder.decode(bytes.bytes, into: &out)
+                    }
                 }
             })
         // libopus's text for OPUS_INVALID_PACKET, plus which input was bad.

@@ -61,7 +61,9 @@ func sendTestReceiveAudio(_ packets: [[UInt8]], channels: Int, key: SRTPKeyMater
             out.headers.append(packet.header)
             let payload = UnsafeRawBufferPointer(rebasing: raw[try OpusPayload.depacketize(packet)])
             out.payloadSamples.append(try OpusPayload.sampleCount(packet: payload.bytes))
-            let n = try pcm.withUnsafeMutableBufferPointer { try decoder.decode(payload, into: $0) }
+            let n = try pcm.withUnsafeMutableBufferPointer {
+                var out = $0.mutableSpan; return try decoder.decode(payload.bytes, into: &out)
+            }
             out.pcm += pcm[0..<(n * channels)]
         }
     }

@@ -43,7 +43,8 @@ public final class OpusDecoder {
     /// Decodes one packet into `pcm` (interleaved) and returns the samples per channel written.
     /// Throws `invalidPacket` for an empty or malformed packet and `bufferTooSmall` when `pcm`
     /// cannot hold the packet's duration.
-    package func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusError) -> Int {
+    private func decodeRaw(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusError) -> Int
+    {
         let data = try validated(packet)
         let frameSize = pcm.count / channels
         guard let output = pcm.baseAddress, frameSize > 0 else { throw tooSmall(packet, pcm.count) }
@@ -53,7 +54,8 @@ public final class OpusDecoder {
     }
 
     /// Decodes one packet into `pcm` as Float32 (nominal range -1...1); same rules as the Int16 overload.
-    package func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>) throws(OpusError) -> Int {
+    private func decodeRaw(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>) throws(OpusError) -> Int
+    {
         let data = try validated(packet)
         let frameSize = pcm.count / channels
         guard let output = pcm.baseAddress, frameSize > 0 else { throw tooSmall(packet, pcm.count) }
@@ -71,7 +73,7 @@ public final class OpusDecoder {
     /// usually `lastPacketDuration`); traps otherwise or when `pcm` is smaller. When `nextPacket`
     /// holds no FEC data libopus falls back to concealment. Afterwards decode `nextPacket` itself
     /// normally. Returns the samples per channel written.
-    package func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int)
+    private func decodeFECRaw(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int)
         throws(OpusError) -> Int
     {
         let data = try validated(nextPacket)
@@ -82,7 +84,7 @@ public final class OpusDecoder {
     }
 
     /// Float32 overload of `decodeFEC(nextPacket:into:frameSize:)`.
-    package func decodeFEC(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int)
+    private func decodeFECRaw(nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int)
         throws(OpusError) -> Int
     {
         let data = try validated(nextPacket)
@@ -95,7 +97,7 @@ public final class OpusDecoder {
     /// Packet loss concealment: synthesises `frameSize` samples per channel of plausible audio for
     /// a lost packet with no FEC available (`opus_decode` with a NULL packet). `frameSize` must be
     /// the lost duration (multiple of 2.5 ms, at most 120 ms) and fit in `pcm`; traps otherwise.
-    package func concealLoss(into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int) throws(OpusError) -> Int {
+    private func concealLossRaw(into pcm: UnsafeMutableBufferPointer<Int16>, frameSize: Int) throws(OpusError) -> Int {
         let output = checkedOutput(pcm, frameSize)
         let result = cms_opus_decode(state, nil, 0, output, Int32(frameSize), 0)
         try OpusError.check(result, "Opus loss concealment of \(frameSize) samples")
@@ -103,7 +105,7 @@ public final class OpusDecoder {
     }
 
     /// Float32 overload of `concealLoss(into:frameSize:)`.
-    package func concealLoss(into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int) throws(OpusError) -> Int {
+    private func concealLossRaw(into pcm: UnsafeMutableBufferPointer<Float>, frameSize: Int) throws(OpusError) -> Int {
         let output = checkedOutput(pcm, frameSize)
         let result = cms_opus_decode_float(state, nil, 0, output, Int32(frameSize), 0)
         try OpusError.check(result, "Opus loss concealment of \(frameSize) samples")
@@ -187,7 +189,7 @@ extension OpusDecoder {
     /// `pcm` cannot hold the packet's duration (`maxFrameSize * channels` always can).
     public func decode(_ packet: RawSpan, into pcm: inout MutableSpan<Int16>) throws(OpusError) -> Int {
         try packet.withUnsafeBytes { (p) throws(OpusError) in
-            try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try decode(p, into: o) }
+            try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try decodeRaw(p, into: o) }
         }
     }
 
@@ -195,7 +197,7 @@ extension OpusDecoder {
     /// the Int16 form.
     public func decode(_ packet: RawSpan, into pcm: inout MutableSpan<Float>) throws(OpusError) -> Int {
         try packet.withUnsafeBytes { (p) throws(OpusError) in
-            try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try decode(p, into: o) }
+            try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try decodeRaw(p, into: o) }
         }
     }
 
@@ -206,7 +208,7 @@ extension OpusDecoder {
     public func decodeFEC(nextPacket: RawSpan, into pcm: inout MutableSpan<Int16>, frameSize: Int) throws(OpusError) -> Int {
         try nextPacket.withUnsafeBytes { (p) throws(OpusError) in
             try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in
-                try decodeFEC(nextPacket: p, into: o, frameSize: frameSize)
+                try decodeFECRaw(nextPacket: p, into: o, frameSize: frameSize)
             }
         }
     }
@@ -215,7 +217,7 @@ extension OpusDecoder {
     public func decodeFEC(nextPacket: RawSpan, into pcm: inout MutableSpan<Float>, frameSize: Int) throws(OpusError) -> Int {
         try nextPacket.withUnsafeBytes { (p) throws(OpusError) in
             try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in
-                try decodeFEC(nextPacket: p, into: o, frameSize: frameSize)
+                try decodeFECRaw(nextPacket: p, into: o, frameSize: frameSize)
             }
         }
     }
@@ -223,11 +225,11 @@ extension OpusDecoder {
     /// Conceals a lost packet with no FEC: `frameSize` samples per channel of plausible audio to
     /// the front of `pcm` (same bounds as `decodeFEC`).
     public func concealLoss(into pcm: inout MutableSpan<Int16>, frameSize: Int) throws(OpusError) -> Int {
-        try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try concealLoss(into: o, frameSize: frameSize) }
+        try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try concealLossRaw(into: o, frameSize: frameSize) }
     }
 
     /// The Float32 form of `concealLoss(into:frameSize:)`.
     public func concealLoss(into pcm: inout MutableSpan<Float>, frameSize: Int) throws(OpusError) -> Int {
-        try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try concealLoss(into: o, frameSize: frameSize) }
+        try pcm.withUnsafeMutableBufferPointer { (o) throws(OpusError) in try concealLossRaw(into: o, frameSize: frameSize) }
     }
 }
