@@ -333,6 +333,7 @@ import Testing
         let target = try #require(port(linkToCarol)).address
         let stranger = SocketAddress(SimulatedWorld.host(9), port: 9999)
         let pairsBefore = linkToCarol.agent.pairSnapshots.count
+        let refusedBefore = linkToCarol.agent.statistics.droppedRequests
         let before = core.counters
         world.network.inject(packet, from: stranger, to: target)
         world.run(for: .milliseconds(50))
@@ -349,6 +350,7 @@ import Testing
         #expect(core.counters.droppedMalformed >= before.droppedMalformed + 2)
         #expect(core.counters.handshakesCompleted == before.handshakesCompleted)
         #expect(linkToCarol.agent.pairSnapshots.count == pairsBefore)
+        #expect(linkToCarol.agent.statistics.droppedRequests == refusedBefore + 1)
         #expect(!linkToCarol.agent.pairSnapshots.contains { $0.remote.address == stranger })
         world.run(for: .seconds(2))
         #expect(alice.isOnline(with: carol) && onLink(world, alice, carol))
