@@ -87,6 +87,8 @@ import Testing
         #expect(alice.friends.getFriendList().isEmpty)
         #expect(world.run(until: .seconds(2)) { bob.events.contains(.paths(alice.id, false)) }, "bob learns at once")
         let learned = world.time.now - deletedAt
+        // The goodbye (on the friend's link), not the connection timeout.
+        #expect(learned < .milliseconds(100), "\(learned)")
         #expect(throws: FriendDeleteError.notFound) { try alice.friends.deleteFriend(friendId: bob.id) }
         let late = bob.send("still there?", to: alice)
         #expect(await world.runYielding(until: .seconds(1)) { late.result != nil })

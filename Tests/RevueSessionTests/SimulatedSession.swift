@@ -17,6 +17,8 @@ import Testing
 final class SimulatedWorld {
     let time = SimulatedTime()
     let network: VirtualNetwork
+    /// The seed of the network's draws and of the peers' identities.
+    let seed: UInt64
     let node: RendezvousNode
     static let nodeAddress = SocketAddress(ipv4: 127, 77, 0, 100, port: 33_400)
     private(set) var peers: [SimulatedPeer] = []
@@ -28,6 +30,7 @@ final class SimulatedWorld {
 
     /// A world whose links all have `link` (1 ms one way by default), drawn from `seed`.
     init(seed: UInt64 = 1, link: ImpairmentModel.Settings = ImpairmentModel.Settings(delayMilliseconds: 1)) {
+        self.seed = seed
         network = VirtualNetwork(time: time, seed: seed, defaultLink: link)
         node = RendezvousNode(socket: network.bind(Self.nodeAddress), scheduler: time)
     }
@@ -44,8 +47,15 @@ final class SimulatedWorld {
     /// The address of the `n`th peer's host (n from 0).
     static func host(_ n: Int) -> SocketAddress { SocketAddress(ipv4: 127, 77, 0, UInt8(1 + n), port: 0) }
 
+    /// Whether peers added from now on make friend links (on by default, as in production).
+    var makesLinks = true
+    /// The friend links' seeds handed out so far (each link's agent draws its tie-breaker and
+    /// keepalive jitter from the next one, so runs repeat).
+    private let linkSeeds = LinkSeeds()
+
     /// The session environment of a peer on `host`: the world's clock, a port of its network, a
-    /// simulated disk, no friend links (their ICE agents use real sockets) and no LAN discovery.
+    /// simulated disk, friend links on ports of the network with their ICE agents on the world's
+    /// clock (`linkEndpoint`), and no LAN discovery.
     func environment(host: SocketAddress) -> SessionEnvironment {
         let network = self.network
         return SessionEnvironment(
@@ -53,7 +63,23 @@ final class SimulatedWorld {
             bindSocket: { _, port throws(RevueError) in
                 MainActor.assumeIsolated { network.bind(SocketAddress(host, port: port)) }
             },
-            makesLinks: false, lanDiscovery: false, simulatedDisk: true, wallClock: wallClock)
+            makesLinks: makesLinks, lanDiscovery: false, simulatedDisk: true, wallClock: wallClock,
+            makeLinkEndpoint: linkEndpoint(host: host))
+    }
+
+    /// How a peer on `host` makes a friend link: a port of the world's network on its host (the
+    /// next free port from 50,000) and an ICE agent on that port, run by the world's clock with a
+    /// seed of its own; the agent's reports reach the session at the clock's next turn; closing
+    /// the link unbinds the port. No call leg can borrow such a link (it has no UDP socket).
+    func linkEndpoint(host: SocketAddress) -> (String, ICEAgentConfiguration) throws -> FriendLinkEndpoint {
+        let network = self.network, time = self.time, seeds = linkSeeds
+        return { _, ice in
+            let port = network.bind(SocketAddress(host, port: 0))
+            let agent = ICEAgent(transport: port, configuration: ice, scheduler: time, seed: seeds.next())
+            return FriendLinkEndpoint(
+                carrier: .transport(port), agent: agent, toMainActor: { work in time.schedule(after: .zero, work) },
+                release: { port.close() })
+        }
     }
 
     /// Starts a peer on the next host, registered with the world's rendezvous node.
@@ -67,7 +93,15 @@ final class SimulatedWorld {
         c.timeouts.rendezvousInterval = 0.2
         c.timeouts.handshakeRetryInterval = 0.2
         tweak(&c)
-        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment(host: host))
+        var environment = environment(host: host)
+        // A fixed identity per world seed and peer: the friend IDs, and so which side of each link
+        // controls, are the same in every run.
+        let identitySeed = seed &* 1_000 &+ UInt64(peers.count)
+        environment.randomness.identityKeys = {
+            var g = SeededGenerator(seed: identitySeed)
+            return KeyPair(secret: (0..<4).flatMap { _ in withUnsafeBytes(of: g.next() as UInt64) { Array($0) } })
+        }
+        let peer = try SimulatedPeer(name: name, configuration: c, environment: environment)
         peers.append(peer)
         for p in peers {
             p.recorder.names[peer.id] = name
@@ -113,6 +147,15 @@ final class SimulatedWorld {
         time.advance(by: .milliseconds(100))
         node.stop()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// The seeds of a world's friend-link agents, handed out in order. Main actor.
+final class LinkSeeds {
+    private var last: UInt64 = 1000
+    func next() -> UInt64 {
+        last += 1
+        return last
     }
 }
 

@@ -37,7 +37,8 @@ final class MediaLeg {
     /// The friends' link the leg runs on, lent to it while the leg lives: its socket carries the
     /// friend session, ICE and the leg's media.
     let link: FriendLink
-    var socket: MediaCore.UDPSocket { link.socket }
+    /// The link's socket, which the leg's receive pipeline reads.
+    let socket: MediaCore.UDPSocket
     /// The leg's RTCP sender side: the participant's NACK/PLI/FIR/REMB/reports about our media.
     let feedback: CallLegFeedback
     /// Our key for what we send on this leg; the participant receives it in an `adr` message.
@@ -80,9 +81,10 @@ final class MediaLeg {
         pipeline = nil
     }
 
-    /// A leg on `link`, which the caller has lent it (`FriendLink.lend`).
-    init(link: FriendLink, videoBitrate: Int) {
+    /// A leg on `link` and its `socket`, which the caller has lent it (`FriendLink.lend`).
+    init(link: FriendLink, socket: MediaCore.UDPSocket, videoBitrate: Int) {
         self.link = link
+        self.socket = socket
         feedback = CallLegFeedback(route: legRoutes.wrappingAdd(1, ordering: .relaxed).oldValue, videoBitrate: videoBitrate)
         sendKey = .random(for: .aeadAES128GCM)
     }
@@ -282,14 +284,15 @@ extension Room {
         }
         // The media takes the friends' link: the session's ICE path to that friend, on which
         // the friend session already runs (both sides use their link, so both agree on the path).
-        guard let f = core.friends[id], let link = core.ensureLink(f), link.lend() else {
+        // A link without a socket (a simulated network's) cannot be lent: as without a link.
+        guard let f = core.friends[id], let link = core.ensureLink(f), let socket = link.socket, link.lend() else {
             let detail = "no path of its own to this friend (\(core.counters.linkFailures) links could not be made)"
             post(
                 nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: id, detail: detail)) },
                 participant: nil)
             return
         }
-        let leg = MediaLeg(link: link, videoBitrate: bitrate)
+        let leg = MediaLeg(link: link, socket: socket, videoBitrate: bitrate)
         leg.startedAt = now
         legs[id] = leg
         var s = CallSignal(type: "adr", op: CallSignal.Op.media)

@@ -275,13 +275,16 @@ final class FriendState {
         func unconfirmed(_ s: RouteState) -> Int { s.confirmedAt.map { now - $0 <= timeout } == true ? 0 : 1 }
         let live = routes.filter { now - $0.value.lastReceived <= timeout && $0.key != .link }
         let unmeasured = Duration.seconds(9)
+        // Ties are broken by `Route.orderKey`, not by the dictionaries' order (which changes from
+        // process to process), so that runs on a simulated clock repeat exactly.
         if let best = live.min(by: {
-            (unconfirmed($0.value), rank($0.key), $0.value.rtt ?? unmeasured)
-                < (unconfirmed($1.value), rank($1.key), $1.value.rtt ?? unmeasured)
+            (unconfirmed($0.value), rank($0.key), $0.value.rtt ?? unmeasured, $0.key.orderKey)
+                < (unconfirmed($1.value), rank($1.key), $1.value.rtt ?? unmeasured, $1.key.orderKey)
         }) {
             return best.key
         }
-        return routes.filter { $0.key != .link }.max(by: { $0.value.lastReceived < $1.value.lastReceived })?.key
-            ?? candidates.max(by: { $0.value < $1.value })?.key
+        return routes.filter { $0.key != .link }.map { (key: $0.key, value: $0.value.lastReceived) }
+            .min(by: Route.newestFirst)?.key
+            ?? candidates.min(by: Route.newestFirst)?.key
     }
 }

@@ -14,20 +14,22 @@ extension SessionCore {
         var ice = ICEAgentConfiguration(controlling: ownId < f.id)
         ice.servers = callICEServers
         let id = f.id
-        let link: FriendLink
+        let endpoint: FriendLinkEndpoint
         do {
-            link = try FriendLink(bindHost: configuration.bindHost, ice: ice) { [weak self] bytes in
-                DispatchQueue.main.async { MainActor.assumeIsolated { self?.handleLinkDatagram(bytes, friendId: id) } }
-            }
+            endpoint = try environment.makeLinkEndpoint(configuration.bindHost, ice)
         } catch {
             counters.linkFailures += 1
             return nil
+        }
+        let toMainActor = endpoint.toMainActor
+        let link = FriendLink(endpoint: endpoint) { [weak self] bytes in
+            toMainActor { MainActor.assumeIsolated { self?.handleLinkDatagram(bytes, friendId: id) } }
         }
         f.link = link
         link.start(
             onCandidate: { [weak self] in
                 guard let self, let f = friends[id] else { return }
-                announceLink(f, now: .now)
+                announceLink(f, now: scheduler.now)
             },
             onPathChange: { [weak self] in
                 guard let self, let f = friends[id] else { return }
@@ -39,7 +41,7 @@ extension SessionCore {
                 updatePaths(f, now: now)
                 linkRouteChanged?(id)
             })
-        announceLink(f, now: .now)
+        announceLink(f, now: scheduler.now)
         return link
     }
 

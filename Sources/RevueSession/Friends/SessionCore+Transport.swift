@@ -67,7 +67,9 @@ extension SessionCore {
 
     /// Sends a datagram on a route (wrapping it for the relay when needed). Through a relay the
     /// target is named by a tag (`relayTags`), or by `relayTarget` (a source tag we received).
-    func send(_ packet: [UInt8], route: Route, friendKey: [UInt8], relayTarget: [UInt8]? = nil) {
+    /// `link`: the friend's link when the caller holds the friend (a friend being deleted is no
+    /// longer in `friends`, and its goodbye still goes on its link).
+    func send(_ packet: [UInt8], route: Route, friendKey: [UInt8], relayTarget: [UInt8]? = nil, link: FriendLink? = nil) {
         environment.sendTap?(packet, route)
         switch route {
         case .direct(let a):
@@ -75,7 +77,7 @@ extension SessionCore {
             socket.send(packet, to: a)
         case .link:
             if environment.faults.dropDirectSends { return }
-            friends[Hex.encode(friendKey)]?.link?.send(packet)
+            (link ?? friends[Hex.encode(friendKey)]?.link)?.send(packet)
         case .relay(let node):
             // The node forwards only with the token it gave our registration, and only from a
             // source tag we registered.
@@ -469,7 +471,7 @@ extension SessionCore {
         let sealed = Sodium.seal(key: s.sendKey, nonce: s.sendCounter, ad: w.bytes, plaintext: frame)
         s.sendCounter += 1
         w.append(sealed)
-        send(w.bytes, route: route, friendKey: f.key)
+        send(w.bytes, route: route, friendKey: f.key, link: f.link)
     }
 
     func sendPing(_ f: FriendState, route: Route, now: MonotonicTime) {

@@ -239,7 +239,7 @@ package final class SessionCore {
             profile = loaded
             store.secret = identity.secret
         } else {
-            identity = KeyPair()
+            identity = environment.randomness.identityKeys?() ?? KeyPair()
             store.secret = identity.secret
             profile = StoredProfile(secretKey: "", nospam: RandomBytes.uint32())
             guard store.save(profile) else {

@@ -24,9 +24,15 @@ package struct SessionEnvironment {
     package var wallClock: () -> Double
     /// Binds the session's datagram socket (host, port; port 0: any).
     package let bindSocket: @Sendable (String, UInt16) throws(RevueError) -> any DatagramPort
-    /// Whether connected friends get a link of their own (a socket and an ICE agent each); off in
-    /// the simulated network and the session fuzzer, whose inputs must not open sockets.
+    /// Whether connected friends get a link of their own (a datagram endpoint and an ICE agent
+    /// each); off in the session fuzzer, whose inputs must not open sockets.
     package var makesLinks: Bool
+    /// Makes a friend link's endpoint and agent from the session's bind host and the agent's
+    /// configuration (`FriendLinkEndpoint.udp` in production: a UDP socket and a queue-run agent;
+    /// a port of the simulated network and an agent on the simulated clock in tests). Called on
+    /// the main actor when a friend connects; throws when no endpoint can be had (counted in
+    /// `linkFailures`, and the friend session keeps to the session socket).
+    package var makeLinkEndpoint: (String, ICEAgentConfiguration) throws -> FriendLinkEndpoint
     /// Whether LAN discovery may open its multicast socket (the configuration must also ask).
     package let lanDiscovery: Bool
     /// Whether profile writes run at once, their completion coming later on `scheduler`'s clock
@@ -43,12 +49,15 @@ package struct SessionEnvironment {
     package var faults = SessionFaults()
 
     /// One environment from its parts; randomness, timestamps, tap and faults are the production
-    /// ones until set.
+    /// ones until set, and links get a UDP socket unless `makeLinkEndpoint` says otherwise.
     package init(
         scheduler: any TaskScheduler, bindSocket: @escaping @Sendable (String, UInt16) throws(RevueError) -> any DatagramPort,
         makesLinks: Bool, lanDiscovery: Bool, simulatedDisk: Bool,
-        wallClock: @escaping () -> Double = { Date().timeIntervalSince1970 }
+        wallClock: @escaping () -> Double = { Date().timeIntervalSince1970 },
+        makeLinkEndpoint: @escaping (String, ICEAgentConfiguration) throws -> FriendLinkEndpoint = FriendLinkEndpoint.udp(
+            bindHost:ice:)
     ) {
+        self.makeLinkEndpoint = makeLinkEndpoint
         self.scheduler = scheduler
         self.wallClock = wallClock
         self.bindSocket = bindSocket
@@ -57,7 +66,7 @@ package struct SessionEnvironment {
         self.simulatedDisk = simulatedDisk
     }
 
-    /// The real clock, the main queue, a UDP socket, friend links and LAN discovery.
+    /// The real clock, the main queue, a UDP socket, friend links on UDP sockets and LAN discovery.
     package static var live: SessionEnvironment {
         SessionEnvironment(
             scheduler: DispatchTaskScheduler.main,
@@ -74,6 +83,10 @@ package struct SessionRandomness {
     package var ephemeralKeys: (() -> KeyPair)?
     /// Each new local session and handshake index (must not be 0).
     package var sessionIndex: (() -> UInt32)?
+    /// The identity key pair of a new profile (read once, when the data directory holds none).
+    /// Simulated worlds fix it so that which friend has the smaller ID, and so which side of a
+    /// link controls its ICE, repeats from run to run.
+    package var identityKeys: (() -> KeyPair)?
 
     /// libsodium for everything.
     package init() {}
