@@ -48,7 +48,8 @@ enum ReceiveSuite {
                     header.sequenceNumber = seq
                     seq &+= 1
                     let n = split.writePacket(at: p, header: &header, of: e.data, into: buffer)
-                    let m = try! protect.protect(buffer, length: n)
+                    var bufferSpan = buffer.mutableBytes
+                    let m = try! protect.protect(&bufferSpan, length: n)
                     body(UnsafeRawBufferPointer(rebasing: buffer[0..<m]))
                 }
             }
@@ -104,7 +105,8 @@ enum ReceiveSuite {
             let t0 = nowNs()
             for p in stream.packets {
                 p.withUnsafeBytes { work.copyMemory(from: $0) }
-                let n = try inbound.unprotect(work, length: p.count)
+                var workSpan = work.mutableBytes
+                let n = try inbound.unprotect(&workSpan, length: p.count)
                 let bytes = UnsafeRawBufferPointer(rebasing: work[0..<n])
                 let packet = try RTPPacket(parsing: bytes)
                 video.insert(packet, in: bytes, arrival: MonotonicTime(nanoseconds: t0))

@@ -45,7 +45,8 @@ enum SRTPBenchSuite {
                     for i in 0..<packets {
                         header.sequenceNumber = UInt16(truncatingIfNeeded: i)
                         header.marshal(into: buffer)
-                        _ = try ctx.protect(buffer, length: RTPHeader.fixedSize + payload)
+                        var bufferSpan = buffer.mutableBytes
+                        _ = try ctx.protect(&bufferSpan, length: RTPHeader.fixedSize + payload)
                     }
                     return Double(packets) / (Double(nowNs() - t0) / 1e9)
                 }
@@ -75,7 +76,8 @@ enum SRTPBenchSuite {
                     slot.initializeMemory(as: UInt8.self, repeating: 0x5A)
                     header.sequenceNumber = UInt16(i)
                     header.marshal(into: slot)
-                    lengths[i] = try sender.protect(slot, length: RTPHeader.fixedSize + payload)
+                    var slotSpan = slot.mutableBytes
+                    lengths[i] = try sender.protect(&slotSpan, length: RTPHeader.fixedSize + payload)
                 }
                 let rounds = max(1, packets / distinct)
                 func unprotectOurs() throws -> Double {
@@ -86,7 +88,8 @@ enum SRTPBenchSuite {
                         for i in 0..<distinct {
                             buffer.copyMemory(
                                 from: UnsafeRawBufferPointer(rebasing: protected[(i * 1500)..<(i * 1500 + lengths[i])]))
-                            _ = try ctx.unprotect(buffer, length: lengths[i])
+                            var bufferSpan = buffer.mutableBytes
+                            _ = try ctx.unprotect(&bufferSpan, length: lengths[i])
                         }
                         elapsed += nowNs() - t0
                     }

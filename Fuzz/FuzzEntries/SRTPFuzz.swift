@@ -46,18 +46,19 @@ extension FuzzEntries {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: body.count + 64, alignment: 16)
         defer { buffer.deallocate() }
         buffer.copyMemory(from: body)
+        var span = buffer.mutableBytes
         if !roundTrip {
             let n =
                 rtcp
-                ? try? inbound.unprotectRTCP(buffer, length: body.count)
-                : try? inbound.unprotect(buffer, length: body.count)
+                ? try? inbound.unprotectRTCP(&span, length: body.count)
+                : try? inbound.unprotect(&span, length: body.count)
             if let n { fuzzRequire(n >= 0 && n <= body.count, "unprotect returned \(n) for \(body.count) bytes") }
             return
         }
         let protected =
             rtcp
-            ? try? outbound.protectRTCP(buffer, length: body.count)
-            : try? outbound.protect(buffer, length: body.count)
+            ? try? outbound.protectRTCP(&span, length: body.count)
+            : try? outbound.protect(&span, length: body.count)
         // A fresh stream must protect any RTP packet our parser accepts (a stale stream from an
         // earlier input would fail here with a replay error).
         if !rtcp, protected == nil, (try? RTPPacket(parsing: body)) != nil {
@@ -67,8 +68,8 @@ extension FuzzEntries {
         fuzzRequire(protected <= buffer.count, "protect wrote \(protected) bytes into \(buffer.count)")
         let n =
             rtcp
-            ? try? inbound.unprotectRTCP(buffer, length: protected)
-            : try? inbound.unprotect(buffer, length: protected)
+            ? try? inbound.unprotectRTCP(&span, length: protected)
+            : try? inbound.unprotect(&span, length: protected)
         fuzzRequire(n == body.count, "unprotect of our own protect gave \(String(describing: n)), expected \(body.count)")
         fuzzRequire(
             UnsafeRawBufferPointer(rebasing: buffer[..<body.count]).elementsEqual(body),

@@ -262,7 +262,9 @@ for (s, key) in FuzzEntries.srtpKeys.enumerated() {
     for (isRTCP, plainBytes) in [(false, rtp), (true, rtcp)] {
         var buf = plainBytes + [UInt8](repeating: 0, count: 64)
         let n = buf.withUnsafeMutableBytes { b in
-            isRTCP ? try! sender.protectRTCP(b, length: plainBytes.count) : try! sender.protect(b, length: plainBytes.count)
+            var span = b.mutableBytes
+            return isRTCP
+                ? try! sender.protectRTCP(&span, length: plainBytes.count) : try! sender.protect(&span, length: plainBytes.count)
         }
         save("fuzz-srtp", "\(key.suite)-protected-\(isRTCP ? "rtcp" : "rtp")", [sel | (isRTCP ? 1 : 0)] + Array(buf[..<n]))
     }

@@ -201,7 +201,8 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
             var bytes = d.bytes
             if let inbound {
                 let b = UnsafeMutableRawBufferPointer(mutating: d.bytes)
-                guard let n = try? inbound.unprotectRTCP(b, length: b.count) else { stats.authFailures += 1; return }
+                var span = b.mutableBytes
+                guard let n = try? inbound.unprotectRTCP(&span, length: b.count) else { stats.authFailures += 1; return }
                 bytes = UnsafeRawBufferPointer(rebasing: d.bytes[0..<n])
             }
             stats.rtcpReceived += 1
@@ -219,7 +220,8 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
             guard size + (outbound?.rtcpOverhead ?? 0) <= buffer.count else { return }
             buffer.appending { RTCPCompound.marshal(packets, into: &$0) }
             if let outbound {
-                guard let n = try? outbound.protectRTCP(buffer, length: size) else { return }
+                var span = buffer.mutableBytes
+                guard let n = try? outbound.protectRTCP(&span, length: size) else { return }
                 size = n
             }
             let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<size])

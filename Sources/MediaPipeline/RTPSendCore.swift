@@ -215,7 +215,8 @@ package final class RTPSendCore: @unchecked Sendable {
         }
         var wire = length
         if let srtp {
-            do { wire = try srtp.protect(packet, length: length) } catch {
+            var span = packet.mutableBytes
+            do { wire = try srtp.protect(&span, length: length) } catch {
                 counters.add(counters.protectFailures)
                 return 0
             }
@@ -297,7 +298,8 @@ package final class RTPSendCore: @unchecked Sendable {
                     stampTransportSequence(rtxBuffer, length: n, now: now)
                     var wire = n
                     if let srtp {
-                        do { wire = try srtp.protect(rtxBuffer, length: n) } catch {
+                        var span = rtxBuffer.mutableBytes
+                        do { wire = try srtp.protect(&span, length: n) } catch {
                             counters.add(counters.protectFailures)
                             return
                         }
@@ -400,7 +402,8 @@ extension RTPSendCore: RTPPacerEgress {
         stampTransportSequence(rtxBuffer, length: length, now: now, probeCluster: probeCluster)
         var wire = length
         if let srtp {
-            do { wire = try srtp.protect(rtxBuffer, length: length) } catch {
+            var span = rtxBuffer.mutableBytes
+            do { wire = try srtp.protect(&span, length: length) } catch {
                 counters.add(counters.protectFailures)
                 return 0
             }

@@ -427,10 +427,11 @@ public final class ReceivePipeline: @unchecked Sendable {
             guard let ctx = inbound else { return d.bytes }
             let buffer = UnsafeMutableRawBufferPointer(mutating: d.bytes)
             do {
+                var span = buffer.mutableBytes
                 let n =
                     rtcp
-                    ? try ctx.unprotectRTCP(buffer, length: buffer.count)
-                    : try ctx.unprotect(buffer, length: buffer.count)
+                    ? try ctx.unprotectRTCP(&span, length: buffer.count)
+                    : try ctx.unprotect(&span, length: buffer.count)
                 return UnsafeRawBufferPointer(rebasing: d.bytes[0..<n])
             } catch {
                 switch error {
@@ -713,7 +714,8 @@ public final class ReceivePipeline: @unchecked Sendable {
             while size > room && packets.count > 1 { packets.removeLast(); size = RTCPCompound.marshalSize(packets) }
             rtcpBuffer.appending { RTCPCompound.marshal(packets, into: &$0) }
             if let outbound {
-                guard let n = try? outbound.protectRTCP(rtcpBuffer, length: size) else { return }
+                var span = rtcpBuffer.mutableBytes
+                guard let n = try? outbound.protectRTCP(&span, length: size) else { return }
                 size = n
             }
             let bytes = UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<size])

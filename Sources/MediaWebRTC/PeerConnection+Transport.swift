@@ -223,7 +223,8 @@ final class PeerConnectionFeedback: @unchecked Sendable {
             let size = RTCPCompound.marshalSize(packets)
             guard size + core.outbound.rtcpOverhead <= buffer.count else { return }
             buffer.appending { RTCPCompound.marshal(packets, into: &$0) }
-            guard let n = try? core.outbound.protectRTCP(buffer, length: size) else { return }
+            var span = buffer.mutableBytes
+            guard let n = try? core.outbound.protectRTCP(&span, length: size) else { return }
             _ = path.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), on: socket)
         }
     }

@@ -215,13 +215,17 @@ final class MediaReceiver: @unchecked Sendable {
             var length = d.bytes.count
             if kind == .rtcp {
                 if let srtp = s.srtp {
-                    guard (try? srtp.unprotectRTCP(b, length: length)) != nil else { s.counters.rejectedPackets += 1; return }
+                    var bSpan = b.mutableBytes
+                    guard (try? srtp.unprotectRTCP(&bSpan, length: length)) != nil else {
+                        s.counters.rejectedPackets += 1; return
+                    }
                 }
                 s.counters.rtcpPackets += 1
                 return
             }
             if let srtp = s.srtp {
-                do { length = try srtp.unprotect(b, length: length) } catch { s.counters.rejectedPackets += 1; return }
+                var bSpan = b.mutableBytes
+                do { length = try srtp.unprotect(&bSpan, length: length) } catch { s.counters.rejectedPackets += 1; return }
             }
             let bytes = UnsafeRawBufferPointer(rebasing: b[0..<length])
             guard let packet = try? RTPPacket(parsing: bytes) else {
@@ -336,7 +340,8 @@ final class MediaReceiver: @unchecked Sendable {
         ]
         s.rtcpBuffer.withUnsafeMutableBytes { b in
             var length = b.appending { RTCPCompound.marshal(packets, into: &$0) }
-            if let out = s.srtcpOut { guard let l = try? out.protectRTCP(b, length: length) else { return }; length = l }
+            var bSpan = b.mutableBytes
+            if let out = s.srtcpOut { guard let l = try? out.protectRTCP(&bSpan, length: length) else { return }; length = l }
             if (try? socket.send(UnsafeRawBufferPointer(rebasing: b[0..<length]), to: to)) != nil { s.counters.pliSent += 1 }
         }
     }

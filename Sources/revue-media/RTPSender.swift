@@ -86,7 +86,8 @@ final class RTCPFeedbackListener: Sendable {
                 b.copyMemory(from: datagram.bytes)
                 var length = datagram.bytes.count
                 if let srtcp {
-                    do { length = try srtcp.unprotectRTCP(b, length: length) } catch {
+                    var bSpan = b.mutableBytes
+                    do { length = try srtcp.unprotectRTCP(&bSpan, length: length) } catch {
                         flags.rejected.add(1, ordering: .relaxed)
                         return
                     }

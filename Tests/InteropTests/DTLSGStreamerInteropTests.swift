@@ -143,7 +143,8 @@ struct DTLSGStreamerInteropTests {
             while MonotonicTime.now.nanoseconds < sendStart + UInt64(i) * 33_333_333 { usleep(1000) }
             for p in packets {
                 p.withUnsafeBytes { buffer.copyMemory(from: $0) }
-                let m = try protect.protect(buffer, length: p.count)
+                var bufferSpan = buffer.mutableBytes
+                let m = try protect.protect(&bufferSpan, length: p.count)
                 _ = try socket.send(UnsafeRawBufferPointer(rebasing: buffer[0..<m]), to: gstAddress)
             }
         }

@@ -158,7 +158,8 @@ func readI420Frames(_ bytes: [UInt8], width: Int, height: Int) -> [VideoFrame] {
             while MonotonicTime.now.nanoseconds < start + UInt64(i) * 33_333_333 { usleep(1000) }
             for p in packets {
                 p.withUnsafeBytes { buffer.copyMemory(from: $0) }
-                let m = (try? protect.protect(buffer, length: p.count)) ?? 0
+                var bufferSpan = buffer.mutableBytes
+                let m = (try? protect.protect(&bufferSpan, length: p.count)) ?? 0
                 _ = try? socket.send(UnsafeRawBufferPointer(rebasing: buffer[0..<m]), to: destination)
             }
         }

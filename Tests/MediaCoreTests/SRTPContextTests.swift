@@ -265,7 +265,10 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
         let packet = rtpPacket(sequence: 1, ssrc: 1)
         var short = packet + [UInt8](repeating: 0, count: 9)
         let rtpError = srtpError {
-            _ = try short.withUnsafeMutableBytes { try sender.protect($0, length: packet.count) }
+            _ = try short.withUnsafeMutableBytes {
+                var span = $0.mutableBytes
+                return try sender.protect(&span, length: packet.count)
+            }
         }
         #expect(rtpError == .bufferTooSmall)
         #expect(short[..<packet.count] == packet[...], "nothing was written")
@@ -273,7 +276,10 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
         let report = rtcpPacket(ssrc: 1)
         var shortRTCP = report + [UInt8](repeating: 0, count: 13)
         let rtcpError = srtpError {
-            _ = try shortRTCP.withUnsafeMutableBytes { try sender.protectRTCP($0, length: report.count) }
+            _ = try shortRTCP.withUnsafeMutableBytes {
+                var span = $0.mutableBytes
+                return try sender.protectRTCP(&span, length: report.count)
+            }
         }
         #expect(rtcpError == .bufferTooSmall)
         // Exactly enough room works.
@@ -304,10 +310,10 @@ private func rtcpPacket(ssrc: UInt32, fill: UInt8 = 0x5a) -> [UInt8] {
                 var memory = packet + [UInt8](repeating: 0, count: room - packet.count)
                 memory += [UInt8](repeating: 0xee, count: guardLength)
                 let length = try memory.withUnsafeMutableBytes { raw in
-                    let exact = UnsafeMutableRawBufferPointer(rebasing: raw[..<room])
+                    var exact = UnsafeMutableRawBufferPointer(rebasing: raw[..<room]).mutableBytes
                     return rtcp
-                        ? try sender.protectRTCP(exact, length: packet.count)
-                        : try sender.protect(exact, length: packet.count)
+                        ? try sender.protectRTCP(&exact, length: packet.count)
+                        : try sender.protect(&exact, length: packet.count)
                 }
                 #expect(length == room)
                 #expect(memory[room...].allSatisfy { $0 == 0xee }, "\(suite) rtcp \(rtcp) payload \(payload)")

@@ -234,9 +234,15 @@ private func hex(_ bytes: [UInt8]) -> String {
         var packet: [UInt8] = [0x80, 111, 0, 1, 0, 0, 0, 160, 1, 2, 3, 4] + RandomBytes.bytes(100)
         let plain = packet
         packet += [UInt8](repeating: 0, count: 16)
-        let protectedLength = try packet.withUnsafeMutableBytes { try sender.protect($0, length: plain.count) }
+        let protectedLength = try packet.withUnsafeMutableBytes {
+            var span = $0.mutableBytes
+            return try sender.protect(&span, length: plain.count)
+        }
         #expect(protectedLength == plain.count + 16)
-        let length = try packet.withUnsafeMutableBytes { try receiver.unprotect($0, length: protectedLength) }
+        let length = try packet.withUnsafeMutableBytes {
+            var span = $0.mutableBytes
+            return try receiver.unprotect(&span, length: protectedLength)
+        }
         #expect(Array(packet[..<length]) == plain)
     }
 }

@@ -241,7 +241,10 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         let inbound = try SRTPContext(material: key, direction: .inbound)
         for p in padding {
             var plain = p.bytes
-            let n = try plain.withUnsafeMutableBytes { try inbound.unprotect($0, length: $0.count) }
+            let n = try plain.withUnsafeMutableBytes {
+                var span = $0.mutableBytes
+                return try inbound.unprotect(&span, length: span.byteCount)
+            }
             let packet = try plain.withUnsafeBytes { try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             #expect(packet.header.ssrc == c.rtxSSRC && packet.header.payloadType == 97 && packet.header.padding)
             #expect(packet.payloadSize == 0 && packet.paddingSize == n - packet.header.marshalSize)

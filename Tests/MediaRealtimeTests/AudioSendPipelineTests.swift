@@ -53,7 +53,10 @@ func sendTestReceiveAudio(_ packets: [[UInt8]], channels: Int, key: SRTPKeyMater
     var pcm = [Float](repeating: 0, count: decoder.maxFrameSize * channels)
     for var bytes in packets {
         if let srtp {
-            let n = try bytes.withUnsafeMutableBytes { try srtp.unprotect($0, length: $0.count) }
+            let n = try bytes.withUnsafeMutableBytes {
+                var span = $0.mutableBytes
+                return try srtp.unprotect(&span, length: span.byteCount)
+            }
             bytes.removeLast(bytes.count - n)
         }
         try bytes.withUnsafeBytes { raw in

@@ -87,10 +87,16 @@ private func rtp(sequence: UInt16, ssrc: UInt32) -> [UInt8] {
 /// Protects `packet` with `sender` and unprotects it with `receiver`; the bytes that come out.
 private func roundTrip(_ packet: [UInt8], _ sender: SRTPContext, _ receiver: SRTPContext) throws -> [UInt8] {
     var buffer = packet + [UInt8](repeating: 0, count: sender.rtpOverhead)
-    let protected = try buffer.withUnsafeMutableBytes { try sender.protect($0, length: packet.count) }
+    let protected = try buffer.withUnsafeMutableBytes {
+        var span = $0.mutableBytes
+        return try sender.protect(&span, length: packet.count)
+    }
     #expect(protected == packet.count + sender.rtpOverhead)
     #expect(Array(buffer[12..<packet.count]) != Array(packet[12...]), "payload was not encrypted")
-    let plain = try buffer.withUnsafeMutableBytes { try receiver.unprotect($0, length: protected) }
+    let plain = try buffer.withUnsafeMutableBytes {
+        var span = $0.mutableBytes
+        return try receiver.unprotect(&span, length: protected)
+    }
     return Array(buffer[0..<plain])
 }
 
@@ -163,8 +169,16 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
         }
         // The active side's send key is not the passive side's send key.
         var buffer = rtp(sequence: 9, ssrc: 1) + [UInt8](repeating: 0, count: aOut.rtpOverhead)
-        let n = try buffer.withUnsafeMutableBytes { try aOut.protect($0, length: 112) }
-        #expect(throws: SRTPError.authFail) { try buffer.withUnsafeMutableBytes { _ = try aIn.unprotect($0, length: n) } }
+        let n = try buffer.withUnsafeMutableBytes {
+            var span = $0.mutableBytes
+            return try aOut.protect(&span, length: 112)
+        }
+        #expect(throws: SRTPError.authFail) {
+            try buffer.withUnsafeMutableBytes {
+                var span = $0.mutableBytes
+                _ = try aIn.unprotect(&span, length: n)
+            }
+        }
     }
 
     @Test func handshakeOverTheICEAgentsSelectedPairThenSRTPBothWays() throws {
@@ -197,14 +211,20 @@ private final class QueueOwnedDTLS: @unchecked Sendable {
                 let packet = rtp(sequence: seq, ssrc: ssrc)
                 sent.append(packet)
                 var buffer = packet + [UInt8](repeating: 0, count: out.rtpOverhead)
-                let n = try buffer.withUnsafeMutableBytes { try out.protect($0, length: packet.count) }
+                let n = try buffer.withUnsafeMutableBytes {
+                    var span = $0.mutableBytes
+                    return try out.protect(&span, length: packet.count)
+                }
                 _ = buffer.withUnsafeBytes { from.agent.path.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), on: from.socket) }
             }
             #expect(pollUntil(2) { to.received.withLock { $0.count } >= 5 })
             var opened: [[UInt8]] = []
             for (bytes, _) in to.received.withLock({ $0 }) {
                 var buffer = bytes
-                if let n = try? buffer.withUnsafeMutableBytes({ try into.unprotect($0, length: bytes.count) }) {
+                if let n = try? buffer.withUnsafeMutableBytes({
+                    var span = $0.mutableBytes
+                    return try into.unprotect(&span, length: bytes.count)
+                }) {
                     opened.append(Array(buffer[0..<n]))
                 }
             }

@@ -90,7 +90,8 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
 
     private func send(_ length: Int, seq: UInt16, store: Bool) {
         var n = length
-        if let protect { n = (try? protect.protect(buffer, length: length)) ?? 0 }
+        var bufferSpan = buffer.mutableBytes
+        if let protect { n = (try? protect.protect(&bufferSpan, length: length)) ?? 0 }
         guard n > 0 else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
         if store { history.store(seq: seq, packet: bytes, now: .now) }
@@ -136,7 +137,8 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     func sendSenderReport(rtpTimestamp: UInt32) {
         let sr = session.senderReport(ssrc: videoSSRC, rtpTimestamp: rtpTimestamp)
         var n = buffer.appending { sr.marshal(into: &$0) }
-        if let protect { n = (try? protect.protectRTCP(buffer, length: n)) ?? 0 }
+        var bufferSpan = buffer.mutableBytes
+        if let protect { n = (try? protect.protectRTCP(&bufferSpan, length: n)) ?? 0 }
         if n > 0 { _ = try? socket.send(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), to: destination) }
     }
 
@@ -146,7 +148,8 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
             guard let r = try? socket.receive(into: rx), r.count > 0 else { return }
             var n = r.count
             if let rtcpIn {
-                guard let m = try? rtcpIn.unprotectRTCP(rx, length: n) else { continue }
+                var rxSpan = rx.mutableBytes
+                guard let m = try? rtcpIn.unprotectRTCP(&rxSpan, length: n) else { continue }
                 n = m
             }
             session.handle(UnsafeRawBufferPointer(rebasing: rx[0..<n]), now: .now)

@@ -35,7 +35,12 @@ import Testing
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         defer { buf.deallocate() }
         var h = RTPHeader(payloadType: 96, ssrc: 5)
-        func one() { h.sequenceNumber &+= 1; let n = h.marshal(into: buf); _ = try? ctx.protect(buf, length: n + 1000) }
+        func one() {
+            h.sequenceNumber &+= 1
+            let n = h.marshal(into: buf)
+            var span = buf.mutableBytes
+            _ = try? ctx.protect(&span, length: n + 1000)
+        }
         for _ in 0..<5 { one() }
         let n = AllocationCounter.count { for _ in 0..<10 { one() } }
         return n / 10

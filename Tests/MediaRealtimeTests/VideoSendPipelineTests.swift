@@ -59,7 +59,10 @@ func sendTestReceive(
     for var bytes in packets {
         out.sizes.append(bytes.count)
         if let srtp {
-            let n = try bytes.withUnsafeMutableBytes { try srtp.unprotect($0, length: $0.count) }
+            let n = try bytes.withUnsafeMutableBytes {
+                var span = $0.mutableBytes
+                return try srtp.unprotect(&span, length: span.byteCount)
+            }
             bytes.removeLast(bytes.count - n)
         }
         try bytes.withUnsafeBytes { raw in

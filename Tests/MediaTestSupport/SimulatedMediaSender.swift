@@ -155,7 +155,8 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
     /// Protects the packet in `buffer` (when keyed), keeps it for resends when `store`, and sends it.
     private func send(_ length: Int, sequenceNumber: UInt16, store: Bool) {
         var n = length
-        if let protect { n = (try? protect.protect(buffer, length: length)) ?? 0 }
+        var bufferSpan = buffer.mutableBytes
+        if let protect { n = (try? protect.protect(&bufferSpan, length: length)) ?? 0 }
         guard n > 0 else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
         if store { _ = history.store(seq: sequenceNumber, packet: bytes, now: time.now) }
@@ -205,7 +206,8 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
     private func sendSenderReport(rtpTimestamp: UInt32) {
         let report = session.senderReport(ssrc: videoSSRC, rtpTimestamp: rtpTimestamp, ntpTime: ntpNow)
         var n = buffer.appending { report.marshal(into: &$0) }
-        if let protect { n = (try? protect.protectRTCP(buffer, length: n)) ?? 0 }
+        var bufferSpan = buffer.mutableBytes
+        if let protect { n = (try? protect.protectRTCP(&bufferSpan, length: n)) ?? 0 }
         if n > 0 { output(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
     }
 
@@ -214,7 +216,8 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
     package func receiveRTCP(_ bytes: UnsafeMutableRawBufferPointer) {
         var n = bytes.count
         if let rtcpIn {
-            guard let m = try? rtcpIn.unprotectRTCP(bytes, length: n) else { return }
+            var bytesSpan = bytes.mutableBytes
+            guard let m = try? rtcpIn.unprotectRTCP(&bytesSpan, length: n) else { return }
             n = m
         }
         session.handle(UnsafeRawBufferPointer(rebasing: bytes[0..<n]), now: time.now, arrival: ntpNow)

@@ -25,7 +25,8 @@ final class LegTap: @unchecked Sendable {
                 guard let r = try? socket.receive(into: buffer) else { continue }
                 let n = r.count
                 guard n >= 12, buffer[0] >> 6 == 2, (buffer[1] & 0x7F) < 64 || (buffer[1] & 0x7F) > 95 else { continue }
-                do throws(SRTPError) { _ = try context.unprotect(buffer, length: n) } catch {
+                var bufferSpan = buffer.mutableBytes
+                do throws(SRTPError) { _ = try context.unprotect(&bufferSpan, length: n) } catch {
                     if error == .replayFail || error == .replayOld {
                         replays.add(1, ordering: .relaxed)
                     } else {

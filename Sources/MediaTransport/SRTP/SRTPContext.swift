@@ -234,66 +234,47 @@ public final class SRTPContext: Sendable {
 
     // MARK: Packets
 
-    /// Protects the RTP packet in `buffer[0..<length]` in place (RFC 3711 section 3.3; RFC 7714
+    /// Protects the RTP packet in `packet[0..<length]` in place (RFC 3711 section 3.3; RFC 7714
     /// section 5 for AEAD) and returns the SRTP length (`length + rtpOverhead`).
-    /// Throws `.bufferTooSmall` when `buffer` cannot take the tag, `.badParam` for a malformed RTP
+    /// Throws `.bufferTooSmall` when the span cannot take the tag, `.badParam` for a malformed RTP
     /// header, `.replayFail` when resending an index without `allowRepeatTransmission`,
     /// `.noSuchSSRC` when the SSRC has no stream, `.keyExpired` at the key's packet limit.
-    /// `length` beyond `buffer.count` is a programmer error and traps.
-    package func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try process(buffer, length: length, growth: rtpOverhead) { srtp_protect_mki($0, $1, $2, useMKI, 0) }
-    }
-
-    /// Verifies and decrypts the SRTP packet in `buffer[0..<length]` in place and returns the RTP
-    /// length. Throws `.authFail` when the tag does not verify (tampered, or another key),
-    /// `.replayFail` for an index already received, `.replayOld` for one older than the replay
-    /// window, `.badParam` for a malformed or too-short packet, `.noSuchSSRC` for an unknown SSRC,
-    /// `.badMKI` when the packet's MKI is not this context's.
-    /// On error the buffer's contents are unspecified.
-    package func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try process(buffer, length: length, growth: 0) { srtp_unprotect_mki($0, $1, $2, useMKI) }
-    }
-
-    /// Protects the (compound) RTCP packet in `buffer[0..<length]` in place (RFC 3711 section 3.4)
-    /// and returns the SRTCP length (`length + rtcpOverhead`); errors as `protect`.
-    package func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try process(buffer, length: length, growth: rtcpOverhead) {
-            srtp_protect_rtcp_mki($0, $1, $2, useMKI, 0)
+    /// `length` beyond the span's count is a programmer error and traps.
+    /// Thread rule: as the context's. Cost: one libsrtp call, no copy.
+    public func protect(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
+        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in
+            try process(buffer, length: length, growth: rtpOverhead) { srtp_protect_mki($0, $1, $2, useMKI, 0) }
         }
     }
 
-    /// Verifies and decrypts the SRTCP packet in `buffer[0..<length]` in place and returns the
-    /// RTCP length; errors as `unprotect` (replay uses the SRTCP index).
-    package func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try process(buffer, length: length, growth: 0) { srtp_unprotect_rtcp_mki($0, $1, $2, useMKI) }
-    }
-
-    /// Protects the RTP packet in `packet[0..<length]` in place and returns the SRTP length
-    /// (`length + rtpOverhead`); the span must have room for the tag. Errors as the raw-buffer form.
-    /// Thread rule: as the context's. Cost: as the raw-buffer form, no copy.
-    public func protect(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
-        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in try protect(buffer, length: length) }
-    }
-
-    /// Verifies and decrypts the SRTP packet in `packet[0..<length]` in place and returns the
-    /// RTP length. Errors as the raw-buffer form; on error the bytes are unspecified.
-    /// Thread rule: as the context's. Cost: as the raw-buffer form, no copy.
+    /// Verifies and decrypts the SRTP packet in `packet[0..<length]` in place and returns the RTP
+    /// length. Throws `.authFail` when the tag does not verify (tampered, or another key),
+    /// `.replayFail` for an index already received, `.replayOld` for one older than the replay
+    /// window, `.badParam` for a malformed or too-short packet, `.noSuchSSRC` for an unknown SSRC,
+    /// `.badMKI` when the packet's MKI is not this context's. On error the bytes are unspecified.
+    /// Thread rule: as the context's. Cost: one libsrtp call, no copy.
     public func unprotect(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
-        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in try unprotect(buffer, length: length) }
+        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in
+            try process(buffer, length: length, growth: 0) { srtp_unprotect_mki($0, $1, $2, useMKI) }
+        }
     }
 
-    /// Protects the (compound) RTCP packet in `packet[0..<length]` in place and returns the
-    /// SRTCP length (`length + rtcpOverhead`). Errors as the raw-buffer form.
-    /// Thread rule: as the context's. Cost: as the raw-buffer form, no copy.
+    /// Protects the (compound) RTCP packet in `packet[0..<length]` in place (RFC 3711 section 3.4)
+    /// and returns the SRTCP length (`length + rtcpOverhead`); errors as `protect`.
+    /// Thread rule: as the context's. Cost: one libsrtp call, no copy.
     public func protectRTCP(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
-        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in try protectRTCP(buffer, length: length) }
+        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in
+            try process(buffer, length: length, growth: rtcpOverhead) { srtp_protect_rtcp_mki($0, $1, $2, useMKI, 0) }
+        }
     }
 
     /// Verifies and decrypts the SRTCP packet in `packet[0..<length]` in place and returns the
-    /// RTCP length. Errors as the raw-buffer form.
-    /// Thread rule: as the context's. Cost: as the raw-buffer form, no copy.
+    /// RTCP length; errors as `unprotect` (replay uses the SRTCP index).
+    /// Thread rule: as the context's. Cost: one libsrtp call, no copy.
     public func unprotectRTCP(_ packet: inout MutableRawSpan, length: Int) throws(SRTPError) -> Int {
-        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in try unprotectRTCP(buffer, length: length) }
+        try packet.withUnsafeMutableBytes { (buffer) throws(SRTPError) in
+            try process(buffer, length: length, growth: 0) { srtp_unprotect_rtcp_mki($0, $1, $2, useMKI) }
+        }
     }
 
     @inline(__always)

@@ -114,7 +114,8 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
             scratch[at] = UInt8(truncatingIfNeeded: seq >> 8)
             scratch[at + 1] = UInt8(truncatingIfNeeded: seq)
         }
-        guard let n = try? t.context.protect(scratch, length: packet.count),
+        var span = scratch.mutableBytes
+        guard let n = try? t.context.protect(&span, length: packet.count),
             t.path.send(UnsafeRawBufferPointer(rebasing: scratch[0..<n]), on: t.socket)
         else { return false }
         return true
