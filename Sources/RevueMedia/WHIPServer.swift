@@ -232,7 +232,7 @@ public final class WHIPServer: Sendable {
             }
             let id = newID()
             switch sessions.reserve(id, client: request.client) {
-            case .full: return text(503, "\(policy.port): every session place is taken", [("Retry-After", "5")])
+            case .full: return text(503, "every session place is taken", [("Retry-After", "5")])
             case .clientFull: return text(429, "this client holds as many sessions as it may", [("Retry-After", "5")])
             case .reserved: break
             }

@@ -25,14 +25,15 @@ final class CannedServer: @unchecked Sendable {
     let done = DispatchSemaphore(value: 0)
 
     init(_ respond: @escaping @Sendable (Int32) -> Void) throws {
-        listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        listener = fd
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let ok = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, $0, &length) == 0
+                bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0
             }
         }
         guard ok else { throw JSONLineProcess.Failure(description: "canned server: \(errno)") }
@@ -369,7 +370,7 @@ struct WHIPClientTests {
 
     @Test func serversThatAnswerGarbageGiveTypedErrorsAndNeverHang() async throws {
         typealias Check = (String, @Sendable (Int32) -> Void, @Sendable (WHIPClientError) -> Bool)
-        func text(_ s: String) -> [UInt8] { Array(s.utf8) }
+        let text: @Sendable (String) -> [UInt8] = { Array($0.utf8) }
         let checks: [Check] = [
             (
                 "500", { CannedServer.write($0, text("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops")) },
