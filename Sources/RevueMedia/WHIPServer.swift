@@ -26,8 +26,10 @@ public struct WHIPServerOptions: Sendable, Hashable {
     /// which `WHIPServer` allows on a loopback address only (see `allowsNoTokenOffLoopback`).
     public var tokens: [String] = []
     /// The names a request's `Host` may carry (with no port or the server's port): host names,
-    /// IPv4 addresses, IPv6 addresses in brackets. nil (the default): `localhost`, `127.0.0.1`,
-    /// `[::1]` and the bound address. Others get `421 Misdirected Request`.
+    /// IPv4 addresses, IPv6 addresses in brackets; a `name:port` entry allows that name with
+    /// that port only (the public name a reverse proxy passes on). nil (the default):
+    /// `localhost`, `127.0.0.1`, `[::1]` and the bound address. Others get
+    /// `421 Misdirected Request`.
     public var allowedHosts: [String]? = nil
     /// Browser origins (`https://app.example.com`, `http://localhost:3000`) that may use the
     /// endpoint from a page: their preflights get the CORS grant and their responses carry it.

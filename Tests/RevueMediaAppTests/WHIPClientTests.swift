@@ -162,6 +162,161 @@ struct WHIPClientTests {
         }
     }
 
+    /// Runs `command` with `arguments` and waits; throws with its output when it fails.
+    static func run(_ command: String, _ arguments: [String], in directory: String) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: command)
+        p.arguments = arguments
+        p.currentDirectoryURL = URL(fileURLWithPath: directory)
+        let errors = Pipe()
+        p.standardError = errors
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else {
+            throw JSONLineProcess.Failure(description: "\(command) \(arguments): \(text.suffix(2000))")
+        }
+    }
+
+    /// A TLS-terminating proxy on 127.0.0.1:`port` in front of 127.0.0.1:`backend` (Python's
+    /// ssl module), as a WHIP server is deployed beyond loopback. Arguments: certificate, key,
+    /// port, backend port. Prints "ready" once it listens.
+    static let proxyScript = """
+        import socket, ssl, sys, threading
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+        backend = int(sys.argv[4])
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(('127.0.0.1', int(sys.argv[3])))
+        ls.listen(16)
+        print('ready', flush=True)
+        def pipe(a, b):
+            try:
+                while True:
+                    d = a.recv(65536)
+                    if not d:
+                        break
+                    b.sendall(d)
+            except OSError:
+                pass
+        def serve(c):
+            try:
+                t = ctx.wrap_socket(c, server_side=True)
+            except (ssl.SSLError, OSError):
+                c.close()
+                return
+            u = socket.create_connection(('127.0.0.1', backend))
+            threading.Thread(target=pipe, args=(t, u), daemon=True).start()
+            pipe(u, t)
+            t.close()
+            u.close()
+        while True:
+            c, _ = ls.accept()
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+        """
+
+    @Test func aWHIPClientPublishesOverHTTPSThroughATLSProxy() async throws {
+        let directory = NSTemporaryDirectory() + "whip-tls-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // A certificate authority of the test's own and a certificate for localhost signed by it.
+        let openssl = "/usr/bin/openssl"
+        try "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n".write(
+            toFile: directory + "/server.ext", atomically: true, encoding: .utf8)
+        try Self.run(
+            openssl,
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "ca.key",
+                "-out", "ca.pem", "-days", "2", "-subj", "/CN=WHIP test CA",
+            ], in: directory)
+        try Self.run(
+            openssl,
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "server.key", "-out",
+                "server.csr", "-subj", "/CN=localhost",
+            ], in: directory)
+        try Self.run(
+            openssl,
+            [
+                "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem",
+                "-days", "2", "-extfile", "server.ext",
+            ], in: directory)
+        try Self.proxyScript.write(toFile: directory + "/proxy.py", atomically: true, encoding: .utf8)
+
+        // The proxy's port, chosen first: its name and port are what clients put in Host, and the
+        // server lists exactly that.
+        let free = try CannedServer { _ in }
+        let proxyPort = free.port
+        free.stop()
+        let probe = MediaProbe()
+        var options = WHIPServerOptions()
+        options.tokens = ["tls-token-51"]
+        options.allowedHosts = ["localhost:\(proxyPort)"]
+        let server = try WHIPServer(options: options) { _ in
+            let pc = try RTCPeerConnection(configuration: Self.configuration())
+            pc.remoteVideoRenderer = probe
+            return pc
+        }
+        defer { server.stop() }
+        let proxy = Process()
+        let proxyOut = Pipe()
+        proxy.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        proxy.arguments = [
+            "python3", directory + "/proxy.py", directory + "/server.pem", directory + "/server.key", "\(proxyPort)",
+            "\(server.port)",
+        ]
+        proxy.standardOutput = proxyOut
+        try proxy.run()
+        defer {
+            // SIGKILL: the test process's children may inherit SIGTERM ignored.
+            kill(proxy.processIdentifier, SIGKILL)
+            proxy.waitUntilExit()
+        }
+        let ready = proxyOut.fileHandleForReading.availableData
+        try #require(String(decoding: ready, as: UTF8.self).hasPrefix("ready"), "the TLS proxy did not start")
+        let url = "https://localhost:\(proxyPort)/whip"
+
+        // Straight to the server with its own address in Host: not a name it answers to.
+        let direct = try LoopbackHTTP.exchange(
+            LoopbackHTTP.request(
+                "POST", "/whip", host: "127.0.0.1:\(server.port)",
+                headers: ["Authorization: Bearer tls-token-51", "Content-Type: application/sdp"], body: "v=0\r\n"),
+            port: server.port)
+        #expect(direct.status == 421)
+
+        var clientOptions = WHIPClientOptions()
+        clientOptions.token = "tls-token-51"
+        // Without the test's CA the certificate is refused: a typed connection error.
+        let untrusting = try RTCPeerConnection(configuration: Self.configuration(gathering: .milliseconds(100)))
+        defer { untrusting.close() }
+        _ = try untrusting.addTransceiver(.video, direction: .sendonly)
+        do {
+            _ = try await WHIPClient.publish(untrusting, to: url, options: clientOptions)
+            Issue.record("published to a server whose certificate no trusted CA signed")
+        } catch {
+            guard case .connection(let why) = error, why.contains("certificate") else { throw error }
+        }
+        #expect(server.sessionCount == 0)
+
+        clientOptions.certificateAuthorityFile = directory + "/ca.pem"
+        let client = try RTCPeerConnection(configuration: Self.configuration())
+        defer { client.close() }
+        let video = try client.addTransceiver(.video, direction: .sendonly)
+        let feeder = PatternFeeder(video: video.videoCapturer, audio: nil, width: Self.width, height: Self.height, tone: 440)
+        feeder.start()
+        defer { feeder.stop() }
+        let session = try await WHIPClient.publish(client, to: url, options: clientOptions)
+        #expect(session.resourceURL.hasPrefix(url + "/"), "\(session.resourceURL)")
+        let arrived = await waitFor(timeout: 30) { probe.video.withLock { $0.identified } >= 60 }
+        let v = probe.video.withLock { $0 }
+        print("WHIPClientTests HTTPS: \(v.frames) frames, \(v.identified) identified, PSNR mean \(v.psnrMean) dB")
+        #expect(arrived && v.psnrMean >= 30, "\(v.identified) frames, PSNR \(v.psnrMean) dB; \(client.connectionState)")
+        try await session.close()
+        #expect(server.sessionCount == 0)
+    }
+
     @Test func aWHEPClientPlaysAWHIPServerThatSends() async throws {
         let feeders = Mutex<[PatternFeeder]>([])
         defer { for feeder in feeders.withLock({ $0 }) { feeder.stop() } }

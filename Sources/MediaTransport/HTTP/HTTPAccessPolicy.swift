@@ -10,7 +10,8 @@ import MediaBase
 /// comparisons per request; a token comparison costs the same whatever the bytes.
 package struct HTTPAccessPolicy: Sendable {
     /// Host names (lower case, IPv6 in brackets) a request's `Host` may name, with no port or
-    /// with `port`.
+    /// with `port`; an entry with a port (`media.example.org:8443`, the name a reverse proxy
+    /// passes on) allows that name with that port.
     package var allowedHosts: Set<String>
     /// The port the server is reached on (the one bound).
     package var port: UInt16
@@ -44,9 +45,11 @@ package struct HTTPAccessPolicy: Sendable {
     }
 
     /// Whether a `Host` field value names this server: an allowed name, with no port or with
-    /// this server's port. A missing field is refused (HTTP/1.1 requires it).
+    /// this server's port, or an allowed `name:port` entry exactly. A missing field is refused
+    /// (HTTP/1.1 requires it).
     package func hostAllowed(_ value: String?) -> Bool {
         guard let value = value?.lowercased(), !value.isEmpty else { return false }
+        if value.contains(":") && allowedHosts.contains(value) { return true }
         let name: Substring, rest: Substring
         if value.hasPrefix("[") {
             guard let close = value.firstIndex(of: "]") else { return false }
