@@ -74,7 +74,8 @@ package struct HTTPAccessPolicy: Sendable {
         guard let value else { return false }
         let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
-        let given = Array(parts[1].utf8)
+        // RFC 6750: one or more spaces after the scheme.
+        let given = Array(parts[1].drop { $0 == " " }.utf8)
         var matched = false
         for token in tokens where Self.constantTimeEqual(given, token) { matched = true }
         return matched
