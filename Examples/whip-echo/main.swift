@@ -3,9 +3,10 @@
 // sends back what each client sends it: the video with a white square moving over it, and the
 // audio as it came. DELETE the Location to hang up.
 //
-//   whip-echo [--host 127.0.0.1] [--port 8080] [--size 640x360]
+//   whip-echo [--host 127.0.0.1] [--port 8080] [--size 640x360] [--token TOKEN]
 //
-// The video goes back at --size (the frames received are scaled to it).
+// The video goes back at --size (the frames received are scaled to it). With --token, clients
+// must send `Authorization: Bearer TOKEN`; a --host other than loopback needs one.
 import Dispatch
 import RevueMedia
 import Synchronization
@@ -89,16 +90,18 @@ final class EchoAudio: AudioSink, Sendable {
 var host = "127.0.0.1"
 var port: UInt16 = 8080
 var size = (width: 640, height: 360)
+var options = WHIPServerOptions()
 var arguments = CommandLine.arguments.dropFirst()
 while let flag = arguments.popFirst() {
     switch (flag, arguments.popFirst()) {
     case ("--host", let value?): host = value
     case ("--port", let value?) where UInt16(value) != nil: port = UInt16(value)!
+    case ("--token", let value?): options.tokens = [value]
     case ("--size", let value?) where value.split(separator: "x").compactMap({ Int($0) }).count == 2:
         let wh = value.split(separator: "x").compactMap { Int($0) }
         size = (wh[0], wh[1])
     default:
-        say("usage: whip-echo [--host IPV4] [--port PORT] [--size WxH]")
+        say("usage: whip-echo [--host IPV4] [--port PORT] [--size WxH] [--token TOKEN]")
         exit(2)
     }
 }
@@ -111,7 +114,7 @@ configuration.videoHeight = size.height
 
 let server: WHIPServer
 do {
-    server = try WHIPServer(host: host, port: port) { [configuration] offer, id in
+    server = try WHIPServer(host: host, port: port, options: options) { [configuration] offer, id in
         let pc = try RTCPeerConnection(configuration: configuration)
         let video = try pc.addTrack(.video)
         let audio = try pc.addTrack(.audio)

@@ -1,8 +1,11 @@
 // `revue-media webrtc`: a browser calls Revue. An HTTP server (HTTPServer.swift) serves a page
-// at `/` and a WHIP/WHEP-style endpoint at `/session` (RFC 9725 signalling: POST an SDP offer,
-// get the answer with 201 Created and a Location; DELETE the Location to hang up). Each session
-// is a `PeerConnection` that sends the moving test pattern and a tone (or a Y4M and a WAV file,
-// looped) and records the first session's incoming video and audio to IVF and Ogg Opus.
+// at `/`, a WHIP/WHEP-style endpoint at `/session` (RFC 9725 signalling: POST an SDP offer,
+// get the answer with 201 Created and a Location; DELETE the Location to hang up) and a WHEP
+// endpoint at `/whep` for players that only receive. Each session is a `PeerConnection` that
+// sends the moving test pattern and a tone (or a Y4M and a WAV file, looped) and records the
+// first `/session` call's incoming video and audio to IVF and Ogg Opus. Every request must
+// name an allowed Host (421), carry the token when one is set (401) and come from an allowed
+// origin when a browser sends it (403); sessions are capped per client and expire.
 import Dispatch
 import MediaCore
 import RevueCommandLine
@@ -27,15 +30,30 @@ enum WebRTCCommand: Command {
     static let help = """
         usage: revue-media webrtc [options]
 
-        Serves http://HOST:PORT/ (a page that opens the camera and microphone and calls Revue) and
+        Serves http://HOST:PORT/ (a page that opens the camera and microphone and calls Revue),
         POST /session (an SDP offer as application/sdp; the answer comes back with 201 Created and
-        a Location; DELETE that Location to hang up). Revue sends VP8 video and Opus audio to every
-        session and records what the first session sends it.
+        a Location; DELETE that Location to hang up) and POST /whep (the same for a WHEP player:
+        a receive-only offer gets Revue's stream). Revue sends VP8 video and Opus audio to every
+        session and records what the first /session call sends it.
 
         server:
           --host ADDR          IPv4 address to listen on (default 127.0.0.1: this machine only)
           --port N             TCP port (default 8080; 0 picks a free one, printed on stderr)
           --max-sessions N     sessions at once (default 4); more get 503
+          --max-sessions-per-client N
+                               sessions one client address may hold (default 2); more get 429
+          --connect-timeout S  end a session that has not connected after S seconds (default 30)
+        access:
+          --token TOKEN        require Authorization: Bearer TOKEN on POST and DELETE (the page
+                               sends it when opened as http://HOST:PORT/#token=TOKEN)
+          --token-file FILE    the same, the token read from FILE (its first line)
+          --allow-host NAMES   Host names the server answers to, comma-separated (default:
+                               localhost, 127.0.0.1, [::1] and ADDR); others get 421
+          --allow-origin ORIGINS
+                               browser origins granted CORS, comma-separated (scheme://host:port);
+                               other origins get no grant and 403 on POST and DELETE
+          --no-token-off-loopback
+                               allow --host other than loopback without a token (refused otherwise)
         media:
           --input FILE.y4m     video to send, looped (default: the moving test pattern)
           --audio FILE.wav     audio to send, looped (default: a 440 Hz tone)
@@ -47,15 +65,17 @@ enum WebRTCCommand: Command {
           --seconds S          stop after S seconds (default: until Ctrl-C)
           --quiet, -q          no progress on stderr
 
-        Requests are bounded: 8 KiB of head, 64 header fields, a 64 KiB body, 5 s to send it all;
-        others get 400, 405, 411, 413 or 431. Recordings are written atomically when Revue stops.
+        Requests are bounded: 8 KiB of head, 64 header fields, a 64 KiB body, 5 s to send it all
+        and at most 2 s of silence, 4 connections per client address; others get 400, 405, 411,
+        413 or 431. Recordings are written atomically when Revue stops.
         """
 
     static let valueOptions: Set<String> = [
-        "--host", "--port", "--max-sessions", "--input", "--audio", "--size", "--bitrate", "--record-video",
+        "--host", "--port", "--max-sessions", "--max-sessions-per-client", "--connect-timeout", "--token", "--token-file",
+        "--allow-host", "--allow-origin", "--input", "--audio", "--size", "--bitrate", "--record-video",
         "--record-audio", "--seconds",
     ]
-    static let flagOptions: Set<String> = ["--quiet", "-q"]
+    static let flagOptions: Set<String> = ["--quiet", "-q", "--no-token-off-loopback"]
 
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments(argv, valueOptions: valueOptions, flagOptions: flagOptions)
@@ -63,6 +83,27 @@ enum WebRTCCommand: Command {
         let host = args.string("--host") ?? "127.0.0.1"
         let port = try args.int("--port", range: 0...65_535) ?? 8080
         let maxSessions = try args.int("--max-sessions", range: 1...64) ?? 4
+        let perClient = try args.int("--max-sessions-per-client", range: 1...64) ?? 2
+        let connectTimeout = try args.double("--connect-timeout", range: 1...3600) ?? 30
+        var tokens: [String] = []
+        if let token = args.string("--token") { tokens.append(token) }
+        if let file = args.string("--token-file") {
+            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+                throw InputError(description: "--token-file \(file): cannot read it as text")
+            }
+            tokens.append(String(text.split(separator: "\n", maxSplits: 1).first ?? "").trimmingWhitespace)
+        }
+        for token in tokens where token.isEmpty || token.contains(where: { $0 == " " || $0.isNewline }) {
+            throw UsageError(description: "a token must not be empty or hold spaces")
+        }
+        if tokens.isEmpty && !HTTPAccessPolicy.isLoopback(host) && !args.flag("--no-token-off-loopback") {
+            throw UsageError(
+                description: "--host \(host) is reachable from other machines: give --token or --token-file "
+                    + "(or --no-token-off-loopback on a closed network)")
+        }
+        let allowedHosts = args.string("--allow-host").map { $0.split(separator: ",").map { String($0).trimmingWhitespace } }
+        let allowedOrigins =
+            args.string("--allow-origin").map { $0.split(separator: ",").map { String($0).trimmingWhitespace } } ?? []
         let seconds = try args.double("--seconds", range: 0.01...86_400)
         let bitrate = try args.int("--bitrate", range: 50_000...20_000_000) ?? 1_000_000
         let quiet = args.quiet
@@ -91,10 +132,15 @@ enum WebRTCCommand: Command {
         configuration.videoBitrate = bitrate
 
         let sessions = WebRTCSessions(
-            configuration: configuration, maxSessions: maxSessions, videoPath: videoPath, audioPath: audioPath, quiet: quiet)
+            configuration: configuration, maxSessions: maxSessions, perClient: perClient,
+            connectTimeout: .milliseconds(Int(connectTimeout * 1000)), videoPath: videoPath, audioPath: audioPath, quiet: quiet)
         let server: HTTPServer
         do {
             server = try HTTPServer(host: host, port: UInt16(port)) { request in sessions.handle(request) }
+            sessions.policy.withLock {
+                $0 = HTTPAccessPolicy(
+                    boundHost: host, port: server.port, hosts: allowedHosts, tokens: tokens, origins: allowedOrigins)
+            }
         } catch .notIPv4 {
             throw UsageError(description: "--host \(host): not an IPv4 address")
         } catch {
@@ -104,7 +150,7 @@ enum WebRTCCommand: Command {
         source.start(into: sessions)
         if !quiet {
             Console.error(
-                "webrtc: serving http://\(host):\(server.port)/ (POST /session); sending \(source.name) at \(source.width)x\(source.height)"
+                "webrtc: serving http://\(host):\(server.port)/ (POST /session, /whep)\(tokens.isEmpty ? "" : " with a token"); sending \(source.name) at \(source.width)x\(source.height)"
             )
         }
         let start = Date()
@@ -112,6 +158,7 @@ enum WebRTCCommand: Command {
         while !Interrupt.requested {
             if let seconds, Date().timeIntervalSince(start) >= seconds { break }
             usleep(50_000)
+            sessions.expire()
             if !quiet, Date().timeIntervalSince(lastReport) >= 2 {
                 lastReport = Date()
                 Console.error("webrtc: " + sessions.progressLine(sentFrames: source.framesSent.load(ordering: .relaxed)))
@@ -239,15 +286,22 @@ final class WebRTCSource: Sendable {
 /// Thread rule: `handle` from any number of connection threads at once; the rest from any
 /// thread. Cost: per session a `PeerConnection` (a socket, encoder and receive threads).
 final class WebRTCSessions: Sendable {
-    /// One call: its connection and the capturers the source feeds.
+    /// One call: its connection, the capturers the source feeds, who made it and when.
     struct Session {
         let connection: PeerConnection
         let video: BufferCapturer
         let audio: AudioBufferCapturer
+        var client = ""
+        var created = MonotonicTime.now
+        var connected = false
     }
 
     private let configuration: PeerConnectionConfiguration
     private let maxSessions: Int
+    private let perClient: Int
+    private let connectTimeout: Duration
+    /// Who may use the endpoints; set once the port is known (requests before get 503).
+    let policy = Mutex<HTTPAccessPolicy?>(nil)
     private let quiet: Bool
     private let sessions = Mutex<[String: Session]>([:])
     /// Sessions made so far.
@@ -258,10 +312,13 @@ final class WebRTCSessions: Sendable {
     private let recorderTaken = Atomic<Bool>(false)
 
     init(
-        configuration: PeerConnectionConfiguration, maxSessions: Int, videoPath: String?, audioPath: String?, quiet: Bool
+        configuration: PeerConnectionConfiguration, maxSessions: Int, perClient: Int, connectTimeout: Duration,
+        videoPath: String?, audioPath: String?, quiet: Bool
     ) {
         self.configuration = configuration
         self.maxSessions = maxSessions
+        self.perClient = perClient
+        self.connectTimeout = connectTimeout
         self.quiet = quiet
         recorder = videoPath == nil && audioPath == nil ? nil : WebRTCRecorder(videoPath: videoPath, audioPath: audioPath)
     }
@@ -279,8 +336,22 @@ final class WebRTCSessions: Sendable {
         return line
     }
 
-    /// Routes one request: the page, the endpoint, a session's Location.
+    /// Routes one request: the page, the endpoints, a session's Location. The access policy
+    /// comes first: the Host for everything, the token and the origin for the endpoints.
     func handle(_ request: HTTPRequest) -> HTTPResponse {
+        guard let policy = policy.withLock({ $0 }) else { return .text(503, "starting") }
+        let endpoint = ["/session", "/whep"].contains { request.path == $0 || request.path.hasPrefix($0 + "/") }
+        if let refusal = policy.refusal(request, needsToken: endpoint && request.method != "OPTIONS") { return refusal }
+        var response = route(request, policy: policy)
+        if endpoint, case .allowed(let origin) = policy.origin(request.headers["origin"]),
+            !response.headers.contains(where: { $0.0 == "Access-Control-Allow-Origin" })
+        {
+            response.headers += policy.corsFields(origin: origin)
+        }
+        return response
+    }
+
+    private func route(_ request: HTTPRequest, policy: HTTPAccessPolicy) -> HTTPResponse {
         switch request.path {
         case "/", "/index.html":
             guard request.method == "GET" || request.method == "HEAD" else {
@@ -289,17 +360,22 @@ final class WebRTCSessions: Sendable {
             return HTTPResponse(
                 status: 200, headers: [("Content-Type", "text/html; charset=utf-8")],
                 body: request.method == "HEAD" ? [] : Array(WebRTCPage.html.utf8))
-        case "/session":
-            if request.method == "OPTIONS" { return HTTPResponse(status: 204, headers: [("Allow", "POST, OPTIONS")]) }
+        case "/session", "/whep":
+            if request.method == "OPTIONS" {
+                return policy.preflight(request, methods: "POST, OPTIONS", extra: [("Accept-Post", "application/sdp")])
+            }
             guard request.method == "POST" else { return .text(405, "POST an SDP offer", headers: [("Allow", "POST, OPTIONS")]) }
             let type = request.headers["content-type"]?.split(separator: ";").first?.trimmingWhitespace
             guard type?.lowercased() == "application/sdp" else {
                 return .text(415, "the offer must be Content-Type: application/sdp")
             }
-            return offer(request.body)
+            return offer(request.body, client: request.client, path: request.path)
         default:
-            guard request.path.hasPrefix("/session/") else { return .text(404, "not found") }
-            let id = String(request.path.dropFirst("/session/".count))
+            guard let prefix = ["/session/", "/whep/"].first(where: { request.path.hasPrefix($0) }) else {
+                return .text(404, "not found")
+            }
+            let id = String(request.path.dropFirst(prefix.count))
+            if request.method == "OPTIONS" { return policy.preflight(request, methods: "DELETE, OPTIONS") }
             guard request.method == "DELETE" else { return .text(405, "DELETE ends the session", headers: [("Allow", "DELETE")]) }
             guard let session = sessions.withLock({ $0.removeValue(forKey: id) }) else { return .text(404, "no such session") }
             end(session)
@@ -308,8 +384,33 @@ final class WebRTCSessions: Sendable {
         }
     }
 
-    /// Answers an offer: a new session, or 400 (unusable offer) / 503 (too many sessions).
-    private func offer(_ body: [UInt8]) -> HTTPResponse {
+    /// Ends the sessions that failed or closed, and those not connected within the connect
+    /// timeout, freeing their places. Called from the main loop.
+    func expire() {
+        let now = MonotonicTime.now
+        let gone = sessions.withLock { s -> [(String, Session)] in
+            var gone: [(String, Session)] = []
+            for (id, session) in s {
+                let state = session.connection.state
+                if state == .connected {
+                    s[id]?.connected = true
+                } else if state == .failed || state == .closed || (!session.connected && now - session.created >= connectTimeout)
+                {
+                    gone.append((id, session))
+                    s.removeValue(forKey: id)
+                }
+            }
+            return gone
+        }
+        for (id, session) in gone {
+            end(session)
+            if !quiet { Console.error("webrtc: session \(id) expired (\(session.connection.state.rawValue))") }
+        }
+    }
+
+    /// Answers an offer posted to `path`: a new session, or 400 (unusable offer), 503 (too many
+    /// sessions), 429 (too many for this client).
+    private func offer(_ body: [UInt8], client: String, path: String) -> HTTPResponse {
         guard let text = String(bytes: body, encoding: .utf8), !text.isEmpty else {
             return .text(400, "the offer is empty or not UTF-8 text")
         }
@@ -326,9 +427,13 @@ final class WebRTCSessions: Sendable {
         for session in dead { session.connection.close() }
         // Refused before a connection is made; checked again when it is added (offers race).
         if sessions.withLock({ $0.count }) >= maxSessions { return .text(503, "\(maxSessions) sessions are open already") }
+        if sessions.withLock({ $0.values.count { $0.client == client } }) >= perClient {
+            return .text(429, "this client holds \(perClient) sessions already", headers: [("Retry-After", "5")])
+        }
         let id = UUID().uuidString.lowercased()
-        // The recorder goes to the first offer that gets this far, once.
-        let first = recorderTaken.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+        // The recorder goes to the first call to /session that gets this far, once.
+        let first =
+            path == "/session" && recorderTaken.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
         let made: Result<(Session, String), PeerConnectionError> = Self.wait {
             do {
                 let connection = try PeerConnection(configuration: self.configuration)
@@ -359,19 +464,25 @@ final class WebRTCSessions: Sendable {
         case .failure(let error):
             return .text(400, "cannot answer the offer: \(error)")
         case .success(let (session, answer)):
-            let accepted = sessions.withLock { s -> Bool in
-                guard s.count < maxSessions else { return false }
+            var session = session
+            session.client = client
+            let accepted = sessions.withLock { s -> Int? in
+                guard s.count < maxSessions else { return 503 }
+                guard s.values.count(where: { $0.client == client }) < perClient else { return 429 }
                 s[id] = session
-                return true
+                return nil
             }
-            guard accepted else {
+            if let refused = accepted {
                 session.connection.close()
-                return .text(503, "\(maxSessions) sessions are open already")
+                return .text(
+                    refused,
+                    refused == 503
+                        ? "\(maxSessions) sessions are open already" : "this client holds \(perClient) sessions already")
             }
             total.add(1, ordering: .relaxed)
             if !quiet { Console.error("webrtc: session \(id) answered") }
             return HTTPResponse(
-                status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "/session/\(id)")],
+                status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "\(path)/\(id)")],
                 body: Array(answer.utf8))
         }
     }

@@ -1,6 +1,7 @@
 // The page `revue-media webrtc` serves at `/`: it opens the camera and microphone, POSTs its
 // offer (sendrecv audio and video) to /session, plays what Revue sends, shows the connection's
-// state, and, and DELETEs the session on "Hang up" or when the page goes.
+// state, and DELETEs the session on "Hang up" or when the page goes. A `#token=TOKEN` fragment in
+// the page's address is sent as the bearer token.
 // `mediaStats()` returns the counters as JSON text (the tests read it over the DevTools protocol).
 
 /// The HTML of the page. Thread rule: a constant. Cost: none.
@@ -21,6 +22,9 @@ enum WebRTCPage {
         <audio id="remoteAudio" autoplay></audio>
         <script>
         let pc = null, location_ = null, localStream = null;
+        // A token given as http://HOST:PORT/#token=TOKEN (a fragment never leaves the browser).
+        const token = new URLSearchParams(window.location.hash.slice(1)).get('token');
+        const auth = token ? {'Authorization': 'Bearer ' + token} : {};
         const status = t => { document.getElementById('status').textContent = t; };
         async function gathered(pc) {
           if (pc.iceGatheringState === 'complete') return;
@@ -44,7 +48,7 @@ enum WebRTCPage {
           for (const t of localStream.getTracks()) pc.addTransceiver(t, {direction: 'sendrecv', streams: [localStream]});
           await pc.setLocalDescription(await pc.createOffer());
           await gathered(pc);
-          const response = await fetch('/session', {method: 'POST', headers: {'Content-Type': 'application/sdp'},
+          const response = await fetch('/session', {method: 'POST', headers: {...auth, 'Content-Type': 'application/sdp'},
                                                      body: pc.localDescription.sdp});
           if (response.status !== 201) throw new Error('Revue answered ' + response.status + ': ' + await response.text());
           location_ = response.headers.get('Location');
@@ -53,7 +57,7 @@ enum WebRTCPage {
           return pc.signalingState;
         }
         async function hangup() {
-          if (location_) await fetch(location_, {method: 'DELETE'});
+          if (location_) await fetch(location_, {method: 'DELETE', headers: auth});
           location_ = null;
           if (localStream) for (const t of localStream.getTracks()) t.stop();
           if (pc) pc.close();
@@ -84,7 +88,7 @@ enum WebRTCPage {
         document.getElementById('call').onclick = () => call().catch(e => status(String(e)));
         document.getElementById('hangup').onclick = () => hangup();
         document.getElementById('mute').onchange = e => { document.getElementById('remoteAudio').muted = e.target.checked; };
-        window.addEventListener('pagehide', () => { if (location_) fetch(location_, {method: 'DELETE', keepalive: true}); });
+        window.addEventListener('pagehide', () => { if (location_) fetch(location_, {method: 'DELETE', headers: auth, keepalive: true}); });
         call().catch(e => status(String(e)));
         </script></body></html>
         """

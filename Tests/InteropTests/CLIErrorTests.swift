@@ -125,6 +125,16 @@ import Testing
         Case(
             name: "webrtc missing input", files: [:], arguments: ["webrtc", "--input", "gone.y4m"], status: 1,
             mentions: ["gone.y4m"]),
+        Case(
+            name: "webrtc beyond loopback without a token", files: [:],
+            arguments: ["webrtc", "--host", "0.0.0.0", "--port", "0"],
+            status: 2, mentions: ["--token"]),
+        Case(
+            name: "webrtc token file missing", files: [:], arguments: ["webrtc", "--token-file", "gone.txt"], status: 1,
+            mentions: ["gone.txt"]),
+        Case(
+            name: "webrtc token with a space", files: [:], arguments: ["webrtc", "--token", "two words"], status: 2,
+            mentions: ["token"]),
     ]
 
     @Test(arguments: inputCases + usageCases)

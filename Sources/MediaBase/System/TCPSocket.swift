@@ -112,6 +112,21 @@ package struct TCPSocket: Hashable, Sendable {
         return address
     }
 
+    /// The address of the peer of a connected or accepted socket. Cost: `getpeername`.
+    package func peerAddress() throws(Errno) -> SocketAddress {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let rc = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor.rawValue, $0, &length) }
+        }
+        if rc != 0 { throw Errno.current }
+        let address = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress(sockaddr: $0) }
+        }
+        guard let address else { throw Errno(rawValue: EAFNOSUPPORT) }
+        return address
+    }
+
     /// Turns off Nagle's algorithm (`TCP_NODELAY`), best effort.
     package func setNoDelay() {
         var one: Int32 = 1

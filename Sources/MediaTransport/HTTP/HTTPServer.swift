@@ -1,8 +1,9 @@
 // A small HTTP/1.1 server over a TCP socket, for `revue-media webrtc` and the WHIP endpoint of
 // RevueMedia: one request per connection (the response closes it), bounded in every direction so
 // that a bad client costs a thread for at most the read timeout and a few dozen KiB, and never
-// more than `maxConnections` threads at once. Requests that break the limits or the grammar get
-// 400, 405, 411, 413 or 431.
+// more than `maxConnections` threads at once (and one client address never more than
+// `connectionsPerClient` of them). Requests that break the limits or the grammar get 400, 405,
+// 411, 413 or 431.
 internal import CMediaShims
 import Dispatch
 import MediaBase
@@ -37,6 +38,8 @@ package struct HTTPRequest {
     package var headers: [String: String]
     /// The body (`Content-Length` bytes).
     package var body: [UInt8]
+    /// The client's numeric address (`127.0.0.1`, `::1`), without the port; empty when unknown.
+    package var client: String = ""
 }
 
 /// A response: status, extra header fields, body. Thread rule: a value. Cost: none.
@@ -71,10 +74,14 @@ package struct HTTPResponse {
         case 400: return "Bad Request"
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
         case 408: return "Request Timeout"
         case 411: return "Length Required"
         case 413: return "Content Too Large"
         case 415: return "Unsupported Media Type"
+        case 421: return "Misdirected Request"
+        case 429: return "Too Many Requests"
         case 431: return "Request Header Fields Too Large"
         case 500: return "Internal Server Error"
         case 501: return "Not Implemented"
@@ -98,8 +105,14 @@ package final class HTTPServer: Sendable {
         package var bodyBytes = 64 * 1024
         /// Seconds a client may take to send the whole request.
         package var readTimeout = 5.0
+        /// Seconds a client may stay silent between two reads (a connection that sends nothing,
+        /// or trickles its head a byte at a time slower than this, is closed).
+        package var idleTimeout = 2.0
         /// Connections served at once; more wait in the listen backlog.
         package var maxConnections = 16
+        /// Connections one client address may hold at once; a further one is closed unanswered
+        /// as soon as it is accepted, so one address cannot hold every slot.
+        package var connectionsPerClient = 4
 
         package init() {}
     }
@@ -119,6 +132,11 @@ package final class HTTPServer: Sendable {
     private let acceptDone = DispatchSemaphore(value: 0)
     /// Requests answered, and requests refused before the handler (bad grammar or limits).
     package let served = Atomic<Int>(0), refused = Atomic<Int>(0)
+    /// Connections closed because the client stalled (the idle or read timeout passed), and
+    /// connections closed at accept because their address held `connectionsPerClient` already.
+    package let timedOut = Atomic<Int>(0), turnedAway = Atomic<Int>(0)
+    /// Open connections per client address (an entry goes when its count reaches zero).
+    private let perClient = Mutex<[String: Int]>([:])
 
     /// Binds `host:port` (an IPv4 address) and listens. Throws `HTTPServerError` when it cannot.
     package init(
@@ -154,10 +172,27 @@ package final class HTTPServer: Sendable {
                 else {
                     continue
                 }
+                let address = (try? client.peerAddress())?.host ?? ""
+                let admitted = perClient.withLock { counts -> Bool in
+                    guard counts[address, default: 0] < limits.connectionsPerClient else { return false }
+                    counts[address, default: 0] += 1
+                    return true
+                }
+                guard admitted else {
+                    turnedAway.add(1, ordering: .relaxed)
+                    client.close()
+                    continue
+                }
                 open.wait()
                 _ = TransportThread(name: "revue.http.connection") { [self] in
-                    defer { open.signal() }
-                    serve(client)
+                    defer {
+                        perClient.withLock { counts in
+                            let left = counts[address, default: 1] - 1
+                            counts[address] = left > 0 ? left : nil
+                        }
+                        open.signal()
+                    }
+                    serve(client, from: address)
                 }
             }
         }
@@ -171,11 +206,12 @@ package final class HTTPServer: Sendable {
     }
 
     /// Reads one request, answers it and closes the connection.
-    private func serve(_ client: TCPSocket) {
+    private func serve(_ client: TCPSocket, from address: String) {
         defer { client.close() }
         let response: HTTPResponse
         switch read(client) {
-        case .success(let request):
+        case .success(var request):
+            request.client = address
             response = handler(request)
             served.add(1, ordering: .relaxed)
         case .failure(let refusal):
@@ -205,13 +241,15 @@ package final class HTTPServer: Sendable {
         while true {
             let n: Int
             do throws(Errno) {
-                try client.wait(for: .readable, deadline: deadline)
+                let idle = MonotonicTime.now + .milliseconds(Int(limits.idleTimeout * 1000))
+                try client.wait(for: .readable, deadline: min(deadline, idle))
                 let received = chunk.withUnsafeMutableBytes { raw in Result { () throws(Errno) in try client.receive(into: raw) }
                 }
                 guard let count = try received.get() else { continue }
                 n = count
             } catch {
                 guard error == .timedOut else { return .failure(Refusal(status: nil, message: "receive failed: \(error)")) }
+                timedOut.add(1, ordering: .relaxed)
                 // A client that sent nothing and stopped: not a request.
                 return .failure(Refusal(status: received == 0 ? nil : 408, message: "the request took too long"))
             }
