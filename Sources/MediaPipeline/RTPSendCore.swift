@@ -71,6 +71,10 @@ package final class RTPSendCore: @unchecked Sendable {
     var clock = EngineClock.monotonic
     /// Transport-wide sequence numbers: the element's ID and the transport's counter.
     let transportSequence: (id: UInt8, numbers: TransportSequenceNumbers?)?
+    /// With `late`: where the reserved header extension elements lie in every packet (the offset
+    /// of each element's data; -1: not reserved). The egress writes the peer's negotiated IDs
+    /// there (`LateSendProtection.extensionIDs`) just before protection, or blanks the element.
+    private let lateElements: (audioLevel: Int, absSendTime: Int, transportSequence: Int)
 
     init(
         ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
@@ -115,6 +119,18 @@ package final class RTPSendCore: @unchecked Sendable {
         if let t = transportSequence { header.extensions.setTransportSequenceNumber(0, id: t.id) }
         headerSize = header.marshalSize
         self.transportSequence = transportSequence
+        if self.late != nil, headerSize > 12 {
+            // The layout is fixed from here on: find each reserved element once.
+            let h = header
+            let ids = (audioLevelID, absSendTimeID, transportSequence?.id)
+            lateElements = withUnsafeTemporaryAllocation(byteCount: headerSize, alignment: 16) { b in
+                let n = h.marshal(into: b)
+                func at(_ id: UInt8?) -> Int { id.flatMap { RTPHeaderExtensions.elementOffset(id: $0, in: b, length: n) } ?? -1 }
+                return (at(ids.0), at(ids.1), at(ids.2))
+            }
+        } else {
+            lateElements = (-1, -1, -1)
+        }
         buffer = .allocate(byteCount: mtu + 128, alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
         nacks = MPSCRing<UInt64>(capacity: 1024)
@@ -213,6 +229,7 @@ package final class RTPSendCore: @unchecked Sendable {
         if rtx != nil {
             history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), now: now)
         }
+        if let late { mapNegotiatedExtensions(late, packet) }
         var wire = length
         if let srtp {
             do { wire = try srtp.protect(packet, length: length) } catch {
@@ -237,6 +254,30 @@ package final class RTPSendCore: @unchecked Sendable {
             late.markAdopted()
         }
         packet[1] = (packet[1] & 0x80) | late.payloadType
+    }
+
+    /// A late stream (WebRTC): writes the peer's negotiated IDs into the reserved elements, or
+    /// turns an element the peer did not accept into padding bytes (RFC 8285 §4.2: zero bytes
+    /// between elements), so the packet keeps its size and nothing unnegotiated leaves. One
+    /// atomic load and a few byte stores. Egress thread.
+    @inline(__always) private func mapNegotiatedExtensions(_ late: LateSendProtection, _ packet: UnsafeMutableRawBufferPointer) {
+        let ids = late.extensionIDs
+        Self.writeElementID(ids.audioLevel, at: lateElements.audioLevel, in: packet)
+        Self.writeElementID(ids.absSendTime, at: lateElements.absSendTime, in: packet)
+        Self.writeElementID(ids.transportSequence, at: lateElements.transportSequence, in: packet)
+    }
+
+    /// Gives the one-byte element whose data starts at `at` the ID `id`, or blanks it (header and
+    /// data) when `id` is not a one-byte ID (0: not negotiated).
+    @inline(__always) private static func writeElementID(_ id: UInt8, at: Int, in packet: UnsafeMutableRawBufferPointer) {
+        guard at > 0 else { return }
+        let header = packet[at - 1]
+        let size = Int(header & 0x0F) + 1
+        if id >= 1 && id <= 14 {
+            packet[at - 1] = id << 4 | (header & 0x0F)
+        } else {
+            for i in (at - 1)..<(at + size) { packet[i] = 0 }
+        }
     }
 
     /// Gives the packet the transport's next transport-wide sequence number, when configured, and
@@ -295,6 +336,7 @@ package final class RTPSendCore: @unchecked Sendable {
                     else { return }
                     payload = stored.count - headerSize
                     stampTransportSequence(rtxBuffer, length: n, now: now)
+                    if let late { mapNegotiatedExtensions(late, rtxBuffer) }
                     var wire = n
                     if let srtp {
                         do { wire = try srtp.protect(rtxBuffer, length: n) } catch {
@@ -398,6 +440,7 @@ extension RTPSendCore: RTPPacerEgress {
             rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
         }
         stampTransportSequence(rtxBuffer, length: length, now: now, probeCluster: probeCluster)
+        if let late { mapNegotiatedExtensions(late, rtxBuffer) }
         var wire = length
         if let srtp {
             do { wire = try srtp.protect(rtxBuffer, length: length) } catch {
