@@ -13,8 +13,10 @@ import MediaWire
 /// Thread rule: stateless; any thread. Cost: a walk over the sections' `a=extmap` lines.
 package enum PeerConnectionHeaderExtensions {
     /// The IDs a local track's send stream reserves its elements under before anything is
-    /// negotiated (never seen by the peer: the egress rewrites or blanks them).
-    package static let reserved = NegotiatedHeaderExtensionIDs(audioLevel: 1, absSendTime: 2, transportSequence: 3)
+    /// negotiated (never seen by the peer: the egress rewrites or blanks them). Deliberately not
+    /// the IDs browsers and our own offers give these extensions, so a packet that left without
+    /// its IDs rewritten would not be read as if it were right.
+    package static let reserved = NegotiatedHeaderExtensionIDs(audioLevel: 14, absSendTime: 13, transportSequence: 12)
 
     /// The IDs our packets in section `mid` carry: for each extension the answer kept in that
     /// section, the ID the peer's description gives it (`remote`; the answer itself when the peer

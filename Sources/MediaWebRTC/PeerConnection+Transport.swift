@@ -423,6 +423,9 @@ extension PeerConnection {
         // The peer numbers its packets transport-wide (browsers do when transport-cc is agreed):
         // transport feedback goes back every 100 ms for its send-side congestion control.
         c.transportSequenceNumberExtensionID = n.transportSequenceExtensionID
+        // With transport feedback the sender runs its own estimate on it; a REMB from our
+        // receive-side estimate beside it would only cap that (libwebrtc receivers send none then).
+        c.sendREMB = n.transportSequenceExtensionID == nil
         let pipeline: ReceivePipeline
         do {
             pipeline = try ReceivePipeline(socket: socket, configuration: c, renderer: renderer?.renderer)

@@ -16,11 +16,18 @@ extension PeerConnectionChromiumTests {
         var second: Int
         var chromium: Double
         var revue: Double
-        var description: String { "\(second)s: Chromium \(Int(chromium / 1000)) kbit/s, Revue \(Int(revue / 1000)) kbit/s" }
+        /// What Chromium's video sent in the last second, its encoder target, the loss our
+        /// reports gave it, and the transport feedback Revue sent in all.
+        var chromiumSent: Double, chromiumTarget: Double, chromiumLoss: Double, feedbackSent: Int
+        var description: String {
+            "\(second)s: Chromium \(Int(chromium / 1000)) kbit/s (video sent \(Int(chromiumSent / 1000)), target \(Int(chromiumTarget / 1000)), loss reported \(chromiumLoss)), Revue \(Int(revue / 1000)) kbit/s; Revue's transport feedback \(feedbackSent)"
+        }
     }
 
     @Test func bothEstimatesFollowARateLimitDownAndBackUp() async throws {
-        let limit = 400_000
+        // Below what Chromium's fake camera and microphone send (about 200 + 40 kbit/s; its
+        // estimate has no reason to come down for a limit its traffic fits under).
+        let limit = 160_000
         let (peer, dir) = try JSEPInteropTests.chromium()
         defer {
             peer.stop()
@@ -57,14 +64,20 @@ extension PeerConnectionChromiumTests {
         var samples: [EstimateSample] = []
         let start = Date()
         /// Samples both estimates once a second for `seconds`.
+        var lastBytes = 0.0
         func watch(_ seconds: Int) async {
             for _ in 0..<seconds {
                 try? await Task.sleep(nanoseconds: 1_000_000_000)
                 let stats = (try? Self.pageStats(peer)) ?? [:]
+                let bytes = Self.number(stats, "videoBytesSent")
                 samples.append(
                     EstimateSample(
                         second: Int(Date().timeIntervalSince(start)), chromium: Self.number(stats, "availableOutgoingBitrate"),
-                        revue: Double(connection.sendBandwidthEstimate ?? 0)))
+                        revue: Double(connection.sendBandwidthEstimate ?? 0), chromiumSent: (bytes - lastBytes) * 8,
+                        chromiumTarget: Self.number(stats, "videoTargetBitrate"),
+                        chromiumLoss: Self.number(stats, "remoteFractionLost"),
+                        feedbackSent: connection.receiveStatistics?.transportFeedbackSent ?? 0))
+                lastBytes = bytes
             }
         }
         func last(_ n: Int) -> (chromium: Double, revue: Double) {
@@ -78,11 +91,11 @@ extension PeerConnectionChromiumTests {
         limited.forward = ImpairmentModel.Settings(rateBitsPerSecond: limit, queueLimitMilliseconds: 200)
         limited.reverse = limited.forward
         relay.update(configuration: limited)
-        await watch(20)
+        await watch(25)
         let under = last(4)
         relay.update(configuration: open)
-        await watch(20)
-        let after = last(4)
+        await watch(25)
+        let after = last(3)
         let feedback = connection.transportFeedbackReceived ?? 0
         let relayStatistics = relay.statistics
         print(
@@ -99,13 +112,14 @@ extension PeerConnectionChromiumTests {
         // read: its feedback is the proof that the extension went out under its ID.
         #expect(feedback > 20, "Revue took \(feedback) transport feedback packets from Chromium")
         #expect(before.chromium > 0 && before.revue > 0)
-        // Under the limit both end within a band around it (the rate counts UDP payload only).
-        let band = (Double(limit) * 0.3)...(Double(limit) * 1.5)
+        // Under the limit both end within a band around it (the rate counts UDP payload only; our
+        // estimate may rest at its 50 kbit/s floor).
+        let band = (Double(limit) * 0.25)...(Double(limit) * 1.6)
         #expect(band.contains(under.chromium), "Chromium's estimate under the limit: \(Int(under.chromium))")
         #expect(band.contains(under.revue), "Revue's estimate under the limit: \(Int(under.revue))")
-        // Lifted, both climb back well above it.
+        // Lifted, both climb back above it (ours grows by about 8 % a second from its floor).
         #expect(
             after.chromium > max(under.chromium * 1.5, Double(limit) * 1.25), "Chromium after the limit: \(Int(after.chromium))")
-        #expect(after.revue > max(under.revue * 1.3, Double(limit) * 1.25), "Revue after the limit: \(Int(after.revue))")
+        #expect(after.revue > max(under.revue * 1.5, Double(limit)), "Revue after the limit: \(Int(after.revue))")
     }
 }
