@@ -1,4 +1,3 @@
-import Glibc
 import MediaBase
 import MediaCodecs
 import MediaTransport
@@ -488,7 +487,12 @@ public final class AudioReceiveStream: @unchecked Sendable {
         receiveStatistics.fill(&s)
         s.packetsDiscarded += UInt64(networkDiscarded)
         // RFC 6464: the level is -dBov, 0 (loudest) to 127.
-        if lastSenderLevel >= 0 { s.audioLevel = pow(10, -Double(lastSenderLevel) / 20) }
+        if lastSenderLevel >= 0 {
+            // 10^(-level/20): one factor of 10^(-1/20) per dB, at most 127 (a few times a second).
+            var linear = 1.0
+            for _ in 0..<lastSenderLevel { linear *= 0.891_250_938_133_745_6 }
+            s.audioLevel = linear
+        }
         return s
     }
 }
