@@ -18,6 +18,8 @@ package final class LateSendProtection: Sendable {
     /// Set by the egress thread before it writes its first protected packet; packets written to
     /// the sink before that are unprotected.
     private let adoptedFlag = Atomic<Bool>(false)
+    /// The negotiated header extension IDs (`NegotiatedHeaderExtensionIDs.packed`); 0: none sent.
+    private let extensionIDSlot = Atomic<UInt32>(0)
 
     /// A slot with nothing in it yet.
     package init() {}
@@ -35,6 +37,20 @@ package final class LateSendProtection: Sendable {
     /// Changes the payload type packets leave with (a renegotiation that mapped the codec anew).
     package func setPayloadType(_ payloadType: UInt8) {
         payloadTypeSlot.store(payloadType & 0x7F, ordering: .relaxed)
+    }
+
+    /// Sets the RFC 8285 IDs the peer gave the header extensions this stream reserves (the
+    /// answer of the latest exchange); an element whose ID is 0 or above 14 leaves as padding
+    /// bytes, so the peer never sees an extension it did not accept. Until the first call none
+    /// is sent. Thread rule: any thread; the egress uses the new IDs from its next packet.
+    /// Cost: one atomic store.
+    package func setExtensionIDs(_ ids: NegotiatedHeaderExtensionIDs) {
+        extensionIDSlot.store(ids.packed, ordering: .relaxed)
+    }
+
+    /// The IDs last set. Thread rule: any thread. Cost: one atomic load.
+    package var extensionIDs: NegotiatedHeaderExtensionIDs {
+        NegotiatedHeaderExtensionIDs(packed: extensionIDSlot.load(ordering: .relaxed))
     }
 
     /// Whether the stream protects its packets now (the sink may send what it is given).
@@ -56,4 +72,33 @@ package final class LateSendProtection: Sendable {
 /// then on. Thread rule: immutable.
 struct SRTPContextBox: Sendable {
     let context: SRTPContext
+}
+
+/// The RFC 8285 IDs a WebRTC peer gave the header extensions a send stream can carry (its
+/// answer's, or the offer's when we answered). 0 means "not negotiated": the stream leaves that
+/// element out (as padding bytes). Only one-byte IDs (1-14) are written; a larger one counts as
+/// not negotiated. Thread rule: a value type. Cost: none.
+package struct NegotiatedHeaderExtensionIDs: Sendable, Hashable {
+    /// RFC 6464 client-to-mixer audio level (`urn:ietf:params:rtp-hdrext:ssrc-audio-level`).
+    package var audioLevel: UInt8 = 0
+    /// abs-send-time (`http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time`).
+    package var absSendTime: UInt8 = 0
+    /// Transport-wide sequence number (draft-holmer-rmcat-transport-wide-cc-extensions-01).
+    package var transportSequence: UInt8 = 0
+
+    /// IDs given explicitly (0: not negotiated).
+    package init(audioLevel: UInt8 = 0, absSendTime: UInt8 = 0, transportSequence: UInt8 = 0) {
+        self.audioLevel = audioLevel
+        self.absSendTime = absSendTime
+        self.transportSequence = transportSequence
+    }
+
+    /// The three IDs in one word (for an atomic slot).
+    var packed: UInt32 { UInt32(audioLevel) | UInt32(absSendTime) << 8 | UInt32(transportSequence) << 16 }
+
+    init(packed: UInt32) {
+        audioLevel = UInt8(truncatingIfNeeded: packed)
+        absSendTime = UInt8(truncatingIfNeeded: packed >> 8)
+        transportSequence = UInt8(truncatingIfNeeded: packed >> 16)
+    }
 }

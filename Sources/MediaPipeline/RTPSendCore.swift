@@ -71,6 +71,13 @@ package final class RTPSendCore: @unchecked Sendable {
     var clock = EngineClock.monotonic
     /// Transport-wide sequence numbers: the element's ID and the transport's counter.
     let transportSequence: (id: UInt8, numbers: TransportSequenceNumbers?)?
+    /// With `late`: the IDs the header extension elements are reserved under (0: none), which
+    /// the egress replaces with the peer's negotiated IDs (`LateSendProtection.extensionIDs`)
+    /// just before protection, or blanks. Found by ID in each packet: setting an element moves
+    /// it to the end, so the order within the block changes from packet to packet.
+    private let reservedIDs: (audioLevel: UInt8, absSendTime: UInt8, transportSequence: UInt8)
+    /// Whether the egress maps extension IDs (a late stream with reserved elements).
+    private let mapsExtensions: Bool
 
     init(
         ssrc: UInt32, payloadType: UInt8, mtu: Int, srtp material: SRTPKeyMaterial?, sink: PacketSink,
@@ -115,6 +122,8 @@ package final class RTPSendCore: @unchecked Sendable {
         if let t = transportSequence { header.extensions.setTransportSequenceNumber(0, id: t.id) }
         headerSize = header.marshalSize
         self.transportSequence = transportSequence
+        reservedIDs = (audioLevelID ?? 0, absSendTimeID ?? 0, transportSequence?.id ?? 0)
+        mapsExtensions = self.late != nil && (audioLevelID != nil || absSendTimeID != nil || transportSequence != nil)
         buffer = .allocate(byteCount: mtu + 128, alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
         nacks = MPSCRing<UInt64>(capacity: 1024)
@@ -213,6 +222,7 @@ package final class RTPSendCore: @unchecked Sendable {
         if rtx != nil {
             history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), now: now)
         }
+        if let late { mapNegotiatedExtensions(late, packet, length: length) }
         var wire = length
         if let srtp {
             var span = packet.mutableBytes
@@ -238,6 +248,43 @@ package final class RTPSendCore: @unchecked Sendable {
             late.markAdopted()
         }
         packet[1] = (packet[1] & 0x80) | late.payloadType
+    }
+
+    /// A late stream (WebRTC): writes the peer's negotiated IDs into the reserved elements, or
+    /// turns an element the peer did not accept into padding bytes (RFC 8285 §4.2: zero bytes
+    /// between elements), so the packet keeps its size and nothing unnegotiated leaves. One
+    /// atomic load, a walk over the block's few elements and a few byte stores. Egress thread.
+    @inline(__always) private func mapNegotiatedExtensions(
+        _ late: LateSendProtection, _ packet: UnsafeMutableRawBufferPointer, length: Int
+    ) {
+        guard mapsExtensions, length >= 12, packet[0] & 0x10 != 0 else { return }
+        var at = 12 + 4 * Int(packet[0] & 0x0F)
+        guard at + 4 <= length, packet[at] == 0xBE, packet[at + 1] == 0xDE else { return }
+        let end = min(length, at + 4 + 4 * (Int(packet[at + 2]) << 8 | Int(packet[at + 3])))
+        let ids = late.extensionIDs
+        at += 4
+        while at < end {
+            let b = packet[at]
+            if b == 0 {
+                at += 1
+                continue
+            }
+            let reserved = b >> 4, size = Int(b & 0x0F) + 1
+            guard reserved != 15, at + 1 + size <= end else { return }
+            let id: UInt8
+            switch reserved {
+            case reservedIDs.audioLevel: id = ids.audioLevel
+            case reservedIDs.absSendTime: id = ids.absSendTime
+            case reservedIDs.transportSequence: id = ids.transportSequence
+            default: id = reserved
+            }
+            if id >= 1 && id <= 14 {
+                packet[at] = id << 4 | (b & 0x0F)
+            } else {
+                for i in at..<(at + 1 + size) { packet[i] = 0 }
+            }
+            at += 1 + size
+        }
     }
 
     /// Gives the packet the transport's next transport-wide sequence number, when configured, and
@@ -296,6 +343,7 @@ package final class RTPSendCore: @unchecked Sendable {
                     else { return }
                     payload = stored.count - headerSize
                     stampTransportSequence(rtxBuffer, length: n, now: now)
+                    if let late { mapNegotiatedExtensions(late, rtxBuffer, length: n) }
                     var wire = n
                     if let srtp {
                         var span = rtxBuffer.mutableBytes
@@ -400,6 +448,7 @@ extension RTPSendCore: RTPPacerEgress {
             rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
         }
         stampTransportSequence(rtxBuffer, length: length, now: now, probeCluster: probeCluster)
+        if let late { mapNegotiatedExtensions(late, rtxBuffer, length: length) }
         var wire = length
         if let srtp {
             var span = rtxBuffer.mutableBytes

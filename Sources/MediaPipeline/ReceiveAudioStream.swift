@@ -29,6 +29,9 @@ public struct AudioReceiveSettings: Sendable {
     /// keys of the sending side; nil (default) decodes packets as they arrive. A packet that fails
     /// to decrypt is discarded (`packetsDiscarded`, `framesDecryptionFailed`) and concealed.
     public var frameDecryption: SFrameReceiver? = nil
+    /// The RFC 8285 ID under which the sender carries its RFC 6464 audio level: the stream's
+    /// `audioLevel` statistic reports the latest one. nil (default): not read.
+    public var audioLevelExtensionID: UInt8? = nil
 
     /// How an `AudioReceiveStream` keeps its buffer level at the target delay.
     /// Thread rule: a value type. Cost: none.
@@ -101,6 +104,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
     /// RFC 3550 reception statistics (network thread).
     public var receiveStatistics: RTPReceptionStatistics
     private var networkDiscarded = 0
+    /// The sender's RFC 6464 level (-dBov) in its latest packet; -1: none seen. Network thread.
+    private var lastSenderLevel = -1
 
     // Audio side.
     private let jitterBuffer: RTPJitterBuffer
@@ -197,6 +202,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
         guard bytes.count <= settings.jitterBuffer.maxPacketSize, let slot = free.tryPop() else {
             networkDiscarded += 1
             return
+        }
+        if let id = settings.audioLevelExtensionID, let level = h.extensions.audioLevel(id: id) {
+            lastSenderLevel = Int(level.level & 0x7F)
         }
         slot.buffer.copyMemory(from: bytes)
         slot.length = bytes.count
@@ -482,6 +490,13 @@ public final class AudioReceiveStream: @unchecked Sendable {
         var s = stats
         receiveStatistics.fill(&s)
         s.packetsDiscarded += UInt64(networkDiscarded)
+        // RFC 6464: the level is -dBov, 0 (loudest) to 127.
+        if lastSenderLevel >= 0 {
+            // 10^(-level/20): one factor of 10^(-1/20) per dB, at most 127 (a few times a second).
+            var linear = 1.0
+            for _ in 0..<lastSenderLevel { linear *= 0.891_250_938_133_745_6 }
+            s.audioLevel = linear
+        }
         return s
     }
 }

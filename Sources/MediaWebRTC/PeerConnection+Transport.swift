@@ -28,18 +28,24 @@ struct PeerConnectionNegotiation: Sendable {
     var vp9: UInt8?
     var vp8RTX: UInt8?
     var vp9RTX: UInt8?
-    /// The RFC 8285 ID of transport-wide sequence numbers, when the answer kept the extension.
+    /// The RFC 8285 IDs we read in the peer's packets (our description's, for extensions the
+    /// answer kept): transport-wide sequence numbers (for transport feedback), abs-send-time (the
+    /// video receiver's delay estimate) and the audio level.
     var transportSequenceExtensionID: UInt8?
+    var absSendTimeExtensionID: UInt8?
+    var audioLevelExtensionID: UInt8?
 
-    /// The first accepted payload type of each known codec over the accepted sections of `answer`.
-    init(answer: JSEPSessionDescription) {
+    /// The first accepted payload type of each known codec over the accepted sections of `answer`;
+    /// the receive IDs from `local` (our description of the exchange; the answer when nil).
+    init(answer: JSEPSessionDescription, local: JSEPSessionDescription? = nil) {
+        let local = local ?? answer
+        transportSequenceExtensionID = PeerConnectionHeaderExtensions.receiveID(
+            SDPExtensionMap.transportSequenceNumberURI, local: local, answer: answer)
+        absSendTimeExtensionID = PeerConnectionHeaderExtensions.receiveID(
+            SDPExtensionMap.absoluteSendTimeURI, kind: .video, local: local, answer: answer)
+        audioLevelExtensionID = PeerConnectionHeaderExtensions.receiveID(
+            SDPExtensionMap.audioLevelURI, kind: .audio, local: local, answer: answer)
         for m in answer.media where !m.isRejected && m.isRTP {
-            if transportSequenceExtensionID == nil,
-                let e = m.extensions.first(where: { $0.uri == SDPExtensionMap.transportSequenceNumberURI }),
-                (1...14).contains(e.id)
-            {
-                transportSequenceExtensionID = UInt8(e.id)
-            }
             for c in m.codecs {
                 let pt = UInt8(c.payloadType)
                 switch c.known {
@@ -199,6 +205,18 @@ final class PeerConnectionFeedback: @unchecked Sendable {
         core.withLock { $0.session.replaceTargets(targets) }
     }
 
+    /// Whether the peer's transport feedback drives the estimate (transport-cc negotiated for
+    /// what we send): matched against `numbers`' send log; nil ignores it. Any thread; a lock.
+    func setTransportSequenceNumbers(_ numbers: TransportSequenceNumbers?) {
+        core.withLock { $0.session.transportSequenceNumbers = numbers }
+    }
+
+    /// The estimate the video streams are held to, bits per second. Any thread; a lock.
+    var targetBitrate: Int { core.withLock { $0.session.estimator.targetBitrate } }
+
+    /// Transport feedback packets taken into the estimate. Any thread; a lock.
+    var transportFeedbackReceived: Int { core.withLock { $0.session.counters.transportFeedbackReceived } }
+
     /// What the peer's receiver reports said about each local stream (round-trip time, loss,
     /// jitter). Any thread; a lock and a copy.
     var remoteInbound: [RemoteInboundRTPStreamStats] {
@@ -278,7 +296,7 @@ extension PeerConnection {
     /// the handshake starts as soon as ICE has a pair.
     func startTransport(answer: JSEPSessionDescription, answerIsLocal: Bool, role: DTLSTransport.Role) throws(PeerConnectionError)
     {
-        let negotiation = PeerConnectionNegotiation(answer: answer)
+        let negotiation = PeerConnectionNegotiation(answer: answer, local: answerIsLocal ? answer : shared.withLock { $0.local })
         let data = answer.media.contains { $0.isDataChannel && !$0.isRejected }
         guard negotiation.opus != nil || negotiation.vp8 != nil || negotiation.vp9 != nil || data else {
             throw .invalidDescription("no codec in common")
@@ -394,6 +412,7 @@ extension PeerConnection {
         // only under a negotiated payload type (set before the pipeline starts).
         var a = AudioReceiveSettings(payloadType: n.opus ?? 111)
         a.frameDecryption = configuration.frameDecryption
+        a.audioLevelExtensionID = n.audioLevelExtensionID
         c.audio = a
         c.maxAudioStreams = configuration.maxAudioStreams
         c.maxStreams = configuration.maxReceiveStreams
@@ -405,6 +424,9 @@ extension PeerConnection {
         // The peer numbers its packets transport-wide (browsers do when transport-cc is agreed):
         // transport feedback goes back every 100 ms for its send-side congestion control.
         c.transportSequenceNumberExtensionID = n.transportSequenceExtensionID
+        // With transport feedback the sender runs its own estimate on it; a REMB from our
+        // receive-side estimate beside it would only cap that (libwebrtc receivers send none then).
+        c.sendREMB = n.transportSequenceExtensionID == nil
         let pipeline: ReceivePipeline
         do {
             pipeline = try ReceivePipeline(socket: socket, configuration: c, renderer: renderer?.renderer)
@@ -449,7 +471,7 @@ extension PeerConnection {
             var v = VideoReceiveSettings(codec: codec, payloadType: pt)
             v.frameDecryption = configuration.frameDecryption
             v.rtxPayloadType = rtx
-            v.absSendTimeExtensionID = nil
+            v.absSendTimeExtensionID = n.absSendTimeExtensionID
             out.append(v)
         }
         return out
@@ -461,7 +483,8 @@ extension PeerConnection {
     /// now says: a track that already sends keeps its SRTP context, a newly sending one gets a
     /// fresh context and starts with a keyframe.
     func applyNegotiation(answer: JSEPSessionDescription, answerIsLocal: Bool) {
-        let n = PeerConnectionNegotiation(answer: answer)
+        let (local, remote) = shared.withLock { ($0.local, $0.remote) }
+        let n = PeerConnectionNegotiation(answer: answer, local: answerIsLocal ? answer : local)
         let (tracks, mids, sink, streamSink) = shared.withLock { s in
             s.answer = (answer, answerIsLocal)
             // A removed track's section that this exchange rejected is gone for good: it is not
@@ -483,6 +506,19 @@ extension PeerConnection {
             clock?.start()
             playout = clock
         }
+        // Header extensions: the peer's IDs for what we send, per section (they may change with
+        // each exchange); the estimate takes the peer's transport feedback when any section
+        // carries transport-wide numbers.
+        var numbered = false
+        for t in tracks {
+            let ids =
+                (answerIsLocal ? remote : answer).map {
+                    PeerConnectionHeaderExtensions.sendIDs(mid: mids[t.jsep.id], remote: $0, answer: answer)
+                } ?? NegotiatedHeaderExtensionIDs()
+            t.sender.protection.setExtensionIDs(ids)
+            if ids.transportSequence != 0 { numbered = true }
+        }
+        feedback?.setTransportSequenceNumbers(numbered ? transportNumbers : nil)
         for t in tracks {
             guard let pt = t.sendPayloadType(mid: mids[t.jsep.id], answer: answer, answerIsLocal: answerIsLocal) else {
                 t.sender.deactivate()

@@ -227,6 +227,9 @@ package final class PeerConnection: @unchecked Sendable {
     }
     let shared = Mutex(Shared())
     let cname = "revue-" + ICEAgent.randomICEString(8)
+    /// The transport-wide sequence numbers of every local stream, and their send log: what the
+    /// peer's transport feedback is matched against.
+    let transportNumbers = TransportSequenceNumbers()
     let streamID = "revue-" + ICEAgent.randomICEString(8)
 
     /// Binds the socket, starts gathering and makes the DTLS certificate. Throws `.setup` when the
@@ -378,7 +381,10 @@ package final class PeerConnection: @unchecked Sendable {
         c.encoder.bitrate = configuration.videoBitrate
         c.frameEncryption = configuration.videoFrameEncryption
         c.srtp = nil
-        c.absSendTimeExtensionID = nil
+        // Reserved under our own IDs; the egress writes the negotiated ones (or leaves them out).
+        let reserved = PeerConnectionHeaderExtensions.reserved
+        c.absSendTimeExtensionID = reserved.absSendTime
+        c.transportSequence = (reserved.transportSequence, transportNumbers)
         c.ssrc = freshSSRC()
         let stream: VideoSendStream
         do { stream = try VideoSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
@@ -408,8 +414,10 @@ package final class PeerConnection: @unchecked Sendable {
         c.lateProtection = sender.protection
         c.frameEncryption = configuration.audioFrameEncryption
         c.srtp = nil
-        c.audioLevelExtensionID = nil
-        c.absSendTimeExtensionID = nil
+        let reserved = PeerConnectionHeaderExtensions.reserved
+        c.audioLevelExtensionID = reserved.audioLevel
+        c.absSendTimeExtensionID = reserved.absSendTime
+        c.transportSequence = (reserved.transportSequence, transportNumbers)
         c.ssrc = freshSSRC()
         let stream: AudioSendStream
         do { stream = try AudioSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
@@ -718,6 +726,24 @@ package final class PeerConnection: @unchecked Sendable {
             let c = t.sender.traffic
             return (acc.0 + c.packets, acc.1 + c.bytes, acc.2 + c.dropped)
         }
+    }
+
+    /// Our send-side bandwidth estimate now (bits per second; the target the video encoders are
+    /// held to): loss from receiver reports, the peer's REMB as a cap and, when transport-cc was
+    /// negotiated, the delay-based estimate from the peer's transport feedback. Nil before
+    /// connected. Thread rule: any thread (waits for the connection's queue). Cost: a lock.
+    package var sendBandwidthEstimate: Int? {
+        var out: Int?
+        onQueue { out = self.feedback?.targetBitrate }
+        return out
+    }
+
+    /// Transport feedback packets the peer sent about our packets (nil before connected).
+    /// Thread rule: any thread (waits for the connection's queue). Cost: a lock.
+    package var transportFeedbackReceived: Int? {
+        var out: Int?
+        onQueue { out = self.feedback?.transportFeedbackReceived }
+        return out
     }
 
     /// The send statistics of the first video track (frames encoded, packets sent, keyframes,

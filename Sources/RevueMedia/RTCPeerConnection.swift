@@ -597,6 +597,9 @@ public final class RTCPeerConnection: Sendable {
             return true
         }
         guard wasOpen else { return }
+        // The closing events come from here alone: the engine's own `.closed`, arriving from its
+        // queue, could set the state after the check below and emit after the handlers are gone.
+        engine.onStateChange = nil
         engine.close()
         emit { $0.signalingState?(.closed) }
         update(connection: .closed, ice: .closed)

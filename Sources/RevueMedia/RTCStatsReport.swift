@@ -120,7 +120,10 @@ extension RTCPeerConnection {
     /// LSR/DLSR, fractionLost, packetsLost, jitter), the selected `candidate-pair` with its two
     /// candidates (bytes and packets both ways, requestsSent and responsesReceived of the whole
     /// agent, currentRoundTripTime from the latest RTCP round trip: this agent does not time its
-    /// STUN checks) and the `transport` (ICE and DTLS state, SRTP cipher). Before connected it
+    /// STUN checks; availableOutgoingBitrate is our send-side bandwidth estimate, from receiver
+    /// reports, REMB and, when negotiated, transport-cc feedback) and the `transport` (ICE and
+    /// DTLS state, SRTP cipher). An inbound audio stream's audioLevel is the sender's, from the
+    /// RFC 6464 header extension. Before connected it
     /// holds what exists (the transport, outbound counts of zero).
     /// Thread rule: any task. Cost: waits for the connection's queue; a few locks and copies.
     public func getStats() async -> RTCStatsReport {
@@ -161,6 +164,7 @@ extension RTCPeerConnection {
                 m["totalSamplesReceived"] = .int(Int64(clamping: s.totalSamplesReceived))
                 m["concealedSamples"] = .int(Int64(clamping: s.concealedSamples))
                 m["concealmentEvents"] = .int(Int64(clamping: s.concealmentEvents))
+                m["audioLevel"] = .double(s.audioLevel)
             }
             add("IT-\(s.kind)-\(s.ssrc)", .inboundRTP, m)
         }
@@ -231,6 +235,7 @@ extension RTCPeerConnection {
                 "requestsReceived": .int(Int64(ice?.checksAnswered ?? 0)),
             ]
             if let latestRTT { m["currentRoundTripTime"] = .double(latestRTT) }
+            if let estimate = engine.sendBandwidthEstimate { m["availableOutgoingBitrate"] = .double(Double(estimate)) }
             add(pairID, .candidatePair, m)
             for (id, type, c) in [(localID, RTCStatsType.localCandidate, pair.local), (remoteID, .remoteCandidate, pair.remote)] {
                 add(

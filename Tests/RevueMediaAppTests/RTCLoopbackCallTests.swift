@@ -165,6 +165,9 @@ struct RTCLoopbackCallTests {
             let audioSent = outAudio.int("packetsSent") ?? 0, audioReceived = inAudio.int("packetsReceived") ?? 0
             #expect(audioReceived >= 150 && audioReceived <= audioSent && audioReceived >= audioSent * 95 / 100)
             #expect((inAudio.int("totalSamplesReceived") ?? 0) >= 48_000 * 2)
+            // The sender's level from the RFC 6464 header extension: a 0.5 peak tone is -9 dBov.
+            let level = inAudio.double("audioLevel") ?? -1
+            #expect(level > 0.25 && level < 0.45, "\(name): audioLevel \(level)")
         }
         for (name, stats) in [("a", statsA), ("b", statsB)] {
             let transport = try #require(stats["T01"])
@@ -182,6 +185,9 @@ struct RTCLoopbackCallTests {
             #expect((pair.int("bytesSent") ?? 0) > 100_000 && (pair.int("bytesReceived") ?? 0) > 100_000)
             #expect((pair.int("requestsSent") ?? 0) >= 1 && (pair.int("responsesReceived") ?? 0) >= 1)
             #expect(!remoteInbound.isEmpty, "\(name): no receiver report measured a round trip")
+            // Our send-side estimate, fed by the other side's transport feedback on loopback.
+            let estimate = pair.double("availableOutgoingBitrate") ?? 0
+            #expect(estimate >= 50_000, "\(name): availableOutgoingBitrate \(estimate)")
             #expect(rtt >= 0 && rtt < 0.1, "\(name): roundTripTime \(rtt) s on loopback")
         }
 
@@ -199,7 +205,9 @@ struct RTCLoopbackCallTests {
         b.close()
         #expect(a.connectionState == .closed && a.signalingState == .closed)
         _ = await waitFor(timeout: 2) { logA.values("connection").last == "closed" && a.onConnectionStateChange == nil }
-        #expect(logA.values("connection").last == "closed" && logA.values("signaling").last == "closed")
+        #expect(
+            logA.values("connection").last == "closed" && logA.values("signaling").last == "closed",
+            "connection \(logA.values("connection")), signaling \(logA.values("signaling"))")
         #expect(a.onConnectionStateChange == nil && a.onIceCandidate == nil, "the handlers are released after close")
     }
 }

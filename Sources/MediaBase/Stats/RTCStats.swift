@@ -123,6 +123,10 @@ public struct InboundRTPStreamStats: Sendable, Codable, Equatable {
     public var totalFreezesDuration: Double = 0
     /// Audio samples received, concealed ones included (`totalSamplesReceived`).
     public var totalSamplesReceived: UInt64 = 0
+    /// Audio: the level the sender measured for its latest packet, from the RFC 6464 audio level
+    /// header extension, linear 0...1 relative to full scale (`audioLevel`); 0 when the stream
+    /// carries no such extension.
+    public var audioLevel: Double = 0
     /// Audio samples synthesized to hide lost or late packets (`concealedSamples`).
     public var concealedSamples: UInt64 = 0
     /// Runs of concealed samples: a concealed sample after a received one starts one (`concealmentEvents`).
