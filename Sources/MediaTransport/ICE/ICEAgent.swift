@@ -207,7 +207,10 @@ package final class ICEAgent: @unchecked Sendable {
     /// When gathering stops waiting for servers (set by `start`).
     var gatheringDeadline: MonotonicTime?
     var foundations: [String: String] = [:]
-    package var selected: ICECandidatePair?
+    /// Consent freshness and the selected pair (`ICEConsent`).
+    var consent: ICEConsent
+    /// The selected pair (nil: none yet, or consent lost). On the agent's context.
+    package var selected: ICECandidatePair? { consent.selected }
     /// Controlling side: the pair our latest USE-CANDIDATE check is for.
     var nominationTarget: ICECandidatePair?
     /// Controlling side: the pair whose nominating check last succeeded (`selected` may run
@@ -232,14 +235,9 @@ package final class ICEAgent: @unchecked Sendable {
     var timer: DispatchSourceTimer?
     /// The next tick of an agent without a queue (on its scheduler).
     var scheduledTick: ScheduledWork?
-    /// The tick's period now (`retime`), and whether the agent is quiet (`setQuiet`). On the queue.
+    /// The tick's period now (`retime`). On the queue.
     var tickPeriodMilliseconds = 0
-    var quiet = false
-    /// When the agent last left quiet (`setQuiet(false)`). On the queue.
-    var wokeAt = MonotonicTime.zero
     var reading = false
-    /// The keepalive jitter's generator when the agent was given a seed (else the system's).
-    var jitter: SeededGenerator?
     var prflxCount = 0
 
     /// `socket`: the bound UDP socket every check and all media use; its datagrams that are not
@@ -281,6 +279,7 @@ package final class ICEAgent: @unchecked Sendable {
         localPassword = Self.randomICEString(24)
         localKey = STUNMessage.shortTermKey(password: localPassword)
         var t: UInt64 = 0
+        var jitter: SeededGenerator?
         if let seed {
             var g = SeededGenerator(seed: seed)
             t = g.next()
@@ -289,6 +288,7 @@ package final class ICEAgent: @unchecked Sendable {
             withUnsafeMutableBytes(of: &t) { RandomBytes.fill($0) }
         }
         tieBreaker = t
+        consent = ICEConsent(configuration: configuration, jitter: jitter)
         controlling = configuration.controlling
         let now = scheduler.now
         bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: now)

@@ -283,7 +283,7 @@ extension ICEAgent {
         }
         pair.state = .succeeded
         validPair.state = .succeeded
-        let wasUsable = isUsable(validPair, now: now)
+        let wasUsable = consent.isUsable(validPair, now: now)
         if !wasUsable { validPair.usableSince = now }
         validPair.valid = true
         validPair.failedOver = false
@@ -292,7 +292,7 @@ extension ICEAgent {
             pair.lastResponseAt = now
             pair.failedOver = false
         }
-        if validPair.nextKeepaliveAt == .zero { validPair.nextKeepaliveAt = now + keepaliveInterval() }
+        if validPair.nextKeepaliveAt == .zero { validPair.nextKeepaliveAt = now + consent.keepaliveInterval() }
         if firstValidAt == nil { firstValidAt = now }
         if let r = validPair.local.relay, channels[channelKey(r, validPair.remote.address)] == nil,
             let ch = turns[r].bindChannel(validPair.remote.address)
@@ -322,14 +322,6 @@ extension ICEAgent {
 
     func channelKey(_ relay: Int, _ peer: SocketAddress) -> String { "\(relay) \(peer)" }
 
-    /// The time until a valid pair's next keepalive: the configured interval times 0.8...1.2.
-    func keepaliveInterval() -> Duration {
-        let base = quiet ? configuration.quietKeepaliveIntervalMilliseconds : configuration.keepaliveIntervalMilliseconds
-        let factor = jitter != nil ? Double.random(in: 0.8...1.2, using: &jitter!) : Double.random(in: 0.8...1.2)
-        let ms = Double(max(10, base)) * factor
-        return .nanoseconds(Int64(ms * 1e6))
-    }
-
     // MARK: Selection and nomination
 
     func select(_ pair: ICECandidatePair, now: MonotonicTime) {
@@ -347,8 +339,7 @@ extension ICEAgent {
             let named = sendsFromBase && !(transport.routeSource(toward: pair.remote.address).map { sameHost($0, base) } ?? false)
             route = .direct(pair.remote.address, from: named ? base : nil)
         }
-        selected = pair
-        pair.selectedAt = now
+        _ = consent.select(pair, now: now)
         path.route = route
         let cb = shared.withLock { s -> (@Sendable (ICECandidate?, ICECandidate?) -> Void)? in
             s.selected = (pair.local.candidate, pair.remote)
@@ -359,8 +350,7 @@ extension ICEAgent {
     }
 
     func deselect() {
-        guard selected != nil else { return }
-        selected = nil
+        guard consent.deselect() else { return }
         path.route = nil
         let cb = shared.withLock { s -> (@Sendable (ICECandidate?, ICECandidate?) -> Void)? in
             s.selected = nil
@@ -374,16 +364,11 @@ extension ICEAgent {
     /// exist, some not yet failed, and the first check went out less than
     /// `relayCheckDelayMilliseconds` ago.
     func relayHeld(now: MonotonicTime) -> Bool {
-        if pairs.contains(where: { !$0.usesRelay && isUsable($0, now: now) }) { return true }
+        if pairs.contains(where: { !$0.usesRelay && consent.isUsable($0, now: now) }) { return true }
         let directPending = pairs.contains { !$0.usesRelay && $0.state != .failed }
         guard directPending else { return false }
         guard let started = checksStartedAt else { return true }
         return now - started < configuration.relayCheckDelay
-    }
-
-    /// Usable now: valid, not failed over, and answered within the failover time.
-    func isUsable(_ p: ICECandidatePair, now: MonotonicTime) -> Bool {
-        p.valid && !p.failedOver && now - max(p.lastResponseAt, wokeAt) < failoverAfter
     }
 
     /// Controlling side: nominates the best usable pair when none is selected (after the first
@@ -391,9 +376,9 @@ extension ICEAgent {
     /// the selected pair has worked for two keepalive intervals (renomination).
     func updateNomination(now: MonotonicTime) {
         guard controlling, remoteUfrag != nil else { return }
-        guard let best = pairs.filter({ isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
+        guard let best = pairs.filter({ consent.isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
         if best === nominated { return }
-        if let s = nominated, isUsable(s, now: now) {
+        if let s = nominated, consent.isUsable(s, now: now) {
             // Leaving a working pair: only for a better one that has kept answering for a while,
             // so a flaky path does not make the selection flap.
             guard best.isBetter(than: s),
@@ -462,22 +447,13 @@ extension ICEAgent {
         }
         checkGatheringComplete(now: now)
         guard remoteUfrag != nil else { return }
-        // Keepalives / consent checks on every valid pair (failed-over ones too, so they can
-        // recover), but none through a relay while a direct pair works.
-        let directWorks = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
-
-        for p in pairs where p.valid && now >= p.nextKeepaliveAt && !(directWorks && p.usesRelay && p !== selected) {
-            p.nextKeepaliveAt = now + keepaliveInterval()
+        // Consent checks (`ICEConsent.dueChecks`); the controlling side's on the selected pair nominate it.
+        for p in consent.dueChecks(pairs, now: now) {
             sendCheck(p, kind: .keepalive, nominate: controlling && p === selected, now: now)
         }
         superviseSelection(now: now)
         updateNomination(now: now)
         retime()
-    }
-
-    /// The silence after which a selected pair fails over (longer while quiet).
-    var failoverAfter: Duration {
-        quiet ? .milliseconds(max(1, configuration.quietFailoverAfterMilliseconds)) : configuration.failoverAfter
     }
 
     /// Whether checks, retransmissions or gathering need the fast tick.
@@ -491,7 +467,7 @@ extension ICEAgent {
     func retime() {
         guard timer != nil || scheduledTick != nil, !closed else { return }
         let fast = max(5, min(100, configuration.checkIntervalMilliseconds))
-        let want = quiet && !hasCheckWork ? max(fast, configuration.quietTickMilliseconds) : fast
+        let want = consent.quiet && !hasCheckWork ? max(fast, configuration.quietTickMilliseconds) : fast
         guard want != tickPeriodMilliseconds else { return }
         tickPeriodMilliseconds = want
         if let timer {
@@ -523,14 +499,9 @@ extension ICEAgent {
     /// valid pair at once. Thread rule: any thread (applied on the agent's queue). Cost: none.
     package func setQuiet(_ quiet: Bool) {
         onQueueAsync { agent in
-            guard agent.quiet != quiet else { return }
-            agent.quiet = quiet
-            if !quiet {
-                let now = agent.scheduler.now
-                for p in agent.pairs where p.valid { p.nextKeepaliveAt = now }
-                // Answers were expected only every few seconds: the failover window starts now.
-                agent.wokeAt = now
-            }
+            // Leaving quiet: answers were expected only every few seconds, so the failover window
+            // starts now and every valid pair is checked at once.
+            guard agent.consent.setQuiet(quiet, pairs: agent.pairs, now: agent.scheduler.now) else { return }
             agent.retime()
         }
     }
@@ -543,7 +514,7 @@ extension ICEAgent {
     func sendNextCheck(now: MonotonicTime, early: Bool = false) {
         guard !closed, started, remoteUfrag != nil else { return }
         if early, let last = lastNewCheckAt, now - last < configuration.checkInterval { return }
-        let directWorksNow = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
+        let directWorksNow = pairs.contains { !$0.usesRelay && consent.isUsable($0, now: now) }
         let held = relayHeld(now: now)
         // A pair whose address may not be checked (`probeBudget`) fails and the next one is
         // tried at once; one that must wait for the rate stays first in line.
@@ -591,33 +562,29 @@ extension ICEAgent {
         }
     }
 
-    /// Failover and consent: a selected pair silent for `failoverAfterMilliseconds` is marked
-    /// failed and replaced at once by the best usable pair; with no answer on any pair for
+    /// Failover and consent (`ICEConsent.supervise`): a selected pair silent for the failover
+    /// time is replaced at once by the best usable pair (nominated again on the controlling
+    /// side), or, with none, the relayed pairs are checked; with no answer on any pair for
     /// `consentExpirySeconds`, the route goes away (RFC 7675 §5.1).
     func superviseSelection(now: MonotonicTime) {
-        let latest = pairs.map(\.lastResponseAt).max() ?? .zero
-        if selected != nil, latest > .zero, (now - latest).inSeconds > configuration.consentExpirySeconds {
-            for p in pairs where p.valid { p.failedOver = true }
+        switch consent.supervise(pairs, now: now) {
+        case .steady:
+            break
+        case .expired:
             nominationTarget = nil
             nominated = nil
             deselect()
-            return
-        }
-        guard let s = selected else { return }
-        guard now - max(s.lastResponseAt, s.selectedAt, wokeAt) > failoverAfter else { return }
-        s.failedOver = true
-        s.state = .failed
-        guard let next = pairs.filter({ $0 !== s && isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else {
+        case .noUsablePair:
             // Nothing answered lately: check the relayed pairs now (they were left alone while
             // the direct pair worked); the first to answer is selected.
             for p in pairs where p.usesRelay && (p.valid || p.state == .waiting) { trigger(p) }
-            return
-        }
-        select(next, now: now)
-        if controlling {
-            nominationTarget = next
-            nominationStartedAt = now
-            sendCheck(next, kind: .check, nominate: true, now: now)
+        case .failover(let next):
+            select(next, now: now)
+            if controlling {
+                nominationTarget = next
+                nominationStartedAt = now
+                sendCheck(next, kind: .check, nominate: true, now: now)
+            }
         }
     }
 }
