@@ -195,11 +195,8 @@ package final class ICEAgent: @unchecked Sendable {
     var remoteKey: [UInt8] = []
     var locals: [ICELocalCandidate] = []
     var remotes: [ICECandidate] = []
-    var pairs: [ICECandidatePair] = []
-    var triggeredQueue: [ICECandidatePair] = []
-    var transactions: [[UInt8]: ICECheckTransaction] = [:]
-    /// Check transactions started in the agent's life (`ICECheckTransaction.serial`).
-    var transactionSerial: UInt64 = 0
+    /// The check list, the checks in flight and the nomination (`ICEChecks`).
+    var checks: ICEChecks
     var serverTransactions: [ICEServerTransaction] = []
     var turns: [TURNClient] = []
     var turnDone: [Bool] = []
@@ -211,26 +208,14 @@ package final class ICEAgent: @unchecked Sendable {
     var consent: ICEConsent
     /// The selected pair (nil: none yet, or consent lost). On the agent's context.
     package var selected: ICECandidatePair? { consent.selected }
-    /// Controlling side: the pair our latest USE-CANDIDATE check is for.
-    var nominationTarget: ICECandidatePair?
     /// Controlling side: the pair whose nominating check last succeeded (`selected` may run
-    /// ahead of it: media starts on the first valid pair, before nomination).
-    package var nominated: ICECandidatePair?
-    var nominationStartedAt: MonotonicTime?
-    /// When the first pair became valid (nil: none yet).
-    var firstValidAt: MonotonicTime?
-    /// When the first connectivity check went out (nil: none yet).
-    var checksStartedAt: MonotonicTime?
-    /// When the last new (not retransmitted, not keepalive) check went out (nil: none yet).
-    var lastNewCheckAt: MonotonicTime?
+    /// ahead of it: media starts on the first valid pair, before nomination). On the agent's context.
+    package var nominated: ICECandidatePair? { checks.nominated }
     var bucket: ICETokenBucket
-    /// What may still go toward addresses that never answered.
-    var probeBudget: ICEProbeBudget
     /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
     var earlyRequests: [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
     static let maxEarlyRequests = 16
     static let maxLocalCandidates = 64
-    static let maxOutstandingPerPair = 8
     var channels: [String: UInt16] = [:]
     var timer: DispatchSourceTimer?
     /// The next tick of an agent without a queue (on its scheduler).
@@ -292,7 +277,7 @@ package final class ICEAgent: @unchecked Sendable {
         controlling = configuration.controlling
         let now = scheduler.now
         bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: now)
-        probeBudget = ICEProbeBudget(configuration: configuration, now: now)
+        checks = ICEChecks(configuration: configuration, now: now)
         queue?.setSpecific(key: queueKey, value: 1)
         shared.withLock { $0.controlling = configuration.controlling }
     }
@@ -445,9 +430,9 @@ package final class ICEAgent: @unchecked Sendable {
             if self.remotes.isEmpty {
                 parts.append("no candidate pair succeeded: the peer offered no candidate")
             } else {
-                let relayed = self.pairs.filter(\.usesRelay).count
+                let relayed = self.checks.pairs.filter(\.usesRelay).count
                 parts.append(
-                    "no candidate pair succeeded: \(self.pairs.count) pairs (\(relayed) through a relay) with "
+                    "no candidate pair succeeded: \(self.checks.pairs.count) pairs (\(relayed) through a relay) with "
                         + "\(self.remotes.count) remote candidates, \(st.checksSent) checks sent, "
                         + "\(st.responsesReceived) answers received, \(st.checksAnswered) of the peer's checks answered")
             }
@@ -460,7 +445,7 @@ package final class ICEAgent: @unchecked Sendable {
     package var pairSnapshots: [PairSnapshot] {
         var out: [PairSnapshot] = []
         onQueue {
-            out = self.pairs.map {
+            out = self.checks.pairs.map {
                 PairSnapshot(
                     local: $0.local.candidate, remote: $0.remote, priority: $0.priority, valid: $0.valid,
                     failed: $0.failedOver || $0.state == .failed, selected: $0 === self.selected)
@@ -481,8 +466,7 @@ package final class ICEAgent: @unchecked Sendable {
             if self.reading { self.transport.stopReceiving() }
             self.reading = false
             for t in self.turns { t.close() }
-            self.transactions.removeAll()
-            self.triggeredQueue.removeAll()
+            self.checks.stop()
         }
     }
 

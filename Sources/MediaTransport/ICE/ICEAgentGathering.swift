@@ -239,12 +239,12 @@ extension ICEAgent {
         guard !gone.isEmpty else { return }
         let goneAddresses = Set(gone.map(\.candidate.address))
         locals.removeAll { $0.relay == index && goneAddresses.contains($0.candidate.address) }
-        let dead = pairs.filter { $0.local.relay == index && goneAddresses.contains($0.local.candidate.address) }
+        let dead = checks.pairs.filter { $0.local.relay == index && goneAddresses.contains($0.local.candidate.address) }
         for p in dead {
-            if let i = pairs.firstIndex(where: { $0 === p }) { removePair(at: i) }
+            if let i = checks.pairs.firstIndex(where: { $0 === p }) { checks.removePair(at: i) }
         }
-        if let n = nominationTarget, dead.contains(where: { $0 === n }) { nominationTarget = nil }
-        if let n = nominated, dead.contains(where: { $0 === n }) { nominated = nil }
+        if let n = checks.nominationTarget, dead.contains(where: { $0 === n }) { checks.nominationTarget = nil }
+        if let n = checks.nominated, dead.contains(where: { $0 === n }) { checks.nominated = nil }
         if let s = selected, dead.contains(where: { $0 === s }) { deselect() }
         shared.withLock {
             $0.localCandidates.removeAll { goneAddresses.contains($0.address) && $0.type == .relay }
@@ -282,16 +282,7 @@ extension ICEAgent {
     /// the new generation works (the old peer agent is gone or no longer answers as itself).
     func forgetRemoteGeneration() {
         remotes.removeAll()
-        pairs.removeAll()
-        triggeredQueue.removeAll()
-        transactions.removeAll()
-        nominationTarget = nil
-        nominated = nil
-        nominationStartedAt = nil
-        firstValidAt = nil
-        checksStartedAt = nil
-        lastNewCheckAt = nil
-        probeBudget.newGeneration()
+        checks.forgetGeneration()
         deselect()
     }
 
@@ -309,7 +300,7 @@ extension ICEAgent {
             // A peer-reflexive candidate learned from a check, now signalled: keep the signalled form.
             if remotes[i].type == .prflx && c.type != .prflx {
                 remotes[i] = c
-                for p in pairs where p.remote.address == c.address { p.updateRemote(c) }
+                for p in checks.pairs where p.remote.address == c.address { p.updateRemote(c) }
                 recomputePriorities()
                 // The selected pair's snapshot names the signalled candidate too (same path).
                 if let sel = selected, sel.remote.address == c.address {
@@ -346,7 +337,7 @@ extension ICEAgent {
     @discardableResult
     func addPair(local: ICELocalCandidate, remote: ICECandidate) -> ICECandidatePair? {
         guard local.candidate.address.family == remote.address.family else { return nil }
-        if let p = pairs.first(where: {
+        if let p = checks.pairs.first(where: {
             $0.local.candidate.address == local.candidate.address && $0.local.relay == local.relay
                 && $0.remote.address == remote.address
         }) {
@@ -354,28 +345,22 @@ extension ICEAgent {
         }
         let p = ICECandidatePair(local: local, remote: remote)
         p.priority = ICECandidatePair.priority(local: local.candidate.priority, remote: remote.priority, controlling: controlling)
-        if pairs.count >= max(1, configuration.maxPairs) {
+        if checks.pairs.count >= max(1, configuration.maxPairs) {
             guard
-                let worst = pairs.enumerated().filter({
+                let worst = checks.pairs.enumerated().filter({
                     !$0.element.valid && $0.element.state != .inProgress && $0.element !== selected
                 })
                 .min(by: { $0.element.priority < $1.element.priority }), worst.element.priority < p.priority
             else { return nil }
-            removePair(at: worst.offset)
+            checks.removePair(at: worst.offset)
         }
-        pairs.append(p)
+        checks.pairs.append(p)
         if let r = local.relay { turns[r].createPermission(remote.address) }
         return p
     }
 
-    private func removePair(at i: Int) {
-        let p = pairs.remove(at: i)
-        triggeredQueue.removeAll { $0 === p }
-        transactions = transactions.filter { $0.value.pair !== p }
-    }
-
     func recomputePriorities() {
-        for p in pairs {
+        for p in checks.pairs {
             p.priority = ICECandidatePair.priority(
                 local: p.local.candidate.priority, remote: p.remote.priority, controlling: controlling)
         }
