@@ -193,17 +193,12 @@ package final class ICEAgent: @unchecked Sendable {
     var remoteUfrag: String?
     var remotePassword: String?
     var remoteKey: [UInt8] = []
-    var locals: [ICELocalCandidate] = []
     var remotes: [ICECandidate] = []
     /// The check list, the checks in flight and the nomination (`ICEChecks`).
     var checks: ICEChecks
-    var serverTransactions: [ICEServerTransaction] = []
     var turns: [TURNClient] = []
-    var turnDone: [Bool] = []
-    var gatheringComplete = false
-    /// When gathering stops waiting for servers (set by `start`).
-    var gatheringDeadline: MonotonicTime?
-    var foundations: [String: String] = [:]
+    /// Our candidates, the STUN server transactions and the gathering deadline (`ICEGathering`).
+    var gathering = ICEGathering()
     /// Consent freshness and the selected pair (`ICEConsent`).
     var consent: ICEConsent
     /// The selected pair (nil: none yet, or consent lost). On the agent's context.
@@ -215,7 +210,6 @@ package final class ICEAgent: @unchecked Sendable {
     /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
     var earlyRequests: [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
     static let maxEarlyRequests = 16
-    static let maxLocalCandidates = 64
     var channels: [String: UInt16] = [:]
     var timer: DispatchSourceTimer?
     /// The next tick of an agent without a queue (on its scheduler).

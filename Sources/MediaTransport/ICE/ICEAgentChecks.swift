@@ -122,7 +122,7 @@ extension ICEAgent {
         if let relay {
             pair =
                 checks.pairs.first { $0.local.relay == relay && $0.remote.address == from }
-                ?? locals.first(where: {
+                ?? gathering.locals.first(where: {
                     $0.relay == relay && $0.candidate.type == .relay && $0.candidate.address.family == from.family
                 }).flatMap {
                     addPair(local: $0, remote: remote)
@@ -131,7 +131,7 @@ extension ICEAgent {
             func arrivedAt(_ l: ICELocalCandidate) -> Bool { local.map { sameHost(l.base, $0) } ?? true }
             let direct = checks.pairs.filter { $0.local.relay == nil && $0.remote.address == from && arrivedAt($0.local) }
             // A new pair: the local candidate of the address the request arrived at, else any of its family.
-            let sameFamily = locals.filter { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family }
+            let sameFamily = gathering.locals.filter { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family }
             pair =
                 direct.first { $0.valid && !$0.failedOver } ?? direct.max { $0.priority < $1.priority }
                 ?? (sameFamily.first(where: arrivedAt) ?? sameFamily.first).flatMap { addPair(local: $0, remote: remote) }
@@ -212,11 +212,11 @@ extension ICEAgent {
     // MARK: Responses (RFC 8445 §7.2.5)
 
     func handleResponse(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?) {
-        if relay == nil, let i = serverTransactions.firstIndex(where: { $0.transactionID == m.transactionID }) {
-            if serverTransactions[i].server.address == from {
-                handleServerResponse(i, m, bytes: bytes)
-            } else {
+        if relay == nil, let answer = gathering.serverAnswered(m.transactionID, from: from) {
+            if answer.wrongSource {
                 bump(\.droppedResponses)
+            } else if let server = answer.server {
+                handleServerResponse(server, m)
             }
             return
         }
@@ -247,14 +247,14 @@ extension ICEAgent {
         // The valid pair (§7.2.5.3.2): the local candidate whose address the peer saw.
         var validPair = pair
         if pair.local.relay == nil && mapped != pair.local.candidate.address {
-            var local = locals.first { $0.relay == nil && $0.candidate.address == mapped }
+            var local = gathering.locals.first { $0.relay == nil && $0.candidate.address == mapped }
             if local == nil {
                 let c = ICECandidate(
-                    foundation: foundation(.prflx, base: pair.local.base, server: nil), priority: t.prflxPriority,
+                    foundation: gathering.foundation(.prflx, base: pair.local.base, server: nil), priority: t.prflxPriority,
                     address: mapped, type: .prflx, relatedAddress: pair.local.base)
                 let l = ICELocalCandidate(candidate: c, base: pair.local.base, relay: nil)
                 addLocal(l, signal: false)
-                local = locals.first { $0.relay == nil && $0.candidate.address == mapped }
+                local = gathering.locals.first { $0.relay == nil && $0.candidate.address == mapped }
             }
             if let local, let p = addPair(local: local, remote: pair.remote) { validPair = p }
         }
@@ -356,16 +356,8 @@ extension ICEAgent {
         var out = ICEChecks.Output()
         checks.retransmit(now: now, into: &out)
         emit(out)
-        for i in serverTransactions.indices where !serverTransactions[i].done && serverTransactions[i].nextAt <= now {
-            if serverTransactions[i].sends >= 4 {
-                serverTransactions[i].done = true
-                continue
-            }
-            serverTransactions[i].sends += 1
-            serverTransactions[i].rto *= 2
-            serverTransactions[i].nextAt = now + serverTransactions[i].rto
-            let s = serverTransactions[i]
-            s.bytes.withUnsafeBytes { _ = transport.send($0, to: s.server.address, from: nil) }
+        for r in gathering.retransmit(now: now) {
+            r.bytes.withUnsafeBytes { _ = transport.send($0, to: r.destination, from: nil) }
         }
         checkGatheringComplete(now: now)
         guard remoteUfrag != nil else { return }
@@ -380,7 +372,7 @@ extension ICEAgent {
 
     /// Whether checks, retransmissions or gathering need the fast tick.
     var hasCheckWork: Bool {
-        !gatheringComplete || checks.hasWork || serverTransactions.contains { !$0.done }
+        gathering.hasWork || checks.hasWork
     }
 
     /// Sets the tick: the check pacing (Ta), or `quietTickMilliseconds` while quiet with no check
