@@ -1,5 +1,7 @@
-// ICE agent: connectivity checks (RFC 8445 §7), answering the peer's checks, nomination,
-// keepalives and consent (RFC 7675), failover. Runs on the agent's queue.
+// ICE agent: datagrams in, answering the peer's checks (RFC 8445 §7.3), responses to ours
+// (§7.2.5), selection, and the tick that drives `ICEChecks` (checks, retransmissions,
+// nomination) and `ICEConsent` (consent checks, failover, expiry) and sends what they return.
+// Runs on the agent's queue.
 import Dispatch
 import MediaBase
 import MediaWire

@@ -1,5 +1,6 @@
-// ICE agent: gathering host, server-reflexive and relayed candidates (RFC 8445 §5.1), remote
-// credentials and candidates, and pair formation (§6.1.2). Runs on the agent's queue.
+// ICE agent: starting (the STUN requests `ICEGathering` returns, the TURN clients, the tick),
+// signalling the candidates `ICEGathering` makes (RFC 8445 §5.1), remote credentials and
+// candidates, and pair formation (§6.1.2). Runs on the agent's queue.
 import Dispatch
 import MediaBase
 import MediaWire

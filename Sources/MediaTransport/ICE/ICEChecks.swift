@@ -17,9 +17,11 @@ import MediaWire
 /// rule: a value on the agent's context. Cost: a pass over the pairs per new check, a sort of the
 /// transactions in flight per tick, one STUN encoding per check.
 package struct ICEChecks {
-    /// A datagram to send: a check or a retransmission.
+    /// A datagram to send: a check or a retransmission. Thread rule: a value type.
     package struct Datagram {
+        /// The Binding request, signed.
         package var bytes: [UInt8]
+        /// The remote candidate's address.
         package var destination: SocketAddress
         /// The TURN client (index) it goes through; nil: the socket.
         package var relay: Int?
@@ -28,7 +30,9 @@ package struct ICEChecks {
     }
 
     /// What a call produced: datagrams to send in order, and counters for `ICEAgentStatistics`.
+    /// Thread rule: a value type.
     package struct Output {
+        /// To send, in this order.
         package var datagrams: [Datagram] = []
         /// New checks (`checksSent`).
         package var sent = 0
@@ -43,13 +47,17 @@ package struct ICEChecks {
         package init() {}
     }
 
-    /// What a Binding request is signed and marked with.
+    /// What a Binding request is signed and marked with. Thread rule: a value type.
     package struct Credentials {
+        /// Our ufrag (the second half of USERNAME).
         package var localUfrag: String
+        /// The peer's ufrag (the first half of USERNAME).
         package var remoteUfrag: String
         /// The short-term key of the peer's password.
         package var remoteKey: [UInt8]
+        /// Our tie-breaker (ICE-CONTROLLING or ICE-CONTROLLED).
         package var tieBreaker: UInt64
+        /// Our role now: ICE-CONTROLLING, and USE-CANDIDATE when nominating, or ICE-CONTROLLED.
         package var controlling: Bool
 
         /// Credentials of a request.

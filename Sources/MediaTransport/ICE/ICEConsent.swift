@@ -14,7 +14,7 @@ import MediaBase
 /// quiet) with its jitter, the silence that fails a pair over and the silence that ends consent.
 /// Thread rule: a value on the agent's context. Cost: a pass over the pairs per tick.
 package struct ICEConsent {
-    /// What the selected pair's silence calls for (`supervise`).
+    /// What the selected pair's silence calls for (`supervise`). Thread rule: a value type.
     package enum Verdict {
         /// Nothing: the selected pair answers, or there is none.
         case steady

@@ -15,9 +15,12 @@ import MediaWire
 /// The gathering state of one agent (see the file comment). Thread rule: a value on the agent's
 /// context. Cost: a pass over the candidates per new one; one STUN encoding per server.
 package struct ICEGathering {
-    /// A Binding request to a STUN server, to send from the socket's own address.
+    /// A Binding request to a STUN server, to send from the socket's own address. Thread rule: a
+    /// value type.
     package struct Request {
+        /// The request (unsigned, with FINGERPRINT).
         package var bytes: [UInt8]
+        /// The server's address.
         package var destination: SocketAddress
     }
 
