@@ -193,53 +193,30 @@ package final class ICEAgent: @unchecked Sendable {
     var remoteUfrag: String?
     var remotePassword: String?
     var remoteKey: [UInt8] = []
-    var locals: [ICELocalCandidate] = []
     var remotes: [ICECandidate] = []
-    var pairs: [ICECandidatePair] = []
-    var triggeredQueue: [ICECandidatePair] = []
-    var transactions: [[UInt8]: ICECheckTransaction] = [:]
-    /// Check transactions started in the agent's life (`ICECheckTransaction.serial`).
-    var transactionSerial: UInt64 = 0
-    var serverTransactions: [ICEServerTransaction] = []
+    /// The check list, the checks in flight and the nomination (`ICEChecks`).
+    var checks: ICEChecks
     var turns: [TURNClient] = []
-    var turnDone: [Bool] = []
-    var gatheringComplete = false
-    /// When gathering stops waiting for servers (set by `start`).
-    var gatheringDeadline: MonotonicTime?
-    var foundations: [String: String] = [:]
-    package var selected: ICECandidatePair?
-    /// Controlling side: the pair our latest USE-CANDIDATE check is for.
-    var nominationTarget: ICECandidatePair?
+    /// Our candidates, the STUN server transactions and the gathering deadline (`ICEGathering`).
+    var gathering = ICEGathering()
+    /// Consent freshness and the selected pair (`ICEConsent`).
+    var consent: ICEConsent
+    /// The selected pair (nil: none yet, or consent lost). On the agent's context.
+    package var selected: ICECandidatePair? { consent.selected }
     /// Controlling side: the pair whose nominating check last succeeded (`selected` may run
-    /// ahead of it: media starts on the first valid pair, before nomination).
-    package var nominated: ICECandidatePair?
-    var nominationStartedAt: MonotonicTime?
-    /// When the first pair became valid (nil: none yet).
-    var firstValidAt: MonotonicTime?
-    /// When the first connectivity check went out (nil: none yet).
-    var checksStartedAt: MonotonicTime?
-    /// When the last new (not retransmitted, not keepalive) check went out (nil: none yet).
-    var lastNewCheckAt: MonotonicTime?
+    /// ahead of it: media starts on the first valid pair, before nomination). On the agent's context.
+    package var nominated: ICECandidatePair? { checks.nominated }
     var bucket: ICETokenBucket
-    /// What may still go toward addresses that never answered.
-    var probeBudget: ICEProbeBudget
     /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
     var earlyRequests: [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
     static let maxEarlyRequests = 16
-    static let maxLocalCandidates = 64
-    static let maxOutstandingPerPair = 8
     var channels: [String: UInt16] = [:]
     var timer: DispatchSourceTimer?
     /// The next tick of an agent without a queue (on its scheduler).
     var scheduledTick: ScheduledWork?
-    /// The tick's period now (`retime`), and whether the agent is quiet (`setQuiet`). On the queue.
+    /// The tick's period now (`retime`). On the queue.
     var tickPeriodMilliseconds = 0
-    var quiet = false
-    /// When the agent last left quiet (`setQuiet(false)`). On the queue.
-    var wokeAt = MonotonicTime.zero
     var reading = false
-    /// The keepalive jitter's generator when the agent was given a seed (else the system's).
-    var jitter: SeededGenerator?
     var prflxCount = 0
 
     /// `socket`: the bound UDP socket every check and all media use; its datagrams that are not
@@ -281,6 +258,7 @@ package final class ICEAgent: @unchecked Sendable {
         localPassword = Self.randomICEString(24)
         localKey = STUNMessage.shortTermKey(password: localPassword)
         var t: UInt64 = 0
+        var jitter: SeededGenerator?
         if let seed {
             var g = SeededGenerator(seed: seed)
             t = g.next()
@@ -289,10 +267,11 @@ package final class ICEAgent: @unchecked Sendable {
             withUnsafeMutableBytes(of: &t) { RandomBytes.fill($0) }
         }
         tieBreaker = t
+        consent = ICEConsent(configuration: configuration, jitter: jitter)
         controlling = configuration.controlling
         let now = scheduler.now
         bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: now)
-        probeBudget = ICEProbeBudget(configuration: configuration, now: now)
+        checks = ICEChecks(configuration: configuration, now: now)
         queue?.setSpecific(key: queueKey, value: 1)
         shared.withLock { $0.controlling = configuration.controlling }
     }
@@ -445,9 +424,9 @@ package final class ICEAgent: @unchecked Sendable {
             if self.remotes.isEmpty {
                 parts.append("no candidate pair succeeded: the peer offered no candidate")
             } else {
-                let relayed = self.pairs.filter(\.usesRelay).count
+                let relayed = self.checks.pairs.filter(\.usesRelay).count
                 parts.append(
-                    "no candidate pair succeeded: \(self.pairs.count) pairs (\(relayed) through a relay) with "
+                    "no candidate pair succeeded: \(self.checks.pairs.count) pairs (\(relayed) through a relay) with "
                         + "\(self.remotes.count) remote candidates, \(st.checksSent) checks sent, "
                         + "\(st.responsesReceived) answers received, \(st.checksAnswered) of the peer's checks answered")
             }
@@ -460,7 +439,7 @@ package final class ICEAgent: @unchecked Sendable {
     package var pairSnapshots: [PairSnapshot] {
         var out: [PairSnapshot] = []
         onQueue {
-            out = self.pairs.map {
+            out = self.checks.pairs.map {
                 PairSnapshot(
                     local: $0.local.candidate, remote: $0.remote, priority: $0.priority, valid: $0.valid,
                     failed: $0.failedOver || $0.state == .failed, selected: $0 === self.selected)
@@ -481,8 +460,7 @@ package final class ICEAgent: @unchecked Sendable {
             if self.reading { self.transport.stopReceiving() }
             self.reading = false
             for t in self.turns { t.close() }
-            self.transactions.removeAll()
-            self.triggeredQueue.removeAll()
+            self.checks.stop()
         }
     }
 

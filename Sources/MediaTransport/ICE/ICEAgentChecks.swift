@@ -1,5 +1,7 @@
-// ICE agent: connectivity checks (RFC 8445 §7), answering the peer's checks, nomination,
-// keepalives and consent (RFC 7675), failover. Runs on the agent's queue.
+// ICE agent: datagrams in, answering the peer's checks (RFC 8445 §7.3), responses to ours
+// (§7.2.5), selection, and the tick that drives `ICEChecks` (checks, retransmissions,
+// nomination) and `ICEConsent` (consent checks, failover, expiry) and sends what they return.
+// Runs on the agent's queue.
 import Dispatch
 import MediaBase
 import MediaWire
@@ -105,7 +107,7 @@ extension ICEAgent {
     {
         guard !closed, relay != nil || (transport.carries(from.family) && !configuration.relayOnly) else { return }
         let now = scheduler.now
-        probeBudget.noteRequest(from: from, relay: relay)
+        checks.probeBudget.noteRequest(from: from, relay: relay)
         var remote = remotes.first { $0.address == from }
         if remote == nil {
             guard remotes.count < configuration.maxRemoteCandidates, priority != 0 else {
@@ -121,17 +123,17 @@ extension ICEAgent {
         let pair: ICECandidatePair?
         if let relay {
             pair =
-                pairs.first { $0.local.relay == relay && $0.remote.address == from }
-                ?? locals.first(where: {
+                checks.pairs.first { $0.local.relay == relay && $0.remote.address == from }
+                ?? gathering.locals.first(where: {
                     $0.relay == relay && $0.candidate.type == .relay && $0.candidate.address.family == from.family
                 }).flatMap {
                     addPair(local: $0, remote: remote)
                 }
         } else {
             func arrivedAt(_ l: ICELocalCandidate) -> Bool { local.map { sameHost(l.base, $0) } ?? true }
-            let direct = pairs.filter { $0.local.relay == nil && $0.remote.address == from && arrivedAt($0.local) }
+            let direct = checks.pairs.filter { $0.local.relay == nil && $0.remote.address == from && arrivedAt($0.local) }
             // A new pair: the local candidate of the address the request arrived at, else any of its family.
-            let sameFamily = locals.filter { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family }
+            let sameFamily = gathering.locals.filter { $0.relay == nil && $0.pairs && $0.candidate.address.family == from.family }
             pair =
                 direct.first { $0.valid && !$0.failedOver } ?? direct.max { $0.priority < $1.priority }
                 ?? (sameFamily.first(where: arrivedAt) ?? sameFamily.first).flatMap { addPair(local: $0, remote: remote) }
@@ -150,18 +152,14 @@ extension ICEAgent {
     }
 
     func trigger(_ pair: ICECandidatePair) {
-        pair.state = .waiting
-        guard !pair.triggered else { return }
-        pair.triggered = true
-        triggeredQueue.append(pair)
-        kickChecks()
+        if checks.trigger(pair) { kickChecks() }
     }
 
     func switchRole(controlling new: Bool) {
         guard new != controlling else { return }
         controlling = new
-        nominationTarget = nil
-        nominated = nil
+        checks.nominationTarget = nil
+        checks.nominated = nil
         recomputePriorities()
         shared.withLock {
             $0.controlling = new
@@ -185,75 +183,56 @@ extension ICEAgent {
     /// datagram arrived.
     func sameHost(_ a: SocketAddress, _ b: SocketAddress) -> Bool { a.family == b.family && a.addressBytes == b.addressBytes }
 
-    /// Sends a check on `pair` (a new transaction) when `probeBudget` lets it go; the verdict
-    /// says whether it went, may go later, or may not go until the address answers.
-    @discardableResult
-    func sendCheck(_ pair: ICECandidatePair, kind: ICECheckTransaction.Kind, nominate: Bool, now: MonotonicTime)
-        -> ICEProbeBudget.Verdict
-    {
-        guard let ru = remoteUfrag else { return .later }
-        var m = STUNMessage(method: .binding, class: .request)
-        m.appendText(STUNMessage.AttributeType.username, "\(ru):\(localUfrag)")
-        let lp = (pair.local.candidate.priority >> 8) & 0xFFFF
-        let prflx = ICECandidate.priority(type: .prflx, localPreference: lp)
-        m.appendUInt32(STUNMessage.AttributeType.priority, prflx)
-        if controlling {
-            m.appendUInt64(STUNMessage.AttributeType.iceControlling, tieBreaker)
-            if nominate { m.attributes.append(.init(type: STUNMessage.AttributeType.useCandidate, value: [])) }
-        } else {
-            m.appendUInt64(STUNMessage.AttributeType.iceControlled, tieBreaker)
+    /// The credentials checks are signed with (nil until the peer's are known).
+    var checkCredentials: ICEChecks.Credentials? {
+        remoteUfrag.map {
+            ICEChecks.Credentials(
+                localUfrag: localUfrag, remoteUfrag: $0, remoteKey: remoteKey, tieBreaker: tieBreaker,
+                controlling: controlling)
         }
-        let bytes = m.encode(integrity: remoteKey, fingerprint: true)
-        switch probeBudget.admit(pair.remote.address, relay: pair.local.relay, size: bytes.count, now: now) {
-        case .send: break
-        case .later:
-            bump(\.checksDelayed)
-            return .later
-        case .never:
-            bump(\.checksWithheld)
-            return .never
+    }
+
+    /// Sends what `checks` produced, in order, and counts it.
+    func emit(_ out: ICEChecks.Output) {
+        for d in out.datagrams { transmit(d.bytes, to: d.destination, relay: d.relay, from: d.source) }
+        guard out.sent + out.retransmitted + out.delayed + out.withheld > 0 else { return }
+        shared.withLock {
+            $0.stats.checksSent += out.sent
+            $0.stats.checksRetransmitted += out.retransmitted
+            $0.stats.checksDelayed += out.delayed
+            $0.stats.checksWithheld += out.withheld
         }
-        let outstanding = transactions.filter { $0.value.pair === pair }
-        if outstanding.count >= Self.maxOutstandingPerPair,
-            let oldest = outstanding.min(by: { $0.value.startedBefore($1.value) })
-        {
-            transactions[oldest.key] = nil
-        }
-        let rto: Duration = kind == .check ? .milliseconds(100) : .seconds(2)
-        transactions[m.transactionID] = ICECheckTransaction(
-            pair: pair, bytes: bytes, destination: pair.remote.address, relay: pair.local.relay, kind: kind,
-            nominate: nominate && controlling, sentControlling: controlling, prflxPriority: prflx,
-            rto: rto, nextAt: now + rto, startedAt: now, serial: transactionSerial)
-        transactionSerial &+= 1
-        if kind == .check && !pair.valid { pair.state = .inProgress }
-        transmit(bytes, to: pair.remote.address, relay: pair.local.relay, from: pair.local.base)
-        bump(\.checksSent)
-        return .send
+    }
+
+    /// Sends a check on `pair` (`ICEChecks.check`).
+    func sendCheck(_ pair: ICECandidatePair, kind: ICECheckTransaction.Kind, nominate: Bool, now: MonotonicTime) {
+        var out = ICEChecks.Output()
+        checks.check(pair, kind: kind, nominate: nominate, credentials: checkCredentials, now: now, into: &out)
+        emit(out)
     }
 
     // MARK: Responses (RFC 8445 §7.2.5)
 
     func handleResponse(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?) {
-        if relay == nil, let i = serverTransactions.firstIndex(where: { $0.transactionID == m.transactionID }) {
-            if serverTransactions[i].server.address == from {
-                handleServerResponse(i, m, bytes: bytes)
-            } else {
+        if relay == nil, let answer = gathering.serverAnswered(m.transactionID, from: from) {
+            if answer.wrongSource {
                 bump(\.droppedResponses)
+            } else if let server = answer.server {
+                handleServerResponse(server, m)
             }
             return
         }
-        guard let t = transactions[m.transactionID], t.destination == from, t.relay == relay,
-            STUNMessage.hasValidFingerprint(bytes), STUNMessage.hasValidIntegrity(bytes, key: remoteKey)
+        guard checks.isInFlight(m.transactionID, from: from, relay: relay),
+            STUNMessage.hasValidFingerprint(bytes), STUNMessage.hasValidIntegrity(bytes, key: remoteKey),
+            let t = checks.answered(m.transactionID, from: from, relay: relay)
         else {
             bump(\.droppedResponses)
             return
         }
-        transactions[m.transactionID] = nil
         bump(\.responsesReceived)
-        probeBudget.noteAnswer(from: from)
         let now = scheduler.now
         let pair = t.pair
-        guard pairs.contains(where: { $0 === pair }) else { return }
+        guard checks.pairs.contains(where: { $0 === pair }) else { return }
         if m.messageClass == .errorResponse {
             if m.errorCode?.code == 487 {
                 if t.sentControlling == controlling { switchRole(controlling: !t.sentControlling) }
@@ -270,20 +249,20 @@ extension ICEAgent {
         // The valid pair (§7.2.5.3.2): the local candidate whose address the peer saw.
         var validPair = pair
         if pair.local.relay == nil && mapped != pair.local.candidate.address {
-            var local = locals.first { $0.relay == nil && $0.candidate.address == mapped }
+            var local = gathering.locals.first { $0.relay == nil && $0.candidate.address == mapped }
             if local == nil {
                 let c = ICECandidate(
-                    foundation: foundation(.prflx, base: pair.local.base, server: nil), priority: t.prflxPriority,
+                    foundation: gathering.foundation(.prflx, base: pair.local.base, server: nil), priority: t.prflxPriority,
                     address: mapped, type: .prflx, relatedAddress: pair.local.base)
                 let l = ICELocalCandidate(candidate: c, base: pair.local.base, relay: nil)
                 addLocal(l, signal: false)
-                local = locals.first { $0.relay == nil && $0.candidate.address == mapped }
+                local = gathering.locals.first { $0.relay == nil && $0.candidate.address == mapped }
             }
             if let local, let p = addPair(local: local, remote: pair.remote) { validPair = p }
         }
         pair.state = .succeeded
         validPair.state = .succeeded
-        let wasUsable = isUsable(validPair, now: now)
+        let wasUsable = consent.isUsable(validPair, now: now)
         if !wasUsable { validPair.usableSince = now }
         validPair.valid = true
         validPair.failedOver = false
@@ -292,16 +271,16 @@ extension ICEAgent {
             pair.lastResponseAt = now
             pair.failedOver = false
         }
-        if validPair.nextKeepaliveAt == .zero { validPair.nextKeepaliveAt = now + keepaliveInterval() }
-        if firstValidAt == nil { firstValidAt = now }
+        if validPair.nextKeepaliveAt == .zero { validPair.nextKeepaliveAt = now + consent.keepaliveInterval() }
+        if checks.firstValidAt == nil { checks.firstValidAt = now }
         if let r = validPair.local.relay, channels[channelKey(r, validPair.remote.address)] == nil,
             let ch = turns[r].bindChannel(validPair.remote.address)
         {
             channels[channelKey(r, validPair.remote.address)] = ch
         }
         if controlling {
-            if t.nominate, nominationTarget === pair || nominationTarget === validPair {
-                nominated = validPair
+            if t.nominate, checks.nominationTarget === pair || checks.nominationTarget === validPair {
+                checks.nominated = validPair
                 select(validPair, now: now)
             } else if selected == nil {
                 // Media starts on the first working pair at once (as libwebrtc does); nomination
@@ -322,14 +301,6 @@ extension ICEAgent {
 
     func channelKey(_ relay: Int, _ peer: SocketAddress) -> String { "\(relay) \(peer)" }
 
-    /// The time until a valid pair's next keepalive: the configured interval times 0.8...1.2.
-    func keepaliveInterval() -> Duration {
-        let base = quiet ? configuration.quietKeepaliveIntervalMilliseconds : configuration.keepaliveIntervalMilliseconds
-        let factor = jitter != nil ? Double.random(in: 0.8...1.2, using: &jitter!) : Double.random(in: 0.8...1.2)
-        let ms = Double(max(10, base)) * factor
-        return .nanoseconds(Int64(ms * 1e6))
-    }
-
     // MARK: Selection and nomination
 
     func select(_ pair: ICECandidatePair, now: MonotonicTime) {
@@ -347,8 +318,7 @@ extension ICEAgent {
             let named = sendsFromBase && !(transport.routeSource(toward: pair.remote.address).map { sameHost($0, base) } ?? false)
             route = .direct(pair.remote.address, from: named ? base : nil)
         }
-        selected = pair
-        pair.selectedAt = now
+        _ = consent.select(pair, now: now)
         path.route = route
         let cb = shared.withLock { s -> (@Sendable (ICECandidate?, ICECandidate?) -> Void)? in
             s.selected = (pair.local.candidate, pair.remote)
@@ -359,8 +329,7 @@ extension ICEAgent {
     }
 
     func deselect() {
-        guard selected != nil else { return }
-        selected = nil
+        guard consent.deselect() else { return }
         path.route = nil
         let cb = shared.withLock { s -> (@Sendable (ICECandidate?, ICECandidate?) -> Void)? in
             s.selected = nil
@@ -370,46 +339,11 @@ extension ICEAgent {
         cb?(nil, nil)
     }
 
-    /// Whether pairs through a relay are held back now: a direct pair works, or direct pairs
-    /// exist, some not yet failed, and the first check went out less than
-    /// `relayCheckDelayMilliseconds` ago.
-    func relayHeld(now: MonotonicTime) -> Bool {
-        if pairs.contains(where: { !$0.usesRelay && isUsable($0, now: now) }) { return true }
-        let directPending = pairs.contains { !$0.usesRelay && $0.state != .failed }
-        guard directPending else { return false }
-        guard let started = checksStartedAt else { return true }
-        return now - started < configuration.relayCheckDelay
-    }
-
-    /// Usable now: valid, not failed over, and answered within the failover time.
-    func isUsable(_ p: ICECandidatePair, now: MonotonicTime) -> Bool {
-        p.valid && !p.failedOver && now - max(p.lastResponseAt, wokeAt) < failoverAfter
-    }
-
-    /// Controlling side: nominates the best usable pair when none is selected (after the first
-    /// valid pair, once higher-priority pairs are done or 200 ms passed), or when a better one than
-    /// the selected pair has worked for two keepalive intervals (renomination).
+    /// Controlling side: nominates the best usable pair, or a better one (`ICEChecks.updateNomination`).
     func updateNomination(now: MonotonicTime) {
-        guard controlling, remoteUfrag != nil else { return }
-        guard let best = pairs.filter({ isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else { return }
-        if best === nominated { return }
-        if let s = nominated, isUsable(s, now: now) {
-            // Leaving a working pair: only for a better one that has kept answering for a while,
-            // so a flaky path does not make the selection flap.
-            guard best.isBetter(than: s),
-                now - best.usableSince >= configuration.keepaliveInterval * 2
-            else { return }
-        }
-        if nominated == nil {
-            let pending = pairs.contains {
-                !$0.valid && ($0.state == .waiting || $0.state == .inProgress) && $0.priority > best.priority
-            }
-            if pending, let first = firstValidAt, now - first < .milliseconds(200) { return }
-        }
-        if nominationTarget === best, let started = nominationStartedAt, now - started < .seconds(1) { return }
-        nominationTarget = best
-        nominationStartedAt = now
-        sendCheck(best, kind: .check, nominate: true, now: now)
+        var out = ICEChecks.Output()
+        checks.updateNomination(now: now, consent: consent, credentials: checkCredentials, into: &out)
+        emit(out)
     }
 
     // MARK: Timer
@@ -421,53 +355,16 @@ extension ICEAgent {
         // addresses leaves room for only one.
         if remoteUfrag != nil { sendNextCheck(now: now) }
         // Retransmissions and timeouts.
-        for (id, t) in transactions.sorted(by: { $0.value.startedBefore($1.value) }) where t.nextAt <= now {
-            var giveUp = t.kind == .keepalive || t.sends >= 6
-            if !giveUp {
-                switch probeBudget.admit(t.destination, relay: t.relay, size: t.bytes.count, now: now) {
-                case .send: break
-                case .later:
-                    bump(\.checksDelayed)
-                    continue
-                case .never:
-                    bump(\.checksWithheld)
-                    giveUp = true
-                }
-            }
-            if giveUp {
-                transactions[id] = nil
-                if t.kind == .check, t.pair.state == .inProgress, !transactions.values.contains(where: { $0.pair === t.pair }) {
-                    t.pair.state = .failed
-                }
-                continue
-            }
-            var u = t
-            u.sends += 1
-            u.rto = min(u.rto * 2, .milliseconds(1600))
-            u.nextAt = now + u.rto
-            transactions[id] = u
-            transmit(t.bytes, to: t.destination, relay: t.relay, from: t.pair.local.base)
-            bump(\.checksRetransmitted)
-        }
-        for i in serverTransactions.indices where !serverTransactions[i].done && serverTransactions[i].nextAt <= now {
-            if serverTransactions[i].sends >= 4 {
-                serverTransactions[i].done = true
-                continue
-            }
-            serverTransactions[i].sends += 1
-            serverTransactions[i].rto *= 2
-            serverTransactions[i].nextAt = now + serverTransactions[i].rto
-            let s = serverTransactions[i]
-            s.bytes.withUnsafeBytes { _ = transport.send($0, to: s.server.address, from: nil) }
+        var out = ICEChecks.Output()
+        checks.retransmit(now: now, into: &out)
+        emit(out)
+        for r in gathering.retransmit(now: now) {
+            r.bytes.withUnsafeBytes { _ = transport.send($0, to: r.destination, from: nil) }
         }
         checkGatheringComplete(now: now)
         guard remoteUfrag != nil else { return }
-        // Keepalives / consent checks on every valid pair (failed-over ones too, so they can
-        // recover), but none through a relay while a direct pair works.
-        let directWorks = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
-
-        for p in pairs where p.valid && now >= p.nextKeepaliveAt && !(directWorks && p.usesRelay && p !== selected) {
-            p.nextKeepaliveAt = now + keepaliveInterval()
+        // Consent checks (`ICEConsent.dueChecks`); the controlling side's on the selected pair nominate it.
+        for p in consent.dueChecks(checks.pairs, now: now) {
             sendCheck(p, kind: .keepalive, nominate: controlling && p === selected, now: now)
         }
         superviseSelection(now: now)
@@ -475,15 +372,9 @@ extension ICEAgent {
         retime()
     }
 
-    /// The silence after which a selected pair fails over (longer while quiet).
-    var failoverAfter: Duration {
-        quiet ? .milliseconds(max(1, configuration.quietFailoverAfterMilliseconds)) : configuration.failoverAfter
-    }
-
     /// Whether checks, retransmissions or gathering need the fast tick.
     var hasCheckWork: Bool {
-        !gatheringComplete || !triggeredQueue.isEmpty || transactions.values.contains { $0.kind == .check }
-            || serverTransactions.contains { !$0.done } || pairs.contains { $0.state == .waiting || $0.state == .inProgress }
+        gathering.hasWork || checks.hasWork
     }
 
     /// Sets the tick: the check pacing (Ta), or `quietTickMilliseconds` while quiet with no check
@@ -491,7 +382,7 @@ extension ICEAgent {
     func retime() {
         guard timer != nil || scheduledTick != nil, !closed else { return }
         let fast = max(5, min(100, configuration.checkIntervalMilliseconds))
-        let want = quiet && !hasCheckWork ? max(fast, configuration.quietTickMilliseconds) : fast
+        let want = consent.quiet && !hasCheckWork ? max(fast, configuration.quietTickMilliseconds) : fast
         guard want != tickPeriodMilliseconds else { return }
         tickPeriodMilliseconds = want
         if let timer {
@@ -523,63 +414,22 @@ extension ICEAgent {
     /// valid pair at once. Thread rule: any thread (applied on the agent's queue). Cost: none.
     package func setQuiet(_ quiet: Bool) {
         onQueueAsync { agent in
-            guard agent.quiet != quiet else { return }
-            agent.quiet = quiet
-            if !quiet {
-                let now = agent.scheduler.now
-                for p in agent.pairs where p.valid { p.nextKeepaliveAt = now }
-                // Answers were expected only every few seconds: the failover window starts now.
-                agent.wokeAt = now
-            }
+            // Leaving quiet: answers were expected only every few seconds, so the failover window
+            // starts now and every valid pair is checked at once.
+            guard agent.consent.setQuiet(quiet, pairs: agent.checks.pairs, now: agent.scheduler.now) else { return }
             agent.retime()
         }
     }
 
-    /// One new connectivity check, paced at Ta (RFC 8445 §6.1.4.2): a triggered pair first, then the
-    /// best waiting one. Called on every tick, and at once (`early`) when pairs or a triggered check
-    /// appear, so a check does not wait for the next tick (with a 50 ms Ta, those waits were most
-    /// of a loopback connection's set-up) unless one went out less than Ta ago. At most one early
-    /// check comes between two ticks.
+    /// One new connectivity check, paced at Ta (`ICEChecks.checkNext`). Called on every tick, and
+    /// at once (`early`) when pairs or a triggered check appear, so a check does not wait for the
+    /// next tick (with a 50 ms Ta, those waits were most of a loopback connection's set-up)
+    /// unless one went out less than Ta ago. At most one early check comes between two ticks.
     func sendNextCheck(now: MonotonicTime, early: Bool = false) {
         guard !closed, started, remoteUfrag != nil else { return }
-        if early, let last = lastNewCheckAt, now - last < configuration.checkInterval { return }
-        let directWorksNow = pairs.contains { !$0.usesRelay && isUsable($0, now: now) }
-        let held = relayHeld(now: now)
-        // A pair whose address may not be checked (`probeBudget`) fails and the next one is
-        // tried at once; one that must wait for the rate stays first in line.
-        for _ in 0...pairs.count {
-            var next: ICECandidatePair?
-            var fromTriggered = false
-            while next == nil, !triggeredQueue.isEmpty {
-                let p = triggeredQueue.removeFirst()
-                p.triggered = false
-                // A relayed pair waits (untriggered) while a direct pair works.
-                if p.state == .waiting && !(directWorksNow && p.usesRelay) {
-                    next = p
-                    fromTriggered = true
-                }
-            }
-            if next == nil {
-                next = pairs.filter { $0.state == .waiting && !$0.valid && !(held && $0.usesRelay) }.max {
-                    $0.priority < $1.priority
-                }
-            }
-            guard let next else { return }
-            switch sendCheck(next, kind: .check, nominate: false, now: now) {
-            case .send:
-                if checksStartedAt == nil { checksStartedAt = now }
-                lastNewCheckAt = now
-                return
-            case .later:
-                if fromTriggered {
-                    next.triggered = true
-                    triggeredQueue.insert(next, at: 0)
-                }
-                return
-            case .never:
-                if !next.valid { next.state = .failed }
-            }
-        }
+        var out = ICEChecks.Output()
+        checks.checkNext(now: now, early: early, consent: consent, credentials: checkCredentials, into: &out)
+        emit(out)
     }
 
     /// Sends the next check now if the pacing allows, after the current handler returns.
@@ -591,33 +441,29 @@ extension ICEAgent {
         }
     }
 
-    /// Failover and consent: a selected pair silent for `failoverAfterMilliseconds` is marked
-    /// failed and replaced at once by the best usable pair; with no answer on any pair for
+    /// Failover and consent (`ICEConsent.supervise`): a selected pair silent for the failover
+    /// time is replaced at once by the best usable pair (nominated again on the controlling
+    /// side), or, with none, the relayed pairs are checked; with no answer on any pair for
     /// `consentExpirySeconds`, the route goes away (RFC 7675 §5.1).
     func superviseSelection(now: MonotonicTime) {
-        let latest = pairs.map(\.lastResponseAt).max() ?? .zero
-        if selected != nil, latest > .zero, (now - latest).inSeconds > configuration.consentExpirySeconds {
-            for p in pairs where p.valid { p.failedOver = true }
-            nominationTarget = nil
-            nominated = nil
+        switch consent.supervise(checks.pairs, now: now) {
+        case .steady:
+            break
+        case .expired:
+            checks.nominationTarget = nil
+            checks.nominated = nil
             deselect()
-            return
-        }
-        guard let s = selected else { return }
-        guard now - max(s.lastResponseAt, s.selectedAt, wokeAt) > failoverAfter else { return }
-        s.failedOver = true
-        s.state = .failed
-        guard let next = pairs.filter({ $0 !== s && isUsable($0, now: now) }).max(by: { $1.isBetter(than: $0) }) else {
+        case .noUsablePair:
             // Nothing answered lately: check the relayed pairs now (they were left alone while
             // the direct pair worked); the first to answer is selected.
-            for p in pairs where p.usesRelay && (p.valid || p.state == .waiting) { trigger(p) }
-            return
-        }
-        select(next, now: now)
-        if controlling {
-            nominationTarget = next
-            nominationStartedAt = now
-            sendCheck(next, kind: .check, nominate: true, now: now)
+            for p in checks.pairs where p.usesRelay && (p.valid || p.state == .waiting) { trigger(p) }
+        case .failover(let next):
+            select(next, now: now)
+            if controlling {
+                var out = ICEChecks.Output()
+                checks.nominate(next, now: now, credentials: checkCredentials, into: &out)
+                emit(out)
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
-// ICE agent: gathering host, server-reflexive and relayed candidates (RFC 8445 §5.1), remote
-// credentials and candidates, and pair formation (§6.1.2). Runs on the agent's queue.
+// ICE agent: starting (the STUN requests `ICEGathering` returns, the TURN clients, the tick),
+// signalling the candidates `ICEGathering` makes (RFC 8445 §5.1), remote credentials and
+// candidates, and pair formation (§6.1.2). Runs on the agent's queue.
 import Dispatch
 import MediaBase
 import MediaWire
@@ -11,30 +12,16 @@ import MediaWire
 #endif
 
 extension ICEAgent {
-    /// Binding requests to STUN servers carry a SOFTWARE attribute this long, so the answer (an
-    /// XOR-MAPPED-ADDRESS and a few more attributes) is never larger than the request: servers
-    /// that refuse to amplify answer it, and nothing we send can be amplified.
-    static let serverRequestSoftwareLength = 120
-
     func startOnQueue() {
         guard !started, !closed else { return }
         started = true
         let now = scheduler.now
-        gatheringDeadline = now + .seconds(8)
         if !configuration.relayOnly { gatherHost() }
-        for server in configuration.servers
-        where server.kind == .stun && transport.carries(server.address.family) && !configuration.relayOnly {
-            var m = STUNMessage(method: .binding, class: .request)
-            let name = "Revue ICE"
-            m.appendText(
-                STUNMessage.AttributeType.software,
-                name + String(repeating: " ", count: Self.serverRequestSoftwareLength - name.count))
-            let bytes = m.encode(fingerprint: true)
-            serverTransactions.append(
-                ICEServerTransaction(
-                    server: server, transactionID: m.transactionID, bytes: bytes,
-                    nextAt: now + .milliseconds(250), rto: .milliseconds(250)))
-            bytes.withUnsafeBytes { _ = transport.send($0, to: server.address, from: nil) }
+        let stun = configuration.servers.filter {
+            $0.kind == .stun && transport.carries($0.address.family) && !configuration.relayOnly
+        }
+        for r in gathering.start(stunServers: stun, now: now) {
+            r.bytes.withUnsafeBytes { _ = transport.send($0, to: r.destination, from: nil) }
         }
         for server in configuration.servers where server.kind == .turn && canUseTURN(server) {
             startTURN(server)
@@ -64,7 +51,7 @@ extension ICEAgent {
     /// socket and the agent's queue (its timers on a queue of its own, as before schedulers), or,
     /// for an agent without a socket, through the transport and on the agent's scheduler.
     private func startTURN(_ server: ICEServer) {
-        let index = turns.count
+        let index = gathering.addRelay()
         let client: TURNClient
         if let socket, let queue {
             client = TURNClient(server: server, socket: socket, queue: queue)
@@ -84,11 +71,10 @@ extension ICEAgent {
         // IPv6: we have IPv6 host candidates, or offer only relayed ones from a socket that
         // carries IPv6. A server without IPv6 relays answers with IPv4 alone.
         let ipv6 =
-            locals.contains { $0.candidate.type == .host && $0.candidate.address.family == .ipv6 }
+            gathering.locals.contains { $0.candidate.type == .host && $0.candidate.address.family == .ipv6 }
             || (configuration.relayOnly && transport.carries(.ipv6))
         client.relayFamilies = ipv6 ? .both : .ipv4
         turns.append(client)
-        turnDone.append(false)
         client.allocate()
     }
 
@@ -126,20 +112,6 @@ extension ICEAgent {
         if isOnContext { body(self) } else { later { body(self) } }
     }
 
-    /// RFC 8445 §5.1.2.1 local preference: IPv6 above IPv4 (RFC 8421), then the order of the
-    /// addresses (each interface address its own value).
-    func hostLocalPreference(_ address: SocketAddress, index: Int) -> UInt32 {
-        (address.family == .ipv6 ? 0xFFFF : 0x7FFF) - UInt32(min(index, 0x3FFF))
-    }
-
-    func foundation(_ type: ICECandidateType, base: SocketAddress, server: SocketAddress?) -> String {
-        let key = "\(type.rawValue)|\(base.host)|\(server?.description ?? "")"
-        if let f = foundations[key] { return f }
-        let f = String(foundations.count + 1)
-        foundations[key] = f
-        return f
-    }
-
     private func gatherHost() {
         let bound = transport.boundAddress ?? (transport.family == .ipv4 ? .anyIPv4(port: 0) : .anyIPv6(port: 0))
         var addresses: [SocketAddress]
@@ -151,25 +123,11 @@ extension ICEAgent {
             addresses = ICEHostAddresses.addresses(
                 bound: bound, includeLoopback: ICEHostAddresses.isLoopback(bound), dualStack: transport.isDualStack)
         }
-        var seen = Set<SocketAddress>()
-        addresses = addresses.filter { seen.insert($0).inserted }
-        for (i, a) in addresses.enumerated() {
-            let c = ICECandidate(
-                foundation: foundation(.host, base: a, server: nil),
-                priority: ICECandidate.priority(type: .host, localPreference: hostLocalPreference(a, index: i)),
-                address: a, type: .host)
-            addLocal(ICELocalCandidate(candidate: c, base: a, relay: nil))
-        }
+        for l in gathering.hostCandidates(addresses) { addLocal(l) }
     }
 
-    /// The base a server-reflexive address is reported with: the first host candidate.
-    private var reflexiveBase: ICELocalCandidate? { locals.first { $0.candidate.type == .host } }
-
     func addLocal(_ l: ICELocalCandidate, signal: Bool = true) {
-        guard locals.count < Self.maxLocalCandidates,
-            !locals.contains(where: { $0.candidate.address == l.candidate.address && $0.relay == l.relay })
-        else { return }
-        locals.append(l)
+        guard gathering.add(l) else { return }
         if l.pairs { for r in remotes where Self.relayCanReach(l, r) { addPair(local: l, remote: r) } }
         guard signal else { return }
         let cb = shared.withLock { s -> (@Sendable (ICECandidate) -> Void)? in
@@ -179,24 +137,17 @@ extension ICEAgent {
         cb?(l.candidate)
     }
 
+    /// A server-reflexive candidate for `mapped` (`ICEGathering.serverReflexive`), signalled.
     func addServerReflexive(_ mapped: SocketAddress, server: SocketAddress) {
-        guard !locals.contains(where: { $0.candidate.address == mapped }), let base = reflexiveBase else { return }
-        let lp = (base.candidate.priority >> 8) & 0xFFFF
-        let c = ICECandidate(
-            foundation: foundation(.srflx, base: base.base, server: server),
-            priority: ICECandidate.priority(type: .srflx, localPreference: lp),
-            address: mapped, type: .srflx, relatedAddress: base.base)
-        addLocal(ICELocalCandidate(candidate: c, base: base.base, relay: nil))
+        if let l = gathering.serverReflexive(mapped, server: server) { addLocal(l) }
     }
 
-    func handleServerResponse(_ index: Int, _ m: STUNMessage, bytes: [UInt8]) {
-        let t = serverTransactions[index]
-        guard !t.done else { return }
-        serverTransactions[index].done = true
+    /// A STUN server's answer to our Binding request (the first one only).
+    func handleServerResponse(_ server: ICEServer, _ m: STUNMessage) {
         if m.messageClass == .successResponse, let mapped = try? m.xorAddress(STUNMessage.AttributeType.xorMappedAddress),
             transport.carries(mapped.family)
         {
-            addServerReflexive(mapped, server: t.server.address)
+            addServerReflexive(mapped, server: server.address)
         }
         checkGatheringComplete()
     }
@@ -211,19 +162,13 @@ extension ICEAgent {
             // A lost allocation made again (TURNClient.allocationsLost): the old relayed candidates
             // go with their pairs, and the new ones are signalled like any late candidate.
             replaceRelayedCandidates(of: index, keeping: addresses)
-            for (i, a) in addresses.enumerated() {
-                // IPv6 above IPv4 among one allocation's addresses (RFC 8421), as for host candidates.
-                let lp = (a.family == .ipv6 ? 0xFFFF : 0xFF00) - UInt32(min(index, 0x7F) * 2 + i)
-                let c = ICECandidate(
-                    foundation: foundation(.relay, base: a, server: server),
-                    priority: ICECandidate.priority(type: .relay, localPreference: lp),
-                    address: a, type: .relay, relatedAddress: mapped)
-                addLocal(ICELocalCandidate(candidate: c, base: a, relay: index))
+            for l in gathering.relayedCandidates(of: index, server: server, addresses: addresses, mapped: mapped) {
+                addLocal(l)
             }
             if transport.carries(mapped.family) && !configuration.relayOnly { addServerReflexive(mapped, server: server) }
-            turnDone[index] = true
+            gathering.relayDone(index)
         case .failed, .closed:
-            turnDone[index] = true
+            gathering.relayDone(index)
         case .idle, .allocating:
             break
         }
@@ -235,16 +180,15 @@ extension ICEAgent {
     /// waits for a pair through the new allocation, or another path). Counted in
     /// `ICEAgentStatistics.relayedCandidatesReplaced`.
     func replaceRelayedCandidates(of index: Int, keeping addresses: [SocketAddress]) {
-        let gone = locals.filter { $0.relay == index && $0.candidate.type == .relay && !addresses.contains($0.candidate.address) }
+        let gone = gathering.removeRelayed(of: index, keeping: addresses)
         guard !gone.isEmpty else { return }
         let goneAddresses = Set(gone.map(\.candidate.address))
-        locals.removeAll { $0.relay == index && goneAddresses.contains($0.candidate.address) }
-        let dead = pairs.filter { $0.local.relay == index && goneAddresses.contains($0.local.candidate.address) }
+        let dead = checks.pairs.filter { $0.local.relay == index && goneAddresses.contains($0.local.candidate.address) }
         for p in dead {
-            if let i = pairs.firstIndex(where: { $0 === p }) { removePair(at: i) }
+            if let i = checks.pairs.firstIndex(where: { $0 === p }) { checks.removePair(at: i) }
         }
-        if let n = nominationTarget, dead.contains(where: { $0 === n }) { nominationTarget = nil }
-        if let n = nominated, dead.contains(where: { $0 === n }) { nominated = nil }
+        if let n = checks.nominationTarget, dead.contains(where: { $0 === n }) { checks.nominationTarget = nil }
+        if let n = checks.nominated, dead.contains(where: { $0 === n }) { checks.nominated = nil }
         if let s = selected, dead.contains(where: { $0 === s }) { deselect() }
         shared.withLock {
             $0.localCandidates.removeAll { goneAddresses.contains($0.address) && $0.type == .relay }
@@ -252,15 +196,10 @@ extension ICEAgent {
         }
     }
 
-    /// Announces the end of gathering once every server is done, or (given the time) once
-    /// `gatheringDeadline` has passed.
+    /// Announces the end of gathering once every server is done, or (given the time) once the
+    /// deadline has passed (`ICEGathering.completes`).
     func checkGatheringComplete(now: MonotonicTime? = nil) {
-        guard !gatheringComplete, started else { return }
-        let serversDone = serverTransactions.allSatisfy(\.done) && turnDone.allSatisfy { $0 }
-        if !serversDone {
-            guard let now, let deadline = gatheringDeadline, now >= deadline else { return }
-        }
-        gatheringComplete = true
+        guard gathering.completes(now: now) else { return }
         shared.withLock { $0.onGatheringComplete }?()
     }
 
@@ -282,16 +221,7 @@ extension ICEAgent {
     /// the new generation works (the old peer agent is gone or no longer answers as itself).
     func forgetRemoteGeneration() {
         remotes.removeAll()
-        pairs.removeAll()
-        triggeredQueue.removeAll()
-        transactions.removeAll()
-        nominationTarget = nil
-        nominated = nil
-        nominationStartedAt = nil
-        firstValidAt = nil
-        checksStartedAt = nil
-        lastNewCheckAt = nil
-        probeBudget.newGeneration()
+        checks.forgetGeneration()
         deselect()
     }
 
@@ -309,7 +239,7 @@ extension ICEAgent {
             // A peer-reflexive candidate learned from a check, now signalled: keep the signalled form.
             if remotes[i].type == .prflx && c.type != .prflx {
                 remotes[i] = c
-                for p in pairs where p.remote.address == c.address { p.updateRemote(c) }
+                for p in checks.pairs where p.remote.address == c.address { p.updateRemote(c) }
                 recomputePriorities()
                 // The selected pair's snapshot names the signalled candidate too (same path).
                 if let sel = selected, sel.remote.address == c.address {
@@ -325,7 +255,7 @@ extension ICEAgent {
             return
         }
         remotes.append(c)
-        for l in locals where l.pairs && Self.relayCanReach(l, c) { addPair(local: l, remote: c) }
+        for l in gathering.locals where l.pairs && Self.relayCanReach(l, c) { addPair(local: l, remote: c) }
         kickChecks()
     }
 
@@ -346,7 +276,7 @@ extension ICEAgent {
     @discardableResult
     func addPair(local: ICELocalCandidate, remote: ICECandidate) -> ICECandidatePair? {
         guard local.candidate.address.family == remote.address.family else { return nil }
-        if let p = pairs.first(where: {
+        if let p = checks.pairs.first(where: {
             $0.local.candidate.address == local.candidate.address && $0.local.relay == local.relay
                 && $0.remote.address == remote.address
         }) {
@@ -354,28 +284,22 @@ extension ICEAgent {
         }
         let p = ICECandidatePair(local: local, remote: remote)
         p.priority = ICECandidatePair.priority(local: local.candidate.priority, remote: remote.priority, controlling: controlling)
-        if pairs.count >= max(1, configuration.maxPairs) {
+        if checks.pairs.count >= max(1, configuration.maxPairs) {
             guard
-                let worst = pairs.enumerated().filter({
+                let worst = checks.pairs.enumerated().filter({
                     !$0.element.valid && $0.element.state != .inProgress && $0.element !== selected
                 })
                 .min(by: { $0.element.priority < $1.element.priority }), worst.element.priority < p.priority
             else { return nil }
-            removePair(at: worst.offset)
+            checks.removePair(at: worst.offset)
         }
-        pairs.append(p)
+        checks.pairs.append(p)
         if let r = local.relay { turns[r].createPermission(remote.address) }
         return p
     }
 
-    private func removePair(at i: Int) {
-        let p = pairs.remove(at: i)
-        triggeredQueue.removeAll { $0 === p }
-        transactions = transactions.filter { $0.value.pair !== p }
-    }
-
     func recomputePriorities() {
-        for p in pairs {
+        for p in checks.pairs {
             p.priority = ICECandidatePair.priority(
                 local: p.local.candidate.priority, remote: p.remote.priority, controlling: controlling)
         }

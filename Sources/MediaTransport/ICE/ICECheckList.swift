@@ -31,31 +31,33 @@ package struct ICELocalCandidate {
 
 /// One candidate pair and its check state. Thread rule: the agent's queue only. Cost: a few words.
 package final class ICECandidatePair {
-    enum State { case waiting, inProgress, succeeded, failed }
+    /// Where the pair's checks stand (RFC 8445 §6.1.2.6, without the frozen state).
+    package enum State { case waiting, inProgress, succeeded, failed }
 
-    let local: ICELocalCandidate
-    private(set) var remote: ICECandidate
+    package let local: ICELocalCandidate
+    package private(set) var remote: ICECandidate
     /// RFC 8445 §6.1.2.3, recomputed when the role changes.
-    var priority: UInt64 = 0
-    var state: State = .waiting
+    package var priority: UInt64 = 0
+    package var state: State = .waiting
     /// In the valid list (a check on it, or on a pair that mapped to it, succeeded).
-    var valid = false
+    package var valid = false
     /// Waiting in the triggered-check queue.
-    var triggered = false
+    package var triggered = false
     /// When the last authenticated success response came (`.zero`: never): liveness and consent.
-    var lastResponseAt = MonotonicTime.zero
+    package var lastResponseAt = MonotonicTime.zero
     /// When the next keepalive / consent check goes out (valid pairs; `.zero` until the first answer).
-    var nextKeepaliveAt = MonotonicTime.zero
+    package var nextKeepaliveAt = MonotonicTime.zero
     /// Controlled side: when the peer last sent USE-CANDIDATE on this pair (`.zero`: never).
     package var peerNominatedAt = MonotonicTime.zero
     /// When the pair was last selected (`.zero`: never).
-    var selectedAt = MonotonicTime.zero
+    package var selectedAt = MonotonicTime.zero
     /// Marked failed by failover (no answer for too long); cleared by the next answer.
-    var failedOver = false
+    package var failedOver = false
     /// When the pair last became usable (valid and answering after being neither; `.zero`: never).
-    var usableSince = MonotonicTime.zero
+    package var usableSince = MonotonicTime.zero
 
-    init(local: ICELocalCandidate, remote: ICECandidate) {
+    /// A waiting pair of `local` and `remote` (priority 0 until set).
+    package init(local: ICELocalCandidate, remote: ICECandidate) {
         self.local = local
         self.remote = remote
     }
@@ -63,46 +65,49 @@ package final class ICECandidatePair {
     /// Replaces the remote candidate (a peer-reflexive one later signalled with its real type).
     func updateRemote(_ c: ICECandidate) { remote = c }
 
-    var isRelayed: Bool { local.relay != nil }
+    package var isRelayed: Bool { local.relay != nil }
     /// Goes through a TURN server: our relayed candidate, or the peer's.
-    var usesRelay: Bool { local.relay != nil || remote.type == .relay }
+    package var usesRelay: Bool { local.relay != nil || remote.type == .relay }
 
     /// RFC 8445 §6.1.2.3: 2^32·min(G,D) + 2·max(G,D) + (G>D ? 1 : 0), G the controlling agent's
     /// candidate priority.
-    static func priority(local: UInt32, remote: UInt32, controlling: Bool) -> UInt64 {
+    package static func priority(local: UInt32, remote: UInt32, controlling: Bool) -> UInt64 {
         let g = UInt64(controlling ? local : remote), d = UInt64(controlling ? remote : local)
         return (min(g, d) << 32) + 2 * max(g, d) + (g > d ? 1 : 0)
     }
 
     /// Orders pairs for selection: direct before relayed, then by priority.
-    func isBetter(than other: ICECandidatePair) -> Bool {
+    package func isBetter(than other: ICECandidatePair) -> Bool {
         if isRelayed != other.isRelayed { return !isRelayed }
         return priority > other.priority
     }
 }
 
 /// An outstanding connectivity check (Binding request) on a pair. Thread rule: the agent's queue.
-struct ICECheckTransaction {
-    enum Kind { case check, keepalive }
-    let pair: ICECandidatePair
-    let bytes: [UInt8]
-    let destination: SocketAddress
-    let relay: Int?
-    let kind: Kind
-    let nominate: Bool
-    let sentControlling: Bool
-    let prflxPriority: UInt32
-    var sends = 1
+package struct ICECheckTransaction {
+    /// A connectivity check (retransmitted) or a consent check (sent once).
+    package enum Kind { case check, keepalive }
+    package let pair: ICECandidatePair
+    package let bytes: [UInt8]
+    package let destination: SocketAddress
+    package let relay: Int?
+    package let kind: Kind
+    package let nominate: Bool
+    package let sentControlling: Bool
+    package let prflxPriority: UInt32
+    /// Datagrams sent so far (the first and the retransmissions).
+    package var sends = 1
     /// The retransmission timeout, doubled per retransmission up to 1.6 s.
-    var rto: Duration
-    var nextAt: MonotonicTime
-    let startedAt: MonotonicTime
+    package var rto: Duration
+    /// When it is retransmitted or given up.
+    package var nextAt: MonotonicTime
+    package let startedAt: MonotonicTime
     /// Transactions started so far by the agent when this one started: orders those started at
     /// the same instant (a dictionary's order differs between processes).
     var serial: UInt64 = 0
 
     /// Whether it started before `other`.
-    func startedBefore(_ other: ICECheckTransaction) -> Bool {
+    package func startedBefore(_ other: ICECheckTransaction) -> Bool {
         (startedAt, serial) < (other.startedAt, other.serial)
     }
 }
