@@ -1,7 +1,7 @@
-// Invitations: sending, answering, cancelling and ending them, and what deleting a friend does
-// to them. Each invitation ends exactly once, with didEndInvitation or
-// participantDidConnect: every transition removes the state before queueing its one event, and a
-// message for an invitation no longer in progress is answered (or ignored), never reported.
+// Invitations: the app's calls and a friend's messages go to the `RoomInvitations` state machine,
+// and the room performs what it decides (sends, events, participants connected or dropped). Each
+// invitation ends exactly once, with didEndInvitation or participantDidConnect (see
+// RoomInvitations.swift).
 
 internal import MediaCore
 
@@ -43,55 +43,35 @@ extension FriendManager {
 extension Room {
     /// `RevueTimeouts.invitationTimeout` (30 s once the session is gone).
     var invitationTimeout: Duration { core?.timeouts.invitationTimeout ?? .seconds(30) }
-    /// How much longer than the inviter the invited side waits: the inviter's end must have time to
-    /// arrive, so the invited side times out only when the inviter cannot be reached.
-    var answerGrace: Duration { max(.seconds(3), invitationTimeout * 0.5) }
     /// `RevueTimeouts.connectionTimeout` (1.6 s once the session is gone).
     var connectionTimeout: Duration { core?.timeouts.connectionTimeout ?? .milliseconds(1600) }
+
+    /// What `invitations` is told about the room with each input: its participants, the local
+    /// mode and the invitation timeout. Main actor. Cost: a set of the participants' IDs.
+    var invitationContext: RoomInvitations.Context {
+        RoomInvitations.Context(
+            participants: Set(remoteParticipants.keys), mode: localParticipant.mode.rawValue,
+            invitationTimeout: invitationTimeout)
+    }
 
     func sendInvitation(friendId id: String, message: String) throws(FriendCallError) {
         guard let core, core.friends[id] != nil else { throw .friendNotFound }
         guard message.utf8.count <= FriendManager.maxInvitationMessageLength else { throw .messageTooLong }
-        guard invitations[id] == nil, remoteParticipants[id] == nil else { throw .invalidState }
-        let inv = Self.randomId()
-        var s = CallSignal(op: CallSignal.Op.invite, inv: inv)
-        s.text = message
-        s.members = remoteParticipants.keys.sorted()
-        let sent = sendInvite(s, to: id)
-        invitations.invite(id, inv: inv, message: message, deadline: self.now + invitationTimeout, sent: sent)
-        emitRevue { $1.revue($0, friend: id, didSendInvitation: message) }
+        perform(try invitations.invite(id, inv: Self.randomId(), message: message, now: now, context: invitationContext))
     }
 
     func acceptInvitation(friendId id: String) throws(FriendCallError) {
-        guard case .incoming(let inv, _) = invitations[id] else { throw .invalidState }
-        var s = CallSignal(op: CallSignal.Op.accept, inv: inv)
-        s.members = remoteParticipants.keys.sorted()
-        s.mode = localParticipant.mode.rawValue
-        guard send(s, to: id) else { throw .friendNotReachable }
-        invitations.accepted(id, inv: inv, deadline: self.now + answerGrace)
+        let context = invitationContext
+        guard send(try invitations.acceptance(of: id, context: context), to: id) else { throw .friendNotReachable }
+        invitations.accepted(id, now: now, context: context)
     }
 
     func rejectInvitation(friendId id: String) throws(FriendCallError) {
-        guard let state = invitations[id] else { throw .invalidState }
-        switch state {
-        case .incoming(let inv, _), .accepting(let inv, _):
-            invitations.end(id)
-            send(CallSignal(op: CallSignal.Op.reject, inv: inv), to: id)
-            endInvitation(id, .rejected)
-        case .outgoing:
-            throw .invalidState
-        }
+        perform(try invitations.reject(id))
     }
 
     func cancelInvitation(friendId id: String) throws(FriendCallError) {
-        guard case .outgoing(let inv, _, _, _) = invitations[id] else { throw .invalidState }
-        invitations.end(id)
-        send(CallSignal(op: CallSignal.Op.cancel, inv: inv), to: id)
-        endInvitation(id, .cancelled)
-    }
-
-    func endInvitation(_ id: String, _ reason: InvitationEndReason) {
-        emitRevue { $1.revue($0, friend: id, didEndInvitation: reason) }
+        perform(try invitations.cancel(id))
     }
 
     /// `deleteFriend` ends a call or invitation first: hang up, cancel, or reject.
@@ -101,83 +81,45 @@ extension Room {
         friendRuns.forget(id)
         if let p = remoteParticipants[id] { hangUp(p, reason: .friendDeleted, notify: true) }
         introductions.endJoin(with: id)
-        guard let state = invitations[id] else { return }
-        switch state {
-        case .outgoing: try? cancelInvitation(friendId: id)
-        case .incoming, .accepting: try? rejectInvitation(friendId: id)
-        }
+        perform(invitations.friendDeleted(id))
     }
 
     /// Timers: invitation deadlines, resending invitations to friends who were offline.
     func tickInvitations(now: MonotonicTime) {
-        for (id, state) in invitations.inProgress {
-            switch state {
-            case .outgoing(let inv, let message, let deadline, let sent):
-                if now >= deadline {
-                    invitations.end(id)
-                    send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id)
-                    endInvitation(id, .timeout)
-                } else if !sent {
-                    var s = CallSignal(op: CallSignal.Op.invite, inv: inv)
-                    s.text = message
-                    s.members = remoteParticipants.keys.sorted()
-                    if sendInvite(s, to: id) { invitations.markSent(id) }
-                }
-            case .incoming(_, let deadline), .accepting(_, let deadline):
-                if now >= deadline {
-                    invitations.end(id)
-                    endInvitation(id, .timeout)
-                }
-            }
-        }
+        perform(invitations.tick(now: now, context: invitationContext))
     }
 
     /// Invitation messages from a friend.
     func receiveInvitationSignal(_ s: CallSignal, from id: String) {
-        guard let inv = s.inv else { return }
-        let state = invitations[id]
-        switch s.op {
-        case CallSignal.Op.invite:
-            guard state == nil, remoteParticipants[id] == nil else {
-                // Busy with them already (both invited at once, or already in a call): decline it.
-                send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id)
-                return
+        perform(invitations.receive(s, from: id, now: now, context: invitationContext))
+    }
+
+    /// Does what `invitations` decided, in order: sends, events (queued behind every other
+    /// session event), participants connected or dropped. Main actor. Cost: one send or queued
+    /// event per output.
+    func perform(_ outputs: [RoomInvitations.Output]) {
+        for output in outputs {
+            switch output {
+            case .send(let s, let id):
+                send(s, to: id)
+            case .sendInvite(let s, let id):
+                if sendInvite(s, to: id) { invitations.markSent(id) }
+            case .sendConnect(let s, let id):
+                // Once this leg is over, a retransmission of the connect (to a friend that
+                // restarted before acknowledging it) carries nothing.
+                let inv = s.inv
+                send(s, to: id) { $0.remoteParticipants[id] != nil && $0.invitations.connection(of: id) == inv }
+            case .didSend(let id, let message):
+                emitRevue { $1.revue($0, friend: id, didSendInvitation: message) }
+            case .didReceive(let id, let text):
+                emitRevue { $1.revue($0, friend: id, didReceiveInvitation: text) }
+            case .didEnd(let id, let reason):
+                emitRevue { $1.revue($0, friend: id, didEndInvitation: reason) }
+            case .connect(let id, let inv, let mode):
+                connectParticipant(id, inv: inv, mode: mode)
+            case .hangUp(let id):
+                if let p = remoteParticipants[id] { hangUp(p, reason: .remoteHangUp, notify: false) }
             }
-            invitations.invited(by: id, inv: inv, deadline: self.now + invitationTimeout + answerGrace)
-            let text = s.text
-            emitRevue { $1.revue($0, friend: id, didReceiveInvitation: text) }
-        case CallSignal.Op.cancel, CallSignal.Op.end, CallSignal.Op.reject:
-            if let state, state.inv == inv {
-                invitations.end(id)
-                endInvitation(id, .finished)
-            } else if invitations.connection(of: id) == inv, let p = remoteParticipants[id] {
-                // Ended on their side while our connect was on its way: the call is over.
-                hangUp(p, reason: .remoteHangUp, notify: false)
-            }
-        case CallSignal.Op.accept:
-            guard case .outgoing(let mine, _, _, _) = state, mine == inv else {
-                // Already connected (through an introduction, which ended the invitation): nothing
-                // to answer; otherwise there is no such invitation any more.
-                if remoteParticipants[id] == nil { send(CallSignal(op: CallSignal.Op.end, inv: inv), to: id) }
-                return
-            }
-            invitations.end(id)
-            var reply = CallSignal(op: CallSignal.Op.connect, inv: inv)
-            reply.members = remoteParticipants.keys.sorted()
-            reply.mode = localParticipant.mode.rawValue
-            // Once this leg is over, a retransmission of the connect (to a friend that restarted
-            // before acknowledging it) carries nothing.
-            send(reply, to: id) { $0.remoteParticipants[id] != nil && $0.invitations.connection(of: id) == inv }
-            connectParticipant(id, inv: inv, mode: s.mode)
-        case CallSignal.Op.connect:
-            guard case .accepting(let mine, _) = state, mine == inv else {
-                if remoteParticipants[id] == nil { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
-                return
-            }
-            invitations.end(id)
-            connectParticipant(id, inv: inv, mode: s.mode)
-        default:
-            break
         }
     }
 }

@@ -75,8 +75,7 @@ extension Room {
     /// it belongs to a run that is gone: it ends with `.connectionLost` (even when the restart was
     /// quicker than the connection timeout, so the friend never looked offline).
     func receiveHello(_ s: CallSignal, from id: String) {
-        guard let new = s.epoch, !new.isEmpty, new.utf8.count <= 32 else { return }
-        guard friendRuns.heard(new, from: id) else { return }
+        guard friendRuns.receiveHello(s, from: id) else { return }
         if let p = remoteParticipants[id] { hangUp(p, reason: .connectionLost, notify: false) }
         introductions.friendRestarted(id)
     }
@@ -88,12 +87,8 @@ extension Room {
         guard remoteParticipants[id] == nil, !introductions.isJoining(id), invitations[id] == nil,
             !introductions.holdsJoin(from: id)
         else { return }
-        let inCall =
-            s.type == "track" || s.type == "adr"
-            || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
-        guard inCall else { return }
         let now = self.now
-        guard friendRuns.mayAnswerUnknownCall(of: id, now: now) else { return }
+        guard friendRuns.answersUnknownCall(s, from: id, now: now) else { return }
         // Not counted when the stream could not take it yet (the connection is not complete).
         if send(CallSignal(op: CallSignal.Op.hangup), to: id) { friendRuns.answeredUnknownCall(of: id, at: now) }
     }
@@ -101,9 +96,7 @@ extension Room {
     /// Tells a friend which run of ours it talks to, once each time it comes online (not before
     /// its stream can take the hello: a message can arrive before the connection is complete).
     func greet(_ id: String) {
-        guard !friendRuns.wasGreeted(id) else { return }
-        var hello = CallSignal(op: CallSignal.Op.hello)
-        hello.epoch = friendRuns.epoch
+        guard let hello = friendRuns.greeting(for: id) else { return }
         if send(hello, to: id) { friendRuns.greeted(id) }
     }
 

@@ -53,7 +53,8 @@ public final class Room {
 
     unowned let revue: Revue
 
-    /// Invitations in progress and the invitation each participant connected through.
+    /// Invitations in progress and the invitation each participant connected through: the state
+    /// machine the room feeds invitation inputs to and whose outputs it performs.
     var invitations = RoomInvitations()
     /// Introductions received, used, owed and held, and the joins we sent.
     var introductions = RoomIntroductions()
@@ -201,12 +202,7 @@ public final class Room {
     /// Ends everything before the session goes away: friends are told when `polite`.
     func detach(polite: Bool) {
         if polite {
-            for (id, state) in invitations.byFriend {
-                switch state {
-                case .outgoing(let inv, _, _, _): send(CallSignal(op: CallSignal.Op.cancel, inv: inv), to: id)
-                case .incoming(let inv, _), .accepting(let inv, _): send(CallSignal(op: CallSignal.Op.reject, inv: inv), to: id)
-                }
-            }
+            perform(invitations.farewells())
             for id in remoteParticipants.keys { send(CallSignal(op: CallSignal.Op.hangup), to: id) }
         }
         for p in remoteParticipants.values {

@@ -4,8 +4,10 @@
 // its process restarted, so a call leg with it belongs to a run that is gone.
 internal import MediaCore
 
-/// The room's view of its friends' runs. A value owned by `Room`; it sends nothing. Thread rule:
-/// main actor (the room's). Cost: one dictionary or set update per operation.
+/// The room's view of its friends' runs, and the decisions over it: whom to greet, which `hello`
+/// ends a friend's earlier run, which unknown call to answer. A value owned by `Room`; it sends
+/// nothing (the room sends what it decides and reports back). Thread rule: main actor (the
+/// room's). Cost: one dictionary or set update per operation.
 struct RoomFriendRuns {
     /// How often at most a friend signalling an unknown call is answered.
     static let unknownCallAnswerGap = Duration.seconds(1)
@@ -57,6 +59,36 @@ struct RoomFriendRuns {
         friendEpochs[id] = nil
         greeted.remove(id)
         unknownCallAnswered[id] = nil
+    }
+
+    // MARK: Decisions
+
+    /// The `hello` to send `id` now, carrying our epoch (nil: greeted since it came online); once
+    /// it reached the stream, `greeted(id)`.
+    func greeting(for id: String) -> CallSignal? {
+        guard !greeted.contains(id) else { return nil }
+        var hello = CallSignal(op: CallSignal.Op.hello)
+        hello.epoch = epoch
+        return hello
+    }
+
+    /// A `hello` from `id`: whether it tells of a new run of the friend (so a call leg or join
+    /// with it belongs to a run that is gone). One without an epoch, or with an empty or longer
+    /// than 32-byte one, is ignored.
+    mutating func receiveHello(_ s: CallSignal, from id: String) -> Bool {
+        guard let new = s.epoch, !new.isEmpty, new.utf8.count <= 32 else { return false }
+        return heard(new, from: id)
+    }
+
+    /// Whether `s` from `id`, a friend the room has no call, join or invitation with, is answered
+    /// with a hang-up at `now`: in-call signalling (tracks, media keys, chat, modes, mute requests,
+    /// introductions handed over) is, at most once per `unknownCallAnswerGap`; once the hang-up
+    /// reached the stream, `answeredUnknownCall`.
+    func answersUnknownCall(_ s: CallSignal, from id: String, now: MonotonicTime) -> Bool {
+        let inCall =
+            s.type == "track" || s.type == "adr"
+            || [CallSignal.Op.chat, CallSignal.Op.mode, CallSignal.Op.muteRequest, CallSignal.Op.intros].contains(s.op)
+        return inCall && mayAnswerUnknownCall(of: id, now: now)
     }
 
     /// Forgets every friend's run (our epoch stays).

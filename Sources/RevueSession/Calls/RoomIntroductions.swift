@@ -1,12 +1,16 @@
 // The bookkeeping of introductions and joins (docs/session.md "Introductions"): the tokens our
 // participants vouched for newcomers with, the tokens already used, joins waiting for their
-// introduction, introductions and joins we owe friends we could not reach, and the joins we sent.
-// `Room+Introductions.swift` decides and sends; this type only holds the state and its bounds.
+// introduction, introductions and joins we owe friends we could not reach, and the joins we sent;
+// and, below, the state machine over them: each input comes with `now` and a `Context` from the
+// room, sends and refuses through `Effects` (whose results decide what is owed), and a join let in
+// is handed back as an `Admission` for the room to connect. `Room+Introductions.swift` only
+// builds the context and performs the admission.
 internal import MediaCore
 
-/// What a room remembers about introductions and joins. A value owned by `Room`; it sends nothing
-/// and raises no events. Thread rule: main actor (the room's). Cost: every operation is a
-/// dictionary or array update over at most `capacity` entries (used tokens: `usedMemory`).
+/// What a room remembers about introductions and joins, and the decisions over it. A value owned
+/// by `Room`; it raises no events and sends only through the `Effects` it is given. Thread rule:
+/// main actor (the room's). Cost: every operation is a dictionary or array update over at most
+/// `capacity` entries (used tokens: `usedMemory`), plus a message per member introduced.
 struct RoomIntroductions {
     /// An introduction a participant sent us: `newcomer` may join the call with its token until
     /// `deadline`, once.
@@ -197,4 +201,202 @@ struct RoomIntroductions {
 
     /// Forgets everything.
     mutating func removeAll() { self = RoomIntroductions() }
+}
+
+// MARK: - The state machine
+
+extension RoomIntroductions {
+    /// What the room is when an input arrives. Thread rule: a value, read during the input only.
+    /// Cost: a set of IDs; the closures look up the session's friends.
+    struct Context {
+        /// Our own friend ID.
+        var ownId: String
+        /// The friend IDs of the call's participants.
+        var participants: Set<String>
+        /// The local participant's mode, as sent in `join` and `joined`.
+        var mode: String
+        /// `RevueTimeouts.invitationTimeout`: how long an introduction, a join we sent and what we
+        /// owe last.
+        var invitationTimeout: Duration
+        /// Whether a friend ID is one of our friends.
+        var isFriend: (String) -> Bool
+        /// Whether a friend can be reached now (its link is up).
+        var isReachable: (String) -> Bool
+        /// Whether an invitation with a friend is in progress.
+        var isInvited: (String) -> Bool
+
+        /// The participants in ID order, as a message's `members`. Cost: a sort.
+        var members: [String] { participants.sorted() }
+    }
+
+    /// Where the machine's messages go, called while an input runs (the results decide what is
+    /// owed). Thread rule: the room's (main actor). Cost: whatever sending costs.
+    struct Effects {
+        /// Sends a call-layer message to a friend; false when its stream cannot take it now.
+        var send: (CallSignal, String) -> Bool
+        /// Refuses a friend's call signalling (counted); with `answer`, tells them with a hang-up.
+        var refuse: (String, Bool) -> Void
+        /// A fresh introduction token.
+        var newToken: () -> String
+    }
+
+    /// A join let in: the room sends `reply` (`joined`, before anything else for the leg) and
+    /// then connects the friend in `mode`. Thread rule: a value. Cost: none.
+    struct Admission: Equatable {
+        var friend: String
+        var reply: CallSignal
+        var mode: String?
+    }
+
+    /// Vouches for `newcomer` to each other participant (or to `only`), then hands the newcomer
+    /// the tokens. A member (or the newcomer) whose stream cannot take the message now is owed the
+    /// introduction, from `owedSince` (default: `now`). Cost: two small messages per member.
+    mutating func introduce(
+        _ newcomer: String, to only: [String]? = nil, owedSince: [String: MonotonicTime] = [:], now: MonotonicTime,
+        context: Context, effects: Effects
+    ) {
+        var tokens: [String: String] = [:]
+        var owed: [String: MonotonicTime] = [:]
+        for member in (only ?? context.members) where member != newcomer && context.participants.contains(member) {
+            let token = effects.newToken()
+            var s = CallSignal(op: CallSignal.Op.introduce, inv: token)
+            s.text = newcomer
+            // The member first, so the introduction is usually there before the newcomer's join.
+            if effects.send(s, member) { tokens[member] = token } else { owed[member] = owedSince[member] ?? now }
+        }
+        if !tokens.isEmpty {
+            var s = CallSignal(op: CallSignal.Op.intros)
+            s.intros = tokens
+            // The members' introductions are then never used; they expire.
+            if !effects.send(s, newcomer) { for member in tokens.keys { owed[member] = owedSince[member] ?? now } }
+        }
+        owe(owed, introductionOf: newcomer)
+    }
+
+    /// The timer at `now`: joins we sent that were not answered within the invitation timeout and
+    /// expired introductions go; a held join whose introduction did not come within `holdLimit`
+    /// is refused; owed introductions and joins go out to those that can be reached now.
+    mutating func tick(now: MonotonicTime, holdLimit: Duration, context: Context, effects: Effects) {
+        for id in expire(now: now, joinTimeout: context.invitationTimeout, holdLimit: holdLimit) {
+            effects.refuse(id, true)
+        }
+        retryOwedIntroductions(now: now, context: context, effects: effects)
+        retryOwedJoins(now: now, context: context, effects: effects)
+    }
+
+    /// Owed introductions go out to the members that can be reached now, while the newcomer can
+    /// be reached too; one is dropped once the newcomer or the member left, or after the
+    /// invitation timeout.
+    private mutating func retryOwedIntroductions(now: MonotonicTime, context: Context, effects: Effects) {
+        guard owesIntroductions else { return }
+        for newcomer in owedNewcomers {
+            guard
+                let (ready, owed) = takeReadyIntroductions(
+                    of: newcomer, now: now, timeout: context.invitationTimeout, isParticipant: context.participants.contains,
+                    isReachable: context.isReachable)
+            else { continue }
+            introduce(newcomer, to: ready, owedSince: owed, now: now, context: context, effects: effects)
+        }
+    }
+
+    /// A `join` owed to a member we were introduced to goes out once it can be, until the
+    /// invitation timeout from the introduction.
+    private mutating func retryOwedJoins(now: MonotonicTime, context: Context, effects: Effects) {
+        guard owesJoins else { return }
+        for member in owedJoinMembers {
+            guard let owed = owedJoin(to: member) else { continue }
+            if context.participants.isEmpty || context.participants.contains(member)
+                || now - owed.since > context.invitationTimeout
+            {
+                dropOwedJoin(to: member)
+                continue
+            }
+            guard context.isReachable(member), !context.isInvited(member), !isJoining(member) else { continue }
+            var s = CallSignal(op: CallSignal.Op.join, inv: owed.token)
+            s.members = context.members
+            s.mode = context.mode
+            if effects.send(s, member) {
+                joinSent(to: member, at: now)
+                dropOwedJoin(to: member)
+            }
+        }
+    }
+
+    /// A participant `id` vouches for a newcomer (`introduce`); refused from anyone not in our
+    /// call. A join held for it is let in or refused now.
+    mutating func receiveIntroduction(
+        _ s: CallSignal, from id: String, now: MonotonicTime, context: Context, effects: Effects
+    ) -> Admission? {
+        guard context.participants.contains(id), let token = s.inv, token.utf8.count <= 32,
+            let newcomer = s.text, newcomer != context.ownId, newcomer != id
+        else {
+            effects.refuse(id, false)
+            return nil
+        }
+        // A newcomer who is not our friend cannot reach us anyway (members need not all be friends).
+        guard context.isFriend(newcomer) else { return nil }
+        // Already with us: nothing to allow (and nothing left for a later rejoin to use).
+        guard !context.participants.contains(newcomer) else { return nil }
+        record(Introduction(newcomer: newcomer, introducer: id, deadline: now + context.invitationTimeout), token: token)
+        guard let held = takeHeldJoin(from: newcomer, token: token) else { return nil }
+        return receiveJoin(from: newcomer, token: token, mode: held.mode, now: now, context: context, effects: effects)
+    }
+
+    /// A participant handed us introductions to its other members (`intros`): a `join` to each we
+    /// are not with, or owed to one we cannot reach now.
+    mutating func joinIntroduced(_ tokens: [String: String], now: MonotonicTime, context: Context, effects: Effects) {
+        guard !context.participants.isEmpty else { return }
+        for (member, token) in tokens.sorted(by: { $0.key < $1.key })
+        where member != context.ownId && !context.participants.contains(member) && !context.isInvited(member)
+            && !isJoining(member)
+        {
+            // A member who is not our friend cannot be joined (members need not all be friends).
+            guard context.isFriend(member) else { continue }
+            var s = CallSignal(op: CallSignal.Op.join, inv: token)
+            s.members = context.members
+            s.mode = context.mode
+            if context.isReachable(member), effects.send(s, member) {
+                joinSent(to: member, at: now)
+            } else {
+                oweJoin(to: member, token: token, since: now)
+            }
+        }
+    }
+
+    /// A friend asks to join our call with an introduction token: let in (the admission), held
+    /// until its introduction comes, or refused.
+    mutating func receiveJoin(
+        from id: String, token: String?, mode: String?, now: MonotonicTime, context: Context, effects: Effects
+    ) -> Admission? {
+        if !context.participants.contains(id) {
+            guard !context.isInvited(id), let token, !context.participants.isEmpty else {
+                effects.refuse(id, true)
+                return nil
+            }
+            guard let intro = self[token] else {
+                if wasUsed(token) {
+                    effects.refuse(id, true)
+                    return nil
+                }
+                // Its introduction may still be on its way from the introducer: wait for it. One
+                // per friend: a join held before is refused.
+                if holdsJoin(from: id) { effects.refuse(id, false) }
+                hold(HeldJoin(token: token, mode: mode, since: now), from: id)
+                return nil
+            }
+            guard intro.newcomer == id, intro.deadline > now, context.participants.contains(intro.introducer) else {
+                effects.refuse(id, true)
+                return nil
+            }
+            use(token)
+        } else if let token, self[token]?.newcomer == id {
+            use(token)
+        }
+        endJoin(with: id)
+        dropHeldJoin(from: id)
+        var reply = CallSignal(op: CallSignal.Op.joined)
+        reply.members = context.participants.filter { $0 != id }.sorted()
+        reply.mode = context.mode
+        return Admission(friend: id, reply: reply, mode: mode)
+    }
 }
