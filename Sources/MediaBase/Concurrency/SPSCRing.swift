@@ -21,11 +21,11 @@ import Synchronization
 
     // Consumer-owned line: `head` plus the consumer's cached copy of `tail`.
     @usableFromInline let head: Atomic<UInt64>
-    @usableFromInline var cachedTail: UInt64
+    @exclusivity(unchecked) @usableFromInline var cachedTail: UInt64
     private let padding0: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
     // Producer-owned line: `tail` plus the producer's cached copy of `head`.
     @usableFromInline let tail: Atomic<UInt64>
-    @usableFromInline var cachedHead: UInt64
+    @exclusivity(unchecked) @usableFromInline var cachedHead: UInt64
     private let padding1: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
 
     /// Creates an empty ring. `capacity` must be a power of two >= 2 (a programmer error otherwise).
