@@ -89,8 +89,8 @@ struct NetworkLoad {
     /// What a network holds before the rest counts as bulk.
     let smallShare: Int
     private(set) var counts: [UInt64: Int] = [:]
-    /// Networks by what they hold (only counts above zero).
-    private var byCount: [Int: Set<UInt64>] = [:]
+    /// Networks by what they hold (only counts above zero), in the order they reached that count.
+    private var byCount: [Int: ArrivalOrder<UInt64>] = [:]
     /// The largest count held by a network (0 when none holds anything).
     private(set) var maxCount = 0
     /// The sum of all counts.
@@ -103,7 +103,7 @@ struct NetworkLoad {
     /// What `network` holds.
     subscript(_ network: UInt64) -> Int { counts[network, default: 0] }
 
-    /// A network holding `maxCount` (nil when none holds anything).
+    /// The network that first reached `maxCount` of those holding it (nil when none holds anything).
     var heaviest: UInt64? { maxCount > 0 ? byCount[maxCount]?.first : nil }
 
     /// Changes what `network` holds by `delta` (negative to release; never below zero).
@@ -116,7 +116,7 @@ struct NetworkLoad {
             if byCount[old]?.isEmpty == true { byCount[old] = nil }
         }
         if new > 0 {
-            byCount[new, default: []].insert(network)
+            byCount[new, default: ArrivalOrder()].append(network)
             counts[network] = new
         } else {
             counts[network] = nil

@@ -168,8 +168,9 @@ public final class RendezvousNode {
     /// Tags held by the registrations of each network, narrow and wide.
     private var tagLoad: NetworkLoad
     private var tagWideLoad: NetworkLoad
-    /// The registration keys of each wide network (what eviction picks from).
-    private var members: [UInt64: Set<[UInt8]>] = [:]
+    /// The registration keys of each wide network, oldest first (eviction takes the oldest, so
+    /// which registration goes does not depend on hashing).
+    private var members: [UInt64: ArrivalOrder<[UInt8]>] = [:]
     /// Per source (`SocketAddress.sourceKey`): tokens for X25519 work on unknown keys (`keyRate`).
     private var sourceTokens: [UInt64: TokenBucket] = [:]
     /// Binding answers, in total and per source.
@@ -390,7 +391,7 @@ public final class RendezvousNode {
         entryLoad.add(endpoint.prefixKey, sign)
         entryWideLoad.add(endpoint.widePrefixKey, sign)
         if sign > 0 {
-            members[endpoint.widePrefixKey, default: []].insert(key)
+            members[endpoint.widePrefixKey, default: ArrivalOrder()].append(key)
         } else {
             members[endpoint.widePrefixKey]?.remove(key)
             if members[endpoint.widePrefixKey]?.isEmpty == true { members[endpoint.widePrefixKey] = nil }
@@ -450,7 +451,7 @@ public final class RendezvousNode {
         {
             guard let heaviest = tagWideLoad.heaviest, tagWideLoad[heaviest] > tagWideLoad[wide] + 1,
                 let victim = members[heaviest]?.first(where: { entries[$0]?.tags.isEmpty == false }),
-                let tag = entries[victim]?.tags.keys.first
+                let tag = entries[victim]?.tags.keys.min(by: { $0.lexicographicallyPrecedes($1) })
             else { return false }
             removeTag(tag, of: victim)
             evictedTags += 1
@@ -822,5 +823,45 @@ public final class RendezvousNode {
         w.append(Sodium.seal(key: e.macKey, nonce: answerNonce, ad: w.bytes, plaintext: plain))
         credentialsIssued += 1
         send(w.bytes, to: from)
+    }
+}
+
+/// Keys in the order they arrived, with O(1) append, removal and oldest: a doubly linked list
+/// threaded through a dictionary. The rendezvous node keeps one per wide network so that eviction
+/// takes the oldest registration rather than whichever a `Set` yields first (that order changes
+/// with the process's hashing seed). Thread rule: a value, owned by the node (main actor). Cost:
+/// one dictionary entry per key.
+struct ArrivalOrder<Key: Hashable> {
+    private var links: [Key: (previous: Key?, next: Key?)] = [:]
+    /// The oldest key (nil when empty).
+    private(set) var first: Key?
+    private var last: Key?
+
+    /// Whether no key is held.
+    var isEmpty: Bool { links.isEmpty }
+
+    /// Adds `key` as the newest; a key already held keeps its place.
+    mutating func append(_ key: Key) {
+        guard links[key] == nil else { return }
+        links[key] = (previous: last, next: nil)
+        if let last { links[last]?.next = key } else { first = key }
+        last = key
+    }
+
+    /// Removes `key` if held.
+    mutating func remove(_ key: Key) {
+        guard let link = links.removeValue(forKey: key) else { return }
+        if let previous = link.previous { links[previous]?.next = link.next } else { first = link.next }
+        if let next = link.next { links[next]?.previous = link.previous } else { last = link.previous }
+    }
+
+    /// The oldest key that satisfies `predicate`, walking from the oldest. O(keys visited).
+    func first(where predicate: (Key) -> Bool) -> Key? {
+        var cursor = first
+        while let key = cursor {
+            if predicate(key) { return key }
+            cursor = links[key]?.next
+        }
+        return nil
     }
 }
