@@ -257,6 +257,49 @@ final class CallLog: Sendable {
         #expect(try post("127.0.0.1").status == 201)
     }
 
+    @Test func oneAddressHoldsFourConnectionsAndIsServedRequestAfterRequestBesideThree() throws {
+        let server = try Self.server(WHIPServerOptions(), calls: CallLog())
+        defer { server.stop() }
+        let port = server.port
+        let request = LoopbackHTTP.request("GET", "/whip", host: "127.0.0.1:\(port)")
+        // Four connections that send half a request and wait fill the address: its next is
+        // closed unanswered, and another address is still served.
+        var stalled: [Int32] = []
+        defer { for s in stalled { close(s) } }
+        for _ in 0..<4 {
+            let s = try LoopbackHTTP.connect(port)
+            _ = Array("GET /whip HTTP/1.1\r\n".utf8).withUnsafeBytes { send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            stalled.append(s)
+        }
+        #expect(try LoopbackHTTP.exchange(request, port: port).status == 0)
+        #expect(try LoopbackHTTP.exchange(request, port: port, from: "127.0.0.2").status == 405)
+        // One of them goes; the server gives its place back once it reads the close.
+        close(stalled.removeLast())
+        var freed = false
+        for _ in 0..<200 where !freed {
+            freed = try LoopbackHTTP.exchange(request, port: port).status == 405
+            if !freed { usleep(5_000) }
+        }
+        try #require(freed, "the closed connection's place was not given back")
+        // Requests one after the other on the fourth place, each connection closed only after
+        // the next request is answered (as a lazy connection pool does): each is answered,
+        // although the server is still draining the one before when the next arrives.
+        var unanswered = 0
+        var previous: Int32 = -1
+        for _ in 0..<20 {
+            let s = try LoopbackHTTP.connect(port)
+            _ = request.withUnsafeBytes { send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            var response = [UInt8]()
+            while case let n = recv(s, &chunk, chunk.count, 0), n > 0 { response += chunk[0..<n] }
+            if !response.starts(with: Array("HTTP/1.1 405".utf8)) { unanswered += 1 }
+            if previous >= 0 { close(previous) }
+            previous = s
+        }
+        close(previous)
+        #expect(unanswered == 0, "\(unanswered) of 20 requests not answered")
+    }
+
     @Test func aServerBeyondLoopbackWithoutATokenDoesNotStart() throws {
         let calls = CallLog()
         do {

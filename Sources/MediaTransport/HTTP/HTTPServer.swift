@@ -185,14 +185,17 @@ package final class HTTPServer: Sendable {
                 }
                 open.wait()
                 _ = TransportThread(name: "revue.http.connection") { [self] in
-                    defer {
+                    let slot = ClientSlot { [self] in
                         perClient.withLock { counts in
                             let left = counts[address, default: 1] - 1
                             counts[address] = left > 0 ? left : nil
                         }
+                    }
+                    defer {
+                        slot.release()
                         open.signal()
                     }
-                    serve(client, from: address)
+                    serve(client, from: address, slot: slot)
                 }
             }
         }
@@ -206,7 +209,7 @@ package final class HTTPServer: Sendable {
     }
 
     /// Reads one request, answers it and closes the connection.
-    private func serve(_ client: TCPSocket, from address: String) {
+    private func serve(_ client: TCPSocket, from address: String, slot: ClientSlot) {
         defer { client.close() }
         let response: HTTPResponse
         switch read(client) {
@@ -219,7 +222,24 @@ package final class HTTPServer: Sendable {
             guard let status = refusal.status else { return }
             response = .text(status, refusal.message)
         }
-        write(response, to: client)
+        write(response, to: client, slot: slot)
+    }
+
+    /// One connection's place in its address's count. It is given back once the response is
+    /// sent and before the client sees the end of the stream, so a client that opens its next
+    /// connection as soon as one ends is never turned away by the one still draining; the
+    /// drain that follows is bounded and still holds one of the `maxConnections` slots.
+    final class ClientSlot: Sendable {
+        private let giveBack: @Sendable () -> Void
+        private let held = Atomic<Bool>(true)
+
+        init(giveBack: @escaping @Sendable () -> Void) { self.giveBack = giveBack }
+
+        /// Gives the place back; later calls do nothing. Any thread.
+        func release() {
+            guard held.exchange(false, ordering: .relaxed) else { return }
+            giveBack()
+        }
     }
 
     /// Why a request was not handed to the handler (nil status: the client went away).
@@ -301,13 +321,14 @@ package final class HTTPServer: Sendable {
     }
 
     /// Sends the response, with `Content-Length` and `Connection: close`, then shuts the socket.
-    private func write(_ response: HTTPResponse, to client: TCPSocket) {
+    private func write(_ response: HTTPResponse, to client: TCPSocket, slot: ClientSlot) {
         var head = "HTTP/1.1 \(response.status) \(HTTPResponse.reason(response.status))\r\n"
         for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
         head += "Content-Length: \(response.body.count)\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n"
         let bytes = Array(head.utf8) + response.body
         let sendDeadline = MonotonicTime.now + .milliseconds(Int(limits.readTimeout * 1000))
         _ = bytes.withUnsafeBytes { raw in Result { () throws(Errno) in try client.sendAll(raw, deadline: sendDeadline) } }
+        slot.release()
         client.shutdown(.write)
         // Read what the client still sends (an oversize body) for a moment before closing:
         // closing with unread bytes resets the connection, and the client may lose the response.
