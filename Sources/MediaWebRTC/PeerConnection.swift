@@ -224,6 +224,10 @@ package final class PeerConnection: @unchecked Sendable {
         /// The answer of the last complete exchange, and whether it is ours.
         var answer: (description: JSEPSessionDescription, isLocal: Bool)?
         var suite: SRTPSuite?
+        /// `restartIce` was called: the next offer carries new ICE credentials.
+        var restartsICE = false
+        /// The peer's offer restarted ICE: our answer carries new ICE credentials too.
+        var answerRestartsICE = false
     }
     let shared = Mutex(Shared())
     let cname = "revue-" + ICEAgent.randomICEString(8)
@@ -528,6 +532,9 @@ package final class PeerConnection: @unchecked Sendable {
         try checkSignalling(offer: true)
         let agent = makeAgent(controlling: true)
         await waitForGathering()
+        if shared.withLock({ s in defer { s.restartsICE = false }; return s.restartsICE && s.role != nil }) {
+            agent.restartLocalCredentials()
+        }
         let transport = transportParameters(agent)
         let offersData = offersDataChannel(previous: shared.withLock { $0.local })
         return try shared.withLock { s throws(PeerConnectionError) in
@@ -554,7 +561,11 @@ package final class PeerConnection: @unchecked Sendable {
         await waitForGathering()
         let (tracks, remote, previous, current) = shared.withLock { (Self.transceivers($0), $0.remote!, $0.local, $0.role) }
         if let current, previous != nil {
-            // A renegotiation: the transport stays, and so does our DTLS role.
+            // A renegotiation: the transport stays, and so does our DTLS role; an offer that
+            // restarted ICE gets new credentials of ours too (RFC 8445 §9).
+            if shared.withLock({ s in defer { s.answerRestartsICE = false }; return s.answerRestartsICE }) {
+                agent.restartLocalCredentials()
+            }
             var answer = JSEPNegotiator.createAnswer(
                 to: remote, tracks: tracks, transport: transportParameters(agent), previous: previous,
                 dataChannel: dataChannelParameters)
@@ -620,7 +631,7 @@ package final class PeerConnection: @unchecked Sendable {
             default: throw .invalidDescription("the answer's a=setup must be active or passive")
             }
         }
-        let renegotiation = try shared.withLock { s throws(PeerConnectionError) -> Bool in
+        let (renegotiation, restartsICE) = try shared.withLock { s throws(PeerConnectionError) -> (Bool, Bool) in
             guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
             switch description.type {
             case .offer:
@@ -628,22 +639,26 @@ package final class PeerConnection: @unchecked Sendable {
             case .answer:
                 guard s.signaling == .haveLocalOffer else { throw .invalidState("an answer needs our offer first") }
             }
-            // A renegotiation keeps the transport: the same ICE credentials and certificate.
+            // A renegotiation keeps the transport: the same certificate, and the same ICE
+            // credentials unless the peer restarts ICE (RFC 8445 §9).
             let renegotiation = s.role != nil
+            var restartsICE = false
             if renegotiation, let old = s.remote, let oldSection = old.media.first(where: { !$0.isRejected }) {
-                if old.effectiveICE(of: oldSection) != ice {
-                    throw .invalidDescription("new ICE credentials: an ICE restart is not supported")
-                }
+                restartsICE = old.effectiveICE(of: oldSection) != ice
                 if !old.effectiveFingerprints(of: oldSection).contains(where: { $0.bytes == fp.bytes }) {
                     throw .invalidDescription("the DTLS fingerprint changed within the connection")
                 }
             }
             s.remote = description
             s.signaling = description.type == .offer ? .haveRemoteOffer : .stable
-            return renegotiation
+            if restartsICE && description.type == .offer { s.answerRestartsICE = true }
+            return (renegotiation, restartsICE)
         }
         if renegotiation {
             let agent = makeAgent(controlling: description.type == .answer)
+            // The peer's new generation: its old candidates go, media stays on the pair in use
+            // while that answers, and moves once a new pair works.
+            if restartsICE { agent.setRemoteCredentials(ufrag: ice.usernameFragment, password: ice.password, keepingRoute: true) }
             for m in description.media where !m.isRejected {
                 for c in m.candidates { if let ic = c.iceCandidate { agent.addRemoteCandidate(ic) } }
             }
@@ -662,6 +677,17 @@ package final class PeerConnection: @unchecked Sendable {
         if let role {
             try startTransport(answer: description, answerIsLocal: false, role: role)
         }
+    }
+
+    /// Asks for an ICE restart (RFC 8445 §9, RFC 8829 §4.1.7): the next `createOffer` carries new
+    /// ICE credentials, and once the peer's answer brings its new ones, fresh checks run over
+    /// every candidate pair. Media goes on meanwhile over the pair in use while that still
+    /// answers, and moves to a new pair within the failover time when it does not (a path that
+    /// changed). Before the first exchange it does nothing. A peer's offer that restarts ICE is
+    /// followed without it (`setRemoteDescription`, then `createAnswer`). Thread rule: any thread.
+    /// Cost: nothing until the next offer.
+    package func restartIce() {
+        shared.withLock { $0.restartsICE = true }
     }
 
     /// A candidate the peer trickled (`candidate:...` text parsed into a `JSEPCandidate`), after

@@ -54,14 +54,18 @@ extension ICEAgent {
 
     /// `local`: the address the request arrived at (nil: unknown); the answer leaves from it.
     func handleRequest(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?, to local: SocketAddress?) {
+        // Under our credentials, or (after a restart of ours) the ones before until the peer
+        // checks under the new ones.
         guard STUNMessage.hasValidFingerprint(bytes), let user = m.text(STUNMessage.AttributeType.username),
-            let colon = user.firstIndex(of: ":"), user[..<colon] == localUfrag,
+            let colon = user.firstIndex(of: ":"),
+            let credentials = [self.local, previousLocal].lazy.compactMap({ $0 }).first(where: { user[..<colon] == $0.ufrag }),
             remoteUfrag == nil || user[user.index(after: colon)...] == remoteUfrag!,
-            STUNMessage.hasValidIntegrity(bytes, key: localKey)
+            STUNMessage.hasValidIntegrity(bytes, key: credentials.key)
         else {
             bump(\.droppedRequests)
             return
         }
+        if previousLocal != nil, credentials.ufrag == self.local.ufrag { previousLocal = nil }
         let now = scheduler.now
         guard bucket.take(now: now) else {
             bump(\.rateLimitedRequests)
@@ -81,7 +85,7 @@ extension ICEAgent {
         } else {
             answer.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, from)
         }
-        let out = answer.encode(integrity: localKey, fingerprint: true)
+        let out = answer.encode(integrity: credentials.key, fingerprint: true)
         guard out.count <= bytes.count else {
             bump(\.rateLimitedRequests)
             return
@@ -187,7 +191,7 @@ extension ICEAgent {
     var checkCredentials: ICEChecks.Credentials? {
         remoteUfrag.map {
             ICEChecks.Credentials(
-                localUfrag: localUfrag, remoteUfrag: $0, remoteKey: remoteKey, tieBreaker: tieBreaker,
+                localUfrag: local.ufrag, remoteUfrag: $0, remoteKey: remoteKey, tieBreaker: tieBreaker,
                 controlling: controlling)
         }
     }
