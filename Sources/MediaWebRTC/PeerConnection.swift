@@ -532,7 +532,9 @@ package final class PeerConnection: @unchecked Sendable {
         try checkSignalling(offer: true)
         let agent = makeAgent(controlling: true)
         await waitForGathering()
-        if shared.withLock({ s in defer { s.restartsICE = false }; return s.restartsICE && s.role != nil }) {
+        if shared.withLock({ s in
+            defer { s.restartsICE = false }; return s.restartsICE && s.role != nil
+        }) {
             agent.restartLocalCredentials()
         }
         let transport = transportParameters(agent)
@@ -563,7 +565,9 @@ package final class PeerConnection: @unchecked Sendable {
         if let current, previous != nil {
             // A renegotiation: the transport stays, and so does our DTLS role; an offer that
             // restarted ICE gets new credentials of ours too (RFC 8445 §9).
-            if shared.withLock({ s in defer { s.answerRestartsICE = false }; return s.answerRestartsICE }) {
+            if shared.withLock({ s in
+                defer { s.answerRestartsICE = false }; return s.answerRestartsICE
+            }) {
                 agent.restartLocalCredentials()
             }
             var answer = JSEPNegotiator.createAnswer(

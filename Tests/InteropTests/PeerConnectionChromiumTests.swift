@@ -366,7 +366,10 @@ struct PeerConnectionChromiumTests {
             let pair = try peer.call(JSEPInteropTests.js("mediaSelectedPair"))["sdp"] ?? "?"
             let now = agent.selectedPair.map { "\($0.local.address) -> \($0.remote.address)" } ?? "none"
             report.append("\(label): media back both ways after \(took) on \(now) (was from \(old)); Chromium's pair \(pair)")
-            #expect(back, "\(label): Revue decoded \(decodedByRevue() - revueBefore), Chromium \(decodedByChromium() - chromiumBefore) more; pair \(now), was \(old)")
+            #expect(
+                back,
+                "\(label): Revue decoded \(decodedByRevue() - revueBefore), Chromium \(decodedByChromium() - chromiumBefore) more; pair \(now), was \(old)"
+            )
             #expect(took <= .seconds(2), "\(label): media came back after \(took)")
         }
         print("PeerConnectionChromiumTests ICE restart: " + report.joined(separator: "; "))

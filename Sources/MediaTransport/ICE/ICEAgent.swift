@@ -213,8 +213,10 @@ package final class ICEAgent: @unchecked Sendable {
     /// ahead of it: media starts on the first valid pair, before nomination). On the agent's context.
     package var nominated: ICECandidatePair? { checks.nominated }
     var bucket: ICETokenBucket
-    /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
-    var earlyRequests: [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
+    /// Authenticated requests that came before the remote credentials under which they were
+    /// sent (bounded), with the sender's ufrag, for triggered checks once those credentials are set.
+    var earlyRequests:
+        [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool, ufrag: String)] = []
     static let maxEarlyRequests = 16
     var channels: [String: UInt16] = [:]
     var timer: DispatchSourceTimer?

@@ -56,10 +56,11 @@ extension ICEAgent {
     func handleRequest(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?, to local: SocketAddress?) {
         // Under our credentials, or (after a restart of ours) the ones before until the peer
         // checks under the new ones.
+        // The sender's part of USERNAME is not checked here (RFC 8445 §7.3 asks only for ours):
+        // a peer that restarted sends under its new ufrag before its description reaches us.
         guard STUNMessage.hasValidFingerprint(bytes), let user = m.text(STUNMessage.AttributeType.username),
             let colon = user.firstIndex(of: ":"),
             let credentials = [self.local, previousLocal].lazy.compactMap({ $0 }).first(where: { user[..<colon] == $0.ufrag }),
-            remoteUfrag == nil || user[user.index(after: colon)...] == remoteUfrag!,
             STUNMessage.hasValidIntegrity(bytes, key: credentials.key)
         else {
             bump(\.droppedRequests)
@@ -95,10 +96,14 @@ extension ICEAgent {
         guard !conflict else { return }
         let priority = m.uint32(STUNMessage.AttributeType.priority) ?? 0
         let useCandidate = m.value(STUNMessage.AttributeType.useCandidate) != nil
-        guard remoteUfrag != nil, started else {
+        // Answered, but learnt from only once the sender's ufrag is the one the peer's
+        // description gave (a request of the peer's next generation waits for it; one of an
+        // older generation is never learnt from).
+        let sender = String(user[user.index(after: colon)...])
+        guard let remoteUfrag, remoteUfrag == sender, started else {
             earlyRequests.removeAll { $0.from == from && $0.to == local && $0.relay == relay }
             if earlyRequests.count >= Self.maxEarlyRequests { earlyRequests.removeFirst() }
-            earlyRequests.append((from, local, relay, priority, useCandidate))
+            earlyRequests.append((from, local, relay, priority, useCandidate, sender))
             return
         }
         learnFromRequest(from: from, to: local, relay: relay, priority: priority, useCandidate: useCandidate)

@@ -237,7 +237,7 @@ extension ICEAgent {
     func processEarlyRequests() {
         let early = earlyRequests
         earlyRequests.removeAll()
-        for r in early {
+        for r in early where r.ufrag == remoteUfrag {
             learnFromRequest(from: r.from, to: r.to, relay: r.relay, priority: r.priority, useCandidate: r.useCandidate)
         }
     }
