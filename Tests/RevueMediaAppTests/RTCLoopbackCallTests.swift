@@ -213,6 +213,24 @@ struct RTCLoopbackCallTests {
 }
 
 extension RTCLoopbackCallTests {
+    /// Two connections whose descriptions carry every candidate (up to 2 s of gathering), each
+    /// with an event log and a probe as its remote video renderer. The caller closes them.
+    static func pairWithoutTrickle() throws -> (
+        RTCPeerConnection, RTCPeerConnection, EventLog, EventLog, MediaProbe, MediaProbe
+    ) {
+        var configuration = Self.configuration()
+        configuration.gatheringWait = .seconds(2)
+        let a = try RTCPeerConnection(configuration: configuration)
+        let b = try RTCPeerConnection(configuration: configuration)
+        let logA = EventLog(), logB = EventLog()
+        logA.attach(to: a)
+        logB.attach(to: b)
+        let probeA = MediaProbe(), probeB = MediaProbe()
+        a.remoteVideoRenderer = probeA
+        b.remoteVideoRenderer = probeB
+        return (a, b, logA, logB, probeA, probeB)
+    }
+
     /// One offer/answer exchange with every candidate in the descriptions (no trickle).
     static func exchange(_ offerer: RTCPeerConnection, _ answerer: RTCPeerConnection) async throws {
         try await offerer.setLocalDescription()
@@ -225,20 +243,11 @@ extension RTCLoopbackCallTests {
     /// video); then a adds a video track and offers again, and b, with no second track, receives
     /// it (a → b video). Each direction's frames are identified as the right sender's at ≥ 30 dB.
     @Test func receiveOnlySectionThenVideoAddedByRenegotiation() async throws {
-        var configuration = Self.configuration()
-        configuration.gatheringWait = .seconds(2)
-        let a = try RTCPeerConnection(configuration: configuration)
-        let b = try RTCPeerConnection(configuration: configuration)
+        let (a, b, logA, logB, probeA, probeB) = try Self.pairWithoutTrickle()
         defer {
             a.close()
             b.close()
         }
-        let logA = EventLog(), logB = EventLog()
-        logA.attach(to: a)
-        logB.attach(to: b)
-        let probeA = MediaProbe(), probeB = MediaProbe()
-        a.remoteVideoRenderer = probeA
-        b.remoteVideoRenderer = probeB
         try a.addTrack(.audio)
         let viewer = try a.addTransceiver(.video, direction: .recvonly)
         try b.addTrack(.audio)
@@ -289,20 +298,11 @@ extension RTCLoopbackCallTests {
     /// both without a gap (video keeps arriving both ways, sampled every 50 ms; no state but
     /// connected after the first connection), on the same transport.
     @Test func iceRestartOfferedByEitherSideKeepsTheCallGoing() async throws {
-        var configuration = Self.configuration()
-        configuration.gatheringWait = .seconds(2)
-        let a = try RTCPeerConnection(configuration: configuration)
-        let b = try RTCPeerConnection(configuration: configuration)
+        let (a, b, logA, logB, probeA, probeB) = try Self.pairWithoutTrickle()
         defer {
             a.close()
             b.close()
         }
-        let logA = EventLog(), logB = EventLog()
-        logA.attach(to: a)
-        logB.attach(to: b)
-        let probeA = MediaProbe(), probeB = MediaProbe()
-        a.remoteVideoRenderer = probeA
-        b.remoteVideoRenderer = probeB
         let aVideo = try a.addTrack(.video), bVideo = try b.addTrack(.video)
         try await Self.exchange(a, b)
         #expect(await waitFor(timeout: 20) { a.connectionState == .connected && b.connectionState == .connected })
