@@ -647,7 +647,7 @@ extension PeerConnection {
     /// section and it is not running. The peer's port and message limit come from its description.
     func startDataChannels(answer: JSEPSessionDescription) {
         guard answer.media.contains(where: { $0.isDataChannel && !$0.isRejected }) else { return }
-        let (remote, role) = shared.withLock { ($0.remote, $0.role) }
+        let (remote, role) = shared.withLock { ($0.signalling.remote, $0.role) }
         guard let role, let section = remote?.media.first(where: { $0.isDataChannel && !$0.isRejected }) else { return }
         let port = UInt16(section.sctpPort ?? JSEPDataChannelParameters.defaultSCTPPort)
         let limit = section.maxMessageSize ?? JSEPDataChannelParameters.defaultMaxMessageSize

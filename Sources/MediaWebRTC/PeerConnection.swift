@@ -200,14 +200,13 @@ package final class PeerConnection: @unchecked Sendable {
     struct Shared {
         var state = PeerConnectionState.new
         var error: PeerConnectionError?
-        var local: JSEPSessionDescription?
-        var remote: JSEPSessionDescription?
+        /// The offer/answer state and the descriptions in force.
+        var signalling = PeerConnectionSignalling()
         var tracks: [PeerConnectionLocalTrack] = []
         /// The sections of removed tracks (receive only or inactive now), kept by mid.
         var detached: [JSEPTrack] = []
         /// The mid of the section each local track (by id) has, once a description gave it one.
         var mids: [String: String] = [:]
-        var signaling = PeerConnectionSignalingState.stable
         /// Our DTLS role, fixed by the first exchange.
         var role: DTLSTransport.Role?
         var gatheringComplete = false
@@ -224,10 +223,6 @@ package final class PeerConnection: @unchecked Sendable {
         /// The answer of the last complete exchange, and whether it is ours.
         var answer: (description: JSEPSessionDescription, isLocal: Bool)?
         var suite: SRTPSuite?
-        /// `restartIce` was called: the next offer carries new ICE credentials.
-        var restartsICE = false
-        /// The peer's offer restarted ICE: our answer carries new ICE credentials too.
-        var answerRestartsICE = false
     }
     let shared = Mutex(Shared())
     let cname = "revue-" + ICEAgent.randomICEString(8)
@@ -341,12 +336,12 @@ package final class PeerConnection: @unchecked Sendable {
     package var error: PeerConnectionError? { shared.withLock { $0.error } }
 
     /// The local description (made by `createOffer`/`createAnswer`). Thread rule: any thread. Cost: a copy.
-    package var localDescription: JSEPSessionDescription? { shared.withLock { $0.local } }
+    package var localDescription: JSEPSessionDescription? { shared.withLock { $0.signalling.local } }
     /// The remote description last applied. Thread rule: any thread. Cost: a copy.
-    package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.remote } }
+    package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.signalling.remote } }
 
     /// Where the offer/answer exchange stands. Thread rule: any thread. Cost: a lock.
-    package var signalingState: PeerConnectionSignalingState { shared.withLock { $0.signaling } }
+    package var signalingState: PeerConnectionSignalingState { shared.withLock { $0.signalling.state } }
 
     /// The SRTP profile DTLS agreed (nil before connected). Thread rule: any thread. Cost: a lock.
     package var srtpSuite: SRTPSuite? { shared.withLock { $0.suite } }
@@ -532,22 +527,17 @@ package final class PeerConnection: @unchecked Sendable {
         try checkSignalling(offer: true)
         let agent = makeAgent(controlling: true)
         await waitForGathering()
-        if shared.withLock({ s in
-            defer { s.restartsICE = false }; return s.restartsICE && s.role != nil
-        }) {
+        if shared.withLock({ $0.signalling.takeOfferRestart(transportExists: $0.role != nil) }) {
             agent.restartLocalCredentials()
         }
         let transport = transportParameters(agent)
-        let offersData = offersDataChannel(previous: shared.withLock { $0.local })
+        let offersData = offersDataChannel(previous: shared.withLock { $0.signalling.local })
         return try shared.withLock { s throws(PeerConnectionError) in
-            guard s.signaling == .stable, s.state != .failed, s.state != .closed else {
-                throw .invalidState("an offer is already under way")
-            }
+            guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
             let offer = JSEPNegotiator.createOffer(
-                tracks: Self.transceivers(s), transport: transport, previous: s.local,
+                tracks: Self.transceivers(s), transport: transport, previous: s.signalling.local,
                 dataChannel: offersData ? dataChannelParameters : nil)
-            s.local = offer
-            s.signaling = .haveLocalOffer
+            try s.signalling.madeOffer(offer)
             Self.recordMids(offer, in: &s)
             return offer
         }
@@ -561,15 +551,13 @@ package final class PeerConnection: @unchecked Sendable {
         try checkSignalling(offer: false)
         let agent = makeAgent(controlling: false)
         await waitForGathering()
-        let (tracks, remote, previous, current) = shared.withLock { (Self.transceivers($0), $0.remote!, $0.local, $0.role) }
+        let (tracks, remote, previous, current) = shared.withLock {
+            (Self.transceivers($0), $0.signalling.remote!, $0.signalling.local, $0.role)
+        }
         if let current, previous != nil {
             // A renegotiation: the transport stays, and so does our DTLS role; an offer that
             // restarted ICE gets new credentials of ours too (RFC 8445 §9).
-            if shared.withLock({ s in
-                defer { s.answerRestartsICE = false }; return s.answerRestartsICE
-            }) {
-                agent.restartLocalCredentials()
-            }
+            if shared.withLock({ $0.signalling.takeAnswerRestart() }) { agent.restartLocalCredentials() }
             var answer = JSEPNegotiator.createAnswer(
                 to: remote, tracks: tracks, transport: transportParameters(agent), previous: previous,
                 dataChannel: dataChannelParameters)
@@ -577,9 +565,7 @@ package final class PeerConnection: @unchecked Sendable {
             for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
             if answer.setup != nil { answer.setup = setup }
             try shared.withLock { s throws(PeerConnectionError) in
-                guard s.signaling == .haveRemoteOffer else { throw .invalidState("an answer needs the remote offer first") }
-                s.local = answer
-                s.signaling = .stable
+                try s.signalling.madeAnswer(answer)
                 Self.recordMids(answer, in: &s)
             }
             onQueue { self.applyNegotiation(answer: answer, answerIsLocal: true) }
@@ -604,9 +590,8 @@ package final class PeerConnection: @unchecked Sendable {
         let setup: JSEPSetupRole = role == .active ? .active : .passive
         for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
         if answer.setup != nil { answer.setup = setup }
-        shared.withLock { s in
-            s.local = answer
-            s.signaling = .stable
+        try shared.withLock { s throws(PeerConnectionError) in
+            try s.signalling.madeAnswer(answer)
             Self.recordMids(answer, in: &s)
         }
         try startTransport(answer: answer, answerIsLocal: true, role: role)
@@ -635,34 +620,19 @@ package final class PeerConnection: @unchecked Sendable {
             default: throw .invalidDescription("the answer's a=setup must be active or passive")
             }
         }
-        let (renegotiation, restartsICE) = try shared.withLock { s throws(PeerConnectionError) -> (Bool, Bool) in
+        let change = try shared.withLock { s throws(PeerConnectionError) -> PeerConnectionSignalling.RemoteChange in
             guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
-            switch description.type {
-            case .offer:
-                guard s.signaling == .stable else { throw .invalidState("an offer is already under way") }
-            case .answer:
-                guard s.signaling == .haveLocalOffer else { throw .invalidState("an answer needs our offer first") }
-            }
             // A renegotiation keeps the transport: the same certificate, and the same ICE
             // credentials unless the peer restarts ICE (RFC 8445 §9).
-            let renegotiation = s.role != nil
-            var restartsICE = false
-            if renegotiation, let old = s.remote, let oldSection = old.media.first(where: { !$0.isRejected }) {
-                restartsICE = old.effectiveICE(of: oldSection) != ice
-                if !old.effectiveFingerprints(of: oldSection).contains(where: { $0.bytes == fp.bytes }) {
-                    throw .invalidDescription("the DTLS fingerprint changed within the connection")
-                }
-            }
-            s.remote = description
-            s.signaling = description.type == .offer ? .haveRemoteOffer : .stable
-            if restartsICE && description.type == .offer { s.answerRestartsICE = true }
-            return (renegotiation, restartsICE)
+            return try s.signalling.setRemote(description, ice: ice, fingerprint: fp.bytes, transportExists: s.role != nil)
         }
-        if renegotiation {
+        if change.renegotiation {
             let agent = makeAgent(controlling: description.type == .answer)
             // The peer's new generation: its old candidates go, media stays on the pair in use
             // while that answers, and moves once a new pair works.
-            if restartsICE { agent.setRemoteCredentials(ufrag: ice.usernameFragment, password: ice.password, keepingRoute: true) }
+            if change.restartsICE {
+                agent.setRemoteCredentials(ufrag: ice.usernameFragment, password: ice.password, keepingRoute: true)
+            }
             for m in description.media where !m.isRejected {
                 for c in m.candidates { if let ic = c.iceCandidate { agent.addRemoteCandidate(ic) } }
             }
@@ -691,14 +661,14 @@ package final class PeerConnection: @unchecked Sendable {
     /// followed without it (`setRemoteDescription`, then `createAnswer`). Thread rule: any thread.
     /// Cost: nothing until the next offer.
     package func restartIce() {
-        shared.withLock { $0.restartsICE = true }
+        shared.withLock { $0.signalling.requestICERestart() }
     }
 
     /// A candidate the peer trickled (`candidate:...` text parsed into a `JSEPCandidate`), after
     /// its description (`.invalidState` before, as in the W3C API). TCP candidates and mDNS names
     /// are ignored. Thread rule: any thread. Cost: small.
     package func addIceCandidate(_ candidate: JSEPCandidate) throws(PeerConnectionError) {
-        guard shared.withLock({ $0.remote != nil }), let agent else {
+        guard shared.withLock({ $0.signalling.remote != nil }), let agent else {
             throw .invalidState("a candidate needs the remote description first")
         }
         if let c = candidate.iceCandidate { agent.addRemoteCandidate(c) }
@@ -787,11 +757,7 @@ package final class PeerConnection: @unchecked Sendable {
     private func checkSignalling(offer: Bool) throws(PeerConnectionError) {
         try shared.withLock { s throws(PeerConnectionError) in
             guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
-            if offer {
-                guard s.signaling == .stable else { throw .invalidState("an offer is already under way") }
-            } else {
-                guard s.signaling == .haveRemoteOffer else { throw .invalidState("an answer needs the remote offer first") }
-            }
+            try s.signalling.check(offer: offer)
         }
     }
 
