@@ -517,6 +517,7 @@ extension PeerConnection {
                     PeerConnectionHeaderExtensions.sendIDs(mid: mids[t.jsep.id], remote: $0, answer: answer)
                 } ?? NegotiatedHeaderExtensionIDs()
             t.sender.protection.setExtensionIDs(ids)
+            t.sender.protection.setMid(mids[t.jsep.id])
             if ids.transportSequence != 0 { numbered = true }
         }
         feedback?.setTransportSequenceNumbers(numbered ? transportNumbers : nil)

@@ -374,7 +374,8 @@ package final class PeerConnection: @unchecked Sendable {
         guard direction == .sendrecv || direction == .sendonly else {
             throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
         }
-        let sender = PeerConnectionRTPSender(socket: socket, protection: LateSendProtection())
+        let sender = PeerConnectionRTPSender(
+            socket: socket, protection: LateSendProtection(midReservedID: PeerConnectionHeaderExtensions.reserved.mid))
         var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
         c.lateProtection = sender.protection
         c.encoder.bitrate = configuration.videoBitrate
@@ -408,7 +409,8 @@ package final class PeerConnection: @unchecked Sendable {
         guard direction == .sendrecv || direction == .sendonly else {
             throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
         }
-        let sender = PeerConnectionRTPSender(socket: socket, protection: LateSendProtection())
+        let sender = PeerConnectionRTPSender(
+            socket: socket, protection: LateSendProtection(midReservedID: PeerConnectionHeaderExtensions.reserved.mid))
         var c = AudioSendStream.Configuration()
         c.lateProtection = sender.protection
         c.frameEncryption = configuration.audioFrameEncryption
