@@ -69,6 +69,9 @@ package actor JanusSession {
     private let reclaimCount = Atomic<Int>(0)
     private var plan: JanusReconnectPlan
     private let keepaliveSeconds: Double
+    /// Failed long polls (or WebSocket event waits) in a row, and the most allowed.
+    private var pollFailures = 0
+    private static let maxPollFailures = 240
 
     private init(
         id: UInt64, transport: any JanusTransport, requestTimeoutSeconds: Double, window: Duration, keepaliveSeconds: Double
@@ -265,25 +268,28 @@ package actor JanusSession {
             events = try await used.events(session: id)
         } catch {
             if closedReason != nil { return false }
+            // A server that answers requests but never a long poll would have it fail and the
+            // session reclaimed forever: a few hundred failed polls in a row end it.
+            pollFailures += 1
+            if pollFailures > Self.maxPollFailures { return lose("\(pollFailures) long polls in a row failed: \(error)") }
             return await linkBroke(used, error)
         }
+        pollFailures = 0
         guard closedReason == nil else { return false }
         for event in events {
             if event["janus"]?.string == "error", let code = event["error"]?["code"]?.int, code == 458 {
                 lose("Janus no longer knows the session (458)")
                 return false
             }
-            // The first events after a break over HTTP: the server still has the session.
-            if plan.isReconnecting && used === transport { linkRestored() }
             dispatch(event)
         }
-        if plan.isReconnecting && used === transport && !used.eventFailuresAreFinal { linkRestored() }
         return true
     }
 
     /// The connection failed (`error`): reclaims the session, waiting as the plan says between
-    /// attempts. Over a WebSocket each attempt is a new connection and a `claim`; over HTTP, the
-    /// next long poll is the attempt. False when the session is lost.
+    /// attempts. Over a WebSocket each attempt is a new connection and a `claim`; over HTTP a
+    /// `keepalive` (the session's requests may go on any connection; a long poll would only
+    /// answer after up to 30 s). False when the session is lost.
     private func linkBroke(_ used: any JanusTransport, _ error: JanusError) async -> Bool {
         if case .unauthorized = error { return lose("Janus refused us: \(error)") }
         let first = !plan.isReconnecting
@@ -293,22 +299,25 @@ package actor JanusSession {
         if first { linkContinuation.yield(.interrupted("\(error)")) }
         try? await Task.sleep(nanoseconds: UInt64(delay / .nanoseconds(1)))
         guard closedReason == nil else { return false }
-        guard used.eventFailuresAreFinal else { return true }  // HTTP: the next poll tries.
-        used.close()
-        let endpoint = used.endpoint
         let timeout = min(requestTimeoutSeconds, 5)
         let fresh: any JanusTransport
-        do {
-            fresh = try await endpoint.open(timeoutSeconds: timeout)
-        } catch {
-            return closedReason == nil ? await linkBroke(used, error) : false
+        if used.eventFailuresAreFinal {
+            used.close()
+            do {
+                fresh = try await used.endpoint.open(timeoutSeconds: timeout)
+            } catch {
+                return closedReason == nil ? await linkBroke(used, error) : false
+            }
+        } else {
+            fresh = used
         }
         do {
+            let ask: JSONValue = used.eventFailuresAreFinal ? "claim" : "keepalive"
             _ = try await fresh.send(
-                ["janus": "claim", "transaction": .string(Self.newTransaction())], session: id, handle: nil,
+                ["janus": ask, "transaction": .string(Self.newTransaction())], session: id, handle: nil,
                 timeoutSeconds: timeout)
         } catch {
-            fresh.close()
+            if fresh !== used { fresh.close() }
             guard closedReason == nil else { return false }
             if case .janus(458, _) = error { return lose("Janus no longer knows the session (458)") }
             return await linkBroke(used, error)

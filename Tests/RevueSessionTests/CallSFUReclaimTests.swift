@@ -50,8 +50,9 @@ final class JanusNamespace {
 
     deinit { teardown() }
 
-    /// Drops every packet on Janus's link, both ways, and aborts our TCP connections to Janus (as
-    /// a device that lost its network finds them broken when it is back).
+    /// Drops every packet on Janus's link, both ways, and aborts the TCP connections between us
+    /// and Janus on both ends (as a device that lost its network finds them broken when it is
+    /// back, and as Janus finds them once its TCP gives up on them).
     func cut() throws {
         let r = shell(
             """
@@ -62,6 +63,7 @@ final class JanusNamespace {
             ip netns exec \(namespace) nft add rule inet rjcut in iifname rjj0 drop
             ip netns exec \(namespace) nft add rule inet rjcut out oifname rjj0 drop
             ss -K dst \(janusAddress) > /dev/null
+            ip netns exec \(namespace) ss -K src \(janusAddress) > /dev/null
             """)
         guard r.status == 0 else { throw NetworkLabError(description: "cut failed: \(r.output)") }
     }
