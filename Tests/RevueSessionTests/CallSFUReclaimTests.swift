@@ -206,29 +206,42 @@ struct CallSFUReclaimTests {
         }
     }
 
-    /// A cut longer than the server keeps a session whose connection broke (a 2 s reclaim window,
-    /// an 8 s cut over a WebSocket): the claim is refused, each participant makes a new session,
-    /// joins, publishes and subscribes again (a new feed, announced to the others), and media comes
-    /// back in every direction.
-    @Test func aCutLongerThanTheReclaimWindowRebuildsAndMediaResumes() async throws {
-        try await Self.withCallThroughNamespace(webSocket: true, reclaim: 2) { link, _, peers, attachers in
+    /// A cut longer than the server keeps a session whose connection broke: over a WebSocket a
+    /// 2 s reclaim window and an 8 s cut (the claim is refused), over HTTP a 6 s session timeout
+    /// and a 10 s cut (the keepalive is refused). Each participant makes a new session, joins,
+    /// publishes and subscribes again (a new feed, announced to the others), and media comes back
+    /// in every direction.
+    func rebuilt(webSocket: Bool) async throws {
+        let cut = webSocket ? 8.0 : 10
+        try await Self.withCallThroughNamespace(
+            webSocket: webSocket, reclaim: 2, sessionTimeout: webSocket ? 60 : 6
+        ) { link, _, peers, attachers in
             let before = peers.map(Self.identity)
-            try await Self.blip(link, seconds: 8)
+            try await Self.blip(link, seconds: cut)
             let back = Date()
             for p in peers {
                 await p.wait("\(p.name) rebuilt", timeout: 30) { (p.room.sfu?.rebuilds ?? 0) >= 1 && p.room.sfu?.handle != nil }
             }
             for p in peers { await CallSFUTests.waitSubscribed(p, to: peers.filter { $0 !== p }, timeout: 30) }
-            print("CallSFUReclaimTests rebuild: every participant subscribed again \(String(format: "%.2f", Date().timeIntervalSince(back))) s after the link came back")
+            print("CallSFUReclaimTests rebuild (\(webSocket ? "ws" : "http")): every participant subscribed again \(String(format: "%.2f", Date().timeIntervalSince(back))) s after the link came back")
             for (p, was) in zip(peers, before) {
                 let now = Self.identity(p)
                 #expect(now.session != was.session && now.feed != was.feed, "\(p.name): \(was) -> \(now)")
                 #expect(p.room.sfu?.failure == nil)
             }
             Self.resetProbes(attachers)
-            await CallSFUTests.feedAndCheckEveryDirection(peers, attachers, seconds: 3, label: "after an 8 s cut (rebuilt)")
+            await CallSFUTests.feedAndCheckEveryDirection(
+                peers, attachers, seconds: 3, label: "after a \(Int(cut)) s cut (\(webSocket ? "ws" : "http"), rebuilt)")
             for p in peers { #expect(!p.recorder.room.contains { $0.hasPrefix("failed") }, "\(p.name): \(p.recorder.room)") }
         }
+    }
+
+    @Test func aCutLongerThanTheReclaimWindowOverWebSocketRebuildsAndMediaResumes() async throws {
+        try await rebuilt(webSocket: true)
+    }
+
+    @Test func aCutLongerThanTheSessionTimeoutOverHTTPRebuildsAndMediaResumes() async throws {
+        try await rebuilt(webSocket: false)
     }
 }
 
