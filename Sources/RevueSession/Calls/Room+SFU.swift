@@ -819,6 +819,15 @@ extension Room {
                 let publishing = Set(listed.filter(\.publisher).map(\.id)).subtracting(sfu.feed.map { [$0] } ?? [])
                 for id in sfu.liveFeeds.keys where !publishing.contains(id) { sfu.liveFeeds[id] = nil }
                 for id in publishing where sfu.liveFeeds[id] == nil { sfu.liveFeeds[id] = [] }
+                // A publisher our subscription carried left meanwhile: Janus renegotiated the
+                // subscription then, and its offer was lost with the connection, so the two no
+                // longer agree on what it carries. It is made afresh (a gap of about a second in
+                // the other feeds), without counting as a failed exchange.
+                if let sub = sfu.subscriber, !sub.feeds.isSubset(of: publishing) {
+                    sub.close()
+                    sfu.subscriber = nil
+                    sfu.subscriptions = [:]
+                }
             }
             self.sfuReconcile()
         }
