@@ -157,10 +157,14 @@ struct CallSFUReclaimTests {
             for p in peers {
                 await p.wait("\(p.name)'s session reclaimed", timeout: 20) { (p.room.sfu?.reclaims ?? 0) >= 1 }
             }
-            print("CallSFUReclaimTests \(label): every session reclaimed \(String(format: "%.2f", Date().timeIntervalSince(back))) s after the link came back")
+            print(
+                "CallSFUReclaimTests \(label): every session reclaimed \(String(format: "%.2f", Date().timeIntervalSince(back))) s after the link came back"
+            )
             for (p, was) in zip(peers, before) {
                 let sfu = try #require(p.room.sfu)
-                #expect(sfu.rebuilds == 0 && sfu.interruptions >= 1, "\(p.name): \(sfu.interruptions) breaks, \(sfu.rebuilds) rebuilds")
+                #expect(
+                    sfu.rebuilds == 0 && sfu.interruptions >= 1,
+                    "\(p.name): \(sfu.interruptions) breaks, \(sfu.rebuilds) rebuilds")
                 #expect(Self.identity(p) == was, "\(p.name) kept its session, feed and connections")
                 #expect(sfu.failure == nil)
                 if webSocket { #expect(sfu.session?.transport is JanusWebSocketTransport) }
@@ -217,10 +221,14 @@ struct CallSFUReclaimTests {
                 await CallSFUTests.waitSubscribed(p, to: [other])
             }
             let subscribers = [a, b].map { Self.identity($0).subscriber }
-            print("CallSFUReclaimTests: after c left during the cut: \([a, b].map { "\($0.name): \($0.room.sfu?.subscribeFailures ?? -1) failed exchanges" })")
+            print(
+                "CallSFUReclaimTests: after c left during the cut: \([a, b].map { "\($0.name): \($0.room.sfu?.subscribeFailures ?? -1) failed exchanges" })"
+            )
             Self.resetProbes(attachers)
             await CallSFUTests.feedAndCheckEveryDirection([a, b], attachers, seconds: 3, label: "after c left during a cut")
-            #expect([a, b].map { Self.identity($0).subscriber } == subscribers, "the subscriptions stayed as they were while media was checked")
+            #expect(
+                [a, b].map { Self.identity($0).subscriber } == subscribers,
+                "the subscriptions stayed as they were while media was checked")
         }
     }
 
@@ -241,7 +249,9 @@ struct CallSFUReclaimTests {
                 await p.wait("\(p.name) rebuilt", timeout: 30) { (p.room.sfu?.rebuilds ?? 0) >= 1 && p.room.sfu?.handle != nil }
             }
             for p in peers { await CallSFUTests.waitSubscribed(p, to: peers.filter { $0 !== p }, timeout: 30) }
-            print("CallSFUReclaimTests rebuild (\(webSocket ? "ws" : "http")): every participant subscribed again \(String(format: "%.2f", Date().timeIntervalSince(back))) s after the link came back")
+            print(
+                "CallSFUReclaimTests rebuild (\(webSocket ? "ws" : "http")): every participant subscribed again \(String(format: "%.2f", Date().timeIntervalSince(back))) s after the link came back"
+            )
             for (p, was) in zip(peers, before) {
                 let now = Self.identity(p)
                 #expect(now.session != was.session && now.feed != was.feed, "\(p.name): \(was) -> \(now)")

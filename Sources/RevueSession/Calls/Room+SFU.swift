@@ -865,7 +865,9 @@ extension Room {
                 if let error = sfuTrackPublished(pub, sfu) {
                     post(
                         nil,
-                        room: { $1.room($0, localParticipant: $0.localParticipant, didFailToPublishTrack: pub.kind, error: error) },
+                        room: {
+                            $1.room($0, localParticipant: $0.localParticipant, didFailToPublishTrack: pub.kind, error: error)
+                        },
                         participant: nil)
                 }
             }
