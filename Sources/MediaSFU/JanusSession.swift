@@ -71,6 +71,8 @@ package actor JanusSession {
     private let keepaliveSeconds: Double
     /// Failed long polls (or WebSocket event waits) in a row, and the most allowed.
     private var pollFailures = 0
+    /// The server's refusal that ended a reclaim (458), for the requests that waited for it.
+    private var lostAnswer: JanusError?
     private static let maxPollFailures = 240
 
     private init(
@@ -238,13 +240,15 @@ package actor JanusSession {
         return try await transport.send(payload, session: id, handle: handle, timeoutSeconds: requestTimeoutSeconds)
     }
 
-    /// Waits, at most the request timeout, for a reclaim under way to end (either way).
+    /// Waits, at most the request timeout, for a reclaim under way to end (either way); throws
+    /// the server's answer when it ended the session (458).
     private func waitForLink() async throws(JanusError) {
         let deadline = MonotonicTime.now + .nanoseconds(Int64(requestTimeoutSeconds * 1e9))
         while plan.isReconnecting && closedReason == nil {
             guard MonotonicTime.now < deadline else { throw .timeout("the session's reconnection to Janus") }
             try? await Task.sleep(nanoseconds: 50_000_000)
         }
+        if closedReason != nil, let lostAnswer { throw lostAnswer }
     }
 
     /// Destroys the session on the server (`"janus": "destroy"`; its handles are detached there)
@@ -319,7 +323,10 @@ package actor JanusSession {
         } catch {
             if fresh !== used { fresh.close() }
             guard closedReason == nil else { return false }
-            if case .janus(458, _) = error { return lose("Janus no longer knows the session (458)") }
+            if case .janus(458, _) = error {
+                lostAnswer = error
+                return lose("Janus no longer knows the session (458)")
+            }
             return await linkBroke(used, error)
         }
         guard closedReason == nil else {
