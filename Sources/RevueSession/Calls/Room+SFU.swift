@@ -666,6 +666,7 @@ extension Room {
             if s.stale { resubscribe.insert(s.feed) }
         }
         let wanted = Set(desired.values)
+        let session = sfu.session
         do {
             if let sub = sfu.subscriber, let pending = sub.pending {
                 sub.pending = nil
@@ -681,6 +682,8 @@ extension Room {
             }
             sfu.subscribeFailures = 0
         } catch {
+            // The session was lost meanwhile: the rebuild subscribes again, this is no failure.
+            guard sfu.session === session else { return }
             return sfuSubscriptionBroke(sfu, "\(error)")
         }
         guard !sfu.closed else { return }
