@@ -557,9 +557,8 @@ package final class PeerConnection: @unchecked Sendable {
             (Self.transceivers($0), $0.signalling.remote!, $0.signalling.local, $0.role)
         }
         if let current, previous != nil {
-            // A renegotiation: the transport stays, and so does our DTLS role; an offer that
-            // restarted ICE gets new credentials of ours too (RFC 8445 §9).
-            if shared.withLock({ $0.signalling.takeAnswerRestart() }) { agent.restartLocalCredentials() }
+            // A renegotiation: the transport stays, and so does our DTLS role (an offer that
+            // restarted ICE gave us new credentials already, in `setRemoteDescription`).
             var answer = JSEPNegotiator.createAnswer(
                 to: remote, tracks: tracks, transport: transportParameters(agent), previous: previous,
                 dataChannel: dataChannelParameters)
@@ -633,6 +632,9 @@ package final class PeerConnection: @unchecked Sendable {
             // The peer's new generation: its old candidates go, media stays on the pair in use
             // while that answers, and moves once a new pair works.
             if change.restartsICE {
+                // The peer's restart offer: our new credentials first, so no check of the new
+                // generation goes out under the old ones (the peer would refuse it with 401).
+                if shared.withLock({ $0.signalling.takeAnswerRestart() }) { agent.restartLocalCredentials() }
                 agent.setRemoteCredentials(ufrag: ice.usernameFragment, password: ice.password, keepingRoute: true)
             }
             for m in description.media where !m.isRejected {

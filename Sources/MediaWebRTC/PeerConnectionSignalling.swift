@@ -51,7 +51,8 @@ package struct PeerConnectionSignalling: Sendable {
         return restartRequested && transportExists
     }
 
-    /// For an answer about to be made: whether the peer's offer restarted ICE (used up).
+    /// When the peer's restart offer is applied: whether our side restarts too (used up), before
+    /// the peer's new credentials are set so no check of the new generation goes under our old ones.
     package mutating func takeAnswerRestart() -> Bool {
         defer { answerRestartsICE = false }
         return answerRestartsICE

@@ -368,7 +368,7 @@ struct PeerConnectionChromiumTests {
             report.append("\(label): media back both ways after \(took) on \(now) (was from \(old)); Chromium's pair \(pair)")
             #expect(
                 back,
-                "\(label): Revue decoded \(decodedByRevue() - revueBefore), Chromium \(decodedByChromium() - chromiumBefore) more; pair \(now), was \(old)"
+                "\(label): Revue decoded \(decodedByRevue() - revueBefore), Chromium \(decodedByChromium() - chromiumBefore) more; pair \(now), was \(old); controlling \(agent.isControlling); \(agent.statistics); pairs \(agent.pairSnapshots)"
             )
             #expect(took <= .seconds(2), "\(label): media came back after \(took)")
         }

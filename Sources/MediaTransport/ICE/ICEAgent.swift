@@ -359,7 +359,9 @@ package final class ICEAgent: @unchecked Sendable {
     /// An ICE restart on our side (RFC 8445 §9): new local credentials, for the next offer or
     /// answer, from when this returns. Checks already going on continue; the peer's checks under
     /// the old credentials are still answered until it checks under the new ones (it learns
-    /// them from that description), so consent on the pair media uses holds meanwhile. Our
+    /// them from that description), and ours name the old ones until then too, so consent on the
+    /// pair media uses holds meanwhile. Call it before setting the peer's new credentials when
+    /// answering a restart. Our
     /// candidates stay (one socket). Thread rule: any thread (waits for the agent's context).
     /// Cost: a random draw and a key derivation.
     package func restartLocalCredentials() {

@@ -193,10 +193,13 @@ extension ICEAgent {
     func sameHost(_ a: SocketAddress, _ b: SocketAddress) -> Bool { a.family == b.family && a.addressBytes == b.addressBytes }
 
     /// The credentials checks are signed with (nil until the peer's are known).
+    /// Our ufrag in the checks is the one the peer knows us by: the previous one until the peer
+    /// checks under the new one (then `previousLocal` goes). A peer that made its checks from
+    /// our old description refuses a check naming our new ufrag (libwebrtc answers 401).
     var checkCredentials: ICEChecks.Credentials? {
         remoteUfrag.map {
             ICEChecks.Credentials(
-                localUfrag: local.ufrag, remoteUfrag: $0, remoteKey: remoteKey, tieBreaker: tieBreaker,
+                localUfrag: previousLocal?.ufrag ?? local.ufrag, remoteUfrag: $0, remoteKey: remoteKey, tieBreaker: tieBreaker,
                 controlling: controlling)
         }
     }
@@ -236,6 +239,16 @@ extension ICEAgent {
             let t = checks.answered(m.transactionID, from: from, relay: relay)
         else {
             bump(\.droppedResponses)
+            // A 401 without integrity (the peer did not know the ufrag we named, as after an ICE
+            // restart): the transaction ends and the pair is checked again under our current
+            // credentials, instead of retransmitting the refused request (a few times at most).
+            if m.messageClass == .errorResponse, m.errorCode?.code == 401,
+                let t = checks.answered(m.transactionID, from: from, relay: relay), !t.pair.valid,
+                t.pair.retryableErrors < ICECandidatePair.maxRetryableErrors
+            {
+                t.pair.retryableErrors += 1
+                t.pair.state = .waiting
+            }
             return
         }
         bump(\.responsesReceived)
@@ -243,11 +256,20 @@ extension ICEAgent {
         let pair = t.pair
         guard checks.pairs.contains(where: { $0 === pair }) else { return }
         if m.messageClass == .errorResponse {
-            if m.errorCode?.code == 487 {
+            let code = m.errorCode?.code ?? 0
+            if code == 487 {
                 if t.sentControlling == controlling { switchRole(controlling: !t.sentControlling) }
                 trigger(pair)
             } else if !pair.valid {
-                pair.state = .failed
+                // 401, 420 and 500 may pass (a peer that restarted ICE answers 401 until our
+                // new credentials reach it): the pair waits for another check, a few times at
+                // most. Any other error fails it.
+                if [401, 420, 500].contains(code), pair.retryableErrors < ICECandidatePair.maxRetryableErrors {
+                    pair.retryableErrors += 1
+                    pair.state = .waiting
+                } else {
+                    pair.state = .failed
+                }
             }
             return
         }
