@@ -38,8 +38,11 @@ struct CallSFUNodeTests {
         #expect(formed, "the SFU room did not complete")
         let joinTime = (MonotonicTime.now - started).inSeconds
         // Each join gives everyone a new frame key, which senders take a second later
-        // (`Room.sfuKeySwitchDelay`): until then the last to join decodes nothing of the others.
-        try? await Task.sleep(for: .milliseconds(1300))
+        // (`Room.sfuKeySwitchDelay`), on each participant's own clock: until then the last to
+        // join decodes nothing of the others, and a loaded machine stretches that second. So
+        // rather than wait a fixed time, short rounds of audio go until one reaches every
+        // direction (four at most; the measured checks follow either way).
+        for _ in 0..<4 where !(await mesh.checkMedia(Array(0..<count), seconds: 1.5, video: false).failures.isEmpty) {}
         return (janus, mesh, joinTime)
     }
 
