@@ -12,13 +12,10 @@ public struct AudioReceiveSettings: Sendable {
     public var channels: Int = 1
     /// Output sample rate of `pullAudio`: 48 000 (Opus native) or any rate the resampler takes.
     public var outputSampleRate: Int = 48_000
-    /// Jitter buffer memory and delay range (the prebuffer and the level kept). The minimum is
-    /// one 20 ms packet: the level kept is a packet plus the measured delay variation, as NetEq
-    /// aims at (a fixed 40 ms kept audio 20 ms later than a clean path needs, and lip sync then
-    /// delayed video by as much).
+    /// Jitter buffer memory and delay range (the prebuffer and the level kept).
     public var jitterBuffer = JitterBufferSettings(
         capacity: 256, maxPacketSize: 1500,
-        minimumDelayMilliseconds: 20, maximumDelayMilliseconds: 300)
+        minimumDelayMilliseconds: 40, maximumDelayMilliseconds: 300)
     /// Recover a lost packet from the in-band FEC of the packet after it (RFC 7587 §3.3, Opus LBRR).
     public var fecEnabled = true
     /// Packets that may wait between the network thread and the next pull.
