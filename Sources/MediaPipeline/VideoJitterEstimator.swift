@@ -10,13 +10,8 @@ import Glibc
 /// The target delay is what a large delta frame needs, not what a keyframe needs: the completion
 /// offset of an average frame (over the least-delayed path, `RTPJitterBuffer.baselineArrival`),
 /// plus `theta0 x (large delta frame - average frame)`, plus `noiseDeviations` standard
-/// deviations of the size-corrected jitter. Delta frames far above the average size teach the
-/// filter the slope but stay out of the size statistics and the jitter; keyframes stay out of all
-/// three: the sender's pacer spreads a keyframe at one interval's budget at a time while a delta
-/// frame leaves at once on saved budget (`PacerSettings.deltaFrameBurstMilliseconds`), so a
-/// keyframe's spread says nothing of what a delta frame's bytes cost (taught by a paced keyframe,
-/// the slope priced every byte of a large delta frame at the pacing rate, and held every frame
-/// several milliseconds longer for tens of seconds). The frames
+/// deviations of the size-corrected jitter. Keyframes and other frames far above the average size
+/// teach the filter the slope but stay out of the size statistics and the jitter, and the frames
 /// queued behind one are not measured: a frame whose baseline arrival (when its first packet
 /// would have arrived had nothing been ahead of it in the sender's pacer) comes before the
 /// previous frame completed waited behind that frame, and when that frame was large or itself
@@ -154,7 +149,7 @@ package struct VideoJitterEstimator: Sendable {
             let arrivalMs = (Double(completedNs) - Double(prev.completedNs)) / 1e6
             // A pause or a jump of the sender's clock says nothing about the path.
             if mediaMs > 0 && mediaMs < 3_000 && abs(arrivalMs - mediaMs) < 3_000 && !queuedBehindLarge
-                && !pairedWithQueued && !isKeyframe
+                && !pairedWithQueued
             {
                 let delayDelta = arrivalMs - mediaMs
                 let sizeDelta = size - prev.bytes

@@ -55,8 +55,7 @@ import Testing
     /// so only the keyframe and the frames queued behind it are late; a target that covered the
     /// keyframe's spread (the delay variation of every packet, decaying slowly) held p99 at
     /// 56.6 ms, and delta frames paced at one interval's budget at a time (about 10 ms for a large
-    /// one), with the slope of the size-aware estimate taught by the keyframe, held p50/p99 at
-    /// 22.8/26.0 ms. With the 10 ms render delay counted and encoding taking no time: p50 <= 15 ms,
+    /// one) held p50/p99 at 22.8/26.0 ms. With the 10 ms render delay counted and encoding taking no time: p50 <= 15 ms,
     /// p99 <= 18 ms (11.8 and 12.5 ms).
     @Test func cleanPathLatencyCoversADeltaFramesPacingNotAKeyframes() throws {
         let f = try Self.run(forward: ImpairmentModel.Settings(delayMilliseconds: 1), audio: false)
