@@ -193,15 +193,8 @@ final class SenderReporter {
         for group in groups {
             // A stream that has sent nothing has no timestamp to map yet.
             let targets = group.targets.filter { $0.senderInfo.packetCount > 0 }
-            var packets: [RTCPPacket] = targets.map { t in
-                let info = t.senderInfo
-                return .senderReport(
-                    RTCPSenderReport(
-                        ssrc: t.ssrc, ntpTime: ntp,
-                        rtpTime: info.rtpTimestamp(at: now, clockRate: t.carriesVideo ? 90_000 : 48_000),
-                        packetCount: UInt32(truncatingIfNeeded: info.packetCount),
-                        octetCount: UInt32(truncatingIfNeeded: info.octetCount)))
-            }
+            var packets: [RTCPPacket] = RTCPSenderSession.senderReports(for: targets, ntpTime: ntp, now: now)
+                .map { .senderReport($0) }
             guard let first = targets.first else { continue }
             packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
             var size = RTCPCompound.marshalSize(packets)
