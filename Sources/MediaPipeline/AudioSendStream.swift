@@ -156,6 +156,13 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     nonisolated(unsafe) private var keepAlive: Unmanaged<AudioSendStream>?
     private var bitrate: Int
     private var estimateCap = Int.max
+    /// In-band FEC as set at run time: 0 unchanged since the last frame, 1 off, 2 on.
+    private let requestedFEC = Atomic<Int>(0)
+    /// The latest fraction lost a receiver reported, in millionths (-1: none since the last frame).
+    private let reportedLoss = Atomic<Int>(-1)
+    /// Worker state: whether FEC is on, and the reported loss smoothed over reports (0...1).
+    private var fecOn: Bool
+    private var smoothedLoss = 0.0
 
     /// Creates a stopped stream sending to `sink`. Throws `.audioEncoder` or `.srtp` when libopus
     /// or libsrtp refuse; traps on out-of-range settings.
@@ -175,6 +182,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         encoder.expectedPacketLossPercent = c.expectedPacketLossPercent
         encoder.isDTXEnabled = c.dtx
         bitrate = c.bitrate
+        fecOn = c.inbandFEC
         core = try RTPSendCore(
             ssrc: c.ssrc, payloadType: c.payloadType, mtu: c.mtu, srtp: c.srtp, sink: sink,
             historyCapacity: c.historyCapacity, maxRetransmissions: c.maxRetransmissions,
@@ -273,6 +281,19 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         requestedBitrate.store(bitsPerSecond, ordering: .releasing)
     }
 
+    /// Turns Opus in-band FEC (RFC 7587 §3.3) on or off at the next frame: on when the receiver
+    /// asked for it (`useinbandfec=1` in its description). While it is on, the encoder's expected
+    /// loss follows what the receiver reports (`handleReceiverLoss`), so FEC costs bits only when
+    /// packets are lost. Any thread; an atomic store.
+    public func setInbandFEC(_ enabled: Bool) { requestedFEC.store(enabled ? 2 : 1, ordering: .releasing) }
+
+    /// The fraction of this stream's packets a receiver reported lost (RFC 3550 §6.4.1 report
+    /// block, 0...1): with in-band FEC on, the encoder protects for it (smoothed over reports,
+    /// at least the configured `expectedPacketLossPercent`, at most 30 %). Any thread; an atomic store.
+    public func handleReceiverLoss(fractionLost: Double) {
+        reportedLoss.store(Int(max(0, min(1, fractionLost)) * 1e6), ordering: .releasing)
+    }
+
     /// Counters as W3C records; never stops the pipeline.
     public var statistics: Statistics {
         Statistics(
@@ -317,6 +338,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             encoder.bitrate = OpusBitrate(bitsPerSecond: target)
             counters.targetBitrate.store(target, ordering: .relaxed)
         }
+        applyLossProtection()
         var did = core.serviceNacks().didWork
         if let chunk = capturer.ring.tryPop() {
             consume(chunk)
@@ -324,6 +346,22 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             did = true
         }
         return did
+    }
+
+    /// Applies a FEC switch or a receiver's loss report, on the worker before the next frame.
+    /// Each report moves the smoothed loss halfway to it (libwebrtc smooths too, so one bad
+    /// second does not double the bitrate spent on FEC for long).
+    private func applyLossProtection() {
+        let fec = requestedFEC.exchange(0, ordering: .acquiring)
+        let loss = reportedLoss.exchange(-1, ordering: .acquiring)
+        guard fec != 0 || loss >= 0 else { return }
+        if fec != 0 {
+            fecOn = fec == 2
+            encoder.isInbandFECEnabled = fecOn
+        }
+        if loss >= 0 { smoothedLoss = (smoothedLoss + Double(loss) / 1e6) / 2 }
+        let reported = fecOn ? Int((smoothedLoss * 100).rounded(.up)) : 0
+        encoder.expectedPacketLossPercent = min(30, max(configuration.expectedPacketLossPercent, reported))
     }
 
     /// Appends one captured chunk (any rate) to the 48 kHz frame buffer, emitting full frames.

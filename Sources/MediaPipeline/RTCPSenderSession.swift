@@ -278,6 +278,7 @@ public final class RTCPSenderSession {
             var s = remoteInbound[b.ssrc] ?? RemoteInboundRTPStreamStats()
             s.ssrc = b.ssrc
             s.fractionLost = Double(b.fractionLost) / 256
+            targets[b.ssrc]?.handleReceiverLoss(fractionLost: s.fractionLost)
             s.packetsLost = Int64(b.cumulativeLost)
             if let rtt = NTPTime.roundTripTime(
                 arrival: arrival, lastSenderReport: b.lastSenderReport,

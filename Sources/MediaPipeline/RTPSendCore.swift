@@ -420,6 +420,9 @@ public protocol RTPSendFeedbackTarget: AnyObject, Sendable {
     func handleEstimatedBitrate(_ bitsPerSecond: Int)
     /// Packet and octet counts and the last RTP timestamp with its capture time.
     var senderInfo: RTPSenderInfo { get }
+    /// The fraction of this stream's packets a receiver reported lost (RFC 3550 §6.4.1, 0...1).
+    /// Default: ignored (audio protects for it with in-band FEC).
+    func handleReceiverLoss(fractionLost: Double)
     /// Whether the stream carries video (90 kHz clock; follows the bandwidth estimate). Default false.
     var carriesVideo: Bool { get }
     /// The latest round-trip time to the receiver (RFC 3550 §6.4.1 LSR/DLSR), seconds: a video
@@ -437,6 +440,8 @@ extension RTPSendFeedbackTarget {
     public var carriesVideo: Bool { false }
     /// Ignores the round-trip time by default.
     public func handleRoundTripTime(_ seconds: Double) {}
+    /// Ignores reported loss by default.
+    public func handleReceiverLoss(fractionLost: Double) {}
     /// False by default.
     public var canProbe: Bool { false }
     /// Takes no probes by default.

@@ -518,6 +518,11 @@ extension PeerConnection {
                 } ?? NegotiatedHeaderExtensionIDs()
             t.sender.protection.setExtensionIDs(ids)
             t.sender.protection.setMid(mids[t.jsep.id])
+            // Opus in-band FEC when the peer's decoder takes it (`useinbandfec=1` in its section).
+            if let audio = t.audio {
+                let section = (answerIsLocal ? remote : answer)?.media.first { $0.mid == mids[t.jsep.id] }
+                audio.setInbandFEC(section?.codecs.first { $0.known == .opus }?.usesInbandFEC ?? false)
+            }
             if ids.transportSequence != 0 { numbered = true }
         }
         feedback?.setTransportSequenceNumbers(numbered ? transportNumbers : nil)
