@@ -416,7 +416,9 @@ extension Room {
         sfu.remoteFeeds[id] = nil
         for kid in sfu.remoteKeyIDs.removeValue(forKey: id) ?? [] { sfu.frames?.removeKey(keyID: kid) }
         sfuReconcile()
-        guard sfu.server.endToEndEncryption, !remoteParticipants.filter({ $0.key != id }).isEmpty else { return }
+        guard sfu.server.endToEndEncryption, linkLeg == nil, !remoteParticipants.filter({ $0.key != id }).isEmpty else {
+            return
+        }
         sfuRotateKey(sfu, excluding: id)
     }
 
@@ -444,6 +446,8 @@ extension Room {
     /// (or the server, for it) recorded before cannot be read with it. A key announced and not
     /// yet in use is such a key already; otherwise every participant gets a new one.
     func sfuParticipantJoined(_ id: String, _ sfu: SFUMedia) {
+        // A link room's keys come from its host's epochs (`Room+Link.swift`).
+        if linkLeg != nil { return }
         guard sfu.server.endToEndEncryption, sfu.feed != nil, sfu.keyGeneration == sfu.keyGenerationInUse else {
             return sfuAnnounce(sfu, to: [id])
         }
@@ -503,6 +507,8 @@ extension Room {
             sfuAnnounce(sfu)
         }
         guard let handle = sfu.handle, !sfu.closed else { return }
+        await linkPass(sfu, handle)
+        guard !sfu.closed else { return }
         await sfuPublish(sfu, handle)
         await sfuSubscribe(sfu)
     }
@@ -516,7 +522,7 @@ extension Room {
         }
         let handle = try await JanusVideoRoom(session: session)
         let room = sfu.server.room
-        let display = localParticipant.identity
+        let display = linkLeg?.display ?? localParticipant.identity
         var joined: JanusJoined
         let first: Result<JanusJoined, JanusError>
         do { first = .success(try await handle.joinAsPublisher(room: room, display: display, pin: sfu.server.pin)) } catch {

@@ -88,6 +88,8 @@ public final class Room {
     /// The SFU the current call uses, its media (instead of `legs` and `localMedia`), and early
     /// SFU announcements.
     var sfuLeg = RoomSFULeg()
+    /// The room joined or hosted by link, if this call is one (`Room+Link.swift`).
+    var linkLeg: RoomLinkLeg?
     /// SSRCs used by our send streams and receive pipelines while the current legs exist
     /// (`freshSSRC`).
     var usedSSRCs: Set<UInt32> = []
@@ -240,6 +242,7 @@ extension Room {
         remoteParticipants = [:]
         invitations.removeAll()
         sfuLeg.forgetEarly()
+        linkRoomEnded()
         introductions.removeAll()
         friendRuns.forgetFriends()
         localParticipant.trackPublications = [:]
