@@ -164,7 +164,9 @@ import Testing
             }
             await settle(1.5)
             #expect(late.room.remoteParticipants.isEmpty && late.room.linkLeg?.epoch == 0)
-            #expect(h.room.remoteParticipants.count == 1 && f.room.remoteParticipants.count == 1)
+            #expect(
+                h.room.remoteParticipants.count == 1 && f.room.remoteParticipants.count == 1,
+                "host: \(h.recorder.room) friend: \(f.recorder.room)")
             let afterKick = try await admin.listParticipants(room: room)
             #expect(!afterKick.contains { $0.id == late.room.sfu?.feed }, "\(afterKick)")
             await session.destroy()

@@ -227,6 +227,9 @@ import Testing
         let r8 = admission.consider(Self.request(Self.participant(3), "Cy", link), feed: 14)
         #expect(r8 == .refuse(.revoked))
         #expect(admission.members.keys.sorted() == [11])
+        // Bob, let in before, is listed again with its request: it stays.
+        let listedAgain = admission.consider(Self.request(b, "Bob", link), feed: 11)
+        #expect(listedAgain == .admit(admission.members[11]!))
         #expect(admission.refusals == [.removed: 2, .revoked: 1])
     }
 

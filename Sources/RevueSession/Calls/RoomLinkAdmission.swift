@@ -86,7 +86,8 @@ package struct RoomLinkAdmission: Sendable {
     package func isLive(_ linkID: [UInt8]) -> Bool { live.contains { $0.linkID == linkID } }
 
     /// Decides on the participant at `feed` whose display text is `text`. A member already let
-    /// in at that feed with that key is admitted again (the server lists it every time).
+    /// in at that feed with that key is admitted again (the server lists it every time), also
+    /// after its link was revoked.
     package mutating func consider(_ text: String, feed: UInt64) -> Decision {
         let decision = decide(text, feed: feed)
         switch decision {
@@ -97,6 +98,8 @@ package struct RoomLinkAdmission: Sendable {
     }
 
     private func decide(_ text: String, feed: UInt64) -> Decision {
+        // A member listed again with its request: it stays, even if its link was revoked since.
+        if let known = members[feed], RoomLinkJoinRequest.claimedKey(text) == known.publicKey { return .admit(known) }
         var opened: (RoomLinkJoinRequest, RoomLinkKeys)?
         for keys in live {
             if let r = RoomLinkJoinRequest.open(text, keys: keys) {
@@ -111,7 +114,6 @@ package struct RoomLinkAdmission: Sendable {
         let (request, keys) = opened
         if removedKeys.contains(request.publicKey) { return .refuse(.removed) }
         let member = Member(feed: feed, publicKey: request.publicKey, name: request.name, linkID: keys.linkID)
-        if let known = members[feed], known.publicKey == request.publicKey { return .admit(known) }
         if members.values.contains(where: { $0.publicKey == request.publicKey && $0.feed != feed }) {
             return .refuse(.duplicate)
         }
