@@ -43,6 +43,15 @@ import Testing
         }
     }
 
+    /// Waits until every peer holds the host's latest epoch and the senders switched to it.
+    static func waitKeysSettled(_ peers: [CallPeer]) async {
+        await peers[0].wait("every peer at the host's epoch", timeout: 10) {
+            let epochs = Set(peers.map { $0.room.linkLeg?.epoch ?? 0 })
+            return epochs.count == 1
+        }
+        await settle(RoomLinkLeg.keySwitchDelay / .milliseconds(1) / 1000 + 0.3)
+    }
+
     /// Probes on each peer for each other peer's identity (peer i's bar codes from i * 10,000).
     static func attach(_ peers: [CallPeer]) -> [ProbeAttacher] {
         let ranges = Dictionary(
@@ -64,6 +73,32 @@ import Testing
         await settle(0.6)
     }
 
+    /// The order of a call's start as friends' calls have it: `started` first, each participant
+    /// connected before any of its tracks is subscribed, our tracks published after the first
+    /// participant connected; one `connect` per participant.
+    static func expectCallOrder(_ events: [String], participants: [String], label: String) {
+        #expect(events.first == "started", "\(label): \(events)")
+        let firstConnect = events.firstIndex { $0.hasPrefix("connect(") } ?? events.count
+        for kind in ["audio", "video"] {
+            let published = events.firstIndex(of: "publish(\(kind))")
+            #expect(published.map { $0 > firstConnect } == true, "\(label): \(events)")
+        }
+        for name in participants {
+            #expect(events.filter { $0 == "connect(\(name))" }.count == 1, "\(label): \(events)")
+            let connected = events.firstIndex(of: "connect(\(name))") ?? events.count
+            let subscribed = events.indices.filter { events[$0].hasPrefix("subscribe(\(name),") }
+            #expect(subscribed.count == 2 && subscribed.allSatisfy { $0 > connected }, "\(label): \(events)")
+        }
+    }
+
+    /// A participant's leaving as a hang-up has it: both its tracks unsubscribed, then
+    /// `disconnect` with the reason.
+    static func expectLeaveOrder(_ events: [String], _ name: String, reason: String) {
+        let left = events.firstIndex(of: "disconnect(\(name),\(reason))")
+        let unsubscribed = events.indices.filter { events[$0].hasPrefix("unsubscribe(\(name),") }
+        #expect(left != nil && unsubscribed.count == 2 && unsubscribed.allSatisfy { $0 < left! }, "\(name): \(events)")
+    }
+
     /// The host, a friend of the host and a stranger to both: all six directions decode the
     /// right sender at over 32 dB and hear its tone, with the events of a call in their usual
     /// order and the names chosen. The host then removes the stranger: it leaves everyone's call,
@@ -80,15 +115,14 @@ import Testing
             try f.room.joinRoom(link: shared, name: "Fred")
             try s.room.joinRoom(link: shared, name: "Sam")
             let peers = [h, f, s]
+            for p in peers { for q in peers { p.recorder.names[Self.identity(q)] = q.name } }
             let attachers = Self.attach(peers)
             for p in peers { await Self.waitInRoom(p, with: peers.filter { $0 !== p }) }
 
             // The events a call with friends has, in the same order; the names they chose.
             for p in peers {
-                #expect(p.recorder.room.first == "started", "\(p.name): \(p.recorder.room)")
-                let connects = p.recorder.room.filter { $0.hasPrefix("connect(") }
-                #expect(connects.count == 2, "\(p.name): \(p.recorder.room)")
-                #expect(p.recorder.room.firstIndex(of: "started")! < p.recorder.room.firstIndex { $0.hasPrefix("connect(") }!)
+                let others = peers.filter { $0 !== p }.map(\.name)
+                Self.expectCallOrder(p.recorder.room, participants: others, label: p.name)
             }
             #expect(h.room.remoteParticipants[Self.identity(s)]?.name == "Sam")
             #expect(s.room.remoteParticipants[Self.identity(h)]?.name == "Hana")
@@ -102,6 +136,7 @@ import Testing
                 listed.count == 3
                     && !listed.contains { ($0.display ?? "").contains("Sam") || ($0.display ?? "").contains("Fred") })
 
+            await Self.waitKeysSettled(peers)
             await Self.feed(peers, of: peers, seconds: 3)
             for (i, me) in peers.enumerated() {
                 for (j, other) in peers.enumerated() where i != j {
@@ -135,6 +170,12 @@ import Testing
                     memberPublic: strangerLeg.publicKey) == nil)
             #expect(h.room.linkLeg!.admission.members.count == 1)
             let counted = (framesFromStranger(0), framesFromStranger(1))
+            // In the order a hang-up has: the participant's tracks unsubscribed, then it leaves; the
+            // stranger's own call ends after its last participant left.
+            Self.expectLeaveOrder(h.recorder.room, "stranger", reason: "localHangUp")
+            Self.expectLeaveOrder(f.recorder.room, "stranger", reason: "remoteHangUp")
+            for other in ["host", "friend"] { Self.expectLeaveOrder(s.recorder.room, other, reason: "remoteHangUp") }
+            #expect(s.recorder.room.last == "ended", "\(s.recorder.room)")
             // Its keys are gone from both receivers, the server dropped its feed, and its request
             // (its public key) is refused from now on.
             #expect(h.room.sfu?.remoteKeyIDs[sid] == nil && f.room.sfu?.remoteKeyIDs[sid] == nil)
@@ -146,7 +187,7 @@ import Testing
 
             // The two left still see each other after the key changed.
             await Self.waitInRoom(h, with: [f])
-            await settle(1.2)
+            await Self.waitKeysSettled([h, f])
             let before = (
                 attachers[0].probe(Self.identity(f)).snapshot.frames, attachers[1].probe(Self.identity(h)).snapshot.frames
             )

@@ -14,6 +14,10 @@ internal import MediaCore
 final class RoomLinkLeg {
     /// How long a joiner waits to be let in before its call fails.
     static let admissionWait = Duration.seconds(15)
+    /// How long after a new epoch our senders switch to its key: participants read the host's
+    /// display once a second, so a receiver may learn the key up to about two seconds after the
+    /// host sealed it.
+    static let keySwitchDelay = Duration.milliseconds(2500)
     /// Feeds the host remembers having refused (their requests are not weighed again).
     static let maxRefusedFeeds = 256
 
@@ -257,9 +261,9 @@ extension Room {
         linkSyncTracks(sfu)
     }
 
-    /// A new epoch: every sender's keys under the room key (the last two epochs are kept for
-    /// frames in flight), our senders switched (a second later, once receivers have the key),
-    /// and the call's participants brought in line with the roster.
+    /// A new epoch: every sender's keys under the room key (the last three epochs are kept:
+    /// senders switch `keySwitchDelay` after an epoch, and epochs may follow faster), our senders switched once receivers have the key
+    /// (`RoomLinkLeg.keySwitchDelay`), and the call's participants brought in line with the roster.
     func linkApply(
         _ leg: RoomLinkLeg, _ sfu: SFUMedia, epoch: UInt64, roomKey: [UInt8], roster: [RoomLinkRosterEntry], ours: UInt64
     ) {
@@ -280,7 +284,7 @@ extension Room {
                 let k = RoomLinkSenderKeys.keys(roomKey: roomKey, feed: e.feed)
                 var held = sfu.remoteKeyIDs[id] ?? []
                 guard !held.contains(k.video) else { continue }
-                while held.count > 2 { frames.removeKey(keyID: held.removeFirst()) }
+                while held.count > 4 { frames.removeKey(keyID: held.removeFirst()) }
                 guard (try? frames.addKey(keyID: k.video, baseKey: k.baseKey)) != nil,
                     (try? frames.addKey(keyID: k.audio, baseKey: k.baseKey)) != nil
                 else { continue }
@@ -296,7 +300,7 @@ extension Room {
             try? video?.setKey(keyID: mine.video, baseKey: mine.baseKey)
             try? audio?.setKey(keyID: mine.audio, baseKey: mine.baseKey)
         } else {
-            scheduler.schedule(after: Self.sfuKeySwitchDelay) {
+            scheduler.schedule(after: RoomLinkLeg.keySwitchDelay) {
                 try? video?.setKey(keyID: mine.video, baseKey: mine.baseKey)
                 try? audio?.setKey(keyID: mine.audio, baseKey: mine.baseKey)
             }
