@@ -61,13 +61,14 @@ import Testing
         return attachers
     }
 
-    /// Feeds `senders` for `seconds` (peer i of `all` from frame i * 30,000).
-    static func feed(_ senders: [CallPeer], of all: [CallPeer], seconds: Double) async {
+    /// Feeds `senders` for `seconds` (peer i of `all` from 20 ms chunk i * 30,000 + `after`: a later
+    /// feed starts after the earlier ones, so that capture times never go back).
+    static func feed(_ senders: [CallPeer], of all: [CallPeer], seconds: Double, after: Int = 0) async {
         let tasks = senders.map { p in
             let i = all.firstIndex { $0 === p }!
             return CallMediaQualityTests.feed(
                 p.room.localParticipant.localTrackPublications, tone: CallSFUTests.tones[i], seconds: seconds,
-                startFrame: i * 30_000)
+                startFrame: i * 30_000 + after)
         }
         for t in tasks { await t.value }
         await settle(0.6)
@@ -191,7 +192,7 @@ import Testing
             let before = (
                 attachers[0].probe(Self.identity(f)).snapshot.frames, attachers[1].probe(Self.identity(h)).snapshot.frames
             )
-            await Self.feed([h, f], of: peers, seconds: 2)
+            await Self.feed([h, f], of: peers, seconds: 2, after: 3_000)
             #expect(attachers[0].probe(Self.identity(f)).snapshot.frames - before.0 >= 20)
             #expect(attachers[1].probe(Self.identity(h)).snapshot.frames - before.1 >= 20)
             #expect((framesFromStranger(0), framesFromStranger(1)) == counted)
