@@ -161,6 +161,8 @@ import Testing
             #expect(h.room.removeLinkParticipant(h.room.remoteParticipants[sid]!))
             #expect(h.room.remoteParticipants[sid] == nil)
             await f.wait("the stranger out of the friend's call", timeout: 10) { f.room.remoteParticipants[sid] == nil }
+            await h.waitRoom("disconnect(stranger,localHangUp)")
+            await f.waitRoom("disconnect(stranger,remoteHangUp)")
             await s.waitRoom("ended", timeout: 10)
             await h.wait("a new epoch", timeout: 5) { h.room.linkLeg!.epoch > epochBefore }
             #expect(strangerLeg.epoch == epochBefore, "the removed participant got epoch \(strangerLeg.epoch)")
