@@ -62,7 +62,8 @@ import Testing
     }
 
     /// Feeds `senders` for `seconds` (peer i of `all` from 20 ms chunk i * 30,000 + `after`: a later
-    /// feed starts after the earlier ones, so that capture times never go back).
+    /// feed starts where the wall clock is since the first, so that capture times keep pace with
+    /// it; frames stamped far from it were not sent).
     static func feed(_ senders: [CallPeer], of all: [CallPeer], seconds: Double, after: Int = 0) async {
         let tasks = senders.map { p in
             let i = all.firstIndex { $0 === p }!
@@ -138,6 +139,7 @@ import Testing
                     && !listed.contains { ($0.display ?? "").contains("Sam") || ($0.display ?? "").contains("Fred") })
 
             await Self.waitKeysSettled(peers)
+            let firstFeed = Date()
             await Self.feed(peers, of: peers, seconds: 3)
             for (i, me) in peers.enumerated() {
                 for (j, other) in peers.enumerated() where i != j {
@@ -194,7 +196,7 @@ import Testing
             let before = (
                 attachers[0].probe(Self.identity(f)).snapshot.frames, attachers[1].probe(Self.identity(h)).snapshot.frames
             )
-            await Self.feed([h, f], of: peers, seconds: 2, after: 3_000)
+            await Self.feed([h, f], of: peers, seconds: 2, after: Int(Date().timeIntervalSince(firstFeed) / 0.02))
             #expect(attachers[0].probe(Self.identity(f)).snapshot.frames - before.0 >= 20)
             #expect(attachers[1].probe(Self.identity(h)).snapshot.frames - before.1 >= 20)
             #expect((framesFromStranger(0), framesFromStranger(1)) == counted)
@@ -218,12 +220,16 @@ import Testing
         }
     }
 
-    /// Links that are not the host's: a secret one bit off, the right secret under another room
-    /// number, a forged host key. None is let in, none gets a key (its receiver holds none), and
-    /// the host counts each refusal; a good link let in meanwhile works.
+    /// Links that are not the host's: a secret one bit off, a forged host key, the right secret
+    /// under another room number. None is let in: the host refuses and counts the first two
+    /// (the third names a room that does not exist, which a joiner does not make), none gets a key, and each joiner's call fails
+    /// with `mediaSetupFailed` once its wait is over, with no other event. A good link let in
+    /// meanwhile works. At the server, a subscriber without the keys (or with keys of another
+    /// room key) decodes none of the good participant's frames; with the keys derived from the
+    /// host's room key for its feed it decodes them.
     @Test func wrongLinksAreRefusedAndDecryptNothing() async throws {
-        try await Self.withPeers(["host", "good", "flipped", "forged"]) { _, _, all in
-            let (h, good, flipped, forged) = (all[0], all[1], all[2], all[3])
+        try await Self.withPeers(["host", "good", "flipped", "forged", "elsewhere"]) { janus, room, all in
+            let (h, good, flipped, forged, elsewhere) = (all[0], all[1], all[2], all[3], all[4])
             let link = try h.room.createLink(name: "Hana")
             var bits = link.secret
             bits[0] ^= 0x80
@@ -231,17 +237,46 @@ import Testing
             let forgedHost = try #require(
                 RoomLink.make(
                     server: link.server, hostKey: Sodium.x25519Public(secret: Sodium.randomSecret(32)), secret: link.secret))
+            var otherServer = link.server
+            otherServer.room += 1
+            let otherRoom = try #require(RoomLink.make(server: otherServer, hostKey: link.hostKey, secret: link.secret))
+            let wrong = [flipped, forged, elsewhere]
+            for p in wrong { p.room.environment.linkAdmissionWait = .seconds(3) }
             try good.room.joinRoom(link: link, name: "Gil")
             try flipped.room.joinRoom(link: wrongSecret, name: "Flo")
             try forged.room.joinRoom(link: forgedHost, name: "Fay")
+            try elsewhere.room.joinRoom(link: otherRoom, name: "Eve")
             await Self.waitInRoom(good, with: [h])
             await h.wait("two refusals", timeout: 10) { (h.room.linkLeg?.admission.refusals[.unknownLink] ?? 0) >= 2 }
-            await settle(1.5)
-            for p in [flipped, forged] {
-                #expect(p.room.remoteParticipants.isEmpty, "\(p.name): \(p.recorder.room)")
-                #expect(p.room.linkLeg?.epoch == 0 && p.room.sfu?.remoteKeyIDs.isEmpty == true)
+            let failed = "failed(mediaSetupFailed(participant: \"\", detail: \"the host of the room did not let us in\"))"
+            // The room elsewhere does not exist, and a joiner does not make it: the SFU refuses it.
+            let noRoom = "failed(mediaSetupFailed(participant: \"\", detail: \"the SFU at \(link.server.url) could not be joined"
+            for p in wrong {
+                await p.wait("its call failed", timeout: 10) { !p.recorder.room.isEmpty }
+                let expected = p === elsewhere ? noRoom : failed
+                #expect(p.recorder.room.count == 1 && p.recorder.room[0].hasPrefix(expected), "\(p.name): \(p.recorder.room)")
+                #expect(p.room.remoteParticipants.isEmpty && p.room.linkLeg == nil && p.room.sfu == nil)
             }
-            #expect(h.room.remoteParticipants.count == 1)
+            #expect(h.room.remoteParticipants.count == 1 && h.room.linkLeg?.admission.members.count == 1)
+
+            // What the server forwards of the good participant's feed.
+            await Self.waitKeysSettled([h, good])
+            let feed = try #require(good.room.sfu?.feed)
+            let range = 10_000..<20_000
+            let keys = RoomLinkSenderKeys.keys(roomKey: try #require(h.room.linkLeg?.roomKey), feed: feed)
+            let other = RoomLinkSenderKeys.keys(roomKey: RandomBytes.bytes(32), feed: feed)
+            let withKeys = try await CallSFUTests.Tap(server: janus.address, room: room, feed: feed, range: range, decrypt: true)
+            let withoutKeys = try await CallSFUTests.Tap(
+                server: janus.address, room: room, feed: feed, range: range, decrypt: true)
+            let otherKeys = try await CallSFUTests.Tap(server: janus.address, room: room, feed: feed, range: range, decrypt: true)
+            for kid in [keys.video, keys.audio] { try withKeys.receiver.addKey(keyID: kid, baseKey: keys.baseKey) }
+            for kid in [other.video, other.audio] { try otherKeys.receiver.addKey(keyID: kid, baseKey: other.baseKey) }
+            await settle(1)
+            await Self.feed([good], of: all, seconds: 2, after: 3_000)
+            print("CallSFULinkTests: taps \(withKeys.probe.snapshot) \(withoutKeys.probe.snapshot) \(otherKeys.probe.snapshot)")
+            #expect(withKeys.probe.snapshot.frames >= 20, "\(withKeys.probe.snapshot)")
+            #expect(withoutKeys.probe.snapshot.frames == 0 && otherKeys.probe.snapshot.frames == 0)
+            for t in [withKeys, withoutKeys, otherKeys] { await t.close() }
             for p in all { p.room.disconnectAll() }
         }
     }

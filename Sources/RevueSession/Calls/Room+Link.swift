@@ -159,6 +159,34 @@ extension Room {
     /// The link room ended with its call (or before it began): forgotten.
     func linkRoomEnded() { linkLeg = nil }
 
+    /// Joining the SFU room failed. A joiner that finds no room yet (Janus's 426: its host has
+    /// not made it) tries again on the next pass until its wait is over; otherwise the link room
+    /// fails (`linkRoomFailed`).
+    func linkJoinFailed(_ sfu: SFUMedia, _ error: any Error, _ detail: String) {
+        guard let leg = linkLeg else { return }
+        if !leg.isHost, case JanusError.janus(426, _) = error, now - leg.startedAt < environment.linkAdmissionWait {
+            sfu.failure = nil
+            let session = sfu.session
+            sfu.session = nil
+            Task { await session?.destroy() }
+            return
+        }
+        linkRoomFailed(detail)
+    }
+
+    /// A link room that no call began in failed (the SFU could not be joined, or a joiner was
+    /// not let in): `callDidFailWithError(.mediaSetupFailed)` with no participant, and the room
+    /// is left. Nothing happens once a call began (its participants were told already).
+    func linkRoomFailed(_ detail: String) {
+        guard linkLeg != nil, !joined else { return }
+        post(
+            nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: "", detail: detail)) }, participant: nil
+        )
+        stopSFU()
+        sfuLeg.callEnded()
+        linkRoomEnded()
+    }
+
     /// One pass of the link room, inside the SFU's convergence pass once we are in the room:
     /// reads the room's participants and acts as host or joiner.
     func linkPass(_ sfu: SFUMedia, _ handle: JanusVideoRoom) async {
@@ -245,14 +273,8 @@ extension Room {
                 for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) {
                     hangUp(p, reason: .remoteHangUp, notify: false)
                 }
-            } else if now - leg.startedAt >= RoomLinkLeg.admissionWait {
-                let detail = "the room's host did not let us in"
-                post(
-                    nil, room: { $1.room($0, callDidFailWithError: .mediaSetupFailed(participant: "", detail: detail)) },
-                    participant: nil)
-                stopSFU()
-                sfuLeg.callEnded()
-                linkRoomEnded()
+            } else if now - leg.startedAt >= environment.linkAdmissionWait {
+                linkRoomFailed("the host of the room did not let us in")
             }
             return
         }

@@ -501,6 +501,7 @@ extension Room {
                 sfu.failure = "\(error)"
                 let detail = "the SFU at \(sfu.server.url) could not be joined: \(error)"
                 for id in remoteParticipants.keys { sfuFailed(detail, for: id) }
+                linkJoinFailed(sfu, error, detail)
                 return
             }
             guard !sfu.closed else { return }
@@ -533,7 +534,8 @@ extension Room {
             joined = j
         case .failure(let error):
             // No such room (426): the first participant makes it (another may win the race: 427).
-            guard case .janus(426, _) = error else { throw error }
+            // A link's joiner never makes a room: only its host does.
+            guard case .janus(426, _) = error, linkLeg?.isHost ?? true else { throw error }
             var o = JanusRoomOptions()
             o.room = room
             o.publishers = SFUMedia.maxPublishers
