@@ -39,7 +39,9 @@ package struct RoomLinkAdmission: Sendable {
 
     /// What `consider` decided.
     package enum Decision: Sendable, Hashable {
+        /// Let in, as this member.
         case admit(Member)
+        /// Refused, for this reason.
         case refuse(Refusal)
     }
 
@@ -61,6 +63,7 @@ package struct RoomLinkAdmission: Sendable {
     /// Refusals so far, by reason.
     package private(set) var refusals: [Refusal: Int] = [:]
 
+    /// No link live, nobody let in. Cost: none.
     package init() {}
 
     /// Starts admitting by the link of `keys`; false when `maxLinks` are live already or it

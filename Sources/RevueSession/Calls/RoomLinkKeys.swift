@@ -25,6 +25,8 @@ package struct RoomLinkKeys: Sendable {
         self.init(secret: link.secret, server: link.server, hostKey: link.hostKey)
     }
 
+    /// The keys of a link made of `secret`, `server` (its URL and room) and `hostKey`, without its
+    /// text. Thread rule: any thread. Cost: one HKDF.
     package init(secret: [UInt8], server: SFUServer, hostKey: [UInt8]) {
         let context = Array("revue room link 1\u{0}\(server.url)\u{0}\(server.room)\u{0}".utf8) + hostKey
         let out = Sodium.hkdf(chainingKey: secret, input: context, outputs: 3)
@@ -108,11 +110,16 @@ package struct RoomLinkJoinRequest: Sendable, Hashable {
 
 /// One participant of a link room as the host lists it: its feed at the SFU, the tag of its
 /// public key (16 hex digits; its identity in the room is `link-TAG`) and its display name.
+/// Thread rule: a value type, any thread. Cost: none.
 package struct RoomLinkRosterEntry: Sendable, Hashable {
+    /// The participant's feed at the SFU.
     package let feed: UInt64
+    /// The first 8 bytes of its public key in hex.
     package let tag: String
+    /// The display name it chose.
     package let name: String
 
+    /// An entry of these fields. Cost: none.
     package init(feed: UInt64, tag: String, name: String) {
         self.feed = feed
         self.tag = tag
