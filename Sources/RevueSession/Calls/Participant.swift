@@ -38,7 +38,8 @@ public class Participant {
     public var videoTracks: [TrackPublication] { trackPublications.values.filter { $0.kind == .video } }
 }
 
-/// A friend in the call; `identity` is the friend ID. Main actor.
+/// A friend in the call; `identity` is the friend ID (in a room joined by link, `link-` and 16 hex
+/// digits naming the participant's key, and `name` the name it chose). Main actor.
 @MainActor
 public final class RemoteParticipant: Participant {
     /// Why the participant left; nil while connected.

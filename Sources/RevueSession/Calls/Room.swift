@@ -40,7 +40,8 @@ public final class Room {
 
     /// Delegates receiving every call event; weak references; `Revue.destroy()` empties it.
     public let delegates = DelegateList<any RoomDelegate>()
-    /// The friends in the call, by friend ID.
+    /// The friends in the call, by friend ID (in a room joined by link: its participants, by
+    /// `link-` and 16 hex digits of their key).
     public internal(set) var remoteParticipants: [String: RemoteParticipant] = [:]
     /// You.
     public let localParticipant: LocalParticipant
