@@ -331,4 +331,71 @@ import Testing
         let r21 = room.consider(Self.request(Self.participant(200), "late", live), feed: 999)
         #expect(r21 == .refuse(.full))
     }
+
+    /// Hostile texts: every link, request and envelope with bytes changed, cut or added, and
+    /// random texts in their shapes, are refused with a typed error or nil, never a crash; a
+    /// changed request or envelope that still opens (a separator doubled) carries what was sealed.
+    @Test func mangledLinksRequestsAndEnvelopesAreRefusedNeverCrash() throws {
+        var rng = SeededGenerator(seed: 7)
+        var server = Self.server
+        server.token = "t"
+        let link = Self.link(server)
+        let a = Self.participant(1)
+        let request = Self.request(a, "Ann", link)
+        let envelope = try #require(
+            RoomLinkEnvelope.seal(
+                roomKey: [UInt8](repeating: 3, count: 32), epoch: 9, room: 4242, hostSecret: Self.hostSecret,
+                members: [a.public], roster: [RoomLinkRosterEntry(feed: 1, tag: RoomLinkRosterEntry.tag(a.public), name: "Ann")]))
+        let alphabet = Array("abcAZ09-_.~%#?&=:/[],\t é".unicodeScalars)
+        func mangled(_ text: String) -> String {
+            var chars = Array(text.unicodeScalars)
+            for _ in 0..<Int.random(in: 1...3, using: &rng) {
+                let at = Int.random(in: 0..<max(1, chars.count), using: &rng)
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0 where !chars.isEmpty: chars[at] = alphabet.randomElement(using: &rng)!
+                case 1 where !chars.isEmpty: chars.remove(at: at)
+                default: chars.insert(alphabet.randomElement(using: &rng)!, at: min(at, chars.count))
+                }
+            }
+            var out = ""
+            out.unicodeScalars.append(contentsOf: chars)
+            return out
+        }
+        var parsed = 0, refused = 0
+        var admission = RoomLinkAdmission()
+        admission.issue(RoomLinkKeys(link))
+        for i in 0..<3_000 {
+            let text = mangled(link.text)
+            do {
+                _ = try RoomLink(parsing: text)
+                parsed += 1
+            } catch {
+                refused += 1
+            }
+            let r = mangled(request)
+            if case .admit(let m) = admission.consider(r, feed: UInt64(i)) {
+                // Only a change the base64url decoding ignores may still open, and then as Ann.
+                #expect(m.publicKey == a.public && m.name == "Ann", "\(r)")
+                admission.left(feed: UInt64(i))
+            }
+            let e = mangled(envelope)
+            if e != envelope {
+                let opened = RoomLinkEnvelope.open(
+                    e, room: 4242, hostKey: Self.hostKey, memberSecret: a.secret, memberPublic: a.public)
+                #expect(opened == nil || (opened?.epoch == 9 && opened?.roomKey == [UInt8](repeating: 3, count: 32)), "\(e)")
+            }
+        }
+        // Random texts in the shapes.
+        for _ in 0..<500 {
+            let junk = String(
+                (0..<Int.random(in: 0..<600, using: &rng)).map { _ in Character(alphabet.randomElement(using: &rng)!) })
+            _ = try? RoomLink(parsing: "revue-room://" + junk)
+            #expect(RoomLinkJoinRequest.open("rl1." + junk, keys: RoomLinkKeys(link)) == nil)
+            #expect(
+                RoomLinkEnvelope.open(
+                    "rlh1." + junk, room: 4242, hostKey: Self.hostKey, memberSecret: a.secret, memberPublic: a.public)
+                    == nil)
+        }
+        #expect(refused > 2_500, "\(parsed) parsed, \(refused) refused")
+    }
 }
