@@ -106,7 +106,7 @@ import Testing
     /// order and the names chosen. The host then removes the stranger: it leaves everyone's call,
     /// its pictures stop, and the next epoch's key is sealed to the two others only. The host
     /// revokes the link: a newcomer presenting it is refused and kicked, and the two left still
-    /// see each other.
+    /// see each other. When the host leaves, the friend's call ends too.
     @Test func aStrangerJoinsByLinkSeesAndIsSeenThenIsRemovedAndTheLinkRevoked() async throws {
         try await Self.withPeers(["host", "friend", "stranger", "late"]) { janus, room, all in
             let (h, f, s, late) = (all[0], all[1], all[2], all[3])
@@ -216,6 +216,12 @@ import Testing
             let afterKick = try await admin.listParticipants(room: room)
             #expect(!afterKick.contains { $0.id == late.room.sfu?.feed }, "\(afterKick)")
             await session.destroy()
+
+            // The host leaves: the room ends for the friend too (nobody makes its keys any more).
+            h.room.disconnectAll()
+            await f.waitRoom("ended", timeout: 10)
+            Self.expectLeaveOrder(f.recorder.room, "host", reason: "remoteHangUp")
+            #expect(f.room.linkLeg == nil && f.room.sfu == nil)
             for p in all { p.room.disconnectAll() }
         }
     }
