@@ -197,7 +197,7 @@ import Testing
         let link = Self.link()
         let keys = RoomLinkKeys(link)
         var admission = RoomLinkAdmission()
-        let r1 = admission.issue(keys)
+        let r1 = admission.open(keys)
         #expect(r1)
         let a = Self.participant(1), b = Self.participant(2)
         let ra = Self.request(a, "Ann", link)
@@ -222,8 +222,8 @@ import Testing
         // Revoked: no new participant by it, whoever it is; those in stay until removed.
         let r7 = admission.revoke(linkID: keys.linkID)
         #expect(r7)
-        let reissued = admission.issue(keys)
-        #expect(!admission.isLive(keys.linkID) && !reissued)
+        let reopened = admission.open(keys)
+        #expect(!admission.isLive(keys.linkID) && !reopened)
         let r8 = admission.consider(Self.request(Self.participant(3), "Cy", link), feed: 14)
         #expect(r8 == .refuse(.revoked))
         #expect(admission.members.keys.sorted() == [11])
@@ -238,7 +238,7 @@ import Testing
     @Test func guessesTamperingCopiesAndReplaysAreRefused() throws {
         let link = Self.link()
         var admission = RoomLinkAdmission()
-        admission.issue(RoomLinkKeys(link))
+        admission.open(RoomLinkKeys(link))
         let a = Self.participant(1)
 
         // An outsider: random secrets, or random bytes in the request's shape.
@@ -303,7 +303,7 @@ import Testing
         for _ in 0..<(RoomLinkAdmission.maxRevoked + 2) {
             let l = RoomLink.make(server: Self.server, hostKey: Self.hostKey)!
             links.append(l)
-            let r16 = admission.issue(RoomLinkKeys(l))
+            let r16 = admission.open(RoomLinkKeys(l))
             #expect(r16)
             admission.revoke(linkID: RoomLinkKeys(l).linkID)
         }
@@ -314,16 +314,16 @@ import Testing
         #expect(r18 == .refuse(.revoked))
 
         for _ in 0..<RoomLinkAdmission.maxLinks {
-            let r19 = admission.issue(RoomLinkKeys(RoomLink.make(server: Self.server, hostKey: Self.hostKey)!))
+            let r19 = admission.open(RoomLinkKeys(RoomLink.make(server: Self.server, hostKey: Self.hostKey)!))
             #expect(r19)
         }
         let extra = RoomLink.make(server: Self.server, hostKey: Self.hostKey)!
-        let r20 = admission.issue(RoomLinkKeys(extra))
+        let r20 = admission.open(RoomLinkKeys(extra))
         #expect(!r20)
 
         let live = links[0]
         var room = RoomLinkAdmission()
-        room.issue(RoomLinkKeys(live))
+        room.open(RoomLinkKeys(live))
         for i in 0..<RoomLinkAdmission.maxMembers {
             _ = room.consider(Self.request(Self.participant(UInt8(i + 1)), "p\(i)", live), feed: UInt64(i))
         }
@@ -363,7 +363,7 @@ import Testing
         }
         var parsed = 0, refused = 0
         var admission = RoomLinkAdmission()
-        admission.issue(RoomLinkKeys(link))
+        admission.open(RoomLinkKeys(link))
         for i in 0..<3_000 {
             let text = mangled(link.text)
             do {

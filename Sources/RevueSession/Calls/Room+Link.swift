@@ -79,7 +79,7 @@ extension Room {
         if let leg = linkLeg {
             guard leg.isHost else { throw .inCall }
             guard let link = RoomLink.make(server: leg.link.server, hostKey: leg.publicKey) else { throw .noServer }
-            guard leg.admission.issue(RoomLinkKeys(link)) else { throw .tooManyLinks }
+            guard leg.admission.open(RoomLinkKeys(link)) else { throw .tooManyLinks }
             return link
         }
         guard !joined, remoteParticipants.isEmpty else { throw .inCall }
@@ -89,7 +89,7 @@ extension Room {
         let secret = Sodium.randomSecret(32)
         guard let link = RoomLink.make(server: server, hostKey: Sodium.x25519Public(secret: secret)) else { throw .noServer }
         let leg = RoomLinkLeg(link: link, isHost: true, name: name, secret: secret, now: now)
-        leg.admission.issue(RoomLinkKeys(link))
+        leg.admission.open(RoomLinkKeys(link))
         startLinkRoom(leg, server: server)
         return link
     }

@@ -12,7 +12,7 @@ internal import MediaCore
 package struct RoomLinkAdmission: Sendable {
     /// Why a request was refused. Each is counted in `refusals`.
     package enum Refusal: Sendable, Hashable, CaseIterable {
-        /// Not a join request, or not made under any link this host issued (a guess, a tampered
+        /// Not a join request, or not made under any link this host made (a guess, a tampered
         /// link, another room's link).
         case unknownLink
         /// Made under a link the host revoked.
@@ -69,7 +69,7 @@ package struct RoomLinkAdmission: Sendable {
     /// Starts admitting by the link of `keys`; false when `maxLinks` are live already or it
     /// was revoked (a revoked link stays revoked).
     @discardableResult
-    package mutating func issue(_ keys: RoomLinkKeys) -> Bool {
+    package mutating func open(_ keys: RoomLinkKeys) -> Bool {
         guard live.count < Self.maxLinks, !revokedLinks.contains(where: { $0.linkID == keys.linkID }) else { return false }
         if !live.contains(where: { $0.linkID == keys.linkID }) { live.append(keys) }
         return true
