@@ -283,6 +283,14 @@ import Testing
             #expect(withKeys.probe.snapshot.frames >= 20, "\(withKeys.probe.snapshot)")
             #expect(withoutKeys.probe.snapshot.frames == 0 && otherKeys.probe.snapshot.frames == 0)
             for t in [withKeys, withoutKeys, otherKeys] { await t.close() }
+
+            // The host's hang-up with a link participant removes it; a joiner's does nothing.
+            let hostThere = try #require(good.room.remoteParticipants.values.first)
+            hostThere.disconnect()
+            #expect(good.room.remoteParticipants.count == 1)
+            try #require(h.room.remoteParticipants.values.first).disconnect()
+            await good.waitRoom("ended", timeout: 10)
+            #expect(h.room.linkLeg == nil || h.room.linkLeg?.admission.members.isEmpty == true)
             for p in all { p.room.disconnectAll() }
         }
     }

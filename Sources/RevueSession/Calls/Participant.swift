@@ -58,10 +58,12 @@ public final class RemoteParticipant: Participant {
     }
 
     /// Hangs up with this participant (you stay in the call with the others). Both sides receive
-    /// `participantDidDisconnect`; does nothing when the participant already left.
+    /// `participantDidDisconnect`; does nothing when the participant already left. In a room joined
+    /// by link, the host removes the participant (`Room.removeLinkParticipant(_:)`); anyone else
+    /// cannot leave one participant alone and this does nothing (`Room.disconnectAll()` leaves).
     @MainActor
     public func disconnect() {
-        room?.hangUp(self, reason: .localHangUp, notify: true)
+        room?.disconnectParticipant(self)
     }
 
     /// Asks the participant to mute (`true`) or unmute (`false`) their microphone; they receive

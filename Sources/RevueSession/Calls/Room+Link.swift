@@ -147,6 +147,13 @@ extension Room {
 
     // MARK: Plumbing
 
+    /// `RemoteParticipant.disconnect()`: a hang-up, or in a link room the host's removal (a
+    /// joiner's hang-up with one participant would be undone by the next roster).
+    func disconnectParticipant(_ p: RemoteParticipant) {
+        guard let leg = linkLeg else { return hangUp(p, reason: .localHangUp, notify: true) }
+        if leg.isHost { removeLinkParticipant(p) }
+    }
+
     /// Joins the SFU room for `leg` (the host waits there; a joiner asks to be let in).
     func startLinkRoom(_ leg: RoomLinkLeg, server: SFUServer) {
         linkLeg = leg
