@@ -120,7 +120,7 @@ let fuzzTargets = [
     "fuzz-rtp", "fuzz-rtcp", "fuzz-vp8", "fuzz-vp9", "fuzz-opus", "fuzz-srtp", "fuzz-y4m", "fuzz-wav",
     "fuzz-ivf", "fuzz-oggopus", "fuzz-sdp", "fuzz-datagram",
     "fuzz-address", "fuzz-session", "fuzz-node-command", "fuzz-rendezvous", "fuzz-stun", "fuzz-call-signal", "fuzz-dtls",
-    "fuzz-sframe", "fuzz-http", "fuzz-websocket",
+    "fuzz-sframe", "fuzz-http", "fuzz-websocket", "fuzz-dcep",
 ]
 package.targets.append(
     .target(

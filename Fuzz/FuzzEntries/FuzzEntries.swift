@@ -45,6 +45,7 @@ public enum FuzzEntries {
         Target(name: "fuzz-sframe", run: sframe),
         Target(name: "fuzz-http", run: http),
         Target(name: "fuzz-websocket", run: webSocket),
+        Target(name: "fuzz-dcep", run: dcep),
     ]
 
     /// The target called `name`, nil when there is none.

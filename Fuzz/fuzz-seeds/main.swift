@@ -407,6 +407,8 @@ for (name, bytes) in FuzzEntries.httpSeeds() { save("fuzz-http", name, bytes) }
 
 // MARK: WebSocket frames (FuzzEntries.webSocket)
 for (name, bytes) in FuzzEntries.webSocketSeeds() { save("fuzz-websocket", name, bytes) }
+// MARK: Data channel establishment messages (FuzzEntries.dcep)
+for (name, bytes) in FuzzEntries.dcepSeeds() { save("fuzz-dcep", name, bytes) }
 
 // MARK: revue-node command lines: every command as NodeCommandLine.encode writes it, lines as the
 // revue-node process tests send them, and event lines as revue-node writes them

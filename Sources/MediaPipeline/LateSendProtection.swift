@@ -20,9 +20,14 @@ package final class LateSendProtection: Sendable {
     private let adoptedFlag = Atomic<Bool>(false)
     /// The negotiated header extension IDs (`NegotiatedHeaderExtensionIDs.packed`); 0: none sent.
     private let extensionIDSlot = Atomic<UInt32>(0)
+    /// The stream's mid (RFC 8843), 1-4 bytes in the low bytes first, zero after it; 0: none.
+    private let midSlot = Atomic<UInt32>(0)
+    /// The ID under which the stream reserves a 4-byte element for the mid (RFC 9143 §15's
+    /// `sdes:mid`); nil: the stream carries none.
+    package let midReservedID: UInt8?
 
-    /// A slot with nothing in it yet.
-    package init() {}
+    /// A slot with nothing in it yet; `midReservedID` makes the stream keep room for its mid.
+    package init(midReservedID: UInt8? = nil) { self.midReservedID = midReservedID }
 
     /// Gives the stream its SRTP context (the first call only; later contexts are ignored, so a
     /// stream keeps its rollover counter across renegotiations) and the payload type to send with.
@@ -47,6 +52,21 @@ package final class LateSendProtection: Sendable {
     package func setExtensionIDs(_ ids: NegotiatedHeaderExtensionIDs) {
         extensionIDSlot.store(ids.packed, ordering: .relaxed)
     }
+
+    /// The stream's mid (its m-section's `a=mid`), written into the reserved element once the
+    /// mid extension is negotiated. A mid longer than 4 bytes (or nil) is not sent: the element
+    /// leaves as padding. Thread rule: any thread; the egress uses it from its next packet. Cost:
+    /// one atomic store.
+    package func setMid(_ mid: String?) {
+        let bytes = Array((mid ?? "").utf8)
+        guard (1...4).contains(bytes.count), !bytes.contains(0) else { return midSlot.store(0, ordering: .relaxed) }
+        var packed: UInt32 = 0
+        for (i, b) in bytes.enumerated() { packed |= UInt32(b) << (8 * i) }
+        midSlot.store(packed, ordering: .relaxed)
+    }
+
+    /// The mid set last, packed as `setMid` stores it. Egress thread. Cost: one atomic load.
+    var midBytes: UInt32 { midSlot.load(ordering: .relaxed) }
 
     /// The IDs last set. Thread rule: any thread. Cost: one atomic load.
     package var extensionIDs: NegotiatedHeaderExtensionIDs {
@@ -85,20 +105,26 @@ package struct NegotiatedHeaderExtensionIDs: Sendable, Hashable {
     package var absSendTime: UInt8 = 0
     /// Transport-wide sequence number (draft-holmer-rmcat-transport-wide-cc-extensions-01).
     package var transportSequence: UInt8 = 0
+    /// The media section's identification (`urn:ietf:params:rtp-hdrext:sdes:mid`, RFC 8843).
+    package var mid: UInt8 = 0
 
     /// IDs given explicitly (0: not negotiated).
-    package init(audioLevel: UInt8 = 0, absSendTime: UInt8 = 0, transportSequence: UInt8 = 0) {
+    package init(audioLevel: UInt8 = 0, absSendTime: UInt8 = 0, transportSequence: UInt8 = 0, mid: UInt8 = 0) {
         self.audioLevel = audioLevel
         self.absSendTime = absSendTime
         self.transportSequence = transportSequence
+        self.mid = mid
     }
 
-    /// The three IDs in one word (for an atomic slot).
-    var packed: UInt32 { UInt32(audioLevel) | UInt32(absSendTime) << 8 | UInt32(transportSequence) << 16 }
+    /// The four IDs in one word (for an atomic slot).
+    var packed: UInt32 {
+        UInt32(audioLevel) | UInt32(absSendTime) << 8 | UInt32(transportSequence) << 16 | UInt32(mid) << 24
+    }
 
     init(packed: UInt32) {
         audioLevel = UInt8(truncatingIfNeeded: packed)
         absSendTime = UInt8(truncatingIfNeeded: packed >> 8)
         transportSequence = UInt8(truncatingIfNeeded: packed >> 16)
+        mid = UInt8(truncatingIfNeeded: packed >> 24)
     }
 }

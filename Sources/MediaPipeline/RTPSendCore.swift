@@ -75,7 +75,7 @@ package final class RTPSendCore: @unchecked Sendable {
     /// the egress replaces with the peer's negotiated IDs (`LateSendProtection.extensionIDs`)
     /// just before protection, or blanks. Found by ID in each packet: setting an element moves
     /// it to the end, so the order within the block changes from packet to packet.
-    private let reservedIDs: (audioLevel: UInt8, absSendTime: UInt8, transportSequence: UInt8)
+    private let reservedIDs: (audioLevel: UInt8, absSendTime: UInt8, transportSequence: UInt8, mid: UInt8)
     /// Whether the egress maps extension IDs (a late stream with reserved elements).
     private let mapsExtensions: Bool
 
@@ -120,10 +120,13 @@ package final class RTPSendCore: @unchecked Sendable {
         if let id = audioLevelID { header.extensions.setAudioLevel(RTPAudioLevel(voiceActivity: false, level: 127), id: id) }
         if let id = absSendTimeID { header.extensions.setAbsSendTime(RTPAbsSendTime(rawValue: 0), id: id) }
         if let t = transportSequence { header.extensions.setTransportSequenceNumber(0, id: t.id) }
+        let midID = self.late?.midReservedID
+        if let midID { header.extensions.set(id: midID, [0, 0, 0, 0]) }
         headerSize = header.marshalSize
         self.transportSequence = transportSequence
-        reservedIDs = (audioLevelID ?? 0, absSendTimeID ?? 0, transportSequence?.id ?? 0)
-        mapsExtensions = self.late != nil && (audioLevelID != nil || absSendTimeID != nil || transportSequence != nil)
+        reservedIDs = (audioLevelID ?? 0, absSendTimeID ?? 0, transportSequence?.id ?? 0, midID ?? 0)
+        mapsExtensions =
+            self.late != nil && (audioLevelID != nil || absSendTimeID != nil || transportSequence != nil || midID != nil)
         buffer = .allocate(byteCount: mtu + 128, alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
         nacks = MPSCRing<UInt64>(capacity: 1024)
@@ -271,6 +274,11 @@ package final class RTPSendCore: @unchecked Sendable {
             }
             let reserved = b >> 4, size = Int(b & 0x0F) + 1
             guard reserved != 15, at + 1 + size <= end else { return }
+            if reserved == reservedIDs.mid {
+                writeMid(late, ids.mid, packet, at: at, size: size)
+                at += 1 + size
+                continue
+            }
             let id: UInt8
             switch reserved {
             case reservedIDs.audioLevel: id = ids.audioLevel
@@ -285,6 +293,22 @@ package final class RTPSendCore: @unchecked Sendable {
             }
             at += 1 + size
         }
+    }
+
+    /// The mid element reserved at `at` (`size` data bytes): the negotiated ID and the stream's
+    /// mid, its unused bytes zero (padding after the element, RFC 8285 §4.2); all zero (padding)
+    /// when the mid extension or the mid is not there. Egress thread.
+    @inline(__always) private func writeMid(
+        _ late: LateSendProtection, _ id: UInt8, _ packet: UnsafeMutableRawBufferPointer, at: Int, size: Int
+    ) {
+        let mid = late.midBytes
+        let length = mid == 0 ? 0 : (32 - mid.leadingZeroBitCount + 7) / 8
+        guard id >= 1 && id <= 14, length >= 1, length <= size else {
+            for i in at..<(at + 1 + size) { packet[i] = 0 }
+            return
+        }
+        packet[at] = id << 4 | UInt8(length - 1)
+        for i in 0..<size { packet[at + 1 + i] = i < length ? UInt8(truncatingIfNeeded: mid >> (8 * i)) : 0 }
     }
 
     /// Gives the packet the transport's next transport-wide sequence number, when configured, and

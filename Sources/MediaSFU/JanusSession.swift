@@ -6,6 +6,7 @@
 // pushes the events. docs/sfu.md.
 import MediaBase
 import MediaTransport
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -22,18 +23,33 @@ import MediaTransport
 /// handle's event stream (`attach`).
 ///
 /// Call `destroy()` when done: the long poll keeps the actor alive (and the session alive on the
-/// server, through the keepalives) until then. The long poll retries a failed poll every 200 ms; after a minute of failures the session is
-/// closed (requests then fail with `.closed`).
+/// server, through the keepalives) until then.
+///
+/// A broken connection does not end the session at once: over a WebSocket a new connection
+/// claims it (`"janus": "claim"`), over HTTP the long poll is tried again, with a doubling delay
+/// for as long as the server keeps such a session (`JanusReconnectPlan`, from the server's
+/// `session-timeout` and `reclaim-session-timeout`). Requests made meanwhile wait for the outcome
+/// (within their timeout); events that were under way stay expected. A WebSocket keepalive that
+/// gets no answer within the request timeout counts as a broken connection. `link` tells what
+/// happened; when the server no longer knows the session, it is closed (requests then fail with
+/// `.closed`).
 ///
 /// Thread rule: an actor; every method from any task. Cost over HTTP: one long-poll connection
 /// held open at all times (Janus answers it with up to 10 events, or a keepalive after 30 s), a
-/// keepalive request every 25 s, and one connection per request; over a WebSocket: its one
-/// connection and reader thread, a keepalive every 25 s.
+/// keepalive request every 25 s (more often when the server's session timeout is short), and one
+/// connection per request; over a WebSocket: its one connection and reader thread, a keepalive
+/// every 25 s. One `info` request when the session is made.
 package actor JanusSession {
     /// The session's id on the server.
     package nonisolated let id: UInt64
-    /// How requests reach the server (HTTP or WebSocket).
-    package nonisolated let transport: any JanusTransport
+    /// How requests reach the server (HTTP or WebSocket): after a reclaim over a WebSocket, the
+    /// new connection.
+    package nonisolated var transport: any JanusTransport { current.withLock { $0 } }
+    /// What the link to the server went through (`JanusLinkEvent`), in order; ends when the
+    /// session is closed. One consumer; the 16 latest events are kept for it.
+    package nonisolated let link: AsyncStream<JanusLinkEvent>
+    /// How many times the session was reclaimed after a broken connection. Any thread.
+    package nonisolated var reclaims: Int { reclaimCount.load(ordering: .relaxed) }
     /// How long a request, or the event answering it, may take (seconds).
     package nonisolated let requestTimeoutSeconds: Double
 
@@ -48,12 +64,26 @@ package actor JanusSession {
     private var keepaliveTask: Task<Void, Never>?
     private var closedReason: String?
     /// When the long poll started failing (nil while it works).
-    private var pollFailingSince: MonotonicTime?
+    private let current: Mutex<any JanusTransport>
+    private let linkContinuation: AsyncStream<JanusLinkEvent>.Continuation
+    private let reclaimCount = Atomic<Int>(0)
+    private var plan: JanusReconnectPlan
+    private let keepaliveSeconds: Double
+    /// Failed long polls (or WebSocket event waits) in a row, and the most allowed.
+    private var pollFailures = 0
+    /// The server's refusal that ended a reclaim (458), for the requests that waited for it.
+    private var lostAnswer: JanusError?
+    private static let maxPollFailures = 240
 
-    private init(id: UInt64, transport: any JanusTransport, requestTimeoutSeconds: Double) {
+    private init(
+        id: UInt64, transport: any JanusTransport, requestTimeoutSeconds: Double, window: Duration, keepaliveSeconds: Double
+    ) {
         self.id = id
-        self.transport = transport
+        current = Mutex(transport)
         self.requestTimeoutSeconds = requestTimeoutSeconds
+        plan = JanusReconnectPlan(window: window)
+        self.keepaliveSeconds = keepaliveSeconds
+        (link, linkContinuation) = AsyncStream<JanusLinkEvent>.makeStream(bufferingPolicy: .bufferingNewest(16))
     }
 
     /// Creates a session on the server at `server` (`POST basePath`, `"janus": "create"`) and
@@ -87,7 +117,17 @@ package actor JanusSession {
             transport.close()
             throw .malformed("no session id in \(reply)")
         }
-        let session = JanusSession(id: id, transport: transport, requestTimeoutSeconds: requestTimeoutSeconds)
+        // The server's timeouts bound how long a broken session is worth reclaiming, and how
+        // often it must hear from us. A server that does not say gets Janus's defaults.
+        let info = try? await transport.info(timeoutSeconds: min(requestTimeoutSeconds, 5))
+        let sessionTimeout = info?["session-timeout"]?.int.map { Int(clamping: $0) }
+        let window = JanusReconnectPlan.window(
+            webSocket: endpoint.transport == .webSocket, sessionTimeout: sessionTimeout,
+            reclaimTimeout: info?["reclaim-session-timeout"]?.int.map { Int(clamping: $0) })
+        let keepalive = sessionTimeout.map { $0 > 0 ? min(25, max(Double($0) / 3, 1)) : 25 } ?? 25
+        let session = JanusSession(
+            id: id, transport: transport, requestTimeoutSeconds: requestTimeoutSeconds, window: window,
+            keepaliveSeconds: keepalive)
         await session.startBackground()
         return session
     }
@@ -113,12 +153,27 @@ package actor JanusSession {
         pollTask = Task { [weak self] in
             while let session = self, await session.pollOnce() {}
         }
+        let interval = UInt64(keepaliveSeconds * 1e9)
         keepaliveTask = Task { [weak self] in
             while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: 25_000_000_000)
+                try? await Task.sleep(nanoseconds: interval)
                 guard let session = self, !Task.isCancelled else { return }
-                _ = try? await session.request(["janus": "keepalive"])
+                await session.keepalive()
             }
+        }
+    }
+
+    /// One keepalive. Over a WebSocket, one left unanswered means the connection is dead even if
+    /// TCP has not noticed yet (a path that went away drops packets without a reset): it is
+    /// closed, and the event loop reclaims the session on a new one.
+    private func keepalive() async {
+        guard !plan.isReconnecting, closedReason == nil else { return }
+        let used = transport
+        do {
+            _ = try await request(["janus": "keepalive"])
+        } catch {
+            guard case .timeout = error, used.eventFailuresAreFinal, used === transport, closedReason == nil else { return }
+            used.close()
         }
     }
 
@@ -179,9 +234,21 @@ package actor JanusSession {
     package func request(_ body: JSONValue, handle: UInt64? = nil, transaction: String? = nil) async throws(JanusError)
         -> JSONValue
     {
+        if plan.isReconnecting { try await waitForLink() }
         if let reason = closedReason { throw .closed(reason) }
         let payload = body.setting("transaction", .string(transaction ?? Self.newTransaction()))
         return try await transport.send(payload, session: id, handle: handle, timeoutSeconds: requestTimeoutSeconds)
+    }
+
+    /// Waits, at most the request timeout, for a reclaim under way to end (either way); throws
+    /// the server's answer when it ended the session (458).
+    private func waitForLink() async throws(JanusError) {
+        let deadline = MonotonicTime.now + .nanoseconds(Int64(requestTimeoutSeconds * 1e9))
+        while plan.isReconnecting && closedReason == nil {
+            guard MonotonicTime.now < deadline else { throw .timeout("the session's reconnection to Janus") }
+            try? await Task.sleep(nanoseconds: 50_000_000)
+        }
+        if closedReason != nil, let lostAnswer { throw lostAnswer }
     }
 
     /// Destroys the session on the server (`"janus": "destroy"`; its handles are detached there)
@@ -199,37 +266,93 @@ package actor JanusSession {
     /// gone on the server).
     private func pollOnce() async -> Bool {
         guard closedReason == nil else { return false }
+        let used = transport
         let events: [JSONValue]
         do {
-            events = try await transport.events(session: id)
+            events = try await used.events(session: id)
         } catch {
             if closedReason != nil { return false }
-            if transport.eventFailuresAreFinal {
-                close(reason: "the connection to Janus ended: \(error)")
-                return false
-            }
-            // A transient failure: try again shortly. After a minute of failures (longer than
-            // Janus's default session timeout) the session is gone: close it.
-            let now = MonotonicTime.now
-            let since = pollFailingSince ?? now
-            pollFailingSince = since
-            if now - since > .seconds(60) {
-                close(reason: "the long poll has failed for a minute: \(error)")
-                return false
-            }
-            try? await Task.sleep(nanoseconds: 200_000_000)
-            return closedReason == nil
+            // A server that answers requests but never a long poll would have it fail and the
+            // session reclaimed forever: a few hundred failed polls in a row end it.
+            pollFailures += 1
+            if pollFailures > Self.maxPollFailures { return lose("\(pollFailures) long polls in a row failed: \(error)") }
+            return await linkBroke(used, error)
         }
-        pollFailingSince = nil
+        pollFailures = 0
         guard closedReason == nil else { return false }
         for event in events {
             if event["janus"]?.string == "error", let code = event["error"]?["code"]?.int, code == 458 {
-                close(reason: "Janus no longer knows the session (458)")
+                lose("Janus no longer knows the session (458)")
                 return false
             }
             dispatch(event)
         }
         return true
+    }
+
+    /// The connection failed (`error`): reclaims the session, waiting as the plan says between
+    /// attempts. Over a WebSocket each attempt is a new connection and a `claim`; over HTTP a
+    /// `keepalive` (the session's requests may go on any connection; a long poll would only
+    /// answer after up to 30 s). False when the session is lost.
+    private func linkBroke(_ used: any JanusTransport, _ error: JanusError) async -> Bool {
+        if case .unauthorized = error { return lose("Janus refused us: \(error)") }
+        let first = !plan.isReconnecting
+        guard case .retry(let delay) = plan.failed(at: .now) else {
+            return lose("the session could not be reclaimed within \(plan.window): \(error)")
+        }
+        if first { linkContinuation.yield(.interrupted("\(error)")) }
+        try? await Task.sleep(nanoseconds: UInt64(delay / .nanoseconds(1)))
+        guard closedReason == nil else { return false }
+        let timeout = min(requestTimeoutSeconds, 5)
+        let fresh: any JanusTransport
+        if used.eventFailuresAreFinal {
+            used.close()
+            do {
+                fresh = try await used.endpoint.open(timeoutSeconds: timeout)
+            } catch {
+                return closedReason == nil ? await linkBroke(used, error) : false
+            }
+        } else {
+            fresh = used
+        }
+        do {
+            let ask: JSONValue = used.eventFailuresAreFinal ? "claim" : "keepalive"
+            _ = try await fresh.send(
+                ["janus": ask, "transaction": .string(Self.newTransaction())], session: id, handle: nil,
+                timeoutSeconds: timeout)
+        } catch {
+            if fresh !== used { fresh.close() }
+            guard closedReason == nil else { return false }
+            if case .janus(458, _) = error {
+                lostAnswer = error
+                return lose("Janus no longer knows the session (458)")
+            }
+            return await linkBroke(used, error)
+        }
+        guard closedReason == nil else {
+            fresh.close()
+            return false
+        }
+        current.withLock { $0 = fresh }
+        linkRestored()
+        return true
+    }
+
+    /// The session answers again on the current transport.
+    private func linkRestored() {
+        plan.reclaimed()
+        reclaimCount.add(1, ordering: .relaxed)
+        linkContinuation.yield(.reclaimed)
+    }
+
+    /// The session is gone on the server (or cannot be reached in time): closes it and says so.
+    /// Returns false, for the event loop.
+    @discardableResult
+    private func lose(_ reason: String) -> Bool {
+        plan.gone()
+        linkContinuation.yield(.lost(reason))
+        close(reason: reason)
+        return false
     }
 
     private func dispatch(_ event: JSONValue) {
@@ -292,6 +415,7 @@ package actor JanusSession {
         for (_, stream) in handles { stream.finish() }
         handles.removeAll()
         transport.close()
+        linkContinuation.finish()
     }
 
     // MARK: Helpers

@@ -487,13 +487,23 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
 
     private func malformed() { shared.withLock { $0.statistics.malformedControlDropped += 1 } }
 
-    /// What a DATA_CHANNEL_OPEN asks for.
-    package struct OpenRequest: Equatable {
+    /// What a DATA_CHANNEL_OPEN asks for. Thread rule: a value type.
+    package struct OpenRequest: Equatable, Sendable {
         package var ordered: Bool
         package var maxRetransmits: Int?
         package var maxPacketLifeTime: Int?
         package var label: String
         package var `protocol`: String
+
+        package init(
+            ordered: Bool, maxRetransmits: Int? = nil, maxPacketLifeTime: Int? = nil, label: String, protocol: String
+        ) {
+            self.ordered = ordered
+            self.maxRetransmits = maxRetransmits
+            self.maxPacketLifeTime = maxPacketLifeTime
+            self.label = label
+            self.protocol = `protocol`
+        }
     }
 
     /// Parses a DATA_CHANNEL_OPEN (RFC 8832 §5.1): type, channel type, priority, reliability
@@ -521,16 +531,26 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
     /// The DATA_CHANNEL_OPEN for one of our channels.
     package static func openMessage(_ channel: DataChannel) -> [UInt8] {
         let o = channel.options
-        var type: UInt8 = o.ordered ? 0x00 : 0x80
+        return openMessage(
+            OpenRequest(
+                ordered: o.ordered, maxRetransmits: o.maxRetransmits, maxPacketLifeTime: o.maxPacketLifeTime,
+                label: channel.label, protocol: o.protocol))
+    }
+
+    /// The DATA_CHANNEL_OPEN asking for `request` (priority 0). Its reliability parameter must
+    /// fit 32 bits and its label and protocol 65,535 bytes each (what `create` checks; a peer's
+    /// request parsed by `parseOpen` always fits). Thread rule: any thread. Cost: one array.
+    package static func openMessage(_ request: OpenRequest) -> [UInt8] {
+        var type: UInt8 = request.ordered ? 0x00 : 0x80
         var parameter: UInt32 = 0
-        if let r = o.maxRetransmits {
+        if let r = request.maxRetransmits {
             type |= 0x01
             parameter = UInt32(r)
-        } else if let l = o.maxPacketLifeTime {
+        } else if let l = request.maxPacketLifeTime {
             type |= 0x02
             parameter = UInt32(l)
         }
-        let label = Array(channel.label.utf8), proto = Array(o.protocol.utf8)
+        let label = Array(request.label.utf8), proto = Array(request.protocol.utf8)
         var out: [UInt8] = [openType, type, 0, 0]
         out += [UInt8(parameter >> 24), UInt8(parameter >> 16 & 0xFF), UInt8(parameter >> 8 & 0xFF), UInt8(parameter & 0xFF)]
         out += [UInt8(label.count >> 8), UInt8(label.count & 0xFF), UInt8(proto.count >> 8), UInt8(proto.count & 0xFF)]
@@ -627,7 +647,7 @@ extension PeerConnection {
     /// section and it is not running. The peer's port and message limit come from its description.
     func startDataChannels(answer: JSEPSessionDescription) {
         guard answer.media.contains(where: { $0.isDataChannel && !$0.isRejected }) else { return }
-        let (remote, role) = shared.withLock { ($0.remote, $0.role) }
+        let (remote, role) = shared.withLock { ($0.signalling.remote, $0.role) }
         guard let role, let section = remote?.media.first(where: { $0.isDataChannel && !$0.isRejected }) else { return }
         let port = UInt16(section.sctpPort ?? JSEPDataChannelParameters.defaultSCTPPort)
         let limit = section.maxMessageSize ?? JSEPDataChannelParameters.defaultMaxMessageSize

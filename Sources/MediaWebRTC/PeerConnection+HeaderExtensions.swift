@@ -16,7 +16,8 @@ package enum PeerConnectionHeaderExtensions {
     /// negotiated (never seen by the peer: the egress rewrites or blanks them). Deliberately not
     /// the IDs browsers and our own offers give these extensions, so a packet that left without
     /// its IDs rewritten would not be read as if it were right.
-    package static let reserved = NegotiatedHeaderExtensionIDs(audioLevel: 14, absSendTime: 13, transportSequence: 12)
+    package static let reserved = NegotiatedHeaderExtensionIDs(
+        audioLevel: 14, absSendTime: 13, transportSequence: 12, mid: 11)
 
     /// The IDs our packets in section `mid` carry: for each extension the answer kept in that
     /// section, the ID the peer's description gives it (`remote`; the answer itself when the peer
@@ -35,7 +36,7 @@ package enum PeerConnectionHeaderExtensions {
         return NegotiatedHeaderExtensionIDs(
             audioLevel: kept.kind == .audio ? id(SDPExtensionMap.audioLevelURI) : 0,
             absSendTime: id(SDPExtensionMap.absoluteSendTimeURI),
-            transportSequence: id(SDPExtensionMap.transportSequenceNumberURI))
+            transportSequence: id(SDPExtensionMap.transportSequenceNumberURI), mid: id(SDPExtensionMap.midURI))
     }
 
     /// The ID under which we read `uri` in the peer's packets: the one our own description

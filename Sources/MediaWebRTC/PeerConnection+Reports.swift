@@ -46,7 +46,7 @@ extension PeerConnection {
     package func addReceiveOnlySection(kind: JSEPMediaKind) throws(PeerConnectionError) -> String {
         try shared.withLock { s throws(PeerConnectionError) -> String in
             guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
-            guard s.signaling == .stable else { throw .invalidState("an exchange is under way") }
+            guard s.signalling.state == .stable else { throw .invalidState("an exchange is under way") }
             let mid = "r\(s.receiveOnly.count)"
             var t = JSEPTrack(
                 kind: kind, id: "recv-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: 0, direction: .recvonly)

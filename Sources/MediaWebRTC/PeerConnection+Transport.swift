@@ -296,7 +296,8 @@ extension PeerConnection {
     /// the handshake starts as soon as ICE has a pair.
     func startTransport(answer: JSEPSessionDescription, answerIsLocal: Bool, role: DTLSTransport.Role) throws(PeerConnectionError)
     {
-        let negotiation = PeerConnectionNegotiation(answer: answer, local: answerIsLocal ? answer : shared.withLock { $0.local })
+        let local: JSEPSessionDescription? = answerIsLocal ? answer : shared.withLock { $0.signalling.local }
+        let negotiation = PeerConnectionNegotiation(answer: answer, local: local)
         let data = answer.media.contains { $0.isDataChannel && !$0.isRejected }
         guard negotiation.opus != nil || negotiation.vp8 != nil || negotiation.vp9 != nil || data else {
             throw .invalidDescription("no codec in common")
@@ -483,7 +484,7 @@ extension PeerConnection {
     /// now says: a track that already sends keeps its SRTP context, a newly sending one gets a
     /// fresh context and starts with a keyframe.
     func applyNegotiation(answer: JSEPSessionDescription, answerIsLocal: Bool) {
-        let (local, remote) = shared.withLock { ($0.local, $0.remote) }
+        let (local, remote) = shared.withLock { ($0.signalling.local, $0.signalling.remote) }
         let n = PeerConnectionNegotiation(answer: answer, local: answerIsLocal ? answer : local)
         let (tracks, mids, sink, streamSink) = shared.withLock { s in
             s.answer = (answer, answerIsLocal)
@@ -516,6 +517,7 @@ extension PeerConnection {
                     PeerConnectionHeaderExtensions.sendIDs(mid: mids[t.jsep.id], remote: $0, answer: answer)
                 } ?? NegotiatedHeaderExtensionIDs()
             t.sender.protection.setExtensionIDs(ids)
+            t.sender.protection.setMid(mids[t.jsep.id])
             if ids.transportSequence != 0 { numbered = true }
         }
         feedback?.setTransportSequenceNumbers(numbered ? transportNumbers : nil)

@@ -200,14 +200,13 @@ package final class PeerConnection: @unchecked Sendable {
     struct Shared {
         var state = PeerConnectionState.new
         var error: PeerConnectionError?
-        var local: JSEPSessionDescription?
-        var remote: JSEPSessionDescription?
+        /// The offer/answer state and the descriptions in force.
+        var signalling = PeerConnectionSignalling()
         var tracks: [PeerConnectionLocalTrack] = []
         /// The sections of removed tracks (receive only or inactive now), kept by mid.
         var detached: [JSEPTrack] = []
         /// The mid of the section each local track (by id) has, once a description gave it one.
         var mids: [String: String] = [:]
-        var signaling = PeerConnectionSignalingState.stable
         /// Our DTLS role, fixed by the first exchange.
         var role: DTLSTransport.Role?
         var gatheringComplete = false
@@ -337,12 +336,12 @@ package final class PeerConnection: @unchecked Sendable {
     package var error: PeerConnectionError? { shared.withLock { $0.error } }
 
     /// The local description (made by `createOffer`/`createAnswer`). Thread rule: any thread. Cost: a copy.
-    package var localDescription: JSEPSessionDescription? { shared.withLock { $0.local } }
+    package var localDescription: JSEPSessionDescription? { shared.withLock { $0.signalling.local } }
     /// The remote description last applied. Thread rule: any thread. Cost: a copy.
-    package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.remote } }
+    package var remoteDescription: JSEPSessionDescription? { shared.withLock { $0.signalling.remote } }
 
     /// Where the offer/answer exchange stands. Thread rule: any thread. Cost: a lock.
-    package var signalingState: PeerConnectionSignalingState { shared.withLock { $0.signaling } }
+    package var signalingState: PeerConnectionSignalingState { shared.withLock { $0.signalling.state } }
 
     /// The SRTP profile DTLS agreed (nil before connected). Thread rule: any thread. Cost: a lock.
     package var srtpSuite: SRTPSuite? { shared.withLock { $0.suite } }
@@ -375,7 +374,8 @@ package final class PeerConnection: @unchecked Sendable {
         guard direction == .sendrecv || direction == .sendonly else {
             throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
         }
-        let sender = PeerConnectionRTPSender(socket: socket, protection: LateSendProtection())
+        let sender = PeerConnectionRTPSender(
+            socket: socket, protection: LateSendProtection(midReservedID: PeerConnectionHeaderExtensions.reserved.mid))
         var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
         c.lateProtection = sender.protection
         c.encoder.bitrate = configuration.videoBitrate
@@ -409,7 +409,8 @@ package final class PeerConnection: @unchecked Sendable {
         guard direction == .sendrecv || direction == .sendonly else {
             throw .invalidState("a local track sends: its direction is sendrecv or sendonly")
         }
-        let sender = PeerConnectionRTPSender(socket: socket, protection: LateSendProtection())
+        let sender = PeerConnectionRTPSender(
+            socket: socket, protection: LateSendProtection(midReservedID: PeerConnectionHeaderExtensions.reserved.mid))
         var c = AudioSendStream.Configuration()
         c.lateProtection = sender.protection
         c.frameEncryption = configuration.audioFrameEncryption
@@ -528,17 +529,17 @@ package final class PeerConnection: @unchecked Sendable {
         try checkSignalling(offer: true)
         let agent = makeAgent(controlling: true)
         await waitForGathering()
+        if shared.withLock({ $0.signalling.takeOfferRestart(transportExists: $0.role != nil) }) {
+            agent.restartLocalCredentials()
+        }
         let transport = transportParameters(agent)
-        let offersData = offersDataChannel(previous: shared.withLock { $0.local })
+        let offersData = offersDataChannel(previous: shared.withLock { $0.signalling.local })
         return try shared.withLock { s throws(PeerConnectionError) in
-            guard s.signaling == .stable, s.state != .failed, s.state != .closed else {
-                throw .invalidState("an offer is already under way")
-            }
+            guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
             let offer = JSEPNegotiator.createOffer(
-                tracks: Self.transceivers(s), transport: transport, previous: s.local,
+                tracks: Self.transceivers(s), transport: transport, previous: s.signalling.local,
                 dataChannel: offersData ? dataChannelParameters : nil)
-            s.local = offer
-            s.signaling = .haveLocalOffer
+            try s.signalling.madeOffer(offer)
             Self.recordMids(offer, in: &s)
             return offer
         }
@@ -552,9 +553,12 @@ package final class PeerConnection: @unchecked Sendable {
         try checkSignalling(offer: false)
         let agent = makeAgent(controlling: false)
         await waitForGathering()
-        let (tracks, remote, previous, current) = shared.withLock { (Self.transceivers($0), $0.remote!, $0.local, $0.role) }
+        let (tracks, remote, previous, current) = shared.withLock {
+            (Self.transceivers($0), $0.signalling.remote!, $0.signalling.local, $0.role)
+        }
         if let current, previous != nil {
-            // A renegotiation: the transport stays, and so does our DTLS role.
+            // A renegotiation: the transport stays, and so does our DTLS role (an offer that
+            // restarted ICE gave us new credentials already, in `setRemoteDescription`).
             var answer = JSEPNegotiator.createAnswer(
                 to: remote, tracks: tracks, transport: transportParameters(agent), previous: previous,
                 dataChannel: dataChannelParameters)
@@ -562,9 +566,7 @@ package final class PeerConnection: @unchecked Sendable {
             for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
             if answer.setup != nil { answer.setup = setup }
             try shared.withLock { s throws(PeerConnectionError) in
-                guard s.signaling == .haveRemoteOffer else { throw .invalidState("an answer needs the remote offer first") }
-                s.local = answer
-                s.signaling = .stable
+                try s.signalling.madeAnswer(answer)
                 Self.recordMids(answer, in: &s)
             }
             onQueue { self.applyNegotiation(answer: answer, answerIsLocal: true) }
@@ -589,9 +591,8 @@ package final class PeerConnection: @unchecked Sendable {
         let setup: JSEPSetupRole = role == .active ? .active : .passive
         for i in answer.media.indices where !answer.media[i].isRejected { answer.media[i].setup = setup }
         if answer.setup != nil { answer.setup = setup }
-        shared.withLock { s in
-            s.local = answer
-            s.signaling = .stable
+        try shared.withLock { s throws(PeerConnectionError) in
+            try s.signalling.madeAnswer(answer)
             Self.recordMids(answer, in: &s)
         }
         try startTransport(answer: answer, answerIsLocal: true, role: role)
@@ -620,30 +621,22 @@ package final class PeerConnection: @unchecked Sendable {
             default: throw .invalidDescription("the answer's a=setup must be active or passive")
             }
         }
-        let renegotiation = try shared.withLock { s throws(PeerConnectionError) -> Bool in
+        let change = try shared.withLock { s throws(PeerConnectionError) -> PeerConnectionSignalling.RemoteChange in
             guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
-            switch description.type {
-            case .offer:
-                guard s.signaling == .stable else { throw .invalidState("an offer is already under way") }
-            case .answer:
-                guard s.signaling == .haveLocalOffer else { throw .invalidState("an answer needs our offer first") }
-            }
-            // A renegotiation keeps the transport: the same ICE credentials and certificate.
-            let renegotiation = s.role != nil
-            if renegotiation, let old = s.remote, let oldSection = old.media.first(where: { !$0.isRejected }) {
-                if old.effectiveICE(of: oldSection) != ice {
-                    throw .invalidDescription("new ICE credentials: an ICE restart is not supported")
-                }
-                if !old.effectiveFingerprints(of: oldSection).contains(where: { $0.bytes == fp.bytes }) {
-                    throw .invalidDescription("the DTLS fingerprint changed within the connection")
-                }
-            }
-            s.remote = description
-            s.signaling = description.type == .offer ? .haveRemoteOffer : .stable
-            return renegotiation
+            // A renegotiation keeps the transport: the same certificate, and the same ICE
+            // credentials unless the peer restarts ICE (RFC 8445 §9).
+            return try s.signalling.setRemote(description, ice: ice, fingerprint: fp.bytes, transportExists: s.role != nil)
         }
-        if renegotiation {
+        if change.renegotiation {
             let agent = makeAgent(controlling: description.type == .answer)
+            // The peer's new generation: its old candidates go, media stays on the pair in use
+            // while that answers, and moves once a new pair works.
+            if change.restartsICE {
+                // The peer's restart offer: our new credentials first, so no check of the new
+                // generation goes out under the old ones (the peer would refuse it with 401).
+                if shared.withLock({ $0.signalling.takeAnswerRestart() }) { agent.restartLocalCredentials() }
+                agent.setRemoteCredentials(ufrag: ice.usernameFragment, password: ice.password, keepingRoute: true)
+            }
             for m in description.media where !m.isRejected {
                 for c in m.candidates { if let ic = c.iceCandidate { agent.addRemoteCandidate(ic) } }
             }
@@ -664,11 +657,22 @@ package final class PeerConnection: @unchecked Sendable {
         }
     }
 
+    /// Asks for an ICE restart (RFC 8445 §9, RFC 8829 §4.1.7): the next `createOffer` carries new
+    /// ICE credentials, and once the peer's answer brings its new ones, fresh checks run over
+    /// every candidate pair. Media goes on meanwhile over the pair in use while that still
+    /// answers, and moves to a new pair within the failover time when it does not (a path that
+    /// changed). Before the first exchange it does nothing. A peer's offer that restarts ICE is
+    /// followed without it (`setRemoteDescription`, then `createAnswer`). Thread rule: any thread.
+    /// Cost: nothing until the next offer.
+    package func restartIce() {
+        shared.withLock { $0.signalling.requestICERestart() }
+    }
+
     /// A candidate the peer trickled (`candidate:...` text parsed into a `JSEPCandidate`), after
     /// its description (`.invalidState` before, as in the W3C API). TCP candidates and mDNS names
     /// are ignored. Thread rule: any thread. Cost: small.
     package func addIceCandidate(_ candidate: JSEPCandidate) throws(PeerConnectionError) {
-        guard shared.withLock({ $0.remote != nil }), let agent else {
+        guard shared.withLock({ $0.signalling.remote != nil }), let agent else {
             throw .invalidState("a candidate needs the remote description first")
         }
         if let c = candidate.iceCandidate { agent.addRemoteCandidate(c) }
@@ -757,11 +761,7 @@ package final class PeerConnection: @unchecked Sendable {
     private func checkSignalling(offer: Bool) throws(PeerConnectionError) {
         try shared.withLock { s throws(PeerConnectionError) in
             guard s.state != .failed, s.state != .closed else { throw .invalidState("the connection is \(s.state.rawValue)") }
-            if offer {
-                guard s.signaling == .stable else { throw .invalidState("an offer is already under way") }
-            } else {
-                guard s.signaling == .haveRemoteOffer else { throw .invalidState("an answer needs the remote offer first") }
-            }
+            try s.signalling.check(offer: offer)
         }
     }
 

@@ -162,7 +162,7 @@ public struct RTCTrackEvent: Sendable, Hashable {
 /// the engine (an answer starts ICE at once), so `setLocalDescription` takes exactly the
 /// description they returned (`.invalidModification` otherwise) and an offer cannot be rolled
 /// back; gathering starts at `createOffer`/`createAnswer` and waits up to
-/// `RTCConfiguration.gatheringWait`; `restartIce` throws `.notSupported`; the peer's first audio
+/// `RTCConfiguration.gatheringWait`; the peer's first audio
 /// stream is the one played, and the frames of every remote video stream go to the one
 /// `remoteVideoRenderer` (`DecodedVideoFrame.ssrc` tells them apart).
 ///
@@ -578,11 +578,16 @@ public final class RTCPeerConnection: Sendable {
         do { try engine.addIceCandidate(parsed) } catch { throw RTCError(error) }
     }
 
-    /// Not supported: this engine keeps one ICE session (one set of credentials) for the life of
-    /// a connection, and refuses a peer's offer with new credentials. Make a new connection
-    /// instead. Always throws `.notSupported`. Thread rule: any thread. Cost: none.
+    /// Restarts ICE (RFC 8445 §9), as after a network change: the next `createOffer` carries new
+    /// ICE credentials, and once the peer's answer is set, connectivity checks run again over
+    /// every candidate pair, both sides' new candidates included. Media goes on over the pair in
+    /// use while it still answers and moves to a working new pair when it does not; DTLS and
+    /// SRTP keep their keys. Before the first exchange it does nothing. A peer that restarts ICE
+    /// needs no call here: set its offer and answer it. Throws `.invalidState` on a closed
+    /// connection. Thread rule: any thread. Cost: nothing until the next offer.
     public func restartIce() throws(RTCError) {
-        throw .notSupported("ICE restart: this engine keeps one ICE session per connection; make a new RTCPeerConnection")
+        guard state.withLock({ $0.signaling != .closed }) else { throw .invalidState("the connection is closed") }
+        engine.restartIce()
     }
 
     /// Ends the connection: stops media, sends DTLS close_notify, stops ICE, closes the socket;

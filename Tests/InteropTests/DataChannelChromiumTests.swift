@@ -62,6 +62,72 @@ struct DataChannelChromiumTests {
         'defined'
         """
 
+    /// Page functions of the bulk transfer: `tpAnswer(total, sdp)` answers our offer and counts
+    /// the bytes arriving on the channel we open (`tpReceived()`); `tpSend(total)` sends that
+    /// many bytes back on it in 64 KiB messages, keeping at most 1 MiB buffered, and resolves
+    /// once all are queued; `tpLocal(total)` does the same between two connections inside the
+    /// page and resolves with the milliseconds from the first message sent to the last byte
+    /// received.
+    static let throughputFunctions = """
+        window.tpCount = (state, ch) => {
+          ch.binaryType = 'arraybuffer';
+          ch.onmessage = e => {
+            if (state.bytes === 0) state.start = performance.now();
+            state.bytes += e.data.byteLength;
+            if (state.bytes >= state.total && !state.done) state.done = performance.now();
+          };
+        };
+        window.tpPump = (ch, total) => new Promise(done => {
+          const chunk = new Uint8Array(65536);
+          let sent = 0;
+          ch.bufferedAmountLowThreshold = 262144;
+          const pump = () => {
+            while (sent < total && ch.bufferedAmount < 1048576) { ch.send(chunk); sent += chunk.length; }
+            if (sent >= total) { ch.onbufferedamountlow = null; done('queued'); }
+          };
+          ch.onbufferedamountlow = pump;
+          pump();
+        });
+        window.tpAnswer = async function(total, sdp) {
+          window.tpState = {bytes: 0, total, start: 0, done: 0};
+          window.tpc = new RTCPeerConnection();
+          tpc.ondatachannel = e => { window.tpChannel = e.channel; tpCount(tpState, e.channel); };
+          await tpc.setRemoteDescription({type: 'offer', sdp});
+          await tpc.setLocalDescription(await tpc.createAnswer());
+          await gathered(tpc);
+          return tpc.localDescription.sdp;
+        };
+        window.tpReceived = () => JSON.stringify(tpState);
+        window.tpSend = total => tpPump(tpChannel, total);
+        window.tpLocal = async function(total) {
+          const a = new RTCPeerConnection(), b = new RTCPeerConnection();
+          a.onicecandidate = e => { if (e.candidate) b.addIceCandidate(e.candidate); };
+          b.onicecandidate = e => { if (e.candidate) a.addIceCandidate(e.candidate); };
+          const state = {bytes: 0, total, start: 0, done: 0};
+          const finished = new Promise(done => {
+            b.ondatachannel = e => {
+              tpCount(state, e.channel);
+              const count = e.channel.onmessage;
+              e.channel.onmessage = m => { count(m); if (state.done) done(); };
+            };
+          });
+          const ch = a.createDataChannel('bulk');
+          const opened = new Promise(done => { ch.onopen = done; });
+          await a.setLocalDescription(await a.createOffer());
+          await b.setRemoteDescription(a.localDescription);
+          await b.setLocalDescription(await b.createAnswer());
+          await a.setRemoteDescription(b.localDescription);
+          await opened;
+          const start = performance.now();
+          await tpPump(ch, total);
+          await finished;
+          const ms = state.done - start;
+          a.close(); b.close();
+          return String(ms);
+        };
+        'defined'
+        """
+
     static func configuration() -> PeerConnectionConfiguration {
         var c = PeerConnectionConfiguration()
         c.bindAddress = .anyIPv4(port: 0)
@@ -152,5 +218,78 @@ struct DataChannelChromiumTests {
         #expect(await waitFor(timeout: 30) { channel.readyState == .open })
         try await Self.exchange(channel, received, peer: peer, label: "Revue→Chromium")
         #expect(Self.stats(peer)["labels"] as? String == "from-revue")
+    }
+
+    /// Bulk transfer on a reliable, ordered channel: 16 MiB in 64 KiB messages Revue→Chromium,
+    /// then Chromium→Revue on the same channel, each sender keeping at most 1 MiB buffered; and
+    /// the same 16 MiB between two connections inside the page (Chromium to Chromium, the
+    /// anchor) on the same loopback. Prints the rate of each; asserts that every byte arrived.
+    /// Revue's side runs in the test's build (debug in `make test-e2e`): a lower bound for a
+    /// release build.
+    @Test func bulkTransferBothWaysBesideChromiumToChromium() async throws {
+        let (peer, dir) = try JSEPInteropTests.chromium()
+        defer {
+            peer.stop()
+            dir.remove()
+        }
+        _ = try peer.call(["op": "define", "js": Self.throughputFunctions])
+        let total = 16 << 20
+        let connection = try PeerConnection(configuration: Self.configuration())
+        defer { connection.close() }
+        let channel = try connection.createDataChannel(label: "bulk")
+        let bytesIn = Atomic<Int>(0)
+        channel.onMessage = { m in
+            if case .binary(let b) = m { bytesIn.add(b.count, ordering: .relaxed) }
+        }
+        let offer = try await connection.createOffer()
+        let answer = try #require(
+            try peer.call(["op": "tpAnswer", "js": "tpAnswer(\(total), \(Self.quoted(offer.sdp)))"])["sdp"])
+        try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: answer, type: .answer))
+        try #require(await connection.waitUntilSettled(timeout: 60) == .connected)
+        #expect(await waitFor(timeout: 30) { channel.readyState == .open })
+        func received() -> Int {
+            guard let text = try? peer.call(["op": "tpReceived", "js": "tpReceived()"])["sdp"],
+                let obj = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+            else { return 0 }
+            return (obj["bytes"] as? NSNumber)?.intValue ?? 0
+        }
+        func rate(_ d: Duration) -> Double {
+            Double(total) * 8 / 1e6 / (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
+        }
+
+        // Revue → Chromium.
+        let chunk = [UInt8](repeating: 0x5A, count: 65_536)
+        let out = ContinuousClock.now
+        var sent = 0
+        while sent < total {
+            if channel.bufferedAmount < 1 << 20 {
+                try channel.send(chunk)
+                sent += chunk.count
+            } else {
+                try await Task.sleep(nanoseconds: 1_000_000)
+            }
+        }
+        let delivered = await waitFor(timeout: 120) { received() >= total }
+        let outTook = ContinuousClock.now - out
+        #expect(delivered, "Chromium received \(received()) of \(total) bytes")
+
+        // Chromium → Revue.
+        let back = ContinuousClock.now
+        #expect(try peer.call(["op": "tpSend", "js": "tpSend(\(total))"])["sdp"] == "queued")
+        let arrived = await waitFor(timeout: 120) { bytesIn.load(ordering: .relaxed) >= total }
+        let backTook = ContinuousClock.now - back
+        #expect(arrived, "Revue received \(bytesIn.load(ordering: .relaxed)) of \(total) bytes")
+
+        // Chromium → Chromium, inside the page.
+        let local = try #require(try peer.call(["op": "tpLocal", "js": "tpLocal(\(total))"])["sdp"].flatMap(Double.init))
+        let localRate = Double(total) * 8 / 1e6 / (local / 1000)
+        print(
+            String(
+                format:
+                    "data channel bulk transfer, 16 MiB in 64 KiB messages: Revue→Chromium %.0f Mbit/s (%.2f s), Chromium→Revue %.0f Mbit/s (%.2f s), Chromium→Chromium %.0f Mbit/s (%.2f s)",
+                rate(outTook), Double(outTook.components.seconds) + Double(outTook.components.attoseconds) / 1e18,
+                rate(backTook), Double(backTook.components.seconds) + Double(backTook.components.attoseconds) / 1e18,
+                localRate, local / 1000))
+        #expect(local > 0)
     }
 }

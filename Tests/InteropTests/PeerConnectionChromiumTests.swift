@@ -298,6 +298,85 @@ struct PeerConnectionChromiumTests {
         #expect(playing["connection"] as? String == "connected", "\(playing)")
     }
 
+    /// ICE restart both ways with Chromium, each after the path in use died: everything from
+    /// Chromium's address of the selected pair is dropped at Revue (Chromium's new generation
+    /// gathers new ports, so its new candidates are other addresses). Revue restarts and offers
+    /// first, then Chromium restarts and offers. Each time both descriptions carry new ICE
+    /// credentials, the pair moves to one of Chromium's new candidates, and media flows again
+    /// both ways within 2 s of the answer being set; the connection (and its DTLS session) stays.
+    @Test func iceRestartOfferedByEitherSideMovesMediaToANewPath() async throws {
+        let (peer, dir) = try JSEPInteropTests.chromium()
+        defer {
+            peer.stop()
+            dir.remove()
+        }
+        let connection = try PeerConnection(configuration: Self.configuration())
+        defer { connection.close() }
+        let video = try connection.addVideoTrack(codec: .vp8)
+        let audio = try connection.addAudioTrack()
+        let probe = ChromiumMediaProbe()
+        connection.videoRenderer = probe
+        connection.audioSink = probe
+        let feeder = PeerConnectionFeeder(video: video, audio: audio, width: Self.width, height: Self.height, tone: 660)
+        defer { feeder.stop() }
+        let offer = try #require(try peer.call(JSEPInteropTests.js("mediaOffer"))["sdp"])
+        try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: offer, type: .offer))
+        let answer = try await connection.createAnswer()
+        #expect(try peer.call(JSEPInteropTests.js("mediaTakeAnswer", answer.sdp))["sdp"] == "stable")
+        let state = await connection.waitUntilSettled(timeout: 60)
+        try #require(state == .connected, "Revue \(state): \(connection.error.map { "\($0)" } ?? "no error")")
+        feeder.start()
+        func decodedByChromium() -> Int { Int(Self.number((try? Self.pageStats(peer)) ?? [:], "framesDecoded")) }
+        func decodedByRevue() -> Int { probe.video.withLock { $0.frames } }
+        let flowing = await waitFor(timeout: 60) { decodedByChromium() >= 30 && decodedByRevue() >= 30 }
+        try #require(flowing, "before any restart: Chromium decoded \(decodedByChromium()), Revue \(decodedByRevue())")
+        let agent = try #require(connection.agent)
+        let dead = Mutex<Set<SocketAddress>>([])
+        agent.dropFilterForTests = { address in dead.withLock { $0.contains(address) } }
+
+        var credentials = [answer.media[0].ice?.usernameFragment ?? answer.ice?.usernameFragment ?? "?"]
+        var report: [String] = []
+        for revueRestarts in [true, false] {
+            let label = revueRestarts ? "Revue restarts" : "Chromium restarts"
+            let old = try #require(agent.selectedPair).remote.address
+            // The path dies: nothing more from Chromium's old address reaches Revue.
+            dead.withLock { _ = $0.insert(old) }
+            let revueBefore = decodedByRevue(), chromiumBefore = decodedByChromium()
+            let ours: JSEPSessionDescription
+            if revueRestarts {
+                connection.restartIce()
+                ours = try await connection.createOffer()
+                let theirs = try #require(try peer.call(JSEPInteropTests.js("mediaReanswerRestart", ours.sdp))["sdp"])
+                try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: theirs, type: .answer))
+            } else {
+                let theirs = try #require(try peer.call(JSEPInteropTests.js("mediaRestartIceAndOffer"))["sdp"])
+                try await connection.setRemoteDescription(try JSEPSessionDescription(parsing: theirs, type: .offer))
+                ours = try await connection.createAnswer()
+                #expect(try peer.call(JSEPInteropTests.js("mediaTakeAnswer", ours.sdp))["sdp"] == "stable")
+            }
+            let set = ContinuousClock.now
+            let ufrag = ours.media[0].ice?.usernameFragment ?? ours.ice?.usernameFragment ?? "?"
+            #expect(!credentials.contains(ufrag), "\(label): our ufrag \(ufrag) is not new (\(credentials))")
+            credentials.append(ufrag)
+            let back = await waitFor(timeout: 10) {
+                decodedByRevue() >= revueBefore + 10 && decodedByChromium() >= chromiumBefore + 10
+                    && agent.selectedPair.map { $0.remote.address != old } == true
+            }
+            let took = ContinuousClock.now - set
+            let pair = try peer.call(JSEPInteropTests.js("mediaSelectedPair"))["sdp"] ?? "?"
+            let now = agent.selectedPair.map { "\($0.local.address) -> \($0.remote.address)" } ?? "none"
+            report.append("\(label): media back both ways after \(took) on \(now) (was from \(old)); Chromium's pair \(pair)")
+            #expect(
+                back,
+                "\(label): Revue decoded \(decodedByRevue() - revueBefore), Chromium \(decodedByChromium() - chromiumBefore) more; pair \(now), was \(old); controlling \(agent.isControlling); \(agent.statistics); pairs \(agent.pairSnapshots)"
+            )
+            #expect(took <= .seconds(2), "\(label): media came back after \(took)")
+        }
+        print("PeerConnectionChromiumTests ICE restart: " + report.joined(separator: "; "))
+        // The same connection and DTLS session throughout.
+        #expect(connection.state == .connected && connection.error == nil)
+    }
+
     /// `sdp` without its candidates; with `candidate` instead when given (after each ICE
     /// username line, so in every media section).
     static func replacingCandidates(in sdp: String, with candidate: String?) -> String {

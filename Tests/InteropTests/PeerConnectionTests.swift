@@ -235,8 +235,8 @@ struct PeerConnectionTests {
     /// `b` removes its video and offers (the original answerer makes the offer: roles and the
     /// transport stay); then `a` removes its video and offers. After each exchange every direction
     /// is checked: decoded frames from the right sender (bar-code ranges) at a PSNR, frames that
-    /// stop after a removal, and the tones that never stop. An offer with new ICE credentials (an
-    /// ICE restart) or a new fingerprint is refused and changes nothing.
+    /// stop after a removal, and the tones that never stop. An offer with a new fingerprint is
+    /// refused and changes nothing.
     @Test func tracksAddedAndRemovedByRenegotiationOnBothSides() async throws {
         let a = try PeerConnection(configuration: Self.configuration())
         let b = try PeerConnection(configuration: Self.configuration())
@@ -282,14 +282,9 @@ struct PeerConnectionTests {
         #expect(v1b.indexMax < 10_000 && v1b.psnrMean >= 30, "a→b VP9: \(v1b)")
         #expect(v1a.indexMin >= 10_000 && v1a.psnrMean >= 30, "b→a VP8: \(v1a)")
 
-        // Refused: an ICE restart and a new certificate in b's offer; nothing changes.
-        var restart = try await b.createOffer()
-        let kept = restart
-        for i in restart.media.indices { restart.media[i].ice?.usernameFragment = "restart1" }
-        restart.ice?.usernameFragment = "restart1"
-        await #expect(throws: PeerConnectionError.invalidDescription("new ICE credentials: an ICE restart is not supported")) {
-            try await a.setRemoteDescription(restart)
-        }
+        // Refused: a new certificate in b's offer; nothing changes. (New ICE credentials are an
+        // ICE restart, taken: `RTCLoopbackCallTests`, `PeerConnectionChromiumTests`.)
+        let kept = try await b.createOffer()
         var recertified = kept
         for i in recertified.media.indices {
             recertified.media[i].fingerprints = recertified.media[i].fingerprints.map { f in

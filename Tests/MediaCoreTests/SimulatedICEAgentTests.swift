@@ -614,3 +614,118 @@ private func host(_ c: UInt8, _ d: UInt8, port: UInt16 = 0) -> SocketAddress { S
         flooder.close()
     }
 }
+
+/// ICE restarts (RFC 8445 §9) as a WebRTC peer makes them: new credentials on both sides, the
+/// peer's old candidates dropped, the selected pair kept while it answers.
+@Suite struct SimulatedICERestartTests {
+    /// a restarts (its offer), b follows (its answer), over a 10 ms link that stays good. Between
+    /// a's new credentials and b learning them, b's consent checks still use a's old ones and
+    /// are answered; afterwards the old ones are refused. The route never goes away, the pair
+    /// is checked and nominated again under the new credentials, and media flows throughout.
+    @Test func bothSidesTakeNewCredentialsAndTheRouteNeverGoesAway() throws {
+        let time = SimulatedTime()
+        let network = VirtualNetwork(time: time, defaultLink: ImpairmentModel.Settings(delayMilliseconds: 10))
+        let a = SimulatedICEPeer(network, host(0, 1, port: 5000), controlling: true, seed: 31)
+        let b = SimulatedICEPeer(network, host(0, 2, port: 5000), controlling: false, seed: 32)
+        defer { a.close(); b.close() }
+        simulatedICEConnect(a, b)
+        let connected = time.runUntil(timeout: .seconds(2), step: .milliseconds(1)) {
+            a.agent.nominated != nil && b.selectedRemote == a.address
+        }
+        try #require(connected, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        time.advance(by: .milliseconds(500))
+        let old = (ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        let restartAt = time.now
+        let answeredBefore = a.agent.statistics.checksAnswered
+
+        // a's offer: new credentials; b still checks under the old ones for 300 ms (the offer in flight).
+        a.agent.restartLocalCredentials()
+        #expect(a.agent.localUfrag != old.ufrag && a.agent.localPassword != old.password)
+        time.advance(by: .milliseconds(300))
+        #expect(a.agent.statistics.checksAnswered > answeredBefore, "b's checks under the old credentials went unanswered")
+        #expect(a.agent.statistics.droppedRequests == 0)
+
+        // b takes the offer (a's new generation) and answers with new credentials of its own.
+        let bOld = b.agent.localUfrag
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword, keepingRoute: true)
+        for c in a.agent.localCandidates { b.agent.addRemoteCandidate(c) }
+        b.agent.restartLocalCredentials()
+        time.advance(by: .milliseconds(20))
+        a.agent.setRemoteCredentials(ufrag: b.agent.localUfrag, password: b.agent.localPassword, keepingRoute: true)
+        for c in b.agent.localCandidates { a.agent.addRemoteCandidate(c) }
+        #expect(b.agent.localUfrag != bOld)
+        let renominated = time.runUntil(timeout: .seconds(2), step: .milliseconds(1)) {
+            a.agent.nominated != nil && (b.agent.selected?.peerNominatedAt ?? .zero) > restartAt
+        }
+        #expect(renominated, "\(a.agent.pairSnapshots) \(b.agent.pairSnapshots)")
+        time.advance(by: .milliseconds(500))
+
+        // The route was there all along, media still flows both ways, nothing was refused.
+        let lost =
+            a.changes.withLock { $0.filter { $0.at >= restartAt && $0.remote == nil }.count }
+            + b.changes.withLock { $0.filter { $0.at >= restartAt && $0.remote == nil }.count }
+        #expect(lost == 0, "the route went away during the restart")
+        #expect(a.selectedRemote == b.address && b.selectedRemote == a.address)
+        a.sendMedia([0x80, 0xD1])
+        b.sendMedia([0x80, 0xD2])
+        time.advance(by: .milliseconds(20))
+        #expect(b.received(tagged: [0x80, 0xD1]).count == 5 && a.received(tagged: [0x80, 0xD2]).count == 5)
+        let sa = a.agent.statistics, sb = b.agent.statistics
+        #expect(sa.droppedRequests == 0 && sb.droppedRequests == 0 && sa.droppedResponses == 0)
+
+        // Now that b checks under a's new credentials, the old ones are refused.
+        let forged = simulatedBindingRequest(
+            username: "\(old.ufrag):\(b.agent.localUfrag)", password: old.password, controlling: false)
+        let intruder = network.bind(host(0, 9, port: 5000))
+        defer { intruder.close() }
+        intruder.send(forged, to: a.address)
+        time.advance(by: .milliseconds(20))
+        #expect(a.agent.statistics.droppedRequests == 1)
+        print(
+            "simulated ICE restart: renominated \(simulatedMilliseconds(b.agent.selected?.peerNominatedAt, since: restartAt) ?? -1) ms "
+                + "after a's new credentials; checks answered under the old ones meanwhile \(a.agent.statistics.checksAnswered - answeredBefore)"
+        )
+    }
+
+    /// The path in use dies while the peer restarts (its new candidate is another address):
+    /// media moves to the new generation's pair within the failover time, without a path lost
+    /// for longer than that.
+    @Test func theKeptPairFailsOverToTheNewGenerationWhenItStopsAnswering() throws {
+        let time = SimulatedTime()
+        let network = VirtualNetwork(time: time, defaultLink: ImpairmentModel.Settings(delayMilliseconds: 10))
+        let a = SimulatedICEPeer(network, host(0, 1, port: 5000), controlling: true, seed: 41)
+        let b = SimulatedICEPeer(network, host(0, 2, port: 5000), controlling: false, seed: 42)
+        defer { a.close(); b.close() }
+        simulatedICEConnect(a, b)
+        try #require(
+            time.runUntil(timeout: .seconds(2), step: .milliseconds(1)) {
+                a.agent.nominated != nil && b.selectedRemote == a.address
+            })
+        time.advance(by: .milliseconds(500))
+        // b's network changes: its old address stops working, a new one (another agent on a new
+        // endpoint, as a browser gathers new ports) takes over with new credentials.
+        let b2 = SimulatedICEPeer(network, host(0, 3, port: 5000), controlling: false, seed: 43)
+        defer { b2.close() }
+        let cutAt = time.now
+        network.setLink(from: a.address, to: b.address, ImpairmentModel.Settings(loss: 1, delayMilliseconds: 10))
+        network.setLink(from: b.address, to: a.address, ImpairmentModel.Settings(loss: 1, delayMilliseconds: 10))
+        a.agent.restartLocalCredentials()
+        b2.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        for c in a.agent.localCandidates { b2.agent.addRemoteCandidate(c) }
+        a.agent.setRemoteCredentials(ufrag: b2.agent.localUfrag, password: b2.agent.localPassword, keepingRoute: true)
+        b2.agent.onCandidate = { [weak agent = a.agent] c in agent?.addRemoteCandidate(c) }
+        b2.agent.start()
+        let moved = time.runUntil(timeout: .seconds(3), step: .milliseconds(1)) {
+            a.selectedRemote == b2.address && b2.selectedRemote == a.address
+        }
+        let movedAt = simulatedMilliseconds(a.changedAt(to: b2.address, after: cutAt), since: cutAt)
+        #expect(moved, "\(a.agent.pairSnapshots)")
+        #expect(
+            (movedAt ?? 1e9)
+                <= Double(a.agent.configuration.failoverAfterMilliseconds + a.agent.configuration.keepaliveIntervalMilliseconds))
+        a.sendMedia([0x80, 0xD3])
+        time.advance(by: .milliseconds(20))
+        #expect(b2.received(tagged: [0x80, 0xD3]).count == 5)
+        print("simulated ICE restart onto a new path: a moved to b's new address \(movedAt ?? -1) ms after the old one died")
+    }
+}

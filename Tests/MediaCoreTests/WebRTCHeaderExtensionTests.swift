@@ -188,10 +188,10 @@ import Testing
         // We answered: our packets carry the IDs of Chromium's offer, we read ours (the same here).
         #expect(
             Map.sendIDs(mid: "0", remote: offer, answer: answer)
-                == NegotiatedHeaderExtensionIDs(audioLevel: 1, absSendTime: 2, transportSequence: 3))
+                == NegotiatedHeaderExtensionIDs(audioLevel: 1, absSendTime: 2, transportSequence: 3, mid: 4))
         #expect(
             Map.sendIDs(mid: "1", remote: offer, answer: answer)
-                == NegotiatedHeaderExtensionIDs(audioLevel: 0, absSendTime: 2, transportSequence: 3),
+                == NegotiatedHeaderExtensionIDs(audioLevel: 0, absSendTime: 2, transportSequence: 3, mid: 4),
             "no audio level on video")
         #expect(Map.receiveID(SDPExtensionMap.transportSequenceNumberURI, local: answer, answer: answer) == 3)
         #expect(Map.receiveID(SDPExtensionMap.absoluteSendTimeURI, kind: .video, local: answer, answer: answer) == 2)
@@ -207,10 +207,10 @@ import Testing
         // aiortc offers no transport-wide numbers: none go out, and none are read.
         #expect(
             Map.sendIDs(mid: "0", remote: offer, answer: answer)
-                == NegotiatedHeaderExtensionIDs(audioLevel: 2, absSendTime: 0, transportSequence: 0))
+                == NegotiatedHeaderExtensionIDs(audioLevel: 2, absSendTime: 0, transportSequence: 0, mid: 1))
         #expect(
             Map.sendIDs(mid: "1", remote: offer, answer: answer)
-                == NegotiatedHeaderExtensionIDs(audioLevel: 0, absSendTime: 3, transportSequence: 0))
+                == NegotiatedHeaderExtensionIDs(audioLevel: 0, absSendTime: 3, transportSequence: 0, mid: 1))
         #expect(Map.receiveID(SDPExtensionMap.transportSequenceNumberURI, local: answer, answer: answer) == nil)
         #expect(Map.receiveID(SDPExtensionMap.audioLevelURI, kind: .audio, local: answer, answer: answer) == 2)
     }
@@ -268,10 +268,10 @@ import Testing
         // our packets do not use) and the audio level are no longer sent.
         #expect(
             Map.sendIDs(mid: "0", remote: second, answer: secondAnswer)
-                == NegotiatedHeaderExtensionIDs(audioLevel: 0, absSendTime: 0, transportSequence: 9))
+                == NegotiatedHeaderExtensionIDs(audioLevel: 0, absSendTime: 0, transportSequence: 9, mid: 4))
         #expect(
             Map.sendIDs(mid: "1", remote: second, answer: secondAnswer)
-                == NegotiatedHeaderExtensionIDs(audioLevel: 0, absSendTime: 0, transportSequence: 9))
+                == NegotiatedHeaderExtensionIDs(audioLevel: 0, absSendTime: 0, transportSequence: 9, mid: 4))
         // What we read follows too; a two-byte ID is read.
         #expect(Map.receiveID(SDPExtensionMap.transportSequenceNumberURI, local: secondAnswer, answer: secondAnswer) == 9)
         #expect(Map.receiveID(SDPExtensionMap.absoluteSendTimeURI, kind: .video, local: secondAnswer, answer: secondAnswer) == 20)

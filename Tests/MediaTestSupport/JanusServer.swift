@@ -7,7 +7,7 @@ import MediaCore
     import Glibc
 #endif
 
-/// A Janus server for one test: only the HTTP transport (on 127.0.0.1 at a free port; with
+/// A Janus server for one test: only the HTTP transport (on 127.0.0.1, or `Options.host`, at a free port; with
 /// `Options`, also HTTPS, the WebSocket transport's ws and wss, an `api_secret`, stored-token
 /// authentication with the admin API on its own port) and the VideoRoom plugin are loaded, no STUN or TURN, IPv4 only, half trickle (every
 /// candidate in Janus's SDP), no event handlers or loggers. The log goes to `janus.log` in the
@@ -40,6 +40,15 @@ package final class JanusServer {
         package var apiSecret: String?
         /// `general.token_auth` with tokens added through the admin API (`addToken`).
         package var tokenAuth = false
+        /// The IPv4 address every transport listens on (and `address` names).
+        package var host = "127.0.0.1"
+        /// A network namespace to run Janus in (`ip netns exec`); nil: the test's own.
+        package var namespace: String?
+        /// `general.session_timeout`: a session that hears nothing for this long ends (seconds).
+        package var sessionTimeout = 60
+        /// `general.reclaim_session_timeout`: how long a session whose WebSocket connection ended
+        /// can still be claimed on a new one (seconds; 0: it ends with its connection).
+        package var reclaimSessionTimeout = 0
 
         /// Plain HTTP only, no authentication.
         package init() {}
@@ -89,7 +98,8 @@ package final class JanusServer {
                 loggers_folder = "\(Self.folder)/loggers"
                 debug_level = 4
                 debug_timestamps = true
-                session_timeout = 60
+                session_timeout = \(options.sessionTimeout)
+                reclaim_session_timeout = \(options.reclaimSessionTimeout)
                 server_name = "revue-test"
             \(authentication)}
             media: {
@@ -124,16 +134,16 @@ package final class JanusServer {
                 base_path = "/janus"
                 http = true
                 port = \(port)
-                ip = "127.0.0.1"
+                ip = "\(options.host)"
                 https = \(httpsPort != 0)
                 secure_port = \(httpsPort == 0 ? 8089 : httpsPort)
-                secure_ip = "127.0.0.1"
+                secure_ip = "\(options.host)"
             }
             admin: {
                 admin_base_path = "/admin"
                 admin_http = \(adminPort != 0)
                 admin_port = \(adminPort == 0 ? 7088 : adminPort)
-                admin_ip = "127.0.0.1"
+                admin_ip = "\(options.host)"
                 admin_https = false
             }
             \(certificates)
@@ -143,10 +153,10 @@ package final class JanusServer {
                 json = "plain"
                 ws = \(wsPort != 0)
                 ws_port = \(wsPort == 0 ? 8188 : wsPort)
-                ws_ip = "127.0.0.1"
+                ws_ip = "\(options.host)"
                 wss = \(wssPort != 0)
                 wss_port = \(wssPort == 0 ? 8989 : wssPort)
-                wss_ip = "127.0.0.1"
+                wss_ip = "\(options.host)"
                 ws_logging = "err,warn"
             }
             admin: {
@@ -168,11 +178,11 @@ package final class JanusServer {
         // The test process blocks most signals in the thread that spawns children, and a child
         // inherits that mask through exec: Janus would never see SIGTERM. A one-line Python
         // wrapper clears the mask and execs Janus (same pid).
+        let inNamespace = options.namespace.map { ["/usr/sbin/ip", "netns", "exec", $0] } ?? []
         process = try ToolProcess(
             "/usr/bin/python3",
-            [
-                "-c", unblockSignalsAndExec, "/usr/bin/janus", "-C", dir.file("janus.jcfg"), "-F", dir.path, "-L",
-                dir.file("janus.log"), "-o",
+            ["-c", unblockSignalsAndExec] + inNamespace + [
+                "/usr/bin/janus", "-C", dir.file("janus.jcfg"), "-F", dir.path, "-L", dir.file("janus.log"), "-o",
             ],
             cwd: dir.path)
     }
@@ -195,7 +205,9 @@ package final class JanusServer {
     }
 
     /// The HTTP transport's address.
-    package var address: SocketAddress { .loopbackIPv4(port: UInt16(port)) }
+    package var address: SocketAddress {
+        (try? SocketAddress(host: options.host, port: UInt16(port))) ?? .loopbackIPv4(port: UInt16(port))
+    }
 
     /// The last `bytes` of Janus's log.
     package func logTail(_ bytes: Int = 3000) -> String { String(decoding: dir.read("janus.log").suffix(bytes), as: UTF8.self) }
@@ -228,14 +240,15 @@ package final class JanusServer {
         let tail = logTail()
         stop()
         throw JanusNotReady(
-            detail: "janus on 127.0.0.1:\(port) did not answer /janus/info within \(seconds) s (\(last)); log: \(tail)")
+            detail: "janus on \(options.host):\(port) did not answer /janus/info within \(seconds) s (\(last)); log: \(tail)")
     }
 
     /// Whether the TLS, WebSocket and admin ports take connections.
     private func otherTransportsAnswer() async throws -> Bool {
         for port in [httpsPort, wsPort, wssPort, adminPort] where port != 0 {
             guard
-                (try? ClientStream.connect(host: "127.0.0.1", port: UInt16(port), tls: nil, deadline: .now + .seconds(1))) != nil
+                (try? ClientStream.connect(host: options.host, port: UInt16(port), tls: nil, deadline: .now + .seconds(1)))
+                    != nil
             else { return false }
         }
         return true

@@ -213,6 +213,24 @@ struct RTCLoopbackCallTests {
 }
 
 extension RTCLoopbackCallTests {
+    /// Two connections whose descriptions carry every candidate (up to 2 s of gathering), each
+    /// with an event log and a probe as its remote video renderer. The caller closes them.
+    static func pairWithoutTrickle() throws -> (
+        RTCPeerConnection, RTCPeerConnection, EventLog, EventLog, MediaProbe, MediaProbe
+    ) {
+        var configuration = Self.configuration()
+        configuration.gatheringWait = .seconds(2)
+        let a = try RTCPeerConnection(configuration: configuration)
+        let b = try RTCPeerConnection(configuration: configuration)
+        let logA = EventLog(), logB = EventLog()
+        logA.attach(to: a)
+        logB.attach(to: b)
+        let probeA = MediaProbe(), probeB = MediaProbe()
+        a.remoteVideoRenderer = probeA
+        b.remoteVideoRenderer = probeB
+        return (a, b, logA, logB, probeA, probeB)
+    }
+
     /// One offer/answer exchange with every candidate in the descriptions (no trickle).
     static func exchange(_ offerer: RTCPeerConnection, _ answerer: RTCPeerConnection) async throws {
         try await offerer.setLocalDescription()
@@ -225,20 +243,11 @@ extension RTCLoopbackCallTests {
     /// video); then a adds a video track and offers again, and b, with no second track, receives
     /// it (a → b video). Each direction's frames are identified as the right sender's at ≥ 30 dB.
     @Test func receiveOnlySectionThenVideoAddedByRenegotiation() async throws {
-        var configuration = Self.configuration()
-        configuration.gatheringWait = .seconds(2)
-        let a = try RTCPeerConnection(configuration: configuration)
-        let b = try RTCPeerConnection(configuration: configuration)
+        let (a, b, logA, logB, probeA, probeB) = try Self.pairWithoutTrickle()
         defer {
             a.close()
             b.close()
         }
-        let logA = EventLog(), logB = EventLog()
-        logA.attach(to: a)
-        logB.attach(to: b)
-        let probeA = MediaProbe(), probeB = MediaProbe()
-        a.remoteVideoRenderer = probeA
-        b.remoteVideoRenderer = probeB
         try a.addTrack(.audio)
         let viewer = try a.addTransceiver(.video, direction: .recvonly)
         try b.addTrack(.audio)
@@ -275,6 +284,72 @@ extension RTCLoopbackCallTests {
         #expect(logB.values("signaling") == ["have-remote-offer", "stable", "have-remote-offer", "stable"])
         #expect(logA.values("track") == ["audio", "video"] && logB.values("track") == ["audio", "video"])
         #expect(logA.values("connection") == ["connecting", "connected"])
+    }
+}
+
+extension RTCLoopbackCallTests {
+    /// The ICE ufrag of a description (its first one).
+    static func ufrag(_ d: RTCSessionDescription?) -> String? {
+        d?.sdp.components(separatedBy: "\r\n").first { $0.hasPrefix("a=ice-ufrag:") }.map { String($0.dropFirst(12)) }
+    }
+
+    /// An ICE restart offered by a, then one offered by b, on a call whose path stays good:
+    /// each exchange carries new ICE credentials on both sides, and the call goes on through
+    /// both without a gap (video keeps arriving both ways, sampled every 50 ms; no state but
+    /// connected after the first connection), on the same transport.
+    @Test func iceRestartOfferedByEitherSideKeepsTheCallGoing() async throws {
+        let (a, b, logA, logB, probeA, probeB) = try Self.pairWithoutTrickle()
+        defer {
+            a.close()
+            b.close()
+        }
+        let aVideo = try a.addTrack(.video), bVideo = try b.addTrack(.video)
+        try await Self.exchange(a, b)
+        #expect(await waitFor(timeout: 20) { a.connectionState == .connected && b.connectionState == .connected })
+        let feedA = PatternFeeder(video: aVideo.videoCapturer, audio: nil, width: Self.width, height: Self.height, tone: 0)
+        let feedB = PatternFeeder(
+            video: bVideo.videoCapturer, audio: nil, width: Self.width, height: Self.height, tone: 0, frameOffset: 10_000)
+        feedA.start()
+        feedB.start()
+        defer {
+            feedA.stop()
+            feedB.stop()
+        }
+        #expect(
+            await waitFor(timeout: 20) { probeA.video.withLock { $0.frames } >= 30 && probeB.video.withLock { $0.frames } >= 30 })
+
+        var ufrags = [Self.ufrag(a.localDescription), Self.ufrag(b.localDescription)]
+        var longestGap = Duration.zero
+        for (offerer, answerer) in [(a, b), (b, a)] {
+            try offerer.restartIce()
+            // Frames arriving at both ends, sampled while the restart is negotiated and after.
+            let sampling = Task {
+                var last = (probeA.video.withLock { $0.frames }, probeB.video.withLock { $0.frames })
+                var since = (ContinuousClock.now, ContinuousClock.now)
+                var gap = Duration.zero
+                let end = ContinuousClock.now + .seconds(3)
+                while ContinuousClock.now < end {
+                    try? await Task.sleep(nanoseconds: 50_000_000)
+                    let now = ContinuousClock.now
+                    let counts = (probeA.video.withLock { $0.frames }, probeB.video.withLock { $0.frames })
+                    if counts.0 > last.0 { since.0 = now } else { gap = max(gap, now - since.0) }
+                    if counts.1 > last.1 { since.1 = now } else { gap = max(gap, now - since.1) }
+                    last = counts
+                }
+                return gap
+            }
+            try await Self.exchange(offerer, answerer)
+            let new = [Self.ufrag(a.localDescription), Self.ufrag(b.localDescription)]
+            #expect(new[0] != nil && new[1] != nil && !ufrags.contains(new[0]) && !ufrags.contains(new[1]), "\(ufrags) → \(new)")
+            ufrags += new
+            longestGap = max(longestGap, await sampling.value)
+        }
+        print("RTCLoopbackCallTests ICE restart both ways: longest gap in arriving video \(longestGap); ufrags \(ufrags)")
+        // 30 frames a second: a gap of a few frames at most, not a reconnection.
+        #expect(longestGap < .milliseconds(400), "video stopped for \(longestGap) during a restart")
+        #expect(logA.values("connection") == ["connecting", "connected"], "\(logA.values("connection"))")
+        #expect(logB.values("connection") == ["connecting", "connected"], "\(logB.values("connection"))")
+        #expect(a.connectionState == .connected && b.connectionState == .connected)
     }
 }
 

@@ -12,38 +12,10 @@ import Testing
 
 @Suite struct WHIPServerTests {
     /// Sends `bytes` to 127.0.0.1:`port` on a fresh connection and returns the status code of
-    /// the response and the whole response text (what was read until the server closed).
+    /// the response and the whole response text (its head in lower case).
     static func exchange(_ bytes: [UInt8], port: UInt16) throws -> (Int, String) {
-        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard s >= 0 else { throw JSONLineProcess.Failure(description: "socket: \(errno)") }
-        defer { close(s) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0 else { throw JSONLineProcess.Failure(description: "connect: \(errno)") }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            // The server may answer (413, 431) and close before taking everything.
-            guard n > 0 else { break }
-            sent += n
-        }
-        var response = [UInt8]()
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = recv(s, &chunk, chunk.count, 0)
-            guard n > 0 else { break }
-            response += chunk[0..<n]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        let status = text.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-        return (status, text)
+        let response = try LoopbackHTTP.exchange(bytes, port: port)
+        return (response.status, response.head + "\r\n\r\n" + response.body)
     }
 
     static func request(_ method: String, _ target: String, type: String? = "application/sdp", body: String = "") -> [UInt8] {
@@ -68,9 +40,9 @@ import Testing
         // A good offer: 201, the answer, a Location under the path; DELETE ends it once.
         let (status, text) = try Self.exchange(Self.request("POST", "/whip", body: "v=0\r\noffer\r\n"), port: port)
         #expect(status == 201, "\(text)")
-        #expect(text.contains("\r\nContent-Type: application/sdp\r\n") && text.hasSuffix("\r\n\r\nv=0\r\nanswer\r\n"))
+        #expect(text.contains("\r\ncontent-type: application/sdp\r\n") && text.hasSuffix("\r\n\r\nv=0\r\nanswer\r\n"))
         let location = try #require(
-            text.components(separatedBy: "\r\n").first { $0.hasPrefix("Location: ") }.map { String($0.dropFirst(10)) })
+            text.components(separatedBy: "\r\n").first { $0.hasPrefix("location: ") }.map { String($0.dropFirst(10)) })
         #expect(location.hasPrefix("/whip/") && location.count == "/whip/".count + 16)
         #expect(try Self.exchange(Self.request("DELETE", location, type: nil), port: port).0 == 200)
         #expect(try Self.exchange(Self.request("DELETE", location, type: nil), port: port).0 == 404)

@@ -223,78 +223,8 @@ func lanTag(owner: KeyPair, friend: [UInt8]) -> [UInt8] {
         }
     }
 
-    // Rendezvous state, in process: registrations expire and are swept, a /24 holds at most
-    // `maxEntriesPerPrefix`, and unknown keys cost X25519 only within a per-source rate.
-    @Test func rendezvousRegistrationsAreSweptCappedAndRateLimited() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        node.expiry = 0.5
-        var clients: [RendezvousClient] = []
-        defer { for c in clients { c.close() } }
-        for _ in 0..<5 {
-            let c = try RendezvousClient(nodePort: node.port)
-            clients.append(c)
-            #expect(await c.register())
-        }
-        #expect(node.entryCount == 5)
-        await settle(1.6)
-        _ = await clients[0].registerOnce()  // any datagram runs the sweep
-        #expect(node.sweptEntries >= 4 && node.entryCount <= 1, "swept \(node.sweptEntries), left \(node.entryCount)")
-        // One client with a valid cookie floods registrations of fresh keys with good MACs.
-        let flooder = clients[1]
-        let agreementsBefore = node.keyAgreements
-        let start = MonotonicTime.now
-        var sent = 0
-        for _ in 0..<400 {
-            let k = KeyPair()
-            let mac = RendezvousAuth.key(secret: k.secret, peerPublic: flooder.nodeKey!)!
-            flooder.socket.send(
-                RendezvousClient.registration(keys: k, timestamp: 9, cookie: flooder.cookie, macKey: mac), to: flooder.node)
-            sent += 1
-        }
-        await settle(0.5)
-        let elapsed = (MonotonicTime.now - start).inSeconds
-        let agreements = node.keyAgreements - agreementsBefore
-        #expect(
-            Double(agreements) <= RendezvousNode.keyBurst + RendezvousNode.keyRate * elapsed + 1,
-            "\(agreements) X25519 in \(elapsed) s")
-        #expect(node.refusedForLimits >= sent - agreements - 5)
-        #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
-    }
-
-    // Tags at a rendezvous node: a registered client that floods new tags gets at most
-    // `maxTagsPerEntry` kept, and tags not registered again within the expiry are swept.
-    @Test func rendezvousTagsAreCappedPerRegistrationAndSwept() async throws {
-        let node = try RendezvousNode(host: "127.0.0.1")
-        defer { node.stop() }
-        node.expiry = 1
-        let c = try RendezvousClient(nodePort: node.port)
-        defer { c.close() }
-        #expect(await c.register())
-        let refused = node.refusedForLimits
-        for _ in 0..<20 {
-            c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in RandomBytes.bytes(16) }
-            #expect(await c.registerOnce())
-        }
-        #expect(node.tagCount == RendezvousNode.maxTagsPerEntry)
-        #expect(node.refusedForLimits - refused == 20 * RendezvousAuth.maxTagsPerRegistration - RendezvousNode.maxTagsPerEntry)
-        // A datagram larger than 32 tags is not read at all.
-        let dropped = node.droppedPackets
-        c.timestamp += 1
-        let big = RendezvousClient.registration(
-            keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
-            tags: (0...RendezvousAuth.maxTagsPerRegistration).map { _ in RandomBytes.bytes(16) })
-        c.socket.send(big, to: c.node)
-        await settle(0.2)
-        #expect(node.droppedPackets == dropped + 1)
-        // Registering without those tags: they expire and go.
-        c.tags = []
-        for _ in 0..<4 {
-            await settle(0.6)
-            #expect(await c.registerOnce())
-        }
-        #expect(node.tagCount == 0 && node.entryCount == 1)
-    }
+    // Registrations and tags that expire and are swept, the key-agreement rate and the tag cap
+    // per registration: `SimulatedRendezvousAttackTests`, on the simulated clock.
 
     // Tags per /24: registrations of one /24 hold at most `maxTagsPerPrefix` tags together, and
     // a registration from another /24 still gets its tags in.

@@ -79,7 +79,10 @@ final class CountingAttacher: RoomDelegate {
             await b.wait("\(muted) muted at b") { remote(muted)?.isMuted == true && remote(other)?.isMuted == false }
             for trip in trips {
                 for mode in trip + [.sendAndRecv] { try await a.room.changeMode(mode) }
-                ssrcs += [a.room.localMedia[.audio]!.audio!.ssrc, a.room.localMedia[.video]!.video!.ssrc]
+                await a.wait("a publishes again after \(trip)") {
+                    a.room.localMedia[.audio]?.audio != nil && a.room.localMedia[.video]?.video != nil
+                }
+                ssrcs += [a.room.localMedia[.audio]?.audio?.ssrc ?? 0, a.room.localMedia[.video]?.video?.ssrc ?? 0]
                 // The same tracks come back with the same mute state, here and at b.
                 #expect(local.publication(muted)?.isMuted == true, "\(muted) after \(trip)")
                 #expect(local.publication(other)?.isMuted == false, "\(other) after \(trip)")

@@ -38,8 +38,10 @@ struct CallSFUNodeTests {
         #expect(formed, "the SFU room did not complete")
         let joinTime = (MonotonicTime.now - started).inSeconds
         // Each join gives everyone a new frame key, which senders take a second later
-        // (`Room.sfuKeySwitchDelay`): until then the last to join decodes nothing of the others.
-        try? await Task.sleep(for: .milliseconds(1300))
+        // (`Room.sfuKeySwitchDelay`), on each participant's own clock: until then the last to
+        // join decodes nothing of the others. 2.5 s leaves the processes 1.5 s of slack on a
+        // loaded machine (1.3 s once left every direction 40 % loud).
+        try? await Task.sleep(for: .milliseconds(2500))
         return (janus, mesh, joinTime)
     }
 

@@ -72,6 +72,46 @@ final class ProbeAttacher: RoomDelegate {
     }
 }
 
+/// An SFU that answers every request with the same broken reply and closes, on loopback, until
+/// stopped: what a client meets behind a broken proxy or a hostile server. Thread rule: any
+/// thread. Cost: one accept thread; one short read and write per connection.
+final class BrokenHTTPServer: Sendable {
+    let port: UInt16
+    /// Connections answered so far.
+    let answered = Atomic<Int>(0)
+    private let listener: TCPSocket
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(reply: String) throws {
+        listener = try TCPSocket.listen(on: .loopbackIPv4(port: 0))
+        port = try listener.localAddress().port
+        let bytes = Array(reply.utf8)
+        Thread { [self] in
+            defer { finished.signal() }
+            while !stopping.load(ordering: .relaxed) {
+                guard (try? listener.poll(.readable, timeoutMilliseconds: 50)) == true, let client = try? listener.accept() else {
+                    continue
+                }
+                // Read the request head (or what comes within 200 ms), answer, close.
+                var chunk = [UInt8](repeating: 0, count: 4096)
+                if (try? client.poll(.readable, timeoutMilliseconds: 200)) == true {
+                    _ = chunk.withUnsafeMutableBytes { try? client.receive(into: $0) }
+                }
+                _ = bytes.withUnsafeBytes { try? client.sendAll($0, deadline: .now + .seconds(1)) }
+                client.close()
+                answered.add(1, ordering: .relaxed)
+            }
+        }.start()
+    }
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        finished.wait()
+        listener.close()
+    }
+}
+
 @MainActor
 @Suite(.serialized) struct CallSFUTests {
     static let tones: [Double] = [440, 660, 880]
@@ -425,12 +465,12 @@ final class ProbeAttacher: RoomDelegate {
     }
 
     /// Media set-up failures are reported per participant, and the call itself goes on: a friend
-    /// whose media goes peer to peer while ours goes through the SFU, and a server that cannot
-    /// be reached.
+    /// whose media goes peer to peer while ours goes through the SFU, a server that cannot be
+    /// reached, and one whose every reply is broken; then a call through the good server works.
     @Test func aParticipantOnAnotherPathOrAnUnreachableServerFailsMediaSetupForThatParticipant() async throws {
         try await Self.withThreeFriends {
             $0[1].room.options.sfu = nil
-        } _: { _, roomNumber, peers in
+        } _: { janus, roomNumber, peers in
             let (a, b, c) = (peers[0], peers[1], peers[2])
             @MainActor func failed(_ p: CallPeer, about other: CallPeer) -> Bool {
                 p.recorder.room.contains { $0.hasPrefix("failed(mediaSetupFailed(participant: \"\(other.id)\"") }
@@ -450,6 +490,33 @@ final class ProbeAttacher: RoomDelegate {
             await c.wait("c reports the server") { failed(c, about: a) }
             let detail = a.recorder.room.last { $0.hasPrefix("failed(") } ?? ""
             #expect(detail.contains("could not be joined"), "\(detail)")
+            a.room.disconnectAll()
+            await a.wait("call over") { a.room.remoteParticipants.isEmpty && c.room.remoteParticipants.isEmpty }
+
+            // A server whose every reply is broken (a chunk size of -1, which once trapped the
+            // client): both report it for the other and stay in the call, and the process lives.
+            let broken = try BrokenHTTPServer(
+                reply: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nx\r\n")
+            defer { broken.stop() }
+            for p in [a, c] { p.room.options.sfu = SFUServer(url: "http://127.0.0.1:\(broken.port)/janus", room: roomNumber) }
+            let failuresBefore = a.recorder.room.filter { $0.hasPrefix("failed(") }.count
+            try await startCall(a, c)
+            await a.wait("a reports the broken server") {
+                a.recorder.room.filter { $0.hasPrefix("failed(") }.count > failuresBefore
+            }
+            await c.wait("c reports the broken server") { failed(c, about: a) }
+            #expect(broken.answered.load(ordering: .relaxed) >= 2)
+            #expect(a.room.remoteParticipants[c.id] != nil && c.room.remoteParticipants[a.id] != nil, "the call goes on")
+            let brokenDetail = a.recorder.room.last { $0.hasPrefix("failed(") } ?? ""
+            #expect(brokenDetail.contains("mediaSetupFailed(participant: \"\(c.id)\""), "\(brokenDetail)")
+            a.room.disconnectAll()
+            await a.wait("call over") { a.room.remoteParticipants.isEmpty && c.room.remoteParticipants.isEmpty }
+
+            // The good server again: the next call's media goes through it.
+            for p in [a, c] { p.room.options.sfu = SFUServer(url: "http://127.0.0.1:\(janus.port)/janus", room: roomNumber) }
+            try await startCall(a, c)
+            await Self.waitSubscribed(a, to: [c])
+            await Self.waitSubscribed(c, to: [a])
             #expect(SFUServer(url: "ftp://example.org/janus", room: 1).isUsable == false)
             #expect(SFUServer(url: "https://example.org/janus", room: 1).isUsable)
             #expect(SFUServer(url: "http://127.0.0.1:8088/janus", room: 0).isUsable == false)

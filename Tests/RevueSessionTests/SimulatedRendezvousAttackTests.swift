@@ -403,6 +403,76 @@ final class SimulatedRendezvousClient: RendezvousRegistrationState {
         )
     }
 
+    /// Registrations expire after `expiry` and a sweep (at most once a second, run by a datagram)
+    /// removes them; a client with a
+    /// valid cookie that floods registrations of fresh keys (good MACs) gets X25519 work only at
+    /// the per-source key rate, the rest refused and counted, and its /24 keeps at most
+    /// `maxEntriesPerPrefix` registrations.
+    @Test func registrationsAreSweptAndFreshKeysAreCheckedOnlyAtTheKeyRate() {
+        let lab = RendezvousLab()
+        let node = lab.node
+        node.expiry = 0.5
+        let clients = (0..<5).map { lab.client(SocketAddress(ipv4: 127, 88, 1, UInt8(1 + $0), port: 5000)) }
+        for c in clients { #expect(c.register()) }
+        #expect(node.entryCount == 5)
+        // The sweep runs at most once a second, on the first datagram after that.
+        lab.time.advance(by: .milliseconds(1600))
+        clients[0].registerOnce()
+        #expect(node.sweptEntries == 5 && node.entryCount == 1, "swept \(node.sweptEntries), left \(node.entryCount)")
+        let sweptAt = node.entryCount
+        // One client floods 400 fresh keys at once, then 400 more a second later.
+        let flooder = clients[1]
+        var agreements: [Int] = []
+        let refusedBefore = node.refusedForLimits
+        for _ in 0..<2 {
+            let before = node.keyAgreements
+            flooder.floodFreshKeys(400, tagsEach: 0)
+            agreements.append(node.keyAgreements - before)
+            lab.time.advance(by: .seconds(1))
+        }
+        let burst = Int(RendezvousNode.keyBurst), perSecond = Int(RendezvousNode.keyRate)
+        #expect(agreements == [burst, perSecond], "\(agreements)")
+        #expect(node.refusedForLimits - refusedBefore >= 800 - agreements.reduce(0, +) - 5)
+        #expect(node.entryCount <= RendezvousNode.maxEntriesPerPrefix)
+        print(
+            "rendezvous sweep and key rate: 5 registrations swept after 1.6 s (\(sweptAt) left); 400 fresh keys at once "
+                + "drew \(agreements[0]) X25519 (burst \(burst)), 400 more a second later \(agreements[1]) (rate \(perSecond)/s); "
+                + "\(node.entryCount) entries kept")
+    }
+
+    /// A registered client that sends 32 new tags with each of 20 registrations keeps at most
+    /// `maxTagsPerEntry`, the rest refused and counted; a registration with more than 32 tags is
+    /// dropped unread; tags not registered again within the expiry are swept.
+    @Test func tagsAreCappedPerRegistrationAndSwept() {
+        let lab = RendezvousLab()
+        let node = lab.node
+        node.expiry = 1
+        let c = lab.client(SocketAddress(ipv4: 127, 88, 2, 1, port: 5000))
+        #expect(c.register())
+        let refused = node.refusedForLimits
+        for _ in 0..<20 {
+            c.tags = (0..<RendezvousAuth.maxTagsPerRegistration).map { _ in RandomBytes.bytes(16) }
+            #expect(c.registerOnce())
+        }
+        #expect(node.tagCount == RendezvousNode.maxTagsPerEntry)
+        #expect(node.refusedForLimits - refused == 20 * RendezvousAuth.maxTagsPerRegistration - RendezvousNode.maxTagsPerEntry)
+        let dropped = node.droppedPackets
+        c.timestamp += 1
+        let big = RendezvousClient.registration(
+            keys: c.keys, timestamp: c.timestamp, cookie: c.cookie, macKey: c.macKey,
+            tags: (0...RendezvousAuth.maxTagsPerRegistration).map { _ in RandomBytes.bytes(16) })
+        c.port.send(big, to: lab.nodeAddress)
+        lab.settle()
+        #expect(node.droppedPackets == dropped + 1)
+        // Registering without those tags: they expire and go.
+        c.tags = []
+        for _ in 0..<4 {
+            lab.time.advance(by: .milliseconds(600))
+            #expect(c.registerOnce())
+        }
+        #expect(node.tagCount == 0 && node.entryCount == 1)
+    }
+
     /// A registered client floods lookups, five a millisecond for a second: answered only up to
     /// the per-registration rate (the rest counted); a captured lookup replayed is not answered
     /// again (counted), while two lookups that arrive out of order are both answered.

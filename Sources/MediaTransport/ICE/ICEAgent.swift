@@ -137,9 +137,10 @@ package struct ICEAgentStatistics: Sendable, Equatable {
 /// `shared` Mutex; `backlog` is atomic; the rest are `let`s.
 package final class ICEAgent: @unchecked Sendable {
     package let configuration: ICEAgentConfiguration
-    /// Our ufrag (4+ characters) and password (22+ characters), random (RFC 8445 §5.3).
-    package let localUfrag: String
-    package let localPassword: String
+    /// Our ufrag (4+ characters) and password (22+ characters), random (RFC 8445 §5.3); new
+    /// ones after `restartLocalCredentials`. Thread rule: any thread. Cost: a lock.
+    package var localUfrag: String { shared.withLock { $0.localUfrag } }
+    package var localPassword: String { shared.withLock { $0.localPassword } }
     /// The route media takes now; the agent updates it as pairs are selected or fail.
     package let path = ICESendPath()
 
@@ -147,6 +148,8 @@ package final class ICEAgent: @unchecked Sendable {
 
     /// What other threads read or set: callbacks, counters and snapshots.
     struct Shared {
+        var localUfrag = ""
+        var localPassword = ""
         var stats = ICEAgentStatistics()
         var localCandidates: [ICECandidate] = []
         var selected: (local: ICECandidate, remote: ICECandidate)?
@@ -186,7 +189,10 @@ package final class ICEAgent: @unchecked Sendable {
     let queueKey = DispatchSpecificKey<UInt8>()
     /// Our 64-bit tie-breaker (RFC 8445 §7.1.1).
     let tieBreaker: UInt64
-    let localKey: [UInt8]
+    /// Our credentials now, and (after `restartLocalCredentials`, until the peer checks under
+    /// the new ones) the ones before, still answered under.
+    var local: ICELocalCredentials
+    var previousLocal: ICELocalCredentials?
     var controlling: Bool
     var started = false
     var closed = false
@@ -207,8 +213,10 @@ package final class ICEAgent: @unchecked Sendable {
     /// ahead of it: media starts on the first valid pair, before nomination). On the agent's context.
     package var nominated: ICECandidatePair? { checks.nominated }
     var bucket: ICETokenBucket
-    /// Authenticated requests that came before the remote credentials (bounded), for triggered checks then.
-    var earlyRequests: [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool)] = []
+    /// Authenticated requests that came before the remote credentials under which they were
+    /// sent (bounded), with the sender's ufrag, for triggered checks once those credentials are set.
+    var earlyRequests:
+        [(from: SocketAddress, to: SocketAddress?, relay: Int?, priority: UInt32, useCandidate: Bool, ufrag: String)] = []
     static let maxEarlyRequests = 16
     var channels: [String: UInt16] = [:]
     var timer: DispatchSourceTimer?
@@ -254,9 +262,7 @@ package final class ICEAgent: @unchecked Sendable {
         self.scheduler = scheduler
         self.queue = queue
         sendsFromBase = transport.boundAddress?.isUnspecified ?? false
-        localUfrag = Self.randomICEString(8)
-        localPassword = Self.randomICEString(24)
-        localKey = STUNMessage.shortTermKey(password: localPassword)
+        local = ICELocalCredentials.random()
         var t: UInt64 = 0
         var jitter: SeededGenerator?
         if let seed {
@@ -273,7 +279,11 @@ package final class ICEAgent: @unchecked Sendable {
         bucket = ICETokenBucket(perSecond: configuration.bindingRequestsPerSecond, now: now)
         checks = ICEChecks(configuration: configuration, now: now)
         queue?.setSpecific(key: queueKey, value: 1)
-        shared.withLock { $0.controlling = configuration.controlling }
+        shared.withLock { [local] in
+            $0.controlling = configuration.controlling
+            $0.localUfrag = local.ufrag
+            $0.localPassword = local.password
+        }
     }
 
     deinit {
@@ -339,9 +349,31 @@ package final class ICEAgent: @unchecked Sendable {
 
     /// The peer's ufrag and password (from its offer or answer); checks start once they are known.
     /// Requests that arrived before (answered when their MESSAGE-INTEGRITY was ours) are checked
-    /// back then. New values replace the old ones for every later check.
-    package func setRemoteCredentials(ufrag: String, password: String) {
-        later { self.setRemoteCredentialsOnQueue(ufrag: ufrag, password: password) }
+    /// back then. New values are an ICE restart of the peer's: its old candidates and pairs go,
+    /// and media stops until a new pair works, or (`keepingRoute`) goes on over the selected pair
+    /// while that still answers under the new credentials.
+    package func setRemoteCredentials(ufrag: String, password: String, keepingRoute: Bool = false) {
+        later { self.setRemoteCredentialsOnQueue(ufrag: ufrag, password: password, keepingRoute: keepingRoute) }
+    }
+
+    /// An ICE restart on our side (RFC 8445 §9): new local credentials, for the next offer or
+    /// answer, from when this returns. Checks already going on continue; the peer's checks under
+    /// the old credentials are still answered until it checks under the new ones (it learns
+    /// them from that description), and ours name the old ones until then too, so consent on the
+    /// pair media uses holds meanwhile. Call it before setting the peer's new credentials when
+    /// answering a restart. Our
+    /// candidates stay (one socket). Thread rule: any thread (waits for the agent's context).
+    /// Cost: a random draw and a key derivation.
+    package func restartLocalCredentials() {
+        onQueue {
+            guard !self.closed else { return }
+            self.previousLocal = self.local
+            self.local = ICELocalCredentials.random()
+            self.shared.withLock { [local = self.local] in
+                $0.localUfrag = local.ufrag
+                $0.localPassword = local.password
+            }
+        }
     }
 
     /// A candidate of the peer (trickled, any order, before or after `start`). Beyond
@@ -520,6 +552,7 @@ package final class ICEAgent: @unchecked Sendable {
         }
     }
 
+    /// A random ICE string of `count` characters from the ice-char set (RFC 8445 §5.3).
     package static func randomICEString(_ count: Int) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
         return String(RandomBytes.bytes(count).map { alphabet[Int($0 & 63)] })
@@ -527,5 +560,20 @@ package final class ICEAgent: @unchecked Sendable {
 
     func bump(_ counter: WritableKeyPath<ICEAgentStatistics, Int>) {
         shared.withLock { $0.stats[keyPath: counter] += 1 }
+    }
+}
+
+/// One set of our ICE credentials and the key MESSAGE-INTEGRITY is computed with. Thread rule: a
+/// value type.
+struct ICELocalCredentials: Sendable {
+    var ufrag: String
+    var password: String
+    var key: [UInt8]
+
+    /// Fresh random ones: an 8-character ufrag and a 24-character password.
+    static func random() -> ICELocalCredentials {
+        let password = ICEAgent.randomICEString(24)
+        return ICELocalCredentials(
+            ufrag: ICEAgent.randomICEString(8), password: password, key: STUNMessage.shortTermKey(password: password))
     }
 }

@@ -54,14 +54,19 @@ extension ICEAgent {
 
     /// `local`: the address the request arrived at (nil: unknown); the answer leaves from it.
     func handleRequest(_ m: STUNMessage, bytes: [UInt8], from: SocketAddress, relay: Int?, to local: SocketAddress?) {
+        // Under our credentials, or (after a restart of ours) the ones before until the peer
+        // checks under the new ones.
+        // The sender's part of USERNAME is not checked here (RFC 8445 §7.3 asks only for ours):
+        // a peer that restarted sends under its new ufrag before its description reaches us.
         guard STUNMessage.hasValidFingerprint(bytes), let user = m.text(STUNMessage.AttributeType.username),
-            let colon = user.firstIndex(of: ":"), user[..<colon] == localUfrag,
-            remoteUfrag == nil || user[user.index(after: colon)...] == remoteUfrag!,
-            STUNMessage.hasValidIntegrity(bytes, key: localKey)
+            let colon = user.firstIndex(of: ":"),
+            let credentials = [self.local, previousLocal].lazy.compactMap({ $0 }).first(where: { user[..<colon] == $0.ufrag }),
+            STUNMessage.hasValidIntegrity(bytes, key: credentials.key)
         else {
             bump(\.droppedRequests)
             return
         }
+        if previousLocal != nil, credentials.ufrag == self.local.ufrag { previousLocal = nil }
         let now = scheduler.now
         guard bucket.take(now: now) else {
             bump(\.rateLimitedRequests)
@@ -81,7 +86,7 @@ extension ICEAgent {
         } else {
             answer.appendXORAddress(STUNMessage.AttributeType.xorMappedAddress, from)
         }
-        let out = answer.encode(integrity: localKey, fingerprint: true)
+        let out = answer.encode(integrity: credentials.key, fingerprint: true)
         guard out.count <= bytes.count else {
             bump(\.rateLimitedRequests)
             return
@@ -91,10 +96,14 @@ extension ICEAgent {
         guard !conflict else { return }
         let priority = m.uint32(STUNMessage.AttributeType.priority) ?? 0
         let useCandidate = m.value(STUNMessage.AttributeType.useCandidate) != nil
-        guard remoteUfrag != nil, started else {
+        // Answered, but learnt from only once the sender's ufrag is the one the peer's
+        // description gave (a request of the peer's next generation waits for it; one of an
+        // older generation is never learnt from).
+        let sender = String(user[user.index(after: colon)...])
+        guard let remoteUfrag, remoteUfrag == sender, started else {
             earlyRequests.removeAll { $0.from == from && $0.to == local && $0.relay == relay }
             if earlyRequests.count >= Self.maxEarlyRequests { earlyRequests.removeFirst() }
-            earlyRequests.append((from, local, relay, priority, useCandidate))
+            earlyRequests.append((from, local, relay, priority, useCandidate, sender))
             return
         }
         learnFromRequest(from: from, to: local, relay: relay, priority: priority, useCandidate: useCandidate)
@@ -184,10 +193,13 @@ extension ICEAgent {
     func sameHost(_ a: SocketAddress, _ b: SocketAddress) -> Bool { a.family == b.family && a.addressBytes == b.addressBytes }
 
     /// The credentials checks are signed with (nil until the peer's are known).
+    /// Our ufrag in the checks is the one the peer knows us by: the previous one until the peer
+    /// checks under the new one (then `previousLocal` goes). A peer that made its checks from
+    /// our old description refuses a check naming our new ufrag (libwebrtc answers 401).
     var checkCredentials: ICEChecks.Credentials? {
         remoteUfrag.map {
             ICEChecks.Credentials(
-                localUfrag: localUfrag, remoteUfrag: $0, remoteKey: remoteKey, tieBreaker: tieBreaker,
+                localUfrag: previousLocal?.ufrag ?? local.ufrag, remoteUfrag: $0, remoteKey: remoteKey, tieBreaker: tieBreaker,
                 controlling: controlling)
         }
     }
@@ -227,6 +239,16 @@ extension ICEAgent {
             let t = checks.answered(m.transactionID, from: from, relay: relay)
         else {
             bump(\.droppedResponses)
+            // A 401 without integrity (the peer did not know the ufrag we named, as after an ICE
+            // restart): the transaction ends and the pair is checked again under our current
+            // credentials, instead of retransmitting the refused request (a few times at most).
+            if m.messageClass == .errorResponse, m.errorCode?.code == 401,
+                let t = checks.answered(m.transactionID, from: from, relay: relay), !t.pair.valid,
+                t.pair.retryableErrors < ICECandidatePair.maxRetryableErrors
+            {
+                t.pair.retryableErrors += 1
+                t.pair.state = .waiting
+            }
             return
         }
         bump(\.responsesReceived)
@@ -234,11 +256,20 @@ extension ICEAgent {
         let pair = t.pair
         guard checks.pairs.contains(where: { $0 === pair }) else { return }
         if m.messageClass == .errorResponse {
-            if m.errorCode?.code == 487 {
+            let code = m.errorCode?.code ?? 0
+            if code == 487 {
                 if t.sentControlling == controlling { switchRole(controlling: !t.sentControlling) }
                 trigger(pair)
             } else if !pair.valid {
-                pair.state = .failed
+                // 401, 420 and 500 may pass (a peer that restarted ICE answers 401 until our
+                // new credentials reach it): the pair waits for another check, a few times at
+                // most. Any other error fails it.
+                if [401, 420, 500].contains(code), pair.retryableErrors < ICECandidatePair.maxRetryableErrors {
+                    pair.retryableErrors += 1
+                    pair.state = .waiting
+                } else {
+                    pair.state = .failed
+                }
             }
             return
         }

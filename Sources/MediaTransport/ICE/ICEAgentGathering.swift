@@ -205,10 +205,10 @@ extension ICEAgent {
 
     // MARK: Remote side
 
-    func setRemoteCredentialsOnQueue(ufrag: String, password: String) {
+    func setRemoteCredentialsOnQueue(ufrag: String, password: String, keepingRoute: Bool) {
         guard !closed, !ufrag.isEmpty, !password.isEmpty else { return }
         if let old = remoteUfrag, old == ufrag, remotePassword == password { return }
-        if remoteUfrag != nil { forgetRemoteGeneration() }
+        if remoteUfrag != nil { forgetRemoteGeneration(keepingRoute: keepingRoute) }
         remoteUfrag = ufrag
         remotePassword = password
         remoteKey = STUNMessage.shortTermKey(password: password)
@@ -217,18 +217,27 @@ extension ICEAgent {
     }
 
     /// The peer changed its credentials: an ICE restart on its side (RFC 8445 §9). Its old
-    /// candidates, every pair with them and the checks in flight go; media stops until a pair of
-    /// the new generation works (the old peer agent is gone or no longer answers as itself).
-    func forgetRemoteGeneration() {
-        remotes.removeAll()
-        checks.forgetGeneration()
-        deselect()
+    /// candidates, every pair with them and the checks in flight go. Without `keepingRoute`,
+    /// media stops until a pair of the new generation works (the old peer agent is gone or no
+    /// longer answers as itself). With it (the same peer restarting, as a WebRTC peer does), the
+    /// selected pair stays, checked under the new credentials: media goes on over it while it
+    /// answers, and fails over to a pair of the new generation when it does not.
+    func forgetRemoteGeneration(keepingRoute: Bool = false) {
+        guard keepingRoute, let kept = selected else {
+            remotes.removeAll()
+            checks.forgetGeneration()
+            deselect()
+            return
+        }
+        remotes.removeAll { $0.address != kept.remote.address }
+        checks.forgetGeneration(keeping: kept)
+        kept.nextKeepaliveAt = scheduler.now
     }
 
     func processEarlyRequests() {
         let early = earlyRequests
         earlyRequests.removeAll()
-        for r in early {
+        for r in early where r.ufrag == remoteUfrag {
             learnFromRequest(from: r.from, to: r.to, relay: r.relay, priority: r.priority, useCandidate: r.useCandidate)
         }
     }

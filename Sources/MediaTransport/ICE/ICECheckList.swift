@@ -55,6 +55,12 @@ package final class ICECandidatePair {
     package var failedOver = false
     /// When the pair last became usable (valid and answering after being neither; `.zero`: never).
     package var usableSince = MonotonicTime.zero
+    /// Error answers after which the check is tried again (401, 420, 500) this pair has had:
+    /// past `maxRetryableErrors` the pair fails.
+    package var retryableErrors = 0
+    /// Error answers a pair may get that leave it waiting for another check: a peer that
+    /// restarted ICE answers 401 until our new credentials reach it (one signalling round trip).
+    package static let maxRetryableErrors = 8
 
     /// A waiting pair of `local` and `remote` (priority 0 until set).
     package init(local: ICELocalCandidate, remote: ICECandidate) {

@@ -143,10 +143,12 @@ package struct ICEChecks {
         triggeredQueue.removeAll()
     }
 
-    /// The peer's candidates of an old generation are gone: every pair, check and nomination, and
-    /// the probe budget's address caps start again.
-    package mutating func forgetGeneration() {
-        pairs.removeAll()
+    /// The peer's candidates of an old generation are gone: every pair (but `kept`, the one media
+    /// still uses while the new generation is checked), check and nomination, and the probe
+    /// budget's address caps start again.
+    package mutating func forgetGeneration(keeping kept: ICECandidatePair? = nil) {
+        pairs.removeAll { $0 !== kept }
+        kept?.triggered = false
         triggeredQueue.removeAll()
         transactions.removeAll()
         nominationTarget = nil

@@ -213,6 +213,17 @@ final class SFUMedia {
     var failure: String?
     var working = false, dirty = false, closed = false
     var events: Task<Void, Never>?
+    /// Follows the session's link (`JanusSession.link`): a reclaimed session is checked against
+    /// the room, a lost one rebuilt.
+    var linkEvents: Task<Void, Never>?
+    /// Breaks of the connection to Janus, sessions reclaimed after one, and sessions rebuilt
+    /// because the server had dropped them, during this call.
+    var interruptions = 0, reclaims = 0, rebuilds = 0
+    /// Attempts to join again after the session was lost, with a doubling delay; nil while no
+    /// rebuild is under way.
+    var rebuild: JanusReconnectPlan?
+    /// How long after a lost session joining again is tried before the participants are told.
+    static let rebuildWindow = Duration.seconds(60)
 
     /// End-to-end encryption: our senders (one key ID per track kind, one base key), the base key
     /// and key IDs announced, and the receiver holding every participant's keys (each frame
@@ -497,7 +508,20 @@ extension Room {
         if sfu.handle == nil {
             do {
                 try await sfuJoin(sfu)
+                sfu.rebuild = nil
             } catch {
+                // Joining again after the session was lost: the network may still be down, so
+                // it is tried again after a doubling delay (not when the server refuses us).
+                let refused: Bool
+                if case JanusError.unauthorized = error { refused = true } else { refused = false }
+                if !refused, !sfu.closed, sfu.rebuild != nil, case .retry(let delay)? = sfu.rebuild?.failed(at: now) {
+                    if let orphan = sfu.session { Task { await orphan.destroy() } }
+                    sfu.session = nil
+                    scheduler.schedule(after: delay) { [weak self] in
+                        MainActor.assumeIsolated { self?.sfuReconcile() }
+                    }
+                    return
+                }
                 sfu.failure = "\(error)"
                 let detail = "the SFU at \(sfu.server.url) could not be joined: \(error)"
                 for id in remoteParticipants.keys { sfuFailed(detail, for: id) }
@@ -520,6 +544,19 @@ extension Room {
         if sfu.closed {
             await session.destroy()
             return
+        }
+        sfu.linkEvents?.cancel()
+        sfu.linkEvents = Task { @MainActor [weak self, weak sfu] in
+            for await event in session.link {
+                guard let self, let sfu, !sfu.closed, sfu.session === session else { return }
+                switch event {
+                case .interrupted: sfu.interruptions += 1
+                case .reclaimed:
+                    sfu.reclaims += 1
+                    self.sfuResync(sfu)
+                case .lost(let reason): self.sfuRebuild(sfu, reason)
+                }
+            }
         }
         let handle = try await JanusVideoRoom(session: session)
         let room = sfu.server.room
@@ -565,7 +602,8 @@ extension Room {
                         // A live feed listed again changed its streams (a camera turned on or
                         // off): Janus does not renegotiate existing subscriptions, so ours to it
                         // is made afresh.
-                        if let codecs = sfu.liveFeeds[p.id], codecs != p.codecs {
+                        // (Codecs not known yet, as after a resync, change nothing.)
+                        if let codecs = sfu.liveFeeds[p.id], !codecs.isEmpty, codecs != p.codecs {
                             for sub in sfu.subscriptions.values where sub.feed == p.id { sub.stale = true }
                         }
                         sfu.liveFeeds[p.id] = p.codecs
@@ -608,6 +646,9 @@ extension Room {
             try await pc.setRemoteDescription(JSEPSessionDescription(parsing: answer, type: .answer))
             sfu.negotiated = want
         } catch {
+            // An exchange on a handle that is gone (the session was lost meanwhile): the rebuild
+            // publishes again.
+            guard sfu.handle === handle, !sfu.closed else { return }
             let detail = "publishing to the SFU failed: \(error)"
             for id in remoteParticipants.keys { sfuFailed(detail, for: id) }
             sfu.failure = detail
@@ -633,6 +674,7 @@ extension Room {
             if s.stale { resubscribe.insert(s.feed) }
         }
         let wanted = Set(desired.values)
+        let session = sfu.session
         do {
             if let sub = sfu.subscriber, let pending = sub.pending {
                 sub.pending = nil
@@ -648,6 +690,8 @@ extension Room {
             }
             sfu.subscribeFailures = 0
         } catch {
+            // The session was lost meanwhile: the rebuild subscribes again, this is no failure.
+            guard sfu.session === session else { return }
             return sfuSubscriptionBroke(sfu, "\(error)")
         }
         guard !sfu.closed else { return }
@@ -768,12 +812,87 @@ extension Room {
         }
     }
 
+    // MARK: A lost connection
+
+    /// The session came back after its connection broke (`JanusLinkEvent.reclaimed`): its
+    /// handles and WebRTC connections are the same, but events Janus sent meanwhile may be
+    /// missing. The room's publishers are listed again and `liveFeeds` set to them (a feed that
+    /// left during the break goes, one that came is added), then a pass brings the subscription in
+    /// line. Participants themselves come and go through the friend channel, not through Janus, so
+    /// nothing the App sees is repeated or lost.
+    func sfuResync(_ sfu: SFUMedia) {
+        guard let handle = sfu.handle else { return sfuReconcile() }
+        let room = sfu.server.room
+        Task { @MainActor [weak self] in
+            let listed = try? await handle.listParticipants(room: room)
+            guard let self, self.sfu === sfu, !sfu.closed, sfu.handle === handle else { return }
+            if let listed {
+                let publishing = Set(listed.filter(\.publisher).map(\.id)).subtracting(sfu.feed.map { [$0] } ?? [])
+                for id in sfu.liveFeeds.keys where !publishing.contains(id) { sfu.liveFeeds[id] = nil }
+                for id in publishing where sfu.liveFeeds[id] == nil { sfu.liveFeeds[id] = [] }
+                // A publisher our subscription carried left meanwhile: Janus renegotiated the
+                // subscription then, and its offer was lost with the connection, so the two no
+                // longer agree on what it carries. It is made afresh (a gap of about a second in
+                // the other feeds), without counting as a failed exchange.
+                if let sub = sfu.subscriber, !sub.feeds.isSubset(of: publishing) {
+                    sub.close()
+                    sfu.subscriber = nil
+                    sfu.subscriptions = [:]
+                }
+            }
+            self.sfuReconcile()
+        }
+    }
+
+    /// The server no longer has our session (`JanusLinkEvent.lost`): its handles, and the WebRTC
+    /// connections they carried, are gone with it. Everything is made again on a new session:
+    /// join (a new feed, announced to the participants, who subscribe to it), publish on a new
+    /// connection (the publications get new capturers), subscribe. Joining is tried for
+    /// `SFUMedia.rebuildWindow` with a doubling delay before the participants are told.
+    func sfuRebuild(_ sfu: SFUMedia, _ reason: String) {
+        guard !sfu.closed, self.sfu === sfu else { return }
+        sfu.rebuilds += 1
+        if sfu.rebuild == nil { sfu.rebuild = JanusReconnectPlan(window: SFUMedia.rebuildWindow) }
+        _ = sfu.rebuild?.failed(at: now)
+        sfu.events?.cancel()
+        sfu.events = nil
+        sfu.linkEvents?.cancel()
+        sfu.linkEvents = nil
+        sfu.subscriber?.close()
+        sfu.subscriber = nil
+        sfu.subscriptions = [:]
+        sfu.subscribeFailures = 0
+        sfu.handle = nil
+        sfu.session = nil
+        sfu.feed = nil
+        sfu.liveFeeds = [:]
+        sfu.negotiated = []
+        if let old = sfu.publisher {
+            old.close()
+            sfu.publisher = nil
+            let kinds = Set(sfu.capturers.keys)
+            sfu.capturers = [:]
+            for pub in localParticipant.localTrackPublications where kinds.contains(pub.kind) {
+                if let error = sfuTrackPublished(pub, sfu) {
+                    post(
+                        nil,
+                        room: {
+                            $1.room($0, localParticipant: $0.localParticipant, didFailToPublishTrack: pub.kind, error: error)
+                        },
+                        participant: nil)
+                }
+            }
+        }
+        sfuReconcile()
+    }
+
     /// Ends everything on the server side (the call ended): the connections close at once, the
     /// session is left and destroyed in the background.
     func stopSFU() {
         guard let sfu else { return }
         self.sfu = nil
         sfu.closed = true
+        sfu.linkEvents?.cancel()
         sfu.events?.cancel()
         sfu.subscriber?.close()
         sfu.subscriber = nil
