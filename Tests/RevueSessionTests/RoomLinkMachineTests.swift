@@ -233,6 +233,39 @@ import Testing
         #expect(admission.refusals == [.removed: 2, .revoked: 1])
     }
 
+    /// A member whose session at the SFU was made again is listed at a new feed with its
+    /// request: it keeps its place there (also after its link was revoked), only while its old
+    /// feed is not listed, and only with a request that opens under the link it came in by.
+    @Test func aMemberBackOnANewFeedKeepsItsPlace() throws {
+        let link = Self.link()
+        let keys = RoomLinkKeys(link)
+        var admission = RoomLinkAdmission()
+        admission.open(keys)
+        let a = Self.participant(1), b = Self.participant(2)
+        let ra = Self.request(a, "Ann", link)
+        guard case .admit = admission.consider(ra, feed: 10) else { Issue.record("refused"); return }
+        _ = admission.consider(Self.request(b, "Bob", link), feed: 11)
+        // Its old feed still listed: a copy of its request, not its return.
+        #expect(admission.rejoin(ra, feed: 20, listed: [10, 11, 20]) == nil)
+        // Another key's request, or its key under another link: not it.
+        #expect(admission.rejoin(Self.request(Self.participant(3), "Cy", link), feed: 20, listed: [11, 20]) == nil)
+        let other = Self.link(secret: [UInt8](repeating: 9, count: 32))
+        #expect(admission.rejoin(Self.request(a, "Ann", other), feed: 20, listed: [11, 20]) == nil)
+        #expect(admission.members.keys.sorted() == [10, 11])
+
+        admission.revoke(linkID: keys.linkID)
+        let rejoined = admission.rejoin(ra, feed: 20, listed: [11, 20])
+        let back = try #require(rejoined)
+        #expect(back.old == 10)
+        #expect(back.member == RoomLinkAdmission.Member(feed: 20, publicKey: a.public, name: "Ann", linkID: keys.linkID))
+        #expect(admission.members.keys.sorted() == [11, 20] && admission.recipients == [b.public, a.public])
+        let listedAgain = admission.consider(ra, feed: 20)
+        #expect(listedAgain == .admit(back.member))
+        // Already there: nothing to move.
+        #expect(admission.rejoin(ra, feed: 20, listed: [11]) == nil)
+        #expect(admission.refusals.isEmpty)
+    }
+
     /// Attacks: an outsider guessing secrets, a holder who changes its link (room, secret,
     /// host key), a request copied to another feed, a revoked link's request replayed.
     @Test func guessesTamperingCopiesAndReplaysAreRefused() throws {

@@ -20,6 +20,10 @@ final class RoomLinkLeg {
     static let keySwitchDelay = Duration.milliseconds(2500)
     /// Feeds the host remembers having refused (their requests are not weighed again).
     static let maxRefusedFeeds = 256
+    /// How long after our own connection to the SFU broke a participant missing from the room's
+    /// listing is not taken as gone: when the server lost the sessions, the others are making
+    /// theirs again too (on new feeds) and may be back a few seconds after us.
+    static let recoveryWait = Duration.seconds(10)
 
     let link: RoomLink
     let isHost: Bool
@@ -41,6 +45,10 @@ final class RoomLinkLeg {
     var roster: [RoomLinkRosterEntry] = []
     /// The host must seal a new epoch (someone came, left or was removed).
     var membershipChanged = false
+    /// Breaks of our connection to the SFU seen so far (`SFUMedia.interruptions` and
+    /// `rebuilds`), and when a pass first saw the last one.
+    var breaksSeen = 0
+    var lastBreak: MonotonicTime?
 
     init(link: RoomLink, isHost: Bool, name: String, secret: SecretKeyBytes, now: MonotonicTime) {
         self.link = link
@@ -163,6 +171,17 @@ extension Room {
         sfuReconcile()
     }
 
+    /// Whether our connection to the SFU broke less than `RoomLinkLeg.recoveryWait` ago (the
+    /// first pass after a break starts the wait).
+    func linkRecovering(_ leg: RoomLinkLeg, _ sfu: SFUMedia) -> Bool {
+        let breaks = sfu.interruptions + sfu.rebuilds
+        if breaks != leg.breaksSeen {
+            leg.breaksSeen = breaks
+            leg.lastBreak = now
+        }
+        return leg.lastBreak.map { now - $0 < RoomLinkLeg.recoveryWait } ?? false
+    }
+
     /// The link room ended with its call (or before it began): forgotten.
     func linkRoomEnded() { linkLeg = nil }
 
@@ -199,6 +218,9 @@ extension Room {
     func linkPass(_ sfu: SFUMedia, _ handle: JanusVideoRoom) async {
         guard let leg = linkLeg, let ours = sfu.feed else { return }
         if leg.isHost, leg.display == "revue-host" { leg.membershipChanged = true }
+        // Our session was made again (a new feed): the roster must say so.
+        if leg.isHost, let me = leg.roster.first, me.feed != ours { leg.membershipChanged = true }
+        _ = linkRecovering(leg, sfu)
         let list: [JanusParticipant]
         do { list = try await handle.listParticipants(room: sfu.server.room) } catch { return }
         guard self.sfu === sfu, !sfu.closed, linkLeg === leg else { return }
@@ -219,10 +241,19 @@ extension Room {
     }
 
     /// The host: lets in whom a live link admits, kicks the rest, seals a new epoch when the
-    /// participants changed.
+    /// participants changed. A member back on a new feed (its session was made again) keeps its
+    /// place; one missing from the listing is gone, unless our own connection broke less than
+    /// `RoomLinkLeg.recoveryWait` ago (the others may still be on their way back).
     func linkHostPass(_ leg: RoomLinkLeg, _ sfu: SFUMedia, _ others: [JanusParticipant], ours: UInt64) {
         let present = Set(others.map(\.id))
-        for (feed, m) in leg.admission.members where !present.contains(feed) {
+        for p in others.sorted(by: { $0.id < $1.id }) where !leg.refused.contains(p.id) {
+            guard let back = leg.admission.rejoin(p.display ?? "", feed: p.id, listed: present) else { continue }
+            leg.membershipChanged = true
+            let id = RoomLinkLeg.identity(tag: RoomLinkRosterEntry.tag(back.member.publicKey))
+            if remoteParticipants[id] != nil { sfu.remoteFeeds[id] = p.id }
+        }
+        let recovering = linkRecovering(leg, sfu)
+        for (feed, m) in leg.admission.members where !present.contains(feed) && !recovering {
             leg.admission.left(feed: feed)
             leg.membershipChanged = true
             let id = RoomLinkLeg.identity(tag: RoomLinkRosterEntry.tag(m.publicKey))
@@ -263,7 +294,9 @@ extension Room {
     }
 
     /// A joiner: reads the host's envelope; a new epoch brings its keys and roster; no envelope
-    /// for us after we had one means we were removed (or the host left).
+    /// for us after we had one means we were removed (or the host left), except while our own
+    /// connection is recovering (`RoomLinkLeg.recoveryWait`) and no envelope is shown at all:
+    /// the host's session may be on its way back.
     func linkJoinerPass(_ leg: RoomLinkLeg, _ sfu: SFUMedia, _ others: [JanusParticipant], ours: UInt64) {
         var best: (epoch: UInt64, roomKey: [UInt8], roster: [RoomLinkRosterEntry])?
         for p in others {
@@ -276,6 +309,8 @@ extension Room {
         }
         guard let best else {
             if leg.epoch > 0 {
+                let shown = others.contains { $0.display?.hasPrefix(RoomLinkEnvelope.prefix) == true }
+                if !shown, linkRecovering(leg, sfu) { return }
                 // Removed, or the host is gone: the call ends here.
                 for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) {
                     hangUp(p, reason: .remoteHangUp, notify: false)
@@ -335,10 +370,15 @@ extension Room {
             }
         }
 
-        // Participants: those gone leave, newcomers connect (after their keys are in place).
+        // Participants: those gone leave, those back on a new feed (their sessions were made again)
+        // are followed there, newcomers connect (after their keys are in place).
         for p in remoteParticipants.values.sorted(by: { $0.identity < $1.identity }) where !ids.contains(p.identity) {
             hangUp(p, reason: .remoteHangUp, notify: false)
             guard linkLeg === leg else { return }
+        }
+        for e in others {
+            let id = RoomLinkLeg.identity(tag: e.tag)
+            if remoteParticipants[id] != nil, sfu.remoteFeeds[id] != e.feed { sfu.remoteFeeds[id] = e.feed }
         }
         for e in others where remoteParticipants[RoomLinkLeg.identity(tag: e.tag)] == nil {
             connectLinkParticipant(RoomLinkLeg.identity(tag: e.tag), name: e.name, feed: e.feed, sfu)

@@ -533,7 +533,9 @@ extension Room {
         }
         guard let handle = sfu.handle, !sfu.closed else { return }
         await linkPass(sfu, handle)
-        guard !sfu.closed else { return }
+        // The session may have been made again while the link pass waited on the old one (its
+        // requests wait for a reclaim to end): the pass that follows works on the new one.
+        guard !sfu.closed, sfu.handle === handle else { return }
         await sfuPublish(sfu, handle)
         await sfuSubscribe(sfu)
     }
@@ -624,7 +626,8 @@ extension Room {
     /// when none is left.
     private func sfuPublish(_ sfu: SFUMedia, _ handle: JanusVideoRoom) async {
         let want = Set(sfu.capturers.keys)
-        guard want != sfu.negotiated else { return }
+        // A pass on a session since made again must not start an offer on the new connection.
+        guard want != sfu.negotiated, sfu.handle === handle else { return }
         if want.isEmpty {
             let pc = sfu.publisher
             sfu.publisher = nil

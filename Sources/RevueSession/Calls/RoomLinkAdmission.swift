@@ -134,6 +134,23 @@ package struct RoomLinkAdmission: Sendable {
         return m
     }
 
+    /// A member whose session at the SFU was made again (after its connection to the server was
+    /// lost): listed at a new `feed`, while its old feed is not among `listed`, with a request
+    /// that opens under the link it came in by (live, or revoked since) and names its key. It
+    /// keeps its place at the new feed; the old feed and the new one are returned. Nil otherwise
+    /// (the request is then `consider`ed as any other).
+    package mutating func rejoin(_ text: String, feed: UInt64, listed: Set<UInt64>) -> (old: UInt64, member: Member)? {
+        guard members[feed] == nil, let key = RoomLinkJoinRequest.claimedKey(text),
+            let old = members.first(where: { $0.value.publicKey == key && !listed.contains($0.key) }),
+            let keys = (live + revokedLinks).first(where: { $0.linkID == old.value.linkID }),
+            RoomLinkJoinRequest.open(text, keys: keys)?.publicKey == key
+        else { return nil }
+        let m = Member(feed: feed, publicKey: key, name: old.value.name, linkID: old.value.linkID)
+        members[old.key] = nil
+        members[feed] = m
+        return (old.key, m)
+    }
+
     /// The member at `feed` left on its own (it may come back while its link is live).
     @discardableResult
     package mutating func left(feed: UInt64) -> Member? { members.removeValue(forKey: feed) }
