@@ -312,6 +312,7 @@ struct CallSFUReclaimTests {
             let feeds = Set(peers.compactMap { $0.room.sfu?.feed })
             return feeds.count == 3 && Set(peers[0].room.linkLeg?.roster.map(\.feed) ?? []) == feeds
         }
+        for p in peers { try #require(p.room.linkLeg != nil, "\(p.name)'s call ended: \(p.recorder.room)") }
         for p in peers { await CallSFULinkTests.waitInRoom(p, with: peers.filter { $0 !== p }, timeout: 30) }
         await CallSFULinkTests.waitKeysSettled(peers)
         print(
