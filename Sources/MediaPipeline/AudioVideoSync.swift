@@ -17,11 +17,26 @@
 /// slowly than `maxStepNs` a second would still make it overshoot by what it has not yet taken;
 /// video's playout time moves by 100 ms a second, audio by a pitch period per 20 ms packet.
 ///
+/// A dead band (`deadBandNs`, 30 ms, as libwebrtc's `StreamSynchronization` leaves offsets under
+/// its minimum delta alone): while the filtered offset that remains with the extras in force is
+/// smaller than that, nothing moves. An offset that small is not perceived (ITU-R BT.1359 puts
+/// detectability at +45 ms audio early and -125 ms audio late), and delaying video to remove it
+/// would add its whole amount to every frame's latency. Once a larger offset started a
+/// correction, the steps go on until less than `settledNs` (2 ms) remains, so a corrected offset
+/// ends near zero rather than just inside the band.
+///
 /// Thread rule: a value owned by the receive engine's thread. Cost: a few operations per update
 /// (once a second).
 package struct AudioVideoSync: Sendable {
     /// The largest change of either extra delay per update (libwebrtc: 80 ms).
     package var maxStepNs: Double = 80_000_000
+    /// Remaining offsets smaller than this are left alone, in nanoseconds (libwebrtc: 30 ms).
+    package var deadBandNs: Double = 30_000_000
+    /// A correction under way stops when less than this remains, in nanoseconds.
+    package var settledNs: Double = 2_000_000
+    /// Whether a correction is under way (an offset beyond the dead band was seen and less than
+    /// `settledNs` does not remain yet).
+    package private(set) var isCorrecting = false
     /// The largest extra delay either stream is given.
     package var maxExtraNs: Double = 1_000_000_000
     /// Whether video can take an extra delay (it cannot when its frames are not scheduled for
@@ -55,6 +70,18 @@ package struct AudioVideoSync: Sendable {
         let filtered = filteredNaturalOffsetNs.map { $0 + (natural - $0) / 2 } ?? natural
         filteredNaturalOffsetNs = filtered
         let current = videoExtraNs - audioExtraNs
+        // Within the dead band of where the extras already put the streams, and no correction
+        // under way: leave them. A correction goes on until it has settled.
+        // A correction has settled when neither the filtered offset nor this measurement is
+        // further than `settledNs` from the extras in force: the filter lags a change, so after
+        // one bad measurement its value alone passes the extras on its way back.
+        let remaining = abs(max(-maxExtraNs, min(maxExtraNs, filtered)) - current)
+        let remainingNow = abs(max(-maxExtraNs, min(maxExtraNs, natural)) - current)
+        if isCorrecting ? max(remaining, remainingNow) < settledNs : remaining < deadBandNs {
+            isCorrecting = false
+            return
+        }
+        isCorrecting = true
         let wanted = current + (max(-maxExtraNs, min(maxExtraNs, filtered)) - current) / 2
         let videoTarget = videoCanBeDelayed ? max(0, wanted) : 0, audioTarget = max(0, -wanted)
         videoExtraNs += max(-maxStepNs, min(maxStepNs, videoTarget - videoExtraNs))

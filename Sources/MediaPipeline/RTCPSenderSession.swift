@@ -139,7 +139,16 @@ public final class RTCPSenderSession {
     /// is the stream's last one advanced by the time from its media's capture to `now`
     /// (`RTPSenderInfo.rtpTimestamp(at:clockRate:)`).
     public func senderReports(ntpTime: NTPTime, now: MonotonicTime) -> [RTCPSenderReport] {
-        targets.values.sorted { $0.ssrc < $1.ssrc }.map { t in
+        Self.senderReports(for: targets.values.sorted { $0.ssrc < $1.ssrc }, ntpTime: ntpTime, now: now)
+    }
+
+    /// Sender reports for `targets`, in their order, as `senderReports(ntpTime:now:)` makes them:
+    /// for a sender that has no session (a plain RTP sender with its own RTCP timer). Thread
+    /// rule: any thread (reads each target's counters). Cost: one small array.
+    package static func senderReports(
+        for targets: [any RTPSendFeedbackTarget], ntpTime: NTPTime, now: MonotonicTime
+    ) -> [RTCPSenderReport] {
+        targets.map { t in
             let info = t.senderInfo
             let clock: UInt64 = t.carriesVideo ? 90_000 : 48_000
             let rtp = info.rtpTimestamp(at: now, clockRate: clock)

@@ -13,14 +13,23 @@ public struct PacerSettings: Sendable, Equatable {
     /// frame leaves in well under a frame interval, a keyframe is spread over several.
     public var pacingFactor: Double = 2.5
     /// Length of one pacing interval in milliseconds: each interval may send the rate's share of
-    /// it (5 ms, libwebrtc's process interval), so packets leave in bursts of about
-    /// rate x 5 ms. Unused budget does not build up beyond one interval.
+    /// it (5 ms, libwebrtc's process interval), so a keyframe leaves in bursts of about
+    /// rate x 5 ms. For a keyframe's packets unused budget does not build up beyond one interval.
     public var intervalMilliseconds: Double = 5
+    /// How much unused budget a delta frame may spend at once, in milliseconds of the pacing rate
+    /// (40 ms: about 2.5 average frames at 30 fps, since the rate is 2.5x the target; 0 paces
+    /// delta frames like keyframes). The pacer saves what it did not send, up to this, while it
+    /// waits for the next frame, so a delta frame that fits leaves in one burst instead of over
+    /// several intervals, as libwebrtc's pacer lets small frames out in bursts: a frame cannot be
+    /// decoded before its last packet is in, so every millisecond of its spread is latency. A
+    /// keyframe's packets never spend more than one interval's budget.
+    public var deltaFrameBurstMilliseconds: Double = 40
     /// Packets the queue holds (a power of two); a packet that does not fit is dropped and counted
     /// (`PacerStatistics.overflows`): NACK repairs it like a packet lost on the path.
     public var capacity: Int = 1024
-    /// The queue never holds more than this much time at the pacing rate: when it would, the rate
-    /// rises to drain it in that time (libwebrtc's 2 s queue-time limit).
+    /// The queue-time limit (libwebrtc's 2 s): when the queued bytes would not leave, at the
+    /// pacing rate, before the packets queued have waited this long on average, the rate rises to
+    /// send them in the time they have left.
     public var maxQueueTimeMilliseconds: Double = 2000
 
     /// libwebrtc's defaults.
@@ -68,10 +77,12 @@ package protocol RTPPacerEgress: AnyObject {
 
 /// Spreads one send stream's packets in time: the stream's worker writes its packets (not yet
 /// protected) into a fixed queue instead of the socket, and the pacer's own thread releases them
-/// interval by interval, each interval sending while its byte budget (pacing rate x elapsed time,
-/// at most one interval's worth saved up) is positive, then flushing once. A keyframe thus leaves
-/// in bursts of about rate x 5 ms instead of all at once, and the first packets of a frame still
-/// leave at once (the producer wakes the thread). Packets are stamped (abs-send-time), protected
+/// interval by interval, each interval sending while its byte budget (pacing rate x elapsed time)
+/// is positive, then flushing once. A keyframe's packets spend at most one interval's budget at a
+/// time, so a keyframe leaves in bursts of about rate x 5 ms instead of all at once; a delta
+/// frame's may spend what was saved while the pacer waited for it, up to
+/// `PacerSettings.deltaFrameBurstMilliseconds`, so a delta frame usually leaves in one burst the
+/// moment it is queued (the producer wakes the thread). Packets are stamped (abs-send-time), protected
 /// and kept for NACK when they leave (`RTPPacerEgress`), so the receiver's delay estimate sees
 /// when they really left; retransmissions leave from the same thread, before queued media. Audio
 /// streams are not paced: their packets never wait behind video.
@@ -95,14 +106,18 @@ package final class RTPPacer: @unchecked Sendable {
     private let mask: UInt64
     private let storage: UnsafeMutableRawPointer
     private let storageBytes: Int
-    /// Per slot: length, enqueue time.
+    /// Per slot: length, enqueue time, whether it may spend saved budget (a delta frame's packet).
     private let lengths: UnsafeMutablePointer<Int>
     private let enqueuedAt: UnsafeMutablePointer<UInt64>
+    private let burstable: UnsafeMutablePointer<Bool>
     /// Next slot to send (consumer) and next slot to fill (producer).
     private let head = Atomic<UInt64>(0)
     private let tail = Atomic<UInt64>(0)
     /// Bytes in the queue (producer adds, consumer subtracts).
     private let queuedBytes = Atomic<Int>(0)
+    /// Sum of the queued packets' enqueue times (producer adds, consumer subtracts, wrapping):
+    /// their average wait for the queue-time limit.
+    private let enqueuedSumNs = Atomic<UInt64>(0)
     private let targetBitrate = Atomic<Int>(0)
     private let running = Atomic<Bool>(false)
     private let stats = Mutex(PacerStatistics())
@@ -170,6 +185,8 @@ package final class RTPPacer: @unchecked Sendable {
         lengths.initialize(repeating: 0, count: settings.capacity)
         enqueuedAt = .allocate(capacity: settings.capacity)
         enqueuedAt.initialize(repeating: 0, count: settings.capacity)
+        burstable = .allocate(capacity: settings.capacity)
+        burstable.initialize(repeating: false, count: settings.capacity)
         self.targetBitrate.store(targetBitrate, ordering: .relaxed)
         sem_init(semaphore, 0, 0)
     }
@@ -178,7 +195,7 @@ package final class RTPPacer: @unchecked Sendable {
         // The owner stops the pacer before it goes (a running thread holds no reference to it).
         sem_destroy(semaphore)
         semaphore.deallocate()
-        munmap(storage, storageBytes); lengths.deallocate(); enqueuedAt.deallocate()
+        munmap(storage, storageBytes); lengths.deallocate(); enqueuedAt.deallocate(); burstable.deallocate()
     }
 
     /// Starts the pacer's thread. From the controlling thread.
@@ -260,14 +277,17 @@ package final class RTPPacer: @unchecked Sendable {
     // MARK: Producer
 
     /// Queues one packet (copied); a full queue or an oversized packet drops it (counted).
-    package func write(_ packet: UnsafeRawBufferPointer) { enqueue(packet) }
+    /// `burstable`: the packet belongs to a delta frame, which may leave at once on budget saved
+    /// while the pacer waited (`PacerSettings.deltaFrameBurstMilliseconds`); false (a keyframe's
+    /// packet, or a packet of unknown kind) paces it at one interval's budget at a time.
+    package func write(_ packet: UnsafeRawBufferPointer, burstable: Bool = false) { enqueue(packet, burstable: burstable) }
 
     /// Wakes the pacer's thread (a frame is queued); without a thread, sends everything queued now.
     package func flush() {
         if running.load(ordering: .acquiring) { signal() } else { drain() }
     }
 
-    private func enqueue(_ packet: UnsafeRawBufferPointer) {
+    private func enqueue(_ packet: UnsafeRawBufferPointer, burstable isBurstable: Bool) {
         let t = tail.load(ordering: .relaxed)
         guard packet.count <= slotSize, let base = packet.baseAddress,
             t &- head.load(ordering: .acquiring) < UInt64(settings.capacity)
@@ -278,7 +298,10 @@ package final class RTPPacer: @unchecked Sendable {
         let slot = Int(t & mask)
         (storage + slot * slotSize).copyMemory(from: base, byteCount: packet.count)
         lengths[slot] = packet.count
-        enqueuedAt[slot] = clock.now.nanoseconds
+        let nowNs = clock.now.nanoseconds
+        enqueuedAt[slot] = nowNs
+        burstable[slot] = isBurstable
+        enqueuedSumNs.wrappingAdd(nowNs, ordering: .relaxed)
         queuedBytes.add(packet.count, ordering: .relaxed)
         tail.store(t &+ 1, ordering: .releasing)
     }
@@ -310,16 +333,25 @@ package final class RTPPacer: @unchecked Sendable {
         _ = sem_timedwait(semaphore, &deadline)
     }
 
-    /// The pacing rate now: the factor times the target, raised when the queue would otherwise
-    /// hold more than `maxQueueTimeMilliseconds`.
-    private func pacingRate() -> Int {
+    /// The pacing rate at `nowNs`: the factor times the target, raised when the queued bytes
+    /// would not leave before the queued packets' average wait reaches
+    /// `maxQueueTimeMilliseconds` (at least a millisecond is left: the queue then leaves at once).
+    /// Called on the consumer's side only (it reads the head's slots).
+    private func pacingRate(nowNs: UInt64) -> Int {
         let base = Int(Double(max(8_000, targetBitrate.load(ordering: .relaxed))) * settings.pacingFactor)
-        let drain = Int(Double(queuedBytes.load(ordering: .relaxed) * 8) / (settings.maxQueueTimeMilliseconds / 1000))
-        return max(base, drain)
+        let h = head.load(ordering: .relaxed), t = tail.load(ordering: .acquiring)
+        let count = t &- h
+        guard count > 0 else { return base }
+        let bytes = queuedBytes.load(ordering: .relaxed)
+        let averageEnqueueNs = enqueuedSumNs.load(ordering: .relaxed) / count
+        let waitedMs = Double(nowNs &- min(nowNs, averageEnqueueNs)) / 1e6
+        let leftSeconds = max(1, settings.maxQueueTimeMilliseconds - waitedMs) / 1000
+        return max(base, Int(Double(bytes * 8) / leftSeconds))
     }
 
-    /// One interval: adds the budget earned since the last one (at most one interval's worth
-    /// beyond zero), sends while it is positive, flushes once.
+    /// One interval: adds the budget earned since the last one (saved up to a delta frame's
+    /// burst, to one interval's worth for a keyframe's packets), sends while it is positive,
+    /// flushes once.
     private func process(nowNs: UInt64) {
         if probe == nil, probesPending.load(ordering: .acquiring) {
             let next = probeRequests.withLock { q -> ProbeCluster? in
@@ -334,15 +366,21 @@ package final class RTPPacer: @unchecked Sendable {
             processProbe(nowNs: nowNs)
             return
         }
-        let rate = pacingRate()
+        let rate = pacingRate(nowNs: nowNs)
         let intervalBytes = Int(Double(rate) * settings.intervalMilliseconds / 8000)
+        let burstBytes = max(intervalBytes, Int(Double(rate) * settings.deltaFrameBurstMilliseconds / 8000))
         let elapsed = nowNs &- min(nowNs, lastProcessNs)
         lastProcessNs = nowNs
-        budget = min(intervalBytes, budget + Int(Double(rate) * Double(elapsed) / 8e9))
         var h = head.load(ordering: .relaxed)
         let t = tail.load(ordering: .acquiring)
+        // Saved budget goes up to a delta frame's burst while one waits (or none does: the next
+        // may be one), one interval's otherwise.
+        let cap = h == t || burstable[Int(h & mask)] ? burstBytes : intervalBytes
+        budget = min(cap, budget + Int(Double(rate) * Double(elapsed) / 8e9))
         while h != t && budget > 0 {
-            budget -= send(slot: Int(h & mask), nowNs: nowNs)
+            let slot = Int(h & mask)
+            if !burstable[slot] { budget = min(budget, intervalBytes) }  // a keyframe stays paced
+            budget -= send(slot: slot, nowNs: nowNs)
             h &+= 1
             head.store(h, ordering: .releasing)
         }
@@ -356,7 +394,7 @@ package final class RTPPacer: @unchecked Sendable {
     private func processProbe(nowNs: UInt64) {
         guard var p = probe else { return }
         let cluster = p.cluster
-        let rate = max(cluster.bitrate, pacingRate())
+        let rate = max(cluster.bitrate, pacingRate(nowNs: nowNs))
         lastProcessNs = nowNs
         let elapsed = Double(nowNs &- min(nowNs, p.startNs) + 1_000_000)
         var allowance = Int(Double(rate) * elapsed / 8e9) - p.bytes
@@ -402,7 +440,7 @@ package final class RTPPacer: @unchecked Sendable {
             h &+= 1
             head.store(h, ordering: .releasing)
         }
-        finishInterval(rate: pacingRate())
+        finishInterval(rate: pacingRate(nowNs: now))
     }
 
     private func send(slot: Int, nowNs: UInt64, probeCluster: Int = 0) -> Int {
@@ -416,6 +454,7 @@ package final class RTPPacer: @unchecked Sendable {
             sink?.write(UnsafeRawBufferPointer(start: storage + slot * slotSize, count: n))
         }
         queuedBytes.subtract(n, ordering: .relaxed)
+        enqueuedSumNs.wrappingSubtract(enqueuedAt[slot], ordering: .relaxed)
         let delay = nowNs &- min(nowNs, enqueuedAt[slot])
         local.packetsPaced += 1
         local.totalQueueDelayNs &+= delay

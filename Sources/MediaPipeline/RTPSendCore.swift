@@ -182,11 +182,12 @@ package final class RTPSendCore: @unchecked Sendable {
     /// and the sender-report info: a
     /// caller that has just read the clock (the video worker, right after the encode) passes it
     /// rather than paying another read per frame. Returns (packets, payload bytes) sent. Worker
-    /// thread only.
+    /// thread only. `keyframe`: with a pacer, the frame's packets are paced at one interval's
+    /// budget at a time; a delta frame's may leave at once on saved budget (`RTPPacer.write`).
     @discardableResult
     func send<P: RTPFramePayloadWriter>(
         _ payloads: P, of frame: UnsafeRawBufferPointer, timestamp: UInt32, captureNs: Int64,
-        capturedAt: MonotonicTime = .zero, now: MonotonicTime
+        capturedAt: MonotonicTime = .zero, now: MonotonicTime, keyframe: Bool = false
     ) -> (Int, Int) {
         stampSendTime(now)
         header.timestamp = timestamp
@@ -195,7 +196,7 @@ package final class RTPSendCore: @unchecked Sendable {
             header.sequenceNumber = sequencer.next()
             let length = payloads.writePacket(at: i, header: &header, of: frame, into: buffer)
             if let pacer {
-                pacer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
+                pacer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]), burstable: !keyframe)
             } else if store(buffer, length: length, now: now) == 0 {
                 continue
             }

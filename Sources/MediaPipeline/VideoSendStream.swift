@@ -88,8 +88,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// random by default, used only with `rtxPayloadType`.
         public var rtxSSRC: UInt32 = RandomBytes.ssrc()
         /// Pacing (libwebrtc's `PacingController` manner): packets leave spread at 2.5x the target
-        /// bitrate in bursts of one 5 ms interval's budget, from the pacer's own thread, so a
-        /// keyframe no longer leaves as one burst; abs-send-time is stamped as each packet leaves.
+        /// bitrate, from the pacer's own thread: a keyframe in bursts of one 5 ms interval's
+        /// budget, so it no longer leaves as one burst, a delta frame at once when the budget
+        /// saved since the last frame covers it (`PacerSettings.deltaFrameBurstMilliseconds`);
+        /// abs-send-time is stamped as each packet leaves.
         /// nil: each frame's packets leave together from the worker.
         public var pacer: PacerSettings? = PacerSettings()
         /// Transport-wide sequence numbers (draft-holmer-rmcat-transport-wide-cc-extensions-01):
@@ -549,7 +551,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 nonReference: encoded.isDroppable)
             core.send(
                 packets, of: frame, timestamp: rtpTimestamp, captureNs: captureNs,
-                capturedAt: MonotonicTime(nanoseconds: capturedAtNs), now: MonotonicTime(nanoseconds: sendNs))
+                capturedAt: MonotonicTime(nanoseconds: capturedAtNs), now: MonotonicTime(nanoseconds: sendNs),
+                keyframe: encoded.isKeyframe)
         case .vp9:
             let layer =
                 encoded.temporalLayerCount > 1
@@ -562,7 +565,8 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 width: encoded.width, height: encoded.height, layer: layer)
             core.send(
                 packets, of: frame, timestamp: rtpTimestamp, captureNs: captureNs,
-                capturedAt: MonotonicTime(nanoseconds: capturedAtNs), now: MonotonicTime(nanoseconds: sendNs))
+                capturedAt: MonotonicTime(nanoseconds: capturedAtNs), now: MonotonicTime(nanoseconds: sendNs),
+                keyframe: encoded.isKeyframe)
         }
     }
 }

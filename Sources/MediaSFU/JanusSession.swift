@@ -30,7 +30,7 @@ import Synchronization
 /// for as long as the server keeps such a session (`JanusReconnectPlan`, from the server's
 /// `session-timeout` and `reclaim-session-timeout`). Requests made meanwhile wait for the outcome
 /// (within their timeout); events that were under way stay expected. A WebSocket keepalive that
-/// gets no answer within the request timeout counts as a broken connection. `link` tells what
+/// gets no answer within 5 s counts as a broken connection. `link` tells what
 /// happened; when the server no longer knows the session, it is closed (requests then fail with
 /// `.closed`).
 ///
@@ -38,7 +38,7 @@ import Synchronization
 /// held open at all times (Janus answers it with up to 10 events, or a keepalive after 30 s), a
 /// keepalive request every 25 s (more often when the server's session timeout is short), and one
 /// connection per request; over a WebSocket: its one connection and reader thread, a keepalive
-/// every 25 s. One `info` request when the session is made.
+/// every 5 s. One `info` request when the session is made.
 package actor JanusSession {
     /// The session's id on the server.
     package nonisolated let id: UInt64
@@ -124,7 +124,10 @@ package actor JanusSession {
         let window = JanusReconnectPlan.window(
             webSocket: endpoint.transport == .webSocket, sessionTimeout: sessionTimeout,
             reclaimTimeout: info?["reclaim-session-timeout"]?.int.map { Int(clamping: $0) })
-        let keepalive = sessionTimeout.map { $0 > 0 ? min(25, max(Double($0) / 3, 1)) : 25 } ?? 25
+        var keepalive = sessionTimeout.map { $0 > 0 ? min(25, max(Double($0) / 3, 1)) : 25 } ?? 25
+        // Over a WebSocket the keepalive is also how a connection whose path died without a reset
+        // is noticed (TCP would take minutes), so it goes more often there: one small frame.
+        if endpoint.transport == .webSocket { keepalive = min(keepalive, webSocketKeepaliveSeconds) }
         let session = JanusSession(
             id: id, transport: transport, requestTimeoutSeconds: requestTimeoutSeconds, window: window,
             keepaliveSeconds: keepalive)
@@ -163,6 +166,12 @@ package actor JanusSession {
         }
     }
 
+    /// How often a session over a WebSocket sends its keepalive, at most, in seconds.
+    package static let webSocketKeepaliveSeconds = 5.0
+    /// How long a keepalive waits for Janus's `ack`, at most, in seconds. With the interval above,
+    /// a WebSocket whose path died without a reset is closed and reclaimed within 10 s.
+    package static let keepaliveAnswerSeconds = 5.0
+
     /// One keepalive. Over a WebSocket, one left unanswered means the connection is dead even if
     /// TCP has not noticed yet (a path that went away drops packets without a reset): it is
     /// closed, and the event loop reclaims the session on a new one.
@@ -170,7 +179,9 @@ package actor JanusSession {
         guard !plan.isReconnecting, closedReason == nil else { return }
         let used = transport
         do {
-            _ = try await request(["janus": "keepalive"])
+            let payload: JSONValue = ["janus": "keepalive", "transaction": .string(Self.newTransaction())]
+            _ = try await used.send(
+                payload, session: id, handle: nil, timeoutSeconds: min(requestTimeoutSeconds, Self.keepaliveAnswerSeconds))
         } catch {
             guard case .timeout = error, used.eventFailuresAreFinal, used === transport, closedReason == nil else { return }
             used.close()

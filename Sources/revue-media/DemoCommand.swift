@@ -193,6 +193,9 @@ enum DemoCommand: Command {
         let syncMean = syncOffsetsMs.isEmpty ? Double.nan : syncOffsetsMs.reduce(0, +) / Double(syncOffsetsMs.count)
         let syncWorst = syncOffsetsMs.max { abs($0) < abs($1) } ?? .nan
         let syncWithin = syncOffsetsMs.filter { abs($0) <= 45 }.count
+        // The extra delays the receiver's lip-sync controller gave each stream at the end.
+        let syncState = receiver.pipeline.audioVideoSync
+        let syncVideoDelay = syncState?.videoDelayMilliseconds ?? 0, syncAudioDelay = syncState?.audioDelayMilliseconds ?? 0
         // Render scheduling: how far consecutive frames' intervals stray from the capture
         // interval (33.3 ms), as they arrived (first packet) and as they are to be shown.
         func intervalJitterP95(_ time: ((arrival: UInt64, render: UInt64)) -> UInt64) -> Double {
@@ -280,6 +283,7 @@ enum DemoCommand: Command {
                     ("marks", .int(syncOffsetsMs.count)), ("meanMs", JSON.rounded(syncMean, 1)),
                     ("worstMs", JSON.rounded(syncWorst, 1)), ("within45Ms", .int(syncWithin)),
                     ("offsetsMs", .array(syncOffsetsMs.map { JSON.rounded($0, 1) })),
+                    ("videoDelayMs", JSON.rounded(syncVideoDelay, 1)), ("audioDelayMs", JSON.rounded(syncAudioDelay, 1)),
                 ])
             ),
             (
@@ -320,7 +324,7 @@ enum DemoCommand: Command {
                 audio quality   SNR \(snr.fixed(2)) dB, correlation \(correlation.fixed(3)) (lag \(lag) samples)
                 latency         capture to decoded frame p50 \(pct(0.5).fixed(1)) ms, p99 \(pct(0.99).fixed(1)) ms
                 frame timing    interval off 33.3 ms (p95): arrival \(arrivalJitter.fixed(1)) ms, render \(renderJitter.fixed(1)) ms
-                lip sync        beep minus marked frame \(syncMean.fixed(1)) ms mean, worst \(syncWorst.fixed(1)) ms, \(syncWithin) of \(syncOffsetsMs.count) seconds within 45 ms
+                lip sync        beep minus marked frame \(syncMean.fixed(1)) ms mean, worst \(syncWorst.fixed(1)) ms, \(syncWithin) of \(syncOffsetsMs.count) seconds within 45 ms; extra delay video \(syncVideoDelay.fixed(1)) ms, audio \(syncAudioDelay.fixed(1)) ms
                 bitrates        video \(Format.bitrate(videoBitrate)), audio \(Format.bitrate(audioBitrate))
                 files           \((written + [statsPath]).joined(separator: ", "))
                 """)

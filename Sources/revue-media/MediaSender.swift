@@ -37,6 +37,8 @@ final class MediaSender {
     let audioStream: RTPOutStream?
     let codec: VPXCodec
     let feedback: RTCPFeedbackListener
+    /// Sender reports for both streams (what lets a receiver sync audio and video).
+    let reporter: SenderReporter
     /// The engine's pcap sink, shared by both streams, when `--pcap` asked for one.
     let pcap: PcapPacketSink?
     /// Called after each video frame is captured: its index and the monotonic time of capture.
@@ -117,6 +119,10 @@ final class MediaSender {
         } else {
             audioPipeline = nil
         }
+        var reported: [(destination: SocketAddress, target: any RTPSendFeedbackTarget)] = []
+        if let v = videoPipeline, let s = videoStream { reported.append((s.destination, v)) }
+        if let a = audioPipeline, let s = audioStream { reported.append((s.destination, a)) }
+        reporter = try SenderReporter(socket: socket, key: wire.key, cname: "revue-media", streams: reported)
         feedback.targets.withLock { t in
             if let v = videoPipeline { t[v.ssrc] = v }
             if let a = audioPipeline { t[a.ssrc] = a }
@@ -171,6 +177,7 @@ final class MediaSender {
             if shouldStop() { stopped = true; break }
             let due = min(videoDone ? .max : videoDue(), audioDone ? .max : audioDue())
             let now = MonotonicTime.now.nanoseconds
+            reporter.sendDue(now: MonotonicTime(nanoseconds: now))
             if due > now {
                 let wait = min(due - now, 50_000_000)
                 var ts = timespec(tv_sec: Int(wait / 1_000_000_000), tv_nsec: Int(wait % 1_000_000_000))

@@ -146,6 +146,73 @@ final class RTCPFeedbackListener: Sendable {
     func takeKeyframeRequest() -> Bool { flags.keyframeRequested.exchange(false, ordering: .acquiring) }
 }
 
+/// Sends RTCP sender reports (RFC 3550 §6.4.1) with an SDES CNAME for the send pipelines, one
+/// compound per destination, at the RFC's randomised interval (0.5 to 1.5 times 500 ms). They map
+/// each stream's RTP timestamps to the wall clock, which a receiver needs to play audio and video
+/// in sync (RFC 3550 §6.4.1, "NTP timestamp").
+/// Thread rule: `sendDue(now:)` from the one sending thread. Cost: a few small arrays per report.
+final class SenderReporter {
+    private let socket: UDPSocket
+    private let srtcp: SRTPContext?
+    private let cname: String
+    /// The streams by destination, in the order given.
+    private let groups: [(destination: SocketAddress, targets: [any RTPSendFeedbackTarget])]
+    private var schedule = RTCPReportSchedule(intervalMilliseconds: 500)
+    private var buffer = [UInt8](repeating: 0, count: 1500)
+    /// Compound packets sent.
+    private(set) var sent = 0
+
+    init(
+        socket: UDPSocket, key: SRTPKeyMaterial?, cname: String,
+        streams: [(destination: SocketAddress, target: any RTPSendFeedbackTarget)]
+    ) throws {
+        self.socket = socket
+        self.cname = cname
+        if let key {
+            do { srtcp = try SRTPContext(material: key, direction: .outbound) } catch {
+                throw InputError(description: "cannot set up SRTCP: \(error)")
+            }
+        } else {
+            srtcp = nil
+        }
+        var groups: [(destination: SocketAddress, targets: [any RTPSendFeedbackTarget])] = []
+        for s in streams {
+            if let i = groups.firstIndex(where: { $0.destination == s.destination }) {
+                groups[i].targets.append(s.target)
+            } else {
+                groups.append((s.destination, [s.target]))
+            }
+        }
+        self.groups = groups
+    }
+
+    /// Sends the reports when they are due at `now` (the first at once).
+    func sendDue(now: MonotonicTime) {
+        guard schedule.isDue(now: now) else { return }
+        let ntp = NTPTime.wallClock()
+        for group in groups {
+            // A stream that has sent nothing has no timestamp to map yet.
+            let targets = group.targets.filter { $0.senderInfo.packetCount > 0 }
+            var packets: [RTCPPacket] = RTCPSenderSession.senderReports(for: targets, ntpTime: ntp, now: now)
+                .map { .senderReport($0) }
+            guard let first = targets.first else { continue }
+            packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
+            var size = RTCPCompound.marshalSize(packets)
+            guard size + (srtcp?.rtcpOverhead ?? 0) <= buffer.count else { continue }
+            let sent = buffer.withUnsafeMutableBytes { b -> Bool in
+                b.appending { RTCPCompound.marshal(packets, into: &$0) }
+                if let srtcp {
+                    var span = b.mutableBytes
+                    guard let n = try? srtcp.protectRTCP(&span, length: size) else { return false }
+                    size = n
+                }
+                return (try? socket.send(UnsafeRawBufferPointer(rebasing: b[0..<size]), to: group.destination)) != nil
+            }
+            if sent { self.sent += 1 }
+        }
+    }
+}
+
 /// A byte buffer owned by one receiving thread (the closure that captures it).
 /// Sendable: `bytes` is used only by the one UDP receiver thread whose handler captures the buffer.
 final class ScratchBuffer: @unchecked Sendable {

@@ -115,6 +115,23 @@ extension AudioVideoSync {
         }
     }
 
+    /// The dead band: a 20 ms offset either way is left as it is (no stream is delayed for it,
+    /// so video keeps its latency), a 60 ms one is corrected to within 5 ms.
+    @Test func anOffsetInsideTheDeadBandIsLeftAloneALargerOneIsCorrected() {
+        for naturalMs in [20.0, -20.0] {
+            var streams = Self.streams(naturalMs: naturalMs), sync = AudioVideoSync()
+            let offsets = streams.run(&sync, updates: 10)
+            #expect(sync.videoExtraNs == 0 && sync.audioExtraNs == 0, "\(naturalMs) ms: \(sync)")
+            #expect(offsets.allSatisfy { abs($0 - naturalMs) < 0.001 }, "\(offsets)")
+        }
+        for naturalMs in [60.0, -60.0] {
+            var streams = Self.streams(naturalMs: naturalMs), sync = AudioVideoSync()
+            let offsets = streams.run(&sync, updates: 10)
+            #expect(abs(streams.offset()) <= 5 * Self.ms, "\(naturalMs) ms: \(offsets)")
+            #expect(!sync.isCorrecting, "settled: \(sync)")
+        }
+    }
+
     @Test func whenThePathsEvenOutTheExtraIsTakenBack() {
         var streams = Self.streams(naturalMs: 150), sync = AudioVideoSync()
         streams.run(&sync, updates: 12)

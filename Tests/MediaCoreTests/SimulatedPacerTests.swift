@@ -113,11 +113,16 @@ final class SimulatedPacerDriver: @unchecked Sendable {
             "simulated pacer: 720p VP8 \(Self.bitrate / 1000) kbit/s keyframe \(keyBytes) B in \(keyPaced.count) packets: "
                 + "largest 5 ms burst \(burstBefore) B unpaced, \(burstAfter) B paced (spread over \(spreadMs) ms); "
                 + "whole run \(allBefore) B -> \(allAfter) B; \(paced.count) packets paced, \(unpaced.count) unpaced")
-        // Pacing rate 2.5 x 2.5 Mbit/s: 7812 B per 5 ms interval; a window may hold one interval's
-        // saved budget, its own budget and one packet's overshoot.
+        // Pacing rate 2.5 x 2.5 Mbit/s: 3906 B per 5 ms interval; a window may hold one interval's
+        // saved budget, its own budget and one packet's overshoot. Delta frames leave in one burst
+        // each (`aDeltaFrameLeavesInOneBurstAKeyframeStaysPaced`): over the run, the largest
+        // burst is the largest delta frame, well under the keyframe.
         let interval = Int(Double(Self.bitrate) * 2.5 * 0.005 / 8)
         #expect(burstAfter <= 2 * interval + 1200, "paced burst \(burstAfter) B")
-        #expect(allAfter <= 2 * interval + 1200, "paced burst over the run \(allAfter) B")
+        let largestDelta =
+            Dictionary(grouping: paced.filter { $0.timestamp != ts1 }, by: \.timestamp).values
+            .map { $0.reduce(0) { $0 + $1.size } }.max() ?? 0
+        #expect(allAfter <= max(2 * interval + 1200, largestDelta), "paced burst over the run \(allAfter) B")
         #expect(burstBefore == keyBytes, "unpaced, the keyframe leaves at once: \(burstBefore) of \(keyBytes) B")
         #expect(burstAfter * 3 < burstBefore)
         // The keyframe takes about its size over the pacing rate (not one burst), and every packet
@@ -202,6 +207,74 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         #expect(queued == 0 && e.count == 100)
         #expect(span > 0.9 && span < 1.0, "spread over \(span) s")
         #expect(SimulatedWire.largestBurst(e) <= 2 * 500 + 1000)
+    }
+
+    /// Delta frames leave at once on the budget saved between frames, a keyframe stays paced: at
+    /// 2.5 x 2.5 Mbit/s (3906 B per 5 ms interval), 30 frames of 11 kB a frame interval apart each
+    /// leave at one instant, where one interval's budget at a time took three intervals (10 ms)
+    /// per frame; a keyframe of 44 kB written the same way after a pause still leaves in bursts of
+    /// about one interval's budget, over 50 ms.
+    @Test func aDeltaFrameLeavesInOneBurstAKeyframeStaysPaced() {
+        let time = SimulatedTime()
+        let wire = SimulatedWire(time: time)
+        let driver = SimulatedPacerDriver(
+            RTPPacer(sink: SimulatedWireSink(wire), maxPacketSize: 1500, targetBitrate: Self.bitrate), time: time)
+        var packet = [UInt8](repeating: 0, count: 1100)
+        packet[0] = 0x80
+        func frame(_ index: UInt8, packets: Int, keyframe: Bool) {
+            packet[4] = index  // the RTP timestamp's first byte tells the frames apart
+            for _ in 0..<packets { packet.withUnsafeBytes { driver.pacer.write($0, burstable: !keyframe) } }
+            driver.pacer.flush()
+        }
+        var written: [UInt8: UInt64] = [:]
+        for i in 0..<30 {
+            time.advance(by: .nanoseconds(33_333_333))
+            written[UInt8(i)] = time.now.nanoseconds
+            frame(UInt8(i), packets: 10, keyframe: false)
+        }
+        time.advance(by: .milliseconds(100))
+        frame(200, packets: 40, keyframe: true)
+        time.advance(by: .milliseconds(200))
+        driver.stop()
+        let frames = Dictionary(grouping: wire.packets) { $0.timestamp >> 24 }
+        var worst = 0.0
+        for i in 0..<30 {
+            let f = frames[UInt32(i)] ?? []
+            // From the write to the frame's last packet leaving.
+            worst = max(worst, Double(f.map(\.ns).max()! - written[UInt8(i)]!) / 1e6)
+            #expect(f.count == 10)
+        }
+        let key = frames[200] ?? []
+        let keySpread = Double(key.last!.ns - key.first!.ns) / 1e6
+        print(
+            "simulated pacer: 11 kB delta frames leave within \(worst) ms of their write; a 44 kB keyframe over \(keySpread) ms")
+        #expect(worst == 0, "a delta frame waited \(worst) ms")
+        #expect(key.count == 40 && keySpread >= 45, "keyframe over \(keySpread) ms")
+        let interval = Int(Double(Self.bitrate) * 2.5 * 0.005 / 8)
+        #expect(SimulatedWire.largestBurst(key) <= 2 * interval + 1100)
+    }
+
+    /// The queue-time limit counts the time the queued packets have already waited: 100 kB queued
+    /// at once at 2.5 x 100 kbit/s (3.2 s at the pacing rate) is out within the 2 s limit, where a
+    /// rate that drained the queue's bytes over a fresh 2 s at every interval (falling as the
+    /// queue shrank) let the last packets wait 2.9 s.
+    @Test func aLongQueueLeavesWithinTheQueueTimeLimit() {
+        let time = SimulatedTime()
+        let wire = SimulatedWire(time: time)
+        let driver = SimulatedPacerDriver(
+            RTPPacer(sink: SimulatedWireSink(wire), maxPacketSize: 1500, targetBitrate: 100_000), time: time)
+        var packet = [UInt8](repeating: 0, count: 1000)
+        packet[0] = 0x80
+        let start = time.now.nanoseconds
+        for _ in 0..<100 { packet.withUnsafeBytes { driver.pacer.write($0) } }
+        driver.pacer.flush()
+        time.advance(by: .seconds(4))
+        let stats = driver.pacer.statistics
+        driver.stop()
+        let lastMs = Double(wire.packets.last!.ns - start) / 1e6
+        print("simulated pacer: 100 kB queued at 250 kbit/s pacing: the last packet left after \(lastMs) ms")
+        #expect(wire.packets.count == 100)
+        #expect(lastMs <= 2_010 && stats.maxQueueDelay <= .milliseconds(2_010), "last packet after \(lastMs) ms")
     }
 
     /// A probe cluster leaves at the cluster's rate, padded on the RTX SSRC (SRTP-protected there,

@@ -126,6 +126,49 @@ final class NodeMesh: @unchecked Sendable {
         return false
     }
 
+    /// Waits until, through an SFU with end-to-end encryption, every member's publishing
+    /// connection is up, its senders use the newest frame key IDs it announced, and every other
+    /// member holds them (`media-stats`' path fields `publisherState`, `ownKeyIDs`,
+    /// `ownKeysInUse` and `keyIDs`), twice in a row 200 ms apart, so that a rotation that begins
+    /// just after one look is caught by the next.
+    func waitForSFUSenders(_ members: [Int], timeout: Double = 30) async -> Bool {
+        let deadline = MonotonicTime.now + .seconds(timeout)
+        var settledLooks = 0
+        while MonotonicTime.now < deadline {
+            var own: [String: Set<String>] = [:]
+            var held: [String: [String: Set<String>]] = [:]  // receiver -> sender -> IDs
+            var settled = true
+            for i in members {
+                guard let stats = await call(i, ["cmd": "media-stats"]), let ps = stats["participants"] as? [[String: Any]]
+                else { settled = false; break }
+                for p in ps {
+                    guard let path = p["path"] as? [String: Any], let sender = p["friendId"] as? String else {
+                        settled = false; continue
+                    }
+                    if path["publisherState"] as? String != "connected" { settled = false }
+                    // Without end-to-end encryption there are no key fields and nothing to wait for.
+                    guard let ownIDs = path["ownKeyIDs"] as? [String] else { continue }
+                    if path["ownKeysInUse"] as? Bool != true { settled = false }
+                    own[ids[i]] = Set(ownIDs)
+                    held[ids[i], default: [:]][sender] = Set(path["keyIDs"] as? [String] ?? [])
+                }
+            }
+            if settled {
+                for r in members {
+                    for s in members where s != r {
+                        guard let sent = own[ids[s]] else { continue }
+                        guard !sent.isEmpty, sent.isSubset(of: held[ids[r]]?[ids[s]] ?? [])
+                        else { settled = false; break }
+                    }
+                }
+            }
+            settledLooks = settled ? settledLooks + 1 : 0
+            if settledLooks >= 2 { return true }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        return false
+    }
+
     /// Decoded video frames and loud audio samples per friend ID, as `media-stats` reports them.
     func mediaStats(_ i: Int) async -> [String: (frames: Int, loud: Int)] {
         guard let stats = await call(i, ["cmd": "media-stats"]), let ps = stats["participants"] as? [[String: Any]] else {

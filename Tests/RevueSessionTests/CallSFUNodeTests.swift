@@ -38,10 +38,12 @@ struct CallSFUNodeTests {
         #expect(formed, "the SFU room did not complete")
         let joinTime = (MonotonicTime.now - started).inSeconds
         // Each join gives everyone a new frame key, which senders take a second later
-        // (`Room.sfuKeySwitchDelay`), on each participant's own clock: until then the last to
-        // join decodes nothing of the others. 2.5 s leaves the processes 1.5 s of slack on a
-        // loaded machine (1.3 s once left every direction 40 % loud).
-        try? await Task.sleep(for: .milliseconds(2500))
+        // (`Room.sfuKeySwitchDelay`), on each participant's own clock: until every sender uses
+        // its newest key and every receiver holds it, the last to join decodes nothing of the
+        // others. Wait for exactly that, as each node reports it (a fixed 1.3 s wait once left
+        // every direction 40 % loud).
+        let keyed = await mesh.waitForSFUSenders(Array(0..<count), timeout: 30)
+        #expect(keyed, "not every participant holds every sender's key in use")
         return (janus, mesh, joinTime)
     }
 

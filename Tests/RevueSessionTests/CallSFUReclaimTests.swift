@@ -68,6 +68,29 @@ final class JanusNamespace {
         guard r.status == 0 else { throw NetworkLabError(description: "cut failed: \(r.output)") }
     }
 
+    /// Silently drops, for good, the packets of the TCP connections to Janus's `port` that are
+    /// open now, both ways (no reset: as when a device's address changes under a connection);
+    /// new connections pass, and so does media. Returns how many connections it silenced.
+    func silenceConnections(toPort port: Int) throws -> Int {
+        let list = shell("ss -Htn state established dst \(janusAddress):\(port) | awk '{print $3}' | sed 's/.*://'")
+        let ports = list.output.split(whereSeparator: \.isNewline).compactMap { Int($0) }
+        guard list.status == 0, !ports.isEmpty else {
+            throw NetworkLabError(description: "no connection to silence: \(list.output)")
+        }
+        let set = ports.map(String.init).joined(separator: ", ")
+        let r = shell(
+            """
+            set -e
+            ip netns exec \(namespace) nft add table inet rjquiet
+            ip netns exec \(namespace) nft add chain inet rjquiet in '{ type filter hook input priority 0; policy accept; }'
+            ip netns exec \(namespace) nft add chain inet rjquiet out '{ type filter hook output priority 0; policy accept; }'
+            ip netns exec \(namespace) nft add rule inet rjquiet in tcp dport \(port) tcp sport '{ \(set) }' drop
+            ip netns exec \(namespace) nft add rule inet rjquiet out tcp sport \(port) tcp dport '{ \(set) }' drop
+            """)
+        guard r.status == 0 else { throw NetworkLabError(description: "silencing failed: \(r.output)") }
+        return ports.count
+    }
+
     /// Undoes `cut()`.
     func restore() throws {
         let r = shell("ip netns exec \(namespace) nft delete table inet rjcut")
@@ -182,6 +205,38 @@ struct CallSFUReclaimTests {
 
     @Test func aThreeSecondCutOverHTTPIsReclaimedAndMediaResumes() async throws {
         try await reclaimed(webSocket: false)
+    }
+
+    /// Over a WebSocket, the path of every participant's connection to Janus dies without a
+    /// reset (its packets are dropped for good; new connections and media pass): the keepalive
+    /// that gets no answer notices it within 10 s (5 s between keepalives, 5 s for the answer),
+    /// and the session is reclaimed on a new connection, keeping its handles and WebRTC
+    /// connections; media goes on in every direction.
+    @Test func aWebSocketWhosePathDiesSilentlyIsNoticedWithinTenSecondsAndReclaimed() async throws {
+        try await Self.withCallThroughNamespace(webSocket: true, reclaim: 20) { link, janus, peers, attachers in
+            let before = peers.map(Self.identity)
+            let silenced = try link.silenceConnections(toPort: janus.wsPort)
+            #expect(silenced == peers.count, "one WebSocket per participant")
+            let at = Date()
+            for p in peers {
+                await p.wait("\(p.name)'s session reclaimed", timeout: 20) { (p.room.sfu?.reclaims ?? 0) >= 1 }
+            }
+            let took = Date().timeIntervalSince(at)
+            print(
+                "CallSFUReclaimTests: silent WebSocket path: every session reclaimed \(String(format: "%.2f", took)) s after it died"
+            )
+            // At most 10.25 s (a keepalive just missed, its 5 s wait, the first retry after 0.25 s);
+            // with a keepalive every 25 s it was 10-35 s. The margin is for a loaded machine.
+            #expect(took < 16, "noticed within a keepalive round and its wait")
+            for (p, was) in zip(peers, before) {
+                #expect(Self.identity(p) == was, "\(p.name) kept its session, feed and connections")
+                #expect(p.room.sfu?.rebuilds == 0 && p.room.sfu?.failure == nil)
+            }
+            for p in peers { await CallSFUTests.waitSubscribed(p, to: peers.filter { $0 !== p }) }
+            Self.resetProbes(attachers)
+            await CallSFUTests.feedAndCheckEveryDirection(peers, attachers, seconds: 3, label: "after a silent WebSocket death")
+            for p in peers { #expect(!p.recorder.room.contains { $0.hasPrefix("failed") }, "\(p.name): \(p.recorder.room)") }
+        }
     }
 
     /// Over a WebSocket, a participant leaves while the link is cut, and Janus ends its session

@@ -243,11 +243,9 @@ extension ICEAgent {
             // restart): the transaction ends and the pair is checked again under our current
             // credentials, instead of retransmitting the refused request (a few times at most).
             if m.messageClass == .errorResponse, m.errorCode?.code == 401,
-                let t = checks.answered(m.transactionID, from: from, relay: relay), !t.pair.valid,
-                t.pair.retryableErrors < ICECandidatePair.maxRetryableErrors
+                let t = checks.answered(m.transactionID, from: from, relay: relay)
             {
-                t.pair.retryableErrors += 1
-                t.pair.state = .waiting
+                _ = t.pair.passRetryableError()
             }
             return
         }
@@ -264,12 +262,7 @@ extension ICEAgent {
                 // 401, 420 and 500 may pass (a peer that restarted ICE answers 401 until our
                 // new credentials reach it): the pair waits for another check, a few times at
                 // most. Any other error fails it.
-                if [401, 420, 500].contains(code), pair.retryableErrors < ICECandidatePair.maxRetryableErrors {
-                    pair.retryableErrors += 1
-                    pair.state = .waiting
-                } else {
-                    pair.state = .failed
-                }
+                if !([401, 420, 500].contains(code) && pair.passRetryableError()) { pair.state = .failed }
             }
             return
         }

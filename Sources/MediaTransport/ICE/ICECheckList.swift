@@ -62,6 +62,18 @@ package final class ICECandidatePair {
     /// restarted ICE answers 401 until our new credentials reach it (one signalling round trip).
     package static let maxRetryableErrors = 8
 
+    /// An error answer that may pass (RFC 8445 §7.2.5.2.4 leaves 401, 420 and 500 to the agent;
+    /// a peer that restarted ICE answers 401 until our new credentials reach it): a pair not yet
+    /// valid waits for another check, at most `maxRetryableErrors` times. Returns false when the
+    /// pair has had its share (the caller fails it) or is valid already (nothing changes).
+    /// Thread rule: the agent's. Cost: none.
+    package func passRetryableError() -> Bool {
+        guard !valid, retryableErrors < Self.maxRetryableErrors else { return false }
+        retryableErrors += 1
+        state = .waiting
+        return true
+    }
+
     /// A waiting pair of `local` and `remote` (priority 0 until set).
     package init(local: ICELocalCandidate, remote: ICECandidate) {
         self.local = local

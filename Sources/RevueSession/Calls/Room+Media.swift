@@ -630,6 +630,16 @@ extension Room {
             var out: [String: JSONValue] = [
                 "sfu": .string(sfu.server.url), "room": .string(String(sfu.server.room)), "subscribed": false,
             ]
+            // Our publishing connection to the server (what carries our media to everyone).
+            out["publisherState"] = .text(sfu.publisher?.state.rawValue)
+            if sfu.server.endToEndEncryption {
+                // Frame keys by ID (never the keys): ours last announced and whether our senders use
+                // them yet, and the ones this participant announced to us. A script waits until every
+                // sender uses its newest IDs and every receiver holds them.
+                out["ownKeyIDs"] = .strings([sfu.keyIDs.video, sfu.keyIDs.audio].map { String($0) })
+                out["ownKeysInUse"] = .bool(sfu.keyGeneration == sfu.keyGenerationInUse)
+                out["keyIDs"] = .strings((sfu.remoteKeyIDs[id] ?? []).map { String($0) })
+            }
             guard let view = sfu.subscriptions[id], let sub = sfu.subscriber else { return out }
             out["subscribed"] = true
             out["feed"] = .string(String(view.feed))
