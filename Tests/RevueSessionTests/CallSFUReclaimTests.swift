@@ -326,6 +326,75 @@ struct CallSFUReclaimTests {
     @Test func aCutLongerThanTheSessionTimeoutOverHTTPRebuildsAndMediaResumes() async throws {
         try await rebuilt(webSocket: false)
     }
+
+    /// A room joined by link (a host and two joiners, over HTTP) through a 10 s cut with a 6 s
+    /// session timeout: every session is made again, on a new feed. Nobody leaves anyone's
+    /// call: while its own connection is coming back, the host keeps the members it no longer
+    /// sees and each joiner waits for the host's envelope; the host lets each joiner back in at
+    /// its new feed (its request under the same link) and seals an epoch naming the new feeds,
+    /// which everyone follows. All six directions decode the right sender and hear its tone.
+    @Test func aLinkRoomSurvivesACutLongerThanTheSessionTimeout() async throws {
+        let link = try JanusNamespace()
+        defer { link.teardown() }
+        var o = JanusServer.Options()
+        o.host = link.janusAddress
+        o.namespace = link.namespace
+        o.reclaimSessionTimeout = 2
+        o.sessionTimeout = 6
+        let janus = try await JanusServer.started(options: o)
+        defer { janus.stop() }
+        let node = try RendezvousNode(host: "127.0.0.1")
+        defer { node.stop() }
+        let room = UInt64.random(in: 1...1_000_000)
+        let server = SFUServer(url: "http://\(link.janusAddress):\(janus.port)/janus", room: room)
+        let peers = try CallSFUTests.peers(["host", "ann", "bob"], node: node, janus: janus, room: room, server: server)
+        defer { for p in peers { p.peer.remove() } }
+        let roomLink = try peers[0].room.createLink(name: "Hana")
+        try peers[1].room.joinRoom(link: roomLink, name: "Ann")
+        try peers[2].room.joinRoom(link: roomLink, name: "Bob")
+        let attachers = CallSFULinkTests.attach(peers)
+        for p in peers { await CallSFULinkTests.waitInRoom(p, with: peers.filter { $0 !== p }) }
+        await CallSFULinkTests.waitKeysSettled(peers)
+        let before = peers.map(Self.identity)
+        let epoch = try #require(peers[0].room.linkLeg?.epoch)
+
+        try await Self.blip(link, seconds: 10)
+        let back = Date()
+        for p in peers {
+            await p.wait("\(p.name) rebuilt", timeout: 30) { (p.room.sfu?.rebuilds ?? 0) >= 1 && p.room.sfu?.handle != nil }
+        }
+        await peers[0].wait("an epoch naming every new feed", timeout: 30) {
+            let feeds = Set(peers.compactMap { $0.room.sfu?.feed })
+            return feeds.count == 3 && Set(peers[0].room.linkLeg?.roster.map(\.feed) ?? []) == feeds
+        }
+        for p in peers { try #require(p.room.linkLeg != nil, "\(p.name)'s call ended: \(p.recorder.room)") }
+        for p in peers { await CallSFULinkTests.waitInRoom(p, with: peers.filter { $0 !== p }, timeout: 30) }
+        await CallSFULinkTests.waitKeysSettled(peers)
+        print(
+            "CallSFUReclaimTests link room: every participant back at its new feed \(String(format: "%.2f", Date().timeIntervalSince(back))) s after the link came back"
+        )
+        #expect((peers[0].room.linkLeg?.epoch ?? 0) > epoch)
+        for (p, was) in zip(peers, before) {
+            let now = Self.identity(p)
+            #expect(now.session != was.session && now.feed != was.feed, "\(p.name): \(was) -> \(now)")
+            #expect(p.room.linkLeg != nil && p.room.sfu?.failure == nil)
+            #expect(
+                !p.recorder.room.contains { $0.hasPrefix("disconnect(") || $0.hasPrefix("failed") || $0 == "ended" },
+                "\(p.name): \(p.recorder.room)")
+        }
+        Self.resetProbes(attachers)
+        await CallSFULinkTests.feed(peers, of: peers, seconds: 3)
+        for (i, me) in peers.enumerated() {
+            for (j, other) in peers.enumerated() where i != j {
+                let probe = attachers[i].probe(CallSFULinkTests.identity(other))
+                let n = probe.snapshot
+                print("CallSFUReclaimTests link room: \(me.name) from \(other.name): \(n) \(probe.meanPSNR) dB")
+                #expect(n.frames >= 45 * 3 / 4 && n.foreign == 0, "\(me.name) from \(other.name): \(n)")
+                #expect(probe.snr(CallSFUTests.tones[j]) > 10, "\(me.name) hears \(other.name)")
+            }
+        }
+        for p in peers { p.room.disconnectAll() }
+    }
 }
 
 /// Whether Janus is installed (the tests above start it).

@@ -38,7 +38,8 @@ public class Participant {
     public var videoTracks: [TrackPublication] { trackPublications.values.filter { $0.kind == .video } }
 }
 
-/// A friend in the call; `identity` is the friend ID. Main actor.
+/// A friend in the call; `identity` is the friend ID (in a room joined by link, `link-` and 16 hex
+/// digits naming the participant's key, and `name` the name it chose). Main actor.
 @MainActor
 public final class RemoteParticipant: Participant {
     /// Why the participant left; nil while connected.
@@ -57,10 +58,12 @@ public final class RemoteParticipant: Participant {
     }
 
     /// Hangs up with this participant (you stay in the call with the others). Both sides receive
-    /// `participantDidDisconnect`; does nothing when the participant already left.
+    /// `participantDidDisconnect`; does nothing when the participant already left. In a room joined
+    /// by link, the host removes the participant (`Room.removeLinkParticipant(_:)`); anyone else
+    /// cannot leave one participant alone and this does nothing (`Room.disconnectAll()` leaves).
     @MainActor
     public func disconnect() {
-        room?.hangUp(self, reason: .localHangUp, notify: true)
+        room?.disconnectParticipant(self)
     }
 
     /// Asks the participant to mute (`true`) or unmute (`false`) their microphone; they receive

@@ -170,6 +170,7 @@ extension Room {
         stopSFU()
         joined = false
         sfuLeg.callEnded()
+        linkRoomEnded()
         introductions.callEnded()
         localParticipant.mode = options.mode
         activeSpeakers = []

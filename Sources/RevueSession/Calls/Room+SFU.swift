@@ -427,7 +427,9 @@ extension Room {
         sfu.remoteFeeds[id] = nil
         for kid in sfu.remoteKeyIDs.removeValue(forKey: id) ?? [] { sfu.frames?.removeKey(keyID: kid) }
         sfuReconcile()
-        guard sfu.server.endToEndEncryption, !remoteParticipants.filter({ $0.key != id }).isEmpty else { return }
+        guard sfu.server.endToEndEncryption, linkLeg == nil, !remoteParticipants.filter({ $0.key != id }).isEmpty else {
+            return
+        }
         sfuRotateKey(sfu, excluding: id)
     }
 
@@ -455,6 +457,8 @@ extension Room {
     /// (or the server, for it) recorded before cannot be read with it. A key announced and not
     /// yet in use is such a key already; otherwise every participant gets a new one.
     func sfuParticipantJoined(_ id: String, _ sfu: SFUMedia) {
+        // A link room's keys come from its host's epochs (`Room+Link.swift`).
+        if linkLeg != nil { return }
         guard sfu.server.endToEndEncryption, sfu.feed != nil, sfu.keyGeneration == sfu.keyGenerationInUse else {
             return sfuAnnounce(sfu, to: [id])
         }
@@ -521,12 +525,17 @@ extension Room {
                 sfu.failure = "\(error)"
                 let detail = "the SFU at \(sfu.server.url) could not be joined: \(error)"
                 for id in remoteParticipants.keys { sfuFailed(detail, for: id) }
+                linkJoinFailed(sfu, error, detail)
                 return
             }
             guard !sfu.closed else { return }
             sfuAnnounce(sfu)
         }
         guard let handle = sfu.handle, !sfu.closed else { return }
+        await linkPass(sfu, handle)
+        // The session may have been made again while the link pass waited on the old one (its
+        // requests wait for a reclaim to end): the pass that follows works on the new one.
+        guard !sfu.closed, sfu.handle === handle else { return }
         await sfuPublish(sfu, handle)
         await sfuSubscribe(sfu)
     }
@@ -553,7 +562,7 @@ extension Room {
         }
         let handle = try await JanusVideoRoom(session: session)
         let room = sfu.server.room
-        let display = localParticipant.identity
+        let display = linkLeg?.display ?? localParticipant.identity
         var joined: JanusJoined
         let first: Result<JanusJoined, JanusError>
         do { first = .success(try await handle.joinAsPublisher(room: room, display: display, pin: sfu.server.pin)) } catch {
@@ -564,7 +573,8 @@ extension Room {
             joined = j
         case .failure(let error):
             // No such room (426): the first participant makes it (another may win the race: 427).
-            guard case .janus(426, _) = error else { throw error }
+            // A link's joiner never makes a room: only its host does.
+            guard case .janus(426, _) = error, linkLeg?.isHost ?? true else { throw error }
             var o = JanusRoomOptions()
             o.room = room
             o.publishers = SFUMedia.maxPublishers
@@ -616,7 +626,8 @@ extension Room {
     /// when none is left.
     private func sfuPublish(_ sfu: SFUMedia, _ handle: JanusVideoRoom) async {
         let want = Set(sfu.capturers.keys)
-        guard want != sfu.negotiated else { return }
+        // A pass on a session since made again must not start an offer on the new connection.
+        guard want != sfu.negotiated, sfu.handle === handle else { return }
         if want.isEmpty {
             let pc = sfu.publisher
             sfu.publisher = nil

@@ -40,7 +40,8 @@ public final class Room {
 
     /// Delegates receiving every call event; weak references; `Revue.destroy()` empties it.
     public let delegates = DelegateList<any RoomDelegate>()
-    /// The friends in the call, by friend ID.
+    /// The friends in the call, by friend ID (in a room joined by link: its participants, by
+    /// `link-` and 16 hex digits of their key).
     public internal(set) var remoteParticipants: [String: RemoteParticipant] = [:]
     /// You.
     public let localParticipant: LocalParticipant
@@ -88,6 +89,8 @@ public final class Room {
     /// The SFU the current call uses, its media (instead of `legs` and `localMedia`), and early
     /// SFU announcements.
     var sfuLeg = RoomSFULeg()
+    /// The room joined or hosted by link, if this call is one (`Room+Link.swift`).
+    var linkLeg: RoomLinkLeg?
     /// SSRCs used by our send streams and receive pipelines while the current legs exist
     /// (`freshSSRC`).
     var usedSSRCs: Set<UInt32> = []
@@ -240,6 +243,7 @@ extension Room {
         remoteParticipants = [:]
         invitations.removeAll()
         sfuLeg.forgetEarly()
+        linkRoomEnded()
         introductions.removeAll()
         friendRuns.forgetFriends()
         localParticipant.trackPublications = [:]

@@ -18,7 +18,8 @@ public protocol RoomDelegate: AnyObject {
     /// A track you were publishing could not be set up: it is not published and no
     /// `didPublishTrack` follows. Room only.
     func room(_ room: Room, localParticipant: LocalParticipant, didFailToPublishTrack kind: TrackKind, error: TrackPublishError)
-    /// A friend joined the call (an invitation was accepted, or a group member joined). Room only.
+    /// A friend joined the call (an invitation was accepted, or a group member joined), or, in a
+    /// room joined by link, a participant was let in. Room only.
     func room(_ room: Room, participantDidConnect participant: RemoteParticipant)
     /// A participant left the call; `participant.disconnectReason` says why.
     func room(_ room: Room, participantDidDisconnect participant: RemoteParticipant)

@@ -14,6 +14,9 @@ package struct RoomEnvironment {
     var mediaPath: ((String, SocketAddress) -> SocketAddress)?
     /// Publishing a track of this kind fails as if its encoder could not be created.
     var publishFailure: TrackKind?
+    /// How long a joiner of a link room waits to be let in before its call fails
+    /// (`RoomLinkLeg.admissionWait` in production).
+    var linkAdmissionWait = RoomLinkLeg.admissionWait
 
     /// Production: media legs, direct media, no forced failure.
     package init() {}
