@@ -30,10 +30,12 @@ import Testing
         func score(_ jitter: Double, _ loss: Double) -> Double {
             scores[SpeechQuality.Impairment(jitterMilliseconds: jitter, loss: loss)] ?? 0
         }
-        // Floors about 0.2-0.3 below today's means (the runs repeat exactly, so they move only with
-        // the code). A playout that drops, mutes or garbles audio on a clean path, or conceals a
-        // lost packet with silence, misses them.
-        let floors: [Double: [Double]] = [0: [3.2, 2.8, 2.4], 30: [2.8, 2.6, 2.3], 60: [2.2, 2.1, 1.85]]
+        // Floors below today's means (the runs repeat exactly, so they move only with the code): a
+        // playout that drops, mutes or garbles audio on a clean path misses the first column, and
+        // one that conceals a lost packet with silence instead of Opus's concealment misses the
+        // 10 % column (it scored 2.42, 2.37 and 2.00 there; in-band FEC rebuilds most losses, so
+        // the concealment decides only the rest).
+        let floors: [Double: [Double]] = [0: [3.2, 2.8, 2.55], 30: [2.8, 2.6, 2.5], 60: [2.2, 2.1, 2.05]]
         for jitter in [0.0, 30, 60] {
             for (loss, floor) in zip([0.0, 0.03, 0.10], floors[jitter]!) {
                 #expect(score(jitter, loss) >= floor, "±\(jitter) ms, \(loss * 100) % loss: \(score(jitter, loss))")
