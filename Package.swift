@@ -83,6 +83,8 @@ let package = Package(
             name: "revue-bench",
             dependencies: [
                 "MediaCore", "MediaTools", "CMediaShims", "RevueSession", "CBenchAlloc", "RevueCommandLine",
+                // the speech playout harness (`revue-bench speech`) shared with the tests
+                "MediaTestSupport",
             ],
             path: "Benchmarks/revue-bench"),
         // MediaCoreTests: parsers, codecs, containers, SRTP, SDP; no threads, no wall clock, so they

@@ -15,7 +15,7 @@ enum Suites {
         Suite(name: "videosend", run: VideoSendSuite.run), Suite(name: "audiosend", run: AudioSendSuite.run),
         Suite(name: "srtp", run: SRTPBenchSuite.run),
         Suite(name: "receive", run: ReceiveSuite.run),
-        Suite(name: "playout", run: PlayoutSuite.run),
+        Suite(name: "playout", run: PlayoutSuite.run), Suite(name: "speech", run: SpeechSuite.run),
         Suite(name: "cli", run: CLISuite.run), Suite(name: "memory", run: MemorySuite.run),
         Suite(name: "session", run: SessionSuite.run), Suite(name: "ice", run: ICEBenchSuite.run),
         Suite(name: "webrtc", run: WebRTCSuite.run),

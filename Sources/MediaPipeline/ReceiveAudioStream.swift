@@ -63,8 +63,8 @@ public struct AudioReceiveSettings: Sendable {
 /// each decoded packet (decoded audio not yet played plus the buffered packets' span) is smoothed
 /// and, when it is more than 20 ms above the adaptive target, one pitch period of the block just
 /// decoded is removed (`AudioTimeStretch.accelerate`, counted in `removedSamplesForAcceleration`);
-/// when it is more than 5 ms below, one is repeated (`preemptiveExpand`, counted in
-/// `insertedSamplesForDeceleration`). Blocks that are neither periodic nor quiet are left alone.
+/// when it is more than a quarter of the target less 10 ms (at least 5 ms) below, one is repeated
+/// (`preemptiveExpand`, counted in `insertedSamplesForDeceleration`). Blocks that are neither periodic nor quiet are left alone.
 /// So a sender whose clock runs fast or slow, and a target that moves, are followed without
 /// dropping audio; only when more than the target plus `hardCapMilliseconds` is buffered is a
 /// whole packet dropped. With `.dropPackets` one packet is dropped whenever more than the target
@@ -351,6 +351,11 @@ public final class AudioReceiveStream: @unchecked Sendable {
         filteredLevel = filteredLevel < 0 ? level : filteredLevel + (level - filteredLevel) / 32
         let target = Double(playoutTargetNs) * 48_000 / 1e9
         let block = UnsafeMutableBufferPointer(rebasing: pcm[0...])
+        // Above by 20 ms: accelerate. Below: expand beyond a quarter of the target less 10 ms (at
+        // least 5 ms, which a low target keeps, so a live stream with little jitter never runs
+        // dry). Under large jitter the level swings around a high target, and a 5 ms band below
+        // it expanded and then accelerated speech over and over (SimulatedSpeechPlayoutTests,
+        // ±60 ms jitter and no loss: wideband PESQ 2.45 with a 5 ms band, 2.93 with this one).
         if filteredLevel > target + 960 {
             let removed = stretch.accelerate(block, frames: pcmCount)
             if removed > 0 {
@@ -358,7 +363,7 @@ public final class AudioReceiveStream: @unchecked Sendable {
                 filteredLevel -= Double(removed)
                 audioStats.removedSamplesForAcceleration += UInt64(removed)
             }
-        } else if filteredLevel < target - 240 && pcmCount + stretch.maxLag <= 5760 * 2 {
+        } else if filteredLevel < target - max(240, target / 4 - 480) && pcmCount + stretch.maxLag <= 5760 * 2 {
             let inserted = stretch.preemptiveExpand(block, frames: pcmCount)
             if inserted > 0 {
                 pcmCount += inserted

@@ -40,6 +40,9 @@ package final class SimulatedSendPipeline: SimulatedCallSender, @unchecked Senda
     /// Audio of silence with a 50 ms 1 kHz beep at the start of every second of capture time
     /// (from the first `start`) instead of speech.
     package var beeps = false
+    /// 48 kHz mono audio to capture instead of the synthetic speech, from its first sample at the
+    /// first audio capture of the first `start` on (silence after its end); nil: synthetic speech.
+    package var recording: [Int16]?
     /// Where the receiver's RTCP comes from.
     package let receiverAddress = SocketAddress.loopbackIPv4(port: 5006)
 
@@ -169,7 +172,12 @@ package final class SimulatedSendPipeline: SimulatedCallSender, @unchecked Senda
     }
 
     private func captureAudio() {
-        if beeps {
+        if let recording {
+            for i in 0..<960 {
+                let n = audioSamplesCaptured + i
+                pcm[i] = n < recording.count ? recording[n] : 0
+            }
+        } else if beeps {
             for i in 0..<960 {
                 let n = audioSamplesCaptured + i
                 pcm[i] = n % 48_000 < 2_400 ? Int16(12_000 * sin(2 * Double.pi * 1_000 * Double(n) / 48_000)) : 0
