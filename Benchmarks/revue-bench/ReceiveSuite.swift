@@ -108,7 +108,7 @@ enum ReceiveSuite {
                 var workSpan = work.mutableBytes
                 let n = try inbound.unprotect(&workSpan, length: p.count)
                 let bytes = UnsafeRawBufferPointer(rebasing: work[0..<n])
-                let packet = try RTPPacket(parsing: bytes)
+                let packet = try RTPPacket(parsing: bytes.bytes)
                 video.insert(packet, in: bytes, arrival: MonotonicTime(nanoseconds: t0))
                 video.process(now: MonotonicTime(nanoseconds: t0))
             }

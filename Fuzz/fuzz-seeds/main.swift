@@ -32,10 +32,9 @@ func records(_ packets: [[UInt8]]) -> [UInt8] {
 }
 
 func rtpPacket(_ header: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8] {
-    var out = [UInt8](
-        repeating: 0, count: RTPPacket.marshalSize(header: header, payloadSize: payload.count, paddingSize: padding))
-    out.withUnsafeMutableBytes { o in
-        payload.withUnsafeBytes { p in _ = RTPPacket.marshal(header: header, payload: p, paddingSize: padding, into: o) }
+    var out: [UInt8] = []
+    out.append(capacity: RTPPacket.marshalSize(header: header, payloadSize: payload.count, paddingSize: padding)) {
+        _ = RTPPacket.marshal(header: header, payload: payload.span.bytes, paddingSize: padding, into: &$0)
     }
     return out
 }

@@ -228,7 +228,7 @@ final class MediaReceiver: @unchecked Sendable {
                 do { length = try srtp.unprotect(&bSpan, length: length) } catch { s.counters.rejectedPackets += 1; return }
             }
             let bytes = UnsafeRawBufferPointer(rebasing: b[0..<length])
-            guard let packet = try? RTPPacket(parsing: bytes) else {
+            guard let packet = try? RTPPacket(parsing: bytes.bytes) else {
                 s.counters.rejectedPackets += 1
                 return
             }

@@ -112,9 +112,10 @@
                             // Re-marshal with RFC 3550 padding through RTPPacket.marshal.
                             var payload = [UInt8](repeating: 0, count: plan.payloadSize(at: i))
                             _ = payload.withUnsafeMutableBytes { plan.writePayload(at: i, of: raw, into: $0) }
-                            n = buf.withUnsafeMutableBytes { out in
-                                payload.withUnsafeBytes {
-                                    RTPPacket.marshal(header: header, payload: $0, paddingSize: padding, into: out)
+                            n = buf.withUnsafeMutableBytes {
+                                $0.appending {
+                                    RTPPacket.marshal(
+                                        header: header, payload: payload.span.bytes, paddingSize: padding, into: &$0)
                                 }
                             }
                         }

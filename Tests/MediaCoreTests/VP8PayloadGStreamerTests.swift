@@ -127,7 +127,7 @@
             var frames: [[UInt8]] = [], keys: [Bool] = [], incomplete = 0
             for p in packets {
                 try p.withUnsafeBytes { raw in
-                    let r = try push(try RTPPacket(parsing: raw), raw)
+                    let r = try push(try RTPPacket(parsing: raw.bytes), raw)
                     incomplete += r.incompleteFrames
                     if let f = r.frame { frames.append(Array(f.data)); keys.append(f.isKeyframe) }
                 }

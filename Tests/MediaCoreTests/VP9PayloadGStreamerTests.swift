@@ -49,7 +49,7 @@
             #expect(packets.count > frames.count)
             // GStreamer's payloader uses non-flexible mode (F=0).
             let flexible = try packets[0].withUnsafeBytes {
-                try VP9PayloadDescriptor.parse(try RTPPacket(parsing: $0).payload(in: $0).bytes).0.flexibleMode
+                try VP9PayloadDescriptor.parse($0.bytes.extracting(try RTPPacket(parsing: $0.bytes).payloadRange)).0.flexibleMode
             }
             #expect(!flexible)
             let d = VP9Depacketizer()

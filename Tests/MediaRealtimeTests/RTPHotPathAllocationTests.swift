@@ -30,7 +30,7 @@
                     // The public span form for VP8, the raw form the send paths use for VP9 and Opus.
                     var span = OutputRawSpan(buffer: out, initializedCount: 0)
                     let n = plan.writePacket(at: i, header: &state.2, of: frame.bytes, into: &span)
-                    guard let pkt = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: out[0..<n])) else { return -1 }
+                    guard let pkt = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: out[0..<n]).bytes) else { return -1 }
                     state.5.update(
                         sequenceNumber: pkt.header.sequenceNumber, timestamp: pkt.header.timestamp,
                         arrival: MonotonicTime(nanoseconds: UInt64(Int64(f))))

@@ -127,8 +127,8 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         let header = RTPHeader(
             marker: index == 0, payloadType: audioPT, sequenceNumber: audioSeq,
             timestamp: UInt32(truncatingIfNeeded: index * 960), ssrc: audioSSRC)
-        let n = packet.withUnsafeBytes {
-            RTPPacket.marshal(header: header, payload: UnsafeRawBufferPointer(rebasing: $0[0..<size]), into: buffer)
+        let n = buffer.appending {
+            RTPPacket.marshal(header: header, payload: packet.span.bytes.extracting(0..<size), into: &$0)
         }
         send(n, seq: audioSeq, store: false)
         audioSeq &+= 1

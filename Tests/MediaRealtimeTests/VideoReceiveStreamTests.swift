@@ -37,7 +37,7 @@ private func videoPackets(_ codec: VPXCodec, count: Int, keyframesAt: Set<Int> =
 }
 
 private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
-    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: ns)) }
+    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0.bytes), in: $0, arrival: MonotonicTime(nanoseconds: ns)) }
 }
 
 @Suite struct VideoReceiveStreamTests {
@@ -323,7 +323,7 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
             for p in f {
                 allocations += p.withUnsafeBytes { bytes in
                     AllocationCounter.count {
-                        s.insert(try! RTPPacket(parsing: bytes), in: bytes, arrival: MonotonicTime(nanoseconds: t))
+                        s.insert(try! RTPPacket(parsing: bytes.bytes), in: bytes, arrival: MonotonicTime(nanoseconds: t))
                     }
                 }
             }

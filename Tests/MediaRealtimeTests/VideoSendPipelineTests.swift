@@ -66,7 +66,7 @@ func sendTestReceive(
             bytes.removeLast(bytes.count - n)
         }
         try bytes.withUnsafeBytes { raw in
-            let packet = try RTPPacket(parsing: raw)
+            let packet = try RTPPacket(parsing: raw.bytes)
             out.headers.append(packet.header)
             let result = codec == .vp8 ? try vp8.push(packet, in: raw) : try vp9.push(packet, in: raw)
             out.incomplete += result.incompleteFrames
@@ -468,8 +468,8 @@ func sendTestVideoConfiguration(
         var firsts: [VP8PayloadDescriptor] = []
         for bytes in packets {
             try bytes.withUnsafeBytes { raw in
-                let p = try RTPPacket(parsing: raw)
-                let (d, _) = try VP8PayloadDescriptor.parse(p.payload(in: raw).bytes)
+                let p = try RTPPacket(parsing: raw.bytes)
+                let (d, _) = try VP8PayloadDescriptor.parse(raw.bytes.extracting(p.payloadRange))
                 if d.startsFrame { firsts.append(d) }
             }
         }

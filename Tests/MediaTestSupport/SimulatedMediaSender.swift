@@ -196,8 +196,9 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
         let header = RTPHeader(
             marker: index == 0, payloadType: audioPayloadType, sequenceNumber: audioSequence,
             timestamp: UInt32(truncatingIfNeeded: index * 960), ssrc: audioSSRC)
-        let n = opusPacket.withUnsafeBytes {
-            RTPPacket.marshal(header: header, payload: UnsafeRawBufferPointer(rebasing: $0[0..<size]), into: buffer)
+        let packet = opusPacket
+        let n = buffer.appending {
+            RTPPacket.marshal(header: header, payload: packet.span.bytes.extracting(0..<size), into: &$0)
         }
         send(n, sequenceNumber: audioSequence, store: false)
         audioSequence &+= 1

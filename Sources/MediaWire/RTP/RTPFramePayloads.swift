@@ -60,7 +60,7 @@ extension RTPFramePayloadWriter {
         into buffer: UnsafeMutableRawBufferPointer
     ) -> Int {
         if setsMarkerOnLastPacket { header.marker = index == count - 1 }
-        let h = header.marshal(into: buffer)
+        let h = buffer.appending { header.marshal(into: &$0) }
         return h + writePayload(at: index, of: frame, into: buffer.tail(h))
     }
 }

@@ -24,7 +24,7 @@ public final class VP9Depacketizer {
 
     /// `push(_:in:)` on the raw buffer the packet was parsed from (the receive pipeline's).
     package func push(_ packet: RTPPacket, in buffer: UnsafeRawBufferPointer) throws(RTPError) -> RTPDepacketizeResult {
-        let payload = packet.payload(in: buffer)
+        let payload = UnsafeRawBufferPointer(rebasing: buffer[packet.payloadRange])
         let (d, size) = try VP9PayloadDescriptor.parse(payload.bytes)
         var result = RTPDepacketizeResult()
         let h = packet.header
