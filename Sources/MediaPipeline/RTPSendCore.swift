@@ -184,7 +184,7 @@ package final class RTPSendCore: @unchecked Sendable {
     /// rather than paying another read per frame. Returns (packets, payload bytes) sent. Worker
     /// thread only.
     @discardableResult
-    func send<P: RTPFramePayloadWriter>(
+    func send<P: RTPFramePayloads>(
         _ payloads: P, of frame: UnsafeRawBufferPointer, timestamp: UInt32, captureNs: Int64,
         capturedAt: MonotonicTime = .zero, now: MonotonicTime
     ) -> (Int, Int) {
@@ -193,7 +193,7 @@ package final class RTPSendCore: @unchecked Sendable {
         var packets = 0, octets = 0
         for i in 0..<payloads.count {
             header.sequenceNumber = sequencer.next()
-            let length = payloads.writePacket(at: i, header: &header, of: frame, into: buffer)
+            let length = buffer.appending { payloads.writePacket(at: i, header: &header, of: frame.bytes, into: &$0) }
             if let pacer {
                 pacer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
             } else if store(buffer, length: length, now: now) == 0 {

@@ -379,7 +379,11 @@ public final class VideoReceiveStream {
         frameBytes += p.bytes.count
         let result: RTPDepacketizeResult
         do {
-            if let vp8 { result = try vp8.push(packet, in: p.bytes) } else { result = try vp9!.push(packet, in: p.bytes) }
+            if let vp8 {
+                result = try vp8.push(packet, in: p.bytes.bytes)
+            } else {
+                result = try vp9!.push(packet, in: p.bytes.bytes)
+            }
         } catch {
             stats.packetsDiscarded += 1
             return 0

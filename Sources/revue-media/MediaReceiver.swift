@@ -253,9 +253,9 @@ final class MediaReceiver: @unchecked Sendable {
         let result: RTPDepacketizeResult
         do {
             if let vp8 = s.vp8 {
-                result = try vp8.push(packet, in: bytes)
+                result = try vp8.push(packet, in: bytes.bytes)
             } else if let vp9 = s.vp9 {
-                result = try vp9.push(packet, in: bytes)
+                result = try vp9.push(packet, in: bytes.bytes)
             } else {
                 return
             }

@@ -26,7 +26,9 @@
                             width: 640, height: 480)
                         for k in 0..<plan.count {
                             header.sequenceNumber = seq.next()
-                            let n = buf.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, of: raw, into: $0) }
+                            let n = buf.withUnsafeMutableBytes {
+                                $0.appending { plan.writePacket(at: k, header: &header, of: raw.bytes, into: &$0) }
+                            }
                             out.append(Array(buf[0..<n]))
                         }
                     }

@@ -110,7 +110,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
             let packets = packetizer.packetize(frameSize: encoded.byteCount, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
             for i in 0..<packets.count {
                 header.sequenceNumber = videoSeq
-                let n = packets.writePacket(at: i, header: &header, of: encoded.data, into: buffer)
+                let n = buffer.appending { packets.writePacket(at: i, header: &header, of: encoded.data.bytes, into: &$0) }
                 session.packetSent(ssrc: videoSSRC, payloadBytes: n - 12)
                 send(n, seq: videoSeq, store: true)
                 videoSeq &+= 1

@@ -155,7 +155,7 @@ import Testing
             var assembled: RTPAssembledFrame?
             for p in f {
                 try p.withUnsafeBytes { b in
-                    if let frame = try depacketizer.push(try RTPPacket(parsing: b.bytes), in: b).frame {
+                    if let frame = try depacketizer.push(try RTPPacket(parsing: b.bytes), in: b.bytes).frame {
                         assembled = frame
                         // The clear prefix: VP8 frame tag, and for a keyframe the start code and size.
                         let d = frame.data

@@ -68,7 +68,7 @@ func sendTestReceive(
         try bytes.withUnsafeBytes { raw in
             let packet = try RTPPacket(parsing: raw.bytes)
             out.headers.append(packet.header)
-            let result = codec == .vp8 ? try vp8.push(packet, in: raw) : try vp9.push(packet, in: raw)
+            let result = codec == .vp8 ? try vp8.push(packet, in: raw.bytes) : try vp9.push(packet, in: raw.bytes)
             out.incomplete += result.incompleteFrames
             guard let frame = result.frame else { return }
             let decoded: SendTestDecodedFrame? = try decoder.decode(frame.data) { view in

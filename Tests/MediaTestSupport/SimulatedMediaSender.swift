@@ -177,7 +177,7 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
                 frameSize: encoded.byteCount, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
             for i in 0..<packets.count {
                 header.sequenceNumber = videoSequence
-                let n = packets.writePacket(at: i, header: &header, of: encoded.data, into: buffer)
+                let n = buffer.appending { packets.writePacket(at: i, header: &header, of: encoded.data.bytes, into: &$0) }
                 session.packetSent(ssrc: videoSSRC, payloadBytes: n - 12)
                 send(n, sequenceNumber: videoSequence, store: true)
                 videoSequence &+= 1
