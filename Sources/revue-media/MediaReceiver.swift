@@ -417,7 +417,7 @@ final class MediaReceiver: @unchecked Sendable {
         try s.pcm.withUnsafeBufferPointer { p in
             let slice = UnsafeBufferPointer(rebasing: p[0..<count])
             s.counters.audioSamplesDecoded += count / max(1, s.tracks.audio?.channels ?? 1)
-            try s.wav?.write(slice)
+            try s.wav?.write(slice.span)
             s.onAudio?(slice)
         }
     }
