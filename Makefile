@@ -139,12 +139,14 @@ api-surface: deps
 	$(SWIFT) build --target RevueMedia
 	scripts/api-surface RevueSDK RevueMedia
 
-## make lint: swift-format (from the toolchain) checks every Swift file against .swift-format;
-## make format rewrites them in place.
+## make lint: swift-format (from the toolchain) checks every Swift file against .swift-format, and
+## scripts/check-inlinable that no `@inlinable` member sits in a package type the compiler would
+## not inline from other modules; make format rewrites the files in place.
 SWIFT_FORMAT ?= swift-format
 FORMAT_PATHS = Package.swift Sources Tests Benchmarks Soak Fuzz
 lint:
 	$(SWIFT_FORMAT) lint --strict --recursive --parallel $(FORMAT_PATHS)
+	scripts/check-inlinable Sources
 
 format:
 	$(SWIFT_FORMAT) format --in-place --recursive --parallel $(FORMAT_PATHS)

@@ -321,7 +321,8 @@ enum CLISuite {
             let r = try WAVReader(path: path)
             var all: [Float] = [], chunk = [Float](repeating: 0, count: 4800 * r.channelCount)
             while true {
-                let n = try chunk.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+                var span = chunk.mutableSpan
+                let n = try r.read(into: &span)
                 if n == 0 { break }
                 all.append(contentsOf: chunk[0..<(n * r.channelCount)])
             }
@@ -545,7 +546,8 @@ enum CLISuite {
             let r = try WAVReader(path: path)
             var all: [Int16] = [], chunk = [Int16](repeating: 0, count: 4800 * r.channelCount)
             while true {
-                let n = try chunk.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+                var span = chunk.mutableSpan
+                let n = try r.read(into: &span)
                 if n == 0 { break }
                 all.append(contentsOf: chunk[0..<(n * r.channelCount)])
             }

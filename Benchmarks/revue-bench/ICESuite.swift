@@ -86,7 +86,7 @@ enum ICEBenchSuite {
             let t0 = threadCPUNs()
             for i in 0..<packets {
                 header.sequenceNumber = UInt16(truncatingIfNeeded: i)
-                header.marshal(into: buffer)
+                buffer.appending { header.marshal(into: &$0) }
                 _ = core.egress(buffer, length: length, now: MonotonicTime(nanoseconds: UInt64(i) * 1_000_000), probeCluster: 0)
             }
             return Double(packets) / (Double(threadCPUNs() - t0) / 1e9)

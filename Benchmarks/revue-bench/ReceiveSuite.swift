@@ -47,7 +47,7 @@ enum ReceiveSuite {
                 for p in 0..<split.count {
                     header.sequenceNumber = seq
                     seq &+= 1
-                    let n = split.writePacket(at: p, header: &header, of: e.data, into: buffer)
+                    let n = buffer.appending { split.writePacket(at: p, header: &header, of: e.data.bytes, into: &$0) }
                     var bufferSpan = buffer.mutableBytes
                     let m = try! protect.protect(&bufferSpan, length: n)
                     body(UnsafeRawBufferPointer(rebasing: buffer[0..<m]))
@@ -108,7 +108,7 @@ enum ReceiveSuite {
                 var workSpan = work.mutableBytes
                 let n = try inbound.unprotect(&workSpan, length: p.count)
                 let bytes = UnsafeRawBufferPointer(rebasing: work[0..<n])
-                let packet = try RTPPacket(parsing: bytes)
+                let packet = try RTPPacket(parsing: bytes.bytes)
                 video.insert(packet, in: bytes, arrival: MonotonicTime(nanoseconds: t0))
                 video.process(now: MonotonicTime(nanoseconds: t0))
             }

@@ -3,7 +3,7 @@ import Foundation
 // fixed-capacity deque (what a lock-based queue costs), one consumer thread each; and MPSCRing with
 // one producer against SPSCRing (what the multi-producer protocol costs when only one thread
 // captures).
-@_spi(Engine) import MediaCore
+import MediaCore
 import Synchronization
 
 #if canImport(Glibc)

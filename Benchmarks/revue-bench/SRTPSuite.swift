@@ -44,7 +44,7 @@ enum SRTPBenchSuite {
                     let t0 = nowNs()
                     for i in 0..<packets {
                         header.sequenceNumber = UInt16(truncatingIfNeeded: i)
-                        header.marshal(into: buffer)
+                        buffer.appending { header.marshal(into: &$0) }
                         var bufferSpan = buffer.mutableBytes
                         _ = try ctx.protect(&bufferSpan, length: RTPHeader.fixedSize + payload)
                     }
@@ -55,7 +55,7 @@ enum SRTPBenchSuite {
                     let t0 = nowNs()
                     for i in 0..<packets {
                         header.sequenceNumber = UInt16(truncatingIfNeeded: i)
-                        header.marshal(into: buffer)
+                        buffer.appending { header.marshal(into: &$0) }
                         var length = Int32(RTPHeader.fixedSize + payload)
                         _ = srtp_protect(raw.session, buffer.baseAddress, &length)
                     }
@@ -75,7 +75,7 @@ enum SRTPBenchSuite {
                     let slot = UnsafeMutableRawBufferPointer(rebasing: protected[(i * 1500)..<((i + 1) * 1500)])
                     slot.initializeMemory(as: UInt8.self, repeating: 0x5A)
                     header.sequenceNumber = UInt16(i)
-                    header.marshal(into: slot)
+                    slot.appending { header.marshal(into: &$0) }
                     var slotSpan = slot.mutableBytes
                     lengths[i] = try sender.protect(&slotSpan, length: RTPHeader.fixedSize + payload)
                 }

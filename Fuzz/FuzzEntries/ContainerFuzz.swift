@@ -64,7 +64,14 @@ extension FuzzEntries {
         var total: Int64 = 0
         var failed = false
         for round in 0..<4096 {
-            let n = round & 1 == 0 ? try? reader.read(into: ints) : try? reader.read(into: floats)
+            let n: Int?
+            if round & 1 == 0 {
+                var span = ints.mutableSpan
+                n = try? reader.read(into: &span)
+            } else {
+                var span = floats.mutableSpan
+                n = try? reader.read(into: &span)
+            }
             guard let n else { failed = true; break }
             if n == 0 { break }
             fuzzRequire(n <= 1024, "WAV read returned \(n) frames for a 1024-frame buffer")

@@ -8,7 +8,7 @@ extension FuzzEntries {
         let kind = RTPDemultiplexer.classify(data.bytes)
         switch kind {
         case .rtp:
-            if let p = try? RTPPacket(parsing: data) {
+            if let p = try? RTPPacket(parsing: data.bytes) {
                 fuzzRequire(!(64...95).contains(p.header.payloadType), "RTP with PT \(p.header.payloadType) classified as RTP")
             }
         case .rtcp:
@@ -16,7 +16,7 @@ extension FuzzEntries {
         default:
             break
         }
-        if let p = try? RTPPacket(parsing: data), !(64...95).contains(p.header.payloadType) {
+        if let p = try? RTPPacket(parsing: data.bytes), !(64...95).contains(p.header.payloadType) {
             fuzzRequire(kind == .rtp, "RTP packet with PT \(p.header.payloadType) classified as \(kind)")
         }
     }

@@ -61,7 +61,7 @@ extension FuzzEntries {
             : try? outbound.protect(&span, length: body.count)
         // A fresh stream must protect any RTP packet our parser accepts (a stale stream from an
         // earlier input would fail here with a replay error).
-        if !rtcp, protected == nil, (try? RTPPacket(parsing: body)) != nil {
+        if !rtcp, protected == nil, (try? RTPPacket(parsing: body.bytes)) != nil {
             fuzzRequire(false, "libsrtp refused to protect a valid \(body.count)-byte RTP packet")
         }
         guard let protected else { return }

@@ -15,7 +15,7 @@ extension FuzzEntries {
                 fuzzRequire(size < packet.payloadSize, "VP8 descriptor of \(size) bytes leaves no data")
                 _ = try? VP8PayloadHeader(parsing: payload.extracting(size...))
                 var out = [UInt8](repeating: 0, count: 16)
-                let n = out.withUnsafeMutableBytes { d.marshal(into: $0) }
+                let n = out.withUnsafeMutableBytes { $0.appending { d.marshal(into: &$0) } }
                 out[n] = 0  // one byte of VP8 data so the descriptor parses
                 let again = out.withUnsafeBytes {
                     try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)]).bytes)
@@ -50,7 +50,7 @@ extension FuzzEntries {
                     for i in 0..<ss.spatialLayers { _ = ss.width(layer: i); _ = ss.height(layer: i) }
                 }
                 var out = [UInt8](repeating: 0, count: 64)
-                let n = out.withUnsafeMutableBytes { d.marshal(into: $0) }
+                let n = out.withUnsafeMutableBytes { $0.appending { d.marshal(into: &$0) } }
                 out[n] = 0
                 let again = out.withUnsafeBytes {
                     try? VP9PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[..<(n + 1)]).bytes)

@@ -32,10 +32,9 @@ func records(_ packets: [[UInt8]]) -> [UInt8] {
 }
 
 func rtpPacket(_ header: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8] {
-    var out = [UInt8](
-        repeating: 0, count: RTPPacket.marshalSize(header: header, payloadSize: payload.count, paddingSize: padding))
-    out.withUnsafeMutableBytes { o in
-        payload.withUnsafeBytes { p in _ = RTPPacket.marshal(header: header, payload: p, paddingSize: padding, into: o) }
+    var out: [UInt8] = []
+    out.append(capacity: RTPPacket.marshalSize(header: header, payloadSize: payload.count, paddingSize: padding)) {
+        _ = RTPPacket.marshal(header: header, payload: payload.span.bytes, paddingSize: padding, into: &$0)
     }
     return out
 }
@@ -131,10 +130,12 @@ func packetSequence(_ frameList: [[UInt8]], maxPayload: Int, vp9: Bool, size: (I
     for (i, frame) in frameList.enumerated() {
         header.timestamp = UInt32(i * 3000)
         frame.withUnsafeBytes { f in
-            func emit<P: RTPFramePayloadWriter>(_ plan: P) {
+            func emit<P: RTPFramePayloads>(_ plan: P) {
                 for k in 0..<plan.count {
                     var out = [UInt8](repeating: 0, count: header.marshalSize + plan.payloadSize(at: k))
-                    let n = out.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, of: f, into: $0) }
+                    let n = out.withUnsafeMutableBytes {
+                        $0.appending { plan.writePacket(at: k, header: &header, of: f.bytes, into: &$0) }
+                    }
                     packets.append(Array(out[..<n]))
                     header.sequenceNumber &+= 1
                 }

@@ -1,4 +1,4 @@
-@_spi(Engine) import MediaBase
+import MediaBase
 
 /// A preallocated block of interleaved PCM: what `AudioBufferCapturer` copies a caller's buffer
 /// into and the audio worker reads, recycled through an `AudioFramePool`.

@@ -1,4 +1,4 @@
-@_spi(Engine) import MediaBase
+import MediaBase
 
 /// A fixed set of preallocated `VideoFrame`s of one size, handed out to capture and returned by
 /// the encoder, so the per-frame path never allocates.

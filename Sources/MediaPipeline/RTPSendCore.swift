@@ -1,4 +1,4 @@
-@_spi(Engine) import MediaBase
+import MediaBase
 import MediaTransport
 import MediaWire
 import Synchronization
@@ -137,9 +137,9 @@ package final class RTPSendCore: @unchecked Sendable {
             h.padding = true
             h.payloadType = rtx.payloadType
             h.ssrc = rtx.ssrc
-            paddingTemplate = [UInt8](unsafeUninitializedCapacity: headerSize) { b, n in
-                n = h.marshal(into: UnsafeMutableRawBufferPointer(b))
-            }
+            var template: [UInt8] = []
+            template.append(capacity: headerSize) { h.marshal(into: &$0) }
+            paddingTemplate = template
         } else {
             paddingTemplate = []
         }
@@ -185,7 +185,7 @@ package final class RTPSendCore: @unchecked Sendable {
     /// thread only. `keyframe`: with a pacer, the frame's packets are paced at one interval's
     /// budget at a time; a delta frame's may leave at once on saved budget (`RTPPacer.write`).
     @discardableResult
-    func send<P: RTPFramePayloadWriter>(
+    func send<P: RTPFramePayloads>(
         _ payloads: P, of frame: UnsafeRawBufferPointer, timestamp: UInt32, captureNs: Int64,
         capturedAt: MonotonicTime = .zero, now: MonotonicTime, keyframe: Bool = false
     ) -> (Int, Int) {
@@ -194,7 +194,7 @@ package final class RTPSendCore: @unchecked Sendable {
         var packets = 0, octets = 0
         for i in 0..<payloads.count {
             header.sequenceNumber = sequencer.next()
-            let length = payloads.writePacket(at: i, header: &header, of: frame, into: buffer)
+            let length = buffer.appending { payloads.writePacket(at: i, header: &header, of: frame.bytes, into: &$0) }
             if let pacer {
                 pacer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]), burstable: !keyframe)
             } else if store(buffer, length: length, now: now) == 0 {
@@ -318,7 +318,7 @@ package final class RTPSendCore: @unchecked Sendable {
         _ packet: UnsafeMutableRawBufferPointer, length: Int, now: MonotonicTime, probeCluster: Int = 0
     ) {
         if let t = transportSequence, let numbers = t.numbers,
-            let at = RTPHeaderExtensions.elementOffset(id: t.id, in: packet, length: length)
+            let at = RTPHeaderExtensions.elementOffset(id: t.id, in: packet.bytes.extracting(..<length))
         {
             packet.put16(at, numbers.take(sendTime: now, size: length + (srtp?.rtpOverhead ?? 0), probeCluster: probeCluster))
         }
@@ -452,7 +452,7 @@ extension RTPSendCore: RTPPacerEgress {
     /// Stamps abs-send-time with the moment the packet leaves (what the receiver's delay estimate
     /// needs), then protects, keeps and writes it. Pacer's thread.
     package func egress(_ packet: UnsafeMutableRawBufferPointer, length: Int, now: MonotonicTime, probeCluster: Int) -> Int {
-        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: packet, length: length) {
+        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: packet.bytes.extracting(..<length)) {
             packet.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
         }
         return store(packet, length: length, now: now, probeCluster: probeCluster)
@@ -474,7 +474,7 @@ extension RTPSendCore: RTPPacerEgress {
         UnsafeMutableRawBufferPointer(rebasing: rtxBuffer[headerSize..<(length - 1)]).initializeMemory(
             as: UInt8.self, repeating: 0)
         rtxBuffer[length - 1] = UInt8(pad)
-        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer, length: length) {
+        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer.bytes.extracting(..<length)) {
             rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
         }
         stampTransportSequence(rtxBuffer, length: length, now: now, probeCluster: probeCluster)

@@ -1,4 +1,4 @@
-@_spi(Engine) import MediaBase
+import MediaBase
 import MediaCodecs
 import MediaTransport
 import MediaWire
@@ -383,7 +383,8 @@ public final class AudioReceiveStream: @unchecked Sendable {
     public var targetDelayMilliseconds: Double { Double(playoutTargetNs) / 1e6 }
 
     private func payloadOf(_ p: JitterBufferPacket) -> UnsafeRawBufferPointer {
-        (try? RTPPacket(parsing: p.bytes))?.payload(in: p.bytes) ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        (try? RTPPacket(parsing: p.bytes.bytes)).map { UnsafeRawBufferPointer(rebasing: p.bytes[$0.payloadRange]) }
+            ?? UnsafeRawBufferPointer(start: nil, count: 0)
     }
 
     /// Names the SSRC this stream plays, for a stream made before its first packet arrived.

@@ -454,7 +454,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             }
             guard isVideo || isAudio else { counters.unknownStream += 1; return }
             guard let bytes = unprotect(d, rtcp: false) else { return }
-            guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
+            guard let packet = try? RTPPacket(parsing: bytes.bytes) else { counters.malformed += 1; return }
             if remote == nil || configuration.rtcpDestination == nil { remote = configuration.rtcpDestination ?? d.source }
             let ssrc = packet.header.ssrc
             recordTransportSequence(packet, arrival: d.receivedAt)
@@ -477,7 +477,7 @@ public final class ReceivePipeline: @unchecked Sendable {
             if RTXPacket.originalSequenceNumber(bytes.bytes) == nil || RTXPacket.isPaddingOnly(bytes.bytes) {
                 // Padding (a sender's bandwidth probe): its transport-wide number counts for the
                 // sender's estimate; nothing else in it does.
-                guard let packet = try? RTPPacket(parsing: bytes) else { counters.malformed += 1; return }
+                guard let packet = try? RTPPacket(parsing: bytes.bytes) else { counters.malformed += 1; return }
                 recordTransportSequence(packet, arrival: d.receivedAt)
                 counters.rtxPadding += 1
                 return
@@ -492,7 +492,7 @@ public final class ReceivePipeline: @unchecked Sendable {
                 return
             }
             let original = UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<n])
-            guard let packet = try? RTPPacket(parsing: original) else {
+            guard let packet = try? RTPPacket(parsing: original.bytes) else {
                 counters.malformed += 1
                 return
             }

@@ -283,12 +283,12 @@ public final class VideoReceiveStream {
     /// frame; the start of a predicted frame is useless without the key frame before it, so a
     /// stream joined mid-way asks for a key frame at once instead. False when it cannot be parsed.
     private func startIsWorthSearching(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let packet = try? RTPPacket(parsing: bytes) else { return false }
+        guard let packet = try? RTPPacket(parsing: bytes.bytes) else { return false }
         if settings.codec == .vp8 {
-            guard let (d, _) = try? VP8PayloadDescriptor.parse(packet.payload(in: bytes).bytes) else { return false }
+            guard let (d, _) = try? VP8PayloadDescriptor.parse(bytes.bytes.extracting(packet.payloadRange)) else { return false }
             return !d.startsFrame
         }
-        guard let (d, _) = try? VP9PayloadDescriptor.parse(packet.payload(in: bytes).bytes) else { return false }
+        guard let (d, _) = try? VP9PayloadDescriptor.parse(bytes.bytes.extracting(packet.payloadRange)) else { return false }
         return !d.startOfFrame && !d.interPicturePredicted
     }
 
@@ -365,7 +365,7 @@ public final class VideoReceiveStream {
     }
 
     private func play(_ p: JitterBufferPacket, nowNs: UInt64) -> Int {
-        guard let packet = try? RTPPacket(parsing: p.bytes) else { return 0 }
+        guard let packet = try? RTPPacket(parsing: p.bytes.bytes) else { return 0 }
         if !inFrame || p.timestamp != frameTimestamp {
             inFrame = true
             frameTimestamp = p.timestamp
@@ -379,7 +379,11 @@ public final class VideoReceiveStream {
         frameBytes += p.bytes.count
         let result: RTPDepacketizeResult
         do {
-            if let vp8 { result = try vp8.push(packet, in: p.bytes) } else { result = try vp9!.push(packet, in: p.bytes) }
+            if let vp8 {
+                result = try vp8.push(packet, in: p.bytes.bytes)
+            } else {
+                result = try vp9!.push(packet, in: p.bytes.bytes)
+            }
         } catch {
             stats.packetsDiscarded += 1
             return 0

@@ -33,13 +33,13 @@ package enum PlayoutSimulation {
     /// Whole RTP packets (payload type 111, SSRC 5, sequence numbers and timestamps from 0).
     package static func rtpPackets(_ payloads: [[UInt8]]) -> [[UInt8]] {
         payloads.enumerated().map { k, payload in
-            var bytes = [UInt8](repeating: 0, count: 12 + payload.count)
-            bytes.withUnsafeMutableBytes { b in
+            var bytes: [UInt8] = []
+            bytes.append(capacity: 12 + payload.count) { out in
                 _ = RTPPacket.marshal(
                     header: RTPHeader(
                         payloadType: 111, sequenceNumber: UInt16(truncatingIfNeeded: k),
                         timestamp: UInt32(truncatingIfNeeded: k * 960), ssrc: 5),
-                    payload: payload.withUnsafeBytes { $0 }, into: b)
+                    payload: payload.span.bytes, into: &out)
             }
             return bytes
         }
@@ -106,7 +106,7 @@ package enum PlayoutSimulation {
             while next < order.count && arrivals[order[next]] <= now {
                 let k = order[next]
                 rtp[k].withUnsafeBytes {
-                    s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: arrivals[k]))
+                    s.insert(try! RTPPacket(parsing: $0.bytes), in: $0, arrival: MonotonicTime(nanoseconds: arrivals[k]))
                 }
                 next += 1
             }

@@ -232,16 +232,14 @@ enum DecodeCommand: Command {
         let progress = Progress(label: "decode \(input)", total: nil, unit: "packets", quiet: args.quiet)
 
         func emit(_ samples: UnsafeBufferPointer<Float>) throws {
-            guard let resampler else { return try writer.write(samples) }
+            guard let resampler else { return try writer.write(samples.span) }
             var offset = 0
             while offset < samples.count {
                 let (consumed, produced) = resampled.withUnsafeMutableBufferPointer {
                     resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]), into: $0)
                 }
                 offset += consumed * channels
-                try resampled.withUnsafeBufferPointer {
-                    try writer.write(UnsafeBufferPointer(rebasing: $0[0..<(produced * channels)]))
-                }
+                try writer.write(resampled.span.extracting(0..<(produced * channels)))
                 if consumed == 0 && produced == 0 { break }
             }
         }
@@ -275,9 +273,7 @@ enum DecodeCommand: Command {
                         resampled.withUnsafeMutableBufferPointer { resampler.process(z, into: $0) }
                     }
                     let keep = Int(min(Int64(produced), wanted - writer.framesWritten))
-                    try resampled.withUnsafeBufferPointer {
-                        try writer.write(UnsafeBufferPointer(rebasing: $0[0..<(keep * channels)]))
-                    }
+                    try writer.write(resampled.span.extracting(0..<(keep * channels)))
                 }
             }
             try writer.finish()

@@ -228,7 +228,7 @@ final class MediaReceiver: @unchecked Sendable {
                 do { length = try srtp.unprotect(&bSpan, length: length) } catch { s.counters.rejectedPackets += 1; return }
             }
             let bytes = UnsafeRawBufferPointer(rebasing: b[0..<length])
-            guard let packet = try? RTPPacket(parsing: bytes) else {
+            guard let packet = try? RTPPacket(parsing: bytes.bytes) else {
                 s.counters.rejectedPackets += 1
                 return
             }
@@ -253,9 +253,9 @@ final class MediaReceiver: @unchecked Sendable {
         let result: RTPDepacketizeResult
         do {
             if let vp8 = s.vp8 {
-                result = try vp8.push(packet, in: bytes)
+                result = try vp8.push(packet, in: bytes.bytes)
             } else if let vp9 = s.vp9 {
-                result = try vp9.push(packet, in: bytes)
+                result = try vp9.push(packet, in: bytes.bytes)
             } else {
                 return
             }
@@ -417,7 +417,7 @@ final class MediaReceiver: @unchecked Sendable {
         try s.pcm.withUnsafeBufferPointer { p in
             let slice = UnsafeBufferPointer(rebasing: p[0..<count])
             s.counters.audioSamplesDecoded += count / max(1, s.tracks.audio?.channels ?? 1)
-            try s.wav?.write(slice)
+            try s.wav?.write(slice.span)
             s.onAudio?(slice)
         }
     }

@@ -136,7 +136,8 @@ final class WAVAudioSource: AudioSource {
         var room = buffer.count / channels
         if let limit { room = Int(min(Int64(room), limit - delivered)) }
         guard room > 0 else { return 0 }
-        let n = try reader.read(into: UnsafeMutableBufferPointer(rebasing: buffer[0..<(room * channels)]))
+        var span = UnsafeMutableBufferPointer(rebasing: buffer[0..<(room * channels)]).mutableSpan
+        let n = try reader.read(into: &span)
         delivered += Int64(n)
         return n
     }

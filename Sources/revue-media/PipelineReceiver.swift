@@ -434,7 +434,7 @@ private final class FileAudioSinkCore {
         }
         guard failure == nil else { return }
         do {
-            if let wav { try samples.withUnsafeBufferPointer { try wav.write($0) } }
+            if let wav { try wav.write(samples) }
             if let encoder, let ogg {
                 if floats.count < samples.count { floats = [Float](repeating: 0, count: samples.count) }
                 for i in 0..<samples.count { floats[i] = Float(samples[i]) / 32768 }

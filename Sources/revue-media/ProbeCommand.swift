@@ -130,7 +130,8 @@ enum ProbeCommand: Command {
         var buffer = [Float](repeating: 0, count: 8192 * reader.channelCount)
         var frames: Int64 = 0
         while true {
-            let n = try buffer.withUnsafeMutableBufferPointer { try reader.read(into: $0) }
+            var span = buffer.mutableSpan
+            let n = try reader.read(into: &span)
             if n == 0 { break }
             frames += Int64(n)
         }

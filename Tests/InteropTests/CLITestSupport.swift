@@ -62,7 +62,8 @@ func cliReadWAV(_ path: String) throws -> (samples: [Float], rate: Int, channels
     var out: [Float] = []
     var buf = [Float](repeating: 0, count: 4096 * r.channelCount)
     while true {
-        let n = try buf.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+        var span = buf.mutableSpan
+        let n = try r.read(into: &span)
         if n == 0 { break }
         out += buf[0..<(n * r.channelCount)]
     }

@@ -43,7 +43,8 @@ import Testing
         var buffer = [Int16](repeating: 0, count: 4096)
         var all: [Int16] = []
         while true {
-            let n = try buffer.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+            var span = buffer.mutableSpan
+            let n = try r.read(into: &span)
             if n == 0 { break }
             all += buffer[0..<(n * r.channelCount)]
         }

@@ -204,7 +204,9 @@ func synthesizedVP8Packets(frames: Int, ssrc: UInt32, firstSequence: UInt16, mtu
                 header.sequenceNumber = seq
                 seq &+= 1
                 var bytes = [UInt8](repeating: 0, count: mtu + 100)
-                let n = bytes.withUnsafeMutableBytes { split.writePacket(at: p, header: &header, of: encoded.data, into: $0) }
+                let n = bytes.withUnsafeMutableBytes {
+                    $0.appending { split.writePacket(at: p, header: &header, of: encoded.data.bytes, into: &$0) }
+                }
                 packets.append(Array(bytes[0..<n]))
             }
         }

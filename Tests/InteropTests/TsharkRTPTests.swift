@@ -107,14 +107,19 @@
                     for i in 0..<plan.count {
                         header.sequenceNumber = seq.next()
                         let padding = frameIndex == 5 ? 8 : 0
-                        var n = buf.withUnsafeMutableBytes { plan.writePacket(at: i, header: &header, of: raw, into: $0) }
+                        var n = buf.withUnsafeMutableBytes {
+                            $0.appending { plan.writePacket(at: i, header: &header, of: raw.bytes, into: &$0) }
+                        }
                         if padding > 0 {
                             // Re-marshal with RFC 3550 padding through RTPPacket.marshal.
                             var payload = [UInt8](repeating: 0, count: plan.payloadSize(at: i))
-                            _ = payload.withUnsafeMutableBytes { plan.writePayload(at: i, of: raw, into: $0) }
-                            n = buf.withUnsafeMutableBytes { out in
-                                payload.withUnsafeBytes {
-                                    RTPPacket.marshal(header: header, payload: $0, paddingSize: padding, into: out)
+                            _ = payload.withUnsafeMutableBytes {
+                                $0.appending { plan.writePayload(at: i, of: raw.bytes, into: &$0) }
+                            }
+                            n = buf.withUnsafeMutableBytes {
+                                $0.appending {
+                                    RTPPacket.marshal(
+                                        header: header, payload: payload.span.bytes, paddingSize: padding, into: &$0)
                                 }
                             }
                         }
@@ -177,7 +182,9 @@
                         frameSize: raw.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200), temporalLayer: layer)
                     for i in 0..<plan.count {
                         header.sequenceNumber = seq.next()
-                        let n = buf.withUnsafeMutableBytes { plan.writePacket(at: i, header: &header, of: raw, into: $0) }
+                        let n = buf.withUnsafeMutableBytes {
+                            $0.appending { plan.writePacket(at: i, header: &header, of: raw.bytes, into: &$0) }
+                        }
                         datagrams.append(Array(buf[0..<n]))
                         expected.append((i == 0, plan.descriptor.pictureID!, layer?.tl0PicIdx, layer?.id, i == 0 ? f == 0 : nil))
                     }
@@ -225,7 +232,9 @@
                         samples.append(try OpusPayload.sampleCount(packet: raw.bytes))
                         let plan = OpusPayload.packetize(frameSize: raw.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
                         header.sequenceNumber = seq.next()
-                        return buf.withUnsafeMutableBytes { plan.writePacket(at: 0, header: &header, of: raw, into: $0) }
+                        return buf.withUnsafeMutableBytes {
+                            $0.appending { plan.writePacket(at: 0, header: &header, of: raw.bytes, into: &$0) }
+                        }
                     }
                     header.timestamp &+= UInt32(samples.last!)
                     datagrams.append(Array(buf[0..<n]))

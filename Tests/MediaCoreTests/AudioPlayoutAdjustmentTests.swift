@@ -175,7 +175,7 @@ private func largestStep(_ x: ArraySlice<Int16>) -> Int {
             let now = 1_000_000_000 + UInt64(pull) * 10_000_000
             while next < count && arrivals[next] <= now {
                 rtp[next].withUnsafeBytes {
-                    s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: arrivals[next]))
+                    s.insert(try! RTPPacket(parsing: $0.bytes), in: $0, arrival: MonotonicTime(nanoseconds: arrivals[next]))
                 }
                 next += 1
             }

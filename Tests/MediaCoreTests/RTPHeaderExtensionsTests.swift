@@ -51,7 +51,7 @@ import Testing
         let third: [UInt8] = [0xC1, 0xC2, 0xC3, 0xC4]
         e.set(id: 1, [0xA1]); e.set(id: 2, [0xB1, 0xB2]); e.set(id: 3, bytes: third.span.bytes)
         var out = [UInt8](repeating: 0xEE, count: e.marshalSize)
-        _ = out.withUnsafeMutableBytes { e.marshal(into: $0) }
+        _ = out.withUnsafeMutableBytes { $0.appending { e.marshal(into: &$0) } }
         // Same elements as the RFC figure without the interior padding; zero padded at the end.
         #expect(out == [0xBE, 0xDE, 0x00, 0x03, 0x10, 0xA1, 0x21, 0xB1, 0xB2, 0x33, 0xC1, 0xC2, 0xC3, 0xC4, 0x00, 0x00])
     }
@@ -63,7 +63,7 @@ import Testing
         e.set(id: 3, [0xC1, 0xC2, 0xC3, 0xC4])
         #expect(e.effectiveForm == .twoByte)
         var out = [UInt8](repeating: 0xEE, count: e.marshalSize)
-        _ = out.withUnsafeMutableBytes { e.marshal(into: $0) }
+        _ = out.withUnsafeMutableBytes { $0.appending { e.marshal(into: &$0) } }
         #expect(out == [0x10, 0x00, 0x00, 0x03, 0x01, 0x00, 0x02, 0x01, 0xB1, 0x03, 0x04, 0xC1, 0xC2, 0xC3, 0xC4, 0x00])
         var big = RTPHeaderExtensions()
         big.set(id: 200, [1])  // ID over 14
@@ -105,7 +105,7 @@ import Testing
         var e = RTPHeaderExtensions()
         e.setAudioLevel(RTPAudioLevel(voiceActivity: true, level: 42), id: 1)
         var out = [UInt8](repeating: 0, count: e.marshalSize)
-        _ = out.withUnsafeMutableBytes { e.marshal(into: $0) }
+        _ = out.withUnsafeMutableBytes { $0.appending { e.marshal(into: &$0) } }
         #expect(out == [0xBE, 0xDE, 0x00, 0x01, 0x10, 0xAA, 0x00, 0x00])
         #expect(e.audioLevel(id: 1) == RTPAudioLevel(voiceActivity: true, level: 42))
         #expect(e.audioLevel(id: 2) == nil)
@@ -120,7 +120,7 @@ import Testing
         var e = RTPHeaderExtensions()
         e.setAbsSendTime(RTPAbsSendTime(rawValue: 0x123456), id: 3)
         var out = [UInt8](repeating: 0, count: e.marshalSize)
-        _ = out.withUnsafeMutableBytes { e.marshal(into: $0) }
+        _ = out.withUnsafeMutableBytes { $0.appending { e.marshal(into: &$0) } }
         #expect(out == [0xBE, 0xDE, 0x00, 0x01, 0x32, 0x12, 0x34, 0x56])
         #expect(e.absSendTime(id: 3)?.rawValue == 0x123456)
     }

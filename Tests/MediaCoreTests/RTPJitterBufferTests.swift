@@ -5,7 +5,9 @@ import Testing
 /// A minimal RTP packet (12-byte header + `payload` bytes) for jitter buffer tests.
 func jbPacket(_ seq: UInt16, ts: UInt32 = 0, payload: Int = 20, ssrc: UInt32 = 7) -> [UInt8] {
     var b = [UInt8](repeating: 0, count: 12 + payload)
-    b.withUnsafeMutableBytes { _ = RTPHeader(payloadType: 96, sequenceNumber: seq, timestamp: ts, ssrc: ssrc).marshal(into: $0) }
+    _ = b.withUnsafeMutableBytes {
+        $0.appending { RTPHeader(payloadType: 96, sequenceNumber: seq, timestamp: ts, ssrc: ssrc).marshal(into: &$0) }
+    }
     if payload > 0 { b[12] = UInt8(truncatingIfNeeded: seq) }
     return b
 }

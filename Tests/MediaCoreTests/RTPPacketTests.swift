@@ -14,18 +14,17 @@ func rtpPayload(_ bytes: [UInt8]) throws -> [UInt8] {
 
 /// The RTPError code a parse of `bytes` throws, or nil when it parses.
 func rtpParseError(_ bytes: [UInt8]) -> RTPError? {
-    bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> RTPError? in
-        do throws(RTPError) { _ = try RTPPacket(parsing: raw); return nil } catch { return error }
-    }
+    do throws(RTPError) { _ = try RTPPacket(parsing: bytes.span.bytes); return nil } catch { return error }
 }
 
 /// Marshals a header and payload into a new array.
 func marshalRTP(_ h: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8] {
-    var out = [UInt8](repeating: 0xEE, count: RTPPacket.marshalSize(header: h, payloadSize: payload.count, paddingSize: padding))
-    let n = out.withUnsafeMutableBytes { buf in
-        payload.withUnsafeBytes { RTPPacket.marshal(header: h, payload: $0, paddingSize: padding, into: buf) }
+    let size = RTPPacket.marshalSize(header: h, payloadSize: payload.count, paddingSize: padding)
+    var out: [UInt8] = []
+    let n = out.append(capacity: size) {
+        RTPPacket.marshal(header: h, payload: payload.span.bytes, paddingSize: padding, into: &$0)
     }
-    #expect(n == out.count)
+    #expect(n == size && out.count == size)
     return out
 }
 
@@ -57,7 +56,7 @@ func marshalRTP(_ h: RTPHeader, _ payload: [UInt8], padding: Int = 0) -> [UInt8]
     /// The packet keeps offsets, not pointers: it stays meaningful after the buffer it was
     /// parsed from is gone, and names the same bytes in any copy of them.
     @Test func aParsedPacketNamesItsPartsByOffsetAndOutlivesItsBuffer() throws {
-        let p = try Self.pionPacket.withUnsafeBytes { try RTPPacket(parsing: $0.bytes) }
+        let p = try RTPPacket(parsing: Self.pionPacket.span.bytes)
         #expect(p.byteCount == 25 && p.headerSize == 20 && p.payloadSize == 5)
         #expect(p.extensionRange == 16..<20 && p.payloadRange == 20..<25)
         let copy = Array(Self.pionPacket)

@@ -318,7 +318,7 @@ final class SimulatedPacerDriver: @unchecked Sendable {
                 var span = $0.mutableBytes
                 return try inbound.unprotect(&span, length: span.byteCount)
             }
-            let packet = try plain.withUnsafeBytes { try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            let packet = try RTPPacket(parsing: plain.span.bytes.extracting(0..<n))
             #expect(packet.header.ssrc == c.rtxSSRC && packet.header.payloadType == 97 && packet.header.padding)
             #expect(packet.payloadSize == 0 && packet.paddingSize == n - packet.header.marshalSize)
             let seq = try #require(packet.header.extensions.transportSequenceNumber(id: 5))
@@ -333,7 +333,7 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         var mediaTagged = 0
         for p in wire.packets[..<mediaCount] {
             // The header is in the clear under SRTP: parse it without the (encrypted) payload.
-            let packet = try p.bytes.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            let packet = try RTPPacket(parsing: p.bytes.span.bytes)
             if let seq = packet.header.extensions.transportSequenceNumber(id: 5), numbers.sent(seq)?.probeCluster != 0 {
                 mediaTagged += 1
             }
@@ -365,7 +365,7 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         #expect(sender.video.statistics.pacer?.probeClusters == 1)
         var tagged: [(ns: UInt64, size: Int, padding: Bool)] = []
         for p in wire.packets {
-            let packet = try p.bytes.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            let packet = try RTPPacket(parsing: p.bytes.span.bytes)
             guard let seq = packet.header.extensions.transportSequenceNumber(id: 5), numbers.sent(seq)?.probeCluster == 77
             else { continue }
             tagged.append((p.ns, p.size, packet.header.ssrc == sender.video.configuration.rtxSSRC))

@@ -119,18 +119,16 @@
         }
 
         /// Feeds packets to `push` in order and collects (frame bytes, key frame flag, incomplete count).
-        static func depacketize(_ packets: [[UInt8]], _ push: (RTPPacket, UnsafeRawBufferPointer) throws -> RTPDepacketizeResult)
+        static func depacketize(_ packets: [[UInt8]], _ push: (RTPPacket, RawSpan) throws -> RTPDepacketizeResult)
             throws -> (
                 frames: [[UInt8]], keys: [Bool], incomplete: Int
             )
         {
             var frames: [[UInt8]] = [], keys: [Bool] = [], incomplete = 0
             for p in packets {
-                try p.withUnsafeBytes { raw in
-                    let r = try push(try RTPPacket(parsing: raw), raw)
-                    incomplete += r.incompleteFrames
-                    if let f = r.frame { frames.append(Array(f.data)); keys.append(f.isKeyframe) }
-                }
+                let r = try push(try RTPPacket(parsing: p.span.bytes), p.span.bytes)
+                incomplete += r.incompleteFrames
+                if let f = r.frame { frames.append(Array(f.data)); keys.append(f.isKeyframe) }
             }
             return (frames, keys, incomplete)
         }
@@ -153,7 +151,9 @@
                         let plan = packetizer.packetize(frameSize: raw.count, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
                         for k in 0..<plan.count {
                             header.sequenceNumber = seq.next()
-                            let n = buf.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, of: raw, into: $0) }
+                            let n = buf.withUnsafeMutableBytes {
+                                $0.appending { plan.writePacket(at: k, header: &header, of: raw.bytes, into: &$0) }
+                            }
                             out.append(Array(buf[0..<n]))
                         }
                     }

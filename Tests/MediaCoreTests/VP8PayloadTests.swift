@@ -35,7 +35,7 @@ func rtpTestBytes(_ n: Int, seed: UInt64) -> [UInt8] {
 
 func vp8DescriptorBytes(_ d: VP8PayloadDescriptor) -> [UInt8] {
     var b = [UInt8](repeating: 0, count: d.marshalSize)
-    _ = b.withUnsafeMutableBytes { d.marshal(into: $0) }
+    _ = b.withUnsafeMutableBytes { $0.appending { d.marshal(into: &$0) } }
     return b
 }
 

@@ -62,7 +62,7 @@ private func sendVP9(layers: Int, count: Int, keyframesAt: Set<Int> = [0]) throw
                 frameSize: e.byteCount, maxPayloadSize: 1100, keyframe: e.isKeyframe,
                 width: e.width, height: e.height, layer: layer)
             var first = [UInt8](repeating: 0, count: 1200)
-            let n = first.withUnsafeMutableBytes { plan.writePayload(at: 0, of: e.data, into: $0) }
+            let n = first.withUnsafeMutableBytes { $0.appending { plan.writePayload(at: 0, of: e.data.bytes, into: &$0) } }
             out.append(SentPicture(data: Array(e.data), bits: RFCDescriptorBits(Array(first[0..<n]))))
         }
     }

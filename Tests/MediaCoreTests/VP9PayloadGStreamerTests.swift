@@ -26,7 +26,9 @@
                             width: 640, height: 480)
                         for k in 0..<plan.count {
                             header.sequenceNumber = seq.next()
-                            let n = buf.withUnsafeMutableBytes { plan.writePacket(at: k, header: &header, of: raw, into: $0) }
+                            let n = buf.withUnsafeMutableBytes {
+                                $0.appending { plan.writePacket(at: k, header: &header, of: raw.bytes, into: &$0) }
+                            }
                             out.append(Array(buf[0..<n]))
                         }
                     }
@@ -49,7 +51,7 @@
             #expect(packets.count > frames.count)
             // GStreamer's payloader uses non-flexible mode (F=0).
             let flexible = try packets[0].withUnsafeBytes {
-                try VP9PayloadDescriptor.parse(try RTPPacket(parsing: $0).payload(in: $0).bytes).0.flexibleMode
+                try VP9PayloadDescriptor.parse($0.bytes.extracting(try RTPPacket(parsing: $0.bytes).payloadRange)).0.flexibleMode
             }
             #expect(!flexible)
             let d = VP9Depacketizer()

@@ -3,7 +3,7 @@ import Testing
 
 func vp9DescriptorBytes(_ d: VP9PayloadDescriptor) -> [UInt8] {
     var b = [UInt8](repeating: 0, count: d.marshalSize)
-    _ = b.withUnsafeMutableBytes { d.marshal(into: $0) }
+    _ = b.withUnsafeMutableBytes { $0.appending { d.marshal(into: &$0) } }
     return b
 }
 

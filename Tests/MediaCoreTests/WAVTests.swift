@@ -91,7 +91,7 @@ import Testing
         let r = try WAVReader(path: dir.write("l.wav", bytes))
         #expect(r.frameCount == 4)
         var out = [Int16](repeating: 0, count: 16)
-        let n = try out.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+        let n = try readSamples(r, into: &out)
         #expect(Array(out[0..<n]) == [1, -2, 3, -4])
     }
 
@@ -107,7 +107,8 @@ import Testing
                 ])))
         #expect(r.sampleFormat == .float32 && r.channelCount == 2 && r.sampleRate == 96_000)
         var out = [Float](repeating: 0, count: 2)
-        #expect(try out.withUnsafeMutableBufferPointer { try r.read(into: $0) } == 1)
+        let one = try readSamples(r, into: &out)
+        #expect(one == 1)
         #expect(out == [0.5, -0.25])
     }
 
@@ -123,9 +124,10 @@ import Testing
         let r = try WAVReader(path: dir.write("s.wav", bytes))
         #expect(r.frameCount == nil)
         var out = [Int16](repeating: 0, count: 100)
-        let n = try out.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+        let n = try readSamples(r, into: &out)
         #expect(n == 3 && Array(out[0..<6]) == [1, 2, 3, 4, 5, 6])
-        #expect(try out.withUnsafeMutableBufferPointer { try r.read(into: $0) } == 0)
+        let none = try readSamples(r, into: &out)
+        #expect(none == 0)
     }
 
     @Test func rejectsBadInputsWithMessagesNamingTheFile() {
@@ -178,7 +180,7 @@ import Testing
         let e = containerError {
             let r = try WAVReader(path: path)
             var out = [Int16](repeating: 0, count: 8)
-            _ = try out.withUnsafeMutableBufferPointer { try r.read(into: $0) }
+            _ = try readSamples(r, into: &out)
         }
         #expect(e?.description == "\(path): data chunk is truncated (got 5 of 8 bytes)")
         let missing = containerError { _ = try WAVReader(path: dir.file("nope.wav")) }
@@ -205,7 +207,7 @@ import Testing
         let result = exerciseCorruptions(of: bytes, in: dir, mutations: 400) { path in
             let r = try WAVReader(path: path)
             var out = [Float](repeating: 0, count: 6)
-            while try out.withUnsafeMutableBufferPointer({ try r.read(into: $0) }) > 0 {}
+            while try readSamples(r, into: &out) > 0 {}
         }
         #expect(result.errors > 0)
         #expect(result.unnamed.isEmpty, "\(result.unnamed)")
@@ -219,4 +221,16 @@ import Testing
         #expect(e?.description == "\(path): cannot create output file: Permission denied")
         #expect(!FileManager.default.fileExists(atPath: path))
     }
+}
+
+/// Reads into the front of `out` through the reader's span form; returns the frames read.
+private func readSamples(_ r: WAVReader, into out: inout [Int16]) throws -> Int {
+    var span = out.mutableSpan
+    return try r.read(into: &span)
+}
+
+/// Reads into the front of `out` through the reader's span form; returns the frames read.
+private func readSamples(_ r: WAVReader, into out: inout [Float]) throws -> Int {
+    var span = out.mutableSpan
+    return try r.read(into: &span)
 }

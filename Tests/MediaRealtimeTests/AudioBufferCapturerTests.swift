@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Engine) import MediaCore
+import MediaCore
 import MediaTestSupport
 import MediaTools
 import Testing

@@ -22,13 +22,13 @@ private func opusPackets(_ count: Int, fec: Bool = true, dtx: Bool = false, sile
 }
 
 private func insert(_ s: AudioReceiveStream, _ payload: [UInt8], seq: UInt16, ts: UInt32, at ns: UInt64) {
-    var bytes = [UInt8](repeating: 0, count: 12 + payload.count)
-    bytes.withUnsafeMutableBytes { b in
+    var bytes: [UInt8] = []
+    bytes.append(capacity: 12 + payload.count) {
         _ = RTPPacket.marshal(
             header: RTPHeader(payloadType: 111, sequenceNumber: seq, timestamp: ts, ssrc: 5),
-            payload: payload.withUnsafeBytes { $0 }, into: b)
+            payload: payload.span.bytes, into: &$0)
     }
-    bytes.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: ns)) }
+    bytes.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0.bytes), in: $0, arrival: MonotonicTime(nanoseconds: ns)) }
 }
 
 /// Plays `packets` (nil = lost) through a stream in real cadence and returns the stream after

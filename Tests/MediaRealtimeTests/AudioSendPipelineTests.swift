@@ -60,7 +60,7 @@ func sendTestReceiveAudio(_ packets: [[UInt8]], channels: Int, key: SRTPKeyMater
             bytes.removeLast(bytes.count - n)
         }
         try bytes.withUnsafeBytes { raw in
-            let packet = try RTPPacket(parsing: raw)
+            let packet = try RTPPacket(parsing: raw.bytes)
             out.headers.append(packet.header)
             let payload = UnsafeRawBufferPointer(rebasing: raw[try OpusPayload.depacketize(packet)])
             out.payloadSamples.append(try OpusPayload.sampleCount(packet: payload.bytes))

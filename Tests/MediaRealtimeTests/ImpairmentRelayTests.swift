@@ -163,9 +163,11 @@ private func sendPaced(
         /// An RTP packet of `ssrc` with sequence number `seq` (payload type 96, 60 bytes of payload).
         func rtp(ssrc: UInt32, seq: Int) -> [UInt8] {
             var p = [UInt8](repeating: 0xAB, count: 72)
-            p.withUnsafeMutableBytes {
-                _ = RTPHeader(payloadType: 96, sequenceNumber: UInt16(truncatingIfNeeded: seq), timestamp: 0, ssrc: ssrc)
-                    .marshal(into: $0)
+            _ = p.withUnsafeMutableBytes {
+                $0.appending {
+                    RTPHeader(payloadType: 96, sequenceNumber: UInt16(truncatingIfNeeded: seq), timestamp: 0, ssrc: ssrc)
+                        .marshal(into: &$0)
+                }
             }
             return p
         }
@@ -199,7 +201,7 @@ private func sendPaced(
             guard stats.received == sent else { return nil }
             return Set(
                 destination.packets.compactMap { bytes in
-                    let header = bytes.withUnsafeBytes { try? RTPPacket(parsing: $0).header }
+                    let header = try? RTPPacket(parsing: bytes.span.bytes).header
                     return header.flatMap { $0.ssrc == audio ? Int($0.sequenceNumber) : nil }
                 })
         }

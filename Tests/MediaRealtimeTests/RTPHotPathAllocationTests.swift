@@ -27,23 +27,26 @@
                 for i in 0..<plan.count {
                     state.2.sequenceNumber = state.3.next()
                     state.2.extensions.setTransportSequenceNumber(state.2.sequenceNumber, id: 5)
-                    // The public span form for VP8, the raw form the send paths use for VP9 and Opus.
+                    // VP8 through an OutputRawSpan made here; VP9 and Opus through `appending` on the
+                    // buffer, as the send paths write into theirs.
                     var span = OutputRawSpan(buffer: out, initializedCount: 0)
                     let n = plan.writePacket(at: i, header: &state.2, of: frame.bytes, into: &span)
-                    guard let pkt = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: out[0..<n])) else { return -1 }
+                    guard let pkt = try? RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: out[0..<n]).bytes) else { return -1 }
                     state.5.update(
                         sequenceNumber: pkt.header.sequenceNumber, timestamp: pkt.header.timestamp,
                         arrival: MonotonicTime(nanoseconds: UInt64(Int64(f))))
-                    if let r = try? depacketizer.push(pkt, in: UnsafeRawBufferPointer(rebasing: out[0..<n])), let fr = r.frame {
+                    if let r = try? depacketizer.push(pkt, in: out.bytes.extracting(0..<n)), let fr = r.frame {
                         total &+= fr.data.count
                     }
                 }
                 let plan9 = state.1.packetize(
                     frameSize: frame.count, maxPayloadSize: 1180, keyframe: f % 10 == 0, width: 640, height: 480)
-                for i in 0..<plan9.count { total &+= plan9.writePacket(at: i, header: &state.2, of: frame, into: out) }
+                for i in 0..<plan9.count {
+                    total &+= out.appending { plan9.writePacket(at: i, header: &state.2, of: frame.bytes, into: &$0) }
+                }
                 if probe { total &+= [Int](repeating: f, count: 3).count }
                 let opusPlan = OpusPayload.packetize(frameSize: opus.count, maxPayloadSize: 1180)
-                total &+= opusPlan.writePacket(at: 0, header: &state.2, of: opus, into: out)
+                total &+= out.appending { opusPlan.writePacket(at: 0, header: &state.2, of: opus.bytes, into: &$0) }
             }
             return total
         }

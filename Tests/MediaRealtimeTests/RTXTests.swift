@@ -13,14 +13,14 @@ import Testing
         h.csrcs = [0x1111_1111]
         h.extensions.setAbsSendTime(RTPAbsSendTime(rawValue: 0x123456), id: 3)
         let payload: [UInt8] = (0..<100).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
-        var out = [UInt8](repeating: 0, count: 200)
-        let n = payload.withUnsafeBytes { p in out.withUnsafeMutableBytes { RTPPacket.marshal(header: h, payload: p, into: $0) } }
-        return Array(out[0..<n])
+        var out: [UInt8] = []
+        out.append(capacity: 200) { _ = RTPPacket.marshal(header: h, payload: payload.span.bytes, into: &$0) }
+        return out
     }
 
     @Test func wrapWritesTheRFC4588LayoutAndUnwrapRestoresTheOriginalExactly() throws {
         let original = Self.original()
-        let headerSize = try original.withUnsafeBytes { try RTPPacket(parsing: $0).headerSize }
+        let headerSize = try RTPPacket(parsing: original.span.bytes).headerSize
         #expect(headerSize == 12 + 4 + 8)  // fixed + one CSRC + extension header and one word
         var rtx = [UInt8](repeating: 0, count: 300)
         let n = try #require(
@@ -43,7 +43,7 @@ import Testing
         #expect(Array(rtx[(headerSize + 2)..<n]) == Array(original[headerSize...]))
         // Our parser reads it as an ordinary RTP packet of the RTX stream.
         try rtx.withUnsafeBytes { raw in
-            let p = try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: raw[0..<n]))
+            let p = try RTPPacket(parsing: UnsafeRawBufferPointer(rebasing: raw[0..<n]).bytes)
             #expect(p.header.payloadType == 97 && p.header.ssrc == 0x5566_7788 && p.header.marker)
             #expect(p.header.extensions.absSendTime(id: 3)?.rawValue == 0x123456)
             #expect(RTXPacket.originalSequenceNumber(UnsafeRawBufferPointer(rebasing: raw[0..<n]).bytes) == 0xBEEF)
@@ -89,7 +89,7 @@ import Testing
         }
         let sent = sink.takePackets()
         #expect(sent.count >= 3)
-        let headers = try sent.map { p in try p.withUnsafeBytes { try RTPPacket(parsing: $0).header } }
+        let headers = try sent.map { p in try RTPPacket(parsing: p.span.bytes).header }
         let asked = [headers[1].sequenceNumber, headers[2].sequenceNumber]
         stream.handleNack(asked)
         stream.pump()
@@ -103,12 +103,12 @@ import Testing
             let index = k == 2 ? 1 : k + 1
             if rtx {
                 try packet.withUnsafeBytes { raw in
-                    let p = try RTPPacket(parsing: raw)
+                    let p = try RTPPacket(parsing: raw.bytes)
                     #expect(p.header.ssrc == 0x0102_0304 && p.header.payloadType == 97)
                     #expect(p.header.timestamp == headers[index].timestamp && p.header.marker == headers[index].marker)
                     #expect(RTXPacket.originalSequenceNumber(raw.bytes) == headers[index].sequenceNumber)
-                    let original = try sent[index].withUnsafeBytes { try RTPPacket(parsing: $0) }
-                    #expect(Array(p.payload(in: raw).dropFirst(2)) == Array(sent[index][original.payloadRange]))
+                    let original = try sent[index].withUnsafeBytes { try RTPPacket(parsing: $0.bytes) }
+                    #expect(Array(raw[p.payloadRange].dropFirst(2)) == Array(sent[index][original.payloadRange]))
                 }
             } else {
                 #expect(packet == sent[index])
@@ -116,7 +116,7 @@ import Testing
         }
         if rtx {
             // The RTX stream numbers its own packets consecutively.
-            let seqs = try resent.map { p in try p.withUnsafeBytes { try RTPPacket(parsing: $0).header.sequenceNumber } }
+            let seqs = try resent.map { p in try RTPPacket(parsing: p.span.bytes).header.sequenceNumber }
             #expect(seqs[1] == seqs[0] &+ 1 && seqs[2] == seqs[1] &+ 1)
             // Room for the OSN: an RTX packet stays within the MTU.
             #expect(resent.allSatisfy { $0.count <= config.mtu })
@@ -143,7 +143,7 @@ import Testing
             stream.pump()
         }
         let media = sink.takePackets()
-        let seqs = try media.map { p in try p.withUnsafeBytes { try RTPPacket(parsing: $0).header.sequenceNumber } }
+        let seqs = try media.map { p in try RTPPacket(parsing: p.span.bytes).header.sequenceNumber }
         let lost = [1, 4, media.count - 2].map { seqs[$0] }
         stream.handleNack(lost)
         stream.pump()

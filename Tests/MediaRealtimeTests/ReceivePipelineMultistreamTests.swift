@@ -68,9 +68,9 @@ private func tonePower(_ x: ArraySlice<Int16>, _ frequency: Double) -> Double {
                 }
                 let header = RTPHeader(
                     payloadType: 111, sequenceNumber: UInt16(n), timestamp: UInt32(n * 960), ssrc: ssrc)
-                let length = payload.withUnsafeBytes { p in
-                    packet.withUnsafeMutableBytes {
-                        RTPPacket.marshal(header: header, payload: UnsafeRawBufferPointer(rebasing: p[0..<size]), into: $0)
+                let length = packet.withUnsafeMutableBytes {
+                    $0.appending {
+                        RTPPacket.marshal(header: header, payload: payload.span.bytes.extracting(0..<size), into: &$0)
                     }
                 }
                 try packet.withUnsafeBytes { _ = try sender.send(UnsafeRawBufferPointer(rebasing: $0[0..<length]), to: to) }
@@ -128,8 +128,8 @@ private func tonePower(_ x: ArraySlice<Int16>, _ frequency: Double) -> Double {
         for n in 0..<40 {
             let header = RTPHeader(
                 marker: true, payloadType: 96, sequenceNumber: UInt16(n), timestamp: UInt32(n * 6000), ssrc: videoSSRC)
-            let length = vp8.withUnsafeBytes { p in
-                packet.withUnsafeMutableBytes { RTPPacket.marshal(header: header, payload: p, into: $0) }
+            let length = packet.withUnsafeMutableBytes {
+                $0.appending { RTPPacket.marshal(header: header, payload: vp8.span.bytes, into: &$0) }
             }
             try packet.withUnsafeBytes { _ = try sender.send(UnsafeRawBufferPointer(rebasing: $0[0..<length]), to: to) }
             // What came back meanwhile: the compounds that carry a PLI.

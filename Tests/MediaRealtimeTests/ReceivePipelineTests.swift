@@ -121,9 +121,11 @@ func makeReceiver(
                 v += 1
                 // Forged: a valid RTP header of our stream with a wrong tag.
                 var p = [UInt8](repeating: 0, count: 200)
-                p.withUnsafeMutableBytes { b in
-                    _ = RTPHeader(payloadType: 96, sequenceNumber: sender.videoSeq &+ 3, timestamp: 0, ssrc: sender.videoSSRC)
-                        .marshal(into: b)
+                _ = p.withUnsafeMutableBytes { b in
+                    b.appending {
+                        RTPHeader(payloadType: 96, sequenceNumber: sender.videoSeq &+ 3, timestamp: 0, ssrc: sender.videoSSRC)
+                            .marshal(into: &$0)
+                    }
                 }
                 for i in 12..<200 { p[i] = UInt8.random(in: 0...255, using: &rng) }
                 _ = p.withUnsafeBytes { try? attacker.send($0, to: target) }; forged += 1

@@ -110,7 +110,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
             let packets = packetizer.packetize(frameSize: encoded.byteCount, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
             for i in 0..<packets.count {
                 header.sequenceNumber = videoSeq
-                let n = packets.writePacket(at: i, header: &header, of: encoded.data, into: buffer)
+                let n = buffer.appending { packets.writePacket(at: i, header: &header, of: encoded.data.bytes, into: &$0) }
                 session.packetSent(ssrc: videoSSRC, payloadBytes: n - 12)
                 send(n, seq: videoSeq, store: true)
                 videoSeq &+= 1
@@ -127,8 +127,8 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         let header = RTPHeader(
             marker: index == 0, payloadType: audioPT, sequenceNumber: audioSeq,
             timestamp: UInt32(truncatingIfNeeded: index * 960), ssrc: audioSSRC)
-        let n = packet.withUnsafeBytes {
-            RTPPacket.marshal(header: header, payload: UnsafeRawBufferPointer(rebasing: $0[0..<size]), into: buffer)
+        let n = buffer.appending {
+            RTPPacket.marshal(header: header, payload: packet.span.bytes.extracting(0..<size), into: &$0)
         }
         send(n, seq: audioSeq, store: false)
         audioSeq &+= 1

@@ -21,7 +21,7 @@ import Testing
         var frames: [[[UInt8]]] = []
         var lastTimestamp: UInt32?
         for p in packets {
-            let rtp = try p.withUnsafeBytes { try RTPPacket(parsing: $0) }
+            let rtp = try RTPPacket(parsing: p.span.bytes)
             if rtp.header.timestamp != lastTimestamp {
                 frames.append([])
                 lastTimestamp = rtp.header.timestamp
@@ -41,13 +41,15 @@ import Testing
         var settings = VideoReceiveSettings(codec: codec, payloadType: 96)
         settings.nackEnabled = false
         settings.frameDecryption = decryption
-        let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0).header.ssrc }
+        let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0.bytes).header.ssrc }
         let stream = try VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
         var t: UInt64 = 1_000_000_000
         var requests = 0
         for f in frames {
             for p in f {
-                p.withUnsafeBytes { stream.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: t)) }
+                p.withUnsafeBytes {
+                    stream.insert(try! RTPPacket(parsing: $0.bytes), in: $0, arrival: MonotonicTime(nanoseconds: t))
+                }
             }
             stream.process(now: MonotonicTime(nanoseconds: t))
             if stream.takeKeyframeRequest(now: MonotonicTime(nanoseconds: t)) { requests += 1 }
@@ -90,7 +92,7 @@ import Testing
     @Test func framesOnAStreamBoundToAnotherSenderNeverDecode() throws {
         let alice = try SFrameSender(suite: Self.suite, keyID: 1, baseKey: Self.baseKey)
         let frames = try Self.sendVP8(count: 20, encryption: alice)
-        let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0).header.ssrc }
+        let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0.bytes).header.ssrc }
         let bobKey: [UInt8] = Self.baseKey.map { $0 ^ 0x5A }
         func receiver(boundTo kids: [UInt64]) throws -> SFrameReceiver {
             let r = SFrameReceiver(suite: Self.suite, bindsSenders: true)
@@ -153,7 +155,7 @@ import Testing
             var assembled: RTPAssembledFrame?
             for p in f {
                 try p.withUnsafeBytes { b in
-                    if let frame = try depacketizer.push(try RTPPacket(parsing: b), in: b).frame {
+                    if let frame = try depacketizer.push(try RTPPacket(parsing: b.bytes), in: b.bytes).frame {
                         assembled = frame
                         // The clear prefix: VP8 frame tag, and for a keyframe the start code and size.
                         let d = frame.data
@@ -198,7 +200,7 @@ import Testing
             })
         let kids = try frames.map { f in
             try f[0].withUnsafeBytes { b in
-                let payload = try RTPPacket(parsing: b).payload(in: b)
+                let payload = UnsafeRawBufferPointer(rebasing: b[try RTPPacket(parsing: b.bytes).payloadRange])
                 let (descriptor, length) = try VP8PayloadDescriptor.parse(payload.bytes)
                 _ = descriptor
                 let frame = UnsafeRawBufferPointer(rebasing: payload[length...])
@@ -236,7 +238,7 @@ import Testing
         func play(_ packets: [[UInt8]], _ decryption: SFrameReceiver?) throws -> ([Float], InboundRTPStreamStats) {
             var settings = AudioReceiveSettings(payloadType: 111)
             settings.frameDecryption = decryption
-            let ssrc = try packets[0].withUnsafeBytes { try RTPPacket(parsing: $0).header.ssrc }
+            let ssrc = try packets[0].withUnsafeBytes { try RTPPacket(parsing: $0.bytes).header.ssrc }
             let s = try AudioReceiveStream(ssrc: ssrc, settings: settings)
             var out: [Float] = []
             var buffer = [Int16](repeating: 0, count: s.samplesPerPull)
@@ -245,7 +247,7 @@ import Testing
                 let now = UInt64(pull) * 10_000_000 + 1_000_000_000
                 while next < packets.count && UInt64(next) * 20_000_000 + 1_000_000_000 <= now {
                     packets[next].withUnsafeBytes {
-                        s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: now))
+                        s.insert(try! RTPPacket(parsing: $0.bytes), in: $0, arrival: MonotonicTime(nanoseconds: now))
                     }
                     next += 1
                 }
@@ -260,8 +262,8 @@ import Testing
         #expect(packets.count == 50 && plainPackets.count == 50)
         // Each packet carries the TOC in the clear, a 1-byte header (KID 7, CTR < 8) or 2, and a 4-byte tag.
         for (p, q) in zip(packets, plainPackets) {
-            let a = try p.withUnsafeBytes { try RTPPacket(parsing: $0).payloadSize }
-            let b = try q.withUnsafeBytes { try RTPPacket(parsing: $0).payloadSize }
+            let a = try RTPPacket(parsing: p.span.bytes).payloadSize
+            let b = try RTPPacket(parsing: q.span.bytes).payloadSize
             #expect(a - b == 5 || a - b == 6)
         }
         let (reference, _) = try play(plainPackets, nil)
@@ -338,12 +340,12 @@ import Testing
         var settings = VideoReceiveSettings(codec: .vp8, payloadType: 96)
         settings.frameDecryption = try Self.receiver([(1, Self.baseKey)])
         let renderer = LatestFrameRenderer()
-        let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0).header.ssrc }
+        let ssrc = try frames[0][0].withUnsafeBytes { try RTPPacket(parsing: $0.bytes).header.ssrc }
         let s = try VideoReceiveStream(ssrc: ssrc, settings: settings, renderer: renderer)
         var t: UInt64 = 1_000_000_000
         for f in frames[0..<10] {
             for p in f {
-                p.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: t)) }
+                p.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0.bytes), in: $0, arrival: MonotonicTime(nanoseconds: t)) }
             }
             s.process(now: MonotonicTime(nanoseconds: t))
             _ = s.takeNackList(now: MonotonicTime(nanoseconds: t))
@@ -356,7 +358,7 @@ import Testing
             for p in f {
                 allocations += p.withUnsafeBytes { bytes in
                     AllocationCounter.count {
-                        s.insert(try! RTPPacket(parsing: bytes), in: bytes, arrival: MonotonicTime(nanoseconds: t))
+                        s.insert(try! RTPPacket(parsing: bytes.bytes), in: bytes, arrival: MonotonicTime(nanoseconds: t))
                     }
                 }
             }

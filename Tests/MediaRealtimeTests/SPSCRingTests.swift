@@ -1,4 +1,4 @@
-@_spi(Engine) import MediaCore
+import MediaCore
 import MediaTestSupport
 import Synchronization
 import Testing

@@ -37,7 +37,7 @@ import Testing
         var h = RTPHeader(payloadType: 96, ssrc: 5)
         func one() {
             h.sequenceNumber &+= 1
-            let n = h.marshal(into: buf)
+            let n = buf.appending { h.marshal(into: &$0) }
             var span = buf.mutableBytes
             _ = try? ctx.protect(&span, length: n + 1000)
         }

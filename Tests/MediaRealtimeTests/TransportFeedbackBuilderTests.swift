@@ -104,13 +104,13 @@ import Testing
             stream.pump()
         }
         let media = sink.takePackets()
-        let first = try media[0].withUnsafeBytes { try RTPPacket(parsing: $0).header.sequenceNumber }
+        let first = try media[0].withUnsafeBytes { try RTPPacket(parsing: $0.bytes).header.sequenceNumber }
         stream.handleNack([first])
         stream.pump()
         let all = media + sink.takePackets()
         stream.stop()
         let numbered = try all.map { p in
-            try p.withUnsafeBytes { try #require(RTPPacket(parsing: $0).header.extensions.transportSequenceNumber(id: 5)) }
+            try #require(RTPPacket(parsing: p.span.bytes).header.extensions.transportSequenceNumber(id: 5))
         }
         #expect(numbered == (0..<all.count).map { UInt16(truncatingIfNeeded: 65_534 + $0) }, "\(numbered)")
         #expect(numbers.take() == UInt16(truncatingIfNeeded: 65_534 + all.count))

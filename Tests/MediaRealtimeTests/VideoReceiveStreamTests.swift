@@ -19,7 +19,7 @@ private func videoPackets(_ codec: VPXCodec, count: Int, keyframesAt: Set<Int> =
         try encoder.encode(frame.view, pts: Int64(i) * 3000, forceKeyframe: keyframesAt.contains(i)) { e in
             var header = RTPHeader(payloadType: 98, timestamp: UInt32(i * 3000), ssrc: 77)
             let max = header.maxPayloadSize(mtu: 600)
-            let split: any RTPFramePayloadWriter =
+            let split: any RTPFramePayloads =
                 codec == .vp8
                 ? vp8.packetize(frameSize: e.byteCount, maxPayloadSize: max)
                 : vp9.packetize(frameSize: e.byteCount, maxPayloadSize: max, keyframe: e.isKeyframe)
@@ -27,7 +27,9 @@ private func videoPackets(_ codec: VPXCodec, count: Int, keyframesAt: Set<Int> =
                 header.sequenceNumber = seq
                 seq &+= 1
                 var b = [UInt8](repeating: 0, count: 700)
-                let n = b.withUnsafeMutableBytes { split.writePacket(at: p, header: &header, of: e.data, into: $0) }
+                let n = b.withUnsafeMutableBytes {
+                    $0.appending { split.writePacket(at: p, header: &header, of: e.data.bytes, into: &$0) }
+                }
                 packets.append(Array(b[0..<n]))
             }
         }
@@ -37,7 +39,7 @@ private func videoPackets(_ codec: VPXCodec, count: Int, keyframesAt: Set<Int> =
 }
 
 private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
-    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0), in: $0, arrival: MonotonicTime(nanoseconds: ns)) }
+    packet.withUnsafeBytes { s.insert(try! RTPPacket(parsing: $0.bytes), in: $0, arrival: MonotonicTime(nanoseconds: ns)) }
 }
 
 @Suite struct VideoReceiveStreamTests {
@@ -323,7 +325,7 @@ private func feed(_ s: VideoReceiveStream, _ packet: [UInt8], at ns: UInt64) {
             for p in f {
                 allocations += p.withUnsafeBytes { bytes in
                     AllocationCounter.count {
-                        s.insert(try! RTPPacket(parsing: bytes), in: bytes, arrival: MonotonicTime(nanoseconds: t))
+                        s.insert(try! RTPPacket(parsing: bytes.bytes), in: bytes, arrival: MonotonicTime(nanoseconds: t))
                     }
                 }
             }

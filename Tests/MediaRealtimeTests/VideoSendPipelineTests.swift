@@ -66,9 +66,9 @@ func sendTestReceive(
             bytes.removeLast(bytes.count - n)
         }
         try bytes.withUnsafeBytes { raw in
-            let packet = try RTPPacket(parsing: raw)
+            let packet = try RTPPacket(parsing: raw.bytes)
             out.headers.append(packet.header)
-            let result = codec == .vp8 ? try vp8.push(packet, in: raw) : try vp9.push(packet, in: raw)
+            let result = codec == .vp8 ? try vp8.push(packet, in: raw.bytes) : try vp9.push(packet, in: raw.bytes)
             out.incomplete += result.incompleteFrames
             guard let frame = result.frame else { return }
             let decoded: SendTestDecodedFrame? = try decoder.decode(frame.data) { view in
@@ -468,8 +468,8 @@ func sendTestVideoConfiguration(
         var firsts: [VP8PayloadDescriptor] = []
         for bytes in packets {
             try bytes.withUnsafeBytes { raw in
-                let p = try RTPPacket(parsing: raw)
-                let (d, _) = try VP8PayloadDescriptor.parse(p.payload(in: raw).bytes)
+                let p = try RTPPacket(parsing: raw.bytes)
+                let (d, _) = try VP8PayloadDescriptor.parse(raw.bytes.extracting(p.payloadRange))
                 if d.startsFrame { firsts.append(d) }
             }
         }

@@ -177,7 +177,7 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
                 frameSize: encoded.byteCount, maxPayloadSize: header.maxPayloadSize(mtu: 1200))
             for i in 0..<packets.count {
                 header.sequenceNumber = videoSequence
-                let n = packets.writePacket(at: i, header: &header, of: encoded.data, into: buffer)
+                let n = buffer.appending { packets.writePacket(at: i, header: &header, of: encoded.data.bytes, into: &$0) }
                 session.packetSent(ssrc: videoSSRC, payloadBytes: n - 12)
                 send(n, sequenceNumber: videoSequence, store: true)
                 videoSequence &+= 1
@@ -196,8 +196,9 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
         let header = RTPHeader(
             marker: index == 0, payloadType: audioPayloadType, sequenceNumber: audioSequence,
             timestamp: UInt32(truncatingIfNeeded: index * 960), ssrc: audioSSRC)
-        let n = opusPacket.withUnsafeBytes {
-            RTPPacket.marshal(header: header, payload: UnsafeRawBufferPointer(rebasing: $0[0..<size]), into: buffer)
+        let packet = opusPacket
+        let n = buffer.appending {
+            RTPPacket.marshal(header: header, payload: packet.span.bytes.extracting(0..<size), into: &$0)
         }
         send(n, sequenceNumber: audioSequence, store: false)
         audioSequence &+= 1

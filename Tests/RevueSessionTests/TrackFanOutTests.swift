@@ -20,7 +20,8 @@ import Testing
         defer { buffer.deallocate() }
         var out: [(UInt16, UInt16?, [UInt8])] = []
         while let r = try? socket.receive(into: buffer), r.count >= 12 {
-            let at = RTPHeaderExtensions.elementOffset(id: TrackFanOut.transportSequenceExtensionID, in: buffer, length: r.count)
+            let at = RTPHeaderExtensions.elementOffset(
+                id: TrackFanOut.transportSequenceExtensionID, in: buffer.bytes.extracting(..<r.count))
             out.append(
                 (
                     UInt16(buffer[2]) << 8 | UInt16(buffer[3]), at.map { UInt16(buffer[$0]) << 8 | UInt16(buffer[$0 + 1]) },

@@ -13,20 +13,21 @@ import Synchronization
 /// Thread rule: `withLock` from any thread; not recursive (a nested `withLock` on the same box
 /// deadlocks). Cost: one `Mutex` (no allocation beyond the box itself); an uncontended
 /// `withLock` is two atomic operations, no system call.
-package final class Locked<Value> {
+@usableFromInline package final class Locked<Value> {
     /// Serialises every `withLock`; `value` is read and written only inside it. A `Mutex` of its
     /// own rather than `Mutex<Value>`: handing the closure the value through `Mutex.withLock`'s
     /// `inout sending` parameter needs an escaping copy of the closure, which allocates on every
     /// call, and the TURN client's ChannelData path must not.
-    private let mutex = Mutex<Void>(())
-    private var value: Value
+    @usableFromInline let mutex = Mutex<Void>(())
+    @usableFromInline var value: Value
 
     /// A box holding `value` (by the type's rule, the caller keeps no alias of it that another
     /// thread uses).
     package init(_ value: consuming Value) { self.value = value }
 
     /// Runs `body` with the value, the lock held, and returns its result. No allocation.
-    @inline(__always)
+    /// Inlinable, so callers in other modules get code specialised for `Value` and `body`.
+    @inlinable @inline(__always)
     package func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
         try mutex.withLock { (_) throws(E) -> sending Result in
             // Safe: by the type's rule, the result does not alias the value.

@@ -22,7 +22,7 @@ import Synchronization
 ///
 /// Thread rule: every method may be called from any number of threads at once. Cost: one
 /// compare-exchange and two or three atomic loads/stores per call when uncontended.
-@_spi(Engine) public final class MPSCRing<Element> {
+@usableFromInline package final class MPSCRing<Element> {
     /// Number of slots (a power of two).
     @usableFromInline package let capacity: Int
     @usableFromInline let mask: UInt64

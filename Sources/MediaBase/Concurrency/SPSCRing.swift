@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// Thread rule: `tryPush` from one thread at a time, `tryPop` (and `peekCount`) from one other
 /// thread at a time; `count` is an estimate from anywhere. Cost: a few loads and one store each.
-@_spi(Engine) public final class SPSCRing<Element> {
+@usableFromInline package final class SPSCRing<Element> {
     /// Number of slots (a power of two).
     @usableFromInline package let capacity: Int
     @usableFromInline let mask: UInt64

@@ -1,4 +1,4 @@
-@_spi(Engine) import MediaBase
+import MediaBase
 import MediaFrames
 import Synchronization
 

@@ -30,39 +30,27 @@ public struct SFrameHeader: Hashable, Sendable {
         1 + (keyID < 8 ? 0 : Self.byteCount(keyID)) + (counter < 8 ? 0 : Self.byteCount(counter))
     }
 
-    /// Writes the header at the start of `buffer`, which must hold `encodedLength` bytes (traps
-    /// otherwise), and returns the number of bytes written.
+    /// Appends the header (`encodedLength` bytes) to `output` (traps on less free capacity) and
+    /// returns the number of bytes written. Cost: no allocation.
     @discardableResult
-    package func encode(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    public func encode(into output: inout OutputRawSpan) -> Int {
         let length = encodedLength
-        precondition(buffer.count >= length, "SFrame header needs \(length) bytes")
-        var config: UInt8 = 0
-        var at = 1
-        if keyID < 8 {
-            config |= UInt8(keyID) << 4
-        } else {
-            let n = Self.byteCount(keyID)
-            config |= 0x80 | UInt8(n - 1) << 4
-            Self.writeBigEndian(keyID, count: n, into: buffer, at: at)
-            at += n
-        }
-        if counter < 8 {
-            config |= UInt8(counter)
-        } else {
-            let n = Self.byteCount(counter)
-            config |= 0x08 | UInt8(n - 1)
-            Self.writeBigEndian(counter, count: n, into: buffer, at: at)
-            at += n
-        }
-        buffer[0] = config
-        return at
+        precondition(output.freeCapacity >= length, "SFrame header needs \(length) bytes")
+        let keyIDBytes = keyID < 8 ? 0 : Self.byteCount(keyID)
+        let counterBytes = counter < 8 ? 0 : Self.byteCount(counter)
+        let k = keyID < 8 ? UInt8(keyID) << 4 : 0x80 | UInt8(keyIDBytes - 1) << 4
+        let c = counter < 8 ? UInt8(counter) : 0x08 | UInt8(counterBytes - 1)
+        output.appendU8(k | c)
+        Self.appendBigEndian(keyID, count: keyIDBytes, to: &output)
+        Self.appendBigEndian(counter, count: counterBytes, to: &output)
+        return length
     }
 
     /// The encoded header as a new array (allocates; for tests and tools).
     public var bytes: [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: encodedLength) { b, n in
-            n = encode(into: UnsafeMutableRawBufferPointer(b))
-        }
+        var out: [UInt8] = []
+        out.append(capacity: encodedLength) { encode(into: &$0) }
+        return out
     }
 
     /// Parses the header at the start of `bytes`; returns it and its length. Throws
@@ -104,9 +92,9 @@ public struct SFrameHeader: Hashable, Sendable {
         try parse(bytes.span.bytes)
     }
 
-    /// Writes the low `count` bytes of `value`, most significant first, at `at`.
-    private static func writeBigEndian(_ value: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer, at: Int) {
-        for i in 0..<count { buffer[at + i] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(count - 1 - i))) }
+    /// Appends the low `count` bytes of `value`, most significant first.
+    private static func appendBigEndian(_ value: UInt64, count: Int, to output: inout OutputRawSpan) {
+        for i in 0..<count { output.appendU8(UInt8(truncatingIfNeeded: value >> (8 * UInt64(count - 1 - i)))) }
     }
 
     /// Reads `count` bytes at `at` as a big-endian number.
@@ -114,14 +102,5 @@ public struct SFrameHeader: Hashable, Sendable {
         var v: UInt64 = 0
         for i in 0..<count { v = v << 8 | UInt64(bytes[at + i]) }
         return v
-    }
-}
-
-extension SFrameHeader {
-    /// Appends the header (`encodedLength` bytes) to `output` (traps on less free capacity) and
-    /// returns the number of bytes written.
-    @discardableResult
-    public func encode(into output: inout OutputRawSpan) -> Int {
-        output.appendWriting { encode(into: $0) }
     }
 }

@@ -92,7 +92,7 @@ public final class SFrameSender: Sendable {
             let headerLength = header.encodedLength
             let total = headerLength + plaintext.count + suite.tagLength
             guard output.count >= total else { throw .bufferTooSmall }
-            header.encode(into: output)
+            output.appending { header.encode(into: &$0) }
             let body = UnsafeMutableRawBufferPointer(rebasing: output[headerLength..<(headerLength + plaintext.count)])
             let tag = UnsafeMutableRawBufferPointer(rebasing: output[(headerLength + plaintext.count)..<total])
             guard

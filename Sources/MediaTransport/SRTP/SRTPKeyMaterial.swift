@@ -132,7 +132,7 @@ public struct SRTPKeyMaterial: Sendable, Equatable, CustomStringConvertible,
     /// RFC 4648 section 4 with padding), then `|lifetime` (written `2^n` when a power of two) and
     /// `|mki:length` when set. Contains the key: send it only over an encrypted channel.
     public var inlineKeyParams: String {
-        var text = "inline:" + secret.withUnsafeBytes { SRTPInlineBase64.encode($0) }
+        var text = "inline:" + secret.withUnsafeBytes { SRTPInlineBase64.encode($0.bytes) }
         if let lifetime {
             if lifetime != 0 && lifetime & (lifetime - 1) == 0 {
                 text += "|2^\(lifetime.trailingZeroBitCount)"
@@ -324,20 +324,21 @@ public struct SRTPKeyMaterialError: Error, Sendable, Equatable, CustomStringConv
 package enum SRTPInlineBase64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
-    /// Encodes with `=` padding.
-    package static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
+    /// Encodes with `=` padding. Cost: one array and one string of the encoded length.
+    package static func encode(_ bytes: RawSpan) -> String {
+        let count = bytes.byteCount
         var out = [UInt8]()
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        out.reserveCapacity((count + 2) / 3 * 4)
         var i = 0
-        while i < bytes.count {
-            let b0 = UInt32(bytes[i])
-            let b1 = i + 1 < bytes.count ? UInt32(bytes[i + 1]) : 0
-            let b2 = i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0
+        while i < count {
+            let b0 = UInt32(bytes.u8(i))
+            let b1 = i + 1 < count ? UInt32(bytes.u8(i + 1)) : 0
+            let b2 = i + 2 < count ? UInt32(bytes.u8(i + 2)) : 0
             let n = b0 << 16 | b1 << 8 | b2
             out.append(alphabet[Int(n >> 18 & 63)])
             out.append(alphabet[Int(n >> 12 & 63)])
-            out.append(i + 1 < bytes.count ? alphabet[Int(n >> 6 & 63)] : UInt8(ascii: "="))
-            out.append(i + 2 < bytes.count ? alphabet[Int(n & 63)] : UInt8(ascii: "="))
+            out.append(i + 1 < count ? alphabet[Int(n >> 6 & 63)] : UInt8(ascii: "="))
+            out.append(i + 2 < count ? alphabet[Int(n & 63)] : UInt8(ascii: "="))
             i += 3
         }
         return String(decoding: out, as: UTF8.self)

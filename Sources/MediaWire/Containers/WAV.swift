@@ -216,7 +216,7 @@ public final class WAVReader {
 
     /// Reads up to `buffer.count / channelCount` interleaved sample frames as Int16 (float files are
     /// scaled by 32768, rounded and clamped). Returns the frames read; 0 at the end of the data.
-    package func read(into buffer: UnsafeMutableBufferPointer<Int16>) throws(ContainerError) -> Int {
+    fileprivate func readSamples(into buffer: UnsafeMutableBufferPointer<Int16>) throws(ContainerError) -> Int {
         let maxFrames = buffer.count / channelCount
         guard maxFrames > 0, let base = buffer.baseAddress else { return 0 }
         if sampleFormat == .int16 {
@@ -233,7 +233,7 @@ public final class WAVReader {
 
     /// Reads up to `buffer.count / channelCount` interleaved sample frames as Float (16-bit files
     /// are divided by 32768). Returns the frames read; 0 at the end of the data.
-    package func read(into buffer: UnsafeMutableBufferPointer<Float>) throws(ContainerError) -> Int {
+    fileprivate func readSamples(into buffer: UnsafeMutableBufferPointer<Float>) throws(ContainerError) -> Int {
         let maxFrames = buffer.count / channelCount
         guard maxFrames > 0, let base = buffer.baseAddress else { return 0 }
         if sampleFormat == .float32 {
@@ -335,7 +335,7 @@ public final class WAVWriter {
     }
 
     /// Appends interleaved Int16 samples (`count` a multiple of the channel count).
-    package func write(_ samples: UnsafeBufferPointer<Int16>) throws(ContainerError) {
+    fileprivate func writeSamples(_ samples: UnsafeBufferPointer<Int16>) throws(ContainerError) {
         precondition(samples.count % channelCount == 0, "WAVWriter.write: partial sample frame")
         guard let base = samples.baseAddress, samples.count > 0 else { return }
         try checkLimit(adding: samples.count / channelCount)
@@ -360,7 +360,7 @@ public final class WAVWriter {
     }
 
     /// Appends interleaved Float samples (`count` a multiple of the channel count).
-    package func write(_ samples: UnsafeBufferPointer<Float>) throws(ContainerError) {
+    fileprivate func writeSamples(_ samples: UnsafeBufferPointer<Float>) throws(ContainerError) {
         precondition(samples.count % channelCount == 0, "WAVWriter.write: partial sample frame")
         guard let base = samples.baseAddress, samples.count > 0 else { return }
         try checkLimit(adding: samples.count / channelCount)
@@ -386,11 +386,11 @@ public final class WAVWriter {
 
     /// Array conveniences (not for hot paths: they are as cheap, but tie callers to arrays).
     public func write(_ samples: [Int16]) throws(ContainerError) {
-        try samples.withUnsafeBufferPointer { b in Result { () throws(ContainerError) in try write(b) } }.get()
+        try write(samples.span)
     }
     /// Array convenience for `write(_:)` of Float samples.
     public func write(_ samples: [Float]) throws(ContainerError) {
-        try samples.withUnsafeBufferPointer { b in Result { () throws(ContainerError) in try write(b) } }.get()
+        try write(samples.span)
     }
 
     /// Fixes up the RIFF, data (and fact) sizes, then fsyncs and renames the file into place.
@@ -429,24 +429,24 @@ extension WAVReader {
     /// of `buffer` (float files are scaled by 32768, rounded and clamped). Returns the frames read;
     /// 0 at the end of the data.
     public func read(into buffer: inout MutableSpan<Int16>) throws(ContainerError) -> Int {
-        try buffer.withUnsafeMutableBufferPointer { (b) throws(ContainerError) in try read(into: b) }
+        try buffer.withUnsafeMutableBufferPointer { (b) throws(ContainerError) in try readSamples(into: b) }
     }
 
     /// Reads up to `buffer.count / channelCount` interleaved sample frames as Float into the front
     /// of `buffer` (16-bit files are divided by 32768). Returns the frames read; 0 at the end.
     public func read(into buffer: inout MutableSpan<Float>) throws(ContainerError) -> Int {
-        try buffer.withUnsafeMutableBufferPointer { (b) throws(ContainerError) in try read(into: b) }
+        try buffer.withUnsafeMutableBufferPointer { (b) throws(ContainerError) in try readSamples(into: b) }
     }
 }
 
 extension WAVWriter {
     /// Appends interleaved Int16 samples (`count` a multiple of the channel count; traps otherwise).
     public func write(_ samples: Span<Int16>) throws(ContainerError) {
-        try samples.withUnsafeBufferPointer { (s) throws(ContainerError) in try write(s) }
+        try samples.withUnsafeBufferPointer { (s) throws(ContainerError) in try writeSamples(s) }
     }
 
     /// Appends interleaved Float samples (`count` a multiple of the channel count; traps otherwise).
     public func write(_ samples: Span<Float>) throws(ContainerError) {
-        try samples.withUnsafeBufferPointer { (s) throws(ContainerError) in try write(s) }
+        try samples.withUnsafeBufferPointer { (s) throws(ContainerError) in try writeSamples(s) }
     }
 }

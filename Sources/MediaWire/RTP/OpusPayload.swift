@@ -62,7 +62,7 @@ public enum OpusPayload {
 
 /// The single RTP payload of one Opus packet: its size, not its bytes.
 /// Thread rule: a value type. Cost: writing copies the packet once.
-public struct OpusFramePackets: RTPFramePayloadWriter, Equatable {
+public struct OpusFramePackets: RTPFramePayloads, Equatable {
     /// Bytes of the Opus packet.
     public let frameSize: Int
     /// One: the Opus packet travels whole in a single RTP payload.
@@ -72,17 +72,11 @@ public struct OpusFramePackets: RTPFramePayloadWriter, Equatable {
     /// Bytes of the one payload: the whole Opus packet (RFC 7587 §4.2).
     public func payloadSize(at index: Int) -> Int { frameSize }
 
-    /// Appends the Opus packet to `output`. No allocation.
+    /// Appends the Opus packet to `output`. Traps when `frame` is not `frameSize` bytes or
+    /// `output` lacks the room. No allocation.
     public func writePayload(at index: Int, of frame: RawSpan, into output: inout OutputRawSpan) {
-        appendPayload(at: index, of: frame, into: &output)
-    }
-
-    /// The raw form: writes the Opus packet at the start of `buffer`, returns its size.
-    package func writePayload(at index: Int, of frame: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int
-    {
-        precondition(frame.count == frameSize, "a \(frame.count)-byte packet for a \(frameSize)-byte Opus plan")
-        precondition(index == 0 && buffer.count >= frameSize, "buffer too small for Opus packet")
-        buffer.copy(frame, to: 0)
-        return frameSize
+        precondition(frame.byteCount == frameSize, "a \(frame.byteCount)-byte packet for a \(frameSize)-byte Opus plan")
+        precondition(index == 0 && output.freeCapacity >= frameSize, "buffer too small for Opus packet")
+        output.appendBytes(frame)
     }
 }

@@ -140,15 +140,16 @@ final class RTPFrameAssembler {
 
     /// Appends frame bytes; completes the frame when `end`. Gives up when over capacity.
     func append(
-        _ data: UnsafeRawBufferPointer, sequenceNumber seq: UInt16, end: Bool,
+        _ data: RawSpan, sequenceNumber seq: UInt16, end: Bool,
         into result: inout RTPDepacketizeResult
     ) {
         guard assembling else { return }
-        guard length + data.count <= capacity else { giveUp(timestamp, &result); return }
-        if data.count > 0 {
-            (storage + length).copyMemory(from: data.baseAddress!, byteCount: data.count)
+        let count = data.byteCount
+        guard length + count <= capacity else { giveUp(timestamp, &result); return }
+        if count > 0 {
+            data.withUnsafeBytes { (storage + length).copyMemory(from: $0.baseAddress!, byteCount: count) }
         }
-        length += data.count
+        length += count
         packets += 1
         if end {
             assembling = false

@@ -20,12 +20,6 @@ public protocol RTPFramePayloads: Sendable {
     var setsMarkerOnLastPacket: Bool { get }
 }
 
-/// The raw-buffer form of `RTPFramePayloads.writePayload`, for the send paths inside the package.
-package protocol RTPFramePayloadWriter: RTPFramePayloads {
-    /// Writes packet `index`'s payload from `frame` at the start of `buffer`; returns its size.
-    func writePayload(at index: Int, of frame: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int
-}
-
 extension RTPFramePayloads {
     /// Video formats mark the frame's last packet.
     public var setsMarkerOnLastPacket: Bool { true }
@@ -43,25 +37,6 @@ extension RTPFramePayloads {
         _ = header.marshal(into: &output)
         writePayload(at: index, of: frame, into: &output)
         return output.byteCount - start
-    }
-}
-
-extension RTPFramePayloadWriter {
-    /// `writePayload(at:of:into:)` on spans, through the raw form.
-    @inline(__always)
-    func appendPayload(at index: Int, of frame: RawSpan, into output: inout OutputRawSpan) {
-        frame.withUnsafeBytes { f in _ = output.appendWriting { writePayload(at: index, of: f, into: $0) } }
-    }
-
-    /// The raw form of `writePacket(at:header:of:into:)`, for the send paths: writes at the
-    /// start of `buffer`, returns the packet's size.
-    package func writePacket(
-        at index: Int, header: inout RTPHeader, of frame: UnsafeRawBufferPointer,
-        into buffer: UnsafeMutableRawBufferPointer
-    ) -> Int {
-        if setsMarkerOnLastPacket { header.marker = index == count - 1 }
-        let h = header.marshal(into: buffer)
-        return h + writePayload(at: index, of: frame, into: buffer.tail(h))
     }
 }
 

@@ -51,38 +51,29 @@ public struct RTPHeader: Sendable, Equatable {
     /// header within `mtu` bytes.
     public func maxPayloadSize(mtu: Int) -> Int { mtu - marshalSize }
 
-    /// Writes the header in network byte order and returns the bytes written (`marshalSize`).
-    /// Traps when `buffer` is too small, `payloadType` exceeds 127 or there are more than 15
-    /// CSRCs: those are programming errors. Cost: no allocation.
-    @discardableResult
-    package func marshal(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        let size = marshalSize
-        precondition(buffer.count >= size, "buffer of \(buffer.count) bytes too small for a \(size)-byte RTP header")
-        precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
-        precondition(csrcs.count <= 15, "more than 15 CSRCs")
-        let x: UInt8 = extensions.isEmpty ? 0 : 0x10
-        buffer[0] = 0x80 | (padding ? 0x20 : 0) | x | UInt8(csrcs.count)
-        buffer[1] = (marker ? 0x80 : 0) | payloadType
-        buffer.put16(2, sequenceNumber)
-        buffer.put32(4, timestamp)
-        buffer.put32(8, ssrc)
-        var at = 12
-        for c in csrcs { buffer.put32(at, c); at += 4 }
-        at += extensions.marshal(into: buffer.tail(at))
-        return at
-    }
-
     /// Parses the header of an RTP packet (convenience over `RTPPacket(parsing:)`, which also
     /// validates padding). Throws the same errors.
     public init(parsing bytes: RawSpan) throws(RTPError) {
         self = try RTPPacket(parsing: bytes).header
     }
 
-    /// Appends the header to `out` and returns its size (`marshalSize`). Traps when `out` has
-    /// less free capacity than that, `payloadType` exceeds 127 or there are more than 15 CSRCs.
-    /// Cost: no allocation.
+    /// Appends the header to `out` in network byte order and returns its size (`marshalSize`).
+    /// Traps when `out` has less free capacity than that, `payloadType` exceeds 127 or there are
+    /// more than 15 CSRCs: those are programming errors. Cost: no allocation.
     @discardableResult
     public func marshal(into out: inout OutputRawSpan) -> Int {
-        out.appendWriting { marshal(into: $0) }
+        let size = marshalSize
+        precondition(out.freeCapacity >= size, "\(out.freeCapacity) bytes of room too few for a \(size)-byte RTP header")
+        precondition(payloadType < 128, "RTP payload type \(payloadType) is not 7 bits")
+        precondition(csrcs.count <= 15, "more than 15 CSRCs")
+        let x: UInt8 = extensions.isEmpty ? 0 : 0x10
+        out.appendU8(0x80 | (padding ? 0x20 : 0) | x | UInt8(csrcs.count))
+        out.appendU8((marker ? 0x80 : 0) | payloadType)
+        out.appendU16(sequenceNumber)
+        out.appendU32(timestamp)
+        out.appendU32(ssrc)
+        for c in csrcs { out.appendU32(c) }
+        extensions.marshal(into: &out)
+        return size
     }
 }

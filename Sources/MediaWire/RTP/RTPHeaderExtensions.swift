@@ -106,14 +106,14 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
     }
 
     /// Sets element `id` to a copy of `bytes` (replacing an existing one). No allocation.
-    package mutating func set(id: UInt8, bytes: UnsafeRawBufferPointer) {
-        let o = reserve(id: id, length: bytes.count)
-        for k in 0..<bytes.count { data[o + k] = bytes[k] }
+    public mutating func set(id: UInt8, bytes: RawSpan) {
+        let o = reserve(id: id, length: bytes.byteCount)
+        for k in 0..<bytes.byteCount { data[o + k] = bytes.u8(k) }
     }
 
     /// Sets element `id` to the given bytes (convenience for tests and control paths).
     public mutating func set(id: UInt8, _ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { set(id: id, bytes: $0) }
+        set(id: id, bytes: bytes.span.bytes)
     }
 
     /// Sets element `id` to the low `length` bytes of `value`, big-endian. No allocation.
@@ -151,35 +151,31 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
         return 4 + (body + 3) & ~3
     }
 
-    /// Appends the encoding to `out` and returns its size; traps when `out` has too little free
-    /// capacity. Cost: no allocation.
+    /// Appends the extension block (profile, length in words, elements, zero padding) to `out`
+    /// and returns its size (`marshalSize`). Traps when `out` has too little free capacity or a
+    /// forced one-byte form cannot hold an element. Cost: no allocation.
     @discardableResult
-    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
-
-    /// Writes the extension block (profile, length in words, elements, zero padding) and returns
-    /// the bytes written (`marshalSize`). Traps if `buffer` is too small or a forced one-byte form
-    /// cannot hold an element.
-    package func marshal(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    public func marshal(into out: inout OutputRawSpan) -> Int {
         let size = marshalSize
         guard size > 0 else { return 0 }
-        precondition(buffer.count >= size, "buffer too small for RTP header extension")
+        precondition(out.freeCapacity >= size, "buffer too small for RTP header extension")
         let form = effectiveForm
         precondition(form == .twoByte || fitsOneByte, "element does not fit the one-byte form")
-        buffer.put16(0, form == .oneByte ? Self.oneByteProfile : Self.twoByteProfile | UInt16(appBits & 0x0F))
-        buffer.put16(2, UInt16((size - 4) / 4))
+        out.appendU16(form == .oneByte ? Self.oneByteProfile : Self.twoByteProfile | UInt16(appBits & 0x0F))
+        out.appendU16(UInt16((size - 4) / 4))
         var at = 4
         for i in 0..<count {
             let n = Int(lengths[i])
             if form == .oneByte {
-                buffer[at] = ids[i] << 4 | UInt8(n - 1); at += 1
+                out.appendU8(ids[i] << 4 | UInt8(n - 1)); at += 1
             } else {
-                buffer[at] = ids[i]; buffer[at + 1] = UInt8(n); at += 2
+                out.appendU8(ids[i]); out.appendU8(UInt8(n)); at += 2
             }
             let o = Int(offsets[i])
-            for k in 0..<n { buffer[at + k] = data[o + k] }
+            for k in 0..<n { out.appendU8(data[o + k]) }
             at += n
         }
-        buffer.zero(at, size - at)
+        out.appendZeros(size - at)
         return size
     }
 
@@ -253,16 +249,17 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
 }
 
 extension RTPHeaderExtensions {
-    /// Offset of the data of one-byte header extension element `id` (RFC 8285 §4.2) in an RTP
-    /// packet, or nil when absent. Cost: a walk over the extension block; no allocation.
-    package static func elementOffset(id: UInt8, in packet: UnsafeMutableRawBufferPointer, length: Int) -> Int? {
-        guard length >= 12, packet[0] & 0x10 != 0 else { return nil }
-        var at = 12 + 4 * Int(packet[0] & 0x0F)
-        guard at + 4 <= length, packet[at] == 0xBE, packet[at + 1] == 0xDE else { return nil }
-        let end = min(length, at + 4 + 4 * (Int(packet[at + 2]) << 8 | Int(packet[at + 3])))
+    /// Offset of the data of one-byte header extension element `id` (RFC 8285 §4.2) in the RTP
+    /// packet `packet`, or nil when absent. Cost: a walk over the extension block; no allocation.
+    package static func elementOffset(id: UInt8, in packet: RawSpan) -> Int? {
+        let length = packet.byteCount
+        guard length >= 12, packet.u8(0) & 0x10 != 0 else { return nil }
+        var at = 12 + 4 * Int(packet.u8(0) & 0x0F)
+        guard at + 4 <= length, packet.u16(at) == oneByteProfile else { return nil }
+        let end = min(length, at + 4 + 4 * Int(packet.u16(at + 2)))
         at += 4
         while at < end {
-            let b = packet[at]
+            let b = packet.u8(at)
             if b == 0 { at += 1; continue }
             let elementID = b >> 4, size = Int(b & 0x0F) + 1
             if elementID == 15 { return nil }
@@ -270,12 +267,5 @@ extension RTPHeaderExtensions {
             at += 1 + size
         }
         return nil
-    }
-}
-
-extension RTPHeaderExtensions {
-    /// Sets element `id` to a copy of `bytes` (replacing an existing one). No allocation.
-    public mutating func set(id: UInt8, bytes: RawSpan) {
-        bytes.withUnsafeBytes { set(id: id, bytes: $0) }
     }
 }

@@ -92,43 +92,9 @@ public struct RTPPacket: Sendable {
         extensionRange = body
     }
 
-    /// Parses the packet in `buffer` (the engine's receive paths hold raw buffers).
-    package init(parsing buffer: UnsafeRawBufferPointer) throws(RTPError) {
-        try self.init(parsing: buffer.bytes)
-    }
-
-    /// The payload within `buffer`, the bytes this packet was parsed from.
-    package func payload(in buffer: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
-        buffer.view(headerSize, payloadSize)
-    }
-
     /// Bytes `marshal(header:payload:paddingSize:into:)` writes.
     public static func marshalSize(header: RTPHeader, payloadSize: Int, paddingSize: Int = 0) -> Int {
         header.marshalSize + payloadSize + paddingSize
-    }
-
-    /// Writes a whole packet: header (P set when `paddingSize > 0`), payload copy, and RFC 3550
-    /// §5.1 padding (zeros ending with the count byte). Returns the bytes written.
-    /// Traps when the buffer is too small or `paddingSize` exceeds 255. Cost: one payload copy.
-    @discardableResult
-    package static func marshal(
-        header: RTPHeader, payload: UnsafeRawBufferPointer, paddingSize: Int = 0,
-        into buffer: UnsafeMutableRawBufferPointer
-    ) -> Int {
-        precondition(paddingSize >= 0 && paddingSize <= 255, "RTP padding must be 0...255 bytes")
-        let size = marshalSize(header: header, payloadSize: payload.count, paddingSize: paddingSize)
-        precondition(buffer.count >= size, "buffer of \(buffer.count) bytes too small for a \(size)-byte RTP packet")
-        var h = header
-        h.padding = paddingSize > 0
-        var at = h.marshal(into: buffer)
-        buffer.copy(payload, to: at)
-        at += payload.count
-        if paddingSize > 0 {
-            buffer.zero(at, paddingSize - 1)
-            buffer[at + paddingSize - 1] = UInt8(paddingSize)
-            at += paddingSize
-        }
-        return at
     }
 
     /// Appends a whole packet to `out`: header (P set when `paddingSize > 0`), payload copy, and
@@ -137,8 +103,17 @@ public struct RTPPacket: Sendable {
     /// or `paddingSize` exceeds 255. Cost: one payload copy.
     @discardableResult
     public static func marshal(header: RTPHeader, payload: RawSpan, paddingSize: Int = 0, into out: inout OutputRawSpan) -> Int {
-        payload.withUnsafeBytes { payload in
-            out.appendWriting { marshal(header: header, payload: payload, paddingSize: paddingSize, into: $0) }
+        precondition(paddingSize >= 0 && paddingSize <= 255, "RTP padding must be 0...255 bytes")
+        let size = marshalSize(header: header, payloadSize: payload.byteCount, paddingSize: paddingSize)
+        precondition(out.freeCapacity >= size, "\(out.freeCapacity) bytes of room too few for a \(size)-byte RTP packet")
+        var h = header
+        h.padding = paddingSize > 0
+        h.marshal(into: &out)
+        out.appendBytes(payload)
+        if paddingSize > 0 {
+            out.appendZeros(paddingSize - 1)
+            out.appendU8(UInt8(paddingSize))
         }
+        return size
     }
 }

@@ -19,20 +19,15 @@ public final class VP8Depacketizer {
     /// Throws when the payload descriptor is malformed. The packet is then ignored as if lost:
     /// the next packet shows a sequence gap, so the frame it belonged to is reported incomplete.
     public func push(_ packet: RTPPacket, in bytes: RawSpan) throws(RTPError) -> RTPDepacketizeResult {
-        try bytes.withUnsafeBytes { (buffer) throws(RTPError) in try push(packet, in: buffer) }
-    }
-
-    /// `push(_:in:)` on the raw buffer the packet was parsed from (the receive pipeline's).
-    package func push(_ packet: RTPPacket, in buffer: UnsafeRawBufferPointer) throws(RTPError) -> RTPDepacketizeResult {
-        let payload = packet.payload(in: buffer)
-        let (d, size) = try VP8PayloadDescriptor.parse(payload.bytes)
+        let payload = bytes.extracting(packet.payloadRange)
+        let (d, size) = try VP8PayloadDescriptor.parse(payload)
         var result = RTPDepacketizeResult()
         let h = packet.header
         let previousPictureID = assembler.pictureID
         guard assembler.accept(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp, into: &result) else {
             return result
         }
-        let data = UnsafeRawBufferPointer(rebasing: payload[size...])
+        let data = payload.extracting(size...)
         if d.startsFrame {
             if assembler.isAssembling { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
             if result.incompleteFrames == 1 && result.incompleteNonReferenceFrames == 1,
@@ -43,7 +38,7 @@ public final class VP8Depacketizer {
             }
             assembler.begin(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp)
             // RFC 7741 §4.3: the P bit (inverse key frame flag) is bit 0 of the first payload byte.
-            assembler.keyframe = data[0] & 0x01 == 0
+            assembler.keyframe = data.u8(0) & 0x01 == 0
             assembler.pictureID = d.pictureID
             assembler.temporalLayerID = d.temporalLayerID
             assembler.tl0PicIdx = d.tl0PicIdx

@@ -63,35 +63,23 @@ public struct VP8PayloadDescriptor: Sendable, Equatable {
         return n
     }
 
-    /// Appends the encoding to `out` and returns its size; traps when `out` has too little free
-    /// capacity. Cost: no allocation.
+    /// Appends the descriptor to `out` and returns its size (`marshalSize`); traps when `out` has
+    /// too little free capacity. Cost: no allocation.
     @discardableResult
-    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
-
-    /// Writes the descriptor; returns `marshalSize`. Traps on a too-small buffer.
-    @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    public func marshal(into out: inout OutputRawSpan) -> Int {
         let size = marshalSize
-        precondition(b.count >= size, "buffer too small for VP8 payload descriptor")
+        precondition(out.freeCapacity >= size, "buffer too small for VP8 payload descriptor")
         precondition(partitionIndex < 8, "VP8 partition index \(partitionIndex) exceeds 3 bits")
-        b[0] = (hasExtension ? 0x80 : 0) | (nonReference ? 0x20 : 0) | (startOfPartition ? 0x10 : 0) | partitionIndex
+        out.appendU8((hasExtension ? 0x80 : 0) | (nonReference ? 0x20 : 0) | (startOfPartition ? 0x10 : 0) | partitionIndex)
         guard hasExtension else { return 1 }
         let t = temporalLayerID != nil, k = keyIndex != nil
-        b[1] = (pictureID != nil ? 0x80 : 0) | (tl0PicIdx != nil ? 0x40 : 0) | (t ? 0x20 : 0) | (k ? 0x10 : 0)
-        var at = 2
+        out.appendU8((pictureID != nil ? 0x80 : 0) | (tl0PicIdx != nil ? 0x40 : 0) | (t ? 0x20 : 0) | (k ? 0x10 : 0))
         if let pid = pictureID {
-            if longPictureID {
-                b.put16(at, 0x8000 | (pid & 0x7FFF)); at += 2
-            } else {
-                b[at] = UInt8(pid & 0x7F); at += 1
-            }
+            if longPictureID { out.appendU16(0x8000 | (pid & 0x7FFF)) } else { out.appendU8(UInt8(pid & 0x7F)) }
         }
-        if let l = tl0PicIdx { b[at] = l; at += 1 }
-        if t || k {
-            b[at] = ((temporalLayerID ?? 0) & 3) << 6 | (layerSync ? 0x20 : 0) | ((keyIndex ?? 0) & 0x1F)
-            at += 1
-        }
-        return at
+        if let l = tl0PicIdx { out.appendU8(l) }
+        if t || k { out.appendU8(((temporalLayerID ?? 0) & 3) << 6 | (layerSync ? 0x20 : 0) | ((keyIndex ?? 0) & 0x1F)) }
+        return size
     }
 
     /// Parses the descriptor at the start of `payload`; returns it and its size.

@@ -19,20 +19,15 @@ public final class VP9Depacketizer {
     /// Throws when the payload descriptor is malformed. The packet is then ignored as if lost:
     /// the next packet shows a sequence gap, so the frame it belonged to is reported incomplete.
     public func push(_ packet: RTPPacket, in bytes: RawSpan) throws(RTPError) -> RTPDepacketizeResult {
-        try bytes.withUnsafeBytes { (buffer) throws(RTPError) in try push(packet, in: buffer) }
-    }
-
-    /// `push(_:in:)` on the raw buffer the packet was parsed from (the receive pipeline's).
-    package func push(_ packet: RTPPacket, in buffer: UnsafeRawBufferPointer) throws(RTPError) -> RTPDepacketizeResult {
-        let payload = packet.payload(in: buffer)
-        let (d, size) = try VP9PayloadDescriptor.parse(payload.bytes)
+        let payload = bytes.extracting(packet.payloadRange)
+        let (d, size) = try VP9PayloadDescriptor.parse(payload)
         var result = RTPDepacketizeResult()
         let h = packet.header
         guard assembler.accept(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp, into: &result) else {
             return result
         }
         if let ss = d.scalabilityStructure { scalabilityStructure = ss }
-        let data = UnsafeRawBufferPointer(rebasing: payload[size...])
+        let data = payload.extracting(size...)
         if d.startOfFrame {
             if assembler.isAssembling { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
             assembler.begin(sequenceNumber: h.sequenceNumber, timestamp: h.timestamp)
@@ -44,7 +39,7 @@ public final class VP9Depacketizer {
             assembler.tl0PicIdx = d.tl0PicIdx
             assembler.layerSync = d.layer?.switchingUpPoint ?? false
         } else if !assembler.isAssembling {
-            if data.count > 0 { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
+            if data.byteCount > 0 { assembler.dropContinuation(timestamp: h.timestamp, into: &result) }
             return result
         }
         assembler.append(data, sequenceNumber: h.sequenceNumber, end: d.endOfFrame || h.marker, into: &result)

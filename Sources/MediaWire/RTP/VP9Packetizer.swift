@@ -81,7 +81,7 @@ public struct VP9Packetizer: Sendable {
 
 /// The RTP payloads of one VP9 frame, made by `VP9Packetizer.packetize`: sizes and the
 /// descriptor, not the frame. Thread rule: a value type. Cost: writing copies the fragment once.
-public struct VP9FramePackets: RTPFramePayloadWriter, Equatable {
+public struct VP9FramePackets: RTPFramePayloads, Equatable {
     /// The descriptor of the first packet (later packets clear B and drop the SS; the last sets E).
     public let descriptor: VP9PayloadDescriptor
     /// How the frame is spread over packets.
@@ -95,23 +95,17 @@ public struct VP9FramePackets: RTPFramePayloadWriter, Equatable {
     /// Bytes of the frame.
     public var frameSize: Int { split.dataSize }
 
-    /// Appends payload `index` (descriptor and data) to `output`. No allocation.
+    /// Appends payload `index` (descriptor and data) to `output`. Traps when `frame` is not the
+    /// planned frame's size or `output` lacks `payloadSize(at:)` bytes of room. No allocation.
     public func writePayload(at index: Int, of frame: RawSpan, into output: inout OutputRawSpan) {
-        appendPayload(at: index, of: frame, into: &output)
-    }
-
-    /// The raw form: writes payload `index` at the start of `buffer`, returns its size.
-    package func writePayload(at index: Int, of frame: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int
-    {
-        precondition(frame.count == split.dataSize, "a \(frame.count)-byte frame for a \(split.dataSize)-byte VP9 plan")
+        precondition(frame.byteCount == split.dataSize, "a \(frame.byteCount)-byte frame for a \(split.dataSize)-byte VP9 plan")
         var d = descriptor
         d.startOfFrame = index == 0
         d.endOfFrame = index == split.count - 1
         if index > 0 { d.scalabilityStructure = nil }
-        let n = d.marshal(into: buffer)
         let r = split.dataRange(at: index)
-        precondition(buffer.count >= n + r.count, "buffer too small for VP9 packet")
-        buffer.copy(UnsafeRawBufferPointer(rebasing: frame[r]), to: n)
-        return n + r.count
+        precondition(output.freeCapacity >= d.marshalSize + r.count, "buffer too small for VP9 packet")
+        d.marshal(into: &output)
+        output.appendBytes(frame.extracting(r))
     }
 }

@@ -129,42 +129,36 @@ public struct VP9PayloadDescriptor: Sendable, Equatable {
         return n
     }
 
-    /// Appends the encoding to `out` and returns its size; traps when `out` has too little free
-    /// capacity. Cost: no allocation.
+    /// Appends the descriptor to `out` and returns its size (`marshalSize`). Traps when `out` has
+    /// too little free capacity or for a flexible predicted frame without P_DIFF (RFC 9628 §4.2
+    /// requires one). Cost: no allocation.
     @discardableResult
-    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
-
-    /// Writes the descriptor; returns `marshalSize`. Traps on a too-small buffer or a flexible
-    /// predicted frame without P_DIFF (RFC 9628 §4.2 requires one).
-    @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
+    public func marshal(into out: inout OutputRawSpan) -> Int {
         let size = marshalSize
-        precondition(b.count >= size, "buffer too small for VP9 payload descriptor")
+        precondition(out.freeCapacity >= size, "buffer too small for VP9 payload descriptor")
         precondition(
             !(flexibleMode && interPicturePredicted) || referenceCount > 0,
             "flexible-mode predicted VP9 frame needs a P_DIFF")
-        b[0] =
+        out.appendU8(
             (pictureID != nil ? 0x80 : 0) | (interPicturePredicted ? 0x40 : 0) | (layer != nil ? 0x20 : 0)
-            | (flexibleMode ? 0x10 : 0) | (startOfFrame ? 0x08 : 0) | (endOfFrame ? 0x04 : 0)
-            | (scalabilityStructure != nil ? 0x02 : 0) | (notReferenceForUpperSpatial ? 0x01 : 0)
-        var at = 1
+                | (flexibleMode ? 0x10 : 0) | (startOfFrame ? 0x08 : 0) | (endOfFrame ? 0x04 : 0)
+                | (scalabilityStructure != nil ? 0x02 : 0) | (notReferenceForUpperSpatial ? 0x01 : 0))
         if let pid = pictureID {
-            if longPictureID { b.put16(at, 0x8000 | (pid & 0x7FFF)); at += 2 } else { b[at] = UInt8(pid & 0x7F); at += 1 }
+            if longPictureID { out.appendU16(0x8000 | (pid & 0x7FFF)) } else { out.appendU8(UInt8(pid & 0x7F)) }
         }
         if let l = layer {
-            b[at] =
+            out.appendU8(
                 (l.temporalID & 7) << 5 | (l.switchingUpPoint ? 0x10 : 0) | (l.spatialID & 7) << 1
-                | (l.interLayerDependency ? 1 : 0)
-            at += 1
-            if !flexibleMode { b[at] = tl0PicIdx ?? 0; at += 1 }
+                    | (l.interLayerDependency ? 1 : 0))
+            if !flexibleMode { out.appendU8(tl0PicIdx ?? 0) }
         }
         if flexibleMode && interPicturePredicted {
             for i in 0..<referenceCount {
-                b[at] = (referenceDiffs[i] & 0x7F) << 1 | (i + 1 < referenceCount ? 1 : 0); at += 1
+                out.appendU8((referenceDiffs[i] & 0x7F) << 1 | (i + 1 < referenceCount ? 1 : 0))
             }
         }
-        if let ss = scalabilityStructure { at += ss.marshal(into: b.tail(at)) }
-        return at
+        if let ss = scalabilityStructure { ss.marshal(into: &out) }
+        return size
     }
 
     /// Parses the descriptor at the start of `payload`; returns it and its size. Throws
@@ -272,21 +266,17 @@ public struct VP9ScalabilityStructure: Sendable, Equatable {
     /// Bytes `marshal(into:)` writes (no picture group written).
     public var marshalSize: Int { 1 + (hasResolutions ? 4 * spatialLayers : 0) }
 
-    /// Appends the encoding to `out` and returns its size; traps when `out` has too little free
-    /// capacity. Cost: no allocation.
+    /// Appends the structure without a picture group description (G=0) to `out` and returns
+    /// its size (`marshalSize`); traps when `out` has too little free capacity or
+    /// `spatialLayers` is outside 1...8. Cost: no allocation.
     @discardableResult
-    public func marshal(into out: inout OutputRawSpan) -> Int { out.appendWriting { marshal(into: $0) } }
-
-    /// Writes the structure without a picture group description (G=0); returns `marshalSize`.
-    @discardableResult
-    package func marshal(into b: UnsafeMutableRawBufferPointer) -> Int {
-        precondition(b.count >= marshalSize && spatialLayers >= 1 && spatialLayers <= 8)
-        b[0] = UInt8(spatialLayers - 1) << 5 | (hasResolutions ? 0x10 : 0)
-        var at = 1
+    public func marshal(into out: inout OutputRawSpan) -> Int {
+        precondition(out.freeCapacity >= marshalSize && spatialLayers >= 1 && spatialLayers <= 8)
+        out.appendU8(UInt8(spatialLayers - 1) << 5 | (hasResolutions ? 0x10 : 0))
         if hasResolutions {
-            for i in 0..<spatialLayers { b.put16(at, widths[i]); b.put16(at + 2, heights[i]); at += 4 }
+            for i in 0..<spatialLayers { out.appendU16(widths[i]); out.appendU16(heights[i]) }
         }
-        return at
+        return marshalSize
     }
 
     /// Parses the structure at the start of `p`; returns it and its size. Throws `truncated`.

@@ -104,7 +104,7 @@ final class TrackFanOut: RoutedPacketSink, @unchecked Sendable {
     private func send(_ packet: UnsafeRawBufferPointer, to t: Target) -> Bool {
         guard packet.count + t.context.rtpOverhead <= scratch.count else { return false }
         scratch.copyMemory(from: packet)
-        if let at = RTPHeaderExtensions.elementOffset(id: Self.transportSequenceExtensionID, in: scratch, length: packet.count),
+        if let at = RTPHeaderExtensions.elementOffset(id: Self.transportSequenceExtensionID, in: packet.bytes),
             at + 2 <= packet.count
         {
             let rtpSeq = UInt16(scratch[2]) << 8 | UInt16(scratch[3])
