@@ -287,7 +287,7 @@ final class RendezvousHarness {
         guard let (validFor, servers) = TURNCredentialsWire.parse(plain), let server = servers.first, servers.count == 1
         else { return fuzzRequire(false, "a credentials answer that does not parse") }
         fuzzRequire(validFor == TURNOffer.defaultLifetime && server.address == Self.turnServer.address, "other servers")
-        let expected = TURNCredentials.base64(
+        let expected = Base64.encode(
             TURNCredentials.hmacSHA1(key: SecretKeyBytes(Self.turnSecret), Array(server.username.utf8)))
         let expiry = TURNCredentials(username: server.username, password: server.password).expiry
         fuzzRequire(

@@ -289,7 +289,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     /// The fraction of this stream's packets a receiver reported lost (RFC 3550 §6.4.1 report
     /// block, 0...1): with in-band FEC on, the encoder protects for it (smoothed over reports,
-    /// at least the configured `expectedPacketLossPercent`, at most 30 %). Any thread; an atomic store.
+    /// to the nearest of 1, 5 or 10 %, at least the configured `expectedPacketLossPercent`).
+    /// Any thread; an atomic store.
     public func handleReceiverLoss(fractionLost: Double) {
         reportedLoss.store(Int(max(0, min(1, fractionLost)) * 1e6), ordering: .releasing)
     }
@@ -348,6 +349,12 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         return did
     }
 
+    /// The expected-loss levels (percent) and the smoothed loss (percent) from which each
+    /// applies: the nearest level. None above 10: at 32 kbit/s, protecting for 20 % took so
+    /// many bits from the speech itself that speech through 10 % loss scored lower
+    /// (`SimulatedSpeechPlayoutTests`, one seed: PESQ 1.99 against 2.37).
+    static let lossLevels: [(from: Double, level: Int)] = [(0.5, 1), (3, 5), (7.5, 10)]
+
     /// Applies a FEC switch or a receiver's loss report, on the worker before the next frame.
     /// Each report moves the smoothed loss halfway to it (libwebrtc smooths too, so one bad
     /// second does not double the bitrate spent on FEC for long).
@@ -360,8 +367,10 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             encoder.isInbandFECEnabled = fecOn
         }
         if loss >= 0 { smoothedLoss = (smoothedLoss + Double(loss) / 1e6) / 2 }
-        let reported = fecOn ? Int((smoothedLoss * 100).rounded(.up)) : 0
-        encoder.expectedPacketLossPercent = min(30, max(configuration.expectedPacketLossPercent, reported))
+        // A few levels, not every report's figure: each change of the expected loss moves the
+        // encoder's split between speech and FEC bits (libwebrtc quantises the same way).
+        let reported = fecOn ? Self.lossLevels.last { smoothedLoss * 100 >= $0.from }?.level ?? 0 : 0
+        encoder.expectedPacketLossPercent = max(configuration.expectedPacketLossPercent, reported)
     }
 
     /// Appends one captured chunk (any rate) to the 48 kHz frame buffer, emitting full frames.

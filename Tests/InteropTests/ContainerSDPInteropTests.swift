@@ -84,7 +84,7 @@ import Testing
                 "rtpvp8depay", "!", "vp8dec", "!", "fakesink", "num-buffers=10",
             ])
         #expect(waitForUDPListener(port: port), "gst-launch did not bind \(port)")
-        let key = SDPBase64.encode(video.crypto[0].keys[0].keyAndSalt)
+        let key = Base64.encode(video.crypto[0].keys[0].keyAndSalt)
         let ff = try runTool(
             "ffmpeg",
             [
@@ -107,7 +107,7 @@ import Testing
             [
                 "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", "1",
                 "-c:v", "libvpx", "-f", "rtp", "-srtp_out_suite", "AES_CM_128_HMAC_SHA1_32",
-                "-srtp_out_params", SDPBase64.encode(key), "-sdp_file", dir.file("ff.sdp"),
+                "-srtp_out_params", Base64.encode(key), "-sdp_file", dir.file("ff.sdp"),
                 "srtp://127.0.0.1:\(port)",
             ])
         #expect(run.status == 0, "\(run.stderr)")

@@ -26,7 +26,7 @@ import Testing
     }
 
     @Test func writesTheExpectedText() {
-        let k = SDPBase64.encode(Self.key)
+        let k = Base64.encode(Self.key)
         #expect(
             Self.sample().text == """
                 v=0\r
@@ -76,7 +76,7 @@ import Testing
             m=video 5004 RTP/SAVP 96
             b=AS:200
             a=rtpmap:96 VP8/90000
-            a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(SDPBase64.encode(Self.key))|2^31|1:4 UNENCRYPTED_SRTCP
+            a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(Base64.encode(Self.key))|2^31|1:4 UNENCRYPTED_SRTCP
             a=rtcp-fb:* nack
             a=ssrc:1 msid:stream track
             a=fingerprint:sha-256 AB:CD
@@ -172,12 +172,12 @@ import Testing
             "": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy",
         ]
         for (plain, encoded) in vectors {
-            #expect(SDPBase64.encode(Array(plain.utf8)) == encoded)
-            #expect(SDPBase64.decode(encoded) == Array(plain.utf8))
+            #expect(Base64.encode(Array(plain.utf8)) == encoded)
+            #expect(Base64.decode(encoded) == Array(plain.utf8))
         }
-        #expect(SDPBase64.decode("Zg=") == nil)
-        #expect(SDPBase64.decode("Z") == nil)
-        #expect(SDPBase64.decode("Zg==Zg==") == nil)
+        #expect(Base64.decode("Zg=") == nil)
+        #expect(Base64.decode("Z") == nil)
+        #expect(Base64.decode("Zg==Zg==") == nil)
     }
 
     @Test func readsAndWritesFilesAtomically() throws {

@@ -78,7 +78,7 @@ extension SimulatedRendezvousClient {
         let vectors = [
             "": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy",
         ]
-        for (plain, encoded) in vectors { #expect(TURNCredentials.base64(Array(plain.utf8)) == encoded) }
+        for (plain, encoded) in vectors { #expect(Base64.encode(Array(plain.utf8)) == encoded) }
         print("TURN credentials: user \(c.username), password \(c.password)")
     }
 

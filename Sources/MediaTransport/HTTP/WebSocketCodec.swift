@@ -317,7 +317,7 @@ package struct WebSocketHandshake: Sendable, Hashable {
 
     /// A handshake with `key` (16 bytes; random by default) asking for `subprotocol`.
     package init(key: [UInt8] = RandomBytes.bytes(16), subprotocol: String?) {
-        self.key = SDPBase64.encode(key)
+        self.key = Base64.encode(key)
         self.subprotocol = subprotocol
     }
 
@@ -329,7 +329,7 @@ package struct WebSocketHandshake: Sendable, Hashable {
         _ = input.withUnsafeBytes { i in
             digest.withUnsafeMutableBufferPointer { cms_sha1(i.baseAddress, i.count, $0.baseAddress) }
         }
-        return SDPBase64.encode(digest)
+        return Base64.encode(digest)
     }
 
     /// The upgrade request for `path` on `host` (the Host field's value, with the port when it is

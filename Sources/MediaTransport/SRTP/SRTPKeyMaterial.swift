@@ -320,40 +320,11 @@ public struct SRTPKeyMaterialError: Error, Sendable, Equatable, CustomStringConv
     public var description: String { message }
 }
 
-/// Standard base64 (RFC 4648 section 4), used for the RFC 4568 key-salt.
+/// The RFC 4568 key-salt's base64 (RFC 4648 §4, `Base64`), read with errors that say what is
+/// wrong with the text.
 package enum SRTPInlineBase64 {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
     /// Encodes with `=` padding. Cost: one array and one string of the encoded length.
-    package static func encode(_ bytes: RawSpan) -> String {
-        let count = bytes.byteCount
-        var out = [UInt8]()
-        out.reserveCapacity((count + 2) / 3 * 4)
-        var i = 0
-        while i < count {
-            let b0 = UInt32(bytes.u8(i))
-            let b1 = i + 1 < count ? UInt32(bytes.u8(i + 1)) : 0
-            let b2 = i + 2 < count ? UInt32(bytes.u8(i + 2)) : 0
-            let n = b0 << 16 | b1 << 8 | b2
-            out.append(alphabet[Int(n >> 18 & 63)])
-            out.append(alphabet[Int(n >> 12 & 63)])
-            out.append(i + 1 < count ? alphabet[Int(n >> 6 & 63)] : UInt8(ascii: "="))
-            out.append(i + 2 < count ? alphabet[Int(n & 63)] : UInt8(ascii: "="))
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func value(_ c: UInt8) -> UInt32? {
-        switch c {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt32(c - UInt8(ascii: "A"))
-        case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt32(c - UInt8(ascii: "a") + 26)
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(c - UInt8(ascii: "0") + 52)
-        case UInt8(ascii: "+"): 62
-        case UInt8(ascii: "/"): 63
-        default: nil
-        }
-    }
+    package static func encode(_ bytes: RawSpan) -> String { Base64.encode(bytes) }
 
     /// Decodes standard base64; trailing `=` padding is optional but, when present, must be right.
     package static func decode(_ text: Substring) throws(SRTPKeyMaterialError) -> [UInt8] {
@@ -366,7 +337,7 @@ package enum SRTPInlineBase64 {
         if chars.isEmpty {
             throw SRTPKeyMaterialError(.badBase64, "SRTP inline key-salt is empty")
         }
-        for (index, c) in chars.enumerated() where value(c) == nil {
+        for (index, c) in chars.enumerated() where Base64.value(c, .standard) == nil {
             let shown = c >= 0x21 && c < 0x7f ? "'\(Character(Unicode.Scalar(c)))'" : "byte 0x\(String(c, radix: 16))"
             throw SRTPKeyMaterialError(
                 .badBase64,
@@ -383,18 +354,7 @@ package enum SRTPInlineBase64 {
                 .badBase64,
                 "SRTP inline key-salt has wrong base64 padding (\(padding) '=' after \(chars.count) characters)")
         }
-        var out = [UInt8]()
-        out.reserveCapacity(chars.count * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for c in chars {
-            accumulator = accumulator << 6 | value(c)!
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
-            }
-        }
+        guard let out = Base64.decode(text) else { throw SRTPKeyMaterialError(.badBase64, "SRTP inline key-salt is not base64") }
         return out
     }
 }

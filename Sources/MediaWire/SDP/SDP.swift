@@ -1,3 +1,5 @@
+import MediaBase
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -195,7 +197,7 @@ public struct SDPCrypto: Hashable, Sendable {
             self.keyAndSalt = keyAndSalt; self.lifetime = lifetime; self.mki = mki
         }
         var text: String {
-            var s = "inline:" + SDPBase64.encode(keyAndSalt)
+            var s = "inline:" + Base64.encode(keyAndSalt)
             if let l = lifetime { s += "|" + l }
             if let m = mki { s += "|" + m }
             return s
@@ -703,7 +705,7 @@ package struct SDPParser {
                 throw fail("a=crypto: key parameter \"\(param.prefix(20))\" does not use the inline: method")
             }
             let parts = param.dropFirst(7).split(separator: "|", omittingEmptySubsequences: false)
-            guard let bytes = SDPBase64.decode(parts[0]) else { throw fail("a=crypto: key is not valid base64") }
+            guard let bytes = Base64.decode(parts[0]) else { throw fail("a=crypto: key is not valid base64") }
             if let need = SDPCrypto.keyAndSaltLength(suite: suite), bytes.count != need {
                 throw fail("a=crypto: \(suite) needs \(need) bytes of key and salt, the key has \(bytes.count)")
             }
@@ -716,64 +718,6 @@ package struct SDPParser {
         // RFC 4568 §9.1: key-params = key-param *(";" key-param): at least one (";" alone has none).
         guard !keys.isEmpty else { throw fail("a=crypto: no inline: key parameter") }
         return SDPCrypto(tag: tag, suite: suite, keys: keys, sessionParameters: f.dropFirst(3).map(String.init))
-    }
-}
-
-/// Base64 (RFC 4648 §4, with padding) for SDES inline keys.
-package enum SDPBase64 {
-    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    /// Encodes bytes as padded base64.
-    package static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i + 3 <= bytes.count {
-            let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            for s in [18, 12, 6, 0] { out.append(alphabet[Int((v >> UInt32(s)) & 63)]) }
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest > 0 {
-            var v = UInt32(bytes[i]) << 16
-            if rest == 2 { v |= UInt32(bytes[i + 1]) << 8 }
-            out.append(alphabet[Int((v >> 18) & 63)])
-            out.append(alphabet[Int((v >> 12) & 63)])
-            out.append(rest == 2 ? alphabet[Int((v >> 6) & 63)] : UInt8(ascii: "="))
-            out.append(UInt8(ascii: "="))
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Decodes padded or unpadded base64; nil on any other character or a bad length.
-    package static func decode<S: StringProtocol>(_ text: S) -> [UInt8]? {
-        var values: [UInt8] = []
-        var padding = 0
-        for c in text.utf8 {
-            if c == UInt8(ascii: "=") { padding += 1; continue }
-            if padding > 0 { return nil }
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(c - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(c - UInt8(ascii: "a") + 26)
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(c - UInt8(ascii: "0") + 52)
-            case UInt8(ascii: "+"): values.append(62)
-            case UInt8(ascii: "/"): values.append(63)
-            default: return nil
-            }
-        }
-        if padding > 2 || values.count % 4 == 1 || (padding > 0 && (values.count + padding) % 4 != 0) { return nil }
-        var out: [UInt8] = []
-        var i = 0
-        while i < values.count {
-            let n = min(4, values.count - i)
-            var v: UInt32 = 0
-            for k in 0..<4 { v = v << 6 | (k < n ? UInt32(values[i + k]) : 0) }
-            out.append(UInt8(v >> 16))
-            if n > 2 { out.append(UInt8((v >> 8) & 0xFF)) }
-            if n > 3 { out.append(UInt8(v & 0xFF)) }
-            i += 4
-        }
-        return out
     }
 }
 

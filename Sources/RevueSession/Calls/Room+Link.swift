@@ -93,7 +93,7 @@ extension Room {
         guard !joined, remoteParticipants.isEmpty else { throw .inCall }
         guard var server = options.sfu, server.isUsable else { throw .noServer }
         server.endToEndEncryption = true
-        if server.roomSecret == nil { server.roomSecret = Base64URL.encode(RandomBytes.bytes(18)) }
+        if server.roomSecret == nil { server.roomSecret = Base64.encodeURL(RandomBytes.bytes(18)) }
         let secret = Sodium.randomSecret(32)
         guard let link = RoomLink.make(server: server, hostKey: Sodium.x25519Public(secret: secret)) else { throw .noServer }
         let leg = RoomLinkLeg(link: link, isHost: true, name: name, secret: secret, now: now)

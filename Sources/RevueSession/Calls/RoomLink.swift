@@ -111,7 +111,7 @@ public struct RoomLink: Sendable, Hashable, CustomStringConvertible {
         guard let roomText = fields["room"] else { throw .missingField("room") }
         guard let room = Self.roomNumber(roomText) else { throw .badRoom }
         guard let keyText = fields["key"] else { throw .missingField("key") }
-        guard let hostKey = Base64URL.decode(keyText), hostKey.count == 32 else { throw .badHostKey }
+        guard let hostKey = Base64.decodeURL(keyText), hostKey.count == 32 else { throw .badHostKey }
         let server = SFUServer(
             url: "\(transport)://\(authority)\(path)", room: room, endToEndEncryption: true, apiSecret: fields["apisecret"],
             token: fields["token"], pin: fields["pin"])
@@ -135,25 +135,25 @@ public struct RoomLink: Sendable, Hashable, CustomStringConvertible {
         let location = server.url[schemeEnd.upperBound...]
         let slash = location.firstIndex(of: "/") ?? location.endIndex
         var text = "\(scheme)://\(location[..<slash])\(location[slash...])?t=\(transport)&room=\(server.room)"
-        text += "&key=\(Base64URL.encode(hostKey))"
+        text += "&key=\(Base64.encodeURL(hostKey))"
         for (name, value) in [("pin", server.pin), ("token", server.token), ("apisecret", server.apiSecret)] {
             guard let value else { continue }
             text += "&\(name)=\(percentEncoded(value))"
         }
-        text += "#\(secretPrefix)\(Base64URL.encode(secret))"
+        text += "#\(secretPrefix)\(Base64.encodeURL(secret))"
         return try? RoomLink(parsing: text)
     }
 
     /// The whole link, secret included: the text to share with whoever may join, and nothing
     /// else (not a log, not a server). Thread rule: any thread. Cost: builds a string.
-    public var text: String { visible(redacted: false) + "#\(Self.secretPrefix)\(Base64URL.encode(secret))" }
+    public var text: String { visible(redacted: false) + "#\(Self.secretPrefix)\(Base64.encodeURL(secret))" }
 
     /// The link with its secret and credentials replaced by `…`: what may appear in a log.
     public var description: String { visible(redacted: true) + "#…" }
 
     /// The link's part before `#`, its credentials shown or replaced by `…`.
     private func visible(redacted: Bool) -> String {
-        var out = "\(Self.scheme)://\(authority)\(path)?t=\(transport)&room=\(server.room)&key=\(Base64URL.encode(hostKey))"
+        var out = "\(Self.scheme)://\(authority)\(path)?t=\(transport)&room=\(server.room)&key=\(Base64.encodeURL(hostKey))"
         for (name, value) in [("pin", server.pin), ("token", server.token), ("apisecret", server.apiSecret)] {
             guard let value else { continue }
             out += "&\(name)=\(redacted ? "…" : Self.percentEncoded(value))"
@@ -181,7 +181,7 @@ public struct RoomLink: Sendable, Hashable, CustomStringConvertible {
     static func secret(fromFragment fragment: [UInt8]) -> [UInt8]? {
         let prefix = Array(secretPrefix.utf8)
         guard fragment.count == prefix.count + 43, fragment.starts(with: prefix) else { return nil }
-        guard let bytes = Base64URL.decode(String(decoding: fragment[prefix.count...], as: UTF8.self)), bytes.count == 32
+        guard let bytes = Base64.decodeURL(String(decoding: fragment[prefix.count...], as: UTF8.self)), bytes.count == 32
         else { return nil }
         return bytes
     }
@@ -264,46 +264,5 @@ public struct RoomLink: Sendable, Hashable, CustomStringConvertible {
         case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
         default: nil
         }
-    }
-}
-
-/// Base64url without padding (RFC 4648 section 5), strict: a decoded text must be the one its
-/// bytes encode to, so each value has one spelling. Thread rule: any thread. Cost: one pass.
-enum Base64URL {
-    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-    static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var i = 0
-        while i < bytes.count {
-            let n = min(3, bytes.count - i)
-            var v = UInt32(bytes[i]) << 16
-            if n > 1 { v |= UInt32(bytes[i + 1]) << 8 }
-            if n > 2 { v |= UInt32(bytes[i + 2]) }
-            for k in 0...n { out.append(alphabet[Int(v >> UInt32(18 - 6 * k) & 63)]) }
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    static func decode(_ text: String) -> [UInt8]? {
-        let chars = Array(text.utf8)
-        guard chars.count % 4 != 1 else { return nil }
-        var out: [UInt8] = []
-        var acc: UInt32 = 0, bits = 0
-        for c in chars {
-            guard let v = alphabet.firstIndex(of: c) else { return nil }
-            acc = acc << 6 | UInt32(v)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
-            }
-            acc &= (1 << UInt32(bits)) - 1
-        }
-        // Left-over bits must be zero: a second spelling of the same bytes is refused.
-        guard acc == 0 else { return nil }
-        return out
     }
 }

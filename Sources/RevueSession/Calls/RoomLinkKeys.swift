@@ -67,7 +67,7 @@ package struct RoomLinkJoinRequest: Sendable, Hashable {
         let sealedName = Sodium.seal(key: keys.nameKey, nonce: nonce, ad: publicKey, plaintext: Array(name.utf8))
         let n = linkBytes(nonce)
         let proof = Self.proof(keys, publicKey, n, sealedName)
-        return prefix + [publicKey, n, sealedName, proof].map(Base64URL.encode).joined(separator: ".")
+        return prefix + [publicKey, n, sealedName, proof].map(Base64.encodeURL).joined(separator: ".")
     }
 
     /// The request in `text` if it was made under `keys`; nil for anything else (another link,
@@ -89,7 +89,7 @@ package struct RoomLinkJoinRequest: Sendable, Hashable {
         guard text.utf8.count <= maxText, text.hasPrefix(prefix) else { return nil }
         let parts = text.dropFirst(prefix.count).split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4 else { return nil }
-        let decoded = parts.compactMap { Base64URL.decode(String($0)) }
+        let decoded = parts.compactMap { Base64.decodeURL(String($0)) }
         guard decoded.count == 4, decoded[0].count == 32 else { return nil }
         return decoded
     }
@@ -158,12 +158,12 @@ package enum RoomLinkEnvelope {
         for member in members {
             guard member.count == 32, let key = pairKey(hostSecret, member, room: room, epoch: epoch) else { return nil }
             let sealed = Sodium.seal(key: key, nonce: epoch, ad: member + linkBytes(room), plaintext: roomKey)
-            entries.append(Base64URL.encode(Array(member.prefix(8))) + ":" + Base64URL.encode(sealed))
+            entries.append(Base64.encodeURL(Array(member.prefix(8))) + ":" + Base64.encodeURL(sealed))
         }
         let lines = roster.map { "\($0.feed)\t\($0.tag)\t\($0.name)" }.joined(separator: "\n")
         let sealedRoster = Sodium.seal(
             key: rosterKey(roomKey), nonce: epoch, ad: Array("roster".utf8) + linkBytes(room), plaintext: Array(lines.utf8))
-        let text = prefix + String(epoch) + "." + entries.joined(separator: ",") + "~" + Base64URL.encode(sealedRoster)
+        let text = prefix + String(epoch) + "." + entries.joined(separator: ",") + "~" + Base64.encodeURL(sealedRoster)
         return text.utf8.count <= maxText ? text : nil
     }
 
@@ -178,15 +178,15 @@ package enum RoomLinkEnvelope {
         guard let dot = body.firstIndex(of: "."), let epoch = UInt64(body[..<dot]) else { return nil }
         let rest = body[body.index(after: dot)...].split(separator: "~", omittingEmptySubsequences: false)
         guard rest.count == 2 else { return nil }
-        let tag = Base64URL.encode(Array(memberPublic.prefix(8)))
+        let tag = Base64.encodeURL(Array(memberPublic.prefix(8)))
         for entry in rest[0].split(separator: ",").prefix(maxEntries) {
             let pair = entry.split(separator: ":", omittingEmptySubsequences: false)
-            guard pair.count == 2, pair[0] == tag, let sealed = Base64URL.decode(String(pair[1])),
+            guard pair.count == 2, pair[0] == tag, let sealed = Base64.decodeURL(String(pair[1])),
                 let key = pairKey(memberSecret, hostKey, room: room, epoch: epoch),
                 let roomKey = Sodium.open(key: key, nonce: epoch, ad: memberPublic + linkBytes(room), ciphertext: sealed),
                 roomKey.count == 32
             else { continue }
-            guard let sealedRoster = Base64URL.decode(String(rest[1])),
+            guard let sealedRoster = Base64.decodeURL(String(rest[1])),
                 let plain = Sodium.open(
                     key: rosterKey(roomKey), nonce: epoch, ad: Array("roster".utf8) + linkBytes(room), ciphertext: sealedRoster),
                 let lines = String(validating: plain, as: UTF8.self)

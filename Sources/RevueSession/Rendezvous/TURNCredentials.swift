@@ -37,7 +37,7 @@ package struct TURNCredentials: Sendable, Equatable {
     /// Thread rule: any thread. Cost: one HMAC-SHA1 and a base64 encoding.
     package static func make(secret: SecretKeyBytes, id: String, expiry: UInt64) -> TURNCredentials {
         let username = "\(expiry):\(id)"
-        return TURNCredentials(username: username, password: base64(hmacSHA1(key: secret, Array(username.utf8))))
+        return TURNCredentials(username: username, password: Base64.encode(hmacSHA1(key: secret, Array(username.utf8))))
     }
 
     /// The expiry in the user name (seconds since 1970); nil when it does not start with digits
@@ -53,23 +53,6 @@ package struct TURNCredentials: Sendable, Equatable {
         key.withUnsafeBytes { STUNMessage.hmacSHA1(key: $0, data) }
     }
 
-    /// Standard base64 with padding (RFC 4648 §4), as coturn encodes the HMAC.
-    /// Thread rule: any thread. Cost: linear in `bytes`.
-    package static func base64(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i < bytes.count {
-            let n = min(3, bytes.count - i)
-            var v = UInt32(bytes[i]) << 16
-            if n > 1 { v |= UInt32(bytes[i + 1]) << 8 }
-            if n > 2 { v |= UInt32(bytes[i + 2]) }
-            for k in 0..<4 { out.append(k <= n ? alphabet[Int((v >> (18 - 6 * UInt32(k))) & 63)] : UInt8(ascii: "=")) }
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
 }
 
 /// What a rendezvous node offers its registered peers: the TURN servers it is paired with, the
