@@ -144,6 +144,7 @@ enum DemoCommand: Command {
             frames: Int64(seconds * 48_000), beepEverySecond: true)
         var wire = SendWire(destination: relay.listenAddress, key: key)
         wire.separateAudioPort = false  // one 5-tuple through the relay, demultiplexed by payload type
+        wire.rtcpMux = true  // and RTCP on it too: the receiver demultiplexes RTCP from RTP
         let sender = try MediaSender(
             video: camera, audio: microphone, videoOptions: videoOptions, audioOptions: audioOptions, wire: wire)
 

@@ -27,6 +27,10 @@ struct SendWire {
     var pcapPath: String?
     /// Audio goes to `destination.port + 2` when video is sent too (one port per m= line).
     var separateAudioPort = true
+    /// RTCP sender reports on the RTP port (RFC 5761 multiplexing, as `demo`'s own receiver takes
+    /// them); otherwise on the RTP port + 1 (RFC 3550 §11), as the SDP `send` writes (without
+    /// `a=rtcp-mux`) tells a receiver.
+    var rtcpMux = false
 }
 
 final class MediaSender {
@@ -120,8 +124,13 @@ final class MediaSender {
             audioPipeline = nil
         }
         var reported: [(destination: SocketAddress, target: any RTPSendFeedbackTarget)] = []
-        if let v = videoPipeline, let s = videoStream { reported.append((s.destination, v)) }
-        if let a = audioPipeline, let s = audioStream { reported.append((s.destination, a)) }
+        func rtcpDestination(_ rtp: SocketAddress) -> SocketAddress {
+            var to = rtp
+            if !wire.rtcpMux { to.port = to.port &+ 1 }
+            return to
+        }
+        if let v = videoPipeline, let s = videoStream { reported.append((rtcpDestination(s.destination), v)) }
+        if let a = audioPipeline, let s = audioStream { reported.append((rtcpDestination(s.destination), a)) }
         reporter = try SenderReporter(socket: socket, key: wire.key, cname: "revue-media", streams: reported)
         feedback.targets.withLock { t in
             if let v = videoPipeline { t[v.ssrc] = v }
