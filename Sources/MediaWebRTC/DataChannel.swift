@@ -121,6 +121,8 @@ package final class DataChannel: Sendable {
         var bufferedAmount = 0
         var lowThreshold = 0
         var onOpen: (@Sendable () -> Void)?
+        /// Whether `onOpen` has been run (or handed to the queue to run).
+        var openAnnounced = false
         var onMessage: (@Sendable (DataChannelMessage) -> Void)?
         var onClose: (@Sendable () -> Void)?
         var onBufferedAmountLow: (@Sendable () -> Void)?
@@ -157,11 +159,30 @@ package final class DataChannel: Sendable {
         set { state.withLock { $0.lowThreshold = max(0, newValue) } }
     }
 
-    /// Runs once when the channel opens (on the connection's queue). Set it before the connection
-    /// connects, or in `onDataChannel` for a channel the peer opened.
+    /// Runs once when the channel opens (on the connection's queue). Set on a channel that is
+    /// already open and whose opening nobody was told of yet, it runs then, on the queue: so a
+    /// channel made on a running connection may get its `onOpen` after `createDataChannel` returns.
     package var onOpen: (@Sendable () -> Void)? {
         get { state.withLock { $0.onOpen } }
-        set { state.withLock { $0.onOpen = newValue } }
+        set {
+            let late = state.withLock { s -> Bool in
+                s.onOpen = newValue
+                guard newValue != nil, s.readyState == .open, !s.openAnnounced else { return false }
+                s.openAnnounced = true
+                return true
+            }
+            if late, let newValue { owner.whenOnQueue(newValue) }
+        }
+    }
+
+    /// Tells `onOpen`, once, that the channel is open; runs on the connection's queue.
+    func announceOpen() {
+        let callback = state.withLock { s -> (@Sendable () -> Void)? in
+            guard !s.openAnnounced, let cb = s.onOpen else { return nil }
+            s.openAnnounced = true
+            return cb
+        }
+        callback?()
     }
 
     /// Each message as it arrives (on the connection's queue, in order on an ordered channel).

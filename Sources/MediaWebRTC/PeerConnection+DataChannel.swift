@@ -130,7 +130,7 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
             } else {
                 queued.unassigned.append(channel)
             }
-            // Opened on the queue's next turn, so that `onOpen` set after this returns is called.
+            // Opened on the queue's next turn; `onOpen` set after this returns is still told (see its setter).
             if queued.up { queue.async { [self] in open(channel) } }
         }
         if let failure { throw failure }
@@ -300,7 +300,7 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
             queued.awaitingAck.insert(id)
         }
         channel.state.withLock { $0.readyState = .open }
-        if let cb = channel.onOpen { cb() }
+        channel.announceOpen()
         flushSends()
     }
 
@@ -481,7 +481,7 @@ package final class PeerConnectionDataChannels: @unchecked Sendable {
             return s.onDataChannel
         }
         callback?(channel)
-        if let cb = channel.onOpen { cb() }
+        channel.announceOpen()
         flushSends()
     }
 

@@ -315,6 +315,18 @@ struct DataChannelTests {
         try third.send("3")
         let (_, thirdReceived) = try #require(inbox.channel("third"))
         #expect(await waitFor(timeout: 10) { thirdReceived.texts == ["3"] })
+        // One whose onOpen is set only once it is open is told then, once.
+        let fourth = try a.createDataChannel(label: "fourth")
+        #expect(await waitFor(timeout: 10) { fourth.readyState == .open })
+        let opens = Atomic<Int>(0)
+        fourth.onOpen = { opens.add(1, ordering: .relaxed) }
+        #expect(await waitFor(timeout: 10) { opens.load(ordering: .relaxed) == 1 })
+        fourth.onOpen = { opens.add(1, ordering: .relaxed) }
+        // The connection's queue is serial: once a message sent after this has left, a second
+        // call, had one been queued, would have run.
+        try fourth.send("4")
+        #expect(await waitFor(timeout: 10) { inbox.channel("fourth")?.1.texts == ["4"] })
+        #expect(opens.load(ordering: .relaxed) == 1)
         #expect(a.state == .connected && b.state == .connected)
     }
 
