@@ -213,17 +213,10 @@ public final class RTCPSenderEndpoint: @unchecked Sendable {
         private func sendReports(now: MonotonicTime) {
             guard let remote else { return }
             let reports = session.senderReports(ntpTime: clock.ntpNow, now: now)
-            guard let first = reports.first else { return }
-            var packets: [RTCPPacket] = reports.map { .senderReport($0) }
-            packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: configuration.cname)))
-            var size = RTCPCompound.marshalSize(packets)
-            guard size + (outbound?.rtcpOverhead ?? 0) <= buffer.count else { return }
-            buffer.appending { RTCPCompound.marshal(packets, into: &$0) }
-            if let outbound {
-                var span = buffer.mutableBytes
-                guard let n = try? outbound.protectRTCP(&span, length: size) else { return }
-                size = n
-            }
+            guard
+                let size = RTCPSenderSession.writeSenderReportCompound(
+                    reports, cname: configuration.cname, protectedBy: outbound, into: buffer)
+            else { return }
             let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<size])
             if let output {
                 output(bytes, remote)

@@ -1,5 +1,6 @@
 import Glibc
 import MediaBase
+import MediaTransport
 import MediaWire
 
 /// What a send pipeline does when its receiver asks: resend, refresh, or change bitrate. The send
@@ -157,6 +158,28 @@ public final class RTCPSenderSession {
                 packetCount: UInt32(truncatingIfNeeded: info.packetCount),
                 octetCount: UInt32(truncatingIfNeeded: info.octetCount))
         }
+    }
+
+    /// Writes `reports` and an SDES CNAME chunk for the first one as a compound packet at the
+    /// start of `buffer`, SRTCP-protected when `srtcp` is given, and returns its length: nil when
+    /// there is no report, the packet does not fit, or protection failed. Thread rule: `srtcp`'s
+    /// (one sender at a time). Cost: marshals in place; one small array for the packet list.
+    package static func writeSenderReportCompound(
+        _ reports: [RTCPSenderReport], cname: String, protectedBy srtcp: SRTPContext?,
+        into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int? {
+        guard let first = reports.first else { return nil }
+        var packets: [RTCPPacket] = reports.map { .senderReport($0) }
+        packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
+        var size = RTCPCompound.marshalSize(packets)
+        guard size + (srtcp?.rtcpOverhead ?? 0) <= buffer.count else { return nil }
+        buffer.appending { RTCPCompound.marshal(packets, into: &$0) }
+        if let srtcp {
+            var span = buffer.mutableBytes
+            guard let n = try? srtcp.protectRTCP(&span, length: size) else { return nil }
+            size = n
+        }
+        return size
     }
 
     /// Counts a sent RTP packet for the next sender report.

@@ -193,19 +193,10 @@ final class SenderReporter {
         for group in groups {
             // A stream that has sent nothing has no timestamp to map yet.
             let targets = group.targets.filter { $0.senderInfo.packetCount > 0 }
-            var packets: [RTCPPacket] = RTCPSenderSession.senderReports(for: targets, ntpTime: ntp, now: now)
-                .map { .senderReport($0) }
-            guard let first = targets.first else { continue }
-            packets.append(.sourceDescription(RTCPSourceDescription(ssrc: first.ssrc, cname: cname)))
-            var size = RTCPCompound.marshalSize(packets)
-            guard size + (srtcp?.rtcpOverhead ?? 0) <= buffer.count else { continue }
+            let reports = RTCPSenderSession.senderReports(for: targets, ntpTime: ntp, now: now)
             let sent = buffer.withUnsafeMutableBytes { b -> Bool in
-                b.appending { RTCPCompound.marshal(packets, into: &$0) }
-                if let srtcp {
-                    var span = b.mutableBytes
-                    guard let n = try? srtcp.protectRTCP(&span, length: size) else { return false }
-                    size = n
-                }
+                guard let size = RTCPSenderSession.writeSenderReportCompound(reports, cname: cname, protectedBy: srtcp, into: b)
+                else { return false }
                 return (try? socket.send(UnsafeRawBufferPointer(rebasing: b[0..<size]), to: group.destination)) != nil
             }
             if sent { self.sent += 1 }

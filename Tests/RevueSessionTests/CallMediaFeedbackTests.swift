@@ -151,7 +151,8 @@ import Testing
         // second's frames fell; both are the bottleneck seen through transport-cc.
         #expect(
             estimator.delayBasedBitrate != nil && estimator.delayBased.decreaseCount > 0,
-            "no decrease from transport feedback (over-use \(estimator.delayBased.overuseCount), loss decreases \(estimator.delayBased.lossDecreaseCount))")
+            "no decrease from transport feedback (over-use \(estimator.delayBased.overuseCount), loss decreases \(estimator.delayBased.lossDecreaseCount))"
+        )
         #expect(estimator.targetBitrate <= 400_000, "a's leg still allows \(estimator.targetBitrate) b/s through 300 kbit/s")
         // The first seconds at the 1 Mbit/s start overflow the queue (libwebrtc starts lower), so
         // only part of the 167 frames decode; what decodes is right.
