@@ -92,15 +92,28 @@ final class NodeMesh: @unchecked Sendable {
         }
     }
 
+    /// Looks every 200 ms until `look` says yes (true) or `timeout` seconds pass (false).
+    func poll(timeout: Double, _ look: () async -> Bool) async -> Bool {
+        let deadline = MonotonicTime.now + .seconds(timeout)
+        while MonotonicTime.now < deadline {
+            if await look() { return true }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        return false
+    }
+
+    /// Member `i`'s `media-stats` per participant (nil when it did not answer).
+    func legs(_ i: Int) async -> [[String: Any]]? {
+        (await call(i, ["cmd": "media-stats"]))?["participants"] as? [[String: Any]]
+    }
+
     /// Waits until each of `members` has every other member as a participant with both tracks
     /// subscribed, and a media route (an ICE pair that answered) to each of them.
     func waitForMesh(_ members: [Int], tracks: Int = 2, timeout: Double = 30) async -> Bool {
-        let deadline = MonotonicTime.now + .seconds(timeout)
-        while MonotonicTime.now < deadline {
-            var complete = true
+        await poll(timeout: timeout) {
             for i in members {
                 guard let room = await call(i, ["cmd": "room"]), let ps = room["participants"] as? [[String: Any]] else {
-                    complete = false; break
+                    return false
                 }
                 let want = Set(members.filter { $0 != i }.map { ids[$0] })
                 let subscribed = ps.filter { p in
@@ -108,22 +121,19 @@ final class NodeMesh: @unchecked Sendable {
                     return list.count == tracks && list.allSatisfy { $0["isSubscribed"] as? Bool == true }
                 }
                 if Set(subscribed.compactMap { $0["friendId"] as? String }) != want || ps.count != want.count {
-                    complete = false; break
+                    return false
                 }
-                guard let stats = await call(i, ["cmd": "media-stats"]), let legs = stats["participants"] as? [[String: Any]]
-                else { complete = false; break }
+                guard let legs = await legs(i) else { return false }
                 // A mesh leg has an ICE route; through an SFU, a connected subscription.
                 let routed = legs.filter {
                     let path = $0["path"] as? [String: Any]
                     return path?["route"] as? String != nil
                         || (path?["subscribed"] as? Bool == true && path?["state"] as? String == "connected")
                 }
-                if Set(routed.compactMap { $0["friendId"] as? String }) != want { complete = false; break }
+                if Set(routed.compactMap { $0["friendId"] as? String }) != want { return false }
             }
-            if complete { return true }
-            try? await Task.sleep(for: .milliseconds(200))
+            return true
         }
-        return false
     }
 
     /// Waits until, through an SFU with end-to-end encryption, every member's publishing
@@ -132,15 +142,13 @@ final class NodeMesh: @unchecked Sendable {
     /// `ownKeysInUse` and `keyIDs`), twice in a row 200 ms apart, so that a rotation that begins
     /// just after one look is caught by the next.
     func waitForSFUSenders(_ members: [Int], timeout: Double = 30) async -> Bool {
-        let deadline = MonotonicTime.now + .seconds(timeout)
         var settledLooks = 0
-        while MonotonicTime.now < deadline {
+        return await poll(timeout: timeout) {
             var own: [String: Set<String>] = [:]
             var held: [String: [String: Set<String>]] = [:]  // receiver -> sender -> IDs
             var settled = true
             for i in members {
-                guard let stats = await call(i, ["cmd": "media-stats"]), let ps = stats["participants"] as? [[String: Any]]
-                else { settled = false; break }
+                guard let ps = await legs(i) else { settled = false; break }
                 for p in ps {
                     guard let path = p["path"] as? [String: Any], let sender = p["friendId"] as? String else {
                         settled = false; continue
@@ -163,17 +171,13 @@ final class NodeMesh: @unchecked Sendable {
                 }
             }
             settledLooks = settled ? settledLooks + 1 : 0
-            if settledLooks >= 2 { return true }
-            try? await Task.sleep(for: .milliseconds(200))
+            return settledLooks >= 2
         }
-        return false
     }
 
     /// Decoded video frames and loud audio samples per friend ID, as `media-stats` reports them.
     func mediaStats(_ i: Int) async -> [String: (frames: Int, loud: Int)] {
-        guard let stats = await call(i, ["cmd": "media-stats"]), let ps = stats["participants"] as? [[String: Any]] else {
-            return [:]
-        }
+        guard let ps = await legs(i) else { return [:] }
         var out: [String: (Int, Int)] = [:]
         for p in ps { out[p["friendId"] as! String] = (p["videoFrames"] as? Int ?? 0, p["loudSamples"] as? Int ?? 0) }
         return out
@@ -284,17 +288,13 @@ final class NodeMesh: @unchecked Sendable {
     /// Everyone hangs up; waits until every room is empty.
     func hangUpAll() async -> Bool {
         for i in nodes.indices { _ = await call(i, ["cmd": "hangup"]) }
-        let deadline = MonotonicTime.now + .seconds(20)
-        while MonotonicTime.now < deadline {
-            var empty = true
+        return await poll(timeout: 20) {
             for i in nodes.indices {
                 let room = await call(i, ["cmd": "room"])
-                if (room?["participants"] as? [Any])?.isEmpty != true { empty = false }
+                if (room?["participants"] as? [Any])?.isEmpty != true { return false }
             }
-            if empty { return true }
-            try? await Task.sleep(for: .milliseconds(200))
+            return true
         }
-        return false
     }
 
     /// User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15).

@@ -45,11 +45,10 @@ import Testing
 
     /// Waits until every peer holds the host's latest epoch and the senders switched to it.
     static func waitKeysSettled(_ peers: [CallPeer]) async {
-        await peers[0].wait("every peer at the host's epoch", timeout: 10) {
-            let epochs = Set(peers.map { $0.room.linkLeg?.epoch ?? 0 })
+        await peers[0].wait("every peer at the host's epoch, sending under its keys", timeout: 10) {
+            let epochs = Set(peers.flatMap { [$0.room.linkLeg?.epoch ?? 0, $0.room.linkLeg?.epochInUse ?? 0] })
             return epochs.count == 1
         }
-        await settle(RoomLinkLeg.keySwitchDelay / .milliseconds(1) / 1000 + 0.3)
     }
 
     /// Probes on each peer for each other peer's identity (peer i's bar codes from i * 10,000).
@@ -63,8 +62,12 @@ import Testing
 
     /// Feeds `senders` for `seconds` (peer i of `all` from 20 ms chunk i * 30,000 + `after`: a later
     /// feed starts where the wall clock is since the first, so that capture times keep pace with
-    /// it; frames stamped far from it were not sent).
-    static func feed(_ senders: [CallPeer], of all: [CallPeer], seconds: Double, after: Int = 0) async {
+    /// it; frames stamped far from it were not sent), then waits until each sender's last frames
+    /// reached every other sender (through `attachers`, one per peer of `all`) and `alsoWaitFor`.
+    static func feed(
+        _ senders: [CallPeer], of all: [CallPeer], attachers: [ProbeAttacher], seconds: Double, after: Int = 0,
+        alsoWaitFor extra: [SenderProbe] = []
+    ) async {
         let tasks = senders.map { p in
             let i = all.firstIndex { $0 === p }!
             return CallMediaQualityTests.feed(
@@ -72,7 +75,18 @@ import Testing
                 startFrame: i * 30_000 + after)
         }
         for t in tasks { await t.value }
-        await settle(0.6)
+        // The last video frame of peer i is chunk i * 30,000 + after + c, c the last multiple of 3.
+        let lastChunk = (Int(seconds * 50) - 1) / 3 * 3
+        var ends: [(SenderProbe, Int)] = extra.map { ($0, ($0.range.lowerBound * 3 + after + lastChunk) / 3) }
+        for r in senders {
+            let ri = all.firstIndex { $0 === r }!
+            for s in senders where s !== r {
+                let si = all.firstIndex { $0 === s }!
+                ends.append((attachers[ri].probe(identity(s)), (si * 30_000 + after + lastChunk) / 3))
+            }
+        }
+        // One of a sender's last four frames decoded: what it sent before is in too (one path, in order).
+        await all[0].wait("the last frames decoded", timeout: 5) { ends.allSatisfy { $0.0.snapshot.lastIndex >= $0.1 - 3 } }
     }
 
     /// The order of a call's start as friends' calls have it: `started` first, each participant
@@ -140,7 +154,7 @@ import Testing
 
             await Self.waitKeysSettled(peers)
             let firstFeed = Date()
-            await Self.feed(peers, of: peers, seconds: 3)
+            await Self.feed(peers, of: peers, attachers: attachers, seconds: 3)
             for (i, me) in peers.enumerated() {
                 for (j, other) in peers.enumerated() where i != j {
                     let probe = attachers[i].probe(Self.identity(other))
@@ -196,7 +210,8 @@ import Testing
             let before = (
                 attachers[0].probe(Self.identity(f)).snapshot.frames, attachers[1].probe(Self.identity(h)).snapshot.frames
             )
-            await Self.feed([h, f], of: peers, seconds: 2, after: Int(Date().timeIntervalSince(firstFeed) / 0.02))
+            await Self.feed(
+                [h, f], of: peers, attachers: attachers, seconds: 2, after: Int(Date().timeIntervalSince(firstFeed) / 0.02))
             #expect(attachers[0].probe(Self.identity(f)).snapshot.frames - before.0 >= 20)
             #expect(attachers[1].probe(Self.identity(h)).snapshot.frames - before.1 >= 20)
             #expect((framesFromStranger(0), framesFromStranger(1)) == counted)
@@ -208,13 +223,18 @@ import Testing
             await h.wait("the revoked link refused", timeout: 10) {
                 (h.room.linkLeg?.admission.refusals[.revoked] ?? 0) > refusedBefore
             }
-            await settle(1.5)
+            // Until the server no longer lists the newcomer's feed (the host had it kicked).
+            let lateFeed = try #require(late.room.sfu?.feed)
+            var afterKick = try await admin.listParticipants(room: room)
+            for _ in 0..<100 where afterKick.contains(where: { $0.id == lateFeed }) {
+                try await Task.sleep(for: .milliseconds(100))
+                afterKick = try await admin.listParticipants(room: room)
+            }
+            #expect(!afterKick.contains { $0.id == lateFeed }, "\(afterKick)")
             #expect(late.room.remoteParticipants.isEmpty && late.room.linkLeg?.epoch == 0)
             #expect(
                 h.room.remoteParticipants.count == 1 && f.room.remoteParticipants.count == 1,
                 "host: \(h.recorder.room) friend: \(f.recorder.room)")
-            let afterKick = try await admin.listParticipants(room: room)
-            #expect(!afterKick.contains { $0.id == late.room.sfu?.feed }, "\(afterKick)")
             await session.destroy()
 
             // The host leaves: the room ends for the friend too (nobody makes its keys any more).
@@ -277,8 +297,9 @@ import Testing
             let otherKeys = try await CallSFUTests.Tap(server: janus.address, room: room, feed: feed, range: range, decrypt: true)
             for kid in [keys.video, keys.audio] { try withKeys.receiver.addKey(keyID: kid, baseKey: keys.baseKey) }
             for kid in [other.video, other.audio] { try otherKeys.receiver.addKey(keyID: kid, baseKey: other.baseKey) }
-            await settle(1)
-            await Self.feed([good], of: all, seconds: 2, after: 3_000)
+            let taps = [withKeys, withoutKeys, otherKeys]
+            await h.wait("the taps connected", timeout: 10) { taps.allSatisfy { $0.connection.state == .connected } }
+            await Self.feed([good], of: all, attachers: [], seconds: 2, after: 3_000, alsoWaitFor: [withKeys.probe])
             print("CallSFULinkTests: taps \(withKeys.probe.snapshot) \(withoutKeys.probe.snapshot) \(otherKeys.probe.snapshot)")
             #expect(withKeys.probe.snapshot.frames >= 20, "\(withKeys.probe.snapshot)")
             #expect(withoutKeys.probe.snapshot.frames == 0 && otherKeys.probe.snapshot.frames == 0)

@@ -383,7 +383,7 @@ struct CallSFUReclaimTests {
                 "\(p.name): \(p.recorder.room)")
         }
         Self.resetProbes(attachers)
-        await CallSFULinkTests.feed(peers, of: peers, seconds: 3)
+        await CallSFULinkTests.feed(peers, of: peers, attachers: attachers, seconds: 3)
         for (i, me) in peers.enumerated() {
             for (j, other) in peers.enumerated() where i != j {
                 let probe = attachers[i].probe(CallSFULinkTests.identity(other))

@@ -13,7 +13,12 @@ import Testing
 /// Decoded pictures of one sender as one receiver gets them: how many carry a bar code in the
 /// sender's range, their mean PSNR against the source, and the PCM.
 final class SenderProbe: VideoRenderer, AudioSink, @unchecked Sendable {
-    struct Counts { var frames = 0; var foreign = 0; var unreadable = 0; var psnrSum = 0.0 }
+    struct Counts {
+        var frames = 0, foreign = 0, unreadable = 0
+        var psnrSum = 0.0
+        /// The highest frame index decoded from the sender's range (-1: none).
+        var lastIndex = -1
+    }
     let range: Range<Int>
     let counts = Mutex(Counts())
     let pcm = Mutex<[Int16]>([])
@@ -28,6 +33,7 @@ final class SenderProbe: VideoRenderer, AudioSink, @unchecked Sendable {
             if range.contains(index) && psnr > 25 {
                 $0.frames += 1
                 $0.psnrSum += psnr
+                $0.lastIndex = max($0.lastIndex, index)
             } else {
                 $0.foreign += 1
             }

@@ -41,6 +41,8 @@ final class RoomLinkLeg {
     var refused: Set<UInt64> = []
     /// The current epoch, its room key and roster (epoch 0: none yet).
     var epoch: UInt64 = 0
+    /// The latest epoch whose keys our senders use (they switch `keySwitchDelay` after it).
+    var epochInUse: UInt64 = 0
     var roomKey: [UInt8]?
     var roster: [RoomLinkRosterEntry] = []
     /// The host must seal a new epoch (someone came, left or was removed).
@@ -363,10 +365,16 @@ extension Room {
         if first || sfu.capturers.isEmpty {
             try? video?.setKey(keyID: mine.video, baseKey: mine.baseKey)
             try? audio?.setKey(keyID: mine.audio, baseKey: mine.baseKey)
+            leg.epochInUse = max(leg.epochInUse, epoch)
         } else {
-            scheduler.schedule(after: RoomLinkLeg.keySwitchDelay) {
+            let token = ObjectIdentifier(leg)
+            scheduler.schedule(after: RoomLinkLeg.keySwitchDelay) { [weak self] in
                 try? video?.setKey(keyID: mine.video, baseKey: mine.baseKey)
                 try? audio?.setKey(keyID: mine.audio, baseKey: mine.baseKey)
+                MainActor.assumeIsolated {
+                    guard let leg = self?.linkLeg, ObjectIdentifier(leg) == token else { return }
+                    leg.epochInUse = max(leg.epochInUse, epoch)
+                }
             }
         }
 
