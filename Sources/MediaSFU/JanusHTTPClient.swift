@@ -162,6 +162,15 @@ package struct JanusHTTPClient: Sendable {
     /// The blocking exchange, on the calling thread.
     func exchange(method: String, path: String, body: [UInt8]?, timeoutSeconds: Double) -> Result<Response, JanusError> {
         let deadline = MonotonicTime.now + .nanoseconds(Int64(max(timeoutSeconds, 0.001) * 1e9))
+        var fields = [("Host", hostField), ("Connection", "close"), ("Accept", "application/json")]
+        if let body { fields += [("Content-Type", "application/json"), ("Content-Length", "\(body.count)")] }
+        var request: [UInt8]
+        do throws(HTTPMessageError) {
+            request = try HTTPHead.request(method, path, fields).encoded()
+        } catch {
+            return .failure(.badURL("cannot write the request \(method) \(path): \(error)"))
+        }
+        if let body { request += body }
         let stream: ClientStream
         do {
             stream = try ClientStream.connect(host: host, port: port, tls: tls, deadline: deadline)
@@ -171,11 +180,6 @@ package struct JanusHTTPClient: Sendable {
         defer { stream.close() }
 
         // Send the request.
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: \(hostField)\r\nConnection: close\r\nAccept: application/json\r\n"
-        if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
-        head += "\r\n"
-        var request = Array(head.utf8)
-        if let body { request += body }
         do {
             try stream.write(request, deadline: deadline)
         } catch {

@@ -324,8 +324,15 @@ package final class JanusWebSocketTransport: JanusTransport, @unchecked Sendable
         var chunk = [UInt8](repeating: 0, count: 4096)
         let limit = 16 * 1024
         var headEnd: Int?
+        let request: [UInt8]
+        do throws(WebSocketError) {
+            request = try handshake.request(host: hostField, path: endpoint.path)
+        } catch {
+            stream.close()
+            return .failure(.webSocket(error))
+        }
         do {
-            try stream.write(handshake.request(host: hostField, path: endpoint.path), deadline: deadline)
+            try stream.write(request, deadline: deadline)
             while headEnd == nil {
                 let n = try stream.read(into: &chunk, deadline: deadline)
                 guard n > 0 else {

@@ -27,6 +27,9 @@ public enum WHIPClientError: Error, Sendable, Hashable, CustomStringConvertible 
     case tooManyRedirects(Int)
     /// The local connection refused the offer it made or the server's answer.
     case peerConnection(RTCError)
+    /// The request could not be written: a header value (the token, say) holds a line break or
+    /// another control byte, or the URL's path holds a space (what was wrong). Nothing was sent.
+    case invalidRequest(String)
 
     /// A readable description, for logs and test failures.
     public var description: String {
@@ -39,6 +42,7 @@ public enum WHIPClientError: Error, Sendable, Hashable, CustomStringConvertible 
         case .invalidResponse(let s): "invalid response: \(s)"
         case .tooManyRedirects(let n): "more than \(n) redirects"
         case .peerConnection(let e): "\(e)"
+        case .invalidRequest(let s): "cannot write the request: \(s)"
         }
     }
 }
@@ -295,6 +299,18 @@ enum WHIPHTTP {
     static func request(
         method: String, target: Target, body: [UInt8]?, options: WHIPClientOptions
     ) throws(WHIPClientError) -> Response {
+        var fields = [("Host", target.hostField), ("Connection", "close")]
+        if let token = options.token { fields.append(("Authorization", "Bearer \(token)")) }
+        if let body {
+            fields += [("Content-Type", "application/sdp"), ("Accept", "application/sdp"), ("Content-Length", "\(body.count)")]
+        }
+        // Written before connecting: a request that cannot be written sends nothing.
+        let head: [UInt8]
+        do throws(HTTPMessageError) {
+            head = try HTTPHead.request(method, target.path, fields).encoded()
+        } catch {
+            throw .invalidRequest("\(error)")
+        }
         let deadline = MonotonicTime.now + options.timeout
         let stream: ClientStream
         do throws(ClientStreamError) {
@@ -306,12 +322,6 @@ enum WHIPHTTP {
             throw map(error)
         }
         defer { stream.close() }
-        var head = "\(method) \(target.path) HTTP/1.1\r\nHost: \(target.hostField)\r\nConnection: close\r\n"
-        if let token = options.token { head += "Authorization: Bearer \(token)\r\n" }
-        if let body {
-            head += "Content-Type: application/sdp\r\nAccept: application/sdp\r\nContent-Length: \(body.count)\r\n"
-        }
-        head += "\r\n"
         let cap = max(options.maxResponseBytes, 1024)
         var decoder = HTTPMessageDecoder(
             .response(toMethod: method),
@@ -319,7 +329,7 @@ enum WHIPHTTP {
         var chunk = [UInt8](repeating: 0, count: 16_384)
         var received = 0
         do throws(any Error) {
-            try stream.write(Array(head.utf8) + (body ?? []), deadline: deadline)
+            try stream.write(head + (body ?? []), deadline: deadline)
             while true {
                 let n = try stream.read(into: &chunk, deadline: deadline)
                 if n == 0 { break }

@@ -210,6 +210,38 @@ struct HTTPMessageCodecTests {
         #expect(try decoder.append(Self.bytes("-1\r\n")) == m)
         #expect(try decoder.finish() == m)
     }
+    /// What the clients and the server write: the exact bytes, read back by the decoder; and
+    /// every string that would end a line early (a token or path with CR or LF in it, taken from
+    /// a caller) is refused with a typed error instead of starting a field of its own.
+    @Test func headsAreWrittenExactlyAndWhatWouldInjectAFieldIsRefused() throws {
+        let request = try HTTPHead.request("POST", "/janus/7", [("Host", "sfu:8088"), ("Content-Length", "2")]).encoded()
+        #expect(
+            String(decoding: request, as: UTF8.self) == "POST /janus/7 HTTP/1.1\r\nHost: sfu:8088\r\nContent-Length: 2\r\n\r\n")
+        let decoded = try #require(try HTTPMessageDecoder.decode(request + Self.bytes("{}"), as: .request, complete: true))
+        #expect(decoded.head.startLine == .request(method: "POST", target: "/janus/7", minorVersion: 1))
+        #expect(decoded.head.field("host") == "sfu:8088" && decoded.body == Self.bytes("{}"))
+        let response = try HTTPHead.response(201, reason: "Created", [("Location", "/r/1"), ("X-Note", "a\tb é")]).encoded()
+        #expect(String(decoding: response, as: UTF8.self) == "HTTP/1.1 201 Created\r\nLocation: /r/1\r\nX-Note: a\tb é\r\n\r\n")
+
+        let refused: [(String, HTTPHead)] = [
+            ("a CRLF in a value", .request("GET", "/", [("Authorization", "Bearer t\r\nX-Injected: 1")])),
+            ("a bare LF in a value", .request("GET", "/", [("Authorization", "Bearer t\nX-Injected: 1")])),
+            ("a NUL in a value", .request("GET", "/", [("X-A", "a\u{0}b")])),
+            ("a space in a name", .request("GET", "/", [("X A", "b")])),
+            ("an empty name", .request("GET", "/", [("", "b")])),
+            ("a colon in a name", .request("GET", "/", [("X:A", "b")])),
+            ("a space in the method", .request("GE T", "/", [])),
+            ("a space in the target", .request("GET", "/a b", [])),
+            ("a CRLF in the target", .request("GET", "/a\r\nX-Injected: 1", [])),
+            ("an empty target", .request("GET", "", [])),
+            ("a status below 100", .response(99, reason: "Low", [])),
+            ("a CR in the reason", .response(200, reason: "OK\rX", [])),
+        ]
+        for (what, head) in refused {
+            #expect(throws: HTTPMessageError.self, "\(what)") { try head.encoded() }
+        }
+    }
+
     @Test func committedSeedsAreTheFuzzEntrySeeds() throws {
         let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Fuzz/corpus/fuzz-http")

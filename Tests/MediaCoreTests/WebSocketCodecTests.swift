@@ -31,7 +31,7 @@ struct WebSocketCodecTests {
         let nonce: [UInt8] = Array("the sample nonce".utf8)
         let h = WebSocketHandshake(key: nonce, subprotocol: "janus-protocol")
         #expect(h.key == "dGhlIHNhbXBsZSBub25jZQ==")
-        let request = String(decoding: h.request(host: "janus.example:8188", path: "/"), as: UTF8.self)
+        let request = String(decoding: try h.request(host: "janus.example:8188", path: "/"), as: UTF8.self)
         #expect(request.hasPrefix("GET / HTTP/1.1\r\nHost: janus.example:8188\r\n"))
         #expect(request.contains("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"))
         #expect(request.contains("Sec-WebSocket-Protocol: janus-protocol\r\n") && request.hasSuffix("\r\n\r\n"))

@@ -650,6 +650,23 @@ struct WHIPClientTests {
             }
             #expect(Date().timeIntervalSince(started) < 30, "\(name) took \(Date().timeIntervalSince(started)) s")
         }
+        // A token that would add a header field of its own: refused before anything is sent.
+        let listening = try CannedServer {
+            CannedServer.write($0, text("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"))
+        }
+        defer { listening.stop() }
+        var injecting = options
+        injecting.token = "t0ken\r\nX-Injected: yes"
+        let victim = try RTCPeerConnection(configuration: Self.configuration(gathering: .milliseconds(100)))
+        defer { victim.close() }
+        _ = try victim.addTransceiver(.video, direction: .sendonly)
+        do {
+            _ = try await WHIPClient.publish(victim, to: "http://127.0.0.1:\(listening.port)/whip", options: injecting)
+            Issue.record("published with a token holding CRLF")
+        } catch {
+            guard case .invalidRequest = error else { return #expect(Bool(false), "\(error)") }
+        }
+        #expect(listening.requests.load(ordering: .relaxed) == 0, "the server was connected to")
         // Nothing listening, and URLs that are not WHIP URLs.
         let gone = try CannedServer { _ in }
         let port = gone.port

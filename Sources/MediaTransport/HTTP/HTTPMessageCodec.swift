@@ -349,7 +349,7 @@ package struct HTTPMessageDecoder: Sendable {
     /// `method SP request-target SP HTTP/1.x`.
     private static func requestLine(_ line: ArraySlice<UInt8>) throws(HTTPMessageError) -> HTTPHead.StartLine {
         let parts = line.split(separator: 32, omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(isTokenByte), !parts[1].isEmpty,
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(isHTTPTokenByte), !parts[1].isEmpty,
             parts[1].allSatisfy({ $0 > 32 && $0 < 127 }), let minor = version(parts[2])
         else { throw .malformedStartLine(text(line)) }
         return .request(
@@ -364,22 +364,10 @@ package struct HTTPMessageDecoder: Sendable {
         return Int(last - 48)
     }
 
-    /// RFC 9110 §5.6.2 tchar.
-    private static func isTokenByte(_ b: UInt8) -> Bool {
-        switch b {
-        case 48...57, 65...90, 97...122: true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-            UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-            UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            true
-        default: false
-        }
-    }
-
     /// `name ":" OWS value OWS`; no obsolete line folding, no control bytes but HTAB in the value.
     private static func field(_ line: ArraySlice<UInt8>) throws(HTTPMessageError) -> HTTPField {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-            line[..<colon].allSatisfy(isTokenByte)
+            line[..<colon].allSatisfy(isHTTPTokenByte)
         else { throw .malformedField("'\(text(line))'") }
         var value = line[(colon + 1)...]
         guard value.allSatisfy({ $0 == 9 || ($0 >= 32 && $0 != 127) }) else {
@@ -570,5 +558,63 @@ extension StringProtocol {
         while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
         while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
         return String(s)
+    }
+}
+
+/// RFC 9110 §5.6.2 tchar.
+private func isHTTPTokenByte(_ b: UInt8) -> Bool {
+    switch b {
+    case 48...57, 65...90, 97...122: true
+    case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+        UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+        UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+        true
+    default: false
+    }
+}
+
+extension HTTPHead {
+    /// A request head: `method target HTTP/1.1` and `fields` (names as given).
+    package static func request(_ method: String, _ target: String, _ fields: [(String, String)]) -> HTTPHead {
+        HTTPHead(
+            startLine: .request(method: method, target: target, minorVersion: 1),
+            fields: fields.map { HTTPField(name: $0.0, value: $0.1) })
+    }
+
+    /// A response head: `HTTP/1.1 status reason` and `fields` (names as given).
+    package static func response(_ status: Int, reason: String, _ fields: [(String, String)]) -> HTTPHead {
+        HTTPHead(
+            startLine: .status(minorVersion: 1, code: status, reason: reason),
+            fields: fields.map { HTTPField(name: $0.0, value: $0.1) })
+    }
+
+    /// The head as it goes on the wire: the start line, each field, and the empty line. Throws
+    /// `.malformedStartLine` or `.malformedField` instead of writing a method or field name that
+    /// is not a token, a target with a space or control byte, a status outside 100...999, or a
+    /// reason or value with a control byte other than HTAB: a CR or LF taken from a caller's
+    /// string (a token, a path) would otherwise end the field and start another one.
+    /// Thread rule: a value type. Cost: one pass over the fields, one array.
+    package func encoded() throws(HTTPMessageError) -> [UInt8] {
+        func text(_ s: String) -> Bool { s.utf8.allSatisfy { $0 == 9 || ($0 >= 32 && $0 != 127) } }
+        var out = [UInt8]()
+        switch startLine {
+        case .request(let method, let target, let minor):
+            guard !method.isEmpty, method.utf8.allSatisfy(isHTTPTokenByte), !target.isEmpty,
+                target.utf8.allSatisfy({ $0 > 32 && $0 != 127 }), (0...9).contains(minor)
+            else { throw .malformedStartLine("\(method) \(target)") }
+            out += Array("\(method) \(target) HTTP/1.\(minor)\r\n".utf8)
+        case .status(let minor, let code, let reason):
+            guard (100...999).contains(code), text(reason), (0...9).contains(minor) else {
+                throw .malformedStartLine("\(code) \(reason)")
+            }
+            out += Array("HTTP/1.\(minor) \(code) \(reason)\r\n".utf8)
+        }
+        for f in fields {
+            guard !f.name.isEmpty, f.name.utf8.allSatisfy(isHTTPTokenByte) else { throw .malformedField("name '\(f.name)'") }
+            guard text(f.value) else { throw .malformedField("a control byte in the value of \(f.name)") }
+            out += Array("\(f.name): \(f.value)\r\n".utf8)
+        }
+        out += [13, 10]
+        return out
     }
 }

@@ -322,10 +322,15 @@ package final class HTTPServer: Sendable {
 
     /// Sends the response, with `Content-Length` and `Connection: close`, then shuts the socket.
     private func write(_ response: HTTPResponse, to client: TCPSocket, slot: ClientSlot) {
-        var head = "HTTP/1.1 \(response.status) \(HTTPResponse.reason(response.status))\r\n"
-        for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
-        head += "Content-Length: \(response.body.count)\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n"
-        let bytes = Array(head.utf8) + response.body
+        let fixed = [
+            ("Content-Length", "\(response.body.count)"), ("Connection", "close"), ("Cache-Control", "no-store"),
+        ]
+        let head = HTTPHead.response(response.status, reason: HTTPResponse.reason(response.status), response.headers + fixed)
+        // A handler's field that cannot be written (a line break in a value) gets a 500 instead.
+        let bytes =
+            (try? head.encoded()).map { $0 + response.body }
+            ?? ((try? HTTPHead.response(500, reason: HTTPResponse.reason(500), [("Content-Length", "0")] + fixed.dropFirst())
+                .encoded()) ?? [])
         let sendDeadline = MonotonicTime.now + .milliseconds(Int(limits.readTimeout * 1000))
         _ = bytes.withUnsafeBytes { raw in Result { () throws(Errno) in try client.sendAll(raw, deadline: sendDeadline) } }
         slot.release()

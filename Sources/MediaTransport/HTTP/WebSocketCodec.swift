@@ -333,12 +333,19 @@ package struct WebSocketHandshake: Sendable, Hashable {
     }
 
     /// The upgrade request for `path` on `host` (the Host field's value, with the port when it is
-    /// not the scheme's default). Cost: a few strings.
-    package func request(host: String, path: String) -> [UInt8] {
-        var head = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        head += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
-        if let subprotocol { head += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
-        return Array((head + "\r\n").utf8)
+    /// not the scheme's default). Throws `.handshake` when the path, host or subprotocol cannot
+    /// be written (a space in the path, a line break anywhere). Cost: a few strings.
+    package func request(host: String, path: String) throws(WebSocketError) -> [UInt8] {
+        var fields = [
+            ("Host", host), ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Key", key),
+            ("Sec-WebSocket-Version", "13"),
+        ]
+        if let subprotocol { fields.append(("Sec-WebSocket-Protocol", subprotocol)) }
+        do throws(HTTPMessageError) {
+            return try HTTPHead.request("GET", path, fields).encoded()
+        } catch {
+            throw .handshake("cannot write the upgrade request for \(path): \(error)")
+        }
     }
 
     /// Checks the server's answer; throws `.handshake` saying what is wrong.
