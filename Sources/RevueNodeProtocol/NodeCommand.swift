@@ -69,6 +69,12 @@ public enum NodeCommand: Sendable, Equatable {
     case mediaStats
     /// `room`: participants, tracks and modes.
     case room
+    /// `create-link`: host a room on the `--sfu` server under `name`; the reply has the link.
+    case createLink(name: String)
+    /// `join-link`: join the room of `link` (its text) under `name`.
+    case joinLink(link: String, name: String)
+    /// `revoke-link`: let nobody in by `link` (its text) any more (host only).
+    case revokeLink(link: String)
     /// `quit`: destroy and exit.
     case quit
 }
@@ -184,6 +190,9 @@ public enum NodeCommandLine {
         case .feed: "feed"
         case .mediaStats: "media-stats"
         case .room: "room"
+        case .createLink: "create-link"
+        case .joinLink: "join-link"
+        case .revokeLink: "revoke-link"
         case .quit: "quit"
         }
     }
@@ -205,7 +214,7 @@ public enum NodeCommandLine {
 extension NodeRequest: Codable {
     enum Field: String, CodingKey {
         case cmd, id, address, message, friendId, name, statusMessage, status, nospam, timeout, to, isMuted, enabled, sid,
-            subscribed, mode, seconds, tone
+            subscribed, mode, seconds, tone, link
     }
 
     /// Reads one command object. Throws `NodeCommandError` for a known-shaped line with a bad
@@ -271,6 +280,9 @@ extension NodeRequest: Codable {
         case "feed": command = .feed(seconds: value(.seconds) ?? 5, tone: value(.tone) ?? 440)
         case "media-stats": command = .mediaStats
         case "room": command = .room
+        case "create-link": command = .createLink(name: try required(.name))
+        case "join-link": command = .joinLink(link: try required(.link), name: try required(.name))
+        case "revoke-link": command = .revokeLink(link: try required(.link))
         case "quit": command = .quit
         default: throw fail("unknownCommand")
         }
@@ -318,6 +330,11 @@ extension NodeRequest: Codable {
         case .feed(let seconds, let tone):
             try c.encode(seconds, forKey: .seconds)
             try c.encode(tone, forKey: .tone)
+        case .createLink(let name): try c.encode(name, forKey: .name)
+        case .joinLink(let link, let name):
+            try c.encode(link, forKey: .link)
+            try c.encode(name, forKey: .name)
+        case .revokeLink(let link): try c.encode(link, forKey: .link)
         }
     }
 }

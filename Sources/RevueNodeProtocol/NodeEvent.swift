@@ -138,7 +138,7 @@ public struct NodeReply: Sendable, Equatable {
 /// Thread rule: a value type. Cost: its contents.
 public enum NodeResult: Sendable, Equatable {
     /// No fields: `set-name`, `set-status-message`, `set-status`, `hangup`, `mute-request`, `mic`,
-    /// `camera`, `subscribe`, `quit`.
+    /// `camera`, `subscribe`, `join-link`, `revoke-link`, `quit`.
     case empty
     /// `address`: the own address, ID, port and nospam.
     case identity(address: String, revueId: String, port: UInt16, nospam: UInt32)
@@ -165,13 +165,17 @@ public enum NodeResult: Sendable, Equatable {
     case mediaStats(NodeMediaStats)
     /// `room`: participants, tracks and modes, as fields of the reply.
     case room(NodeRoomState)
+    /// `create-link`: the link's text (`"link"`), secret included: whoever reads it can join.
+    case link(String)
 
     /// The case a reply to the command named `cmd` holds (`.empty` for the commands without
     /// fields); nil for a name that is no command. Cost: a string switch.
     static func resultKind(cmd: String) -> Kind? {
         switch cmd {
-        case "set-name", "set-status-message", "set-status", "hangup", "mute-request", "mic", "camera", "subscribe", "quit":
+        case "set-name", "set-status-message", "set-status", "hangup", "mute-request", "mic", "camera", "subscribe", "quit",
+            "join-link", "revoke-link":
             .empty
+        case "create-link": .link
         case "address": .identity
         case "add-friend", "accept", "delete", "invite", "accept-call", "reject-call", "cancel-call": .friend
         case "set-nospam": .address
@@ -191,7 +195,7 @@ public enum NodeResult: Sendable, Equatable {
     /// The cases without their values, for `resultKind(cmd:)`.
     enum Kind {
         case empty, identity, friend, address, messageSent, friends, counters, callMessage, track, mode, feed, mediaStats,
-            room
+            room, link
     }
 }
 
@@ -610,11 +614,14 @@ public struct NodeRoomParticipant: Sendable, Equatable {
     public var connectionQuality: ConnectionQuality
     /// Whether it speaks now.
     public var isSpeaking: Bool
+    /// Whether it is in a room joined by link (`"byLink":true`, absent otherwise; its `friendId`
+    /// is then its link identity, and its `name` the display name it gave).
+    public var byLink: Bool
 
     /// Makes an entry. Cost: none.
     public init(
         friendId: String, name: String?, mode: ParticipantMode, tracks: [NodeTrack], connectionQuality: ConnectionQuality,
-        isSpeaking: Bool
+        isSpeaking: Bool, byLink: Bool = false
     ) {
         self.friendId = friendId
         self.name = name
@@ -622,6 +629,7 @@ public struct NodeRoomParticipant: Sendable, Equatable {
         self.tracks = tracks
         self.connectionQuality = connectionQuality
         self.isSpeaking = isSpeaking
+        self.byLink = byLink
     }
 }
 
@@ -798,6 +806,7 @@ extension NodeEvent: Codable {
         case message, name, statusMessage, status, isOnline, paths, isDiscoverable, reason
         case isLocal, quality, kind, isMuted, speakers
         case nospam, friends, results, videoFramesFed, audioSamplesFed, maxLagMilliseconds
+        case link
     }
 
     /// Writes the event object: `event`, then its fields (and `"layer":"room"` for a room event).
@@ -958,6 +967,7 @@ extension NodeReply {
             try c.encode(lag, forKey: .maxLagMilliseconds)
         case .mediaStats(let stats): try stats.encode(to: encoder)
         case .room(let room): try room.encode(to: encoder)
+        case .link(let link): try c.encode(link, forKey: .link)
         }
     }
 
@@ -991,6 +1001,7 @@ extension NodeReply {
                 maxLagMilliseconds: try c.decode(Int.self, forKey: .maxLagMilliseconds))
         case .mediaStats: result = .mediaStats(try NodeMediaStats(from: decoder))
         case .room: result = .room(try NodeRoomState(from: decoder))
+        case .link: result = .link(try c.decode(String.self, forKey: .link))
         }
         self.init(cmd: cmd, id: try c.decodeIfPresent(NodeCommandID.self, forKey: .id), result: result)
     }
@@ -1219,7 +1230,7 @@ extension NodeRoomState: Codable {
 }
 
 extension NodeRoomParticipant: Codable {
-    enum Field: String, CodingKey { case friendId, name, mode, tracks, connectionQuality, isSpeaking }
+    enum Field: String, CodingKey { case friendId, name, mode, tracks, connectionQuality, isSpeaking, byLink }
 
     /// Reads a participant object (`name` null or absent: nil).
     public init(from decoder: any Decoder) throws {
@@ -1229,7 +1240,8 @@ extension NodeRoomParticipant: Codable {
             mode: try c.decode(name: ParticipantMode.self, forKey: .mode),
             tracks: try c.decode([NodeTrack].self, forKey: .tracks),
             connectionQuality: try c.decode(name: ConnectionQuality.self, forKey: .connectionQuality),
-            isSpeaking: try c.decode(Bool.self, forKey: .isSpeaking))
+            isSpeaking: try c.decode(Bool.self, forKey: .isSpeaking),
+            byLink: try c.decodeIfPresent(Bool.self, forKey: .byLink) ?? false)
     }
 
     /// Writes a participant object (`"name":null` without a name).
@@ -1241,6 +1253,7 @@ extension NodeRoomParticipant: Codable {
         try c.encode(tracks, forKey: .tracks)
         try c.encode(name: connectionQuality, forKey: .connectionQuality)
         try c.encode(isSpeaking, forKey: .isSpeaking)
+        if byLink { try c.encode(true, forKey: .byLink) }
     }
 }
 

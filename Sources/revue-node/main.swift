@@ -500,6 +500,30 @@ extension FriendCallError: NodeErrorName {
     }
 }
 
+extension RoomLinkError: NodeErrorName {
+    var nodeName: String {
+        switch self {
+        case .tooLong: "tooLong"
+        case .invalidCharacter: "invalidCharacter"
+        case .notARoomLink: "notARoomLink"
+        case .badServer: "badServer"
+        case .badRoom: "badRoom"
+        case .missingField: "missingField"
+        case .unknownField: "unknownField"
+        case .duplicateField: "duplicateField"
+        case .badField: "badField"
+        case .missingSecret: "missingSecret"
+        case .badSecret: "badSecret"
+        case .badHostKey: "badHostKey"
+        case .notInitialized: "notInitialized"
+        case .inCall: "inCall"
+        case .noServer: "noServer"
+        case .tooManyLinks: "tooManyLinks"
+        case .badName: "badName"
+        }
+    }
+}
+
 extension RoomError: NodeErrorName {
     var nodeName: String {
         switch self {
@@ -526,6 +550,10 @@ func run(_ line: String) {
     let cmd = request.name
     let id = request.id
     func ok(_ result: NodeResult = .empty) { emit(.ok(NodeReply(cmd: cmd, id: id, result: result))) }
+    /// A participant by friend ID (any case) or link identity (as given).
+    func participant(_ id: String) -> RemoteParticipant? {
+        revue.room.remoteParticipants[id] ?? revue.room.remoteParticipants[id.uppercased()]
+    }
     func error(
         _ name: String, friendId: String? = nil, messageId: UInt32? = nil, sid: String? = nil, code: Int? = nil,
         detail: String? = nil
@@ -600,7 +628,7 @@ func run(_ line: String) {
         } catch let e { error(errorName(e), friendId: friendId) }
     case .hangup(let friendId):
         if let friendId {
-            guard let p = revue.room.remoteParticipants[friendId.uppercased()] else {
+            guard let p = participant(friendId) else {
                 return error("notInCall", friendId: friendId)
             }
             p.disconnect()
@@ -609,7 +637,7 @@ func run(_ line: String) {
         }
         ok()
     case .callMessage(let message, let toIds, let timeout):
-        let to = toIds?.compactMap { revue.room.remoteParticipants[$0.uppercased()] }
+        let to = toIds?.compactMap { participant($0) }
         Task { @MainActor in
             do throws(FriendMessageError) {
                 let results = try await revue.room.localParticipant.sendMessage(message, to: to, timeout: timeout)
@@ -624,7 +652,7 @@ func run(_ line: String) {
             } catch let e { error(errorName(e)) }
         }
     case .muteRequest(let friendId, let isMuted):
-        guard let friendId, let p = revue.room.remoteParticipants[friendId.uppercased()] else {
+        guard let friendId, let p = participant(friendId) else {
             return error("notInCall")
         }
         p.sendMuteRequest(isMuted: isMuted)
@@ -642,7 +670,7 @@ func run(_ line: String) {
         if case .mute = request.command { pub.mute() } else { pub.unmute() }
         ok(.track(sid: sid))
     case .subscribe(let friendId, let sid, let subscribed):
-        guard let friendId, let p = revue.room.remoteParticipants[friendId.uppercased()],
+        guard let friendId, let p = participant(friendId),
             let pub = p.remoteTrackPublications.first(where: { $0.sid == sid })
         else { return error("notFound") }
         pub.setSubscribed(subscribed)
@@ -682,6 +710,20 @@ func run(_ line: String) {
                 targetBitrate: Int(o.targetBitrate), pacerOverflows: Int(v.pacer?.overflows ?? 0))
         }
         ok(.mediaStats(NodeMediaStats(participants: list, uplinkBytes: revue.room.uplinkBytes, videoSend: videoSend)))
+    case .createLink(let name):
+        do throws(RoomLinkError) { ok(.link(try revue.room.createLink(name: name).text)) } catch let e {
+            error(errorName(e))
+        }
+    case .joinLink(let text, let name):
+        do throws(RoomLinkError) {
+            try revue.room.joinRoom(link: try RoomLink(parsing: text), name: name)
+            ok()
+        } catch let e {
+            error(errorName(e))
+        }
+    case .revokeLink(let text):
+        guard let link = try? RoomLink(parsing: text), revue.room.revokeLink(link) else { return error("notFound") }
+        ok()
     case .room:
         let room = revue.room
         func tracks(_ p: Participant) -> [NodeTrack] {
@@ -694,7 +736,7 @@ func run(_ line: String) {
         let participants = room.remoteParticipants.values.sorted { $0.identity < $1.identity }.map { p in
             NodeRoomParticipant(
                 friendId: p.identity, name: p.name, mode: p.mode, tracks: tracks(p), connectionQuality: p.connectionQuality,
-                isSpeaking: p.isSpeaking)
+                isSpeaking: p.isSpeaking, byLink: room.isLinkParticipant(p))
         }
         ok(
             .room(

@@ -17,7 +17,7 @@ final class NodeMesh: @unchecked Sendable {
     let dir: String
 
     /// Starts `count` peers (encoding video at `videoSize`) and makes every pair friends.
-    init(count: Int, videoSize: String = "160x120", extra: [String] = []) async throws {
+    init(count: Int, videoSize: String = "160x120", extra: [String] = [], befriend: Bool = true) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("revue-mesh-\(UUID().uuidString)").path
         self.dir = dir
         let (rendezvous, address) = try await NodeProcess.rendezvous()
@@ -37,6 +37,7 @@ final class NodeMesh: @unchecked Sendable {
             ids.append(r["revueId"] as! String)
             addresses.append(r["address"] as! String)
         }
+        guard befriend else { return }
         for i in 0..<count {
             for j in (i + 1)..<count {
                 nodes[i].send(["cmd": "add-friend", "address": addresses[j], "message": "hi"])

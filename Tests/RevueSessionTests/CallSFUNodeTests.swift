@@ -85,6 +85,81 @@ struct CallSFUNodeTests {
         for n in mesh.nodes { n.quit() }
     }
 
+    /// Three revue-node processes, nobody's friends, meet in a room by link from the command
+    /// line: the host's `create-link` answers the link, the others `join-link` it under their
+    /// names, each lists the other two by link with their names, every one decodes and hears
+    /// every other, the host's `hangup` of a participant removes it, and `revoke-link` turns
+    /// the next newcomer away.
+    @Test func strangersMeetInARoomByLinkFromTheCommandLine() async throws {
+        let janus = try await JanusServer.started()
+        defer { janus.stop() }
+        let mesh = try await NodeMesh(
+            count: 4,
+            extra: ["--sfu", "http://127.0.0.1:\(janus.port)/janus", "--sfu-room", "\(UInt64.random(in: 1...1_000_000))"],
+            befriend: false)
+        defer { mesh.stop() }
+        let link = try #require(await mesh.call(0, ["cmd": "create-link", "name": "Host"])?["link"] as? String)
+        #expect(link.hasPrefix("revue-room://") && link.contains("#k1."))
+        // A link that is not one is refused by name; then two join under their names.
+        mesh.nodes[1].send(["cmd": "join-link", "link": "revue-room://nowhere", "name": "Gil", "id": "bad"])
+        let refused = await mesh.nodes[1].wait(timeout: 10) { $0["event"] as? String == "error" && $0["id"] as? String == "bad" }
+        #expect(refused?["error"] as? String == "missingSecret", "\(refused ?? [:])")
+        for i in 1...2 { #expect(await mesh.call(i, ["cmd": "join-link", "link": link, "name": "Guest \(i)"]) != nil) }
+
+        // Everyone lists the other two by link, with the names they gave; their link identities
+        // stand in for friend IDs from here on.
+        var linkIds = [String](repeating: "", count: 3)
+        let listed = await mesh.poll(timeout: 40) {
+            for i in 0..<3 {
+                guard let room = await mesh.call(i, ["cmd": "room"]), let ps = room["participants"] as? [[String: Any]],
+                    ps.count == 2, ps.allSatisfy({ $0["byLink"] as? Bool == true })
+                else { return false }
+                for p in ps {
+                    let name = p["name"] as? String ?? ""
+                    guard let j = ["Host", "Guest 1", "Guest 2"].firstIndex(of: name), j != i else { return false }
+                    linkIds[j] = p["friendId"] as? String ?? ""
+                }
+            }
+            return true
+        }
+        try #require(listed, "the room by link did not form")
+        let friendIds = mesh.ids
+        mesh.ids = linkIds + [friendIds[3]]
+        #expect(await mesh.waitForMesh([0, 1, 2], tracks: 2, timeout: 30), "not every subscription is up")
+        // Every sender uses the host's latest epoch's keys, which every receiver holds.
+        let keyed = await mesh.poll(timeout: 20) {
+            var epochs: Set<String> = []
+            for i in 0..<3 {
+                for p in await mesh.legs(i) ?? [] {
+                    let path = p["path"] as? [String: Any] ?? [:]
+                    epochs.insert(path["linkEpoch"] as? String ?? "-")
+                    epochs.insert(path["linkEpochInUse"] as? String ?? "-")
+                }
+            }
+            return epochs.count == 1 && !epochs.contains("-") && !epochs.contains("0")
+        }
+        #expect(keyed, "the participants are not all sending under the host's latest epoch")
+        let r = await mesh.checkMedia([0, 1, 2], seconds: 3)
+        #expect(r.failures.isEmpty, "\(r.failures)")
+
+        // The host hangs up on guest 2: it is removed (its room empties), the others stay.
+        #expect(await mesh.call(0, ["cmd": "hangup", "friendId": linkIds[2]]) != nil)
+        let removed = await mesh.poll(timeout: 20) {
+            let counts = await [0, 1, 2].asyncMap { ((await mesh.call($0, ["cmd": "room"]))?["participants"] as? [Any])?.count }
+            return counts == [1, 1, 0]
+        }
+        #expect(removed, "after the removal")
+        // Revoked: a newcomer with the same link is not let in.
+        #expect(await mesh.call(0, ["cmd": "revoke-link", "link": link]) != nil)
+        #expect(await mesh.call(3, ["cmd": "join-link", "link": link, "name": "Late"]) != nil)
+        let turnedAway = await mesh.nodes[3].wait(timeout: 30) { $0["event"] as? String == "callDidFailWithError" }
+        #expect(turnedAway?["error"] as? String == "mediaSetupFailed", "\(turnedAway ?? [:])")
+        #expect(((await mesh.call(0, ["cmd": "room"]))?["participants"] as? [Any])?.count == 1)
+        mesh.ids = friendIds
+        #expect(await mesh.hangUpAll())
+        for n in mesh.nodes { n.quit() }
+    }
+
     /// `REVUE_SFU_AUDIO_NODES` participants (6 by default; 25 pass with a release revue-node,
     /// docs/performance.md), audio only, E2EE on: every participant hears every other (speaking
     /// in turns of `REVUE_SFU_SPEAKERS`), and when one speaks alone every other participant's
@@ -132,6 +207,15 @@ struct CallSFUNodeTests {
         }
         #expect(await mesh.hangUpAll())
         for n in mesh.nodes { n.quit() }
+    }
+}
+
+extension Array {
+    /// `transform` of each element, one after the other.
+    func asyncMap<T>(_ transform: (Element) async -> T) async -> [T] {
+        var out: [T] = []
+        for e in self { out.append(await transform(e)) }
+        return out
     }
 }
 

@@ -76,7 +76,9 @@ import Testing
             .cancelCall(friendId: "F"), .hangup(friendId: nil), .callMessage(message: "c", to: nil, timeout: 1),
             .muteRequest(friendId: "F", isMuted: false), .mic(enabled: false), .camera(enabled: true), .mute(sid: "v"),
             .unmute(sid: "a"), .subscribe(friendId: nil, sid: "x", subscribed: false), .mode(.signallingOnly),
-            .feed(seconds: 1, tone: 1000), .mediaStats, .room, .quit,
+            .feed(seconds: 1, tone: 1000), .mediaStats, .room, .createLink(name: "H"),
+            .joinLink(link: "revue-room://x#k1.y", name: "G"),
+            .revokeLink(link: "l"), .quit,
         ]
         for (i, c) in commands.enumerated() {
             let r = NodeRequest(name: NodeCommandLine.name(of: c), id: NodeCommandID(.int(Int64(i))), command: c)

@@ -88,6 +88,10 @@ import Testing
                             framesDroppedByEncoder: 0, targetBitrate: 600_000, pacerOverflows: 0))))),
         .ok(NodeReply(cmd: "media-stats", result: .mediaStats(NodeMediaStats(participants: [], uplinkBytes: 0)))),
         .ok(
+            NodeReply(cmd: "create-link", id: NodeCommandID("l"), result: .link("revue-room://127.0.0.1:8088?t=http&room=9#k1.x"))
+        ),
+        .ok(NodeReply(cmd: "join-link", result: .empty)),
+        .ok(
             NodeReply(
                 cmd: "room",
                 result: .room(
@@ -96,7 +100,10 @@ import Testing
                             NodeRoomParticipant(
                                 friendId: bob, name: nil, mode: .recvOnly,
                                 tracks: [NodeTrack(sid: "audio", kind: .audio, isMuted: true, isSubscribed: false)],
-                                connectionQuality: .excellent, isSpeaking: true)
+                                connectionQuality: .excellent, isSpeaking: true),
+                            NodeRoomParticipant(
+                                friendId: "link-0a1b", name: "Gil", mode: .sendAndRecv, tracks: [], connectionQuality: .good,
+                                isSpeaking: false, byLink: true),
                         ], mode: .sendAndRecv,
                         tracks: [
                             NodeTrack(sid: "audio", kind: .audio, isMuted: false),
@@ -199,12 +206,13 @@ import Testing
             case .feed: return "feed"
             case .mediaStats: return "mediaStats"
             case .room: return "room"
+            case .link: return "link"
             }
         }
         #expect(
             Set(results) == [
                 "empty", "identity", "friend", "address", "messageSent", "friends", "counters", "callMessage", "track", "mode",
-                "feed", "mediaStats", "room",
+                "feed", "mediaStats", "room", "link",
             ])
     }
 

@@ -640,6 +640,11 @@ extension Room {
                 out["ownKeysInUse"] = .bool(sfu.keyGeneration == sfu.keyGenerationInUse)
                 out["keyIDs"] = .strings((sfu.remoteKeyIDs[id] ?? []).map { String($0) })
             }
+            if let leg = linkLeg {
+                // A room joined by link: the host's latest epoch we hold, and the one our senders use.
+                out["linkEpoch"] = .string(String(leg.epoch))
+                out["linkEpochInUse"] = .string(String(leg.epochInUse))
+            }
             guard let view = sfu.subscriptions[id], let sub = sfu.subscriber else { return out }
             out["subscribed"] = true
             out["feed"] = .string(String(view.feed))
