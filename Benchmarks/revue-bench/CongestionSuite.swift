@@ -25,7 +25,7 @@ import Dispatch
 // process, their sockets opened in the namespaces), then Chromium to Chromium (two headless
 // browsers, one per namespace through `ip netns exec`, scripts/webrtc/chromium_page.html's cc*
 // functions; the suite carries the descriptions). Both send VP8 video only, 640x480 at 30 fps
-// (our moving pattern, Chromium's fake camera), starting at 300 kbit/s with a 5 Mbit/s ceiling;
+// (the same picture of random blocks on both, `drawNoise`), starting at 300 kbit/s with a 5 Mbit/s ceiling;
 // the media is connected and its first frame decoded before the clock starts.
 //
 // The figures, per scenario and sender, over the whole run: utilisation (what the sender put
@@ -194,10 +194,11 @@ enum CongestionSuite {
                             current.at = nowNs()
                             self?.samples.withLock { $0.append(current) }
                             current = Sample(at: 0)
-                        } else if words.first == "Sent", words.count >= 6 {
+                        } else if words.first == "Sent", words.count >= 7 {
+                            // "Sent 1234 bytes 12 pkt (dropped 0, overlimits 0 requeues 0)"
                             current.sentBytes = Int(words[1]) ?? 0
                             current.sentPackets = Int(words[3]) ?? 0
-                            current.dropped = Int(words[5].trimmingCharacters(in: CharacterSet(charactersIn: ","))) ?? 0
+                            current.dropped = Int(words[6].trimmingCharacters(in: CharacterSet(charactersIn: ","))) ?? 0
                         } else if words.first == "backlog", words.count >= 2 {
                             current.backlogBytes = Self.size(words[1])
                         }
@@ -388,6 +389,31 @@ enum CongestionSuite {
 
     // MARK: The senders
 
+    /// The picture both senders send: grey 4x4 blocks of random luma between 96 and 159, new
+    /// every frame, flat chroma (the page's `ccNoise` draws the same on a canvas). A camera's or
+    /// a pattern's easy content leaves the encoder short of any target above a few hundred
+    /// kbit/s, so the link would never be the limit; full-range noise costs more than 0.5 Mbit/s
+    /// at the coarsest quantizer, so no encoder could follow a low estimate; this narrow range
+    /// quantizes to almost nothing when coarse and costs a few Mbit/s when fine. Thread rule: the
+    /// feeder's thread. Cost: one random number per block.
+    @Sendable static func drawNoise(_ n: Int, _ frame: VideoFrame) {
+        var state = UInt64(n &+ 1) &* 0x9E37_79B9_7F4A_7C15
+        for by in stride(from: 0, to: frame.height, by: 4) {
+            for bx in stride(from: 0, to: frame.width, by: 4) {
+                state ^= state << 13
+                state ^= state >> 7
+                state ^= state << 17
+                let value = 96 + UInt8(truncatingIfNeeded: state >> 58)
+                for row in by..<min(by + 4, frame.height) {
+                    (frame.y + row * frame.strideY + bx).update(repeating: value, count: min(4, frame.width - bx))
+                }
+            }
+        }
+        let chroma = frame.strideUV * frame.chromaHeight
+        frame.u.update(repeating: 128, count: chroma)
+        frame.v.update(repeating: 128, count: chroma)
+    }
+
     /// Counts the frames a receiver decoded. Thread rule: any thread. Cost: an atomic add.
     final class FrameCounter: VideoRenderer, @unchecked Sendable {
         let count = Atomic<Int>(0)
@@ -449,7 +475,7 @@ enum CongestionSuite {
             a.close()
             b.close()
         }
-        let feeder = WebRTCSuite.Feeder(try a.addVideoTrack(codec: .vp8), width: 640, height: 480)
+        let feeder = WebRTCSuite.Feeder(try a.addVideoTrack(codec: .vp8), width: 640, height: 480, draw: drawNoise)
         let frames = FrameCounter()
         b.videoRenderer = frames
         let answer = try WebRTCSuite.blocking {
@@ -556,6 +582,7 @@ enum CongestionSuite {
             let anchor = try chromium(scenario, options)
             rows.append((scenario, ours))
             rows.append((scenario, anchor))
+            for run in [ours, anchor] { print(trace(scenario, run)) }
             record(reporter, scenario, ours.figures, anchor.figures)
             if let dir = options.svgDirectory {
                 let file = try SVGChart.writeRates(
@@ -582,6 +609,18 @@ enum CongestionSuite {
         add("loss", "%", false, ours.loss * 100, anchor.loss * 100)
         add("frames decoded", "frames", true, ours.frames, anchor.frames)
         if let o = ours.tcpShare, let a = anchor.tcpShare { add("share against TCP", "%", true, o * 100, a * 100) }
+    }
+
+    /// One run's rate through the bottleneck and estimate every 2 s, kbit/s, for the log.
+    static func trace(_ scenario: Scenario, _ run: Run) -> String {
+        var out = "\(scenario.name), \(run.sender), kbit/s every 2 s (rate through the bottleneck/estimate):"
+        var next = 2.0
+        for r in run.rate where r.t >= next {
+            let e = run.estimate.last { $0.t <= r.t }?.bps ?? 0
+            out += " \(Int(r.bps / 1000))/\(Int(e / 1000))"
+            next += 2
+        }
+        return out
     }
 
     /// The markdown table of every scenario and sender.

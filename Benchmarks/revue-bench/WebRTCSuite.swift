@@ -36,11 +36,17 @@ enum WebRTCSuite {
         let stopping = Atomic<Bool>(false)
         let done = DispatchSemaphore(value: 0)
         let width: Int, height: Int
-        /// Frames of `width` x `height` (the capturer scales to the encoder's size).
-        init(_ capturer: BufferCapturer, width: Int = 320, height: Int = 240) {
+        let draw: @Sendable (Int, VideoFrame) -> Void
+        /// Frames of `width` x `height` (the capturer scales to the encoder's size), drawn by
+        /// `draw` (frame index, frame; the moving pattern unless told).
+        init(
+            _ capturer: BufferCapturer, width: Int = 320, height: Int = 240,
+            draw: @escaping @Sendable (Int, VideoFrame) -> Void = { SyntheticVideo.render(frameIndex: $0, into: $1) }
+        ) {
             self.capturer = capturer
             self.width = width
             self.height = height
+            self.draw = draw
         }
         func start() {
             Thread { [self] in
@@ -50,7 +56,7 @@ enum WebRTCSuite {
                 var n = 0
                 while !stopping.load(ordering: .relaxed) {
                     if UInt64(n) * 33_333_333 <= nowNs() - start {
-                        SyntheticVideo.render(frameIndex: n, into: frame)
+                        draw(n, frame)
                         capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(n) * 33_333_333)
                         n += 1
                     }
