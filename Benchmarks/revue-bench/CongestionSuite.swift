@@ -29,10 +29,11 @@ import Dispatch
 // the media is connected and its first frame decoded before the clock starts.
 //
 // The figures, per scenario and sender, over the whole run: utilisation (what the sender put
-// through the bottleneck, at the wire, counted by the relay, over the capacity); of that, first
-// transmissions of media payload and retransmitted payload (the sender's own counters: Revue's
-// send statistics, Chromium's outbound-rtp), the rest being RTP headers, padding, SRTP tags,
-// RTCP, STUN, and the UDP/IP/Ethernet headers; p50/p95 of the bottleneck's queuing delay, read
+// through the bottleneck, at the wire, counted by the relay, over the capacity); beside it, what
+// the sender's own counters say it sent, over the same capacity: first transmissions of media
+// payload, retransmitted payload (Revue's send statistics, Chromium's outbound-rtp) and padding
+// (Revue's pacer; Chromium's getStats does not tell it apart): these count what was sent, so
+// they exceed what crossed when the queue overflows; p50/p95 of the bottleneck's queuing delay, read
 // from tbf's backlog every ~60 ms (backlog bytes x 8 / rate: the wait of a packet joining the
 // queue; the base delay is the relay's, constant); loss seen by the receiver (its inbound-rtp
 // packetsLost over packets expected); the time after the last step up until the sender's rate
@@ -628,7 +629,7 @@ enum CongestionSuite {
         func pct(_ v: Double?) -> String { v.map { String(format: "%.1f", $0 * 100) } ?? "–" }
         func s(_ v: Double?) -> String { v.map { String(format: "%.1f", $0) } ?? "not reached" }
         var out = """
-            | scenario | sender | utilisation % | media % | RTX % | padding % | queue p50 ms | queue p95 ms | loss % | tbf drops | rate 90 % after step up, s | estimate 90 %, s | frames decoded | share vs TCP % |
+            | scenario | sender | utilisation % | media sent % | RTX sent % | padding sent % | queue p50 ms | queue p95 ms | loss % | tbf drops | rate 90 % after step up, s | estimate 90 %, s | frames decoded | share vs TCP % |
             |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 
             """
