@@ -37,7 +37,7 @@ import Dispatch
 // from tbf's backlog every ~60 ms (backlog bytes x 8 / rate: the wait of a packet joining the
 // queue; the base delay is the relay's, constant); loss seen by the receiver (its inbound-rtp
 // packetsLost over packets expected); the time after the last step up until the sender's rate
-// through the bottleneck (1 s window) and its own estimate reach 90 % of the capacity; frames
+// through the bottleneck (over 2 s) and its own estimate reach 90 % of the capacity; frames
 // decoded by the receiver; with TCP, the media's share of what both flows delivered (TCP's
 // bytes scaled by 1514/1448 for its headers). One run per scenario and sender: these are
 // measurements of one run, not medians. `--svg DIR` also draws rate over time per scenario.
@@ -358,12 +358,14 @@ enum CongestionSuite {
         let lost = end.packetsLost - first.packetsLost, received = end.packetsReceived - first.packetsReceived
         f.loss = lost + received > 0 ? lost / (lost + received) : 0
         f.frames = end.framesDecoded - first.framesDecoded
-        // After the last step up: the first moment the 1 s rate, and the estimate, reach 90 %.
+        // After the last step up: the start of the first 2 s over which the rate through the
+        // bottleneck averaged 90 % of the capacity (2 s: the queue left from the low phase, or a
+        // burst of retransmissions, cannot fake it), and the first estimate at 90 %.
         let stepUp = ends[phases.count - 2], target = 0.9 * Double(phases.last!.kbit) * 1000
-        for i in relaySamples.indices where relaySamples[i].t >= stepUp + 1 {
-            let j = relaySamples.lastIndex { $0.t <= relaySamples[i].t - 1 } ?? 0
+        for i in relaySamples.indices where relaySamples[i].t >= stepUp + 2 {
+            let j = relaySamples.lastIndex { $0.t <= relaySamples[i].t - 2 } ?? 0
             if (relaySamples[i].wire - relaySamples[j].wire) * 8 / (relaySamples[i].t - relaySamples[j].t) >= target {
-                f.rateT90 = relaySamples[i].t - stepUp
+                f.rateT90 = relaySamples[j].t - stepUp
                 break
             }
         }
@@ -629,7 +631,7 @@ enum CongestionSuite {
         func pct(_ v: Double?) -> String { v.map { String(format: "%.1f", $0 * 100) } ?? "–" }
         func s(_ v: Double?) -> String { v.map { String(format: "%.1f", $0) } ?? "not reached" }
         var out = """
-            | scenario | sender | utilisation % | media sent % | RTX sent % | padding sent % | queue p50 ms | queue p95 ms | loss % | tbf drops | rate 90 % after step up, s | estimate 90 %, s | frames decoded | share vs TCP % |
+            | scenario | sender | utilisation % | media sent % | RTX sent % | padding sent % | queue p50 ms | queue p95 ms | loss % | tbf drops | rate 90 % after step up (2 s), s | estimate 90 %, s | frames decoded | share vs TCP % |
             |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 
             """
