@@ -60,13 +60,16 @@ enum CongestionSuite {
     /// One path condition: its name in the table, its random loss, whether a TCP flow competes.
     struct Scenario {
         var name: String
+        /// Its chart's file name is congestion-`slug`.svg.
+        var slug: String
         var loss: Double
         var tcp: Bool
     }
 
     static let all = [
-        Scenario(name: "steps", loss: 0, tcp: false), Scenario(name: "steps+1%loss", loss: 0.01, tcp: false),
-        Scenario(name: "steps+TCP", loss: 0, tcp: true),
+        Scenario(name: "steps", slug: "steps", loss: 0, tcp: false),
+        Scenario(name: "steps+1%loss", slug: "loss", loss: 0.01, tcp: false),
+        Scenario(name: "steps+TCP", slug: "tcp", loss: 0, tcp: true),
     ]
     static let oneWayDelayMs = 20.0
     static let startBitrate = 300_000
@@ -112,7 +115,8 @@ enum CongestionSuite {
 
         /// Changes the bottleneck's rate; the queue stays 200 ms long at the new rate.
         func setRate(kbit: Int) throws {
-            try Self.sh("ip netns exec \(sender) tc qdisc change dev \(device) root tbf rate \(kbit)kbit burst 1600 latency 200ms")
+            try Self.sh(
+                "ip netns exec \(sender) tc qdisc change dev \(device) root tbf rate \(kbit)kbit burst 1600 latency 200ms")
         }
 
         /// Deletes both namespaces (and so the veth); quiet when they are gone already.
@@ -294,7 +298,8 @@ enum CongestionSuite {
             let client = Process()
             client.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
             client.arguments = [
-                "netns", "exec", path.sender, "iperf3", "-c", "10.79.0.2", "-p", "5201", "-J", "-t", String(Int(total.rounded(.up))),
+                "netns", "exec", path.sender, "iperf3", "-c", "10.79.0.2", "-p", "5201", "-J", "-t",
+                String(Int(total.rounded(.up))),
             ]
             client.standardOutput = iperfOutput
             client.standardError = FileHandle.nullDevice
@@ -334,13 +339,15 @@ enum CongestionSuite {
         var k = 0
         for i in 1..<relaySamples.count where relaySamples[i].t >= Double(k + 1) * 0.5 {
             let j = relaySamples.lastIndex { $0.t <= relaySamples[i].t - 0.5 } ?? 0
-            run.rate.append((relaySamples[i].t, (relaySamples[i].wire - relaySamples[j].wire) * 8 / (relaySamples[i].t - relaySamples[j].t)))
+            run.rate.append(
+                (relaySamples[i].t, (relaySamples[i].wire - relaySamples[j].wire) * 8 / (relaySamples[i].t - relaySamples[j].t)))
             k += 1
         }
 
         var f = Figures()
         let capacityBytes = phases.reduce(0.0) { $0 + Double($1.kbit) * 125 * $1.seconds }
-        let wire = Double(endRelay.bytesReceived - firstRelay.bytesReceived + wireOverhead * (endRelay.received - firstRelay.received))
+        let wire = Double(
+            endRelay.bytesReceived - firstRelay.bytesReceived + wireOverhead * (endRelay.received - firstRelay.received))
         f.utilisation = wire / capacityBytes
         f.retransmitted = (end.retransmittedBytes - first.retransmittedBytes) / capacityBytes
         f.media = (end.payloadBytes - first.payloadBytes) / capacityBytes - f.retransmitted
@@ -492,7 +499,8 @@ enum CongestionSuite {
         defer { relay.stop() }
         try WebRTCSuite.blocking {
             try await a.setRemoteDescription(
-                try JSEPSessionDescription(parsing: replacingCandidates(in: answer.sdp, with: relayCandidate(relay)), type: .answer))
+                try JSEPSessionDescription(
+                    parsing: replacingCandidates(in: answer.sdp, with: relayCandidate(relay)), type: .answer))
         }
         feeder.start()
         defer { feeder.stop() }
@@ -532,7 +540,9 @@ enum CongestionSuite {
         let answer = try rx.call("ccReceiveAnswer", replacingCandidates(in: offer, with: nil))
         // The receiver's port from its first UDP candidate (its address may be an mDNS name).
         guard
-            let line = answer.split(separator: "\r\n").first(where: { $0.hasPrefix("a=candidate:") && $0.lowercased().contains(" udp ") }),
+            let line = answer.split(separator: "\r\n").first(where: {
+                $0.hasPrefix("a=candidate:") && $0.lowercased().contains(" udp ")
+            }),
             case let fields = line.split(separator: " "), fields.count > 5, let port = UInt16(fields[5])
         else { throw BenchError(description: "congestion: no UDP candidate in Chromium's answer") }
         let relay = try makeRelay(path, to: port, scenario)
@@ -563,7 +573,9 @@ enum CongestionSuite {
         for tool in ["/usr/sbin/ip", "/usr/sbin/tc"] where !FileManager.default.isExecutableFile(atPath: tool) {
             return "needs \(tool) (iproute2)"
         }
-        if !FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") { return "needs /usr/bin/chromium (scripts/install-deps)" }
+        if !FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") {
+            return "needs /usr/bin/chromium (scripts/install-deps)"
+        }
         if !FileManager.default.fileExists(atPath: "scripts/webrtc/chromium_peer.py") { return "run it from the repository root" }
         return nil
     }
@@ -590,7 +602,7 @@ enum CongestionSuite {
             if let dir = options.svgDirectory {
                 let file = try SVGChart.writeRates(
                     title: "\(scenario.name): rate through the bottleneck (500 ms) and estimates", phases: schedule(options),
-                    runs: [ours, anchor], to: dir, name: "congestion-\(scenario.name.replacingOccurrences(of: "+", with: "-"))")
+                    runs: [ours, anchor], to: dir, name: "congestion-\(scenario.slug)")
                 print("wrote \(file)")
             }
         }
@@ -604,7 +616,8 @@ enum CongestionSuite {
             reporter.add(
                 BenchRecord(
                     suite: "congestion", case: "\(scenario.name): \(name)", metric: name, unit: unit, ours: o, anchor: a,
-                    anchorName: "Chromium to Chromium", ratio: a != 0 ? o / a : nil, ratioSummary: a != 0 ? Summary([o / a]) : nil,
+                    anchorName: "Chromium to Chromium", ratio: a != 0 ? o / a : nil,
+                    ratioSummary: a != 0 ? Summary([o / a]) : nil,
                     higherIsBetter: higher, repetitions: 1, oursSummary: so, anchorSummary: sa, machine: .current))
         }
         add("utilisation", "%", true, ours.utilisation * 100, anchor.utilisation * 100)

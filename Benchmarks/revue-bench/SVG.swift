@@ -112,7 +112,8 @@ enum SVGChart {
         }
         for (i, item) in legend.enumerated() {
             let yy = top + 10 + Double(i) * 18, xx = width - right + 10
-            svg += "<line x1=\"\(xx)\" y1=\"\(yy)\" x2=\"\(xx + 24)\" y2=\"\(yy)\" stroke=\"\(item.1)\" stroke-width=\"2\" \(item.2)/>"
+            svg +=
+                "<line x1=\"\(xx)\" y1=\"\(yy)\" x2=\"\(xx + 24)\" y2=\"\(yy)\" stroke=\"\(item.1)\" stroke-width=\"2\" \(item.2)/>"
             svg += "<text x=\"\(xx + 30)\" y=\"\(yy + 4)\">\(escape(item.0))</text>\n"
         }
         svg += "</svg>\n"
