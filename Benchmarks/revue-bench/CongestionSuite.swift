@@ -238,6 +238,8 @@ enum CongestionSuite {
         var framesDecoded = 0.0
         var packetsReceived = 0.0
         var packetsLost = 0.0
+        /// The width the encoder encodes at now (pixels).
+        var frameWidth = 0.0
     }
 
     /// The figures of one scenario and sender.
@@ -258,6 +260,8 @@ enum CongestionSuite {
         var sender: String
         var rate: [(t: Double, bps: Double)] = []
         var estimate: [(t: Double, bps: Double)] = []
+        /// The encoded width at each estimate sample.
+        var widths: [Double] = []
         var tcp: [(t: Double, bps: Double)] = []
         var figures = Figures()
     }
@@ -326,6 +330,7 @@ enum CongestionSuite {
             if tick % 5 == 0 {
                 last = try counters()
                 run.estimate.append((t, last.estimate))
+                run.widths.append(last.frameWidth)
             }
             tick += 1
             let next = start + UInt64(tick) * 100_000_000
@@ -516,6 +521,7 @@ enum CongestionSuite {
                 c.payloadBytes = Double(s.outbound.bytesSent)
                 c.retransmittedBytes = Double(s.outbound.retransmittedBytesSent)
                 c.paddingBytes = Double(s.pacer?.paddingBytes ?? 0)
+                c.frameWidth = Double(s.outbound.frameWidth)
             }
             c.estimate = Double(a.sendBandwidthEstimate ?? 0)
             c.framesDecoded = Double(frames.count.load(ordering: .relaxed))
@@ -558,6 +564,7 @@ enum CongestionSuite {
             c.payloadBytes = s["bytesSent"] ?? 0
             c.retransmittedBytes = s["retransmittedBytesSent"] ?? 0
             c.estimate = s["availableOutgoingBitrate"] ?? 0
+            c.frameWidth = s["frameWidth"] ?? 0
             c.framesDecoded = r["framesDecoded"] ?? 0
             c.packetsReceived = r["packetsReceived"] ?? 0
             c.packetsLost = r["packetsLost"] ?? 0
@@ -629,11 +636,12 @@ enum CongestionSuite {
 
     /// One run's rate through the bottleneck and estimate every 2 s, kbit/s, for the log.
     static func trace(_ scenario: Scenario, _ run: Run) -> String {
-        var out = "\(scenario.name), \(run.sender), kbit/s every 2 s (rate through the bottleneck/estimate):"
+        var out = "\(scenario.name), \(run.sender), kbit/s every 2 s (rate through the bottleneck/estimate/encoded width):"
         var next = 2.0
         for r in run.rate where r.t >= next {
-            let e = run.estimate.last { $0.t <= r.t }?.bps ?? 0
-            out += " \(Int(r.bps / 1000))/\(Int(e / 1000))"
+            let k = run.estimate.lastIndex { $0.t <= r.t }
+            let e = k.map { run.estimate[$0].bps } ?? 0, w = k.map { run.widths[$0] } ?? 0
+            out += " \(Int(r.bps / 1000))/\(Int(e / 1000))/\(Int(w))"
             next += 2
         }
         return out

@@ -64,7 +64,7 @@ enum SVGChart {
         title: String, phases: [CongestionSuite.Phase], runs: [CongestionSuite.Run], to directory: String, name: String
     ) throws -> String {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let width = 820.0, height = 380.0, left = 60.0, right = 150.0, top = 36.0, bottom = 40.0
+        let width = 860.0, height = 380.0, left = 60.0, right = 190.0, top = 36.0, bottom = 40.0
         let seconds = phases.reduce(0) { $0 + $1.seconds }
         let yMax = 3_500_000.0
         func x(_ t: Double) -> Double { left + (width - left - right) * min(max(t, 0), seconds) / seconds }
