@@ -594,6 +594,7 @@ enum CongestionSuite {
             print("congestion: skipped: \(why)")
             return
         }
+        print("congestion: one run per scenario and sender (--reps and --warmup do not apply here)")
         var rows: [(Scenario, Run)] = []
         for scenario in all where only.isEmpty || only.contains(scenario.name) {
             if scenario.tcp && !FileManager.default.isExecutableFile(atPath: "/usr/bin/iperf3") {
