@@ -572,6 +572,134 @@ enum CongestionSuite {
         }
     }
 
+    /// Revue sends, Chromium receives (in the receiver's namespace), through the relay.
+    static func revueToChromium(_ scenario: Scenario, _ options: BenchOptions) throws -> Run {
+        let phases = schedule(options)
+        let path = try Path(kbit: phases[0].kbit)
+        defer { path.tearDown() }
+        var configuration = PeerConnectionConfiguration()
+        configuration.bindAddress = SocketAddress(ipv4: 10, 79, 0, 1, port: 0)
+        configuration.hostAddresses = [configuration.bindAddress]
+        configuration.videoWidth = 640
+        configuration.videoHeight = 480
+        configuration.videoBitrate = startBitrate
+        let a = try path.inside(path.sender) { try PeerConnection(configuration: configuration) }
+        defer { a.close() }
+        let rx = try WebRTCSuite.Chromium(namespace: path.receiver)
+        defer { rx.stop() }
+        let feeder = WebRTCSuite.Feeder(try a.addVideoTrack(codec: .vp8), width: 640, height: 480, draw: drawNoise)
+        let offer = try WebRTCSuite.blocking { try await a.createOffer() }
+        let answer = try rx.call("ccReceiveAnswer", replacingCandidates(in: offer.sdp, with: nil))
+        guard let port = udpPort(answer) else {
+            throw BenchError(description: "congestion: no UDP candidate in Chromium's answer")
+        }
+        let relay = try makeRelay(path, to: port, scenario)
+        defer { relay.stop() }
+        let relayed = replacingCandidates(in: answer, with: relayCandidate(relay))
+        try WebRTCSuite.blocking { try await a.setRemoteDescription(try JSEPSessionDescription(parsing: relayed, type: .answer)) }
+        feeder.start()
+        defer { feeder.stop() }
+        try WebRTCSuite.poll("Revue to Chromium connected through the bottleneck", timeout: 30) {
+            a.state == .failed || (WebRTCSuite.json((try? rx.call("ccStats")) ?? "{}")["framesDecoded"] ?? 0) > 0
+        }
+        guard a.state == .connected else {
+            throw BenchError(description: "congestion: Revue to Chromium: \(a.error.map { "\($0)" } ?? "\(a.state)")")
+        }
+        return try measure("Revue to Chromium", path: path, relay: relay, scenario: scenario, phases: phases) {
+            let r = WebRTCSuite.json(try rx.call("ccStats"))
+            var c = Counters()
+            if let s = a.videoSendStatistics {
+                c.payloadBytes = Double(s.outbound.bytesSent)
+                c.retransmittedBytes = Double(s.outbound.retransmittedBytesSent)
+                c.paddingBytes = Double(s.pacer?.paddingBytes ?? 0)
+                c.frameWidth = Double(s.outbound.frameWidth)
+            }
+            c.estimate = Double(a.sendBandwidthEstimate ?? 0)
+            c.framesDecoded = r["framesDecoded"] ?? 0
+            c.packetsReceived = r["packetsReceived"] ?? 0
+            c.packetsLost = r["packetsLost"] ?? 0
+            return c
+        }
+    }
+
+    /// Chromium sends (in the sender's namespace), Revue receives, through the relay.
+    static func chromiumToRevue(_ scenario: Scenario, _ options: BenchOptions) throws -> Run {
+        let phases = schedule(options)
+        let path = try Path(kbit: phases[0].kbit)
+        defer { path.tearDown() }
+        var configuration = PeerConnectionConfiguration()
+        configuration.bindAddress = SocketAddress(ipv4: 10, 79, 0, 2, port: 0)
+        configuration.hostAddresses = [configuration.bindAddress]
+        let b = try path.inside(path.receiver) { try PeerConnection(configuration: configuration) }
+        defer { b.close() }
+        let frames = FrameCounter()
+        b.videoRenderer = frames
+        let tx = try WebRTCSuite.Chromium(namespace: path.sender)
+        defer { tx.stop() }
+        let offer = replacingCandidates(in: try tx.call("ccSendOffer"), with: nil)
+        let answer = try WebRTCSuite.blocking {
+            try await b.setRemoteDescription(try JSEPSessionDescription(parsing: offer, type: .offer))
+            return try await b.createAnswer()
+        }
+        guard let port = b.localAddress?.port else { throw BenchError(description: "congestion: receiver has no port") }
+        let relay = try makeRelay(path, to: port, scenario)
+        defer { relay.stop() }
+        _ = try tx.call("ccTakeAnswer", replacingCandidates(in: answer.sdp, with: relayCandidate(relay)))
+        _ = try tx.call("ccSetMaxBitrate", String(maxBitrate))
+        try WebRTCSuite.poll("Chromium to Revue connected through the bottleneck", timeout: 30) {
+            b.state == .failed || frames.count.load(ordering: .relaxed) > 0
+        }
+        guard b.state == .connected else {
+            throw BenchError(description: "congestion: Chromium to Revue: \(b.error.map { "\($0)" } ?? "\(b.state)")")
+        }
+        return try measure("Chromium to Revue", path: path, relay: relay, scenario: scenario, phases: phases) {
+            let s = WebRTCSuite.json(try tx.call("ccStats"))
+            var c = Counters()
+            c.payloadBytes = s["bytesSent"] ?? 0
+            c.retransmittedBytes = s["retransmittedBytesSent"] ?? 0
+            c.estimate = s["availableOutgoingBitrate"] ?? 0
+            c.frameWidth = s["frameWidth"] ?? 0
+            c.framesDecoded = Double(frames.count.load(ordering: .relaxed))
+            if let v = b.inboundStats.first(where: { $0.kind == "video" }) {
+                c.packetsReceived = Double(v.packetsReceived)
+                c.packetsLost = Double(v.packetsLost)
+            }
+            return c
+        }
+    }
+
+    /// The port of an answer's first UDP candidate (its address may be an mDNS name).
+    static func udpPort(_ sdp: String) -> UInt16? {
+        guard
+            let line = sdp.split(separator: "\r\n").first(where: {
+                $0.hasPrefix("a=candidate:") && $0.lowercased().contains(" udp ")
+            })
+        else { return nil }
+        let fields = line.split(separator: " ")
+        return fields.count > 5 ? UInt16(fields[5]) : nil
+    }
+
+    /// The mixed pairs on the first scenario (`revue-bench congestion-mixed`): Revue to Chromium
+    /// and Chromium to Revue, with the table and a chart of their own; no records (there is no
+    /// anchor of the same kind). Cost: about 2 x (60 s x `--scale` + set-up).
+    static func runMixed(_ reporter: Reporter, _ options: BenchOptions) throws {
+        if let why = missing() {
+            print("congestion: skipped: \(why)")
+            return
+        }
+        print("congestion: one run per scenario and sender (--reps and --warmup do not apply here)")
+        let scenario = all[0]
+        let runs = [try revueToChromium(scenario, options), try chromiumToRevue(scenario, options)]
+        for run in runs { print(trace(scenario, run)) }
+        if let dir = options.svgDirectory {
+            let file = try SVGChart.writeRates(
+                title: "\(scenario.name), mixed pairs: rate through the bottleneck (500 ms) and estimates",
+                phases: schedule(options), runs: runs, to: dir, name: "congestion-mixed")
+            print("wrote \(file)")
+        }
+        print(table(runs.map { (scenario, $0) }))
+    }
+
     // MARK: Running and reporting
 
     /// Why the suite cannot run here, nil when it can.

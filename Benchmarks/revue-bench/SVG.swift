@@ -58,7 +58,7 @@ enum SVGChart {
 
     /// A line chart of the congestion suite's runs: the capacity as a grey step, each run's rate
     /// through the bottleneck as a solid line and its own estimate as a dashed one (Revue blue,
-    /// Chromium orange), the TCP flow's rate dotted when there is one. Writes `name`.svg into
+    /// Chromium orange, Revue to Chromium green, Chromium to Revue purple), the TCP flow's rate dotted when there is one. Writes `name`.svg into
     /// `directory` and returns its path. Thread rule: any thread. Cost: a string per point.
     static func writeRates(
         title: String, phases: [CongestionSuite.Phase], runs: [CongestionSuite.Run], to directory: String, name: String
@@ -100,7 +100,8 @@ enum SVGChart {
         svg += line(capacity, "#888", "stroke-dasharray=\"1 0\"")
         var legend: [(String, String, String)] = [("capacity", "#888", "")]
         for run in runs {
-            let colour = run.sender == "Revue" ? "#2f6fde" : "#e8731a"
+            let colours = ["Revue": "#2f6fde", "Chromium": "#e8731a", "Revue to Chromium": "#2a9d4b"]
+            let colour = colours[run.sender] ?? "#8e44ad"
             svg += line(run.rate, colour, "")
             svg += line(run.estimate, colour, "stroke-dasharray=\"5 3\"")
             legend.append(("\(run.sender) rate", colour, ""))

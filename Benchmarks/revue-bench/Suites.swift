@@ -24,6 +24,7 @@ enum Suites {
         Suite(name: "congestion-steps", run: { try CongestionSuite.run($0, $1, only: ["steps"]) }),
         Suite(name: "congestion-loss", run: { try CongestionSuite.run($0, $1, only: ["steps+1%loss"]) }),
         Suite(name: "congestion-tcp", run: { try CongestionSuite.run($0, $1, only: ["steps+TCP"]) }),
+        Suite(name: "congestion-mixed", run: CongestionSuite.runMixed),
     ]
 }
 
