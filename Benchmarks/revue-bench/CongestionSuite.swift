@@ -51,13 +51,14 @@ import Synchronization
 #endif
 
 enum CongestionSuite {
-    /// One stretch of constant capacity.
+    /// One stretch of constant capacity. Thread rule: a value type.
     struct Phase {
         var seconds: Double
         var kbit: Int
     }
 
     /// One path condition: its name in the table, its random loss, whether a TCP flow competes.
+    /// Thread rule: a value type.
     struct Scenario {
         var name: String
         /// Its chart's file name is congestion-`slug`.svg.
@@ -161,9 +162,10 @@ enum CongestionSuite {
     }
 
     /// Reads tbf's counters about every 60 ms from one shell loop in the sender's namespace.
-    /// Thread rule: `start`/`stop` from one thread; its reader thread appends to `samples`.
-    /// Cost: one `tc` process per sample.
+    /// Thread rule: made and stopped on one thread; its reader thread appends to `samples` (a
+    /// Mutex). Cost: one `tc` process per sample, a thread.
     final class QueueSampler: @unchecked Sendable {
+        /// tbf's counters when one sample was read (`at`: `nowNs`). Thread rule: a value type.
         struct Sample {
             var at: UInt64
             var sentBytes = 0
@@ -175,6 +177,7 @@ enum CongestionSuite {
         let output = Pipe()
         let samples = Mutex<[Sample]>([])
 
+        /// Starts the loop on `path`'s bottleneck and the thread that reads it.
         init(_ path: Path) throws {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
             process.arguments = [
@@ -229,7 +232,7 @@ enum CongestionSuite {
 
     // MARK: One run
 
-    /// What a sender's counters said at one moment (cumulative; nil where the sender has none).
+    /// What a sender's counters said at one moment (cumulative; nil where the sender has none). Thread rule: a value type.
     struct Counters {
         var payloadBytes = 0.0
         var retransmittedBytes = 0.0
@@ -242,7 +245,7 @@ enum CongestionSuite {
         var frameWidth = 0.0
     }
 
-    /// The figures of one scenario and sender.
+    /// The figures of one scenario and sender. Thread rule: a value type.
     struct Figures {
         var utilisation = 0.0, media = 0.0, retransmitted = 0.0
         var padding: Double?
@@ -255,7 +258,7 @@ enum CongestionSuite {
         var tcpShare: Double?
     }
 
-    /// Time series of one run for the chart (seconds, bits per second).
+    /// Time series of one run for the chart (seconds, bits per second). Thread rule: a value type.
     struct Run {
         var sender: String
         var rate: [(t: Double, bps: Double)] = []
