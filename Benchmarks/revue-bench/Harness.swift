@@ -87,6 +87,8 @@ struct BenchOptions {
     var warmup = 1
     /// Scale factor for per-repetition work (1 = default sizes; smaller for a quick look).
     var scale = 1.0
+    /// `--svg DIR`: where suites that draw their own charts (congestion) put them.
+    var svgDirectory: String?
 }
 
 /// Collects records and prints them as a table.

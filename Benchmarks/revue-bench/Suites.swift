@@ -19,6 +19,12 @@ enum Suites {
         Suite(name: "cli", run: CLISuite.run), Suite(name: "memory", run: MemorySuite.run),
         Suite(name: "session", run: SessionSuite.run), Suite(name: "ice", run: ICEBenchSuite.run),
         Suite(name: "webrtc", run: WebRTCSuite.run),
+        // Root only, about 7 minutes; one scenario at a time with the names after it.
+        Suite(name: "congestion", run: { try CongestionSuite.run($0, $1, only: []) }),
+        Suite(name: "congestion-steps", run: { try CongestionSuite.run($0, $1, only: ["steps"]) }),
+        Suite(name: "congestion-loss", run: { try CongestionSuite.run($0, $1, only: ["steps+1%loss"]) }),
+        Suite(name: "congestion-tcp", run: { try CongestionSuite.run($0, $1, only: ["steps+TCP"]) }),
+        Suite(name: "congestion-mixed", run: CongestionSuite.runMixed),
     ]
 }
 

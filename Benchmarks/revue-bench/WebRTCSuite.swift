@@ -35,16 +35,28 @@ enum WebRTCSuite {
         let capturer: BufferCapturer
         let stopping = Atomic<Bool>(false)
         let done = DispatchSemaphore(value: 0)
-        init(_ capturer: BufferCapturer) { self.capturer = capturer }
+        let width: Int, height: Int
+        let draw: @Sendable (Int, VideoFrame) -> Void
+        /// Frames of `width` x `height` (the capturer scales to the encoder's size), drawn by
+        /// `draw` (frame index, frame; the moving pattern unless told).
+        init(
+            _ capturer: BufferCapturer, width: Int = 320, height: Int = 240,
+            draw: @escaping @Sendable (Int, VideoFrame) -> Void = { SyntheticVideo.render(frameIndex: $0, into: $1) }
+        ) {
+            self.capturer = capturer
+            self.width = width
+            self.height = height
+            self.draw = draw
+        }
         func start() {
             Thread { [self] in
                 defer { done.signal() }
-                let frame = VideoFrame(width: 320, height: 240)
+                let frame = VideoFrame(width: width, height: height)
                 let start = nowNs()
                 var n = 0
                 while !stopping.load(ordering: .relaxed) {
                     if UInt64(n) * 33_333_333 <= nowNs() - start {
-                        SyntheticVideo.render(frameIndex: n, into: frame)
+                        draw(n, frame)
                         capturer.capture(PixelBufferView(frame.view), timeStampNs: Int64(n) * 33_333_333)
                         n += 1
                     }
@@ -125,7 +137,8 @@ enum WebRTCSuite {
         let profile: String
         var consumed = 0
 
-        init() throws {
+        /// Starts the browser; with `namespace`, inside that network namespace (`ip netns exec`, root only).
+        init(namespace: String? = nil) throws {
             let scripts = FileManager.default.currentDirectoryPath + "/scripts/webrtc"
             guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium"),
                 FileManager.default.fileExists(atPath: scripts + "/chromium_peer.py")
@@ -135,8 +148,14 @@ enum WebRTCSuite {
             }
             profile = NSTemporaryDirectory() + "revue-bench-chromium-\(getpid())-\(nowNs())"
             try FileManager.default.createDirectory(atPath: profile, withIntermediateDirectories: true)
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            process.arguments = [scripts + "/chromium_peer.py", profile + "/profile", scripts + "/chromium_page.html"]
+            let peer = [scripts + "/chromium_peer.py", profile + "/profile", scripts + "/chromium_page.html"]
+            if let namespace {
+                process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+                process.arguments = ["netns", "exec", namespace, "/usr/bin/python3"] + peer
+            } else {
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+                process.arguments = peer
+            }
             process.standardInput = input
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice

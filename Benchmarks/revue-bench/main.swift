@@ -44,6 +44,7 @@ do {
     }
     jsonPath = a.string("--json")
     svgDir = a.string("--svg")
+    options.svgDirectory = svgDir
     svgFrom = a.string("--svg-from")
     if svgFrom != nil && svgDir == nil { throw UsageError(description: "--svg-from needs --svg DIR") }
     wanted = a.positional
@@ -65,7 +66,8 @@ do {
         } catch { fail("--svg-from \(svgFrom): \(error)", status: 1) }
         exit(0)
     }
-    if wanted.isEmpty || wanted == ["all"] { wanted = Suites.all.map(\.name) }
+    // "all" runs `congestion` once, not again scenario by scenario.
+    if wanted.isEmpty || wanted == ["all"] { wanted = Suites.all.map(\.name).filter { !$0.hasPrefix("congestion-") } }
     let reporter = Reporter()
     print(
         "revue-bench on \(Machine.current.cpuModel), \(Machine.current.cores) cores, kernel \(Machine.current.kernel); \(options.repetitions) repetitions, interleaved with the anchor"
