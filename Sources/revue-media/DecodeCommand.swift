@@ -236,7 +236,8 @@ enum DecodeCommand: Command {
             var offset = 0
             while offset < samples.count {
                 let (consumed, produced) = resampled.withUnsafeMutableBufferPointer {
-                    resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]), into: $0)
+                    var out = $0.mutableSpan
+                    return resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]).span, into: &out)
                 }
                 offset += consumed * channels
                 try writer.write(resampled.span.extracting(0..<(produced * channels)))
@@ -269,8 +270,9 @@ enum DecodeCommand: Command {
                 var rounds = 0
                 while writer.framesWritten < wanted && rounds < 1000 {
                     rounds += 1
-                    let (_, produced) = zeros.withUnsafeBufferPointer { z in
-                        resampled.withUnsafeMutableBufferPointer { resampler.process(z, into: $0) }
+                    let (_, produced) = resampled.withUnsafeMutableBufferPointer {
+                        var out = $0.mutableSpan
+                        return resampler.process(zeros.span, into: &out)
                     }
                     let keep = Int(min(Int64(produced), wanted - writer.framesWritten))
                     try writer.write(resampled.span.extracting(0..<(keep * channels)))

@@ -243,10 +243,8 @@ final class RecordingSink: PacketSink, Sendable {
 
     /// Sends `packet` and, when recording, appends it to the capture.
     func write(_ packet: RawSpan) {
-        packet.withUnsafeBytes { packet in
-            udp.write(packet)
-            pcap?.write(packet, to: pcapDestination)
-        }
+        udp.write(packet)
+        pcap?.write(packet, to: pcapDestination)
     }
 
     func flush() { udp.flush() }
