@@ -10,36 +10,35 @@ import Synchronization
 /// Thread rule: `handle` on the leg's receive-pipeline thread; `setTargets` and `counters` from
 /// any thread (the main actor); one lock, never held by the media path. Cost: parsing RTCP
 /// allocates small arrays (a few per second).
-/// Sendable: `session` is used only under `lock`; `route` and `transportSequence` (atomic inside)
-/// are `let`s. (A `Mutex<RTCPSenderSession>` is refused by region checking: `handle` passes the
-/// session a borrowed buffer, which cannot be sent into the lock.)
-final class CallLegFeedback: @unchecked Sendable {
+/// Sendable: the session lives in its `Mutex`; `route` and `transportSequence` (atomic inside)
+/// are `let`s.
+final class CallLegFeedback: Sendable {
     /// The leg's id in every `TrackFanOut` (retransmissions to this leg only).
     let route: Int
     /// The leg's transport-wide sequence numbers: `TrackFanOut` numbers each packet to this leg
     /// and logs its send time; the participant's transport-cc feedback is matched against it.
     let transportSequence = TransportSequenceNumbers()
-    private let lock = Mutex<Void>(())
-    // Safe: read and changed only inside `lock.withLock`.
-    nonisolated(unsafe) private var session: RTCPSenderSession
+    /// The leg's RTCP sender session, used only inside the lock.
+    private let session: Mutex<RTCPSenderSession>
 
     /// A leg whose estimate starts (and stays at most) at `videoBitrate`.
     init(route: Int, videoBitrate: Int) {
         self.route = route
-        session = RTCPSenderSession(
+        let session = RTCPSenderSession(
             targets: [], startBitrate: videoBitrate, minimumBitrate: 50_000,
             maximumBitrate: max(50_000, videoBitrate))
         session.transportSequenceNumbers = transportSequence
+        self.session = Mutex(session)
     }
 
     /// One unprotected RTCP compound packet from the participant (receive-pipeline thread).
     func handle(_ rtcp: RawSpan, arrival: MonotonicTime) {
-        lock.withLock { _ in session.handle(rtcp, now: arrival) }
+        session.withLock { $0.handle(rtcp, now: arrival) }
     }
 
     /// The streams this leg's feedback drives now (tracks published or unpublished).
     func setTargets(_ targets: [any RTPSendFeedbackTarget]) {
-        lock.withLock { _ in
+        session.withLock { session in
             if Set(targets.map(\.ssrc)) != Set(session.ssrcs) || targets.count != session.ssrcs.count {
                 session.replaceTargets(targets)
             }
@@ -47,10 +46,10 @@ final class CallLegFeedback: @unchecked Sendable {
     }
 
     /// What the leg's RTCP did so far, and its current estimate.
-    var counters: RTCPSenderSession.Counters { lock.withLock { _ in session.counters } }
-    var targetBitrate: Int { lock.withLock { _ in session.estimator.targetBitrate } }
+    var counters: RTCPSenderSession.Counters { session.withLock { $0.counters } }
+    var targetBitrate: Int { session.withLock { $0.estimator.targetBitrate } }
     /// The leg's whole estimator (loss-based, delay-based from transport-cc, REMB).
-    var estimator: SendSideBandwidthEstimator { lock.withLock { _ in session.estimator } }
+    var estimator: SendSideBandwidthEstimator { session.withLock { $0.estimator } }
 }
 
 /// One leg's view of the shared video send stream: NACKs resend to this leg only, PLI/FIR ask the

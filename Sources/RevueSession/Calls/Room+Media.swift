@@ -105,17 +105,22 @@ final class MediaLeg {
 
 /// Forwards decoded video to the renderer the App attached to a remote video track (or nowhere).
 /// Thread rule: `render` on the receive engine's thread; `target` set from the main actor.
-/// Sendable: `_target` is read and written only under `lock`, which is also held while it renders.
-final class RendererSwitch: VideoRenderer, @unchecked Sendable {
-    private let lock = Mutex<Void>(())
-    // Safe: accessed only inside `lock.withLock`.
-    nonisolated(unsafe) private var _target: (any VideoRenderer)?
+/// Cost: one lock per frame, held while the renderer renders (so a renderer replaced or removed is
+/// never called afterwards).
+final class RendererSwitch: VideoRenderer, Sendable {
+    /// The renderer, in the switch's lock. Sendable: the renderer crosses from the main actor to
+    /// the engine thread (as `VideoRenderer`'s thread rule has it) and is called only inside the
+    /// lock, one frame at a time.
+    private struct Slot: @unchecked Sendable {
+        var renderer: (any VideoRenderer)?
+    }
+    private let slot = Mutex(Slot())
     var target: (any VideoRenderer)? {
-        get { lock.withLock { _ in _target } }
-        set { lock.withLock { _ in _target = newValue } }
+        get { slot.withLock { $0.renderer } }
+        set { slot.withLock { $0.renderer = newValue } }
     }
     func render(_ frame: DecodedVideoFrame) {
-        lock.withLock { _ in _target?.render(frame) }
+        slot.withLock { $0.renderer?.render(frame) }
     }
 }
 
