@@ -134,7 +134,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     /// The encoder's `frameDropThreshold` for a stream whose target follows a congestion
     /// controller (WebRTC connections, calls): 30 % buffer fullness, libwebrtc's VP8 setting.
-    package static let congestionFrameDropThreshold = 30
+    public static let congestionFrameDropThreshold = 30
 
     /// Takes frames from your thread(s) into this stream.
     public let capturer: BufferCapturer
