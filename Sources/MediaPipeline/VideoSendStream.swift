@@ -132,10 +132,6 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var pacer: PacerStatistics?
     }
 
-    /// The encoder's `frameDropThreshold` for a stream whose target follows a congestion
-    /// controller (WebRTC connections, calls): 30 % buffer fullness, libwebrtc's VP8 setting.
-    public static let congestionFrameDropThreshold = 30
-
     /// Takes frames from your thread(s) into this stream.
     public let capturer: BufferCapturer
     /// The configuration the stream was made with (the live bitrate/frame rate/size may differ).

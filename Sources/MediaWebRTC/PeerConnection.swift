@@ -379,10 +379,6 @@ package final class PeerConnection: @unchecked Sendable {
         var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
         c.lateProtection = sender.protection
         c.encoder.bitrate = configuration.videoBitrate
-        // Under congestion control the target can fall below what the coarsest quantizer makes
-        // of a busy picture: the rate control then drops frames (as libwebrtc's VP8 sender does)
-        // instead of sending more than the estimate allows into a full queue.
-        c.encoder.frameDropThreshold = VideoSendStream.congestionFrameDropThreshold
         c.frameEncryption = configuration.videoFrameEncryption
         c.srtp = nil
         // Reserved under our own IDs; the egress writes the negotiated ones (or leaves them out).

@@ -334,8 +334,6 @@ extension Room {
                 var c = VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight)
                 c.srtp = nil
                 c.ssrc = freshSSRC()
-                // Each leg's estimate sets the target: frames are dropped rather than sent past it.
-                c.encoder.frameDropThreshold = VideoSendStream.congestionFrameDropThreshold
                 // The element only: `TrackFanOut` writes each leg's own number into it.
                 c.transportSequence = (TrackFanOut.transportSequenceExtensionID, nil)
                 let v = try VideoSendStream(configuration: c, sink: media.fanOut)
