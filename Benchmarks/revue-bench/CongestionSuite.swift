@@ -519,14 +519,7 @@ enum CongestionSuite {
             throw BenchError(description: "congestion: Revue to Revue: \(a.error.map { "\($0)" } ?? "\(a.state)")")
         }
         return try measure("Revue", path: path, relay: relay, scenario: scenario, phases: phases) {
-            var c = Counters()
-            if let s = a.videoSendStatistics {
-                c.payloadBytes = Double(s.outbound.bytesSent)
-                c.retransmittedBytes = Double(s.outbound.retransmittedBytesSent)
-                c.paddingBytes = Double(s.pacer?.paddingBytes ?? 0)
-                c.frameWidth = Double(s.outbound.frameWidth)
-            }
-            c.estimate = Double(a.sendBandwidthEstimate ?? 0)
+            var c = senderCounters(a)
             c.framesDecoded = Double(frames.count.load(ordering: .relaxed))
             if let v = b.inboundStats.first(where: { $0.kind == "video" }) {
                 c.packetsReceived = Double(v.packetsReceived)
@@ -575,6 +568,21 @@ enum CongestionSuite {
         }
     }
 
+    /// What a Revue sender counts of itself: media, RTX and padding bytes, its picture width and
+    /// its estimate (the receiver's fields are left at zero). Thread rule: any thread. Cost: the
+    /// connection's statistics.
+    static func senderCounters(_ a: PeerConnection) -> Counters {
+        var c = Counters()
+        if let s = a.videoSendStatistics {
+            c.payloadBytes = Double(s.outbound.bytesSent)
+            c.retransmittedBytes = Double(s.outbound.retransmittedBytesSent)
+            c.paddingBytes = Double(s.pacer?.paddingBytes ?? 0)
+            c.frameWidth = Double(s.outbound.frameWidth)
+        }
+        c.estimate = Double(a.sendBandwidthEstimate ?? 0)
+        return c
+    }
+
     /// Revue sends, Chromium receives (in the receiver's namespace), through the relay.
     static func revueToChromium(_ scenario: Scenario, _ options: BenchOptions) throws -> Run {
         let phases = schedule(options)
@@ -610,14 +618,7 @@ enum CongestionSuite {
         }
         return try measure("Revue to Chromium", path: path, relay: relay, scenario: scenario, phases: phases) {
             let r = WebRTCSuite.json(try rx.call("ccStats"))
-            var c = Counters()
-            if let s = a.videoSendStatistics {
-                c.payloadBytes = Double(s.outbound.bytesSent)
-                c.retransmittedBytes = Double(s.outbound.retransmittedBytesSent)
-                c.paddingBytes = Double(s.pacer?.paddingBytes ?? 0)
-                c.frameWidth = Double(s.outbound.frameWidth)
-            }
-            c.estimate = Double(a.sendBandwidthEstimate ?? 0)
+            var c = senderCounters(a)
             c.framesDecoded = r["framesDecoded"] ?? 0
             c.packetsReceived = r["packetsReceived"] ?? 0
             c.packetsLost = r["packetsLost"] ?? 0
