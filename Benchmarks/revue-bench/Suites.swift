@@ -45,16 +45,20 @@ enum SpeakingSuite {
             higherIsBetter: true, anchorName: "level only"
         ) {
             let t0 = nowNs()
-            let all = samples.span
-            for i in 0..<frames {
-                _ = detector.process(levelDbov: Float(AudioLevel.dBov(all.extracting((i % 50) * 960..<(i % 50 + 1) * 960))))
+            samples.withUnsafeBufferPointer { buf in
+                for i in 0..<frames {
+                    _ = detector.process(
+                        levelDbov: Float(AudioLevel.dBov(UnsafeBufferPointer(rebasing: buf[(i % 50) * 960..<(i % 50 + 1) * 960])))
+                    )
+                }
             }
             return Double(frames) / (Double(nowNs() - t0) / 1e9)
         } anchor: {
             let t0 = nowNs()
-            let all = samples.span
-            for i in 0..<frames {
-                sink += Float(AudioLevel.dBov(all.extracting((i % 50) * 960..<(i % 50 + 1) * 960)))
+            samples.withUnsafeBufferPointer { buf in
+                for i in 0..<frames {
+                    sink += Float(AudioLevel.dBov(UnsafeBufferPointer(rebasing: buf[(i % 50) * 960..<(i % 50 + 1) * 960])))
+                }
             }
             return Double(frames) / (Double(nowNs() - t0) / 1e9)
         }

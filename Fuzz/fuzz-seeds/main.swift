@@ -180,7 +180,7 @@ for (app, rate, channels, duration) in [
     for k in 0..<3 {
         let pcm = audio.int16s(frames: samples)
         var packet = [UInt8](repeating: 0, count: 1500)
-        let n = packet.withUnsafeMutableBytes { out in out.appending { try! encoder.encode(pcm.span, into: &$0) } }
+        let n = pcm.withUnsafeBufferPointer { p in packet.withUnsafeMutableBytes { try! encoder.encode(p, into: $0) } }
         if k == 2 {
             opusPackets.append(
                 (

@@ -413,8 +413,8 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 frameCaptureNs = chunk.timestampNs &+ Int64(consumedFrames) * 1_000_000_000 / Int64(chunk.sampleRate)
                 noteFrameStart(chunk)
             }
-            var out = UnsafeMutableBufferPointer(rebasing: pcm[(filled * channels)...]).mutableSpan
-            let (consumed, produced) = resampler.process(input.span, into: &out)
+            let out = UnsafeMutableBufferPointer(rebasing: pcm[(filled * channels)...])
+            let (consumed, produced) = resampler.process(input, into: out)
             filled += produced
             input = UnsafeBufferPointer(rebasing: input[(consumed * channels)...])
             if filled == frameSamples { emitFrame() }
@@ -433,7 +433,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private func emitFrame() {
         filled = 0
         let samples = UnsafeBufferPointer(pcm)
-        let rms = AudioLevel.rms(samples.span)
+        let rms = AudioLevel.rms(samples)
         let dBov = AudioLevel.dBov(rms: rms)
         let duration = Double(frameSamples) / 48_000
         counters.audioLevelBits.store(min(1, rms).bitPattern, ordering: .relaxed)
@@ -453,7 +453,7 @@ public final class AudioSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         samplesSent += Int64(frameSamples)
         let t0 = engineClock.now.nanoseconds
         let length: Int
-        do { length = try packet.appending { (out) throws(OpusError) in try encoder.encode(samples.span, into: &out) } } catch {
+        do { length = try encoder.encode(samples, into: packet) } catch {
             counters.add(counters.framesDroppedByEncoder)
             return
         }

@@ -69,7 +69,7 @@ public final class AudioTimeStretch {
 
     /// Finds the period of the first `frames` frames of `pcm` (interleaved). Needs at least
     /// `minimumBlock` frames; returns nil for a shorter block. No allocation.
-    public func analyse(_ pcm: Span<Int16>, frames: Int) -> Analysis? {
+    package func analyse(_ pcm: UnsafeBufferPointer<Int16>, frames: Int) -> Analysis? {
         guard frames >= minimumBlock, pcm.count >= frames * channels else { return nil }
         let span = min(frames, 2 * maxLag + window)
         var energy = 0.0
@@ -123,20 +123,20 @@ public final class AudioTimeStretch {
     /// Removes one period from the first `frames` frames of `pcm` (interleaved, in place): the
     /// first period is cross-faded into the second, the rest moves down. Returns the frames
     /// removed (0 when the block is too short or not stretchable). No allocation.
-    public func accelerate(_ pcm: inout MutableSpan<Int16>, frames: Int) -> Int {
-        guard let a = analyse(pcm.span, frames: frames), a.stretchable else { return 0 }
+    package func accelerate(_ pcm: UnsafeMutableBufferPointer<Int16>, frames: Int) -> Int {
+        guard let a = analyse(UnsafeBufferPointer(pcm), frames: frames), a.stretchable else { return 0 }
         let period = a.lag, ch = channels
+        let p = pcm.baseAddress!
         let inv = 1.0 / Float(period)
         for i in 0..<period {
             let w = Float(i) * inv  // weight of the second period
             for c in 0..<ch {
-                let x = Float(pcm[i * ch + c]), y = Float(pcm[(i + period) * ch + c])
-                pcm[i * ch + c] = Int16(clamping: Int((x * (1 - w) + y * w).rounded()))
+                let x = Float(p[i * ch + c]), y = Float(p[(i + period) * ch + c])
+                p[i * ch + c] = Int16(clamping: Int((x * (1 - w) + y * w).rounded()))
             }
         }
         let rest = frames - 2 * period
-        // Moves down: a forward copy never reads a sample it already overwrote.
-        for k in 0..<max(0, rest * ch) { pcm[period * ch + k] = pcm[2 * period * ch + k] }
+        if rest > 0 { (p + period * ch).update(from: p + 2 * period * ch, count: rest * ch) }
         return period
     }
 
@@ -144,26 +144,46 @@ public final class AudioTimeStretch {
     /// have room for `frames + maxLag` frames): after the first period comes one that fades from
     /// the second period into the first, then the second period and the rest. Returns the frames
     /// inserted (0 when the block is too short, not stretchable, or there is no room). No allocation.
-    public func preemptiveExpand(_ pcm: inout MutableSpan<Int16>, frames: Int) -> Int {
+    package func preemptiveExpand(_ pcm: UnsafeMutableBufferPointer<Int16>, frames: Int) -> Int {
         guard pcm.count >= (frames + maxLag) * channels,
-            let a = analyse(pcm.span, frames: frames), a.stretchable
+            let a = analyse(UnsafeBufferPointer(pcm), frames: frames), a.stretchable
         else { return 0 }
         let period = a.lag, ch = channels
+        let p = pcm.baseAddress!
         // Output: x[0 ..< period], then the inserted period fading from x[period + i] to x[i], then
         // x[period ..< frames] again.
+        let t = temp.baseAddress!
         let inv = 1.0 / Float(period)
         for i in 0..<period {
             let w = Float(i) * inv  // weight of the first period
             for c in 0..<ch {
-                let x = Float(pcm[(i + period) * ch + c]), y = Float(pcm[i * ch + c])
-                temp[i * ch + c] = Int16(clamping: Int((x * (1 - w) + y * w).rounded()))
+                let x = Float(p[(i + period) * ch + c]), y = Float(p[i * ch + c])
+                t[i * ch + c] = Int16(clamping: Int((x * (1 - w) + y * w).rounded()))
             }
         }
         let rest = frames - period
-        // Moves up by one period: a backward copy never reads a sample it already overwrote.
-        var k = rest * ch - 1
-        while k >= 0 { pcm[2 * period * ch + k] = pcm[period * ch + k]; k -= 1 }
-        for k in 0..<(period * ch) { pcm[period * ch + k] = temp[k] }
+        (p + 2 * period * ch).update(from: p + period * ch, count: rest * ch)  // memmove semantics
+        (p + period * ch).update(from: t, count: period * ch)
         return period
+    }
+}
+
+extension AudioTimeStretch {
+    /// Finds the period of the first `frames` frames of `pcm` (interleaved). Needs at least
+    /// `minimumBlock` frames; returns nil for a shorter block. No allocation.
+    public func analyse(_ pcm: Span<Int16>, frames: Int) -> Analysis? {
+        pcm.withUnsafeBufferPointer { analyse($0, frames: frames) }
+    }
+
+    /// Removes one period from the first `frames` frames of `pcm` in place; returns the frames
+    /// removed (0 when the block is too short or not stretchable). No allocation.
+    public func accelerate(_ pcm: inout MutableSpan<Int16>, frames: Int) -> Int {
+        pcm.withUnsafeMutableBufferPointer { accelerate($0, frames: frames) }
+    }
+
+    /// Repeats one period of the first `frames` frames of `pcm` in place (`pcm` must have room for
+    /// `frames + maxLag` frames); returns the frames inserted (0 when it cannot). No allocation.
+    public func preemptiveExpand(_ pcm: inout MutableSpan<Int16>, frames: Int) -> Int {
+        pcm.withUnsafeMutableBufferPointer { preemptiveExpand($0, frames: frames) }
     }
 }

@@ -41,21 +41,18 @@ package final class PcapPacketSink: PacketSink, @unchecked Sendable {
     }
 
     /// Appends `packet` as one UDP datagram from `source` to `destination`, stamped with the current time. Sending threads; serialized inside.
-    package func write(_ packet: RawSpan) { write(packet, to: destination) }
+    package func write(_ packet: RawSpan) { packet.withUnsafeBytes { write($0, to: destination) } }
 
     /// Appends `packet` as one UDP datagram from `source` to another destination: for one file
     /// shared by streams sent to different ports. Sending threads; serialized inside.
-    package func write(_ packet: RawSpan, to destination: PcapEndpoint) {
+    package func write(_ packet: UnsafeRawBufferPointer, to destination: PcapEndpoint) {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let now = UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-        // `PcapWriter` (the file layer) takes a raw buffer: lent for the call.
-        let ok: Bool = packet.withUnsafeBytes { bytes in
-            writer.withLock { writer in
-                guard let w = writer else { return false }
-                do { try w.write(bytes, from: source, to: destination, timestampNs: now) } catch { return false }
-                return true
-            }
+        let ok: Bool = writer.withLock { writer in
+            guard let w = writer else { return false }
+            do { try w.write(packet, from: source, to: destination, timestampNs: now) } catch { return false }
+            return true
         }
         if ok { written.add(1, ordering: .relaxed) } else { failures.add(1, ordering: .relaxed) }
     }

@@ -280,28 +280,29 @@ package final class RTPPacer: @unchecked Sendable {
     /// `burstable`: the packet belongs to a delta frame, which may leave at once on budget saved
     /// while the pacer waited (`PacerSettings.deltaFrameBurstMilliseconds`); false (a keyframe's
     /// packet, or a packet of unknown kind) paces it at one interval's budget at a time.
-    package func write(_ packet: RawSpan, burstable: Bool = false) { enqueue(packet, burstable: burstable) }
+    package func write(_ packet: UnsafeRawBufferPointer, burstable: Bool = false) { enqueue(packet, burstable: burstable) }
 
     /// Wakes the pacer's thread (a frame is queued); without a thread, sends everything queued now.
     package func flush() {
         if running.load(ordering: .acquiring) { signal() } else { drain() }
     }
 
-    private func enqueue(_ packet: RawSpan, burstable isBurstable: Bool) {
+    private func enqueue(_ packet: UnsafeRawBufferPointer, burstable isBurstable: Bool) {
         let t = tail.load(ordering: .relaxed)
-        let count = packet.byteCount
-        guard count > 0, count <= slotSize, t &- head.load(ordering: .acquiring) < UInt64(settings.capacity) else {
+        guard packet.count <= slotSize, let base = packet.baseAddress,
+            t &- head.load(ordering: .acquiring) < UInt64(settings.capacity)
+        else {
             stats.withLock { $0.overflows += 1 }  // rare: a full queue or an oversized packet
             return
         }
         let slot = Int(t & mask)
-        packet.withUnsafeBytes { (storage + slot * slotSize).copyMemory(from: $0.baseAddress!, byteCount: count) }
-        lengths[slot] = count
+        (storage + slot * slotSize).copyMemory(from: base, byteCount: packet.count)
+        lengths[slot] = packet.count
         let nowNs = clock.now.nanoseconds
         enqueuedAt[slot] = nowNs
         burstable[slot] = isBurstable
         enqueuedSumNs.wrappingAdd(nowNs, ordering: .relaxed)
-        queuedBytes.add(count, ordering: .relaxed)
+        queuedBytes.add(packet.count, ordering: .relaxed)
         tail.store(t &+ 1, ordering: .releasing)
     }
 

@@ -196,7 +196,7 @@ package final class RTPSendCore: @unchecked Sendable {
             header.sequenceNumber = sequencer.next()
             let length = buffer.appending { payloads.writePacket(at: i, header: &header, of: frame.bytes, into: &$0) }
             if let pacer {
-                pacer.write(buffer.bytes.extracting(..<length), burstable: !keyframe)
+                pacer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<length]), burstable: !keyframe)
             } else if store(buffer, length: length, now: now) == 0 {
                 continue
             }
@@ -224,7 +224,7 @@ package final class RTPSendCore: @unchecked Sendable {
         stampTransportSequence(packet, length: length, now: now, probeCluster: probeCluster)
         // RTX rebuilds retransmissions from the unprotected packet.
         if rtx != nil {
-            history.store(seq: seq, packet: packet.bytes.extracting(..<length), now: now)
+            history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), now: now)
         }
         if let late { mapNegotiatedExtensions(late, packet, length: length) }
         var wire = length
@@ -236,7 +236,7 @@ package final class RTPSendCore: @unchecked Sendable {
             }
         }
         let bytes = UnsafeRawBufferPointer(start: packet.baseAddress, count: wire)
-        if rtx == nil { history.store(seq: seq, packet: bytes.bytes, now: now) }
+        if rtx == nil { history.store(seq: seq, packet: bytes, now: now) }
         sink.write(bytes)
         return wire
     }

@@ -230,9 +230,9 @@ public final class AudioReceiveStream: @unchecked Sendable {
         if let resampler {
             while resampledCount < need {
                 produce48k(frames: 480, nowNs: nowNs)
-                let input = UnsafeBufferPointer(rebasing: pcm[0..<(480 * ch)]).span
-                var room = UnsafeMutableBufferPointer(rebasing: resampled[(resampledCount * ch)...]).mutableSpan
-                let r = resampler.process(input, into: &room)
+                let input = UnsafeBufferPointer(rebasing: pcm[0..<(480 * ch)])
+                let room = UnsafeMutableBufferPointer(rebasing: resampled[(resampledCount * ch)...])
+                let r = resampler.process(input, into: room)
                 consume48k(frames: r.consumed)
                 resampledCount += r.produced
                 if r.produced == 0 && r.consumed == 0 { break }
@@ -350,21 +350,21 @@ public final class AudioReceiveStream: @unchecked Sendable {
         // trigger a stretch, a sustained offset (drift, a new target) does.
         filteredLevel = filteredLevel < 0 ? level : filteredLevel + (level - filteredLevel) / 32
         let target = Double(playoutTargetNs) * 48_000 / 1e9
-        var block = UnsafeMutableBufferPointer(rebasing: pcm[0...]).mutableSpan
+        let block = UnsafeMutableBufferPointer(rebasing: pcm[0...])
         // Above by 20 ms: accelerate. Below: expand beyond a quarter of the target less 10 ms (at
         // least 5 ms, which a low target keeps, so a live stream with little jitter never runs
         // dry). Under large jitter the level swings around a high target, and a 5 ms band below
         // it expanded and then accelerated speech over and over (SimulatedSpeechPlayoutTests,
         // ±60 ms jitter and no loss: wideband PESQ 2.45 with a 5 ms band, 2.93 with this one).
         if filteredLevel > target + 960 {
-            let removed = stretch.accelerate(&block, frames: pcmCount)
+            let removed = stretch.accelerate(block, frames: pcmCount)
             if removed > 0 {
                 pcmCount -= removed
                 filteredLevel -= Double(removed)
                 audioStats.removedSamplesForAcceleration += UInt64(removed)
             }
         } else if filteredLevel < target - max(240, target / 4 - 480) && pcmCount + stretch.maxLag <= 5760 * 2 {
-            let inserted = stretch.preemptiveExpand(&block, frames: pcmCount)
+            let inserted = stretch.preemptiveExpand(block, frames: pcmCount)
             if inserted > 0 {
                 pcmCount += inserted
                 filteredLevel += Double(inserted)

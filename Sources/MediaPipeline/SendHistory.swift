@@ -47,18 +47,16 @@ public final class SendHistory {
     deinit { storage.deallocate() }
 
     /// Keeps a copy of a sent packet with RTP sequence number `seq`, replacing whatever used its
-    /// slot, sent at `now`. Empty packets and packets larger than `maxPacketSize` are not kept
-    /// (returns false). Copies the bytes once; never allocates.
+    /// slot, sent at `now`. Packets larger than `maxPacketSize` are not kept (returns false).
     @discardableResult
-    public func store(seq: UInt16, packet: RawSpan, now: MonotonicTime) -> Bool {
+    package func store(seq: UInt16, packet: UnsafeRawBufferPointer, now: MonotonicTime) -> Bool {
         let slot = Int(seq) & mask
-        let count = packet.byteCount
-        guard count > 0, count <= maxPacketSize else {
+        guard packet.count <= maxPacketSize, let base = packet.baseAddress else {
             lengths[slot] = 0
             return false
         }
-        packet.withUnsafeBytes { (storage + slot * maxPacketSize).copyMemory(from: $0.baseAddress!, byteCount: count) }
-        lengths[slot] = count
+        (storage + slot * maxPacketSize).copyMemory(from: base, byteCount: packet.count)
+        lengths[slot] = packet.count
         sequence[slot] = seq
         sentAt[slot] = now.nanoseconds
         retransmissions[slot] = 0
@@ -102,5 +100,14 @@ public final class SendHistory {
     /// Forgets every packet (e.g. after a stream restart).
     public func removeAll() {
         for i in 0..<capacity { lengths[i] = 0 }
+    }
+}
+
+extension SendHistory {
+    /// Keeps a copy of a sent packet with RTP sequence number `seq`, replacing whatever used its
+    /// slot, sent at `now`. Packets larger than `maxPacketSize` are not kept (returns false).
+    @discardableResult
+    public func store(seq: UInt16, packet: RawSpan, now: MonotonicTime) -> Bool {
+        packet.withUnsafeBytes { store(seq: seq, packet: $0, now: now) }
     }
 }

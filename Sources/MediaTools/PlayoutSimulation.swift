@@ -24,7 +24,7 @@ package enum PlayoutSimulation {
         let w = 2 * Double.pi * toneFrequency / 48_000
         for k in 0..<count {
             for i in 0..<960 { pcm[i] = Int16(toneAmplitude * sin(w * Double(k * 960 + i))) }
-            let n = try packet.withUnsafeMutableBytes { out in try out.appending { try enc.encode(pcm.span, into: &$0) } }
+            let n = try pcm.withUnsafeBufferPointer { p in try packet.withUnsafeMutableBytes { try enc.encode(p, into: $0) } }
             out.append(Array(packet[0..<n]))
         }
         return out

@@ -236,8 +236,7 @@ enum DecodeCommand: Command {
             var offset = 0
             while offset < samples.count {
                 let (consumed, produced) = resampled.withUnsafeMutableBufferPointer {
-                    var out = $0.mutableSpan
-                    return resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]).span, into: &out)
+                    resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]), into: $0)
                 }
                 offset += consumed * channels
                 try writer.write(resampled.span.extracting(0..<(produced * channels)))
@@ -270,9 +269,8 @@ enum DecodeCommand: Command {
                 var rounds = 0
                 while writer.framesWritten < wanted && rounds < 1000 {
                     rounds += 1
-                    let (_, produced) = resampled.withUnsafeMutableBufferPointer {
-                        var out = $0.mutableSpan
-                        return resampler.process(zeros.span, into: &out)
+                    let (_, produced) = zeros.withUnsafeBufferPointer { z in
+                        resampled.withUnsafeMutableBufferPointer { resampler.process(z, into: $0) }
                     }
                     let keep = Int(min(Int64(produced), wanted - writer.framesWritten))
                     try writer.write(resampled.span.extracting(0..<(keep * channels)))

@@ -174,9 +174,8 @@ final class OpusStreamEncoder {
         guard let resampler else { return try push(samples, body) }
         var offset = 0
         while offset < samples.count {
-            let (consumed, produced) = resampled.withUnsafeMutableBufferPointer {
-                var out = $0.mutableSpan
-                return resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]).span, into: &out)
+            let (consumed, produced) = resampled.withUnsafeMutableBufferPointer { out in
+                resampler.process(UnsafeBufferPointer(rebasing: samples[offset...]), into: out)
             }
             offset += consumed * channels
             try resampled.withUnsafeBufferPointer { try push(UnsafeBufferPointer(rebasing: $0[0..<(produced * channels)]), body) }
@@ -193,9 +192,8 @@ final class OpusStreamEncoder {
             while codingSamplesFed < codingSamplesWanted && guardCount < 1000 {
                 guardCount += 1
                 let missing = Int(codingSamplesWanted - codingSamplesFed)
-                let (_, produced) = resampled.withUnsafeMutableBufferPointer {
-                    var out = $0.mutableSpan
-                    return resampler.process(zeros.span, into: &out)
+                let (_, produced) = zeros.withUnsafeBufferPointer { z in
+                    resampled.withUnsafeMutableBufferPointer { out in resampler.process(z, into: out) }
                 }
                 let keep = min(produced, missing)
                 try resampled.withUnsafeBufferPointer { try push(UnsafeBufferPointer(rebasing: $0[0..<(keep * channels)]), body) }
@@ -230,8 +228,9 @@ final class OpusStreamEncoder {
         filled = 0
         let length: Int
         do {
-            let pcm = frame  // a local to borrow a span from (a retain, no copy)
-            length = try packet.withUnsafeMutableBytes { out in try out.appending { try encoder.encode(pcm.span, into: &$0) } }
+            length = try frame.withUnsafeBufferPointer { pcm in
+                try packet.withUnsafeMutableBytes { out in try encoder.encode(pcm, into: out) }
+            }
         } catch { throw InputError(description: "the Opus encoder failed: \(error)") }
         packetCount += 1
         packetBytes += length

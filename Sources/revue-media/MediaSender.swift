@@ -243,8 +243,10 @@ final class RecordingSink: PacketSink, Sendable {
 
     /// Sends `packet` and, when recording, appends it to the capture.
     func write(_ packet: RawSpan) {
-        udp.write(packet)
-        pcap?.write(packet, to: pcapDestination)
+        packet.withUnsafeBytes { packet in
+            udp.write(packet)
+            pcap?.write(packet, to: pcapDestination)
+        }
     }
 
     func flush() { udp.flush() }

@@ -264,7 +264,8 @@ import Testing
         var packet = [UInt8](repeating: 0, count: 4000)
         let pcm = [Int16](repeating: 0, count: 960)
         for _ in 0..<5 {
-            let n = try! packet.withUnsafeMutableBytes { out in try out.appending { try encoder.encode(pcm.span, into: &$0) } }
+            let n = try! pcm.withUnsafeBufferPointer { p in try packet.withUnsafeMutableBytes { try encoder.encode(p, into: $0) }
+            }
             try! w.write(Array(packet[0..<n]), sampleCount: 960)
         }
         try! w.finish()

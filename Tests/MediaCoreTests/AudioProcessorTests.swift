@@ -8,16 +8,16 @@ import Testing
     static func run(_ processor: AudioProcessor, _ input: [Int16]) -> (output: [Int16], results: [AudioProcessor.Result]) {
         var output = input
         var results: [AudioProcessor.Result] = []
-        var all = output.mutableSpan
-        for start in stride(from: 0, to: all.count - frame + 1, by: frame) {
-            var one = all.extracting(start..<(start + frame))
-            results.append(processor.process(&one))
+        output.withUnsafeMutableBufferPointer { all in
+            for start in stride(from: 0, to: all.count - frame + 1, by: frame) {
+                results.append(processor.process(UnsafeMutableBufferPointer(rebasing: all[start..<(start + frame)])))
+            }
         }
         return (output, results)
     }
 
     static func level(_ samples: ArraySlice<Int16>) -> Double {
-        AudioLevel.dBov(samples.span)
+        Array(samples).withUnsafeBufferPointer { AudioLevel.dBov($0) }
     }
 
     static func noise(seconds: Double, amplitude: Double, seed: UInt64 = 1) -> [Int16] {

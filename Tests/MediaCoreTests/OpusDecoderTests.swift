@@ -97,8 +97,8 @@ import Testing
         var packet = [UInt8](repeating: 0, count: OpusEncoder.maxPacketByteCount)
         var pcm = [Int16](repeating: 0, count: decoder.maxFrameSize * 2)
         for start in stride(from: 0, to: signal.count, by: 1920) {
-            let n = try packet.withUnsafeMutableBytes { out in
-                try out.appending { try encoder.encode(signal[start..<(start + 1920)].span, into: &$0) }
+            let n = try signal[start..<(start + 1920)].withUnsafeBufferPointer { input in
+                try packet.withUnsafeMutableBytes { try encoder.encode(input, into: $0) }
             }
             let samples = try packet[0..<n].withUnsafeBytes { bytes in
                 try pcm.withUnsafeMutableBufferPointer {

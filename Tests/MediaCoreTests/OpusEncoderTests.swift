@@ -143,11 +143,11 @@ import Testing
         var packetA = [UInt8](repeating: 0, count: OpusEncoder.maxPacketByteCount)
         var packetB = packetA
         for start in stride(from: 0, to: int16.count, by: 960) {
-            let n = try packetA.withUnsafeMutableBytes { out in
-                try out.appending { try a.encode(int16[start..<(start + 960)].span, into: &$0) }
+            let n = try int16[start..<(start + 960)].withUnsafeBufferPointer { pcm in
+                try packetA.withUnsafeMutableBytes { try a.encode(pcm, into: $0) }
             }
-            let m = try packetB.withUnsafeMutableBytes { out in
-                try out.appending { try b.encode(exact[start..<(start + 960)].span, into: &$0) }
+            let m = try exact[start..<(start + 960)].withUnsafeBufferPointer { pcm in
+                try packetB.withUnsafeMutableBytes { try b.encode(pcm, into: $0) }
             }
             #expect(packetA[0..<n] == packetB[0..<m])
             #expect(a.finalRange == b.finalRange)
@@ -193,17 +193,17 @@ import Testing
         let pcm = Self.speech(.hz48000, seconds: 0.02)
         // 20 bytes is far under 64 kb/s x 20 ms = 160 bytes: libopus lowers this frame's rate to fit.
         var small = [UInt8](repeating: 0, count: 20)
-        let n = try small.withUnsafeMutableBytes { out in try out.appending { try encoder.encode(pcm.span, into: &$0) } }
+        let n = try pcm.withUnsafeBufferPointer { pcm in try small.withUnsafeMutableBytes { try encoder.encode(pcm, into: $0) } }
         #expect(n > 2 && n <= 20)
         let sampleCount = try OpusPacket.sampleCount(small[0..<n].span.bytes, sampleRate: .hz48000)
         #expect(sampleCount == 960)
         var tiny = [UInt8](repeating: 0, count: OpusEncoder.minPacketByteCount - 1)
         #expect(throws: OpusError.bufferTooSmall) {
-            try tiny.withUnsafeMutableBytes { out in try out.appending { try encoder.encode(pcm.span, into: &$0) } }
+            try pcm.withUnsafeBufferPointer { pcm in try tiny.withUnsafeMutableBytes { try encoder.encode(pcm, into: $0) } }
         }
         var empty: [UInt8] = []
         #expect(throws: OpusError.bufferTooSmall) {
-            try empty.withUnsafeMutableBytes { out in try out.appending { try encoder.encode(pcm.span, into: &$0) } }
+            try pcm.withUnsafeBufferPointer { pcm in try empty.withUnsafeMutableBytes { try encoder.encode(pcm, into: $0) } }
         }
     }
 }

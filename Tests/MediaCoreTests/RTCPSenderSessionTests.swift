@@ -30,8 +30,9 @@ private func handle(_ s: RTCPSenderSession, _ packets: [RTCPPacket], nowNs: UInt
     @Test func nackResendsFromHistoryAndCountsButNeverKeyframesAPacketThatIsGoneOrResentTooOften() {
         let h = RecordingHandler()
         for s: UInt16 in 10...20 {
-            h.history.store(
-                seq: s, packet: [UInt8](repeating: UInt8(s), count: 50).span.bytes, now: MonotonicTime(nanoseconds: 0))
+            [UInt8](repeating: UInt8(s), count: 50).withUnsafeBytes {
+                _ = h.history.store(seq: s, packet: $0, now: MonotonicTime(nanoseconds: 0))
+            }
         }
         let s = RTCPSenderSession(ssrcs: [42], handler: h, startBitrate: 500_000)
         handle(s, [.genericNack(RTCPGenericNack(senderSSRC: 1, mediaSSRC: 42, lost: [12, 14, 15]))])

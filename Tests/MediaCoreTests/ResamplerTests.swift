@@ -26,7 +26,7 @@ import Testing
     /// Resamples `input` fed in random chunk sizes into random output capacities.
     static func resampleChunked<T: Numeric>(
         _ resampler: Resampler, _ input: [T], seed: UInt64,
-        process: (Resampler, Span<T>, inout MutableSpan<T>) -> (consumed: Int, produced: Int)
+        process: (Resampler, UnsafeBufferPointer<T>, UnsafeMutableBufferPointer<T>) -> (consumed: Int, produced: Int)
     ) -> [T] {
         var random = TestRandom(state: seed)
         let channels = resampler.channels
@@ -36,9 +36,9 @@ import Testing
         while offset < input.count {
             let inFrames = min(Int.random(in: 1...1500, using: &random), (input.count - offset) / channels)
             let outFrames = Int.random(in: 1...4000, using: &random)
-            var all = scratch.mutableSpan
-            var room = all.extracting(0..<(outFrames * channels))
-            let (consumed, produced) = process(resampler, input.span.extracting(offset..<(offset + inFrames * channels)), &room)
+            let (consumed, produced) = input[offset..<(offset + inFrames * channels)].withUnsafeBufferPointer { i in
+                scratch[0..<(outFrames * channels)].withUnsafeMutableBufferPointer { process(resampler, i, $0) }
+            }
             out.append(contentsOf: scratch[0..<(produced * channels)])
             offset += consumed * channels
         }
@@ -92,7 +92,7 @@ import Testing
         let input = audioInterleave([left, Self.tone(700, rate: 44_100, seconds: 2)])
         let whole = Self.resampleWhole(try Resampler(channels: 2, inputRate: 44_100, outputRate: 48_000), input)
         let chunked = Self.resampleChunked(try Resampler(channels: 2, inputRate: 44_100, outputRate: 48_000), input, seed: 9) {
-            $0.process($1, into: &$2)
+            $0.process($1, into: $2)
         }
         #expect(abs(chunked.count - whole.count) <= 2)
         let n = min(chunked.count, whole.count)
@@ -106,14 +106,15 @@ import Testing
         let input = speech.int16s(frames: 96_000)
         let resampler = try Resampler(channels: 1, inputRate: 48_000, outputRate: 16_000, quality: .voip)
         var whole = [Int16](repeating: 0, count: resampler.maxOutputFrames(forInputFrames: input.count))
-        var wholeSpan = whole.mutableSpan
-        let (consumed, produced) = resampler.process(input.span, into: &wholeSpan)
+        let (consumed, produced) = input.withUnsafeBufferPointer { i in
+            whole.withUnsafeMutableBufferPointer { resampler.process(i, into: $0) }
+        }
         #expect(consumed == input.count)
         whole.removeLast(whole.count - produced)
         let chunked = Self.resampleChunked(
             try Resampler(channels: 1, inputRate: 48_000, outputRate: 16_000, quality: .voip), input, seed: 10
         ) {
-            $0.process($1, into: &$2)
+            $0.process($1, into: $2)
         }
         #expect(abs(chunked.count - whole.count) <= 1)
         let n = min(chunked.count, whole.count)
@@ -126,8 +127,9 @@ import Testing
         let a = Self.resampleWhole(try Resampler(channels: 1, inputRate: 44_100, outputRate: 48_000), int16.map { Float($0) })
         let resampler = try Resampler(channels: 1, inputRate: 44_100, outputRate: 48_000)
         var b = [Int16](repeating: 0, count: resampler.maxOutputFrames(forInputFrames: int16.count))
-        var bSpan = b.mutableSpan
-        let produced = resampler.process(int16.span, into: &bSpan).produced
+        let produced = int16.withUnsafeBufferPointer { i in
+            b.withUnsafeMutableBufferPointer { resampler.process(i, into: $0).produced }
+        }
         #expect(produced == a.count)
         #expect((0..<produced).allSatisfy { abs(Float(b[$0]) - a[$0]) <= 1 })
     }

@@ -10,8 +10,7 @@ import Testing
         let h = SendHistory(capacity: 16)
         for seq in UInt16(100)..<116 {
             let p = packet(seq)
-            let stored = h.store(seq: seq, packet: p.span.bytes, now: MonotonicTime(nanoseconds: 0))
-            #expect(stored)
+            p.withUnsafeBytes { #expect(h.store(seq: seq, packet: $0, now: MonotonicTime(nanoseconds: 0))) }
         }
         for seq in UInt16(100)..<116 {
             var got: [UInt8] = []
@@ -26,7 +25,7 @@ import Testing
         // Store 65530...65535, 0...5: the slots of 65530..65533 are reused by 2..5.
         var seq: UInt16 = 65530
         for _ in 0..<12 {
-            h.store(seq: seq, packet: packet(seq).span.bytes, now: MonotonicTime(nanoseconds: 0))
+            packet(seq).withUnsafeBytes { _ = h.store(seq: seq, packet: $0, now: MonotonicTime(nanoseconds: 0)) }
             seq &+= 1
         }
         for old: UInt16 in [65530, 65531, 65532, 65533] {
@@ -44,18 +43,17 @@ import Testing
 
     @Test func retransmissionsAreBoundedAndExpire() {
         let h = SendHistory(capacity: 8, maxAge: .nanoseconds(1_000))
-        h.store(seq: 7, packet: packet(7).span.bytes, now: MonotonicTime(nanoseconds: 0))
+        packet(7).withUnsafeBytes { _ = h.store(seq: 7, packet: $0, now: MonotonicTime(nanoseconds: 0)) }
         #expect(h.retransmit(seq: 7, now: MonotonicTime(nanoseconds: 5), maxRetransmissions: 2) { _ in } == .found(count: 1))
         #expect(h.retransmit(seq: 7, now: MonotonicTime(nanoseconds: 5), maxRetransmissions: 2) { _ in } == .found(count: 2))
         #expect(h.retransmit(seq: 7, now: MonotonicTime(nanoseconds: 5), maxRetransmissions: 2) { _ in } == .exhausted)
-        h.store(seq: 8, packet: packet(8).span.bytes, now: MonotonicTime(nanoseconds: 0))
+        packet(8).withUnsafeBytes { _ = h.store(seq: 8, packet: $0, now: MonotonicTime(nanoseconds: 0)) }
         #expect(h.retransmit(seq: 8, now: MonotonicTime(nanoseconds: 1_001)) { _ in } == .expired)
     }
 
     @Test func oversizedPacketsAreNotKept() {
         let h = SendHistory(capacity: 8, maxPacketSize: 64)
-        let stored = h.store(seq: 3, packet: packet(3, size: 65).span.bytes, now: MonotonicTime(nanoseconds: 0))
-        #expect(!stored)
+        packet(3, size: 65).withUnsafeBytes { #expect(!h.store(seq: 3, packet: $0, now: MonotonicTime(nanoseconds: 0))) }
         #expect(h.retransmit(seq: 3, now: MonotonicTime(nanoseconds: 0)) { _ in } == .missing)
         h.removeAll()
     }

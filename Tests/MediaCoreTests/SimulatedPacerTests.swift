@@ -175,7 +175,7 @@ final class SimulatedPacerDriver: @unchecked Sendable {
     @Test func aPacerWithoutItsThreadSendsOnFlush() {
         let sink = MemoryPacketSink()
         let pacer = RTPPacer(sink: sink, maxPacketSize: 1500, targetBitrate: 100_000)
-        for i in 0..<5 { pacer.write([UInt8](repeating: UInt8(i), count: 100 + i).span.bytes) }
+        for i in 0..<5 { [UInt8](repeating: UInt8(i), count: 100 + i).withUnsafeBytes { pacer.write($0) } }
         #expect(pacer.queuedPackets == 5 && sink.takePackets().isEmpty)
         pacer.flush()
         let out = sink.takePackets()
@@ -183,7 +183,7 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         #expect(out.map { $0[0] } == [0, 1, 2, 3, 4])
         #expect(pacer.statistics.packetsPaced == 5 && pacer.queuedPackets == 0)
         // Oversized packets and a full queue are dropped and counted.
-        pacer.write([UInt8](repeating: 0, count: 1501).span.bytes)
+        [UInt8](repeating: 0, count: 1501).withUnsafeBytes { pacer.write($0) }
         #expect(pacer.statistics.overflows == 1)
     }
 
@@ -196,7 +196,7 @@ final class SimulatedPacerDriver: @unchecked Sendable {
             RTPPacer(sink: SimulatedWireSink(wire), maxPacketSize: 1500, targetBitrate: 320_000), time: time)
         var packet = [UInt8](repeating: 0, count: 1000)
         packet[0] = 0x80
-        for _ in 0..<100 { driver.pacer.write(packet.span.bytes) }
+        for _ in 0..<100 { packet.withUnsafeBytes { driver.pacer.write($0) } }
         driver.pacer.flush()
         time.advance(by: .seconds(2))
         let queued = driver.pacer.queuedPackets
@@ -223,7 +223,7 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         packet[0] = 0x80
         func frame(_ index: UInt8, packets: Int, keyframe: Bool) {
             packet[4] = index  // the RTP timestamp's first byte tells the frames apart
-            for _ in 0..<packets { driver.pacer.write(packet.span.bytes, burstable: !keyframe) }
+            for _ in 0..<packets { packet.withUnsafeBytes { driver.pacer.write($0, burstable: !keyframe) } }
             driver.pacer.flush()
         }
         var written: [UInt8: UInt64] = [:]
@@ -266,7 +266,7 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         var packet = [UInt8](repeating: 0, count: 1000)
         packet[0] = 0x80
         let start = time.now.nanoseconds
-        for _ in 0..<100 { driver.pacer.write(packet.span.bytes) }
+        for _ in 0..<100 { packet.withUnsafeBytes { driver.pacer.write($0) } }
         driver.pacer.flush()
         time.advance(by: .seconds(4))
         let stats = driver.pacer.statistics

@@ -35,7 +35,7 @@ import Testing
         for (kind, amplitude, frames) in schedule {
             for _ in 0..<frames {
                 let samples = frame(index, amplitude: amplitude, kind: kind, seed: &seed)
-                let level = Float(AudioLevel.dBov(samples.span))
+                let level = Float(samples.withUnsafeBufferPointer { AudioLevel.dBov($0) })
                 if let e = detector.process(levelDbov: level) { events.append((index, e)) }
                 index += 1
             }

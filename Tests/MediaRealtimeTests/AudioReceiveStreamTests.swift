@@ -15,7 +15,7 @@ private func opusPackets(_ count: Int, fec: Bool = true, dtx: Bool = false, sile
         var pcm = source.int16s(frames: 960)
         if k >= silenceFrom { pcm = [Int16](repeating: 0, count: 960) }
         var packet = [UInt8](repeating: 0, count: 1500)
-        let n = try packet.withUnsafeMutableBytes { out in try out.appending { try enc.encode(pcm.span, into: &$0) } }
+        let n = try pcm.withUnsafeBufferPointer { p in try packet.withUnsafeMutableBytes { try enc.encode(p, into: $0) } }
         out.append(Array(packet[0..<n]))
     }
     return out

@@ -63,8 +63,8 @@ private func tonePower(_ x: ArraySlice<Int16>, _ frequency: Double) -> Double {
                     let t = Double(n * 960 + i) / 48_000
                     pcm[i] = Int16(8000 * sin(2 * Double.pi * tones[k] * t))
                 }
-                let size = try payload.withUnsafeMutableBytes { out in
-                    try out.appending { try encoders[k].encode(pcm.span, into: &$0) }
+                let size = try pcm.withUnsafeBufferPointer { p in
+                    try payload.withUnsafeMutableBytes { try encoders[k].encode(p, into: $0) }
                 }
                 let header = RTPHeader(
                     payloadType: 111, sequenceNumber: UInt16(n), timestamp: UInt32(n * 960), ssrc: ssrc)

@@ -94,7 +94,7 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
         if let protect { n = (try? protect.protect(&bufferSpan, length: length)) ?? 0 }
         guard n > 0 else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-        if store { history.store(seq: seq, packet: bytes.bytes, now: .now) }
+        if store { history.store(seq: seq, packet: bytes, now: .now) }
         _ = try? socket.send(bytes, to: destination)
         packetsSent += 1
     }
@@ -121,7 +121,9 @@ final class ReceiveTestSender: RTCPFeedbackHandler {
     func sendAudioFrame(_ index: Int) throws {
         let pcm = audioSource.int16s(frames: 960)
         var packet = [UInt8](repeating: 0, count: 1500)
-        let size = try packet.withUnsafeMutableBytes { out in try out.appending { try opus.encode(pcm.span, into: &$0) } }
+        let size = try pcm.withUnsafeBufferPointer { p in
+            try packet.withUnsafeMutableBytes { try opus.encode(p, into: $0) }
+        }
         let header = RTPHeader(
             marker: index == 0, payloadType: audioPT, sequenceNumber: audioSeq,
             timestamp: UInt32(truncatingIfNeeded: index * 960), ssrc: audioSSRC)

@@ -20,7 +20,7 @@ package func audioZeroCrossings(_ signal: ArraySlice<Float>) -> Int {
 
 /// RMS of a Float slice (full scale 1.0).
 package func audioRMS(_ signal: ArraySlice<Float>) -> Double {
-    AudioLevel.rms(signal.span)
+    Array(signal).withUnsafeBufferPointer { AudioLevel.rms($0) }
 }
 
 /// A copy of the samples an `AudioSink` was lent.

@@ -159,7 +159,7 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
         if let protect { n = (try? protect.protect(&bufferSpan, length: length)) ?? 0 }
         guard n > 0 else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-        if store { _ = history.store(seq: sequenceNumber, packet: bytes.bytes, now: time.now) }
+        if store { _ = history.store(seq: sequenceNumber, packet: bytes, now: time.now) }
         output(bytes)
         packetsSent += 1
     }
@@ -188,10 +188,9 @@ package final class SimulatedMediaSender: RTCPFeedbackHandler, @unchecked Sendab
     private func sendAudioPacket(_ index: Int) {
         let samples = audioSource.int16s(frames: 960)
         for i in 0..<960 { pcm[i] = samples[i] }
-        let pcm = self.pcm
         let size =
-            (try? opusPacket.withUnsafeMutableBytes { out in
-                try out.appending { try opus.encode(pcm.span, into: &$0) }
+            (try? pcm.withUnsafeBufferPointer { p in
+                try opusPacket.withUnsafeMutableBytes { try opus.encode(p, into: $0) }
             }) ?? 0
         guard size > 0 else { return }
         let header = RTPHeader(

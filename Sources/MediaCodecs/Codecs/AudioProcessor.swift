@@ -43,8 +43,10 @@ public final class AudioProcessor {
 
     deinit { speex_preprocess_state_destroy(state) }
 
-    // The libspeexdsp call behind `process(_:)` (below): C takes a pointer.
-    private func processRaw(_ frame: UnsafeMutableBufferPointer<Int16>) -> Result {
+    /// Processes one frame in place (`speex_preprocess_run`); `frame.count` must equal `frameSize`
+    /// (traps otherwise). Returns the VAD flag and speech probability.
+    @discardableResult
+    package func process(_ frame: UnsafeMutableBufferPointer<Int16>) -> Result {
         precondition(frame.count == frameSize, "AudioProcessor frame of \(frame.count) samples, expected \(frameSize)")
         let vad = speex_preprocess_run(state, frame.baseAddress!)
         return Result(isSpeech: vad != 0, speechProbability: Double(getInt(SPEEX_PREPROCESS_GET_PROB)) / 100)
@@ -152,6 +154,6 @@ extension AudioProcessor {
     /// `frameSize` (traps otherwise). Returns the VAD flag and speech probability.
     @discardableResult
     public func process(_ frame: inout MutableSpan<Int16>) -> Result {
-        frame.withUnsafeMutableBufferPointer { processRaw($0) }
+        frame.withUnsafeMutableBufferPointer { process($0) }
     }
 }

@@ -46,9 +46,15 @@ public final class OpusEncoder {
 
     // MARK: Encoding
 
-    // The libopus calls behind the span forms (`encode(_:into:)` below): C takes pointers.
-    private func encodeRaw(_ pcm: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int
-    {
+    /// Encodes one frame of interleaved Int16 PCM into `packet`, returning the packet length.
+    ///
+    /// `pcm.count / channels` must be the sample count of an `OpusFrameDuration` (traps
+    /// otherwise). A result of 2 bytes or less means DTX silence (see `OpusPacket.isDTXSilence`):
+    /// the packet need not be sent. A small `packet` buffer lowers the bitrate of this frame to
+    /// fit; under `minPacketByteCount` bytes it throws `bufferTooSmall` (libopus would silently
+    /// emit a TOC-only "lost frame" packet, indistinguishable from DTX). `maxPacketByteCount`
+    /// always suffices. Never allocates.
+    package func encode(_ pcm: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
         let frameSize = validatedFrameSize(pcm.count)
         guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count >= Self.minPacketByteCount else {
             throw OpusError(
@@ -59,8 +65,10 @@ public final class OpusEncoder {
         return Int(result)
     }
 
-    private func encodeRaw(_ pcm: UnsafeBufferPointer<Float>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int
-    {
+    /// Encodes one frame of interleaved Float32 PCM (nominal range -1...1) into `packet`, returning
+    /// the packet length. Same rules as the Int16 overload; the two produce identical packets for
+    /// identical input (`Float(x) / 32768`).
+    package func encode(_ pcm: UnsafeBufferPointer<Float>, into packet: UnsafeMutableRawBufferPointer) throws(OpusError) -> Int {
         let frameSize = validatedFrameSize(pcm.count)
         guard let input = pcm.baseAddress, let output = packet.baseAddress, packet.count >= Self.minPacketByteCount else {
             throw OpusError(
@@ -215,7 +223,7 @@ extension OpusEncoder {
     @discardableResult
     public func encode(_ pcm: Span<Int16>, into packet: inout OutputRawSpan) throws(OpusError) -> Int {
         try pcm.withUnsafeBufferPointer { (input) throws(OpusError) in
-            try packet.appendWriting { (free) throws(OpusError) in try encodeRaw(input, into: free) }
+            try packet.appendWriting { (free) throws(OpusError) in try encode(input, into: free) }
         }
     }
 
@@ -224,7 +232,7 @@ extension OpusEncoder {
     @discardableResult
     public func encode(_ pcm: Span<Float>, into packet: inout OutputRawSpan) throws(OpusError) -> Int {
         try pcm.withUnsafeBufferPointer { (input) throws(OpusError) in
-            try packet.appendWriting { (free) throws(OpusError) in try encodeRaw(input, into: free) }
+            try packet.appendWriting { (free) throws(OpusError) in try encode(input, into: free) }
         }
     }
 }

@@ -70,8 +70,12 @@ public final class Resampler {
 
     deinit { speex_resampler_destroy(state) }
 
-    // The libspeexdsp calls behind the span forms (`process(_:into:)` below): C takes pointers.
-    private func processRaw(_ input: UnsafeBufferPointer<Int16>, into output: UnsafeMutableBufferPointer<Int16>) -> (
+    /// Resamples interleaved Int16 `input` into `output` and returns how many frames (samples per
+    /// channel) were consumed from `input` and produced into `output`.
+    ///
+    /// Consumes as much input as `output` has room for; feed the unconsumed rest again next time.
+    /// Buffer counts must be whole multiples of `channels` (traps otherwise). Never allocates.
+    package func process(_ input: UnsafeBufferPointer<Int16>, into output: UnsafeMutableBufferPointer<Int16>) -> (
         consumed: Int, produced: Int
     ) {
         var (inLength, outLength) = lengths(input.count, output.count)
@@ -83,7 +87,8 @@ public final class Resampler {
         return (Int(inLength), Int(outLength))
     }
 
-    private func processRaw(_ input: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>) -> (
+    /// Float32 overload of `process(_:into:)` (any scale; the filter is linear).
+    package func process(_ input: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>) -> (
         consumed: Int, produced: Int
     ) {
         var (inLength, outLength) = lengths(input.count, output.count)
@@ -130,11 +135,11 @@ extension Resampler {
     /// much input as `output` has room for; feed the unconsumed rest again next time. Counts must
     /// be whole multiples of `channels` (traps otherwise). Never allocates.
     public func process(_ input: Span<Int16>, into output: inout MutableSpan<Int16>) -> (consumed: Int, produced: Int) {
-        input.withUnsafeBufferPointer { i in output.withUnsafeMutableBufferPointer { processRaw(i, into: $0) } }
+        input.withUnsafeBufferPointer { i in output.withUnsafeMutableBufferPointer { process(i, into: $0) } }
     }
 
     /// The Float32 form of `process(_:into:)` (any scale; the filter is linear).
     public func process(_ input: Span<Float>, into output: inout MutableSpan<Float>) -> (consumed: Int, produced: Int) {
-        input.withUnsafeBufferPointer { i in output.withUnsafeMutableBufferPointer { processRaw(i, into: $0) } }
+        input.withUnsafeBufferPointer { i in output.withUnsafeMutableBufferPointer { process(i, into: $0) } }
     }
 }
