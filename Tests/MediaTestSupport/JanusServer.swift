@@ -63,12 +63,22 @@ package final class JanusServer {
             throw ToolMissing(tool: "janus (Debian package janus; scripts/install-deps)")
         }
         self.options = options
-        self.port = port ?? cliFreePort()
+        // Five ports chosen at random from 6,000 meet now and then: each avoids those before it
+        // (two listeners on one port made Janus exit in a CI run).
+        var chosen: [Int] = []
+        func free(_ wanted: Bool) -> Int {
+            guard wanted else { return 0 }
+            let p = cliFreePort(avoiding: chosen)
+            chosen.append(p)
+            return p
+        }
+        if let port { chosen.append(port) }
+        self.port = port ?? free(true)
         let port = self.port
-        httpsPort = options.certificate == nil ? 0 : cliFreePort()
-        wsPort = options.webSocket ? cliFreePort() : 0
-        wssPort = options.webSocket && options.certificate != nil ? cliFreePort() : 0
-        adminPort = options.tokenAuth ? cliFreePort() : 0
+        httpsPort = free(options.certificate != nil)
+        wsPort = free(options.webSocket)
+        wssPort = free(options.webSocket && options.certificate != nil)
+        adminPort = free(options.tokenAuth)
         let plugins = ((try? FileManager.default.contentsOfDirectory(atPath: Self.folder + "/plugins")) ?? [])
             .filter { $0.hasSuffix(".so") && $0 != "libjanus_videoroom.so" }
         let wanted: Set<String> = options.webSocket ? ["libjanus_http.so", "libjanus_websockets.so"] : ["libjanus_http.so"]
@@ -189,15 +199,15 @@ package final class JanusServer {
 
     /// Starts Janus and waits until it answers (`waitUntilReady`); throws `JanusNotReady` with
     /// the reason and the log tail when it does not (the server is stopped then).
-    /// A port another process took after `cliFreePort` chose it is tried again with a new one
-    /// (at most three times).
+    /// A port another process took after `cliFreePort` chose it (Janus says it "Couldn't start"
+    /// a webserver, the admin one included) is tried again with new ones (at most three times).
     package static func started(seconds: Double = 15, options: Options = Options()) async throws -> JanusServer {
         for attempt in 1...3 {
             let janus = try JanusServer(options: options)
             do {
                 try await janus.waitUntilReady(seconds: seconds)
                 return janus
-            } catch let e as JanusNotReady where attempt < 3 && e.detail.contains("Couldn't start webserver") {
+            } catch let e as JanusNotReady where attempt < 3 && e.detail.contains("Couldn't start") {
                 continue
             }
         }

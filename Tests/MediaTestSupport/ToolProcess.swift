@@ -125,11 +125,12 @@ package struct InteropTempDir {
 /// An even port on 127.0.0.1 free for UDP and TCP, with port+1...port+3 free for UDP as well.
 /// Drawn below the kernel's ephemeral range (32768-60999 by default), so that no outgoing
 /// connection or unbound socket takes it between this check and the server's bind.
-package func cliFreePort() -> Int {
+/// None within 3 of a port in `taken` (ports already chosen for the same server).
+package func cliFreePort(avoiding taken: [Int] = []) -> Int {
     for _ in 0..<100 {
         let port = Int.random(in: 20_000...32_000) & ~1
         let ok =
-            tcpPortIsFree(port)
+            !taken.contains(where: { abs($0 - port) < 4 }) && tcpPortIsFree(port)
             && (0..<4).allSatisfy { i in
                 (try? UDPSocket(bindingTo: .loopbackIPv4(port: UInt16(port + i)))) != nil
             }
