@@ -15,6 +15,9 @@ package final class LateSendProtection: Sendable {
     private let hasContext = Atomic<Bool>(false)
     /// The payload type packets leave with, once set.
     private let payloadTypeSlot = Atomic<UInt8>(0)
+    /// The RFC 4588 retransmission payload type the peer accepted for it (bit 7 set when there
+    /// is one; 0: none, retransmissions are not sent).
+    private let retransmissionPayloadTypeSlot = Atomic<UInt8>(0)
     /// Set by the egress thread before it writes its first protected packet; packets written to
     /// the sink before that are unprotected.
     private let adoptedFlag = Atomic<Bool>(false)
@@ -31,17 +34,27 @@ package final class LateSendProtection: Sendable {
 
     /// Gives the stream its SRTP context (the first call only; later contexts are ignored, so a
     /// stream keeps its rollover counter across renegotiations) and the payload type to send with.
-    package func provide(context: SRTPContext, payloadType: UInt8) {
-        setPayloadType(payloadType)
+    /// `retransmissionPayloadType`: the RTX payload type the peer accepted with it (nil: none).
+    package func provide(context: SRTPContext, payloadType: UInt8, retransmissionPayloadType: UInt8? = nil) {
+        setPayloadType(payloadType, retransmissionPayloadType: retransmissionPayloadType)
         self.context.withLock { slot in
             if slot == nil { slot = SRTPContextBox(context: context) }
         }
         hasContext.store(true, ordering: .releasing)
     }
 
-    /// Changes the payload type packets leave with (a renegotiation that mapped the codec anew).
-    package func setPayloadType(_ payloadType: UInt8) {
+    /// Changes the payload type packets leave with (a renegotiation that mapped the codec anew),
+    /// and the RTX payload type the peer accepted for it (RFC 4588 `apt=`; nil: none, and a
+    /// stream made with an RTX SSRC then neither retransmits nor pads).
+    package func setPayloadType(_ payloadType: UInt8, retransmissionPayloadType: UInt8? = nil) {
         payloadTypeSlot.store(payloadType & 0x7F, ordering: .relaxed)
+        retransmissionPayloadTypeSlot.store(retransmissionPayloadType.map { 0x80 | ($0 & 0x7F) } ?? 0, ordering: .relaxed)
+    }
+
+    /// The RTX payload type last set (nil: none). Thread rule: any thread. Cost: one atomic load.
+    package var retransmissionPayloadType: UInt8? {
+        let v = retransmissionPayloadTypeSlot.load(ordering: .relaxed)
+        return v == 0 ? nil : v & 0x7F
     }
 
     /// Sets the RFC 8285 IDs the peer gave the header extensions this stream reserves (the

@@ -71,8 +71,9 @@ package protocol RTPPacerEgress: AnyObject {
     func egressPadding(bytes: Int, now: MonotonicTime, probeCluster: Int) -> Int
     /// Flushes the socket after a batch of egresses.
     func egressFlush()
-    /// Answers queued NACKs (retransmissions leave before queued media).
-    func egressServiceNacks()
+    /// Answers queued NACKs (retransmissions leave before queued media); returns the bytes that
+    /// went on the wire, which the pacer takes from its budget.
+    func egressServiceNacks() -> Int
 }
 
 /// Spreads one send stream's packets in time: the stream's worker writes its packets (not yet
@@ -242,6 +243,9 @@ package final class RTPPacer: @unchecked Sendable {
     /// The encoder's target bitrate: the pacing rate follows it. Any thread.
     package func setTargetBitrate(_ bitsPerSecond: Int) { targetBitrate.store(bitsPerSecond, ordering: .relaxed) }
 
+    /// The target bitrate last set, bits per second. Any thread. Cost: one atomic load.
+    package var targetBitrateValue: Int { targetBitrate.load(ordering: .relaxed) }
+
     /// Counters (updated by the pacer's thread once per interval). Any thread.
     package var statistics: PacerStatistics { stats.withLock { $0 } }
 
@@ -316,7 +320,8 @@ package final class RTPPacer: @unchecked Sendable {
 
     /// One turn of the loop at `nowNs`; returns when to run the next one.
     private func turn(nowNs: UInt64) -> UInt64 {
-        target?.egressServiceNacks()
+        // Retransmissions leave first and take their bytes from the budget queued media waits for.
+        budget -= target?.egressServiceNacks() ?? 0
         process(nowNs: nowNs)
         if probe != nil || probesPending.load(ordering: .acquiring) { return nowNs + 1_000_000 }
         // Nothing waits: sleep until the producer flushes (or 100 ms pass).
@@ -431,7 +436,7 @@ package final class RTPPacer: @unchecked Sendable {
 
     /// Sends everything queued at once (no thread, or stopping).
     private func drain() {
-        target?.egressServiceNacks()
+        _ = target?.egressServiceNacks()
         var h = head.load(ordering: .relaxed)
         let t = tail.load(ordering: .acquiring)
         let now = clock.now.nanoseconds

@@ -45,7 +45,21 @@ package final class RTPSendCore: @unchecked Sendable {
     let maxRetransmissions: Int
     let absSendTimeID: UInt8?
     /// RFC 4588 retransmission payload type and SSRC; nil: NACKs resend the original packet.
+    /// With `late`, the payload type is a placeholder: the peer's comes with the keys
+    /// (`LateSendProtection.retransmissionPayloadType`), and without one the stream neither
+    /// retransmits nor pads.
     let rtx: (payloadType: UInt8, ssrc: UInt32)?
+    /// Whether retransmissions go out as RTX (and the history keeps unprotected packets): `rtx`
+    /// set and, for a late stream, an RTX payload type accepted when the keys were adopted.
+    /// Egress thread.
+    private var rtxInUse: Bool
+    /// Retransmissions of a paced stream may use at most the target bitrate (libwebrtc's
+    /// retransmission rate limiter): bytes they may still send, refilled at the target rate up
+    /// to `retransmissionWindowSeconds` of it, and when it was last refilled. Egress thread.
+    private var retransmissionAllowance = 0.0
+    private var retransmissionAllowanceNs: UInt64 = 0
+    /// The window the retransmission allowance may save up (libwebrtc: 500 ms).
+    static let retransmissionWindowSeconds = 0.5
 
     /// The header of the next packet; `sequenceNumber`, `timestamp`, `marker` change per packet.
     var header: RTPHeader
@@ -103,6 +117,7 @@ package final class RTPSendCore: @unchecked Sendable {
             precondition(rtx.ssrc != ssrc, "the RTX SSRC must differ from the media SSRC \(ssrc)")
         }
         self.rtx = rtx
+        rtxInUse = rtx != nil && (material != nil || late == nil)
         if let material {
             do { srtp = try SRTPContext(material: material, direction: .outbound) } catch {
                 throw SendPipelineError(.srtp, "SRTP context for SSRC \(ssrc) (\(material.suite)): \(error)")
@@ -220,10 +235,10 @@ package final class RTPSendCore: @unchecked Sendable {
         if let late { adoptLate(late, packet) }
         let raw = UnsafeRawBufferPointer(packet)
         let seq = raw.u16(2)
-        if rtx != nil { lastEgressTimestamp = raw.u32(4) }  // only padding (RTX) reads it
+        if rtxInUse { lastEgressTimestamp = raw.u32(4) }  // only padding (RTX) reads it
         stampTransportSequence(packet, length: length, now: now, probeCluster: probeCluster)
         // RTX rebuilds retransmissions from the unprotected packet.
-        if rtx != nil {
+        if rtxInUse {
             history.store(seq: seq, packet: UnsafeRawBufferPointer(rebasing: packet[0..<length]), now: now)
         }
         if let late { mapNegotiatedExtensions(late, packet, length: length) }
@@ -236,19 +251,21 @@ package final class RTPSendCore: @unchecked Sendable {
             }
         }
         let bytes = UnsafeRawBufferPointer(start: packet.baseAddress, count: wire)
-        if rtx == nil { history.store(seq: seq, packet: bytes, now: now) }
+        if !rtxInUse { history.store(seq: seq, packet: bytes, now: now) }
         sink.write(bytes)
         return wire
     }
 
     /// A late context: taken with the first packet after it arrived (the history, which holds only
     /// unprotected packets the sink never sent, is emptied then, so a NACK cannot make us send
-    /// one in the clear); then every packet gets the negotiated payload type. Egress thread.
+    /// one in the clear; and it keeps unprotected packets from then on when the peer accepted
+    /// RTX); then every packet gets the negotiated payload type. Egress thread.
     @inline(__always) private func adoptLate(_ late: LateSendProtection, _ packet: UnsafeMutableRawBufferPointer) {
         if srtp == nil {
             guard let context = late.takeContext() else { return }
             srtp = context
             history.removeAll()
+            rtxInUse = rtx != nil && late.retransmissionPayloadType != nil
             late.markAdopted()
         }
         packet[1] = (packet[1] & 0x80) | late.payloadType
@@ -324,8 +341,13 @@ package final class RTPSendCore: @unchecked Sendable {
         }
     }
 
-    /// Whether the stream can send padding (`egressPadding`): it has RTX and its keys are known.
-    var canPad: Bool { rtx != nil && late == nil }
+    /// Whether the stream can send padding (`egressPadding`): it has RTX and, when its keys came
+    /// late, they are in use and the peer accepted RTX. Any thread (atomics only).
+    var canPad: Bool {
+        guard rtx != nil else { return false }
+        guard let late else { return true }
+        return late.adopted && late.retransmissionPayloadType != nil
+    }
 
     /// Any thread: queues NACKed sequence numbers for the worker (RFC 4585 §6.2.1) and counts one
     /// NACK. With a `route` (and a `RoutedPacketSink`), the packets are resent to that receiver
@@ -346,26 +368,53 @@ package final class RTPSendCore: @unchecked Sendable {
     /// (as libwebrtc's sender does; see `VideoSendStream`).
     func serviceNacks() -> (didWork: Bool, unrecoverable: Bool) {
         if let pacer, pacer.isRunning { return (false, false) }  // the pacer's thread answers them
-        return answerNacks()
+        let (did, unrecoverable, _) = answerNacks()
+        return (did, unrecoverable)
     }
 
-    private func answerNacks() -> (didWork: Bool, unrecoverable: Bool) {
-        var did = false, unrecoverable = false, resent = 0
+    /// Refills the retransmission allowance of a paced stream at the pacer's target bitrate, up
+    /// to `retransmissionWindowSeconds` of it, and says whether `bytes` more may be resent now
+    /// (taking them). A stream without a pacer is not limited. Egress thread.
+    private func mayRetransmit(_ bytes: Int, now: MonotonicTime) -> Bool {
+        guard let pacer else { return true }
+        let rate = Double(max(8_000, pacer.targetBitrateValue)) / 8
+        let nowNs = now.nanoseconds
+        if retransmissionAllowanceNs == 0 {
+            retransmissionAllowance = rate * Self.retransmissionWindowSeconds
+        } else {
+            let elapsed = Double(nowNs &- min(nowNs, retransmissionAllowanceNs)) / 1e9
+            retransmissionAllowance = min(rate * Self.retransmissionWindowSeconds, retransmissionAllowance + rate * elapsed)
+        }
+        retransmissionAllowanceNs = nowNs
+        guard retransmissionAllowance >= Double(bytes) else { return false }
+        retransmissionAllowance -= Double(bytes)
+        return true
+    }
+
+    /// Answers the queued NACKs; also the wire bytes resent (the pacer takes them from its budget).
+    private func answerNacks() -> (didWork: Bool, unrecoverable: Bool, wireBytes: Int) {
+        var did = false, unrecoverable = false, resent = 0, wireBytes = 0
         var now = MonotonicTime.zero  // read once, and only when a NACK is queued (this runs every step)
         while let entry = nacks.tryPop() {
             if !did { now = clock.now }
             did = true
             let seq = UInt16(truncatingIfNeeded: entry)
             let route = Int(entry >> 16) - 1
+            var limited = false
             let result = history.retransmitStored(seq: seq, now: now, maxRetransmissions: maxRetransmissions) { stored in
                 var bytes = stored
                 var payload = stored.count - headerSize - (srtp?.rtpOverhead ?? 0)
-                if let rtx {
-                    guard
+                guard mayRetransmit(stored.count + (rtxInUse ? reservedOverhead + RTXPacket.overhead : 0), now: now) else {
+                    limited = true
+                    return false
+                }
+                if let rtx, rtxInUse {
+                    let payloadType: UInt8? = if let late { late.retransmissionPayloadType } else { rtx.payloadType }
+                    guard let payloadType,
                         let n = RTXPacket.wrap(
-                            stored, payloadType: rtx.payloadType, sequenceNumber: rtxSequencer.next(),
+                            stored, payloadType: payloadType, sequenceNumber: rtxSequencer.next(),
                             ssrc: rtx.ssrc, into: rtxBuffer)
-                    else { return }
+                    else { return true }
                     payload = stored.count - headerSize
                     stampTransportSequence(rtxBuffer, length: n, now: now)
                     if let late { mapNegotiatedExtensions(late, rtxBuffer, length: n) }
@@ -374,15 +423,20 @@ package final class RTPSendCore: @unchecked Sendable {
                         var span = rtxBuffer.mutableBytes
                         do { wire = try srtp.protect(&span, length: n) } catch {
                             counters.add(counters.protectFailures)
-                            return
+                            return true
                         }
                     }
                     bytes = UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire])
                 }
                 if route >= 0, let routed { routed.write(bytes, route: route) } else { sink.write(bytes) }
+                wireBytes += bytes.count
                 counters.add(counters.retransmittedBytesSent, UInt64(max(0, payload)))
+                return true
             }
-            if case .found = result {
+            if limited {
+                unrecoverable = true
+                counters.add(counters.retransmissionsRateLimited)
+            } else if case .found = result {
                 resent += 1
             } else {
                 unrecoverable = true
@@ -394,7 +448,7 @@ package final class RTPSendCore: @unchecked Sendable {
             counters.add(counters.retransmittedPacketsSent, UInt64(resent))
             counters.add(counters.headerBytesSent, UInt64(resent * headerSize))  // webrtc-stats: resends too
         }
-        return (did, unrecoverable)
+        return (did, unrecoverable, wireBytes)
     }
 }
 
@@ -464,10 +518,11 @@ extension RTPSendCore: RTPPacerEgress {
     /// transport-wide number. Returns the wire size, 0 without RTX (or with keys still to come).
     /// Pacer's thread.
     package func egressPadding(bytes: Int, now: MonotonicTime, probeCluster: Int) -> Int {
-        guard canPad else { return 0 }
+        guard rtxInUse, canPad else { return 0 }
         let overhead = srtp?.rtpOverhead ?? 0
         let pad = min(255, max(1, bytes - headerSize - overhead))
         paddingTemplate.withUnsafeBytes { rtxBuffer.copyMemory(from: $0) }
+        if let pt = late?.retransmissionPayloadType { rtxBuffer[1] = (rtxBuffer[1] & 0x80) | pt }
         rtxBuffer.put16(2, rtxSequencer.next())
         rtxBuffer.put32(4, lastEgressTimestamp)
         let length = headerSize + pad
@@ -494,6 +549,6 @@ extension RTPSendCore: RTPPacerEgress {
     /// Flushes the sink. Pacer's thread.
     package func egressFlush() { sink.flush() }
 
-    /// Answers queued NACKs from the history. Pacer's thread.
-    package func egressServiceNacks() { _ = answerNacks() }
+    /// Answers queued NACKs from the history; the wire bytes resent. Pacer's thread.
+    package func egressServiceNacks() -> Int { answerNacks().wireBytes }
 }

@@ -80,20 +80,27 @@ public final class SendHistory {
     public func retransmit(seq: UInt16, now: MonotonicTime, maxRetransmissions: Int = 3, _ body: (RawSpan) -> Void)
         -> Lookup
     {
-        retransmitStored(seq: seq, now: now, maxRetransmissions: maxRetransmissions) { body($0.bytes) }
+        retransmitStored(seq: seq, now: now, maxRetransmissions: maxRetransmissions) {
+            body($0.bytes)
+            return true
+        }
     }
 
-    /// `retransmit(seq:now:maxRetransmissions:_:)` lending a raw buffer, for the engine's own callers.
+    /// `retransmit(seq:now:maxRetransmissions:_:)` lending a raw buffer, for the engine's own
+    /// callers; `body` returns false when it did not resend (a rate limit), which does not count
+    /// as one of the packet's retransmissions.
     package func retransmitStored(
         seq: UInt16, now: MonotonicTime, maxRetransmissions: Int = 3,
-        _ body: (UnsafeRawBufferPointer) -> Void
+        _ body: (UnsafeRawBufferPointer) -> Bool
     ) -> Lookup {
         let slot = Int(seq) & mask
         guard lengths[slot] > 0, sequence[slot] == seq else { return .missing }
         guard now.nanoseconds(since: MonotonicTime(nanoseconds: sentAt[slot])) <= maxAgeNs else { return .expired }
         guard Int(retransmissions[slot]) < maxRetransmissions else { return .exhausted }
         retransmissions[slot] &+= 1
-        body(UnsafeRawBufferPointer(start: storage + slot * maxPacketSize, count: lengths[slot]))
+        if !body(UnsafeRawBufferPointer(start: storage + slot * maxPacketSize, count: lengths[slot])) {
+            retransmissions[slot] &-= 1
+        }
         return .found(count: Int(retransmissions[slot]))
     }
 

@@ -123,6 +123,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         public var capture: CaptureStats
         /// NACKed packets that could not be resent (missing, expired or resent too often).
         public var retransmissionsRefused: UInt64
+        /// NACKed packets not resent because retransmissions had already used the target bitrate
+        /// over the last half second (a paced stream's retransmissions may not exceed its
+        /// estimate, so they do not add to the congestion that lost the packets).
+        public var retransmissionsRateLimited: UInt64 = 0
         /// Keyframe requests (API, PLI, FIR) served by a keyframe already sent or pending within
         /// the minimum keyframe interval instead of a keyframe of their own.
         public var keyframeRequestsCoalesced: UInt64
@@ -131,6 +135,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// What the pacer did (nil without pacing).
         public var pacer: PacerStatistics?
     }
+
+    /// The encoder's `frameDropThreshold` for a stream whose target follows a congestion
+    /// controller (a WebRTC connection's): 30 % buffer fullness, libwebrtc's VP8 setting.
+    public static let congestionFrameDropThreshold = 30
 
     /// Takes frames from your thread(s) into this stream.
     public let capturer: BufferCapturer
@@ -318,6 +326,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
                 codec: configuration.encoder.codec == .vp8 ? "VP8" : "VP9"),
             capture: counters.captureStats,
             retransmissionsRefused: SendCounters.load(counters.retransmissionsRefused),
+            retransmissionsRateLimited: SendCounters.load(counters.retransmissionsRateLimited),
             keyframeRequestsCoalesced: keyframeRequestsCoalesced.load(ordering: .relaxed),
             protectFailures: SendCounters.load(counters.protectFailures),
             pacer: pacer?.statistics)

@@ -84,7 +84,9 @@ final class PeerConnectionLocalTrack: Sendable {
     /// when that section is missing or rejected, its direction does not let us send, or it has
     /// not our codec. `answerIsLocal`: the answer is ours (its direction is ours), else the
     /// peer's (mirrored).
-    func sendPayloadType(mid: String?, answer: JSEPSessionDescription, answerIsLocal: Bool) -> UInt8? {
+    func sendPayloadType(mid: String?, answer: JSEPSessionDescription, answerIsLocal: Bool)
+        -> (payloadType: UInt8, retransmission: UInt8?)?
+    {
         guard let mid, let section = answer.media.first(where: { $0.mid == mid }), !section.isRejected,
             section.kind == jsep.kind
         else { return nil }
@@ -99,7 +101,11 @@ final class PeerConnectionLocalTrack: Sendable {
             case .vp8?: .vp8
             case .vp9?: .vp9
             }
-        return section.codecs.first { $0.known == wanted }.map { UInt8($0.payloadType) }
+        guard let codec = section.codecs.first(where: { $0.known == wanted }) else { return nil }
+        // RTX (RFC 4588) for video when the answer kept it for this codec: then our section
+        // announced the retransmission SSRC (`a=ssrc-group:FID`) too.
+        let rtx = codec.known == .opus ? nil : section.retransmissionPayloadType(for: codec.payloadType).map(UInt8.init)
+        return (UInt8(codec.payloadType), rtx)
     }
 
     var feedbackTarget: any RTPSendFeedbackTarget { video ?? audio! }
@@ -142,15 +148,20 @@ package final class PeerConnectionRTPSender: PacketSink, Sendable {
 
     /// Starts sending on `path`: the stream protects with `context` (the first one given; a
     /// stream keeps it, and its rollover counter, for good) and writes `payloadType`.
-    package func activate(context: SRTPContext, payloadType: UInt8, path: ICESendPath) {
-        protection.provide(context: context, payloadType: payloadType)
+    /// `retransmissionPayloadType`: the RTX payload type the answer kept for it (nil: none).
+    package func activate(
+        context: SRTPContext, payloadType: UInt8, retransmissionPayloadType: UInt8? = nil, path: ICESendPath
+    ) {
+        protection.provide(context: context, payloadType: payloadType, retransmissionPayloadType: retransmissionPayloadType)
         state.withLock { $0.path = path }
     }
     func deactivate() { state.withLock { $0.path = nil } }
     /// Whether packets go out now.
     var isActive: Bool { state.withLock { $0.path != nil } }
     /// Keeps the context and path, with a new negotiated payload type.
-    func retarget(toPayloadType pt: UInt8) { protection.setPayloadType(pt) }
+    func retarget(toPayloadType pt: UInt8, retransmissionPayloadType: UInt8?) {
+        protection.setPayloadType(pt, retransmissionPayloadType: retransmissionPayloadType)
+    }
     var counts: (sent: Int, dropped: Int) { state.withLock { ($0.sent, $0.dropped) } }
     /// Packets and bytes (SRTP, as sent) handed to the network, and packets dropped.
     var traffic: (packets: Int, bytes: Int, dropped: Int) { state.withLock { ($0.sent, $0.sentBytes, $0.dropped) } }
@@ -527,12 +538,12 @@ extension PeerConnection {
         }
         feedback?.setTransportSequenceNumbers(numbered ? transportNumbers : nil)
         for t in tracks {
-            guard let pt = t.sendPayloadType(mid: mids[t.jsep.id], answer: answer, answerIsLocal: answerIsLocal) else {
+            guard let (pt, rtx) = t.sendPayloadType(mid: mids[t.jsep.id], answer: answer, answerIsLocal: answerIsLocal) else {
                 t.sender.deactivate()
                 continue
             }
             if t.sender.isActive {
-                t.sender.retarget(toPayloadType: pt)
+                t.sender.retarget(toPayloadType: pt, retransmissionPayloadType: rtx)
                 continue
             }
             // The stream keeps the first context it is given (its rollover counter goes on when
@@ -540,7 +551,7 @@ extension PeerConnection {
             guard let context = try? SRTPContext(material: keys.send, direction: .outbound) else {
                 return fail(.setup("SRTP context"))
             }
-            t.sender.activate(context: context, payloadType: pt, path: agent.path)
+            t.sender.activate(context: context, payloadType: pt, retransmissionPayloadType: rtx, path: agent.path)
             t.video?.requestKeyframe()
         }
         feedback?.replaceTargets(tracks.map(\.feedbackTarget))

@@ -379,6 +379,10 @@ package final class PeerConnection: @unchecked Sendable {
         var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
         c.lateProtection = sender.protection
         c.encoder.bitrate = configuration.videoBitrate
+        // The estimate sets the target, which can fall below what the coarsest quantizer makes
+        // of a busy picture: libvpx then drops frames (below 30 % of its buffer, libwebrtc's VP8
+        // setting) rather than send past the estimate into a full queue.
+        c.encoder.frameDropThreshold = VideoSendStream.congestionFrameDropThreshold
         c.frameEncryption = configuration.videoFrameEncryption
         c.srtp = nil
         // Reserved under our own IDs; the egress writes the negotiated ones (or leaves them out).
@@ -386,11 +390,16 @@ package final class PeerConnection: @unchecked Sendable {
         c.absSendTimeExtensionID = reserved.absSendTime
         c.transportSequence = (reserved.transportSequence, transportNumbers)
         c.ssrc = freshSSRC()
+        // Retransmissions and probe padding on an RTX stream of their own (RFC 4588) when the
+        // peer accepts it: the payload type here only reserves the room; the answer's is written.
+        c.rtxPayloadType = JSEPNegotiator.offeredCodecs(.video).first { $0.known == .rtx }.map { UInt8($0.payloadType) }
+        c.rtxSSRC = freshSSRC(besides: [c.ssrc])
         let stream: VideoSendStream
         do { stream = try VideoSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
         let track = PeerConnectionLocalTrack(
             jsep: JSEPTrack(
-                kind: .video, id: "video-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc, direction: direction),
+                kind: .video, id: "video-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc,
+                retransmissionSSRC: c.rtxSSRC, direction: direction),
             codec: codec, video: stream, audio: nil, sender: sender)
         try add(track)
         stream.start()
@@ -509,11 +518,12 @@ package final class PeerConnection: @unchecked Sendable {
 
     /// A random SSRC none of our tracks uses (every stream is protected under one key: AES-GCM's
     /// IV comes from the SSRC and index, RFC 7714 §8.1, so two streams must never share one).
-    func freshSSRC() -> UInt32 {
-        let used = Set(shared.withLock { $0.tracks.map(\.jsep.ssrc) })
+    /// `besides`: SSRCs taken for a track not added yet.
+    func freshSSRC(besides: [UInt32] = []) -> UInt32 {
+        let used = Set(shared.withLock { $0.tracks.flatMap { [$0.jsep.ssrc] + ($0.jsep.retransmissionSSRC.map { [$0] } ?? []) } })
         while true {
             let s = RandomBytes.ssrc()
-            if s != 0, !used.contains(s) { return s }
+            if s != 0, !used.contains(s), !besides.contains(s) { return s }
         }
     }
 

@@ -380,4 +380,52 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         // Still at the cluster's rate: four full-size packets at 370 kbit/s take about 100 ms.
         #expect(spreadMs > 60, "\(spreadMs) ms")
     }
+
+    /// Retransmissions of a paced stream take at most its target bitrate (libwebrtc's
+    /// retransmission rate limiter: half a second of it saved, refilled at the rate) and leave
+    /// through the pacer's budget, so a receiver behind a full queue cannot make the sender add
+    /// more than its estimate to it: every packet of about 0.6 s of video NACKed twice at once
+    /// (about 2.4 times what the allowance holds) gets about half a second's worth resent; the
+    /// rest is refused and counted as rate-limited, not as lost from the history, and a request
+    /// after the allowance refilled is answered.
+    @Test func retransmissionsStayWithinTheTargetBitrate() throws {
+        let time = SimulatedTime()
+        let wire = SimulatedWire(time: time)
+        let bitrate = 300_000
+        let sender = try SimulatedSendPipeline(
+            time: time, key: .random(for: .aeadAES128GCM), width: 320, height: 180, bitrate: bitrate,
+            output: wire.record
+        ) { s in s.video.rtxPayloadType = 97 }
+        let ssrc = sender.video.ssrc, rtxSSRC = sender.video.configuration.rtxSSRC
+        sender.start(seconds: 0.6, audio: false)
+        time.advance(by: .milliseconds(700))
+        let media = wire.packets.filter { $0.ssrc == ssrc }
+        let seqs = media.map { UInt16($0.bytes[2]) << 8 | UInt16($0.bytes[3]) }
+        let mediaBytes = media.reduce(0) { $0 + $1.size }
+        let allowance = Double(bitrate) / 8 * 0.5
+        #expect(Double(2 * mediaBytes) > 2 * allowance, "the requests exceed the allowance: \(2 * mediaBytes) bytes")
+        let before = wire.packets.count, askedAt = time.now.nanoseconds
+        sender.video.handleNack(seqs + seqs)
+        time.advance(by: .milliseconds(50))
+        let resent = wire.packets[before...].filter { $0.ssrc == rtxSSRC }
+        let resentBytes = resent.reduce(0) { $0 + $1.size }
+        let elapsed = Double((resent.last?.ns ?? askedAt) - askedAt) / 1e9
+        let stats = sender.video.statistics
+        print(
+            "simulated RTX limit: \(2 * seqs.count) packets (\(2 * mediaBytes) B) asked at \(bitrate / 1000) kbit/s, "
+                + "\(resent.count) resent (\(resentBytes) B over \(elapsed * 1000) ms), "
+                + "\(stats.retransmissionsRateLimited) rate-limited, \(stats.retransmissionsRefused) refused")
+        #expect(resent.count > 0 && Double(resentBytes) >= allowance - 1300, "\(resentBytes) B resent")
+        #expect(Double(resentBytes) <= allowance + Double(bitrate) / 8 * elapsed + 1300, "\(resentBytes) B resent")
+        #expect(Int(stats.retransmissionsRateLimited) == 2 * seqs.count - resent.count)
+        #expect(stats.retransmissionsRefused == 0)
+        // Asked again once the allowance has refilled: the last packet, which the limit refused
+        // twice, is resent.
+        time.advance(by: .milliseconds(200))
+        let again = wire.packets.count
+        sender.video.handleNack([seqs.last!])
+        time.advance(by: .milliseconds(20))
+        #expect(wire.packets[again...].filter { $0.ssrc == rtxSSRC }.count == 1)
+        sender.stop()
+    }
 }

@@ -41,6 +41,8 @@ package final class SendCounters: Sendable {
     package let firCount = Atomic<UInt64>(0)
     package let nackRequestsDropped = Atomic<UInt64>(0)
     package let retransmissionsRefused = Atomic<UInt64>(0)
+    /// NACKed packets not resent because retransmissions had used the target bitrate (pacer's thread).
+    package let retransmissionsRateLimited = Atomic<UInt64>(0)
 
     // Audio source (worker).
     package let audioLevelBits = Atomic<UInt64>(0)
