@@ -485,6 +485,7 @@ enum CongestionSuite {
             c.videoWidth = 640
             c.videoHeight = 480
             c.videoBitrate = startBitrate
+            c.videoMaximumBitrate = maxBitrate
             return c
         }
         let a = try path.inside(path.sender) { try PeerConnection(configuration: configuration(senderIP)) }
@@ -594,6 +595,7 @@ enum CongestionSuite {
         configuration.videoWidth = 640
         configuration.videoHeight = 480
         configuration.videoBitrate = startBitrate
+        configuration.videoMaximumBitrate = maxBitrate
         let a = try path.inside(path.sender) { try PeerConnection(configuration: configuration) }
         defer { a.close() }
         let rx = try WebRTCSuite.Chromium(namespace: path.receiver)

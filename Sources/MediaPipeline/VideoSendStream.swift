@@ -80,6 +80,12 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// Skip frames arriving faster than the encoder's frame rate (counted as
         /// `droppedFrameRate`). Off by default: every captured frame is encoded.
         public var limitsFrameRate = false
+        /// Encode smaller pictures when the target bitrate is too low for the size, and larger
+        /// ones again when it allows (libwebrtc's quality scaling): the average quantizer, or the
+        /// share of frames the rate control drops, over each second decides, in steps of 3/4 and
+        /// 2/3 of each side down to 320x180 and back up to the stream's size. For streams whose
+        /// target follows a congestion controller. Off by default.
+        public var scalesResolution = false
         /// RFC 4588 retransmission payload type (`a=rtpmap:<pt> rtx/90000` with `apt=` the media
         /// payload type): NACKed packets are resent as RTX packets on `rtxSSRC`. nil (default):
         /// resent as they were, for receivers that do not negotiate RTX.
@@ -127,6 +133,9 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         /// over the last half second (a paced stream's retransmissions may not exceed its
         /// estimate, so they do not add to the congestion that lost the packets).
         public var retransmissionsRateLimited: UInt64 = 0
+        /// Times `scalesResolution` changed the encoded size (webrtc-stats
+        /// `qualityLimitationResolutionChanges`).
+        public var qualityLimitationResolutionChanges: UInt64 = 0
         /// Keyframe requests (API, PLI, FIR) served by a keyframe already sent or pending within
         /// the minimum keyframe interval instead of a keyframe of their own.
         public var keyframeRequestsCoalesced: UInt64
@@ -164,6 +173,12 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private var frameRate: Int
     private var bitrate: Int
     private var estimateCap = Int.max
+    /// Worker: what retransmissions sent over the last half second (bits per second), measured
+    /// from `retransmissionWindow` (its start and the resent bytes then). The encoder's target
+    /// leaves room for it within the estimate, as libwebrtc takes its protection overhead off
+    /// the encoder's share, so repairs do not push the stream past the estimate.
+    private var retransmissionRate = 0
+    private var retransmissionWindow: (startNs: UInt64, bytes: UInt64) = (0, 0)
 
     private let keyframeRequested = Atomic<Bool>(false)
     private let keyframeRequestsCoalesced = Atomic<UInt64>(0)
@@ -177,6 +192,10 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private let requestedBitrate = Atomic<Int>(0)
     private let requestedFrameRate = Atomic<Int>(0)
     private let estimatedBitrate = Atomic<Int>(0)
+    /// `scalesResolution`: the scaler (worker only), and a full size set by `setResolution`
+    /// waiting for the worker (width << 32 | height; 0: none).
+    private var qualityScaler: VideoQualityScaler?
+    private let requestedFullSize = Atomic<UInt64>(0)
     private let running = Atomic<Bool>(false)
     /// Held from `start` to `stop`: a running stream keeps itself alive (its worker refers to it).
     /// Only `start` and `stop` touch it, and both run on the one controlling thread.
@@ -212,6 +231,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         counters.targetBitrate.store(bitrate, ordering: .relaxed)
         counters.frameWidth.store(c.encoder.width, ordering: .relaxed)
         counters.frameHeight.store(c.encoder.height, ordering: .relaxed)
+        if c.scalesResolution { qualityScaler = VideoQualityScaler(width: c.encoder.width, height: c.encoder.height) }
         worker = WorkerThread(name: "revue.video-send.\(c.ssrc)") { [unowned self] in self.step() }
         capturer.worker = worker
     }
@@ -314,7 +334,11 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
 
     /// Changes the target resolution: frames captured from now on are scaled to it and the encoder
     /// follows (with a keyframe). The first use of a size allocates its frame pool.
+    /// With `scalesResolution`, this becomes the largest size the stream scales back up to.
     public func setResolution(width: Int, height: Int) {
+        if configuration.scalesResolution {
+            requestedFullSize.store(UInt64(width) << 32 | UInt64(height), ordering: .releasing)
+        }
         capturer.setTargetDimensions(width: width, height: height)
     }
 
@@ -327,6 +351,7 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
             capture: counters.captureStats,
             retransmissionsRefused: SendCounters.load(counters.retransmissionsRefused),
             retransmissionsRateLimited: SendCounters.load(counters.retransmissionsRateLimited),
+            qualityLimitationResolutionChanges: SendCounters.load(counters.resolutionChanges),
             keyframeRequestsCoalesced: keyframeRequestsCoalesced.load(ordering: .relaxed),
             protectFailures: SendCounters.load(counters.protectFailures),
             pacer: pacer?.statistics)
@@ -420,13 +445,18 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         let fps = requestedFrameRate.exchange(0, ordering: .acquiring)
         let rate = requestedBitrate.exchange(0, ordering: .acquiring)
         let estimate = estimatedBitrate.exchange(0, ordering: .acquiring)
+        let fullSize = requestedFullSize.exchange(0, ordering: .acquiring)
+        if fullSize != 0 { qualityScaler?.reset(width: Int(fullSize >> 32), height: Int(fullSize & 0xFFFF_FFFF)) }
         if rate > 0 { bitrate = rate }
         if estimate > 0 { estimateCap = estimate }
         if fps > 0 { frameRate = fps }
-        guard fps > 0 || rate > 0 || estimate > 0 else { return }
+        let protectionChanged = estimateCap != Int.max && measureRetransmissionRate()
+        guard fps > 0 || rate > 0 || estimate > 0 || protectionChanged else { return }
         var c = encoder.configuration
         c.frameRate = frameRate
-        c.bitrate = min(bitrate, max(8_000, estimateCap))
+        // Under an estimate, retransmissions (at most half of it) come out of the encoder's share.
+        let room = estimateCap == Int.max ? estimateCap : estimateCap - min(retransmissionRate, estimateCap / 2)
+        c.bitrate = min(bitrate, max(8_000, room))
         if c != encoder.configuration {
             do {
                 try encoder.reconfigure(c)
@@ -436,6 +466,21 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         }
         counters.targetBitrate.store(encoder.configuration.bitrate, ordering: .relaxed)
         pacer?.setTargetBitrate(encoder.configuration.bitrate)
+    }
+
+    /// Every half second: the retransmission rate over the window that ended; whether it moved
+    /// by more than 10 kbit/s (the encoder's target then follows). Worker thread.
+    private func measureRetransmissionRate() -> Bool {
+        let nowNs = engineClock.now.nanoseconds
+        let window = retransmissionWindow
+        guard nowNs &- window.startNs >= 500_000_000 else { return false }
+        let bytes = SendCounters.load(counters.retransmittedBytesSent)
+        retransmissionWindow = (nowNs, bytes)
+        guard window.startNs != 0 else { return false }
+        let measured = Int(Double(bytes &- window.bytes) * 8e9 / Double(nowNs &- window.startNs))
+        guard abs(measured - retransmissionRate) > 10_000 else { return false }
+        retransmissionRate = measured
+        return true
     }
 
     private func encode(_ frame: VideoFrame) {
@@ -499,6 +544,14 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         } catch {
             counters.add(counters.framesDroppedByEncoder)
             return
+        }
+        if var scaler = qualityScaler {
+            let decision = scaler.observe(quantizer: result == .dropped ? nil : encoder.lastQuantizer, nowNs: captureNs)
+            qualityScaler = scaler
+            if case .resize(let width, let height) = decision {
+                capturer.setTargetDimensions(width: width, height: height)
+                counters.add(counters.resolutionChanges)
+            }
         }
         if result == .dropped {
             counters.add(counters.framesDroppedByEncoder)

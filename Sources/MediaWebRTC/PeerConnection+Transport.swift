@@ -449,7 +449,9 @@ extension PeerConnection {
             return fail(.setup("SRTCP context"))
         }
         let feedback = PeerConnectionFeedback(
-            session: RTCPSenderSession(targets: tracks.map(\.feedbackTarget), startBitrate: configuration.videoBitrate),
+            session: RTCPSenderSession(
+                targets: tracks.map(\.feedbackTarget), startBitrate: configuration.videoBitrate,
+                maximumBitrate: configuration.effectiveMaximumVideoBitrate),
             outbound: rtcpContext, cname: cname)
         self.feedback = feedback
         pipeline.rtcpFeedbackHandler = { bytes, arrival in feedback.handle(bytes, arrival: arrival) }

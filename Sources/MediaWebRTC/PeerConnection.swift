@@ -105,6 +105,26 @@ package struct PeerConnectionConfiguration: Sendable {
     package var videoWidth = 640, videoHeight = 360
     /// The video encoder's start bitrate (RTCP feedback moves it), bits per second.
     package var videoBitrate = 1_000_000
+    /// The most the video may send, bits per second, however high the estimate goes; nil: by
+    /// the frame size (`defaultMaximumVideoBitrate`), and never below `videoBitrate`.
+    package var videoMaximumBitrate: Int? = nil
+
+    /// The ceiling for video of `width` x `height` when none is given, bits per second: 600 kbit/s
+    /// up to 320x240, 1.7 Mbit/s up to 640x480, 2 Mbit/s up to 960x540, 2.5 Mbit/s above (the
+    /// steps libwebrtc uses by default).
+    package static func defaultMaximumVideoBitrate(width: Int, height: Int) -> Int {
+        switch width * height {
+        case ...(320 * 240): 600_000
+        case ...(640 * 480): 1_700_000
+        case ...(960 * 540): 2_000_000
+        default: 2_500_000
+        }
+    }
+
+    /// The video ceiling in use: `videoMaximumBitrate`, or the size's default, at least the start.
+    package var effectiveMaximumVideoBitrate: Int {
+        max(videoBitrate, videoMaximumBitrate ?? Self.defaultMaximumVideoBitrate(width: videoWidth, height: videoHeight))
+    }
     /// End-to-end encryption of each local video frame with SFrame (RFC 9605) before it is
     /// packetized, for media through a server that terminates SRTP (docs/sframe.md). Give video
     /// and audio senders with different key IDs: each KID has its own replay window at receivers.
@@ -378,11 +398,15 @@ package final class PeerConnection: @unchecked Sendable {
             socket: socket, protection: LateSendProtection(midReservedID: PeerConnectionHeaderExtensions.reserved.mid))
         var c = VideoSendStream.Configuration(codec: codec, width: configuration.videoWidth, height: configuration.videoHeight)
         c.lateProtection = sender.protection
-        c.encoder.bitrate = configuration.videoBitrate
+        // The ceiling; the encoder starts at the start bitrate (set below as the first estimate),
+        // and the estimate moves it up to here.
+        c.encoder.bitrate = configuration.effectiveMaximumVideoBitrate
         // The estimate sets the target, which can fall below what the coarsest quantizer makes
         // of a busy picture: libvpx then drops frames (below 30 % of its buffer, libwebrtc's VP8
         // setting) rather than send past the estimate into a full queue.
         c.encoder.frameDropThreshold = VideoSendStream.congestionFrameDropThreshold
+        // And smaller pictures when the estimate is too low for the size.
+        c.scalesResolution = true
         c.frameEncryption = configuration.videoFrameEncryption
         c.srtp = nil
         // Reserved under our own IDs; the egress writes the negotiated ones (or leaves them out).
@@ -396,6 +420,7 @@ package final class PeerConnection: @unchecked Sendable {
         c.rtxSSRC = freshSSRC(besides: [c.ssrc])
         let stream: VideoSendStream
         do { stream = try VideoSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
+        stream.handleEstimatedBitrate(configuration.videoBitrate)
         let track = PeerConnectionLocalTrack(
             jsep: JSEPTrack(
                 kind: .video, id: "video-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc,

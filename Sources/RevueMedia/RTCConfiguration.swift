@@ -188,6 +188,10 @@ public struct RTCConfiguration: Sendable, Hashable {
     public var videoHeight = 360
     /// The video encoder's start bitrate in bit/s (the peer's RTCP feedback moves it).
     public var videoBitrate = 1_000_000
+    /// The most the video may send in bit/s, however much the path allows. nil (the default):
+    /// by the frame size, 600 kbit/s up to 320x240, 1.7 Mbit/s up to 640x480, 2 Mbit/s up to
+    /// 960x540 and 2.5 Mbit/s above; never below `videoBitrate`.
+    public var videoMaximumBitrate: Int? = nil
 
     /// The defaults: no servers, all candidates, one bundled transport, a wildcard socket.
     public init() {}

@@ -252,7 +252,14 @@ public final class RTCPeerConnection: Sendable {
         }
         c.videoWidth = configuration.videoWidth
         c.videoHeight = configuration.videoHeight
+        if let maximum = configuration.videoMaximumBitrate {
+            guard (30_000...20_000_000).contains(maximum), maximum >= configuration.videoBitrate else {
+                throw .invalidConfiguration(
+                    "videoMaximumBitrate \(maximum): 30 000...20 000 000 bit/s and at least videoBitrate")
+            }
+        }
         c.videoBitrate = configuration.videoBitrate
+        c.videoMaximumBitrate = configuration.videoMaximumBitrate
         c.gatheringTimeoutSeconds = Self.seconds(configuration.gatheringWait)
         c.connectTimeoutSeconds = Self.seconds(configuration.connectTimeout)
         do { engine = try PeerConnection(configuration: c) } catch { throw RTCError(error) }

@@ -75,7 +75,9 @@ import Testing
         }
         guard case .invalidConfiguration? = refusal({ $0.localAddress = "not an address" }),
             case .invalidConfiguration? = refusal({ $0.videoWidth = 15 }),
-            case .invalidConfiguration? = refusal({ $0.videoBitrate = 0 })
+            case .invalidConfiguration? = refusal({ $0.videoBitrate = 0 }),
+            case .invalidConfiguration? = refusal({ $0.videoMaximumBitrate = 500_000 }),  // below the start
+            case .invalidConfiguration? = refusal({ $0.videoMaximumBitrate = 30_000_000 })
         else {
             Issue.record("a bad address, size or bitrate was accepted")
             return

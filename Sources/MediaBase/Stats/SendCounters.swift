@@ -34,6 +34,8 @@ package final class SendCounters: Sendable {
     package let targetBitrate = Atomic<Int>(0)
     package let framesPerSecondBits = Atomic<UInt64>(0)
     package let protectFailures = Atomic<UInt64>(0)
+    /// Encoded-size changes the quality scaler made (worker).
+    package let resolutionChanges = Atomic<UInt64>(0)
 
     // Feedback (receive thread or API).
     package let nackCount = Atomic<UInt64>(0)
