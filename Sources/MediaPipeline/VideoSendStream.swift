@@ -173,12 +173,13 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
     private var frameRate: Int
     private var bitrate: Int
     private var estimateCap = Int.max
-    /// Worker: what retransmissions sent over the last half second (bits per second), measured
-    /// from `retransmissionWindow` (its start and the resent bytes then). The encoder's target
-    /// leaves room for it within the estimate, as libwebrtc takes its protection overhead off
-    /// the encoder's share, so repairs do not push the stream past the estimate.
-    private var retransmissionRate = 0
-    private var retransmissionWindow: (startNs: UInt64, bytes: UInt64) = (0, 0)
+    /// Worker: what the stream sent beyond its encoded frames over the last half second (bits
+    /// per second): retransmitted payload, RTP headers and each packet's SRTP tag; measured from
+    /// `overheadWindow` (its start and those bytes then). The encoder's target leaves room for
+    /// it within the estimate, which counts whole RTP packets, as libwebrtc takes packet and
+    /// protection overhead off the encoder's share.
+    private var overheadRate = 0
+    private var overheadWindow: (startNs: UInt64, bytes: UInt64) = (0, 0)
 
     private let keyframeRequested = Atomic<Bool>(false)
     private let keyframeRequestsCoalesced = Atomic<UInt64>(0)
@@ -450,12 +451,12 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         if rate > 0 { bitrate = rate }
         if estimate > 0 { estimateCap = estimate }
         if fps > 0 { frameRate = fps }
-        let protectionChanged = estimateCap != Int.max && measureRetransmissionRate()
-        guard fps > 0 || rate > 0 || estimate > 0 || protectionChanged else { return }
+        let overheadChanged = estimateCap != Int.max && measureOverheadRate()
+        guard fps > 0 || rate > 0 || estimate > 0 || overheadChanged else { return }
         var c = encoder.configuration
         c.frameRate = frameRate
-        // Under an estimate, retransmissions (at most half of it) come out of the encoder's share.
-        let room = estimateCap == Int.max ? estimateCap : estimateCap - min(retransmissionRate, estimateCap / 2)
+        // Under an estimate, the overhead (at most half of it) comes out of the encoder's share.
+        let room = estimateCap == Int.max ? estimateCap : estimateCap - min(overheadRate, estimateCap / 2)
         c.bitrate = min(bitrate, max(8_000, room))
         if c != encoder.configuration {
             do {
@@ -468,18 +469,22 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         pacer?.setTargetBitrate(encoder.configuration.bitrate)
     }
 
-    /// Every half second: the retransmission rate over the window that ended; whether it moved
-    /// by more than 10 kbit/s (the encoder's target then follows). Worker thread.
-    private func measureRetransmissionRate() -> Bool {
+    /// Every half second: the overhead rate over the window that ended; whether it moved by
+    /// more than 10 kbit/s (the encoder's target then follows). Worker thread.
+    private func measureOverheadRate() -> Bool {
         let nowNs = engineClock.now.nanoseconds
-        let window = retransmissionWindow
+        let window = overheadWindow
         guard nowNs &- window.startNs >= 500_000_000 else { return false }
-        let bytes = SendCounters.load(counters.retransmittedBytesSent)
-        retransmissionWindow = (nowNs, bytes)
+        let packets = SendCounters.load(counters.packetsSent) &+ SendCounters.load(counters.retransmittedPacketsSent)
+        let perPacket = UInt64(core.reservedOverhead)
+        let bytes =
+            SendCounters.load(counters.retransmittedBytesSent) &+ SendCounters.load(counters.headerBytesSent)
+            &+ packets &* perPacket
+        overheadWindow = (nowNs, bytes)
         guard window.startNs != 0 else { return false }
         let measured = Int(Double(bytes &- window.bytes) * 8e9 / Double(nowNs &- window.startNs))
-        guard abs(measured - retransmissionRate) > 10_000 else { return false }
-        retransmissionRate = measured
+        guard abs(measured - overheadRate) > 10_000 else { return false }
+        overheadRate = measured
         return true
     }
 

@@ -55,7 +55,9 @@ enum DemoCommand: Command {
         var audio: [Float] = []
         var lastIndex = -1
         var framesOutOfOrder = 0
-        /// Render times of the frames captured on each whole second (index a multiple of 30).
+        /// When the renderer was handed the frames captured on each whole second (index a
+        /// multiple of 30), and the render time each was planned for.
+        var markedDeliveredNs: [Int: UInt64] = [:]
         var markedRenderNs: [Int: UInt64] = [:]
         /// Each frame's first-packet arrival and render time, by index (render scheduling).
         var arrivalAndRenderNs: [Int: (arrival: UInt64, render: UInt64)] = [:]
@@ -106,6 +108,7 @@ enum DemoCommand: Command {
             key: key, codec: videoOptions.codec, width: size.width, height: size.height,
             videoPath: videoPath, audioPath: audioPath
         ) { frame in
+            let deliveredNs = MonotonicTime.now.nanoseconds
             let view = frame.view, decodedNs = frame.decodedAt.nanoseconds
             guard let index = SyntheticVideo.frameIndex(in: view) else {
                 measurements.withLock { $0.framesUnidentified += 1 }
@@ -122,7 +125,10 @@ enum DemoCommand: Command {
                 }
                 if psnr.isFinite { m.psnr.append(psnr) }
                 if index <= m.lastIndex { m.framesOutOfOrder += 1 }
-                if index % 30 == 0 { m.markedRenderNs[index / 30] = frame.renderTime.nanoseconds }
+                if index % 30 == 0 {
+                    m.markedDeliveredNs[index / 30] = deliveredNs
+                    m.markedRenderNs[index / 30] = frame.renderTime.nanoseconds
+                }
                 m.arrivalAndRenderNs[index] = (frame.firstPacketArrival.nanoseconds, frame.renderTime.nanoseconds)
                 m.lastIndex = index
             }
@@ -183,14 +189,19 @@ enum DemoCommand: Command {
         let (lag, snr, correlation, segmentLags) = audioQuality(reference: reference48k, received: received, maxLag: 48_000)
         // Lip sync: each whole second of capture time is marked in both streams (the beep's first
         // sample, the frame with index 30 x k); the beep's play time (where the alignment above
-        // put that sample in what was played) minus the marked frame's render time.
-        var syncOffsetsMs: [Double] = []
-        for (k, renderNs) in m.markedRenderNs.sorted(by: { $0.key < $1.key }) where k >= 3 {
+        // put that sample in what was played) minus the time the renderer was handed the marked
+        // frame (what a renderer that shows frames as it gets them would show), and minus the
+        // render time the frame was planned for.
+        var syncOffsetsMs: [Double] = [], plannedOffsetsMs: [Double] = []
+        for (k, deliveredNs) in m.markedDeliveredNs.sorted(by: { $0.key < $1.key }) where k >= 3 {
             guard let segmentLag = segmentLags[k * 48_000],
                 let playNs = receiver.audioSink?.playTime(ofSample: k * 48_000 + segmentLag)
             else { continue }
-            syncOffsetsMs.append((Double(playNs) - Double(renderNs)) / 1e6)
+            syncOffsetsMs.append((Double(playNs) - Double(deliveredNs)) / 1e6)
+            if let renderNs = m.markedRenderNs[k] { plannedOffsetsMs.append((Double(playNs) - Double(renderNs)) / 1e6) }
         }
+        let plannedMean =
+            plannedOffsetsMs.isEmpty ? Double.nan : plannedOffsetsMs.reduce(0, +) / Double(plannedOffsetsMs.count)
         let syncMean = syncOffsetsMs.isEmpty ? Double.nan : syncOffsetsMs.reduce(0, +) / Double(syncOffsetsMs.count)
         let syncWorst = syncOffsetsMs.max { abs($0) < abs($1) } ?? .nan
         let syncWithin = syncOffsetsMs.filter { abs($0) <= 45 }.count
@@ -284,6 +295,8 @@ enum DemoCommand: Command {
                     ("marks", .int(syncOffsetsMs.count)), ("meanMs", JSON.rounded(syncMean, 1)),
                     ("worstMs", JSON.rounded(syncWorst, 1)), ("within45Ms", .int(syncWithin)),
                     ("offsetsMs", .array(syncOffsetsMs.map { JSON.rounded($0, 1) })),
+                    ("plannedMeanMs", JSON.rounded(plannedMean, 1)),
+                    ("plannedOffsetsMs", .array(plannedOffsetsMs.map { JSON.rounded($0, 1) })),
                     ("videoDelayMs", JSON.rounded(syncVideoDelay, 1)), ("audioDelayMs", JSON.rounded(syncAudioDelay, 1)),
                 ])
             ),
@@ -325,7 +338,7 @@ enum DemoCommand: Command {
                 audio quality   SNR \(snr.fixed(2)) dB, correlation \(correlation.fixed(3)) (lag \(lag) samples)
                 latency         capture to decoded frame p50 \(pct(0.5).fixed(1)) ms, p99 \(pct(0.99).fixed(1)) ms
                 frame timing    interval off 33.3 ms (p95): arrival \(arrivalJitter.fixed(1)) ms, render \(renderJitter.fixed(1)) ms
-                lip sync        beep minus marked frame \(syncMean.fixed(1)) ms mean, worst \(syncWorst.fixed(1)) ms, \(syncWithin) of \(syncOffsetsMs.count) seconds within 45 ms; extra delay video \(syncVideoDelay.fixed(1)) ms, audio \(syncAudioDelay.fixed(1)) ms
+                lip sync        beep minus marked frame as handed to the renderer \(syncMean.fixed(1)) ms mean, worst \(syncWorst.fixed(1)) ms, \(syncWithin) of \(syncOffsetsMs.count) seconds within 45 ms (\(plannedMean.fixed(1)) ms mean against its planned render time); extra delay video \(syncVideoDelay.fixed(1)) ms, audio \(syncAudioDelay.fixed(1)) ms
                 bitrates        video \(Format.bitrate(videoBitrate)), audio \(Format.bitrate(audioBitrate))
                 files           \((written + [statsPath]).joined(separator: ", "))
                 """)
