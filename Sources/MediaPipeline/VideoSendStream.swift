@@ -531,13 +531,18 @@ public final class VideoSendStream: RTPSendFeedbackTarget, @unchecked Sendable {
         // several producers' timestamps interleave.
         if clock.originNs == nil { _ = clock.timestamp(captureNs: frame.timestampNs) }
         let ticks = max(clock.ticks(sinceOriginTo: frame.timestampNs), lastTicks + 1)
+        // The rate control gives each frame the budget of the time it covers: the interval since
+        // the previous frame (at most a second), not the configured rate's, so a source slower
+        // than the configured frame rate still gets the whole target and frames are not dropped
+        // for want of budget.
+        let duration = lastTicks < 0 ? nil : min(ticks - lastTicks, RTPClock.videoRate)
         lastTicks = ticks
         let rtpTimestamp = clock.initialTimestamp &+ UInt32(truncatingIfNeeded: ticks)
         let captureNs = frame.timestampNs, capturedAtNs = frame.capturedAt.nanoseconds
         let t0 = engineClock.now.nanoseconds
         let result: VPXEncodeResult
         do {
-            result = try encoder.encode(frame.view, pts: ticks) { encoded in
+            result = try encoder.encode(frame.view, pts: ticks, duration: duration) { encoded in
                 // The encode's end is also the packets' send time (abs-send-time, history, sender
                 // report): packetizing takes microseconds, so one clock read serves both.
                 let t1 = engineClock.now.nanoseconds

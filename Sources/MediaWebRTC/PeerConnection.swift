@@ -108,6 +108,10 @@ package struct PeerConnectionConfiguration: Sendable {
     /// The most the video may send, bits per second, however high the estimate goes; nil: by
     /// the frame size (`defaultMaximumVideoBitrate`), and never below `videoBitrate`.
     package var videoMaximumBitrate: Int? = nil
+    /// Whether local video offers an RTX stream (RFC 4588) for its repairs and probe padding.
+    /// False: repairs resend the protected originals and the stream does not probe (a server
+    /// that mishandles RTX).
+    package var videoRetransmissionStream = true
 
     /// The ceiling for video of `width` x `height` when none is given, bits per second: 600 kbit/s
     /// up to 320x240, 1.7 Mbit/s up to 640x480, 2 Mbit/s up to 960x540, 2.5 Mbit/s above (the
@@ -416,15 +420,17 @@ package final class PeerConnection: @unchecked Sendable {
         c.ssrc = freshSSRC()
         // Retransmissions and probe padding on an RTX stream of their own (RFC 4588) when the
         // peer accepts it: the payload type here only reserves the room; the answer's is written.
-        c.rtxPayloadType = JSEPNegotiator.offeredCodecs(.video).first { $0.known == .rtx }.map { UInt8($0.payloadType) }
-        c.rtxSSRC = freshSSRC(besides: [c.ssrc])
+        if configuration.videoRetransmissionStream {
+            c.rtxPayloadType = JSEPNegotiator.offeredCodecs(.video).first { $0.known == .rtx }.map { UInt8($0.payloadType) }
+            c.rtxSSRC = freshSSRC(besides: [c.ssrc])
+        }
         let stream: VideoSendStream
         do { stream = try VideoSendStream(configuration: c, sink: sender) } catch { throw .setup("\(error)") }
         stream.handleEstimatedBitrate(configuration.videoBitrate)
         let track = PeerConnectionLocalTrack(
             jsep: JSEPTrack(
                 kind: .video, id: "video-" + ICEAgent.randomICEString(6), streamID: streamID, ssrc: c.ssrc,
-                retransmissionSSRC: c.rtxSSRC, direction: direction),
+                retransmissionSSRC: c.rtxPayloadType == nil ? nil : c.rtxSSRC, direction: direction),
             codec: codec, video: stream, audio: nil, sender: sender)
         try add(track)
         stream.start()

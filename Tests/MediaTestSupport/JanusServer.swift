@@ -289,6 +289,10 @@ package final class JanusServer {
         process.signal(SIGTERM)
         let run = process.wait(timeout: 5)
         if run.timedOut { print("JanusServer: killed after SIGTERM; log: \(logTail(1200))") }
+        // A status other than 0 after SIGTERM: it had died before (a crash): its last words.
+        if !run.timedOut && run.status != 0 {
+            print("JanusServer: it had exited on its own; output: \(run.stderr.suffix(1500)) log: \(logTail(3000))")
+        }
         print(
             "JanusServer: stopped in \(String(format: "%.2f", Date().timeIntervalSince(started))) s (status \(run.status)\(run.timedOut ? ", killed" : ""))"
         )
