@@ -77,8 +77,10 @@ package final class RTPSendCore: @unchecked Sendable {
     /// The header of a padding packet on the RTX SSRC (padding bit set, the media header's
     /// elements), marshalled once; empty without RTX.
     private let paddingTemplate: [UInt8]
-    /// The RTP timestamp of the last packet that left (padding packets carry it). Egress thread.
+    /// The RTP timestamp of the last packet that left (padding packets carry it), and its
+    /// sequence number (probes resend it as padding). Egress thread.
     private var lastEgressTimestamp: UInt32 = 0
+    private var lastEgressSequence: UInt16?
     /// Pacing: `send` queues here and the pacer's thread calls the egress.
     let pacer: RTPPacer?
     /// The clock resends read (the stream's). Set before the stream starts.
@@ -235,7 +237,10 @@ package final class RTPSendCore: @unchecked Sendable {
         if let late { adoptLate(late, packet) }
         let raw = UnsafeRawBufferPointer(packet)
         let seq = raw.u16(2)
-        if rtxInUse { lastEgressTimestamp = raw.u32(4) }  // only padding (RTX) reads it
+        if rtxInUse {  // only padding (RTX) reads them
+            lastEgressTimestamp = raw.u32(4)
+            lastEgressSequence = seq
+        }
         stampTransportSequence(packet, length: length, now: now, probeCluster: probeCluster)
         // RTX rebuilds retransmissions from the unprotected packet.
         if rtxInUse {
@@ -519,6 +524,14 @@ extension RTPSendCore: RTPPacerEgress {
     /// Pacer's thread.
     package func egressPadding(bytes: Int, now: MonotonicTime, probeCluster: Int) -> Int {
         guard rtxInUse, canPad else { return 0 }
+        // Payload padding first, as libwebrtc pads: the last media packet again, as an RTX
+        // packet, so a probe's bytes can still repair a loss (and some servers, Janus 1.1 among
+        // them, fail on a stream of padding-only RTX packets).
+        if let seq = lastEgressSequence {
+            var wire = 0
+            _ = history.peek(seq: seq) { stored in wire = egressRTX(stored, now: now, probeCluster: probeCluster) }
+            if wire > 0 { return wire }
+        }
         let overhead = srtp?.rtpOverhead ?? 0
         let pad = min(255, max(1, bytes - headerSize - overhead))
         paddingTemplate.withUnsafeBytes { rtxBuffer.copyMemory(from: $0) }
@@ -538,6 +551,33 @@ extension RTPSendCore: RTPPacerEgress {
         if let srtp {
             var span = rtxBuffer.mutableBytes
             do { wire = try srtp.protect(&span, length: length) } catch {
+                counters.add(counters.protectFailures)
+                return 0
+            }
+        }
+        sink.write(UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire]))
+        return wire
+    }
+
+    /// Sends the unprotected `stored` packet as an RTX packet (RFC 4588: OSN first) on the RTX
+    /// SSRC, stamped like media and logged with `probeCluster`; the wire size, 0 when it could
+    /// not be built or protected. Not counted as a retransmission. Egress thread.
+    private func egressRTX(_ stored: UnsafeRawBufferPointer, now: MonotonicTime, probeCluster: Int) -> Int {
+        guard let rtx else { return 0 }
+        let payloadType: UInt8? = if let late { late.retransmissionPayloadType } else { rtx.payloadType }
+        guard let payloadType,
+            let n = RTXPacket.wrap(
+                stored, payloadType: payloadType, sequenceNumber: rtxSequencer.next(), ssrc: rtx.ssrc, into: rtxBuffer)
+        else { return 0 }
+        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer.bytes.extracting(..<n)) {
+            rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
+        }
+        stampTransportSequence(rtxBuffer, length: n, now: now, probeCluster: probeCluster)
+        if let late { mapNegotiatedExtensions(late, rtxBuffer, length: n) }
+        var wire = n
+        if let srtp {
+            var span = rtxBuffer.mutableBytes
+            do { wire = try srtp.protect(&span, length: n) } catch {
                 counters.add(counters.protectFailures)
                 return 0
             }

@@ -63,6 +63,16 @@ public final class SendHistory {
         return true
     }
 
+    /// Lends the stored bytes of `seq` to `body` without counting a retransmission (a sender's
+    /// probe resending recent media as padding); false when it is not held. Thread rule and cost
+    /// as `retransmitStored`.
+    package func peek(seq: UInt16, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        let slot = Int(seq) & mask
+        guard lengths[slot] > 0, sequence[slot] == seq else { return false }
+        body(UnsafeRawBufferPointer(start: storage + slot * maxPacketSize, count: lengths[slot]))
+        return true
+    }
+
     /// What a NACK lookup found.
     public enum Lookup: Equatable {
         /// The packet is available; it has now been retransmitted `count` times.

@@ -278,7 +278,9 @@ final class SimulatedPacerDriver: @unchecked Sendable {
     }
 
     /// A probe cluster leaves at the cluster's rate, padded on the RTX SSRC (SRTP-protected there,
-    /// tagged with the cluster in the transport-wide send log), after the media sent before it.
+    /// tagged with the cluster in the transport-wide send log), after the media sent before it:
+    /// each padding packet is the last media packet again as an RTX packet (RFC 4588: its
+    /// sequence number, then its payload), as libwebrtc pads when it holds media.
     @Test func aProbeIsPaddedOnTheRTXSSRCAtItsRateAndLoggedWithItsCluster() throws {
         let time = SimulatedTime()
         let wire = SimulatedWire(time: time)
@@ -312,6 +314,13 @@ final class SimulatedPacerDriver: @unchecked Sendable {
         // Protected on the RTX SSRC: a receiver's context (its own replay window per SSRC) takes
         // every one.
         let inbound = try SRTPContext(material: key, direction: .inbound)
+        var lastMedia = wire.packets[mediaCount - 1].bytes
+        let lastLength = try lastMedia.withUnsafeMutableBytes {
+            var span = $0.mutableBytes
+            return try inbound.unprotect(&span, length: span.byteCount)
+        }
+        let last = try RTPPacket(parsing: lastMedia.span.bytes.extracting(0..<lastLength))
+        let lastPayload = Array(lastMedia[last.header.marshalSize..<(lastLength - last.paddingSize)])
         for p in padding {
             var plain = p.bytes
             let n = try plain.withUnsafeMutableBytes {
@@ -319,11 +328,14 @@ final class SimulatedPacerDriver: @unchecked Sendable {
                 return try inbound.unprotect(&span, length: span.byteCount)
             }
             let packet = try RTPPacket(parsing: plain.span.bytes.extracting(0..<n))
-            #expect(packet.header.ssrc == c.rtxSSRC && packet.header.payloadType == 97 && packet.header.padding)
-            #expect(packet.payloadSize == 0 && packet.paddingSize == n - packet.header.marshalSize)
+            #expect(packet.header.ssrc == c.rtxSSRC && packet.header.payloadType == 97)
+            #expect(packet.header.timestamp == last.header.timestamp)
+            let payload = Array(plain[packet.header.marshalSize..<(n - packet.paddingSize)])
+            #expect(payload.count == lastPayload.count + 2)
+            #expect(UInt16(payload[0]) << 8 | UInt16(payload[1]) == last.header.sequenceNumber, "OSN")
+            #expect(Array(payload.dropFirst(2)) == lastPayload, "the last media packet's payload")
             let seq = try #require(packet.header.extensions.transportSequenceNumber(id: 5))
             #expect(numbers.sent(seq)?.probeCluster == 321)
-            #expect(plain.withUnsafeBytes { RTXPacket.isPaddingOnly(UnsafeRawBufferPointer(rebasing: $0[0..<n]).bytes) })
         }
         // Spread at about the cluster's rate (7500 bytes at 4 Mbit/s: 15 ms), not in one burst.
         let spreadMs = Double(padding.last!.ns - padding.first!.ns) / 1e6

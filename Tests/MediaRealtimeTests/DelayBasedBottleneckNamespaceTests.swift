@@ -241,7 +241,11 @@ final class ShapedVethPair {
         }
         result.probeClusters = session.counters.probeClustersSent
         result.paddingPackets = video.statistics.pacer?.paddingPackets ?? 0
-        result.paddingReceived = receiver.statistics.rtxPadding
+        // Probes pad with the last media packet again (an RTX packet the receiver unwraps and
+        // drops as a duplicate) or, with none held, padding only; NACK repairs are unwrapped too.
+        result.paddingReceived =
+            receiver.statistics.rtxPadding + receiver.statistics.rtxUnwrapped
+            - Int(video.statistics.outbound.retransmittedPacketsSent)
         let capacityAt: (Int) -> Int = { s in
             var end = 0.0
             for p in phases { end += p.seconds; if Double(s) < end { return p.kbit * 1000 } }

@@ -315,7 +315,6 @@ extension Room {
             VideoSendStream.Configuration(codec: .vp8, width: options.videoWidth, height: options.videoHeight).encoder
             .bitrate
         c.iceServers = core?.callICEServers ?? []
-        c.videoRetransmissionStream = false
         c.gatheringTimeoutSeconds = 2
         c.connectTimeoutSeconds = 15
         c.videoFrameEncryption = sfu.video
