@@ -36,7 +36,8 @@ import Dispatch
 // they exceed what crossed when the queue overflows; p50/p95 of the bottleneck's queuing delay, read
 // from tbf's backlog every ~60 ms (backlog bytes x 8 / rate: the wait of a packet joining the
 // queue; the base delay is the relay's, constant); loss seen by the receiver (its inbound-rtp
-// packetsLost over packets expected); the time after the last step up until the sender's rate
+// packetsLost over packets expected; for our receiver plus its packetsDiscarded, since RFC 3550's
+// count takes a duplicate as making up for a loss); the time after the last step up until the sender's rate
 // through the bottleneck (over 2 s) and its own estimate reach 90 % of the capacity; frames
 // decoded by the receiver; with TCP, the media's share of what both flows delivered (TCP's
 // bytes scaled by 1514/1448 for its headers). One run per scenario and sender: these are
@@ -524,7 +525,10 @@ enum CongestionSuite {
             c.framesDecoded = Double(frames.count.load(ordering: .relaxed))
             if let v = b.inboundStats.first(where: { $0.kind == "video" }) {
                 c.packetsReceived = Double(v.packetsReceived)
-                c.packetsLost = Double(v.packetsLost)
+                // RFC 3550's count takes a packet that came twice (a repair of a packet that was
+                // not lost, a probe's copy) as making up for one lost: add back what the jitter
+                // buffer discarded, so this is what stayed lost after repair.
+                c.packetsLost = Double(v.packetsLost) + Double(v.packetsDiscarded)
             }
             return c
         }
@@ -668,7 +672,10 @@ enum CongestionSuite {
             c.framesDecoded = Double(frames.count.load(ordering: .relaxed))
             if let v = b.inboundStats.first(where: { $0.kind == "video" }) {
                 c.packetsReceived = Double(v.packetsReceived)
-                c.packetsLost = Double(v.packetsLost)
+                // RFC 3550's count takes a packet that came twice (a repair of a packet that was
+                // not lost, a probe's copy) as making up for one lost: add back what the jitter
+                // buffer discarded, so this is what stayed lost after repair.
+                c.packetsLost = Double(v.packetsLost) + Double(v.packetsDiscarded)
             }
             return c
         }
