@@ -379,9 +379,10 @@ package final class RTPSendCore: @unchecked Sendable {
 
     /// Refills the retransmission allowance of a paced stream at the pacer's target bitrate, up
     /// to `retransmissionWindowSeconds` of it, and says whether `bytes` more may be resent now
-    /// (taking them). A stream without a pacer is not limited. Egress thread.
+    /// (taking them). A stream without a running pacer (none, or driven by hand) is not limited.
+    /// Egress thread.
     private func mayRetransmit(_ bytes: Int, now: MonotonicTime) -> Bool {
-        guard let pacer else { return true }
+        guard let pacer, pacer.isRunning else { return true }
         let rate = Double(max(8_000, pacer.targetBitrateValue)) / 8
         let nowNs = now.nanoseconds
         if retransmissionAllowanceNs == 0 {
@@ -413,24 +414,10 @@ package final class RTPSendCore: @unchecked Sendable {
                     limited = true
                     return false
                 }
-                if let rtx, rtxInUse {
-                    let payloadType: UInt8? = if let late { late.retransmissionPayloadType } else { rtx.payloadType }
-                    guard let payloadType,
-                        let n = RTXPacket.wrap(
-                            stored, payloadType: payloadType, sequenceNumber: rtxSequencer.next(),
-                            ssrc: rtx.ssrc, into: rtxBuffer)
+                if rtxInUse {
+                    guard let n = wrapRTX(stored), let wire = finishRTX(length: n, now: now, stampsSendTime: false)
                     else { return true }
                     payload = stored.count - headerSize
-                    stampTransportSequence(rtxBuffer, length: n, now: now)
-                    if let late { mapNegotiatedExtensions(late, rtxBuffer, length: n) }
-                    var wire = n
-                    if let srtp {
-                        var span = rtxBuffer.mutableBytes
-                        do { wire = try srtp.protect(&span, length: n) } catch {
-                            counters.add(counters.protectFailures)
-                            return true
-                        }
-                    }
                     bytes = UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire])
                 }
                 if route >= 0, let routed { routed.write(bytes, route: route) } else { sink.write(bytes) }
@@ -542,19 +529,7 @@ extension RTPSendCore: RTPPacerEgress {
         UnsafeMutableRawBufferPointer(rebasing: rtxBuffer[headerSize..<(length - 1)]).initializeMemory(
             as: UInt8.self, repeating: 0)
         rtxBuffer[length - 1] = UInt8(pad)
-        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer.bytes.extracting(..<length)) {
-            rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
-        }
-        stampTransportSequence(rtxBuffer, length: length, now: now, probeCluster: probeCluster)
-        if let late { mapNegotiatedExtensions(late, rtxBuffer, length: length) }
-        var wire = length
-        if let srtp {
-            var span = rtxBuffer.mutableBytes
-            do { wire = try srtp.protect(&span, length: length) } catch {
-                counters.add(counters.protectFailures)
-                return 0
-            }
-        }
+        guard let wire = finishRTX(length: length, now: now, probeCluster: probeCluster) else { return 0 }
         sink.write(UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire]))
         return wire
     }
@@ -563,27 +538,40 @@ extension RTPSendCore: RTPPacerEgress {
     /// SSRC, stamped like media and logged with `probeCluster`; the wire size, 0 when it could
     /// not be built or protected. Not counted as a retransmission. Egress thread.
     private func egressRTX(_ stored: UnsafeRawBufferPointer, now: MonotonicTime, probeCluster: Int) -> Int {
-        guard let rtx else { return 0 }
-        let payloadType: UInt8? = if let late { late.retransmissionPayloadType } else { rtx.payloadType }
-        guard let payloadType,
-            let n = RTXPacket.wrap(
-                stored, payloadType: payloadType, sequenceNumber: rtxSequencer.next(), ssrc: rtx.ssrc, into: rtxBuffer)
-        else { return 0 }
-        if let id = absSendTimeID, let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer.bytes.extracting(..<n)) {
-            rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
-        }
-        stampTransportSequence(rtxBuffer, length: n, now: now, probeCluster: probeCluster)
-        if let late { mapNegotiatedExtensions(late, rtxBuffer, length: n) }
-        var wire = n
-        if let srtp {
-            var span = rtxBuffer.mutableBytes
-            do { wire = try srtp.protect(&span, length: n) } catch {
-                counters.add(counters.protectFailures)
-                return 0
-            }
-        }
+        guard let n = wrapRTX(stored), let wire = finishRTX(length: n, now: now, probeCluster: probeCluster) else { return 0 }
         sink.write(UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire]))
         return wire
+    }
+
+    /// Builds the RTX packet of the unprotected `stored` packet in `rtxBuffer` (RFC 4588: the
+    /// RTX payload type, SSRC and next sequence number, then the OSN and the payload); its
+    /// length, nil without an RTX payload type or when it does not fit. Egress thread.
+    private func wrapRTX(_ stored: UnsafeRawBufferPointer) -> Int? {
+        guard let rtx else { return nil }
+        let payloadType: UInt8? = if let late { late.retransmissionPayloadType } else { rtx.payloadType }
+        guard let payloadType else { return nil }
+        return RTXPacket.wrap(
+            stored, payloadType: payloadType, sequenceNumber: rtxSequencer.next(), ssrc: rtx.ssrc, into: rtxBuffer)
+    }
+
+    /// Finishes the `length`-byte packet in `rtxBuffer` for the wire: abs-send-time stamped now
+    /// (unless `stampsSendTime` is false: a repair keeps its original's), the next transport-wide
+    /// number logged with `probeCluster`, the negotiated extension IDs, SRTP. The wire length,
+    /// nil when SRTP refused it (counted). Egress thread.
+    private func finishRTX(length: Int, now: MonotonicTime, probeCluster: Int = 0, stampsSendTime: Bool = true) -> Int? {
+        if stampsSendTime, let id = absSendTimeID,
+            let at = RTPHeaderExtensions.elementOffset(id: id, in: rtxBuffer.bytes.extracting(..<length))
+        {
+            rtxBuffer.put24(at, RTPAbsSendTime(nanoseconds: now.nanoseconds).rawValue)
+        }
+        stampTransportSequence(rtxBuffer, length: length, now: now, probeCluster: probeCluster)
+        if let late { mapNegotiatedExtensions(late, rtxBuffer, length: length) }
+        guard let srtp else { return length }
+        var span = rtxBuffer.mutableBytes
+        do { return try srtp.protect(&span, length: length) } catch {
+            counters.add(counters.protectFailures)
+            return nil
+        }
     }
 
     /// Flushes the sink. Pacer's thread.
