@@ -377,7 +377,11 @@ final class BrokenHTTPServer: Sendable {
             await settle(0.5)
             #expect(keyed.probe.snapshot.frames == keyedBefore, "the old keys still decode a's media")
             #expect(keyed.receiver.statistics.unknownKeys > 0, "the tap's receiver: \(keyed.receiver.statistics)")
-            #expect(bFromA.snapshot.frames - bBefore >= 20, "b after the rotation: \(bFromA.snapshot.frames - bBefore)")
+            let aSent = a.room.videoSendStatistics
+            #expect(
+                bFromA.snapshot.frames - bBefore >= 20,
+                "b after the rotation: \(bFromA.snapshot.frames - bBefore); a sent: \(aSent.map { "\($0.outbound), resolution changes \($0.qualityLimitationResolutionChanges)" } ?? "-")"
+            )
             #expect(bFromA.snr(Self.tones[0]) > 10)
             await blind.close()
             await keyed.close()
