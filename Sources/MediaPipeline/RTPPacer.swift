@@ -71,9 +71,10 @@ package protocol RTPPacerEgress: AnyObject {
     func egressPadding(bytes: Int, now: MonotonicTime, probeCluster: Int) -> Int
     /// Flushes the socket after a batch of egresses.
     func egressFlush()
-    /// Answers queued NACKs (retransmissions leave before queued media); returns the bytes that
-    /// went on the wire, which the pacer takes from its budget.
-    func egressServiceNacks() -> Int
+    /// Answers queued NACKs (retransmissions leave before queued media, limited to the target
+    /// bitrate by the egress, not taken from the pacing budget: after an outage a burst of
+    /// repairs would hold back the keyframe that ends it).
+    func egressServiceNacks()
 }
 
 /// Spreads one send stream's packets in time: the stream's worker writes its packets (not yet
@@ -320,8 +321,7 @@ package final class RTPPacer: @unchecked Sendable {
 
     /// One turn of the loop at `nowNs`; returns when to run the next one.
     private func turn(nowNs: UInt64) -> UInt64 {
-        // Retransmissions leave first and take their bytes from the budget queued media waits for.
-        budget -= target?.egressServiceNacks() ?? 0
+        target?.egressServiceNacks()
         process(nowNs: nowNs)
         if probe != nil || probesPending.load(ordering: .acquiring) { return nowNs + 1_000_000 }
         // Nothing waits: sleep until the producer flushes (or 100 ms pass).
@@ -436,7 +436,7 @@ package final class RTPPacer: @unchecked Sendable {
 
     /// Sends everything queued at once (no thread, or stopping).
     private func drain() {
-        _ = target?.egressServiceNacks()
+        target?.egressServiceNacks()
         var h = head.load(ordering: .relaxed)
         let t = tail.load(ordering: .acquiring)
         let now = clock.now.nanoseconds

@@ -373,8 +373,7 @@ package final class RTPSendCore: @unchecked Sendable {
     /// (as libwebrtc's sender does; see `VideoSendStream`).
     func serviceNacks() -> (didWork: Bool, unrecoverable: Bool) {
         if let pacer, pacer.isRunning { return (false, false) }  // the pacer's thread answers them
-        let (did, unrecoverable, _) = answerNacks()
-        return (did, unrecoverable)
+        return answerNacks()
     }
 
     /// Refills the retransmission allowance of a paced stream at the pacer's target bitrate, up
@@ -397,9 +396,8 @@ package final class RTPSendCore: @unchecked Sendable {
         return true
     }
 
-    /// Answers the queued NACKs; also the wire bytes resent (the pacer takes them from its budget).
-    private func answerNacks() -> (didWork: Bool, unrecoverable: Bool, wireBytes: Int) {
-        var did = false, unrecoverable = false, resent = 0, wireBytes = 0
+    private func answerNacks() -> (didWork: Bool, unrecoverable: Bool) {
+        var did = false, unrecoverable = false, resent = 0
         var now = MonotonicTime.zero  // read once, and only when a NACK is queued (this runs every step)
         while let entry = nacks.tryPop() {
             if !did { now = clock.now }
@@ -421,7 +419,6 @@ package final class RTPSendCore: @unchecked Sendable {
                     bytes = UnsafeRawBufferPointer(rebasing: rtxBuffer[0..<wire])
                 }
                 if route >= 0, let routed { routed.write(bytes, route: route) } else { sink.write(bytes) }
-                wireBytes += bytes.count
                 counters.add(counters.retransmittedBytesSent, UInt64(max(0, payload)))
                 return true
             }
@@ -440,7 +437,7 @@ package final class RTPSendCore: @unchecked Sendable {
             counters.add(counters.retransmittedPacketsSent, UInt64(resent))
             counters.add(counters.headerBytesSent, UInt64(resent * headerSize))  // webrtc-stats: resends too
         }
-        return (did, unrecoverable, wireBytes)
+        return (did, unrecoverable)
     }
 }
 
@@ -577,6 +574,6 @@ extension RTPSendCore: RTPPacerEgress {
     /// Flushes the sink. Pacer's thread.
     package func egressFlush() { sink.flush() }
 
-    /// Answers queued NACKs from the history; the wire bytes resent. Pacer's thread.
-    package func egressServiceNacks() -> Int { answerNacks().wireBytes }
+    /// Answers queued NACKs from the history. Pacer's thread.
+    package func egressServiceNacks() { _ = answerNacks() }
 }
