@@ -325,7 +325,8 @@ final class ShapedVethPair {
         // probe padding and NACK repairs, so at most as many as both.
         #expect(
             probed.paddingReceived > 0 && UInt64(probed.paddingReceived) <= probed.paddingPackets + probed.repairsSent,
-            "\(probed.paddingReceived) RTX packets received, \(probed.paddingPackets) padding and \(probed.repairsSent) repairs sent")
+            "\(probed.paddingReceived) RTX packets received, \(probed.paddingPackets) padding and \(probed.repairsSent) repairs sent"
+        )
     }
 
     @Test(
